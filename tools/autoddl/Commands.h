@@ -1,0 +1,20 @@
+//===- Commands.h - the autoddl subcommands ------------------------------===//
+//
+// Each subcommand lives in its own <Name>Command.cpp and registers itself on the
+// CLI11 app. A command reports bad input by throwing autoddl::UserError; main()
+// prints it as one line and exits 1.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace autoddl::cli {
+
+void registerImportCommand(CLI::App &app);     // ImportCommand.cpp: model -> sbp IR, summary
+void registerSimulateCommand(CLI::App &app);   // SimulateCommand.cpp: pipeline-schedule simulator
+void registerCostCommand(CLI::App &app);       // CostCommand.cpp: collective / compute costs
+
+} // namespace autoddl::cli

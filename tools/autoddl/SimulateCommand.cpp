@@ -1,0 +1,6 @@
+// Placeholder until the Simulate command lands (being written in this session).
+#include "tools/autoddl/Commands.h"
+#include <CLI/CLI.hpp>
+namespace autoddl::cli {
+void registerSimulateCommand(CLI::App &app) { (void)app; }
+} // namespace autoddl::cli
