@@ -1,0 +1,189 @@
+//===- OpSemanticsTest.cpp - shape inference and FLOPs of the vocabulary -===//
+#include "ir/ops/OpSemantics.h"
+
+#include <gtest/gtest.h>
+
+using namespace autoddl::ops;
+
+namespace {
+
+ValueType f32(Shape s) { return {std::move(s), DType::F32}; }
+ValueType i32(Shape s) { return {std::move(s), DType::I32}; }
+
+TEST(OpSemantics, EveryDocumentedOpIsKnown) {
+  // docs/ir.md's table lists 25 model ops (add and mul, gelu/relu/silu share
+  // rows).
+  const char *kinds[] = {
+      "parameter", "embedding", "positional",    "rotary",    "linear",
+      "matmul",    "bias_add",  "add",           "mul",       "gelu",
+      "relu",      "silu",      "swiglu",        "layernorm", "rmsnorm",
+      "softmax",   "attention", "cross_entropy", "conv2d",    "pool2d",
+      "flatten",   "reshape",   "transpose",     "spmm",      "sddmm"};
+  for (const char *k : kinds)
+    EXPECT_NE(lookupOp(k), nullptr) << k;
+  EXPECT_EQ(allOps().size(), std::size(kinds));
+  EXPECT_EQ(lookupOp("all_reduce"),
+            nullptr); // collectives are not importer ops
+}
+
+TEST(OpSemantics, LinearShapesAndFlops) {
+  // torch layout: w [N,K] = [3072,768]; x [2,8,768] -> [2,8,3072].
+  Attrs a{{"transpose_weight", true}};
+  auto r = inferResultTypes(
+      "linear", {f32({2, 8, 768}), f32({3072, 768}), f32({3072})}, a);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.results[0].shape, (Shape{2, 8, 3072}));
+  // 2·M·N·K + M·N with M = 2·8 = 16 rows, N = 3072, K = 768.
+  EXPECT_EQ(forwardFlops("linear",
+                         {f32({2, 8, 768}), f32({3072, 768}), f32({3072})},
+                         r.results, a),
+            2LL * 16 * 3072 * 768 + 16 * 3072);
+  // Conv1D layout (GPT-2): w [K,N]; a torch-layout weight is then wrong.
+  auto bad = inferResultTypes("linear", {f32({2, 8, 768}), f32({3072, 768})},
+                              {{"transpose_weight", false}});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(bad.error.find("K = 768"), std::string::npos) << bad.error;
+}
+
+TEST(OpSemantics, AttentionGqaAndFlops) {
+  // Llama-2-70B-like heads: H = 64, G = 8, D = 128; q [1,16,8192], k/v
+  // [1,16,1024].
+  Attrs a{{"num_heads", int64_t{64}},
+          {"num_kv_heads", int64_t{8}},
+          {"head_dim", int64_t{128}},
+          {"causal", true}};
+  std::vector<ValueType> ops{f32({1, 16, 8192}), f32({1, 16, 1024}),
+                             f32({1, 16, 1024})};
+  auto r = inferResultTypes("attention", ops, a);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.results[0].shape, (Shape{1, 16, 8192}));
+  // 4·B·H·T²·D + 5·B·H·T² (docs/ir.md) with B=1, H=64, T=16, D=128.
+  EXPECT_EQ(forwardFlops("attention", ops, r.results, a),
+            4LL * 64 * 16 * 16 * 128 + 5LL * 64 * 16 * 16);
+  // Fused qkv: width (H + 2G)·D = (64 + 16)·128 = 10240.
+  auto fused = inferResultTypes("attention", {f32({1, 16, 10240})}, a);
+  ASSERT_TRUE(fused.ok()) << fused.error;
+  EXPECT_EQ(fused.results[0].shape, (Shape{1, 16, 8192}));
+  // G must divide H.
+  a["num_kv_heads"] = int64_t{7};
+  auto bad = inferResultTypes("attention", ops, a);
+  EXPECT_NE(bad.error.find("divide"), std::string::npos) << bad.error;
+}
+
+TEST(OpSemantics, ConvPoolFlattenShapes) {
+  // VGG first conv: 3x3, pad 1, stride 1 keeps 224x224.
+  Attrs c{{"stride", int64_t{1}}, {"padding", int64_t{1}}};
+  std::vector<ValueType> ops{f32({2, 3, 224, 224}), f32({64, 3, 3, 3}),
+                             f32({64})};
+  auto r = inferResultTypes("conv2d", ops, c);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.results[0].shape, (Shape{2, 64, 224, 224}));
+  // 2·B·Cout·H'·W'·Cin·kh·kw + B·Cout·H'·W'.
+  int64_t out = 2LL * 64 * 224 * 224;
+  EXPECT_EQ(forwardFlops("conv2d", ops, r.results, c), 2 * out * 3 * 9 + out);
+  auto p =
+      inferResultTypes("pool2d", {f32({2, 64, 224, 224})},
+                       {{"kind", std::string("max")}, {"kernel", int64_t{2}}});
+  ASSERT_TRUE(p.ok()) << p.error;
+  EXPECT_EQ(p.results[0].shape,
+            (Shape{2, 64, 112, 112})); // stride defaults to kernel
+  auto f = inferResultTypes("flatten", {f32({2, 512, 7, 7})}, {});
+  ASSERT_TRUE(f.ok()) << f.error;
+  EXPECT_EQ(f.results[0].shape, (Shape{2, 25088})); // 512·7·7
+}
+
+TEST(OpSemantics, SparseOps) {
+  Attrs a{{"nnz", int64_t{13264}}};
+  std::vector<ValueType> ops{f32({2708, 2708}), f32({2708, 16})};
+  auto r = inferResultTypes("spmm", ops, a);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.results[0].shape, (Shape{2708, 16}));
+  EXPECT_EQ(forwardFlops("spmm", ops, r.results, a),
+            2LL * 13264 * 16); // 2·nnz·F
+  auto s = inferResultTypes("sddmm", {f32({4, 5}), f32({4, 3}), f32({5, 3})},
+                            {{"nnz", int64_t{7}}});
+  ASSERT_TRUE(s.ok()) << s.error;
+  EXPECT_EQ(s.results[0].shape, (Shape{4, 5}));
+  auto bad = inferResultTypes("spmm", ops, {{"nnz", int64_t{-1}}});
+  EXPECT_NE(bad.error.find("nnz"), std::string::npos) << bad.error;
+}
+
+TEST(OpSemantics, EmbeddingCrossEntropy) {
+  auto e =
+      inferResultTypes("embedding", {i32({4, 128}), f32({50257, 768})}, {});
+  ASSERT_TRUE(e.ok()) << e.error;
+  EXPECT_EQ(e.results[0].shape, (Shape{4, 128, 768}));
+  auto ce = inferResultTypes("cross_entropy",
+                             {f32({4, 128, 50257}), i32({4, 128})}, {});
+  ASSERT_TRUE(ce.ok()) << ce.error;
+  EXPECT_TRUE(ce.results[0].shape.empty()); // scalar loss
+  auto bad = inferResultTypes("cross_entropy",
+                              {f32({4, 128, 50257}), i32({4, 127})}, {});
+  EXPECT_NE(bad.error.find("[4,128]"), std::string::npos) << bad.error;
+  auto fl = inferResultTypes("embedding", {f32({4, 128}), f32({10, 8})}, {});
+  EXPECT_NE(fl.error.find("integer ids"), std::string::npos) << fl.error;
+}
+
+TEST(OpSemantics, ReshapeTransposeRotary) {
+  auto r = inferResultTypes("reshape", {f32({2, 3, 4})},
+                            {{"shape", std::vector<int64_t>{6, -1}}});
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.results[0].shape, (Shape{6, 4}));
+  auto bad = inferResultTypes("reshape", {f32({2, 3, 4})},
+                              {{"shape", std::vector<int64_t>{5, 5}}});
+  EXPECT_FALSE(bad.ok());
+  auto t = inferResultTypes("transpose", {f32({2, 3, 4})},
+                            {{"perm", std::vector<int64_t>{2, 0, 1}}});
+  ASSERT_TRUE(t.ok()) << t.error;
+  EXPECT_EQ(t.results[0].shape, (Shape{4, 2, 3}));
+  EXPECT_FALSE(inferResultTypes("transpose", {f32({2, 3})},
+                                {{"perm", std::vector<int64_t>{0, 0}}})
+                   .ok());
+  auto rot = inferResultTypes(
+      "rotary", {f32({1, 8, 4096})},
+      {{"num_heads", int64_t{32}}, {"head_dim", int64_t{127}}});
+  EXPECT_NE(rot.error.find("even head_dim"), std::string::npos) << rot.error;
+}
+
+TEST(OpSemantics, RejectsBadCountsAttrsAndSizes) {
+  EXPECT_NE(inferResultTypes("add", {f32({2})}, {})
+                .error.find("expected 2 operands, got 1"),
+            std::string::npos);
+  EXPECT_NE(inferResultTypes("softmax", {f32({2})}, {{"axis", 1.5}})
+                .error.find("'axis' of type i64"),
+            std::string::npos);
+  EXPECT_NE(inferResultTypes("pool2d", {f32({1, 1, 4, 4})},
+                             {{"kind", std::string("max")}})
+                .error.find("missing required attribute 'kernel'"),
+            std::string::npos);
+  EXPECT_NE(
+      inferResultTypes("relu", {f32({2, 0})}, {}).error.find("positive sizes"),
+      std::string::npos);
+  // 2^32 · 2^32 elements do not fit in int64.
+  EXPECT_NE(inferResultTypes("relu", {f32({1LL << 32, 1LL << 32})}, {})
+                .error.find("overflows int64"),
+            std::string::npos);
+  // Fits in elements (2^31 · 2^31 = 2^62) but 2·M·N·K = 2^94 FLOPs does not.
+  EXPECT_NE(inferResultTypes(
+                "linear",
+                {f32({1LL << 31, 1LL << 31}), f32({1LL << 31, 1LL << 31})}, {})
+                .error.find("FLOPs overflow"),
+            std::string::npos);
+  EXPECT_NE(
+      inferResultTypes("nope", {}, {}).error.find("unknown op kind 'nope'"),
+      std::string::npos);
+}
+
+TEST(OpSemantics, AttrKindsAndDefaults) {
+  EXPECT_EQ(attrKind("layernorm", "epsilon"), AttrKind::F64);
+  EXPECT_EQ(attrKind("layernorm", "eps"), std::nullopt);
+  Attrs d = withDefaults(
+      "attention", {{"num_heads", int64_t{12}}, {"head_dim", int64_t{64}}});
+  EXPECT_EQ(std::get<int64_t>(d.at("num_kv_heads")),
+            12); // G defaults to H (no GQA)
+  EXPECT_EQ(std::get<bool>(d.at("causal")), false);
+  EXPECT_EQ(parseDType("bf16"), DType::BF16);
+  EXPECT_EQ(dtypeBytes(DType::BF16), 2);
+}
+
+} // namespace
