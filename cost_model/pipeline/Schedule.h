@@ -93,7 +93,7 @@ struct Schedule {
 
 /// Upper bound on instructions per step, so that absurd inputs fail fast
 /// instead of exhausting memory.
-constexpr long long kMaxInstructions = 20'000'000;
+constexpr long long kMaxInstructions = 5'000'000;
 
 /// Checks the combination (positive counts, chunks only for interleaved with
 /// v >= 2 and m % p == 0, Chimera with even p and m % p == 0, size limit).
