@@ -1,4 +1,5 @@
-//===- allreduce_busbw.cu - nccl-tests-style bus bandwidth of NCCL collectives -===//
+//===- allreduce_busbw.cu - nccl-tests-style bus bandwidth of NCCL collectives
+//-===//
 //
 // One process drives every visible GPU (ncclCommInitAll) and times all_reduce,
 // all_gather, reduce_scatter and a send/recv pair between GPU 0 and GPU 1, for
@@ -7,12 +8,13 @@
 // back-to-back launches on each GPU's stream; the time of a size is the slowest
 // GPU's mean. Bandwidths follow doc/PERFORMANCE.md:
 //   algbw = S / t, busbw = algbw * factor,
-//   factor = 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter), 1 (send/recv),
-// where S is the per-rank buffer of all_reduce, the gathered output of all_gather,
-// the per-rank input of reduce_scatter, and the message of send/recv.
-// Prints a JSON document on stdout. NVLink SHARP (NVLS) is turned off: the lent
-// machines must not use multicast (see the device notes), and NCCL_NVLS_ENABLE=0
-// is also what the cost model's preset assumes.
+//   factor = 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter), 1
+//   (send/recv),
+// where S is the per-rank buffer of all_reduce, the gathered output of
+// all_gather, the per-rank input of reduce_scatter, and the message of
+// send/recv. Prints a JSON document on stdout. NVLink SHARP (NVLS) is turned
+// off: the lent machines must not use multicast (see the device notes), and
+// NCCL_NVLS_ENABLE=0 is also what the cost model's preset assumes.
 //
 // Build: nvcc -O2 -arch=sm_90 -o allreduce_busbw allreduce_busbw.cu -lnccl
 //===----------------------------------------------------------------------===//
@@ -132,7 +134,8 @@ double timeOp(Op op, std::vector<Gpu> &gpus, size_t bytes, int warmup,
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 1); // never multicast on the lent machines
-  size_t maxBytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (1ull << 30);
+  size_t maxBytes =
+      argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (1ull << 30);
   int n = 0;
   cudaCheck(cudaGetDeviceCount(&n));
   if (n < 2) {
@@ -148,7 +151,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; ++i) {
     cudaCheck(cudaSetDevice(i));
     gpus[i].comm = comms[i];
-    cudaCheck(cudaStreamCreateWithFlags(&gpus[i].stream, cudaStreamNonBlocking));
+    cudaCheck(
+        cudaStreamCreateWithFlags(&gpus[i].stream, cudaStreamNonBlocking));
     cudaCheck(cudaMalloc(&gpus[i].send, maxBytes));
     cudaCheck(cudaMalloc(&gpus[i].recv, maxBytes));
     cudaCheck(cudaMemset(gpus[i].send, 0, maxBytes));
@@ -164,18 +168,22 @@ int main(int argc, char **argv) {
   int p2p = 0;
   cudaCheck(cudaDeviceCanAccessPeer(&p2p, 0, 1));
 
-  std::printf("{\n  \"device\": \"%d x %s\",\n  \"gpus\": %d,\n", n, prop.name, n);
-  std::printf("  \"sm_count\": %d,\n  \"nccl_version\": %d,\n", prop.multiProcessorCount,
-              ncclVer);
-  std::printf("  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n  \"peer_access\": %d,\n",
+  std::printf("{\n  \"device\": \"%d x %s\",\n  \"gpus\": %d,\n", n, prop.name,
+              n);
+  std::printf("  \"sm_count\": %d,\n  \"nccl_version\": %d,\n",
+              prop.multiProcessorCount, ncclVer);
+  std::printf("  \"cuda_runtime\": %d,\n  \"cuda_driver\": %d,\n  "
+              "\"peer_access\": %d,\n",
               rtVer, drvVer, p2p);
   std::printf("  \"env\": {\"NCCL_NVLS_ENABLE\": \"0\", \"NCCL_ALGO\": \"%s\", "
               "\"NCCL_PROTO\": \"%s\"},\n",
               getenv("NCCL_ALGO") ? getenv("NCCL_ALGO") : "",
               getenv("NCCL_PROTO") ? getenv("NCCL_PROTO") : "");
-  std::printf("  \"timing\": \"CUDA events around iters launches after warm-up; "
-              "slowest GPU's mean\",\n  \"results\": [\n");
-  const Op ops[] = {Op::AllReduce, Op::AllGather, Op::ReduceScatter, Op::SendRecv};
+  std::printf(
+      "  \"timing\": \"CUDA events around iters launches after warm-up; "
+      "slowest GPU's mean\",\n  \"results\": [\n");
+  const Op ops[] = {Op::AllReduce, Op::AllGather, Op::ReduceScatter,
+                    Op::SendRecv};
   bool first = true;
   for (Op op : ops) {
     for (size_t bytes = 1024; bytes <= maxBytes; bytes *= 2) {
@@ -183,13 +191,14 @@ int main(int argc, char **argv) {
       int iters = bytes <= (1u << 20) ? 200 : bytes <= (64u << 20) ? 50 : 10;
       double t = timeOp(op, gpus, bytes, 5, iters);
       double algbw = bytes / t / 1e9;
-      double factor = op == Op::AllReduce ? 2.0 * (n - 1) / n
+      double factor = op == Op::AllReduce  ? 2.0 * (n - 1) / n
                       : op == Op::SendRecv ? 1.0
-                                            : double(n - 1) / n;
-      std::printf("%s    {\"op\": \"%s\", \"bytes\": %zu, \"iters\": %d, "
-                  "\"time_us\": %.3f, \"algbw_GBps\": %.3f, \"busbw_GBps\": %.3f}",
-                  first ? "" : ",\n", opName(op), bytes, iters, t * 1e6, algbw,
-                  algbw * factor);
+                                           : double(n - 1) / n;
+      std::printf(
+          "%s    {\"op\": \"%s\", \"bytes\": %zu, \"iters\": %d, "
+          "\"time_us\": %.3f, \"algbw_GBps\": %.3f, \"busbw_GBps\": %.3f}",
+          first ? "" : ",\n", opName(op), bytes, iters, t * 1e6, algbw,
+          algbw * factor);
       std::fflush(stdout);
       first = false;
     }

@@ -1,0 +1,163 @@
+//===- Cluster.cpp --------------------------------------------------------===//
+#include "cost_model/Cluster.h"
+
+#include <cmath>
+
+namespace autoddl::cost {
+
+std::string_view precisionName(Precision p) {
+  switch (p) {
+  case Precision::FP32:
+    return "fp32";
+  case Precision::TF32:
+    return "tf32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  }
+  return "?";
+}
+
+bool parsePrecision(std::string_view s, Precision &out) {
+  for (int i = 0; i < kNumPrecisions; ++i) {
+    auto p = static_cast<Precision>(i);
+    if (precisionName(p) == s) {
+      out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+double Cluster::peakFlops(Precision p) const {
+  double v = peak[static_cast<int>(p)];
+  return v > 0 ? v : peak[static_cast<int>(Precision::FP32)];
+}
+
+double Cluster::nodeNetworkShare(int gpusInGroup) const {
+  return interNode.bandwidth * nicsPerNode * gpusInGroup / gpusPerNode;
+}
+
+namespace {
+bool positive(double v) { return std::isfinite(v) && v > 0; }
+} // namespace
+
+std::string validateCluster(const Cluster &c) {
+  if (c.gpusPerNode < 1)
+    return "gpus per node must be at least 1, got " +
+           std::to_string(c.gpusPerNode);
+  if (c.nodes < 1)
+    return "nodes must be at least 1, got " + std::to_string(c.nodes);
+  if (c.smCount < 1)
+    return "sm count must be at least 1, got " + std::to_string(c.smCount);
+  if (!positive(c.peak[static_cast<int>(Precision::FP32)]))
+    return "the fp32 peak must be positive";
+  for (double p : c.peak)
+    if (!std::isfinite(p) || p < 0)
+      return "peak FLOP/s must be positive or absent";
+  if (!positive(c.hbmBytes))
+    return "memory capacity must be positive";
+  if (!positive(c.hbmBandwidth))
+    return "memory bandwidth must be positive";
+  if (!positive(c.hbmEfficiency) || c.hbmEfficiency > 1)
+    return "memory efficiency must be in (0, 1]";
+  if (!positive(c.gemmEfficiency) || c.gemmEfficiency > 1)
+    return "gemm efficiency must be in (0, 1]";
+  if (!std::isfinite(c.kernelLaunch) || c.kernelLaunch < 0)
+    return "kernel launch time must not be negative";
+  if (!std::isfinite(c.collectiveOverhead) || c.collectiveOverhead < 0)
+    return "collective overhead must not be negative";
+  if (c.gpusPerNode > 1 && !positive(c.intraNode.bandwidth))
+    return "intra-node bandwidth must be positive";
+  if (!std::isfinite(c.intraNode.latency) || c.intraNode.latency < 0)
+    return "intra-node latency must not be negative";
+  if (c.nodes > 1 || c.nicsPerNode > 0) {
+    if (c.nicsPerNode < 1)
+      return "a cluster of several nodes needs at least 1 nic per node";
+    if (!positive(c.interNode.bandwidth))
+      return "inter-node bandwidth must be positive";
+  }
+  if (!std::isfinite(c.interNode.latency) || c.interNode.latency < 0)
+    return "inter-node latency must not be negative";
+  return "";
+}
+
+Cluster withNodes(const Cluster &c, int nodes) {
+  Cluster out = c;
+  out.nodes = nodes;
+  return out;
+}
+
+bool contiguousGroup(const Cluster &c, int ranks, GroupPlacement &out,
+                     std::string &error) {
+  if (ranks < 1) {
+    error = "a group needs at least 1 rank, got " + std::to_string(ranks);
+    return false;
+  }
+  int g = c.gpusPerNode;
+  if (ranks <= g) {
+    out = {ranks, 1};
+  } else if (ranks % g == 0) {
+    out = {g, ranks / g};
+  } else {
+    error = std::to_string(ranks) + " ranks do not fill whole nodes of " +
+            std::to_string(g) + " gpus";
+    return false;
+  }
+  if (out.nodes > c.nodes) {
+    error = std::to_string(ranks) + " ranks need " + std::to_string(out.nodes) +
+            " nodes, the cluster has " + std::to_string(c.nodes) +
+            " (scale it with --nodes)";
+    return false;
+  }
+  return true;
+}
+
+bool placeMeshAxis(const Cluster &c, const std::vector<int64_t> &meshShape,
+                   int axis, GroupPlacement &out, std::string &error) {
+  if (axis < 0 || axis >= static_cast<int>(meshShape.size())) {
+    error = "mesh axis " + std::to_string(axis) + " out of range";
+    return false;
+  }
+  int64_t total = 1;
+  for (int64_t d : meshShape) {
+    if (d < 1) {
+      error = "mesh axis sizes must be at least 1";
+      return false;
+    }
+    total *= d;
+    if (total > c.worldSize()) {
+      error = "the mesh needs more gpus than the cluster's " +
+              std::to_string(c.worldSize());
+      return false;
+    }
+  }
+  int64_t stride = 1;
+  for (size_t j = axis + 1; j < meshShape.size(); ++j)
+    stride *= meshShape[j];
+  int64_t d = meshShape[axis], g = c.gpusPerNode;
+  auto straddles = [&] {
+    error = "mesh axis " + std::to_string(axis) + " (size " +
+            std::to_string(d) + ", stride " + std::to_string(stride) +
+            ") straddles nodes of " + std::to_string(g) + " gpus unevenly";
+    return false;
+  };
+  if (stride * d <= g) {
+    if (g % (stride * d) != 0 && total > g)
+      return straddles();
+    out = {static_cast<int>(d), 1};
+  } else if (stride >= g) {
+    if (stride % g != 0)
+      return straddles();
+    out = {1, static_cast<int>(d)};
+  } else {
+    if (g % stride != 0 || (stride * d) % g != 0)
+      return straddles();
+    int inNode = static_cast<int>(g / stride);
+    out = {inNode, static_cast<int>(d / inNode)};
+  }
+  return true;
+}
+
+} // namespace autoddl::cost

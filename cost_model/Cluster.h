@@ -1,0 +1,116 @@
+//===- Cluster.h - the machine the cost model prices plans on ------------===//
+//
+// A cluster is N identical nodes of G GPUs. Inside a node GPUs talk over one
+// link class (NVLink/NVSwitch, PCIe); between nodes over NICs (InfiniBand,
+// Aries, ...). Every number is in SI units (bytes, seconds, FLOP/s); the JSON
+// reader (io/ClusterJson.h) converts the human units of cluster files.
+// docs/cluster-format.md describes the file, docs/cost-model.md the formulas
+// that use these numbers.
+//
+// Plain C++17, no exceptions: the MLIR-based planner links this.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autoddl::cost {
+
+/// The arithmetic a kernel runs in; each has its own peak on a GPU.
+enum class Precision { FP32, TF32, BF16, FP16 };
+constexpr int kNumPrecisions = 4;
+std::string_view precisionName(Precision p); // "fp32", "tf32", "bf16", "fp16"
+bool parsePrecision(std::string_view s, Precision &out);
+
+/// One class of link. For the intra-node class `bandwidth` is what one GPU
+/// attains in one direction inside a ring (the nccl-tests bus bandwidth of a
+/// large message); for the inter-node class it is one NIC's bandwidth in one
+/// direction.
+struct LinkClass {
+  std::string kind;     // "nvlink", "pcie", "infiniband", "aries", "ethernet"
+  double bandwidth = 0; // bytes/s
+  double latency = 0;   // seconds per algorithm step (the α of one hop)
+};
+
+/// A measured time or efficiency that replaces the analytical estimate of one
+/// kernel (the calibration hook). Matched exactly on (op, precision, shape);
+/// see compute::calibratedTime and docs/cluster-format.md "calibration".
+struct CalibrationEntry {
+  std::string op; // op kind as in docs/ir.md, or "gemm"
+  Precision precision = Precision::BF16;
+  std::vector<int64_t>
+      shape; // gemm/linear/matmul: {M, N, K}; others: first operand's shape
+  double time = 0;       // seconds; 0 = not given
+  double efficiency = 0; // fraction of peak; 0 = not given
+};
+
+struct Cluster {
+  std::string name;
+  std::string gpuModel;
+  int gpusPerNode = 1;
+  int nodes = 1;
+  int smCount = 1;
+  /// Dense peak FLOP/s by Precision (index = enum value); 0 = not supported, in
+  /// which case that precision runs at the fp32 peak (see peakFlops()).
+  std::array<double, kNumPrecisions> peak{};
+  double hbmBytes = 0;     // memory capacity per GPU
+  double hbmBandwidth = 0; // bytes/s, datasheet
+  double hbmEfficiency =
+      1; // achievable fraction of hbmBandwidth (measured copy)
+  double gemmEfficiency =
+      1; // achievable fraction of peak by a large GEMM (measured)
+  double kernelLaunch = 0; // seconds, floor of any kernel
+  double collectiveOverhead =
+      0; // seconds, fixed cost of one NCCL call (launch + base latency)
+  LinkClass intraNode;
+  LinkClass interNode;
+  int nicsPerNode = 0;
+  std::vector<CalibrationEntry> calibration;
+
+  int worldSize() const { return gpusPerNode * nodes; }
+  /// The peak of `p`, or the fp32 peak where the GPU lacks `p` (e.g. bf16 on
+  /// P100).
+  double peakFlops(Precision p) const;
+  /// Bytes/s the NICs of one node give the `gpusInGroup` GPUs of that node that
+  /// belong to one communication group, when all G GPUs of the node communicate
+  /// at once (as every SPMD collective on a mesh axis does): the node's NICs
+  /// are shared evenly.
+  double nodeNetworkShare(int gpusInGroup) const;
+};
+
+/// Empty when `c` is usable; otherwise a lower-case message naming the first
+/// bad field.
+std::string validateCluster(const Cluster &c);
+
+/// The same cluster with `nodes` nodes (every preset scales this way).
+Cluster withNodes(const Cluster &c, int nodes);
+
+/// How one communication group lies on the hierarchy: `gpusPerNode` of its
+/// members share a node, spread over `nodes` nodes (size = gpusPerNode *
+/// nodes).
+struct GroupPlacement {
+  int gpusPerNode = 1;
+  int nodes = 1;
+  int size() const { return gpusPerNode * nodes; }
+};
+
+/// A group of `ranks` consecutive ranks (rank r on node r / G). Fails (message)
+/// when the group does not tile nodes evenly (ranks > G and not a multiple of
+/// G) or needs more nodes than the cluster has.
+bool contiguousGroup(const Cluster &c, int ranks, GroupPlacement &out,
+                     std::string &error);
+
+/// The group of mesh axis `axis` of a device mesh laid out row-major over the
+/// ranks (the last axis is innermost: its neighbours are consecutive ranks). An
+/// axis whose stride times size is at most G stays inside a node (NVLink); one
+/// with stride >= G puts one GPU per node in each group; one in between spans
+/// nodes with several GPUs each. Fails when the mesh does not fit the cluster
+/// or an axis straddles nodes unevenly.
+bool placeMeshAxis(const Cluster &c, const std::vector<int64_t> &meshShape,
+                   int axis, GroupPlacement &out, std::string &error);
+
+} // namespace autoddl::cost

@@ -1,0 +1,309 @@
+//===- Compute.cpp - roofline, GEMM efficiency, backward rules
+//(docs/cost-model.md §4)
+#include "cost_model/Compute.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace autoddl::cost {
+
+namespace {
+
+// Output tile of a Hopper/Ampere cuBLAS/CUTLASS tensor-core GEMM kernel; its
+// K-pipeline fill (prologue + epilogue) costs about as much as this many K
+// steps.
+constexpr double kTileM = 128, kTileN = 128, kTileFillK = 128;
+
+double numel(const ops::ValueType &v) {
+  double n = 1;
+  for (int64_t d : v.shape)
+    n *= static_cast<double>(d);
+  return n;
+}
+
+double elemBytes(const ops::ValueType &v, Precision p) {
+  if (v.dtype == ops::DType::I32 || v.dtype == ops::DType::I64)
+    return static_cast<double>(ops::dtypeBytes(v.dtype));
+  return p == Precision::BF16 || p == Precision::FP16 ? 2.0 : 4.0;
+}
+
+double bytesOf(const ops::ValueType &v, Precision p) {
+  return numel(v) * elemBytes(v, p);
+}
+
+bool isFloat(const ops::ValueType &v) {
+  return v.dtype != ops::DType::I32 && v.dtype != ops::DType::I64;
+}
+
+// A GEMM-shaped kernel: calibration by ("gemm" or `op`, {M,N,K}), else roofline
+// at gemmEfficiency.
+KernelCost gemmKernel(const Cluster &c, std::string_view op, double batch,
+                      double m, double n, double k, double bytes, Precision p) {
+  double flops = 2.0 * batch * m * n * k;
+  std::vector<int64_t> key{static_cast<int64_t>(batch * m),
+                           static_cast<int64_t>(n), static_cast<int64_t>(k)};
+  double time = 0, eff = 0;
+  if (calibrated(c, op, p, key, time, eff) ||
+      calibrated(c, "gemm", p, key, time, eff)) {
+    if (time > 0) {
+      KernelCost kc;
+      kc.flops = flops;
+      kc.bytes = bytes;
+      kc.time = time;
+      kc.calibrated = true;
+      kc.efficiency = flops / time / c.peakFlops(p);
+      kc.computeBound = true;
+      return kc;
+    }
+    KernelCost kc = roofline(c, flops, bytes, eff, p);
+    kc.calibrated = true;
+    return kc;
+  }
+  return roofline(c, flops, bytes, gemmEfficiency(c, m, n, k, batch), p);
+}
+
+// A memory-bound kernel: calibration by (op, first operand's shape), else
+// roofline at the cluster's large-GEMM efficiency for its (few) FLOPs.
+KernelCost streamKernel(const Cluster &c, std::string_view op,
+                        const std::vector<int64_t> &shape, double flops,
+                        double bytes, Precision p) {
+  double time = 0, eff = 0;
+  if (calibrated(c, op, p, shape, time, eff)) {
+    KernelCost kc =
+        roofline(c, flops, bytes, eff > 0 ? eff : c.gemmEfficiency, p);
+    if (time > 0)
+      kc.time = time;
+    kc.calibrated = true;
+    return kc;
+  }
+  return roofline(c, flops, bytes, c.gemmEfficiency, p);
+}
+
+} // namespace
+
+double gemmEfficiency(const Cluster &c, double m, double n, double k,
+                      double batch) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0)
+    return c.gemmEfficiency;
+  double tilesM = std::ceil(m / kTileM), tilesN = std::ceil(n / kTileN);
+  // Tile quantisation: the padded part of edge tiles is computed and thrown
+  // away.
+  double tileEff = (m * n) / (tilesM * kTileM * tilesN * kTileN);
+  // Wave quantisation: tiles run in waves of one tile per SM; the last wave is
+  // partly idle.
+  double tiles = batch * tilesM * tilesN;
+  double waves = std::ceil(tiles / c.smCount);
+  double waveEff = tiles / (waves * c.smCount);
+  // Short K: each tile's pipeline fill and epilogue cost ~kTileFillK steps of
+  // K.
+  double kEff = k / (k + kTileFillK);
+  return c.gemmEfficiency * tileEff * waveEff * kEff;
+}
+
+KernelCost roofline(const Cluster &c, double flops, double bytes,
+                    double efficiency, Precision p) {
+  KernelCost kc;
+  kc.flops = flops;
+  kc.bytes = bytes;
+  kc.efficiency = efficiency;
+  double tc = flops > 0 ? flops / (c.peakFlops(p) * efficiency) : 0;
+  double tm = bytes > 0 ? bytes / (c.hbmBandwidth * c.hbmEfficiency) : 0;
+  kc.computeBound = tc >= tm;
+  kc.time = std::max({tc, tm, c.kernelLaunch});
+  return kc;
+}
+
+bool calibrated(const Cluster &c, std::string_view op, Precision p,
+                const std::vector<int64_t> &shape, double &time,
+                double &efficiency) {
+  for (const CalibrationEntry &e : c.calibration)
+    if (e.op == op && e.precision == p && e.shape == shape) {
+      time = e.time;
+      efficiency = e.efficiency;
+      return true;
+    }
+  return false;
+}
+
+OpCost opCost(const Cluster &c, std::string_view kind,
+              const std::vector<ops::ValueType> &operands,
+              const std::vector<ops::ValueType> &results,
+              const ops::Attrs &attrs,
+              const std::vector<bool> &parameterOperands, Precision p) {
+  OpCost out;
+  auto isParam = [&](size_t i) {
+    return i < parameterOperands.size() && parameterOperands[i];
+  };
+  double inBytes = 0, outBytes = 0, actBytes = 0, paramBytes = 0;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    double b = bytesOf(operands[i], p);
+    inBytes += b;
+    if (isParam(i))
+      paramBytes += b;
+    else if (isFloat(operands[i]))
+      actBytes += b; // inputs that get an activation gradient
+  }
+  for (const ops::ValueType &r : results)
+    outBytes += bytesOf(r, p);
+  double fwdFlops = kind == "parameter" ? 0
+                                        : static_cast<double>(ops::forwardFlops(
+                                              kind, operands, results, attrs));
+
+  if (kind == "parameter" || kind == "reshape" || kind == "flatten")
+    return out; // views: no kernel
+
+  if (kind == "linear" || kind == "matmul" || kind == "conv2d") {
+    // GEMM dims (implicit GEMM for conv2d): Y[M,N] = X[M,K] · W[K,N].
+    double batch = 1, m, n, k;
+    const ops::ValueType &x = operands[0], &y = results[0];
+    if (kind == "linear") {
+      k = static_cast<double>(x.shape.back());
+      m = numel(x) / k;
+      n = static_cast<double>(y.shape.back());
+    } else if (kind == "matmul") {
+      size_t r = y.shape.size();
+      m = static_cast<double>(y.shape[r - 2]);
+      n = static_cast<double>(y.shape[r - 1]);
+      k = static_cast<double>(x.shape.back());
+      batch = numel(y) / (m * n);
+    } else { // conv2d: x [B,Cin,H,W], w [Cout,Cin,kh,kw], y [B,Cout,H',W']
+      const ops::ValueType &w = operands[1];
+      m = numel(y) / static_cast<double>(y.shape[1]);
+      n = static_cast<double>(y.shape[1]);
+      k = numel(w) / static_cast<double>(w.shape[0]);
+    }
+    out.forward = gemmKernel(c, kind, batch, m, n, k, inBytes + outBytes, p);
+    // Backward (Narayanan et al. 2021, §5.1: backward = 2 x forward): the
+    // gradient of each GEMM operand is one GEMM of the same FLOPs:
+    //   dX[M,K] = dY[M,N] · Wᵀ   (GEMM M×K×N)
+    //   dW[K,N] = Xᵀ · dY[M,N]   (GEMM K×N×M)
+    // Operand 0's gradient is dgrad unless operand 0 is a parameter; operand
+    // 1's is wgrad when it is a parameter (linear, conv2d), dgrad otherwise
+    // (matmul of two activations, e.g. attention scores written out).
+    double b0 = bytesOf(operands[0], p), b1 = bytesOf(operands[1], p);
+    KernelCost g0 =
+        gemmKernel(c, "gemm", batch, m, k, n, outBytes + b1 + b0, p);
+    KernelCost g1 =
+        gemmKernel(c, "gemm", batch, k, n, m, b0 + outBytes + b1, p);
+    if (operands.size() > 2 && isParam(2)) { // bias gradient: sum of dY over M
+      g1.flops += numel(y);
+      g1.bytes += bytesOf(operands[2], p);
+    }
+    (isParam(0) ? out.backwardWeight : out.backwardData) = g0;
+    if (isParam(1)) {
+      out.backwardWeight = g1;
+    } else {
+      out.backwardData.flops += g1.flops;
+      out.backwardData.bytes += g1.bytes;
+      out.backwardData.time += g1.time;
+    }
+    return out;
+  }
+
+  std::vector<int64_t> key =
+      operands.empty() ? std::vector<int64_t>{} : operands[0].shape;
+  if (kind == "attention") {
+    // Fused (FlashAttention-style) kernel: streams q, k, v and writes the
+    // output; efficiency as a batched GEMM of T×T×D per (batch, head).
+    out.forward = streamKernel(c, kind, key, fwdFlops, inBytes + outBytes, p);
+    if (!out.forward.calibrated) {
+      const ops::ValueType &y = results[0];
+      double t = static_cast<double>(y.shape[y.shape.size() - 2]);
+      double d = 1, heads = 1;
+      if (auto it = attrs.find("head_dim"); it != attrs.end())
+        if (auto *v = std::get_if<int64_t>(&it->second))
+          d = static_cast<double>(*v);
+      heads = static_cast<double>(y.shape.back()) / d;
+      double batch = numel(y) / (t * heads * d) * heads;
+      out.forward = roofline(c, fwdFlops, inBytes + outBytes,
+                             gemmEfficiency(c, t, t, d, batch), p);
+    }
+    // FlashAttention-2 (Dao 2023, §3.1/§4): backward recomputes the scores and
+    // runs 5 matmuls to the forward's 2, 2.5x the forward FLOPs; it reads q, k,
+    // v, o, dO and writes dq, dk, dv: about twice the forward's bytes. All of
+    // it is dgrad.
+    out.backwardData = roofline(
+        c, 2.5 * fwdFlops, 2.0 * (inBytes + outBytes),
+        out.forward.efficiency > 0 ? out.forward.efficiency : c.gemmEfficiency,
+        p);
+    return out;
+  }
+
+  if (kind == "spmm" || kind == "sddmm") {
+    // Sparse: nnz stored values plus 4-byte column indices (CSR) are read.
+    double nnz = 0;
+    if (auto it = attrs.find("nnz"); it != attrs.end())
+      if (auto *v = std::get_if<int64_t>(&it->second))
+        nnz = static_cast<double>(*v);
+    double sparseBytes = nnz * (elemBytes(operands[0], p) + 4.0);
+    double dense = 0;
+    for (size_t i = 1; i < operands.size(); ++i)
+      dense += bytesOf(operands[i], p);
+    double outB = kind == "spmm" ? outBytes : nnz * elemBytes(results[0], p);
+    out.forward =
+        streamKernel(c, kind, key, fwdFlops, sparseBytes + dense + outB, p);
+    // spmm: dX = Aᵀ·dY, the same product transposed. sddmm: dX = dOut·Y and
+    // dY = dOutᵀ·X, two spmm of the same FLOPs each.
+    double factor = kind == "spmm" ? 1.0 : 2.0;
+    KernelCost bwd = streamKernel(c, kind, key, factor * fwdFlops,
+                                  factor * (sparseBytes + dense + outB), p);
+    (operands.size() > 1 && isParam(1) ? out.backwardWeight
+                                       : out.backwardData) = bwd;
+    return out;
+  }
+
+  if (kind == "embedding") {
+    // Gather rows: read ids and C values per token, write them.
+    out.forward =
+        streamKernel(c, kind, key, 0, inBytes - paramBytes + 2 * outBytes, p);
+    // wgrad: scatter-add dY into the table's gradient (read dY,
+    // read-modify-write the touched rows) after zeroing it; ids get no
+    // gradient.
+    if (isParam(1))
+      out.backwardWeight =
+          streamKernel(c, kind, key, numel(results[0]),
+                       bytesOf(operands[0], p) + 3 * outBytes + paramBytes, p);
+    return out;
+  }
+
+  // Everything else (bias_add, add, mul, activations, norms, softmax, rotary,
+  // positional, cross_entropy, pool2d, transpose) is memory-bound and streams
+  // its operands and results once.
+  double fwdBytes = inBytes + outBytes;
+  if (kind == "positional" &&
+      operands.size() > 1) // reads only T rows of the table
+    fwdBytes = bytesOf(operands[0], p) + outBytes + outBytes;
+  out.forward = streamKernel(c, kind, key, fwdFlops, fwdBytes, p);
+  // dgrad: re-read the saved inputs and dY, write dX: fwd bytes + the
+  // activation inputs' gradients; about 2x the forward's FLOPs
+  // (docs/cost-model.md §4.3).
+  double dyBytes = kind == "cross_entropy" ? 0 : outBytes;
+  out.backwardData = streamKernel(c, kind, key, 2.0 * fwdFlops,
+                                  fwdBytes - outBytes + dyBytes + actBytes, p);
+  if (paramBytes > 0) {
+    // wgrad of a per-channel parameter (norm gamma/beta, bias, positional
+    // table): a reduction of dY (times the normalised input) over the leading
+    // dims.
+    double dy = results.empty() ? 0 : numel(results[0]);
+    out.backwardWeight = streamKernel(c, kind, key, 2.0 * dy,
+                                      actBytes + outBytes + paramBytes, p);
+  }
+  return out;
+}
+
+KernelCost optimizerStep(const Cluster &c, double params, Optimizer opt,
+                         bool mixedPrecision) {
+  // Bytes per parameter moved in HBM (fp32 master weights and states):
+  //   AdamW: read p, g, m, v; write p, m, v -> 7 x 4 = 28, + 2 for the bf16
+  //   copy of p. SGD:   read p, g; write p -> 3 x 4 = 12, + 2.
+  double perParam = opt == Optimizer::AdamW ? 28.0 : 12.0;
+  if (mixedPrecision)
+    perParam += 2.0;
+  // ~10 FLOPs per parameter for AdamW's moments, bias correction, decay and
+  // update.
+  double flops = (opt == Optimizer::AdamW ? 10.0 : 2.0) * params;
+  return roofline(c, flops, perParam * params, c.gemmEfficiency,
+                  Precision::FP32);
+}
+
+} // namespace autoddl::cost

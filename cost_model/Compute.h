@@ -1,0 +1,79 @@
+//===- Compute.h - roofline time of an op on its local shard --------------===//
+//
+// time = max(FLOPs / (peak * eff), bytes / (HBM bandwidth * eff_mem)), at least
+// the kernel-launch floor; eff by shape for GEMM-like ops (wave and tile
+// quantisation, docs/cost-model.md §4). A calibration entry of the cluster
+// (measured time or efficiency of an exact op/shape) replaces the estimate.
+// Forward FLOPs come from the shared rules in ir/ops/OpSemantics.h; backward
+// splits into the input gradient (dgrad) and the weight gradient (wgrad) so
+// zero-bubble schedules can place them apart. Shapes given are the LOCAL shard
+// shapes.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "cost_model/Cluster.h"
+#include "ir/ops/OpSemantics.h"
+
+#include <string_view>
+#include <vector>
+
+namespace autoddl::cost {
+
+struct KernelCost {
+  double flops = 0;        // FLOP
+  double bytes = 0;        // bytes read + written in HBM
+  double time = 0;         // seconds
+  double efficiency = 0;   // fraction of peak FLOP/s assumed (GEMM-like) or 0
+  bool calibrated = false; // time came from the calibration table
+  bool computeBound = false;
+};
+
+struct OpCost {
+  KernelCost forward;
+  KernelCost backwardData;   // dgrad: gradients of activations
+  KernelCost backwardWeight; // wgrad: gradients of parameters (zero if none)
+  double backward() const { return backwardData.time + backwardWeight.time; }
+};
+
+/// Achievable fraction of peak of an M×N×K GEMM: the cluster's large-GEMM
+/// efficiency times tile quantisation (128×128 output tiles), wave quantisation
+/// (tiles over SMs) and a per-tile pipeline fill of 128 along K
+/// (docs/cost-model.md §4.2).
+double gemmEfficiency(const Cluster &c, double m, double n, double k,
+                      double batch = 1);
+
+/// The roofline of one kernel: max(flops / (peak(p) * eff), bytes / (bw *
+/// eff_mem)), at least c.kernelLaunch.
+KernelCost roofline(const Cluster &c, double flops, double bytes,
+                    double efficiency, Precision p);
+
+/// Looks up (op, precision, shape) in c.calibration; returns true and sets
+/// `time` (seconds) when an entry gives a time, or `efficiency` when it gives
+/// that.
+bool calibrated(const Cluster &c, std::string_view op, Precision p,
+                const std::vector<int64_t> &shape, double &time,
+                double &efficiency);
+
+/// Forward, dgrad and wgrad cost of op `kind` on local operand/result types, in
+/// precision `p` (bytes per element from `p`: 4 for fp32/tf32, 2 for bf16/fp16;
+/// integer operands keep their own size). `parameterOperands[i]` says operand i
+/// is a trainable parameter (its gradient is wgrad). Backward rules and their
+/// sources: docs/cost-model.md §4.3.
+OpCost opCost(const Cluster &c, std::string_view kind,
+              const std::vector<ops::ValueType> &operands,
+              const std::vector<ops::ValueType> &results,
+              const ops::Attrs &attrs,
+              const std::vector<bool> &parameterOperands, Precision p);
+
+/// Optimizer kinds of the step.
+enum class Optimizer { SGD, AdamW };
+
+/// Time of one optimizer step over `params` locally held parameters:
+/// memory-bound, AdamW reads p (fp32 master), g, m, v and writes p, m, v (7 × 4
+/// bytes) plus the bf16 copy of p written for the next forward (2 bytes) when
+/// mixed precision; SGD reads p, g, writes p.
+KernelCost optimizerStep(const Cluster &c, double params, Optimizer opt,
+                         bool mixedPrecision);
+
+} // namespace autoddl::cost

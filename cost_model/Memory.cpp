@@ -1,0 +1,44 @@
+//===- Memory.cpp - per-rank memory (docs/cost-model.md §5) ---------------===//
+#include "cost_model/Memory.h"
+
+#include <algorithm>
+
+namespace autoddl::cost {
+
+StateBytes mixedPrecisionAdam() { return StateBytes{2, 2, 12}; }
+StateBytes fp32Adam() { return StateBytes{4, 4, 8}; }
+
+ModelStateBytes modelStateBytes(const ModelStateInputs &in) {
+  double nd = std::max(1, in.dataParallel);
+  ModelStateBytes out;
+  out.weights = in.params * in.bytes.weights / (in.zeroStage >= 3 ? nd : 1);
+  out.gradients = in.params * in.bytes.gradients / (in.zeroStage >= 2 ? nd : 1);
+  out.optimizer = in.params * in.bytes.optimizer / (in.zeroStage >= 1 ? nd : 1);
+  return out;
+}
+
+double transformerLayerActivationBytes(const TransformerActivationInputs &in) {
+  double s = in.seq, b = in.microBatch, h = in.hidden, a = in.heads;
+  double t = std::max(1, in.tensorParallel);
+  double sbh = s * b * h;
+  if (in.recompute == Recompute::Full)
+    return 2.0 * sbh / (in.sequenceParallel ? t : 1.0);
+  // The 5as/h term is the softmax input/output and dropout mask of the s×s
+  // scores; selective recomputation (and a fused attention kernel) keeps none
+  // of them.
+  bool keepScores = in.recompute == Recompute::None && !in.flashAttention;
+  double scores = keepScores ? 5.0 * a * s / (h * t) : 0.0;
+  if (in.sequenceParallel)
+    return sbh * (34.0 / t + scores);
+  return sbh * (10.0 + 24.0 / t + scores);
+}
+
+RankMemory rankMemory(const RankMemoryInputs &in) {
+  RankMemory out;
+  out.state = modelStateBytes(in.state);
+  out.activations = in.activationBytesPerMicroBatch * in.inFlightMicroBatches;
+  out.workspace = in.workspaceBytes;
+  return out;
+}
+
+} // namespace autoddl::cost

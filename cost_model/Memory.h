@@ -1,0 +1,95 @@
+//===- Memory.h - bytes each rank holds at its peak -----------------------===//
+//
+// Functions over plain inputs so the planner can call them for any candidate
+// (docs/cost-model.md §5):
+//   parameters, gradients, optimizer state: per ZeRO (Rajbhandari et al. 2020,
+//   §3),
+//     sharded over the data-parallel degree by ZeRO stage;
+//   activations: Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+//     Large Transformer Models", §4, Table 2) per layer per micro-batch, times
+//     the micro-batches a pipeline schedule keeps in flight;
+//   workspace: a fixed allowance (cuBLAS workspace, NCCL buffers, allocator
+//   slack).
+// A plan is feasible when total() <= the GPU's memory.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+
+namespace autoddl::cost {
+
+enum class Recompute { None, Selective, Full };
+
+/// Bytes per parameter of each kind of state.
+struct StateBytes {
+  double weights = 2;   // the copy the forward reads (bf16)
+  double gradients = 2; // bf16 gradients
+  double optimizer =
+      12; // fp32 master copy + Adam m + v: K = 12 in ZeRO's notation
+};
+/// ZeRO §3 "mixed-precision Adam": 2 + 2 + 12 = 16 bytes per parameter.
+StateBytes mixedPrecisionAdam();
+/// Plain fp32 Adam: 4 (weights) + 4 (gradients) + 8 (m, v) = 16 bytes, no
+/// master copy.
+StateBytes fp32Adam();
+
+struct ModelStateInputs {
+  double params =
+      0; // parameters this rank holds after tensor/pipeline sharding
+  int dataParallel =
+      1; // degree over which ZeRO shards (the data-parallel axis)
+  int zeroStage =
+      0; // 0: none, 1: optimizer states, 2: + gradients, 3: + weights
+  StateBytes bytes = mixedPrecisionAdam();
+};
+
+struct ModelStateBytes {
+  double weights = 0, gradients = 0, optimizer = 0;
+  double total() const { return weights + gradients + optimizer; }
+};
+
+/// ZeRO §3: stage 1 divides the optimizer term by Nd, stage 2 the gradients
+/// too, stage 3 the weights too.
+ModelStateBytes modelStateBytes(const ModelStateInputs &in);
+
+struct TransformerActivationInputs {
+  double seq = 0;         // s: sequence length
+  double microBatch = 0;  // b
+  double hidden = 0;      // h
+  double heads = 0;       // a
+  int tensorParallel = 1; // t
+  bool sequenceParallel = false;
+  Recompute recompute = Recompute::None;
+  bool flashAttention =
+      false; // the fused kernel keeps no s×s scores (the 5as/h term)
+};
+
+/// Bytes of activations one transformer layer keeps for backward per
+/// micro-batch, 16-bit activations (Korthikanti et al. 2022, Eq. 1-4 and Table
+/// 2):
+///   no parallelism:        s·b·h·(34 + 5·a·s/h)
+///   tensor parallel t:     s·b·h·(10 + 24/t + 5·a·s/(h·t))
+///   + sequence parallel:   s·b·h·(34/t + 5·a·s/(h·t))
+///   selective recompute:   drops the 5·a·s/h term (the attention scores)
+///   full recompute:        2·s·b·h (only the layer's input; /t with sequence
+///   parallel)
+double transformerLayerActivationBytes(const TransformerActivationInputs &in);
+
+struct RankMemoryInputs {
+  ModelStateInputs state;
+  double activationBytesPerMicroBatch = 0; // summed over this stage's layers
+  double inFlightMicroBatches = 1; // from the pipeline schedule's simulator
+  double workspaceBytes = 0;
+};
+
+struct RankMemory {
+  ModelStateBytes state;
+  double activations = 0;
+  double workspace = 0;
+  double total() const { return state.total() + activations + workspace; }
+};
+
+RankMemory rankMemory(const RankMemoryInputs &in);
+
+} // namespace autoddl::cost

@@ -1,0 +1,301 @@
+//===- ClusterJson.cpp - cluster files (docs/cluster-format.md) -----------===//
+#include "cost_model/io/ClusterJson.h"
+#include "cost_model/io/PresetsConfig.h"
+#include "support/JsonFile.h"
+#include "support/UserError.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <dirent.h>
+#include <optional>
+#include <set>
+#include <sys/stat.h>
+
+namespace autoddl::cost {
+
+namespace {
+
+using json = nlohmann::json;
+using Ptr = json::json_pointer;
+
+// Reads the fields of one JSON object, remembering which it saw so that any
+// other field is reported as unknown (a misspelt field must not silently keep a
+// default).
+class ObjectReader {
+public:
+  ObjectReader(const json &obj, Ptr where, const std::string &origin)
+      : obj_(obj), where_(std::move(where)), origin_(origin) {
+    if (!obj_.is_object())
+      fail(where_, std::string("expected an object, got ") + obj_.type_name());
+  }
+
+  [[noreturn]] void fail(const Ptr &at, const std::string &why) const {
+    throw UserError(jsonPlace(origin_, at) + why);
+  }
+  Ptr at(const std::string &key) const { return where_ / key; }
+  bool has(const std::string &key) {
+    known_.insert(key);
+    return obj_.contains(key);
+  }
+  const json &get(const std::string &key) {
+    if (!has(key))
+      fail(where_, "missing required field \"" + key + "\"");
+    return obj_.at(key);
+  }
+
+  std::string string(const std::string &key, bool required = true) {
+    if (!required && !has(key))
+      return "";
+    const json &v = get(key);
+    if (!v.is_string())
+      fail(at(key), std::string("expected a string, got ") + v.type_name());
+    return v.get<std::string>();
+  }
+
+  // A finite number > 0 (or >= 0 when zeroOk); `fallback` when optional and
+  // absent.
+  double number(const std::string &key, bool zeroOk = false,
+                std::optional<double> fallback = std::nullopt) {
+    if (fallback && !has(key))
+      return *fallback;
+    const json &v = get(key);
+    if (!v.is_number())
+      fail(at(key), std::string("expected a number, got ") + v.type_name());
+    double d = v.get<double>();
+    if (!std::isfinite(d) || d < 0 || (!zeroOk && d == 0))
+      fail(at(key), std::string("must be ") +
+                        (zeroOk ? "non-negative" : "positive") + ", got " +
+                        v.dump());
+    return d;
+  }
+
+  double fraction(const std::string &key, double fallback) {
+    double d = number(key, false, fallback);
+    if (d > 1)
+      fail(at(key), "must be a fraction in (0, 1], got " + get(key).dump());
+    return d;
+  }
+
+  int integer(const std::string &key, int min,
+              std::optional<int> fallback = std::nullopt) {
+    if (fallback && !has(key))
+      return *fallback;
+    const json &v = get(key);
+    if (!v.is_number_integer())
+      fail(at(key), std::string("expected an integer, got ") + v.dump());
+    long long i = v.get<long long>();
+    if (i < min || i > 1000000)
+      fail(at(key), "must be an integer in [" + std::to_string(min) +
+                        ", 1000000], got " + v.dump());
+    return static_cast<int>(i);
+  }
+
+  // Every figure must cite where it comes from: "source" is a non-empty string,
+  // or an object of non-empty strings keyed by the fields they cite.
+  void source() {
+    const json &v = get("source");
+    auto empty = [](const json &s) {
+      return !s.is_string() ||
+             s.get<std::string>().find_first_not_of(" \t") == std::string::npos;
+    };
+    if (v.is_object()) {
+      if (v.empty())
+        fail(at("source"), "must cite at least one source");
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        if (empty(it.value()))
+          fail(at("source") / it.key(), "expected a non-empty string citing a "
+                                        "datasheet or measurement");
+        if (it.key() != "*" && !obj_.contains(it.key()))
+          fail(at("source") / it.key(),
+               "cites field \"" + it.key() +
+                   "\", which this object does not have");
+      }
+    } else if (empty(v)) {
+      fail(at("source"),
+           "expected a non-empty string (or object of strings) citing "
+           "a datasheet or measurement");
+    }
+  }
+
+  void finish() const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it)
+      if (!known_.count(it.key()))
+        fail(at(it.key()), "unknown field \"" + it.key() + "\"");
+  }
+
+private:
+  const json &obj_;
+  Ptr where_;
+  const std::string &origin_;
+  std::set<std::string> known_;
+};
+
+bool isFile(const std::string &path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+} // namespace
+
+Cluster clusterFromJson(const json &doc, const std::string &origin) {
+  Cluster c;
+  ObjectReader top(doc, Ptr(), origin);
+  c.name = top.string("name");
+  top.string("description", false);
+  c.nodes = top.integer("nodes", 1);
+  c.gpusPerNode = top.integer("gpus_per_node", 1);
+
+  {
+    ObjectReader gpu(top.get("gpu"), Ptr("/gpu"), origin);
+    c.gpuModel = gpu.string("model");
+    c.smCount = gpu.integer("sm_count", 1);
+    ObjectReader peaks(gpu.get("peak_tflops"), Ptr("/gpu/peak_tflops"), origin);
+    for (int i = 0; i < kNumPrecisions; ++i) {
+      auto p = static_cast<Precision>(i);
+      std::string key(precisionName(p));
+      bool required = p == Precision::FP32;
+      c.peak[i] =
+          1e12 * (required ? peaks.number(key) : peaks.number(key, false, 0.0));
+    }
+    peaks.finish();
+    c.hbmBytes = 1e9 * gpu.number("memory_GB");
+    c.hbmBandwidth = 1e9 * gpu.number("memory_bandwidth_GBps");
+    c.hbmEfficiency = gpu.fraction("memory_efficiency", 1.0);
+    c.gemmEfficiency = gpu.fraction("gemm_efficiency", 1.0);
+    c.kernelLaunch = 1e-6 * gpu.number("kernel_launch_us", true);
+    gpu.source();
+    gpu.finish();
+  }
+
+  if (top.has("intra_node")) {
+    ObjectReader link(top.get("intra_node"), Ptr("/intra_node"), origin);
+    c.intraNode.kind = link.string("kind");
+    c.intraNode.bandwidth = 1e9 * link.number("bandwidth_GBps");
+    c.intraNode.latency = 1e-6 * link.number("latency_us", true);
+    link.source();
+    link.finish();
+  } else if (c.gpusPerNode > 1) {
+    top.fail(Ptr(), "missing required field \"intra_node\" (nodes have " +
+                        std::to_string(c.gpusPerNode) + " gpus)");
+  }
+
+  if (top.has("inter_node")) {
+    ObjectReader link(top.get("inter_node"), Ptr("/inter_node"), origin);
+    c.interNode.kind = link.string("kind");
+    c.nicsPerNode = link.integer("nics_per_node", 1);
+    c.interNode.bandwidth = 1e9 * link.number("nic_bandwidth_GBps");
+    c.interNode.latency = 1e-6 * link.number("latency_us", true);
+    link.source();
+    link.finish();
+  }
+
+  {
+    ObjectReader sw(top.get("collectives"), Ptr("/collectives"), origin);
+    c.collectiveOverhead = 1e-6 * sw.number("overhead_us", true);
+    sw.source();
+    sw.finish();
+  }
+
+  if (top.has("calibration")) {
+    const json &cal = top.get("calibration");
+    if (!cal.is_array())
+      top.fail(Ptr("/calibration"),
+               std::string("expected an array, got ") + cal.type_name());
+    for (size_t i = 0; i < cal.size(); ++i) {
+      Ptr where = Ptr("/calibration") / i;
+      ObjectReader e(cal[i], where, origin);
+      CalibrationEntry entry;
+      entry.op = e.string("op");
+      std::string prec = e.string("precision");
+      if (!parsePrecision(prec, entry.precision))
+        e.fail(e.at("precision"),
+               "expected one of fp32, tf32, bf16, fp16, got \"" + prec + "\"");
+      const json &shape = e.get("shape");
+      if (!shape.is_array() || shape.empty())
+        e.fail(e.at("shape"),
+               "expected a non-empty array of positive integers");
+      for (size_t k = 0; k < shape.size(); ++k) {
+        if (!shape[k].is_number_integer() || shape[k].get<long long>() < 1)
+          e.fail(e.at("shape") / k,
+                 "expected a positive integer, got " + shape[k].dump());
+        entry.shape.push_back(shape[k].get<int64_t>());
+      }
+      bool hasTime = e.has("time_us"), hasEff = e.has("efficiency");
+      if (hasTime == hasEff)
+        e.fail(where, "give exactly one of \"time_us\" and \"efficiency\"");
+      if (hasTime)
+        entry.time = 1e-6 * e.number("time_us");
+      else
+        entry.efficiency = e.fraction("efficiency", 1.0);
+      e.source();
+      e.finish();
+      c.calibration.push_back(entry);
+    }
+  }
+  top.finish();
+
+  if (c.nodes > 1 && c.nicsPerNode < 1)
+    top.fail(Ptr(), "missing required field \"inter_node\" (the cluster has " +
+                        std::to_string(c.nodes) + " nodes)");
+  if (std::string why = validateCluster(c); !why.empty())
+    throw UserError(origin + ": " + why);
+  return c;
+}
+
+Cluster readClusterFile(const std::string &path) {
+  return clusterFromJson(readJsonFile(path, "cluster"), path);
+}
+
+std::string presetsDir() {
+  if (const char *env = std::getenv("AUTODDL_PRESETS_DIR"); env && *env)
+    return env;
+  return AUTODDL_PRESETS_SOURCE_DIR;
+}
+
+std::vector<std::string> presetNames() {
+  std::vector<std::string> names;
+  DIR *dir = ::opendir(presetsDir().c_str());
+  if (!dir)
+    return names;
+  while (dirent *e = ::readdir(dir)) {
+    std::string f = e->d_name;
+    if (f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0)
+      names.push_back(f.substr(0, f.size() - 5));
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Cluster loadCluster(const std::string &spec, int nodes) {
+  if (spec.empty())
+    throw UserError(
+        "--cluster: expected a preset name or a cluster file, got an "
+        "empty string");
+  bool isPath =
+      isFile(spec) || spec.find('/') != std::string::npos ||
+      (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0);
+  std::string path = isPath ? spec : presetsDir() + "/" + spec + ".json";
+  if (!isPath && !isFile(path)) {
+    std::string known;
+    for (const std::string &n : presetNames())
+      known += (known.empty() ? "" : ", ") + n;
+    throw UserError("--cluster: unknown preset \"" + spec + "\" (presets in " +
+                    presetsDir() + ": " + (known.empty() ? "none" : known) +
+                    "); a path to a cluster file also works");
+  }
+  Cluster c = readClusterFile(path);
+  if (nodes < 0)
+    throw UserError("--nodes: must be at least 1, got " +
+                    std::to_string(nodes));
+  if (nodes > 0) {
+    if (nodes > 1 && c.nicsPerNode < 1)
+      throw UserError(path + ": cannot scale to " + std::to_string(nodes) +
+                      " nodes: the cluster has no \"inter_node\" network");
+    c = withNodes(c, nodes);
+  }
+  return c;
+}
+
+} // namespace autoddl::cost
