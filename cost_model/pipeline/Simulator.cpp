@@ -266,20 +266,37 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
       tryStart(waiting);
   }
 
-  for (int d = 0; d < p; ++d) {
-    const std::vector<Instruction> &ops = schedule.devices[d];
-    if (done[d] < static_cast<int>(ops.size())) {
-      const Instruction &stuck = ops[done[d]];
-      std::string waitsFor;
-      for (const OpRef &dep : dependencies[d][done[d]])
-        if (done[dep.device] <= dep.index)
-          waitsFor = describe(schedule.devices[dep.device][dep.index]) +
-                     " on device " + std::to_string(dep.device);
-      return Result::failure("schedule deadlocks: device " + std::to_string(d) +
-                             " waits at instruction " +
-                             std::to_string(done[d]) + " (" + describe(stuck) +
-                             ") for " + waitsFor + ", which never runs");
+  // Unfinished lists mean a wait cycle: follow "waits for an instruction on
+  // device e" from the first stuck device until a device repeats, and report
+  // that cycle.
+  auto blockingDep = [&](int d) -> const OpRef * {
+    for (const OpRef &dep : dependencies[d][done[d]])
+      if (done[dep.device] <= dep.index)
+        return &dep;
+    return nullptr;
+  };
+  for (int first = 0; first < p; ++first) {
+    if (done[first] >= static_cast<int>(schedule.devices[first].size()))
+      continue;
+    std::vector<int> chain;
+    int d = first;
+    while (std::find(chain.begin(), chain.end(), d) == chain.end()) {
+      chain.push_back(d);
+      d = blockingDep(d)->device;
     }
+    std::string message = "schedule deadlocks:";
+    for (auto it = std::find(chain.begin(), chain.end(), d); it != chain.end();
+         ++it) {
+      const OpRef &dep = *blockingDep(*it);
+      message += (message.back() == ':' ? " device " : "; device ") +
+                 std::to_string(*it) + " waits at instruction " +
+                 std::to_string(done[*it]) + " (" +
+                 describe(schedule.devices[*it][done[*it]]) + ") for " +
+                 describe(schedule.devices[dep.device][dep.index]) +
+                 " on device " + std::to_string(dep.device) +
+                 (dep.device == *it ? ", queued behind it" : "");
+    }
+    return Result::failure(message);
   }
 
   for (int d = 0; d < p; ++d)
