@@ -1,0 +1,384 @@
+//===- Verifiers.cpp - every check of the sbp dialect, as small helpers ---===//
+//
+// Follows openxla/shardy's verifiers.cc: one helper per constraint, lower-case
+// messages saying what was expected and what was got.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/dialect/Verifiers.h"
+
+#include "ir/dialect/OpSemanticsAdapter.h"
+#include "ir/dialect/SbpLayout.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+
+namespace autoddl::sbp {
+
+//===----------------------------------------------------------------------===//
+// Attributes on their own
+//===----------------------------------------------------------------------===//
+
+LogicalResult verifySplitDim(EmitErrorFn emitError, int64_t dim) {
+  if (dim < 0)
+    return emitError() << "expected a split dimension >= 0, got " << dim;
+  return success();
+}
+
+LogicalResult verifyAxisLayouts(EmitErrorFn emitError,
+                                ArrayRef<Attribute> axes) {
+  if (axes.empty())
+    return emitError() << "expected at least one mesh-axis layout, got none";
+  for (auto [i, axis] : llvm::enumerate(axes))
+    if (!isa<SplitAttr, BroadcastAttr, PartialAttr>(axis))
+      return emitError() << "expected layout #" << i
+                         << " to be #sbp.split, #sbp.broadcast or "
+                            "#sbp.partial, got "
+                         << axis;
+  return success();
+}
+
+LogicalResult verifySameMesh(EmitErrorFn emitError, FlatSymbolRefAttr mesh,
+                             ArrayRef<NdSbpAttr> layouts) {
+  for (NdSbpAttr layout : layouts)
+    if (layout.getMesh() != mesh)
+      return emitError() << "expected every layout of a signature on " << mesh
+                         << ", got one on " << layout.getMesh();
+  return success();
+}
+
+LogicalResult verifyStage(EmitErrorFn emitError, int64_t stage) {
+  if (stage < 0)
+    return emitError() << "expected a pipeline stage >= 0, got " << stage;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Layouts in context
+//===----------------------------------------------------------------------===//
+
+std::optional<std::string>
+checkLayoutFits(NdSbpAttr layout, Type type, MeshOp mesh,
+                llvm::function_ref<int64_t(int64_t dim)> granule) {
+  std::string message;
+  llvm::raw_string_ostream os(message);
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor) {
+    os << "expected a ranked tensor to lay out, got " << type;
+    return message;
+  }
+  if (int64_t(layout.getAxes().size()) != mesh.getRank()) {
+    os << "expected " << mesh.getRank() << " layout entries (one per axis of @"
+       << mesh.getSymName() << "), got " << layout.getAxes().size();
+    return message;
+  }
+  // Product of the axis sizes splitting each tensor dimension, and their names.
+  int64_t rank = tensor.getRank();
+  SmallVector<int64_t> splitFactor(rank, 1);
+  SmallVector<SmallVector<StringRef>> splitAxes(rank);
+  for (unsigned axis = 0; axis < mesh.getRank(); ++axis) {
+    SbpParallel entry = layout.getAxis(axis);
+    if (!entry.isSplit())
+      continue;
+    if (entry.dim >= rank) {
+      os << "expected the split dimension on mesh axis '"
+         << mesh.getAxisName(axis) << "' to be below the tensor rank " << rank
+         << ", got " << entry.dim;
+      return message;
+    }
+    splitFactor[entry.dim] *= mesh.getShape()[axis];
+    splitAxes[entry.dim].push_back(mesh.getAxisName(axis));
+  }
+  for (int64_t dim = 0; dim < rank; ++dim) {
+    if (splitFactor[dim] == 1 || tensor.isDynamicDim(dim))
+      continue;
+    int64_t unit = splitFactor[dim] * (granule ? granule(dim) : 1);
+    if (tensor.getDimSize(dim) % unit != 0) {
+      os << "expected the size of dimension " << dim << " to be divisible by "
+         << unit << " (split over mesh axes ";
+      llvm::interleaveComma(splitAxes[dim], os);
+      if (unit != splitFactor[dim])
+        os << " in pieces of " << unit / splitFactor[dim];
+      os << "), got " << tensor.getDimSize(dim);
+      return message;
+    }
+  }
+  return std::nullopt;
+}
+
+FailureOr<MeshOp> resolveMesh(Operation *from, FlatSymbolRefAttr symbol) {
+  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(from, symbol);
+  if (!mesh)
+    return from->emitError()
+           << "expected " << symbol << " to name an sbp.mesh, got no such mesh";
+  return mesh;
+}
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes
+//===----------------------------------------------------------------------===//
+
+/// The op's split granule per value, or none for ops without the interface or
+/// whose own invariants fail (their verifier reports that).
+static std::optional<SbpOpInterface> verifiedInterface(Operation *op) {
+  auto iface = dyn_cast<SbpOpInterface>(op);
+  if (!iface || !checkOpSemantics(op).empty())
+    return std::nullopt;
+  return iface;
+}
+
+static LogicalResult verifySignatureOnOp(Operation *op, SignatureAttr sig) {
+  if (sig.getInputs().size() != op->getNumOperands() ||
+      sig.getOutputs().size() != op->getNumResults())
+    return op->emitError() << "expected sbp.sig with " << op->getNumOperands()
+                           << " operand and " << op->getNumResults()
+                           << " result layouts, got " << sig.getInputs().size()
+                           << " and " << sig.getOutputs().size();
+  FailureOr<MeshOp> mesh = resolveMesh(op, sig.getMesh());
+  if (failed(mesh))
+    return failure();
+  std::optional<SbpOpInterface> iface = verifiedInterface(op);
+
+  auto checkValue = [&](NdSbpAttr layout, Type type, unsigned valueIndex,
+                        StringRef what, unsigned index) -> LogicalResult {
+    auto granule = [&](int64_t dim) {
+      return iface ? iface->getSplitGranule(valueIndex, dim) : int64_t(1);
+    };
+    if (std::optional<std::string> why =
+            checkLayoutFits(layout, type, *mesh, granule))
+      return op->emitError()
+             << "sbp.sig " << what << " #" << index << ": " << *why;
+    return success();
+  };
+  for (auto [i, layout] : llvm::enumerate(sig.getInputs()))
+    if (failed(
+            checkValue(layout, op->getOperand(i).getType(), i, "operand", i)))
+      return failure();
+  for (auto [i, layout] : llvm::enumerate(sig.getOutputs()))
+    if (failed(checkValue(layout, op->getResult(i).getType(),
+                          op->getNumOperands() + i, "result", i)))
+      return failure();
+
+  if (!iface)
+    return success();
+  SmallVector<SbpSignature> valid = getValidSignatures1D(*iface);
+  for (unsigned axis = 0; axis < mesh->getRank(); ++axis) {
+    SbpSignature got = projectSignature(sig, axis);
+    if (llvm::is_contained(valid, got))
+      continue;
+    InFlightDiagnostic diag = op->emitError()
+                              << "expected a signature of " << op->getName()
+                              << " on mesh axis '" << mesh->getAxisName(axis)
+                              << "', got " << toString(got);
+    std::string list;
+    llvm::raw_string_ostream os(list);
+    llvm::interleave(
+        valid, os, [&](const SbpSignature &s) { print(os, s); }, "; ");
+    diag.attachNote(mesh->getLoc()) << "valid on one axis: " << list;
+    return diag;
+  }
+  return success();
+}
+
+static LogicalResult verifyPlacementOnOp(Operation *op,
+                                         PlacementAttr placement) {
+  if (failed(resolveMesh(op, placement.getMesh())))
+    return failure();
+  if (auto sig = op->getAttrOfType<SignatureAttr>(kSignatureAttr))
+    if (sig.getMesh() != placement.getMesh())
+      return op->emitError()
+             << "expected sbp.sig on the placement's mesh "
+             << placement.getMesh() << ", got " << sig.getMesh();
+  return success();
+}
+
+LogicalResult verifyDiscardableAttribute(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  if (name == kSignatureAttr) {
+    auto sig = dyn_cast<SignatureAttr>(value);
+    if (!sig)
+      return op->emitError() << "expected " << kSignatureAttr
+                             << " to be a #sbp.sig, got " << value;
+    return verifySignatureOnOp(op, sig);
+  }
+  if (name == kPlacementAttr) {
+    auto placement = dyn_cast<PlacementAttr>(value);
+    if (!placement)
+      return op->emitError() << "expected " << kPlacementAttr
+                             << " to be a #sbp.placement, got " << value;
+    return verifyPlacementOnOp(op, placement);
+  }
+  if (name == kLayerAttr) {
+    auto layer = dyn_cast<IntegerAttr>(value);
+    if (!layer || isa<BoolAttr>(value) || layer.getInt() < 0)
+      return op->emitError() << "expected " << kLayerAttr
+                             << " to be an integer >= 0, got " << value;
+    return success();
+  }
+  if (name == kArgLayoutAttr)
+    return op->emitError() << "expected " << kArgLayoutAttr
+                           << " on a function argument, got it on an op";
+  return op->emitError() << "expected a discardable attribute of the sbp "
+                            "dialect (sbp.sig, sbp.placement, sbp.layer), got '"
+                         << name << "'";
+}
+
+LogicalResult verifyArgumentAttribute(Operation *op, unsigned argIndex,
+                                      NamedAttribute attr) {
+  if (attr.getName() != kArgLayoutAttr)
+    return op->emitError() << "expected " << kArgLayoutAttr
+                           << " as the only sbp argument attribute, got '"
+                           << attr.getName().strref() << "'";
+  auto layout = dyn_cast<NdSbpAttr>(attr.getValue());
+  if (!layout)
+    return op->emitError() << "expected " << kArgLayoutAttr
+                           << " to be a #sbp.nd, got " << attr.getValue();
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function)
+    return op->emitError() << "expected " << kArgLayoutAttr
+                           << " on an argument of a function, got "
+                           << op->getName();
+  FailureOr<MeshOp> mesh = resolveMesh(op, layout.getMesh());
+  if (failed(mesh))
+    return failure();
+  if (std::optional<std::string> why =
+          checkLayoutFits(layout, function.getArgumentTypes()[argIndex], *mesh))
+    return op->emitError() << kArgLayoutAttr << " of argument #" << argIndex
+                           << ": " << *why;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult verifyMesh(MeshOp mesh) {
+  ArrayAttr names = mesh.getAxisNames();
+  ArrayRef<int64_t> shape = mesh.getShape();
+  if (names.size() != shape.size())
+    return mesh.emitOpError()
+           << "expected one size per axis name, got " << names.size()
+           << " names and " << shape.size() << " sizes";
+  if (shape.empty())
+    return mesh.emitOpError() << "expected at least one axis, got none";
+  llvm::SmallSet<StringRef, 4> seen;
+  for (unsigned axis = 0; axis < shape.size(); ++axis) {
+    StringRef name = mesh.getAxisName(axis);
+    if (name.empty())
+      return mesh.emitOpError()
+             << "expected a name for axis #" << axis << ", got an empty string";
+    if (!seen.insert(name).second)
+      return mesh.emitOpError()
+             << "expected distinct axis names, got '" << name << "' twice";
+    if (shape[axis] < 1)
+      return mesh.emitOpError() << "expected axis '" << name
+                                << "' of size >= 1, got " << shape[axis];
+  }
+  if (std::optional<int64_t> first = mesh.getFirstDevice(); first && *first < 0)
+    return mesh.emitOpError() << "expected first_device >= 0, got " << *first;
+  return success();
+}
+
+LogicalResult verifyCollective(Operation *op, FlatSymbolRefAttr meshSymbol,
+                               ArrayRef<int64_t> meshAxes, StringRef expected,
+                               AxisTransitionCheck check) {
+  auto sig = op->getAttrOfType<SignatureAttr>(kSignatureAttr);
+  if (!sig)
+    return op->emitOpError()
+           << "expected an sbp.sig giving the layouts it converts between, "
+              "got none";
+  if (sig.getMesh() != meshSymbol)
+    return op->emitOpError() << "expected sbp.sig on " << meshSymbol
+                             << ", got one on " << sig.getMesh();
+  if (sig.getInputs().size() != 1 || sig.getOutputs().size() != 1)
+    return op->emitOpError() << "expected sbp.sig with one operand and one "
+                                "result layout";
+  FailureOr<MeshOp> mesh = resolveMesh(op, meshSymbol);
+  if (failed(mesh))
+    return failure();
+  if (meshAxes.empty())
+    return op->emitOpError() << "expected at least one mesh axis, got none";
+  llvm::SmallSet<int64_t, 4> listed;
+  for (int64_t axis : meshAxes) {
+    if (axis < 0 || axis >= mesh->getRank())
+      return op->emitOpError() << "expected mesh axes in [0, "
+                               << mesh->getRank() << "), got " << axis;
+    if (!listed.insert(axis).second)
+      return op->emitOpError()
+             << "expected distinct mesh axes, got " << axis << " twice";
+  }
+  NdSbpAttr in = sig.getInputs()[0], out = sig.getOutputs()[0];
+  for (unsigned axis = 0; axis < mesh->getRank(); ++axis) {
+    SbpParallel from = in.getAxis(axis), to = out.getAxis(axis);
+    if (listed.contains(axis)) {
+      if (!check(from, to))
+        return op->emitOpError() << "expected " << expected << " on mesh axis '"
+                                 << mesh->getAxisName(axis) << "', got "
+                                 << toString(from) << " -> " << toString(to);
+    } else if (from != to) {
+      return op->emitOpError()
+             << "expected mesh axis '" << mesh->getAxisName(axis)
+             << "' (not in mesh_axes) unchanged, got " << toString(from)
+             << " -> " << toString(to);
+    }
+  }
+  return success();
+}
+
+/// Checks what send and recv share: stage and channel ids, and a peer stage
+/// other than the op's own.
+static LogicalResult verifyStageTransfer(Operation *op, int64_t stage,
+                                         int64_t channel) {
+  if (stage < 0)
+    return op->emitOpError() << "expected a peer stage >= 0, got " << stage;
+  if (channel < 0)
+    return op->emitOpError() << "expected a channel >= 0, got " << channel;
+  if (auto placement = op->getAttrOfType<PlacementAttr>(kPlacementAttr))
+    if (placement.getStage() == stage)
+      return op->emitOpError() << "expected a peer stage other than its own ("
+                               << stage << "), got " << stage;
+  return success();
+}
+
+LogicalResult verifySend(SendOp op) {
+  if (failed(verifyStageTransfer(op, op.getStage(), op.getChannel())))
+    return failure();
+  Operation *scope = SymbolTable::getNearestSymbolTable(op);
+  if (!scope)
+    return success();
+  SmallVector<RecvOp> receivers;
+  scope->walk([&](RecvOp recv) {
+    if (recv.getChannel() == op.getChannel())
+      receivers.push_back(recv);
+  });
+  if (receivers.size() != 1)
+    return op.emitOpError() << "expected one sbp.recv on channel "
+                            << op.getChannel() << ", got " << receivers.size();
+  if (receivers[0].getType() != op.getInput().getType()) {
+    InFlightDiagnostic diag = op.emitOpError()
+                              << "expected the sbp.recv on channel "
+                              << op.getChannel() << " to have type "
+                              << op.getInput().getType() << ", got "
+                              << receivers[0].getType();
+    diag.attachNote(receivers[0].getLoc()) << "the sbp.recv";
+    return diag;
+  }
+  return success();
+}
+
+LogicalResult verifyRecv(RecvOp op) {
+  return verifyStageTransfer(op, op.getStage(), op.getChannel());
+}
+
+LogicalResult verifyOpSemantics(Operation *op) {
+  std::string error = checkOpSemantics(op);
+  if (!error.empty())
+    return op->emitOpError() << error;
+  return success();
+}
+
+} // namespace autoddl::sbp
