@@ -114,7 +114,9 @@ namespace {
 
 // Candidate values of one axis on a path.
 std::vector<Sbp> axisValues(const NdSbp &from, const NdSbp &to, size_t axis) {
-  std::vector<Sbp> vals{Sbp::broadcast(), from[axis], to[axis]};
+  // S(0) is always a candidate: P->S(0)->...->B is how a partial tensor is
+  // reduced hierarchically (reduce-scatter, reduce on 1/n of it, all-gather).
+  std::vector<Sbp> vals{Sbp::broadcast(), from[axis], to[axis], Sbp::split(0)};
   for (const NdSbp *s : {&from, &to})
     for (const Sbp &x : *s)
       if (x.kind == Sbp::Split)

@@ -75,9 +75,9 @@ BoxingCost oneAxisTransition(const Cluster &c, const MeshOnCluster &mesh,
                              const Sbp &to);
 
 /// Cheapest sequence of 1-D transitions from `from` to `to` (Dijkstra over
-/// nd-SBP states whose per-axis values are drawn from B, both endpoints' values
-/// and every split dim either side uses). Both must have one entry per mesh
-/// axis.
+/// nd-SBP states whose per-axis values are drawn from B, S(0), both endpoints'
+/// values and every split dim either side uses). Both must have one entry per
+/// mesh axis. Assumes every split it tries divides the tensor evenly.
 BoxingCost ndTransition(const Cluster &c, const MeshOnCluster &mesh,
                         double tensorBytes, const NdSbp &from, const NdSbp &to);
 

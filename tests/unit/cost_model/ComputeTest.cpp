@@ -1,0 +1,170 @@
+//===- ComputeTest.cpp - roofline and backward rules (docs/cost-model.md §4)
+#include "cost_model/Compute.h"
+#include "tests/unit/cost_model/ToyCluster.h"
+
+#include <gtest/gtest.h>
+
+namespace autoddl::cost {
+namespace {
+
+using ops::DType;
+using ops::ValueType;
+using test::toyCluster;
+
+constexpr double us = 1e-6;
+
+TEST(GemmEfficiency, FullWaveOfFullTiles) {
+  Cluster c = toyCluster();
+  // 1280 = 10 tiles of 128 each way: 100 tiles on 100 SMs, one full wave, no
+  // padding; only the K fill: 1280 / (1280 + 128) = 0.909.
+  EXPECT_NEAR(gemmEfficiency(c, 1280, 1280, 1280), 1280.0 / 1408, 1e-12);
+}
+
+TEST(GemmEfficiency, TileAndWaveQuantisation) {
+  Cluster c = toyCluster();
+  // M = 1290 needs 11 row tiles (the last one 10/128 full): tile efficiency
+  // 1290 / 1408; 110 tiles on 100 SMs take 2 waves: 110 / 200.
+  double expected = (1290.0 / 1408) * (110.0 / 200) * (1280.0 / 1408);
+  EXPECT_NEAR(gemmEfficiency(c, 1290, 1280, 1280), expected, 1e-12);
+  // Thin GEMMs lose efficiency: splitting N by 8 must not look 8x faster.
+  EXPECT_LT(gemmEfficiency(c, 1280, 160, 1280),
+            gemmEfficiency(c, 1280, 1280, 1280));
+}
+
+TEST(Roofline, ComputeMemoryAndLaunchFloor) {
+  Cluster c = toyCluster();
+  // 4e9 FLOP at 400 TFLOP/s = 10 us; 1e6 bytes at 1 TB/s = 1 us: compute-bound.
+  KernelCost a = roofline(c, 4e9, 1e6, 1.0, Precision::BF16);
+  EXPECT_NEAR(a.time, 10 * us, 1e-15);
+  EXPECT_TRUE(a.computeBound);
+  // 1e8 bytes at 1 TB/s = 100 us: memory-bound.
+  KernelCost b = roofline(c, 4e9, 1e8, 1.0, Precision::BF16);
+  EXPECT_NEAR(b.time, 100 * us, 1e-15);
+  EXPECT_FALSE(b.computeBound);
+  // Tiny kernel: the 5 us launch floor.
+  EXPECT_NEAR(roofline(c, 1e3, 1e3, 1.0, Precision::BF16).time, 5 * us, 1e-15);
+  // tf32 is absent on the toy GPU: it runs at the fp32 peak (100 TFLOP/s): 40
+  // us.
+  EXPECT_NEAR(roofline(c, 4e9, 0, 1.0, Precision::TF32).time, 40 * us, 1e-15);
+}
+
+TEST(OpCost, LinearForwardDgradWgrad) {
+  Cluster c = toyCluster();
+  std::vector<ValueType> in{{{1280, 1280}, DType::F32},
+                            {{1280, 1280}, DType::F32}};
+  std::vector<ValueType> out{{{1280, 1280}, DType::F32}};
+  OpCost cost = opCost(c, "linear", in, out, {{"transpose_weight", false}},
+                       {false, true}, Precision::BF16);
+  // Forward 2*M*N*K = 2 * 1280^3 FLOP at 400 TFLOP/s * 0.909 (above);
+  // bytes 3 * 1280^2 * 2 (bf16) = 9.8 MB -> 9.8 us < compute time.
+  double flops = 2.0 * 1280 * 1280 * 1280;
+  double t = flops / (400e12 * 1280.0 / 1408);
+  EXPECT_DOUBLE_EQ(cost.forward.flops, flops);
+  EXPECT_NEAR(cost.forward.time, t, 1e-12);
+  // dX = dY * W^T and dW = X^T * dY: each the forward's FLOPs (Narayanan et al.
+  // 2021 §5.1), same square shape, same time.
+  EXPECT_DOUBLE_EQ(cost.backwardData.flops, flops);
+  EXPECT_DOUBLE_EQ(cost.backwardWeight.flops, flops);
+  EXPECT_NEAR(cost.backwardData.time, t, 1e-12);
+  EXPECT_NEAR(cost.backwardWeight.time, t, 1e-12);
+}
+
+TEST(OpCost, MatmulOfTwoActivationsHasNoWgrad) {
+  Cluster c = toyCluster();
+  std::vector<ValueType> in{{{4, 256, 64}, DType::F32},
+                            {{4, 64, 256}, DType::F32}};
+  std::vector<ValueType> out{{{4, 256, 256}, DType::F32}};
+  OpCost cost =
+      opCost(c, "matmul", in, out, {}, {false, false}, Precision::BF16);
+  // Both gradients are activation gradients: 2 GEMMs of 2*4*256*256*64 FLOP
+  // each.
+  EXPECT_DOUBLE_EQ(cost.backwardData.flops, 2 * 2.0 * 4 * 256 * 256 * 64);
+  EXPECT_EQ(cost.backwardWeight.flops, 0);
+  EXPECT_EQ(cost.backwardWeight.time, 0);
+}
+
+TEST(OpCost, AttentionBackwardIsTwoAndAHalfForward) {
+  Cluster c = toyCluster();
+  ValueType x{{2, 1024, 1024}, DType::F32};
+  OpCost cost = opCost(
+      c, "attention", {x, x, x}, {x},
+      {{"num_heads", int64_t(8)}, {"head_dim", int64_t(128)}, {"causal", true}},
+      {false, false, false}, Precision::BF16);
+  ASSERT_GT(cost.forward.flops, 0);
+  // FlashAttention-2 (Dao 2023): backward = 2.5 x forward FLOPs, all dgrad.
+  EXPECT_DOUBLE_EQ(cost.backwardData.flops, 2.5 * cost.forward.flops);
+  EXPECT_EQ(cost.backwardWeight.flops, 0);
+}
+
+TEST(OpCost, ElementwiseIsMemoryBound) {
+  Cluster c = toyCluster();
+  ValueType x{{4096, 4096}, DType::F32};
+  OpCost cost =
+      opCost(c, "gelu", {x}, {x}, {{"approximate", std::string("tanh")}},
+             {false}, Precision::BF16);
+  // Read x, write y: 2 * 4096^2 * 2 bytes = 67.1 MB at 1 TB/s = 67.1 us.
+  double xb = 4096.0 * 4096 * 2;
+  EXPECT_FALSE(cost.forward.computeBound);
+  EXPECT_NEAR(cost.forward.time, 2 * xb / 1e12, 1e-12);
+  // dgrad: re-read x, read dY, write dX: 3 * 33.5 MB = 100.7 us.
+  EXPECT_NEAR(cost.backwardData.time, 3 * xb / 1e12, 1e-12);
+  EXPECT_EQ(cost.backwardWeight.time, 0);
+}
+
+TEST(OpCost, LayerNormHasAWeightGradient) {
+  Cluster c = toyCluster();
+  ValueType x{{4096, 1024}, DType::F32}, g{{1024}, DType::F32};
+  OpCost cost = opCost(c, "layernorm", {x, g, g}, {x}, {{"epsilon", 1e-5}},
+                       {false, true, true}, Precision::BF16);
+  // wgrad reads x and dY (2 * 8.4 MB) and writes dgamma, dbeta: ~16.8 us.
+  double xb = 4096.0 * 1024 * 2, gb = 1024.0 * 2;
+  EXPECT_NEAR(cost.backwardWeight.time, (2 * xb + 2 * gb) / 1e12, 1e-12);
+}
+
+TEST(OpCost, ViewsCostNothing) {
+  Cluster c = toyCluster();
+  ValueType x{{4, 8}, DType::F32}, y{{32}, DType::F32};
+  OpCost cost =
+      opCost(c, "reshape", {x}, {y}, {{"shape", std::vector<int64_t>{32}}},
+             {false}, Precision::BF16);
+  EXPECT_EQ(cost.forward.time + cost.backward(), 0);
+}
+
+TEST(Calibration, MeasuredGemmReplacesTheEstimate) {
+  Cluster c = toyCluster();
+  c.calibration.push_back(
+      {"gemm", Precision::BF16, {1280, 1280, 1280}, 20e-6, 0});
+  std::vector<ValueType> in{{{1280, 1280}, DType::F32},
+                            {{1280, 1280}, DType::F32}};
+  std::vector<ValueType> out{{{1280, 1280}, DType::F32}};
+  OpCost cost = opCost(c, "linear", in, out, {{"transpose_weight", false}},
+                       {false, true}, Precision::BF16);
+  // The table's 20 us for this shape, forward and both backward GEMMs (same
+  // shape).
+  EXPECT_DOUBLE_EQ(cost.forward.time, 20e-6);
+  EXPECT_TRUE(cost.forward.calibrated);
+  EXPECT_DOUBLE_EQ(cost.backwardData.time, 20e-6);
+  // Another precision is not matched.
+  OpCost fp32 = opCost(c, "linear", in, out, {{"transpose_weight", false}},
+                       {false, true}, Precision::FP32);
+  EXPECT_FALSE(fp32.forward.calibrated);
+  // An efficiency entry: 4.19 GFLOP at 400 TFLOP/s * 0.5 = 21 us.
+  c.calibration = {{"linear", Precision::BF16, {1280, 1280, 1280}, 0, 0.5}};
+  OpCost eff = opCost(c, "linear", in, out, {{"transpose_weight", false}},
+                      {false, true}, Precision::BF16);
+  EXPECT_NEAR(eff.forward.time, 2.0 * 1280 * 1280 * 1280 / (400e12 * 0.5),
+              1e-12);
+}
+
+TEST(Optimizer, AdamWStepIsMemoryBound) {
+  Cluster c = toyCluster();
+  // AdamW, mixed precision: read p, g, m, v, write p, m, v (7 x 4 bytes) + the
+  // bf16 copy (2) = 30 bytes per parameter; 1e9 parameters at 1 TB/s = 30 ms.
+  KernelCost k = optimizerStep(c, 1e9, Optimizer::AdamW, true);
+  EXPECT_NEAR(k.time, 30e-3, 1e-12);
+  // SGD in fp32: read p, g, write p = 12 bytes: 12 ms.
+  EXPECT_NEAR(optimizerStep(c, 1e9, Optimizer::SGD, false).time, 12e-3, 1e-12);
+}
+
+} // namespace
+} // namespace autoddl::cost

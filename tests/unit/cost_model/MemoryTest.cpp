@@ -1,0 +1,80 @@
+//===- MemoryTest.cpp - per-rank memory (docs/cost-model.md §5) -----------===//
+#include "cost_model/Memory.h"
+
+#include <gtest/gtest.h>
+
+namespace autoddl::cost {
+namespace {
+
+TEST(ModelState, ZeroPaperFigureOne) {
+  // ZeRO (Rajbhandari et al. 2020), Figure 1: Ψ = 7.5B parameters, Nd = 64,
+  // mixed-precision Adam (K = 12): baseline (2 + 2 + K)Ψ = 120 GB; P_os
+  // 2Ψ + 2Ψ + KΨ/Nd = 31.4 GB; P_os+g 2Ψ + (2 + K)Ψ/Nd = 16.6 GB;
+  // P_os+g+p (2 + 2 + K)Ψ/Nd = 1.9 GB.
+  ModelStateInputs in;
+  in.params = 7.5e9;
+  in.dataParallel = 64;
+  double expected[] = {120e9, 30e9 + 90e9 / 64, 15e9 + 105e9 / 64, 120e9 / 64};
+  for (int stage = 0; stage <= 3; ++stage) {
+    in.zeroStage = stage;
+    EXPECT_NEAR(modelStateBytes(in).total(), expected[stage], 1)
+        << "stage " << stage;
+  }
+  EXPECT_NEAR(expected[1] / 1e9, 31.4, 0.05);
+  EXPECT_NEAR(expected[2] / 1e9, 16.6, 0.05);
+}
+
+TEST(ModelState, Fp32AdamIsSixteenBytesWithoutMaster) {
+  ModelStateInputs in;
+  in.params = 1e9;
+  in.bytes = fp32Adam();
+  // 4 (weights) + 4 (grads) + 8 (m, v) bytes per parameter.
+  EXPECT_DOUBLE_EQ(modelStateBytes(in).total(), 16e9);
+}
+
+TEST(Activations, KorthikantiTableTwo) {
+  // Korthikanti et al. 2022, Table 2, for s = 2048, b = 1, h = 12288, a = 96, t
+  // = 8 (GPT-3 175B shapes): 5as/(ht) = 5 * 96 * 2048 / (12288 * 8) = 10.
+  TransformerActivationInputs in;
+  in.seq = 2048;
+  in.microBatch = 1;
+  in.hidden = 12288;
+  in.heads = 96;
+  double sbh = 2048.0 * 12288;
+  // No parallelism (t = 1): sbh(34 + 5as/h) = sbh(34 + 80).
+  EXPECT_DOUBLE_EQ(transformerLayerActivationBytes(in), sbh * (34 + 80));
+  in.tensorParallel = 8;
+  // Tensor parallel: sbh(10 + 24/t + 5as/(ht)) = sbh(10 + 3 + 10).
+  EXPECT_DOUBLE_EQ(transformerLayerActivationBytes(in), sbh * 23);
+  in.sequenceParallel = true;
+  // + sequence parallel: sbh(34/t + 5as/(ht)) = sbh(4.25 + 10).
+  EXPECT_DOUBLE_EQ(transformerLayerActivationBytes(in), sbh * 14.25);
+  in.recompute = Recompute::Selective;
+  // + selective recomputation: sbh * 34/t.
+  EXPECT_DOUBLE_EQ(transformerLayerActivationBytes(in), sbh * 4.25);
+  in.recompute = Recompute::Full;
+  // Full recomputation keeps the layer input only: 2sbh, /t with sequence
+  // parallel.
+  EXPECT_DOUBLE_EQ(transformerLayerActivationBytes(in), 2 * sbh / 8);
+}
+
+TEST(Activations, FusedAttentionKeepsNoScores) {
+  TransformerActivationInputs in{2048, 1,     12288,           96,
+                                 1,    false, Recompute::None, true};
+  EXPECT_DOUBLE_EQ(transformerLayerActivationBytes(in), 2048.0 * 12288 * 34);
+}
+
+TEST(RankMemory, SumsStateActivationsAndWorkspace) {
+  RankMemoryInputs in;
+  in.state.params = 1e9; // 16 GB of mixed-precision Adam state
+  in.activationBytesPerMicroBatch = 2e9;
+  in.inFlightMicroBatches = 4; // e.g. stage 0 of a 4-stage 1F1B
+  in.workspaceBytes = 1e9;
+  RankMemory m = rankMemory(in);
+  EXPECT_DOUBLE_EQ(m.state.total(), 16e9);
+  EXPECT_DOUBLE_EQ(m.activations, 8e9);
+  EXPECT_DOUBLE_EQ(m.total(), 25e9);
+}
+
+} // namespace
+} // namespace autoddl::cost
