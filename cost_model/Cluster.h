@@ -34,6 +34,12 @@ struct LinkClass {
   std::string kind;     // "nvlink", "pcie", "infiniband", "aries", "ethernet"
   double bandwidth = 0; // bytes/s
   double latency = 0;   // seconds per algorithm step (the α of one hop)
+  /// Bytes/s of one point-to-point transfer (send/recv), which NCCL runs with
+  /// more channels per peer than a ring step; 0 = same as `bandwidth`.
+  double p2pBandwidth = 0;
+  double pointToPoint() const {
+    return p2pBandwidth > 0 ? p2pBandwidth : bandwidth;
+  }
 };
 
 /// A measured time or efficiency that replaces the analytical estimate of one

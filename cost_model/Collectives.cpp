@@ -217,8 +217,8 @@ CollectiveCost collectiveCost(const Cluster &cluster, Collective c,
     // One message between two GPUs: over NVLink inside a node, else over the
     // sender's share of its node's NICs (all G GPUs of a stage send at once).
     bool sameNode = N <= 1;
-    double bw =
-        sameNode ? cluster.intraNode.bandwidth : cluster.nodeNetworkShare(1);
+    double bw = sameNode ? cluster.intraNode.pointToPoint()
+                         : cluster.nodeNetworkShare(1);
     double lat = l.overhead + (sameNode ? l.a1 : l.a0);
     out.candidates.push_back(finish(Algorithm::Direct, lat, S / bw, S, c, 2));
     break;

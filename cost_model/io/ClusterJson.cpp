@@ -173,6 +173,8 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
     c.intraNode.kind = link.string("kind");
     c.intraNode.bandwidth = 1e9 * link.number("bandwidth_GBps");
     c.intraNode.latency = 1e-6 * link.number("latency_us", true);
+    c.intraNode.p2pBandwidth =
+        1e9 * link.number("p2p_bandwidth_GBps", false, 0.0);
     link.source();
     link.finish();
   } else if (c.gpusPerNode > 1) {

@@ -176,6 +176,17 @@ TEST(Collectives, SendRecv) {
               15 * us + 10e-3, 1e-12);
 }
 
+TEST(Collectives, SendRecvUsesThePointToPointBandwidth) {
+  Cluster c = toyCluster();
+  c.intraNode.p2pBandwidth = 200e9;
+  // NCCL drives a peer with more channels than a ring step: 10 + 1 us +
+  // 100e6 / 200e9 = 0.5 ms; rings keep the 100 GB/s.
+  EXPECT_NEAR(collectiveCost(c, Collective::SendRecv, 100e6, {2, 1}).best.time,
+              11 * us + 0.5e-3, 1e-12);
+  EXPECT_NEAR(collectiveCost(c, Collective::AllGather, 800e6, {8, 1}).best.time,
+              17 * us + 7e-3, 1e-12);
+}
+
 TEST(Collectives, OneRankMovesNothing) {
   Cluster c = toyCluster();
   CollectiveCost r = collectiveCost(c, Collective::AllReduce, 1e9, {1, 1});
