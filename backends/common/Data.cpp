@@ -1,0 +1,157 @@
+// Deterministic training data (see Data.h).
+#include "backends/common/Data.h"
+
+#include "backends/common/Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+namespace autoddl::rt {
+
+TokenData TokenData::open(const std::string &path, int64_t vocab) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open data file");
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  if (in.bad())
+    throw std::runtime_error(path + ": read error");
+  const bool isBin =
+      path.size() >= 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
+  std::vector<uint16_t> tokens;
+  if (isBin) {
+    if (bytes.size() % 2 != 0)
+      throw std::runtime_error(path + ": odd byte count " +
+                               std::to_string(bytes.size()) +
+                               " in a uint16 token file");
+    tokens.resize(bytes.size() / 2);
+    for (size_t i = 0; i < tokens.size(); ++i) // little-endian on any host
+      tokens[i] = uint16_t(bytes[2 * i] | (bytes[2 * i + 1] << 8));
+  } else {
+    tokens.assign(bytes.begin(), bytes.end());
+  }
+  if (tokens.size() < 2)
+    throw std::runtime_error(path + ": holds " + std::to_string(tokens.size()) +
+                             " tokens, need at least 2");
+  TokenData d = fromTokens(std::move(tokens));
+  if (vocab > 0 && d.max_token() >= vocab)
+    throw std::runtime_error(
+        path + ": token id " + std::to_string(d.max_token()) +
+        " is outside the model's vocabulary of " + std::to_string(vocab));
+  return d;
+}
+
+TokenData TokenData::fromTokens(std::vector<uint16_t> tokens) {
+  if (tokens.size() < 2)
+    throw std::invalid_argument("token stream needs at least 2 tokens");
+  TokenData d;
+  d.tokens_ = std::move(tokens);
+  return d;
+}
+
+int32_t TokenData::max_token() const {
+  return *std::max_element(tokens_.begin(), tokens_.end());
+}
+
+void TokenData::batch(int64_t step, int64_t B, int64_t T, int64_t b0,
+                      int64_t nb, int32_t *inputs, int32_t *targets) const {
+  // chunk = tokens [s*B*T, s*B*T + B*T + 1) mod N; sample b = chunk[b*T, b*T +
+  // T].
+  const int64_t n = size();
+  const int64_t start =
+      int64_t((uint64_t(step) * uint64_t(B * T)) % uint64_t(n));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t pos = start + (b0 + b) * T + t;
+      inputs[b * T + t] = at(pos % n);
+      targets[b * T + t] = at((pos + 1) % n);
+    }
+}
+
+void synthetic_tokens(uint64_t seed, int64_t step, int64_t B, int64_t T,
+                      int64_t V, int64_t b0, int64_t nb, int32_t *inputs,
+                      int32_t *targets) {
+  const uint64_t stream = fnv1a64("data.synthetic");
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint64_t g = uint64_t(step) * uint64_t(B) + uint64_t(b0 + b);
+    int64_t prev = 0;
+    for (int64_t t = 0; t <= T; ++t) {
+      // one Philox block per (sample, position): index = g * (T+1) + t
+      const PhiloxCounter w =
+          philox_words(seed, stream, g * uint64_t(T + 1) + t);
+      const int64_t uniform = int64_t(w[0] % uint32_t(V));
+      const bool follow = t > 0 && (w[1] & 3u) != 0; // probability 3/4
+      const int64_t tok = follow ? (7 * prev + 3) % V : uniform;
+      if (t < T)
+        inputs[b * T + t] = int32_t(tok);
+      if (t > 0)
+        targets[b * T + t - 1] = int32_t(tok);
+      prev = tok;
+    }
+  }
+}
+
+PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
+                           int64_t classes, double p_in, double p_out,
+                           double signal, double train_fraction) {
+  if (nodes <= 0 || features <= 0 || classes <= 0)
+    throw std::invalid_argument("planted graph needs positive nodes, "
+                                "features and classes");
+  PlantedGraph g;
+  g.nodes = nodes;
+  g.features = features;
+  g.classes = classes;
+  const uint64_t sLabel = fnv1a64("graph.label"), sEdge = fnv1a64("graph.edge"),
+                 sMu = fnv1a64("graph.mu"), sX = fnv1a64("graph.x"),
+                 sTrain = fnv1a64("graph.train");
+  g.labels.resize(nodes);
+  g.train.resize(nodes);
+  for (int64_t i = 0; i < nodes; ++i) {
+    const PhiloxCounter w = philox_words(seed, sLabel, i);
+    g.labels[i] = int32_t(w[0] % uint32_t(classes));
+    g.train[i] = u32_to_unit(philox_words(seed, sTrain, i)[0]) < train_fraction;
+  }
+  // Edges: pair {i < j} keyed by i * nodes + j; O(nodes^2) draws, meant for <=
+  // ~1e4 nodes.
+  std::vector<std::vector<int32_t>> adj(nodes);
+  for (int64_t i = 0; i < nodes; ++i) {
+    adj[i].push_back(int32_t(i)); // self loop: A + I
+    for (int64_t j = i + 1; j < nodes; ++j) {
+      const double p = g.labels[i] == g.labels[j] ? p_in : p_out;
+      const PhiloxCounter w =
+          philox_words(seed, sEdge, uint64_t(i) * uint64_t(nodes) + j);
+      if (u32_to_unit(w[0]) < p) {
+        adj[i].push_back(int32_t(j));
+        adj[j].push_back(int32_t(i));
+      }
+    }
+  }
+  g.row_ptr.assign(nodes + 1, 0);
+  for (int64_t i = 0; i < nodes; ++i) {
+    std::sort(adj[i].begin(), adj[i].end());
+    g.row_ptr[i + 1] = g.row_ptr[i] + int32_t(adj[i].size());
+  }
+  g.col_idx.reserve(g.row_ptr[nodes]);
+  g.values.reserve(g.row_ptr[nodes]);
+  for (int64_t i = 0; i < nodes; ++i)
+    for (int32_t j : adj[i]) {
+      g.col_idx.push_back(j);
+      g.values.push_back(float(
+          1.0 / std::sqrt(double(adj[i].size()) * double(adj[j].size()))));
+    }
+  g.x.resize(size_t(nodes * features));
+  for (int64_t i = 0; i < nodes; ++i)
+    for (int64_t f = 0; f < features; ++f) {
+      const double mu = philox_normal(
+          philox_words(seed, sMu, uint64_t(g.labels[i]) * features + f));
+      const double noise =
+          philox_normal(philox_words(seed, sX, uint64_t(i) * features + f));
+      g.x[i * features + f] = float(signal * mu + noise);
+    }
+  return g;
+}
+
+} // namespace autoddl::rt

@@ -1,0 +1,103 @@
+// Crash-safe file writing (see FileIo.h). POSIX: open/write/fsync/rename.
+#include "backends/common/FileIo.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace autoddl::rt {
+
+static std::runtime_error ioError(const std::string &path,
+                                  const std::string &what) {
+  return std::runtime_error(path + ": " + what + ": " + std::strerror(errno));
+}
+
+static std::string parentDir(const std::string &path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void write_file_atomically(const std::string &path,
+                           const std::vector<FileChunk> &chunks) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw ioError(path, "cannot create temporary file " + tmp);
+  auto abandon = [&](const std::string &what) {
+    std::runtime_error e = ioError(path, what);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return e;
+  };
+  for (const FileChunk &chunk : chunks) {
+    const char *p = static_cast<const char *>(chunk.first);
+    size_t left = chunk.second;
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        throw abandon("write failed");
+      p += n;
+      left -= size_t(n);
+    }
+  }
+  if (::fsync(fd) != 0)
+    throw abandon("fsync failed");
+  if (::close(fd) != 0) {
+    std::runtime_error e = ioError(path, "close failed");
+    ::unlink(tmp.c_str());
+    throw e;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::runtime_error e = ioError(path, "rename failed");
+    ::unlink(tmp.c_str());
+    throw e;
+  }
+  // Make the rename itself durable.
+  const int dfd = ::open(parentDir(path).c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomically(const std::string &path, const std::string &text) {
+  write_file_atomically(path, {{text.data(), text.size()}});
+}
+
+std::string read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ioError(path, "cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad())
+    throw ioError(path, "read error");
+  return ss.str();
+}
+
+void make_directories(const std::string &dir) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    partial = dir.substr(0, pos);
+    if (partial.empty())
+      continue;
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      throw ioError(partial, "cannot create directory");
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw std::runtime_error(dir + ": not a directory");
+}
+
+} // namespace autoddl::rt

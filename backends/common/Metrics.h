@@ -1,0 +1,65 @@
+// Timing, peak memory and the metrics.json a run writes (docs/runtime.md has
+// the schema).
+#ifndef AUTODDL_BACKENDS_COMMON_METRICS_H
+#define AUTODDL_BACKENDS_COMMON_METRICS_H
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt {
+
+/// Wall-clock seconds since construction or the last reset() (steady clock).
+class Timer {
+public:
+  Timer() { reset(); }
+  void reset() { start_ = std::chrono::steady_clock::now(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start_)
+        .count();
+  }
+
+private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Peak resident memory of this process in bytes (VmHWM of /proc/self/status; 0
+/// if unavailable).
+int64_t peak_resident_bytes();
+
+/// Per-kind totals of the collectives a rank ran (the collectives record into
+/// it).
+struct CollectiveStat {
+  int64_t calls = 0;
+  int64_t bytes = 0; // bytes of this rank's buffer per call, summed
+  double seconds = 0;
+};
+using CommStats = std::map<std::string, CollectiveStat>;
+
+/// What a run reports. `loss[s]` is the loss of step s, computed before that
+/// step's update.
+struct RunMetrics {
+  std::vector<double> loss;
+  std::vector<double> step_seconds;
+  double items_per_step = 0; // tokens (B*T) or samples per optimizer step
+  std::string items_name = "tokens";      // "tokens" or "samples"
+  std::vector<int64_t> peak_memory_bytes; // one entry per rank
+  CommStats collectives;                  // this rank's (rank 0's when written)
+  std::map<std::string, std::string> info; // free-form: plan name, backend, ...
+};
+
+/// {"loss": [...], "step_seconds": [...], "mean_step_seconds": x,
+/// "<items>_per_second": y,
+///  "peak_memory_bytes": [...], "collectives": {kind: {"calls", "bytes",
+///  "seconds"}}, "info": {...}}
+/// mean_step_seconds skips step 0 (warm-up) when there are at least 2 steps.
+std::string metrics_json(const RunMetrics &m);
+/// Writes metrics_json(m) to `path` atomically.
+void write_metrics_json(const std::string &path, const RunMetrics &m);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_COMMON_METRICS_H

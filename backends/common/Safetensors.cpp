@@ -1,0 +1,146 @@
+// safetensors checkpoints (see Safetensors.h).
+#include "backends/common/Safetensors.h"
+
+#include "backends/common/FileIo.h"
+#include "backends/common/MiniJson.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace autoddl::rt {
+
+static bool hostIsLittleEndian() {
+  const uint32_t one = 1;
+  unsigned char b;
+  std::memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+void safetensors_write(const std::string &path,
+                       const std::vector<NamedTensor> &tensors,
+                       const std::map<std::string, std::string> &metadata) {
+  if (!hostIsLittleEndian())
+    throw std::runtime_error(
+        path + ": safetensors writing assumes a little-endian host");
+  std::vector<const NamedTensor *> order;
+  for (const NamedTensor &t : tensors)
+    order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](auto *a, auto *b) { return a->name < b->name; });
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i]->name == "__metadata__" || order[i]->name.empty())
+      throw std::runtime_error(path + ": invalid tensor name \"" +
+                               order[i]->name + "\"");
+    if (i > 0 && order[i]->name == order[i - 1]->name)
+      throw std::runtime_error(path + ": tensor \"" + order[i]->name +
+                               "\" given twice");
+  }
+  Json header = Json::obj();
+  if (!metadata.empty()) {
+    Json meta = Json::obj();
+    for (const auto &kv : metadata)
+      meta.set(kv.first, Json::of(kv.second));
+    header.set("__metadata__", std::move(meta));
+  }
+  std::vector<FileChunk> chunks(2); // length, header; then data
+  int64_t offset = 0;
+  for (const NamedTensor *t : order) {
+    const int64_t bytes = numel(t->shape) * int64_t(sizeof(float));
+    Json shape = Json::arr();
+    for (int64_t d : t->shape)
+      shape.push(Json::of(d));
+    Json entry = Json::obj();
+    entry.set("dtype", Json::of(std::string("F32")));
+    entry.set("shape", std::move(shape));
+    entry.set(
+        "data_offsets",
+        std::move(
+            Json::arr().push(Json::of(offset)).push(Json::of(offset + bytes))));
+    header.set(t->name, std::move(entry));
+    offset += bytes;
+    if (bytes > 0)
+      chunks.push_back({t->data, size_t(bytes)});
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i)
+    length[i] = (uint64_t(text.size()) >> (8 * i)) & 0xFF;
+  chunks[0] = {length, 8};
+  chunks[1] = {text.data(), text.size()};
+  write_file_atomically(path, chunks);
+}
+
+SafetensorsFile safetensors_read(const std::string &path) {
+  const std::string bytes = read_file(path);
+  auto bad = [&](const std::string &cause) {
+    return std::runtime_error(path + ": " + cause);
+  };
+  if (bytes.size() < 8)
+    throw bad("too short for a safetensors file (" +
+              std::to_string(bytes.size()) + " bytes)");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  if (n > bytes.size() - 8)
+    throw bad("header length " + std::to_string(n) + " exceeds the file size " +
+              std::to_string(bytes.size()));
+  const Json header = json_parse(std::string_view(bytes).substr(8, n),
+                                 path + " (safetensors header)");
+  if (header.kind != Json::Kind::Object)
+    throw bad("header is not a JSON object");
+  const char *data = bytes.data() + 8 + n;
+  const uint64_t dataBytes = bytes.size() - 8 - n;
+  SafetensorsFile file;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto &[name, entry] : header.object) {
+    if (name == "__metadata__") {
+      if (entry.kind != Json::Kind::Object)
+        throw bad("__metadata__ is not an object");
+      for (const auto &[k, v] : entry.object) {
+        if (v.kind != Json::Kind::String)
+          throw bad("metadata value of \"" + k + "\" is not a string");
+        file.metadata[k] = v.string;
+      }
+      continue;
+    }
+    const Json *dtype = entry.find("dtype");
+    const Json *shape = entry.find("shape");
+    const Json *offsets = entry.find("data_offsets");
+    if (!dtype || !shape || !offsets || dtype->kind != Json::Kind::String ||
+        shape->kind != Json::Kind::Array ||
+        offsets->kind != Json::Kind::Array || offsets->array.size() != 2)
+      throw bad("tensor \"" + name + "\" needs dtype, shape and data_offsets");
+    if (dtype->string != "F32")
+      throw bad("tensor \"" + name + "\" has dtype " + dtype->string +
+                ", only F32 is supported");
+    Shape dims;
+    for (const Json &d : shape->array) {
+      if (!d.integral || d.integer < 0)
+        throw bad("tensor \"" + name + "\" has a bad shape entry");
+      dims.push_back(d.integer);
+    }
+    const Json &b = offsets->array[0], &e = offsets->array[1];
+    if (!b.integral || !e.integral || b.integer < 0 || e.integer < b.integer ||
+        uint64_t(e.integer) > dataBytes)
+      throw bad("tensor \"" + name + "\" has data_offsets outside the data (" +
+                std::to_string(dataBytes) + " bytes)");
+    if (e.integer - b.integer != numel(dims) * int64_t(sizeof(float)))
+      throw bad("tensor \"" + name + "\" of shape " + shape_str(dims) +
+                " has " + std::to_string(e.integer - b.integer) +
+                " bytes of data");
+    ranges.push_back({b.integer, e.integer});
+    Tensor t = Tensor::zeros(dims);
+    if (t.numel() > 0)
+      std::memcpy(t.data, data + b.integer, size_t(e.integer - b.integer));
+    file.tensors.emplace(name, std::move(t));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      throw bad("tensors' data_offsets overlap");
+  return file;
+}
+
+} // namespace autoddl::rt

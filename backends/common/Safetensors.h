@@ -1,0 +1,47 @@
+// safetensors checkpoints (the Hugging Face format), fp32 tensors.
+//
+// File layout: 8-byte little-endian header length N; N bytes of JSON header
+// {"__metadata__": {str: str}, NAME: {"dtype": "F32", "shape": [...],
+// "data_offsets": [begin, end]}} padded with spaces to a multiple of 8; then
+// the raw little-endian data, offsets relative to the end of the header.
+// Tensors are written in name order, each right after the previous.
+#ifndef AUTODDL_BACKENDS_COMMON_SAFETENSORS_H
+#define AUTODDL_BACKENDS_COMMON_SAFETENSORS_H
+
+#include "backends/common/Tensor.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace autoddl::rt {
+
+/// A tensor to write: name, shape and numel(shape) floats at `data` (not
+/// owned).
+struct NamedTensor {
+  std::string name;
+  Shape shape;
+  const float *data = nullptr;
+};
+
+/// Writes `tensors` (names unique, not "__metadata__") and string `metadata` to
+/// `path`, atomically (FileIo.h). Throws std::runtime_error("PATH: cause"); on
+/// error the old file is left intact.
+void safetensors_write(const std::string &path,
+                       const std::vector<NamedTensor> &tensors,
+                       const std::map<std::string, std::string> &metadata = {});
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors; // owning
+  std::map<std::string, std::string> metadata;
+};
+
+/// Reads a safetensors file of F32 tensors. Throws std::runtime_error("PATH:
+/// cause") on a missing or truncated file, a malformed header, another dtype,
+/// or offsets that do not match the shapes.
+SafetensorsFile safetensors_read(const std::string &path);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_COMMON_SAFETENSORS_H

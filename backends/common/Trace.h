@@ -1,0 +1,51 @@
+// A Chrome-trace (Perfetto-readable) event recorder: complete events ("ph":
+// "X") with one process per rank and one thread per stream, the same layout as
+// the predicted trace of `inspect --trace`.
+#ifndef AUTODDL_BACKENDS_COMMON_TRACE_H
+#define AUTODDL_BACKENDS_COMMON_TRACE_H
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt {
+
+class TraceRecorder {
+public:
+  struct Event {
+    std::string name;
+    int tid = 0;       // stream: 0 compute, 1 communication, ...
+    double ts_us = 0;  // start, microseconds since the recorder's origin
+    double dur_us = 0; // duration, microseconds
+  };
+
+  /// Events are timed from `origin`; ranks that start their recorders after a
+  /// barrier share it closely enough for a readable trace.
+  TraceRecorder() : origin_(std::chrono::steady_clock::now()) {}
+
+  void set_enabled(bool on) { enabled_ = on; }
+  bool enabled() const { return enabled_; }
+  /// Microseconds since the origin: take it before the work, pass it to end().
+  double now_us() const;
+  /// Records an event from `start_us` (a now_us() value) to now.
+  void end(const std::string &name, int tid, double start_us);
+  const std::vector<Event> &events() const { return events_; }
+
+  /// This recorder's events as comma-separated JSON objects with "pid": pid (no
+  /// brackets), so the fragments of several ranks can be joined into one
+  /// document.
+  std::string events_json(int pid) const;
+
+private:
+  std::chrono::steady_clock::time_point origin_;
+  bool enabled_ = true;
+  std::vector<Event> events_;
+};
+
+/// {"traceEvents": [f0, f1, ...], "displayTimeUnit": "ms"} from events_json
+/// fragments.
+std::string trace_document(const std::vector<std::string> &fragments);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_COMMON_TRACE_H

@@ -1,0 +1,268 @@
+// Boxing collectives over MPI (see Collectives.h).
+#include "backends/cpu/Collectives.h"
+
+#include "backends/cpu/MpiCheck.h"
+#include "backends/cpu/kernels/CrossEntropy.h"
+
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace autoddl::rt {
+
+CommStats &comm_stats() {
+  static CommStats stats;
+  return stats;
+}
+
+static TraceRecorder *gCommTrace = nullptr;
+void set_comm_trace(TraceRecorder *recorder) { gCommTrace = recorder; }
+
+namespace {
+
+/// Times one collective into comm_stats() (and the trace) from construction to
+/// destruction.
+class Record {
+public:
+  Record(const char *kind, int64_t bytes)
+      : kind_(kind), bytes_(bytes),
+        traceStart_(gCommTrace ? gCommTrace->now_us() : 0) {}
+  ~Record() {
+    CollectiveStat &s = comm_stats()[kind_];
+    s.calls += 1;
+    s.bytes += bytes_;
+    s.seconds += timer_.seconds();
+    if (gCommTrace)
+      gCommTrace->end(kind_, 1, traceStart_);
+  }
+
+private:
+  const char *kind_;
+  int64_t bytes_;
+  double traceStart_;
+  Timer timer_;
+};
+
+int mpiCount(int64_t n) {
+  if (n < 0 || n > INT_MAX)
+    throw std::runtime_error("collective of " + std::to_string(n) +
+                             " elements exceeds MPI's int count");
+  return int(n);
+}
+
+/// outer = prod shape[0:dim]; chunk = (shape[dim] / p) * prod shape[dim+1:].
+void blockGeometry(const Shape &shape, int64_t dim, int64_t p, int64_t &outer,
+                   int64_t &chunk) {
+  if (dim < 0 || dim >= int64_t(shape.size()))
+    throw std::invalid_argument("split dimension " + std::to_string(dim) +
+                                " out of range for " + shape_str(shape));
+  if (shape[dim] % p != 0)
+    throw std::invalid_argument("dimension " + std::to_string(dim) + " of " +
+                                shape_str(shape) + " does not split into " +
+                                std::to_string(p) + " equal parts");
+  outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  chunk = shape[dim] / p;
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d)
+    chunk *= shape[d];
+}
+
+Shape withDim(Shape s, int64_t dim, int64_t size) {
+  s.at(dim) = size;
+  return s;
+}
+
+} // namespace
+
+int comm_size(MPI_Comm comm) {
+  int s = 0;
+  mpiCheck(MPI_Comm_size(comm, &s));
+  return s;
+}
+
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  mpiCheck(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+void split_blocks(float *blocks, const float *x, const Shape &shape,
+                  int64_t dim, int64_t p) {
+  int64_t outer, chunk;
+  blockGeometry(shape, dim, p, outer, chunk);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < p; ++r)
+      std::memcpy(blocks + (r * outer + o) * chunk, x + (o * p + r) * chunk,
+                  size_t(chunk) * sizeof(float));
+}
+
+void concat_blocks(float *x, const float *blocks, const Shape &shape,
+                   int64_t dim, int64_t p, bool accumulate) {
+  int64_t outer, chunk;
+  blockGeometry(shape, dim, p, outer, chunk);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < p; ++r) {
+      float *dst = x + (o * p + r) * chunk;
+      const float *src = blocks + (r * outer + o) * chunk;
+      if (accumulate)
+        for (int64_t k = 0; k < chunk; ++k)
+          dst[k] += src[k];
+      else
+        std::memcpy(dst, src, size_t(chunk) * sizeof(float));
+    }
+}
+
+void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
+                   int64_t p, int64_t r) {
+  int64_t outer, chunk;
+  blockGeometry(shape, dim, p, outer, chunk);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(out + o * chunk, x + (o * p + r) * chunk,
+                size_t(chunk) * sizeof(float));
+}
+
+void all_reduce_forward(float *buf, int64_t n, MPI_Comm comm) {
+  Record rec("all_reduce", n * 4);
+  mpiCheck(
+      MPI_Allreduce(MPI_IN_PLACE, buf, mpiCount(n), MPI_FLOAT, MPI_SUM, comm));
+}
+
+void all_reduce_max(float *buf, int64_t n, MPI_Comm comm) {
+  Record rec("all_reduce", n * 4);
+  mpiCheck(
+      MPI_Allreduce(MPI_IN_PLACE, buf, mpiCount(n), MPI_FLOAT, MPI_MAX, comm));
+}
+
+void all_gather_forward(float *full, const float *shard,
+                        const Shape &shard_shape, int64_t dim, MPI_Comm comm) {
+  const int p = comm_size(comm);
+  const int64_t n = numel(shard_shape);
+  Record rec("all_gather", n * 4);
+  const Shape fullShape = withDim(shard_shape, dim, shard_shape.at(dim) * p);
+  if (dim == 0) { // shards are contiguous ranges of the full tensor
+    mpiCheck(MPI_Allgather(shard, mpiCount(n), MPI_FLOAT, full, mpiCount(n),
+                           MPI_FLOAT, comm));
+    return;
+  }
+  std::vector<float> blocks(size_t(n * p));
+  mpiCheck(MPI_Allgather(shard, mpiCount(n), MPI_FLOAT, blocks.data(),
+                         mpiCount(n), MPI_FLOAT, comm));
+  concat_blocks(full, blocks.data(), fullShape, dim, p, false);
+}
+
+void reduce_scatter_forward(float *shard, const float *full,
+                            const Shape &full_shape, int64_t dim,
+                            MPI_Comm comm) {
+  const int p = comm_size(comm);
+  const int64_t n = numel(full_shape) / p;
+  Record rec("reduce_scatter", numel(full_shape) * 4);
+  std::vector<float> blocks(size_t(numel(full_shape)));
+  split_blocks(blocks.data(), full, full_shape, dim, p);
+  mpiCheck(MPI_Reduce_scatter_block(blocks.data(), shard, mpiCount(n),
+                                    MPI_FLOAT, MPI_SUM, comm));
+}
+
+void all_gather_backward(float *dshard, const float *dfull,
+                         const Shape &shard_shape, int64_t dim, MPI_Comm comm) {
+  const int p = comm_size(comm);
+  std::vector<float> tmp(size_t(numel(shard_shape)));
+  reduce_scatter_forward(tmp.data(), dfull,
+                         withDim(shard_shape, dim, shard_shape.at(dim) * p),
+                         dim, comm);
+  for (size_t k = 0; k < tmp.size(); ++k)
+    dshard[k] += tmp[k];
+}
+
+void reduce_scatter_backward(float *dfull, const float *dshard,
+                             const Shape &full_shape, int64_t dim,
+                             MPI_Comm comm) {
+  const int p = comm_size(comm);
+  std::vector<float> tmp(size_t(numel(full_shape)));
+  all_gather_forward(tmp.data(), dshard,
+                     withDim(full_shape, dim, full_shape.at(dim) / p), dim,
+                     comm);
+  for (size_t k = 0; k < tmp.size(); ++k)
+    dfull[k] += tmp[k];
+}
+
+void all_to_all_forward(float *out, const float *in, const Shape &in_shape,
+                        int64_t in_dim, int64_t out_dim, MPI_Comm comm) {
+  if (in_dim == out_dim)
+    throw std::invalid_argument("all_to_all needs two different dimensions");
+  const int p = comm_size(comm);
+  const int64_t n = numel(in_shape);
+  Record rec("all_to_all", n * 4);
+  std::vector<float> sendBuf(static_cast<size_t>(n)),
+      recvBuf(static_cast<size_t>(n));
+  split_blocks(sendBuf.data(), in, in_shape, out_dim,
+               p); // block r: out_dim part r
+  mpiCheck(MPI_Alltoall(sendBuf.data(), mpiCount(n / p), MPI_FLOAT,
+                        recvBuf.data(), mpiCount(n / p), MPI_FLOAT, comm));
+  // Block s came from rank s: its in_dim part s, restricted to this rank's
+  // out_dim part.
+  Shape outShape = withDim(in_shape, out_dim, in_shape.at(out_dim) / p);
+  outShape[in_dim] *= p;
+  concat_blocks(out, recvBuf.data(), outShape, in_dim, p, false);
+}
+
+void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
+                         int64_t in_dim, int64_t out_dim, MPI_Comm comm) {
+  const int p = comm_size(comm);
+  Shape outShape = withDim(in_shape, out_dim, in_shape.at(out_dim) / p);
+  outShape[in_dim] *= p;
+  std::vector<float> tmp(size_t(numel(in_shape)));
+  all_to_all_forward(tmp.data(), dout, outShape, out_dim, in_dim, comm);
+  for (size_t k = 0; k < tmp.size(); ++k)
+    din[k] += tmp[k];
+}
+
+void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm) {
+  Record rec("send", n * 4);
+  mpiCheck(MPI_Send(buf, mpiCount(n), MPI_FLOAT, dest, tag, comm));
+}
+
+void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
+  Record rec("recv", n * 4);
+  mpiCheck(MPI_Recv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm,
+                    MPI_STATUS_IGNORE));
+}
+
+MPI_Request isend(const float *buf, int64_t n, int dest, int tag,
+                  MPI_Comm comm) {
+  comm_stats()["send"].bytes += n * 4;
+  comm_stats()["send"].calls += 1;
+  MPI_Request r;
+  mpiCheck(MPI_Isend(buf, mpiCount(n), MPI_FLOAT, dest, tag, comm, &r));
+  return r;
+}
+
+MPI_Request irecv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
+  comm_stats()["recv"].bytes += n * 4;
+  comm_stats()["recv"].calls += 1;
+  MPI_Request r;
+  mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
+  return r;
+}
+
+void wait_all(std::vector<MPI_Request> &requests) {
+  Record rec("wait", 0);
+  mpiCheck(
+      MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  requests.clear();
+}
+
+void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
+                                         float *sums, const float *logits,
+                                         const int32_t *targets, int64_t N,
+                                         int64_t Vl, int64_t v0,
+                                         MPI_Comm comm) {
+  crossentropy_vocab_parallel_max(gmax, logits, N, Vl);
+  all_reduce_max(gmax, N, comm);
+  crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
+  all_reduce_forward(sums, 2 * N, comm);
+  crossentropy_vocab_parallel_loss(losses, gmax, sums, N);
+}
+
+} // namespace autoddl::rt

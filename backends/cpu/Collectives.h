@@ -1,0 +1,120 @@
+// Boxing collectives over MPI communicators (one per mesh-axis group, Mesh.h),
+// each with its backward transpose, plus send/recv between pipeline stages.
+// fp32, sum reductions.
+//
+// Layouts follow SBP: on a group of p ranks, S(i) means dimension i of the full
+// tensor is split into p equal contiguous parts and the rank with index r in
+// the communicator holds part r; B is a full copy on every rank; P holds
+// full-shape partial sums. Tensors are contiguous row-major, so a shard of a
+// dimension other than 0 is not a contiguous range of the full tensor: the
+// wrappers pack and unpack so that callers only ever see whole local shards.
+//
+// Forward transition    collective       backward (the transpose applied to the
+// gradient)
+//   P    -> B           all_reduce       identity: the gradient of a B tensor
+//   is replicated S(i) -> B           all_gather       reduce_scatter: the
+//   gradient arrives as P P    -> S(i)        reduce_scatter   all_gather S(i)
+//   -> S(j)        all_to_all       all_to_all S(j) -> S(i) B    -> S(i) slice
+//   (local)    all_gather stage k -> k+1      send / recv      recv / send of
+//   the gradient
+// Backward functions ADD into the gradient they are given, as the kernels do.
+// Every call adds its time and buffer bytes to comm_stats() under its kind, and
+// to the trace when one is set.
+#ifndef AUTODDL_BACKENDS_CPU_COLLECTIVES_H
+#define AUTODDL_BACKENDS_CPU_COLLECTIVES_H
+
+#include "backends/common/Metrics.h"
+#include "backends/common/Tensor.h"
+#include "backends/common/Trace.h"
+
+#include <cstdint>
+#include <mpi.h>
+#include <vector>
+
+namespace autoddl::rt {
+
+/// Process-wide totals per collective kind ("all_reduce", "all_gather", ...).
+CommStats &comm_stats();
+/// When set (not null), every collective also records a trace event on tid 1
+/// ("comm").
+void set_comm_trace(TraceRecorder *recorder);
+
+int comm_size(MPI_Comm comm);
+int comm_rank(MPI_Comm comm);
+
+// ---- local packing (no communication) ----
+
+/// blocks[p][outer][chunk] from x viewed as [outer][p][chunk] where shape[dim]
+/// = p * part: block r is the r-th S(dim) shard of x, contiguous. `shape` is
+/// x's shape.
+void split_blocks(float *blocks, const float *x, const Shape &shape,
+                  int64_t dim, int64_t p);
+/// The inverse: x[outer][p][chunk] (+)= blocks[p][outer][chunk]; `shape` is x's
+/// (full) shape.
+void concat_blocks(float *x, const float *blocks, const Shape &shape,
+                   int64_t dim, int64_t p, bool accumulate);
+/// out = the r-th of p S(dim) shards of x (B -> S(dim), free: no
+/// communication).
+void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
+                   int64_t p, int64_t r);
+
+// ---- collectives ----
+
+/// P -> B: buf[n] = sum over the group, in place.
+void all_reduce_forward(float *buf, int64_t n, MPI_Comm comm);
+/// The transpose of P -> B is the identity on a replicated gradient: nothing to
+/// do (kept so that generated code names every transpose it applies).
+inline void all_reduce_backward(float * /*dbuf*/, int64_t /*n*/,
+                                MPI_Comm /*comm*/) {}
+/// Element-wise max over the group, in place (vocab-parallel cross-entropy).
+void all_reduce_max(float *buf, int64_t n, MPI_Comm comm);
+
+/// S(dim) -> B: full[shard_shape with dim * p] from each rank's
+/// shard[shard_shape].
+void all_gather_forward(float *full, const float *shard,
+                        const Shape &shard_shape, int64_t dim, MPI_Comm comm);
+/// dshard[shard_shape] += reduce_scatter of dfull (the gradient of the gathered
+/// tensor, as P).
+void all_gather_backward(float *dshard, const float *dfull,
+                         const Shape &shard_shape, int64_t dim, MPI_Comm comm);
+
+/// P -> S(dim): shard[full_shape with dim / p] = this rank's part of the sum of
+/// full[full_shape].
+void reduce_scatter_forward(float *shard, const float *full,
+                            const Shape &full_shape, int64_t dim,
+                            MPI_Comm comm);
+/// dfull[full_shape] += all_gather of dshard.
+void reduce_scatter_backward(float *dfull, const float *dshard,
+                             const Shape &full_shape, int64_t dim,
+                             MPI_Comm comm);
+
+/// S(in_dim) -> S(out_dim): `in` is the local shard of shape in_shape (in_dim
+/// split, out_dim whole); `out` is in_shape with in_dim * p and out_dim / p.
+/// in_dim != out_dim.
+void all_to_all_forward(float *out, const float *in, const Shape &in_shape,
+                        int64_t in_dim, int64_t out_dim, MPI_Comm comm);
+/// din[in_shape] += all_to_all S(out_dim) -> S(in_dim) of dout.
+void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
+                         int64_t in_dim, int64_t out_dim, MPI_Comm comm);
+
+/// Point-to-point between pipeline stages (world ranks of `comm`); blocking.
+void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm);
+void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm);
+/// Non-blocking forms; complete them with wait_all (which records their time as
+/// "send"/"recv").
+MPI_Request isend(const float *buf, int64_t n, int dest, int tag,
+                  MPI_Comm comm);
+MPI_Request irecv(float *buf, int64_t n, int source, int tag, MPI_Comm comm);
+void wait_all(std::vector<MPI_Request> &requests);
+
+/// Vocab-parallel cross-entropy forward across a tensor-parallel group
+/// (CrossEntropy.h steps 1-3 with their all-reduces). losses[N]; gmax[N] and
+/// sums[2N] are saved for crossentropy_vocab_parallel_backward.
+void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
+                                         float *sums, const float *logits,
+                                         const int32_t *targets, int64_t N,
+                                         int64_t Vl, int64_t v0, MPI_Comm comm);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CPU_COLLECTIVES_H

@@ -1,0 +1,109 @@
+// The device mesh over MPI (see Mesh.h).
+#include "backends/cpu/Mesh.h"
+
+#include "backends/cpu/MpiCheck.h"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace autoddl::rt {
+
+void mpi_init(int *argc, char ***argv) {
+  int inited = 0;
+  mpiCheck(MPI_Initialized(&inited));
+  if (!inited)
+    mpiCheck(MPI_Init(argc, argv));
+  mpiCheck(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  int rank = 0, size = 1;
+  mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  const char *ws = std::getenv("WORLD_SIZE");
+  const char *r = std::getenv("RANK");
+  if (ws && std::atoi(ws) != size)
+    throw std::runtime_error("WORLD_SIZE=" + std::string(ws) +
+                             " but MPI started " + std::to_string(size) +
+                             " ranks; launch the CPU backend with mpirun -np " +
+                             ws + " or srun");
+  if (r && ws && std::atoi(r) != rank)
+    throw std::runtime_error("RANK=" + std::string(r) + " but MPI rank is " +
+                             std::to_string(rank));
+}
+
+Mesh::Mesh(std::vector<int64_t> shape, MPI_Comm world)
+    : shape_(std::move(shape)), world_(world) {
+  int size = 0;
+  mpiCheck(MPI_Comm_rank(world_, &rank_));
+  mpiCheck(MPI_Comm_size(world_, &size));
+  int64_t product = 1;
+  std::string dims;
+  for (int64_t d : shape_) {
+    if (d <= 0)
+      throw std::runtime_error("mesh axis sizes must be positive");
+    product *= d;
+    dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  }
+  if (product != size)
+    throw std::runtime_error("the plan's mesh " + dims + " needs " +
+                             std::to_string(product) + " ranks, but " +
+                             std::to_string(size) + " were started");
+  coords_.assign(shape_.size(), 0);
+  int64_t rest = rank_;
+  for (size_t a = shape_.size(); a-- > 0;) {
+    coords_[a] = rest % shape_[a];
+    rest /= shape_[a];
+  }
+  for (size_t a = 0; a < shape_.size(); ++a)
+    axisComms_.push_back(split({a}));
+}
+
+Mesh::~Mesh() {
+  for (MPI_Comm &c : axisComms_)
+    MPI_Comm_free(&c);
+  for (auto &g : groups_)
+    MPI_Comm_free(&g.second);
+}
+
+MPI_Comm Mesh::split(const std::vector<size_t> &axes) {
+  // color: row-major index over the coordinates NOT in `axes`; key: over those
+  // in `axes`.
+  int64_t color = 0, key = 0;
+  for (size_t a = 0; a < shape_.size(); ++a) {
+    bool in = false;
+    for (size_t x : axes)
+      in |= x == a;
+    if (!in)
+      color = color * shape_[a] + coords_[a];
+  }
+  for (size_t x : axes)
+    key = key * shape_.at(x) + coords_.at(x);
+  MPI_Comm comm;
+  mpiCheck(MPI_Comm_split(world_, int(color), int(key), &comm));
+  mpiCheck(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  return comm;
+}
+
+MPI_Comm Mesh::group(const std::vector<size_t> &axes) {
+  for (auto &g : groups_)
+    if (g.first == axes)
+      return g.second;
+  // Collective over the world: every rank must ask for the same groups in the
+  // same order.
+  groups_.emplace_back(axes, split(axes));
+  return groups_.back().second;
+}
+
+int Mesh::rank_of(const std::vector<int64_t> &coords) const {
+  int64_t r = 0;
+  for (size_t a = 0; a < shape_.size(); ++a)
+    r = r * shape_[a] + coords.at(a);
+  return int(r);
+}
+
+int Mesh::rank_with(size_t axis, int64_t c) const {
+  std::vector<int64_t> at = coords_;
+  at.at(axis) = c;
+  return rank_of(at);
+}
+
+} // namespace autoddl::rt

@@ -1,0 +1,112 @@
+// Cross-entropy loss over logits, whole-vocabulary or vocab-split (Megatron's
+// vocab-parallel cross-entropy). Conventions: see Embedding.h.
+//
+// The loss of a step is the mean over all N_global positions of the global
+// batch; since a rank sees only its micro-batch (and its data-parallel shard),
+// forward returns per-position losses and backward takes grad_scale =
+// dL/dloss_n = 1 / N_global.
+#ifndef AUTODDL_BACKENDS_CPU_KERNELS_CROSSENTROPY_H
+#define AUTODDL_BACKENDS_CPU_KERNELS_CROSSENTROPY_H
+
+#include <cmath>
+#include <cstdint>
+
+namespace autoddl::rt {
+
+/// losses[N] = logsumexp(logits[n,:]) - logits[n, targets[n]] for logits [N,V];
+/// saves lse[N].
+inline void crossentropy_forward(float *losses, float *lse, const float *logits,
+                                 const int32_t *targets, int64_t N, int64_t V) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float *row = logits + n * V;
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < V; ++v)
+      mx = std::fmax(mx, row[v]);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v)
+      sum += std::exp(double(row[v]) - mx);
+    lse[n] = float(mx + std::log(sum));
+    losses[n] = lse[n] - row[targets[n]];
+  }
+}
+
+/// dlogits[N,V] += grad_scale * (softmax(logits) - onehot(targets)).
+inline void crossentropy_backward(float *dlogits, const float *logits,
+                                  const float *lse, const int32_t *targets,
+                                  int64_t N, int64_t V, float grad_scale) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t v = 0; v < V; ++v) {
+      const float p = std::exp(logits[n * V + v] - lse[n]);
+      dlogits[n * V + v] += grad_scale * (p - (v == targets[n] ? 1.0f : 0.0f));
+    }
+}
+
+// Vocab-split cross-entropy. Rank r of a tensor-parallel group holds logits [N,
+// Vl] for the vocabulary columns [v0, v0 + Vl). Three local steps with two
+// all-reduces between them:
+//   1. local_max[N] = row max of the local logits;      all_reduce(MAX) ->
+//   gmax[N]
+//   2. sums[2N] = (sum exp(l - gmax), target logit if the target is local else
+//   0);
+//                                                       all_reduce(SUM) ->
+//                                                       sums[2N]
+//   3. losses[N] = log(sumexp) + gmax - target_logit   (identical on every
+//   rank)
+// Backward is local: dlogits += grad_scale * (exp(l - gmax) / sumexp - [v0 + j
+// == target]). Collectives.h's crossentropy_vocab_parallel_forward runs the
+// three steps with the all-reduces.
+
+/// Step 1: local_max[N].
+inline void crossentropy_vocab_parallel_max(float *local_max,
+                                            const float *logits, int64_t N,
+                                            int64_t Vl) {
+  for (int64_t n = 0; n < N; ++n) {
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < Vl; ++v)
+      mx = std::fmax(mx, logits[n * Vl + v]);
+    local_max[n] = mx;
+  }
+}
+
+/// Step 2: sums[0:N] = local sum of exp(l - gmax), sums[N:2N] = local target
+/// logit or 0.
+inline void crossentropy_vocab_parallel_sums(float *sums, const float *logits,
+                                             const int32_t *targets,
+                                             const float *gmax, int64_t N,
+                                             int64_t Vl, int64_t v0) {
+  for (int64_t n = 0; n < N; ++n) {
+    double s = 0;
+    for (int64_t v = 0; v < Vl; ++v)
+      s += std::exp(double(logits[n * Vl + v]) - gmax[n]);
+    sums[n] = float(s);
+    const int64_t local = int64_t(targets[n]) - v0;
+    sums[N + n] = (local >= 0 && local < Vl) ? logits[n * Vl + local] : 0.0f;
+  }
+}
+
+/// Step 3: losses[N] from the reduced gmax[N] and sums[2N].
+inline void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
+                                             const float *sums, int64_t N) {
+  for (int64_t n = 0; n < N; ++n)
+    losses[n] = std::log(sums[n]) + gmax[n] - sums[N + n];
+}
+
+/// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns.
+inline void
+crossentropy_vocab_parallel_backward(float *dlogits, const float *logits,
+                                     const int32_t *targets, const float *gmax,
+                                     const float *sums, int64_t N, int64_t Vl,
+                                     int64_t v0, float grad_scale) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float inv = 1.0f / sums[n];
+    for (int64_t v = 0; v < Vl; ++v) {
+      const float p = std::exp(logits[n * Vl + v] - gmax[n]) * inv;
+      const float onehot = (v0 + v == targets[n]) ? 1.0f : 0.0f;
+      dlogits[n * Vl + v] += grad_scale * (p - onehot);
+    }
+  }
+}
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CPU_KERNELS_CROSSENTROPY_H
