@@ -1,9 +1,10 @@
 //===- ModelGraph.h - the importers' output: a typed op graph ------------===//
 //
-// What every model front end (JSON op graph, templates, Hugging Face config.json)
-// produces, before lowering to the sbp dialect (ir/lower/LowerToSbp.h). Plain C++:
-// no MLIR. Ops are listed in topological order and use the op kinds and attribute
-// names of docs/ir.md, so lowering is a mechanical one-op-to-one-op translation.
+// What every model front end (JSON op graph, templates, Hugging Face
+// config.json) produces, before lowering to the sbp dialect
+// (ir/lower/LowerToSbp.h). Plain C++: no MLIR. Ops are listed in topological
+// order and use the op kinds and attribute names of docs/ir.md, so lowering is
+// a mechanical one-op-to-one-op translation.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -17,44 +18,48 @@
 namespace autoddl {
 
 enum class TensorRole {
-  Input,      // data fed per step: token ids, targets, features, adjacency
-  Parameter,  // trainable; carries its framework name (e.g. Hugging Face's)
-  Activation  // produced by an op
+  Input,     // data fed per step: token ids, targets, features, adjacency
+  Parameter, // trainable; carries its framework name (e.g. Hugging Face's)
+  Activation // produced by an op
 };
 
 struct TensorDef {
-  std::string name;       // parameters: the real model's name, e.g. "transformer.h.0.attn.c_attn.weight"
+  std::string name; // parameters: the real model's name, e.g.
+                    // "transformer.h.0.attn.c_attn.weight"
   ops::Shape shape;
   ops::DType dtype = ops::DType::F32;
   TensorRole role = TensorRole::Activation;
-  // Parameters only: how to initialise ("normal", "zeros", "ones") and the std of "normal".
+  // Parameters only: how to initialise ("normal", "zeros", "ones") and the std
+  // of "normal".
   std::string init;
   double initStd = 0.0;
-  // Inputs only: "sparse" for an adjacency given as a sparse matrix with `nnz` stored entries.
+  // Inputs only: "sparse" for an adjacency given as a sparse matrix with `nnz`
+  // stored entries.
   bool sparse = false;
   int64_t nnz = 0;
 };
 
 struct OpDef {
-  std::string kind;             // sbp mnemonic, e.g. "layernorm"
-  std::string name;             // unique, e.g. "h.3.attn.qkv"; becomes the op's location
-  std::vector<int> operands;    // indices into ModelGraph::tensors
-  std::vector<int> results;     // indices into ModelGraph::tensors
+  std::string kind; // sbp mnemonic, e.g. "layernorm"
+  std::string name; // unique, e.g. "h.3.attn.qkv"; becomes the op's location
+  std::vector<int> operands; // indices into ModelGraph::tensors
+  std::vector<int> results;  // indices into ModelGraph::tensors
   ops::Attrs attrs;
-  int layer = -1;               // repeated-block index (transformer layer, conv block); -1 outside blocks
+  int layer = -1; // repeated-block index (transformer layer, conv block); -1
+                  // outside blocks
 };
 
 struct ModelGraph {
-  std::string name;             // e.g. "gpt2", "llama-2-7b", or the file's stem
-  std::string family;           // "gpt", "llama", "bert", "mlp", "vgg", "gcn", "graph"
+  std::string name;   // e.g. "gpt2", "llama-2-7b", or the file's stem
+  std::string family; // "gpt", "llama", "bert", "mlp", "vgg", "gcn", "graph"
   std::vector<TensorDef> tensors;
-  std::vector<OpDef> ops;       // topological order
-  int loss = -1;                // tensor index of the scalar loss
-  int64_t numLayers = 0;        // repeated blocks (see docs/model-format.md "layers")
-  int64_t batch = 1;            // samples per micro-batch the shapes were built for
-  int64_t seq = 0;              // sequence length (0 for non-sequence models)
-  // Parameters that share storage are one tensor used twice (tied embeddings), so
-  // each parameter is counted once.
+  std::vector<OpDef> ops; // topological order
+  int loss = -1;          // tensor index of the scalar loss
+  int64_t numLayers = 0;  // repeated blocks (see docs/model-format.md "layers")
+  int64_t batch = 1;      // samples per micro-batch the shapes were built for
+  int64_t seq = 0;        // sequence length (0 for non-sequence models)
+  // Parameters that share storage are one tensor used twice (tied embeddings),
+  // so each parameter is counted once.
 
   int64_t parameterCount() const;
   /// Sum of ops::forwardFlops over ops, divided by `batch`.

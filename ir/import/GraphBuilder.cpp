@@ -1,0 +1,129 @@
+//===- GraphBuilder.cpp ---------------------------------------------------===//
+#include "ir/import/GraphBuilder.h"
+
+#include "support/UserError.h"
+
+namespace autoddl::import {
+
+GraphBuilder::GraphBuilder(std::string name, std::string family,
+                           std::string place)
+    : place_(std::move(place)) {
+  g.name = std::move(name);
+  g.family = std::move(family);
+}
+
+void GraphBuilder::fail(const std::string &message) const {
+  throw UserError(place_ + message);
+}
+
+int GraphBuilder::find(const std::string &name) const {
+  auto it = byName.find(name);
+  return it == byName.end() ? -1 : it->second;
+}
+
+int GraphBuilder::addTensor(TensorDef t) {
+  if (t.name.empty())
+    fail("empty tensor name");
+  if (byName.count(t.name))
+    fail("duplicate tensor name '" + t.name + "'");
+  __int128 elems = 1;
+  for (int64_t d : t.shape) {
+    if (d <= 0)
+      fail("tensor '" + t.name + "': expected positive sizes, got " +
+           std::to_string(d));
+    elems *= d;
+    if (elems > INT64_MAX)
+      fail("tensor '" + t.name + "': element count overflows int64");
+  }
+  int id = g.tensors.size();
+  byName[t.name] = id;
+  g.tensors.push_back(std::move(t));
+  return id;
+}
+
+int GraphBuilder::input(const std::string &name, ops::Shape shape,
+                        ops::DType dtype) {
+  TensorDef t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  t.role = TensorRole::Input;
+  return addTensor(std::move(t));
+}
+
+int GraphBuilder::sparseInput(const std::string &name, ops::Shape shape,
+                              int64_t nnz) {
+  int id = input(name, std::move(shape));
+  TensorDef &t = g.tensors[id];
+  __int128 cap = (__int128)t.shape.at(0) * t.shape.at(1);
+  if (nnz < 0 || nnz > cap)
+    fail("sparse input '" + name + "': expected nnz in [0, rows*cols], got " +
+         std::to_string(nnz));
+  t.sparse = true;
+  t.nnz = nnz;
+  return id;
+}
+
+int GraphBuilder::param(const std::string &name, ops::Shape shape,
+                        const std::string &init, double std) {
+  if (init != "normal" && init != "zeros" && init != "ones")
+    fail("parameter '" + name +
+         "': expected init \"normal\", \"zeros\" or "
+         "\"ones\", got \"" +
+         init + "\"");
+  if (init == "normal" && !(std >= 0))
+    fail("parameter '" + name + "': expected a non-negative init_std");
+  TensorDef t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.role = TensorRole::Parameter;
+  t.init = init;
+  t.initStd = init == "normal" ? std : 0.0;
+  return addTensor(std::move(t));
+}
+
+int GraphBuilder::op(const std::string &kind, const std::string &name,
+                     std::vector<int> operands, ops::Attrs attrs,
+                     const std::string &result) {
+  const ops::OpInfo *info = ops::lookupOp(kind);
+  if (!info || kind == "parameter")
+    fail("op '" + name + "': unknown op kind '" + kind + "'");
+  for (const OpDef &o : g.ops)
+    if (o.name == name)
+      fail("duplicate op name '" + name + "'");
+  std::vector<ops::ValueType> types;
+  for (int t : operands)
+    types.push_back({g.tensors[t].shape, g.tensors[t].dtype});
+  attrs = ops::withDefaults(kind, attrs);
+  ops::InferResult inferred = ops::inferResultTypes(kind, types, attrs);
+  if (!inferred.ok())
+    fail("op '" + name + "' (" + kind + "): " + inferred.error);
+  TensorDef out;
+  out.name = result.empty() ? name : result;
+  out.shape = inferred.results[0].shape;
+  out.dtype = inferred.results[0].dtype;
+  int id = addTensor(std::move(out));
+  OpDef o;
+  o.kind = kind;
+  o.name = name;
+  o.operands = std::move(operands);
+  o.results = {id};
+  o.attrs = std::move(attrs);
+  o.layer = layer_;
+  g.ops.push_back(std::move(o));
+  return id;
+}
+
+ModelGraph GraphBuilder::finish(int loss, int64_t numLayers, int64_t batch,
+                                int64_t seq) {
+  if (loss < 0 || g.tensors[loss].role != TensorRole::Activation ||
+      !g.tensors[loss].shape.empty())
+    fail("the loss must be a scalar produced by an op");
+  g.loss = loss;
+  g.numLayers = numLayers;
+  g.batch = batch;
+  g.seq = seq;
+  return std::move(g);
+}
+
+} // namespace autoddl::import

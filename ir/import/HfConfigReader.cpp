@@ -1,0 +1,159 @@
+//===- HfConfigReader.cpp - Hugging Face config.json ---------------------===//
+//
+// Reads a config.json as transformers does: a missing (or null) field takes the
+// default of GPT2Config / LlamaConfig / BertConfig, an unknown field is
+// ignored. A field that would change the architecture in a way the templates do
+// not build (rope_scaling, cross-attention, ...) is refused by name rather than
+// silently dropped.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/import/Readers.h"
+
+#include "support/UserError.h"
+
+namespace autoddl::import {
+
+namespace {
+
+// The model class: the first entry of "architectures", or `fallback` when the
+// field is absent (the LM-head class, the one training needs).
+std::string architecture(JsonFields &f, const std::string &fallback,
+                         const std::vector<std::string> &supported) {
+  const json *a = f.find("architectures");
+  std::string arch = fallback;
+  if (a) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
+      f.fail("architectures",
+             "expected a non-empty array of strings, got " + describe(*a));
+    arch = (*a)[0].get<std::string>();
+  }
+  for (const std::string &s : supported)
+    if (s == arch)
+      return arch;
+  std::string list;
+  for (const std::string &s : supported)
+    list += (list.empty() ? "" : ", ") + s;
+  f.fail("architectures", "architecture '" + arch +
+                              "' is not supported (supported: " + list + ")");
+}
+
+// Refuses a flag whose non-default value we cannot build.
+void refuseFlag(JsonFields &f, const std::string &key, bool unsupported,
+                const std::string &why) {
+  const json *v = f.find(key);
+  if (v && v->is_boolean() && v->get<bool>() == unsupported)
+    f.fail(key, key + " = " + (unsupported ? "true" : "false") +
+                    " is not supported: " + why);
+  if (v && !v->is_boolean())
+    f.fail(key, "expected true or false, got " + describe(*v));
+}
+
+void refuseNonNull(JsonFields &f, const std::string &key,
+                   const std::string &why) {
+  if (const json *v = f.find(key))
+    f.fail(key, key + " is not supported (got " + describe(*v) + "): " + why);
+}
+
+double positiveReal(JsonFields &f, const std::string &key, double fallback) {
+  double d = f.real(key, fallback);
+  if (!(d > 0))
+    f.fail(key, "expected a positive number, got " + std::to_string(d));
+  return d;
+}
+
+double initStd(JsonFields &f) {
+  double d = f.real("initializer_range", 0.02);
+  if (d < 0)
+    f.fail("initializer_range", "expected a non-negative number");
+  return d;
+}
+
+ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
+  architecture(f, "GPT2LMHeadModel", {"GPT2LMHeadModel"});
+  refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
+  refuseFlag(f, "scale_attn_by_inverse_layer_idx", true,
+             "per-layer attention scaling");
+  refuseFlag(f, "scale_attn_weights", false,
+             "attention without 1/sqrt(head_dim) scaling");
+  GptConfig c; // GPT2Config's defaults
+  c.vocabSize = f.positive("vocab_size", c.vocabSize);
+  c.maxPositions = f.positive("n_positions", c.maxPositions);
+  c.hidden = f.positive("n_embd", c.hidden);
+  c.layers = f.positive("n_layer", c.layers);
+  c.heads = f.positive("n_head", c.heads);
+  c.ffnHidden = f.positive("n_inner", 0); // None: 4·n_embd
+  c.epsilon = positiveReal(f, "layer_norm_epsilon", c.epsilon);
+  c.initStd = initStd(f);
+  c.tiedHead = f.flag("tie_word_embeddings", true);
+  c.activation = f.string("activation_function", c.activation);
+  BuildOptions named = o;
+  return buildGpt(c, named);
+}
+
+ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
+  architecture(f, "LlamaForCausalLM", {"LlamaForCausalLM"});
+  refuseNonNull(f, "rope_scaling",
+                "only plain rotary embeddings (rope_scaling null) are built");
+  std::string act = f.string("hidden_act", "silu");
+  if (act != "silu")
+    f.fail("hidden_act",
+           "hidden_act '" + act +
+               "' is not supported: the llama MLP is SwiGLU (silu)");
+  LlamaConfig c; // LlamaConfig's defaults
+  c.vocabSize = f.positive("vocab_size", c.vocabSize);
+  c.hidden = f.positive("hidden_size", c.hidden);
+  c.intermediate = f.positive("intermediate_size", c.intermediate);
+  c.layers = f.positive("num_hidden_layers", c.layers);
+  c.heads = f.positive("num_attention_heads", c.heads);
+  c.kvHeads = f.positive("num_key_value_heads", 0); // None: num_attention_heads
+  c.headDim = f.positive("head_dim", 0);            // None: hidden / heads
+  c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
+  c.epsilon = positiveReal(f, "rms_norm_eps", c.epsilon);
+  c.ropeTheta = positiveReal(f, "rope_theta", c.ropeTheta);
+  c.initStd = initStd(f);
+  c.tiedHead = f.flag("tie_word_embeddings", false);
+  c.attentionBias = f.flag("attention_bias", false);
+  c.mlpBias = f.flag("mlp_bias", false);
+  return buildLlama(c, o);
+}
+
+ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
+  std::string arch =
+      architecture(f, "BertForMaskedLM", {"BertForMaskedLM", "BertModel"});
+  refuseFlag(f, "is_decoder", true, "bert as a causal decoder");
+  refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
+  std::string pos = f.string("position_embedding_type", "absolute");
+  if (pos != "absolute")
+    f.fail("position_embedding_type",
+           "position_embedding_type '" + pos +
+               "' is not supported (only \"absolute\")");
+  BertConfig c; // BertConfig's defaults
+  c.vocabSize = f.positive("vocab_size", c.vocabSize);
+  c.hidden = f.positive("hidden_size", c.hidden);
+  c.layers = f.positive("num_hidden_layers", c.layers);
+  c.heads = f.positive("num_attention_heads", c.heads);
+  c.intermediate = f.positive("intermediate_size", c.intermediate);
+  c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
+  c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
+  c.epsilon = positiveReal(f, "layer_norm_eps", c.epsilon);
+  c.initStd = initStd(f);
+  c.activation = f.string("hidden_act", c.activation);
+  c.head = arch == "BertModel" ? "pooler" : "mlm";
+  return buildBert(c, o);
+}
+
+} // namespace
+
+ModelGraph readHfConfig(JsonFields &f, const BuildOptions &o) {
+  std::string type = f.string("model_type");
+  if (type == "gpt2")
+    return readGpt2(f, o);
+  if (type == "llama")
+    return readLlama(f, o);
+  if (type == "bert")
+    return readBert(f, o);
+  f.fail("model_type",
+         "unknown model_type '" + type + "' (supported: gpt2, llama, bert)");
+}
+
+} // namespace autoddl::import

@@ -1,0 +1,134 @@
+//===- OtherTemplates.cpp - mlp, vgg and gcn -----------------------------===//
+#include "ir/import/JsonFields.h"
+#include "ir/import/TemplateSupport.h"
+
+#include <cmath>
+
+namespace autoddl::import {
+
+ModelGraph buildMlp(const MlpConfig &c, const BuildOptions &o) {
+  requireNoSeq(o, "mlp");
+  require(c.hiddenSizes.size() <= static_cast<size_t>(kMaxLayers), o,
+          "too many hidden layers (limit " + std::to_string(kMaxLayers) + ")");
+  GraphBuilder b(o.name, "mlp", o.place);
+  int x = b.input("features", {o.batch, c.inputDim});
+  int targets = b.input("targets", {o.batch}, ops::DType::I32);
+  int64_t in = c.inputDim;
+  for (size_t i = 0; i < c.hiddenSizes.size(); ++i) {
+    b.setLayer(i);
+    const std::string n = "layers." + std::to_string(i);
+    x = torchLinear(b, n, n, x, in, c.hiddenSizes[i], c.bias, c.initStd);
+    x = activation(b, n + ".act", x, c.activation, o);
+    in = c.hiddenSizes[i];
+  }
+  b.setLayer(-1);
+  int logits =
+      torchLinear(b, "head", "head", x, in, c.numClasses, c.bias, c.initStd);
+  int loss = b.op("cross_entropy", "loss", {logits, targets});
+  return b.finish(loss, c.hiddenSizes.size(), o.batch, 0);
+}
+
+std::vector<int64_t> vggChannels(const std::string &variant) {
+  // torchvision.models.vgg cfgs; 0 is "M" (2x2 max-pool, stride 2).
+  if (variant == "vgg11")
+    return {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
+  if (variant == "vgg13")
+    return {64, 64, 0, 128, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
+  if (variant == "vgg16")
+    return {64, 64,  0,   128, 128, 0,   256, 256, 256,
+            0,  512, 512, 512, 0,   512, 512, 512, 0};
+  if (variant == "vgg19")
+    return {64,  64,  0,   128, 128, 0,   256, 256, 256, 256, 0,
+            512, 512, 512, 512, 0,   512, 512, 512, 512, 0};
+  return {};
+}
+
+ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o) {
+  requireNoSeq(o, "vgg");
+  require(!c.convChannels.empty() &&
+              c.convChannels.size() <= static_cast<size_t>(kMaxLayers),
+          o,
+          "expected between 1 and " + std::to_string(kMaxLayers) + " layers");
+  GraphBuilder b(o.name, "vgg", o.place);
+  int x = b.input("images", {o.batch, c.inChannels, c.imageSize, c.imageSize});
+  int targets = b.input("targets", {o.batch}, ops::DType::I32);
+  // Module indices follow torchvision's nn.Sequential: conv, relu per conv
+  // layer, one index per pool; parameter names are "features.<index>.weight".
+  int64_t module = 0, in = c.inChannels, layer = 0;
+  for (int64_t ch : c.convChannels) {
+    const std::string n = "features." + std::to_string(module);
+    if (ch == 0) {
+      b.setLayer(-1);
+      x = b.op("pool2d", n, {x},
+               {{"kind", std::string("max")},
+                {"kernel", int64_t{2}},
+                {"stride", int64_t{2}}});
+      module += 1;
+      continue;
+    }
+    b.setLayer(layer++);
+    // kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2 /
+    // (Cout·3·3)).
+    double sd = std::sqrt(2.0 / (static_cast<double>(ch) * 9));
+    x = b.op("conv2d", n,
+             {x, b.param(n + ".weight", {ch, in, 3, 3}, "normal", sd),
+              b.param(n + ".bias", {ch}, "zeros")},
+             {{"stride", int64_t{1}}, {"padding", int64_t{1}}});
+    x = b.op("relu", "features." + std::to_string(module + 1), {x});
+    module += 2;
+    in = ch;
+  }
+  // torchvision's AdaptiveAvgPool2d((7, 7)) is the identity for 224x224 inputs;
+  // for other sizes the classifier takes the feature map as it is.
+  b.setLayer(-1);
+  x = b.op("flatten", "flatten", {x}, {{"start_dim", int64_t{1}}});
+  const ops::Shape &flat = b.shape(x);
+  int64_t features = flat[1];
+  const int64_t widths[] = {c.fcHidden, c.fcHidden, c.numClasses};
+  for (int i = 0; i < 3; ++i) {
+    b.setLayer(layer++);
+    const std::string n = "classifier." + std::to_string(3 * i);
+    x = torchLinear(b, n, n, x, features, widths[i], true, c.initStd);
+    if (i < 2)
+      x = b.op("relu", "classifier." + std::to_string(3 * i + 1), {x});
+    features = widths[i];
+  }
+  b.setLayer(-1);
+  int loss = b.op("cross_entropy", "loss", {x, targets});
+  return b.finish(loss, layer, o.batch, 0);
+}
+
+ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o) {
+  requireNoSeq(o, "gcn");
+  require(o.batch == 1, o,
+          "a gcn trains on the whole graph at once: --batch must be 1");
+  require(c.hiddenSizes.size() < static_cast<size_t>(kMaxLayers), o,
+          "too many hidden layers (limit " + std::to_string(kMaxLayers) + ")");
+  GraphBuilder b(o.name, "gcn", o.place);
+  const int64_t N = c.numNodes;
+  int x = b.input("features", {N, c.inFeatures});
+  int adj = b.sparseInput("adjacency", {N, N}, c.nnz);
+  int targets = b.input("targets", {N}, ops::DType::I32);
+  std::vector<int64_t> widths = c.hiddenSizes;
+  widths.push_back(c.numClasses);
+  int64_t in = c.inFeatures;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    b.setLayer(i);
+    // PyG GCNConv: lin (no bias, glorot) then propagate Â·(XW), then + bias.
+    const std::string n = "conv" + std::to_string(i + 1);
+    double glorot = std::sqrt(2.0 / static_cast<double>(in + widths[i]));
+    int w = b.param(n + ".lin.weight", {widths[i], in}, "normal", glorot);
+    x = b.op("linear", n + ".lin", {x, w}, {{"transpose_weight", true}});
+    x = b.op("spmm", n + ".propagate", {adj, x}, {{"nnz", c.nnz}});
+    x = b.op("bias_add", n + ".add_bias",
+             {x, b.param(n + ".bias", {widths[i]}, "zeros")});
+    if (i + 1 < widths.size())
+      x = b.op("relu", n + ".act", {x});
+    in = widths[i];
+  }
+  b.setLayer(-1);
+  int loss = b.op("cross_entropy", "loss", {x, targets});
+  return b.finish(loss, widths.size(), 1, 0);
+}
+
+} // namespace autoddl::import

@@ -1,0 +1,183 @@
+//===- TemplateReader.cpp - {"template": ..., "config": {...}} -----------===//
+//
+// Our own description of a model family instance. Strict: every field of the
+// document and of its config must be known (docs/model-format.md lists them),
+// so a misspelt field is an error instead of a silently used default.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/import/Readers.h"
+
+#include "support/JsonFile.h"
+#include "support/UserError.h"
+
+namespace autoddl::import {
+
+namespace {
+
+double positiveReal(JsonFields &f, const std::string &key, double fallback) {
+  double d = f.real(key, fallback);
+  if (!(d > 0))
+    f.fail(key, "expected a positive number, got " + std::to_string(d));
+  return d;
+}
+
+double initStd(JsonFields &f, double fallback) {
+  double d = f.real("init_std", fallback);
+  if (d < 0)
+    f.fail("init_std",
+           "expected a non-negative number, got " + std::to_string(d));
+  return d;
+}
+
+std::vector<int64_t> sizes(JsonFields &f, const std::string &key,
+                           std::vector<int64_t> fallback) {
+  return f.has(key) ? f.positiveList(key) : fallback;
+}
+
+ModelGraph gpt(JsonFields &f, const BuildOptions &o) {
+  GptConfig c;
+  c.vocabSize = f.positive("vocab_size", c.vocabSize);
+  c.maxPositions = f.positive("max_positions", c.maxPositions);
+  c.hidden = f.positive("hidden_size", c.hidden);
+  c.layers = f.positive("num_layers", c.layers);
+  c.heads = f.positive("num_heads", c.heads);
+  c.ffnHidden = f.positive("ffn_hidden_size", 0);
+  c.epsilon = positiveReal(f, "norm_epsilon", c.epsilon);
+  c.initStd = initStd(f, c.initStd);
+  c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
+  c.activation = f.string("activation", c.activation);
+  f.rejectUnknown();
+  return buildGpt(c, o);
+}
+
+ModelGraph llama(JsonFields &f, const BuildOptions &o) {
+  LlamaConfig c;
+  c.vocabSize = f.positive("vocab_size", c.vocabSize);
+  c.maxPositions = f.positive("max_positions", c.maxPositions);
+  c.hidden = f.positive("hidden_size", c.hidden);
+  c.intermediate = f.positive("intermediate_size", c.intermediate);
+  c.layers = f.positive("num_layers", c.layers);
+  c.heads = f.positive("num_heads", c.heads);
+  c.kvHeads = f.positive("num_kv_heads", 0);
+  c.headDim = f.positive("head_dim", 0);
+  c.epsilon = positiveReal(f, "norm_epsilon", c.epsilon);
+  c.ropeTheta = positiveReal(f, "rope_theta", c.ropeTheta);
+  c.initStd = initStd(f, c.initStd);
+  c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
+  c.attentionBias = f.flag("attention_bias", c.attentionBias);
+  c.mlpBias = f.flag("mlp_bias", c.mlpBias);
+  f.rejectUnknown();
+  return buildLlama(c, o);
+}
+
+ModelGraph bert(JsonFields &f, const BuildOptions &o) {
+  BertConfig c;
+  c.vocabSize = f.positive("vocab_size", c.vocabSize);
+  c.maxPositions = f.positive("max_positions", c.maxPositions);
+  c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
+  c.hidden = f.positive("hidden_size", c.hidden);
+  c.layers = f.positive("num_layers", c.layers);
+  c.heads = f.positive("num_heads", c.heads);
+  c.intermediate = f.positive("intermediate_size", c.intermediate);
+  c.epsilon = positiveReal(f, "norm_epsilon", c.epsilon);
+  c.initStd = initStd(f, c.initStd);
+  c.activation = f.string("activation", c.activation);
+  c.head = f.string("head", c.head);
+  if (c.head != "mlm" && c.head != "pooler")
+    f.fail("head", "expected \"mlm\" or \"pooler\", got \"" + c.head + "\"");
+  f.rejectUnknown();
+  return buildBert(c, o);
+}
+
+ModelGraph mlp(JsonFields &f, const BuildOptions &o) {
+  MlpConfig c;
+  c.inputDim = f.positive("input_dim", c.inputDim);
+  c.hiddenSizes = sizes(f, "hidden_sizes", c.hiddenSizes);
+  c.numClasses = f.positive("num_classes", c.numClasses);
+  c.activation = f.string("activation", c.activation);
+  c.bias = f.flag("bias", c.bias);
+  c.initStd = initStd(f, c.initStd);
+  f.rejectUnknown();
+  return buildMlp(c, o);
+}
+
+ModelGraph vgg(JsonFields &f, const BuildOptions &o) {
+  VggConfig c;
+  if (const json *layers = f.find("layers")) {
+    // A torchvision-style cfg list: channel counts and "M" for a max-pool.
+    if (!layers->is_array() || layers->empty())
+      f.fail("layers",
+             "expected a non-empty array of channel counts and \"M\", got " +
+                 describe(*layers));
+    for (size_t i = 0; i < layers->size(); ++i) {
+      const json &v = (*layers)[i];
+      std::string place = jsonPlace(f.originName(), f.pointer() / "layers" / i);
+      if (v.is_string() && v.get<std::string>() == "M")
+        c.convChannels.push_back(0);
+      else if (v.is_string())
+        throw UserError(place + "expected a channel count or \"M\", got " +
+                        describe(v));
+      else
+        c.convChannels.push_back(positiveSize(v, place));
+    }
+    if (f.has("variant"))
+      f.fail("variant", "give either \"variant\" or \"layers\", not both");
+  } else {
+    std::string variant = f.string("variant", "vgg16");
+    c.convChannels = vggChannels(variant);
+    if (c.convChannels.empty())
+      f.fail("variant", "unknown vgg variant '" + variant +
+                            "' (expected vgg11, vgg13, vgg16 or vgg19)");
+  }
+  c.imageSize = f.positive("image_size", c.imageSize);
+  c.inChannels = f.positive("in_channels", c.inChannels);
+  c.numClasses = f.positive("num_classes", c.numClasses);
+  c.fcHidden = f.positive("fc_hidden", c.fcHidden);
+  c.initStd = initStd(f, c.initStd);
+  f.rejectUnknown();
+  return buildVgg(c, o);
+}
+
+ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
+  GcnConfig c;
+  c.numNodes = f.positive("num_nodes", c.numNodes);
+  c.nnz = f.positive("nnz", c.nnz);
+  c.inFeatures = f.positive("in_features", c.inFeatures);
+  c.hiddenSizes = sizes(f, "hidden_sizes", c.hiddenSizes);
+  c.numClasses = f.positive("num_classes", c.numClasses);
+  c.initStd = initStd(f, c.initStd);
+  f.rejectUnknown();
+  if ((__int128)c.numNodes * c.numNodes < c.nnz)
+    f.fail("nnz", "expected at most num_nodes^2 = " +
+                      std::to_string((int64_t)std::min<__int128>(
+                          (__int128)c.numNodes * c.numNodes, INT64_MAX)) +
+                      " stored entries, got " + std::to_string(c.nnz));
+  return buildGcn(c, o);
+}
+
+} // namespace
+
+ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
+  std::string kind = doc.string("template");
+  BuildOptions o = options;
+  o.name = doc.string("name", o.name);
+  doc.string("description", "");
+  static const json noConfig = json::object(); // every field at its default
+  JsonFields config =
+      doc.has("config")
+          ? doc.object("config")
+          : JsonFields(noConfig, doc.pointer() / "config", doc.originName());
+  doc.rejectUnknown();
+  o.place = config.place();
+  using Reader = ModelGraph (*)(JsonFields &, const BuildOptions &);
+  static const std::pair<const char *, Reader> readers[] = {
+      {"gpt", gpt}, {"llama", llama}, {"bert", bert},
+      {"mlp", mlp}, {"vgg", vgg},     {"gcn", gcn}};
+  for (const auto &[name, read] : readers)
+    if (kind == name)
+      return read(config, o);
+  doc.fail("template", "unknown template '" + kind +
+                           "' (expected gpt, llama, bert, mlp, vgg or gcn)");
+}
+
+} // namespace autoddl::import

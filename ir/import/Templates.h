@@ -1,0 +1,117 @@
+//===- Templates.h - parametrised model families -------------------------===//
+//
+// One builder per family of docs/model-format.md. Each takes a config whose
+// fields are already validated for type and sign (by the template reader or the
+// Hugging Face reader), checks the relations between fields, and builds the op
+// graph with the real model's parameter names (Hugging Face's for gpt, llama
+// and bert; torchvision's for vgg; PyG's for gcn).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/import/ModelGraph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoddl::import {
+
+/// What the caller asks for beyond the model: shapes and naming.
+struct BuildOptions {
+  std::string name;  // ModelGraph::name
+  std::string place; // error prefix naming the config ("x.json: at /config: ")
+  int64_t batch = 1; // samples per micro-batch
+  int64_t seq = 0;   // sequence length; 0: the model's context length
+};
+
+/// GPT-2 / GPT-3: learned positions, pre-LayerNorm, GELU MLP, fused qkv
+/// (Conv1D weights [in, out]), tied or untied LM head.
+struct GptConfig {
+  int64_t vocabSize = 50257;
+  int64_t maxPositions = 1024;
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t ffnHidden = 0; // 0: 4·hidden
+  double epsilon = 1e-5;
+  double initStd = 0.02;
+  bool tiedHead = true;
+  std::string activation = "gelu_new"; // gelu_new | gelu | relu | silu
+};
+
+/// Llama: RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention.
+struct LlamaConfig {
+  int64_t vocabSize = 32000;
+  int64_t maxPositions = 2048;
+  int64_t hidden = 4096;
+  int64_t intermediate = 11008;
+  int64_t layers = 32;
+  int64_t heads = 32;
+  int64_t kvHeads = 0; // 0: heads (no grouping)
+  int64_t headDim = 0; // 0: hidden / heads
+  double epsilon = 1e-6;
+  double ropeTheta = 10000.0;
+  double initStd = 0.02;
+  bool tiedHead = false;
+  bool attentionBias = false;
+  bool mlpBias = false;
+};
+
+/// BERT encoder with either the masked-LM head (BertForMaskedLM) or the pooler
+/// (BertModel).
+struct BertConfig {
+  int64_t vocabSize = 30522;
+  int64_t maxPositions = 512;
+  int64_t typeVocabSize = 2;
+  int64_t hidden = 768;
+  int64_t layers = 12;
+  int64_t heads = 12;
+  int64_t intermediate = 3072;
+  double epsilon = 1e-12;
+  double initStd = 0.02;
+  std::string activation = "gelu";
+  std::string head = "mlm"; // "mlm" (BertForMaskedLM) | "pooler" (BertModel)
+};
+
+/// Multi-layer perceptron classifier.
+struct MlpConfig {
+  int64_t inputDim = 784;
+  std::vector<int64_t> hiddenSizes = {1024, 1024};
+  int64_t numClasses = 10;
+  std::string activation = "relu"; // relu | gelu | silu
+  bool bias = true;
+  double initStd = 0.02;
+};
+
+/// VGG (Simonyan & Zisserman) as torchvision builds it, without batch norm.
+struct VggConfig {
+  std::vector<int64_t> convChannels; // 0 marks a 2x2 max-pool ("M")
+  int64_t imageSize = 224;
+  int64_t inChannels = 3;
+  int64_t numClasses = 1000;
+  int64_t fcHidden = 4096;
+  double initStd = 0.01;
+};
+/// torchvision's cfgs "A", "B", "D", "E" for vgg11/13/16/19; empty if unknown.
+std::vector<int64_t> vggChannels(const std::string &variant);
+
+/// Graph convolutional network (Kipf & Welling): H' = act(Â·H·W + b) per layer,
+/// the adjacency a sparse input with `nnz` stored entries.
+struct GcnConfig {
+  int64_t numNodes = 2708;
+  int64_t nnz = 13264;
+  int64_t inFeatures = 1433;
+  std::vector<int64_t> hiddenSizes = {16};
+  int64_t numClasses = 7;
+  double initStd = 0.02;
+};
+
+ModelGraph buildGpt(const GptConfig &c, const BuildOptions &o);
+ModelGraph buildLlama(const LlamaConfig &c, const BuildOptions &o);
+ModelGraph buildBert(const BertConfig &c, const BuildOptions &o);
+ModelGraph buildMlp(const MlpConfig &c, const BuildOptions &o);
+ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o);
+ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o);
+
+} // namespace autoddl::import
