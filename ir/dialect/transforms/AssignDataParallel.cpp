@@ -44,9 +44,11 @@ FailureOr<MeshOp> AssignDataParallelPass::findMesh() {
     return mesh;
   }
   SmallVector<MeshOp> meshes(module.getOps<MeshOp>());
-  if (meshes.size() != 1)
-    return module.emitError()
-           << "expected one sbp.mesh (or --mesh=<name>), got " << meshes.size();
+  if (meshes.size() != 1) {
+    Location at = meshes.size() > 1 ? meshes[1].getLoc() : module.getLoc();
+    return emitError(at) << "expected one sbp.mesh (or --mesh=<name>), got "
+                         << meshes.size();
+  }
   return meshes.front();
 }
 
