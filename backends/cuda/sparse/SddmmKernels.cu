@@ -1,0 +1,192 @@
+// SDDMM on the W8 format: out(i, j) = dot(X[i, :], Y[j, :]) for each stored (i,
+// j).
+//
+// Tensor-core step (two blocks = 16 vectors of one window): the mma computes
+// D[16 vectors x 8 rows] += Y[16 gathered rows x k] * X[window rows]^T, the
+// window's dense rows as B (n = 8). The k dimension is permuted so each lane
+// reads consecutive features with one 16-byte load per row per chunk: for
+// 16-bit data lane t's k slots {2t, 2t+1, 2t+8, 2t+9} of m16n8k16 are features
+// 8t..8t+3 (first mma) and 8t+4..8t+7 (second) of a 32-feature chunk; for TF32
+// m16n8k8 slots {t, t+4} are features 4t, 4t+1 (first) and 4t+2, 4t+3 (second)
+// of a 16-feature chunk. Results land in the block's B-fragment value order, so
+// the output is a value array spmm consumes as is.
+#include "backends/cuda/sparse/DeviceHelpers.cuh"
+#include "backends/cuda/sparse/WindowFormat.h"
+
+namespace autoddl::sparse::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ int fragmentPosOf(bool tf32, int r, int s) {
+  return tf32 ? r * 8 + (s % 4) * 2 + s / 4 : r * 8 + s;
+}
+
+template <typename T, bool kAligned>
+__device__ __forceinline__ void
+tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
+               const uint64_t *__restrict__ blockMask, const T *__restrict__ x,
+               int64_t ldx, const T *__restrict__ y, int64_t ldy, int32_t rows,
+               int64_t k, T *__restrict__ out) {
+  constexpr bool kTf32 = std::is_same_v<T, float>;
+  constexpr int kLaneElems =
+      16 / sizeof(T);                    // one 16-byte load per row per chunk
+  constexpr int kChunk = 4 * kLaneElems; // features per chunk (4 lanes per row)
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int32_t xrow = part.window * 8 + g;
+  const T *xRow = xrow < rows ? x + int64_t(xrow) * ldx : nullptr;
+  for (int32_t b = part.begin; b < part.end; b += 2) {
+    const bool second = b + 1 < part.end;
+    const int32_t ca = __ldg(blockCols + int64_t(b) * 8 + g);
+    const int32_t cb = second ? __ldg(blockCols + int64_t(b + 1) * 8 + g) : -1;
+    const T *yA = ca >= 0 ? y + int64_t(ca) * ldy : nullptr;
+    const T *yB = cb >= 0 ? y + int64_t(cb) * ldy : nullptr;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
+      const int64_t kb = k0 + t * kLaneElems;
+      const int valid = int(minOf<int64_t>(k - kb, kLaneElems));
+      uint32_t ya[4], yb[4], xr[4];
+      loadChunk<T, kLaneElems, kAligned>(yA ? yA + kb : nullptr, valid, ya);
+      loadChunk<T, kLaneElems, kAligned>(yB ? yB + kb : nullptr, valid, yb);
+      loadChunk<T, kLaneElems, kAligned>(xRow ? xRow + kb : nullptr, valid, xr);
+      if constexpr (kTf32) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          mmaTf32(acc, toTf32(__uint_as_float(ya[2 * h])),
+                  toTf32(__uint_as_float(yb[2 * h])),
+                  toTf32(__uint_as_float(ya[2 * h + 1])),
+                  toTf32(__uint_as_float(yb[2 * h + 1])),
+                  toTf32(__uint_as_float(xr[2 * h])),
+                  toTf32(__uint_as_float(xr[2 * h + 1])));
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          mmaK16<T>(acc, ya[2 * h], yb[2 * h], ya[2 * h + 1], yb[2 * h + 1],
+                    xr[2 * h], xr[2 * h + 1]);
+      }
+    }
+    // acc[0]: (vector g of block b, row 2t), acc[1]: row 2t+1; acc[2], acc[3]:
+    // block b+1.
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int32_t blk = b + q / 2;
+      if (q >= 2 && !second)
+        break;
+      const int r = 2 * t + q % 2;
+      const bool present =
+          (__ldg(reinterpret_cast<const unsigned long long *>(blockMask) +
+                 blk) >>
+           (r * 8 + g)) &
+          1;
+      out[int64_t(blk) * 64 + fragmentPosOf(kTf32, r, g)] =
+          Elem<T>::fromFloat(present ? acc[q] : 0.f);
+    }
+  }
+}
+
+template <typename T, bool kAligned>
+__device__ __forceinline__ void
+cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
+             const T *__restrict__ x, int64_t ldx, const T *__restrict__ y,
+             int64_t ldy, int64_t k, T *__restrict__ out) {
+  // Groups of 8 lanes per entry; each lane reads 16 bytes per step, stride 8 *
+  // 16 bytes.
+  constexpr int kLaneElems = 16 / sizeof(T);
+  const int lane = threadIdx.x % 32, grp = lane / 8, j = lane % 8;
+  for (int32_t e0 = part.begin; e0 < part.end; e0 += 4) {
+    const int32_t e = e0 + grp;
+    float dot = 0.f;
+    if (e < part.end) {
+      const int32_t cr = __ldg(entColRow + e);
+      const T *xr = x + int64_t(part.window * 8 + (cr & 7)) * ldx;
+      const T *yc = y + int64_t(cr >> 3) * ldy;
+      for (int64_t kb = int64_t(j) * kLaneElems; kb < k; kb += 8 * kLaneElems) {
+        const int valid = int(minOf<int64_t>(k - kb, kLaneElems));
+        uint32_t xa[4], ya[4];
+        loadChunk<T, kLaneElems, kAligned>(xr + kb, valid, xa);
+        loadChunk<T, kLaneElems, kAligned>(yc + kb, valid, ya);
+#pragma unroll
+        for (int q = 0; q < kLaneElems; ++q)
+          dot += chunkElem<T, 4>(xa, q) * chunkElem<T, 4>(ya, q);
+      }
+    }
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 4);
+    if (j == 0 && e < part.end)
+      out[e] = Elem<T>::fromFloat(dot);
+  }
+}
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    sddmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
+                const int32_t *__restrict__ blockCols,
+                const uint64_t *__restrict__ blockMask,
+                const int32_t *__restrict__ entColRow, const T *__restrict__ x,
+                int64_t ldx, const T *__restrict__ y, int64_t ldy, int32_t rows,
+                int64_t k, T *__restrict__ outBlock, T *__restrict__ outEnt) {
+  const int32_t p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (p >= numParts)
+    return;
+  const WindowPart part = parts[p];
+  if (part.flags & 1)
+    cudaCorePart<T, kAligned>(part, entColRow, x, ldx, y, ldy, k, outEnt);
+  else
+    tensorCorePart<T, kAligned>(part, blockCols, blockMask, x, ldx, y, ldy,
+                                rows, k, outBlock);
+}
+
+template <typename T>
+cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
+                       const T *y, int64_t ldy, int64_t k, T *outBlock,
+                       T *outEnt, cudaStream_t stream) {
+  constexpr int kLaneElems = 16 / sizeof(T);
+  const bool aligned = k % (4 * kLaneElems) == 0 && ldx % kLaneElems == 0 &&
+                       ldy % kLaneElems == 0 &&
+                       reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const unsigned grid = (a.numParts + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (aligned)
+    sddmmKernel<T, true><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow, x, ldx,
+        y, ldy, a.rows, k, outBlock, outEnt);
+  else
+    sddmmKernel<T, false><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow, x, ldx,
+        y, ldy, a.rows, k, outBlock, outEnt);
+  return cudaGetLastError();
+}
+
+} // namespace
+
+cudaError_t sddmm(const WindowFormat &mask, const void *dX, int64_t ldx,
+                  const void *dY, int64_t ldy, int64_t k, void *dOutBlockVals,
+                  void *dOutEntVals, cudaStream_t stream) {
+  if (k <= 0 || ldx < k || ldy < k)
+    return cudaErrorInvalidValue;
+  if (mask.numParts == 0)
+    return cudaSuccess;
+  switch (mask.dtype) {
+  case DataType::F32:
+    return sddmmTyped(mask, static_cast<const float *>(dX), ldx,
+                      static_cast<const float *>(dY), ldy, k,
+                      static_cast<float *>(dOutBlockVals),
+                      static_cast<float *>(dOutEntVals), stream);
+  case DataType::F16:
+    return sddmmTyped(mask, static_cast<const __half *>(dX), ldx,
+                      static_cast<const __half *>(dY), ldy, k,
+                      static_cast<__half *>(dOutBlockVals),
+                      static_cast<__half *>(dOutEntVals), stream);
+  case DataType::BF16:
+    return sddmmTyped(mask, static_cast<const __nv_bfloat16 *>(dX), ldx,
+                      static_cast<const __nv_bfloat16 *>(dY), ldy, k,
+                      static_cast<__nv_bfloat16 *>(dOutBlockVals),
+                      static_cast<__nv_bfloat16 *>(dOutEntVals), stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+} // namespace autoddl::sparse::cuda

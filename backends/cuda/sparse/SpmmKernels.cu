@@ -1,0 +1,354 @@
+// SpMM Y = A * X on the W8 format: tensor-core windows (swap-and-transpose
+// m16n8k8) and CUDA-core windows in one launch, one warp per part.
+//
+// Tensor-core step (one block of 8 vectors, F features per warp): the mma
+// computes Y^T[16 x 8] += X^T[16 x 8 vectors] * A^T[8 vectors x 8 rows], the
+// sparse block as B (n = 8 window rows). Its 16 M rows are permuted so that
+// each lane gathers F/8 *consecutive* features of each of its two dense rows
+// with 8- or 16-byte loads: mma j's row g is feature base + 2j and row g + 8 is
+// base + 2j + 1, base = f0 + g * F/8. The accumulators then hold, for window
+// rows 2t and 2t+1, the F/8 consecutive features from base: stored as vectors.
+#include "backends/cuda/sparse/DeviceHelpers.cuh"
+#include "backends/cuda/sparse/WindowFormat.h"
+
+#include <algorithm>
+
+namespace autoddl::sparse::cuda {
+namespace {
+
+using namespace detail;
+
+constexpr int kWarpsPerBlock = 4;
+
+template <typename T>
+__device__ __forceinline__ uint32_t packPair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+  }
+}
+
+/// Writes kElems fp32 results for features [base, base + kElems) of window row
+/// r: into Y (converted to T) or, for a split window, added into its fp32
+/// workspace rows.
+template <typename T, int kElems, bool kAligned>
+__device__ __forceinline__ void
+storeRow(const float (&v)[kElems], int32_t row, int32_t rows, int64_t base,
+         int64_t n, T *__restrict__ y, int64_t ldy, float *__restrict__ wsRow) {
+  if (wsRow) {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e)
+      if (kAligned || base + e < n)
+        atomicAdd(wsRow + base + e, v[e]);
+    return;
+  }
+  if (row >= rows)
+    return;
+  T *p = y + int64_t(row) * ldy + base;
+  if constexpr (kAligned) {
+    if constexpr (std::is_same_v<T, float>) {
+      if constexpr (kElems % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < kElems / 4; ++i)
+          reinterpret_cast<float4 *>(p)[i] =
+              make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kElems; ++e)
+          p[e] = v[e];
+      }
+    } else {
+      constexpr int kWords = kElems / 2;
+      uint32_t w[kWords];
+#pragma unroll
+      for (int i = 0; i < kWords; ++i)
+        w[i] = packPair<T>(v[2 * i], v[2 * i + 1]);
+      if constexpr (kWords % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < kWords / 4; ++i)
+          reinterpret_cast<uint4 *>(p)[i] =
+              make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+      } else if constexpr (kWords == 2) {
+        *reinterpret_cast<uint2 *>(p) = make_uint2(w[0], w[1]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kWords; ++i)
+          reinterpret_cast<uint32_t *>(p)[i] = w[i];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e)
+      if (base + e < n)
+        p[e] = Elem<T>::fromFloat(v[e]);
+  }
+}
+
+template <typename T, int F, bool kAligned>
+__device__ __forceinline__ void
+tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
+               const void *__restrict__ blockVals, const T *__restrict__ x,
+               int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
+               int64_t n, int64_t f0, float *ws) {
+  constexpr int kE = F / 8; // features per lane per dense row
+  constexpr int kWords = kE * sizeof(T) / 4;
+  constexpr int kMmas = F / 16;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t base = f0 + g * kE;
+  const int valid = int(minOf<int64_t>(n - base, kE));
+  float acc[kMmas][4];
+#pragma unroll
+  for (int j = 0; j < kMmas; ++j)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+
+  for (int32_t b = part.begin; b < part.end; ++b) {
+    int32_t ca, cb;
+    if constexpr (std::is_same_v<T, float>) {
+      ca = __ldg(blockCols + b * 8 + t);
+      cb = __ldg(blockCols + b * 8 + t + 4);
+    } else {
+      const int2 c =
+          __ldg(reinterpret_cast<const int2 *>(blockCols + b * 8) + t);
+      ca = c.x, cb = c.y;
+    }
+    uint32_t xa[kWords], xb[kWords];
+    loadChunk<T, kE, kAligned>(ca >= 0 ? x + int64_t(ca) * ldx + base : nullptr,
+                               valid, xa);
+    loadChunk<T, kE, kAligned>(cb >= 0 ? x + int64_t(cb) * ldx + base : nullptr,
+                               valid, xb);
+    if constexpr (std::is_same_v<T, float>) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2 *>(blockVals) +
+                            int64_t(b) * 32 + lane);
+#pragma unroll
+      for (int j = 0; j < kMmas; ++j)
+        mmaTf32(acc[j], toTf32(__uint_as_float(xa[2 * j])),
+                toTf32(__uint_as_float(xa[2 * j + 1])),
+                toTf32(__uint_as_float(xb[2 * j])),
+                toTf32(__uint_as_float(xb[2 * j + 1])), v.x, v.y);
+    } else {
+      const uint32_t v =
+          __ldg(reinterpret_cast<const unsigned int *>(blockVals) +
+                int64_t(b) * 32 + lane);
+#pragma unroll
+      for (int j = 0; j < kMmas; ++j)
+        mmaK8<T>(acc[j], __byte_perm(xa[j], xb[j], 0x5410),
+                 __byte_perm(xa[j], xb[j], 0x7632), v);
+    }
+  }
+
+  float r0[kE], r1[kE];
+#pragma unroll
+  for (int j = 0; j < kMmas; ++j) {
+    r0[2 * j] = acc[j][0], r0[2 * j + 1] = acc[j][2];
+    r1[2 * j] = acc[j][1], r1[2 * j + 1] = acc[j][3];
+  }
+  const int32_t row0 = part.window * 8;
+  storeRow<T, kE, kAligned>(r0, row0 + 2 * t, rows, base, n, y, ldy,
+                            ws ? ws + (2 * t) * n : nullptr);
+  storeRow<T, kE, kAligned>(r1, row0 + 2 * t + 1, rows, base, n, y, ldy,
+                            ws ? ws + (2 * t + 1) * n : nullptr);
+}
+
+template <typename T, int kEc, int kWords>
+__device__ __forceinline__ void accumulateEntry(float (&acc)[8][kEc], int r,
+                                                float v,
+                                                const uint32_t (&xv)[kWords]) {
+  // r is warp-uniform: a uniform branch, and acc stays in registers.
+  switch (r) {
+#define AUTODDL_CASE(k)                                                        \
+  case k:                                                                      \
+    _Pragma("unroll") for (int e = 0; e < kEc; ++e) acc[k][e] +=               \
+        v * chunkElem<T, kWords>(xv, e);                                       \
+    break;
+    AUTODDL_CASE(0)
+    AUTODDL_CASE(1)
+    AUTODDL_CASE(2)
+    AUTODDL_CASE(3)
+    AUTODDL_CASE(4)
+    AUTODDL_CASE(5)
+    AUTODDL_CASE(6)
+    AUTODDL_CASE(7)
+#undef AUTODDL_CASE
+  }
+}
+
+template <typename T, int F, bool kAligned>
+__device__ __forceinline__ void
+cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
+             const T *__restrict__ entVals, const T *__restrict__ x,
+             int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
+             int64_t n, int64_t f0, float *ws) {
+  // Each lane owns kEc consecutive features; at least one 32-bit word per lane,
+  // so for 16-bit data and F = 32 only half the warp has features.
+  constexpr int kEc = maxOf<int>(F / 32, 4 / sizeof(T));
+  constexpr int kWords = kEc * sizeof(T) / 4;
+  const int lane = threadIdx.x % 32;
+  const bool active = lane * kEc < F;
+  const int64_t base = f0 + lane * kEc;
+  const int valid = active ? int(minOf<int64_t>(n - base, kEc)) : 0;
+  const T *xBase = active && (kAligned || valid > 0) ? x + base : nullptr;
+  float acc[8][kEc];
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+#pragma unroll
+    for (int e = 0; e < kEc; ++e)
+      acc[k][e] = 0.f;
+
+  for (int32_t e0 = part.begin; e0 < part.end; e0 += 32) {
+    const int cnt = minOf(32, part.end - e0);
+    int32_t myCr = 0;
+    float myV = 0.f;
+    if (lane < cnt) {
+      myCr = __ldg(entColRow + e0 + lane);
+      myV = Elem<T>::toFloat(entVals[e0 + lane]);
+    }
+    int i = 0;
+    for (; i + 4 <= cnt; i += 4) {
+      int32_t cr[4];
+      float v[4];
+      uint32_t xv[4][kWords];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        cr[u] = __shfl_sync(0xffffffffu, myCr, i + u);
+        v[u] = __shfl_sync(0xffffffffu, myV, i + u);
+        loadChunk<T, kEc, kAligned>(
+            xBase ? xBase + int64_t(cr[u] >> 3) * ldx : nullptr, valid, xv[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        accumulateEntry<T, kEc, kWords>(acc, cr[u] & 7, v[u], xv[u]);
+    }
+    for (; i < cnt; ++i) {
+      const int32_t cr = __shfl_sync(0xffffffffu, myCr, i);
+      const float v = __shfl_sync(0xffffffffu, myV, i);
+      uint32_t xv[kWords];
+      loadChunk<T, kEc, kAligned>(
+          xBase ? xBase + int64_t(cr >> 3) * ldx : nullptr, valid, xv);
+      accumulateEntry<T, kEc, kWords>(acc, cr & 7, v, xv);
+    }
+  }
+  if (!active)
+    return;
+  const int32_t row0 = part.window * 8;
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    storeRow<T, kEc, kAligned>(acc[k], row0 + k, rows, base, n, y, ldy,
+                               ws ? ws + k * n : nullptr);
+}
+
+template <typename T, int F, bool kAligned>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    spmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
+               const int32_t *__restrict__ blockCols,
+               const void *__restrict__ blockVals,
+               const int32_t *__restrict__ entColRow,
+               const T *__restrict__ entVals, const T *__restrict__ x,
+               int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
+               int64_t n, float *__restrict__ ws) {
+  const int32_t p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (p >= numParts)
+    return;
+  const WindowPart part = parts[p];
+  const int64_t f0 = int64_t(blockIdx.y) * F;
+  const int32_t slot = (part.flags >> 1) - 1;
+  float *wsWindow = slot >= 0 ? ws + int64_t(slot) * 8 * n : nullptr;
+  if (part.flags & 1)
+    cudaCorePart<T, F, kAligned>(part, entColRow, entVals, x, ldx, y, ldy, rows,
+                                 n, f0, wsWindow);
+  else
+    tensorCorePart<T, F, kAligned>(part, blockCols, blockVals, x, ldx, y, ldy,
+                                   rows, n, f0, wsWindow);
+}
+
+/// Copies the fp32 sums of split windows into Y.
+template <typename T>
+__global__ void
+finishSplitKernel(const int32_t *__restrict__ splitWindows, int32_t numSplit,
+                  const float *__restrict__ ws, T *__restrict__ y, int64_t ldy,
+                  int32_t rows, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(numSplit) * 8 * n)
+    return;
+  const int64_t f = i % n, wr = i / n;
+  const int32_t row = splitWindows[wr / 8] * 8 + int32_t(wr % 8);
+  if (row < rows)
+    y[int64_t(row) * ldy + f] = Elem<T>::fromFloat(ws[i]);
+}
+
+template <typename T, int F>
+cudaError_t launchSpmm(const WindowFormat &a, const T *x, int64_t n,
+                       int64_t ldx, T *y, int64_t ldy, float *ws,
+                       cudaStream_t stream) {
+  constexpr int kAlign = 16 / sizeof(T);
+  const bool aligned = n % F == 0 && ldx % kAlign == 0 && ldy % kAlign == 0 &&
+                       reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const dim3 grid((a.numParts + kWarpsPerBlock - 1) / kWarpsPerBlock,
+                  unsigned((n + F - 1) / F));
+  if (aligned)
+    spmmKernel<T, F, true><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        a.dParts, a.numParts, a.dBlockCols, a.dBlockVals, a.dEntColRow,
+        static_cast<const T *>(a.dEntVals), x, ldx, y, ldy, a.rows, n, ws);
+  else
+    spmmKernel<T, F, false><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        a.dParts, a.numParts, a.dBlockCols, a.dBlockVals, a.dEntColRow,
+        static_cast<const T *>(a.dEntVals), x, ldx, y, ldy, a.rows, n, ws);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t spmmTyped(const WindowFormat &a, const T *x, int64_t n, int64_t ldx,
+                      T *y, int64_t ldy, float *ws, cudaStream_t stream) {
+  if (a.numSplitWindows > 0) {
+    const cudaError_t err = cudaMemsetAsync(
+        ws, 0, size_t(a.numSplitWindows) * 8 * n * sizeof(float), stream);
+    if (err != cudaSuccess)
+      return err;
+  }
+  cudaError_t err;
+  if (n <= 32)
+    err = launchSpmm<T, 32>(a, x, n, ldx, y, ldy, ws, stream);
+  else if (n <= 64)
+    err = launchSpmm<T, 64>(a, x, n, ldx, y, ldy, ws, stream);
+  else
+    err = launchSpmm<T, 128>(a, x, n, ldx, y, ldy, ws, stream);
+  if (err != cudaSuccess || a.numSplitWindows == 0)
+    return err;
+  const int64_t total = int64_t(a.numSplitWindows) * 8 * n;
+  finishSplitKernel<T><<<unsigned((total + 255) / 256), 256, 0, stream>>>(
+      a.dSplitWindows, a.numSplitWindows, ws, y, ldy, a.rows, n);
+  return cudaGetLastError();
+}
+
+} // namespace
+
+size_t spmmWorkspaceBytes(const WindowFormat &a, int64_t n) {
+  return size_t(a.numSplitWindows) * 8 * size_t(std::max<int64_t>(n, 0)) *
+         sizeof(float);
+}
+
+cudaError_t spmm(const WindowFormat &a, const void *dX, int64_t n, int64_t ldx,
+                 void *dY, int64_t ldy, void *dWorkspace, cudaStream_t stream) {
+  if (n <= 0 || ldx < n || ldy < n || (a.numSplitWindows > 0 && !dWorkspace))
+    return n == 0 ? cudaSuccess : cudaErrorInvalidValue;
+  if (a.rows == 0)
+    return cudaSuccess;
+  float *ws = static_cast<float *>(dWorkspace);
+  switch (a.dtype) {
+  case DataType::F32:
+    return spmmTyped(a, static_cast<const float *>(dX), n, ldx,
+                     static_cast<float *>(dY), ldy, ws, stream);
+  case DataType::F16:
+    return spmmTyped(a, static_cast<const __half *>(dX), n, ldx,
+                     static_cast<__half *>(dY), ldy, ws, stream);
+  case DataType::BF16:
+    return spmmTyped(a, static_cast<const __nv_bfloat16 *>(dX), n, ldx,
+                     static_cast<__nv_bfloat16 *>(dY), ldy, ws, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+} // namespace autoddl::sparse::cuda

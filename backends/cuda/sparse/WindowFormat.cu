@@ -1,0 +1,553 @@
+// CSR -> W8 preprocessing on the GPU, and the format's lifetime and read-back.
+//
+// Steps (all on the device): expand CSR to 64-bit keys (window << 34 | col << 3
+// | row-in-window) with fp32 values; radix sort; merge duplicate keys (values
+// add up); mark the first entry of each (window, col) vector and scan to vector
+// ids; find each window's first entry and vector; choose tensor cores or CUDA
+// cores per window; scan block and entry counts; cut windows into parts;
+// scatter entries into blocks (B-fragment order) or the CUDA-core entry list.
+#include "backends/cuda/sparse/DeviceHelpers.cuh"
+#include "backends/cuda/sparse/WindowFormat.h"
+
+#include <algorithm>
+#include <cstring>
+#include <cub/cub.cuh>
+#include <cuda/std/functional>
+#include <utility>
+
+namespace autoddl::sparse::cuda {
+
+size_t dataTypeBytes(DataType t) { return t == DataType::F32 ? 4 : 2; }
+
+const char *dataTypeName(DataType t) {
+  switch (t) {
+  case DataType::F32:
+    return "fp32";
+  case DataType::F16:
+    return "fp16";
+  case DataType::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+WindowFormat::WindowFormat(WindowFormat &&other) noexcept {
+  *this = std::move(other);
+}
+
+WindowFormat &WindowFormat::operator=(WindowFormat &&other) noexcept {
+  if (this == &other)
+    return *this;
+  release();
+  std::memcpy(static_cast<void *>(this), &other, sizeof(WindowFormat));
+  std::memset(static_cast<void *>(&other), 0, sizeof(WindowFormat));
+  other.dtype = DataType::F32;
+  return *this;
+}
+
+WindowFormat::~WindowFormat() { release(); }
+
+void WindowFormat::release() {
+  for (void *p : {(void *)dParts, (void *)dSplitWindows, (void *)dBlockCols,
+                  (void *)dBlockMask, dBlockVals, (void *)dEntColRow, dEntVals})
+    if (p)
+      cudaFree(p);
+  dParts = nullptr, dSplitWindows = nullptr, dBlockCols = nullptr;
+  dBlockMask = nullptr, dBlockVals = nullptr, dEntColRow = nullptr,
+  dEntVals = nullptr;
+}
+
+namespace {
+
+using detail::Elem;
+
+constexpr int kColShift = 3;
+constexpr int kWindowShift = 34; // col < 2^31 fits in bits 3..33
+
+#define AUTODDL_TRY(expr)                                                      \
+  do {                                                                         \
+    cudaError_t err_ = (expr);                                                 \
+    if (err_ != cudaSuccess)                                                   \
+      return err_;                                                             \
+  } while (0)
+
+/// Device buffers freed at scope exit.
+struct Scratch {
+  std::vector<void *> ptrs;
+  template <typename T> cudaError_t alloc(T *&p, size_t count) {
+    void *raw = nullptr;
+    cudaError_t err = cudaMalloc(&raw, std::max<size_t>(count, 1) * sizeof(T));
+    if (err == cudaSuccess)
+      ptrs.push_back(raw);
+    p = static_cast<T *>(raw);
+    return err;
+  }
+  ~Scratch() {
+    for (void *p : ptrs)
+      cudaFree(p);
+  }
+};
+
+__global__ void expandKernel(int32_t rows, int32_t cols, const int32_t *rowPtr,
+                             const int32_t *colIdx, const void *val,
+                             DataType dtype, uint64_t *keys, float *vals,
+                             int *badIndex) {
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= rows)
+    return;
+  const uint64_t rowKey = (uint64_t(warp >> 3) << kWindowShift) | (warp & 7);
+  for (int64_t e = rowPtr[warp] + lane; e < rowPtr[warp + 1]; e += 32) {
+    const int32_t c = colIdx[e];
+    if (c < 0 || c >= cols)
+      atomicExch(badIndex, 1);
+    keys[e] = rowKey | (uint64_t(uint32_t(c)) << kColShift);
+    float v = 1.0f;
+    if (val) {
+      if (dtype == DataType::F32)
+        v = static_cast<const float *>(val)[e];
+      else if (dtype == DataType::F16)
+        v = __half2float(static_cast<const __half *>(val)[e]);
+      else
+        v = __bfloat162float(static_cast<const __nv_bfloat16 *>(val)[e]);
+    }
+    vals[e] = v;
+  }
+}
+
+__global__ void vectorHeadKernel(int64_t n, const uint64_t *keys,
+                                 int32_t *head) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    head[i] = i == 0 || (keys[i] >> kColShift) != (keys[i - 1] >> kColShift);
+}
+
+/// entStart[w] = first entry of window w (numWindows + 1 entries, last = n).
+__global__ void windowStartKernel(int64_t n, int32_t numWindows,
+                                  const uint64_t *keys, int32_t *entStart) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  const int32_t w = int32_t(keys[i] >> kWindowShift);
+  const int32_t prev = i == 0 ? -1 : int32_t(keys[i - 1] >> kWindowShift);
+  for (int32_t ww = prev + 1; ww <= w; ++ww)
+    entStart[ww] = int32_t(i);
+  if (i == n - 1)
+    for (int32_t ww = w + 1; ww <= numWindows; ++ww)
+      entStart[ww] = int32_t(n);
+}
+
+/// Per window: vector start, tensor-core choice, block and CUDA-entry counts.
+__global__ void windowPlanKernel(int32_t numWindows, int64_t n,
+                                 const int32_t *entStart,
+                                 const int32_t *vecIdIncl, float threshold,
+                                 int32_t *vecStart, int32_t *numBlocks,
+                                 int32_t *numCuda) {
+  const int32_t w = blockIdx.x * blockDim.x + threadIdx.x;
+  if (w > numWindows)
+    return;
+  const int32_t e0 = entStart[w];
+  // vecIdIncl is the inclusive scan of heads: vector id of entry e is
+  // vecIdIncl[e] - 1.
+  vecStart[w] = e0 < n ? vecIdIncl[e0] - 1 : (n ? vecIdIncl[n - 1] : 0);
+  if (w == numWindows)
+    return;
+  const int32_t e1 = entStart[w + 1];
+  const int32_t nnz = e1 - e0;
+  const int32_t nvec =
+      (e1 < n ? vecIdIncl[e1] - 1 : (n ? vecIdIncl[n - 1] : 0)) - vecStart[w];
+  const bool tc = nvec > 0 && float(nnz) >= threshold * float(nvec);
+  numBlocks[w] = tc ? (nvec + 7) / 8 : 0;
+  numCuda[w] = tc ? 0 : nnz;
+}
+
+__global__ void partCountKernel(int32_t numWindows, const int32_t *numBlocks,
+                                const int32_t *numCuda, int32_t partBlocks,
+                                int32_t *numParts, int32_t *isSplit) {
+  const int32_t w = blockIdx.x * blockDim.x + threadIdx.x;
+  if (w >= numWindows)
+    return;
+  const int32_t units =
+      numBlocks[w] ? numBlocks[w] : (numCuda[w] + 7) / 8; // 8 entries ~ 1 block
+  const int32_t parts = detail::maxOf(1, (units + partBlocks - 1) / partBlocks);
+  numParts[w] = parts;
+  isSplit[w] = parts > 1;
+}
+
+__global__ void
+partFillKernel(int32_t numWindows, const int32_t *numBlocks,
+               const int32_t *numCuda, const int32_t *blockStart,
+               const int32_t *cudaStart, const int32_t *partStart,
+               const int32_t *splitSlot, const int32_t *isSplit,
+               int32_t partBlocks, WindowPart *parts, int32_t *splitWindows) {
+  const int32_t w = blockIdx.x * blockDim.x + threadIdx.x;
+  if (w >= numWindows)
+    return;
+  const bool cudaPath = numBlocks[w] == 0 && numCuda[w] > 0;
+  const int32_t begin = cudaPath ? cudaStart[w] : blockStart[w];
+  const int32_t count = cudaPath ? numCuda[w] : numBlocks[w];
+  const int32_t step = cudaPath ? partBlocks * 8 : partBlocks;
+  const int32_t slotFlag = isSplit[w] ? (splitSlot[w] + 1) << 1 : 0;
+  if (isSplit[w])
+    splitWindows[splitSlot[w]] = w;
+  int32_t p = partStart[w];
+  for (int32_t b = 0; b == 0 || b < count; b += step, ++p) {
+    WindowPart part;
+    part.begin = begin + b;
+    part.end = begin + detail::minOf(count, b + step);
+    part.window = w;
+    part.flags = (cudaPath ? 1 : 0) | slotFlag;
+    parts[p] = part;
+  }
+}
+
+/// Position of (row r, vector slot s) inside a block's 64 values: the order in
+/// which lane (g = r, t) of the m16n8k8 B fragment reads them
+/// (docs/sparse-kernels.md).
+__device__ __forceinline__ int fragmentPos(DataType dtype, int r, int s) {
+  // 16-bit: lane 4r + s/2 holds slots (s & ~1, s | 1) -> row-major 8x8.
+  // TF32: lane 4r + s%4 holds slots (s%4, s%4 + 4).
+  return dtype == DataType::F32 ? r * 8 + (s % 4) * 2 + s / 4 : r * 8 + s;
+}
+
+__global__ void scatterKernel(int64_t n, DataType dtype, const uint64_t *keys,
+                              const float *vals, const int32_t *head,
+                              const int32_t *vecIdIncl, const int32_t *entStart,
+                              const int32_t *vecStart, const int32_t *numBlocks,
+                              const int32_t *blockStart,
+                              const int32_t *cudaStart, int32_t *blockCols,
+                              unsigned long long *blockMask, void *blockVals,
+                              int32_t *entColRow, void *entVals) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  const uint64_t key = keys[i];
+  const int32_t w = int32_t(key >> kWindowShift);
+  const int32_t col = int32_t((key >> kColShift) & 0x7fffffffu);
+  const int32_t r = int32_t(key & 7);
+  const float v = vals[i];
+  if (numBlocks[w] > 0) {
+    const int32_t vec = vecIdIncl[i] - 1 - vecStart[w];
+    const int64_t blk = blockStart[w] + vec / 8;
+    const int s = vec % 8;
+    if (head[i])
+      blockCols[blk * 8 + s] = col;
+    atomicOr(blockMask + blk, 1ull << (r * 8 + s));
+    const int64_t pos = blk * 64 + fragmentPos(dtype, r, s);
+    if (dtype == DataType::F32)
+      static_cast<float *>(blockVals)[pos] = __uint_as_float(detail::toTf32(v));
+    else if (dtype == DataType::F16)
+      static_cast<__half *>(blockVals)[pos] = __float2half_rn(v);
+    else
+      static_cast<__nv_bfloat16 *>(blockVals)[pos] = __float2bfloat16_rn(v);
+  } else {
+    const int64_t j = cudaStart[w] + (i - entStart[w]);
+    entColRow[j] = (col << 3) | r;
+    if (dtype == DataType::F32)
+      static_cast<float *>(entVals)[j] = v;
+    else if (dtype == DataType::F16)
+      static_cast<__half *>(entVals)[j] = __float2half_rn(v);
+    else
+      static_cast<__nv_bfloat16 *>(entVals)[j] = __float2bfloat16_rn(v);
+  }
+}
+
+unsigned gridFor(int64_t n, int threads) {
+  return unsigned(std::max<int64_t>(1, (n + threads - 1) / threads));
+}
+
+template <typename T>
+cudaError_t exclusiveScan(Scratch &scratch, const T *in, T *out, int32_t n,
+                          cudaStream_t stream) {
+  size_t bytes = 0;
+  AUTODDL_TRY(
+      cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, n, stream));
+  uint8_t *tmp;
+  AUTODDL_TRY(scratch.alloc(tmp, bytes));
+  return cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, n, stream);
+}
+
+template <typename T>
+cudaError_t readBack(const T *dPtr, T &value, cudaStream_t stream) {
+  AUTODDL_TRY(
+      cudaMemcpyAsync(&value, dPtr, sizeof(T), cudaMemcpyDeviceToHost, stream));
+  return cudaStreamSynchronize(stream);
+}
+
+} // namespace
+
+cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
+                              const int32_t *dRowPtr, const int32_t *dColIdx,
+                              const void *dVal, DataType dtype,
+                              const PreprocessOptions &options,
+                              WindowFormat &out, cudaStream_t stream) {
+  if (rows < 0 || cols < 0 || rows >= (1 << 28) || cols >= (1 << 28) ||
+      nnzIn < 0 || nnzIn >= (int64_t(1) << 31))
+    return cudaErrorInvalidValue;
+  out.release();
+  WindowFormat f;
+  f.dtype = dtype;
+  f.rows = rows;
+  f.cols = cols;
+  f.numWindows = (rows + 7) / 8;
+  f.fillThreshold = options.fillThreshold;
+  const int32_t numWindows = f.numWindows;
+  Scratch s;
+
+  // 1. Keys and fp32 values, then sort by (window, col, row).
+  uint64_t *keys, *sortedKeys;
+  float *vals, *sortedVals;
+  int *badIndex;
+  AUTODDL_TRY(s.alloc(keys, nnzIn));
+  AUTODDL_TRY(s.alloc(sortedKeys, nnzIn));
+  AUTODDL_TRY(s.alloc(vals, nnzIn));
+  AUTODDL_TRY(s.alloc(sortedVals, nnzIn));
+  AUTODDL_TRY(s.alloc(badIndex, 1));
+  AUTODDL_TRY(cudaMemsetAsync(badIndex, 0, sizeof(int), stream));
+  if (rows > 0)
+    expandKernel<<<gridFor(int64_t(rows) * 32, 256), 256, 0, stream>>>(
+        rows, cols, dRowPtr, dColIdx, dVal, dtype, keys, vals, badIndex);
+  AUTODDL_TRY(cudaGetLastError());
+  int bad = 0;
+  AUTODDL_TRY(readBack(badIndex, bad, stream));
+  if (bad)
+    return cudaErrorInvalidValue;
+  int endBit = kWindowShift + 1;
+  while ((int64_t(1) << (endBit - kWindowShift)) <= numWindows)
+    ++endBit;
+  {
+    size_t bytes = 0;
+    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys,
+                                                sortedKeys, vals, sortedVals,
+                                                nnzIn, 0, endBit, stream));
+    uint8_t *tmp;
+    AUTODDL_TRY(s.alloc(tmp, bytes));
+    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(tmp, bytes, keys, sortedKeys,
+                                                vals, sortedVals, nnzIn, 0,
+                                                endBit, stream));
+  }
+  // 2. Merge duplicates: keys/vals now hold the distinct entries.
+  int64_t *numRuns;
+  AUTODDL_TRY(s.alloc(numRuns, 1));
+  {
+    size_t bytes = 0;
+    AUTODDL_TRY(cub::DeviceReduce::ReduceByKey(
+        nullptr, bytes, sortedKeys, keys, sortedVals, vals, numRuns,
+        ::cuda::std::plus<float>{}, nnzIn, stream));
+    uint8_t *tmp;
+    AUTODDL_TRY(s.alloc(tmp, bytes));
+    AUTODDL_TRY(cub::DeviceReduce::ReduceByKey(
+        tmp, bytes, sortedKeys, keys, sortedVals, vals, numRuns,
+        ::cuda::std::plus<float>{}, nnzIn, stream));
+  }
+  int64_t n = 0;
+  if (nnzIn > 0)
+    AUTODDL_TRY(readBack(numRuns, n, stream));
+  f.nnz = n;
+
+  // 3. Vectors: heads and inclusive vector ids.
+  int32_t *head, *vecIdIncl;
+  AUTODDL_TRY(s.alloc(head, n));
+  AUTODDL_TRY(s.alloc(vecIdIncl, n));
+  if (n > 0) {
+    vectorHeadKernel<<<gridFor(n, 256), 256, 0, stream>>>(n, keys, head);
+    AUTODDL_TRY(cudaGetLastError());
+    size_t bytes = 0;
+    AUTODDL_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, head, vecIdIncl,
+                                              n, stream));
+    uint8_t *tmp;
+    AUTODDL_TRY(s.alloc(tmp, bytes));
+    AUTODDL_TRY(
+        cub::DeviceScan::InclusiveSum(tmp, bytes, head, vecIdIncl, n, stream));
+  }
+
+  // 4. Windows: first entry, first vector, path choice, counts and their scans.
+  int32_t *entStart, *vecStart, *numBlocks, *numCuda, *blockStart, *cudaStart;
+  AUTODDL_TRY(s.alloc(entStart, numWindows + 1));
+  AUTODDL_TRY(s.alloc(vecStart, numWindows + 1));
+  AUTODDL_TRY(s.alloc(numBlocks, numWindows + 1));
+  AUTODDL_TRY(s.alloc(numCuda, numWindows + 1));
+  AUTODDL_TRY(s.alloc(blockStart, numWindows + 1));
+  AUTODDL_TRY(s.alloc(cudaStart, numWindows + 1));
+  if (n > 0) {
+    windowStartKernel<<<gridFor(n, 256), 256, 0, stream>>>(n, numWindows, keys,
+                                                           entStart);
+  } else {
+    AUTODDL_TRY(cudaMemsetAsync(entStart, 0, sizeof(int32_t) * (numWindows + 1),
+                                stream));
+  }
+  AUTODDL_TRY(cudaGetLastError());
+  AUTODDL_TRY(
+      cudaMemsetAsync(numBlocks + numWindows, 0, sizeof(int32_t), stream));
+  AUTODDL_TRY(
+      cudaMemsetAsync(numCuda + numWindows, 0, sizeof(int32_t), stream));
+  windowPlanKernel<<<gridFor(numWindows + 1, 256), 256, 0, stream>>>(
+      numWindows, n, entStart, vecIdIncl, options.fillThreshold, vecStart,
+      numBlocks, numCuda);
+  AUTODDL_TRY(cudaGetLastError());
+  AUTODDL_TRY(exclusiveScan(s, numBlocks, blockStart, numWindows + 1, stream));
+  AUTODDL_TRY(exclusiveScan(s, numCuda, cudaStart, numWindows + 1, stream));
+  int32_t totalBlocks = 0, totalCuda = 0, totalVectors = 0;
+  AUTODDL_TRY(readBack(blockStart + numWindows, totalBlocks, stream));
+  AUTODDL_TRY(readBack(cudaStart + numWindows, totalCuda, stream));
+  AUTODDL_TRY(readBack(vecStart + numWindows, totalVectors, stream));
+  f.numBlocks = totalBlocks;
+  f.numCudaEntries = totalCuda;
+  f.numTcEntries = n - totalCuda;
+  f.numVectors = totalVectors;
+
+  // 5. Parts: bounded work per warp; enough parts to fill the GPU several times
+  // over.
+  int device = 0, sms = 132;
+  AUTODDL_TRY(cudaGetDevice(&device));
+  AUTODDL_TRY(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t work = int64_t(totalBlocks) + (int64_t(totalCuda) + 7) / 8;
+  int32_t partBlocks = options.partBlocks;
+  if (partBlocks <= 0)
+    partBlocks =
+        int32_t(std::max<int64_t>(32, (work + sms * 128 - 1) / (sms * 128)));
+  f.partBlocks = partBlocks;
+  int32_t *numParts, *isSplit, *partStart, *splitSlot;
+  AUTODDL_TRY(s.alloc(numParts, numWindows + 1));
+  AUTODDL_TRY(s.alloc(isSplit, numWindows + 1));
+  AUTODDL_TRY(s.alloc(partStart, numWindows + 1));
+  AUTODDL_TRY(s.alloc(splitSlot, numWindows + 1));
+  AUTODDL_TRY(
+      cudaMemsetAsync(numParts + numWindows, 0, sizeof(int32_t), stream));
+  AUTODDL_TRY(
+      cudaMemsetAsync(isSplit + numWindows, 0, sizeof(int32_t), stream));
+  partCountKernel<<<gridFor(numWindows, 256), 256, 0, stream>>>(
+      numWindows, numBlocks, numCuda, partBlocks, numParts, isSplit);
+  AUTODDL_TRY(cudaGetLastError());
+  AUTODDL_TRY(exclusiveScan(s, numParts, partStart, numWindows + 1, stream));
+  AUTODDL_TRY(exclusiveScan(s, isSplit, splitSlot, numWindows + 1, stream));
+  AUTODDL_TRY(readBack(partStart + numWindows, f.numParts, stream));
+  AUTODDL_TRY(readBack(splitSlot + numWindows, f.numSplitWindows, stream));
+
+  // 6. Output arrays.
+  const size_t eb = dataTypeBytes(dtype);
+  AUTODDL_TRY(
+      cudaMalloc(&f.dParts, sizeof(WindowPart) * std::max(1, f.numParts)));
+  AUTODDL_TRY(cudaMalloc(&f.dSplitWindows,
+                         sizeof(int32_t) * std::max(1, f.numSplitWindows)));
+  AUTODDL_TRY(cudaMalloc(&f.dBlockCols,
+                         sizeof(int32_t) * 8 * std::max(1, totalBlocks)));
+  AUTODDL_TRY(
+      cudaMalloc(&f.dBlockMask, sizeof(uint64_t) * std::max(1, totalBlocks)));
+  AUTODDL_TRY(cudaMalloc(&f.dBlockVals, eb * 64 * std::max(1, totalBlocks)));
+  AUTODDL_TRY(
+      cudaMalloc(&f.dEntColRow, sizeof(int32_t) * std::max(1, totalCuda)));
+  AUTODDL_TRY(cudaMalloc(&f.dEntVals, eb * std::max(1, totalCuda)));
+  AUTODDL_TRY(cudaMemsetAsync(f.dBlockCols, 0xff,
+                              sizeof(int32_t) * 8 * totalBlocks, stream));
+  AUTODDL_TRY(
+      cudaMemsetAsync(f.dBlockMask, 0, sizeof(uint64_t) * totalBlocks, stream));
+  AUTODDL_TRY(cudaMemsetAsync(f.dBlockVals, 0, eb * 64 * totalBlocks, stream));
+  if (numWindows > 0)
+    partFillKernel<<<gridFor(numWindows, 256), 256, 0, stream>>>(
+        numWindows, numBlocks, numCuda, blockStart, cudaStart, partStart,
+        splitSlot, isSplit, partBlocks, f.dParts, f.dSplitWindows);
+  AUTODDL_TRY(cudaGetLastError());
+  if (n > 0)
+    scatterKernel<<<gridFor(n, 256), 256, 0, stream>>>(
+        n, dtype, keys, vals, head, vecIdIncl, entStart, vecStart, numBlocks,
+        blockStart, cudaStart, f.dBlockCols,
+        reinterpret_cast<unsigned long long *>(f.dBlockMask), f.dBlockVals,
+        f.dEntColRow, f.dEntVals);
+  AUTODDL_TRY(cudaGetLastError());
+  // Count tensor-core windows for reporting.
+  {
+    std::vector<int32_t> hostBlocks(numWindows);
+    AUTODDL_TRY(cudaMemcpyAsync(hostBlocks.data(), numBlocks,
+                                sizeof(int32_t) * numWindows,
+                                cudaMemcpyDeviceToHost, stream));
+    AUTODDL_TRY(cudaStreamSynchronize(stream));
+    f.numTcWindows = int32_t(std::count_if(hostBlocks.begin(), hostBlocks.end(),
+                                           [](int32_t b) { return b > 0; }));
+  }
+  out = std::move(f);
+  return cudaSuccess;
+}
+
+cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
+                               const void *dEntVals,
+                               std::vector<DecodedEntry> &out,
+                               const std::vector<int32_t> *onlyWindows) {
+  out.clear();
+  const size_t eb = dataTypeBytes(a.dtype);
+  AUTODDL_TRY(cudaDeviceSynchronize());
+  std::vector<WindowPart> parts(a.numParts);
+  if (!parts.empty())
+    AUTODDL_TRY(cudaMemcpy(parts.data(), a.dParts,
+                           parts.size() * sizeof(WindowPart),
+                           cudaMemcpyDeviceToHost));
+  auto value = [&](const uint8_t *p) -> double {
+    if (a.dtype == DataType::F32) {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    if (a.dtype == DataType::F16)
+      return double(__half2float(__ushort_as_half(bits)));
+    const uint32_t wide = uint32_t(bits) << 16;
+    float v;
+    std::memcpy(&v, &wide, 4);
+    return v;
+  };
+  std::vector<int32_t> cols, colRow;
+  std::vector<uint64_t> mask;
+  std::vector<uint8_t> vals;
+  for (const WindowPart &p : parts) {
+    if (onlyWindows &&
+        !std::binary_search(onlyWindows->begin(), onlyWindows->end(), p.window))
+      continue;
+    const int32_t row0 = p.window * 8;
+    const size_t count = size_t(p.end - p.begin);
+    if (count == 0)
+      continue;
+    if (p.flags & 1) {
+      colRow.resize(count);
+      vals.resize(count * eb);
+      AUTODDL_TRY(cudaMemcpy(colRow.data(), a.dEntColRow + p.begin, count * 4,
+                             cudaMemcpyDeviceToHost));
+      AUTODDL_TRY(cudaMemcpy(
+          vals.data(), static_cast<const uint8_t *>(dEntVals) + p.begin * eb,
+          count * eb, cudaMemcpyDeviceToHost));
+      for (size_t e = 0; e < count; ++e)
+        out.push_back(
+            {row0 + (colRow[e] & 7), colRow[e] >> 3, value(&vals[e * eb])});
+      continue;
+    }
+    cols.resize(count * 8);
+    mask.resize(count);
+    vals.resize(count * 64 * eb);
+    AUTODDL_TRY(cudaMemcpy(cols.data(), a.dBlockCols + size_t(p.begin) * 8,
+                           count * 32, cudaMemcpyDeviceToHost));
+    AUTODDL_TRY(cudaMemcpy(mask.data(), a.dBlockMask + p.begin, count * 8,
+                           cudaMemcpyDeviceToHost));
+    AUTODDL_TRY(cudaMemcpy(vals.data(),
+                           static_cast<const uint8_t *>(dBlockVals) +
+                               size_t(p.begin) * 64 * eb,
+                           count * 64 * eb, cudaMemcpyDeviceToHost));
+    for (size_t b = 0; b < count; ++b)
+      for (int r = 0; r < 8; ++r)
+        for (int s = 0; s < 8; ++s)
+          if (mask[b] >> (r * 8 + s) & 1) {
+            const int pos = a.dtype == DataType::F32
+                                ? r * 8 + (s % 4) * 2 + s / 4
+                                : r * 8 + s;
+            out.push_back(
+                {row0 + r, cols[b * 8 + s], value(&vals[(b * 64 + pos) * eb])});
+          }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const DecodedEntry &x, const DecodedEntry &y) {
+              return x.row != y.row ? x.row < y.row : x.col < y.col;
+            });
+  return cudaSuccess;
+}
+
+} // namespace autoddl::sparse::cuda

@@ -1,0 +1,131 @@
+// Tensor-core SpMM / SDDMM for Hopper (sm_90) on 8-row windows: the host API.
+//
+// Format ("W8", docs/sparse-kernels.md): rows are grouped into windows of 8.
+// Within a window every distinct column is one 8x1 vector. A window whose
+// vectors are full enough (nnz >= fillThreshold * vectors) goes to the
+// tensor-core path: its vectors are packed 8 to a block, each block stores 8
+// column indices, a 64-bit occupancy mask and 64 values laid out in the order
+// the m16n8k8 mma consumes its B operand (swap-and-transpose: the sparse block
+// is the mma's B, the gathered dense rows its A). Other windows go to the
+// CUDA-core path as a list of (column << 3 | row-in-window, value) entries.
+// Work is cut into parts of at most partBlocks blocks (8 * partBlocks entries)
+// for load balance; windows cut into several parts accumulate through fp32
+// atomics into a workspace.
+//
+// Plain C++ header (CUDA runtime API types only) so C++ tests and the CPU side
+// can include it. Limits: rows, cols < 2^28; nnz < 2^31. All pointers named d*
+// are device pointers.
+#ifndef AUTODDL_BACKENDS_CUDA_SPARSE_WINDOWFORMAT_H
+#define AUTODDL_BACKENDS_CUDA_SPARSE_WINDOWFORMAT_H
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+#include <vector>
+
+namespace autoddl::sparse::cuda {
+
+/// Element type of values and dense operands. F32 runs on TF32 tensor cores
+/// (inputs rounded to nearest TF32), F16 and BF16 on half-precision tensor
+/// cores; all accumulate in fp32.
+enum class DataType { F32, F16, BF16 };
+
+size_t dataTypeBytes(DataType t);
+const char *dataTypeName(DataType t);
+
+struct PreprocessOptions {
+  /// A window goes to tensor cores when nnz >= fillThreshold * (distinct
+  /// columns). 0 sends every window there; a huge value sends every window to
+  /// CUDA cores.
+  float fillThreshold = 1.5f;
+  /// Blocks per part (entries per CUDA-core part are 8x this); 0 picks it from
+  /// the matrix.
+  int32_t partBlocks = 0;
+};
+
+/// One unit of work for one warp: blocks [begin, end) of a tensor-core window
+/// or entries [begin, end) of a CUDA-core window.
+struct WindowPart {
+  int32_t begin;
+  int32_t end;
+  int32_t window;
+  int32_t flags; // bit 0: CUDA-core part; bits 1..: split slot + 1 (0: window
+                 // not split)
+};
+
+/// The W8 format of one sparse matrix on the device. Owns its device memory.
+struct WindowFormat {
+  DataType dtype = DataType::F32;
+  int32_t rows = 0, cols = 0;
+  int64_t nnz = 0; // distinct stored entries after merging duplicates
+  int32_t numWindows = 0, numParts = 0, numSplitWindows = 0;
+  int32_t numBlocks = 0, numTcWindows = 0;
+  int64_t numVectors = 0, numTcEntries = 0, numCudaEntries = 0;
+  int32_t partBlocks = 0;
+  float fillThreshold = 0;
+
+  WindowPart *dParts = nullptr;
+  int32_t *dSplitWindows = nullptr; // split slot -> window
+  int32_t *dBlockCols = nullptr;    // numBlocks * 8, -1 for padding
+  uint64_t *dBlockMask = nullptr;   // numBlocks, bit (row * 8 + slot)
+  void *dBlockVals = nullptr;    // numBlocks * 64 values, mma B-fragment order
+  int32_t *dEntColRow = nullptr; // numCudaEntries, col << 3 | row-in-window
+  void *dEntVals = nullptr;      // numCudaEntries values
+
+  WindowFormat() = default;
+  WindowFormat(const WindowFormat &) = delete;
+  WindowFormat &operator=(const WindowFormat &) = delete;
+  WindowFormat(WindowFormat &&other) noexcept;
+  WindowFormat &operator=(WindowFormat &&other) noexcept;
+  ~WindowFormat();
+  void release();
+};
+
+/// Builds the W8 format from a CSR matrix on the device (entirely on the GPU:
+/// radix sort, merge of duplicates, scans). dVal holds nnz values of `dtype`,
+/// or is null for an all-ones pattern. Column indices must lie in [0, cols); a
+/// bad index returns cudaErrorInvalidValue.
+cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnz,
+                              const int32_t *dRowPtr, const int32_t *dColIdx,
+                              const void *dVal, DataType dtype,
+                              const PreprocessOptions &options,
+                              WindowFormat &out, cudaStream_t stream = 0);
+
+/// Bytes of fp32 workspace spmm needs for feature width n.
+size_t spmmWorkspaceBytes(const WindowFormat &a, int64_t n);
+
+/// Y = A * X on tensor cores (and CUDA cores for sparse windows). X is a.cols x
+/// n row-major with leading dimension ldx (elements), Y is a.rows x n with ldy;
+/// both of a.dtype. Every element of Y[:, :n] is written. dWorkspace:
+/// spmmWorkspaceBytes(a, n) bytes (may be null when that is 0).
+cudaError_t spmm(const WindowFormat &a, const void *dX, int64_t n, int64_t ldx,
+                 void *dY, int64_t ldy, void *dWorkspace,
+                 cudaStream_t stream = 0);
+
+/// SDDMM on the pattern of `mask`: for each stored entry (i, j), dot(X[i, :k],
+/// Y[j, :k]). X is mask.rows x k (ldx), Y is mask.cols x k (ldy), both of
+/// mask.dtype. The results are written in the format's own value layout:
+/// dOutBlockVals (numBlocks * 64, zero where the block has no entry) and
+/// dOutEntVals (numCudaEntries) — pass mask.dBlockVals and mask.dEntVals to
+/// turn the mask into the sampled matrix that spmm consumes directly.
+cudaError_t sddmm(const WindowFormat &mask, const void *dX, int64_t ldx,
+                  const void *dY, int64_t ldy, int64_t k, void *dOutBlockVals,
+                  void *dOutEntVals, cudaStream_t stream = 0);
+
+/// One stored entry read back from the device, for checks.
+struct DecodedEntry {
+  int32_t row, col;
+  double value;
+};
+
+/// Reads the entries of `a` back to the host, with values taken from the given
+/// arrays (in the format's layout; pass a.dBlockVals / a.dEntVals for the
+/// matrix's own values). Sorted by (row, col). onlyWindows: when given, only
+/// the entries of these windows (sorted ids).
+cudaError_t
+decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
+                   const void *dEntVals, std::vector<DecodedEntry> &out,
+                   const std::vector<int32_t> *onlyWindows = nullptr);
+
+} // namespace autoddl::sparse::cuda
+
+#endif // AUTODDL_BACKENDS_CUDA_SPARSE_WINDOWFORMAT_H

@@ -1,0 +1,783 @@
+// SpMM / SDDMM benchmark: W8 tensor-core kernels (backends/cuda/sparse) against
+// cuSPARSE on the graph suite of Graphs.h. For every graph, precision and width
+// it first checks the result against an fp64 CPU reference
+// (backends/cpu/sparse) on fresh random values, then times both (CUDA events,
+// median after warm-up) and writes one JSON case.
+//
+// Usage: spmm_bench --data DIR --out FILE [--quick] [--sweep] [--threshold T]
+// [--widths a,b]
+#include "backends/cpu/sparse/SparseReference.h"
+#include "backends/cuda/sparse/WindowFormat.h"
+#include "bench/spmm/BenchCommon.h"
+#include "bench/spmm/CusparseBaseline.h"
+#include "bench/spmm/Graphs.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <map>
+#include <string>
+#include <vector>
+
+#ifndef AUTODDL_NVCC_VERSION
+#define AUTODDL_NVCC_VERSION "unknown"
+#endif
+
+using namespace autoddl;
+using namespace autoddl::bench;
+using sparse::cuda::DataType;
+
+namespace {
+
+struct Options {
+  std::string dataDir = "bench/spmm/data";
+  std::string out = "sparse_h200.json";
+  bool quick = false, sweep = false;
+  float threshold = 1.5f;
+  std::vector<int> widths = {32, 64, 128, 256};
+};
+
+cudaDataType cudaType(DataType t) {
+  return t == DataType::F32   ? CUDA_R_32F
+         : t == DataType::F16 ? CUDA_R_16F
+                              : CUDA_R_16BF;
+}
+
+/// The value a float takes once stored as `t` (what both the GPU and the
+/// reference see).
+double roundTo(DataType t, float v) {
+  if (t == DataType::F16)
+    return double(__half2float(__float2half_rn(v)));
+  if (t == DataType::BF16)
+    return double(__bfloat162float(__float2bfloat16_rn(v)));
+  return double(v);
+}
+
+__global__ void fillKernel(DataType t, uint64_t seed, int64_t count,
+                           void *out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count)
+    return;
+  const float v = uniformSym(seed, i);
+  if (t == DataType::F32)
+    static_cast<float *>(out)[i] = v;
+  else if (t == DataType::F16)
+    static_cast<__half *>(out)[i] = __float2half_rn(v);
+  else
+    static_cast<__nv_bfloat16 *>(out)[i] = __float2bfloat16_rn(v);
+}
+
+/// Counts elements that are not finite (poisoned outputs left unwritten show up
+/// as NaN).
+__global__ void nonFiniteKernel(DataType t, int64_t count, const void *p,
+                                unsigned long long *bad) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count)
+    return;
+  float v;
+  if (t == DataType::F32)
+    v = static_cast<const float *>(p)[i];
+  else if (t == DataType::F16)
+    v = __half2float(static_cast<const __half *>(p)[i]);
+  else
+    v = __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  if (!isfinite(v))
+    atomicAdd(bad, 1ull);
+}
+
+void *deviceRandom(DataType t, uint64_t seed, int64_t count) {
+  void *p;
+  CUDA_CHECK(cudaMalloc(&p, std::max<int64_t>(count, 1) *
+                                sparse::cuda::dataTypeBytes(t)));
+  if (count > 0)
+    fillKernel<<<unsigned((count + 255) / 256), 256>>>(t, seed, count, p);
+  CUDA_CHECK(cudaGetLastError());
+  return p;
+}
+
+uint64_t countNonFinite(DataType t, int64_t count, const void *p) {
+  unsigned long long *d, h = 0;
+  CUDA_CHECK(cudaMalloc(&d, 8));
+  CUDA_CHECK(cudaMemset(d, 0, 8));
+  if (count > 0)
+    nonFiniteKernel<<<unsigned((count + 255) / 256), 256>>>(t, count, p, d);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaMemcpy(&h, d, 8, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaFree(d));
+  return h;
+}
+
+double readAsDouble(DataType t, const uint8_t *p) {
+  if (t == DataType::F32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  if (t == DataType::F16)
+    return double(__half2float(__ushort_as_half(bits)));
+  const uint32_t wide = uint32_t(bits) << 16;
+  float v;
+  std::memcpy(&v, &wide, 4);
+  return v;
+}
+
+/// Median of CUDA-event timings after warm-up; repetitions sized to ~200 ms of
+/// work.
+double medianMs(const std::function<void()> &run) {
+  cudaEvent_t a, b;
+  CUDA_CHECK(cudaEventCreate(&a));
+  CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i)
+    run();
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaEventRecord(a));
+  run();
+  CUDA_CHECK(cudaEventRecord(b));
+  CUDA_CHECK(cudaEventSynchronize(b));
+  float first = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&first, a, b));
+  const int reps = std::clamp(int(200.0 / std::max(first, 1e-3f)), 7, 51);
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; ++i) {
+    CUDA_CHECK(cudaEventRecord(a));
+    run();
+    CUDA_CHECK(cudaEventRecord(b));
+    CUDA_CHECK(cudaEventSynchronize(b));
+    CUDA_CHECK(cudaEventElapsedTime(&t[i], a, b));
+  }
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaEventDestroy(a));
+  CUDA_CHECK(cudaEventDestroy(b));
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  return t[reps / 2];
+}
+
+/// Error-bound constants (docs/sparse-kernels.md §Error bounds): per output
+/// element |got - ref| <= 2 * (inputRel + terms * 2^-24) * sum|a||x| +
+/// outputRel * |ref|.
+struct Bound {
+  double inputRel, outputRel;
+};
+Bound boundFor(DataType t) {
+  if (t ==
+      DataType::F32) // both operands rounded to nearest TF32 (10-bit mantissa)
+    return {2 * std::ldexp(1.0, -11), std::ldexp(1.0, -24)};
+  if (t == DataType::F16) // products exact in fp32; output rounded to fp16
+    return {0, std::ldexp(1.0, -11)};
+  return {0, std::ldexp(1.0, -8)};
+}
+
+struct CheckResult {
+  double maxBoundRatio =
+      0;             // max |err| / bound over checked elements (<= 1 passes)
+  double relErr = 0; // ||got - ref||_F / ||ref||_F over checked elements
+  int64_t checked = 0;
+  uint64_t nonFinite = 0;
+  bool patternOk = true;
+  bool passed() const {
+    return patternOk && nonFinite == 0 && maxBoundRatio <= 1.0;
+  }
+};
+
+struct HostGraph {
+  std::vector<int32_t> rowPtr, col;
+  std::vector<int32_t>
+      checkWindows; // sorted window ids whose rows are verified
+};
+
+/// Windows to verify: all for small graphs, else 64 random ones plus the
+/// max-degree row's.
+std::vector<int32_t> pickWindows(const HostGraph &h, int32_t rows,
+                                 uint64_t seed) {
+  const int32_t windows = (rows + 7) / 8;
+  std::vector<int32_t> w;
+  if (rows <= 65536) {
+    for (int32_t i = 0; i < windows; ++i)
+      w.push_back(i);
+    return w;
+  }
+  int32_t hub = 0;
+  for (int32_t r = 0; r < rows; ++r)
+    if (h.rowPtr[r + 1] - h.rowPtr[r] > h.rowPtr[hub + 1] - h.rowPtr[hub])
+      hub = r;
+  w.push_back(hub / 8);
+  for (int i = 0; i < 64; ++i)
+    w.push_back(int32_t(mixBits(seed, i) % uint64_t(windows)));
+  std::sort(w.begin(), w.end());
+  w.erase(std::unique(w.begin(), w.end()), w.end());
+  return w;
+}
+
+/// Checks Y (device, rows x n) on the check windows against the fp64 reference.
+CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
+                      uint64_t seedA, uint64_t seedX, int64_t n,
+                      const void *dY) {
+  CheckResult res;
+  res.nonFinite = countNonFinite(t, int64_t(rows) * n, dY);
+  const size_t eb = sparse::cuda::dataTypeBytes(t);
+  // Sub-problem: the check rows, their columns renumbered densely.
+  sparse::CsrMatrix<double> sub;
+  std::vector<int32_t> subRows, colMap;
+  std::map<int32_t, int32_t> colIndex;
+  sub.rowPtr.push_back(0);
+  for (int32_t w : h.checkWindows)
+    for (int32_t r = w * 8; r < std::min(rows, w * 8 + 8); ++r) {
+      subRows.push_back(r);
+      for (int32_t e = h.rowPtr[r]; e < h.rowPtr[r + 1]; ++e) {
+        auto it = colIndex.emplace(h.col[e], int32_t(colMap.size()));
+        if (it.second)
+          colMap.push_back(h.col[e]);
+        sub.colIdx.push_back(it.first->second);
+        sub.values.push_back(roundTo(t, uniformSym(seedA, e)));
+      }
+      sub.rowPtr.push_back(int32_t(sub.colIdx.size()));
+    }
+  sub.rows = int32_t(subRows.size());
+  sub.cols = int32_t(colMap.size());
+  std::vector<double> x(colMap.size() * n);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < int64_t(colMap.size()); ++c)
+    for (int64_t f = 0; f < n; ++f)
+      x[c * n + f] = roundTo(t, uniformSym(seedX, int64_t(colMap[c]) * n + f));
+  std::vector<double> ref(subRows.size() * n), absb(subRows.size() * n);
+  std::vector<int32_t> all(subRows.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    all[i] = int32_t(i);
+  sparse::spmmReference(sub, x.data(), n, n, ref.data(), n);
+  sparse::spmmAbsBoundRows(sub, x.data(), n, n, all, absb.data());
+  std::vector<uint8_t> got(subRows.size() * n * eb);
+  for (size_t i = 0; i < subRows.size(); ++i)
+    CUDA_CHECK(cudaMemcpy(got.data() + i * n * eb,
+                          static_cast<const uint8_t *>(dY) +
+                              size_t(subRows[i]) * n * eb,
+                          n * eb, cudaMemcpyDeviceToHost));
+  const Bound b = boundFor(t);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < subRows.size(); ++i) {
+    const int64_t deg = sub.rowPtr[i + 1] - sub.rowPtr[i];
+    for (int64_t f = 0; f < n; ++f) {
+      const size_t k = i * n + f;
+      const double g = readAsDouble(t, got.data() + k * eb);
+      const double err = std::abs(g - ref[k]);
+      const double bound =
+          2 * (b.inputRel + double(deg + 1) * std::ldexp(1.0, -24)) * absb[k] +
+          b.outputRel * std::abs(ref[k]);
+      res.maxBoundRatio =
+          std::max(res.maxBoundRatio,
+                   bound > 0 ? err / bound : (err > 0 ? INFINITY : 0));
+      if (!std::isfinite(g))
+        res.maxBoundRatio = INFINITY;
+      num += err * err, den += ref[k] * ref[k];
+      ++res.checked;
+    }
+  }
+  res.relErr = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return res;
+}
+
+/// Checks SDDMM output (format layout) on the check windows against the fp64
+/// reference.
+CheckResult checkSddmm(const HostGraph &h, int32_t rows,
+                       const sparse::cuda::WindowFormat &fmt, uint64_t seedX,
+                       uint64_t seedY, int64_t k, const void *outBlock,
+                       const void *outEnt) {
+  const DataType t = fmt.dtype;
+  CheckResult res;
+  res.nonFinite = countNonFinite(t, int64_t(fmt.numBlocks) * 64, outBlock) +
+                  countNonFinite(t, fmt.numCudaEntries, outEnt);
+  std::vector<sparse::cuda::DecodedEntry> dec;
+  CUDA_CHECK(sparse::cuda::decodeWindowFormat(fmt, outBlock, outEnt, dec,
+                                              &h.checkWindows));
+  // The pattern must be exactly the graph's entries of those windows.
+  size_t expected = 0;
+  for (int32_t w : h.checkWindows)
+    expected += h.rowPtr[std::min(rows, w * 8 + 8)] - h.rowPtr[w * 8];
+  if (dec.size() != expected)
+    res.patternOk = false;
+  // Reference through the CPU SDDMM on the decoded pattern, rows/cols
+  // renumbered.
+  sparse::CsrMatrix<double> mask;
+  std::map<int32_t, int32_t> rowIndex, colIndex;
+  std::vector<int32_t> rowMap, colMap;
+  for (const auto &d : dec) {
+    if (rowIndex.emplace(d.row, int32_t(rowMap.size())).second)
+      rowMap.push_back(d.row);
+    if (colIndex.emplace(d.col, int32_t(colMap.size())).second)
+      colMap.push_back(d.col);
+  }
+  mask.rows = int32_t(rowMap.size());
+  mask.cols = int32_t(colMap.size());
+  mask.rowPtr.assign(mask.rows + 1, 0);
+  size_t di = 0;
+  for (int32_t r = 0; r < mask.rows; ++r) {
+    // Pattern check per row against the host CSR.
+    const int32_t row = rowMap[r];
+    int32_t e = h.rowPtr[row];
+    for (; di < dec.size() && dec[di].row == row; ++di, ++e) {
+      if (e >= h.rowPtr[row + 1] || h.col[e] != dec[di].col)
+        res.patternOk = false;
+      mask.colIdx.push_back(colIndex[dec[di].col]);
+    }
+    mask.rowPtr[r + 1] = int32_t(mask.colIdx.size());
+  }
+  std::vector<double> x(rowMap.size() * k), y(colMap.size() * k);
+  for (size_t i = 0; i < rowMap.size(); ++i)
+    for (int64_t f = 0; f < k; ++f)
+      x[i * k + f] = roundTo(t, uniformSym(seedX, int64_t(rowMap[i]) * k + f));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < int64_t(colMap.size()); ++i)
+    for (int64_t f = 0; f < k; ++f)
+      y[i * k + f] = roundTo(t, uniformSym(seedY, int64_t(colMap[i]) * k + f));
+  std::vector<double> ref(mask.colIdx.size());
+  sparse::sddmmReference(mask, x.data(), k, y.data(), k, k, ref.data());
+  // sum |x||y| per entry for the bound.
+  std::vector<double> ax(x.size()), ay(y.size()), absb(ref.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ax[i] = std::abs(x[i]);
+  for (size_t i = 0; i < y.size(); ++i)
+    ay[i] = std::abs(y[i]);
+  sparse::sddmmReference(mask, ax.data(), k, ay.data(), k, k, absb.data());
+  const Bound b = boundFor(t);
+  double num = 0, den = 0;
+  for (size_t e = 0; e < ref.size(); ++e) {
+    const double g = dec[e].value;
+    const double err = std::abs(g - ref[e]);
+    const double bound =
+        2 * (b.inputRel + double(k + 1) * std::ldexp(1.0, -24)) * absb[e] +
+        b.outputRel * std::abs(ref[e]);
+    res.maxBoundRatio = std::max(
+        res.maxBoundRatio, bound > 0 ? err / bound : (err > 0 ? INFINITY : 0));
+    if (!std::isfinite(g))
+      res.maxBoundRatio = INFINITY;
+    num += err * err, den += ref[e] * ref[e];
+    ++res.checked;
+  }
+  res.relErr = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return res;
+}
+
+struct Case {
+  std::string graph, op, precision, cusparseAlg, cusparseNote,
+      cusparsePrecision;
+  int64_t width = 0, nnz = 0;
+  int32_t rows = 0;
+  double ms = 0, cusparseMs = 0, gflops = 0, cusparseGflops = 0, speedup = 0;
+  double preprocessMs = 0;
+  CheckResult check;
+};
+
+std::string jsonEscape(const std::string &s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+double geomean(const std::vector<double> &v) {
+  if (v.empty())
+    return 0;
+  double s = 0;
+  for (double x : v)
+    s += std::log(x);
+  return std::exp(s / double(v.size()));
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "spmm_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--data")
+      opt.dataDir = next();
+    else if (a == "--out")
+      opt.out = next();
+    else if (a == "--quick")
+      opt.quick = true;
+    else if (a == "--sweep")
+      opt.sweep = true;
+    else if (a == "--threshold")
+      opt.threshold = std::stof(next());
+    else if (a == "--widths") {
+      opt.widths.clear();
+      std::string w = next();
+      for (size_t p = 0; p < w.size();) {
+        size_t q = w.find(',', p);
+        opt.widths.push_back(std::stoi(w.substr(p, q - p)));
+        p = q == std::string::npos ? w.size() : q + 1;
+      }
+    } else {
+      std::fprintf(stderr, "spmm_bench: unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  int runtimeVersion = 0, driverVersion = 0;
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtimeVersion));
+  CUDA_CHECK(cudaDriverGetVersion(&driverVersion));
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+  std::vector<Case> cases;
+  std::vector<std::string> graphJson;
+  const auto specs = benchSuite(opt.dataDir, opt.quick || opt.sweep);
+  uint64_t seed = 0x5eed0000;
+  for (const GraphSpec &spec : specs) {
+    DeviceGraph g = makeGraph(spec, ++seed);
+    HostGraph h;
+    h.rowPtr.resize(g.rows + 1);
+    h.col.resize(g.nnz);
+    CUDA_CHECK(cudaMemcpy(h.rowPtr.data(), g.rowPtr, 4 * h.rowPtr.size(),
+                          cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h.col.data(), g.col, 4 * h.col.size(),
+                          cudaMemcpyDeviceToHost));
+    h.checkWindows = pickWindows(h, g.rows, seed);
+    int32_t maxDeg = 0;
+    for (int32_t r = 0; r < g.rows; ++r)
+      maxDeg = std::max(maxDeg, h.rowPtr[r + 1] - h.rowPtr[r]);
+    std::printf(
+        "\n== %s: %d rows, %lld nnz (max degree %d), generated in %.2f s; %s\n",
+        g.name.c_str(), g.rows, (long long)g.nnz, maxDeg, g.generateSeconds,
+        g.params.c_str());
+    std::string gj;
+    {
+      char buf[1024];
+      std::snprintf(
+          buf, sizeof buf,
+          "{\"name\": \"%s\", \"kind\": \"%s\", \"rows\": %d, \"nnz\": %lld, "
+          "\"max_degree\": %d, \"params\": \"%s\", \"formats\": [",
+          g.name.c_str(), g.kind.c_str(), g.rows, (long long)g.nnz, maxDeg,
+          jsonEscape(g.params).c_str());
+      gj = buf;
+    }
+    const std::vector<DataType> dtypes = {DataType::F32, DataType::F16,
+                                          DataType::BF16};
+    bool firstFormat = true;
+    for (DataType t : dtypes) {
+      const uint64_t seedA = mixBits(seed, 100 + int(t));
+      void *vals = deviceRandom(t, seedA, g.nnz);
+      sparse::cuda::PreprocessOptions popt;
+      popt.fillThreshold = opt.threshold;
+      sparse::cuda::WindowFormat fmt;
+      double preMs = 0;
+      for (int rep = 0; rep < 2;
+           ++rep) { // second build timed: first pays lazy loading
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const auto s0 = std::chrono::steady_clock::now();
+        CUDA_CHECK(sparse::cuda::buildWindowFormat(
+            g.rows, g.rows, g.nnz, g.rowPtr, g.col, vals, t, popt, fmt));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        preMs = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - s0)
+                    .count();
+      }
+      {
+        char buf[512];
+        std::snprintf(
+            buf, sizeof buf,
+            "%s{\"precision\": \"%s\", \"preprocess_ms\": %.3f, \"windows\": "
+            "%d, "
+            "\"tc_windows\": %d, \"blocks\": %d, \"vectors\": %lld, "
+            "\"tc_entries\": %lld, \"cuda_entries\": %lld, \"parts\": %d, "
+            "\"split_windows\": %d, \"part_blocks\": %d, \"fill_threshold\": "
+            "%g}",
+            firstFormat ? "" : ", ", sparse::cuda::dataTypeName(t), preMs,
+            fmt.numWindows, fmt.numTcWindows, fmt.numBlocks,
+            (long long)fmt.numVectors, (long long)fmt.numTcEntries,
+            (long long)fmt.numCudaEntries, fmt.numParts, fmt.numSplitWindows,
+            fmt.partBlocks, fmt.fillThreshold);
+        gj += buf;
+        firstFormat = false;
+      }
+      std::printf(
+          "  %s: preprocess %.2f ms; %d/%d windows on tensor cores, %d blocks "
+          "(%.1f%% of their 64 slots filled), %lld CUDA-core entries, %d "
+          "parts, "
+          "%d split\n",
+          sparse::cuda::dataTypeName(t), preMs, fmt.numTcWindows,
+          fmt.numWindows, fmt.numBlocks,
+          fmt.numBlocks
+              ? 100.0 * double(fmt.numTcEntries) / (64.0 * fmt.numBlocks)
+              : 0.0,
+          (long long)fmt.numCudaEntries, fmt.numParts, fmt.numSplitWindows);
+      if (opt.sweep && t != DataType::BF16) {
+        for (float thr : {0.0f, 1.25f, 1.5f, 2.0f, 3.0f, 1e9f}) {
+          sparse::cuda::PreprocessOptions so;
+          so.fillThreshold = thr;
+          sparse::cuda::WindowFormat f2;
+          CUDA_CHECK(sparse::cuda::buildWindowFormat(
+              g.rows, g.rows, g.nnz, g.rowPtr, g.col, vals, t, so, f2));
+          for (int n : {32, 128}) {
+            void *x = deviceRandom(t, 7, int64_t(g.rows) * n);
+            void *y;
+            CUDA_CHECK(cudaMalloc(&y, int64_t(g.rows) * n *
+                                          sparse::cuda::dataTypeBytes(t)));
+            void *ws = nullptr;
+            if (size_t b = sparse::cuda::spmmWorkspaceBytes(f2, n))
+              CUDA_CHECK(cudaMalloc(&ws, b));
+            const double ms = medianMs(
+                [&] { CUDA_CHECK(sparse::cuda::spmm(f2, x, n, n, y, n, ws)); });
+            std::printf("    sweep threshold %-6g N=%-3d: %8.3f ms  %7.0f "
+                        "GFLOP/s (tc windows %d/%d)\n",
+                        thr, n, ms, 2.0 * g.nnz * n / ms * 1e-6,
+                        f2.numTcWindows, f2.numWindows);
+            CUDA_CHECK(cudaFree(x));
+            CUDA_CHECK(cudaFree(y));
+            if (ws)
+              CUDA_CHECK(cudaFree(ws));
+          }
+        }
+      }
+      for (int n : opt.widths) {
+        // --- SpMM ---
+        {
+          const uint64_t seedX = mixBits(seed, 1000 + n * 8 + int(t));
+          void *x = deviceRandom(t, seedX, int64_t(g.rows) * n);
+          void *y, *yc;
+          const size_t ybytes =
+              int64_t(g.rows) * n * sparse::cuda::dataTypeBytes(t);
+          CUDA_CHECK(cudaMalloc(&y, ybytes));
+          CUDA_CHECK(cudaMalloc(&yc, ybytes));
+          void *ws = nullptr;
+          if (size_t b = sparse::cuda::spmmWorkspaceBytes(fmt, n))
+            CUDA_CHECK(cudaMalloc(&ws, b));
+          CUDA_CHECK(cudaMemset(y, 0xff, ybytes)); // NaN poison
+          CUDA_CHECK(sparse::cuda::spmm(fmt, x, n, n, y, n, ws));
+          CUDA_CHECK(cudaDeviceSynchronize());
+          Case c;
+          c.graph = g.name, c.op = "spmm",
+          c.precision = sparse::cuda::dataTypeName(t);
+          c.width = n, c.nnz = g.nnz, c.rows = g.rows, c.preprocessMs = preMs;
+          c.check = checkSpmm(h, g.rows, t, seedA, seedX, n, y);
+          c.ms = medianMs(
+              [&] { CUDA_CHECK(sparse::cuda::spmm(fmt, x, n, n, y, n, ws)); });
+          BaselineResult base =
+              cusparseSpmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, vals,
+                           cudaType(t), x, n, yc, medianMs);
+          c.cusparsePrecision = c.precision;
+          if (!base.ok && t != DataType::F32) {
+            // cuSPARSE lacks this precision: compare with its fp32 path, what a
+            // user would run.
+            void *vf = deviceRandom(DataType::F32, seedA, g.nnz);
+            void *xf = deviceRandom(DataType::F32, seedX, int64_t(g.rows) * n);
+            void *yf;
+            CUDA_CHECK(cudaMalloc(&yf, int64_t(g.rows) * n * 4));
+            const std::string note = base.note;
+            base = cusparseSpmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, vf,
+                                CUDA_R_32F, xf, n, yf, medianMs);
+            base.note = note + " -> fp32 baseline";
+            c.cusparsePrecision = "fp32";
+            CUDA_CHECK(cudaFree(vf));
+            CUDA_CHECK(cudaFree(xf));
+            CUDA_CHECK(cudaFree(yf));
+          }
+          c.cusparseMs = base.ok ? base.ms : 0;
+          c.cusparseAlg = base.algorithm, c.cusparseNote = base.note;
+          c.gflops = 2.0 * double(g.nnz) * n / c.ms * 1e-6;
+          c.cusparseGflops =
+              base.ok ? 2.0 * double(g.nnz) * n / base.ms * 1e-6 : 0;
+          c.speedup = base.ok ? base.ms / c.ms : 0;
+          cases.push_back(c);
+          std::printf(
+              "  spmm  %-4s N=%-3d ours %8.3f ms %7.0f GF/s | cusparse(%s %s) "
+              "%8.3f ms "
+              "%7.0f GF/s | x%.2f | check %s (bound ratio %.3f, rel %.2e)\n",
+              c.precision.c_str(), n, c.ms, c.gflops,
+              c.cusparsePrecision.c_str(), c.cusparseAlg.c_str(), c.cusparseMs,
+              c.cusparseGflops, c.speedup, c.check.passed() ? "ok" : "FAILED",
+              c.check.maxBoundRatio, c.check.relErr);
+          CUDA_CHECK(cudaFree(x));
+          CUDA_CHECK(cudaFree(y));
+          CUDA_CHECK(cudaFree(yc));
+          if (ws)
+            CUDA_CHECK(cudaFree(ws));
+        }
+        // --- SDDMM (fp32 via TF32, and fp16) ---
+        if (t != DataType::BF16) {
+          const int64_t k = n;
+          const uint64_t seedX = mixBits(seed, 2000 + n * 8 + int(t));
+          const uint64_t seedY = mixBits(seed, 3000 + n * 8 + int(t));
+          void *x = deviceRandom(t, seedX, int64_t(g.rows) * k);
+          void *y = deviceRandom(t, seedY, int64_t(g.rows) * k);
+          const size_t eb = sparse::cuda::dataTypeBytes(t);
+          void *ob, *oe, *cv;
+          CUDA_CHECK(cudaMalloc(
+              &ob, std::max<size_t>(1, size_t(fmt.numBlocks) * 64 * eb)));
+          CUDA_CHECK(cudaMalloc(
+              &oe, std::max<size_t>(1, size_t(fmt.numCudaEntries) * eb)));
+          CUDA_CHECK(cudaMalloc(&cv, std::max<size_t>(1, size_t(g.nnz) * eb)));
+          CUDA_CHECK(cudaMemset(ob, 0xff, size_t(fmt.numBlocks) * 64 * eb));
+          CUDA_CHECK(cudaMemset(oe, 0xff, size_t(fmt.numCudaEntries) * eb));
+          CUDA_CHECK(sparse::cuda::sddmm(fmt, x, k, y, k, k, ob, oe));
+          CUDA_CHECK(cudaDeviceSynchronize());
+          Case c;
+          c.graph = g.name, c.op = "sddmm",
+          c.precision = sparse::cuda::dataTypeName(t);
+          c.width = k, c.nnz = g.nnz, c.rows = g.rows, c.preprocessMs = preMs;
+          c.check = checkSddmm(h, g.rows, fmt, seedX, seedY, k, ob, oe);
+          c.ms = medianMs([&] {
+            CUDA_CHECK(sparse::cuda::sddmm(fmt, x, k, y, k, k, ob, oe));
+          });
+          BaselineResult base =
+              cusparseSddmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, cv,
+                            cudaType(t), x, y, k, medianMs);
+          c.cusparsePrecision = c.precision;
+          if (!base.ok && t != DataType::F32) {
+            void *xf = deviceRandom(DataType::F32, seedX, int64_t(g.rows) * k);
+            void *yf = deviceRandom(DataType::F32, seedY, int64_t(g.rows) * k);
+            void *cf;
+            CUDA_CHECK(cudaMalloc(&cf, std::max<int64_t>(1, g.nnz) * 4));
+            const std::string note = base.note;
+            base = cusparseSddmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, cf,
+                                 CUDA_R_32F, xf, yf, k, medianMs);
+            base.note = note + " -> fp32 baseline";
+            c.cusparsePrecision = "fp32";
+            CUDA_CHECK(cudaFree(xf));
+            CUDA_CHECK(cudaFree(yf));
+            CUDA_CHECK(cudaFree(cf));
+          }
+          c.cusparseMs = base.ok ? base.ms : 0;
+          c.cusparseAlg = base.algorithm, c.cusparseNote = base.note;
+          c.gflops = 2.0 * double(g.nnz) * k / c.ms * 1e-6;
+          c.cusparseGflops =
+              base.ok ? 2.0 * double(g.nnz) * k / base.ms * 1e-6 : 0;
+          c.speedup = base.ok ? base.ms / c.ms : 0;
+          cases.push_back(c);
+          std::printf(
+              "  sddmm %-4s K=%-3lld ours %8.3f ms %7.0f GF/s | cusparse(%s "
+              "%s) %8.3f ms "
+              "%7.0f GF/s | x%.2f | check %s (bound ratio %.3f, rel %.2e)\n",
+              c.precision.c_str(), (long long)k, c.ms, c.gflops,
+              c.cusparsePrecision.c_str(), c.cusparseAlg.c_str(), c.cusparseMs,
+              c.cusparseGflops, c.speedup, c.check.passed() ? "ok" : "FAILED",
+              c.check.maxBoundRatio, c.check.relErr);
+          CUDA_CHECK(cudaFree(x));
+          CUDA_CHECK(cudaFree(y));
+          CUDA_CHECK(cudaFree(ob));
+          CUDA_CHECK(cudaFree(oe));
+          CUDA_CHECK(cudaFree(cv));
+        }
+        std::fflush(stdout);
+      }
+      CUDA_CHECK(cudaFree(vals));
+    }
+    gj += "]}";
+    graphJson.push_back(gj);
+    g.release();
+  }
+
+  // --- summary and JSON ---
+  std::map<std::string, std::vector<double>> groups;
+  double minSpeedup = INFINITY;
+  std::string minCase;
+  bool allPassed = true;
+  for (const Case &c : cases) {
+    allPassed = allPassed && c.check.passed();
+    if (c.speedup <= 0)
+      continue;
+    groups[c.op + "_" + c.precision].push_back(c.speedup);
+    groups[c.op].push_back(c.speedup);
+    if (c.speedup < minSpeedup) {
+      minSpeedup = c.speedup;
+      minCase = c.graph + " " + c.op + " " + c.precision + " " +
+                std::to_string(c.width);
+    }
+  }
+  FILE *f = std::fopen(opt.out.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "spmm_bench: cannot write %s\n", opt.out.c_str());
+    return 1;
+  }
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::fprintf(f, "{\n  \"date\": \"%s\",\n", date);
+  std::fprintf(f,
+               "  \"device\": {\"name\": \"%s\", \"sm\": \"%d.%d\", "
+               "\"multiprocessors\": %d, "
+               "\"l2_bytes\": %d, \"memory_bytes\": %zu},\n",
+               prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+               prop.l2CacheSize, prop.totalGlobalMem);
+  std::fprintf(f,
+               "  \"versions\": {\"cuda_runtime\": %d, \"cuda_driver\": %d, "
+               "\"cusparse\": "
+               "\"%s\", \"nvcc\": \"%s\"},\n",
+               runtimeVersion, driverVersion, cusparseVersionString().c_str(),
+               AUTODDL_NVCC_VERSION);
+  std::fprintf(
+      f,
+      "  \"method\": \"FLOPs 2*nnz*N (SpMM) and 2*nnz*K (SDDMM), nnz = stored "
+      "entries after merging duplicates; median of CUDA-event timings after 3 "
+      "warm-up runs; cuSPARSE: best of SpMM default/CSR_ALG2/CSR_ALG3 with "
+      "buffer sizing and preprocess outside the timed region; our "
+      "preprocessing "
+      "timed separately (preprocess_ms); results checked against an fp64 CPU "
+      "reference before timing\",\n");
+  std::fprintf(f, "  \"fill_threshold\": %g,\n", opt.threshold);
+  std::fprintf(f, "  \"graphs\": [\n");
+  for (size_t i = 0; i < graphJson.size(); ++i)
+    std::fprintf(f, "    %s%s\n", graphJson[i].c_str(),
+                 i + 1 < graphJson.size() ? "," : "");
+  std::fprintf(f, "  ],\n  \"cases\": [\n");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case &c = cases[i];
+    std::fprintf(
+        f,
+        "    {\"graph\": \"%s\", \"op\": \"%s\", \"precision\": \"%s\", "
+        "\"width\": %lld, "
+        "\"rows\": %d, \"nnz\": %lld, \"ms\": %.5f, \"gflops\": %.1f, "
+        "\"cusparse_ms\": %.5f, \"cusparse_gflops\": %.1f, "
+        "\"cusparse_algorithm\": "
+        "\"%s\", \"cusparse_precision\": \"%s\", \"cusparse_note\": \"%s\", "
+        "\"speedup\": %.3f, \"preprocess_ms\": %.3f, \"check\": {\"passed\": "
+        "%s, "
+        "\"max_error_over_bound\": %.4g, \"rel_error\": %.3g, \"elements\": "
+        "%lld, "
+        "\"non_finite\": %llu}}%s\n",
+        c.graph.c_str(), c.op.c_str(), c.precision.c_str(), (long long)c.width,
+        c.rows, (long long)c.nnz, c.ms, c.gflops, c.cusparseMs,
+        c.cusparseGflops, c.cusparseAlg.c_str(), c.cusparsePrecision.c_str(),
+        jsonEscape(c.cusparseNote).c_str(), c.speedup, c.preprocessMs,
+        c.check.passed() ? "true" : "false", c.check.maxBoundRatio,
+        c.check.relErr, (long long)c.check.checked,
+        (unsigned long long)c.check.nonFinite, i + 1 < cases.size() ? "," : "");
+  }
+  std::fprintf(f, "  ],\n  \"geomean\": {");
+  bool first = true;
+  for (auto &[key, v] : groups) {
+    std::fprintf(f, "%s\"%s\": %.3f", first ? "" : ", ", key.c_str(),
+                 geomean(v));
+    first = false;
+  }
+  std::fprintf(
+      f, "},\n  \"min_speedup\": %.3f,\n  \"min_speedup_case\": \"%s\",\n",
+      std::isfinite(minSpeedup) ? minSpeedup : 0.0, minCase.c_str());
+  std::fprintf(f, "  \"all_checks_passed\": %s\n}\n",
+               allPassed ? "true" : "false");
+  std::fclose(f);
+
+  std::printf("\n== summary (%zu cases, all checks %s)\n", cases.size(),
+              allPassed ? "passed" : "NOT passed");
+  for (auto &[key, v] : groups)
+    std::printf("  geomean speedup %-12s %.3f over %zu cases\n", key.c_str(),
+                geomean(v), v.size());
+  std::printf("  min speedup %.3f (%s)\n", minSpeedup, minCase.c_str());
+  return allPassed ? 0 : 3;
+}

@@ -1,0 +1,381 @@
+// W8 tensor-core SpMM / SDDMM (backends/cuda/sparse) against the fp64 CPU
+// reference, on fresh random values, over edge cases: empty rows, a dense row,
+// duplicate and unsorted entries, widths that are not multiples of 8 or 16,
+// all-tensor-core / hybrid / all-CUDA-core splits, windows cut into many parts.
+// Skips when no GPU is present.
+#include "backends/cpu/sparse/SparseReference.h"
+#include "backends/cuda/sparse/WindowFormat.h"
+
+#include <cmath>
+#include <cstring>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <random>
+
+using namespace autoddl::sparse;
+using cuda::DataType;
+
+namespace {
+
+#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+class SparseCuda : public ::testing::Test {
+protected:
+  void SetUp() override {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+      GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+/// Rounds v to the storage type (what the GPU holds and the reference must
+/// use).
+double roundTo(DataType t, double v) {
+  if (t == DataType::F16)
+    return __half2float(__float2half_rn(float(v)));
+  if (t == DataType::BF16)
+    return __bfloat162float(__float2bfloat16_rn(float(v)));
+  return float(v);
+}
+
+/// Host buffer of n values of type t from doubles.
+std::vector<uint8_t> pack(DataType t, const std::vector<double> &v) {
+  std::vector<uint8_t> out(v.size() * cuda::dataTypeBytes(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DataType::F32) {
+      const float f = float(v[i]);
+      std::memcpy(&out[i * 4], &f, 4);
+    } else if (t == DataType::F16) {
+      const __half h = __float2half_rn(float(v[i]));
+      std::memcpy(&out[i * 2], &h, 2);
+    } else {
+      const __nv_bfloat16 h = __float2bfloat16_rn(float(v[i]));
+      std::memcpy(&out[i * 2], &h, 2);
+    }
+  }
+  return out;
+}
+
+double unpack(DataType t, const uint8_t *p) {
+  if (t == DataType::F32) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  if (t == DataType::F16) {
+    __half h;
+    std::memcpy(&h, p, 2);
+    return __half2float(h);
+  }
+  __nv_bfloat16 h;
+  std::memcpy(&h, p, 2);
+  return __bfloat162float(h);
+}
+
+struct Shape {
+  int32_t rows, cols;
+  int avgDegree;
+  bool emptyRows, denseRow, duplicates, clustered;
+};
+
+/// Random CSR with the requested defects. Values are already rounded to the
+/// storage type.
+CsrMatrix<double> randomMatrix(const Shape &s, DataType t, std::mt19937 &rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  CsrMatrix<double> a;
+  a.rows = s.rows, a.cols = s.cols;
+  a.rowPtr.push_back(0);
+  for (int32_t r = 0; r < s.rows; ++r) {
+    int deg = int(rng() % (2 * s.avgDegree + 1));
+    if (s.emptyRows && r % 5 == 2)
+      deg = 0;
+    if (s.denseRow && r == s.rows / 2) {
+      for (int32_t c = s.cols - 1; c >= 0;
+           --c) // every column, in reverse order
+        a.colIdx.push_back(c), a.values.push_back(roundTo(t, u(rng)));
+      deg = 0;
+    }
+    for (int k = 0; k < deg; ++k) {
+      // Clustered: columns near the window's rows (dense 8x1 vectors); else
+      // anywhere.
+      int32_t c = s.clustered ? int32_t((r / 8 * 8 + rng() % 24) % s.cols)
+                              : int32_t(rng() % s.cols);
+      a.colIdx.push_back(c), a.values.push_back(roundTo(t, u(rng)));
+      if (s.duplicates && k % 3 == 0)
+        a.colIdx.push_back(c), a.values.push_back(roundTo(t, u(rng)));
+    }
+    a.rowPtr.push_back(int32_t(a.colIdx.size()));
+  }
+  return a;
+}
+
+struct DeviceCsr {
+  int32_t *rowPtr = nullptr, *col = nullptr;
+  void *val = nullptr;
+  ~DeviceCsr() { cudaFree(rowPtr), cudaFree(col), cudaFree(val); }
+};
+
+void upload(const CsrMatrix<double> &a, DataType t, DeviceCsr &d) {
+  const auto vals = pack(t, a.values);
+  ASSERT_CUDA(cudaMalloc(&d.rowPtr, 4 * a.rowPtr.size()));
+  ASSERT_CUDA(cudaMalloc(&d.col, 4 * std::max<size_t>(1, a.colIdx.size())));
+  ASSERT_CUDA(cudaMalloc(&d.val, std::max<size_t>(1, vals.size())));
+  ASSERT_CUDA(cudaMemcpy(d.rowPtr, a.rowPtr.data(), 4 * a.rowPtr.size(),
+                         cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(d.col, a.colIdx.data(), 4 * a.colIdx.size(),
+                         cudaMemcpyHostToDevice));
+  ASSERT_CUDA(
+      cudaMemcpy(d.val, vals.data(), vals.size(), cudaMemcpyHostToDevice));
+}
+
+/// Per-element bound of docs/sparse-kernels.md: 2 (inputRel + (terms + 1)
+/// 2^-24) sum|a x| + outputRel |ref|. inputRel: TF32 rounds both operands (2 *
+/// 2^-11); 16-bit inputs are exact, except that merged duplicates are rounded
+/// once more to the storage type.
+double bound(DataType t, bool merged, int64_t terms, double absSum,
+             double ref) {
+  const double in = t == DataType::F32   ? 2 * std::ldexp(1.0, -11)
+                    : !merged            ? 0
+                    : t == DataType::F16 ? std::ldexp(1.0, -11)
+                                         : std::ldexp(1.0, -8);
+  const double out = t == DataType::F32   ? std::ldexp(1.0, -24)
+                     : t == DataType::F16 ? std::ldexp(1.0, -11)
+                                          : std::ldexp(1.0, -8);
+  return 2 * (in + double(terms + 1) * std::ldexp(1.0, -24)) * absSum +
+         out * std::abs(ref);
+}
+
+void runSpmmCase(const Shape &s, DataType t, float threshold,
+                 int32_t partBlocks, int64_t n, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << cuda::dataTypeName(t) << " rows=" << s.rows << " n=" << n
+               << " threshold=" << threshold << " partBlocks=" << partBlocks);
+  std::mt19937 rng(seed);
+  const CsrMatrix<double> a = randomMatrix(s, t, rng);
+  DeviceCsr d;
+  upload(a, t, d);
+  cuda::PreprocessOptions opt;
+  opt.fillThreshold = threshold;
+  opt.partBlocks = partBlocks;
+  cuda::WindowFormat f;
+  ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
+                                      d.val, t, opt, f));
+  const CsrMatrix<double> canon = canonicalizeCsr(a);
+  EXPECT_EQ(f.nnz, canon.nnz());
+
+  const int64_t ldx = n + 3, ldy = n + 5; // padded leading dimensions too
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> x(size_t(a.cols) * ldx);
+  for (double &v : x)
+    v = roundTo(t, u(rng));
+  const auto xPacked = pack(t, x);
+  const size_t eb = cuda::dataTypeBytes(t);
+  void *dx, *dy, *ws = nullptr;
+  ASSERT_CUDA(cudaMalloc(&dx, std::max<size_t>(1, xPacked.size())));
+  ASSERT_CUDA(cudaMalloc(&dy, size_t(a.rows) * ldy * eb));
+  ASSERT_CUDA(
+      cudaMemcpy(dx, xPacked.data(), xPacked.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(dy, 0xff, size_t(a.rows) * ldy * eb)); // NaN poison
+  if (size_t bytes = cuda::spmmWorkspaceBytes(f, n)) {
+    ASSERT_CUDA(cudaMalloc(&ws, bytes));
+  }
+  ASSERT_CUDA(cuda::spmm(f, dx, n, ldx, dy, ldy, ws));
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<uint8_t> y(size_t(a.rows) * ldy * eb);
+  ASSERT_CUDA(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost));
+  cudaFree(dx), cudaFree(dy), cudaFree(ws);
+
+  std::vector<double> ref(size_t(a.rows) * n), absSum(size_t(a.rows) * n);
+  spmmReference(a, x.data(), n, ldx, ref.data(), n);
+  std::vector<int32_t> all(a.rows);
+  for (int32_t r = 0; r < a.rows; ++r)
+    all[r] = r;
+  spmmAbsBoundRows(a, x.data(), n, ldx, all, absSum.data());
+  int failures = 0;
+  for (int32_t r = 0; r < a.rows && failures < 5; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      const double got = unpack(t, &y[(size_t(r) * ldy + c) * eb]);
+      const size_t k = size_t(r) * n + c;
+      const double tol = bound(t, s.duplicates, a.rowPtr[r + 1] - a.rowPtr[r],
+                               absSum[k], ref[k]);
+      if (!(std::abs(got - ref[k]) <= tol)) {
+        ADD_FAILURE() << "Y[" << r << "][" << c << "] = " << got
+                      << ", reference " << ref[k] << ", bound " << tol;
+        ++failures;
+      }
+    }
+}
+
+void runSddmmCase(const Shape &s, DataType t, float threshold,
+                  int32_t partBlocks, int64_t k, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << cuda::dataTypeName(t) << " rows=" << s.rows << " k=" << k
+               << " threshold=" << threshold);
+  std::mt19937 rng(seed);
+  const CsrMatrix<double> a = randomMatrix(s, t, rng);
+  DeviceCsr d;
+  upload(a, t, d);
+  cuda::PreprocessOptions opt;
+  opt.fillThreshold = threshold;
+  opt.partBlocks = partBlocks;
+  cuda::WindowFormat f;
+  ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
+                                      nullptr, t, opt, f));
+  const int64_t ld = k + 1;
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> x(size_t(a.rows) * ld), y(size_t(a.cols) * ld);
+  for (double &v : x)
+    v = roundTo(t, u(rng));
+  for (double &v : y)
+    v = roundTo(t, u(rng));
+  const auto xp = pack(t, x), yp = pack(t, y);
+  const size_t eb = cuda::dataTypeBytes(t);
+  void *dx, *dy, *ob, *oe;
+  ASSERT_CUDA(cudaMalloc(&dx, xp.size()));
+  ASSERT_CUDA(cudaMalloc(&dy, yp.size()));
+  ASSERT_CUDA(
+      cudaMalloc(&ob, std::max<size_t>(1, size_t(f.numBlocks) * 64 * eb)));
+  ASSERT_CUDA(
+      cudaMalloc(&oe, std::max<size_t>(1, size_t(f.numCudaEntries) * eb)));
+  ASSERT_CUDA(cudaMemcpy(dx, xp.data(), xp.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(dy, yp.data(), yp.size(), cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemset(ob, 0xff, size_t(f.numBlocks) * 64 * eb));
+  ASSERT_CUDA(cudaMemset(oe, 0xff, size_t(f.numCudaEntries) * eb));
+  ASSERT_CUDA(cuda::sddmm(f, dx, ld, dy, ld, k, ob, oe));
+  std::vector<cuda::DecodedEntry> dec;
+  ASSERT_CUDA(cuda::decodeWindowFormat(f, ob, oe, dec));
+  cudaFree(dx), cudaFree(dy), cudaFree(ob), cudaFree(oe);
+
+  // One output per distinct (row, col), in canonical order.
+  const CsrMatrix<double> canon = canonicalizeCsr(a);
+  ASSERT_EQ(int64_t(dec.size()), canon.nnz());
+  std::vector<double> ref(canon.nnz()), absRef(canon.nnz());
+  sddmmReference(canon, x.data(), ld, y.data(), ld, k, ref.data());
+  std::vector<double> ax(x.size()), ay(y.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ax[i] = std::abs(x[i]);
+  for (size_t i = 0; i < y.size(); ++i)
+    ay[i] = std::abs(y[i]);
+  sddmmReference(canon, ax.data(), ld, ay.data(), ld, k, absRef.data());
+  int failures = 0;
+  for (int32_t r = 0, e = 0; r < canon.rows; ++r)
+    for (; e < canon.rowPtr[r + 1] && failures < 5; ++e) {
+      ASSERT_EQ(dec[e].row, r);
+      ASSERT_EQ(dec[e].col, canon.colIdx[e]);
+      const double tol = bound(t, false, k, absRef[e], ref[e]);
+      if (!(std::abs(dec[e].value - ref[e]) <= tol)) {
+        ADD_FAILURE() << "entry (" << r << "," << dec[e].col
+                      << ") = " << dec[e].value << ", reference " << ref[e]
+                      << ", bound " << tol;
+        ++failures;
+      }
+    }
+}
+
+const DataType kTypes[] = {DataType::F32, DataType::F16, DataType::BF16};
+
+TEST_F(SparseCuda, SpmmMatchesReferenceAcrossWidthsAndPaths) {
+  const Shape shapes[] = {
+      {203, 190, 6, true, true, true,
+       false}, // rows % 8 != 0, empty/dense rows, duplicates
+      {256, 256, 12, false, false, false, true}, // dense 8x1 vectors
+  };
+  uint32_t seed = 1;
+  for (const Shape &s : shapes)
+    for (DataType t : kTypes)
+      for (float threshold : {0.0f, 1.5f, 1e9f})
+        for (int64_t n : {1, 7, 13, 16, 32, 40, 64, 100, 128, 256})
+          runSpmmCase(s, t, threshold, 0, n, seed++);
+}
+
+TEST_F(SparseCuda, SpmmSplitWindowsAccumulateCorrectly) {
+  // partBlocks = 1 cuts every window with more than one block (or 8 CUDA-core
+  // entries) into several parts that meet in the fp32 workspace.
+  const Shape s{120, 300, 20, true, true, true, true};
+  uint32_t seed = 100;
+  for (DataType t : kTypes)
+    for (float threshold : {0.0f, 1.5f, 1e9f})
+      for (int64_t n : {8, 33, 128})
+        runSpmmCase(s, t, threshold, 1, n, seed++);
+}
+
+TEST_F(SparseCuda, SddmmMatchesReference) {
+  const Shape shapes[] = {
+      {203, 190, 6, true, true, true, false},
+      {256, 256, 12, false, false, false, true},
+  };
+  uint32_t seed = 200;
+  for (const Shape &s : shapes)
+    for (DataType t : kTypes)
+      for (float threshold : {0.0f, 1.5f, 1e9f})
+        for (int64_t k : {1, 5, 16, 32, 48, 64, 128})
+          runSddmmCase(s, t, threshold, 2, k, seed++);
+}
+
+TEST_F(SparseCuda, EmptyMatrixWritesZeros) {
+  const int32_t rows = 21, cols = 5;
+  std::vector<int32_t> rowPtr(rows + 1, 0);
+  int32_t *dRowPtr;
+  ASSERT_CUDA(cudaMalloc(&dRowPtr, 4 * rowPtr.size()));
+  ASSERT_CUDA(cudaMemcpy(dRowPtr, rowPtr.data(), 4 * rowPtr.size(),
+                         cudaMemcpyHostToDevice));
+  cuda::WindowFormat f;
+  ASSERT_CUDA(cuda::buildWindowFormat(rows, cols, 0, dRowPtr, nullptr, nullptr,
+                                      DataType::F32, {}, f));
+  EXPECT_EQ(f.nnz, 0);
+  EXPECT_EQ(f.numParts,
+            (rows + 7) /
+                8); // one (empty) part per window, so every row is written
+  float *dx, *dy;
+  ASSERT_CUDA(cudaMalloc(&dx, 4 * cols * 16));
+  ASSERT_CUDA(cudaMalloc(&dy, 4 * rows * 16));
+  ASSERT_CUDA(cudaMemset(dy, 0xff, 4 * rows * 16));
+  ASSERT_CUDA(cuda::spmm(f, dx, 16, 16, dy, 16, nullptr));
+  std::vector<float> y(rows * 16);
+  ASSERT_CUDA(cudaMemcpy(y.data(), dy, 4 * y.size(), cudaMemcpyDeviceToHost));
+  for (float v : y)
+    ASSERT_EQ(v, 0.0f);
+  cudaFree(dRowPtr), cudaFree(dx), cudaFree(dy);
+}
+
+TEST_F(SparseCuda, BadColumnIndexIsRejected) {
+  const std::vector<int32_t> rowPtr = {0, 1, 2}, col = {0, 7};
+  int32_t *dRowPtr, *dCol;
+  ASSERT_CUDA(cudaMalloc(&dRowPtr, 12));
+  ASSERT_CUDA(cudaMalloc(&dCol, 8));
+  ASSERT_CUDA(cudaMemcpy(dRowPtr, rowPtr.data(), 12, cudaMemcpyHostToDevice));
+  ASSERT_CUDA(cudaMemcpy(dCol, col.data(), 8, cudaMemcpyHostToDevice));
+  cuda::WindowFormat f;
+  EXPECT_EQ(cuda::buildWindowFormat(2, 4, 2, dRowPtr, dCol, nullptr,
+                                    DataType::F16, {}, f),
+            cudaErrorInvalidValue);
+  cudaFree(dRowPtr), cudaFree(dCol);
+}
+
+TEST_F(SparseCuda, DecodeReturnsMergedEntries) {
+  std::mt19937 rng(7);
+  const Shape s{64, 64, 10, true, false, true, true};
+  const CsrMatrix<double> a = randomMatrix(s, DataType::F32, rng);
+  DeviceCsr d;
+  upload(a, DataType::F32, d);
+  cuda::WindowFormat f;
+  ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
+                                      d.val, DataType::F32, {}, f));
+  std::vector<cuda::DecodedEntry> dec;
+  ASSERT_CUDA(cuda::decodeWindowFormat(f, f.dBlockVals, f.dEntVals, dec));
+  const CsrMatrix<double> canon = canonicalizeCsr(a);
+  ASSERT_EQ(int64_t(dec.size()), canon.nnz());
+  for (int32_t r = 0, e = 0; r < canon.rows; ++r)
+    for (; e < canon.rowPtr[r + 1]; ++e) {
+      EXPECT_EQ(dec[e].row, r);
+      EXPECT_EQ(dec[e].col, canon.colIdx[e]);
+      // Tensor-core values are stored rounded to TF32 (relative 2^-11), merged
+      // sums in fp32.
+      EXPECT_NEAR(dec[e].value, canon.values[e],
+                  std::abs(canon.values[e]) * 1e-3 + 1e-6);
+    }
+}
+
+} // namespace
