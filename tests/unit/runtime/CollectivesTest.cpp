@@ -3,8 +3,11 @@
 // transposes equal the transposed operation, and per-axis communicators follow
 // the documented row-major rank order.
 #include "backends/cpu/Collectives.h"
+#include "backends/common/FileIo.h"
 #include "backends/common/Init.h"
+#include "backends/common/MiniJson.h"
 #include "backends/cpu/Mesh.h"
+#include "backends/cpu/RunReport.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
 
 #include <gtest/gtest.h>
@@ -207,16 +210,29 @@ TEST(Mesh, RowMajorCoordinatesAndAxisCommunicators) {
   EXPECT_THROW(Mesh({3, 2}, MPI_COMM_WORLD), std::runtime_error);
 }
 
-int main(int argc, char **argv) {
-  mpi_init(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  if (worldRank() != 0) // one rank prints; every rank's failures count below
-    delete ::testing::UnitTest::GetInstance()->listeners().Release(
-        ::testing::UnitTest::GetInstance()
-            ->listeners()
-            .default_result_printer());
-  int failed = RUN_ALL_TESTS() != 0;
-  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return failed;
+TEST(RunReport, MetricsAndTraceGatherEveryRank) {
+  const int p = worldSize(), r = worldRank();
+  const std::string dir = "/tmp/autoddl-runreport-" + std::to_string(p);
+  make_directories(dir);
+  RunMetrics m;
+  m.loss = {3.0, 2.5};
+  m.step_seconds = {0.2, 0.1};
+  m.items_per_step = 40;
+  write_run_metrics(m, dir + "/metrics.json", MPI_COMM_WORLD);
+  TraceRecorder trace;
+  const double t0 = trace.now_us();
+  trace.end("step", 0, t0);
+  write_run_trace(trace, dir + "/trace.json", MPI_COMM_WORLD);
+  const Json metrics = json_parse(read_file(dir + "/metrics.json"), "metrics");
+  EXPECT_EQ(metrics.find("peak_memory_bytes")->array.size(), size_t(p));
+  EXPECT_GT(metrics.find("peak_memory_bytes")->array[size_t(p - 1)].integer, 0);
+  // AllReduceSumsOverTheGroup and others ran before: the stats carry their
+  // calls.
+  EXPECT_GE(
+      metrics.find("collectives")->find("all_reduce")->find("calls")->integer,
+      1);
+  const Json doc = json_parse(read_file(dir + "/trace.json"), "trace");
+  const auto &events = doc.find("traceEvents")->array;
+  ASSERT_EQ(events.size(), size_t(p)); // one event per rank, pid = rank
+  EXPECT_EQ(events[size_t(r)].find("pid")->integer, r);
 }
