@@ -58,6 +58,10 @@ Mesh::Mesh(std::vector<int64_t> shape, MPI_Comm world)
 }
 
 Mesh::~Mesh() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) // a Mesh that outlives MPI_Finalize has nothing left to free
+    return;
   for (MPI_Comm &c : axisComms_)
     MPI_Comm_free(&c);
   for (auto &g : groups_)
