@@ -16,6 +16,7 @@ add_library(autoddl_cpu_runtime STATIC
   ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
   ${_rt}/common/Trace.cpp
   ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Collectives.cpp ${_rt}/cpu/RunReport.cpp
+  ${_rt}/cpu/Checkpoint.cpp
   ${_rt}/cpu/sparse/SparseReference.cpp)
 target_include_directories(autoddl_cpu_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT})
 target_compile_features(autoddl_cpu_runtime PUBLIC cxx_std_17)

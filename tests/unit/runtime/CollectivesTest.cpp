@@ -6,6 +6,8 @@
 #include "backends/common/FileIo.h"
 #include "backends/common/Init.h"
 #include "backends/common/MiniJson.h"
+#include "backends/common/Safetensors.h"
+#include "backends/cpu/Checkpoint.h"
 #include "backends/cpu/Mesh.h"
 #include "backends/cpu/RunReport.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
@@ -235,4 +237,48 @@ TEST(RunReport, MetricsAndTraceGatherEveryRank) {
   const auto &events = doc.find("traceEvents")->array;
   ASSERT_EQ(events.size(), size_t(p)); // one event per rank, pid = rank
   EXPECT_EQ(events[size_t(r)].find("pid")->integer, r);
+}
+
+TEST(Checkpoint, ShardedSaveLoadsUnderAnotherSharding) {
+  const int p = worldSize(), r = worldRank();
+  const std::string path =
+      "/tmp/autoddl-ckpt-" + std::to_string(p) + ".safetensors";
+  const Shape aShape = {4, 2 * int64_t(p)}, bShape = {3, 2};
+  const auto a = fullTensor(aShape, 1), b = fullTensor(bShape, 2);
+  // a is S(1) over all ranks; b lives on rank 0 only (a pipeline stage's
+  // parameter).
+  auto aShard = shardOf(a, aShape, 1, p, r);
+  std::vector<float> bCopy = b;
+  std::vector<CheckpointEntry> saved = {
+      {"a", Slice::whole(aShape).split(1, p, r), aShard.data()},
+      {"b", Slice::whole(bShape), r == 0 ? bCopy.data() : nullptr}};
+  checkpoint_save(path, saved, {{"step", "5"}}, MPI_COMM_WORLD);
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Load a as S(0) instead, and b everywhere.
+  std::vector<float> aRows(a.size() / p), bAll(b.size());
+  const auto meta = checkpoint_load(
+      path, {{"a", Slice::whole(aShape).split(0, p, r), aRows.data()},
+             {"b", Slice::whole(bShape), bAll.data()}});
+  EXPECT_EQ(meta.at("step"), "5");
+  EXPECT_EQ(aRows, shardOf(a, aShape, 0, p, r));
+  EXPECT_EQ(bAll, b);
+  // A checkpoint of another model: a missing tensor, a tensor of another shape.
+  std::vector<float> other(8);
+  EXPECT_THROW(checkpoint_load(path, {{"c", Slice::whole({8}), other.data()}}),
+               std::runtime_error);
+  EXPECT_THROW(
+      checkpoint_load(path, {{"b", Slice::whole({2, 3}), other.data()}}),
+      std::runtime_error);
+  // A tensor no rank holds whole: rank 0 refuses to write, the old file stays.
+  std::vector<CheckpointEntry> partial = {{"a",
+                                           Slice::whole(aShape).split(1, p, r),
+                                           r == 0 ? aShard.data() : nullptr}};
+  if (r == 0) {
+    EXPECT_THROW(checkpoint_save(path, partial, {}, MPI_COMM_WORLD),
+                 std::runtime_error);
+  } else {
+    checkpoint_save(path, partial, {}, MPI_COMM_WORLD);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(safetensors_read(path).metadata.at("step"), "5");
 }
