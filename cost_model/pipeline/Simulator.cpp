@@ -282,7 +282,11 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
     int d = first;
     while (std::find(chain.begin(), chain.end(), d) == chain.end()) {
       chain.push_back(d);
-      d = blockingDep(d)->device;
+      const OpRef *dep = blockingDep(d);
+      if (!dep) // cannot happen: an unblocked device has started
+        return Result::failure("simulator stalled on device " +
+                               std::to_string(d));
+      d = dep->device;
     }
     std::string message = "schedule deadlocks:";
     for (auto it = std::find(chain.begin(), chain.end(), d); it != chain.end();
