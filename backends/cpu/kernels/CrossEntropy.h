@@ -24,7 +24,7 @@ inline void crossentropy_forward(float *losses, float *lse, const float *logits,
       mx = std::fmax(mx, row[v]);
     double sum = 0;
     for (int64_t v = 0; v < V; ++v)
-      sum += std::exp(double(row[v]) - mx);
+      sum += std::exp(row[v] - mx); // fp32 exp, double sum
     lse[n] = float(mx + std::log(sum));
     losses[n] = lse[n] - row[targets[n]];
   }
@@ -77,7 +77,7 @@ inline void crossentropy_vocab_parallel_sums(float *sums, const float *logits,
   for (int64_t n = 0; n < N; ++n) {
     double s = 0;
     for (int64_t v = 0; v < Vl; ++v)
-      s += std::exp(double(logits[n * Vl + v]) - gmax[n]);
+      s += std::exp(logits[n * Vl + v] - gmax[n]);
     sums[n] = float(s);
     const int64_t local = int64_t(targets[n]) - v0;
     sums[N + n] = (local >= 0 && local < Vl) ? logits[n * Vl + local] : 0.0f;
