@@ -91,32 +91,52 @@ __device__ __forceinline__ void
 cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
              const T *__restrict__ x, int64_t ldx, const T *__restrict__ y,
              int64_t ldy, int64_t k, T *__restrict__ out) {
-  // Groups of 8 lanes per entry; each lane reads 16 bytes per step, stride 8 *
-  // 16 bytes.
+  // Groups of 8 lanes per entry, 4 entries per warp and 4 batches in flight (16
+  // entries per step); each lane reads 16 bytes per row per pass, stride 8 * 16
+  // bytes.
   constexpr int kLaneElems = 16 / sizeof(T);
+  constexpr int kBatches = 4;
   const int lane = threadIdx.x % 32, grp = lane / 8, j = lane % 8;
-  for (int32_t e0 = part.begin; e0 < part.end; e0 += 4) {
-    const int32_t e = e0 + grp;
-    float dot = 0.f;
-    if (e < part.end) {
-      const int32_t cr = __ldg(entColRow + e);
-      const T *xr = x + int64_t(part.window * 8 + (cr & 7)) * ldx;
-      const T *yc = y + int64_t(cr >> 3) * ldy;
-      for (int64_t kb = int64_t(j) * kLaneElems; kb < k; kb += 8 * kLaneElems) {
-        const int valid = int(minOf<int64_t>(k - kb, kLaneElems));
-        uint32_t xa[4], ya[4];
-        loadChunk<T, kLaneElems, kAligned>(xr + kb, valid, xa);
-        loadChunk<T, kLaneElems, kAligned>(yc + kb, valid, ya);
+  for (int32_t e0 = part.begin; e0 < part.end; e0 += 4 * kBatches) {
+    const T *xr[kBatches], *yc[kBatches];
+    float dot[kBatches];
 #pragma unroll
-        for (int q = 0; q < kLaneElems; ++q)
-          dot += chunkElem<T, 4>(xa, q) * chunkElem<T, 4>(ya, q);
+    for (int u = 0; u < kBatches; ++u) {
+      const int32_t e = e0 + 4 * u + grp;
+      dot[u] = 0.f;
+      xr[u] = yc[u] = nullptr;
+      if (e < part.end) {
+        const int32_t cr = __ldg(entColRow + e);
+        xr[u] = x + int64_t(part.window * 8 + (cr & 7)) * ldx;
+        yc[u] = y + int64_t(cr >> 3) * ldy;
       }
     }
-    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-    dot += __shfl_xor_sync(0xffffffffu, dot, 4);
-    if (j == 0 && e < part.end)
-      out[e] = Elem<T>::fromFloat(dot);
+    for (int64_t kb = int64_t(j) * kLaneElems; kb < k; kb += 8 * kLaneElems) {
+      const int valid = int(minOf<int64_t>(k - kb, kLaneElems));
+      uint32_t xa[kBatches][4], ya[kBatches][4];
+#pragma unroll
+      for (int u = 0; u < kBatches; ++u) {
+        loadChunk<T, kLaneElems, kAligned>(xr[u] ? xr[u] + kb : nullptr, valid,
+                                           xa[u]);
+        loadChunk<T, kLaneElems, kAligned>(yc[u] ? yc[u] + kb : nullptr, valid,
+                                           ya[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatches; ++u)
+#pragma unroll
+        for (int q = 0; q < kLaneElems; ++q)
+          dot[u] += chunkElem<T, 4>(xa[u], q) * chunkElem<T, 4>(ya[u], q);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatches; ++u) {
+      float d = dot[u];
+      d += __shfl_xor_sync(0xffffffffu, d, 1);
+      d += __shfl_xor_sync(0xffffffffu, d, 2);
+      d += __shfl_xor_sync(0xffffffffu, d, 4);
+      const int32_t e = e0 + 4 * u + grp;
+      if (j == 0 && e < part.end)
+        out[e] = Elem<T>::fromFloat(d);
+    }
   }
 }
 

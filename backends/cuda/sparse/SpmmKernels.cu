@@ -87,6 +87,58 @@ storeRow(const float (&v)[kElems], int32_t row, int32_t rows, int64_t base,
   }
 }
 
+/// One tensor-core step: the mmas of one block, given its gathered dense chunks
+/// and values.
+template <typename T, int kMmas, int kWords>
+__device__ __forceinline__ void
+blockMma(float (&acc)[kMmas][4], const uint32_t (&xa)[kWords],
+         const uint32_t (&xb)[kWords], uint2 v) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int j = 0; j < kMmas; ++j)
+      mmaTf32(acc[j], toTf32(__uint_as_float(xa[2 * j])),
+              toTf32(__uint_as_float(xa[2 * j + 1])),
+              toTf32(__uint_as_float(xb[2 * j])),
+              toTf32(__uint_as_float(xb[2 * j + 1])), v.x, v.y);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMmas; ++j)
+      mmaK8<T>(acc[j], __byte_perm(xa[j], xb[j], 0x5410),
+               __byte_perm(xa[j], xb[j], 0x7632), v.x);
+  }
+}
+
+/// The two column indices lane (g, t) gathers for block b: slots (t, t + 4) for
+/// TF32, (2t, 2t
+/// + 1) for 16-bit; -1 past the part's end.
+template <typename T>
+__device__ __forceinline__ int2 blockColumns(
+    const int32_t *__restrict__ blockCols, int32_t b, int32_t end, int t) {
+  if (b >= end)
+    return make_int2(-1, -1);
+  if constexpr (std::is_same_v<T, float>)
+    return make_int2(__ldg(blockCols + int64_t(b) * 8 + t),
+                     __ldg(blockCols + int64_t(b) * 8 + t + 4));
+  else
+    return __ldg(reinterpret_cast<const int2 *>(blockCols + int64_t(b) * 8) +
+                 t);
+}
+
+/// Lane's B-fragment values of block b (zeros past the part's end).
+template <typename T>
+__device__ __forceinline__ uint2 blockValues(const void *__restrict__ blockVals,
+                                             int32_t b, int32_t end, int lane) {
+  if (b >= end)
+    return make_uint2(0, 0);
+  if constexpr (std::is_same_v<T, float>)
+    return __ldg(reinterpret_cast<const uint2 *>(blockVals) + int64_t(b) * 32 +
+                 lane);
+  else
+    return make_uint2(__ldg(reinterpret_cast<const unsigned int *>(blockVals) +
+                            int64_t(b) * 32 + lane),
+                      0u);
+}
+
 template <typename T, int F, bool kAligned>
 __device__ __forceinline__ void
 tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
@@ -96,47 +148,45 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
   constexpr int kE = F / 8; // features per lane per dense row
   constexpr int kWords = kE * sizeof(T) / 4;
   constexpr int kMmas = F / 16;
+  // Blocks per step: two when the gathered chunks are small, so that more loads
+  // are in flight.
+  constexpr int kUnroll = kWords <= 8 ? 2 : 1;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t base = f0 + g * kE;
   const int valid = int(minOf<int64_t>(n - base, kE));
+  const T *xBase = (kAligned || valid > 0) ? x + base : nullptr;
   float acc[kMmas][4];
 #pragma unroll
   for (int j = 0; j < kMmas; ++j)
     acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
-  for (int32_t b = part.begin; b < part.end; ++b) {
-    int32_t ca, cb;
-    if constexpr (std::is_same_v<T, float>) {
-      ca = __ldg(blockCols + b * 8 + t);
-      cb = __ldg(blockCols + b * 8 + t + 4);
-    } else {
-      const int2 c =
-          __ldg(reinterpret_cast<const int2 *>(blockCols + b * 8) + t);
-      ca = c.x, cb = c.y;
-    }
-    uint32_t xa[kWords], xb[kWords];
-    loadChunk<T, kE, kAligned>(ca >= 0 ? x + int64_t(ca) * ldx + base : nullptr,
-                               valid, xa);
-    loadChunk<T, kE, kAligned>(cb >= 0 ? x + int64_t(cb) * ldx + base : nullptr,
-                               valid, xb);
-    if constexpr (std::is_same_v<T, float>) {
-      const uint2 v = __ldg(reinterpret_cast<const uint2 *>(blockVals) +
-                            int64_t(b) * 32 + lane);
+  // Column indices run one step ahead of the gathers they address.
+  int2 next[kUnroll];
 #pragma unroll
-      for (int j = 0; j < kMmas; ++j)
-        mmaTf32(acc[j], toTf32(__uint_as_float(xa[2 * j])),
-                toTf32(__uint_as_float(xa[2 * j + 1])),
-                toTf32(__uint_as_float(xb[2 * j])),
-                toTf32(__uint_as_float(xb[2 * j + 1])), v.x, v.y);
-    } else {
-      const uint32_t v =
-          __ldg(reinterpret_cast<const unsigned int *>(blockVals) +
-                int64_t(b) * 32 + lane);
+  for (int u = 0; u < kUnroll; ++u)
+    next[u] = blockColumns<T>(blockCols, part.begin + u, part.end, t);
+  for (int32_t b = part.begin; b < part.end; b += kUnroll) {
+    int2 cols[kUnroll];
+    uint2 v[kUnroll];
+    uint32_t xa[kUnroll][kWords], xb[kUnroll][kWords];
 #pragma unroll
-      for (int j = 0; j < kMmas; ++j)
-        mmaK8<T>(acc[j], __byte_perm(xa[j], xb[j], 0x5410),
-                 __byte_perm(xa[j], xb[j], 0x7632), v);
+    for (int u = 0; u < kUnroll; ++u) {
+      cols[u] = next[u];
+      next[u] = blockColumns<T>(blockCols, b + kUnroll + u, part.end, t);
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      loadChunk<T, kE, kAligned>(
+          xBase && cols[u].x >= 0 ? xBase + int64_t(cols[u].x) * ldx : nullptr,
+          valid, xa[u]);
+      loadChunk<T, kE, kAligned>(
+          xBase && cols[u].y >= 0 ? xBase + int64_t(cols[u].y) * ldx : nullptr,
+          valid, xb[u]);
+      v[u] = blockValues<T>(blockVals, b + u, part.end, lane);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      blockMma<T, kMmas, kWords>(acc, xa[u], xb[u], v[u]);
   }
 
   float r0[kE], r1[kE];
@@ -152,91 +202,65 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
                             ws ? ws + (2 * t + 1) * n : nullptr);
 }
 
-template <typename T, int kEc, int kWords>
-__device__ __forceinline__ void accumulateEntry(float (&acc)[8][kEc], int r,
-                                                float v,
-                                                const uint32_t (&xv)[kWords]) {
-  // r is warp-uniform: a uniform branch, and acc stays in registers.
-  switch (r) {
-#define AUTODDL_CASE(k)                                                        \
-  case k:                                                                      \
-    _Pragma("unroll") for (int e = 0; e < kEc; ++e) acc[k][e] +=               \
-        v * chunkElem<T, kWords>(xv, e);                                       \
-    break;
-    AUTODDL_CASE(0)
-    AUTODDL_CASE(1)
-    AUTODDL_CASE(2)
-    AUTODDL_CASE(3)
-    AUTODDL_CASE(4)
-    AUTODDL_CASE(5)
-    AUTODDL_CASE(6)
-    AUTODDL_CASE(7)
-#undef AUTODDL_CASE
-  }
-}
-
+/// CUDA-core part: groups of lanes, one window row per group at a time; each
+/// lane owns 16 bytes of the F features and keeps 4 dense rows in flight.
+/// Entries are sorted by row.
 template <typename T, int F, bool kAligned>
 __device__ __forceinline__ void
 cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
-             const T *__restrict__ entVals, const T *__restrict__ x,
-             int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
-             int64_t n, int64_t f0, float *ws) {
-  // Each lane owns kEc consecutive features; at least one 32-bit word per lane,
-  // so for 16-bit data and F = 32 only half the warp has features.
-  constexpr int kEc = maxOf<int>(F / 32, 4 / sizeof(T));
-  constexpr int kWords = kEc * sizeof(T) / 4;
-  const int lane = threadIdx.x % 32;
-  const bool active = lane * kEc < F;
-  const int64_t base = f0 + lane * kEc;
-  const int valid = active ? int(minOf<int64_t>(n - base, kEc)) : 0;
-  const T *xBase = active && (kAligned || valid > 0) ? x + base : nullptr;
-  float acc[8][kEc];
+             const T *__restrict__ entVals, const int32_t *__restrict__ rowPtr,
+             const T *__restrict__ x, int64_t ldx, T *__restrict__ y,
+             int64_t ldy, int32_t rows, int64_t n, int64_t f0, float *ws) {
+  constexpr int kVec = 16 / sizeof(T); // elements per lane per dense row
+  constexpr int kLanes = minOf(32, F / kVec);
+  constexpr int kGroups = 32 / kLanes;
+  constexpr int kWords = 4;
+  const int lane = threadIdx.x % 32, group = lane / kLanes, gl = lane % kLanes;
+  const int64_t base = f0 + gl * kVec;
+  const int valid = int(minOf<int64_t>(n - base, kVec));
+  const T *xBase = (kAligned || valid > 0) ? x + base : nullptr;
+  const int32_t row0 = part.window * 8;
+  for (int k = group; k < 8; k += kGroups) {
+    const int32_t row = row0 + k;
+    if (row >= rows)
+      break;
+    const int32_t e0 = maxOf(__ldg(rowPtr + row), part.begin);
+    const int32_t e1 = minOf(__ldg(rowPtr + row + 1), part.end);
+    float acc[kVec];
 #pragma unroll
-  for (int k = 0; k < 8; ++k)
-#pragma unroll
-    for (int e = 0; e < kEc; ++e)
-      acc[k][e] = 0.f;
-
-  for (int32_t e0 = part.begin; e0 < part.end; e0 += 32) {
-    const int cnt = minOf(32, part.end - e0);
-    int32_t myCr = 0;
-    float myV = 0.f;
-    if (lane < cnt) {
-      myCr = __ldg(entColRow + e0 + lane);
-      myV = Elem<T>::toFloat(entVals[e0 + lane]);
-    }
-    int i = 0;
-    for (; i + 4 <= cnt; i += 4) {
-      int32_t cr[4];
-      float v[4];
+    for (int q = 0; q < kVec; ++q)
+      acc[q] = 0.f;
+    int32_t e = e0;
+    for (; e + 4 <= e1; e += 4) {
       uint32_t xv[4][kWords];
+      float v[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        cr[u] = __shfl_sync(0xffffffffu, myCr, i + u);
-        v[u] = __shfl_sync(0xffffffffu, myV, i + u);
-        loadChunk<T, kEc, kAligned>(
-            xBase ? xBase + int64_t(cr[u] >> 3) * ldx : nullptr, valid, xv[u]);
+        const int32_t c = __ldg(entColRow + e + u) >> 3;
+        v[u] = Elem<T>::toFloat(entVals[e + u]);
+        loadChunk<T, kVec, kAligned>(xBase ? xBase + int64_t(c) * ldx : nullptr,
+                                     valid, xv[u]);
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        accumulateEntry<T, kEc, kWords>(acc, cr[u] & 7, v[u], xv[u]);
-    }
-    for (; i < cnt; ++i) {
-      const int32_t cr = __shfl_sync(0xffffffffu, myCr, i);
-      const float v = __shfl_sync(0xffffffffu, myV, i);
-      uint32_t xv[kWords];
-      loadChunk<T, kEc, kAligned>(
-          xBase ? xBase + int64_t(cr >> 3) * ldx : nullptr, valid, xv);
-      accumulateEntry<T, kEc, kWords>(acc, cr & 7, v, xv);
-    }
-  }
-  if (!active)
-    return;
-  const int32_t row0 = part.window * 8;
 #pragma unroll
-  for (int k = 0; k < 8; ++k)
-    storeRow<T, kEc, kAligned>(acc[k], row0 + k, rows, base, n, y, ldy,
-                               ws ? ws + k * n : nullptr);
+        for (int q = 0; q < kVec; ++q)
+          acc[q] += v[u] * chunkElem<T, kWords>(xv[u], q);
+    }
+    for (; e < e1; ++e) {
+      uint32_t xv[kWords];
+      const int32_t c = __ldg(entColRow + e) >> 3;
+      const float v = Elem<T>::toFloat(entVals[e]);
+      loadChunk<T, kVec, kAligned>(xBase ? xBase + int64_t(c) * ldx : nullptr,
+                                   valid, xv);
+#pragma unroll
+      for (int q = 0; q < kVec; ++q)
+        acc[q] += v * chunkElem<T, kWords>(xv, q);
+    }
+    if (gl * kVec < F)
+      storeRow<T, kVec, kAligned>(acc, row, rows, base, n, y, ldy,
+                                  ws ? ws + k * n : nullptr);
+  }
 }
 
 template <typename T, int F, bool kAligned>
@@ -245,7 +269,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                const int32_t *__restrict__ blockCols,
                const void *__restrict__ blockVals,
                const int32_t *__restrict__ entColRow,
-               const T *__restrict__ entVals, const T *__restrict__ x,
+               const T *__restrict__ entVals,
+               const int32_t *__restrict__ cudaRowPtr, const T *__restrict__ x,
                int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
                int64_t n, float *__restrict__ ws) {
   const int32_t p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -256,8 +281,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int32_t slot = (part.flags >> 1) - 1;
   float *wsWindow = slot >= 0 ? ws + int64_t(slot) * 8 * n : nullptr;
   if (part.flags & 1)
-    cudaCorePart<T, F, kAligned>(part, entColRow, entVals, x, ldx, y, ldy, rows,
-                                 n, f0, wsWindow);
+    cudaCorePart<T, F, kAligned>(part, entColRow, entVals, cudaRowPtr, x, ldx,
+                                 y, ldy, rows, n, f0, wsWindow);
   else
     tensorCorePart<T, F, kAligned>(part, blockCols, blockVals, x, ldx, y, ldy,
                                    rows, n, f0, wsWindow);
@@ -291,11 +316,13 @@ cudaError_t launchSpmm(const WindowFormat &a, const T *x, int64_t n,
   if (aligned)
     spmmKernel<T, F, true><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
         a.dParts, a.numParts, a.dBlockCols, a.dBlockVals, a.dEntColRow,
-        static_cast<const T *>(a.dEntVals), x, ldx, y, ldy, a.rows, n, ws);
+        static_cast<const T *>(a.dEntVals), a.dCudaRowPtr, x, ldx, y, ldy,
+        a.rows, n, ws);
   else
     spmmKernel<T, F, false><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
         a.dParts, a.numParts, a.dBlockCols, a.dBlockVals, a.dEntColRow,
-        static_cast<const T *>(a.dEntVals), x, ldx, y, ldy, a.rows, n, ws);
+        static_cast<const T *>(a.dEntVals), a.dCudaRowPtr, x, ldx, y, ldy,
+        a.rows, n, ws);
   return cudaGetLastError();
 }
 

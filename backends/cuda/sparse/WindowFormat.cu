@@ -49,12 +49,13 @@ WindowFormat::~WindowFormat() { release(); }
 
 void WindowFormat::release() {
   for (void *p : {(void *)dParts, (void *)dSplitWindows, (void *)dBlockCols,
-                  (void *)dBlockMask, dBlockVals, (void *)dEntColRow, dEntVals})
+                  (void *)dBlockMask, dBlockVals, (void *)dEntColRow, dEntVals,
+                  (void *)dCudaRowPtr})
     if (p)
       cudaFree(p);
   dParts = nullptr, dSplitWindows = nullptr, dBlockCols = nullptr;
   dBlockMask = nullptr, dBlockVals = nullptr, dEntColRow = nullptr,
-  dEntVals = nullptr;
+  dEntVals = nullptr, dCudaRowPtr = nullptr;
 }
 
 namespace {
@@ -217,7 +218,7 @@ __global__ void scatterKernel(int64_t n, DataType dtype, const uint64_t *keys,
                               const int32_t *blockStart,
                               const int32_t *cudaStart, int32_t *blockCols,
                               unsigned long long *blockMask, void *blockVals,
-                              int32_t *entColRow, void *entVals) {
+                              uint64_t *cudaKeys, float *cudaVals) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
@@ -241,15 +242,43 @@ __global__ void scatterKernel(int64_t n, DataType dtype, const uint64_t *keys,
     else
       static_cast<__nv_bfloat16 *>(blockVals)[pos] = __float2bfloat16_rn(v);
   } else {
+    // CUDA-core entries are re-sorted by (window, row, col) afterwards
+    // (cudaEntryKernel).
     const int64_t j = cudaStart[w] + (i - entStart[w]);
-    entColRow[j] = (col << 3) | r;
-    if (dtype == DataType::F32)
-      static_cast<float *>(entVals)[j] = v;
-    else if (dtype == DataType::F16)
-      static_cast<__half *>(entVals)[j] = __float2half_rn(v);
-    else
-      static_cast<__nv_bfloat16 *>(entVals)[j] = __float2bfloat16_rn(v);
+    cudaKeys[j] =
+        (uint64_t(w) << kWindowShift) | (uint64_t(r) << 31) | uint32_t(col);
+    cudaVals[j] = v;
   }
+}
+
+/// Writes the row-sorted CUDA-core entries and the per-row entry pointers.
+__global__ void cudaEntryKernel(int64_t n, int32_t rows, DataType dtype,
+                                const uint64_t *keys, const float *vals,
+                                int32_t *entColRow, void *entVals,
+                                int32_t *rowPtr) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n)
+    return;
+  auto rowOf = [](uint64_t k) {
+    return int32_t(k >> kWindowShift) * 8 + int32_t((k >> 31) & 7);
+  };
+  const uint64_t key = keys[j];
+  const int32_t col = int32_t(key & 0x7fffffffu), r = int32_t((key >> 31) & 7);
+  entColRow[j] = (col << 3) | r;
+  const float v = vals[j];
+  if (dtype == DataType::F32)
+    static_cast<float *>(entVals)[j] = v;
+  else if (dtype == DataType::F16)
+    static_cast<__half *>(entVals)[j] = __float2half_rn(v);
+  else
+    static_cast<__nv_bfloat16 *>(entVals)[j] = __float2bfloat16_rn(v);
+  const int32_t row = rowOf(key);
+  const int32_t prev = j == 0 ? -1 : rowOf(keys[j - 1]);
+  for (int32_t q = prev + 1; q <= row; ++q)
+    rowPtr[q] = int32_t(j);
+  if (j == n - 1)
+    for (int32_t q = row + 1; q <= rows; ++q)
+      rowPtr[q] = int32_t(n);
 }
 
 unsigned gridFor(int64_t n, int threads) {
@@ -404,9 +433,12 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t work = int64_t(totalBlocks) + (int64_t(totalCuda) + 7) / 8;
   int32_t partBlocks = options.partBlocks;
+  // About 128 parts per SM (several waves of warps), and at least 4 blocks (32
+  // entries) per part so that small matrices are not cut into pieces smaller
+  // than a warp's batch.
   if (partBlocks <= 0)
     partBlocks =
-        int32_t(std::max<int64_t>(32, (work + sms * 128 - 1) / (sms * 128)));
+        int32_t(std::max<int64_t>(4, (work + sms * 128 - 1) / (sms * 128)));
   f.partBlocks = partBlocks;
   int32_t *numParts, *isSplit, *partStart, *splitSlot;
   AUTODDL_TRY(s.alloc(numParts, numWindows + 1));
@@ -449,13 +481,38 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
         numWindows, numBlocks, numCuda, blockStart, cudaStart, partStart,
         splitSlot, isSplit, partBlocks, f.dParts, f.dSplitWindows);
   AUTODDL_TRY(cudaGetLastError());
+  AUTODDL_TRY(cudaMalloc(&f.dCudaRowPtr, sizeof(int32_t) * (size_t(rows) + 1)));
+  uint64_t *cudaKeys, *cudaKeysSorted;
+  float *cudaVals, *cudaValsSorted;
+  AUTODDL_TRY(s.alloc(cudaKeys, totalCuda));
+  AUTODDL_TRY(s.alloc(cudaKeysSorted, totalCuda));
+  AUTODDL_TRY(s.alloc(cudaVals, totalCuda));
+  AUTODDL_TRY(s.alloc(cudaValsSorted, totalCuda));
   if (n > 0)
     scatterKernel<<<gridFor(n, 256), 256, 0, stream>>>(
         n, dtype, keys, vals, head, vecIdIncl, entStart, vecStart, numBlocks,
         blockStart, cudaStart, f.dBlockCols,
         reinterpret_cast<unsigned long long *>(f.dBlockMask), f.dBlockVals,
-        f.dEntColRow, f.dEntVals);
+        cudaKeys, cudaVals);
   AUTODDL_TRY(cudaGetLastError());
+  if (totalCuda > 0) {
+    size_t bytes = 0;
+    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+        nullptr, bytes, cudaKeys, cudaKeysSorted, cudaVals, cudaValsSorted,
+        totalCuda, 0, endBit, stream));
+    uint8_t *tmp;
+    AUTODDL_TRY(s.alloc(tmp, bytes));
+    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+        tmp, bytes, cudaKeys, cudaKeysSorted, cudaVals, cudaValsSorted,
+        totalCuda, 0, endBit, stream));
+    cudaEntryKernel<<<gridFor(totalCuda, 256), 256, 0, stream>>>(
+        totalCuda, rows, dtype, cudaKeysSorted, cudaValsSorted, f.dEntColRow,
+        f.dEntVals, f.dCudaRowPtr);
+    AUTODDL_TRY(cudaGetLastError());
+  } else {
+    AUTODDL_TRY(cudaMemsetAsync(f.dCudaRowPtr, 0,
+                                sizeof(int32_t) * (size_t(rows) + 1), stream));
+  }
   // Count tensor-core windows for reporting.
   {
     std::vector<int32_t> hostBlocks(numWindows);

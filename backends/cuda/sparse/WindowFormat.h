@@ -7,10 +7,10 @@
 // column indices, a 64-bit occupancy mask and 64 values laid out in the order
 // the m16n8k8 mma consumes its B operand (swap-and-transpose: the sparse block
 // is the mma's B, the gathered dense rows its A). Other windows go to the
-// CUDA-core path as a list of (column << 3 | row-in-window, value) entries.
-// Work is cut into parts of at most partBlocks blocks (8 * partBlocks entries)
-// for load balance; windows cut into several parts accumulate through fp32
-// atomics into a workspace.
+// CUDA-core path as a list of (column << 3 | row-in-window, value) entries
+// sorted by row. Work is cut into parts of at most partBlocks blocks (8 *
+// partBlocks entries) for load balance; windows cut into several parts
+// accumulate through fp32 atomics into a workspace.
 //
 // Plain C++ header (CUDA runtime API types only) so C++ tests and the CPU side
 // can include it. Limits: rows, cols < 2^28; nnz < 2^31. All pointers named d*
@@ -70,6 +70,8 @@ struct WindowFormat {
   void *dBlockVals = nullptr;    // numBlocks * 64 values, mma B-fragment order
   int32_t *dEntColRow = nullptr; // numCudaEntries, col << 3 | row-in-window
   void *dEntVals = nullptr;      // numCudaEntries values
+  int32_t *dCudaRowPtr =
+      nullptr; // rows + 1: CUDA-core entries of row r, by column
 
   WindowFormat() = default;
   WindowFormat(const WindowFormat &) = delete;
