@@ -51,10 +51,9 @@ struct RunMetrics {
   std::map<std::string, std::string> info; // free-form: plan name, backend, ...
 };
 
-/// {"loss": [...], "step_seconds": [...], "mean_step_seconds": x,
-/// "<items>_per_second": y,
-///  "peak_memory_bytes": [...], "collectives": {kind: {"calls", "bytes",
-///  "seconds"}}, "info": {...}}
+/// The metrics.json text (schema in docs/runtime.md): "loss", "step_seconds",
+/// "mean_step_seconds", "<items>_per_second", "peak_memory_bytes",
+/// "collectives" {kind: {"calls", "bytes", "seconds"}} and "info".
 /// mean_step_seconds skips step 0 (warm-up) when there are at least 2 steps.
 std::string metrics_json(const RunMetrics &m);
 /// Writes metrics_json(m) to `path` atomically.

@@ -36,8 +36,8 @@ inline std::string shape_str(const Shape &shape) {
 
 /// Contiguous row-major fp32 tensor. An owning tensor holds its storage; a view
 /// points into memory owned elsewhere (a slice of a flat parameter buffer, a
-/// ZeRO shard). Move-only, so a view never outlives confusion about who owns
-/// what; moving keeps `data` valid.
+/// ZeRO shard). Move-only, so storage is never duplicated by accident; moving
+/// keeps `data` valid.
 struct Tensor {
   Shape shape;
   float *data = nullptr;

@@ -9,14 +9,13 @@
 // dimension other than 0 is not a contiguous range of the full tensor: the
 // wrappers pack and unpack so that callers only ever see whole local shards.
 //
-// Forward transition    collective       backward (the transpose applied to the
-// gradient)
-//   P    -> B           all_reduce       identity: the gradient of a B tensor
-//   is replicated S(i) -> B           all_gather       reduce_scatter: the
-//   gradient arrives as P P    -> S(i)        reduce_scatter   all_gather S(i)
-//   -> S(j)        all_to_all       all_to_all S(j) -> S(i) B    -> S(i) slice
-//   (local)    all_gather stage k -> k+1      send / recv      recv / send of
-//   the gradient
+// forward        collective       backward (transpose applied to the gradient)
+//   P -> B       all_reduce       identity (the gradient of B is replicated)
+//   S(i) -> B    all_gather       reduce_scatter (the gradient arrives as P)
+//   P -> S(i)    reduce_scatter   all_gather
+//   S(i) -> S(j) all_to_all       all_to_all S(j) -> S(i)
+//   B -> S(i)    slice (local)    all_gather
+//   stage k->k+1 send / recv      recv / send of the gradient
 // Backward functions ADD into the gradient they are given, as the kernels do.
 // Every call adds its time and buffer bytes to comm_stats() under its kind, and
 // to the trace when one is set.

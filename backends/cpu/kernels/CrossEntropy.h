@@ -41,20 +41,18 @@ inline void crossentropy_backward(float *dlogits, const float *logits,
     }
 }
 
-// Vocab-split cross-entropy. Rank r of a tensor-parallel group holds logits [N,
-// Vl] for the vocabulary columns [v0, v0 + Vl). Three local steps with two
+// Vocab-split cross-entropy. Rank r of a tensor-parallel group holds logits
+// [N, Vl] for the vocabulary columns [v0, v0 + Vl). Three local steps with two
 // all-reduces between them:
-//   1. local_max[N] = row max of the local logits;      all_reduce(MAX) ->
-//   gmax[N]
-//   2. sums[2N] = (sum exp(l - gmax), target logit if the target is local else
-//   0);
-//                                                       all_reduce(SUM) ->
-//                                                       sums[2N]
-//   3. losses[N] = log(sumexp) + gmax - target_logit   (identical on every
-//   rank)
-// Backward is local: dlogits += grad_scale * (exp(l - gmax) / sumexp - [v0 + j
-// == target]). Collectives.h's crossentropy_vocab_parallel_forward runs the
-// three steps with the all-reduces.
+//   1. local_max[N] = row max of the local logits
+//      -> all_reduce(MAX) -> gmax[N]
+//   2. sums[0:N] = sum exp(l - gmax); sums[N:2N] = target logit if local, or 0
+//      -> all_reduce(SUM) -> sums[2N]
+//   3. losses[N] = log(sums[n]) + gmax[n] - sums[N + n] (same on every rank)
+// Backward is local:
+//   dlogits += grad_scale * (exp(l - gmax) / sumexp - [v0 + j == target]).
+// Collectives.h's crossentropy_vocab_parallel_forward runs the three steps
+// with the all-reduces.
 
 /// Step 1: local_max[N].
 inline void crossentropy_vocab_parallel_max(float *local_max,

@@ -22,7 +22,7 @@ inline void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
               A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
-/// out[N,O] += bias[O] broadcast over rows.
+/// out[N,O] = x[N,O] + bias[O] broadcast over rows (out may alias x).
 inline void bias_add_forward(float *out, const float *x, const float *bias,
                              int64_t N, int64_t O) {
   for (int64_t n = 0; n < N; ++n)
