@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <dirent.h>
+#include <filesystem>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,3 +134,7 @@ TEST(Safetensors, FailedOrKilledWriteLeavesOldFileIntact) {
   // the failing one removed its own: the old file plus one leftover.
   EXPECT_EQ(countFiles(dir), 2);
 }
+
+// Runs last in this file (gtest keeps declaration order): removes what the
+// tests above wrote.
+TEST(Safetensors, ZzCleanUp) { std::filesystem::remove_all(tempDir()); }
