@@ -140,13 +140,7 @@ void runImport(const ImportArgs &a) {
 
   std::string ir;
   if (!a.summary || !a.output.empty()) {
-#ifdef AUTODDL_HAVE_LOWER
     LowerResult lowered = lowerToSbpText(graph);
-#else
-    // The sbp lowering library is not part of this build yet.
-    LowerResult lowered{"", "this autoddl was built without the sbp lowering "
-                            "(autoddl_lower); use --summary"};
-#endif
     if (!lowered.ok())
       throw UserError(
           a.model +
