@@ -3,7 +3,7 @@
 # an sm_90 GPU and CUDA (no MLIR needed: a plain nvcc build of backends/cuda/sparse,
 # backends/cpu/sparse and bench/spmm).
 #
-#   bench/spmm/run.sh [bench args...]      e.g. --quick, --sweep, --threshold 1.5
+#   bench/spmm/run.sh [bench args...]      e.g. --quick, --threshold 1.25, --only astro-ph
 #
 # Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder),
 #      GTEST_SRC (googletest source with include/ and src/: also builds and runs the GPU

@@ -39,10 +39,18 @@ __device__ __forceinline__ void
 storeRow(const float (&v)[kElems], int32_t row, int32_t rows, int64_t base,
          int64_t n, T *__restrict__ y, int64_t ldy, float *__restrict__ wsRow) {
   if (wsRow) {
+    if constexpr (kAligned && kElems % 4 == 0) {
+      // sm_90 vector reduction: one red.global.add.v4.f32 per 4 features.
 #pragma unroll
-    for (int e = 0; e < kElems; ++e)
-      if (kAligned || base + e < n)
-        atomicAdd(wsRow + base + e, v[e]);
+      for (int e = 0; e < kElems; e += 4)
+        atomicAdd(reinterpret_cast<float4 *>(wsRow + base + e),
+                  make_float4(v[e], v[e + 1], v[e + 2], v[e + 3]));
+    } else {
+#pragma unroll
+      for (int e = 0; e < kElems; ++e)
+        if (kAligned || base + e < n)
+          atomicAdd(wsRow + base + e, v[e]);
+    }
     return;
   }
   if (row >= rows)
@@ -257,7 +265,9 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
       for (int q = 0; q < kVec; ++q)
         acc[q] += v * chunkElem<T, kWords>(xv, q);
     }
-    if (gl * kVec < F)
+    // A split window's workspace starts at zero: only rows with entries in this
+    // part add.
+    if (!ws || e0 < e1)
       storeRow<T, kVec, kAligned>(acc, row, rows, base, n, y, ldy,
                                   ws ? ws + k * n : nullptr);
   }
@@ -336,9 +346,12 @@ cudaError_t spmmTyped(const WindowFormat &a, const T *x, int64_t n, int64_t ldx,
       return err;
   }
   cudaError_t err;
+  // Feature tile per warp: up to 128 features for 16-bit data, 64 for fp32 (a
+  // 128-wide fp32 tile needs ~94 registers and one block per step; 64 keeps two
+  // blocks in flight).
   if (n <= 32)
     err = launchSpmm<T, 32>(a, x, n, ldx, y, ldy, ws, stream);
-  else if (n <= 64)
+  else if (n <= 64 || std::is_same_v<T, float>)
     err = launchSpmm<T, 64>(a, x, n, ldx, y, ldy, ws, stream);
   else
     err = launchSpmm<T, 128>(a, x, n, ldx, y, ldy, ws, stream);

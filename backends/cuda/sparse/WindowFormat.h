@@ -36,7 +36,7 @@ struct PreprocessOptions {
   /// A window goes to tensor cores when nnz >= fillThreshold * (distinct
   /// columns). 0 sends every window there; a huge value sends every window to
   /// CUDA cores.
-  float fillThreshold = 1.5f;
+  float fillThreshold = 1.25f;
   /// Blocks per part (entries per CUDA-core part are 8x this); 0 picks it from
   /// the matrix.
   int32_t partBlocks = 0;
