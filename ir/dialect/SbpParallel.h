@@ -76,6 +76,17 @@ struct SbpSignature {
   }
 };
 
+namespace shorthand {
+/// sig({S(0), B}, {S(0)}): a 1-D signature from operand and result layouts.
+inline SbpSignature sig(std::initializer_list<SbpParallel> inputs,
+                        std::initializer_list<SbpParallel> outputs) {
+  SbpSignature s;
+  s.inputs.assign(inputs);
+  s.outputs.assign(outputs);
+  return s;
+}
+} // namespace shorthand
+
 /// The dual layout of a gradient: S(d) -> S(d), B -> P(sum), P -> B.
 SbpParallel dual(const SbpParallel &layout);
 /// Gradients flow backwards: the result gradients become inputs (dual of the

@@ -25,12 +25,13 @@ namespace {
 using namespace shorthand;
 using Signatures = SmallVector<SbpSignature>;
 
-SbpSignature sig(std::initializer_list<SbpParallel> inputs,
-                 std::initializer_list<SbpParallel> outputs) {
-  SbpSignature s;
-  s.inputs.assign(inputs);
-  s.outputs.assign(outputs);
-  return s;
+/// The dual signature, except that integer operand `operand` (ids, targets),
+/// which has no gradient, keeps its forward layout.
+SbpSignature dualExceptIntegerOperand(const SbpSignature &forward,
+                                      unsigned operand) {
+  SbpSignature backward = dualSignature(forward);
+  backward.outputs[operand] = forward.inputs[operand];
+  return backward;
 }
 
 int64_t rankOf(Value value) {
@@ -100,9 +101,7 @@ Signatures EmbeddingOp::getSbpSignatures() {
 // Integer ids have no gradient: their entry keeps the forward layout so that
 // the backward implies no communication for them.
 SbpSignature EmbeddingOp::getBackwardSignature(const SbpSignature &forward) {
-  SbpSignature backward = dualSignature(forward);
-  backward.outputs[0] = forward.inputs[0];
-  return backward;
+  return dualExceptIntegerOperand(forward, /*operand=*/0);
 }
 
 // x [B,T,C] + table[0:T]: batch split with the table whole; channels split on
@@ -259,9 +258,7 @@ Signatures CrossEntropyOp::getSbpSignatures() {
 
 // Integer targets have no gradient (see EmbeddingOp).
 SbpSignature CrossEntropyOp::getBackwardSignature(const SbpSignature &forward) {
-  SbpSignature backward = dualSignature(forward);
-  backward.outputs[1] = forward.inputs[1];
-  return backward;
+  return dualExceptIntegerOperand(forward, /*operand=*/1);
 }
 
 // x [B,Cin,H,W], w [Cout,Cin,kh,kw], bias [Cout]. Batch (OneFlow conv_op.cpp

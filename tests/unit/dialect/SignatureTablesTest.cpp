@@ -21,14 +21,6 @@ using namespace autoddl::sbp::shorthand;
 
 namespace {
 
-SbpSignature sig(std::initializer_list<SbpParallel> inputs,
-                 std::initializer_list<SbpParallel> outputs) {
-  SbpSignature s;
-  s.inputs.assign(inputs);
-  s.outputs.assign(outputs);
-  return s;
-}
-
 std::vector<std::string> strings(ArrayRef<SbpSignature> sigs) {
   std::vector<std::string> out;
   for (const SbpSignature &s : sigs)
@@ -60,6 +52,16 @@ protected:
     return found;
   }
 
+  /// sbp.linear of x [rows,16] by a torch-layout weight [32,16] (N = 32,
+  /// K = 16), with the attribute dictionary `attrs`.
+  LinearOp torchLinear(int64_t rows, const std::string &attrs = "") {
+    std::string x = "tensor<" + std::to_string(rows) + "x16xf32>";
+    std::string y = "tensor<" + std::to_string(rows) + "x32xf32>";
+    return parse<LinearOp>("%x: " + x + ", %w: tensor<32x16xf32>",
+                           "%y = sbp.linear %x, %w " + attrs + " : (" + x +
+                               ", tensor<32x16xf32>) -> " + y);
+  }
+
   MeshOp mesh() { return *module->getOps<MeshOp>().begin(); }
 
   MLIRContext context;
@@ -67,10 +69,7 @@ protected:
 };
 
 TEST_F(SignatureTablesTest, LinearWithTorchWeightHasOneFlowMatmulTable) {
-  auto op = parse<LinearOp>(
-      "%x: tensor<8x16xf32>, %w: tensor<32x16xf32>",
-      "%y = sbp.linear %x, %w : (tensor<8x16xf32>, tensor<32x16xf32>) -> "
-      "tensor<8x32xf32>");
+  auto op = torchLinear(8);
   // MatmulOp::GetSbp with b = wᵀ ([N,K], torch Linear): S(m)×B→S(0),
   // B×S(n)→S(1) where n is w's dim 0, S(k)×S(k)→P where k is x's dim 1 and
   // w's dim 1, P×B→P, B×P→P; all-broadcast last (GetSbpSignaturesIf).
@@ -237,18 +236,12 @@ TEST_F(SignatureTablesTest, TransposeAndReshapeMoveSplits) {
 }
 
 TEST_F(SignatureTablesTest, NdSignaturesAreFilteredProductsOfOneD) {
-  auto op = parse<LinearOp>(
-      "%x: tensor<8x16xf32>, %w: tensor<32x16xf32>",
-      "%y = sbp.linear %x, %w : (tensor<8x16xf32>, tensor<32x16xf32>) -> "
-      "tensor<8x32xf32>");
+  auto op = torchLinear(8);
   // 6 one-D signatures per axis, 6 × 6 products; every split dim (8, 16, 32)
   // is divisible by any product of axis sizes that can split it (at most 8).
   EXPECT_EQ(enumerateNdSignatures(op, mesh()).size(), 36u);
 
-  auto small = parse<LinearOp>(
-      "%x: tensor<2x16xf32>, %w: tensor<32x16xf32>",
-      "%y = sbp.linear %x, %w : (tensor<2x16xf32>, tensor<32x16xf32>) -> "
-      "tensor<2x32xf32>");
+  auto small = torchLinear(2);
   // A batch of 2 cannot be split over tp (4): the row-split signature is
   // dropped on tp, leaving 6 choices on dp × 5 on tp.
   SmallVector<SignatureAttr> nd = enumerateNdSignatures(small, mesh());
@@ -273,10 +266,7 @@ TEST_F(SignatureTablesTest, HeadSplitsMustBeWholeHeads) {
 }
 
 TEST_F(SignatureTablesTest, BackwardIsTheDualByDefault) {
-  auto op = parse<LinearOp>(
-      "%x: tensor<8x16xf32>, %w: tensor<32x16xf32>",
-      "%y = sbp.linear %x, %w : (tensor<8x16xf32>, tensor<32x16xf32>) -> "
-      "tensor<8x32xf32>");
+  auto op = torchLinear(8);
   SbpOpInterface iface = op;
   // Column-parallel forward (B, S(0)) → S(1): dy arrives S(1); dx is a partial
   // sum (Megatron's all-reduce of dx) and dw stays split like w.
@@ -304,11 +294,9 @@ TEST_F(SignatureTablesTest, IntegerOperandsKeepTheirLayoutInBackward) {
 }
 
 TEST_F(SignatureTablesTest, NdBackwardAppliesPerAxis) {
-  auto op = parse<LinearOp>(
-      "%x: tensor<8x16xf32>, %w: tensor<32x16xf32>",
-      "%y = sbp.linear %x, %w {sbp.sig = #sbp.sig<@mesh, ([S(0), B], [B, "
-      "S(0)]) -> ([S(0), S(1)])>} : (tensor<8x16xf32>, tensor<32x16xf32>) -> "
-      "tensor<8x32xf32>");
+  auto op = torchLinear(
+      8, "{sbp.sig = #sbp.sig<@mesh, ([S(0), B], [B, S(0)]) -> ([S(0), "
+         "S(1)])>}");
   auto forward = op->getAttrOfType<SignatureAttr>(kSignatureAttr);
   ASSERT_TRUE(forward);
   // dp × tp (LiBai's hybrid): dy (S(0), S(1)); dx partial over tp; dw partial
