@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "cost_model/Boxing.h"
 #include "cost_model/Collectives.h"
+#include "cost_model/Compute.h"
 #include "cost_model/io/ClusterJson.h"
 #include "support/UserError.h"
 #include "tools/autoddl/Commands.h"
@@ -320,6 +321,154 @@ void runCluster(const ClusterShowOptions &o) {
                 micro(c.interNode.latency).c_str());
 }
 
+// --- op
+// -----------------------------------------------------------------------
+
+struct OpOptions : ClusterOptions {
+  std::string kind, inputs, params, precision = "bf16";
+  std::vector<std::string> attrs;
+  bool asJson = false;
+};
+
+// "8192x4096,4096x4096:i32" -> value types (f32 unless ":i32"/":i64" follows).
+std::vector<ops::ValueType> parseOperands(const std::string &text) {
+  std::vector<ops::ValueType> out;
+  for (const std::string &item : splitList(text)) {
+    ops::ValueType v;
+    std::string dims = item;
+    if (auto colon = item.find(':'); colon != std::string::npos) {
+      auto dt = ops::parseDType(item.substr(colon + 1));
+      if (!dt)
+        throw UserError("--in: unknown element type in \"" + item + "\"");
+      v.dtype = *dt;
+      dims = item.substr(0, colon);
+    }
+    size_t start = 0;
+    while (start <= dims.size()) {
+      size_t x = dims.find('x', start);
+      std::string d =
+          dims.substr(start, x == std::string::npos ? x : x - start);
+      char *end = nullptr;
+      long long n = std::strtoll(d.c_str(), &end, 10);
+      if (d.empty() || *end != '\0' || n < 1)
+        throw UserError("--in: expected shapes such as 8192x4096, got \"" +
+                        item + "\"");
+      v.shape.push_back(n);
+      if (x == std::string::npos)
+        break;
+      start = x + 1;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+ops::Attrs parseAttrs(const std::string &kind,
+                      const std::vector<std::string> &items) {
+  ops::Attrs attrs;
+  for (const std::string &item : items) {
+    auto eq = item.find('=');
+    std::string name = item.substr(0, eq);
+    auto type = ops::attrKind(kind, name);
+    if (eq == std::string::npos || !type)
+      throw UserError("--attr: expected name=value with an attribute of " +
+                      kind + ", got \"" + item + "\"");
+    std::string value = item.substr(eq + 1);
+    try {
+      switch (*type) {
+      case ops::AttrKind::I64:
+        attrs[name] = static_cast<int64_t>(std::stoll(value));
+        break;
+      case ops::AttrKind::F64:
+        attrs[name] = std::stod(value);
+        break;
+      case ops::AttrKind::Bool:
+        if (value != "true" && value != "false")
+          throw std::invalid_argument("bool");
+        attrs[name] = value == "true";
+        break;
+      case ops::AttrKind::Str:
+        attrs[name] = value;
+        break;
+      case ops::AttrKind::I64Array: {
+        std::vector<int64_t> list;
+        for (const std::string &p : splitList(value))
+          list.push_back(std::stoll(p));
+        attrs[name] = list;
+        break;
+      }
+      }
+    } catch (const std::exception &) {
+      throw UserError("--attr: " + name + " of " + kind + " is " +
+                      std::string(ops::attrKindName(*type)) + ", got \"" +
+                      value + "\"");
+    }
+  }
+  return attrs;
+}
+
+json kernelJson(const cost::KernelCost &k) {
+  return {{"flops", k.flops},
+          {"bytes", k.bytes},
+          {"time_s", k.time},
+          {"efficiency", k.efficiency},
+          {"compute_bound", k.computeBound},
+          {"calibrated", k.calibrated}};
+}
+
+void runOp(const OpOptions &o) {
+  if (!ops::lookupOp(o.kind))
+    throw UserError("--kind: \"" + o.kind + "\" is not an op of docs/ir.md");
+  cost::Precision precision;
+  if (!cost::parsePrecision(o.precision, precision))
+    throw UserError("--precision: expected fp32, tf32, bf16 or fp16, got \"" +
+                    o.precision + "\"");
+  std::vector<ops::ValueType> operands = parseOperands(o.inputs);
+  ops::Attrs attrs = parseAttrs(o.kind, o.attrs);
+  ops::InferResult inferred = ops::inferResultTypes(o.kind, operands, attrs);
+  if (!inferred.ok())
+    throw UserError("--in: " + o.kind + ": " + inferred.error);
+  std::vector<bool> isParam(operands.size(), false);
+  if (!o.params.empty())
+    for (const std::string &p : splitList(o.params)) {
+      char *end = nullptr;
+      long i = std::strtol(p.c_str(), &end, 10);
+      if (p.empty() || *end != '\0' || i < 0 ||
+          i >= static_cast<long>(operands.size()))
+        throw UserError("--params: expected operand indices below " +
+                        std::to_string(operands.size()) + ", got \"" +
+                        o.params + "\"");
+      isParam[i] = true;
+    }
+  Cluster c = cost::loadCluster(o.cluster, o.nodes);
+  cost::OpCost r =
+      cost::opCost(c, o.kind, operands, inferred.results,
+                   ops::withDefaults(o.kind, attrs), isParam, precision);
+  if (o.asJson) {
+    json doc = {{"op", o.kind},
+                {"precision", o.precision},
+                {"cluster", c.name},
+                {"forward", kernelJson(r.forward)},
+                {"backward_data", kernelJson(r.backwardData)},
+                {"backward_weight", kernelJson(r.backwardWeight)}};
+    std::printf("%s\n", doc.dump(2).c_str());
+    return;
+  }
+  std::printf("%s in %s on one %s of %s (local shapes)\n", o.kind.c_str(),
+              o.precision.c_str(), c.gpuModel.c_str(), c.name.c_str());
+  auto line = [](const char *what, const cost::KernelCost &k) {
+    std::printf("  %-16s %s  %.3e FLOP  %.3e bytes  %s%s\n", what,
+                micro(k.time).c_str(), k.flops, k.bytes,
+                k.time == 0      ? "none"
+                : k.computeBound ? "compute-bound"
+                                 : "memory-bound",
+                k.calibrated ? " (calibrated)" : "");
+  };
+  line("forward", r.forward);
+  line("backward dgrad", r.backwardData);
+  line("backward wgrad", r.backwardWeight);
+}
+
 } // namespace
 
 void registerCostCommand(CLI::App &app) {
@@ -365,6 +514,24 @@ void registerCostCommand(CLI::App &app) {
   cl->add(show);
   show->add_flag("--json", cl->asJson, "print a JSON object");
   show->callback([cl] { runCluster(*cl); });
+  auto oo = std::make_shared<OpOptions>();
+  CLI::App *op = cost->add_subcommand(
+      "op",
+      "roofline time of one op's forward, dgrad and wgrad on its local shard");
+  op->add_option("--kind", oo->kind, "op kind of docs/ir.md, e.g. linear")
+      ->required();
+  op->add_option(
+        "--in", oo->inputs,
+        "operand shapes, e.g. 8192x4096,4096x4096 (append :i32 for ids)")
+      ->required();
+  op->add_option("--params", oo->params,
+                 "indices of operands that are trainable parameters, e.g. 1,2");
+  op->add_option("--attr", oo->attrs, "attribute name=value (repeatable)");
+  op->add_option("--precision", oo->precision,
+                 "fp32, tf32, bf16 (default) or fp16");
+  oo->add(op);
+  op->add_flag("--json", oo->asJson, "print a JSON object");
+  op->callback([oo] { runOp(*oo); });
 }
 
 } // namespace autoddl::cli
