@@ -16,5 +16,11 @@ namespace autoddl::cli {
 void registerImportCommand(CLI::App &app);     // ImportCommand.cpp: model -> sbp IR, summary
 void registerSimulateCommand(CLI::App &app);   // SimulateCommand.cpp: pipeline-schedule simulator
 void registerCostCommand(CLI::App &app);       // CostCommand.cpp: collective / compute costs
+void registerPlanCommand(CLI::App &app);       // PlanCommand.cpp: parallel-plan search -> plan.json
+void registerInspectCommand(CLI::App &app);    // InspectCommand.cpp: plan tables, why-not, trace
+
+void registerCodegenCommand(CLI::App &app);    // CodegenCommand.cpp: plan -> training project
+void registerRunCommand(CLI::App &app);        // RunCommand.cpp: plan, generate, build, mpirun
+void registerVerifyCommand(CLI::App &app);     // VerifyCommand.cpp: plan vs one rank, step by step
 
 } // namespace autoddl::cli

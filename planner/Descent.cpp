@@ -1,0 +1,267 @@
+//===- Descent.cpp - coordinate descent and the exact oracle -------------===//
+#include "planner/Descent.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace autoddl::planner {
+
+using cost::Sbp;
+
+Incidence::Incidence(const SearchGraph &sg) {
+  edgesOf.assign(sg.ops.size(), {});
+  lastOp.assign(sg.edges.size(), -1);
+  for (size_t e = 0; e < sg.edges.size(); ++e) {
+    std::vector<int> ends;
+    if (sg.edges[e].producer >= 0)
+      ends.push_back(sg.edges[e].producer);
+    for (auto [c, k] : sg.edges[e].consumers)
+      ends.push_back(c);
+    std::sort(ends.begin(), ends.end());
+    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+    for (int op : ends)
+      edgesOf[op].push_back(static_cast<int>(e));
+    lastOp[e] = ends.empty() ? -1 : ends.back();
+  }
+}
+
+namespace {
+
+/// Objective terms that depend on the ops in `ops` (their unaries and every edge
+/// they touch, each edge once).
+double localCost(PricingContext &ctx, const Incidence &inc,
+                 const Assignment &a, std::initializer_list<int> ops) {
+  ++ctx.evaluations;
+  double total = 0;
+  std::vector<int> edges;
+  for (int op : ops) {
+    total += ctx.unary(op, a[op]);
+    for (int e : inc.edgesOf[op])
+      edges.push_back(e);
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  for (int e : edges)
+    total += ctx.edgeTerm(e, a);
+  return total;
+}
+
+bool better(double candidate, double current) {
+  return candidate < current - 1e-12 * std::max(1.0, std::abs(current));
+}
+
+} // namespace
+
+DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
+                                Assignment a) {
+  const SearchGraph &sg = ctx.graph();
+  const int n = static_cast<int>(sg.ops.size());
+  DescentResult r;
+  for (r.sweeps = 1; r.sweeps <= 200; ++r.sweeps) {
+    bool changed = false;
+    // Single-op moves in topological order.
+    for (int op = 0; op < n; ++op) {
+      const int k = static_cast<int>(sg.ops[op].sigs.size());
+      if (k < 2)
+        continue;
+      double best = localCost(ctx, inc, a, {op});
+      int bestSig = a[op];
+      const int cur = a[op];
+      for (int s = 0; s < k; ++s) {
+        if (s == cur)
+          continue;
+        a[op] = s;
+        double v = localCost(ctx, inc, a, {op});
+        if (better(v, best)) {
+          best = v;
+          bestSig = s;
+        }
+      }
+      a[op] = bestSig;
+      changed |= bestSig != cur;
+    }
+    // Pair moves along producer -> consumer edges: a column -> row switch only
+    // pays when both ends change together.
+    for (const CollapsedEdge &e : sg.edges) {
+      if (e.producer < 0)
+        continue;
+      const int p = e.producer;
+      for (auto [c, slot] : e.consumers) {
+        if (c == p)
+          continue;
+        const int kp = static_cast<int>(sg.ops[p].sigs.size());
+        const int kc = static_cast<int>(sg.ops[c].sigs.size());
+        if (kp < 2 || kc < 2)
+          continue;
+        const int cp = a[p], cc = a[c];
+        double best = localCost(ctx, inc, a, {p, c});
+        int bp = cp, bc = cc;
+        for (int sp = 0; sp < kp; ++sp)
+          for (int sc = 0; sc < kc; ++sc) {
+            if (sp == cp && sc == cc)
+              continue;
+            a[p] = sp;
+            a[c] = sc;
+            double v = localCost(ctx, inc, a, {p, c});
+            if (better(v, best)) {
+              best = v;
+              bp = sp;
+              bc = sc;
+            }
+          }
+        a[p] = bp;
+        a[c] = bc;
+        changed |= bp != cp || bc != cc;
+      }
+    }
+    if (!changed)
+      break;
+  }
+  r.objective = ctx.objective(a);
+  r.assignment = std::move(a);
+  return r;
+}
+
+namespace {
+
+struct BranchAndBound {
+  PricingContext &ctx;
+  const Incidence &inc;
+  std::vector<std::vector<int>> edgesClosedAt; // op -> edges complete once it is set
+  Assignment a, best;
+  double bestValue;
+  int64_t nodes = 0, limit;
+  bool exceeded = false;
+
+  void visit(int op, double partial) {
+    const int n = static_cast<int>(a.size());
+    if (exceeded)
+      return;
+    if (++nodes > limit) {
+      exceeded = true;
+      return;
+    }
+    if (op == n) {
+      if (partial < bestValue) {
+        bestValue = partial;
+        best = a;
+      }
+      return;
+    }
+    const int k = static_cast<int>(ctx.graph().ops[op].sigs.size());
+    for (int s = 0; s < k; ++s) {
+      a[op] = s;
+      double v = partial + ctx.unary(op, s);
+      for (int e : edgesClosedAt[op])
+        v += ctx.edgeTerm(e, a);
+      if (v < bestValue)
+        visit(op + 1, v);
+    }
+    a[op] = 0;
+  }
+};
+
+} // namespace
+
+std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
+                                              const Incidence &inc,
+                                              double upperBound,
+                                              int64_t nodeLimit) {
+  const SearchGraph &sg = ctx.graph();
+  BranchAndBound bb{ctx, inc, {}, Assignment(sg.ops.size(), 0), {},
+                    upperBound * (1 + 1e-9) + 1e-15, 0, nodeLimit};
+  bb.edgesClosedAt.assign(sg.ops.size(), {});
+  // Edges without endpoints among the ops (never happens) and the edges whose
+  // last endpoint is an op are closed when that op is assigned.
+  double constant = 0;
+  for (size_t e = 0; e < sg.edges.size(); ++e) {
+    if (inc.lastOp[e] >= 0)
+      bb.edgesClosedAt[inc.lastOp[e]].push_back(static_cast<int>(e));
+    else
+      constant += ctx.edgeTerm(static_cast<int>(e), bb.a);
+  }
+  bb.visit(0, constant);
+  ctx.evaluations += bb.nodes;
+  if (bb.exceeded)
+    return std::nullopt;
+  if (bb.best.empty())
+    return std::nullopt; // nothing below the bound (cannot happen: the bound is met)
+  DescentResult r;
+  r.assignment = bb.best;
+  r.objective = ctx.objective(bb.best);
+  return r;
+}
+
+namespace {
+
+int findSig(const CollapsedOp &op, std::string_view name) {
+  for (size_t s = 0; s < op.sigs.size(); ++s)
+    if (op.sigs[s].name == name)
+      return static_cast<int>(s);
+  return -1;
+}
+
+} // namespace
+
+Assignment pureDataParallelStart(const PricingContext &ctx) {
+  const SearchGraph &sg = ctx.graph();
+  Assignment a(sg.ops.size(), 0);
+  for (size_t i = 0; i < sg.ops.size(); ++i)
+    a[i] = std::max(0, findSig(sg.ops[i], "batch"));
+  return a;
+}
+
+Assignment megatronStart(const PricingContext &ctx) {
+  const SearchGraph &sg = ctx.graph();
+  const ModelGraph &g = *sg.graph;
+  Assignment a(sg.ops.size(), 0);
+  // Layout of each tensor produced so far (B when unknown).
+  std::vector<Sbp> layout(g.tensors.size(), Sbp::broadcast());
+  for (size_t i = 0; i < sg.ops.size(); ++i) {
+    const CollapsedOp &op = sg.ops[i];
+    const OpDef &def = g.ops[op.op];
+    const int r = def.results.front();
+    auto splitLast = [&](int t) {
+      return layout[t].kind == Sbp::Split &&
+             layout[t].dim == static_cast<int>(sg.shape1(t).size()) - 1;
+    };
+    int pick = -1;
+    const std::string &k = def.kind;
+    if (k == "linear")
+      pick = findSig(op, splitLast(def.operands[0]) ? "row" : "column");
+    else if (k == "attention" || k == "rotary")
+      pick = findSig(op, "heads");
+    else if (k == "gelu" || k == "relu" || k == "silu" || k == "swiglu" ||
+             k == "mul") {
+      bool all = true;
+      for (int t : def.operands)
+        all &= splitLast(t);
+      if (all)
+        pick = findSig(op, "hidden");
+    } else if (k == "embedding")
+      pick = findSig(op, "vocab");
+    else if (k == "cross_entropy" && splitLast(def.operands[0]))
+      pick = findSig(op, "vocab");
+    a[i] = std::max(0, pick);
+    layout[r] = op.sigs[a[i]].result;
+    // A P result is all-reduced before anything else reads it (Megatron's "g").
+    if (layout[r].kind == Sbp::Partial)
+      layout[r] = Sbp::broadcast();
+    // Every later layer reads this layer's tensors at the same positions.
+    for (size_t j = 0; j < g.ops.size(); ++j)
+      if (sg.opOf[j] == static_cast<int>(i))
+        layout[g.ops[j].results.front()] = layout[r];
+  }
+  return a;
+}
+
+Assignment namedStart(const PricingContext &ctx,
+                      const std::vector<std::string> &previous) {
+  const SearchGraph &sg = ctx.graph();
+  Assignment a(sg.ops.size(), 0);
+  for (size_t i = 0; i < sg.ops.size() && i < previous.size(); ++i)
+    a[i] = std::max(0, findSig(sg.ops[i], previous[i]));
+  return a;
+}
+
+} // namespace autoddl::planner

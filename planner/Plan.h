@@ -1,0 +1,198 @@
+//===- Plan.h - the planner's inputs, knobs and the plan it returns ------===//
+//
+// Plain C++ (no MLIR, no exceptions): the search library (Search.h) fills a Plan,
+// the edge library (PlanJson.h) writes it as plan.json (docs/plan-format.md) and
+// reads it back for `autoddl inspect`.
+//
+// Vocabulary: the device mesh has three axes, "pp" (pipeline stages), "dp" (data
+// parallel) and "tp" (the operator-parallel axis whose per-op SBP the coordinate
+// descent chooses). Every activation is split over "dp" along its batch dimension;
+// parameters are broadcast over "dp" (ZeRO shards their optimizer state / gradients
+// over it). Times are seconds, sizes bytes.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "cost_model/Boxing.h"
+#include "cost_model/Memory.h"
+#include "cost_model/pipeline/Schedule.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace autoddl::planner {
+
+enum class SearchMode { CoordinateDescent, Exhaustive };
+
+/// Mesh axis order, outermost first; the innermost axis gets consecutive ranks
+/// (NVLink neighbours). "pp" is always outermost.
+enum class AxisOrder { TensorInner, DataInner };
+std::string axisOrderName(AxisOrder o); // "pp,dp,tp" / "pp,tp,dp"
+
+std::string recomputeName(cost::Recompute r); // "none", "selective", "full"
+bool parseRecompute(const std::string &s, cost::Recompute &out);
+
+/// Knobs a user may pin (`--fix`); unset ones are searched.
+struct FixedKnobs {
+  std::optional<int> tp, pp, dp;
+  std::optional<int64_t> microbatch;     // samples per micro-batch
+  std::optional<pipeline::ScheduleKind> schedule;
+  std::optional<int> chunks;             // interleaved model chunks per device
+  std::optional<cost::Recompute> recompute;
+  std::optional<int> zero;               // 0, 1, 2
+  std::optional<AxisOrder> order;
+};
+
+struct PlannerOptions {
+  int64_t globalBatch = 0;          // samples per step, all data-parallel ranks
+  SearchMode mode = SearchMode::CoordinateDescent;
+  FixedKnobs fixed;
+  /// Bytes per element of activations, gradients and weights as the backend runs
+  /// them (bf16).
+  double activationElementBytes = 2;
+  cost::Precision precision = cost::Precision::BF16;
+  /// Memory a rank cannot use for the model: CUDA context, NCCL buffers, cuBLAS
+  /// workspace, allocator slack (docs/planner.md "memory").
+  double reservedBytes = 2.0 * (1 << 30);
+  /// Gradient-sync bucket (bytes of gradients per all-reduce / reduce-scatter).
+  double bucketBytes = 40e6 * 2;
+  /// Compute the "why not" table (neighbouring choices of every knob).
+  bool explain = true;
+  /// Exhaustive mode refuses problems with more SBP assignments than this.
+  double exhaustiveLimit = 2e6;
+};
+
+/// One op of the collapsed graph with the SBP signature the search chose.
+struct OpChoice {
+  std::string segment;   // "pre", "layer", "post"
+  std::string op;        // representative op name, e.g. "h.1.attn.qkv"
+  std::string kind;      // "linear"
+  std::string signature; // "column", "row", "batch", "replicate", ...
+  std::vector<std::string> operands; // per-operand tp-axis SBP ("B", "S(2)", "P")
+  std::string result;
+  std::vector<std::string> candidates; // every valid signature name, in search order
+};
+
+/// One tensor of the model with its nd-SBP over ("dp", "tp") and its stage.
+struct TensorLayout {
+  std::string name;
+  std::string role;  // "input", "parameter", "activation"
+  std::vector<int64_t> shape; // at the plan's micro-batch size
+  std::string dp, tp;         // per-axis SBP
+  int stage = 0;              // pipeline model stage that holds it
+};
+
+/// A collective the plan runs.
+struct CollectiveUse {
+  std::string where;      // op or tensor it belongs to
+  std::string phase;      // "forward", "backward", "gradient-sync", "p2p", "recompute"
+  std::string collective; // "all_reduce", ...
+  std::string axis;       // "tp", "dp", "dp+tp", "pp"
+  double bytes = 0;       // nccl-tests size convention (Collectives.h)
+  double time = 0;        // seconds, one call
+  int64_t perStep = 0;    // calls per step per rank that runs it
+};
+
+struct StageInfo {
+  int stage = 0;           // model stage (pipeline position)
+  int device = 0;          // pipeline rank that runs it
+  int chunk = 0;
+  int firstLayer = 0, endLayer = 0; // [first, end)
+  bool pre = false, post = false;   // holds the embedding / the head and loss
+};
+
+/// Per pipeline rank (device), per micro-batch unless said otherwise.
+struct DeviceTimes {
+  double forward = 0, backward = 0, weightGradient = 0; // seconds, incl. tp comm
+  double forwardComm = 0, backwardComm = 0;              // tp collectives inside them
+  double recompute = 0;                                  // part of backward
+  double gradSync = 0;        // seconds per step, full (before overlap)
+  double gradSyncExposed = 0; // seconds per step on the critical path
+  double optimizer = 0;       // seconds per step
+  double end = 0;             // when its last backward ends (simulated)
+  double memory = 0;          // predicted peak bytes
+  cost::RankMemory memoryParts;
+  double inFlight = 0;        // peak micro-batches of activations held
+};
+
+struct Prediction {
+  double stepTime = 0;
+  double tflopsPerGpu = 0;     // model FLOPs (fwd+bwd, no recompute) / s / GPU / 1e12
+  double hardwareTflopsPerGpu = 0; // including recomputation
+  double mfu = 0;
+  double bubbleFraction = 0;
+  double peakMemory = 0;       // max over ranks
+  double modelFlopsPerStep = 0;
+  // Breakdown of the critical rank's step (seconds): compute, tp comm, p2p, bubble,
+  // exposed gradient sync, optimizer.
+  double compute = 0, tpComm = 0, p2p = 0, bubble = 0, gradSync = 0, optimizer = 0;
+};
+
+struct Knobs {
+  int tp = 1, pp = 1, dp = 1;
+  int64_t microbatch = 1, microbatches = 1;
+  pipeline::ScheduleKind schedule = pipeline::ScheduleKind::OneFOneB;
+  int chunks = 1;
+  cost::Recompute recompute = cost::Recompute::None;
+  int zero = 0;
+  AxisOrder order = AxisOrder::TensorInner;
+};
+std::string knobsToString(const Knobs &k); // "tp=8 pp=16 dp=8 mb=1 m=192 ..."
+
+/// A neighbour of the chosen plan along one knob.
+struct Alternative {
+  std::string knob;    // "tp", "pp", "microbatch", "schedule", ..., "sbp:<op>"
+  std::string value;   // the neighbouring choice
+  bool feasible = false;
+  double stepTime = 0, peakMemory = 0; // of the neighbour (0 when invalid)
+  double deltaTime = 0, deltaMemory = 0;
+  std::string reason;  // why it lost
+};
+
+struct SearchStats {
+  double wallSeconds = 0;
+  int64_t candidatesPriced = 0;   // outer configurations costed
+  int64_t simulated = 0;          // of them, run through the pipeline simulator
+  int64_t sbpEvaluations = 0;     // objective evaluations inside coordinate descent
+  int64_t descents = 0;           // coordinate-descent runs (starts)
+  std::string mode;               // "cd" / "exhaustive"
+};
+
+struct Plan {
+  int version = 1;
+  std::string model, modelFamily;
+  int64_t parameters = 0, layers = 0, seq = 0;
+  std::string cluster, gpu;
+  int nodes = 0, gpusPerNode = 0;
+  double peakFlops = 0, memoryCapacity = 0;
+  int64_t globalBatch = 0;
+  Knobs knobs;
+  std::vector<std::string> axisLinks; // per axis of ("pp","dp","tp"): "nvlink", "infiniband", "nvlink+infiniband", "none"
+  std::vector<OpChoice> ops;
+  std::vector<TensorLayout> tensors;
+  std::vector<CollectiveUse> collectives;
+  std::vector<StageInfo> stages;
+  std::vector<DeviceTimes> devices;
+  double p2pTime = 0; // one activation transfer between stages
+  /// The per-micro-batch times as the pipeline simulator indexes them (per
+  /// pipeline rank for interleaved, per stage otherwise), so `inspect` can replay
+  /// the step.
+  std::vector<double> simForward, simBackward, simWeightGradient;
+  Prediction predicted;
+  SearchStats search;
+  std::vector<Alternative> alternatives;
+};
+
+/// When no configuration fits in memory: the smallest footprint seen.
+struct Infeasible {
+  Knobs knobs;
+  double peakMemory = 0, capacity = 0;
+  cost::RankMemory parts; // of the rank with the peak
+  std::string dominant;   // "weights", "gradients", "optimizer", "activations", "workspace"
+  int64_t candidatesPriced = 0;
+  std::string message;    // one line
+};
+
+} // namespace autoddl::planner

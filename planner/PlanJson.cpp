@@ -1,0 +1,422 @@
+//===- PlanJson.cpp - plan.json writer and reader ------------------------===//
+#include "planner/PlanJson.h"
+
+#include "support/JsonFile.h"
+#include "support/UserError.h"
+
+namespace autoddl::planner {
+
+using ojson = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+namespace {
+
+ojson memoryJson(const cost::RankMemory &m) {
+  ojson j;
+  j["weights"] = m.state.weights;
+  j["gradients"] = m.state.gradients;
+  j["optimizer"] = m.state.optimizer;
+  j["activations"] = m.activations;
+  j["workspace"] = m.workspace;
+  j["total"] = m.total();
+  return j;
+}
+
+std::string chunkedSchedule(const Knobs &k) {
+  return std::string(pipeline::scheduleName(k.schedule));
+}
+
+} // namespace
+
+ojson planToJson(const Plan &p) {
+  ojson j;
+  j["format"] = "autoddl-plan";
+  j["version"] = p.version;
+  j["model"] = {{"name", p.model},
+                {"family", p.modelFamily},
+                {"parameters", p.parameters},
+                {"layers", p.layers},
+                {"seq", p.seq}};
+  j["cluster"] = {{"name", p.cluster},
+                  {"gpu", p.gpu},
+                  {"nodes", p.nodes},
+                  {"gpus_per_node", p.gpusPerNode},
+                  {"peak_flops", p.peakFlops},
+                  {"memory_bytes", p.memoryCapacity}};
+  j["global_batch"] = p.globalBatch;
+  const Knobs &k = p.knobs;
+  ojson mesh;
+  mesh["axes"] = {"pp", "dp", "tp"};
+  mesh["pp"] = k.pp;
+  mesh["dp"] = k.dp;
+  mesh["tp"] = k.tp;
+  mesh["order"] = axisOrderName(k.order);
+  mesh["links"] = ojson::object();
+  const char *names[] = {"pp", "dp", "tp"};
+  for (size_t i = 0; i < p.axisLinks.size() && i < 3; ++i)
+    mesh["links"][names[i]] = p.axisLinks[i];
+  j["mesh"] = mesh;
+  j["microbatch"] = k.microbatch;
+  j["microbatches"] = k.microbatches;
+  j["schedule"] = {{"kind", chunkedSchedule(k)}, {"chunks", k.chunks}};
+  j["recompute"] = recomputeName(k.recompute);
+  j["zero"] = k.zero;
+
+  ojson ops = ojson::array();
+  for (const OpChoice &o : p.ops)
+    ops.push_back({{"segment", o.segment},
+                   {"op", o.op},
+                   {"kind", o.kind},
+                   {"signature", o.signature},
+                   {"operands", o.operands},
+                   {"result", o.result},
+                   {"candidates", o.candidates}});
+  j["ops"] = ops;
+  ojson tensors = ojson::array();
+  for (const TensorLayout &t : p.tensors)
+    tensors.push_back({{"name", t.name},
+                       {"role", t.role},
+                       {"shape", t.shape},
+                       {"sbp", {{"dp", t.dp}, {"tp", t.tp}}},
+                       {"stage", t.stage}});
+  j["tensors"] = tensors;
+  ojson colls = ojson::array();
+  for (const CollectiveUse &c : p.collectives)
+    colls.push_back({{"where", c.where},
+                     {"phase", c.phase},
+                     {"collective", c.collective},
+                     {"axis", c.axis},
+                     {"bytes", c.bytes},
+                     {"time_s", c.time},
+                     {"per_step", c.perStep}});
+  j["collectives"] = colls;
+  ojson stages = ojson::array();
+  for (const StageInfo &s : p.stages)
+    stages.push_back({{"stage", s.stage},
+                      {"device", s.device},
+                      {"chunk", s.chunk},
+                      {"layers", {s.firstLayer, s.endLayer}},
+                      {"embedding", s.pre},
+                      {"head", s.post}});
+  j["stages"] = stages;
+  ojson devs = ojson::array();
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const DeviceTimes &t = p.devices[d];
+    devs.push_back({{"pipeline_rank", d},
+                    {"forward_s", t.forward},
+                    {"backward_s", t.backward},
+                    {"weight_gradient_s", t.weightGradient},
+                    {"forward_comm_s", t.forwardComm},
+                    {"backward_comm_s", t.backwardComm},
+                    {"recompute_s", t.recompute},
+                    {"grad_sync_s", t.gradSync},
+                    {"grad_sync_exposed_s", t.gradSyncExposed},
+                    {"optimizer_s", t.optimizer},
+                    {"end_s", t.end},
+                    {"in_flight_microbatches", t.inFlight},
+                    {"memory", memoryJson(t.memoryParts)}});
+  }
+  j["pipeline_ranks"] = devs;
+  j["p2p_time_s"] = p.p2pTime;
+  j["simulator_times_s"] = {{"forward", p.simForward},
+                            {"backward", p.simBackward},
+                            {"weight_gradient", p.simWeightGradient}};
+  const Prediction &pr = p.predicted;
+  j["predicted"] = {{"step_time_s", pr.stepTime},
+                    {"tflops_per_gpu", pr.tflopsPerGpu},
+                    {"hardware_tflops_per_gpu", pr.hardwareTflopsPerGpu},
+                    {"mfu", pr.mfu},
+                    {"bubble_fraction", pr.bubbleFraction},
+                    {"peak_memory_bytes", pr.peakMemory},
+                    {"model_flops_per_step", pr.modelFlopsPerStep},
+                    {"breakdown_s",
+                     {{"compute", pr.compute},
+                      {"tp_comm", pr.tpComm},
+                      {"p2p", pr.p2p},
+                      {"bubble", pr.bubble},
+                      {"grad_sync_exposed", pr.gradSync},
+                      {"optimizer", pr.optimizer}}}};
+  ojson alts = ojson::array();
+  for (const Alternative &a : p.alternatives)
+    alts.push_back({{"knob", a.knob},
+                    {"value", a.value},
+                    {"feasible", a.feasible},
+                    {"step_time_s", a.stepTime},
+                    {"peak_memory_bytes", a.peakMemory},
+                    {"delta_time_s", a.deltaTime},
+                    {"delta_memory_bytes", a.deltaMemory},
+                    {"reason", a.reason}});
+  j["alternatives"] = alts;
+  j["search"] = {{"mode", p.search.mode},
+                 {"wall_time_s", p.search.wallSeconds},
+                 {"candidates_priced", p.search.candidatesPriced},
+                 {"simulated", p.search.simulated},
+                 {"sbp_evaluations", p.search.sbpEvaluations},
+                 {"descents", p.search.descents}};
+  return j;
+}
+
+std::string planToText(const Plan &plan) {
+  return planToJson(plan).dump(2) + "\n";
+}
+
+namespace {
+
+/// Typed access with "file: at /pointer: ..." errors.
+struct Reader {
+  const std::string &origin;
+
+  [[noreturn]] void fail(const json::json_pointer &where,
+                         const std::string &what) const {
+    throw UserError(jsonPlace(origin, where) + what);
+  }
+  const json &at(const json &j, const json::json_pointer &where,
+                 const char *key) const {
+    if (!j.is_object())
+      fail(where, "expected an object");
+    auto it = j.find(key);
+    if (it == j.end())
+      fail(where, std::string("missing field \"") + key + "\"");
+    return *it;
+  }
+  double num(const json &j, const json::json_pointer &where,
+             const char *key) const {
+    const json &v = at(j, where, key);
+    if (!v.is_number())
+      fail(where / key, "expected a number");
+    return v.get<double>();
+  }
+  int64_t integer(const json &j, const json::json_pointer &where,
+                  const char *key) const {
+    const json &v = at(j, where, key);
+    if (!v.is_number_integer())
+      fail(where / key, "expected an integer");
+    return v.get<int64_t>();
+  }
+  std::string str(const json &j, const json::json_pointer &where,
+                  const char *key) const {
+    const json &v = at(j, where, key);
+    if (!v.is_string())
+      fail(where / key, "expected a string");
+    return v.get<std::string>();
+  }
+  bool flag(const json &j, const json::json_pointer &where,
+            const char *key) const {
+    const json &v = at(j, where, key);
+    if (!v.is_boolean())
+      fail(where / key, "expected true or false");
+    return v.get<bool>();
+  }
+  const json &array(const json &j, const json::json_pointer &where,
+                    const char *key) const {
+    const json &v = at(j, where, key);
+    if (!v.is_array())
+      fail(where / key, "expected an array");
+    return v;
+  }
+};
+
+} // namespace
+
+Plan planFromJson(const json &doc, const std::string &origin) {
+  Reader r{origin};
+  const json::json_pointer root;
+  Plan p;
+  if (!doc.is_object())
+    r.fail(root, "expected a plan object");
+  if (r.str(doc, root, "format") != "autoddl-plan")
+    r.fail(root / "format", "expected \"autoddl-plan\"");
+  p.version = static_cast<int>(r.integer(doc, root, "version"));
+  if (p.version != kPlanFormatVersion)
+    r.fail(root / "version", "unsupported plan version " +
+                                 std::to_string(p.version) + " (expected " +
+                                 std::to_string(kPlanFormatVersion) + ")");
+  const json &model = r.at(doc, root, "model");
+  const auto mp = root / "model";
+  p.model = r.str(model, mp, "name");
+  p.modelFamily = r.str(model, mp, "family");
+  p.parameters = r.integer(model, mp, "parameters");
+  p.layers = r.integer(model, mp, "layers");
+  p.seq = r.integer(model, mp, "seq");
+  const json &cl = r.at(doc, root, "cluster");
+  const auto cp = root / "cluster";
+  p.cluster = r.str(cl, cp, "name");
+  p.gpu = r.str(cl, cp, "gpu");
+  p.nodes = static_cast<int>(r.integer(cl, cp, "nodes"));
+  p.gpusPerNode = static_cast<int>(r.integer(cl, cp, "gpus_per_node"));
+  p.peakFlops = r.num(cl, cp, "peak_flops");
+  p.memoryCapacity = r.num(cl, cp, "memory_bytes");
+  p.globalBatch = r.integer(doc, root, "global_batch");
+  const json &mesh = r.at(doc, root, "mesh");
+  const auto meshp = root / "mesh";
+  Knobs &k = p.knobs;
+  k.pp = static_cast<int>(r.integer(mesh, meshp, "pp"));
+  k.dp = static_cast<int>(r.integer(mesh, meshp, "dp"));
+  k.tp = static_cast<int>(r.integer(mesh, meshp, "tp"));
+  if (k.pp < 1 || k.dp < 1 || k.tp < 1)
+    r.fail(meshp, "mesh axis sizes must be positive");
+  std::string order = r.str(mesh, meshp, "order");
+  if (order == axisOrderName(AxisOrder::TensorInner))
+    k.order = AxisOrder::TensorInner;
+  else if (order == axisOrderName(AxisOrder::DataInner))
+    k.order = AxisOrder::DataInner;
+  else
+    r.fail(meshp / "order", "unknown axis order \"" + order + "\"");
+  const json &links = r.at(mesh, meshp, "links");
+  for (const char *a : {"pp", "dp", "tp"})
+    p.axisLinks.push_back(r.str(links, meshp / "links", a));
+  k.microbatch = r.integer(doc, root, "microbatch");
+  k.microbatches = r.integer(doc, root, "microbatches");
+  if (k.microbatch < 1 || k.microbatches < 1)
+    r.fail(root / "microbatches", "micro-batch size and count must be positive");
+  const json &sch = r.at(doc, root, "schedule");
+  std::string kind = r.str(sch, root / "schedule", "kind");
+  auto parsed = pipeline::parseScheduleName(kind);
+  if (!parsed)
+    r.fail(root / "schedule" / "kind",
+           "unknown schedule \"" + kind + "\" (expected one of " +
+               pipeline::validScheduleNames() + ")");
+  k.schedule = *parsed;
+  k.chunks = static_cast<int>(r.integer(sch, root / "schedule", "chunks"));
+  if (!parseRecompute(r.str(doc, root, "recompute"), k.recompute))
+    r.fail(root / "recompute", "expected none, selective or full");
+  k.zero = static_cast<int>(r.integer(doc, root, "zero"));
+
+  const json &ops = r.array(doc, root, "ops");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto ip = root / "ops" / i;
+    OpChoice o;
+    o.segment = r.str(ops[i], ip, "segment");
+    o.op = r.str(ops[i], ip, "op");
+    o.kind = r.str(ops[i], ip, "kind");
+    o.signature = r.str(ops[i], ip, "signature");
+    o.result = r.str(ops[i], ip, "result");
+    for (const json &x : r.array(ops[i], ip, "operands"))
+      o.operands.push_back(x.is_string() ? x.get<std::string>() : "?");
+    for (const json &x : r.array(ops[i], ip, "candidates"))
+      o.candidates.push_back(x.is_string() ? x.get<std::string>() : "?");
+    p.ops.push_back(o);
+  }
+  const json &colls = r.array(doc, root, "collectives");
+  for (size_t i = 0; i < colls.size(); ++i) {
+    auto ip = root / "collectives" / i;
+    CollectiveUse c;
+    c.where = r.str(colls[i], ip, "where");
+    c.phase = r.str(colls[i], ip, "phase");
+    c.collective = r.str(colls[i], ip, "collective");
+    c.axis = r.str(colls[i], ip, "axis");
+    c.bytes = r.num(colls[i], ip, "bytes");
+    c.time = r.num(colls[i], ip, "time_s");
+    c.perStep = r.integer(colls[i], ip, "per_step");
+    p.collectives.push_back(c);
+  }
+  const json &stages = r.array(doc, root, "stages");
+  for (size_t i = 0; i < stages.size(); ++i) {
+    auto ip = root / "stages" / i;
+    StageInfo s;
+    s.stage = static_cast<int>(r.integer(stages[i], ip, "stage"));
+    s.device = static_cast<int>(r.integer(stages[i], ip, "device"));
+    s.chunk = static_cast<int>(r.integer(stages[i], ip, "chunk"));
+    const json &l = r.array(stages[i], ip, "layers");
+    if (l.size() != 2 || !l[0].is_number_integer() || !l[1].is_number_integer())
+      r.fail(ip / "layers", "expected [first, end]");
+    s.firstLayer = l[0].get<int>();
+    s.endLayer = l[1].get<int>();
+    s.pre = r.flag(stages[i], ip, "embedding");
+    s.post = r.flag(stages[i], ip, "head");
+    if (s.device < 0 || s.device >= k.pp)
+      r.fail(ip / "device", "expected a pipeline rank below pp");
+    p.stages.push_back(s);
+  }
+  const json &devs = r.array(doc, root, "pipeline_ranks");
+  if (static_cast<int>(devs.size()) != k.pp)
+    r.fail(root / "pipeline_ranks",
+           "expected one entry per pipeline rank (" + std::to_string(k.pp) +
+               "), got " + std::to_string(devs.size()));
+  for (size_t i = 0; i < devs.size(); ++i) {
+    auto ip = root / "pipeline_ranks" / i;
+    DeviceTimes t;
+    t.forward = r.num(devs[i], ip, "forward_s");
+    t.backward = r.num(devs[i], ip, "backward_s");
+    t.weightGradient = r.num(devs[i], ip, "weight_gradient_s");
+    t.forwardComm = r.num(devs[i], ip, "forward_comm_s");
+    t.backwardComm = r.num(devs[i], ip, "backward_comm_s");
+    t.recompute = r.num(devs[i], ip, "recompute_s");
+    t.gradSync = r.num(devs[i], ip, "grad_sync_s");
+    t.gradSyncExposed = r.num(devs[i], ip, "grad_sync_exposed_s");
+    t.optimizer = r.num(devs[i], ip, "optimizer_s");
+    t.end = r.num(devs[i], ip, "end_s");
+    t.inFlight = r.num(devs[i], ip, "in_flight_microbatches");
+    const json &m = r.at(devs[i], ip, "memory");
+    auto mp2 = ip / "memory";
+    t.memoryParts.state.weights = r.num(m, mp2, "weights");
+    t.memoryParts.state.gradients = r.num(m, mp2, "gradients");
+    t.memoryParts.state.optimizer = r.num(m, mp2, "optimizer");
+    t.memoryParts.activations = r.num(m, mp2, "activations");
+    t.memoryParts.workspace = r.num(m, mp2, "workspace");
+    t.memory = t.memoryParts.total();
+    if (t.forward < 0 || t.backward < 0 || t.weightGradient < 0)
+      r.fail(ip, "times must not be negative");
+    p.devices.push_back(t);
+  }
+  p.p2pTime = r.num(doc, root, "p2p_time_s");
+  const json &st = r.at(doc, root, "simulator_times_s");
+  auto stp = root / "simulator_times_s";
+  for (auto [key, out] :
+       {std::pair<const char *, std::vector<double> *>{"forward", &p.simForward},
+        {"backward", &p.simBackward},
+        {"weight_gradient", &p.simWeightGradient}}) {
+    const json &a = r.array(st, stp, key);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_number() || a[i].get<double>() < 0)
+        r.fail(stp / key / i, "expected a non-negative number");
+      out->push_back(a[i].get<double>());
+    }
+  }
+  const json &pr = r.at(doc, root, "predicted");
+  auto pp = root / "predicted";
+  p.predicted.stepTime = r.num(pr, pp, "step_time_s");
+  p.predicted.tflopsPerGpu = r.num(pr, pp, "tflops_per_gpu");
+  p.predicted.hardwareTflopsPerGpu = r.num(pr, pp, "hardware_tflops_per_gpu");
+  p.predicted.mfu = r.num(pr, pp, "mfu");
+  p.predicted.bubbleFraction = r.num(pr, pp, "bubble_fraction");
+  p.predicted.peakMemory = r.num(pr, pp, "peak_memory_bytes");
+  p.predicted.modelFlopsPerStep = r.num(pr, pp, "model_flops_per_step");
+  const json &bd = r.at(pr, pp, "breakdown_s");
+  auto bp = pp / "breakdown_s";
+  p.predicted.compute = r.num(bd, bp, "compute");
+  p.predicted.tpComm = r.num(bd, bp, "tp_comm");
+  p.predicted.p2p = r.num(bd, bp, "p2p");
+  p.predicted.bubble = r.num(bd, bp, "bubble");
+  p.predicted.gradSync = r.num(bd, bp, "grad_sync_exposed");
+  p.predicted.optimizer = r.num(bd, bp, "optimizer");
+  const json &alts = r.array(doc, root, "alternatives");
+  for (size_t i = 0; i < alts.size(); ++i) {
+    auto ip = root / "alternatives" / i;
+    Alternative a;
+    a.knob = r.str(alts[i], ip, "knob");
+    a.value = r.str(alts[i], ip, "value");
+    a.feasible = r.flag(alts[i], ip, "feasible");
+    a.stepTime = r.num(alts[i], ip, "step_time_s");
+    a.peakMemory = r.num(alts[i], ip, "peak_memory_bytes");
+    a.deltaTime = r.num(alts[i], ip, "delta_time_s");
+    a.deltaMemory = r.num(alts[i], ip, "delta_memory_bytes");
+    a.reason = r.str(alts[i], ip, "reason");
+    p.alternatives.push_back(a);
+  }
+  const json &s = r.at(doc, root, "search");
+  auto sp = root / "search";
+  p.search.mode = r.str(s, sp, "mode");
+  p.search.wallSeconds = r.num(s, sp, "wall_time_s");
+  p.search.candidatesPriced = r.integer(s, sp, "candidates_priced");
+  p.search.simulated = r.integer(s, sp, "simulated");
+  p.search.sbpEvaluations = r.integer(s, sp, "sbp_evaluations");
+  p.search.descents = r.integer(s, sp, "descents");
+  return p;
+}
+
+Plan readPlanFile(const std::string &path) {
+  return planFromJson(readJsonFile(path, "plan"), path);
+}
+
+} // namespace autoddl::planner

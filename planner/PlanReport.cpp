@@ -1,0 +1,242 @@
+//===- PlanReport.cpp - summary, tables, why-not and the predicted trace -===//
+#include "planner/PlanReport.h"
+
+#include "cost_model/pipeline/Simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace autoddl::planner {
+
+namespace {
+
+double gib(double bytes) { return bytes / (1024.0 * 1024 * 1024); }
+
+std::string scheduleText(const Knobs &k) {
+  std::string s(pipeline::scheduleName(k.schedule));
+  if (k.schedule == pipeline::ScheduleKind::Interleaved)
+    s += fmt::format(" (chunks {})", k.chunks);
+  return s;
+}
+
+std::string opLine(const OpChoice &o) {
+  std::string ins;
+  for (size_t i = 0; i < o.operands.size(); ++i)
+    ins += (i ? "," : "") + o.operands[i];
+  return fmt::format("{:<6} {:<28} {:<14} {:<10} {} -> {}", o.segment, o.op,
+                     o.kind, o.signature, ins, o.result);
+}
+
+} // namespace
+
+std::string planSummary(const Plan &p) {
+  const Knobs &k = p.knobs;
+  const Prediction &pr = p.predicted;
+  std::string s;
+  s += fmt::format("{} ({:.2f} B parameters, {} layers) on {}: {} x {} {} "
+                   "({} GPUs)\n",
+                   p.model, p.parameters / 1e9, p.layers, p.cluster, p.nodes,
+                   p.gpusPerNode, p.gpu, p.nodes * p.gpusPerNode);
+  s += fmt::format("  parallelism: tp={} pp={} dp={}  micro-batch={}  global "
+                   "batch={} ({} micro-batches)  schedule={}  recompute={}  "
+                   "zero={}\n",
+                   k.tp, k.pp, k.dp, k.microbatch, p.globalBatch,
+                   k.microbatches, scheduleText(k), recomputeName(k.recompute),
+                   k.zero);
+  if (p.axisLinks.size() == 3)
+    s += fmt::format("  mesh {} (outermost first): pp on {}, dp on {}, tp on "
+                     "{}\n",
+                     axisOrderName(k.order), p.axisLinks[0], p.axisLinks[1],
+                     p.axisLinks[2]);
+  s += fmt::format("  predicted: step {:.4g} s, {:.1f} TFLOP/s per GPU (model "
+                   "FLOPs; {:.1f} with recomputation), MFU {:.1f}%, bubble "
+                   "{:.1f}%, peak memory {:.1f} GiB of {:.1f} GiB\n",
+                   pr.stepTime, pr.tflopsPerGpu, pr.hardwareTflopsPerGpu,
+                   100 * pr.mfu, 100 * pr.bubbleFraction, gib(pr.peakMemory),
+                   gib(p.memoryCapacity));
+  s += fmt::format("  step breakdown of the critical rank: compute {:.4g} s, "
+                   "tp communication {:.4g} s, pipeline bubble and p2p waits "
+                   "{:.4g} s, exposed gradient sync {:.4g} s, optimizer "
+                   "{:.4g} s\n",
+                   pr.compute, pr.tpComm, pr.bubble, pr.gradSync, pr.optimizer);
+  s += "  SBP on the tp axis (operands -> result), per layer kind:\n";
+  for (const OpChoice &o : p.ops)
+    s += "    " + opLine(o) + "\n";
+  s += fmt::format("  search: {}, {} candidates priced, {} simulated, {} "
+                   "descents, {:.2f} s\n",
+                   p.search.mode, p.search.candidatesPriced, p.search.simulated,
+                   p.search.descents, p.search.wallSeconds);
+  return s;
+}
+
+std::string planTables(const Plan &p) {
+  std::string s = planSummary(p);
+  s += "\nStage map\n";
+  s += fmt::format("  {:>5} {:>13} {:>5} {:>9}  {}\n", "stage",
+                   "pipeline rank", "chunk", "layers", "also holds");
+  for (const StageInfo &st : p.stages) {
+    std::string extra = st.pre && st.post ? "embedding, head + loss"
+                        : st.pre          ? "embedding"
+                        : st.post         ? "head + loss"
+                                          : "";
+    s += fmt::format("  {:>5} {:>13} {:>5} {:>4}-{:<4}  {}\n", st.stage,
+                     st.device, st.chunk, st.firstLayer,
+                     st.endLayer > st.firstLayer ? st.endLayer - 1
+                                                 : st.firstLayer,
+                     extra);
+  }
+  s += "\nPer pipeline rank (per micro-batch: forward, backward; per step: "
+       "gradient sync, optimizer; memory at its peak)\n";
+  s += fmt::format("  {:>4} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10} "
+                   "{:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                   "rank", "fwd ms", "bwd ms", "tp-comm ms", "sync ms",
+                   "exposed ms", "optim ms", "in-flight", "weights", "grads",
+                   "optim", "acts GiB");
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const DeviceTimes &t = p.devices[d];
+    s += fmt::format(
+        "  {:>4} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f} {:>10.3f} "
+        "{:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n",
+        d, 1e3 * t.forward, 1e3 * t.backward,
+        1e3 * (t.forwardComm + t.backwardComm), 1e3 * t.gradSync,
+        1e3 * t.gradSyncExposed, 1e3 * t.optimizer, t.inFlight,
+        gib(t.memoryParts.state.weights), gib(t.memoryParts.state.gradients),
+        gib(t.memoryParts.state.optimizer), gib(t.memoryParts.activations));
+  }
+  s += "\nCollectives (calls per step are per pipeline replica and tp group)\n";
+  s += fmt::format("  {:<14} {:<26} {:<5} {:>12} {:>11} {:>9}  {}\n", "phase",
+                   "collective", "axis", "bytes", "time ms", "per step",
+                   "where");
+  for (const CollectiveUse &c : p.collectives)
+    s += fmt::format("  {:<14} {:<26} {:<5} {:>12.0f} {:>11.4f} {:>9}  {}\n",
+                     c.phase, c.collective, c.axis, c.bytes, 1e3 * c.time,
+                     c.perStep, c.where);
+  return s;
+}
+
+std::string planWhy(const Plan &p) {
+  std::string s = fmt::format(
+      "Why this plan: each knob's neighbouring choices, the rest unchanged "
+      "(chosen: {}, step {:.4g} s, peak {:.1f} GiB)\n",
+      knobsToString(p.knobs), p.predicted.stepTime, gib(p.predicted.peakMemory));
+  std::string last;
+  for (const Alternative &a : p.alternatives) {
+    if (a.knob != last) {
+      s += "  " + a.knob + "\n";
+      last = a.knob;
+    }
+    if (a.stepTime > 0)
+      s += fmt::format("    {:<22} step {:>9.4g} s ({:>+8.2f}%)  memory "
+                       "{:>7.1f} GiB ({:>+7.1f})  {}\n",
+                       a.value, a.stepTime,
+                       100 * a.deltaTime / p.predicted.stepTime,
+                       gib(a.peakMemory), gib(a.deltaMemory), a.reason);
+    else
+      s += fmt::format("    {:<22} {}\n", a.value, a.reason);
+  }
+  return s;
+}
+
+std::string infeasibleReport(const Infeasible &inf) { return inf.message; }
+
+bool planTrace(const Plan &p, int maxRanks, trace::ChromeTrace &out,
+               std::string &error) {
+  const Knobs &k = p.knobs;
+  pipeline::ScheduleConfig sc{k.schedule, k.pp, static_cast<int>(k.microbatches),
+                              k.chunks};
+  auto schedule = pipeline::generateSchedule(sc);
+  if (!schedule) {
+    error = schedule.error();
+    return false;
+  }
+  pipeline::StageTimes times;
+  times.forward = p.simForward;
+  times.backward = p.simBackward;
+  times.weightGradient = p.simWeightGradient;
+  times.p2p = p.p2pTime;
+  auto sim = pipeline::simulate(*schedule, times);
+  if (!sim) {
+    error = sim.error();
+    return false;
+  }
+  const int world = k.pp * k.dp * k.tp;
+  const bool all = world <= maxRanks;
+  auto rankOf = [&](int pi, int di, int ti) {
+    return k.order == AxisOrder::TensorInner ? (pi * k.dp + di) * k.tp + ti
+                                             : (pi * k.tp + ti) * k.dp + di;
+  };
+  const double us = 1e6;
+  for (int pi = 0; pi < k.pp; ++pi) {
+    const DeviceTimes &dt = p.devices[pi];
+    for (int di = 0; di < (all ? k.dp : 1); ++di)
+      for (int ti = 0; ti < (all ? k.tp : 1); ++ti) {
+        const int rank = rankOf(pi, di, ti);
+        std::string name = fmt::format("rank {} (pp {}, dp {}, tp {})", rank,
+                                       pi, di, ti);
+        if (!all)
+          name += fmt::format(" - as every rank of pipeline stage {}", pi);
+        out.nameProcess(rank, name);
+        out.nameThread(rank, 0, "compute");
+        out.nameThread(rank, 1, "communication");
+        double lastEnd = 0;
+        for (const pipeline::ExecutedInstruction &x : sim->timeline) {
+          if (x.device != pi)
+            continue;
+          const double dur = x.end - x.start;
+          std::string letter(pipeline::opKindLetter(x.op.kind));
+          trace::TraceEvent e;
+          e.process = rank;
+          e.thread = 0;
+          e.name = letter + std::to_string(x.op.microbatch);
+          e.category = "compute";
+          e.startUs = x.start * us;
+          e.durationUs = dur * us;
+          e.args = {{"microbatch", static_cast<int64_t>(x.op.microbatch)},
+                    {"stage", static_cast<int64_t>(x.op.stage)},
+                    {"chunk", static_cast<int64_t>(x.op.chunk)}};
+          out.add(e);
+          // The tp collectives inside this instruction, drawn at its end in the
+          // proportion the plan prices them.
+          double share = 0;
+          if (x.op.kind == pipeline::OpKind::Forward && dt.forward > 0)
+            share = dt.forwardComm / dt.forward;
+          else if (x.op.kind != pipeline::OpKind::Forward && dt.backward > 0)
+            share = dt.backwardComm / dt.backward;
+          if (share > 0) {
+            trace::TraceEvent c;
+            c.process = rank;
+            c.thread = 1;
+            c.name = "tp " + letter + std::to_string(x.op.microbatch);
+            c.category = "tp";
+            c.durationUs = dur * share * us;
+            c.startUs = x.end * us - c.durationUs;
+            out.add(c);
+          }
+          lastEnd = std::max(lastEnd, x.end);
+        }
+        if (dt.gradSync > 0) {
+          trace::TraceEvent g;
+          g.process = rank;
+          g.thread = 1;
+          g.name = "gradient sync";
+          g.category = "dp";
+          g.startUs = (lastEnd + dt.gradSyncExposed - dt.gradSync) * us;
+          g.durationUs = dt.gradSync * us;
+          out.add(g);
+        }
+        trace::TraceEvent o;
+        o.process = rank;
+        o.thread = 0;
+        o.name = "optimizer";
+        o.category = "compute";
+        o.startUs = (lastEnd + dt.gradSyncExposed) * us;
+        o.durationUs = dt.optimizer * us;
+        out.add(o);
+      }
+  }
+  return true;
+}
+
+} // namespace autoddl::planner

@@ -1,0 +1,382 @@
+//===- Pricing.cpp - costs of an SBP assignment (docs/planner.md) --------===//
+#include "planner/Pricing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+namespace autoddl::planner {
+
+using cost::Sbp;
+
+int sbpCode(const Sbp &s) {
+  if (s.kind == Sbp::Broadcast)
+    return 0;
+  if (s.kind == Sbp::Partial)
+    return 1;
+  return 2 + std::min(s.dim, 5);
+}
+
+namespace {
+
+/// Ops whose backward needs none of their activation operands (docs/planner.md
+/// "saved activations").
+bool savesNothing(std::string_view k) {
+  return k == "add" || k == "bias_add" || k == "positional" ||
+         k == "reshape" || k == "flatten" || k == "transpose" ||
+         k == "rotary" || k == "embedding";
+}
+/// Ops whose backward needs their result (softmax: y; attention: the output and
+/// its log-sum-exp, as a fused flash-attention kernel keeps them).
+bool savesResult(std::string_view k) {
+  return k == "attention" || k == "softmax";
+}
+/// Ops whose outputs selective recomputation drops and recomputes in backward:
+/// attention and the activation functions (cheap to redo, large to keep).
+bool selectiveRecomputes(std::string_view k) {
+  return k == "attention" || k == "gelu" || k == "relu" || k == "silu" ||
+         k == "swiglu" || k == "softmax";
+}
+
+double prod(const std::vector<int64_t> &s) {
+  double p = 1;
+  for (int64_t d : s)
+    p *= static_cast<double>(d);
+  return p;
+}
+
+constexpr double kImpossible = 1e9; // seconds: a boxing the cost model cannot do
+
+} // namespace
+
+PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
+                               const PlannerOptions &options, int tp, int dp,
+                               int pp, int64_t microbatch, int64_t microbatches,
+                               AxisOrder order)
+    : sg_(sg), c_(cluster), o_(options), tp_(tp), dp_(dp), pp_(pp),
+      b_(microbatch), m_(microbatches), order_(order) {
+  std::vector<int64_t> shape = order == AxisOrder::TensorInner
+                                   ? std::vector<int64_t>{pp, dp, tp}
+                                   : std::vector<int64_t>{pp, tp, dp};
+  const int tpAxis = order == AxisOrder::TensorInner ? 2 : 1;
+  const int dpAxis = order == AxisOrder::TensorInner ? 1 : 2;
+  if (!cost::placeMeshAxis(c_, shape, tpAxis, tpGroup_, error_) ||
+      !cost::placeMeshAxis(c_, shape, dpAxis, dpGroup_, error_) ||
+      !cost::placeMeshAxis(c_, shape, 0, ppGroup_, error_) ||
+      !cost::contiguousGroup(c_, dp * tp, dpTpGroup_, error_)) {
+    if (error_.empty())
+      error_ = "mesh does not fit the cluster";
+    return;
+  }
+  error_.clear();
+  tpMesh_.shape = {tp};
+  tpMesh_.axes = {tpGroup_};
+  // The objective prices gradient sync by bandwidth alone (bucketing and latency
+  // are the outer loop's business): bus bandwidth of a large all-reduce.
+  if (dp > 1)
+    dpBusbw_ = cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9,
+                                    dpGroup_)
+                   .best.busbw;
+  if (dp * tp > 1)
+    dpTpBusbw_ = cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9,
+                                      dpTpGroup_)
+                     .best.busbw;
+  enumerateSignatures(sg_, tp, b_);
+
+  const ModelGraph &g = *sg_.graph;
+  slot_.assign(g.tensors.size(), -1);
+  auto addSlot = [&](int t) {
+    if (slot_[t] >= 0)
+      return;
+    slot_[t] = static_cast<int>(elems_.size());
+    elems_.push_back(prod(sg_.shapeAt(t, b_)));
+  };
+  for (const CollapsedEdge &e : sg_.edges)
+    addSlot(e.tensor);
+  for (const CollapsedOp &op : sg_.ops) {
+    for (int t : g.ops[op.op].operands)
+      addSlot(t);
+    for (int t : g.ops[op.op].results)
+      addSlot(t);
+  }
+  boxCache_.assign(elems_.size(), {});
+  for (auto &row : boxCache_)
+    row.fill(-1);
+
+  opCost_.resize(sg_.ops.size());
+  for (size_t i = 0; i < sg_.ops.size(); ++i) {
+    const OpDef &op = g.ops[sg_.ops[i].op];
+    for (const Signature &s : sg_.ops[i].sigs) {
+      auto local = [&](int t, const Sbp &l) {
+        std::vector<int64_t> sh = sg_.shapeAt(t, b_);
+        if (l.kind == Sbp::Split && l.dim < static_cast<int>(sh.size()))
+          sh[l.dim] = (sh[l.dim] + tp_ - 1) / tp_; // uneven splits pad
+        return ops::ValueType{sh, g.tensors[t].dtype};
+      };
+      std::vector<ops::ValueType> in, out;
+      std::vector<bool> isParam;
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        in.push_back(local(op.operands[k], s.operands[k]));
+        isParam.push_back(g.tensors[op.operands[k]].role ==
+                          TensorRole::Parameter);
+      }
+      Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
+      out.push_back(local(op.results.front(), r));
+      ops::Attrs attrs = op.attrs;
+      if (s.splitHeads)
+        for (const char *name : {"num_heads", "num_kv_heads"}) {
+          auto it = attrs.find(name);
+          if (it != attrs.end())
+            if (auto *v = std::get_if<int64_t>(&it->second))
+              *v /= tp_;
+        }
+      cost::OpCost oc =
+          cost::opCost(c_, op.kind, in, out, attrs, isParam, o_.precision);
+      OpSigCost sc;
+      sc.forward = oc.forward.time;
+      sc.backward = oc.backward();
+      sc.wgrad = oc.backwardWeight.time;
+      if (s.inOpAllReduceBytes > 0)
+        sc.comm = cost::collectiveCost(c_, cost::Collective::AllReduce,
+                                       s.inOpAllReduceBytes, tpGroup_)
+                      .best.time;
+      if (op.kind == "cross_entropy") // fp32 softmax of the logits and its grad
+        sc.workspace = 2 * 4 * prod(in[0].shape);
+      opCost_[i].push_back(sc);
+    }
+  }
+}
+
+double PricingContext::localBytes(int t, const Sbp &s) const {
+  double bytes = elems_[slot_[t]] * o_.activationElementBytes;
+  return s.kind == Sbp::Split ? bytes / tp_ : bytes;
+}
+
+double PricingContext::boxing(int t, const Sbp &from, const Sbp &to) {
+  if (from == to || tp_ == 1)
+    return 0;
+  double &slot = boxCache_[slot_[t]][sbpCode(from) * 8 + sbpCode(to)];
+  if (slot < 0) {
+    cost::BoxingCost bc = boxingDetail(t, from, to);
+    slot = bc.possible ? bc.time : kImpossible;
+  }
+  return slot;
+}
+
+cost::BoxingCost PricingContext::boxingDetail(int t, const Sbp &from,
+                                              const Sbp &to) const {
+  return cost::ndTransition(c_, tpMesh_,
+                            elems_[slot_[t]] * o_.activationElementBytes,
+                            {from}, {to});
+}
+
+double PricingContext::bucketed(cost::Collective coll, double bytes,
+                                const cost::GroupPlacement &group) const {
+  if (bytes <= 0 || group.size() <= 1)
+    return 0;
+  auto key = std::make_tuple(static_cast<int>(coll), bytes, group.gpusPerNode,
+                             group.nodes);
+  auto it = bucketMemo_.find(key);
+  if (it != bucketMemo_.end())
+    return it->second;
+  double full = std::floor(bytes / o_.bucketBytes);
+  double rest = bytes - full * o_.bucketBytes;
+  double t = 0;
+  if (full > 0)
+    t += full * cost::collectiveCost(c_, coll, o_.bucketBytes, group).best.time;
+  if (rest > 0)
+    t += cost::collectiveCost(c_, coll, rest, group).best.time;
+  bucketMemo_.emplace(key, t);
+  return t;
+}
+
+double PricingContext::sendRecv(double bytes) const {
+  if (pp_ <= 1)
+    return 0;
+  // Adjacent stages are on different nodes when the pp axis spans nodes.
+  const bool network = ppGroup_.nodes > 1;
+  cost::GroupPlacement pair{network ? 1 : 2, network ? 2 : 1};
+  auto key = std::make_tuple(static_cast<int>(cost::Collective::SendRecv), bytes,
+                             pair.gpusPerNode, pair.nodes);
+  auto it = bucketMemo_.find(key);
+  if (it != bucketMemo_.end())
+    return it->second;
+  double t =
+      cost::collectiveCost(c_, cost::Collective::SendRecv, bytes, pair).best.time;
+  bucketMemo_.emplace(key, t);
+  return t;
+}
+
+double PricingContext::unary(int op, int s) const {
+  const OpSigCost &c = opCost_[op][s];
+  return sg_.ops[op].count * (c.forward + c.backward + c.comm);
+}
+
+PricingContext::EdgeTerms PricingContext::edgeTerms(int e, const Assignment &a) {
+  EdgeTerms r;
+  const CollapsedEdge &E = sg_.edges[e];
+  const int t = E.tensor;
+  const ModelGraph &g = *sg_.graph;
+  if (E.input)
+    return r; // the data loader hands every rank its layout directly
+  auto sigOf = [&](int op) -> const Signature & {
+    return sg_.ops[op].sigs[a[op]];
+  };
+  if (E.parameter) {
+    auto [c0, k0] = E.consumers.front();
+    const Sbp storage = sigOf(c0).operands[k0];
+    r.paramElems = elems_[slot_[t]] / (storage.kind == Sbp::Split ? tp_ : 1);
+    bool gradPartial = false;
+    int seen[8] = {0};
+    for (auto [c, k] : E.consumers) {
+      const Sbp x = sigOf(c).operands[k], gr = sigOf(c).operandGrads[k];
+      if (gr.kind == Sbp::Partial && storage.kind == Sbp::Broadcast)
+        gradPartial = true;
+      if (x != storage && !seen[sbpCode(x)]++) {
+        r.fwdBox += boxing(t, storage, x);
+        if (storage.kind == Sbp::Split)
+          r.bwdBox += boxing(t, gr, storage);
+      }
+    }
+    double gradBytes = r.paramElems * o_.activationElementBytes;
+    (gradPartial ? r.gradDpTp : r.gradDp) = gradBytes;
+    return r;
+  }
+  if (E.producer < 0)
+    return r;
+  const Signature &ps = sigOf(E.producer);
+  const Sbp R = ps.result;
+  const Sbp expected = R.kind == Sbp::Partial ? Sbp::broadcast() : R;
+  int seenX[8] = {0}, seenG[8] = {0};
+  double saved = -1;
+  const std::string &producerKind = g.ops[sg_.ops[E.producer].op].kind;
+  if (savesResult(producerKind))
+    saved = localBytes(t, R);
+  Sbp savedLayout = R;
+  for (auto [c, k] : E.consumers) {
+    const Sbp x = sigOf(c).operands[k], gr = sigOf(c).operandGrads[k];
+    if (x != R && !seenX[sbpCode(x)]++)
+      r.fwdBox += boxing(t, R, x);
+    if (gr != expected && !seenG[sbpCode(gr)]++)
+      r.bwdBox += boxing(t, gr, expected);
+    if (!savesNothing(g.ops[sg_.ops[c].op].kind)) {
+      // Keep the smaller of the producer's and the consumer's layout; keeping
+      // the producer's costs a re-gather in backward (sequence parallelism).
+      double bx = localBytes(t, x), br = localBytes(t, R);
+      double pick = std::min(bx, br);
+      if (saved < 0 || pick < saved) {
+        saved = pick;
+        savedLayout = br <= bx ? R : x;
+      }
+    }
+  }
+  if (saved > 0) {
+    r.saved = saved;
+    for (auto [c, k] : E.consumers) {
+      const Sbp x = sigOf(c).operands[k];
+      if (!savesNothing(g.ops[sg_.ops[c].op].kind) && savedLayout == R &&
+          x != R && R.kind == Sbp::Split)
+        r.bwdBox += boxing(t, R, x); // re-gather what the forward gathered
+    }
+    if (selectiveRecomputes(producerKind)) {
+      r.savedSelective = 0;
+      r.recomputeSel = opCost_[E.producer][a[E.producer]].forward;
+    } else {
+      r.savedSelective = saved;
+    }
+  }
+  if (E.crossesLayers) {
+    r.p2p = localBytes(t, R);
+    r.savedFull = localBytes(t, R);
+  }
+  return r;
+}
+
+double PricingContext::termsObjective(const EdgeTerms &t, double weight) const {
+  double sync = 0;
+  if (t.gradDp > 0 && dp_ > 1)
+    sync += t.gradDp * 2.0 * (dp_ - 1) / dp_ / std::max(1.0, dpBusbw_);
+  if (t.gradDpTp > 0 && dp_ * tp_ > 1)
+    sync += t.gradDpTp * 2.0 * (dp_ * tp_ - 1) / (dp_ * tp_) /
+            std::max(1.0, dpTpBusbw_);
+  double mem = t.paramElems * 16.0 / pp_ + t.saved;
+  return weight * (t.fwdBox + t.bwdBox + sync / static_cast<double>(m_) +
+                   memoryWeight_ * mem);
+}
+
+double PricingContext::edgeTerm(int e, const Assignment &a) {
+  return termsObjective(edgeTerms(e, a), sg_.edges[e].weight);
+}
+
+double PricingContext::objective(const Assignment &a) {
+  ++evaluations;
+  double total = 0;
+  for (size_t i = 0; i < sg_.ops.size(); ++i)
+    total += unary(static_cast<int>(i), a[i]);
+  for (size_t e = 0; e < sg_.edges.size(); ++e)
+    total += edgeTerm(static_cast<int>(e), a);
+  return total;
+}
+
+double PricingContext::referenceTime() {
+  if (referenceTime_ < 0) {
+    double w = memoryWeight_;
+    memoryWeight_ = 0;
+    referenceTime_ = objective(Assignment(sg_.ops.size(), 0));
+    memoryWeight_ = w;
+  }
+  return referenceTime_;
+}
+
+Aggregate PricingContext::aggregate(const Assignment &a) {
+  Aggregate agg;
+  auto instances = [&](Segment s) {
+    return s == Segment::Layer ? static_cast<double>(sg_.layers) : 1.0;
+  };
+  for (size_t i = 0; i < sg_.ops.size(); ++i) {
+    const CollapsedOp &op = sg_.ops[i];
+    SegmentCost &s = agg.seg[static_cast<int>(op.segment)];
+    const OpSigCost &c = opCost_[i][a[i]];
+    double w = op.count / instances(op.segment);
+    s.forward += w * (c.forward + c.comm);
+    s.forwardComm += w * c.comm;
+    s.backward += w * c.backward;
+    s.weightGradient += w * c.wgrad;
+    s.workspace = std::max(s.workspace, c.workspace);
+  }
+  for (size_t e = 0; e < sg_.edges.size(); ++e) {
+    const CollapsedEdge &E = sg_.edges[e];
+    SegmentCost &s = agg.seg[static_cast<int>(E.segment)];
+    EdgeTerms t = edgeTerms(static_cast<int>(e), a);
+    double w = E.weight / instances(E.segment);
+    s.forward += w * t.fwdBox;
+    s.forwardComm += w * t.fwdBox;
+    s.backward += w * t.bwdBox;
+    s.backwardComm += w * t.bwdBox;
+    s.savedNone += w * t.saved;
+    s.savedSelective += w * t.savedSelective;
+    s.selectiveRecompute += w * t.recomputeSel;
+    // The tensor a layer hands the next: one per boundary, whatever the weight.
+    s.savedFull += t.savedFull;
+    s.p2pBytes = std::max(s.p2pBytes, t.p2p);
+    if (E.parameter) {
+      // A parameter used in two segments (a tied embedding) is held, and its
+      // gradient synchronised, by the stage of each (as Megatron does).
+      bool in[3] = {false, false, false};
+      for (auto [c, k] : E.consumers)
+        in[static_cast<int>(sg_.ops[c].segment)] = true;
+      for (int sgi = 0; sgi < 3; ++sgi) {
+        if (!in[sgi])
+          continue;
+        double wi = E.weight / instances(static_cast<Segment>(sgi));
+        agg.seg[sgi].paramElems += wi * t.paramElems;
+        agg.seg[sgi].gradBytesDp += wi * t.gradDp;
+        agg.seg[sgi].gradBytesDpTp += wi * t.gradDpTp;
+      }
+    }
+  }
+  agg.objective = objective(a);
+  return agg;
+}
+
+} // namespace autoddl::planner

@@ -1,0 +1,1213 @@
+//===- Search.cpp - outer loops, step pricing, the chosen plan -----------===//
+#include "planner/Search.h"
+
+#include "cost_model/Compute.h"
+#include "cost_model/pipeline/Simulator.h"
+#include "planner/Descent.h"
+#include "planner/Pricing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <tuple>
+
+namespace autoddl::planner {
+
+using cost::Sbp;
+using pipeline::ScheduleKind;
+
+std::string axisOrderName(AxisOrder o) {
+  return o == AxisOrder::TensorInner ? "pp,dp,tp" : "pp,tp,dp";
+}
+
+std::string recomputeName(cost::Recompute r) {
+  switch (r) {
+  case cost::Recompute::None:
+    return "none";
+  case cost::Recompute::Selective:
+    return "selective";
+  case cost::Recompute::Full:
+    return "full";
+  }
+  return "none";
+}
+
+bool parseRecompute(const std::string &s, cost::Recompute &out) {
+  for (cost::Recompute r : {cost::Recompute::None, cost::Recompute::Selective,
+                            cost::Recompute::Full})
+    if (s == recomputeName(r)) {
+      out = r;
+      return true;
+    }
+  return false;
+}
+
+std::string knobsToString(const Knobs &k) {
+  std::string s = "tp=" + std::to_string(k.tp) + " pp=" + std::to_string(k.pp) +
+                  " dp=" + std::to_string(k.dp) +
+                  " microbatch=" + std::to_string(k.microbatch) +
+                  " microbatches=" + std::to_string(k.microbatches) +
+                  " schedule=" + std::string(pipeline::scheduleName(k.schedule));
+  if (k.schedule == ScheduleKind::Interleaved)
+    s += " chunks=" + std::to_string(k.chunks);
+  s += " recompute=" + recomputeName(k.recompute) +
+       " zero=" + std::to_string(k.zero) + " order=" + axisOrderName(k.order);
+  return s;
+}
+
+namespace {
+
+/// A mesh and micro-batch size with its searched SBP assignments.
+struct Context {
+  SearchGraph sg; // own copy: signatures depend on (tp, b)
+  std::unique_ptr<PricingContext> pricing;
+  std::unique_ptr<Incidence> incidence;
+  std::vector<Assignment> assignments; // distinct results of the inner search
+  std::vector<Aggregate> aggregates;
+};
+
+enum class Partition { Balanced, Uniform };
+
+struct Candidate {
+  Knobs knobs;
+  Partition partition = Partition::Balanced;
+  Context *ctx = nullptr;
+  int assignment = 0;
+  double lowerBound = 0;
+  double memoryEstimate = 0;
+  int64_t order = 0; // generation index (tie-breaker)
+};
+
+/// A fully priced candidate.
+struct Priced {
+  bool valid = false;
+  std::string invalid; // why not, when !valid
+  double stepTime = 0, peakMemory = 0;
+  bool fits = false;
+  std::vector<DeviceTimes> devices;
+  std::vector<StageInfo> stages;
+  std::vector<int> layersPerStage;
+  double p2p = 0;
+  pipeline::StageTimes times;
+  pipeline::SimulationResult sim;
+  Prediction pred;
+  cost::RankMemory peakParts;
+  int criticalDevice = 0;
+};
+
+struct Planner {
+  const ModelGraph &g1;
+  const cost::Cluster &c;
+  const PlannerOptions &o;
+  SearchGraph base;
+  std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>> contexts;
+  std::vector<std::string> previousBest; // signature names of the last best
+  SearchStats stats;
+  double capacity = 0;
+  double flopsPerSample = 0;
+
+  Planner(const ModelGraph &g, const cost::Cluster &cl, const PlannerOptions &op)
+      : g1(g), c(cl), o(op) {
+    capacity = c.hbmBytes;
+    flopsPerSample = static_cast<double>(g.forwardFlopsPerSample());
+  }
+
+  int stagesOf(const Knobs &k) const {
+    return k.schedule == ScheduleKind::Interleaved ? k.pp * k.chunks : k.pp;
+  }
+
+  Context *context(int tp, int pp, int64_t b, AxisOrder order,
+                   std::string &error) {
+    auto key = std::make_tuple(tp, pp, b, static_cast<int>(order));
+    auto it = contexts.find(key);
+    if (it != contexts.end())
+      return it->second->pricing ? it->second.get() : nullptr;
+    auto ctx = std::make_unique<Context>();
+    ctx->sg = base;
+    const int world = c.worldSize();
+    const int dp = world / (tp * pp);
+    const int64_t m = o.globalBatch / (dp * b);
+    auto pricing = std::make_unique<PricingContext>(ctx->sg, c, o, tp, dp, pp,
+                                                    b, m, order);
+    Context *raw = ctx.get();
+    contexts.emplace(key, std::move(ctx));
+    if (!pricing->valid()) {
+      error = pricing->error();
+      return nullptr;
+    }
+    raw->pricing = std::move(pricing);
+    raw->incidence = std::make_unique<Incidence>(raw->sg);
+    searchSbp(*raw);
+    return raw;
+  }
+
+  /// The inner search: descent from each start, with and without a memory term.
+  void searchSbp(Context &ctx) {
+    PricingContext &p = *ctx.pricing;
+    std::vector<Assignment> starts = {pureDataParallelStart(p),
+                                      megatronStart(p)};
+    if (!previousBest.empty())
+      starts.push_back(namedStart(p, previousBest));
+    const double ref = p.referenceTime();
+    // The memory weight makes "all of the device's memory" cost as much as the
+    // all-replicated step: it trades time for the memory-lean layouts
+    // (sequence parallelism) that let bigger micro-batches or less
+    // recomputation fit.
+    for (double lambda : {0.0, 1.0}) {
+      p.setMemoryWeight(lambda * ref / std::max(1.0, capacity));
+      std::vector<DescentResult> results;
+      for (const Assignment &s : starts) {
+        ++stats.descents;
+        results.push_back(coordinateDescent(p, *ctx.incidence, s));
+      }
+      if (o.mode == SearchMode::Exhaustive) {
+        double ub = results.front().objective;
+        for (const DescentResult &r : results)
+          ub = std::min(ub, r.objective);
+        std::optional<DescentResult> exact = exhaustiveSearch(
+            p, *ctx.incidence, ub, static_cast<int64_t>(o.exhaustiveLimit));
+        results.clear();
+        if (exact)
+          results.push_back(*exact);
+        else
+          exhaustiveTooLarge = true;
+      }
+      for (const DescentResult &r : results) {
+        bool seen = false;
+        for (const Assignment &x : ctx.assignments)
+          seen |= x == r.assignment;
+        if (!seen)
+          ctx.assignments.push_back(r.assignment);
+      }
+    }
+    p.setMemoryWeight(0);
+    for (const Assignment &a : ctx.assignments)
+      ctx.aggregates.push_back(p.aggregate(a));
+  }
+  bool exhaustiveTooLarge = false;
+
+  /// Layers per model stage: Uniform gives every stage floor(L/S) and the
+  /// remainder to the first ones (Megatron); Balanced minimises the largest
+  /// stage time given the embedding on the first and the head on the last stage.
+  std::vector<int> partition(Partition kind, int S, const Aggregate &agg) const {
+    const int L = static_cast<int>(base.layers);
+    std::vector<int> n(S, L / S);
+    for (int s = 0; s < L % S; ++s)
+      n[s]++;
+    if (kind == Partition::Uniform || S == 1)
+      return n;
+    const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
+    const double tl = lay.forward + lay.backward;
+    const double tPre = pre.forward + pre.backward;
+    const double tPost = post.forward + post.backward;
+    std::vector<int> best = n;
+    auto maxTime = [&](const std::vector<int> &x) {
+      double m = 0;
+      for (int s = 0; s < S; ++s)
+        m = std::max(m, x[s] * tl + (s == 0 ? tPre : 0) +
+                            (s == S - 1 ? tPost : 0));
+      return m;
+    };
+    double bestT = maxTime(n);
+    // Take a layers off the first stage and z off the last, spread the rest.
+    const int cap = L / S + 1;
+    for (int a = 0; a <= cap; ++a)
+      for (int z = 0; z <= cap; ++z) {
+        int first = L / S + (L % S ? 1 : 0) - a;
+        int last = L / S - z;
+        if (first < 1 || last < 1)
+          continue;
+        if (S == 2 && first + last != L)
+          continue;
+        int rest = L - first - last;
+        int mid = S - 2;
+        if (S > 2 && (rest < mid || mid == 0))
+          continue;
+        std::vector<int> x(S);
+        x[0] = first;
+        x[S - 1] = last;
+        for (int s = 1; s < S - 1; ++s)
+          x[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
+        if (S > 2 && rest / mid < 1)
+          continue;
+        double t = maxTime(x);
+        if (t < bestT * (1 - 1e-12)) {
+          bestT = t;
+          best = x;
+        }
+      }
+    return best;
+  }
+
+  double inFlightEstimate(const Knobs &k) const {
+    double m = static_cast<double>(k.microbatches), p = k.pp;
+    switch (k.schedule) {
+    case ScheduleKind::GPipe:
+      return m;
+    case ScheduleKind::Interleaved:
+      return std::min(m, p) * (1 + (p - 1) / (p * k.chunks));
+    default:
+      return std::min(m, p);
+    }
+  }
+
+  /// Per-device stage times, memory and bounds without simulating.
+  struct DevicePlan {
+    std::vector<StageInfo> stages;
+    std::vector<int> layers;
+    pipeline::StageTimes times;        // as the simulator indexes them
+    std::vector<DeviceTimes> devices;  // per pipeline rank
+    std::vector<double> actPerMb;      // activation bytes per micro-batch unit
+    std::vector<double> params;        // parameter elements per device
+    std::vector<double> gradDp, gradDpTp, workspace;
+  };
+
+  DevicePlan layout(const Knobs &k, Partition part, const Aggregate &agg,
+                    const PricingContext &pc) const {
+    DevicePlan d;
+    const int S = stagesOf(k);
+    d.layers = partition(part, S, agg);
+    const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
+    double rcLayer = 0, savedLayer = lay.savedNone;
+    if (k.recompute == cost::Recompute::Selective) {
+      rcLayer = lay.selectiveRecompute;
+      savedLayer = lay.savedSelective;
+    } else if (k.recompute == cost::Recompute::Full) {
+      rcLayer = lay.forward;
+      savedLayer = lay.savedFull;
+    }
+    d.devices.assign(k.pp, {});
+    d.actPerMb.assign(k.pp, 0);
+    d.params.assign(k.pp, 0);
+    d.gradDp.assign(k.pp, 0);
+    d.gradDpTp.assign(k.pp, 0);
+    d.workspace.assign(k.pp, 0);
+    int layer = 0;
+    const bool chimera = k.schedule == ScheduleKind::Chimera;
+    std::vector<double> F(S), B(S), W(S);
+    for (int s = 0; s < S; ++s) {
+      StageInfo st;
+      st.stage = s;
+      st.device = s % k.pp;
+      st.chunk = s / k.pp;
+      st.firstLayer = layer;
+      layer += d.layers[s];
+      st.endLayer = layer;
+      st.pre = s == 0;
+      st.post = s == S - 1;
+      d.stages.push_back(st);
+      const double n = d.layers[s];
+      F[s] = n * lay.forward + (st.pre ? pre.forward : 0) +
+             (st.post ? post.forward : 0);
+      B[s] = n * (lay.backward + rcLayer) + (st.pre ? pre.backward : 0) +
+             (st.post ? post.backward : 0);
+      W[s] = n * lay.weightGradient + (st.pre ? pre.weightGradient : 0) +
+             (st.post ? post.weightGradient : 0);
+      auto addTo = [&](int dev) {
+        DeviceTimes &dt = d.devices[dev];
+        dt.forward += F[s];
+        dt.backward += B[s];
+        dt.weightGradient += W[s];
+        dt.forwardComm += n * lay.forwardComm + (st.pre ? pre.forwardComm : 0) +
+                          (st.post ? post.forwardComm : 0);
+        dt.backwardComm += n * lay.backwardComm +
+                           (st.pre ? pre.backwardComm : 0) +
+                           (st.post ? post.backwardComm : 0) +
+                           (k.recompute == cost::Recompute::Full
+                                ? n * lay.forwardComm
+                                : 0);
+        dt.recompute += n * rcLayer;
+        d.actPerMb[dev] += n * savedLayer + (st.pre ? pre.savedNone : 0) +
+                           (st.post ? post.savedNone : 0);
+        d.params[dev] += n * lay.paramElems + (st.pre ? pre.paramElems : 0) +
+                         (st.post ? post.paramElems : 0);
+        d.gradDp[dev] += n * lay.gradBytesDp + (st.pre ? pre.gradBytesDp : 0) +
+                         (st.post ? post.gradBytesDp : 0);
+        d.gradDpTp[dev] += n * lay.gradBytesDpTp +
+                           (st.pre ? pre.gradBytesDpTp : 0) +
+                           (st.post ? post.gradBytesDpTp : 0);
+        double ws = std::max(lay.workspace, std::max(st.pre ? pre.workspace : 0,
+                                                     st.post ? post.workspace : 0));
+        if (k.recompute == cost::Recompute::Full)
+          ws += lay.savedNone; // one layer's activations during its backward
+        d.workspace[dev] = std::max(d.workspace[dev], ws);
+      };
+      addTo(st.device);
+      if (chimera)
+        addTo(k.pp - 1 - st.device); // the up pipeline's copy of this stage
+    }
+    if (chimera)
+      for (int dev = 0; dev < k.pp; ++dev)
+        d.actPerMb[dev] /= 2; // the simulator counts in units of one stage
+    // Simulator times: per device for interleaved, per stage otherwise.
+    if (k.schedule == ScheduleKind::Interleaved) {
+      d.times.forward.assign(k.pp, 0);
+      d.times.backward.assign(k.pp, 0);
+      d.times.weightGradient.assign(k.pp, 0);
+      for (int s = 0; s < S; ++s) {
+        d.times.forward[s % k.pp] += F[s];
+        d.times.backward[s % k.pp] += B[s];
+      }
+    } else {
+      d.times.forward = F;
+      d.times.backward = B;
+      d.times.weightGradient.assign(S, 0);
+      if (k.schedule == ScheduleKind::ZeroBubbleH1)
+        d.times.weightGradient = W;
+    }
+    d.times.p2p = k.pp > 1 ? pc.sendRecv(lay.p2pBytes) : 0;
+    return d;
+  }
+
+  /// Gradient sync and optimizer of one device, with the overlap model of
+  /// docs/planner.md: the sync runs bucketed behind the last micro-batch's
+  /// backward; what does not fit, and at least the last bucket, is exposed.
+  void syncAndOptimizer(const Knobs &k, const PricingContext &pc,
+                        DevicePlan &d) const {
+    for (int dev = 0; dev < k.pp; ++dev) {
+      DeviceTimes &dt = d.devices[dev];
+      const double bytes = d.gradDp[dev] + d.gradDpTp[dev];
+      const double window = dt.backward / (k.schedule == ScheduleKind::Interleaved
+                                               ? k.chunks
+                                               : 1);
+      auto reduce = [&](cost::Collective coll) {
+        return pc.bucketed(coll, d.gradDp[dev], pc.dpGroup()) +
+               pc.bucketed(coll, d.gradDpTp[dev], pc.dpTpGroup());
+      };
+      const double bucketShare =
+          bytes > 0 ? std::min(1.0, o.bucketBytes / bytes) : 0;
+      double exposed = 0, full = 0;
+      if (k.zero == 0) {
+        full = reduce(cost::Collective::AllReduce);
+        exposed = std::max(full - window, full * bucketShare);
+      } else {
+        // ZeRO: reduce-scatter the gradients, all-gather the updated weights
+        // (hidden behind the next forward but for its first bucket).
+        double rs = reduce(cost::Collective::ReduceScatter);
+        double ag = reduce(cost::Collective::AllGather);
+        if (k.zero == 1) {
+          full = rs + ag;
+          exposed = std::max(rs - window, rs * bucketShare) + ag * bucketShare;
+        } else {
+          // Stage 2 keeps only a shard of the gradients, so every micro-batch's
+          // gradients are reduce-scattered behind that micro-batch's backward.
+          double perMb = rs;
+          double mb = static_cast<double>(k.microbatches);
+          full = mb * perMb + ag;
+          exposed = mb * std::max(0.0, perMb - dt.backward / std::max(1, k.chunks)) +
+                    perMb * bucketShare + ag * bucketShare;
+        }
+      }
+      dt.gradSync = full;
+      dt.gradSyncExposed = exposed;
+      double held = d.params[dev] / (k.zero >= 1 ? k.dp : 1);
+      dt.optimizer =
+          cost::optimizerStep(c, held, cost::Optimizer::AdamW, true).time;
+    }
+  }
+
+  cost::RankMemory memoryOf(const Knobs &k, const DevicePlan &d, int dev,
+                            double inFlight) const {
+    cost::RankMemoryInputs in;
+    in.state.params = d.params[dev];
+    in.state.dataParallel = k.dp;
+    in.state.zeroStage = k.zero;
+    in.activationBytesPerMicroBatch = d.actPerMb[dev];
+    in.inFlightMicroBatches = inFlight;
+    in.workspaceBytes = d.workspace[dev] + o.reservedBytes;
+    return cost::rankMemory(in);
+  }
+
+  double lowerBound(const Knobs &k, const DevicePlan &d) const {
+    double lb = 0;
+    for (int dev = 0; dev < k.pp; ++dev) {
+      const DeviceTimes &dt = d.devices[dev];
+      lb = std::max(lb, static_cast<double>(k.microbatches) *
+                                (dt.forward + dt.backward) +
+                            dt.optimizer);
+    }
+    return lb;
+  }
+
+  /// Runs the simulator and fills everything.
+  Priced price(const Candidate &cand) {
+    Priced r;
+    const Knobs &k = cand.knobs;
+    Context &ctx = *cand.ctx;
+    const Aggregate &agg = ctx.aggregates[cand.assignment];
+    DevicePlan d = layout(k, cand.partition, agg, *ctx.pricing);
+    syncAndOptimizer(k, *ctx.pricing, d);
+    pipeline::ScheduleConfig sc{k.schedule, k.pp,
+                                static_cast<int>(k.microbatches), k.chunks};
+    auto schedule = pipeline::generateSchedule(sc);
+    if (!schedule) {
+      r.invalid = schedule.error();
+      return r;
+    }
+    auto sim = pipeline::simulate(*schedule, d.times);
+    ++stats.simulated;
+    if (!sim) {
+      r.invalid = sim.error();
+      return r;
+    }
+    r.valid = true;
+    r.sim = *sim;
+    std::vector<double> end(k.pp, 0);
+    for (const pipeline::ExecutedInstruction &x : r.sim.timeline)
+      end[x.device] = std::max(end[x.device], x.end);
+    double step = 0;
+    for (int dev = 0; dev < k.pp; ++dev) {
+      DeviceTimes &dt = d.devices[dev];
+      dt.end = end[dev];
+      dt.inFlight = r.sim.devices[dev].peakActivations;
+      dt.memoryParts = memoryOf(k, d, dev, dt.inFlight);
+      dt.memory = dt.memoryParts.total();
+      double t = dt.end + dt.gradSyncExposed + dt.optimizer;
+      if (t > step) {
+        step = t;
+        r.criticalDevice = dev;
+      }
+      if (dt.memory > r.peakMemory) {
+        r.peakMemory = dt.memory;
+        r.peakParts = dt.memoryParts;
+      }
+    }
+    r.stepTime = step;
+    r.fits = r.peakMemory <= capacity;
+    r.devices = d.devices;
+    r.stages = d.stages;
+    r.layersPerStage = d.layers;
+    r.p2p = d.times.p2p;
+    r.times = d.times;
+    // Prediction.
+    Prediction &p = r.pred;
+    const double world = c.worldSize();
+    p.stepTime = step;
+    p.modelFlopsPerStep = 3 * flopsPerSample * static_cast<double>(o.globalBatch);
+    double recomputeFlops = 0;
+    if (k.recompute == cost::Recompute::Full)
+      recomputeFlops = flopsPerSample * static_cast<double>(o.globalBatch);
+    p.tflopsPerGpu = p.modelFlopsPerStep / step / world / 1e12;
+    p.hardwareTflopsPerGpu =
+        (p.modelFlopsPerStep + recomputeFlops) / step / world / 1e12;
+    p.mfu = p.tflopsPerGpu * 1e12 / c.peakFlops(o.precision);
+    p.bubbleFraction = r.sim.bubbleFraction;
+    p.peakMemory = r.peakMemory;
+    const DeviceTimes &cd = d.devices[r.criticalDevice];
+    const double mb = static_cast<double>(k.microbatches);
+    p.tpComm = mb * (cd.forwardComm + cd.backwardComm);
+    p.compute = mb * (cd.forward + cd.backward) - p.tpComm;
+    p.bubble = cd.end - mb * (cd.forward + cd.backward);
+    p.p2p = k.pp > 1 ? 2 * mb * r.p2p : 0;
+    p.gradSync = cd.gradSyncExposed;
+    p.optimizer = cd.optimizer;
+    return r;
+  }
+
+  std::vector<int> divisorsUpTo(int n, int cap) const {
+    std::vector<int> v;
+    for (int x = 1; x <= n && x <= cap; ++x)
+      if (n % x == 0)
+        v.push_back(x);
+    return v;
+  }
+
+  /// Every outer candidate of one context and assignment, in a fixed order.
+  void expand(Context &ctx, int assignment, int tp, int pp, int64_t b,
+              AxisOrder order, std::vector<Candidate> &out, int64_t &counter) {
+    const FixedKnobs &f = o.fixed;
+    const int dp = c.worldSize() / (tp * pp);
+    const int64_t m = o.globalBatch / (dp * b);
+    std::vector<std::pair<ScheduleKind, int>> schedules;
+    if (pp == 1) {
+      schedules.push_back({ScheduleKind::OneFOneB, 1});
+    } else {
+      for (ScheduleKind s : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                             ScheduleKind::Interleaved, ScheduleKind::ZeroBubbleH1,
+                             ScheduleKind::Chimera}) {
+        if (s == ScheduleKind::Interleaved) {
+          for (int v : {2, 3, 4, 6, 8}) {
+            if (f.chunks && *f.chunks != v)
+              continue;
+            if (pp * v <= base.layers && m % pp == 0)
+              schedules.push_back({s, v});
+          }
+        } else if (s == ScheduleKind::Chimera) {
+          if (pp % 2 == 0 && m % pp == 0)
+            schedules.push_back({s, 1});
+        } else {
+          schedules.push_back({s, 1});
+        }
+      }
+    }
+    std::vector<cost::Recompute> recomputes = {cost::Recompute::None,
+                                               cost::Recompute::Selective,
+                                               cost::Recompute::Full};
+    std::vector<int> zeros = dp > 1 ? std::vector<int>{0, 1, 2}
+                                    : std::vector<int>{0};
+    for (auto [s, v] : schedules) {
+      if (f.schedule && *f.schedule != s)
+        continue;
+      for (cost::Recompute rc : recomputes) {
+        if (f.recompute && *f.recompute != rc)
+          continue;
+        for (int z : zeros) {
+          if (f.zero && *f.zero != z)
+            continue;
+          for (Partition part : {Partition::Balanced, Partition::Uniform}) {
+            if (pp == 1 && part == Partition::Uniform)
+              continue;
+            Candidate cand;
+            cand.knobs = Knobs{tp, pp, dp, b, m, s, v, rc, z, order};
+            cand.partition = part;
+            cand.ctx = &ctx;
+            cand.assignment = assignment;
+            cand.order = counter++;
+            const Aggregate &agg = ctx.aggregates[assignment];
+            DevicePlan d = layout(cand.knobs, part, agg, *ctx.pricing);
+            syncAndOptimizer(cand.knobs, *ctx.pricing, d);
+            cand.lowerBound = lowerBound(cand.knobs, d);
+            double mem = 0;
+            for (int dev = 0; dev < pp; ++dev)
+              mem = std::max(mem, memoryOf(cand.knobs, d, dev,
+                                           inFlightEstimate(cand.knobs))
+                                      .total());
+            cand.memoryEstimate = mem;
+            ++stats.candidatesPriced;
+            out.push_back(cand);
+          }
+        }
+      }
+    }
+  }
+
+  /// Candidates of every mesh / micro-batch allowed by the pinned knobs.
+  std::string enumerate(std::vector<Candidate> &out) {
+    const FixedKnobs &f = o.fixed;
+    const int world = c.worldSize();
+    const int G = c.gpusPerNode;
+    std::string lastError;
+    int64_t counter = 0;
+    std::vector<int> tps = f.tp ? std::vector<int>{*f.tp}
+                                : divisorsUpTo(world, G);
+    for (int tp : tps) {
+      if (tp < 1 || world % tp != 0) {
+        lastError = "tp=" + std::to_string(tp) + " does not divide the " +
+                    std::to_string(world) + " GPUs";
+        continue;
+      }
+      const int maxPp = base.collapsed ? static_cast<int>(base.layers) : 1;
+      std::vector<int> pps = f.pp ? std::vector<int>{*f.pp}
+                                  : divisorsUpTo(world / tp, maxPp);
+      for (int pp : pps) {
+        if (pp < 1 || (world / tp) % pp != 0) {
+          lastError = "tp=" + std::to_string(tp) + " x pp=" +
+                      std::to_string(pp) + " does not divide the " +
+                      std::to_string(world) + " GPUs";
+          continue;
+        }
+        if (pp > maxPp) {
+          lastError = "pp=" + std::to_string(pp) + " exceeds the " +
+                      std::to_string(maxPp) + " pipeline-able layers";
+          continue;
+        }
+        const int dp = world / (tp * pp);
+        if (f.dp && *f.dp != dp) {
+          lastError = "dp=" + std::to_string(*f.dp) + " with tp=" +
+                      std::to_string(tp) + " pp=" + std::to_string(pp) +
+                      " does not use the " + std::to_string(world) + " GPUs";
+          continue;
+        }
+        if (o.globalBatch % dp != 0) {
+          lastError = "global batch " + std::to_string(o.globalBatch) +
+                      " is not divisible by dp=" + std::to_string(dp);
+          continue;
+        }
+        const int64_t perReplica = o.globalBatch / dp;
+        std::vector<int64_t> bs;
+        if (f.microbatch)
+          bs.push_back(*f.microbatch);
+        else
+          for (int64_t b = 1; b <= perReplica && b <= 64; ++b)
+            if (perReplica % b == 0)
+              bs.push_back(b);
+        for (int64_t b : bs) {
+          if (b < 1 || perReplica % b != 0) {
+            lastError = "micro-batch " + std::to_string(b) +
+                        " does not divide the " + std::to_string(perReplica) +
+                        " samples per data-parallel replica";
+            continue;
+          }
+          std::vector<AxisOrder> orders =
+              f.order ? std::vector<AxisOrder>{*f.order}
+              : (tp > 1 && dp > 1)
+                  ? std::vector<AxisOrder>{AxisOrder::TensorInner,
+                                           AxisOrder::DataInner}
+                  : std::vector<AxisOrder>{AxisOrder::TensorInner};
+          for (AxisOrder order : orders) {
+            std::string err;
+            Context *ctx = context(tp, pp, b, order, err);
+            if (!ctx) {
+              lastError = err;
+              continue;
+            }
+            for (size_t a = 0; a < ctx->assignments.size(); ++a)
+              expand(*ctx, static_cast<int>(a), tp, pp, b, order, out, counter);
+            // The best of this context seeds the next ("previous best" start).
+            previousBest.clear();
+            const Assignment &first = ctx->assignments.front();
+            for (size_t i = 0; i < first.size(); ++i)
+              previousBest.push_back(ctx->sg.ops[i].sigs[first[i]].name);
+          }
+        }
+      }
+    }
+    return lastError;
+  }
+};
+
+std::string linkOf(const cost::Cluster &c, const cost::GroupPlacement &g) {
+  if (g.size() <= 1)
+    return "none";
+  if (g.nodes <= 1)
+    return c.intraNode.kind;
+  if (g.gpusPerNode <= 1)
+    return c.interNode.kind;
+  return c.intraNode.kind + "+" + c.interNode.kind;
+}
+
+std::string sbpStr(const Sbp &s) { return cost::sbpToString(s); }
+
+/// The largest increase among the parts of the step, for "why it lost".
+std::string dominantIncrease(const Prediction &chosen, const Prediction &alt) {
+  std::pair<double, const char *> parts[] = {
+      {alt.compute - chosen.compute, "compute"},
+      {alt.tpComm - chosen.tpComm, "tensor-parallel communication"},
+      {alt.bubble - chosen.bubble, "pipeline bubbles"},
+      {alt.gradSync - chosen.gradSync, "exposed gradient sync"},
+      {alt.optimizer - chosen.optimizer, "optimizer step"}};
+  double top = 0;
+  const char *name = "the step as a whole";
+  for (auto [v, n] : parts)
+    if (v > top) {
+      top = v;
+      name = n;
+    }
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s grows by %.3g s", name, top);
+  return top > 0 ? buf : name;
+}
+
+struct Explainer {
+  Planner &pl;
+  const Candidate &chosen;
+  const Priced &chosenPriced;
+
+  bool pinned(const std::string &knob) const {
+    const FixedKnobs &f = pl.o.fixed;
+    return (knob == "tp" && f.tp) || (knob == "pp" && f.pp) ||
+           (knob == "microbatch" && f.microbatch) ||
+           (knob == "schedule" && (f.schedule || f.chunks)) ||
+           (knob == "recompute" && f.recompute) || (knob == "zero" && f.zero) ||
+           (knob == "order" && f.order) ||
+           ((knob == "tp" || knob == "pp") && f.dp);
+  }
+
+  Alternative judge(const std::string &knob, const std::string &value,
+                    const Priced &p, const std::string &invalid) const {
+    Alternative a;
+    a.knob = knob;
+    a.value = value;
+    if (!invalid.empty() || !p.valid) {
+      a.reason = "invalid: " + (invalid.empty() ? p.invalid : invalid);
+      return a;
+    }
+    a.feasible = p.fits;
+    a.stepTime = p.stepTime;
+    a.peakMemory = p.peakMemory;
+    a.deltaTime = p.stepTime - chosenPriced.stepTime;
+    a.deltaMemory = p.peakMemory - chosenPriced.peakMemory;
+    char buf[256];
+    if (!p.fits) {
+      std::snprintf(buf, sizeof buf, "does not fit: needs %.1f GiB of %.1f GiB",
+                    p.peakMemory / (1 << 30), pl.capacity / (1 << 30));
+      a.reason = buf;
+    } else if (a.deltaTime >= 0) {
+      std::snprintf(buf, sizeof buf, "slower by %.1f%%: %s",
+                    100 * a.deltaTime / chosenPriced.stepTime,
+                    dominantIncrease(chosenPriced.pred, p.pred).c_str());
+      a.reason = buf;
+    } else if (pinned(knob)) {
+      a.reason = "faster, but the knob is pinned by --fix";
+    } else {
+      std::snprintf(buf, sizeof buf,
+                    "faster by %.2f%% with this knob alone, but outside the "
+                    "searched set (pinned knobs or the memory pre-filter)",
+                    -100 * a.deltaTime / chosenPriced.stepTime);
+      a.reason = buf;
+    }
+    return a;
+  }
+
+  /// Prices knobs `k` with the best of its context's assignments.
+  Priced priceKnobs(const Knobs &k, Partition part, std::string &invalid) {
+    const int world = pl.c.worldSize();
+    if (k.tp < 1 || k.pp < 1 || world % (k.tp * k.pp) != 0) {
+      invalid = "tp x pp does not divide the GPUs";
+      return {};
+    }
+    Knobs kk = k;
+    kk.dp = world / (k.tp * k.pp);
+    if (pl.o.globalBatch % (kk.dp * kk.microbatch) != 0) {
+      invalid = "global batch not divisible by dp x micro-batch";
+      return {};
+    }
+    kk.microbatches = pl.o.globalBatch / (kk.dp * kk.microbatch);
+    if (kk.pp > std::max<int64_t>(1, pl.base.layers)) {
+      invalid = "more stages than layers";
+      return {};
+    }
+    if (kk.pp == 1 && kk.schedule != ScheduleKind::OneFOneB) {
+      invalid = "a schedule needs pp > 1";
+      return {};
+    }
+    if (kk.schedule == ScheduleKind::Interleaved &&
+        kk.pp * kk.chunks > pl.base.layers) {
+      invalid = "more model chunks than layers";
+      return {};
+    }
+    if (kk.dp == 1 && kk.zero > 0) {
+      invalid = "ZeRO needs dp > 1";
+      return {};
+    }
+    std::string err;
+    Context *ctx = pl.context(kk.tp, kk.pp, kk.microbatch, kk.order, err);
+    if (!ctx) {
+      invalid = err;
+      return {};
+    }
+    Priced best;
+    for (size_t a = 0; a < ctx->assignments.size(); ++a) {
+      Candidate c;
+      c.knobs = kk;
+      c.partition = part;
+      c.ctx = ctx;
+      c.assignment = static_cast<int>(a);
+      Priced p = pl.price(c);
+      if (!p.valid) {
+        if (!best.valid)
+          invalid = p.invalid;
+        continue;
+      }
+      bool better = !best.valid || (p.fits && !best.fits) ||
+                    (p.fits == best.fits && p.stepTime < best.stepTime);
+      if (better)
+        best = std::move(p);
+    }
+    if (best.valid)
+      invalid.clear();
+    return best;
+  }
+
+  void knob(std::vector<Alternative> &out, const std::string &name,
+            const std::string &value, const Knobs &k, Partition part) {
+    std::string invalid;
+    Priced p = priceKnobs(k, part, invalid);
+    out.push_back(judge(name, value, p, invalid));
+  }
+
+  std::vector<Alternative> run() {
+    std::vector<Alternative> out;
+    const Knobs base = chosen.knobs;
+    const int world = pl.c.worldSize();
+    auto neighbours = [](const std::vector<int64_t> &list, int64_t v) {
+      std::vector<int64_t> r;
+      for (size_t i = 0; i < list.size(); ++i)
+        if (list[i] == v) {
+          if (i > 0)
+            r.push_back(list[i - 1]);
+          if (i + 1 < list.size())
+            r.push_back(list[i + 1]);
+        }
+      return r;
+    };
+    std::vector<int64_t> tps, pps, mbs;
+    for (int x = 1; x <= world; ++x)
+      if (world % x == 0)
+        tps.push_back(x);
+    for (int64_t x : neighbours(tps, base.tp)) {
+      Knobs k = base;
+      k.tp = static_cast<int>(x);
+      knob(out, "tp", std::to_string(x), k, chosen.partition);
+    }
+    for (int x = 1; x <= world / base.tp; ++x)
+      if ((world / base.tp) % x == 0)
+        pps.push_back(x);
+    for (int64_t x : neighbours(pps, base.pp)) {
+      Knobs k = base;
+      k.pp = static_cast<int>(x);
+      if (k.pp == 1)
+        k.schedule = ScheduleKind::OneFOneB;
+      knob(out, "pp", std::to_string(x), k, chosen.partition);
+    }
+    const int64_t perReplica = pl.o.globalBatch / base.dp;
+    for (int64_t x = 1; x <= perReplica; ++x)
+      if (perReplica % x == 0)
+        mbs.push_back(x);
+    for (int64_t x : neighbours(mbs, base.microbatch)) {
+      Knobs k = base;
+      k.microbatch = x;
+      knob(out, "microbatch", std::to_string(x), k, chosen.partition);
+    }
+    if (base.pp > 1) {
+      for (auto [s, v] : std::vector<std::pair<ScheduleKind, int>>{
+               {ScheduleKind::OneFOneB, 1},
+               {ScheduleKind::GPipe, 1},
+               {ScheduleKind::Interleaved, 2},
+               {ScheduleKind::Interleaved, 4},
+               {ScheduleKind::ZeroBubbleH1, 1},
+               {ScheduleKind::Chimera, 1}}) {
+        if (s == base.schedule && v == base.chunks)
+          continue;
+        Knobs k = base;
+        k.schedule = s;
+        k.chunks = v;
+        std::string name(pipeline::scheduleName(s));
+        if (s == ScheduleKind::Interleaved)
+          name += " chunks=" + std::to_string(v);
+        knob(out, "schedule", name, k, chosen.partition);
+      }
+      Knobs k = base;
+      knob(out, "partition",
+           chosen.partition == Partition::Balanced ? "uniform" : "balanced", k,
+           chosen.partition == Partition::Balanced ? Partition::Uniform
+                                                   : Partition::Balanced);
+    }
+    for (cost::Recompute r : {cost::Recompute::None, cost::Recompute::Selective,
+                              cost::Recompute::Full}) {
+      if (r == base.recompute)
+        continue;
+      Knobs k = base;
+      k.recompute = r;
+      knob(out, "recompute", recomputeName(r), k, chosen.partition);
+    }
+    if (base.dp > 1)
+      for (int z : {0, 1, 2}) {
+        if (z == base.zero)
+          continue;
+        Knobs k = base;
+        k.zero = z;
+        knob(out, "zero", std::to_string(z), k, chosen.partition);
+      }
+    if (base.tp > 1 && base.dp > 1) {
+      Knobs k = base;
+      k.order = base.order == AxisOrder::TensorInner ? AxisOrder::DataInner
+                                                     : AxisOrder::TensorInner;
+      knob(out, "order", axisOrderName(k.order), k, chosen.partition);
+    }
+    // Per-op signatures: each other signature of each op, the rest unchanged.
+    Context &ctx = *chosen.ctx;
+    const Assignment chosenA = ctx.assignments[chosen.assignment];
+    for (size_t i = 0; i < ctx.sg.ops.size(); ++i) {
+      const CollapsedOp &op = ctx.sg.ops[i];
+      for (size_t s = 0; s < op.sigs.size(); ++s) {
+        if (static_cast<int>(s) == chosenA[i])
+          continue;
+        Assignment a = chosenA;
+        a[i] = static_cast<int>(s);
+        ctx.assignments.push_back(a);
+        ctx.aggregates.push_back(ctx.pricing->aggregate(a));
+        Candidate c = chosen;
+        c.assignment = static_cast<int>(ctx.assignments.size()) - 1;
+        Priced p = pl.price(c);
+        out.push_back(judge("sbp:" + pl.g1.ops[op.op].name, op.sigs[s].name, p,
+                            ""));
+      }
+    }
+    return out;
+  }
+};
+
+/// Fills the plan's descriptive parts from the chosen candidate.
+void describe(Planner &pl, const Candidate &cand, const Priced &pr,
+              Plan &plan) {
+  const ModelGraph &g = pl.g1;
+  const cost::Cluster &c = pl.c;
+  Context &ctx = *cand.ctx;
+  PricingContext &pc = *ctx.pricing;
+  const Assignment a = ctx.assignments[cand.assignment];
+  const SearchGraph &sg = ctx.sg;
+  const Knobs &k = cand.knobs;
+  plan.model = g.name;
+  plan.modelFamily = g.family;
+  plan.parameters = g.parameterCount();
+  plan.layers = sg.layers;
+  plan.seq = g.seq;
+  plan.cluster = c.name;
+  plan.gpu = c.gpuModel;
+  plan.nodes = c.nodes;
+  plan.gpusPerNode = c.gpusPerNode;
+  plan.peakFlops = c.peakFlops(pl.o.precision);
+  plan.memoryCapacity = pl.capacity;
+  plan.globalBatch = pl.o.globalBatch;
+  plan.knobs = k;
+  plan.axisLinks = {linkOf(c, pc.ppGroup()), linkOf(c, pc.dpGroup()),
+                    linkOf(c, pc.tpGroup())};
+  for (size_t i = 0; i < sg.ops.size(); ++i) {
+    const CollapsedOp &op = sg.ops[i];
+    const Signature &s = op.sigs[a[i]];
+    OpChoice ch;
+    ch.segment = segmentName(op.segment);
+    ch.op = g.ops[op.op].name;
+    ch.kind = g.ops[op.op].kind;
+    ch.signature = s.name;
+    for (const Sbp &x : s.operands)
+      ch.operands.push_back(sbpStr(x));
+    ch.result = sbpStr(s.result);
+    for (const Signature &x : op.sigs)
+      ch.candidates.push_back(x.name);
+    plan.ops.push_back(ch);
+  }
+  // Stage of each layer.
+  std::vector<int> stageOfLayer(std::max<int64_t>(1, sg.layers), 0);
+  for (const StageInfo &st : pr.stages)
+    for (int l = st.firstLayer; l < st.endLayer; ++l)
+      stageOfLayer[l] = st.stage;
+  const int lastStage = static_cast<int>(pr.stages.size()) - 1;
+  auto stageOfOp = [&](int op) {
+    int l = g.ops[op].layer;
+    if (sg.collapsed && l >= 0 && l < static_cast<int>(stageOfLayer.size()))
+      return stageOfLayer[l];
+    return sg.ops[sg.opOf[op]].segment == Segment::Post ? lastStage : 0;
+  };
+  std::vector<int> producer(g.tensors.size(), -1), firstUse(g.tensors.size(), -1);
+  std::vector<int> firstSlot(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    for (int t : g.ops[i].results)
+      producer[t] = static_cast<int>(i);
+    for (size_t kk = 0; kk < g.ops[i].operands.size(); ++kk) {
+      int t = g.ops[i].operands[kk];
+      if (firstUse[t] < 0) {
+        firstUse[t] = static_cast<int>(i);
+        firstSlot[t] = static_cast<int>(kk);
+      }
+    }
+  }
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    const TensorDef &td = g.tensors[t];
+    TensorLayout tl;
+    tl.name = td.name;
+    tl.role = td.role == TensorRole::Parameter ? "parameter"
+              : td.role == TensorRole::Input   ? "input"
+                                               : "activation";
+    tl.shape = sg.shapeAt(static_cast<int>(t), k.microbatch);
+    const int bd = sg.batchDim(t);
+    tl.dp = (td.role != TensorRole::Parameter && bd >= 0)
+                ? sbpStr(Sbp::split(bd))
+                : "B";
+    Sbp tp = Sbp::broadcast();
+    if (producer[t] >= 0) {
+      tp = sg.ops[sg.opOf[producer[t]]].sigs[a[sg.opOf[producer[t]]]].result;
+      tl.stage = stageOfOp(producer[t]);
+    } else if (firstUse[t] >= 0) {
+      int op = sg.opOf[firstUse[t]];
+      tp = sg.ops[op].sigs[a[op]].operands[firstSlot[t]];
+      tl.stage = stageOfOp(firstUse[t]);
+    }
+    tl.tp = sbpStr(tp);
+    plan.tensors.push_back(tl);
+  }
+  // Collectives, per collapsed edge (calls per step = weight x micro-batches).
+  const double mb = static_cast<double>(k.microbatches);
+  auto addBoxing = [&](const CollapsedEdge &e, const Sbp &from, const Sbp &to,
+                       const char *phase) {
+    cost::BoxingCost bc = pc.boxingDetail(e.tensor, from, to);
+    for (const cost::BoxingStep &st : bc.steps) {
+      if (st.free)
+        continue;
+      CollectiveUse u;
+      u.where = g.tensors[e.tensor].name;
+      u.phase = phase;
+      u.collective = std::string(cost::collectiveName(st.collective));
+      u.axis = "tp";
+      u.bytes = st.bytes;
+      u.time = st.estimate.time;
+      u.perStep = static_cast<int64_t>(e.weight * mb);
+      plan.collectives.push_back(u);
+    }
+  };
+  for (const CollapsedEdge &e : sg.edges) {
+    if (e.input || e.producer < 0)
+      continue;
+    const Signature &ps = sg.ops[e.producer].sigs[a[e.producer]];
+    const Sbp R = ps.result;
+    const Sbp expected = R.kind == Sbp::Partial ? Sbp::broadcast() : R;
+    int seenX[8] = {0}, seenG[8] = {0};
+    for (auto [op, slot] : e.consumers) {
+      const Signature &cs = sg.ops[op].sigs[a[op]];
+      if (cs.operands[slot] != R && !seenX[sbpCode(cs.operands[slot])]++)
+        addBoxing(e, R, cs.operands[slot], "forward");
+      if (cs.operandGrads[slot] != expected &&
+          !seenG[sbpCode(cs.operandGrads[slot])]++)
+        addBoxing(e, cs.operandGrads[slot], expected, "backward");
+    }
+  }
+  for (size_t i = 0; i < sg.ops.size(); ++i) {
+    const Signature &s = sg.ops[i].sigs[a[i]];
+    if (s.inOpAllReduceBytes <= 0)
+      continue;
+    CollectiveUse u;
+    u.where = g.ops[sg.ops[i].op].name;
+    u.phase = "forward";
+    u.collective = "all_reduce";
+    u.axis = "tp";
+    u.bytes = s.inOpAllReduceBytes / 3;
+    u.time = cost::collectiveCost(c, cost::Collective::AllReduce, u.bytes,
+                                  pc.tpGroup())
+                 .best.time;
+    u.perStep = static_cast<int64_t>(3 * sg.ops[i].count * mb);
+    plan.collectives.push_back(u);
+  }
+  for (int dev = 0; dev < k.pp; ++dev) {
+    const DeviceTimes &dt = pr.devices[dev];
+    if (dt.gradSync <= 0)
+      continue;
+    CollectiveUse u;
+    u.where = "gradients of pipeline rank " + std::to_string(dev);
+    u.phase = "gradient-sync";
+    u.collective = k.zero == 0 ? "all_reduce" : "reduce_scatter+all_gather";
+    u.axis = "dp";
+    u.time = dt.gradSync;
+    u.perStep = k.zero == 2 ? k.microbatches : 1;
+    // Bytes: this rank's gradients (dp-only and dp+tp groups together).
+    u.bytes = 0;
+    plan.collectives.push_back(u);
+  }
+  if (k.pp > 1) {
+    CollectiveUse u;
+    u.where = "stage boundary activations and their gradients";
+    u.phase = "p2p";
+    u.collective = "send_recv";
+    u.axis = "pp";
+    u.bytes = ctx.aggregates[cand.assignment].seg[1].p2pBytes;
+    u.time = pr.p2p;
+    u.perStep = static_cast<int64_t>(2 * mb);
+    plan.collectives.push_back(u);
+  }
+  plan.stages = pr.stages;
+  plan.devices = pr.devices;
+  plan.p2pTime = pr.p2p;
+  plan.simForward = pr.times.forward;
+  plan.simBackward = pr.times.backward;
+  plan.simWeightGradient = pr.times.weightGradient;
+  plan.predicted = pr.pred;
+  if (pl.o.explain) {
+    Explainer ex{pl, cand, pr};
+    plan.alternatives = ex.run();
+  }
+}
+
+} // namespace
+
+pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
+                                    const cost::Cluster &cluster,
+                                    const PlannerOptions &options) {
+  using Result = pipeline::OrError<PlanOutcome>;
+  const auto start = std::chrono::steady_clock::now();
+  if (options.globalBatch < 1)
+    return Result::failure("expected a global batch of at least 1, got " +
+                           std::to_string(options.globalBatch));
+  Planner pl(g1, cluster, options);
+  std::string error;
+  if (!buildSearchGraph(g1, g2, pl.base, error))
+    return Result::failure(error);
+  pl.stats.mode = options.mode == SearchMode::Exhaustive ? "exhaustive" : "cd";
+
+  std::vector<Candidate> cands;
+  std::string why = pl.enumerate(cands);
+  if (pl.exhaustiveTooLarge)
+    return Result::failure(
+        "the model is too large for --search exhaustive (more than " +
+        std::to_string(static_cast<int64_t>(options.exhaustiveLimit)) +
+        " partial SBP assignments); use --search cd");
+  if (cands.empty())
+    return Result::failure(why.empty() ? "no parallel configuration applies"
+                                       : why);
+  // Visit in order of the lower bound; stop once it cannot beat the best.
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate &a, const Candidate &b) {
+                     if (a.lowerBound != b.lowerBound)
+                       return a.lowerBound < b.lowerBound;
+                     return a.order < b.order;
+                   });
+  const bool exact = options.mode == SearchMode::Exhaustive;
+  int best = -1;
+  Priced bestPriced;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    const Candidate &cand = cands[i];
+    if (best >= 0 && cand.lowerBound >= bestPriced.stepTime)
+      break;
+    // Candidates whose estimated memory is far over capacity are not simulated
+    // in descent mode (the estimate uses closed-form in-flight counts); every
+    // returned plan is checked on simulated numbers below.
+    if (!exact && cand.memoryEstimate > 1.25 * pl.capacity)
+      continue;
+    Priced p = pl.price(cand);
+    if (!p.valid || !p.fits)
+      continue;
+    if (best < 0 || p.stepTime < bestPriced.stepTime) {
+      best = static_cast<int>(i);
+      bestPriced = std::move(p);
+    }
+  }
+  if (best < 0) {
+    // Nothing fits: report the smallest footprint (simulated).
+    size_t smallest = 0;
+    for (size_t i = 1; i < cands.size(); ++i)
+      if (cands[i].memoryEstimate < cands[smallest].memoryEstimate)
+        smallest = i;
+    Priced p = pl.price(cands[smallest]);
+    Infeasible inf;
+    inf.knobs = cands[smallest].knobs;
+    inf.peakMemory = p.valid ? p.peakMemory : cands[smallest].memoryEstimate;
+    inf.capacity = pl.capacity;
+    inf.parts = p.peakParts;
+    inf.candidatesPriced = pl.stats.candidatesPriced;
+    std::pair<double, const char *> parts[] = {
+        {inf.parts.state.weights, "weights"},
+        {inf.parts.state.gradients, "gradients"},
+        {inf.parts.state.optimizer, "optimizer state"},
+        {inf.parts.activations, "activations"},
+        {inf.parts.workspace, "workspace"}};
+    double top = -1;
+    for (auto [v, name] : parts)
+      if (v > top) {
+        top = v;
+        inf.dominant = name;
+      }
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "no plan fits in %.1f GiB per GPU: the smallest footprint "
+                  "found needs %.1f GiB (%s), dominated by %s (%.1f GiB)",
+                  inf.capacity / (1 << 30), inf.peakMemory / (1 << 30),
+                  knobsToString(inf.knobs).c_str(), inf.dominant.c_str(),
+                  top / (1 << 30));
+    inf.message = buf;
+    return PlanOutcome(inf);
+  }
+  Plan result;
+  const SearchStats searched = pl.stats; // before "why" prices its neighbours
+  describe(pl, cands[best], bestPriced, result);
+  result.search = searched;
+  for (const auto &[key, ctx] : pl.contexts)
+    if (ctx->pricing)
+      result.search.sbpEvaluations += ctx->pricing->evaluations;
+  result.search.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  return PlanOutcome(std::move(result));
+}
+
+} // namespace autoddl::planner
