@@ -239,9 +239,11 @@ std::string asciiTimeline(const Schedule &schedule,
     rows[executed.device].replace(from, to - from, cell);
   }
   std::string text = fmt::format(
-      "timeline (1 column = {:g} {}; F/B/W and micro-batch, lower case = up "
-      "pipeline, '.' = idle):\n",
-      1 / columnsPerUnit, kTimeUnit);
+      "timeline (1 column = {:g} {}; F/B/W and micro-batch{}, '.' = idle):\n",
+      1 / columnsPerUnit, kTimeUnit,
+      schedule.config.kind == ScheduleKind::Chimera
+          ? ", lower case = up pipeline"
+          : "");
   for (int d = 0; d < schedule.numDevices(); ++d)
     text += fmt::format("  stage {:<3}|{}|\n", d, rows[d]);
   return text;
