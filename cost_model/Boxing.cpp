@@ -141,6 +141,15 @@ BoxingCost ndTransition(const Cluster &c, const MeshOnCluster &mesh,
   std::vector<std::vector<Sbp>> vals(axes);
   for (size_t a = 0; a < axes; ++a)
     vals[a] = axisValues(from, to, a);
+  // The state space is the product of the candidate counts (at most 5^axes
+  // states for 2 split dims): refuse meshes whose search would not end quickly.
+  double states = 1;
+  for (const std::vector<Sbp> &v : vals)
+    states *= static_cast<double>(v.size());
+  if (states > kMaxBoxingStates) {
+    none.searchTooLarge = true;
+    return none;
+  }
   auto encode = [&](const std::vector<int> &idx) {
     long code = 0;
     for (size_t a = 0; a < axes; ++a)

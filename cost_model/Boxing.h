@@ -54,6 +54,7 @@ struct BoxingStep {
 
 struct BoxingCost {
   bool possible = false;
+  bool searchTooLarge = false; // ndTransition refused: over kMaxBoxingStates
   double time = 0; // seconds, sum over steps
   std::vector<BoxingStep> steps;
 };
@@ -78,6 +79,9 @@ BoxingCost oneAxisTransition(const Cluster &c, const MeshOnCluster &mesh,
 /// nd-SBP states whose per-axis values are drawn from B, S(0), both endpoints'
 /// values and every split dim either side uses). Both must have one entry per
 /// mesh axis. Assumes every split it tries divides the tensor evenly.
+/// ndTransition gives up (possible = false) beyond this many states.
+constexpr double kMaxBoxingStates = 1e6;
+
 BoxingCost ndTransition(const Cluster &c, const MeshOnCluster &mesh,
                         double tensorBytes, const NdSbp &from, const NdSbp &to);
 

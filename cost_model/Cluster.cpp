@@ -49,6 +49,10 @@ std::string validateCluster(const Cluster &c) {
            std::to_string(c.gpusPerNode);
   if (c.nodes < 1)
     return "nodes must be at least 1, got " + std::to_string(c.nodes);
+  if (static_cast<int64_t>(c.gpusPerNode) * c.nodes > kMaxWorldSize)
+    return "the cluster has more than " + std::to_string(kMaxWorldSize) +
+           " gpus (" + std::to_string(c.nodes) + " nodes x " +
+           std::to_string(c.gpusPerNode) + ")";
   if (c.smCount < 1)
     return "sm count must be at least 1, got " + std::to_string(c.smCount);
   if (!positive(c.peak[static_cast<int>(Precision::FP32)]))

@@ -88,6 +88,9 @@ struct Cluster {
   double nodeNetworkShare(int gpusInGroup) const;
 };
 
+/// The largest cluster the model accepts (GPUs); keeps rank arithmetic in int.
+constexpr int64_t kMaxWorldSize = 10000000;
+
 /// Empty when `c` is usable; otherwise a lower-case message naming the first
 /// bad field.
 std::string validateCluster(const Cluster &c);

@@ -296,6 +296,8 @@ Cluster loadCluster(const std::string &spec, int nodes) {
       throw UserError(path + ": cannot scale to " + std::to_string(nodes) +
                       " nodes: the cluster has no \"inter_node\" network");
     c = withNodes(c, nodes);
+    if (std::string why = validateCluster(c); !why.empty())
+      throw UserError("--nodes: " + why);
   }
   return c;
 }

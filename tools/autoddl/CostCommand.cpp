@@ -212,6 +212,9 @@ void runBoxing(const BoxingOptions &o) {
                       o.mesh + "\"");
     shape.push_back(v);
   }
+  if (shape.size() > 8)
+    throw UserError("--mesh: at most 8 axes, got " +
+                    std::to_string(shape.size()));
   cost::NdSbp from = parseNdSbp("--from", o.from, shape.size());
   cost::NdSbp to = parseNdSbp("--to", o.to, shape.size());
   double bytes = parseBytes(o.bytes);
@@ -227,6 +230,9 @@ void runBoxing(const BoxingOptions &o) {
   if (!cost::placeMesh(c, shape, mesh, error))
     throw UserError("--mesh: " + error);
   cost::BoxingCost r = cost::ndTransition(c, mesh, bytes, from, to);
+  if (r.searchTooLarge)
+    throw UserError("--mesh: " + std::to_string(shape.size()) +
+                    " axes with these layouts give more than 1e6 states to search");
   if (!r.possible)
     throw UserError("no sequence of collectives turns " +
                     cost::ndSbpToString(from) + " into " +

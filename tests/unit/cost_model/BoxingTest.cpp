@@ -118,6 +118,22 @@ TEST_F(BoxingTest, SizeOneAxesAreFree) {
   EXPECT_EQ(r.time, 0);
 }
 
+TEST(BoxingSearch, RefusesStateSpacesItCannotFinishQuickly) {
+  Cluster c = toyCluster(32);
+  MeshOnCluster m;
+  std::string err;
+  ASSERT_TRUE(placeMesh(c, {2, 2, 2, 2, 2, 2, 2, 2}, m, err)) << err;
+  NdSbp from, to;
+  for (int a = 0; a < 8; ++a) {
+    from.push_back(Sbp::split(a));
+    to.push_back(a % 2 ? Sbp::partial() : Sbp::broadcast());
+  }
+  // Per axis B, S(0), P and 8 split dims: 10 values, 10^8 states > 1e6.
+  BoxingCost r = ndTransition(c, m, 1e9, from, to);
+  EXPECT_FALSE(r.possible);
+  EXPECT_TRUE(r.searchTooLarge);
+}
+
 TEST(SbpText, ParsesAndPrints) {
   Sbp s;
   ASSERT_TRUE(parseSbp("S(2)", s));

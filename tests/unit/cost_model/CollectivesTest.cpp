@@ -264,6 +264,9 @@ TEST(ClusterValidation, RejectsImpossibleValues) {
   c = toyCluster();
   c.nicsPerNode = 0;
   EXPECT_NE(validateCluster(c).find("nic"), std::string::npos);
+  c = withNodes(toyCluster(), 2000000); // 16 million GPUs
+  EXPECT_NE(validateCluster(c).find("more than 10000000 gpus"),
+            std::string::npos);
   c = toyCluster();
   c.hbmEfficiency = 1.5;
   EXPECT_NE(validateCluster(c).find("memory efficiency"), std::string::npos);
