@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OperationSupport.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -139,8 +140,11 @@ LowerResult lowerToSbpText(const ModelGraph &graph) {
         diagnostics.empty() ? "the module failed to verify" : diagnostics;
     return result;
   }
+  // Locations inline, so the text keeps every op's and input's name:
+  // `sbp.linear ... loc("h.0.attn.qkv")`.
   llvm::raw_string_ostream os(result.text);
-  module->print(os);
+  module->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true,
+                                                      /*prettyForm=*/false));
   return result;
 }
 

@@ -63,6 +63,10 @@ TEST(LowerToSbpTest, LowersOneOpPerOpDefAndVerifies) {
   ASSERT_TRUE(module) << lowered.text;
 
   auto function = *module->getOps<mlir::func::FuncOp>().begin();
+  // Names survive the text as locations (docs/ir.md: a NameLoc per op).
+  EXPECT_NE(lowered.text.find("sbp.relu"), std::string::npos);
+  EXPECT_NE(lowered.text.find("loc(\"act\")"), std::string::npos);
+  EXPECT_NE(lowered.text.find("loc(\"targets\")"), std::string::npos);
   EXPECT_EQ(function.getSymName(), "tiny");
   // Inputs are the arguments (x, targets), in tensor order.
   ASSERT_EQ(function.getNumArguments(), 2u);
