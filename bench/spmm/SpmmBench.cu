@@ -112,22 +112,6 @@ uint64_t countNonFinite(DataType t, int64_t count, const void *p) {
   return h;
 }
 
-double readAsDouble(DataType t, const uint8_t *p) {
-  if (t == DataType::F32) {
-    float v;
-    std::memcpy(&v, p, 4);
-    return v;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, p, 2);
-  if (t == DataType::F16)
-    return double(__half2float(__ushort_as_half(bits)));
-  const uint32_t wide = uint32_t(bits) << 16;
-  float v;
-  std::memcpy(&v, &wide, 4);
-  return v;
-}
-
 /// Median of CUDA-event timings after warm-up; repetitions sized to ~200 ms of
 /// work.
 double medianMs(const std::function<void()> &run) {
@@ -266,7 +250,7 @@ CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
     const int64_t deg = sub.rowPtr[i + 1] - sub.rowPtr[i];
     for (int64_t f = 0; f < n; ++f) {
       const size_t k = i * n + f;
-      const double g = readAsDouble(t, got.data() + k * eb);
+      const double g = sparse::cuda::storedToDouble(t, got.data() + k * eb);
       const double err = std::abs(g - ref[k]);
       const double bound =
           2 * (b.inputRel + double(deg + 1) * std::ldexp(1.0, -24)) * absb[k] +

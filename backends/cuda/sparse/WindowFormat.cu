@@ -19,6 +19,22 @@ namespace autoddl::sparse::cuda {
 
 size_t dataTypeBytes(DataType t) { return t == DataType::F32 ? 4 : 2; }
 
+double storedToDouble(DataType t, const void *p) {
+  if (t == DataType::F32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  if (t == DataType::F16)
+    return double(__half2float(__ushort_as_half(bits)));
+  const uint32_t wide = uint32_t(bits) << 16; // bf16 is the top half of an fp32
+  float v;
+  std::memcpy(&v, &wide, 4);
+  return v;
+}
+
 const char *dataTypeName(DataType t) {
   switch (t) {
   case DataType::F32:
@@ -539,21 +555,8 @@ cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
     AUTODDL_TRY(cudaMemcpy(parts.data(), a.dParts,
                            parts.size() * sizeof(WindowPart),
                            cudaMemcpyDeviceToHost));
-  auto value = [&](const uint8_t *p) -> double {
-    if (a.dtype == DataType::F32) {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    if (a.dtype == DataType::F16)
-      return double(__half2float(__ushort_as_half(bits)));
-    const uint32_t wide = uint32_t(bits) << 16;
-    float v;
-    std::memcpy(&v, &wide, 4);
-    return v;
-  };
+  auto value = [&](const uint8_t *p) { return storedToDouble(a.dtype, p); };
+
   std::vector<int32_t> cols, colRow;
   std::vector<uint64_t> mask;
   std::vector<uint8_t> vals;

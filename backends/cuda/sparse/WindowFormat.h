@@ -32,6 +32,9 @@ enum class DataType { F32, F16, BF16 };
 size_t dataTypeBytes(DataType t);
 const char *dataTypeName(DataType t);
 
+/// The value of one stored element of type t at host address p, as double.
+double storedToDouble(DataType t, const void *p);
+
 struct PreprocessOptions {
   /// A window goes to tensor cores when nnz >= fillThreshold * (distinct
   /// columns). 0 sends every window there; a huge value sends every window to

@@ -58,22 +58,6 @@ std::vector<uint8_t> pack(DataType t, const std::vector<double> &v) {
   return out;
 }
 
-double unpack(DataType t, const uint8_t *p) {
-  if (t == DataType::F32) {
-    float f;
-    std::memcpy(&f, p, 4);
-    return f;
-  }
-  if (t == DataType::F16) {
-    __half h;
-    std::memcpy(&h, p, 2);
-    return __half2float(h);
-  }
-  __nv_bfloat16 h;
-  std::memcpy(&h, p, 2);
-  return __bfloat162float(h);
-}
-
 struct Shape {
   int32_t rows, cols;
   int avgDegree;
@@ -202,7 +186,8 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   int failures = 0;
   for (int32_t r = 0; r < a.rows && failures < 5; ++r)
     for (int64_t c = 0; c < n; ++c) {
-      const double got = unpack(t, &y[(size_t(r) * ldy + c) * eb]);
+      const double got =
+          cuda::storedToDouble(t, &y[(size_t(r) * ldy + c) * eb]);
       const size_t k = size_t(r) * n + c;
       const double tol =
           bound(t, merged, a.rowPtr[r + 1] - a.rowPtr[r], absSum[k], ref[k]);
