@@ -118,3 +118,28 @@ func.func @across_meshes(%x: tensor<8xf32> {sbp.nd = #sbp.nd<@mesh, [S(0)]>}) {
   %0 = sbp.relu %x {sbp.sig = #sbp.sig<@stage1, ([S(0)]) -> ([S(0)])>} : (tensor<8xf32>) -> tensor<8xf32>
   return
 }
+
+// -----
+
+// Megatron's MLP on tp (LiBai's layouts): column-parallel fc, gelu on the
+// split columns, row-parallel proj. Boxing inserts exactly the one forward
+// all-reduce of the block, plus a local B -> P for the bias added once.
+sbp.mesh @mesh [tp = 4]
+// CHECK-LABEL: func.func @megatron_mlp
+func.func @megatron_mlp(%x: tensor<8x16xf32> {sbp.nd = #sbp.nd<@mesh, [B]>}) -> tensor<8x16xf32> {
+  %w1 = sbp.parameter "fc.weight" {init = "normal", sbp.sig = #sbp.sig<@mesh, () -> ([S(1)])>} : tensor<16x64xf32>
+  %b1 = sbp.parameter "fc.bias" {init = "zeros", sbp.sig = #sbp.sig<@mesh, () -> ([S(0)])>} : tensor<64xf32>
+  %w2 = sbp.parameter "proj.weight" {init = "normal", sbp.sig = #sbp.sig<@mesh, () -> ([S(0)])>} : tensor<64x16xf32>
+  %b2 = sbp.parameter "proj.bias" {init = "zeros", sbp.sig = #sbp.sig<@mesh, () -> ([B])>} : tensor<16xf32>
+  // CHECK-NOT: sbp.all_reduce
+  // CHECK: %[[B2:.*]] = sbp.local_relayout %{{.*}} on @mesh mesh_axes = [0] {sbp.sig = #sbp.sig<@mesh, ([B]) -> ([P])>}
+  // CHECK-NEXT: %[[Y:.*]] = sbp.linear %{{.*}}, %{{.*}}, %[[B2]]
+  // CHECK-NEXT: %[[R:.*]] = sbp.all_reduce %[[Y]] on @mesh mesh_axes = [0] {sbp.sig = #sbp.sig<@mesh, ([P]) -> ([B])>}
+  // CHECK-NEXT: sbp.add %arg0, %[[R]]
+  // CHECK-NOT: sbp.all_reduce
+  %h = sbp.linear %x, %w1, %b1 {transpose_weight = false, sbp.sig = #sbp.sig<@mesh, ([B], [S(1)], [S(0)]) -> ([S(1)])>} : (tensor<8x16xf32>, tensor<16x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+  %g = sbp.gelu %h {sbp.sig = #sbp.sig<@mesh, ([S(1)]) -> ([S(1)])>} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %y = sbp.linear %g, %w2, %b2 {transpose_weight = false, sbp.sig = #sbp.sig<@mesh, ([S(1)], [S(0)], [P]) -> ([P])>} : (tensor<8x64xf32>, tensor<64x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %r = sbp.add %x, %y {sbp.sig = #sbp.sig<@mesh, ([B], [B]) -> ([B])>} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %r : tensor<8x16xf32>
+}
