@@ -128,6 +128,7 @@ struct BranchAndBound {
   PricingContext &ctx;
   const Incidence &inc;
   std::vector<std::vector<int>> edgesClosedAt; // op -> edges complete once it is set
+  std::vector<double> restBound; // op -> sum over later ops of their cheapest unary
   Assignment a, best;
   double bestValue;
   int64_t nodes = 0, limit;
@@ -154,7 +155,7 @@ struct BranchAndBound {
       double v = partial + ctx.unary(op, s);
       for (int e : edgesClosedAt[op])
         v += ctx.edgeTerm(e, a);
-      if (v < bestValue)
+      if (v + restBound[op + 1] < bestValue)
         visit(op + 1, v);
     }
     a[op] = 0;
@@ -168,9 +169,17 @@ std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
                                               double upperBound,
                                               int64_t nodeLimit) {
   const SearchGraph &sg = ctx.graph();
-  BranchAndBound bb{ctx, inc, {}, Assignment(sg.ops.size(), 0), {},
+  BranchAndBound bb{ctx, inc, {}, {}, Assignment(sg.ops.size(), 0), {},
                     upperBound * (1 + 1e-9) + 1e-15, 0, nodeLimit};
   bb.edgesClosedAt.assign(sg.ops.size(), {});
+  // Every op still to assign adds at least its cheapest unary term.
+  bb.restBound.assign(sg.ops.size() + 1, 0);
+  for (int op = static_cast<int>(sg.ops.size()) - 1; op >= 0; --op) {
+    double cheapest = ctx.unary(op, 0);
+    for (size_t s = 1; s < sg.ops[op].sigs.size(); ++s)
+      cheapest = std::min(cheapest, ctx.unary(op, static_cast<int>(s)));
+    bb.restBound[op] = bb.restBound[op + 1] + cheapest;
+  }
   // Edges without endpoints among the ops (never happens) and the edges whose
   // last endpoint is an op are closed when that op is assigned.
   double constant = 0;

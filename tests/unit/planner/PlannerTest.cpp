@@ -107,9 +107,11 @@ TEST(SearchGraph, CollapsesIdenticalLayersExactly) {
     weights += e.weight;
   EXPECT_EQ(weights, static_cast<double>(used));
   // Batch dims: input ids [B,T] scale along dim 0, parameters do not scale.
-  for (size_t t = 0; t < m.g1.tensors.size(); ++t)
-    if (m.g1.tensors[t].role == TensorRole::Parameter)
+  for (size_t t = 0; t < m.g1.tensors.size(); ++t) {
+    if (m.g1.tensors[t].role == TensorRole::Parameter) {
       EXPECT_EQ(sg.batchDim(t), -1) << m.g1.tensors[t].name;
+    }
+  }
 }
 
 // --- signatures and starts --------------------------------------------------
@@ -191,6 +193,7 @@ struct OracleCase {
   int gpus;
   int64_t batch;
   int64_t seq;
+  int tp = 0; // pinned tensor-parallel degree (0: searched)
 };
 
 class OracleGap : public ::testing::TestWithParam<OracleCase> {};
@@ -198,9 +201,12 @@ class OracleGap : public ::testing::TestWithParam<OracleCase> {};
 TEST_P(OracleGap, DescentWithinTwoPercentOfExact) {
   const OracleCase &oc = GetParam();
   cost::Cluster c = cluster(oc.cluster, oc.gpus);
+  FixedKnobs fix;
+  if (oc.tp)
+    fix.tp = oc.tp;
   Plan cd = asPlan(run(oc.model, c, oc.batch, SearchMode::CoordinateDescent,
-                       {}, oc.seq));
-  Plan ex = asPlan(run(oc.model, c, oc.batch, SearchMode::Exhaustive, {},
+                       fix, oc.seq));
+  Plan ex = asPlan(run(oc.model, c, oc.batch, SearchMode::Exhaustive, fix,
                        oc.seq));
   ASSERT_GT(ex.predicted.stepTime, 0);
   // The acceptance bound of issue 4: descent within 2% of the exact search.
@@ -220,8 +226,10 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"tiny-bert", "dgx-h100-ndr", 4, 32, 0},
                       OracleCase{"mlp-mnist", "dgx-a100-hdr", 8, 256, 0},
                       OracleCase{"gpt2", "dgx-a100-hdr", 16, 64, 512},
-                      OracleCase{"gpt2", "piz-daint-p100", 8, 32, 256},
-                      OracleCase{"tiny-llama", "piz-daint-p100", 4, 16, 0}));
+                      // One GPU per node: tensor parallelism over the network.
+                      OracleCase{"gpt2", "piz-daint-p100", 8, 32, 256, 4},
+                      OracleCase{"tiny-llama", "piz-daint-p100", 4, 16, 0, 2},
+                      OracleCase{"tiny-bert", "dgx-a100-hdr", 8, 64, 0, 8}));
 
 TEST(Oracle, ExhaustiveNeverAboveDescentObjective) {
   // On one mesh, the branch-and-bound minimum is <= every descent result.

@@ -1,0 +1,85 @@
+//===- plan_bench.cpp - planning time at scale (issue 4, "Scale") --------===//
+//
+//   autoddl_plan_bench OUT.json
+//
+// Plans GPT-3 175B on 1,024 A100s, LLaMA-2-70B on 512 H100s and a 1-trillion-
+// parameter GPT (Narayanan et al. SC'21 Table 1 shape) on 3,072 A100s, each with
+// the free search (coordinate descent) and the "why" table, and records wall and
+// CPU seconds of plan() (model import excluded: it is done once per model) with
+// the chosen configuration. Run it pinned to one core (run.sh does).
+//
+//===----------------------------------------------------------------------===//
+#include "cost_model/io/ClusterJson.h"
+#include "ir/import/ModelImporter.h"
+#include "planner/Search.h"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+
+using namespace autoddl;
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::cerr << "usage: autoddl_plan_bench OUT.json\n";
+    return 2;
+  }
+  struct Case {
+    const char *name, *model, *cluster;
+    int gpus;
+    int64_t batch, seq;
+  } cases[] = {
+      {"gpt3-175b on 1024 A100", "gpt3-175b", "dgx-a100-hdr", 1024, 1536, 2048},
+      {"llama-2-70b on 512 H100", "llama-2-70b", "dgx-h100-ndr", 512, 1024, 4096},
+      {"gpt-1t on 3072 A100", "bench/planner/models/gpt-1t.json", "dgx-a100-hdr",
+       3072, 3072, 2048},
+  };
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Case &c : cases) {
+    import::ImportOptions io;
+    io.seq = c.seq;
+    io.batch = 1;
+    ModelGraph g1 = import::importModel(c.model, io);
+    io.batch = 2;
+    ModelGraph g2 = import::importModel(c.model, io);
+    cost::Cluster cl = cost::loadCluster(c.cluster);
+    cl = cost::withNodes(cl, c.gpus / cl.gpusPerNode);
+    for (bool explain : {false, true}) {
+      planner::PlannerOptions o;
+      o.globalBatch = c.batch;
+      o.explain = explain;
+      auto w0 = std::chrono::steady_clock::now();
+      std::clock_t c0 = std::clock();
+      auto r = planner::plan(g1, g2, cl, o);
+      double cpu = double(std::clock() - c0) / CLOCKS_PER_SEC;
+      double wall = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - w0)
+                        .count();
+      nlohmann::ordered_json j;
+      j["case"] = c.name;
+      j["explain"] = explain;
+      j["wall_s"] = wall;
+      j["cpu_s"] = cpu;
+      if (!r) {
+        j["error"] = r.error();
+      } else if (auto *p = std::get_if<planner::Plan>(&*r)) {
+        j["plan"] = planner::knobsToString(p->knobs);
+        j["step_time_s"] = p->predicted.stepTime;
+        j["tflops_per_gpu"] = p->predicted.tflopsPerGpu;
+        j["mfu"] = p->predicted.mfu;
+        j["peak_memory_GiB"] = p->predicted.peakMemory / (1 << 30);
+        j["candidates_priced"] = p->search.candidatesPriced;
+        j["simulated"] = p->search.simulated;
+      } else {
+        j["infeasible"] = std::get<planner::Infeasible>(*r).message;
+      }
+      std::cout << j.dump() << std::endl;
+      out.push_back(j);
+    }
+  }
+  std::ofstream(argv[1]) << out.dump(2) << "\n";
+  return 0;
+}
