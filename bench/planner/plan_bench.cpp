@@ -1,12 +1,20 @@
 //===- plan_bench.cpp - planning time at scale (issue 4, "Scale") --------===//
 //
-//   autoddl_plan_bench OUT.json
+//   autoddl_plan_bench OUT.json [MEGATRON.json]
 //
 // Plans GPT-3 175B on 1,024 A100s, LLaMA-2-70B on 512 H100s and a 1-trillion-
 // parameter GPT (Narayanan et al. SC'21 Table 1 shape) on 3,072 A100s, each with
 // the free search (coordinate descent) and the "why" table, and records wall and
 // CPU seconds of plan() (model import excluded: it is done once per model) with
 // the chosen configuration. Run it pinned to one core (run.sh does).
+//
+// With a second file: the GPT rows of Narayanan et al. SC'21 Table 1 (A100,
+// full recomputation), each priced with its published tp/pp pinned
+// (recompute=full, micro-batch 1; the rest searched) and with the free search on
+// the same cluster, next to the published per-GPU throughput. The published
+// numbers count recomputation (their FLOP formula has the factor 4 = fwd + bwd +
+// recompute), so they compare with "hardware_tflops_per_gpu". Nothing here is
+// fitted to them.
 //
 //===----------------------------------------------------------------------===//
 #include "cost_model/io/ClusterJson.h"
@@ -23,8 +31,8 @@
 using namespace autoddl;
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::cerr << "usage: autoddl_plan_bench OUT.json\n";
+  if (argc < 2 || argc > 3) {
+    std::cerr << "usage: autoddl_plan_bench OUT.json [MEGATRON.json]\n";
     return 2;
   }
   struct Case {
@@ -81,5 +89,67 @@ int main(int argc, char **argv) {
     }
   }
   std::ofstream(argv[1]) << out.dump(2) << "\n";
+  if (argc < 3)
+    return 0;
+  // Recalled from Narayanan et al. SC'21 Table 1 (weak scaling, 80 GB A100s,
+  // vocabulary 51200, sequence 2048): model, tp, pp, GPUs, batch, TFLOP/s/GPU.
+  struct Row {
+    const char *model;
+    int tp, pp, gpus;
+    int64_t batch;
+    double published;
+  } rows[] = {{"gpt-18b", 8, 1, 256, 1024, 135},
+              {"gpt-39b", 8, 2, 512, 1536, 138},
+              {"gpt-76b", 8, 4, 1024, 1792, 140},
+              {"gpt-146b", 8, 8, 1536, 2304, 148},
+              {"gpt-310b", 8, 16, 1920, 2160, 155},
+              {"gpt-530b", 8, 35, 2520, 2520, 163},
+              {"gpt-1t", 8, 64, 3072, 3072, 163}};
+  nlohmann::ordered_json mt = nlohmann::ordered_json::array();
+  for (const Row &r : rows) {
+    import::ImportOptions io;
+    io.seq = 2048;
+    io.batch = 1;
+    std::string path = std::string("bench/planner/models/") + r.model + ".json";
+    ModelGraph g1 = import::importModel(path, io);
+    io.batch = 2;
+    ModelGraph g2 = import::importModel(path, io);
+    cost::Cluster cl = cost::loadCluster("dgx-a100-hdr");
+    cl = cost::withNodes(cl, r.gpus / cl.gpusPerNode);
+    nlohmann::ordered_json j;
+    j["model"] = r.model;
+    j["gpus"] = r.gpus;
+    j["global_batch"] = r.batch;
+    j["published_tflops_per_gpu"] = r.published;
+    for (bool pinned : {true, false}) {
+      planner::PlannerOptions o;
+      o.globalBatch = r.batch;
+      o.explain = false;
+      if (pinned) {
+        o.fixed.tp = r.tp;
+        o.fixed.pp = r.pp;
+        o.fixed.microbatch = 1;
+        o.fixed.recompute = cost::Recompute::Full;
+      }
+      auto res = planner::plan(g1, g2, cl, o);
+      nlohmann::ordered_json k;
+      if (!res) {
+        k["error"] = res.error();
+      } else if (auto *p = std::get_if<planner::Plan>(&*res)) {
+        k["plan"] = planner::knobsToString(p->knobs);
+        k["step_time_s"] = p->predicted.stepTime;
+        k["tflops_per_gpu"] = p->predicted.tflopsPerGpu;
+        k["hardware_tflops_per_gpu"] = p->predicted.hardwareTflopsPerGpu;
+        k["peak_memory_GiB"] = p->predicted.peakMemory / (1 << 30);
+        k["search_wall_s"] = p->search.wallSeconds;
+      } else {
+        k["infeasible"] = std::get<planner::Infeasible>(*res).message;
+      }
+      j[pinned ? "pinned" : "free"] = k;
+    }
+    std::cout << j.dump() << std::endl;
+    mt.push_back(j);
+  }
+  std::ofstream(argv[2]) << mt.dump(2) << "\n";
   return 0;
 }
