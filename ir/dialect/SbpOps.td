@@ -331,8 +331,9 @@ def Sbp_SendOp : Sbp_Op<"send"> {
 def Sbp_RecvOp : Sbp_Op<"recv"> {
   let summary = "receives a value from another pipeline stage";
   let description = [{
-    Constraints: `stage >= 0`, `channel >= 0`; where the op has an
-    `sbp.placement`, the peer stage differs from its own.
+    Constraints: `stage >= 0`, `channel >= 0`; exactly one `sbp.send` in the
+    module uses the same channel; where the op has an `sbp.placement`, the peer
+    stage differs from its own.
   }];
   let arguments = (ins I64Attr:$stage, I64Attr:$channel);
   let results = (outs AnyRankedTensor:$result);

@@ -344,17 +344,22 @@ static LogicalResult verifyStageTransfer(Operation *op, int64_t stage,
   return success();
 }
 
+/// The ops of kind `PeerOp` on `channel` in the symbol table around `op`.
+template <typename PeerOp>
+static SmallVector<PeerOp> findPeers(Operation *op, int64_t channel) {
+  SmallVector<PeerOp> peers;
+  if (Operation *scope = SymbolTable::getNearestSymbolTable(op))
+    scope->walk([&](PeerOp peer) {
+      if (int64_t(peer.getChannel()) == channel)
+        peers.push_back(peer);
+    });
+  return peers;
+}
+
 LogicalResult verifySend(SendOp op) {
   if (failed(verifyStageTransfer(op, op.getStage(), op.getChannel())))
     return failure();
-  Operation *scope = SymbolTable::getNearestSymbolTable(op);
-  if (!scope)
-    return success();
-  SmallVector<RecvOp> receivers;
-  scope->walk([&](RecvOp recv) {
-    if (recv.getChannel() == op.getChannel())
-      receivers.push_back(recv);
-  });
+  SmallVector<RecvOp> receivers = findPeers<RecvOp>(op, op.getChannel());
   if (receivers.size() != 1)
     return op.emitOpError() << "expected one sbp.recv on channel "
                             << op.getChannel() << ", got " << receivers.size();
@@ -370,8 +375,15 @@ LogicalResult verifySend(SendOp op) {
   return success();
 }
 
+// The types are compared from the send's side.
 LogicalResult verifyRecv(RecvOp op) {
-  return verifyStageTransfer(op, op.getStage(), op.getChannel());
+  if (failed(verifyStageTransfer(op, op.getStage(), op.getChannel())))
+    return failure();
+  size_t senders = findPeers<SendOp>(op, op.getChannel()).size();
+  if (senders != 1)
+    return op.emitOpError() << "expected one sbp.send on channel "
+                            << op.getChannel() << ", got " << senders;
+  return success();
 }
 
 LogicalResult verifyOpSemantics(Operation *op) {

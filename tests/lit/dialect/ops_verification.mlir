@@ -149,6 +149,14 @@ func.func @send_recv_type_mismatch(%x: tensor<8xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @recv_without_send() -> tensor<8xf32> {
+  // expected-error@+1 {{'sbp.recv' op expected one sbp.send on channel 5, got 0}}
+  %y = sbp.recv from stage 0 channel 5 : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
 sbp.mesh @mesh [dp = 2]
 func.func @recv_from_own_stage() -> tensor<8xf32> {
   // expected-error@+1 {{'sbp.recv' op expected a peer stage other than its own (1), got 1}}
