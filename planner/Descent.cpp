@@ -27,10 +27,10 @@ Incidence::Incidence(const SearchGraph &sg) {
 
 namespace {
 
-/// Objective terms that depend on the ops in `ops` (their unaries and every edge
-/// they touch, each edge once).
-double localCost(PricingContext &ctx, const Incidence &inc,
-                 const Assignment &a, std::initializer_list<int> ops) {
+/// Objective terms that depend on the ops in `ops` (their unaries and every
+/// edge they touch, each edge once).
+double localCost(PricingContext &ctx, const Incidence &inc, const Assignment &a,
+                 std::initializer_list<int> ops) {
   ++ctx.evaluations;
   double total = 0;
   std::vector<int> edges;
@@ -127,8 +127,10 @@ namespace {
 struct BranchAndBound {
   PricingContext &ctx;
   const Incidence &inc;
-  std::vector<std::vector<int>> edgesClosedAt; // op -> edges complete once it is set
-  std::vector<double> restBound; // op -> sum over later ops of their cheapest unary
+  std::vector<std::vector<int>>
+      edgesClosedAt; // op -> edges complete once it is set
+  std::vector<double>
+      restBound; // op -> sum over later ops of their cheapest unary
   Assignment a, best;
   double bestValue;
   int64_t nodes = 0, limit;
@@ -169,8 +171,15 @@ std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
                                               double upperBound,
                                               int64_t nodeLimit) {
   const SearchGraph &sg = ctx.graph();
-  BranchAndBound bb{ctx, inc, {}, {}, Assignment(sg.ops.size(), 0), {},
-                    upperBound * (1 + 1e-9) + 1e-15, 0, nodeLimit};
+  BranchAndBound bb{ctx,
+                    inc,
+                    {},
+                    {},
+                    Assignment(sg.ops.size(), 0),
+                    {},
+                    upperBound * (1 + 1e-9) + 1e-15,
+                    0,
+                    nodeLimit};
   bb.edgesClosedAt.assign(sg.ops.size(), {});
   // Every op still to assign adds at least its cheapest unary term.
   bb.restBound.assign(sg.ops.size() + 1, 0);
@@ -194,7 +203,8 @@ std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
   if (bb.exceeded)
     return std::nullopt;
   if (bb.best.empty())
-    return std::nullopt; // nothing below the bound (cannot happen: the bound is met)
+    return std::nullopt; // nothing below the bound (cannot happen: the bound is
+                         // met)
   DescentResult r;
   r.assignment = bb.best;
   r.objective = ctx.objective(bb.best);

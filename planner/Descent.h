@@ -19,8 +19,9 @@ namespace autoddl::planner {
 
 /// Ops and edges each move touches, so a move is priced incrementally.
 struct Incidence {
-  std::vector<std::vector<int>> edgesOf; // collapsed op -> edges it is an endpoint of
-  std::vector<int> lastOp;               // edge -> largest endpoint op index
+  std::vector<std::vector<int>>
+      edgesOf;             // collapsed op -> edges it is an endpoint of
+  std::vector<int> lastOp; // edge -> largest endpoint op index
   explicit Incidence(const SearchGraph &sg);
 };
 
@@ -30,8 +31,8 @@ struct DescentResult {
   int sweeps = 0;
 };
 
-/// Coordinate descent from `start`. Ties keep the current signature; among equal
-/// improvements the first found (op order, then signature index) wins.
+/// Coordinate descent from `start`. Ties keep the current signature; among
+/// equal improvements the first found (op order, then signature index) wins.
 DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
                                 Assignment start);
 

@@ -1,14 +1,14 @@
 //===- Plan.h - the planner's inputs, knobs and the plan it returns ------===//
 //
-// Plain C++ (no MLIR, no exceptions): the search library (Search.h) fills a Plan,
-// the edge library (PlanJson.h) writes it as plan.json (docs/plan-format.md) and
-// reads it back for `autoddl inspect`.
+// Plain C++ (no MLIR, no exceptions): the search library (Search.h) fills a
+// Plan, the edge library (PlanJson.h) writes it as plan.json
+// (docs/plan-format.md) and reads it back for `autoddl inspect`.
 //
-// Vocabulary: the device mesh has three axes, "pp" (pipeline stages), "dp" (data
-// parallel) and "tp" (the operator-parallel axis whose per-op SBP the coordinate
-// descent chooses). Every activation is split over "dp" along its batch dimension;
-// parameters are broadcast over "dp" (ZeRO shards their optimizer state / gradients
-// over it). Times are seconds, sizes bytes.
+// Vocabulary: the device mesh has three axes, "pp" (pipeline stages), "dp"
+// (data parallel) and "tp" (the operator-parallel axis whose per-op SBP the
+// coordinate descent chooses). Every activation is split over "dp" along its
+// batch dimension; parameters are broadcast over "dp" (ZeRO shards their
+// optimizer state / gradients over it). Times are seconds, sizes bytes.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -37,20 +37,20 @@ bool parseRecompute(const std::string &s, cost::Recompute &out);
 /// Knobs a user may pin (`--fix`); unset ones are searched.
 struct FixedKnobs {
   std::optional<int> tp, pp, dp;
-  std::optional<int64_t> microbatch;     // samples per micro-batch
+  std::optional<int64_t> microbatch; // samples per micro-batch
   std::optional<pipeline::ScheduleKind> schedule;
-  std::optional<int> chunks;             // interleaved model chunks per device
+  std::optional<int> chunks; // interleaved model chunks per device
   std::optional<cost::Recompute> recompute;
-  std::optional<int> zero;               // 0, 1, 2
+  std::optional<int> zero; // 0, 1, 2
   std::optional<AxisOrder> order;
 };
 
 struct PlannerOptions {
-  int64_t globalBatch = 0;          // samples per step, all data-parallel ranks
+  int64_t globalBatch = 0; // samples per step, all data-parallel ranks
   SearchMode mode = SearchMode::CoordinateDescent;
   FixedKnobs fixed;
-  /// Bytes per element of activations, gradients and weights as the backend runs
-  /// them (bf16).
+  /// Bytes per element of activations, gradients and weights as the backend
+  /// runs them (bf16).
   double activationElementBytes = 2;
   cost::Precision precision = cost::Precision::BF16;
   /// Memory a rank cannot use for the model: CUDA context, NCCL buffers, cuBLAS
@@ -70,15 +70,17 @@ struct OpChoice {
   std::string op;        // representative op name, e.g. "h.1.attn.qkv"
   std::string kind;      // "linear"
   std::string signature; // "column", "row", "batch", "replicate", ...
-  std::vector<std::string> operands; // per-operand tp-axis SBP ("B", "S(2)", "P")
+  std::vector<std::string>
+      operands; // per-operand tp-axis SBP ("B", "S(2)", "P")
   std::string result;
-  std::vector<std::string> candidates; // every valid signature name, in search order
+  std::vector<std::string>
+      candidates; // every valid signature name, in search order
 };
 
 /// One tensor of the model with its nd-SBP over ("dp", "tp") and its stage.
 struct TensorLayout {
   std::string name;
-  std::string role;  // "input", "parameter", "activation"
+  std::string role;           // "input", "parameter", "activation"
   std::vector<int64_t> shape; // at the plan's micro-batch size
   std::string dp, tp;         // per-axis SBP
   int stage = 0;              // pipeline model stage that holds it
@@ -86,8 +88,9 @@ struct TensorLayout {
 
 /// A collective the plan runs.
 struct CollectiveUse {
-  std::string where;      // op or tensor it belongs to
-  std::string phase;      // "forward", "backward", "gradient-sync", "p2p", "recompute"
+  std::string where; // op or tensor it belongs to
+  std::string
+      phase; // "forward", "backward", "gradient-sync", "p2p", "recompute"
   std::string collective; // "all_reduce", ...
   std::string axis;       // "tp", "dp", "dp+tp", "pp"
   double bytes = 0;       // nccl-tests size convention (Collectives.h)
@@ -96,8 +99,8 @@ struct CollectiveUse {
 };
 
 struct StageInfo {
-  int stage = 0;           // model stage (pipeline position)
-  int device = 0;          // pipeline rank that runs it
+  int stage = 0;  // model stage (pipeline position)
+  int device = 0; // pipeline rank that runs it
   int chunk = 0;
   int firstLayer = 0, endLayer = 0; // [first, end)
   bool pre = false, post = false;   // holds the embedding / the head and loss
@@ -105,29 +108,32 @@ struct StageInfo {
 
 /// Per pipeline rank (device), per micro-batch unless said otherwise.
 struct DeviceTimes {
-  double forward = 0, backward = 0, weightGradient = 0; // seconds, incl. tp comm
-  double forwardComm = 0, backwardComm = 0;              // tp collectives inside them
-  double recompute = 0;                                  // part of backward
+  double forward = 0, backward = 0,
+         weightGradient = 0;                // seconds, incl. tp comm
+  double forwardComm = 0, backwardComm = 0; // tp collectives inside them
+  double recompute = 0;                     // part of backward
   double gradSync = 0;        // seconds per step, full (before overlap)
   double gradSyncExposed = 0; // seconds per step on the critical path
   double optimizer = 0;       // seconds per step
   double end = 0;             // when its last backward ends (simulated)
   double memory = 0;          // predicted peak bytes
   cost::RankMemory memoryParts;
-  double inFlight = 0;        // peak micro-batches of activations held
+  double inFlight = 0; // peak micro-batches of activations held
 };
 
 struct Prediction {
   double stepTime = 0;
-  double tflopsPerGpu = 0;     // model FLOPs (fwd+bwd, no recompute) / s / GPU / 1e12
+  double tflopsPerGpu =
+      0; // model FLOPs (fwd+bwd, no recompute) / s / GPU / 1e12
   double hardwareTflopsPerGpu = 0; // including recomputation
   double mfu = 0;
   double bubbleFraction = 0;
-  double peakMemory = 0;       // max over ranks
+  double peakMemory = 0; // max over ranks
   double modelFlopsPerStep = 0;
-  // Breakdown of the critical rank's step (seconds): compute, tp comm, p2p, bubble,
-  // exposed gradient sync, optimizer.
-  double compute = 0, tpComm = 0, p2p = 0, bubble = 0, gradSync = 0, optimizer = 0;
+  // Breakdown of the critical rank's step (seconds): compute, tp comm, p2p,
+  // bubble, exposed gradient sync, optimizer.
+  double compute = 0, tpComm = 0, p2p = 0, bubble = 0, gradSync = 0,
+         optimizer = 0;
 };
 
 struct Knobs {
@@ -143,21 +149,21 @@ std::string knobsToString(const Knobs &k); // "tp=8 pp=16 dp=8 mb=1 m=192 ..."
 
 /// A neighbour of the chosen plan along one knob.
 struct Alternative {
-  std::string knob;    // "tp", "pp", "microbatch", "schedule", ..., "sbp:<op>"
-  std::string value;   // the neighbouring choice
+  std::string knob;  // "tp", "pp", "microbatch", "schedule", ..., "sbp:<op>"
+  std::string value; // the neighbouring choice
   bool feasible = false;
   double stepTime = 0, peakMemory = 0; // of the neighbour (0 when invalid)
   double deltaTime = 0, deltaMemory = 0;
-  std::string reason;  // why it lost
+  std::string reason; // why it lost
 };
 
 struct SearchStats {
   double wallSeconds = 0;
-  int64_t candidatesPriced = 0;   // outer configurations costed
-  int64_t simulated = 0;          // of them, run through the pipeline simulator
-  int64_t sbpEvaluations = 0;     // objective evaluations inside coordinate descent
-  int64_t descents = 0;           // coordinate-descent runs (starts)
-  std::string mode;               // "cd" / "exhaustive"
+  int64_t candidatesPriced = 0; // outer configurations costed
+  int64_t simulated = 0;        // of them, run through the pipeline simulator
+  int64_t sbpEvaluations = 0; // objective evaluations inside coordinate descent
+  int64_t descents = 0;       // coordinate-descent runs (starts)
+  std::string mode;           // "cd" / "exhaustive"
 };
 
 struct Plan {
@@ -169,7 +175,9 @@ struct Plan {
   double peakFlops = 0, memoryCapacity = 0;
   int64_t globalBatch = 0;
   Knobs knobs;
-  std::vector<std::string> axisLinks; // per axis of ("pp","dp","tp"): "nvlink", "infiniband", "nvlink+infiniband", "none"
+  std::vector<std::string>
+      axisLinks; // per axis of ("pp","dp","tp"): "nvlink", "infiniband",
+                 // "nvlink+infiniband", "none"
   std::vector<OpChoice> ops;
   std::vector<TensorLayout> tensors;
   std::vector<CollectiveUse> collectives;
@@ -177,8 +185,8 @@ struct Plan {
   std::vector<DeviceTimes> devices;
   double p2pTime = 0; // one activation transfer between stages
   /// The per-micro-batch times as the pipeline simulator indexes them (per
-  /// pipeline rank for interleaved, per stage otherwise), so `inspect` can replay
-  /// the step.
+  /// pipeline rank for interleaved, per stage otherwise), so `inspect` can
+  /// replay the step.
   std::vector<double> simForward, simBackward, simWeightGradient;
   Prediction predicted;
   SearchStats search;
@@ -190,9 +198,10 @@ struct Infeasible {
   Knobs knobs;
   double peakMemory = 0, capacity = 0;
   cost::RankMemory parts; // of the rank with the peak
-  std::string dominant;   // "weights", "gradients", "optimizer", "activations", "workspace"
+  std::string dominant;   // "weights", "gradients", "optimizer", "activations",
+                          // "workspace"
   int64_t candidatesPriced = 0;
-  std::string message;    // one line
+  std::string message; // one line
 };
 
 } // namespace autoddl::planner

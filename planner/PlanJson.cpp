@@ -37,12 +37,10 @@ ojson planToJson(const Plan &p) {
                 {"parameters", p.parameters},
                 {"layers", p.layers},
                 {"seq", p.seq}};
-  j["cluster"] = {{"name", p.cluster},
-                  {"gpu", p.gpu},
-                  {"nodes", p.nodes},
-                  {"gpus_per_node", p.gpusPerNode},
-                  {"peak_flops", p.peakFlops},
-                  {"memory_bytes", p.memoryCapacity}};
+  j["cluster"] = {
+      {"name", p.cluster},         {"gpu", p.gpu},
+      {"nodes", p.nodes},          {"gpus_per_node", p.gpusPerNode},
+      {"peak_flops", p.peakFlops}, {"memory_bytes", p.memoryCapacity}};
   j["global_batch"] = p.globalBatch;
   const Knobs &k = p.knobs;
   ojson mesh;
@@ -268,7 +266,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   k.microbatch = r.integer(doc, root, "microbatch");
   k.microbatches = r.integer(doc, root, "microbatches");
   if (k.microbatch < 1 || k.microbatches < 1)
-    r.fail(root / "microbatches", "micro-batch size and count must be positive");
+    r.fail(root / "microbatches",
+           "micro-batch size and count must be positive");
   const json &sch = r.at(doc, root, "schedule");
   std::string kind = r.str(sch, root / "schedule", "kind");
   auto parsed = pipeline::parseScheduleName(kind);
@@ -330,9 +329,9 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   }
   const json &devs = r.array(doc, root, "pipeline_ranks");
   if (static_cast<int>(devs.size()) != k.pp)
-    r.fail(root / "pipeline_ranks",
-           "expected one entry per pipeline rank (" + std::to_string(k.pp) +
-               "), got " + std::to_string(devs.size()));
+    r.fail(root / "pipeline_ranks", "expected one entry per pipeline rank (" +
+                                        std::to_string(k.pp) + "), got " +
+                                        std::to_string(devs.size()));
   for (size_t i = 0; i < devs.size(); ++i) {
     auto ip = root / "pipeline_ranks" / i;
     DeviceTimes t;
@@ -362,10 +361,10 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.p2pTime = r.num(doc, root, "p2p_time_s");
   const json &st = r.at(doc, root, "simulator_times_s");
   auto stp = root / "simulator_times_s";
-  for (auto [key, out] :
-       {std::pair<const char *, std::vector<double> *>{"forward", &p.simForward},
-        {"backward", &p.simBackward},
-        {"weight_gradient", &p.simWeightGradient}}) {
+  for (auto [key, out] : {std::pair<const char *, std::vector<double> *>{
+                              "forward", &p.simForward},
+                          {"backward", &p.simBackward},
+                          {"weight_gradient", &p.simWeightGradient}}) {
     const json &a = r.array(st, stp, key);
     for (size_t i = 0; i < a.size(); ++i) {
       if (!a[i].is_number() || a[i].get<double>() < 0)

@@ -1,9 +1,9 @@
 //===- PlanJson.h - plan.json (docs/plan-format.md) ----------------------===//
 //
-// Edge code: writes a Plan as the versioned plan.json document and reads it back
-// for `autoddl inspect` (throws autoddl::UserError naming the file and the JSON
-// place on bad input). Keys are written in a fixed order so the same plan gives
-// the same bytes; only "search"."wall_time_s" depends on the machine.
+// Edge code: writes a Plan as the versioned plan.json document and reads it
+// back for `autoddl inspect` (throws autoddl::UserError naming the file and the
+// JSON place on bad input). Keys are written in a fixed order so the same plan
+// gives the same bytes; only "search"."wall_time_s" depends on the machine.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

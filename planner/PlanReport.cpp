@@ -39,12 +39,12 @@ std::string planSummary(const Plan &p) {
                    "({} GPUs)\n",
                    p.model, p.parameters / 1e9, p.layers, p.cluster, p.nodes,
                    p.gpusPerNode, p.gpu, p.nodes * p.gpusPerNode);
-  s += fmt::format("  parallelism: tp={} pp={} dp={}  micro-batch={}  global "
-                   "batch={} ({} micro-batches)  schedule={}  recompute={}  "
-                   "zero={}\n",
-                   k.tp, k.pp, k.dp, k.microbatch, p.globalBatch,
-                   k.microbatches, scheduleText(k), recomputeName(k.recompute),
-                   k.zero);
+  s +=
+      fmt::format("  parallelism: tp={} pp={} dp={}  micro-batch={}  global "
+                  "batch={} ({} micro-batches)  schedule={}  recompute={}  "
+                  "zero={}\n",
+                  k.tp, k.pp, k.dp, k.microbatch, p.globalBatch, k.microbatches,
+                  scheduleText(k), recomputeName(k.recompute), k.zero);
   if (p.axisLinks.size() == 3)
     s += fmt::format("  mesh {} (outermost first): pp on {}, dp on {}, tp on "
                      "{}\n",
@@ -74,18 +74,17 @@ std::string planSummary(const Plan &p) {
 std::string planTables(const Plan &p) {
   std::string s = planSummary(p);
   s += "\nStage map\n";
-  s += fmt::format("  {:>5} {:>13} {:>5} {:>9}  {}\n", "stage",
-                   "pipeline rank", "chunk", "layers", "also holds");
+  s += fmt::format("  {:>5} {:>13} {:>5} {:>9}  {}\n", "stage", "pipeline rank",
+                   "chunk", "layers", "also holds");
   for (const StageInfo &st : p.stages) {
     std::string extra = st.pre && st.post ? "embedding, head + loss"
                         : st.pre          ? "embedding"
                         : st.post         ? "head + loss"
                                           : "";
-    s += fmt::format("  {:>5} {:>13} {:>5} {:>4}-{:<4}  {}\n", st.stage,
-                     st.device, st.chunk, st.firstLayer,
-                     st.endLayer > st.firstLayer ? st.endLayer - 1
-                                                 : st.firstLayer,
-                     extra);
+    s += fmt::format(
+        "  {:>5} {:>13} {:>5} {:>4}-{:<4}  {}\n", st.stage, st.device, st.chunk,
+        st.firstLayer,
+        st.endLayer > st.firstLayer ? st.endLayer - 1 : st.firstLayer, extra);
   }
   s += "\nPer pipeline rank (per micro-batch: forward, backward; per step: "
        "gradient sync, optimizer; memory at its peak)\n";
@@ -120,7 +119,8 @@ std::string planWhy(const Plan &p) {
   std::string s = fmt::format(
       "Why this plan: each knob's neighbouring choices, the rest unchanged "
       "(chosen: {}, step {:.4g} s, peak {:.1f} GiB)\n",
-      knobsToString(p.knobs), p.predicted.stepTime, gib(p.predicted.peakMemory));
+      knobsToString(p.knobs), p.predicted.stepTime,
+      gib(p.predicted.peakMemory));
   std::string last;
   for (const Alternative &a : p.alternatives) {
     if (a.knob != last) {
@@ -144,8 +144,8 @@ std::string infeasibleReport(const Infeasible &inf) { return inf.message; }
 bool planTrace(const Plan &p, int maxRanks, trace::ChromeTrace &out,
                std::string &error) {
   const Knobs &k = p.knobs;
-  pipeline::ScheduleConfig sc{k.schedule, k.pp, static_cast<int>(k.microbatches),
-                              k.chunks};
+  pipeline::ScheduleConfig sc{k.schedule, k.pp,
+                              static_cast<int>(k.microbatches), k.chunks};
   auto schedule = pipeline::generateSchedule(sc);
   if (!schedule) {
     error = schedule.error();
@@ -173,8 +173,8 @@ bool planTrace(const Plan &p, int maxRanks, trace::ChromeTrace &out,
     for (int di = 0; di < (all ? k.dp : 1); ++di)
       for (int ti = 0; ti < (all ? k.tp : 1); ++ti) {
         const int rank = rankOf(pi, di, ti);
-        std::string name = fmt::format("rank {} (pp {}, dp {}, tp {})", rank,
-                                       pi, di, ti);
+        std::string name =
+            fmt::format("rank {} (pp {}, dp {}, tp {})", rank, pi, di, ti);
         if (!all)
           name += fmt::format(" - as every rank of pipeline stage {}", pi);
         out.nameProcess(rank, name);

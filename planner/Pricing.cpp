@@ -22,9 +22,9 @@ namespace {
 /// Ops whose backward needs none of their activation operands (docs/planner.md
 /// "saved activations").
 bool savesNothing(std::string_view k) {
-  return k == "add" || k == "bias_add" || k == "positional" ||
-         k == "reshape" || k == "flatten" || k == "transpose" ||
-         k == "rotary" || k == "embedding";
+  return k == "add" || k == "bias_add" || k == "positional" || k == "reshape" ||
+         k == "flatten" || k == "transpose" || k == "rotary" ||
+         k == "embedding";
 }
 /// Ops whose backward needs their result (softmax: y; attention: the output and
 /// its log-sum-exp, as a fused flash-attention kernel keeps them).
@@ -45,7 +45,8 @@ double prod(const std::vector<int64_t> &s) {
   return p;
 }
 
-constexpr double kImpossible = 1e9; // seconds: a boxing the cost model cannot do
+constexpr double kImpossible =
+    1e9; // seconds: a boxing the cost model cannot do
 
 } // namespace
 
@@ -71,16 +72,17 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   error_.clear();
   tpMesh_.shape = {tp};
   tpMesh_.axes = {tpGroup_};
-  // The objective prices gradient sync by bandwidth alone (bucketing and latency
-  // are the outer loop's business): bus bandwidth of a large all-reduce.
+  // The objective prices gradient sync by bandwidth alone (bucketing and
+  // latency are the outer loop's business): bus bandwidth of a large
+  // all-reduce.
   if (dp > 1)
-    dpBusbw_ = cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9,
-                                    dpGroup_)
-                   .best.busbw;
+    dpBusbw_ =
+        cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9, dpGroup_)
+            .best.busbw;
   if (dp * tp > 1)
-    dpTpBusbw_ = cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9,
-                                      dpTpGroup_)
-                     .best.busbw;
+    dpTpBusbw_ =
+        cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9, dpTpGroup_)
+            .best.busbw;
   enumerateSignatures(sg_, tp, b_);
 
   const ModelGraph &g = *sg_.graph;
@@ -165,9 +167,8 @@ double PricingContext::boxing(int t, const Sbp &from, const Sbp &to) {
 
 cost::BoxingCost PricingContext::boxingDetail(int t, const Sbp &from,
                                               const Sbp &to) const {
-  return cost::ndTransition(c_, tpMesh_,
-                            elems_[slot_[t]] * o_.activationElementBytes,
-                            {from}, {to});
+  return cost::ndTransition(
+      c_, tpMesh_, elems_[slot_[t]] * o_.activationElementBytes, {from}, {to});
 }
 
 double PricingContext::bucketed(cost::Collective coll, double bytes,
@@ -196,13 +197,13 @@ double PricingContext::sendRecv(double bytes) const {
   // Adjacent stages are on different nodes when the pp axis spans nodes.
   const bool network = ppGroup_.nodes > 1;
   cost::GroupPlacement pair{network ? 1 : 2, network ? 2 : 1};
-  auto key = std::make_tuple(static_cast<int>(cost::Collective::SendRecv), bytes,
-                             pair.gpusPerNode, pair.nodes);
+  auto key = std::make_tuple(static_cast<int>(cost::Collective::SendRecv),
+                             bytes, pair.gpusPerNode, pair.nodes);
   auto it = bucketMemo_.find(key);
   if (it != bucketMemo_.end())
     return it->second;
-  double t =
-      cost::collectiveCost(c_, cost::Collective::SendRecv, bytes, pair).best.time;
+  double t = cost::collectiveCost(c_, cost::Collective::SendRecv, bytes, pair)
+                 .best.time;
   bucketMemo_.emplace(key, t);
   return t;
 }
@@ -212,7 +213,8 @@ double PricingContext::unary(int op, int s) const {
   return sg_.ops[op].count * (c.forward + c.backward + c.comm);
 }
 
-PricingContext::EdgeTerms PricingContext::edgeTerms(int e, const Assignment &a) {
+PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
+                                                    const Assignment &a) {
   EdgeTerms r;
   const CollapsedEdge &E = sg_.edges[e];
   const int t = E.tensor;

@@ -39,12 +39,13 @@ struct SegmentCost {
   double savedNone = 0;      // activation bytes kept for backward, no recompute
   double savedSelective = 0; // ... with selective recompute
   double selectiveRecompute = 0; // forward time redone in backward (selective)
-  double savedFull = 0;      // layer inputs only (full recompute)
-  double workspace = 0;      // largest transient buffer of one op
-  double paramElems = 0;     // parameter elements held per rank (tp-sharded)
-  double gradBytesDp = 0;    // gradient bytes all-reduced over dp only
-  double gradBytesDpTp = 0;  // ... over dp and tp together (B weights of split ops)
-  double p2pBytes = 0;       // activation bytes one rank sends to the next layer
+  double savedFull = 0;          // layer inputs only (full recompute)
+  double workspace = 0;          // largest transient buffer of one op
+  double paramElems = 0;  // parameter elements held per rank (tp-sharded)
+  double gradBytesDp = 0; // gradient bytes all-reduced over dp only
+  double gradBytesDpTp =
+      0;               // ... over dp and tp together (B weights of split ops)
+  double p2pBytes = 0; // activation bytes one rank sends to the next layer
 };
 
 struct Aggregate {
@@ -75,15 +76,18 @@ public:
   const SearchGraph &graph() const { return sg_; }
   const std::vector<Signature> &sigs(int op) const { return sg_.ops[op].sigs; }
 
-  /// Weight (seconds per byte) of the memory term in objective(); 0 = time only.
+  /// Weight (seconds per byte) of the memory term in objective(); 0 = time
+  /// only.
   void setMemoryWeight(double w) { memoryWeight_ = w; }
-  /// Seconds of the all-replicated assignment's time terms (scale for the weight).
+  /// Seconds of the all-replicated assignment's time terms (scale for the
+  /// weight).
   double referenceTime();
 
   double objective(const Assignment &a);
   /// The unary term of op `op` under signature `s` (objective units).
   double unary(int op, int s) const;
-  /// The term of edge `e` under `a` (objective units); needs every endpoint set.
+  /// The term of edge `e` under `a` (objective units); needs every endpoint
+  /// set.
   double edgeTerm(int e, const Assignment &a);
   Aggregate aggregate(const Assignment &a);
 
@@ -109,8 +113,8 @@ private:
   };
   struct EdgeTerms {
     double fwdBox = 0, bwdBox = 0, saved = 0, savedSelective = 0,
-           recomputeSel = 0, paramElems = 0, gradDp = 0, gradDpTp = 0,
-           p2p = 0, savedFull = 0;
+           recomputeSel = 0, paramElems = 0, gradDp = 0, gradDpTp = 0, p2p = 0,
+           savedFull = 0;
   };
   EdgeTerms edgeTerms(int e, const Assignment &a);
   double termsObjective(const EdgeTerms &t, double weight) const;
@@ -128,7 +132,7 @@ private:
   // Only the tensors of the collapsed graph are priced: slot_ maps a model
   // tensor to its row in elems_ / boxCache_ (-1: not in the collapsed graph).
   std::vector<int> slot_;
-  std::vector<double> elems_;    // elements at micro-batch b
+  std::vector<double> elems_;                    // elements at micro-batch b
   std::vector<std::array<double, 64>> boxCache_; // (from,to) -> s, -1 = unknown
   mutable std::map<std::tuple<int, double, int, int>, double> bucketMemo_;
   double memoryWeight_ = 0;

@@ -3,16 +3,17 @@
 // The candidate labels of each coordinate (docs/planner.md "signatures"), after
 // OneFlow's per-op GetSbp lists (reference: autoddl.md §2.3): every op can run
 // replicated (all B) or split over the batch dimension (data parallel on the tp
-// axis); sequence-wise ops can split the sequence (Megatron sequence parallelism);
-// linear has Megatron's column (B x S(out) -> S) and row (S(in) x S(in) -> P)
-// splits; attention and rotary split heads; embedding splits the vocabulary (-> P)
-// or the hidden dim; cross entropy runs vocabulary-parallel. A split needs the
-// dimension of at least tp elements (uneven splits pad; heads must divide).
+// axis); sequence-wise ops can split the sequence (Megatron sequence
+// parallelism); linear has Megatron's column (B x S(out) -> S) and row (S(in) x
+// S(in) -> P) splits; attention and rotary split heads; embedding splits the
+// vocabulary (-> P) or the hidden dim; cross entropy runs vocabulary-parallel.
+// A split needs the dimension of at least tp elements (uneven splits pad; heads
+// must divide).
 //
 // Backward transposes (the gradient layout each op produces for its operands):
 // S stays S; a B operand of an op whose work is divided gets a P gradient (each
-// rank holds a partial sum, Megatron's "f" operator); a B operand of a replicated
-// op gets a B gradient; the gradient of a P operand is B.
+// rank holds a partial sum, Megatron's "f" operator); a B operand of a
+// replicated op gets a B gradient; the gradient of a P operand is B.
 //
 //===----------------------------------------------------------------------===//
 #include "planner/SearchGraph.h"
@@ -95,7 +96,8 @@ void addIfNew(std::vector<Signature> &list, Signature s) {
   list.push_back(std::move(s));
 }
 
-/// Every non-parameter operand and the result split at `dimOf(t)`; parameters B.
+/// Every non-parameter operand and the result split at `dimOf(t)`; parameters
+/// B.
 bool splitAll(const Ctx &c, const OpDef &op, int64_t dimFromEnd, bool useBatch,
               std::vector<Sbp> &operands, Sbp &result) {
   operands.clear();
@@ -167,9 +169,10 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     if (ok)
       addIfNew(list, finish(c, op, "hidden", s, Sbp::split(last)));
     if (k == "add") // partial sums add up to a partial sum
-      addIfNew(list, finish(c, op, "partial",
-                            std::vector<Sbp>(op.operands.size(), Sbp::partial()),
-                            Sbp::partial()));
+      addIfNew(list,
+               finish(c, op, "partial",
+                      std::vector<Sbp>(op.operands.size(), Sbp::partial()),
+                      Sbp::partial()));
   } else if (k == "bias_add" && c.divisible(r, last)) {
     addIfNew(list, finish(c, op, "hidden", {Sbp::split(last), Sbp::split(0)},
                           Sbp::split(last)));
@@ -190,7 +193,8 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
       if (bias)
         s.push_back(Sbp::broadcast());
       Signature sig = finish(c, op, "row", s, Sbp::partial());
-      if (bias) // the bias is added once; its gradient is the full sum of dY (B)
+      if (bias) // the bias is added once; its gradient is the full sum of dY
+                // (B)
         sig.operandGrads[2] = Sbp::broadcast();
       addIfNew(list, sig);
     }
@@ -224,8 +228,9 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     const int logits = op.operands[0];
     const int ll = c.rank(logits) - 1;
     if (c.divisible(logits, ll)) {
-      // Megatron's vocabulary-parallel cross entropy: all-reduces of the row max,
-      // the sum of exponentials and the target logit, fp32, one value per row.
+      // Megatron's vocabulary-parallel cross entropy: all-reduces of the row
+      // max, the sum of exponentials and the target logit, fp32, one value per
+      // row.
       Signature s = finish(c, op, "vocab", {Sbp::split(ll), Sbp::broadcast()},
                            Sbp::broadcast());
       double rows = 1;

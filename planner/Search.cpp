@@ -45,11 +45,12 @@ bool parseRecompute(const std::string &s, cost::Recompute &out) {
 }
 
 std::string knobsToString(const Knobs &k) {
-  std::string s = "tp=" + std::to_string(k.tp) + " pp=" + std::to_string(k.pp) +
-                  " dp=" + std::to_string(k.dp) +
-                  " microbatch=" + std::to_string(k.microbatch) +
-                  " microbatches=" + std::to_string(k.microbatches) +
-                  " schedule=" + std::string(pipeline::scheduleName(k.schedule));
+  std::string s =
+      "tp=" + std::to_string(k.tp) + " pp=" + std::to_string(k.pp) +
+      " dp=" + std::to_string(k.dp) +
+      " microbatch=" + std::to_string(k.microbatch) +
+      " microbatches=" + std::to_string(k.microbatches) +
+      " schedule=" + std::string(pipeline::scheduleName(k.schedule));
   if (k.schedule == ScheduleKind::Interleaved)
     s += " chunks=" + std::to_string(k.chunks);
   s += " recompute=" + recomputeName(k.recompute) +
@@ -102,13 +103,15 @@ struct Planner {
   const cost::Cluster &c;
   const PlannerOptions &o;
   SearchGraph base;
-  std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>> contexts;
+  std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>>
+      contexts;
   std::vector<std::string> previousBest; // signature names of the last best
   SearchStats stats;
   double capacity = 0;
   double flopsPerSample = 0;
 
-  Planner(const ModelGraph &g, const cost::Cluster &cl, const PlannerOptions &op)
+  Planner(const ModelGraph &g, const cost::Cluster &cl,
+          const PlannerOptions &op)
       : g1(g), c(cl), o(op) {
     capacity = c.hbmBytes;
     flopsPerSample = static_cast<double>(g.forwardFlopsPerSample());
@@ -190,8 +193,10 @@ struct Planner {
 
   /// Layers per model stage: Uniform gives every stage floor(L/S) and the
   /// remainder to the first ones (Megatron); Balanced minimises the largest
-  /// stage time given the embedding on the first and the head on the last stage.
-  std::vector<int> partition(Partition kind, int S, const Aggregate &agg) const {
+  /// stage time given the embedding on the first and the head on the last
+  /// stage.
+  std::vector<int> partition(Partition kind, int S,
+                             const Aggregate &agg) const {
     const int L = static_cast<int>(base.layers);
     std::vector<int> n(S, L / S);
     for (int s = 0; s < L % S; ++s)
@@ -257,10 +262,10 @@ struct Planner {
   struct DevicePlan {
     std::vector<StageInfo> stages;
     std::vector<int> layers;
-    pipeline::StageTimes times;        // as the simulator indexes them
-    std::vector<DeviceTimes> devices;  // per pipeline rank
-    std::vector<double> actPerMb;      // activation bytes per micro-batch unit
-    std::vector<double> params;        // parameter elements per device
+    pipeline::StageTimes times;       // as the simulator indexes them
+    std::vector<DeviceTimes> devices; // per pipeline rank
+    std::vector<double> actPerMb;     // activation bytes per micro-batch unit
+    std::vector<double> params;       // parameter elements per device
     std::vector<double> gradDp, gradDpTp, workspace;
   };
 
@@ -312,12 +317,10 @@ struct Planner {
         dt.weightGradient += W[s];
         dt.forwardComm += n * lay.forwardComm + (st.pre ? pre.forwardComm : 0) +
                           (st.post ? post.forwardComm : 0);
-        dt.backwardComm += n * lay.backwardComm +
-                           (st.pre ? pre.backwardComm : 0) +
-                           (st.post ? post.backwardComm : 0) +
-                           (k.recompute == cost::Recompute::Full
-                                ? n * lay.forwardComm
-                                : 0);
+        dt.backwardComm +=
+            n * lay.backwardComm + (st.pre ? pre.backwardComm : 0) +
+            (st.post ? post.backwardComm : 0) +
+            (k.recompute == cost::Recompute::Full ? n * lay.forwardComm : 0);
         dt.recompute += n * rcLayer;
         d.actPerMb[dev] += n * savedLayer + (st.pre ? pre.savedNone : 0) +
                            (st.post ? post.savedNone : 0);
@@ -328,8 +331,9 @@ struct Planner {
         d.gradDpTp[dev] += n * lay.gradBytesDpTp +
                            (st.pre ? pre.gradBytesDpTp : 0) +
                            (st.post ? post.gradBytesDpTp : 0);
-        double ws = std::max(lay.workspace, std::max(st.pre ? pre.workspace : 0,
-                                                     st.post ? post.workspace : 0));
+        double ws =
+            std::max(lay.workspace, std::max(st.pre ? pre.workspace : 0,
+                                             st.post ? post.workspace : 0));
         if (k.recompute == cost::Recompute::Full)
           ws += lay.savedNone; // one layer's activations during its backward
         d.workspace[dev] = std::max(d.workspace[dev], ws);
@@ -369,9 +373,9 @@ struct Planner {
     for (int dev = 0; dev < k.pp; ++dev) {
       DeviceTimes &dt = d.devices[dev];
       const double bytes = d.gradDp[dev] + d.gradDpTp[dev];
-      const double window = dt.backward / (k.schedule == ScheduleKind::Interleaved
-                                               ? k.chunks
-                                               : 1);
+      const double window =
+          dt.backward /
+          (k.schedule == ScheduleKind::Interleaved ? k.chunks : 1);
       auto reduce = [&](cost::Collective coll) {
         return pc.bucketed(coll, d.gradDp[dev], pc.dpGroup()) +
                pc.bucketed(coll, d.gradDpTp[dev], pc.dpTpGroup());
@@ -396,8 +400,9 @@ struct Planner {
           double perMb = rs;
           double mb = static_cast<double>(k.microbatches);
           full = mb * perMb + ag;
-          exposed = mb * std::max(0.0, perMb - dt.backward / std::max(1, k.chunks)) +
-                    perMb * bucketShare + ag * bucketShare;
+          exposed =
+              mb * std::max(0.0, perMb - dt.backward / std::max(1, k.chunks)) +
+              perMb * bucketShare + ag * bucketShare;
         }
       }
       dt.gradSync = full;
@@ -485,7 +490,8 @@ struct Planner {
     Prediction &p = r.pred;
     const double world = c.worldSize();
     p.stepTime = step;
-    p.modelFlopsPerStep = 3 * flopsPerSample * static_cast<double>(o.globalBatch);
+    p.modelFlopsPerStep =
+        3 * flopsPerSample * static_cast<double>(o.globalBatch);
     double recomputeFlops = 0;
     if (k.recompute == cost::Recompute::Full)
       recomputeFlops = flopsPerSample * static_cast<double>(o.globalBatch);
@@ -524,9 +530,10 @@ struct Planner {
     if (pp == 1) {
       schedules.push_back({ScheduleKind::OneFOneB, 1});
     } else {
-      for (ScheduleKind s : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
-                             ScheduleKind::Interleaved, ScheduleKind::ZeroBubbleH1,
-                             ScheduleKind::Chimera}) {
+      for (ScheduleKind s :
+           {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+            ScheduleKind::Interleaved, ScheduleKind::ZeroBubbleH1,
+            ScheduleKind::Chimera}) {
         if (s == ScheduleKind::Interleaved) {
           for (int v : {2, 3, 4, 6, 8}) {
             if (f.chunks && *f.chunks != v)
@@ -545,8 +552,8 @@ struct Planner {
     std::vector<cost::Recompute> recomputes = {cost::Recompute::None,
                                                cost::Recompute::Selective,
                                                cost::Recompute::Full};
-    std::vector<int> zeros = dp > 1 ? std::vector<int>{0, 1, 2}
-                                    : std::vector<int>{0};
+    std::vector<int> zeros =
+        dp > 1 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
     for (auto [s, v] : schedules) {
       if (f.schedule && *f.schedule != s)
         continue;
@@ -590,8 +597,8 @@ struct Planner {
     const int G = c.gpusPerNode;
     std::string lastError;
     int64_t counter = 0;
-    std::vector<int> tps = f.tp ? std::vector<int>{*f.tp}
-                                : divisorsUpTo(world, G);
+    std::vector<int> tps =
+        f.tp ? std::vector<int>{*f.tp} : divisorsUpTo(world, G);
     for (int tp : tps) {
       if (tp < 1 || world % tp != 0) {
         lastError = "tp=" + std::to_string(tp) + " does not divide the " +
@@ -599,12 +606,12 @@ struct Planner {
         continue;
       }
       const int maxPp = base.collapsed ? static_cast<int>(base.layers) : 1;
-      std::vector<int> pps = f.pp ? std::vector<int>{*f.pp}
-                                  : divisorsUpTo(world / tp, maxPp);
+      std::vector<int> pps =
+          f.pp ? std::vector<int>{*f.pp} : divisorsUpTo(world / tp, maxPp);
       for (int pp : pps) {
         if (pp < 1 || (world / tp) % pp != 0) {
-          lastError = "tp=" + std::to_string(tp) + " x pp=" +
-                      std::to_string(pp) + " does not divide the " +
+          lastError = "tp=" + std::to_string(tp) +
+                      " x pp=" + std::to_string(pp) + " does not divide the " +
                       std::to_string(world) + " GPUs";
           continue;
         }
@@ -615,9 +622,10 @@ struct Planner {
         }
         const int dp = world / (tp * pp);
         if (f.dp && *f.dp != dp) {
-          lastError = "dp=" + std::to_string(*f.dp) + " with tp=" +
-                      std::to_string(tp) + " pp=" + std::to_string(pp) +
-                      " does not use the " + std::to_string(world) + " GPUs";
+          lastError = "dp=" + std::to_string(*f.dp) +
+                      " with tp=" + std::to_string(tp) +
+                      " pp=" + std::to_string(pp) + " does not use the " +
+                      std::to_string(world) + " GPUs";
           continue;
         }
         if (o.globalBatch % dp != 0) {
@@ -922,8 +930,8 @@ struct Explainer {
         Candidate c = chosen;
         c.assignment = static_cast<int>(ctx.assignments.size()) - 1;
         Priced p = pl.price(c);
-        out.push_back(judge("sbp:" + pl.g1.ops[op.op].name, op.sigs[s].name, p,
-                            ""));
+        out.push_back(
+            judge("sbp:" + pl.g1.ops[op.op].name, op.sigs[s].name, p, ""));
       }
     }
     return out;
@@ -982,7 +990,8 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
       return stageOfLayer[l];
     return sg.ops[sg.opOf[op]].segment == Segment::Post ? lastStage : 0;
   };
-  std::vector<int> producer(g.tensors.size(), -1), firstUse(g.tensors.size(), -1);
+  std::vector<int> producer(g.tensors.size(), -1),
+      firstUse(g.tensors.size(), -1);
   std::vector<int> firstSlot(g.tensors.size(), -1);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     for (int t : g.ops[i].results)

@@ -46,7 +46,8 @@ bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
                       SearchGraph &out, std::string &error) {
   out = SearchGraph{};
   out.graph = &g1;
-  if (g1.ops.size() != g2.ops.size() || g1.tensors.size() != g2.tensors.size()) {
+  if (g1.ops.size() != g2.ops.size() ||
+      g1.tensors.size() != g2.tensors.size()) {
     error = "the model imported at two micro-batch sizes has different graphs";
     return false;
   }
@@ -133,8 +134,8 @@ bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
   for (size_t i = 0; i < g1.ops.size(); ++i)
     out.ops[out.opOf[i]].count++;
 
-  // Collapse tensor edges: key = (producer collapsed op or -1, result slot or the
-  // first consumer slot for inputs/parameters, consumer set).
+  // Collapse tensor edges: key = (producer collapsed op or -1, result slot or
+  // the first consumer slot for inputs/parameters, consumer set).
   std::vector<int> producerOp(nt, -1);
   std::vector<std::vector<std::pair<int, int>>> consumers(nt);
   for (int i = 0; i < static_cast<int>(g1.ops.size()); ++i) {

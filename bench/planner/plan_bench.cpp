@@ -3,17 +3,18 @@
 //   autoddl_plan_bench OUT.json [MEGATRON.json]
 //
 // Plans GPT-3 175B on 1,024 A100s, LLaMA-2-70B on 512 H100s and a 1-trillion-
-// parameter GPT (Narayanan et al. SC'21 Table 1 shape) on 3,072 A100s, each with
-// the free search (coordinate descent) and the "why" table, and records wall and
-// CPU seconds of plan() (model import excluded: it is done once per model) with
-// the chosen configuration. Run it pinned to one core (run.sh does).
+// parameter GPT (Narayanan et al. SC'21 Table 1 shape) on 3,072 A100s, each
+// with the free search (coordinate descent) and the "why" table, and records
+// wall and CPU seconds of plan() (model import excluded: it is done once per
+// model) with the chosen configuration. Run it pinned to one core (run.sh
+// does).
 //
 // With a second file: the GPT rows of Narayanan et al. SC'21 Table 1 (A100,
 // full recomputation), each priced with its published tp/pp pinned
-// (recompute=full, micro-batch 1; the rest searched) and with the free search on
-// the same cluster, next to the published per-GPU throughput. The published
-// numbers count recomputation (their FLOP formula has the factor 4 = fwd + bwd +
-// recompute), so they compare with "hardware_tflops_per_gpu". Nothing here is
+// (recompute=full, micro-batch 1; the rest searched) and with the free search
+// on the same cluster, next to the published per-GPU throughput. The published
+// numbers count recomputation (their FLOP formula has the factor 4 = fwd + bwd
+// + recompute), so they compare with "hardware_tflops_per_gpu". Nothing here is
 // fitted to them.
 //
 //===----------------------------------------------------------------------===//
@@ -41,9 +42,10 @@ int main(int argc, char **argv) {
     int64_t batch, seq;
   } cases[] = {
       {"gpt3-175b on 1024 A100", "gpt3-175b", "dgx-a100-hdr", 1024, 1536, 2048},
-      {"llama-2-70b on 512 H100", "llama-2-70b", "dgx-h100-ndr", 512, 1024, 4096},
-      {"gpt-1t on 3072 A100", "bench/planner/models/gpt-1t.json", "dgx-a100-hdr",
-       3072, 3072, 2048},
+      {"llama-2-70b on 512 H100", "llama-2-70b", "dgx-h100-ndr", 512, 1024,
+       4096},
+      {"gpt-1t on 3072 A100", "bench/planner/models/gpt-1t.json",
+       "dgx-a100-hdr", 3072, 3072, 2048},
   };
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const Case &c : cases) {
@@ -63,9 +65,9 @@ int main(int argc, char **argv) {
       std::clock_t c0 = std::clock();
       auto r = planner::plan(g1, g2, cl, o);
       double cpu = double(std::clock() - c0) / CLOCKS_PER_SEC;
-      double wall = std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - w0)
-                        .count();
+      double wall =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - w0)
+              .count();
       nlohmann::ordered_json j;
       j["case"] = c.name;
       j["explain"] = explain;

@@ -48,8 +48,8 @@ int64_t parseCount(const std::string &key, const std::string &value) {
     }
   }
   if (!ok || used != value.size() || v < 0)
-    throw UserError("--fix: " + key + " expects a non-negative integer, got \"" +
-                    value + "\"");
+    throw UserError("--fix: " + key +
+                    " expects a non-negative integer, got \"" + value + "\"");
   return v;
 }
 

@@ -53,8 +53,8 @@ cost::Cluster cluster(const std::string &preset, int gpus) {
   return cost::withNodes(c, gpus / c.gpusPerNode);
 }
 
-PlanOutcome run(const std::string &name, const cost::Cluster &c,
-                int64_t batch, SearchMode mode = SearchMode::CoordinateDescent,
+PlanOutcome run(const std::string &name, const cost::Cluster &c, int64_t batch,
+                SearchMode mode = SearchMode::CoordinateDescent,
                 FixedKnobs fix = {}, int64_t seq = 0, bool explain = false) {
   PlannerOptions o;
   o.globalBatch = batch;
@@ -185,7 +185,8 @@ TEST(Signatures, RowLinearGradientTransposes) {
   EXPECT_TRUE(found);
 }
 
-// --- the oracle ---------------------------------------------------------------
+// --- the oracle
+// ---------------------------------------------------------------
 
 struct OracleCase {
   const char *model;
@@ -204,10 +205,10 @@ TEST_P(OracleGap, DescentWithinTwoPercentOfExact) {
   FixedKnobs fix;
   if (oc.tp)
     fix.tp = oc.tp;
-  Plan cd = asPlan(run(oc.model, c, oc.batch, SearchMode::CoordinateDescent,
-                       fix, oc.seq));
-  Plan ex = asPlan(run(oc.model, c, oc.batch, SearchMode::Exhaustive, fix,
-                       oc.seq));
+  Plan cd = asPlan(
+      run(oc.model, c, oc.batch, SearchMode::CoordinateDescent, fix, oc.seq));
+  Plan ex =
+      asPlan(run(oc.model, c, oc.batch, SearchMode::Exhaustive, fix, oc.seq));
   ASSERT_GT(ex.predicted.stepTime, 0);
   // The acceptance bound of issue 4: descent within 2% of the exact search.
   EXPECT_LE(cd.predicted.stepTime, 1.02 * ex.predicted.stepTime)
@@ -254,7 +255,8 @@ TEST(Oracle, ExhaustiveNeverAboveDescentObjective) {
   }
 }
 
-// --- determinism ----------------------------------------------------------------
+// --- determinism
+// ----------------------------------------------------------------
 
 TEST(Determinism, SamePlanByteForByteApartFromWallTime) {
   cost::Cluster c = cluster("dgx-a100-hdr", 32);
@@ -271,8 +273,8 @@ TEST(Determinism, SamePlanByteForByteApartFromWallTime) {
 
 TEST(PlanJson, RoundTrips) {
   cost::Cluster c = cluster("dgx-a100-hdr", 16);
-  Plan p = asPlan(run("gpt2", c, 64, SearchMode::CoordinateDescent, {}, 1024,
-                      true));
+  Plan p =
+      asPlan(run("gpt2", c, 64, SearchMode::CoordinateDescent, {}, 1024, true));
   Plan q = planFromJson(nlohmann::json::parse(planToText(p)), "plan.json");
   // Tensors are not read back (inspect does not need them).
   p.tensors.clear();
@@ -284,15 +286,16 @@ TEST(PlanJson, RoundTrips) {
   EXPECT_GT(t.events().size(), 2u * q.knobs.microbatches);
 }
 
-// --- memory safety ----------------------------------------------------------------
+// --- memory safety
+// ----------------------------------------------------------------
 
 TEST(Memory, ReturnedPlansFitEveryRank) {
   struct Case {
     const char *model;
     int gpus;
     int64_t batch;
-  } cases[] = {{"llama-2-7b", 8, 64}, {"gpt2-xl", 8, 64},
-               {"llama-2-13b", 16, 128}};
+  } cases[] = {
+      {"llama-2-7b", 8, 64}, {"gpt2-xl", 8, 64}, {"llama-2-13b", 16, 128}};
   for (const Case &k : cases) {
     cost::Cluster c = cluster("dgx-a100-hdr", k.gpus);
     Plan p = asPlan(run(k.model, c, k.batch));
@@ -307,8 +310,8 @@ TEST(Memory, NothingFitsIsReportedWithTheSmallestFootprint) {
   // = 2.8 TB of model state; 8 GPUs x 80 GB = 640 GB cannot hold it even fully
   // sharded, so no plan fits.
   cost::Cluster c = cluster("dgx-a100-hdr", 8);
-  PlanOutcome o = run("gpt3-175b", c, 64, SearchMode::CoordinateDescent, {},
-                      2048);
+  PlanOutcome o =
+      run("gpt3-175b", c, 64, SearchMode::CoordinateDescent, {}, 2048);
   ASSERT_TRUE(std::holds_alternative<Infeasible>(o));
   const Infeasible &inf = std::get<Infeasible>(o);
   EXPECT_GT(inf.peakMemory, c.hbmBytes);
@@ -316,7 +319,8 @@ TEST(Memory, NothingFitsIsReportedWithTheSmallestFootprint) {
   EXPECT_NE(inf.message.find("no plan fits"), std::string::npos);
 }
 
-// --- pinned knobs -----------------------------------------------------------------
+// --- pinned knobs
+// -----------------------------------------------------------------
 
 TEST(Fix, PinnedKnobsAreHonouredAndFreeSearchIsNoWorse) {
   cost::Cluster c = cluster("dgx-a100-hdr", 64);
@@ -326,15 +330,15 @@ TEST(Fix, PinnedKnobsAreHonouredAndFreeSearchIsNoWorse) {
   f.microbatch = 1;
   f.schedule = pipeline::ScheduleKind::OneFOneB;
   f.recompute = cost::Recompute::Full;
-  Plan pinned = asPlan(run("llama-2-13b", c, 256,
-                           SearchMode::CoordinateDescent, f, 2048));
+  Plan pinned = asPlan(
+      run("llama-2-13b", c, 256, SearchMode::CoordinateDescent, f, 2048));
   EXPECT_EQ(pinned.knobs.tp, 8);
   EXPECT_EQ(pinned.knobs.pp, 2);
   EXPECT_EQ(pinned.knobs.dp, 4); // 64 / (8 x 2)
   EXPECT_EQ(pinned.knobs.microbatch, 1);
   EXPECT_EQ(pinned.knobs.recompute, cost::Recompute::Full);
-  Plan free = asPlan(run("llama-2-13b", c, 256, SearchMode::CoordinateDescent,
-                         {}, 2048));
+  Plan free = asPlan(
+      run("llama-2-13b", c, 256, SearchMode::CoordinateDescent, {}, 2048));
   EXPECT_LE(free.predicted.stepTime, pinned.predicted.stepTime * (1 + 1e-12));
 }
 
@@ -349,12 +353,13 @@ TEST(Fix, ImpossiblePinFailsWithAMessage) {
   EXPECT_NE(r.error().find("tp=3"), std::string::npos) << r.error();
 }
 
-// --- the prediction's own arithmetic -----------------------------------------------
+// --- the prediction's own arithmetic
+// -----------------------------------------------
 
 TEST(Prediction, ThroughputIsModelFlopsOverStepTime) {
   cost::Cluster c = cluster("dgx-a100-hdr", 16);
-  Plan p = asPlan(run("gpt2-large", c, 64, SearchMode::CoordinateDescent, {},
-                      1024));
+  Plan p =
+      asPlan(run("gpt2-large", c, 64, SearchMode::CoordinateDescent, {}, 1024));
   const Model &m = model("gpt2-large", 1024);
   // Model FLOPs = 3 x forward FLOPs per sample x global batch (forward +
   // backward = 3 forward, no recomputation counted).
@@ -362,8 +367,7 @@ TEST(Prediction, ThroughputIsModelFlopsOverStepTime) {
   EXPECT_NEAR(p.predicted.modelFlopsPerStep, flops, flops * 1e-12);
   EXPECT_NEAR(p.predicted.tflopsPerGpu,
               flops / p.predicted.stepTime / 16 / 1e12, 1e-9);
-  EXPECT_NEAR(p.predicted.mfu, p.predicted.tflopsPerGpu * 1e12 / 312e12,
-              1e-12);
+  EXPECT_NEAR(p.predicted.mfu, p.predicted.tflopsPerGpu * 1e12 / 312e12, 1e-12);
   EXPECT_GE(p.predicted.bubbleFraction, 0);
   EXPECT_LT(p.predicted.bubbleFraction, 1);
   // 3 x fwd FLOPs cannot run faster than the GPUs' peak.
