@@ -88,9 +88,8 @@ int GraphBuilder::op(const std::string &kind, const std::string &name,
   const ops::OpInfo *info = ops::lookupOp(kind);
   if (!info || kind == "parameter")
     fail("op '" + name + "': unknown op kind '" + kind + "'");
-  for (const OpDef &o : g.ops)
-    if (o.name == name)
-      fail("duplicate op name '" + name + "'");
+  if (!opNames.insert(name).second)
+    fail("duplicate op name '" + name + "'");
   std::vector<ops::ValueType> types;
   for (int t : operands)
     types.push_back({g.tensors[t].shape, g.tensors[t].dtype});
@@ -119,6 +118,27 @@ ModelGraph GraphBuilder::finish(int loss, int64_t numLayers, int64_t batch,
   if (loss < 0 || g.tensors[loss].role != TensorRole::Activation ||
       !g.tensors[loss].shape.empty())
     fail("the loss must be a scalar produced by an op");
+  // Per tensor and per op, sizes were checked; the totals must fit as well.
+  __int128 params = 0, flops = 0;
+  for (const TensorDef &t : g.tensors)
+    if (t.role == TensorRole::Parameter) {
+      __int128 n = 1;
+      for (int64_t d : t.shape)
+        n *= d;
+      params += n;
+    }
+  for (const OpDef &o : g.ops) {
+    std::vector<ops::ValueType> in, out;
+    for (int t : o.operands)
+      in.push_back({g.tensors[t].shape, g.tensors[t].dtype});
+    for (int t : o.results)
+      out.push_back({g.tensors[t].shape, g.tensors[t].dtype});
+    flops += ops::forwardFlops(o.kind, in, out, o.attrs);
+  }
+  if (params > INT64_MAX)
+    fail("the model's parameter count overflows int64");
+  if (flops > INT64_MAX)
+    fail("the model's forward FLOPs overflow int64");
   g.loss = loss;
   g.numLayers = numLayers;
   g.batch = batch;

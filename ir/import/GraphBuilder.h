@@ -12,6 +12,7 @@
 #include "ir/import/ModelGraph.h"
 
 #include <map>
+#include <set>
 #include <string>
 
 namespace autoddl::import {
@@ -56,6 +57,7 @@ private:
   ModelGraph g;
   std::string place_;
   std::map<std::string, int> byName;
+  std::set<std::string> opNames;
   int layer_ = -1;
 };
 

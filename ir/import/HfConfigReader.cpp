@@ -54,20 +54,6 @@ void refuseNonNull(JsonFields &f, const std::string &key,
     f.fail(key, key + " is not supported (got " + describe(*v) + "): " + why);
 }
 
-double positiveReal(JsonFields &f, const std::string &key, double fallback) {
-  double d = f.real(key, fallback);
-  if (!(d > 0))
-    f.fail(key, "expected a positive number, got " + std::to_string(d));
-  return d;
-}
-
-double initStd(JsonFields &f) {
-  double d = f.real("initializer_range", 0.02);
-  if (d < 0)
-    f.fail("initializer_range", "expected a non-negative number");
-  return d;
-}
-
 ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
   architecture(f, "GPT2LMHeadModel", {"GPT2LMHeadModel"});
   refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
@@ -82,12 +68,11 @@ ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
   c.layers = f.positive("n_layer", c.layers);
   c.heads = f.positive("n_head", c.heads);
   c.ffnHidden = f.positive("n_inner", 0); // None: 4·n_embd
-  c.epsilon = positiveReal(f, "layer_norm_epsilon", c.epsilon);
-  c.initStd = initStd(f);
+  c.epsilon = f.positiveReal("layer_norm_epsilon", c.epsilon);
+  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
   c.tiedHead = f.flag("tie_word_embeddings", true);
   c.activation = f.string("activation_function", c.activation);
-  BuildOptions named = o;
-  return buildGpt(c, named);
+  return buildGpt(c, o);
 }
 
 ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
@@ -108,9 +93,9 @@ ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
   c.kvHeads = f.positive("num_key_value_heads", 0); // None: num_attention_heads
   c.headDim = f.positive("head_dim", 0);            // None: hidden / heads
   c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
-  c.epsilon = positiveReal(f, "rms_norm_eps", c.epsilon);
-  c.ropeTheta = positiveReal(f, "rope_theta", c.ropeTheta);
-  c.initStd = initStd(f);
+  c.epsilon = f.positiveReal("rms_norm_eps", c.epsilon);
+  c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
+  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
   c.tiedHead = f.flag("tie_word_embeddings", false);
   c.attentionBias = f.flag("attention_bias", false);
   c.mlpBias = f.flag("mlp_bias", false);
@@ -135,8 +120,8 @@ ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
   c.intermediate = f.positive("intermediate_size", c.intermediate);
   c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
   c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
-  c.epsilon = positiveReal(f, "layer_norm_eps", c.epsilon);
-  c.initStd = initStd(f);
+  c.epsilon = f.positiveReal("layer_norm_eps", c.epsilon);
+  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
   c.activation = f.string("hidden_act", c.activation);
   c.head = arch == "BertModel" ? "pooler" : "mlm";
   return buildBert(c, o);

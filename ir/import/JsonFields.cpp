@@ -117,6 +117,20 @@ double JsonFields::real(const std::string &key, double fallback) {
   return d;
 }
 
+double JsonFields::positiveReal(const std::string &key, double fallback) {
+  double d = real(key, fallback);
+  if (!(d > 0))
+    fail(key, "expected a positive number, got " + std::to_string(d));
+  return d;
+}
+
+double JsonFields::nonNegativeReal(const std::string &key, double fallback) {
+  double d = real(key, fallback);
+  if (d < 0)
+    fail(key, "expected a non-negative number, got " + std::to_string(d));
+  return d;
+}
+
 bool JsonFields::flag(const std::string &key, bool fallback) {
   const json *v = find(key);
   if (!v)

@@ -47,6 +47,9 @@ public:
   int64_t integer(const std::string &key, int64_t fallback, int64_t min,
                   int64_t max);
   double real(const std::string &key, double fallback);
+  /// A number > 0 (epsilons, rope theta), or >= 0 (init std), else UserError.
+  double positiveReal(const std::string &key, double fallback);
+  double nonNegativeReal(const std::string &key, double fallback);
   bool flag(const std::string &key, bool fallback);
   std::string string(const std::string &key, const std::string &fallback);
   std::string string(const std::string &key); // required

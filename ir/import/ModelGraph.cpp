@@ -11,8 +11,9 @@ int64_t ModelGraph::parameterCount() const {
       continue;
     int64_t elems = 1;
     for (int64_t d : t.shape)
-      elems *= d;
-    n += elems;
+      elems = __builtin_mul_overflow(elems, d, &elems) ? INT64_MAX : elems;
+    n = __builtin_add_overflow(n, elems, &n) ? INT64_MAX
+                                             : n; // importers refuse this
   }
   return n;
 }

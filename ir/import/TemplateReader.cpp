@@ -14,21 +14,6 @@ namespace autoddl::import {
 
 namespace {
 
-double positiveReal(JsonFields &f, const std::string &key, double fallback) {
-  double d = f.real(key, fallback);
-  if (!(d > 0))
-    f.fail(key, "expected a positive number, got " + std::to_string(d));
-  return d;
-}
-
-double initStd(JsonFields &f, double fallback) {
-  double d = f.real("init_std", fallback);
-  if (d < 0)
-    f.fail("init_std",
-           "expected a non-negative number, got " + std::to_string(d));
-  return d;
-}
-
 std::vector<int64_t> sizes(JsonFields &f, const std::string &key,
                            std::vector<int64_t> fallback) {
   return f.has(key) ? f.positiveList(key) : fallback;
@@ -42,8 +27,8 @@ ModelGraph gpt(JsonFields &f, const BuildOptions &o) {
   c.layers = f.positive("num_layers", c.layers);
   c.heads = f.positive("num_heads", c.heads);
   c.ffnHidden = f.positive("ffn_hidden_size", 0);
-  c.epsilon = positiveReal(f, "norm_epsilon", c.epsilon);
-  c.initStd = initStd(f, c.initStd);
+  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
+  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
   c.activation = f.string("activation", c.activation);
   f.rejectUnknown();
@@ -60,9 +45,9 @@ ModelGraph llama(JsonFields &f, const BuildOptions &o) {
   c.heads = f.positive("num_heads", c.heads);
   c.kvHeads = f.positive("num_kv_heads", 0);
   c.headDim = f.positive("head_dim", 0);
-  c.epsilon = positiveReal(f, "norm_epsilon", c.epsilon);
-  c.ropeTheta = positiveReal(f, "rope_theta", c.ropeTheta);
-  c.initStd = initStd(f, c.initStd);
+  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
+  c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
+  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
   c.attentionBias = f.flag("attention_bias", c.attentionBias);
   c.mlpBias = f.flag("mlp_bias", c.mlpBias);
@@ -79,8 +64,8 @@ ModelGraph bert(JsonFields &f, const BuildOptions &o) {
   c.layers = f.positive("num_layers", c.layers);
   c.heads = f.positive("num_heads", c.heads);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.epsilon = positiveReal(f, "norm_epsilon", c.epsilon);
-  c.initStd = initStd(f, c.initStd);
+  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
+  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   c.activation = f.string("activation", c.activation);
   c.head = f.string("head", c.head);
   if (c.head != "mlm" && c.head != "pooler")
@@ -96,7 +81,7 @@ ModelGraph mlp(JsonFields &f, const BuildOptions &o) {
   c.numClasses = f.positive("num_classes", c.numClasses);
   c.activation = f.string("activation", c.activation);
   c.bias = f.flag("bias", c.bias);
-  c.initStd = initStd(f, c.initStd);
+  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   f.rejectUnknown();
   return buildMlp(c, o);
 }
@@ -133,7 +118,7 @@ ModelGraph vgg(JsonFields &f, const BuildOptions &o) {
   c.inChannels = f.positive("in_channels", c.inChannels);
   c.numClasses = f.positive("num_classes", c.numClasses);
   c.fcHidden = f.positive("fc_hidden", c.fcHidden);
-  c.initStd = initStd(f, c.initStd);
+  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   f.rejectUnknown();
   return buildVgg(c, o);
 }
@@ -145,7 +130,6 @@ ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
   c.inFeatures = f.positive("in_features", c.inFeatures);
   c.hiddenSizes = sizes(f, "hidden_sizes", c.hiddenSizes);
   c.numClasses = f.positive("num_classes", c.numClasses);
-  c.initStd = initStd(f, c.initStd);
   f.rejectUnknown();
   if ((__int128)c.numNodes * c.numNodes < c.nnz)
     f.fail("nnz", "expected at most num_nodes^2 = " +

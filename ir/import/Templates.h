@@ -104,7 +104,7 @@ struct GcnConfig {
   int64_t inFeatures = 1433;
   std::vector<int64_t> hiddenSizes = {16};
   int64_t numClasses = 7;
-  double initStd = 0.02;
+  // Weights are glorot-initialised as in PyG, so there is no init_std.
 };
 
 ModelGraph buildGpt(const GptConfig &c, const BuildOptions &o);

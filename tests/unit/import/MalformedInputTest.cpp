@@ -163,6 +163,14 @@ TEST(Malformed, ZeroNegativeOverflowingSizes) {
       R"({"model_type": "gpt2", "vocab_size": 1099511627776, "n_embd": 1099511627776,
                   "n_head": 1, "n_layer": 1})",
       {"m.json:", "overflows int64"});
+  // Every tensor and op fits (c_fc is C·4C = 2^60 elements) but 8 layers of
+  // 12·C² = 3·2^60 parameters each do not.
+  import::ImportOptions one;
+  one.seq = 1;
+  expectError(
+      R"({"template": "gpt", "config": {"hidden_size": 536870912, "num_heads": 1,
+                  "num_layers": 8, "vocab_size": 1, "max_positions": 1}})",
+      {"at /config:", "parameter count overflows int64"}, one);
   expectError(R"({"model_type": "gpt2", "n_layer": 100000000})",
               {"exceeds the limit"});
   std::string zeroDim = graph(
