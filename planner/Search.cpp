@@ -742,7 +742,9 @@ struct Explainer {
       std::snprintf(buf, sizeof buf, "does not fit: needs %.1f GiB of %.1f GiB",
                     p.peakMemory / (1 << 30), pl.capacity / (1 << 30));
       a.reason = buf;
-    } else if (a.deltaTime >= 0) {
+    } else if (a.deltaTime == 0) {
+      a.reason = "as fast; the search keeps the earlier candidate on ties";
+    } else if (a.deltaTime > 0) {
       std::snprintf(buf, sizeof buf, "slower by %.1f%%: %s",
                     100 * a.deltaTime / chosenPriced.stepTime,
                     dominantIncrease(chosenPriced.pred, p.pred).c_str());
