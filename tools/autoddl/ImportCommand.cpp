@@ -177,10 +177,10 @@ void registerImportCommand(CLI::App &app) {
   cmd->add_flag("--json", args->json,
                 "with --summary: print one JSON object (implies --summary)");
   cmd->add_option("--batch", args->batch, "samples per micro-batch (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{INT64_MAX}));
   cmd->add_option("--seq", args->seq,
                   "sequence length (default: the model's context length)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{INT64_MAX}));
   cmd->callback([args] {
     if (args->json)
       args->summary = true;
