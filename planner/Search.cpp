@@ -657,6 +657,8 @@ struct Planner {
           for (AxisOrder order : orders) {
             std::string err;
             Context *ctx = context(tp, pp, b, order, err);
+            if (exhaustiveTooLarge)
+              return lastError; // plan() reports it; no point going on
             if (!ctx) {
               lastError = err;
               continue;
