@@ -1,0 +1,52 @@
+//===- CpuCodegen.h - plan + model -> a standalone CPU+MPI project -------===//
+//
+// Edge code (no MLIR): turns a plan (planner/Plan.h) and the model it was made
+// for (ir/import/ModelGraph.h) into the files of a self-contained training
+// project (DESIGN §6, docs/codegen.md): CMakeLists.txt, train.cpp, plan.json
+// and copies of the runtime (backends/common, backends/cpu). Emission is
+// deterministic: the same plan and model give the same bytes. Bad input (a
+// model op or a plan the CPU backend cannot run) throws autoddl::UserError.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/import/ModelGraph.h"
+#include "planner/Plan.h"
+
+#include <map>
+#include <string>
+
+namespace autoddl::codegen {
+
+/// Relative path -> file contents, in path order.
+using ProjectFiles = std::map<std::string, std::string>;
+
+/// The generated training program alone (train.cpp).
+std::string emitCpuTrainProgram(const planner::Plan &plan,
+                                const ModelGraph &model);
+
+/// Every file of the project. `planText` is written as plan.json.
+ProjectFiles generateCpuProject(const planner::Plan &plan,
+                                const ModelGraph &model,
+                                const std::string &planText);
+
+/// The runtime sources the project carries (backends/common/**,
+/// backends/cpu/**), embedded into autoddl at build time.
+ProjectFiles runtimeSources();
+
+/// Writes `files` under `dir`. Refuses (UserError, nothing written) when `dir`
+/// exists, is not empty and is not a previous autoddl project (it has no
+/// .autoddl-project marker). Files are written atomically; stale generated
+/// files of a previous project are replaced.
+void writeProject(const std::string &dir, const ProjectFiles &files);
+
+/// The imported model a plan was made for: re-imports `model` (default
+/// plan.model, a built-in name) at the plan's micro-batch size and sequence
+/// length.
+ModelGraph modelForPlan(const planner::Plan &plan,
+                        const std::string &model = "");
+
+/// A whole file; UserError naming it when it cannot be read.
+std::string readTextFile(const std::string &path);
+
+} // namespace autoddl::codegen

@@ -1,0 +1,256 @@
+//===- Layout.cpp - op execution modes and tensor layouts ----------------===//
+#include "codegen/Layout.h"
+
+#include "support/UserError.h"
+
+#include <map>
+#include <set>
+
+namespace autoddl::codegen {
+
+std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,
+                                int tp) {
+  std::vector<int64_t> s = shape;
+  if (l.split())
+    s[size_t(l.dim)] /= tp;
+  return s;
+}
+
+namespace {
+
+int64_t intAttr(const OpDef &op, const char *key, int64_t dflt) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end())
+    return dflt;
+  if (auto *v = std::get_if<int64_t>(&it->second))
+    return *v;
+  return dflt;
+}
+
+bool boolAttr(const OpDef &op, const char *key, bool dflt) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end())
+    return dflt;
+  if (auto *v = std::get_if<bool>(&it->second))
+    return *v;
+  return dflt;
+}
+
+/// Stage of every op from the plan's StageInfo: layered ops by their layer,
+/// ops before the first layer on the stage with `pre`, after it on `post`.
+std::vector<int> opStages(const planner::Plan &plan, const ModelGraph &g,
+                          int &numStages) {
+  numStages = std::max<int>(1, int(plan.stages.size()));
+  std::vector<int> stage(g.ops.size(), 0);
+  int preStage = 0, postStage = numStages - 1;
+  for (const auto &s : plan.stages) {
+    if (s.pre)
+      preStage = s.stage;
+    if (s.post)
+      postStage = s.stage;
+  }
+  bool seenLayer = false;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const OpDef &op = g.ops[i];
+    if (op.layer >= 0) {
+      seenLayer = true;
+      int found = -1;
+      for (const auto &s : plan.stages)
+        if (op.layer >= s.firstLayer && op.layer < s.endLayer)
+          found = s.stage;
+      if (found < 0 && !plan.stages.empty())
+        throw UserError("plan: no stage holds layer " +
+                        std::to_string(op.layer) + " (op " + op.name + ")");
+      stage[i] = std::max(found, 0);
+    } else {
+      stage[i] = seenLayer ? postStage : preStage;
+    }
+  }
+  // Stages must not go backwards along the op order (the program sends
+  // activations down the pipeline only).
+  for (size_t i = 1; i < g.ops.size(); ++i)
+    if (stage[i] < stage[i - 1])
+      throw UserError("plan: op " + g.ops[i].name + " is on stage " +
+                      std::to_string(stage[i]) + " after an op on stage " +
+                      std::to_string(stage[i - 1]));
+  return stage;
+}
+
+/// The plan's signature for each op: exact name for ops outside the repeated
+/// blocks; for layer ops, the op at the same position of the representative
+/// layer.
+std::vector<std::string> opSignatures(const planner::Plan &plan,
+                                      const ModelGraph &g) {
+  std::map<std::string, size_t> byName;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    byName[g.ops[i].name] = i;
+  std::vector<int> posInLayer(g.ops.size(), -1);
+  std::map<int64_t, int> counter;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].layer >= 0)
+      posInLayer[i] = counter[g.ops[i].layer]++;
+  std::map<std::string, std::string> outside;
+  std::map<int, std::string> inLayer;
+  for (const auto &c : plan.ops) {
+    auto it = byName.find(c.op);
+    if (it == byName.end())
+      continue;
+    if (g.ops[it->second].layer >= 0)
+      inLayer[posInLayer[it->second]] = c.signature;
+    else
+      outside[c.op] = c.signature;
+  }
+  std::vector<std::string> sig(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (g.ops[i].layer >= 0) {
+      auto it = inLayer.find(posInLayer[i]);
+      if (it != inLayer.end())
+        sig[i] = it->second;
+    } else {
+      auto it = outside.find(g.ops[i].name);
+      if (it != outside.end())
+        sig[i] = it->second;
+    }
+  }
+  return sig;
+}
+
+const std::set<std::string> kSupported = {
+    "embedding", "positional",    "rotary",    "linear",  "matmul",
+    "bias_add",  "add",           "mul",       "gelu",    "relu",
+    "silu",      "swiglu",        "layernorm", "rmsnorm", "softmax",
+    "attention", "cross_entropy", "spmm"};
+
+const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
+                                            "relu", "silu", "swiglu"};
+
+} // namespace
+
+ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g) {
+  ModelLayout L;
+  L.tp = plan.knobs.tp;
+  const int tp = L.tp;
+  std::vector<int> stage = opStages(plan, g, L.numStages);
+  std::vector<std::string> sig = opSignatures(plan, g);
+  L.tensors.assign(g.tensors.size(), TpLayout{});
+  L.ops.resize(g.ops.size());
+
+  // Parameters used by more than one op (tied embeddings) stay replicated.
+  std::vector<int> uses(g.tensors.size(), 0);
+  for (const OpDef &op : g.ops)
+    for (int t : op.operands)
+      ++uses[size_t(t)];
+  auto soleParam = [&](int t) {
+    return g.tensors[size_t(t)].role == TensorRole::Parameter &&
+           uses[size_t(t)] == 1;
+  };
+  auto divisible = [&](int64_t n) { return tp > 1 && n % tp == 0; };
+
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const OpDef &op = g.ops[i];
+    if (!kSupported.count(op.kind))
+      throw UserError("codegen: op " + op.name + " (" + op.kind +
+                      ") is not supported by the cpu backend yet");
+    OpPlan &p = L.ops[i];
+    p.stage = stage[i];
+    p.signature = sig[i];
+    p.operands.assign(op.operands.size(), TpLayout{});
+    auto lay = [&](size_t k) { return L.tensors[size_t(op.operands[k])]; };
+    auto shape = [&](size_t k) {
+      return g.tensors[size_t(op.operands[k])].shape;
+    };
+    const auto &out = g.tensors[size_t(op.results[0])].shape;
+    const int last = int(out.size()) - 1;
+
+    if (tp > 1 && op.kind == "linear") {
+      const bool tw = boolAttr(op, "transpose_weight", false);
+      const int w = op.operands[1];
+      const bool hasBias = op.operands.size() > 2;
+      const auto &ws = g.tensors[size_t(w)].shape;
+      const int64_t O = tw ? ws[0] : ws[1], K = tw ? ws[1] : ws[0];
+      const bool paramsOk =
+          soleParam(w) && (!hasBias || soleParam(op.operands[2]));
+      if ((sig[i] == "column" || sig[i] == "vocab") && paramsOk &&
+          divisible(O)) {
+        p.mode = OpMode::Column;
+        p.operands[1] = TpLayout{tw ? 0 : 1};
+        if (hasBias)
+          p.operands[2] = TpLayout{0};
+        p.result = TpLayout{last};
+      } else if (sig[i] == "row" && paramsOk && divisible(K)) {
+        p.mode = OpMode::Row;
+        p.operands[0] = TpLayout{int(shape(0).size()) - 1};
+        p.operands[1] = TpLayout{tw ? 1 : 0};
+      }
+    } else if (tp > 1 && op.kind == "embedding") {
+      const int table = op.operands[1];
+      if (sig[i] == "vocab" && soleParam(table) &&
+          divisible(g.tensors[size_t(table)].shape[0])) {
+        p.mode = OpMode::VocabTable;
+        p.operands[1] = TpLayout{0};
+      }
+    } else if (tp > 1 && op.kind == "attention" && op.operands.size() == 3) {
+      const int64_t H = intAttr(op, "num_heads", 1),
+                    G = intAttr(op, "num_kv_heads", H);
+      bool allSplit = true;
+      for (size_t k = 0; k < 3; ++k)
+        allSplit = allSplit && lay(k).dim == int(shape(k).size()) - 1;
+      if (allSplit && divisible(H) && divisible(G)) {
+        p.mode = OpMode::HeadSplit;
+        for (size_t k = 0; k < 3; ++k)
+          p.operands[k] = lay(k);
+        p.result = TpLayout{last};
+      }
+    } else if (tp > 1 && op.kind == "rotary") {
+      const int64_t H = intAttr(op, "num_heads", 1);
+      if (lay(0).dim == last && divisible(H)) {
+        p.mode = OpMode::HeadSplit;
+        p.operands[0] = lay(0);
+        p.result = lay(0);
+      }
+    } else if (tp > 1 && kElementwise.count(op.kind)) {
+      TpLayout chosen;
+      for (size_t k = 0; k < op.operands.size(); ++k)
+        if (lay(k).split() && shape(k) == out) {
+          chosen = lay(k);
+          break;
+        }
+      bool sameShapes = true;
+      for (size_t k = 0; k < op.operands.size(); ++k)
+        sameShapes = sameShapes && shape(k) == out;
+      if (chosen.split() && sameShapes) {
+        p.mode = OpMode::Local;
+        for (auto &o : p.operands)
+          o = chosen;
+        p.result = chosen;
+      }
+    } else if (tp > 1 && op.kind == "bias_add") {
+      if (lay(0).dim == last && soleParam(op.operands[1])) {
+        p.mode = OpMode::Local;
+        p.operands[0] = lay(0);
+        p.operands[1] = TpLayout{0};
+        p.result = lay(0);
+      }
+    } else if (tp > 1 && op.kind == "spmm") {
+      if (lay(1).dim == 1) {
+        p.mode = OpMode::Local;
+        p.operands[1] = lay(1);
+        p.result = lay(1);
+      }
+    } else if (tp > 1 && op.kind == "cross_entropy") {
+      if (lay(0).dim == int(shape(0).size()) - 1) {
+        p.mode = OpMode::VocabLoss;
+        p.operands[0] = lay(0);
+      }
+    }
+    // Parameters take the layout their (only) consumer reads them in.
+    for (size_t k = 0; k < op.operands.size(); ++k)
+      if (g.tensors[size_t(op.operands[k])].role == TensorRole::Parameter)
+        L.tensors[size_t(op.operands[k])] = p.operands[k];
+    for (int r : op.results)
+      L.tensors[size_t(r)] = p.result;
+  }
+  return L;
+}
+
+} // namespace autoddl::codegen

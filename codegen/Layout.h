@@ -1,0 +1,73 @@
+//===- Layout.h - what the generated CPU program runs, op by op ----------===//
+//
+// The plan states an SBP signature per op (planner/Plan.h OpChoice); the CPU
+// program executes a subset of them exactly and everything else replicated over
+// the tensor-parallel axis, which is always correct:
+//   linear   "column"/"vocab" (weight split on its output features, result
+//            S(last)), "row" (weight split on its input features, result P,
+//            all-reduced at once), anything else replicated;
+//   embedding "vocab" (table S(0), result P all-reduced);
+//   attention with separate q/k/v, heads split when its inputs arrive split;
+//   elementwise ops, bias_add, rotary, spmm follow a split input;
+//   cross_entropy on vocab-split logits is Megatron's vocab-parallel loss.
+// Tensors carry one tp layout (B or S(d)); a consumer needing another gets a
+// converted copy (all-gather / local slice). Every activation is split over dp
+// on its batch dimension by construction (each dp rank runs its micro-batches).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/import/ModelGraph.h"
+#include "planner/Plan.h"
+
+#include <string>
+#include <vector>
+
+namespace autoddl::codegen {
+
+/// A tensor-parallel layout: replicated, or split on dimension `dim`.
+struct TpLayout {
+  int dim = -1; // -1: B
+  bool split() const { return dim >= 0; }
+  bool operator==(const TpLayout &o) const { return dim == o.dim; }
+  bool operator!=(const TpLayout &o) const { return dim != o.dim; }
+  std::string str() const {
+    return dim < 0 ? "B" : "S(" + std::to_string(dim) + ")";
+  }
+};
+
+/// How one op runs.
+enum class OpMode {
+  Replicated,
+  Column,     // linear: w split on output features; result S(last)
+  Row,        // linear: w split on input features; result P -> all-reduce
+  VocabTable, // embedding: table S(0); result P -> all-reduce
+  HeadSplit,  // attention / rotary on local heads
+  Local,      // elementwise, bias_add, spmm on split operands
+  VocabLoss,  // cross_entropy on S(last) logits
+};
+
+struct OpPlan {
+  OpMode mode = OpMode::Replicated;
+  std::vector<TpLayout> operands; // layout each operand is consumed in
+  TpLayout result;
+  int stage = 0;         // model stage
+  std::string signature; // the plan's signature name ("" when not stated)
+};
+
+struct ModelLayout {
+  int tp = 1;
+  std::vector<TpLayout> tensors; // per ModelGraph tensor (params included)
+  std::vector<OpPlan> ops;       // per ModelGraph op
+  int numStages = 1;
+};
+
+/// Chooses the execution of every op. Throws UserError for an op kind the CPU
+/// program does not run.
+ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g);
+
+/// Local (per tp rank) shape of a tensor of full shape `shape` under `l`.
+std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,
+                                int tp);
+
+} // namespace autoddl::codegen

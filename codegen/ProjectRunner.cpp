@@ -1,0 +1,153 @@
+//===- ProjectRunner.cpp - cache, build and launch generated projects ----===//
+#include "codegen/ProjectRunner.h"
+
+#include "support/UserError.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace autoddl::codegen {
+
+namespace fs = std::filesystem;
+
+std::string projectHash(const ProjectFiles &files) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string &s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff; // separator
+    h *= 1099511628211ull;
+  };
+  for (const auto &[path, text] : files) {
+    mix(path);
+    mix(text);
+  }
+  return fmt::format("{:016x}", h);
+}
+
+namespace {
+
+std::string cacheRoot() {
+  if (const char *c = std::getenv("AUTODDL_CACHE"); c && *c)
+    return c;
+  const char *home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/autoddl";
+}
+
+/// fork + exec; stdout and stderr to `log` when given. Returns the exit
+/// status (128 + signal when killed).
+int runProcess(const std::vector<std::string> &argv, const std::string &log) {
+  pid_t pid = fork();
+  if (pid < 0)
+    throw UserError("cannot start " + argv[0]);
+  if (pid == 0) {
+    if (!log.empty()) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+      }
+    }
+    std::vector<char *> args;
+    for (const auto &a : argv)
+      args.push_back(const_cast<char *>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "autoddl: error: cannot run %s\n", args[0]);
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    ;
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+bool onPath(const std::string &tool) {
+  const char *path = std::getenv("PATH");
+  std::string p = path ? path : "";
+  size_t b = 0;
+  while (b <= p.size()) {
+    size_t e = p.find(':', b);
+    if (e == std::string::npos)
+      e = p.size();
+    if (e > b && access((p.substr(b, e - b) + "/" + tool).c_str(), X_OK) == 0)
+      return true;
+    b = e + 1;
+  }
+  return false;
+}
+
+} // namespace
+
+std::string buildCached(const ProjectFiles &files, bool verbose) {
+  const std::string dir = cacheRoot() + "/" + projectHash(files);
+  const std::string binary = dir + "/build/train";
+  if (access(binary.c_str(), X_OK) == 0) {
+    if (verbose)
+      std::fprintf(stderr, "autoddl: using the cached build %s\n",
+                   binary.c_str());
+    return binary;
+  }
+  writeProject(dir, files);
+  const std::string log = dir + "/build.log";
+  std::error_code ec;
+  fs::remove(log, ec);
+  if (verbose)
+    std::fprintf(stderr, "autoddl: building %s (log: %s)\n", dir.c_str(),
+                 log.c_str());
+  std::vector<std::string> configure = {
+      "cmake", "-S", dir, "-B", dir + "/build", "-DCMAKE_BUILD_TYPE=Release"};
+  if (onPath("ccache"))
+    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+  if (runProcess(configure, log) != 0 ||
+      runProcess(
+          {"cmake", "--build", dir + "/build", "-j",
+           std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
+          log) != 0)
+    throw UserError("building the generated project failed; see " + log);
+  return binary;
+}
+
+int launchMpi(const std::string &binary, int ranks,
+              const std::vector<std::string> &args,
+              const std::string &logFile) {
+  std::vector<std::string> argv = {"mpirun", "--oversubscribe", "-np",
+                                   std::to_string(ranks)};
+  if (geteuid() == 0)
+    argv.push_back("--allow-run-as-root");
+  argv.push_back(binary);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return runProcess(argv, logFile);
+}
+
+planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
+  planner::Plan p = plan;
+  p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
+  p.knobs.microbatch = plan.globalBatch;
+  p.knobs.microbatches = 1;
+  p.knobs.schedule = pipeline::ScheduleKind::OneFOneB;
+  p.knobs.chunks = 1;
+  p.knobs.zero = 0;
+  planner::StageInfo s;
+  s.stage = 0;
+  s.device = 0;
+  s.firstLayer = 0;
+  s.endLayer = int(layers);
+  s.pre = s.post = true;
+  p.stages = {s};
+  p.collectives.clear();
+  return p;
+}
+
+} // namespace autoddl::codegen

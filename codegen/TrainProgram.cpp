@@ -1,0 +1,992 @@
+//===- TrainProgram.cpp - emit train.cpp for the CPU + MPI backend -------===//
+//
+// The program reads like llm.c (STYLE lesson 10): the plan in a header comment,
+// one struct of activations per pipeline stage with every shape in a comment,
+// each stage's forward and backward as straight-line kernel calls, and each
+// pipeline device's instruction list (cost_model/pipeline/Schedule.h) spelled
+// out. The fixed part (argument parsing, data, optimizer, checkpoints,
+// metrics) is TrainMain.inc, appended unchanged.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CpuCodegen.h"
+#include "codegen/Layout.h"
+
+#include "cost_model/pipeline/Schedule.h"
+#include "support/UserError.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace autoddl::codegen {
+
+// The fixed parts of train.cpp (TrainText.cpp): includes and helpers, the
+// runtime glue every stage uses, and main().
+extern const char *const kTrainPreludeText;
+extern const char *const kTrainSupportText;
+extern const char *const kTrainMainText;
+
+namespace {
+
+using pipeline::Direction;
+using pipeline::OpKind;
+
+std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string shapeInit(const std::vector<int64_t> &s) {
+  std::string r = "Shape{";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "}";
+}
+
+int64_t numel(const std::vector<int64_t> &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+/// A C identifier for a model name: "h.0.attn.qkv" -> "h0_attn_qkv".
+std::string ident(const std::string &name) {
+  std::string r;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      r += c;
+    else if (!r.empty() && r.back() != '_')
+      r += '_';
+  }
+  while (!r.empty() && r.back() == '_')
+    r.pop_back();
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0])))
+    r = "t_" + r;
+  return r;
+}
+
+std::string fmtDouble(double v) {
+  std::string s = fmt::format("{:.17g}", v);
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end())
+    return dflt;
+  if (auto *v = std::get_if<T>(&it->second))
+    return *v;
+  return dflt;
+}
+
+/// What one step of a stage emits: forward lines, and the backward lines of
+/// its input-gradient and weight-gradient halves.
+struct Step {
+  std::vector<std::string> fwd, bwdInput, bwdWeight;
+};
+
+/// A float buffer of a stage struct.
+struct Member {
+  std::string name;
+  int64_t size = 0;
+  std::string comment;
+  bool i32 = false;
+  bool grad = false; // a gradient buffer (zeroed before each backward)
+};
+
+class Emitter {
+public:
+  Emitter(const planner::Plan &plan, const ModelGraph &g)
+      : plan_(plan), g_(g), L_(chooseLayout(plan, g)), tp_(plan.knobs.tp) {
+    names_.resize(g.tensors.size());
+    std::set<std::string> used;
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      std::string n = ident(g.tensors[t].name);
+      std::string u = n;
+      for (int k = 2; used.count(u); ++k)
+        u = n + "_" + std::to_string(k);
+      used.insert(u);
+      names_[t] = u;
+    }
+    producer_.assign(g.tensors.size(), -1);
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      for (int r : g.ops[i].results)
+        producer_[size_t(r)] = int(i);
+    tokenModel_ = findInput("input_ids") >= 0;
+    graphModel_ = findInput("adjacency") >= 0;
+    if (!tokenModel_ && !graphModel_)
+      throw UserError("codegen: model " + g.name +
+                      " has neither input_ids nor adjacency inputs; the cpu "
+                      "backend feeds token and graph models only");
+  }
+
+  std::string emit();
+
+private:
+  int findInput(const std::string &name) const {
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (g_.tensors[t].role == TensorRole::Input && g_.tensors[t].name == name)
+        return int(t);
+    return -1;
+  }
+  bool isParam(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Parameter;
+  }
+  bool isInput(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Input;
+  }
+  const std::vector<int64_t> &full(int t) const {
+    return g_.tensors[size_t(t)].shape;
+  }
+  std::vector<int64_t> local(int t, TpLayout l) const {
+    return localShape(full(t), l, tp_);
+  }
+  /// The stage-struct member holding tensor t in layout l.
+  std::string bufName(int t, TpLayout l) const {
+    if (l == L_.tensors[size_t(t)])
+      return names_[size_t(t)];
+    return names_[size_t(t)] +
+           (l.split() ? "_s" + std::to_string(l.dim) : "_full");
+  }
+  std::string val(int t, TpLayout l) const;
+  std::string grad(int t, TpLayout l) const;
+  void addMember(int stage, const Member &m);
+  void addTensor(int stage, int t, TpLayout l, bool withGrad);
+  std::string ensureLayout(int stage, int t, TpLayout want,
+                           std::vector<Step> &steps);
+  void emitOp(size_t i, std::vector<Step> &steps);
+  int64_t vocab() const;
+  void emitStage(int stage, std::string &out);
+  std::string header() const;
+  std::string params() const;
+  std::string schedules(const pipeline::Schedule &s) const;
+
+  const planner::Plan &plan_;
+  const ModelGraph &g_;
+  ModelLayout L_;
+  int tp_;
+  std::vector<std::string> names_;
+  std::vector<int> producer_;
+  bool tokenModel_ = false, graphModel_ = false;
+  // Per stage: struct members (in order, unique), and buffers already there.
+  std::map<int, std::vector<Member>> members_;
+  std::map<int, std::set<std::string>> memberSet_;
+  std::map<std::pair<int, std::string>, bool> converted_;
+  bool splitBackward_ = false; // zero-bubble: B and W apart
+  double lossScale_ = 0;
+  int64_t lossCount_ = 0;
+};
+
+std::string Emitter::val(int t, TpLayout l) const {
+  if (isParam(t))
+    return "P." + names_[size_t(t)] + ".value.data()";
+  if (isInput(t)) {
+    const std::string &n = g_.tensors[size_t(t)].name;
+    if (graphModel_) {
+      if (n == "adjacency")
+        return "graph_adjacency()";
+      if (n == "features")
+        return "graph_features()";
+      return "graph_labels()";
+    }
+    return "a." + names_[size_t(t)] + ".data()";
+  }
+  return "a." + bufName(t, l) + ".data()";
+}
+
+std::string Emitter::grad(int t, TpLayout l) const {
+  if (isParam(t))
+    return "P." + names_[size_t(t)] + ".grad.data()";
+  if (isInput(t))
+    return "nullptr";
+  return "a.d_" + bufName(t, l) + ".data()";
+}
+
+/// Vocabulary of a token model: rows of the first embedding table.
+int64_t Emitter::vocab() const {
+  for (const OpDef &op : g_.ops)
+    if (op.kind == "embedding")
+      return full(op.operands[1])[0];
+  return 0;
+}
+
+void Emitter::addMember(int stage, const Member &m) {
+  if (memberSet_[stage].insert(m.name).second)
+    members_[stage].push_back(m);
+}
+
+void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
+  if (isParam(t))
+    return;
+  const auto &td = g_.tensors[size_t(t)];
+  if (isInput(t)) {
+    if (graphModel_)
+      return;
+    addMember(stage, {names_[size_t(t)], numel(td.shape),
+                      shapeStr(td.shape) + " i32, " + td.name, true, false});
+    return;
+  }
+  if (td.shape.empty())
+    return; // the scalar loss: kept as a sum in the struct
+  std::vector<int64_t> ls = local(t, l);
+  std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
+  addMember(stage, {bufName(t, l), numel(ls), c, false, false});
+  if (withGrad)
+    addMember(stage,
+              {"d_" + bufName(t, l), numel(ls), "gradient", false, true});
+}
+
+/// Makes tensor t available in layout `want` on `stage`, emitting the
+/// conversion once (a converted copy shared by every consumer).
+std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
+                                  std::vector<Step> &steps) {
+  TpLayout have = L_.tensors[size_t(t)];
+  if (have == want || isParam(t) || isInput(t))
+    return val(t, want);
+  if (have.split() && want.split()) {
+    ensureLayout(stage, t, TpLayout{}, steps);
+    have = TpLayout{};
+  }
+  auto key = std::make_pair(stage, bufName(t, want));
+  if (!converted_[key]) {
+    converted_[key] = true;
+    addTensor(stage, t, want, true);
+    Step s;
+    const std::string &n = g_.tensors[size_t(t)].name;
+    if (have.split()) { // S(d) -> B
+      s.fwd.push_back(
+          fmt::format("  // {}: {} -> B for its consumers: all-gather over tp",
+                      n, have.str()));
+      s.fwd.push_back(fmt::format("  all_gather_forward({}, {}, {}, {}, g.tp);",
+                                  val(t, want), val(t, have),
+                                  shapeInit(local(t, have)), have.dim));
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: the gradient of the gathered copy is equal on every tp "
+          "rank; keep this rank's part",
+          n));
+      s.bwdInput.push_back(
+          fmt::format("  gather_backward_local({}, {}, {}, {});", grad(t, have),
+                      grad(t, want), shapeInit(full(t)), have.dim));
+    } else { // B -> S(d)
+      s.fwd.push_back(fmt::format(
+          "  // {}: B -> {} for its consumers: local slice", n, want.str()));
+      s.fwd.push_back(fmt::format(
+          "  slice_forward({}, {}, {}, {}, kTP, g.rtp);", val(t, want),
+          val(t, have), shapeInit(full(t)), want.dim));
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: each tp rank holds the gradient of its slice: all-gather",
+          n));
+      s.bwdInput.push_back(
+          fmt::format("  slice_backward_gather({}, {}, {}, {});", grad(t, have),
+                      grad(t, want), shapeInit(local(t, want)), want.dim));
+    }
+    steps.push_back(std::move(s));
+  }
+  return val(t, want);
+}
+
+std::string Emitter::schedules(const pipeline::Schedule &s) const {
+  std::string out;
+  const int p = s.numDevices();
+  for (int d = 0; d < p; ++d) {
+    std::string list;
+    for (const auto &ins : s.devices[size_t(d)]) {
+      std::string letter(pipeline::opKindLetter(ins.kind));
+      list += " " + letter + std::to_string(ins.microbatch);
+    }
+    out += fmt::format("// Pipeline device {}:{}\n", d, list);
+    out += fmt::format("static void run_device{}(int64_t step) {{\n", d);
+    for (const auto &ins : s.devices[size_t(d)]) {
+      const char *dir = ins.direction == Direction::Up ? "kUp" : "kDown";
+      const char *fn = ins.kind == OpKind::Forward          ? "forward"
+                       : ins.kind == OpKind::Backward       ? "backward_input"
+                       : ins.kind == OpKind::WeightGradient ? "backward_weight"
+                                                            : "backward";
+      out += fmt::format("  stage{}_{}(step, {}, {});\n", ins.stage, fn,
+                         ins.microbatch, dir);
+    }
+    out += "}\n\n";
+  }
+  out += "static void run_schedule(int64_t step) {\n  switch (g.rpp) {\n";
+  for (int d = 0; d < p; ++d)
+    out +=
+        fmt::format("  case {}:\n    run_device{}(step);\n    break;\n", d, d);
+  out += "  }\n}\n";
+  return out;
+}
+
+/// Emits op i (with the conversions its operands need) into `steps`.
+void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
+  const OpDef &op = g_.ops[i];
+  const OpPlan &p = L_.ops[i];
+  const int st = p.stage;
+  std::vector<std::string> x(op.operands.size()), dx(op.operands.size());
+  std::vector<std::vector<int64_t>> xs(op.operands.size());
+  for (size_t k = 0; k < op.operands.size(); ++k) {
+    const int t = op.operands[k];
+    x[k] = ensureLayout(st, t, p.operands[k], steps);
+    dx[k] = grad(t, p.operands[k]);
+    xs[k] = local(t, p.operands[k]);
+  }
+  const int r = op.results[0];
+  addTensor(st, r, p.result, true);
+  const std::vector<int64_t> ys = local(r, p.result);
+  const std::string y = full(r).empty() ? "" : val(r, p.result);
+  const std::string dy = full(r).empty() ? "" : grad(r, p.result);
+  const int64_t n = numel(ys);
+  Step s;
+  // The comment line: name, kind, mode, operand and result shapes.
+  std::string operands;
+  for (size_t k = 0; k < op.operands.size(); ++k)
+    operands += (k ? ", " : "") + shapeStr(xs[k]) +
+                (p.operands[k].split() ? " " + p.operands[k].str() : "");
+  const char *modeName[] = {"",
+                            " (column-parallel)",
+                            " (row-parallel)",
+                            " (vocab-parallel table)",
+                            " (local heads)",
+                            " (on local shards)",
+                            " (vocab-parallel)"};
+  s.fwd.push_back(fmt::format("  // {}: {}{}({}) -> {}{}", op.name, op.kind,
+                              modeName[int(p.mode)], operands, shapeStr(ys),
+                              p.result.split() ? " " + p.result.str() : ""));
+  s.bwdInput.push_back(fmt::format("  // {}: {} backward", op.name, op.kind));
+  auto F = [&](std::string line) { s.fwd.push_back("  " + line); };
+  auto BI = [&](std::string line) { s.bwdInput.push_back("  " + line); };
+  auto BW = [&](std::string line) { s.bwdWeight.push_back("  " + line); };
+  const std::string &k = op.kind;
+  auto lastDim = [](const std::vector<int64_t> &v) { return v.back(); };
+
+  if (k == "embedding") {
+    const int64_t N = numel(xs[0]), C = xs[1][1], V = full(op.operands[1])[0];
+    if (p.mode == OpMode::VocabTable) {
+      const int64_t Vl = xs[1][0];
+      F(fmt::format("embedding_forward({}, {}, {}, {}, {}, g.rtp * {}, {});", y,
+                    x[0], x[1], N, C, Vl, Vl));
+      F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y, N * C));
+      BI(fmt::format("embedding_backward({}, {}, {}, {}, {}, g.rtp * {}, {});",
+                     dx[1], dy, x[0], N, C, Vl, Vl));
+    } else {
+      F(fmt::format("embedding_forward({}, {}, {}, {}, {}, 0, {});", y, x[0],
+                    x[1], N, C, V));
+      BI(fmt::format("embedding_backward({}, {}, {}, {}, {}, 0, {});", dx[1],
+                     dy, x[0], N, C, V));
+    }
+  } else if (k == "positional") {
+    const int64_t B = xs[0][0], T = xs[0][1], C = xs[0][2];
+    F(fmt::format("positional_forward({}, {}, {}, {}, {}, {}, 0);", y, x[0],
+                  x[1], B, T, C));
+    BI(fmt::format("positional_backward({}, {}, {}, {}, {}, {}, 0);", dx[0],
+                   dx[1], dy, B, T, C));
+  } else if (k == "rotary") {
+    const int64_t B = xs[0][0], T = xs[0][1],
+                  D = attrOr<int64_t>(op, "head_dim", 1),
+                  H = lastDim(xs[0]) / D;
+    const std::string theta = fmtDouble(attrOr<double>(op, "theta", 10000.0));
+    F(fmt::format("rotary_forward({}, {}, {}, {}, {}, {}, {}, 0);", y, x[0], B,
+                  T, H, D, theta));
+    BI(fmt::format("rotary_backward({}, {}, {}, {}, {}, {}, {}, 0);", dx[0], dy,
+                   B, T, H, D, theta));
+  } else if (k == "linear") {
+    const bool tw = attrOr<bool>(op, "transpose_weight", false);
+    const int64_t K = lastDim(xs[0]), N = numel(xs[0]) / K, O = lastDim(ys);
+    const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
+    const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
+    const char *twS = tw ? "true" : "false";
+    const bool needDx = !isInput(op.operands[0]);
+    if (p.mode == OpMode::Row) {
+      F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", y,
+                    x[0], x[1], N, K, O, twS));
+      F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y, N * O));
+      if (b != "nullptr")
+        F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, b, N, O));
+      BI("// the all-reduce's transpose is the identity (B gradient)");
+      if (needDx)
+        BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                       "{}, {}, {});",
+                       dx[0], dy, x[0], x[1], N, K, O, twS));
+      BW(fmt::format(
+          "linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
+          "{}, {});",
+          dx[1], dy, x[0], x[1], N, K, O, twS));
+      if (b != "nullptr")
+        BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db, dy, N,
+                       O));
+    } else {
+      F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
+                    x[1], b, N, K, O, twS));
+      if (needDx && p.mode == OpMode::Column) {
+        BI("{ // column-parallel: dx from this rank's output features is a "
+           "partial sum (P -> B)");
+        BI(fmt::format("  std::vector<float> partial({});", N * K));
+        BI(fmt::format(
+            "  linear_backward(partial.data(), nullptr, nullptr, {}, "
+            "{}, {}, {}, {}, {}, {});",
+            dy, x[0], x[1], N, K, O, twS));
+        BI(fmt::format("  all_reduce_forward(partial.data(), {}, g.tp);",
+                       N * K));
+        BI(fmt::format("  add_into({}, partial.data(), {});", dx[0], N * K));
+        BI("}");
+      } else if (needDx) {
+        BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                       "{}, {}, {});",
+                       dx[0], dy, x[0], x[1], N, K, O, twS));
+      }
+      BW(fmt::format("linear_backward(nullptr, {}, {}, {}, {}, {}, {}, {}, {}, "
+                     "{});",
+                     dx[1], db, dy, x[0], x[1], N, K, O, twS));
+    }
+  } else if (k == "matmul") {
+    const bool tb = attrOr<bool>(op, "transpose_b", false);
+    const auto &a = xs[0];
+    const int64_t M = a[a.size() - 2], K = a.back(), N = ys.back(),
+                  Bt = numel(a) / (M * K);
+    const char *tbS = tb ? "true" : "false";
+    F(fmt::format("matmul_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
+                  x[1], Bt, M, K, N, tbS));
+    BI(fmt::format("matmul_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
+                   dx[0], dx[1], dy, x[0], x[1], Bt, M, K, N, tbS));
+  } else if (k == "bias_add") {
+    const int64_t O = lastDim(ys), N = n / O;
+    F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, x[0], x[1], N,
+                  O));
+    BI(fmt::format("bias_add_backward({}, {}, {}, {}, {});", dx[0], dx[1], dy,
+                   N, O));
+  } else if (k == "add") {
+    F(fmt::format("add_forward({}, {}, {}, {});", y, x[0], x[1], n));
+    BI(fmt::format("add_backward({}, {}, {}, {});", dx[0], dx[1], dy, n));
+  } else if (k == "mul") {
+    F(fmt::format("mul_forward({}, {}, {}, {});", y, x[0], x[1], n));
+    BI(fmt::format("mul_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], dy,
+                   x[0], x[1], n));
+  } else if (k == "gelu") {
+    const char *tanhS = attrOr<std::string>(op, "approximate", "tanh") == "none"
+                            ? "false"
+                            : "true";
+    F(fmt::format("gelu_forward({}, {}, {}, {});", y, x[0], n, tanhS));
+    BI(fmt::format("gelu_backward({}, {}, {}, {}, {});", dx[0], x[0], dy, n,
+                   tanhS));
+  } else if (k == "relu" || k == "silu") {
+    F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));
+    BI(fmt::format("{}_backward({}, {}, {}, {});", k, dx[0], x[0], dy, n));
+  } else if (k == "swiglu") {
+    F(fmt::format("swiglu_forward({}, {}, {}, {});", y, x[0], x[1], n));
+    BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1],
+                   x[0], x[1], dy, n));
+  } else if (k == "layernorm" || k == "rmsnorm") {
+    const int64_t C = lastDim(ys), N = n / C;
+    const std::string eps = fmtDouble(attrOr<double>(op, "epsilon", 1e-5));
+    const std::string base = names_[size_t(r)];
+    addMember(st, {base + "_rstd", N, "[N] saved 1/std", false, false});
+    if (k == "layernorm") {
+      addMember(st, {base + "_mean", N, "[N] saved mean", false, false});
+      const std::string beta = op.operands.size() > 2 ? x[2] : "nullptr";
+      const std::string dbeta = op.operands.size() > 2 ? dx[2] : "nullptr";
+      F(fmt::format("layernorm_forward({}, a.{}_mean.data(), a.{}_rstd.data(), "
+                    "{}, {}, {}, {}, {}, {}f);",
+                    y, base, base, x[0], x[1], beta, N, C, eps));
+      BI(fmt::format("layernorm_backward({}, {}, {}, {}, {}, {}, "
+                     "a.{}_mean.data(), a.{}_rstd.data(), {}, {});",
+                     dx[0], dx[1], dbeta, dy, x[0], x[1], base, base, N, C));
+    } else {
+      F(fmt::format(
+          "rmsnorm_forward({}, a.{}_rstd.data(), {}, {}, {}, {}, {}f);", y,
+          base, x[0], x[1], N, C, eps));
+      BI(fmt::format(
+          "rmsnorm_backward({}, {}, {}, {}, {}, a.{}_rstd.data(), {}, "
+          "{});",
+          dx[0], dx[1], dy, x[0], x[1], base, N, C));
+    }
+  } else if (k == "softmax") {
+    int64_t axis = attrOr<int64_t>(op, "axis", -1);
+    if (axis < 0)
+      axis += int64_t(ys.size());
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= ys[size_t(d)];
+    for (size_t d = size_t(axis) + 1; d < ys.size(); ++d)
+      inner *= ys[d];
+    const int64_t Ln = ys[size_t(axis)];
+    F(fmt::format("softmax_forward({}, {}, {}, {}, {});", y, x[0], outer, Ln,
+                  inner));
+    BI(fmt::format("softmax_backward({}, {}, {}, {}, {}, {});", dx[0], y, dy,
+                   outer, Ln, inner));
+  } else if (k == "attention") {
+    const int64_t D = attrOr<int64_t>(op, "head_dim", 1);
+    int64_t H = attrOr<int64_t>(op, "num_heads", 1);
+    int64_t G = attrOr<int64_t>(op, "num_kv_heads", H);
+    if (p.mode == OpMode::HeadSplit) {
+      H /= tp_;
+      G /= tp_;
+    }
+    const bool causal = attrOr<bool>(op, "causal", true);
+    const int64_t B = ys[0], T = ys[1];
+    const std::string base = names_[size_t(r)];
+    addMember(st,
+              {base + "_att", B * H * T * T,
+               shapeStr({B, H, T, T}) + " saved probabilities", false, false});
+    std::string views, gviews;
+    if (op.operands.size() == 1) {
+      views = fmt::format("attention_qkv_views({}, {}, {}, {})", x[0], H, G, D);
+      gviews = fmt::format("attention_qkv_grad_views({}, {}, {}, {})", dx[0], H,
+                           G, D);
+    } else {
+      views = fmt::format("AttentionViews{{{}, {}, {}, {}, {}}}", x[0], x[1],
+                          x[2], H * D, G * D);
+      gviews = fmt::format("AttentionGradViews{{{}, {}, {}, {}, {}}}", dx[0],
+                           dx[1], dx[2], H * D, G * D);
+    }
+    F(fmt::format("attention_forward({}, a.{}_att.data(), {}, {}, {}, {}, {}, "
+                  "{}, {});",
+                  y, base, views, B, T, H, G, D, causal ? "true" : "false"));
+    BI(fmt::format(
+        "attention_backward({}, {}, a.{}_att.data(), {}, {}, {}, {}, "
+        "{}, {});",
+        gviews, dy, base, views, B, T, H, G, D));
+  } else if (k == "cross_entropy") {
+    const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V;
+    lossCount_ = N;
+    addMember(st, {"losses", N, "[N] per-position loss", false, false});
+    if (p.mode == OpMode::VocabLoss) {
+      addMember(
+          st, {"loss_max", N, "[N] row max over the vocabulary", false, false});
+      addMember(st, {"loss_sums", 2 * N, "[2N] sum-exp and target logit", false,
+                     false});
+      F(fmt::format("crossentropy_vocab_parallel_forward(a.losses.data(), "
+                    "a.loss_max.data(), a.loss_sums.data(), {}, {}, {}, {}, "
+                    "g.rtp * {}, g.tp);",
+                    x[0], x[1], N, V, V));
+      BI(fmt::format("crossentropy_vocab_parallel_backward({}, {}, {}, "
+                     "a.loss_max.data(), a.loss_sums.data(), {}, {}, g.rtp * "
+                     "{}, kLossScale);",
+                     dx[0], x[0], x[1], N, V, V));
+    } else {
+      addMember(st, {"loss_lse", N, "[N] saved log-sum-exp", false, false});
+      F(fmt::format("crossentropy_forward(a.losses.data(), a.loss_lse.data(), "
+                    "{}, {}, {}, {});",
+                    x[0], x[1], N, V));
+      BI(fmt::format("crossentropy_backward({}, {}, a.loss_lse.data(), {}, {}, "
+                     "{}, kLossScale);",
+                     dx[0], x[0], x[1], N, V));
+    }
+    F("a.loss_sum = 0;");
+    F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
+    F("  a.loss_sum += a.losses[size_t(i)];");
+  } else if (k == "spmm") {
+    const int64_t Fl = lastDim(ys);
+    F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
+    if (!isInput(op.operands[1]))
+      BI(fmt::format("spmm_backward({}, nullptr, {}, {}, {}, {});", dx[1], x[0],
+                     dy, x[1], Fl));
+  }
+  steps.push_back(std::move(s));
+}
+
+/// Activations crossing into `stage` from earlier stages (produced before it,
+/// consumed on it or later), in tensor order.
+std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
+                                 int stage) {
+  std::vector<int> prodStage(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int r : g.ops[i].results)
+      prodStage[size_t(r)] = L.ops[i].stage;
+  std::set<int> out;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (L.ops[i].stage >= stage)
+      for (int t : g.ops[i].operands)
+        if (prodStage[size_t(t)] >= 0 && prodStage[size_t(t)] < stage &&
+            !g.tensors[size_t(t)].shape.empty())
+          out.insert(t);
+  return {out.begin(), out.end()};
+}
+
+void Emitter::emitStage(int stage, std::string &out) {
+  std::vector<Step> steps;
+  const std::vector<int> in = boundaryTensors(g_, L_, stage);
+  const std::vector<int> sendOut = stage + 1 < L_.numStages
+                                       ? boundaryTensors(g_, L_, stage + 1)
+                                       : std::vector<int>{};
+  for (int t : in)
+    addTensor(stage, t, L_.tensors[size_t(t)], true);
+  std::vector<int> inputs;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    if (L_.ops[i].stage != stage)
+      continue;
+    for (int t : g_.ops[i].operands)
+      if (isInput(t) && !graphModel_ &&
+          std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
+        inputs.push_back(t);
+        addTensor(stage, t, TpLayout{}, false);
+      }
+    emitOp(i, steps);
+  }
+  const bool hasLoss =
+      g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&
+      L_.ops[size_t(producer_[size_t(g_.loss)])].stage == stage;
+
+  // The struct.
+  int64_t first = -1, last = -1;
+  for (size_t i = 0; i < g_.ops.size(); ++i)
+    if (L_.ops[i].stage == stage) {
+      if (first < 0)
+        first = int64_t(i);
+      last = int64_t(i);
+    }
+  if (first < 0)
+    out += fmt::format(
+        "// ---- stage {}: no ops (passes its inputs on) ----\n\n", stage);
+  else
+    out += fmt::format("// ---- stage {}: ops {} .. {} ----\n\n", stage,
+                       g_.ops[size_t(first)].name, g_.ops[size_t(last)].name);
+  out += fmt::format("// One micro-batch's activations on stage {} (local "
+                     "shapes; the batch dimension is the micro-batch).\n",
+                     stage);
+  out += fmt::format("struct Stage{} {{\n", stage);
+  for (const Member &m : members_[stage])
+    out += fmt::format("  std::vector<{}> {} = std::vector<{}>({}); // {}\n",
+                       m.i32 ? "int32_t" : "float", m.name,
+                       m.i32 ? "int32_t" : "float", m.size, m.comment);
+  if (hasLoss)
+    out += "  double loss_sum = 0; // sum of the per-position losses\n";
+  out += "};\n";
+  out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
+                     "micro-batch, on the devices running stage {0}\n\n",
+                     stage);
+
+  // Forward.
+  out += fmt::format("static void stage{}_forward_compute(Stage{} &a, int64_t "
+                     "step, int64_t mb) {{\n",
+                     stage, stage);
+  if (!inputs.empty()) {
+    int ids = findInput("input_ids"), tg = findInput("targets"),
+        types = findInput("token_type_ids");
+    auto has = [&](int t) {
+      return t >= 0 &&
+             std::find(inputs.begin(), inputs.end(), t) != inputs.end();
+    };
+    out += fmt::format(
+        "  load_tokens(step, mb, {}, {});\n",
+        has(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
+        has(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+    if (has(types))
+      out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one "
+                         "segment\n",
+                         names_[size_t(types)]);
+  } else {
+    out += "  (void)step;\n  (void)mb;\n";
+  }
+  for (const Step &s : steps)
+    for (const auto &l : s.fwd)
+      out += l + "\n";
+  out += "}\n\n";
+
+  // Backward: input-gradient half, weight-gradient half, both.
+  auto emitBackward = [&](const char *suffix, bool inputPart, bool weightPart) {
+    out +=
+        fmt::format("static void stage{}_{}([[maybe_unused]] Stage{} &a) {{\n",
+                    stage, suffix, stage);
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      if (inputPart)
+        for (const auto &l : it->bwdInput)
+          out += l + "\n";
+      if (weightPart)
+        for (const auto &l : it->bwdWeight)
+          out += l + "\n";
+    }
+    out += "}\n\n";
+  };
+  if (splitBackward_) {
+    emitBackward("backward_input_compute", true, false);
+    emitBackward("backward_weight_compute", false, true);
+  } else {
+    emitBackward("backward_compute", true, true);
+  }
+
+  out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
+                     stage);
+  for (const Member &m : members_[stage])
+    if (m.grad)
+      out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
+                         m.name);
+  out += "  (void)a;\n}\n\n";
+
+  // The instructions: receive, compute (traced F/B/W), send.
+  auto recvList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                      int boundary, const char *dirTag) {
+    std::string s;
+    for (size_t k = 0; k < ts.size(); ++k) {
+      const int t = ts[k];
+      TpLayout l = L_.tensors[size_t(t)];
+      s +=
+          fmt::format("  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, {}), "
+                      "g.pp);\n",
+                      grads ? grad(t, l) : val(t, l), numel(local(t, l)),
+                      peerStage, boundary, dirTag, k);
+    }
+    return s;
+  };
+  auto sendList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                      int boundary, const char *dirTag) {
+    std::string s;
+    for (size_t k = 0; k < ts.size(); ++k) {
+      const int t = ts[k];
+      TpLayout l = L_.tensors[size_t(t)];
+      s += fmt::format("  pending.push_back(isend({}, {}, device_of({}, dir), "
+                       "tag(mb, {}, {}, {}), g.pp));\n",
+                       grads ? grad(t, l) : val(t, l), numel(local(t, l)),
+                       peerStage, boundary, dirTag, k);
+    }
+    return s;
+  };
+  out +=
+      fmt::format("static void stage{0}_forward(int64_t step, int mb, "
+                  "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
+                  stage);
+  out += recvList(in, false, stage - 1, stage - 1, "kActivation");
+  out += "  const double t0 = trace.now_us();\n";
+  out += fmt::format("  stage{}_forward_compute(a, step, mb);\n", stage);
+  out += "  trace.end(\"F\" + std::to_string(mb), 0, t0);\n";
+  out += sendList(sendOut, false, stage + 1, stage, "kActivation");
+  out += "  (void)dir;\n}\n\n";
+  std::vector<const char *> parts = {"backward"};
+  if (splitBackward_)
+    parts = {"backward_input", "backward_weight"};
+  for (const char *part : parts) {
+    const bool weightOnly = std::string(part) == "backward_weight";
+    out += fmt::format("static void stage{0}_{1}(int64_t, int mb, Direction "
+                       "dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
+                       stage, part);
+    if (!weightOnly) {
+      out += fmt::format("  stage{}_zero_grads(a);\n", stage);
+      out += recvList(sendOut, true, stage + 1, stage, "kGradient");
+    }
+    out += "  const double t0 = trace.now_us();\n";
+    out += fmt::format("  stage{}_{}_compute(a);\n", stage, part);
+    out += fmt::format("  trace.end(\"{}\" + std::to_string(mb), 0, t0);\n",
+                       weightOnly ? "W" : "B");
+    if (!weightOnly)
+      out += sendList(in, true, stage - 1, stage - 1, "kGradient");
+    out += "  (void)dir;\n}\n\n";
+  }
+}
+
+std::string Emitter::header() const {
+  const auto &k = plan_.knobs;
+  std::string h;
+  h += "//===- train.cpp - generated by `autoddl codegen --backend cpu` from "
+       "plan.json ===//\n//\n";
+  h += fmt::format("// Model     {} ({}), {} parameters, {} layers{}\n",
+                   plan_.model, g_.family, g_.parameterCount(), g_.numLayers,
+                   g_.seq ? ", sequence " + std::to_string(g_.seq) : "");
+  h += fmt::format("// Mesh      pp={} x dp={} x tp={} = {} ranks, axes ({}) "
+                   "row-major: the last axis varies fastest\n",
+                   k.pp, k.dp, k.tp, k.pp * k.dp * k.tp,
+                   planner::axisOrderName(k.order));
+  h +=
+      fmt::format("// Batch     {} samples per step = dp {} x {} micro-batches "
+                  "x {} samples\n",
+                  plan_.globalBatch, k.dp, k.microbatches, k.microbatch);
+  h += fmt::format(
+      "// Schedule  {}{}, ZeRO stage {}{}\n",
+      pipeline::scheduleName(k.schedule),
+      k.chunks > 1 ? " (" + std::to_string(k.chunks) + " chunks)" : "", k.zero,
+      k.recompute != cost::Recompute::None
+          ? " (recompute " + planner::recomputeName(k.recompute) +
+                " is a memory knob; this program keeps every "
+                "activation)"
+          : "");
+  h += "//\n// Stages (model stage -> pipeline device, layers):\n";
+  for (const auto &s : plan_.stages)
+    h +=
+        fmt::format("//   stage {} on device {}: layers [{}, {}){}{}\n",
+                    s.stage, s.device, s.firstLayer, s.endLayer,
+                    s.pre ? " + embedding" : "", s.post ? " + head, loss" : "");
+  if (plan_.stages.empty())
+    h += "//   stage 0 on device 0: the whole model\n";
+  h += "//\n// Parameters, nd-SBP over (dp, tp) as this program holds them "
+       "(dp: B, ZeRO shards the\n// optimizer state over dp):\n";
+  for (size_t t = 0; t < g_.tensors.size(); ++t)
+    if (isParam(int(t)))
+      h += fmt::format("//   {:<40} {:<12} (B, {})\n", g_.tensors[t].name,
+                       shapeStr(full(int(t))), L_.tensors[t].str());
+  h += "//\n// Ops whose plan signature splits over tp, and how they run "
+       "here:\n";
+  bool any = false;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const OpPlan &p = L_.ops[i];
+    if (p.signature.empty() || p.signature == "replicate" ||
+        p.signature == "batch" || plan_.knobs.tp == 1)
+      continue;
+    static const char *mode[] = {"replicated",         "column",      "row",
+                                 "vocab table",        "local heads", "local",
+                                 "vocab-parallel loss"};
+    h += fmt::format("//   {:<28} {:<10} plan {:<8} -> {}\n", g_.ops[i].name,
+                     g_.ops[i].kind, p.signature, mode[int(p.mode)]);
+    any = true;
+  }
+  if (!any)
+    h += "//   (none)\n";
+  // Expected communication volume per step, by collective and axis.
+  std::map<std::string, std::pair<int64_t, double>> vol;
+  for (const auto &c : plan_.collectives) {
+    auto &v = vol[c.collective + " over " + c.axis + " (" + c.phase + ")"];
+    v.first += c.perStep;
+    v.second += c.bytes * double(c.perStep);
+  }
+  h += "//\n// Expected communication per step and rank (the plan's cost "
+       "model):\n";
+  if (vol.empty())
+    h += "//   none\n";
+  for (const auto &[what, v] : vol)
+    h += fmt::format("//   {:<48} {:>6} calls {:>14.0f} bytes\n", what, v.first,
+                     v.second);
+  h += "//\n//===----------------------------------------------------------"
+       "------------===//\n";
+  return h;
+}
+
+std::string Emitter::emit() {
+  const auto &k = plan_.knobs;
+  pipeline::ScheduleConfig cfg;
+  cfg.kind = k.schedule;
+  cfg.stages = k.pp;
+  cfg.microbatches = int(k.microbatches);
+  cfg.chunks = k.schedule == pipeline::ScheduleKind::Interleaved ? k.chunks : 1;
+  auto sched = pipeline::generateSchedule(cfg);
+  if (!sched)
+    throw UserError("plan: " + sched.error());
+  const int stages = sched->modelStages();
+  if (stages != L_.numStages)
+    throw UserError(fmt::format("plan: the schedule has {} model stages but "
+                                "the plan lists {}",
+                                stages, L_.numStages));
+  const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
+  splitBackward_ = sched->splitsBackward();
+  if (graphModel_ && k.dp * k.microbatches > 1)
+    throw UserError("codegen: a graph model trains on the whole graph: dp and "
+                    "micro-batches must be 1");
+
+  std::string stagesText;
+  for (int s = 0; s < stages; ++s)
+    emitStage(s, stagesText);
+
+  // Which pipeline devices hold each parameter (a stage's parameters live on
+  // the device running it; Chimera runs every stage on two devices).
+  std::vector<uint64_t> mask(g_.tensors.size(), 0);
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const int st = L_.ops[i].stage;
+    uint64_t m = uint64_t(1) << sched->deviceOf(st, Direction::Down);
+    if (chimera)
+      m |= uint64_t(1) << sched->deviceOf(st, Direction::Up);
+    for (int t : g_.ops[i].operands)
+      if (isParam(t))
+        mask[size_t(t)] |= m;
+  }
+  std::string params = "// Every parameter of the model; a rank holds those of "
+                       "the stages it runs.\nstruct Params {\n";
+  std::string table;
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    if (!isParam(int(t)))
+      continue;
+    const auto &td = g_.tensors[t];
+    params += fmt::format("  Param {}; // {} {}\n", names_[t],
+                          shapeStr(td.shape), L_.tensors[t].str());
+    table += fmt::format(
+        "      {{&P.{}, \"{}\", {}, {}, \"{}\", {}, {:#x}}},\n", names_[t],
+        td.name, shapeInit(td.shape), L_.tensors[t].dim,
+        td.init.empty() ? "normal" : td.init, fmtDouble(td.initStd), mask[t]);
+  }
+  params += "};\nstatic Params P;\n\n";
+  params += "// name, full shape, tp split dimension (-1: B), init, std, "
+            "pipeline devices holding it (bits)\nstatic std::vector<ParamSpec> "
+            "param_specs() {\n  return {\n" +
+            table + "  };\n}\n\n";
+
+  int maxBoundary = 1;
+  for (int s = 1; s < stages; ++s)
+    maxBoundary = std::max(maxBoundary, int(boundaryTensors(g_, L_, s).size()));
+
+  const int64_t globalCount = lossCount_ * k.microbatches * k.dp;
+  std::string consts;
+  consts += "// ---- the plan ----\n";
+  consts += fmt::format("constexpr int64_t kPP = {}, kDP = {}, kTP = {};\n",
+                        k.pp, k.dp, k.tp);
+  consts += fmt::format(
+      "constexpr bool kTensorInner = {}; // mesh axes (pp, dp, tp); else (pp, "
+      "tp, dp)\n",
+      k.order == planner::AxisOrder::TensorInner ? "true" : "false");
+  consts += fmt::format("constexpr int64_t kStages = {}, kMicroBatches = {}, "
+                        "kMicroBatch = {};\n",
+                        stages, k.microbatches, k.microbatch);
+  consts += fmt::format("constexpr int64_t kGlobalBatch = {}, kSeq = {}, "
+                        "kVocab = {};\n",
+                        plan_.globalBatch, g_.seq, vocab());
+  consts +=
+      fmt::format("constexpr bool kChimera = {}, kGraphModel = {};\n",
+                  chimera ? "true" : "false", graphModel_ ? "true" : "false");
+  consts += fmt::format("constexpr int kZero = {};\n", k.zero);
+  consts += fmt::format("constexpr int kMaxBoundary = {}; // tensors crossing "
+                        "one stage boundary\n",
+                        maxBoundary);
+  consts += fmt::format("// The loss is the mean over {} positions of the "
+                        "global batch.\nconstexpr int64_t kLossCount = {};\n",
+                        globalCount, globalCount);
+  consts += "constexpr float kLossScale = 1.0f / float(kLossCount);\n";
+  consts +=
+      fmt::format("constexpr const char *kModelName = \"{}\";\n", plan_.model);
+  if (graphModel_) {
+    const int x = findInput("features");
+    const auto &fs = full(x);
+    int64_t classes = 0;
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      if (g_.ops[i].kind == "cross_entropy")
+        classes = full(g_.ops[i].operands[0]).back();
+    consts += fmt::format("constexpr int64_t kNodes = {}, kFeatures = {}, "
+                          "kClasses = {};\n",
+                          fs[0], fs[1], classes);
+  } else {
+    consts += "constexpr int64_t kNodes = 0, kFeatures = 0, kClasses = 0; // "
+              "graph models only\n";
+  }
+  consts += "\n";
+
+  std::string lastStage = fmt::format("stage{}", stages - 1);
+  std::string glue;
+  glue += "// ---- the step ----\n\n";
+  glue += "static void allocate_stages() {\n";
+  for (int s = 0; s < stages; ++s)
+    glue += fmt::format("  if (holds_stage({0}))\n    stage{0}.resize(size_t("
+                        "kMicroBatches));\n",
+                        s);
+  glue += "}\n\n";
+  glue += "// This rank's share of the step's summed loss (tp rank 0 of the "
+          "devices running the last stage).\n";
+  glue += "static double local_loss_sum() {\n  double sum = 0;\n";
+  glue += fmt::format("  if (g.rtp == 0)\n    for (const auto &a : {})\n      "
+                      "sum += a.loss_sum;\n",
+                      lastStage);
+  glue += "  return sum;\n}\n\n";
+  glue += schedules(*sched);
+
+  return header() + std::string(kTrainPreludeText) + consts + params +
+         std::string(kTrainSupportText) + stagesText + glue +
+         std::string(kTrainMainText);
+}
+
+} // namespace
+
+std::string emitCpuTrainProgram(const planner::Plan &plan,
+                                const ModelGraph &model) {
+  Emitter e(plan, model);
+  return e.emit();
+}
+
+} // namespace autoddl::codegen
