@@ -19,5 +19,8 @@ void registerCostCommand(CLI::App &app);       // CostCommand.cpp: collective / 
 void registerPlanCommand(CLI::App &app);       // PlanCommand.cpp: parallel-plan search -> plan.json
 void registerInspectCommand(CLI::App &app);    // InspectCommand.cpp: plan tables, why-not, trace
 
+void registerCodegenCommand(CLI::App &app);    // CodegenCommand.cpp: plan -> training project
+void registerRunCommand(CLI::App &app);        // RunCommand.cpp: plan, generate, build, mpirun
+void registerVerifyCommand(CLI::App &app);     // VerifyCommand.cpp: plan vs one rank, step by step
 
 } // namespace autoddl::cli

@@ -18,6 +18,9 @@ int main(int argc, char **argv) {
   autoddl::cli::registerCostCommand(app);
   autoddl::cli::registerPlanCommand(app);
   autoddl::cli::registerInspectCommand(app);
+  autoddl::cli::registerCodegenCommand(app);
+  autoddl::cli::registerRunCommand(app);
+  autoddl::cli::registerVerifyCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
