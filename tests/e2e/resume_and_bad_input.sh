@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Resume exactness and bad input of generated programs (issue 5, items 5 and 8).
+#  - a pp=2 run of 6 steps saving at step 3, and a run resumed from step-3: losses of steps 3..5
+#    must be equal (the same bits: same data order, same state);
+#  - a plan of another schema version, a corrupted plan, a non-empty directory that is not an
+#    autoddl project, a rank count other than the plan's, a missing data file, a checkpoint of
+#    another model: each a one-line error, non-zero exit, nothing overwritten.
+# Usage: resume_and_bad_input.sh AUTODDL WORKDIR
+set -uo pipefail
+autoddl=$1 w=$2
+rm -rf "$w" && mkdir -p "$w"
+fail() { echo "FAIL: $*"; exit 1; }
+mpi() { mpirun --oversubscribe --allow-run-as-root "$@"; }
+build() { cmake -S "$1" -B "$1/build" -DCMAKE_BUILD_TYPE=Release > "$1/cmake.log" 2>&1 &&
+          cmake --build "$1/build" -j2 >> "$1/cmake.log" 2>&1 || fail "build of $1 (see $1/cmake.log)"; }
+# expect_error WHAT PATTERN CMD...: CMD must exit non-zero and print PATTERN.
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  if "$@" > "$w/err.txt" 2>&1; then fail "$what: exit status 0"; fi
+  grep -q -- "$pattern" "$w/err.txt" || { cat "$w/err.txt"; fail "$what: no \"$pattern\" in the message"; }
+  echo "ok: $what -> $(grep -m1 -- "$pattern" "$w/err.txt")"
+}
+
+"$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 2 --global-batch 8 --seq 16 \
+  --fix tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b --no-why -o "$w/plan.json" > /dev/null || fail plan
+"$autoddl" codegen "$w/plan.json" --backend cpu -o "$w/gpt" > /dev/null || fail codegen
+build "$w/gpt"
+mpi -np 2 "$w/gpt/build/train" --steps 6 --save "$w/ck" --save-every 3 --out "$w/full" --quiet || fail "full run"
+mpi -np 2 "$w/gpt/build/train" --steps 6 --resume "$w/ck/step-3" --out "$w/resumed" --quiet || fail "resumed run"
+python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" <<'PY' || fail "resume is not exact"
+import json, sys
+full = json.load(open(sys.argv[1]))["loss"]
+resumed = json.load(open(sys.argv[2]))["loss"]
+print("uninterrupted steps 3..5:", full[3:])
+print("resumed       steps 3..5:", resumed)
+sys.exit(0 if full[3:] == resumed else 1)
+PY
+echo "ok: resume is exact"
+
+ck="$w/ck/step-3/model.safetensors"
+sum_before=$(md5sum "$ck")
+# Another schema version, a corrupted plan.
+sed 's/"version": 1/"version": 7/' "$w/plan.json" > "$w/plan-v7.json"
+expect_error "plan of another version" "version" "$autoddl" codegen "$w/plan-v7.json" -o "$w/out-v7"
+[ -e "$w/out-v7" ] && fail "a directory was created for a bad plan"
+head -c 200 "$w/plan.json" > "$w/plan-cut.json"
+expect_error "corrupted plan" "plan-cut.json" "$autoddl" codegen "$w/plan-cut.json" -o "$w/out-cut"
+# A non-empty directory that is not an autoddl project stays untouched.
+mkdir -p "$w/mine" && echo precious > "$w/mine/notes.txt"
+expect_error "non-empty directory" "refusing" "$autoddl" codegen "$w/plan.json" -o "$w/mine"
+[ "$(cat "$w/mine/notes.txt")" = precious ] && [ "$(ls "$w/mine")" = notes.txt ] || fail "mine/ was touched"
+# Rank count, missing data, verify of a plan on the wrong rank count.
+expect_error "rank count" "needs 2 ranks" mpi -np 1 "$w/gpt/build/train" --steps 1
+expect_error "missing data file" "no-such-file" mpi -np 2 "$w/gpt/build/train" --steps 1 --data "$w/no-such-file"
+expect_error "run with another rank count" "runs on 2 ranks" "$autoddl" run "$w/plan.json" --ranks 3
+# A checkpoint of another model.
+"$autoddl" plan tiny-llama --cluster dgx-h100-ndr --gpus 1 --global-batch 8 --seq 16 --no-why \
+  -o "$w/llama.json" > /dev/null || fail "plan llama"
+"$autoddl" codegen "$w/llama.json" -o "$w/llama" > /dev/null || fail "codegen llama"
+build "$w/llama"
+expect_error "checkpoint of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
+[ "$(md5sum "$ck")" = "$sum_before" ] || fail "the checkpoint changed"
+echo "ok: nothing overwritten"

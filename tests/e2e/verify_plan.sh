@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One case of the e2e verify matrix: plan MODEL on RANKS ranks with the knobs pinned by FIX, then
+# `autoddl verify` runs the plan under mpirun and the same model on one rank and compares the loss
+# of every step (relative error <= 1e-5) and the final parameters.
+# With MEGATRON=1 the plan's linear signatures are rewritten to Megatron's column/row pattern
+# before verifying (the planner keeps tiny models replicated, which would leave the tp kernels
+# untested): names ending in proj (attention/MLP output, not q/k/v/gate/up) run row-parallel,
+# every other linear column-parallel.
+# Usage: [MEGATRON=1] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+set -euo pipefail
+autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
+rm -rf "$work" && mkdir -p "$work"
+seqArg=()
+case "$model" in gcn*) ;; *) seqArg=(--seq 16) ;; esac
+"$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
+  "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
+if [ "${MEGATRON:-0}" = 1 ]; then
+  python3 - "$work/plan.json" <<'PY'
+import json, re, sys
+path = sys.argv[1]
+doc = json.load(open(path))
+for op in doc["ops"]:
+    if op["kind"] != "linear":
+        continue
+    name = op["op"]
+    row = re.search(r"(attn\.proj|mlp\.proj|o_proj|down_proj|conv2\.lin)$", name)
+    op["signature"] = "row" if row else "column"
+json.dump(doc, open(path, "w"), indent=2)
+PY
+fi
+"$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run"
