@@ -26,3 +26,26 @@ $bin cost collective --op all_reduce --bytes 268435456 --ranks 64 --cluster dgx-
 step "autoddl simulate: 1F1B vs zero-bubble ZB-H1, 4 stages, 8 micro-batches"
 $bin simulate --schedule 1f1b --stages 4 --microbatches 8
 $bin simulate --schedule zb-h1 --stages 4 --microbatches 8 --fwd 1 --bwd 2 --wgrad 1
+
+step "autoddl plan gpt3-175b: 1,024 H100s (128 DGX nodes), global batch 1536"
+$bin plan gpt3-175b --cluster dgx-h100-ndr --nodes 128 --global-batch 1536 --no-why
+
+# Train a small GPT on real text on this machine's CPU: plan it for 4 ranks (pp=2 x tp=2, 1F1B),
+# generate the C++ + MPI project, build it (cached in ~/.cache/autoddl) and run it under mpirun on
+# the GPL-3 text that Debian installs, read as bytes. The loss must fall well below the unigram
+# entropy of the text (what a model that ignores context can reach).
+text=/usr/share/common-licenses/GPL-3
+step "autoddl run tiny-gpt --backend cpu --ranks 4 --steps 300 --data $text"
+$bin run tiny-gpt --backend cpu --ranks 4 --steps 300 --data "$text" --global-batch 16 --seq 64 \
+  --fix tp=2,pp=2,dp=1,schedule=1f1b,microbatch=4 --out build/quickstart -- --lr 3e-3
+python3 - "$text" build/quickstart/metrics.json <<'PY'
+import collections, json, math, sys
+data = open(sys.argv[1], "rb").read()
+n = len(data)
+entropy = -sum(c / n * math.log(c / n) for c in collections.Counter(data).values())
+loss = json.load(open(sys.argv[2]))["loss"]
+last = sum(loss[-10:]) / len(loss[-10:])
+print(f"unigram entropy of the text: {entropy:.3f} nats/byte; loss: step 1 {loss[0]:.3f}, "
+      f"mean of the last 10 steps {last:.3f}")
+sys.exit(0 if last < entropy - 0.5 else 1)
+PY
