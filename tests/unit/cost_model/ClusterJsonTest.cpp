@@ -100,8 +100,16 @@ TEST_F(ClusterJsonTest, PresetsScaleToNNodes) {
   EXPECT_EQ(c.worldSize(), 512);
   Cluster d = loadCluster("piz-daint-p100", 128);
   EXPECT_EQ(d.worldSize(), 128);
-  // The 2xH200 node has no network: it cannot grow.
-  EXPECT_THROW(loadCluster("h200x2-nvlink", 2), UserError);
+  // The 2xH200 preset grows over one NDR port per GPU: 4 nodes = 8 GPUs.
+  Cluster h = loadCluster("h200x2-nvlink", 4);
+  EXPECT_EQ(h.worldSize(), 8);
+  EXPECT_EQ(h.interNode.kind, "infiniband");
+  // A cluster file without an inter-node network cannot grow past one node.
+  json doc = preset();
+  doc.erase("inter_node");
+  std::string path = write("island.json", doc.dump());
+  EXPECT_EQ(loadCluster(path).worldSize(), 2);
+  EXPECT_THROW(loadCluster(path, 2), UserError);
 }
 
 TEST_F(ClusterJsonTest, PathsAndThePresetsDirOverride) {
@@ -175,6 +183,7 @@ TEST_F(ClusterJsonTest, ImpossibleValuesAreRejected) {
   EXPECT_NE(errorOf(doc).find("/gpu/memory_GB: expected a number, got string"),
             std::string::npos);
   doc = preset();
+  doc.erase("inter_node");
   doc["nodes"] = 4; // several nodes need an inter_node network
   EXPECT_NE(errorOf(doc).find("missing required field \"inter_node\""),
             std::string::npos);
