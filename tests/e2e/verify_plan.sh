@@ -28,4 +28,6 @@ for op in doc["ops"]:
 json.dump(doc, open(path, "w"), indent=2)
 PY
 fi
-"$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run"
+modelArg=()
+[ -f "$model" ] && modelArg=(--model "$model")
+"$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}"
