@@ -56,6 +56,14 @@ nlohmann::json parseJsonText(const std::string &text, const std::string &origin)
       why = why.substr(p + 2);
     throw UserError(origin + ":" + std::to_string(line) + ":" +
                     std::to_string(col) + ": invalid JSON: " + why);
+  } catch (const nlohmann::json::exception &e) {
+    // Raised while parsing but carrying no position, e.g. out_of_range 406
+    // "number overflow parsing '1e999'".
+    std::string why = e.what();
+    if (auto p = why.find("] "); p != std::string::npos &&
+                                 why.rfind("[json.exception", 0) == 0)
+      why = why.substr(p + 2);
+    throw UserError(origin + ": invalid JSON: " + why);
   }
 }
 

@@ -41,6 +41,11 @@ TEST(Malformed, SyntaxWithLineAndColumn) {
   // `).
   expectError("{\"model_type\":\n  \"gpt2\", \"x\": @}",
               {"m.json:2:16", "invalid JSON"});
+  // A number too large for a double is not a parse_error in nlohmann/json but
+  // out_of_range 406 (found by the fuzzer): still the user's error.
+  expectError("-92233e720368547758085", {"invalid JSON", "number overflow"});
+  expectError("{\"model_type\": \"gpt2\", \"n_embd\": 1e999}",
+              {"invalid JSON", "number overflow"});
 }
 
 TEST(Malformed, EmptyBinaryMissingDirectory) {
