@@ -33,11 +33,13 @@ $bin plan gpt3-175b --cluster dgx-h100-ndr --nodes 128 --global-batch 1536 --no-
 # Train a small GPT on real text on this machine's CPU: plan it for 4 ranks (pp=2 x tp=2, 1F1B),
 # generate the C++ + MPI project, build it (cached in ~/.cache/autoddl) and run it under mpirun on
 # the GPL-3 text that Debian installs, read as bytes. The loss must fall well below the unigram
-# entropy of the text (what a model that ignores context can reach).
+# entropy of the text (what a model that ignores context can reach). A 2-layer, 64-wide GPT sits on
+# a plateau near that entropy for ~150 steps before it learns context (measured: 600 steps at
+# lr 1e-3 end at 2.43 nats/byte against 3.17; higher learning rates stay on the plateau).
 text=/usr/share/common-licenses/GPL-3
-step "autoddl run tiny-gpt --backend cpu --ranks 4 --steps 300 --data $text"
-$bin run tiny-gpt --backend cpu --ranks 4 --steps 300 --data "$text" --global-batch 16 --seq 64 \
-  --fix tp=2,pp=2,dp=1,schedule=1f1b,microbatch=4 --out build/quickstart -- --lr 2e-2
+step "autoddl run tiny-gpt --backend cpu --ranks 4 --steps 600 --data $text"
+$bin run tiny-gpt --backend cpu --ranks 4 --steps 600 --data "$text" --global-batch 16 --seq 64 \
+  --fix tp=2,pp=2,dp=1,schedule=1f1b,microbatch=4 --out build/quickstart -- --lr 1e-3
 python3 - "$text" build/quickstart/metrics.json <<'PY'
 import collections, json, math, sys
 data = open(sys.argv[1], "rb").read()
@@ -47,5 +49,6 @@ loss = json.load(open(sys.argv[2]))["loss"]
 last = sum(loss[-10:]) / len(loss[-10:])
 print(f"unigram entropy of the text: {entropy:.3f} nats/byte; loss: step 1 {loss[0]:.3f}, "
       f"mean of the last 10 steps {last:.3f}")
-sys.exit(0 if last < entropy else 1)
+# "Well below": at least 0.5 nats/byte under what ignoring context can reach.
+sys.exit(0 if last < entropy - 0.5 else 1)
 PY
