@@ -2,6 +2,7 @@
 #include "codegen/CpuCodegen.h"
 
 #include "ir/import/ModelImporter.h"
+#include "support/JsonFile.h"
 #include "support/UserError.h"
 
 #include <filesystem>
@@ -94,16 +95,7 @@ void writeProject(const std::string &dir, const ProjectFiles &files) {
           continue;
       }
     }
-    const fs::path tmp = path.string() + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << text;
-      if (!out)
-        throw UserError(tmp.string() + ": cannot write");
-    }
-    fs::rename(tmp, path, ec);
-    if (ec)
-      throw UserError(path.string() + ": " + ec.message());
+    writeFileAtomically(path.string(), text);
   }
 }
 
