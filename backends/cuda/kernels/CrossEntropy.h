@@ -1,0 +1,41 @@
+// Cross-entropy over act_t logits on the GPU, whole-vocabulary or vocab-split
+// (Megatron's vocab-parallel cross-entropy). One block per row; losses, lse and
+// the vocab-parallel statistics are fp32. Conventions and the vocab-parallel
+// protocol as backends/cpu/kernels/CrossEntropy.h.
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CROSSENTROPY_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_CROSSENTROPY_H
+
+#include "backends/cuda/Runtime.h"
+
+namespace autoddl::rt {
+
+/// losses[N] = logsumexp(logits[n,:]) - logits[n, targets[n]]; saves lse[N].
+/// One pass over each row (online max and sum).
+void crossentropy_forward(float *losses, float *lse, const act_t *logits,
+                          const int32_t *targets, int64_t N, int64_t V);
+/// dlogits[N,V] += grad_scale * (softmax(logits) - onehot(targets)).
+void crossentropy_backward(act_t *dlogits, const act_t *logits,
+                           const float *lse, const int32_t *targets, int64_t N,
+                           int64_t V, float grad_scale);
+
+/// Vocab-parallel step 1: local_max[N] = row max of the local logits [N,Vl].
+void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,
+                                     int64_t N, int64_t Vl);
+/// Step 2: sums[0:N] = local sum of exp(l - gmax); sums[N:2N] = the local
+/// target logit or 0.
+void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
+                                      const int32_t *targets, const float *gmax,
+                                      int64_t N, int64_t Vl, int64_t v0);
+/// Step 3: losses[N] = log(sums[n]) + gmax[n] - sums[N + n].
+void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
+                                      const float *sums, int64_t N);
+/// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns.
+void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
+                                          const int32_t *targets,
+                                          const float *gmax, const float *sums,
+                                          int64_t N, int64_t Vl, int64_t v0,
+                                          float grad_scale);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_CROSSENTROPY_H

@@ -1,0 +1,46 @@
+// GEMM-based layers on the GPU: linear, matmul (batched), bias_add. GEMMs go
+// through cuBLASLt (bf16 A/B, fp32 accumulation; fp32 A/B/C without TF32 under
+// AUTODDL_FP32); descriptors and heuristic results are cached per shape.
+// Conventions as backends/cpu/kernels/Linear.h: forward overwrites, backward
+// accumulates (+=), a null gradient = not needed. Parameter gradients are fp32.
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_LINEAR_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_LINEAR_H
+
+#include "backends/cuda/Runtime.h"
+
+namespace autoddl::rt {
+
+/// out[N,O] = x[N,O] + bias[O] broadcast over rows (out may alias x).
+void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
+                      int64_t O);
+/// dx[N,O] += dout; dbias[O] += column sums of dout[N,O] (fp32).
+void bias_add_backward(act_t *dx, float *dbias, const act_t *dout, int64_t N,
+                       int64_t O);
+
+/// out[N,O] = x[N,K] W + bias[O] (bias may be null; fused as the cuBLASLt
+/// bias epilogue). transpose_weight: w is [O,K] (out = x w^T); else [K,O].
+void linear_forward(act_t *out, const act_t *x, const act_t *w,
+                    const act_t *bias, int64_t N, int64_t K, int64_t O,
+                    bool transpose_weight);
+/// dx[N,K] += dout W^T; dw (fp32) += x^T dout ([K,O]) or dout^T x ([O,K]);
+/// dbias[O] (fp32) += sum_n dout.
+void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
+                     const act_t *x, const act_t *w, int64_t N, int64_t K,
+                     int64_t O, bool transpose_weight);
+
+/// out[Bt,M,N] = a[Bt,M,K] b[Bt,K,N] (or b[Bt,N,K] with transpose_b), per
+/// batch (one strided-batched GEMM).
+void matmul_forward(act_t *out, const act_t *a, const act_t *b, int64_t Bt,
+                    int64_t M, int64_t K, int64_t N, bool transpose_b);
+/// da[Bt,M,K] += dout b^T (or dout b); db += a^T dout ([K,N]) or dout^T a
+/// ([N,K]). Both are activation gradients (act_t).
+void matmul_backward(act_t *da, act_t *db, const act_t *dout, const act_t *a,
+                     const act_t *b, int64_t Bt, int64_t M, int64_t K,
+                     int64_t N, bool transpose_b);
+
+/// Number of distinct GEMM shapes whose cuBLASLt plan is cached (tests).
+int64_t gemm_plan_cache_size();
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_LINEAR_H
