@@ -1,0 +1,78 @@
+// Fused multi-head attention on the GPU, causal or not, with grouped-query kv
+// heads; q/k/v separate or one fused qkv tensor. Conventions as
+// backends/cpu/kernels/Attention.h (forward overwrites, backward accumulates
+// +=, a null gradient pointer = not needed), with one difference: the forward
+// saves the log-sum-exp of each score row, lse[B,H,T] (fp32, natural log),
+// instead of the probabilities [B,H,T,T]; the backward recomputes them.
+//
+// bf16 (act_t = __nv_bfloat16) with D in {16, 32, 64, 128}, 16-byte aligned
+// q/k/v and strides that are multiples of 8: FlashAttention-2 kernels on the
+// tensor cores (mma.sync m16n8k16, fp32 accumulation and softmax). Any other
+// D, alignment, or the AUTODDL_FP32 build: simple CUDA-core kernels in fp32
+// (correct, not fast). docs/runtime.md ("Attention") gives the tiling and the
+// error bounds the tests check.
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
+
+#include "backends/cuda/Runtime.h"
+
+#include <cstdint>
+
+namespace autoddl::rt {
+
+/// Where q, k, v live (device pointers). Row (b, t) of q is q + (b*T + t) *
+/// q_stride, head h at column h*D; k and v rows use kv_stride, kv head g at
+/// column g*D. Separate tensors: q [B,T,H*D], k, v [B,T,G*D]; fused qkv
+/// [B,T,(H+2G)*D] laid out [q | k | v] (attention_qkv_views).
+struct AttentionViews {
+  const act_t *q, *k, *v;
+  int64_t q_stride, kv_stride;
+};
+/// The same for gradients (written with +=).
+struct AttentionGradViews {
+  act_t *dq, *dk, *dv;
+  int64_t q_stride, kv_stride;
+};
+
+inline AttentionViews attention_qkv_views(const act_t *qkv, int64_t H,
+                                          int64_t G, int64_t D) {
+  const int64_t s = (H + 2 * G) * D;
+  return {qkv, qkv + H * D, qkv + (H + G) * D, s, s};
+}
+inline AttentionGradViews attention_qkv_grad_views(act_t *dqkv, int64_t H,
+                                                   int64_t G, int64_t D) {
+  const int64_t s = (H + 2 * G) * D;
+  return {dqkv, dqkv + H * D, dqkv + (H + G) * D, s, s};
+}
+
+/// out[B,T,H*D] = softmax(q k^T / sqrt(D) (+ causal mask)) v for each head h,
+/// using kv head g = h / (H/G) (G divides H); lse[B,H,T] = log sum_s
+/// exp(q_t k_s / sqrt(D)) over the unmasked keys s. Asynchronous, on
+/// compute_stream().
+void attention_forward(act_t *out, float *lse, const AttentionViews &in,
+                       int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
+                       bool causal);
+
+/// Accumulates dq, dk, dv (+=) from dout[B,T,H*D], the forward's out and lse:
+/// dv += P^T dout; dS = P (dP - rowsum(dout o out)) with dP = dout v^T and P
+/// recomputed from lse; dq += dS k / sqrt(D); dk += dS^T q / sqrt(D). kv heads
+/// shared by a group of q heads sum their contributions. Uses a grow-only fp32
+/// workspace (B*T*H*D + B*H*T floats) kept per device. Asynchronous.
+void attention_backward(const AttentionGradViews &grad, const act_t *dout,
+                        const act_t *out, const float *lse,
+                        const AttentionViews &in, int64_t B, int64_t T,
+                        int64_t H, int64_t G, int64_t D, bool causal);
+
+/// Floats of the lse buffer the program allocates for one attention call.
+inline int64_t attention_saved_floats(int64_t B, int64_t H, int64_t T) {
+  return B * H * T;
+}
+
+/// True when attention_forward/backward take the tensor-core path for these
+/// arguments (else the simple fp32 CUDA-core kernels); for tests and
+/// benchmarks.
+bool attention_uses_tensor_cores(const AttentionViews &in, int64_t D);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
