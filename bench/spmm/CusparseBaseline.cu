@@ -81,6 +81,7 @@ BaselineResult cusparseSpmm(
                      CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a, bx, &beta, cy,
                      CUDA_R_32F, alg, buf);
       });
+      best.algorithmMs.emplace_back(name, ms);
       if (!best.ok || ms < best.ms) {
         best.ok = true;
         best.ms = ms;
@@ -157,6 +158,7 @@ BaselineResult cusparseSddmm(
                       &alpha, ax, by, &beta, c, CUDA_R_32F,
                       CUSPARSE_SDDMM_ALG_DEFAULT, buf);
       });
+      best.algorithmMs.emplace_back(layout.name, ms);
       if (!best.ok || ms < best.ms) {
         best.ok = true;
         best.ms = ms;

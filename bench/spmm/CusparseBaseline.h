@@ -9,6 +9,8 @@
 #include <functional>
 #include <library_types.h>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace autoddl::bench {
 
@@ -17,6 +19,8 @@ struct BaselineResult {
   double ms = 0;         // median time of the best algorithm
   std::string algorithm; // its name
   std::string note;      // algorithms that failed, with cuSPARSE's status
+  /// Every algorithm that ran, with its median time.
+  std::vector<std::pair<std::string, double>> algorithmMs;
 };
 
 /// Times Y = A * X with cuSPARSE, A CSR (rows x cols, nnz), X cols x n, Y rows

@@ -24,7 +24,7 @@ __device__ __forceinline__ int fragmentPosOf(bool tf32, int r, int s) {
   return tf32 ? r * 8 + (s % 4) * 2 + s / 4 : r * 8 + s;
 }
 
-template <typename T, bool kAligned>
+template <typename T, bool kAligned, int kG>
 __device__ __forceinline__ void
 tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
                const uint64_t *__restrict__ blockMask, const T *__restrict__ x,
@@ -44,27 +44,38 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
     const T *yA = ca >= 0 ? y + int64_t(ca) * ldy : nullptr;
     const T *yB = cb >= 0 ? y + int64_t(cb) * ldy : nullptr;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
-      const int64_t kb = k0 + t * kLaneElems;
-      const int valid = int(minOf<int64_t>(k - kb, kLaneElems));
-      uint32_t ya[4], yb[4], xr[4];
-      loadChunk<T, kLaneElems, kAligned>(yA ? yA + kb : nullptr, valid, ya);
-      loadChunk<T, kLaneElems, kAligned>(yB ? yB + kb : nullptr, valid, yb);
-      loadChunk<T, kLaneElems, kAligned>(xRow ? xRow + kb : nullptr, valid, xr);
-      if constexpr (kTf32) {
+    // kG chunks per round: their 3 * kG loads are issued before any mma (the
+    // aligned fast variant needs k a multiple of kG chunks).
+    for (int64_t k0 = 0; k0 < k; k0 += kG * kChunk) {
+      uint32_t ya[kG][4], yb[kG][4], xr[kG][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          mmaTf32(acc, toTf32(__uint_as_float(ya[2 * h])),
-                  toTf32(__uint_as_float(yb[2 * h])),
-                  toTf32(__uint_as_float(ya[2 * h + 1])),
-                  toTf32(__uint_as_float(yb[2 * h + 1])),
-                  toTf32(__uint_as_float(xr[2 * h])),
-                  toTf32(__uint_as_float(xr[2 * h + 1])));
-      } else {
+      for (int c = 0; c < kG; ++c) {
+        const int64_t kb = k0 + c * kChunk + t * kLaneElems;
+        const int valid = int(minOf<int64_t>(k - kb, kLaneElems));
+        loadChunk<T, kLaneElems, kAligned>(yA ? yA + kb : nullptr, valid,
+                                           ya[c]);
+        loadChunk<T, kLaneElems, kAligned>(yB ? yB + kb : nullptr, valid,
+                                           yb[c]);
+        loadChunk<T, kLaneElems, kAligned>(xRow ? xRow + kb : nullptr, valid,
+                                           xr[c]);
+      }
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          mmaK16<T>(acc, ya[2 * h], yb[2 * h], ya[2 * h + 1], yb[2 * h + 1],
-                    xr[2 * h], xr[2 * h + 1]);
+      for (int c = 0; c < kG; ++c) {
+        if constexpr (kTf32) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            mmaTf32(acc, toTf32(__uint_as_float(ya[c][2 * h])),
+                    toTf32(__uint_as_float(yb[c][2 * h])),
+                    toTf32(__uint_as_float(ya[c][2 * h + 1])),
+                    toTf32(__uint_as_float(yb[c][2 * h + 1])),
+                    toTf32(__uint_as_float(xr[c][2 * h])),
+                    toTf32(__uint_as_float(xr[c][2 * h + 1])));
+        } else {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            mmaK16<T>(acc, ya[c][2 * h], yb[c][2 * h], ya[c][2 * h + 1],
+                      yb[c][2 * h + 1], xr[c][2 * h], xr[c][2 * h + 1]);
+        }
       }
     }
     // acc[0]: (vector g of block b, row 2t), acc[1]: row 2t+1; acc[2], acc[3]:
@@ -140,7 +151,60 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
   }
 }
 
-template <typename T, bool kAligned>
+/// CUDA-core part for k = kL * kP * (16 / sizeof(T)) exactly, rows 16-byte
+/// aligned: kL lanes per entry, each reading kP 16-byte pieces of both rows;
+/// 8 / kP entries per lane group in flight, all their loads issued before any
+/// arithmetic (no loop over k, so no round trip per k chunk).
+template <typename T, int kL, int kP>
+__device__ __forceinline__ void
+cudaCorePartFixed(const WindowPart &part, const int32_t *__restrict__ entColRow,
+                  const T *__restrict__ x, int64_t ldx, const T *__restrict__ y,
+                  int64_t ldy, T *__restrict__ out) {
+  constexpr int kLaneElems = 16 / sizeof(T);
+  constexpr int kGroups = 32 / kL;
+  constexpr int kU = 8 / kP;
+  const int lane = threadIdx.x % 32, grp = lane / kL, j = lane % kL;
+  const int32_t row0 = part.window * 8;
+  for (int32_t e0 = part.begin; e0 < part.end; e0 += kGroups * kU) {
+    uint32_t xa[kU][kP][4], ya[kU][kP][4];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int32_t e = e0 + u * kGroups + grp;
+      const T *xr = nullptr, *yc = nullptr;
+      if (e < part.end) {
+        const int32_t cr = __ldg(entColRow + e);
+        xr = x + int64_t(row0 + (cr & 7)) * ldx + j * kLaneElems;
+        yc = y + int64_t(cr >> 3) * ldy + j * kLaneElems;
+      }
+#pragma unroll
+      for (int q = 0; q < kP; ++q) {
+        loadChunk<T, kLaneElems, true>(xr ? xr + q * kL * kLaneElems : nullptr,
+                                       kLaneElems, xa[u][q]);
+        loadChunk<T, kLaneElems, true>(yc ? yc + q * kL * kLaneElems : nullptr,
+                                       kLaneElems, ya[u][q]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      float d = 0.f;
+#pragma unroll
+      for (int q = 0; q < kP; ++q)
+#pragma unroll
+        for (int i = 0; i < kLaneElems; ++i)
+          d += chunkElem<T, 4>(xa[u][q], i) * chunkElem<T, 4>(ya[u][q], i);
+#pragma unroll
+      for (int off = 1; off < kL; off *= 2)
+        d += __shfl_xor_sync(0xffffffffu, d, off);
+      const int32_t e = e0 + u * kGroups + grp;
+      if (j == 0 && e < part.end)
+        out[e] = Elem<T>::fromFloat(d);
+    }
+  }
+}
+
+/// kL == 0: the general CUDA-core path; otherwise cudaCorePartFixed<kL, kP>.
+/// kG: k chunks per round of the tensor-core path.
+template <typename T, bool kAligned, int kL, int kP, int kG>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     sddmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
                 const int32_t *__restrict__ blockCols,
@@ -152,11 +216,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   if (p >= numParts)
     return;
   const WindowPart part = parts[p];
-  if (part.flags & 1)
-    cudaCorePart<T, kAligned>(part, entColRow, x, ldx, y, ldy, k, outEnt);
-  else
-    tensorCorePart<T, kAligned>(part, blockCols, blockMask, x, ldx, y, ldy,
-                                rows, k, outBlock);
+  if (part.flags & 1) {
+    if constexpr (kL > 0)
+      cudaCorePartFixed<T, kL, kP>(part, entColRow, x, ldx, y, ldy, outEnt);
+    else
+      cudaCorePart<T, kAligned>(part, entColRow, x, ldx, y, ldy, k, outEnt);
+  } else {
+    tensorCorePart<T, kAligned, kG>(part, blockCols, blockMask, x, ldx, y, ldy,
+                                    rows, k, outBlock);
+  }
 }
 
 template <typename T>
@@ -169,14 +237,29 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
                        reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(y) % 16 == 0;
   const unsigned grid = (a.numParts + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  if (aligned)
-    sddmmKernel<T, true><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-        a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow, x, ldx,
-        y, ldy, a.rows, k, outBlock, outEnt);
+#define AUTODDL_SDDMM_LAUNCH(kA, kL, kP, kG)                                   \
+  sddmmKernel<T, kA, kL, kP, kG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(    \
+      a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow, x, ldx,  \
+      y, ldy, a.rows, k, outBlock, outEnt)
+  // Aligned k of 4, 8, 16, 32 or 64 16-byte pieces gets the fixed-width
+  // CUDA-core path and 1, 2, 4 (or more, in rounds of 4) tensor-core chunks per
+  // round; other aligned k the general paths.
+  const int64_t pieces = aligned ? k / kLaneElems : 0;
+  if (pieces == 4)
+    AUTODDL_SDDMM_LAUNCH(true, 4, 1, 1);
+  else if (pieces == 8)
+    AUTODDL_SDDMM_LAUNCH(true, 8, 1, 2);
+  else if (pieces == 16)
+    AUTODDL_SDDMM_LAUNCH(true, 16, 1, 4);
+  else if (pieces == 32)
+    AUTODDL_SDDMM_LAUNCH(true, 32, 1, 4);
+  else if (pieces == 64)
+    AUTODDL_SDDMM_LAUNCH(true, 32, 2, 4);
+  else if (aligned)
+    AUTODDL_SDDMM_LAUNCH(true, 0, 0, 1);
   else
-    sddmmKernel<T, false><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-        a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow, x, ldx,
-        y, ldy, a.rows, k, outBlock, outEnt);
+    AUTODDL_SDDMM_LAUNCH(false, 0, 0, 1);
+#undef AUTODDL_SDDMM_LAUNCH
   return cudaGetLastError();
 }
 

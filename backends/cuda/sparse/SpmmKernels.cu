@@ -273,9 +273,61 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
   }
 }
 
+/// Split windows: after its atomics, each warp of a split window bumps the
+/// counter of its (window, feature tile); the last of the window's parts to
+/// arrive converts the tile's fp32 sums into Y and zeroes them and the counter
+/// again, so the workspace is left as it was found (all zero) and no memset or
+/// second kernel is needed (the "last block" pattern of threadFenceReduction).
+template <typename T, int F, bool kAligned>
+__device__ __forceinline__ void
+finishSplitTile(int32_t window, int32_t numParts, float *__restrict__ wsWindow,
+                unsigned int *__restrict__ counter, T *__restrict__ y,
+                int64_t ldy, int32_t rows, int64_t n, int64_t f0) {
+  const int lane = threadIdx.x % 32;
+  __threadfence(); // this lane's reductions are visible before the count
+  __syncwarp();
+  unsigned int prev = 0;
+  if (lane == 0)
+    prev = atomicAdd(counter, 1u);
+  prev = __shfl_sync(0xffffffffu, prev, 0);
+  if (prev + 1 != unsigned(numParts))
+    return;
+  __threadfence(); // the other parts' sums are read after their counts
+  // Lane (r = lane / 4, q = lane % 4): features f0 + q * F/4 ... of row r.
+  constexpr int kE = F / 4;
+  const int r = lane / 4;
+  const int64_t base = f0 + (lane % 4) * kE;
+  float *p = wsWindow + int64_t(r) * n + base;
+  if constexpr (kAligned) {
+    float v[kE];
+#pragma unroll
+    for (int i = 0; i < kE / 4; ++i) {
+      const float4 q = __ldcg(reinterpret_cast<const float4 *>(p) + i);
+      v[4 * i] = q.x, v[4 * i + 1] = q.y, v[4 * i + 2] = q.z,
+            v[4 * i + 3] = q.w;
+    }
+#pragma unroll
+    for (int i = 0; i < kE / 4; ++i)
+      __stcg(reinterpret_cast<float4 *>(p) + i,
+             make_float4(0.f, 0.f, 0.f, 0.f));
+    storeRow<T, kE, true>(v, window * 8 + r, rows, base, n, y, ldy, nullptr);
+  } else {
+    const int32_t row = window * 8 + r;
+    for (int e = 0; e < kE && base + e < n; ++e) {
+      const float v = __ldcg(p + e);
+      __stcg(p + e, 0.f);
+      if (row < rows)
+        y[int64_t(row) * ldy + base + e] = Elem<T>::fromFloat(v);
+    }
+  }
+  if (lane == 0)
+    *counter = 0;
+}
+
 template <typename T, int F, bool kAligned>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     spmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
+               const int32_t *__restrict__ splitParts, int32_t numSplit,
                const int32_t *__restrict__ blockCols,
                const void *__restrict__ blockVals,
                const int32_t *__restrict__ entColRow,
@@ -296,21 +348,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   else
     tensorCorePart<T, F, kAligned>(part, blockCols, blockVals, x, ldx, y, ldy,
                                    rows, n, f0, wsWindow);
-}
-
-/// Copies the fp32 sums of split windows into Y.
-template <typename T>
-__global__ void
-finishSplitKernel(const int32_t *__restrict__ splitWindows, int32_t numSplit,
-                  const float *__restrict__ ws, T *__restrict__ y, int64_t ldy,
-                  int32_t rows, int64_t n) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= int64_t(numSplit) * 8 * n)
-    return;
-  const int64_t f = i % n, wr = i / n;
-  const int32_t row = splitWindows[wr / 8] * 8 + int32_t(wr % 8);
-  if (row < rows)
-    y[int64_t(row) * ldy + f] = Elem<T>::fromFloat(ws[i]);
+  if (slot >= 0) {
+    unsigned int *counters =
+        reinterpret_cast<unsigned int *>(ws + int64_t(numSplit) * 8 * n);
+    finishSplitTile<T, F, kAligned>(
+        part.window, __ldg(splitParts + slot), wsWindow,
+        counters + int64_t(slot) * gridDim.y + blockIdx.y, y, ldy, rows, n, f0);
+  }
 }
 
 template <typename T, int F>
@@ -325,49 +369,38 @@ cudaError_t launchSpmm(const WindowFormat &a, const T *x, int64_t n,
                   unsigned((n + F - 1) / F));
   if (aligned)
     spmmKernel<T, F, true><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-        a.dParts, a.numParts, a.dBlockCols, a.dBlockVals, a.dEntColRow,
-        static_cast<const T *>(a.dEntVals), a.dCudaRowPtr, x, ldx, y, ldy,
-        a.rows, n, ws);
+        a.dParts, a.numParts, a.dSplitParts, a.numSplitWindows, a.dBlockCols,
+        a.dBlockVals, a.dEntColRow, static_cast<const T *>(a.dEntVals),
+        a.dCudaRowPtr, x, ldx, y, ldy, a.rows, n, ws);
   else
     spmmKernel<T, F, false><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
-        a.dParts, a.numParts, a.dBlockCols, a.dBlockVals, a.dEntColRow,
-        static_cast<const T *>(a.dEntVals), a.dCudaRowPtr, x, ldx, y, ldy,
-        a.rows, n, ws);
+        a.dParts, a.numParts, a.dSplitParts, a.numSplitWindows, a.dBlockCols,
+        a.dBlockVals, a.dEntColRow, static_cast<const T *>(a.dEntVals),
+        a.dCudaRowPtr, x, ldx, y, ldy, a.rows, n, ws);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t spmmTyped(const WindowFormat &a, const T *x, int64_t n, int64_t ldx,
                       T *y, int64_t ldy, float *ws, cudaStream_t stream) {
-  if (a.numSplitWindows > 0) {
-    const cudaError_t err = cudaMemsetAsync(
-        ws, 0, size_t(a.numSplitWindows) * 8 * n * sizeof(float), stream);
-    if (err != cudaSuccess)
-      return err;
-  }
-  cudaError_t err;
   // Feature tile per warp: up to 128 features for 16-bit data, 64 for fp32 (a
   // 128-wide fp32 tile needs ~94 registers and one block per step; 64 keeps two
   // blocks in flight).
   if (n <= 32)
-    err = launchSpmm<T, 32>(a, x, n, ldx, y, ldy, ws, stream);
-  else if (n <= 64 || std::is_same_v<T, float>)
-    err = launchSpmm<T, 64>(a, x, n, ldx, y, ldy, ws, stream);
-  else
-    err = launchSpmm<T, 128>(a, x, n, ldx, y, ldy, ws, stream);
-  if (err != cudaSuccess || a.numSplitWindows == 0)
-    return err;
-  const int64_t total = int64_t(a.numSplitWindows) * 8 * n;
-  finishSplitKernel<T><<<unsigned((total + 255) / 256), 256, 0, stream>>>(
-      a.dSplitWindows, a.numSplitWindows, ws, y, ldy, a.rows, n);
-  return cudaGetLastError();
+    return launchSpmm<T, 32>(a, x, n, ldx, y, ldy, ws, stream);
+  if (n <= 64 || std::is_same_v<T, float>)
+    return launchSpmm<T, 64>(a, x, n, ldx, y, ldy, ws, stream);
+  return launchSpmm<T, 128>(a, x, n, ldx, y, ldy, ws, stream);
 }
 
 } // namespace
 
 size_t spmmWorkspaceBytes(const WindowFormat &a, int64_t n) {
-  return size_t(a.numSplitWindows) * 8 * size_t(std::max<int64_t>(n, 0)) *
-         sizeof(float);
+  // fp32 sums of the split windows' 8 rows, then one counter per split window
+  // and feature tile (tiles are at least 32 features wide).
+  const size_t w = size_t(std::max<int64_t>(n, 0));
+  return size_t(a.numSplitWindows) *
+         (8 * w * sizeof(float) + (w + 31) / 32 * sizeof(unsigned int));
 }
 
 cudaError_t spmm(const WindowFormat &a, const void *dX, int64_t n, int64_t ldx,

@@ -64,12 +64,13 @@ WindowFormat &WindowFormat::operator=(WindowFormat &&other) noexcept {
 WindowFormat::~WindowFormat() { release(); }
 
 void WindowFormat::release() {
-  for (void *p : {(void *)dParts, (void *)dSplitWindows, (void *)dBlockCols,
-                  (void *)dBlockMask, dBlockVals, (void *)dEntColRow, dEntVals,
-                  (void *)dCudaRowPtr})
+  for (void *p : {(void *)dParts, (void *)dSplitWindows, (void *)dSplitParts,
+                  (void *)dBlockCols, (void *)dBlockMask, dBlockVals,
+                  (void *)dEntColRow, dEntVals, (void *)dCudaRowPtr})
     if (p)
       cudaFree(p);
-  dParts = nullptr, dSplitWindows = nullptr, dBlockCols = nullptr;
+  dParts = nullptr, dSplitWindows = nullptr, dSplitParts = nullptr;
+  dBlockCols = nullptr;
   dBlockMask = nullptr, dBlockVals = nullptr, dEntColRow = nullptr,
   dEntVals = nullptr, dCudaRowPtr = nullptr;
 }
@@ -191,12 +192,14 @@ __global__ void partCountKernel(int32_t numWindows, const int32_t *numBlocks,
   isSplit[w] = parts > 1;
 }
 
-__global__ void
-partFillKernel(int32_t numWindows, const int32_t *numBlocks,
-               const int32_t *numCuda, const int32_t *blockStart,
-               const int32_t *cudaStart, const int32_t *partStart,
-               const int32_t *splitSlot, const int32_t *isSplit,
-               int32_t partBlocks, WindowPart *parts, int32_t *splitWindows) {
+__global__ void partFillKernel(int32_t numWindows, const int32_t *numBlocks,
+                               const int32_t *numCuda,
+                               const int32_t *blockStart,
+                               const int32_t *cudaStart,
+                               const int32_t *partStart,
+                               const int32_t *splitSlot, const int32_t *isSplit,
+                               int32_t partBlocks, WindowPart *parts,
+                               int32_t *splitWindows, int32_t *splitParts) {
   const int32_t w = blockIdx.x * blockDim.x + threadIdx.x;
   if (w >= numWindows)
     return;
@@ -205,9 +208,11 @@ partFillKernel(int32_t numWindows, const int32_t *numBlocks,
   const int32_t count = cudaPath ? numCuda[w] : numBlocks[w];
   const int32_t step = cudaPath ? partBlocks * 8 : partBlocks;
   const int32_t slotFlag = isSplit[w] ? (splitSlot[w] + 1) << 1 : 0;
-  if (isSplit[w])
-    splitWindows[splitSlot[w]] = w;
   int32_t p = partStart[w];
+  if (isSplit[w]) {
+    splitWindows[splitSlot[w]] = w;
+    splitParts[splitSlot[w]] = partStart[w + 1] - p;
+  }
   for (int32_t b = 0; b == 0 || b < count; b += step, ++p) {
     WindowPart part;
     part.begin = begin + b;
@@ -479,6 +484,8 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
       cudaMalloc(&f.dParts, sizeof(WindowPart) * std::max(1, f.numParts)));
   AUTODDL_TRY(cudaMalloc(&f.dSplitWindows,
                          sizeof(int32_t) * std::max(1, f.numSplitWindows)));
+  AUTODDL_TRY(cudaMalloc(&f.dSplitParts,
+                         sizeof(int32_t) * std::max(1, f.numSplitWindows)));
   AUTODDL_TRY(cudaMalloc(&f.dBlockCols,
                          sizeof(int32_t) * 8 * std::max(1, totalBlocks)));
   AUTODDL_TRY(
@@ -495,7 +502,8 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
   if (numWindows > 0)
     partFillKernel<<<gridFor(numWindows, 256), 256, 0, stream>>>(
         numWindows, numBlocks, numCuda, blockStart, cudaStart, partStart,
-        splitSlot, isSplit, partBlocks, f.dParts, f.dSplitWindows);
+        splitSlot, isSplit, partBlocks, f.dParts, f.dSplitWindows,
+        f.dSplitParts);
   AUTODDL_TRY(cudaGetLastError());
   AUTODDL_TRY(cudaMalloc(&f.dCudaRowPtr, sizeof(int32_t) * (size_t(rows) + 1)));
   uint64_t *cudaKeys, *cudaKeysSorted;

@@ -68,6 +68,7 @@ struct WindowFormat {
 
   WindowPart *dParts = nullptr;
   int32_t *dSplitWindows = nullptr; // split slot -> window
+  int32_t *dSplitParts = nullptr;   // split slot -> number of its parts
   int32_t *dBlockCols = nullptr;    // numBlocks * 8, -1 for padding
   uint64_t *dBlockMask = nullptr;   // numBlocks, bit (row * 8 + slot)
   void *dBlockVals = nullptr;    // numBlocks * 64 values, mma B-fragment order
@@ -95,13 +96,17 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnz,
                               const PreprocessOptions &options,
                               WindowFormat &out, cudaStream_t stream = 0);
 
-/// Bytes of fp32 workspace spmm needs for feature width n.
+/// Bytes of workspace spmm needs for feature width n (fp32 sums and counters
+/// of the windows cut into several parts; 0 when no window is).
 size_t spmmWorkspaceBytes(const WindowFormat &a, int64_t n);
 
 /// Y = A * X on tensor cores (and CUDA cores for sparse windows). X is a.cols x
 /// n row-major with leading dimension ldx (elements), Y is a.rows x n with ldy;
 /// both of a.dtype. Every element of Y[:, :n] is written. dWorkspace:
-/// spmmWorkspaceBytes(a, n) bytes (may be null when that is 0).
+/// spmmWorkspaceBytes(a, n) bytes (may be null when that is 0), zero-filled
+/// before its first use (cudaMemset); spmm leaves it zero-filled again, so one
+/// workspace serves any number of calls (not concurrent ones) of widths up to
+/// the n it was sized for.
 cudaError_t spmm(const WindowFormat &a, const void *dX, int64_t n, int64_t ldx,
                  void *dY, int64_t ldy, void *dWorkspace,
                  cudaStream_t stream = 0);

@@ -6,6 +6,7 @@
 #include "backends/cpu/sparse/SparseReference.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cuda_bf16.h>
@@ -136,10 +137,11 @@ double bound(DataType t, bool merged, int64_t terms, double absSum,
 }
 
 void runSpmmCase(const Shape &s, DataType t, float threshold,
-                 int32_t partBlocks, int64_t n, uint32_t seed) {
+                 int32_t partBlocks, int64_t n, uint32_t seed, bool padded) {
   SCOPED_TRACE(::testing::Message()
                << cuda::dataTypeName(t) << " rows=" << s.rows << " n=" << n
-               << " threshold=" << threshold << " partBlocks=" << partBlocks);
+               << " threshold=" << threshold << " partBlocks=" << partBlocks
+               << " padded=" << padded);
   std::mt19937 rng(seed);
   const CsrMatrix<double> a = randomMatrix(s, t, rng);
   DeviceCsr d;
@@ -155,7 +157,9 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   // Merged duplicates are summed in fp32 and stored rounded to the data type.
   const bool merged = canon.nnz() != a.nnz();
 
-  const int64_t ldx = n + 3, ldy = n + 5; // padded leading dimensions too
+  // Padded (odd) leading dimensions take the element-wise variant; packed
+  // ones, with n a multiple of the feature tile, the vectorized one.
+  const int64_t ldx = padded ? n + 3 : n, ldy = padded ? n + 5 : n;
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<double> x(size_t(a.cols) * ldx);
   for (double &v : x)
@@ -168,13 +172,26 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   ASSERT_CUDA(
       cudaMemcpy(dx, xPacked.data(), xPacked.size(), cudaMemcpyHostToDevice));
   ASSERT_CUDA(cudaMemset(dy, 0xff, size_t(a.rows) * ldy * eb)); // NaN poison
-  if (size_t bytes = cuda::spmmWorkspaceBytes(f, n)) {
-    ASSERT_CUDA(cudaMalloc(&ws, bytes));
+  const size_t wsBytes = cuda::spmmWorkspaceBytes(f, n);
+  if (wsBytes) {
+    ASSERT_CUDA(cudaMalloc(&ws, wsBytes));
+    ASSERT_CUDA(cudaMemset(ws, 0, wsBytes)); // zero before first use
   }
+  // Two calls on one workspace: the first must leave it zeroed (split windows'
+  // sums and counters), else the second, which is checked, adds stale sums.
+  ASSERT_CUDA(cuda::spmm(f, dx, n, ldx, dy, ldy, ws));
+  ASSERT_CUDA(cudaMemset(dy, 0xff, size_t(a.rows) * ldy * eb));
   ASSERT_CUDA(cuda::spmm(f, dx, n, ldx, dy, ldy, ws));
   ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<uint8_t> y(size_t(a.rows) * ldy * eb);
   ASSERT_CUDA(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost));
+  std::vector<uint8_t> wsAfter(wsBytes);
+  if (wsBytes)
+    ASSERT_CUDA(
+        cudaMemcpy(wsAfter.data(), ws, wsBytes, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(std::count(wsAfter.begin(), wsAfter.end(), uint8_t(0)),
+            std::ptrdiff_t(wsBytes))
+      << "workspace not left zero-filled";
   cudaFree(dx), cudaFree(dy), cudaFree(ws);
 
   std::vector<double> ref(size_t(a.rows) * n), absSum(size_t(a.rows) * n);
@@ -200,10 +217,10 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
 }
 
 void runSddmmCase(const Shape &s, DataType t, float threshold,
-                  int32_t partBlocks, int64_t k, uint32_t seed) {
+                  int32_t partBlocks, int64_t k, uint32_t seed, bool padded) {
   SCOPED_TRACE(::testing::Message()
                << cuda::dataTypeName(t) << " rows=" << s.rows << " k=" << k
-               << " threshold=" << threshold);
+               << " threshold=" << threshold << " padded=" << padded);
   std::mt19937 rng(seed);
   const CsrMatrix<double> a = randomMatrix(s, t, rng);
   DeviceCsr d;
@@ -214,7 +231,7 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       nullptr, t, opt, f));
-  const int64_t ld = k + 1;
+  const int64_t ld = padded ? k + 1 : k;
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<double> x(size_t(a.rows) * ld), y(size_t(a.cols) * ld);
   for (double &v : x)
@@ -278,7 +295,8 @@ TEST_F(SparseCuda, SpmmMatchesReferenceAcrossWidthsAndPaths) {
     for (DataType t : kTypes)
       for (float threshold : {0.0f, 1.5f, 1e9f})
         for (int64_t n : {1, 7, 13, 16, 32, 40, 64, 100, 128, 256})
-          runSpmmCase(s, t, threshold, 0, n, seed++);
+          for (bool padded : {true, false})
+            runSpmmCase(s, t, threshold, 0, n, seed++, padded);
 }
 
 TEST_F(SparseCuda, SpmmSplitWindowsAccumulateCorrectly) {
@@ -289,7 +307,8 @@ TEST_F(SparseCuda, SpmmSplitWindowsAccumulateCorrectly) {
   for (DataType t : kTypes)
     for (float threshold : {0.0f, 1.5f, 1e9f})
       for (int64_t n : {8, 33, 128})
-        runSpmmCase(s, t, threshold, 1, n, seed++);
+        for (bool padded : {true, false})
+          runSpmmCase(s, t, threshold, 1, n, seed++, padded);
 }
 
 TEST_F(SparseCuda, SddmmMatchesReference) {
@@ -301,8 +320,11 @@ TEST_F(SparseCuda, SddmmMatchesReference) {
   for (const Shape &s : shapes)
     for (DataType t : kTypes)
       for (float threshold : {0.0f, 1.5f, 1e9f})
-        for (int64_t k : {1, 5, 16, 32, 48, 64, 128})
-          runSddmmCase(s, t, threshold, 2, k, seed++);
+        // Packed k = 16 ... 512 reach every fixed-width CUDA-core variant
+        // (4 to 64 16-byte pieces per row) of both element sizes.
+        for (int64_t k : {1, 5, 16, 32, 48, 64, 128, 256, 512})
+          for (bool padded : {true, false})
+            runSddmmCase(s, t, threshold, 2, k, seed++, padded);
 }
 
 TEST_F(SparseCuda, EmptyMatrixWritesZeros) {
