@@ -8,6 +8,12 @@
 #include "backends/cuda/kernels/AttentionFlash.cuh"
 #endif
 
+// Query m16 tiles a warp owns in the D = 64 forward (2: 128 query rows a
+// block); a build-time knob for the benchmark's tile comparison.
+#ifndef AUTODDL_ATTENTION_D64_MT
+#define AUTODDL_ATTENTION_D64_MT 2
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -113,22 +119,24 @@ template <class T>
 __global__ void
 attention_delta_kernel(float *delta, float *dqAcc, const T *dout, const T *out,
                        int64_t rows, int64_t T_, int64_t H, int64_t D) {
-  const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= rows) // rows = B*T*H, ordered (b, t, h)
-    return;
-  const T *a = dout + row * D, *o = out + row * D;
-  float s = 0.f;
-  for (int64_t d = lane; d < D; d += 32) {
-    s += to_f(a[d]) * to_f(o[d]);
-    if (dqAcc)
-      dqAcc[row * D + d] = 0.f;
-  }
-  for (int w = 16; w > 0; w /= 2)
-    s += __shfl_xor_sync(0xffffffffu, s, w);
-  if (lane == 0) {
-    const int64_t h = row % H, bt = row / H;
-    delta[((bt / T_) * H + h) * T_ + bt % T_] = s;
+  const int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  // rows = B*T*H, ordered (b, t, h) like dout's [B,T,H*D].
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       row < rows; row += warps) {
+    const T *a = dout + row * D, *o = out + row * D;
+    float s = 0.f;
+    for (int64_t d = lane; d < D; d += 32) {
+      s += to_f(a[d]) * to_f(o[d]);
+      if (dqAcc)
+        dqAcc[row * D + d] = 0.f;
+    }
+    for (int w = 16; w > 0; w /= 2)
+      s += __shfl_xor_sync(0xffffffffu, s, w);
+    if (lane == 0) {
+      const int64_t h = row % H, bt = row / H;
+      delta[((bt / T_) * H + h) * T_ + bt % T_] = s;
+    }
   }
 }
 
@@ -331,7 +339,8 @@ void attention_forward(act_t *out, float *lse, const AttentionViews &in,
     case 32:
       return flash_forward<32, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
     case 64:
-      return flash_forward<64, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
+      return flash_forward<64, AUTODDL_ATTENTION_D64_MT, 64>(
+          out, lse, in, B, T, H, G, causal, scale);
     case 128:
       return flash_forward<128, 1, 64>(out, lse, in, B, T, H, G, causal, scale);
     }
@@ -355,8 +364,8 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
   if (B * T * H * D == 0 || (!grad.dq && !grad.dk && !grad.dv))
     return;
   const float scale = float(1.0 / std::sqrt(double(D)));
-  const bool flash =
-      attention_uses_tensor_cores(in, D) && tensor_core_grads(grad);
+  const bool flash = attention_uses_tensor_cores(in, D) &&
+                     tensor_core_grads(grad) && aligned(dout, 16);
   const int64_t rows = B * T * H;
   // [delta: B*H*T | dqAcc: B*T*H*D] (dqAcc only on the tensor-core path).
   float *ws = workspace(rows + (flash && grad.dq ? rows * D : 0));

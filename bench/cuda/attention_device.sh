@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# What one GPU-machine call runs (repository root, H200): build if the carried binaries do
+# not run there, check correctness (bf16 and fp32 against the CPU kernel; memcheck and
+# racecheck on the small cases), then time ours against PyTorch's flash attention.
+# usage: bench/cuda/attention_device.sh PREBUILT_DIR OUT_DIR
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0
+bin=${1:?usage: attention_device.sh PREBUILT_DIR OUT_DIR}
+out=${2:?usage: attention_device.sh PREBUILT_DIR OUT_DIR}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
+  --format=csv | tee "$out/gpu.txt"
+"$bin/AttentionCheck_bf16" --quick >/dev/null 2>&1; rc=$?
+if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
+  echo "carried binaries do not run here (rc $rc): building"
+  bin=/tmp/attention-build
+  bash bench/cuda/attention_build.sh "$bin" 2>&1 | tail -20 || exit 1
+fi
+status=0
+for mode in bf16 fp32; do
+  "$bin/AttentionCheck_$mode" 2>&1 | tee "$out/check_$mode.txt"
+  [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
+for tool in memcheck racecheck; do
+  timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
+    "$bin/AttentionCheck_bf16" --quick >"$out/sanitizer_$tool.txt" 2>&1
+  echo "compute-sanitizer $tool: rc $? ($(grep -c -E 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/sanitizer_$tool.txt") clean summaries)"
+  tail -3 "$out/sanitizer_$tool.txt"
+done
+python3 bench/cuda/attention_compare.py --bench "$bin/attention_bench" \
+  --out "$out/attention_h200.json" --nvcc-version "$(nvcc --version | tail -2 | head -1)" \
+  2>&1 | tee "$out/compare.txt"
+echo "D=64 forward with 64-row query tiles (AUTODDL_ATTENTION_D64_MT=1):"
+"$bin/attention_bench_mt1" 2>&1 | tee "$out/bench_mt1.txt"
+exit $status
