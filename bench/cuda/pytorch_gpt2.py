@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""PyTorch baseline for the CUDA benchmark (issue 6 part 5): GPT-2 training throughput.
+
+The model is GPT-2 as OpenAI released it (Radford et al. 2019; HF GPT2LMHeadModel): learned
+positions, pre-LayerNorm blocks, GELU (tanh approximation), tied input/output embeddings,
+vocabulary 50257 (not padded), sequence 1024, dropout 0, weights initialised as GPT-2 does
+(N(0, 0.02); residual projections N(0, 0.02/sqrt(2L)); biases 0; LayerNorm 1/0).
+Training step: bf16 autocast over fp32 master weights, attention through
+F.scaled_dot_product_attention(is_causal=True) (the flash backend on Hopper), cross-entropy
+in fp32, AdamW(lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and
+embeddings, none on biases and LayerNorms, fused=True), no gradient clipping. Data are random
+token ids (throughput does not depend on them), drawn once on the GPU and rotated.
+
+Modes (one process per GPU):
+  eager    the module as written
+  compile  torch.compile(model) (default mode), loss inside the compiled forward
+  ddp      DistributedDataParallel over all ranks (torchrun); --compile compiles the model
+  tp       tensor parallel over all ranks (torch.distributed.tensor.parallel, as the PyTorch
+           TP tutorial does): ColwiseParallel on the q/k/v and MLP-up projections,
+           RowwiseParallel on the attention and MLP-down projections; embeddings, LayerNorms
+           and the tied head replicated (their gradients are equal on every rank, since
+           every rank sees the same batch and the row-parallel outputs are all-reduced)
+
+Timing: `--warmup` steps (these include compilation), a synchronize, then CUDA events
+around each of `--steps` steps; tokens/s = steps * micro_batch * seq * world / (sum of
+step times) (dp: every rank's batch counts; tp: one batch for the group).
+
+MFU (stated in every row): flops/token = 6 * N + 12 * L * T * C, where N counts every
+parameter except the position table (the tied embedding counts once: it is the head's
+GEMM) and 12*L*T*C is the attention score/value products (PaLM, Chowdhery et al. 2022,
+App. B; the causal mask's skipped half is counted, as there); `mfu` divides by
+989.5e12 * GPUs (H200/H100 SXM dense bf16, NVIDIA datasheet: 1,979 TFLOP/s with sparsity),
+`mfu_vs_measured_peak` by 790e12 * GPUs (8192^3 bf16 GEMM measured through PyTorch on an
+H200 here, /work/.library/device/KINDS.md), `mfu_6n` leaves the attention term out.
+
+The `suite` subcommand runs eager then compile for several models on one GPU: eager one
+model after another in this process; compile in one child process per model, all compiling
+at once (compilation is CPU work), then, once every child has compiled and warmed up or the
+compile deadline has passed, timed one at a time so that no two share the GPU.
+
+Prints one JSON object per measurement, one a line, on stdout (and appends it to --out).
+"""
+import argparse
+import json
+import math
+import os
+import select
+import subprocess
+import sys
+import time
+
+MODELS = {
+    # name: (layers, heads, channels); HF configs gpt2, gpt2-medium, gpt2-large, gpt2-xl
+    "gpt2": (12, 12, 768),
+    "gpt2-medium": (24, 16, 1024),
+    "gpt2-large": (36, 20, 1280),
+    "gpt2-xl": (48, 25, 1600),
+    "tiny": (2, 4, 128),  # smoke tests only
+}
+# Micro-batch per GPU, chosen to fit 141 GB without recomputation at seq 1024.
+DEFAULT_MICRO_BATCH = {"gpt2": 16, "gpt2-medium": 8, "gpt2-large": 8, "gpt2-xl": 4, "tiny": 2}
+VOCAB = 50257
+SEQ = 1024
+PEAK_DATASHEET = 989.5e12
+PEAK_MEASURED = 790e12
+
+
+def build_model(torch, name, fused_qkv, seq):
+    nn = torch.nn
+    F = torch.nn.functional
+    layers, heads, channels = MODELS[name]
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head_dim = channels // heads
+            if fused_qkv:
+                self.c_attn = nn.Linear(channels, 3 * channels)
+            else:  # separate projections, so that a column split keeps whole heads
+                self.q = nn.Linear(channels, channels)
+                self.k = nn.Linear(channels, channels)
+                self.v = nn.Linear(channels, channels)
+            self.c_proj = nn.Linear(channels, channels)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            if fused_qkv:
+                q, k, v = self.c_attn(x).split(channels, dim=2)
+            else:
+                q, k, v = self.q(x), self.k(x), self.v(x)
+            # -1 heads: under tensor parallelism each rank holds heads / tp of them.
+            q, k, v = (z.view(b, t, -1, self.head_dim).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).reshape(b, t, -1)
+            return self.c_proj(y)
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c_fc = nn.Linear(channels, 4 * channels)
+            self.c_proj = nn.Linear(4 * channels, channels)
+
+        def forward(self, x):
+            return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1 = nn.LayerNorm(channels, eps=1e-5)
+            self.attn = Attention()
+            self.ln_2 = nn.LayerNorm(channels, eps=1e-5)
+            self.mlp = Mlp()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+    class Gpt2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(VOCAB, channels)
+            self.wpe = nn.Embedding(seq, channels)
+            self.h = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(channels, eps=1e-5)
+            self.lm_head = nn.Linear(channels, VOCAB, bias=False)
+            self.lm_head.weight = self.wte.weight  # tied
+            self.apply(self._init)
+            for n, p in self.named_parameters():  # GPT-2's scaled residual projections
+                if n.endswith("c_proj.weight"):
+                    nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * layers))
+
+        @staticmethod
+        def _init(m):
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+        def forward(self, idx, targets):
+            t = idx.shape[1]
+            pos = torch.arange(t, device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for block in self.h:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.float().view(-1, VOCAB), targets.reshape(-1))
+
+    return Gpt2()
+
+
+def flops_per_token(model_name, n_params_no_wpe, seq):
+    layers, _, channels = MODELS[model_name]
+    return 6 * n_params_no_wpe + 12 * layers * seq * channels, 6 * n_params_no_wpe
+
+
+def make_optimizer(torch, model, device):
+    # Tensor-parallel weights are DTensors, the rest plain tensors; the fused kernel takes
+    # one kind per call, so they go in separate groups.
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:
+        DTensor = ()
+    groups = {}
+    for p in model.parameters():
+        key = (p.dim() >= 2, isinstance(p, DTensor))
+        groups.setdefault(key, []).append(p)
+    groups = [{"params": ps, "weight_decay": 0.1 if decay else 0.0}
+              for (decay, _), ps in sorted(groups.items())]
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=fused)
+
+
+class Runner:
+    """One model, its optimizer and data on one rank; times training steps."""
+
+    def __init__(self, torch, args, device, world=1, rank=0):
+        self.torch, self.args, self.device = torch, args, device
+        self.world, self.rank = world, rank
+        torch.manual_seed(1234)  # same weights on every rank (tp needs it; ddp broadcasts)
+        fused_qkv = args.mode != "tp"
+        with torch.device(device):  # initialise on the GPU: seconds, not a minute
+            model = build_model(torch, args.model, fused_qkv, args.seq)
+        self.n_params = sum(p.numel() for p in model.parameters())
+        self.n_params_no_wpe = self.n_params - model.wpe.weight.numel()
+        if args.mode == "tp":
+            model = self._tensor_parallel(model)
+        self.model = model
+        self.optimizer = make_optimizer(torch, model, device)
+        if args.mode == "ddp":
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            ids = [device.index] if device.type == "cuda" else None
+            self.model = DDP(model, device_ids=ids)
+        self.step_model = self.model
+        if args.mode == "compile" or (args.compile and args.mode in ("ddp", "tp")):
+            self.step_model = torch.compile(self.model)
+        # Data: dp ranks draw different batches, tp ranks the same one.
+        gen = torch.Generator(device=device)
+        gen.manual_seed(99 + (rank if args.mode == "ddp" else 0))
+        b = args.micro_batch
+        self.batches = []
+        for _ in range(4):
+            ids = torch.randint(0, VOCAB, (b, args.seq + 1), device=device, generator=gen)
+            self.batches.append((ids[:, :-1].contiguous(), ids[:, 1:].contiguous()))
+        self.next = 0
+
+    def _tensor_parallel(self, model):
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                       parallelize_module)
+        mesh = init_device_mesh(self.device.type, (self.world,))
+        plan = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(),
+                "attn.v": ColwiseParallel(), "attn.c_proj": RowwiseParallel(),
+                "mlp.c_fc": ColwiseParallel(), "mlp.c_proj": RowwiseParallel()}
+        for block in model.h:
+            parallelize_module(block, mesh, plan)
+        return model
+
+    def step(self, model):
+        torch = self.torch
+        inputs, targets = self.batches[self.next % len(self.batches)]
+        self.next += 1
+        with torch.autocast(device_type=self.device.type, dtype=torch.bfloat16):
+            loss = model(inputs, targets)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def sync(self):
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def warmup(self, model, steps):
+        t0 = time.perf_counter()
+        loss = None
+        for _ in range(steps):
+            loss = self.step(model)
+        self.sync()
+        return time.perf_counter() - t0, float(loss) if loss is not None else None
+
+    def time_steps(self, model, steps):
+        """Seconds of each step: CUDA events on GPUs, the host clock on the CPU."""
+        torch = self.torch
+        times, loss = [], None
+        self.sync()
+        if self.device.type == "cuda":
+            events = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+            events[0].record()
+            for i in range(steps):
+                loss = self.step(model)
+                events[i + 1].record()
+            self.sync()
+            times = [events[i].elapsed_time(events[i + 1]) * 1e-3 for i in range(steps)]
+        else:
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                loss = self.step(model)
+                times.append(time.perf_counter() - t0)
+        return times, float(loss)
+
+    def row(self, mode, times, loss, warmup_s):
+        args = self.args
+        gpus = self.world
+        batches = gpus if args.mode == "ddp" else 1  # tp ranks share one batch
+        tokens = args.micro_batch * args.seq * batches
+        total = sum(times)
+        tps = tokens * len(times) / total
+        fpt, fpt6n = flops_per_token(args.model, self.n_params_no_wpe, args.seq)
+        med = sorted(times)[len(times) // 2]
+        row = {
+            "model": args.model, "gpus": gpus, "mode": mode, "micro_batch": args.micro_batch,
+            "seq": args.seq, "global_batch": args.micro_batch * batches,
+            "params": self.n_params, "steps": len(times), "warmup_steps": args.warmup,
+            "warmup_s": round(warmup_s, 2), "step_ms_mean": round(1e3 * total / len(times), 3),
+            "step_ms_median": round(1e3 * med, 3), "step_ms_min": round(1e3 * min(times), 3),
+            "tokens_per_s": round(tps, 1),
+            "mfu": round(tps * fpt / (PEAK_DATASHEET * gpus), 4),
+            "mfu_vs_measured_peak": round(tps * fpt / (PEAK_MEASURED * gpus), 4),
+            "mfu_6n": round(tps * fpt6n / (PEAK_DATASHEET * gpus), 4),
+            "flops_per_token": fpt, "final_loss": round(loss, 4),
+        }
+        return row
+
+
+def emit(row, out):
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(line + "\n")
+
+
+def setup(args):
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    world, rank = 1, 0
+    if args.mode in ("ddp", "tp"):
+        import torch.distributed as dist
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        if args.device == "cuda":
+            torch.cuda.set_device(local)
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+        world, rank = dist.get_world_size(), dist.get_rank()
+        device = torch.device(args.device, local) if args.device == "cuda" else torch.device("cpu")
+    else:
+        device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
+    if args.device == "cuda":
+        # Flash attention only: fail loudly rather than time another kernel.
+        torch.backends.cuda.enable_flash_sdp(True)
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.backends.cuda.enable_math_sdp(False)
+        if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+            torch.backends.cuda.enable_cudnn_sdp(False)
+    return torch, device, world, rank
+
+
+def fill_defaults(args):
+    if args.micro_batch is None:
+        args.micro_batch = DEFAULT_MICRO_BATCH[args.model]
+
+
+def run_one(args):
+    """One mode of one model in this process (under torchrun for ddp/tp)."""
+    fill_defaults(args)
+    torch, device, world, rank = setup(args)
+    r = Runner(torch, args, device, world, rank)
+    warm_s, _ = r.warmup(r.step_model, args.warmup)
+    if args.wait_go:
+        # Compiled and warmed up: free the cached activations so that the other children's
+        # compilations fit beside ours, tell the parent, and wait for our turn on the GPU.
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        print("READY", flush=True)
+        if sys.stdin.readline().strip() != "GO":
+            return 1
+        r.warmup(r.step_model, 2)  # re-grow the allocator's cache after empty_cache
+    times, loss = r.time_steps(r.step_model, args.steps)
+    mode = args.mode + ("-compile" if args.compile and args.mode in ("ddp", "tp") else "")
+    row = r.row(mode, times, loss, warm_s)
+    row.update(versions(torch))
+    if rank == 0:
+        emit(row, args.out)
+    if args.mode in ("ddp", "tp"):
+        torch.distributed.destroy_process_group()
+    return 0
+
+
+def versions(torch):
+    v = {"torch": torch.__version__}
+    if torch.cuda.is_available():
+        v["cuda"] = torch.version.cuda
+        v["device"] = torch.cuda.get_device_name(0)
+        try:
+            v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # noqa: BLE001 - informational only
+            pass
+    return v
+
+
+def suite(args):
+    """eager then compile for each model on one GPU (see the module doc)."""
+    models = args.models.split(",")
+    t_start = time.perf_counter()
+    rows = []
+    if "eager" in args.modes:
+        import torch
+        for m in models:
+            sub = argparse.Namespace(**vars(args))
+            sub.model, sub.mode, sub.micro_batch, sub.compile = m, "eager", None, False
+            fill_defaults(sub)
+            try:
+                torch_, device, _, _ = setup(sub)
+                r = Runner(torch_, sub, device)
+                warm_s, _ = r.warmup(r.model, args.warmup)
+                times, loss = r.time_steps(r.model, args.steps)
+                row = r.row("eager", times, loss, warm_s)
+                row.update(versions(torch_))
+                del r
+            except Exception as e:  # noqa: BLE001 - record and go on with the next model
+                row = {"model": m, "gpus": 1, "mode": "eager", "error": repr(e)[:400]}
+            emit(row, args.out)
+            rows.append(row)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    if "compile" in args.modes:
+        rows += compile_children(args, models, t_start)
+    return rows
+
+
+def compile_children(args, models, t_start):
+    me = os.path.abspath(__file__)
+    children = {}
+    for m in models:
+        cmd = [sys.executable, me, "one", "--model", m, "--mode", "compile",
+               "--steps", str(args.steps), "--warmup", str(args.warmup), "--seq", str(args.seq),
+               "--device", args.device, "--wait-go"]
+        children[m] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=None, text=True, bufsize=1)
+    deadline = time.perf_counter() + args.compile_wait_s
+    ready, failed = [], {}
+    pending = dict(children)
+    while pending and time.perf_counter() < deadline:
+        fds = {p.stdout.fileno(): m for m, p in pending.items()}
+        r, _, _ = select.select(list(fds), [], [], max(0.0, min(5.0, deadline - time.perf_counter())))
+        for fd in r:
+            m = fds[fd]
+            line = pending[m].stdout.readline()
+            if line.strip() == "READY":
+                ready.append(m)
+                del pending[m]
+            elif line == "":  # exited before READY
+                failed[m] = "exited with status %s before warming up" % pending[m].wait()
+                del pending[m]
+    for m, p in pending.items():
+        p.kill()
+        p.wait()
+        failed[m] = "not compiled and warmed up within %.0f s" % args.compile_wait_s
+    rows = []
+    for m in models:  # one at a time on the GPU, in the order asked
+        if m in failed:
+            row = {"model": m, "gpus": 1, "mode": "compile", "error": failed[m]}
+            emit(row, args.out)
+            rows.append(row)
+            continue
+        p = children[m]
+        p.stdin.write("GO\n")
+        p.stdin.flush()
+        out, _ = p.communicate(timeout=300)  # the child prints its row; we record it
+        got = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        row = got[-1] if got else {"model": m, "gpus": 1, "mode": "compile",
+                                   "error": "no result (exit status %s)" % p.returncode}
+        row["compile_phase_s"] = round(time.perf_counter() - t_start, 1)
+        emit(row, args.out)
+        rows.append(row)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    one = sub.add_parser("one", help="one model in one mode (use torchrun for ddp/tp)")
+    one.add_argument("--model", choices=sorted(MODELS), required=True)
+    one.add_argument("--mode", choices=["eager", "compile", "ddp", "tp"], required=True)
+    one.add_argument("--compile", action="store_true", help="ddp/tp: torch.compile the model")
+    one.add_argument("--micro-batch", type=int, default=None, help="per GPU (default per model)")
+    one.add_argument("--wait-go", action="store_true", help=argparse.SUPPRESS)
+    st = sub.add_parser("suite", help="eager and compile for several models on one GPU")
+    st.add_argument("--models", default="gpt2,gpt2-medium,gpt2-large,gpt2-xl")
+    st.add_argument("--modes", default="eager,compile")
+    st.add_argument("--compile-wait-s", type=float, default=150.0,
+                    help="give up on compilations not done this long after they start")
+    for p in (one, st):
+        p.add_argument("--steps", type=int, default=10)
+        p.add_argument("--warmup", type=int, default=3)
+        p.add_argument("--seq", type=int, default=SEQ)
+        p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+        p.add_argument("--out", default="", help="also append the JSON rows to this file")
+    args = ap.parse_args()
+    if args.cmd == "one":
+        return run_one(args)
+    suite(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

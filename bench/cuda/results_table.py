@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Result rows of the CUDA benchmark (bench/cuda/run.sh); no PyTorch needed.
+
+  results_table.py autoddl-row BENCH_JSON METRICS_JSON WARMUP STATUS
+      one JSON row for a generated program's run: tokens/s from its metrics.json step times
+      after WARMUP steps (the program's own first-step exclusion is not relied on)
+  results_table.py combine --pytorch ROWS --autoddl ROWS --info INFO --out FILE
+      bench/cuda/results/cuda_vs_pytorch.json in issue 6 part 5's schema
+
+MFU: flops/token = 6*N + 12*L*T*C with N = every parameter but the position table (the tied
+embedding once), over 989.5e12 bf16 FLOP/s per GPU (H200 SXM dense, NVIDIA datasheet); the
+same definition as bench/cuda/pytorch_gpt2.py, whose rows carry their own.
+"""
+import argparse
+import datetime
+import json
+import sys
+
+VOCAB, SEQ, PEAK = 50257, 1024, 989.5e12
+SHAPES = {"gpt2": (12, 768), "gpt2-medium": (24, 1024), "gpt2-large": (36, 1280),
+          "gpt2-xl": (48, 1600)}
+ORDER = ["gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"]
+# PyTorch mode -> the plan it is compared with, and which column it fills.
+PT_PLAN = {"eager": ("single", "pytorch_eager_tokens_per_s"),
+           "compile": ("single", "pytorch_compile_tokens_per_s"),
+           "ddp": ("dp2", "pytorch_eager_tokens_per_s"),
+           "ddp-compile": ("dp2", "pytorch_compile_tokens_per_s"),
+           "tp": ("tp2", "pytorch_eager_tokens_per_s"),
+           "tp-compile": ("tp2", "pytorch_compile_tokens_per_s")}
+
+
+def flops_per_token(model, seq=SEQ):
+    layers, c = SHAPES[model]
+    n = VOCAB * c + layers * (12 * c * c + 13 * c) + 2 * c  # without the position table
+    return 6 * n + 12 * layers * seq * c
+
+
+def read_rows(path):
+    rows = []
+    if path:
+        try:
+            with open(path) as f:
+                rows = [json.loads(l) for l in f if l.strip().startswith("{")]
+        except OSError:
+            pass
+    return rows
+
+
+def autoddl_row(bench_json, metrics_json, warmup, status):
+    meta = json.load(open(bench_json))
+    row = {k: meta.get(k) for k in ("model", "gpus", "plan", "micro_batch", "global_batch")}
+    row["autoddl_tokens_per_s"] = None
+    try:
+        metrics = json.load(open(metrics_json)) if metrics_json else {}
+    except (OSError, ValueError) as e:
+        metrics = {}
+        row["error"] = "no metrics.json: %s" % e
+    steps = metrics.get("step_seconds", [])[int(warmup):]
+    if status != "0":
+        row["error"] = "status %s" % status
+    elif steps:
+        mean = sum(steps) / len(steps)
+        tokens = meta["global_batch"] * meta.get("seq", SEQ)
+        row["autoddl_tokens_per_s"] = round(tokens / mean, 1)
+        row["autoddl_step_ms_mean"] = round(1e3 * mean, 3)
+        row["autoddl_steps_timed"] = len(steps)
+    else:
+        row.setdefault("error", "no step times after %s warm-up steps" % warmup)
+    print(json.dumps(row))
+
+
+def combine(args):
+    pt = read_rows(args.pytorch)
+    ad = read_rows(args.autoddl)
+    info = open(args.info).read() if args.info else ""
+    rows = {}
+
+    def row_for(model, gpus, plan):
+        key = (model, gpus, plan)
+        if key not in rows:
+            rows[key] = {"model": model, "gpus": gpus, "plan": plan,
+                         "autoddl_tokens_per_s": None, "pytorch_eager_tokens_per_s": None,
+                         "pytorch_compile_tokens_per_s": None, "mfu": None}
+        return rows[key]
+
+    versions = {}
+    device = None
+    for r in pt:
+        plan, col = PT_PLAN.get(r.get("mode"), (None, None))
+        if plan is None or r.get("model") not in SHAPES:
+            continue
+        row = row_for(r["model"], r.get("gpus", 1), plan)
+        if "error" in r:
+            row.setdefault("errors", []).append("pytorch %s: %s" % (r["mode"], r["error"]))
+            continue
+        row[col] = r["tokens_per_s"]
+        row[col.replace("tokens_per_s", "mfu")] = r["mfu"]
+        row["micro_batch"] = r["micro_batch"]
+        row.setdefault("global_batch", r["global_batch"])
+        for k in ("torch", "cuda", "nccl"):
+            if k in r:
+                versions[k] = r[k]
+        device = r.get("device", device)
+    for r in ad:
+        if r.get("model") not in SHAPES:
+            continue
+        row = row_for(r["model"], r["gpus"], r["plan"])
+        if row["autoddl_tokens_per_s"] is not None and not r.get("autoddl_tokens_per_s"):
+            continue  # a failed repeat does not hide a measured run
+        row["autoddl_tokens_per_s"] = r.get("autoddl_tokens_per_s")
+        row["autoddl_micro_batch"] = r.get("micro_batch")
+        row["global_batch"] = r.get("global_batch")
+        if r.get("autoddl_tokens_per_s"):
+            row["mfu"] = round(r["autoddl_tokens_per_s"] * flops_per_token(r["model"])
+                               / (PEAK * r["gpus"]), 4)
+        if "error" in r:
+            row.setdefault("errors", []).append("autoddl: %s" % r["error"])
+    for row in rows.values():
+        a, e, c = (row["autoddl_tokens_per_s"], row["pytorch_eager_tokens_per_s"],
+                   row["pytorch_compile_tokens_per_s"])
+        row["autoddl_over_eager"] = round(a / e, 3) if a and e else None
+        row["autoddl_over_compile"] = round(a / c, 3) if a and c else None
+    for line in info.splitlines():
+        if "NVIDIA" in line and "," in line and device is None:
+            device = line.split(",")[0].strip()
+        if line.startswith("torch "):
+            versions.setdefault("torch_line", line.strip())
+        if "driver" not in versions and "," in line and "NVIDIA" in line:
+            versions["driver"] = line.split(",")[1].strip()
+        if line.startswith("Cuda compilation tools") or line.startswith("Build cuda"):
+            versions.setdefault("nvcc", line.strip())
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "device": device,
+        "versions": versions,
+        "command": "bash bench/cuda/run.sh (see its header for the arguments of this run)",
+        "workload": "GPT-2, seq 1024, vocab 50257, tied embeddings, bf16 autocast over fp32 "
+                    "master weights, AdamW lr 6e-4 betas 0.9/0.95 wd 0.1, random tokens",
+        "mfu_definition": "tokens/s * (6*N + 12*L*T*C) / (989.5e12 * gpus), N = parameters "
+                          "without the position table; 'mfu' is autoddl's, the pytorch_*_mfu "
+                          "columns PyTorch's (bench/cuda/pytorch_gpt2.py)",
+        "rows": sorted(rows.values(), key=lambda r: (r["gpus"], ORDER.index(r["model"]),
+                                                     r["plan"])),
+    }
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    print("%-12s %4s %-7s %12s %12s %12s %6s" % ("model", "gpus", "plan", "autoddl",
+                                                 "pt eager", "pt compile", "mfu"))
+    for r in doc["rows"]:
+        fmt = lambda v: "-" if v is None else "%.0f" % v  # noqa: E731
+        print("%-12s %4d %-7s %12s %12s %12s %6s" % (
+            r["model"], r["gpus"], r["plan"], fmt(r["autoddl_tokens_per_s"]),
+            fmt(r["pytorch_eager_tokens_per_s"]), fmt(r["pytorch_compile_tokens_per_s"]),
+            "-" if r["mfu"] is None else "%.3f" % r["mfu"]))
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "autoddl-row":
+        if len(sys.argv) != 6:
+            sys.exit("usage: results_table.py autoddl-row BENCH_JSON METRICS_JSON WARMUP STATUS")
+        autoddl_row(*sys.argv[2:6])
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cmd", choices=["combine"])
+    ap.add_argument("--pytorch", default="")
+    ap.add_argument("--autoddl", default="")
+    ap.add_argument("--info", default="")
+    ap.add_argument("--out", required=True)
+    combine(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The CUDA benchmark of issue 6 (docs/calibrate.md "Benchmark"): on one machine, in one run,
+# PyTorch (eager, torch.compile; on 2 GPUs DDP and tensor parallel) and the autoddl-generated
+# CUDA programs on GPT-2 124M/355M/774M/1.5B, seq 1024, bf16, AdamW, same micro-batches; and,
+# with --probe, the calibration probe (autoddl calibrate's project, built standalone).
+#
+#   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
+#                          [--warmup N] [--models a,b] [--compile-wait S]
+#
+# --gpus 1: eager and compile on one GPU; 2: DDP and TP with torchrun on two; all: both.
+# --projects DIR: generated projects (bench/cuda/make_projects.sh), one folder each with a
+#   bench.json ({"model", "gpus", "plan", "micro_batch", "global_batch"}); each is built with
+#   CMake and run under mpirun for --steps + --warmup steps; autoddl_tokens_per_s is computed
+#   from its metrics.json step times after the warm-up steps.
+# Results go to $OUT (the device tool's folder) when set, else bench/cuda/results/:
+#   cuda_vs_pytorch.json (issue 6 part 5's schema), pytorch_rows.jsonl, autoddl_rows.jsonl,
+#   h200-calibrated.json + calibrate_raw.json (--probe), run.log (every log), info.txt.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+
+gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=150
+models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --gpus) gpus=$2; shift 2 ;;
+  --projects) projects=$2; shift 2 ;;
+  --probe) probe=1; shift ;;
+  --steps) steps=$2; shift 2 ;;
+  --warmup) warmup=$2; shift 2 ;;
+  --models) models=$2; shift 2 ;;
+  --compile-wait) compile_wait=$2; shift 2 ;;
+  *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case "$gpus" in 1 | 2 | all) ;; *) echo "run.sh: --gpus takes 1, 2 or all" >&2; exit 2 ;; esac
+
+res=${OUT:-bench/cuda/results}
+mkdir -p "$res"
+log=$res/run.log
+: >"$log"
+say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
+t0=$(date +%s)
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+jobs=$(nproc)
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv
+  nvidia-smi topo -m
+  nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+  mpirun --version 2>&1 | head -1
+} >"$res/info.txt" 2>&1
+say "$(head -3 "$res/info.txt" | tail -1); $ngpu GPU(s)"
+
+# The probe builds in the background while PyTorch runs (CPU only; its GPU run comes last).
+probe_build=/tmp/autoddl-calibrate-build
+if [ "$probe" = 1 ]; then
+  (cmake -S backends/cuda/calibrate/probe -B "$probe_build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90 && nice cmake --build "$probe_build" -j "$jobs") \
+    >"$res/probe_build.log" 2>&1 &
+  probe_pid=$!
+fi
+
+pt_rows=$res/pytorch_rows.jsonl
+: >"$pt_rows"
+if [ "$gpus" = 1 ] || [ "$gpus" = all ]; then
+  say "PyTorch 1 GPU: eager, compile ($models)"
+  python3 bench/cuda/pytorch_gpt2.py suite --models "$models" --steps "$steps" \
+    --warmup "$warmup" --compile-wait-s "$compile_wait" --out "$pt_rows" >>"$log" 2>&1
+fi
+if { [ "$gpus" = 2 ] || [ "$gpus" = all ]; } && [ "$ngpu" -ge 2 ]; then
+  for m in ${models//,/ }; do
+    for mode in ddp tp; do
+      say "PyTorch 2 GPUs: $mode $m"
+      timeout 300 torchrun --standalone --nproc_per_node 2 bench/cuda/pytorch_gpt2.py one \
+        --model "$m" --mode "$mode" --steps "$steps" --warmup "$warmup" --out "$pt_rows" \
+        >>"$log" 2>&1 || say "  failed (status $?)"
+    done
+  done
+fi
+
+ad_rows=$res/autoddl_rows.jsonl
+: >"$ad_rows"
+if [ -n "$projects" ]; then
+  for dir in "$projects"/*/; do
+    [ -f "$dir/bench.json" ] || continue
+    name=$(basename "$dir")
+    want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gpus"])' "$dir/bench.json")
+    if [ "$gpus" = 1 ] && [ "$want" != 1 ]; then continue; fi
+    if [ "$gpus" = 2 ] && [ "$want" != 2 ]; then continue; fi
+    if [ "$want" -gt "$ngpu" ]; then say "autoddl $name: needs $want GPUs, have $ngpu"; continue; fi
+    say "autoddl $name: build"
+    b=/tmp/autoddl-bench/$name
+    if cmake -S "$dir" -B "$b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >>"$log" 2>&1 &&
+      cmake --build "$b" -j "$jobs" >>"$log" 2>&1; then
+      say "autoddl $name: run on $want GPU(s)"
+      rm -rf "$b/out"
+      timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$want" \
+        -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
+        "$b/train" --steps $((steps + warmup)) --out "$b/out" --quiet >>"$log" 2>&1
+      st=$?
+      python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "$b/out/metrics.json" \
+        "$warmup" "$st" >>"$ad_rows"
+    else
+      say "autoddl $name: build failed"
+      python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "" "$warmup" build >>"$ad_rows"
+    fi
+  done
+fi
+
+if [ "$probe" = 1 ]; then
+  say "probe: waiting for its build"
+  if wait "$probe_pid"; then
+    np=$ngpu
+    [ "$gpus" = 1 ] && np=1
+    say "probe: mpirun -np $np"
+    mpirun --allow-run-as-root -np "$np" -x NCCL_NVLS_ENABLE "$probe_build/calibrate" \
+      -o "$res/h200-calibrated.json" --raw "$res/calibrate_raw.json" --name h200-calibrated \
+      2>&1 | tee -a "$log"
+  else
+    say "probe: build failed"
+    tail -30 "$res/probe_build.log" | tee -a "$log"
+  fi
+  cat "$res/probe_build.log" >>"$log"
+  rm -f "$res/probe_build.log"
+fi
+
+python3 bench/cuda/results_table.py combine --pytorch "$pt_rows" --autoddl "$ad_rows" \
+  --info "$res/info.txt" --out "$res/cuda_vs_pytorch.json" 2>&1 | tee -a "$log"
+say "done in $(($(date +%s) - t0)) s"
