@@ -3,7 +3,8 @@
 // Edge code (no MLIR): turns a plan (planner/Plan.h) and the model it was made
 // for (ir/import/ModelGraph.h) into the files of a self-contained training
 // project (DESIGN §6, docs/codegen.md): CMakeLists.txt, train.cpp, plan.json
-// and copies of the runtime (backends/common, backends/cpu). Emission is
+// and copies of the runtime (backends/common, backends/cpu, and for the CUDA
+// backend backends/cuda). Emission is
 // deterministic: the same plan and model give the same bytes. Bad input (a
 // model op or a plan the CPU backend cannot run) throws autoddl::UserError.
 //
@@ -21,18 +22,31 @@ namespace autoddl::codegen {
 /// Relative path -> file contents, in path order.
 using ProjectFiles = std::map<std::string, std::string>;
 
+/// The two programs one emitter writes: CPU + MPI, and CUDA + NCCL + MPI.
+enum class Backend { Cpu, Cuda };
+
+/// "cpu" / "cuda" -> Backend; UserError for anything else.
+Backend parseBackend(const std::string &name);
+
 /// The generated training program alone (train.cpp).
+std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
+                             Backend backend);
 std::string emitCpuTrainProgram(const planner::Plan &plan,
                                 const ModelGraph &model);
 
-/// Every file of the project. `planText` is written as plan.json.
+/// Every file of the project. `planText` is written as plan.json. `fp32`
+/// (cuda only): the project builds in the --fp32 mode by default.
+ProjectFiles generateProject(const planner::Plan &plan, const ModelGraph &model,
+                             const std::string &planText, Backend backend,
+                             bool fp32 = false);
 ProjectFiles generateCpuProject(const planner::Plan &plan,
                                 const ModelGraph &model,
                                 const std::string &planText);
 
-/// The runtime sources the project carries (backends/common/**,
-/// backends/cpu/**), embedded into autoddl at build time.
-ProjectFiles runtimeSources();
+/// The runtime sources a project of `backend` carries, embedded into autoddl
+/// at build time: backends/common/** and backends/cpu/** (cpu), plus
+/// backends/cuda/* and backends/cuda/kernels/* (cuda).
+ProjectFiles runtimeSources(Backend backend = Backend::Cpu);
 
 /// Writes `files` under `dir`. Refuses (UserError, nothing written) when `dir`
 /// exists, is not empty and is not a previous autoddl project (it has no

@@ -23,11 +23,22 @@
 
 namespace autoddl::codegen {
 
-// The fixed parts of train.cpp (TrainText.cpp): includes and helpers, the
-// runtime glue every stage uses, and main().
+// The fixed parts of train.cpp (TrainText.cpp, CudaTrainText.cpp): includes
+// and helpers, the runtime glue every stage uses, and main(). The pieces named
+// "Shared" are the same for both backends.
 extern const char *const kTrainPreludeText;
 extern const char *const kTrainSupportText;
+extern const char *const kTrainSharedPipelineText;
+extern const char *const kTrainDataText;
+extern const char *const kTrainOptionsText;
+extern const char *const kTrainParamsText;
+extern const char *const kTrainParseText;
 extern const char *const kTrainMainText;
+extern const char *const kCudaTrainPreludeText;
+extern const char *const kCudaTrainSupportText;
+extern const char *const kCudaTrainDataText;
+extern const char *const kCudaTrainParamsText;
+extern const char *const kCudaTrainMainText;
 
 namespace {
 
@@ -91,6 +102,16 @@ template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
 /// its input-gradient and weight-gradient halves.
 struct Step {
   std::vector<std::string> fwd, bwdInput, bwdWeight;
+  // Parameters whose gradient the input / weight half writes.
+  std::vector<int> paramsInput, paramsWeight;
+};
+
+/// A data-parallel gradient bucket of the cuda program: parameters whose
+/// gradients are complete after one point of a stage's backward.
+struct Bucket {
+  int stage = 0;
+  bool weightPart = false; // completes in the weight-gradient half (zb-h1)
+  std::vector<int> params;
 };
 
 /// A float buffer of a stage struct.
@@ -100,12 +121,14 @@ struct Member {
   std::string comment;
   bool i32 = false;
   bool grad = false; // a gradient buffer (zeroed before each backward)
+  bool stat = false; // fp32 statistics (act_t activations otherwise, on cuda)
 };
 
 class Emitter {
 public:
-  Emitter(const planner::Plan &plan, const ModelGraph &g)
-      : plan_(plan), g_(g), L_(chooseLayout(plan, g)), tp_(plan.knobs.tp) {
+  Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
+      : plan_(plan), g_(g), L_(chooseLayout(plan, g)), tp_(plan.knobs.tp),
+        cuda_(backend == Backend::Cuda) {
     names_.resize(g.tensors.size());
     std::set<std::string> used;
     for (size_t t = 0; t < g.tensors.size(); ++t) {
@@ -126,6 +149,10 @@ public:
       throw UserError("codegen: model " + g.name +
                       " has neither input_ids nor adjacency inputs; the cpu "
                       "backend feeds token and graph models only");
+    if (cuda_ && graphModel_)
+      throw UserError("codegen: model " + g.name +
+                      " is a graph model; the cuda backend runs token models "
+                      "only (use --backend cpu)");
   }
 
   std::string emit();
@@ -162,6 +189,9 @@ private:
   void addTensor(int stage, int t, TpLayout l, bool withGrad);
   std::string ensureLayout(int stage, int t, TpLayout want,
                            std::vector<Step> &steps);
+  std::map<std::pair<size_t, bool>, std::vector<int>>
+  assignBuckets(int stage, const std::vector<Step> &steps);
+  std::string gradSyncConfig(const pipeline::Schedule &s) const;
   void emitOp(size_t i, std::vector<Step> &steps);
   int64_t vocab() const;
   void emitStage(int stage, std::string &out);
@@ -173,6 +203,7 @@ private:
   const ModelGraph &g_;
   ModelLayout L_;
   int tp_;
+  bool cuda_ = false; // emit the CUDA program (device buffers, NCCL)
   std::vector<std::string> names_;
   std::vector<int> producer_;
   bool tokenModel_ = false, graphModel_ = false;
@@ -180,14 +211,17 @@ private:
   std::map<int, std::vector<Member>> members_;
   std::map<int, std::set<std::string>> memberSet_;
   std::map<std::pair<int, std::string>, bool> converted_;
-  bool splitBackward_ = false; // zero-bubble: B and W apart
+  bool splitBackward_ = false;       // zero-bubble: B and W apart
+  std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
+  std::vector<Bucket> buckets_;      // cuda, dp > 1, no ZeRO
   double lossScale_ = 0;
   int64_t lossCount_ = 0;
 };
 
 std::string Emitter::val(int t, TpLayout l) const {
-  if (isParam(t))
-    return "P." + names_[size_t(t)] + ".value.data()";
+  if (isParam(t)) // the kernels read the act_t working copy on cuda
+    return "P." + names_[size_t(t)] +
+           (cuda_ ? ".work.data()" : ".value.data()");
   if (isInput(t)) {
     const std::string &n = g_.tensors[size_t(t)].name;
     if (graphModel_) {
@@ -423,7 +457,22 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     } else {
       F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
                     x[1], b, N, K, O, twS));
-      if (needDx && p.mode == OpMode::Column) {
+      if (needDx && p.mode == OpMode::Column && cuda_) {
+        const std::string part = names_[size_t(r)] + "_dx_partial";
+        addMember(st,
+                  {part, N * K, shapeStr({N, K}) + " partial input gradient",
+                   false, false});
+        BI("{ // column-parallel: dx from this rank's output features is a "
+           "partial sum (P -> B)");
+        BI(fmt::format("  act_t *partial = a.{}.data();", part));
+        BI(fmt::format("  zero(partial, {} * sizeof(act_t));", N * K));
+        BI(fmt::format("  linear_backward(partial, nullptr, nullptr, {}, {}, "
+                       "{}, {}, {}, {}, {});",
+                       dy, x[0], x[1], N, K, O, twS));
+        BI(fmt::format("  all_reduce_forward(partial, {}, g.tp);", N * K));
+        BI(fmt::format("  add_into({}, partial, {});", dx[0], N * K));
+        BI("}");
+      } else if (needDx && p.mode == OpMode::Column) {
         BI("{ // column-parallel: dx from this rank's output features is a "
            "partial sum (P -> B)");
         BI(fmt::format("  std::vector<float> partial({});", N * K));
@@ -485,9 +534,9 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     const int64_t C = lastDim(ys), N = n / C;
     const std::string eps = fmtDouble(attrOr<double>(op, "epsilon", 1e-5));
     const std::string base = names_[size_t(r)];
-    addMember(st, {base + "_rstd", N, "[N] saved 1/std", false, false});
+    addMember(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
     if (k == "layernorm") {
-      addMember(st, {base + "_mean", N, "[N] saved mean", false, false});
+      addMember(st, {base + "_mean", N, "[N] saved mean", false, false, true});
       const std::string beta = op.operands.size() > 2 ? x[2] : "nullptr";
       const std::string dbeta = op.operands.size() > 2 ? dx[2] : "nullptr";
       F(fmt::format("layernorm_forward({}, a.{}_mean.data(), a.{}_rstd.data(), "
@@ -530,9 +579,14 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     const bool causal = attrOr<bool>(op, "causal", true);
     const int64_t B = ys[0], T = ys[1];
     const std::string base = names_[size_t(r)];
-    addMember(st,
-              {base + "_att", B * H * T * T,
-               shapeStr({B, H, T, T}) + " saved probabilities", false, false});
+    if (cuda_) // FlashAttention-style: the log-sum-exp, not the probabilities
+      addMember(st, {base + "_lse", B * H * T,
+                     shapeStr({B, H, T}) + " saved log-sum-exp", false, false,
+                     true});
+    else
+      addMember(st, {base + "_att", B * H * T * T,
+                     shapeStr({B, H, T, T}) + " saved probabilities", false,
+                     false});
     std::string views, gviews;
     if (op.operands.size() == 1) {
       views = fmt::format("attention_qkv_views({}, {}, {}, {})", x[0], H, G, D);
@@ -544,9 +598,20 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       gviews = fmt::format("AttentionGradViews{{{}, {}, {}, {}, {}}}", dx[0],
                            dx[1], dx[2], H * D, G * D);
     }
+    const char *causalS = causal ? "true" : "false";
+    if (cuda_) {
+      F(fmt::format("attention_forward({}, a.{}_lse.data(), {}, {}, {}, {}, "
+                    "{}, {}, {});",
+                    y, base, views, B, T, H, G, D, causalS));
+      BI(fmt::format("attention_backward({}, {}, {}, a.{}_lse.data(), {}, {}, "
+                     "{}, {}, {}, {}, {});",
+                     gviews, dy, y, base, views, B, T, H, G, D, causalS));
+      steps.push_back(std::move(s));
+      return;
+    }
     F(fmt::format("attention_forward({}, a.{}_att.data(), {}, {}, {}, {}, {}, "
                   "{}, {});",
-                  y, base, views, B, T, H, G, D, causal ? "true" : "false"));
+                  y, base, views, B, T, H, G, D, causalS));
     BI(fmt::format(
         "attention_backward({}, {}, a.{}_att.data(), {}, {}, {}, {}, "
         "{}, {});",
@@ -554,12 +619,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   } else if (k == "cross_entropy") {
     const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V;
     lossCount_ = N;
-    addMember(st, {"losses", N, "[N] per-position loss", false, false});
+    addMember(st, {"losses", N, "[N] per-position loss", false, false, true});
     if (p.mode == OpMode::VocabLoss) {
-      addMember(
-          st, {"loss_max", N, "[N] row max over the vocabulary", false, false});
+      addMember(st, {"loss_max", N, "[N] row max over the vocabulary", false,
+                     false, true});
       addMember(st, {"loss_sums", 2 * N, "[2N] sum-exp and target logit", false,
-                     false});
+                     false, true});
       F(fmt::format("crossentropy_vocab_parallel_forward(a.losses.data(), "
                     "a.loss_max.data(), a.loss_sums.data(), {}, {}, {}, {}, "
                     "g.rtp * {}, g.tp);",
@@ -569,7 +634,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                      "{}, kLossScale);",
                      dx[0], x[0], x[1], N, V, V));
     } else {
-      addMember(st, {"loss_lse", N, "[N] saved log-sum-exp", false, false});
+      addMember(st,
+                {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
       F(fmt::format("crossentropy_forward(a.losses.data(), a.loss_lse.data(), "
                     "{}, {}, {}, {});",
                     x[0], x[1], N, V));
@@ -577,9 +643,11 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                      "{}, kLossScale);",
                      dx[0], x[0], x[1], N, V));
     }
-    F("a.loss_sum = 0;");
-    F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
-    F("  a.loss_sum += a.losses[size_t(i)];");
+    if (!cuda_) { // cuda: summed on the device at the end of the step
+      F("a.loss_sum = 0;");
+      F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
+      F("  a.loss_sum += a.losses[size_t(i)];");
+    }
   } else if (k == "spmm") {
     const int64_t Fl = lastDim(ys);
     F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
@@ -587,7 +655,126 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       BI(fmt::format("spmm_backward({}, nullptr, {}, {}, {}, {});", dx[1], x[0],
                      dy, x[1], Fl));
   }
+  // Which half writes each parameter's gradient (for the gradient buckets).
+  auto writes = [](const std::vector<std::string> &lines,
+                   const std::string &g) {
+    for (const auto &l : lines)
+      if (l.find(g) != std::string::npos)
+        return true;
+    return false;
+  };
+  for (size_t k = 0; k < op.operands.size(); ++k) {
+    if (!isParam(op.operands[k]))
+      continue;
+    if (writes(s.bwdWeight, dx[k]))
+      s.paramsWeight.push_back(op.operands[k]);
+    else if (writes(s.bwdInput, dx[k]))
+      s.paramsInput.push_back(op.operands[k]);
+  }
   steps.push_back(std::move(s));
+}
+
+/// Groups the stage's parameters into data-parallel gradient buckets of about
+/// 25 MiB of fp32 gradients (PyTorch DDP's default), in the order backward
+/// completes them. Returns, per (step, weight half?), the buckets complete
+/// after that step's lines. Parameters shared by several pipeline devices
+/// (tied, Chimera) are left to the optimizer step, which sums them over their
+/// devices first.
+std::map<std::pair<size_t, bool>, std::vector<int>>
+Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
+  std::map<std::pair<size_t, bool>, std::vector<int>> after;
+  constexpr int64_t kBucketBytes = int64_t(25) << 20;
+  // The execution order of the backward halves: (step index, weight half).
+  std::vector<std::vector<std::pair<size_t, bool>>> sequences(1);
+  for (size_t i = steps.size(); i-- > 0;) {
+    sequences[0].push_back({i, false});
+    if (!splitBackward_)
+      sequences[0].push_back({i, true});
+  }
+  if (splitBackward_) {
+    sequences.emplace_back();
+    for (size_t i = steps.size(); i-- > 0;)
+      sequences[1].push_back({i, true});
+  }
+  // The last write of each parameter (a weight-half write wins under zb-h1:
+  // W runs after B).
+  std::map<int, std::pair<size_t, bool>> last;
+  for (const auto &seq : sequences)
+    for (const auto &pos : seq) {
+      const Step &st = steps[pos.first];
+      for (int t : pos.second ? st.paramsWeight : st.paramsInput)
+        if (__builtin_popcountll(deviceMask_[size_t(t)]) == 1)
+          last[t] = pos;
+    }
+  for (const auto &seq : sequences) {
+    Bucket b;
+    b.stage = stage;
+    int64_t bytes = 0;
+    std::pair<size_t, bool> closeAt{0, false};
+    for (const auto &pos : seq) {
+      const Step &st = steps[pos.first];
+      for (int t : pos.second ? st.paramsWeight : st.paramsInput) {
+        auto it = last.find(t);
+        if (it == last.end() || it->second != pos ||
+            std::find(b.params.begin(), b.params.end(), t) != b.params.end())
+          continue;
+        b.params.push_back(t);
+        b.weightPart = splitBackward_ && pos.second;
+        bytes += 4 * numel(local(t, L_.tensors[size_t(t)]));
+        closeAt = pos;
+      }
+      if (bytes >= kBucketBytes) {
+        after[closeAt].push_back(int(buckets_.size()));
+        buckets_.push_back(b);
+        b.params.clear();
+        bytes = 0;
+      }
+    }
+    if (!b.params.empty()) {
+      after[closeAt].push_back(int(buckets_.size()));
+      buckets_.push_back(b);
+    }
+  }
+  return after;
+}
+
+/// The cuda program's configure_grad_sync(): each bucket's gradients and how
+/// many backward passes (micro-batches) complete it on the device holding it.
+std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
+  std::string out =
+      "// Data-parallel gradient buckets (~25 MiB of fp32 gradients each, in "
+      "the order backward\n// completes them): all-reduced on their own stream "
+      "once the last micro-batch's backward\n// has written them, overlapping "
+      "the rest of the backward pass.\n";
+  out += fmt::format("constexpr int kBuckets = {};\n", buckets_.size());
+  out += "static void configure_grad_sync() {\n";
+  if (buckets_.empty()) {
+    out += "  grad_sync.configure(g.dp, {}, {});\n}\n\n";
+    return out;
+  }
+  out += "  std::vector<std::vector<std::pair<float *, int64_t>>> "
+         "buckets(kBuckets);\n  std::vector<int> expected(kBuckets, 0);\n";
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket &k = buckets_[b];
+    int count = 0;
+    for (const auto &dev : sched.devices)
+      for (const auto &ins : dev)
+        if (ins.stage == k.stage &&
+            (ins.kind == OpKind::FullBackward ||
+             ins.kind ==
+                 (k.weightPart ? OpKind::WeightGradient : OpKind::Backward)))
+          ++count;
+    out += fmt::format("  if (holds_stage({})) {{ // stage {}\n", k.stage,
+                       k.stage);
+    for (int t : k.params)
+      out += fmt::format("    buckets[{0}].push_back({{P.{1}.grad.data(), "
+                         "P.{1}.n}});\n    P.{1}.bucket = {0};\n",
+                         b, names_[size_t(t)]);
+    out += fmt::format("    expected[{}] = {};\n  }}\n", b, count);
+  }
+  out += "  grad_sync.configure(g.dp, std::move(buckets), "
+         "std::move(expected));\n}\n\n";
+  return out;
 }
 
 /// Activations crossing into `stage` from earlier stages (produced before it,
@@ -650,11 +837,18 @@ void Emitter::emitStage(int stage, std::string &out) {
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
   out += fmt::format("struct Stage{} {{\n", stage);
-  for (const Member &m : members_[stage])
+  for (const Member &m : members_[stage]) {
+    if (cuda_) {
+      const char *type = m.i32 ? "int32_t" : m.stat ? "float" : "act_t";
+      out += fmt::format("  DeviceBuffer<{}> {}{{{}}}; // {}\n", type, m.name,
+                         m.size, m.comment);
+      continue;
+    }
     out += fmt::format("  std::vector<{}> {} = std::vector<{}>({}); // {}\n",
                        m.i32 ? "int32_t" : "float", m.name,
                        m.i32 ? "int32_t" : "float", m.size, m.comment);
-  if (hasLoss)
+  }
+  if (hasLoss && !cuda_)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   out += "};\n";
   out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
@@ -676,7 +870,11 @@ void Emitter::emitStage(int stage, std::string &out) {
         "  load_tokens(step, mb, {}, {});\n",
         has(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
         has(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
-    if (has(types))
+    if (has(types) && cuda_)
+      out += fmt::format("  zero(a.{0}.data(), a.{0}.size() * "
+                         "sizeof(int32_t)); // one segment\n",
+                         names_[size_t(types)]);
+    else if (has(types))
       out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one "
                          "segment\n",
                          names_[size_t(types)]);
@@ -689,17 +887,35 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += "}\n\n";
 
   // Backward: input-gradient half, weight-gradient half, both.
+  std::map<std::pair<size_t, bool>, std::vector<int>> ready;
+  if (cuda_ && plan_.knobs.dp > 1 && plan_.knobs.zero == 0)
+    ready = assignBuckets(stage, steps);
+  auto readyLines = [&](size_t i, bool weight) {
+    std::string r;
+    auto it = ready.find({i, weight});
+    if (it != ready.end())
+      for (int b : it->second)
+        r += fmt::format("  grad_sync.ready({}); // gradient bucket {} "
+                         "complete after this micro-batch\n",
+                         b, b);
+    return r;
+  };
   auto emitBackward = [&](const char *suffix, bool inputPart, bool weightPart) {
     out +=
         fmt::format("static void stage{}_{}([[maybe_unused]] Stage{} &a) {{\n",
                     stage, suffix, stage);
-    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-      if (inputPart)
-        for (const auto &l : it->bwdInput)
+    for (size_t i = steps.size(); i-- > 0;) {
+      const Step &st = steps[i];
+      if (inputPart) {
+        for (const auto &l : st.bwdInput)
           out += l + "\n";
-      if (weightPart)
-        for (const auto &l : it->bwdWeight)
+        out += readyLines(i, false);
+      }
+      if (weightPart) {
+        for (const auto &l : st.bwdWeight)
           out += l + "\n";
+        out += readyLines(i, true);
+      }
     }
     out += "}\n\n";
   };
@@ -712,10 +928,21 @@ void Emitter::emitStage(int stage, std::string &out) {
 
   out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
                      stage);
-  for (const Member &m : members_[stage])
-    if (m.grad)
+  // On cuda the gradients received from the next stage are left alone: the
+  // receive overwrites them, possibly already posted.
+  std::set<std::string> received;
+  for (int t : sendOut)
+    received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
+  for (const Member &m : members_[stage]) {
+    if (!m.grad)
+      continue;
+    if (!cuda_)
       out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
                          m.name);
+    else if (!received.count(m.name))
+      out += fmt::format(
+          "  zero(a.{0}.data(), a.{0}.size() * sizeof(act_t));\n", m.name);
+  }
   out += "  (void)a;\n}\n\n";
 
   // The instructions: receive, compute (traced F/B/W), send.
@@ -725,11 +952,13 @@ void Emitter::emitStage(int stage, std::string &out) {
     for (size_t k = 0; k < ts.size(); ++k) {
       const int t = ts[k];
       TpLayout l = L_.tensors[size_t(t)];
-      s +=
-          fmt::format("  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, {}), "
-                      "g.pp);\n",
-                      grads ? grad(t, l) : val(t, l), numel(local(t, l)),
-                      peerStage, boundary, dirTag, k);
+      s += fmt::format(
+          cuda_ ? "  pipe_recv({}, {}, device_of({}, dir), tag(mb, {}, {}, "
+                  "{}));\n"
+                : "  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, {}), "
+                  "g.pp);\n",
+          grads ? grad(t, l) : val(t, l), numel(local(t, l)), peerStage,
+          boundary, dirTag, k);
     }
     return s;
   };
@@ -739,10 +968,13 @@ void Emitter::emitStage(int stage, std::string &out) {
     for (size_t k = 0; k < ts.size(); ++k) {
       const int t = ts[k];
       TpLayout l = L_.tensors[size_t(t)];
-      s += fmt::format("  pending.push_back(isend({}, {}, device_of({}, dir), "
-                       "tag(mb, {}, {}, {}), g.pp));\n",
-                       grads ? grad(t, l) : val(t, l), numel(local(t, l)),
-                       peerStage, boundary, dirTag, k);
+      s += fmt::format(
+          cuda_ ? "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, {}, "
+                  "{}));\n"
+                : "  pending.push_back(isend({}, {}, device_of({}, dir), "
+                  "tag(mb, {}, {}, {}), g.pp));\n",
+          grads ? grad(t, l) : val(t, l), numel(local(t, l)), peerStage,
+          boundary, dirTag, k);
     }
     return s;
   };
@@ -750,10 +982,20 @@ void Emitter::emitStage(int stage, std::string &out) {
       fmt::format("static void stage{0}_forward(int64_t step, int mb, "
                   "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
                   stage);
+  // The compute of an instruction, timed: on the host clock (cpu) or by CUDA
+  // events, skipped while the pipeline's transfers are being recorded (cuda).
+  auto timed = [&](const std::string &call, const char *letter) {
+    if (!cuda_)
+      return "  const double t0 = trace.now_us();\n  " + call +
+             "\n  trace.end(\"" + letter + "\" + std::to_string(mb), 0, t0);\n";
+    return "  if (!pipe.recording()) {\n    const int t0 = trace.begin();\n"
+           "    " +
+           call + "\n    trace.end(\"" + letter +
+           "\" + std::to_string(mb), 0, t0);\n  }\n";
+  };
   out += recvList(in, false, stage - 1, stage - 1, "kActivation");
-  out += "  const double t0 = trace.now_us();\n";
-  out += fmt::format("  stage{}_forward_compute(a, step, mb);\n", stage);
-  out += "  trace.end(\"F\" + std::to_string(mb), 0, t0);\n";
+  out +=
+      timed(fmt::format("stage{}_forward_compute(a, step, mb);", stage), "F");
   out += sendList(sendOut, false, stage + 1, stage, "kActivation");
   out += "  (void)dir;\n}\n\n";
   std::vector<const char *> parts = {"backward"};
@@ -765,13 +1007,14 @@ void Emitter::emitStage(int stage, std::string &out) {
                        "dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
                        stage, part);
     if (!weightOnly) {
-      out += fmt::format("  stage{}_zero_grads(a);\n", stage);
+      out += fmt::format(cuda_ ? "  if (!pipe.recording())\n    "
+                                 "stage{}_zero_grads(a);\n"
+                               : "  stage{}_zero_grads(a);\n",
+                         stage);
       out += recvList(sendOut, true, stage + 1, stage, "kGradient");
     }
-    out += "  const double t0 = trace.now_us();\n";
-    out += fmt::format("  stage{}_{}_compute(a);\n", stage, part);
-    out += fmt::format("  trace.end(\"{}\" + std::to_string(mb), 0, t0);\n",
-                       weightOnly ? "W" : "B");
+    out += timed(fmt::format("stage{}_{}_compute(a);", stage, part),
+                 weightOnly ? "W" : "B");
     if (!weightOnly)
       out += sendList(in, true, stage - 1, stage - 1, "kGradient");
     out += "  (void)dir;\n}\n\n";
@@ -781,8 +1024,9 @@ void Emitter::emitStage(int stage, std::string &out) {
 std::string Emitter::header() const {
   const auto &k = plan_.knobs;
   std::string h;
-  h += "//===- train.cpp - generated by `autoddl codegen --backend cpu` from "
-       "plan.json ===//\n//\n";
+  h += fmt::format("//===- train.cpp - generated by `autoddl codegen --backend "
+                   "{}` from plan.json ===//\n//\n",
+                   cuda_ ? "cuda" : "cpu");
   h += fmt::format("// Model     {} ({}), {} parameters, {} layers{}\n",
                    plan_.model, g_.family, g_.parameterCount(), g_.numLayers,
                    g_.seq ? ", sequence " + std::to_string(g_.seq) : "");
@@ -874,13 +1118,10 @@ std::string Emitter::emit() {
     throw UserError("codegen: a graph model trains on the whole graph: dp and "
                     "micro-batches must be 1");
 
-  std::string stagesText;
-  for (int s = 0; s < stages; ++s)
-    emitStage(s, stagesText);
-
   // Which pipeline devices hold each parameter (a stage's parameters live on
   // the device running it; Chimera runs every stage on two devices).
-  std::vector<uint64_t> mask(g_.tensors.size(), 0);
+  std::vector<uint64_t> &mask = deviceMask_;
+  mask.assign(g_.tensors.size(), 0);
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const int st = L_.ops[i].stage;
     uint64_t m = uint64_t(1) << sched->deviceOf(st, Direction::Down);
@@ -890,6 +1131,10 @@ std::string Emitter::emit() {
       if (isParam(t))
         mask[size_t(t)] |= m;
   }
+
+  std::string stagesText;
+  for (int s = 0; s < stages; ++s)
+    emitStage(s, stagesText);
   std::string params = "// Every parameter of the model; a rank holds those of "
                        "the stages it runs.\nstruct Params {\n";
   std::string table;
@@ -942,6 +1187,17 @@ std::string Emitter::emit() {
   consts += "constexpr float kLossScale = 1.0f / float(kLossCount);\n";
   consts +=
       fmt::format("constexpr const char *kModelName = \"{}\";\n", plan_.model);
+  if (cuda_) {
+    consts +=
+        fmt::format("// Model FLOPs of one step (forward + backward, the "
+                    "plan's count) and the peak of one\n// {} (the "
+                    "cluster preset): the MFU reported in metrics.json.\n",
+                    plan_.gpu.empty() ? "GPU" : plan_.gpu);
+    consts += fmt::format("constexpr double kModelFlopsPerStep = {}, "
+                          "kPeakFlopsPerGpu = {};\n",
+                          fmtDouble(plan_.predicted.modelFlopsPerStep),
+                          fmtDouble(plan_.peakFlops));
+  }
   if (graphModel_) {
     const int x = findInput("features");
     const auto &fs = full(x);
@@ -967,26 +1223,52 @@ std::string Emitter::emit() {
                         "kMicroBatches));\n",
                         s);
   glue += "}\n\n";
+  if (cuda_) {
+    glue += "// Device buffers go before the CUDA context does.\n";
+    glue += "static void free_stages() {\n";
+    for (int s = 0; s < stages; ++s)
+      glue += fmt::format("  stage{}.clear();\n", s);
+    glue += "}\n\n";
+  }
   glue += "// This rank's share of the step's summed loss (tp rank 0 of the "
           "devices running the last stage).\n";
   glue += "static double local_loss_sum() {\n  double sum = 0;\n";
-  glue += fmt::format("  if (g.rtp == 0)\n    for (const auto &a : {})\n      "
-                      "sum += a.loss_sum;\n",
-                      lastStage);
+  if (cuda_)
+    glue += fmt::format("  if (g.rtp == 0)\n    for (const auto &a : {})\n   "
+                        "   sum += sum_to_host(a.losses.data(), "
+                        "a.losses.size());\n",
+                        lastStage);
+  else
+    glue += fmt::format("  if (g.rtp == 0)\n    for (const auto &a : {})\n   "
+                        "   sum += a.loss_sum;\n",
+                        lastStage);
   glue += "  return sum;\n}\n\n";
   glue += schedules(*sched);
+  if (cuda_)
+    glue += "\n" + gradSyncConfig(*sched);
 
-  return header() + std::string(kTrainPreludeText) + consts + params +
-         std::string(kTrainSupportText) + stagesText + glue +
-         std::string(kTrainMainText);
+  if (cuda_)
+    return header() + kCudaTrainPreludeText + consts + params +
+           kCudaTrainSupportText + kTrainSharedPipelineText +
+           kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
+           kCudaTrainParamsText + kTrainParseText + kCudaTrainMainText;
+  return header() + kTrainPreludeText + consts + params + kTrainSupportText +
+         kTrainSharedPipelineText + kTrainDataText + stagesText + glue +
+         kTrainOptionsText + kTrainParamsText + kTrainParseText +
+         kTrainMainText;
 }
 
 } // namespace
 
+std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
+                             Backend backend) {
+  Emitter e(plan, model, backend);
+  return e.emit();
+}
+
 std::string emitCpuTrainProgram(const planner::Plan &plan,
                                 const ModelGraph &model) {
-  Emitter e(plan, model);
-  return e.emit();
+  return emitTrainProgram(plan, model, Backend::Cpu);
 }
 
 } // namespace autoddl::codegen

@@ -110,7 +110,10 @@ static void add_into(float *dst, const float *src, int64_t n) {
   add_into(dfull, whole.data(), int64_t(whole.size()));
 }
 
-/// The pipeline device running `stage` in direction `dir` (Schedule::deviceOf).
+)cpp";
+
+// Shared by both backends: which pipeline device runs a stage, and message tags.
+extern const char *const kTrainSharedPipelineText = R"cpp(/// The pipeline device running `stage` in direction `dir` (Schedule::deviceOf).
 static int device_of(int64_t stage, Direction dir) {
   return int(dir == kUp ? kPP - 1 - stage : stage % kPP);
 }
@@ -126,7 +129,9 @@ enum TagKind { kActivation, kGradient };
   return int(((mb * kStages + boundary) * 2 + kind) * kMaxBoundary + k);
 }
 
-// ---- data ----
+)cpp";
+
+extern const char *const kTrainDataText = R"cpp(// ---- data ----
 
 static std::unique_ptr<TokenData> tokens; // null: synthetic tokens
 static PlantedGraph graph;
@@ -158,7 +163,8 @@ static Csr adjacency;
 
 )cpp";
 
-extern const char *const kTrainMainText = R"cpp(
+// Shared by both backends: the program's flags.
+extern const char *const kTrainOptionsText = R"cpp(
 // ---- parameters, optimizer, checkpoints ----
 
 struct Options {
@@ -169,7 +175,9 @@ struct Options {
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
 };
 
-static void init_params() {
+)cpp";
+
+extern const char *const kTrainParamsText = R"cpp(static void init_params() {
   int64_t devices_seen[64] = {};
   int groups = 0;
   for (const ParamSpec &s : param_specs()) {
@@ -296,7 +304,10 @@ static int64_t load_checkpoint(const std::string &dir) {
   return std::stoll(it->second);
 }
 
-// ---- main ----
+)cpp";
+
+// Shared by both backends.
+extern const char *const kTrainParseText = R"cpp(// ---- main ----
 
 static Options parse_options(int argc, char **argv) {
   Options o;
@@ -353,7 +364,9 @@ static Options parse_options(int argc, char **argv) {
   return o;
 }
 
-/// Everything before the first step; throws on bad input (the same on every
+)cpp";
+
+extern const char *const kTrainMainText = R"cpp(/// Everything before the first step; throws on bad input (the same on every
 /// rank).
 static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
   o = parse_options(argc, argv);

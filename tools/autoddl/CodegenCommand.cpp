@@ -1,11 +1,14 @@
 //===- CodegenCommand.cpp - `autoddl codegen`: plan -> training project --===//
 //
-//   autoddl codegen plan.json --backend cpu -o DIR [--model MODEL]
+//   autoddl codegen plan.json --backend cpu|cuda -o DIR [--model MODEL]
+//   [--fp32]
 //
 // Writes a self-contained project (docs/codegen.md): CMakeLists.txt, train.cpp,
-// plan.json and the runtime sources. Refuses a non-empty DIR that is not a
-// previous autoddl project. --model names the model when plan.json was made
-// from a model file (the plan records the model's name only).
+// plan.json and the runtime sources (CPU + MPI, or CUDA + NCCL + MPI; --fp32
+// makes the CUDA project build with fp32 activations by default). Refuses a
+// non-empty DIR that is not a previous autoddl project. --model names the model
+// when plan.json was made from a model file (the plan records the model's name
+// only).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
@@ -25,16 +28,18 @@ namespace {
 
 struct CodegenArgs {
   std::string plan, backend = "cpu", output, model;
+  bool fp32 = false;
 };
 
 void run(const CodegenArgs &a) {
-  if (a.backend != "cpu")
-    throw UserError("--backend: " + a.backend +
-                    " is not generated yet (expected cpu)");
+  const codegen::Backend backend = codegen::parseBackend(a.backend);
+  if (a.fp32 && backend != codegen::Backend::Cuda)
+    throw UserError("--fp32: only the cuda backend has a bf16 mode (the cpu "
+                    "program is fp32)");
   planner::Plan plan = planner::readPlanFile(a.plan);
   ModelGraph g = codegen::modelForPlan(plan, a.model);
-  codegen::ProjectFiles files =
-      codegen::generateCpuProject(plan, g, codegen::readTextFile(a.plan));
+  codegen::ProjectFiles files = codegen::generateProject(
+      plan, g, codegen::readTextFile(a.plan), backend, a.fp32);
   codegen::writeProject(a.output, files);
   std::printf(
       "wrote %s: train.cpp, CMakeLists.txt, plan.json and %zu runtime "
@@ -53,7 +58,11 @@ void registerCodegenCommand(CLI::App &app) {
       "codegen", "generate a self-contained training project from plan.json");
   cmd->add_option("plan", args->plan, "plan.json (autoddl plan -o)")
       ->required();
-  cmd->add_option("--backend", args->backend, "cpu (C++ + MPI + BLAS)");
+  cmd->add_option("--backend", args->backend,
+                  "cpu (C++ + MPI + BLAS) or cuda (CUDA 13 + NCCL + MPI)");
+  cmd->add_flag("--fp32", args->fp32,
+                "cuda: build with fp32 activations by default (matches the "
+                "cpu backend tightly; the default is bf16)");
   cmd->add_option("-o,--output", args->output, "project directory")->required();
   cmd->add_option("--model", args->model,
                   "the model file the plan was made from (default: the "

@@ -1,0 +1,599 @@
+// NCCL communicators, collectives, gradient sync and pipeline transfers (see
+// Comm.h).
+#include "backends/cuda/Comm.h"
+
+#include "backends/cpu/Collectives.h" // comm_stats: calls and bytes per kind
+#include "backends/cpu/Mesh.h"        // mpi_init
+#include "backends/cuda/kernels/CrossEntropy.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace autoddl::rt {
+
+namespace {
+
+Comm gWorld;
+int gRank = 0;
+std::mutex gCommsMutex;
+std::vector<ncclComm_t> gComms; // every communicator made, for abort
+std::atomic<bool> gWatchdogStop{false};
+std::thread gWatchdog;
+
+/// Aborts every communicator (they are unusable afterwards) and the job.
+[[noreturn]] void abort_all(const char *message) {
+  std::fprintf(stderr, "%s\n", message);
+  std::fflush(stderr);
+  {
+    // Another thread may hold the lock while it is the one failing: try only.
+    std::unique_lock<std::mutex> lock(gCommsMutex, std::try_to_lock);
+    for (ncclComm_t c : gComms)
+      ncclCommAbort(c);
+    gComms.clear();
+  }
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+void fault_hook(const char *message) { abort_all(message); }
+
+/// Polls every communicator for an asynchronous error (a peer died, a network
+/// failure): without it a rank could wait forever inside a kernel.
+void watchdog() {
+  while (!gWatchdogStop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::lock_guard<std::mutex> lock(gCommsMutex);
+    for (ncclComm_t c : gComms) {
+      ncclResult_t async = ncclSuccess;
+      if (ncclCommGetAsyncError(c, &async) != ncclSuccess)
+        continue;
+      if (async != ncclSuccess && async != ncclInProgress) {
+        const std::string m = "autoddl: rank " + std::to_string(gRank) +
+                              ": NCCL asynchronous error " +
+                              ncclGetErrorString(async) + " (" +
+                              ncclGetLastError(c) + ") seen by the watchdog";
+        std::fprintf(stderr, "%s\n", m.c_str());
+        std::fflush(stderr);
+        for (ncclComm_t d : gComms)
+          ncclCommAbort(d);
+        gComms.clear();
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+    }
+  }
+}
+
+void register_comm(ncclComm_t c) {
+  std::lock_guard<std::mutex> lock(gCommsMutex);
+  gComms.push_back(c);
+}
+
+int local_rank_from_env() {
+  for (const char *v :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "SLURM_LOCALID",
+        "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK"})
+    if (const char *s = std::getenv(v); s && *s)
+      return std::atoi(s);
+  return -1;
+}
+
+template <class T> ncclDataType_t nccl_type();
+template <> ncclDataType_t nccl_type<float>() { return ncclFloat32; }
+template <> ncclDataType_t nccl_type<__nv_bfloat16>() { return ncclBfloat16; }
+
+void count(const char *kind, int64_t bytes) {
+  CollectiveStat &s = comm_stats()[kind];
+  s.calls += 1;
+  s.bytes += bytes;
+}
+
+/// outer = prod shape[0:dim]; chunk = (shape[dim] / p) * prod shape[dim+1:].
+void geometry(const Shape &shape, int64_t dim, int64_t p, int64_t &outer,
+              int64_t &chunk) {
+  if (dim < 0 || dim >= int64_t(shape.size()) || shape[size_t(dim)] % p != 0)
+    throw std::invalid_argument(
+        "cannot split dimension " + std::to_string(dim) + " of " +
+        shape_str(shape) + " into " + std::to_string(p) + " parts");
+  outer = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[size_t(d)];
+  chunk = shape[size_t(dim)] / p;
+  for (size_t d = size_t(dim) + 1; d < shape.size(); ++d)
+    chunk *= shape[d];
+}
+
+// x viewed as [outer][p][chunk]; blocks as [p][outer][chunk].
+template <class T>
+__global__ void concat_blocks_kernel(T *x, const T *blocks, int64_t outer,
+                                     int64_t p, int64_t chunk,
+                                     bool accumulate) {
+  const int64_t n = outer * p * chunk;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / (outer * chunk), rem = i % (outer * chunk);
+    const int64_t o = rem / chunk, k = rem % chunk;
+    T &dst = x[(o * p + r) * chunk + k];
+    dst = accumulate ? T(float(dst) + float(blocks[i])) : blocks[i];
+  }
+}
+
+template <class T>
+__global__ void slice_kernel(T *out, const T *x, int64_t outer, int64_t p,
+                             int64_t r, int64_t chunk, bool accumulate) {
+  const int64_t n = outer * chunk;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = i / chunk, k = i % chunk;
+    const T v = x[(o * p + r) * chunk + k];
+    out[i] = accumulate ? T(float(out[i]) + float(v)) : v;
+  }
+}
+
+int grid_for(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return int(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+/// A growable device scratch buffer for packed blocks.
+/// Never freed: it lives as long as the CUDA context.
+void *scratch(int64_t bytes) {
+  static DeviceBuffer<char> *buf = new DeviceBuffer<char>();
+  if (buf->size() < bytes) {
+    synchronize(); // the previous scratch may still be read
+    *buf = DeviceBuffer<char>(bytes);
+  }
+  return buf->data();
+}
+
+template <class T>
+void all_reduce_impl(T *buf, int64_t n, const Comm &c, ncclRedOp_t op,
+                     const char *kind) {
+  if (c.size <= 1 || n == 0)
+    return;
+  count(kind, n * int64_t(sizeof(T)));
+  AUTODDL_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(n), nccl_type<T>(), op,
+                                   c.nccl, compute_stream()));
+}
+
+template <class T>
+void all_gather_impl(T *full, const T *shard, const Shape &shard_shape,
+                     int64_t dim, const Comm &c, bool accumulate) {
+  const int64_t p = c.size;
+  Shape fullShape = shard_shape;
+  fullShape.at(size_t(dim)) *= p;
+  int64_t outer, chunk;
+  geometry(fullShape, dim, p, outer, chunk);
+  const int64_t n = numel(shard_shape);
+  count("all_gather", n * int64_t(sizeof(T)));
+  if (outer == 1 && !accumulate) { // shards are contiguous ranges of full
+    if (p == 1 && full == shard)
+      return;
+    if (p == 1)
+      AUTODDL_CUDA_CHECK(cudaMemcpyAsync(full, shard, size_t(n) * sizeof(T),
+                                         cudaMemcpyDeviceToDevice,
+                                         compute_stream()));
+    else
+      AUTODDL_NCCL_CHECK(ncclAllGather(shard, full, size_t(n), nccl_type<T>(),
+                                       c.nccl, compute_stream()));
+    return;
+  }
+  T *blocks = static_cast<T *>(scratch(n * p * int64_t(sizeof(T))));
+  if (p == 1)
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(blocks, shard, size_t(n) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice,
+                                       compute_stream()));
+  else
+    AUTODDL_NCCL_CHECK(ncclAllGather(shard, blocks, size_t(n), nccl_type<T>(),
+                                     c.nccl, compute_stream()));
+  concat_blocks_kernel<<<grid_for(n * p), 256, 0, compute_stream()>>>(
+      full, blocks, outer, p, chunk, accumulate);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void slice_impl(T *out, const T *x, const Shape &shape, int64_t dim, int64_t p,
+                int64_t r, bool accumulate) {
+  int64_t outer, chunk;
+  geometry(shape, dim, p, outer, chunk);
+  slice_kernel<<<grid_for(outer * chunk), 256, 0, compute_stream()>>>(
+      out, x, outer, p, r, chunk, accumulate);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace
+
+void nccl_fail(ncclResult_t r, const char *call, const char *file, int line) {
+  const std::string m = "autoddl: rank " + std::to_string(gRank) +
+                        ": NCCL error " + ncclGetErrorString(r) + " (" +
+                        ncclGetLastError(nullptr) + ") in " + call + " at " +
+                        file + ":" + std::to_string(line);
+  abort_all(m.c_str());
+}
+
+void comm_init(int *argc, char ***argv) {
+  mpi_init(argc, argv);
+  int size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  set_rank_for_messages(gRank);
+  int devices = 0;
+  std::string problem;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    problem = "no CUDA device found (cudaGetDeviceCount); the cuda backend "
+              "needs a GPU per rank";
+  int local = local_rank_from_env();
+  if (local < 0)
+    local = devices > 0 ? gRank % devices : 0;
+  if (problem.empty() && local >= devices)
+    problem = "local rank " + std::to_string(local) + " but only " +
+              std::to_string(devices) +
+              " CUDA devices on this node: start at most one rank per GPU";
+  // Every rank learns whether any failed before NCCL starts (else the others
+  // would wait for it in the bootstrap).
+  int bad = problem.empty() ? 0 : 1, any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any)
+    throw std::runtime_error(bad ? problem
+                                 : "another rank found no usable CUDA device");
+  select_device(local);
+  set_fault_hook(fault_hook);
+  // NVLink SHARP (multicast) stays off unless the user asks for it.
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  ncclUniqueId id;
+  if (gRank == 0)
+    AUTODDL_NCCL_CHECK(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  gWorld.size = size;
+  gWorld.rank = gRank;
+  AUTODDL_NCCL_CHECK(ncclCommInitRank(&gWorld.nccl, size, id, gRank));
+  register_comm(gWorld.nccl);
+  gWatchdogStop = false;
+  gWatchdog = std::thread(watchdog);
+}
+
+const Comm &world() { return gWorld; }
+
+Comm comm_split(int color, int key) {
+  Comm c;
+  ncclComm_t made = nullptr;
+  AUTODDL_NCCL_CHECK(ncclCommSplit(gWorld.nccl,
+                                   color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
+                                   &made, nullptr));
+  if (color < 0 || made == nullptr) {
+    c.size = 0;
+    return c;
+  }
+  c.nccl = made;
+  AUTODDL_NCCL_CHECK(ncclCommCount(made, &c.size));
+  AUTODDL_NCCL_CHECK(ncclCommUserRank(made, &c.rank));
+  register_comm(made);
+  return c;
+}
+
+void comm_finalize() {
+  gWatchdogStop = true;
+  if (gWatchdog.joinable())
+    gWatchdog.join();
+  if (!gWorld.nccl)
+    return;
+  AUTODDL_CUDA_CHECK(cudaDeviceSynchronize());
+  std::lock_guard<std::mutex> lock(gCommsMutex);
+  for (ncclComm_t c : gComms)
+    ncclCommDestroy(c);
+  gComms.clear();
+  gWorld = Comm{};
+}
+
+void all_reduce_forward(float *buf, int64_t n, const Comm &c) {
+  all_reduce_impl(buf, n, c, ncclSum, "all_reduce");
+}
+void all_reduce_forward(__nv_bfloat16 *buf, int64_t n, const Comm &c) {
+  all_reduce_impl(buf, n, c, ncclSum, "all_reduce");
+}
+void all_reduce_max(float *buf, int64_t n, const Comm &c) {
+  all_reduce_impl(buf, n, c, ncclMax, "all_reduce");
+}
+
+void all_gather_forward(float *full, const float *shard,
+                        const Shape &shard_shape, int64_t dim, const Comm &c) {
+  all_gather_impl(full, shard, shard_shape, dim, c, false);
+}
+void all_gather_forward(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
+                        const Shape &shard_shape, int64_t dim, const Comm &c) {
+  all_gather_impl(full, shard, shard_shape, dim, c, false);
+}
+void all_gather_accumulate(float *full, const float *shard,
+                           const Shape &shard_shape, int64_t dim,
+                           const Comm &c) {
+  all_gather_impl(full, shard, shard_shape, dim, c, true);
+}
+void all_gather_accumulate(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
+                           const Shape &shard_shape, int64_t dim,
+                           const Comm &c) {
+  all_gather_impl(full, shard, shard_shape, dim, c, true);
+}
+
+void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
+                   int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r, false);
+}
+void slice_forward(__nv_bfloat16 *out, const __nv_bfloat16 *x,
+                   const Shape &shape, int64_t dim, int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r, false);
+}
+void slice_accumulate(float *out, const float *x, const Shape &shape,
+                      int64_t dim, int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r, true);
+}
+void slice_accumulate(__nv_bfloat16 *out, const __nv_bfloat16 *x,
+                      const Shape &shape, int64_t dim, int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r, true);
+}
+
+void reduce_scatter_flat(float *shard, const float *full, int64_t shard_n,
+                         const Comm &c) {
+  count("reduce_scatter", shard_n * c.size * int64_t(sizeof(float)));
+  if (c.size <= 1) {
+    AUTODDL_CUDA_CHECK(
+        cudaMemcpyAsync(shard, full, size_t(shard_n) * sizeof(float),
+                        cudaMemcpyDeviceToDevice, compute_stream()));
+    return;
+  }
+  AUTODDL_NCCL_CHECK(ncclReduceScatter(full, shard, size_t(shard_n),
+                                       ncclFloat32, ncclSum, c.nccl,
+                                       compute_stream()));
+}
+
+void all_gather_flat(float *full, const float *shard, int64_t shard_n,
+                     const Comm &c) {
+  all_gather_impl(full, shard, Shape{shard_n}, 0, c, false);
+}
+
+void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
+                                         float *sums, const act_t *logits,
+                                         const int32_t *targets, int64_t N,
+                                         int64_t Vl, int64_t v0,
+                                         const Comm &c) {
+  crossentropy_vocab_parallel_max(gmax, logits, N, Vl);
+  all_reduce_max(gmax, N, c);
+  crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
+  all_reduce_forward(sums, 2 * N, c);
+  crossentropy_vocab_parallel_loss(losses, gmax, sums, N);
+}
+
+// ---- GradSync ----
+
+void GradSync::configure(
+    const Comm &comm,
+    std::vector<std::vector<std::pair<float *, int64_t>>> buckets,
+    std::vector<int> expected) {
+  comm_ = comm;
+  buckets_ = std::move(buckets);
+  expected_ = std::move(expected);
+  seen_.assign(buckets_.size(), 0);
+  if (!stream_) {
+    AUTODDL_CUDA_CHECK(
+        cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    AUTODDL_CUDA_CHECK(
+        cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  for (size_t b = ready_events_.size(); b < buckets_.size(); ++b) {
+    cudaEvent_t e;
+    AUTODDL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    ready_events_.push_back(e);
+  }
+}
+
+void GradSync::start_step() {
+  std::fill(seen_.begin(), seen_.end(), 0);
+  launched_any_ = false;
+}
+
+void GradSync::ready(int bucket) {
+  if (comm_.size <= 1 || bucket < 0 || size_t(bucket) >= buckets_.size())
+    return;
+  if (++seen_[size_t(bucket)] != expected_[size_t(bucket)])
+    return;
+  // The bucket's last gradient is written: fence, then all-reduce its tensors
+  // as one group on the sync stream.
+  AUTODDL_CUDA_CHECK(
+      cudaEventRecord(ready_events_[size_t(bucket)], compute_stream()));
+  AUTODDL_CUDA_CHECK(
+      cudaStreamWaitEvent(stream_, ready_events_[size_t(bucket)], 0));
+  AUTODDL_NCCL_CHECK(ncclGroupStart());
+  for (const auto &[ptr, n] : buckets_[size_t(bucket)]) {
+    count("all_reduce", n * int64_t(sizeof(float)));
+    AUTODDL_NCCL_CHECK(ncclAllReduce(ptr, ptr, size_t(n), ncclFloat32, ncclSum,
+                                     comm_.nccl, stream_));
+  }
+  AUTODDL_NCCL_CHECK(ncclGroupEnd());
+  launched_any_ = true;
+}
+
+void GradSync::wait() {
+  if (!launched_any_)
+    return;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (seen_[b] < expected_[b])
+      throw std::logic_error("gradient bucket " + std::to_string(b) + " saw " +
+                             std::to_string(seen_[b]) + " of " +
+                             std::to_string(expected_[b]) + " backward passes");
+  AUTODDL_CUDA_CHECK(cudaEventRecord(done_, stream_));
+  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done_, 0));
+}
+
+// ---- Pipe ----
+
+void Pipe::setup(MPI_Comm pp_comm, int device, int devices, int color_base,
+                 int groups) {
+  pp_ = pp_comm;
+  device_ = device;
+  devices_ = devices;
+  color_base_ = color_base;
+  groups_ = groups;
+  AUTODDL_CUDA_CHECK(cudaEventCreateWithFlags(&fence_, cudaEventDisableTiming));
+}
+
+void Pipe::send(const void *buf, int64_t bytes, int peer, int tag) {
+  Link &l = out_[peer];
+  if (recording_) {
+    l.index[tag] = l.order.size();
+    l.order.push_back({tag, const_cast<void *>(buf), bytes});
+    return;
+  }
+  if (l.next >= l.order.size() || l.order[l.next].tag != tag)
+    throw std::logic_error("pipeline send to device " + std::to_string(peer) +
+                           " out of the recorded order (tag " +
+                           std::to_string(tag) + ")");
+  ++l.next;
+  AUTODDL_CUDA_CHECK(cudaEventRecord(fence_, compute_stream()));
+  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(l.stream, fence_, 0));
+  count("send", bytes);
+  AUTODDL_NCCL_CHECK(ncclSend(buf, size_t(bytes), ncclChar, 1 - l.comm.rank,
+                              l.comm.nccl, l.stream));
+}
+
+void Pipe::recv(void *buf, int64_t bytes, int peer, int tag) {
+  if (recording_) {
+    recorded_recv_[peer][tag] = {tag, buf, bytes};
+    return;
+  }
+  Link &l = in_.at(peer);
+  auto it = l.index.find(tag);
+  if (it == l.index.end())
+    throw std::logic_error("pipeline: device " + std::to_string(peer) +
+                           " never sends tag " + std::to_string(tag));
+  const size_t want = it->second;
+  while (l.next <= want) {
+    const Message &m = l.order[l.next];
+    count("recv", m.bytes);
+    AUTODDL_NCCL_CHECK(ncclRecv(m.buf, size_t(m.bytes), ncclChar,
+                                1 - l.comm.rank, l.comm.nccl, l.stream));
+    AUTODDL_CUDA_CHECK(cudaEventRecord(l.events[l.next], l.stream));
+    ++l.next;
+  }
+  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), l.events[want], 0));
+}
+
+void Pipe::finish_step() {
+  for (auto *links : {&out_, &in_})
+    for (auto &[peer, l] : *links) {
+      if (l.next != l.order.size())
+        throw std::logic_error(
+            "pipeline: " + std::to_string(l.order.size() - l.next) +
+            " transfers with device " + std::to_string(peer) +
+            " left in the step");
+      AUTODDL_CUDA_CHECK(cudaStreamSynchronize(l.stream));
+      l.next = 0;
+    }
+}
+
+void Pipe::end_recording() {
+  recording_ = false;
+  // 1. The receivers learn the senders' orders (over MPI, along the pp axis).
+  std::vector<MPI_Request> reqs;
+  std::vector<std::vector<int>> sent(static_cast<size_t>(devices_));
+  std::vector<int> sizes(size_t(devices_), 0);
+  for (auto &[peer, l] : out_) {
+    for (const Message &m : l.order)
+      sent[size_t(peer)].push_back(m.tag);
+    sizes[size_t(peer)] = int(l.order.size());
+  }
+  for (int peer = 0; peer < devices_; ++peer) {
+    if (peer == device_)
+      continue;
+    MPI_Request r;
+    MPI_Isend(&sizes[size_t(peer)], 1, MPI_INT, peer, 7001, pp_, &r);
+    reqs.push_back(r);
+    if (sizes[size_t(peer)] > 0) {
+      MPI_Isend(sent[size_t(peer)].data(), sizes[size_t(peer)], MPI_INT, peer,
+                7002, pp_, &r);
+      reqs.push_back(r);
+    }
+  }
+  for (int peer = 0; peer < devices_; ++peer) {
+    if (peer == device_)
+      continue;
+    int n = 0;
+    MPI_Recv(&n, 1, MPI_INT, peer, 7001, pp_, MPI_STATUS_IGNORE);
+    std::vector<int> tags(static_cast<size_t>(n));
+    if (n > 0)
+      MPI_Recv(tags.data(), n, MPI_INT, peer, 7002, pp_, MPI_STATUS_IGNORE);
+    const auto &mine = recorded_recv_[peer];
+    if (mine.size() != tags.size())
+      throw std::runtime_error("pipeline: device " + std::to_string(peer) +
+                               " sends " + std::to_string(tags.size()) +
+                               " messages to device " +
+                               std::to_string(device_) + ", which receives " +
+                               std::to_string(mine.size()));
+    if (n == 0)
+      continue;
+    Link &l = in_[peer];
+    for (int t : tags) {
+      auto it = mine.find(t);
+      if (it == mine.end())
+        throw std::runtime_error("pipeline: device " + std::to_string(peer) +
+                                 " sends tag " + std::to_string(t) +
+                                 " that device " + std::to_string(device_) +
+                                 " never receives");
+      l.index[t] = l.order.size();
+      l.order.push_back(it->second);
+    }
+  }
+  MPI_Waitall(int(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+  // 2. One two-rank communicator per used link (a -> b), made in the same
+  // order on every rank (ncclCommSplit is collective over the world).
+  std::vector<int> used(size_t(devices_ * devices_), 0);
+  for (auto &[peer, l] : out_)
+    if (!l.order.empty())
+      used[size_t(device_ * devices_ + peer)] = 1;
+  MPI_Allreduce(MPI_IN_PLACE, used.data(), int(used.size()), MPI_INT, MPI_MAX,
+                MPI_COMM_WORLD);
+  for (int a = 0; a < devices_; ++a)
+    for (int b = 0; b < devices_; ++b) {
+      const int link = a * devices_ + b;
+      if (!used[size_t(link)])
+        continue;
+      const bool member = device_ == a || device_ == b;
+      Comm c = comm_split(member ? link * groups_ + color_base_ : -1,
+                          device_ == a ? 0 : 1);
+      if (!member)
+        continue;
+      Link &l = device_ == a ? out_[b] : in_[a];
+      l.comm = c;
+      AUTODDL_CUDA_CHECK(
+          cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+      l.events.resize(l.order.size());
+      for (auto &e : l.events)
+        AUTODDL_CUDA_CHECK(
+            cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+  // Links this rank does not use in practice (no messages) are dropped.
+  for (auto *links : {&out_, &in_})
+    for (auto it = links->begin(); it != links->end();)
+      it = it->second.order.empty() ? links->erase(it) : std::next(it);
+  // 3. Connect every link now, with one tiny transfer each way, grouped, so
+  // that no connection is set up lazily in the middle of a step.
+  DeviceBuffer<char> probe(int64_t(out_.size() + in_.size()) + 1);
+  AUTODDL_NCCL_CHECK(ncclGroupStart());
+  int64_t k = 0;
+  for (auto &[peer, l] : out_)
+    AUTODDL_NCCL_CHECK(
+        ncclSend(probe.data() + k++, 1, ncclChar, 1, l.comm.nccl, l.stream));
+  for (auto &[peer, l] : in_)
+    AUTODDL_NCCL_CHECK(
+        ncclRecv(probe.data() + k++, 1, ncclChar, 0, l.comm.nccl, l.stream));
+  AUTODDL_NCCL_CHECK(ncclGroupEnd());
+  for (auto *links : {&out_, &in_})
+    for (auto &[peer, l] : *links)
+      AUTODDL_CUDA_CHECK(cudaStreamSynchronize(l.stream));
+  recorded_recv_.clear();
+}
+
+} // namespace autoddl::rt

@@ -1,0 +1,183 @@
+// Communication of generated CUDA programs (docs/codegen.md "CUDA backend"):
+// MPI bootstrap, NCCL communicators (one per mesh-axis group, made with
+// ncclCommSplit from a world communicator whose ncclUniqueId is broadcast over
+// MPI), the boxing collectives of backends/cpu/Collectives.h with device
+// pointers, the data-parallel gradient sync, pipeline send/recv that cannot
+// deadlock, and fault handling.
+//
+// Streams. Tensor-parallel collectives sit on the critical path: they run on
+// compute_stream(), simply ordered with the kernels. The data-parallel gradient
+// sync runs on its own stream, fenced by events, so it overlaps the rest of the
+// backward pass. Pipeline transfers run on one stream per link (ordered pair of
+// pipeline devices) over a two-rank communicator per link: a link carries data
+// one way only, so a send never waits behind a receive of the same rank.
+//
+// Faults. Every NCCL call is checked (AUTODDL_NCCL_CHECK); a CUDA or NCCL
+// error, or an asynchronous NCCL error seen by the watchdog thread, prints
+// "autoddl: rank R: ... in <call> at file:line", aborts every communicator
+// (ncclCommAbort) and MPI_Aborts the job, so that no rank hangs.
+#ifndef AUTODDL_BACKENDS_CUDA_COMM_H
+#define AUTODDL_BACKENDS_CUDA_COMM_H
+
+#include "backends/common/Tensor.h"
+#include "backends/cuda/Runtime.h"
+
+#include <cstdint>
+#include <map>
+#include <mpi.h>
+#include <nccl.h>
+#include <vector>
+
+namespace autoddl::rt {
+
+[[noreturn]] void nccl_fail(ncclResult_t r, const char *call, const char *file,
+                            int line);
+#define AUTODDL_NCCL_CHECK(x)                                                  \
+  do {                                                                         \
+    const ncclResult_t autoddl_nr_ = (x);                                      \
+    if (autoddl_nr_ != ncclSuccess && autoddl_nr_ != ncclInProgress)           \
+      ::autoddl::rt::nccl_fail(autoddl_nr_, #x, __FILE__, __LINE__);           \
+  } while (0)
+
+/// One NCCL communicator and this rank's place in it. size 1 (no nccl) when
+/// the group is this rank alone: collectives over it do nothing.
+struct Comm {
+  ncclComm_t nccl = nullptr;
+  int size = 1, rank = 0;
+};
+
+/// MPI_Init (mpi_init of backends/cpu/Mesh.h), the local rank from
+/// OMPI_COMM_WORLD_LOCAL_RANK / LOCAL_RANK / SLURM_LOCALID, select_device,
+/// NCCL_NVLS_ENABLE=0 unless set, the world communicator, the fault hook and
+/// the watchdog. Throws std::runtime_error when there is no CUDA device.
+void comm_init(int *argc, char ***argv);
+/// The world communicator (every rank).
+const Comm &world();
+/// ncclCommSplit of the world: ranks with the same color >= 0 form a
+/// communicator, ordered by key; color < 0: this rank joins none (returns a
+/// size-0 Comm). Collective over the world.
+Comm comm_split(int color, int key);
+/// Destroys every communicator and stops the watchdog (before MPI_Finalize).
+void comm_finalize();
+
+// ---- boxing collectives over tensor-parallel groups (compute_stream) ----
+
+void all_reduce_forward(float *buf, int64_t n, const Comm &c);
+void all_reduce_forward(__nv_bfloat16 *buf, int64_t n, const Comm &c);
+void all_reduce_max(float *buf, int64_t n, const Comm &c);
+/// S(dim) -> B: full = the shards of every rank along `dim`.
+void all_gather_forward(float *full, const float *shard,
+                        const Shape &shard_shape, int64_t dim, const Comm &c);
+void all_gather_forward(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
+                        const Shape &shard_shape, int64_t dim, const Comm &c);
+/// full += the all-gather (the backward of a local slice B -> S(dim)).
+void all_gather_accumulate(float *full, const float *shard,
+                           const Shape &shard_shape, int64_t dim,
+                           const Comm &c);
+void all_gather_accumulate(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
+                           const Shape &shard_shape, int64_t dim,
+                           const Comm &c);
+/// out = the r-th of p S(dim) shards of x (local, no communication).
+void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
+                   int64_t p, int64_t r);
+void slice_forward(__nv_bfloat16 *out, const __nv_bfloat16 *x,
+                   const Shape &shape, int64_t dim, int64_t p, int64_t r);
+/// out += the r-th shard (the backward of an all-gather whose gradient is
+/// replicated).
+void slice_accumulate(float *out, const float *x, const Shape &shape,
+                      int64_t dim, int64_t p, int64_t r);
+void slice_accumulate(__nv_bfloat16 *out, const __nv_bfloat16 *x,
+                      const Shape &shape, int64_t dim, int64_t p, int64_t r);
+/// Flat fp32 P -> S(0) and S(0) -> B of `shard` floats per rank (ZeRO).
+void reduce_scatter_flat(float *shard, const float *full, int64_t shard_n,
+                         const Comm &c);
+void all_gather_flat(float *full, const float *shard, int64_t shard_n,
+                     const Comm &c);
+/// Megatron's vocab-parallel cross-entropy forward (the three steps of
+/// backends/cpu/kernels/CrossEntropy.h with their all-reduces).
+void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
+                                         float *sums, const act_t *logits,
+                                         const int32_t *targets, int64_t N,
+                                         int64_t Vl, int64_t v0, const Comm &c);
+
+// ---- data-parallel gradient sync (its own stream) ----
+
+/// Gradients grouped into buckets (~25 MiB of fp32, in the order backward
+/// produces them). When the backward of the last micro-batch has written a
+/// bucket's gradients, ready() all-reduces them on the sync stream, overlapping
+/// the rest of the backward pass; wait() makes compute_stream() wait for every
+/// bucket of the step.
+class GradSync {
+public:
+  /// `comm` is the data-parallel group; bucket b holds `bucket_grads[b]`
+  /// (pointer, floats) and completes after `expected[b]` ready() calls.
+  void configure(const Comm &comm,
+                 std::vector<std::vector<std::pair<float *, int64_t>>> buckets,
+                 std::vector<int> expected);
+  void ready(int bucket);
+  void wait();
+  void start_step();
+
+private:
+  Comm comm_;
+  std::vector<std::vector<std::pair<float *, int64_t>>> buckets_;
+  std::vector<int> expected_, seen_;
+  std::vector<cudaEvent_t> ready_events_;
+  cudaEvent_t done_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  bool launched_any_ = false;
+};
+
+// ---- pipeline send/recv ----
+
+/// Transfers between pipeline devices. Each (micro-batch, boundary, kind,
+/// tensor) message has a tag. The program first runs its schedule once in
+/// recording mode (no kernels): every send and recv is noted with its peer, tag
+/// and buffer; the senders' orders are exchanged; a communicator is made per
+/// used link. Executing, a receive posts, on the link's stream, every message
+/// the sender sends before the one wanted (into its recorded buffer), so the
+/// receives follow the sender's order and no schedule can deadlock; compute
+/// waits on an event of the wanted message only.
+class Pipe {
+public:
+  /// `pp_comm`: the MPI communicator of the pipeline axis (rank = device);
+  /// `color_base`: distinct per group of ranks agreeing on the other mesh
+  /// coordinates (their index), `groups`: how many such groups.
+  void setup(MPI_Comm pp_comm, int device, int devices, int color_base,
+             int groups);
+  void begin_recording() { recording_ = true; }
+  /// Exchanges the orders and creates the link communicators. Collective over
+  /// the world. Throws std::runtime_error when the two ends of a link disagree
+  /// on the messages.
+  void end_recording();
+  bool recording() const { return recording_; }
+  void send(const void *buf, int64_t bytes, int peer, int tag);
+  void recv(void *buf, int64_t bytes, int peer, int tag);
+  /// Waits for this step's transfers (before the buffers are reused).
+  void finish_step();
+
+private:
+  struct Message {
+    int tag = 0;
+    void *buf = nullptr;
+    int64_t bytes = 0;
+  };
+  struct Link {
+    Comm comm;
+    cudaStream_t stream = nullptr;
+    std::vector<Message> order;  // sends: ours; receives: the sender's order
+    std::map<int, size_t> index; // tag -> position in order
+    std::vector<cudaEvent_t> events;
+    size_t next = 0; // next message to send / post
+  };
+  MPI_Comm pp_ = MPI_COMM_NULL;
+  int device_ = 0, devices_ = 1, color_base_ = 0, groups_ = 1;
+  bool recording_ = false;
+  std::map<int, Link> out_, in_;                        // by peer device
+  std::map<int, std::map<int, Message>> recorded_recv_; // peer -> tag -> buf
+  cudaEvent_t fence_ = nullptr;
+};
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_COMM_H

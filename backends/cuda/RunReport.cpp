@@ -1,0 +1,147 @@
+// Metrics and device-timed traces of generated CUDA programs (see RunReport.h).
+#include "backends/cuda/RunReport.h"
+
+#include "backends/common/FileIo.h"
+#include "backends/common/MiniJson.h"
+#include "backends/common/Trace.h"
+#include "backends/cpu/Collectives.h" // comm_stats, comm_size, comm_rank
+#include "backends/cpu/MpiCheck.h"
+
+#include <chrono>
+
+namespace autoddl::rt {
+
+namespace {
+double host_us() {
+  static const auto origin = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now() - origin)
+      .count();
+}
+} // namespace
+
+cudaEvent_t GpuTrace::event(int index) {
+  while (int(events_.size()) <= index) {
+    cudaEvent_t e;
+    AUTODDL_CUDA_CHECK(cudaEventCreate(&e));
+    events_.push_back(e);
+  }
+  return events_[size_t(index)];
+}
+
+void GpuTrace::start_step() {
+  if (!enabled_)
+    return;
+  used_ = 0;
+  pending_.clear();
+  synchronize();
+  step_host_us_ = host_us();
+  AUTODDL_CUDA_CHECK(cudaEventRecord(event(used_++), compute_stream()));
+}
+
+int GpuTrace::begin() {
+  if (!enabled_)
+    return -1;
+  const int i = used_++;
+  AUTODDL_CUDA_CHECK(cudaEventRecord(event(i), compute_stream()));
+  return i;
+}
+
+void GpuTrace::end(const std::string &name, int tid, int begin_index) {
+  if (!enabled_ || begin_index < 0)
+    return;
+  const int i = used_++;
+  AUTODDL_CUDA_CHECK(cudaEventRecord(event(i), compute_stream()));
+  pending_.push_back({name, tid, begin_index, i});
+}
+
+void GpuTrace::finish_step() {
+  if (!enabled_ || used_ == 0)
+    return;
+  synchronize();
+  for (const Pending &p : pending_) {
+    float start_ms = 0, dur_ms = 0;
+    AUTODDL_CUDA_CHECK(
+        cudaEventElapsedTime(&start_ms, events_[0], events_[size_t(p.begin)]));
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&dur_ms, events_[size_t(p.begin)],
+                                            events_[size_t(p.end)]));
+    done_.push_back({p.name, p.tid, step_host_us_ + 1e3 * double(start_ms),
+                     1e3 * double(dur_ms)});
+  }
+  pending_.clear();
+  used_ = 0;
+}
+
+std::string GpuTrace::events_json(int pid) const {
+  std::string out;
+  for (const Done &e : done_) {
+    Json j = Json::obj();
+    j.set("name", Json::of(e.name));
+    j.set("ph", Json::of(std::string("X")));
+    j.set("pid", Json::of(int64_t(pid)));
+    j.set("tid", Json::of(int64_t(e.tid)));
+    j.set("ts", Json::of(e.ts_us));
+    j.set("dur", Json::of(e.dur_us));
+    out += (out.empty() ? "" : ",") + j.dump();
+  }
+  return out;
+}
+
+void write_cuda_run_metrics(RunMetrics &m, double model_flops_per_step,
+                            double peak_flops_per_gpu, const std::string &path,
+                            MPI_Comm comm) {
+  const int p = comm_size(comm);
+  int64_t mine = peak_device_bytes();
+  m.peak_memory_bytes.assign(size_t(p), 0);
+  mpiCheck(MPI_Allgather(&mine, 1, MPI_INT64_T, m.peak_memory_bytes.data(), 1,
+                         MPI_INT64_T, comm));
+  m.collectives = comm_stats();
+  if (comm_rank(comm) == 0) {
+    double total = 0;
+    size_t first = m.step_seconds.size() >= 2 ? 1 : 0, counted = 0;
+    for (size_t i = first; i < m.step_seconds.size(); ++i, ++counted)
+      total += m.step_seconds[i];
+    const double mean = counted ? total / double(counted) : 0;
+    const double mfu =
+        mean > 0 && peak_flops_per_gpu > 0
+            ? model_flops_per_step / mean / (double(p) * peak_flops_per_gpu)
+            : 0.0;
+    // metrics_json's object with two more members in front.
+    std::string text = metrics_json(m);
+    Json extra = Json::obj();
+    extra.set("mfu", Json::of(mfu));
+    extra.set("model_flops_per_step", Json::of(model_flops_per_step));
+    std::string e = extra.dump(); // {"mfu":..,"model_flops_per_step":..}
+    text = "{" + e.substr(1, e.size() - 2) + "," + text.substr(1);
+    write_file_atomically(path, text);
+  }
+  mpiCheck(MPI_Barrier(comm));
+}
+
+void write_cuda_run_trace(const GpuTrace &trace, const std::string &path,
+                          MPI_Comm comm) {
+  const int p = comm_size(comm), r = comm_rank(comm);
+  const std::string mine = trace.events_json(r);
+  int len = int(mine.size());
+  std::vector<int> lens(static_cast<size_t>(p)),
+      offsets(static_cast<size_t>(p), 0);
+  mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
+  std::string all;
+  if (r == 0) {
+    for (int q = 1; q < p; ++q)
+      offsets[size_t(q)] = offsets[size_t(q - 1)] + lens[size_t(q - 1)];
+    all.resize(size_t(offsets[size_t(p - 1)] + lens[size_t(p - 1)]));
+  }
+  mpiCheck(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
+                       offsets.data(), MPI_CHAR, 0, comm));
+  if (r == 0) {
+    std::vector<std::string> fragments;
+    for (int q = 0; q < p; ++q)
+      fragments.push_back(
+          all.substr(size_t(offsets[size_t(q)]), size_t(lens[size_t(q)])));
+    write_file_atomically(path, trace_document(fragments));
+  }
+  mpiCheck(MPI_Barrier(comm));
+}
+
+} // namespace autoddl::rt

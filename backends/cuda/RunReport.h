@@ -1,0 +1,69 @@
+// What a generated CUDA program reports (the CUDA form of
+// backends/cpu/RunReport.h): metrics.json with per-rank peak DEVICE memory and
+// the model FLOPs utilisation, and a Chrome trace whose F/B/W events are timed
+// by CUDA events on compute_stream() (one process per rank, as on the CPU).
+#ifndef AUTODDL_BACKENDS_CUDA_RUNREPORT_H
+#define AUTODDL_BACKENDS_CUDA_RUNREPORT_H
+
+#include "backends/common/Metrics.h"
+#include "backends/cuda/Runtime.h"
+
+#include <mpi.h>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt {
+
+/// Events timed on the device: begin() records a CUDA event on
+/// compute_stream(), end() a second one; finish_step() (after the step's
+/// work is done) turns the pairs into trace events placed on the host clock at
+/// the step's start.
+class GpuTrace {
+public:
+  void set_enabled(bool on) { enabled_ = on; }
+  bool enabled() const { return enabled_; }
+  /// Before the step's first kernel: the reference point of its events.
+  void start_step();
+  /// An event index to pass to end() (-1 when disabled).
+  int begin();
+  void end(const std::string &name, int tid, int begin_index);
+  /// Synchronizes with the device and resolves the step's events.
+  void finish_step();
+  /// The events as comma-separated JSON objects with "pid": pid.
+  std::string events_json(int pid) const;
+
+private:
+  struct Pending {
+    std::string name;
+    int tid = 0, begin = 0, end = 0;
+  };
+  struct Done {
+    std::string name;
+    int tid = 0;
+    double ts_us = 0, dur_us = 0;
+  };
+  cudaEvent_t event(int index);
+  bool enabled_ = false;
+  std::vector<cudaEvent_t> events_;
+  int used_ = 0;
+  double step_host_us_ = 0;
+  std::vector<Pending> pending_;
+  std::vector<Done> done_;
+};
+
+/// Fills m.peak_memory_bytes with every rank's peak_device_bytes() (rank
+/// order of `comm`) and m.collectives with this rank's comm_stats(); rank 0
+/// writes metrics.json to `path` atomically, with "mfu" = model_flops_per_step
+/// / mean step seconds / (ranks * peak_flops_per_gpu) and
+/// "model_flops_per_step" added. Collective.
+void write_cuda_run_metrics(RunMetrics &m, double model_flops_per_step,
+                            double peak_flops_per_gpu, const std::string &path,
+                            MPI_Comm comm);
+
+/// Gathers every rank's events and rank 0 writes one trace document.
+void write_cuda_run_trace(const GpuTrace &trace, const std::string &path,
+                          MPI_Comm comm);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_RUNREPORT_H

@@ -1,0 +1,34 @@
+# Builds the CUDA runtime as a static library `autoddl_cuda_runtime` from copies of its sources, for
+# generated projects (autoddl codegen --backend cuda). Needs CUDA 13 (cudart, cuBLASLt), NCCL and
+# MPI only. Set AUTODDL_RUNTIME_ROOT to the directory holding backends/ before including this file,
+# and enable the CUDA language first. AUTODDL_FP32=ON builds every act_t as fp32 (the --fp32 mode).
+cmake_minimum_required(VERSION 3.18)
+find_package(MPI REQUIRED COMPONENTS C)
+find_package(CUDAToolkit REQUIRED)
+find_path(AUTODDL_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include
+  /usr/local/cuda/include)
+find_library(AUTODDL_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib
+  /usr/local/cuda/lib64 /usr/local/cuda/lib64/stubs)
+if(NOT AUTODDL_NCCL_INCLUDE OR NOT AUTODDL_NCCL_LIBRARY)
+  message(FATAL_ERROR "NCCL not found: set NCCL_HOME to its install prefix")
+endif()
+set(_rt ${AUTODDL_RUNTIME_ROOT}/backends)
+file(GLOB _autoddl_cuda_sources ${_rt}/cuda/*.cu ${_rt}/cuda/*.cpp ${_rt}/cuda/kernels/*.cu)
+list(SORT _autoddl_cuda_sources)
+add_library(autoddl_cuda_runtime STATIC
+  ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
+  ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
+  ${_rt}/common/Trace.cpp
+  ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Checkpoint.cpp
+  ${_autoddl_cuda_sources})
+target_include_directories(autoddl_cuda_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT} ${AUTODDL_NCCL_INCLUDE})
+target_compile_features(autoddl_cuda_runtime PUBLIC cxx_std_17)
+set_target_properties(autoddl_cuda_runtime PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+target_compile_definitions(autoddl_cuda_runtime PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+if(AUTODDL_FP32)
+  target_compile_definitions(autoddl_cuda_runtime PUBLIC AUTODDL_FP32=1)
+endif()
+target_compile_options(autoddl_cuda_runtime PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+target_link_libraries(autoddl_cuda_runtime PUBLIC MPI::MPI_C CUDA::cudart CUDA::cublasLt
+  ${AUTODDL_NCCL_LIBRARY})

@@ -1,0 +1,487 @@
+//===- CudaTrainText.cpp - the fixed parts of a generated CUDA train.cpp --===//
+//
+// The CUDA program's counterparts of TrainText.cpp's backend-specific pieces
+// (the shared ones, pipeline tags and the program's flags, come from there):
+// includes and the device parameter record; the grid of NCCL communicators,
+// the pipeline transfer wrappers and the data copied to the device; the
+// parameters, optimizer and checkpoints (device -> host -> the common
+// safetensors writer); and main(). docs/codegen.md "CUDA backend".
+//
+//===----------------------------------------------------------------------===//
+namespace autoddl::codegen {
+
+extern const char *const kCudaTrainPreludeText = R"cpp(
+#include "backends/common/Data.h"         // TokenData, synthetic_tokens
+#include "backends/common/FileIo.h"       // make_directories
+#include "backends/common/Init.h"         // Slice, init_normal (keyed by global index)
+#include "backends/common/Metrics.h"      // Timer, RunMetrics
+#include "backends/cpu/Checkpoint.h"      // checkpoint_save / _load (of host copies)
+#include "backends/cpu/Mesh.h"            // Mesh: mesh coordinates over MPI
+#include "backends/cpu/MpiCheck.h"        // mpiCheck: MPI errors with file:line
+#include "backends/cuda/Comm.h"           // NCCL communicators, collectives, GradSync, Pipe
+#include "backends/cuda/RunReport.h"      // GpuTrace, write_cuda_run_metrics/_trace
+#include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer, zero, copies
+#include "backends/cuda/Zero.h"           // zero_adamw_step (ZeRO-sharded state)
+#include "backends/cuda/kernels/Attention.h"    // flash attention forward/backward
+#include "backends/cuda/kernels/CrossEntropy.h" // crossentropy_forward/_backward
+#include "backends/cuda/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu, add_into
+#include "backends/cuda/kernels/Embedding.h"    // embedding, positional, rotary
+#include "backends/cuda/kernels/Linear.h"       // linear, matmul, bias_add (cuBLASLt)
+#include "backends/cuda/kernels/Norm.h"         // layernorm, rmsnorm
+#include "backends/cuda/kernels/Optimizer.h"    // adamw_step, sgd_step
+#include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
+#include "backends/cuda/kernels/Softmax.h"      // softmax
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <mpi.h>
+
+namespace {
+
+using namespace autoddl::rt;
+
+/// A parameter as this rank holds it: its tp block of the full tensor, on the
+/// device: fp32 master value, gradient and AdamW state, and the act_t working
+/// copy the kernels read. Buffers are padded to a multiple of dp for ZeRO; the
+/// padding stays zero.
+struct Param {
+  std::string name;
+  Shape full;
+  int split_dim = -1; // S(split_dim) over tp, -1: B
+  bool held = false;  // this rank runs a stage that uses it
+  Slice slice;        // the block held
+  int64_t n = 0, padded = 0;
+  DeviceBuffer<float> value, grad, m, v, gshard; // gshard: ZeRO's gradient shard
+  DeviceBuffer<act_t> work;
+  Comm devices;    // pipeline devices sharing it (tied, Chimera); size 1: none
+  int bucket = -1; // its data-parallel gradient bucket (-1: synced at the step)
+};
+
+struct ParamSpec {
+  Param *p;
+  const char *name;
+  Shape full;
+  int split_dim;
+  const char *init;
+  double std;
+  uint64_t devices; // bit d: pipeline device d holds it
+};
+
+/// Chimera's second pipeline runs up the devices.
+enum Direction { kDown, kUp };
+
+)cpp";
+
+extern const char *const kCudaTrainSupportText = R"cpp(// ---- the grid ----
+
+/// This rank's place: mesh coordinates (and MPI communicators) from the Mesh,
+/// and one NCCL communicator per mesh axis.
+struct Grid {
+  std::unique_ptr<Mesh> mesh;
+  Comm pp, dp, tp;
+  int64_t rpp = 0, rdp = 0, rtp = 0;
+};
+static Grid g;
+static GpuTrace trace;     // F/B/W timed by CUDA events
+static Pipe pipe;          // pipeline transfers (NCCL, one stream per link)
+static GradSync grad_sync; // data-parallel gradient buckets
+static uint64_t seed = 1234;
+
+/// Backward of an all-gather S(dim) -> B whose gradient is the same on every tp
+/// rank (a replicated consumer): this rank's slice of it.
+[[maybe_unused]] static void gather_backward_local(act_t *dshard, const act_t *dfull,
+                                  const Shape &full, int64_t dim) {
+  slice_accumulate(dshard, dfull, full, dim, kTP, g.rtp);
+}
+
+/// Backward of a local slice B -> S(dim): each tp rank holds the gradient of
+/// its slice; all-gather them into the B tensor's gradient.
+[[maybe_unused]] static void slice_backward_gather(act_t *dfull, const act_t *dshard,
+                                  const Shape &shard, int64_t dim) {
+  all_gather_accumulate(dfull, dshard, shard, dim, g.tp);
+}
+
+/// Activations and their gradients between pipeline devices.
+[[maybe_unused]] static void pipe_send(const act_t *buf, int64_t n, int device, int tag) {
+  pipe.send(buf, n * int64_t(sizeof(act_t)), device, tag);
+}
+[[maybe_unused]] static void pipe_recv(act_t *buf, int64_t n, int device, int tag) {
+  pipe.recv(buf, n * int64_t(sizeof(act_t)), device, tag);
+}
+
+)cpp";
+
+extern const char *const kCudaTrainDataText = R"cpp(// ---- data ----
+
+static std::unique_ptr<TokenData> tokens; // null: synthetic tokens
+
+/// Samples [b0, b0 + kMicroBatch) of the step's global batch: this dp rank's
+/// block, then micro-batch mb inside it (docs/runtime.md "Data order"); read
+/// on the host, copied to the device.
+[[maybe_unused]] static void load_tokens(int64_t step, int64_t mb, int32_t *ids,
+                        int32_t *targets) {
+  const int64_t b0 = g.rdp * (kMicroBatches * kMicroBatch) + mb * kMicroBatch;
+  std::vector<int32_t> in(size_t(kMicroBatch * kSeq)), out(in.size());
+  if (tokens)
+    tokens->batch(step, kGlobalBatch, kSeq, b0, kMicroBatch, in.data(),
+                  out.data());
+  else
+    synthetic_tokens(seed, step, kGlobalBatch, kSeq, kVocab, b0, kMicroBatch,
+                     in.data(), out.data());
+  const int64_t bytes = int64_t(in.size() * sizeof(int32_t));
+  if (ids)
+    copy_to_device(ids, in.data(), bytes);
+  if (targets)
+    copy_to_device(targets, out.data(), bytes);
+}
+
+)cpp";
+
+extern const char *const kCudaTrainParamsText = R"cpp(static void init_params() {
+  uint64_t devices_seen[64] = {};
+  Comm comms[64];
+  int groups = 0;
+  for (const ParamSpec &s : param_specs()) {
+    Param &p = *s.p;
+    p.name = s.name;
+    p.full = s.full;
+    p.split_dim = s.split_dim;
+    p.held = (s.devices >> g.rpp) & 1;
+    p.slice = Slice::whole(s.full);
+    if (s.split_dim >= 0)
+      p.slice = p.slice.split(s.split_dim, kTP, g.rtp);
+    p.n = p.slice.numel();
+    p.padded = zero_padded_size(p.n, kDP);
+    // Devices sharing the parameter sum its gradient: one communicator per
+    // set of devices and (dp, tp) coordinates, made in parameter order on
+    // every rank (ncclCommSplit is collective).
+    if (__builtin_popcountll(s.devices) > 1) {
+      int found = -1;
+      for (int k = 0; k < groups; ++k)
+        if (devices_seen[k] == s.devices)
+          found = k;
+      if (found < 0) {
+        if (groups == 64)
+          throw std::runtime_error("too many shared-parameter groups");
+        devices_seen[groups] = s.devices;
+        const int color = int((groups * kDP + g.rdp) * kTP + g.rtp);
+        comms[groups] = comm_split(p.held ? color : -1, int(g.rpp));
+        found = groups++;
+      }
+      p.devices = comms[found];
+    }
+    if (!p.held)
+      continue;
+    std::vector<float> host(size_t(p.padded), 0.0f);
+    if (std::strcmp(s.init, "ones") == 0)
+      std::fill(host.begin(), host.begin() + p.n, 1.0f);
+    else if (std::strcmp(s.init, "normal") == 0)
+      init_normal(host.data(), p.slice, seed, p.name, 0.0f, float(s.std));
+    p.value = DeviceBuffer<float>(p.padded);
+    p.grad = DeviceBuffer<float>(p.padded);
+    const int64_t state = kZero ? p.padded / kDP : p.n;
+    p.m = DeviceBuffer<float>(state);
+    p.v = DeviceBuffer<float>(state);
+    if (kZero)
+      p.gshard = DeviceBuffer<float>(p.padded / kDP);
+    p.work = DeviceBuffer<act_t>(p.padded);
+    copy_to_device(p.value.data(), host.data(), p.padded * int64_t(sizeof(float)));
+    cast_to_act(p.work.data(), p.value.data(), p.padded);
+  }
+}
+
+static std::vector<Param *> all_params() {
+  std::vector<Param *> ps;
+  for (const ParamSpec &s : param_specs())
+    ps.push_back(s.p);
+  return ps;
+}
+
+/// Gradient synchronisation and the optimizer step (t = 1, 2, ...), on the
+/// device. Bucketed gradients were all-reduced during the backward pass.
+static void optimizer_step(const Options &o, int64_t t) {
+  AdamWConfig c;
+  c.lr = o.lr;
+  c.weight_decay = o.weight_decay;
+  grad_sync.wait();
+  for (Param *p : all_params()) {
+    if (!p->held)
+      continue;
+    if (p->devices.size > 1) // tied / Chimera copies on other devices
+      all_reduce_forward(p->grad.data(), p->n, p->devices);
+    if (kZero) {
+      zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
+                      p->v.data(), p->gshard.data(), p->padded, c, t, g.dp,
+                      p->work.data(), p->padded);
+      continue;
+    }
+    if (kDP > 1 && p->bucket < 0)
+      all_reduce_forward(p->grad.data(), p->n, g.dp);
+    if (o.optimizer == "sgd")
+      sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
+               float(o.lr), float(o.momentum), float(o.weight_decay), t,
+               p->work.data());
+    else
+      adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
+                 p->n, c, t, p->work.data());
+  }
+}
+
+/// Host copies of the parameters and optimizer state, for checkpoints.
+struct HostCopy {
+  std::vector<float> value, m, v;
+};
+static std::vector<HostCopy> host_copies;
+
+/// Parameters and optimizer state as checkpoint entries over the host copies
+/// (every rank lists every tensor; the same names and layout as the CPU
+/// program, so either backend resumes the other's checkpoints). ZeRO state is
+/// saved flat: [tp * padded], block (tp, dp).
+static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
+  std::vector<CheckpointEntry> e;
+  std::vector<Param *> ps = all_params();
+  host_copies.resize(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Param *p = ps[i];
+    HostCopy &h = host_copies[i];
+    if (p->held) {
+      h.value.resize(size_t(p->padded));
+      h.m.resize(size_t(p->m.size()));
+      h.v.resize(size_t(p->v.size()));
+    }
+    e.push_back({p->name, p->slice, p->held ? h.value.data() : nullptr});
+    if (!with_state)
+      continue;
+    Slice state = p->slice;
+    std::string suffix;
+    if (kZero) {
+      const int64_t padded = zero_padded_size(p->slice.numel(), kDP);
+      state = Slice::whole({kTP * padded}).split(0, kTP, g.rtp).split(0, kDP,
+                                                                       g.rdp);
+      suffix = ".zero";
+    }
+    e.push_back({p->name + ".exp_avg" + suffix, state,
+                 p->held ? h.m.data() : nullptr});
+    e.push_back({p->name + ".exp_avg_sq" + suffix, state,
+                 p->held ? h.v.data() : nullptr});
+  }
+  return e;
+}
+
+static void params_to_host() {
+  std::vector<Param *> ps = all_params();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Param *p = ps[i];
+    if (!p->held)
+      continue;
+    HostCopy &h = host_copies[i];
+    copy_to_host(h.value.data(), p->value.data(), p->padded * int64_t(sizeof(float)));
+    copy_to_host(h.m.data(), p->m.data(), p->m.size() * int64_t(sizeof(float)));
+    copy_to_host(h.v.data(), p->v.data(), p->v.size() * int64_t(sizeof(float)));
+  }
+}
+
+static void params_from_host() {
+  std::vector<Param *> ps = all_params();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    Param *p = ps[i];
+    if (!p->held)
+      continue;
+    HostCopy &h = host_copies[i];
+    copy_to_device(p->value.data(), h.value.data(), p->padded * int64_t(sizeof(float)));
+    copy_to_device(p->m.data(), h.m.data(), p->m.size() * int64_t(sizeof(float)));
+    copy_to_device(p->v.data(), h.v.data(), p->v.size() * int64_t(sizeof(float)));
+    cast_to_act(p->work.data(), p->value.data(), p->padded);
+  }
+}
+
+static void save_checkpoint(const Options &o, int64_t steps_done) {
+  const std::string dir = o.save + "/step-" + std::to_string(steps_done);
+  if (g.mesh->rank() == 0)
+    make_directories(dir);
+  std::vector<CheckpointEntry> entries = checkpoint_entries(true);
+  params_to_host();
+  checkpoint_save(dir + "/model.safetensors", entries,
+                  {{"format", "autoddl"},
+                   {"model", kModelName},
+                   {"step", std::to_string(steps_done)},
+                   {"optimizer", o.optimizer}},
+                  MPI_COMM_WORLD);
+}
+
+static int64_t load_checkpoint(const std::string &dir) {
+  auto meta = checkpoint_load(dir + "/model.safetensors",
+                              checkpoint_entries(true));
+  auto it = meta.find("step");
+  if (it == meta.end())
+    throw std::runtime_error(dir + "/model.safetensors: no step in metadata");
+  if (meta["model"] != kModelName)
+    throw std::runtime_error(dir + "/model.safetensors: a checkpoint of model " +
+                             meta["model"] + ", not " + kModelName);
+  params_from_host();
+  return std::stoll(it->second);
+}
+
+)cpp";
+
+extern const char *const kCudaTrainMainText = R"cpp(/// The NCCL communicator of one mesh axis: the ranks agreeing on every other
+/// coordinate (color: the world rank of the group's member at coordinate 0),
+/// ordered by their coordinate on the axis.
+static Comm axis_comm(size_t axis) {
+  std::vector<int64_t> c = g.mesh->coords();
+  c[axis] = 0;
+  return comm_split(g.mesh->rank_of(c), int(g.mesh->coord(axis)));
+}
+
+/// Everything before the first step; throws on bad input (the same on every
+/// rank).
+static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
+  o = parse_options(argc, argv);
+  std::vector<int64_t> shape = kTensorInner
+                                   ? std::vector<int64_t>{kPP, kDP, kTP}
+                                   : std::vector<int64_t>{kPP, kTP, kDP};
+  g.mesh = std::make_unique<Mesh>(shape, MPI_COMM_WORLD);
+  const size_t dpAxis = kTensorInner ? 1 : 2, tpAxis = kTensorInner ? 2 : 1;
+  g.rpp = g.mesh->coord(0);
+  g.rdp = g.mesh->coord(dpAxis);
+  g.rtp = g.mesh->coord(tpAxis);
+  g.pp = axis_comm(0);
+  g.dp = axis_comm(dpAxis);
+  g.tp = axis_comm(tpAxis);
+  if (!o.data.empty())
+    tokens = std::make_unique<TokenData>(TokenData::open(o.data, kVocab));
+  init_params();
+  allocate_stages();
+  configure_grad_sync();
+  // Run the schedule once without compute: every pipeline transfer is noted,
+  // the senders' orders exchanged and the links connected.
+  pipe.setup(g.mesh->axis(0), int(g.rpp), int(kPP), int(g.rdp * kTP + g.rtp),
+             int(kDP * kTP));
+  pipe.begin_recording();
+  run_schedule(0);
+  pipe.end_recording();
+  first_step = o.resume.empty() ? 0 : load_checkpoint(o.resume);
+}
+
+static int train(const Options &o, int64_t first_step) {
+  const bool root = g.mesh->rank() == 0;
+  trace.set_enabled(o.trace);
+  RunMetrics metrics;
+  metrics.items_per_step = double(kLossCount);
+  metrics.items_name = "tokens";
+  metrics.info["model"] = kModelName;
+  metrics.info["backend"] = "cuda";
+#ifdef AUTODDL_FP32
+  metrics.info["precision"] = "fp32";
+#else
+  metrics.info["precision"] = "bf16 activations, fp32 master weights";
+#endif
+  metrics.info["first_step"] = std::to_string(first_step);
+  metrics.info["ranks"] = std::to_string(kPP * kDP * kTP);
+  if (o.save_initial && first_step == 0)
+    save_checkpoint(o, 0);
+  for (int64_t step = first_step; step < o.steps; ++step) {
+    Timer timer;
+    trace.start_step();
+    grad_sync.start_step();
+    for (Param *p : all_params())
+      if (p->held)
+        zero(p->grad.data(), p->padded * int64_t(sizeof(float)));
+    run_schedule(step);
+    pipe.finish_step();
+    double loss = local_loss_sum();
+    mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM,
+                           MPI_COMM_WORLD));
+    loss /= double(kLossCount);
+    optimizer_step(o, step + 1);
+    synchronize();
+    trace.finish_step();
+    const double seconds = timer.seconds();
+    metrics.loss.push_back(loss);
+    metrics.step_seconds.push_back(seconds);
+    if (root && !o.quiet)
+      std::printf("step %4lld/%lld: loss %.6f (%.1f ms)\n", (long long)step + 1,
+                  (long long)o.steps, loss, seconds * 1e3);
+    std::fflush(stdout);
+    if (o.save_every > 0 && (step + 1) % o.save_every == 0)
+      save_checkpoint(o, step + 1);
+  }
+  if (!o.out.empty()) {
+    if (root)
+      make_directories(o.out);
+    write_cuda_run_metrics(metrics, kModelFlopsPerStep, kPeakFlopsPerGpu,
+                           o.out + "/metrics.json", MPI_COMM_WORLD);
+    if (o.trace)
+      write_cuda_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
+  }
+  return 0;
+}
+
+/// Device memory goes back before the communicators and the CUDA context.
+static void release_all() {
+  free_stages();
+  P = Params{};
+  synchronize();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  int64_t first_step = 0;
+  // Bad input is found the same way on every rank: rank 0 reports it.
+  int bad = 0;
+  bool devices_up = false;
+  std::string message;
+  try {
+    comm_init(&argc, &argv);
+    devices_up = true;
+    setup(argc, argv, o, first_step);
+  } catch (const std::exception &e) {
+    bad = 1;
+    message = e.what();
+  }
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) { // MPI itself did not start
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    return 1;
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any) {
+    int first = bad ? rank : 1 << 30, who = 0;
+    MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == who)
+      std::fprintf(stderr, "error: %s\n", message.c_str());
+    if (devices_up) {
+      release_all();
+      comm_finalize();
+    }
+    g = Grid{};
+    MPI_Finalize();
+    return 1;
+  }
+  try {
+    train(o, first_step);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "autoddl: rank %d: error: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  release_all();
+  comm_finalize();
+  g = Grid{};
+  MPI_Finalize();
+  return 0;
+}
+)cpp";
+
+} // namespace autoddl::codegen
