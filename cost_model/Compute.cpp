@@ -79,6 +79,73 @@ KernelCost streamKernel(const Cluster &c, std::string_view op,
   return roofline(c, flops, bytes, c.gemmEfficiency, p);
 }
 
+// Attention as Megatron-LM ran it before FlashAttention (docs/cost-model.md
+// §4.4): per (batch, head) q·kᵀ (GEMM T×T×D) writes the scores; the fused
+// scale-mask-softmax kernel reads and writes them; dropout reads them and
+// writes the kept values and a one-byte mask; P·v (GEMM T×D×T) reads them.
+// Backward: dP = dO·vᵀ and dv = Pᵀ·dO, the dropout and softmax backward over
+// the T×T matrices, dq = dS·k and dk = dSᵀ·q. Kept for backward (Korthikanti
+// et al. 2022, Table 2: 5·a·s²·b bytes per layer): the probabilities, the mask
+// and the dropout output.
+OpCost unfusedAttention(const Cluster &c,
+                        const std::vector<ops::ValueType> &operands,
+                        const std::vector<ops::ValueType> &results,
+                        const ops::Attrs &attrs, Precision p, double dropout) {
+  OpCost out;
+  const ops::ValueType &y = results[0];
+  double d = 1;
+  if (auto it = attrs.find("head_dim"); it != attrs.end())
+    if (auto *v = std::get_if<int64_t>(&it->second))
+      d = static_cast<double>(*v);
+  const double t = static_cast<double>(y.shape[y.shape.size() - 2]);
+  const double heads = static_cast<double>(y.shape.back()) / d;
+  const double bh = numel(y) / (t * heads * d) * heads; // batch x local heads
+  const double eb = elemBytes(y, p);
+  const double scores = bh * t * t * eb; // one T×T matrix per (batch, head)
+  double qkv = 0;
+  for (const ops::ValueType &v : operands)
+    qkv += bytesOf(v, p);
+  const double outB = bytesOf(y, p);
+  const bool drop = dropout > 0;
+  const double mask = drop ? scores / eb : 0; // one byte per element
+  auto gemm = [&](double m, double n, double k, double bytes) {
+    return roofline(c, 2 * bh * m * n * k, bytes,
+                    gemmEfficiency(c, m, n, k, bh), p);
+  };
+  auto stream = [&](double flops, double bytes) {
+    return roofline(c, flops, bytes, c.gemmEfficiency, p);
+  };
+  const double elems = bh * t * t;
+  // Forward: 2 GEMMs, softmax, dropout.
+  KernelCost f[] = {gemm(t, t, d, qkv + scores), stream(5 * elems, 2 * scores),
+                    drop ? stream(2 * elems, 2 * scores + mask) : KernelCost{},
+                    gemm(t, d, t, scores + qkv / 3 + outB)};
+  // Backward: dP and dv GEMMs, dropout and softmax backward, dq and dk GEMMs.
+  KernelCost b[] = {gemm(t, t, d, outB + qkv / 3 + scores),
+                    gemm(t, d, t, scores + outB + qkv / 3),
+                    drop ? stream(elems, 2 * scores + mask) : KernelCost{},
+                    stream(3 * elems, 3 * scores),
+                    gemm(t, d, t, scores + 2 * qkv / 3),
+                    gemm(t, d, t, scores + 2 * qkv / 3)};
+  for (const KernelCost &k : f) {
+    out.forward.flops += k.flops;
+    out.forward.bytes += k.bytes;
+    out.forward.time += k.time;
+  }
+  for (const KernelCost &k : b) {
+    out.backwardData.flops += k.flops;
+    out.backwardData.bytes += k.bytes;
+    out.backwardData.time += k.time;
+  }
+  out.forward.efficiency =
+      out.forward.flops / out.forward.time / c.peakFlops(p);
+  out.backwardData.efficiency =
+      out.backwardData.flops / out.backwardData.time / c.peakFlops(p);
+  // Probabilities (softmax output), and with dropout its mask and output.
+  out.savedInternal = scores + (drop ? mask + scores : 0);
+  return out;
+}
+
 } // namespace
 
 double gemmEfficiency(const Cluster &c, double m, double n, double k,
@@ -129,7 +196,8 @@ OpCost opCost(const Cluster &c, std::string_view kind,
               const std::vector<ops::ValueType> &operands,
               const std::vector<ops::ValueType> &results,
               const ops::Attrs &attrs,
-              const std::vector<bool> &parameterOperands, Precision p) {
+              const std::vector<bool> &parameterOperands, Precision p,
+              const KernelOptions &kernels) {
   OpCost out;
   auto isParam = [&](size_t i) {
     return i < parameterOperands.size() && parameterOperands[i];
@@ -202,6 +270,9 @@ OpCost opCost(const Cluster &c, std::string_view kind,
 
   std::vector<int64_t> key =
       operands.empty() ? std::vector<int64_t>{} : operands[0].shape;
+  if (kind == "attention" && kernels.attention == AttentionKernel::Unfused)
+    return unfusedAttention(c, operands, results, attrs, p,
+                            kernels.attentionDropout);
   if (kind == "attention") {
     // Fused (FlashAttention-style) kernel: streams q, k, v and writes the
     // output; efficiency as a batched GEMM of T×T×D per (batch, head).

@@ -33,7 +33,25 @@ struct OpCost {
   KernelCost forward;
   KernelCost backwardData;   // dgrad: gradients of activations
   KernelCost backwardWeight; // wgrad: gradients of parameters (zero if none)
+  /// Bytes the op keeps for its backward beyond its operands and result
+  /// (unfused attention: the probabilities, the dropout mask and output).
+  double savedInternal = 0;
   double backward() const { return backwardData.time + backwardWeight.time; }
+};
+
+/// How the training stack runs attention (docs/cost-model.md §4.4).
+enum class AttentionKernel {
+  Fused,  // FlashAttention: one kernel, no T x T matrix in HBM (default)
+  Unfused // Megatron-LM before FlashAttention (2021): batched GEMM q·kᵀ,
+          // fused scale-mask-softmax, dropout, batched GEMM with v
+};
+
+/// Software facts of the training stack that change op costs.
+struct KernelOptions {
+  AttentionKernel attention = AttentionKernel::Fused;
+  /// Attention-probability dropout (unfused kernels only; a fused kernel
+  /// drops inside the kernel at no extra HBM traffic). 0: none.
+  double attentionDropout = 0;
 };
 
 /// Achievable fraction of peak of an M×N×K GEMM: the cluster's large-GEMM
@@ -64,7 +82,8 @@ OpCost opCost(const Cluster &c, std::string_view kind,
               const std::vector<ops::ValueType> &operands,
               const std::vector<ops::ValueType> &results,
               const ops::Attrs &attrs,
-              const std::vector<bool> &parameterOperands, Precision p);
+              const std::vector<bool> &parameterOperands, Precision p,
+              const KernelOptions &kernels = {});
 
 /// Optimizer kinds of the step.
 enum class Optimizer { SGD, AdamW };

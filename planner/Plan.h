@@ -14,6 +14,7 @@
 #pragma once
 
 #include "cost_model/Boxing.h"
+#include "cost_model/Compute.h"
 #include "cost_model/Memory.h"
 #include "cost_model/pipeline/Schedule.h"
 
@@ -62,6 +63,9 @@ struct PlannerOptions {
   bool explain = true;
   /// Exhaustive mode refuses problems with more SBP assignments than this.
   double exhaustiveLimit = 2e6;
+  /// The training stack's kernels (attention fused or not, attention
+  /// dropout): docs/cost-model.md §4.4.
+  cost::KernelOptions kernels;
 };
 
 /// One op of the collapsed graph with the SBP signature the search chose.
@@ -163,12 +167,19 @@ struct SearchStats {
   int64_t simulated = 0;        // of them, run through the pipeline simulator
   int64_t sbpEvaluations = 0; // objective evaluations inside coordinate descent
   int64_t descents = 0;       // coordinate-descent runs (starts)
-  std::string mode;           // "cd" / "exhaustive"
+  /// Of the chosen mesh: collapsed ops with an SBP choice, and how many of
+  /// them the exact eliminations left to the descent (docs/planner.md §2).
+  int64_t sbpOps = 0, descentVariables = 0;
+  std::string mode; // "cd" / "exhaustive"
 };
 
 struct Plan {
   int version = 1;
   std::string model, modelFamily;
+  /// What `autoddl plan` was given (a path as typed, or a built-in name) and
+  /// the SHA-256 of that file's bytes (a built-in's embedded text); empty in
+  /// plans written before these fields existed.
+  std::string modelSource, modelSha256;
   int64_t parameters = 0, layers = 0, seq = 0;
   std::string cluster, gpu;
   int nodes = 0, gpusPerNode = 0;

@@ -37,6 +37,10 @@ ojson planToJson(const Plan &p) {
                 {"parameters", p.parameters},
                 {"layers", p.layers},
                 {"seq", p.seq}};
+  if (!p.modelSource.empty())
+    j["model"]["source"] = p.modelSource;
+  if (!p.modelSha256.empty())
+    j["model"]["sha256"] = p.modelSha256;
   j["cluster"] = {
       {"name", p.cluster},         {"gpu", p.gpu},
       {"nodes", p.nodes},          {"gpus_per_node", p.gpusPerNode},
@@ -150,7 +154,9 @@ ojson planToJson(const Plan &p) {
                  {"candidates_priced", p.search.candidatesPriced},
                  {"simulated", p.search.simulated},
                  {"sbp_evaluations", p.search.sbpEvaluations},
-                 {"descents", p.search.descents}};
+                 {"descents", p.search.descents},
+                 {"sbp_ops", p.search.sbpOps},
+                 {"descent_variables", p.search.descentVariables}};
   return j;
 }
 
@@ -236,6 +242,10 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.parameters = r.integer(model, mp, "parameters");
   p.layers = r.integer(model, mp, "layers");
   p.seq = r.integer(model, mp, "seq");
+  if (model.contains("source"))
+    p.modelSource = r.str(model, mp, "source");
+  if (model.contains("sha256"))
+    p.modelSha256 = r.str(model, mp, "sha256");
   const json &cl = r.at(doc, root, "cluster");
   const auto cp = root / "cluster";
   p.cluster = r.str(cl, cp, "name");
@@ -411,6 +421,10 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.search.simulated = r.integer(s, sp, "simulated");
   p.search.sbpEvaluations = r.integer(s, sp, "sbp_evaluations");
   p.search.descents = r.integer(s, sp, "descents");
+  if (s.contains("sbp_ops"))
+    p.search.sbpOps = r.integer(s, sp, "sbp_ops");
+  if (s.contains("descent_variables"))
+    p.search.descentVariables = r.integer(s, sp, "descent_variables");
   return p;
 }
 

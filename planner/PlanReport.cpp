@@ -65,9 +65,11 @@ std::string planSummary(const Plan &p) {
   for (const OpChoice &o : p.ops)
     s += "    " + opLine(o) + "\n";
   s += fmt::format("  search: {}, {} candidates priced, {} simulated, {} "
-                   "descents, {:.2f} s\n",
+                   "descents over {} of {} ops (the rest eliminated "
+                   "exactly), {:.2f} s\n",
                    p.search.mode, p.search.candidatesPriced, p.search.simulated,
-                   p.search.descents, p.search.wallSeconds);
+                   p.search.descents, p.search.descentVariables,
+                   p.search.sbpOps, p.search.wallSeconds);
   return s;
 }
 

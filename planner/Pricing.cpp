@@ -132,12 +132,13 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
             if (auto *v = std::get_if<int64_t>(&it->second))
               *v /= tp_;
         }
-      cost::OpCost oc =
-          cost::opCost(c_, op.kind, in, out, attrs, isParam, o_.precision);
+      cost::OpCost oc = cost::opCost(c_, op.kind, in, out, attrs, isParam,
+                                     o_.precision, o_.kernels);
       OpSigCost sc;
       sc.forward = oc.forward.time;
       sc.backward = oc.backward();
       sc.wgrad = oc.backwardWeight.time;
+      sc.savedInternal = oc.savedInternal;
       if (s.inOpAllReduceBytes > 0)
         sc.comm = cost::collectiveCost(c_, cost::Collective::AllReduce,
                                        s.inOpAllReduceBytes, tpGroup_)
@@ -345,6 +346,9 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     s.backward += w * c.backward;
     s.weightGradient += w * c.wgrad;
     s.workspace = std::max(s.workspace, c.workspace);
+    // Kept inside the op (unfused attention's probabilities): selective
+    // recomputation drops exactly these (Korthikanti et al. 2022).
+    s.savedNone += w * c.savedInternal;
   }
   for (size_t e = 0; e < sg_.edges.size(); ++e) {
     const CollapsedEdge &E = sg_.edges[e];

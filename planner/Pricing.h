@@ -110,6 +110,7 @@ private:
   struct OpSigCost {
     double forward = 0, backward = 0, wgrad = 0, comm = 0, resultSaved = 0,
            workspace = 0;
+    double savedInternal = 0; // kept inside the op (unfused attention)
   };
   struct EdgeTerms {
     double fwdBox = 0, bwdBox = 0, saved = 0, savedSelective = 0,

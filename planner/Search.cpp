@@ -3,6 +3,7 @@
 
 #include "cost_model/Compute.h"
 #include "cost_model/pipeline/Simulator.h"
+#include "planner/Collapse.h"
 #include "planner/Descent.h"
 #include "planner/Pricing.h"
 
@@ -67,6 +68,7 @@ struct Context {
   std::unique_ptr<Incidence> incidence;
   std::vector<Assignment> assignments; // distinct results of the inner search
   std::vector<Aggregate> aggregates;
+  int variables = -1; // descent variables left by the eliminations
 };
 
 enum class Partition { Balanced, Uniform };
@@ -109,12 +111,25 @@ struct Planner {
   SearchStats stats;
   double capacity = 0;
   double flopsPerSample = 0;
+  /// No tensor scales with the batch (a gcn training on its whole graph, an
+  /// explicit graph): a micro-batch is one instance of the model as imported,
+  /// and the global batch counts instances.
+  bool fixedShapes = false;
 
   Planner(const ModelGraph &g, const cost::Cluster &cl,
           const PlannerOptions &op)
       : g1(g), c(cl), o(op) {
     capacity = c.hbmBytes;
     flopsPerSample = static_cast<double>(g.forwardFlopsPerSample());
+  }
+
+  /// Called once the search graph is built (it knows the batch dims).
+  void setFixedShapes() {
+    fixedShapes = true;
+    for (int d : base.shapes->batchDim)
+      fixedShapes &= d < 0;
+    if (fixedShapes) // FLOPs of one instance: all the samples it holds
+      flopsPerSample *= static_cast<double>(std::max<int64_t>(1, g1.batch));
   }
 
   int stagesOf(const Knobs &k) const {
@@ -160,17 +175,25 @@ struct Planner {
     // recomputation fit.
     for (double lambda : {0.0, 1.0}) {
       p.setMemoryWeight(lambda * ref / std::max(1.0, capacity));
+      // Exact eliminations first (Collapse.h); the descent and the oracle run
+      // on the ops that remain. Tables too large to build: the plain search.
+      ReducedProblem rp(p);
+      if (rp.ok())
+        ctx.variables = static_cast<int>(rp.live().size());
       std::vector<DescentResult> results;
       for (const Assignment &s : starts) {
         ++stats.descents;
-        results.push_back(coordinateDescent(p, *ctx.incidence, s));
+        results.push_back(rp.ok() ? reducedDescent(p, rp, s)
+                                  : coordinateDescent(p, *ctx.incidence, s));
       }
       if (o.mode == SearchMode::Exhaustive) {
         double ub = results.front().objective;
         for (const DescentResult &r : results)
           ub = std::min(ub, r.objective);
-        std::optional<DescentResult> exact = exhaustiveSearch(
-            p, *ctx.incidence, ub, static_cast<int64_t>(o.exhaustiveLimit));
+        const auto limit = static_cast<int64_t>(o.exhaustiveLimit);
+        std::optional<DescentResult> exact =
+            rp.ok() ? reducedExhaustive(p, rp, ub, limit)
+                    : exhaustiveSearch(p, *ctx.incidence, ub, limit);
         results.clear();
         if (exact)
           results.push_back(*exact);
@@ -637,11 +660,20 @@ struct Planner {
         std::vector<int64_t> bs;
         if (f.microbatch)
           bs.push_back(*f.microbatch);
+        else if (fixedShapes)
+          bs.push_back(1);
         else
           for (int64_t b = 1; b <= perReplica && b <= 64; ++b)
             if (perReplica % b == 0)
               bs.push_back(b);
         for (int64_t b : bs) {
+          if (fixedShapes && b != 1) {
+            lastError = "the model's shapes do not scale with the batch (" +
+                        g1.family +
+                        "): a micro-batch is one instance of it, so "
+                        "microbatch must be 1";
+            continue;
+          }
           if (b < 1 || perReplica % b != 0) {
             lastError = "micro-batch " + std::to_string(b) +
                         " does not divide the " + std::to_string(perReplica) +
@@ -1110,6 +1142,15 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
     plan.collectives.push_back(u);
   }
   plan.stages = pr.stages;
+  if (!sg.collapsed) {
+    // Blocks that differ are not pipelined (pp = 1): the one stage holds every
+    // model layer, so readers that place ops by layer find them there.
+    int64_t endLayer = 0;
+    for (const OpDef &op : g.ops)
+      endLayer = std::max<int64_t>(endLayer, op.layer + 1);
+    for (StageInfo &st : plan.stages)
+      st.endLayer = static_cast<int>(endLayer);
+  }
   plan.devices = pr.devices;
   plan.p2pTime = pr.p2p;
   plan.simForward = pr.times.forward;
@@ -1136,6 +1177,7 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
   std::string error;
   if (!buildSearchGraph(g1, g2, pl.base, error))
     return Result::failure(error);
+  pl.setFixedShapes();
   pl.stats.mode = options.mode == SearchMode::Exhaustive ? "exhaustive" : "cd";
 
   std::vector<Candidate> cands;
@@ -1217,6 +1259,10 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
   for (const auto &[key, ctx] : pl.contexts)
     if (ctx->pricing)
       result.search.sbpEvaluations += ctx->pricing->evaluations;
+  result.search.sbpOps = static_cast<int64_t>(cands[best].ctx->sg.ops.size());
+  result.search.descentVariables = cands[best].ctx->variables >= 0
+                                       ? cands[best].ctx->variables
+                                       : result.search.sbpOps;
   result.search.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

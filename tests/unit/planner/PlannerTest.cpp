@@ -211,8 +211,8 @@ TEST_P(OracleGap, DescentWithinTwoPercentOfExact) {
   Plan ex =
       asPlan(run(oc.model, c, oc.batch, SearchMode::Exhaustive, fix, oc.seq));
   ASSERT_GT(ex.predicted.stepTime, 0);
-  RecordProperty("gap", std::to_string(cd.predicted.stepTime /
-                                       ex.predicted.stepTime));
+  RecordProperty("gap",
+                 std::to_string(cd.predicted.stepTime / ex.predicted.stepTime));
   std::cout << oc.model << " on " << oc.gpus << "x " << oc.cluster
             << ": cd/exact step = "
             << cd.predicted.stepTime / ex.predicted.stepTime << "\n";
@@ -378,4 +378,38 @@ TEST(Prediction, ThroughputIsModelFlopsOverStepTime) {
   EXPECT_LT(p.predicted.bubbleFraction, 1);
   // 3 x fwd FLOPs cannot run faster than the GPUs' peak.
   EXPECT_LT(p.predicted.mfu, 1.0);
+}
+
+// --- models whose shapes do not scale with the batch
+// --------------------------
+
+TEST(FixedShapes, GcnPlansItsWholeGraphAsOneMicroBatch) {
+  // A gcn trains on the whole graph: the importer refuses --batch 2, so the
+  // planner is given the one graph twice and finds no batch dimension.
+  import::ImportOptions io;
+  ModelGraph g = import::importModel("gcn-cora", io);
+  cost::Cluster c = cluster("dgx-h100-ndr", 2);
+  PlannerOptions o;
+  o.globalBatch = 1;
+  auto r = plan(g, g, c, o);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error();
+  const Plan &p = asPlan(*r);
+  EXPECT_EQ(p.knobs.microbatch, 1);
+  // dp must divide the global batch of one graph.
+  EXPECT_EQ(p.knobs.dp, 1);
+  EXPECT_EQ(p.knobs.tp * p.knobs.pp, 2);
+  // The one stage holds both (different) layers, so ops can be placed by layer.
+  ASSERT_EQ(p.stages.size(), 1u);
+  EXPECT_EQ(p.stages[0].firstLayer, 0);
+  EXPECT_EQ(p.stages[0].endLayer, 2);
+  // Model FLOPs per step: 3 x the forward FLOPs of the one graph.
+  EXPECT_DOUBLE_EQ(p.predicted.modelFlopsPerStep,
+                   3.0 * static_cast<double>(g.forwardFlopsPerSample()));
+  // A pinned micro-batch of 2 graphs cannot be built.
+  o.fixed.microbatch = 2;
+  o.globalBatch = 2;
+  auto bad = plan(g, g, c, o);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(bad.error().find("microbatch must be 1"), std::string::npos)
+      << bad.error();
 }
