@@ -92,16 +92,24 @@ int main() {
       rt::attention_backward(grad, dout.data(), out.data(), lse.data(), in, B,
                              T, H, H, D, s.causal);
     });
+    // Diagnostic: the backward without dq (no dQ pass, no atomics).
+    const rt::AttentionGradViews noDq{nullptr, grad.dk, grad.dv, grad.q_stride,
+                                      grad.kv_stride};
+    const double bwdNoDq = median_ms([&] {
+      rt::attention_backward(noDq, dout.data(), out.data(), lse.data(), in, B,
+                             T, H, H, D, s.causal);
+    });
     const double flops = 4.0 * double(B * H) * double(T) * double(T) *
                          double(D) * (s.causal ? 0.5 : 1.0);
-    std::printf("{\"B\": %lld, \"T\": %lld, \"H\": %lld, \"D\": %lld, "
-                "\"causal\": %s, \"tensor_cores\": %s, \"fwd_ms\": %.4f, "
-                "\"bwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"bwd_tflops\": "
-                "%.1f}\n",
-                (long long)B, (long long)T, (long long)H, (long long)D,
-                s.causal ? "true" : "false",
-                rt::attention_uses_tensor_cores(in, D) ? "true" : "false", fwd,
-                bwd, flops / fwd * 1e-9, 2.5 * flops / bwd * 1e-9);
+    std::printf(
+        "{\"B\": %lld, \"T\": %lld, \"H\": %lld, \"D\": %lld, "
+        "\"causal\": %s, \"tensor_cores\": %s, \"fwd_ms\": %.4f, "
+        "\"bwd_ms\": %.4f, \"bwd_no_dq_ms\": %.4f, \"fwd_tflops\": %.1f, "
+        "\"bwd_tflops\": %.1f}\n",
+        (long long)B, (long long)T, (long long)H, (long long)D,
+        s.causal ? "true" : "false",
+        rt::attention_uses_tensor_cores(in, D) ? "true" : "false", fwd, bwd,
+        bwdNoDq, flops / fwd * 1e-9, 2.5 * flops / bwd * 1e-9);
     std::fflush(stdout);
   }
   return 0;

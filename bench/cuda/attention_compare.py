@@ -8,7 +8,9 @@ calls after 5 warm-ups, median of 7 such groups. PyTorch's backward is timed as
 torch.autograd.grad of the output w.r.t. q, k, v (leaf views, no accumulation into .grad).
 FLOPs as FlashAttention counts them: forward 4*B*H*T^2*D (half when causal), backward 2.5x.
 
-usage: attention_compare.py --bench PATH --out result.json [--nvcc-version TEXT]
+usage: attention_compare.py --bench PATH [--variant NAME=PATH ...] --out result.json
+                            [--nvcc-version TEXT]
+(--variant: other builds of ours, e.g. other tile choices; their times go under "variants".)
 """
 import argparse
 import datetime
@@ -55,11 +57,19 @@ def main():
     ap.add_argument("--bench", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--nvcc-version", default="")
+    ap.add_argument("--variant", action="append", default=[])
     args = ap.parse_args()
 
-    ours = [json.loads(line) for line in
-            subprocess.run([args.bench], check=True, capture_output=True,
-                           text=True).stdout.splitlines() if line.startswith("{")]
+    def run_bench(path):
+        return [json.loads(line) for line in
+                subprocess.run([path], check=True, capture_output=True,
+                               text=True).stdout.splitlines() if line.startswith("{")]
+
+    ours = run_bench(args.bench)
+    variants = {}
+    for spec in args.variant:
+        name, path = spec.split("=", 1)
+        variants[name] = run_bench(path)
     rows = []
     for r in ours:
         B, T, H, D, causal = r["B"], r["T"], r["H"], r["D"], r["causal"]
@@ -69,6 +79,13 @@ def main():
         row["ours_bwd_ms"] = row.pop("bwd_ms")
         row["ours_fwd_tflops"] = row.pop("fwd_tflops")
         row["ours_bwd_tflops"] = row.pop("bwd_tflops")
+        row["ours_bwd_no_dq_ms"] = row.pop("bwd_no_dq_ms")
+        for name, vrows in variants.items():
+            for v in vrows:
+                if (v["B"], v["T"], v["H"], v["D"], v["causal"]) == (B, T, H, D, causal):
+                    row.setdefault("variants", {})[name] = {
+                        k: v[k] for k in ("fwd_ms", "bwd_ms", "bwd_no_dq_ms", "fwd_tflops",
+                                          "bwd_tflops")}
         for name, backend in (("torch_flash", SDPBackend.FLASH_ATTENTION),
                               ("torch_cudnn", SDPBackend.CUDNN_ATTENTION)):
             try:
@@ -110,6 +127,8 @@ def main():
             r["ours_fwd_tflops"], r.get("torch_flash_fwd_tflops", 0), r["ours_bwd_tflops"],
             r.get("torch_flash_bwd_tflops", 0), r.get("fwd_speed_vs_torch_flash", 0),
             r.get("bwd_speed_vs_torch_flash", 0)))
+        for name, v in r.get("variants", {}).items():
+            print("  %-20s %9.1f %9s %9.1f" % (name, v["fwd_tflops"], "", v["bwd_tflops"]))
 
 
 if __name__ == "__main__":

@@ -17,19 +17,21 @@ if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
   bash bench/cuda/attention_build.sh "$bin" 2>&1 | tail -20 || exit 1
 fi
 status=0
-for mode in bf16 fp32; do
+checks=${ATTENTION_CHECKS:-"bf16 fp32 bf16_v1 bf16_v2"}
+for mode in $checks; do
   "$bin/AttentionCheck_$mode" 2>&1 | tee "$out/check_$mode.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 for tool in memcheck racecheck; do
-  timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
-    "$bin/AttentionCheck_bf16" --quick >"$out/sanitizer_$tool.txt" 2>&1
-  echo "compute-sanitizer $tool: rc $? ($(grep -c -E 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/sanitizer_$tool.txt") clean summaries)"
-  tail -3 "$out/sanitizer_$tool.txt"
+  for mode in ${ATTENTION_SANITIZE:-bf16}; do
+    timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 \
+      "$bin/AttentionCheck_$mode" --quick >"$out/sanitizer_${tool}_$mode.txt" 2>&1
+    echo "compute-sanitizer $tool $mode: rc $? ($(grep -c -E 'ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards' "$out/sanitizer_${tool}_$mode.txt") clean summaries)"
+  done
 done
-python3 bench/cuda/attention_compare.py --bench "$bin/attention_bench" \
+variants=()
+for v in v1 v2; do [ -x "$bin/attention_bench_$v" ] && variants+=(--variant "$v=$bin/attention_bench_$v"); done
+python3 bench/cuda/attention_compare.py --bench "$bin/attention_bench" "${variants[@]}" \
   --out "$out/attention_h200.json" --nvcc-version "$(nvcc --version | tail -2 | head -1)" \
   2>&1 | tee "$out/compare.txt"
-echo "D=64 forward with 64-row query tiles (AUTODDL_ATTENTION_D64_MT=1):"
-"$bin/attention_bench_mt1" 2>&1 | tee "$out/bench_mt1.txt"
 exit $status

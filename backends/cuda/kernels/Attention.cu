@@ -8,10 +8,18 @@
 #include "backends/cuda/kernels/AttentionFlash.cuh"
 #endif
 
-// Query m16 tiles a warp owns in the D = 64 forward (2: 128 query rows a
-// block); a build-time knob for the benchmark's tile comparison.
-#ifndef AUTODDL_ATTENTION_D64_MT
-#define AUTODDL_ATTENTION_D64_MT 2
+// Tile choices, build-time knobs for the benchmark's comparisons
+// (bench/cuda/attention_build.sh builds the alternatives; the defaults are
+// the measured best, bench/cuda/results/attention_h200.json).
+
+// D = 128 forward: 0 = 64 query rows x 64 keys a block, Q in registers; 1 =
+// 128 x 64, Q re-read from shared memory; 2 = 128 x 32, Q from shared memory.
+#ifndef AUTODDL_ATTENTION_D128_FWD
+#define AUTODDL_ATTENTION_D128_FWD 0
+#endif
+// Warps (16 keys each) of a backward block for D >= 32 (D = 16: 4).
+#ifndef AUTODDL_ATTENTION_BWD_WARPS
+#define AUTODDL_ATTENTION_BWD_WARPS 4
 #endif
 
 #include <algorithm>
@@ -275,11 +283,11 @@ template <class Kernel> void allow_smem(Kernel kernel, int bytes) {
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-template <int D, int kMT, int kBc>
+template <int D, int kMT, int kBc, bool kQRegs = true>
 void flash_forward(act_t *out, float *lse, const AttentionViews &in, int64_t B,
                    int64_t T, int64_t H, int64_t G, bool causal, float scale) {
-  using Cfg = flash::FwdConfig<D, kMT, kBc>;
-  auto kernel = flash::attention_forward_kernel<D, kMT, kBc>;
+  using Cfg = flash::FwdConfig<D, kMT, kBc, kQRegs>;
+  auto kernel = flash::attention_forward_kernel<D, kMT, kBc, kQRegs>;
   allow_smem(kernel, Cfg::kSmemBytes);
   const dim3 grid(unsigned((T + Cfg::kBr - 1) / Cfg::kBr), unsigned(H),
                   unsigned(B));
@@ -289,17 +297,17 @@ void flash_forward(act_t *out, float *lse, const AttentionViews &in, int64_t B,
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
-template <int D>
+template <int D, int kWarps = (D >= 32 ? AUTODDL_ATTENTION_BWD_WARPS : 4)>
 void flash_backward(float *dqAcc, const AttentionGradViews &grad,
                     const act_t *dout, const float *lse, const float *delta,
                     const AttentionViews &in, int64_t B, int64_t T, int64_t H,
                     int64_t G, bool causal, float scale) {
-  using Cfg = flash::BwdConfig<D>;
-  auto kernel = flash::attention_backward_kernel<D>;
+  using Cfg = flash::BwdConfig<D, kWarps>;
+  auto kernel = flash::attention_backward_kernel<D, kWarps>;
   allow_smem(kernel, Cfg::kSmemBytes);
   const dim3 grid(unsigned((T + Cfg::kBc - 1) / Cfg::kBc), unsigned(G),
                   unsigned(B));
-  kernel<<<grid, flash::kThreads, Cfg::kSmemBytes, compute_stream()>>>(
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, compute_stream()>>>(
       dqAcc, grad.dk, grad.dv, grad.kv_stride, in.q, in.k, in.v, in.q_stride,
       in.kv_stride, dout, lse, delta, int(T), int(H), int(H / G), causal,
       scale * flash::kLog2e, scale);
@@ -339,9 +347,14 @@ void attention_forward(act_t *out, float *lse, const AttentionViews &in,
     case 32:
       return flash_forward<32, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
     case 64:
-      return flash_forward<64, AUTODDL_ATTENTION_D64_MT, 64>(
-          out, lse, in, B, T, H, G, causal, scale);
+      return flash_forward<64, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
     case 128:
+      if constexpr (AUTODDL_ATTENTION_D128_FWD == 1)
+        return flash_forward<128, 2, 64, false>(out, lse, in, B, T, H, G,
+                                                causal, scale);
+      if constexpr (AUTODDL_ATTENTION_D128_FWD == 2)
+        return flash_forward<128, 2, 32, false>(out, lse, in, B, T, H, G,
+                                                causal, scale);
       return flash_forward<128, 1, 64>(out, lse, in, B, T, H, G, causal, scale);
     }
   }

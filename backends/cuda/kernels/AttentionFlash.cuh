@@ -22,7 +22,7 @@
 namespace autoddl::rt::flash {
 
 using bf16 = __nv_bfloat16;
-constexpr int kThreads = 128; // 4 warps
+constexpr int kThreads = 128; // 4 warps (forward; backward: kWarps)
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -128,11 +128,11 @@ __device__ __forceinline__ int at_col(int lane) {
 
 /// Copies rows [r0, r0+rows) of a strided [T][D] bf16 view into a padded
 /// shared tile (row stride kS), zero-filling rows at or past T.
-template <int D, int kS>
+template <int D, int kS, int kNThreads = kThreads>
 __device__ __forceinline__ void
 load_tile(bf16 *s, const bf16 *base, int64_t stride, int r0, int rows, int T) {
   constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < rows * kChunks; i += kThreads) {
+  for (int i = threadIdx.x; i < rows * kChunks; i += kNThreads) {
     const int r = i / kChunks, ch = i % kChunks;
     const int t = r0 + r;
     const bool valid = t < T;
@@ -153,7 +153,7 @@ __device__ __forceinline__ float quad_max(float x) {
   return x;
 }
 
-template <int D, int kMT, int kBc> struct FwdConfig {
+template <int D, int kMT, int kBc, bool kQRegs> struct FwdConfig {
   static constexpr int kBr = 4 * 16 * kMT; // query rows a block
   static constexpr int kS = D + 8;         // padded smem row (elements)
   static constexpr int kSmemBytes = (kBr + 4 * kBc) * kS * 2;
@@ -162,8 +162,10 @@ template <int D, int kMT, int kBc> struct FwdConfig {
 /// Grid (ceil(T/kBr), H, B). The block for query tile m runs over key tiles
 /// 0..(causal: the one holding its last row), K/V double-buffered through
 /// cp.async; online softmax in the log2 domain; heavy (late) query tiles start
-/// first so the causal tail is short.
-template <int D, int kMT, int kBc>
+/// first so the causal tail is short. kQRegs: Q fragments stay in registers
+/// (else re-read from shared memory at each k step, which frees registers for
+/// a taller warp tile).
+template <int D, int kMT, int kBc, bool kQRegs>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(bf16 *__restrict__ out, float *__restrict__ lse,
                              const bf16 *__restrict__ q,
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(kThreads)
                              const bf16 *__restrict__ v, int64_t q_stride,
                              int64_t kv_stride, int T, int H, int group,
                              bool causal, float scale_log2) {
-  using C = FwdConfig<D, kMT, kBc>;
+  using C = FwdConfig<D, kMT, kBc, kQRegs>;
   constexpr int kBr = C::kBr, kS = C::kS;
   constexpr int kNT = kBc / 8; // n8 tiles of scores a row block
   constexpr int kDT = D / 8;   // n8 tiles of the output
@@ -199,7 +201,7 @@ __global__ void __launch_bounds__(kThreads)
 
   float o[kMT][kDT][4];
   float rowMax[kMT][2], rowSum[kMT][2];
-  uint32_t qf[kMT][D / 16][4];
+  uint32_t qf[kMT][kQRegs ? D / 16 : 1][4];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
@@ -223,11 +225,11 @@ __global__ void __launch_bounds__(kThreads)
     cp_async_commit();
     cp_async_wait<1>(); // tile j (and Q) landed
     __syncthreads();
-    if (j == 0) {
+    if (kQRegs && j == 0) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
+        for (int kk = 0; kk < (kQRegs ? D / 16 : 1); ++kk)
           ldmatrix_x4(qf[mt][kk],
                       sQ + (warp * 16 * kMT + mt * 16 + a_row(lane)) * kS +
                           kk * 16 + a_col(lane));
@@ -245,7 +247,20 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < 4; ++e)
           s[mt][nt][e] = 0.f;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[kMT][4];
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if constexpr (kQRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            qa[mt][e] = qf[mt][kQRegs ? kk : 0][e];
+        } else {
+          ldmatrix_x4(qa[mt],
+                      sQ + (warp * 16 * kMT + mt * 16 + a_row(lane)) * kS +
+                          kk * 16 + a_col(lane));
+        }
+      }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         uint32_t bk[4];
@@ -253,10 +268,11 @@ __global__ void __launch_bounds__(kThreads)
                             bn_col(lane));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
-          mma(s[mt][2 * np], qf[mt][kk], bk[0], bk[1]);
-          mma(s[mt][2 * np + 1], qf[mt][kk], bk[2], bk[3]);
+          mma(s[mt][2 * np], qa[mt], bk[0], bk[1]);
+          mma(s[mt][2 * np + 1], qa[mt], bk[2], bk[3]);
         }
       }
+    }
 
     // Masks: keys past T; with causal, keys after the query row.
     const int n0 = j * kBc;
@@ -352,9 +368,10 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int D> struct BwdConfig {
-  static constexpr int kBc = 64; // keys a block (16 a warp)
-  static constexpr int kBr = 64; // queries an iteration
+template <int D, int kWarps> struct BwdConfig {
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBc = 16 * kWarps; // keys a block (16 a warp)
+  static constexpr int kBr = 64;          // queries an iteration
   static constexpr int kS = D + 8;
   static constexpr int kSds = kBr + 8;
   static constexpr int kSmemBytes =
@@ -367,17 +384,22 @@ template <int D> struct BwdConfig {
 /// delta double-buffered through cp.async). dS goes through shared memory
 /// once so that dQ = dS K (16 queries a warp) can be added into the fp32
 /// workspace dqAcc[B,T,H,D] with float2 atomics. dK and dV are added (+=)
-/// into the act_t gradients at the end; the block is their only writer.
-template <int D>
-__global__ void __launch_bounds__(kThreads) attention_backward_kernel(
+/// into the act_t gradients at the end; the block is their only writer. With
+/// 8 warps (128 keys a block) each query tile's Q, dO and dQ atomics serve
+/// twice the keys; dQ is then split 4 query tiles x 2 column halves.
+template <int D, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
     float *__restrict__ dqAcc, bf16 *__restrict__ dk, bf16 *__restrict__ dv,
     int64_t dkv_stride, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
     const bf16 *__restrict__ v, int64_t q_stride, int64_t kv_stride,
     const bf16 *__restrict__ dout, const float *__restrict__ lse,
     const float *__restrict__ delta, int T, int H, int group, bool causal,
     float scale_log2, float scale) {
-  using C = BwdConfig<D>;
+  using C = BwdConfig<D, kWarps>;
   constexpr int kBc = C::kBc, kBr = C::kBr, kS = C::kS, kSds = C::kSds;
+  constexpr int kNThreads = C::kThreads;
+  static_assert(kWarps == 4 || (kWarps == 8 && D >= 32),
+                "8 warps split dQ's D columns in halves of >= 16");
   constexpr int kNT = kBr / 8; // n8 tiles of a score row block (queries)
   constexpr int kDT = D / 8;
   extern __shared__ uint4 smem_raw[];
@@ -405,14 +427,14 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(
     const int h = g * group + it / perHead;
     const int m0 = (iStart + it % perHead) * kBr;
     const int st = it & 1;
-    load_tile<D, kS>(sQ + st * kBr * kS,
-                     q + int64_t(b) * T * q_stride + int64_t(h) * D, q_stride,
-                     m0, kBr, T);
-    load_tile<D, kS>(sdO + st * kBr * kS,
-                     dout + int64_t(b) * T * outStride + int64_t(h) * D,
-                     outStride, m0, kBr, T);
+    load_tile<D, kS, kNThreads>(sQ + st * kBr * kS,
+                                q + int64_t(b) * T * q_stride + int64_t(h) * D,
+                                q_stride, m0, kBr, T);
+    load_tile<D, kS, kNThreads>(
+        sdO + st * kBr * kS, dout + int64_t(b) * T * outStride + int64_t(h) * D,
+        outStride, m0, kBr, T);
     const int64_t rowBase = (int64_t(b) * H + h) * T;
-    for (int i = threadIdx.x; i < 2 * kBr; i += kThreads) {
+    for (int i = threadIdx.x; i < 2 * kBr; i += kNThreads) {
       const int r = i % kBr, t = m0 + r;
       const bool valid = t < T;
       const float *src = (i < kBr ? lse : delta) + rowBase + (valid ? t : 0);
@@ -420,8 +442,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(
     }
   };
 
-  load_tile<D, kS>(sK, kBase, kv_stride, n0, kBc, T);
-  load_tile<D, kS>(sV, vBase, kv_stride, n0, kBc, T);
+  load_tile<D, kS, kNThreads>(sK, kBase, kv_stride, n0, kBc, T);
+  load_tile<D, kS, kNThreads>(sV, vBase, kv_stride, n0, kBc, T);
   if (iters > 0)
     prefetch(0);
   cp_async_commit();
@@ -514,8 +536,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(
     }
 
     if (dqAcc) {
-      // dS^T to shared memory (bf16), then dQ = dS K: warp w, queries
-      // 16w..16w+15.
+      // dS^T to shared memory (bf16), then dQ = dS K: warp w takes queries
+      // 16(w%4)..+15 and (8 warps) the column half w/4.
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -524,9 +546,11 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(
               sDS + (wKey0 + lane / 4 + 8 * r) * kSds + nt * 8 +
               2 * (lane % 4)) = pack_bf16(dpT[nt][2 * r], dpT[nt][2 * r + 1]);
       __syncthreads();
-      constexpr int kChunk = D < 64 ? D : 64; // output columns a pass
+      constexpr int kCols = D / (kWarps / 4);         // columns of this warp
+      constexpr int kChunk = kCols < 64 ? kCols : 64; // columns a pass
+      const int qw = warp % 4, colBase = (warp / 4) * kCols;
 #pragma unroll
-      for (int c0 = 0; c0 < D; c0 += kChunk) {
+      for (int c0 = colBase; c0 < colBase + kCols; c0 += kChunk) {
         float acc[kChunk / 8][4];
 #pragma unroll
         for (int dt = 0; dt < kChunk / 8; ++dt)
@@ -536,8 +560,8 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(
 #pragma unroll
         for (int kk = 0; kk < kBc / 16; ++kk) {
           uint32_t a[4];
-          ldmatrix_x4_trans(a, sDS + (kk * 16 + at_row(lane)) * kSds +
-                                   warp * 16 + at_col(lane));
+          ldmatrix_x4_trans(a, sDS + (kk * 16 + at_row(lane)) * kSds + qw * 16 +
+                                   at_col(lane));
 #pragma unroll
           for (int dp = 0; dp < kChunk / 16; ++dp) {
             uint32_t bk[4];
@@ -549,7 +573,7 @@ __global__ void __launch_bounds__(kThreads) attention_backward_kernel(
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int t = m0 + warp * 16 + lane / 4 + 8 * r;
+          const int t = m0 + qw * 16 + lane / 4 + 8 * r;
           if (t >= T)
             continue;
           float *dst =

@@ -264,6 +264,7 @@ int main(int argc, char **argv) {
       {1, 1000, 4, 2, 64, true, false, true},
       {1, 1000, 2, 1, 128, true, true, true},
       {2, 300, 2, 2, 128, false, false, true},
+      {2, 130, 4, 2, 128, true, true, true},
       {2, 77, 4, 1, 16, true, true, true},
       {2, 200, 4, 2, 16, false, true, true},
       {2, 129, 4, 2, 32, true, false, true},
