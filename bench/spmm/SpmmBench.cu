@@ -283,8 +283,12 @@ CheckResult checkSddmm(const HostGraph &h, int32_t rows,
   res.nonFinite = countNonFinite(t, int64_t(fmt.numBlocks) * 64, outBlock) +
                   countNonFinite(t, fmt.numCudaEntries, outEnt);
   std::vector<sparse::cuda::DecodedEntry> dec;
-  CUDA_CHECK(sparse::cuda::decodeWindowFormat(fmt, outBlock, outEnt, dec,
-                                              &h.checkWindows));
+  std::vector<int32_t> checkRows; // the rows of the check windows, sorted
+  for (int32_t w : h.checkWindows)
+    for (int32_t r = w * 8; r < std::min(rows, w * 8 + 8); ++r)
+      checkRows.push_back(r);
+  CUDA_CHECK(
+      sparse::cuda::decodeWindowFormat(fmt, outBlock, outEnt, dec, &checkRows));
   // The pattern must be exactly the graph's entries of those windows.
   size_t expected = 0;
   for (int32_t w : h.checkWindows)
@@ -656,27 +660,32 @@ int main(int argc, char **argv) {
             "%lld, "
             "\"tc_entries\": %lld, \"cuda_entries\": %lld, \"parts\": %d, "
             "\"split_windows\": %d, \"part_blocks\": %d, \"fill_threshold\": "
-            "%g}",
+            "%g, \"clustered_rows\": %s, \"natural_vectors\": %lld, "
+            "\"clustered_vectors\": %lld}",
             firstFormat ? "" : ", ", sparse::cuda::dataTypeName(t),
             v.name.c_str(), v.preMs, fmt.numWindows, fmt.numTcWindows,
             fmt.numBlocks, (long long)fmt.numVectors,
             (long long)fmt.numTcEntries, (long long)fmt.numCudaEntries,
             fmt.numParts, fmt.numSplitWindows, fmt.partBlocks,
-            fmt.fillThreshold);
+            fmt.fillThreshold, fmt.clustered ? "true" : "false",
+            (long long)fmt.naturalVectors, (long long)fmt.clusteredVectors);
         gj += buf;
         firstFormat = false;
-        std::printf("  %s %s: preprocess %.2f ms; %d/%d windows on tensor "
-                    "cores, %d blocks "
-                    "(%.1f%% of their 64 slots filled), %lld CUDA-core "
-                    "entries, %d parts, "
-                    "%d split\n",
-                    sparse::cuda::dataTypeName(t), v.name.c_str(), v.preMs,
-                    fmt.numTcWindows, fmt.numWindows, fmt.numBlocks,
-                    fmt.numBlocks ? 100.0 * double(fmt.numTcEntries) /
-                                        (64.0 * fmt.numBlocks)
-                                  : 0.0,
-                    (long long)fmt.numCudaEntries, fmt.numParts,
-                    fmt.numSplitWindows);
+        std::printf(
+            "  %s %s: preprocess %.2f ms; %d/%d windows on tensor "
+            "cores, %d blocks "
+            "(%.1f%% of their 64 slots filled), %lld CUDA-core "
+            "entries, %d parts, "
+            "%d split; %s rows (vectors natural %lld, clustered "
+            "%lld)\n",
+            sparse::cuda::dataTypeName(t), v.name.c_str(), v.preMs,
+            fmt.numTcWindows, fmt.numWindows, fmt.numBlocks,
+            fmt.numBlocks
+                ? 100.0 * double(fmt.numTcEntries) / (64.0 * fmt.numBlocks)
+                : 0.0,
+            (long long)fmt.numCudaEntries, fmt.numParts, fmt.numSplitWindows,
+            fmt.clustered ? "clustered" : "natural",
+            (long long)fmt.naturalVectors, (long long)fmt.clusteredVectors);
         variants.push_back(std::move(v));
       }
       auto variantNote = [&](const std::vector<double> &ms) {

@@ -40,6 +40,13 @@ template <> struct Elem<__nv_bfloat16> {
   }
 };
 
+/// The matrix row held by window slot s (window * 8 + row-in-window): through
+/// the format's row order when rows were clustered, else s itself.
+__device__ __forceinline__ int32_t
+slotRow(const int32_t *__restrict__ rowOfSlot, int32_t s) {
+  return rowOfSlot ? __ldg(rowOfSlot + s) : s;
+}
+
 __device__ __forceinline__ uint32_t toTf32(float v) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));

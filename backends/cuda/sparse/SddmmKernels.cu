@@ -27,7 +27,8 @@ __device__ __forceinline__ int fragmentPosOf(bool tf32, int r, int s) {
 template <typename T, bool kAligned, int kG>
 __device__ __forceinline__ void
 tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
-               const uint64_t *__restrict__ blockMask, const T *__restrict__ x,
+               const uint64_t *__restrict__ blockMask,
+               const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
                int64_t ldx, const T *__restrict__ y, int64_t ldy, int32_t rows,
                int64_t k, T *__restrict__ out) {
   constexpr bool kTf32 = std::is_same_v<T, float>;
@@ -35,8 +36,9 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
       16 / sizeof(T);                    // one 16-byte load per row per chunk
   constexpr int kChunk = 4 * kLaneElems; // features per chunk (4 lanes per row)
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int32_t xrow = part.window * 8 + g;
-  const T *xRow = xrow < rows ? x + int64_t(xrow) * ldx : nullptr;
+  const int32_t slot = part.window * 8 + g;
+  const T *xRow =
+      slot < rows ? x + int64_t(slotRow(rowOfSlot, slot)) * ldx : nullptr;
   for (int32_t b = part.begin; b < part.end; b += 2) {
     const bool second = b + 1 < part.end;
     const int32_t ca = __ldg(blockCols + int64_t(b) * 8 + g);
@@ -100,8 +102,9 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
 template <typename T, bool kAligned>
 __device__ __forceinline__ void
 cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
-             const T *__restrict__ x, int64_t ldx, const T *__restrict__ y,
-             int64_t ldy, int64_t k, T *__restrict__ out) {
+             const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
+             int64_t ldx, const T *__restrict__ y, int64_t ldy, int64_t k,
+             T *__restrict__ out) {
   // Groups of 8 lanes per entry, 4 entries per warp and 4 batches in flight (16
   // entries per step); each lane reads 16 bytes per row per pass, stride 8 * 16
   // bytes.
@@ -118,7 +121,8 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
       xr[u] = yc[u] = nullptr;
       if (e < part.end) {
         const int32_t cr = __ldg(entColRow + e);
-        xr[u] = x + int64_t(part.window * 8 + (cr & 7)) * ldx;
+        xr[u] =
+            x + int64_t(slotRow(rowOfSlot, part.window * 8 + (cr & 7))) * ldx;
         yc[u] = y + int64_t(cr >> 3) * ldy;
       }
     }
@@ -158,6 +162,7 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
 template <typename T, int kL, int kP>
 __device__ __forceinline__ void
 cudaCorePartFixed(const WindowPart &part, const int32_t *__restrict__ entColRow,
+                  const int32_t *__restrict__ rowOfSlot,
                   const T *__restrict__ x, int64_t ldx, const T *__restrict__ y,
                   int64_t ldy, T *__restrict__ out) {
   constexpr int kLaneElems = 16 / sizeof(T);
@@ -173,7 +178,8 @@ cudaCorePartFixed(const WindowPart &part, const int32_t *__restrict__ entColRow,
       const T *xr = nullptr, *yc = nullptr;
       if (e < part.end) {
         const int32_t cr = __ldg(entColRow + e);
-        xr = x + int64_t(row0 + (cr & 7)) * ldx + j * kLaneElems;
+        xr = x + int64_t(slotRow(rowOfSlot, row0 + (cr & 7))) * ldx +
+             j * kLaneElems;
         yc = y + int64_t(cr >> 3) * ldy + j * kLaneElems;
       }
 #pragma unroll
@@ -209,7 +215,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     sddmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
                 const int32_t *__restrict__ blockCols,
                 const uint64_t *__restrict__ blockMask,
-                const int32_t *__restrict__ entColRow, const T *__restrict__ x,
+                const int32_t *__restrict__ entColRow,
+                const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
                 int64_t ldx, const T *__restrict__ y, int64_t ldy, int32_t rows,
                 int64_t k, T *__restrict__ outBlock, T *__restrict__ outEnt) {
   const int32_t p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -218,12 +225,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const WindowPart part = parts[p];
   if (part.flags & 1) {
     if constexpr (kL > 0)
-      cudaCorePartFixed<T, kL, kP>(part, entColRow, x, ldx, y, ldy, outEnt);
+      cudaCorePartFixed<T, kL, kP>(part, entColRow, rowOfSlot, x, ldx, y, ldy,
+                                   outEnt);
     else
-      cudaCorePart<T, kAligned>(part, entColRow, x, ldx, y, ldy, k, outEnt);
+      cudaCorePart<T, kAligned>(part, entColRow, rowOfSlot, x, ldx, y, ldy, k,
+                                outEnt);
   } else {
-    tensorCorePart<T, kAligned, kG>(part, blockCols, blockMask, x, ldx, y, ldy,
-                                    rows, k, outBlock);
+    tensorCorePart<T, kAligned, kG>(part, blockCols, blockMask, rowOfSlot, x,
+                                    ldx, y, ldy, rows, k, outBlock);
   }
 }
 
@@ -239,8 +248,8 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
   const unsigned grid = (a.numParts + kWarpsPerBlock - 1) / kWarpsPerBlock;
 #define AUTODDL_SDDMM_LAUNCH(kA, kL, kP, kG)                                   \
   sddmmKernel<T, kA, kL, kP, kG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(    \
-      a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow, x, ldx,  \
-      y, ldy, a.rows, k, outBlock, outEnt)
+      a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow,          \
+      a.dRowOfSlot, x, ldx, y, ldy, a.rows, k, outBlock, outEnt)
   // Aligned k of 4, 8, 16, 32 or 64 16-byte pieces gets the fixed-width
   // CUDA-core path and 1, 2, 4 (or more, in rounds of 4) tensor-core chunks per
   // round; other aligned k the general paths.

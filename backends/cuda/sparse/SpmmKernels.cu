@@ -150,7 +150,8 @@ __device__ __forceinline__ uint2 blockValues(const void *__restrict__ blockVals,
 template <typename T, int F, bool kAligned>
 __device__ __forceinline__ void
 tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
-               const void *__restrict__ blockVals, const T *__restrict__ x,
+               const void *__restrict__ blockVals,
+               const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
                int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
                int64_t n, int64_t f0, float *ws) {
   constexpr int kE = F / 8; // features per lane per dense row
@@ -203,10 +204,11 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
     r0[2 * j] = acc[j][0], r0[2 * j + 1] = acc[j][2];
     r1[2 * j] = acc[j][1], r1[2 * j + 1] = acc[j][3];
   }
-  const int32_t row0 = part.window * 8;
-  storeRow<T, kE, kAligned>(r0, row0 + 2 * t, rows, base, n, y, ldy,
-                            ws ? ws + (2 * t) * n : nullptr);
-  storeRow<T, kE, kAligned>(r1, row0 + 2 * t + 1, rows, base, n, y, ldy,
+  const int32_t slot0 = part.window * 8 + 2 * t;
+  storeRow<T, kE, kAligned>(r0, ws ? 0 : slotRow(rowOfSlot, slot0), rows, base,
+                            n, y, ldy, ws ? ws + (2 * t) * n : nullptr);
+  storeRow<T, kE, kAligned>(r1, ws ? 0 : slotRow(rowOfSlot, slot0 + 1), rows,
+                            base, n, y, ldy,
                             ws ? ws + (2 * t + 1) * n : nullptr);
 }
 
@@ -217,8 +219,9 @@ template <typename T, int F, bool kAligned>
 __device__ __forceinline__ void
 cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
              const T *__restrict__ entVals, const int32_t *__restrict__ rowPtr,
-             const T *__restrict__ x, int64_t ldx, T *__restrict__ y,
-             int64_t ldy, int32_t rows, int64_t n, int64_t f0, float *ws) {
+             const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
+             int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
+             int64_t n, int64_t f0, float *ws) {
   constexpr int kVec = 16 / sizeof(T); // elements per lane per dense row
   constexpr int kLanes = minOf(32, F / kVec);
   constexpr int kGroups = 32 / kLanes;
@@ -229,11 +232,11 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
   const T *xBase = (kAligned || valid > 0) ? x + base : nullptr;
   const int32_t row0 = part.window * 8;
   for (int k = group; k < 8; k += kGroups) {
-    const int32_t row = row0 + k;
-    if (row >= rows)
+    const int32_t slot = row0 + k; // rowPtr is by window slot
+    if (slot >= rows)
       break;
-    const int32_t e0 = maxOf(__ldg(rowPtr + row), part.begin);
-    const int32_t e1 = minOf(__ldg(rowPtr + row + 1), part.end);
+    const int32_t e0 = maxOf(__ldg(rowPtr + slot), part.begin);
+    const int32_t e1 = minOf(__ldg(rowPtr + slot + 1), part.end);
     float acc[kVec];
 #pragma unroll
     for (int q = 0; q < kVec; ++q)
@@ -268,8 +271,8 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
     // A split window's workspace starts at zero: only rows with entries in this
     // part add.
     if (!ws || e0 < e1)
-      storeRow<T, kVec, kAligned>(acc, row, rows, base, n, y, ldy,
-                                  ws ? ws + k * n : nullptr);
+      storeRow<T, kVec, kAligned>(acc, ws ? 0 : slotRow(rowOfSlot, slot), rows,
+                                  base, n, y, ldy, ws ? ws + k * n : nullptr);
   }
 }
 
@@ -280,7 +283,8 @@ cudaCorePart(const WindowPart &part, const int32_t *__restrict__ entColRow,
 /// second kernel is needed (the "last block" pattern of threadFenceReduction).
 template <typename T, int F, bool kAligned>
 __device__ __forceinline__ void
-finishSplitTile(int32_t window, int32_t numParts, float *__restrict__ wsWindow,
+finishSplitTile(int32_t window, const int32_t *__restrict__ rowOfSlot,
+                int32_t numParts, float *__restrict__ wsWindow,
                 unsigned int *__restrict__ counter, T *__restrict__ y,
                 int64_t ldy, int32_t rows, int64_t n, int64_t f0) {
   const int lane = threadIdx.x % 32;
@@ -310,9 +314,10 @@ finishSplitTile(int32_t window, int32_t numParts, float *__restrict__ wsWindow,
     for (int i = 0; i < kE / 4; ++i)
       __stcg(reinterpret_cast<float4 *>(p) + i,
              make_float4(0.f, 0.f, 0.f, 0.f));
-    storeRow<T, kE, true>(v, window * 8 + r, rows, base, n, y, ldy, nullptr);
+    storeRow<T, kE, true>(v, slotRow(rowOfSlot, window * 8 + r), rows, base, n,
+                          y, ldy, nullptr);
   } else {
-    const int32_t row = window * 8 + r;
+    const int32_t row = slotRow(rowOfSlot, window * 8 + r);
     for (int e = 0; e < kE && base + e < n; ++e) {
       const float v = __ldcg(p + e);
       __stcg(p + e, 0.f);
@@ -332,7 +337,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                const void *__restrict__ blockVals,
                const int32_t *__restrict__ entColRow,
                const T *__restrict__ entVals,
-               const int32_t *__restrict__ cudaRowPtr, const T *__restrict__ x,
+               const int32_t *__restrict__ cudaRowPtr,
+               const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
                int64_t ldx, T *__restrict__ y, int64_t ldy, int32_t rows,
                int64_t n, float *__restrict__ ws) {
   const int32_t p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -343,16 +349,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int32_t slot = (part.flags >> 1) - 1;
   float *wsWindow = slot >= 0 ? ws + int64_t(slot) * 8 * n : nullptr;
   if (part.flags & 1)
-    cudaCorePart<T, F, kAligned>(part, entColRow, entVals, cudaRowPtr, x, ldx,
-                                 y, ldy, rows, n, f0, wsWindow);
+    cudaCorePart<T, F, kAligned>(part, entColRow, entVals, cudaRowPtr,
+                                 rowOfSlot, x, ldx, y, ldy, rows, n, f0,
+                                 wsWindow);
   else
-    tensorCorePart<T, F, kAligned>(part, blockCols, blockVals, x, ldx, y, ldy,
-                                   rows, n, f0, wsWindow);
+    tensorCorePart<T, F, kAligned>(part, blockCols, blockVals, rowOfSlot, x,
+                                   ldx, y, ldy, rows, n, f0, wsWindow);
   if (slot >= 0) {
     unsigned int *counters =
         reinterpret_cast<unsigned int *>(ws + int64_t(numSplit) * 8 * n);
     finishSplitTile<T, F, kAligned>(
-        part.window, __ldg(splitParts + slot), wsWindow,
+        part.window, rowOfSlot, __ldg(splitParts + slot), wsWindow,
         counters + int64_t(slot) * gridDim.y + blockIdx.y, y, ldy, rows, n, f0);
   }
 }
@@ -371,12 +378,12 @@ cudaError_t launchSpmm(const WindowFormat &a, const T *x, int64_t n,
     spmmKernel<T, F, true><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
         a.dParts, a.numParts, a.dSplitParts, a.numSplitWindows, a.dBlockCols,
         a.dBlockVals, a.dEntColRow, static_cast<const T *>(a.dEntVals),
-        a.dCudaRowPtr, x, ldx, y, ldy, a.rows, n, ws);
+        a.dCudaRowPtr, a.dRowOfSlot, x, ldx, y, ldy, a.rows, n, ws);
   else
     spmmKernel<T, F, false><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
         a.dParts, a.numParts, a.dSplitParts, a.numSplitWindows, a.dBlockCols,
         a.dBlockVals, a.dEntColRow, static_cast<const T *>(a.dEntVals),
-        a.dCudaRowPtr, x, ldx, y, ldy, a.rows, n, ws);
+        a.dCudaRowPtr, a.dRowOfSlot, x, ldx, y, ldy, a.rows, n, ws);
   return cudaGetLastError();
 }
 

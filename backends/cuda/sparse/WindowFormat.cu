@@ -64,13 +64,14 @@ WindowFormat &WindowFormat::operator=(WindowFormat &&other) noexcept {
 WindowFormat::~WindowFormat() { release(); }
 
 void WindowFormat::release() {
-  for (void *p : {(void *)dParts, (void *)dSplitWindows, (void *)dSplitParts,
-                  (void *)dBlockCols, (void *)dBlockMask, dBlockVals,
-                  (void *)dEntColRow, dEntVals, (void *)dCudaRowPtr})
+  for (void *p :
+       {(void *)dParts, (void *)dSplitWindows, (void *)dSplitParts,
+        (void *)dRowOfSlot, (void *)dBlockCols, (void *)dBlockMask, dBlockVals,
+        (void *)dEntColRow, dEntVals, (void *)dCudaRowPtr})
     if (p)
       cudaFree(p);
   dParts = nullptr, dSplitWindows = nullptr, dSplitParts = nullptr;
-  dBlockCols = nullptr;
+  dRowOfSlot = nullptr, dBlockCols = nullptr;
   dBlockMask = nullptr, dBlockVals = nullptr, dEntColRow = nullptr,
   dEntVals = nullptr, dCudaRowPtr = nullptr;
 }
@@ -108,13 +109,14 @@ struct Scratch {
 
 __global__ void expandKernel(int32_t rows, int32_t cols, const int32_t *rowPtr,
                              const int32_t *colIdx, const void *val,
-                             DataType dtype, uint64_t *keys, float *vals,
-                             int *badIndex) {
+                             DataType dtype, const int32_t *slotOfRow,
+                             uint64_t *keys, float *vals, int *badIndex) {
   const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= rows)
     return;
-  const uint64_t rowKey = (uint64_t(warp >> 3) << kWindowShift) | (warp & 7);
+  const int64_t slot = slotOfRow ? slotOfRow[warp] : warp;
+  const uint64_t rowKey = (uint64_t(slot >> 3) << kWindowShift) | (slot & 7);
   for (int64_t e = rowPtr[warp] + lane; e < rowPtr[warp + 1]; e += 32) {
     const int32_t c = colIdx[e];
     if (c < 0 || c >= cols)
@@ -131,6 +133,85 @@ __global__ void expandKernel(int32_t rows, int32_t cols, const int32_t *rowPtr,
     }
     vals[e] = v;
   }
+}
+
+// --- Clustered row order (RowOrder::Clustered) ---
+
+constexpr uint32_t kNoRank = (1u << 28) - 1; // ranks < cols < 2^28
+
+__global__ void columnCountKernel(int64_t nnz, int32_t cols,
+                                  const int32_t *colIdx, uint32_t *count) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= nnz)
+    return;
+  const int32_t c = colIdx[i];
+  if (c >= 0 && c < cols)
+    atomicAdd(count + c, 1u);
+}
+
+/// key[i] = ~count[i] (descending count in an ascending sort), id[i] = i.
+__global__ void descendingKeyKernel(int32_t n, const uint32_t *count,
+                                    uint32_t *key, int32_t *id) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    key[i] = ~count[i], id[i] = i;
+}
+
+__global__ void rankKernel(int32_t n, const int32_t *sortedCols,
+                           uint32_t *rank) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    rank[sortedCols[i]] = uint32_t(i);
+}
+
+/// Two smallest of {a1 <= a2} and {b1 <= b2}.
+__device__ __forceinline__ void mergeTwoSmallest(uint32_t &a1, uint32_t &a2,
+                                                 uint32_t b1, uint32_t b2) {
+  const uint32_t lo = detail::minOf(a1, b1);
+  a2 = detail::minOf(detail::maxOf(a1, b1), detail::minOf(a2, b2));
+  a1 = lo;
+}
+
+/// One warp per row: sort key (rank of its highest-degree column, rank of the
+/// second, 255 - min(degree, 255)) and id = row.
+__global__ void rowSignatureKernel(int32_t rows, int32_t cols,
+                                   const int32_t *rowPtr, const int32_t *colIdx,
+                                   const uint32_t *rank, uint64_t *key,
+                                   int32_t *id) {
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (warp >= rows)
+    return;
+  const int32_t e0 = rowPtr[warp], e1 = rowPtr[warp + 1];
+  uint32_t m1 = kNoRank, m2 = kNoRank;
+  for (int32_t e = e0 + lane; e < e1; e += 32) {
+    const int32_t c = colIdx[e];
+    if (c >= 0 && c < cols)
+      mergeTwoSmallest(m1, m2, rank[c], kNoRank);
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const uint32_t o1 = __shfl_xor_sync(0xffffffffu, m1, off);
+    const uint32_t o2 = __shfl_xor_sync(0xffffffffu, m2, off);
+    mergeTwoSmallest(m1, m2, o1, o2);
+  }
+  if (lane == 0) {
+    const uint32_t deg = uint32_t(detail::minOf(e1 - e0, 255));
+    key[warp] = (uint64_t(m1) << 36) | (uint64_t(m2) << 8) | (255u - deg);
+    id[warp] = int32_t(warp);
+  }
+}
+
+/// rowOfSlot for all numSlots slots (rows for padding) and its inverse.
+__global__ void slotKernel(int32_t rows, int32_t numSlots,
+                           const int32_t *sortedRows, int32_t *rowOfSlot,
+                           int32_t *slotOfRow) {
+  const int32_t s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= numSlots)
+    return;
+  const int32_t row = s < rows ? sortedRows[s] : rows;
+  rowOfSlot[s] = row;
+  if (s < rows)
+    slotOfRow[row] = s;
 }
 
 __global__ void vectorHeadKernel(int64_t n, const uint64_t *keys,
@@ -344,71 +425,173 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
   const int32_t numWindows = f.numWindows;
   Scratch s;
 
-  // 1. Keys and fp32 values, then sort by (window, col, row).
-  uint64_t *keys, *sortedKeys;
-  float *vals, *sortedVals;
-  int *badIndex;
-  AUTODDL_TRY(s.alloc(keys, nnzIn));
-  AUTODDL_TRY(s.alloc(sortedKeys, nnzIn));
-  AUTODDL_TRY(s.alloc(vals, nnzIn));
-  AUTODDL_TRY(s.alloc(sortedVals, nnzIn));
-  AUTODDL_TRY(s.alloc(badIndex, 1));
-  AUTODDL_TRY(cudaMemsetAsync(badIndex, 0, sizeof(int), stream));
-  if (rows > 0)
-    expandKernel<<<gridFor(int64_t(rows) * 32, 256), 256, 0, stream>>>(
-        rows, cols, dRowPtr, dColIdx, dVal, dtype, keys, vals, badIndex);
-  AUTODDL_TRY(cudaGetLastError());
-  int bad = 0;
-  AUTODDL_TRY(readBack(badIndex, bad, stream));
-  if (bad)
-    return cudaErrorInvalidValue;
   int endBit = kWindowShift + 1;
   while ((int64_t(1) << (endBit - kWindowShift)) <= numWindows)
     ++endBit;
-  {
-    size_t bytes = 0;
-    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys,
-                                                sortedKeys, vals, sortedVals,
-                                                nnzIn, 0, endBit, stream));
-    uint8_t *tmp;
-    AUTODDL_TRY(s.alloc(tmp, bytes));
-    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(tmp, bytes, keys, sortedKeys,
-                                                vals, sortedVals, nnzIn, 0,
-                                                endBit, stream));
-  }
-  // 2. Merge duplicates: keys/vals now hold the distinct entries.
-  int64_t *numRuns;
-  AUTODDL_TRY(s.alloc(numRuns, 1));
-  {
-    size_t bytes = 0;
-    AUTODDL_TRY(cub::DeviceReduce::ReduceByKey(
-        nullptr, bytes, sortedKeys, keys, sortedVals, vals, numRuns,
-        ::cuda::std::plus<float>{}, nnzIn, stream));
-    uint8_t *tmp;
-    AUTODDL_TRY(s.alloc(tmp, bytes));
-    AUTODDL_TRY(cub::DeviceReduce::ReduceByKey(
-        tmp, bytes, sortedKeys, keys, sortedVals, vals, numRuns,
-        ::cuda::std::plus<float>{}, nnzIn, stream));
-  }
-  int64_t n = 0;
-  if (nnzIn > 0)
-    AUTODDL_TRY(readBack(numRuns, n, stream));
-  f.nnz = n;
 
-  // 3. Vectors: heads and inclusive vector ids.
-  int32_t *head, *vecIdIncl;
-  AUTODDL_TRY(s.alloc(head, n));
-  AUTODDL_TRY(s.alloc(vecIdIncl, n));
-  if (n > 0) {
-    vectorHeadKernel<<<gridFor(n, 256), 256, 0, stream>>>(n, keys, head);
+  // Steps 1-3 for one row order (slotOfRow null: natural).
+  struct Entries {
+    uint64_t *keys = nullptr;     // distinct (window, col, row) keys, sorted
+    float *vals = nullptr;        // their fp32 values (duplicates summed)
+    int32_t *head = nullptr;      // 1 where a (window, col) vector starts
+    int32_t *vecIdIncl = nullptr; // inclusive scan of head
+    int64_t n = 0, vectors = 0;
+  };
+  auto sortEntries = [&](const int32_t *slotOfRow,
+                         Entries &out) -> cudaError_t {
+    // 1. Keys and fp32 values, then sort by (window, col, row).
+    uint64_t *keys, *sortedKeys;
+    float *vals, *sortedVals;
+    int *badIndex;
+    AUTODDL_TRY(s.alloc(keys, nnzIn));
+    AUTODDL_TRY(s.alloc(sortedKeys, nnzIn));
+    AUTODDL_TRY(s.alloc(vals, nnzIn));
+    AUTODDL_TRY(s.alloc(sortedVals, nnzIn));
+    AUTODDL_TRY(s.alloc(badIndex, 1));
+    AUTODDL_TRY(cudaMemsetAsync(badIndex, 0, sizeof(int), stream));
+    if (rows > 0)
+      expandKernel<<<gridFor(int64_t(rows) * 32, 256), 256, 0, stream>>>(
+          rows, cols, dRowPtr, dColIdx, dVal, dtype, slotOfRow, keys, vals,
+          badIndex);
     AUTODDL_TRY(cudaGetLastError());
-    size_t bytes = 0;
-    AUTODDL_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, head, vecIdIncl,
-                                              n, stream));
-    uint8_t *tmp;
-    AUTODDL_TRY(s.alloc(tmp, bytes));
+    int bad = 0;
+    AUTODDL_TRY(readBack(badIndex, bad, stream));
+    if (bad)
+      return cudaErrorInvalidValue;
+    {
+      size_t bytes = 0;
+      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys,
+                                                  sortedKeys, vals, sortedVals,
+                                                  nnzIn, 0, endBit, stream));
+      uint8_t *tmp;
+      AUTODDL_TRY(s.alloc(tmp, bytes));
+      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(tmp, bytes, keys, sortedKeys,
+                                                  vals, sortedVals, nnzIn, 0,
+                                                  endBit, stream));
+    }
+    // 2. Merge duplicates: keys/vals now hold the distinct entries.
+    int64_t *numRuns;
+    AUTODDL_TRY(s.alloc(numRuns, 1));
+    {
+      size_t bytes = 0;
+      AUTODDL_TRY(cub::DeviceReduce::ReduceByKey(
+          nullptr, bytes, sortedKeys, keys, sortedVals, vals, numRuns,
+          ::cuda::std::plus<float>{}, nnzIn, stream));
+      uint8_t *tmp;
+      AUTODDL_TRY(s.alloc(tmp, bytes));
+      AUTODDL_TRY(cub::DeviceReduce::ReduceByKey(
+          tmp, bytes, sortedKeys, keys, sortedVals, vals, numRuns,
+          ::cuda::std::plus<float>{}, nnzIn, stream));
+    }
+    int64_t n = 0;
+    if (nnzIn > 0)
+      AUTODDL_TRY(readBack(numRuns, n, stream));
+    // 3. Vectors: heads and inclusive vector ids.
+    int32_t *head, *vecIdIncl;
+    AUTODDL_TRY(s.alloc(head, n));
+    AUTODDL_TRY(s.alloc(vecIdIncl, n));
+    int32_t vectors = 0;
+    if (n > 0) {
+      vectorHeadKernel<<<gridFor(n, 256), 256, 0, stream>>>(n, keys, head);
+      AUTODDL_TRY(cudaGetLastError());
+      size_t bytes = 0;
+      AUTODDL_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, head, vecIdIncl,
+                                                n, stream));
+      uint8_t *tmp;
+      AUTODDL_TRY(s.alloc(tmp, bytes));
+      AUTODDL_TRY(cub::DeviceScan::InclusiveSum(tmp, bytes, head, vecIdIncl, n,
+                                                stream));
+      AUTODDL_TRY(readBack(vecIdIncl + (n - 1), vectors, stream));
+    }
+    out.keys = keys, out.vals = vals, out.head = head;
+    out.vecIdIncl = vecIdIncl, out.n = n, out.vectors = vectors;
+    return cudaSuccess;
+  };
+
+  // 0. Row order: the clustered permutation when asked for (or tried by Auto).
+  Entries natural, clustered;
+  int32_t *rowOfSlot = nullptr;
+  const bool tryClustered =
+      options.rowOrder != RowOrder::Natural && numWindows > 1 && nnzIn > 0;
+  if (options.rowOrder != RowOrder::Clustered || !tryClustered) {
+    AUTODDL_TRY(sortEntries(nullptr, natural));
+    f.naturalVectors = natural.vectors;
+  }
+  if (tryClustered) {
+    // Column ranks by descending degree, then rows sorted by their signature.
+    uint32_t *colCount, *colKey, *colKeySorted, *rank;
+    int32_t *colId, *colIdSorted;
+    AUTODDL_TRY(s.alloc(colCount, cols));
+    AUTODDL_TRY(s.alloc(colKey, cols));
+    AUTODDL_TRY(s.alloc(colKeySorted, cols));
+    AUTODDL_TRY(s.alloc(rank, cols));
+    AUTODDL_TRY(s.alloc(colId, cols));
+    AUTODDL_TRY(s.alloc(colIdSorted, cols));
     AUTODDL_TRY(
-        cub::DeviceScan::InclusiveSum(tmp, bytes, head, vecIdIncl, n, stream));
+        cudaMemsetAsync(colCount, 0, sizeof(uint32_t) * size_t(cols), stream));
+    columnCountKernel<<<gridFor(nnzIn, 256), 256, 0, stream>>>(
+        nnzIn, cols, dColIdx, colCount);
+    AUTODDL_TRY(cudaGetLastError());
+    descendingKeyKernel<<<gridFor(cols, 256), 256, 0, stream>>>(cols, colCount,
+                                                                colKey, colId);
+    AUTODDL_TRY(cudaGetLastError());
+    {
+      size_t bytes = 0;
+      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+          nullptr, bytes, colKey, colKeySorted, colId, colIdSorted, cols, 0, 32,
+          stream));
+      uint8_t *tmp;
+      AUTODDL_TRY(s.alloc(tmp, bytes));
+      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+          tmp, bytes, colKey, colKeySorted, colId, colIdSorted, cols, 0, 32,
+          stream));
+    }
+    rankKernel<<<gridFor(cols, 256), 256, 0, stream>>>(cols, colIdSorted, rank);
+    AUTODDL_TRY(cudaGetLastError());
+    uint64_t *rowKey, *rowKeySorted;
+    int32_t *rowId, *rowIdSorted, *slotOfRow;
+    AUTODDL_TRY(s.alloc(rowKey, rows));
+    AUTODDL_TRY(s.alloc(rowKeySorted, rows));
+    AUTODDL_TRY(s.alloc(rowId, rows));
+    AUTODDL_TRY(s.alloc(rowIdSorted, rows));
+    AUTODDL_TRY(s.alloc(slotOfRow, rows));
+    AUTODDL_TRY(s.alloc(rowOfSlot, int64_t(numWindows) * 8));
+    rowSignatureKernel<<<gridFor(int64_t(rows) * 32, 256), 256, 0, stream>>>(
+        rows, cols, dRowPtr, dColIdx, rank, rowKey, rowId);
+    AUTODDL_TRY(cudaGetLastError());
+    {
+      size_t bytes = 0;
+      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+          nullptr, bytes, rowKey, rowKeySorted, rowId, rowIdSorted, rows, 0, 64,
+          stream));
+      uint8_t *tmp;
+      AUTODDL_TRY(s.alloc(tmp, bytes));
+      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+          tmp, bytes, rowKey, rowKeySorted, rowId, rowIdSorted, rows, 0, 64,
+          stream));
+    }
+    slotKernel<<<gridFor(int64_t(numWindows) * 8, 256), 256, 0, stream>>>(
+        rows, numWindows * 8, rowIdSorted, rowOfSlot, slotOfRow);
+    AUTODDL_TRY(cudaGetLastError());
+    AUTODDL_TRY(sortEntries(slotOfRow, clustered));
+    f.clusteredVectors = clustered.vectors;
+  }
+  // Auto keeps the clustered order only for at least 5% fewer vectors.
+  f.clustered = tryClustered &&
+                (options.rowOrder == RowOrder::Clustered ||
+                 double(clustered.vectors) < 0.95 * double(natural.vectors));
+  const Entries &chosen = f.clustered ? clustered : natural;
+  uint64_t *keys = chosen.keys;
+  float *vals = chosen.vals;
+  int32_t *head = chosen.head, *vecIdIncl = chosen.vecIdIncl;
+  const int64_t n = chosen.n;
+  f.nnz = n;
+  if (f.clustered) {
+    AUTODDL_TRY(
+        cudaMalloc(&f.dRowOfSlot, sizeof(int32_t) * size_t(numWindows) * 8));
+    AUTODDL_TRY(cudaMemcpyAsync(f.dRowOfSlot, rowOfSlot,
+                                sizeof(int32_t) * size_t(numWindows) * 8,
+                                cudaMemcpyDeviceToDevice, stream));
   }
 
   // 4. Windows: first entry, first vector, path choice, counts and their scans.
@@ -554,10 +737,28 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
 cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
                                const void *dEntVals,
                                std::vector<DecodedEntry> &out,
-                               const std::vector<int32_t> *onlyWindows) {
+                               const std::vector<int32_t> *onlyRows) {
   out.clear();
   const size_t eb = dataTypeBytes(a.dtype);
   AUTODDL_TRY(cudaDeviceSynchronize());
+  // Matrix row of each window slot, and the windows holding a wanted row.
+  std::vector<int32_t> rowOfSlot(size_t(a.numWindows) * 8);
+  if (a.dRowOfSlot) {
+    AUTODDL_TRY(cudaMemcpy(rowOfSlot.data(), a.dRowOfSlot,
+                           rowOfSlot.size() * sizeof(int32_t),
+                           cudaMemcpyDeviceToHost));
+  } else {
+    for (size_t i = 0; i < rowOfSlot.size(); ++i)
+      rowOfSlot[i] = int32_t(i);
+  }
+  auto wanted = [&](int32_t row) {
+    return !onlyRows ||
+           std::binary_search(onlyRows->begin(), onlyRows->end(), row);
+  };
+  std::vector<char> windowWanted(size_t(a.numWindows), 0);
+  for (size_t i = 0; i < rowOfSlot.size(); ++i)
+    if (rowOfSlot[i] < a.rows && wanted(rowOfSlot[i]))
+      windowWanted[i / 8] = 1;
   std::vector<WindowPart> parts(a.numParts);
   if (!parts.empty())
     AUTODDL_TRY(cudaMemcpy(parts.data(), a.dParts,
@@ -569,10 +770,9 @@ cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
   std::vector<uint64_t> mask;
   std::vector<uint8_t> vals;
   for (const WindowPart &p : parts) {
-    if (onlyWindows &&
-        !std::binary_search(onlyWindows->begin(), onlyWindows->end(), p.window))
+    if (!windowWanted[p.window])
       continue;
-    const int32_t row0 = p.window * 8;
+    const int32_t *slotRows = rowOfSlot.data() + size_t(p.window) * 8;
     const size_t count = size_t(p.end - p.begin);
     if (count == 0)
       continue;
@@ -585,8 +785,9 @@ cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
           vals.data(), static_cast<const uint8_t *>(dEntVals) + p.begin * eb,
           count * eb, cudaMemcpyDeviceToHost));
       for (size_t e = 0; e < count; ++e)
-        out.push_back(
-            {row0 + (colRow[e] & 7), colRow[e] >> 3, value(&vals[e * eb])});
+        if (wanted(slotRows[colRow[e] & 7]))
+          out.push_back(
+              {slotRows[colRow[e] & 7], colRow[e] >> 3, value(&vals[e * eb])});
       continue;
     }
     cols.resize(count * 8);
@@ -603,12 +804,12 @@ cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
     for (size_t b = 0; b < count; ++b)
       for (int r = 0; r < 8; ++r)
         for (int s = 0; s < 8; ++s)
-          if (mask[b] >> (r * 8 + s) & 1) {
+          if ((mask[b] >> (r * 8 + s) & 1) && wanted(slotRows[r])) {
             const int pos = a.dtype == DataType::F32
                                 ? r * 8 + (s % 4) * 2 + s / 4
                                 : r * 8 + s;
-            out.push_back(
-                {row0 + r, cols[b * 8 + s], value(&vals[(b * 64 + pos) * eb])});
+            out.push_back({slotRows[r], cols[b * 8 + s],
+                           value(&vals[(b * 64 + pos) * eb])});
           }
   }
   std::sort(out.begin(), out.end(),

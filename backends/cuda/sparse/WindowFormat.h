@@ -35,6 +35,14 @@ const char *dataTypeName(DataType t);
 /// The value of one stored element of type t at host address p, as double.
 double storedToDouble(DataType t, const void *p);
 
+/// Which rows share a window. Natural: rows 8w ... 8w + 7. Clustered: rows
+/// sorted on the GPU by (their two neighbours of highest column degree, then
+/// their own degree, descending), so that rows sharing hub columns land in one
+/// window and more of its 8x1 vectors hold several nonzeros. Auto: Clustered
+/// when that cuts the number of 8x1 vectors (the dense rows gathered) by at
+/// least 5%, else Natural. Y and X keep the caller's row order either way.
+enum class RowOrder { Natural, Clustered, Auto };
+
 struct PreprocessOptions {
   /// A window goes to tensor cores when nnz >= fillThreshold * (distinct
   /// columns). 0 sends every window there; a huge value sends every window to
@@ -43,6 +51,7 @@ struct PreprocessOptions {
   /// Blocks per part (entries per CUDA-core part are 8x this); 0 picks it from
   /// the matrix.
   int32_t partBlocks = 0;
+  RowOrder rowOrder = RowOrder::Auto;
 };
 
 /// One unit of work for one warp: blocks [begin, end) of a tensor-core window
@@ -65,6 +74,9 @@ struct WindowFormat {
   int64_t numVectors = 0, numTcEntries = 0, numCudaEntries = 0;
   int32_t partBlocks = 0;
   float fillThreshold = 0;
+  bool clustered = false; // rows were reordered (dRowOfSlot is set)
+  /// Vectors of the natural and the clustered order (0 where not computed).
+  int64_t naturalVectors = 0, clusteredVectors = 0;
 
   WindowPart *dParts = nullptr;
   int32_t *dSplitWindows = nullptr; // split slot -> window
@@ -75,7 +87,11 @@ struct WindowFormat {
   int32_t *dEntColRow = nullptr; // numCudaEntries, col << 3 | row-in-window
   void *dEntVals = nullptr;      // numCudaEntries values
   int32_t *dCudaRowPtr =
-      nullptr; // rows + 1: CUDA-core entries of row r, by column
+      nullptr; // rows + 1: CUDA-core entries of window slot s, by column
+  /// numWindows * 8: the matrix row held by window slot s (= window * 8 +
+  /// row-in-window); rows for the padding slots of the last window. Null when
+  /// the order is natural (slot s holds row s).
+  int32_t *dRowOfSlot = nullptr;
 
   WindowFormat() = default;
   WindowFormat(const WindowFormat &) = delete;
@@ -129,12 +145,12 @@ struct DecodedEntry {
 
 /// Reads the entries of `a` back to the host, with values taken from the given
 /// arrays (in the format's layout; pass a.dBlockVals / a.dEntVals for the
-/// matrix's own values). Sorted by (row, col). onlyWindows: when given, only
-/// the entries of these windows (sorted ids).
-cudaError_t
-decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
-                   const void *dEntVals, std::vector<DecodedEntry> &out,
-                   const std::vector<int32_t> *onlyWindows = nullptr);
+/// matrix's own values). Sorted by (row, col), rows in the matrix's numbering.
+/// onlyRows: when given, only the entries of these rows (sorted ids).
+cudaError_t decodeWindowFormat(const WindowFormat &a, const void *dBlockVals,
+                               const void *dEntVals,
+                               std::vector<DecodedEntry> &out,
+                               const std::vector<int32_t> *onlyRows = nullptr);
 
 } // namespace autoddl::sparse::cuda
 

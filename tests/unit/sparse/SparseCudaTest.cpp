@@ -137,11 +137,12 @@ double bound(DataType t, bool merged, int64_t terms, double absSum,
 }
 
 void runSpmmCase(const Shape &s, DataType t, float threshold,
-                 int32_t partBlocks, int64_t n, uint32_t seed, bool padded) {
+                 int32_t partBlocks, int64_t n, uint32_t seed, bool padded,
+                 cuda::RowOrder order) {
   SCOPED_TRACE(::testing::Message()
                << cuda::dataTypeName(t) << " rows=" << s.rows << " n=" << n
                << " threshold=" << threshold << " partBlocks=" << partBlocks
-               << " padded=" << padded);
+               << " padded=" << padded << " order=" << int(order));
   std::mt19937 rng(seed);
   const CsrMatrix<double> a = randomMatrix(s, t, rng);
   DeviceCsr d;
@@ -149,11 +150,20 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   cuda::PreprocessOptions opt;
   opt.fillThreshold = threshold;
   opt.partBlocks = partBlocks;
+  opt.rowOrder = order;
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       d.val, t, opt, f));
   const CsrMatrix<double> canon = canonicalizeCsr(a);
   EXPECT_EQ(f.nnz, canon.nnz());
+  // A forced clustered order is taken (and undone in Y) whenever there is more
+  // than one window to reorder.
+  if (order == cuda::RowOrder::Clustered && a.rows > 8 && a.nnz() > 0) {
+    EXPECT_TRUE(f.clustered && f.dRowOfSlot != nullptr);
+  }
+  if (order == cuda::RowOrder::Natural) {
+    EXPECT_TRUE(!f.clustered && f.dRowOfSlot == nullptr);
+  }
   // Merged duplicates are summed in fp32 and stored rounded to the data type.
   const bool merged = canon.nnz() != a.nnz();
 
@@ -186,9 +196,10 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   std::vector<uint8_t> y(size_t(a.rows) * ldy * eb);
   ASSERT_CUDA(cudaMemcpy(y.data(), dy, y.size(), cudaMemcpyDeviceToHost));
   std::vector<uint8_t> wsAfter(wsBytes);
-  if (wsBytes)
+  if (wsBytes) {
     ASSERT_CUDA(
         cudaMemcpy(wsAfter.data(), ws, wsBytes, cudaMemcpyDeviceToHost));
+  }
   EXPECT_EQ(std::count(wsAfter.begin(), wsAfter.end(), uint8_t(0)),
             std::ptrdiff_t(wsBytes))
       << "workspace not left zero-filled";
@@ -217,10 +228,12 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
 }
 
 void runSddmmCase(const Shape &s, DataType t, float threshold,
-                  int32_t partBlocks, int64_t k, uint32_t seed, bool padded) {
+                  int32_t partBlocks, int64_t k, uint32_t seed, bool padded,
+                  cuda::RowOrder order) {
   SCOPED_TRACE(::testing::Message()
                << cuda::dataTypeName(t) << " rows=" << s.rows << " k=" << k
-               << " threshold=" << threshold << " padded=" << padded);
+               << " threshold=" << threshold << " padded=" << padded
+               << " order=" << int(order));
   std::mt19937 rng(seed);
   const CsrMatrix<double> a = randomMatrix(s, t, rng);
   DeviceCsr d;
@@ -228,6 +241,7 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
   cuda::PreprocessOptions opt;
   opt.fillThreshold = threshold;
   opt.partBlocks = partBlocks;
+  opt.rowOrder = order;
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       nullptr, t, opt, f));
@@ -283,6 +297,8 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
 }
 
 const DataType kTypes[] = {DataType::F32, DataType::F16, DataType::BF16};
+const cuda::RowOrder kOrders[] = {cuda::RowOrder::Natural,
+                                  cuda::RowOrder::Clustered};
 
 TEST_F(SparseCuda, SpmmMatchesReferenceAcrossWidthsAndPaths) {
   const Shape shapes[] = {
@@ -296,7 +312,8 @@ TEST_F(SparseCuda, SpmmMatchesReferenceAcrossWidthsAndPaths) {
       for (float threshold : {0.0f, 1.5f, 1e9f})
         for (int64_t n : {1, 7, 13, 16, 32, 40, 64, 100, 128, 256})
           for (bool padded : {true, false})
-            runSpmmCase(s, t, threshold, 0, n, seed++, padded);
+            for (cuda::RowOrder order : kOrders)
+              runSpmmCase(s, t, threshold, 0, n, seed++, padded, order);
 }
 
 TEST_F(SparseCuda, SpmmSplitWindowsAccumulateCorrectly) {
@@ -308,7 +325,8 @@ TEST_F(SparseCuda, SpmmSplitWindowsAccumulateCorrectly) {
     for (float threshold : {0.0f, 1.5f, 1e9f})
       for (int64_t n : {8, 33, 128})
         for (bool padded : {true, false})
-          runSpmmCase(s, t, threshold, 1, n, seed++, padded);
+          for (cuda::RowOrder order : kOrders)
+            runSpmmCase(s, t, threshold, 1, n, seed++, padded, order);
 }
 
 TEST_F(SparseCuda, SddmmMatchesReference) {
@@ -324,7 +342,8 @@ TEST_F(SparseCuda, SddmmMatchesReference) {
         // (4 to 64 16-byte pieces per row) of both element sizes.
         for (int64_t k : {1, 5, 16, 32, 48, 64, 128, 256, 512})
           for (bool padded : {true, false})
-            runSddmmCase(s, t, threshold, 2, k, seed++, padded);
+            for (cuda::RowOrder order : kOrders)
+              runSddmmCase(s, t, threshold, 2, k, seed++, padded, order);
 }
 
 TEST_F(SparseCuda, EmptyMatrixWritesZeros) {
@@ -365,6 +384,76 @@ TEST_F(SparseCuda, BadColumnIndexIsRejected) {
                                     DataType::F16, {}, f),
             cudaErrorInvalidValue);
   cudaFree(dRowPtr), cudaFree(dCol);
+}
+
+/// Builds the format of an all-ones pattern given as column lists per row.
+void buildPattern(const std::vector<std::vector<int32_t>> &rowCols,
+                  int32_t cols, cuda::RowOrder order, cuda::WindowFormat &f) {
+  CsrMatrix<double> a;
+  a.rows = int32_t(rowCols.size()), a.cols = cols;
+  a.rowPtr.push_back(0);
+  for (const auto &r : rowCols) {
+    for (int32_t c : r)
+      a.colIdx.push_back(c), a.values.push_back(1.0);
+    a.rowPtr.push_back(int32_t(a.colIdx.size()));
+  }
+  DeviceCsr d;
+  upload(a, DataType::F16, d);
+  cuda::PreprocessOptions opt;
+  opt.rowOrder = order;
+  ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
+                                      d.val, DataType::F16, opt, f));
+}
+
+TEST_F(SparseCuda, AutoRowOrderGroupsRowsSharingColumns) {
+  // 64 rows: even rows use columns 0..15, odd rows 100..115. Naturally every
+  // window mixes both sets: 8 windows x 32 vectors = 256. Clustered, rows are
+  // sorted by their two lowest-ranked columns ((0, 1) for even rows, (16, 17)
+  // for odd ones: all 32 used columns have degree 32 and rank in column order),
+  // so windows hold one parity: 8 x 16 = 128 vectors, half as many.
+  std::vector<std::vector<int32_t>> rowCols(64);
+  for (int32_t r = 0; r < 64; ++r)
+    for (int32_t j = 0; j < 16; ++j)
+      rowCols[r].push_back((r % 2) * 100 + j);
+  cuda::WindowFormat f;
+  buildPattern(rowCols, 116, cuda::RowOrder::Auto, f);
+  EXPECT_EQ(f.naturalVectors, 256);
+  EXPECT_EQ(f.clusteredVectors, 128);
+  EXPECT_TRUE(f.clustered);
+  EXPECT_EQ(f.numVectors, 128);
+  // Read back in the matrix's own row numbering.
+  std::vector<cuda::DecodedEntry> dec;
+  ASSERT_CUDA(cuda::decodeWindowFormat(f, f.dBlockVals, f.dEntVals, dec));
+  ASSERT_EQ(dec.size(), size_t(64 * 16));
+  for (size_t i = 0; i < dec.size(); ++i) {
+    EXPECT_EQ(dec[i].row, int32_t(i / 16));
+    EXPECT_EQ(dec[i].col, (dec[i].row % 2) * 100 + int32_t(i % 16));
+  }
+  // Only some rows: exactly their entries.
+  const std::vector<int32_t> some = {3, 8, 63};
+  ASSERT_CUDA(
+      cuda::decodeWindowFormat(f, f.dBlockVals, f.dEntVals, dec, &some));
+  ASSERT_EQ(dec.size(), size_t(3 * 16));
+  for (size_t i = 0; i < dec.size(); ++i)
+    EXPECT_EQ(dec[i].row, some[i / 16]);
+}
+
+TEST_F(SparseCuda, AutoRowOrderKeepsTridiagonalNatural) {
+  // Tridiagonal 64 x 64: window w's vectors are columns 8w-1 ... 8w+8, clipped:
+  // 8 x 10 - 2 = 78. The clustered order (rows by their lowest-ranked columns)
+  // is the natural one up to a swap near row 0 and gives 78 too: not 5% fewer,
+  // so Auto keeps the natural order.
+  std::vector<std::vector<int32_t>> rowCols(64);
+  for (int32_t r = 0; r < 64; ++r)
+    for (int32_t c = r - 1; c <= r + 1; ++c)
+      if (c >= 0 && c < 64)
+        rowCols[r].push_back(c);
+  cuda::WindowFormat f;
+  buildPattern(rowCols, 64, cuda::RowOrder::Auto, f);
+  EXPECT_EQ(f.naturalVectors, 78);
+  EXPECT_EQ(f.clusteredVectors, 78);
+  EXPECT_FALSE(f.clustered);
+  EXPECT_EQ(f.dRowOfSlot, nullptr);
 }
 
 TEST_F(SparseCuda, DecodeReturnsMergedEntries) {
