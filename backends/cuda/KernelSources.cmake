@@ -1,0 +1,33 @@
+# The sources of the CUDA runtime and kernels, and the function that builds them into a library;
+# shared by backends/cuda/CMakeLists.txt and the standalone GPU checks
+# (tests/unit/cuda/standalone). AUTODDL_CUDA_DIR is the directory of this file.
+set(AUTODDL_CUDA_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(AUTODDL_CUDA_KERNEL_SOURCES
+  ${AUTODDL_CUDA_DIR}/Runtime.cu
+  ${AUTODDL_CUDA_DIR}/kernels/CrossEntropy.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Elementwise.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Embedding.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Linear.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Norm.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Optimizer.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Reduce.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Shape.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Softmax.cu)
+# The attention kernels (cuda-attention) join the library once they exist.
+option(AUTODDL_CUDA_ATTENTION "Build kernels/Attention.cu into the CUDA kernels" ON)
+if(AUTODDL_CUDA_ATTENTION AND EXISTS ${AUTODDL_CUDA_DIR}/kernels/Attention.cu)
+  list(APPEND AUTODDL_CUDA_KERNEL_SOURCES ${AUTODDL_CUDA_DIR}/kernels/Attention.cu)
+endif()
+
+# autoddl_cuda_kernels_library(<name> <root>): the library with its public include root (the
+# directory holding backends/); -DAUTODDL_FP32 is the caller's to add.
+function(autoddl_cuda_kernels_library name root)
+  add_library(${name} ${AUTODDL_CUDA_KERNEL_SOURCES})
+  target_include_directories(${name} PUBLIC ${root})
+  target_link_libraries(${name} PUBLIC CUDA::cudart CUDA::cublasLt)
+  set_target_properties(${name} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+    POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(${name} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo
+      -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
+endfunction()

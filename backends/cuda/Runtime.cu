@@ -1,0 +1,186 @@
+// The CUDA runtime: checked-call failure path, compute stream, cuBLASLt
+// handle, counted device allocations, copies (Runtime.h).
+#include "backends/cuda/Runtime.h"
+#include "backends/cuda/kernels/Common.cuh"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace autoddl::rt {
+namespace {
+std::atomic<int> gRank{-1};
+std::atomic<void (*)(const char *)> gFaultHook{nullptr};
+std::atomic<int64_t> gCurrentBytes{0};
+std::atomic<int64_t> gPeakBytes{0};
+} // namespace
+
+void cuda_fail(const char *what, const char *call, const char *file, int line) {
+  char message[1024];
+  const int rank = gRank.load();
+  if (rank >= 0)
+    std::snprintf(message, sizeof message,
+                  "autoddl: rank %d: CUDA error %s in %s at %s:%d", rank, what,
+                  call, file, line);
+  else
+    std::snprintf(message, sizeof message,
+                  "autoddl: CUDA error %s in %s at %s:%d", what, call, file,
+                  line);
+  std::fprintf(stderr, "%s\n", message);
+  std::fflush(stderr);
+  // The hook runs once: a failure inside it (a CUDA call during the abort of
+  // the communicators) must not recurse.
+  if (auto *hook = gFaultHook.exchange(nullptr))
+    hook(message);
+  std::abort();
+}
+
+namespace detail {
+void cuda_fail_error(cudaError_t err, const char *call, const char *file,
+                     int line) {
+  char what[512];
+  std::snprintf(what, sizeof what, "%s (%s)", cudaGetErrorName(err),
+                cudaGetErrorString(err));
+  cuda_fail(what, call, file, line);
+}
+
+void *device_alloc(int64_t bytes) {
+  void *p = nullptr;
+  AUTODDL_CUDA_CHECK(cudaMalloc(&p, size_t(bytes)));
+  // Zero on the compute stream and wait, so that work on any stream sees the
+  // zeros (the compute stream does not synchronise with the legacy stream).
+  AUTODDL_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(bytes), compute_stream()));
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  const int64_t now = gCurrentBytes.fetch_add(bytes) + bytes;
+  int64_t peak = gPeakBytes.load();
+  while (now > peak && !gPeakBytes.compare_exchange_weak(peak, now)) {
+  }
+  return p;
+}
+
+void device_free(void *ptr, int64_t bytes) {
+  gCurrentBytes.fetch_sub(bytes);
+  const cudaError_t err = cudaFree(ptr);
+  // At process exit the runtime may be unloaded before static buffers die.
+  if (err != cudaSuccess && err != cudaErrorCudartUnloading)
+    cuda_fail_error(err, "cudaFree(ptr)", __FILE__, __LINE__);
+}
+
+int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+    AUTODDL_CUDA_CHECK(
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
+void *scratch(int slot, int64_t bytes) {
+  constexpr int kSlots = 4;
+  static DeviceBuffer<unsigned char> buffers[kSlots];
+  if (slot < 0 || slot >= kSlots)
+    cuda_fail("cudaErrorInvalidValue (bad scratch slot)", "scratch", __FILE__,
+              __LINE__);
+  if (buffers[slot].size() < bytes) {
+    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    buffers[slot] = DeviceBuffer<unsigned char>(bytes);
+  }
+  return buffers[slot].data();
+}
+} // namespace detail
+
+const char *cublas_status_name(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "CUBLAS_STATUS_SUCCESS";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "CUBLAS_STATUS_NOT_INITIALIZED";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "CUBLAS_STATUS_ALLOC_FAILED";
+  case CUBLAS_STATUS_INVALID_VALUE:
+    return "CUBLAS_STATUS_INVALID_VALUE";
+  case CUBLAS_STATUS_ARCH_MISMATCH:
+    return "CUBLAS_STATUS_ARCH_MISMATCH";
+  case CUBLAS_STATUS_MAPPING_ERROR:
+    return "CUBLAS_STATUS_MAPPING_ERROR";
+  case CUBLAS_STATUS_EXECUTION_FAILED:
+    return "CUBLAS_STATUS_EXECUTION_FAILED";
+  case CUBLAS_STATUS_INTERNAL_ERROR:
+    return "CUBLAS_STATUS_INTERNAL_ERROR";
+  case CUBLAS_STATUS_NOT_SUPPORTED:
+    return "CUBLAS_STATUS_NOT_SUPPORTED";
+  case CUBLAS_STATUS_LICENSE_ERROR:
+    return "CUBLAS_STATUS_LICENSE_ERROR";
+  default:
+    return "CUBLAS_STATUS_UNKNOWN";
+  }
+}
+
+void set_fault_hook(void (*hook)(const char *message)) { gFaultHook = hook; }
+void set_rank_for_messages(int rank) { gRank = rank; }
+
+cudaStream_t compute_stream() {
+  static const cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    AUTODDL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+namespace {
+struct CublasLt {
+  cublasLtHandle_t handle = nullptr;
+  DeviceBuffer<unsigned char> workspace;
+  CublasLt() {
+    AUTODDL_CUBLAS_CHECK(cublasLtCreate(&handle));
+    workspace = DeviceBuffer<unsigned char>(kCublasLtWorkspaceBytes);
+  }
+};
+CublasLt &cublaslt_state() {
+  // Never destroyed: cuBLASLt must not be torn down after the CUDA runtime.
+  static CublasLt *state = new CublasLt();
+  return *state;
+}
+} // namespace
+
+cublasLtHandle_t cublaslt() { return cublaslt_state().handle; }
+void *cublaslt_workspace() { return cublaslt_state().workspace.data(); }
+
+void select_device(int local_rank) {
+  AUTODDL_CUDA_CHECK(cudaSetDevice(local_rank));
+}
+
+void zero(void *ptr, int64_t bytes) {
+  if (bytes > 0)
+    AUTODDL_CUDA_CHECK(
+        cudaMemsetAsync(ptr, 0, size_t(bytes), compute_stream()));
+}
+
+void copy_to_device(void *dst, const void *src, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
+                                     cudaMemcpyHostToDevice, compute_stream()));
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+void copy_to_host(void *dst, const void *src, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
+                                     cudaMemcpyDeviceToHost, compute_stream()));
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+void synchronize() {
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+int64_t peak_device_bytes() { return gPeakBytes.load(); }
+int64_t current_device_bytes() { return gCurrentBytes.load(); }
+
+} // namespace autoddl::rt

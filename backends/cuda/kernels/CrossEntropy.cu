@@ -1,0 +1,237 @@
+// Cross-entropy (CrossEntropy.h): one block per row of logits. Forward reads
+// the row once (online max and sum of exponentials per thread, combined
+// across the block); backward reads logits and dlogits once and writes
+// dlogits once. Rows of an odd vocabulary (50257) start unaligned: for_row
+// peels the elements before the first 16-byte boundary.
+#include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/CrossEntropy.h"
+
+namespace autoddl::rt {
+namespace {
+using namespace detail;
+
+constexpr int kThreads = 512;
+
+/// Block-wide combination of per-thread (max, sum) states.
+__device__ MaxSum block_max_sum(MaxSum v) {
+  __shared__ float ms[32], ss[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max_sum(v);
+  __syncthreads();
+  if (lane == 0) {
+    ms[warp] = v.m;
+    ss[warp] = v.s;
+  }
+  __syncthreads();
+  const int warps = blockDim.x >> 5;
+  v = lane < warps ? MaxSum{ms[lane], ss[lane]} : MaxSum{-INFINITY, 0.0f};
+  return warp_max_sum(v);
+}
+
+__device__ __forceinline__ void online_add(MaxSum &st, float x) {
+  if (x > st.m) {
+    st.s = st.s * expf(st.m - x) + 1.0f;
+    st.m = x;
+  } else {
+    st.s += expf(x - st.m);
+  }
+}
+
+/// Max and sum of exp(l - max) over one row (every thread gets them).
+template <int V> __device__ MaxSum row_max_sum(const act_t *row, int64_t L) {
+  MaxSum st{-INFINITY, 0.0f};
+  for_row<V>(
+      row, L, threadIdx.x, blockDim.x,
+      [&](int64_t j) {
+        float v[V];
+        load_floats<act_t, V>(v, row + j);
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+          online_add(st, v[i]);
+      },
+      [&](int64_t j) { online_add(st, to_float(row[j])); });
+  return block_max_sum(st);
+}
+
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    crossentropy_forward_kernel(float *losses, float *lse, const act_t *logits,
+                                const int32_t *targets, int64_t V_) {
+  const int64_t n = blockIdx.x;
+  const act_t *row = logits + n * V_;
+  const MaxSum st = row_max_sum<V>(row, V_);
+  if (threadIdx.x == 0) {
+    const float l = st.m + logf(st.s);
+    lse[n] = l;
+    losses[n] = l - to_float(row[targets[n]]);
+  }
+}
+
+/// dlogits += scale * (exp(l - shift[n]) * inv[n] - onehot(target - v0)).
+/// Whole vocabulary: shift = lse, inv = 1; vocab-split: shift = gmax, inv =
+/// 1 / sums[n].
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    crossentropy_backward_kernel(act_t *dlogits, const act_t *logits,
+                                 const float *shift, const float *sums,
+                                 const int32_t *targets, int64_t L, int64_t v0,
+                                 float scale) {
+  const int64_t n = blockIdx.x;
+  const act_t *row = logits + n * L;
+  act_t *drow = dlogits + n * L;
+  const float sh = shift[n], inv = sums ? 1.0f / sums[n] : 1.0f;
+  const int64_t target = int64_t(targets[n]) - v0;
+  for_row<V>(
+      row, L, threadIdx.x, blockDim.x,
+      [&](int64_t j) {
+        float l[V], d[V];
+        load_floats<act_t, V>(l, row + j);
+        load_floats<act_t, V>(d, drow + j);
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float p = expf(l[i] - sh) * inv;
+          d[i] += scale * (p - (j + i == target ? 1.0f : 0.0f));
+        }
+        store_floats<act_t, V>(drow + j, d);
+      },
+      [&](int64_t j) {
+        const float p = expf(to_float(row[j]) - sh) * inv;
+        drow[j] = from_float<act_t>(to_float(drow[j]) +
+                                    scale * (p - (j == target ? 1.0f : 0.0f)));
+      });
+}
+
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    vocab_max_kernel(float *local_max, const act_t *logits, int64_t L) {
+  const act_t *row = logits + int64_t(blockIdx.x) * L;
+  float m = -INFINITY;
+  for_row<V>(
+      row, L, threadIdx.x, blockDim.x,
+      [&](int64_t j) {
+        float v[V];
+        load_floats<act_t, V>(v, row + j);
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+          m = fmaxf(m, v[i]);
+      },
+      [&](int64_t j) { m = fmaxf(m, to_float(row[j])); });
+  // A max is a (max, sum) combination with the sums ignored.
+  m = block_max_sum(MaxSum{m, 0.0f}).m;
+  if (threadIdx.x == 0)
+    local_max[blockIdx.x] = m;
+}
+
+template <int V>
+__global__ void __launch_bounds__(kThreads)
+    vocab_sums_kernel(float *sums, const act_t *logits, const int32_t *targets,
+                      const float *gmax, int64_t N, int64_t L, int64_t v0) {
+  __shared__ float scratch[32];
+  const int64_t n = blockIdx.x;
+  const act_t *row = logits + n * L;
+  const float m = gmax[n];
+  float s = 0.0f;
+  for_row<V>(
+      row, L, threadIdx.x, blockDim.x,
+      [&](int64_t j) {
+        float v[V];
+        load_floats<act_t, V>(v, row + j);
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+          s += expf(v[i] - m);
+      },
+      [&](int64_t j) { s += expf(to_float(row[j]) - m); });
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) {
+    sums[n] = s;
+    const int64_t local = int64_t(targets[n]) - v0;
+    sums[N + n] = (local >= 0 && local < L) ? to_float(row[local]) : 0.0f;
+  }
+}
+
+__global__ void vocab_loss_kernel(float *losses, const float *gmax,
+                                  const float *sums, int64_t N) {
+  for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
+       n += int64_t(gridDim.x) * blockDim.x)
+    losses[n] = logf(sums[n]) + gmax[n] - sums[N + n];
+}
+
+bool rows_vectorisable(const act_t *a, const act_t *b) {
+  return same_alignment(a, b);
+}
+} // namespace
+
+void crossentropy_forward(float *losses, float *lse, const act_t *logits,
+                          const int32_t *targets, int64_t N, int64_t V) {
+  if (N == 0)
+    return;
+  crossentropy_forward_kernel<kPack<act_t>>
+      <<<unsigned(N), kThreads, 0, compute_stream()>>>(losses, lse, logits,
+                                                       targets, V);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_backward(act_t *dlogits, const act_t *logits,
+                           const float *lse, const int32_t *targets, int64_t N,
+                           int64_t V, float grad_scale) {
+  if (N == 0 || !dlogits)
+    return;
+  if (rows_vectorisable(logits, dlogits))
+    crossentropy_backward_kernel<kPack<act_t>>
+        <<<unsigned(N), kThreads, 0, compute_stream()>>>(
+            dlogits, logits, lse, nullptr, targets, V, 0, grad_scale);
+  else
+    crossentropy_backward_kernel<1>
+        <<<unsigned(N), kThreads, 0, compute_stream()>>>(
+            dlogits, logits, lse, nullptr, targets, V, 0, grad_scale);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,
+                                     int64_t N, int64_t Vl) {
+  if (N == 0)
+    return;
+  vocab_max_kernel<kPack<act_t>>
+      <<<unsigned(N), kThreads, 0, compute_stream()>>>(local_max, logits, Vl);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
+                                      const int32_t *targets, const float *gmax,
+                                      int64_t N, int64_t Vl, int64_t v0) {
+  if (N == 0)
+    return;
+  vocab_sums_kernel<kPack<act_t>>
+      <<<unsigned(N), kThreads, 0, compute_stream()>>>(sums, logits, targets,
+                                                       gmax, N, Vl, v0);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
+                                      const float *sums, int64_t N) {
+  if (N == 0)
+    return;
+  vocab_loss_kernel<<<grid_for(N, 256), 256, 0, compute_stream()>>>(
+      losses, gmax, sums, N);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
+                                          const int32_t *targets,
+                                          const float *gmax, const float *sums,
+                                          int64_t N, int64_t Vl, int64_t v0,
+                                          float grad_scale) {
+  if (N == 0 || !dlogits)
+    return;
+  if (rows_vectorisable(logits, dlogits))
+    crossentropy_backward_kernel<kPack<act_t>>
+        <<<unsigned(N), kThreads, 0, compute_stream()>>>(
+            dlogits, logits, gmax, sums, targets, Vl, v0, grad_scale);
+  else
+    crossentropy_backward_kernel<1>
+        <<<unsigned(N), kThreads, 0, compute_stream()>>>(
+            dlogits, logits, gmax, sums, targets, Vl, v0, grad_scale);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace autoddl::rt

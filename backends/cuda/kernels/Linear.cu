@@ -1,0 +1,375 @@
+// GEMM-based layers (Linear.h). Every GEMM is one cuBLASLt matmul: the
+// row-major product C[M,N] = op(A) op(B) is the column-major C^T = op(B)^T
+// op(A)^T, so the operands are passed swapped. A plan (descriptors and the
+// heuristic's algorithm) is built once per shape, type and alignment and
+// cached, so a training step does not query heuristics.
+#include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/Linear.h"
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace autoddl::rt {
+namespace {
+using namespace detail;
+
+#ifdef AUTODDL_FP32
+constexpr cudaDataType_t kActType = CUDA_R_32F;
+#else
+constexpr cudaDataType_t kActType = CUDA_R_16BF;
+#endif
+
+/// What identifies a plan: the column-major problem after the swap.
+struct GemmKey {
+  int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC;
+  int32_t opA, opB, typeC, bias, align;
+  bool operator==(const GemmKey &o) const {
+    return std::memcmp(this, &o, sizeof(GemmKey)) == 0;
+  }
+};
+struct GemmKeyHash {
+  size_t operator()(const GemmKey &k) const {
+    const auto *p = reinterpret_cast<const unsigned char *>(&k);
+    size_t h = 1469598103934665603ull; // FNV-1a
+    for (size_t i = 0; i < sizeof(GemmKey); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+struct GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+std::mutex gPlanMutex;
+std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> &plans() {
+  static auto *cache = new std::unordered_map<GemmKey, GemmPlan, GemmKeyHash>();
+  return *cache;
+}
+
+/// Largest power of two (<= 256) dividing the address.
+int32_t alignment_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int32_t al = 256;
+  while (al > 1 && (a % uintptr_t(al)))
+    al /= 2;
+  return al;
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows,
+                                   int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows),
+                                                  uint64_t(cols), ld));
+  if (batch > 1) {
+    const int32_t count = int32_t(batch);
+    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof stride));
+  }
+  return layout;
+}
+
+GemmPlan build_plan(const GemmKey &key) {
+  GemmPlan p;
+  const cudaDataType_t typeC = cudaDataType_t(key.typeC);
+  // fp32 accumulation; CUBLAS_COMPUTE_32F never uses TF32, so the fp32 build
+  // matches the CPU's sgemm to rounding.
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t opA = cublasOperation_t(key.opA),
+                          opB = cublasOperation_t(key.opB);
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  if (key.bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    const int32_t biasType = kActType;
+    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+        sizeof biasType));
+  }
+  p.a = make_layout(kActType, opA == CUBLAS_OP_N ? key.m : key.k,
+                    opA == CUBLAS_OP_N ? key.k : key.m, key.lda, key.batch,
+                    key.strideA);
+  p.b = make_layout(kActType, opB == CUBLAS_OP_N ? key.k : key.n,
+                    opB == CUBLAS_OP_N ? key.n : key.k, key.ldb, key.batch,
+                    key.strideB);
+  p.c = make_layout(typeC, key.m, key.n, key.ldc, key.batch, key.strideC);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = uint64_t(kCublasLtWorkspaceBytes);
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  const uint32_t al = uint32_t(key.align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    AUTODDL_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
+      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (found == 0) {
+    char what[256];
+    std::snprintf(what, sizeof what,
+                  "CUBLAS_STATUS_NOT_SUPPORTED (no algorithm for m=%lld n=%lld "
+                  "k=%lld batch=%lld)",
+                  (long long)key.m, (long long)key.n, (long long)key.k,
+                  (long long)key.batch);
+    cuda_fail(what, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  }
+  p.algo = result.algo;
+  return p;
+}
+
+/// Row-major C[M,N] = op(A) op(B) (+ bias[N]) + beta C for `batch` products
+/// strided by sA, sB, sC elements. A is [M,K] ([K,M] when transA), B is [K,N]
+/// ([N,K] when transB). C is act_t, or fp32 when cFloat.
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          const act_t *A, int64_t lda, const act_t *B, int64_t ldb, float beta,
+          void *C, int64_t ldc, bool cFloat, const act_t *bias = nullptr,
+          int64_t batch = 1, int64_t sA = 0, int64_t sB = 0, int64_t sC = 0) {
+  if (M == 0 || N == 0 || batch == 0)
+    return;
+  GemmKey key;
+  std::memset(&key, 0, sizeof key); // padding takes part in hashing
+  key.m = N;
+  key.n = M;
+  key.k = K;
+  key.lda = ldb;
+  key.ldb = lda;
+  key.ldc = ldc;
+  key.batch = batch;
+  key.strideA = sB;
+  key.strideB = sA;
+  key.strideC = sC;
+  key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.typeC = cFloat ? CUDA_R_32F : kActType;
+  key.bias = bias != nullptr;
+  int32_t al = alignment_of(A);
+  for (const void *p :
+       {static_cast<const void *>(B), static_cast<const void *>(C)})
+    al = std::min(al, alignment_of(p));
+  key.align = al;
+  GemmPlan plan;
+  {
+    std::lock_guard<std::mutex> lock(gPlanMutex);
+    auto it = plans().find(key);
+    if (it == plans().end())
+      it = plans().emplace(key, build_plan(key)).first;
+    plan = it->second;
+  }
+  if (bias)
+    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const float alpha = 1.0f;
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta,
+                     C, plan.c, C, plan.c, &plan.algo, cublaslt_workspace(),
+                     size_t(kCublasLtWorkspaceBytes), compute_stream()));
+}
+
+// ---- bias ----
+
+template <int V>
+__global__ void bias_add_kernel(act_t *out, const act_t *x, const act_t *bias,
+                                int64_t n, int64_t O) {
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nth = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = tid; k < n / V; k += nth) {
+    const int64_t j = k * V, col = j % O;
+    float a[V], b[V];
+    load_floats<act_t, V>(a, x + j);
+    load_floats<act_t, V>(b, bias + col);
+#pragma unroll
+    for (int v = 0; v < V; ++v)
+      a[v] += b[v];
+    store_floats<act_t, V>(out + j, a);
+  }
+}
+
+constexpr int kColWarps = 8;
+
+/// dbias[O] += column sums of dout[N,O] over the rows of this block's chunk;
+/// dx += dout on the way. Lane l of each warp owns V consecutive columns.
+template <int V>
+__global__ void __launch_bounds__(32 * kColWarps)
+    column_sum_kernel(float *dbias, act_t *dx, const act_t *dout, int64_t N,
+                      int64_t O, int64_t rowsPerChunk) {
+  __shared__ float partial[kColWarps][32 * V];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t col = (int64_t(blockIdx.x) * 32 + lane) * V;
+  const int64_t r0 = int64_t(blockIdx.y) * rowsPerChunk;
+  const int64_t r1 = r0 + rowsPerChunk < N ? r0 + rowsPerChunk : N;
+  float acc[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    acc[v] = 0.0f;
+  if (col < O) {
+    for (int64_t r = r0 + warp; r < r1; r += kColWarps) {
+      float g[V];
+      load_floats<act_t, V>(g, dout + r * O + col);
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        acc[v] += g[v];
+      if (dx) {
+        float d[V];
+        load_floats<act_t, V>(d, dx + r * O + col);
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          d[v] += g[v];
+        store_floats<act_t, V>(dx + r * O + col, d);
+      }
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    partial[warp][lane * V + v] = acc[v];
+  __syncthreads();
+  if (!dbias)
+    return;
+  for (int i = threadIdx.x; i < 32 * V; i += blockDim.x) {
+    const int64_t c = int64_t(blockIdx.x) * 32 * V + i;
+    if (c >= O)
+      continue;
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kColWarps; ++w)
+      s += partial[w][i];
+    if (gridDim.y == 1)
+      dbias[c] += s;
+    else
+      atomicAdd(dbias + c, s);
+  }
+}
+
+template <int V>
+void launch_column_sum(float *dbias, act_t *dx, const act_t *dout, int64_t N,
+                       int64_t O) {
+  const int64_t colBlocks = (O + 32 * V - 1) / (32 * V);
+  // Enough row chunks for about four blocks per multiprocessor.
+  int64_t chunks = (int64_t(sm_count()) * 4 + colBlocks - 1) / colBlocks;
+  const int64_t maxChunks = (N + kColWarps - 1) / kColWarps;
+  if (chunks > maxChunks)
+    chunks = maxChunks;
+  if (chunks > 65535)
+    chunks = 65535;
+  if (chunks < 1)
+    chunks = 1;
+  const int64_t rowsPerChunk = (N + chunks - 1) / chunks;
+  column_sum_kernel<V>
+      <<<dim3(unsigned(colBlocks), unsigned(chunks)), 32 * kColWarps, 0,
+         compute_stream()>>>(dbias, dx, dout, N, O, rowsPerChunk);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+} // namespace
+
+void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
+                      int64_t O) {
+  const int64_t n = N * O;
+  if (n == 0)
+    return;
+  constexpr int V = kPack<act_t>;
+  if (O % V == 0 && aligned16(out) && aligned16(x) && aligned16(bias))
+    bias_add_kernel<V><<<grid_for(n / V, 256), 256, 0, compute_stream()>>>(
+        out, x, bias, n, O);
+  else
+    bias_add_kernel<1>
+        <<<grid_for(n, 256), 256, 0, compute_stream()>>>(out, x, bias, n, O);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void bias_add_backward(act_t *dx, float *dbias, const act_t *dout, int64_t N,
+                       int64_t O) {
+  if (N == 0 || O == 0 || (!dx && !dbias))
+    return;
+  constexpr int V = kPack<act_t>;
+  if (O % V == 0 && aligned16(dout) && (!dx || aligned16(dx)))
+    launch_column_sum<V>(dbias, dx, dout, N, O);
+  else
+    launch_column_sum<1>(dbias, dx, dout, N, O);
+}
+
+void linear_forward(act_t *out, const act_t *x, const act_t *w,
+                    const act_t *bias, int64_t N, int64_t K, int64_t O,
+                    bool transpose_weight) {
+  if (K == 0) { // an empty product: out = bias (or 0)
+    zero(out, N * O * int64_t(sizeof(act_t)));
+    if (bias)
+      bias_add_forward(out, out, bias, N, O);
+    return;
+  }
+  gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
+       0.0f, out, O, false, bias);
+}
+
+void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
+                     const act_t *x, const act_t *w, int64_t N, int64_t K,
+                     int64_t O, bool transpose_weight) {
+  if (O > 0) {
+    if (dx) // dx[N,K] += dout[N,O] (w[O,K] as is, or w[K,O] transposed)
+      gemm(false, !transpose_weight, N, K, O, dout, O, w,
+           transpose_weight ? K : O, 1.0f, dx, K, false);
+    if (dw && N > 0) {
+      if (transpose_weight) // dw[O,K] += dout^T[O,N] x[N,K]
+        gemm(true, false, O, K, N, dout, O, x, K, 1.0f, dw, K, true);
+      else // dw[K,O] += x^T[K,N] dout[N,O]
+        gemm(true, false, K, O, N, x, K, dout, O, 1.0f, dw, O, true);
+    }
+  }
+  if (dbias)
+    bias_add_backward(nullptr, dbias, dout, N, O);
+}
+
+void matmul_forward(act_t *out, const act_t *a, const act_t *b, int64_t Bt,
+                    int64_t M, int64_t K, int64_t N, bool transpose_b) {
+  if (K == 0) {
+    zero(out, Bt * M * N * int64_t(sizeof(act_t)));
+    return;
+  }
+  gemm(false, transpose_b, M, N, K, a, K, b, transpose_b ? K : N, 0.0f, out, N,
+       false, nullptr, Bt, M * K, K * N, M * N);
+}
+
+void matmul_backward(act_t *da, act_t *db, const act_t *dout, const act_t *a,
+                     const act_t *b, int64_t Bt, int64_t M, int64_t K,
+                     int64_t N, bool transpose_b) {
+  if (N == 0)
+    return;
+  if (da) // da[M,K] += dout[M,N] (b[K,N] transposed, or b[N,K] as is)
+    gemm(false, !transpose_b, M, K, N, dout, N, b, transpose_b ? K : N, 1.0f,
+         da, K, false, nullptr, Bt, M * N, K * N, M * K);
+  if (db && M > 0) {
+    if (transpose_b) // db[N,K] += dout^T[N,M] a[M,K]
+      gemm(true, false, N, K, M, dout, N, a, K, 1.0f, db, K, false, nullptr, Bt,
+           M * N, M * K, K * N);
+    else // db[K,N] += a^T[K,M] dout[M,N]
+      gemm(true, false, K, N, M, a, K, dout, N, 1.0f, db, N, false, nullptr, Bt,
+           M * K, M * N, K * N);
+  }
+}
+
+int64_t gemm_plan_cache_size() {
+  std::lock_guard<std::mutex> lock(gPlanMutex);
+  return int64_t(plans().size());
+}
+
+} // namespace autoddl::rt

@@ -1,0 +1,114 @@
+// Host helpers of KernelCheck and KernelBench: random act_t-representable
+// data, uploads and downloads, the error measure and the report line.
+#ifndef AUTODDL_TESTS_UNIT_CUDA_KERNELCHECKUTIL_H
+#define AUTODDL_TESTS_UNIT_CUDA_KERNELCHECKUTIL_H
+
+#include "backends/cuda/Runtime.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kcheck {
+
+namespace rt = autoddl::rt;
+using rt::act_t;
+
+#ifdef AUTODDL_FP32
+constexpr const char *kMode = "fp32";
+// fp32 everywhere: results differ from the CPU's only by the order of fp32
+// operations (sums of at most ~1e5 terms, tree order against sequential),
+// ~1e-6 relative in the norm; 1e-5 leaves a margin of 10.
+constexpr double kActTol = 1e-5;
+constexpr double kFloatTol = 1e-5;
+#else
+constexpr const char *kMode = "bf16";
+// An act_t result is the fp32 result rounded to bf16: 2^-9 relative per
+// element, so at most ~2e-3 in the norm; 1e-2 is the documented bound (an
+// indexing or accumulation error moves whole elements: errors of order 1).
+constexpr double kActTol = 1e-2;
+// An fp32 result (parameter gradients, statistics, losses) computed from the
+// same bf16-representable inputs differs only by fp32 summation order.
+constexpr double kFloatTol = 1e-4;
+#endif
+
+inline float round_act(float v) { return float(act_t(v)); }
+
+inline std::vector<float> random_values(std::mt19937 &rng, int64_t n, float lo,
+                                        float hi, bool toAct = true) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n > 0 ? n : 0));
+  for (float &x : v)
+    x = toAct ? round_act(u(rng)) : u(rng);
+  return v;
+}
+
+inline void upload(act_t *dst, const std::vector<float> &v) {
+  std::vector<act_t> a(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    a[i] = act_t(v[i]);
+  rt::copy_to_device(dst, a.data(), int64_t(a.size() * sizeof(act_t)));
+}
+#ifndef AUTODDL_FP32
+inline void upload(float *dst, const std::vector<float> &v) {
+  rt::copy_to_device(dst, v.data(), int64_t(v.size() * sizeof(float)));
+}
+#endif
+inline void upload(int32_t *dst, const std::vector<int32_t> &v) {
+  rt::copy_to_device(dst, v.data(), int64_t(v.size() * sizeof(int32_t)));
+}
+
+inline std::vector<float> download(const act_t *p, int64_t n) {
+  std::vector<act_t> a(static_cast<size_t>(n > 0 ? n : 0));
+  rt::copy_to_host(a.data(), p, n * int64_t(sizeof(act_t)));
+  std::vector<float> f(a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    f[i] = float(a[i]);
+  return f;
+}
+#ifndef AUTODDL_FP32
+inline std::vector<float> download(const float *p, int64_t n) {
+  std::vector<float> f(static_cast<size_t>(n > 0 ? n : 0));
+  rt::copy_to_host(f.data(), p, n * int64_t(sizeof(float)));
+  return f;
+}
+#endif
+
+/// All bytes 0xFF: NaN in fp32 and bf16, so an element a kernel fails to
+/// write fails the check.
+inline void poison(void *p, int64_t bytes) {
+  AUTODDL_CUDA_CHECK(
+      cudaMemsetAsync(p, 0xFF, size_t(bytes), rt::compute_stream()));
+}
+
+/// ||got - want|| / ||want|| (2-norms, in double); NaN when got holds a
+/// non-finite value or the sizes differ.
+inline double rel_error(const std::vector<float> &got,
+                        const std::vector<float> &want) {
+  if (got.size() != want.size())
+    return NAN;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i]))
+      return NAN;
+    const double d = double(got[i]) - double(want[i]);
+    diff += d * d;
+    norm += double(want[i]) * double(want[i]);
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// Prints one line and returns whether err <= tol (false for NaN).
+inline bool report(const std::string &what, double err, double tol) {
+  const bool ok = err <= tol;
+  std::printf("%s %-58s rel err %.3e (bound %.0e)%s\n", kMode, what.c_str(),
+              err, tol, ok ? "" : "  FAIL");
+  return ok;
+}
+
+} // namespace kcheck
+
+#endif // AUTODDL_TESTS_UNIT_CUDA_KERNELCHECKUTIL_H
