@@ -238,7 +238,7 @@ class Runner:
         for _ in range(steps):
             loss = self.step(model)
         self.sync()
-        return time.perf_counter() - t0, float(loss) if loss is not None else None
+        return time.perf_counter() - t0, float(loss.detach()) if loss is not None else None
 
     def time_steps(self, model, steps):
         """Seconds of each step: CUDA events on GPUs, the host clock on the CPU."""
@@ -258,7 +258,7 @@ class Runner:
                 t0 = time.perf_counter()
                 loss = self.step(model)
                 times.append(time.perf_counter() - t0)
-        return times, float(loss)
+        return times, float(loss.detach())
 
     def row(self, mode, times, loss, warmup_s):
         args = self.args
@@ -450,7 +450,7 @@ def main():
     st = sub.add_parser("suite", help="eager and compile for several models on one GPU")
     st.add_argument("--models", default="gpt2,gpt2-medium,gpt2-large,gpt2-xl")
     st.add_argument("--modes", default="eager,compile")
-    st.add_argument("--compile-wait-s", type=float, default=150.0,
+    st.add_argument("--compile-wait-s", type=float, default=240.0,
                     help="give up on compilations not done this long after they start")
     for p in (one, st):
         p.add_argument("--steps", type=int, default=10)

@@ -133,7 +133,7 @@ def combine(args):
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "device": device,
         "versions": versions,
-        "command": "bash bench/cuda/run.sh (see its header for the arguments of this run)",
+        "command": args.command,
         "workload": "GPT-2, seq 1024, vocab 50257, tied embeddings, bf16 autocast over fp32 "
                     "master weights, AdamW lr 6e-4 betas 0.9/0.95 wd 0.1, random tokens",
         "mfu_definition": "tokens/s * (6*N + 12*L*T*C) / (989.5e12 * gpus), N = parameters "
@@ -166,6 +166,7 @@ def main():
     ap.add_argument("--pytorch", default="")
     ap.add_argument("--autoddl", default="")
     ap.add_argument("--info", default="")
+    ap.add_argument("--command", default="bash bench/cuda/run.sh")
     ap.add_argument("--out", required=True)
     combine(ap.parse_args())
 

@@ -7,6 +7,8 @@
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
 #                          [--warmup N] [--models a,b] [--compile-wait S]
 #
+# --compile-wait S: how long the torch.compile children may compile (all four at once) before
+#   the ones not done are given up; 1.5B took over 100 s on the H200 machine (default 240).
 # --gpus 1: eager and compile on one GPU; 2: DDP and TP with torchrun on two; all: both.
 # --projects DIR: generated projects (bench/cuda/make_projects.sh), one folder each with a
 #   bench.json ({"model", "gpus", "plan", "micro_batch", "global_batch"}); each is built with
@@ -20,7 +22,8 @@ cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 
-gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=150
+args="$*"
+gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -129,5 +132,6 @@ if [ "$probe" = 1 ]; then
 fi
 
 python3 bench/cuda/results_table.py combine --pytorch "$pt_rows" --autoddl "$ad_rows" \
-  --info "$res/info.txt" --out "$res/cuda_vs_pytorch.json" 2>&1 | tee -a "$log"
+  --info "$res/info.txt" --command "bash bench/cuda/run.sh $args" --out "$res/cuda_vs_pytorch.json" \
+  2>&1 | tee -a "$log"
 say "done in $(($(date +%s) - t0)) s"

@@ -3,7 +3,8 @@
 # an sm_90 GPU and CUDA (no MLIR needed: a plain nvcc build of backends/cuda/sparse,
 # backends/cpu/sparse and bench/spmm).
 #
-#   bench/spmm/run.sh [bench args...]      e.g. --quick, --threshold 1.25, --only astro-ph
+#   bench/spmm/run.sh [bench args...]      e.g. --quick, --threshold 1.25, --only astro-ph,
+#                                          --time-ms 25 (timed work per measurement)
 #
 # Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder),
 #      GTEST_SRC (googletest source with include/ and src/: also builds and runs the GPU
@@ -41,6 +42,7 @@ if [ -n "${GTEST_SRC:-}" ]; then
     -c tests/unit/sparse/SparseCudaTest.cpp -o "$build/SparseCudaTest.o" & pids+=($!)
 fi
 for p in "${pids[@]}"; do wait "$p"; done
+echo "build: ${SECONDS} s"
 lib=("$build"/WindowFormat.cu.o "$build"/SpmmKernels.cu.o "$build"/SddmmKernels.cu.o
      "$build"/SparseReference.cpp.o)
 nvcc -arch=sm_90 -Xcompiler -fopenmp "${lib[@]}" "$build"/Graphs.cu.o \
@@ -55,6 +57,7 @@ if [ -n "${GTEST_SRC:-}" ]; then
   grep -q '^\[  PASSED  \]' "$out/tests.log" && ! grep -q '^\[  FAILED  \]' "$out/tests.log" ||
     { echo "GPU unit tests FAILED"; grep -m 20 -B2 -A6 'Failure' "$out/tests.log" || true; status=1; }
 fi
+echo "build and tests: ${SECONDS} s"
 if [ "${SKIP_BENCH:-0}" != 1 ]; then
   set +e
   "$build/spmm_bench" --data bench/spmm/data --out "$out/sparse_h200.json" "$@" 2>&1 |

@@ -22,5 +22,6 @@ void registerInspectCommand(CLI::App &app);    // InspectCommand.cpp: plan table
 void registerCodegenCommand(CLI::App &app);    // CodegenCommand.cpp: plan -> training project
 void registerRunCommand(CLI::App &app);        // RunCommand.cpp: plan, generate, build, mpirun
 void registerVerifyCommand(CLI::App &app);     // VerifyCommand.cpp: plan vs one rank, step by step
+void registerCalibrateCommand(CLI::App &app);  // CalibrateCommand.cpp: measure GPUs -> cluster file
 
 } // namespace autoddl::cli

@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
   autoddl::cli::registerCodegenCommand(app);
   autoddl::cli::registerRunCommand(app);
   autoddl::cli::registerVerifyCommand(app);
+  autoddl::cli::registerCalibrateCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -329,8 +329,16 @@ finishSplitTile(int32_t window, const int32_t *__restrict__ rowOfSlot,
     *counter = 0;
 }
 
+/// 16-bit data, 32-feature tile, vectorized: each lane gathers only 8 bytes per
+/// dense row, so the kernel lives on warps in flight; capping it at 40
+/// registers (12 blocks of 4 warps per SM, no spills) keeps the occupancy it
+/// had before the split-window finishing code (which pushed it to 48).
 template <typename T, int F, bool kAligned>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+constexpr int kMinBlocksPerSm = F == 32 && kAligned && sizeof(T) == 2 ? 12 : 0;
+
+template <typename T, int F, bool kAligned>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32,
+                                  kMinBlocksPerSm<T, F, kAligned>)
     spmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
                const int32_t *__restrict__ splitParts, int32_t numSplit,
                const int32_t *__restrict__ blockCols,

@@ -720,15 +720,21 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
     AUTODDL_TRY(cudaMemsetAsync(f.dCudaRowPtr, 0,
                                 sizeof(int32_t) * (size_t(rows) + 1), stream));
   }
-  // Count tensor-core windows for reporting.
+  // Count tensor-core windows and their vectors for reporting.
   {
-    std::vector<int32_t> hostBlocks(numWindows);
+    std::vector<int32_t> hostBlocks(numWindows), hostVecStart(numWindows + 1);
     AUTODDL_TRY(cudaMemcpyAsync(hostBlocks.data(), numBlocks,
                                 sizeof(int32_t) * numWindows,
                                 cudaMemcpyDeviceToHost, stream));
+    AUTODDL_TRY(cudaMemcpyAsync(hostVecStart.data(), vecStart,
+                                sizeof(int32_t) * (numWindows + 1),
+                                cudaMemcpyDeviceToHost, stream));
     AUTODDL_TRY(cudaStreamSynchronize(stream));
-    f.numTcWindows = int32_t(std::count_if(hostBlocks.begin(), hostBlocks.end(),
-                                           [](int32_t b) { return b > 0; }));
+    for (int32_t w = 0; w < numWindows; ++w)
+      if (hostBlocks[w] > 0) {
+        ++f.numTcWindows;
+        f.numTcVectors += hostVecStart[w + 1] - hostVecStart[w];
+      }
   }
   out = std::move(f);
   return cudaSuccess;

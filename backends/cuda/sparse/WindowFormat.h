@@ -72,6 +72,7 @@ struct WindowFormat {
   int32_t numWindows = 0, numParts = 0, numSplitWindows = 0;
   int32_t numBlocks = 0, numTcWindows = 0;
   int64_t numVectors = 0, numTcEntries = 0, numCudaEntries = 0;
+  int64_t numTcVectors = 0; // vectors of tensor-core windows (<= 8 numBlocks)
   int32_t partBlocks = 0;
   float fillThreshold = 0;
   bool clustered = false; // rows were reordered (dRowOfSlot is set)

@@ -234,14 +234,16 @@ std::string clusterJson(const Measurements &m) {
   o << "      \"peak_tflops\": " << quote(peakSource) << ",\n";
   o << "      \"memory_bandwidth_GBps\": "
     << quote(ds ? std::string(ds->source)
-                : measured + "device copy kernel, bytes read + written")
+                : measured + "device-to-device copy, bytes read + written")
     << ",\n";
   o << "      \"sm_count\": "
     << quote(measured + "cudaDeviceProp::multiProcessorCount") << ",\n";
   o << "      \"memory_GB\": "
     << quote(measured + "cudaDeviceProp::totalGlobalMem") << ",\n";
   o << "      \"memory_efficiency\": "
-    << quote(measured + "copy kernel, 1 GiB onto another 1 GiB, moved " +
+    << quote(measured +
+             "the faster of a copy kernel and cudaMemcpy, 1 GiB onto another 1 "
+             "GiB, moved " +
              num(m.copyGBps, 0) + " GB/s counting read + write")
     << ",\n";
   o << "      \"gemm_efficiency\": "

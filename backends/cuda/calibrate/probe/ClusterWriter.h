@@ -81,7 +81,7 @@ struct Measurements {
   int nodes = 1, gpusPerNode = 1;
   int smCount = 0;
   double memoryBytes = 0; // cudaDeviceProp::totalGlobalMem
-  double copyGBps = 0;    // device copy kernel, bytes read + written per second
+  double copyGBps = 0;    // device-to-device copy, bytes read + written per s
   double launchUs = 0;    // back-to-back empty kernel launches, per launch
   // Large square GEMMs (8192^3), TFLOP/s.
   double bf16Tflops = 0, tf32Tflops = 0, fp32Tflops = 0;
