@@ -279,13 +279,32 @@ unsigned grid_1d(int64_t threads, int block) {
   return unsigned(std::min<int64_t>((threads + block - 1) / block, 1 << 20));
 }
 
-#ifndef AUTODDL_FP32
+/// Lets `kernel` take `bytes` of dynamic shared memory (past the 48 KiB
+/// default).
 template <class Kernel> void allow_smem(Kernel kernel, int bytes) {
-  AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  if (bytes > 48 * 1024)
+    AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-template <int D, int kMT, int kBc, bool kQRegs = true>
+#ifndef AUTODDL_FP32
+
+/// f(std::integral_constant<int, D>) for the head dims with tensor-core
+/// kernels (the caller checked D).
+template <class F> void with_head_dim(int64_t D, F &&f) {
+  switch (D) {
+  case 16:
+    return f(std::integral_constant<int, 16>{});
+  case 32:
+    return f(std::integral_constant<int, 32>{});
+  case 64:
+    return f(std::integral_constant<int, 64>{});
+  default:
+    return f(std::integral_constant<int, 128>{});
+  }
+}
+
+template <int D, int kMT, int kBc, bool kQRegs>
 void flash_forward(act_t *out, float *lse, const AttentionViews &in, int64_t B,
                    int64_t T, int64_t H, int64_t G, bool causal, float scale) {
   using Cfg = flash::FwdConfig<D, kMT, kBc, kQRegs>;
@@ -343,27 +362,18 @@ void attention_forward(act_t *out, float *lse, const AttentionViews &in,
   const float scale = float(1.0 / std::sqrt(double(D)));
 #ifndef AUTODDL_FP32
   if (attention_uses_tensor_cores(in, D) && aligned(out, 4)) {
-    switch (D) {
-    case 16:
-      return flash_forward<16, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
-    case 32:
-      return flash_forward<32, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
-    case 64:
-      return flash_forward<64, 2, 64>(out, lse, in, B, T, H, G, causal, scale);
-    case 128:
-      if constexpr (AUTODDL_ATTENTION_D128_FWD == 1)
-        return flash_forward<128, 2, 64, false>(out, lse, in, B, T, H, G,
-                                                causal, scale);
-
-      return flash_forward<128, 1, 64>(out, lse, in, B, T, H, G, causal, scale);
-    }
+    return with_head_dim(D, [&](auto d) {
+      constexpr int kD = decltype(d)::value;
+      // D = 128: 128 rows with Q from shared memory, or 64 with Q in registers.
+      constexpr bool kTall = kD != 128 || AUTODDL_ATTENTION_D128_FWD == 1;
+      flash_forward<kD, kTall ? 2 : 1, 64, kD != 128 || !kTall>(
+          out, lse, in, B, T, H, G, causal, scale);
+    });
   }
 #endif
   const int smem = int((2 * D + kSimpleThreads) * sizeof(float));
   auto kernel = attention_forward_simple_kernel<act_t>;
-  if (smem > 48 * 1024)
-    AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  allow_smem(kernel, smem);
   kernel<<<dim3(unsigned(T), unsigned(H), unsigned(B)), kSimpleThreads, smem,
            compute_stream()>>>(out, lse, in.q, in.k, in.v, in.q_stride,
                                in.kv_stride, T, H, D, H / G, causal, scale);
@@ -389,24 +399,10 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
   AUTODDL_CUDA_CHECK_LAUNCH();
 #ifndef AUTODDL_FP32
   if (flash) {
-    switch (D) {
-    case 16:
-      flash_backward<16>(dqAcc, grad, dout, lse, delta, in, B, T, H, G, causal,
-                         scale);
-      break;
-    case 32:
-      flash_backward<32>(dqAcc, grad, dout, lse, delta, in, B, T, H, G, causal,
-                         scale);
-      break;
-    case 64:
-      flash_backward<64>(dqAcc, grad, dout, lse, delta, in, B, T, H, G, causal,
-                         scale);
-      break;
-    case 128:
-      flash_backward<128>(dqAcc, grad, dout, lse, delta, in, B, T, H, G, causal,
-                          scale);
-      break;
-    }
+    with_head_dim(D, [&](auto d) {
+      flash_backward<decltype(d)::value>(dqAcc, grad, dout, lse, delta, in, B,
+                                         T, H, G, causal, scale);
+    });
     if (grad.dq) {
       attention_dq_finish_kernel<act_t>
           <<<grid_1d(rows * D, 256), 256, 0, compute_stream()>>>(
@@ -420,9 +416,7 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
   if (grad.dq) {
     const int smem = int((3 * D + kSimpleThreads) * sizeof(float));
     auto kernel = attention_dq_simple_kernel<act_t>;
-    if (smem > 48 * 1024)
-      AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
-          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    allow_smem(kernel, smem);
     kernel<<<dim3(unsigned(T), unsigned(H), unsigned(B)), block, smem,
              compute_stream()>>>(grad.dq, grad.q_stride, in.q, in.k, in.v,
                                  in.q_stride, in.kv_stride, dout, lse, delta, T,
@@ -432,9 +426,7 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
   if (grad.dk || grad.dv) {
     const int smem = int((4 * D + 2 * kSimpleThreads) * sizeof(float));
     auto kernel = attention_dkv_simple_kernel<act_t>;
-    if (smem > 48 * 1024)
-      AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
-          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    allow_smem(kernel, smem);
     kernel<<<dim3(unsigned(T), unsigned(G), unsigned(B)), block, smem,
              compute_stream()>>>(grad.dk, grad.dv, grad.kv_stride, in.q, in.k,
                                  in.v, in.q_stride, in.kv_stride, dout, lse,

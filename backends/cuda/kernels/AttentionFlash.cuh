@@ -95,34 +95,22 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4],
   a[3] = pack_bf16(c1[2], c1[3]);
 }
 
-// ldmatrix lane addresses. A 16x16 tile at (r0, c0) of a row-major [m][k]
-// array: matrices (rows lo, k lo), (rows hi, k lo), (rows lo, k hi), (rows hi,
-// k hi).
-__device__ __forceinline__ int a_row(int lane) {
+// ldmatrix lane addresses: lane l gives a row address of matrix l/8 of the
+// four 8x8 matrices. Two orders of the matrices cover every operand:
+//   "row-major": (lo, lo), (hi, lo), (lo, hi), (hi, hi) as (row, column)
+//     halves: A from a [m][k] array (non-trans) gives a0..a3; B from a [k][n]
+//     array (trans) gives b0, b1 of n8 tile 0, then of tile 1;
+//   "col-major": (lo, lo), (lo, hi), (hi, lo), (hi, hi): B from a [n][k]
+//     array (non-trans) gives b0, b1 of tile 0, then of tile 1; A from a
+//     [k][m] array (A transposed, trans) gives a0..a3.
+__device__ __forceinline__ int rm_row(int lane) {
   return (lane & 7) + 8 * ((lane >> 3) & 1);
 }
-__device__ __forceinline__ int a_col(int lane) { return 8 * (lane >> 4); }
-// B fragments of two n8 tiles from a row-major [n][k] array (non-trans):
-// matrices (n lo, k lo), (n lo, k hi), (n hi, k lo), (n hi, k hi) -> b0, b1 of
-// tile 0, then of tile 1.
-__device__ __forceinline__ int bn_row(int lane) {
+__device__ __forceinline__ int rm_col(int lane) { return 8 * (lane >> 4); }
+__device__ __forceinline__ int cm_row(int lane) {
   return (lane & 7) + 8 * (lane >> 4);
 }
-__device__ __forceinline__ int bn_col(int lane) {
-  return 8 * ((lane >> 3) & 1);
-}
-// B fragments of two n8 tiles from a row-major [k][n] array (trans): matrices
-// (k lo, n lo), (k hi, n lo), (k lo, n hi), (k hi, n hi).
-__device__ __forceinline__ int bt_row(int lane) {
-  return (lane & 7) + 8 * ((lane >> 3) & 1);
-}
-__device__ __forceinline__ int bt_col(int lane) { return 8 * (lane >> 4); }
-// A fragment from a row-major [k][m] array (A transposed, trans): matrices
-// (k lo, m lo), (k lo, m hi), (k hi, m lo), (k hi, m hi).
-__device__ __forceinline__ int at_row(int lane) {
-  return (lane & 7) + 8 * (lane >> 4);
-}
-__device__ __forceinline__ int at_col(int lane) {
+__device__ __forceinline__ int cm_col(int lane) {
   return 8 * ((lane >> 3) & 1);
 }
 
@@ -231,8 +219,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int kk = 0; kk < (kQRegs ? D / 16 : 1); ++kk)
           ldmatrix_x4(qf[mt][kk],
-                      sQ + (warp * 16 * kMT + mt * 16 + a_row(lane)) * kS +
-                          kk * 16 + a_col(lane));
+                      sQ + (warp * 16 * kMT + mt * 16 + rm_row(lane)) * kS +
+                          kk * 16 + rm_col(lane));
     }
     const bf16 *tK = sK + stage * kBc * kS;
     const bf16 *tV = sV + stage * kBc * kS;
@@ -257,15 +245,15 @@ __global__ void __launch_bounds__(kThreads)
             qa[mt][e] = qf[mt][kQRegs ? kk : 0][e];
         } else {
           ldmatrix_x4(qa[mt],
-                      sQ + (warp * 16 * kMT + mt * 16 + a_row(lane)) * kS +
-                          kk * 16 + a_col(lane));
+                      sQ + (warp * 16 * kMT + mt * 16 + rm_row(lane)) * kS +
+                          kk * 16 + rm_col(lane));
         }
       }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         uint32_t bk[4];
-        ldmatrix_x4(bk, tK + (np * 16 + bn_row(lane)) * kS + kk * 16 +
-                            bn_col(lane));
+        ldmatrix_x4(bk, tK + (np * 16 + cm_row(lane)) * kS + kk * 16 +
+                            cm_col(lane));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma(s[mt][2 * np], qa[mt], bk[0], bk[1]);
@@ -331,8 +319,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bv[4];
-        ldmatrix_x4_trans(bv, tV + (kk * 16 + bt_row(lane)) * kS + dp * 16 +
-                                  bt_col(lane));
+        ldmatrix_x4_trans(bv, tV + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
+                                  rm_col(lane));
 #pragma unroll
         for (int mt = 0; mt < kMT; ++mt) {
           mma(o[mt][2 * dp], pa[mt], bv[0], bv[1]);
@@ -480,15 +468,17 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t ak[4], av[4];
-      ldmatrix_x4(ak, sK + (wKey0 + a_row(lane)) * kS + kk * 16 + a_col(lane));
-      ldmatrix_x4(av, sV + (wKey0 + a_row(lane)) * kS + kk * 16 + a_col(lane));
+      ldmatrix_x4(ak,
+                  sK + (wKey0 + rm_row(lane)) * kS + kk * 16 + rm_col(lane));
+      ldmatrix_x4(av,
+                  sV + (wKey0 + rm_row(lane)) * kS + kk * 16 + rm_col(lane));
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         uint32_t bq[4], bo[4];
-        ldmatrix_x4(bq, tQ + (np * 16 + bn_row(lane)) * kS + kk * 16 +
-                            bn_col(lane));
-        ldmatrix_x4(bo, tdO + (np * 16 + bn_row(lane)) * kS + kk * 16 +
-                            bn_col(lane));
+        ldmatrix_x4(bq, tQ + (np * 16 + cm_row(lane)) * kS + kk * 16 +
+                            cm_col(lane));
+        ldmatrix_x4(bo, tdO + (np * 16 + cm_row(lane)) * kS + kk * 16 +
+                            cm_col(lane));
         mma(sT[2 * np], ak, bq[0], bq[1]);
         mma(sT[2 * np + 1], ak, bq[2], bq[3]);
         mma(dpT[2 * np], av, bo[0], bo[1]);
@@ -524,10 +514,10 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         uint32_t bo[4], bq[4];
-        ldmatrix_x4_trans(bo, tdO + (kk * 16 + bt_row(lane)) * kS + dp * 16 +
-                                  bt_col(lane));
-        ldmatrix_x4_trans(bq, tQ + (kk * 16 + bt_row(lane)) * kS + dp * 16 +
-                                  bt_col(lane));
+        ldmatrix_x4_trans(bo, tdO + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
+                                  rm_col(lane));
+        ldmatrix_x4_trans(bq, tQ + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
+                                  rm_col(lane));
         mma(dV[2 * dp], pa, bo[0], bo[1]);
         mma(dV[2 * dp + 1], pa, bo[2], bo[3]);
         mma(dK[2 * dp], sa, bq[0], bq[1]);
@@ -560,13 +550,13 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
 #pragma unroll
         for (int kk = 0; kk < kBc / 16; ++kk) {
           uint32_t a[4];
-          ldmatrix_x4_trans(a, sDS + (kk * 16 + at_row(lane)) * kSds + qw * 16 +
-                                   at_col(lane));
+          ldmatrix_x4_trans(a, sDS + (kk * 16 + cm_row(lane)) * kSds + qw * 16 +
+                                   cm_col(lane));
 #pragma unroll
           for (int dp = 0; dp < kChunk / 16; ++dp) {
             uint32_t bk[4];
-            ldmatrix_x4_trans(bk, sK + (kk * 16 + bt_row(lane)) * kS + c0 +
-                                      dp * 16 + bt_col(lane));
+            ldmatrix_x4_trans(bk, sK + (kk * 16 + rm_row(lane)) * kS + c0 +
+                                      dp * 16 + rm_col(lane));
             mma(acc[2 * dp], a, bk[0], bk[1]);
             mma(acc[2 * dp + 1], a, bk[2], bk[3]);
           }
