@@ -108,8 +108,12 @@ std::string buildCached(const ProjectFiles &files, bool verbose) {
                  log.c_str());
   std::vector<std::string> configure = {
       "cmake", "-S", dir, "-B", dir + "/build", "-DCMAKE_BUILD_TYPE=Release"};
-  if (onPath("ccache"))
+  const bool cuda = files.count("runtime/backends/cuda/Comm.h") > 0;
+  if (onPath("ccache")) {
     configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+    if (cuda)
+      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache");
+  }
   if (runProcess(configure, log) != 0 ||
       runProcess(
           {"cmake", "--build", dir + "/build", "-j",
@@ -117,6 +121,20 @@ std::string buildCached(const ProjectFiles &files, bool verbose) {
           log) != 0)
     throw UserError("building the generated project failed; see " + log);
   return binary;
+}
+
+void requireGpu(const std::string &what) {
+  std::error_code ec;
+  const fs::path gpus("/proc/driver/nvidia/gpus");
+  const bool any =
+      (fs::is_directory(gpus, ec) &&
+       fs::directory_iterator(gpus, ec) != fs::directory_iterator()) ||
+      fs::exists("/dev/nvidia0", ec);
+  if (!any)
+    throw UserError(what + ": this machine has no NVIDIA GPU (no "
+                           "/proc/driver/nvidia/gpus, no /dev/nvidia0); "
+                           "generate the project with `autoddl codegen "
+                           "--backend cuda` and run it on a GPU machine");
 }
 
 int launchMpi(const std::string &binary, int ranks,

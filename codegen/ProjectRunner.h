@@ -24,6 +24,11 @@ std::string projectHash(const ProjectFiles &files);
 /// fails.
 std::string buildCached(const ProjectFiles &files, bool verbose);
 
+/// Throws UserError naming `what` when this machine has no NVIDIA GPU (no
+/// /proc/driver/nvidia/gpus/* and no /dev/nvidia0): the cuda backend's
+/// programs need one per rank.
+void requireGpu(const std::string &what);
+
 /// Runs `binary args...` on `ranks` MPI ranks; returns its exit status.
 /// stdout/stderr go to the caller's unless `logFile` is given.
 int launchMpi(const std::string &binary, int ranks,

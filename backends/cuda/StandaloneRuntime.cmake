@@ -5,10 +5,12 @@
 cmake_minimum_required(VERSION 3.18)
 find_package(MPI REQUIRED COMPONENTS C)
 find_package(CUDAToolkit REQUIRED)
-find_path(AUTODDL_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include
-  /usr/local/cuda/include)
-find_library(AUTODDL_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib
-  /usr/local/cuda/lib64 /usr/local/cuda/lib64/stubs)
+# NCCL: the CUDA toolkit's, a system package's (/usr/lib/<triple>), or NCCL_HOME's (e.g. the
+# nvidia-nccl wheel, which ships libnccl.so.2 only).
+find_path(AUTODDL_NCCL_INCLUDE nccl.h HINTS $ENV{NCCL_HOME}/include ${NCCL_HOME}/include
+  ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+find_library(AUTODDL_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS $ENV{NCCL_HOME}/lib ${NCCL_HOME}/lib
+  ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
 if(NOT AUTODDL_NCCL_INCLUDE OR NOT AUTODDL_NCCL_LIBRARY)
   message(FATAL_ERROR "NCCL not found: set NCCL_HOME to its install prefix")
 endif()

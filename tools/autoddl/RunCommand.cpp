@@ -1,6 +1,7 @@
 //===- RunCommand.cpp - `autoddl run`: plan, generate, build, launch -----===//
 //
-//   autoddl run MODEL_OR_PLAN --backend cpu --ranks N [--steps K] [--data FILE]
+//   autoddl run MODEL_OR_PLAN --backend cpu|cuda --ranks N [--steps K] [--data
+//   FILE]
 //               [--global-batch B] [--seq T] [--fix ...] [--cluster C]
 //               [--out DIR] [-- TRAIN_FLAGS...]
 //
@@ -8,6 +9,7 @@
 // plan); given plan.json, runs that plan (on its own rank count). The project
 // is generated, built once into ~/.cache/autoddl/<hash> and launched under
 // mpirun; flags after `--` go to the training binary (--save, --resume, ...).
+// --backend cuda runs one rank per GPU and refuses a machine without one.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
@@ -33,6 +35,7 @@ struct RunArgs {
   std::string input, backend = "cpu", data, fix, out, cluster = "dgx-h100-ndr",
                      model;
   int ranks = 0;
+  bool fp32 = false;
   int64_t steps = 20, globalBatch = 0, seq = 0;
   std::vector<std::string> trainArgs;
 };
@@ -54,9 +57,11 @@ std::string selfPath() {
 }
 
 void run(const RunArgs &a) {
-  if (a.backend != "cpu")
-    throw UserError("--backend: " + a.backend +
-                    " cannot be run here yet (expected cpu)");
+  const codegen::Backend backend = codegen::parseBackend(a.backend);
+  if (backend == codegen::Backend::Cuda)
+    codegen::requireGpu("--backend cuda");
+  else if (a.fp32)
+    throw UserError("--fp32: only the cuda backend has a bf16 mode");
   std::string planPath = a.input;
   if (!isPlanFile(a.input)) {
     if (a.ranks < 1)
@@ -104,8 +109,8 @@ void run(const RunArgs &a) {
                                 a.ranks, planPath, ranks, plan.knobs.pp,
                                 plan.knobs.dp, plan.knobs.tp));
   ModelGraph g = codegen::modelForPlan(plan, a.model);
-  auto files =
-      codegen::generateCpuProject(plan, g, codegen::readTextFile(planPath));
+  auto files = codegen::generateProject(
+      plan, g, codegen::readTextFile(planPath), backend, a.fp32);
   const std::string binary = codegen::buildCached(files, true);
   std::vector<std::string> args = {"--steps", std::to_string(a.steps)};
   if (!a.data.empty())
@@ -129,7 +134,8 @@ void registerRunCommand(CLI::App &app) {
   cmd->add_option("model_or_plan", args->input,
                   "a model (built-in name or JSON file) or plan.json")
       ->required();
-  cmd->add_option("--backend", args->backend, "cpu");
+  cmd->add_option("--backend", args->backend, "cpu or cuda (one GPU a rank)");
+  cmd->add_flag("--fp32", args->fp32, "cuda: fp32 activations instead of bf16");
   cmd->add_option("--ranks", args->ranks, "MPI ranks (planning: GPUs)");
   cmd->add_option("--steps", args->steps, "training steps (default 20)");
   cmd->add_option("--data", args->data,

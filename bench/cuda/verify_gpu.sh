@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Generated CUDA programs on H200s against the CPU backend (issue 6, part 4).
+#
+#   bench/cuda/verify_gpu.sh prepare AUTODDL DIR   # here: plans, CUDA projects, CPU reference losses
+#   bench/cuda/verify_gpu.sh device DIR [1|2]      # on the device ($OUT): build bf16 + fp32, run
+#                                                  #   the cases needing at most that many GPUs
+#   bench/cuda/verify_gpu.sh compare DIR RESULTS OUT.json  # here: tolerances -> result file
+#
+# Cases: tiny-gpt, tiny-llama and a 4-layer GPT (for interleaved), global batch 8, sequence 64,
+# 20 AdamW steps (lr 1e-3) on the programs' synthetic tokens, each on 1 GPU, and dp=2, tp=2
+# (Megatron column/row linears), ZeRO-1 dp=2 and pp=2 under gpipe, 1f1b, interleaved, zb-h1 and
+# chimera on 2 GPUs. Every case builds twice from one runtime build per mode: -DAUTODDL_FP32=ON
+# (must match the CPU program's losses within 1e-4 relative) and bf16 (within 2e-2 relative).
+# The reference is the CPU program of the model's one-rank plan: every plan of a model computes the
+# same losses (plan-invariant initialisation and data; the CPU e2e matrix checks that to 1e-5).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: verify_gpu.sh prepare|device|compare ...}
+steps=20
+# name model gpus fix megatron(0/1)
+cases=(
+  "g1_gpt tiny-gpt 1 tp=1,pp=1,dp=1 0"
+  "g1_llama tiny-llama 1 tp=1,pp=1,dp=1 0"
+  "g1_gpt4 tests/e2e/gpt-4layer.json 1 tp=1,pp=1,dp=1 0"
+  "dp2 tiny-gpt 2 tp=1,pp=1,dp=2 0"
+  "zero1_dp2 tiny-gpt 2 tp=1,pp=1,dp=2,zero=1 0"
+  "tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1"
+  "llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 1"
+  "pp2_gpipe tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=gpipe 0"
+  "pp2_1f1b tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0"
+  "pp2_zb-h1 tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=zb-h1 0"
+  "pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0"
+  "pp2_interleaved tests/e2e/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0"
+)
+
+megatron() { # plan.json: linears ending in proj run row-parallel, the others column-parallel
+  python3 - "$1" <<'PY'
+import json, re, sys
+doc = json.load(open(sys.argv[1]))
+for op in doc["ops"]:
+    if op["kind"] == "linear":
+        row = re.search(r"(attn\.proj|mlp\.proj|o_proj|down_proj)$", op["op"])
+        op["signature"] = "row" if row else "column"
+json.dump(doc, open(sys.argv[1], "w"), indent=2)
+PY
+}
+
+case $mode in
+prepare)
+  autoddl=$(realpath "$2") dir=$3
+  rm -rf "$dir" && mkdir -p "$dir/cases" "$dir/cpu"
+  cd "$here"
+  for c in "${cases[@]}"; do
+    read -r name model gpus fix mega <<<"$c"
+    w=$dir/cases/$name && mkdir -p "$w"
+    "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" --global-batch 8 --seq 64 \
+      --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
+    [ "$mega" = 1 ] && megatron "$w/plan.json"
+    modelArg=()
+    [ -f "$model" ] && modelArg=(--model "$model")
+    "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/project" "${modelArg[@]}" >/dev/null
+    echo "$gpus" >"$w/gpus"
+    # One CPU reference per model: its one-rank plan, 20 steps.
+    if [ "$gpus" = 1 ]; then
+      ref=$dir/cpu/$(basename "$model" .json)
+      "$autoddl" codegen "$w/plan.json" --backend cpu -o "$ref" "${modelArg[@]}" >/dev/null
+      cmake -S "$ref" -B "$ref/build" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+      cmake --build "$ref/build" -j2 >/dev/null
+      mpirun --allow-run-as-root --oversubscribe -np 1 "$ref/build/train" --steps $steps \
+        --quiet --out "$ref/run"
+    fi
+    echo "$name $model" >>"$dir/cases.txt"
+  done
+  # One runtime for every case (identical in every generated project), and a CMake project that
+  # builds it once with one executable per case.
+  cp -r "$dir/cases/g1_gpt/project/runtime" "$dir/runtime"
+  for w in "$dir"/cases/*/; do
+    diff -r -q "$dir/runtime" "$w/project/runtime" >/dev/null || {
+      echo "runtime of $w differs" >&2
+      exit 1
+    }
+    rm -rf "$w/project/runtime"
+  done
+  cat >"$dir/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.18)
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+project(autoddl_verify_gpu LANGUAGES C CXX CUDA)
+set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_BUILD_TYPE Release)
+option(AUTODDL_FP32 "fp32 activations" OFF)
+set(AUTODDL_RUNTIME_ROOT ${CMAKE_CURRENT_SOURCE_DIR}/runtime)
+include(runtime/backends/cuda/StandaloneRuntime.cmake)
+file(GLOB cases RELATIVE ${CMAKE_CURRENT_SOURCE_DIR}/cases ${CMAKE_CURRENT_SOURCE_DIR}/cases/*)
+foreach(c ${cases})
+  add_executable(train_${c} cases/${c}/project/train.cpp)
+  target_link_libraries(train_${c} PRIVATE autoddl_cuda_runtime)
+endforeach()
+CMAKE
+  du -sh "$dir"
+  ;;
+
+device)
+  dir=$2 maxgpus=${3:-2}
+  out=${OUT:-/tmp/out}
+  mkdir -p "$out"
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  log=$out/device.log
+  {
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    nvcc --version | tail -2
+    command -v mpirun && mpirun --version | head -1
+    cmake --version | head -1
+  } >"$log" 2>&1
+  # NCCL: the system's or PyTorch's wheel.
+  inc=$(dirname "$(find /usr/include /usr/local/cuda/include /usr/local/lib /usr/lib/python3* \
+    -name nccl.h 2>/dev/null | head -1)")
+  lib=$(dirname "$(find /usr/lib /usr/local/cuda /usr/local/lib -name 'libnccl.so*' 2>/dev/null |
+    head -1)")
+  echo "nccl.h in $inc, libnccl in $lib" >>"$log"
+  export LD_LIBRARY_PATH=$lib:${LD_LIBRARY_PATH:-}
+  t0=$(date +%s)
+  ncclArgs=()
+  [ -n "$inc" ] && [ "$inc" != . ] && ncclArgs+=(-DAUTODDL_NCCL_INCLUDE="$inc")
+  for m in bf16 fp32; do
+    fp32=OFF && [ $m = fp32 ] && fp32=ON
+    (cmake -S "$dir" -B "/tmp/build-$m" -G Ninja -DAUTODDL_FP32=$fp32 "${ncclArgs[@]}" \
+      -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/cmake-$m.log" 2>&1 &&
+      cmake --build "/tmp/build-$m" -j 16 -- -k 0 >>"$out/cmake-$m.log" 2>&1 ||
+      echo "build $m failed" >>"$log") &
+  done
+  wait
+  echo "build: $(($(date +%s) - t0)) s" >>"$log"
+  grep -hE "error" "$out"/cmake-*.log | sort -u | head -20 >>"$log" || true
+  while read -r name model; do
+    gpus=$(cat "$dir/cases/$name/gpus")
+    [ "$gpus" -gt "$maxgpus" ] && continue
+    for m in bf16 fp32; do
+      bin=/tmp/build-$m/train_$name
+      [ -x "$bin" ] || continue
+      t1=$(date +%s)
+      if timeout 40 mpirun --allow-run-as-root -np "$gpus" -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
+        "$bin" --steps $steps --quiet --out "$out/$name.$m" </dev/null >"$out/$name.$m.log" 2>&1; then
+        echo "$name $m ok $(($(date +%s) - t1)) s" >>"$log"
+      else
+        echo "$name $m FAILED (rc $?)" >>"$log"
+        tail -5 "$out/$name.$m.log" >>"$log"
+      fi
+    done
+  done <"$dir/cases.txt"
+  # Few files come back from the device: every run's metrics in one file, the logs in another.
+  python3 - "$out" <<'PY'
+import glob, json, os, shutil, sys
+out = sys.argv[1]
+runs = {}
+for m in sorted(glob.glob(os.path.join(out, "*", "metrics.json"))):
+    runs[os.path.basename(os.path.dirname(m))] = json.load(open(m))
+    shutil.rmtree(os.path.dirname(m))
+json.dump(runs, open(os.path.join(out, "runs.json"), "w"), indent=1)
+with open(os.path.join(out, "runs.log"), "w") as f:
+    for l in sorted(glob.glob(os.path.join(out, "*.*.log"))):
+        f.write(f"==== {os.path.basename(l)}\n" + open(l).read())
+        os.remove(l)
+PY
+  cat "$log"
+  ;;
+
+compare)
+  dir=$2 results=$3 file=$4
+  python3 - "$dir" "$results" "$file" <<'PY'
+import json, os, sys, datetime
+d, res, path = sys.argv[1:4]
+cases = [l.split() for l in open(os.path.join(d, "cases.txt"))]
+tol = {"fp32": 1e-4, "bf16": 2e-2}
+rows, ok_all = [], True
+runs = json.load(open(os.path.join(res, "runs.json")))
+def losses(p):
+    if p.startswith("run:"):
+        r = runs.get(p[4:])
+        return r["loss"] if r else None
+    return json.load(open(p))["loss"] if os.path.exists(p) else None
+for name, model in cases:
+    ref = losses(os.path.join(d, "cpu", os.path.basename(model).replace(".json", ""), "run", "metrics.json"))
+    gpus = int(open(os.path.join(d, "cases", name, "gpus")).read())
+    for m in ("fp32", "bf16"):
+        got = losses(f"run:{name}.{m}")
+        row = {"case": name, "model": model, "gpus": gpus, "mode": m, "tolerance": tol[m]}
+        if got is None or ref is None or len(got) != len(ref):
+            row.update(ok=False, error="no result")
+        else:
+            rel = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
+            one = losses(f"run:g1_{'gpt4' if 'gpt-4layer' in model else model.split('-')[1]}.{m}")
+            row.update(max_rel_err_vs_cpu=rel, ok=rel <= tol[m],
+                       first_loss=got[0], last_loss=got[-1], cpu_first_loss=ref[0], cpu_last_loss=ref[-1])
+            if one and gpus > 1:
+                row["max_rel_err_vs_1gpu"] = max(abs(a - b) / abs(b) for a, b in zip(got, one))
+            mj = runs[f"{name}.{m}"]
+            row["mean_step_seconds"] = mj.get("mean_step_seconds")
+            row["peak_device_bytes"] = mj.get("peak_memory_bytes")
+        ok_all &= row["ok"]
+        rows.append(row)
+log = open(os.path.join(res, "device.log")).read() if os.path.exists(os.path.join(res, "device.log")) else ""
+doc = {"date": datetime.date.today().isoformat(),
+       "command": "bench/cuda/verify_gpu.sh prepare build-cuda-codegen/tools/autoddl/autoddl .gpu-codegen/v && "
+                  "(device) bench/cuda/verify_gpu.sh device .gpu-codegen/v 2 && bench/cuda/verify_gpu.sh compare ...",
+       "steps": 20, "global_batch": 8, "seq": 64,
+       "tolerances": {"fp32": "relative 1e-4 on every step's loss vs the CPU program",
+                      "bf16": "relative 2e-2 on every step's loss vs the CPU program"},
+       "device_log": log, "all_ok": ok_all, "rows": rows}
+json.dump(doc, open(path, "w"), indent=1)
+for r in rows:
+    print(f"{r['case']:16} {r['mode']:5} {'ok ' if r['ok'] else 'BAD'} "
+          f"{r.get('max_rel_err_vs_cpu', float('nan')):.2e} {r.get('error', '')}")
+PY
+  ;;
+*)
+  echo "usage: verify_gpu.sh prepare|device|compare" >&2
+  exit 2
+  ;;
+esac
