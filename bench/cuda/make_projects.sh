@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Plans and generates the autoddl side of the CUDA benchmark (bench/cuda/run.sh --projects DIR).
+# Runs here, where autoddl is built (the GPU machine has no MLIR): OUT_DIR/<model>-<plan>/ is the
+# generated CUDA project (it carries plan.json) plus bench.json ({"model", "gpus", "plan",
+# "micro_batch", "global_batch", "seq"}); the planner's report is OUT_DIR/.plans/<name>.txt.
+#
+#   bash bench/cuda/make_projects.sh [--autoddl BIN] [--cluster C] [--models a,b] [OUT_DIR]
+#
+# OUT_DIR (default .gpu-calibrate/projects) should be ignored by git (.git/info/exclude) and
+# named in the device tool's `carry`. Plans, with PyTorch's micro-batch B per GPU (16/8/8/4 for
+# 124M/355M/774M/1.5B) and no recomputation (PyTorch keeps every activation too):
+#   single  1 GPU, global batch B                      vs PyTorch eager / torch.compile
+#   dp2     2 GPUs, dp=2, global batch 2B              vs PyTorch DDP
+#   tp2     2 GPUs, tp=2, global batch B               vs PyTorch tensor parallel
+#   pp2     2 GPUs, pp=2 (1F1B), global batch 2B as 4 micro-batches of B/2  vs PyTorch DDP
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+autoddl=${AUTODDL:-}
+cluster=h200-calibrated
+models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
+out=.gpu-calibrate/projects
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --autoddl) autoddl=$2; shift 2 ;;
+  --cluster) cluster=$2; shift 2 ;;
+  --models) models=$2; shift 2 ;;
+  -*) echo "make_projects.sh: unknown option $1" >&2; exit 2 ;;
+  *) out=$1; shift ;;
+  esac
+done
+if [ -z "$autoddl" ]; then
+  for b in build-*/tools/autoddl/autoddl build/tools/autoddl/autoddl; do
+    [ -x "$b" ] && autoddl=$b && break
+  done
+fi
+[ -x "$autoddl" ] || { echo "make_projects.sh: no autoddl binary (--autoddl BIN)" >&2; exit 2; }
+mkdir -p "$out"
+
+micro() { case "$1" in gpt2) echo 16 ;; gpt2-medium | gpt2-large) echo 8 ;; gpt2-xl) echo 4 ;; esac; }
+
+failed=0
+make_one() { # name model gpus global_batch micro_batch fix
+  local name=$1 model=$2 gpus=$3 gb=$4 mb=$5 fix=$6
+  local plan=$out/.plans/$name.json log=$out/.plans/$name.txt
+  mkdir -p "$out/.plans"
+  if ! "$autoddl" plan "$model" --cluster "$cluster" --gpus "$gpus" --global-batch "$gb" \
+    --seq 1024 --fix "$fix,microbatch=$mb,recompute=none,zero=0" -o "$plan" >"$log" 2>&1; then
+    echo "$name: planning failed: $(tail -1 "$log")"
+    failed=1
+    return
+  fi
+  echo "$name: $(grep -m1 'predicted' "$log" | sed 's/^ *//')"
+  # codegen writes into an empty folder or an earlier project of its own.
+  if ! "$autoddl" codegen "$plan" --backend cuda -o "$out/$name" >>"$log" 2>&1; then
+    echo "$name: codegen failed: $(tail -1 "$log")"
+    failed=1
+    return
+  fi
+  printf '{"model": "%s", "gpus": %d, "plan": "%s", "micro_batch": %d, "global_batch": %d, "seq": 1024}\n' \
+    "$model" "$gpus" "${name##*-}" "$mb" "$gb" >"$out/$name/bench.json"
+}
+
+for m in ${models//,/ }; do
+  b=$(micro "$m")
+  make_one "$m-single" "$m" 1 "$b" "$b" "tp=1,pp=1,dp=1"
+  make_one "$m-dp2" "$m" 2 $((2 * b)) "$b" "tp=1,pp=1,dp=2"
+  make_one "$m-tp2" "$m" 2 "$b" "$b" "tp=2,pp=1,dp=1"
+  make_one "$m-pp2" "$m" 2 $((2 * b)) $((b / 2)) "tp=1,pp=2,dp=1,schedule=1f1b"
+done
+echo "projects under $out: bash bench/cuda/run.sh --projects $out (carry $out)"
+exit $failed
