@@ -398,6 +398,19 @@ cudaError_t exclusiveScan(Scratch &scratch, const T *in, T *out, int32_t n,
   return cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, n, stream);
 }
 
+template <typename K, typename V>
+cudaError_t sortPairs(Scratch &scratch, const K *keysIn, K *keysOut,
+                      const V *valsIn, V *valsOut, int64_t n, int endBit,
+                      cudaStream_t stream) {
+  size_t bytes = 0;
+  AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, keysIn, keysOut, valsIn, valsOut, n, 0, endBit, stream));
+  uint8_t *tmp;
+  AUTODDL_TRY(scratch.alloc(tmp, bytes));
+  return cub::DeviceRadixSort::SortPairs(tmp, bytes, keysIn, keysOut, valsIn,
+                                         valsOut, n, 0, endBit, stream);
+}
+
 template <typename T>
 cudaError_t readBack(const T *dPtr, T &value, cudaStream_t stream) {
   AUTODDL_TRY(
@@ -458,17 +471,8 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
     AUTODDL_TRY(readBack(badIndex, bad, stream));
     if (bad)
       return cudaErrorInvalidValue;
-    {
-      size_t bytes = 0;
-      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys,
-                                                  sortedKeys, vals, sortedVals,
-                                                  nnzIn, 0, endBit, stream));
-      uint8_t *tmp;
-      AUTODDL_TRY(s.alloc(tmp, bytes));
-      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(tmp, bytes, keys, sortedKeys,
-                                                  vals, sortedVals, nnzIn, 0,
-                                                  endBit, stream));
-    }
+    AUTODDL_TRY(sortPairs(s, keys, sortedKeys, vals, sortedVals, nnzIn, endBit,
+                          stream));
     // 2. Merge duplicates: keys/vals now hold the distinct entries.
     int64_t *numRuns;
     AUTODDL_TRY(s.alloc(numRuns, 1));
@@ -535,17 +539,8 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
     descendingKeyKernel<<<gridFor(cols, 256), 256, 0, stream>>>(cols, colCount,
                                                                 colKey, colId);
     AUTODDL_TRY(cudaGetLastError());
-    {
-      size_t bytes = 0;
-      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-          nullptr, bytes, colKey, colKeySorted, colId, colIdSorted, cols, 0, 32,
-          stream));
-      uint8_t *tmp;
-      AUTODDL_TRY(s.alloc(tmp, bytes));
-      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-          tmp, bytes, colKey, colKeySorted, colId, colIdSorted, cols, 0, 32,
-          stream));
-    }
+    AUTODDL_TRY(sortPairs(s, colKey, colKeySorted, colId, colIdSorted, cols, 32,
+                          stream));
     rankKernel<<<gridFor(cols, 256), 256, 0, stream>>>(cols, colIdSorted, rank);
     AUTODDL_TRY(cudaGetLastError());
     uint64_t *rowKey, *rowKeySorted;
@@ -559,17 +554,8 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
     rowSignatureKernel<<<gridFor(int64_t(rows) * 32, 256), 256, 0, stream>>>(
         rows, cols, dRowPtr, dColIdx, rank, rowKey, rowId);
     AUTODDL_TRY(cudaGetLastError());
-    {
-      size_t bytes = 0;
-      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-          nullptr, bytes, rowKey, rowKeySorted, rowId, rowIdSorted, rows, 0, 64,
-          stream));
-      uint8_t *tmp;
-      AUTODDL_TRY(s.alloc(tmp, bytes));
-      AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-          tmp, bytes, rowKey, rowKeySorted, rowId, rowIdSorted, rows, 0, 64,
-          stream));
-    }
+    AUTODDL_TRY(sortPairs(s, rowKey, rowKeySorted, rowId, rowIdSorted, rows, 64,
+                          stream));
     slotKernel<<<gridFor(int64_t(numWindows) * 8, 256), 256, 0, stream>>>(
         rows, numWindows * 8, rowIdSorted, rowOfSlot, slotOfRow);
     AUTODDL_TRY(cudaGetLastError());
@@ -703,15 +689,8 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
         cudaKeys, cudaVals);
   AUTODDL_TRY(cudaGetLastError());
   if (totalCuda > 0) {
-    size_t bytes = 0;
-    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-        nullptr, bytes, cudaKeys, cudaKeysSorted, cudaVals, cudaValsSorted,
-        totalCuda, 0, endBit, stream));
-    uint8_t *tmp;
-    AUTODDL_TRY(s.alloc(tmp, bytes));
-    AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-        tmp, bytes, cudaKeys, cudaKeysSorted, cudaVals, cudaValsSorted,
-        totalCuda, 0, endBit, stream));
+    AUTODDL_TRY(sortPairs(s, cudaKeys, cudaKeysSorted, cudaVals, cudaValsSorted,
+                          totalCuda, endBit, stream));
     cudaEntryKernel<<<gridFor(totalCuda, 256), 256, 0, stream>>>(
         totalCuda, rows, dtype, cudaKeysSorted, cudaValsSorted, f.dEntColRow,
         f.dEntVals, f.dCudaRowPtr);
