@@ -545,7 +545,7 @@ int main(int argc, char **argv) {
         "  \"method\": \"FLOPs 2*nnz*N (SpMM) and 2*nnz*K (SDDMM), nnz = "
         "stored "
         "entries after merging duplicates; median of CUDA-event timings after "
-        "3 "
+        "2 "
         "warm-up runs; cuSPARSE SpMM: cusparse_ms is the better of its "
         "default and CSR_ALG2 algorithms (the issue's baseline) and speedup is "
         "against it; CSR_ALG3 is timed too (cusparse_algorithm_ms) and "
