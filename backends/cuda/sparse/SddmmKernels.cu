@@ -168,19 +168,36 @@ cudaCorePartFixed(const WindowPart &part, const int32_t *__restrict__ entColRow,
   constexpr int kLaneElems = 16 / sizeof(T);
   constexpr int kGroups = 32 / kL;
   constexpr int kU = 8 / kP;
+  constexpr int kStep = kGroups * kU; // entries per warp and step
   const int lane = threadIdx.x % 32, grp = lane / kL, j = lane % kL;
+  // Lane i < 8 holds the matrix row of window slot i; entries get theirs by
+  // shuffle instead of a dependent load.
   const int32_t row0 = part.window * 8;
-  for (int32_t e0 = part.begin; e0 < part.end; e0 += kGroups * kU) {
+  const int32_t slotRowOfLane = slotRow(rowOfSlot, row0 + (lane & 7));
+  // Entry words of the next step are loaded one step ahead (-1: past the end),
+  // so a step's gathers do not wait for its index loads.
+  int32_t next[kU];
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const int32_t e = part.begin + u * kGroups + grp;
+    next[u] = e < part.end ? __ldg(entColRow + e) : -1;
+  }
+  for (int32_t e0 = part.begin; e0 < part.end; e0 += kStep) {
+    int32_t cr[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      cr[u] = next[u];
+      const int32_t e = e0 + kStep + u * kGroups + grp;
+      next[u] = e < part.end ? __ldg(entColRow + e) : -1;
+    }
     uint32_t xa[kU][kP][4], ya[kU][kP][4];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int32_t e = e0 + u * kGroups + grp;
+      const int32_t row = __shfl_sync(0xffffffffu, slotRowOfLane, cr[u] & 7);
       const T *xr = nullptr, *yc = nullptr;
-      if (e < part.end) {
-        const int32_t cr = __ldg(entColRow + e);
-        xr = x + int64_t(slotRow(rowOfSlot, row0 + (cr & 7))) * ldx +
-             j * kLaneElems;
-        yc = y + int64_t(cr >> 3) * ldy + j * kLaneElems;
+      if (cr[u] >= 0) {
+        xr = x + int64_t(row) * ldx + j * kLaneElems;
+        yc = y + int64_t(cr[u] >> 3) * ldy + j * kLaneElems;
       }
 #pragma unroll
       for (int q = 0; q < kP; ++q) {
@@ -209,9 +226,11 @@ cudaCorePartFixed(const WindowPart &part, const int32_t *__restrict__ entColRow,
 }
 
 /// kL == 0: the general CUDA-core path; otherwise cudaCorePartFixed<kL, kP>.
-/// kG: k chunks per round of the tensor-core path.
+/// kG: k chunks per round of the tensor-core path. The fixed-width kernels are
+/// held to 80 registers (6 blocks of 4 warps per SM, no spills), the occupancy
+/// they had before the index prefetch (which lets nvcc take up to 128).
 template <typename T, bool kAligned, int kL, int kP, int kG>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, kL > 0 ? 6 : 0)
     sddmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
                 const int32_t *__restrict__ blockCols,
                 const uint64_t *__restrict__ blockMask,
