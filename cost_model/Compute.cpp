@@ -117,7 +117,8 @@ OpCost unfusedAttention(const Cluster &c,
   };
   const double elems = bh * t * t;
   // Forward: 2 GEMMs, softmax, dropout.
-  KernelCost f[] = {gemm(t, t, d, qkv + scores), stream(5 * elems, 2 * scores),
+  KernelCost f[] = {gemm(t, t, d, 2 * qkv / 3 + scores),
+                    stream(5 * elems, 2 * scores),
                     drop ? stream(2 * elems, 2 * scores + mask) : KernelCost{},
                     gemm(t, d, t, scores + qkv / 3 + outB)};
   // Backward: dP and dv GEMMs, dropout and softmax backward, dq and dk GEMMs.

@@ -66,7 +66,22 @@ struct PlannerOptions {
   /// The training stack's kernels (attention fused or not, attention
   /// dropout): docs/cost-model.md §4.4.
   cost::KernelOptions kernels;
+  /// Whether the data-parallel gradient sync runs behind the backward
+  /// (PyTorch DDP, Megatron-LM --overlap-grad-reduce since 2023); false: after
+  /// the pipeline flush, all of it exposed (Megatron-LM 2021).
+  bool overlapGradSync = true;
+  /// Bytes per gradient element the sync moves (2: bf16; 4: Megatron-LM's
+  /// fp32 main_grad accumulation, --accumulate-allreduce-grads-in-fp32).
+  double gradSyncElementBytes = 2;
+  std::string stack = "modern"; // the name applyStack last set
 };
+
+/// The training stacks `--stack` names (docs/planner.md §4): "modern"
+/// (FlashAttention, overlapped bf16 gradient sync; the defaults) and
+/// "megatron-2021" (Megatron-LM as in Narayanan et al. SC'21: unfused attention
+/// with dropout 0.1, fp32 gradients all-reduced after the flush). False on an
+/// unknown name.
+bool applyStack(const std::string &name, PlannerOptions &o);
 
 /// One op of the collapsed graph with the SBP signature the search chose.
 struct OpChoice {
@@ -173,6 +188,13 @@ struct SearchStats {
   std::string mode; // "cd" / "exhaustive"
 };
 
+/// One model op's layouts (operands, then results) over the "dp" and "tp"
+/// axes and its stage: what plan.mlir annotates (ir/lower/LowerPlan.h).
+struct ModelOpLayout {
+  std::vector<std::string> dp, tp;
+  int stage = 0;
+};
+
 struct Plan {
   int version = 1;
   std::string model, modelFamily;
@@ -185,6 +207,7 @@ struct Plan {
   int nodes = 0, gpusPerNode = 0;
   double peakFlops = 0, memoryCapacity = 0;
   int64_t globalBatch = 0;
+  std::string stack = "modern"; // training stack priced (PlannerOptions)
   Knobs knobs;
   std::vector<std::string>
       axisLinks; // per axis of ("pp","dp","tp"): "nvlink", "infiniband",
@@ -202,6 +225,8 @@ struct Plan {
   Prediction predicted;
   SearchStats search;
   std::vector<Alternative> alternatives;
+  /// Per model op, in graph order (filled by plan(); not in plan.json).
+  std::vector<ModelOpLayout> modelOps;
 };
 
 /// When no configuration fits in memory: the smallest footprint seen.

@@ -46,6 +46,7 @@ ojson planToJson(const Plan &p) {
       {"nodes", p.nodes},          {"gpus_per_node", p.gpusPerNode},
       {"peak_flops", p.peakFlops}, {"memory_bytes", p.memoryCapacity}};
   j["global_batch"] = p.globalBatch;
+  j["stack"] = p.stack;
   const Knobs &k = p.knobs;
   ojson mesh;
   mesh["axes"] = {"pp", "dp", "tp"};
@@ -255,6 +256,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.peakFlops = r.num(cl, cp, "peak_flops");
   p.memoryCapacity = r.num(cl, cp, "memory_bytes");
   p.globalBatch = r.integer(doc, root, "global_batch");
+  if (doc.contains("stack"))
+    p.stack = r.str(doc, root, "stack");
   const json &mesh = r.at(doc, root, "mesh");
   const auto meshp = root / "mesh";
   Knobs &k = p.knobs;

@@ -45,6 +45,25 @@ bool parseRecompute(const std::string &s, cost::Recompute &out) {
   return false;
 }
 
+bool applyStack(const std::string &name, PlannerOptions &o) {
+  if (name == "modern") {
+    o.kernels = cost::KernelOptions{};
+    o.overlapGradSync = true;
+    o.gradSyncElementBytes = o.activationElementBytes;
+    o.stack = name;
+    return true;
+  }
+  if (name == "megatron-2021") {
+    o.kernels.attention = cost::AttentionKernel::Unfused;
+    o.kernels.attentionDropout = 0.1; // Megatron-LM's --attention-dropout
+    o.overlapGradSync = false;
+    o.gradSyncElementBytes = 4;
+    o.stack = name;
+    return true;
+  }
+  return false;
+}
+
 std::string knobsToString(const Knobs &k) {
   std::string s =
       "tp=" + std::to_string(k.tp) + " pp=" + std::to_string(k.pp) +
@@ -399,9 +418,10 @@ struct Planner {
       const double window =
           dt.backward /
           (k.schedule == ScheduleKind::Interleaved ? k.chunks : 1);
+      const double wide = o.gradSyncElementBytes / o.activationElementBytes;
       auto reduce = [&](cost::Collective coll) {
-        return pc.bucketed(coll, d.gradDp[dev], pc.dpGroup()) +
-               pc.bucketed(coll, d.gradDpTp[dev], pc.dpTpGroup());
+        return pc.bucketed(coll, wide * d.gradDp[dev], pc.dpGroup()) +
+               pc.bucketed(coll, wide * d.gradDpTp[dev], pc.dpTpGroup());
       };
       const double bucketShare =
           bytes > 0 ? std::min(1.0, o.bucketBytes / bytes) : 0;
@@ -429,7 +449,7 @@ struct Planner {
         }
       }
       dt.gradSync = full;
-      dt.gradSyncExposed = exposed;
+      dt.gradSyncExposed = o.overlapGradSync ? exposed : full;
       double held = d.params[dev] / (k.zero >= 1 ? k.dp : 1);
       dt.optimizer =
           cost::optimizerStep(c, held, cost::Optimizer::AdamW, true).time;
@@ -996,6 +1016,7 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
   plan.peakFlops = c.peakFlops(pl.o.precision);
   plan.memoryCapacity = pl.capacity;
   plan.globalBatch = pl.o.globalBatch;
+  plan.stack = pl.o.stack;
   plan.knobs = k;
   plan.axisLinks = {linkOf(c, pc.ppGroup()), linkOf(c, pc.dpGroup()),
                     linkOf(c, pc.tpGroup())};
@@ -1063,6 +1084,33 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
     }
     tl.tp = sbpStr(tp);
     plan.tensors.push_back(tl);
+  }
+  // Per model op, for plan.mlir: the tp signature of its collapsed op; on dp
+  // activations split along their batch dim, parameters whole, a batch-less
+  // result of split inputs (the loss) partial.
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const OpDef &op = g.ops[i];
+    const Signature &s = sg.ops[sg.opOf[i]].sigs[a[sg.opOf[i]]];
+    ModelOpLayout ml;
+    ml.stage = stageOfOp(static_cast<int>(i));
+    bool anySplit = false;
+    for (size_t kk = 0; kk < op.operands.size(); ++kk) {
+      const int t = op.operands[kk];
+      const int bd = sg.batchDim(t);
+      const bool split =
+          k.dp > 1 && bd >= 0 && g.tensors[t].role != TensorRole::Parameter;
+      anySplit |= split;
+      ml.dp.push_back(split ? sbpStr(Sbp::split(bd)) : "B");
+      ml.tp.push_back(k.tp > 1 ? sbpStr(s.operands[kk]) : "B");
+    }
+    for (int t : op.results) {
+      const int bd = sg.batchDim(t);
+      ml.dp.push_back(k.dp > 1 && bd >= 0 ? sbpStr(Sbp::split(bd))
+                      : anySplit          ? "P"
+                                          : "B");
+      ml.tp.push_back(k.tp > 1 ? sbpStr(s.result) : "B");
+    }
+    plan.modelOps.push_back(std::move(ml));
   }
   // Collectives, per collapsed edge (calls per step = weight x micro-batches).
   const double mb = static_cast<double>(k.microbatches);

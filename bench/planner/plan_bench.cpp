@@ -123,15 +123,23 @@ int main(int argc, char **argv) {
     j["gpus"] = r.gpus;
     j["global_batch"] = r.batch;
     j["published_tflops_per_gpu"] = r.published;
-    for (bool pinned : {true, false}) {
+    // Megatron-LM as it ran then (planner::applyStack "megatron-2021": unfused
+    // attention with dropout 0.1, FlashAttention came in 2022; fp32 gradients
+    // all-reduced after the pipeline flush; pinned also without a distributed
+    // optimizer, which came to Megatron-LM in 2023): "pinned" and "free" on
+    // that stack; "free_modern" is the free search on the modern stack.
+    enum Kind { Pinned, Free, FreeFlash };
+    for (Kind kind : {Pinned, Free, FreeFlash}) {
       planner::PlannerOptions o;
       o.globalBatch = r.batch;
       o.explain = false;
-      if (pinned) {
+      planner::applyStack(kind == FreeFlash ? "modern" : "megatron-2021", o);
+      if (kind == Pinned) {
         o.fixed.tp = r.tp;
         o.fixed.pp = r.pp;
         o.fixed.microbatch = 1;
         o.fixed.recompute = cost::Recompute::Full;
+        o.fixed.zero = 0;
       }
       auto res = planner::plan(g1, g2, cl, o);
       nlohmann::ordered_json k;
@@ -147,7 +155,15 @@ int main(int argc, char **argv) {
       } else {
         k["infeasible"] = std::get<planner::Infeasible>(*res).message;
       }
-      j[pinned ? "pinned" : "free"] = k;
+      if (auto *p = res ? std::get_if<planner::Plan>(&*res) : nullptr) {
+        const planner::Prediction &q = p->predicted;
+        k["breakdown_s"] = {{"compute", q.compute},
+                            {"tp_comm", q.tpComm},
+                            {"bubble", q.bubble},
+                            {"grad_sync_exposed", q.gradSync},
+                            {"optimizer", q.optimizer}};
+      }
+      j[kind == Pinned ? "pinned" : kind == Free ? "free" : "free_modern"] = k;
     }
     std::cout << j.dump() << std::endl;
     mt.push_back(j);

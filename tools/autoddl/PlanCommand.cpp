@@ -2,7 +2,8 @@
 //
 //   autoddl plan MODEL --cluster C [--nodes N | --gpus N] --global-batch B
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
-//                [-o plan.json] [--json] [--no-why]
+//                [--stack modern|megatron-2021] [-o plan.json] [--json]
+//                [--no-why]
 //
 // Prints a summary in Megatron's vocabulary (or, with --json, the plan
 // document); -o writes plan.json (docs/plan-format.md). When no configuration
@@ -13,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
+#include "ir/lower/LowerPlan.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "planner/Search.h"
@@ -44,7 +46,7 @@ namespace autoddl::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, cluster, fix, search = "cd", output;
+  std::string model, cluster, fix, search = "cd", output, stack = "modern";
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   bool json = false, noWhy = false;
@@ -168,6 +170,40 @@ std::string mlirPathFor(const std::string &jsonPath) {
   return base + ".mlir";
 }
 
+/// plan.mlir: the model at one micro-batch over all dp ranks, lowered to the
+/// sbp dialect with the plan's signatures, placements, stage transfers and
+/// boxing (ir/lower/LowerPlan.h). When the module cannot be built (an uneven
+/// split the dialect refuses, e.g. a vocabulary the planner pads), the listing
+/// below is written instead, headed by the reason, and a warning printed.
+std::string annotatedIr(const ModelGraph &g, const planner::Plan &p);
+
+std::string planModule(const std::string &model, const ModelGraph &g1,
+                       bool scales, const planner::Plan &p) {
+  import::ImportOptions io;
+  io.seq = p.seq;
+  if (scales)
+    io.batch = p.knobs.microbatch * p.knobs.dp;
+  ModelGraph g = scales ? import::importModel(model, io) : g1;
+  PlannedModule pm;
+  pm.dp = p.knobs.dp;
+  pm.tp = p.knobs.tp;
+  pm.stages = std::max<int>(1, static_cast<int>(p.stages.size()));
+  pm.pipelineRanks = p.knobs.pp;
+  for (const planner::ModelOpLayout &m : p.modelOps)
+    pm.ops.push_back({m.dp, m.tp, m.stage});
+  LowerResult r = lowerPlanToSbpText(g, pm);
+  if (r.ok())
+    return fmt::format("// autoddl plan for {}: {}\n", p.model,
+                       planner::knobsToString(p.knobs)) +
+           r.text;
+  std::string reason = r.error.substr(0, r.error.find('\n'));
+  std::fprintf(stderr,
+               "autoddl: warning: plan.mlir is a listing, not an sbp module: "
+               "%s\n",
+               reason.c_str());
+  return "// not an sbp module: " + reason + "\n" + annotatedIr(g1, p);
+}
+
 /// The annotated IR: the plan's per-op signatures and placements as a readable
 /// listing over the model's ops (sbp dialect spelling of layouts).
 std::string annotatedIr(const ModelGraph &g, const planner::Plan &p) {
@@ -243,6 +279,9 @@ void run(const PlanArgs &a) {
   opts.mode = a.search == "exhaustive" ? planner::SearchMode::Exhaustive
                                        : planner::SearchMode::CoordinateDescent;
   opts.explain = !a.noWhy;
+  if (!planner::applyStack(a.stack, opts))
+    throw UserError("--stack: expected modern or megatron-2021, got \"" +
+                    a.stack + "\"");
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -254,7 +293,8 @@ void run(const PlanArgs &a) {
   p.modelSha256 = planner::sha256Hex(modelBytes(a.model));
   if (!a.output.empty()) {
     writeFileAtomically(a.output, planner::planToText(p));
-    writeFileAtomically(mlirPathFor(a.output), annotatedIr(g1, p));
+    writeFileAtomically(mlirPathFor(a.output),
+                        planModule(a.model, g1, scalesWithBatch(g1), p));
   }
   if (a.json)
     std::fputs(planner::planToText(p).c_str(), stdout);
@@ -295,6 +335,11 @@ void registerPlanCommand(CLI::App &app) {
   cmd->add_option("--search", args->search,
                   "cd (coordinate descent, default) or exhaustive (exact SBP "
                   "search, small models)");
+  cmd->add_option("--stack", args->stack,
+                  "training stack to price: modern (FlashAttention, gradient "
+                  "sync behind the backward; default) or megatron-2021 "
+                  "(unfused attention with dropout, fp32 gradients all-reduced "
+                  "after the flush)");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_flag("--json", args->json, "print the plan document");

@@ -96,6 +96,46 @@ TEST(OpCost, AttentionBackwardIsTwoAndAHalfForward) {
   EXPECT_EQ(cost.backwardWeight.flops, 0);
 }
 
+TEST(OpCost, UnfusedAttentionStreamsTheScores) {
+  // Megatron-LM 2021 attention on 1 sample, T = 1024, 8 heads of D = 128:
+  // the T x T scores of each head go through HBM several times.
+  Cluster c = toyCluster();
+  const double T = 1024, H = 8, D = 128;
+  ValueType x{{1, 1024, 1024}, DType::F32};
+  ops::Attrs attrs = {{"num_heads", int64_t(8)},
+                      {"num_kv_heads", int64_t(8)},
+                      {"head_dim", int64_t(128)},
+                      {"causal", true}};
+  KernelOptions unfused{AttentionKernel::Unfused, 0.1};
+  OpCost u = opCost(c, "attention", {x, x, x}, {x}, attrs,
+                    {false, false, false}, Precision::BF16, unfused);
+  OpCost f = opCost(c, "attention", {x, x, x}, {x}, attrs,
+                    {false, false, false}, Precision::BF16);
+  // Same matmul FLOPs as the fused kernel's forward (4·H·T²·D) plus the
+  // softmax (5 per score) and dropout (2 per score) element work.
+  const double scores = H * T * T;
+  EXPECT_DOUBLE_EQ(u.forward.flops, 4 * H * T * T * D + 7 * scores);
+  // Bytes of the T x T matrices in bf16 (S = 2·H·T² bytes): q·kᵀ writes S,
+  // softmax reads and writes 2S, dropout reads S and writes S plus a
+  // one-byte mask (S/2), P·v reads S: 6.5 S; plus q and k (read by q·kᵀ), v
+  // and the output (P·v): 4 tensors of [T, H·D].
+  const double S = 2 * scores, act = 2 * T * H * D;
+  EXPECT_DOUBLE_EQ(u.forward.bytes, 6.5 * S + 4 * act);
+  // Korthikanti et al. 2022 (Table 2): 5·a·s²·b bytes kept for backward —
+  // probabilities (2), mask (1), dropout output (2) per score.
+  EXPECT_DOUBLE_EQ(u.savedInternal, 5 * scores);
+  EXPECT_EQ(f.savedInternal, 0);
+  // Streaming the scores makes it slower than the fused kernel, both ways.
+  EXPECT_GT(u.forward.time, f.forward.time);
+  EXPECT_GT(u.backward(), f.backward());
+  // Without dropout: no mask, no dropout kernel; only the probabilities kept.
+  OpCost nd =
+      opCost(c, "attention", {x, x, x}, {x}, attrs, {false, false, false},
+             Precision::BF16, KernelOptions{AttentionKernel::Unfused, 0});
+  EXPECT_DOUBLE_EQ(nd.savedInternal, 2 * scores);
+  EXPECT_DOUBLE_EQ(nd.forward.bytes, 4 * S + 4 * act);
+}
+
 TEST(OpCost, ElementwiseIsMemoryBound) {
   Cluster c = toyCluster();
   ValueType x{{4096, 4096}, DType::F32};

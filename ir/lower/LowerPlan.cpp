@@ -1,0 +1,347 @@
+//===- LowerPlan.cpp - plan choices -> annotated sbp module ---------------===//
+#include "ir/lower/LowerPlan.h"
+
+#include "ir/dialect/Passes.h"
+#include "ir/dialect/SbpConstants.h"
+#include "ir/dialect/SbpDialect.h"
+#include "ir/dialect/SbpLayout.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace autoddl {
+namespace {
+
+using sbp::SbpParallel;
+using sbp::SbpSignature;
+
+/// "B", "P", "S(d)" -> layout; false on anything else.
+bool parseLayout(const std::string &s, SbpParallel &out) {
+  if (s == "B") {
+    out = SbpParallel::broadcast();
+    return true;
+  }
+  if (s == "P") {
+    out = SbpParallel::partial();
+    return true;
+  }
+  if (s.size() >= 4 && s.compare(0, 2, "S(") == 0 && s.back() == ')') {
+    int64_t d = 0;
+    for (size_t i = 2; i + 1 < s.size(); ++i) {
+      if (s[i] < '0' || s[i] > '9')
+        return false;
+      d = d * 10 + (s[i] - '0');
+    }
+    out = SbpParallel::split(d);
+    return true;
+  }
+  return false;
+}
+
+std::string meshName(int stage) { return "stage" + std::to_string(stage); }
+
+struct Builder {
+  MLIRContext &ctx;
+  ModuleOp module;
+  const ModelGraph &graph;
+  const PlannedModule &plan;
+  std::string error;
+  std::map<std::string, int> opIndex;
+  std::map<Operation *, int> stageOf;
+
+  FlatSymbolRefAttr mesh(int stage) {
+    return FlatSymbolRefAttr::get(&ctx, meshName(stage));
+  }
+
+  Attribute placement(int stage) {
+    return parseAttribute("#sbp.placement<stage = " + std::to_string(stage) +
+                              ", mesh = @" + meshName(stage) + ">",
+                          &ctx);
+  }
+
+  /// The planned 1-D signature of op `i` on one axis.
+  bool planned(int i, const std::vector<std::string> &layouts, Operation *op,
+               SbpSignature &sig) {
+    const size_t n = op->getNumOperands(), r = op->getNumResults();
+    if (layouts.size() != n + r) {
+      error = "op '" + graph.ops[i].name + "': expected " +
+              std::to_string(n + r) + " planned layouts, got " +
+              std::to_string(layouts.size());
+      return false;
+    }
+    for (size_t k = 0; k < n + r; ++k) {
+      SbpParallel p;
+      if (!parseLayout(layouts[k], p)) {
+        error = "op '" + graph.ops[i].name + "': unknown layout '" +
+                layouts[k] + "'";
+        return false;
+      }
+      if (k < n)
+        sig.inputs.push_back(p);
+      else
+        sig.outputs.push_back(p);
+    }
+    return true;
+  }
+
+  /// A listed signature for `want`: itself, else one with the same result and
+  /// the same layouts of every operand that is not a parameter, else one with
+  /// the same result.
+  SbpSignature repair(Operation *op, const SbpSignature &want) {
+    auto iface = dyn_cast<sbp::SbpOpInterface>(op);
+    if (!iface)
+      return want;
+    SmallVector<SbpSignature> valid = sbp::getValidSignatures1D(iface);
+    if (llvm::is_contained(valid, want))
+      return want;
+    auto isParam = [&](unsigned k) {
+      Operation *def = op->getOperand(k).getDefiningOp();
+      return def && def->getName().getStringRef() == "sbp.parameter";
+    };
+    for (int pass = 0; pass < 2; ++pass)
+      for (const SbpSignature &v : valid) {
+        if (v.outputs != want.outputs)
+          continue;
+        bool same = true;
+        for (unsigned k = 0; pass == 0 && k < want.inputs.size(); ++k)
+          same &= isParam(k) || v.inputs[k] == want.inputs[k];
+        if (same)
+          return v;
+      }
+    return want; // the verifier names the op
+  }
+
+  /// A parameter or argument is stored in the layout its first reader reads
+  /// it in; never partial (a stored value is whole).
+  static SbpParallel stored(SbpParallel p) {
+    return p.isPartial() ? SbpParallel::broadcast() : p;
+  }
+
+  bool run() {
+    for (size_t i = 0; i < graph.ops.size(); ++i)
+      opIndex[graph.ops[i].name] = static_cast<int>(i);
+    if (plan.ops.size() != graph.ops.size()) {
+      error = "expected a planned layout for each of the model's " +
+              std::to_string(graph.ops.size()) + " ops, got " +
+              std::to_string(plan.ops.size());
+      return false;
+    }
+    // One (dp, tp) mesh per stage, on its pipeline rank's devices.
+    std::string meshes;
+    for (int s = 0; s < plan.stages; ++s)
+      meshes += "sbp.mesh @" + meshName(s) +
+                " [dp = " + std::to_string(plan.dp) +
+                ", tp = " + std::to_string(plan.tp) + "] {first_device = " +
+                std::to_string((s % std::max(1, plan.pipelineRanks)) * plan.dp *
+                               plan.tp) +
+                " : i64}\n";
+    OwningOpRef<ModuleOp> meshModule =
+        parseSourceString<ModuleOp>(meshes, &ctx);
+    if (!meshModule) {
+      error = "could not build the stage meshes";
+      return false;
+    }
+    Block *top = module.getBody();
+    Operation *anchor = &top->front();
+    for (Operation &m : llvm::make_early_inc_range(*meshModule->getBody()))
+      m.moveBefore(anchor);
+
+    func::FuncOp fn;
+    module.walk([&](func::FuncOp f) { fn = f; });
+    if (!fn) {
+      error = "the lowered module has no function";
+      return false;
+    }
+    Block &body = fn.getBody().front();
+    // Model ops: their signatures and placements.
+    for (Operation &op : body) {
+      auto loc = dyn_cast<NameLoc>(op.getLoc());
+      if (!loc || op.getName().getStringRef() == "sbp.parameter")
+        continue;
+      auto it = opIndex.find(loc.getName().str());
+      if (it == opIndex.end())
+        continue;
+      const PlannedOpLayout &pl = plan.ops[it->second];
+      SbpSignature dp, tp;
+      if (!planned(it->second, pl.dp, &op, dp) ||
+          !planned(it->second, pl.tp, &op, tp))
+        return false;
+      SbpSignature axes[] = {repair(&op, dp), repair(&op, tp)};
+      op.setAttr(sbp::kSignatureAttr,
+                 sbp::buildSignature(&ctx, mesh(pl.stage), axes));
+      op.setAttr(sbp::kPlacementAttr, placement(pl.stage));
+      stageOf[&op] = pl.stage;
+    }
+    // The first reader of a value (program order) and its read layout.
+    auto firstReader = [&](Value v, Operation *&user, unsigned &index) {
+      user = nullptr;
+      for (OpOperand &u : v.getUses())
+        if (stageOf.count(u.getOwner()) &&
+            (!user || u.getOwner()->isBeforeInBlock(user))) {
+          user = u.getOwner();
+          index = u.getOperandNumber();
+        }
+      return user != nullptr;
+    };
+    auto storedLayout = [&](Operation *user, unsigned index) {
+      auto sig = user->getAttrOfType<sbp::SignatureAttr>(sbp::kSignatureAttr);
+      SmallVector<SbpParallel> axes;
+      for (unsigned a = 0; a < 2; ++a)
+        axes.push_back(stored(sbp::projectSignature(sig, a).inputs[index]));
+      return axes;
+    };
+    // Parameters: stored as their first reader reads them, on its stage.
+    for (Operation &op : body) {
+      if (op.getName().getStringRef() != "sbp.parameter")
+        continue;
+      Operation *user;
+      unsigned index = 0;
+      if (!firstReader(op.getResult(0), user, index))
+        continue;
+      SmallVector<SbpParallel> axes = storedLayout(user, index);
+      SbpSignature perAxis[2];
+      for (unsigned a = 0; a < 2; ++a)
+        perAxis[a].outputs.push_back(axes[a]);
+      op.setAttr(sbp::kSignatureAttr,
+                 sbp::buildSignature(&ctx, mesh(stageOf[user]), perAxis));
+      op.setAttr(sbp::kPlacementAttr, placement(stageOf[user]));
+      stageOf[&op] = stageOf[user];
+    }
+    // Inputs: arrive as their first reader reads them.
+    std::map<unsigned, int> argStage;
+    for (BlockArgument arg : body.getArguments()) {
+      Operation *user;
+      unsigned index = 0;
+      if (!firstReader(arg, user, index))
+        continue;
+      SmallVector<SbpParallel> axes = storedLayout(user, index);
+      fn.setArgAttr(arg.getArgNumber(), sbp::kArgLayoutAttr,
+                    sbp::NdSbpAttr::get(&ctx, mesh(stageOf[user]), axes));
+      argStage[arg.getArgNumber()] = stageOf[user];
+    }
+    // Values read on another stage travel by send/recv, one per (value, stage).
+    int64_t channel = 0;
+    OpBuilder b(&ctx);
+    auto crossStages = [&](Value v, int from, Operation *after) {
+      std::map<int, Operation *> firstUse; // stage -> first reader there
+      for (OpOperand &u : v.getUses()) {
+        auto it = stageOf.find(u.getOwner());
+        if (it == stageOf.end() || it->second == from)
+          continue;
+        Operation *&f = firstUse[it->second];
+        if (!f || u.getOwner()->isBeforeInBlock(f))
+          f = u.getOwner();
+      }
+      sbp::NdSbpAttr layout = sbp::getProducedLayout(v);
+      for (auto [stage, user] : firstUse) {
+        if (after)
+          b.setInsertionPointAfter(after);
+        else
+          b.setInsertionPointToStart(&body);
+        OperationState send(user->getLoc(), "sbp.send");
+        send.addOperands(v);
+        send.addAttribute("stage", b.getI64IntegerAttr(stage));
+        send.addAttribute("channel", b.getI64IntegerAttr(channel));
+        send.addAttribute(sbp::kPlacementAttr, placement(from));
+        if (layout) {
+          SbpSignature perAxis[2];
+          for (unsigned a = 0; a < 2; ++a)
+            perAxis[a].inputs.push_back(layout.getAxis(a));
+          send.addAttribute(sbp::kSignatureAttr,
+                            sbp::buildSignature(&ctx, mesh(from), perAxis));
+        }
+        Operation *s = b.create(send);
+        b.setInsertionPoint(user);
+        OperationState recv(user->getLoc(), "sbp.recv");
+        recv.addTypes(v.getType());
+        recv.addAttribute("stage", b.getI64IntegerAttr(from));
+        recv.addAttribute("channel", b.getI64IntegerAttr(channel));
+        recv.addAttribute(sbp::kPlacementAttr, placement(stage));
+        if (layout) {
+          SbpSignature perAxis[2];
+          for (unsigned a = 0; a < 2; ++a)
+            perAxis[a].outputs.push_back(layout.getAxis(a));
+          recv.addAttribute(sbp::kSignatureAttr,
+                            sbp::buildSignature(&ctx, mesh(stage), perAxis));
+        }
+        Operation *r = b.create(recv);
+        stageOf[r] = stage;
+        v.replaceUsesWithIf(r->getResult(0), [&](OpOperand &u) {
+          auto it = stageOf.find(u.getOwner());
+          return u.getOwner() != s && it != stageOf.end() &&
+                 it->second == stage;
+        });
+        after = after ? after : s;
+        ++channel;
+      }
+    };
+    SmallVector<Operation *> producers;
+    for (Operation &op : body)
+      if (stageOf.count(&op))
+        producers.push_back(&op);
+    for (BlockArgument arg : body.getArguments())
+      if (argStage.count(arg.getArgNumber()))
+        crossStages(arg, argStage[arg.getArgNumber()], nullptr);
+    for (Operation *op : producers)
+      for (Value r : op->getResults())
+        crossStages(r, stageOf[op], op);
+    return true;
+  }
+};
+
+} // namespace
+
+LowerResult lowerPlanToSbpText(const ModelGraph &graph,
+                               const PlannedModule &plan) {
+  LowerResult lowered = lowerToSbpText(graph);
+  if (!lowered.ok())
+    return lowered;
+  MLIRContext context;
+  context.loadDialect<sbp::SbpDialect, func::FuncDialect>();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    if (!diagnostics.empty())
+      os << "\n";
+    if (auto named = dyn_cast<NameLoc>(diag.getLocation()))
+      os << "op '" << named.getName().strref() << "': ";
+    os << diag;
+    return success();
+  });
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(lowered.text, &context);
+  LowerResult result;
+  if (!module) {
+    result.error = "could not re-read the lowered model: " + diagnostics;
+    return result;
+  }
+  Builder builder{context, *module, graph, plan, "", {}, {}};
+  if (!builder.run()) {
+    result.error = builder.error;
+    return result;
+  }
+  PassManager pm(&context);
+  pm.addPass(sbp::createInsertBoxingPass());
+  if (failed(pm.run(*module)) || failed(verify(*module))) {
+    result.error = diagnostics.empty() ? "the planned module failed to verify"
+                                       : diagnostics;
+    return result;
+  }
+  llvm::raw_string_ostream os(result.text);
+  module->print(os, OpPrintingFlags().enableDebugInfo(/*enable=*/true,
+                                                      /*prettyForm=*/false));
+  return result;
+}
+
+} // namespace autoddl
