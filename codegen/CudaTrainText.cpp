@@ -38,6 +38,7 @@ extern const char *const kCudaTrainPreludeText = R"cpp(
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <mpi.h>
@@ -62,19 +63,6 @@ struct Param {
   Comm devices;    // pipeline devices sharing it (tied, Chimera); size 1: none
   int bucket = -1; // its data-parallel gradient bucket (-1: synced at the step)
 };
-
-struct ParamSpec {
-  Param *p;
-  const char *name;
-  Shape full;
-  int split_dim;
-  const char *init;
-  double std;
-  uint64_t devices; // bit d: pipeline device d holds it
-};
-
-/// Chimera's second pipeline runs up the devices.
-enum Direction { kDown, kUp };
 
 )cpp";
 
@@ -121,29 +109,49 @@ extern const char *const kCudaTrainDataText = R"cpp(// ---- data ----
 
 static std::unique_ptr<TokenData> tokens; // null: synthetic tokens
 
+/// Page-locked host staging for one micro-batch's tokens (which: 0 ids, 1
+/// targets), so that their copies run asynchronously on the compute stream; an
+/// event says when the last copy out of it is done.
+struct Staging {
+  int32_t *host = nullptr;
+  cudaEvent_t copied = nullptr;
+};
+static Staging &staging(int64_t mb, int which) {
+  static std::vector<Staging> buffers(size_t(2 * kMicroBatches));
+  Staging &s = buffers[size_t(2 * mb + which)];
+  if (!s.host) {
+    AUTODDL_CUDA_CHECK(cudaMallocHost(&s.host, size_t(kMicroBatch * kSeq) * sizeof(int32_t)));
+    AUTODDL_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+  }
+  AUTODDL_CUDA_CHECK(cudaEventSynchronize(s.copied)); // its previous copy
+  return s;
+}
+
 /// Samples [b0, b0 + kMicroBatch) of the step's global batch: this dp rank's
 /// block, then micro-batch mb inside it (docs/runtime.md "Data order"); read
-/// on the host, copied to the device.
+/// on the host into page-locked buffers, copied on the compute stream.
 [[maybe_unused]] static void load_tokens(int64_t step, int64_t mb, int32_t *ids,
                         int32_t *targets) {
   const int64_t b0 = g.rdp * (kMicroBatches * kMicroBatch) + mb * kMicroBatch;
-  std::vector<int32_t> in(size_t(kMicroBatch * kSeq)), out(in.size());
+  Staging &in = staging(mb, 0), &out = staging(mb, 1);
   if (tokens)
-    tokens->batch(step, kGlobalBatch, kSeq, b0, kMicroBatch, in.data(),
-                  out.data());
+    tokens->batch(step, kGlobalBatch, kSeq, b0, kMicroBatch, in.host, out.host);
   else
     synthetic_tokens(seed, step, kGlobalBatch, kSeq, kVocab, b0, kMicroBatch,
-                     in.data(), out.data());
-  const int64_t bytes = int64_t(in.size() * sizeof(int32_t));
-  if (ids)
-    copy_to_device(ids, in.data(), bytes);
-  if (targets)
-    copy_to_device(targets, out.data(), bytes);
+                     in.host, out.host);
+  const size_t bytes = size_t(kMicroBatch * kSeq) * sizeof(int32_t);
+  for (auto [dst, src] : {std::pair<int32_t *, Staging *>{ids, &in}, {targets, &out}}) {
+    if (!dst)
+      continue;
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src->host, bytes, cudaMemcpyHostToDevice,
+                                       compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventRecord(src->copied, compute_stream()));
+  }
 }
 
 )cpp";
 
-extern const char *const kCudaTrainParamsText = R"cpp(static void init_params() {
+extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
   uint64_t devices_seen[64] = {};
   Comm comms[64];
   int groups = 0;
@@ -196,14 +204,9 @@ extern const char *const kCudaTrainParamsText = R"cpp(static void init_params() 
   }
 }
 
-static std::vector<Param *> all_params() {
-  std::vector<Param *> ps;
-  for (const ParamSpec &s : param_specs())
-    ps.push_back(s.p);
-  return ps;
-}
+)cpp";
 
-/// Gradient synchronisation and the optimizer step (t = 1, 2, ...), on the
+extern const char *const kCudaTrainParamsText = R"cpp(/// Gradient synchronisation and the optimizer step (t = 1, 2, ...), on the
 /// device. Bucketed gradients were all-reduced during the backward pass.
 static void optimizer_step(const Options &o, int64_t t) {
   AdamWConfig c;
@@ -274,30 +277,26 @@ static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
   return e;
 }
 
-static void params_to_host() {
+/// Copies the held parameters and optimizer state device -> host copies
+/// (to_host) or back, refreshing the working copies.
+static void copy_params(bool to_host) {
   std::vector<Param *> ps = all_params();
   for (size_t i = 0; i < ps.size(); ++i) {
     Param *p = ps[i];
     if (!p->held)
       continue;
     HostCopy &h = host_copies[i];
-    copy_to_host(h.value.data(), p->value.data(), p->padded * int64_t(sizeof(float)));
-    copy_to_host(h.m.data(), p->m.data(), p->m.size() * int64_t(sizeof(float)));
-    copy_to_host(h.v.data(), p->v.data(), p->v.size() * int64_t(sizeof(float)));
-  }
-}
-
-static void params_from_host() {
-  std::vector<Param *> ps = all_params();
-  for (size_t i = 0; i < ps.size(); ++i) {
-    Param *p = ps[i];
-    if (!p->held)
-      continue;
-    HostCopy &h = host_copies[i];
-    copy_to_device(p->value.data(), h.value.data(), p->padded * int64_t(sizeof(float)));
-    copy_to_device(p->m.data(), h.m.data(), p->m.size() * int64_t(sizeof(float)));
-    copy_to_device(p->v.data(), h.v.data(), p->v.size() * int64_t(sizeof(float)));
-    cast_to_act(p->work.data(), p->value.data(), p->padded);
+    std::pair<float *, DeviceBuffer<float> *> parts[] = {
+        {h.value.data(), &p->value}, {h.m.data(), &p->m}, {h.v.data(), &p->v}};
+    for (auto [host, dev] : parts) {
+      const int64_t bytes = dev->size() * int64_t(sizeof(float));
+      if (to_host)
+        copy_to_host(host, dev->data(), bytes);
+      else
+        copy_to_device(dev->data(), host, bytes);
+    }
+    if (!to_host)
+      cast_to_act(p->work.data(), p->value.data(), p->padded);
   }
 }
 
@@ -306,7 +305,7 @@ static void save_checkpoint(const Options &o, int64_t steps_done) {
   if (g.mesh->rank() == 0)
     make_directories(dir);
   std::vector<CheckpointEntry> entries = checkpoint_entries(true);
-  params_to_host();
+  copy_params(true);
   checkpoint_save(dir + "/model.safetensors", entries,
                   {{"format", "autoddl"},
                    {"model", kModelName},
@@ -324,7 +323,7 @@ static int64_t load_checkpoint(const std::string &dir) {
   if (meta["model"] != kModelName)
     throw std::runtime_error(dir + "/model.safetensors: a checkpoint of model " +
                              meta["model"] + ", not " + kModelName);
-  params_from_host();
+  copy_params(false);
   return std::stoll(it->second);
 }
 

@@ -27,16 +27,20 @@ namespace autoddl::codegen {
 // and helpers, the runtime glue every stage uses, and main(). The pieces named
 // "Shared" are the same for both backends.
 extern const char *const kTrainPreludeText;
+extern const char *const kTrainSpecText;
 extern const char *const kTrainSupportText;
 extern const char *const kTrainSharedPipelineText;
 extern const char *const kTrainDataText;
 extern const char *const kTrainOptionsText;
 extern const char *const kTrainParamsText;
+extern const char *const kTrainAllParamsText;
+extern const char *const kTrainOptimizerText;
 extern const char *const kTrainParseText;
 extern const char *const kTrainMainText;
 extern const char *const kCudaTrainPreludeText;
 extern const char *const kCudaTrainSupportText;
 extern const char *const kCudaTrainDataText;
+extern const char *const kCudaTrainInitText;
 extern const char *const kCudaTrainParamsText;
 extern const char *const kCudaTrainMainText;
 
@@ -1248,13 +1252,15 @@ std::string Emitter::emit() {
     glue += "\n" + gradSyncConfig(*sched);
 
   if (cuda_)
-    return header() + kCudaTrainPreludeText + consts + params +
-           kCudaTrainSupportText + kTrainSharedPipelineText +
+    return header() + kCudaTrainPreludeText + kTrainSpecText + consts +
+           params + kCudaTrainSupportText + kTrainSharedPipelineText +
            kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
-           kCudaTrainParamsText + kTrainParseText + kCudaTrainMainText;
-  return header() + kTrainPreludeText + consts + params + kTrainSupportText +
-         kTrainSharedPipelineText + kTrainDataText + stagesText + glue +
-         kTrainOptionsText + kTrainParamsText + kTrainParseText +
+           kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
+           kTrainParseText + kCudaTrainMainText;
+  return header() + kTrainPreludeText + kTrainSpecText + consts + params +
+         kTrainSupportText + kTrainSharedPipelineText + kTrainDataText +
+         stagesText + glue + kTrainOptionsText + kTrainParamsText +
+         kTrainAllParamsText + kTrainOptimizerText + kTrainParseText +
          kTrainMainText;
 }
 

@@ -59,7 +59,11 @@ struct Param {
   MPI_Comm devices = MPI_COMM_NULL; // pipeline devices sharing it (tied, Chimera)
 };
 
-struct ParamSpec {
+)cpp";
+
+// Shared by both backends: the parameter table's record and the pipeline's
+// directions.
+extern const char *const kTrainSpecText = R"cpp(struct ParamSpec {
   Param *p;
   const char *name;
   Shape full;
@@ -223,14 +227,19 @@ extern const char *const kTrainParamsText = R"cpp(static void init_params() {
   }
 }
 
-static std::vector<Param *> all_params() {
+)cpp";
+
+// Shared by both backends.
+extern const char *const kTrainAllParamsText = R"cpp(static std::vector<Param *> all_params() {
   std::vector<Param *> ps;
   for (const ParamSpec &s : param_specs())
     ps.push_back(s.p);
   return ps;
 }
 
-/// Gradient synchronisation and the optimizer step (t = 1, 2, ...).
+)cpp";
+
+extern const char *const kTrainOptimizerText = R"cpp(/// Gradient synchronisation and the optimizer step (t = 1, 2, ...).
 static void optimizer_step(const Options &o, int64_t t) {
   AdamWConfig c;
   c.lr = o.lr;
