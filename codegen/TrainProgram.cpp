@@ -1252,8 +1252,8 @@ std::string Emitter::emit() {
     glue += "\n" + gradSyncConfig(*sched);
 
   if (cuda_)
-    return header() + kCudaTrainPreludeText + kTrainSpecText + consts +
-           params + kCudaTrainSupportText + kTrainSharedPipelineText +
+    return header() + kCudaTrainPreludeText + kTrainSpecText + consts + params +
+           kCudaTrainSupportText + kTrainSharedPipelineText +
            kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
            kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
            kTrainParseText + kCudaTrainMainText;
