@@ -393,12 +393,15 @@ static int train(const Options &o, int64_t first_step) {
       if (p->held)
         zero(p->grad.data(), p->padded * int64_t(sizeof(float)));
     run_schedule(step);
+    // The update is queued before the host waits for the loss (the losses
+    // buffers were written by the forward passes; the update does not touch
+    // them), so the device does not idle while the host launches it.
+    optimizer_step(o, step + 1);
     pipe.finish_step();
     double loss = local_loss_sum();
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM,
                            MPI_COMM_WORLD));
     loss /= double(kLossCount);
-    optimizer_step(o, step + 1);
     synchronize();
     trace.finish_step();
     const double seconds = timer.seconds();
