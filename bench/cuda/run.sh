@@ -5,10 +5,11 @@
 # with --probe, the calibration probe (autoddl calibrate's project, built standalone).
 #
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
-#                          [--warmup N] [--models a,b] [--compile-wait S]
+#                          [--warmup N] [--models a,b] [--compile-wait S] [--dist-compile]
 #
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
 #   the ones not done are given up; 1.5B took over 100 s on the H200 machine (default 240).
+# --dist-compile: on 2 GPUs also DDP and TP of torch.compile(model) (compiled one at a time).
 # --gpus 1: eager and compile on one GPU; 2: DDP and TP with torchrun on two; all: both.
 # --projects DIR: generated projects (bench/cuda/make_projects.sh), one folder each with a
 #   bench.json ({"model", "gpus", "plan", "micro_batch", "global_batch"}); each is built with
@@ -23,7 +24,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 
 args="$*"
-gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240
+gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240 dist_compile=0
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
   --warmup) warmup=$2; shift 2 ;;
   --models) models=$2; shift 2 ;;
   --compile-wait) compile_wait=$2; shift 2 ;;
+  --dist-compile) dist_compile=1; shift ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -45,7 +47,7 @@ log=$res/run.log
 : >"$log"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$log"; }
 t0=$(date +%s)
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+ngpu=${BENCH_GPUS:-$(nvidia-smi -L 2>/dev/null | wc -l)} # BENCH_GPUS: for dry runs without GPUs
 jobs=$(nproc)
 
 {
@@ -75,12 +77,16 @@ if [ "$gpus" = 1 ] || [ "$gpus" = all ]; then
     --warmup "$warmup" --compile-wait-s "$compile_wait" --out "$pt_rows" >>"$log" 2>&1
 fi
 if { [ "$gpus" = 2 ] || [ "$gpus" = all ]; } && [ "$ngpu" -ge 2 ]; then
+  variants=("")
+  [ "$dist_compile" = 1 ] && variants+=(--compile)
   for m in ${models//,/ }; do
     for mode in ddp tp; do
-      say "PyTorch 2 GPUs: $mode $m"
-      timeout 300 torchrun --standalone --nproc_per_node 2 bench/cuda/pytorch_gpt2.py one \
-        --model "$m" --mode "$mode" --steps "$steps" --warmup "$warmup" --out "$pt_rows" \
-        >>"$log" 2>&1 || say "  failed (status $?)"
+      for v in "${variants[@]}"; do
+        say "PyTorch 2 GPUs: $mode $v $m"
+        timeout 400 torchrun --standalone --nproc_per_node 2 bench/cuda/pytorch_gpt2.py one \
+          --model "$m" --mode "$mode" $v --steps "$steps" --warmup "$warmup" --out "$pt_rows" \
+          >>"$log" 2>&1 || say "  failed (status $?)"
+      done
     done
   done
 fi
