@@ -69,6 +69,35 @@ if [ "$probe" = 1 ]; then
   probe_pid=$!
 fi
 
+# The generated projects this run needs build in the background too, four at a time (one
+# project compiles a handful of translation units and cannot fill 16 cores alone), niced so
+# that the timed PyTorch processes keep their CPU; they run after PyTorch.
+selected=()
+if [ -n "$projects" ]; then
+  for dir in "$projects"/*/; do
+    [ -f "$dir/bench.json" ] || continue
+    name=$(basename "$dir")
+    want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gpus"])' "$dir/bench.json")
+    if [ "$gpus" = 1 ] && [ "$want" != 1 ]; then continue; fi
+    if [ "$gpus" = 2 ] && [ "$want" != 2 ]; then continue; fi
+    if [ "$want" -gt "$ngpu" ]; then say "autoddl $name: needs $want GPUs, have $ngpu"; continue; fi
+    selected+=("${dir%/}")
+  done
+fi
+build_one() { # project dir -> /tmp/autoddl-bench/<name>{,.log,.ok}
+  local b=/tmp/autoddl-bench/$(basename "$1")
+  mkdir -p "$b"
+  rm -f "$b.ok"
+  cmake -S "$1" -B "$b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$b.log" 2>&1 &&
+    nice cmake --build "$b" -j 4 >>"$b.log" 2>&1 && touch "$b.ok"
+}
+export -f build_one
+if [ ${#selected[@]} -gt 0 ]; then
+  say "autoddl: building ${#selected[@]} project(s) in the background"
+  printf '%s\0' "${selected[@]}" | xargs -0 -P 4 -I{} bash -c 'build_one "$1"' _ {} &
+  builds_pid=$!
+fi
+
 pt_rows=$res/pytorch_rows.jsonl
 : >"$pt_rows"
 if [ "$gpus" = 1 ] || [ "$gpus" = all ]; then
@@ -93,18 +122,15 @@ fi
 
 ad_rows=$res/autoddl_rows.jsonl
 : >"$ad_rows"
-if [ -n "$projects" ]; then
-  for dir in "$projects"/*/; do
-    [ -f "$dir/bench.json" ] || continue
+if [ ${#selected[@]} -gt 0 ]; then
+  say "autoddl: waiting for the builds"
+  wait "$builds_pid"
+  for dir in "${selected[@]}"; do
     name=$(basename "$dir")
     want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gpus"])' "$dir/bench.json")
-    if [ "$gpus" = 1 ] && [ "$want" != 1 ]; then continue; fi
-    if [ "$gpus" = 2 ] && [ "$want" != 2 ]; then continue; fi
-    if [ "$want" -gt "$ngpu" ]; then say "autoddl $name: needs $want GPUs, have $ngpu"; continue; fi
-    say "autoddl $name: build"
     b=/tmp/autoddl-bench/$name
-    if cmake -S "$dir" -B "$b" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >>"$log" 2>&1 &&
-      cmake --build "$b" -j "$jobs" >>"$log" 2>&1; then
+    cat "$b.log" >>"$log"
+    if [ -f "$b.ok" ]; then
       say "autoddl $name: run on $want GPU(s)"
       rm -rf "$b/out"
       timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$want" \
@@ -114,7 +140,7 @@ if [ -n "$projects" ]; then
       python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "$b/out/metrics.json" \
         "$warmup" "$st" >>"$ad_rows"
     else
-      say "autoddl $name: build failed"
+      say "autoddl $name: build failed (log: $b.log, copied into run.log)"
       python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "" "$warmup" build >>"$ad_rows"
     fi
   done
