@@ -73,14 +73,18 @@ struct PlannerOptions {
   /// Bytes per gradient element the sync moves (2: bf16; 4: Megatron-LM's
   /// fp32 main_grad accumulation, --accumulate-allreduce-grads-in-fp32).
   double gradSyncElementBytes = 2;
+  /// Whether pipeline transfers overlap compute (a latency between stages);
+  /// false: each send blocks its rank (Megatron-LM 2021 synchronises the
+  /// device after every batched p2p call).
+  bool overlapP2p = true;
   std::string stack = "modern"; // the name applyStack last set
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"
-/// (FlashAttention, overlapped bf16 gradient sync; the defaults) and
+/// (FlashAttention, overlapped bf16 gradient sync and p2p; the defaults) and
 /// "megatron-2021" (Megatron-LM as in Narayanan et al. SC'21: unfused attention
-/// with dropout 0.1, fp32 gradients all-reduced after the flush). False on an
-/// unknown name.
+/// with dropout 0.1, fp32 gradients all-reduced after the flush, blocking
+/// p2p). False on an unknown name.
 bool applyStack(const std::string &name, PlannerOptions &o);
 
 /// One op of the collapsed graph with the SBP signature the search chose.

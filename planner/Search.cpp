@@ -50,6 +50,7 @@ bool applyStack(const std::string &name, PlannerOptions &o) {
     o.kernels = cost::KernelOptions{};
     o.overlapGradSync = true;
     o.gradSyncElementBytes = o.activationElementBytes;
+    o.overlapP2p = true;
     o.stack = name;
     return true;
   }
@@ -58,6 +59,7 @@ bool applyStack(const std::string &name, PlannerOptions &o) {
     o.kernels.attentionDropout = 0.1; // Megatron-LM's --attention-dropout
     o.overlapGradSync = false;
     o.gradSyncElementBytes = 4;
+    o.overlapP2p = false;
     o.stack = name;
     return true;
   }
@@ -333,6 +335,11 @@ struct Planner {
     d.workspace.assign(k.pp, 0);
     int layer = 0;
     const bool chimera = k.schedule == ScheduleKind::Chimera;
+    // Blocking transfers (Megatron-LM 2021 synchronises after each p2p): a
+    // stage's forward ends with sending its output, its backward with sending
+    // the input gradient; both occupy the rank.
+    const double p2p = k.pp > 1 ? pc.sendRecv(lay.p2pBytes) : 0;
+    const double blocking = o.overlapP2p ? 0 : p2p;
     std::vector<double> F(S), B(S), W(S);
     for (int s = 0; s < S; ++s) {
       StageInfo st;
@@ -352,13 +359,18 @@ struct Planner {
              (st.post ? post.backward : 0);
       W[s] = n * lay.weightGradient + (st.pre ? pre.weightGradient : 0) +
              (st.post ? post.weightGradient : 0);
+      const double sendF = s < S - 1 ? blocking : 0,
+                   sendB = s > 0 ? blocking : 0;
+      F[s] += sendF;
+      B[s] += sendB;
       auto addTo = [&](int dev) {
         DeviceTimes &dt = d.devices[dev];
         dt.forward += F[s];
         dt.backward += B[s];
         dt.weightGradient += W[s];
         dt.forwardComm += n * lay.forwardComm + (st.pre ? pre.forwardComm : 0) +
-                          (st.post ? post.forwardComm : 0);
+                          (st.post ? post.forwardComm : 0) + sendF;
+        dt.backwardComm += sendB;
         dt.backwardComm +=
             n * lay.backwardComm + (st.pre ? pre.backwardComm : 0) +
             (st.post ? post.backwardComm : 0) +
@@ -403,7 +415,7 @@ struct Planner {
       if (k.schedule == ScheduleKind::ZeroBubbleH1)
         d.times.weightGradient = W;
     }
-    d.times.p2p = k.pp > 1 ? pc.sendRecv(lay.p2pBytes) : 0;
+    d.times.p2p = p2p;
     return d;
   }
 
