@@ -2,7 +2,8 @@
 # Plans and generates the autoddl side of the CUDA benchmark (bench/cuda/run.sh --projects DIR).
 # Runs here, where autoddl is built (the GPU machine has no MLIR): OUT_DIR/<model>-<plan>/ is the
 # generated CUDA project (it carries plan.json) plus bench.json ({"model", "gpus", "plan",
-# "micro_batch", "global_batch", "seq"}); the planner's report is OUT_DIR/.plans/<name>.txt.
+# "micro_batch", "global_batch", "seq", "cluster", "predicted_step_s"}); the planner's report
+# is OUT_DIR/.plans/<name>.txt.
 #
 #   bash bench/cuda/make_projects.sh [--autoddl BIN] [--cluster C] [--models a,b] [OUT_DIR]
 #
@@ -56,8 +57,10 @@ make_one() { # name model gpus global_batch micro_batch fix
     failed=1
     return
   fi
-  printf '{"model": "%s", "gpus": %d, "plan": "%s", "micro_batch": %d, "global_batch": %d, "seq": 1024}\n' \
-    "$model" "$gpus" "${name##*-}" "$mb" "$gb" >"$out/$name/bench.json"
+  local predicted
+  predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted"]["step_time_s"])' "$plan")
+  printf '{"model": "%s", "gpus": %d, "plan": "%s", "micro_batch": %d, "global_batch": %d, "seq": 1024, "cluster": "%s", "predicted_step_s": %s}\n' \
+    "$model" "$gpus" "${name##*-}" "$mb" "$gb" "$cluster" "$predicted" >"$out/$name/bench.json"
 }
 
 for m in ${models//,/ }; do

@@ -64,6 +64,10 @@ def autoddl_row(bench_json, metrics_json, warmup, status):
         row["autoddl_tokens_per_s"] = round(tokens / mean, 1)
         row["autoddl_step_ms_mean"] = round(1e3 * mean, 3)
         row["autoddl_steps_timed"] = len(steps)
+        if meta.get("predicted_step_s"):
+            # issue 6 part 6: the calibrated prediction against the measured step
+            row["predicted_step_ms"] = round(1e3 * meta["predicted_step_s"], 3)
+            row["predicted_over_measured"] = round(meta["predicted_step_s"] / mean, 3)
     else:
         row.setdefault("error", "no step times after %s warm-up steps" % warmup)
     print(json.dumps(row))
@@ -109,6 +113,9 @@ def combine(args):
             continue  # a failed repeat does not hide a measured run
         row["autoddl_tokens_per_s"] = r.get("autoddl_tokens_per_s")
         row["autoddl_micro_batch"] = r.get("micro_batch")
+        for k in ("predicted_step_ms", "predicted_over_measured"):
+            if k in r:
+                row[k] = r[k]
         row["global_batch"] = r.get("global_batch")
         if r.get("autoddl_tokens_per_s"):
             row["mfu"] = round(r["autoddl_tokens_per_s"] * flops_per_token(r["model"])
