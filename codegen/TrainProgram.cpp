@@ -151,8 +151,10 @@ public:
     graphModel_ = findInput("adjacency") >= 0;
     if (!tokenModel_ && !graphModel_)
       throw UserError("codegen: model " + g.name +
-                      " has neither input_ids nor adjacency inputs; the cpu "
-                      "backend feeds token and graph models only");
+                      " has neither input_ids nor adjacency inputs; the " +
+                      (cuda_ ? "cuda backend feeds token models"
+                             : "cpu backend feeds token and graph models") +
+                      " only");
     if (cuda_ && graphModel_)
       throw UserError("codegen: model " + g.name +
                       " is a graph model; the cuda backend runs token models "
@@ -401,6 +403,20 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   auto BI = [&](std::string line) { s.bwdInput.push_back("  " + line); };
   auto BW = [&](std::string line) { s.bwdWeight.push_back("  " + line); };
   const std::string &k = op.kind;
+  if (cuda_) {
+    // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
+    // only where a layer has weights; elsewhere a parameter operand would
+    // need an activation-typed gradient.
+    static const std::set<std::string> weighted = {"embedding", "positional",
+                                                   "linear",    "bias_add",
+                                                   "layernorm", "rmsnorm"};
+    for (int t : op.operands)
+      if (isParam(t) && !weighted.count(k))
+        throw UserError("codegen: op " + op.name + " (" + k +
+                        ") takes the parameter " + g_.tensors[size_t(t)].name +
+                        " as an operand; the cuda backend runs " + k +
+                        " on activations only (use --backend cpu)");
+  }
   auto lastDim = [](const std::vector<int64_t> &v) { return v.back(); };
 
   if (k == "embedding") {
