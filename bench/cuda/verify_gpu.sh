@@ -151,6 +151,20 @@ device)
       fi
     done
   done <"$dir/cases.txt"
+  # Checkpoint + resume exactness and the device-timed trace (pp=2 1F1B, fp32): 20 steps saving at
+  # step 10, then a second run resuming step-10; its losses must equal steps 10..19 of the first.
+  bin=/tmp/build-fp32/train_pp2_1f1b
+  if [ -x "$bin" ] && [ "$maxgpus" -ge 2 ]; then
+    run() { timeout 60 mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
+      "$bin" --quiet "$@" </dev/null >>"$out/resume.fp32.log" 2>&1; }
+    if run --steps $steps --save /tmp/ckpt --save-every 10 --trace --out "$out/full.fp32" &&
+      run --steps $steps --resume /tmp/ckpt/step-10 --out "$out/resumed.fp32"; then
+      echo "resume ok" >>"$log"
+      mv "$out/full.fp32/trace.json" "$out/trace_pp2_1f1b.json" 2>/dev/null || true
+    else
+      echo "resume FAILED" >>"$log"
+    fi
+  fi
   # Few files come back from the device: every run's metrics in one file, the logs in another.
   python3 - "$out" <<'PY'
 import glob, json, os, shutil, sys
@@ -210,6 +224,12 @@ doc = {"date": datetime.date.today().isoformat(),
        "tolerances": {"fp32": "relative 1e-4 on every step's loss vs the CPU program",
                       "bf16": "relative 2e-2 on every step's loss vs the CPU program"},
        "device_log": log, "all_ok": ok_all, "rows": rows}
+full, resumed = runs.get("full.fp32"), runs.get("resumed.fp32")
+if full and resumed:
+    tail = full["loss"][10:]
+    doc["resume"] = {"case": "pp2_1f1b fp32, save at step 10, resume to 20",
+                     "exact": tail == resumed["loss"], "full": tail, "resumed": resumed["loss"]}
+    doc["all_ok"] = ok_all and doc["resume"]["exact"]
 json.dump(doc, open(path, "w"), indent=1)
 for r in rows:
     print(f"{r['case']:16} {r['mode']:5} {'ok ' if r['ok'] else 'BAD'} "
