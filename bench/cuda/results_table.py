@@ -4,8 +4,9 @@
   results_table.py autoddl-row BENCH_JSON METRICS_JSON WARMUP STATUS
       one JSON row for a generated program's run: tokens/s from its metrics.json step times
       after WARMUP steps (the program's own first-step exclusion is not relied on)
-  results_table.py combine --pytorch ROWS --autoddl ROWS --info INFO --out FILE
-      bench/cuda/results/cuda_vs_pytorch.json in issue 6 part 5's schema
+  results_table.py combine --pytorch ROWS... --autoddl ROWS... --info INFO --out FILE
+      bench/cuda/results/cuda_vs_pytorch.json in issue 6 part 5's schema, from the rows of
+      one run or several (e.g. a 1-GPU and a 2-GPU call)
 
 MFU: flops/token = 6*N + 12*L*T*C with N = every parameter but the position table (the tied
 embedding once), over 989.5e12 bf16 FLOP/s per GPU (H200 SXM dense, NVIDIA datasheet); the
@@ -74,8 +75,8 @@ def autoddl_row(bench_json, metrics_json, warmup, status):
 
 
 def combine(args):
-    pt = read_rows(args.pytorch)
-    ad = read_rows(args.autoddl)
+    pt = [r for path in args.pytorch for r in read_rows(path)]
+    ad = [r for path in args.autoddl for r in read_rows(path)]
     info = open(args.info).read() if args.info else ""
     rows = {}
 
@@ -170,8 +171,9 @@ def main():
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("cmd", choices=["combine"])
-    ap.add_argument("--pytorch", default="")
-    ap.add_argument("--autoddl", default="")
+    # Several files each: the rows of separate runs (1-GPU and 2-GPU calls) combine into one.
+    ap.add_argument("--pytorch", nargs="*", default=[])
+    ap.add_argument("--autoddl", nargs="*", default=[])
     ap.add_argument("--info", default="")
     ap.add_argument("--command", default="bash bench/cuda/run.sh")
     ap.add_argument("--out", required=True)
