@@ -80,7 +80,8 @@ int sm_count() {
 
 void *scratch(int slot, int64_t bytes) {
   constexpr int kSlots = 4;
-  static DeviceBuffer<unsigned char> buffers[kSlots];
+  // Never destroyed: nothing may free device memory after the runtime unloads.
+  static auto *buffers = new DeviceBuffer<unsigned char>[kSlots];
   if (slot < 0 || slot >= kSlots)
     cuda_fail("cudaErrorInvalidValue (bad scratch slot)", "scratch", __FILE__,
               __LINE__);

@@ -45,9 +45,18 @@ template <int V> __device__ MaxSum row_max_sum(const act_t *row, int64_t L) {
       [&](int64_t j) {
         float v[V];
         load_floats<act_t, V>(v, row + j);
+        // One rescale per pack: the pack's max first, then V exponentials.
+        float pm = v[0];
+#pragma unroll
+        for (int i = 1; i < V; ++i)
+          pm = fmaxf(pm, v[i]);
+        if (pm > st.m) {
+          st.s *= expf(st.m - pm);
+          st.m = pm;
+        }
 #pragma unroll
         for (int i = 0; i < V; ++i)
-          online_add(st, v[i]);
+          st.s += expf(v[i] - st.m);
       },
       [&](int64_t j) { online_add(st, to_float(row[j])); });
   return block_max_sum(st);

@@ -64,11 +64,11 @@ struct GeluBackward { // x = (x, dout)
     const float v = x[0];
     float grad;
     if (tanhForm) {
+      // With s = sigmoid(2u) = 0.5 (1 + tanh u): sech^2 u = 4 s (1 - s).
       const float u = kGeluTanhScale * (v + 0.044715f * v * v * v);
-      const float th = tanhf(u);
-      const float sech2 = 1.0f - th * th;
-      grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * kGeluTanhScale *
-                                      (1.0f + 3.0f * 0.044715f * v * v);
+      const float s = 1.0f / (1.0f + expf(-2.0f * u));
+      grad = s + 2.0f * v * s * (1.0f - s) * kGeluTanhScale *
+                     (1.0f + 3.0f * 0.044715f * v * v);
     } else {
       const float cdf = 0.5f * (1.0f + erff(v * 0.7071067811865476f));
       const float pdf = 0.3989422804014327f * expf(-0.5f * v * v);

@@ -62,30 +62,24 @@ __global__ void embedding_backward_kernel(float *dtable, const act_t *dout,
       [&](int64_t j) { atomicAdd(d + j, to_float(g[j])); });
 }
 
+/// Flat over the packs of out: element j is row j / C (position t = row % T),
+/// column j % C.
 template <int V>
 __global__ void positional_forward_kernel(act_t *out, const act_t *x,
-                                          const act_t *table, int64_t rows,
+                                          const act_t *table, int64_t n,
                                           int64_t T, int64_t C, int64_t t0) {
-  const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= rows)
-    return;
-  const act_t *xi = x + r * C, *pe = table + (t0 + r % T) * C;
-  act_t *o = out + r * C;
-  for_row<V>(
-      xi, C, lane, 32,
-      [&](int64_t j) {
-        float a[V], b[V];
-        load_floats<act_t, V>(a, xi + j);
-        load_floats<act_t, V>(b, pe + j);
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nth = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = tid; k < n / V; k += nth) {
+    const int64_t j = k * V, row = j / C, c = j - row * C;
+    float a[V], b[V];
+    load_floats<act_t, V>(a, x + j);
+    load_floats<act_t, V>(b, table + (t0 + row % T) * C + c);
 #pragma unroll
-        for (int i = 0; i < V; ++i)
-          a[i] += b[i];
-        store_floats<act_t, V>(o + j, a);
-      },
-      [&](int64_t j) {
-        o[j] = from_float<act_t>(to_float(xi[j]) + to_float(pe[j]));
-      });
+    for (int i = 0; i < V; ++i)
+      a[i] += b[i];
+    store_floats<act_t, V>(out + j, a);
+  }
 }
 
 /// One thread per (t, c): dx[b,t,c] += dout for every b, and dtable[t0 + t, c]
@@ -173,17 +167,21 @@ void embedding_backward(float *dtable, const act_t *dout, const int32_t *ids,
 
 void positional_forward(act_t *out, const act_t *x, const act_t *table,
                         int64_t B, int64_t T, int64_t C, int64_t t0) {
-  const int64_t rows = B * T;
-  if (rows == 0 || C == 0)
+  const int64_t n = B * T * C;
+  if (n == 0)
     return;
   constexpr int V = kPack<act_t>;
-  const unsigned blocks = unsigned((rows + kWarps - 1) / kWarps);
-  if (C % V == 0 && same_alignment(x, out, table))
-    positional_forward_kernel<V><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
-        out, x, table, rows, T, C, t0);
+  const auto a16 = [](const void *p) {
+    return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+  };
+  if (C % V == 0 && a16(x) && a16(out) && a16(table))
+    positional_forward_kernel<V>
+        <<<grid_for(n / V, 256), 256, 0, compute_stream()>>>(out, x, table, n,
+                                                             T, C, t0);
   else
-    positional_forward_kernel<1><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
-        out, x, table, rows, T, C, t0);
+    positional_forward_kernel<1>
+        <<<grid_for(n, 256), 256, 0, compute_stream()>>>(out, x, table, n, T, C,
+                                                         t0);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -11,7 +11,8 @@ namespace {
 using namespace detail;
 
 constexpr int kWarps = 8; // rows per block
-constexpr int64_t kMaxSharedBytes = 160 * 1024;
+constexpr int64_t kMaxSharedBytes = 200 * 1024;
+enum { kAccSlices = 0, kAccShared = 1, kAccGlobal = 2 };
 
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
@@ -88,22 +89,99 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+/// The forward with the row held in registers (read once, written once):
+/// rows of at most 32 * P packs, x/out/gamma/beta 16-byte aligned, C % V == 0.
+template <int P, bool kRms>
+__global__ void __launch_bounds__(32 * kWarps)
+    norm_forward_cached_kernel(act_t *out, float *mean, float *rstd,
+                               const act_t *x, const act_t *gamma,
+                               const act_t *beta, int64_t N, int64_t C,
+                               float eps) {
+  constexpr int V = kPack<act_t>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= N)
+    return;
+  const int64_t packs = C / V;
+  const act_t *xr = x + row * C;
+  float v[P][V];
+  float s = 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = lane + 32 * p;
+    if (k < packs) {
+      load_floats<act_t, V>(v[p], xr + k * V);
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        s += kRms ? v[p][i] * v[p][i] : v[p][i];
+    }
+  }
+  s = warp_sum(s);
+  float m = 0.0f, r;
+  if (kRms) {
+    r = 1.0f / sqrtf(s / float(C) + eps);
+  } else {
+    m = s / float(C);
+    float q = 0.0f;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+      if (lane + 32 * p < packs)
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+          q += (v[p][i] - m) * (v[p][i] - m);
+    q = warp_sum(q);
+    r = 1.0f / sqrtf(q / float(C) + eps);
+  }
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t k = lane + 32 * p;
+    if (k >= packs)
+      continue;
+    float g[V], b[V];
+    load_floats<act_t, V>(g, gamma + k * V);
+    if (!kRms && beta)
+      load_floats<act_t, V>(b, beta + k * V);
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      v[p][i] = kRms ? v[p][i] * r * g[i]
+                     : (v[p][i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
+    store_floats<act_t, V>(out + row * C + k * V, v[p]);
+  }
+  if (lane == 0) {
+    if (!kRms)
+      mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
     norm_backward_kernel(act_t *dx, float *dgamma, float *dbeta,
                          const act_t *dout, const act_t *x, const act_t *gamma,
                          const float *mean, const float *rstd, int64_t N,
-                         int64_t C, bool useShared) {
+                         int64_t C, int accMode) {
   extern __shared__ float shared[];
+  // kAccSlices: each warp sums its rows into its own slice of shared memory
+  // (plain adds: a lane owns its columns); kAccShared: one shared copy,
+  // atomics; kAccGlobal: atomics straight into the fp32 gradients.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int slices = accMode == kAccSlices ? kWarps : 1;
+  float *base = accMode == kAccSlices ? shared + int64_t(warp) * 2 * C : shared;
   float *accGamma = dgamma, *accBeta = dbeta;
-  if (useShared) {
-    accGamma = dgamma ? shared : nullptr;
-    accBeta = dbeta ? shared + C : nullptr;
-    for (int64_t j = threadIdx.x; j < 2 * C; j += blockDim.x)
+  const bool atomic = accMode != kAccSlices;
+  if (accMode != kAccGlobal) {
+    accGamma = dgamma ? base : nullptr;
+    accBeta = dbeta ? base + C : nullptr;
+    for (int64_t j = threadIdx.x; j < 2 * C * slices; j += blockDim.x)
       shared[j] = 0.0f;
     __syncthreads();
   }
-  const int lane = threadIdx.x & 31;
+  auto acc = [&](float *p, float v) {
+    if (atomic)
+      atomicAdd(p, v);
+    else
+      *p += v;
+  };
   for (int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < N;
        row += int64_t(gridDim.x) * kWarps) {
     const act_t *xr = x + row * C, *gr = dout + row * C;
@@ -150,9 +228,9 @@ __global__ void __launch_bounds__(32 * kWarps)
             if (dx)
               d[i] += kRms ? r * (gg - xv[i] * k) : r * (gg - a - xhat * b);
             if (accGamma)
-              atomicAdd(accGamma + j + i, gv[i] * xhat);
+              acc(accGamma + j + i, gv[i] * xhat);
             if (!kRms && accBeta)
-              atomicAdd(accBeta + j + i, gv[i]);
+              acc(accBeta + j + i, gv[i]);
           }
           if (dx)
             store_floats<act_t, V>(dx + row * C + j, d);
@@ -168,20 +246,29 @@ __global__ void __launch_bounds__(32 * kWarps)
                 (kRms ? r * (gg - xv * k) : r * (gg - a - xhat * b)));
           }
           if (accGamma)
-            atomicAdd(accGamma + j, gv * xhat);
+            acc(accGamma + j, gv * xhat);
           if (!kRms && accBeta)
-            atomicAdd(accBeta + j, gv);
+            acc(accBeta + j, gv);
         });
   }
-  if (useShared) {
+  if (accMode != kAccGlobal) {
     __syncthreads();
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
+      float g = 0.0f, b = 0.0f;
+      for (int w = 0; w < slices; ++w) {
+        g += shared[int64_t(w) * 2 * C + j];
+        b += shared[int64_t(w) * 2 * C + C + j];
+      }
       if (dgamma)
-        atomicAdd(dgamma + j, shared[j]);
+        atomicAdd(dgamma + j, g);
       if (!kRms && dbeta)
-        atomicAdd(dbeta + j, shared[C + j]);
+        atomicAdd(dbeta + j, b);
     }
   }
+}
+
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
 template <bool kRms>
@@ -192,7 +279,18 @@ void launch_forward(act_t *out, float *mean, float *rstd, const act_t *x,
     return;
   constexpr int V = kPack<act_t>;
   const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
-  if (C % V == 0 && same_alignment(x, out, gamma, beta))
+  const int64_t packs = C / V;
+  const bool aligned = C % V == 0 && aligned16(x) && aligned16(out) &&
+                       aligned16(gamma) && (!beta || aligned16(beta));
+  if (aligned && packs <= 32 * 4)
+    norm_forward_cached_kernel<4, kRms>
+        <<<blocks, 32 * kWarps, 0, compute_stream()>>>(out, mean, rstd, x,
+                                                       gamma, beta, N, C, eps);
+  else if (aligned && packs <= 32 * 8)
+    norm_forward_cached_kernel<8, kRms>
+        <<<blocks, 32 * kWarps, 0, compute_stream()>>>(out, mean, rstd, x,
+                                                       gamma, beta, N, C, eps);
+  else if (C % V == 0 && same_alignment(x, out, gamma, beta))
     norm_forward_kernel<V, kRms><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
         out, mean, rstd, x, gamma, beta, N, C, eps);
   else
@@ -206,19 +304,29 @@ void launch_backward_v(act_t *dx, float *dgamma, float *dbeta,
                        const act_t *dout, const act_t *x, const act_t *gamma,
                        const float *mean, const float *rstd, int64_t N,
                        int64_t C) {
-  const int64_t sharedBytes = 2 * C * int64_t(sizeof(float));
-  const bool useShared = (dgamma || dbeta) && sharedBytes <= kMaxSharedBytes;
+  const int64_t oneCopy = 2 * C * int64_t(sizeof(float));
+  int accMode = kAccGlobal;
+  int64_t sharedBytes = 0;
+  if (dgamma || dbeta) {
+    if (oneCopy * kWarps <= kMaxSharedBytes) {
+      accMode = kAccSlices;
+      sharedBytes = oneCopy * kWarps;
+    } else if (oneCopy <= kMaxSharedBytes) {
+      accMode = kAccShared;
+      sharedBytes = oneCopy;
+    }
+  }
   auto kernel = norm_backward_kernel<V, kRms>;
-  if (useShared && sharedBytes > 48 * 1024)
+  if (sharedBytes > 48 * 1024)
     AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes)));
   int64_t blocks = (N + kWarps - 1) / kWarps;
   const int64_t cap = int64_t(sm_count()) * 2;
   if (blocks > cap)
     blocks = cap;
-  kernel<<<unsigned(blocks), 32 * kWarps, useShared ? size_t(sharedBytes) : 0,
+  kernel<<<unsigned(blocks), 32 * kWarps, size_t(sharedBytes),
            compute_stream()>>>(dx, dgamma, dbeta, dout, x, gamma, mean, rstd, N,
-                               C, useShared);
+                               C, accMode);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

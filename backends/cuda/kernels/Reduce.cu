@@ -10,13 +10,23 @@ namespace {
 constexpr int kThreads = 256;
 
 /// partial[block] = sum over this block's grid-stride elements, in double.
-template <bool kSquare>
+template <bool kSquare, int V>
 __global__ void __launch_bounds__(kThreads)
     partial_sum_kernel(double *partial, const float *x, int64_t n) {
   __shared__ double scratch[32];
   double s = 0.0;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nth = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = tid; k < n / V; k += nth) {
+    float f[V];
+    load_floats<float, V>(f, x + k * V);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const double v = f[i];
+      s += kSquare ? v * v : v;
+    }
+  }
+  for (int64_t i = (n / V) * V + tid; i < n; i += nth) {
     const double v = x[i];
     s += kSquare ? v * v : v;
   }
@@ -42,17 +52,19 @@ __global__ void cast_kernel(Dst *dst, const Src *src, int64_t n) {
 double sum_floats(const float *x, int64_t n, bool square) {
   if (n <= 0)
     return 0.0;
-  const unsigned blocks = grid_for(n, kThreads) < unsigned(sm_count() * 2)
-                              ? grid_for(n, kThreads)
-                              : unsigned(sm_count() * 2);
+  // Enough blocks to keep the memory busy; the host adds their sums in order.
+  const unsigned blocks =
+      grid_for(n / 4 + 1, kThreads) < unsigned(sm_count() * 8)
+          ? grid_for(n / 4 + 1, kThreads)
+          : unsigned(sm_count() * 8);
   auto *partial = static_cast<double *>(
       scratch(0, int64_t(blocks) * int64_t(sizeof(double))));
-  if (square)
-    partial_sum_kernel<true>
-        <<<blocks, kThreads, 0, compute_stream()>>>(partial, x, n);
-  else
-    partial_sum_kernel<false>
-        <<<blocks, kThreads, 0, compute_stream()>>>(partial, x, n);
+  const bool vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+  auto kernel =
+      square
+          ? (vec ? partial_sum_kernel<true, 4> : partial_sum_kernel<true, 1>)
+          : (vec ? partial_sum_kernel<false, 4> : partial_sum_kernel<false, 1>);
+  kernel<<<blocks, kThreads, 0, compute_stream()>>>(partial, x, n);
   AUTODDL_CUDA_CHECK_LAUNCH();
   std::vector<double> host(blocks);
   copy_to_host(host.data(), partial, int64_t(blocks) * int64_t(sizeof(double)));

@@ -176,16 +176,24 @@ std::string shape(std::initializer_list<int64_t> dims) {
 
 // ---- GEMMs ----
 
+/// The bound for GEMMs whose longest dot product has `k` terms. fp32: cuBLAS
+/// sums in another order than the CPU's sgemm (whose plain-loop fallback sums
+/// sequentially): ~sqrt(k) 2^-24 relative in the norm, 1.3e-5 at k = 50257
+/// (measured 4.9e-6 on an H200); 1e-5 up to k = 1000, growing with sqrt(k).
+/// bf16: the act_t rounding of the result dominates.
+double gemm_tol(int64_t k) {
 #ifdef AUTODDL_FP32
-// cuBLAS sums in another order than the CPU's sgemm: ~sqrt(K) u relative.
-constexpr double kGemmTol = 1e-5;
+  return 1e-5 * std::max(1.0, std::sqrt(double(k) / 1000.0));
 #else
-constexpr double kGemmTol = kActTol;
+  (void)k;
+  return kActTol;
 #endif
+}
 
 void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
   const std::string tag = "linear " + shape({N, K, O}) + (tw ? " wT" : " w") +
                           (bias ? " bias" : "");
+  const double gemmTol = gemm_tol(std::max({N, K, O}));
   auto x = random_values(gRng, N * K, -1, 1);
   auto w = random_values(gRng, K * O, -0.1f, 0.1f);
   auto b = random_values(gRng, O, -1, 1);
@@ -196,7 +204,7 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
   DevAlloc out(N * O);
   rt::linear_forward(out.p, dx.p, dw.p, bias ? db.p : nullptr, N, K, O, tw);
   gOk &= report(tag + " forward", rel_error(download(out.p, N * O), want),
-                kGemmTol);
+                gemmTol);
   const int64_t cached = rt::gemm_plan_cache_size();
   rt::linear_forward(out.p, dx.p, dw.p, bias ? db.p : nullptr, N, K, O, tw);
   // The second call of a shape reuses its plan: the cache does not grow.
@@ -217,12 +225,13 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
             static_cast<act_t *>(g[0]), static_cast<float *>(g[1]),
             static_cast<float *>(g[2]), ddout.p, dx.p, dw.p, N, K, O, tw);
       },
-      kGemmTol, kFloatTol);
+      gemmTol, kFloatTol);
 }
 
 void check_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, bool tb) {
   const std::string tag =
       "matmul " + shape({Bt, M, K, N}) + (tb ? " bT" : " b");
+  const double gemmTol = gemm_tol(std::max({M, K, N}));
   auto a = random_values(gRng, Bt * M * K, -1, 1);
   auto b = random_values(gRng, Bt * K * N, -1, 1);
   std::vector<float> want(static_cast<size_t>(Bt * M * N));
@@ -231,7 +240,7 @@ void check_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, bool tb) {
   DevAlloc out(Bt * M * N);
   rt::matmul_forward(out.p, da.p, db.p, Bt, M, K, N, tb);
   gOk &= report(tag + " forward", rel_error(download(out.p, Bt * M * N), want),
-                kGemmTol);
+                gemmTol);
   auto dout = random_values(gRng, Bt * M * N, -1, 1);
   DevAct ddout(dout);
   check_backward(
@@ -245,7 +254,7 @@ void check_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, bool tb) {
                             static_cast<act_t *>(g[1]), ddout.p, da.p, db.p, Bt,
                             M, K, N, tb);
       },
-      kGemmTol);
+      gemmTol);
 }
 
 void check_bias_add(int64_t N, int64_t O) {
@@ -794,16 +803,17 @@ void check_reductions(int64_t n) {
   auto g = random_values(gRng, n, -1, 1, false);
   DevFloat dg(g);
   const double want = ref::grad_norm_squared(g.data(), n);
-  // Both sum in double (in another order): ~1e-15 relative.
+  // Both sum the squares in double, the CPU sequentially: its error bound is
+  // n 2^-53 relative, 4.7e-10 at n = 4.2M (measured 1.2e-12).
   gOk &= report("grad_norm_squared" + sz,
-                std::fabs(rt::grad_norm_squared(dg.p, n) - want) / want, 1e-12);
+                std::fabs(rt::grad_norm_squared(dg.p, n) - want) / want, 1e-9);
   double sum = 0;
   for (float v : g)
     sum += v;
   gOk &= report("sum_to_host" + sz,
                 std::fabs(rt::sum_to_host(dg.p, n) - sum) /
                     std::max(1.0, std::fabs(sum)),
-                1e-12);
+                1e-9);
   rt::DeviceBuffer<act_t> a(n + 1);
   rt::DeviceBuffer<float> back(n + 1);
   for (int64_t off : {int64_t(0), int64_t(1)}) {
@@ -890,6 +900,10 @@ int main(int argc, char **argv) {
       bench = true;
     else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
       seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    else {
+      std::printf("usage: %s [--seed N] [--bench]\n", argv[0]);
+      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    }
   }
   check_fault_path(); // before this process initialises CUDA (fork)
   int devices = 0;
