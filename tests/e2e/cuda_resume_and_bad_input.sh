@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The CUDA program's checkpoints and bad input (issue 6 item 7, issue 5 items 5 and 8), on a
+# machine with 2 GPUs (exit 77, skipped, elsewhere):
+#  - pp=2 1F1B, --fp32 build: 6 steps saving at step 3, and a run resumed from step-3: the losses of
+#    steps 3..5 are equal (same bits);
+#  - the CPU program of the same plan resumes the GPU checkpoint: its losses of steps 3..5 are
+#    within 1e-4 relative of the GPU run's (same format and names on both backends);
+#  - a rank count other than the plan's, a missing data file, a checkpoint of another model: a
+#    one-line error, non-zero exit, the checkpoint unchanged.
+# Usage: cuda_resume_and_bad_input.sh AUTODDL WORKDIR
+set -uo pipefail
+autoddl=$1 w=$2
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${gpus:-0}" -ge 2 ] || { echo "skipped: 2 GPUs needed, ${gpus:-0} found"; exit 77; }
+rm -rf "$w" && mkdir -p "$w"
+fail() { echo "FAIL: $*"; exit 1; }
+mpi() { mpirun --oversubscribe --allow-run-as-root "$@"; }
+build() { cmake -S "$1" -B "$1/build" -DCMAKE_BUILD_TYPE=Release > "$1/cmake.log" 2>&1 &&
+          cmake --build "$1/build" -j8 >> "$1/cmake.log" 2>&1 || fail "build of $1 (see $1/cmake.log)"; }
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  if "$@" > "$w/err.txt" 2>&1; then fail "$what: exit status 0"; fi
+  grep -q -- "$pattern" "$w/err.txt" || { cat "$w/err.txt"; fail "$what: no \"$pattern\" in the message"; }
+  echo "ok: $what -> $(grep -m1 -- "$pattern" "$w/err.txt")"
+}
+"$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 --seq 64 \
+  --fix tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b --no-why -o "$w/plan.json" > /dev/null || fail plan
+"$autoddl" codegen "$w/plan.json" --backend cuda --fp32 -o "$w/gpu" > /dev/null || fail codegen
+"$autoddl" codegen "$w/plan.json" --backend cpu -o "$w/cpu" > /dev/null || fail codegen
+build "$w/gpu"
+build "$w/cpu"
+mpi -np 2 "$w/gpu/build/train" --steps 6 --save "$w/ck" --save-every 3 --out "$w/full" --quiet || fail "full run"
+mpi -np 2 "$w/gpu/build/train" --steps 6 --resume "$w/ck/step-3" --out "$w/resumed" --quiet || fail "resumed run"
+mpi -np 2 "$w/cpu/build/train" --steps 6 --resume "$w/ck/step-3" --out "$w/cpu-resumed" --quiet || fail "cpu resumed run"
+python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" "$w/cpu-resumed/metrics.json" <<'PY' || fail "resume"
+import json, sys
+full, resumed, cpu = (json.load(open(p))["loss"] for p in sys.argv[1:4])
+print("uninterrupted steps 3..5:", full[3:])
+print("resumed (GPU) steps 3..5:", resumed)
+print("resumed (CPU) steps 3..5:", cpu)
+ok = full[3:] == resumed and all(abs(a - b) <= 1e-4 * abs(b) for a, b in zip(cpu, full[3:]))
+sys.exit(0 if ok else 1)
+PY
+echo "ok: resume is exact; the CPU program resumes the GPU checkpoint"
+ck="$w/ck/step-3/model.safetensors"
+sum_before=$(md5sum "$ck")
+expect_error "rank count" "needs 2 ranks" mpi -np 1 "$w/gpu/build/train" --steps 1
+expect_error "missing data file" "no-such-file" mpi -np 2 "$w/gpu/build/train" --steps 1 --data "$w/no-such-file"
+"$autoddl" plan tiny-llama --cluster h200x2-nvlink --gpus 1 --global-batch 8 --seq 64 --no-why \
+  -o "$w/llama.json" > /dev/null || fail "plan llama"
+"$autoddl" codegen "$w/llama.json" --backend cuda -o "$w/llama" > /dev/null || fail "codegen llama"
+build "$w/llama"
+expect_error "checkpoint of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
+[ "$(md5sum "$ck")" = "$sum_before" ] || fail "the checkpoint changed"
+echo "ok: nothing overwritten"
