@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Linear.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -351,8 +352,12 @@ bool aligned16(const void *p) {
 // row stride rounded up (scratch slot 1) pays: one extra pass over dout, the
 // GEMM twice as fast (lm_head dw 4.3 ms -> 2.0 ms with the copy, B=8 T=1024
 // C=768). The forward and dx did not gain (6.6 -> 7.3 ms, 4.5 -> 5.5 ms): the
-// odd dimension stays in their problem. A vocabulary padded to a multiple of
-// 64 in the model avoids all of it. AUTODDL_GEMM_NO_PAD=1 turns the copy off.
+// odd dimension stays in their problem. The generated CUDA program pads the
+// vocabulary (codegen/TrainProgram.cpp planVocabPadding: the lm_head runs
+// with O = Vp, a multiple of 64), so its lm_head never comes here; the copy
+// stays for the unaligned shapes that remain possible (a vocabulary the
+// program cannot pad: a head with a bias, logits with another consumer; a
+// model's own odd feature counts). AUTODDL_GEMM_NO_PAD=1 turns the copy off.
 constexpr int64_t kPadMinElements = int64_t(1) << 20;
 
 int64_t padded_ld(int64_t N, int64_t O) {
