@@ -6,6 +6,10 @@
 #
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
 #                          [--warmup N] [--models a,b] [--compile-wait S] [--dist-compile]
+#                          [--modes eager,compile] [--dist-models a,b]
+#
+# --modes: the one-GPU PyTorch modes (default eager,compile).
+# --dist-models: the models of the two-GPU PyTorch runs (default: --models).
 #
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
 #   the ones not done are given up; 1.5B took over 100 s on the H200 machine (default 240).
@@ -26,6 +30,7 @@ export PYTHONUNBUFFERED=1
 args="$*"
 gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240 dist_compile=0
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
+modes=eager,compile dist_models=""
 while [ $# -gt 0 ]; do
   case "$1" in
   --gpus) gpus=$2; shift 2 ;;
@@ -36,9 +41,12 @@ while [ $# -gt 0 ]; do
   --models) models=$2; shift 2 ;;
   --compile-wait) compile_wait=$2; shift 2 ;;
   --dist-compile) dist_compile=1; shift ;;
+  --modes) modes=$2; shift 2 ;;
+  --dist-models) dist_models=$2; shift 2 ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+dist_models=${dist_models:-$models}
 case "$gpus" in 1 | 2 | all) ;; *) echo "run.sh: --gpus takes 1, 2 or all" >&2; exit 2 ;; esac
 
 res=${OUT:-bench/cuda/results}
@@ -69,7 +77,7 @@ if [ "$probe" = 1 ]; then
   probe_pid=$!
 fi
 
-# The generated projects this run needs build in the background too, four at a time (one
+# The generated projects this run needs build in the background too, nproc/4 at a time (one
 # project compiles a handful of translation units and cannot fill 16 cores alone), niced so
 # that the timed PyTorch processes keep their CPU; they run after PyTorch.
 selected=()
@@ -94,21 +102,21 @@ build_one() { # project dir -> /tmp/autoddl-bench/<name>{,.log,.ok}
 export -f build_one
 if [ ${#selected[@]} -gt 0 ]; then
   say "autoddl: building ${#selected[@]} project(s) in the background"
-  printf '%s\0' "${selected[@]}" | xargs -0 -P 4 -I{} bash -c 'build_one "$1"' _ {} &
+  printf '%s\0' "${selected[@]}" | xargs -0 -P $((jobs / 4 > 0 ? jobs / 4 : 1)) -I{} bash -c 'build_one "$1"' _ {} &
   builds_pid=$!
 fi
 
 pt_rows=$res/pytorch_rows.jsonl
 : >"$pt_rows"
 if [ "$gpus" = 1 ] || [ "$gpus" = all ]; then
-  say "PyTorch 1 GPU: eager, compile ($models)"
-  python3 bench/cuda/pytorch_gpt2.py suite --models "$models" --steps "$steps" \
+  say "PyTorch 1 GPU: $modes ($models)"
+  python3 bench/cuda/pytorch_gpt2.py suite --models "$models" --modes "$modes" --steps "$steps" \
     --warmup "$warmup" --compile-wait-s "$compile_wait" --out "$pt_rows" >>"$log" 2>&1
 fi
 if { [ "$gpus" = 2 ] || [ "$gpus" = all ]; } && [ "$ngpu" -ge 2 ]; then
   variants=("")
   [ "$dist_compile" = 1 ] && variants+=(--compile)
-  for m in ${models//,/ }; do
+  for m in ${dist_models//,/ }; do
     for mode in ddp tp; do
       for v in "${variants[@]}"; do
         say "PyTorch 2 GPUs: $mode $v $m"
