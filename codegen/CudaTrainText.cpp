@@ -32,6 +32,7 @@ extern const char *const kCudaTrainPreludeText = R"cpp(
 #include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
 #include "backends/cuda/kernels/Softmax.h"      // softmax
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,15 +50,16 @@ using namespace autoddl::rt;
 
 /// A parameter as this rank holds it: its tp block of the full tensor, on the
 /// device: fp32 master value, gradient and AdamW state, and the act_t working
-/// copy the kernels read. Buffers are padded to a multiple of dp for ZeRO; the
-/// padding stays zero.
+/// copy the kernels read. Buffers are padded to a multiple of dp for ZeRO, and
+/// to device_n elements for a padded vocabulary (device_numel()); the padding
+/// stays zero. The real elements come first (the padding rows are the last).
 struct Param {
   std::string name;
   Shape full;
   int split_dim = -1; // S(split_dim) over tp, -1: B
   bool held = false;  // this rank runs a stage that uses it
   Slice slice;        // the block held
-  int64_t n = 0, padded = 0;
+  int64_t n = 0, padded = 0, device_n = 0; // device_n: value, grad, work
   DeviceBuffer<float> value, grad, m, v, gshard; // gshard: ZeRO's gradient shard
   DeviceBuffer<act_t> work;
   Comm devices;    // pipeline devices sharing it (tied, Chimera); size 1: none
@@ -166,6 +168,7 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
       p.slice = p.slice.split(s.split_dim, kTP, g.rtp);
     p.n = p.slice.numel();
     p.padded = zero_padded_size(p.n, kDP);
+    p.device_n = std::max(p.padded, device_numel(p));
     // Devices sharing the parameter sum its gradient: one communicator per
     // set of devices and (dp, tp) coordinates, made in parameter order on
     // every rank (ncclCommSplit is collective).
@@ -186,21 +189,21 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
     }
     if (!p.held)
       continue;
-    std::vector<float> host(size_t(p.padded), 0.0f);
+    std::vector<float> host(size_t(p.device_n), 0.0f);
     if (std::strcmp(s.init, "ones") == 0)
       std::fill(host.begin(), host.begin() + p.n, 1.0f);
     else if (std::strcmp(s.init, "normal") == 0)
       init_normal(host.data(), p.slice, seed, p.name, 0.0f, float(s.std));
-    p.value = DeviceBuffer<float>(p.padded);
-    p.grad = DeviceBuffer<float>(p.padded);
+    p.value = DeviceBuffer<float>(p.device_n);
+    p.grad = DeviceBuffer<float>(p.device_n);
     const int64_t state = kZero ? p.padded / kDP : p.n;
     p.m = DeviceBuffer<float>(state);
     p.v = DeviceBuffer<float>(state);
     if (kZero)
       p.gshard = DeviceBuffer<float>(p.padded / kDP);
-    p.work = DeviceBuffer<act_t>(p.padded);
-    copy_to_device(p.value.data(), host.data(), p.padded * int64_t(sizeof(float)));
-    cast_to_act(p.work.data(), p.value.data(), p.padded);
+    p.work = DeviceBuffer<act_t>(p.device_n);
+    copy_to_device(p.value.data(), host.data(), p.device_n * int64_t(sizeof(float)));
+    cast_to_act(p.work.data(), p.value.data(), p.device_n);
   }
 }
 
@@ -254,7 +257,7 @@ static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
     Param *p = ps[i];
     HostCopy &h = host_copies[i];
     if (p->held) {
-      h.value.resize(size_t(p->padded));
+      h.value.resize(size_t(p->device_n));
       h.m.resize(size_t(p->m.size()));
       h.v.resize(size_t(p->v.size()));
     }
@@ -296,7 +299,7 @@ static void copy_params(bool to_host) {
         copy_to_device(dev->data(), host, bytes);
     }
     if (!to_host)
-      cast_to_act(p->work.data(), p->value.data(), p->padded);
+      cast_to_act(p->work.data(), p->value.data(), p->device_n);
   }
 }
 
@@ -391,7 +394,7 @@ static int train(const Options &o, int64_t first_step) {
     grad_sync.start_step();
     for (Param *p : all_params())
       if (p->held)
-        zero(p->grad.data(), p->padded * int64_t(sizeof(float)));
+        zero(p->grad.data(), p->device_n * int64_t(sizeof(float)));
     run_schedule(step);
     // The update is queued before the host waits for the loss (the losses
     // buffers were written by the forward passes; the update does not touch

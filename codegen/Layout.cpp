@@ -126,7 +126,8 @@ const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
 
 } // namespace
 
-ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g) {
+ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
+                         const std::string &backend) {
   ModelLayout L;
   L.tp = plan.knobs.tp;
   const int tp = L.tp;
@@ -150,7 +151,7 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g) {
     const OpDef &op = g.ops[i];
     if (!kSupported.count(op.kind))
       throw UserError("codegen: op " + op.name + " (" + op.kind +
-                      ") is not supported by the cpu backend yet");
+                      ") is not supported by the " + backend + " backend yet");
     OpPlan &p = L.ops[i];
     p.stage = stage[i];
     p.signature = sig[i];

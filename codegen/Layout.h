@@ -62,9 +62,10 @@ struct ModelLayout {
   int numStages = 1;
 };
 
-/// Chooses the execution of every op. Throws UserError for an op kind the CPU
-/// program does not run.
-ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g);
+/// Chooses the execution of every op. Throws UserError for an op kind the
+/// generated programs do not run, naming `backend` ("cpu", "cuda").
+ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
+                         const std::string &backend = "cpu");
 
 /// Local (per tp rank) shape of a tensor of full shape `shape` under `l`.
 std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,

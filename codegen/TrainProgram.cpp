@@ -131,8 +131,9 @@ struct Member {
 class Emitter {
 public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
-      : plan_(plan), g_(g), L_(chooseLayout(plan, g)), tp_(plan.knobs.tp),
-        cuda_(backend == Backend::Cuda) {
+      : plan_(plan), g_(g),
+        L_(chooseLayout(plan, g, backend == Backend::Cuda ? "cuda" : "cpu")),
+        tp_(plan.knobs.tp), cuda_(backend == Backend::Cuda) {
     names_.resize(g.tensors.size());
     std::set<std::string> used;
     for (size_t t = 0; t < g.tensors.size(); ++t) {
@@ -200,6 +201,8 @@ private:
   std::string gradSyncConfig(const pipeline::Schedule &s) const;
   void emitOp(size_t i, std::vector<Step> &steps);
   int64_t vocab() const;
+  void planVocabPadding();
+  std::string vocabPaddingText() const;
   void emitStage(int stage, std::string &out);
   std::string header() const;
   std::string params() const;
@@ -222,6 +225,10 @@ private:
   std::vector<Bucket> buckets_;      // cuda, dp > 1, no ZeRO
   double lossScale_ = 0;
   int64_t lossCount_ = 0;
+  // cuda: the padded vocabulary. Per parameter, its local rows padded to a
+  // multiple of 64 (the device holds them, the padding rows zero); per
+  // logits tensor, its last dimension padded alike (the rows' stride).
+  std::map<int, int64_t> padRows_, padCols_;
 };
 
 std::string Emitter::val(int t, TpLayout l) const {
@@ -258,6 +265,86 @@ int64_t Emitter::vocab() const {
   return 0;
 }
 
+/// The CUDA program holds a vocabulary-sized parameter whose leading dimension
+/// is the vocabulary (the embedding table [V, C], an lm_head weight [V, C]
+/// with transpose_weight) with its local rows rounded up to a multiple of 64:
+/// GEMMs with 50257 as a dimension run at a fifth of the aligned rate on an
+/// H200 (bench/cuda/results/kernels_h200.txt). Only where every use allows
+/// it: embedding tables, and bias-free transposed linears whose logits go
+/// only to a cross-entropy on the same stage in the same layout (which then
+/// reads the first V columns of rows Vp apart). The padding rows are zero and
+/// stay zero: zero logits columns, zero dlogits columns, zero weight
+/// gradient rows, and the optimizer updates the real elements only.
+void Emitter::planVocabPadding() {
+  const int64_t V = vocab();
+  if (!cuda_ || V <= 0)
+    return;
+  std::vector<std::vector<std::pair<size_t, size_t>>> uses(g_.tensors.size());
+  for (size_t i = 0; i < g_.ops.size(); ++i)
+    for (size_t k = 0; k < g_.ops[i].operands.size(); ++k)
+      uses[size_t(g_.ops[i].operands[k])].push_back({i, k});
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    if (!isParam(int(t)) || full(int(t)).size() != 2 || full(int(t))[0] != V)
+      continue;
+    const TpLayout l = L_.tensors[t];
+    const int64_t rows = local(int(t), l)[0];
+    const int64_t padded = (rows + 63) / 64 * 64;
+    if (padded == rows || uses[t].empty())
+      continue;
+    bool ok = true;
+    std::vector<int> logits;
+    for (auto [i, k] : uses[t]) {
+      const OpDef &op = g_.ops[i];
+      const OpPlan &p = L_.ops[i];
+      if (!(p.operands[k] == l) || k != 1)
+        ok = false;
+      else if (op.kind == "embedding")
+        continue;
+      else if (op.kind != "linear" ||
+               !attrOr<bool>(op, "transpose_weight", false) ||
+               op.operands.size() != 2)
+        ok = false;
+      else {
+        const int r = op.results[0];
+        const TpLayout rl = L_.tensors[size_t(r)];
+        ok &= p.result == rl && local(r, rl).back() == rows &&
+              !uses[size_t(r)].empty();
+        for (auto [c, ck] : uses[size_t(r)]) {
+          const OpPlan &cp = L_.ops[c];
+          ok &= g_.ops[c].kind == "cross_entropy" && ck == 0 &&
+                cp.stage == p.stage && cp.operands[0] == rl;
+        }
+        logits.push_back(r);
+      }
+      if (!ok)
+        break;
+    }
+    if (!ok)
+      continue;
+    padRows_[int(t)] = padded;
+    for (int r : logits)
+      padCols_[r] = padded;
+  }
+}
+
+/// The cuda program's device_numel(): elements a rank holds of a parameter
+/// on the device (more than its block for a padded vocabulary).
+std::string Emitter::vocabPaddingText() const {
+  std::string out =
+      "// Elements of a parameter on the device: its block, or more for a "
+      "vocabulary padded\n// to a multiple of 64 rows per rank (the header "
+      "says why; the padding rows stay zero).\n"
+      "static int64_t device_numel(const Param &p) {\n";
+  for (const auto &[t, rows] : padRows_) {
+    const std::vector<int64_t> ls = local(t, L_.tensors[size_t(t)]);
+    out += fmt::format("  if (&p == &P.{}) // {} held as {}\n    return {};\n",
+                       names_[size_t(t)], shapeStr(ls), shapeStr({rows, ls[1]}),
+                       rows * ls[1]);
+  }
+  out += "  return p.n;\n}\n\n";
+  return out;
+}
+
 void Emitter::addMember(int stage, const Member &m) {
   if (memberSet_[stage].insert(m.name).second)
     members_[stage].push_back(m);
@@ -278,6 +365,12 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     return; // the scalar loss: kept as a sum in the struct
   std::vector<int64_t> ls = local(t, l);
   std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
+  auto pad = padCols_.find(t);
+  if (pad != padCols_.end()) { // rows of the padded vocabulary
+    ls.back() = pad->second;
+    c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
+        ", the vocabulary padded (zero columns)";
+  }
   addMember(stage, {bufName(t, l), numel(ls), c, false, false});
   if (withGrad)
     addMember(stage,
@@ -451,7 +544,13 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                    B, T, H, D, theta));
   } else if (k == "linear") {
     const bool tw = attrOr<bool>(op, "transpose_weight", false);
-    const int64_t K = lastDim(xs[0]), N = numel(xs[0]) / K, O = lastDim(ys);
+    const int64_t K = lastDim(xs[0]), N = numel(xs[0]) / K;
+    auto pad = padRows_.find(op.operands[1]);
+    const int64_t O = pad != padRows_.end() ? pad->second : lastDim(ys);
+    if (pad != padRows_.end())
+      F(fmt::format("// the vocabulary padded: {} output features, the last "
+                    "{} zero",
+                    O, O - lastDim(ys)));
     const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
     const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
     const char *twS = tw ? "true" : "false";
@@ -638,6 +737,11 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         gviews, dy, base, views, B, T, H, G, D));
   } else if (k == "cross_entropy") {
     const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V;
+    auto pad = padCols_.find(op.operands[0]);
+    // The row stride of padded logits (an extra kernel argument).
+    const std::string ld = pad != padCols_.end()
+                               ? fmt::format(", {}", pad->second)
+                               : std::string();
     lossCount_ = N;
     addMember(st, {"losses", N, "[N] per-position loss", false, false, true});
     if (p.mode == OpMode::VocabLoss) {
@@ -645,23 +749,38 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                      false, true});
       addMember(st, {"loss_sums", 2 * N, "[2N] sum-exp and target logit", false,
                      false, true});
-      F(fmt::format("crossentropy_vocab_parallel_forward(a.losses.data(), "
-                    "a.loss_max.data(), a.loss_sums.data(), {}, {}, {}, {}, "
-                    "g.rtp * {}, g.tp);",
-                    x[0], x[1], N, V, V));
+      if (ld.empty()) {
+        F(fmt::format("crossentropy_vocab_parallel_forward(a.losses.data(), "
+                      "a.loss_max.data(), a.loss_sums.data(), {}, {}, {}, {}, "
+                      "g.rtp * {}, g.tp);",
+                      x[0], x[1], N, V, V));
+      } else { // the three steps of the forward, with the row stride
+        F(fmt::format("crossentropy_vocab_parallel_max(a.loss_max.data(), {}, "
+                      "{}, {}{});",
+                      x[0], N, V, ld));
+        F(fmt::format("all_reduce_max(a.loss_max.data(), {}, g.tp);", N));
+        F(fmt::format("crossentropy_vocab_parallel_sums(a.loss_sums.data(), "
+                      "{}, {}, a.loss_max.data(), {}, {}, g.rtp * {}{});",
+                      x[0], x[1], N, V, V, ld));
+        F(fmt::format("all_reduce_forward(a.loss_sums.data(), {}, g.tp);",
+                      2 * N));
+        F(fmt::format("crossentropy_vocab_parallel_loss(a.losses.data(), "
+                      "a.loss_max.data(), a.loss_sums.data(), {});",
+                      N));
+      }
       BI(fmt::format("crossentropy_vocab_parallel_backward({}, {}, {}, "
                      "a.loss_max.data(), a.loss_sums.data(), {}, {}, g.rtp * "
-                     "{}, kLossScale);",
-                     dx[0], x[0], x[1], N, V, V));
+                     "{}, kLossScale{});",
+                     dx[0], x[0], x[1], N, V, V, ld));
     } else {
       addMember(st,
                 {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
       F(fmt::format("crossentropy_forward(a.losses.data(), a.loss_lse.data(), "
-                    "{}, {}, {}, {});",
-                    x[0], x[1], N, V));
+                    "{}, {}, {}, {}{});",
+                    x[0], x[1], N, V, ld));
       BI(fmt::format("crossentropy_backward({}, {}, a.loss_lse.data(), {}, {}, "
-                     "{}, kLossScale);",
-                     dx[0], x[0], x[1], N, V));
+                     "{}, kLossScale{});",
+                     dx[0], x[0], x[1], N, V, ld));
     }
     if (!cuda_) { // cuda: summed on the device at the end of the step
       F("a.loss_sum = 0;");
@@ -1067,6 +1186,19 @@ std::string Emitter::header() const {
                 " is a memory knob; this program keeps every "
                 "activation)"
           : "");
+  if (!padRows_.empty())
+    h += fmt::format(
+        "// Vocabulary {} padded on the device to a multiple of 64 rows per "
+        "rank (GEMMs with an odd\n// dimension run at a fraction of the "
+        "aligned rate): the logits are [N, Vp], the padding rows\n// and "
+        "columns stay zero, and checkpoints, gradient sync and metrics use "
+        "the real rows only:\n",
+        vocab());
+  for (const auto &[t, rows] : padRows_) {
+    const std::vector<int64_t> ls = local(t, L_.tensors[size_t(t)]);
+    h += fmt::format("//   {} {} -> {}\n", g_.tensors[size_t(t)].name,
+                     shapeStr(ls), shapeStr({rows, ls[1]}));
+  }
   h += "//\n// Stages (model stage -> pipeline device, layers):\n";
   for (const auto &s : plan_.stages)
     h +=
@@ -1152,6 +1284,7 @@ std::string Emitter::emit() {
         mask[size_t(t)] |= m;
   }
 
+  planVocabPadding();
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);
@@ -1174,6 +1307,8 @@ std::string Emitter::emit() {
             "pipeline devices holding it (bits)\nstatic std::vector<ParamSpec> "
             "param_specs() {\n  return {\n" +
             table + "  };\n}\n\n";
+  if (cuda_)
+    params += vocabPaddingText();
 
   int maxBoundary = 1;
   for (int s = 1; s < stages; ++s)

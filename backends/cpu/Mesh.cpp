@@ -23,7 +23,7 @@ void mpi_init(int *argc, char ***argv) {
   if (ws && std::atoi(ws) != size)
     throw std::runtime_error("WORLD_SIZE=" + std::string(ws) +
                              " but MPI started " + std::to_string(size) +
-                             " ranks; launch the CPU backend with mpirun -np " +
+                             " ranks; launch the program with mpirun -np " +
                              ws + " or srun");
   if (r && ws && std::atoi(r) != rank)
     throw std::runtime_error("RANK=" + std::string(r) + " but MPI rank is " +

@@ -2,7 +2,8 @@
 // the row once (online max and sum of exponentials per thread, combined
 // across the block); backward reads logits and dlogits once and writes
 // dlogits once. Rows of an odd vocabulary (50257) start unaligned: for_row
-// peels the elements before the first 16-byte boundary.
+// peels the elements before the first 16-byte boundary. Rows are `ld` apart
+// (ld >= the row length L; the padded vocabulary's logits).
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/CrossEntropy.h"
 
@@ -65,9 +66,10 @@ template <int V> __device__ MaxSum row_max_sum(const act_t *row, int64_t L) {
 template <int V>
 __global__ void __launch_bounds__(kThreads)
     crossentropy_forward_kernel(float *losses, float *lse, const act_t *logits,
-                                const int32_t *targets, int64_t V_) {
+                                const int32_t *targets, int64_t V_,
+                                int64_t ld) {
   const int64_t n = blockIdx.x;
-  const act_t *row = logits + n * V_;
+  const act_t *row = logits + n * ld;
   const MaxSum st = row_max_sum<V>(row, V_);
   if (threadIdx.x == 0) {
     const float l = st.m + logf(st.s);
@@ -83,11 +85,11 @@ template <int V>
 __global__ void __launch_bounds__(kThreads)
     crossentropy_backward_kernel(act_t *dlogits, const act_t *logits,
                                  const float *shift, const float *sums,
-                                 const int32_t *targets, int64_t L, int64_t v0,
-                                 float scale) {
+                                 const int32_t *targets, int64_t L, int64_t ld,
+                                 int64_t v0, float scale) {
   const int64_t n = blockIdx.x;
-  const act_t *row = logits + n * L;
-  act_t *drow = dlogits + n * L;
+  const act_t *row = logits + n * ld;
+  act_t *drow = dlogits + n * ld;
   const float sh = shift[n], inv = sums ? 1.0f / sums[n] : 1.0f;
   const int64_t target = int64_t(targets[n]) - v0;
   for_row<V>(
@@ -112,8 +114,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int V>
 __global__ void __launch_bounds__(kThreads)
-    vocab_max_kernel(float *local_max, const act_t *logits, int64_t L) {
-  const act_t *row = logits + int64_t(blockIdx.x) * L;
+    vocab_max_kernel(float *local_max, const act_t *logits, int64_t L,
+                     int64_t ld) {
+  const act_t *row = logits + int64_t(blockIdx.x) * ld;
   float m = -INFINITY;
   for_row<V>(
       row, L, threadIdx.x, blockDim.x,
@@ -134,10 +137,11 @@ __global__ void __launch_bounds__(kThreads)
 template <int V>
 __global__ void __launch_bounds__(kThreads)
     vocab_sums_kernel(float *sums, const act_t *logits, const int32_t *targets,
-                      const float *gmax, int64_t N, int64_t L, int64_t v0) {
+                      const float *gmax, int64_t N, int64_t L, int64_t ld,
+                      int64_t v0) {
   __shared__ float scratch[32];
   const int64_t n = blockIdx.x;
-  const act_t *row = logits + n * L;
+  const act_t *row = logits + n * ld;
   const float m = gmax[n];
   float s = 0.0f;
   for_row<V>(
@@ -171,48 +175,52 @@ bool rows_vectorisable(const act_t *a, const act_t *b) {
 } // namespace
 
 void crossentropy_forward(float *losses, float *lse, const act_t *logits,
-                          const int32_t *targets, int64_t N, int64_t V) {
+                          const int32_t *targets, int64_t N, int64_t V,
+                          int64_t ld) {
   if (N == 0)
     return;
   crossentropy_forward_kernel<kPack<act_t>>
       <<<unsigned(N), kThreads, 0, compute_stream()>>>(losses, lse, logits,
-                                                       targets, V);
+                                                       targets, V, ld ? ld : V);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            const float *lse, const int32_t *targets, int64_t N,
-                           int64_t V, float grad_scale) {
+                           int64_t V, float grad_scale, int64_t ld) {
   if (N == 0 || !dlogits)
     return;
+  ld = ld ? ld : V;
   if (rows_vectorisable(logits, dlogits))
     crossentropy_backward_kernel<kPack<act_t>>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, lse, nullptr, targets, V, 0, grad_scale);
+            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale);
   else
     crossentropy_backward_kernel<1>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, lse, nullptr, targets, V, 0, grad_scale);
+            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,
-                                     int64_t N, int64_t Vl) {
+                                     int64_t N, int64_t Vl, int64_t ld) {
   if (N == 0)
     return;
   vocab_max_kernel<kPack<act_t>>
-      <<<unsigned(N), kThreads, 0, compute_stream()>>>(local_max, logits, Vl);
+      <<<unsigned(N), kThreads, 0, compute_stream()>>>(local_max, logits, Vl,
+                                                       ld ? ld : Vl);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
                                       const int32_t *targets, const float *gmax,
-                                      int64_t N, int64_t Vl, int64_t v0) {
+                                      int64_t N, int64_t Vl, int64_t v0,
+                                      int64_t ld) {
   if (N == 0)
     return;
   vocab_sums_kernel<kPack<act_t>>
-      <<<unsigned(N), kThreads, 0, compute_stream()>>>(sums, logits, targets,
-                                                       gmax, N, Vl, v0);
+      <<<unsigned(N), kThreads, 0, compute_stream()>>>(
+          sums, logits, targets, gmax, N, Vl, ld ? ld : Vl, v0);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -229,17 +237,18 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
                                           const int32_t *targets,
                                           const float *gmax, const float *sums,
                                           int64_t N, int64_t Vl, int64_t v0,
-                                          float grad_scale) {
+                                          float grad_scale, int64_t ld) {
   if (N == 0 || !dlogits)
     return;
+  ld = ld ? ld : Vl;
   if (rows_vectorisable(logits, dlogits))
     crossentropy_backward_kernel<kPack<act_t>>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, gmax, sums, targets, Vl, v0, grad_scale);
+            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale);
   else
     crossentropy_backward_kernel<1>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, gmax, sums, targets, Vl, v0, grad_scale);
+            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

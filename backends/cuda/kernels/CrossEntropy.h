@@ -2,6 +2,13 @@
 // (Megatron's vocab-parallel cross-entropy). One block per row; losses, lse and
 // the vocab-parallel statistics are fp32. Conventions and the vocab-parallel
 // protocol as backends/cpu/kernels/CrossEntropy.h.
+//
+// Row stride: every function taking logits also takes `ld`, the distance
+// between rows of logits and dlogits (0: the row length V or Vl). The CUDA
+// program holds the logits of a padded vocabulary as [N, Vp] (Vp = V rounded
+// up to 64, for aligned lm_head GEMMs) and passes ld = Vp: only the first V
+// columns are read or written, so dlogits' padding columns stay as they are
+// (zero).
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CROSSENTROPY_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CROSSENTROPY_H
 
@@ -12,20 +19,22 @@ namespace autoddl::rt {
 /// losses[N] = logsumexp(logits[n,:]) - logits[n, targets[n]]; saves lse[N].
 /// One pass over each row (online max and sum).
 void crossentropy_forward(float *losses, float *lse, const act_t *logits,
-                          const int32_t *targets, int64_t N, int64_t V);
+                          const int32_t *targets, int64_t N, int64_t V,
+                          int64_t ld = 0);
 /// dlogits[N,V] += grad_scale * (softmax(logits) - onehot(targets)).
 void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            const float *lse, const int32_t *targets, int64_t N,
-                           int64_t V, float grad_scale);
+                           int64_t V, float grad_scale, int64_t ld = 0);
 
 /// Vocab-parallel step 1: local_max[N] = row max of the local logits [N,Vl].
 void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,
-                                     int64_t N, int64_t Vl);
+                                     int64_t N, int64_t Vl, int64_t ld = 0);
 /// Step 2: sums[0:N] = local sum of exp(l - gmax); sums[N:2N] = the local
 /// target logit or 0.
 void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
                                       const int32_t *targets, const float *gmax,
-                                      int64_t N, int64_t Vl, int64_t v0);
+                                      int64_t N, int64_t Vl, int64_t v0,
+                                      int64_t ld = 0);
 /// Step 3: losses[N] = log(sums[n]) + gmax[n] - sums[N + n].
 void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
                                       const float *sums, int64_t N);
@@ -34,7 +43,7 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
                                           const int32_t *targets,
                                           const float *gmax, const float *sums,
                                           int64_t N, int64_t Vl, int64_t v0,
-                                          float grad_scale);
+                                          float grad_scale, int64_t ld = 0);
 
 } // namespace autoddl::rt
 

@@ -737,6 +737,137 @@ void check_crossentropy(int64_t N, int64_t V) {
   }
 }
 
+/// Rows `ld` apart (the CUDA program's padded vocabulary: logits [N, ld] with
+/// the first V columns real). The padding columns of logits hold 1e4, which
+/// would dominate every log-sum-exp if read; those of dlogits hold 0.5 (exact
+/// in bf16), which the backward must leave unchanged bit for bit. The real
+/// columns must match the CPU kernels on the dense rows within the bounds of
+/// check_crossentropy. The vocab-parallel pieces likewise, each shard padded
+/// to its own multiple of 64 columns.
+void check_crossentropy_strided(int64_t N, int64_t V) {
+  const auto padTo64 = [](int64_t v) { return (v + 63) / 64 * 64; };
+  const std::string tag = "crossentropy strided " + shape({N, V});
+  auto logits = random_values(gRng, N * V, -4, 4);
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
+  std::vector<int32_t> targets(static_cast<size_t>(N));
+  for (auto &t : targets)
+    t = pick(gRng);
+  targets[0] = 0;
+  targets[size_t(N - 1)] = int32_t(V - 1);
+  rt::DeviceBuffer<int32_t> dt(N);
+  upload(dt.data(), targets);
+  const float scale = 1.0f / float(N);
+  constexpr float kPadLogit = 1e4f, kPadGrad = 0.5f;
+  // Copies columns [c0, c0 + w) of the dense rows into rows ld apart, the
+  // rest filled with `fill`.
+  auto padded = [&](const std::vector<float> &dense, int64_t c0, int64_t w,
+                    int64_t ld, float fill) {
+    std::vector<float> r(size_t(N * ld), fill);
+    for (int64_t n = 0; n < N; ++n)
+      std::copy(dense.begin() + n * V + c0, dense.begin() + n * V + c0 + w,
+                r.begin() + n * ld);
+    return r;
+  };
+  // Checks a strided dlogits against the dense CPU gradient `want` [N, w]:
+  // real columns within kActTol, padding columns exactly kPadGrad.
+  auto checkGrad = [&](const std::string &what, const act_t *d,
+                       const std::vector<float> &want, int64_t w, int64_t ld) {
+    std::vector<float> all = download(d, N * ld), real;
+    double padErr = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      real.insert(real.end(), all.begin() + n * ld, all.begin() + n * ld + w);
+      for (int64_t j = w; j < ld; ++j)
+        padErr = std::max(
+            padErr, double(std::fabs(all[size_t(n * ld + j)] - kPadGrad)));
+    }
+    gOk &= report(what + " dlogits", rel_error(real, want), kActTol);
+    gOk &= report(what + " padding columns untouched", padErr, 0.0);
+  };
+
+  const int64_t ld = padTo64(V) == V ? V + 64 : padTo64(V);
+  std::vector<float> losses(static_cast<size_t>(N)),
+      lse(static_cast<size_t>(N));
+  ref::crossentropy_forward(losses.data(), lse.data(), logits.data(),
+                            targets.data(), N, V);
+  DevAct dl(padded(logits, 0, V, ld, kPadLogit));
+  DevFloat dloss(N), dlse(N);
+  rt::crossentropy_forward(dloss.p, dlse.p, dl.p, dt.data(), N, V, ld);
+  gOk &= report(tag + " ld " + std::to_string(ld) + " losses",
+                rel_error(download_float(dloss.p, N), losses), kFloatTol);
+  gOk &= report(tag + " ld " + std::to_string(ld) + " lse",
+                rel_error(download_float(dlse.p, N), lse), kFloatTol);
+  std::vector<float> want(size_t(N * V), 0.0f);
+  ref::crossentropy_backward(want.data(), logits.data(), lse.data(),
+                             targets.data(), N, V, scale);
+  DevFloat clse(lse);
+  DevAct dd(
+      padded(std::vector<float>(size_t(N * V), 0.0f), 0, V, ld, kPadGrad));
+  rt::crossentropy_backward(dd.p, dl.p, clse.p, dt.data(), N, V, scale, ld);
+  checkGrad(tag + " backward", dd.p, want, V, ld);
+
+  // Vocab-parallel: shards [0, V0) and [V0, V), each [N, round_up(Vl, 64)];
+  // the all-reduces done on the host.
+  const int64_t V0 = V / 2, v0s[2] = {0, V0}, vls[2] = {V0, V - V0};
+  std::vector<float> gmax(size_t(N), -INFINITY), sums(size_t(2 * N), 0.0f);
+  std::vector<std::vector<float>> dense(2);
+  for (int s = 0; s < 2; ++s)
+    dense[s] = [&] {
+      std::vector<float> r;
+      for (int64_t n = 0; n < N; ++n)
+        r.insert(r.end(), logits.begin() + n * V + v0s[s],
+                 logits.begin() + n * V + v0s[s] + vls[s]);
+      return r;
+    }();
+  for (int s = 0; s < 2; ++s) {
+    const int64_t lds =
+        padTo64(vls[s]) == vls[s] ? vls[s] + 64 : padTo64(vls[s]);
+    const std::string st = tag + " vocab-parallel shard " + std::to_string(s) +
+                           " ld " + std::to_string(lds);
+    std::vector<float> mx(static_cast<size_t>(N));
+    ref::crossentropy_vocab_parallel_max(mx.data(), dense[s].data(), N, vls[s]);
+    DevAct ds(padded(logits, v0s[s], vls[s], lds, kPadLogit));
+    DevFloat dmx(N);
+    rt::crossentropy_vocab_parallel_max(dmx.p, ds.p, N, vls[s], lds);
+    gOk &= report(st + " max", rel_error(download_float(dmx.p, N), mx), 0.0);
+    for (int64_t n = 0; n < N; ++n)
+      gmax[size_t(n)] = std::max(gmax[size_t(n)], mx[size_t(n)]);
+  }
+  DevFloat dgmax(gmax);
+  for (int s = 0; s < 2; ++s) {
+    const int64_t lds =
+        padTo64(vls[s]) == vls[s] ? vls[s] + 64 : padTo64(vls[s]);
+    const std::string st = tag + " vocab-parallel shard " + std::to_string(s);
+    std::vector<float> local(size_t(2 * N), 0.0f);
+    ref::crossentropy_vocab_parallel_sums(local.data(), dense[s].data(),
+                                          targets.data(), gmax.data(), N,
+                                          vls[s], v0s[s]);
+    DevAct ds(padded(logits, v0s[s], vls[s], lds, kPadLogit));
+    DevFloat dsums(2 * N);
+    rt::crossentropy_vocab_parallel_sums(dsums.p, ds.p, dt.data(), dgmax.p, N,
+                                         vls[s], v0s[s], lds);
+    gOk &= report(st + " sums",
+                  rel_error(download_float(dsums.p, 2 * N), local), kFloatTol);
+    for (int64_t i = 0; i < 2 * N; ++i)
+      sums[size_t(i)] += local[size_t(i)];
+  }
+  DevFloat dsums(sums);
+  for (int s = 0; s < 2; ++s) {
+    const int64_t lds =
+        padTo64(vls[s]) == vls[s] ? vls[s] + 64 : padTo64(vls[s]);
+    std::vector<float> wantS(size_t(N * vls[s]), 0.0f);
+    ref::crossentropy_vocab_parallel_backward(
+        wantS.data(), dense[s].data(), targets.data(), gmax.data(), sums.data(),
+        N, vls[s], v0s[s], scale);
+    DevAct ds(padded(logits, v0s[s], vls[s], lds, kPadLogit));
+    std::vector<float> zeros(size_t(N * V), 0.0f);
+    DevAct dg(padded(zeros, 0, vls[s], lds, kPadGrad));
+    rt::crossentropy_vocab_parallel_backward(
+        dg.p, ds.p, dt.data(), dgmax.p, dsums.p, N, vls[s], v0s[s], scale, lds);
+    checkGrad(tag + " vocab-parallel shard " + std::to_string(s) + " backward",
+              dg.p, wantS, vls[s], lds);
+  }
+}
+
 // ---- optimizers, reductions, casts ----
 
 /// Working copy check: work must equal the master weights rounded to act_t.
@@ -949,6 +1080,8 @@ int main(int argc, char **argv) {
   check_transpose({4, 33, 6, 8}, {3, 1, 0, 2});
   check_crossentropy(33, 50257);
   check_crossentropy(17, 1000);
+  check_crossentropy_strided(33, 50257); // ld 50304; shards 25152, 25152
+  check_crossentropy_strided(9, 1000);   // ld 1024; shards 512, 512
   check_adamw((1 << 20) + 5, 0);
   check_adamw(1001, 1);
   check_sgd(100003, 0.9f);
