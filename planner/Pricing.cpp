@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string_view>
 
 namespace autoddl::planner {
@@ -105,9 +106,32 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   for (auto &row : boxCache_)
     row.fill(-1);
 
+  // The generated GPU program pads the vocabulary (docs/codegen.md, "CUDA
+  // backend"): an lm_head linear whose transposed weight has the embedding
+  // table's row count runs with its local rows, and so the logits' last
+  // dimension, rounded up to a multiple of 64 (a GEMM on an odd dimension runs
+  // at a fraction of the aligned rate: docs/calibrate.md). Price that shape.
+  std::set<int64_t> vocabRows;
+  for (const OpDef &op : g.ops)
+    if (op.kind == "embedding" && op.operands.size() > 1)
+      if (const auto &sh = g.tensors[op.operands[1]].shape; !sh.empty())
+        vocabRows.insert(sh.front());
+  auto padsVocab = [&](const OpDef &op) {
+    if (op.kind != "linear" || op.operands.size() != 2)
+      return false;
+    auto it = op.attrs.find("transpose_weight");
+    const bool *transposed =
+        it == op.attrs.end() ? nullptr : std::get_if<bool>(&it->second);
+    const auto &w = g.tensors[op.operands[1]];
+    return transposed && *transposed && w.role == TensorRole::Parameter &&
+           w.shape.size() == 2 && vocabRows.count(w.shape.front());
+  };
+  auto padTo64 = [](int64_t n) { return (n + 63) / 64 * 64; };
+
   opCost_.resize(sg_.ops.size());
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
     const OpDef &op = g.ops[sg_.ops[i].op];
+    const bool padVocab = padsVocab(op);
     for (const Signature &s : sg_.ops[i].sigs) {
       auto local = [&](int t, const Sbp &l) {
         std::vector<int64_t> sh = sg_.shapeAt(t, b_);
@@ -124,6 +148,10 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
       }
       Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
       out.push_back(local(op.results.front(), r));
+      if (padVocab) {
+        in[1].shape.front() = padTo64(in[1].shape.front());
+        out[0].shape.back() = in[1].shape.front();
+      }
       ops::Attrs attrs = op.attrs;
       if (s.splitHeads)
         for (const char *name : {"num_heads", "num_kv_heads"}) {
