@@ -745,7 +745,9 @@ void check_crossentropy(int64_t N, int64_t V) {
 /// check_crossentropy. The vocab-parallel pieces likewise, each shard padded
 /// to its own multiple of 64 columns.
 void check_crossentropy_strided(int64_t N, int64_t V) {
-  const auto padTo64 = [](int64_t v) { return (v + 63) / 64 * 64; };
+  // The row stride for w columns: rounded up to 64, or 64 more if aligned
+  // (there is always a padding column to check).
+  const auto strideOf = [](int64_t w) { return (w + 64) / 64 * 64; };
   const std::string tag = "crossentropy strided " + shape({N, V});
   auto logits = random_values(gRng, N * V, -4, 4);
   std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
@@ -784,7 +786,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
     gOk &= report(what + " padding columns untouched", padErr, 0.0);
   };
 
-  const int64_t ld = padTo64(V) == V ? V + 64 : padTo64(V);
+  const int64_t ld = strideOf(V);
   std::vector<float> losses(static_cast<size_t>(N)),
       lse(static_cast<size_t>(N));
   ref::crossentropy_forward(losses.data(), lse.data(), logits.data(),
@@ -819,8 +821,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
       return r;
     }();
   for (int s = 0; s < 2; ++s) {
-    const int64_t lds =
-        padTo64(vls[s]) == vls[s] ? vls[s] + 64 : padTo64(vls[s]);
+    const int64_t lds = strideOf(vls[s]);
     const std::string st = tag + " vocab-parallel shard " + std::to_string(s) +
                            " ld " + std::to_string(lds);
     std::vector<float> mx(static_cast<size_t>(N));
@@ -834,8 +835,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
   }
   DevFloat dgmax(gmax);
   for (int s = 0; s < 2; ++s) {
-    const int64_t lds =
-        padTo64(vls[s]) == vls[s] ? vls[s] + 64 : padTo64(vls[s]);
+    const int64_t lds = strideOf(vls[s]);
     const std::string st = tag + " vocab-parallel shard " + std::to_string(s);
     std::vector<float> local(size_t(2 * N), 0.0f);
     ref::crossentropy_vocab_parallel_sums(local.data(), dense[s].data(),
@@ -852,8 +852,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
   }
   DevFloat dsums(sums);
   for (int s = 0; s < 2; ++s) {
-    const int64_t lds =
-        padTo64(vls[s]) == vls[s] ? vls[s] + 64 : padTo64(vls[s]);
+    const int64_t lds = strideOf(vls[s]);
     std::vector<float> wantS(size_t(N * vls[s]), 0.0f);
     ref::crossentropy_vocab_parallel_backward(
         wantS.data(), dense[s].data(), targets.data(), gmax.data(), sums.data(),
