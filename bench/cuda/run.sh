@@ -125,7 +125,7 @@ build_shared() { # project dirs... -> /tmp/autoddl-bench/<name>/train links into
     done
   } >"$top/src/CMakeLists.txt"
   if cmake -S "$top/src" -B "$top/build" -DCMAKE_BUILD_TYPE=Release >"$top.log" 2>&1 &&
-    nice cmake --build "$top/build" -j "$jobs" >>"$top.log" 2>&1; then :; fi
+    nice cmake --build "$top/build" -j "$jobs" -- -k >>"$top.log" 2>&1; then :; fi
   for d in "$@"; do
     n=$(basename "$d")
     mkdir -p "/tmp/autoddl-bench/$n"
