@@ -19,6 +19,7 @@ extern const char *const kCudaTrainPreludeText = R"cpp(
 #include "backends/cpu/Mesh.h"            // Mesh: mesh coordinates over MPI
 #include "backends/cpu/MpiCheck.h"        // mpiCheck: MPI errors with file:line
 #include "backends/cuda/Comm.h"           // NCCL communicators, collectives, GradSync, Pipe
+#include "backends/cuda/OpProfile.h"      // OpScope: per-op-kind device time (--profile)
 #include "backends/cuda/RunReport.h"      // GpuTrace, write_cuda_run_metrics/_trace
 #include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer, zero, copies
 #include "backends/cuda/Zero.h"           // zero_adamw_step (ZeRO-sharded state)
@@ -344,7 +345,15 @@ static Comm axis_comm(size_t axis) {
 /// Everything before the first step; throws on bad input (the same on every
 /// rank).
 static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
-  o = parse_options(argc, argv);
+  // --profile (this backend's own flag): per-op-kind device time in
+  // metrics.json "op_kinds" (backends/cuda/OpProfile.h).
+  int kept = 1;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--profile") == 0)
+      op_profile_enable(true);
+    else
+      argv[kept++] = argv[i];
+  o = parse_options(kept, argv);
   std::vector<int64_t> shape = kTensorInner
                                    ? std::vector<int64_t>{kPP, kDP, kTP}
                                    : std::vector<int64_t>{kPP, kTP, kDP};
@@ -408,6 +417,7 @@ static int train(const Options &o, int64_t first_step) {
     synchronize();
     trace.finish_step();
     const double seconds = timer.seconds();
+    op_profile_finish_step(step > first_step || o.steps - first_step < 2);
     metrics.loss.push_back(loss);
     metrics.step_seconds.push_back(seconds);
     if (root && !o.quiet)
@@ -422,6 +432,7 @@ static int train(const Options &o, int64_t first_step) {
       make_directories(o.out);
     write_cuda_run_metrics(metrics, kModelFlopsPerStep, kPeakFlopsPerGpu,
                            o.out + "/metrics.json", MPI_COMM_WORLD);
+    write_op_profile(o.out + "/metrics.json", MPI_COMM_WORLD);
     if (o.trace)
       write_cuda_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
   }

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
@@ -109,6 +110,48 @@ struct Step {
   // Parameters whose gradient the input / weight half writes.
   std::vector<int> paramsInput, paramsWeight;
 };
+
+/// The CUDA program's op profiling (`--profile`, backends/cuda/OpProfile.h):
+/// each call of an op's step is wrapped in a scope naming the op kind
+/// (`{ OpScope op_scope("linear", kOpBackward); linear_backward(...); }`).
+/// The tensor-parallel collectives, which run on compute_stream() too, are
+/// scopes of their own, "comm:all_reduce", "comm:all_gather",
+/// "comm:reduce_scatter"; a layout conversion's local slice "comm:slice"
+/// (kind empty: every call is a collective or a slice). Comments,
+/// declarations and block braces stay as they are.
+void profileScopes(Step &s, const std::string &kind) {
+  auto scopeOf = [&](const std::string &call) -> std::string {
+    for (const char *c : {"all_reduce", "all_gather", "reduce_scatter"})
+      if (call.rfind(c, 0) == 0)
+        return std::string("comm:") + c;
+    if (call == "slice_backward_gather")
+      return "comm:all_gather";
+    if (kind.empty())
+      return "comm:slice";
+    return kind;
+  };
+  auto wrap = [&](std::vector<std::string> &lines, const char *phase) {
+    for (std::string &l : lines) {
+      const size_t b = l.find_first_not_of(' ');
+      if (b == std::string::npos)
+        continue;
+      size_t e = b;
+      while (e < l.size() &&
+             (std::islower(static_cast<unsigned char>(l[e])) ||
+              std::isdigit(static_cast<unsigned char>(l[e])) || l[e] == '_'))
+        ++e;
+      const size_t semi = l.rfind(';');
+      if (e == b || e >= l.size() || l[e] != '(' || semi == std::string::npos)
+        continue;
+      l.insert(semi + 1, " }");
+      l.insert(b, fmt::format("{{ OpScope op_scope(\"{}\", {}); ",
+                              scopeOf(l.substr(b, e - b)), phase));
+    }
+  };
+  wrap(s.fwd, "kOpForward");
+  wrap(s.bwdInput, "kOpBackward");
+  wrap(s.bwdWeight, "kOpBackward");
+}
 
 /// A data-parallel gradient bucket of the cuda program: parameters whose
 /// gradients are complete after one point of a stage's backward.
@@ -421,6 +464,8 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
           fmt::format("  slice_backward_gather({}, {}, {}, {});", grad(t, have),
                       grad(t, want), shapeInit(local(t, want)), want.dim));
     }
+    if (cuda_)
+      profileScopes(s, "");
     steps.push_back(std::move(s));
   }
   return val(t, want);
@@ -725,6 +770,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       BI(fmt::format("attention_backward({}, {}, {}, a.{}_lse.data(), {}, {}, "
                      "{}, {}, {}, {}, {});",
                      gviews, dy, y, base, views, B, T, H, G, D, causalS));
+      profileScopes(s, k);
       steps.push_back(std::move(s));
       return;
     }
@@ -810,6 +856,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     else if (writes(s.bwdInput, dx[k]))
       s.paramsInput.push_back(op.operands[k]);
   }
+  if (cuda_)
+    profileScopes(s, k);
   steps.push_back(std::move(s));
 }
 
