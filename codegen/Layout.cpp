@@ -116,10 +116,11 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
 }
 
 const std::set<std::string> kSupported = {
-    "embedding", "positional",    "rotary",    "linear",  "matmul",
-    "bias_add",  "add",           "mul",       "gelu",    "relu",
-    "silu",      "swiglu",        "layernorm", "rmsnorm", "softmax",
-    "attention", "cross_entropy", "spmm"};
+    "embedding", "positional", "rotary", "linear", "matmul", "bias_add", "add",
+    "mul", "gelu", "relu", "silu", "swiglu", "layernorm", "rmsnorm", "softmax",
+    "attention", "cross_entropy", "spmm",
+    // Image ops: always replicated over tp (no case below splits them).
+    "conv2d", "pool2d", "flatten", "reshape", "transpose"};
 
 const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
                                             "relu", "silu", "swiglu"};

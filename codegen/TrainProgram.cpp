@@ -21,6 +21,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 namespace autoddl::codegen {
 
@@ -32,6 +33,8 @@ extern const char *const kTrainSpecText;
 extern const char *const kTrainSupportText;
 extern const char *const kTrainSharedPipelineText;
 extern const char *const kTrainDataText;
+extern const char *const kTrainClassDataText;
+extern const char *const kTrainClassIncludesText;
 extern const char *const kTrainOptionsText;
 extern const char *const kTrainParamsText;
 extern const char *const kTrainAllParamsText;
@@ -101,6 +104,64 @@ template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
   if (auto *v = std::get_if<T>(&it->second))
     return *v;
   return dflt;
+}
+
+/// `text` with its one `anchor` replaced: the fixed program text a
+/// classification model extends.
+std::string replaceOnce(std::string text, const std::string &anchor,
+                        const std::string &replacement) {
+  const size_t at = text.find(anchor);
+  if (at == std::string::npos || text.find(anchor, at + 1) != std::string::npos)
+    throw std::logic_error("codegen: the fixed program text has no unique '" +
+                           anchor + "'");
+  return text.replace(at, anchor.size(), replacement);
+}
+
+/// The prelude of a classification program: it also includes the image
+/// kernels.
+std::string classPrelude(const std::string &prelude) {
+  const std::string spmm = "// spmm\n", cstdio = "#include <cstdio>\n";
+  return replaceOnce(replaceOnce(prelude, spmm, spmm + kTrainClassIncludesText),
+                     cstdio, "#include <algorithm>\n" + cstdio);
+}
+
+/// main() of a classification program: synthetic samples only (no --data),
+/// "samples" per second, and the training accuracy of each step (before its
+/// update) printed beside its loss; metrics.json's info.accuracy is the last
+/// step's.
+std::string classMain(std::string text) {
+  const std::string graph = "  if (kGraphModel) {\n";
+  text = replaceOnce(text, graph,
+                     "  if (!o.data.empty())\n    throw "
+                     "std::invalid_argument(\"--data: a classification model "
+                     "trains on synthetic \"\n                               "
+                     " \"class prototypes generated from --seed\");\n" +
+                         graph);
+  text = replaceOnce(
+      text, "  metrics.items_name = kGraphModel ? \"samples\" : \"tokens\";\n",
+      "  metrics.items_name = \"samples\";\n");
+  const std::string loop =
+      "  for (int64_t step = first_step; step < o.steps; ++step) {\n";
+  text = replaceOnce(text, loop,
+                     "  double accuracy = 0; // of the last step\n" + loop);
+  const std::string mean = "    loss /= double(kLossCount);\n";
+  text = replaceOnce(
+      text, mean,
+      mean + "    double correct = local_correct();\n    "
+             "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_DOUBLE, "
+             "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
+             "accuracy = correct / double(kLossCount);\n");
+  text = replaceOnce(
+      text,
+      "\"step %4lld/%lld: loss %.6f (%.1f ms)\\n\", (long long)step + 1,\n"
+      "                  (long long)o.steps, loss, seconds * 1e3);",
+      "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
+      "                  (long long)step + 1, (long long)o.steps, loss, "
+      "accuracy,\n                  seconds * 1e3);");
+  const std::string out = "  if (!o.out.empty()) {\n";
+  return replaceOnce(
+      text, out,
+      "  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n" + out);
 }
 
 /// What one step of a stage emits: forward lines, and the backward lines of
@@ -193,12 +254,24 @@ public:
         producer_[size_t(r)] = int(i);
     tokenModel_ = findInput("input_ids") >= 0;
     graphModel_ = findInput("adjacency") >= 0;
-    if (!tokenModel_ && !graphModel_)
+    classInput_ =
+        findInput("images") >= 0 ? findInput("images") : findInput("features");
+    classModel_ = !tokenModel_ && !graphModel_ && classInput_ >= 0 &&
+                  findInput("targets") >= 0;
+    if (!tokenModel_ && !graphModel_ && !classModel_)
+      throw UserError(
+          "codegen: model " + g.name +
+          " has neither input_ids, adjacency nor images/features with "
+          "targets inputs; the " +
+          (cuda_ ? "cuda backend feeds token models"
+                 : "cpu backend feeds token, graph and classification models") +
+          " only");
+    if (cuda_ && classModel_)
       throw UserError("codegen: model " + g.name +
-                      " has neither input_ids nor adjacency inputs; the " +
-                      (cuda_ ? "cuda backend feeds token models"
-                             : "cpu backend feeds token and graph models") +
-                      " only");
+                      " is a classification model (" +
+                      g.tensors[size_t(classInput_)].name +
+                      " and targets); the cuda backend runs token models only "
+                      "(use --backend cpu)");
     if (cuda_ && graphModel_)
       throw UserError("codegen: model " + g.name +
                       " is a graph model; the cuda backend runs token models "
@@ -259,6 +332,9 @@ private:
   std::vector<std::string> names_;
   std::vector<int> producer_;
   bool tokenModel_ = false, graphModel_ = false;
+  // An image or feature classifier (mlp, vgg): synthetic class prototypes.
+  bool classModel_ = false;
+  int classInput_ = -1; // its images / features input
   // Per stage: struct members (in order, unique), and buffers already there.
   std::map<int, std::vector<Member>> members_;
   std::map<int, std::set<std::string>> memberSet_;
@@ -400,8 +476,11 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
   if (isInput(t)) {
     if (graphModel_)
       return;
-    addMember(stage, {names_[size_t(t)], numel(td.shape),
-                      shapeStr(td.shape) + " i32, " + td.name, true, false});
+    const bool i32 = td.dtype == ops::DType::I32;
+    addMember(stage,
+              {names_[size_t(t)], numel(td.shape),
+               shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + td.name, i32,
+               false});
     return;
   }
   if (td.shape.empty())
@@ -541,6 +620,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   auto BI = [&](std::string line) { s.bwdInput.push_back("  " + line); };
   auto BW = [&](std::string line) { s.bwdWeight.push_back("  " + line); };
   const std::string &k = op.kind;
+  static const std::set<std::string> imageOps = {"conv2d", "pool2d", "flatten",
+                                                 "reshape", "transpose"};
+  if (cuda_ && imageOps.count(k))
+    throw UserError("codegen: op " + op.name + " (" + k +
+                    ") is not supported by the cuda backend yet (use "
+                    "--backend cpu)");
   if (cuda_) {
     // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
     // only where a layer has weights; elsewhere a parameter operand would
@@ -833,6 +918,62 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
       F("  a.loss_sum += a.losses[size_t(i)];");
     }
+    if (classModel_ && p.mode == OpMode::VocabLoss) {
+      const int64_t Vf = full(op.operands[0]).back();
+      const std::string whole = names_[size_t(op.operands[0])] + "_whole";
+      addMember(st, {whole, N * Vf,
+                     shapeStr({N, Vf}) + " gathered logits (accuracy)", false,
+                     false, true});
+      F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
+                    "the accuracy",
+                    whole, x[0], shapeInit({N, V})));
+      F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {});",
+                    whole, x[1], N, Vf));
+    } else if (classModel_) {
+      F(fmt::format("a.correct = count_correct({}, {}, {}, {});", x[0], x[1], N,
+                    V));
+    }
+  } else if (k == "conv2d") {
+    // Replicated over tp: every rank convolves its whole micro-batch.
+    const auto &xsh = xs[0], &wsh = xs[1];
+    const std::string shape = fmt::format(
+        "Conv2dShape{{{}, {}, {}, {}, {}, {}, {}, {}, {}}}", xsh[0], xsh[1],
+        xsh[2], xsh[3], wsh[0], wsh[2], wsh[3],
+        attrOr<int64_t>(op, "stride", 1), attrOr<int64_t>(op, "padding", 0));
+    const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
+    const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
+    F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
+                  shape));
+    if (!isInput(op.operands[0]))
+      BI(fmt::format("conv2d_backward({}, nullptr, nullptr, {}, {}, {}, {});",
+                     dx[0], dy, x[0], x[1], shape));
+    BW(fmt::format("conv2d_backward(nullptr, {}, {}, {}, {}, {}, {});", dx[1],
+                   db, dy, x[0], x[1], shape));
+  } else if (k == "pool2d") {
+    const auto &a = xs[0];
+    const char *isMax =
+        attrOr<std::string>(op, "kind", "max") == "max" ? "true" : "false";
+    const int64_t kernel = attrOr<int64_t>(op, "kernel", 2),
+                  stride = attrOr<int64_t>(op, "stride", kernel);
+    F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
+                  a[0] * a[1], a[2], a[3], kernel, stride, isMax));
+    if (!isInput(op.operands[0]))
+      BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {});",
+                     dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
+                     isMax));
+  } else if (k == "flatten" || k == "reshape") {
+    F(fmt::format("std::copy_n({}, {}, {}); // the same row-major elements",
+                  x[0], n, y));
+    if (!isInput(op.operands[0]))
+      BI(fmt::format("add_into({}, {}, {});", dx[0], dy, n));
+  } else if (k == "transpose") {
+    const std::string perm =
+        shapeInit(attrOr<std::vector<int64_t>>(op, "perm", {}));
+    F(fmt::format("transpose_forward({}, {}, {}, {});", y, x[0],
+                  shapeInit(xs[0]), perm));
+    if (!isInput(op.operands[0]))
+      BI(fmt::format("transpose_backward({}, {}, {}, {});", dx[0], dy,
+                     shapeInit(xs[0]), perm));
   } else if (k == "spmm") {
     const int64_t Fl = lastDim(ys);
     F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
@@ -1037,6 +1178,9 @@ void Emitter::emitStage(int stage, std::string &out) {
   }
   if (hasLoss && !cuda_)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
+  if (hasLoss && classModel_)
+    out += "  int64_t correct = 0; // samples whose largest logit is the "
+           "label\n";
   out += "};\n";
   out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
                      "micro-batch, on the devices running stage {0}\n\n",
@@ -1046,22 +1190,28 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += fmt::format("static void stage{}_forward_compute(Stage{} &a, int64_t "
                      "step, int64_t mb) {{\n",
                      stage, stage);
-  if (!inputs.empty()) {
+  auto holds = [&](int t) {
+    return t >= 0 && std::find(inputs.begin(), inputs.end(), t) != inputs.end();
+  };
+  if (!inputs.empty() && classModel_) {
+    const int tg = findInput("targets");
+    out += fmt::format(
+        "  load_samples(step, mb, {}, {});\n",
+        holds(classInput_) ? "a." + names_[size_t(classInput_)] + ".data()"
+                           : "nullptr",
+        holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+  } else if (!inputs.empty()) {
     int ids = findInput("input_ids"), tg = findInput("targets"),
         types = findInput("token_type_ids");
-    auto has = [&](int t) {
-      return t >= 0 &&
-             std::find(inputs.begin(), inputs.end(), t) != inputs.end();
-    };
     out += fmt::format(
         "  load_tokens(step, mb, {}, {});\n",
-        has(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
-        has(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
-    if (has(types) && cuda_)
+        holds(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
+        holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+    if (holds(types) && cuda_)
       out += fmt::format("  zero(a.{0}.data(), a.{0}.size() * "
                          "sizeof(int32_t)); // one segment\n",
                          names_[size_t(types)]);
-    else if (has(types))
+    else if (holds(types))
       out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one "
                          "segment\n",
                          names_[size_t(types)]);
@@ -1411,6 +1561,17 @@ std::string Emitter::emit() {
     consts += fmt::format("constexpr int64_t kNodes = {}, kFeatures = {}, "
                           "kClasses = {};\n",
                           fs[0], fs[1], classes);
+  } else if (classModel_) {
+    const auto &xs = full(classInput_);
+    int64_t classes = 0;
+    for (const OpDef &op : g_.ops)
+      if (op.kind == "cross_entropy")
+        classes = full(op.operands[0]).back();
+    consts += fmt::format("// Features of one sample ({} of {}) and classes.\n"
+                          "constexpr int64_t kNodes = 0, kFeatures = {}, "
+                          "kClasses = {};\n",
+                          g_.tensors[size_t(classInput_)].name, shapeStr(xs),
+                          numel(xs) / xs[0], classes);
   } else {
     consts += "constexpr int64_t kNodes = 0, kFeatures = 0, kClasses = 0; // "
               "graph models only\n";
@@ -1446,6 +1607,13 @@ std::string Emitter::emit() {
                         "   sum += a.loss_sum;\n",
                         lastStage);
   glue += "  return sum;\n}\n\n";
+  if (classModel_)
+    glue += fmt::format(
+        "// This rank's share of the step's correctly classified samples (as "
+        "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
+        "0;\n  if (g.rtp == 0)\n    for (const auto &a : {})\n      sum += "
+        "double(a.correct);\n  return sum;\n}}\n\n",
+        lastStage);
   glue += schedules(*sched);
   if (cuda_)
     glue += "\n" + gradSyncConfig(*sched);
@@ -1456,11 +1624,17 @@ std::string Emitter::emit() {
            kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
            kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
            kTrainParseText + kCudaTrainMainText;
-  return header() + kTrainPreludeText + kTrainSpecText + consts + params +
-         kTrainSupportText + kTrainSharedPipelineText + kTrainDataText +
-         stagesText + glue + kTrainOptionsText + kTrainParamsText +
-         kTrainAllParamsText + kTrainOptimizerText + kTrainParseText +
-         kTrainMainText;
+  std::string prelude = kTrainPreludeText, data = kTrainDataText,
+              mainText = kTrainMainText;
+  if (classModel_) {
+    prelude = classPrelude(prelude);
+    data += kTrainClassDataText;
+    mainText = classMain(mainText);
+  }
+  return header() + prelude + kTrainSpecText + consts + params +
+         kTrainSupportText + kTrainSharedPipelineText + data + stagesText +
+         glue + kTrainOptionsText + kTrainParamsText + kTrainAllParamsText +
+         kTrainOptimizerText + kTrainParseText + mainText;
 }
 
 } // namespace

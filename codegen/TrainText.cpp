@@ -495,4 +495,44 @@ int main(int argc, char **argv) {
 }
 )cpp";
 
+// Classification models (mlp, vgg) only: the image kernels, after the other
+// kernel includes of the prelude.
+extern const char *const kTrainClassIncludesText = R"cpp(#include "backends/cpu/kernels/Conv.h"         // conv2d, pool2d
+#include "backends/cpu/kernels/Shape.h"        // transpose
+)cpp";
+
+// Classification models only: samples and the accuracy, after the data.
+extern const char *const kTrainClassDataText = R"cpp(// Per-feature noise of a sample around its class prototype (the prototypes'
+// features are N(0, 1)): docs/runtime.md "Classification samples".
+constexpr double kClassNoise = 4.0;
+
+/// Samples [b0, b0 + kMicroBatch) of the step's global batch, keyed by (seed,
+/// global sample index): this dp rank's block, then micro-batch mb inside it
+/// (docs/runtime.md "Data order"). x is [kMicroBatch, kFeatures], labels
+/// [kMicroBatch]; either may be null.
+static void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels) {
+  const int64_t b0 = g.rdp * (kMicroBatches * kMicroBatch) + mb * kMicroBatch;
+  std::vector<float> xs(size_t(kMicroBatch * kFeatures));
+  std::vector<int32_t> ys(static_cast<size_t>(kMicroBatch));
+  synthetic_classes(seed, step, kGlobalBatch, kFeatures, kClasses, kClassNoise,
+                    b0, kMicroBatch, xs.data(), ys.data());
+  if (x)
+    std::copy(xs.begin(), xs.end(), x);
+  if (labels)
+    std::copy(ys.begin(), ys.end(), labels);
+}
+
+/// Rows of logits[N, V] whose largest logit (the first on ties) is the label.
+static int64_t count_correct(const float *logits, const int32_t *labels,
+                             int64_t N, int64_t V) {
+  int64_t correct = 0;
+  for (int64_t i = 0; i < N; ++i) {
+    const float *row = logits + i * V;
+    correct += std::max_element(row, row + V) - row == labels[i];
+  }
+  return correct;
+}
+
+)cpp";
+
 } // namespace autoddl::codegen

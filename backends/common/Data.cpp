@@ -94,6 +94,27 @@ void synthetic_tokens(uint64_t seed, int64_t step, int64_t B, int64_t T,
   }
 }
 
+void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
+                       int64_t K, double noise, int64_t b0, int64_t nb,
+                       float *x, int32_t *labels) {
+  const uint64_t sLabel = fnv1a64("data.class.label"),
+                 sMu = fnv1a64("data.class.mu"), sX = fnv1a64("data.class.x");
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint64_t g = uint64_t(step) * uint64_t(B) + uint64_t(b0 + b);
+    const int32_t label =
+        int32_t(philox_words(seed, sLabel, g)[0] % uint32_t(K));
+    labels[b] = label;
+    for (int64_t f = 0; f < F; ++f) {
+      // The prototype is constant over runs of kClassRun features.
+      const double mu = philox_normal(philox_words(
+          seed, sMu, uint64_t(label) * uint64_t(F) + uint64_t(f / kClassRun)));
+      const double e =
+          philox_normal(philox_words(seed, sX, g * uint64_t(F) + uint64_t(f)));
+      x[b * F + f] = float(mu + noise * e);
+    }
+  }
+}
+
 PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
                            int64_t classes, double p_in, double p_out,
                            double signal, double train_fraction) {

@@ -1,5 +1,5 @@
-// Deterministic training data: token files, synthetic tokens, and a
-// planted-community graph.
+// Deterministic training data: token files, synthetic tokens, synthetic
+// classification samples, and a planted-community graph.
 //
 // The data order is part of the plan-invariance contract (DESIGN §6,
 // docs/runtime.md): which tokens form global sample b of step s depends only on
@@ -75,6 +75,21 @@ struct PlantedGraph {
 PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
                            int64_t classes, double p_in, double p_out,
                            double signal = 1.0, double train_fraction = 0.5);
+
+/// Synthetic classification samples (mlp, vgg), keyed by (seed, global sample
+/// index g = step*B + b) like synthetic_tokens, so the data is plan-invariant.
+/// Sample g's label is uniform over [0, K) (a Philox draw keyed by g); its F
+/// features (an image's C*H*W values, row-major) are the label's prototype
+/// plus Gaussian noise: x[f] = mu[label][f / kClassRun] + noise * N(0, 1),
+/// where mu[c] is a fixed N(0, 1) vector per class keyed by (seed, c). The
+/// prototype is constant over runs of kClassRun consecutive features (pieces of
+/// an image row), local structure a convolution and pooling keep. A model can
+/// learn the prototypes, so accuracy above 1/K means something. Writes samples
+/// [b0, b0 + nb): x is [nb, F], labels [nb].
+constexpr int64_t kClassRun = 8;
+void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
+                       int64_t K, double noise, int64_t b0, int64_t nb,
+                       float *x, int32_t *labels);
 
 } // namespace autoddl::rt
 
