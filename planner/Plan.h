@@ -18,7 +18,9 @@
 #include "cost_model/Memory.h"
 #include "cost_model/pipeline/Schedule.h"
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -157,6 +159,11 @@ struct Prediction {
   // bubble, exposed gradient sync, optimizer.
   double compute = 0, tpComm = 0, p2p = 0, bubble = 0, gradSync = 0,
          optimizer = 0;
+  /// Per op kind, the critical rank's compute seconds per step (all its
+  /// micro-batches), tp collectives excluded: {forward, backward}. Empty in
+  /// plans written before it existed. `autoddl validate` compares it with
+  /// the generated program's --profile.
+  std::map<std::string, std::array<double, 2>> opKinds;
 };
 
 struct Knobs {

@@ -139,6 +139,10 @@ ojson planToJson(const Plan &p) {
                       {"bubble", pr.bubble},
                       {"grad_sync_exposed", pr.gradSync},
                       {"optimizer", pr.optimizer}}}};
+  ojson kinds = ojson::object();
+  for (const auto &[kind, t] : pr.opKinds)
+    kinds[kind] = {{"forward", t[0]}, {"backward", t[1]}};
+  j["predicted"]["op_kinds_s"] = kinds;
   ojson alts = ojson::array();
   for (const Alternative &a : p.alternatives)
     alts.push_back({{"knob", a.knob},
@@ -402,6 +406,15 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.predicted.bubble = r.num(bd, bp, "bubble");
   p.predicted.gradSync = r.num(bd, bp, "grad_sync_exposed");
   p.predicted.optimizer = r.num(bd, bp, "optimizer");
+  if (pr.contains("op_kinds_s")) { // absent in older plans
+    auto kp = pp / "op_kinds_s";
+    const json &kinds = r.at(pr, pp, "op_kinds_s");
+    if (!kinds.is_object())
+      r.fail(kp, "expected an object");
+    for (const auto &[kind, t] : kinds.items())
+      p.predicted.opKinds[kind] = {r.num(t, kp / kind, "forward"),
+                                   r.num(t, kp / kind, "backward")};
+  }
   const json &alts = r.array(doc, root, "alternatives");
   for (size_t i = 0; i < alts.size(); ++i) {
     auto ip = root / "alternatives" / i;

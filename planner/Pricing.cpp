@@ -413,4 +413,20 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
   return agg;
 }
 
+std::array<std::map<std::string, std::array<double, 2>>, 3>
+PricingContext::opKindTimes(const Assignment &a) const {
+  std::array<std::map<std::string, std::array<double, 2>>, 3> kinds;
+  for (size_t i = 0; i < sg_.ops.size(); ++i) {
+    const CollapsedOp &op = sg_.ops[i];
+    const OpSigCost &c = opCost_[i][a[i]];
+    const double w =
+        op.count /
+        (op.segment == Segment::Layer ? static_cast<double>(sg_.layers) : 1.0);
+    auto &t = kinds[static_cast<int>(op.segment)][sg_.graph->ops[op.op].kind];
+    t[0] += w * c.forward;
+    t[1] += w * c.backward;
+  }
+  return kinds;
+}
+
 } // namespace autoddl::planner

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -90,6 +91,11 @@ public:
   /// set.
   double edgeTerm(int e, const Assignment &a);
   Aggregate aggregate(const Assignment &a);
+  /// Per segment and op kind, the compute seconds of one micro-batch (one
+  /// layer for Segment::Layer) as aggregate() counts them, without the tp
+  /// collectives: {forward, backward (input and weight gradients)}.
+  std::array<std::map<std::string, std::array<double, 2>>, 3>
+  opKindTimes(const Assignment &a) const;
 
   /// Bytes of tensor `t` on one rank under tp layout `s` (dp splits the batch).
   double localBytes(int t, const cost::Sbp &s) const;

@@ -1217,6 +1217,28 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
   plan.simBackward = pr.times.backward;
   plan.simWeightGradient = pr.times.weightGradient;
   plan.predicted = pr.pred;
+  // Per op kind on the critical rank, as layout() sums its stages' segments
+  // (Chimera's up pipeline runs a second copy of a mirrored stage).
+  const auto kinds = pc.opKindTimes(a);
+  for (const StageInfo &st : pr.stages) {
+    const bool mirrored = k.schedule == ScheduleKind::Chimera &&
+                          k.pp - 1 - st.device == pr.criticalDevice;
+    const int copies = (st.device == pr.criticalDevice) + mirrored;
+    if (!copies)
+      continue;
+    const double n = pr.layersPerStage[static_cast<size_t>(st.stage)];
+    auto add = [&](int segment, double times) {
+      for (const auto &[kind, t] : kinds[segment])
+        for (int half = 0; half < 2; ++half)
+          plan.predicted.opKinds[kind][half] +=
+              copies * times * static_cast<double>(k.microbatches) * t[half];
+    };
+    add(1, n);
+    if (st.pre)
+      add(0, 1);
+    if (st.post)
+      add(2, 1);
+  }
   if (pl.o.explain) {
     Explainer ex{pl, cand, pr};
     plan.alternatives = ex.run();

@@ -23,5 +23,6 @@ void registerCodegenCommand(CLI::App &app);    // CodegenCommand.cpp: plan -> tr
 void registerRunCommand(CLI::App &app);        // RunCommand.cpp: plan, generate, build, mpirun
 void registerVerifyCommand(CLI::App &app);     // VerifyCommand.cpp: plan vs one rank, step by step
 void registerCalibrateCommand(CLI::App &app);  // CalibrateCommand.cpp: measure GPUs -> cluster file
+void registerValidateCommand(CLI::App &app);   // ValidateCommand.cpp: predicted vs measured
 
 } // namespace autoddl::cli

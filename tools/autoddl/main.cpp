@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
   autoddl::cli::registerRunCommand(app);
   autoddl::cli::registerVerifyCommand(app);
   autoddl::cli::registerCalibrateCommand(app);
+  autoddl::cli::registerValidateCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

@@ -1,0 +1,441 @@
+//===- ValidateCommand.cpp - `autoddl validate`: predicted vs measured ----===//
+//
+//   autoddl validate PLAN [--measured RUN_DIR] [--trace-out merged.json]
+//                         [--json] [--steps N] [--model FILE]
+//
+// Compares a plan's prediction with a run of its generated CUDA program made
+// with `--profile --trace` (issue 6 part 6; docs/calibrate.md "Validate"):
+//   - per op kind: plan.json predicted.op_kinds_s (the critical rank's
+//     compute seconds per step, forward and backward) against metrics.json
+//     "op_kinds" (the busiest rank's CUDA-event time per step);
+//   - per tensor-parallel collective kind: the plan's tp collectives, their
+//     shares of predicted.breakdown_s.tp_comm, against metrics.json
+//     "tp_collectives";
+//   - per step: predicted.step_time_s against mean_step_seconds;
+// and the mean absolute percentage error (MAPE) over the op kinds both sides
+// have. --trace-out writes one Chrome-trace/Perfetto document holding the
+// predicted timeline (the one `autoddl inspect --trace` writes, names
+// prefixed "predicted: ", placed at the start of the measured second step)
+// and the measured one (trace.json, when the run has it; names prefixed
+// "measured: ", process ids after the predicted ones).
+// Without --measured, on a machine with a GPU, the program is generated,
+// built and run here (`autoddl run --backend cuda PLAN -- --profile --trace`)
+// into a temporary directory. The report is the product: exit 0 whatever the
+// errors; bad input exits 1.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/CpuCodegen.h"
+#include "codegen/ProjectRunner.h"
+#include "cost_model/pipeline/ChromeTrace.h"
+#include "planner/PlanJson.h"
+#include "planner/PlanReport.h"
+#include "support/JsonFile.h"
+#include "support/UserError.h"
+#include "tools/autoddl/Commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <unistd.h>
+
+namespace autoddl::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ValidateArgs {
+  std::string plan, measured, traceOut, model;
+  bool json = false;
+  int64_t steps = 10;
+};
+
+/// A number of `j` at `key`, or nullopt when absent; a present non-number is
+/// bad input.
+std::optional<double> optNumber(const json &j, const char *key,
+                                const std::string &origin,
+                                const json::json_pointer &where) {
+  if (!j.is_object() || !j.contains(key) || j.at(key).is_null())
+    return std::nullopt;
+  if (!j.at(key).is_number())
+    throw UserError(jsonPlace(origin, where / key) + "expected a number");
+  return j.at(key).get<double>();
+}
+
+/// Per kind {forward, backward, calls} of a metrics.json object such as
+/// "op_kinds"; empty when absent.
+std::map<std::string, std::array<double, 3>>
+kindTimes(const json &metrics, const char *key, const std::string &origin) {
+  std::map<std::string, std::array<double, 3>> out;
+  if (!metrics.contains(key))
+    return out;
+  const json &kinds = metrics.at(key);
+  const json::json_pointer at = json::json_pointer("/") / key;
+  if (!kinds.is_object())
+    throw UserError(jsonPlace(origin, at) + "expected an object");
+  for (const auto &[kind, t] : kinds.items()) {
+    if (!t.is_object())
+      throw UserError(jsonPlace(origin, at / kind) + "expected an object");
+    std::array<double, 3> v{};
+    const char *fields[] = {"forward_s", "backward_s", "calls"};
+    for (int i = 0; i < 3; ++i) {
+      auto x = optNumber(t, fields[i], origin, at / kind);
+      if (!x || *x < 0)
+        throw UserError(jsonPlace(origin, at / kind / fields[i]) +
+                        "expected a non-negative number");
+      v[size_t(i)] = *x;
+    }
+    out[kind] = v;
+  }
+  return out;
+}
+
+/// (predicted - measured) / measured, or nullopt when nothing was measured.
+std::optional<double> relError(double predicted, double measured) {
+  if (!(measured > 0))
+    return std::nullopt;
+  return (predicted - measured) / measured;
+}
+
+json numOrNull(std::optional<double> x) { return x ? json(*x) : json(nullptr); }
+
+std::string ms(std::optional<double> seconds) {
+  return seconds ? fmt::format("{:.3f}", *seconds * 1e3) : std::string("-");
+}
+
+std::string pct(std::optional<double> e) {
+  return e ? fmt::format("{:+.1f}%", *e * 100) : std::string("-");
+}
+
+struct Row {
+  std::string kind;
+  std::optional<double> predForward, predBackward, measForward, measBackward;
+  double measCalls = 0;
+  std::optional<double> error; // of forward + backward
+};
+
+/// The predicted trace (inspect --trace) and the measured trace.json in one
+/// document: see the file comment.
+json mergedTrace(const planner::Plan &plan, const std::string &planPath,
+                 const std::string &measuredTrace) {
+  trace::ChromeTrace t;
+  std::string error;
+  if (!planner::planTrace(plan, 64, t, error))
+    throw UserError(planPath + ": the plan's times do not replay: " + error);
+  json predicted = parseJsonText(t.render(), planPath + " (predicted trace)");
+  json measured = json::object({{"traceEvents", json::array()}});
+  if (!measuredTrace.empty()) {
+    measured = readJsonFile(measuredTrace, "trace");
+    if (!measured.is_object() || !measured.contains("traceEvents") ||
+        !measured.at("traceEvents").is_array())
+      throw UserError(measuredTrace +
+                      ": expected a Chrome trace with a traceEvents array");
+  }
+  // Where the measured second step starts: the second F0 of the lowest rank
+  // (its first compute of each step), else its first.
+  std::vector<double> f0;
+  int64_t lowest = -1;
+  for (const json &e : measured.at("traceEvents"))
+    if (e.is_object() && e.value("ph", "") == "X" && e.contains("pid") &&
+        e.at("pid").is_number_integer())
+      lowest = lowest < 0 ? e.at("pid").get<int64_t>()
+                          : std::min(lowest, e.at("pid").get<int64_t>());
+  for (const json &e : measured.at("traceEvents"))
+    if (e.is_object() && e.value("ph", "") == "X" &&
+        e.value("name", "") == "F0" && e.value("pid", int64_t(-1)) == lowest &&
+        e.contains("ts") && e.at("ts").is_number())
+      f0.push_back(e.at("ts").get<double>());
+  std::sort(f0.begin(), f0.end());
+  const double shift = f0.size() >= 2 ? f0[1] : f0.empty() ? 0 : f0[0];
+
+  json events = json::array();
+  int64_t maxPid = -1;
+  for (json e : predicted.at("traceEvents")) {
+    if (e.contains("pid") && e.at("pid").is_number_integer())
+      maxPid = std::max(maxPid, e.at("pid").get<int64_t>());
+    if (e.value("ph", "") == "M") {
+      if (e.contains("args") && e.at("args").contains("name"))
+        e["args"]["name"] =
+            "predicted: " + e.at("args").at("name").get<std::string>();
+    } else {
+      e["name"] = "predicted: " + e.value("name", std::string());
+      if (e.contains("ts") && e.at("ts").is_number())
+        e["ts"] = e.at("ts").get<double>() + shift;
+    }
+    events.push_back(std::move(e));
+  }
+  const int64_t offset = maxPid + 1;
+  std::set<int64_t> measuredPids;
+  for (json e : measured.at("traceEvents")) {
+    if (!e.is_object())
+      continue;
+    const int64_t pid = e.contains("pid") && e.at("pid").is_number_integer()
+                            ? e.at("pid").get<int64_t>()
+                            : 0;
+    measuredPids.insert(pid);
+    e["pid"] = pid + offset;
+    if (e.value("ph", "") == "M") {
+      if (e.contains("args") && e.at("args").contains("name") &&
+          e.at("args").at("name").is_string())
+        e["args"]["name"] =
+            "measured: " + e.at("args").at("name").get<std::string>();
+    } else {
+      e["name"] = "measured: " + e.value("name", std::string());
+    }
+    events.push_back(std::move(e));
+  }
+  for (int64_t pid : measuredPids)
+    events.push_back(
+        {{"ph", "M"},
+         {"name", "process_name"},
+         {"pid", pid + offset},
+         {"args", {{"name", fmt::format("measured: rank {}", pid)}}}});
+  return json::object({{"traceEvents", events}, {"displayTimeUnit", "ms"}});
+}
+
+/// Runs the plan's CUDA program with --profile --trace into a temporary
+/// directory; returns the directory.
+std::string runHere(const ValidateArgs &a, const planner::Plan &plan) {
+  codegen::requireGpu("autoddl validate without --measured");
+  if (a.steps < 2)
+    throw UserError("--steps: expected at least 2 (the first step is "
+                    "warm-up), got " +
+                    std::to_string(a.steps));
+  char tmpl[] = "/tmp/autoddl-validate-XXXXXX";
+  if (!mkdtemp(tmpl))
+    throw UserError("cannot create a temporary directory in /tmp");
+  const std::string dir = tmpl;
+  ModelGraph g = codegen::modelForPlan(plan, a.model);
+  auto files = codegen::generateProject(plan, g, codegen::readTextFile(a.plan),
+                                        codegen::Backend::Cuda, false);
+  const std::string binary = codegen::buildCached(files, false);
+  const int ranks = plan.knobs.pp * plan.knobs.dp * plan.knobs.tp;
+  std::fprintf(stderr, "autoddl: mpirun -np %d %s (log %s/run.log)\n", ranks,
+               binary.c_str(), dir.c_str());
+  const int rc =
+      codegen::launchMpi(binary, ranks,
+                         {"--steps", std::to_string(a.steps), "--out", dir,
+                          "--profile", "--trace", "--quiet"},
+                         dir + "/run.log");
+  if (rc != 0)
+    throw UserError(fmt::format("the profiled run failed (exit status {}); "
+                                "see {}/run.log",
+                                rc, dir));
+  return dir;
+}
+
+void run(const ValidateArgs &a) {
+  planner::Plan plan = planner::readPlanFile(a.plan);
+  const std::string dir = a.measured.empty() ? runHere(a, plan) : a.measured;
+  const std::string metricsPath = dir + "/metrics.json";
+  if (!std::filesystem::exists(metricsPath))
+    throw UserError(metricsPath + ": no metrics.json in " + dir +
+                    " (a run of the plan's program with --out " + dir +
+                    " --profile writes it)");
+  const json m = readJsonFile(metricsPath, "metrics");
+  if (!m.is_object())
+    throw UserError(metricsPath + ": expected a JSON object");
+  // The run must be of this plan: its model and rank count.
+  const json info = m.value("info", json::object());
+  const std::string model = info.value("model", std::string());
+  if (model != plan.model)
+    throw UserError(fmt::format(
+        "{}: a run of model {}, but {} is a plan of {}", metricsPath,
+        model.empty() ? std::string("(none recorded)") : model, a.plan,
+        plan.model));
+  const int ranks = plan.knobs.pp * plan.knobs.dp * plan.knobs.tp;
+  if (info.contains("ranks") && info.at("ranks").is_string() &&
+      info.at("ranks").get<std::string>() != std::to_string(ranks))
+    throw UserError(
+        fmt::format("{}: a run on {} ranks, but the plan {} runs "
+                    "on {} (pp={} x dp={} x tp={})",
+                    metricsPath, info.at("ranks").get<std::string>(), a.plan,
+                    ranks, plan.knobs.pp, plan.knobs.dp, plan.knobs.tp));
+  if (!m.contains("op_kinds"))
+    throw UserError(metricsPath +
+                    ": no op_kinds (run the program with --profile)");
+  const auto measuredOps = kindTimes(m, "op_kinds", metricsPath);
+  const auto measuredComm = kindTimes(m, "tp_collectives", metricsPath);
+  const std::optional<double> measuredStep =
+      optNumber(m, "mean_step_seconds", metricsPath, json::json_pointer());
+  if (plan.predicted.opKinds.empty())
+    std::fprintf(stderr,
+                 "autoddl: warning: %s has no predicted.op_kinds_s "
+                 "(a plan from before it existed: plan it again)\n",
+                 a.plan.c_str());
+
+  // Op kinds.
+  std::set<std::string> kinds;
+  for (const auto &kv : plan.predicted.opKinds)
+    kinds.insert(kv.first);
+  for (const auto &kv : measuredOps)
+    kinds.insert(kv.first);
+  std::vector<Row> ops;
+  double apeSum = 0;
+  int apeCount = 0;
+  for (const std::string &k : kinds) {
+    Row r;
+    r.kind = k;
+    auto p = plan.predicted.opKinds.find(k);
+    if (p != plan.predicted.opKinds.end()) {
+      r.predForward = p->second[0];
+      r.predBackward = p->second[1];
+    }
+    auto q = measuredOps.find(k);
+    if (q != measuredOps.end()) {
+      r.measForward = q->second[0];
+      r.measBackward = q->second[1];
+      r.measCalls = q->second[2];
+    }
+    if (r.predForward && r.measForward) {
+      r.error = relError(*r.predForward + *r.predBackward,
+                         *r.measForward + *r.measBackward);
+      if (r.error) {
+        apeSum += std::fabs(*r.error);
+        ++apeCount;
+      }
+    }
+    ops.push_back(r);
+  }
+  const std::optional<double> mape =
+      apeCount ? std::optional<double>(apeSum / apeCount) : std::nullopt;
+
+  // Tensor-parallel collectives: each kind's share of the plan's tp
+  // collective time (time x calls), scaled to the critical rank's tp_comm.
+  std::map<std::string, double> share;
+  double shareTotal = 0;
+  for (const planner::CollectiveUse &u : plan.collectives)
+    if (u.axis == "tp") {
+      share[u.collective] += u.time * double(u.perStep);
+      shareTotal += u.time * double(u.perStep);
+    }
+  std::set<std::string> commKinds;
+  for (const auto &kv : share)
+    commKinds.insert(kv.first);
+  for (const auto &kv : measuredComm)
+    commKinds.insert(kv.first);
+  std::vector<Row> comms;
+  for (const std::string &k : commKinds) {
+    Row r;
+    r.kind = k;
+    auto s = share.find(k);
+    if (s != share.end() && shareTotal > 0)
+      r.predForward = plan.predicted.tpComm * s->second / shareTotal;
+    auto q = measuredComm.find(k);
+    if (q != measuredComm.end()) {
+      r.measForward = q->second[0] + q->second[1];
+      r.measCalls = q->second[2];
+    }
+    if (r.measForward)
+      r.error = relError(r.predForward.value_or(0), *r.measForward);
+    comms.push_back(r);
+  }
+  const std::optional<double> stepError =
+      measuredStep ? relError(plan.predicted.stepTime, *measuredStep)
+                   : std::nullopt;
+
+  std::string traceNote;
+  if (!a.traceOut.empty()) {
+    const std::string tracePath = dir + "/trace.json";
+    const bool hasTrace = std::filesystem::exists(tracePath);
+    writeFileAtomically(
+        a.traceOut,
+        mergedTrace(plan, a.plan, hasTrace ? tracePath : "").dump() + "\n");
+    traceNote = hasTrace ? "" : " (no measured trace.json: predicted only)";
+  }
+
+  if (a.json) {
+    json out = json::object();
+    out["plan"] = a.plan;
+    out["measured"] = dir;
+    json jo = json::array();
+    for (const Row &r : ops)
+      jo.push_back({{"kind", r.kind},
+                    {"predicted_forward_s", numOrNull(r.predForward)},
+                    {"predicted_backward_s", numOrNull(r.predBackward)},
+                    {"measured_forward_s", numOrNull(r.measForward)},
+                    {"measured_backward_s", numOrNull(r.measBackward)},
+                    {"measured_calls", r.measCalls},
+                    {"error", numOrNull(r.error)}});
+    out["op_kinds"] = jo;
+    out["op_kinds_mape"] = numOrNull(mape);
+    json jc = json::array();
+    for (const Row &r : comms)
+      jc.push_back({{"kind", r.kind},
+                    {"predicted_s", numOrNull(r.predForward)},
+                    {"measured_s", numOrNull(r.measForward)},
+                    {"measured_calls", r.measCalls},
+                    {"error", numOrNull(r.error)}});
+    out["tp_collectives"] = jc;
+    out["step"] = {{"predicted_s", plan.predicted.stepTime},
+                   {"measured_s", numOrNull(measuredStep)},
+                   {"error", numOrNull(stepError)}};
+    if (!a.traceOut.empty())
+      out["trace"] = a.traceOut;
+    std::fputs((out.dump(2) + "\n").c_str(), stdout);
+    return;
+  }
+  std::string s = fmt::format(
+      "validate {} against {}\n(per step on the critical / busiest rank, "
+      "milliseconds; error = (predicted - measured) / measured)\n\n",
+      a.plan, metricsPath);
+  s += fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n",
+                   "op kind", "pred fwd", "meas fwd", "pred bwd", "meas bwd",
+                   "calls", "error");
+  for (const Row &r : ops)
+    s += fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>8.0f} {:>8}\n",
+                     r.kind, ms(r.predForward), ms(r.measForward),
+                     ms(r.predBackward), ms(r.measBackward), r.measCalls,
+                     pct(r.error));
+  s += fmt::format("MAPE over {} op kinds: {}\n\n", apeCount,
+                   mape ? fmt::format("{:.1f}%", *mape * 100) : "-");
+  s += fmt::format("{:<16} {:>10} {:>10} {:>8} {:>8}\n", "tp collective",
+                   "predicted", "measured", "calls", "error");
+  for (const Row &r : comms)
+    s += fmt::format("{:<16} {:>10} {:>10} {:>8.0f} {:>8}\n", r.kind,
+                     ms(r.predForward), ms(r.measForward), r.measCalls,
+                     pct(r.error));
+  if (comms.empty())
+    s += "(none: the plan and the run have no tensor-parallel collectives)\n";
+  s += fmt::format("\n{:<16} {:>10} {:>10} {:>8} {:>8}\n", "step",
+                   ms(plan.predicted.stepTime), ms(measuredStep), "",
+                   pct(stepError));
+  if (!a.traceOut.empty())
+    s += fmt::format("\ntrace: {}{}\n", a.traceOut, traceNote);
+  std::fputs(s.c_str(), stdout);
+}
+
+} // namespace
+
+void registerValidateCommand(CLI::App &app) {
+  auto args = std::make_shared<ValidateArgs>();
+  CLI::App *cmd = app.add_subcommand(
+      "validate", "compare a plan's predicted times with a profiled run of "
+                  "its CUDA program (per op kind, collective, step; MAPE)");
+  cmd->add_option("plan", args->plan, "plan.json written by autoddl plan")
+      ->required();
+  cmd->add_option("--measured", args->measured,
+                  "directory of a run made with --out DIR --profile --trace "
+                  "(else: run it here, on this machine's GPUs)");
+  cmd->add_option("--trace-out", args->traceOut,
+                  "write the predicted and measured timelines into one "
+                  "Chrome-trace/Perfetto JSON file");
+  cmd->add_flag("--json", args->json, "print the report as JSON");
+  cmd->add_option("--steps", args->steps,
+                  "steps of the run made here (default 10; the first is "
+                  "warm-up)");
+  cmd->add_option("--model", args->model,
+                  "the model file the plan was made from (run made here)");
+  cmd->callback([args] { run(*args); });
+}
+
+} // namespace autoddl::cli
