@@ -11,7 +11,7 @@ set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
 seqArg=()
-case "$model" in gcn*) ;; *) seqArg=(--seq 16) ;; esac
+case "$model" in gcn*|mlp*|*vgg*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
 if [ "${MEGATRON:-0}" = 1 ]; then
@@ -31,3 +31,13 @@ fi
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
 "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}"
+# A classification model (mlp, vgg) also reports the accuracy of its last step
+# (metrics.json info.accuracy): the plan's run must report the single rank's.
+python3 - "$work/run" <<'PY'
+import json, sys
+plan, single = (json.load(open(f"{sys.argv[1]}/{r}/metrics.json"))["info"] for r in ("plan", "single"))
+if "accuracy" in single or "accuracy" in plan:
+    if plan.get("accuracy") != single.get("accuracy"):
+        sys.exit(f"accuracy: plan {plan.get('accuracy')} != single rank {single.get('accuracy')}")
+    print(f"accuracy: {plan['accuracy']} on both")
+PY
