@@ -21,4 +21,6 @@ add_library(autoddl_cpu_runtime STATIC
 target_include_directories(autoddl_cpu_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT})
 target_compile_features(autoddl_cpu_runtime PUBLIC cxx_std_17)
 target_compile_definitions(autoddl_cpu_runtime PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
+target_link_libraries(autoddl_cpu_runtime PUBLIC Threads::Threads)
 target_link_libraries(autoddl_cpu_runtime PUBLIC MPI::MPI_C ${BLAS_LIBRARIES})

@@ -32,5 +32,7 @@ if(AUTODDL_FP32)
 endif()
 target_compile_options(autoddl_cuda_runtime PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
+find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
+target_link_libraries(autoddl_cuda_runtime PUBLIC Threads::Threads)
 target_link_libraries(autoddl_cuda_runtime PUBLIC MPI::MPI_C CUDA::cudart CUDA::cublasLt
   ${AUTODDL_NCCL_LIBRARY})
