@@ -31,7 +31,19 @@ cases=(
   "pp2_zb-h1 tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=zb-h1 0"
   "pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0"
   "pp2_interleaved tests/e2e/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0"
+  # An odd vocabulary (1000), padded on the device to 1024 rows (512 per rank under tp=2).
+  "v1000_g1 tests/lit/codegen/tiny_gpt_v1000.json 1 tp=1,pp=1,dp=1 0"
+  "v1000_llama_g1 tests/lit/codegen/tiny_llama_v1000.json 1 tp=1,pp=1,dp=1 0"
+  "v1000_llama_tp2 tests/lit/codegen/tiny_llama_v1000.json 2 tp=2,pp=1,dp=1 1"
 )
+# VERIFY_CASES="name ...": prepare only those cases (default: all).
+if [ -n "${VERIFY_CASES:-}" ]; then
+  keep=()
+  for c in "${cases[@]}"; do
+    for n in $VERIFY_CASES; do [ "${c%% *}" = "$n" ] && keep+=("$c"); done
+  done
+  cases=("${keep[@]}")
+fi
 
 megatron() { # plan.json: linears ending in proj run row-parallel, the others column-parallel
   python3 - "$1" <<'PY'
@@ -206,7 +218,9 @@ for name, model in cases:
             row.update(ok=False, error="no result")
         else:
             rel = max(abs(a - b) / abs(b) for a, b in zip(got, ref))
-            one = losses(f"run:g1_{'gpt4' if 'gpt-4layer' in model else model.split('-')[1]}.{m}")
+            single = [c for c, cm in cases
+                      if cm == model and open(os.path.join(d, "cases", c, "gpus")).read().strip() == "1"]
+            one = losses(f"run:{single[0]}.{m}") if single else None
             row.update(max_rel_err_vs_cpu=rel, ok=rel <= tol[m],
                        first_loss=got[0], last_loss=got[-1], cpu_first_loss=ref[0], cpu_last_loss=ref[-1])
             if one and gpus > 1:
@@ -218,8 +232,10 @@ for name, model in cases:
         rows.append(row)
 log = open(os.path.join(res, "device.log")).read() if os.path.exists(os.path.join(res, "device.log")) else ""
 doc = {"date": datetime.date.today().isoformat(),
-       "command": "bench/cuda/verify_gpu.sh prepare build-cuda-codegen/tools/autoddl/autoddl .gpu-codegen/v && "
-                  "(device) bench/cuda/verify_gpu.sh device .gpu-codegen/v 2 && bench/cuda/verify_gpu.sh compare ...",
+       "command": os.environ.get("VERIFY_COMMAND",
+                  "bench/cuda/verify_gpu.sh prepare AUTODDL DIR && (device) bench/cuda/verify_gpu.sh "
+                  "device DIR 2 && bench/cuda/verify_gpu.sh compare DIR RESULTS OUT.json"),
+       "cases": [c for c, _ in cases],
        "steps": 20, "global_batch": 8, "seq": 64,
        "tolerances": {"fp32": "relative 1e-4 on every step's loss vs the CPU program",
                       "bf16": "relative 2e-2 on every step's loss vs the CPU program"},
@@ -227,9 +243,14 @@ doc = {"date": datetime.date.today().isoformat(),
 full, resumed = runs.get("full.fp32"), runs.get("resumed.fp32")
 if full and resumed:
     tail = full["loss"][10:]
+    # The GPU kernels sum some gradients with fp32 atomics (layernorm dgamma/dbeta, embedding
+    # backward, attention dq), so two GPU runs agree to rounding, not bit for bit: the resumed
+    # losses must equal the uninterrupted run's within 1e-6 relative (fp32).
+    rel = max(abs(a - b) / abs(b) for a, b in zip(resumed["loss"], tail)) if len(tail) == len(resumed["loss"]) else None
     doc["resume"] = {"case": "pp2_1f1b fp32, save at step 10, resume to 20",
-                     "exact": tail == resumed["loss"], "full": tail, "resumed": resumed["loss"]}
-    doc["all_ok"] = ok_all and doc["resume"]["exact"]
+                     "bitwise_equal": tail == resumed["loss"], "max_rel_diff": rel,
+                     "ok": rel is not None and rel <= 1e-6, "full": tail, "resumed": resumed["loss"]}
+    doc["all_ok"] = ok_all and doc["resume"]["ok"]
 json.dump(doc, open(path, "w"), indent=1)
 for r in rows:
     print(f"{r['case']:16} {r['mode']:5} {'ok ' if r['ok'] else 'BAD'} "
