@@ -1,7 +1,8 @@
 //===- ValidateCommand.cpp - `autoddl validate`: predicted vs measured ----===//
 //
 //   autoddl validate PLAN [--measured RUN_DIR] [--trace-out merged.json]
-//                         [--json] [--steps N] [--model FILE]
+//                         [--json] [--step-tolerance F] [--steps N]
+//                         [--model FILE]
 //
 // Compares a plan's prediction with a run of its generated CUDA program made
 // with `--profile --trace` (issue 6 part 6; docs/calibrate.md "Validate"):
@@ -11,7 +12,8 @@
 //   - per tensor-parallel collective kind: the plan's tp collectives, their
 //     shares of predicted.breakdown_s.tp_comm, against metrics.json
 //     "tp_collectives";
-//   - per step: predicted.step_time_s against mean_step_seconds;
+//   - per step: predicted.step_time_s against mean_step_seconds, and whether
+//     the error is within --step-tolerance (issue 6: 15% after calibration);
 // and the mean absolute percentage error (MAPE) over the op kinds both sides
 // have. --trace-out writes one Chrome-trace/Perfetto document holding the
 // predicted timeline (the one `autoddl inspect --trace` writes, names
@@ -57,6 +59,7 @@ struct ValidateArgs {
   std::string plan, measured, traceOut, model;
   bool json = false;
   int64_t steps = 10;
+  double stepTolerance = 0.15; // issue 6: within 15% after calibration
 };
 
 /// A number of `j` at `key`, or nullopt when absent; a present non-number is
@@ -234,6 +237,9 @@ std::string runHere(const ValidateArgs &a, const planner::Plan &plan) {
 }
 
 void run(const ValidateArgs &a) {
+  if (!(a.stepTolerance >= 0))
+    throw UserError("--step-tolerance: expected a non-negative fraction, got " +
+                    fmt::format("{}", a.stepTolerance));
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string dir = a.measured.empty() ? runHere(a, plan) : a.measured;
   const std::string metricsPath = dir + "/metrics.json";
@@ -378,7 +384,11 @@ void run(const ValidateArgs &a) {
     out["tp_collectives"] = jc;
     out["step"] = {{"predicted_s", plan.predicted.stepTime},
                    {"measured_s", numOrNull(measuredStep)},
-                   {"error", numOrNull(stepError)}};
+                   {"error", numOrNull(stepError)},
+                   {"tolerance", a.stepTolerance},
+                   {"within_tolerance",
+                    stepError ? json(std::fabs(*stepError) <= a.stepTolerance)
+                              : json(nullptr)}};
     if (!a.traceOut.empty())
       out["trace"] = a.traceOut;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
@@ -409,6 +419,9 @@ void run(const ValidateArgs &a) {
   s += fmt::format("\n{:<16} {:>10} {:>10} {:>8} {:>8}\n", "step",
                    ms(plan.predicted.stepTime), ms(measuredStep), "",
                    pct(stepError));
+  if (stepError)
+    s += fmt::format("step within {:.0f}%: {}\n", a.stepTolerance * 100,
+                     std::fabs(*stepError) <= a.stepTolerance ? "yes" : "no");
   if (!a.traceOut.empty())
     s += fmt::format("\ntrace: {}{}\n", a.traceOut, traceNote);
   std::fputs(s.c_str(), stdout);
@@ -433,6 +446,9 @@ void registerValidateCommand(CLI::App &app) {
   cmd->add_option("--steps", args->steps,
                   "steps of the run made here (default 10; the first is "
                   "warm-up)");
+  cmd->add_option("--step-tolerance", args->stepTolerance,
+                  "report whether |step error| is within this fraction "
+                  "(default 0.15, issue 6's bound after calibration)");
   cmd->add_option("--model", args->model,
                   "the model file the plan was made from (run made here)");
   cmd->callback([args] { run(*args); });

@@ -141,6 +141,9 @@ TEST_F(ValidateCli, ReportMatchesHandComputation) {
   EXPECT_DOUBLE_EQ(rep.at("step").at("measured_s").get<double>(), 0.0011);
   EXPECT_NEAR(rep.at("step").at("error").get<double>(), (ps - 0.0011) / 0.0011,
               1e-12);
+  // Within 15% (the default tolerance) exactly when |error| <= 0.15.
+  EXPECT_EQ(rep.at("step").at("within_tolerance").get<bool>(),
+            std::fabs((ps - 0.0011) / 0.0011) <= 0.15);
 
   // The text form: the same MAPE, as a percentage with one decimal.
   CliRun t = cli("validate '" + plan() + "' --measured " + kFixture);
@@ -150,6 +153,7 @@ TEST_F(ValidateCli, ReportMatchesHandComputation) {
                 apeSum / 8 * 100);
   EXPECT_NE(t.out.find(mape), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("linear"), std::string::npos);
+  EXPECT_NE(t.out.find("step within 15%: "), std::string::npos) << t.out;
 }
 
 // The merged trace holds inspect --trace's events prefixed "predicted: ",
@@ -328,6 +332,9 @@ TEST_F(ValidateCli, BadInput) {
   expectOneLineError(cli("validate '" + plan() + "' --measured '" + run + "'"),
                      "metrics.json:1:");
   EXPECT_FALSE(fs::exists(trace));
+  expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
+                         " --step-tolerance -1"),
+                     "--step-tolerance: expected a non-negative fraction");
   // Without --measured, this machine must have a GPU.
   if (!fs::exists("/dev/nvidia0") && !fs::exists("/proc/driver/nvidia/gpus")) {
     CliRun r = cli("validate '" + plan() + "'");
