@@ -196,12 +196,19 @@ json mergedTrace(const planner::Plan &plan, const std::string &planPath,
     }
     events.push_back(std::move(e));
   }
-  for (int64_t pid : measuredPids)
+  for (int64_t pid : measuredPids) {
     events.push_back(
         {{"ph", "M"},
          {"name", "process_name"},
          {"pid", pid + offset},
          {"args", {{"name", fmt::format("measured: rank {}", pid)}}}});
+    // The program's F/B/W events are timed by CUDA events on thread 0.
+    events.push_back({{"ph", "M"},
+                      {"name", "thread_name"},
+                      {"pid", pid + offset},
+                      {"tid", 0},
+                      {"args", {{"name", "measured: compute (CUDA events)"}}}});
+  }
   return json::object({{"traceEvents", events}, {"displayTimeUnit", "ms"}});
 }
 
