@@ -6,9 +6,11 @@
 #
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
 #                          [--warmup N] [--models a,b] [--compile-wait S] [--dist-compile]
-#                          [--modes eager,compile] [--dist-models a,b]
+#                          [--modes eager,compile] [--dist-models a,b] [--profile]
 #
-# --modes: the one-GPU PyTorch modes (default eager,compile).
+# --profile: run the generated programs with --profile --trace as well and keep their metrics.json
+#   and trace.json in $OUT/validate-<project>/, for `autoddl validate PLAN --measured DIR` here.
+# --modes: the one-GPU PyTorch modes (default eager,compile; none: skip them).
 # --dist-models: the models of the two-GPU PyTorch runs (default: --models).
 #
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
@@ -30,7 +32,7 @@ export PYTHONUNBUFFERED=1
 args="$*"
 gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240 dist_compile=0
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
-modes=eager,compile dist_models=""
+modes=eager,compile dist_models="" profile=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --gpus) gpus=$2; shift 2 ;;
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
   --dist-compile) dist_compile=1; shift ;;
   --modes) modes=$2; shift 2 ;;
   --dist-models) dist_models=$2; shift 2 ;;
+  --profile) profile=1; shift ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -149,7 +152,7 @@ fi
 
 pt_rows=$res/pytorch_rows.jsonl
 : >"$pt_rows"
-if [ "$gpus" = 1 ] || [ "$gpus" = all ]; then
+if { [ "$gpus" = 1 ] || [ "$gpus" = all ]; } && [ "$modes" != none ]; then
   say "PyTorch 1 GPU: $modes ($models)"
   python3 bench/cuda/pytorch_gpt2.py suite --models "$models" --modes "$modes" --steps "$steps" \
     --warmup "$warmup" --compile-wait-s "$compile_wait" --out "$pt_rows" >>"$log" 2>&1
@@ -188,6 +191,13 @@ if [ ${#selected[@]} -gt 0 ]; then
       st=$?
       python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "$b/out/metrics.json" \
         "$warmup" "$st" >>"$ad_rows"
+      if [ "$profile" = 1 ]; then # a second, profiled run: op times for autoddl validate
+        say "autoddl $name: profiled run"
+        timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$want" \
+          -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
+          "$b/train" --steps $((steps + warmup)) --out "$res/validate-$name" --profile --trace \
+          --quiet >>"$log" 2>&1 || say "  profiled run failed"
+      fi
     else
       say "autoddl $name: build failed (log: $b.log, copied into run.log)"
       python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "" "$warmup" build >>"$ad_rows"
