@@ -151,10 +151,16 @@ void writeProject(const std::string &dir, const ProjectFiles &files) {
 }
 
 ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
+  const std::string name = model.empty() ? plan.model : model;
+  // An explicit op graph has fixed shapes: the planner's micro-batch is one
+  // instance of it, taken as written.
+  ModelGraph fixed = import::importModel(name, {});
+  if (fixed.family == "graph")
+    return fixed;
   import::ImportOptions o;
   o.batch = plan.knobs.microbatch;
   o.seq = plan.seq;
-  return import::importModel(model.empty() ? plan.model : model, o);
+  return import::importModel(name, o);
 }
 
 std::string readTextFile(const std::string &path) {

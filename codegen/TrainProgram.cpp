@@ -254,23 +254,23 @@ public:
         producer_[size_t(r)] = int(i);
     tokenModel_ = findInput("input_ids") >= 0;
     graphModel_ = findInput("adjacency") >= 0;
-    classInput_ =
-        findInput("images") >= 0 ? findInput("images") : findInput("features");
-    classModel_ = !tokenModel_ && !graphModel_ && classInput_ >= 0 &&
-                  findInput("targets") >= 0;
+    if (!tokenModel_ && !graphModel_)
+      findClassInputs();
+    classModel_ = classInput_ >= 0 && classTargets_ >= 0;
     if (!tokenModel_ && !graphModel_ && !classModel_)
       throw UserError(
           "codegen: model " + g.name +
-          " has neither input_ids, adjacency nor images/features with "
-          "targets inputs; the " +
+          " has neither input_ids, adjacency nor one f32 input with the "
+          "class labels of a cross_entropy; the " +
           (cuda_ ? "cuda backend feeds token models"
                  : "cpu backend feeds token, graph and classification models") +
           " only");
     if (cuda_ && classModel_)
       throw UserError("codegen: model " + g.name +
                       " is a classification model (" +
-                      g.tensors[size_t(classInput_)].name +
-                      " and targets); the cuda backend runs token models only "
+                      g.tensors[size_t(classInput_)].name + " and " +
+                      g.tensors[size_t(classTargets_)].name +
+                      "); the cuda backend runs token models only "
                       "(use --backend cpu)");
     if (cuda_ && graphModel_)
       throw UserError("codegen: model " + g.name +
@@ -281,6 +281,26 @@ public:
   std::string emit();
 
 private:
+  /// A classification model (mlp, vgg, an explicit graph): its one dense f32
+  /// input (images or features) and the i32 input holding the labels of its
+  /// cross_entropy.
+  void findClassInputs() {
+    for (size_t t = 0; t < g_.tensors.size(); ++t) {
+      const TensorDef &td = g_.tensors[t];
+      if (td.role != TensorRole::Input || td.sparse ||
+          td.dtype != ops::DType::F32)
+        continue;
+      if (classInput_ >= 0) { // several: not a classifier this program feeds
+        classInput_ = -1;
+        return;
+      }
+      classInput_ = int(t);
+    }
+    for (const OpDef &op : g_.ops)
+      if (op.kind == "cross_entropy" && op.operands.size() == 2 &&
+          isInput(op.operands[1]))
+        classTargets_ = op.operands[1];
+  }
   int findInput(const std::string &name) const {
     for (size_t t = 0; t < g_.tensors.size(); ++t)
       if (g_.tensors[t].role == TensorRole::Input && g_.tensors[t].name == name)
@@ -334,7 +354,8 @@ private:
   bool tokenModel_ = false, graphModel_ = false;
   // An image or feature classifier (mlp, vgg): synthetic class prototypes.
   bool classModel_ = false;
-  int classInput_ = -1; // its images / features input
+  int classInput_ = -1;   // its images / features input
+  int classTargets_ = -1; // its class labels
   // Per stage: struct members (in order, unique), and buffers already there.
   std::map<int, std::vector<Member>> members_;
   std::map<int, std::set<std::string>> memberSet_;
@@ -1194,7 +1215,7 @@ void Emitter::emitStage(int stage, std::string &out) {
     return t >= 0 && std::find(inputs.begin(), inputs.end(), t) != inputs.end();
   };
   if (!inputs.empty() && classModel_) {
-    const int tg = findInput("targets");
+    const int tg = classTargets_;
     out += fmt::format(
         "  load_samples(step, mb, {}, {});\n",
         holds(classInput_) ? "a." + names_[size_t(classInput_)] + ".data()"
@@ -1567,11 +1588,13 @@ std::string Emitter::emit() {
     for (const OpDef &op : g_.ops)
       if (op.kind == "cross_entropy")
         classes = full(op.operands[0]).back();
-    consts += fmt::format("// Features of one sample ({} of {}) and classes.\n"
-                          "constexpr int64_t kNodes = 0, kFeatures = {}, "
-                          "kClasses = {};\n",
-                          g_.tensors[size_t(classInput_)].name, shapeStr(xs),
-                          numel(xs) / xs[0], classes);
+    consts += fmt::format(
+        "// Samples per micro-batch (the leading dimension of {} {}; an "
+        "explicit graph's\n// micro-batch is one instance of it), features "
+        "of one sample, classes.\nconstexpr int64_t kClassBatch = {};\n"
+        "constexpr int64_t kNodes = 0, kFeatures = {}, kClasses = {};\n",
+        g_.tensors[size_t(classInput_)].name, shapeStr(xs), xs[0],
+        numel(xs) / xs[0], classes);
   } else {
     consts += "constexpr int64_t kNodes = 0, kFeatures = 0, kClasses = 0; // "
               "graph models only\n";

@@ -506,16 +506,17 @@ extern const char *const kTrainClassDataText = R"cpp(// Per-feature noise of a s
 // features are N(0, 1)): docs/runtime.md "Classification samples".
 constexpr double kClassNoise = 4.0;
 
-/// Samples [b0, b0 + kMicroBatch) of the step's global batch, keyed by (seed,
-/// global sample index): this dp rank's block, then micro-batch mb inside it
-/// (docs/runtime.md "Data order"). x is [kMicroBatch, kFeatures], labels
-/// [kMicroBatch]; either may be null.
+/// Samples [b0, b0 + kClassBatch) of the step's kDP * kMicroBatches *
+/// kClassBatch, keyed by (seed, global sample index): this dp rank's block,
+/// then micro-batch mb inside it (docs/runtime.md "Data order"). x is
+/// [kClassBatch, kFeatures], labels [kClassBatch]; either may be null.
 static void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels) {
-  const int64_t b0 = g.rdp * (kMicroBatches * kMicroBatch) + mb * kMicroBatch;
-  std::vector<float> xs(size_t(kMicroBatch * kFeatures));
-  std::vector<int32_t> ys(static_cast<size_t>(kMicroBatch));
-  synthetic_classes(seed, step, kGlobalBatch, kFeatures, kClasses, kClassNoise,
-                    b0, kMicroBatch, xs.data(), ys.data());
+  const int64_t b0 = (g.rdp * kMicroBatches + mb) * kClassBatch;
+  std::vector<float> xs(size_t(kClassBatch * kFeatures));
+  std::vector<int32_t> ys(static_cast<size_t>(kClassBatch));
+  synthetic_classes(seed, step, kDP * kMicroBatches * kClassBatch, kFeatures,
+                    kClasses, kClassNoise, b0, kClassBatch, xs.data(),
+                    ys.data());
   if (x)
     std::copy(xs.begin(), xs.end(), x);
   if (labels)
