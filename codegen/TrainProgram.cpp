@@ -1304,37 +1304,34 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += "  (void)a;\n}\n\n";
 
   // The instructions: receive, compute (traced F/B/W), send.
-  auto recvList = [&](const std::vector<int> &ts, bool grads, int peerStage,
-                      int boundary, const char *dirTag) {
+  auto transferList = [&](const std::vector<int> &ts, bool grads,
+                          int peerStage, int boundary, const char *dirTag,
+                          bool send) {
+    const char *format =
+        send ? (cuda_ ? "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, "
+                        "{}, {}));\n"
+                      : "  pending.push_back(isend({}, {}, device_of({}, dir), "
+                        "tag(mb, {}, {}, {}), g.pp));\n")
+             : (cuda_ ? "  pipe_recv({}, {}, device_of({}, dir), tag(mb, {}, "
+                        "{}, {}));\n"
+                      : "  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, "
+                        "{}), g.pp);\n");
     std::string s;
     for (size_t k = 0; k < ts.size(); ++k) {
       const int t = ts[k];
       TpLayout l = L_.tensors[size_t(t)];
-      s += fmt::format(
-          cuda_ ? "  pipe_recv({}, {}, device_of({}, dir), tag(mb, {}, {}, "
-                  "{}));\n"
-                : "  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, {}), "
-                  "g.pp);\n",
-          grads ? grad(t, l) : val(t, l), numel(local(t, l)), peerStage,
-          boundary, dirTag, k);
+      s += fmt::format(fmt::runtime(format), grads ? grad(t, l) : val(t, l),
+                       numel(local(t, l)), peerStage, boundary, dirTag, k);
     }
     return s;
   };
+  auto recvList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                      int boundary, const char *dirTag) {
+    return transferList(ts, grads, peerStage, boundary, dirTag, false);
+  };
   auto sendList = [&](const std::vector<int> &ts, bool grads, int peerStage,
                       int boundary, const char *dirTag) {
-    std::string s;
-    for (size_t k = 0; k < ts.size(); ++k) {
-      const int t = ts[k];
-      TpLayout l = L_.tensors[size_t(t)];
-      s += fmt::format(
-          cuda_ ? "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, {}, "
-                  "{}));\n"
-                : "  pending.push_back(isend({}, {}, device_of({}, dir), "
-                  "tag(mb, {}, {}, {}), g.pp));\n",
-          grads ? grad(t, l) : val(t, l), numel(local(t, l)), peerStage,
-          boundary, dirTag, k);
-    }
-    return s;
+    return transferList(ts, grads, peerStage, boundary, dirTag, true);
   };
   out +=
       fmt::format("static void stage{0}_forward(int64_t step, int mb, "
