@@ -1304,9 +1304,8 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += "  (void)a;\n}\n\n";
 
   // The instructions: receive, compute (traced F/B/W), send.
-  auto transferList = [&](const std::vector<int> &ts, bool grads,
-                          int peerStage, int boundary, const char *dirTag,
-                          bool send) {
+  auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                          int boundary, const char *dirTag, bool send) {
     const char *format =
         send ? (cuda_ ? "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, "
                         "{}, {}));\n"
