@@ -18,8 +18,13 @@ void TraceRecorder::end(const std::string &name, int tid, double start_us) {
 }
 
 std::string TraceRecorder::events_json(int pid) const {
+  return trace_events_json(events_, pid);
+}
+
+std::string trace_events_json(const std::vector<TraceRecorder::Event> &events,
+                              int pid) {
   std::string out;
-  for (const Event &e : events_) {
+  for (const TraceRecorder::Event &e : events) {
     Json j = Json::obj();
     j.set("name", Json::of(e.name));
     j.set("ph", Json::of(std::string("X")));

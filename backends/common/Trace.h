@@ -42,6 +42,11 @@ private:
   std::vector<Event> events_;
 };
 
+/// `events` as comma-separated JSON objects with "pid": pid (no brackets): one
+/// rank's fragment of a trace document.
+std::string trace_events_json(const std::vector<TraceRecorder::Event> &events,
+                              int pid);
+
 /// {"traceEvents": [f0, f1, ...], "displayTimeUnit": "ms"} from events_json
 /// fragments.
 std::string trace_document(const std::vector<std::string> &fragments);

@@ -9,13 +9,15 @@
 
 namespace autoddl::rt {
 
-void write_run_metrics(RunMetrics &m, const std::string &path, MPI_Comm comm) {
-  const int p = comm_size(comm);
-  int64_t mine = peak_resident_bytes();
-  m.peak_memory_bytes.assign(size_t(p), 0);
-  mpiCheck(MPI_Allgather(&mine, 1, MPI_INT64_T, m.peak_memory_bytes.data(), 1,
-                         MPI_INT64_T, comm));
+void gather_run_metrics(RunMetrics &m, int64_t my_peak_bytes, MPI_Comm comm) {
+  m.peak_memory_bytes.assign(size_t(comm_size(comm)), 0);
+  mpiCheck(MPI_Allgather(&my_peak_bytes, 1, MPI_INT64_T,
+                         m.peak_memory_bytes.data(), 1, MPI_INT64_T, comm));
   m.collectives = comm_stats();
+}
+
+void write_run_metrics(RunMetrics &m, const std::string &path, MPI_Comm comm) {
+  gather_run_metrics(m, peak_resident_bytes(), comm);
   if (comm_rank(comm) == 0)
     write_metrics_json(path, m);
   mpiCheck(MPI_Barrier(comm)); // the file exists when any rank returns
@@ -23,8 +25,12 @@ void write_run_metrics(RunMetrics &m, const std::string &path, MPI_Comm comm) {
 
 void write_run_trace(const TraceRecorder &trace, const std::string &path,
                      MPI_Comm comm) {
+  write_trace_fragments(trace.events_json(comm_rank(comm)), path, comm);
+}
+
+void write_trace_fragments(const std::string &mine, const std::string &path,
+                           MPI_Comm comm) {
   const int p = comm_size(comm), r = comm_rank(comm);
-  const std::string mine = trace.events_json(r);
   int len = int(mine.size());
   std::vector<int> lens(static_cast<size_t>(p)),
       offsets(static_cast<size_t>(p), 0);

@@ -17,10 +17,19 @@ namespace autoddl::rt {
 /// `path` atomically. Collective.
 void write_run_metrics(RunMetrics &m, const std::string &path, MPI_Comm comm);
 
+/// The gathering part of write_run_metrics, for any memory counter: fills
+/// m.peak_memory_bytes with every rank's `my_peak_bytes` and m.collectives
+/// with this rank's comm_stats(). Collective.
+void gather_run_metrics(RunMetrics &m, int64_t my_peak_bytes, MPI_Comm comm);
+
 /// Gathers every rank's events (pid = rank in `comm`) and rank 0 writes one
 /// trace document to `path` atomically. Collective.
 void write_run_trace(const TraceRecorder &trace, const std::string &path,
                      MPI_Comm comm);
+
+/// The same from this rank's events_json fragment (any recorder). Collective.
+void write_trace_fragments(const std::string &mine, const std::string &path,
+                           MPI_Comm comm);
 
 } // namespace autoddl::rt
 

@@ -6,6 +6,7 @@
 #include "backends/common/Trace.h"
 #include "backends/cpu/Collectives.h" // comm_stats, comm_size, comm_rank
 #include "backends/cpu/MpiCheck.h"
+#include "backends/cpu/RunReport.h" // gather_run_metrics, write_trace_fragments
 
 #include <chrono>
 
@@ -73,29 +74,14 @@ void GpuTrace::finish_step() {
 }
 
 std::string GpuTrace::events_json(int pid) const {
-  std::string out;
-  for (const Done &e : done_) {
-    Json j = Json::obj();
-    j.set("name", Json::of(e.name));
-    j.set("ph", Json::of(std::string("X")));
-    j.set("pid", Json::of(int64_t(pid)));
-    j.set("tid", Json::of(int64_t(e.tid)));
-    j.set("ts", Json::of(e.ts_us));
-    j.set("dur", Json::of(e.dur_us));
-    out += (out.empty() ? "" : ",") + j.dump();
-  }
-  return out;
+  return trace_events_json(done_, pid);
 }
 
 void write_cuda_run_metrics(RunMetrics &m, double model_flops_per_step,
                             double peak_flops_per_gpu, const std::string &path,
                             MPI_Comm comm) {
   const int p = comm_size(comm);
-  int64_t mine = peak_device_bytes();
-  m.peak_memory_bytes.assign(size_t(p), 0);
-  mpiCheck(MPI_Allgather(&mine, 1, MPI_INT64_T, m.peak_memory_bytes.data(), 1,
-                         MPI_INT64_T, comm));
-  m.collectives = comm_stats();
+  gather_run_metrics(m, peak_device_bytes(), comm);
   if (comm_rank(comm) == 0) {
     double total = 0;
     size_t first = m.step_seconds.size() >= 2 ? 1 : 0, counted = 0;
@@ -120,28 +106,7 @@ void write_cuda_run_metrics(RunMetrics &m, double model_flops_per_step,
 
 void write_cuda_run_trace(const GpuTrace &trace, const std::string &path,
                           MPI_Comm comm) {
-  const int p = comm_size(comm), r = comm_rank(comm);
-  const std::string mine = trace.events_json(r);
-  int len = int(mine.size());
-  std::vector<int> lens(static_cast<size_t>(p)),
-      offsets(static_cast<size_t>(p), 0);
-  mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
-  std::string all;
-  if (r == 0) {
-    for (int q = 1; q < p; ++q)
-      offsets[size_t(q)] = offsets[size_t(q - 1)] + lens[size_t(q - 1)];
-    all.resize(size_t(offsets[size_t(p - 1)] + lens[size_t(p - 1)]));
-  }
-  mpiCheck(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(),
-                       offsets.data(), MPI_CHAR, 0, comm));
-  if (r == 0) {
-    std::vector<std::string> fragments;
-    for (int q = 0; q < p; ++q)
-      fragments.push_back(
-          all.substr(size_t(offsets[size_t(q)]), size_t(lens[size_t(q)])));
-    write_file_atomically(path, trace_document(fragments));
-  }
-  mpiCheck(MPI_Barrier(comm));
+  write_trace_fragments(trace.events_json(comm_rank(comm)), path, comm);
 }
 
 } // namespace autoddl::rt

@@ -6,6 +6,7 @@
 #define AUTODDL_BACKENDS_CUDA_RUNREPORT_H
 
 #include "backends/common/Metrics.h"
+#include "backends/common/Trace.h"
 #include "backends/cuda/Runtime.h"
 
 #include <mpi.h>
@@ -37,18 +38,13 @@ private:
     std::string name;
     int tid = 0, begin = 0, end = 0;
   };
-  struct Done {
-    std::string name;
-    int tid = 0;
-    double ts_us = 0, dur_us = 0;
-  };
   cudaEvent_t event(int index);
   bool enabled_ = false;
   std::vector<cudaEvent_t> events_;
   int used_ = 0;
   double step_host_us_ = 0;
   std::vector<Pending> pending_;
-  std::vector<Done> done_;
+  std::vector<TraceRecorder::Event> done_;
 };
 
 /// Fills m.peak_memory_bytes with every rank's peak_device_bytes() (rank

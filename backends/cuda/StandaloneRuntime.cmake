@@ -21,7 +21,7 @@ add_library(autoddl_cuda_runtime STATIC
   ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
   ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
   ${_rt}/common/Trace.cpp
-  ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Checkpoint.cpp
+  ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Checkpoint.cpp ${_rt}/cpu/RunReport.cpp
   ${_autoddl_cuda_sources})
 target_include_directories(autoddl_cuda_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT} ${AUTODDL_NCCL_INCLUDE})
 target_compile_features(autoddl_cuda_runtime PUBLIC cxx_std_17)
