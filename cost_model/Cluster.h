@@ -54,6 +54,24 @@ struct CalibrationEntry {
   double efficiency = 0; // fraction of peak; 0 = not given
 };
 
+/// Measured throughput of a sparse kernel (spmm, sddmm) at one precision by
+/// feature width (docs/cluster-format.md "sparse_gflops"): the cost model
+/// prices the op from it, interpolating between widths, instead of the
+/// roofline.
+struct SparseRate {
+  std::string op; // "spmm" or "sddmm"
+  Precision precision = Precision::FP32;
+  std::vector<std::pair<double, double>> points; // (width, FLOP/s), ascending
+};
+
+/// A measured correction of one op kind's priced time (docs/cluster-format.md
+/// "op_time_scale"): `autoddl validate --fit-cluster` writes measured /
+/// predicted from a profiled run of a generated program.
+struct OpTimeScale {
+  std::string kind; // op kind as in docs/ir.md
+  double forward = 1, backward = 1;
+};
+
 struct Cluster {
   std::string name;
   std::string gpuModel;
@@ -76,6 +94,11 @@ struct Cluster {
   LinkClass interNode;
   int nicsPerNode = 0;
   std::vector<CalibrationEntry> calibration;
+  std::vector<SparseRate> sparseRates; // empty: the roofline prices spmm/sddmm
+  std::vector<OpTimeScale> opTimeScales; // empty: every kind as priced
+  /// Seconds of device time each op execution (forward, backward) costs
+  /// beyond its kernels, as a profiled run measures it (0: none).
+  double opOverhead = 0;
 
   int worldSize() const { return gpusPerNode * nodes; }
   /// The peak of `p`, or the fp32 peak where the GPU lacks `p` (e.g. bf16 on

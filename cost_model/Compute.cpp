@@ -193,12 +193,46 @@ bool calibrated(const Cluster &c, std::string_view op, Precision p,
   return false;
 }
 
-OpCost opCost(const Cluster &c, std::string_view kind,
-              const std::vector<ops::ValueType> &operands,
-              const std::vector<ops::ValueType> &results,
-              const ops::Attrs &attrs,
-              const std::vector<bool> &parameterOperands, Precision p,
-              const KernelOptions &kernels) {
+double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
+                      double width) {
+  auto find = [&](Precision q) -> const SparseRate * {
+    for (const SparseRate &r : c.sparseRates)
+      if (r.op == op && r.precision == q && !r.points.empty())
+        return &r;
+    return nullptr;
+  };
+  const SparseRate *r = find(p);
+  if (!r) {
+    const Precision twin = p == Precision::BF16   ? Precision::FP16
+                           : p == Precision::FP16 ? Precision::BF16
+                           : p == Precision::TF32 ? Precision::FP32
+                                                  : Precision::TF32;
+    r = find(twin);
+  }
+  if (!r)
+    return 0;
+  const auto &pts = r->points;
+  if (width <= pts.front().first)
+    return pts.front().second;
+  for (size_t i = 1; i < pts.size(); ++i)
+    if (width <= pts[i].first) {
+      const auto &[w0, f0] = pts[i - 1];
+      const auto &[w1, f1] = pts[i];
+      return f0 + (f1 - f0) * (width - w0) / (w1 - w0);
+    }
+  return pts.back().second;
+}
+
+namespace {
+
+/// The op's cost from the roofline, the calibration table and the sparse
+/// rates, before the measured corrections of opCost().
+OpCost modelledOpCost(const Cluster &c, std::string_view kind,
+                      const std::vector<ops::ValueType> &operands,
+                      const std::vector<ops::ValueType> &results,
+                      const ops::Attrs &attrs,
+                      const std::vector<bool> &parameterOperands, Precision p,
+                      const KernelOptions &kernels) {
   OpCost out;
   auto isParam = [&](size_t i) {
     return i < parameterOperands.size() && parameterOperands[i];
@@ -301,26 +335,54 @@ OpCost opCost(const Cluster &c, std::string_view kind,
     return out;
   }
 
+  // Sparse ops: nnz stored values plus 4-byte column indices (CSR) are read.
+  double nnz = 0;
+  if (auto it = attrs.find("nnz"); it != attrs.end())
+    if (auto *v = std::get_if<int64_t>(&it->second))
+      nnz = static_cast<double>(*v);
   if (kind == "spmm" || kind == "sddmm") {
-    // Sparse: nnz stored values plus 4-byte column indices (CSR) are read.
-    double nnz = 0;
-    if (auto it = attrs.find("nnz"); it != attrs.end())
-      if (auto *v = std::get_if<int64_t>(&it->second))
-        nnz = static_cast<double>(*v);
     double sparseBytes = nnz * (elemBytes(operands[0], p) + 4.0);
     double dense = 0;
     for (size_t i = 1; i < operands.size(); ++i)
       dense += bytesOf(operands[i], p);
     double outB = kind == "spmm" ? outBytes : nnz * elemBytes(results[0], p);
-    out.forward =
-        streamKernel(c, kind, key, fwdFlops, sparseBytes + dense + outB, p);
     // spmm: dX = Aᵀ·dY, the same product transposed. sddmm: dX = dOut·Y and
     // dY = dOutᵀ·X, two spmm of the same FLOPs each.
     double factor = kind == "spmm" ? 1.0 : 2.0;
-    KernelCost bwd = streamKernel(c, kind, key, factor * fwdFlops,
-                                  factor * (sparseBytes + dense + outB), p);
+    const double width = static_cast<double>(operands[1].shape.back());
+    const double fwdRate = sparseFlopRate(c, kind, p, width);
+    const double bwdRate = sparseFlopRate(c, "spmm", p, width);
+    // The measured throughput of the cluster's sparse kernels at this width
+    // (the benchmark's median over its graphs), else the roofline.
+    auto measured = [&](double flops, double bytes, double rate) {
+      KernelCost kc = roofline(c, flops, bytes, c.gemmEfficiency, p);
+      kc.time = std::max(flops / rate, c.kernelLaunch);
+      kc.efficiency = rate / c.peakFlops(p);
+      kc.calibrated = true;
+      return kc;
+    };
+    out.forward = fwdRate > 0
+                      ? measured(fwdFlops, sparseBytes + dense + outB, fwdRate)
+                      : streamKernel(c, kind, key, fwdFlops,
+                                     sparseBytes + dense + outB, p);
+    KernelCost bwd =
+        bwdRate > 0 ? measured(factor * fwdFlops,
+                               factor * (sparseBytes + dense + outB), bwdRate)
+                    : streamKernel(c, kind, key, factor * fwdFlops,
+                                   factor * (sparseBytes + dense + outB), p);
     (operands.size() > 1 && isParam(1) ? out.backwardWeight
                                        : out.backwardData) = bwd;
+    return out;
+  }
+  if (kind == "edge_softmax") {
+    // Reads the row pointers and the nnz scores, writes nnz values; backward
+    // reads the result and its gradient and writes the scores' gradient. The
+    // [N,M] operand types overstate it: only nnz entries are stored.
+    const double v = nnz * elemBytes(results[0], p);
+    const double rows = static_cast<double>(operands[0].shape[0]) * 4.0;
+    out.forward = streamKernel(c, kind, key, fwdFlops, rows + 2 * v, p);
+    out.backwardData =
+        streamKernel(c, kind, key, 2.0 * fwdFlops, rows + 3 * v, p);
     return out;
   }
 
@@ -359,6 +421,45 @@ OpCost opCost(const Cluster &c, std::string_view kind,
     double dy = results.empty() ? 0 : numel(results[0]);
     out.backwardWeight = streamKernel(c, kind, key, 2.0 * dy,
                                       actBytes + outBytes + paramBytes, p);
+  }
+  return out;
+}
+
+} // namespace
+
+bool isGemmKind(std::string_view kind) {
+  return kind == "linear" || kind == "matmul" || kind == "conv2d";
+}
+
+OpCost opCost(const Cluster &c, std::string_view kind,
+              const std::vector<ops::ValueType> &operands,
+              const std::vector<ops::ValueType> &results,
+              const ops::Attrs &attrs,
+              const std::vector<bool> &parameterOperands, Precision p,
+              const KernelOptions &kernels) {
+  OpCost out = modelledOpCost(c, kind, operands, results, attrs,
+                              parameterOperands, p, kernels);
+  // Measured corrections (docs/cost-model.md "Fitted from a profiled run"):
+  // the kind's time scale, and the device time each execution costs beyond
+  // its kernels, counted as the generated programs launch them: forward once,
+  // backward once, a GEMM's dgrad and wgrad apart. Views stay free.
+  double fwd = 1, bwd = 1;
+  for (const OpTimeScale &s : c.opTimeScales)
+    if (s.kind == kind) {
+      fwd = s.forward;
+      bwd = s.backward;
+    }
+  if (out.forward.time > 0)
+    out.forward.time = fwd * out.forward.time + c.opOverhead;
+  out.backwardData.time *= bwd;
+  out.backwardWeight.time *= bwd;
+  if (isGemmKind(kind)) {
+    for (KernelCost *k : {&out.backwardData, &out.backwardWeight})
+      if (k->time > 0)
+        k->time += c.opOverhead;
+  } else if (out.backward() > 0) {
+    (out.backwardData.time > 0 ? out.backwardData : out.backwardWeight).time +=
+        c.opOverhead;
   }
   return out;
 }

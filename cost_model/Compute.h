@@ -29,6 +29,10 @@ struct KernelCost {
   bool computeBound = false;
 };
 
+/// linear, matmul, conv2d: a GEMM whose backward runs as two launches (dgrad,
+/// wgrad); the per-op overhead of a fitted cluster counts both.
+bool isGemmKind(std::string_view kind);
+
 struct OpCost {
   KernelCost forward;
   KernelCost backwardData;   // dgrad: gradients of activations
@@ -65,6 +69,14 @@ double gemmEfficiency(const Cluster &c, double m, double n, double k,
 /// eff_mem)), at least c.kernelLaunch.
 KernelCost roofline(const Cluster &c, double flops, double bytes,
                     double efficiency, Precision p);
+
+/// FLOP/s of sparse op `op` ("spmm", "sddmm") at feature width `width` from
+/// c.sparseRates: linear in the width between measured widths, the nearest
+/// measured width's rate outside them. A precision without an entry uses its
+/// twin (bf16 <-> fp16, tf32 <-> fp32: the same tensor-core rate). 0 when the
+/// table has no entry.
+double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
+                      double width);
 
 /// Looks up (op, precision, shape) in c.calibration; returns true and sets
 /// `time` (seconds) when an entry gives a time, or `efficiency` when it gives

@@ -131,6 +131,79 @@ private:
   std::set<std::string> known_;
 };
 
+/// gpu.op_time_scale: {"layernorm": {"forward": 1.4, "backward": 2.7}, ...,
+/// "source": ...}; factors in (0, 100].
+std::vector<OpTimeScale> readOpTimeScales(const json &v, const Ptr &where,
+                                          const std::string &origin) {
+  ObjectReader table(v, where, origin);
+  std::vector<OpTimeScale> scales;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() == "source")
+      continue;
+    table.get(it.key()); // a known field
+    ObjectReader k(it.value(), where / it.key(), origin);
+    OpTimeScale s;
+    s.kind = it.key();
+    s.forward = k.number("forward", false, 1.0);
+    s.backward = k.number("backward", false, 1.0);
+    if (s.forward > 100)
+      k.fail(k.at("forward"), "expected a factor in (0, 100]");
+    if (s.backward > 100)
+      k.fail(k.at("backward"), "expected a factor in (0, 100]");
+    k.finish();
+    scales.push_back(s);
+  }
+  table.source();
+  table.finish();
+  return scales;
+}
+
+/// gpu.sparse_gflops: {"spmm": {"fp32": [[width, GFLOP/s], ...], ...},
+/// "sddmm": {...}, "source": ...}, widths ascending.
+std::vector<SparseRate> readSparseRates(const json &v, const Ptr &where,
+                                        const std::string &origin) {
+  ObjectReader table(v, where, origin);
+  std::vector<SparseRate> rates;
+  for (const char *op : {"spmm", "sddmm"}) {
+    if (!table.has(op))
+      continue;
+    const json &byPrecision = table.get(op);
+    if (!byPrecision.is_object())
+      table.fail(table.at(op), std::string("expected an object, got ") +
+                                   byPrecision.type_name());
+    for (auto it = byPrecision.begin(); it != byPrecision.end(); ++it) {
+      const Ptr at = table.at(op) / it.key();
+      SparseRate r;
+      r.op = op;
+      if (!parsePrecision(it.key(), r.precision))
+        table.fail(at, "expected a precision (fp32, tf32, bf16, fp16), got \"" +
+                           it.key() + "\"");
+      const json &pts = it.value();
+      if (!pts.is_array() || pts.empty())
+        table.fail(at, "expected a non-empty array of [width, GFLOP/s] pairs");
+      for (size_t i = 0; i < pts.size(); ++i) {
+        const json &pt = pts[i];
+        const bool ok = pt.is_array() && pt.size() == 2 && pt[0].is_number() &&
+                        pt[1].is_number() && pt[0].get<double>() > 0 &&
+                        pt[1].get<double>() > 0 &&
+                        std::isfinite(pt[1].get<double>());
+        if (!ok)
+          table.fail(at / i, "expected [width, GFLOP/s], both positive, got " +
+                                 pt.dump());
+        const double w = pt[0].get<double>();
+        if (!r.points.empty() && w <= r.points.back().first)
+          table.fail(at / i,
+                     "expected widths in ascending order, got " + pt.dump());
+        r.points.push_back({w, 1e9 * pt[1].get<double>()});
+      }
+      rates.push_back(std::move(r));
+    }
+  }
+  table.source();
+  table.finish();
+  return rates;
+}
+
 bool isFile(const std::string &path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -164,6 +237,15 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
     c.hbmEfficiency = gpu.fraction("memory_efficiency", 1.0);
     c.gemmEfficiency = gpu.fraction("gemm_efficiency", 1.0);
     c.kernelLaunch = 1e-6 * gpu.number("kernel_launch_us", true);
+    if (gpu.has("sparse_gflops"))
+      c.sparseRates = readSparseRates(gpu.get("sparse_gflops"),
+                                      gpu.at("sparse_gflops"), origin);
+    if (gpu.has("op_time_scale"))
+      c.opTimeScales = readOpTimeScales(gpu.get("op_time_scale"),
+                                        gpu.at("op_time_scale"), origin);
+    c.opOverhead = 1e-6 * gpu.number("op_overhead_us", true, 0.0);
+    if (c.opOverhead >= 1e-2)
+      gpu.fail(gpu.at("op_overhead_us"), "expected microseconds below 10000");
     gpu.source();
     gpu.finish();
   }
@@ -270,7 +352,7 @@ std::vector<std::string> presetNames() {
   return names;
 }
 
-Cluster loadCluster(const std::string &spec, int nodes) {
+std::string clusterSpecPath(const std::string &spec) {
   if (spec.empty())
     throw UserError(
         "--cluster: expected a preset name or a cluster file, got an "
@@ -287,6 +369,11 @@ Cluster loadCluster(const std::string &spec, int nodes) {
                     presetsDir() + ": " + (known.empty() ? "none" : known) +
                     "); a path to a cluster file also works");
   }
+  return path;
+}
+
+Cluster loadCluster(const std::string &spec, int nodes) {
+  const std::string path = clusterSpecPath(spec);
   Cluster c = readClusterFile(path);
   if (nodes < 0)
     throw UserError("--nodes: must be at least 1, got " +

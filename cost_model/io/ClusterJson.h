@@ -32,6 +32,10 @@ std::string presetsDir();
 /// Names of the presets found there, sorted.
 std::vector<std::string> presetNames();
 
+/// The file a `--cluster` spec names (see loadCluster); throws UserError for
+/// an unknown preset.
+std::string clusterSpecPath(const std::string &spec);
+
 /// `spec` is a path when it names an existing file or contains '/' or ends in
 /// ".json"; otherwise a preset name. `nodes` > 0 scales the cluster to that
 /// many nodes. Throws UserError for an unknown preset (listing the known ones).

@@ -28,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
 #include "codegen/ProjectRunner.h"
+#include "cost_model/io/ClusterJson.h"
 #include "cost_model/pipeline/ChromeTrace.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
@@ -56,7 +57,7 @@ namespace {
 using nlohmann::json;
 
 struct ValidateArgs {
-  std::string plan, measured, traceOut, model;
+  std::string plan, measured, traceOut, model, cluster, fitCluster;
   bool json = false;
   int64_t steps = 10;
   double stepTolerance = 0.15; // issue 6: within 15% after calibration
@@ -243,6 +244,87 @@ std::string runHere(const ValidateArgs &a, const planner::Plan &plan) {
   return dir;
 }
 
+/// --fit-cluster: the cluster of --cluster with each op kind's measured /
+/// predicted time as gpu.op_time_scale (composed with the scale it had) and
+/// the step time no op accounts for, spread over the op executions, as
+/// gpu.op_overhead_us (docs/calibrate.md "Fitting the cluster to a run").
+void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
+                const std::vector<Row> &ops,
+                std::optional<double> measuredStep) {
+  if (a.cluster.empty())
+    throw UserError("--fit-cluster: needs --cluster, the cluster the plan "
+                    "was made on (preset name or file)");
+  if (!measuredStep)
+    throw UserError("--fit-cluster: the run has no mean_step_seconds");
+  const std::string in = cost::clusterSpecPath(a.cluster);
+  const cost::Cluster old = cost::readClusterFile(in);
+  json doc = readJsonFile(in, "cluster");
+  json &gpu = doc["gpu"];
+  json scales = gpu.value("op_time_scale", json::object());
+  double measuredOps = 0, predictedOps = 0, calls = 0;
+  for (const Row &r : ops) {
+    if (!r.predForward || !r.measForward)
+      continue;                   // a kind only one side has is not fitted
+    const double c = r.measCalls; // forward + backward executions per step
+    measuredOps += *r.measForward + *r.measBackward;
+    predictedOps += *r.predForward + *r.predBackward;
+    calls += c;
+    // The prediction holds old.opOverhead per execution (a GEMM's backward
+    // is two); the kernels' part is the rest.
+    const double forwardCalls = c / (cost::isGemmKind(r.kind) ? 3 : 2);
+    const double kf = *r.predForward - old.opOverhead * forwardCalls;
+    const double kb = *r.predBackward - old.opOverhead * (c - forwardCalls);
+    double sf = 1, sb = 1;
+    for (const cost::OpTimeScale &s : old.opTimeScales)
+      if (s.kind == r.kind) {
+        sf = s.forward;
+        sb = s.backward;
+      }
+    auto factor = [](double scale, double predicted, double measured) {
+      return predicted > 0 && measured > 0
+                 ? std::clamp(scale * measured / predicted, 0.05, 100.0)
+                 : scale;
+    };
+    scales[r.kind] = {{"forward", factor(sf, kf, *r.measForward)},
+                      {"backward", factor(sb, kb, *r.measBackward)}};
+  }
+  if (calls <= 0)
+    throw UserError("--fit-cluster: no op kind both predicted and measured");
+  // Step time outside every op: measured, against what the plan prices there
+  // (optimizer, bubbles, exposed communication). The op rows hold the old
+  // overhead, so the measured gaps are the new overhead whatever the old was.
+  const double predictedOther = plan.predicted.stepTime - predictedOps;
+  const double measuredOther = *measuredStep - measuredOps;
+  const double overhead =
+      std::max(0.0, (measuredOther - predictedOther) / calls);
+  const std::string planName =
+      fmt::format("the {} plan {}", plan.model,
+                  std::filesystem::path(a.plan).filename().string());
+  scales["source"] = fmt::format(
+      "autoddl validate --fit-cluster: measured / predicted op-kind times of "
+      "{} against the run in {}",
+      planName, a.measured.empty() ? std::string("(run here)") : a.measured);
+  gpu["op_time_scale"] = scales;
+  gpu["op_overhead_us"] = std::round(overhead * 1e7) / 10; // 0.1 us
+  if (gpu.contains("source") && gpu["source"].is_object())
+    gpu["source"]["op_overhead_us"] =
+        fmt::format("autoddl validate --fit-cluster: step time outside every "
+                    "op of {} ({:.3f} ms measured, {:.3f} ms priced) over {} "
+                    "op executions",
+                    planName, 1e3 * measuredOther, 1e3 * predictedOther, calls);
+  // A preset's name is its file's stem (autoddl plan --cluster NAME).
+  doc["name"] = std::filesystem::path(a.fitCluster).stem().string();
+  doc["description"] =
+      doc.value("description", std::string()) +
+      " Op-kind times and per-op overhead fitted to a profiled run "
+      "(autoddl validate --fit-cluster).";
+  cost::clusterFromJson(doc, a.fitCluster); // what it writes must load
+  writeFileAtomically(a.fitCluster, doc.dump(2) + "\n");
+  std::fprintf(stderr,
+               "autoddl: wrote %s: %zu op kinds scaled, op overhead %.1f us\n",
+               a.fitCluster.c_str(), scales.size() - 1, overhead * 1e6);
+}
+
 void run(const ValidateArgs &a) {
   if (!(a.stepTolerance >= 0))
     throw UserError("--step-tolerance: expected a non-negative fraction, got " +
@@ -286,9 +368,20 @@ void run(const ValidateArgs &a) {
                  "(a plan from before it existed: plan it again)\n",
                  a.plan.c_str());
 
-  // Op kinds.
+  // Op kinds: the prediction for the pipeline device of the profiled rank
+  // (the program profiles its busiest rank; the plan's op_kinds_s is its
+  // critical one, another device in a pipeline).
+  auto predictedKinds = plan.predicted.opKinds;
+  const std::optional<double> profiledRank =
+      optNumber(m, "op_profile_rank", metricsPath, json::json_pointer());
+  if (profiledRank && !plan.predicted.opKindsByDevice.empty()) {
+    const size_t device =
+        size_t(*profiledRank) / size_t(plan.knobs.dp * plan.knobs.tp);
+    if (device < plan.predicted.opKindsByDevice.size())
+      predictedKinds = plan.predicted.opKindsByDevice[device];
+  }
   std::set<std::string> kinds;
-  for (const auto &kv : plan.predicted.opKinds)
+  for (const auto &kv : predictedKinds)
     kinds.insert(kv.first);
   for (const auto &kv : measuredOps)
     kinds.insert(kv.first);
@@ -298,8 +391,8 @@ void run(const ValidateArgs &a) {
   for (const std::string &k : kinds) {
     Row r;
     r.kind = k;
-    auto p = plan.predicted.opKinds.find(k);
-    if (p != plan.predicted.opKinds.end()) {
+    auto p = predictedKinds.find(k);
+    if (p != predictedKinds.end()) {
       r.predForward = p->second[0];
       r.predBackward = p->second[1];
     }
@@ -355,6 +448,9 @@ void run(const ValidateArgs &a) {
   const std::optional<double> stepError =
       measuredStep ? relError(plan.predicted.stepTime, *measuredStep)
                    : std::nullopt;
+
+  if (!a.fitCluster.empty())
+    fitCluster(a, plan, ops, measuredStep);
 
   std::string traceNote;
   if (!a.traceOut.empty()) {
@@ -456,6 +552,12 @@ void registerValidateCommand(CLI::App &app) {
   cmd->add_option("--step-tolerance", args->stepTolerance,
                   "report whether |step error| is within this fraction "
                   "(default 0.15, issue 6's bound after calibration)");
+  cmd->add_option("--cluster", args->cluster,
+                  "the cluster the plan was made on (for --fit-cluster)");
+  cmd->add_option("--fit-cluster", args->fitCluster,
+                  "write that cluster with op-kind time scales and a per-op "
+                  "overhead fitted to this run (fit on a 1-GPU plan; "
+                  "docs/calibrate.md)");
   cmd->add_option("--model", args->model,
                   "the model file the plan was made from (run made here)");
   cmd->callback([args] { run(*args); });

@@ -1,6 +1,7 @@
 //===- ClusterJsonTest.cpp - cluster files, presets, bad input ------------===//
 #include "cost_model/io/ClusterJson.h"
 #include "cost_model/Collectives.h"
+#include "cost_model/Compute.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 
@@ -92,6 +93,61 @@ TEST_F(ClusterJsonTest, H200PairMatchesItsMeasurement) {
       collectiveCost(c, Collective::AllReduce, 1024, {2, 1}).best.time;
   EXPECT_NEAR(big, 900.5e-6, 90e-6);
   EXPECT_NEAR(tiny, 13.2e-6, 1.4e-6);
+}
+
+TEST_F(ClusterJsonTest, H200PresetsCarryTheSparseBenchmark) {
+  // bench/results/sparse_h200.json, median over its graphs
+  // (bench/spmm/sparse_table.py): spmm fp16 at N = 128 is 3985.2 GFLOP/s.
+  for (const char *name :
+       {"h200x2-nvlink", "dgx-h200-ndr", "h200-calibrated"}) {
+    Cluster c = loadCluster(name);
+    EXPECT_DOUBLE_EQ(sparseFlopRate(c, "spmm", Precision::FP16, 128), 3985.2e9)
+        << name;
+    EXPECT_GT(sparseFlopRate(c, "sddmm", Precision::FP32, 64), 0) << name;
+  }
+  EXPECT_EQ(
+      sparseFlopRate(loadCluster("dgx-h100-ndr"), "spmm", Precision::FP16, 128),
+      0); // no table: the roofline
+  // Widths must ascend, rates be positive, and the table cite its source.
+  json doc = preset();
+  doc["gpu"]["sparse_gflops"] = {{"spmm", {{"fp16", {{64, 2.0}, {32, 1.0}}}}},
+                                 {"source", "test"}};
+  EXPECT_NE(errorOf(doc).find("ascending"), std::string::npos) << errorOf(doc);
+  doc["gpu"]["sparse_gflops"] = {{"spmm", {{"fp16", {{32, -1.0}}}}},
+                                 {"source", "test"}};
+  EXPECT_NE(errorOf(doc).find("/gpu/sparse_gflops/spmm/fp16/0"),
+            std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["sparse_gflops"] = {{"spmm", {{"fp17", {{32, 1.0}}}}},
+                                 {"source", "test"}};
+  EXPECT_NE(errorOf(doc).find("fp17"), std::string::npos) << errorOf(doc);
+  doc["gpu"]["sparse_gflops"] = {{"spmm", {{"fp16", {{32, 1.0}}}}}};
+  EXPECT_NE(errorOf(doc).find("source"), std::string::npos) << errorOf(doc);
+}
+
+TEST_F(ClusterJsonTest, FittedOpScalesAndOverhead) {
+  // h200-fitted: autoddl validate --fit-cluster of a GPT-2 355M run.
+  Cluster f = loadCluster("h200-fitted");
+  EXPECT_GT(f.opOverhead, 0);
+  EXPECT_FALSE(f.opTimeScales.empty());
+  EXPECT_EQ(loadCluster("h200x2-nvlink").opOverhead, 0);
+  json doc = preset();
+  doc["gpu"]["op_time_scale"] = {{"layernorm", {{"forward", 1.5}}},
+                                 {"source", "test"}};
+  doc["gpu"]["op_overhead_us"] = 12.5;
+  EXPECT_EQ(errorOf(doc), "");
+  doc["gpu"]["op_time_scale"]["layernorm"]["backward"] = 0;
+  EXPECT_NE(errorOf(doc).find("/gpu/op_time_scale/layernorm/backward"),
+            std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["op_time_scale"]["layernorm"] = {{"fwd", 1.0}};
+  EXPECT_NE(errorOf(doc).find("unknown field \"fwd\""), std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["op_time_scale"] = {{"layernorm", {{"forward", 1.5}}},
+                                 {"source", "test"}};
+  doc["gpu"]["op_overhead_us"] = -1;
+  EXPECT_NE(errorOf(doc).find("/gpu/op_overhead_us"), std::string::npos)
+      << errorOf(doc);
 }
 
 TEST_F(ClusterJsonTest, PresetsScaleToNNodes) {

@@ -170,6 +170,39 @@ TEST(OpCost, ViewsCostNothing) {
   EXPECT_EQ(cost.forward.time + cost.backward(), 0);
 }
 
+TEST(Calibration, FittedScaleAndOverheadPerLaunch) {
+  // op_time_scale multiplies a kind's kernels; op_overhead_us is added per
+  // launch as the generated programs make them: forward once, backward once
+  // (layernorm) or twice (a linear's dgrad and wgrad); views stay free.
+  Cluster plain = toyCluster(), fitted = toyCluster();
+  fitted.opTimeScales = {{"layernorm", 1.5, 2.0}};
+  fitted.opOverhead = 10e-6;
+  ValueType x{{4096, 1024}, DType::F32}, g{{1024}, DType::F32};
+  auto ln = [&](const Cluster &c) {
+    return opCost(c, "layernorm", {x, g, g}, {x}, {{"epsilon", 1e-5}},
+                  {false, true, true}, Precision::BF16);
+  };
+  OpCost a = ln(plain), b = ln(fitted);
+  EXPECT_NEAR(b.forward.time, 1.5 * a.forward.time + 10e-6, 1e-15);
+  EXPECT_NEAR(b.backward(), 2.0 * a.backward() + 10e-6, 1e-15);
+  std::vector<ValueType> in{{{1280, 1280}, DType::F32},
+                            {{1280, 1280}, DType::F32}};
+  std::vector<ValueType> out{{{1280, 1280}, DType::F32}};
+  auto lin = [&](const Cluster &c) {
+    return opCost(c, "linear", in, out, {{"transpose_weight", false}},
+                  {false, true}, Precision::BF16);
+  };
+  OpCost l0 = lin(plain), l1 = lin(fitted); // linear: no scale, 3 launches
+  EXPECT_NEAR(l1.forward.time, l0.forward.time + 10e-6, 1e-15);
+  EXPECT_NEAR(l1.backward(), l0.backward() + 20e-6, 1e-15);
+  ValueType y{{4096 * 1024}, DType::F32};
+  EXPECT_EQ(opCost(fitted, "reshape", {x}, {y},
+                   {{"shape", std::vector<int64_t>{4096 * 1024}}}, {false},
+                   Precision::BF16)
+                .forward.time,
+            0);
+}
+
 TEST(Calibration, MeasuredGemmReplacesTheEstimate) {
   Cluster c = toyCluster();
   c.calibration.push_back(
@@ -194,6 +227,41 @@ TEST(Calibration, MeasuredGemmReplacesTheEstimate) {
                       {false, true}, Precision::BF16);
   EXPECT_NEAR(eff.forward.time, 2.0 * 1280 * 1280 * 1280 / (400e12 * 0.5),
               1e-12);
+}
+
+TEST(SparseRates, MeasuredTableReplacesTheRoofline) {
+  Cluster c = toyCluster();
+  const int64_t nnz = 1 << 20;
+  std::vector<ValueType> in{{{4096, 4096}, DType::F32},
+                            {{4096, 48}, DType::F32}};
+  std::vector<ValueType> out{{{4096, 48}, DType::F32}};
+  ops::Attrs attrs{{"nnz", nnz}};
+  OpCost roof =
+      opCost(c, "spmm", in, out, attrs, {false, false}, Precision::BF16);
+  EXPECT_FALSE(roof.forward.calibrated);
+  // fp16 measured at 1 and 2 TFLOP/s for N = 32 and 64: bf16 (its twin) at
+  // N = 48 runs at 1.5 TFLOP/s, forward and the transposed product alike.
+  c.sparseRates.push_back({"spmm", Precision::FP16, {{32, 1e12}, {64, 2e12}}});
+  OpCost cost =
+      opCost(c, "spmm", in, out, attrs, {false, false}, Precision::BF16);
+  const double flops = 2.0 * nnz * 48;
+  EXPECT_TRUE(cost.forward.calibrated);
+  EXPECT_NEAR(cost.forward.time, flops / 1.5e12, 1e-15);
+  EXPECT_NEAR(cost.backwardData.time, flops / 1.5e12, 1e-15);
+  // Outside the measured widths: the nearest width's rate.
+  EXPECT_DOUBLE_EQ(sparseFlopRate(c, "spmm", Precision::FP16, 8), 1e12);
+  EXPECT_DOUBLE_EQ(sparseFlopRate(c, "spmm", Precision::FP16, 512), 2e12);
+  // No fp32 or sddmm entry: those stay on the roofline.
+  EXPECT_EQ(sparseFlopRate(c, "spmm", Precision::FP32, 48), 0);
+  EXPECT_FALSE(opCost(c, "sddmm", {in[0], in[1], in[1]}, {in[0]}, attrs,
+                      {false, false, false}, Precision::BF16)
+                   .forward.calibrated);
+  // A tiny graph is floored at the launch time.
+  ops::Attrs tiny{{"nnz", int64_t{10}}};
+  EXPECT_DOUBLE_EQ(
+      opCost(c, "spmm", in, out, tiny, {false, false}, Precision::BF16)
+          .forward.time,
+      c.kernelLaunch);
 }
 
 TEST(Optimizer, AdamWStepIsMemoryBound) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -285,6 +286,89 @@ TEST_F(ValidateCli, OpKindsSumToComputeBreakdown) {
     EXPECT_GT(sum, 0);
     EXPECT_NEAR(sum, pr.at("breakdown_s").at("compute").get<double>(),
                 1e-9 * sum);
+  }
+}
+
+// --fit-cluster writes the cluster with each kind's measured / predicted
+// factor and the unexplained step time as a per-op overhead; the same plan
+// made on it then predicts the fitted run's step (one GPU: the step is the
+// ops plus what no op accounts for).
+TEST_F(ValidateCli, FitClusterReproducesTheFittedRun) {
+  const std::string fitted = dir_ + "/h200-fitted.json";
+  CliRun r =
+      cli("validate '" + plan() + "' --measured " + kFixture +
+          " --json --cluster h200x2-nvlink --fit-cluster '" + fitted + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json before = json::parse(r.out);
+  const json c = readJson(fitted);
+  EXPECT_EQ(c.at("name"), "h200-fitted"); // a preset's name is its stem
+  const json &scales = c.at("gpu").at("op_time_scale");
+  for (const json &row : before.at("op_kinds")) {
+    const std::string k = row.at("kind");
+    SCOPED_TRACE(k);
+    ASSERT_TRUE(scales.contains(k));
+    // h200x2-nvlink has no scale or overhead: the factor is measured/priced.
+    EXPECT_NEAR(scales.at(k).at("forward").get<double>(),
+                std::clamp(row.at("measured_forward_s").get<double>() /
+                               row.at("predicted_forward_s").get<double>(),
+                           0.05, 100.0),
+                1e-9);
+  }
+  EXPECT_GE(c.at("gpu").at("op_overhead_us").get<double>(), 0.0);
+  // Planned again on the fitted cluster, the step matches the run.
+  CliRun p = cli("plan tiny-gpt --cluster '" + fitted +
+                 "' --gpus 1 --global-batch 8 --seq 16 --no-why -o '" + dir_ +
+                 "/fitted-plan.json'");
+  ASSERT_EQ(p.status, 0) << p.err;
+  CliRun v = cli("validate '" + dir_ + "/fitted-plan.json' --measured " +
+                 kFixture + " --json");
+  ASSERT_EQ(v.status, 0) << v.err;
+  const json after = json::parse(v.out);
+  EXPECT_LT(std::fabs(after.at("step").at("error").get<double>()), 0.03)
+      << "before: " << before.at("step").at("error");
+  // Fitted again from the fitted cluster, the overhead stays what the run
+  // shows (the op rows already hold the old one), and so does the step.
+  const std::string again = dir_ + "/h200-refitted.json";
+  CliRun r2 =
+      cli("validate '" + dir_ + "/fitted-plan.json' --measured " + kFixture +
+          " --cluster '" + fitted + "' --fit-cluster '" + again + "'");
+  ASSERT_EQ(r2.status, 0) << r2.err;
+  EXPECT_NEAR(readJson(again).at("gpu").at("op_overhead_us").get<double>(),
+              c.at("gpu").at("op_overhead_us").get<double>(),
+              0.1 * c.at("gpu").at("op_overhead_us").get<double>() + 0.2);
+  // Without --cluster there is nothing to fit.
+  expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
+                         " --fit-cluster '" + fitted + "'"),
+                     "--fit-cluster: needs --cluster");
+}
+
+// A pipeline's profile comes from its busiest rank: the prediction compared is
+// that rank's pipeline device's (op_kinds_by_device_s), not the critical one.
+TEST_F(ValidateCli, PipelineComparesTheProfiledDevice) {
+  const std::string pp = dir_ + "/pp2.json";
+  CliRun p = cli("plan tiny-gpt --cluster h200x2-nvlink --gpus 2 "
+                 "--global-batch 8 --seq 16 --fix pp=2,microbatch=2 --no-why "
+                 "-o '" +
+                 pp + "'");
+  ASSERT_EQ(p.status, 0) << p.err;
+  const json byDevice = readJson(pp).at("predicted").at("op_kinds_by_device_s");
+  ASSERT_EQ(byDevice.size(), 2u);
+  // The loss is on the last stage (device 1), the embedding on device 0.
+  EXPECT_TRUE(byDevice[1].contains("cross_entropy"));
+  EXPECT_FALSE(byDevice[0].contains("cross_entropy"));
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(rank);
+    const std::string run = measuredCopy([&](json &m) {
+      m["info"]["ranks"] = "2";
+      m["op_profile_rank"] = rank;
+    });
+    CliRun v = cli("validate '" + pp + "' --measured '" + run + "' --json");
+    ASSERT_EQ(v.status, 0) << v.err;
+    for (const json &row : json::parse(v.out).at("op_kinds")) {
+      if (row.at("kind") == "cross_entropy") {
+        EXPECT_EQ(row.at("predicted_forward_s").is_null(), rank == 0);
+      }
+    }
   }
 }
 
