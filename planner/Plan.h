@@ -38,6 +38,11 @@ std::string recomputeName(cost::Recompute r); // "none", "selective", "full"
 bool parseRecompute(const std::string &s, cost::Recompute &out);
 
 /// Knobs a user may pin (`--fix`); unset ones are searched.
+/// How model layers are divided into pipeline stages: Balanced minimises the
+/// largest stage time (the embedding on the first stage, the head on the last);
+/// Uniform is Megatron's L/S each, the remainder to the first stages.
+enum class StagePartition { Balanced, Uniform };
+
 struct FixedKnobs {
   std::optional<int> tp, pp, dp;
   std::optional<int64_t> microbatch; // samples per micro-batch
@@ -46,6 +51,7 @@ struct FixedKnobs {
   std::optional<cost::Recompute> recompute;
   std::optional<int> zero; // 0, 1, 2
   std::optional<AxisOrder> order;
+  std::optional<StagePartition> partition;
 };
 
 struct PlannerOptions {
@@ -80,6 +86,11 @@ struct PlannerOptions {
   /// device after every batched p2p call).
   bool overlapP2p = true;
   std::string stack = "modern"; // the name applyStack last set
+  /// Whether the tp axis may also carry batch and sequence splits (OneFlow's
+  /// full 1-D SBP list, `--tp-mode any`). False (`--tp-mode tensor`): only the
+  /// tensor-parallel splits the generated programs run (column, row,
+  /// vocabulary, heads, hidden), so the program runs the plan as priced.
+  bool tpDataSplits = true;
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"
@@ -164,6 +175,9 @@ struct Prediction {
   /// plans written before it existed. `autoddl validate` compares it with
   /// the generated program's --profile.
   std::map<std::string, std::array<double, 2>> opKinds;
+  /// The same per pipeline device (index = device), for comparing with a
+  /// profile of any rank (autoddl validate); empty in older plans.
+  std::vector<std::map<std::string, std::array<double, 2>>> opKindsByDevice;
 };
 
 struct Knobs {

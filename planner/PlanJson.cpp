@@ -143,6 +143,16 @@ ojson planToJson(const Plan &p) {
   for (const auto &[kind, t] : pr.opKinds)
     kinds[kind] = {{"forward", t[0]}, {"backward", t[1]}};
   j["predicted"]["op_kinds_s"] = kinds;
+  if (pr.opKindsByDevice.size() > 1) { // pipelines: every device
+    ojson byDevice = ojson::array();
+    for (const auto &dev : pr.opKindsByDevice) {
+      ojson d = ojson::object();
+      for (const auto &[kind, t] : dev)
+        d[kind] = {{"forward", t[0]}, {"backward", t[1]}};
+      byDevice.push_back(d);
+    }
+    j["predicted"]["op_kinds_by_device_s"] = byDevice;
+  }
   ojson alts = ojson::array();
   for (const Alternative &a : p.alternatives)
     alts.push_back({{"knob", a.knob},
@@ -414,6 +424,20 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     for (const auto &[kind, t] : kinds.items())
       p.predicted.opKinds[kind] = {r.num(t, kp / kind, "forward"),
                                    r.num(t, kp / kind, "backward")};
+  }
+  if (pr.contains("op_kinds_by_device_s")) {
+    auto devp = pp / "op_kinds_by_device_s";
+    const json &devs = r.at(pr, pp, "op_kinds_by_device_s");
+    if (!devs.is_array())
+      r.fail(devp, "expected an array");
+    for (size_t d = 0; d < devs.size(); ++d) {
+      if (!devs[d].is_object())
+        r.fail(devp / d, "expected an object");
+      auto &out = p.predicted.opKindsByDevice.emplace_back();
+      for (const auto &[kind, t] : devs[d].items())
+        out[kind] = {r.num(t, devp / d / kind, "forward"),
+                     r.num(t, devp / d / kind, "backward")};
+    }
   }
   const json &alts = r.array(doc, root, "alternatives");
   for (size_t i = 0; i < alts.size(); ++i) {

@@ -30,7 +30,7 @@ bool savesNothing(std::string_view k) {
 /// Ops whose backward needs their result (softmax: y; attention: the output and
 /// its log-sum-exp, as a fused flash-attention kernel keeps them).
 bool savesResult(std::string_view k) {
-  return k == "attention" || k == "softmax";
+  return k == "attention" || k == "softmax" || k == "edge_softmax";
 }
 /// Ops whose outputs selective recomputation drops and recomputes in backward:
 /// attention and the activation functions (cheap to redo, large to keep).
@@ -84,15 +84,24 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
     dpTpBusbw_ =
         cost::collectiveCost(c_, cost::Collective::AllReduce, 1e9, dpTpGroup_)
             .best.busbw;
-  enumerateSignatures(sg_, tp, b_);
+  enumerateSignatures(sg_, tp, b_, o_.tpDataSplits);
 
   const ModelGraph &g = *sg_.graph;
+  // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
+  // each rank computes its own rows, gathering the rows spmm and sddmm read
+  // from every node.
+  const int64_t nodes = g.graphNodes();
+  const bool nodeSplit = nodes > 0 && dp_ > 1;
   slot_.assign(g.tensors.size(), -1);
   auto addSlot = [&](int t) {
     if (slot_[t] >= 0)
       return;
     slot_[t] = static_cast<int>(elems_.size());
-    elems_.push_back(prod(sg_.shapeAt(t, b_)));
+    // A sparse tensor (adjacency, attention scores) holds nnz values; a dp
+    // rank of a graph model holds its own nodes' rows.
+    double n = g.sparsePattern(t) >= 0 ? g.storedElements(t)
+                                       : prod(sg_.shapeAt(t, b_));
+    elems_.push_back(nodeSplit && g.nodeRows(t) ? n / dp_ : n);
   };
   for (const CollapsedEdge &e : sg_.edges)
     addSlot(e.tensor);
@@ -132,19 +141,30 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
     const OpDef &op = g.ops[sg_.ops[i].op];
     const bool padVocab = padsVocab(op);
+    // The dense operand whose rows spmm (x) and sddmm (y) read for every
+    // node: all-gathered over dp under a node split.
+    const size_t allNodes = op.kind == "spmm"    ? 1
+                            : op.kind == "sddmm" ? 2
+                                                 : op.operands.size();
     for (const Signature &s : sg_.ops[i].sigs) {
-      auto local = [&](int t, const Sbp &l) {
+      auto local = [&](int t, const Sbp &l, bool every = false) {
         std::vector<int64_t> sh = sg_.shapeAt(t, b_);
         if (l.kind == Sbp::Split && l.dim < static_cast<int>(sh.size()))
           sh[l.dim] = (sh[l.dim] + tp_ - 1) / tp_; // uneven splits pad
+        if (nodeSplit && !every && g.nodeRows(t))
+          sh[0] = (sh[0] + dp_ - 1) / dp_;
         return ops::ValueType{sh, g.tensors[t].dtype};
       };
       std::vector<ops::ValueType> in, out;
       std::vector<bool> isParam;
+      double gathered = 0; // bytes all-gathered over dp (node split)
       for (size_t k = 0; k < op.operands.size(); ++k) {
-        in.push_back(local(op.operands[k], s.operands[k]));
+        const bool every = nodeSplit && k == allNodes;
+        in.push_back(local(op.operands[k], s.operands[k], every));
         isParam.push_back(g.tensors[op.operands[k]].role ==
                           TensorRole::Parameter);
+        if (every)
+          gathered = prod(in.back().shape) * o_.activationElementBytes;
       }
       Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
       out.push_back(local(op.results.front(), r));
@@ -153,6 +173,10 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
         out[0].shape.back() = in[1].shape.front();
       }
       ops::Attrs attrs = op.attrs;
+      if (nodeSplit) // a rank's rows hold about 1/dp of the stored entries
+        if (auto it = attrs.find("nnz"); it != attrs.end())
+          if (auto *v = std::get_if<int64_t>(&it->second))
+            *v = (*v + dp_ - 1) / dp_;
       if (s.splitHeads)
         for (const char *name : {"num_heads", "num_kv_heads"}) {
           auto it = attrs.find(name);
@@ -165,12 +189,27 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
       OpSigCost sc;
       sc.forward = oc.forward.time;
       sc.backward = oc.backward();
+      if (op.kind == "spmm" &&
+          g.tensors[op.operands[0]].role == TensorRole::Activation)
+        // The values are an activation (gat's attention): their gradient is
+        // an SDDMM of dY and x on the same pattern.
+        sc.backward +=
+            cost::opCost(c_, "sddmm", {in[0], out[0], in[1]}, {in[0]}, attrs,
+                         {false, false, false}, o_.precision, o_.kernels)
+                .forward.time;
       sc.wgrad = oc.backwardWeight.time;
       sc.savedInternal = oc.savedInternal;
       if (s.inOpAllReduceBytes > 0)
         sc.comm = cost::collectiveCost(c_, cost::Collective::AllReduce,
                                        s.inOpAllReduceBytes, tpGroup_)
                       .best.time;
+      if (gathered > 0) // all-gather forward, reduce-scatter of its gradient
+        sc.comm += cost::collectiveCost(c_, cost::Collective::AllGather,
+                                        gathered, dpGroup_)
+                       .best.time +
+                   cost::collectiveCost(c_, cost::Collective::ReduceScatter,
+                                        gathered, dpGroup_)
+                       .best.time;
       if (op.kind == "cross_entropy") // fp32 softmax of the logits and its grad
         sc.workspace = 2 * 4 * prod(in[0].shape);
       opCost_[i].push_back(sc);

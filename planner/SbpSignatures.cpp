@@ -33,7 +33,18 @@ struct Ctx {
   const ModelGraph &g;
   int n;
   int64_t b;
+  bool dataSplits; // batch and sequence splits on the tp axis allowed
+  /// Per tensor, the ops reading it (a tied table is read by two).
+  std::vector<int> uses;
 
+  /// --tp-mode tensor: only what the generated programs run (codegen/Layout):
+  /// a parameter split by its one consumer, into exactly equal parts.
+  bool runnableSplit(int param, int dim) const {
+    if (dataSplits)
+      return true;
+    return uses[size_t(param)] == 1 &&
+           sg.shapeAt(param, b)[size_t(dim)] % n == 0;
+  }
   bool isParam(int t) const {
     return g.tensors[t].role == TensorRole::Parameter;
   }
@@ -151,9 +162,10 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
 
   std::vector<Sbp> ops;
   Sbp res;
-  if (splitAll(c, op, 0, true, ops, res))
+  if (c.dataSplits && splitAll(c, op, 0, true, ops, res))
     addIfNew(list, finish(c, op, "batch", ops, res));
-  if (takesSequenceSplit(k) && splitAll(c, op, 1, false, ops, res)) {
+  if (c.dataSplits && takesSequenceSplit(k) &&
+      splitAll(c, op, 1, false, ops, res)) {
     bool ok = !(k == "softmax" && attrInt(op, "axis", -1) == 1);
     if (ok)
       addIfNew(list, finish(c, op, "sequence", ops, res));
@@ -168,7 +180,7 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
       ok &= c.rank(t) == last + 1;
     if (ok)
       addIfNew(list, finish(c, op, "hidden", s, Sbp::split(last)));
-    if (k == "add") // partial sums add up to a partial sum
+    if (k == "add" && c.dataSplits) // partial sums add up to a partial sum
       addIfNew(list,
                finish(c, op, "partial",
                       std::vector<Sbp>(op.operands.size(), Sbp::partial()),
@@ -182,13 +194,16 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     const int wOut = transposed ? 0 : 1, wIn = transposed ? 1 : 0;
     const bool bias = op.operands.size() > 2;
     const int xl = c.rank(x) - 1;
-    if (c.divisible(w, wOut) && c.divisible(r, last)) {
+    const bool paramsRun = !bias || c.runnableSplit(op.operands[2], 0);
+    if (c.divisible(w, wOut) && c.divisible(r, last) &&
+        c.runnableSplit(w, wOut) && paramsRun) {
       std::vector<Sbp> s = {Sbp::broadcast(), Sbp::split(wOut)};
       if (bias)
         s.push_back(Sbp::split(0));
       addIfNew(list, finish(c, op, "column", s, Sbp::split(last)));
     }
-    if (c.divisible(w, wIn) && c.divisible(x, xl)) {
+    if (c.divisible(w, wIn) && c.divisible(x, xl) && c.runnableSplit(w, wIn) &&
+        (!bias || c.dataSplits || c.uses[size_t(op.operands[2])] == 1)) {
       std::vector<Sbp> s = {Sbp::split(xl), Sbp::split(wIn)};
       if (bias)
         s.push_back(Sbp::broadcast());
@@ -202,6 +217,9 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     const int64_t heads = attrInt(op, "num_heads", 1);
     const int64_t kv = attrInt(op, "num_kv_heads", heads);
     bool ok = heads % c.n == 0 && kv % c.n == 0 && c.divisible(r, last);
+    // Programs split a packed qkv per q/k/v segment: equal segments only.
+    if (!c.dataSplits && k == "attention" && op.operands.size() == 1)
+      ok &= heads == kv;
     for (int t : op.operands)
       ok &= c.divisible(t, c.rank(t) - 1);
     if (ok) {
@@ -214,14 +232,14 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     }
   } else if (k == "embedding") {
     const int table = op.operands[1];
-    if (c.divisible(table, 0))
+    if (c.divisible(table, 0) && c.runnableSplit(table, 0))
       addIfNew(list, finish(c, op, "vocab", {Sbp::broadcast(), Sbp::split(0)},
                             Sbp::partial()));
-    if (c.divisible(table, 1))
+    if (c.divisible(table, 1) && c.dataSplits) // programs run vocab only
       addIfNew(list, finish(c, op, "hidden", {Sbp::broadcast(), Sbp::split(1)},
                             Sbp::split(last)));
   } else if (k == "positional") {
-    if (c.divisible(r, last) && c.divisible(op.operands[1], 1))
+    if (c.divisible(r, last) && c.divisible(op.operands[1], 1) && c.dataSplits)
       addIfNew(list, finish(c, op, "hidden", {Sbp::split(last), Sbp::split(1)},
                             Sbp::split(last)));
   } else if (k == "cross_entropy") {
@@ -245,8 +263,12 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
 
 } // namespace
 
-void enumerateSignatures(SearchGraph &sg, int tp, int64_t b) {
-  Ctx c{sg, *sg.graph, tp, b};
+void enumerateSignatures(SearchGraph &sg, int tp, int64_t b, bool dataSplits) {
+  Ctx c{sg, *sg.graph, tp, b, dataSplits, {}};
+  c.uses.assign(sg.graph->tensors.size(), 0);
+  for (const OpDef &op : sg.graph->ops)
+    for (int t : op.operands)
+      ++c.uses[size_t(t)];
   for (CollapsedOp &op : sg.ops)
     op.sigs = signaturesOf(c, sg.graph->ops[op.op]);
 }

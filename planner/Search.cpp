@@ -92,7 +92,7 @@ struct Context {
   int variables = -1; // descent variables left by the eliminations
 };
 
-enum class Partition { Balanced, Uniform };
+using Partition = StagePartition;
 
 struct Candidate {
   Knobs knobs;
@@ -136,6 +136,10 @@ struct Planner {
   /// explicit graph): a micro-batch is one instance of the model as imported,
   /// and the global batch counts instances.
   bool fixedShapes = false;
+  /// A graph model's node count (gcn, gat: a sparse adjacency), else 0. Its
+  /// dp splits the nodes, not the batch: every dp rank runs each instance
+  /// (the whole graph) on its own block of rows.
+  int64_t graphNodes = 0;
 
   Planner(const ModelGraph &g, const cost::Cluster &cl,
           const PlannerOptions &op)
@@ -151,6 +155,14 @@ struct Planner {
       fixedShapes &= d < 0;
     if (fixedShapes) // FLOPs of one instance: all the samples it holds
       flopsPerSample *= static_cast<double>(std::max<int64_t>(1, g1.batch));
+    if (fixedShapes)
+      graphNodes = g1.graphNodes();
+  }
+
+  /// Instances (samples) one data-parallel replica runs per step: its share
+  /// of the global batch, or all of it when dp splits a graph's nodes.
+  int64_t replicaInstances(int dp) const {
+    return graphNodes > 0 ? o.globalBatch : o.globalBatch / dp;
   }
 
   int stagesOf(const Knobs &k) const {
@@ -167,7 +179,7 @@ struct Planner {
     ctx->sg = base;
     const int world = c.worldSize();
     const int dp = world / (tp * pp);
-    const int64_t m = o.globalBatch / (dp * b);
+    const int64_t m = replicaInstances(dp) / b;
     auto pricing = std::make_unique<PricingContext>(ctx->sg, c, o, tp, dp, pp,
                                                     b, m, order);
     Context *raw = ctx.get();
@@ -260,27 +272,20 @@ struct Planner {
       return m;
     };
     double bestT = maxTime(n);
-    // Take a layers off the first stage and z off the last, spread the rest.
-    const int cap = L / S + 1;
-    for (int a = 0; a <= cap; ++a)
-      for (int z = 0; z <= cap; ++z) {
-        int first = L / S + (L % S ? 1 : 0) - a;
-        int last = L / S - z;
-        if (first < 1 || last < 1)
-          continue;
-        if (S == 2 && first + last != L)
-          continue;
-        int rest = L - first - last;
-        int mid = S - 2;
-        if (S > 2 && (rest < mid || mid == 0))
-          continue;
+    // The first stage from 1 to twice L/S layers (the embedding is light),
+    // the last from 1 to L/S + 1 (the head is heavy; with two stages it takes
+    // the rest), the others spread evenly: O(L^2 / S) partitions priced.
+    const int mid = S - 2;
+    const int firstMax = std::min(L - (S - 1), 2 * (L / S) + 2);
+    for (int first = 1; first <= firstMax; ++first)
+      for (int last = S == 2 ? L - first : 1;
+           last <= std::min(L - first - mid, S == 2 ? L : L / S + 1); ++last) {
+        const int rest = L - first - last;
         std::vector<int> x(S);
         x[0] = first;
         x[S - 1] = last;
         for (int s = 1; s < S - 1; ++s)
           x[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
-        if (S > 2 && rest / mid < 1)
-          continue;
         double t = maxTime(x);
         if (t < bestT * (1 - 1e-12)) {
           bestT = t;
@@ -580,7 +585,7 @@ struct Planner {
               AxisOrder order, std::vector<Candidate> &out, int64_t &counter) {
     const FixedKnobs &f = o.fixed;
     const int dp = c.worldSize() / (tp * pp);
-    const int64_t m = o.globalBatch / (dp * b);
+    const int64_t m = replicaInstances(dp) / b;
     std::vector<std::pair<ScheduleKind, int>> schedules;
     if (pp == 1) {
       schedules.push_back({ScheduleKind::OneFOneB, 1});
@@ -620,6 +625,8 @@ struct Planner {
             continue;
           for (Partition part : {Partition::Balanced, Partition::Uniform}) {
             if (pp == 1 && part == Partition::Uniform)
+              continue;
+            if (pp > 1 && f.partition && *f.partition != part)
               continue;
             Candidate cand;
             cand.knobs = Knobs{tp, pp, dp, b, m, s, v, rc, z, order};
@@ -683,12 +690,17 @@ struct Planner {
                       std::to_string(world) + " GPUs";
           continue;
         }
-        if (o.globalBatch % dp != 0) {
+        if (graphNodes > 0 && graphNodes % dp != 0) {
+          lastError = "dp=" + std::to_string(dp) + " does not divide the " +
+                      std::to_string(graphNodes) + " nodes of the graph";
+          continue;
+        }
+        if (graphNodes == 0 && o.globalBatch % dp != 0) {
           lastError = "global batch " + std::to_string(o.globalBatch) +
                       " is not divisible by dp=" + std::to_string(dp);
           continue;
         }
-        const int64_t perReplica = o.globalBatch / dp;
+        const int64_t perReplica = replicaInstances(dp);
         std::vector<int64_t> bs;
         if (f.microbatch)
           bs.push_back(*f.microbatch);
@@ -836,11 +848,15 @@ struct Explainer {
     }
     Knobs kk = k;
     kk.dp = world / (k.tp * k.pp);
-    if (pl.o.globalBatch % (kk.dp * kk.microbatch) != 0) {
-      invalid = "global batch not divisible by dp x micro-batch";
+    if ((pl.graphNodes == 0 && pl.o.globalBatch % kk.dp != 0) ||
+        (pl.graphNodes > 0 && pl.graphNodes % kk.dp != 0) ||
+        pl.replicaInstances(kk.dp) % kk.microbatch != 0) {
+      invalid = pl.graphNodes > 0
+                    ? "dp does not divide the graph's nodes"
+                    : "global batch not divisible by dp x micro-batch";
       return {};
     }
-    kk.microbatches = pl.o.globalBatch / (kk.dp * kk.microbatch);
+    kk.microbatches = pl.replicaInstances(kk.dp) / kk.microbatch;
     if (kk.pp > std::max<int64_t>(1, pl.base.layers)) {
       invalid = "more stages than layers";
       return {};
@@ -928,7 +944,7 @@ struct Explainer {
         k.schedule = ScheduleKind::OneFOneB;
       knob(out, "pp", std::to_string(x), k, chosen.partition);
     }
-    const int64_t perReplica = pl.o.globalBatch / base.dp;
+    const int64_t perReplica = pl.replicaInstances(base.dp);
     for (int64_t x = 1; x <= perReplica; ++x)
       if (perReplica % x == 0)
         mbs.push_back(x);
@@ -1219,26 +1235,33 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
   plan.predicted = pr.pred;
   // Per op kind on the critical rank, as layout() sums its stages' segments
   // (Chimera's up pipeline runs a second copy of a mirrored stage).
+  // The same for every pipeline device, for validating a profile of another.
   const auto kinds = pc.opKindTimes(a);
-  for (const StageInfo &st : pr.stages) {
-    const bool mirrored = k.schedule == ScheduleKind::Chimera &&
-                          k.pp - 1 - st.device == pr.criticalDevice;
-    const int copies = (st.device == pr.criticalDevice) + mirrored;
-    if (!copies)
-      continue;
-    const double n = pr.layersPerStage[static_cast<size_t>(st.stage)];
-    auto add = [&](int segment, double times) {
-      for (const auto &[kind, t] : kinds[segment])
-        for (int half = 0; half < 2; ++half)
-          plan.predicted.opKinds[kind][half] +=
-              copies * times * static_cast<double>(k.microbatches) * t[half];
-    };
-    add(1, n);
-    if (st.pre)
-      add(0, 1);
-    if (st.post)
-      add(2, 1);
+  plan.predicted.opKindsByDevice.assign(static_cast<size_t>(k.pp), {});
+  for (int device = 0; device < k.pp; ++device) {
+    auto &out = plan.predicted.opKindsByDevice[static_cast<size_t>(device)];
+    for (const StageInfo &st : pr.stages) {
+      const bool mirrored =
+          k.schedule == ScheduleKind::Chimera && k.pp - 1 - st.device == device;
+      const int copies = (st.device == device) + mirrored;
+      if (!copies)
+        continue;
+      const double n = pr.layersPerStage[static_cast<size_t>(st.stage)];
+      auto add = [&](int segment, double times) {
+        for (const auto &[kind, t] : kinds[segment])
+          for (int half = 0; half < 2; ++half)
+            out[kind][half] +=
+                copies * times * static_cast<double>(k.microbatches) * t[half];
+      };
+      add(1, n);
+      if (st.pre)
+        add(0, 1);
+      if (st.post)
+        add(2, 1);
+    }
   }
+  plan.predicted.opKinds =
+      plan.predicted.opKindsByDevice[static_cast<size_t>(pr.criticalDevice)];
   if (pl.o.explain) {
     Explainer ex{pl, cand, pr};
     plan.alternatives = ex.run();

@@ -90,6 +90,8 @@ bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
 
 /// Fills every op's valid signatures for tp degree `tp` at micro-batch `b`
 /// (SbpSignatures.cpp). Signature 0 is always "replicate" (all B).
-void enumerateSignatures(SearchGraph &sg, int tp, int64_t b);
+/// `dataSplits`: also the batch and sequence splits on the tp axis.
+void enumerateSignatures(SearchGraph &sg, int tp, int64_t b,
+                         bool dataSplits = true);
 
 } // namespace autoddl::planner

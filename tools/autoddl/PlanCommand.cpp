@@ -2,7 +2,8 @@
 //
 //   autoddl plan MODEL --cluster C [--nodes N | --gpus N] --global-batch B
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
-//                [--stack modern|megatron-2021] [-o plan.json] [--json]
+//                [--stack modern|megatron-2021] [--tp-mode any|tensor]
+//                [-o plan.json] [--json]
 //                [--no-why]
 //
 // Prints a summary in Megatron's vocabulary (or, with --json, the plan
@@ -46,7 +47,8 @@ namespace autoddl::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, cluster, fix, search = "cd", output, stack = "modern";
+  std::string model, cluster, fix, search = "cd", output, stack = "modern",
+                                   tpMode = "any";
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   bool json = false, noWhy = false;
@@ -128,10 +130,18 @@ planner::FixedKnobs parseFix(const std::string &text) {
       else
         throw UserError("--fix: order expects tp-inner or dp-inner, got \"" +
                         value + "\"");
+    } else if (key == "partition") {
+      if (value == "balanced")
+        f.partition = planner::StagePartition::Balanced;
+      else if (value == "uniform")
+        f.partition = planner::StagePartition::Uniform;
+      else
+        throw UserError("--fix: partition expects balanced or uniform, got \"" +
+                        value + "\"");
     } else {
       throw UserError("--fix: unknown knob \"" + key +
                       "\" (expected tp, pp, dp, microbatch, schedule, chunks, "
-                      "recompute, zero or order)");
+                      "recompute, zero, order or partition)");
     }
   }
   if (f.chunks && f.schedule &&
@@ -156,10 +166,10 @@ std::string modelBytes(const std::string &model) {
 }
 
 /// Whether the importer builds the model at any batch size: templates and
-/// config.json files do; a gcn (whole graph, --batch must be 1) and an explicit
-/// graph (fixed shapes) do not (docs/model-format.md).
+/// config.json files do; a gcn or gat (whole graph, --batch must be 1) and an
+/// explicit graph (fixed shapes) do not (docs/model-format.md).
 bool scalesWithBatch(const ModelGraph &g) {
-  return g.family != "gcn" && g.family != "graph";
+  return g.family != "gcn" && g.family != "gat" && g.family != "graph";
 }
 
 /// plan.json -> plan.mlir (the annotated IR beside it).
@@ -282,6 +292,10 @@ void run(const PlanArgs &a) {
   if (!planner::applyStack(a.stack, opts))
     throw UserError("--stack: expected modern or megatron-2021, got \"" +
                     a.stack + "\"");
+  if (a.tpMode != "any" && a.tpMode != "tensor")
+    throw UserError("--tp-mode: expected any or tensor, got \"" + a.tpMode +
+                    "\"");
+  opts.tpDataSplits = a.tpMode == "any";
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -331,7 +345,8 @@ void registerPlanCommand(CLI::App &app) {
   cmd->add_option("--fix", args->fix,
                   "pin knobs: tp=8,pp=4,dp=..,microbatch=..,schedule=1f1b|"
                   "gpipe|interleaved|zb-h1|chimera,chunks=..,recompute=none|"
-                  "selective|full,zero=0|1|2,order=tp-inner|dp-inner");
+                  "selective|full,zero=0|1|2,order=tp-inner|dp-inner,"
+                  "partition=balanced|uniform");
   cmd->add_option("--search", args->search,
                   "cd (coordinate descent, default) or exhaustive (exact SBP "
                   "search, small models)");
@@ -340,6 +355,11 @@ void registerPlanCommand(CLI::App &app) {
                   "sync behind the backward; default) or megatron-2021 "
                   "(unfused attention with dropout, fp32 gradients all-reduced "
                   "after the flush)");
+  cmd->add_option("--tp-mode", args->tpMode,
+                  "what the tp axis may split: any (OneFlow's full list, "
+                  "batch and sequence too; default) or tensor (only what "
+                  "generated programs run: column, row, vocabulary, heads, "
+                  "hidden, into equal parts of untied parameters)");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_flag("--json", args->json, "print the plan document");

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
+#include <string>
 
 using namespace autoddl;
 using namespace autoddl::planner;
@@ -161,6 +163,40 @@ TEST(Signatures, HeadSplitNeedsDivisibleHeads) {
   };
   EXPECT_TRUE(hasHeads(2));
   EXPECT_FALSE(hasHeads(8));
+}
+
+TEST(Signatures, TensorModeOffersNoBatchOrSequenceSplit) {
+  // --tp-mode tensor: the tp axis keeps only the splits generated programs run.
+  const Model &m = model("gpt2");
+  SearchGraph sg;
+  std::string err;
+  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err));
+  auto count = [&](bool dataSplits) {
+    enumerateSignatures(sg, 2, 8, dataSplits);
+    int n = 0;
+    for (const CollapsedOp &op : sg.ops)
+      for (const Signature &s : op.sigs)
+        n += s.name == "batch" || s.name == "sequence";
+    return n;
+  };
+  EXPECT_GT(count(true), 0);
+  EXPECT_EQ(count(false), 0);
+  // The tensor splits stay, but not of GPT-2's tied 50257-row table: the
+  // programs split a parameter read by one op into equal parts only.
+  auto sigsOf = [&](const std::string &name) {
+    std::set<std::string> out;
+    for (const CollapsedOp &op : sg.ops)
+      if (m.g1.ops[op.op].name == name)
+        for (const Signature &s : op.sigs)
+          out.insert(s.name);
+    return out;
+  };
+  EXPECT_TRUE(sigsOf("h.1.mlp.fc").count("column"));
+  EXPECT_TRUE(sigsOf("h.1.attn.core").count("heads")); // packed, equal q/k/v
+  EXPECT_FALSE(sigsOf("wte").count("vocab"));
+  EXPECT_FALSE(sigsOf("lm_head").count("column"));
+  enumerateSignatures(sg, 2, 8, true);
+  EXPECT_TRUE(sigsOf("wte").count("vocab")); // any: the planner pads
 }
 
 TEST(Signatures, RowLinearGradientTransposes) {
@@ -396,9 +432,9 @@ TEST(FixedShapes, GcnPlansItsWholeGraphAsOneMicroBatch) {
   ASSERT_TRUE(static_cast<bool>(r)) << r.error();
   const Plan &p = asPlan(*r);
   EXPECT_EQ(p.knobs.microbatch, 1);
-  // dp must divide the global batch of one graph.
-  EXPECT_EQ(p.knobs.dp, 1);
-  EXPECT_EQ(p.knobs.tp * p.knobs.pp, 2);
+  // One graph a step: dp, if any, splits its nodes (one micro-batch).
+  EXPECT_EQ(p.knobs.dp * p.knobs.tp * p.knobs.pp, 2);
+  EXPECT_EQ(p.knobs.microbatches, 1);
   // The one stage holds both (different) layers, so ops can be placed by layer.
   ASSERT_EQ(p.stages.size(), 1u);
   EXPECT_EQ(p.stages[0].firstLayer, 0);
@@ -413,6 +449,38 @@ TEST(FixedShapes, GcnPlansItsWholeGraphAsOneMicroBatch) {
   ASSERT_FALSE(static_cast<bool>(bad));
   EXPECT_NE(bad.error().find("microbatch must be 1"), std::string::npos)
       << bad.error();
+}
+
+TEST(FixedShapes, GraphDataParallelismSplitsTheNodes) {
+  // dp over a graph model's 2708 nodes: each rank computes its own rows, so
+  // its compute is below the single rank's, and spmm's all-gather of the
+  // features (and the reduce-scatter of their gradient) is priced.
+  import::ImportOptions io;
+  for (const char *name : {"gcn-cora", "gat-cora"}) {
+    ModelGraph g = import::importModel(name, io);
+    PlannerOptions o;
+    o.globalBatch = 1;
+    auto one = plan(g, g, cluster("dgx-h100-ndr", 1), o);
+    ASSERT_TRUE(static_cast<bool>(one)) << one.error();
+    o.fixed.dp = 2;
+    o.fixed.tp = 1;
+    auto r = plan(g, g, cluster("dgx-h100-ndr", 2), o);
+    ASSERT_TRUE(static_cast<bool>(r)) << name << ": " << r.error();
+    const Plan &p = asPlan(*r);
+    EXPECT_EQ(p.knobs.dp, 2) << name;
+    EXPECT_EQ(p.knobs.microbatch, 1) << name;
+    EXPECT_EQ(p.knobs.microbatches, 1) << name;
+    EXPECT_LT(p.predicted.compute, asPlan(*one).predicted.compute) << name;
+    EXPECT_GT(p.predicted.tpComm, 0) << name; // the node gathers
+    // The same model FLOPs: one graph a step.
+    EXPECT_DOUBLE_EQ(p.predicted.modelFlopsPerStep,
+                     asPlan(*one).predicted.modelFlopsPerStep);
+    // dp must divide the nodes: 2708 = 4 x 677, not 3.
+    o.fixed.dp = 3;
+    auto bad = plan(g, g, cluster("dgx-h100-ndr", 3), o);
+    ASSERT_FALSE(static_cast<bool>(bad));
+    EXPECT_NE(bad.error().find("2708 nodes"), std::string::npos) << bad.error();
+  }
 }
 
 // --- training stacks
@@ -454,7 +522,8 @@ TEST(Stack, Megatron2021IsSlowerAndTheFreeSearchStillNoWorse) {
   EXPECT_FALSE(applyStack("megatron-2019", o));
 }
 
-// --- the padded vocabulary -----------------------------------------------------
+// --- the padded vocabulary
+// -----------------------------------------------------
 
 TEST(Prediction, LmHeadIsPricedAtTheVocabularyThePaddedProgramRuns) {
   // The generated GPU program runs the lm_head GEMM with the vocabulary padded
@@ -493,4 +562,36 @@ TEST(Prediction, LmHeadIsPricedAtTheVocabularyThePaddedProgramRuns) {
   };
   const double odd = price("gpt2"), aligned = price(path);
   EXPECT_NEAR(odd, aligned, 0.01 * aligned);
+}
+
+TEST(Stages, TwoStagesGiveTheHeavyHeadFewerLayers) {
+  // GPT-2 124M on two H200s (pp=2, 1F1B): the last stage also runs the lm_head
+  // (an 8192 x 768 x 50304 GEMM forward and two backward) and the loss, the
+  // first only the embedding lookup; the balanced partition hands the first
+  // stage more of the 12 layers (with two stages it used to be 6 + 6 only).
+  cost::Cluster c = cluster("h200-calibrated", 2);
+  PlannerOptions o;
+  o.globalBatch = 32;
+  o.explain = false;
+  o.fixed.tp = 1;
+  o.fixed.pp = 2;
+  o.fixed.dp = 1;
+  o.fixed.microbatch = 8;
+  o.fixed.schedule = pipeline::ScheduleKind::OneFOneB;
+  o.fixed.recompute = cost::Recompute::None;
+  o.fixed.zero = 0;
+  import::ImportOptions io;
+  io.seq = 1024;
+  io.batch = 1;
+  ModelGraph g1 = import::importModel("gpt2", io);
+  io.batch = 2;
+  ModelGraph g2 = import::importModel("gpt2", io);
+  auto r = plan(g1, g2, c, o);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error();
+  const Plan &p = asPlan(*r);
+  ASSERT_EQ(p.stages.size(), 2u);
+  const int first = p.stages[0].endLayer - p.stages[0].firstLayer;
+  const int last = p.stages[1].endLayer - p.stages[1].firstLayer;
+  EXPECT_EQ(first + last, 12);
+  EXPECT_GT(first, last);
 }
