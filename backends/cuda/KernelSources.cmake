@@ -12,7 +12,12 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/kernels/Optimizer.cu
   ${AUTODDL_CUDA_DIR}/kernels/Reduce.cu
   ${AUTODDL_CUDA_DIR}/kernels/Shape.cu
-  ${AUTODDL_CUDA_DIR}/kernels/Softmax.cu)
+  ${AUTODDL_CUDA_DIR}/kernels/Softmax.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Sparse.cu)
+# The W8 SpMM / SDDMM kernels kernels/Sparse.cu calls: the autoddl_cuda_sparse target where the
+# build has one (backends/cuda/sparse), else their sources.
+set(AUTODDL_CUDA_SPARSE_SOURCES ${AUTODDL_CUDA_DIR}/sparse/WindowFormat.cu
+  ${AUTODDL_CUDA_DIR}/sparse/SpmmKernels.cu ${AUTODDL_CUDA_DIR}/sparse/SddmmKernels.cu)
 # The attention kernels (cuda-attention) join the library once they exist.
 option(AUTODDL_CUDA_ATTENTION "Build kernels/Attention.cu into the CUDA kernels" ON)
 if(AUTODDL_CUDA_ATTENTION AND EXISTS ${AUTODDL_CUDA_DIR}/kernels/Attention.cu)
@@ -22,7 +27,12 @@ endif()
 # autoddl_cuda_kernels_library(<name> <root>): the library with its public include root (the
 # directory holding backends/); -DAUTODDL_FP32 is the caller's to add.
 function(autoddl_cuda_kernels_library name root)
-  add_library(${name} ${AUTODDL_CUDA_KERNEL_SOURCES})
+  if(TARGET autoddl_cuda_sparse)
+    add_library(${name} ${AUTODDL_CUDA_KERNEL_SOURCES})
+    target_link_libraries(${name} PUBLIC autoddl_cuda_sparse)
+  else()
+    add_library(${name} ${AUTODDL_CUDA_KERNEL_SOURCES} ${AUTODDL_CUDA_SPARSE_SOURCES})
+  endif()
   target_include_directories(${name} PUBLIC ${root})
   target_link_libraries(${name} PUBLIC CUDA::cudart CUDA::cublasLt)
   set_target_properties(${name} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON

@@ -229,6 +229,16 @@ def Sbp_SddmmOp : Sbp_ModelOp<"sddmm"> {
                    AnyRankedTensor:$y, I64Attr:$nnz);
 }
 
+def Sbp_EdgeSoftmaxOp : Sbp_ModelOp<"edge_softmax"> {
+  let summary = "softmax of scale * scores over each row's stored entries of mask";
+  let description = [{
+    Graph attention's normalisation: scores is a sparse activation with mask's
+    pattern (e.g. sddmm's result); the result has the same pattern.
+  }];
+  let arguments = (ins AnyRankedTensor:$mask, AnyRankedTensor:$scores,
+                   I64Attr:$nnz, OptionalAttr<F64Attr>:$scale);
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives (inserted by sbp-insert-boxing)
 //===----------------------------------------------------------------------===//

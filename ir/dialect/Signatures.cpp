@@ -342,4 +342,10 @@ Signatures SddmmOp::getSbpSignatures() {
           sig({B, S(1), S(1)}, {P})};
 }
 
+// mask [N,M], scores [N,M] -> [N,M]: a row's entries are normalised together,
+// so only rows split (each device its own nodes' attention).
+Signatures EdgeSoftmaxOp::getSbpSignatures() {
+  return {sig({S(0), S(0)}, {S(0)})};
+}
+
 } // namespace autoddl::sbp

@@ -32,4 +32,41 @@ int64_t ModelGraph::forwardFlopsPerSample() const {
   return batch > 0 ? total / batch : total;
 }
 
+int ModelGraph::sparsePattern(int t) const {
+  if (t < 0 || size_t(t) >= tensors.size())
+    return -1;
+  if (tensors[size_t(t)].role == TensorRole::Input)
+    return tensors[size_t(t)].sparse ? t : -1;
+  for (const OpDef &op : ops)
+    if (!op.results.empty() && op.results[0] == t)
+      return (op.kind == "sddmm" || op.kind == "edge_softmax")
+                 ? sparsePattern(op.operands[0])
+                 : -1;
+  return -1;
+}
+
+double ModelGraph::storedElements(int t) const {
+  const int p = sparsePattern(t);
+  if (p >= 0)
+    return static_cast<double>(tensors[size_t(p)].nnz);
+  double n = 1;
+  for (int64_t d : tensors[size_t(t)].shape)
+    n *= static_cast<double>(d);
+  return n;
+}
+
+int64_t ModelGraph::graphNodes() const {
+  for (const TensorDef &t : tensors)
+    if (t.role == TensorRole::Input && t.sparse && !t.shape.empty())
+      return t.shape[0];
+  return 0;
+}
+
+bool ModelGraph::nodeRows(int t) const {
+  const TensorDef &d = tensors[size_t(t)];
+  const int64_t n = graphNodes();
+  return n > 0 && d.role != TensorRole::Parameter && !d.shape.empty() &&
+         d.shape[0] == n;
+}
+
 } // namespace autoddl

@@ -51,7 +51,8 @@ struct OpDef {
 
 struct ModelGraph {
   std::string name;   // e.g. "gpt2", "llama-2-7b", or the file's stem
-  std::string family; // "gpt", "llama", "bert", "mlp", "vgg", "gcn", "graph"
+  std::string family; // "gpt", "llama", "bert", "mlp", "vgg", "gcn", "gat",
+                      // "graph"
   std::vector<TensorDef> tensors;
   std::vector<OpDef> ops; // topological order
   int loss = -1;          // tensor index of the scalar loss
@@ -62,6 +63,20 @@ struct ModelGraph {
   // so each parameter is counted once.
 
   int64_t parameterCount() const;
+  /// The sparse input whose stored entries tensor t holds values at: t itself
+  /// for a sparse input, the mask's pattern for a sparse activation (the
+  /// result of sddmm or edge_softmax); -1 for a dense tensor.
+  int sparsePattern(int t) const;
+  /// Elements tensor t holds: nnz for a sparse tensor, else its shape's
+  /// product.
+  double storedElements(int t) const;
+  /// A graph model's node count: the rows of its sparse input (adjacency), 0
+  /// for a model without one. Data parallelism splits these nodes.
+  int64_t graphNodes() const;
+  /// Whether tensor t has one row per node of a graph model (features, the
+  /// activations computed from them, the adjacency and its sparse
+  /// activations, the labels): the rows a dp rank owns. Parameters never do.
+  bool nodeRows(int t) const;
   /// Sum of ops::forwardFlops over ops, divided by `batch`.
   int64_t forwardFlopsPerSample() const;
 };

@@ -1,4 +1,4 @@
-//===- OtherTemplates.cpp - mlp, vgg and gcn -----------------------------===//
+//===- OtherTemplates.cpp - mlp, vgg, gcn and gat ------------------------===//
 #include "ir/import/JsonFields.h"
 #include "ir/import/TemplateSupport.h"
 
@@ -98,13 +98,22 @@ ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o) {
   return b.finish(loss, layer, o.batch, 0);
 }
 
-ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o) {
-  requireNoSeq(o, "gcn");
+namespace {
+
+/// A whole-graph model (gcn, gat): inputs features [N, F], adjacency [N, N]
+/// (sparse) and targets [N]; `layer(i, x, in, out)` builds layer i's
+/// convolution up to (not including) its bias; each layer then adds its bias,
+/// hidden layers a relu, and the loss is the cross-entropy over all nodes.
+template <typename Layer>
+ModelGraph buildGraphModel(const GcnConfig &c, const BuildOptions &o,
+                           const std::string &family, Layer layer) {
+  requireNoSeq(o, family);
   require(o.batch == 1, o,
-          "a gcn trains on the whole graph at once: --batch must be 1");
+          "a " + family +
+              " trains on the whole graph at once: --batch must be 1");
   require(c.hiddenSizes.size() < static_cast<size_t>(kMaxLayers), o,
           "too many hidden layers (limit " + std::to_string(kMaxLayers) + ")");
-  GraphBuilder b(o.name, "gcn", o.place);
+  GraphBuilder b(o.name, family, o.place);
   const int64_t N = c.numNodes;
   int x = b.input("features", {N, c.inFeatures});
   int adj = b.sparseInput("adjacency", {N, N}, c.nnz);
@@ -114,12 +123,8 @@ ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o) {
   int64_t in = c.inFeatures;
   for (size_t i = 0; i < widths.size(); ++i) {
     b.setLayer(i);
-    // PyG GCNConv: lin (no bias, glorot) then propagate Â·(XW), then + bias.
     const std::string n = "conv" + std::to_string(i + 1);
-    double glorot = std::sqrt(2.0 / static_cast<double>(in + widths[i]));
-    int w = b.param(n + ".lin.weight", {widths[i], in}, "normal", glorot);
-    x = b.op("linear", n + ".lin", {x, w}, {{"transpose_weight", true}});
-    x = b.op("spmm", n + ".propagate", {adj, x}, {{"nnz", c.nnz}});
+    x = layer(b, n, adj, x, in, widths[i]);
     x = b.op("bias_add", n + ".add_bias",
              {x, b.param(n + ".bias", {widths[i]}, "zeros")});
     if (i + 1 < widths.size())
@@ -129,6 +134,46 @@ ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o) {
   b.setLayer(-1);
   int loss = b.op("cross_entropy", "loss", {x, targets});
   return b.finish(loss, widths.size(), 1, 0);
+}
+
+/// A bias-free torch linear [out, in], glorot-initialised as in PyG.
+int glorotLinear(GraphBuilder &b, const std::string &name, int x, int64_t in,
+                 int64_t out) {
+  double glorot = std::sqrt(2.0 / static_cast<double>(in + out));
+  int w = b.param(name + ".weight", {out, in}, "normal", glorot);
+  return b.op("linear", name, {x, w}, {{"transpose_weight", true}});
+}
+
+} // namespace
+
+ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o) {
+  return buildGraphModel(
+      c, o, "gcn",
+      [&](GraphBuilder &b, const std::string &n, int adj, int x, int64_t in,
+          int64_t out) {
+        // PyG GCNConv: lin (no bias, glorot) then propagate Â·(XW).
+        x = glorotLinear(b, n + ".lin", x, in, out);
+        return b.op("spmm", n + ".propagate", {adj, x}, {{"nnz", c.nnz}});
+      });
+}
+
+ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o) {
+  return buildGraphModel(
+      c, o, "gat",
+      [&](GraphBuilder &b, const std::string &n, int adj, int x, int64_t in,
+          int64_t out) {
+        // Dot-product attention on the graph (one head, as a Transformer's
+        // restricted to the edges): each node attends to its neighbours
+        // (self loops included) with softmax(q_i·k_j / √d) and sums their v.
+        int q = glorotLinear(b, n + ".q", x, in, out);
+        int k = glorotLinear(b, n + ".k", x, in, out);
+        int v = glorotLinear(b, n + ".v", x, in, out);
+        int s = b.op("sddmm", n + ".scores", {adj, q, k}, {{"nnz", c.nnz}});
+        int a = b.op("edge_softmax", n + ".softmax", {adj, s},
+                     {{"nnz", c.nnz},
+                      {"scale", 1.0 / std::sqrt(static_cast<double>(out))}});
+        return b.op("spmm", n + ".propagate", {a, v}, {{"nnz", c.nnz}});
+      });
 }
 
 } // namespace autoddl::import

@@ -123,7 +123,8 @@ ModelGraph vgg(JsonFields &f, const BuildOptions &o) {
   return buildVgg(c, o);
 }
 
-ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
+/// gcn and gat: the graph's size, the layer widths and the classes.
+GcnConfig graphConfig(JsonFields &f) {
   GcnConfig c;
   c.numNodes = f.positive("num_nodes", c.numNodes);
   c.nnz = f.positive("nnz", c.nnz);
@@ -136,7 +137,15 @@ ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
                       std::to_string((int64_t)std::min<__int128>(
                           (__int128)c.numNodes * c.numNodes, INT64_MAX)) +
                       " stored entries, got " + std::to_string(c.nnz));
-  return buildGcn(c, o);
+  return c;
+}
+
+ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
+  return buildGcn(graphConfig(f), o);
+}
+
+ModelGraph gat(JsonFields &f, const BuildOptions &o) {
+  return buildGat(graphConfig(f), o);
 }
 
 } // namespace
@@ -155,13 +164,14 @@ ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
   o.place = config.place();
   using Reader = ModelGraph (*)(JsonFields &, const BuildOptions &);
   static const std::pair<const char *, Reader> readers[] = {
-      {"gpt", gpt}, {"llama", llama}, {"bert", bert},
-      {"mlp", mlp}, {"vgg", vgg},     {"gcn", gcn}};
+      {"gpt", gpt}, {"llama", llama}, {"bert", bert}, {"mlp", mlp},
+      {"vgg", vgg}, {"gcn", gcn},     {"gat", gat}};
   for (const auto &[name, read] : readers)
     if (kind == name)
       return read(config, o);
-  doc.fail("template", "unknown template '" + kind +
-                           "' (expected gpt, llama, bert, mlp, vgg or gcn)");
+  doc.fail("template",
+           "unknown template '" + kind +
+               "' (expected gpt, llama, bert, mlp, vgg, gcn or gat)");
 }
 
 } // namespace autoddl::import

@@ -4,7 +4,7 @@
 // fields are already validated for type and sign (by the template reader or the
 // Hugging Face reader), checks the relations between fields, and builds the op
 // graph with the real model's parameter names (Hugging Face's for gpt, llama
-// and bert; torchvision's for vgg; PyG's for gcn).
+// and bert; torchvision's for vgg; PyG's for gcn and gat).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -113,5 +113,10 @@ ModelGraph buildBert(const BertConfig &c, const BuildOptions &o);
 ModelGraph buildMlp(const MlpConfig &c, const BuildOptions &o);
 ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o);
 ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o);
+/// Graph attention (dot-product, one head): per layer q, k, v = x·W (no
+/// bias), scores = sddmm(adj, q, k), att = edge_softmax(adj, scores / √d),
+/// H' = act(spmm(att, v) + b); the adjacency's pattern only (its values are
+/// not used). The same fields as gcn.
+ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o);
 
 } // namespace autoddl::import

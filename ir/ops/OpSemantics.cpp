@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <numeric>
 
 namespace autoddl::ops {
@@ -113,6 +114,8 @@ const AttrSpec kAttrSpecs[] = {
     {"transpose", "perm", AttrKind::I64Array, true},
     {"spmm", "nnz", AttrKind::I64, true},
     {"sddmm", "nnz", AttrKind::I64, true},
+    {"edge_softmax", "nnz", AttrKind::I64, true},
+    {"edge_softmax", "scale", AttrKind::F64, false},
 };
 
 OpInfo makeInfo(std::string_view kind, int minOperands, int maxOperands) {
@@ -137,7 +140,7 @@ std::vector<OpInfo> buildOps() {
       makeInfo("conv2d", 2, 3),     makeInfo("pool2d", 1, 1),
       makeInfo("flatten", 1, 1),    makeInfo("reshape", 1, 1),
       makeInfo("transpose", 1, 1),  makeInfo("spmm", 2, 2),
-      makeInfo("sddmm", 3, 3),
+      makeInfo("sddmm", 3, 3),      makeInfo("edge_softmax", 2, 2),
   };
 }
 
@@ -651,6 +654,25 @@ Results inferSddmm(Rule &r) {
   return {{mask.shape, x.dtype}};
 }
 
+// A softmax over each row's stored entries of mask: scores has mask's shape
+// (a sparse activation, e.g. sddmm's result, holding values at mask's stored
+// entries only).
+Results inferEdgeSoftmax(Rule &r) {
+  const auto &mask = r.operands[0], &scores = r.operands[1];
+  if (!r.rankIs(0, "mask", 2) || !r.rankIs(1, "scores", 2) ||
+      !r.floating(1, "scores") || !checkNnz(r, mask.shape) ||
+      !r.dimEq("rows of scores (rows of mask)", scores.shape[0],
+               mask.shape[0]) ||
+      !r.dimEq("columns of scores (columns of mask)", scores.shape[1],
+               mask.shape[1]))
+    return {};
+  if (!std::isfinite(r.f64("scale")))
+    return r.fail("expected a finite scale, got " +
+                  std::to_string(r.f64("scale"))),
+           Results{};
+  return {scores};
+}
+
 Results inferParameter(Rule &r) {
   return r.fail("the result of parameter is its declared type; nothing to "
                 "infer"),
@@ -690,6 +712,7 @@ const RuleEntry kRules[] = {
     {"transpose", inferTranspose},
     {"spmm", inferSpmm},
     {"sddmm", inferSddmm},
+    {"edge_softmax", inferEdgeSoftmax},
 };
 
 // Forward FLOPs in __int128 so that inference can refuse ops whose count does
@@ -717,6 +740,8 @@ Wide wideFlops(std::string_view kind, const std::vector<ValueType> &operands,
     return mul(2, get("nnz"), operands[1].shape[1]); // 2·nnz·F
   if (kind == "sddmm")
     return mul(2, get("nnz"), operands[1].shape[1]); // 2·nnz·K
+  if (kind == "edge_softmax")
+    return mul(6, get("nnz")); // scale, max, subtract, exp, sum, divide
   if (kind == "conv2d") {
     // 2·B·Cout·H'·W'·Cin·kh·kw, + B·Cout·H'·W' for the bias.
     const Shape &w = operands[1].shape;
@@ -807,6 +832,8 @@ Attrs withDefaults(std::string_view kind, const Attrs &attrs) {
     copyFrom("stride", "kernel");
   else if (kind == "flatten")
     fill("start_dim", int64_t{1});
+  else if (kind == "edge_softmax")
+    fill("scale", 1.0);
   return out;
 }
 

@@ -1,12 +1,21 @@
-// Sparse graph ops on CSR matrices: spmm (adj x) and sddmm (masked x y^T).
-// Forward passes call the sparse CPU references of backends/cpu/sparse;
-// backward adds the transposed products. Conventions: see Embedding.h. A
-// row-split (S(0)) adjacency is simply the CSR of the local rows.
+// Sparse graph ops on CSR matrices: spmm (adj x), sddmm (masked x y^T) and
+// edge_softmax (a softmax over each row's stored entries). Forward passes call
+// the sparse CPU references of backends/cpu/sparse; backward adds the
+// transposed products. Conventions: see Embedding.h. A row-split (S(0))
+// adjacency is simply the CSR of the local rows (global column indices).
+//
+// A sparse activation (sddmm's scores, edge_softmax's attention) is a value
+// array [nnz] in the stored order of the adjacency it was computed on (its
+// `pattern`); the pattern's own values are not used by the *_values kernels.
+// The CUDA backend (backends/cuda/kernels/Sparse.h) has the same functions with
+// the same arguments, device pointers and its own sparse handle for `Csr`.
 #ifndef AUTODDL_BACKENDS_CPU_KERNELS_SPARSE_H
 #define AUTODDL_BACKENDS_CPU_KERNELS_SPARSE_H
 
 #include "backends/cpu/sparse/SparseReference.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -63,6 +72,84 @@ inline void sddmm_backward(float *dx, float *dy, const Csr &mask,
           dy[j * K + k] += dout[e] * x[int64_t(i) * K + k];
       }
     }
+}
+
+/// y[N,F] = A x[M,F], where A has `pattern`'s stored entries with `values`
+/// [nnz] (an activation, e.g. edge_softmax's result) instead of its own.
+inline void spmm_values_forward(float *y, const Csr &pattern,
+                                const float *values, const float *x,
+                                int64_t F) {
+  for (int32_t i = 0; i < pattern.rows; ++i) {
+    float *o = y + int64_t(i) * F;
+    std::fill(o, o + F, 0.0f);
+    for (int32_t e = pattern.rowPtr[i]; e < pattern.rowPtr[i + 1]; ++e) {
+      const float a = values[e];
+      const float *r = x + int64_t(pattern.colIdx[e]) * F;
+      for (int64_t f = 0; f < F; ++f)
+        o[f] += a * r[f];
+    }
+  }
+}
+
+/// The backward of spmm_values_forward: dx[M,F] += A^T dy;
+/// dvalues[e] += dot(dy[i,:], x[j,:]) for each stored (i, j). Either output may
+/// be null.
+inline void spmm_values_backward(float *dx, float *dvalues, const Csr &pattern,
+                                 const float *values, const float *dy,
+                                 const float *x, int64_t F) {
+  for (int32_t i = 0; i < pattern.rows; ++i) {
+    const float *g = dy + int64_t(i) * F;
+    for (int32_t e = pattern.rowPtr[i]; e < pattern.rowPtr[i + 1]; ++e) {
+      const int64_t j = pattern.colIdx[e];
+      if (dx) {
+        float *d = dx + j * F;
+        for (int64_t f = 0; f < F; ++f)
+          d[f] += values[e] * g[f];
+      }
+      if (dvalues) {
+        float dot = 0.0f;
+        for (int64_t f = 0; f < F; ++f)
+          dot += g[f] * x[j * F + f];
+        dvalues[e] += dot;
+      }
+    }
+  }
+}
+
+/// out[e] = exp(scale s[e] - m_i) / sum_{e' in row i} exp(scale s[e'] - m_i):
+/// a softmax of scale * scores over each row's stored entries (m_i the row's
+/// largest scaled score); an empty row has no entries and writes nothing.
+inline void edge_softmax_forward(float *out, const Csr &pattern,
+                                 const float *scores, float scale) {
+  for (int32_t i = 0; i < pattern.rows; ++i) {
+    const int32_t b = pattern.rowPtr[i], end = pattern.rowPtr[i + 1];
+    if (b == end)
+      continue;
+    float m = scale * scores[b];
+    for (int32_t e = b + 1; e < end; ++e)
+      m = std::max(m, scale * scores[e]);
+    float sum = 0.0f;
+    for (int32_t e = b; e < end; ++e)
+      sum += out[e] = std::exp(scale * scores[e] - m);
+    const float inv = 1.0f / sum;
+    for (int32_t e = b; e < end; ++e)
+      out[e] *= inv;
+  }
+}
+
+/// dscores[e] += scale * out[e] * (dout[e] - sum_{e' in row i} dout[e']
+/// out[e']), from edge_softmax_forward's result `out`.
+inline void edge_softmax_backward(float *dscores, const Csr &pattern,
+                                  const float *out, const float *dout,
+                                  float scale) {
+  for (int32_t i = 0; i < pattern.rows; ++i) {
+    const int32_t b = pattern.rowPtr[i], end = pattern.rowPtr[i + 1];
+    float dot = 0.0f;
+    for (int32_t e = b; e < end; ++e)
+      dot += dout[e] * out[e];
+    for (int32_t e = b; e < end; ++e)
+      dscores[e] += scale * out[e] * (dout[e] - dot);
+  }
 }
 
 } // namespace autoddl::rt

@@ -85,7 +85,9 @@ func.func @gcn_pieces(%adj: tensor<6x6xf32>, %x: tensor<6x4xf32>, %y: tensor<6x4
   %h = sbp.spmm %adj, %x {nnz = 12 : i64} : (tensor<6x6xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
   // CHECK: sbp.sddmm %{{.*}}, %{{.*}}, %{{.*}} {nnz = 12 : i64}
   %s = sbp.sddmm %adj, %h, %y {nnz = 12 : i64} : (tensor<6x6xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x6xf32>
-  return %s : tensor<6x6xf32>
+  // CHECK: sbp.edge_softmax %{{.*}}, %{{.*}} {nnz = 12 : i64, scale = 5.000000e-01 : f64}
+  %a = sbp.edge_softmax %adj, %s {nnz = 12 : i64, scale = 0.5 : f64} : (tensor<6x6xf32>, tensor<6x6xf32>) -> tensor<6x6xf32>
+  return %a : tensor<6x6xf32>
 }
 
 // CHECK-LABEL: func.func @collectives

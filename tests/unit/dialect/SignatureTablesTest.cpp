@@ -216,6 +216,17 @@ TEST_F(SignatureTablesTest, SpmmSplitsAdjacencyRowsOrColumns) {
   EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
 }
 
+TEST_F(SignatureTablesTest, EdgeSoftmaxSplitsRowsOnly) {
+  auto op = parse<EdgeSoftmaxOp>(
+      "%adj: tensor<6x6xf32>, %s: tensor<6x6xf32>",
+      "%a = sbp.edge_softmax %adj, %s {nnz = 12 : i64} : (tensor<6x6xf32>, "
+      "tensor<6x6xf32>) -> tensor<6x6xf32>");
+  // A row's stored entries are normalised together: rows split, nothing else.
+  std::vector<std::string> expected = {toString(sig({S(0), S(0)}, {S(0)})),
+                                       toString(sig({B, B}, {B}))};
+  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+}
+
 TEST_F(SignatureTablesTest, TransposeAndReshapeMoveSplits) {
   auto t = parse<TransposeOp>("%x: tensor<8x16xf32>",
                               "%y = sbp.transpose %x {perm = array<i64: 1, "

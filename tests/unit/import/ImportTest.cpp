@@ -116,6 +116,8 @@ TEST(ImportParams, VisionGraphAndMlp) {
   EXPECT_EQ(load("vgg16").numLayers, 16);
   // GCN on Cora (PyG GCNConv): 1433·16 + 16 + 16·7 + 7 = 23,063.
   EXPECT_EQ(load("gcn-cora").parameterCount(), 23063);
+  // GAT on Cora's sizes: q, k, v per layer, 3·1433·16 + 16 + 3·16·7 + 7.
+  EXPECT_EQ(load("gat-cora").parameterCount(), 69143);
   // MLP 784-1024-1024-10 with biases: 803,840 + 1,049,600 + 10,250 = 1,863,690.
   EXPECT_EQ(load("mlp-mnist").parameterCount(), 1863690);
   // tiny-gpt template: gptParams(256, 64, 64, 2) = 120,576.

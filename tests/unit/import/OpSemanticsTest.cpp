@@ -13,12 +13,13 @@ ValueType i32(Shape s) { return {std::move(s), DType::I32}; }
 TEST(OpSemantics, EveryDocumentedOpIsKnown) {
   // docs/ir.md's table lists 25 model ops (add and mul, gelu/relu/silu share
   // rows).
-  const char *kinds[] = {
-      "parameter", "embedding", "positional",    "rotary",    "linear",
-      "matmul",    "bias_add",  "add",           "mul",       "gelu",
-      "relu",      "silu",      "swiglu",        "layernorm", "rmsnorm",
-      "softmax",   "attention", "cross_entropy", "conv2d",    "pool2d",
-      "flatten",   "reshape",   "transpose",     "spmm",      "sddmm"};
+  const char *kinds[] = {"parameter", "embedding",     "positional", "rotary",
+                         "linear",    "matmul",        "bias_add",   "add",
+                         "mul",       "gelu",          "relu",       "silu",
+                         "swiglu",    "layernorm",     "rmsnorm",    "softmax",
+                         "attention", "cross_entropy", "conv2d",     "pool2d",
+                         "flatten",   "reshape",       "transpose",  "spmm",
+                         "sddmm",     "edge_softmax"};
   for (const char *k : kinds)
     EXPECT_NE(lookupOp(k), nullptr) << k;
   EXPECT_EQ(allOps().size(), std::size(kinds));
@@ -106,6 +107,16 @@ TEST(OpSemantics, SparseOps) {
   EXPECT_EQ(s.results[0].shape, (Shape{4, 5}));
   auto bad = inferResultTypes("spmm", ops, {{"nnz", int64_t{-1}}});
   EXPECT_NE(bad.error.find("nnz"), std::string::npos) << bad.error;
+  // edge_softmax: scores of mask's shape, 6·nnz FLOPs, scale defaults to 1.
+  Attrs e{{"nnz", int64_t{7}}};
+  std::vector<ValueType> eops{f32({4, 5}), f32({4, 5})};
+  auto sm = inferResultTypes("edge_softmax", eops, e);
+  ASSERT_TRUE(sm.ok()) << sm.error;
+  EXPECT_EQ(sm.results[0].shape, (Shape{4, 5}));
+  EXPECT_EQ(forwardFlops("edge_softmax", eops, sm.results, e), 6 * 7);
+  auto wrong = inferResultTypes("edge_softmax", {f32({4, 5}), f32({4, 3})}, e);
+  EXPECT_NE(wrong.error.find("columns of scores"), std::string::npos)
+      << wrong.error;
 }
 
 TEST(OpSemantics, EmbeddingCrossEntropy) {

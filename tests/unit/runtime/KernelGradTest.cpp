@@ -627,3 +627,51 @@ TEST(Kernels, SpmmAndSddmm) {
       },
       {{"x", &xs, &dxs}, {"y", &ys, &dys}});
 }
+
+TEST(Kernels, EdgeSoftmaxAndSpmmWithValues) {
+  Csr a; // 4 x 4: rows of 2, 1, 0 (empty) and 3 stored entries
+  a.rows = a.cols = 4;
+  a.rowPtr = {0, 2, 3, 3, 6};
+  a.colIdx = {0, 3, 1, 0, 2, 3};
+  const float scale = 0.5f;
+  Vec scores = randn(6, 31), dscores;
+  // Each non-empty row of the result sums to 1; the one-entry row is 1.
+  Vec att(6);
+  edge_softmax_forward(att.data(), a, scores.data(), scale);
+  EXPECT_NEAR(att[0] + att[1], 1.0, 1e-6);
+  EXPECT_NEAR(att[2], 1.0, 1e-6);
+  EXPECT_NEAR(att[3] + att[4] + att[5], 1.0, 1e-6);
+  EXPECT_NEAR(att[0] / att[1], std::exp(scale * (scores[0] - scores[1])), 1e-5);
+  expectGradients(
+      [&](Vec &o) {
+        o.resize(6);
+        edge_softmax_forward(o.data(), a, scores.data(), scale);
+      },
+      [&](const Vec &g) {
+        Vec out(6);
+        edge_softmax_forward(out.data(), a, scores.data(), scale);
+        edge_softmax_backward(dscores.data(), a, out.data(), g.data(), scale);
+      },
+      {{"scores", &scores, &dscores}});
+  // spmm with activation values equals spmm on a CSR holding those values,
+  // and its backward gives both gradients.
+  const int64_t F = 3;
+  Vec vals = randn(6, 32), x = randn(4 * F, 33), dvals, dx;
+  Csr withValues = a;
+  withValues.values = vals;
+  Vec want(4 * F), got(4 * F, 7.0f);
+  spmm_forward(want.data(), withValues, x.data(), F);
+  spmm_values_forward(got.data(), a, vals.data(), x.data(), F);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_FLOAT_EQ(got[i], want[i]) << i;
+  expectGradients(
+      [&](Vec &o) {
+        o.resize(4 * F);
+        spmm_values_forward(o.data(), a, vals.data(), x.data(), F);
+      },
+      [&](const Vec &g) {
+        spmm_values_backward(dx.data(), dvals.data(), a, vals.data(), g.data(),
+                             x.data(), F);
+      },
+      {{"x", &x, &dx}, {"values", &vals, &dvals}});
+}

@@ -1,0 +1,191 @@
+// SparseOpsCheck: the graph ops of backends/cuda/kernels/Sparse.h (spmm, spmm
+// with activation values, sddmm, edge softmax; forward and backward) against
+// the CPU kernels of backends/cpu/kernels/Sparse.h on fresh random graphs
+// (seed printed; --seed N repeats a run): square and row-block (rectangular)
+// adjacencies, empty rows, a dense row, feature widths 7, 16 and 64. Built
+// twice: bf16 (tensor cores) and -DAUTODDL_FP32 (CUDA cores, fp32 FMAs).
+// Error measure and bounds as KernelCheck (KernelCheckUtil.h): act_t results
+// 1e-2 (bf16) / 1e-5 (fp32) relative in the norm. Backward outputs start from
+// random values (the kernels add). Exit 0 pass, 1 fail, 77 no GPU.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/sparse/SparseReference.h"
+// The CPU kernels declare the same names in autoddl::rt (Csr differs), so
+// the reference lives in namespace cpu; it calls ::autoddl::sparse.
+namespace cpu {
+namespace autoddl {
+namespace sparse = ::autoddl::sparse;
+}
+#include "backends/cpu/kernels/Sparse.h"
+} // namespace cpu
+
+#include "backends/cuda/kernels/Sparse.h"
+#include "tests/unit/cuda/KernelCheckUtil.h"
+
+namespace {
+using namespace kcheck;
+namespace ref = cpu::autoddl::rt;
+
+std::mt19937 gRng;
+bool gOk = true;
+
+/// A random rows x cols CSR with sorted distinct columns: degree uniform in
+/// [0, 2 * avgDegree], every 7th row empty, row 1 dense.
+ref::Csr random_graph(int32_t rows, int32_t cols, int avgDegree) {
+  ref::Csr a;
+  a.rows = rows;
+  a.cols = cols;
+  a.rowPtr.push_back(0);
+  std::uniform_int_distribution<int> deg(0, 2 * avgDegree);
+  std::uniform_int_distribution<int32_t> col(0, cols - 1);
+  for (int32_t i = 0; i < rows; ++i) {
+    std::vector<int32_t> c;
+    if (i == 1) {
+      for (int32_t j = 0; j < cols; ++j)
+        c.push_back(j);
+    } else if (i % 7 != 3) {
+      for (int k = deg(gRng); k > 0; --k)
+        c.push_back(col(gRng));
+      std::sort(c.begin(), c.end());
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+    }
+    a.colIdx.insert(a.colIdx.end(), c.begin(), c.end());
+    a.rowPtr.push_back(int32_t(a.colIdx.size()));
+  }
+  a.values = random_values(gRng, int64_t(a.colIdx.size()), -1.0f, 1.0f);
+  return a;
+}
+
+bool check(const std::string &what, const std::vector<float> &got,
+           const std::vector<float> &want) {
+  return report(what, rel_error(got, want), kActTol);
+}
+
+/// A device act_t copy of v.
+rt::DeviceBuffer<act_t> dev(const std::vector<float> &v) {
+  rt::DeviceBuffer<act_t> b(int64_t(v.size()));
+  upload(b.data(), v);
+  return b;
+}
+
+void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
+  const ref::Csr a = random_graph(rows, cols, avgDegree);
+  const int64_t nnz = a.nnz();
+  const rt::Csr d =
+      rt::csr_to_device(a.rows, a.cols, a.rowPtr, a.colIdx, a.values);
+  const std::string tag = std::to_string(rows) + "x" + std::to_string(cols) +
+                          " nnz " + std::to_string(nnz) + " F " +
+                          std::to_string(F) + ":";
+  const std::vector<float> x = random_values(gRng, int64_t(cols) * F, -1, 1),
+                           dy = random_values(gRng, int64_t(rows) * F, -1, 1),
+                           xr = random_values(gRng, int64_t(rows) * F, -1, 1),
+                           vals = random_values(gRng, nnz, 0, 1);
+  auto dx = dev(x), ddy = dev(dy), dxr = dev(xr), dvals = dev(vals);
+
+  { // spmm
+    std::vector<float> want(size_t(rows * F));
+    ref::spmm_forward(want.data(), a, x.data(), F);
+    rt::DeviceBuffer<act_t> y(rows * F);
+    rt::spmm_forward(y.data(), d, dx.data(), F);
+    gOk &= check(tag + " spmm_forward", download(y.data(), rows * F), want);
+    std::vector<float> gx = random_values(gRng, int64_t(cols) * F, -1, 1),
+                       gv = random_values(gRng, nnz, -1, 1);
+    auto dgx = dev(gx), dgv = dev(gv);
+    ref::spmm_backward(gx.data(), gv.data(), a, dy.data(), x.data(), F);
+    rt::spmm_backward(dgx.data(), dgv.data(), d, ddy.data(), dx.data(), F);
+    gOk &= check(tag + " spmm_backward dx", download(dgx.data(), cols * F), gx);
+    gOk &= check(tag + " spmm_backward dvalues", download(dgv.data(), nnz), gv);
+  }
+  { // spmm with activation values
+    std::vector<float> want(size_t(rows * F));
+    ref::spmm_values_forward(want.data(), a, vals.data(), x.data(), F);
+    rt::DeviceBuffer<act_t> y(rows * F);
+    rt::spmm_values_forward(y.data(), d, dvals.data(), dx.data(), F);
+    gOk &=
+        check(tag + " spmm_values_forward", download(y.data(), rows * F), want);
+    std::vector<float> gx = random_values(gRng, int64_t(cols) * F, -1, 1),
+                       gv = random_values(gRng, nnz, -1, 1);
+    auto dgx = dev(gx), dgv = dev(gv);
+    ref::spmm_values_backward(gx.data(), gv.data(), a, vals.data(), dy.data(),
+                              x.data(), F);
+    rt::spmm_values_backward(dgx.data(), dgv.data(), d, dvals.data(),
+                             ddy.data(), dx.data(), F);
+    gOk &= check(tag + " spmm_values_backward dx",
+                 download(dgx.data(), cols * F), gx);
+    gOk &= check(tag + " spmm_values_backward dvalues",
+                 download(dgv.data(), nnz), gv);
+  }
+  { // sddmm: x [rows, K], y [cols, K]
+    std::vector<float> want(static_cast<size_t>(nnz));
+    ref::sddmm_forward(want.data(), a, xr.data(), x.data(), F);
+    rt::DeviceBuffer<act_t> out(nnz);
+    rt::sddmm_forward(out.data(), d, dxr.data(), dx.data(), F);
+    gOk &= check(tag + " sddmm_forward", download(out.data(), nnz), want);
+    std::vector<float> g1 = random_values(gRng, int64_t(rows) * F, -1, 1),
+                       g2 = random_values(gRng, int64_t(cols) * F, -1, 1);
+    auto dg1 = dev(g1), dg2 = dev(g2);
+    ref::sddmm_backward(g1.data(), g2.data(), a, vals.data(), xr.data(),
+                        x.data(), F);
+    rt::sddmm_backward(dg1.data(), dg2.data(), d, dvals.data(), dxr.data(),
+                       dx.data(), F);
+    gOk &=
+        check(tag + " sddmm_backward dx", download(dg1.data(), rows * F), g1);
+    gOk &=
+        check(tag + " sddmm_backward dy", download(dg2.data(), cols * F), g2);
+  }
+  { // edge softmax
+    const float scale = 1.0f / std::sqrt(float(F));
+    const std::vector<float> s = random_values(gRng, nnz, -4, 4);
+    std::vector<float> want(size_t(nnz), 0.0f);
+    ref::edge_softmax_forward(want.data(), a, s.data(), scale);
+    auto ds = dev(s);
+    rt::DeviceBuffer<act_t> out(nnz); // zero: empty rows write nothing
+    rt::edge_softmax_forward(out.data(), d, ds.data(), scale);
+    const std::vector<float> got = download(out.data(), nnz);
+    gOk &= check(tag + " edge_softmax_forward", got, want);
+    const std::vector<float> dout = random_values(gRng, nnz, -1, 1);
+    std::vector<float> g = random_values(gRng, nnz, -1, 1);
+    auto dg = dev(g), dd = dev(dout), dwant = dev(want);
+    // Both from the same (act_t-rounded) forward result.
+    std::vector<float> outAct(want.size());
+    for (size_t e = 0; e < want.size(); ++e)
+      outAct[e] = round_act(want[e]);
+    ref::edge_softmax_backward(g.data(), a, outAct.data(), dout.data(), scale);
+    rt::edge_softmax_backward(dg.data(), d, dwant.data(), dd.data(), scale);
+    gOk &= check(tag + " edge_softmax_backward", download(dg.data(), nnz), g);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  unsigned seed = std::random_device{}();
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+      seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    else {
+      std::printf("usage: %s [--seed N]\n", argv[0]);
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SparseOpsCheck: no CUDA device, skipped\n");
+    return 77;
+  }
+  std::printf("SparseOpsCheck (%s), seed %u\n", kMode, seed);
+  gRng.seed(seed);
+  check_graph(1000, 1000, 8, 16);
+  check_graph(2708, 2708, 5, 7);  // gcn-cora's shape, 7 classes
+  check_graph(37, 37, 30, 64);    // rows not a multiple of 8, dense
+  check_graph(300, 1000, 10, 16); // a row block of a larger graph (dp)
+  std::printf("SparseOpsCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
+  return gOk ? 0 : 1;
+}
