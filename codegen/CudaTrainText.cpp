@@ -11,7 +11,7 @@
 namespace autoddl::codegen {
 
 extern const char *const kCudaTrainPreludeText = R"cpp(
-#include "backends/common/Data.h"         // TokenData, synthetic_tokens
+#include "backends/common/Data.h"         // TokenData, synthetic_tokens, planted_graph
 #include "backends/common/FileIo.h"       // make_directories
 #include "backends/common/Init.h"         // Slice, init_normal (keyed by global index)
 #include "backends/common/Metrics.h"      // Timer, RunMetrics
@@ -32,6 +32,7 @@ extern const char *const kCudaTrainPreludeText = R"cpp(
 #include "backends/cuda/kernels/Optimizer.h"    // adamw_step, sgd_step
 #include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
 #include "backends/cuda/kernels/Softmax.h"      // softmax
+#include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
 
 #include <algorithm>
 #include <cstdio>
@@ -152,6 +153,44 @@ static Staging &staging(int64_t mb, int which) {
   }
 }
 
+// Graph models (gcn, gat): the CPU program's planted-community graph, on the
+// device; the adjacency as the W8 formats of A and A^T (kernels/Sparse.h).
+// dp splits the nodes: each dp rank holds its block of kNodes / kDP
+// consecutive nodes (rows of the adjacency with every column, features,
+// labels); spmm/sddmm read every node's rows, all-gathered over dp.
+static Csr adjacency;
+static DeviceBuffer<act_t> graph_x;   // [kNodes / kDP, kFeatures]
+static DeviceBuffer<int32_t> graph_y; // [kNodes / kDP]
+[[maybe_unused]] static const Csr &graph_adjacency() { return adjacency; }
+[[maybe_unused]] static const act_t *graph_features() { return graph_x.data(); }
+[[maybe_unused]] static const int32_t *graph_labels() { return graph_y.data(); }
+
+static void load_graph() {
+  // As the CPU program: average degree about 10 inside a community, 1 across.
+  const double pin = std::min(1.0, 10.0 * kClasses / double(kNodes));
+  const double pout = std::min(1.0, 1.0 / double(kNodes));
+  const PlantedGraph graph =
+      planted_graph(seed, kNodes, kFeatures, kClasses, pin, pout, 1.0);
+  const int64_t n = kNodes / kDP, r0 = g.rdp * n; // this rank's nodes
+  const int32_t e0 = graph.row_ptr[size_t(r0)], e1 = graph.row_ptr[size_t(r0 + n)];
+  std::vector<int32_t> rowPtr(graph.row_ptr.begin() + r0,
+                              graph.row_ptr.begin() + r0 + n + 1);
+  for (int32_t &e : rowPtr)
+    e -= e0;
+  adjacency = csr_to_device(
+      int32_t(n), int32_t(kNodes), rowPtr,
+      std::vector<int32_t>(graph.col_idx.begin() + e0, graph.col_idx.begin() + e1),
+      std::vector<float>(graph.values.begin() + e0, graph.values.begin() + e1));
+  DeviceBuffer<float> x(n * kFeatures);
+  copy_to_device(x.data(), graph.x.data() + r0 * kFeatures,
+                 x.size() * int64_t(sizeof(float)));
+  graph_x = DeviceBuffer<act_t>(x.size());
+  cast_to_act(graph_x.data(), x.data(), x.size());
+  graph_y = DeviceBuffer<int32_t>(n);
+  copy_to_device(graph_y.data(), graph.labels.data() + r0,
+                 n * int64_t(sizeof(int32_t)));
+}
+
 )cpp";
 
 extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
@@ -164,9 +203,7 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
     p.full = s.full;
     p.split_dim = s.split_dim;
     p.held = (s.devices >> g.rpp) & 1;
-    p.slice = Slice::whole(s.full);
-    if (s.split_dim >= 0)
-      p.slice = p.slice.split(s.split_dim, kTP, g.rtp);
+    p.slice = param_slice(s, kTP, g.rtp);
     p.n = p.slice.numel();
     p.padded = zero_padded_size(p.n, kDP);
     p.device_n = std::max(p.padded, device_numel(p));
@@ -262,21 +299,24 @@ static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
       h.m.resize(size_t(p->m.size()));
       h.v.resize(size_t(p->v.size()));
     }
-    e.push_back({p->name, p->slice, p->held ? h.value.data() : nullptr});
+    e.push_back(
+        {p->name, p->slice, p->held ? h.value.data() : nullptr, p->full});
     if (!with_state)
       continue;
     Slice state = p->slice;
+    Shape state_shape = p->full; // the file's shape (slice.full may be a view)
     std::string suffix;
     if (kZero) {
       const int64_t padded = zero_padded_size(p->slice.numel(), kDP);
       state = Slice::whole({kTP * padded}).split(0, kTP, g.rtp).split(0, kDP,
                                                                        g.rdp);
+      state_shape = state.full;
       suffix = ".zero";
     }
     e.push_back({p->name + ".exp_avg" + suffix, state,
-                 p->held ? h.m.data() : nullptr});
+                 p->held ? h.m.data() : nullptr, state_shape});
     e.push_back({p->name + ".exp_avg_sq" + suffix, state,
-                 p->held ? h.v.data() : nullptr});
+                 p->held ? h.v.data() : nullptr, state_shape});
   }
   return e;
 }
@@ -365,8 +405,14 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
   g.pp = axis_comm(0);
   g.dp = axis_comm(dpAxis);
   g.tp = axis_comm(tpAxis);
-  if (!o.data.empty())
+  if (kGraphModel) {
+    if (!o.data.empty())
+      throw std::invalid_argument("--data: a graph model trains on a planted-"
+                                  "community graph generated from --seed");
+    load_graph();
+  } else if (!o.data.empty()) {
     tokens = std::make_unique<TokenData>(TokenData::open(o.data, kVocab));
+  }
   init_params();
   allocate_stages();
   configure_grad_sync();
@@ -385,7 +431,9 @@ static int train(const Options &o, int64_t first_step) {
   trace.set_enabled(o.trace);
   RunMetrics metrics;
   metrics.items_per_step = double(kLossCount);
-  metrics.items_name = "tokens";
+  metrics.items_name = kGraphModel ? "samples" : "tokens";
+  if (kGraphModel) // this rank's adjacency in the W8 format (kernels/Sparse.h)
+    metrics.info["adjacency_w8"] = describe(adjacency);
   metrics.info["model"] = kModelName;
   metrics.info["backend"] = "cuda";
 #ifdef AUTODDL_FP32
@@ -443,6 +491,9 @@ static int train(const Options &o, int64_t first_step) {
 static void release_all() {
   free_stages();
   P = Params{};
+  adjacency = Csr{};
+  graph_x = {};
+  graph_y = {};
   synchronize();
 }
 

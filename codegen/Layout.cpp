@@ -118,7 +118,7 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
 const std::set<std::string> kSupported = {
     "embedding", "positional", "rotary", "linear", "matmul", "bias_add", "add",
     "mul", "gelu", "relu", "silu", "swiglu", "layernorm", "rmsnorm", "softmax",
-    "attention", "cross_entropy", "spmm",
+    "attention", "cross_entropy", "spmm", "sddmm", "edge_softmax",
     // Image ops: always replicated over tp (no case below splits them).
     "conv2d", "pool2d", "flatten", "reshape", "transpose"};
 
@@ -147,6 +147,23 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
            uses[size_t(t)] == 1;
   };
   auto divisible = [&](int64_t n) { return tp > 1 && n % tp == 0; };
+  std::vector<std::vector<size_t>> consumers(g.tensors.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int t : g.ops[i].operands)
+      consumers[size_t(t)].push_back(i);
+  // A column linear whose sole consumer is a packed attention of equal q, k, v
+  // segments planned by heads: split per segment, so each rank's qkv holds
+  // whole heads (otherwise a contiguous split gives rank 0 all of q).
+  auto packedHeads = [&](const OpDef &op) {
+    const auto &cs = consumers[size_t(op.results[0])];
+    if (cs.size() != 1)
+      return false;
+    const OpDef &att = g.ops[cs[0]];
+    const int64_t H = intAttr(att, "num_heads", 1),
+                  G = intAttr(att, "num_kv_heads", H);
+    return att.kind == "attention" && att.operands.size() == 1 &&
+           sig[cs[0]] == "heads" && H == G && divisible(H);
+  };
 
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const OpDef &op = g.ops[i];
@@ -174,11 +191,12 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
           soleParam(w) && (!hasBias || soleParam(op.operands[2]));
       if ((sig[i] == "column" || sig[i] == "vocab") && paramsOk &&
           divisible(O)) {
+        const int seg = sig[i] == "column" && packedHeads(op) ? 3 : 1;
         p.mode = OpMode::Column;
-        p.operands[1] = TpLayout{tw ? 0 : 1};
+        p.operands[1] = TpLayout{tw ? 0 : 1, seg};
         if (hasBias)
-          p.operands[2] = TpLayout{0};
-        p.result = TpLayout{last};
+          p.operands[2] = TpLayout{0, seg};
+        p.result = TpLayout{last, seg};
       } else if (sig[i] == "row" && paramsOk && divisible(K)) {
         p.mode = OpMode::Row;
         p.operands[0] = TpLayout{int(shape(0).size()) - 1};
@@ -201,6 +219,13 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
         p.mode = OpMode::HeadSplit;
         for (size_t k = 0; k < 3; ++k)
           p.operands[k] = lay(k);
+        p.result = TpLayout{last};
+      }
+    } else if (tp > 1 && op.kind == "attention") {
+      // Packed qkv, split per segment by its producer (packedHeads).
+      if (lay(0).dim == last && lay(0).segments == 3) {
+        p.mode = OpMode::HeadSplit;
+        p.operands[0] = lay(0);
         p.result = TpLayout{last};
       }
     } else if (tp > 1 && op.kind == "rotary") {
@@ -238,6 +263,13 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
         p.mode = OpMode::Local;
         p.operands[1] = lay(1);
         p.result = lay(1);
+      }
+    } else if (tp > 1 && op.kind == "sddmm") {
+      // x and y split on K: each rank's partial dot products, all-reduced.
+      if (lay(1).dim == 1 && lay(2).dim == 1) {
+        p.mode = OpMode::Local;
+        p.operands[1] = lay(1);
+        p.operands[2] = lay(2);
       }
     } else if (tp > 1 && op.kind == "cross_entropy") {
       if (lay(0).dim == int(shape(0).size()) - 1) {

@@ -7,8 +7,12 @@
 //            S(last)), "row" (weight split on its input features, result P,
 //            all-reduced at once), anything else replicated;
 //   embedding "vocab" (table S(0), result P all-reduced);
-//   attention with separate q/k/v, heads split when its inputs arrive split;
-//   elementwise ops, bias_add, rotary, spmm follow a split input;
+//   attention, heads split when its separate q/k/v arrive split, or when its
+//   packed qkv comes from a column linear split per q/k/v segment (GPT-2's
+//   c_attn; equal segments, the linear's sole consumer);
+//   elementwise ops, bias_add, rotary, spmm follow a split input; sddmm of
+//   two inputs split on K sums its partial dot products (all-reduce);
+//   edge_softmax is replicated;
 //   cross_entropy on vocab-split logits is Megatron's vocab-parallel loss.
 // Tensors carry one tp layout (B or S(d)); a consumer needing another gets a
 // converted copy (all-gather / local slice). Every activation is split over dp
@@ -25,14 +29,24 @@
 
 namespace autoddl::codegen {
 
-/// A tensor-parallel layout: replicated, or split on dimension `dim`.
+/// A tensor-parallel layout: replicated, or split on dimension `dim`. With
+/// `segments` > 1 the dimension is `segments` equal parts (a packed q|k|v)
+/// each split over tp: rank r holds part r of every segment, in order, so a
+/// rank's packed qkv holds whole heads of q, k and v (Megatron's fused QKV).
 struct TpLayout {
   int dim = -1; // -1: B
+  int segments = 1;
   bool split() const { return dim >= 0; }
-  bool operator==(const TpLayout &o) const { return dim == o.dim; }
-  bool operator!=(const TpLayout &o) const { return dim != o.dim; }
+  bool operator==(const TpLayout &o) const {
+    return dim == o.dim && segments == o.segments;
+  }
+  bool operator!=(const TpLayout &o) const { return !(*this == o); }
   std::string str() const {
-    return dim < 0 ? "B" : "S(" + std::to_string(dim) + ")";
+    if (dim < 0)
+      return "B";
+    return "S(" + std::to_string(dim) + ")" +
+           (segments > 1 ? " per " + std::to_string(segments) + " segments"
+                         : "");
   }
 };
 
@@ -43,7 +57,7 @@ enum class OpMode {
   Row,        // linear: w split on input features; result P -> all-reduce
   VocabTable, // embedding: table S(0); result P -> all-reduce
   HeadSplit,  // attention / rotary on local heads
-  Local,      // elementwise, bias_add, spmm on split operands
+  Local,      // elementwise, bias_add, spmm, sddmm on split operands
   VocabLoss,  // cross_entropy on S(last) logits
 };
 

@@ -154,9 +154,11 @@ planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
   p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
   p.knobs.microbatch = plan.globalBatch;
   p.knobs.microbatches = 1;
-  // Fixed-shape models (an explicit op graph, a gcn): a micro-batch is one
-  // instance of the graph, so the one rank runs the global batch as that many.
-  if (plan.modelFamily == "graph" || plan.modelFamily == "gcn") {
+  // Fixed-shape models (an explicit op graph, a gcn or gat): a micro-batch is
+  // one instance of the graph, so the one rank runs the global batch as that
+  // many.
+  if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
+      plan.modelFamily == "gat") {
     p.knobs.microbatch = plan.knobs.microbatch;
     p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
   }

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -34,6 +35,7 @@ extern const char *const kTrainSupportText;
 extern const char *const kTrainSharedPipelineText;
 extern const char *const kTrainDataText;
 extern const char *const kTrainClassDataText;
+extern const char *const kTrainAccuracyText;
 extern const char *const kTrainClassIncludesText;
 extern const char *const kTrainOptionsText;
 extern const char *const kTrainParamsText;
@@ -125,21 +127,25 @@ std::string classPrelude(const std::string &prelude) {
                      cstdio, "#include <algorithm>\n" + cstdio);
 }
 
-/// main() of a classification program: synthetic samples only (no --data),
-/// "samples" per second, and the training accuracy of each step (before its
-/// update) printed beside its loss; metrics.json's info.accuracy is the last
-/// step's.
-std::string classMain(std::string text) {
-  const std::string graph = "  if (kGraphModel) {\n";
-  text = replaceOnce(text, graph,
-                     "  if (!o.data.empty())\n    throw "
-                     "std::invalid_argument(\"--data: a classification model "
-                     "trains on synthetic \"\n                               "
-                     " \"class prototypes generated from --seed\");\n" +
-                         graph);
-  text = replaceOnce(
-      text, "  metrics.items_name = kGraphModel ? \"samples\" : \"tokens\";\n",
-      "  metrics.items_name = \"samples\";\n");
+/// main() of a classification program (or, with `graph`, of a graph model,
+/// which has its own data): synthetic samples only (no --data), "samples" per
+/// second, and the training accuracy of each step (before its update) printed
+/// beside its loss; metrics.json's info.accuracy is the last step's.
+std::string classMain(std::string text, bool graph) {
+  const std::string graphData = "  if (kGraphModel) {\n";
+  if (!graph) {
+    text = replaceOnce(text, graphData,
+                       "  if (!o.data.empty())\n    throw "
+                       "std::invalid_argument(\"--data: a classification "
+                       "model trains on synthetic \"\n                      "
+                       "          \"class prototypes generated from "
+                       "--seed\");\n" +
+                           graphData);
+    text = replaceOnce(
+        text,
+        "  metrics.items_name = kGraphModel ? \"samples\" : \"tokens\";\n",
+        "  metrics.items_name = \"samples\";\n");
+  }
   const std::string loop =
       "  for (int64_t step = first_step; step < o.steps; ++step) {\n";
   text = replaceOnce(text, loop,
@@ -230,6 +236,9 @@ struct Member {
   bool i32 = false;
   bool grad = false; // a gradient buffer (zeroed before each backward)
   bool stat = false; // fp32 statistics (act_t activations otherwise, on cuda)
+  // Set for a size known at run time only (a sparse activation: the graph's
+  // stored entries): the expression replaces `size`.
+  std::string sizeExpr = {};
 };
 
 class Emitter {
@@ -262,7 +271,7 @@ public:
           "codegen: model " + g.name +
           " has neither input_ids, adjacency nor one f32 input with the "
           "class labels of a cross_entropy; the " +
-          (cuda_ ? "cuda backend feeds token models"
+          (cuda_ ? "cuda backend feeds token and graph models"
                  : "cpu backend feeds token, graph and classification models") +
           " only");
     if (cuda_ && classModel_)
@@ -270,17 +279,16 @@ public:
                       " is a classification model (" +
                       g.tensors[size_t(classInput_)].name + " and " +
                       g.tensors[size_t(classTargets_)].name +
-                      "); the cuda backend runs token models only "
-                      "(use --backend cpu)");
-    if (cuda_ && graphModel_)
-      throw UserError("codegen: model " + g.name +
-                      " is a graph model; the cuda backend runs token models "
+                      "); the cuda backend runs token and graph models "
                       "only (use --backend cpu)");
   }
 
   std::string emit();
 
 private:
+  /// Whether the program reports the training accuracy (classifiers and
+  /// graph models, whose losses are over labelled samples or nodes).
+  bool reportsAccuracy() const { return classModel_ || graphModel_; }
   /// A classification model (mlp, vgg, an explicit graph): its one dense f32
   /// input (images or features) and the i32 input holding the labels of its
   /// cross_entropy.
@@ -316,9 +324,16 @@ private:
   const std::vector<int64_t> &full(int t) const {
     return g_.tensors[size_t(t)].shape;
   }
+  /// Local shape: tp layout l, and a graph model's own nodes' rows under dp.
   std::vector<int64_t> local(int t, TpLayout l) const {
-    return localShape(full(t), l, tp_);
+    std::vector<int64_t> s = localShape(full(t), l, tp_);
+    if (nodeSplit() && g_.nodeRows(t))
+      s[0] /= plan_.knobs.dp;
+    return s;
   }
+  /// dp splits a graph model's nodes: each dp rank owns a block of rows.
+  bool nodeSplit() const { return graphModel_ && plan_.knobs.dp > 1; }
+  std::string allNodes(int stage, int t, TpLayout l, std::vector<Step> &steps);
   /// The stage-struct member holding tensor t in layout l.
   std::string bufName(int t, TpLayout l) const {
     if (l == L_.tensors[size_t(t)])
@@ -328,6 +343,14 @@ private:
   }
   std::string val(int t, TpLayout l) const;
   std::string grad(int t, TpLayout l) const;
+  /// Elements of tensor t in layout l: a number, or for a sparse activation
+  /// the stored entries of its adjacency (known once the graph is built).
+  std::string elems(int t, TpLayout l) const {
+    const int pattern = g_.sparsePattern(t);
+    if (pattern >= 0 && !isInput(t))
+      return val(pattern, TpLayout{}) + ".nnz()";
+    return std::to_string(numel(local(t, l)));
+  }
   void addMember(int stage, const Member &m);
   void addTensor(int stage, int t, TpLayout l, bool withGrad);
   std::string ensureLayout(int stage, int t, TpLayout want,
@@ -506,6 +529,16 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
   }
   if (td.shape.empty())
     return; // the scalar loss: kept as a sum in the struct
+  if (g_.sparsePattern(t) >= 0) { // values at the adjacency's stored entries
+    const std::string c = "[nnz] " + td.name + " at the stored entries of " +
+                          g_.tensors[size_t(g_.sparsePattern(t))].name + " (" +
+                          l.str() + ")";
+    addMember(stage, {bufName(t, l), 0, c, false, false, false, elems(t, l)});
+    if (withGrad)
+      addMember(stage, {"d_" + bufName(t, l), 0, "gradient", false, true, false,
+                        elems(t, l)});
+    return;
+  }
   std::vector<int64_t> ls = local(t, l);
   std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
   auto pad = padCols_.find(t);
@@ -520,6 +553,49 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
               {"d_" + bufName(t, l), numel(ls), "gradient", false, true});
 }
 
+/// Under a node split, the rows of every node of tensor t (which each dp rank
+/// holds for its own nodes): all-gathered over dp once, before spmm or sddmm
+/// reads them; the gradient of the gathered copy is partial on every rank and
+/// is reduce-scattered back. Otherwise t as it is.
+std::string Emitter::allNodes(int stage, int t, TpLayout l,
+                              std::vector<Step> &steps) {
+  if (!nodeSplit() || !g_.nodeRows(t) || g_.sparsePattern(t) >= 0)
+    return val(t, l);
+  const std::string name = bufName(t, l) + "_nodes";
+  const std::vector<int64_t> ls = local(t, l);
+  const int64_t cols = numel(ls) / ls[0], rows = ls[0] * plan_.knobs.dp;
+  if (!converted_[{stage, name}]) {
+    converted_[{stage, name}] = true;
+    addMember(stage,
+              {name, rows * cols,
+               shapeStr({rows, cols}) + " " + g_.tensors[size_t(t)].name +
+                   " of every node (gathered over dp)",
+               false, false});
+    Step s;
+    s.fwd.push_back(fmt::format(
+        "  // {}: every node's rows for spmm/sddmm: all-gather over dp",
+        g_.tensors[size_t(t)].name));
+    s.fwd.push_back(fmt::format("  all_gather_forward(a.{}.data(), {}, {}, 0, "
+                                "g.dp);",
+                                name, val(t, l), shapeInit(ls)));
+    if (!isInput(t)) {
+      addMember(stage,
+                {"d_" + name, rows * cols, "gradient (partial)", false, true});
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: the gathered copy's gradient is partial on every dp rank: "
+          "reduce-scatter",
+          g_.tensors[size_t(t)].name));
+      s.bwdInput.push_back(
+          fmt::format("  all_gather_backward({}, a.d_{}.data(), {}, 0, g.dp);",
+                      grad(t, l), name, shapeInit(ls)));
+    }
+    if (cuda_)
+      profileScopes(s, "");
+    steps.push_back(std::move(s));
+  }
+  return "a." + name + ".data()";
+}
+
 /// Makes tensor t available in layout `want` on `stage`, emitting the
 /// conversion once (a converted copy shared by every consumer).
 std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
@@ -527,6 +603,10 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
   TpLayout have = L_.tensors[size_t(t)];
   if (have == want || isParam(t) || isInput(t))
     return val(t, want);
+  if (have.segments > 1 || want.segments > 1) // chooseLayout never asks this
+    throw std::logic_error("codegen: no conversion of " +
+                           g_.tensors[size_t(t)].name + " from " + have.str() +
+                           " to " + want.str());
   if (have.split() && want.split()) {
     ensureLayout(stage, t, TpLayout{}, steps);
     have = TpLayout{};
@@ -548,15 +628,15 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
           "  // {}: the gradient of the gathered copy is equal on every tp "
           "rank; keep this rank's part",
           n));
-      s.bwdInput.push_back(
-          fmt::format("  gather_backward_local({}, {}, {}, {});", grad(t, have),
-                      grad(t, want), shapeInit(full(t)), have.dim));
+      s.bwdInput.push_back(fmt::format(
+          "  gather_backward_local({}, {}, {}, {});", grad(t, have),
+          grad(t, want), shapeInit(local(t, TpLayout{})), have.dim));
     } else { // B -> S(d)
       s.fwd.push_back(fmt::format(
           "  // {}: B -> {} for its consumers: local slice", n, want.str()));
       s.fwd.push_back(fmt::format(
           "  slice_forward({}, {}, {}, {}, kTP, g.rtp);", val(t, want),
-          val(t, have), shapeInit(full(t)), want.dim));
+          val(t, have), shapeInit(local(t, TpLayout{})), want.dim));
       s.bwdInput.push_back(fmt::format(
           "  // {}: each tp rank holds the gradient of its slice: all-gather",
           n));
@@ -662,6 +742,14 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                         " on activations only (use --backend cpu)");
   }
   auto lastDim = [](const std::vector<int64_t> &v) { return v.back(); };
+  // spmm's x and sddmm's y: every node's rows, when dp splits the nodes.
+  auto gatherNodes = [&](size_t k) {
+    const std::string all = allNodes(st, op.operands[k], p.operands[k], steps);
+    if (all == x[k])
+      return;
+    x[k] = all;
+    dx[k] = isInput(op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
+  };
 
   if (k == "embedding") {
     const int64_t N = numel(xs[0]), C = xs[1][1], V = full(op.operands[1])[0];
@@ -939,18 +1027,18 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
       F("  a.loss_sum += a.losses[size_t(i)];");
     }
-    if (classModel_ && p.mode == OpMode::VocabLoss) {
+    if (reportsAccuracy() && p.mode == OpMode::VocabLoss) {
       const int64_t Vf = full(op.operands[0]).back();
       const std::string whole = names_[size_t(op.operands[0])] + "_whole";
       addMember(st, {whole, N * Vf,
                      shapeStr({N, Vf}) + " gathered logits (accuracy)", false,
-                     false, true});
+                     false, !cuda_});
       F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
                     "the accuracy",
                     whole, x[0], shapeInit({N, V})));
       F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {});",
                     whole, x[1], N, Vf));
-    } else if (classModel_) {
+    } else if (reportsAccuracy()) {
       F(fmt::format("a.correct = count_correct({}, {}, {}, {});", x[0], x[1], N,
                     V));
     }
@@ -995,12 +1083,63 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     if (!isInput(op.operands[0]))
       BI(fmt::format("transpose_backward({}, {}, {}, {});", dx[0], dy,
                      shapeInit(xs[0]), perm));
+  } else if (k == "spmm" && !isInput(op.operands[0])) {
+    // The adjacency's values are an activation (gat's attention): the
+    // pattern is the sparse input it was computed on.
+    const int64_t Fl = lastDim(ys);
+    const std::string pattern =
+        val(g_.sparsePattern(op.operands[0]), TpLayout{});
+    gatherNodes(1);
+    F(fmt::format("spmm_values_forward({}, {}, {}, {}, {});", y, pattern, x[0],
+                  x[1], Fl));
+    if (p.mode != OpMode::Local) {
+      BI(fmt::format("spmm_values_backward({}, {}, {}, {}, {}, {}, {});", dx[1],
+                     dx[0], pattern, x[0], dy, x[1], Fl));
+    } else { // x split on features: dvalues from this rank's is partial
+      const std::string nnz = elems(op.operands[0], p.operands[0]);
+      BI("{ // the values' gradient from this rank's features is a partial sum "
+         "(P -> B)");
+      if (cuda_) {
+        const std::string part = names_[size_t(r)] + "_dvalues_partial";
+        addMember(st, {part, 0, "[nnz] partial gradient of the values", false,
+                       false, false, nnz});
+        BI(fmt::format("  act_t *partial = a.{}.data();", part));
+        BI(fmt::format("  zero(partial, {} * sizeof(act_t));", nnz));
+      } else {
+        BI(fmt::format("  std::vector<float> values_partial({});", nnz));
+        BI("  float *partial = values_partial.data();");
+      }
+      BI(fmt::format("  spmm_values_backward({}, partial, {}, {}, {}, {}, {});",
+                     dx[1], pattern, x[0], dy, x[1], Fl));
+      BI(fmt::format("  all_reduce_forward(partial, {}, g.tp);", nnz));
+      BI(fmt::format("  add_into({}, partial, {});", dx[0], nnz));
+      BI("}");
+    }
   } else if (k == "spmm") {
     const int64_t Fl = lastDim(ys);
+    gatherNodes(1);
     F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
     if (!isInput(op.operands[1]))
       BI(fmt::format("spmm_backward({}, nullptr, {}, {}, {}, {});", dx[1], x[0],
                      dy, x[1], Fl));
+  } else if (k == "sddmm") {
+    const int64_t K = lastDim(xs[1]);
+    gatherNodes(2);
+    F(fmt::format("sddmm_forward({}, {}, {}, {}, {});", y, x[0], x[1], x[2],
+                  K));
+    if (p.mode == OpMode::Local) // x and y split on K: partial dot products
+      F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y,
+                    elems(r, p.result)));
+    if (!isInput(op.operands[1]) || !isInput(op.operands[2]))
+      BI(fmt::format("sddmm_backward({}, {}, {}, {}, {}, {}, {});", dx[1],
+                     dx[2], x[0], dy, x[1], x[2], K));
+  } else if (k == "edge_softmax") {
+    const std::string scale = fmtDouble(attrOr<double>(op, "scale", 1.0));
+    F(fmt::format("edge_softmax_forward({}, {}, {}, {}f);", y, x[0], x[1],
+                  scale));
+    if (!isInput(op.operands[1]))
+      BI(fmt::format("edge_softmax_backward({}, {}, {}, {}, {}f);", dx[1], x[0],
+                     y, dy, scale));
   }
   // Which half writes each parameter's gradient (for the gradient buckets).
   auto writes = [](const std::vector<std::string> &lines,
@@ -1189,17 +1328,19 @@ void Emitter::emitStage(int stage, std::string &out) {
   for (const Member &m : members_[stage]) {
     if (cuda_) {
       const char *type = m.i32 ? "int32_t" : m.stat ? "float" : "act_t";
-      out += fmt::format("  DeviceBuffer<{}> {}{{{}}}; // {}\n", type, m.name,
-                         m.size, m.comment);
+      out += fmt::format(
+          "  DeviceBuffer<{}> {}{{{}}}; // {}\n", type, m.name,
+          m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr, m.comment);
       continue;
     }
-    out += fmt::format("  std::vector<{}> {} = std::vector<{}>({}); // {}\n",
-                       m.i32 ? "int32_t" : "float", m.name,
-                       m.i32 ? "int32_t" : "float", m.size, m.comment);
+    out += fmt::format(
+        "  std::vector<{}> {} = std::vector<{}>({}); // {}\n",
+        m.i32 ? "int32_t" : "float", m.name, m.i32 ? "int32_t" : "float",
+        m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr, m.comment);
   }
   if (hasLoss && !cuda_)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
-  if (hasLoss && classModel_)
+  if (hasLoss && reportsAccuracy())
     out += "  int64_t correct = 0; // samples whose largest logit is the "
            "label\n";
   out += "};\n";
@@ -1320,7 +1461,7 @@ void Emitter::emitStage(int stage, std::string &out) {
       const int t = ts[k];
       TpLayout l = L_.tensors[size_t(t)];
       s += fmt::format(fmt::runtime(format), grads ? grad(t, l) : val(t, l),
-                       numel(local(t, l)), peerStage, boundary, dirTag, k);
+                       elems(t, l), peerStage, boundary, dirTag, k);
     }
     return s;
   };
@@ -1445,6 +1586,25 @@ std::string Emitter::header() const {
   }
   if (!any)
     h += "//   (none)\n";
+  // Splits the program does not generate (batch or sequence on the tp axis,
+  // tied or undivided vocabularies) run replicated over tp: the same function
+  // at more than the plan's work per rank.
+  int replicatedOps = 0;
+  for (size_t i = 0; i < g_.ops.size(); ++i)
+    if (plan_.knobs.tp > 1 && L_.ops[i].mode == OpMode::Replicated &&
+        !L_.ops[i].signature.empty() && L_.ops[i].signature != "replicate")
+      ++replicatedOps;
+  if (replicatedOps > 0) {
+    const std::string note = fmt::format(
+        "{} ops the plan splits over tp run replicated over tp here (batch "
+        "and sequence splits on tp, tied tables and vocabularies tp does not "
+        "divide are not split by generated programs yet): expect more time "
+        "per step than predicted; `autoddl plan --tp-mode tensor` leaves out "
+        "the batch and sequence splits",
+        replicatedOps);
+    h += "//   " + note + "\n";
+    std::fprintf(stderr, "autoddl: codegen: warning: %s\n", note.c_str());
+  }
   // Expected communication volume per step, by collective and axis.
   std::map<std::string, std::pair<int64_t, double>> vol;
   for (const auto &c : plan_.collectives) {
@@ -1481,9 +1641,13 @@ std::string Emitter::emit() {
                                 stages, L_.numStages));
   const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   splitBackward_ = sched->splitsBackward();
-  if (graphModel_ && k.dp * k.microbatches > 1)
-    throw UserError("codegen: a graph model trains on the whole graph: dp and "
+  if (graphModel_ && k.microbatches > 1)
+    throw UserError("codegen: a graph model trains on the whole graph: "
                     "micro-batches must be 1");
+  if (nodeSplit() && full(findInput("features"))[0] % k.dp != 0)
+    throw UserError(fmt::format(
+        "codegen: dp={} splits the graph's nodes, and does not divide its {}",
+        k.dp, full(findInput("features"))[0]));
 
   // Which pipeline devices hold each parameter (a stage's parameters live on
   // the device running it; Chimera runs every stage on two devices).
@@ -1512,10 +1676,15 @@ std::string Emitter::emit() {
     const auto &td = g_.tensors[t];
     params += fmt::format("  Param {}; // {} {}\n", names_[t],
                           shapeStr(td.shape), L_.tensors[t].str());
-    table += fmt::format(
-        "      {{&P.{}, \"{}\", {}, {}, \"{}\", {}, {:#x}}},\n", names_[t],
-        td.name, shapeInit(td.shape), L_.tensors[t].dim,
-        td.init.empty() ? "normal" : td.init, fmtDouble(td.initStd), mask[t]);
+    // A packed q|k|v split per segment names its segment count last.
+    const std::string segments =
+        L_.tensors[t].segments > 1 ? fmt::format(", {}", L_.tensors[t].segments)
+                                   : std::string();
+    table +=
+        fmt::format("      {{&P.{}, \"{}\", {}, {}, \"{}\", {}, {:#x}{}}},\n",
+                    names_[t], td.name, shapeInit(td.shape), L_.tensors[t].dim,
+                    td.init.empty() ? "normal" : td.init, fmtDouble(td.initStd),
+                    mask[t], segments);
   }
   params += "};\nstatic Params P;\n\n";
   params += "// name, full shape, tp split dimension (-1: B), init, std, "
@@ -1626,7 +1795,7 @@ std::string Emitter::emit() {
                         "   sum += a.loss_sum;\n",
                         lastStage);
   glue += "  return sum;\n}\n\n";
-  if (classModel_)
+  if (reportsAccuracy())
     glue += fmt::format(
         "// This rank's share of the step's correctly classified samples (as "
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
@@ -1637,18 +1806,23 @@ std::string Emitter::emit() {
   if (cuda_)
     glue += "\n" + gradSyncConfig(*sched);
 
-  if (cuda_)
+  if (cuda_) // accuracy: the device count_correct (kernels/CrossEntropy.h)
     return header() + kCudaTrainPreludeText + kTrainSpecText + consts + params +
            kCudaTrainSupportText + kTrainSharedPipelineText +
            kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
            kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
-           kTrainParseText + kCudaTrainMainText;
+           kTrainParseText +
+           (reportsAccuracy() ? classMain(kCudaTrainMainText, graphModel_)
+                              : std::string(kCudaTrainMainText));
   std::string prelude = kTrainPreludeText, data = kTrainDataText,
               mainText = kTrainMainText;
   if (classModel_) {
     prelude = classPrelude(prelude);
     data += kTrainClassDataText;
-    mainText = classMain(mainText);
+  }
+  if (reportsAccuracy()) {
+    data += kTrainAccuracyText;
+    mainText = classMain(mainText, graphModel_);
   }
   return header() + prelude + kTrainSpecText + consts + params +
          kTrainSupportText + kTrainSharedPipelineText + data + stagesText +

@@ -71,7 +71,22 @@ extern const char *const kTrainSpecText = R"cpp(struct ParamSpec {
   const char *init;
   double std;
   uint64_t devices; // bit d: pipeline device d holds it
+  int segments = 1; // > 1: split_dim is equal parts (q|k|v), each split over tp
 };
+
+/// The block of the full parameter tp rank `rank` holds: S(split_dim), or with
+/// segments > 1 part `rank` of every segment (the full shape viewed with
+/// split_dim as [segments, size / segments]; the same row-major elements).
+static Slice param_slice(const ParamSpec &s, int64_t tp, int64_t rank) {
+  if (s.split_dim < 0)
+    return Slice::whole(s.full);
+  if (s.segments <= 1)
+    return Slice::whole(s.full).split(s.split_dim, tp, rank);
+  Shape view = s.full;
+  view[size_t(s.split_dim)] /= s.segments;
+  view.insert(view.begin() + s.split_dim, int64_t(s.segments));
+  return Slice::whole(view).split(s.split_dim + 1, tp, rank);
+}
 
 /// Chimera's second pipeline runs up the devices.
 enum Direction { kDown, kUp };
@@ -159,10 +174,14 @@ static Csr adjacency;
     std::copy(out.begin(), out.end(), targets);
 }
 
+// A graph model's rows on this rank: nodes [node0, node0 + kNodes / kDP).
+static int64_t node0 = 0;
 [[maybe_unused]] static const Csr &graph_adjacency() { return adjacency; }
-[[maybe_unused]] static const float *graph_features() { return graph.x.data(); }
+[[maybe_unused]] static const float *graph_features() {
+  return graph.x.data() + node0 * kFeatures;
+}
 [[maybe_unused]] static const int32_t *graph_labels() {
-  return graph.labels.data();
+  return graph.labels.data() + node0;
 }
 
 )cpp";
@@ -190,9 +209,7 @@ extern const char *const kTrainParamsText = R"cpp(static void init_params() {
     p.full = s.full;
     p.split_dim = s.split_dim;
     p.held = (s.devices >> g.rpp) & 1;
-    p.slice = Slice::whole(s.full);
-    if (s.split_dim >= 0)
-      p.slice = p.slice.split(s.split_dim, kTP, g.rtp);
+    p.slice = param_slice(s, kTP, g.rtp);
     p.n = p.slice.numel();
     p.padded = zero_padded_size(p.n, kDP);
     // Devices sharing the parameter sum its gradient: one communicator per
@@ -270,21 +287,24 @@ static void optimizer_step(const Options &o, int64_t t) {
 static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
   std::vector<CheckpointEntry> e;
   for (Param *p : all_params()) {
-    e.push_back({p->name, p->slice, p->held ? p->value.data() : nullptr});
+    e.push_back(
+        {p->name, p->slice, p->held ? p->value.data() : nullptr, p->full});
     if (!with_state)
       continue;
     Slice state = p->slice;
+    Shape state_shape = p->full; // the file's shape (slice.full may be a view)
     std::string suffix;
     if (kZero) {
       const int64_t padded = zero_padded_size(p->slice.numel(), kDP);
       state = Slice::whole({kTP * padded}).split(0, kTP, g.rtp).split(0, kDP,
                                                                        g.rdp);
+      state_shape = state.full;
       suffix = ".zero";
     }
     e.push_back({p->name + ".exp_avg" + suffix, state,
-                 p->held ? p->m.data() : nullptr});
+                 p->held ? p->m.data() : nullptr, state_shape});
     e.push_back({p->name + ".exp_avg_sq" + suffix, state,
-                 p->held ? p->v.data() : nullptr});
+                 p->held ? p->v.data() : nullptr, state_shape});
   }
   return e;
 }
@@ -398,10 +418,22 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
     const double pin = std::min(1.0, 10.0 * kClasses / double(kNodes));
     const double pout = std::min(1.0, 1.0 / double(kNodes));
     graph = planted_graph(seed, kNodes, kFeatures, kClasses, pin, pout, 1.0);
-    adjacency.rows = adjacency.cols = int32_t(kNodes);
-    adjacency.rowPtr = graph.row_ptr;
-    adjacency.colIdx = graph.col_idx;
-    adjacency.values = graph.values;
+    // dp splits the nodes: this rank's block of rows (all of them when dp is
+    // 1), its adjacency the CSR of those rows with every node as a column.
+    const int64_t rows = kNodes / kDP;
+    node0 = g.rdp * rows;
+    const int32_t e0 = graph.row_ptr[size_t(node0)],
+                  e1 = graph.row_ptr[size_t(node0 + rows)];
+    adjacency.rows = int32_t(rows);
+    adjacency.cols = int32_t(kNodes);
+    adjacency.rowPtr.assign(graph.row_ptr.begin() + node0,
+                            graph.row_ptr.begin() + node0 + rows + 1);
+    for (int32_t &p : adjacency.rowPtr)
+      p -= e0;
+    adjacency.colIdx.assign(graph.col_idx.begin() + e0,
+                            graph.col_idx.begin() + e1);
+    adjacency.values.assign(graph.values.begin() + e0,
+                            graph.values.begin() + e1);
   } else if (!o.data.empty()) {
     tokens = std::make_unique<TokenData>(TokenData::open(o.data, kVocab));
   }
@@ -523,7 +555,10 @@ static void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels) {
     std::copy(ys.begin(), ys.end(), labels);
 }
 
-/// Rows of logits[N, V] whose largest logit (the first on ties) is the label.
+)cpp";
+
+// Classifiers and graph models: the accuracy of a step.
+extern const char *const kTrainAccuracyText = R"cpp(/// Rows of logits[N, V] whose largest logit (the first on ties) is the label.
 static int64_t count_correct(const float *logits, const int32_t *labels,
                              int64_t N, int64_t V) {
   int64_t correct = 0;

@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${AUTODDL_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$PWD/.cache/ccache}
+# Paths relative to the checkout: build dirs side by side (build-<name>) share cache hits.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 

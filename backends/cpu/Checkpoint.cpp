@@ -86,7 +86,7 @@ void checkpoint_save(const std::string &path,
   std::vector<NamedTensor> tensors;
   for (size_t i = 0; i < entries.size(); ++i)
     tensors.push_back(
-        {entries[i].name, entries[i].slice.full, fulls[i].data()});
+        {entries[i].name, entries[i].file_shape(), fulls[i].data()});
   safetensors_write(path, tensors, metadata);
 }
 
@@ -99,10 +99,11 @@ checkpoint_load(const std::string &path,
     if (it == file.tensors.end())
       throw std::runtime_error(path + ": no tensor \"" + e.name +
                                "\": a checkpoint of another model?");
-    if (it->second.shape != e.slice.full)
+    if (it->second.shape != e.file_shape())
       throw std::runtime_error(path + ": tensor \"" + e.name + "\" has shape " +
                                shape_str(it->second.shape) +
-                               ", the model needs " + shape_str(e.slice.full));
+                               ", the model needs " +
+                               shape_str(e.file_shape()));
     if (!e.data)
       continue;
     for (int64_t k = 0; k < e.slice.numel(); ++k)

@@ -21,6 +21,11 @@ struct CheckpointEntry {
   std::string name;
   Slice slice; // the block this rank holds (slice.full is the tensor's shape)
   float *data = nullptr; // slice.numel() floats, or null when not held here
+  /// The tensor's shape in the file when slice.full is a view of it (the same
+  /// row-major elements, e.g. a packed qkv as [segments, n]); empty:
+  /// slice.full.
+  Shape shape = {};
+  const Shape &file_shape() const { return shape.empty() ? slice.full : shape; }
 };
 
 /// Gathers every tensor to rank 0 of `comm` and writes `path` atomically

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/Collectives.h" // comm_stats: calls and bytes per kind
 #include "backends/cpu/Mesh.h"        // mpi_init
+#include "backends/cuda/Bootstrap.h"  // the TCP world's failure hook, progress
 #include "backends/cuda/kernels/CrossEntropy.h"
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unistd.h>
 
 namespace autoddl::rt {
 
@@ -26,46 +28,90 @@ std::vector<ncclComm_t> gComms; // every communicator made, for abort
 std::atomic<bool> gWatchdogStop{false};
 std::thread gWatchdog;
 
-/// Aborts every communicator (they are unusable afterwards) and the job.
-[[noreturn]] void abort_all(const char *message) {
-  std::fprintf(stderr, "%s\n", message);
-  std::fflush(stderr);
-  {
-    // Another thread may hold the lock while it is the one failing: try only.
-    std::unique_lock<std::mutex> lock(gCommsMutex, std::try_to_lock);
-    for (ncclComm_t c : gComms)
-      ncclCommAbort(c);
-    gComms.clear();
+/// Aborts every communicator (unusable afterwards), so that no kernel waits
+/// for a dead peer. After a sticky CUDA error ncclCommAbort might not return:
+/// a thread ends the process after 20 s anyway.
+void abort_comms() {
+  std::thread([] {
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    std::fprintf(stderr,
+                 "autoddl: rank %d: the communicators did not abort "
+                 "in 20 s; exiting\n",
+                 gRank);
+    std::_Exit(1);
+  }).detach();
+  // Another thread may hold the lock while it is the one failing: try only.
+  std::unique_lock<std::mutex> lock(gCommsMutex, std::try_to_lock);
+  for (ncclComm_t c : gComms)
+    ncclCommAbort(c);
+  gComms.clear();
+}
+
+/// Stops the job: the message (unless the caller printed it), the other
+/// ranks told (without MPI: at once, over the TCP world), the communicators
+/// aborted, MPI_Abort.
+[[noreturn]] void abort_all(const char *message, bool printed = false) {
+  if (!printed) {
+    std::fprintf(stderr, "%s\n", message);
+    std::fflush(stderr);
   }
+  tcp::announce_failure();
+  abort_comms();
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
 }
 
-void fault_hook(const char *message) { abort_all(message); }
+/// cuda_fail's hook (it printed the message).
+void fault_hook(const char *message) { abort_all(message, true); }
+
+/// Another rank of a TCP world failed (Bootstrap.h; it printed why): abort the
+/// communicators before the process exits.
+void peer_failed(const char *) { abort_comms(); }
+
+/// Seconds without progress (a host collective or a step starting) after
+/// which the watchdog stops the job: AUTODDL_WATCHDOG_TIMEOUT, default 600
+/// (PyTorch's NCCL default); 0 turns it off.
+double watchdog_timeout_s() {
+  const char *s = std::getenv("AUTODDL_WATCHDOG_TIMEOUT");
+  return s && *s ? std::atof(s) : 600.0;
+}
 
 /// Polls every communicator for an asynchronous error (a peer died, a network
-/// failure): without it a rank could wait forever inside a kernel.
+/// failure), and stops the job when this rank made no progress for the
+/// timeout (a rank hangs, so a collective never completes): without it a
+/// rank could wait forever inside a kernel.
 void watchdog() {
+  const double timeout = watchdog_timeout_s();
   while (!gWatchdogStop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    std::lock_guard<std::mutex> lock(gCommsMutex);
-    for (ncclComm_t c : gComms) {
-      ncclResult_t async = ncclSuccess;
-      if (ncclCommGetAsyncError(c, &async) != ncclSuccess)
-        continue;
-      if (async != ncclSuccess && async != ncclInProgress) {
-        const std::string m = "autoddl: rank " + std::to_string(gRank) +
-                              ": NCCL asynchronous error " +
-                              ncclGetErrorString(async) + " (" +
-                              ncclGetLastError(c) + ") seen by the watchdog";
-        std::fprintf(stderr, "%s\n", m.c_str());
-        std::fflush(stderr);
-        for (ncclComm_t d : gComms)
-          ncclCommAbort(d);
-        gComms.clear();
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    const char *place = nullptr;
+    const double idle = tcp::progress_age_s(&place);
+    if (timeout > 0 && idle > timeout) {
+      const std::string m =
+          "autoddl: rank " + std::to_string(gRank) +
+          ": watchdog: no progress for " + std::to_string(int(idle)) +
+          " s (the last at " + place +
+          "): a rank hangs or a collective never completes; aborting "
+          "(AUTODDL_WATCHDOG_TIMEOUT=" +
+          std::to_string(int(timeout)) + ")";
+      abort_all(m.c_str());
+    }
+    std::string asyncError;
+    {
+      std::lock_guard<std::mutex> lock(gCommsMutex);
+      for (ncclComm_t c : gComms) {
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(c, &async) != ncclSuccess ||
+            async == ncclSuccess || async == ncclInProgress)
+          continue;
+        asyncError = "autoddl: rank " + std::to_string(gRank) +
+                     ": NCCL asynchronous error " + ncclGetErrorString(async) +
+                     " (" + ncclGetLastError(c) + ") seen by the watchdog";
+        break;
       }
     }
+    if (!asyncError.empty())
+      abort_all(asyncError.c_str());
   }
 }
 
@@ -134,6 +180,9 @@ __global__ void slice_kernel(T *out, const T *x, int64_t outer, int64_t p,
     out[i] = accumulate ? T(float(out[i]) + float(v)) : v;
   }
 }
+
+/// Writes through `p` (AUTODDL_FAULT_INJECT "illegal": an invalid address).
+__global__ void fault_kernel(float *p) { *p = 1.0f; }
 
 int grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
@@ -206,6 +255,85 @@ void slice_impl(T *out, const T *x, const Shape &shape, int64_t dim, int64_t p,
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
+/// dshard += this rank's block (along dim) of the group's sum of dfull: a
+/// reduce-scatter, with dfull's blocks packed contiguous first when dim is not
+/// the outermost split.
+template <class T>
+void all_gather_backward_impl(T *dshard, const T *dfull,
+                              const Shape &shard_shape, int64_t dim,
+                              const Comm &c) {
+  const int64_t p = c.size, n = numel(shard_shape);
+  Shape fullShape = shard_shape;
+  fullShape.at(size_t(dim)) *= p;
+  int64_t outer, chunk;
+  geometry(fullShape, dim, p, outer, chunk);
+  count("reduce_scatter", n * p * int64_t(sizeof(T)));
+  T *blocks = static_cast<T *>(scratch((n * p + n) * int64_t(sizeof(T))));
+  T *mine = blocks + n * p;
+  const T *src = dfull;
+  if (outer != 1) { // blocks[r] = the r-th shard of dfull
+    for (int64_t r = 0; r < p; ++r)
+      slice_impl(blocks + r * n, dfull, fullShape, dim, p, r, false);
+    src = blocks;
+  }
+  if (p == 1)
+    mine = const_cast<T *>(src);
+  else
+    AUTODDL_NCCL_CHECK(ncclReduceScatter(src, mine, size_t(n), nccl_type<T>(),
+                                         ncclSum, c.nccl, compute_stream()));
+  slice_impl(dshard, mine, Shape{n}, 0, 1, 0, true);
+}
+
+} // namespace
+
+namespace {
+
+/// AUTODDL_FAULT_INJECT="rank:step:kind" (Comm.h): rank `rank` fails at the
+/// start of step `step` of this run.
+void inject_fault() {
+  // "rank:step:kind", parsed once; step counts this run's steps from 0.
+  static int rank = -1, step = -1, seen = 0;
+  static std::string kind;
+  static const bool asked = [] {
+    const char *s = std::getenv("AUTODDL_FAULT_INJECT");
+    char k[32] = {};
+    if (!s || !*s)
+      return false;
+    if (std::sscanf(s, "%d:%d:%31s", &rank, &step, k) != 3)
+      throw std::runtime_error("AUTODDL_FAULT_INJECT=" + std::string(s) +
+                               ": expected rank:step:kind");
+    kind = k;
+    if (kind != "cuda" && kind != "illegal" && kind != "nccl" &&
+        kind != "hang" && kind != "exit")
+      throw std::runtime_error("AUTODDL_FAULT_INJECT: kind " + kind +
+                               " is none of cuda, illegal, nccl, hang, exit");
+    return true;
+  }();
+  if (!asked || rank != gRank || seen++ != step)
+    return;
+  std::fprintf(stderr,
+               "autoddl: rank %d: AUTODDL_FAULT_INJECT: %s at step %d\n", gRank,
+               kind.c_str(), step);
+  std::fflush(stderr);
+  if (kind == "cuda") { // a failing call: an allocation larger than any GPU
+    void *p = nullptr;
+    AUTODDL_CUDA_CHECK(cudaMalloc(&p, size_t(1) << 60));
+  } else if (kind == "illegal") { // a kernel fault, seen by a later call
+    fault_kernel<<<1, 1, 0, compute_stream()>>>(
+        reinterpret_cast<float *>(uintptr_t(8)));
+    AUTODDL_CUDA_CHECK_LAUNCH();
+  } else if (kind == "nccl") { // a collective of a datatype NCCL has not
+    AUTODDL_NCCL_CHECK(ncclAllReduce(nullptr, nullptr, 1,
+                                     ncclDataType_t(ncclNumTypes), ncclSum,
+                                     gWorld.nccl, compute_stream()));
+  } else if (kind == "hang") { // this host stops; the others wait in NCCL
+    for (;;)
+      pause();
+  } else { // a crash: no message, no abort
+    std::_Exit(9);
+  }
+}
+
 } // namespace
 
 void nccl_fail(ncclResult_t r, const char *call, const char *file, int line) {
@@ -218,6 +346,7 @@ void nccl_fail(ncclResult_t r, const char *call, const char *file, int line) {
 
 void comm_init(int *argc, char ***argv) {
   mpi_init(argc, argv);
+  tcp::set_failure_hook(peer_failed);
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &gRank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -319,6 +448,15 @@ void all_gather_accumulate(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
   all_gather_impl(full, shard, shard_shape, dim, c, true);
 }
 
+void all_gather_backward(float *dshard, const float *dfull,
+                         const Shape &shard_shape, int64_t dim, const Comm &c) {
+  all_gather_backward_impl(dshard, dfull, shard_shape, dim, c);
+}
+void all_gather_backward(__nv_bfloat16 *dshard, const __nv_bfloat16 *dfull,
+                         const Shape &shard_shape, int64_t dim, const Comm &c) {
+  all_gather_backward_impl(dshard, dfull, shard_shape, dim, c);
+}
+
 void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
                    int64_t p, int64_t r) {
   slice_impl(out, x, shape, dim, p, r, false);
@@ -391,6 +529,8 @@ void GradSync::configure(
 }
 
 void GradSync::start_step() {
+  tcp::progress("the start of a step");
+  inject_fault();
   std::fill(seen_.begin(), seen_.end(), 0);
   launched_any_ = false;
 }

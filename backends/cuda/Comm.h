@@ -12,10 +12,24 @@
 // pipeline devices) over a two-rank communicator per link: a link carries data
 // one way only, so a send never waits behind a receive of the same rank.
 //
+// Launch. Under mpirun (or alone) the world is MPI's; under torchrun (RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, no MPI launcher) it is the TCP world of
+// Bootstrap.h, which carries the program's MPI calls (MpiRoute.cpp) and the
+// ncclUniqueId.
+//
 // Faults. Every NCCL call is checked (AUTODDL_NCCL_CHECK); a CUDA or NCCL
 // error, or an asynchronous NCCL error seen by the watchdog thread, prints
 // "autoddl: rank R: ... in <call> at file:line", aborts every communicator
-// (ncclCommAbort) and MPI_Aborts the job, so that no rank hangs.
+// (ncclCommAbort) and MPI_Aborts the job (without MPI: tells every rank over
+// the TCP world), so that no rank hangs. The watchdog also stops the job when
+// this rank made no progress (a host collective, a step starting) for
+// AUTODDL_WATCHDOG_TIMEOUT seconds (default 600; 0: never): a hung rank leaves
+// the others waiting inside NCCL kernels. AUTODDL_FAULT_INJECT="rank:step:kind"
+// makes rank `rank` fail at the start of step `step` (counted from 0 in this
+// run) for tests (bench/cuda/fault_gpu.sh): kind cuda (a failing cudaMalloc),
+// illegal (a kernel writing to an invalid address), nccl (ncclAllReduce of
+// an invalid datatype), hang (the host stops), exit (the process ends
+// silently).
 #ifndef AUTODDL_BACKENDS_CUDA_COMM_H
 #define AUTODDL_BACKENDS_CUDA_COMM_H
 
@@ -70,6 +84,12 @@ void all_gather_forward(float *full, const float *shard,
                         const Shape &shard_shape, int64_t dim, const Comm &c);
 void all_gather_forward(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
                         const Shape &shard_shape, int64_t dim, const Comm &c);
+/// dshard += this rank's part of the reduce-scatter of dfull (the backward of
+/// all_gather_forward when the gathered copy's gradient is partial, P).
+void all_gather_backward(float *dshard, const float *dfull,
+                         const Shape &shard_shape, int64_t dim, const Comm &c);
+void all_gather_backward(__nv_bfloat16 *dshard, const __nv_bfloat16 *dfull,
+                         const Shape &shard_shape, int64_t dim, const Comm &c);
 /// full += the all-gather (the backward of a local slice B -> S(dim)).
 void all_gather_accumulate(float *full, const float *shard,
                            const Shape &shard_shape, int64_t dim,

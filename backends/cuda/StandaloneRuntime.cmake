@@ -2,8 +2,17 @@
 # generated projects (autoddl codegen --backend cuda). Needs CUDA 13 (cudart, cuBLASLt), NCCL and
 # MPI only. Set AUTODDL_RUNTIME_ROOT to the directory holding backends/ before including this file,
 # and enable the CUDA language first. AUTODDL_FP32=ON builds every act_t as fp32 (the --fp32 mode).
+# MPI is optional: without it (or with AUTODDL_NO_MPI=ON) NoMpi.h stands in for mpi.h and the
+# program starts under torchrun or alone, its MPI calls carried over TCP (MpiRoute.cpp).
 cmake_minimum_required(VERSION 3.18)
-find_package(MPI REQUIRED COMPONENTS C)
+option(AUTODDL_NO_MPI "build without MPI (the program then starts under torchrun or alone)" OFF)
+if(NOT AUTODDL_NO_MPI)
+  find_package(MPI COMPONENTS C)
+  if(NOT MPI_FOUND)
+    message(STATUS "MPI not found: building without it (start the program with torchrun)")
+    set(AUTODDL_NO_MPI ON)
+  endif()
+endif()
 find_package(CUDAToolkit REQUIRED)
 # NCCL: the CUDA toolkit's, a system package's (/usr/lib/<triple>), or NCCL_HOME's (e.g. the
 # nvidia-nccl wheel, which ships libnccl.so.2 only).
@@ -15,7 +24,8 @@ if(NOT AUTODDL_NCCL_INCLUDE OR NOT AUTODDL_NCCL_LIBRARY)
   message(FATAL_ERROR "NCCL not found: set NCCL_HOME to its install prefix")
 endif()
 set(_rt ${AUTODDL_RUNTIME_ROOT}/backends)
-file(GLOB _autoddl_cuda_sources ${_rt}/cuda/*.cu ${_rt}/cuda/*.cpp ${_rt}/cuda/kernels/*.cu)
+file(GLOB _autoddl_cuda_sources ${_rt}/cuda/*.cu ${_rt}/cuda/*.cpp ${_rt}/cuda/kernels/*.cu
+  ${_rt}/cuda/sparse/*.cu)
 list(SORT _autoddl_cuda_sources)
 add_library(autoddl_cuda_runtime STATIC
   ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
@@ -34,5 +44,13 @@ target_compile_options(autoddl_cuda_runtime PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
 target_link_libraries(autoddl_cuda_runtime PUBLIC Threads::Threads)
-target_link_libraries(autoddl_cuda_runtime PUBLIC MPI::MPI_C CUDA::cudart CUDA::cublasLt
+target_link_libraries(autoddl_cuda_runtime PUBLIC CUDA::cudart CUDA::cublasLt
   ${AUTODDL_NCCL_LIBRARY})
+if(AUTODDL_NO_MPI)
+  configure_file(${_rt}/cuda/NoMpi.h ${CMAKE_CURRENT_BINARY_DIR}/autoddl_no_mpi/mpi.h COPYONLY)
+  target_include_directories(autoddl_cuda_runtime PUBLIC
+    ${CMAKE_CURRENT_BINARY_DIR}/autoddl_no_mpi)
+  target_compile_definitions(autoddl_cuda_runtime PUBLIC AUTODDL_NO_MPI=1)
+else()
+  target_link_libraries(autoddl_cuda_runtime PUBLIC MPI::MPI_C)
+endif()

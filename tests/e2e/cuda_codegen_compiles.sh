@@ -22,11 +22,16 @@ cases=(
   "pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0"
   "pp2_interleaved $here/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0"
   "llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 1"
+  "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
+  "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
+  "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
 )
 for c in "${cases[@]}"; do
   read -r name model gpus fix mega <<<"$c"
   w=$work/$name && mkdir -p "$w"
-  "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" --global-batch 8 --seq 16 \
+  batchArgs=(--global-batch 8 --seq 16)
+  case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
+  "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
     --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
   [ "$mega" = 1 ] && python3 "$here/../lit/codegen/megatron.py" "$w/plan.json"
   modelArg=()

@@ -2,7 +2,8 @@
 # One CUDA case of the e2e matrix: plan MODEL for RANKS GPUs with the knobs pinned by FIX, then
 # `autoddl verify --backend cuda` runs the plan on its GPUs and the model on one GPU and compares
 # every step's loss and the final parameters (bf16: 2e-2 / 5e-2; with FP32=1 the --fp32 build,
-# 1e-4 / 1e-3). Exits 77 (skipped) on a machine with fewer than RANKS GPUs.
+# 1e-4 / 1e-3). Token models plan global batch 8, sequence 64; graph models (gcn*, gat*) train on
+# their whole graph (global batch 1). Exits 77 (skipped) on a machine with fewer than RANKS GPUs.
 # Usage: [FP32=1] [MEGATRON=1] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 fix=$5 steps=${6:-5}
@@ -12,11 +13,16 @@ if [ "${gpus:-0}" -lt "$ranks" ]; then
   exit 77
 fi
 rm -rf "$work" && mkdir -p "$work"
-"$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$ranks" --global-batch 8 --seq 64 \
+batchArgs=(--global-batch 8 --seq 64)
+case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac
+"$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$ranks" "${batchArgs[@]}" \
   --fix "$fix" --no-why -o "$work/plan.json" >"$work/plan.txt"
 if [ "${MEGATRON:-0}" = 1 ]; then
   python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json"
 fi
 fp32=()
 [ "${FP32:-0}" = 1 ] && fp32=(--fp32)
-"$autoddl" verify "$work/plan.json" --backend cuda "${fp32[@]}" --steps "$steps" --keep "$work/run"
+modelArg=()
+[ -f "$model" ] && modelArg=(--model "$model")
+"$autoddl" verify "$work/plan.json" --backend cuda "${fp32[@]}" --steps "$steps" --keep "$work/run" \
+  "${modelArg[@]}"

@@ -3,6 +3,7 @@
 # `autoddl verify` runs the plan under mpirun and the same model on one rank and compares the loss
 # of every step (relative error <= 1e-5) and the final parameters.
 # With MEGATRON=1 the plan's linear signatures are rewritten to Megatron's column/row pattern
+# and attention to heads
 # before verifying (the planner keeps tiny models replicated, which would leave the tp kernels
 # untested): names ending in proj (attention/MLP output, not q/k/v/gate/up) run row-parallel,
 # every other linear column-parallel.
@@ -11,7 +12,7 @@ set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
 seqArg=()
-case "$model" in gcn*|mlp*|*vgg*|*image-ops*) ;; *) seqArg=(--seq 16) ;; esac
+case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
 if [ "${MEGATRON:-0}" = 1 ]; then
@@ -20,6 +21,8 @@ import json, re, sys
 path = sys.argv[1]
 doc = json.load(open(path))
 for op in doc["ops"]:
+    if op["kind"] == "attention" and "heads" in op.get("candidates", []):
+        op["signature"] = "heads"  # a packed qkv is then split per q/k/v segment
     if op["kind"] != "linear":
         continue
     name = op["op"]

@@ -172,6 +172,35 @@ __global__ void vocab_loss_kernel(float *losses, const float *gmax,
 bool rows_vectorisable(const act_t *a, const act_t *b) {
   return same_alignment(a, b);
 }
+/// One warp per row (grid-stride): the row's argmax, the lowest index among
+/// equal maxima; counts the rows where it is the label.
+__global__ void count_correct_kernel(unsigned long long *count,
+                                     const act_t *__restrict__ logits,
+                                     const int32_t *__restrict__ labels,
+                                     int64_t N, int64_t V) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t n = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; n < N;
+       n += warps) {
+    const act_t *row = logits + n * V;
+    float best = -INFINITY;
+    int64_t at = V;
+    for (int64_t v = lane; v < V; v += 32) {
+      const float x = to_float(row[v]);
+      if (x > best) // lanes visit increasing v: keeps the first maximum
+        best = x, at = v;
+    }
+    for (int o = 16; o > 0; o /= 2) {
+      const float b = __shfl_xor_sync(0xffffffffu, best, o);
+      const int64_t a = __shfl_xor_sync(0xffffffffu, at, o);
+      if (b > best || (b == best && a < at))
+        best = b, at = a;
+    }
+    if (lane == 0 && at == labels[n])
+      atomicAdd(count, 1ull);
+  }
+}
+
 } // namespace
 
 void crossentropy_forward(float *losses, float *lse, const act_t *logits,
@@ -250,6 +279,19 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
             dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale);
   AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
+                      int64_t V) {
+  if (N <= 0 || V <= 0)
+    return 0;
+  DeviceBuffer<unsigned long long> count(1); // zero-filled
+  count_correct_kernel<<<grid_for(N * 32, 256), 256, 0, compute_stream()>>>(
+      count.data(), logits, labels, N, V);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  unsigned long long host = 0;
+  copy_to_host(&host, count.data(), sizeof(host));
+  return int64_t(host);
 }
 
 } // namespace autoddl::rt

@@ -26,6 +26,12 @@ void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            const float *lse, const int32_t *targets, int64_t N,
                            int64_t V, float grad_scale, int64_t ld = 0);
 
+/// Rows of logits [N,V] whose first largest element is at labels[n] (the
+/// CPU program's count_correct: std::max_element). Synchronous: the training
+/// accuracy of classifiers and graph models.
+int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
+                      int64_t V);
+
 /// Vocab-parallel step 1: local_max[N] = row max of the local logits [N,Vl].
 void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,
                                      int64_t N, int64_t Vl, int64_t ld = 0);
