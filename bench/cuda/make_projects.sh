@@ -5,11 +5,16 @@
 # "micro_batch", "global_batch", "seq", "cluster", "predicted_step_s"}); the planner's report
 # is OUT_DIR/.plans/<name>.txt.
 #
-#   bash bench/cuda/make_projects.sh [--autoddl BIN] [--cluster C] [--models a,b] [OUT_DIR]
+#   bash bench/cuda/make_projects.sh [--autoddl BIN] [--cluster C] [--models a,b] [--fix K=V,..]
+#                                    [OUT_DIR]
+#
+# C (default h200-fitted): the cluster the plans are priced on (bench/cuda/fit_check.sh makes it).
+# --fix: knobs pinned in every plan besides those below (e.g. partition=uniform).
 #
 # OUT_DIR (default .gpu-calibrate/projects) should be ignored by git (.git/info/exclude) and
 # named in the device tool's `carry`. Plans, with PyTorch's micro-batch B per GPU (16/8/8/4 for
-# 124M/355M/774M/1.5B) and no recomputation (PyTorch keeps every activation too):
+# 124M/355M/774M/1.5B), no recomputation (PyTorch keeps every activation too) and --tp-mode tensor
+# (only the tp splits the generated programs run, so each runs as its plan is priced):
 #   single  1 GPU, global batch B                      vs PyTorch eager / torch.compile
 #   dp2     2 GPUs, dp=2, global batch 2B              vs PyTorch DDP
 #   tp2     2 GPUs, tp=2, global batch B               vs PyTorch tensor parallel
@@ -17,11 +22,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 autoddl=${AUTODDL:-}
-cluster=h200-calibrated
+cluster=h200-fitted
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
 out=.gpu-calibrate/projects
+extra=""
 while [ $# -gt 0 ]; do
   case "$1" in
+  --fix) extra=${2:+,$2}; shift 2 ;;
   --autoddl) autoddl=$2; shift 2 ;;
   --cluster) cluster=$2; shift 2 ;;
   --models) models=$2; shift 2 ;;
@@ -45,7 +52,8 @@ make_one() { # name model gpus global_batch micro_batch fix
   local plan=$out/.plans/$name.json log=$out/.plans/$name.txt
   mkdir -p "$out/.plans"
   if ! "$autoddl" plan "$model" --cluster "$cluster" --gpus "$gpus" --global-batch "$gb" \
-    --seq 1024 --fix "$fix,microbatch=$mb,recompute=none,zero=0" -o "$plan" >"$log" 2>&1; then
+    --seq 1024 --fix "$fix,microbatch=$mb,recompute=none,zero=0$extra" --tp-mode tensor -o "$plan" \
+    >"$log" 2>&1; then
     echo "$name: planning failed: $(tail -1 "$log")"
     failed=1
     return

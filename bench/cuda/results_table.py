@@ -128,6 +128,22 @@ def combine(args):
                    row["pytorch_compile_tokens_per_s"])
         row["autoddl_over_eager"] = round(a / e, 3) if a and e else None
         row["autoddl_over_compile"] = round(a / c, 3) if a and c else None
+    # dp=2 scaling against the 1-GPU run of the same model and micro-batch; pp=2 against
+    # PyTorch DDP on the same 2 GPUs and global batch (issue 6 part 5).
+    for (model, gpus, plan), row in rows.items():
+        single = rows.get((model, 1, "single"), {}).get("autoddl_tokens_per_s")
+        if plan == "dp2" and single and row["autoddl_tokens_per_s"]:
+            row["scaling_efficiency"] = round(row["autoddl_tokens_per_s"] / (2 * single), 3)
+        ddp = rows.get((model, 2, "dp2"), {}).get("pytorch_eager_tokens_per_s")
+        if plan == "pp2" and ddp:
+            row["pytorch_ddp_tokens_per_s"] = ddp
+            if row["autoddl_tokens_per_s"]:
+                row["autoddl_over_ddp"] = round(row["autoddl_tokens_per_s"] / ddp, 3)
+    notes = json.load(open(args.notes)) if args.notes else {}
+    for key, note in notes.items():
+        model, gpus, plan = key.split("/")
+        if (model, int(gpus), plan) in rows:
+            rows[(model, int(gpus), plan)]["note"] = note
     for line in info.splitlines():
         if "NVIDIA" in line and "," in line and device is None:
             device = line.split(",")[0].strip()
@@ -177,6 +193,8 @@ def main():
     ap.add_argument("--info", default="")
     ap.add_argument("--command", default="bash bench/cuda/run.sh")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--notes", default="",
+                    help='JSON {"model/gpus/plan": "note"}: a caveat kept with that row')
     combine(ap.parse_args())
 
 
