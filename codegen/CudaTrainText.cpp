@@ -20,6 +20,7 @@ extern const char *const kCudaTrainPreludeText = R"cpp(
 #include "backends/cpu/MpiCheck.h"        // mpiCheck: MPI errors with file:line
 #include "backends/cuda/Comm.h"           // NCCL communicators, collectives, GradSync, Pipe
 #include "backends/cuda/OpProfile.h"      // OpScope: per-op-kind device time (--profile)
+#include "backends/cuda/StepGraph.h"      // StepGraph: the step's device work as one CUDA graph
 #include "backends/cuda/RunReport.h"      // GpuTrace, write_cuda_run_metrics/_trace
 #include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer, zero, copies
 #include "backends/cuda/Zero.h"           // zero_adamw_step (ZeRO-sharded state)
@@ -112,6 +113,9 @@ static uint64_t seed = 1234;
 extern const char *const kCudaTrainDataText = R"cpp(// ---- data ----
 
 static std::unique_ptr<TokenData> tokens; // null: synthetic tokens
+// True while the step runs with its inputs already loaded (preload_inputs,
+// ahead of the step graph): forward passes then skip their loads.
+static bool inputs_preloaded = false;
 
 /// Page-locked host staging for one micro-batch's tokens (which: 0 ids, 1
 /// targets), so that their copies run asynchronously on the compute stream; an
@@ -382,15 +386,33 @@ static Comm axis_comm(size_t axis) {
   return comm_split(g.mesh->rank_of(c), int(g.mesh->coord(axis)));
 }
 
+static bool no_cuda_graph = false; // --no-cuda-graph
+static StepGraph step_graph;
+
+/// Why the step does not run as a CUDA graph ("" when it does).
+static std::string step_graph_off_reason(const Options &o) {
+  if (!kStepGraphable)
+    return "not for this plan";
+  if (no_cuda_graph || cuda_graph_disabled_by_env())
+    return "turned off (--no-cuda-graph or AUTODDL_CUDA_GRAPH=0)";
+  if (o.trace || op_profile_enabled())
+    return "off under --trace and --profile (they time each op)";
+  return "";
+}
+
 /// Everything before the first step; throws on bad input (the same on every
 /// rank).
 static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
   // --profile (this backend's own flag): per-op-kind device time in
   // metrics.json "op_kinds" (backends/cuda/OpProfile.h).
+  // --no-cuda-graph (also AUTODDL_CUDA_GRAPH=0): every step runs its kernels
+  // one launch at a time (StepGraph.h).
   int kept = 1;
   for (int i = 1; i < argc; ++i)
     if (std::strcmp(argv[i], "--profile") == 0)
       op_profile_enable(true);
+    else if (std::strcmp(argv[i], "--no-cuda-graph") == 0)
+      no_cuda_graph = true;
     else
       argv[kept++] = argv[i];
   o = parse_options(kept, argv);
@@ -443,16 +465,30 @@ static int train(const Options &o, int64_t first_step) {
 #endif
   metrics.info["first_step"] = std::to_string(first_step);
   metrics.info["ranks"] = std::to_string(kPP * kDP * kTP);
+  const std::string graphOff = step_graph_off_reason(o);
   if (o.save_initial && first_step == 0)
     save_checkpoint(o, 0);
   for (int64_t step = first_step; step < o.steps; ++step) {
     Timer timer;
     trace.start_step();
     grad_sync.start_step();
-    for (Param *p : all_params())
-      if (p->held)
-        zero(p->grad.data(), p->device_n * int64_t(sizeof(float)));
-    run_schedule(step);
+    // Zeroing the gradients, forward and backward: the same kernels on the
+    // same buffers every step, replayed as one graph when the plan allows.
+    // With a graph, `step` only reaches the input loads, which run before it.
+    auto body = [&] {
+      for (Param *p : all_params())
+        if (p->held)
+          zero(p->grad.data(), p->device_n * int64_t(sizeof(float)));
+      run_schedule(step);
+    };
+    if (graphOff.empty()) {
+      preload_inputs(step);
+      inputs_preloaded = true;
+      step_graph.run(body);
+      inputs_preloaded = false;
+    } else {
+      body();
+    }
     // The update is queued before the host waits for the loss (the losses
     // buffers were written by the forward passes; the update does not touch
     // them), so the device does not idle while the host launches it.
@@ -475,6 +511,12 @@ static int train(const Options &o, int64_t first_step) {
     if (o.save_every > 0 && (step + 1) % o.save_every == 0)
       save_checkpoint(o, step + 1);
   }
+  metrics.info["cuda_graph"] =
+      !graphOff.empty()      ? "off: " + graphOff
+      : step_graph.failed()  ? std::string("off: the capture failed")
+      : step_graph.captured() ? "on: " + std::to_string(step_graph.nodes()) +
+                                    " nodes, captured at the run's second step"
+                              : std::string("on, never captured (one step)");
   if (!o.out.empty()) {
     if (root)
       make_directories(o.out);
@@ -489,6 +531,7 @@ static int train(const Options &o, int64_t first_step) {
 
 /// Device memory goes back before the communicators and the CUDA context.
 static void release_all() {
+  step_graph.reset();
   free_stages();
   P = Params{};
   adjacency = Csr{};

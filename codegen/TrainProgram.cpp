@@ -358,6 +358,7 @@ private:
   std::map<std::pair<size_t, bool>, std::vector<int>>
   assignBuckets(int stage, const std::vector<Step> &steps);
   std::string gradSyncConfig(const pipeline::Schedule &s) const;
+  std::string stepGraphGlue(int stages) const;
   void emitOp(size_t i, std::vector<Step> &steps);
   int64_t vocab() const;
   void planVocabPadding();
@@ -1228,6 +1229,38 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
 
 /// The cuda program's configure_grad_sync(): each bucket's gradients and how
 /// many backward passes (micro-batches) complete it on the device holding it.
+/// The CUDA program's step graph (backends/cuda/StepGraph.h): whether this
+/// plan's forward and backward qualify, and the input loads that run ahead of
+/// the graph. They qualify when nothing in them talks to another device or
+/// waits for this one: one stage (no pipeline transfers), no tensor
+/// parallelism (its collectives run between the kernels), no gradient bucket
+/// all-reduced during the backward (its own stream), and no accuracy count
+/// (copied to the host inside the step). Must follow gradSyncConfig, which
+/// fills buckets_.
+std::string Emitter::stepGraphGlue(int stages) const {
+  const bool graphable = stages == 1 && plan_.knobs.tp == 1 &&
+                         buckets_.empty() && !reportsAccuracy();
+  std::string out = fmt::format(
+      "\n// Whether forward and backward run as one CUDA graph after the "
+      "first step (StepGraph.h):\n// {}.\nconstexpr bool kStepGraphable = "
+      "{};\n\n",
+      graphable ? "one stage, no tensor parallelism, no overlapped gradient "
+                  "buckets, no accuracy count"
+                : "not for this plan (pipeline stages, tensor-parallel "
+                  "collectives, overlapped gradient buckets or an accuracy "
+                  "count inside the step)",
+      graphable ? "true" : "false");
+  out += "// The inputs of every micro-batch this rank runs, loaded ahead of "
+         "a step graph.\n[[maybe_unused]] static void preload_inputs(int64_t "
+         "step) {\n  for (int64_t mb = 0; mb < kMicroBatches; ++mb) {\n";
+  for (int s = 0; s < stages; ++s)
+    out += fmt::format("    if (holds_stage({0}))\n      stage{0}_load_inputs("
+                       "stage{0}[size_t(mb)], step, mb);\n",
+                       s);
+  out += "  }\n}\n";
+  return out;
+}
+
 std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
   std::string out =
       "// Data-parallel gradient buckets (~25 MiB of fp32 gradients each, in "
@@ -1348,16 +1381,15 @@ void Emitter::emitStage(int stage, std::string &out) {
                      "micro-batch, on the devices running stage {0}\n\n",
                      stage);
 
-  // Forward.
-  out += fmt::format("static void stage{}_forward_compute(Stage{} &a, int64_t "
-                     "step, int64_t mb) {{\n",
-                     stage, stage);
+  // Forward. The CUDA program loads a stage's inputs in their own function,
+  // which the step runs ahead of a captured step graph (StepGraph.h).
+  std::string load;
   auto holds = [&](int t) {
     return t >= 0 && std::find(inputs.begin(), inputs.end(), t) != inputs.end();
   };
   if (!inputs.empty() && classModel_) {
     const int tg = classTargets_;
-    out += fmt::format(
+    load += fmt::format(
         "  load_samples(step, mb, {}, {});\n",
         holds(classInput_) ? "a." + names_[size_t(classInput_)] + ".data()"
                            : "nullptr",
@@ -1365,20 +1397,36 @@ void Emitter::emitStage(int stage, std::string &out) {
   } else if (!inputs.empty()) {
     int ids = findInput("input_ids"), tg = findInput("targets"),
         types = findInput("token_type_ids");
-    out += fmt::format(
+    load += fmt::format(
         "  load_tokens(step, mb, {}, {});\n",
         holds(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
         holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
     if (holds(types) && cuda_)
-      out += fmt::format("  zero(a.{0}.data(), a.{0}.size() * "
-                         "sizeof(int32_t)); // one segment\n",
-                         names_[size_t(types)]);
+      load += fmt::format("  zero(a.{0}.data(), a.{0}.size() * "
+                          "sizeof(int32_t)); // one segment\n",
+                          names_[size_t(types)]);
     else if (holds(types))
-      out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one "
-                         "segment\n",
-                         names_[size_t(types)]);
+      load += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one "
+                          "segment\n",
+                          names_[size_t(types)]);
+  }
+  if (cuda_) {
+    out += fmt::format("static void stage{}_load_inputs([[maybe_unused]] "
+                       "Stage{} &a, [[maybe_unused]] int64_t step, "
+                       "[[maybe_unused]] int64_t mb) {{\n",
+                       stage, stage) +
+           load + "}\n\n";
+    out += fmt::format("static void stage{}_forward_compute(Stage{} &a, "
+                       "int64_t step, int64_t mb) {{\n",
+                       stage, stage);
+    out += fmt::format("  if (!inputs_preloaded)\n    stage{}_load_inputs(a, "
+                       "step, mb);\n",
+                       stage);
   } else {
-    out += "  (void)step;\n  (void)mb;\n";
+    out += fmt::format("static void stage{}_forward_compute(Stage{} &a, "
+                       "int64_t step, int64_t mb) {{\n",
+                       stage, stage);
+    out += load.empty() ? "  (void)step;\n  (void)mb;\n" : load;
   }
   for (const Step &s : steps)
     for (const auto &l : s.fwd)
@@ -1803,8 +1851,10 @@ std::string Emitter::emit() {
         "double(a.correct);\n  return sum;\n}}\n\n",
         lastStage);
   glue += schedules(*sched);
-  if (cuda_)
+  if (cuda_) {
     glue += "\n" + gradSyncConfig(*sched);
+    glue += stepGraphGlue(stages);
+  }
 
   if (cuda_) // accuracy: the device count_correct (kernels/CrossEntropy.h)
     return header() + kCudaTrainPreludeText + kTrainSpecText + consts + params +

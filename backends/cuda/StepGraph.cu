@@ -1,0 +1,68 @@
+// StepGraph (StepGraph.h): eager, then capture, then replay.
+#include "backends/cuda/StepGraph.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace autoddl::rt {
+
+bool cuda_graph_disabled_by_env() {
+  const char *s = std::getenv("AUTODDL_CUDA_GRAPH");
+  return s && std::strcmp(s, "0") == 0;
+}
+
+void StepGraph::reset() {
+  if (exec_)
+    cudaGraphExecDestroy(exec_);
+  if (graph_)
+    cudaGraphDestroy(graph_);
+  exec_ = nullptr;
+  graph_ = nullptr;
+  nodes_ = 0;
+}
+
+void StepGraph::run(const std::function<void()> &body) {
+  const int64_t call = calls_++;
+  if (exec_) {
+    AUTODDL_CUDA_CHECK(cudaGraphLaunch(exec_, compute_stream()));
+    return;
+  }
+  if (call == 0 || failed_) { // warm-up: workspaces grow, GEMM plans built
+    body();
+    return;
+  }
+  // Relaxed: a first-use allocation inside the body is allowed (and kept; the
+  // caches only grow), while anything that waits on the capturing stream
+  // still fails loudly.
+  AUTODDL_CUDA_CHECK(
+      cudaStreamBeginCapture(compute_stream(), cudaStreamCaptureModeRelaxed));
+  body();
+  cudaGraph_t graph = nullptr;
+  cudaError_t err = cudaStreamEndCapture(compute_stream(), &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (err == cudaSuccess)
+    err = cudaGraphInstantiate(&exec, graph, 0);
+  if (err != cudaSuccess) {
+    // Nothing of the body ran: it was only recorded. Run it eagerly, now and
+    // from here on.
+    std::fprintf(stderr,
+                 "autoddl: note: the step could not be captured as a CUDA "
+                 "graph (%s: %s); running it without\n",
+                 cudaGetErrorName(err), cudaGetErrorString(err));
+    (void)cudaGetLastError();
+    if (graph)
+      cudaGraphDestroy(graph);
+    failed_ = true;
+    body();
+    return;
+  }
+  graph_ = graph;
+  exec_ = exec;
+  size_t n = 0;
+  AUTODDL_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &n));
+  nodes_ = int64_t(n);
+  AUTODDL_CUDA_CHECK(cudaGraphLaunch(exec_, compute_stream()));
+}
+
+} // namespace autoddl::rt

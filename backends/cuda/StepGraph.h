@@ -1,0 +1,64 @@
+// The device work of a training step replayed as one CUDA graph.
+//
+// A generated program launches a few thousand small kernels a step (GPT-2
+// 1.5B: ~2,500); each costs the host several microseconds (cuBLASLt's
+// dispatch, the launch itself), longer than many of the kernels run, so the
+// device idles between them (the fitted cluster's gpu.op_overhead_us, ~10 us a
+// launch on an H200: ~15% of the step). Captured once into a graph, the same
+// work is one launch a step and the kernels run back to back.
+//
+// What may be captured: work on compute_stream() only, with the same buffers
+// every step and nothing that waits for the device (no synchronisation, no
+// copy to the host, no allocation, no collective on another stream). The
+// generated program decides statically which steps qualify (single pipeline
+// stage, no tensor-parallel collectives, no gradient buckets overlapping the
+// backward, no host reads of the accuracy) and loads each step's inputs before
+// the graph runs. Buffers grow on first use (attention and scratch
+// workspaces, cuBLASLt plans), so the first step runs eagerly and the second
+// is captured.
+#ifndef AUTODDL_BACKENDS_CUDA_STEPGRAPH_H
+#define AUTODDL_BACKENDS_CUDA_STEPGRAPH_H
+
+#include "backends/cuda/Runtime.h"
+
+#include <functional>
+#include <string>
+
+namespace autoddl::rt {
+
+class StepGraph {
+public:
+  StepGraph() = default;
+  StepGraph(const StepGraph &) = delete;
+  StepGraph &operator=(const StepGraph &) = delete;
+  ~StepGraph() { reset(); }
+
+  /// Runs `body` (which only enqueues work on compute_stream()): eagerly on
+  /// the first call, captured and launched on the second, replayed from the
+  /// graph after that. `body` must enqueue the same work every call.
+  void run(const std::function<void()> &body);
+
+  /// Calls of run() so far; whether the graph exists; whether its capture
+  /// failed (the step then runs eagerly).
+  int64_t calls() const { return calls_; }
+  bool captured() const { return exec_ != nullptr; }
+  bool failed() const { return failed_; }
+  /// Kernel and memset nodes of the captured graph (0 before the capture).
+  int64_t nodes() const { return nodes_; }
+
+  /// Frees the graph (before the CUDA context goes).
+  void reset();
+
+private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  int64_t calls_ = 0, nodes_ = 0;
+  bool failed_ = false;
+};
+
+/// Whether the environment turns graphs off (AUTODDL_CUDA_GRAPH=0).
+bool cuda_graph_disabled_by_env();
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_STEPGRAPH_H
