@@ -164,10 +164,15 @@ static Staging &staging(int64_t mb, int which) {
 // labels); spmm/sddmm read every node's rows, all-gathered over dp.
 static Csr adjacency;
 static DeviceBuffer<act_t> graph_x;   // [kNodes / kDP, kFeatures]
-static DeviceBuffer<int32_t> graph_y; // [kNodes / kDP]
+// Labels for the loss (-1 at held-out nodes) and for the held-out accuracy
+// (-1 at training nodes): planted_graph_split_labels.
+static DeviceBuffer<int32_t> graph_y, graph_y_heldout; // [kNodes / kDP]
 [[maybe_unused]] static const Csr &graph_adjacency() { return adjacency; }
 [[maybe_unused]] static const act_t *graph_features() { return graph_x.data(); }
 [[maybe_unused]] static const int32_t *graph_labels() { return graph_y.data(); }
+[[maybe_unused]] static const int32_t *graph_heldout_labels() {
+  return graph_y_heldout.data();
+}
 
 static void load_graph() {
   // As the CPU program: average degree about 10 inside a community, 1 across.
@@ -190,8 +195,12 @@ static void load_graph() {
                  x.size() * int64_t(sizeof(float)));
   graph_x = DeviceBuffer<act_t>(x.size());
   cast_to_act(graph_x.data(), x.data(), x.size());
+  const std::vector<int32_t> train = planted_graph_split_labels(graph, false),
+                             heldout = planted_graph_split_labels(graph, true);
   graph_y = DeviceBuffer<int32_t>(n);
-  copy_to_device(graph_y.data(), graph.labels.data() + r0,
+  copy_to_device(graph_y.data(), train.data() + r0, n * int64_t(sizeof(int32_t)));
+  graph_y_heldout = DeviceBuffer<int32_t>(n);
+  copy_to_device(graph_y_heldout.data(), heldout.data() + r0,
                  n * int64_t(sizeof(int32_t)));
 }
 
@@ -537,6 +546,7 @@ static void release_all() {
   adjacency = Csr{};
   graph_x = {};
   graph_y = {};
+  graph_y_heldout = {};
   synchronize();
 }
 

@@ -130,7 +130,9 @@ std::string classPrelude(const std::string &prelude) {
 /// main() of a classification program (or, with `graph`, of a graph model,
 /// which has its own data): synthetic samples only (no --data), "samples" per
 /// second, and the training accuracy of each step (before its update) printed
-/// beside its loss; metrics.json's info.accuracy is the last step's.
+/// beside its loss; metrics.json's info.accuracy is the last step's. A graph
+/// model also reports the accuracy over its held-out nodes
+/// (info.heldout_accuracy).
 std::string classMain(std::string text, bool graph) {
   const std::string graphData = "  if (kGraphModel) {\n";
   if (!graph) {
@@ -149,25 +151,40 @@ std::string classMain(std::string text, bool graph) {
   const std::string loop =
       "  for (int64_t step = first_step; step < o.steps; ++step) {\n";
   text = replaceOnce(text, loop,
-                     "  double accuracy = 0; // of the last step\n" + loop);
+                     std::string("  double accuracy = 0; // of the last step\n") +
+                         (graph ? "  double heldout_accuracy = 0;\n" : "") +
+                         loop);
   const std::string mean = "    loss /= double(kLossCount);\n";
-  text = replaceOnce(
-      text, mean,
-      mean + "    double correct = local_correct();\n    "
-             "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_DOUBLE, "
+  std::string count =
+      "    double correct = local_correct();\n    "
+      "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_DOUBLE, "
+      "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
+      "accuracy = correct / double(kLossCount);\n";
+  if (graph)
+    count += "    double heldout = local_heldout_correct();\n    "
+             "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &heldout, 1, MPI_DOUBLE, "
              "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
-             "accuracy = correct / double(kLossCount);\n");
+             "heldout_accuracy = heldout / double(kHeldOutCount);\n";
+  text = replaceOnce(text, mean, mean + count);
   text = replaceOnce(
       text,
       "\"step %4lld/%lld: loss %.6f (%.1f ms)\\n\", (long long)step + 1,\n"
       "                  (long long)o.steps, loss, seconds * 1e3);",
-      "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
-      "                  (long long)step + 1, (long long)o.steps, loss, "
-      "accuracy,\n                  seconds * 1e3);");
+      graph ? "\"step %4lld/%lld: loss %.6f accuracy %.4f held-out %.4f (%.1f "
+              "ms)\\n\",\n                  (long long)step + 1, (long "
+              "long)o.steps, loss, accuracy,\n                  "
+              "heldout_accuracy, seconds * 1e3);"
+            : "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
+              "                  (long long)step + 1, (long long)o.steps, loss, "
+              "accuracy,\n                  seconds * 1e3);");
   const std::string out = "  if (!o.out.empty()) {\n";
   return replaceOnce(
       text, out,
-      "  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n" + out);
+      std::string("  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n") +
+          (graph ? "  metrics.info[\"heldout_accuracy\"] = "
+                   "std::to_string(heldout_accuracy);\n"
+                 : "") +
+          out);
 }
 
 /// What one step of a stage emits: forward lines, and the backward lines of
@@ -1006,8 +1023,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         F(fmt::format("all_reduce_forward(a.loss_sums.data(), {}, g.tp);",
                       2 * N));
         F(fmt::format("crossentropy_vocab_parallel_loss(a.losses.data(), "
-                      "a.loss_max.data(), a.loss_sums.data(), {});",
-                      N));
+                      "a.loss_max.data(), a.loss_sums.data(), {}, {});",
+                      x[1], N));
       }
       BI(fmt::format("crossentropy_vocab_parallel_backward({}, {}, {}, "
                      "a.loss_max.data(), a.loss_sums.data(), {}, {}, g.rtp * "
@@ -1039,9 +1056,17 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                     whole, x[0], shapeInit({N, V})));
       F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {});",
                     whole, x[1], N, Vf));
+      if (graphModel_)
+        F(fmt::format("a.correct_heldout = count_correct(a.{}.data(), "
+                      "graph_heldout_labels(), {}, {});",
+                      whole, N, Vf));
     } else if (reportsAccuracy()) {
       F(fmt::format("a.correct = count_correct({}, {}, {}, {});", x[0], x[1], N,
                     V));
+      if (graphModel_)
+        F(fmt::format("a.correct_heldout = count_correct({}, "
+                      "graph_heldout_labels(), {}, {});",
+                      x[0], N, V));
     }
   } else if (k == "conv2d") {
     // Replicated over tp: every rank convolves its whole micro-batch.
@@ -1376,6 +1401,9 @@ void Emitter::emitStage(int stage, std::string &out) {
   if (hasLoss && reportsAccuracy())
     out += "  int64_t correct = 0; // samples whose largest logit is the "
            "label\n";
+  if (hasLoss && graphModel_)
+    out += "  int64_t correct_heldout = 0; // the same over the held-out "
+           "nodes\n";
   out += "};\n";
   out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
                      "micro-batch, on the devices running stage {0}\n\n",
@@ -1768,10 +1796,12 @@ std::string Emitter::emit() {
   consts += fmt::format("constexpr int kMaxBoundary = {}; // tensors crossing "
                         "one stage boundary\n",
                         maxBoundary);
-  consts += fmt::format("// The loss is the mean over {} positions of the "
-                        "global batch.\nconstexpr int64_t kLossCount = {};\n",
-                        globalCount, globalCount);
-  consts += "constexpr float kLossScale = 1.0f / float(kLossCount);\n";
+  if (!graphModel_) // a graph model's count follows kNodes, below
+    consts += fmt::format("// The loss is the mean over {} positions of the "
+                          "global batch.\nconstexpr int64_t kLossCount = "
+                          "{};\nconstexpr float kLossScale = 1.0f / "
+                          "float(kLossCount);\n",
+                          globalCount, globalCount);
   consts +=
       fmt::format("constexpr const char *kModelName = \"{}\";\n", plan_.model);
   if (cuda_) {
@@ -1795,6 +1825,12 @@ std::string Emitter::emit() {
     consts += fmt::format("constexpr int64_t kNodes = {}, kFeatures = {}, "
                           "kClasses = {};\n",
                           fs[0], fs[1], classes);
+    consts += "// The loss is the mean over the graph's training nodes (the "
+              "even ones,\n// backends/common/Data.h); the odd ones are held "
+              "out, for the held-out accuracy.\nconstexpr int64_t kLossCount "
+              "= planted_graph_training_nodes(kNodes);\nconstexpr int64_t "
+              "kHeldOutCount = kNodes - kLossCount;\nconstexpr float "
+              "kLossScale = 1.0f / float(kLossCount);\n";
   } else if (classModel_) {
     const auto &xs = full(classInput_);
     int64_t classes = 0;
@@ -1849,6 +1885,13 @@ std::string Emitter::emit() {
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
         "0;\n  if (g.rtp == 0)\n    for (const auto &a : {})\n      sum += "
         "double(a.correct);\n  return sum;\n}}\n\n",
+        lastStage);
+  if (graphModel_)
+    glue += fmt::format(
+        "// The same over the graph's held-out nodes.\nstatic double "
+        "local_heldout_correct() {{\n  double sum = 0;\n  if (g.rtp == 0)\n "
+        "   for (const auto &a : {})\n      sum += "
+        "double(a.correct_heldout);\n  return sum;\n}}\n\n",
         lastStage);
   glue += schedules(*sched);
   if (cuda_) {

@@ -180,8 +180,14 @@ static int64_t node0 = 0;
 [[maybe_unused]] static const float *graph_features() {
   return graph.x.data() + node0 * kFeatures;
 }
+// Labels for the loss (-1 at held-out nodes) and for the held-out accuracy
+// (-1 at training nodes): planted_graph_split_labels.
+static std::vector<int32_t> train_labels, heldout_labels;
 [[maybe_unused]] static const int32_t *graph_labels() {
-  return graph.labels.data() + node0;
+  return train_labels.data() + node0;
+}
+[[maybe_unused]] static const int32_t *graph_heldout_labels() {
+  return heldout_labels.data() + node0;
 }
 
 )cpp";
@@ -418,6 +424,8 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
     const double pin = std::min(1.0, 10.0 * kClasses / double(kNodes));
     const double pout = std::min(1.0, 1.0 / double(kNodes));
     graph = planted_graph(seed, kNodes, kFeatures, kClasses, pin, pout, 1.0);
+    train_labels = planted_graph_split_labels(graph, false);
+    heldout_labels = planted_graph_split_labels(graph, true);
     // dp splits the nodes: this rank's block of rows (all of them when dp is
     // 1), its adjacency the CSR of those rows with every node as a column.
     const int64_t rows = kNodes / kDP;
@@ -564,7 +572,7 @@ static int64_t count_correct(const float *logits, const int32_t *labels,
   int64_t correct = 0;
   for (int64_t i = 0; i < N; ++i) {
     const float *row = logits + i * V;
-    correct += std::max_element(row, row + V) - row == labels[i];
+    correct += labels[i] >= 0 && std::max_element(row, row + V) - row == labels[i];
   }
   return correct;
 }

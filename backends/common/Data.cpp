@@ -115,9 +115,18 @@ void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
   }
 }
 
+std::vector<int32_t> planted_graph_split_labels(const PlantedGraph &g,
+                                                bool heldout) {
+  std::vector<int32_t> out(g.labels.size(), -1);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (planted_graph_trains(int64_t(i)) != heldout)
+      out[i] = g.labels[i];
+  return out;
+}
+
 PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
                            int64_t classes, double p_in, double p_out,
-                           double signal, double train_fraction) {
+                           double signal) {
   if (nodes <= 0 || features <= 0 || classes <= 0)
     throw std::invalid_argument("planted graph needs positive nodes, "
                                 "features and classes");
@@ -126,14 +135,11 @@ PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
   g.features = features;
   g.classes = classes;
   const uint64_t sLabel = fnv1a64("graph.label"), sEdge = fnv1a64("graph.edge"),
-                 sMu = fnv1a64("graph.mu"), sX = fnv1a64("graph.x"),
-                 sTrain = fnv1a64("graph.train");
+                 sMu = fnv1a64("graph.mu"), sX = fnv1a64("graph.x");
   g.labels.resize(nodes);
-  g.train.resize(nodes);
   for (int64_t i = 0; i < nodes; ++i) {
     const PhiloxCounter w = philox_words(seed, sLabel, i);
     g.labels[i] = int32_t(w[0] % uint32_t(classes));
-    g.train[i] = u32_to_unit(philox_words(seed, sTrain, i)[0]) < train_fraction;
   }
   // Edges: pair {i < j} keyed by i * nodes + j; O(nodes^2) draws, meant for <=
   // ~1e4 nodes.

@@ -61,8 +61,11 @@ void synthetic_tokens(uint64_t seed, int64_t step, int64_t B, int64_t T,
 /// * mu[labels[i]] + N(0, 1) noise, where mu[c] is a fixed N(0, 1) vector per
 /// community, so features correlate with the community and accuracy means
 /// something. The adjacency is returned GCN-normalised, D^-1/2 (A + I) D^-1/2
-/// (Kipf & Welling), as CSR with sorted columns. Node i is a training node when
-/// its hash says so (train_fraction of nodes).
+/// (Kipf & Welling), as CSR with sorted columns. The even nodes are the
+/// training nodes (their labels are in the loss), the odd ones held out (their
+/// accuracy measures generalisation); labels are independent of the index, so
+/// the split is a uniform half, and every block of an even number of
+/// consecutive nodes (a data-parallel rank's) holds as many of each.
 struct PlantedGraph {
   int64_t nodes = 0, features = 0, classes = 0;
   std::vector<int32_t> row_ptr; // nodes + 1
@@ -70,11 +73,20 @@ struct PlantedGraph {
   std::vector<float> values;    // nnz, normalised weights
   std::vector<float> x;         // [nodes, features]
   std::vector<int32_t> labels;  // [nodes]
-  std::vector<uint8_t> train;   // [nodes], 1 for a training node
 };
+/// Whether node i is a training node (else held out).
+constexpr bool planted_graph_trains(int64_t i) { return i % 2 == 0; }
+/// The number of training nodes of a graph of `nodes` nodes.
+constexpr int64_t planted_graph_training_nodes(int64_t nodes) {
+  return (nodes + 1) / 2;
+}
+/// Labels for the loss (training nodes; -1, outside the loss, for held-out
+/// ones) or, with `heldout`, for the held-out accuracy (the reverse).
+std::vector<int32_t> planted_graph_split_labels(const PlantedGraph &g,
+                                                bool heldout);
 PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
                            int64_t classes, double p_in, double p_out,
-                           double signal = 1.0, double train_fraction = 0.5);
+                           double signal = 1.0);
 
 /// Synthetic classification samples (mlp, vgg), keyed by (seed, global sample
 /// index g = step*B + b) like synthetic_tokens, so the data is plan-invariant.

@@ -262,7 +262,7 @@ void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
   all_reduce_max(gmax, N, comm);
   crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
   all_reduce_forward(sums, 2 * N, comm);
-  crossentropy_vocab_parallel_loss(losses, gmax, sums, N);
+  crossentropy_vocab_parallel_loss(losses, gmax, sums, targets, N);
 }
 
 } // namespace autoddl::rt

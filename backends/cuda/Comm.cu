@@ -502,7 +502,7 @@ void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
   all_reduce_max(gmax, N, c);
   crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
   all_reduce_forward(sums, 2 * N, c);
-  crossentropy_vocab_parallel_loss(losses, gmax, sums, N);
+  crossentropy_vocab_parallel_loss(losses, gmax, sums, targets, N);
 }
 
 // ---- GradSync ----

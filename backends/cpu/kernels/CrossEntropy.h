@@ -5,6 +5,10 @@
 // batch; since a rank sees only its micro-batch (and its data-parallel shard),
 // forward returns per-position losses and backward takes grad_scale =
 // dL/dloss_n = 1 / N_global.
+//
+// A negative target marks a position outside the loss (a graph model's held-
+// out nodes; PyTorch's ignore_index): its loss is 0 and its logits get no
+// gradient. The caller's N_global counts only the positions inside.
 #ifndef AUTODDL_BACKENDS_CPU_KERNELS_CROSSENTROPY_H
 #define AUTODDL_BACKENDS_CPU_KERNELS_CROSSENTROPY_H
 
@@ -26,7 +30,7 @@ inline void crossentropy_forward(float *losses, float *lse, const float *logits,
     for (int64_t v = 0; v < V; ++v)
       sum += std::exp(row[v] - mx); // fp32 exp, double sum
     lse[n] = float(mx + std::log(sum));
-    losses[n] = lse[n] - row[targets[n]];
+    losses[n] = targets[n] < 0 ? 0.0f : lse[n] - row[targets[n]];
   }
 }
 
@@ -35,7 +39,7 @@ inline void crossentropy_backward(float *dlogits, const float *logits,
                                   const float *lse, const int32_t *targets,
                                   int64_t N, int64_t V, float grad_scale) {
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t v = 0; v < V; ++v) {
+    for (int64_t v = 0; v < V && targets[n] >= 0; ++v) {
       const float p = std::exp(logits[n * V + v] - lse[n]);
       dlogits[n * V + v] += grad_scale * (p - (v == targets[n] ? 1.0f : 0.0f));
     }
@@ -82,11 +86,15 @@ inline void crossentropy_vocab_parallel_sums(float *sums, const float *logits,
   }
 }
 
-/// Step 3: losses[N] from the reduced gmax[N] and sums[2N].
+/// Step 3: losses[N] from the reduced gmax[N] and sums[2N] (0 where the
+/// target is negative).
 inline void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
-                                             const float *sums, int64_t N) {
+                                             const float *sums,
+                                             const int32_t *targets,
+                                             int64_t N) {
   for (int64_t n = 0; n < N; ++n)
-    losses[n] = std::log(sums[n]) + gmax[n] - sums[N + n];
+    losses[n] =
+        targets[n] < 0 ? 0.0f : std::log(sums[n]) + gmax[n] - sums[N + n];
 }
 
 /// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns.
@@ -96,6 +104,8 @@ crossentropy_vocab_parallel_backward(float *dlogits, const float *logits,
                                      const float *sums, int64_t N, int64_t Vl,
                                      int64_t v0, float grad_scale) {
   for (int64_t n = 0; n < N; ++n) {
+    if (targets[n] < 0)
+      continue;
     const float inv = 1.0f / sums[n];
     for (int64_t v = 0; v < Vl; ++v) {
       const float p = std::exp(logits[n * Vl + v] - gmax[n]) * inv;

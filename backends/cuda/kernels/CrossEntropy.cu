@@ -3,7 +3,8 @@
 // across the block); backward reads logits and dlogits once and writes
 // dlogits once. Rows of an odd vocabulary (50257) start unaligned: for_row
 // peels the elements before the first 16-byte boundary. Rows are `ld` apart
-// (ld >= the row length L; the padded vocabulary's logits).
+// (ld >= the row length L; the padded vocabulary's logits). A negative target
+// is outside the loss (CrossEntropy.h): loss 0, no gradient.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/CrossEntropy.h"
 
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) {
     const float l = st.m + logf(st.s);
     lse[n] = l;
-    losses[n] = l - to_float(row[targets[n]]);
+    losses[n] = targets[n] < 0 ? 0.0f : l - to_float(row[targets[n]]);
   }
 }
 
@@ -88,6 +89,8 @@ __global__ void __launch_bounds__(kThreads)
                                  const int32_t *targets, int64_t L, int64_t ld,
                                  int64_t v0, float scale) {
   const int64_t n = blockIdx.x;
+  if (targets[n] < 0) // the whole block leaves: outside the loss
+    return;
   const act_t *row = logits + n * ld;
   act_t *drow = dlogits + n * ld;
   const float sh = shift[n], inv = sums ? 1.0f / sums[n] : 1.0f;
@@ -163,10 +166,12 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void vocab_loss_kernel(float *losses, const float *gmax,
-                                  const float *sums, int64_t N) {
+                                  const float *sums, const int32_t *targets,
+                                  int64_t N) {
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x)
-    losses[n] = logf(sums[n]) + gmax[n] - sums[N + n];
+    losses[n] =
+        targets[n] < 0 ? 0.0f : logf(sums[n]) + gmax[n] - sums[N + n];
 }
 
 bool rows_vectorisable(const act_t *a, const act_t *b) {
@@ -196,7 +201,7 @@ __global__ void count_correct_kernel(unsigned long long *count,
       if (b > best || (b == best && a < at))
         best = b, at = a;
     }
-    if (lane == 0 && at == labels[n])
+    if (lane == 0 && labels[n] >= 0 && at == labels[n])
       atomicAdd(count, 1ull);
   }
 }
@@ -254,11 +259,12 @@ void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
 }
 
 void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
-                                      const float *sums, int64_t N) {
+                                      const float *sums, const int32_t *targets,
+                                      int64_t N) {
   if (N == 0)
     return;
   vocab_loss_kernel<<<grid_for(N, 256), 256, 0, compute_stream()>>>(
-      losses, gmax, sums, N);
+      losses, gmax, sums, targets, N);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -27,8 +27,8 @@ void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            int64_t V, float grad_scale, int64_t ld = 0);
 
 /// Rows of logits [N,V] whose first largest element is at labels[n] (the
-/// CPU program's count_correct: std::max_element). Synchronous: the training
-/// accuracy of classifiers and graph models.
+/// CPU program's count_correct: std::max_element); rows with a negative label
+/// are not counted. Synchronous: the accuracy of classifiers and graph models.
 int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
                       int64_t V);
 
@@ -41,9 +41,11 @@ void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
                                       const int32_t *targets, const float *gmax,
                                       int64_t N, int64_t Vl, int64_t v0,
                                       int64_t ld = 0);
-/// Step 3: losses[N] = log(sums[n]) + gmax[n] - sums[N + n].
+/// Step 3: losses[N] = log(sums[n]) + gmax[n] - sums[N + n] (0 where the
+/// target is negative).
 void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
-                                      const float *sums, int64_t N);
+                                      const float *sums, const int32_t *targets,
+                                      int64_t N);
 /// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns.
 void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
                                           const int32_t *targets,

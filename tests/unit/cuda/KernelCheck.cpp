@@ -644,6 +644,8 @@ void check_crossentropy(int64_t N, int64_t V) {
     t = pick(gRng);
   targets[0] = 0;
   targets[size_t(N - 1)] = int32_t(V - 1); // both ends of the row
+  if (N > 2)
+    targets[1] = -1; // outside the loss: loss 0, no gradient
   std::vector<float> losses(static_cast<size_t>(N)),
       lse(static_cast<size_t>(N));
   ref::crossentropy_forward(losses.data(), lse.data(), logits.data(),
@@ -711,9 +713,9 @@ void check_crossentropy(int64_t N, int64_t V) {
   }
   std::vector<float> vpLoss(static_cast<size_t>(N));
   ref::crossentropy_vocab_parallel_loss(vpLoss.data(), gmax.data(), sums.data(),
-                                        N);
+                                        targets.data(), N);
   DevFloat dsums(sums), dvl(N);
-  rt::crossentropy_vocab_parallel_loss(dvl.p, dgmax.p, dsums.p, N);
+  rt::crossentropy_vocab_parallel_loss(dvl.p, dgmax.p, dsums.p, dt.data(), N);
   gOk &= report(tag + " vocab-parallel loss",
                 rel_error(download_float(dvl.p, N), vpLoss), kFloatTol);
   // And the split loss is the whole-vocabulary loss.
@@ -756,6 +758,8 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
     t = pick(gRng);
   targets[0] = 0;
   targets[size_t(N - 1)] = int32_t(V - 1);
+  if (N > 2)
+    targets[1] = -1; // outside the loss
   rt::DeviceBuffer<int32_t> dt(N);
   upload(dt.data(), targets);
   const float scale = 1.0f / float(N);

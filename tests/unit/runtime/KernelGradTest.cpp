@@ -465,13 +465,15 @@ TEST(Kernels, AttentionFusedQkvMatchesSeparate) {
 TEST(Kernels, CrossEntropyAndItsVocabParallelForm) {
   const int64_t N = 4, V = 6;
   Vec logits = randn(N * V, 22, 2.0f), dlogits, losses(N), lse(N);
-  std::vector<int32_t> targets = {0, 5, 2, 3};
+  // Row 2's target is negative: outside the loss (loss 0, no gradient).
+  std::vector<int32_t> targets = {0, 5, -1, 3};
   crossentropy_forward(losses.data(), lse.data(), logits.data(), targets.data(),
                        N, V);
   double sumExp = 0;
   for (int64_t v = 0; v < V; ++v)
     sumExp += std::exp(double(logits[V + v]));
   EXPECT_NEAR(losses[1], std::log(sumExp) - logits[V + 5], 1e-5);
+  EXPECT_EQ(losses[2], 0.0f);
   // The mean loss's gradient: grad_scale = 1/N.
   expectGradients(
       [&](Vec &o) {
@@ -511,7 +513,8 @@ TEST(Kernels, CrossEntropyAndItsVocabParallelForm) {
                                    gmax.data(), N, V - split, split);
   for (int64_t i = 0; i < 2 * N; ++i)
     sums[i] = s0[i] + s1[i];
-  crossentropy_vocab_parallel_loss(vpLoss.data(), gmax.data(), sums.data(), N);
+  crossentropy_vocab_parallel_loss(vpLoss.data(), gmax.data(), sums.data(),
+                                   targets.data(), N);
   for (int64_t n = 0; n < N; ++n)
     EXPECT_NEAR(vpLoss[n], losses[n], 1e-5);
   Vec full(N * V, 0.0f), d1(N * (V - split), 0.0f);
@@ -523,6 +526,9 @@ TEST(Kernels, CrossEntropyAndItsVocabParallelForm) {
   for (int64_t n = 0; n < N; ++n)
     for (int64_t v = 0; v < V - split; ++v)
       ASSERT_NEAR(d1[n * (V - split) + v], full[n * V + split + v], 1e-6);
+  for (int64_t v = 0; v < V; ++v) // the ignored row: untouched
+    EXPECT_EQ(full[2 * V + v], 0.0f);
+  EXPECT_EQ(vpLoss[2], 0.0f);
 }
 
 TEST(Kernels, Conv2dAndPool2d) {

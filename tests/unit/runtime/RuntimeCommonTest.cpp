@@ -182,7 +182,7 @@ TEST(SyntheticTokens, KeyedByGlobalSampleAndLearnable) {
 }
 
 TEST(PlantedGraph, CommunitiesShowInEdgesAndFeatures) {
-  const PlantedGraph g = planted_graph(11, 300, 8, 3, 0.10, 0.005, 1.0, 0.5);
+  const PlantedGraph g = planted_graph(11, 300, 8, 3, 0.10, 0.005, 1.0);
   ASSERT_EQ(g.row_ptr.size(), 301u);
   int64_t same = 0, cross = 0;
   for (int64_t i = 0; i < g.nodes; ++i)
@@ -230,9 +230,21 @@ TEST(PlantedGraph, CommunitiesShowInEdgesAndFeatures) {
   }
   EXPECT_GT(correct, 150);
   const PlantedGraph again =
-      planted_graph(11, 300, 8, 3, 0.10, 0.005, 1.0, 0.5);
+      planted_graph(11, 300, 8, 3, 0.10, 0.005, 1.0);
   EXPECT_EQ(again.col_idx, g.col_idx); // deterministic
   EXPECT_EQ(again.x, g.x);
+  // The split: even nodes train, odd ones are held out; each label list keeps
+  // its half and marks the other -1.
+  const std::vector<int32_t> train = planted_graph_split_labels(g, false),
+                             held = planted_graph_split_labels(g, true);
+  int64_t inLoss = 0;
+  for (int64_t i = 0; i < g.nodes; ++i) {
+    EXPECT_EQ(train[i], i % 2 == 0 ? g.labels[i] : -1);
+    EXPECT_EQ(held[i], i % 2 == 1 ? g.labels[i] : -1);
+    inLoss += train[i] >= 0;
+  }
+  EXPECT_EQ(inLoss, planted_graph_training_nodes(g.nodes));
+  EXPECT_EQ(planted_graph_training_nodes(7), 4);
 }
 
 TEST(MiniJson, RoundTripAndErrorsWithLocation) {
