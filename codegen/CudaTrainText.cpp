@@ -397,6 +397,9 @@ static Comm axis_comm(size_t axis) {
 
 static bool no_cuda_graph = false; // --no-cuda-graph
 static StepGraph step_graph;
+// Every parameter gradient this rank holds, zeroed at each step's start with
+// one launch.
+static ZeroSet param_grad_zeros;
 
 /// Why the step does not run as a CUDA graph ("" when it does).
 static std::string step_graph_off_reason(const Options &o) {
@@ -445,6 +448,10 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
     tokens = std::make_unique<TokenData>(TokenData::open(o.data, kVocab));
   }
   init_params();
+  for (Param *p : all_params())
+    if (p->held)
+      param_grad_zeros.add(p->grad.data(), p->device_n * int64_t(sizeof(float)));
+  param_grad_zeros.seal();
   allocate_stages();
   configure_grad_sync();
   // Run the schedule once without compute: every pipeline transfer is noted,
@@ -485,9 +492,7 @@ static int train(const Options &o, int64_t first_step) {
     // same buffers every step, replayed as one graph when the plan allows.
     // With a graph, `step` only reaches the input loads, which run before it.
     auto body = [&] {
-      for (Param *p : all_params())
-        if (p->held)
-          zero(p->grad.data(), p->device_n * int64_t(sizeof(float)));
+      param_grad_zeros.zero();
       run_schedule(step);
     };
     if (graphOff.empty()) {
@@ -541,6 +546,7 @@ static int train(const Options &o, int64_t first_step) {
 /// Device memory goes back before the communicators and the CUDA context.
 static void release_all() {
   step_graph.reset();
+  param_grad_zeros = ZeroSet{};
   free_stages();
   P = Params{};
   adjacency = Csr{};

@@ -1404,6 +1404,10 @@ void Emitter::emitStage(int stage, std::string &out) {
   if (hasLoss && graphModel_)
     out += "  int64_t correct_heldout = 0; // the same over the held-out "
            "nodes\n";
+  if (cuda_)
+    out += fmt::format("  ZeroSet grad_zeros; // the gradients "
+                       "stage{}_zero_grads clears, one launch\n",
+                       stage);
   out += "};\n";
   out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
                      "micro-batch, on the devices running stage {0}\n\n",
@@ -1504,10 +1508,14 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
                      stage);
   // On cuda the gradients received from the next stage are left alone: the
-  // receive overwrites them, possibly already posted.
+  // receive overwrites them, possibly already posted. The rest are one
+  // ZeroSet, built at the first call (an eager step: sealing copies to the
+  // device).
   std::set<std::string> received;
   for (int t : sendOut)
     received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
+  if (cuda_)
+    out += "  if (!a.grad_zeros.sealed()) {\n";
   for (const Member &m : members_[stage]) {
     if (!m.grad)
       continue;
@@ -1515,9 +1523,12 @@ void Emitter::emitStage(int stage, std::string &out) {
       out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
                          m.name);
     else if (!received.count(m.name))
-      out += fmt::format(
-          "  zero(a.{0}.data(), a.{0}.size() * sizeof(act_t));\n", m.name);
+      out += fmt::format("    a.grad_zeros.add(a.{0}.data(), a.{0}.size() * "
+                         "int64_t(sizeof(act_t)));\n",
+                         m.name);
   }
+  if (cuda_)
+    out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
   out += "  (void)a;\n}\n\n";
 
   // The instructions: receive, compute (traced F/B/W), send.

@@ -161,6 +161,73 @@ void zero(void *ptr, int64_t bytes) {
         cudaMemsetAsync(ptr, 0, size_t(bytes), compute_stream()));
 }
 
+namespace {
+constexpr int kZeroThreads = 256;
+
+/// Block b zeroes chunk (b - first_block) of the range whose block span holds
+/// b (binary search over the ranges' first blocks): 16-byte stores over the
+/// chunk's aligned middle, byte stores at its ends.
+__global__ void __launch_bounds__(kZeroThreads)
+    zero_set_kernel(const ZeroSet::Range *ranges, int64_t count) {
+  const int64_t b = blockIdx.x;
+  int64_t lo = 0, hi = count - 1;
+  while (lo < hi) { // the last range with first_block <= b
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (ranges[mid].first_block <= b)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const ZeroSet::Range r = ranges[lo];
+  const int64_t off = (b - r.first_block) * ZeroSet::kChunkBytes;
+  if (off >= r.bytes)
+    return;
+  const int64_t len = min(ZeroSet::kChunkBytes, r.bytes - off);
+  unsigned char *p = r.ptr + off;
+  const int64_t head =
+      min(len, int64_t((16 - (reinterpret_cast<uintptr_t>(p) & 15)) & 15));
+  const int64_t vecs = (len - head) / 16;
+  uint4 *v = reinterpret_cast<uint4 *>(p + head);
+  for (int64_t i = threadIdx.x; i < vecs; i += blockDim.x)
+    v[i] = make_uint4(0, 0, 0, 0);
+  const int64_t tail0 = head + vecs * 16;
+  for (int64_t i = threadIdx.x; i < head; i += blockDim.x)
+    p[i] = 0;
+  for (int64_t i = tail0 + threadIdx.x; i < len; i += blockDim.x)
+    p[i] = 0;
+}
+} // namespace
+
+void ZeroSet::add(void *ptr, int64_t bytes) {
+  if (sealed_)
+    cuda_fail("cudaErrorInvalidValue (ZeroSet::add after seal)",
+              "ZeroSet::add", __FILE__, __LINE__);
+  if (!ptr || bytes <= 0)
+    return;
+  host_.push_back({static_cast<unsigned char *>(ptr), bytes, blocks_});
+  blocks_ += (bytes + kChunkBytes - 1) / kChunkBytes;
+}
+
+void ZeroSet::seal() {
+  sealed_ = true;
+  if (host_.empty())
+    return;
+  table_ = DeviceBuffer<Range>(int64_t(host_.size()));
+  copy_to_device(table_.data(), host_.data(),
+                 int64_t(host_.size() * sizeof(Range)));
+}
+
+void ZeroSet::zero() {
+  if (!sealed_)
+    cuda_fail("cudaErrorInvalidValue (ZeroSet::zero before seal)",
+              "ZeroSet::zero", __FILE__, __LINE__);
+  if (blocks_ == 0)
+    return;
+  zero_set_kernel<<<unsigned(blocks_), kZeroThreads, 0, compute_stream()>>>(
+      table_.data(), int64_t(host_.size()));
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
 void copy_to_device(void *dst, const void *src, int64_t bytes) {
   if (bytes <= 0)
     return;

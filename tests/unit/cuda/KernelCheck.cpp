@@ -965,6 +965,36 @@ void check_reductions(int64_t n) {
   }
 }
 
+/// ZeroSet: ranges at odd addresses and lengths (a byte, under 16, several
+/// chunks, a chunk exactly) in one buffer of 0xAB bytes; after zero() the
+/// ranges' bytes are 0 and every other byte is still 0xAB, twice (reuse).
+void check_zero_set() {
+  const int64_t chunk = rt::ZeroSet::kChunkBytes, total = 5 * chunk + 4096;
+  rt::DeviceBuffer<unsigned char> buf(total);
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {0, 1}, {3, 13}, {17, 2 * chunk + 5}, {2 * chunk + 64, chunk},
+      {4 * chunk + 7, chunk + 100}};
+  std::vector<unsigned char> want(size_t(total), 0xAB);
+  for (auto [at, n] : ranges)
+    std::fill(want.begin() + at, want.begin() + at + n, 0);
+  rt::ZeroSet set;
+  for (auto [at, n] : ranges)
+    set.add(buf.data() + at, n);
+  set.add(buf.data(), 0); // empty: ignored
+  set.seal();
+  bool same = set.ranges() == int64_t(ranges.size());
+  for (int round = 0; round < 2; ++round) {
+    std::vector<unsigned char> fill(static_cast<size_t>(total), 0xAB),
+        got(static_cast<size_t>(total), 0);
+    rt::copy_to_device(buf.data(), fill.data(), total);
+    set.zero();
+    rt::copy_to_host(got.data(), buf.data(), total);
+    same &= got == want;
+  }
+  gOk &= report("ZeroSet zeroes its ranges and nothing else", same ? 0.0 : 1.0,
+                0.0);
+}
+
 void check_runtime() {
   const int64_t before = rt::current_device_bytes();
   {
@@ -982,6 +1012,7 @@ void check_runtime() {
   }
   gOk &= report("DeviceBuffer frees (current bytes back)",
                 double(rt::current_device_bytes() - before), 0.0);
+  check_zero_set();
 }
 
 void fault_hook(const char *m) { std::fprintf(stderr, "hook: %s\n", m); }
