@@ -357,32 +357,6 @@ static void copy_params(bool to_host) {
   }
 }
 
-static void save_checkpoint(const Options &o, int64_t steps_done) {
-  const std::string dir = o.save + "/step-" + std::to_string(steps_done);
-  if (g.mesh->rank() == 0)
-    make_directories(dir);
-  std::vector<CheckpointEntry> entries = checkpoint_entries(true);
-  copy_params(true);
-  checkpoint_save(dir + "/model.safetensors", entries,
-                  {{"format", "autoddl"},
-                   {"model", kModelName},
-                   {"step", std::to_string(steps_done)},
-                   {"optimizer", o.optimizer}},
-                  MPI_COMM_WORLD);
-}
-
-static int64_t load_checkpoint(const std::string &dir) {
-  auto meta = checkpoint_load(dir + "/model.safetensors",
-                              checkpoint_entries(true));
-  auto it = meta.find("step");
-  if (it == meta.end())
-    throw std::runtime_error(dir + "/model.safetensors: no step in metadata");
-  if (meta["model"] != kModelName)
-    throw std::runtime_error(dir + "/model.safetensors: a checkpoint of model " +
-                             meta["model"] + ", not " + kModelName);
-  copy_params(false);
-  return std::stoll(it->second);
-}
 
 )cpp";
 
@@ -561,16 +535,14 @@ static void release_all() {
 int main(int argc, char **argv) {
   Options o;
   int64_t first_step = 0;
-  // Bad input is found the same way on every rank: rank 0 reports it.
-  int bad = 0;
-  bool devices_up = false;
+  bool bad = false, devices_up = false;
   std::string message;
   try {
     comm_init(&argc, &argv);
     devices_up = true;
     setup(argc, argv, o, first_step);
   } catch (const std::exception &e) {
-    bad = 1;
+    bad = true;
     message = e.what();
   }
   int inited = 0;
@@ -581,13 +553,7 @@ int main(int argc, char **argv) {
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any) {
-    int first = bad ? rank : 1 << 30, who = 0;
-    MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rank == who)
-      std::fprintf(stderr, "error: %s\n", message.c_str());
+  if (report_setup_error(bad, message)) {
     if (devices_up) {
       release_all();
       comm_finalize();

@@ -42,6 +42,7 @@ extern const char *const kTrainParamsText;
 extern const char *const kTrainAllParamsText;
 extern const char *const kTrainOptimizerText;
 extern const char *const kTrainParseText;
+extern const char *const kTrainCheckpointText;
 extern const char *const kTrainMainText;
 extern const char *const kCudaTrainPreludeText;
 extern const char *const kCudaTrainSupportText;
@@ -1915,7 +1916,7 @@ std::string Emitter::emit() {
            kCudaTrainSupportText + kTrainSharedPipelineText +
            kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
            kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
-           kTrainParseText +
+           kTrainCheckpointText + kTrainParseText +
            (reportsAccuracy() ? classMain(kCudaTrainMainText, graphModel_)
                               : std::string(kCudaTrainMainText));
   std::string prelude = kTrainPreludeText, data = kTrainDataText,
@@ -1931,7 +1932,8 @@ std::string Emitter::emit() {
   return header() + prelude + kTrainSpecText + consts + params +
          kTrainSupportText + kTrainSharedPipelineText + data + stagesText +
          glue + kTrainOptionsText + kTrainParamsText + kTrainAllParamsText +
-         kTrainOptimizerText + kTrainParseText + mainText;
+         kTrainOptimizerText + kTrainCheckpointText + kTrainParseText +
+         mainText;
 }
 
 } // namespace

@@ -315,11 +315,22 @@ static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
   return e;
 }
 
-static void save_checkpoint(const Options &o, int64_t steps_done) {
+/// The CPU program's parameters and optimizer state are host memory already:
+/// the checkpoint entries point at them.
+static void copy_params(bool) {}
+
+)cpp";
+
+// Shared by both backends: checkpoints (after each backend's
+// checkpoint_entries and copy_params, which moves the CUDA program's state
+// between the device and the host copies the entries point at).
+extern const char *const kTrainCheckpointText = R"cpp(static void save_checkpoint(const Options &o, int64_t steps_done) {
   const std::string dir = o.save + "/step-" + std::to_string(steps_done);
   if (g.mesh->rank() == 0)
     make_directories(dir);
-  checkpoint_save(dir + "/model.safetensors", checkpoint_entries(true),
+  const std::vector<CheckpointEntry> entries = checkpoint_entries(true);
+  copy_params(true);
+  checkpoint_save(dir + "/model.safetensors", entries,
                   {{"format", "autoddl"},
                    {"model", kModelName},
                    {"step", std::to_string(steps_done)},
@@ -336,7 +347,24 @@ static int64_t load_checkpoint(const std::string &dir) {
   if (meta["model"] != kModelName)
     throw std::runtime_error(dir + "/model.safetensors: a checkpoint of model " +
                              meta["model"] + ", not " + kModelName);
+  copy_params(false);
   return std::stoll(it->second);
+}
+
+/// Bad input is found the same way on every rank; the lowest rank that found
+/// it reports it. Whether any rank did.
+static bool report_setup_error(bool bad, const std::string &message) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int mine = bad ? 1 : 0, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!any)
+    return false;
+  int first = bad ? rank : 1 << 30, who = 0;
+  MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == who)
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+  return true;
 }
 
 )cpp";
@@ -499,26 +527,17 @@ static int train(const Options &o, int64_t first_step) {
 
 int main(int argc, char **argv) {
   mpi_init(&argc, &argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   Options o;
   int64_t first_step = 0;
-  // Bad input is found the same way on every rank: rank 0 reports it.
-  int bad = 0;
+  bool bad = false;
   std::string message;
   try {
     setup(argc, argv, o, first_step);
   } catch (const std::exception &e) {
-    bad = 1;
+    bad = true;
     message = e.what();
   }
-  int any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (any) {
-    int first = bad ? rank : 1 << 30, who = 0;
-    MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (rank == who)
-      std::fprintf(stderr, "error: %s\n", message.c_str());
+  if (report_setup_error(bad, message)) {
     g = Grid{};
     MPI_Finalize();
     return 1;
