@@ -230,16 +230,34 @@ Signatures SoftmaxOp::getSbpSignatures() {
 
 // Batch, or heads (q, k, v and the result split at head boundaries, granule D;
 // with G kv heads, device j's query heads [jH/n, (j+1)H/n) use exactly its kv
-// heads [jG/n, (j+1)G/n)). A fused [q | k | v] operand splits only by batch,
-// since a contiguous slice of it is not a [q | k | v] of fewer heads.
+// heads [jG/n, (j+1)G/n)). A fused [q | k | v] operand with G = H splits by
+// heads too, per segment: S(2) of a packed tensor means each device holds the
+// same heads of q, of k and of v (granule 3D over the whole dimension; H % n
+// == 0), the layout of generated programs (docs/ir.md "Packed tensors"); the
+// linear producing it splits its weight's columns per segment alike, which a
+// linear can, its output columns being independent.
 Signatures AttentionOp::getSbpSignatures() {
-  if (getNumOperands() == 1)
-    return {sig({S(0)}, {S(0)})};
+  if (getNumOperands() == 1) {
+    Signatures rows = {sig({S(0)}, {S(0)})};
+    const std::optional<uint64_t> kv = getNumKvHeads();
+    if (!kv || *kv == getNumHeads())
+      rows.push_back(sig({S(2)}, {S(2)}));
+    return rows;
+  }
   return {sig({S(0), S(0), S(0)}, {S(0)}), sig({S(2), S(2), S(2)}, {S(2)})};
 }
 
-int64_t AttentionOp::getSplitGranule(unsigned, int64_t dim) {
-  return dim == 2 ? getHeadDim() : 1;
+int64_t AttentionOp::getSplitGranule(unsigned valueIndex, int64_t dim) {
+  if (dim != 2)
+    return 1;
+  const int64_t D = int64_t(getHeadDim()), H = int64_t(getNumHeads());
+  if (getNumOperands() != 1 || valueIndex != 0)
+    return D;
+  // The packed operand: equal segments split per segment (3 head slices a
+  // head); unequal ones (G != H) not at all (the whole dimension).
+  const std::optional<uint64_t> kv = getNumKvHeads();
+  const int64_t G = kv ? int64_t(*kv) : H;
+  return G == H ? 3 * D : (H + 2 * G) * D;
 }
 
 // logits [...,V], targets [...] -> scalar mean. Positions split on both: each

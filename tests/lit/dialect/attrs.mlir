@@ -32,6 +32,15 @@ func.func @signature_3d(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>) -> tensor<8
   return %y : tensor<8x32xf32>
 }
 
+// A packed [q | k | v] (G = H) split by heads on tp: S(2) of the packed operand is per segment
+// (each device the same 2 of the 4 heads of q, k and v), granule 3D = 12 of the 48 columns.
+// CHECK-LABEL: func.func @packed_qkv_heads
+// CHECK: sbp.sig = #sbp.sig<@mesh, ([S(0), S(2)]) -> ([S(0), S(2)])>
+func.func @packed_qkv_heads(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
+  %a = sbp.attention %qkv {num_heads = 4 : i64, head_dim = 4 : i64, causal = true, sbp.sig = #sbp.sig<@mesh, ([S(0), S(2)]) -> ([S(0), S(2)])>} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return %a : tensor<2x8x16xf32>
+}
+
 // A parameter's signature has no inputs; ZeRO-style sharding splits it on dp.
 // CHECK-LABEL: func.func @parameter_signature
 // CHECK: sbp.placement = #sbp.placement<stage = 0, mesh = @mesh>

@@ -125,6 +125,27 @@ func.func @attention_splits_inside_a_head(%q: tensor<2x8x8xf32>) -> tensor<2x8x8
 
 // -----
 
+sbp.mesh @mesh [tp = 2]
+func.func @packed_qkv_with_grouped_kv(%qkv: tensor<2x8x32xf32>) -> tensor<2x8x16xf32> {
+  // A packed [q | k | v] splits by heads only when its three segments are equal (G = H): with
+  // G != H its last dimension is one piece.
+  // expected-error@+1 {{sbp.sig operand #0: expected the size of dimension 2 to be divisible by 64 (split over mesh axes tp in pieces of 32), got 32}}
+  %a = sbp.attention %qkv {num_heads = 4 : i64, num_kv_heads = 2 : i64, head_dim = 4 : i64, sbp.sig = #sbp.sig<@mesh, ([S(2)]) -> ([S(2)])>} : (tensor<2x8x32xf32>) -> tensor<2x8x16xf32>
+  return %a : tensor<2x8x16xf32>
+}
+
+// -----
+
+sbp.mesh @mesh [tp = 4]
+func.func @packed_qkv_splits_inside_a_head(%qkv: tensor<2x8x24xf32>) -> tensor<2x8x8xf32> {
+  // Two heads of q, k and v cannot be split four ways: per device 3 whole head slices of 4.
+  // expected-error@+1 {{sbp.sig operand #0: expected the size of dimension 2 to be divisible by 48 (split over mesh axes tp in pieces of 12), got 24}}
+  %a = sbp.attention %qkv {num_heads = 2 : i64, head_dim = 4 : i64, sbp.sig = #sbp.sig<@mesh, ([S(2)]) -> ([S(2)])>} : (tensor<2x8x24xf32>) -> tensor<2x8x8xf32>
+  return %a : tensor<2x8x8xf32>
+}
+
+// -----
+
 sbp.mesh @mesh [dp = 2]
 sbp.mesh @stage1 [dp = 2] {first_device = 2 : i64}
 func.func @placement_on_other_mesh(%x: tensor<8xf32>) -> tensor<8xf32> {
