@@ -449,17 +449,20 @@ OpCost opCost(const Cluster &c, std::string_view kind,
       fwd = s.forward;
       bwd = s.backward;
     }
+  const double overhead = kernels.stepGraph && c.graphOpOverhead >= 0
+                              ? c.graphOpOverhead
+                              : c.opOverhead;
   if (out.forward.time > 0)
-    out.forward.time = fwd * out.forward.time + c.opOverhead;
+    out.forward.time = fwd * out.forward.time + overhead;
   out.backwardData.time *= bwd;
   out.backwardWeight.time *= bwd;
   if (isGemmKind(kind)) {
     for (KernelCost *k : {&out.backwardData, &out.backwardWeight})
       if (k->time > 0)
-        k->time += c.opOverhead;
+        k->time += overhead;
   } else if (out.backward() > 0) {
     (out.backwardData.time > 0 ? out.backwardData : out.backwardWeight).time +=
-        c.opOverhead;
+        overhead;
   }
   return out;
 }

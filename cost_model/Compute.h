@@ -56,6 +56,9 @@ struct KernelOptions {
   /// Attention-probability dropout (unfused kernels only; a fused kernel
   /// drops inside the kernel at no extra HBM traffic). 0: none.
   double attentionDropout = 0;
+  /// The step runs as one CUDA graph (backends/cuda/StepGraph.h): each op
+  /// execution costs gpu.graph_op_overhead_us, not gpu.op_overhead_us.
+  bool stepGraph = false;
 };
 
 /// Achievable fraction of peak of an M×N×K GEMM: the cluster's large-GEMM

@@ -49,6 +49,21 @@ double prod(const std::vector<int64_t> &s) {
 constexpr double kImpossible =
     1e9; // seconds: a boxing the cost model cannot do
 
+/// Whether the generated CUDA program runs this mesh's step as one CUDA
+/// graph (codegen's kStepGraphable, backends/cuda/StepGraph.h): one stage, no
+/// tensor or data parallelism (ZeRO's dp qualifies in the program too, but
+/// the choice of ZeRO comes after pricing: priced eagerly, a little high),
+/// and a token model (classifiers and graph models read their accuracy back
+/// inside the step).
+bool stepGraphed(const ModelGraph &g, int tp, int dp, int pp) {
+  if (tp != 1 || dp != 1 || pp != 1)
+    return false;
+  for (const TensorDef &t : g.tensors)
+    if (t.role == TensorRole::Input && t.name == "input_ids")
+      return true;
+  return false;
+}
+
 } // namespace
 
 PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
@@ -87,6 +102,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   enumerateSignatures(sg_, tp, b_, o_.tpDataSplits);
 
   const ModelGraph &g = *sg_.graph;
+  cost::KernelOptions kernels = o_.kernels;
+  kernels.stepGraph = stepGraphed(g, tp_, dp_, pp_);
   // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
   // each rank computes its own rows, gathering the rows spmm and sddmm read
   // from every node.
@@ -185,7 +202,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
               *v /= tp_;
         }
       cost::OpCost oc = cost::opCost(c_, op.kind, in, out, attrs, isParam,
-                                     o_.precision, o_.kernels);
+                                     o_.precision, kernels);
       OpSigCost sc;
       sc.forward = oc.forward.time;
       sc.backward = oc.backward();
@@ -195,7 +212,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
         // an SDDMM of dY and x on the same pattern.
         sc.backward +=
             cost::opCost(c_, "sddmm", {in[0], out[0], in[1]}, {in[0]}, attrs,
-                         {false, false, false}, o_.precision, o_.kernels)
+                         {false, false, false}, o_.precision, kernels)
                 .forward.time;
       sc.wgrad = oc.backwardWeight.time;
       sc.savedInternal = oc.savedInternal;

@@ -4,23 +4,28 @@
 # the metrics.json files of profiled runs (bench/cuda/run.sh --profile keeps them):
 #
 #   bash bench/cuda/fit_check.sh [--autoddl BIN] [--cluster C] [--fit NAME] [--fix K=V,..]
-#                                MEASURED_DIR OUT_DIR
+#                                [--graph-runs DIR] MEASURED_DIR OUT_DIR
 #
 # MEASURED_DIR/<project>/metrics.json: one profiled run per benchmark project (the names of
 # bench/cuda/make_projects.sh: gpt2-single, gpt2-medium-dp2, ...). NAME (default
 # gpt2-medium-single) is the run the cluster is fitted to: its plan, made on C (default
 # h200-calibrated), goes through `autoddl validate --fit-cluster OUT_DIR/h200-fitted.json`; every
 # benchmark plan is then made again on the fitted cluster and validated against its own run.
+# --graph-runs DIR: DIR/<project>/metrics.json, the unprofiled (timed) runs (bench/cuda/run.sh
+# --profile keeps them as run-<project>/); the fit then takes gpu.graph_op_overhead_us from
+# NAME's, if its step ran as a CUDA graph, and a run whose step was graphed is compared on its
+# own step time (the profiled run is always eager).
 # Writes OUT_DIR/h200-fitted.json and OUT_DIR/fit_check.txt (one line per run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-autoddl="" cluster=h200-calibrated fit=gpt2-medium-single fix_extra=partition=uniform
+autoddl="" cluster=h200-calibrated fit=gpt2-medium-single fix_extra=partition=uniform graph_runs=""
 while [ $# -gt 2 ]; do
   case "$1" in
   --autoddl) autoddl=$2; shift 2 ;;
   --cluster) cluster=$2; shift 2 ;;
   --fit) fit=$2; shift 2 ;;
   --fix) fix_extra=$2; shift 2 ;;
+  --graph-runs) graph_runs=$2; shift 2 ;;
   *) echo "fit_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -35,8 +40,13 @@ trap 'rm -rf "$before" "$after"' EXIT
 # possible): FIX (default partition=uniform) makes the plans those runs ran.
 bash bench/cuda/make_projects.sh --autoddl "$autoddl" --cluster "$cluster" --models "$models" \
   --fix "$fix_extra" "$before" >/dev/null
+graphed() { # DIR: its metrics.json's step ran as a CUDA graph
+  python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["info"].get("cuda_graph","").startswith("on") else 1)' "$1/metrics.json" 2>/dev/null
+}
+graph_arg=()
+[ -n "$graph_runs" ] && graphed "$graph_runs/$fit" && graph_arg=(--graph-run "$graph_runs/$fit")
 "$autoddl" validate "$before/.plans/$fit.json" --measured "$measured/$fit" --cluster "$cluster" \
-  --fit-cluster "$out/h200-fitted.json" >/dev/null
+  --fit-cluster "$out/h200-fitted.json" "${graph_arg[@]}" >/dev/null
 bash bench/cuda/make_projects.sh --autoddl "$autoddl" --cluster "$out/h200-fitted.json" \
   --models "$models" --fix "$fix_extra" "$after" >/dev/null
 {
@@ -45,15 +55,20 @@ bash bench/cuda/make_projects.sh --autoddl "$autoddl" --cluster "$out/h200-fitte
   for dir in "$measured"/*/; do
     n=$(basename "$dir")
     [ -f "$before/.plans/$n.json" ] || continue
+    run=""
+    [ -n "$graph_runs" ] && graphed "$graph_runs/$n" && run="$graph_runs/$n/metrics.json"
     python3 - "$n" "$fit" \
       <("$autoddl" validate "$before/.plans/$n.json" --measured "$dir" --json) \
-      <("$autoddl" validate "$after/.plans/$n.json" --measured "$dir" --json) <<'PY'
+      <("$autoddl" validate "$after/.plans/$n.json" --measured "$dir" --json) "$run" <<'PY'
 import json, sys
 name, fit, b, a = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
-m = b["step"]["measured_s"]
-print("%-22s %12.3f %12.3f %12.3f %+9.1f%% %+9.1f%%%s" % (
-    name, 1e3 * m, 1e3 * b["step"]["predicted_s"], 1e3 * a["step"]["predicted_s"],
-    100 * b["step"]["error"], 100 * a["step"]["error"], "  (fitted run)" if name == fit else ""))
+m, note = b["step"]["measured_s"], ""
+if sys.argv[5]:  # the step ran as a CUDA graph: its own time
+    m, note = json.load(open(sys.argv[5]))["mean_step_seconds"], "  (graphed step)"
+pb, pa = b["step"]["predicted_s"], a["step"]["predicted_s"]
+print("%-22s %12.3f %12.3f %12.3f %+9.1f%% %+9.1f%%%s%s" % (
+    name, 1e3 * m, 1e3 * pb, 1e3 * pa, 100 * (pb - m) / m, 100 * (pa - m) / m,
+    "  (fitted run)" if name == fit else "", note))
 PY
   done
 } | tee "$out/fit_check.txt"

@@ -9,7 +9,9 @@
 #                          [--modes eager,compile] [--dist-models a,b] [--profile]
 #
 # --profile: run the generated programs with --profile --trace as well and keep their metrics.json
-#   and trace.json in $OUT/validate-<project>/, for `autoddl validate PLAN --measured DIR` here.
+#   and trace.json in $OUT/validate-<project>/, for `autoddl validate PLAN --measured DIR` here;
+#   the timed (unprofiled) run's metrics.json goes to $OUT/run-<project>/ (a step replayed as a
+#   CUDA graph there fits gpu.graph_op_overhead_us: validate --graph-run, fit_check.sh).
 # --modes: the one-GPU PyTorch modes (default eager,compile; none: skip them).
 # --dist-models: the models of the two-GPU PyTorch runs (default: --models).
 #
@@ -192,6 +194,7 @@ if [ ${#selected[@]} -gt 0 ]; then
       python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "$b/out/metrics.json" \
         "$warmup" "$st" >>"$ad_rows"
       if [ "$profile" = 1 ]; then # a second, profiled run: op times for autoddl validate
+        mkdir -p "$res/run-$name" && cp "$b/out/metrics.json" "$res/run-$name/" 2>/dev/null
         say "autoddl $name: profiled run"
         timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$want" \
           -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \

@@ -246,6 +246,12 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
     c.opOverhead = 1e-6 * gpu.number("op_overhead_us", true, 0.0);
     if (c.opOverhead >= 1e-2)
       gpu.fail(gpu.at("op_overhead_us"), "expected microseconds below 10000");
+    if (gpu.has("graph_op_overhead_us")) {
+      c.graphOpOverhead = 1e-6 * gpu.number("graph_op_overhead_us", true);
+      if (c.graphOpOverhead >= 1e-2)
+        gpu.fail(gpu.at("graph_op_overhead_us"),
+                 "expected microseconds below 10000");
+    }
     gpu.source();
     gpu.finish();
   }

@@ -57,7 +57,7 @@ namespace {
 using nlohmann::json;
 
 struct ValidateArgs {
-  std::string plan, measured, traceOut, model, cluster, fitCluster;
+  std::string plan, measured, traceOut, model, cluster, fitCluster, graphRun;
   bool json = false;
   int64_t steps = 10;
   double stepTolerance = 0.15; // issue 6: within 15% after calibration
@@ -244,13 +244,41 @@ std::string runHere(const ValidateArgs &a, const planner::Plan &plan) {
   return dir;
 }
 
+/// --graph-run DIR: the mean step of DIR/metrics.json, a run of the plan's
+/// program (without --profile) whose step ran as a CUDA graph; nullopt
+/// without --graph-run.
+std::optional<double> graphRunStep(const ValidateArgs &a,
+                                   const planner::Plan &plan) {
+  if (a.graphRun.empty())
+    return std::nullopt;
+  const std::string path = a.graphRun + "/metrics.json";
+  if (!std::filesystem::exists(path))
+    throw UserError(path + ": no metrics.json in " + a.graphRun);
+  const json m = readJsonFile(path, "metrics");
+  if (!m.is_object())
+    throw UserError(path + ": expected a JSON object");
+  const json info = m.value("info", json::object());
+  if (info.value("model", std::string()) != plan.model)
+    throw UserError(fmt::format("{}: not a run of model {}", path, plan.model));
+  const std::string graph = info.value("cuda_graph", std::string());
+  if (graph.rfind("on", 0) != 0)
+    throw UserError(fmt::format(
+        "{}: its step did not run as a CUDA graph (info.cuda_graph: {})", path,
+        graph.empty() ? std::string("absent") : graph));
+  const std::optional<double> step =
+      optNumber(m, "mean_step_seconds", path, json::json_pointer());
+  if (!step)
+    throw UserError(path + ": no mean_step_seconds");
+  return step;
+}
+
 /// --fit-cluster: the cluster of --cluster with each op kind's measured /
 /// predicted time as gpu.op_time_scale (composed with the scale it had) and
 /// the step time no op accounts for, spread over the op executions, as
 /// gpu.op_overhead_us (docs/calibrate.md "Fitting the cluster to a run").
 void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
-                const std::vector<Row> &ops,
-                std::optional<double> measuredStep) {
+                const std::vector<Row> &ops, std::optional<double> measuredStep,
+                std::optional<double> graphStep) {
   if (a.cluster.empty())
     throw UserError("--fit-cluster: needs --cluster, the cluster the plan "
                     "was made on (preset name or file)");
@@ -306,6 +334,21 @@ void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
       planName, a.measured.empty() ? std::string("(run here)") : a.measured);
   gpu["op_time_scale"] = scales;
   gpu["op_overhead_us"] = std::round(overhead * 1e7) / 10; // 0.1 us
+  // --graph-run: the same plan's step replayed as a CUDA graph; what it spends
+  // outside the ops (measured eagerly, with their own launch gaps) over the
+  // same executions is the per-op overhead of a graphed step.
+  std::optional<double> graphOverhead;
+  if (graphStep) {
+    graphOverhead =
+        std::max(0.0, (*graphStep - measuredOps - predictedOther) / calls);
+    gpu["graph_op_overhead_us"] = std::round(*graphOverhead * 1e7) / 10;
+    if (gpu.contains("source") && gpu["source"].is_object())
+      gpu["source"]["graph_op_overhead_us"] = fmt::format(
+          "autoddl validate --fit-cluster --graph-run {}: the graphed step "
+          "({:.3f} ms) outside the profiled run's ops, less what the plan "
+          "prices there, over {} op executions",
+          a.graphRun, 1e3 * *graphStep, calls);
+  }
   if (gpu.contains("source") && gpu["source"].is_object())
     gpu["source"]["op_overhead_us"] =
         fmt::format("autoddl validate --fit-cluster: step time outside every "
@@ -321,14 +364,20 @@ void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
   cost::clusterFromJson(doc, a.fitCluster); // what it writes must load
   writeFileAtomically(a.fitCluster, doc.dump(2) + "\n");
   std::fprintf(stderr,
-               "autoddl: wrote %s: %zu op kinds scaled, op overhead %.1f us\n",
-               a.fitCluster.c_str(), scales.size() - 1, overhead * 1e6);
+               "autoddl: wrote %s: %zu op kinds scaled, op overhead %.1f us%s\n",
+               a.fitCluster.c_str(), scales.size() - 1, overhead * 1e6,
+               graphOverhead ? fmt::format(", in a graphed step {:.1f} us",
+                                           *graphOverhead * 1e6)
+                                   .c_str()
+                             : "");
 }
 
 void run(const ValidateArgs &a) {
   if (!(a.stepTolerance >= 0))
     throw UserError("--step-tolerance: expected a non-negative fraction, got " +
                     fmt::format("{}", a.stepTolerance));
+  if (!a.graphRun.empty() && a.fitCluster.empty())
+    throw UserError("--graph-run: only with --fit-cluster");
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string dir = a.measured.empty() ? runHere(a, plan) : a.measured;
   const std::string metricsPath = dir + "/metrics.json";
@@ -450,7 +499,7 @@ void run(const ValidateArgs &a) {
                    : std::nullopt;
 
   if (!a.fitCluster.empty())
-    fitCluster(a, plan, ops, measuredStep);
+    fitCluster(a, plan, ops, measuredStep, graphRunStep(a, plan));
 
   std::string traceNote;
   if (!a.traceOut.empty()) {
@@ -558,6 +607,10 @@ void registerValidateCommand(CLI::App &app) {
                   "write that cluster with op-kind time scales and a per-op "
                   "overhead fitted to this run (fit on a 1-GPU plan; "
                   "docs/calibrate.md)");
+  cmd->add_option("--graph-run", args->graphRun,
+                  "with --fit-cluster: directory of a run of the same plan "
+                  "(no --profile) whose step ran as a CUDA graph; fits "
+                  "gpu.graph_op_overhead_us");
   cmd->add_option("--model", args->model,
                   "the model file the plan was made from (run made here)");
   cmd->callback([args] { run(*args); });

@@ -148,6 +148,15 @@ TEST_F(ClusterJsonTest, FittedOpScalesAndOverhead) {
   doc["gpu"]["op_overhead_us"] = -1;
   EXPECT_NE(errorOf(doc).find("/gpu/op_overhead_us"), std::string::npos)
       << errorOf(doc);
+  // The graphed step's overhead: absent, -1 (as op_overhead_us); present,
+  // microseconds below 10000.
+  doc["gpu"]["op_overhead_us"] = 12.5;
+  EXPECT_EQ(loadCluster("h200x2-nvlink").graphOpOverhead, -1);
+  doc["gpu"]["graph_op_overhead_us"] = 2.5;
+  EXPECT_EQ(errorOf(doc), "");
+  doc["gpu"]["graph_op_overhead_us"] = 1e5;
+  EXPECT_NE(errorOf(doc).find("/gpu/graph_op_overhead_us"), std::string::npos)
+      << errorOf(doc);
 }
 
 TEST_F(ClusterJsonTest, PresetsScaleToNNodes) {

@@ -195,6 +195,18 @@ TEST(Calibration, FittedScaleAndOverheadPerLaunch) {
   OpCost l0 = lin(plain), l1 = lin(fitted); // linear: no scale, 3 launches
   EXPECT_NEAR(l1.forward.time, l0.forward.time + 10e-6, 1e-15);
   EXPECT_NEAR(l1.backward(), l0.backward() + 20e-6, 1e-15);
+  // A step run as one CUDA graph pays graph_op_overhead_us a launch instead,
+  // where the cluster has one.
+  KernelOptions graphed;
+  graphed.stepGraph = true;
+  auto linGraphed = [&](const Cluster &c) {
+    return opCost(c, "linear", in, out, {{"transpose_weight", false}},
+                  {false, true}, Precision::BF16, graphed);
+  };
+  EXPECT_NEAR(linGraphed(fitted).forward.time, l1.forward.time, 1e-15);
+  fitted.graphOpOverhead = 2e-6;
+  EXPECT_NEAR(linGraphed(fitted).forward.time, l0.forward.time + 2e-6, 1e-15);
+  EXPECT_NEAR(linGraphed(fitted).backward(), l0.backward() + 4e-6, 1e-15);
   ValueType y{{4096 * 1024}, DType::F32};
   EXPECT_EQ(opCost(fitted, "reshape", {x}, {y},
                    {{"shape", std::vector<int64_t>{4096 * 1024}}}, {false},

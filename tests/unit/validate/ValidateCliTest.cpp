@@ -342,6 +342,59 @@ TEST_F(ValidateCli, FitClusterReproducesTheFittedRun) {
                      "--fit-cluster: needs --cluster");
 }
 
+// --graph-run: a run of the same plan whose step ran as a CUDA graph (15%
+// faster here) fits gpu.graph_op_overhead_us below the eager overhead, and a
+// one-GPU token plan made on the fitted cluster (its step graphed) predicts
+// the graphed step; a run that did not graph, or --graph-run alone, is
+// refused.
+TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
+  const double eagerStep =
+      readJson(kFixture + "/metrics.json").at("mean_step_seconds");
+  const std::string graphed = measuredCopy([&](json &m) {
+    m["info"]["cuda_graph"] = "on: 120 nodes, captured at the run's second step";
+    m["mean_step_seconds"] = 0.85 * eagerStep;
+  });
+  const std::string fitted = dir_ + "/h200-graph-fitted.json";
+  CliRun r = cli("validate '" + plan() + "' --measured " + kFixture +
+                 " --cluster h200x2-nvlink --fit-cluster '" + fitted +
+                 "' --graph-run '" + graphed + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json gpu = readJson(fitted).at("gpu");
+  const double eager = gpu.at("op_overhead_us"),
+               graph = gpu.at("graph_op_overhead_us");
+  EXPECT_GE(graph, 0.0);
+  EXPECT_LT(graph, eager);
+  CliRun p = cli("plan tiny-gpt --cluster '" + fitted +
+                 "' --gpus 1 --global-batch 8 --seq 16 --no-why -o '" + dir_ +
+                 "/graph-plan.json'");
+  ASSERT_EQ(p.status, 0) << p.err;
+  const double predicted = readJson(dir_ + "/graph-plan.json")
+                               .at("predicted")
+                               .at("step_time_s");
+  EXPECT_NEAR(predicted, 0.85 * eagerStep, 0.03 * eagerStep);
+  // The same plan on two GPUs (dp=2) runs eagerly: priced with the eager
+  // overhead, above the graphed one-GPU step.
+  CliRun p2 = cli("plan tiny-gpt --cluster '" + fitted +
+                  "' --gpus 2 --global-batch 16 --seq 16 --fix tp=1,pp=1,dp=2 "
+                  "--no-why -o '" + dir_ + "/dp2-plan.json'");
+  ASSERT_EQ(p2.status, 0) << p2.err;
+  EXPECT_GT(readJson(dir_ + "/dp2-plan.json")
+                .at("predicted")
+                .at("step_time_s")
+                .get<double>(),
+            predicted);
+  const std::string eagerRun = measuredCopy([](json &m) {
+    m["info"]["cuda_graph"] = "off: turned off (--no-cuda-graph)";
+  });
+  expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
+                         " --cluster h200x2-nvlink --fit-cluster '" + fitted +
+                         "' --graph-run '" + eagerRun + "'"),
+                     "did not run as a CUDA graph");
+  expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
+                         " --graph-run '" + eagerRun + "'"),
+                     "--graph-run: only with --fit-cluster");
+}
+
 // A pipeline's profile comes from its busiest rank: the prediction compared is
 // that rank's pipeline device's (op_kinds_by_device_s), not the critical one.
 TEST_F(ValidateCli, PipelineComparesTheProfiledDevice) {
