@@ -357,7 +357,6 @@ static void copy_params(bool to_host) {
   }
 }
 
-
 )cpp";
 
 extern const char *const kCudaTrainMainText = R"cpp(/// The NCCL communicator of one mesh axis: the ranks agreeing on every other

@@ -151,10 +151,10 @@ std::string classMain(std::string text, bool graph) {
   }
   const std::string loop =
       "  for (int64_t step = first_step; step < o.steps; ++step) {\n";
-  text = replaceOnce(text, loop,
-                     std::string("  double accuracy = 0; // of the last step\n") +
-                         (graph ? "  double heldout_accuracy = 0;\n" : "") +
-                         loop);
+  text =
+      replaceOnce(text, loop,
+                  std::string("  double accuracy = 0; // of the last step\n") +
+                      (graph ? "  double heldout_accuracy = 0;\n" : "") + loop);
   const std::string mean = "    loss /= double(kLossCount);\n";
   std::string count =
       "    double correct = local_correct();\n    "
@@ -171,17 +171,19 @@ std::string classMain(std::string text, bool graph) {
       text,
       "\"step %4lld/%lld: loss %.6f (%.1f ms)\\n\", (long long)step + 1,\n"
       "                  (long long)o.steps, loss, seconds * 1e3);",
-      graph ? "\"step %4lld/%lld: loss %.6f accuracy %.4f held-out %.4f (%.1f "
-              "ms)\\n\",\n                  (long long)step + 1, (long "
-              "long)o.steps, loss, accuracy,\n                  "
-              "heldout_accuracy, seconds * 1e3);"
-            : "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
-              "                  (long long)step + 1, (long long)o.steps, loss, "
-              "accuracy,\n                  seconds * 1e3);");
+      graph
+          ? "\"step %4lld/%lld: loss %.6f accuracy %.4f held-out %.4f (%.1f "
+            "ms)\\n\",\n                  (long long)step + 1, (long "
+            "long)o.steps, loss, accuracy,\n                  "
+            "heldout_accuracy, seconds * 1e3);"
+          : "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
+            "                  (long long)step + 1, (long long)o.steps, loss, "
+            "accuracy,\n                  seconds * 1e3);");
   const std::string out = "  if (!o.out.empty()) {\n";
   return replaceOnce(
       text, out,
-      std::string("  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n") +
+      std::string(
+          "  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n") +
           (graph ? "  metrics.info[\"heldout_accuracy\"] = "
                    "std::to_string(heldout_accuracy);\n"
                  : "") +

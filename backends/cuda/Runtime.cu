@@ -200,8 +200,8 @@ __global__ void __launch_bounds__(kZeroThreads)
 
 void ZeroSet::add(void *ptr, int64_t bytes) {
   if (sealed_)
-    cuda_fail("cudaErrorInvalidValue (ZeroSet::add after seal)",
-              "ZeroSet::add", __FILE__, __LINE__);
+    cuda_fail("cudaErrorInvalidValue (ZeroSet::add after seal)", "ZeroSet::add",
+              __FILE__, __LINE__);
   if (!ptr || bytes <= 0)
     return;
   host_.push_back({static_cast<unsigned char *>(ptr), bytes, blocks_});

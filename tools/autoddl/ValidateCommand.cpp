@@ -363,13 +363,13 @@ void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
       "(autoddl validate --fit-cluster).";
   cost::clusterFromJson(doc, a.fitCluster); // what it writes must load
   writeFileAtomically(a.fitCluster, doc.dump(2) + "\n");
-  std::fprintf(stderr,
-               "autoddl: wrote %s: %zu op kinds scaled, op overhead %.1f us%s\n",
-               a.fitCluster.c_str(), scales.size() - 1, overhead * 1e6,
-               graphOverhead ? fmt::format(", in a graphed step {:.1f} us",
-                                           *graphOverhead * 1e6)
-                                   .c_str()
-                             : "");
+  std::fprintf(
+      stderr, "autoddl: wrote %s: %zu op kinds scaled, op overhead %.1f us%s\n",
+      a.fitCluster.c_str(), scales.size() - 1, overhead * 1e6,
+      graphOverhead
+          ? fmt::format(", in a graphed step {:.1f} us", *graphOverhead * 1e6)
+                .c_str()
+          : "");
 }
 
 void run(const ValidateArgs &a) {

@@ -170,8 +170,7 @@ __global__ void vocab_loss_kernel(float *losses, const float *gmax,
                                   int64_t N) {
   for (int64_t n = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; n < N;
        n += int64_t(gridDim.x) * blockDim.x)
-    losses[n] =
-        targets[n] < 0 ? 0.0f : logf(sums[n]) + gmax[n] - sums[N + n];
+    losses[n] = targets[n] < 0 ? 0.0f : logf(sums[n]) + gmax[n] - sums[N + n];
 }
 
 bool rows_vectorisable(const act_t *a, const act_t *b) {

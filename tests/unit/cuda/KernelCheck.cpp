@@ -973,7 +973,10 @@ void check_zero_set() {
   const int64_t chunk = rt::ZeroSet::kChunkBytes, total = 5 * chunk + 4096;
   rt::DeviceBuffer<unsigned char> buf(total);
   const std::vector<std::pair<int64_t, int64_t>> ranges = {
-      {0, 1}, {3, 13}, {17, 2 * chunk + 5}, {2 * chunk + 64, chunk},
+      {0, 1},
+      {3, 13},
+      {17, 2 * chunk + 5},
+      {2 * chunk + 64, chunk},
       {4 * chunk + 7, chunk + 100}};
   std::vector<unsigned char> want(size_t(total), 0xAB);
   for (auto [at, n] : ranges)
@@ -1022,8 +1025,7 @@ void check_step_graph() {
     same &= graph.captured() == (call >= 1);
   }
   gOk &= report("StepGraph: eager, captured, replayed with new inputs",
-                same && !graph.failed() && graph.nodes() >= 3 ? 0.0 : 1.0,
-                0.0);
+                same && !graph.failed() && graph.nodes() >= 3 ? 0.0 : 1.0, 0.0);
   graph.reset();
 }
 

@@ -229,8 +229,7 @@ TEST(PlantedGraph, CommunitiesShowInEdgesAndFeatures) {
     correct += best == g.labels[i];
   }
   EXPECT_GT(correct, 150);
-  const PlantedGraph again =
-      planted_graph(11, 300, 8, 3, 0.10, 0.005, 1.0);
+  const PlantedGraph again = planted_graph(11, 300, 8, 3, 0.10, 0.005, 1.0);
   EXPECT_EQ(again.col_idx, g.col_idx); // deterministic
   EXPECT_EQ(again.x, g.x);
   // The split: even nodes train, odd ones are held out; each label list keeps

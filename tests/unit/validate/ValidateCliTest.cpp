@@ -351,7 +351,8 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
   const double eagerStep =
       readJson(kFixture + "/metrics.json").at("mean_step_seconds");
   const std::string graphed = measuredCopy([&](json &m) {
-    m["info"]["cuda_graph"] = "on: 120 nodes, captured at the run's second step";
+    m["info"]["cuda_graph"] =
+        "on: 120 nodes, captured at the run's second step";
     m["mean_step_seconds"] = 0.85 * eagerStep;
   });
   const std::string fitted = dir_ + "/h200-graph-fitted.json";
@@ -368,15 +369,15 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
                  "' --gpus 1 --global-batch 8 --seq 16 --no-why -o '" + dir_ +
                  "/graph-plan.json'");
   ASSERT_EQ(p.status, 0) << p.err;
-  const double predicted = readJson(dir_ + "/graph-plan.json")
-                               .at("predicted")
-                               .at("step_time_s");
+  const double predicted =
+      readJson(dir_ + "/graph-plan.json").at("predicted").at("step_time_s");
   EXPECT_NEAR(predicted, 0.85 * eagerStep, 0.03 * eagerStep);
   // The same plan on two GPUs (dp=2) runs eagerly: priced with the eager
   // overhead, above the graphed one-GPU step.
   CliRun p2 = cli("plan tiny-gpt --cluster '" + fitted +
                   "' --gpus 2 --global-batch 16 --seq 16 --fix tp=1,pp=1,dp=2 "
-                  "--no-why -o '" + dir_ + "/dp2-plan.json'");
+                  "--no-why -o '" +
+                  dir_ + "/dp2-plan.json'");
   ASSERT_EQ(p2.status, 0) << p2.err;
   EXPECT_GT(readJson(dir_ + "/dp2-plan.json")
                 .at("predicted")
