@@ -32,9 +32,10 @@ void StepGraph::run(const std::function<void()> &body) {
     body();
     return;
   }
-  // Relaxed: a first-use allocation inside the body is allowed (and kept; the
-  // caches only grow), while anything that waits on the capturing stream
-  // still fails loudly.
+  // Relaxed: host-only CUDA calls (cudaFuncSetAttribute, cudaGetDevice) do
+  // not end the capture. The body must not allocate or wait (device_alloc
+  // and scratch growth synchronise the stream: that fails loudly); the eager
+  // first call grew every workspace already.
   AUTODDL_CUDA_CHECK(
       cudaStreamBeginCapture(compute_stream(), cudaStreamCaptureModeRelaxed));
   body();
