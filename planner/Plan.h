@@ -178,6 +178,9 @@ struct Prediction {
   /// The same per pipeline device (index = device), for comparing with a
   /// profile of any rank (autoddl validate); empty in older plans.
   std::vector<std::map<std::string, std::array<double, 2>>> opKindsByDevice;
+  /// Priced as a step the generated CUDA program replays as one CUDA graph
+  /// (one stage, tp = dp = 1, a token model; gpu.graph_op_overhead_us).
+  bool stepGraph = false;
 };
 
 struct Knobs {

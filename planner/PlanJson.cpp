@@ -132,6 +132,7 @@ ojson planToJson(const Plan &p) {
                     {"bubble_fraction", pr.bubbleFraction},
                     {"peak_memory_bytes", pr.peakMemory},
                     {"model_flops_per_step", pr.modelFlopsPerStep},
+                    {"step_graph", pr.stepGraph},
                     {"breakdown_s",
                      {{"compute", pr.compute},
                       {"tp_comm", pr.tpComm},
@@ -408,6 +409,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.predicted.bubbleFraction = r.num(pr, pp, "bubble_fraction");
   p.predicted.peakMemory = r.num(pr, pp, "peak_memory_bytes");
   p.predicted.modelFlopsPerStep = r.num(pr, pp, "model_flops_per_step");
+  if (pr.contains("step_graph")) // absent in older plans: eager
+    p.predicted.stepGraph = r.flag(pr, pp, "step_graph");
   const json &bd = r.at(pr, pp, "breakdown_s");
   auto bp = pp / "breakdown_s";
   p.predicted.compute = r.num(bd, bp, "compute");

@@ -103,7 +103,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
 
   const ModelGraph &g = *sg_.graph;
   cost::KernelOptions kernels = o_.kernels;
-  kernels.stepGraph = stepGraphed(g, tp_, dp_, pp_);
+  kernels.stepGraph = stepGraph_ = stepGraphed(g, tp_, dp_, pp_);
   // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
   // each rank computes its own rows, gathering the rows spmm and sddmm read
   // from every node.

@@ -67,6 +67,9 @@ public:
   int tp() const { return tp_; }
   int dp() const { return dp_; }
   int pp() const { return pp_; }
+  /// Whether ops are priced as in a step replayed as one CUDA graph
+  /// (cost::KernelOptions::stepGraph).
+  bool stepGraph() const { return stepGraph_; }
   int64_t microbatch() const { return b_; }
   int64_t microbatches() const { return m_; }
   AxisOrder order() const { return order_; }
@@ -130,6 +133,7 @@ private:
   const cost::Cluster &c_;
   const PlannerOptions &o_;
   int tp_, dp_, pp_;
+  bool stepGraph_ = false;
   int64_t b_, m_;
   AxisOrder order_;
   std::string error_;

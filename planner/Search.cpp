@@ -1233,6 +1233,7 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
   plan.simBackward = pr.times.backward;
   plan.simWeightGradient = pr.times.weightGradient;
   plan.predicted = pr.pred;
+  plan.predicted.stepGraph = pc.stepGraph();
   // Per op kind on the critical rank, as layout() sums its stages' segments
   // (Chimera's up pipeline runs a second copy of a mirrored stage).
   // The same for every pipeline device, for validating a profile of another.

@@ -376,8 +376,6 @@ void run(const ValidateArgs &a) {
   if (!(a.stepTolerance >= 0))
     throw UserError("--step-tolerance: expected a non-negative fraction, got " +
                     fmt::format("{}", a.stepTolerance));
-  if (!a.graphRun.empty() && a.fitCluster.empty())
-    throw UserError("--graph-run: only with --fit-cluster");
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string dir = a.measured.empty() ? runHere(a, plan) : a.measured;
   const std::string metricsPath = dir + "/metrics.json";
@@ -494,12 +492,25 @@ void run(const ValidateArgs &a) {
       r.error = relError(r.predForward.value_or(0), *r.measForward);
     comms.push_back(r);
   }
+  // The step is compared with the graphed run when there is one (the
+  // profiled run's step is always eager: --profile times each op).
+  const std::optional<double> graphStep = graphRunStep(a, plan);
+  const std::optional<double> stepMeasured =
+      graphStep ? graphStep : measuredStep;
   const std::optional<double> stepError =
-      measuredStep ? relError(plan.predicted.stepTime, *measuredStep)
+      stepMeasured ? relError(plan.predicted.stepTime, *stepMeasured)
                    : std::nullopt;
+  std::string stepNote;
+  if (graphStep)
+    stepNote = "the step measured in " + a.graphRun + ", replayed as a CUDA "
+               "graph";
+  else if (plan.predicted.stepGraph)
+    stepNote = "the plan prices a step replayed as a CUDA graph, this run's "
+               "step ran eagerly (--profile): compare the step with "
+               "--graph-run RUN, a run without --profile";
 
   if (!a.fitCluster.empty())
-    fitCluster(a, plan, ops, measuredStep, graphRunStep(a, plan));
+    fitCluster(a, plan, ops, measuredStep, graphStep);
 
   std::string traceNote;
   if (!a.traceOut.empty()) {
@@ -535,7 +546,9 @@ void run(const ValidateArgs &a) {
                     {"error", numOrNull(r.error)}});
     out["tp_collectives"] = jc;
     out["step"] = {{"predicted_s", plan.predicted.stepTime},
-                   {"measured_s", numOrNull(measuredStep)},
+                   {"measured_s", numOrNull(stepMeasured)},
+                   {"graphed", graphStep.has_value()},
+                   {"note", stepNote},
                    {"error", numOrNull(stepError)},
                    {"tolerance", a.stepTolerance},
                    {"within_tolerance",
@@ -569,8 +582,10 @@ void run(const ValidateArgs &a) {
   if (comms.empty())
     s += "(none: the plan and the run have no tensor-parallel collectives)\n";
   s += fmt::format("\n{:<16} {:>10} {:>10} {:>8} {:>8}\n", "step",
-                   ms(plan.predicted.stepTime), ms(measuredStep), "",
+                   ms(plan.predicted.stepTime), ms(stepMeasured), "",
                    pct(stepError));
+  if (!stepNote.empty())
+    s += "(" + stepNote + ")\n";
   if (stepError)
     s += fmt::format("step within {:.0f}%: {}\n", a.stepTolerance * 100,
                      std::fabs(*stepError) <= a.stepTolerance ? "yes" : "no");
@@ -608,9 +623,9 @@ void registerValidateCommand(CLI::App &app) {
                   "overhead fitted to this run (fit on a 1-GPU plan; "
                   "docs/calibrate.md)");
   cmd->add_option("--graph-run", args->graphRun,
-                  "with --fit-cluster: directory of a run of the same plan "
-                  "(no --profile) whose step ran as a CUDA graph; fits "
-                  "gpu.graph_op_overhead_us");
+                  "directory of a run of the same plan (no --profile) whose "
+                  "step ran as a CUDA graph: the step is compared with it, "
+                  "and --fit-cluster fits gpu.graph_op_overhead_us");
   cmd->add_option("--model", args->model,
                   "the model file the plan was made from (run made here)");
   cmd->callback([args] { run(*args); });

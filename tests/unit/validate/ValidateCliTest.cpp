@@ -344,9 +344,10 @@ TEST_F(ValidateCli, FitClusterReproducesTheFittedRun) {
 
 // --graph-run: a run of the same plan whose step ran as a CUDA graph (15%
 // faster here) fits gpu.graph_op_overhead_us below the eager overhead, and a
-// one-GPU token plan made on the fitted cluster (its step graphed) predicts
-// the graphed step; a run that did not graph, or --graph-run alone, is
-// refused.
+// one-GPU token plan made on the fitted cluster (its step graphed, and
+// marked so) predicts the graphed step, which validate then compares with
+// the graphed run; compared with the eager profiled run alone, it says so. A
+// run that did not graph is refused.
 TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
   const double eagerStep =
       readJson(kFixture + "/metrics.json").at("mean_step_seconds");
@@ -372,6 +373,22 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
   const double predicted =
       readJson(dir_ + "/graph-plan.json").at("predicted").at("step_time_s");
   EXPECT_NEAR(predicted, 0.85 * eagerStep, 0.03 * eagerStep);
+  EXPECT_TRUE(readJson(dir_ + "/graph-plan.json")
+                  .at("predicted")
+                  .at("step_graph")
+                  .get<bool>());
+  CliRun vg = cli("validate '" + dir_ + "/graph-plan.json' --measured " +
+                  kFixture + " --graph-run '" + graphed + "' --json");
+  ASSERT_EQ(vg.status, 0) << vg.err;
+  const json step = json::parse(vg.out).at("step");
+  EXPECT_TRUE(step.at("graphed").get<bool>());
+  EXPECT_NEAR(step.at("measured_s").get<double>(), 0.85 * eagerStep, 1e-12);
+  EXPECT_LT(std::fabs(step.at("error").get<double>()), 0.03);
+  CliRun ve = cli("validate '" + dir_ + "/graph-plan.json' --measured " +
+                  kFixture);
+  ASSERT_EQ(ve.status, 0) << ve.err;
+  EXPECT_NE(ve.out.find("this run's step ran eagerly"), std::string::npos)
+      << ve.out;
   // The same plan on two GPUs (dp=2) runs eagerly: priced with the eager
   // overhead, above the graphed one-GPU step.
   CliRun p2 = cli("plan tiny-gpt --cluster '" + fitted +
@@ -379,11 +396,9 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
                   "--no-why -o '" +
                   dir_ + "/dp2-plan.json'");
   ASSERT_EQ(p2.status, 0) << p2.err;
-  EXPECT_GT(readJson(dir_ + "/dp2-plan.json")
-                .at("predicted")
-                .at("step_time_s")
-                .get<double>(),
-            predicted);
+  const json dp2 = readJson(dir_ + "/dp2-plan.json").at("predicted");
+  EXPECT_GT(dp2.at("step_time_s").get<double>(), predicted);
+  EXPECT_FALSE(dp2.at("step_graph").get<bool>());
   const std::string eagerRun = measuredCopy([](json &m) {
     m["info"]["cuda_graph"] = "off: turned off (--no-cuda-graph)";
   });
@@ -391,9 +406,6 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
                          " --cluster h200x2-nvlink --fit-cluster '" + fitted +
                          "' --graph-run '" + eagerRun + "'"),
                      "did not run as a CUDA graph");
-  expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
-                         " --graph-run '" + eagerRun + "'"),
-                     "--graph-run: only with --fit-cluster");
 }
 
 // A pipeline's profile comes from its busiest rank: the prediction compared is
