@@ -76,18 +76,6 @@ Shape withDim(Shape s, int64_t dim, int64_t size) {
 
 } // namespace
 
-int comm_size(MPI_Comm comm) {
-  int s = 0;
-  mpiCheck(MPI_Comm_size(comm, &s));
-  return s;
-}
-
-int comm_rank(MPI_Comm comm) {
-  int r = 0;
-  mpiCheck(MPI_Comm_rank(comm, &r));
-  return r;
-}
-
 void split_blocks(float *blocks, const float *x, const Shape &shape,
                   int64_t dim, int64_t p) {
   int64_t outer, chunk;

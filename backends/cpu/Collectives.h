@@ -25,6 +25,7 @@
 #include "backends/common/Metrics.h"
 #include "backends/common/Tensor.h"
 #include "backends/common/Trace.h"
+#include "backends/cpu/MpiCheck.h" // comm_size, comm_rank
 
 #include <cstdint>
 #include <mpi.h>
@@ -38,8 +39,6 @@ CommStats &comm_stats();
 /// ("comm").
 void set_comm_trace(TraceRecorder *recorder);
 
-int comm_size(MPI_Comm comm);
-int comm_rank(MPI_Comm comm);
 
 // ---- local packing (no communication) ----
 

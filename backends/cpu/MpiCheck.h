@@ -24,4 +24,20 @@ inline void mpi_check(int rc, const char *file, int line) {
 
 #define mpiCheck(call) ::autoddl::rt::mpi_check((call), __FILE__, __LINE__)
 
+namespace autoddl::rt {
+
+/// MPI_Comm_size / MPI_Comm_rank, checked (both runtimes use them).
+inline int comm_size(MPI_Comm comm) {
+  int s = 0;
+  mpiCheck(MPI_Comm_size(comm, &s));
+  return s;
+}
+inline int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  mpiCheck(MPI_Comm_rank(comm, &r));
+  return r;
+}
+
+} // namespace autoddl::rt
+
 #endif // AUTODDL_BACKENDS_CPU_MPICHECK_H
