@@ -244,6 +244,37 @@ std::string runHere(const ValidateArgs &a, const planner::Plan &plan) {
   return dir;
 }
 
+/// DIR/metrics.json of a run of the plan's program, checked to be a run of
+/// this plan: its model and rank count. `flags`: what the run needed beyond
+/// --out DIR (for the message when the file is missing).
+json readRunMetrics(const ValidateArgs &a, const planner::Plan &plan,
+                    const std::string &dir, const char *flags) {
+  const std::string path = dir + "/metrics.json";
+  if (!std::filesystem::exists(path))
+    throw UserError(path + ": no metrics.json in " + dir +
+                    " (a run of the plan's program with --out " + dir + flags +
+                    " writes it)");
+  const json m = readJsonFile(path, "metrics");
+  if (!m.is_object())
+    throw UserError(path + ": expected a JSON object");
+  const json info = m.value("info", json::object());
+  const std::string model = info.value("model", std::string());
+  if (model != plan.model)
+    throw UserError(
+        fmt::format("{}: a run of model {}, but {} is a plan of {}", path,
+                    model.empty() ? std::string("(none recorded)") : model,
+                    a.plan, plan.model));
+  const int ranks = plan.knobs.pp * plan.knobs.dp * plan.knobs.tp;
+  if (info.contains("ranks") && info.at("ranks").is_string() &&
+      info.at("ranks").get<std::string>() != std::to_string(ranks))
+    throw UserError(fmt::format("{}: a run on {} ranks, but the plan {} runs "
+                                "on {} (pp={} x dp={} x tp={})",
+                                path, info.at("ranks").get<std::string>(),
+                                a.plan, ranks, plan.knobs.pp, plan.knobs.dp,
+                                plan.knobs.tp));
+  return m;
+}
+
 /// --graph-run DIR: the mean step of DIR/metrics.json, a run of the plan's
 /// program (without --profile) whose step ran as a CUDA graph; nullopt
 /// without --graph-run.
@@ -252,15 +283,9 @@ std::optional<double> graphRunStep(const ValidateArgs &a,
   if (a.graphRun.empty())
     return std::nullopt;
   const std::string path = a.graphRun + "/metrics.json";
-  if (!std::filesystem::exists(path))
-    throw UserError(path + ": no metrics.json in " + a.graphRun);
-  const json m = readJsonFile(path, "metrics");
-  if (!m.is_object())
-    throw UserError(path + ": expected a JSON object");
-  const json info = m.value("info", json::object());
-  if (info.value("model", std::string()) != plan.model)
-    throw UserError(fmt::format("{}: not a run of model {}", path, plan.model));
-  const std::string graph = info.value("cuda_graph", std::string());
+  const json m = readRunMetrics(a, plan, a.graphRun, "");
+  const std::string graph =
+      m.value("info", json::object()).value("cuda_graph", std::string());
   if (graph.rfind("on", 0) != 0)
     throw UserError(fmt::format(
         "{}: its step did not run as a CUDA graph (info.cuda_graph: {})", path,
@@ -379,29 +404,7 @@ void run(const ValidateArgs &a) {
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string dir = a.measured.empty() ? runHere(a, plan) : a.measured;
   const std::string metricsPath = dir + "/metrics.json";
-  if (!std::filesystem::exists(metricsPath))
-    throw UserError(metricsPath + ": no metrics.json in " + dir +
-                    " (a run of the plan's program with --out " + dir +
-                    " --profile writes it)");
-  const json m = readJsonFile(metricsPath, "metrics");
-  if (!m.is_object())
-    throw UserError(metricsPath + ": expected a JSON object");
-  // The run must be of this plan: its model and rank count.
-  const json info = m.value("info", json::object());
-  const std::string model = info.value("model", std::string());
-  if (model != plan.model)
-    throw UserError(fmt::format(
-        "{}: a run of model {}, but {} is a plan of {}", metricsPath,
-        model.empty() ? std::string("(none recorded)") : model, a.plan,
-        plan.model));
-  const int ranks = plan.knobs.pp * plan.knobs.dp * plan.knobs.tp;
-  if (info.contains("ranks") && info.at("ranks").is_string() &&
-      info.at("ranks").get<std::string>() != std::to_string(ranks))
-    throw UserError(
-        fmt::format("{}: a run on {} ranks, but the plan {} runs "
-                    "on {} (pp={} x dp={} x tp={})",
-                    metricsPath, info.at("ranks").get<std::string>(), a.plan,
-                    ranks, plan.knobs.pp, plan.knobs.dp, plan.knobs.tp));
+  const json m = readRunMetrics(a, plan, dir, " --profile");
   if (!m.contains("op_kinds"))
     throw UserError(metricsPath +
                     ": no op_kinds (run the program with --profile)");
@@ -502,7 +505,8 @@ void run(const ValidateArgs &a) {
                    : std::nullopt;
   std::string stepNote;
   if (graphStep)
-    stepNote = "the step measured in " + a.graphRun + ", replayed as a CUDA "
+    stepNote = "the step measured in " + a.graphRun +
+               ", replayed as a CUDA "
                "graph";
   else if (plan.predicted.stepGraph)
     stepNote = "the plan prices a step replayed as a CUDA graph, this run's "
