@@ -5,7 +5,9 @@
 // median after warm-up) and writes one JSON case.
 //
 // Usage: spmm_bench --data DIR --out FILE [--quick] [--threshold T]
-// [--widths a,b] [--only g1,g2] [--time-ms MS]
+// [--widths a,b] [--only g1,g2] [--time-ms MS] [--part-blocks B]
+// (--part-blocks: blocks per part of the format, PreprocessOptions::partBlocks;
+// default 0, the format's own choice)
 #include "backends/cpu/sparse/SparseReference.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 #include "bench/spmm/BenchCommon.h"
@@ -39,6 +41,7 @@ struct Options {
   bool quick = false;
   std::string only; // ",name,name," when --only is given
   float threshold = 1.25f;
+  int partBlocks = 0; // PreprocessOptions::partBlocks
   std::vector<int> widths = {32, 64, 128, 256};
 };
 
@@ -466,6 +469,8 @@ int main(int argc, char **argv) {
       opt.only = "," + next() + ",";
     else if (a == "--threshold")
       opt.threshold = std::stof(next());
+    else if (a == "--part-blocks")
+      opt.partBlocks = std::stoi(next());
     else if (a == "--time-ms")
       gTimeMs = std::stod(next());
     else if (a == "--widths") {
@@ -681,6 +686,7 @@ int main(int argc, char **argv) {
         v.name = thr > 0 ? "hybrid" : "all-tc";
         sparse::cuda::PreprocessOptions popt;
         popt.fillThreshold = thr;
+        popt.partBlocks = opt.partBlocks;
         // The process's first build pays CUDA's lazy kernel loading: built
         // twice, the second timed; later builds once.
         static bool kernelsLoaded = false;
@@ -707,14 +713,15 @@ int main(int argc, char **argv) {
             "\"windows\": %d, \"tc_windows\": %d, \"blocks\": %d, \"vectors\": "
             "%lld, "
             "\"tc_entries\": %lld, \"cuda_entries\": %lld, \"parts\": %d, "
-            "\"split_windows\": %d, \"part_blocks\": %d, \"fill_threshold\": "
+            "\"split_windows\": %d, \"part_blocks\": %d, \"sddmm_slices\": %d, "
+            "\"fill_threshold\": "
             "%g, \"clustered_rows\": %s, \"natural_vectors\": %lld, "
             "\"clustered_vectors\": %lld}",
             firstFormat ? "" : ", ", sparse::cuda::dataTypeName(t),
             v.name.c_str(), v.preMs, fmt.numWindows, fmt.numTcWindows,
             fmt.numBlocks, (long long)fmt.numVectors,
             (long long)fmt.numTcEntries, (long long)fmt.numCudaEntries,
-            fmt.numParts, fmt.numSplitWindows, fmt.partBlocks,
+            fmt.numParts, fmt.numSplitWindows, fmt.partBlocks, fmt.sddmmSlices,
             fmt.fillThreshold, fmt.clustered ? "true" : "false",
             (long long)fmt.naturalVectors, (long long)fmt.clusteredVectors);
         gj += buf;

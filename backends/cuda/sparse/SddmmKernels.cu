@@ -13,6 +13,8 @@
 #include "backends/cuda/sparse/DeviceHelpers.cuh"
 #include "backends/cuda/sparse/WindowFormat.h"
 
+#include <algorithm>
+
 namespace autoddl::sparse::cuda {
 namespace {
 
@@ -237,11 +239,20 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kL > 0 ? 6 : 0)
                 const int32_t *__restrict__ entColRow,
                 const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
                 int64_t ldx, const T *__restrict__ y, int64_t ldy, int32_t rows,
-                int64_t k, T *__restrict__ outBlock, T *__restrict__ outEnt) {
-  const int32_t p = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+                int64_t k, T *__restrict__ outBlock, T *__restrict__ outEnt,
+                int32_t slices) {
+  // Warp w takes slice w % slices of part w / slices, a 1/slices share of its
+  // blocks or entries (WindowFormat::sddmmSlices).
+  const int64_t w = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int32_t p = int32_t(w / slices), s = int32_t(w % slices);
   if (p >= numParts)
     return;
-  const WindowPart part = parts[p];
+  WindowPart part = parts[p];
+  const int32_t len = (part.end - part.begin + slices - 1) / slices;
+  part.begin += s * len;
+  part.end = minOf(part.end, part.begin + len);
+  if (part.begin >= part.end)
+    return;
   if (part.flags & 1) {
     if constexpr (kL > 0)
       cudaCorePartFixed<T, kL, kP>(part, entColRow, rowOfSlot, x, ldx, y, ldy,
@@ -264,11 +275,13 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
                        ldy % kLaneElems == 0 &&
                        reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  const unsigned grid = (a.numParts + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int32_t slices = std::max<int32_t>(1, a.sddmmSlices);
+  const unsigned grid = unsigned(
+      (int64_t(a.numParts) * slices + kWarpsPerBlock - 1) / kWarpsPerBlock);
 #define AUTODDL_SDDMM_LAUNCH(kA, kL, kP, kG)                                   \
   sddmmKernel<T, kA, kL, kP, kG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(    \
       a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow,          \
-      a.dRowOfSlot, x, ldx, y, ldy, a.rows, k, outBlock, outEnt)
+      a.dRowOfSlot, x, ldx, y, ldy, a.rows, k, outBlock, outEnt, slices)
   // Aligned k of 4, 8, 16, 32 or 64 16-byte pieces gets the fixed-width
   // CUDA-core path and 1, 2, 4 (or more, in rounds of 4) tensor-core chunks per
   // round; other aligned k the general paths.

@@ -49,7 +49,7 @@ struct PreprocessOptions {
   /// CUDA cores.
   float fillThreshold = 1.25f;
   /// Blocks per part (entries per CUDA-core part are 8x this); 0 picks it from
-  /// the matrix.
+  /// the matrix (WindowFormat.cu, step 5).
   int32_t partBlocks = 0;
   RowOrder rowOrder = RowOrder::Auto;
 };
@@ -74,6 +74,9 @@ struct WindowFormat {
   int64_t numVectors = 0, numTcEntries = 0, numCudaEntries = 0;
   int64_t numTcVectors = 0; // vectors of tensor-core windows (<= 8 numBlocks)
   int32_t partBlocks = 0;
+  /// SDDMM splits each part among this many warps (it has no split windows to
+  /// pay for, and finer pieces balance better); SpMM takes a part per warp.
+  int32_t sddmmSlices = 1;
   float fillThreshold = 0;
   bool clustered = false; // rows were reordered (dRowOfSlot is set)
   /// Vectors of the natural and the clustered order (0 where not computed).

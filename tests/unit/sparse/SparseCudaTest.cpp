@@ -245,6 +245,8 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       nullptr, t, opt, f));
+  // These matrices are small: SDDMM's own piece is 4 blocks.
+  EXPECT_EQ(f.sddmmSlices, (partBlocks + 3) / 4);
   const int64_t ld = padded ? k + 1 : k;
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<double> x(size_t(a.rows) * ld), y(size_t(a.cols) * ld);
@@ -343,7 +345,11 @@ TEST_F(SparseCuda, SddmmMatchesReference) {
         for (int64_t k : {1, 5, 16, 32, 48, 64, 128, 256, 512})
           for (bool padded : {true, false})
             for (cuda::RowOrder order : kOrders)
-              runSddmmCase(s, t, threshold, 2, k, seed++, padded, order);
+              // 16 blocks a part: each part is cut among 4 warps
+              // (WindowFormat::sddmmSlices).
+              for (int32_t partBlocks : {2, 16})
+                runSddmmCase(s, t, threshold, partBlocks, k, seed++, padded,
+                             order);
 }
 
 TEST_F(SparseCuda, EmptyMatrixWritesZeros) {
