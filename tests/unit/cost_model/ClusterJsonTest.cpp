@@ -129,6 +129,7 @@ TEST_F(ClusterJsonTest, FittedOpScalesAndOverhead) {
   // h200-fitted: autoddl validate --fit-cluster of a GPT-2 355M run.
   Cluster f = loadCluster("h200-fitted");
   EXPECT_GT(f.opOverhead, 0);
+  EXPECT_GT(f.graphOpOverhead, 0); // its run replayed the step as a CUDA graph
   EXPECT_FALSE(f.opTimeScales.empty());
   EXPECT_EQ(loadCluster("h200x2-nvlink").opOverhead, 0);
   json doc = preset();
