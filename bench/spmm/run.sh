@@ -4,7 +4,8 @@
 # backends/cpu/sparse and bench/spmm).
 #
 #   bench/spmm/run.sh [bench args...]      e.g. --quick, --threshold 1.25, --only astro-ph,
-#                                          --time-ms 25 (timed work per measurement)
+#                                          --time-ms 25 (timed work per measurement),
+#                                          --part-blocks 16 (blocks per part; 0: the format's rule)
 #
 # Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder),
 #      GTEST_SRC (googletest source with include/ and src/: also builds and runs the GPU

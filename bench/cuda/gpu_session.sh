@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# One validation session of the CUDA backend in few device calls (bench/cuda/README.md).
+#
+#   bash bench/cuda/gpu_session.sh stage [--gpus 1|2] [--models a,b] DIR   # here
+#   bash bench/cuda/gpu_session.sh checks DIR    # device: kernels, verify matrix, step graph e2e
+#   bash bench/cuda/gpu_session.sh bench DIR     # device: bench/cuda/run.sh --profile
+#   bash bench/cuda/gpu_session.sh unpack TGZ DIR  # here: a call's results into DIR/results
+#                                                  # (checks: the verify result file; bench: the
+#                                                  # runs laid out for fit_check.sh)
+#
+# stage puts everything a call needs into DIR (one folder: name it alone in the device tool's
+# `carry`, and have .git/info/exclude ignore it): KernelCheck binaries, the verify cases with their
+# CPU reference losses and both precisions prebuilt (xz-compressed, ~8 MB instead of ~90), a
+# tiny-gpt fp32 project for tests/e2e/cuda_step_graph.sh, and the GPT-2 benchmark projects of
+# bench/cuda/make_projects.sh for that many GPUs. Staging builds with nvcc here (~10 minutes on 2
+# cores). The device modes write every log and result under a work folder and return one
+# tarball, $OUT/<mode>.tgz (the device tool brings back at most 8 files).
+# --gpus 2: the verify cases and benchmark projects of two GPUs as well (default 1).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: gpu_session.sh stage|checks|bench|unpack ...}
+shift
+
+verify_cases() { # the verify cases for at most $1 GPUs
+  local max=$1
+  sed -n '/^cases=(/,/^)/p' "$root/bench/cuda/verify_gpu.sh" |
+    awk -v max="$max" '/^ *"/ { gsub(/"/, ""); if ($3 <= max) printf "%s ", $1 }'
+}
+
+case $mode in
+stage)
+  gpus=1 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
+  while [ $# -gt 1 ]; do
+    case "$1" in
+    --gpus) gpus=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    *) echo "gpu_session.sh stage: unknown option $1" >&2; exit 2 ;;
+    esac
+  done
+  dir=${1:?usage: gpu_session.sh stage [--gpus N] [--models a,b] DIR}
+  autoddl=$root/build/tools/autoddl/autoddl
+  [ -x "$autoddl" ] || { echo "gpu_session.sh: build autoddl first (scripts/build.sh)" >&2; exit 2; }
+  rm -rf "$dir" && mkdir -p "$dir"
+  dir=$(realpath "$dir")
+  echo "$gpus" >"$dir/gpus"
+  cd "$root"
+  echo "stage: KernelCheck"
+  bash bench/cuda/check_kernels.sh --prebuild "$dir/kernels" >"$dir/kernels.log" 2>&1 || {
+    tail -20 "$dir/kernels.log"
+    exit 1
+  }
+  strip "$dir/kernels/KernelCheck" "$dir/kernels/KernelCheckFp32"
+  rm -rf "$dir/kernels/build"
+  echo "stage: verify cases ($(verify_cases "$gpus"))"
+  VERIFY_CASES=$(verify_cases "$gpus") bash bench/cuda/verify_gpu.sh prepare "$autoddl" \
+    "$dir/verify" >"$dir/verify.log" 2>&1 &&
+    bash bench/cuda/verify_gpu.sh build "$dir/verify" >>"$dir/verify.log" 2>&1 || {
+    tail -20 "$dir/verify.log"
+    exit 1
+  }
+  strip "$dir"/verify/prebuilt-*/*
+  tar cJf "$dir/verify/prebuilt.tar.xz" -C "$dir/verify" prebuilt-bf16 prebuilt-fp32
+  rm -rf "$dir"/verify/prebuilt-* "$dir"/verify/build-* "$dir/verify/cpu"/*/build
+  echo "stage: step-graph project"
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 1 --global-batch 8 --seq 64 \
+    --fix tp=1,pp=1,dp=1,microbatch=2 --no-why -o "$dir/step_graph_plan.json" >/dev/null &&
+    "$autoddl" codegen "$dir/step_graph_plan.json" --backend cuda --fp32 \
+      -o "$dir/step_graph" >/dev/null || exit 1
+  echo "stage: GPT-2 projects ($models)"
+  bash bench/cuda/make_projects.sh --autoddl "$autoddl" --models "$models" "$dir/projects" \
+    >"$dir/projects.log" 2>&1 || {
+    tail -5 "$dir/projects.log"
+    exit 1
+  }
+  if [ "$gpus" = 1 ]; then # two-GPU projects would only travel
+    for p in "$dir"/projects/*/; do
+      grep -q '"gpus": 1,' "$p/bench.json" || rm -rf "$p"
+    done
+  fi
+  du -sh "$dir"
+  ;;
+
+checks | bench)
+  dir=${1:?usage: gpu_session.sh $mode DIR}
+  gpus=$(cat "$dir/gpus")
+  out=${OUT:-/tmp/gpu-session-out}
+  w=/tmp/gpu-session/$mode
+  rm -rf "$w" && mkdir -p "$w" "$out"
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  t0=$(date +%s)
+  stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$w/session.log"; }
+  cd "$root"
+  if [ "$mode" = checks ]; then
+    bash bench/cuda/check_kernels.sh "$w/kernels" "$dir/kernels" >"$w/kernels.log" 2>&1
+    stamp "kernels: rc $?; $(cat "$w"/kernels/check_*.txt 2>/dev/null | grep -c FAIL) FAIL lines"
+    tar xJf "$dir/verify/prebuilt.tar.xz" -C "$dir/verify"
+    OUT=$w/verify bash bench/cuda/verify_gpu.sh device "$dir/verify" "$gpus" >"$w/verify.log" 2>&1
+    stamp "verify: rc $?"
+    bash tests/e2e/cuda_step_graph.sh "$dir/step_graph" "$w/step_graph" >"$w/step_graph.log" 2>&1
+    stamp "step graph e2e: rc $?"
+    rm -rf "$w/step_graph"
+  else
+    OUT=$w/bench bash bench/cuda/run.sh --gpus "$gpus" --profile --projects "$dir/projects"
+    stamp "run.sh: rc $?"
+  fi
+  tar czf "$out/$mode.tgz" -C "$w" .
+  cat "$w/session.log"
+  ;;
+
+unpack)
+  tgz=${1:?usage: gpu_session.sh unpack TGZ DIR} dir=${2:?usage: gpu_session.sh unpack TGZ DIR}
+  name=$(basename "$tgz" .tgz)
+  mkdir -p "$dir/results/$name" && tar xzf "$tgz" -C "$dir/results/$name"
+  if [ "$name" = checks ]; then
+    bash "$root/bench/cuda/verify_gpu.sh" compare "$dir/verify" "$dir/results/checks/verify" \
+      "$dir/results/verify.json"
+  else # fit_check.sh's layout: measured/<project>/ (profiled), graph_runs/<project>/ (timed)
+    for d in "$dir/results/bench/bench"/validate-* "$dir/results/bench/bench"/run-*; do
+      [ -f "$d/metrics.json" ] || continue
+      n=$(basename "$d")
+      sub=measured && [ "${n%%-*}" = run ] && sub=graph_runs
+      mkdir -p "$dir/results/$sub/${n#*-}" && cp "$d/metrics.json" "$dir/results/$sub/${n#*-}/"
+    done
+    echo "fit: bash bench/cuda/fit_check.sh --graph-runs $dir/results/graph_runs" \
+      "$dir/results/measured OUT_DIR"
+  fi
+  echo "results in $dir/results/$name"
+  ;;
+
+*)
+  echo "gpu_session.sh: unknown mode $mode (stage, checks, bench or unpack)" >&2
+  exit 2
+  ;;
+esac
