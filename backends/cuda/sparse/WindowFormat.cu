@@ -629,7 +629,9 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
   // real graphs (0.1-0.4 M nnz) parts of 16 blocks ran 1.3-2.2x faster than
   // parts of 4 (H200, N = 128 and 256, all precisions; 8 blocks: in between),
   // while SDDMM, which has no split windows, ran up to 1.3x slower with them.
-  // So SDDMM cuts each part among sddmmSlices warps, about its own piece each.
+  // So SDDMM cuts each part among sddmmSlices warps, about its own piece each
+  // (which recovers part of it: the small graphs' SDDMM stayed 10-20% below
+  // its time with parts of 4, docs/sparse-kernels.md "Results").
   const int32_t piece =
       int32_t(std::max<int64_t>(4, (work + sms * 128 - 1) / (sms * 128)));
   const int32_t partBlocks = options.partBlocks > 0
