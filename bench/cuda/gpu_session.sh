@@ -40,6 +40,11 @@ stage)
   dir=${1:?usage: gpu_session.sh stage [--gpus N] [--models a,b] DIR}
   autoddl=$root/build/tools/autoddl/autoddl
   [ -x "$autoddl" ] || { echo "gpu_session.sh: build autoddl first (scripts/build.sh)" >&2; exit 2; }
+  # Replaces an earlier stage only, never another folder.
+  if [ -e "$dir" ] && ! [ -f "$dir/gpus" ]; then
+    echo "gpu_session.sh: $dir exists and is not a staged session; give a new folder" >&2
+    exit 2
+  fi
   rm -rf "$dir" && mkdir -p "$dir"
   dir=$(realpath "$dir")
   echo "$gpus" >"$dir/gpus"
