@@ -54,6 +54,15 @@ if [ -n "${VERIFY_CASES:-}" ]; then
   done
   cases=("${keep[@]}")
 fi
+# VERIFY_MAX_GPUS=N: prepare only the cases that run on at most N GPUs.
+if [ -n "${VERIFY_MAX_GPUS:-}" ]; then
+  keep=()
+  for c in "${cases[@]}"; do
+    read -r _ _ gpus _ <<<"$c"
+    [ "$gpus" -le "$VERIFY_MAX_GPUS" ] && keep+=("$c")
+  done
+  cases=("${keep[@]}")
+fi
 
 megatron() { # plan.json: linears ending in proj run row-parallel, the others column-parallel
   python3 - "$1" <<'PY'

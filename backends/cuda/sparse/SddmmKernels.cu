@@ -13,8 +13,6 @@
 #include "backends/cuda/sparse/DeviceHelpers.cuh"
 #include "backends/cuda/sparse/WindowFormat.h"
 
-#include <algorithm>
-
 namespace autoddl::sparse::cuda {
 namespace {
 
@@ -275,7 +273,7 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
                        ldy % kLaneElems == 0 &&
                        reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  const int32_t slices = std::max<int32_t>(1, a.sddmmSlices);
+  const int32_t slices = a.sddmmSlices; // at least 1 (WindowFormat.h)
   const unsigned grid = unsigned(
       (int64_t(a.numParts) * slices + kWarpsPerBlock - 1) / kWarpsPerBlock);
 #define AUTODDL_SDDMM_LAUNCH(kA, kL, kP, kG)                                   \
