@@ -382,6 +382,16 @@ private:
   void emitOp(size_t i, std::vector<Step> &steps);
   int64_t vocab() const;
   void planVocabPadding();
+  void planGeluFusion();
+  /// Per tensor, the ops reading it (once per operand slot).
+  std::vector<std::vector<size_t>> readers() const {
+    std::vector<std::vector<size_t>> r(g_.tensors.size());
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      for (int t : g_.ops[i].operands)
+        r[size_t(t)].push_back(i);
+    return r;
+  }
+  void planResidualFusion();
   std::string vocabPaddingText() const;
   void emitStage(int stage, std::string &out);
   std::string header() const;
@@ -413,6 +423,16 @@ private:
   // multiple of 64 (the device holds them, the padding rows zero); per
   // logits tensor, its last dimension padded alike (the rows' stride).
   std::map<int, int64_t> padRows_, padCols_;
+  // cuda: linear -> tanh GELU -> linear chains run in the two GEMMs
+  // (planGeluFusion): per GELU op its first linear, per first linear its
+  // GELU, per second linear the GELU whose input gradient it writes.
+  std::map<size_t, size_t> geluOfFc1_, geluOfFc2_;
+  std::set<size_t> fusedGelus_;
+  // cuda: a linear whose output only a residual add reads writes the sum
+  // (planResidualFusion): per linear its add, per add the operand index of
+  // that linear's output.
+  std::map<size_t, size_t> addOfLinear_;
+  std::map<size_t, size_t> linearOperandOfAdd_;
 };
 
 std::string Emitter::val(int t, TpLayout l) const {
@@ -447,6 +467,90 @@ int64_t Emitter::vocab() const {
     if (op.kind == "embedding")
       return full(op.operands[1])[0];
   return 0;
+}
+
+/// The CUDA program runs a tanh GELU between two linears (an MLP block) in
+/// their GEMMs' epilogues: the first linear's GEMM writes gelu(pre) and pre
+/// (linear_gelu_forward), the second's input-gradient GEMM multiplies by the
+/// GELU's derivative at pre (linear_backward_dgelu). This saves the GELU's two
+/// passes over the 4C-wide activation and the zeroing of its output gradient.
+/// Only where nothing else sees what the fusion skips: pre goes to the GELU
+/// only, the GELU's output to the second linear's input only, all three on
+/// one stage in the layouts they hand on (no conversion between); the first
+/// linear not row-parallel (its all-reduce and bias follow the GEMM), the
+/// second's input gradient complete on the rank (not column-parallel).
+void Emitter::planGeluFusion() {
+  if (!cuda_)
+    return;
+  const std::vector<std::vector<size_t>> users = readers();
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const OpDef &gelu = g_.ops[i];
+    if (gelu.kind != "gelu" || gelu.operands.size() != 1 ||
+        attrOr<std::string>(gelu, "approximate", "tanh") == "none")
+      continue;
+    const int pre = gelu.operands[0], out = gelu.results[0];
+    const int f1 = producer_[size_t(pre)];
+    if (f1 < 0 || g_.ops[size_t(f1)].kind != "linear" ||
+        users[size_t(pre)] != std::vector<size_t>{i} ||
+        users[size_t(out)].size() != 1 || pre == g_.loss || out == g_.loss)
+      continue;
+    const size_t fc1 = size_t(f1), fc2 = users[size_t(out)][0];
+    const OpDef &second = g_.ops[fc2];
+    if (second.kind != "linear" || second.operands[0] != out ||
+        std::count(second.operands.begin(), second.operands.end(), out) != 1)
+      continue;
+    const OpPlan &p1 = L_.ops[fc1], &pg = L_.ops[i], &p2 = L_.ops[fc2];
+    if (p1.stage != pg.stage || pg.stage != p2.stage ||
+        !(pg.operands[0] == p1.result) || !(p2.operands[0] == pg.result) ||
+        p1.mode == OpMode::Row || p2.mode == OpMode::Column ||
+        padRows_.count(g_.ops[fc1].operands[1]) ||
+        padRows_.count(second.operands[1]))
+      continue;
+    fusedGelus_.insert(i);
+    geluOfFc1_[fc1] = i;
+    geluOfFc2_[fc2] = i;
+  }
+}
+
+/// The CUDA program runs a residual add whose one operand is a linear's output
+/// (the attention and MLP projections) in that linear's GEMM: it reads the
+/// residual as its C (beta = 1) and writes the sum (linear_residual_forward);
+/// the linear's backward reads the sum's gradient, which is its output's,
+/// and the add's backward only adds it to the residual's. This saves the add
+/// kernel, the output-gradient buffer's zeroing and two of its passes. Only
+/// where the linear's output goes to that add alone, on one stage, in the
+/// layouts it is made in; the residual made before the linear (or an input)
+/// and read in its own layout; the linear not row-parallel (its all-reduce
+/// and bias follow the GEMM).
+void Emitter::planResidualFusion() {
+  if (!cuda_)
+    return;
+  const std::vector<std::vector<size_t>> users = readers();
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    const OpDef &add = g_.ops[i];
+    if (add.kind != "add" || add.operands.size() != 2 ||
+        add.operands[0] == add.operands[1])
+      continue;
+    for (size_t k : {size_t(1), size_t(0)}) {
+      const int t = add.operands[k], res = add.operands[1 - k];
+      const int lin = producer_[size_t(t)];
+      if (lin < 0 || g_.ops[size_t(lin)].kind != "linear" ||
+          users[size_t(t)] != std::vector<size_t>{i} || t == g_.loss ||
+          isParam(res) || producer_[size_t(res)] >= lin ||
+          addOfLinear_.count(size_t(lin)))
+        continue;
+      const OpPlan &pl = L_.ops[size_t(lin)], &pa = L_.ops[i];
+      if (pl.stage != pa.stage || pl.mode == OpMode::Row ||
+          !(pa.operands[k] == pl.result) ||
+          !(pa.operands[1 - k] == L_.tensors[size_t(res)]) ||
+          full(t) != full(add.results[0]) ||
+          padRows_.count(g_.ops[size_t(lin)].operands[1]))
+        continue;
+      addOfLinear_[size_t(lin)] = i;
+      linearOperandOfAdd_[i] = k;
+      break;
+    }
+  }
 }
 
 /// The CUDA program holds a vocabulary-sized parameter whose leading dimension
@@ -716,10 +820,14 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     xs[k] = local(t, p.operands[k]);
   }
   const int r = op.results[0];
-  addTensor(st, r, p.result, true);
+  // A fused GELU's output gradient is never formed (planGeluFusion); a
+  // linear whose GEMM writes its sum with a residual (planResidualFusion)
+  // has neither output nor gradient buffer.
+  if (!addOfLinear_.count(i))
+    addTensor(st, r, p.result, !fusedGelus_.count(i));
   const std::vector<int64_t> ys = local(r, p.result);
   const std::string y = full(r).empty() ? "" : val(r, p.result);
-  const std::string dy = full(r).empty() ? "" : grad(r, p.result);
+  std::string dy = full(r).empty() ? "" : grad(r, p.result);
   const int64_t n = numel(ys);
   Step s;
   // The comment line: name, kind, mode, operand and result shapes.
@@ -815,6 +923,31 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
     const char *twS = tw ? "true" : "false";
     const bool needDx = !isInput(op.operands[0]);
+    // The sum's gradient is this linear's output's (planResidualFusion).
+    std::string residualForward;
+    if (addOfLinear_.count(i)) {
+      const size_t ai = addOfLinear_.at(i), lk = linearOperandOfAdd_.at(ai);
+      const OpDef &add = g_.ops[ai];
+      const int res = add.operands[1 - lk], sum = add.results[0];
+      dy = grad(sum, L_.ops[ai].result);
+      residualForward = fmt::format(
+          "linear_residual_forward({}, {}, {}, {}, {}, {}, {}, {}, {}); // and "
+          "{}",
+          val(sum, L_.ops[ai].result), val(res, L_.ops[ai].operands[1 - lk]),
+          x[0], x[1], b, N, K, O, twS, add.name);
+    }
+    // The input gradient through a fused GELU (planGeluFusion): pre's
+    // gradient, written whole by this GEMM.
+    std::string dgelu;
+    if (needDx && geluOfFc2_.count(i)) {
+      const size_t gi = geluOfFc2_.at(i);
+      const int pre = g_.ops[gi].operands[0];
+      const TpLayout lp = L_.ops[gi].operands[0];
+      dgelu = fmt::format("linear_backward_dgelu({}, {}, {}, {}, {}, {}, {}, "
+                          "{}); // through {}",
+                          grad(pre, lp), dy, x[1], val(pre, lp), N, K, O, twS,
+                          g_.ops[gi].name);
+    }
     if (p.mode == OpMode::Row) {
       F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", y,
                     x[0], x[1], N, K, O, twS));
@@ -822,7 +955,9 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       if (b != "nullptr")
         F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, b, N, O));
       BI("// the all-reduce's transpose is the identity (B gradient)");
-      if (needDx)
+      if (!dgelu.empty())
+        BI(dgelu);
+      else if (needDx)
         BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
                        "{}, {}, {});",
                        dx[0], dy, x[0], x[1], N, K, O, twS));
@@ -834,8 +969,18 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db, dy, N,
                        O));
     } else {
-      F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
-                    x[1], b, N, K, O, twS));
+      if (geluOfFc1_.count(i)) {
+        const size_t gi = geluOfFc1_.at(i);
+        F(fmt::format("linear_gelu_forward({}, {}, {}, {}, {}, {}, {}, {}, "
+                      "{}); // and {}",
+                      val(g_.ops[gi].results[0], L_.ops[gi].result), y, x[0],
+                      x[1], b, N, K, O, twS, g_.ops[gi].name));
+      } else if (!residualForward.empty()) {
+        F(residualForward);
+      } else {
+        F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y,
+                      x[0], x[1], b, N, K, O, twS));
+      }
       if (needDx && p.mode == OpMode::Column && cuda_) {
         const std::string part = names_[size_t(r)] + "_dx_partial";
         addMember(st,
@@ -863,6 +1008,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                        N * K));
         BI(fmt::format("  add_into({}, partial.data(), {});", dx[0], N * K));
         BI("}");
+      } else if (!dgelu.empty()) {
+        BI(dgelu);
       } else if (needDx) {
         BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
                        "{}, {}, {});",
@@ -888,6 +1035,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                   O));
     BI(fmt::format("bias_add_backward({}, {}, {}, {}, {});", dx[0], dx[1], dy,
                    N, O));
+  } else if (k == "add" && linearOperandOfAdd_.count(i)) {
+    const size_t lk = linearOperandOfAdd_.at(i);
+    F("// in the GEMM of its linear operand (linear_residual_forward)");
+    BI("// the linear operand's gradient is this sum's (its backward reads it)");
+    if (!isInput(op.operands[1 - lk]))
+      BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
   } else if (k == "add") {
     F(fmt::format("add_forward({}, {}, {}, {});", y, x[0], x[1], n));
     BI(fmt::format("add_backward({}, {}, {}, {});", dx[0], dx[1], dy, n));
@@ -895,6 +1048,9 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     F(fmt::format("mul_forward({}, {}, {}, {});", y, x[0], x[1], n));
     BI(fmt::format("mul_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], dy,
                    x[0], x[1], n));
+  } else if (k == "gelu" && fusedGelus_.count(i)) {
+    F("// in the GEMM epilogue of its producer (linear_gelu_forward)");
+    BI("// in the input-gradient GEMM of its consumer (linear_backward_dgelu)");
   } else if (k == "gelu") {
     const char *tanhS = attrOr<std::string>(op, "approximate", "tanh") == "none"
                             ? "false"
@@ -1754,6 +1910,8 @@ std::string Emitter::emit() {
   }
 
   planVocabPadding();
+  planGeluFusion();
+  planResidualFusion();
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);

@@ -154,10 +154,67 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   };
   auto padTo64 = [](int64_t n) { return (n + 63) / 64 * 64; };
 
+  // A tanh GELU between two linears runs in their GEMMs' epilogues in the
+  // generated CUDA program (codegen/TrainProgram.cpp planGeluFusion): its
+  // time is the first GEMM's extra write of the pre-activation and the
+  // second's extra read of it, no kernel of its own. (The program also
+  // requires the three ops' layouts to line up, as Megatron's column-then-
+  // row MLP has them; the pricing does not look at the signatures.)
+  std::vector<int> users(g.tensors.size(), 0);
+  for (const OpDef &op : g.ops)
+    for (int t : op.operands)
+      ++users[t];
+  std::vector<int> producer(g.tensors.size(), -1), consumer(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    for (int t : g.ops[i].results)
+      producer[t] = static_cast<int>(i);
+    for (int t : g.ops[i].operands)
+      consumer[t] = static_cast<int>(i);
+  }
+  auto geluInEpilogue = [&](const OpDef &op) {
+    if (op.kind != "gelu" || op.operands.size() != 1 || op.results.size() != 1)
+      return false;
+    if (auto it = op.attrs.find("approximate"); it != op.attrs.end())
+      if (auto *a = std::get_if<std::string>(&it->second); a && *a == "none")
+        return false;
+    const int pre = op.operands[0], out = op.results[0];
+    return producer[pre] >= 0 && g.ops[producer[pre]].kind == "linear" &&
+           users[pre] == 1 && users[out] == 1 &&
+           g.ops[consumer[out]].kind == "linear" &&
+           g.ops[consumer[out]].operands[0] == out && pre != g.loss &&
+           out != g.loss;
+  };
+  // A residual add on a linear's output runs in that linear's GEMM (codegen
+  // planResidualFusion: the GEMM reads the residual as its C and writes the
+  // sum): the forward costs the GEMM's extra read, the backward is the
+  // residual's gradient update alone. Not under tensor parallelism, where
+  // the projections are row-parallel (their all-reduce follows the GEMM).
+  auto residualInGemm = [&](const OpDef &op) {
+    if (tp_ != 1 || op.kind != "add" || op.operands.size() != 2 ||
+        op.operands[0] == op.operands[1])
+      return false;
+    for (int k : {1, 0}) {
+      const int t = op.operands[k], res = op.operands[1 - k];
+      const int lin = producer[t];
+      if (lin >= 0 && g.ops[lin].kind == "linear" && users[t] == 1 &&
+          t != g.loss && g.tensors[res].role != TensorRole::Parameter &&
+          producer[res] < lin &&
+          g.tensors[t].shape == g.tensors[op.results[0]].shape)
+        return true;
+    }
+    return false;
+  };
+
   opCost_.resize(sg_.ops.size());
+  inGemm_.clear();
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
     const OpDef &op = g.ops[sg_.ops[i].op];
     const bool padVocab = padsVocab(op);
+    const bool fusedGelu = geluInEpilogue(op);
+    const bool fusedResidual = !fusedGelu && residualInGemm(op);
+    inGemm_.push_back(fusedGelu       ? InGemm::All
+                      : fusedResidual ? InGemm::Forward
+                                      : InGemm::None);
     // The dense operand whose rows spmm (x) and sddmm (y) read for every
     // node: all-gathered over dp under a node split.
     const size_t allNodes = op.kind == "spmm"    ? 1
@@ -215,6 +272,20 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
                          {false, false, false}, o_.precision, kernels)
                 .forward.time;
       sc.wgrad = oc.backwardWeight.time;
+      if (fusedGelu) {
+        const double bytes = prod(out[0].shape) * o_.activationElementBytes;
+        sc.forward = sc.backward =
+            bytes / (c_.hbmBandwidth * c_.hbmEfficiency);
+        sc.wgrad = 0;
+      }
+      if (fusedResidual) {
+        const double bytes = prod(out[0].shape) * o_.activationElementBytes;
+        sc.forward = bytes / (c_.hbmBandwidth * c_.hbmEfficiency);
+        // The residual's gradient += the sum's: an add of one operand.
+        sc.backward = cost::opCost(c_, "add", {out[0]}, out, attrs, {false},
+                                   o_.precision, kernels)
+                          .backward();
+      }
       sc.savedInternal = oc.savedInternal;
       if (s.inOpAllReduceBytes > 0)
         sc.comm = cost::collectiveCost(c_, cost::Collective::AllReduce,
@@ -478,9 +549,10 @@ PricingContext::opKindTimes(const Assignment &a) const {
     const double w =
         op.count /
         (op.segment == Segment::Layer ? static_cast<double>(sg_.layers) : 1.0);
-    auto &t = kinds[static_cast<int>(op.segment)][sg_.graph->ops[op.op].kind];
-    t[0] += w * c.forward;
-    t[1] += w * c.backward;
+    auto &seg = kinds[static_cast<int>(op.segment)];
+    const std::string &kind = sg_.graph->ops[op.op].kind;
+    seg[inGemm_[i] == InGemm::None ? kind : "linear"][0] += w * c.forward;
+    seg[inGemm_[i] == InGemm::All ? "linear" : kind][1] += w * c.backward;
   }
   return kinds;
 }

@@ -140,6 +140,11 @@ private:
   cost::MeshOnCluster tpMesh_;
   cost::GroupPlacement tpGroup_, dpGroup_, dpTpGroup_, ppGroup_;
   std::vector<std::vector<OpSigCost>> opCost_;
+  // Per collapsed op, what of it the CUDA program runs inside a linear's GEMM
+  // (that time counts as "linear" in opKindTimes): a GELU between two linears
+  // all of it, a residual add on a linear's output its forward.
+  enum class InGemm { None, All, Forward };
+  std::vector<InGemm> inGemm_;
   // Only the tensors of the collapsed graph are priced: slot_ maps a model
   // tensor to its row in elems_ / boxCache_ (-1: not in the collapsed graph).
   std::vector<int> slot_;

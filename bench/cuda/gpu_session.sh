@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One validation session of the CUDA backend in few device calls (bench/cuda/README.md).
 #
-#   bash bench/cuda/gpu_session.sh stage [--gpus 1|2] [--models a,b] DIR   # here
+#   bash bench/cuda/gpu_session.sh stage [--gpus 1|2] [--models a,b] [--micro m=B,..] DIR  # here
 #   bash bench/cuda/gpu_session.sh checks DIR    # device: kernels, verify matrix, step graph e2e
 #   bash bench/cuda/gpu_session.sh bench DIR     # device: bench/cuda/run.sh --profile
 #   bash bench/cuda/gpu_session.sh unpack TGZ DIR  # here: a call's results into DIR/results
@@ -16,6 +16,8 @@
 # cores). The device modes write every log and result under a work folder and return one
 # tarball, $OUT/<mode>.tgz (the device tool brings back at most 8 files).
 # --gpus 2: the verify cases and benchmark projects of two GPUs as well (default 1).
+# --micro: other micro-batches for the benchmark (make_projects.sh --micro; bench runs PyTorch at
+#   the same ones).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: gpu_session.sh stage|checks|bench|unpack ...}
@@ -23,10 +25,11 @@ shift
 
 case $mode in
 stage)
-  gpus=1 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
+  gpus=1 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl micro=""
   while [ $# -gt 1 ]; do
     case "$1" in
     --gpus) gpus=$2; shift 2 ;;
+    --micro) micro=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     *) echo "gpu_session.sh stage: unknown option $1" >&2; exit 2 ;;
     esac
@@ -42,6 +45,7 @@ stage)
   rm -rf "$dir" && mkdir -p "$dir"
   dir=$(realpath "$dir")
   echo "$gpus" >"$dir/gpus"
+  echo "$micro" >"$dir/micro"
   cd "$root"
   echo "stage: KernelCheck"
   bash bench/cuda/check_kernels.sh --prebuild "$dir/kernels" >"$dir/kernels.log" 2>&1 || {
@@ -66,7 +70,8 @@ stage)
     "$autoddl" codegen "$dir/step_graph_plan.json" --backend cuda --fp32 \
       -o "$dir/step_graph" >/dev/null || exit 1
   echo "stage: GPT-2 projects ($models)"
-  bash bench/cuda/make_projects.sh --autoddl "$autoddl" --models "$models" "$dir/projects" \
+  bash bench/cuda/make_projects.sh --autoddl "$autoddl" --models "$models" \
+    ${micro:+--micro "$micro"} "$dir/projects" \
     >"$dir/projects.log" 2>&1 || {
     tail -5 "$dir/projects.log"
     exit 1
@@ -99,7 +104,9 @@ checks | bench)
     stamp "step graph e2e: rc $?"
     rm -rf "$w/step_graph"
   else
-    OUT=$w/bench bash bench/cuda/run.sh --gpus "$gpus" --profile --projects "$dir/projects"
+    micro=$(cat "$dir/micro" 2>/dev/null)
+    OUT=$w/bench bash bench/cuda/run.sh --gpus "$gpus" --profile --projects "$dir/projects" \
+      ${micro:+--micro "$micro"}
     stamp "run.sh: rc $?"
   fi
   tar czf "$out/$mode.tgz" -C "$w" .

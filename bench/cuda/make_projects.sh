@@ -6,10 +6,12 @@
 # is OUT_DIR/.plans/<name>.txt.
 #
 #   bash bench/cuda/make_projects.sh [--autoddl BIN] [--cluster C] [--models a,b] [--fix K=V,..]
-#                                    [OUT_DIR]
+#                                    [--micro m=B,..] [--plans p,..] [OUT_DIR]
 #
 # C (default h200-fitted): the cluster the plans are priced on (bench/cuda/fit_check.sh makes it).
 # --fix: knobs pinned in every plan besides those below (e.g. partition=uniform).
+# --micro: another micro-batch B for a model (e.g. gpt2-xl=8); the projects are then named
+#   <model>-b<B>-<plan>. --plans: which of single,dp2,tp2,pp2 (default all four).
 #
 # OUT_DIR (default .gpu-calibrate/projects) should be ignored by git (.git/info/exclude) and
 # named in the device tool's `carry`. Plans, with PyTorch's micro-batch B per GPU (16/8/8/4 for
@@ -25,10 +27,12 @@ autoddl=${AUTODDL:-}
 cluster=h200-fitted
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
 out=.gpu-calibrate/projects
-extra=""
+extra="" micro_over="" plans=single,dp2,tp2,pp2
 while [ $# -gt 0 ]; do
   case "$1" in
   --fix) extra=${2:+,$2}; shift 2 ;;
+  --micro) micro_over=$2; shift 2 ;;
+  --plans) plans=$2; shift 2 ;;
   --autoddl) autoddl=$2; shift 2 ;;
   --cluster) cluster=$2; shift 2 ;;
   --models) models=$2; shift 2 ;;
@@ -44,7 +48,14 @@ fi
 [ -x "$autoddl" ] || { echo "make_projects.sh: no autoddl binary (--autoddl BIN)" >&2; exit 2; }
 mkdir -p "$out"
 
-micro() { case "$1" in gpt2) echo 16 ;; gpt2-medium | gpt2-large) echo 8 ;; gpt2-xl) echo 4 ;; esac; }
+micro() {
+  local o
+  for o in ${micro_over//,/ }; do
+    [ "${o%%=*}" = "$1" ] && echo "${o#*=}" && return
+  done
+  case "$1" in gpt2) echo 16 ;; gpt2-medium | gpt2-large) echo 8 ;; gpt2-xl) echo 4 ;; esac
+}
+wanted() { [[ ",$plans," == *",$1,"* ]]; }
 
 failed=0
 make_one() { # name model gpus global_batch micro_batch fix
@@ -73,10 +84,12 @@ make_one() { # name model gpus global_batch micro_batch fix
 
 for m in ${models//,/ }; do
   b=$(micro "$m")
-  make_one "$m-single" "$m" 1 "$b" "$b" "tp=1,pp=1,dp=1"
-  make_one "$m-dp2" "$m" 2 $((2 * b)) "$b" "tp=1,pp=1,dp=2"
-  make_one "$m-tp2" "$m" 2 "$b" "$b" "tp=2,pp=1,dp=1"
-  make_one "$m-pp2" "$m" 2 $((2 * b)) $((b / 2)) "tp=1,pp=2,dp=1,schedule=1f1b"
+  n=$m
+  [[ ",$micro_over," == *",$m="* ]] && n=$m-b$b
+  wanted single && make_one "$n-single" "$m" 1 "$b" "$b" "tp=1,pp=1,dp=1"
+  wanted dp2 && make_one "$n-dp2" "$m" 2 $((2 * b)) "$b" "tp=1,pp=1,dp=2"
+  wanted tp2 && make_one "$n-tp2" "$m" 2 "$b" "$b" "tp=2,pp=1,dp=1"
+  wanted pp2 && make_one "$n-pp2" "$m" 2 $((2 * b)) $((b / 2)) "tp=1,pp=2,dp=1,schedule=1f1b"
 done
 echo "projects under $out: bash bench/cuda/run.sh --projects $out (carry $out)"
 exit $failed

@@ -59,6 +59,13 @@ MODELS = {
 }
 # Micro-batch per GPU, chosen to fit 141 GB without recomputation at seq 1024.
 DEFAULT_MICRO_BATCH = {"gpt2": 16, "gpt2-medium": 8, "gpt2-large": 8, "gpt2-xl": 4, "tiny": 2}
+# BENCH_MICRO_BATCHES="gpt2-xl=8,...": other micro-batches (bench/cuda/run.sh --micro sets it, so
+# that torch.compile children and torchrun ranks see them too).
+for _item in filter(None, os.environ.get("BENCH_MICRO_BATCHES", "").split(",")):
+    _name, _, _b = _item.partition("=")
+    if _name not in DEFAULT_MICRO_BATCH or not _b.isdigit() or int(_b) < 1:
+        sys.exit("pytorch_gpt2.py: BENCH_MICRO_BATCHES: bad entry %r (model=B)" % _item)
+    DEFAULT_MICRO_BATCH[_name] = int(_b)
 VOCAB = 50257
 SEQ = 1024
 PEAK_DATASHEET = 989.5e12

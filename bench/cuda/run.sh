@@ -7,6 +7,7 @@
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
 #                          [--warmup N] [--models a,b] [--compile-wait S] [--dist-compile]
 #                          [--modes eager,compile] [--dist-models a,b] [--profile]
+#                          [--micro m=B,..]
 #
 # --profile: run the generated programs with --profile --trace as well and keep their metrics.json
 #   and trace.json in $OUT/validate-<project>/, for `autoddl validate PLAN --measured DIR` here;
@@ -14,6 +15,8 @@
 #   CUDA graph there fits gpu.graph_op_overhead_us: validate --graph-run, fit_check.sh).
 # --modes: the one-GPU PyTorch modes (default eager,compile; none: skip them).
 # --dist-models: the models of the two-GPU PyTorch runs (default: --models).
+# --micro: PyTorch's micro-batch per GPU for these models (e.g. gpt2-xl=8; default 16/8/8/4),
+#   to match projects made with make_projects.sh --micro.
 #
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
 #   the ones not done are given up; 1.5B took over 100 s on the H200 machine (default 240).
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
   --modes) modes=$2; shift 2 ;;
   --dist-models) dist_models=$2; shift 2 ;;
   --profile) profile=1; shift ;;
+  --micro) export BENCH_MICRO_BATCHES=$2; shift 2 ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

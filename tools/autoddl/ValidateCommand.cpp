@@ -324,7 +324,10 @@ void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
     calls += c;
     // The prediction holds old.opOverhead per execution (a GEMM's backward
     // is two); the kernels' part is the rest.
-    const double forwardCalls = c / (cost::isGemmKind(r.kind) ? 3 : 2);
+    // (A kind with no forward of its own, a residual add whose forward runs
+    // in a GEMM, executes its backward only.)
+    const double forwardCalls =
+        *r.predForward > 0 ? c / (cost::isGemmKind(r.kind) ? 3 : 2) : 0;
     const double kf = *r.predForward - old.opOverhead * forwardCalls;
     const double kb = *r.predBackward - old.opOverhead * (c - forwardCalls);
     double sf = 1, sb = 1;

@@ -4,6 +4,7 @@
 // heuristic's algorithm) is built once per shape, type and alignment and
 // cached, so a training step does not query heuristics.
 #include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Linear.h"
 
 #include <cstdio>
@@ -22,10 +23,20 @@ constexpr cudaDataType_t kActType = CUDA_R_32F;
 constexpr cudaDataType_t kActType = CUDA_R_16BF;
 #endif
 
+/// An epilogue beyond the bias: GELU (tanh) of the result with the result
+/// before it written to aux (the pre-activation the backward needs), or the
+/// result times the GELU derivative at aux (the backward through the GELU).
+enum class Epi : int32_t { None = 0, GeluAux = 1, DGelu = 2 };
+struct EpiArgs {
+  Epi kind = Epi::None;
+  const void *aux = nullptr;
+  int64_t auxLd = 0; // elements between aux's rows (row-major)
+};
+
 /// What identifies a plan: the column-major problem after the swap.
 struct GemmKey {
-  int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC;
-  int32_t opA, opB, typeC, bias, align;
+  int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC, auxLd;
+  int32_t opA, opB, typeC, bias, align, epi;
   bool operator==(const GemmKey &o) const {
     return std::memcmp(this, &o, sizeof(GemmKey)) == 0;
   }
@@ -91,14 +102,38 @@ GemmPlan build_plan(const GemmKey &key) {
       p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  switch (Epi(key.epi)) {
+  case Epi::None:
+    epi = key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    break;
+  case Epi::GeluAux:
+    epi = key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                   : CUBLASLT_EPILOGUE_GELU_AUX;
+    break;
+  case Epi::DGelu:
+    epi = CUBLASLT_EPILOGUE_DGELU;
+    break;
+  }
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (key.bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     const int32_t biasType = kActType;
     AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
         sizeof biasType));
+  }
+  if (Epi(key.epi) != Epi::None) {
+    // aux has the output's type and shape; the heuristic reads the pointer's
+    // alignment only (the key's `align` covers it), so a stand-in aligned to
+    // exactly that does.
+    const int64_t ld = key.auxLd;
+    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    const void *stand = reinterpret_cast<const void *>(uintptr_t(key.align));
+    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &stand,
+        sizeof stand));
   }
   p.a = make_layout(kActType, opA == CUBLAS_OP_N ? key.m : key.k,
                     opA == CUBLAS_OP_N ? key.k : key.m, key.lda, key.batch,
@@ -187,13 +222,17 @@ gemm_fallback_kernel(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
 
 /// Row-major C[M,N] = op(A) op(B) (+ bias[N]) + beta C for `batch` products
 /// strided by sA, sB, sC elements. A is [M,K] ([K,M] when transA), B is [K,N]
-/// ([N,K] when transB). C is act_t, or fp32 when cFloat.
-void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+/// ([N,K] when transB). C is act_t, or fp32 when cFloat. With an epilogue, or
+/// a result D apart from C (one product, act_t C, D in C's layout), returns
+/// false, having done nothing, where cuBLASLt has no algorithm for it; true
+/// otherwise.
+bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           const act_t *A, int64_t lda, const act_t *B, int64_t ldb, float beta,
           void *C, int64_t ldc, bool cFloat, const act_t *bias = nullptr,
-          int64_t batch = 1, int64_t sA = 0, int64_t sB = 0, int64_t sC = 0) {
+          int64_t batch = 1, int64_t sA = 0, int64_t sB = 0, int64_t sC = 0,
+          const EpiArgs &epi = {}, void *D = nullptr) {
   if (M == 0 || N == 0 || batch == 0)
-    return;
+    return true;
   GemmKey key;
   std::memset(&key, 0, sizeof key); // padding takes part in hashing
   key.m = N;
@@ -210,10 +249,14 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.typeC = cFloat ? CUDA_R_32F : kActType;
   key.bias = bias != nullptr;
+  key.epi = int32_t(epi.kind);
+  key.auxLd = epi.auxLd;
   int32_t al = alignment_of(A);
-  for (const void *p :
-       {static_cast<const void *>(B), static_cast<const void *>(C)})
-    al = std::min(al, alignment_of(p));
+  for (const void *p : {static_cast<const void *>(B),
+                        static_cast<const void *>(C), epi.aux,
+                        static_cast<const void *>(D)})
+    if (p)
+      al = std::min(al, alignment_of(p));
   key.align = al;
   GemmPlan plan;
   {
@@ -223,6 +266,8 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
       it = plans().emplace(key, build_plan(key)).first;
     plan = it->second;
   }
+  if (!plan.found && (epi.kind != Epi::None || D))
+    return false;
   if (!plan.found) {
     const dim3 grid(unsigned((N + kTile - 1) / kTile),
                     unsigned((M + kTile - 1) / kTile), unsigned(batch));
@@ -236,16 +281,42 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           transA, transB, M, N, K, A, lda, B, ldb, beta,
           static_cast<act_t *>(C), ldc, bias, sA, sB, sC);
     AUTODDL_CUDA_CHECK_LAUNCH();
-    return;
+    return true;
   }
   if (bias)
     AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (epi.kind != Epi::None)
+    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi.aux,
+        sizeof epi.aux));
   const float alpha = 1.0f;
   AUTODDL_CUBLAS_CHECK(
       cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta,
-                     C, plan.c, C, plan.c, &plan.algo, cublaslt_workspace(),
+                     C, plan.c, D ? D : C, plan.c, &plan.algo,
+                     cublaslt_workspace(),
                      size_t(kCublasLtWorkspaceBytes), compute_stream()));
+  return true;
+}
+
+/// The residual as the GEMM's C, unless AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE=1
+/// (then a separate add: to time one against the other).
+bool residual_epilogue_enabled() {
+  static const bool on = [] {
+    const char *e = std::getenv("AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE");
+    return !(e && *e == '1');
+  }();
+  return on;
+}
+
+/// GELU in the GEMM epilogue, unless AUTODDL_GEMM_NO_GELU_EPILOGUE=1 (the
+/// separate kernels then: to time one against the other).
+bool gelu_epilogue_enabled() {
+  static const bool on = [] {
+    const char *e = std::getenv("AUTODDL_GEMM_NO_GELU_EPILOGUE");
+    return !(e && *e == '1');
+  }();
+  return on;
 }
 
 // ---- bias ----
@@ -415,6 +486,53 @@ void linear_forward(act_t *out, const act_t *x, const act_t *w,
   }
   gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
        0.0f, out, O, false, bias);
+}
+
+void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x,
+                         const act_t *w, const act_t *bias, int64_t N,
+                         int64_t K, int64_t O, bool transpose_weight) {
+  // cuBLASLt wants the aux rows' stride a multiple of 8 elements.
+  if (K > 0 && O % 8 == 0 && gelu_epilogue_enabled() &&
+      gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
+           0.0f, out, O, false, bias, 1, 0, 0, 0, {Epi::GeluAux, pre, O}))
+    return;
+  linear_forward(pre, x, w, bias, N, K, O, transpose_weight);
+  gelu_forward(out, pre, N * O, true);
+}
+
+void linear_residual_forward(act_t *out, const act_t *residual,
+                             const act_t *x, const act_t *w, const act_t *bias,
+                             int64_t N, int64_t K, int64_t O,
+                             bool transpose_weight) {
+  // cuBLASLt reads C (the residual) and writes D (out): beta = 1.
+  if (K > 0 && out != residual && residual_epilogue_enabled() &&
+      gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
+           1.0f, const_cast<act_t *>(residual), O, false, bias, 1, 0, 0, 0, {},
+           out))
+    return;
+  linear_forward(out, x, w, bias, N, K, O, transpose_weight);
+  add_forward(out, out, residual, N * O);
+}
+
+void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
+                           const act_t *pre, int64_t N, int64_t K, int64_t O,
+                           bool transpose_weight) {
+  if (N == 0 || K == 0)
+    return;
+  if (O > 0 && K % 8 == 0 && gelu_epilogue_enabled() &&
+      gemm(false, !transpose_weight, N, K, O, dout, O, w,
+           transpose_weight ? K : O, 0.0f, dpre, K, false, nullptr, 1, 0, 0, 0,
+           {Epi::DGelu, pre, K}))
+    return;
+  // Unfused: dx of the linear into scratch slot 2, then through the GELU.
+  auto *dg = static_cast<act_t *>(scratch(2, N * K * int64_t(sizeof(act_t))));
+  if (O > 0)
+    gemm(false, !transpose_weight, N, K, O, dout, O, w,
+         transpose_weight ? K : O, 0.0f, dg, K, false);
+  else
+    zero(dg, N * K * int64_t(sizeof(act_t)));
+  zero(dpre, N * K * int64_t(sizeof(act_t)));
+  gelu_backward(dpre, pre, dg, N * K, true);
 }
 
 void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,

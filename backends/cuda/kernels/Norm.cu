@@ -1,18 +1,19 @@
-// LayerNorm and RMSNorm (Norm.h). One warp per row: the row is read once per
-// pass (the second and third reads hit L1/L2), statistics in fp32. Backward
-// sums the parameter gradients of a block's rows in shared memory and adds
-// them to the fp32 gradients with one atomic per column per block (rows beyond
-// ~20k columns: straight to global memory).
+// LayerNorm and RMSNorm (Norm.h). One warp per row: statistics in fp32; rows
+// up to 2048 (bf16) or 1024 (fp32) columns are held in registers, read once.
+// Backward in two kernels: dx a warp per row, and the parameter gradients by
+// column tiles over runs of rows (coalesced row stretches, one atomic per
+// column per block), which beats summing them beside dx (shared-memory copies
+// a warp: 2 blocks an SM at C = 1600, half the bandwidth).
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Norm.h"
+
+#include <cstdlib>
 
 namespace autoddl::rt {
 namespace {
 using namespace detail;
 
 constexpr int kWarps = 8; // rows per block
-constexpr int64_t kMaxSharedBytes = 200 * 1024;
-enum { kAccSlices = 0, kAccShared = 1, kAccGlobal = 2 };
 
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
@@ -154,116 +155,207 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+/// dx += the input gradient, one warp a row (the parameter gradients are
+/// norm_param_grads_kernel's): the generic form, any alignment.
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
-    norm_backward_kernel(act_t *dx, float *dgamma, float *dbeta,
-                         const act_t *dout, const act_t *x, const act_t *gamma,
-                         const float *mean, const float *rstd, int64_t N,
-                         int64_t C, int accMode) {
-  extern __shared__ float shared[];
-  // kAccSlices: each warp sums its rows into its own slice of shared memory
-  // (plain adds: a lane owns its columns); kAccShared: one shared copy,
-  // atomics; kAccGlobal: atomics straight into the fp32 gradients.
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int slices = accMode == kAccSlices ? kWarps : 1;
-  float *base = accMode == kAccSlices ? shared + int64_t(warp) * 2 * C : shared;
-  float *accGamma = dgamma, *accBeta = dbeta;
-  const bool atomic = accMode != kAccSlices;
-  if (accMode != kAccGlobal) {
-    accGamma = dgamma ? base : nullptr;
-    accBeta = dbeta ? base + C : nullptr;
-    for (int64_t j = threadIdx.x; j < 2 * C * slices; j += blockDim.x)
-      shared[j] = 0.0f;
-    __syncthreads();
-  }
-  auto acc = [&](float *p, float v) {
-    if (atomic)
-      atomicAdd(p, v);
-    else
-      *p += v;
-  };
-  for (int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < N;
-       row += int64_t(gridDim.x) * kWarps) {
-    const act_t *xr = x + row * C, *gr = dout + row * C;
-    const float m = kRms ? 0.0f : mean[row], r = rstd[row];
-    // Layernorm: a = sum g*gamma, b = sum g*gamma*xhat; RMSNorm: b = sum
-    // g*gamma*x.
-    float a = 0.0f, b = 0.0f;
-    for_row<V>(
-        xr, C, lane, 32,
-        [&](int64_t j) {
-          float xv[V], gv[V], wv[V];
-          load_floats<act_t, V>(xv, xr + j);
-          load_floats<act_t, V>(gv, gr + j);
-          load_floats<act_t, V>(wv, gamma + j);
+    norm_backward_dx_kernel(act_t *dx, const act_t *dout, const act_t *x,
+                            const act_t *gamma, const float *mean,
+                            const float *rstd, int64_t N, int64_t C) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= N)
+    return;
+  const act_t *xr = x + row * C, *gr = dout + row * C;
+  act_t *dr = dx + row * C;
+  const float m = kRms ? 0.0f : mean[row], r = rstd[row];
+  // Layernorm: a = mean(g*gamma), b = mean(g*gamma*xhat); RMSNorm: b =
+  // mean(g*gamma*x).
+  float a = 0.0f, b = 0.0f;
+  for_row<V>(
+      xr, C, lane, 32,
+      [&](int64_t j) {
+        float xv[V], gv[V], wv[V];
+        load_floats<act_t, V>(xv, xr + j);
+        load_floats<act_t, V>(gv, gr + j);
+        load_floats<act_t, V>(wv, gamma + j);
 #pragma unroll
-          for (int i = 0; i < V; ++i) {
-            const float gg = gv[i] * wv[i];
-            a += gg;
-            b += gg * (kRms ? xv[i] : (xv[i] - m) * r);
-          }
-        },
-        [&](int64_t j) {
-          const float xv = to_float(xr[j]);
-          const float gg = to_float(gr[j]) * to_float(gamma[j]);
+        for (int i = 0; i < V; ++i) {
+          const float gg = gv[i] * wv[i];
           a += gg;
-          b += gg * (kRms ? xv : (xv - m) * r);
-        });
-    a = warp_sum(a) / float(C);
-    b = warp_sum(b) / float(C);
-    const float k = b * r * r; // RMSNorm's mean(g x) rstd^2
-    for_row<V>(
-        xr, C, lane, 32,
-        [&](int64_t j) {
-          float xv[V], gv[V], wv[V], d[V];
-          load_floats<act_t, V>(xv, xr + j);
-          load_floats<act_t, V>(gv, gr + j);
-          load_floats<act_t, V>(wv, gamma + j);
-          if (dx)
-            load_floats<act_t, V>(d, dx + row * C + j);
+          b += gg * (kRms ? xv[i] : (xv[i] - m) * r);
+        }
+      },
+      [&](int64_t j) {
+        const float xv = to_float(xr[j]);
+        const float gg = to_float(gr[j]) * to_float(gamma[j]);
+        a += gg;
+        b += gg * (kRms ? xv : (xv - m) * r);
+      });
+  a = warp_sum(a) / float(C);
+  b = warp_sum(b) / float(C);
+  const float k = b * r * r; // RMSNorm's mean(g x) rstd^2
+  for_row<V>(
+      xr, C, lane, 32,
+      [&](int64_t j) {
+        float xv[V], gv[V], wv[V], d[V];
+        load_floats<act_t, V>(xv, xr + j);
+        load_floats<act_t, V>(gv, gr + j);
+        load_floats<act_t, V>(wv, gamma + j);
+        load_floats<act_t, V>(d, dr + j);
 #pragma unroll
-          for (int i = 0; i < V; ++i) {
-            const float gg = gv[i] * wv[i];
-            const float xhat = kRms ? xv[i] * r : (xv[i] - m) * r;
-            if (dx)
-              d[i] += kRms ? r * (gg - xv[i] * k) : r * (gg - a - xhat * b);
-            if (accGamma)
-              acc(accGamma + j + i, gv[i] * xhat);
-            if (!kRms && accBeta)
-              acc(accBeta + j + i, gv[i]);
-          }
-          if (dx)
-            store_floats<act_t, V>(dx + row * C + j, d);
-        },
-        [&](int64_t j) {
-          const float xv = to_float(xr[j]), gv = to_float(gr[j]);
-          const float gg = gv * to_float(gamma[j]);
-          const float xhat = kRms ? xv * r : (xv - m) * r;
-          if (dx) {
-            act_t *p = dx + row * C + j;
-            *p = from_float<act_t>(
-                to_float(*p) +
-                (kRms ? r * (gg - xv * k) : r * (gg - a - xhat * b)));
-          }
-          if (accGamma)
-            acc(accGamma + j, gv * xhat);
-          if (!kRms && accBeta)
-            acc(accBeta + j, gv);
-        });
-  }
-  if (accMode != kAccGlobal) {
-    __syncthreads();
-    for (int64_t j = threadIdx.x; j < C; j += blockDim.x) {
-      float g = 0.0f, b = 0.0f;
-      for (int w = 0; w < slices; ++w) {
-        g += shared[int64_t(w) * 2 * C + j];
-        b += shared[int64_t(w) * 2 * C + C + j];
-      }
-      if (dgamma)
-        atomicAdd(dgamma + j, g);
-      if (!kRms && dbeta)
-        atomicAdd(dbeta + j, b);
+        for (int i = 0; i < V; ++i) {
+          const float gg = gv[i] * wv[i];
+          d[i] += kRms ? r * (gg - xv[i] * k)
+                       : r * (gg - a - (xv[i] - m) * r * b);
+        }
+        store_floats<act_t, V>(dr + j, d);
+      },
+      [&](int64_t j) {
+        const float xv = to_float(xr[j]);
+        const float gg = to_float(gr[j]) * to_float(gamma[j]);
+        dr[j] = from_float<act_t>(to_float(dr[j]) +
+                                  (kRms ? r * (gg - xv * k)
+                                        : r * (gg - a - (xv - m) * r * b)));
+      });
+}
+
+/// dx += the input gradient with the row's x and dout held in registers as
+/// raw 16-byte packs (each read once): rows of at most 32 * P packs, every
+/// pointer 16-byte aligned, C % kPack == 0.
+template <int P, bool kRms>
+__global__ void __launch_bounds__(32 * kWarps, 2)
+    norm_backward_dx_cached_kernel(act_t *dx, const act_t *dout,
+                                   const act_t *x, const act_t *gamma,
+                                   const float *mean, const float *rstd,
+                                   int64_t N, int64_t C) {
+  constexpr int V = kPack<act_t>;
+  using Raw = Pack<act_t, V>;
+  const int lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (row >= N)
+    return;
+  const int64_t packs = C / V;
+  const Raw *xr = reinterpret_cast<const Raw *>(x + row * C);
+  const Raw *gr = reinterpret_cast<const Raw *>(dout + row * C);
+  Raw xp[P], gp[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p)
+    if (lane + 32 * p < packs) {
+      xp[p] = xr[lane + 32 * p];
+      gp[p] = gr[lane + 32 * p];
     }
+  const float m = kRms ? 0.0f : mean[row], r = rstd[row];
+  float a = 0.0f, b = 0.0f;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t kk = lane + 32 * p;
+    if (kk >= packs)
+      continue;
+    float wv[V];
+    load_floats<act_t, V>(wv, gamma + kk * V);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float xv = to_float(xp[p].v[i]);
+      const float gg = to_float(gp[p].v[i]) * wv[i];
+      a += gg;
+      b += gg * (kRms ? xv : (xv - m) * r);
+    }
+  }
+  a = warp_sum(a) / float(C);
+  b = warp_sum(b) / float(C);
+  const float k = b * r * r;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t kk = lane + 32 * p;
+    if (kk >= packs)
+      continue;
+    float wv[V], d[V];
+    load_floats<act_t, V>(wv, gamma + kk * V);
+    act_t *dr = dx + row * C + kk * V;
+    load_floats<act_t, V>(d, dr);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float xv = to_float(xp[p].v[i]);
+      const float gg = to_float(gp[p].v[i]) * wv[i];
+      d[i] += kRms ? r * (gg - xv * k) : r * (gg - a - (xv - m) * r * b);
+    }
+    store_floats<act_t, V>(dr, d);
+  }
+}
+
+/// dgamma += sum_n dout * xhat, dbeta += sum_n dout (fp32). Block (tile,
+/// chunk) owns 32 * V columns of a run of rows: warp w takes rows w, w + 8,
+/// ... of the run, a lane V adjacent columns, so each row's loads are one
+/// contiguous 32 * V-element stretch; the 8 warps' sums meet in shared
+/// memory and reach the gradients with one atomic per column per block
+/// (a few hundred blocks in all: grid sized for the machine, not for N).
+template <int V, bool kRms>
+__global__ void __launch_bounds__(32 * kWarps)
+    norm_param_grads_kernel(float *dgamma, float *dbeta, const act_t *dout,
+                            const act_t *x, const float *mean,
+                            const float *rstd, int64_t N, int64_t C,
+                            int64_t rowsPerChunk) {
+  constexpr int kTile = 32 * V;
+  __shared__ float red[kWarps][2][kTile];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c0 = int64_t(blockIdx.x) * kTile + int64_t(lane) * V;
+  const int64_t r0 = int64_t(blockIdx.y) * rowsPerChunk;
+  const int64_t r1 = r0 + rowsPerChunk < N ? r0 + rowsPerChunk : N;
+  float sg[V], sb[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    sg[i] = sb[i] = 0.0f;
+  if (c0 < C) {
+    constexpr int kUnroll = 4; // rows in flight a warp
+    int64_t row = r0 + warp;
+    for (; row + (kUnroll - 1) * kWarps < r1; row += kUnroll * kWarps) {
+      float xv[kUnroll][V], gv[kUnroll][V], m[kUnroll], r[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t rr = row + u * kWarps;
+        load_floats<act_t, V>(xv[u], x + rr * C + c0);
+        load_floats<act_t, V>(gv[u], dout + rr * C + c0);
+        m[u] = kRms ? 0.0f : mean[rr];
+        r[u] = rstd[rr];
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          sg[i] += gv[u][i] * (xv[u][i] - m[u]) * r[u];
+          sb[i] += gv[u][i];
+        }
+    }
+    for (; row < r1; row += kWarps) {
+      float xv[V], gv[V];
+      load_floats<act_t, V>(xv, x + row * C + c0);
+      load_floats<act_t, V>(gv, dout + row * C + c0);
+      const float m = kRms ? 0.0f : mean[row], r = rstd[row];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        sg[i] += gv[i] * (xv[i] - m) * r;
+        sb[i] += gv[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    red[warp][0][lane * V + i] = sg[i];
+    red[warp][1][lane * V + i] = sb[i];
+  }
+  __syncthreads();
+  for (int t = threadIdx.x; t < 2 * kTile; t += 32 * kWarps) {
+    const int which = t / kTile, col = t % kTile;
+    const int64_t j = int64_t(blockIdx.x) * kTile + col;
+    float* dst = which == 0 ? dgamma : dbeta;
+    if (j >= C || !dst)
+      continue;
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      s += red[w][which][col];
+    atomicAdd(dst + j, s);
   }
 }
 
@@ -300,33 +392,19 @@ void launch_forward(act_t *out, float *mean, float *rstd, const act_t *x,
 }
 
 template <int V, bool kRms>
-void launch_backward_v(act_t *dx, float *dgamma, float *dbeta,
-                       const act_t *dout, const act_t *x, const act_t *gamma,
-                       const float *mean, const float *rstd, int64_t N,
-                       int64_t C) {
-  const int64_t oneCopy = 2 * C * int64_t(sizeof(float));
-  int accMode = kAccGlobal;
-  int64_t sharedBytes = 0;
-  if (dgamma || dbeta) {
-    if (oneCopy * kWarps <= kMaxSharedBytes) {
-      accMode = kAccSlices;
-      sharedBytes = oneCopy * kWarps;
-    } else if (oneCopy <= kMaxSharedBytes) {
-      accMode = kAccShared;
-      sharedBytes = oneCopy;
-    }
-  }
-  auto kernel = norm_backward_kernel<V, kRms>;
-  if (sharedBytes > 48 * 1024)
-    AUTODDL_CUDA_CHECK(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sharedBytes)));
-  int64_t blocks = (N + kWarps - 1) / kWarps;
-  const int64_t cap = int64_t(sm_count()) * 2;
-  if (blocks > cap)
-    blocks = cap;
-  kernel<<<unsigned(blocks), 32 * kWarps, size_t(sharedBytes),
-           compute_stream()>>>(dx, dgamma, dbeta, dout, x, gamma, mean, rstd, N,
-                               C, accMode);
+void launch_param_grads(float *dgamma, float *dbeta, const act_t *dout,
+                        const act_t *x, const float *mean, const float *rstd,
+                        int64_t N, int64_t C) {
+  const int64_t tiles = (C + 32 * V - 1) / (32 * V);
+  // About four blocks an SM in all; at least kWarps rows a chunk.
+  const int64_t want = 4 * int64_t(sm_count());
+  int64_t chunks = (want + tiles - 1) / tiles;
+  int64_t rows = (N + chunks - 1) / chunks;
+  rows = (rows + kWarps - 1) / kWarps * kWarps;
+  chunks = (N + rows - 1) / rows;
+  norm_param_grads_kernel<V, kRms>
+      <<<dim3(unsigned(tiles), unsigned(chunks)), 32 * kWarps, 0,
+         compute_stream()>>>(dgamma, dbeta, dout, x, mean, rstd, N, C, rows);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -336,13 +414,47 @@ void launch_backward(act_t *dx, float *dgamma, float *dbeta, const act_t *dout,
                      const float *rstd, int64_t N, int64_t C) {
   if (N == 0 || C == 0 || (!dx && !dgamma && !dbeta))
     return;
+  if (kRms)
+    dbeta = nullptr;
   constexpr int V = kPack<act_t>;
-  if (C % V == 0 && same_alignment(x, dout, gamma, dx))
-    launch_backward_v<V, kRms>(dx, dgamma, dbeta, dout, x, gamma, mean, rstd, N,
-                               C);
-  else
-    launch_backward_v<1, kRms>(dx, dgamma, dbeta, dout, x, gamma, mean, rstd, N,
-                               C);
+  const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
+  if (dx) {
+    const int64_t packs = C / V;
+    // AUTODDL_NORM_BWD_UNCACHED=1: the two-pass kernel everywhere (to time
+    // one against the other in KernelBench).
+    static const bool uncached = [] {
+      const char *e = std::getenv("AUTODDL_NORM_BWD_UNCACHED");
+      return e && *e == '1';
+    }();
+    const bool cached = !uncached && C % V == 0 && packs <= 32 * 8 &&
+                        aligned16(x) && aligned16(dout) && aligned16(gamma) &&
+                        aligned16(dx);
+    if (cached && packs <= 32 * 4)
+      norm_backward_dx_cached_kernel<4, kRms>
+          <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
+                                                         mean, rstd, N, C);
+    else if (cached)
+      norm_backward_dx_cached_kernel<8, kRms>
+          <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
+                                                         mean, rstd, N, C);
+    else if (C % V == 0 && same_alignment(x, dout, gamma, dx))
+      norm_backward_dx_kernel<V, kRms>
+          <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
+                                                         mean, rstd, N, C);
+    else
+      norm_backward_dx_kernel<1, kRms>
+          <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
+                                                         mean, rstd, N, C);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+  }
+  if (dgamma || dbeta) {
+    // Packs of V need every row's start 16-byte aligned: C % V == 0 and
+    // aligned bases.
+    if (C % V == 0 && aligned16(x) && aligned16(dout))
+      launch_param_grads<V, kRms>(dgamma, dbeta, dout, x, mean, rstd, N, C);
+    else
+      launch_param_grads<1, kRms>(dgamma, dbeta, dout, x, mean, rstd, N, C);
+  }
 }
 } // namespace
 

@@ -133,6 +133,51 @@ void bench_gemms(int64_t N, int64_t C, int64_t V) {
                                       w.p(), N, s.K, s.O, true);
                 }),
                 f);
+    if (std::string(s.name) == "fc") { // with the GELU (epilogue vs kernel)
+      Buf<act_t> pre(N * s.O, 1);
+      print_flops(tag + " fwd + gelu (linear_gelu_forward)",
+                  median_ms([&](int) {
+                    rt::linear_gelu_forward(out.p(), pre.p(), x.p(), w.p(),
+                                            b.p(), N, s.K, s.O, true);
+                  }),
+                  f);
+      print_flops(tag + " fwd, then gelu_forward", median_ms([&](int) {
+                    rt::linear_forward(pre.p(), x.p(), w.p(), b.p(), N, s.K,
+                                       s.O, true);
+                    rt::gelu_forward(out.p(), pre.p(), N * s.O, true);
+                  }),
+                  f);
+    }
+    if (std::string(s.name) == "attn proj") { // with the residual add
+      Buf<act_t> res(N * s.O, 1), sum(N * s.O, 1);
+      print_flops(tag + " fwd + residual (linear_residual_forward)",
+                  median_ms([&](int) {
+                    rt::linear_residual_forward(sum.p(), res.p(), x.p(), w.p(),
+                                                b.p(), N, s.K, s.O, true);
+                  }),
+                  f);
+      print_flops(tag + " fwd, then add_forward", median_ms([&](int) {
+                    rt::linear_forward(out.p(), x.p(), w.p(), b.p(), N, s.K,
+                                       s.O, true);
+                    rt::add_forward(sum.p(), res.p(), out.p(), N * s.O);
+                  }),
+                  f);
+    }
+    if (std::string(s.name) == "fc proj") { // dx through the GELU before it
+      Buf<act_t> pre(N * s.K, 1), dg(N * s.K, 1);
+      print_flops(tag + " bwd dx + dgelu (linear_backward_dgelu)",
+                  median_ms([&](int) {
+                    rt::linear_backward_dgelu(dx.p(), dout.p(), w.p(), pre.p(),
+                                              N, s.K, s.O, true);
+                  }),
+                  f);
+      print_flops(tag + " bwd dx, then gelu_backward", median_ms([&](int) {
+                    rt::linear_backward(dg.p(), nullptr, nullptr, dout.p(),
+                                        x.p(), w.p(), N, s.K, s.O, true);
+                    rt::gelu_backward(dx.p(), pre.p(), dg.p(), N * s.K, true);
+                  }),
+                  f);
+    }
     if (s.bias)
       print_bw(tag + " bwd dbias (column sum)", median_ms([&](int) {
                  rt::bias_add_backward(nullptr, db.p(), dout.p(), N, s.O);

@@ -229,6 +229,75 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
       gemmTol, kFloatTol);
 }
 
+/// linear_gelu_forward (fc1 + GELU) against the CPU linear then GELU, and
+/// linear_backward_dgelu (fc2's input gradient through that GELU, [N,K] from
+/// dout [N,O]) against the CPU linear backward then GELU backward, on the
+/// CPU's pre-activation. Both fused in cuBLASLt's epilogue where it has one.
+void check_linear_gelu(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
+  const std::string tag = "linear+gelu " + shape({N, K, O}) +
+                          (tw ? " wT" : " w") + (bias ? " bias" : "");
+  const double gemmTol = gemm_tol(std::max({N, K, O}));
+  auto x = random_values(gRng, N * K, -1, 1);
+  auto w = random_values(gRng, K * O, -0.1f, 0.1f);
+  auto b = random_values(gRng, O, -1, 1);
+  std::vector<float> pre(static_cast<size_t>(N * O)),
+      want(static_cast<size_t>(N * O));
+  ref::linear_forward(pre.data(), x.data(), w.data(), bias ? b.data() : nullptr,
+                      N, K, O, tw);
+  ref::gelu_forward(want.data(), pre.data(), N * O, true);
+  DevAct dx(x), dw(w), db(b);
+  DevAlloc out(N * O), dpre(N * O);
+  rt::linear_gelu_forward(out.p, dpre.p, dx.p, dw.p, bias ? db.p : nullptr, N,
+                          K, O, tw);
+  gOk &= report(tag + " forward", rel_error(download(out.p, N * O), want),
+                gemmTol);
+  gOk &= report(tag + " forward pre", rel_error(download(dpre.p, N * O), pre),
+                gemmTol);
+
+  // Backward of a second linear [O -> K2] whose input is gelu(pre): dpre =
+  // gelu'(pre) * (dout2 W2^T); dout2 [N,K2], W2 [O,K2] (or [K2,O] with tw).
+  const int64_t K2 = K;
+  auto w2 = random_values(gRng, O * K2, -0.1f, 0.1f);
+  auto dout = random_values(gRng, N * K2, -1, 1);
+  std::vector<float> dg(static_cast<size_t>(N * O), 0.0f),
+      dwant(static_cast<size_t>(N * O), 0.0f);
+  ref::linear_backward(dg.data(), nullptr, nullptr, dout.data(), want.data(),
+                       w2.data(), N, O, K2, tw);
+  ref::gelu_backward(dwant.data(), pre.data(), dg.data(), N * O, true);
+  DevAct dw2(w2), ddout(dout), dpreIn(pre);
+  DevAlloc dgrad(N * O); // poisoned: the result overwrites it
+  rt::linear_backward_dgelu(dgrad.p, ddout.p, dw2.p, dpreIn.p, N, O, K2, tw);
+  gOk &= report(tag + " backward dpre", rel_error(download(dgrad.p, N * O), dwant),
+                gemmTol);
+}
+
+/// linear_residual_forward (a projection and its residual add, the residual
+/// read as the GEMM's C) against the CPU linear plus the residual.
+void check_linear_residual(int64_t N, int64_t K, int64_t O, bool tw,
+                           bool bias) {
+  const std::string tag = "linear+residual " + shape({N, K, O}) +
+                          (tw ? " wT" : " w") + (bias ? " bias" : "");
+  const double gemmTol = gemm_tol(std::max({N, K, O}));
+  auto x = random_values(gRng, N * K, -1, 1);
+  auto w = random_values(gRng, K * O, -0.1f, 0.1f);
+  auto b = random_values(gRng, O, -1, 1);
+  auto res = random_values(gRng, N * O, -2, 2);
+  std::vector<float> want(static_cast<size_t>(N * O));
+  ref::linear_forward(want.data(), x.data(), w.data(), bias ? b.data() : nullptr,
+                      N, K, O, tw);
+  for (size_t j = 0; j < want.size(); ++j)
+    want[j] += res[j];
+  DevAct dx(x), dw(w), db(b), dres(res);
+  DevAlloc out(N * O);
+  rt::linear_residual_forward(out.p, dres.p, dx.p, dw.p, bias ? db.p : nullptr,
+                              N, K, O, tw);
+  gOk &= report(tag + " forward", rel_error(download(out.p, N * O), want),
+                gemmTol);
+  // The residual is read, not written.
+  gOk &= report(tag + " residual kept", rel_error(download(dres.p, N * O), res),
+                kActTol);
+}
+
 void check_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, bool tb) {
   const std::string tag =
       "matmul " + shape({Bt, M, K, N}) + (tb ? " bT" : " b");
@@ -1122,6 +1191,13 @@ int main(int argc, char **argv) {
   check_linear(37, 45, 51, true, true);      // odd: unaligned leading dims
   check_linear(37, 45, 51, false, false);
   check_linear(33, 64, 50257, true, false); // lm_head, odd vocabulary
+  check_linear_gelu(129, 768, 3072, false, true); // GPT-2 c_fc (Conv1D)
+  check_linear_gelu(129, 768, 3072, true, true);  // torch Linear
+  check_linear_gelu(37, 48, 64, true, false);
+  check_linear_gelu(37, 45, 51, false, true); // O % 8 != 0: unfused path
+  check_linear_residual(129, 768, 768, false, true); // GPT-2 attn c_proj
+  check_linear_residual(129, 3072, 768, true, true);  // mlp c_proj
+  check_linear_residual(37, 45, 51, false, false);    // odd sizes
   check_matmul(3, 65, 64, 129, false);
   check_matmul(3, 65, 64, 129, true);
   check_matmul(2, 7, 9, 11, true);
