@@ -4,7 +4,7 @@
 # the metrics.json files of profiled runs (bench/cuda/run.sh --profile keeps them):
 #
 #   bash bench/cuda/fit_check.sh [--autoddl BIN] [--cluster C] [--fit NAME] [--fix K=V,..]
-#                                [--graph-runs DIR] MEASURED_DIR OUT_DIR
+#                                [--graph-runs DIR] [--micro m=B,..] MEASURED_DIR OUT_DIR
 #
 # MEASURED_DIR/<project>/metrics.json: one profiled run per benchmark project (the names of
 # bench/cuda/make_projects.sh: gpt2-single, gpt2-medium-dp2, ...). NAME (default
@@ -15,10 +15,12 @@
 # --profile keeps them as run-<project>/); the fit then takes gpu.graph_op_overhead_us from
 # NAME's, if its step ran as a CUDA graph, and a run whose step was graphed is compared on its
 # own step time (the profiled run is always eager).
+# --micro: the runs' other micro-batches (as make_projects.sh --micro made their projects).
 # Writes OUT_DIR/h200-fitted.json and OUT_DIR/fit_check.txt (one line per run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 autoddl="" cluster=h200-calibrated fit=gpt2-medium-single fix_extra=partition=uniform graph_runs=""
+micro=()
 while [ $# -gt 2 ]; do
   case "$1" in
   --autoddl) autoddl=$2; shift 2 ;;
@@ -26,6 +28,7 @@ while [ $# -gt 2 ]; do
   --fit) fit=$2; shift 2 ;;
   --fix) fix_extra=$2; shift 2 ;;
   --graph-runs) graph_runs=$2; shift 2 ;;
+  --micro) micro=(--micro "$2"); shift 2 ;;
   *) echo "fit_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +42,7 @@ trap 'rm -rf "$before" "$after"' EXIT
 # The 2026-12-01 runs' pp=2 plans split GPT-2 6 + 6 (the planner's partition before 7 + 5 was
 # possible): FIX (default partition=uniform) makes the plans those runs ran.
 bash bench/cuda/make_projects.sh --autoddl "$autoddl" --cluster "$cluster" --models "$models" \
-  --fix "$fix_extra" "$before" >/dev/null
+  --fix "$fix_extra" "${micro[@]}" "$before" >/dev/null
 graphed() { # DIR: its metrics.json's step ran as a CUDA graph
   python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["info"].get("cuda_graph","").startswith("on") else 1)' "$1/metrics.json" 2>/dev/null
 }
@@ -48,7 +51,7 @@ graph_arg=()
 "$autoddl" validate "$before/.plans/$fit.json" --measured "$measured/$fit" --cluster "$cluster" \
   --fit-cluster "$out/h200-fitted.json" "${graph_arg[@]}" >/dev/null
 bash bench/cuda/make_projects.sh --autoddl "$autoddl" --cluster "$out/h200-fitted.json" \
-  --models "$models" --fix "$fix_extra" "$after" >/dev/null
+  --models "$models" --fix "$fix_extra" "${micro[@]}" "$after" >/dev/null
 {
   echo "# predicted / measured step (profiled runs in $measured); fitted to $fit on $cluster"
   printf '%-22s %12s %12s %12s %10s %10s\n' run measured_ms before_ms after_ms before after

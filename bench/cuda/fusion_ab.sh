@@ -5,8 +5,7 @@
 #   all            every fusion on (the default)
 #   no-gelu        AUTODDL_GEMM_NO_GELU_EPILOGUE=1: the MLP's GELU as its own kernels
 #   no-residual    AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE=1: the residual adds as their own kernel
-#   norm-uncached  AUTODDL_NORM_BWD_UNCACHED=1: the norms' dx kernel re-reads the row
-#   none           all three switches
+#   none           both switches
 #
 # usage: bench/cuda/fusion_ab.sh [--build-only] OUT_DIR PROJECT...
 #   PROJECT: a generated CUDA project (bench/cuda/make_projects.sh makes them, bench.json beside
@@ -27,14 +26,13 @@ export NCCL_NVLS_ENABLE=0
 mkdir -p "$out"
 out=$(realpath "$out")
 jobs=$(nproc)
-variants="all no-gelu no-residual norm-uncached none"
+variants="all no-gelu no-residual none"
 envs_of() {
   case $1 in
   all) echo "" ;;
   no-gelu) echo "AUTODDL_GEMM_NO_GELU_EPILOGUE=1" ;;
   no-residual) echo "AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE=1" ;;
-  norm-uncached) echo "AUTODDL_NORM_BWD_UNCACHED=1" ;;
-  none) echo "AUTODDL_GEMM_NO_GELU_EPILOGUE=1 AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE=1 AUTODDL_NORM_BWD_UNCACHED=1" ;;
+  none) echo "AUTODDL_GEMM_NO_GELU_EPILOGUE=1 AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE=1" ;;
   esac
 }
 # One rank under mpirun (as bench/cuda/run.sh runs them), the variant's switches exported to it.
