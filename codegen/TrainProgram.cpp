@@ -1038,7 +1038,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   } else if (k == "add" && linearOperandOfAdd_.count(i)) {
     const size_t lk = linearOperandOfAdd_.at(i);
     F("// in the GEMM of its linear operand (linear_residual_forward)");
-    BI("// the linear operand's gradient is this sum's (its backward reads it)");
+    BI("// the linear operand's gradient is this sum's (its backward reads "
+       "it)");
     if (!isInput(op.operands[1 - lk]))
       BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
   } else if (k == "add") {

@@ -164,7 +164,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   for (const OpDef &op : g.ops)
     for (int t : op.operands)
       ++users[t];
-  std::vector<int> producer(g.tensors.size(), -1), consumer(g.tensors.size(), -1);
+  std::vector<int> producer(g.tensors.size(), -1),
+      consumer(g.tensors.size(), -1);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     for (int t : g.ops[i].results)
       producer[t] = static_cast<int>(i);
@@ -274,8 +275,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
       sc.wgrad = oc.backwardWeight.time;
       if (fusedGelu) {
         const double bytes = prod(out[0].shape) * o_.activationElementBytes;
-        sc.forward = sc.backward =
-            bytes / (c_.hbmBandwidth * c_.hbmEfficiency);
+        sc.forward = sc.backward = bytes / (c_.hbmBandwidth * c_.hbmEfficiency);
         sc.wgrad = 0;
       }
       if (fusedResidual) {

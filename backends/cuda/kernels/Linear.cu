@@ -108,8 +108,8 @@ GemmPlan build_plan(const GemmKey &key) {
     epi = key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     break;
   case Epi::GeluAux:
-    epi = key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
-                   : CUBLASLT_EPILOGUE_GELU_AUX;
+    epi =
+        key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     break;
   case Epi::DGelu:
     epi = CUBLASLT_EPILOGUE_DGELU;
@@ -252,9 +252,9 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   key.epi = int32_t(epi.kind);
   key.auxLd = epi.auxLd;
   int32_t al = alignment_of(A);
-  for (const void *p : {static_cast<const void *>(B),
-                        static_cast<const void *>(C), epi.aux,
-                        static_cast<const void *>(D)})
+  for (const void *p :
+       {static_cast<const void *>(B), static_cast<const void *>(C), epi.aux,
+        static_cast<const void *>(D)})
     if (p)
       al = std::min(al, alignment_of(p));
   key.align = al;
@@ -291,11 +291,10 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
         plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi.aux,
         sizeof epi.aux));
   const float alpha = 1.0f;
-  AUTODDL_CUBLAS_CHECK(
-      cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta,
-                     C, plan.c, D ? D : C, plan.c, &plan.algo,
-                     cublaslt_workspace(),
-                     size_t(kCublasLtWorkspaceBytes), compute_stream()));
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmul(
+      cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c,
+      D ? D : C, plan.c, &plan.algo, cublaslt_workspace(),
+      size_t(kCublasLtWorkspaceBytes), compute_stream()));
   return true;
 }
 
@@ -488,9 +487,9 @@ void linear_forward(act_t *out, const act_t *x, const act_t *w,
        0.0f, out, O, false, bias);
 }
 
-void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x,
-                         const act_t *w, const act_t *bias, int64_t N,
-                         int64_t K, int64_t O, bool transpose_weight) {
+void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x, const act_t *w,
+                         const act_t *bias, int64_t N, int64_t K, int64_t O,
+                         bool transpose_weight) {
   // cuBLASLt wants the aux rows' stride a multiple of 8 elements.
   if (K > 0 && O % 8 == 0 && gelu_epilogue_enabled() &&
       gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
@@ -500,10 +499,9 @@ void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x,
   gelu_forward(out, pre, N * O, true);
 }
 
-void linear_residual_forward(act_t *out, const act_t *residual,
-                             const act_t *x, const act_t *w, const act_t *bias,
-                             int64_t N, int64_t K, int64_t O,
-                             bool transpose_weight) {
+void linear_residual_forward(act_t *out, const act_t *residual, const act_t *x,
+                             const act_t *w, const act_t *bias, int64_t N,
+                             int64_t K, int64_t O, bool transpose_weight) {
   // cuBLASLt reads C (the residual) and writes D (out): beta = 1.
   if (K > 0 && out != residual && residual_epilogue_enabled() &&
       gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,

@@ -31,16 +31,15 @@ void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
 /// out[N,O] = gelu(pre) with pre[N,O] = x[N,K] W + bias (tanh GELU; bias may
 /// be null): linear_forward then gelu_forward, as one GEMM with a GELU
 /// epilogue where cuBLASLt has one (O % 8 == 0).
-void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x,
-                         const act_t *w, const act_t *bias, int64_t N,
-                         int64_t K, int64_t O, bool transpose_weight);
+void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x, const act_t *w,
+                         const act_t *bias, int64_t N, int64_t K, int64_t O,
+                         bool transpose_weight);
 /// out[N,O] = residual + x[N,K] W + bias (bias may be null; out must not
 /// alias residual): linear_forward then add_forward, as one GEMM reading the
 /// residual as its C (beta = 1) where cuBLASLt has an algorithm.
-void linear_residual_forward(act_t *out, const act_t *residual,
-                             const act_t *x, const act_t *w, const act_t *bias,
-                             int64_t N, int64_t K, int64_t O,
-                             bool transpose_weight);
+void linear_residual_forward(act_t *out, const act_t *residual, const act_t *x,
+                             const act_t *w, const act_t *bias, int64_t N,
+                             int64_t K, int64_t O, bool transpose_weight);
 /// dpre[N,K] = gelu'(pre) * (dout[N,O] W^T): the input gradient of a linear
 /// whose input is gelu(pre), carried on through the GELU (overwrites dpre:
 /// for a pre whose only consumer is that GELU, and a GELU output whose only

@@ -207,17 +207,17 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           const float gg = gv[i] * wv[i];
-          d[i] += kRms ? r * (gg - xv[i] * k)
-                       : r * (gg - a - (xv[i] - m) * r * b);
+          d[i] +=
+              kRms ? r * (gg - xv[i] * k) : r * (gg - a - (xv[i] - m) * r * b);
         }
         store_floats<act_t, V>(dr + j, d);
       },
       [&](int64_t j) {
         const float xv = to_float(xr[j]);
         const float gg = to_float(gr[j]) * to_float(gamma[j]);
-        dr[j] = from_float<act_t>(to_float(dr[j]) +
-                                  (kRms ? r * (gg - xv * k)
-                                        : r * (gg - a - (xv - m) * r * b)));
+        dr[j] = from_float<act_t>(
+            to_float(dr[j]) +
+            (kRms ? r * (gg - xv * k) : r * (gg - a - (xv - m) * r * b)));
       });
 }
 
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int t = threadIdx.x; t < 2 * kTile; t += 32 * kWarps) {
     const int which = t / kTile, col = t % kTile;
     const int64_t j = int64_t(blockIdx.x) * kTile + col;
-    float* dst = which == 0 ? dgamma : dbeta;
+    float *dst = which == 0 ? dgamma : dbeta;
     if (j >= C || !dst)
       continue;
     float s = 0.0f;

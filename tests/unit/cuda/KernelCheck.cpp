@@ -267,8 +267,8 @@ void check_linear_gelu(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
   DevAct dw2(w2), ddout(dout), dpreIn(pre);
   DevAlloc dgrad(N * O); // poisoned: the result overwrites it
   rt::linear_backward_dgelu(dgrad.p, ddout.p, dw2.p, dpreIn.p, N, O, K2, tw);
-  gOk &= report(tag + " backward dpre", rel_error(download(dgrad.p, N * O), dwant),
-                gemmTol);
+  gOk &= report(tag + " backward dpre",
+                rel_error(download(dgrad.p, N * O), dwant), gemmTol);
 }
 
 /// linear_residual_forward (a projection and its residual add, the residual
@@ -283,8 +283,8 @@ void check_linear_residual(int64_t N, int64_t K, int64_t O, bool tw,
   auto b = random_values(gRng, O, -1, 1);
   auto res = random_values(gRng, N * O, -2, 2);
   std::vector<float> want(static_cast<size_t>(N * O));
-  ref::linear_forward(want.data(), x.data(), w.data(), bias ? b.data() : nullptr,
-                      N, K, O, tw);
+  ref::linear_forward(want.data(), x.data(), w.data(),
+                      bias ? b.data() : nullptr, N, K, O, tw);
   for (size_t j = 0; j < want.size(); ++j)
     want[j] += res[j];
   DevAct dx(x), dw(w), db(b), dres(res);
@@ -1190,14 +1190,14 @@ int main(int argc, char **argv) {
   check_linear(129, 768, 2304, true, true);  // torch Linear [O,K]
   check_linear(37, 45, 51, true, true);      // odd: unaligned leading dims
   check_linear(37, 45, 51, false, false);
-  check_linear(33, 64, 50257, true, false); // lm_head, odd vocabulary
+  check_linear(33, 64, 50257, true, false);       // lm_head, odd vocabulary
   check_linear_gelu(129, 768, 3072, false, true); // GPT-2 c_fc (Conv1D)
   check_linear_gelu(129, 768, 3072, true, true);  // torch Linear
   check_linear_gelu(37, 48, 64, true, false);
-  check_linear_gelu(37, 45, 51, false, true); // O % 8 != 0: unfused path
+  check_linear_gelu(37, 45, 51, false, true);        // O % 8 != 0: unfused path
   check_linear_residual(129, 768, 768, false, true); // GPT-2 attn c_proj
-  check_linear_residual(129, 3072, 768, true, true);  // mlp c_proj
-  check_linear_residual(37, 45, 51, false, false);    // odd sizes
+  check_linear_residual(129, 3072, 768, true, true); // mlp c_proj
+  check_linear_residual(37, 45, 51, false, false);   // odd sizes
   check_matmul(3, 65, 64, 129, false);
   check_matmul(3, 65, 64, 129, true);
   check_matmul(2, 7, 9, 11, true);
