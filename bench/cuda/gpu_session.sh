@@ -3,7 +3,7 @@
 #
 #   bash bench/cuda/gpu_session.sh stage [--gpus 1|2] [--models a,b] [--micro m=B,..] DIR  # here
 #   bash bench/cuda/gpu_session.sh checks DIR    # device: kernels, verify matrix, step graph e2e
-#   bash bench/cuda/gpu_session.sh bench DIR     # device: bench/cuda/run.sh --profile
+#   bash bench/cuda/gpu_session.sh bench [--models a,b] DIR  # device: bench/cuda/run.sh --profile
 #   bash bench/cuda/gpu_session.sh unpack TGZ DIR  # here: a call's results into DIR/results
 #                                                  # (checks: the verify result file; bench: the
 #                                                  # runs laid out for fit_check.sh)
@@ -85,6 +85,11 @@ stage)
   ;;
 
 checks | bench)
+  models="" # bench: the models of this call (run.sh --models); all staged ones by default
+  if [ "$mode" = bench ] && [ "${1:-}" = --models ]; then
+    models=$2
+    shift 2
+  fi
   dir=${1:?usage: gpu_session.sh $mode DIR}
   gpus=$(cat "$dir/gpus")
   out=${OUT:-/tmp/gpu-session-out}
@@ -106,7 +111,7 @@ checks | bench)
   else
     micro=$(cat "$dir/micro" 2>/dev/null)
     OUT=$w/bench bash bench/cuda/run.sh --gpus "$gpus" --profile --projects "$dir/projects" \
-      ${micro:+--micro "$micro"}
+      ${micro:+--micro "$micro"} ${models:+--models "$models"}
     stamp "run.sh: rc $?"
   fi
   tar czf "$out/$mode.tgz" -C "$w" .
@@ -115,13 +120,20 @@ checks | bench)
 
 unpack)
   tgz=${1:?usage: gpu_session.sh unpack TGZ DIR} dir=${2:?usage: gpu_session.sh unpack TGZ DIR}
-  name=$(basename "$tgz" .tgz)
+  mode=$(basename "$tgz" .tgz)
+  # A second bench call's tarball goes beside the first (bench-2, ...); the runs of all of them
+  # gather in measured/ and graph_runs/.
+  name=$mode
+  for k in 2 3 4 5 6 7 8 9; do
+    [ -e "$dir/results/$name" ] || break
+    name=$mode-$k
+  done
   mkdir -p "$dir/results/$name" && tar xzf "$tgz" -C "$dir/results/$name"
-  if [ "$name" = checks ]; then
-    bash "$root/bench/cuda/verify_gpu.sh" compare "$dir/verify" "$dir/results/checks/verify" \
+  if [ "$mode" = checks ]; then
+    bash "$root/bench/cuda/verify_gpu.sh" compare "$dir/verify" "$dir/results/$name/verify" \
       "$dir/results/verify.json"
   else # fit_check.sh's layout: measured/<project>/ (profiled), graph_runs/<project>/ (timed)
-    for d in "$dir/results/bench/bench"/validate-* "$dir/results/bench/bench"/run-*; do
+    for d in "$dir/results/$name/bench"/validate-* "$dir/results/$name/bench"/run-*; do
       [ -f "$d/metrics.json" ] || continue
       n=$(basename "$d")
       sub=measured && [ "${n%%-*}" = run ] && sub=graph_runs

@@ -25,7 +25,7 @@
 # --projects DIR: generated projects (bench/cuda/make_projects.sh), one folder each with a
 #   bench.json ({"model", "gpus", "plan", "micro_batch", "global_batch"}); each is built with
 #   CMake and run under mpirun for --steps + --warmup steps; autoddl_tokens_per_s is computed
-#   from its metrics.json step times after the warm-up steps.
+#   from its metrics.json step times after the warm-up steps. Only the projects of --models run.
 # Results go to $OUT (the device tool's folder) when set, else bench/cuda/results/:
 #   cuda_vs_pytorch.json (issue 6 part 5's schema), pytorch_rows.jsonl, autoddl_rows.jsonl,
 #   h200-calibrated.json + calibrate_raw.json (--probe), run.log (every log), info.txt.
@@ -95,6 +95,8 @@ if [ -n "$projects" ]; then
     [ -f "$dir/bench.json" ] || continue
     name=$(basename "$dir")
     want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gpus"])' "$dir/bench.json")
+    model=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"])' "$dir/bench.json")
+    [[ ",$models," == *",$model,"* ]] || continue # --models picks both sides' models
     if [ "$gpus" = 1 ] && [ "$want" != 1 ]; then continue; fi
     if [ "$gpus" = 2 ] && [ "$want" != 2 ]; then continue; fi
     if [ "$want" -gt "$ngpu" ]; then say "autoddl $name: needs $want GPUs, have $ngpu"; continue; fi
