@@ -298,24 +298,12 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   return true;
 }
 
-/// The residual as the GEMM's C, unless AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE=1
-/// (then a separate add: to time one against the other).
-bool residual_epilogue_enabled() {
-  static const bool on = [] {
-    const char *e = std::getenv("AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE");
-    return !(e && *e == '1');
-  }();
-  return on;
-}
-
-/// GELU in the GEMM epilogue, unless AUTODDL_GEMM_NO_GELU_EPILOGUE=1 (the
-/// separate kernels then: to time one against the other).
-bool gelu_epilogue_enabled() {
-  static const bool on = [] {
-    const char *e = std::getenv("AUTODDL_GEMM_NO_GELU_EPILOGUE");
-    return !(e && *e == '1');
-  }();
-  return on;
+/// True when the environment variable `name` is "1": the fusions' off
+/// switches (AUTODDL_GEMM_NO_GELU_EPILOGUE, AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE),
+/// to time the fused path against the separate kernels.
+bool switched_off(const char *name) {
+  const char *e = std::getenv(name);
+  return e && *e == '1';
 }
 
 // ---- bias ----
@@ -491,7 +479,8 @@ void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x, const act_t *w,
                          const act_t *bias, int64_t N, int64_t K, int64_t O,
                          bool transpose_weight) {
   // cuBLASLt wants the aux rows' stride a multiple of 8 elements.
-  if (K > 0 && O % 8 == 0 && gelu_epilogue_enabled() &&
+  static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
+  if (K > 0 && O % 8 == 0 && !off &&
       gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
            0.0f, out, O, false, bias, 1, 0, 0, 0, {Epi::GeluAux, pre, O}))
     return;
@@ -503,7 +492,8 @@ void linear_residual_forward(act_t *out, const act_t *residual, const act_t *x,
                              const act_t *w, const act_t *bias, int64_t N,
                              int64_t K, int64_t O, bool transpose_weight) {
   // cuBLASLt reads C (the residual) and writes D (out): beta = 1.
-  if (K > 0 && out != residual && residual_epilogue_enabled() &&
+  static const bool off = switched_off("AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE");
+  if (K > 0 && out != residual && !off &&
       gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
            1.0f, const_cast<act_t *>(residual), O, false, bias, 1, 0, 0, 0, {},
            out))
@@ -517,7 +507,8 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
                            bool transpose_weight) {
   if (N == 0 || K == 0)
     return;
-  if (O > 0 && K % 8 == 0 && gelu_epilogue_enabled() &&
+  static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
+  if (O > 0 && K % 8 == 0 && !off &&
       gemm(false, !transpose_weight, N, K, O, dout, O, w,
            transpose_weight ? K : O, 0.0f, dpre, K, false, nullptr, 1, 0, 0, 0,
            {Epi::DGelu, pre, K}))
