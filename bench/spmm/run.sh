@@ -7,7 +7,8 @@
 #                                          --time-ms 25 (timed work per measurement),
 #                                          --part-blocks 16 (blocks per part; 0: the format's rule)
 #
-# Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder),
+# Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder), SPMM_FLAGS
+#      (extra nvcc flags, e.g. the kernels' -D knobs: bench/spmm/variants.sh),
 #      GTEST_SRC (googletest source with include/ and src/: also builds and runs the GPU
 #      unit tests of tests/unit/sparse first), SKIP_BENCH=1 (tests only).
 # Writes $OUT/sparse_h200.json and $OUT/bench.log; exits non-zero if a check fails.
@@ -17,7 +18,7 @@ out=${OUT:-bench/results}
 build=${SPMM_BUILD:-/tmp/spmm-build}
 mkdir -p "$out" "$build"
 nvccVersion=$(nvcc --version | grep -o 'release [0-9.]*, V[0-9.]*' || echo unknown)
-flags=(-std=c++17 -O3 -arch=sm_90 -I. -lineinfo -Xcompiler -fopenmp,-Wall)
+flags=(-std=c++17 -O3 -arch=sm_90 -I. -lineinfo -Xcompiler -fopenmp,-Wall ${SPMM_FLAGS:-})
 
 compile() { # source object [extra flags]
   local src=$1 obj=$2

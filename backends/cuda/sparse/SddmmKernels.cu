@@ -20,11 +20,56 @@ using namespace detail;
 
 constexpr int kWarpsPerBlock = 4;
 
+// Build-time knobs for the benchmark's comparisons (bench/spmm/variants.sh):
+// blocks per SM the fixed-width CUDA-core kernels are held to (6: 80
+// registers; 5 measured slower), and whether the tensor-core parts load X
+// once when k is one round (H200: banded fp32 K=64 0.92 vs 1.04 ms).
+#ifndef AUTODDL_SDDMM_MIN_BLOCKS
+#define AUTODDL_SDDMM_MIN_BLOCKS 6
+#endif
+#ifndef AUTODDL_SDDMM_X_ONCE
+#define AUTODDL_SDDMM_X_ONCE 1
+#endif
+// 1: the CUDA-core parts' entries go through the tensor cores too
+// (cudaCorePartMma), 0: lane groups of CUDA-core FMAs (cudaCorePartFixed).
+#ifndef AUTODDL_SDDMM_CUDA_PARTS_MMA
+#define AUTODDL_SDDMM_CUDA_PARTS_MMA 1
+#endif
+
 __device__ __forceinline__ int fragmentPosOf(bool tf32, int r, int s) {
   return tf32 ? r * 8 + (s % 4) * 2 + s / 4 : r * 8 + s;
 }
 
-template <typename T, bool kAligned, int kG>
+/// acc[16 rows x 8] += A B over kG chunks: A's rows g and g + 8 from ya and
+/// yb, B's columns from xr (the permuted-k layout above: 16-bit data through
+/// m16n8k16, fp32 through two TF32 m16n8k8 a chunk).
+template <typename T, int kG>
+__device__ __forceinline__ void
+mmaChunks(float (&acc)[4], const uint32_t (&ya)[kG][4],
+          const uint32_t (&yb)[kG][4], const uint32_t (&xr)[kG][4]) {
+#pragma unroll
+  for (int c = 0; c < kG; ++c) {
+    if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        mmaTf32(acc, toTf32(__uint_as_float(ya[c][2 * h])),
+                toTf32(__uint_as_float(yb[c][2 * h])),
+                toTf32(__uint_as_float(ya[c][2 * h + 1])),
+                toTf32(__uint_as_float(yb[c][2 * h + 1])),
+                toTf32(__uint_as_float(xr[c][2 * h])),
+                toTf32(__uint_as_float(xr[c][2 * h + 1])));
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        mmaK16<T>(acc, ya[c][2 * h], yb[c][2 * h], ya[c][2 * h + 1],
+                  yb[c][2 * h + 1], xr[c][2 * h], xr[c][2 * h + 1]);
+    }
+  }
+}
+
+/// kXOnce: k is exactly one round of kG chunks (aligned), so the window's X
+/// pieces are loaded once for the part instead of once per block pair.
+template <typename T, bool kAligned, int kG, bool kXOnce>
 __device__ __forceinline__ void
 tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
                const uint64_t *__restrict__ blockMask,
@@ -39,6 +84,14 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
   const int32_t slot = part.window * 8 + g;
   const T *xRow =
       slot < rows ? x + int64_t(slotRow(rowOfSlot, slot)) * ldx : nullptr;
+  uint32_t xOnce[kG][4];
+  if constexpr (kXOnce) {
+#pragma unroll
+    for (int c = 0; c < kG; ++c)
+      loadChunk<T, kLaneElems, true>(xRow ? xRow + c * kChunk + t * kLaneElems
+                                          : nullptr,
+                                     kLaneElems, xOnce[c]);
+  }
   for (int32_t b = part.begin; b < part.end; b += 2) {
     const bool second = b + 1 < part.end;
     const int32_t ca = __ldg(blockCols + int64_t(b) * 8 + g);
@@ -58,27 +111,16 @@ tensorCorePart(const WindowPart &part, const int32_t *__restrict__ blockCols,
                                            ya[c]);
         loadChunk<T, kLaneElems, kAligned>(yB ? yB + kb : nullptr, valid,
                                            yb[c]);
-        loadChunk<T, kLaneElems, kAligned>(xRow ? xRow + kb : nullptr, valid,
-                                           xr[c]);
-      }
+        if constexpr (kXOnce) {
 #pragma unroll
-      for (int c = 0; c < kG; ++c) {
-        if constexpr (kTf32) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            mmaTf32(acc, toTf32(__uint_as_float(ya[c][2 * h])),
-                    toTf32(__uint_as_float(yb[c][2 * h])),
-                    toTf32(__uint_as_float(ya[c][2 * h + 1])),
-                    toTf32(__uint_as_float(yb[c][2 * h + 1])),
-                    toTf32(__uint_as_float(xr[c][2 * h])),
-                    toTf32(__uint_as_float(xr[c][2 * h + 1])));
+          for (int i = 0; i < 4; ++i)
+            xr[c][i] = xOnce[c][i];
         } else {
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            mmaK16<T>(acc, ya[c][2 * h], yb[c][2 * h], ya[c][2 * h + 1],
-                      yb[c][2 * h + 1], xr[c][2 * h], xr[c][2 * h + 1]);
+          loadChunk<T, kLaneElems, kAligned>(xRow ? xRow + kb : nullptr, valid,
+                                             xr[c]);
         }
       }
+      mmaChunks<T, kG>(acc, ya, yb, xr);
     }
     // acc[0]: (vector g of block b, row 2t), acc[1]: row 2t+1; acc[2], acc[3]:
     // block b+1.
@@ -225,12 +267,88 @@ cudaCorePartFixed(const WindowPart &part, const int32_t *__restrict__ entColRow,
   }
 }
 
+/// The entries of a CUDA-core part through the tensor cores, 16 at a time:
+/// D[16 entries x 8 window rows] = Y[their 16 columns] X[window rows]^T, as
+/// tensorCorePart with one entry per vector, and each entry keeps the one
+/// output of its own row (1/8 of D). The profile of the lane-group path on a
+/// power-law graph (chunglu-reddit, fp16, K = 64) was issue-bound: per entry
+/// 8 lanes each convert 8 values, 8 FMAs and a 3-step shuffle sum; here a
+/// warp spends about 2 loads, 1/4 of an mma and one store per entry. For k of
+/// kG chunks exactly (one round, aligned; the window's X pieces stay in
+/// registers); kSets sets of 16 entries a step keep as many bytes in flight
+/// for small k, and the entry words of the next step are loaded one ahead.
+template <typename T, int kG>
+__device__ __forceinline__ void
+cudaCorePartMma(const WindowPart &part, const int32_t *__restrict__ entColRow,
+                const int32_t *__restrict__ rowOfSlot, const T *__restrict__ x,
+                int64_t ldx, const T *__restrict__ y, int64_t ldy, int32_t rows,
+                T *__restrict__ out) {
+  constexpr int kLaneElems = 16 / sizeof(T);
+  constexpr int kChunk = 4 * kLaneElems;
+  constexpr int kSets = kG >= 4 ? 1 : 4 / kG;
+  constexpr int kStep = 16 * kSets;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int32_t slot = part.window * 8 + g;
+  const T *xRow =
+      slot < rows ? x + int64_t(slotRow(rowOfSlot, slot)) * ldx : nullptr;
+  uint32_t xr[kG][4];
+#pragma unroll
+  for (int c = 0; c < kG; ++c)
+    loadChunk<T, kLaneElems, true>(
+        xRow ? xRow + c * kChunk + t * kLaneElems : nullptr, kLaneElems, xr[c]);
+  auto entry = [&](int32_t e) {
+    return e < part.end ? __ldg(entColRow + e) : -1;
+  };
+  // next[s][h]: entry e0 + 16 s + 8 h + g of the next step, (column << 3) |
+  // row-in-window, -1 past the end.
+  int32_t next[kSets][2];
+#pragma unroll
+  for (int st = 0; st < kSets; ++st)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      next[st][h] = entry(part.begin + 16 * st + 8 * h + g);
+  for (int32_t e0 = part.begin; e0 < part.end; e0 += kStep) {
+    int32_t cr[kSets][2];
+    uint32_t yv[kSets][2][kG][4];
+#pragma unroll
+    for (int st = 0; st < kSets; ++st)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        cr[st][h] = next[st][h];
+        next[st][h] = entry(e0 + kStep + 16 * st + 8 * h + g);
+        const T *yRow =
+            cr[st][h] >= 0 ? y + int64_t(cr[st][h] >> 3) * ldy : nullptr;
+#pragma unroll
+        for (int c = 0; c < kG; ++c)
+          loadChunk<T, kLaneElems, true>(
+              yRow ? yRow + c * kChunk + t * kLaneElems : nullptr, kLaneElems,
+              yv[st][h][c]);
+      }
+#pragma unroll
+    for (int st = 0; st < kSets; ++st) {
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+      const uint32_t(&ya)[kG][4] = yv[st][0];
+      const uint32_t(&yb)[kG][4] = yv[st][1];
+      mmaChunks<T, kG>(acc, ya, yb, xr);
+      // acc[0], acc[1]: entry e0 + 16 st + g at window rows 2t, 2t + 1;
+      // acc[2], acc[3]: entry e0 + 16 st + 8 + g. The lane holding an entry's
+      // own row writes it.
+      const int32_t eA = e0 + 16 * st + g, crA = cr[st][0], crB = cr[st][1];
+      if (crA >= 0 && ((crA & 7) >> 1) == t)
+        out[eA] = Elem<T>::fromFloat(crA & 1 ? acc[1] : acc[0]);
+      if (crB >= 0 && ((crB & 7) >> 1) == t)
+        out[eA + 8] = Elem<T>::fromFloat(crB & 1 ? acc[3] : acc[2]);
+    }
+  }
+}
+
 /// kL == 0: the general CUDA-core path; otherwise cudaCorePartFixed<kL, kP>.
 /// kG: k chunks per round of the tensor-core path. The fixed-width kernels are
 /// held to 80 registers (6 blocks of 4 warps per SM, no spills), the occupancy
 /// they had before the index prefetch (which lets nvcc take up to 128).
 template <typename T, bool kAligned, int kL, int kP, int kG>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32, kL > 0 ? 6 : 0)
+__global__ void __launch_bounds__(kWarpsPerBlock * 32,
+                                  kL > 0 ? AUTODDL_SDDMM_MIN_BLOCKS : 0)
     sddmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
                 const int32_t *__restrict__ blockCols,
                 const uint64_t *__restrict__ blockMask,
@@ -251,16 +369,22 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kL > 0 ? 6 : 0)
   part.end = minOf(part.end, part.begin + len);
   if (part.begin >= part.end)
     return;
+  // The fixed-width instantiations have k = kL * kP 16-byte pieces.
+  constexpr bool kXOnce = AUTODDL_SDDMM_X_ONCE && kL > 0 && kL * kP == 4 * kG;
   if (part.flags & 1) {
-    if constexpr (kL > 0)
+    if constexpr (kXOnce && AUTODDL_SDDMM_CUDA_PARTS_MMA)
+      cudaCorePartMma<T, kG>(part, entColRow, rowOfSlot, x, ldx, y, ldy, rows,
+                             outEnt);
+    else if constexpr (kL > 0)
       cudaCorePartFixed<T, kL, kP>(part, entColRow, rowOfSlot, x, ldx, y, ldy,
                                    outEnt);
     else
       cudaCorePart<T, kAligned>(part, entColRow, rowOfSlot, x, ldx, y, ldy, k,
                                 outEnt);
   } else {
-    tensorCorePart<T, kAligned, kG>(part, blockCols, blockMask, rowOfSlot, x,
-                                    ldx, y, ldy, rows, k, outBlock);
+    tensorCorePart<T, kAligned, kG, kXOnce>(part, blockCols, blockMask,
+                                            rowOfSlot, x, ldx, y, ldy, rows, k,
+                                            outBlock);
   }
 }
 
