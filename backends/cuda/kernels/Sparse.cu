@@ -24,6 +24,7 @@ sc::PreprocessOptions format_options() {
   // Every window on CUDA cores: fp32 FMAs instead of TF32 tensor cores, so
   // the --fp32 build matches the CPU backend tightly.
   o.fillThreshold = 1e30f;
+  o.exactFp32 = true;
 #endif
   return o;
 }

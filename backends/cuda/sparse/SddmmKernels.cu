@@ -407,7 +407,10 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
   // Aligned k of 4, 8, 16, 32 or 64 16-byte pieces gets the fixed-width
   // CUDA-core path and 1, 2, 4 (or more, in rounds of 4) tensor-core chunks per
   // round; other aligned k the general paths.
-  const int64_t pieces = aligned ? k / kLaneElems : 0;
+  // An exact fp32 format (PreprocessOptions::exactFp32) takes the general
+  // path: the fixed-width kernels run one-round k on TF32 tensor cores.
+  const bool exact = std::is_same_v<T, float> && a.exactFp32;
+  const int64_t pieces = aligned && !exact ? k / kLaneElems : 0;
   if (pieces == 4)
     AUTODDL_SDDMM_LAUNCH(true, 4, 1, 1);
   else if (pieces == 8)

@@ -435,6 +435,7 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
   f.cols = cols;
   f.numWindows = (rows + 7) / 8;
   f.fillThreshold = options.fillThreshold;
+  f.exactFp32 = options.exactFp32;
   const int32_t numWindows = f.numWindows;
   Scratch s;
 

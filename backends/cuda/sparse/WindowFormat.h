@@ -52,6 +52,10 @@ struct PreprocessOptions {
   /// the matrix (WindowFormat.cu, step 5).
   int32_t partBlocks = 0;
   RowOrder rowOrder = RowOrder::Auto;
+  /// fp32 data on fp32 FMAs only (with a huge fillThreshold: no TF32 at all),
+  /// for programs that must match an fp32 CPU run: SDDMM then keeps its
+  /// CUDA-core windows off the tensor cores too (SddmmKernels.cu).
+  bool exactFp32 = false;
 };
 
 /// One unit of work for one warp: blocks [begin, end) of a tensor-core window
@@ -78,6 +82,7 @@ struct WindowFormat {
   /// pay for, and finer pieces balance better); SpMM takes a part per warp.
   int32_t sddmmSlices = 1;
   float fillThreshold = 0;
+  bool exactFp32 = false; // PreprocessOptions::exactFp32
   bool clustered = false; // rows were reordered (dRowOfSlot is set)
   /// Vectors of the natural and the clustered order (0 where not computed).
   int64_t naturalVectors = 0, clusteredVectors = 0;

@@ -227,9 +227,11 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
     }
 }
 
+/// exactFp32: the format's PreprocessOptions::exactFp32 (fp32 data), held to
+/// fp32 FMA rounding alone (no TF32 input rounding in the bound).
 void runSddmmCase(const Shape &s, DataType t, float threshold,
                   int32_t partBlocks, int64_t k, uint32_t seed, bool padded,
-                  cuda::RowOrder order) {
+                  cuda::RowOrder order, bool exactFp32 = false) {
   SCOPED_TRACE(::testing::Message()
                << cuda::dataTypeName(t) << " rows=" << s.rows << " k=" << k
                << " threshold=" << threshold << " padded=" << padded
@@ -242,6 +244,7 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
   opt.fillThreshold = threshold;
   opt.partBlocks = partBlocks;
   opt.rowOrder = order;
+  opt.exactFp32 = exactFp32;
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       nullptr, t, opt, f));
@@ -288,7 +291,11 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
     for (; e < canon.rowPtr[r + 1] && failures < 5; ++e) {
       ASSERT_EQ(dec[e].row, r);
       ASSERT_EQ(dec[e].col, canon.colIdx[e]);
-      const double tol = bound(t, false, k, absRef[e], ref[e]);
+      const double tol =
+          exactFp32 ? 2 * double(k + 1) * std::ldexp(1.0, -24) * absRef[e] +
+                          std::ldexp(1.0, -24) * std::abs(ref[e]) +
+                          std::ldexp(1.0, -150)
+                    : bound(t, false, k, absRef[e], ref[e]);
       if (!(std::abs(dec[e].value - ref[e]) <= tol)) {
         ADD_FAILURE() << "entry (" << r << "," << dec[e].col
                       << ") = " << dec[e].value << ", reference " << ref[e]
@@ -350,6 +357,18 @@ TEST_F(SparseCuda, SddmmMatchesReference) {
               for (int32_t partBlocks : {2, 16})
                 runSddmmCase(s, t, threshold, partBlocks, k, seed++, padded,
                              order);
+}
+
+// The CUDA program's --fp32 build (backends/cuda/kernels/Sparse.cu): every
+// window on CUDA cores and SDDMM on fp32 FMAs at every k, including the
+// one-round k whose CUDA-core windows otherwise run on TF32 tensor cores.
+TEST_F(SparseCuda, SddmmExactFp32StaysOffTf32) {
+  const Shape s{203, 190, 6, true, true, true, false};
+  uint32_t seed = 900;
+  for (int64_t k : {5, 16, 32, 64, 128, 256})
+    for (bool padded : {true, false})
+      runSddmmCase(s, DataType::F32, 1e30f, 16, k, seed++, padded,
+                   cuda::RowOrder::Natural, true);
 }
 
 TEST_F(SparseCuda, EmptyMatrixWritesZeros) {
