@@ -392,6 +392,7 @@ private:
     return r;
   }
   void planResidualFusion();
+  bool storesGrad(size_t i, int t, TpLayout l, const std::string &dx) const;
   std::string vocabPaddingText() const;
   void emitStage(int stage, std::string &out);
   std::string header() const;
@@ -433,6 +434,11 @@ private:
   // that linear's output.
   std::map<size_t, size_t> addOfLinear_;
   std::map<size_t, size_t> linearOperandOfAdd_;
+  // cuda: the ops reading each tensor (readers()), and the activation
+  // gradient buffers ("a.d_...data()") one backward call writes whole by
+  // storing (=): never zeroed (storesGrad).
+  std::vector<std::vector<size_t>> users_;
+  std::set<std::string> storedGrads_;
 };
 
 std::string Emitter::val(int t, TpLayout l) const {
@@ -551,6 +557,21 @@ void Emitter::planResidualFusion() {
       break;
     }
   }
+}
+
+/// cuda: whether op i's backward may store (=) its input gradient of t, held
+/// in `dx`, instead of adding to it, so that the buffer needs no zeroing:
+/// t is an activation that op i alone reads, once, in t's own layout (no
+/// conversion writes the buffer too), on the stage that makes t (its
+/// gradient is not received), and dx is that layout's gradient buffer.
+bool Emitter::storesGrad(size_t i, int t, TpLayout l,
+                         const std::string &dx) const {
+  if (!cuda_ || isParam(t) || isInput(t) || t == g_.loss ||
+      !(l == L_.tensors[size_t(t)]) || dx != grad(t, l))
+    return false;
+  const int p = producer_[size_t(t)];
+  return p >= 0 && L_.ops[size_t(p)].stage == L_.ops[i].stage &&
+         users_[size_t(t)] == std::vector<size_t>{i};
 }
 
 /// The CUDA program holds a vocabulary-sized parameter whose leading dimension
@@ -947,7 +968,15 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                           "{}); // through {}",
                           grad(pre, lp), dy, x[1], val(pre, lp), N, K, O, twS,
                           g_.ops[gi].name);
+      storedGrads_.insert(grad(pre, lp)); // its only writer, storing
     }
+    // An input gradient this linear alone writes is stored (beta = 0); not
+    // the column-parallel one, added from its all-reduced partial.
+    const bool storeDx = needDx && dgelu.empty() && p.mode != OpMode::Column &&
+                         storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+    const char *storeS = storeDx ? ", false" : "";
+    if (storeDx)
+      storedGrads_.insert(dx[0]);
     if (p.mode == OpMode::Row) {
       F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", y,
                     x[0], x[1], N, K, O, twS));
@@ -959,8 +988,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         BI(dgelu);
       else if (needDx)
         BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
-                       "{}, {}, {});",
-                       dx[0], dy, x[0], x[1], N, K, O, twS));
+                       "{}, {}, {}{});",
+                       dx[0], dy, x[0], x[1], N, K, O, twS, storeS));
       BW(fmt::format(
           "linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
           "{}, {});",
@@ -1012,8 +1041,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         BI(dgelu);
       } else if (needDx) {
         BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
-                       "{}, {}, {});",
-                       dx[0], dy, x[0], x[1], N, K, O, twS));
+                       "{}, {}, {}{});",
+                       dx[0], dy, x[0], x[1], N, K, O, twS, storeS));
       }
       BW(fmt::format("linear_backward(nullptr, {}, {}, {}, {}, {}, {}, {}, {}, "
                      "{});",
@@ -1136,12 +1165,19 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     }
     const char *causalS = causal ? "true" : "false";
     if (cuda_) {
+      // Input gradients this attention alone writes are stored.
+      bool store = true;
+      for (size_t k = 0; k < op.operands.size(); ++k)
+        store = store && storesGrad(i, op.operands[k], p.operands[k], dx[k]);
+      if (store)
+        storedGrads_.insert(dx.begin(), dx.end());
       F(fmt::format("attention_forward({}, a.{}_lse.data(), {}, {}, {}, {}, "
                     "{}, {}, {});",
                     y, base, views, B, T, H, G, D, causalS));
       BI(fmt::format("attention_backward({}, {}, {}, a.{}_lse.data(), {}, {}, "
-                     "{}, {}, {}, {}, {});",
-                     gviews, dy, y, base, views, B, T, H, G, D, causalS));
+                     "{}, {}, {}, {}, {}{});",
+                     gviews, dy, y, base, views, B, T, H, G, D, causalS,
+                     store ? ", false" : ""));
       profileScopes(s, k);
       steps.push_back(std::move(s));
       return;
@@ -1668,9 +1704,9 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
                      stage);
   // On cuda the gradients received from the next stage are left alone: the
-  // receive overwrites them, possibly already posted. The rest are one
-  // ZeroSet, built at the first call (an eager step: sealing copies to the
-  // device).
+  // receive overwrites them, possibly already posted; so are those whose only
+  // writer stores them (storedGrads_). The rest are one ZeroSet, built at the
+  // first call (an eager step: sealing copies to the device).
   std::set<std::string> received;
   for (int t : sendOut)
     received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
@@ -1682,7 +1718,8 @@ void Emitter::emitStage(int stage, std::string &out) {
     if (!cuda_)
       out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
                          m.name);
-    else if (!received.count(m.name))
+    else if (!received.count(m.name) &&
+             !storedGrads_.count("a." + m.name + ".data()"))
       out += fmt::format("    a.grad_zeros.add(a.{0}.data(), a.{0}.size() * "
                          "int64_t(sizeof(act_t)));\n",
                          m.name);
@@ -1913,6 +1950,7 @@ std::string Emitter::emit() {
   planVocabPadding();
   planGeluFusion();
   planResidualFusion();
+  users_ = readers();
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);

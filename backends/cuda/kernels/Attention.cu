@@ -150,15 +150,16 @@ attention_delta_kernel(float *delta, float *dqAcc, const T *dout, const T *out,
   }
 }
 
-/// dq[b,t,h*D+d] += scale * dqAcc[b,t,h,d].
+/// dq[b,t,h*D+d] (+)= scale * dqAcc[b,t,h,d].
 template <class T>
 __global__ void attention_dq_finish_kernel(T *dq, int64_t dq_stride,
                                            const float *dqAcc, int64_t n,
-                                           int64_t HD, float scale) {
+                                           int64_t HD, float scale,
+                                           bool accumulate) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     T *p = dq + (i / HD) * dq_stride + i % HD;
-    *p = from_f<T>(to_f(*p) + scale * dqAcc[i]);
+    *p = from_f<T>((accumulate ? to_f(*p) : 0.f) + scale * dqAcc[i]);
   }
 }
 
@@ -169,7 +170,7 @@ attention_dq_simple_kernel(T *dq, int64_t dq_stride, const T *q, const T *k,
                            const T *v, int64_t q_stride, int64_t kv_stride,
                            const T *dout, const float *lse, const float *delta,
                            int64_t T_, int64_t H, int64_t D, int64_t group,
-                           bool causal, float scale) {
+                           bool causal, float scale, bool accumulate) {
   extern __shared__ float sm[];
   float *sq = sm, *sdo = sm + D, *acc = sm + 2 * D, *sds = sm + 3 * D;
   const int64_t t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / group;
@@ -199,20 +200,18 @@ attention_dq_simple_kernel(T *dq, int64_t dq_stride, const T *q, const T *k,
   }
   for (int64_t d = threadIdx.x; d < D; d += kSimpleThreads) {
     T *p = dq + (b * T_ + t) * dq_stride + h * D + d;
-    *p = from_f<T>(to_f(*p) + scale * acc[d]);
+    *p = from_f<T>((accumulate ? to_f(*p) : 0.f) + scale * acc[d]);
   }
 }
 
 /// Simple dk, dv: one block per key row s of kv head g, over the queries of
 /// every q head of its group.
 template <class T>
-__global__ void attention_dkv_simple_kernel(T *dk, T *dv, int64_t dkv_stride,
-                                            const T *q, const T *k, const T *v,
-                                            int64_t q_stride, int64_t kv_stride,
-                                            const T *dout, const float *lse,
-                                            const float *delta, int64_t T_,
-                                            int64_t H, int64_t D, int64_t group,
-                                            bool causal, float scale) {
+__global__ void attention_dkv_simple_kernel(
+    T *dk, T *dv, int64_t dkv_stride, const T *q, const T *k, const T *v,
+    int64_t q_stride, int64_t kv_stride, const T *dout, const float *lse,
+    const float *delta, int64_t T_, int64_t H, int64_t D, int64_t group,
+    bool causal, float scale, bool accumulate) {
   extern __shared__ float sm[];
   float *sk = sm, *sv = sm + D, *accK = sm + 2 * D, *accV = sm + 3 * D;
   float *sp = sm + 4 * D, *sds = sp + kSimpleThreads;
@@ -250,9 +249,9 @@ __global__ void attention_dkv_simple_kernel(T *dk, T *dv, int64_t dkv_stride,
   for (int64_t d = threadIdx.x; d < D; d += kSimpleThreads) {
     const int64_t off = (b * T_ + s) * dkv_stride + g * D + d;
     if (dk)
-      dk[off] = from_f<T>(to_f(dk[off]) + scale * accK[d]);
+      dk[off] = from_f<T>((accumulate ? to_f(dk[off]) : 0.f) + scale * accK[d]);
     if (dv)
-      dv[off] = from_f<T>(to_f(dv[off]) + accV[d]);
+      dv[off] = from_f<T>((accumulate ? to_f(dv[off]) : 0.f) + accV[d]);
   }
 }
 
@@ -322,7 +321,7 @@ template <int D, int kWarps = (D >= 32 ? AUTODDL_ATTENTION_BWD_WARPS : 4)>
 void flash_backward(float *dqAcc, const AttentionGradViews &grad,
                     const act_t *dout, const float *lse, const float *delta,
                     const AttentionViews &in, int64_t B, int64_t T, int64_t H,
-                    int64_t G, bool causal, float scale) {
+                    int64_t G, bool causal, float scale, bool accumulate) {
   using Cfg = flash::BwdConfig<D, kWarps>;
   auto kernel = flash::attention_backward_kernel<D, kWarps>;
   allow_smem(kernel, Cfg::kSmemBytes);
@@ -331,7 +330,7 @@ void flash_backward(float *dqAcc, const AttentionGradViews &grad,
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, compute_stream()>>>(
       dqAcc, grad.dk, grad.dv, grad.kv_stride, in.q, in.k, in.v, in.q_stride,
       in.kv_stride, dout, lse, delta, int(T), int(H), int(H / G), causal,
-      scale * flash::kLog2e, scale);
+      scale * flash::kLog2e, scale, accumulate);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 #endif
@@ -383,7 +382,8 @@ void attention_forward(act_t *out, float *lse, const AttentionViews &in,
 void attention_backward(const AttentionGradViews &grad, const act_t *dout,
                         const act_t *out, const float *lse,
                         const AttentionViews &in, int64_t B, int64_t T,
-                        int64_t H, int64_t G, int64_t D, bool causal) {
+                        int64_t H, int64_t G, int64_t D, bool causal,
+                        bool accumulate) {
   if (B * T * H * D == 0 || (!grad.dq && !grad.dk && !grad.dv))
     return;
   const float scale = float(1.0 / std::sqrt(double(D)));
@@ -401,12 +401,13 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
   if (flash) {
     with_head_dim(D, [&](auto d) {
       flash_backward<decltype(d)::value>(dqAcc, grad, dout, lse, delta, in, B,
-                                         T, H, G, causal, scale);
+                                         T, H, G, causal, scale, accumulate);
     });
     if (grad.dq) {
       attention_dq_finish_kernel<act_t>
           <<<grid_1d(rows * D, 256), 256, 0, compute_stream()>>>(
-              grad.dq, grad.q_stride, dqAcc, rows * D, H * D, scale);
+              grad.dq, grad.q_stride, dqAcc, rows * D, H * D, scale,
+              accumulate);
       AUTODDL_CUDA_CHECK_LAUNCH();
     }
     return;
@@ -420,7 +421,7 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
     kernel<<<dim3(unsigned(T), unsigned(H), unsigned(B)), block, smem,
              compute_stream()>>>(grad.dq, grad.q_stride, in.q, in.k, in.v,
                                  in.q_stride, in.kv_stride, dout, lse, delta, T,
-                                 H, D, H / G, causal, scale);
+                                 H, D, H / G, causal, scale, accumulate);
     AUTODDL_CUDA_CHECK_LAUNCH();
   }
   if (grad.dk || grad.dv) {
@@ -430,7 +431,8 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
     kernel<<<dim3(unsigned(T), unsigned(G), unsigned(B)), block, smem,
              compute_stream()>>>(grad.dk, grad.dv, grad.kv_stride, in.q, in.k,
                                  in.v, in.q_stride, in.kv_stride, dout, lse,
-                                 delta, T, H, D, H / G, causal, scale);
+                                 delta, T, H, D, H / G, causal, scale,
+                                 accumulate);
     AUTODDL_CUDA_CHECK_LAUNCH();
   }
 }

@@ -56,12 +56,15 @@ void attention_forward(act_t *out, float *lse, const AttentionViews &in,
 /// Accumulates dq, dk, dv (+=) from dout[B,T,H*D], the forward's out and lse:
 /// dv += P^T dout; dS = P (dP - rowsum(dout o out)) with dP = dout v^T and P
 /// recomputed from lse; dq += dS k / sqrt(D); dk += dS^T q / sqrt(D). kv heads
-/// shared by a group of q heads sum their contributions. Uses a grow-only fp32
-/// workspace (B*T*H*D + B*H*T floats) kept per device. Asynchronous.
+/// shared by a group of q heads sum their contributions. accumulate = false:
+/// stores them instead (=), for gradients this call alone writes, which then
+/// need no zeroing. Uses a grow-only fp32 workspace (B*T*H*D + B*H*T floats)
+/// kept per device. Asynchronous.
 void attention_backward(const AttentionGradViews &grad, const act_t *dout,
                         const act_t *out, const float *lse,
                         const AttentionViews &in, int64_t B, int64_t T,
-                        int64_t H, int64_t G, int64_t D, bool causal);
+                        int64_t H, int64_t G, int64_t D, bool causal,
+                        bool accumulate = true);
 
 /// Floats of the lse buffer the program allocates for one attention call.
 inline int64_t attention_saved_floats(int64_t B, int64_t H, int64_t T) {

@@ -371,8 +371,9 @@ template <int D, int kWarps> struct BwdConfig {
 /// tile of every q head of the group that can see those keys (Q, dO, lse,
 /// delta double-buffered through cp.async). dS goes through shared memory
 /// once so that dQ = dS K (16 queries a warp) can be added into the fp32
-/// workspace dqAcc[B,T,H,D] with float2 atomics. dK and dV are added (+=)
-/// into the act_t gradients at the end; the block is their only writer. With
+/// workspace dqAcc[B,T,H,D] with float2 atomics. dK and dV are added (+=, or
+/// stored when !accumulate) into the act_t gradients at the end; the block is
+/// their only writer. With
 /// 8 warps (128 keys a block) each query tile's Q, dO and dQ atomics serve
 /// twice the keys; dQ is then split 4 query tiles x 2 column halves.
 template <int D, int kWarps>
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
     const bf16 *__restrict__ v, int64_t q_stride, int64_t kv_stride,
     const bf16 *__restrict__ dout, const float *__restrict__ lse,
     const float *__restrict__ delta, int T, int H, int group, bool causal,
-    float scale_log2, float scale) {
+    float scale_log2, float scale, bool accumulate) {
   using C = BwdConfig<D, kWarps>;
   constexpr int kBc = C::kBc, kBr = C::kBr, kS = C::kS, kSds = C::kSds;
   constexpr int kNThreads = C::kThreads;
@@ -592,14 +593,16 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
       if (dk) {
         __nv_bfloat162 *p =
             reinterpret_cast<__nv_bfloat162 *>(dk + off + dt * 8);
-        const float2 old = __bfloat1622float2(*p);
+        const float2 old =
+            accumulate ? __bfloat1622float2(*p) : make_float2(0.f, 0.f);
         *p = __floats2bfloat162_rn(old.x + scale * dK[dt][2 * r],
                                    old.y + scale * dK[dt][2 * r + 1]);
       }
       if (dv) {
         __nv_bfloat162 *p =
             reinterpret_cast<__nv_bfloat162 *>(dv + off + dt * 8);
-        const float2 old = __bfloat1622float2(*p);
+        const float2 old =
+            accumulate ? __bfloat1622float2(*p) : make_float2(0.f, 0.f);
         *p = __floats2bfloat162_rn(old.x + dV[dt][2 * r],
                                    old.y + dV[dt][2 * r + 1]);
       }

@@ -526,11 +526,11 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
 
 void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
                      const act_t *x, const act_t *w, int64_t N, int64_t K,
-                     int64_t O, bool transpose_weight) {
+                     int64_t O, bool transpose_weight, bool accumulate_dx) {
   if (O > 0) {
-    if (dx) // dx[N,K] += dout[N,O] (w[O,K] as is, or w[K,O] transposed)
+    if (dx) // dx[N,K] (+)= dout[N,O] (w[O,K] as is, or w[K,O] transposed)
       gemm(false, !transpose_weight, N, K, O, dout, O, w,
-           transpose_weight ? K : O, 1.0f, dx, K, false);
+           transpose_weight ? K : O, accumulate_dx ? 1.0f : 0.0f, dx, K, false);
     if (dw && N > 0) {
       const act_t *g = dout; // dout, or its copy with aligned rows
       const int64_t ldg = padded_ld(N, O);
@@ -545,7 +545,8 @@ void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
       else // dw[K,O] += x^T[K,N] dout[N,O]
         gemm(true, false, K, O, N, x, K, g, ldg, 1.0f, dw, O, true);
     }
-  }
+  } else if (dx && !accumulate_dx) // an empty sum
+    zero(dx, N * K * int64_t(sizeof(act_t)));
   if (dbias)
     bias_add_backward(nullptr, dbias, dout, N, O);
 }

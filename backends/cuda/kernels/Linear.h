@@ -23,10 +23,13 @@ void linear_forward(act_t *out, const act_t *x, const act_t *w,
                     const act_t *bias, int64_t N, int64_t K, int64_t O,
                     bool transpose_weight);
 /// dx[N,K] += dout W^T; dw (fp32) += x^T dout ([K,O]) or dout^T x ([O,K]);
-/// dbias[O] (fp32) += sum_n dout.
+/// dbias[O] (fp32) += sum_n dout. accumulate_dx = false: dx = dout W^T (the
+/// GEMM's beta 0), for an input gradient this call alone writes, which then
+/// needs no zeroing.
 void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
                      const act_t *x, const act_t *w, int64_t N, int64_t K,
-                     int64_t O, bool transpose_weight);
+                     int64_t O, bool transpose_weight,
+                     bool accumulate_dx = true);
 
 /// out[N,O] = gelu(pre) with pre[N,O] = x[N,K] W + bias (tanh GELU; bias may
 /// be null): linear_forward then gelu_forward, as one GEMM with a GELU

@@ -53,6 +53,7 @@ const char *const kMode = "bf16";
 struct Case {
   int64_t B, T, H, G, D;
   bool causal, fused, needDq;
+  bool store = false; // accumulate = false: gradients stored, not added
 };
 
 /// One tensor on host (values already rounded to act_t) and device.
@@ -122,8 +123,11 @@ bool report(const char *what, const Case &c, double err) {
               "max err / max |ref| = %.3g (tol %.0e)%s\n",
               kMode, what, (long long)c.B, (long long)c.T, (long long)c.H,
               (long long)c.G, (long long)c.D, c.causal ? "causal" : "full",
-              c.fused ? "fused" : "separate", c.needDq ? "" : " no-dq", err,
-              kTol, ok ? "" : "  FAIL");
+              c.fused ? "fused" : "separate",
+              !c.needDq ? " no-dq"
+              : c.store ? " stored"
+                        : "",
+              err, kTol, ok ? "" : "  FAIL");
   return ok;
 }
 
@@ -147,6 +151,14 @@ bool check(const Case &c, std::mt19937 &rng) {
     }
   }
   Tensor dout = random_tensor(rng, rows * H * D, 1.0f);
+  // A stored gradient starts poisoned on the device (all-ones bytes: NaN)
+  // and is compared with the reference's from zero.
+  if (c.store)
+    for (Tensor &g : grads) {
+      std::fill(g.host.begin(), g.host.end(), 0.0f);
+      AUTODDL_CUDA_CHECK(
+          cudaMemset(g.dev.data(), 0xff, g.dev.size() * sizeof(act_t)));
+    }
 
   rt::AttentionViews in;
   rt::AttentionGradViews grad;
@@ -199,7 +211,7 @@ bool check(const Case &c, std::mt19937 &rng) {
                  [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; });
 
   rt::attention_backward(grad, dout.dev.data(), out.data(), lse.data(), in, B,
-                         T, H, G, D, c.causal);
+                         T, H, G, D, c.causal, !c.store);
   rt::synchronize();
 
   bool ok = report("out", c, rel_error(gotOut, refOut, {}));
@@ -273,6 +285,10 @@ int main(int argc, char **argv) {
       {2, 150, 4, 2, 64, true, true, false},
       {2, 90, 3, 3, 48, true, true, true},
       {1, 70, 2, 1, 48, false, false, true},
+      // Stored gradients (tensor cores fused and separate, the simple path).
+      {2, 100, 4, 2, 64, true, true, true, true},
+      {2, 130, 4, 2, 128, false, false, true, true},
+      {2, 90, 3, 3, 48, true, true, true, true},
   };
   bool ok = true;
   for (const Case &c : cases) {

@@ -227,6 +227,16 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
             static_cast<float *>(g[2]), ddout.p, dx.p, dw.p, N, K, O, tw);
       },
       gemmTol, kFloatTol);
+  // The stored input gradient (accumulate_dx = false, the GEMM's beta 0): a
+  // poisoned dx is overwritten whole with dout W^T.
+  std::vector<float> wantDx(static_cast<size_t>(N * K), 0.0f);
+  ref::linear_backward(wantDx.data(), nullptr, nullptr, dout.data(), x.data(),
+                       w.data(), N, K, O, tw);
+  DevAlloc stored(N * K);
+  rt::linear_backward(stored.p, nullptr, nullptr, ddout.p, dx.p, dw.p, N, K, O,
+                      tw, false);
+  gOk &= report(tag + " backward dx stored",
+                rel_error(download(stored.p, N * K), wantDx), gemmTol);
 }
 
 /// linear_gelu_forward (fc1 + GELU) against the CPU linear then GELU, and
