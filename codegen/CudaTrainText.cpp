@@ -260,7 +260,8 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
 
 )cpp";
 
-extern const char *const kCudaTrainParamsText = R"cpp(/// Gradient synchronisation and the optimizer step (t = 1, 2, ...), on the
+extern const char *const kCudaTrainParamsText =
+    R"cpp(/// Gradient synchronisation and the optimizer step (t = 1, 2, ...), on the
 /// device. Bucketed gradients were all-reduced during the backward pass.
 static void optimizer_step(const Options &o, int64_t t) {
   AdamWConfig c;
@@ -359,7 +360,8 @@ static void copy_params(bool to_host) {
 
 )cpp";
 
-extern const char *const kCudaTrainMainText = R"cpp(/// The NCCL communicator of one mesh axis: the ranks agreeing on every other
+extern const char *const kCudaTrainMainText =
+    R"cpp(/// The NCCL communicator of one mesh axis: the ranks agreeing on every other
 /// coordinate (color: the world rank of the group's member at coordinate 0),
 /// ordered by their coordinate on the axis.
 static Comm axis_comm(size_t axis) {
@@ -385,9 +387,21 @@ static std::string step_graph_off_reason(const Options &o) {
   return "";
 }
 
+/// Seconds each phase of setup() took on this rank, for metrics.json
+/// info.setup_seconds (a large model's start-up is most of a short run).
+static std::string setup_seconds;
+
 /// Everything before the first step; throws on bad input (the same on every
 /// rank).
 static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
+  Timer phase;
+  auto lap = [&](const char *name) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.2f", setup_seconds.empty() ? "" : ", ",
+                  name, phase.seconds());
+    setup_seconds += buf;
+    phase.reset();
+  };
   // --profile (this backend's own flag): per-op-kind device time in
   // metrics.json "op_kinds" (backends/cuda/OpProfile.h).
   // --no-cuda-graph (also AUTODDL_CUDA_GRAPH=0): every step runs its kernels
@@ -420,13 +434,16 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
   } else if (!o.data.empty()) {
     tokens = std::make_unique<TokenData>(TokenData::open(o.data, kVocab));
   }
+  lap("mesh and data");
   init_params();
   for (Param *p : all_params())
     if (p->held)
       param_grad_zeros.add(p->grad.data(), p->device_n * int64_t(sizeof(float)));
   param_grad_zeros.seal();
+  lap("parameters");
   allocate_stages();
   configure_grad_sync();
+  lap("activations");
   // Run the schedule once without compute: every pipeline transfer is noted,
   // the senders' orders exchanged and the links connected.
   pipe.setup(g.mesh->axis(0), int(g.rpp), int(kPP), int(g.rdp * kTP + g.rtp),
@@ -434,7 +451,10 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
   pipe.begin_recording();
   run_schedule(0);
   pipe.end_recording();
+  lap("schedule recording");
   first_step = o.resume.empty() ? 0 : load_checkpoint(o.resume);
+  if (!o.resume.empty())
+    lap("checkpoint");
 }
 
 static int train(const Options &o, int64_t first_step) {
@@ -454,6 +474,7 @@ static int train(const Options &o, int64_t first_step) {
 #endif
   metrics.info["first_step"] = std::to_string(first_step);
   metrics.info["ranks"] = std::to_string(kPP * kDP * kTP);
+  metrics.info["setup_seconds"] = setup_seconds;
   const std::string graphOff = step_graph_off_reason(o);
   if (o.save_initial && first_step == 0)
     save_checkpoint(o, 0);
