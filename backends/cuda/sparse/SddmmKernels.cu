@@ -342,8 +342,9 @@ cudaCorePartMma(const WindowPart &part, const int32_t *__restrict__ entColRow,
   }
 }
 
-/// kL == 0: the general CUDA-core path; otherwise cudaCorePartFixed<kL, kP>.
-/// kG: k chunks per round of the tensor-core path. The fixed-width kernels are
+/// CUDA-core parts: kL == 0, the general path; otherwise cudaCorePartMma when
+/// k is one round of kG chunks, else cudaCorePartFixed<kL, kP>.
+/// kG: k chunks per round of the tensor-core paths. The fixed-width kernels are
 /// held to 80 registers (6 blocks of 4 warps per SM, no spills), the occupancy
 /// they had before the index prefetch (which lets nvcc take up to 128).
 template <typename T, bool kAligned, int kL, int kP, int kG>
