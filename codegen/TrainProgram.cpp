@@ -434,9 +434,9 @@ private:
   // that linear's output.
   std::map<size_t, size_t> addOfLinear_;
   std::map<size_t, size_t> linearOperandOfAdd_;
-  // cuda: the ops reading each tensor (readers()), and the activation
-  // gradient buffers ("a.d_...data()") one backward call writes whole by
-  // storing (=): never zeroed (storesGrad).
+  // The ops reading each tensor (readers(), once per emit), and on cuda the
+  // activation gradient buffers ("a.d_...data()") one backward call writes
+  // whole by storing (=): never zeroed (storesGrad).
   std::vector<std::vector<size_t>> users_;
   std::set<std::string> storedGrads_;
 };
@@ -488,7 +488,6 @@ int64_t Emitter::vocab() const {
 void Emitter::planGeluFusion() {
   if (!cuda_)
     return;
-  const std::vector<std::vector<size_t>> users = readers();
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const OpDef &gelu = g_.ops[i];
     if (gelu.kind != "gelu" || gelu.operands.size() != 1 ||
@@ -497,10 +496,10 @@ void Emitter::planGeluFusion() {
     const int pre = gelu.operands[0], out = gelu.results[0];
     const int f1 = producer_[size_t(pre)];
     if (f1 < 0 || g_.ops[size_t(f1)].kind != "linear" ||
-        users[size_t(pre)] != std::vector<size_t>{i} ||
-        users[size_t(out)].size() != 1 || pre == g_.loss || out == g_.loss)
+        users_[size_t(pre)] != std::vector<size_t>{i} ||
+        users_[size_t(out)].size() != 1 || pre == g_.loss || out == g_.loss)
       continue;
-    const size_t fc1 = size_t(f1), fc2 = users[size_t(out)][0];
+    const size_t fc1 = size_t(f1), fc2 = users_[size_t(out)][0];
     const OpDef &second = g_.ops[fc2];
     if (second.kind != "linear" || second.operands[0] != out ||
         std::count(second.operands.begin(), second.operands.end(), out) != 1)
@@ -531,7 +530,6 @@ void Emitter::planGeluFusion() {
 void Emitter::planResidualFusion() {
   if (!cuda_)
     return;
-  const std::vector<std::vector<size_t>> users = readers();
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const OpDef &add = g_.ops[i];
     if (add.kind != "add" || add.operands.size() != 2 ||
@@ -541,7 +539,7 @@ void Emitter::planResidualFusion() {
       const int t = add.operands[k], res = add.operands[1 - k];
       const int lin = producer_[size_t(t)];
       if (lin < 0 || g_.ops[size_t(lin)].kind != "linear" ||
-          users[size_t(t)] != std::vector<size_t>{i} || t == g_.loss ||
+          users_[size_t(t)] != std::vector<size_t>{i} || t == g_.loss ||
           isParam(res) || producer_[size_t(res)] >= lin ||
           addOfLinear_.count(size_t(lin)))
         continue;
@@ -1947,10 +1945,10 @@ std::string Emitter::emit() {
         mask[size_t(t)] |= m;
   }
 
+  users_ = readers();
   planVocabPadding();
   planGeluFusion();
   planResidualFusion();
-  users_ = readers();
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);
