@@ -18,14 +18,22 @@ namespace {
 
 using namespace detail;
 
-constexpr int kWarpsPerBlock = 4;
-
 // Build-time knobs for the benchmark's comparisons (bench/spmm/variants.sh):
-// blocks per SM the fixed-width CUDA-core kernels are held to (6: 80
-// registers; 5 measured slower), and whether the tensor-core parts load X
-// once when k is one round (H200: banded fp32 K=64 0.92 vs 1.04 ms).
-#ifndef AUTODDL_SDDMM_MIN_BLOCKS
-#define AUTODDL_SDDMM_MIN_BLOCKS 6
+// warps per block (4; 8 at k = 64 16-byte pieces, where a block's eight
+// consecutive windows share the band of 1 KB Y rows in L1 on graphs with
+// locality: H200 banded fp32 K=256 3.48 vs 3.69 ms, mesh 3.54 vs 3.77, Reddit
+// and R-MAT 1 % slower; larger blocks lose elsewhere), warps per SM the
+// fixed-width CUDA-core kernels are held to (24: 80 registers; 20 measured
+// slower), and whether the tensor-core parts load X once when k is one round
+// (H200: banded fp32 K=64 0.92 vs 1.04 ms).
+#ifndef AUTODDL_SDDMM_WARPS
+#define AUTODDL_SDDMM_WARPS 4
+#endif
+#ifndef AUTODDL_SDDMM_WARPS_P64
+#define AUTODDL_SDDMM_WARPS_P64 8
+#endif
+#ifndef AUTODDL_SDDMM_SM_WARPS
+#define AUTODDL_SDDMM_SM_WARPS 24
 #endif
 #ifndef AUTODDL_SDDMM_X_ONCE
 #define AUTODDL_SDDMM_X_ONCE 1
@@ -34,6 +42,16 @@ constexpr int kWarpsPerBlock = 4;
 // (cudaCorePartMma), 0: lane groups of CUDA-core FMAs (cudaCorePartFixed).
 #ifndef AUTODDL_SDDMM_CUDA_PARTS_MMA
 #define AUTODDL_SDDMM_CUDA_PARTS_MMA 1
+#endif
+// Lanes per entry of the lane-group path at k = 32 and 64 16-byte pieces (8,
+// 16 or 32; each lane then reads 32 or 64 / lanes pieces of both rows). 8
+// lanes: 4 entries a warp, a 3-step shuffle sum shared by the four (H200,
+// fp32 K=128: Reddit 10.4 vs 12.7 ms, banded 1.76 vs 2.77 with 32 lanes).
+#ifndef AUTODDL_SDDMM_LANES_P32
+#define AUTODDL_SDDMM_LANES_P32 8
+#endif
+#ifndef AUTODDL_SDDMM_LANES_P64
+#define AUTODDL_SDDMM_LANES_P64 8
 #endif
 
 __device__ __forceinline__ int fragmentPosOf(bool tf32, int r, int s) {
@@ -344,12 +362,13 @@ cudaCorePartMma(const WindowPart &part, const int32_t *__restrict__ entColRow,
 
 /// CUDA-core parts: kL == 0, the general path; otherwise cudaCorePartMma when
 /// k is one round of kG chunks, else cudaCorePartFixed<kL, kP>.
-/// kG: k chunks per round of the tensor-core paths. The fixed-width kernels are
-/// held to 80 registers (6 blocks of 4 warps per SM, no spills), the occupancy
-/// they had before the index prefetch (which lets nvcc take up to 128).
-template <typename T, bool kAligned, int kL, int kP, int kG>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32,
-                                  kL > 0 ? AUTODDL_SDDMM_MIN_BLOCKS : 0)
+/// kG: k chunks per round of the tensor-core paths; kW: warps per block. The
+/// fixed-width kernels are held to 80 registers (24 warps per SM, no spills),
+/// the occupancy they had before the index prefetch (which lets nvcc take up
+/// to 128).
+template <typename T, bool kAligned, int kL, int kP, int kG, int kW>
+__global__ void __launch_bounds__(kW * 32,
+                                  kL > 0 ? AUTODDL_SDDMM_SM_WARPS / kW : 0)
     sddmmKernel(const WindowPart *__restrict__ parts, int32_t numParts,
                 const int32_t *__restrict__ blockCols,
                 const uint64_t *__restrict__ blockMask,
@@ -360,7 +379,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32,
                 int32_t slices) {
   // Warp w takes slice w % slices of part w / slices, a 1/slices share of its
   // blocks or entries (WindowFormat::sddmmSlices).
-  const int64_t w = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t w = int64_t(blockIdx.x) * kW + threadIdx.x / 32;
   const int32_t p = int32_t(w / slices), s = int32_t(w % slices);
   if (p >= numParts)
     return;
@@ -398,13 +417,15 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
                        ldy % kLaneElems == 0 &&
                        reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(y) % 16 == 0;
-  const int32_t slices = a.sddmmSlices; // at least 1 (WindowFormat.h)
-  const unsigned grid = unsigned(
-      (int64_t(a.numParts) * slices + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int64_t warps = int64_t(a.numParts) * a.sddmmSlices; // slices >= 1
+#define AUTODDL_SDDMM_LAUNCH_W(kA, kL, kP, kG, kW)                             \
+  sddmmKernel<T, kA, kL, kP, kG, kW>                                           \
+      <<<unsigned((warps + kW - 1) / kW), kW * 32, 0, stream>>>(               \
+          a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow,      \
+          a.dRowOfSlot, x, ldx, y, ldy, a.rows, k, outBlock, outEnt,           \
+          a.sddmmSlices)
 #define AUTODDL_SDDMM_LAUNCH(kA, kL, kP, kG)                                   \
-  sddmmKernel<T, kA, kL, kP, kG><<<grid, kWarpsPerBlock * 32, 0, stream>>>(    \
-      a.dParts, a.numParts, a.dBlockCols, a.dBlockMask, a.dEntColRow,          \
-      a.dRowOfSlot, x, ldx, y, ldy, a.rows, k, outBlock, outEnt, slices)
+  AUTODDL_SDDMM_LAUNCH_W(kA, kL, kP, kG, AUTODDL_SDDMM_WARPS)
   // Aligned k of 4, 8, 16, 32 or 64 16-byte pieces gets the fixed-width
   // CUDA-core path and 1, 2, 4 (or more, in rounds of 4) tensor-core chunks per
   // round; other aligned k the general paths.
@@ -419,14 +440,18 @@ cudaError_t sddmmTyped(const WindowFormat &a, const T *x, int64_t ldx,
   else if (pieces == 16)
     AUTODDL_SDDMM_LAUNCH(true, 16, 1, 4);
   else if (pieces == 32)
-    AUTODDL_SDDMM_LAUNCH(true, 32, 1, 4);
+    AUTODDL_SDDMM_LAUNCH(true, AUTODDL_SDDMM_LANES_P32,
+                         32 / AUTODDL_SDDMM_LANES_P32, 4);
   else if (pieces == 64)
-    AUTODDL_SDDMM_LAUNCH(true, 32, 2, 4);
+    AUTODDL_SDDMM_LAUNCH_W(true, AUTODDL_SDDMM_LANES_P64,
+                           64 / AUTODDL_SDDMM_LANES_P64, 4,
+                           AUTODDL_SDDMM_WARPS_P64);
   else if (aligned)
     AUTODDL_SDDMM_LAUNCH(true, 0, 0, 1);
   else
     AUTODDL_SDDMM_LAUNCH(false, 0, 0, 1);
 #undef AUTODDL_SDDMM_LAUNCH
+#undef AUTODDL_SDDMM_LAUNCH_W
   return cudaGetLastError();
 }
 
