@@ -13,7 +13,7 @@ namespace autoddl::codegen {
 extern const char *const kCudaTrainPreludeText = R"cpp(
 #include "backends/common/Data.h"         // TokenData, synthetic_tokens, planted_graph
 #include "backends/common/FileIo.h"       // make_directories
-#include "backends/common/Init.h"         // Slice, init_normal (keyed by global index)
+#include "backends/common/Init.h"         // Slice (the block of a parameter a rank holds)
 #include "backends/common/Metrics.h"      // Timer, RunMetrics
 #include "backends/cpu/Checkpoint.h"      // checkpoint_save / _load (of host copies)
 #include "backends/cpu/Mesh.h"            // Mesh: mesh coordinates over MPI
@@ -28,6 +28,7 @@ extern const char *const kCudaTrainPreludeText = R"cpp(
 #include "backends/cuda/kernels/CrossEntropy.h" // crossentropy_forward/_backward
 #include "backends/cuda/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu, add_into
 #include "backends/cuda/kernels/Embedding.h"    // embedding, positional, rotary
+#include "backends/cuda/kernels/Init.h"         // init_normal_on_device (keyed by global index)
 #include "backends/cuda/kernels/Linear.h"       // linear, matmul, bias_add (cuBLASLt)
 #include "backends/cuda/kernels/Norm.h"         // layernorm, rmsnorm
 #include "backends/cuda/kernels/Optimizer.h"    // adamw_step, sgd_step
@@ -240,12 +241,14 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
     }
     if (!p.held)
       continue;
-    std::vector<float> host(size_t(p.device_n), 0.0f);
-    if (std::strcmp(s.init, "ones") == 0)
-      std::fill(host.begin(), host.begin() + p.n, 1.0f);
-    else if (std::strcmp(s.init, "normal") == 0)
-      init_normal(host.data(), p.slice, seed, p.name, 0.0f, float(s.std));
+    // Zero-filled (the padding stays zero); drawn on the device, as the
+    // host's init_normal would (kernels/Init.h).
     p.value = DeviceBuffer<float>(p.device_n);
+    if (std::strcmp(s.init, "ones") == 0)
+      fill_on_device(p.value.data(), p.n, 1.0f);
+    else if (std::strcmp(s.init, "normal") == 0)
+      init_normal_on_device(p.value.data(), p.slice, seed, p.name, 0.0f,
+                            float(s.std));
     p.grad = DeviceBuffer<float>(p.device_n);
     const int64_t state = kZero ? p.padded / kDP : p.n;
     p.m = DeviceBuffer<float>(state);
@@ -253,7 +256,6 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
     if (kZero)
       p.gshard = DeviceBuffer<float>(p.padded / kDP);
     p.work = DeviceBuffer<act_t>(p.device_n);
-    copy_to_device(p.value.data(), host.data(), p.device_n * int64_t(sizeof(float)));
     cast_to_act(p.work.data(), p.value.data(), p.device_n);
   }
 }

@@ -14,12 +14,21 @@
 #include <cstdint>
 #include <string_view>
 
+// The generator and the normal draw are also compiled for the GPU, where the
+// CUDA program initialises its parameters (backends/cuda/kernels/Init.h).
+#ifdef __CUDACC__
+#define AUTODDL_HOST_DEVICE __host__ __device__
+#else
+#define AUTODDL_HOST_DEVICE
+#endif
+
 namespace autoddl::rt {
 
 using PhiloxCounter = std::array<uint32_t, 4>;
 using PhiloxKey = std::array<uint32_t, 2>;
 
-inline PhiloxCounter philox4x32_10(PhiloxCounter c, PhiloxKey k) {
+AUTODDL_HOST_DEVICE inline PhiloxCounter philox4x32_10(PhiloxCounter c,
+                                                       PhiloxKey k) {
   constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u;
   constexpr uint32_t W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
@@ -50,19 +59,21 @@ inline uint64_t fnv1a64(std::string_view s) {
 /// The four 32-bit words for element `index` of stream `stream` under `seed`:
 /// key = (seed lo, seed hi), counter = (index lo, index hi, stream lo, stream
 /// hi).
-inline PhiloxCounter philox_words(uint64_t seed, uint64_t stream,
-                                  uint64_t index) {
+AUTODDL_HOST_DEVICE inline PhiloxCounter
+philox_words(uint64_t seed, uint64_t stream, uint64_t index) {
   return philox4x32_10({uint32_t(index), uint32_t(index >> 32),
                         uint32_t(stream), uint32_t(stream >> 32)},
                        {uint32_t(seed), uint32_t(seed >> 32)});
 }
 
 /// Uniform in [0, 1) from one word (exact in double).
-inline double u32_to_unit(uint32_t x) { return x * (1.0 / 4294967296.0); }
+AUTODDL_HOST_DEVICE inline double u32_to_unit(uint32_t x) {
+  return x * (1.0 / 4294967296.0);
+}
 
 /// One standard normal from the first two words by Box-Muller:
 /// sqrt(-2 ln u1) cos(2 pi u2) with u1 in (0, 1] so the logarithm is finite.
-inline double philox_normal(const PhiloxCounter &w) {
+AUTODDL_HOST_DEVICE inline double philox_normal(const PhiloxCounter &w) {
   const double u1 = (double(w[0]) + 1.0) * (1.0 / 4294967296.0);
   const double u2 = u32_to_unit(w[1]);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);

@@ -46,6 +46,7 @@ namespace cpu {
 #include "backends/cuda/kernels/CrossEntropy.h"
 #include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Embedding.h"
+#include "backends/cuda/kernels/Init.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "backends/cuda/kernels/Norm.h"
 #include "backends/cuda/kernels/Optimizer.h"
@@ -1045,6 +1046,55 @@ void check_reductions(int64_t n) {
   }
 }
 
+/// init_normal_on_device against the host's init_normal on blocks of a full
+/// tensor (whole, split along each kind of dimension, rank 1 and 3): the same
+/// floats, but for the rare element where the device's log or cos rounds a
+/// double differently (then 1 ulp); fill_on_device exactly.
+void check_init() {
+  const rt::Slice cases[] = {
+      rt::Slice::whole({1001, 45}),
+      rt::Slice::whole({4096, 768}).split(1, 4, 2),
+      rt::Slice::whole({768, 3072}).split(0, 3, 1).split(1, 2, 1),
+      rt::Slice::whole({(1 << 20) + 3}),
+      rt::Slice::whole({6, 33, 70}).split(2, 2, 1),
+  };
+  for (const rt::Slice &slice : cases) {
+    const int64_t n = slice.numel();
+    std::vector<float> want(static_cast<size_t>(n));
+    rt::init_normal(want.data(), slice, 1234, "h.3.attn.c_attn.weight", 0.25f,
+                    0.02f);
+    rt::DeviceBuffer<float> got(n + 5);
+    rt::init_normal_on_device(got.data(), slice, 1234, "h.3.attn.c_attn.weight",
+                              0.25f, 0.02f);
+    const std::vector<float> host = download_float(got.data(), n + 5);
+    int64_t differ = 0;
+    double worst = 0.0;
+    for (int64_t k = 0; k < n; ++k)
+      if (host[size_t(k)] != want[size_t(k)]) {
+        ++differ;
+        worst = std::max(worst,
+                         double(std::fabs(host[size_t(k)] - want[size_t(k)])) /
+                             std::fabs(want[size_t(k)]));
+      }
+    bool tail = true; // the elements past the slice stay zero
+    for (int64_t k = n; k < n + 5; ++k)
+      tail &= host[size_t(k)] == 0.0f;
+    std::string shape;
+    for (int64_t d : slice.local)
+      shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    gOk &= report("init_normal_on_device " + shape + ": elements differing",
+                  double(differ) / double(n) + (tail ? 0.0 : 1.0), 1e-6);
+    gOk &= report("init_normal_on_device " + shape + ": their error", worst,
+                  1.2e-7);
+  }
+  rt::DeviceBuffer<float> ones(1003);
+  rt::fill_on_device(ones.data(), 1000, 1.0f);
+  std::vector<float> want(1003, 1.0f);
+  want[1000] = want[1001] = want[1002] = 0.0f;
+  gOk &= report("fill_on_device",
+                rel_error(download_float(ones.data(), 1003), want), 0.0);
+}
+
 /// ZeroSet: ranges at odd addresses and lengths (a byte, under 16, several
 /// chunks, a chunk exactly) in one buffer of 0xAB bytes; after zero() the
 /// ranges' bytes are 0 and every other byte is still 0xAB, twice (reuse).
@@ -1127,6 +1177,7 @@ void check_runtime() {
                 double(rt::current_device_bytes() - before), 0.0);
   check_zero_set();
   check_step_graph();
+  check_init();
 }
 
 void fault_hook(const char *m) { std::fprintf(stderr, "hook: %s\n", m); }
