@@ -1921,6 +1921,13 @@ std::string Emitter::emit() {
     throw UserError(fmt::format("plan: the schedule has {} model stages but "
                                 "the plan lists {}",
                                 stages, L_.numStages));
+  if (k.zero > planner::kMaxGeneratedZero)
+    throw UserError(fmt::format(
+        "codegen: plan zero={}: the generated programs shard the optimizer "
+        "state only (ZeRO-1), so this plan would hold full gradients and need "
+        "more memory than it was priced with; plan again with zero 0 or 1 "
+        "(autoddl plan searches only those unless --fix zero=2)",
+        k.zero));
   const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   splitBackward_ = sched->splitsBackward();
   if (graphModel_ && k.microbatches > 1)

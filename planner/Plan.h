@@ -49,7 +49,7 @@ struct FixedKnobs {
   std::optional<pipeline::ScheduleKind> schedule;
   std::optional<int> chunks; // interleaved model chunks per device
   std::optional<cost::Recompute> recompute;
-  std::optional<int> zero; // 0, 1, 2
+  std::optional<int> zero; // 0, 1, 2 (2: priced only; see kMaxGeneratedZero)
   std::optional<AxisOrder> order;
   std::optional<StagePartition> partition;
 };
@@ -182,6 +182,13 @@ struct Prediction {
   /// (one stage, tp = dp = 1, a token model; gpu.graph_op_overhead_us).
   bool stepGraph = false;
 };
+
+/// The highest ZeRO stage the generated programs run: 1 shards the optimizer
+/// state (reduce-scatter, AdamW on the shard, all-gather). ZeRO-2 (gradients
+/// sharded per micro-batch) is priced by the cost model but not generated, so
+/// the search does not pick it: its plan would hold full gradients and use
+/// more memory than priced.
+constexpr int kMaxGeneratedZero = 1;
 
 struct Knobs {
   int tp = 1, pp = 1, dp = 1;

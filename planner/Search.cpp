@@ -612,8 +612,12 @@ struct Planner {
     std::vector<cost::Recompute> recomputes = {cost::Recompute::None,
                                                cost::Recompute::Selective,
                                                cost::Recompute::Full};
+    // The ZeRO stages the generated programs run (kMaxGeneratedZero); a
+    // pinned zero=2 is priced (what-if) but codegen refuses it.
     std::vector<int> zeros =
-        dp > 1 ? std::vector<int>{0, 1, 2} : std::vector<int>{0};
+        dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+    if (dp > 1 && f.zero && *f.zero > kMaxGeneratedZero)
+      zeros.push_back(*f.zero);
     for (auto [s, v] : schedules) {
       if (f.schedule && *f.schedule != s)
         continue;
@@ -986,7 +990,7 @@ struct Explainer {
       knob(out, "recompute", recomputeName(r), k, chosen.partition);
     }
     if (base.dp > 1)
-      for (int z : {0, 1, 2}) {
+      for (int z = 0; z <= kMaxGeneratedZero; ++z) {
         if (z == base.zero)
           continue;
         Knobs k = base;

@@ -362,6 +362,27 @@ TEST(Memory, NothingFitsIsReportedWithTheSmallestFootprint) {
   EXPECT_NE(inf.message.find("no plan fits"), std::string::npos);
 }
 
+TEST(Memory, SearchPicksOnlyZeroStagesTheProgramsRun) {
+  // GPT 18B (Megatron-LM's Table 1 row) on 256 A100s: the free search once
+  // chose dp=256 with ZeRO-2, priced with gradients sharded 256 ways, which the
+  // generated programs (ZeRO-1: full gradients) would not fit. The search
+  // offers only the stages the programs run; a pinned zero=2 is still priced.
+  const std::string gpt18b = "bench/planner/models/gpt-18b.json";
+  cost::Cluster c = cluster("dgx-a100-hdr", 256);
+  Plan free = asPlan(
+      run(gpt18b, c, 1024, SearchMode::CoordinateDescent, {}, 2048, true));
+  EXPECT_LE(free.knobs.zero, kMaxGeneratedZero) << knobsToString(free.knobs);
+  for (const Alternative &a : free.alternatives)
+    EXPECT_FALSE(a.knob == "zero" && std::stoi(a.value) > kMaxGeneratedZero)
+        << a.value;
+  FixedKnobs f;
+  f.dp = 256;
+  f.zero = 2;
+  Plan pinned =
+      asPlan(run(gpt18b, c, 1024, SearchMode::CoordinateDescent, f, 2048));
+  EXPECT_EQ(pinned.knobs.zero, 2);
+}
+
 // --- pinned knobs
 // -----------------------------------------------------------------
 
