@@ -125,10 +125,11 @@ const std::set<std::string> kSupported = {
 const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
                                             "relu", "silu", "swiglu"};
 
-} // namespace
-
-ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
-                         const std::string &backend) {
+/// The layout with the parameters in `replicatedParams` kept replicated (the
+/// others split as their readers' modes ask).
+ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
+                       const std::string &backend,
+                       const std::set<int> &replicatedParams) {
   ModelLayout L;
   L.tp = plan.knobs.tp;
   const int tp = L.tp;
@@ -137,14 +138,9 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
   L.tensors.assign(g.tensors.size(), TpLayout{});
   L.ops.resize(g.ops.size());
 
-  // Parameters used by more than one op (tied embeddings) stay replicated.
-  std::vector<int> uses(g.tensors.size(), 0);
-  for (const OpDef &op : g.ops)
-    for (int t : op.operands)
-      ++uses[size_t(t)];
-  auto soleParam = [&](int t) {
+  auto splittableParam = [&](int t) {
     return g.tensors[size_t(t)].role == TensorRole::Parameter &&
-           uses[size_t(t)] == 1;
+           !replicatedParams.count(t);
   };
   auto divisible = [&](int64_t n) { return tp > 1 && n % tp == 0; };
   std::vector<std::vector<size_t>> consumers(g.tensors.size());
@@ -188,7 +184,7 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
       const auto &ws = g.tensors[size_t(w)].shape;
       const int64_t O = tw ? ws[0] : ws[1], K = tw ? ws[1] : ws[0];
       const bool paramsOk =
-          soleParam(w) && (!hasBias || soleParam(op.operands[2]));
+          splittableParam(w) && (!hasBias || splittableParam(op.operands[2]));
       if ((sig[i] == "column" || sig[i] == "vocab") && paramsOk &&
           divisible(O)) {
         const int seg = sig[i] == "column" && packedHeads(op) ? 3 : 1;
@@ -204,7 +200,7 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
       }
     } else if (tp > 1 && op.kind == "embedding") {
       const int table = op.operands[1];
-      if (sig[i] == "vocab" && soleParam(table) &&
+      if (sig[i] == "vocab" && splittableParam(table) &&
           divisible(g.tensors[size_t(table)].shape[0])) {
         p.mode = OpMode::VocabTable;
         p.operands[1] = TpLayout{0};
@@ -252,7 +248,7 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
         p.result = chosen;
       }
     } else if (tp > 1 && op.kind == "bias_add") {
-      if (lay(0).dim == last && soleParam(op.operands[1])) {
+      if (lay(0).dim == last && splittableParam(op.operands[1])) {
         p.mode = OpMode::Local;
         p.operands[0] = lay(0);
         p.operands[1] = TpLayout{0};
@@ -277,7 +273,8 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
         p.operands[0] = lay(0);
       }
     }
-    // Parameters take the layout their (only) consumer reads them in.
+    // Parameters take the layout their consumers read them in (the same for
+    // all of them: chooseLayout).
     for (size_t k = 0; k < op.operands.size(); ++k)
       if (g.tensors[size_t(op.operands[k])].role == TensorRole::Parameter)
         L.tensors[size_t(op.operands[k])] = p.operands[k];
@@ -285,6 +282,35 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
       L.tensors[size_t(r)] = p.result;
   }
   return L;
+}
+
+} // namespace
+
+ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
+                         const std::string &backend) {
+  // A parameter read by several ops (a tied embedding: the table and the
+  // lm_head) splits only when every reader reads it the same way (both by
+  // vocabulary rows, Megatron's vocab-parallel embedding and output layer);
+  // otherwise it is replicated and the layout made again. Each round
+  // replicates one more parameter or stops, so this ends.
+  std::set<int> replicated;
+  for (;;) {
+    ModelLayout L = layoutWith(plan, g, backend, replicated);
+    int mixed = -1;
+    for (size_t i = 0; i < g.ops.size() && mixed < 0; ++i)
+      for (size_t k = 0; k < g.ops[i].operands.size(); ++k) {
+        const int t = g.ops[i].operands[k];
+        if (g.tensors[size_t(t)].role == TensorRole::Parameter &&
+            L.ops[i].operands[k] != L.tensors[size_t(t)]) {
+          mixed = t;
+          break;
+        }
+      }
+    // (Replicated already: a reader that lays out its operands without
+    // asking; keep this layout.)
+    if (mixed < 0 || !replicated.insert(mixed).second)
+      return L;
+  }
 }
 
 } // namespace autoddl::codegen

@@ -1869,8 +1869,9 @@ std::string Emitter::header() const {
   if (!any)
     h += "//   (none)\n";
   // Splits the program does not generate (batch or sequence on the tp axis,
-  // tied or undivided vocabularies) run replicated over tp: the same function
-  // at more than the plan's work per rank.
+  // undivided vocabularies, a tied table its readers would split differently)
+  // run replicated over tp: the same function at more than the plan's work per
+  // rank.
   int replicatedOps = 0;
   for (size_t i = 0; i < g_.ops.size(); ++i)
     if (plan_.knobs.tp > 1 && L_.ops[i].mode == OpMode::Replicated &&
@@ -1879,10 +1880,11 @@ std::string Emitter::header() const {
   if (replicatedOps > 0) {
     const std::string note = fmt::format(
         "{} ops the plan splits over tp run replicated over tp here (batch "
-        "and sequence splits on tp, tied tables and vocabularies tp does not "
-        "divide are not split by generated programs yet): expect more time "
-        "per step than predicted; `autoddl plan --tp-mode tensor` leaves out "
-        "the batch and sequence splits",
+        "and sequence splits on tp, vocabularies tp does not divide and tied "
+        "tables not split by vocabulary for both their readers are not split "
+        "by generated programs yet): expect more time per step than "
+        "predicted; `autoddl plan --tp-mode tensor` leaves out the batch and "
+        "sequence splits",
         replicatedOps);
     h += "//   " + note + "\n";
     std::fprintf(stderr, "autoddl: codegen: warning: %s\n", note.c_str());

@@ -10,9 +10,10 @@
 #
 # Cases: tiny-gpt, tiny-llama and a 4-layer GPT (for interleaved), global batch 8, sequence 64,
 # 20 AdamW steps (lr 1e-3) on the programs' synthetic tokens, each on 1 GPU, and dp=2, tp=2
-# (Megatron column/row linears), ZeRO-1 dp=2 and pp=2 under gpipe, 1f1b, interleaved, zb-h1 and
-# chimera on 2 GPUs; graph models (gcn and gat at Cora's sizes on the programs' planted-community
-# graph, global batch 1: the whole graph) through the W8 sparse kernels on 1 GPU, tp=2 and dp=2
+# (Megatron column/row linears; also a tied table split by vocabulary), ZeRO-1 dp=2 and pp=2
+# under gpipe, 1f1b, interleaved, zb-h1 and chimera on 2 GPUs; graph models (gcn and gat at
+# Cora's sizes on the programs' planted-community graph, global batch 1: the whole graph) through
+# the W8 sparse kernels on 1 GPU, tp=2 and dp=2
 # (dp splits the nodes). Every case builds twice from one runtime build per mode: -DAUTODDL_FP32=ON
 # (must match the CPU program's losses within 1e-4 relative) and bf16 (within 2e-2 relative).
 # The reference is the CPU program of the model's one-rank plan: every plan of a model computes the
@@ -39,6 +40,8 @@ cases=(
   "v1000_g1 tests/lit/codegen/tiny_gpt_v1000.json 1 tp=1,pp=1,dp=1 0"
   "v1000_llama_g1 tests/lit/codegen/tiny_llama_v1000.json 1 tp=1,pp=1,dp=1 0"
   "v1000_llama_tp2 tests/lit/codegen/tiny_llama_v1000.json 2 tp=2,pp=1,dp=1 1"
+  # The tied table split by vocabulary rows (megatron 2: the embedding vocab-parallel too).
+  "tied_vocab_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 2"
   "gcn_g1 gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gcn_tp2 gcn-cora 2 tp=2,pp=1,dp=1 1"
   "gat_g1 examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
@@ -64,14 +67,17 @@ if [ -n "${VERIFY_MAX_GPUS:-}" ]; then
   cases=("${keep[@]}")
 fi
 
-megatron() { # plan.json: linears ending in proj run row-parallel, the others column-parallel
-  python3 - "$1" <<'PY'
+megatron() { # plan.json: linears ending in proj run row-parallel, the others column-parallel;
+  # $2 = 2: the embedding vocab-parallel too
+  python3 - "$1" "${2:-1}" <<'PY'
 import json, re, sys
 doc = json.load(open(sys.argv[1]))
 for op in doc["ops"]:
     if op["kind"] == "linear":
         row = re.search(r"(attn\.proj|mlp\.proj|o_proj|down_proj)$", op["op"])
         op["signature"] = "row" if row else "column"
+    elif op["kind"] == "embedding" and sys.argv[2] == "2" and "vocab" in op.get("candidates", []):
+        op["signature"] = "vocab"
 json.dump(doc, open(sys.argv[1], "w"), indent=2)
 PY
 }
@@ -88,7 +94,7 @@ prepare)
     case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
     "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
       --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
-    [ "$mega" = 1 ] && megatron "$w/plan.json"
+    [ "$mega" != 0 ] && megatron "$w/plan.json" "$mega"
     modelArg=()
     [ -f "$model" ] && modelArg=(--model "$model")
     "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/project" "${modelArg[@]}" >/dev/null

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The generated CUDA programs compile where there is no GPU (CI): for plans covering every code
-# path of the emitter (dp x tp x pp with Megatron linears and gradient buckets, ZeRO, zb-h1's split
-# backward, Chimera, interleaved, llama's GQA + SwiGLU + RoPE on tp=2), generate the project and
-# compile its train.cpp against the runtime headers with the host compiler, bf16 and --fp32, with
-# -Wall -Wextra -Werror. Exits 77 (skipped) without the CUDA headers or MPI.
+# path of the emitter (dp x tp x pp with Megatron linears and gradient buckets, a tied
+# vocab-parallel table over tp x pp, ZeRO, zb-h1's split backward, Chimera, interleaved, llama's
+# GQA + SwiGLU + RoPE on tp=2), generate the project and compile its train.cpp against the
+# runtime headers with the host compiler, bf16 and --fp32, with -Wall -Wextra -Werror. Exits 77 (skipped) without the CUDA headers or MPI.
 # Usage: cuda_codegen_compiles.sh AUTODDL WORKDIR
 set -euo pipefail
 autoddl=$1 work=$2
@@ -22,6 +22,7 @@ cases=(
   "pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0"
   "pp2_interleaved $here/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0"
   "llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 1"
+  "tied_vocab_tp2_pp2 tiny-gpt 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 2"
   "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
   "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
@@ -33,7 +34,9 @@ for c in "${cases[@]}"; do
   case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
   "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
     --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
-  [ "$mega" = 1 ] && python3 "$here/../lit/codegen/megatron.py" "$w/plan.json"
+  # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split)
+  [ "$mega" != 0 ] && python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" \
+    $([ "$mega" = 2 ] && echo --vocab)
   modelArg=()
   [ -f "$model" ] && modelArg=(--model "$model")
   "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" "${modelArg[@]}" >/dev/null

@@ -6,8 +6,9 @@
 # and attention to heads
 # before verifying (the planner keeps tiny models replicated, which would leave the tp kernels
 # untested): names ending in proj (attention/MLP output, not q/k/v/gate/up) run row-parallel,
-# every other linear column-parallel.
-# Usage: [MEGATRON=1] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# every other linear column-parallel. MEGATRON=2: the embedding vocab-parallel as well (a tied
+# table is then split by vocabulary rows for both the embedding and the lm_head).
+# Usage: [MEGATRON=1|2] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -15,14 +16,16 @@ seqArg=()
 case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
-if [ "${MEGATRON:-0}" = 1 ]; then
-  python3 - "$work/plan.json" <<'PY'
+if [ "${MEGATRON:-0}" != 0 ]; then
+  python3 - "$work/plan.json" "${MEGATRON}" <<'PY'
 import json, re, sys
 path = sys.argv[1]
 doc = json.load(open(path))
 for op in doc["ops"]:
     if op["kind"] == "attention" and "heads" in op.get("candidates", []):
         op["signature"] = "heads"  # a packed qkv is then split per q/k/v segment
+    if op["kind"] == "embedding" and sys.argv[2] == "2" and "vocab" in op.get("candidates", []):
+        op["signature"] = "vocab"
     if op["kind"] != "linear":
         continue
     name = op["op"]
