@@ -3,6 +3,7 @@
 // deduplicated and turned into CSR.
 #include "bench/spmm/BenchCommon.h"
 #include "bench/spmm/Graphs.h"
+#include "bench/spmm/GraphFile.h"
 
 #include <chrono>
 #include <cmath>
@@ -368,11 +369,43 @@ std::vector<GraphSpec> benchSuite(const std::string &dataDir, bool quick) {
   return s;
 }
 
+std::vector<GraphSpec> fileGraphs(const std::vector<std::string> &paths) {
+  std::vector<GraphSpec> s;
+  for (const std::string &path : paths) {
+    GraphSpec g;
+    std::string name = path.substr(path.find_last_of('/') + 1);
+    if (const size_t dot = name.find('.'); dot != 0 && dot != std::string::npos)
+      name = name.substr(0, dot);
+    g.name = name, g.kind = "file", g.file = path;
+    s.push_back(g);
+  }
+  return s;
+}
+
 DeviceGraph makeGraph(const GraphSpec &spec, uint64_t seed) {
   const auto start = std::chrono::steady_clock::now();
   DeviceGraph g;
   if (spec.kind == "real") {
     g = loadReal(spec);
+  } else if (spec.kind == "file") {
+    GraphFile f;
+    try {
+      f = readGraphFile(spec.file);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "bench: %s\n", e.what());
+      std::exit(1);
+    }
+    std::vector<uint64_t> keys;
+    keys.reserve(f.entries.size());
+    for (auto [u, v] : f.entries)
+      keys.push_back(edgeKey(u, v));
+    uint64_t *d = allocKeys(int64_t(keys.size()));
+    CUDA_CHECK(
+        cudaMemcpy(d, keys.data(), 8 * keys.size(), cudaMemcpyHostToDevice));
+    g = finishGraph(d, int64_t(keys.size()), int32_t(f.rows),
+                    /*symmetrize=*/false, /*dropSelf=*/false,
+                    /*addSelf=*/false);
+    g.params = f.params + ", " + spec.file;
   } else if (spec.kind == "rmat") {
     const int scale = int(spec.a);
     const int32_t n = 1 << scale;

@@ -23,13 +23,18 @@ struct DeviceGraph {
 
 struct GraphSpec {
   std::string name;
-  std::string kind;     // rmat | chunglu | uniform | mesh9 | banded | real
+  std::string kind;     // rmat | chunglu | uniform | mesh9 | banded | real | file
   int64_t a = 0, b = 0; // kind parameters (see makeGraph)
   double target =
       0; // chunglu: target stored nnz; chunglu: max/mean degree in `ratio`
   double ratio = 0, exponent = 0;
-  std::string file; // real: path of the .agr file
+  std::string file; // real: path of the .agr file; file: a Matrix Market file
+                    // or edge list (GraphFile.h)
 };
+
+/// Specs of the graphs in `paths` (kind "file", named by their file names
+/// without the extension), to run instead of the suite.
+std::vector<GraphSpec> fileGraphs(const std::vector<std::string> &paths);
 
 /// The suite of the issue: R-MAT at several scales, Chung-Lu proxies of Reddit
 /// and ogbn-products, uniform random, mesh, banded, and real networks.

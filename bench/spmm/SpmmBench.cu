@@ -6,8 +6,10 @@
 //
 // Usage: spmm_bench --data DIR --out FILE [--quick] [--threshold T]
 // [--widths a,b] [--only g1,g2] [--time-ms MS] [--part-blocks B]
+// [--graph FILE,FILE]
 // (--part-blocks: blocks per part of the format, PreprocessOptions::partBlocks;
-// default 0, the format's own choice)
+// default 0, the format's own choice. --graph: these graphs instead of the
+// suite, Matrix Market files or edge lists, GraphFile.h)
 #include "backends/cpu/sparse/SparseReference.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 #include "bench/spmm/BenchCommon.h"
@@ -43,6 +45,7 @@ struct Options {
   float threshold = 1.25f;
   int partBlocks = 0; // PreprocessOptions::partBlocks
   std::vector<int> widths = {32, 64, 128, 256};
+  std::vector<std::string> graphFiles; // --graph: instead of the suite
 };
 
 cudaDataType cudaType(DataType t) {
@@ -473,6 +476,15 @@ int main(int argc, char **argv) {
       opt.partBlocks = std::stoi(next());
     else if (a == "--time-ms")
       gTimeMs = std::stod(next());
+    else if (a == "--graph") {
+      const std::string list = next();
+      for (size_t p = 0; p < list.size();) {
+        const size_t q = std::min(list.find(',', p), list.size());
+        if (q > p)
+          opt.graphFiles.push_back(list.substr(p, q - p));
+        p = q + 1;
+      }
+    }
     else if (a == "--widths") {
       opt.widths.clear();
       std::string w = next();
@@ -625,7 +637,9 @@ int main(int argc, char **argv) {
     std::rename((opt.out + ".tmp").c_str(), opt.out.c_str());
   };
   const auto benchStart = std::chrono::steady_clock::now();
-  const auto specs = benchSuite(opt.dataDir, opt.quick);
+  const auto specs = opt.graphFiles.empty()
+                         ? benchSuite(opt.dataDir, opt.quick)
+                         : fileGraphs(opt.graphFiles);
   int graphIndex = -1;
   uint64_t seed = 0x5eed0000;
   for (const GraphSpec &spec : specs) {

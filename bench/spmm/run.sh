@@ -5,7 +5,9 @@
 #
 #   bench/spmm/run.sh [bench args...]      e.g. --quick, --threshold 1.25, --only astro-ph,
 #                                          --time-ms 25 (timed work per measurement),
-#                                          --part-blocks 16 (blocks per part; 0: the format's rule)
+#                                          --part-blocks 16 (blocks per part; 0: the format's rule),
+#                                          --graph a.mtx,b.txt (these graphs instead of the suite:
+#                                          Matrix Market files or edge lists, GraphFile.h)
 #
 # Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder), SPMM_FLAGS
 #      (extra nvcc flags, e.g. the kernels' -D knobs: bench/spmm/variants.sh),
@@ -28,7 +30,7 @@ compile() { # source object [extra flags]
 
 srcs=(backends/cuda/sparse/WindowFormat.cu backends/cuda/sparse/SpmmKernels.cu
       backends/cuda/sparse/SddmmKernels.cu backends/cpu/sparse/SparseReference.cpp
-      bench/spmm/Graphs.cu bench/spmm/CusparseBaseline.cu)
+      bench/spmm/Graphs.cu bench/spmm/GraphFile.cpp bench/spmm/CusparseBaseline.cu)
 pids=()
 for s in "${srcs[@]}"; do
   compile "$s" "$build/$(basename "$s").o" & pids+=($!)
@@ -47,7 +49,7 @@ for p in "${pids[@]}"; do wait "$p"; done
 echo "build: ${SECONDS} s"
 lib=("$build"/WindowFormat.cu.o "$build"/SpmmKernels.cu.o "$build"/SddmmKernels.cu.o
      "$build"/SparseReference.cpp.o)
-nvcc -arch=sm_90 -Xcompiler -fopenmp "${lib[@]}" "$build"/Graphs.cu.o \
+nvcc -arch=sm_90 -Xcompiler -fopenmp "${lib[@]}" "$build"/Graphs.cu.o "$build"/GraphFile.cpp.o \
   "$build"/CusparseBaseline.cu.o "$build"/SpmmBench.o -lcusparse -o "$build/spmm_bench"
 
 status=0

@@ -1,0 +1,36 @@
+// Graphs from files, for running the benchmark on graphs outside its suite
+// (`spmm_bench --graph FILE`): Matrix Market coordinate files (SuiteSparse's
+// .mtx) and plain edge lists (SNAP's .txt: one "u v" pair per line).
+#ifndef AUTODDL_BENCH_SPMM_GRAPHFILE_H
+#define AUTODDL_BENCH_SPMM_GRAPHFILE_H
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace autoddl::bench {
+
+/// The entries of a square sparsity pattern, as read (duplicates and self
+/// loops kept; the benchmark's CSR builder merges duplicates).
+struct GraphFile {
+  int64_t rows = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> entries; // (row, column), 0-based
+  std::string params; // what was read, for the report
+};
+
+/// Reads `path`: a Matrix Market file when its first line starts with
+/// "%%MatrixMarket" (coordinate; pattern, real, integer or complex values,
+/// ignored; general, or symmetric / skew-symmetric / hermitian with the mirror
+/// of each off-diagonal entry added; 1-based; a rectangular M x N pattern is
+/// held as max(M, N) rows and columns), otherwise an edge list (whitespace
+/// separated 0-based "u v" per line, further fields ignored, lines starting
+/// with '#' or '%' skipped; rows = the largest id + 1). Throws
+/// std::runtime_error naming the file and the line on anything else (an
+/// unreadable file, a dense "array" file, a malformed or out-of-range entry,
+/// fewer or more entries than the header says, ids of 2^31 or more).
+GraphFile readGraphFile(const std::string &path);
+
+} // namespace autoddl::bench
+
+#endif // AUTODDL_BENCH_SPMM_GRAPHFILE_H
