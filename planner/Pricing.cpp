@@ -46,8 +46,7 @@ double prod(const std::vector<int64_t> &s) {
   return p;
 }
 
-constexpr double kImpossible =
-    1e9; // seconds: a boxing the cost model cannot do
+constexpr double kImpossible = kImpossibleSeconds;
 
 /// Whether the generated CUDA program runs this mesh's step as one CUDA
 /// graph (codegen's kStepGraphable, backends/cuda/StepGraph.h): one stage, no
@@ -390,6 +389,11 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
       const Sbp x = sigOf(c).operands[k], gr = sigOf(c).operandGrads[k];
       if (gr.kind == Sbp::Partial && storage.kind == Sbp::Broadcast)
         gradPartial = true;
+      // --tp-mode tensor prices only what the programs run, and they convert
+      // no parameter: readers of a shared parameter that disagree (a tied
+      // table split for one, whole for the other) would run replicated.
+      if (x != storage && !o_.tpDataSplits)
+        r.fwdBox += kImpossible;
       if (x != storage && !seen[sbpCode(x)]++) {
         r.fwdBox += boxing(t, storage, x);
         if (storage.kind == Sbp::Split)

@@ -31,6 +31,12 @@ namespace autoddl::planner {
 
 using Assignment = std::vector<int>; // signature index per collapsed op
 
+/// Seconds charged for a layout conversion that cannot run: a boxing the cost
+/// model cannot do, or, under --tp-mode tensor, readers of a shared parameter
+/// that disagree on its layout (the programs would run them replicated). Any
+/// step at or above it is not a plan.
+constexpr double kImpossibleSeconds = 1e9;
+
 /// Per-segment totals, per micro-batch (one layer for Segment::Layer).
 struct SegmentCost {
   double forward = 0;        // compute + forward tp collectives

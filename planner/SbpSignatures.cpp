@@ -38,12 +38,13 @@ struct Ctx {
   std::vector<int> uses;
 
   /// --tp-mode tensor: only what the generated programs run (codegen/Layout):
-  /// a parameter split by its one consumer, into exactly equal parts.
+  /// a parameter split into exactly equal parts. A parameter read by several
+  /// ops (a tied table) splits only when all its readers split it alike, which
+  /// pricing enforces in this mode (Pricing.cpp, edgeTerms).
   bool runnableSplit(int param, int dim) const {
     if (dataSplits)
       return true;
-    return uses[size_t(param)] == 1 &&
-           sg.shapeAt(param, b)[size_t(dim)] % n == 0;
+    return sg.shapeAt(param, b)[size_t(dim)] % n == 0;
   }
   bool isParam(int t) const {
     return g.tensors[t].role == TensorRole::Parameter;

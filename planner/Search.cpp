@@ -814,6 +814,13 @@ struct Explainer {
       a.reason = "invalid: " + (invalid.empty() ? p.invalid : invalid);
       return a;
     }
+    if (p.stepTime >= kImpossibleSeconds) {
+      a.reason = "invalid: needs a layout conversion that cannot run (a "
+                 "boxing the cost model cannot do, or under --tp-mode tensor "
+                 "a shared parameter read split by one op and whole by "
+                 "another)";
+      return a;
+    }
     a.feasible = p.fits;
     a.stepTime = p.stepTime;
     a.peakMemory = p.peakMemory;

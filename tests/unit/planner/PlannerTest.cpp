@@ -182,7 +182,7 @@ TEST(Signatures, TensorModeOffersNoBatchOrSequenceSplit) {
   EXPECT_GT(count(true), 0);
   EXPECT_EQ(count(false), 0);
   // The tensor splits stay, but not of GPT-2's tied 50257-row table: the
-  // programs split a parameter read by one op into equal parts only.
+  // programs split a parameter into exactly equal parts only.
   auto sigsOf = [&](const std::string &name) {
     std::set<std::string> out;
     for (const CollapsedOp &op : sg.ops)
@@ -197,6 +197,34 @@ TEST(Signatures, TensorModeOffersNoBatchOrSequenceSplit) {
   EXPECT_FALSE(sigsOf("lm_head").count("column"));
   enumerateSignatures(sg, 2, 8, true);
   EXPECT_TRUE(sigsOf("wte").count("vocab")); // any: the planner pads
+}
+
+TEST(Signatures, TensorModeSplitsATiedTableForBothReadersOrNeither) {
+  // A tied 32000-row table (tp divides it): --tp-mode tensor offers its split,
+  // and prices readers that disagree (split for one, whole for the other) as
+  // impossible, since the programs would run both replicated; the plan splits
+  // it for both (vocab-parallel embedding, column-parallel lm_head).
+  const std::string path = "tests/lit/codegen/tied_gpt_v32k.json";
+  PlannerOptions o;
+  o.globalBatch = 16;
+  o.tpDataSplits = false;
+  o.fixed.tp = 2;
+  o.fixed.dp = 1;
+  o.explain = true;
+  const Model &m = model(path, 256);
+  auto r = plan(m.g1, m.g2, cluster("h200x2-nvlink", 2), o);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error();
+  const Plan &p = asPlan(*r);
+  std::map<std::string, std::string> sig;
+  for (const OpChoice &op : p.ops)
+    sig[op.op] = op.signature;
+  EXPECT_EQ(sig["wte"], "vocab");
+  EXPECT_EQ(sig["lm_head"], "column");
+  // Changing one reader alone is not a plan.
+  for (const Alternative &a : p.alternatives)
+    if (a.knob == "sbp:wte" || a.knob == "sbp:lm_head")
+      EXPECT_NE(a.reason.find("invalid"), std::string::npos)
+          << a.knob << "=" << a.value << ": " << a.reason;
 }
 
 TEST(Signatures, RowLinearGradientTransposes) {
