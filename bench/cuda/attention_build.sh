@@ -27,11 +27,26 @@ done
 nvcc -arch=sm_90 "$out/attention_bench.o" "$out/Attention_bf16.o" "$out/Runtime_bf16.o" \
   -lcublasLt -o "$out/attention_bench"
 grep -E "registers|spill" "$out/ptxas_bf16.txt" | paste - - | grep -v "0 bytes spill stores" || true
-# The measured alternative to the default tiles (Attention.cu's knobs), checked and timed in
-# the same run: D=128 forward with 64 query rows a block, Q in registers; 8-warp backward.
-"${nv[@]}" -DAUTODDL_ATTENTION_D128_FWD=0 -DAUTODDL_ATTENTION_BWD_WARPS=8 \
-  -c backends/cuda/kernels/Attention.cu -o "$out/Attention_bf16_alt.o"
-nvcc -arch=sm_90 "$out/AttentionCheck_bf16.o" "$out/Attention_bf16_alt.o" "$out/Runtime_bf16.o" \
-  -lcublasLt -o "$out/AttentionCheck_bf16_alt"
-nvcc -arch=sm_90 "$out/attention_bench.o" "$out/Attention_bf16_alt.o" "$out/Runtime_bf16.o" \
-  -lcublasLt -o "$out/attention_bench_alt"
+# The measured alternatives to the default tiles (Attention.cu's knobs), checked and timed in
+# the same run: "alt" = D=128 forward with 64 query rows a block, Q in registers;
+# "bwd_wW_ktK_qQ" = one backward tile choice for every D >= 32 and both masks (W warps, K key
+# m-tiles a warp, Q query rows an iteration; the default picks by D and mask). bwd_w4_kt1_q64 is the choice before 2026-12-01.
+variants=(
+  "alt:-DAUTODDL_ATTENTION_D128_FWD=0"
+  "bwd_w4_kt1_q64:-DAUTODDL_ATTENTION_BWD_WARPS=4 -DAUTODDL_ATTENTION_BWD_KEY_TILES=1 -DAUTODDL_ATTENTION_BWD_QROWS=64"
+  "bwd_w8_kt1_q64:-DAUTODDL_ATTENTION_BWD_WARPS=8 -DAUTODDL_ATTENTION_BWD_KEY_TILES=1 -DAUTODDL_ATTENTION_BWD_QROWS=64"
+  "bwd_w4_kt2_q32:-DAUTODDL_ATTENTION_BWD_WARPS=4 -DAUTODDL_ATTENTION_BWD_KEY_TILES=2 -DAUTODDL_ATTENTION_BWD_QROWS=32"
+)
+[ -n "${ATTENTION_VARIANTS:-}" ] && read -r -a keep <<<"$ATTENTION_VARIANTS" || keep=()
+pids=()
+for spec in "${variants[@]}"; do
+  name=${spec%%:*}
+  if [ ${#keep[@]} -gt 0 ] && [[ ! " ${keep[*]} " == *" $name "* ]]; then continue; fi
+  read -r -a defs <<<"${spec#*:}"
+  ( "${nv[@]}" "${defs[@]}" -c backends/cuda/kernels/Attention.cu -o "$out/Attention_bf16_$name.o"
+    nvcc -arch=sm_90 "$out/AttentionCheck_bf16.o" "$out/Attention_bf16_$name.o" \
+      "$out/Runtime_bf16.o" -lcublasLt -o "$out/AttentionCheck_bf16_$name"
+    nvcc -arch=sm_90 "$out/attention_bench.o" "$out/Attention_bf16_$name.o" \
+      "$out/Runtime_bf16.o" -lcublasLt -o "$out/attention_bench_$name" ) & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done

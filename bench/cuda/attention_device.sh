@@ -17,7 +17,7 @@ if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
   bash bench/cuda/attention_build.sh "$bin" 2>&1 | tail -20 || exit 1
 fi
 status=0
-checks=${ATTENTION_CHECKS:-"bf16 fp32 bf16_alt"}
+checks=${ATTENTION_CHECKS:-"bf16 fp32 $(cd "$bin" && ls AttentionCheck_bf16_* 2>/dev/null | sed 's/^AttentionCheck_//' | tr '\n' ' ')"}
 for mode in $checks; do
   "$bin/AttentionCheck_$mode" 2>&1 | tee "$out/check_$mode.txt"
   [ "${PIPESTATUS[0]}" = 0 ] || status=1
@@ -30,7 +30,9 @@ for tool in memcheck racecheck; do
   done
 done
 variants=()
-for v in alt; do [ -x "$bin/attention_bench_$v" ] && variants+=(--variant "$v=$bin/attention_bench_$v"); done
+for b in "$bin"/attention_bench_*; do
+  [ -x "$b" ] && variants+=(--variant "${b##*/attention_bench_}=$b")
+done
 python3 bench/cuda/attention_compare.py --bench "$bin/attention_bench" "${variants[@]}" \
   --out "$out/attention_h200.json" --nvcc-version "$(nvcc --version | tail -2 | head -1)" \
   2>&1 | tee "$out/compare.txt"

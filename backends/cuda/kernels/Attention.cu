@@ -18,11 +18,17 @@
 #ifndef AUTODDL_ATTENTION_D128_FWD
 #define AUTODDL_ATTENTION_D128_FWD 1
 #endif
-// Warps (16 keys each) of a backward block for D >= 32 (D = 16: 4). 8 warps
-// measured 6% slower on the causal GPT-2 shapes, 2% faster without the mask.
-#ifndef AUTODDL_ATTENTION_BWD_WARPS
-#define AUTODDL_ATTENTION_BWD_WARPS 4
-#endif
+// Backward tiles (AttentionFlash.cuh: warps a block, key m-tiles of 16 a warp,
+// query rows an iteration), measured best on the H200
+// (bench/cuda/results/attention_h200.json): D = 32, 64 causal 4 / 1 / 32
+// (1-4% over 4 / 1 / 64: the causal tiles skip more), D = 32, 64 full
+// 4 / 2 / 32 (9%: half the Q and dO shared-memory reads per mma; 5% slower
+// causal), D = 128 8 / 1 / 64 (3%), D = 16 4 / 1 / 64. Setting any of the
+// three knobs below replaces the choice for every D >= 32 (the benchmark's
+// alternatives); key tiles apply to D <= 64 only (registers), and query rows
+// fall back to 64 where 32 would give dQ a column group narrower than 16.
+// AUTODDL_ATTENTION_BWD_WARPS, AUTODDL_ATTENTION_BWD_KEY_TILES,
+// AUTODDL_ATTENTION_BWD_QROWS.
 
 #include <algorithm>
 #include <cmath>
@@ -317,20 +323,51 @@ void flash_forward(act_t *out, float *lse, const AttentionViews &in, int64_t B,
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
-template <int D, int kWarps = (D >= 32 ? AUTODDL_ATTENTION_BWD_WARPS : 4)>
+/// The backward's tiles for head dim D and the causal mask (above).
+template <int D, bool kCausal> struct BwdTiles {
+  static constexpr bool kMid = D == 32 || D == 64;
+#ifdef AUTODDL_ATTENTION_BWD_WARPS
+  static constexpr int kWarps = D >= 32 ? AUTODDL_ATTENTION_BWD_WARPS : 4;
+#else
+  static constexpr int kWarps = D == 128 ? 8 : 4;
+#endif
+#ifdef AUTODDL_ATTENTION_BWD_KEY_TILES
+  static constexpr int kKT = kMid ? AUTODDL_ATTENTION_BWD_KEY_TILES : 1;
+#else
+  static constexpr int kKT = kMid && !kCausal ? 2 : 1;
+#endif
+#ifdef AUTODDL_ATTENTION_BWD_QROWS
+  static constexpr int kWantBr = D >= 32 ? AUTODDL_ATTENTION_BWD_QROWS : 64;
+#else
+  static constexpr int kWantBr = kMid ? 32 : 64;
+#endif
+  static constexpr bool kFits =
+      kWarps % (kWantBr / 16) == 0 && (D / (kWarps / (kWantBr / 16))) % 16 == 0;
+  static constexpr int kBr = kFits ? kWantBr : 64;
+};
+
+template <int D>
 void flash_backward(float *dqAcc, const AttentionGradViews &grad,
                     const act_t *dout, const float *lse, const float *delta,
                     const AttentionViews &in, int64_t B, int64_t T, int64_t H,
                     int64_t G, bool causal, float scale, bool accumulate) {
-  using Cfg = flash::BwdConfig<D, kWarps>;
-  auto kernel = flash::attention_backward_kernel<D, kWarps>;
-  allow_smem(kernel, Cfg::kSmemBytes);
-  const dim3 grid(unsigned((T + Cfg::kBc - 1) / Cfg::kBc), unsigned(G),
-                  unsigned(B));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, compute_stream()>>>(
-      dqAcc, grad.dk, grad.dv, grad.kv_stride, in.q, in.k, in.v, in.q_stride,
-      in.kv_stride, dout, lse, delta, int(T), int(H), int(H / G), causal,
-      scale * flash::kLog2e, scale, accumulate);
+  auto launch = [&](auto causalTag) {
+    using Tiles = BwdTiles<D, decltype(causalTag)::value>;
+    using Cfg = flash::BwdConfig<D, Tiles::kWarps, Tiles::kKT, Tiles::kBr>;
+    auto kernel = flash::attention_backward_kernel<D, Tiles::kWarps, Tiles::kKT,
+                                                   Tiles::kBr>;
+    allow_smem(kernel, Cfg::kSmemBytes);
+    const dim3 grid(unsigned((T + Cfg::kBc - 1) / Cfg::kBc), unsigned(G),
+                    unsigned(B));
+    kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, compute_stream()>>>(
+        dqAcc, grad.dk, grad.dv, grad.kv_stride, in.q, in.k, in.v, in.q_stride,
+        in.kv_stride, dout, lse, delta, int(T), int(H), int(H / G), causal,
+        scale * flash::kLog2e, scale, accumulate);
+  };
+  if (causal)
+    launch(std::true_type{});
+  else
+    launch(std::false_type{});
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 #endif
@@ -390,9 +427,12 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
   const bool flash = attention_uses_tensor_cores(in, D) &&
                      tensor_core_grads(grad) && aligned(dout, 16);
   const int64_t rows = B * T * H;
-  // [delta: B*H*T | dqAcc: B*T*H*D] (dqAcc only on the tensor-core path).
-  float *ws = workspace(rows + (flash && grad.dq ? rows * D : 0));
-  float *delta = ws, *dqAcc = flash && grad.dq ? ws + rows : nullptr;
+  // [delta: B*H*T, padded to 16 bytes | dqAcc: B*T*H*D] (dqAcc only on the
+  // tensor-core path, whose float2 atomics need the alignment: B*T*H may be
+  // odd).
+  const int64_t deltaFloats = (rows + 3) / 4 * 4;
+  float *ws = workspace(deltaFloats + (flash && grad.dq ? rows * D : 0));
+  float *delta = ws, *dqAcc = flash && grad.dq ? ws + deltaFloats : nullptr;
   attention_delta_kernel<act_t>
       <<<grid_1d(rows * 32, 256), 256, 0, compute_stream()>>>(
           delta, dqAcc, dout, out, rows, T, H, D);

@@ -356,27 +356,39 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
-template <int D, int kWarps> struct BwdConfig {
+template <int D, int kWarps, int kKT, int kBr_> struct BwdConfig {
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBc = 16 * kWarps; // keys a block (16 a warp)
-  static constexpr int kBr = 64;          // queries an iteration
+  static constexpr int kBc = 16 * kKT * kWarps; // keys a block (16*kKT a warp)
+  static constexpr int kBr = kBr_;              // queries an iteration
   static constexpr int kS = D + 8;
   static constexpr int kSds = kBr + 8;
   static constexpr int kSmemBytes =
       (2 * kBc + 4 * kBr) * kS * 2 + kBc * kSds * 2 + 4 * kBr * 4;
+  // dQ = dS K: the block's kBr/16 query tiles x kColGroups column groups of
+  // kCols, one (tile, group) a warp.
+  static constexpr int kQTiles = kBr / 16;
+  static constexpr int kColGroups = kWarps / kQTiles;
+  static constexpr int kCols = D / kColGroups;
 };
 
 /// Grid (ceil(T/kBc), G, B). The block owns key tile n of kv head g: dK, dV of
-/// its 64 keys stay in registers (16 rows a warp) while it walks every query
-/// tile of every q head of the group that can see those keys (Q, dO, lse,
-/// delta double-buffered through cp.async). dS goes through shared memory
-/// once so that dQ = dS K (16 queries a warp) can be added into the fp32
-/// workspace dqAcc[B,T,H,D] with float2 atomics. dK and dV are added (+=, or
-/// stored when !accumulate) into the act_t gradients at the end; the block is
-/// their only writer. With
-/// 8 warps (128 keys a block) each query tile's Q, dO and dQ atomics serve
-/// twice the keys; dQ is then split 4 query tiles x 2 column halves.
-template <int D, int kWarps>
+/// its kBc keys stay in registers (16*kKT rows a warp) while it walks every
+/// query tile (kBr rows) of every q head of the group that can see those keys
+/// (Q, dO, lse, delta double-buffered through cp.async). dS goes through
+/// shared memory once so that dQ = dS K can be added into the fp32 workspace
+/// dqAcc[B,T,H,D] with float2 atomics, split over the warps as kQTiles query
+/// tiles x kColGroups column groups. dK and dV are added (+=, or stored when
+/// !accumulate) into the act_t gradients at the end; the block is their only
+/// writer.
+///
+/// Shared-memory traffic bounds this loop (mma.sync reads both operands
+/// through registers): each warp reads the whole Q and dO tile twice an
+/// iteration, so kKT = 2 (32 keys a warp) halves those reads per mma, and
+/// with kBr = 32 it also halves the dQ atomics per (key, query) pair, at the
+/// price of 2x the dK/dV registers (D <= 64 only). With causal, a warp whose
+/// keys all lie after the tile's last query skips its matmuls (its dS rows
+/// are zeros).
+template <int D, int kWarps, int kKT, int kBr_>
 __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
     float *__restrict__ dqAcc, bf16 *__restrict__ dk, bf16 *__restrict__ dv,
     int64_t dkv_stride, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
@@ -384,11 +396,11 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
     const bf16 *__restrict__ dout, const float *__restrict__ lse,
     const float *__restrict__ delta, int T, int H, int group, bool causal,
     float scale_log2, float scale, bool accumulate) {
-  using C = BwdConfig<D, kWarps>;
+  using C = BwdConfig<D, kWarps, kKT, kBr_>;
   constexpr int kBc = C::kBc, kBr = C::kBr, kS = C::kS, kSds = C::kSds;
   constexpr int kNThreads = C::kThreads;
-  static_assert(kWarps == 4 || (kWarps == 8 && D >= 32),
-                "8 warps split dQ's D columns in halves of >= 16");
+  static_assert(kBr % 16 == 0 && kWarps % C::kQTiles == 0 && C::kCols % 16 == 0,
+                "dQ needs whole 16-row query tiles and 16-column groups");
   constexpr int kNT = kBr / 8; // n8 tiles of a score row block (queries)
   constexpr int kDT = D / 8;
   extern __shared__ uint4 smem_raw[];
@@ -437,14 +449,16 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
     prefetch(0);
   cp_async_commit();
 
-  float dK[kDT][4], dV[kDT][4];
+  float dK[kKT][kDT][4], dV[kKT][kDT][4];
 #pragma unroll
-  for (int dt = 0; dt < kDT; ++dt)
+  for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dK[dt][e] = 0.f, dV[dt][e] = 0.f;
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        dK[kt][dt][e] = 0.f, dV[kt][dt][e] = 0.f;
 
-  const int wKey0 = warp * 16; // this warp's keys within the tile
+  const int wKey0 = warp * 16 * kKT; // this warp's keys within the tile
   for (int it = 0; it < iters; ++it) {
     const int st = it & 1;
     if (it + 1 < iters)
@@ -459,87 +473,117 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
     const float *tLse = sLse + st * kBr;
     const float *tDelta = sDelta + st * kBr;
 
-    // S^T = K Q^T and dP^T = V dO^T (this warp's 16 keys x kBr queries).
-    float sT[kNT][4], dpT[kNT][4];
+    // Every key of this warp after every query of the tile (or past T): its
+    // P and dS are zero, only its zero dS rows are written for dQ.
+    const bool idle = n0 + wKey0 >= T || (causal && n0 + wKey0 > m0 + kBr - 1);
+    float sT[kKT][kNT][4], dpT[kKT][kNT][4];
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
+    for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        sT[nt][e] = 0.f, dpT[nt][e] = 0.f;
+      for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ak[4], av[4];
-      ldmatrix_x4(ak,
-                  sK + (wKey0 + rm_row(lane)) * kS + kk * 16 + rm_col(lane));
-      ldmatrix_x4(av,
-                  sV + (wKey0 + rm_row(lane)) * kS + kk * 16 + rm_col(lane));
+        for (int e = 0; e < 4; ++e)
+          sT[kt][nt][e] = 0.f, dpT[kt][nt][e] = 0.f;
+    if (!idle) {
+      // S^T = K Q^T and dP^T = V dO^T (this warp's keys x kBr queries).
 #pragma unroll
-      for (int np = 0; np < kNT / 2; ++np) {
-        uint32_t bq[4], bo[4];
-        ldmatrix_x4(bq, tQ + (np * 16 + cm_row(lane)) * kS + kk * 16 +
-                            cm_col(lane));
-        ldmatrix_x4(bo, tdO + (np * 16 + cm_row(lane)) * kS + kk * 16 +
-                            cm_col(lane));
-        mma(sT[2 * np], ak, bq[0], bq[1]);
-        mma(sT[2 * np + 1], ak, bq[2], bq[3]);
-        mma(dpT[2 * np], av, bo[0], bo[1]);
-        mma(dpT[2 * np + 1], av, bo[2], bo[3]);
-      }
-    }
-
-    // P^T = exp(S^T scale - lse) (0 where masked); dS^T = P^T (dP^T - delta).
-    const bool mask =
-        (causal && m0 < n0 + kBc - 1) || n0 + kBc > T || m0 + kBr > T;
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t ak[kKT][4], av[kKT][4];
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int qc = nt * 8 + 2 * (lane % 4) + (e & 1);
-        float p = fast_exp2(sT[nt][e] * scale_log2 - tLse[qc] * kLog2e);
-        if (mask) {
-          const int key = n0 + wKey0 + lane / 4 + (e >= 2 ? 8 : 0);
-          const int query = m0 + qc;
-          if (key >= T || query >= T || (causal && key > query))
-            p = 0.f;
+        for (int kt = 0; kt < kKT; ++kt) {
+          ldmatrix_x4(ak[kt], sK + (wKey0 + kt * 16 + rm_row(lane)) * kS +
+                                  kk * 16 + rm_col(lane));
+          ldmatrix_x4(av[kt], sV + (wKey0 + kt * 16 + rm_row(lane)) * kS +
+                                  kk * 16 + rm_col(lane));
         }
-        sT[nt][e] = p;
-        dpT[nt][e] = p * (dpT[nt][e] - tDelta[qc]);
+#pragma unroll
+        for (int np = 0; np < kNT / 2; ++np) {
+          uint32_t bq[4], bo[4];
+          ldmatrix_x4(bq, tQ + (np * 16 + cm_row(lane)) * kS + kk * 16 +
+                              cm_col(lane));
+          ldmatrix_x4(bo, tdO + (np * 16 + cm_row(lane)) * kS + kk * 16 +
+                              cm_col(lane));
+#pragma unroll
+          for (int kt = 0; kt < kKT; ++kt) {
+            mma(sT[kt][2 * np], ak[kt], bq[0], bq[1]);
+            mma(sT[kt][2 * np + 1], ak[kt], bq[2], bq[3]);
+            mma(dpT[kt][2 * np], av[kt], bo[0], bo[1]);
+            mma(dpT[kt][2 * np + 1], av[kt], bo[2], bo[3]);
+          }
+        }
       }
 
-      // dV += P^T dO and dK += dS^T Q, A fragments from registers.
+      // P^T = exp(S^T scale - lse) (0 where masked); dS^T = P^T (dP^T -
+      // delta).
+      const bool mask =
+          (causal && m0 < n0 + kBc - 1) || n0 + kBc > T || m0 + kBr > T;
 #pragma unroll
-    for (int kk = 0; kk < kBr / 16; ++kk) {
-      uint32_t pa[4], sa[4];
-      c_to_a(pa, sT[2 * kk], sT[2 * kk + 1]);
-      c_to_a(sa, dpT[2 * kk], dpT[2 * kk + 1]);
+      for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t bo[4], bq[4];
-        ldmatrix_x4_trans(bo, tdO + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
-                                  rm_col(lane));
-        ldmatrix_x4_trans(bq, tQ + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
-                                  rm_col(lane));
-        mma(dV[2 * dp], pa, bo[0], bo[1]);
-        mma(dV[2 * dp + 1], pa, bo[2], bo[3]);
-        mma(dK[2 * dp], sa, bq[0], bq[1]);
-        mma(dK[2 * dp + 1], sa, bq[2], bq[3]);
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int qc = nt * 8 + 2 * (lane % 4) + (e & 1);
+            float p = fast_exp2(sT[kt][nt][e] * scale_log2 - tLse[qc] * kLog2e);
+            if (mask) {
+              const int key =
+                  n0 + wKey0 + kt * 16 + lane / 4 + (e >= 2 ? 8 : 0);
+              const int query = m0 + qc;
+              if (key >= T || query >= T || (causal && key > query))
+                p = 0.f;
+            }
+            sT[kt][nt][e] = p;
+            dpT[kt][nt][e] = p * (dpT[kt][nt][e] - tDelta[qc]);
+          }
+
+          // dV += P^T dO and dK += dS^T Q, A fragments from registers.
+#pragma unroll
+      for (int kk = 0; kk < kBr / 16; ++kk) {
+        uint32_t pa[kKT][4], sa[kKT][4];
+#pragma unroll
+        for (int kt = 0; kt < kKT; ++kt) {
+          c_to_a(pa[kt], sT[kt][2 * kk], sT[kt][2 * kk + 1]);
+          c_to_a(sa[kt], dpT[kt][2 * kk], dpT[kt][2 * kk + 1]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t bo[4], bq[4];
+          ldmatrix_x4_trans(bo, tdO + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
+                                    rm_col(lane));
+          ldmatrix_x4_trans(bq, tQ + (kk * 16 + rm_row(lane)) * kS + dp * 16 +
+                                    rm_col(lane));
+#pragma unroll
+          for (int kt = 0; kt < kKT; ++kt) {
+            mma(dV[kt][2 * dp], pa[kt], bo[0], bo[1]);
+            mma(dV[kt][2 * dp + 1], pa[kt], bo[2], bo[3]);
+            mma(dK[kt][2 * dp], sa[kt], bq[0], bq[1]);
+            mma(dK[kt][2 * dp + 1], sa[kt], bq[2], bq[3]);
+          }
+        }
       }
     }
 
     if (dqAcc) {
-      // dS^T to shared memory (bf16), then dQ = dS K: warp w takes queries
-      // 16(w%4)..+15 and (8 warps) the column half w/4.
+      // dS^T to shared memory (bf16), then dQ = dS K: warp w takes query
+      // tile w % kQTiles and column group w / kQTiles.
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
+      for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          *reinterpret_cast<uint32_t *>(
-              sDS + (wKey0 + lane / 4 + 8 * r) * kSds + nt * 8 +
-              2 * (lane % 4)) = pack_bf16(dpT[nt][2 * r], dpT[nt][2 * r + 1]);
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            *reinterpret_cast<uint32_t *>(
+                sDS + (wKey0 + kt * 16 + lane / 4 + 8 * r) * kSds + nt * 8 +
+                2 * (lane % 4)) =
+                pack_bf16(dpT[kt][nt][2 * r], dpT[kt][nt][2 * r + 1]);
       __syncthreads();
-      constexpr int kCols = D / (kWarps / 4);         // columns of this warp
+      constexpr int kCols = C::kCols;
       constexpr int kChunk = kCols < 64 ? kCols : 64; // columns a pass
-      const int qw = warp % 4, colBase = (warp / 4) * kCols;
+      const int qw = warp % C::kQTiles, colBase = (warp / C::kQTiles) * kCols;
+      // Keys that can see a query of this warp's tile (causal: up to its
+      // last row), in 16-key steps.
+      const int kLimit =
+          causal ? min(kBc, max(0, m0 + qw * 16 + 16 - n0)) : kBc;
 #pragma unroll
       for (int c0 = colBase; c0 < colBase + kCols; c0 += kChunk) {
         float acc[kChunk / 8][4];
@@ -550,6 +594,8 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
             acc[dt][e] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < kBc / 16; ++kk) {
+          if (kk * 16 >= kLimit)
+            break;
           uint32_t a[4];
           ldmatrix_x4_trans(a, sDS + (kk * 16 + cm_row(lane)) * kSds + qw * 16 +
                                    cm_col(lane));
@@ -562,17 +608,19 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
             mma(acc[2 * dp + 1], a, bk[2], bk[3]);
           }
         }
+        if (kLimit > 0) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int t = m0 + qw * 16 + lane / 4 + 8 * r;
-          if (t >= T)
-            continue;
-          float *dst =
-              dqAcc + ((int64_t(b) * T + t) * H + h) * D + c0 + 2 * (lane % 4);
+          for (int r = 0; r < 2; ++r) {
+            const int t = m0 + qw * 16 + lane / 4 + 8 * r;
+            if (t >= T)
+              continue;
+            float *dst = dqAcc + ((int64_t(b) * T + t) * H + h) * D + c0 +
+                         2 * (lane % 4);
 #pragma unroll
-          for (int dt = 0; dt < kChunk / 8; ++dt)
-            atomicAdd(reinterpret_cast<float2 *>(dst + dt * 8),
-                      make_float2(acc[dt][2 * r], acc[dt][2 * r + 1]));
+            for (int dt = 0; dt < kChunk / 8; ++dt)
+              atomicAdd(reinterpret_cast<float2 *>(dst + dt * 8),
+                        make_float2(acc[dt][2 * r], acc[dt][2 * r + 1]));
+          }
         }
       }
     }
@@ -582,32 +630,34 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
 
   // dK = scale * dS^T Q, dV = P^T dO, added into the act_t gradients.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = n0 + wKey0 + lane / 4 + 8 * r;
-    if (key >= T)
-      continue;
-    const int64_t off =
-        (int64_t(b) * T + key) * dkv_stride + int64_t(g) * D + 2 * (lane % 4);
+  for (int kt = 0; kt < kKT; ++kt)
 #pragma unroll
-    for (int dt = 0; dt < kDT; ++dt) {
-      if (dk) {
-        __nv_bfloat162 *p =
-            reinterpret_cast<__nv_bfloat162 *>(dk + off + dt * 8);
-        const float2 old =
-            accumulate ? __bfloat1622float2(*p) : make_float2(0.f, 0.f);
-        *p = __floats2bfloat162_rn(old.x + scale * dK[dt][2 * r],
-                                   old.y + scale * dK[dt][2 * r + 1]);
-      }
-      if (dv) {
-        __nv_bfloat162 *p =
-            reinterpret_cast<__nv_bfloat162 *>(dv + off + dt * 8);
-        const float2 old =
-            accumulate ? __bfloat1622float2(*p) : make_float2(0.f, 0.f);
-        *p = __floats2bfloat162_rn(old.x + dV[dt][2 * r],
-                                   old.y + dV[dt][2 * r + 1]);
+    for (int r = 0; r < 2; ++r) {
+      const int key = n0 + wKey0 + kt * 16 + lane / 4 + 8 * r;
+      if (key >= T)
+        continue;
+      const int64_t off =
+          (int64_t(b) * T + key) * dkv_stride + int64_t(g) * D + 2 * (lane % 4);
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        if (dk) {
+          __nv_bfloat162 *p =
+              reinterpret_cast<__nv_bfloat162 *>(dk + off + dt * 8);
+          const float2 old =
+              accumulate ? __bfloat1622float2(*p) : make_float2(0.f, 0.f);
+          *p = __floats2bfloat162_rn(old.x + scale * dK[kt][dt][2 * r],
+                                     old.y + scale * dK[kt][dt][2 * r + 1]);
+        }
+        if (dv) {
+          __nv_bfloat162 *p =
+              reinterpret_cast<__nv_bfloat162 *>(dv + off + dt * 8);
+          const float2 old =
+              accumulate ? __bfloat1622float2(*p) : make_float2(0.f, 0.f);
+          *p = __floats2bfloat162_rn(old.x + dV[kt][dt][2 * r],
+                                     old.y + dV[kt][dt][2 * r + 1]);
+        }
       }
     }
-  }
 }
 
 } // namespace autoddl::rt::flash

@@ -285,6 +285,12 @@ int main(int argc, char **argv) {
       {2, 150, 4, 2, 64, true, true, false},
       {2, 90, 3, 3, 48, true, true, true},
       {1, 70, 2, 1, 48, false, false, true},
+      // B*T*H odd (the dQ accumulator after the delta rows must stay 8-byte
+      // aligned for the float2 atomics); D = 32 and 64 without the mask (the
+      // two-key-tile backward).
+      {1, 77, 3, 3, 64, true, true, true},
+      {1, 77, 3, 1, 64, false, false, true},
+      {1, 95, 3, 3, 32, false, true, true},
       // Stored gradients (tensor cores fused and separate, the simple path).
       {2, 100, 4, 2, 64, true, true, true, true},
       {2, 130, 4, 2, 128, false, false, true, true},
