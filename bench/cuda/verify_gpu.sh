@@ -67,19 +67,8 @@ if [ -n "${VERIFY_MAX_GPUS:-}" ]; then
   cases=("${keep[@]}")
 fi
 
-megatron() { # plan.json: linears ending in proj run row-parallel, the others column-parallel;
-  # $2 = 2: the embedding vocab-parallel too
-  python3 - "$1" "${2:-1}" <<'PY'
-import json, re, sys
-doc = json.load(open(sys.argv[1]))
-for op in doc["ops"]:
-    if op["kind"] == "linear":
-        row = re.search(r"(attn\.proj|mlp\.proj|o_proj|down_proj)$", op["op"])
-        op["signature"] = "row" if row else "column"
-    elif op["kind"] == "embedding" and sys.argv[2] == "2" and "vocab" in op.get("candidates", []):
-        op["signature"] = "vocab"
-json.dump(doc, open(sys.argv[1], "w"), indent=2)
-PY
+megatron() { # plan.json, 1 or 2 (2: the embedding vocab-parallel too): Megatron's signatures
+  python3 "$here/tests/lit/codegen/megatron.py" "$1" $([ "${2:-1}" = 2 ] && echo --vocab)
 }
 
 case $mode in

@@ -2,12 +2,10 @@
 # One case of the e2e verify matrix: plan MODEL on RANKS ranks with the knobs pinned by FIX, then
 # `autoddl verify` runs the plan under mpirun and the same model on one rank and compares the loss
 # of every step (relative error <= 1e-5) and the final parameters.
-# With MEGATRON=1 the plan's linear signatures are rewritten to Megatron's column/row pattern
-# and attention to heads
-# before verifying (the planner keeps tiny models replicated, which would leave the tp kernels
-# untested): names ending in proj (attention/MLP output, not q/k/v/gate/up) run row-parallel,
-# every other linear column-parallel. MEGATRON=2: the embedding vocab-parallel as well (a tied
-# table is then split by vocabulary rows for both the embedding and the lm_head).
+# With MEGATRON=1 the plan's signatures are rewritten to Megatron's pattern before verifying
+# (tests/lit/codegen/megatron.py: row/column linears, attention by heads); MEGATRON=2: the
+# embedding vocab-parallel as well (a tied table is then split by vocabulary rows for both the
+# embedding and the lm_head).
 # Usage: [MEGATRON=1|2] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
@@ -16,23 +14,9 @@ seqArg=()
 case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
-if [ "${MEGATRON:-0}" != 0 ]; then
-  python3 - "$work/plan.json" "${MEGATRON}" <<'PY'
-import json, re, sys
-path = sys.argv[1]
-doc = json.load(open(path))
-for op in doc["ops"]:
-    if op["kind"] == "attention" and "heads" in op.get("candidates", []):
-        op["signature"] = "heads"  # a packed qkv is then split per q/k/v segment
-    if op["kind"] == "embedding" and sys.argv[2] == "2" and "vocab" in op.get("candidates", []):
-        op["signature"] = "vocab"
-    if op["kind"] != "linear":
-        continue
-    name = op["op"]
-    row = re.search(r"(attn\.proj|mlp\.proj|o_proj|down_proj|conv2\.lin)$", name)
-    op["signature"] = "row" if row else "column"
-json.dump(doc, open(path, "w"), indent=2)
-PY
+if [ "${MEGATRON:-0}" != 0 ]; then # 2: the embedding vocab-parallel too
+  python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" \
+    $([ "$MEGATRON" = 2 ] && echo --vocab)
 fi
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
