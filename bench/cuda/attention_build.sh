@@ -30,12 +30,15 @@ grep -E "registers|spill" "$out/ptxas_bf16.txt" | paste - - | grep -v "0 bytes s
 # The measured alternatives to the default tiles (Attention.cu's knobs), checked and timed in
 # the same run: "alt" = D=128 forward with 64 query rows a block, Q in registers;
 # "bwd_wW_ktK_qQ" = one backward tile choice for every D >= 32 and both masks (W warps, K key
-# m-tiles a warp, Q query rows an iteration; the default picks by D and mask). bwd_w4_kt1_q64 is the choice before 2026-12-01.
+# m-tiles a warp, Q query rows an iteration; the default picks by D and mask);
+# "bwd_three_barriers" = the next query tile prefetched before the iteration's first barrier.
+# bwd_w4_kt1_q64 is the choice before 2026-12-01.
 variants=(
   "alt:-DAUTODDL_ATTENTION_D128_FWD=0"
   "bwd_w4_kt1_q64:-DAUTODDL_ATTENTION_BWD_WARPS=4 -DAUTODDL_ATTENTION_BWD_KEY_TILES=1 -DAUTODDL_ATTENTION_BWD_QROWS=64"
   "bwd_w8_kt1_q64:-DAUTODDL_ATTENTION_BWD_WARPS=8 -DAUTODDL_ATTENTION_BWD_KEY_TILES=1 -DAUTODDL_ATTENTION_BWD_QROWS=64"
   "bwd_w4_kt2_q32:-DAUTODDL_ATTENTION_BWD_WARPS=4 -DAUTODDL_ATTENTION_BWD_KEY_TILES=2 -DAUTODDL_ATTENTION_BWD_QROWS=32"
+  "bwd_three_barriers:-DAUTODDL_ATTENTION_BWD_LATE_PREFETCH=0"
 )
 [ -n "${ATTENTION_VARIANTS:-}" ] && read -r -a keep <<<"$ATTENTION_VARIANTS" || keep=()
 pids=()

@@ -461,11 +461,22 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
   const int wKey0 = warp * 16 * kKT; // this warp's keys within the tile
   for (int it = 0; it < iters; ++it) {
     const int st = it & 1;
+#if AUTODDL_ATTENTION_BWD_LATE_PREFETCH
+    // Tile it landed, then one barrier: every warp is done with iteration
+    // it-1, so the prefetch may refill its stage and the next sDS write is
+    // safe without a barrier at the end of the iteration.
+    cp_async_wait<0>();
+    __syncthreads();
+    if (it + 1 < iters)
+      prefetch(it + 1);
+    cp_async_commit();
+#else
     if (it + 1 < iters)
       prefetch(it + 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
+#endif
     const int h = g * group + it / perHead;
     const int m0 = (iStart + it % perHead) * kBr;
     const bf16 *tQ = sQ + st * kBr * kS;
@@ -624,7 +635,9 @@ __global__ void __launch_bounds__(32 * kWarps) attention_backward_kernel(
         }
       }
     }
+#if !AUTODDL_ATTENTION_BWD_LATE_PREFETCH
     __syncthreads(); // stage and sDS are rewritten next iteration
+#endif
   }
   cp_async_wait<0>();
 
