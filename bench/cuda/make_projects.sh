@@ -14,9 +14,10 @@
 #   <model>-b<B>-<plan>. --plans: which of single,dp2,tp2,pp2 (default all four).
 #
 # OUT_DIR (default .gpu-calibrate/projects) should be ignored by git (.git/info/exclude) and
-# named in the device tool's `carry`. Plans, with PyTorch's micro-batch B per GPU (16/8/16/8 for
-# 124M/355M/774M/1.5B; bench/cuda/pytorch_gpt2.py says why), no recomputation (PyTorch keeps every activation too) and --tp-mode tensor
-# (only the tp splits the generated programs run, so each runs as its plan is priced):
+# named in the device tool's `carry`. Plans, with PyTorch's micro-batch B per GPU (16 at every
+# size; bench/cuda/pytorch_gpt2.py says why), no recomputation (PyTorch keeps every activation
+# too) and --tp-mode tensor (only the tp splits the generated programs run, so each runs as its
+# plan is priced):
 #   single  1 GPU, global batch B                      vs PyTorch eager / torch.compile
 #   dp2     2 GPUs, dp=2, global batch 2B              vs PyTorch DDP
 #   tp2     2 GPUs, tp=2, global batch B               vs PyTorch tensor parallel
@@ -53,7 +54,7 @@ micro() {
   for o in ${micro_over//,/ }; do
     [ "${o%%=*}" = "$1" ] && echo "${o#*=}" && return
   done
-  case "$1" in gpt2 | gpt2-large) echo 16 ;; gpt2-medium | gpt2-xl) echo 8 ;; esac
+  case "$1" in gpt2 | gpt2-medium | gpt2-large | gpt2-xl) echo 16 ;; esac
 }
 wanted() { [[ ",$plans," == *",$1,"* ]]; }
 

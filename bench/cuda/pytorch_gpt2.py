@@ -57,11 +57,12 @@ MODELS = {
     "gpt2-xl": (48, 25, 1600),
     "tiny": (2, 4, 128),  # smoke tests only
 }
-# Micro-batch per GPU (8-16k tokens a step, without recomputation at seq 1024; 774M and 1.5B
-# were 8 and 4 until 2026-12-01: at 4 the 1.5B step spent 13% in the optimizer, whose AdamW
-# streams 30 bytes a parameter whatever the batch, and users train such models on more tokens
-# a step; both sides always run the same micro-batch).
-DEFAULT_MICRO_BATCH = {"gpt2": 16, "gpt2-medium": 8, "gpt2-large": 16, "gpt2-xl": 8, "tiny": 2}
+# Micro-batch per GPU: 16 sequences (16k tokens) a step at every size, without recomputation at
+# seq 1024 (1.5B: about 72 GiB). Until 2026-12-01 it was 16/8/16/8 for 124M/355M/774M/1.5B
+# (and 16/8/8/4 before that): the optimizer's AdamW streams 30 bytes a parameter whatever the
+# batch, so a small step measures it more than the model (1.5B at 4: 13% of the step), and
+# users train such models on far more tokens a step. Both sides always run the same micro-batch.
+DEFAULT_MICRO_BATCH = {"gpt2": 16, "gpt2-medium": 16, "gpt2-large": 16, "gpt2-xl": 16, "tiny": 2}
 # BENCH_MICRO_BATCHES="gpt2-xl=8,...": other micro-batches (bench/cuda/run.sh --micro sets it, so
 # that torch.compile children and torchrun ranks see them too).
 for _item in filter(None, os.environ.get("BENCH_MICRO_BATCHES", "").split(",")):

@@ -15,7 +15,7 @@
 #   CUDA graph there fits gpu.graph_op_overhead_us: validate --graph-run, fit_check.sh).
 # --modes: the one-GPU PyTorch modes (default eager,compile; none: skip them).
 # --dist-models: the models of the two-GPU PyTorch runs (default: --models).
-# --micro: PyTorch's micro-batch per GPU for these models (e.g. gpt2-xl=4; default 16/8/16/8),
+# --micro: PyTorch's micro-batch per GPU for these models (e.g. gpt2-xl=8; default 16 each),
 #   to match projects made with make_projects.sh --micro.
 #
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
