@@ -56,16 +56,8 @@ Slice Slice::split(int64_t dim, int64_t parts, int64_t index) const {
 }
 
 uint64_t slice_global_index(const Slice &slice, int64_t k) {
-  // Decompose k over `local` (row-major), shift by `offset`, recompose over
-  // `full`.
-  uint64_t global = 0, stride = 1;
-  for (int64_t d = int64_t(slice.full.size()) - 1; d >= 0; --d) {
-    const int64_t c = k % slice.local[d];
-    k /= slice.local[d];
-    global += uint64_t(c + slice.offset[d]) * stride;
-    stride *= uint64_t(slice.full[d]);
-  }
-  return global;
+  return block_global_index(int(slice.full.size()), slice.local.data(),
+                            slice.offset.data(), slice.full.data(), k);
 }
 
 float init_normal_at(uint64_t seed, std::string_view name, uint64_t index,

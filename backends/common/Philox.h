@@ -79,6 +79,23 @@ AUTODDL_HOST_DEVICE inline double philox_normal(const PhiloxCounter &w) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+/// The counter a parameter element is drawn with is its row-major index in the
+/// full tensor: this maps row-major position k of a block (sizes `local` at
+/// `offset`, `rank` dimensions) to that index in a tensor of sizes `full`.
+/// The host (Init.cpp, Slice) and the device (kernels/Init.cu) both use it.
+AUTODDL_HOST_DEVICE inline uint64_t
+block_global_index(int rank, const int64_t *local, const int64_t *offset,
+                   const int64_t *full, int64_t k) {
+  uint64_t global = 0, stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t c = k % local[d];
+    k /= local[d];
+    global += uint64_t(c + offset[d]) * stride;
+    stride *= uint64_t(full[d]);
+  }
+  return global;
+}
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_COMMON_PHILOX_H

@@ -24,16 +24,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t nth = int64_t(gridDim.x) * blockDim.x;
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += nth) {
-    // slice_global_index: k over `local` (row-major), shifted by `offset`,
-    // recomposed over `full`.
-    uint64_t global = 0, stride = 1;
-    int64_t rest = k;
-    for (int d = s.rank - 1; d >= 0; --d) {
-      const int64_t c = rest % s.local[d];
-      rest /= s.local[d];
-      global += uint64_t(c + s.offset[d]) * stride;
-      stride *= uint64_t(s.full[d]);
-    }
+    const uint64_t global =
+        block_global_index(s.rank, s.local, s.offset, s.full, k);
     const double z = philox_normal(philox_words(seed, stream, global));
     // The host rounds the product and the sum separately: no fused
     // multiply-add here either.
