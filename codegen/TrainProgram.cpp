@@ -1195,6 +1195,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                                ? fmt::format(", {}", pad->second)
                                : std::string();
     lossCount_ = N;
+    // cuda: dlogits this loss alone writes are stored (=), never zeroed.
+    const bool storeDx = storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+    if (storeDx)
+      storedGrads_.insert(dx[0]);
+    const std::string ldStore =
+        storeDx ? (ld.empty() ? std::string(", 0") : ld) + ", false" : ld;
     addMember(st, {"losses", N, "[N] per-position loss", false, false, true});
     if (p.mode == OpMode::VocabLoss) {
       addMember(st, {"loss_max", N, "[N] row max over the vocabulary", false,
@@ -1223,7 +1229,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       BI(fmt::format("crossentropy_vocab_parallel_backward({}, {}, {}, "
                      "a.loss_max.data(), a.loss_sums.data(), {}, {}, g.rtp * "
                      "{}, kLossScale{});",
-                     dx[0], x[0], x[1], N, V, V, ld));
+                     dx[0], x[0], x[1], N, V, V, ldStore));
     } else {
       addMember(st,
                 {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
@@ -1232,7 +1238,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                     x[0], x[1], N, V, ld));
       BI(fmt::format("crossentropy_backward({}, {}, a.loss_lse.data(), {}, {}, "
                      "{}, kLossScale{});",
-                     dx[0], x[0], x[1], N, V, ld));
+                     dx[0], x[0], x[1], N, V, ldStore));
     }
     if (!cuda_) { // cuda: summed on the device at the end of the step
       F("a.loss_sum = 0;");

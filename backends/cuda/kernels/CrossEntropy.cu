@@ -1,10 +1,11 @@
 // Cross-entropy (CrossEntropy.h): one block per row of logits. Forward reads
 // the row once (online max and sum of exponentials per thread, combined
 // across the block); backward reads logits and dlogits once and writes
-// dlogits once. Rows of an odd vocabulary (50257) start unaligned: for_row
-// peels the elements before the first 16-byte boundary. Rows are `ld` apart
-// (ld >= the row length L; the padded vocabulary's logits). A negative target
-// is outside the loss (CrossEntropy.h): loss 0, no gradient.
+// dlogits once (storing: reads logits only). Rows of an odd vocabulary (50257)
+// start unaligned: for_row peels the elements before the first 16-byte
+// boundary. Rows are `ld` apart (ld >= the row length L; the padded
+// vocabulary's logits). A negative target is outside the loss (CrossEntropy.h):
+// loss 0, no gradient.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/CrossEntropy.h"
 
@@ -87,31 +88,40 @@ __global__ void __launch_bounds__(kThreads)
     crossentropy_backward_kernel(act_t *dlogits, const act_t *logits,
                                  const float *shift, const float *sums,
                                  const int32_t *targets, int64_t L, int64_t ld,
-                                 int64_t v0, float scale) {
+                                 int64_t v0, float scale, bool accumulate) {
   const int64_t n = blockIdx.x;
-  if (targets[n] < 0) // the whole block leaves: outside the loss
-    return;
-  const act_t *row = logits + n * ld;
   act_t *drow = dlogits + n * ld;
+  if (!accumulate) // storing: the row's padding columns are zero too
+    for (int64_t j = L + threadIdx.x; j < ld; j += blockDim.x)
+      drow[j] = from_float<act_t>(0.0f);
+  if (targets[n] < 0) { // outside the loss: no gradient (storing: zeros)
+    if (!accumulate)
+      for (int64_t j = threadIdx.x; j < L; j += blockDim.x)
+        drow[j] = from_float<act_t>(0.0f);
+    return;
+  }
+  const act_t *row = logits + n * ld;
   const float sh = shift[n], inv = sums ? 1.0f / sums[n] : 1.0f;
   const int64_t target = int64_t(targets[n]) - v0;
   for_row<V>(
       row, L, threadIdx.x, blockDim.x,
       [&](int64_t j) {
-        float l[V], d[V];
+        float l[V], d[V] = {};
         load_floats<act_t, V>(l, row + j);
-        load_floats<act_t, V>(d, drow + j);
+        if (accumulate)
+          load_floats<act_t, V>(d, drow + j);
 #pragma unroll
         for (int i = 0; i < V; ++i) {
           const float p = expf(l[i] - sh) * inv;
-          d[i] += scale * (p - (j + i == target ? 1.0f : 0.0f));
+          const float g = scale * (p - (j + i == target ? 1.0f : 0.0f));
+          d[i] = accumulate ? d[i] + g : g;
         }
         store_floats<act_t, V>(drow + j, d);
       },
       [&](int64_t j) {
         const float p = expf(to_float(row[j]) - sh) * inv;
-        drow[j] = from_float<act_t>(to_float(drow[j]) +
-                                    scale * (p - (j == target ? 1.0f : 0.0f)));
+        const float g = scale * (p - (j == target ? 1.0f : 0.0f));
+        drow[j] = from_float<act_t>(accumulate ? to_float(drow[j]) + g : g);
       });
 }
 
@@ -220,18 +230,21 @@ void crossentropy_forward(float *losses, float *lse, const act_t *logits,
 
 void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            const float *lse, const int32_t *targets, int64_t N,
-                           int64_t V, float grad_scale, int64_t ld) {
+                           int64_t V, float grad_scale, int64_t ld,
+                           bool accumulate) {
   if (N == 0 || !dlogits)
     return;
   ld = ld ? ld : V;
   if (rows_vectorisable(logits, dlogits))
     crossentropy_backward_kernel<kPack<act_t>>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale);
+            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale,
+            accumulate);
   else
     crossentropy_backward_kernel<1>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale);
+            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale,
+            accumulate);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -271,18 +284,21 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
                                           const int32_t *targets,
                                           const float *gmax, const float *sums,
                                           int64_t N, int64_t Vl, int64_t v0,
-                                          float grad_scale, int64_t ld) {
+                                          float grad_scale, int64_t ld,
+                                          bool accumulate) {
   if (N == 0 || !dlogits)
     return;
   ld = ld ? ld : Vl;
   if (rows_vectorisable(logits, dlogits))
     crossentropy_backward_kernel<kPack<act_t>>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale);
+            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale,
+            accumulate);
   else
     crossentropy_backward_kernel<1>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale);
+            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale,
+            accumulate);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -21,10 +21,13 @@ namespace autoddl::rt {
 void crossentropy_forward(float *losses, float *lse, const act_t *logits,
                           const int32_t *targets, int64_t N, int64_t V,
                           int64_t ld = 0);
-/// dlogits[N,V] += grad_scale * (softmax(logits) - onehot(targets)).
+/// dlogits[N,V] += grad_scale * (softmax(logits) - onehot(targets)); with
+/// accumulate = false stored (=) instead, rows outside the loss and the
+/// padding columns up to ld as zeros, so the buffer needs no zeroing.
 void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            const float *lse, const int32_t *targets, int64_t N,
-                           int64_t V, float grad_scale, int64_t ld = 0);
+                           int64_t V, float grad_scale, int64_t ld = 0,
+                           bool accumulate = true);
 
 /// Rows of logits [N,V] whose first largest element is at labels[n] (the
 /// CPU program's count_correct: std::max_element); rows with a negative label
@@ -46,12 +49,14 @@ void crossentropy_vocab_parallel_sums(float *sums, const act_t *logits,
 void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
                                       const float *sums, const int32_t *targets,
                                       int64_t N);
-/// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns.
+/// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns
+/// (accumulate = false: stored, as crossentropy_backward).
 void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
                                           const int32_t *targets,
                                           const float *gmax, const float *sums,
                                           int64_t N, int64_t Vl, int64_t v0,
-                                          float grad_scale, int64_t ld = 0);
+                                          float grad_scale, int64_t ld = 0,
+                                          bool accumulate = true);
 
 } // namespace autoddl::rt
 

@@ -870,6 +870,22 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
     gOk &= report(what + " dlogits", rel_error(real, want), kActTol);
     gOk &= report(what + " padding columns untouched", padErr, 0.0);
   };
+  // The storing backward (accumulate = false) over a buffer full of kStale:
+  // real columns as `want` (rows outside the loss zero), padding zero.
+  constexpr float kStale = 7.0f;
+  auto checkStored = [&](const std::string &what, const act_t *d,
+                         const std::vector<float> &want, int64_t w,
+                         int64_t ld) {
+    std::vector<float> all = download(d, N * ld), real;
+    double padErr = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      real.insert(real.end(), all.begin() + n * ld, all.begin() + n * ld + w);
+      for (int64_t j = w; j < ld; ++j)
+        padErr = std::max(padErr, double(std::fabs(all[size_t(n * ld + j)])));
+    }
+    gOk &= report(what + " stored dlogits", rel_error(real, want), kActTol);
+    gOk &= report(what + " stored padding columns zero", padErr, 0.0);
+  };
 
   const int64_t ld = strideOf(V);
   std::vector<float> losses(static_cast<size_t>(N)),
@@ -891,6 +907,10 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
       padded(std::vector<float>(size_t(N * V), 0.0f), 0, V, ld, kPadGrad));
   rt::crossentropy_backward(dd.p, dl.p, clse.p, dt.data(), N, V, scale, ld);
   checkGrad(tag + " backward", dd.p, want, V, ld);
+  DevAct stale(std::vector<float>(size_t(N * ld), kStale));
+  rt::crossentropy_backward(stale.p, dl.p, clse.p, dt.data(), N, V, scale, ld,
+                            /*accumulate=*/false);
+  checkStored(tag + " backward", stale.p, want, V, ld);
 
   // Vocab-parallel: shards [0, V0) and [V0, V), each [N, round_up(Vl, 64)];
   // the all-reduces done on the host.
@@ -949,6 +969,13 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
         dg.p, ds.p, dt.data(), dgmax.p, dsums.p, N, vls[s], v0s[s], scale, lds);
     checkGrad(tag + " vocab-parallel shard " + std::to_string(s) + " backward",
               dg.p, wantS, vls[s], lds);
+    DevAct staleS(std::vector<float>(size_t(N * lds), kStale));
+    rt::crossentropy_vocab_parallel_backward(staleS.p, ds.p, dt.data(), dgmax.p,
+                                             dsums.p, N, vls[s], v0s[s], scale,
+                                             lds, /*accumulate=*/false);
+    checkStored(tag + " vocab-parallel shard " + std::to_string(s) +
+                    " backward",
+                staleS.p, wantS, vls[s], lds);
   }
 }
 
