@@ -857,34 +857,27 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
   };
   // Checks a strided dlogits against the dense CPU gradient `want` [N, w]:
   // real columns within kActTol, padding columns exactly kPadGrad.
-  auto checkGrad = [&](const std::string &what, const act_t *d,
-                       const std::vector<float> &want, int64_t w, int64_t ld) {
-    std::vector<float> all = download(d, N * ld), real;
-    double padErr = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      real.insert(real.end(), all.begin() + n * ld, all.begin() + n * ld + w);
-      for (int64_t j = w; j < ld; ++j)
-        padErr = std::max(
-            padErr, double(std::fabs(all[size_t(n * ld + j)] - kPadGrad)));
-    }
-    gOk &= report(what + " dlogits", rel_error(real, want), kActTol);
-    gOk &= report(what + " padding columns untouched", padErr, 0.0);
-  };
-  // The storing backward (accumulate = false) over a buffer full of kStale:
-  // real columns as `want` (rows outside the loss zero), padding zero.
+  // stored: the storing backward (accumulate = false) ran over a buffer full
+  // of kStale, so its padding columns must be exactly zero instead (and rows
+  // outside the loss zero, as in `want`).
   constexpr float kStale = 7.0f;
-  auto checkStored = [&](const std::string &what, const act_t *d,
-                         const std::vector<float> &want, int64_t w,
-                         int64_t ld) {
+  auto checkGrad = [&](const std::string &what, const act_t *d,
+                       const std::vector<float> &want, int64_t w, int64_t ld,
+                       bool stored = false) {
+    const float padWant = stored ? 0.0f : kPadGrad;
     std::vector<float> all = download(d, N * ld), real;
     double padErr = 0;
     for (int64_t n = 0; n < N; ++n) {
       real.insert(real.end(), all.begin() + n * ld, all.begin() + n * ld + w);
       for (int64_t j = w; j < ld; ++j)
-        padErr = std::max(padErr, double(std::fabs(all[size_t(n * ld + j)])));
+        padErr = std::max(padErr,
+                          double(std::fabs(all[size_t(n * ld + j)] - padWant)));
     }
-    gOk &= report(what + " stored dlogits", rel_error(real, want), kActTol);
-    gOk &= report(what + " stored padding columns zero", padErr, 0.0);
+    gOk &= report(what + (stored ? " stored dlogits" : " dlogits"),
+                  rel_error(real, want), kActTol);
+    gOk &= report(what + (stored ? " stored padding columns zero"
+                                 : " padding columns untouched"),
+                  padErr, 0.0);
   };
 
   const int64_t ld = strideOf(V);
@@ -910,7 +903,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
   DevAct stale(std::vector<float>(size_t(N * ld), kStale));
   rt::crossentropy_backward(stale.p, dl.p, clse.p, dt.data(), N, V, scale, ld,
                             /*accumulate=*/false);
-  checkStored(tag + " backward", stale.p, want, V, ld);
+  checkGrad(tag + " backward", stale.p, want, V, ld, /*stored=*/true);
 
   // Vocab-parallel: shards [0, V0) and [V0, V), each [N, round_up(Vl, 64)];
   // the all-reduces done on the host.
@@ -973,9 +966,8 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
     rt::crossentropy_vocab_parallel_backward(staleS.p, ds.p, dt.data(), dgmax.p,
                                              dsums.p, N, vls[s], v0s[s], scale,
                                              lds, /*accumulate=*/false);
-    checkStored(tag + " vocab-parallel shard " + std::to_string(s) +
-                    " backward",
-                staleS.p, wantS, vls[s], lds);
+    checkGrad(tag + " vocab-parallel shard " + std::to_string(s) + " backward",
+              staleS.p, wantS, vls[s], lds, /*stored=*/true);
   }
 }
 
