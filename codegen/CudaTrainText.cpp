@@ -219,7 +219,9 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
     p.held = (s.devices >> g.rpp) & 1;
     p.slice = param_slice(s, kTP, g.rtp);
     p.n = p.slice.numel();
-    p.padded = zero_padded_size(p.n, kDP);
+    // Sized by tp rank 0's block, the largest (a padded vocabulary's last
+    // blocks are shorter): every tp rank's buffers and ZeRO shards alike.
+    p.padded = zero_padded_size(param_slice(s, kTP, 0).numel(), kDP);
     p.device_n = std::max(p.padded, device_numel(p));
     // Devices sharing the parameter sum its gradient: one communicator per
     // set of devices and (dp, tp) coordinates, made in parameter order on
@@ -323,9 +325,9 @@ static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
     Shape state_shape = p->full; // the file's shape (slice.full may be a view)
     std::string suffix;
     if (kZero) {
-      const int64_t padded = zero_padded_size(p->slice.numel(), kDP);
-      state = Slice::whole({kTP * padded}).split(0, kTP, g.rtp).split(0, kDP,
-                                                                       g.rdp);
+      state = Slice::whole({kTP * p->padded})
+                  .split(0, kTP, g.rtp)
+                  .split(0, kDP, g.rdp);
       state_shape = state.full;
       suffix = ".zero";
     }

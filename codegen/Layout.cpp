@@ -11,8 +11,8 @@ namespace autoddl::codegen {
 std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,
                                 int tp) {
   std::vector<int64_t> s = shape;
-  if (l.split())
-    s[size_t(l.dim)] /= tp;
+  if (l.split()) // ceil: a padded vocabulary's parts (paddedVocab below)
+    s[size_t(l.dim)] = (s[size_t(l.dim)] + tp - 1) / tp;
   return s;
 }
 
@@ -143,10 +143,34 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
            !replicatedParams.count(t);
   };
   auto divisible = [&](int64_t n) { return tp > 1 && n % tp == 0; };
+  // A vocabulary tp does not divide (GPT-2's 50257 rows) splits in parts of
+  // ceil(V / tp) rows, the last shorter and stored padded with zero rows
+  // (Megatron pads its vocabulary alike, but there the padding joins the
+  // softmax; here it stays outside: the same function as one device). Every
+  // rank keeps at least one real row.
+  auto paddable = [&](int64_t n) {
+    return tp > 1 && n % tp != 0 && n > (n + tp - 1) / tp * (tp - 1);
+  };
   std::vector<std::vector<size_t>> consumers(g.tensors.size());
   for (size_t i = 0; i < g.ops.size(); ++i)
     for (int t : g.ops[i].operands)
       consumers[size_t(t)].push_back(i);
+  // A padded vocabulary in an lm_head: its table read by rows (a transposed
+  // weight [V, C], no bias) and its logits read only by cross-entropies on
+  // the same stage, which skip the padding columns; nothing else would know
+  // to.
+  auto paddedVocab = [&](size_t i, int64_t O) {
+    const OpDef &op = g.ops[i];
+    if (!paddable(O) || !boolAttr(op, "transpose_weight", false) ||
+        op.operands.size() != 2)
+      return false;
+    const auto &cs = consumers[size_t(op.results[0])];
+    bool ok = !cs.empty();
+    for (size_t c : cs)
+      ok = ok && g.ops[c].kind == "cross_entropy" &&
+           g.ops[c].operands[0] == op.results[0] && stage[c] == stage[i];
+    return ok;
+  };
   // A column linear whose sole consumer is a packed attention of equal q, k, v
   // segments planned by heads: split per segment, so each rank's qkv holds
   // whole heads (otherwise a contiguous split gives rank 0 all of q).
@@ -186,7 +210,7 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
       const bool paramsOk =
           splittableParam(w) && (!hasBias || splittableParam(op.operands[2]));
       if ((sig[i] == "column" || sig[i] == "vocab") && paramsOk &&
-          divisible(O)) {
+          (divisible(O) || paddedVocab(i, O))) {
         const int seg = sig[i] == "column" && packedHeads(op) ? 3 : 1;
         p.mode = OpMode::Column;
         p.operands[1] = TpLayout{tw ? 0 : 1, seg};
@@ -200,8 +224,9 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
       }
     } else if (tp > 1 && op.kind == "embedding") {
       const int table = op.operands[1];
+      const int64_t V = g.tensors[size_t(table)].shape[0];
       if (sig[i] == "vocab" && splittableParam(table) &&
-          divisible(g.tensors[size_t(table)].shape[0])) {
+          (divisible(V) || paddable(V))) {
         p.mode = OpMode::VocabTable;
         p.operands[1] = TpLayout{0};
       }

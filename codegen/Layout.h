@@ -81,7 +81,9 @@ struct ModelLayout {
 ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
                          const std::string &backend = "cpu");
 
-/// Local (per tp rank) shape of a tensor of full shape `shape` under `l`.
+/// Local (per tp rank) shape of a tensor of full shape `shape` under `l`: the
+/// split dimension ceil(size / tp), the extent a padded vocabulary's shorter
+/// last parts are stored in.
 std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,
                                 int tp);
 

@@ -1188,12 +1188,21 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         "{}, {});",
         gviews, dy, base, views, B, T, H, G, D));
   } else if (k == "cross_entropy") {
-    const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V;
+    const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V,
+                  Vf = full(op.operands[0]).back();
+    // A vocabulary tp does not divide: every rank's logits are V = ceil(Vf /
+    // tp) columns from column g.rtp * V, of which the last rank's tail is
+    // padding (Layout.cpp paddedVocab); the kernels read the real ones.
+    const bool uneven = p.mode == OpMode::VocabLoss && Vf % tp_ != 0;
+    const std::string cols =
+        uneven ? fmt::format("std::min<int64_t>({}, {} - g.rtp * {})", V, Vf, V)
+               : std::to_string(V);
     auto pad = padCols_.find(op.operands[0]);
     // The row stride of padded logits (an extra kernel argument).
     const std::string ld = pad != padCols_.end()
                                ? fmt::format(", {}", pad->second)
-                               : std::string();
+                           : uneven ? fmt::format(", {}", V)
+                                    : std::string();
     lossCount_ = N;
     // cuda: dlogits this loss alone writes are stored (=), never zeroed.
     const bool storeDx = storesGrad(i, op.operands[0], p.operands[0], dx[0]);
@@ -1215,11 +1224,11 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       } else { // the three steps of the forward, with the row stride
         F(fmt::format("crossentropy_vocab_parallel_max(a.loss_max.data(), {}, "
                       "{}, {}{});",
-                      x[0], N, V, ld));
+                      x[0], N, cols, ld));
         F(fmt::format("all_reduce_max(a.loss_max.data(), {}, g.tp);", N));
         F(fmt::format("crossentropy_vocab_parallel_sums(a.loss_sums.data(), "
                       "{}, {}, a.loss_max.data(), {}, {}, g.rtp * {}{});",
-                      x[0], x[1], N, V, V, ld));
+                      x[0], x[1], N, cols, V, ld));
         F(fmt::format("all_reduce_forward(a.loss_sums.data(), {}, g.tp);",
                       2 * N));
         F(fmt::format("crossentropy_vocab_parallel_loss(a.losses.data(), "
@@ -1229,7 +1238,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       BI(fmt::format("crossentropy_vocab_parallel_backward({}, {}, {}, "
                      "a.loss_max.data(), a.loss_sums.data(), {}, {}, g.rtp * "
                      "{}, kLossScale{});",
-                     dx[0], x[0], x[1], N, V, V, ldStore));
+                     dx[0], x[0], x[1], N, cols, V, ldStore));
     } else {
       addMember(st,
                 {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
@@ -1246,20 +1255,24 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
       F("  a.loss_sum += a.losses[size_t(i)];");
     }
     if (reportsAccuracy() && p.mode == OpMode::VocabLoss) {
-      const int64_t Vf = full(op.operands[0]).back();
+      // Gathered: tp * V columns a row, the padding (uneven) at the end.
+      const int64_t Vg = V * tp_;
       const std::string whole = names_[size_t(op.operands[0])] + "_whole";
-      addMember(st, {whole, N * Vf,
-                     shapeStr({N, Vf}) + " gathered logits (accuracy)", false,
+      const std::string ldG = Vg != Vf ? fmt::format(", {}", Vg) : "";
+      if (pad != padCols_.end())
+        throw std::logic_error("codegen: the accuracy of padded logits");
+      addMember(st, {whole, N * Vg,
+                     shapeStr({N, Vg}) + " gathered logits (accuracy)", false,
                      false, !cuda_});
       F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
                     "the accuracy",
                     whole, x[0], shapeInit({N, V})));
-      F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {});",
-                    whole, x[1], N, Vf));
+      F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {}{});",
+                    whole, x[1], N, Vf, ldG));
       if (graphModel_)
         F(fmt::format("a.correct_heldout = count_correct(a.{}.data(), "
-                      "graph_heldout_labels(), {}, {});",
-                      whole, N, Vf));
+                      "graph_heldout_labels(), {}, {}{});",
+                      whole, N, Vf, ldG));
     } else if (reportsAccuracy()) {
       F(fmt::format("a.correct = count_correct({}, {}, {}, {});", x[0], x[1], N,
                     V));
@@ -1875,7 +1888,8 @@ std::string Emitter::header() const {
   if (!any)
     h += "//   (none)\n";
   // Splits the program does not generate (batch or sequence on the tp axis,
-  // undivided vocabularies, a tied table its readers would split differently)
+  // an undivided vocabulary outside an lm_head or table, a tied table its
+  // readers would split differently)
   // run replicated over tp: the same function at more than the plan's work per
   // rank.
   int replicatedOps = 0;
@@ -1886,9 +1900,10 @@ std::string Emitter::header() const {
   if (replicatedOps > 0) {
     const std::string note = fmt::format(
         "{} ops the plan splits over tp run replicated over tp here (batch "
-        "and sequence splits on tp, vocabularies tp does not divide and tied "
-        "tables not split by vocabulary for both their readers are not split "
-        "by generated programs yet): expect more time per step than "
+        "and sequence splits on tp, an undivided vocabulary outside a "
+        "bias-free lm_head feeding only the loss, and tied tables not split by "
+        "vocabulary for both their readers are not split by generated "
+        "programs yet): expect more time per step than "
         "predicted; `autoddl plan --tp-mode tensor` leaves out the batch and "
         "sequence splits",
         replicatedOps);

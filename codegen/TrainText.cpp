@@ -74,14 +74,16 @@ extern const char *const kTrainSpecText = R"cpp(struct ParamSpec {
   int segments = 1; // > 1: split_dim is equal parts (q|k|v), each split over tp
 };
 
-/// The block of the full parameter tp rank `rank` holds: S(split_dim), or with
-/// segments > 1 part `rank` of every segment (the full shape viewed with
-/// split_dim as [segments, size / segments]; the same row-major elements).
+/// The block of the full parameter tp rank `rank` holds: S(split_dim) (parts
+/// of ceil(size / tp) where tp does not divide: a padded vocabulary, whose
+/// last blocks are shorter), or with segments > 1 part `rank` of every
+/// segment (the full shape viewed with split_dim as [segments, size /
+/// segments]; the same row-major elements).
 static Slice param_slice(const ParamSpec &s, int64_t tp, int64_t rank) {
   if (s.split_dim < 0)
     return Slice::whole(s.full);
   if (s.segments <= 1)
-    return Slice::whole(s.full).split(s.split_dim, tp, rank);
+    return Slice::whole(s.full).split_padded(s.split_dim, tp, rank);
   Shape view = s.full;
   view[size_t(s.split_dim)] /= s.segments;
   view.insert(view.begin() + s.split_dim, int64_t(s.segments));
@@ -217,7 +219,9 @@ extern const char *const kTrainParamsText = R"cpp(static void init_params() {
     p.held = (s.devices >> g.rpp) & 1;
     p.slice = param_slice(s, kTP, g.rtp);
     p.n = p.slice.numel();
-    p.padded = zero_padded_size(p.n, kDP);
+    // Sized by tp rank 0's block, the largest (a padded vocabulary's last
+    // blocks are shorter): every tp rank's buffers and ZeRO shards alike.
+    p.padded = zero_padded_size(param_slice(s, kTP, 0).numel(), kDP);
     // Devices sharing the parameter sum its gradient: one communicator per
     // set of devices, created in parameter order on every rank (collective).
     if (__builtin_popcountll(s.devices) > 1) {
@@ -301,9 +305,9 @@ static std::vector<CheckpointEntry> checkpoint_entries(bool with_state) {
     Shape state_shape = p->full; // the file's shape (slice.full may be a view)
     std::string suffix;
     if (kZero) {
-      const int64_t padded = zero_padded_size(p->slice.numel(), kDP);
-      state = Slice::whole({kTP * padded}).split(0, kTP, g.rtp).split(0, kDP,
-                                                                       g.rdp);
+      state = Slice::whole({kTP * p->padded})
+                  .split(0, kTP, g.rtp)
+                  .split(0, kDP, g.rdp);
       state_shape = state.full;
       suffix = ".zero";
     }
@@ -585,12 +589,14 @@ static void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels) {
 )cpp";
 
 // Classifiers and graph models: the accuracy of a step.
-extern const char *const kTrainAccuracyText = R"cpp(/// Rows of logits[N, V] whose largest logit (the first on ties) is the label.
+extern const char *const kTrainAccuracyText = R"cpp(/// Rows of logits[N, V] whose largest logit (the first on ties) is the label;
+/// rows ld apart when ld > V (a padded vocabulary, the padding skipped).
 static int64_t count_correct(const float *logits, const int32_t *labels,
-                             int64_t N, int64_t V) {
+                             int64_t N, int64_t V, int64_t ld = 0) {
+  ld = ld ? ld : V;
   int64_t correct = 0;
   for (int64_t i = 0; i < N; ++i) {
-    const float *row = logits + i * V;
+    const float *row = logits + i * ld;
     correct += labels[i] >= 0 && std::max_element(row, row + V) - row == labels[i];
   }
   return correct;

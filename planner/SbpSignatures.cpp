@@ -28,39 +28,6 @@ namespace {
 
 using cost::Sbp;
 
-struct Ctx {
-  const SearchGraph &sg;
-  const ModelGraph &g;
-  int n;
-  int64_t b;
-  bool dataSplits; // batch and sequence splits on the tp axis allowed
-  /// Per tensor, the ops reading it (a tied table is read by two).
-  std::vector<int> uses;
-
-  /// --tp-mode tensor: only what the generated programs run (codegen/Layout):
-  /// a parameter split into exactly equal parts. A parameter read by several
-  /// ops (a tied table) splits only when all its readers split it alike, which
-  /// pricing enforces in this mode (Pricing.cpp, edgeTerms).
-  bool runnableSplit(int param, int dim) const {
-    if (dataSplits)
-      return true;
-    return sg.shapeAt(param, b)[size_t(dim)] % n == 0;
-  }
-  bool isParam(int t) const {
-    return g.tensors[t].role == TensorRole::Parameter;
-  }
-  bool isData(int t) const { return g.tensors[t].role == TensorRole::Input; }
-  int rank(int t) const { return static_cast<int>(sg.shape1(t).size()); }
-  /// A dimension can be split when every rank gets at least one element; an
-  /// uneven split pads the last shards (Megatron pads the vocabulary the same
-  /// way), and local shapes round up.
-  bool divisible(int t, int dim) const {
-    if (dim < 0 || dim >= rank(t))
-      return false;
-    return sg.shapeAt(t, b)[dim] >= n;
-  }
-};
-
 int64_t attrInt(const OpDef &op, const char *name, int64_t dflt) {
   auto it = op.attrs.find(name);
   if (it == op.attrs.end())
@@ -78,6 +45,55 @@ bool attrBool(const OpDef &op, const char *name, bool dflt) {
     return *v;
   return dflt;
 }
+
+struct Ctx {
+  const SearchGraph &sg;
+  const ModelGraph &g;
+  int n;
+  int64_t b;
+  bool dataSplits; // batch and sequence splits on the tp axis allowed
+  /// Per tensor, the ops reading it (a tied table is read by two).
+  std::vector<int> uses;
+
+  /// Per tensor, the cross-entropies reading it as their logits (operand 0).
+  std::vector<int> lossReads;
+
+  /// --tp-mode tensor: only what the generated programs run (codegen/Layout):
+  /// a parameter split into exactly equal parts, or a vocabulary's rows in
+  /// padded parts (`padded`: the op reads them where the programs can keep
+  /// the padding out of the loss). A parameter read by several ops (a tied
+  /// table) splits only when all its readers split it alike, which pricing
+  /// enforces in this mode (Pricing.cpp, edgeTerms).
+  bool runnableSplit(int param, int dim, bool padded = false) const {
+    if (dataSplits)
+      return true;
+    const int64_t size = sg.shapeAt(param, b)[size_t(dim)];
+    // Parts of ceil(size / n) rows, every rank keeping at least one.
+    return size % n == 0 ||
+           (padded && dim == 0 && size > (size + n - 1) / n * (n - 1));
+  }
+  /// Whether the generated programs run this linear's padded vocabulary
+  /// split: a table read by rows (transposed weight, no bias) whose logits
+  /// only cross-entropies read (Layout.cpp paddedVocab).
+  bool paddedLmHead(const OpDef &op) const {
+    const int r = op.results.front();
+    return attrBool(op, "transpose_weight", false) && op.operands.size() == 2 &&
+           uses[size_t(r)] > 0 && lossReads[size_t(r)] == uses[size_t(r)];
+  }
+  bool isParam(int t) const {
+    return g.tensors[t].role == TensorRole::Parameter;
+  }
+  bool isData(int t) const { return g.tensors[t].role == TensorRole::Input; }
+  int rank(int t) const { return static_cast<int>(sg.shape1(t).size()); }
+  /// A dimension can be split when every rank gets at least one element; an
+  /// uneven split pads the last shards (Megatron pads the vocabulary the same
+  /// way), and local shapes round up.
+  bool divisible(int t, int dim) const {
+    if (dim < 0 || dim >= rank(t))
+      return false;
+    return sg.shapeAt(t, b)[dim] >= n;
+  }
+};
 
 /// Completes a signature: distributed flag and default operand gradients.
 Signature finish(const Ctx &c, const OpDef &op, std::string name,
@@ -197,7 +213,7 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     const int xl = c.rank(x) - 1;
     const bool paramsRun = !bias || c.runnableSplit(op.operands[2], 0);
     if (c.divisible(w, wOut) && c.divisible(r, last) &&
-        c.runnableSplit(w, wOut) && paramsRun) {
+        c.runnableSplit(w, wOut, c.paddedLmHead(op)) && paramsRun) {
       std::vector<Sbp> s = {Sbp::broadcast(), Sbp::split(wOut)};
       if (bias)
         s.push_back(Sbp::split(0));
@@ -233,7 +249,7 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     }
   } else if (k == "embedding") {
     const int table = op.operands[1];
-    if (c.divisible(table, 0) && c.runnableSplit(table, 0))
+    if (c.divisible(table, 0) && c.runnableSplit(table, 0, true))
       addIfNew(list, finish(c, op, "vocab", {Sbp::broadcast(), Sbp::split(0)},
                             Sbp::partial()));
     if (c.divisible(table, 1) && c.dataSplits) // programs run vocab only
@@ -265,11 +281,15 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
 } // namespace
 
 void enumerateSignatures(SearchGraph &sg, int tp, int64_t b, bool dataSplits) {
-  Ctx c{sg, *sg.graph, tp, b, dataSplits, {}};
+  Ctx c{sg, *sg.graph, tp, b, dataSplits, {}, {}};
   c.uses.assign(sg.graph->tensors.size(), 0);
+  c.lossReads.assign(sg.graph->tensors.size(), 0);
   for (const OpDef &op : sg.graph->ops)
-    for (int t : op.operands)
-      ++c.uses[size_t(t)];
+    for (size_t k = 0; k < op.operands.size(); ++k) {
+      ++c.uses[size_t(op.operands[k])];
+      if (op.kind == "cross_entropy" && k == 0)
+        ++c.lossReads[size_t(op.operands[k])];
+    }
   for (CollapsedOp &op : sg.ops)
     op.sigs = signaturesOf(c, sg.graph->ops[op.op]);
 }

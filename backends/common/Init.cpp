@@ -55,6 +55,22 @@ Slice Slice::split(int64_t dim, int64_t parts, int64_t index) const {
   return s;
 }
 
+Slice Slice::split_padded(int64_t dim, int64_t parts, int64_t index) const {
+  if (dim < 0 || dim >= int64_t(full.size()))
+    throw std::invalid_argument("split dimension " + std::to_string(dim) +
+                                " out of range for " + shape_str(full));
+  if (parts <= 0 || index < 0 || index >= parts)
+    throw std::invalid_argument("cannot split dimension " +
+                                std::to_string(dim) + " into " +
+                                std::to_string(parts) + " parts (part " +
+                                std::to_string(index) + ")");
+  const int64_t part = padded_part(local[dim], parts);
+  Slice s = *this;
+  s.local[dim] = std::clamp<int64_t>(local[dim] - index * part, 0, part);
+  s.offset[dim] = offset[dim] + std::min(index * part, local[dim]);
+  return s;
+}
+
 uint64_t slice_global_index(const Slice &slice, int64_t k) {
   return block_global_index(int(slice.full.size()), slice.local.data(),
                             slice.offset.data(), slice.full.data(), k);

@@ -30,6 +30,15 @@ struct Slice {
   /// Applying it once per mesh axis, in mesh-axis order, gives the block an
   /// nd-SBP puts on a rank. Throws when the size does not divide.
   Slice split(int64_t dim, int64_t parts, int64_t index) const;
+  /// As split, for a size `parts` need not divide (Megatron's padded
+  /// vocabulary): parts of ceil(size / parts), part `index` at offset
+  /// index * ceil(size / parts) and holding what is left of the size there
+  /// (the last parts shorter, possibly empty). Equal to split where it divides.
+  Slice split_padded(int64_t dim, int64_t parts, int64_t index) const;
+  /// ceil(size / parts): the extent every part of split_padded is stored in.
+  static int64_t padded_part(int64_t size, int64_t parts) {
+    return (size + parts - 1) / parts;
+  }
   int64_t numel() const { return autoddl::rt::numel(local); }
 };
 

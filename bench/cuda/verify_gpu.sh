@@ -42,6 +42,8 @@ cases=(
   "v1000_llama_tp2 tests/lit/codegen/tiny_llama_v1000.json 2 tp=2,pp=1,dp=1 1"
   # The tied table split by vocabulary rows (megatron 2: the embedding vocab-parallel too).
   "tied_vocab_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 2"
+  # A tied vocabulary tp does not divide (251 = 126 + 125 rows, each held as 128 on the device).
+  "odd_vocab_tp2 tests/e2e/gpt-odd-vocab.json 2 tp=2,pp=1,dp=1 2"
   "gcn_g1 gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gcn_tp2 gcn-cora 2 tp=2,pp=1,dp=1 1"
   "gat_g1 examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"

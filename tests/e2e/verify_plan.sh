@@ -11,7 +11,7 @@ set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
 seqArg=()
-case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*) ;; *) seqArg=(--seq 16) ;; esac
+case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
 if [ "${MEGATRON:-0}" != 0 ]; then # 2: the embedding vocab-parallel too

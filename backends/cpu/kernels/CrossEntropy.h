@@ -56,16 +56,19 @@ inline void crossentropy_backward(float *dlogits, const float *logits,
 // Backward is local:
 //   dlogits += grad_scale * (exp(l - gmax) / sumexp - [v0 + j == target]).
 // Collectives.h's crossentropy_vocab_parallel_forward runs the three steps
-// with the all-reduces.
+// with the all-reduces. With ld > Vl the local logits are rows ld apart whose
+// first Vl columns are the vocabulary (a padded vocabulary's last rank holds
+// fewer real columns than the others); ld = 0 means Vl.
 
 /// Step 1: local_max[N].
 inline void crossentropy_vocab_parallel_max(float *local_max,
                                             const float *logits, int64_t N,
-                                            int64_t Vl) {
+                                            int64_t Vl, int64_t ld = 0) {
+  ld = ld ? ld : Vl;
   for (int64_t n = 0; n < N; ++n) {
     float mx = -INFINITY;
     for (int64_t v = 0; v < Vl; ++v)
-      mx = std::fmax(mx, logits[n * Vl + v]);
+      mx = std::fmax(mx, logits[n * ld + v]);
     local_max[n] = mx;
   }
 }
@@ -75,14 +78,16 @@ inline void crossentropy_vocab_parallel_max(float *local_max,
 inline void crossentropy_vocab_parallel_sums(float *sums, const float *logits,
                                              const int32_t *targets,
                                              const float *gmax, int64_t N,
-                                             int64_t Vl, int64_t v0) {
+                                             int64_t Vl, int64_t v0,
+                                             int64_t ld = 0) {
+  ld = ld ? ld : Vl;
   for (int64_t n = 0; n < N; ++n) {
     double s = 0;
     for (int64_t v = 0; v < Vl; ++v)
-      s += std::exp(logits[n * Vl + v] - gmax[n]);
+      s += std::exp(logits[n * ld + v] - gmax[n]);
     sums[n] = float(s);
     const int64_t local = int64_t(targets[n]) - v0;
-    sums[N + n] = (local >= 0 && local < Vl) ? logits[n * Vl + local] : 0.0f;
+    sums[N + n] = (local >= 0 && local < Vl) ? logits[n * ld + local] : 0.0f;
   }
 }
 
@@ -97,20 +102,21 @@ inline void crossentropy_vocab_parallel_loss(float *losses, const float *gmax,
         targets[n] < 0 ? 0.0f : std::log(sums[n]) + gmax[n] - sums[N + n];
 }
 
-/// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns.
-inline void
-crossentropy_vocab_parallel_backward(float *dlogits, const float *logits,
-                                     const int32_t *targets, const float *gmax,
-                                     const float *sums, int64_t N, int64_t Vl,
-                                     int64_t v0, float grad_scale) {
+/// dlogits[N,Vl] += grad_scale * (softmax - onehot) on the local columns (the
+/// padding columns up to ld untouched).
+inline void crossentropy_vocab_parallel_backward(
+    float *dlogits, const float *logits, const int32_t *targets,
+    const float *gmax, const float *sums, int64_t N, int64_t Vl, int64_t v0,
+    float grad_scale, int64_t ld = 0) {
+  ld = ld ? ld : Vl;
   for (int64_t n = 0; n < N; ++n) {
     if (targets[n] < 0)
       continue;
     const float inv = 1.0f / sums[n];
     for (int64_t v = 0; v < Vl; ++v) {
-      const float p = std::exp(logits[n * Vl + v] - gmax[n]) * inv;
+      const float p = std::exp(logits[n * ld + v] - gmax[n]) * inv;
       const float onehot = (v0 + v == targets[n]) ? 1.0f : 0.0f;
-      dlogits[n * Vl + v] += grad_scale * (p - onehot);
+      dlogits[n * ld + v] += grad_scale * (p - onehot);
     }
   }
 }

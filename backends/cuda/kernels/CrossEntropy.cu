@@ -191,12 +191,12 @@ bool rows_vectorisable(const act_t *a, const act_t *b) {
 __global__ void count_correct_kernel(unsigned long long *count,
                                      const act_t *__restrict__ logits,
                                      const int32_t *__restrict__ labels,
-                                     int64_t N, int64_t V) {
+                                     int64_t N, int64_t V, int64_t ld) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t n = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; n < N;
        n += warps) {
-    const act_t *row = logits + n * V;
+    const act_t *row = logits + n * ld;
     float best = -INFINITY;
     int64_t at = V;
     for (int64_t v = lane; v < V; v += 32) {
@@ -303,12 +303,13 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
 }
 
 int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
-                      int64_t V) {
+                      int64_t V, int64_t ld) {
   if (N <= 0 || V <= 0)
     return 0;
+  ld = ld ? ld : V;
   DeviceBuffer<unsigned long long> count(1); // zero-filled
   count_correct_kernel<<<grid_for(N * 32, 256), 256, 0, compute_stream()>>>(
-      count.data(), logits, labels, N, V);
+      count.data(), logits, labels, N, V, ld);
   AUTODDL_CUDA_CHECK_LAUNCH();
   unsigned long long host = 0;
   copy_to_host(&host, count.data(), sizeof(host));

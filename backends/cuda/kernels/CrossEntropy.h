@@ -31,9 +31,10 @@ void crossentropy_backward(act_t *dlogits, const act_t *logits,
 
 /// Rows of logits [N,V] whose first largest element is at labels[n] (the
 /// CPU program's count_correct: std::max_element); rows with a negative label
-/// are not counted. Synchronous: the accuracy of classifiers and graph models.
+/// are not counted; rows ld apart when ld > V (a padded vocabulary).
+/// Synchronous: the accuracy of classifiers and graph models.
 int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
-                      int64_t V);
+                      int64_t V, int64_t ld = 0);
 
 /// Vocab-parallel step 1: local_max[N] = row max of the local logits [N,Vl].
 void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,

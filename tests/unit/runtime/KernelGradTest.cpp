@@ -529,6 +529,28 @@ TEST(Kernels, CrossEntropyAndItsVocabParallelForm) {
   for (int64_t v = 0; v < V; ++v) // the ignored row: untouched
     EXPECT_EQ(full[2 * V + v], 0.0f);
   EXPECT_EQ(vpLoss[2], 0.0f);
+  // A padded shard: rank 1's columns stored ld = Vl + 2 apart, the padding
+  // holding a huge logit (and a sentinel gradient) the kernels must skip.
+  const int64_t Vl = V - split, ld = Vl + 2;
+  Vec padded(N * ld, 1e4f), dpad(N * ld, 7.0f), mxp(N), sp(2 * N);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t v = 0; v < Vl; ++v) {
+      padded[n * ld + v] = shard[1][n * Vl + v];
+      dpad[n * ld + v] = 0.0f;
+    }
+  crossentropy_vocab_parallel_max(mxp.data(), padded.data(), N, Vl, ld);
+  crossentropy_vocab_parallel_sums(sp.data(), padded.data(), targets.data(),
+                                   gmax.data(), N, Vl, split, ld);
+  crossentropy_vocab_parallel_backward(dpad.data(), padded.data(),
+                                       targets.data(), gmax.data(), sums.data(),
+                                       N, Vl, split, 0.5f, ld);
+  for (int64_t n = 0; n < N; ++n) {
+    EXPECT_EQ(mxp[n], mx1[n]);
+    EXPECT_EQ(sp[n], s1[n]);
+    EXPECT_EQ(sp[N + n], s1[N + n]);
+    for (int64_t v = 0; v < ld; ++v)
+      ASSERT_EQ(dpad[n * ld + v], v < Vl ? d1[n * Vl + v] : 7.0f);
+  }
 }
 
 TEST(Kernels, Conv2dAndPool2d) {

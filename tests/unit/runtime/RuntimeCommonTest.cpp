@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -84,6 +85,40 @@ TEST(Init, StreamsDifferByNameAndSeed) {
 
 TEST(Init, UnevenSplitIsRejected) {
   EXPECT_THROW(Slice::whole({5, 4}).split(0, 2, 0), std::invalid_argument);
+}
+
+TEST(Init, PaddedSplitTilesTheTensorWithShorterLastParts) {
+  // 11 rows over 4 parts: parts of 3 rows at 0, 3, 6, 9, the last holding 2;
+  // 5 rows over 4: 2, 2, 1 and an empty part. The parts' values are the
+  // whole tensor's rows, and their blocks tile it exactly once.
+  for (const int64_t rows : {11, 5, 12}) {
+    const Shape full = {rows, 3};
+    std::vector<float> whole(numel(full));
+    init_normal(whole.data(), Slice::whole(full), 3, "wte", 0.0f, 1.0f);
+    const int64_t part = Slice::padded_part(rows, 4);
+    int64_t covered = 0;
+    for (int64_t r = 0; r < 4; ++r) {
+      const Slice s = Slice::whole(full).split_padded(0, 4, r);
+      EXPECT_EQ(s.offset[0], std::min(r * part, rows));
+      EXPECT_EQ(s.local[0], std::clamp<int64_t>(rows - r * part, 0, part));
+      EXPECT_EQ(s.local[1], 3);
+      covered += s.local[0];
+      std::vector<float> shard(size_t(s.numel()));
+      init_normal(shard.data(), s, 3, "wte", 0.0f, 1.0f);
+      for (int64_t k = 0; k < s.numel(); ++k)
+        ASSERT_EQ(shard[size_t(k)], whole[slice_global_index(s, k)]);
+      if (rows % 4 == 0) { // divides: the even split
+        const Slice e = Slice::whole(full).split(0, 4, r);
+        EXPECT_EQ(e.offset, s.offset);
+        EXPECT_EQ(e.local, s.local);
+      }
+    }
+    EXPECT_EQ(covered, rows);
+  }
+  EXPECT_THROW(Slice::whole({5, 4}).split_padded(2, 2, 0),
+               std::invalid_argument);
+  EXPECT_THROW(Slice::whole({5, 4}).split_padded(0, 2, 2),
+               std::invalid_argument);
 }
 
 static std::string tempPath(const std::string &name) {
