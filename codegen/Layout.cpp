@@ -185,6 +185,17 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
            sig[cs[0]] == "heads" && H == G && divisible(H);
   };
 
+  // The rows an op the plan splits by `sequence` (dimension 1) or `batch`
+  // (dimension 0) runs on, when that dimension divides and is not the last
+  // (a norm's features, an elementwise op's hidden split): B otherwise.
+  auto rowSplit = [&](size_t i) {
+    const int d = sig[i] == "sequence" ? 1 : sig[i] == "batch" ? 0 : -1;
+    const auto &out = g.tensors[size_t(g.ops[i].results[0])].shape;
+    if (d < 0 || d + 1 >= int(out.size()) || !divisible(out[size_t(d)]))
+      return TpLayout{};
+    return TpLayout{d};
+  };
+
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const OpDef &op = g.ops[i];
     if (!kSupported.count(op.kind))
@@ -229,6 +240,22 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
           (divisible(V) || paddable(V))) {
         p.mode = OpMode::VocabTable;
         p.operands[1] = TpLayout{0};
+      } else if (sig[i] == "hidden" && splittableParam(table) &&
+                 divisible(out[size_t(last)])) {
+        // Each rank's hidden columns of every row: the table S(1), no sum.
+        p.mode = OpMode::Local;
+        p.operands[1] = TpLayout{1};
+        p.result = TpLayout{last};
+      }
+    } else if (tp > 1 && op.kind == "positional") {
+      // hidden: x's and the table's columns of this rank, added locally.
+      const int table = op.operands[1];
+      if (sig[i] == "hidden" && splittableParam(table) &&
+          divisible(out[size_t(last)])) {
+        p.mode = OpMode::Local;
+        p.operands[0] = TpLayout{last};
+        p.operands[1] = TpLayout{1};
+        p.result = TpLayout{last};
       }
     } else if (tp > 1 && op.kind == "attention" && op.operands.size() == 3) {
       const int64_t H = intAttr(op, "num_heads", 1),
@@ -256,16 +283,39 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
         p.operands[0] = lay(0);
         p.result = lay(0);
       }
+    } else if (tp > 1 && (op.kind == "layernorm" || op.kind == "rmsnorm")) {
+      // Megatron's sequence parallelism (or a batch split): the norm of each
+      // rank's rows; the scale and shift stay whole, their gradients partial
+      // over tp (tpPartialGrads). Only for parameters this op alone reads.
+      const TpLayout rows = rowSplit(i);
+      bool paramsOk = rows.split();
+      for (size_t k = 1; k < op.operands.size(); ++k)
+        paramsOk =
+            paramsOk &&
+            g.tensors[size_t(op.operands[k])].role == TensorRole::Parameter &&
+            consumers[size_t(op.operands[k])].size() == 1;
+      if (paramsOk) {
+        p.mode = OpMode::Local;
+        p.operands[0] = rows;
+        p.result = rows;
+        for (size_t k = 1; k < op.operands.size(); ++k)
+          L.tpPartialGrads.insert(op.operands[k]);
+      }
     } else if (tp > 1 && kElementwise.count(op.kind)) {
-      TpLayout chosen;
-      for (size_t k = 0; k < op.operands.size(); ++k)
+      bool sameShapes = true, anyParam = false;
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        sameShapes = sameShapes && shape(k) == out;
+        anyParam = anyParam || g.tensors[size_t(op.operands[k])].role ==
+                                   TensorRole::Parameter;
+      }
+      // The plan's rows split (Megatron's sequence-parallel residual adds),
+      // else the split an operand arrives in.
+      TpLayout chosen = anyParam ? TpLayout{} : rowSplit(i);
+      for (size_t k = 0; k < op.operands.size() && !chosen.split(); ++k)
         if (lay(k).split() && shape(k) == out) {
           chosen = lay(k);
           break;
         }
-      bool sameShapes = true;
-      for (size_t k = 0; k < op.operands.size(); ++k)
-        sameShapes = sameShapes && shape(k) == out;
       if (chosen.split() && sameShapes) {
         p.mode = OpMode::Local;
         for (auto &o : p.operands)

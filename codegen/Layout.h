@@ -24,6 +24,7 @@
 #include "ir/import/ModelGraph.h"
 #include "planner/Plan.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,10 @@ struct ModelLayout {
   std::vector<TpLayout> tensors; // per ModelGraph tensor (params included)
   std::vector<OpPlan> ops;       // per ModelGraph op
   int numStages = 1;
+  /// Replicated parameters read by an op on split rows (a norm's scale and
+  /// shift under Megatron's sequence parallelism): each tp rank's gradient
+  /// is its rows' part, summed over tp before the optimizer step.
+  std::set<int> tpPartialGrads;
 };
 
 /// Chooses the execution of every op. Throws UserError for an op kind the

@@ -394,6 +394,7 @@ private:
   void planResidualFusion();
   bool storesGrad(size_t i, int t, TpLayout l, const std::string &dx) const;
   std::string vocabPaddingText() const;
+  std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
   std::string header() const;
   std::string params() const;
@@ -649,6 +650,22 @@ std::string Emitter::vocabPaddingText() const {
                        rows * ls[1]);
   }
   out += "  return p.n;\n}\n\n";
+  return out;
+}
+
+/// grad_partial_over_tp(): the parameters whose gradient each tp rank holds
+/// a part of (ModelLayout::tpPartialGrads), summed over tp by the optimizer
+/// step.
+std::string Emitter::tpPartialGradsText() const {
+  std::string out = "// Parameters read whole by ops on split rows (sequence-"
+                    "parallel norms): each tp rank's\n// gradient is its "
+                    "rows' part, summed over tp before the optimizer step.\n"
+                    "static bool grad_partial_over_tp(const Param &p) {\n";
+  for (int t : L_.tpPartialGrads)
+    out += fmt::format("  if (&p == &P.{})\n    return true;\n",
+                       names_[size_t(t)]);
+  out += L_.tpPartialGrads.empty() ? "  (void)p;\n  return false;\n}\n\n"
+                                   : "  return false;\n}\n\n";
   return out;
 }
 
@@ -2008,6 +2025,7 @@ std::string Emitter::emit() {
             table + "  };\n}\n\n";
   if (cuda_)
     params += vocabPaddingText();
+  params += tpPartialGradsText();
 
   int maxBoundary = 1;
   for (int s = 1; s < stages; ++s)

@@ -22,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: verify_gpu.sh prepare|device|compare ...}
 steps=20
-# name model gpus fix megatron(0/1)
+# name model gpus fix megatron (0-3: tests/e2e/verify_plan.sh)
 cases=(
   "g1_gpt tiny-gpt 1 tp=1,pp=1,dp=1 0"
   "g1_llama tiny-llama 1 tp=1,pp=1,dp=1 0"
@@ -44,6 +44,8 @@ cases=(
   "tied_vocab_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 2"
   # A tied vocabulary tp does not divide (251 = 126 + 125 rows, each held as 128 on the device).
   "odd_vocab_tp2 tests/e2e/gpt-odd-vocab.json 2 tp=2,pp=1,dp=1 2"
+  # Megatron's sequence parallelism (megatron 3): norms and residual adds on each rank's positions.
+  "seqpar_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 3"
   "gcn_g1 gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gcn_tp2 gcn-cora 2 tp=2,pp=1,dp=1 1"
   "gat_g1 examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
@@ -70,7 +72,8 @@ if [ -n "${VERIFY_MAX_GPUS:-}" ]; then
 fi
 
 megatron() { # plan.json, 1 or 2 (2: the embedding vocab-parallel too): Megatron's signatures
-  python3 "$here/tests/lit/codegen/megatron.py" "$1" $([ "${2:-1}" = 2 ] && echo --vocab)
+  python3 "$here/tests/lit/codegen/megatron.py" "$1" $([ "${2:-1}" -ge 2 ] && echo --vocab) \
+    $([ "${2:-1}" = 3 ] && echo --sequence)
 }
 
 case $mode in

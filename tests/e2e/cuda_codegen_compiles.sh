@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The generated CUDA programs compile where there is no GPU (CI): for plans covering every code
 # path of the emitter (dp x tp x pp with Megatron linears and gradient buckets, a tied
-# vocab-parallel table over tp x pp, a padded vocabulary split over tp, ZeRO, zb-h1's split backward, Chimera, interleaved, llama's
+# vocab-parallel table over tp x pp, a padded vocabulary split over tp, sequence parallelism, ZeRO, zb-h1's split backward, Chimera, interleaved, llama's
 # GQA + SwiGLU + RoPE on tp=2), generate the project and compile its train.cpp against the
 # runtime headers with the host compiler, bf16 and --fp32, with -Wall -Wextra -Werror. Exits 77 (skipped) without the CUDA headers or MPI.
 # Usage: cuda_codegen_compiles.sh AUTODDL WORKDIR
@@ -24,6 +24,7 @@ cases=(
   "llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 1"
   "tied_vocab_tp2_pp2 tiny-gpt 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 2"
   "odd_vocab_dp2_tp2_zero1 $here/gpt-odd-vocab.json 4 tp=2,pp=1,dp=2,zero=1 2"
+  "seqpar_dp2_tp2 tiny-gpt 4 tp=2,pp=1,dp=2 3"
   "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
   "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
@@ -35,9 +36,10 @@ for c in "${cases[@]}"; do
   case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
   "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
     --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
-  # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split)
+  # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split);
+  # 3: and the norms and residual adds sequence-parallel
   [ "$mega" != 0 ] && python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" \
-    $([ "$mega" = 2 ] && echo --vocab)
+    $([ "$mega" -ge 2 ] && echo --vocab) $([ "$mega" = 3 ] && echo --sequence)
   modelArg=()
   [ -f "$model" ] && modelArg=(--model "$model")
   "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" "${modelArg[@]}" >/dev/null

@@ -17,9 +17,9 @@ batchArgs=(--global-batch 8 --seq 64)
 case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac
 "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$ranks" "${batchArgs[@]}" \
   --fix "$fix" --no-why -o "$work/plan.json" >"$work/plan.txt"
-if [ "${MEGATRON:-0}" != 0 ]; then # 2: the embedding vocab-parallel too (megatron.py --vocab)
+if [ "${MEGATRON:-0}" != 0 ]; then # 2: the embedding vocab-parallel too (megatron.py --vocab); 3: and --sequence
   python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" \
-    $([ "$MEGATRON" = 2 ] && echo --vocab)
+    $([ "$MEGATRON" -ge 2 ] && echo --vocab) $([ "$MEGATRON" = 3 ] && echo --sequence)
 fi
 fp32=()
 [ "${FP32:-0}" = 1 ] && fp32=(--fp32)
