@@ -1904,9 +1904,9 @@ std::string Emitter::header() const {
   }
   if (!any)
     h += "//   (none)\n";
-  // Splits the program does not generate (batch or sequence on the tp axis,
-  // an undivided vocabulary outside an lm_head or table, a tied table its
-  // readers would split differently)
+  // Splits the program does not generate (batch or sequence on the tp axis
+  // beyond norms and elementwise ops, an undivided vocabulary outside an
+  // lm_head or table, a tied table its readers would split differently)
   // run replicated over tp: the same function at more than the plan's work per
   // rank.
   int replicatedOps = 0;
@@ -1917,12 +1917,12 @@ std::string Emitter::header() const {
   if (replicatedOps > 0) {
     const std::string note = fmt::format(
         "{} ops the plan splits over tp run replicated over tp here (batch "
-        "and sequence splits on tp, an undivided vocabulary outside a "
-        "bias-free lm_head feeding only the loss, and tied tables not split by "
-        "vocabulary for both their readers are not split by generated "
-        "programs yet): expect more time per step than "
-        "predicted; `autoddl plan --tp-mode tensor` leaves out the batch and "
-        "sequence splits",
+        "and sequence splits on tp of ops other than norms and elementwise "
+        "ops, an undivided vocabulary outside a bias-free lm_head feeding "
+        "only the loss, and tied tables not split by vocabulary for both "
+        "their readers are not split by generated programs yet): expect more "
+        "time per step than predicted; `autoddl plan --tp-mode tensor` leaves "
+        "out such splits",
         replicatedOps);
     h += "//   " + note + "\n";
     std::fprintf(stderr, "autoddl: codegen: warning: %s\n", note.c_str());
