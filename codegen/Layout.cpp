@@ -3,6 +3,7 @@
 
 #include "support/UserError.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -76,8 +77,8 @@ std::vector<int> opStages(const planner::Plan &plan, const ModelGraph &g,
   return stage;
 }
 
-/// The plan's signature for each op: exact name for ops outside the repeated
-/// blocks; for layer ops, the op at the same position of the representative
+/// The plan's signature for each op: by its name where the plan lists it; for
+/// the other layers' ops, the op at the same position of the representative
 /// layer.
 std::vector<std::string> opSignatures(const planner::Plan &plan,
                                       const ModelGraph &g) {
@@ -89,7 +90,7 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
   for (size_t i = 0; i < g.ops.size(); ++i)
     if (g.ops[i].layer >= 0)
       posInLayer[i] = counter[g.ops[i].layer]++;
-  std::map<std::string, std::string> outside;
+  std::map<std::string, std::string> named;
   std::map<int, std::string> inLayer;
   for (const auto &c : plan.ops) {
     auto it = byName.find(c.op);
@@ -97,19 +98,20 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
       continue;
     if (g.ops[it->second].layer >= 0)
       inLayer[posInLayer[it->second]] = c.signature;
-    else
-      outside[c.op] = c.signature;
+    named[c.op] = c.signature;
   }
   std::vector<std::string> sig(g.ops.size());
   for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (g.ops[i].layer >= 0) {
-      auto it = inLayer.find(posInLayer[i]);
-      if (it != inLayer.end())
-        sig[i] = it->second;
-    } else {
-      auto it = outside.find(g.ops[i].name);
-      if (it != outside.end())
-        sig[i] = it->second;
+    // An op the plan names takes its own signature (every op of a model
+    // without repeated blocks, such as VGG's numbered convolutions); the
+    // other layers' ops that of the same position in the named layer.
+    auto it = named.find(g.ops[i].name);
+    if (it != named.end()) {
+      sig[i] = it->second;
+    } else if (g.ops[i].layer >= 0) {
+      auto at = inLayer.find(posInLayer[i]);
+      if (at != inLayer.end())
+        sig[i] = at->second;
     }
   }
   return sig;
@@ -129,7 +131,9 @@ const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
 /// others split as their readers' modes ask).
 ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
                        const std::string &backend,
-                       const std::set<int> &replicatedParams) {
+                       const std::set<int> &replicatedParams,
+                       const std::set<int> &wholeParams,
+                       std::map<int, int> &rowReads) {
   ModelLayout L;
   L.tp = plan.knobs.tp;
   const int tp = L.tp;
@@ -151,6 +155,11 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
   auto paddable = [&](int64_t n) {
     return tp > 1 && n % tp != 0 && n > (n + tp - 1) / tp * (tp - 1);
   };
+  // A graph model's linears and loss read node rows whose split the graph
+  // kernels and the held-out labels do not follow: those stay as before.
+  bool graph = false;
+  for (const auto &t : g.tensors)
+    graph = graph || t.sparse;
   std::vector<std::vector<size_t>> consumers(g.tensors.size());
   for (size_t i = 0; i < g.ops.size(); ++i)
     for (int t : g.ops[i].operands)
@@ -186,14 +195,44 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
   };
 
   // The rows an op the plan splits by `sequence` (dimension 1) or `batch`
-  // (dimension 0) runs on, when that dimension divides and is not the last
-  // (a norm's features, an elementwise op's hidden split): B otherwise.
-  auto rowSplit = [&](size_t i) {
+  // (dimension 0) runs on, when that dimension of `shape` (the result's, by
+  // default) divides and is not the last (a norm's features, an elementwise
+  // op's hidden split): B otherwise.
+  auto rowSplitOf = [&](size_t i, const std::vector<int64_t> &shape) {
     const int d = sig[i] == "sequence" ? 1 : sig[i] == "batch" ? 0 : -1;
-    const auto &out = g.tensors[size_t(g.ops[i].results[0])].shape;
-    if (d < 0 || d + 1 >= int(out.size()) || !divisible(out[size_t(d)]))
+    if (d < 0 || d + 1 >= int(shape.size()) || !divisible(shape[size_t(d)]))
       return TpLayout{};
     return TpLayout{d};
+  };
+  auto rowSplit = [&](size_t i) {
+    return rowSplitOf(i, g.tensors[size_t(g.ops[i].results[0])].shape);
+  };
+  // An op on split rows reading a parameter whole: its gradient there is the
+  // rows' part (tpPartialGrads), so every reader of that parameter must run
+  // on split rows (chooseLayout keeps the others' parameters out of this).
+  auto wholeParamsOk = [&](const OpDef &op, size_t from) {
+    for (size_t k = from; k < op.operands.size(); ++k) {
+      const int t = op.operands[k];
+      if (g.tensors[size_t(t)].role != TensorRole::Parameter ||
+          wholeParams.count(t))
+        return false;
+    }
+    return true;
+  };
+  auto readWhole = [&](const OpDef &op, size_t from) {
+    for (size_t k = from; k < op.operands.size(); ++k) {
+      ++rowReads[op.operands[k]];
+      L.tpPartialGrads.insert(op.operands[k]);
+    }
+  };
+  // Every operand and the result on the same rows (params read whole from
+  // operand `from` on).
+  auto onRows = [&](OpPlan &p, const OpDef &op, TpLayout rows, size_t from) {
+    p.mode = OpMode::Local;
+    for (size_t k = 0; k < from; ++k)
+      p.operands[k] = rows;
+    p.result = rows;
+    readWhole(op, from);
   };
 
   for (size_t i = 0; i < g.ops.size(); ++i) {
@@ -232,6 +271,10 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
         p.mode = OpMode::Row;
         p.operands[0] = TpLayout{int(shape(0).size()) - 1};
         p.operands[1] = TpLayout{tw ? 1 : 0};
+      } else if (rowSplit(i).split() && !graph && wholeParamsOk(op, 1)) {
+        // Each rank's rows through the whole weight (the tp axis as data
+        // parallelism, or DeepSpeed-Ulysses' sequence split).
+        onRows(p, op, rowSplit(i), 1);
       }
     } else if (tp > 1 && op.kind == "embedding") {
       const int table = op.operands[1];
@@ -246,6 +289,8 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
         p.mode = OpMode::Local;
         p.operands[1] = TpLayout{1};
         p.result = TpLayout{last};
+      } else if (rowSplit(i).split() && wholeParamsOk(op, 1)) {
+        onRows(p, op, rowSplit(i), 1); // the ids' rows, the table whole
       }
     } else if (tp > 1 && op.kind == "positional") {
       // hidden: x's and the table's columns of this rank, added locally.
@@ -256,6 +301,9 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
         p.operands[0] = TpLayout{last};
         p.operands[1] = TpLayout{1};
         p.result = TpLayout{last};
+      } else if (rowSplit(i).split() && wholeParamsOk(op, 1)) {
+        onRows(p, op, rowSplit(i),
+               1); // a sequence split from position rank*T/tp
       }
     } else if (tp > 1 && op.kind == "attention" && op.operands.size() == 3) {
       const int64_t H = intAttr(op, "num_heads", 1),
@@ -263,44 +311,46 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
       bool allSplit = true;
       for (size_t k = 0; k < 3; ++k)
         allSplit = allSplit && lay(k).dim == int(shape(k).size()) - 1;
-      if (allSplit && divisible(H) && divisible(G)) {
+      // By heads when q, k, v arrive split so, or when the plan says heads
+      // (converted to it: DeepSpeed-Ulysses' attention between sequence-split
+      // projections).
+      if ((allSplit || sig[i] == "heads") && divisible(H) && divisible(G)) {
         p.mode = OpMode::HeadSplit;
         for (size_t k = 0; k < 3; ++k)
-          p.operands[k] = lay(k);
+          p.operands[k] = TpLayout{int(shape(k).size()) - 1};
         p.result = TpLayout{last};
+      } else if (sig[i] == "batch" && rowSplit(i).split()) {
+        onRows(p, op, rowSplit(i), 3); // whole sequences of its batch rows
       }
     } else if (tp > 1 && op.kind == "attention") {
-      // Packed qkv, split per segment by its producer (packedHeads).
-      if (lay(0).dim == last && lay(0).segments == 3) {
+      // Packed qkv, split per segment by its producer (packedHeads), or
+      // converted to that when the plan says heads (equal q, k, v segments).
+      const int64_t H = intAttr(op, "num_heads", 1),
+                    G = intAttr(op, "num_kv_heads", H);
+      if ((lay(0).dim == last && lay(0).segments == 3) ||
+          (sig[i] == "heads" && H == G && divisible(H))) {
         p.mode = OpMode::HeadSplit;
-        p.operands[0] = lay(0);
+        p.operands[0] = TpLayout{last, 3};
         p.result = TpLayout{last};
+      } else if (sig[i] == "batch" && rowSplit(i).split()) {
+        onRows(p, op, rowSplit(i), 1);
       }
     } else if (tp > 1 && op.kind == "rotary") {
       const int64_t H = intAttr(op, "num_heads", 1);
-      if (lay(0).dim == last && divisible(H)) {
+      if ((lay(0).dim == last || sig[i] == "heads") && divisible(H)) {
         p.mode = OpMode::HeadSplit;
-        p.operands[0] = lay(0);
-        p.result = lay(0);
+        p.operands[0] = TpLayout{last};
+        p.result = TpLayout{last};
+      } else if (rowSplit(i).split()) {
+        onRows(p, op, rowSplit(i),
+               1); // a sequence split from position rank*T/tp
       }
     } else if (tp > 1 && (op.kind == "layernorm" || op.kind == "rmsnorm")) {
       // Megatron's sequence parallelism (or a batch split): the norm of each
       // rank's rows; the scale and shift stay whole, their gradients partial
       // over tp (tpPartialGrads). Only for parameters this op alone reads.
-      const TpLayout rows = rowSplit(i);
-      bool paramsOk = rows.split();
-      for (size_t k = 1; k < op.operands.size(); ++k)
-        paramsOk =
-            paramsOk &&
-            g.tensors[size_t(op.operands[k])].role == TensorRole::Parameter &&
-            consumers[size_t(op.operands[k])].size() == 1;
-      if (paramsOk) {
-        p.mode = OpMode::Local;
-        p.operands[0] = rows;
-        p.result = rows;
-        for (size_t k = 1; k < op.operands.size(); ++k)
-          L.tpPartialGrads.insert(op.operands[k]);
-      }
+      if (rowSplit(i).split() && wholeParamsOk(op, 1))
+        onRows(p, op, rowSplit(i), 1);
     } else if (tp > 1 && kElementwise.count(op.kind)) {
       bool sameShapes = true, anyParam = false;
       for (size_t k = 0; k < op.operands.size(); ++k) {
@@ -328,6 +378,8 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
         p.operands[0] = lay(0);
         p.operands[1] = TpLayout{0};
         p.result = lay(0);
+      } else if (rowSplit(i).split() && !graph && wholeParamsOk(op, 1)) {
+        onRows(p, op, rowSplit(i), 1);
       }
     } else if (tp > 1 && op.kind == "spmm") {
       if (lay(1).dim == 1) {
@@ -346,7 +398,22 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
       if (lay(0).dim == int(shape(0).size()) - 1) {
         p.mode = OpMode::VocabLoss;
         p.operands[0] = lay(0);
+      } else if (const TpLayout rows = rowSplitOf(i, shape(0));
+                 rows.split() && !graph) {
+        // Each rank's rows' losses: the sum partial over tp (every rank
+        // reports its part), the logits' gradient scaled by the global count.
+        p.mode = OpMode::Local;
+        p.operands[0] = p.operands[1] = rows;
       }
+    } else if (tp > 1 && (op.kind == "conv2d" || op.kind == "pool2d" ||
+                          op.kind == "flatten")) {
+      // A batch split: each rank's samples (a flatten keeping the batch
+      // dimension first), a convolution's weights whole.
+      const bool keepsBatch =
+          op.kind != "flatten" || shape(0).at(0) == out.at(0);
+      if (sig[i] == "batch" && keepsBatch && rowSplit(i).split() &&
+          wholeParamsOk(op, 1))
+        onRows(p, op, rowSplit(i), 1);
     }
     // Parameters take the layout their consumers read them in (the same for
     // all of them: chooseLayout).
@@ -368,9 +435,23 @@ ModelLayout chooseLayout(const planner::Plan &plan, const ModelGraph &g,
   // vocabulary rows, Megatron's vocab-parallel embedding and output layer);
   // otherwise it is replicated and the layout made again. Each round
   // replicates one more parameter or stops, so this ends.
-  std::set<int> replicated;
+  // Likewise a parameter read whole on split rows by one reader and not by
+  // another would sum a partial and a whole gradient: it is kept off split
+  // rows (wholeParams) and the layout made again.
+  std::set<int> replicated, whole;
   for (;;) {
-    ModelLayout L = layoutWith(plan, g, backend, replicated);
+    std::map<int, int> rowReads;
+    ModelLayout L = layoutWith(plan, g, backend, replicated, whole, rowReads);
+    bool again = false;
+    for (const auto &[t, reads] : rowReads) {
+      int all = 0;
+      for (const OpDef &op : g.ops)
+        all += int(std::count(op.operands.begin(), op.operands.end(), t));
+      if (reads != all && whole.insert(t).second)
+        again = true;
+    }
+    if (again)
+      continue;
     int mixed = -1;
     for (size_t i = 0; i < g.ops.size() && mixed < 0; ++i)
       for (size_t k = 0; k < g.ops[i].operands.size(); ++k) {

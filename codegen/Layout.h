@@ -5,18 +5,25 @@
 // the tensor-parallel axis, which is always correct:
 //   linear   "column"/"vocab" (weight split on its output features, result
 //            S(last)), "row" (weight split on its input features, result P,
-//            all-reduced at once), anything else replicated;
-//   embedding "vocab" (table S(0), result P all-reduced);
-//   attention, heads split when its separate q/k/v arrive split, or when its
-//   packed qkv comes from a column linear split per q/k/v segment (GPT-2's
-//   c_attn; equal segments, the linear's sole consumer);
+//            all-reduced at once);
+//   embedding "vocab" (table S(0), result P all-reduced), "hidden" (table
+//   S(1));
+//   attention, heads split when its q/k/v arrive split so or the plan says
+//   heads (converted to it; a packed qkv per q/k/v segment);
+//   rotary by heads likewise;
+//   "batch"/"sequence" (split rows): linear, bias_add, embedding, positional,
+//   rotary, norms, elementwise ops, conv2d, pool2d, flatten, attention (batch
+//   only) and cross_entropy run on each rank's rows, their parameters whole
+//   and their gradients summed over tp (ModelLayout::tpPartialGrads); inputs
+//   are sliced, positions offset by the rank's part of the sequence;
 //   elementwise ops, bias_add, rotary, spmm follow a split input; sddmm of
 //   two inputs split on K sums its partial dot products (all-reduce);
 //   edge_softmax is replicated;
 //   cross_entropy on vocab-split logits is Megatron's vocab-parallel loss.
 // Tensors carry one tp layout (B or S(d)); a consumer needing another gets a
-// converted copy (all-gather / local slice). Every activation is split over dp
-// on its batch dimension by construction (each dp rank runs its micro-batches).
+// converted copy (all-gather, local slice, or all-to-all between two splits).
+// Every activation is split over dp on its batch dimension by construction
+// (each dp rank runs its micro-batches).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -75,9 +82,10 @@ struct ModelLayout {
   std::vector<TpLayout> tensors; // per ModelGraph tensor (params included)
   std::vector<OpPlan> ops;       // per ModelGraph op
   int numStages = 1;
-  /// Replicated parameters read by an op on split rows (a norm's scale and
-  /// shift under Megatron's sequence parallelism): each tp rank's gradient
-  /// is its rows' part, summed over tp before the optimizer step.
+  /// Parameters read whole by ops on split rows (a norm's scale and shift
+  /// under Megatron's sequence parallelism, every weight when tp splits the
+  /// batch): each tp rank's gradient is its rows' part, summed over tp before
+  /// the optimizer step. Every reader of such a parameter runs on split rows.
   std::set<int> tpPartialGrads;
 };
 

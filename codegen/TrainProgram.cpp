@@ -208,7 +208,8 @@ struct Step {
 /// declarations and block braces stay as they are.
 void profileScopes(Step &s, const std::string &kind) {
   auto scopeOf = [&](const std::string &call) -> std::string {
-    for (const char *c : {"all_reduce", "all_gather", "reduce_scatter"})
+    for (const char *c :
+         {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"})
       if (call.rfind(c, 0) == 0)
         return std::string("comm:") + c;
     if (call == "slice_backward_gather")
@@ -359,7 +360,10 @@ private:
     if (l == L_.tensors[size_t(t)])
       return names_[size_t(t)];
     return names_[size_t(t)] +
-           (l.split() ? "_s" + std::to_string(l.dim) : "_full");
+           (l.split() ? "_s" + std::to_string(l.dim) +
+                            (l.segments > 1 ? "x" + std::to_string(l.segments)
+                                            : std::string())
+                      : "_full");
   }
   std::string val(int t, TpLayout l) const;
   std::string grad(int t, TpLayout l) const;
@@ -421,6 +425,7 @@ private:
   std::vector<Bucket> buckets_;      // cuda, dp > 1, no ZeRO
   double lossScale_ = 0;
   int64_t lossCount_ = 0;
+  bool lossRowsSplit_ = false; // every tp rank holds some positions' losses
   // cuda: the padded vocabulary. Per parameter, its local rows padded to a
   // multiple of 64 (the device holds them, the padding rows zero); per
   // logits tensor, its last dimension padded alike (the rows' stride).
@@ -658,8 +663,9 @@ std::string Emitter::vocabPaddingText() const {
 /// step.
 std::string Emitter::tpPartialGradsText() const {
   std::string out = "// Parameters read whole by ops on split rows (sequence-"
-                    "parallel norms): each tp rank's\n// gradient is its "
-                    "rows' part, summed over tp before the optimizer step.\n"
+                    "parallel norms, batch or\n// sequence splits): each tp "
+                    "rank's gradient is its rows' part, summed over tp\n// "
+                    "before the optimizer step.\n"
                     "static bool grad_partial_over_tp(const Param &p) {\n";
   for (int t : L_.tpPartialGrads)
     out += fmt::format("  if (&p == &P.{})\n    return true;\n",
@@ -762,48 +768,108 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
 std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
                                   std::vector<Step> &steps) {
   TpLayout have = L_.tensors[size_t(t)];
+  if (isInput(t) && want.split() && !graphModel_) {
+    // An input read on split rows (batch or sequence): this rank's slice of
+    // the loaded micro-batch, taken once per forward.
+    const auto &td = g_.tensors[size_t(t)];
+    const std::string name =
+        names_[size_t(t)] + "_s" + std::to_string(want.dim);
+    auto key = std::make_pair(stage, name);
+    if (!converted_[key]) {
+      converted_[key] = true;
+      const bool i32 = td.dtype == ops::DType::I32;
+      addMember(stage, {name, numel(local(t, want)),
+                        shapeStr(local(t, want)) + (i32 ? " i32, " : " f32, ") +
+                            td.name + " " + want.str(),
+                        i32, false});
+      Step s;
+      s.fwd.push_back(fmt::format("  // {}: this tp rank's {} (local slice)",
+                                  td.name, want.str()));
+      s.fwd.push_back(fmt::format("  slice_forward(a.{}.data(), {}, {}, {}, "
+                                  "kTP, g.rtp);",
+                                  name, val(t, TpLayout{}),
+                                  shapeInit(local(t, TpLayout{})), want.dim));
+      if (cuda_)
+        profileScopes(s, "");
+      steps.push_back(std::move(s));
+    }
+    return "a." + name + ".data()";
+  }
   if (have == want || isParam(t) || isInput(t))
     return val(t, want);
-  if (have.segments > 1 || want.segments > 1) // chooseLayout never asks this
-    throw std::logic_error("codegen: no conversion of " +
-                           g_.tensors[size_t(t)].name + " from " + have.str() +
-                           " to " + want.str());
-  if (have.split() && want.split()) {
-    ensureLayout(stage, t, TpLayout{}, steps);
+  const auto &fs = full(t);
+  if (have.split() && want.split() &&
+      (fs[size_t(have.dim)] % tp_ != 0 || fs[size_t(want.dim)] % tp_ != 0 ||
+       have.dim == want.dim)) {
+    ensureLayout(stage, t, TpLayout{}, steps); // uneven parts: through B
     have = TpLayout{};
   }
+  // The collectives see a split "per segments" (a packed q|k|v: rank r holds
+  // part r of every segment) as a plain split of a view with that dimension
+  // cut in two, [segments, size / segments], split on the second.
+  const std::vector<int64_t> whole = local(t, TpLayout{});
+  std::vector<int64_t> view;
+  std::vector<int> viewIndex(whole.size());
+  for (size_t d = 0; d < whole.size(); ++d) {
+    int seg = 1;
+    for (const TpLayout &l : {have, want})
+      if (l.dim == int(d))
+        seg = std::max(seg, l.segments);
+    if (seg > 1)
+      view.push_back(seg);
+    viewIndex[d] = int(view.size());
+    view.push_back(whole[d] / seg);
+  }
+  auto viewDim = [&](TpLayout l) { return viewIndex[size_t(l.dim)]; };
+  auto localView = [&](TpLayout l) { // ceil: a padded vocabulary's parts
+    std::vector<int64_t> v = view;
+    v[size_t(viewDim(l))] = (v[size_t(viewDim(l))] + tp_ - 1) / tp_;
+    return shapeInit(v);
+  };
   auto key = std::make_pair(stage, bufName(t, want));
   if (!converted_[key]) {
     converted_[key] = true;
     addTensor(stage, t, want, true);
     Step s;
     const std::string &n = g_.tensors[size_t(t)].name;
-    if (have.split()) { // S(d) -> B
+    if (have.split() && want.split()) { // S(a) -> S(b)
+      s.fwd.push_back(
+          fmt::format("  // {}: {} -> {} for its consumers: all-to-all over tp",
+                      n, have.str(), want.str()));
+      s.fwd.push_back(fmt::format(
+          "  all_to_all_forward({}, {}, {}, {}, {}, g.tp);", val(t, want),
+          val(t, have), localView(have), viewDim(have), viewDim(want)));
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: the gradient goes back the same way (all-to-all)", n));
+      s.bwdInput.push_back(fmt::format(
+          "  all_to_all_backward({}, {}, {}, {}, {}, g.tp);", grad(t, have),
+          grad(t, want), localView(have), viewDim(have), viewDim(want)));
+    } else if (have.split()) { // S(d) -> B
       s.fwd.push_back(
           fmt::format("  // {}: {} -> B for its consumers: all-gather over tp",
                       n, have.str()));
       s.fwd.push_back(fmt::format("  all_gather_forward({}, {}, {}, {}, g.tp);",
-                                  val(t, want), val(t, have),
-                                  shapeInit(local(t, have)), have.dim));
+                                  val(t, want), val(t, have), localView(have),
+                                  viewDim(have)));
       s.bwdInput.push_back(fmt::format(
           "  // {}: the gradient of the gathered copy is equal on every tp "
           "rank; keep this rank's part",
           n));
-      s.bwdInput.push_back(fmt::format(
-          "  gather_backward_local({}, {}, {}, {});", grad(t, have),
-          grad(t, want), shapeInit(local(t, TpLayout{})), have.dim));
+      s.bwdInput.push_back(
+          fmt::format("  gather_backward_local({}, {}, {}, {});", grad(t, have),
+                      grad(t, want), shapeInit(view), viewDim(have)));
     } else { // B -> S(d)
       s.fwd.push_back(fmt::format(
           "  // {}: B -> {} for its consumers: local slice", n, want.str()));
       s.fwd.push_back(fmt::format(
           "  slice_forward({}, {}, {}, {}, kTP, g.rtp);", val(t, want),
-          val(t, have), shapeInit(local(t, TpLayout{})), want.dim));
+          val(t, have), shapeInit(view), viewDim(want)));
       s.bwdInput.push_back(fmt::format(
           "  // {}: each tp rank holds the gradient of its slice: all-gather",
           n));
       s.bwdInput.push_back(
           fmt::format("  slice_backward_gather({}, {}, {}, {});", grad(t, have),
-                      grad(t, want), shapeInit(local(t, want)), want.dim));
+                      grad(t, want), localView(want), viewDim(want)));
     }
     if (cuda_)
       profileScopes(s, "");
@@ -907,6 +973,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                         " on activations only (use --backend cpu)");
   }
   auto lastDim = [](const std::vector<int64_t> &v) { return v.back(); };
+  // The first position of an op run on a sequence split (T positions a rank).
+  auto sequenceOffset = [&](const OpPlan &p, int64_t T) {
+    return p.mode == OpMode::Local && p.operands[0].dim == 1
+               ? fmt::format("g.rtp * {}", T)
+               : std::string("0");
+  };
   // spmm's x and sddmm's y: every node's rows, when dp splits the nodes.
   auto gatherNodes = [&](size_t k) {
     const std::string all = allNodes(st, op.operands[k], p.operands[k], steps);
@@ -933,19 +1005,21 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     }
   } else if (k == "positional") {
     const int64_t B = xs[0][0], T = xs[0][1], C = xs[0][2];
-    F(fmt::format("positional_forward({}, {}, {}, {}, {}, {}, 0);", y, x[0],
-                  x[1], B, T, C));
-    BI(fmt::format("positional_backward({}, {}, {}, {}, {}, {}, 0);", dx[0],
-                   dx[1], dy, B, T, C));
+    const std::string t0 = sequenceOffset(p, T);
+    F(fmt::format("positional_forward({}, {}, {}, {}, {}, {}, {});", y, x[0],
+                  x[1], B, T, C, t0));
+    BI(fmt::format("positional_backward({}, {}, {}, {}, {}, {}, {});", dx[0],
+                   dx[1], dy, B, T, C, t0));
   } else if (k == "rotary") {
     const int64_t B = xs[0][0], T = xs[0][1],
                   D = attrOr<int64_t>(op, "head_dim", 1),
                   H = lastDim(xs[0]) / D;
     const std::string theta = fmtDouble(attrOr<double>(op, "theta", 10000.0));
-    F(fmt::format("rotary_forward({}, {}, {}, {}, {}, {}, {}, 0);", y, x[0], B,
-                  T, H, D, theta));
-    BI(fmt::format("rotary_backward({}, {}, {}, {}, {}, {}, {}, 0);", dx[0], dy,
-                   B, T, H, D, theta));
+    const std::string t0 = sequenceOffset(p, T);
+    F(fmt::format("rotary_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0], B,
+                  T, H, D, theta, t0));
+    BI(fmt::format("rotary_backward({}, {}, {}, {}, {}, {}, {}, {});", dx[0],
+                   dy, B, T, H, D, theta, t0));
   } else if (k == "linear") {
     const bool tw = attrOr<bool>(op, "transpose_weight", false);
     const int64_t K = lastDim(xs[0]), N = numel(xs[0]) / K;
@@ -1220,7 +1294,10 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                                ? fmt::format(", {}", pad->second)
                            : uneven ? fmt::format(", {}", V)
                                     : std::string();
-    lossCount_ = N;
+    // On split rows (batch or sequence) each tp rank holds N of the
+    // micro-batch's tp * N positions.
+    lossRowsSplit_ = p.mode == OpMode::Local;
+    lossCount_ = lossRowsSplit_ ? N * tp_ : N;
     // cuda: dlogits this loss alone writes are stored (=), never zeroed.
     const bool storeDx = storesGrad(i, op.operands[0], p.operands[0], dx[0]);
     if (storeDx)
@@ -1904,10 +1981,8 @@ std::string Emitter::header() const {
   }
   if (!any)
     h += "//   (none)\n";
-  // Splits the program does not generate (batch or sequence on the tp axis
-  // beyond norms and elementwise ops, an undivided vocabulary outside an
-  // lm_head or table, a tied table its readers would split differently)
-  // run replicated over tp: the same function at more than the plan's work per
+  // Splits the program does not generate (Layout.h lists those it does) run
+  // replicated over tp: the same function at more than the plan's work per
   // rank.
   int replicatedOps = 0;
   for (size_t i = 0; i < g_.ops.size(); ++i)
@@ -1916,13 +1991,14 @@ std::string Emitter::header() const {
       ++replicatedOps;
   if (replicatedOps > 0) {
     const std::string note = fmt::format(
-        "{} ops the plan splits over tp run replicated over tp here (batch "
-        "and sequence splits on tp of ops other than norms and elementwise "
-        "ops, an undivided vocabulary outside a bias-free lm_head feeding "
-        "only the loss, and tied tables not split by vocabulary for both "
-        "their readers are not split by generated programs yet): expect more "
-        "time per step than predicted; `autoddl plan --tp-mode tensor` leaves "
-        "out such splits",
+        "{} ops the plan splits over tp run replicated over tp here (splits "
+        "of matmul, softmax, reshape, transpose and graph ops, batch or "
+        "sequence splits of a graph model's linears and loss, an undivided "
+        "vocabulary outside a bias-free lm_head feeding only the loss, tied "
+        "tables not split by vocabulary for both their readers, and "
+        "parameters read whole by ops on split rows and by others are not "
+        "split by generated programs yet): expect more time per step than "
+        "predicted; `autoddl plan --tp-mode tensor` leaves out such splits",
         replicatedOps);
     h += "//   " + note + "\n";
     std::fprintf(stderr, "autoddl: codegen: warning: %s\n", note.c_str());
@@ -2123,16 +2199,21 @@ std::string Emitter::emit() {
       glue += fmt::format("  stage{}.clear();\n", s);
     glue += "}\n\n";
   }
-  glue += "// This rank's share of the step's summed loss (tp rank 0 of the "
-          "devices running the last stage).\n";
-  glue += "static double local_loss_sum() {\n  double sum = 0;\n";
+  // The loss on split rows: every tp rank sums its own positions.
+  const std::string whoSums = lossRowsSplit_ ? "" : "  if (g.rtp == 0)\n";
+  glue += lossRowsSplit_
+              ? "// This rank's share of the step's summed loss (its positions "
+                "of the devices running the last stage).\n"
+              : "// This rank's share of the step's summed loss (tp rank 0 of "
+                "the devices running the last stage).\n";
+  glue += "static double local_loss_sum() {\n  double sum = 0;\n" + whoSums;
   if (cuda_)
-    glue += fmt::format("  if (g.rtp == 0)\n    for (const auto &a : {})\n   "
+    glue += fmt::format("    for (const auto &a : {})\n   "
                         "   sum += sum_to_host(a.losses.data(), "
                         "a.losses.size());\n",
                         lastStage);
   else
-    glue += fmt::format("  if (g.rtp == 0)\n    for (const auto &a : {})\n   "
+    glue += fmt::format("    for (const auto &a : {})\n   "
                         "   sum += a.loss_sum;\n",
                         lastStage);
   glue += "  return sum;\n}\n\n";
@@ -2140,9 +2221,9 @@ std::string Emitter::emit() {
     glue += fmt::format(
         "// This rank's share of the step's correctly classified samples (as "
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
-        "0;\n  if (g.rtp == 0)\n    for (const auto &a : {})\n      sum += "
+        "0;\n{}    for (const auto &a : {})\n      sum += "
         "double(a.correct);\n  return sum;\n}}\n\n",
-        lastStage);
+        whoSums, lastStage);
   if (graphModel_)
     glue += fmt::format(
         "// The same over the graph's held-out nodes.\nstatic double "

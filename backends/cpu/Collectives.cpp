@@ -102,13 +102,25 @@ void concat_blocks(float *x, const float *blocks, const Shape &shape,
     }
 }
 
-void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
-                   int64_t p, int64_t r) {
+namespace {
+template <class T>
+void slice_impl(T *out, const T *x, const Shape &shape, int64_t dim, int64_t p,
+                int64_t r) {
   int64_t outer, chunk;
   blockGeometry(shape, dim, p, outer, chunk);
   for (int64_t o = 0; o < outer; ++o)
     std::memcpy(out + o * chunk, x + (o * p + r) * chunk,
-                size_t(chunk) * sizeof(float));
+                size_t(chunk) * sizeof(T));
+}
+} // namespace
+
+void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
+                   int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r);
+}
+void slice_forward(int32_t *out, const int32_t *x, const Shape &shape,
+                   int64_t dim, int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r);
 }
 
 void all_reduce_forward(float *buf, int64_t n, MPI_Comm comm) {

@@ -55,6 +55,9 @@ void concat_blocks(float *x, const float *blocks, const Shape &shape,
 /// communication).
 void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
                    int64_t p, int64_t r);
+/// The same for token ids and labels (an input split by batch or sequence).
+void slice_forward(int32_t *out, const int32_t *x, const Shape &shape,
+                   int64_t dim, int64_t p, int64_t r);
 
 // ---- collectives ----
 

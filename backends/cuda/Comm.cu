@@ -284,7 +284,78 @@ void all_gather_backward_impl(T *dshard, const T *dfull,
   slice_impl(dshard, mine, Shape{n}, 0, 1, 0, true);
 }
 
+/// S(in_dim) -> S(out_dim) over the group: block r of the send buffer is this
+/// rank's out_dim part r, exchanged by grouped send/recv (NCCL has no
+/// all-to-all call), the received blocks concatenated along in_dim into out
+/// (added to it with `accumulate`).
+template <class T>
+void all_to_all_impl(T *out, const T *in, const Shape &in_shape, int64_t in_dim,
+                     int64_t out_dim, const Comm &c, bool accumulate) {
+  if (in_dim == out_dim)
+    throw std::invalid_argument("all_to_all needs two different dimensions");
+  const int64_t p = c.size, n = numel(in_shape),
+                m = n / std::max<int64_t>(p, 1);
+  count("all_to_all", n * int64_t(sizeof(T)));
+  T *send = static_cast<T *>(scratch(2 * n * int64_t(sizeof(T))));
+  T *recv = send + n;
+  for (int64_t r = 0; r < p; ++r)
+    slice_impl(send + r * m, in, in_shape, out_dim, p, r, false);
+  if (p == 1) {
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(recv, send, size_t(n) * sizeof(T),
+                                       cudaMemcpyDeviceToDevice,
+                                       compute_stream()));
+  } else {
+    AUTODDL_NCCL_CHECK(ncclGroupStart());
+    for (int r = 0; r < int(p); ++r) {
+      AUTODDL_NCCL_CHECK(ncclSend(send + r * m, size_t(m), nccl_type<T>(), r,
+                                  c.nccl, compute_stream()));
+      AUTODDL_NCCL_CHECK(ncclRecv(recv + r * m, size_t(m), nccl_type<T>(), r,
+                                  c.nccl, compute_stream()));
+    }
+    AUTODDL_NCCL_CHECK(ncclGroupEnd());
+  }
+  // Block s came from rank s: its in_dim part s, restricted to this rank's
+  // out_dim part.
+  Shape outShape = in_shape;
+  outShape.at(size_t(out_dim)) /= p;
+  outShape.at(size_t(in_dim)) *= p;
+  int64_t outer, chunk;
+  geometry(outShape, in_dim, p, outer, chunk);
+  concat_blocks_kernel<<<grid_for(n), 256, 0, compute_stream()>>>(
+      out, recv, outer, p, chunk, accumulate);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
 } // namespace
+
+void all_to_all_forward(float *out, const float *in, const Shape &in_shape,
+                        int64_t in_dim, int64_t out_dim, const Comm &c) {
+  all_to_all_impl(out, in, in_shape, in_dim, out_dim, c, false);
+}
+void all_to_all_forward(__nv_bfloat16 *out, const __nv_bfloat16 *in,
+                        const Shape &in_shape, int64_t in_dim, int64_t out_dim,
+                        const Comm &c) {
+  all_to_all_impl(out, in, in_shape, in_dim, out_dim, c, false);
+}
+namespace {
+template <class T>
+void all_to_all_backward_impl(T *din, const T *dout, const Shape &in_shape,
+                              int64_t in_dim, int64_t out_dim, const Comm &c) {
+  Shape outShape = in_shape;
+  outShape.at(size_t(out_dim)) /= c.size;
+  outShape.at(size_t(in_dim)) *= c.size;
+  all_to_all_impl(din, dout, outShape, out_dim, in_dim, c, true);
+}
+} // namespace
+void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
+                         int64_t in_dim, int64_t out_dim, const Comm &c) {
+  all_to_all_backward_impl(din, dout, in_shape, in_dim, out_dim, c);
+}
+void all_to_all_backward(__nv_bfloat16 *din, const __nv_bfloat16 *dout,
+                         const Shape &in_shape, int64_t in_dim, int64_t out_dim,
+                         const Comm &c) {
+  all_to_all_backward_impl(din, dout, in_shape, in_dim, out_dim, c);
+}
 
 namespace {
 
@@ -463,6 +534,10 @@ void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
 }
 void slice_forward(__nv_bfloat16 *out, const __nv_bfloat16 *x,
                    const Shape &shape, int64_t dim, int64_t p, int64_t r) {
+  slice_impl(out, x, shape, dim, p, r, false);
+}
+void slice_forward(int32_t *out, const int32_t *x, const Shape &shape,
+                   int64_t dim, int64_t p, int64_t r) {
   slice_impl(out, x, shape, dim, p, r, false);
 }
 void slice_accumulate(float *out, const float *x, const Shape &shape,

@@ -84,6 +84,19 @@ void all_gather_forward(float *full, const float *shard,
                         const Shape &shard_shape, int64_t dim, const Comm &c);
 void all_gather_forward(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
                         const Shape &shard_shape, int64_t dim, const Comm &c);
+/// S(in_dim) -> S(out_dim): `in` is the local shard of shape in_shape (in_dim
+/// split, out_dim whole); `out` is in_shape with in_dim * p and out_dim / p.
+void all_to_all_forward(float *out, const float *in, const Shape &in_shape,
+                        int64_t in_dim, int64_t out_dim, const Comm &c);
+void all_to_all_forward(__nv_bfloat16 *out, const __nv_bfloat16 *in,
+                        const Shape &in_shape, int64_t in_dim, int64_t out_dim,
+                        const Comm &c);
+/// din[in_shape] += all_to_all S(out_dim) -> S(in_dim) of dout.
+void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
+                         int64_t in_dim, int64_t out_dim, const Comm &c);
+void all_to_all_backward(__nv_bfloat16 *din, const __nv_bfloat16 *dout,
+                         const Shape &in_shape, int64_t in_dim, int64_t out_dim,
+                         const Comm &c);
 /// dshard += this rank's part of the reduce-scatter of dfull (the backward of
 /// all_gather_forward when the gathered copy's gradient is partial, P).
 void all_gather_backward(float *dshard, const float *dfull,
@@ -102,6 +115,9 @@ void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,
                    int64_t p, int64_t r);
 void slice_forward(__nv_bfloat16 *out, const __nv_bfloat16 *x,
                    const Shape &shape, int64_t dim, int64_t p, int64_t r);
+/// The same for token ids and labels (an input split by batch or sequence).
+void slice_forward(int32_t *out, const int32_t *x, const Shape &shape,
+                   int64_t dim, int64_t p, int64_t r);
 /// out += the r-th shard (the backward of an all-gather whose gradient is
 /// replicated).
 void slice_accumulate(float *out, const float *x, const Shape &shape,

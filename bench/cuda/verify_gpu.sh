@@ -22,7 +22,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: verify_gpu.sh prepare|device|compare ...}
 steps=20
-# name model gpus fix megatron (0-3: tests/e2e/verify_plan.sh)
+# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh)
 cases=(
   "g1_gpt tiny-gpt 1 tp=1,pp=1,dp=1 0"
   "g1_llama tiny-llama 1 tp=1,pp=1,dp=1 0"
@@ -46,6 +46,11 @@ cases=(
   "odd_vocab_tp2 tests/e2e/gpt-odd-vocab.json 2 tp=2,pp=1,dp=1 2"
   # Megatron's sequence parallelism (megatron 3): norms and residual adds on each rank's positions.
   "seqpar_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 3"
+  # Every op on split rows: by batch (tp as data parallelism), by sequence with attention by heads
+  # between (DeepSpeed-Ulysses: all-to-all over tp, a packed qkv per q/k/v segment).
+  "rows_batch_llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 batch"
+  "ulysses_llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 sequence"
+  "ulysses_gpt_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 sequence"
   "gcn_g1 gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gcn_tp2 gcn-cora 2 tp=2,pp=1,dp=1 1"
   "gat_g1 examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
@@ -71,9 +76,8 @@ if [ -n "${VERIFY_MAX_GPUS:-}" ]; then
   cases=("${keep[@]}")
 fi
 
-megatron() { # plan.json, 1 or 2 (2: the embedding vocab-parallel too): Megatron's signatures
-  python3 "$here/tests/lit/codegen/megatron.py" "$1" $([ "${2:-1}" -ge 2 ] && echo --vocab) \
-    $([ "${2:-1}" = 3 ] && echo --sequence)
+megatron() { # plan.json, level (tests/lit/codegen/megatron.py --level): the rewritten signatures
+  python3 "$here/tests/lit/codegen/megatron.py" "$1" --level "${2:-1}"
 }
 
 case $mode in
@@ -88,7 +92,7 @@ prepare)
     case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
     "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
       --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
-    [ "$mega" != 0 ] && megatron "$w/plan.json" "$mega"
+    megatron "$w/plan.json" "$mega"
     modelArg=()
     [ -f "$model" ] && modelArg=(--model "$model")
     "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/project" "${modelArg[@]}" >/dev/null

@@ -25,6 +25,8 @@ cases=(
   "tied_vocab_tp2_pp2 tiny-gpt 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 2"
   "odd_vocab_dp2_tp2_zero1 $here/gpt-odd-vocab.json 4 tp=2,pp=1,dp=2,zero=1 2"
   "seqpar_dp2_tp2 tiny-gpt 4 tp=2,pp=1,dp=2 3"
+  "rows_batch_llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 batch"
+  "ulysses_gpt_dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b sequence"
   "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
   "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
@@ -37,9 +39,8 @@ for c in "${cases[@]}"; do
   "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
     --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
   # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split);
-  # 3: and the norms and residual adds sequence-parallel
-  [ "$mega" != 0 ] && python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" \
-    $([ "$mega" -ge 2 ] && echo --vocab) $([ "$mega" = 3 ] && echo --sequence)
+  # 3: and the norms and residual adds sequence-parallel; batch, sequence: every op on split rows
+  python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level "$mega"
   modelArg=()
   [ -f "$model" ] && modelArg=(--model "$model")
   "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" "${modelArg[@]}" >/dev/null

@@ -4,7 +4,7 @@
 # every step's loss and the final parameters (bf16: 2e-2 / 5e-2; with FP32=1 the --fp32 build,
 # 1e-4 / 1e-3). Token models plan global batch 8, sequence 64; graph models (gcn*, gat*) train on
 # their whole graph (global batch 1). Exits 77 (skipped) on a machine with fewer than RANKS GPUs.
-# Usage: [FP32=1] [MEGATRON=1|2] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
+# Usage: [FP32=1] [MEGATRON=1|2|3|batch|sequence] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 fix=$5 steps=${6:-5}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
@@ -17,10 +17,8 @@ batchArgs=(--global-batch 8 --seq 64)
 case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac
 "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$ranks" "${batchArgs[@]}" \
   --fix "$fix" --no-why -o "$work/plan.json" >"$work/plan.txt"
-if [ "${MEGATRON:-0}" != 0 ]; then # 2: the embedding vocab-parallel too (megatron.py --vocab); 3: and --sequence
-  python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" \
-    $([ "$MEGATRON" -ge 2 ] && echo --vocab) $([ "$MEGATRON" = 3 ] && echo --sequence)
-fi
+# MEGATRON: 1-3, batch or sequence (tests/lit/codegen/megatron.py --level)
+python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" --level "${MEGATRON:-0}"
 fp32=()
 [ "${FP32:-0}" = 1 ] && fp32=(--fp32)
 modelArg=()

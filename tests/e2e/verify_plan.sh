@@ -5,8 +5,9 @@
 # With MEGATRON=1 the plan's signatures are rewritten to Megatron's pattern before verifying
 # (tests/lit/codegen/megatron.py: row/column linears, attention by heads); MEGATRON=2: the
 # embedding vocab-parallel as well (a tied table is then split by vocabulary rows for both the
-# embedding and the lm_head); MEGATRON=3: and the norms and residual adds sequence-parallel.
-# Usage: [MEGATRON=1|2|3] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# embedding and the lm_head); MEGATRON=3: and the norms and residual adds sequence-parallel;
+# MEGATRON=batch|sequence: every op on split rows (megatron.py --rows).
+# Usage: [MEGATRON=1|2|3|batch|sequence] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -14,10 +15,7 @@ seqArg=()
 case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
-if [ "${MEGATRON:-0}" != 0 ]; then # 2: the embedding vocab-parallel too; 3: and sequence-parallel
-  python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" \
-    $([ "$MEGATRON" -ge 2 ] && echo --vocab) $([ "$MEGATRON" = 3 ] && echo --sequence)
-fi
+python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" --level "${MEGATRON:-0}"
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
 "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}"

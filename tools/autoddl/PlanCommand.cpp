@@ -357,9 +357,8 @@ void registerPlanCommand(CLI::App &app) {
                   "after the flush)");
   cmd->add_option("--tp-mode", args->tpMode,
                   "what the tp axis may split: any (OneFlow's full list, "
-                  "batch and sequence too; default) or tensor (only what "
-                  "generated programs run: column, row, vocabulary, heads, "
-                  "hidden, into equal parts of untied parameters)");
+                  "batch and sequence too; default) or tensor (Megatron's "
+                  "tensor splits only: column, row, vocabulary, heads)");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_flag("--json", args->json, "print the plan document");
