@@ -2126,6 +2126,9 @@ std::string Emitter::emit() {
       fmt::format("constexpr bool kChimera = {}, kGraphModel = {};\n",
                   chimera ? "true" : "false", graphModel_ ? "true" : "false");
   consts += fmt::format("constexpr int kZero = {};\n", k.zero);
+  consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
+                        "by rows (batch, sequence) over tp\n",
+                        lossRowsSplit_ ? "true" : "false");
   consts += fmt::format("constexpr int kMaxBoundary = {}; // tensors crossing "
                         "one stage boundary\n",
                         maxBoundary);
@@ -2199,14 +2202,12 @@ std::string Emitter::emit() {
       glue += fmt::format("  stage{}.clear();\n", s);
     glue += "}\n\n";
   }
-  // The loss on split rows: every tp rank sums its own positions.
-  const std::string whoSums = lossRowsSplit_ ? "" : "  if (g.rtp == 0)\n";
-  glue += lossRowsSplit_
-              ? "// This rank's share of the step's summed loss (its positions "
-                "of the devices running the last stage).\n"
-              : "// This rank's share of the step's summed loss (tp rank 0 of "
-                "the devices running the last stage).\n";
-  glue += "static double local_loss_sum() {\n  double sum = 0;\n" + whoSums;
+  // With the loss on split rows (kLossRowsOnTp) every tp rank sums its own
+  // positions; otherwise tp rank 0 holds them all.
+  glue += "// This rank's share of the step's summed loss (of the devices "
+          "running the last stage).\n";
+  glue += "static double local_loss_sum() {\n  double sum = 0;\n  if "
+          "(kLossRowsOnTp || g.rtp == 0)\n";
   if (cuda_)
     glue += fmt::format("    for (const auto &a : {})\n   "
                         "   sum += sum_to_host(a.losses.data(), "
@@ -2221,9 +2222,9 @@ std::string Emitter::emit() {
     glue += fmt::format(
         "// This rank's share of the step's correctly classified samples (as "
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
-        "0;\n{}    for (const auto &a : {})\n      sum += "
-        "double(a.correct);\n  return sum;\n}}\n\n",
-        whoSums, lastStage);
+        "0;\n  if (kLossRowsOnTp || g.rtp == 0)\n    for (const auto &a : "
+        "{})\n      sum += double(a.correct);\n  return sum;\n}}\n\n",
+        lastStage);
   if (graphModel_)
     glue += fmt::format(
         "// The same over the graph's held-out nodes.\nstatic double "
