@@ -423,6 +423,36 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
     for (int r : op.results)
       L.tensors[size_t(r)] = p.result;
   }
+  // A row-parallel linear whose every reader takes its result on split rows
+  // (Megatron's sequence parallelism: the residual add after the attention
+  // or MLP projection) reduce-scatters its partial sum into those rows instead
+  // of all-reducing it and slicing; its bias is then added to the rows and
+  // its gradient is partial over tp.
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    OpPlan &p = L.ops[i];
+    const OpDef &op = g.ops[i];
+    const int r = op.results[0];
+    if (p.mode != OpMode::Row || r == g.loss || consumers[size_t(r)].empty())
+      continue;
+    TpLayout rows;
+    bool ok = true;
+    for (size_t c : consumers[size_t(r)])
+      for (size_t k = 0; k < g.ops[c].operands.size(); ++k)
+        if (g.ops[c].operands[k] == r) {
+          const TpLayout l = L.ops[c].operands[k];
+          ok = ok && l.split() && l.segments == 1 &&
+               l.dim + 1 < int(g.tensors[size_t(r)].shape.size()) &&
+               (!rows.split() || l == rows) && L.ops[c].stage == p.stage;
+          rows = l;
+        }
+    if (!ok || !rows.split() ||
+        !divisible(g.tensors[size_t(r)].shape[size_t(rows.dim)]) ||
+        (op.operands.size() > 2 && !wholeParamsOk(op, 2)))
+      continue;
+    p.result = rows;
+    L.tensors[size_t(r)] = rows;
+    readWhole(op, 2);
+  }
   return L;
 }
 

@@ -214,6 +214,8 @@ void profileScopes(Step &s, const std::string &kind) {
         return std::string("comm:") + c;
     if (call == "slice_backward_gather")
       return "comm:all_gather";
+    if (call == "all_gather_backward")
+      return "comm:reduce_scatter";
     if (kind.empty())
       return "comm:slice";
     return kind;
@@ -397,6 +399,7 @@ private:
   }
   void planResidualFusion();
   bool storesGrad(size_t i, int t, TpLayout l, const std::string &dx) const;
+  bool gathersPartialGrads(int t) const;
   std::string vocabPaddingText() const;
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
@@ -561,6 +564,31 @@ void Emitter::planResidualFusion() {
       break;
     }
   }
+}
+
+/// Whether the gathered copy (B) of tensor t, split on rows, is read only by
+/// column-parallel linears as their input (Megatron's sequence-parallel
+/// column linears): their input gradients, partial over tp, are then summed
+/// into the copy's gradient as they are and the conversion's backward
+/// reduce-scatters it onto t's rows, where otherwise each linear all-reduces
+/// its partial and the conversion keeps its rows (twice the volume).
+bool Emitter::gathersPartialGrads(int t) const {
+  const TpLayout have = L_.tensors[size_t(t)];
+  if (!have.split() || have.segments > 1 || isParam(t) || isInput(t))
+    return false;
+  bool any = false;
+  for (size_t i : users_[size_t(t)])
+    for (size_t k = 0; k < g_.ops[i].operands.size(); ++k) {
+      if (g_.ops[i].operands[k] != t)
+        continue;
+      const TpLayout l = L_.ops[i].operands[k];
+      if (l == have)
+        continue;
+      if (l.split() || L_.ops[i].mode != OpMode::Column || k != 0)
+        return false;
+      any = true;
+    }
+  return any;
 }
 
 /// cuda: whether op i's backward may store (=) its input gradient of t, held
@@ -851,13 +879,23 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
       s.fwd.push_back(fmt::format("  all_gather_forward({}, {}, {}, {}, g.tp);",
                                   val(t, want), val(t, have), localView(have),
                                   viewDim(have)));
-      s.bwdInput.push_back(fmt::format(
-          "  // {}: the gradient of the gathered copy is equal on every tp "
-          "rank; keep this rank's part",
-          n));
-      s.bwdInput.push_back(
-          fmt::format("  gather_backward_local({}, {}, {}, {});", grad(t, have),
-                      grad(t, want), shapeInit(view), viewDim(have)));
+      if (gathersPartialGrads(t)) {
+        s.bwdInput.push_back(fmt::format(
+            "  // {}: the gathered copy's gradient is partial (column-parallel "
+            "readers): reduce-scatter",
+            n));
+        s.bwdInput.push_back(fmt::format(
+            "  all_gather_backward({}, {}, {}, {}, g.tp);", grad(t, have),
+            grad(t, want), localView(have), viewDim(have)));
+      } else {
+        s.bwdInput.push_back(fmt::format(
+            "  // {}: the gradient of the gathered copy is equal on every tp "
+            "rank; keep this rank's part",
+            n));
+        s.bwdInput.push_back(fmt::format(
+            "  gather_backward_local({}, {}, {}, {});", grad(t, have),
+            grad(t, want), shapeInit(view), viewDim(have)));
+      }
     } else { // B -> S(d)
       s.fwd.push_back(fmt::format(
           "  // {}: B -> {} for its consumers: local slice", n, want.str()));
@@ -1023,6 +1061,19 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   } else if (k == "linear") {
     const bool tw = attrOr<bool>(op, "transpose_weight", false);
     const int64_t K = lastDim(xs[0]), N = numel(xs[0]) / K;
+    // A row-parallel linear reduce-scattering into split rows (Layout.cpp):
+    // its whole partial output, and in the backward its all-gathered output
+    // gradient (which every GEMM of the backward reads), share one buffer.
+    const bool scatters = p.mode == OpMode::Row && p.result.split();
+    const std::string dyRows = dy;
+    if (scatters) {
+      const std::string whole = names_[size_t(r)] + "_whole";
+      addMember(st, {whole, N * lastDim(ys),
+                     shapeStr(local(r, TpLayout{})) +
+                         " partial sum, then the gathered output gradient",
+                     false, false});
+      dy = "a." + whole + ".data()";
+    }
     auto pad = padRows_.find(op.operands[1]);
     const int64_t O = pad != padRows_.end() ? pad->second : lastDim(ys);
     if (pad != padRows_.end())
@@ -1066,7 +1117,33 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     const char *storeS = storeDx ? ", false" : "";
     if (storeDx)
       storedGrads_.insert(dx[0]);
-    if (p.mode == OpMode::Row) {
+    if (scatters) {
+      const int64_t rows = n / O;
+      F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", dy,
+                    x[0], x[1], N, K, O, twS));
+      F(fmt::format("reduce_scatter_forward({}, {}, {}, {}, g.tp); // P -> {}",
+                    y, dy, shapeInit(local(r, TpLayout{})), p.result.dim,
+                    p.result.str()));
+      if (b != "nullptr")
+        F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, b, rows,
+                      O));
+      BI("// the reduce-scatter's transpose: all-gather the output gradient");
+      BI(fmt::format("all_gather_forward({}, {}, {}, {}, g.tp);", dy, dyRows,
+                     shapeInit(ys), p.result.dim));
+      if (!dgelu.empty())
+        BI(dgelu);
+      else if (needDx)
+        BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                       "{}, {}, {}{});",
+                       dx[0], dy, x[0], x[1], N, K, O, twS, storeS));
+      BW(fmt::format(
+          "linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
+          "{}, {});",
+          dx[1], dy, x[0], x[1], N, K, O, twS));
+      if (b != "nullptr") // this rank's rows: partial over tp
+        BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db,
+                       dyRows, rows, O));
+    } else if (p.mode == OpMode::Row) {
       F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", y,
                     x[0], x[1], N, K, O, twS));
       F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y, N * O));
@@ -1099,7 +1176,15 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y,
                       x[0], x[1], b, N, K, O, twS));
       }
-      if (needDx && p.mode == OpMode::Column && cuda_) {
+      if (needDx && p.mode == OpMode::Column &&
+          gathersPartialGrads(op.operands[0])) {
+        BI("// column-parallel: dx from this rank's output features is a "
+           "partial sum, added as it is (the all-gather's backward "
+           "reduce-scatters it)");
+        BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                       "{}, {}, {});",
+                       dx[0], dy, x[0], x[1], N, K, O, twS));
+      } else if (needDx && p.mode == OpMode::Column && cuda_) {
         const std::string part = names_[size_t(r)] + "_dx_partial";
         addMember(st,
                   {part, N * K, shapeStr({N, K}) + " partial input gradient",

@@ -255,13 +255,12 @@ void slice_impl(T *out, const T *x, const Shape &shape, int64_t dim, int64_t p,
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
-/// dshard += this rank's block (along dim) of the group's sum of dfull: a
+/// dshard (+)= this rank's block (along dim) of the group's sum of dfull: a
 /// reduce-scatter, with dfull's blocks packed contiguous first when dim is not
-/// the outermost split.
+/// the outermost split; straight into dshard unless accumulating.
 template <class T>
-void all_gather_backward_impl(T *dshard, const T *dfull,
-                              const Shape &shard_shape, int64_t dim,
-                              const Comm &c) {
+void reduce_scatter_impl(T *dshard, const T *dfull, const Shape &shard_shape,
+                         int64_t dim, const Comm &c, bool accumulate) {
   const int64_t p = c.size, n = numel(shard_shape);
   Shape fullShape = shard_shape;
   fullShape.at(size_t(dim)) *= p;
@@ -269,7 +268,7 @@ void all_gather_backward_impl(T *dshard, const T *dfull,
   geometry(fullShape, dim, p, outer, chunk);
   count("reduce_scatter", n * p * int64_t(sizeof(T)));
   T *blocks = static_cast<T *>(scratch((n * p + n) * int64_t(sizeof(T))));
-  T *mine = blocks + n * p;
+  T *mine = accumulate ? blocks + n * p : dshard;
   const T *src = dfull;
   if (outer != 1) { // blocks[r] = the r-th shard of dfull
     for (int64_t r = 0; r < p; ++r)
@@ -281,7 +280,14 @@ void all_gather_backward_impl(T *dshard, const T *dfull,
   else
     AUTODDL_NCCL_CHECK(ncclReduceScatter(src, mine, size_t(n), nccl_type<T>(),
                                          ncclSum, c.nccl, compute_stream()));
-  slice_impl(dshard, mine, Shape{n}, 0, 1, 0, true);
+  if (accumulate || mine != dshard)
+    slice_impl(dshard, mine, Shape{n}, 0, 1, 0, accumulate);
+}
+template <class T>
+void all_gather_backward_impl(T *dshard, const T *dfull,
+                              const Shape &shard_shape, int64_t dim,
+                              const Comm &c) {
+  reduce_scatter_impl(dshard, dfull, shard_shape, dim, c, true);
 }
 
 /// S(in_dim) -> S(out_dim) over the group: block r of the send buffer is this
@@ -526,6 +532,29 @@ void all_gather_backward(float *dshard, const float *dfull,
 void all_gather_backward(__nv_bfloat16 *dshard, const __nv_bfloat16 *dfull,
                          const Shape &shard_shape, int64_t dim, const Comm &c) {
   all_gather_backward_impl(dshard, dfull, shard_shape, dim, c);
+}
+
+namespace {
+Shape shardOf(Shape full, int64_t dim, int64_t p) {
+  if (dim < 0 || dim >= int64_t(full.size()) || full[size_t(dim)] % p != 0)
+    throw std::invalid_argument("cannot split dimension " +
+                                std::to_string(dim) + " of " + shape_str(full) +
+                                " into " + std::to_string(p) + " parts");
+  full[size_t(dim)] /= p;
+  return full;
+}
+} // namespace
+void reduce_scatter_forward(float *shard, const float *full,
+                            const Shape &full_shape, int64_t dim,
+                            const Comm &c) {
+  reduce_scatter_impl(shard, full, shardOf(full_shape, dim, c.size), dim, c,
+                      false);
+}
+void reduce_scatter_forward(__nv_bfloat16 *shard, const __nv_bfloat16 *full,
+                            const Shape &full_shape, int64_t dim,
+                            const Comm &c) {
+  reduce_scatter_impl(shard, full, shardOf(full_shape, dim, c.size), dim, c,
+                      false);
 }
 
 void slice_forward(float *out, const float *x, const Shape &shape, int64_t dim,

@@ -84,6 +84,15 @@ void all_gather_forward(float *full, const float *shard,
                         const Shape &shard_shape, int64_t dim, const Comm &c);
 void all_gather_forward(__nv_bfloat16 *full, const __nv_bfloat16 *shard,
                         const Shape &shard_shape, int64_t dim, const Comm &c);
+/// P -> S(dim): shard[full_shape with dim / p] = this rank's part of the sum
+/// of full[full_shape] over the group (Megatron's sequence-parallel row-linear
+/// output).
+void reduce_scatter_forward(float *shard, const float *full,
+                            const Shape &full_shape, int64_t dim,
+                            const Comm &c);
+void reduce_scatter_forward(__nv_bfloat16 *shard, const __nv_bfloat16 *full,
+                            const Shape &full_shape, int64_t dim,
+                            const Comm &c);
 /// S(in_dim) -> S(out_dim): `in` is the local shard of shape in_shape (in_dim
 /// split, out_dim whole); `out` is in_shape with in_dim * p and out_dim / p.
 void all_to_all_forward(float *out, const float *in, const Shape &in_shape,
