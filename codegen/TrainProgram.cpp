@@ -1117,19 +1117,29 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     const char *storeS = storeDx ? ", false" : "";
     if (storeDx)
       storedGrads_.insert(dx[0]);
-    if (scatters) {
+    if (p.mode == OpMode::Row) {
+      // The partial sum: all-reduced in place, or reduce-scattered from the
+      // whole buffer onto the result's rows (`scatters`); then the bias.
       const int64_t rows = n / O;
-      F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", dy,
-                    x[0], x[1], N, K, O, twS));
-      F(fmt::format("reduce_scatter_forward({}, {}, {}, {}, g.tp); // P -> {}",
-                    y, dy, shapeInit(local(r, TpLayout{})), p.result.dim,
-                    p.result.str()));
+      F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});",
+                    scatters ? dy : y, x[0], x[1], N, K, O, twS));
+      if (scatters)
+        F(fmt::format("reduce_scatter_forward({}, {}, {}, {}, g.tp); // P -> "
+                      "{}",
+                      y, dy, shapeInit(local(r, TpLayout{})), p.result.dim,
+                      p.result.str()));
+      else
+        F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y, N * O));
       if (b != "nullptr")
         F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, b, rows,
                       O));
-      BI("// the reduce-scatter's transpose: all-gather the output gradient");
-      BI(fmt::format("all_gather_forward({}, {}, {}, {}, g.tp);", dy, dyRows,
-                     shapeInit(ys), p.result.dim));
+      if (scatters) {
+        BI("// the reduce-scatter's transpose: all-gather the output gradient");
+        BI(fmt::format("all_gather_forward({}, {}, {}, {}, g.tp);", dy, dyRows,
+                       shapeInit(ys), p.result.dim));
+      } else {
+        BI("// the all-reduce's transpose is the identity (B gradient)");
+      }
       if (!dgelu.empty())
         BI(dgelu);
       else if (needDx)
@@ -1140,29 +1150,9 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
           "linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
           "{}, {});",
           dx[1], dy, x[0], x[1], N, K, O, twS));
-      if (b != "nullptr") // this rank's rows: partial over tp
+      if (b != "nullptr") // on split rows: partial over tp
         BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db,
                        dyRows, rows, O));
-    } else if (p.mode == OpMode::Row) {
-      F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});", y,
-                    x[0], x[1], N, K, O, twS));
-      F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y, N * O));
-      if (b != "nullptr")
-        F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, b, N, O));
-      BI("// the all-reduce's transpose is the identity (B gradient)");
-      if (!dgelu.empty())
-        BI(dgelu);
-      else if (needDx)
-        BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
-                       "{}, {}, {}{});",
-                       dx[0], dy, x[0], x[1], N, K, O, twS, storeS));
-      BW(fmt::format(
-          "linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
-          "{}, {});",
-          dx[1], dy, x[0], x[1], N, K, O, twS));
-      if (b != "nullptr")
-        BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db, dy, N,
-                       O));
     } else {
       if (geluOfFc1_.count(i)) {
         const size_t gi = geluOfFc1_.at(i);
