@@ -277,7 +277,7 @@ static void optimizer_step(const Options &o, int64_t t) {
       continue;
     if (p->devices.size > 1) // tied / Chimera copies on other devices
       all_reduce_forward(p->grad.data(), p->n, p->devices);
-    if (kTP > 1 && grad_partial_over_tp(*p)) // sequence-parallel norms
+    if (kTP > 1 && grad_partial_over_tp(*p)) // read whole on split rows
       all_reduce_forward(p->grad.data(), p->n, g.tp);
     if (kZero) {
       zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
