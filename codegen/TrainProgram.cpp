@@ -2045,7 +2045,7 @@ std::string Emitter::header() const {
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const OpPlan &p = L_.ops[i];
     if (p.signature.empty() || p.signature == "replicate" ||
-        p.signature == "batch" || plan_.knobs.tp == 1)
+        plan_.knobs.tp == 1)
       continue;
     static const char *mode[] = {"replicated",         "column",      "row",
                                  "vocab table",        "local heads", "local",
