@@ -436,10 +436,23 @@ void comm_init(int *argc, char ***argv) {
   int local = local_rank_from_env();
   if (local < 0)
     local = devices > 0 ? gRank % devices : 0;
+  // AUTODDL_SHARE_GPU=1 (tests only, one node): more ranks than GPUs, local
+  // rank r on GPU r % count. NCCL refuses two ranks of one communicator on one
+  // GPU, so each rank claims a host of its own (NCCL_HOSTID) and NCCL joins
+  // them through its socket transport on loopback: every collective and
+  // send/recv runs as between separate GPUs, at loopback speed.
+  const char *share = std::getenv("AUTODDL_SHARE_GPU");
+  const bool shareGpu = share && std::string(share) == "1";
+  if (shareGpu && devices > 0 && size > devices) {
+    local %= devices;
+    setenv("NCCL_HOSTID", ("autoddl-rank-" + std::to_string(gRank)).c_str(), 1);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  }
   if (problem.empty() && local >= devices)
     problem = "local rank " + std::to_string(local) + " but only " +
               std::to_string(devices) +
-              " CUDA devices on this node: start at most one rank per GPU";
+              " CUDA devices on this node: start at most one rank per GPU "
+              "(AUTODDL_SHARE_GPU=1 shares them, for tests)";
   // Every rank learns whether any failed before NCCL starts (else the others
   // would wait for it in the bootstrap).
   int bad = problem.empty() ? 0 : 1, any = 0;

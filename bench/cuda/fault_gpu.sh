@@ -17,7 +17,14 @@ set -uo pipefail
 train=$(realpath "$1") w=$2 n=${RANKS:-2}
 last=$((n - 1))
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "${gpus:-0}" -ge "$n" ] || { echo "skipped: $n GPUs needed, ${gpus:-0} found"; exit 77; }
+# AUTODDL_SHARE_GPU=1: the ranks may share GPUs (Comm.cu: NCCL over loopback sockets).
+shareArgs=()
+if [ "${AUTODDL_SHARE_GPU:-}" = 1 ] && [ "${gpus:-0}" -ge 1 ]; then
+  export AUTODDL_SHARE_GPU
+  shareArgs=(-x AUTODDL_SHARE_GPU)
+else
+  [ "${gpus:-0}" -ge "$n" ] || { echo "skipped: $n GPUs needed, ${gpus:-0} found"; exit 77; }
+fi
 rm -rf "$w" && mkdir -p "$w"
 export NCCL_NVLS_ENABLE=0
 fail() { echo "FAIL: $*"; exit 1; }
@@ -45,7 +52,7 @@ zeros=$(printf '0%.0s' $(seq 0 $last))
 mpi_launch() { # DIR ARGS...
   local d=$1; shift; mkdir -p "$d"
   timeout $((bound + 30)) mpirun --allow-run-as-root --oversubscribe -np $n \
-    -x NCCL_NVLS_ENABLE -x AUTODDL_FAULT_INJECT -x AUTODDL_WATCHDOG_TIMEOUT \
+    -x NCCL_NVLS_ENABLE -x AUTODDL_FAULT_INJECT -x AUTODDL_WATCHDOG_TIMEOUT "${shareArgs[@]}" \
     "$train" "$@" >"$d/log" 2>&1
   echo $? >"$d/rc"
 }

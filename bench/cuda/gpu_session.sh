@@ -3,6 +3,7 @@
 #
 #   bash bench/cuda/gpu_session.sh stage [--gpus 1|2] [--models a,b] [--micro m=B,..] DIR  # here
 #   bash bench/cuda/gpu_session.sh checks DIR    # device: kernels, verify matrix, step graph e2e
+#   bash bench/cuda/gpu_session.sh launchers DIR # device (staged --gpus 2): torchrun_gpu.sh, faults
 #   bash bench/cuda/gpu_session.sh bench [--models a,b] DIR  # device: bench/cuda/run.sh --profile
 #   bash bench/cuda/gpu_session.sh unpack TGZ DIR  # here: a call's results into DIR/results
 #                                                  # (checks: the verify result file; bench: the
@@ -15,7 +16,9 @@
 # bench/cuda/make_projects.sh for that many GPUs. Staging builds with nvcc here (~10 minutes on 2
 # cores). The device modes write every log and result under a work folder and return one
 # tarball, $OUT/<mode>.tgz (the device tool brings back at most 8 files).
-# --gpus 2: the verify cases and benchmark projects of two GPUs as well (default 1).
+# --gpus 2: the verify cases, the torchrun/fault program and benchmark projects of two GPUs as well
+#   (default 1). On a one-GPU device, checks runs the two-rank cases with both ranks on its GPU
+#   (AUTODDL_SHARE_GPU, backends/cuda/Comm.cu): their functions, not their speed.
 # --micro: other micro-batches for the benchmark (make_projects.sh --micro; bench runs PyTorch at
 #   the same ones).
 set -uo pipefail
@@ -69,6 +72,21 @@ stage)
     --fix tp=1,pp=1,dp=1,microbatch=2 --no-why -o "$dir/step_graph_plan.json" >/dev/null &&
     "$autoddl" codegen "$dir/step_graph_plan.json" --backend cuda --fp32 \
       -o "$dir/step_graph" >/dev/null || exit 1
+  if [ "$gpus" -ge 2 ]; then
+    echo "stage: torchrun/fault program (tiny-gpt dp=2, bench/cuda/torchrun_gpu.sh)"
+    t=$dir/torchrun
+    mkdir -p "$t/bin"
+    "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 --seq 64 \
+      --fix tp=1,pp=1,dp=2 --no-why -o "$t/plan.json" >/dev/null &&
+      "$autoddl" codegen "$t/plan.json" --backend cuda -o "$t/p" >/dev/null &&
+      cmake -S "$t/p" -B "$t/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES=90 >"$dir/torchrun.log" 2>&1 &&
+      cmake --build "$t/build" >>"$dir/torchrun.log" 2>&1 || {
+      tail -20 "$dir/torchrun.log"
+      exit 1
+    }
+    cp "$t/build/train" "$t/bin/" && strip "$t/bin/train" && rm -rf "$t/build"
+  fi
   echo "stage: GPT-2 projects ($models)"
   bash bench/cuda/make_projects.sh --autoddl "$autoddl" --models "$models" \
     ${micro:+--micro "$micro"} "$dir/projects" \
@@ -84,7 +102,7 @@ stage)
   du -sh "$dir"
   ;;
 
-checks | bench)
+checks | launchers | bench)
   models="" # bench: the models of this call (run.sh --models); all staged ones by default
   if [ "$mode" = bench ] && [ "${1:-}" = --models ]; then
     models=$2
@@ -108,6 +126,12 @@ checks | bench)
     bash tests/e2e/cuda_step_graph.sh "$dir/step_graph" "$w/step_graph" >"$w/step_graph.log" 2>&1
     stamp "step graph e2e: rc $?"
     rm -rf "$w/step_graph"
+  elif [ "$mode" = launchers ]; then # two ranks, sharing the GPU of a one-GPU device
+    have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    share="" && [ "${have:-0}" -lt 2 ] && share=1
+    AUTODDL_SHARE_GPU=$share bash bench/cuda/torchrun_gpu.sh "$dir/torchrun" /tmp/gpu-torchrun \
+      >"$w/torchrun_fault.txt" 2>&1
+    stamp "torchrun + faults (2 ranks${share:+ on 1 GPU}): rc $?"
   else
     micro=$(cat "$dir/micro" 2>/dev/null)
     OUT=$w/bench bash bench/cuda/run.sh --gpus "$gpus" --profile --projects "$dir/projects" \
@@ -129,7 +153,9 @@ unpack)
     name=$mode-$k
   done
   mkdir -p "$dir/results/$name" && tar xzf "$tgz" -C "$dir/results/$name"
-  if [ "$mode" = checks ]; then
+  if [ "$mode" = launchers ]; then
+    cat "$dir/results/$name/torchrun_fault.txt"
+  elif [ "$mode" = checks ]; then
     bash "$root/bench/cuda/verify_gpu.sh" compare "$dir/verify" "$dir/results/$name/verify" \
       "$dir/results/verify.json"
   else # fit_check.sh's layout: measured/<project>/ (profiled), graph_runs/<project>/ (timed)
@@ -146,7 +172,7 @@ unpack)
   ;;
 
 *)
-  echo "gpu_session.sh: unknown mode $mode (stage, checks, bench or unpack)" >&2
+  echo "gpu_session.sh: unknown mode $mode (stage, checks, launchers, bench or unpack)" >&2
   exit 2
   ;;
 esac

@@ -37,7 +37,10 @@ python3 -m torch.distributed.run --nproc_per_node=1 --no-python env 2>/dev/null 
   sort | sed 's/^/  /'
 
 steps=10
-run_mpi() { mpirun --allow-run-as-root --oversubscribe -np $n -x NCCL_NVLS_ENABLE "$train" "$@"; }
+# AUTODDL_SHARE_GPU=1 (exported): fewer GPUs than ranks (Comm.cu); torchrun and the bare
+# variables pass it on by themselves.
+shareArgs=() && [ "${AUTODDL_SHARE_GPU:-}" = 1 ] && shareArgs=(-x AUTODDL_SHARE_GPU)
+run_mpi() { mpirun --allow-run-as-root --oversubscribe -np $n -x NCCL_NVLS_ENABLE "${shareArgs[@]}" "$train" "$@"; }
 run_torch() { python3 -m torch.distributed.run --nproc_per_node=$n --no-python "$train" "$@"; }
 run_env() { # the torchrun variables alone, no launcher
   local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
