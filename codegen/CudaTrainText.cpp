@@ -67,7 +67,7 @@ struct Param {
   DeviceBuffer<float> value, grad, m, v, gshard; // gshard: ZeRO's gradient shard
   DeviceBuffer<act_t> work;
   Comm devices;    // pipeline devices sharing it (tied, Chimera); size 1: none
-  int bucket = -1; // its data-parallel gradient bucket (-1: synced at the step)
+  int bucket = -1; // its gradient bucket (-1: synced at the optimizer step)
 };
 
 )cpp";
@@ -277,7 +277,8 @@ static void optimizer_step(const Options &o, int64_t t) {
       continue;
     if (p->devices.size > 1) // tied / Chimera copies on other devices
       all_reduce_forward(p->grad.data(), p->n, p->devices);
-    if (kTP > 1 && grad_partial_over_tp(*p)) // read whole on split rows
+    // Read whole on split rows: summed over tp here, or with dp in its bucket.
+    if (kTP > 1 && grad_partial_over_tp(*p) && p->bucket < 0)
       all_reduce_forward(p->grad.data(), p->n, g.tp);
     if (kZero) {
       zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),

@@ -248,6 +248,9 @@ void profileScopes(Step &s, const std::string &kind) {
 struct Bucket {
   int stage = 0;
   bool weightPart = false; // completes in the weight-gradient half (zb-h1)
+  // Gradients partial over tp as well (ModelLayout::tpPartialGrads): summed
+  // over the stage's dp x tp group in one all-reduce.
+  bool tpPartial = false;
   std::vector<int> params;
 };
 
@@ -425,7 +428,7 @@ private:
   std::map<std::pair<int, std::string>, bool> converted_;
   bool splitBackward_ = false;       // zero-bubble: B and W apart
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
-  std::vector<Bucket> buckets_;      // cuda, dp > 1, no ZeRO
+  std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial
   double lossScale_ = 0;
   int64_t lossCount_ = 0;
   bool lossRowsSplit_ = false; // every tp rank holds some positions' losses
@@ -1572,10 +1575,11 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
 
 /// Groups the stage's parameters into data-parallel gradient buckets of about
 /// 25 MiB of fp32 gradients (PyTorch DDP's default), in the order backward
-/// completes them. Returns, per (step, weight half?), the buckets complete
-/// after that step's lines. Parameters shared by several pipeline devices
-/// (tied, Chimera) are left to the optimizer step, which sums them over their
-/// devices first.
+/// completes them; gradients partial over tp fill buckets of their own, summed
+/// over dp x tp (over tp alone when dp = 1). Returns, per (step, weight half?),
+/// the buckets complete after that step's lines. Parameters shared by several
+/// pipeline devices (tied, Chimera) are left to the optimizer step, which sums
+/// them over their devices first.
 std::map<std::pair<size_t, bool>, std::vector<int>>
 Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
   std::map<std::pair<size_t, bool>, std::vector<int>> after;
@@ -1603,33 +1607,43 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
           last[t] = pos;
     }
   for (const auto &seq : sequences) {
-    Bucket b;
-    b.stage = stage;
-    int64_t bytes = 0;
-    std::pair<size_t, bool> closeAt{0, false};
+    // The open bucket of each kind: [0] dp only, [1] partial over tp too.
+    Bucket open[2];
+    int64_t bytes[2] = {0, 0};
+    std::pair<size_t, bool> closeAt[2];
+    for (int k = 0; k < 2; ++k) {
+      open[k].stage = stage;
+      open[k].tpPartial = k == 1;
+    }
+    auto close = [&](int k) {
+      after[closeAt[k]].push_back(int(buckets_.size()));
+      buckets_.push_back(open[k]);
+      open[k].params.clear();
+      bytes[k] = 0;
+    };
     for (const auto &pos : seq) {
       const Step &st = steps[pos.first];
       for (int t : pos.second ? st.paramsWeight : st.paramsInput) {
+        const int k = L_.tpPartialGrads.count(t) ? 1 : 0;
+        if (k == 0 && plan_.knobs.dp == 1) // nothing to sum
+          continue;
+        Bucket &b = open[k];
         auto it = last.find(t);
         if (it == last.end() || it->second != pos ||
             std::find(b.params.begin(), b.params.end(), t) != b.params.end())
           continue;
         b.params.push_back(t);
         b.weightPart = splitBackward_ && pos.second;
-        bytes += 4 * numel(local(t, L_.tensors[size_t(t)]));
-        closeAt = pos;
+        bytes[k] += 4 * numel(local(t, L_.tensors[size_t(t)]));
+        closeAt[k] = pos;
       }
-      if (bytes >= kBucketBytes) {
-        after[closeAt].push_back(int(buckets_.size()));
-        buckets_.push_back(b);
-        b.params.clear();
-        bytes = 0;
-      }
+      for (int k = 0; k < 2; ++k)
+        if (bytes[k] >= kBucketBytes)
+          close(k);
     }
-    if (!b.params.empty()) {
-      after[closeAt].push_back(int(buckets_.size()));
-      buckets_.push_back(b);
-    }
+    for (int k = 0; k < 2; ++k)
+      if (!open[k].params.empty())
+        close(k);
   }
   return after;
 }
@@ -1701,7 +1715,20 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
     out += fmt::format("    expected[{}] = {};\n  }}\n", b, count);
   }
   out += "  grad_sync.configure(g.dp, std::move(buckets), "
-         "std::move(expected));\n}\n\n";
+         "std::move(expected));\n";
+  bool anyPartial = false;
+  for (const Bucket &k : buckets_)
+    anyPartial |= k.tpPartial;
+  if (anyPartial) {
+    // Collective over the world: every rank splits, whatever it holds.
+    out += "  // Gradients partial over tp as well: one all-reduce over the "
+           "stage's dp x tp ranks.\n  static const Comm dp_tp = comm_split("
+           "int(g.rpp), world().rank);\n";
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (buckets_[b].tpPartial)
+        out += fmt::format("  grad_sync.set_bucket_comm({}, dp_tp);\n", b);
+  }
+  out += "}\n\n";
   return out;
 }
 
@@ -1849,7 +1876,10 @@ void Emitter::emitStage(int stage, std::string &out) {
 
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
-  if (cuda_ && plan_.knobs.dp > 1 && plan_.knobs.zero == 0)
+  // Buckets for dp (no ZeRO: it reduce-scatters at the step), and for
+  // gradients partial over tp even when dp = 1.
+  if (cuda_ && plan_.knobs.zero == 0 &&
+      (plan_.knobs.dp > 1 || !L_.tpPartialGrads.empty()))
     ready = assignBuckets(stage, steps);
   auto readyLines = [&](size_t i, bool weight) {
     std::string r;

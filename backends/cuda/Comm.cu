@@ -628,8 +628,8 @@ void GradSync::configure(
     const Comm &comm,
     std::vector<std::vector<std::pair<float *, int64_t>>> buckets,
     std::vector<int> expected) {
-  comm_ = comm;
   buckets_ = std::move(buckets);
+  bucket_comms_.assign(buckets_.size(), comm);
   expected_ = std::move(expected);
   seen_.assign(buckets_.size(), 0);
   if (!stream_) {
@@ -652,8 +652,13 @@ void GradSync::start_step() {
   launched_any_ = false;
 }
 
+void GradSync::set_bucket_comm(int bucket, const Comm &comm) {
+  bucket_comms_.at(size_t(bucket)) = comm;
+}
+
 void GradSync::ready(int bucket) {
-  if (comm_.size <= 1 || bucket < 0 || size_t(bucket) >= buckets_.size())
+  if (bucket < 0 || size_t(bucket) >= buckets_.size() ||
+      bucket_comms_[size_t(bucket)].size <= 1)
     return;
   if (++seen_[size_t(bucket)] != expected_[size_t(bucket)])
     return;
@@ -667,7 +672,8 @@ void GradSync::ready(int bucket) {
   for (const auto &[ptr, n] : buckets_[size_t(bucket)]) {
     count("all_reduce", n * int64_t(sizeof(float)));
     AUTODDL_NCCL_CHECK(ncclAllReduce(ptr, ptr, size_t(n), ncclFloat32, ncclSum,
-                                     comm_.nccl, stream_));
+                                     bucket_comms_[size_t(bucket)].nccl,
+                                     stream_));
   }
   AUTODDL_NCCL_CHECK(ncclGroupEnd());
   launched_any_ = true;

@@ -159,12 +159,17 @@ public:
   void configure(const Comm &comm,
                  std::vector<std::vector<std::pair<float *, int64_t>>> buckets,
                  std::vector<int> expected);
+  /// Bucket b all-reduces over `comm` instead (after configure): gradients
+  /// partial over tp as well as dp are summed over both groups at once. Every
+  /// bucket stays on the one sync stream, launched in program order, so
+  /// collectives of different groups never wait on each other.
+  void set_bucket_comm(int bucket, const Comm &comm);
   void ready(int bucket);
   void wait();
   void start_step();
 
 private:
-  Comm comm_;
+  std::vector<Comm> bucket_comms_; // the group each bucket sums over
   std::vector<std::vector<std::pair<float *, int64_t>>> buckets_;
   std::vector<int> expected_, seen_;
   std::vector<cudaEvent_t> ready_events_;

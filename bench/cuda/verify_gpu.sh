@@ -14,7 +14,8 @@
 # under gpipe, 1f1b, interleaved, zb-h1 and chimera on 2 GPUs; graph models (gcn and gat at
 # Cora's sizes on the programs' planted-community graph, global batch 1: the whole graph) through
 # the W8 sparse kernels on 1 GPU, tp=2 and dp=2
-# (dp splits the nodes). Every case builds twice from one runtime build per mode: -DAUTODDL_FP32=ON
+# (dp splits the nodes); dp=2 x tp=2 on 4 GPUs with gradients partial over tp in their own dp x tp
+# buckets. Every case builds twice from one runtime build per mode: -DAUTODDL_FP32=ON
 # (must match the CPU program's losses within 1e-4 relative) and bf16 (within 2e-2 relative).
 # The reference is the CPU program of the model's one-rank plan: every plan of a model computes the
 # same losses (plan-invariant initialisation and data; the CPU e2e matrix checks that to 1e-5).
@@ -51,6 +52,11 @@ cases=(
   "rows_batch_llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 batch"
   "ulysses_llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 sequence"
   "ulysses_gpt_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 sequence"
+  # dp=2 x tp=2 (4 ranks): gradients partial over tp (norm scales on split rows) summed over
+  # dp x tp in buckets of their own during the backward.
+  "seqpar_dp2_tp2 tiny-gpt 4 tp=2,pp=1,dp=2 3"
+  "rows_batch_llama_dp2_tp2 tiny-llama 4 tp=2,pp=1,dp=2 batch"
+  "ulysses_gpt_dp2_tp2 tiny-gpt 4 tp=2,pp=1,dp=2 sequence"
   "gcn_g1 gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gcn_tp2 gcn-cora 2 tp=2,pp=1,dp=1 1"
   "gat_g1 examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
