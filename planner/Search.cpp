@@ -246,6 +246,7 @@ struct Planner {
       ctx.aggregates.push_back(p.aggregate(a));
   }
   bool exhaustiveTooLarge = false;
+  std::vector<std::string> refusals; // why enumerate() refused meshes, distinct
 
   /// Layers per model stage: Uniform gives every stage floor(L/S) and the
   /// remainder to the first ones (Megatron); Balanced minimises the largest
@@ -662,13 +663,20 @@ struct Planner {
     const int world = c.worldSize();
     const int G = c.gpusPerNode;
     std::string lastError;
+    // Every distinct reason a mesh was refused, in order: when none applies,
+    // the user sees them all, not only the last one tried.
+    auto refuse = [&](const std::string &why) {
+      if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
+        refusals.push_back(why);
+      lastError = why;
+    };
     int64_t counter = 0;
     std::vector<int> tps =
         f.tp ? std::vector<int>{*f.tp} : divisorsUpTo(world, G);
     for (int tp : tps) {
       if (tp < 1 || world % tp != 0) {
-        lastError = "tp=" + std::to_string(tp) + " does not divide the " +
-                    std::to_string(world) + " GPUs";
+        refuse("tp=" + std::to_string(tp) + " does not divide the " +
+               std::to_string(world) + " GPUs");
         continue;
       }
       const int maxPp = base.collapsed ? static_cast<int>(base.layers) : 1;
@@ -676,32 +684,30 @@ struct Planner {
           f.pp ? std::vector<int>{*f.pp} : divisorsUpTo(world / tp, maxPp);
       for (int pp : pps) {
         if (pp < 1 || (world / tp) % pp != 0) {
-          lastError = "tp=" + std::to_string(tp) +
-                      " x pp=" + std::to_string(pp) + " does not divide the " +
-                      std::to_string(world) + " GPUs";
+          refuse("tp=" + std::to_string(tp) + " x pp=" + std::to_string(pp) +
+                 " does not divide the " + std::to_string(world) + " GPUs");
           continue;
         }
         if (pp > maxPp) {
-          lastError = "pp=" + std::to_string(pp) + " exceeds the " +
-                      std::to_string(maxPp) + " pipeline-able layers";
+          refuse("pp=" + std::to_string(pp) + " exceeds the " +
+                 std::to_string(maxPp) + " pipeline-able layers");
           continue;
         }
         const int dp = world / (tp * pp);
         if (f.dp && *f.dp != dp) {
-          lastError = "dp=" + std::to_string(*f.dp) +
-                      " with tp=" + std::to_string(tp) +
-                      " pp=" + std::to_string(pp) + " does not use the " +
-                      std::to_string(world) + " GPUs";
+          refuse("dp=" + std::to_string(*f.dp) + " with tp=" +
+                 std::to_string(tp) + " pp=" + std::to_string(pp) +
+                 " does not use the " + std::to_string(world) + " GPUs");
           continue;
         }
         if (graphNodes > 0 && graphNodes % dp != 0) {
-          lastError = "dp=" + std::to_string(dp) + " does not divide the " +
-                      std::to_string(graphNodes) + " nodes of the graph";
+          refuse("dp=" + std::to_string(dp) + " does not divide the " +
+                 std::to_string(graphNodes) + " nodes of the graph");
           continue;
         }
         if (graphNodes == 0 && o.globalBatch % dp != 0) {
-          lastError = "global batch " + std::to_string(o.globalBatch) +
-                      " is not divisible by dp=" + std::to_string(dp);
+          refuse("global batch " + std::to_string(o.globalBatch) +
+                 " is not divisible by dp=" + std::to_string(dp));
           continue;
         }
         const int64_t perReplica = replicaInstances(dp);
@@ -716,16 +722,16 @@ struct Planner {
               bs.push_back(b);
         for (int64_t b : bs) {
           if (fixedShapes && b != 1) {
-            lastError = "the model's shapes do not scale with the batch (" +
-                        g1.family +
-                        "): a micro-batch is one instance of it, so "
-                        "microbatch must be 1";
+            refuse("the model's shapes do not scale with the batch (" +
+                   g1.family +
+                   "): a micro-batch is one instance of it, so "
+                   "microbatch must be 1");
             continue;
           }
           if (b < 1 || perReplica % b != 0) {
-            lastError = "micro-batch " + std::to_string(b) +
-                        " does not divide the " + std::to_string(perReplica) +
-                        " samples per data-parallel replica";
+            refuse("micro-batch " + std::to_string(b) +
+                   " does not divide the " + std::to_string(perReplica) +
+                   " samples per data-parallel replica");
             continue;
           }
           std::vector<AxisOrder> orders =
@@ -740,7 +746,7 @@ struct Planner {
             if (exhaustiveTooLarge)
               return lastError; // plan() reports it; no point going on
             if (!ctx) {
-              lastError = err;
+              refuse(err);
               continue;
             }
             for (size_t a = 0; a < ctx->assignments.size(); ++a)
@@ -1304,9 +1310,15 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
         "the model is too large for --search exhaustive (more than " +
         std::to_string(static_cast<int64_t>(options.exhaustiveLimit)) +
         " partial SBP assignments); use --search cd");
-  if (cands.empty())
-    return Result::failure(why.empty() ? "no parallel configuration applies"
-                                       : why);
+  if (cands.empty()) {
+    if (pl.refusals.size() <= 1)
+      return Result::failure(why.empty() ? "no parallel configuration applies"
+                                         : why);
+    std::string all = "no parallel configuration applies: ";
+    for (size_t i = 0; i < pl.refusals.size(); ++i)
+      all += (i ? "; " : "") + pl.refusals[i];
+    return Result::failure(all);
+  }
   // Visit in order of the lower bound; stop once it cannot beat the best.
   std::stable_sort(cands.begin(), cands.end(),
                    [](const Candidate &a, const Candidate &b) {
