@@ -657,18 +657,17 @@ struct Planner {
     }
   }
 
-  /// Candidates of every mesh / micro-batch allowed by the pinned knobs.
-  std::string enumerate(std::vector<Candidate> &out) {
+  /// Candidates of every mesh / micro-batch allowed by the pinned knobs; why
+  /// the others were refused goes to `refusals`.
+  void enumerate(std::vector<Candidate> &out) {
     const FixedKnobs &f = o.fixed;
     const int world = c.worldSize();
     const int G = c.gpusPerNode;
-    std::string lastError;
     // Every distinct reason a mesh was refused, in order: when none applies,
     // the user sees them all, not only the last one tried.
     auto refuse = [&](const std::string &why) {
       if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
         refusals.push_back(why);
-      lastError = why;
     };
     int64_t counter = 0;
     std::vector<int> tps =
@@ -744,7 +743,7 @@ struct Planner {
             std::string err;
             Context *ctx = context(tp, pp, b, order, err);
             if (exhaustiveTooLarge)
-              return lastError; // plan() reports it; no point going on
+              return; // plan() reports it; no point going on
             if (!ctx) {
               refuse(err);
               continue;
@@ -760,7 +759,6 @@ struct Planner {
         }
       }
     }
-    return lastError;
   }
 };
 
@@ -1304,7 +1302,7 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
   pl.stats.mode = options.mode == SearchMode::Exhaustive ? "exhaustive" : "cd";
 
   std::vector<Candidate> cands;
-  std::string why = pl.enumerate(cands);
+  pl.enumerate(cands);
   if (pl.exhaustiveTooLarge)
     return Result::failure(
         "the model is too large for --search exhaustive (more than " +
@@ -1312,8 +1310,9 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
         " partial SBP assignments); use --search cd");
   if (cands.empty()) {
     if (pl.refusals.size() <= 1)
-      return Result::failure(why.empty() ? "no parallel configuration applies"
-                                         : why);
+      return Result::failure(pl.refusals.empty()
+                                 ? "no parallel configuration applies"
+                                 : pl.refusals.front());
     std::string all = "no parallel configuration applies: ";
     for (size_t i = 0; i < pl.refusals.size(); ++i)
       all += (i ? "; " : "") + pl.refusals[i];
