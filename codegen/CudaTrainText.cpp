@@ -266,7 +266,8 @@ extern const char *const kCudaTrainInitText = R"cpp(static void init_params() {
 
 extern const char *const kCudaTrainParamsText =
     R"cpp(/// Gradient synchronisation and the optimizer step (t = 1, 2, ...), on the
-/// device. Bucketed gradients were all-reduced during the backward pass.
+/// device. Bucketed gradients were all-reduced during the backward pass (and
+/// joined at its end: the wait() here finds nothing left).
 static void optimizer_step(const Options &o, int64_t t) {
   AdamWConfig c;
   c.lr = o.lr;
@@ -441,6 +442,7 @@ static void setup(int argc, char **argv, Options &o, int64_t &first_step) {
   } else if (!o.data.empty()) {
     tokens = std::make_unique<TokenData>(TokenData::open(o.data, kVocab));
   }
+  step_graph.set_counts(&comm_stats()); // replays count their collectives
   lap("mesh and data");
   init_params();
   for (Param *p : all_params())
@@ -492,9 +494,15 @@ static int train(const Options &o, int64_t first_step) {
     // Zeroing the gradients, forward and backward: the same kernels on the
     // same buffers every step, replayed as one graph when the plan allows.
     // With a graph, `step` only reaches the input loads, which run before it.
+    // The pipeline links' streams and the gradient buckets' sync stream fork
+    // from the compute stream and join back into it inside the body, so a
+    // graph holds their transfers and all-reduces too.
     auto body = [&] {
+      pipe.begin_step();
       param_grad_zeros.zero();
       run_schedule(step);
+      pipe.finish_step();
+      grad_sync.wait();
     };
     if (graphOff.empty()) {
       preload_inputs(step);
@@ -508,7 +516,6 @@ static int train(const Options &o, int64_t first_step) {
     // buffers were written by the forward passes; the update does not touch
     // them), so the device does not idle while the host launches it.
     optimizer_step(o, step + 1);
-    pipe.finish_step();
     double loss = local_loss_sum();
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_DOUBLE, MPI_SUM,
                            MPI_COMM_WORLD));

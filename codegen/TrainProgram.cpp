@@ -1648,28 +1648,23 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
   return after;
 }
 
-/// The cuda program's configure_grad_sync(): each bucket's gradients and how
-/// many backward passes (micro-batches) complete it on the device holding it.
 /// The CUDA program's step graph (backends/cuda/StepGraph.h): whether this
 /// plan's forward and backward qualify, and the input loads that run ahead of
-/// the graph. They qualify when nothing in them talks to another device or
-/// waits for this one: one stage (no pipeline transfers), no tensor
-/// parallelism (its collectives run between the kernels), no gradient bucket
-/// all-reduced during the backward (its own stream), and no accuracy count
-/// (copied to the host inside the step). Must follow gradSyncConfig, which
-/// fills buckets_.
+/// the graph. Every plan does but one with an accuracy count (copied to the
+/// host inside the step): tensor-parallel collectives run on the compute
+/// stream, and the pipeline links' transfers and the gradient buckets'
+/// all-reduces on streams forked from it and joined back before the body
+/// ends, so the capture holds them with the kernels.
 std::string Emitter::stepGraphGlue(int stages) const {
-  const bool graphable = stages == 1 && plan_.knobs.tp == 1 &&
-                         buckets_.empty() && !reportsAccuracy();
+  const bool graphable = !reportsAccuracy();
   std::string out = fmt::format(
       "\n// Whether forward and backward run as one CUDA graph after the "
       "first step (StepGraph.h):\n// {}.\nconstexpr bool kStepGraphable = "
       "{};\n\n",
-      graphable ? "one stage, no tensor parallelism, no overlapped gradient "
-                  "buckets, no accuracy count"
-                : "not for this plan (pipeline stages, tensor-parallel "
-                  "collectives, overlapped gradient buckets or an accuracy "
-                  "count inside the step)",
+      graphable ? "yes (collectives and pipeline transfers are captured with "
+                  "the kernels)"
+                : "not for this plan (its accuracy count is read inside the "
+                  "step)",
       graphable ? "true" : "false");
   out += "// The inputs of every micro-batch this rank runs, loaded ahead of "
          "a step graph.\n[[maybe_unused]] static void preload_inputs(int64_t "
@@ -1682,6 +1677,8 @@ std::string Emitter::stepGraphGlue(int stages) const {
   return out;
 }
 
+/// The cuda program's configure_grad_sync(): each bucket's gradients and how
+/// many backward passes (micro-batches) complete it on the device holding it.
 std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
   std::string out =
       "// Data-parallel gradient buckets (~25 MiB of fp32 gradients each, in "

@@ -100,8 +100,8 @@ struct Cluster {
   /// beyond its kernels, as a profiled run measures it (0: none).
   double opOverhead = 0;
   /// The same where the step runs as one CUDA graph (generated programs of
-  /// one stage, no tensor or data parallelism: backends/cuda/StepGraph.h),
-  /// whose kernels need no launch from the host each; < 0: opOverhead.
+  /// token models: backends/cuda/StepGraph.h), whose kernels need no launch
+  /// from the host each; < 0: opOverhead.
   double graphOpOverhead = -1;
 
   int worldSize() const { return gpusPerNode * nodes; }

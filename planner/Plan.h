@@ -179,7 +179,7 @@ struct Prediction {
   /// profile of any rank (autoddl validate); empty in older plans.
   std::vector<std::map<std::string, std::array<double, 2>>> opKindsByDevice;
   /// Priced as a step the generated CUDA program replays as one CUDA graph
-  /// (one stage, tp = dp = 1, a token model; gpu.graph_op_overhead_us).
+  /// (a token model, on any mesh; gpu.graph_op_overhead_us).
   bool stepGraph = false;
 };
 

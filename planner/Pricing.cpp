@@ -48,15 +48,12 @@ double prod(const std::vector<int64_t> &s) {
 
 constexpr double kImpossible = kImpossibleSeconds;
 
-/// Whether the generated CUDA program runs this mesh's step as one CUDA
-/// graph (codegen's kStepGraphable, backends/cuda/StepGraph.h): one stage, no
-/// tensor or data parallelism (ZeRO's dp qualifies in the program too, but
-/// the choice of ZeRO comes after pricing: priced eagerly, a little high),
-/// and a token model (classifiers and graph models read their accuracy back
-/// inside the step).
-bool stepGraphed(const ModelGraph &g, int tp, int dp, int pp) {
-  if (tp != 1 || dp != 1 || pp != 1)
-    return false;
+/// Whether the generated CUDA program runs the step as one CUDA graph
+/// (codegen's kStepGraphable, backends/cuda/StepGraph.h): on every mesh (its
+/// collectives and pipeline transfers are captured with the kernels) for a
+/// token model; classifiers and graph models read their accuracy back inside
+/// the step.
+bool stepGraphed(const ModelGraph &g) {
   for (const TensorDef &t : g.tensors)
     if (t.role == TensorRole::Input && t.name == "input_ids")
       return true;
@@ -102,7 +99,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
 
   const ModelGraph &g = *sg_.graph;
   cost::KernelOptions kernels = o_.kernels;
-  kernels.stepGraph = stepGraph_ = stepGraphed(g, tp_, dp_, pp_);
+  kernels.stepGraph = stepGraph_ = stepGraphed(g);
   // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
   // each rank computes its own rows, gathering the rows spmm and sddmm read
   // from every node.

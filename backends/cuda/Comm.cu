@@ -689,6 +689,7 @@ void GradSync::wait() {
                              std::to_string(expected_[b]) + " backward passes");
   AUTODDL_CUDA_CHECK(cudaEventRecord(done_, stream_));
   AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done_, 0));
+  launched_any_ = false; // joined: a second wait() this step has nothing to do
 }
 
 // ---- Pipe ----
@@ -744,6 +745,18 @@ void Pipe::recv(void *buf, int64_t bytes, int peer, int tag) {
   AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), l.events[want], 0));
 }
 
+void Pipe::begin_step() {
+  if (out_.empty() && in_.empty())
+    return;
+  // Every link stream starts the step after the compute stream's work so far
+  // (inside a step graph's capture: the fork that brings the receives into
+  // the graph; they are posted as early as before, at the step's start).
+  AUTODDL_CUDA_CHECK(cudaEventRecord(fence_, compute_stream()));
+  for (auto *links : {&out_, &in_})
+    for (auto &[peer, l] : *links)
+      AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(l.stream, fence_, 0));
+}
+
 void Pipe::finish_step() {
   for (auto *links : {&out_, &in_})
     for (auto &[peer, l] : *links) {
@@ -752,7 +765,10 @@ void Pipe::finish_step() {
             "pipeline: " + std::to_string(l.order.size() - l.next) +
             " transfers with device " + std::to_string(peer) +
             " left in the step");
-      AUTODDL_CUDA_CHECK(cudaStreamSynchronize(l.stream));
+      // The join: compute (the next step's work, the optimizer) waits for
+      // every transfer of this step, so no buffer is reused under one.
+      AUTODDL_CUDA_CHECK(cudaEventRecord(l.done, l.stream));
+      AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), l.done, 0));
       l.next = 0;
     }
 }
@@ -836,6 +852,8 @@ void Pipe::end_recording() {
       for (auto &e : l.events)
         AUTODDL_CUDA_CHECK(
             cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      AUTODDL_CUDA_CHECK(
+          cudaEventCreateWithFlags(&l.done, cudaEventDisableTiming));
     }
   // Links this rank does not use in practice (no messages) are dropped.
   for (auto *links : {&out_, &in_})

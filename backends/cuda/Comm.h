@@ -33,6 +33,7 @@
 #ifndef AUTODDL_BACKENDS_CUDA_COMM_H
 #define AUTODDL_BACKENDS_CUDA_COMM_H
 
+#include "backends/common/Metrics.h" // CommStats
 #include "backends/common/Tensor.h"
 #include "backends/cuda/Runtime.h"
 
@@ -73,6 +74,9 @@ const Comm &world();
 Comm comm_split(int color, int key);
 /// Destroys every communicator and stops the watchdog (before MPI_Finalize).
 void comm_finalize();
+/// This rank's collectives so far, calls and bytes per kind, counted as they
+/// are enqueued (declared with the CPU collectives too; HostComm.cpp).
+CommStats &comm_stats();
 
 // ---- boxing collectives over tensor-parallel groups (compute_stream) ----
 
@@ -151,7 +155,9 @@ void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
 /// produces them). When the backward of the last micro-batch has written a
 /// bucket's gradients, ready() all-reduces them on the sync stream, overlapping
 /// the rest of the backward pass; wait() makes compute_stream() wait for every
-/// bucket of the step.
+/// bucket of the step (the join of the sync stream back into compute_stream():
+/// inside a step graph's capture it closes the fork; a second call in the
+/// same step does nothing).
 class GradSync {
 public:
   /// `comm` is the data-parallel group; bucket b holds `bucket_grads[b]`
@@ -203,7 +209,12 @@ public:
   bool recording() const { return recording_; }
   void send(const void *buf, int64_t bytes, int peer, int tag);
   void recv(void *buf, int64_t bytes, int peer, int tag);
-  /// Waits for this step's transfers (before the buffers are reused).
+  /// At a step's start: every link stream waits for the compute stream (the
+  /// fork of a step graph's capture).
+  void begin_step();
+  /// At the step's end: the compute stream waits for this step's transfers
+  /// (before the buffers are reused; the join of the capture). Throws
+  /// std::logic_error when a recorded transfer did not happen.
   void finish_step();
 
 private:
@@ -218,7 +229,8 @@ private:
     std::vector<Message> order;  // sends: ours; receives: the sender's order
     std::map<int, size_t> index; // tag -> position in order
     std::vector<cudaEvent_t> events;
-    size_t next = 0; // next message to send / post
+    cudaEvent_t done = nullptr; // the step's last transfer on the link
+    size_t next = 0;            // next message to send / post
   };
   MPI_Comm pp_ = MPI_COMM_NULL;
   int device_ = 0, devices_ = 1, color_base_ = 0, groups_ = 1;

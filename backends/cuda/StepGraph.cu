@@ -7,6 +7,26 @@
 
 namespace autoddl::rt {
 
+namespace {
+
+/// after - before, per kind (kinds with no new calls left out).
+CommStats counts_added(const CommStats &before, const CommStats &after) {
+  CommStats added;
+  for (const auto &[kind, a] : after) {
+    CollectiveStat d = a;
+    if (auto it = before.find(kind); it != before.end()) {
+      d.calls -= it->second.calls;
+      d.bytes -= it->second.bytes;
+      d.seconds -= it->second.seconds;
+    }
+    if (d.calls > 0)
+      added[kind] = d;
+  }
+  return added;
+}
+
+} // namespace
+
 bool cuda_graph_disabled_by_env() {
   const char *s = std::getenv("AUTODDL_CUDA_GRAPH");
   return s && std::strcmp(s, "0") == 0;
@@ -26,6 +46,12 @@ void StepGraph::run(const std::function<void()> &body) {
   const int64_t call = calls_++;
   if (exec_) {
     AUTODDL_CUDA_CHECK(cudaGraphLaunch(exec_, compute_stream()));
+    for (const auto &[kind, d] : captured_counts_) {
+      CollectiveStat &s = (*counts_)[kind];
+      s.calls += d.calls;
+      s.bytes += d.bytes;
+      s.seconds += d.seconds;
+    }
     return;
   }
   if (call == 0 || failed_) { // warm-up: workspaces grow, GEMM plans built
@@ -36,17 +62,21 @@ void StepGraph::run(const std::function<void()> &body) {
   // not end the capture. The body must not allocate or wait (device_alloc
   // and scratch growth synchronise the stream: that fails loudly); the eager
   // first call grew every workspace already.
+  CommStats unused;
+  CommStats &counts = counts_ ? *counts_ : unused;
+  const CommStats before = counts;
   AUTODDL_CUDA_CHECK(
       cudaStreamBeginCapture(compute_stream(), cudaStreamCaptureModeRelaxed));
   body();
+  captured_counts_ = counts_added(before, counts);
   cudaGraph_t graph = nullptr;
   cudaError_t err = cudaStreamEndCapture(compute_stream(), &graph);
   cudaGraphExec_t exec = nullptr;
   if (err == cudaSuccess)
     err = cudaGraphInstantiate(&exec, graph, 0);
   if (err != cudaSuccess) {
-    // Nothing of the body ran: it was only recorded. Run it eagerly, now and
-    // from here on.
+    // Nothing of the body ran: it was only recorded (so its collectives'
+    // counts go back). Run it eagerly, now and from here on.
     std::fprintf(stderr,
                  "autoddl: note: the step could not be captured as a CUDA "
                  "graph (%s: %s); running it without\n",
@@ -55,6 +85,8 @@ void StepGraph::run(const std::function<void()> &body) {
     if (graph)
       cudaGraphDestroy(graph);
     failed_ = true;
+    counts = before;
+    captured_counts_.clear();
     body();
     return;
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One validation session of the CUDA backend in few device calls (bench/cuda/README.md).
 #
-#   bash bench/cuda/gpu_session.sh stage [--gpus 1|2] [--models a,b] [--micro m=B,..] DIR  # here
+#   bash bench/cuda/gpu_session.sh stage [--gpus 1|2|4] [--models a,b] [--micro m=B,..] DIR  # here
 #   bash bench/cuda/gpu_session.sh checks DIR    # device: kernels, verify matrix, step graph e2e
 #   bash bench/cuda/gpu_session.sh launchers DIR # device (staged --gpus 2): torchrun_gpu.sh, faults
 #   bash bench/cuda/gpu_session.sh bench [--models a,b] DIR  # device: bench/cuda/run.sh --profile
@@ -17,7 +17,7 @@
 # cores). The device modes write every log and result under a work folder and return one
 # tarball, $OUT/<mode>.tgz (the device tool brings back at most 8 files).
 # --gpus 2: the verify cases, the torchrun/fault program and benchmark projects of two GPUs as well
-#   (default 1). On a one-GPU device, checks runs the two-rank cases with both ranks on its GPU
+#   (default 1); --gpus 4 adds the verify cases of four ranks (dp=2 x tp=2). On a one-GPU device, checks runs the two-rank cases with both ranks on its GPU
 #   (AUTODDL_SHARE_GPU, backends/cuda/Comm.cu): their functions, not their speed.
 # --micro: other micro-batches for the benchmark (make_projects.sh --micro; bench runs PyTorch at
 #   the same ones).

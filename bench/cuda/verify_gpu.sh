@@ -225,6 +225,27 @@ device)
       fi
     done
   done <"$dir/cases.txt"
+  # The step graph of multi-rank programs (StepGraph.h: collectives, bucket all-reduces and
+  # pipeline transfers captured with the kernels): every fp32 case of two or more ranks runs again
+  # with --no-cuda-graph; compare checks the graphed run against it (losses within 1e-6 relative,
+  # the same collectives counted) and that the graph was on. VERIFY_EAGER=0 skips these runs.
+  if [ "${VERIFY_EAGER:-1}" = 1 ]; then
+    while read -r name model; do
+      gpus=$(cat "$dir/cases/$name/gpus")
+      bin=/tmp/build-fp32/train_$name
+      { [ "$gpus" -ge 2 ] && [ "$gpus" -le "$maxgpus" ] && [ -x "$bin" ]; } || continue
+      share=() && [ "$gpus" -gt "${have:-0}" ] && share=(-x AUTODDL_SHARE_GPU=1)
+      t1=$(date +%s)
+      if timeout 90 mpirun --allow-run-as-root --oversubscribe -np "$gpus" -x NCCL_NVLS_ENABLE \
+        -x LD_LIBRARY_PATH "${share[@]}" "$bin" --steps $steps --quiet --no-cuda-graph \
+        --out "$out/$name.eager_fp32" </dev/null >"$out/$name.eager_fp32.log" 2>&1; then
+        echo "$name eager_fp32 ok $(($(date +%s) - t1)) s" >>"$log"
+      else
+        echo "$name eager_fp32 FAILED (rc $?)" >>"$log"
+        tail -5 "$out/$name.eager_fp32.log" >>"$log"
+      fi
+    done <"$dir/cases.txt"
+  fi
   # Checkpoint + resume exactness and the device-timed trace (pp=2 1F1B, fp32): 20 steps saving at
   # step 10, then a second run resuming step-10; its losses must equal steps 10..19 of the first.
   bin=/tmp/build-fp32/train_pp2_1f1b
@@ -338,7 +359,38 @@ if full and resumed:
                      "bitwise_equal": tail == resumed["loss"], "max_rel_diff": rel,
                      "ok": rel is not None and rel <= 1e-6, "full": tail, "resumed": resumed["loss"]}
     doc["all_ok"] = ok_all and doc["resume"]["ok"]
+# Multi-rank step graphs against the same program run eagerly (--no-cuda-graph), fp32: the same
+# kernels and collectives in the same order, so the losses agree to the rounding of the fp32
+# atomics (1e-6 relative, as tests/e2e/cuda_step_graph.sh on one GPU), and the replays count the
+# collectives the eager steps make.
+graph_rows = []
+for name, model in cases:
+    eager, graphed = runs.get(f"{name}.eager_fp32"), runs.get(f"{name}.fp32")
+    if eager is None and f"{name} eager_fp32 " not in log:
+        continue
+    row = {"case": name, "graph": (graphed or {}).get("info", {}).get("cuda_graph"),
+           "eager": (eager or {}).get("info", {}).get("cuda_graph")}
+    if not eager or not graphed or len(eager["loss"]) != len(graphed["loss"]):
+        row.update(ok=False, error="no result")
+    else:
+        rel = max(abs(a - b) / abs(b) for a, b in zip(graphed["loss"], eager["loss"]))
+        count = lambda r: {k: (v["calls"], v["bytes"]) for k, v in r.get("collectives", {}).items()}
+        row.update(max_rel_diff=rel, same_collectives=count(graphed) == count(eager),
+                   collectives=count(graphed),
+                   graph_step_seconds=graphed.get("mean_step_seconds"),
+                   eager_step_seconds=eager.get("mean_step_seconds"))
+        row["ok"] = (rel <= 1e-6 and row["same_collectives"] and str(row["graph"]).startswith("on:")
+                     and str(row["eager"]).startswith("off:"))
+    graph_rows.append(row)
+if graph_rows:
+    doc["graph_vs_eager"] = {"what": "fp32 cases of 2+ ranks, step graph against --no-cuda-graph: "
+                             "losses within 1e-6 relative, equal collective counts, graph on",
+                             "rows": graph_rows}
+    doc["all_ok"] = doc["all_ok"] and all(r["ok"] for r in graph_rows)
 json.dump(doc, open(path, "w"), indent=1)
+for r in graph_rows:
+    print(f"{r['case']:16} graph {'ok ' if r['ok'] else 'BAD'} {r.get('max_rel_diff', float('nan')):.2e} "
+          f"vs eager; {r.get('graph')} {r.get('error', '')}")
 for r in rows:
     if "skipped" in r:
         print(f"{r['case']:16} {r['mode']:5} {r['skipped']}")
