@@ -26,20 +26,7 @@ have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 [ "${have:-0}" -ge 1 ] || { echo "skipped: no GPU"; exit 77; }
 top=/tmp/graph-smoke
 rm -rf "$top" && mkdir -p "$top/src"
-first=$(realpath "$1")
-{
-  echo 'cmake_minimum_required(VERSION 3.18)'
-  echo 'set(CMAKE_CUDA_ARCHITECTURES 90)'
-  echo 'project(autoddl_graph_smoke LANGUAGES C CXX CUDA)'
-  echo 'set(CMAKE_CXX_STANDARD 17)'
-  echo "set(AUTODDL_RUNTIME_ROOT $first/runtime)"
-  echo "include($first/runtime/backends/cuda/StandaloneRuntime.cmake)"
-  for d in "$@"; do
-    n=$(basename "$d")
-    echo "add_executable(train_$n $(realpath "$d")/train.cpp)"
-    echo "target_link_libraries(train_$n PRIVATE autoddl_cuda_runtime)"
-  done
-} >"$top/src/CMakeLists.txt"
+bash "$(dirname "$0")/shared_runtime_cmake.sh" "$@" >"$top/src/CMakeLists.txt"
 t0=$(date +%s)
 cmake -S "$top/src" -B "$top/build" -DCMAKE_BUILD_TYPE=Release >"$out/build.log" 2>&1 &&
   cmake --build "$top/build" -j "$(nproc)" >>"$out/build.log" 2>&1 ||

@@ -120,21 +120,9 @@ shared_runtime() { # project dirs... -> 0 when all runtime/ trees are identical
   for d in "$@"; do diff -rq "$first" "$d/runtime" >/dev/null || return 1; done
 }
 build_shared() { # project dirs... -> /tmp/autoddl-bench/<name>/train links into one build
-  local top=/tmp/autoddl-bench/shared first=$1 d n
+  local top=/tmp/autoddl-bench/shared d n
   mkdir -p "$top/src"
-  {
-    echo 'cmake_minimum_required(VERSION 3.18)'
-    echo 'set(CMAKE_CUDA_ARCHITECTURES 90)'
-    echo 'project(autoddl_bench LANGUAGES C CXX CUDA)'
-    echo 'set(CMAKE_CXX_STANDARD 17)'
-    echo "set(AUTODDL_RUNTIME_ROOT $(realpath "$first")/runtime)"
-    echo "include($(realpath "$first")/runtime/backends/cuda/StandaloneRuntime.cmake)"
-    for d in "$@"; do
-      n=$(basename "$d")
-      echo "add_executable(train_$n $(realpath "$d")/train.cpp)"
-      echo "target_link_libraries(train_$n PRIVATE autoddl_cuda_runtime)"
-    done
-  } >"$top/src/CMakeLists.txt"
+  bash bench/cuda/shared_runtime_cmake.sh "$@" >"$top/src/CMakeLists.txt"
   if cmake -S "$top/src" -B "$top/build" -DCMAKE_BUILD_TYPE=Release >"$top.log" 2>&1 &&
     nice cmake --build "$top/build" -j "$jobs" -- -k >>"$top.log" 2>&1; then :; fi
   for d in "$@"; do
