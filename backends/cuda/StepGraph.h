@@ -9,13 +9,13 @@
 //
 // What may be captured: work on compute_stream(), and on other streams forked
 // from it by an event and joined back before the body returns (the gradient
-// buckets' all-reduces on the sync stream); NCCL collectives among it (NCCL
-// records them as graph nodes; every rank captures the same ones in the same
-// order). The same buffers every step and nothing that waits for the device
-// (no synchronisation, no copy to the host, no allocation). The generated
-// program decides statically which steps qualify (a single pipeline stage, no
-// host reads of the accuracy) and loads each step's inputs before the graph
-// runs. Buffers grow on first use (attention and scratch workspaces, cuBLASLt
+// buckets' all-reduces on the sync stream, the pipeline links' transfers);
+// NCCL collectives among it (NCCL records them as graph nodes; every rank
+// captures the same ones in the same order). The same buffers every step and
+// nothing that waits for the device (no synchronisation, no copy to the host,
+// no allocation). The generated program decides statically which steps
+// qualify (all but those reading the accuracy back on the host) and loads
+// each step's inputs before the graph runs. Buffers grow on first use (attention and scratch workspaces, cuBLASLt
 // plans, NCCL's connections), so the first step runs eagerly and the second
 // is captured.
 //
