@@ -15,9 +15,9 @@
 // nothing that waits for the device (no synchronisation, no copy to the host,
 // no allocation). The generated program decides statically which steps
 // qualify (all but those reading the accuracy back on the host) and loads
-// each step's inputs before the graph runs. Buffers grow on first use (attention and scratch workspaces, cuBLASLt
-// plans, NCCL's connections), so the first step runs eagerly and the second
-// is captured.
+// each step's inputs before the graph runs. Buffers grow on first use
+// (attention and scratch workspaces, cuBLASLt plans, NCCL's connections), so
+// the first step runs eagerly and the second is captured.
 //
 // The collectives count their calls and bytes on the host (comm_stats()) as
 // they are enqueued; a replay enqueues nothing, so it adds what the captured
