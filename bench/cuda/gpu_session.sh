@@ -17,8 +17,9 @@
 # cores). The device modes write every log and result under a work folder and return one
 # tarball, $OUT/<mode>.tgz (the device tool brings back at most 8 files).
 # --gpus 2: the verify cases, the torchrun/fault program and benchmark projects of two GPUs as well
-#   (default 1); --gpus 4 adds the verify cases of four ranks (dp=2 x tp=2). On a one-GPU device, checks runs the two-rank cases with both ranks on its GPU
-#   (AUTODDL_SHARE_GPU, backends/cuda/Comm.cu): their functions, not their speed.
+#   (default 1); --gpus 4 adds the verify cases of four ranks (dp=2 x tp=2). On a device of fewer
+#   GPUs, checks runs the ranks of a case on shared GPUs (AUTODDL_SHARE_GPU,
+#   backends/cuda/Comm.cu): their functions, not their speed.
 # --micro: other micro-batches for the benchmark (make_projects.sh --micro; bench runs PyTorch at
 #   the same ones).
 set -uo pipefail

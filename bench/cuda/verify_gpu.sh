@@ -206,25 +206,27 @@ device)
   # A case of more ranks than the device has GPUs runs them on shared GPUs (AUTODDL_SHARE_GPU,
   # Comm.cu: NCCL over loopback sockets), its log line says so.
   have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  while read -r name model; do
-    gpus=$(cat "$dir/cases/$name/gpus")
-    [ "$gpus" -gt "$maxgpus" ] && continue
-    share=() shared=""
+  run_case() { # name gpus bin run-label [program options...]: one 20-step run, a log line
+    local name=$1 gpus=$2 bin=$3 label=$4 share=() shared="" t1
+    shift 4
     if [ "$gpus" -gt "${have:-0}" ]; then
       share=(-x AUTODDL_SHARE_GPU=1) shared=" (ranks share ${have:-0} GPU)"
     fi
+    t1=$(date +%s)
+    if timeout 90 mpirun --allow-run-as-root --oversubscribe -np "$gpus" -x NCCL_NVLS_ENABLE \
+      -x LD_LIBRARY_PATH "${share[@]}" "$bin" --steps $steps --quiet "$@" \
+      --out "$out/$name.$label" </dev/null >"$out/$name.$label.log" 2>&1; then
+      echo "$name $label ok $(($(date +%s) - t1)) s$shared" >>"$log"
+    else
+      echo "$name $label FAILED (rc $?)" >>"$log"
+      tail -5 "$out/$name.$label.log" >>"$log"
+    fi
+  }
+  while read -r name model; do
+    gpus=$(cat "$dir/cases/$name/gpus")
+    [ "$gpus" -gt "$maxgpus" ] && continue
     for m in bf16 fp32; do
-      bin=/tmp/build-$m/train_$name
-      [ -x "$bin" ] || continue
-      t1=$(date +%s)
-      if timeout 90 mpirun --allow-run-as-root --oversubscribe -np "$gpus" -x NCCL_NVLS_ENABLE \
-        -x LD_LIBRARY_PATH "${share[@]}" "$bin" --steps $steps --quiet --out "$out/$name.$m" \
-        </dev/null >"$out/$name.$m.log" 2>&1; then
-        echo "$name $m ok $(($(date +%s) - t1)) s$shared" >>"$log"
-      else
-        echo "$name $m FAILED (rc $?)" >>"$log"
-        tail -5 "$out/$name.$m.log" >>"$log"
-      fi
+      [ -x "/tmp/build-$m/train_$name" ] && run_case "$name" "$gpus" "/tmp/build-$m/train_$name" $m
     done
   done <"$dir/cases.txt"
   # The step graph of multi-rank programs (StepGraph.h: collectives, bucket all-reduces and
@@ -239,19 +241,7 @@ device)
       { [ "$gpus" -ge 2 ] && [ "$gpus" -le "$maxgpus" ] && [ -x "$bin" ]; } || continue
       grep -Eq '"cuda_graph": ?"off: not for this plan' "$out/$name.fp32/metrics.json" 2>/dev/null &&
         continue
-      share=() shared=""
-      if [ "$gpus" -gt "${have:-0}" ]; then
-        share=(-x AUTODDL_SHARE_GPU=1) shared=" (ranks share ${have:-0} GPU)"
-      fi
-      t1=$(date +%s)
-      if timeout 90 mpirun --allow-run-as-root --oversubscribe -np "$gpus" -x NCCL_NVLS_ENABLE \
-        -x LD_LIBRARY_PATH "${share[@]}" "$bin" --steps $steps --quiet --no-cuda-graph \
-        --out "$out/$name.eager_fp32" </dev/null >"$out/$name.eager_fp32.log" 2>&1; then
-        echo "$name eager_fp32 ok $(($(date +%s) - t1)) s$shared" >>"$log"
-      else
-        echo "$name eager_fp32 FAILED (rc $?)" >>"$log"
-        tail -5 "$out/$name.eager_fp32.log" >>"$log"
-      fi
+      run_case "$name" "$gpus" "$bin" eager_fp32 --no-cuda-graph
     done <"$dir/cases.txt"
   fi
   # Checkpoint + resume exactness and the device-timed trace (pp=2 1F1B, fp32): 20 steps saving at
