@@ -613,7 +613,7 @@ bool Emitter::storesGrad(size_t i, int t, TpLayout l,
 /// is the vocabulary (the embedding table [V, C], an lm_head weight [V, C]
 /// with transpose_weight) with its local rows rounded up to a multiple of 64:
 /// GEMMs with 50257 as a dimension run at a fifth of the aligned rate on an
-/// H200 (bench/cuda/results/kernels_h200.txt). Only where every use allows
+/// H200 (bench/results/cuda/2026-11-29-kernels/). Only where every use allows
 /// it: embedding tables, and bias-free transposed linears whose logits go
 /// only to a cross-entropy on the same stage in the same layout (which then
 /// reads the first V columns of rows Vp apart). The padding rows are zero and

@@ -26,7 +26,7 @@
 // AUTODDL_WATCHDOG_TIMEOUT seconds (default 600; 0: never): a hung rank leaves
 // the others waiting inside NCCL kernels. AUTODDL_FAULT_INJECT="rank:step:kind"
 // makes rank `rank` fail at the start of step `step` (counted from 0 in this
-// run) for tests (bench/cuda/fault_gpu.sh): kind cuda (a failing cudaMalloc),
+// run) for tests (tests/gpu/fault_gpu.sh): kind cuda (a failing cudaMalloc),
 // illegal (a kernel writing to an invalid address), nccl (ncclAllReduce of
 // an invalid datatype), hang (the host stops), exit (the process ends
 // silently).

@@ -52,16 +52,16 @@ stage)
   echo "$micro" >"$dir/micro"
   cd "$root"
   echo "stage: KernelCheck"
-  bash bench/cuda/check_kernels.sh --prebuild "$dir/kernels" >"$dir/kernels.log" 2>&1 || {
+  bash tests/gpu/check_kernels.sh --prebuild "$dir/kernels" >"$dir/kernels.log" 2>&1 || {
     tail -20 "$dir/kernels.log"
     exit 1
   }
   strip "$dir/kernels/KernelCheck" "$dir/kernels/KernelCheckFp32"
   rm -rf "$dir/kernels/build"
   echo "stage: verify cases on at most $gpus GPU(s)"
-  VERIFY_MAX_GPUS=$gpus bash bench/cuda/verify_gpu.sh prepare "$autoddl" \
+  VERIFY_MAX_GPUS=$gpus bash tests/gpu/verify_gpu.sh prepare "$autoddl" \
     "$dir/verify" >"$dir/verify.log" 2>&1 &&
-    bash bench/cuda/verify_gpu.sh build "$dir/verify" >>"$dir/verify.log" 2>&1 || {
+    bash tests/gpu/verify_gpu.sh build "$dir/verify" >>"$dir/verify.log" 2>&1 || {
     tail -20 "$dir/verify.log"
     exit 1
   }
@@ -74,7 +74,7 @@ stage)
     "$autoddl" codegen "$dir/step_graph_plan.json" --backend cuda --fp32 \
       -o "$dir/step_graph" >/dev/null || exit 1
   if [ "$gpus" -ge 2 ]; then
-    echo "stage: torchrun/fault program (tiny-gpt dp=2, bench/cuda/torchrun_gpu.sh)"
+    echo "stage: torchrun/fault program (tiny-gpt dp=2, tests/gpu/torchrun_gpu.sh)"
     t=$dir/torchrun
     mkdir -p "$t/bin"
     "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 --seq 64 \
@@ -119,10 +119,10 @@ checks | launchers | bench)
   stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$w/session.log"; }
   cd "$root"
   if [ "$mode" = checks ]; then
-    bash bench/cuda/check_kernels.sh "$w/kernels" "$dir/kernels" >"$w/kernels.log" 2>&1
+    bash tests/gpu/check_kernels.sh "$w/kernels" "$dir/kernels" >"$w/kernels.log" 2>&1
     stamp "kernels: rc $?; $(cat "$w"/kernels/check_*.txt 2>/dev/null | grep -c FAIL) FAIL lines"
     tar xJf "$dir/verify/prebuilt.tar.xz" -C "$dir/verify"
-    OUT=$w/verify bash bench/cuda/verify_gpu.sh device "$dir/verify" "$gpus" >"$w/verify.log" 2>&1
+    OUT=$w/verify bash tests/gpu/verify_gpu.sh device "$dir/verify" "$gpus" >"$w/verify.log" 2>&1
     stamp "verify: rc $?"
     bash tests/e2e/cuda_step_graph.sh "$dir/step_graph" "$w/step_graph" >"$w/step_graph.log" 2>&1
     stamp "step graph e2e: rc $?"
@@ -130,7 +130,7 @@ checks | launchers | bench)
   elif [ "$mode" = launchers ]; then # two ranks, sharing the GPU of a one-GPU device
     have=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
     share="" && [ "${have:-0}" -lt 2 ] && share=1
-    AUTODDL_SHARE_GPU=$share bash bench/cuda/torchrun_gpu.sh "$dir/torchrun" /tmp/gpu-torchrun \
+    AUTODDL_SHARE_GPU=$share bash tests/gpu/torchrun_gpu.sh "$dir/torchrun" /tmp/gpu-torchrun \
       >"$w/torchrun_fault.txt" 2>&1
     stamp "torchrun + faults (2 ranks${share:+ on 1 GPU}): rc $?"
   else
@@ -157,7 +157,7 @@ unpack)
   if [ "$mode" = launchers ]; then
     cat "$dir/results/$name/torchrun_fault.txt"
   elif [ "$mode" = checks ]; then
-    bash "$root/bench/cuda/verify_gpu.sh" compare "$dir/verify" "$dir/results/$name/verify" \
+    bash "$root/tests/gpu/verify_gpu.sh" compare "$dir/verify" "$dir/results/$name/verify" \
       "$dir/results/verify.json"
   else # fit_check.sh's layout: measured/<project>/ (profiled), graph_runs/<project>/ (timed)
     for d in "$dir/results/$name/bench"/validate-* "$dir/results/$name/bench"/run-*; do

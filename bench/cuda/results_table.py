@@ -5,8 +5,9 @@
       one JSON row for a generated program's run: tokens/s from its metrics.json step times
       after WARMUP steps (the program's own first-step exclusion is not relied on)
   results_table.py combine --pytorch ROWS... --autoddl ROWS... --info INFO --out FILE
-      bench/results/cuda_vs_pytorch.json in issue 6 part 5's schema, from the rows of
-      one run or several (e.g. a 1-GPU and a 2-GPU call)
+      a cuda_vs_pytorch.json in issue 6 part 5's schema (e.g. bench/results/cuda/
+      2026-12-01-gpt2-1gpu/cuda_vs_pytorch_1_and_2_gpus.json), from the rows
+      of one run or several (e.g. a 1-GPU and a 2-GPU call)
 
 MFU: flops/token = 6*N + 12*L*T*C with N = every parameter but the position table (the tied
 embedding once), over 989.5e12 bf16 FLOP/s per GPU (H200 SXM dense, NVIDIA datasheet); the

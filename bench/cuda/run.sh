@@ -26,7 +26,8 @@
 #   bench.json ({"model", "gpus", "plan", "micro_batch", "global_batch"}); each is built with
 #   CMake and run under mpirun for --steps + --warmup steps; autoddl_tokens_per_s is computed
 #   from its metrics.json step times after the warm-up steps. Only the projects of --models run.
-# Results go to $OUT (the device tool's folder) when set, else bench/cuda/results/:
+# Results go to $OUT (the device tool's folder) when set, else bench/results/cuda/<date>-run/
+# (rename it to say what ran, and add its README: bench/results/README.md):
 #   cuda_vs_pytorch.json (issue 6 part 5's schema), pytorch_rows.jsonl, autoddl_rows.jsonl,
 #   h200-calibrated.json + calibrate_raw.json (--probe), run.log (every log), info.txt.
 set -uo pipefail
@@ -58,7 +59,7 @@ done
 dist_models=${dist_models:-$models}
 case "$gpus" in 1 | 2 | all) ;; *) echo "run.sh: --gpus takes 1, 2 or all" >&2; exit 2 ;; esac
 
-res=${OUT:-bench/cuda/results}
+res=${OUT:-bench/results/cuda/$(date -u +%F)-run}
 mkdir -p "$res"
 log=$res/run.log
 : >"$log"

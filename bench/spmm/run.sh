@@ -9,14 +9,14 @@
 #                                          --graph a.mtx,b.txt (these graphs instead of the suite:
 #                                          Matrix Market files or edge lists, GraphFile.h)
 #
-# Env: OUT (result folder, default bench/results), SPMM_BUILD (object folder), SPMM_FLAGS
+# Env: OUT (result folder, default bench/results/spmm/<date>-run), SPMM_BUILD (object folder), SPMM_FLAGS
 #      (extra nvcc flags, e.g. the kernels' -D knobs: bench/spmm/variants.sh),
 #      GTEST_SRC (googletest source with include/ and src/: also builds and runs the GPU
 #      unit tests of tests/unit/sparse first), SKIP_BENCH=1 (tests only).
 # Writes $OUT/sparse_h200.json and $OUT/bench.log; exits non-zero if a check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-bench/results}
+out=${OUT:-bench/results/spmm/$(date -u +%F)-run}
 build=${SPMM_BUILD:-/tmp/spmm-build}
 mkdir -p "$out" "$build"
 nvccVersion=$(nvcc --version | grep -o 'release [0-9.]*, V[0-9.]*' || echo unknown)

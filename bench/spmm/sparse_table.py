@@ -3,8 +3,9 @@
 "Sparse throughput") into the H200 cluster presets from the benchmark's result file.
 
 Per (op, precision, feature width): the median GFLOP/s of our kernels over the benchmark's
-graphs (bench/results/sparse_h200.json "cases"). The cost model prices spmm/sddmm from it
-(docs/cost-model.md "Sparse ops"). Re-running it after a new benchmark run rewrites the table.
+graphs (the "cases" of bench/results/spmm/2026-12-01-suite/sparse_h200.json, the default). The
+cost model prices spmm/sddmm from it (docs/cost-model.md "Sparse ops"). Re-running it after a new
+benchmark run (give its result file) rewrites the table.
 
 Usage: bench/spmm/sparse_table.py [RESULT_JSON] [CLUSTER_JSON...]
 """
@@ -14,7 +15,7 @@ import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RESULT = os.path.join(ROOT, "bench/results/sparse_h200.json")
+RESULT = os.path.join(ROOT, "bench/results/spmm/2026-12-01-suite/sparse_h200.json")
 CLUSTERS = [os.path.join(ROOT, "examples/clusters", f + ".json")
             for f in ("h200x2-nvlink", "h200-calibrated", "dgx-h200-ndr")]
 KEY = '"sparse_gflops": {'

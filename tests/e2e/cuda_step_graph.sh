@@ -9,7 +9,7 @@
 #  - --trace turns the graph off (it times each op).
 # Usage: cuda_step_graph.sh AUTODDL WORKDIR
 #    or: cuda_step_graph.sh PROJECT WORKDIR  (a project generated elsewhere, as the ctest case
-#        makes it: GPU machines have no autoddl; see bench/cuda/verify_gpu.sh)
+#        makes it: GPU machines have no autoddl; see tests/gpu/verify_gpu.sh)
 set -uo pipefail
 autoddl=$1 w=$2
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)

@@ -16,7 +16,8 @@
 
 // Tile choices, build-time knobs for the benchmark's comparisons
 // (bench/cuda/attention_build.sh builds the alternatives; the defaults are
-// the measured best, bench/cuda/results/attention_h200.json).
+// the measured best,
+// bench/results/cuda/2026-12-01-attention/attention_h200.json).
 
 // D = 128 forward: 1 = 128 query rows x 64 keys a block, Q re-read from
 // shared memory (H200, B4 T2048 H32 causal: 252 TFLOP/s); 0 = 64 x 64, Q in
@@ -26,11 +27,11 @@
 #endif
 // Backward tiles (AttentionFlash.cuh: warps a block, key m-tiles of 16 a warp,
 // query rows an iteration), measured best on the H200
-// (bench/cuda/results/attention_h200.json): D = 32, 64 causal 4 / 1 / 32
-// (1-4% over 4 / 1 / 64: the causal tiles skip more), D = 32, 64 full
-// 4 / 2 / 32 (9%: half the Q and dO shared-memory reads per mma; 5% slower
-// causal), D = 128 8 / 1 / 64 (3%), D = 16 4 / 1 / 64. Setting any of the
-// three knobs below replaces the choice for every D >= 32 (the benchmark's
+// (bench/results/cuda/2026-12-01-attention/attention_h200.json): D = 32, 64
+// causal 4 / 1 / 32 (1-4% over 4 / 1 / 64: the causal tiles skip more), D = 32,
+// 64 full 4 / 2 / 32 (9%: half the Q and dO shared-memory reads per mma; 5%
+// slower causal), D = 128 8 / 1 / 64 (3%), D = 16 4 / 1 / 64. Setting any of
+// the three knobs below replaces the choice for every D >= 32 (the benchmark's
 // alternatives); key tiles apply to D <= 64 only (registers), and query rows
 // fall back to 64 where 32 would give dQ a column group narrower than 16.
 // AUTODDL_ATTENTION_BWD_WARPS, AUTODDL_ATTENTION_BWD_KEY_TILES,

@@ -83,9 +83,9 @@ TEST_F(ClusterJsonTest, PresetFiguresAreTheDatasheets) {
 }
 
 TEST_F(ClusterJsonTest, H200PairMatchesItsMeasurement) {
-  // bench/results/nccl_h200x2.json: all_reduce of 256 MiB took 900.5 us (busbw
-  // 298 GB/s) and of 1 KiB 13.2 us. The preset (fit over all sizes) must land
-  // within 10% of both.
+  // bench/results/nccl/2026-11-29-h200x2/nccl_h200x2.json: all_reduce of 256
+  // MiB took 900.5 us (busbw 298 GB/s) and of 1 KiB 13.2 us. The preset (fit
+  // over all sizes) must land within 10% of both.
   Cluster c = loadCluster("h200x2-nvlink");
   double big =
       collectiveCost(c, Collective::AllReduce, 268435456, {2, 1}).best.time;
@@ -96,8 +96,9 @@ TEST_F(ClusterJsonTest, H200PairMatchesItsMeasurement) {
 }
 
 TEST_F(ClusterJsonTest, H200PresetsCarryTheSparseBenchmark) {
-  // bench/results/sparse_h200.json, median over its graphs
-  // (bench/spmm/sparse_table.py): spmm fp16 at N = 128 is 3991.3 GFLOP/s.
+  // bench/results/spmm/2026-12-01-suite/sparse_h200.json, median over its
+  // graphs (bench/spmm/sparse_table.py): spmm fp16 at N = 128 is 3991.3
+  // GFLOP/s.
   for (const char *name :
        {"h200x2-nvlink", "dgx-h200-ndr", "h200-calibrated", "h200-fitted"}) {
     Cluster c = loadCluster(name);
