@@ -1,5 +1,5 @@
-//===- ProjectRunner.cpp - cache, build and launch generated projects ----===//
-#include "codegen/ProjectRunner.h"
+//===- Build.cpp - cache, build and launch generated projects ------------===//
+#include "driver/Build.h"
 
 #include "support/UserError.h"
 
@@ -12,11 +12,11 @@
 #include <thread>
 #include <unistd.h>
 
-namespace autoddl::codegen {
+namespace autoddl::driver {
 
 namespace fs = std::filesystem;
 
-std::string projectHash(const ProjectFiles &files) {
+std::string projectHash(const codegen::ProjectFiles &files) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const std::string &s) {
     for (unsigned char c : s) {
@@ -90,7 +90,7 @@ bool onPath(const std::string &tool) {
 
 } // namespace
 
-std::string buildCached(const ProjectFiles &files, bool verbose) {
+std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
   const std::string dir = cacheRoot() + "/" + projectHash(files);
   const std::string binary = dir + "/build/train";
   if (access(binary.c_str(), X_OK) == 0) {
@@ -99,7 +99,7 @@ std::string buildCached(const ProjectFiles &files, bool verbose) {
                    binary.c_str());
     return binary;
   }
-  writeProject(dir, files);
+  codegen::writeProject(dir, files);
   const std::string log = dir + "/build.log";
   std::error_code ec;
   fs::remove(log, ec);
@@ -137,6 +137,15 @@ void requireGpu(const std::string &what) {
                            "--backend cuda` and run it on a GPU machine");
 }
 
+std::string workDir(const std::string &dir, const std::string &what) {
+  if (!dir.empty())
+    return dir;
+  std::string tmpl = "/tmp/autoddl-" + what + "-XXXXXX";
+  if (!mkdtemp(tmpl.data()))
+    throw UserError("cannot create a temporary directory in /tmp");
+  return tmpl;
+}
+
 int launchMpi(const std::string &binary, int ranks,
               const std::vector<std::string> &args,
               const std::string &logFile) {
@@ -149,31 +158,4 @@ int launchMpi(const std::string &binary, int ranks,
   return runProcess(argv, logFile);
 }
 
-planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
-  planner::Plan p = plan;
-  p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
-  p.knobs.microbatch = plan.globalBatch;
-  p.knobs.microbatches = 1;
-  // Fixed-shape models (an explicit op graph, a gcn or gat): a micro-batch is
-  // one instance of the graph, so the one rank runs the global batch as that
-  // many.
-  if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
-      plan.modelFamily == "gat") {
-    p.knobs.microbatch = plan.knobs.microbatch;
-    p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
-  }
-  p.knobs.schedule = pipeline::ScheduleKind::OneFOneB;
-  p.knobs.chunks = 1;
-  p.knobs.zero = 0;
-  planner::StageInfo s;
-  s.stage = 0;
-  s.device = 0;
-  s.firstLayer = 0;
-  s.endLayer = int(layers);
-  s.pre = s.post = true;
-  p.stages = {s};
-  p.collectives.clear();
-  return p;
-}
-
-} // namespace autoddl::codegen
+} // namespace autoddl::driver
