@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -90,9 +92,48 @@ bool onPath(const std::string &tool) {
 
 } // namespace
 
+namespace {
+
+/// An exclusive lock on `path` (created if missing) for this object's life:
+/// two autoddl processes building the same project (parallel tests, two runs
+/// of one plan) take turns instead of writing one directory at once.
+class FileLock {
+public:
+  explicit FileLock(const std::string &path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0)
+      throw UserError("cannot create the lock file " + path);
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR)
+        throw UserError("cannot lock " + path);
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock &) = delete;
+  FileLock &operator=(const FileLock &) = delete;
+
+private:
+  int fd_;
+};
+
+/// The compiler launcher of a project's build: ccache with the project's own
+/// directory as its base, so the paths it hashes are relative ("../runtime/")
+/// and every project shares the objects of the runtime sources they carry
+/// unchanged; empty without ccache.
+std::string ccacheLauncher(const std::string &dir) {
+  if (!onPath("ccache"))
+    return "";
+  return "env;CCACHE_BASEDIR=" + dir + ";ccache";
+}
+
+} // namespace
+
 std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
-  const std::string dir = cacheRoot() + "/" + projectHash(files);
+  const std::string root = cacheRoot();
+  const std::string dir = root + "/" + projectHash(files);
   const std::string binary = dir + "/build/train";
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  FileLock lock(dir + ".lock");
   if (access(binary.c_str(), X_OK) == 0) {
     if (verbose)
       std::fprintf(stderr, "autoddl: using the cached build %s\n",
@@ -101,7 +142,6 @@ std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
   }
   codegen::writeProject(dir, files);
   const std::string log = dir + "/build.log";
-  std::error_code ec;
   fs::remove(log, ec);
   if (verbose)
     std::fprintf(stderr, "autoddl: building %s (log: %s)\n", dir.c_str(),
@@ -109,10 +149,10 @@ std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
   std::vector<std::string> configure = {
       "cmake", "-S", dir, "-B", dir + "/build", "-DCMAKE_BUILD_TYPE=Release"};
   const bool cuda = files.count("runtime/backends/cuda/Comm.h") > 0;
-  if (onPath("ccache")) {
-    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+  if (const std::string launcher = ccacheLauncher(dir); !launcher.empty()) {
+    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=" + launcher);
     if (cuda)
-      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache");
+      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=" + launcher);
   }
   if (runProcess(configure, log) != 0 ||
       runProcess(
