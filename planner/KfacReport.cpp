@@ -133,13 +133,14 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
 }
 
 void addKfacEvents(const KfacPlan &p, int device, int process, int firstThread,
-                   double us, trace::ChromeTrace &out) {
+                   double us, trace::ChromeTrace &out,
+                   const std::string &rowPrefix) {
   if (device < 0 || device >= static_cast<int>(p.devices.size()))
     return;
   for (int step = 0; step < p.refreshSteps; ++step)
-    out.nameThread(
-        process, firstThread + step,
-        fmt::format("K-FAC, step {} of {}", step + 1, p.refreshSteps));
+    out.nameThread(process, firstThread + step,
+                   rowPrefix + fmt::format("K-FAC, step {} of {}", step + 1,
+                                           p.refreshSteps));
   for (const KfacItemPlacement &it : p.devices[device].items) {
     trace::TraceEvent e;
     e.process = process;

@@ -35,8 +35,9 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
 
 /// Adds `device`'s K-FAC items as events of trace process `process`, one
 /// thread per step of the refresh (thread `firstThread` + step), `us`
-/// microseconds per plan time unit.
+/// microseconds per plan time unit; thread names start with `rowPrefix`.
 void addKfacEvents(const KfacPlan &plan, int device, int process,
-                   int firstThread, double us, trace::ChromeTrace &out);
+                   int firstThread, double us, trace::ChromeTrace &out,
+                   const std::string &rowPrefix = "");
 
 } // namespace autoddl::planner
