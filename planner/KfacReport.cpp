@@ -87,8 +87,9 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
   if (std::ceil(end * perUnit) > maxColumns)
     perUnit = maxColumns / end;
   const auto width = static_cast<size_t>(std::ceil(end * perUnit - 1e-9));
+  // Below ~20 columns per step the pipeline's instructions are unreadable.
   if (width == 0 || static_cast<int>(width) > maxColumns ||
-      sim.makespan * perUnit < 4 * static_cast<double>(sim.devices.size()))
+      sim.makespan * perUnit < 20)
     return "";
   auto span = [&](double a, double b) {
     auto from = static_cast<size_t>(std::lround(a * perUnit));

@@ -245,14 +245,14 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     // Steps of bubbles until everything is placed or a step places nothing.
     int lastPlacing = 0;
     for (int step = 0;; ++step) {
-      if (step >= input.maxSteps)
-        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
-                          " needs more than " + std::to_string(input.maxSteps) +
-                          " steps");
       bool all = std::all_of(pk.items.begin(), pk.items.end(),
                              [](const Item &i) { return i.placed; });
       if (all)
         break;
+      if (step >= input.maxSteps)
+        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
+                          " needs more than " + std::to_string(input.maxSteps) +
+                          " steps");
       if (pk.fillStep(step)) {
         lastPlacing = step;
         continue;

@@ -338,6 +338,16 @@ TEST(PipeFisher, RejectsBadInput) {
                        "does not run");
   in.layers = {layer("x", 0, 1, 1, 0, 0, Direction::Up)};
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
+  // OneFOneBTwoStagesByHand needs K = 2: a one-step limit refuses it, a
+  // two-step limit takes it.
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  in.maxSteps = 1;
+  r = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(r.error(), "the k-fac refresh on stage 0 needs more than 1 steps");
+  in.maxSteps = 2;
+  EXPECT_TRUE(bool(packKfac(s, *sim, in)));
 }
 
 } // namespace
