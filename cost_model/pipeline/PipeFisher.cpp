@@ -79,12 +79,26 @@ struct DevicePacker {
 
   /// Fills the bubbles of one step; true if something was placed.
   bool fillStep(int step) {
+    // The unplaced items in priority order, and the shortest of them: a gap
+    // narrower than that takes nothing (the planner packs every candidate, so
+    // placed items are not rescanned).
+    std::vector<int> pending;
+    double shortest = kInf;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (!items[i].placed) {
+        pending.push_back(static_cast<int>(i));
+        shortest = std::min(shortest, items[i].duration);
+      }
     bool any = false;
     for (const Interval &gap : gaps) {
       double cursor = gap.start;
-      while (true) {
-        bool added = false;
-        for (Item &item : items) {
+      bool added = true;
+      while (added && !pending.empty() &&
+             shortest * (1 + in.margin) <=
+                 gap.end - cursor + 1e-12 * (1 + gap.end)) {
+        added = false;
+        for (int i : pending) {
+          Item &item = items[i];
           if (item.placed)
             continue;
           const double need = item.duration * (1 + in.margin);
@@ -98,8 +112,14 @@ struct DevicePacker {
           cursor += item.duration;
           added = any = true;
         }
-        if (!added)
-          break;
+        if (added) {
+          pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                       [&](int i) { return items[i].placed; }),
+                        pending.end());
+          shortest = kInf;
+          for (int i : pending)
+            shortest = std::min(shortest, items[i].duration);
+        }
       }
     }
     return any;
@@ -196,11 +216,15 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
         const KfacLayerWork &w = input.layers[l];
         if (w.curvature[f] <= 0)
           continue;
-        for (const auto &[key, ends] : inputs) {
-          const auto &[dev, stage, dir, mb] = key;
-          if (dev != d || stage != w.stage ||
-              dir != static_cast<int>(w.direction))
-            continue;
+        // Keys sort by (device, stage, direction, micro-batch): this layer's
+        // micro-batches are one run.
+        const int dir = static_cast<int>(w.direction);
+        for (auto it = inputs.lower_bound({d, w.stage, dir, -1});
+             it != inputs.end() && std::get<0>(it->first) == d &&
+             std::get<1>(it->first) == w.stage && std::get<2>(it->first) == dir;
+             ++it) {
+          const int mb = std::get<3>(it->first);
+          const std::array<double, 2> &ends = it->second;
           pk.items.push_back(
               {f == 0 ? KfacItemKind::CurvatureA : KfacItemKind::CurvatureG,
                l,
