@@ -30,6 +30,11 @@ using pipeline::KfacLayerWork;
 
 namespace {
 
+/// Inversion and preconditioning run in fp32 (cuSOLVER / LAPACK Cholesky,
+/// fp32 GEMMs on fp32 inverses: docs/kfac.md); a runtime that moves the
+/// preconditioning to TF32 or bf16 changes this price.
+constexpr cost::Precision kKfacFp32 = cost::Precision::FP32;
+
 /// The linear producing the logits the loss reads, through shape-only ops
 /// and a bias add; -1 when there is none.
 int headLinear(const ModelGraph &g) {
@@ -154,7 +159,7 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
                                              factor, group)
                             .best.time;
         w.invert[f] = cost::roofline(c, d[f] * d[f] * d[f], 3 * factor,
-                                     c.gemmEfficiency, cost::Precision::FP32)
+                                     c.gemmEfficiency, kKfacFp32)
                           .time;
         w.savedBytes[f] = S * d[f] * 2; // bf16 a / g of one micro-batch
         w.factorBytes[f] = factor;
@@ -163,7 +168,7 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
       w.precondition =
           cost::roofline(c, pre,
                          4 * (d[0] * d[0] + d[1] * d[1] + 2 * d[0] * d[1]),
-                         c.gemmEfficiency, cost::Precision::FP32)
+                         c.gemmEfficiency, kKfacFp32)
               .time;
       out.push_back(w);
       if (chimera) { // the up pipeline's copy of this stage
