@@ -21,7 +21,8 @@ and the precondition overhead for BERT-Base/Large under 1F1B and Chimera at
      model's own layer costs, embedding and head included.
 
 Usage: pipefisher_table.py path/to/autoddl [out_dir]
-Writes out_dir/results.json and out_dir/results.md (default: beside this file).
+Writes out_dir/results.json and out_dir/results.md (default:
+bench/results/pipefisher/<today>-bert-table/).
 """
 import json
 import os
@@ -98,7 +99,11 @@ def part_b(autoddl):
 
 def main():
     autoddl = sys.argv[1]
-    out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.abspath(__file__))
+    today = __import__("datetime").datetime.now(__import__("datetime").timezone.utc).strftime("%Y-%m-%d")
+    out_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
+        here, "..", "results", "pipefisher", today + "-bert-table")
+    os.makedirs(out_dir, exist_ok=True)
     a, b = part_a(autoddl), part_b(autoddl)
     json.dump({"reference_costs_bert_large_v100_ms": LARGE, "simulated_reference_costs": a,
                "planned_dgx_a100_hdr": b}, open(os.path.join(out_dir, "results.json"), "w"),
