@@ -16,8 +16,6 @@ using namespace mlir;
 namespace autoddl::sbp {
 namespace {
 
-using Signatures = SmallVector<SbpSignature>;
-
 SbpParallel toParallel(const ops::AxisLayout &layout) {
   if (layout.isSplit())
     return SbpParallel::split(layout.dim);
@@ -46,9 +44,11 @@ struct TableQuery {
   }
 };
 
-Signatures tableSignatures(Operation *op) {
+} // namespace
+
+SmallVector<SbpSignature> tableSignatures(Operation *op) {
   TableQuery q(op);
-  Signatures rows;
+  SmallVector<SbpSignature> rows;
   for (const ops::SbpRule &rule : ops::sbpRules(q.kind, q.operands, q.attrs)) {
     SbpSignature row;
     for (const ops::AxisLayout &l : rule.operands)
@@ -75,47 +75,5 @@ SbpSignature tableBackwardSignature(Operation *op,
     backward.outputs[unsigned(k)] = forward.inputs[unsigned(k)];
   return backward;
 }
-
-} // namespace
-
-// One line per op: ODS declares the interface methods on each op class.
-Signatures ParameterOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures EmbeddingOp::getSbpSignatures() { return tableSignatures(*this); }
-SbpSignature EmbeddingOp::getBackwardSignature(const SbpSignature &forward) {
-  return tableBackwardSignature(*this, forward);
-}
-Signatures PositionalOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures RotaryOp::getSbpSignatures() { return tableSignatures(*this); }
-int64_t RotaryOp::getSplitGranule(unsigned valueIndex, int64_t dim) {
-  return tableSplitGranule(*this, valueIndex, dim);
-}
-Signatures LinearOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures MatmulOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures BiasAddOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures AddOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures MulOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures GeluOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures ReluOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures SiluOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures SwigluOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures LayernormOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures RmsnormOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures SoftmaxOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures AttentionOp::getSbpSignatures() { return tableSignatures(*this); }
-int64_t AttentionOp::getSplitGranule(unsigned valueIndex, int64_t dim) {
-  return tableSplitGranule(*this, valueIndex, dim);
-}
-Signatures CrossEntropyOp::getSbpSignatures() { return tableSignatures(*this); }
-SbpSignature CrossEntropyOp::getBackwardSignature(const SbpSignature &forward) {
-  return tableBackwardSignature(*this, forward);
-}
-Signatures Conv2dOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures Pool2dOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures FlattenOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures ReshapeOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures TransposeOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures SpmmOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures SddmmOp::getSbpSignatures() { return tableSignatures(*this); }
-Signatures EdgeSoftmaxOp::getSbpSignatures() { return tableSignatures(*this); }
 
 } // namespace autoddl::sbp
