@@ -18,6 +18,7 @@
 #include "cost_model/Memory.h"
 #include "cost_model/pipeline/Schedule.h"
 #include "planner/KfacPlan.h"
+#include "planner/ProgramDecisions.h" // kMaxGeneratedZero
 
 #include <array>
 #include <cstdint>
@@ -188,13 +189,6 @@ struct Prediction {
   /// (a token model, on any mesh; gpu.graph_op_overhead_us).
   bool stepGraph = false;
 };
-
-/// The highest ZeRO stage the generated programs run: 1 shards the optimizer
-/// state (reduce-scatter, AdamW on the shard, all-gather). ZeRO-2 (gradients
-/// sharded per micro-batch) is priced by the cost model but not generated, so
-/// the search does not pick it: its plan would hold full gradients and use
-/// more memory than priced.
-constexpr int kMaxGeneratedZero = 1;
 
 struct Knobs {
   int tp = 1, pp = 1, dp = 1;
