@@ -187,6 +187,39 @@ inline double kfac_trust_ratio(double param_norm, double update_norm) {
 /// columns, dY replicated).
 enum class KfacSplit { None, Out, In };
 
+/// The block of the unsplit layer's weight a rank holds: output rows
+/// [o0, o0+Ol) and input columns [k0, k0+Kl). Throws std::invalid_argument
+/// when the split dimension does not divide over the p ranks.
+struct KfacBlock {
+  int64_t o0, Ol, k0, Kl;
+};
+inline KfacBlock kfac_split_block(int64_t in, int64_t out, KfacSplit split,
+                                  int p, int r) {
+  if (split == KfacSplit::None || p == 1)
+    return {0, out, 0, in};
+  const int64_t dim = split == KfacSplit::Out ? out : in;
+  if (dim % p)
+    throw std::invalid_argument("kfac: a split dimension of " +
+                                std::to_string(dim) + " does not divide over " +
+                                std::to_string(p) + " ranks");
+  const int64_t part = dim / p;
+  if (split == KfacSplit::Out)
+    return {r * part, part, 0, in};
+  return {0, out, r * part, part};
+}
+
+/// Records a layer refresh's two outcomes: which inverses now exist (a kept
+/// previous inverse still counts) and the counters.
+inline void kfac_record_refresh(KfacInverseOutcome a, KfacInverseOutcome g,
+                                bool &a_valid, bool &g_valid,
+                                KfacStats &stats) {
+  a_valid = a != KfacInverseOutcome::NoInverse;
+  g_valid = g != KfacInverseOutcome::NoInverse;
+  stats.count(a);
+  stats.count(g);
+  ++stats.refreshes;
+}
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_COMMON_KFACRULES_H

@@ -198,11 +198,7 @@ void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
       l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
   const KfacInverseOutcome og = kfac_invert_factor(
       l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
-  l.a_valid = oa != KfacInverseOutcome::NoInverse;
-  l.g_valid = og != KfacInverseOutcome::NoInverse;
-  stats.count(oa);
-  stats.count(og);
-  ++stats.refreshes;
+  kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats);
   std::fill(l.A.begin(), l.A.end(), 0.0f);
   std::fill(l.G.begin(), l.G.end(), 0.0f);
 }
@@ -210,14 +206,8 @@ void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
 void kfac_precondition(float *dW_out, const float *dW, float *db_out,
                        const float *db, const KfacLayer &l,
                        bool transpose_weight) {
-  if (!l.has_inverse()) {
-    std::copy(dW, dW + l.in * l.out, dW_out);
-    if (db_out)
-      std::copy(db, db + l.out, db_out);
-    return;
-  }
-  precondition_block(dW_out, dW, db_out, db, l, transpose_weight, 0, l.out, 0,
-                     l.in);
+  kfac_precondition_split(dW_out, dW, db_out, db, l, transpose_weight,
+                          KfacSplit::None, MPI_COMM_NULL);
 }
 
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
@@ -225,25 +215,18 @@ void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              const KfacLayer &l, bool transpose_weight,
                              KfacSplit split, MPI_Comm tp) {
   const int p = tp == MPI_COMM_NULL ? 1 : comm_size(tp);
-  if (split == KfacSplit::None || p == 1) {
-    kfac_precondition(dW_out, dW_shard, db_out, db_shard, l, transpose_weight);
-    return;
-  }
-  const int r = comm_rank(tp);
-  const int64_t splitDim = split == KfacSplit::Out ? l.out : l.in;
-  if (splitDim % p)
-    throw std::invalid_argument(
-        "kfac: a split dimension of " + std::to_string(splitDim) +
-        " does not divide over " + std::to_string(p) + " ranks");
-  const int64_t part = splitDim / p;
-  const int64_t o0 = split == KfacSplit::Out ? r * part : 0,
-                Ol = split == KfacSplit::Out ? part : l.out,
-                k0 = split == KfacSplit::In ? r * part : 0,
-                Kl = split == KfacSplit::In ? part : l.in;
+  const KfacBlock blk =
+      kfac_split_block(l.in, l.out, split, p, p == 1 ? 0 : comm_rank(tp));
+  const int64_t o0 = blk.o0, Ol = blk.Ol, k0 = blk.k0, Kl = blk.Kl;
   if (!l.has_inverse()) { // first-order: the shard as it is
     std::copy(dW_shard, dW_shard + Ol * Kl, dW_out);
     if (db_out)
       std::copy(db_shard, db_shard + Ol, db_out);
+    return;
+  }
+  if (p == 1 || split == KfacSplit::None) {
+    precondition_block(dW_out, dW_shard, db_out, db_shard, l, transpose_weight,
+                       o0, Ol, k0, Kl);
     return;
   }
   // The whole gradient: the shards concatenated along the split dimension

@@ -209,11 +209,7 @@ void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
       l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
   const KfacInverseOutcome og = kfac_invert_factor(
       l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
-  l.a_valid = oa != KfacInverseOutcome::NoInverse;
-  l.g_valid = og != KfacInverseOutcome::NoInverse;
-  stats.count(oa);
-  stats.count(og);
-  ++stats.refreshes;
+  kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats);
   zero(l.A.data(), l.in * l.in * int64_t(sizeof(float)));
   zero(l.G.data(), l.out * l.out * int64_t(sizeof(float)));
 }

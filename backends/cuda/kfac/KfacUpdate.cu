@@ -150,14 +150,8 @@ __global__ void lamb_apply_kernel(float *p, const float *m, const float *v,
 void kfac_precondition(float *dW_out, const float *dW, float *db_out,
                        const float *db, const KfacLayer &l,
                        bool transpose_weight) {
-  if (!l.has_inverse()) {
-    copy_floats(dW_out, dW, l.in * l.out);
-    if (db_out)
-      copy_floats(db_out, db, l.out);
-    return;
-  }
-  precondition_block(dW_out, dW, db_out, db, l, transpose_weight, 0, l.out, 0,
-                     l.in);
+  kfac_precondition_split(dW_out, dW, db_out, db, l, transpose_weight,
+                          KfacSplit::None, nullptr);
 }
 
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
@@ -165,25 +159,18 @@ void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              const KfacLayer &l, bool transpose_weight,
                              KfacSplit split, ncclComm_t tp) {
   const int p = comm_ranks(tp);
-  if (split == KfacSplit::None || p == 1) {
-    kfac_precondition(dW_out, dW_shard, db_out, db_shard, l, transpose_weight);
-    return;
-  }
-  const int r = comm_rank_of(tp);
-  const int64_t splitDim = split == KfacSplit::Out ? l.out : l.in;
-  if (splitDim % p)
-    throw std::invalid_argument(
-        "kfac: a split dimension of " + std::to_string(splitDim) +
-        " does not divide over " + std::to_string(p) + " ranks");
-  const int64_t part = splitDim / p;
-  const int64_t o0 = split == KfacSplit::Out ? r * part : 0,
-                Ol = split == KfacSplit::Out ? part : l.out,
-                k0 = split == KfacSplit::In ? r * part : 0,
-                Kl = split == KfacSplit::In ? part : l.in;
-  if (!l.has_inverse()) {
+  const KfacBlock blk =
+      kfac_split_block(l.in, l.out, split, p, p == 1 ? 0 : comm_rank_of(tp));
+  const int64_t o0 = blk.o0, Ol = blk.Ol, k0 = blk.k0, Kl = blk.Kl;
+  if (!l.has_inverse()) { // first-order: the shard as it is
     copy_floats(dW_out, dW_shard, Ol * Kl);
     if (db_out)
       copy_floats(db_out, db_shard, Ol);
+    return;
+  }
+  if (p == 1 || split == KfacSplit::None) {
+    precondition_block(dW_out, dW_shard, db_out, db_shard, l, transpose_weight,
+                       o0, Ol, k0, Kl);
     return;
   }
   // All-gather: block q of `all` is rank q's shard. Split along the stored

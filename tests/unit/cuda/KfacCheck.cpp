@@ -279,21 +279,8 @@ void check_lamb(int64_t n) {
     put_floats(dd.data(), d);
     rt::kfac_lamb_step(dp.data(), dd.data(), m.data(), v.data(), n, c, t,
                        nullptr, nullptr);
-    Mat u(static_cast<size_t>(n));
-    double pp = 0, uu = 0;
-    for (size_t i = 0; i < size_t(n); ++i) {
-      md[i] = c.beta1 * md[i] + (1 - c.beta1) * d[i];
-      vd[i] = c.beta2 * vd[i] + (1 - c.beta2) * double(d[i]) * d[i];
-      u[i] =
-          (md[i] / (1 - std::pow(c.beta1, double(t)))) /
-              (std::sqrt(vd[i] / (1 - std::pow(c.beta2, double(t)))) + c.eps) +
-          c.weight_decay * pd[i];
-      pp += pd[i] * pd[i];
-      uu += u[i] * u[i];
-    }
-    const double r = std::sqrt(pp) / std::sqrt(uu);
-    for (size_t i = 0; i < size_t(n); ++i)
-      pd[i] -= c.lr * r * u[i];
+    kfacref::lamb_step(pd, md, vd, d,
+                       {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay}, t);
   }
   check("kfac_lamb_step x3 n=" + std::to_string(n),
         kfacref::rel_error(host_floats(dp.data(), n), pd), 1e-6);
@@ -317,6 +304,9 @@ void check_lamb(int64_t n) {
 /// 77 no GPU).
 int nccl_rank(int rank, int fdWrite, int fdRead, unsigned seed) {
   alarm(300); // a hung collective ends the child (the parent reports it)
+  // Each end of the pipe in one child only: rank 1's read sees the end of
+  // the file when rank 0 stops before writing.
+  close(rank == 0 ? fdRead : fdWrite);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     return 77;

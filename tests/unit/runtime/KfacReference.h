@@ -97,6 +97,30 @@ inline double trace(const Mat &F, int64_t d) {
   return t;
 }
 
+/// One LAMB step in fp64 on p, m, v (step t = 1, 2, ...; d the
+/// preconditioned gradient): m, v as Adam with bias correction, u = m^ /
+/// (sqrt(v^) + eps) + wd p, p -= lr (||p|| / ||u||) u.
+struct LambHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+};
+inline void lamb_step(Mat &p, Mat &m, Mat &v, const std::vector<float> &d,
+                      const LambHyper &h, int64_t t) {
+  Mat u(p.size());
+  double pp = 0, uu = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    m[i] = h.beta1 * m[i] + (1 - h.beta1) * d[i];
+    v[i] = h.beta2 * v[i] + (1 - h.beta2) * double(d[i]) * d[i];
+    u[i] = (m[i] / (1 - std::pow(h.beta1, double(t)))) /
+               (std::sqrt(v[i] / (1 - std::pow(h.beta2, double(t)))) + h.eps) +
+           h.weight_decay * p[i];
+    pp += p[i] * p[i];
+    uu += u[i] * u[i];
+  }
+  const double r = std::sqrt(pp) / std::sqrt(uu);
+  for (size_t i = 0; i < p.size(); ++i)
+    p[i] -= h.lr * r * u[i];
+}
+
 /// ||got - want|| / ||want||.
 template <class T>
 double rel_error(const std::vector<T> &got, const Mat &want) {
