@@ -96,6 +96,15 @@ inline bool kfac_refresh_due(int64_t step, int64_t refresh_interval) {
   return step % refresh_interval == 0;
 }
 
+/// Throws std::invalid_argument unless a linear layer's unsplit dimensions
+/// are both >= 1 (the KfacLayer constructors of both runtimes).
+inline void kfac_check_layer(int64_t in, int64_t out) {
+  if (in < 1 || out < 1)
+    throw std::invalid_argument(
+        "kfac: a linear layer needs in, out >= 1 (got " + std::to_string(in) +
+        ", " + std::to_string(out) + ")");
+}
+
 /// Whether a linear layer of unsplit dimensions [out, in] stays first-order
 /// (its gradient goes to the rule unpreconditioned): either factor would be
 /// wider than max_factor_dim. The vocabulary head, embeddings and norms stay

@@ -108,6 +108,9 @@ void precondition_block(float *dW_out, const float *dW, float *db_out,
          db, 1, 0.0f, db_out, 1);
 }
 
+/// Ranks of a communicator; MPI_COMM_NULL is this rank alone.
+int ranks(MPI_Comm comm) { return comm == MPI_COMM_NULL ? 1 : comm_size(comm); }
+
 /// Sums the two squared norms over the ranks holding a parameter's shards.
 void sum_over(double (&sums)[2], MPI_Comm comm) {
   if (comm != MPI_COMM_NULL)
@@ -116,14 +119,12 @@ void sum_over(double (&sums)[2], MPI_Comm comm) {
 
 } // namespace
 
+// The dimensions are checked before any buffer is sized (in is the first
+// member).
 KfacLayer::KfacLayer(int64_t in_, int64_t out_)
-    : in(in_), out(out_), A(size_t(in_ * in_)), G(size_t(out_ * out_)),
-      A_inv(size_t(in_ * in_)), G_inv(size_t(out_ * out_)) {
-  if (in_ < 1 || out_ < 1)
-    throw std::invalid_argument(
-        "kfac: a linear layer needs in, out >= 1 (got " + std::to_string(in_) +
-        ", " + std::to_string(out_) + ")");
-}
+    : in((kfac_check_layer(in_, out_), in_)), out(out_), A(size_t(in_ * in_)),
+      G(size_t(out_ * out_)), A_inv(size_t(in_ * in_)),
+      G_inv(size_t(out_ * out_)) {}
 
 void kfac_accumulate(float *F, const float *X, int64_t S, int64_t d,
                      float scale) {
@@ -134,7 +135,7 @@ void kfac_accumulate(float *F, const float *X, int64_t S, int64_t d,
 
 void kfac_accumulate_gathered(float *F, const float *X_shard, int64_t S,
                               int64_t d_shard, float scale, MPI_Comm tp) {
-  const int p = comm_size(tp);
+  const int p = ranks(tp);
   if (p == 1) {
     kfac_accumulate(F, X_shard, S, d_shard, scale);
     return;
@@ -145,7 +146,7 @@ void kfac_accumulate_gathered(float *F, const float *X_shard, int64_t S,
 }
 
 void kfac_factor_all_reduce_mean(float *F, int64_t n, MPI_Comm comm) {
-  const int p = comm_size(comm);
+  const int p = ranks(comm);
   if (p == 1)
     return;
   all_reduce_forward(F, n, comm);
@@ -214,7 +215,7 @@ void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &l, bool transpose_weight,
                              KfacSplit split, MPI_Comm tp) {
-  const int p = tp == MPI_COMM_NULL ? 1 : comm_size(tp);
+  const int p = ranks(tp);
   const KfacBlock blk =
       kfac_split_block(l.in, l.out, split, p, p == 1 ? 0 : comm_rank(tp));
   const int64_t o0 = blk.o0, Ol = blk.Ol, k0 = blk.k0, Kl = blk.Kl;

@@ -9,7 +9,8 @@
 // Layouts: row-major fp32. A layer computes Y[S,out] = X[S,in] W^T (+ b) with
 // W [out,in] (transpose_weight, torch) or Y = X W with W [in,out] (GPT-2
 // Conv1D); S is every token of the micro-batch (leading dimensions
-// flattened). Bias: ASDL/PipeFisher's convention, A has no ones column and the
+// flattened). A communicator argument of MPI_COMM_NULL means this rank
+// alone. Bias: ASDL/PipeFisher's convention, A has no ones column and the
 // bias gradient is preconditioned by G^-1 alone (pipelines.md §5.1).
 #ifndef AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CPU_KFAC_KFAC_H

@@ -234,9 +234,11 @@ void scale_floats(float *x, int64_t n, float s) {
 
 using namespace kfac_detail;
 
+// The dimensions are checked before any buffer is sized (in is the first
+// member).
 KfacLayer::KfacLayer(int64_t in_, int64_t out_)
-    : in(in_), out(out_), A(in_ * in_), G(out_ * out_), A_inv(in_ * in_),
-      G_inv(out_ * out_) {}
+    : in((kfac_check_layer(in_, out_), in_)), out(out_), A(in_ * in_),
+      G(out_ * out_), A_inv(in_ * in_), G_inv(out_ * out_) {}
 
 void kfac_accumulate(float *F, const act_t *X, int64_t S, int64_t d,
                      float scale) {
