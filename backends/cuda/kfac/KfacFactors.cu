@@ -9,7 +9,6 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
-#include <vector>
 
 namespace autoddl::rt {
 namespace kfac_detail {
@@ -216,10 +215,14 @@ int comm_rank_of(ncclComm_t comm) {
 }
 
 void *workspace(int slot, int64_t bytes) {
-  static std::vector<DeviceBuffer<unsigned char>> slots(kSlots);
-  auto &b = slots.at(size_t(slot));
-  if (b.size() < bytes)
+  // Never destroyed: nothing may free device memory after the runtime
+  // unloads (as the kernels' scratch).
+  static auto *slots = new DeviceBuffer<unsigned char>[kSlots];
+  auto &b = slots[slot];
+  if (b.size() < bytes) { // the old area may still be read by queued work
+    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
     b = DeviceBuffer<unsigned char>(bytes);
+  }
   return b.data();
 }
 

@@ -56,8 +56,8 @@ cusolverDnHandle_t solver() {
 /// Status words on the device: potrf's info, potri's info, a non-finite
 /// count. Zeroed before each inversion.
 int *status_words() {
-  static DeviceBuffer<int> words(3);
-  return words.data();
+  static auto *words = new DeviceBuffer<int>(3); // never destroyed (workspace)
+  return words->data();
 }
 
 /// m[d,d] (T) = F + diag I; counts non-finite entries of F into *bad.
