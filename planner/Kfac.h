@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "backends/common/KfacWidth.h"
 #include "cost_model/Cluster.h"
 #include "cost_model/pipeline/PipeFisher.h"
 #include "ir/import/ModelGraph.h"
@@ -19,11 +20,10 @@
 
 namespace autoddl::planner {
 
-/// A linear wider than this on its input or output stays first-order: its
-/// factor (d x d fp32) and the d^3 inversion would not fit a bubble, nor
-/// usually the memory (ASDL falls back to a diagonal G past 10,000 outputs;
-/// pipelines.md §5.1). The runtime (docs/kfac.md) applies the same rule.
-constexpr int64_t kKfacMaxFactorDim = 8192;
+/// A linear wider than this on its input or output stays first-order; the
+/// runtime's rule (backends/common/KfacWidth.h), so plans price what programs
+/// run.
+using rt::kKfacMaxFactorDim;
 
 /// One K-FAC'd linear op of the model.
 struct KfacLinear {

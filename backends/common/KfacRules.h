@@ -7,6 +7,8 @@
 #ifndef AUTODDL_BACKENDS_COMMON_KFACRULES_H
 #define AUTODDL_BACKENDS_COMMON_KFACRULES_H
 
+#include "backends/common/KfacWidth.h" // kKfacMaxFactorDim
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,9 +37,8 @@ struct KfacConfig {
   double weight_decay = 0.0; // decoupled: p <- p (1 - lr wd) (Sgd and Lamb)
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-6; // Lamb
   // A layer whose unsplit input or output dimension exceeds this stays
-  // first-order (docs/kfac.md "Wide layers"); ASDL's threshold for its
-  // diagonal fallback (pipelines.md §5.1).
-  int64_t max_factor_dim = 10000;
+  // first-order (docs/kfac.md "Wide layers").
+  int64_t max_factor_dim = kKfacMaxFactorDim;
 };
 
 /// Throws std::invalid_argument naming the field when the config cannot run.
