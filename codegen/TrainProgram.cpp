@@ -5,7 +5,9 @@
 // each stage's forward and backward as straight-line kernel calls, and each
 // pipeline device's instruction list (cost_model/pipeline/Schedule.h) spelled
 // out. The fixed part (argument parsing, data, optimizer, checkpoints,
-// metrics) is TrainMain.inc, appended unchanged.
+// metrics, the step loop) is the runtime's harness (backends/cpu/harness,
+// backends/common/harness): main() hands it the plan's spec, parameter table,
+// stages and schedule.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
@@ -29,21 +31,12 @@ namespace autoddl::codegen {
 // The fixed parts of train.cpp (TrainText.cpp, CudaTrainText.cpp): includes
 // and helpers, the runtime glue every stage uses, and main(). The pieces named
 // "Shared" are the same for both backends.
-extern const char *const kTrainPreludeText;
 extern const char *const kTrainSpecText;
-extern const char *const kTrainSupportText;
 extern const char *const kTrainSharedPipelineText;
-extern const char *const kTrainDataText;
-extern const char *const kTrainClassDataText;
-extern const char *const kTrainAccuracyText;
-extern const char *const kTrainClassIncludesText;
 extern const char *const kTrainOptionsText;
-extern const char *const kTrainParamsText;
 extern const char *const kTrainAllParamsText;
-extern const char *const kTrainOptimizerText;
 extern const char *const kTrainParseText;
 extern const char *const kTrainCheckpointText;
-extern const char *const kTrainMainText;
 extern const char *const kCudaTrainPreludeText;
 extern const char *const kCudaTrainSupportText;
 extern const char *const kCudaTrainDataText;
@@ -118,14 +111,6 @@ std::string replaceOnce(std::string text, const std::string &anchor,
     throw std::logic_error("codegen: the fixed program text has no unique '" +
                            anchor + "'");
   return text.replace(at, anchor.size(), replacement);
-}
-
-/// The prelude of a classification program: it also includes the image
-/// kernels.
-std::string classPrelude(const std::string &prelude) {
-  const std::string spmm = "// spmm\n", cstdio = "#include <cstdio>\n";
-  return replaceOnce(replaceOnce(prelude, spmm, spmm + kTrainClassIncludesText),
-                     cstdio, "#include <algorithm>\n" + cstdio);
 }
 
 /// main() of a classification program (or, with `graph`, of a graph model,
@@ -407,6 +392,9 @@ private:
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
   std::string header() const;
+  std::string cpuPrelude() const;
+  std::string specText() const;
+  std::string cpuMain() const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;
 
@@ -2348,21 +2336,91 @@ std::string Emitter::emit() {
            kTrainCheckpointText + kTrainParseText +
            (reportsAccuracy() ? classMain(kCudaTrainMainText, graphModel_)
                               : std::string(kCudaTrainMainText));
-  std::string prelude = kTrainPreludeText, data = kTrainDataText,
-              mainText = kTrainMainText;
-  if (classModel_) {
-    prelude = classPrelude(prelude);
-    data += kTrainClassDataText;
-  }
-  if (reportsAccuracy()) {
-    data += kTrainAccuracyText;
-    mainText = classMain(mainText, graphModel_);
-  }
-  return header() + prelude + kTrainSpecText + consts + params +
-         kTrainSupportText + kTrainSharedPipelineText + data + stagesText +
-         glue + kTrainOptionsText + kTrainParamsText + kTrainAllParamsText +
-         kTrainOptimizerText + kTrainCheckpointText + kTrainParseText +
-         mainText;
+  return header() + cpuPrelude() + consts + specText() + params + stagesText +
+         glue + cpuMain();
+}
+
+/// The CPU program's includes: the harness (backends/cpu/harness/Harness.h)
+/// and the kernels its stages call.
+std::string Emitter::cpuPrelude() const {
+  std::string out = R"(
+#include "backends/cpu/harness/Harness.h"  // Param, the grid, data, pipeline tags, run_program
+#include "backends/cpu/Collectives.h"      // all_reduce/all_gather/slice, send/recv
+#include "backends/cpu/kernels/Attention.h"    // attention_forward/_backward
+#include "backends/cpu/kernels/CrossEntropy.h" // crossentropy_forward/_backward
+#include "backends/cpu/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu
+#include "backends/cpu/kernels/Embedding.h"    // embedding, positional, rotary
+#include "backends/cpu/kernels/Linear.h"       // linear, matmul, bias_add
+#include "backends/cpu/kernels/Norm.h"         // layernorm, rmsnorm
+#include "backends/cpu/kernels/Softmax.h"      // softmax
+#include "backends/cpu/kernels/Sparse.h"       // spmm
+)";
+  if (classModel_)
+    out += R"(#include "backends/cpu/kernels/Conv.h"         // conv2d, pool2d
+#include "backends/cpu/kernels/Shape.h"        // transpose
+)";
+  out += R"(
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using namespace autoddl::rt;
+using namespace autoddl::rt::harness;
+
+)";
+  return out;
+}
+
+/// The plan's constants as the harness reads them (its ProgramSpec,
+/// backends/common/harness/Spec.h); the stage code reads the constexpr ones.
+std::string Emitter::specText() const {
+  std::string out = "// The plan for the harness (backends/common/harness/"
+                    "Spec.h).\nstatic ProgramSpec plan_spec() {\n"
+                    "  ProgramSpec s;\n  s.model_name = kModelName;\n"
+                    "  s.pp = kPP;\n  s.dp = kDP;\n  s.tp = kTP;\n"
+                    "  s.tensor_inner = kTensorInner;\n"
+                    "  s.stages = kStages;\n"
+                    "  s.micro_batches = kMicroBatches;\n"
+                    "  s.micro_batch = kMicroBatch;\n"
+                    "  s.global_batch = kGlobalBatch;\n  s.seq = kSeq;\n"
+                    "  s.vocab = kVocab;\n  s.chimera = kChimera;\n";
+  out += graphModel_   ? "  s.data = DataKind::Graph;\n"
+         : classModel_ ? "  s.data = DataKind::Classes;\n"
+                       : "  s.data = DataKind::Tokens;\n";
+  out += "  s.zero = kZero;\n  s.loss_rows_on_tp = kLossRowsOnTp;\n"
+         "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
+  if (graphModel_)
+    out += "  s.held_out_count = kHeldOutCount;\n";
+  if (classModel_)
+    out += "  s.class_batch = kClassBatch;\n";
+  out += "  s.nodes = kNodes;\n  s.features = kFeatures;\n"
+         "  s.classes = kClasses;\n";
+  if (cuda_)
+    out += "  s.model_flops_per_step = kModelFlopsPerStep;\n"
+           "  s.peak_flops_per_gpu = kPeakFlopsPerGpu;\n"
+           "  s.step_graphable = kStepGraphable;\n";
+  out += "  return s;\n}\n\n";
+  return out;
+}
+
+/// main(): hands the plan's spec, parameter table, stages and schedule to
+/// the harness, which runs them (backends/common/harness/Driver.h).
+std::string Emitter::cpuMain() const {
+  std::string out =
+      "\n} // namespace\n\nint main(int argc, char **argv) {\n"
+      "  Program program;\n  program.spec = plan_spec();\n"
+      "  program.params = param_specs();\n"
+      "  program.allocate_stages = allocate_stages;\n"
+      "  program.run_schedule = run_schedule;\n"
+      "  program.grad_partial_over_tp = grad_partial_over_tp;\n"
+      "  program.counts.loss_sum = local_loss_sum;\n";
+  if (reportsAccuracy())
+    out += "  program.counts.correct = local_correct;\n";
+  if (graphModel_)
+    out += "  program.counts.heldout_correct = local_heldout_correct;\n";
+  out += "  return run_program(argc, argv, program);\n}\n";
+  return out;
 }
 
 } // namespace
