@@ -28,22 +28,6 @@
 
 namespace autoddl::codegen {
 
-// The fixed parts of train.cpp (TrainText.cpp, CudaTrainText.cpp): includes
-// and helpers, the runtime glue every stage uses, and main(). The pieces named
-// "Shared" are the same for both backends.
-extern const char *const kTrainSpecText;
-extern const char *const kTrainSharedPipelineText;
-extern const char *const kTrainOptionsText;
-extern const char *const kTrainAllParamsText;
-extern const char *const kTrainParseText;
-extern const char *const kTrainCheckpointText;
-extern const char *const kCudaTrainPreludeText;
-extern const char *const kCudaTrainSupportText;
-extern const char *const kCudaTrainDataText;
-extern const char *const kCudaTrainInitText;
-extern const char *const kCudaTrainParamsText;
-extern const char *const kCudaTrainMainText;
-
 namespace {
 
 using pipeline::Direction;
@@ -100,79 +84,6 @@ template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
   if (auto *v = std::get_if<T>(&it->second))
     return *v;
   return dflt;
-}
-
-/// `text` with its one `anchor` replaced: the fixed program text a
-/// classification model extends.
-std::string replaceOnce(std::string text, const std::string &anchor,
-                        const std::string &replacement) {
-  const size_t at = text.find(anchor);
-  if (at == std::string::npos || text.find(anchor, at + 1) != std::string::npos)
-    throw std::logic_error("codegen: the fixed program text has no unique '" +
-                           anchor + "'");
-  return text.replace(at, anchor.size(), replacement);
-}
-
-/// main() of a classification program (or, with `graph`, of a graph model,
-/// which has its own data): synthetic samples only (no --data), "samples" per
-/// second, and the training accuracy of each step (before its update) printed
-/// beside its loss; metrics.json's info.accuracy is the last step's. A graph
-/// model also reports the accuracy over its held-out nodes
-/// (info.heldout_accuracy).
-std::string classMain(std::string text, bool graph) {
-  const std::string graphData = "  if (kGraphModel) {\n";
-  if (!graph) {
-    text = replaceOnce(text, graphData,
-                       "  if (!o.data.empty())\n    throw "
-                       "std::invalid_argument(\"--data: a classification "
-                       "model trains on synthetic \"\n                      "
-                       "          \"class prototypes generated from "
-                       "--seed\");\n" +
-                           graphData);
-    text = replaceOnce(
-        text,
-        "  metrics.items_name = kGraphModel ? \"samples\" : \"tokens\";\n",
-        "  metrics.items_name = \"samples\";\n");
-  }
-  const std::string loop =
-      "  for (int64_t step = first_step; step < o.steps; ++step) {\n";
-  text =
-      replaceOnce(text, loop,
-                  std::string("  double accuracy = 0; // of the last step\n") +
-                      (graph ? "  double heldout_accuracy = 0;\n" : "") + loop);
-  const std::string mean = "    loss /= double(kLossCount);\n";
-  std::string count =
-      "    double correct = local_correct();\n    "
-      "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_DOUBLE, "
-      "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
-      "accuracy = correct / double(kLossCount);\n";
-  if (graph)
-    count += "    double heldout = local_heldout_correct();\n    "
-             "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &heldout, 1, MPI_DOUBLE, "
-             "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
-             "heldout_accuracy = heldout / double(kHeldOutCount);\n";
-  text = replaceOnce(text, mean, mean + count);
-  text = replaceOnce(
-      text,
-      "\"step %4lld/%lld: loss %.6f (%.1f ms)\\n\", (long long)step + 1,\n"
-      "                  (long long)o.steps, loss, seconds * 1e3);",
-      graph
-          ? "\"step %4lld/%lld: loss %.6f accuracy %.4f held-out %.4f (%.1f "
-            "ms)\\n\",\n                  (long long)step + 1, (long "
-            "long)o.steps, loss, accuracy,\n                  "
-            "heldout_accuracy, seconds * 1e3);"
-          : "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
-            "                  (long long)step + 1, (long long)o.steps, loss, "
-            "accuracy,\n                  seconds * 1e3);");
-  const std::string out = "  if (!o.out.empty()) {\n";
-  return replaceOnce(
-      text, out,
-      std::string(
-          "  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n") +
-          (graph ? "  metrics.info[\"heldout_accuracy\"] = "
-                   "std::to_string(heldout_accuracy);\n"
-                 : "") +
-          out);
 }
 
 /// What one step of a stage emits: forward lines, and the backward lines of
@@ -393,8 +304,9 @@ private:
   void emitStage(int stage, std::string &out);
   std::string header() const;
   std::string cpuPrelude() const;
+  std::string cudaPrelude() const;
   std::string specText() const;
-  std::string cpuMain() const;
+  std::string programMain() const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;
 
@@ -2328,16 +2240,10 @@ std::string Emitter::emit() {
     glue += stepGraphGlue(stages);
   }
 
-  if (cuda_) // accuracy: the device count_correct (kernels/CrossEntropy.h)
-    return header() + kCudaTrainPreludeText + kTrainSpecText + consts + params +
-           kCudaTrainSupportText + kTrainSharedPipelineText +
-           kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
-           kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
-           kTrainCheckpointText + kTrainParseText +
-           (reportsAccuracy() ? classMain(kCudaTrainMainText, graphModel_)
-                              : std::string(kCudaTrainMainText));
-  return header() + cpuPrelude() + consts + specText() + params + stagesText +
-         glue + cpuMain();
+  if (cuda_) // Device buffers go before the CUDA context does.
+    glue += "\nstatic void free_params() { P = Params{}; }\n";
+  return header() + (cuda_ ? cudaPrelude() : cpuPrelude()) + consts + params +
+         stagesText + glue + specText() + programMain();
 }
 
 /// The CPU program's includes: the harness (backends/cpu/harness/Harness.h)
@@ -2404,17 +2310,54 @@ std::string Emitter::specText() const {
   return out;
 }
 
+/// The CUDA program's includes: the harness (backends/cuda/harness/Harness.h)
+/// and the kernels its stages call. The accuracy of a graph model is the
+/// device count_correct (kernels/CrossEntropy.h).
+std::string Emitter::cudaPrelude() const {
+  return R"(
+#include "backends/cuda/harness/Harness.h" // Param, the grid, pipeline links, data, run_program
+#include "backends/cuda/Comm.h"           // NCCL communicators, collectives, GradSync, Pipe
+#include "backends/cuda/OpProfile.h"      // OpScope: per-op-kind device time (--profile)
+#include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer, zero, copies
+#include "backends/cuda/kernels/Attention.h"    // flash attention forward/backward
+#include "backends/cuda/kernels/CrossEntropy.h" // crossentropy_forward/_backward
+#include "backends/cuda/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu, add_into
+#include "backends/cuda/kernels/Embedding.h"    // embedding, positional, rotary
+#include "backends/cuda/kernels/Linear.h"       // linear, matmul, bias_add (cuBLASLt)
+#include "backends/cuda/kernels/Norm.h"         // layernorm, rmsnorm
+#include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
+#include "backends/cuda/kernels/Softmax.h"      // softmax
+#include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace autoddl::rt;
+using namespace autoddl::rt::harness;
+using autoddl::rt::harness::pipe; // not POSIX pipe()
+
+)";
+}
+
 /// main(): hands the plan's spec, parameter table, stages and schedule to
 /// the harness, which runs them (backends/common/harness/Driver.h).
-std::string Emitter::cpuMain() const {
-  std::string out =
-      "\n} // namespace\n\nint main(int argc, char **argv) {\n"
-      "  Program program;\n  program.spec = plan_spec();\n"
-      "  program.params = param_specs();\n"
-      "  program.allocate_stages = allocate_stages;\n"
-      "  program.run_schedule = run_schedule;\n"
-      "  program.grad_partial_over_tp = grad_partial_over_tp;\n"
-      "  program.counts.loss_sum = local_loss_sum;\n";
+std::string Emitter::programMain() const {
+  std::string out = "\n} // namespace\n\nint main(int argc, char **argv) {\n"
+                    "  Program program;\n  program.spec = plan_spec();\n"
+                    "  program.params = param_specs();\n"
+                    "  program.allocate_stages = allocate_stages;\n"
+                    "  program.run_schedule = run_schedule;\n"
+                    "  program.grad_partial_over_tp = grad_partial_over_tp;\n"
+                    "  program.counts.loss_sum = local_loss_sum;\n";
+  if (cuda_)
+    out += "  program.free_stages = free_stages;\n"
+           "  program.free_params = free_params;\n"
+           "  program.configure_grad_sync = configure_grad_sync;\n"
+           "  program.preload_inputs = preload_inputs;\n"
+           "  program.device_numel = device_numel;\n";
   if (reportsAccuracy())
     out += "  program.counts.correct = local_correct;\n";
   if (graphModel_)

@@ -96,6 +96,16 @@ MeshAxes mesh_axes(const ProgramSpec &s) {
   return m;
 }
 
+std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
+                                int64_t &rpp, int64_t &rdp, int64_t &rtp) {
+  axes = mesh_axes(s);
+  auto mesh = std::make_unique<Mesh>(axes.shape, MPI_COMM_WORLD);
+  rpp = mesh->coord(0);
+  rdp = mesh->coord(axes.dp);
+  rtp = mesh->coord(axes.tp);
+  return mesh;
+}
+
 void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                             const ParamBlock &p, float *value, float *m,
                             float *v, bool with_state, const ProgramSpec &s,

@@ -16,6 +16,9 @@
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Spec.h"
 #include "backends/cpu/Checkpoint.h"
+#include "backends/cpu/Mesh.h"
+
+#include <memory>
 
 #include <string>
 #include <vector>
@@ -76,6 +79,10 @@ struct MeshAxes {
   size_t dp = 1, tp = 2;
 };
 MeshAxes mesh_axes(const ProgramSpec &s);
+
+/// The program's mesh over MPI_COMM_WORLD, and this rank's coordinates on it.
+std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
+                                int64_t &rpp, int64_t &rdp, int64_t &rtp);
 
 /// Appends a parameter's checkpoint entries (its value and, with_state, its
 /// AdamW moments) over host buffers (null where not held): the same names

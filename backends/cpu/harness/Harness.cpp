@@ -78,14 +78,11 @@ public:
   int64_t setup(int argc, char **argv, Options &o) override {
     o = parse_options(argc, argv, s_.zero != 0);
     seed = o.seed;
-    const MeshAxes axes = mesh_axes(s_);
-    g.mesh = std::make_unique<Mesh>(axes.shape, MPI_COMM_WORLD);
+    MeshAxes axes;
+    g.mesh = make_mesh(s_, axes, g.rpp, g.rdp, g.rtp);
     g.pp = g.mesh->axis(0);
     g.dp = g.mesh->axis(axes.dp);
     g.tp = g.mesh->axis(axes.tp);
-    g.rpp = g.mesh->coord(0);
-    g.rdp = g.mesh->coord(axes.dp);
-    g.rtp = g.mesh->coord(axes.tp);
     if (s_.data == DataKind::Classes && !o.data.empty())
       throw std::invalid_argument("--data: a classification model trains on "
                                   "synthetic class prototypes generated from "
