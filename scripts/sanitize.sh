@@ -5,7 +5,9 @@
 #     suite in process; then runs them.
 #  2. A clang/libFuzzer build (-DAUTODDL_FUZZ=ON, ASan+UBSan) of the JSON importer's
 #     fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a corpus seeded
-#     from examples/models/. A crash, leak, sanitizer report, hang or OOM fails.
+#     from examples/models/, then the cluster-file and plan readers' targets for
+#     AUTODDL_DOC_FUZZ_SECONDS each (default 5). A crash, leak, sanitizer report,
+#     hang or OOM fails.
 # Set AUTODDL_FUZZ_SECONDS=0 to skip the fuzz run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,14 +33,14 @@ if [ "$seconds" -eq 0 ]; then
   exit 0
 fi
 fuzz_dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
-echo "sanitize: libFuzzer build of import_fuzzer in $fuzz_dir"
+echo "sanitize: libFuzzer build of import_fuzzer, cluster_fuzzer, plan_fuzzer in $fuzz_dir"
 if [ ! -f "$fuzz_dir/build.ninja" ]; then
   cmake -S . -B "$fuzz_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DAUTODDL_FUZZ=ON -DAUTODDL_SANITIZE=ON \
     -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
 fi
-cmake --build "$fuzz_dir" -j "$jobs" --target import_fuzzer
+cmake --build "$fuzz_dir" -j "$jobs" --target import_fuzzer cluster_fuzzer plan_fuzzer
 
 # A scratch corpus: the fuzzer adds inputs to it, never to examples/models.
 corpus=$(mktemp -d)
@@ -48,4 +50,20 @@ echo "sanitize: fuzzing the JSON importer for ${seconds}s"
 "$fuzz_dir/tests/fuzz/import_fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
   -print_final_stats=1 -artifact_prefix="$fuzz_dir/" 2>&1 | tail -n 15
+# Cluster files and plans: a few seconds each (AUTODDL_DOC_FUZZ_SECONDS),
+# seeded from the presets and the committed plans.
+doc_seconds=${AUTODDL_DOC_FUZZ_SECONDS:-5}
+for doc in cluster plan; do
+  doc_corpus="$corpus/$doc"
+  mkdir -p "$doc_corpus"
+  if [ $doc = cluster ]; then
+    cp examples/clusters/*.json "$doc_corpus/"
+  else
+    find bench/results -name '*.json' -path '*plans*' -exec cp {} "$doc_corpus/" \;
+  fi
+  echo "sanitize: fuzzing the $doc reader for ${doc_seconds}s"
+  "$fuzz_dir/tests/fuzz/${doc}_fuzzer" "$doc_corpus" -dict=tests/fuzz/json.dict \
+    -max_total_time="$doc_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
+    -print_final_stats=1 -artifact_prefix="$fuzz_dir/$doc-" 2>&1 | tail -n 5
+done
 echo "sanitize: ok"

@@ -37,8 +37,8 @@ printf 'func.func @f() {\n  return\n}\n' >good.mlir
 # copies of it, each one edit away.
 "$A" plan gpt2 --cluster "$C" --global-batch 8 --fix pp=2,tp=2 --no-why \
   -o good-plan.json >/dev/null 2>&1 || { echo "FAIL: could not make the reference plan"; exit 1; }
-python3 - <<'PY' || exit 1
-import json
+python3 - "$INPUTS/../../../examples/clusters/$C.json" <<'PY' || exit 1
+import json, sys
 good = json.load(open("good-plan.json"))
 def edit(name, change):
     plan = json.loads(json.dumps(good))
@@ -53,6 +53,9 @@ edit("plan-stage-gap.json", lambda p: p["stages"][1].update(layers=[p["stages"][
 edit("plan-stage-overlap.json", lambda p: p["stages"][1].update(layers=[0, p["stages"][1]["layers"][1]]))
 edit("plan-stage-dup.json", lambda p: p["stages"][1].update(stage=0))
 edit("plan-sha.json", lambda p: p["model"].update(source="model-small.json"))
+cluster = json.load(open(sys.argv[1]))
+cluster["intra_node"]["bandwidth_GBps"] = 1e300  # inf bytes/s: "too large"
+json.dump(cluster, open("cluster-huge.json", "w"))
 PY
 rm -f good-plan.mlir
 
@@ -90,7 +93,7 @@ for f in $BAD_FILES deep-config.json; do
   check "$A" import "$f"
   check "$A" plan "$f" --cluster "$C" --global-batch 8
 done
-for f in $BAD_FILES deep-cluster.json; do
+for f in $BAD_FILES deep-cluster.json cluster-huge.json; do
   check "$A" plan gpt2 --cluster "$f" --global-batch 8
   check "$A" cost cluster --cluster "$f"
 done
