@@ -1,5 +1,4 @@
-//===- UserFiles.h - the one reader of user files, the one writer of outputs
-//===//
+//===- UserFiles.h - one reader of inputs, one writer of outputs ---------===//
 //
 // Every file the user names goes through readUserFile (inputs) or
 // writeUserFile (outputs), so the rules hold for every command at once:

@@ -1,5 +1,4 @@
-//===- DocumentFuzzer.cpp - libFuzzer targets for cluster files and plans
-//--===//
+//===- DocumentFuzzer.cpp - fuzzing cluster files and plans -------------===//
 //
 // Feeds arbitrary bytes through the readers a cluster file and a plan take:
 // the JSON parser with its depth limit, then clusterFromJson (built as

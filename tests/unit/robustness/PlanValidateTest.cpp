@@ -1,5 +1,4 @@
-//===- PlanValidateTest.cpp - the one validator of plans
-//-------------------===//
+//===- PlanValidateTest.cpp - the one validator of plans ------------===//
 //
 // Each inconsistency a hand-edited plan may carry is one line naming the file,
 // the JSON place and the cause (issue 23).

@@ -1,5 +1,4 @@
-//===- UserFilesTest.cpp - the one reader of inputs, the one writer of outputs
-//===//
+//===- UserFilesTest.cpp - reading inputs, writing outputs ---------------===//
 //
 // Regression tests for issue 23: inputs that are not regular files, JSON
 // nested past the stack, outputs that are devices, FIFOs, links to them or an
