@@ -116,6 +116,9 @@ for o in /dev/full fifo dir devnull-link dangling; do
   check "$A" inspect good-plan.json --trace "$o"
   check "$A" simulate --schedule 1f1b --stages 2 --microbatches 4 --trace "$o"
 done
+for o in /dev/full fifo devnull-link dangling model-small.json; do
+  check "$A" codegen good-plan.json -o "$o"
+done
 check "$A" plan model-small.json --cluster "$C" --global-batch 8 -o model-small.json
 check "$A" inspect good-plan.json --trace good-plan.json
 
