@@ -41,6 +41,15 @@ double Cluster::nodeNetworkShare(int gpusInGroup) const {
 
 namespace {
 bool positive(double v) { return std::isfinite(v) && v > 0; }
+
+/// "<what> must be positive", or, for a value that overflowed to infinity
+/// (1e300 GB/s in bytes/s), that it is too large: saying "positive" of a huge
+/// number misleads.
+std::string notPositive(const std::string &what, double v) {
+  if (std::isinf(v) && v > 0)
+    return what + " is too large (not a finite number)";
+  return what + " must be positive";
+}
 } // namespace
 
 std::string validateCluster(const Cluster &c) {
@@ -56,14 +65,15 @@ std::string validateCluster(const Cluster &c) {
   if (c.smCount < 1)
     return "sm count must be at least 1, got " + std::to_string(c.smCount);
   if (!positive(c.peak[static_cast<int>(Precision::FP32)]))
-    return "the fp32 peak must be positive";
+    return notPositive("the fp32 peak",
+                       c.peak[static_cast<int>(Precision::FP32)]);
   for (double p : c.peak)
     if (!std::isfinite(p) || p < 0)
       return "peak FLOP/s must be positive or absent";
   if (!positive(c.hbmBytes))
-    return "memory capacity must be positive";
+    return notPositive("memory capacity", c.hbmBytes);
   if (!positive(c.hbmBandwidth))
-    return "memory bandwidth must be positive";
+    return notPositive("memory bandwidth", c.hbmBandwidth);
   if (!positive(c.hbmEfficiency) || c.hbmEfficiency > 1)
     return "memory efficiency must be in (0, 1]";
   if (!positive(c.gemmEfficiency) || c.gemmEfficiency > 1)
@@ -73,14 +83,14 @@ std::string validateCluster(const Cluster &c) {
   if (!std::isfinite(c.collectiveOverhead) || c.collectiveOverhead < 0)
     return "collective overhead must not be negative";
   if (c.gpusPerNode > 1 && !positive(c.intraNode.bandwidth))
-    return "intra-node bandwidth must be positive";
+    return notPositive("intra-node bandwidth", c.intraNode.bandwidth);
   if (!std::isfinite(c.intraNode.latency) || c.intraNode.latency < 0)
     return "intra-node latency must not be negative";
   if (c.nodes > 1 || c.nicsPerNode > 0) {
     if (c.nicsPerNode < 1)
       return "a cluster of several nodes needs at least 1 nic per node";
     if (!positive(c.interNode.bandwidth))
-      return "inter-node bandwidth must be positive";
+      return notPositive("inter-node bandwidth", c.interNode.bandwidth);
   }
   if (!std::isfinite(c.interNode.latency) || c.interNode.latency < 0)
     return "inter-node latency must not be negative";

@@ -1,5 +1,6 @@
 //===- PlanJson.cpp - plan.json writer and reader ------------------------===//
 #include "planner/PlanJson.h"
+#include "planner/PlanValidate.h"
 
 #include "planner/KfacJson.h"
 
@@ -494,7 +495,9 @@ Plan planFromJson(const json &doc, const std::string &origin) {
 }
 
 Plan readPlanFile(const std::string &path) {
-  return planFromJson(readJsonFile(path, "plan"), path);
+  Plan p = planFromJson(readJsonFile(path, "plan"), path);
+  validatePlan(p, path);
+  return p;
 }
 
 } // namespace autoddl::planner

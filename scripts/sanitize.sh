@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The importer under the sanitizers, kept cheap for a 2-core CI: one clang build
+# The readers of user files under the sanitizers, kept cheap for a 2-core CI: one clang build
 # (-DAUTODDL_FUZZ=ON -DAUTODDL_SANITIZE=ON: ASan+UBSan, and libFuzzer's coverage
 # instrumentation, which the unit tests run under unharmed) compiles the importer once for
 #  1. the op-semantics and importer unit tests, which run every front end and the
 #     malformed-input suite in process; then runs them;
 #  2. the JSON importer's fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a
-#     corpus seeded from examples/models/. A crash, leak, sanitizer report, hang or OOM fails.
-# Set AUTODDL_FUZZ_SECONDS=0 to skip the fuzz run.
+#     corpus seeded from examples/models/, then the cluster-file and plan readers' targets for
+#     AUTODDL_DOC_FUZZ_SECONDS each (default 5). A crash, leak, sanitizer report, hang or OOM
+#     fails.
+# Set AUTODDL_FUZZ_SECONDS=0 to skip the fuzz runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${AUTODDL_JOBS:-$(nproc)}
@@ -17,20 +19,22 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
-echo "sanitize: clang ASan/UBSan/libFuzzer build of the importer tests and fuzzer in $dir"
+seconds=${AUTODDL_FUZZ_SECONDS:-45}
+fuzzers=(import_fuzzer cluster_fuzzer plan_fuzzer)
+[ "$seconds" -eq 0 ] && fuzzers=()
+echo "sanitize: clang ASan/UBSan/libFuzzer build of the importer tests and fuzzers in $dir"
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
     -DAUTODDL_FUZZ=ON -DAUTODDL_SANITIZE=ON \
     -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
 fi
-cmake --build "$dir" -j "$jobs" --target ops_semantics_test import_test import_fuzzer
+cmake --build "$dir" -j "$jobs" --target ops_semantics_test import_test "${fuzzers[@]}"
 "$dir/tests/unit/import/ops_semantics_test" --gtest_brief=1
 "$dir/tests/unit/import/import_test" --gtest_brief=1
 
-seconds=${AUTODDL_FUZZ_SECONDS:-45}
 if [ "$seconds" -eq 0 ]; then
-  echo "sanitize: fuzz run skipped (AUTODDL_FUZZ_SECONDS=0)"
+  echo "sanitize: fuzz runs skipped (AUTODDL_FUZZ_SECONDS=0)"
   exit 0
 fi
 
@@ -42,4 +46,20 @@ echo "sanitize: fuzzing the JSON importer for ${seconds}s"
 "$dir/tests/fuzz/import_fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
   -print_final_stats=1 -artifact_prefix="$dir/" 2>&1 | tail -n 15
+# Cluster files and plans: a few seconds each (AUTODDL_DOC_FUZZ_SECONDS),
+# seeded from the presets and the committed plans.
+doc_seconds=${AUTODDL_DOC_FUZZ_SECONDS:-5}
+for doc in cluster plan; do
+  doc_corpus="$corpus/$doc"
+  mkdir -p "$doc_corpus"
+  if [ $doc = cluster ]; then
+    cp examples/clusters/*.json "$doc_corpus/"
+  else
+    find bench/results -name '*.json' -path '*plans*' -exec cp {} "$doc_corpus/" \;
+  fi
+  echo "sanitize: fuzzing the $doc reader for ${doc_seconds}s"
+  "$dir/tests/fuzz/${doc}_fuzzer" "$doc_corpus" -dict=tests/fuzz/json.dict \
+    -max_total_time="$doc_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
+    -print_final_stats=1 -artifact_prefix="$dir/$doc-" 2>&1 | tail -n 5
+done
 echo "sanitize: ok"

@@ -1,15 +1,12 @@
 //===- JsonFile.cpp -------------------------------------------------------===//
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <fstream>
-#include <sstream>
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace autoddl {
 
@@ -37,22 +34,57 @@ bool looksBinary(const std::string &text) {
   return false;
 }
 
+/// Refuses nesting deeper than kMaxJsonDepth before nlohmann (or any code
+/// walking the document recursively) sees it: 100,000 nested arrays would
+/// overflow the stack. Strings are skipped so brackets inside them do not
+/// count.
+void checkDepth(const std::string &text, const std::string &origin) {
+  size_t depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        auto [line, col] = lineColumn(text, i);
+        throw UserError(origin + ":" + std::to_string(line) + ":" +
+                        std::to_string(col) +
+                        ": invalid JSON: nested deeper than " +
+                        std::to_string(kMaxJsonDepth) + " levels");
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
 } // namespace
 
-nlohmann::json parseJsonText(const std::string &text, const std::string &origin) {
+nlohmann::json parseJsonText(const std::string &text,
+                             const std::string &origin) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw UserError(origin + ": file is empty");
   if (looksBinary(text))
     throw UserError(origin + ": file is binary, expected JSON text");
+  checkDepth(text, origin);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error &e) {
     // e.byte is 1-based and points one past the offending character.
     auto [line, col] = lineColumn(text, e.byte > 0 ? e.byte - 1 : 0);
     std::string why = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: " prefix.
-    if (auto p = why.find(": "); p != std::string::npos &&
-                                 why.rfind("[json.exception", 0) == 0)
+    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1,
+    // column 2: " prefix.
+    if (auto p = why.find(": ");
+        p != std::string::npos && why.rfind("[json.exception", 0) == 0)
       why = why.substr(p + 2);
     throw UserError(origin + ":" + std::to_string(line) + ":" +
                     std::to_string(col) + ": invalid JSON: " + why);
@@ -60,8 +92,8 @@ nlohmann::json parseJsonText(const std::string &text, const std::string &origin)
     // Raised while parsing but carrying no position, e.g. out_of_range 406
     // "number overflow parsing '1e999'".
     std::string why = e.what();
-    if (auto p = why.find("] "); p != std::string::npos &&
-                                 why.rfind("[json.exception", 0) == 0)
+    if (auto p = why.find("] ");
+        p != std::string::npos && why.rfind("[json.exception", 0) == 0)
       why = why.substr(p + 2);
     throw UserError(origin + ": invalid JSON: " + why);
   }
@@ -69,18 +101,10 @@ nlohmann::json parseJsonText(const std::string &text, const std::string &origin)
 
 nlohmann::json readJsonFile(const std::string &path, const std::string &what) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    throw UserError(path + ": cannot open " + what + " file: " +
-                    std::strerror(errno));
-  if (S_ISDIR(st.st_mode))
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw UserError(path + ": is a directory, expected a " + what +
                     " JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw UserError(path + ": cannot read " + what + " file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parseJsonText(buf.str(), path);
+  return parseJsonText(readUserFile(path, what), path);
 }
 
 std::string jsonPlace(const std::string &origin,
@@ -90,35 +114,7 @@ std::string jsonPlace(const std::string &origin,
 }
 
 void writeFileAtomically(const std::string &path, const std::string &text) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    throw UserError(path + ": cannot write: " + std::strerror(errno));
-  const char *p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw UserError(path + ": cannot write: " + std::strerror(err));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw UserError(path + ": cannot write: " + std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    throw UserError(path + ": cannot write: " + std::strerror(err));
-  }
+  writeUserFile(path, text);
 }
 
 } // namespace autoddl

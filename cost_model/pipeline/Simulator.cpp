@@ -306,6 +306,11 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
   for (int d = 0; d < p; ++d)
     for (const Interval &span : spans[d])
       result.makespan = std::max(result.makespan, span.end);
+  // Finite times can still sum past the largest double (1e308 x 8
+  // micro-batches): a schedule that long is an input error, not a result.
+  if (!std::isfinite(result.makespan))
+    return Result::failure("the schedule's total time overflows (inf): the "
+                           "stage times are too large");
 
   const double tolerance = kIdleIntervalTolerance * result.makespan;
   double idleTotal = 0;

@@ -23,14 +23,13 @@
 #include "planner/Sha256.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 namespace autoddl::import {
@@ -157,10 +156,8 @@ planner::FixedKnobs parseFix(const std::string &text) {
 /// The bytes the model was read from: the file when `model` names one (as the
 /// importer decides: it exists on disk), else the built-in's embedded text.
 std::string modelBytes(const std::string &model) {
-  std::ifstream in(model, std::ios::binary);
-  if (in)
-    return std::string((std::istreambuf_iterator<char>(in)),
-                       std::istreambuf_iterator<char>());
+  if (!userFileProblem(model, "model"))
+    return readUserFile(model, "model");
   for (size_t i = 0; i < import::kNumBuiltinModels; ++i)
     if (model == import::kBuiltinModels[i].name)
       return import::kBuiltinModels[i].text;

@@ -1,0 +1,27 @@
+//===- PlanValidate.h - one validator of plans read back from plan.json ---===//
+//
+// Edge code: every command that reads a plan (inspect, codegen, run, verify,
+// validate) gets it through readPlanFile, which calls validatePlan, so a
+// hand-edited plan that cannot be run as written is refused once, in one place,
+// with one line naming the file, the JSON place and the cause: a mesh whose
+// sizes do not multiply to the cluster's GPU count, a stage map with gaps or
+// overlaps, micro-batches that do not make up the global batch, an unknown SBP,
+// a negative or non-finite time, size or memory, or a model file that changed
+// since the plan was made (the plan records its sha256).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "planner/Plan.h"
+
+#include <string>
+
+namespace autoddl::planner {
+
+/// Throws UserError ("<origin>: at /mesh: ...") on the first inconsistency.
+void validatePlan(const Plan &plan, const std::string &origin);
+
+/// Whether `s` is one SBP of one mesh axis: "B", "P" or "S(<dim>)".
+bool isSbpName(const std::string &s);
+
+} // namespace autoddl::planner

@@ -1,0 +1,218 @@
+//===- UserFiles.cpp ------------------------------------------------------===//
+#include "support/UserFiles.h"
+#include "support/UserError.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
+
+namespace autoddl {
+
+namespace {
+
+/// What a non-regular file is, for messages ("a character device").
+const char *kindOf(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISLNK(mode))
+    return "a symbolic link";
+  return "not a regular file";
+}
+
+// The (device, inode) of every input this process read: an output must not be
+// one of them. A process runs one command, so the set lives as long as it.
+std::mutex inputsMutex;
+std::set<std::pair<dev_t, ino_t>> &inputs() {
+  static std::set<std::pair<dev_t, ino_t>> s;
+  return s;
+}
+
+void noteInput(const struct stat &st) {
+  std::lock_guard<std::mutex> lock(inputsMutex);
+  inputs().insert({st.st_dev, st.st_ino});
+}
+
+bool isInput(const struct stat &st) {
+  std::lock_guard<std::mutex> lock(inputsMutex);
+  return inputs().count({st.st_dev, st.st_ino}) != 0;
+}
+
+std::string notRegular(const std::string &path, const std::string &what,
+                       mode_t mode) {
+  if (S_ISDIR(mode))
+    return path + ": is a directory, expected a " + what + " file";
+  return path + ": is " + kindOf(mode) + ", expected a regular " + what +
+         " file";
+}
+
+} // namespace
+
+std::optional<std::string> userFileProblem(const std::string &path,
+                                           const std::string &what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return path + ": cannot open " + what + " file: " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode))
+    return notRegular(path, what, st.st_mode);
+  if (static_cast<unsigned long long>(st.st_size) > kMaxUserFileBytes)
+    return path + ": " + what + " file is " + std::to_string(st.st_size) +
+           " bytes, more than the " + std::to_string(kMaxUserFileBytes) +
+           " accepted";
+  return std::nullopt;
+}
+
+std::string readUserFile(const std::string &path, const std::string &what) {
+  if (auto problem = userFileProblem(path, what))
+    throw UserError(*problem);
+  // O_NONBLOCK: should the path have become a FIFO since the check, open must
+  // not wait for a writer; fstat below then refuses it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    throw UserError(path + ": cannot open " + what +
+                    " file: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw UserError(notRegular(path, what, st.st_mode));
+  }
+  noteInput(st);
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      throw UserError(path + ": cannot read " + what +
+                      " file: " + std::strerror(err));
+    }
+    if (n == 0)
+      break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxUserFileBytes) { // grew while we read it
+      ::close(fd);
+      throw UserError(path + ": " + what + " file is more than the " +
+                      std::to_string(kMaxUserFileBytes) + " bytes accepted");
+    }
+  }
+  ::close(fd);
+  return text;
+}
+
+void noteUserInput(const std::string &path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    noteInput(st);
+}
+
+void clearUserInputs() {
+  std::lock_guard<std::mutex> lock(inputsMutex);
+  inputs().clear();
+}
+
+void writeUserFile(const std::string &path, const std::string &text) {
+  if (path.empty())
+    throw UserError("output path is empty");
+  std::string target = path;
+  mode_t mode = 0644;
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0) {
+    struct stat st = lst;
+    if (S_ISLNK(lst.st_mode)) {
+      if (::stat(path.c_str(), &st) != 0)
+        throw UserError(path + ": is a symbolic link to a missing file; "
+                               "refusing to replace the link");
+      char resolved[PATH_MAX];
+      if (S_ISREG(st.st_mode) && ::realpath(path.c_str(), resolved))
+        target = resolved; // write through the link, keep the link
+    }
+    if (!S_ISREG(st.st_mode))
+      throw UserError(path + ": is " + kindOf(st.st_mode) +
+                      ", not a regular file; refusing to write output there");
+    if (isInput(st))
+      throw UserError(path + ": is also an input of this command; refusing "
+                             "to overwrite it");
+    mode = st.st_mode & 07777;
+  } else if (errno != ENOENT) {
+    throw UserError(path + ": cannot write: " + std::strerror(errno));
+  }
+
+  std::string tmp = target + ".tmp." + std::to_string(::getpid());
+  // O_EXCL | O_NOFOLLOW: never write through whatever sits at the temporary
+  // name (a planted link or device).
+  int fd = ::open(tmp.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0)
+    throw UserError(path + ": cannot write: " + std::strerror(errno));
+  auto fail = [&](int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw UserError(path + ": cannot write: " + std::strerror(err));
+  };
+  const char *p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      fail(errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)
+    fail(errno);
+  if (::close(fd) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw UserError(path + ": cannot write: " + std::strerror(err));
+  }
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw UserError(path + ": cannot write: " + std::strerror(err));
+  }
+}
+
+std::string capMessage(const std::string &message, size_t limit) {
+  std::string out;
+  size_t begin = 0;
+  while (begin <= message.size()) {
+    size_t end = message.find('\n', begin);
+    if (end == std::string::npos)
+      end = message.size();
+    size_t len = end - begin;
+    if (len > limit)
+      out += message.substr(begin, limit) + "... (" +
+             std::to_string(len - limit) + " more bytes)";
+    else
+      out += message.substr(begin, len);
+    if (end == message.size())
+      break;
+    out += '\n';
+    begin = end + 1;
+  }
+  return out;
+}
+
+} // namespace autoddl

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Runs every autoddl subcommand (and autoddl-opt) over malformed inputs: FIFOs,
+# devices, directories, dangling and device symlinks, deep nesting, empty and
+# binary files, inconsistent plans, bad numeric flags and unusable outputs.
+# Each run must exit 1..123 within its timeout, print exactly one line on
+# stderr, and leave every file in the work folder as it was (checksums and file
+# types before and after). Inputs are generated here; inputs/ holds a few small
+# hand-written ones.
+#
+#   malformed_inputs.sh AUTODDL AUTODDL_OPT WORKDIR
+set -u
+A=$(realpath "$1")
+OPT=$(realpath "$2")
+W=$3
+INPUTS=$(cd "$(dirname "$0")/inputs" && pwd)
+C=dgx-a100-hdr
+rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
+
+# --- inputs ------------------------------------------------------------------
+cp "$INPUTS"/* .
+mkfifo fifo
+mkdir dir
+ln -s /dev/null devnull-link
+ln -s missing-file dangling
+: >empty.json
+head -c 4096 /dev/urandom >binary.json
+nest() { # nest OPEN CLOSE COUNT: OPEN x COUNT then CLOSE x COUNT
+  head -c "$3" /dev/zero | tr '\0' "$1"
+  head -c "$3" /dev/zero | tr '\0' "$2"
+}
+nest '[' ']' 100000 >deep.json
+{ printf '{"model_type": "gpt2", "n_embd": '; nest '[' ']' 100000; printf '}'; } >deep-config.json
+{ printf '{"name": "x", "gpus_per_node": '; nest '{' '}' 50000 | sed 's/{}/{"a":1}/'; printf '}'; } >deep-cluster.json
+{ printf 'module {\n  "test.op"() {attr = '; nest '[' ']' 100000; printf '} : () -> ()\n}\n'; } >deep.mlir
+printf 'func.func @f() {\n  return\n}\n' >good.mlir
+# A plan with two pipeline stages and tensor parallelism, then inconsistent
+# copies of it, each one edit away.
+"$A" plan gpt2 --cluster "$C" --global-batch 8 --fix pp=2,tp=2 --no-why \
+  -o good-plan.json >/dev/null 2>&1 || { echo "FAIL: could not make the reference plan"; exit 1; }
+python3 - "$INPUTS/../../../examples/clusters/$C.json" <<'PY' || exit 1
+import json, sys
+good = json.load(open("good-plan.json"))
+def edit(name, change):
+    plan = json.loads(json.dumps(good))
+    change(plan)
+    json.dump(plan, open(name, "w"), indent=1)
+edit("plan-mesh.json", lambda p: p["mesh"].update(tp=3))
+edit("plan-microbatches.json", lambda p: p.update(microbatches=p["microbatches"] + 1))
+edit("plan-sbp.json", lambda p: p["ops"][0].update(result="S(x)"))
+edit("plan-negative.json", lambda p: p["pipeline_ranks"][0].update(forward_s=-1.0))
+edit("plan-memory.json", lambda p: p["pipeline_ranks"][1]["memory"].update(weights=-5))
+edit("plan-stage-gap.json", lambda p: p["stages"][1].update(layers=[p["stages"][1]["layers"][0] + 1, p["stages"][1]["layers"][1]]))
+edit("plan-stage-overlap.json", lambda p: p["stages"][1].update(layers=[0, p["stages"][1]["layers"][1]]))
+edit("plan-stage-dup.json", lambda p: p["stages"][1].update(stage=0))
+edit("plan-sha.json", lambda p: p["model"].update(source="model-small.json"))
+cluster = json.load(open(sys.argv[1]))
+cluster["intra_node"]["bandwidth_GBps"] = 1e300  # inf bytes/s: "too large"
+json.dump(cluster, open("cluster-huge.json", "w"))
+PY
+rm -f good-plan.mlir
+
+snapshot() {
+  find . -mindepth 1 ! -name out.txt ! -name err.txt -printf '%p %y %l\n' | sort
+  find . -type f ! -name out.txt ! -name err.txt -exec sha256sum {} + | sort
+}
+before=$(snapshot)
+failures=0 cases=0
+check() { # check COMMAND...: must fail cleanly and touch nothing
+  cases=$((cases + 1))
+  local t0=$SECONDS
+  timeout 20 "$@" >out.txt 2>err.txt </dev/null
+  local rc=$? lines
+  [ -n "${VERBOSE:-}" ] && echo "$((SECONDS - t0))s rc=$rc: ${*#"$A"}"
+  lines=$(wc -l <err.txt)
+  local why=""
+  if [ "$rc" -lt 1 ] || [ "$rc" -gt 123 ]; then why="exit $rc"; fi
+  if [ "$lines" -ne 1 ]; then why="$why, $lines lines on stderr"; fi
+  local now
+  now=$(snapshot)
+  if [ "$now" != "$before" ]; then
+    why="$why, files changed: $(diff <(echo "$before") <(echo "$now") | head -3 | tr '\n' ' ')"
+  fi
+  if [ -n "$why" ]; then
+    echo "FAIL ($why): ${*#"$A"}"
+    head -c 300 err.txt
+    failures=$((failures + 1))
+    before=$now # report each change once
+  fi
+}
+
+BAD_FILES="fifo /dev/zero /dev/urandom dir dangling empty.json binary.json deep.json"
+for f in $BAD_FILES deep-config.json; do
+  check "$A" import "$f"
+  check "$A" plan "$f" --cluster "$C" --global-batch 8
+done
+for f in $BAD_FILES deep-cluster.json cluster-huge.json; do
+  check "$A" plan gpt2 --cluster "$f" --global-batch 8
+  check "$A" cost cluster --cluster "$f"
+done
+for f in $BAD_FILES plan-*.json; do
+  check "$A" inspect "$f"
+  check "$A" codegen "$f" -o project
+  check "$A" run "$f"
+  check "$A" verify "$f"
+  check "$A" validate "$f" --measured good-plan.json
+done
+for f in fifo /dev/zero dir deep.json; do
+  check "$A" validate good-plan.json --measured "$f"
+done
+
+# Outputs that must be refused, never replaced: devices, FIFOs, directories,
+# symlinks to devices or to nothing, the command's own input.
+for o in /dev/full fifo dir devnull-link dangling; do
+  check "$A" plan gpt2 --cluster "$C" --global-batch 8 -o "$o"
+  check "$A" import gpt2 -o "$o"
+  check "$A" inspect good-plan.json --trace "$o"
+  check "$A" simulate --schedule 1f1b --stages 2 --microbatches 4 --trace "$o"
+done
+for o in /dev/full fifo devnull-link dangling model-small.json; do
+  check "$A" codegen good-plan.json -o "$o"
+done
+check "$A" plan model-small.json --cluster "$C" --global-batch 8 -o model-small.json
+check "$A" inspect good-plan.json --trace good-plan.json
+
+# Numeric flags out of range: one line naming the flag.
+for v in 0 -8 99999999999 99999999999999999999 abc; do
+  check "$A" plan gpt2 --cluster "$C" --global-batch 8 --gpus "$v"
+  check "$A" plan gpt2 --cluster "$C" --global-batch 8 --nodes "$v"
+  check "$A" plan gpt2 --cluster "$C" --global-batch "$v"
+  check "$A" plan gpt2 --cluster "$C" --global-batch 8 --seq "$v"
+  check "$A" import gpt2 --batch "$v"
+  check "$A" simulate --schedule 1f1b --stages "$v" --microbatches 4
+  check "$A" simulate --schedule 1f1b --stages 2 --microbatches "$v"
+  check "$A" cost collective --op all_reduce --bytes 1GiB --ranks "$v" --cluster "$C"
+  check "$A" inspect good-plan.json --max-ranks "$v"
+done
+for v in 0 -8 99999999999999999999 abc; do # 64-bit flags
+  check "$A" run good-plan.json --steps "$v"
+  check "$A" verify good-plan.json --steps "$v"
+done
+for v in -1 nan inf 1e999; do
+  check "$A" verify good-plan.json --loss-tolerance "$v"
+  check "$A" validate good-plan.json --measured x --step-tolerance "$v"
+done
+check "$A" simulate --schedule 1f1b --stages 4 --microbatches 8 --fwd 1e308 --bwd 1e308
+
+# Output to a full device or a closed standard output is an error.
+cases=$((cases + 2))
+for redirect in full closed; do
+  if [ $redirect = full ]; then
+    "$A" import gpt2 --summary >/dev/full 2>err.txt
+  else
+    "$A" import gpt2 --summary >&- 2>err.txt
+  fi
+  rc=$?
+  if [ $rc -lt 1 ] || [ $rc -gt 123 ] || [ "$(wc -l <err.txt)" -ne 1 ]; then
+    echo "FAIL: stdout $redirect: exit $rc, $(wc -l <err.txt) lines"
+    failures=$((failures + 1))
+  fi
+done
+
+# autoddl-opt: the same input rules, and nesting MLIR's parser cannot survive.
+for f in fifo /dev/zero dir dangling deep.mlir; do
+  check "$OPT" "$f"
+done
+for o in /dev/full fifo devnull-link good.mlir; do
+  check "$OPT" good.mlir -o "$o"
+done
+
+echo "$cases cases, $failures failures"
+[ "$failures" -eq 0 ]
