@@ -54,8 +54,16 @@ void checkMesh(const Plan &p, const Checker &c) {
   if (p.globalBatch < 1)
     c.fail(root / "global_batch", "expected at least 1");
   // 128 bits: three int64 factors of a hand-edited file may overflow 64.
-  if (static_cast<__int128>(k.microbatch) * k.microbatches * k.dp !=
-      p.globalBatch)
+  const __int128 perReplica =
+      static_cast<__int128>(k.microbatch) * k.microbatches;
+  // A graph model's dp splits the graph's nodes, not the batch: every dp rank
+  // runs each instance (planner/Search.cpp, graphNodes). Whether an explicit
+  // graph has a sparse adjacency is the model's to say, so its plans may
+  // follow either rule.
+  const bool nodeSplit = p.modelFamily == "gcn" || p.modelFamily == "gat" ||
+                         p.modelFamily == "graph";
+  if (perReplica * k.dp != p.globalBatch &&
+      !(nodeSplit && perReplica == p.globalBatch))
     c.fail(root / "microbatches",
            "micro-batch " + std::to_string(k.microbatch) + " x " +
                std::to_string(k.microbatches) + " micro-batches x dp " +

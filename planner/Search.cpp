@@ -602,9 +602,15 @@ struct Planner {
     p.peakMemory = r.peakMemory;
     const DeviceTimes &cd = d.devices[r.criticalDevice];
     const double mb = static_cast<double>(k.microbatches);
-    p.tpComm = mb * (cd.forwardComm + cd.backwardComm);
-    p.compute = mb * (cd.forward + cd.backward) - p.tpComm;
-    p.bubble = cd.end - mb * (cd.forward + cd.backward);
+    // Micro-batches each of the device's stages runs: a Chimera device holds
+    // one stage of each pipeline (its times are their sum), each running half
+    // of the micro-batches; an interleaved device's chunk times sum to its
+    // share and each chunk runs every micro-batch.
+    const double runs =
+        k.schedule == pipeline::ScheduleKind::Chimera ? mb / 2 : mb;
+    p.tpComm = runs * (cd.forwardComm + cd.backwardComm);
+    p.compute = runs * (cd.forward + cd.backward) - p.tpComm;
+    p.bubble = cd.end - runs * (cd.forward + cd.backward);
     p.p2p = k.pp > 1 ? 2 * mb * r.p2p : 0;
     p.gradSync = cd.gradSyncExposed;
     p.optimizer = cd.optimizer;

@@ -25,9 +25,10 @@ namespace {
 /// here they are only refused what the command cannot see (an int64 that
 /// overflowed, an infinity).
 const std::set<std::string> kCheckedByCommand = {
-    "simulate --stages", "simulate --microbatches", "simulate --chunks",
-    "simulate --p2p",    "validate --steps",        "validate --step-tolerance",
-    "verify --steps",    "collective --ranks"};
+    "simulate --stages",  "simulate --microbatches",   "simulate --chunks",
+    "simulate --p2p",     "simulate --kfac-layers",    "simulate --margin",
+    "validate --steps",   "validate --step-tolerance", "verify --steps",
+    "collective --ranks", "plan --kfac-damping"};
 
 void checkNumber(const std::string &flag, const std::string &value,
                  bool integer, bool signAndZeroToo) {
