@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -47,6 +48,8 @@ inline std::string shapeInit(const std::vector<int64_t> &s) {
     r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "}";
 }
+
+inline int64_t lastDim(const std::vector<int64_t> &v) { return v.back(); }
 
 inline int64_t numel(const std::vector<int64_t> &s) {
   int64_t n = 1;
@@ -111,6 +114,33 @@ struct Bucket {
   // over the stage's dp x tp group in one all-reduce.
   bool tpPartial = false;
   std::vector<int> params;
+};
+
+/// One op being emitted (Emitter::emitOp): its operands in the layouts its
+/// plan reads them in (values x, gradients dx, local shapes xs), its result
+/// (value y, gradient dy, local shape ys of n elements), and the step its
+/// lines go into. The op emitters unpack it with one structured binding.
+struct OpCall {
+  size_t i; // the op's index in the model graph
+  const OpDef &op;
+  const OpPlan &p;
+  int st;               // its pipeline stage
+  const std::string &k; // its kind
+  std::vector<std::string> x, dx;
+  std::vector<std::vector<int64_t>> xs;
+  int r; // its result tensor
+  std::vector<int64_t> ys;
+  std::string y, dy;
+  int64_t n;
+  Step s;
+  std::vector<Step> &steps;
+  // Append a line to the forward, the input-gradient or the weight-gradient
+  // half of the step.
+  std::function<void(std::string)> F, BI, BW;
+  // The first position of an op run on a sequence split (T positions a rank).
+  std::function<std::string(const OpPlan &, int64_t)> sequenceOffset;
+  // spmm's x and sddmm's y: every node's rows, when dp splits the nodes.
+  std::function<void(size_t)> gatherNodes;
 };
 
 /// A float buffer of a stage struct.
@@ -248,6 +278,43 @@ private:
   std::string gradSyncConfig(const pipeline::Schedule &s) const;
   std::string stepGraphGlue(int stages) const;
   void emitOp(size_t i, std::vector<Step> &steps);
+  /// An op kind's emitter (OpTable.cpp): its lines, and what the CUDA program
+  /// allows of it.
+  /// What the CUDA program runs of an op kind: nothing yet (image ops), the
+  /// op on activations only, or also with parameter operands (the ops of
+  /// layers with weights, which take the act_t working copy and the fp32
+  /// gradient).
+  enum class CudaRuns { No, OnActivations, WithWeights };
+  struct OpEntry {
+    void (Emitter::*emit)(OpCall &);
+    CudaRuns cuda;
+  };
+  /// Every op kind the programs run, with its emitter: the one table.
+  static const std::map<std::string, OpEntry> &opTable();
+  // The op emitters, one a kind, in one file per family
+  // (EmbeddingEmitter.cpp, LinearEmitter.cpp, ...).
+  void emitEmbedding(OpCall &c);
+  void emitPositional(OpCall &c);
+  void emitRotary(OpCall &c);
+  void emitLinear(OpCall &c);
+  void emitMatmul(OpCall &c);
+  void emitBiasAdd(OpCall &c);
+  void emitAdd(OpCall &c);
+  void emitMul(OpCall &c);
+  void emitGelu(OpCall &c);
+  void emitReluSilu(OpCall &c);
+  void emitSwiglu(OpCall &c);
+  void emitNorm(OpCall &c);
+  void emitSoftmax(OpCall &c);
+  void emitCrossEntropy(OpCall &c);
+  void emitAttention(OpCall &c);
+  void emitConv2d(OpCall &c);
+  void emitPool2d(OpCall &c);
+  void emitFlatten(OpCall &c);
+  void emitTranspose(OpCall &c);
+  void emitSpmm(OpCall &c);
+  void emitSddmm(OpCall &c);
+  void emitEdgeSoftmax(OpCall &c);
   int64_t vocab() const;
   void planVocabPadding();
   void planGeluFusion();

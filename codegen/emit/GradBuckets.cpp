@@ -1,5 +1,4 @@
-//===- GradBuckets.cpp - data-parallel gradient buckets
-//---------------------===//
+//===- GradBuckets.cpp - data-parallel gradient buckets -------------------===//
 //
 // The CUDA program's gradient buckets: which parameters, after which op,
 // and the runtime configuration (GradSync) that all-reduces them.

@@ -1,5 +1,4 @@
-//===- ProgramAssembly.cpp - the header comment and the whole program
-//-------===//
+//===- ProgramAssembly.cpp - the header comment and the whole program -----===//
 //
 // The plan in the header comment, and the program: the fixed texts of
 // TrainText.cpp / CudaTrainText.cpp around the emitted parts.

@@ -1,5 +1,4 @@
-//===- Schedule.cpp - the pipeline schedule and the step graph
-//--------------===//
+//===- Schedule.cpp - the pipeline schedule and the step graph ------------===//
 //
 // Each pipeline device's instruction list (cost_model/pipeline/Schedule.h)
 // spelled out as run_device<d>, and the CUDA step graph's glue.

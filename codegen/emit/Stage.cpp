@@ -1,5 +1,4 @@
-//===- Stage.cpp - a pipeline stage's struct and functions
-//------------------===//
+//===- Stage.cpp - a pipeline stage's struct and functions ----------------===//
 //
 // struct Stage<k> and its forward / backward functions: the ops' lines,
 // the pipeline transfers, traces and gradient-bucket calls around them.

@@ -1,5 +1,4 @@
-//===- StageLayout.cpp - buffers and tensor layouts of a stage
-//--------------===//
+//===- StageLayout.cpp - buffers and tensor layouts of a stage ------------===//
 //
 // A stage's struct members (activations, gradients, converted copies), the
 // names ops read them by, and the tp layout conversions between them.
