@@ -23,7 +23,8 @@ void Emitter::emitAttention(OpCall &c) {
   const bool causal = attrOr<bool>(op, "causal", true);
   const int64_t B = ys[0], T = ys[1];
   const std::string base = names_[size_t(r)];
-  if (cuda_) // FlashAttention-style: the log-sum-exp, not the probabilities
+  if (target_.attentionSavesLse) // FlashAttention-style: the log-sum-exp, not
+                                 // the probabilities
     addMember(st,
               {base + "_lse", B * H * T,
                shapeStr({B, H, T}) + " saved log-sum-exp", false, false, true});
@@ -43,7 +44,7 @@ void Emitter::emitAttention(OpCall &c) {
                          dx[1], dx[2], H * D, G * D);
   }
   const char *causalS = causal ? "true" : "false";
-  if (cuda_) {
+  if (target_.attentionSavesLse) {
     // Input gradients this attention alone writes are stored.
     bool store = true;
     for (size_t k = 0; k < op.operands.size(); ++k)

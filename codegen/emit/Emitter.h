@@ -12,6 +12,7 @@
 
 #include "codegen/CpuCodegen.h"
 #include "codegen/Layout.h"
+#include "codegen/emit/Target.h"
 
 #include "cost_model/pipeline/Schedule.h"
 #include "support/UserError.h"
@@ -161,7 +162,8 @@ public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
       : plan_(plan), g_(g),
         L_(chooseLayout(plan, g, backend == Backend::Cuda ? "cuda" : "cpu")),
-        tp_(plan.knobs.tp), cuda_(backend == Backend::Cuda) {
+        tp_(plan.knobs.tp), cuda_(backend == Backend::Cuda),
+        target_(cuda_ ? cudaTarget() : cpuTarget()) {
     names_.resize(g.tensors.size());
     std::set<std::string> used;
     for (size_t t = 0; t < g.tensors.size(); ++t) {
@@ -341,6 +343,8 @@ private:
   ModelLayout L_;
   int tp_;
   bool cuda_ = false; // emit the CUDA program (device buffers, NCCL)
+  // What the backend's program offers the op emitters (Target.h).
+  const Target &target_;
   std::vector<std::string> names_;
   std::vector<int> producer_;
   bool tokenModel_ = false, graphModel_ = false;

@@ -126,7 +126,7 @@ void Emitter::emitLinear(OpCall &c) {
       BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
                      "{}, {}, {});",
                      dx[0], dy, x[0], x[1], N, K, O, twS));
-    } else if (needDx && p.mode == OpMode::Column && cuda_) {
+    } else if (needDx && p.mode == OpMode::Column && target_.scratchInStage) {
       const std::string part = names_[size_t(r)] + "_dx_partial";
       addMember(st, {part, N * K, shapeStr({N, K}) + " partial input gradient",
                      false, false});

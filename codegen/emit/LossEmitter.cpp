@@ -94,7 +94,7 @@ void Emitter::emitCrossEntropy(OpCall &c) {
                    "{}, kLossScale{});",
                    dx[0], x[0], x[1], N, V, ldStore));
   }
-  if (!cuda_) { // cuda: summed on the device at the end of the step
+  if (!target_.lossSumOnDevice) { // summed on the device at the step's end
     F("a.loss_sum = 0;");
     F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
     F("  a.loss_sum += a.losses[size_t(i)];");
@@ -108,7 +108,7 @@ void Emitter::emitCrossEntropy(OpCall &c) {
       throw std::logic_error("codegen: the accuracy of padded logits");
     addMember(st,
               {whole, N * Vg, shapeStr({N, Vg}) + " gathered logits (accuracy)",
-               false, false, !cuda_});
+               false, false, !target_.actBuffers});
     F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
                   "the accuracy",
                   whole, x[0], shapeInit({N, V})));

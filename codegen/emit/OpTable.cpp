@@ -105,7 +105,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     else if (writes(c.s.bwdInput, c.dx[k]))
       c.s.paramsInput.push_back(op.operands[k]);
   }
-  if (cuda_)
+  if (target_.opProfiling)
     profileScopes(c.s, k);
   steps.push_back(std::move(c.s));
 }

@@ -29,7 +29,7 @@ void Emitter::emitSpmm(OpCall &c) {
       const std::string nnz = elems(op.operands[0], p.operands[0]);
       BI("{ // the values' gradient from this rank's features is a partial sum "
          "(P -> B)");
-      if (cuda_) {
+      if (target_.scratchInStage) {
         const std::string part = names_[size_t(r)] + "_dvalues_partial";
         addMember(st, {part, 0, "[nnz] partial gradient of the values", false,
                        false, false, nnz});

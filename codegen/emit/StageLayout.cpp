@@ -55,8 +55,7 @@ void profileScopes(Step &s, const std::string &kind) {
 
 std::string Emitter::val(int t, TpLayout l) const {
   if (isParam(t)) // the kernels read the act_t working copy on cuda
-    return "P." + names_[size_t(t)] +
-           (cuda_ ? ".work.data()" : ".value.data()");
+    return "P." + names_[size_t(t)] + target_.paramValue;
   if (isInput(t)) {
     const std::string &n = g_.tensors[size_t(t)].name;
     if (graphModel_) {
@@ -160,7 +159,7 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
           fmt::format("  all_gather_backward({}, a.d_{}.data(), {}, 0, g.dp);",
                       grad(t, l), name, shapeInit(ls)));
     }
-    if (cuda_)
+    if (target_.opProfiling)
       profileScopes(s, "");
     steps.push_back(std::move(s));
   }
@@ -193,7 +192,7 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
                                   "kTP, g.rtp);",
                                   name, val(t, TpLayout{}),
                                   shapeInit(local(t, TpLayout{})), want.dim));
-      if (cuda_)
+      if (target_.opProfiling)
         profileScopes(s, "");
       steps.push_back(std::move(s));
     }
@@ -285,7 +284,7 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
           fmt::format("  slice_backward_gather({}, {}, {}, {});", grad(t, have),
                       grad(t, want), localView(want), viewDim(want)));
     }
-    if (cuda_)
+    if (target_.opProfiling)
       profileScopes(s, "");
     steps.push_back(std::move(s));
   }

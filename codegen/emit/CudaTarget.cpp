@@ -1,0 +1,25 @@
+//===- CudaTarget.cpp - the CUDA + NCCL program's target ------------------===//
+//
+// backends/cuda: act_t activations and working copies, fp32 statistics and
+// gradients of parameters, FlashAttention-style attention, op profiling,
+// the loss summed on the device, scratch buffers allocated with the stage.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Target.h"
+
+namespace autoddl::codegen::emit {
+
+const Target &cudaTarget() {
+  static const Target target{
+      /*name=*/"cuda",
+      /*paramValue=*/".work.data()",
+      /*actBuffers=*/true,
+      /*opProfiling=*/true,
+      /*attentionSavesLse=*/true,
+      /*lossSumOnDevice=*/true,
+      /*scratchInStage=*/true,
+  };
+  return target;
+}
+
+} // namespace autoddl::codegen::emit
