@@ -13,6 +13,18 @@ const Target &cpuTarget() {
       /*name=*/"cpu",
       /*paramValue=*/".value.data()",
       /*actBuffers=*/false,
+      /*actType=*/"float",
+      /*bufferDecl=*/
+      "  std::vector<{type}> {name} = std::vector<{type}>({size}); "
+      "// {comment}\n",
+      // Sends are non-blocking, completed at the end of the step; receives
+      // block (docs/codegen.md, "The schedule spelled out").
+      /*sendFormat=*/
+      "  pending.push_back(isend({}, {}, device_of({}, dir), "
+      "tag(mb, {}, {}, {}), g.pp));\n",
+      /*recvFormat=*/
+      "  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, "
+      "{}), g.pp);\n",
       /*opProfiling=*/false,
       /*attentionSavesLse=*/false,
       /*lossSumOnDevice=*/false,

@@ -14,6 +14,17 @@ const Target &cudaTarget() {
       /*name=*/"cuda",
       /*paramValue=*/".work.data()",
       /*actBuffers=*/true,
+      /*actType=*/"act_t",
+      /*bufferDecl=*/"  DeviceBuffer<{type}> {name}{{{size}}}; // {comment}\n",
+      // On the pipeline link's stream, ordered by the recorded schedule
+      // (pipe_send in CudaTrainText.cpp;
+      // docs/codegen.md, "Pipeline transfers that cannot deadlock").
+      /*sendFormat=*/
+      "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, "
+      "{}, {}));\n",
+      /*recvFormat=*/
+      "  pipe_recv({}, {}, device_of({}, dir), tag(mb, {}, "
+      "{}, {}));\n",
       /*opProfiling=*/true,
       /*attentionSavesLse=*/true,
       /*lossSumOnDevice=*/true,

@@ -68,19 +68,16 @@ void Emitter::emitStage(int stage, std::string &out) {
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
   out += fmt::format("struct Stage{} {{\n", stage);
-  for (const Member &m : members_[stage]) {
-    if (cuda_) {
-      const char *type = m.i32 ? "int32_t" : m.stat ? "float" : "act_t";
-      out += fmt::format(
-          "  DeviceBuffer<{}> {}{{{}}}; // {}\n", type, m.name,
-          m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr, m.comment);
-      continue;
-    }
-    out += fmt::format(
-        "  std::vector<{}> {} = std::vector<{}>({}); // {}\n",
-        m.i32 ? "int32_t" : "float", m.name, m.i32 ? "int32_t" : "float",
-        m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr, m.comment);
-  }
+  for (const Member &m : members_[stage])
+    out +=
+        fmt::format(fmt::runtime(target_.bufferDecl),
+                    fmt::arg("type", m.i32    ? "int32_t"
+                                     : m.stat ? "float"
+                                              : target_.actType),
+                    fmt::arg("name", m.name),
+                    fmt::arg("size", m.sizeExpr.empty() ? std::to_string(m.size)
+                                                        : m.sizeExpr),
+                    fmt::arg("comment", m.comment));
   if (hasLoss && !cuda_)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && reportsAccuracy())
@@ -223,15 +220,7 @@ void Emitter::emitStage(int stage, std::string &out) {
   // The instructions: receive, compute (traced F/B/W), send.
   auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
                           int boundary, const char *dirTag, bool send) {
-    const char *format =
-        send ? (cuda_ ? "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, "
-                        "{}, {}));\n"
-                      : "  pending.push_back(isend({}, {}, device_of({}, dir), "
-                        "tag(mb, {}, {}, {}), g.pp));\n")
-             : (cuda_ ? "  pipe_recv({}, {}, device_of({}, dir), tag(mb, {}, "
-                        "{}, {}));\n"
-                      : "  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, "
-                        "{}), g.pp);\n");
+    const char *format = send ? target_.sendFormat : target_.recvFormat;
     std::string s;
     for (size_t k = 0; k < ts.size(); ++k) {
       const int t = ts[k];

@@ -19,6 +19,15 @@ struct Target {
   // Activation buffers hold act_t (bf16, or fp32 with --fp32) and
   // statistics fp32 (Member::stat); on the CPU everything is float.
   bool actBuffers;
+  // The element type of activation buffers, and a stage struct's member
+  // declaration: fmt format with the named arguments type, name, size and
+  // comment.
+  const char *actType;
+  const char *bufferDecl;
+  // A pipeline transfer of one buffer: fmt format with the buffer, its
+  // elements, the peer's stage, the boundary, the tag's kind and its index.
+  const char *sendFormat;
+  const char *recvFormat;
   // Each call of a step is wrapped in an OpScope for --profile
   // (backends/cuda/OpProfile.h, profileScopes).
   bool opProfiling;
