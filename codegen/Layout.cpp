@@ -1,6 +1,8 @@
 //===- Layout.cpp - op execution modes and tensor layouts ----------------===//
 #include "codegen/Layout.h"
 
+#include "planner/ProgramDecisions.h"
+
 #include "support/UserError.h"
 
 #include <algorithm>
@@ -153,32 +155,25 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
   // softmax; here it stays outside: the same function as one device). Every
   // rank keeps at least one real row.
   auto paddable = [&](int64_t n) {
-    return tp > 1 && n % tp != 0 && n > (n + tp - 1) / tp * (tp - 1);
+    return planner::unevenVocabSplitRuns(n, tp);
   };
   // A graph model's linears and loss read node rows whose split the graph
   // kernels and the held-out labels do not follow: those stay as before.
   bool graph = false;
   for (const auto &t : g.tensors)
     graph = graph || t.sparse;
-  std::vector<std::vector<size_t>> consumers(g.tensors.size());
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    for (int t : g.ops[i].operands)
-      consumers[size_t(t)].push_back(i);
+  const planner::GraphUses uses(g);
+  const std::vector<std::vector<size_t>> &consumers = uses.readers;
   // A padded vocabulary in an lm_head: its table read by rows (a transposed
   // weight [V, C], no bias) and its logits read only by cross-entropies on
   // the same stage, which skip the padding columns; nothing else would know
   // to.
   auto paddedVocab = [&](size_t i, int64_t O) {
-    const OpDef &op = g.ops[i];
-    if (!paddable(O) || !boolAttr(op, "transpose_weight", false) ||
-        op.operands.size() != 2)
+    if (!paddable(O) || !planner::logitsOnlyToLoss(g, uses, g.ops[i]))
       return false;
-    const auto &cs = consumers[size_t(op.results[0])];
-    bool ok = !cs.empty();
-    for (size_t c : cs)
-      ok = ok && g.ops[c].kind == "cross_entropy" &&
-           g.ops[c].operands[0] == op.results[0] && stage[c] == stage[i];
-    return ok;
+    const auto &cs = consumers[size_t(g.ops[i].results[0])];
+    return std::all_of(cs.begin(), cs.end(),
+                       [&](size_t c) { return stage[c] == stage[i]; });
   };
   // A column linear whose sole consumer is a packed attention of equal q, k, v
   // segments planned by heads: split per segment, so each rank's qkv holds

@@ -6,16 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "planner/ProgramDecisions.h"
 
 namespace autoddl::codegen::emit {
 
 /// Vocabulary of a token model: rows of the first embedding table.
-int64_t Emitter::vocab() const {
-  for (const OpDef &op : g_.ops)
-    if (op.kind == "embedding")
-      return full(op.operands[1])[0];
-  return 0;
-}
+int64_t Emitter::vocab() const { return planner::vocabularyRows(g_); }
 
 /// The CUDA program runs a tanh GELU between two linears (an MLP block) in
 /// their GEMMs' epilogues: the first linear's GEMM writes gelu(pre) and pre
@@ -30,22 +26,13 @@ int64_t Emitter::vocab() const {
 void Emitter::planGeluFusion() {
   if (!cuda_)
     return;
+  const planner::GraphUses uses(g_);
   for (size_t i = 0; i < g_.ops.size(); ++i) {
-    const OpDef &gelu = g_.ops[i];
-    if (gelu.kind != "gelu" || gelu.operands.size() != 1 ||
-        attrOr<std::string>(gelu, "approximate", "tanh") == "none")
+    planner::GeluChain chain; // the graph's part (planner/ProgramDecisions.h)
+    if (!planner::geluEpilogueChain(g_, uses, i, chain))
       continue;
-    const int pre = gelu.operands[0], out = gelu.results[0];
-    const int f1 = producer_[size_t(pre)];
-    if (f1 < 0 || g_.ops[size_t(f1)].kind != "linear" ||
-        users_[size_t(pre)] != std::vector<size_t>{i} ||
-        users_[size_t(out)].size() != 1 || pre == g_.loss || out == g_.loss)
-      continue;
-    const size_t fc1 = size_t(f1), fc2 = users_[size_t(out)][0];
+    const size_t fc1 = chain.fc1, fc2 = chain.fc2;
     const OpDef &second = g_.ops[fc2];
-    if (second.kind != "linear" || second.operands[0] != out ||
-        std::count(second.operands.begin(), second.operands.end(), out) != 1)
-      continue;
     const OpPlan &p1 = L_.ops[fc1], &pg = L_.ops[i], &p2 = L_.ops[fc2];
     if (p1.stage != pg.stage || pg.stage != p2.stage ||
         !(pg.operands[0] == p1.result) || !(p2.operands[0] == pg.result) ||
@@ -72,24 +59,19 @@ void Emitter::planGeluFusion() {
 void Emitter::planResidualFusion() {
   if (!cuda_)
     return;
+  const planner::GraphUses uses(g_);
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const OpDef &add = g_.ops[i];
-    if (add.kind != "add" || add.operands.size() != 2 ||
-        add.operands[0] == add.operands[1])
-      continue;
-    for (size_t k : {size_t(1), size_t(0)}) {
+    // The graph's part (planner/ProgramDecisions.h), then the layouts'.
+    for (size_t k : planner::residualGemmOperands(g_, uses, i)) {
       const int t = add.operands[k], res = add.operands[1 - k];
       const int lin = producer_[size_t(t)];
-      if (lin < 0 || g_.ops[size_t(lin)].kind != "linear" ||
-          users_[size_t(t)] != std::vector<size_t>{i} || t == g_.loss ||
-          isParam(res) || producer_[size_t(res)] >= lin ||
-          addOfLinear_.count(size_t(lin)))
+      if (addOfLinear_.count(size_t(lin)))
         continue;
       const OpPlan &pl = L_.ops[size_t(lin)], &pa = L_.ops[i];
       if (pl.stage != pa.stage || pl.mode == OpMode::Row ||
           !(pa.operands[k] == pl.result) ||
           !(pa.operands[1 - k] == L_.tensors[size_t(res)]) ||
-          full(t) != full(add.results[0]) ||
           padRows_.count(g_.ops[size_t(lin)].operands[1]))
         continue;
       addOfLinear_[size_t(lin)] = i;
@@ -150,9 +132,10 @@ bool Emitter::storesGrad(size_t i, int t, TpLayout l,
 /// stay zero: zero logits columns, zero dlogits columns, zero weight
 /// gradient rows, and the optimizer updates the real elements only.
 void Emitter::planVocabPadding() {
-  const int64_t V = vocab();
+  const int64_t V = planner::vocabularyRows(g_);
   if (!cuda_ || V <= 0)
     return;
+  const planner::GraphUses graphUses(g_);
   std::vector<std::vector<std::pair<size_t, size_t>>> uses(g_.tensors.size());
   for (size_t i = 0; i < g_.ops.size(); ++i)
     for (size_t k = 0; k < g_.ops[i].operands.size(); ++k)
@@ -162,7 +145,7 @@ void Emitter::planVocabPadding() {
       continue;
     const TpLayout l = L_.tensors[t];
     const int64_t rows = local(int(t), l)[0];
-    const int64_t padded = (rows + 63) / 64 * 64;
+    const int64_t padded = planner::paddedVocabRows(rows);
     if (padded == rows || uses[t].empty())
       continue;
     bool ok = true;
@@ -174,19 +157,15 @@ void Emitter::planVocabPadding() {
         ok = false;
       else if (op.kind == "embedding")
         continue;
-      else if (op.kind != "linear" ||
-               !attrOr<bool>(op, "transpose_weight", false) ||
-               op.operands.size() != 2)
-        ok = false;
+      else if (!planner::logitsOnlyToLoss(g_, graphUses, op))
+        ok = false; // the graph's part (planner/ProgramDecisions.h)
       else {
         const int r = op.results[0];
         const TpLayout rl = L_.tensors[size_t(r)];
-        ok &= p.result == rl && local(r, rl).back() == rows &&
-              !uses[size_t(r)].empty();
+        ok &= p.result == rl && local(r, rl).back() == rows;
         for (auto [c, ck] : uses[size_t(r)]) {
           const OpPlan &cp = L_.ops[c];
-          ok &= g_.ops[c].kind == "cross_entropy" && ck == 0 &&
-                cp.stage == p.stage && cp.operands[0] == rl;
+          ok &= cp.stage == p.stage && cp.operands[0] == rl;
         }
         logits.push_back(r);
       }

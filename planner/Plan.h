@@ -17,6 +17,8 @@
 #include "cost_model/Compute.h"
 #include "cost_model/Memory.h"
 #include "cost_model/pipeline/Schedule.h"
+#include "planner/KfacPlan.h"
+#include "planner/ProgramDecisions.h" // kMaxGeneratedZero
 
 #include <array>
 #include <cstdint>
@@ -91,6 +93,10 @@ struct PlannerOptions {
   /// tensor-parallel splits the generated programs run (column, row,
   /// vocabulary, heads, hidden), so the program runs the plan as priced.
   bool tpDataSplits = true;
+  /// "adamw" (first-order, the default) or "kfac": K-FAC on the linear
+  /// layers, its work packed into the pipeline's bubbles (docs/pipefisher.md).
+  std::string optimizer = "adamw";
+  double kfacDamping = 1e-3; // > 0; recorded in the plan for the programs
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"
@@ -154,7 +160,8 @@ struct DeviceTimes {
   double end = 0;             // when its last backward ends (simulated)
   double memory = 0;          // predicted peak bytes
   cost::RankMemory memoryParts;
-  double inFlight = 0; // peak micro-batches of activations held
+  double inFlight = 0;  // peak micro-batches of activations held
+  double kfacBytes = 0; // K-FAC state, in `memory` (--optimizer kfac)
 };
 
 struct Prediction {
@@ -182,13 +189,6 @@ struct Prediction {
   /// (a token model, on any mesh; gpu.graph_op_overhead_us).
   bool stepGraph = false;
 };
-
-/// The highest ZeRO stage the generated programs run: 1 shards the optimizer
-/// state (reduce-scatter, AdamW on the shard, all-gather). ZeRO-2 (gradients
-/// sharded per micro-batch) is priced by the cost model but not generated, so
-/// the search does not pick it: its plan would hold full gradients and use
-/// more memory than priced.
-constexpr int kMaxGeneratedZero = 1;
 
 struct Knobs {
   int tp = 1, pp = 1, dp = 1;
@@ -260,6 +260,9 @@ struct Plan {
   Prediction predicted;
   SearchStats search;
   std::vector<Alternative> alternatives;
+  /// --optimizer kfac: the K-FAC layers and where their work runs; absent
+  /// (first-order) in plans written without it.
+  std::optional<KfacPlan> kfac;
   /// Per model op, in graph order (filled by plan(); not in plan.json).
   std::vector<ModelOpLayout> modelOps;
 };

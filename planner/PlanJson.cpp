@@ -1,6 +1,8 @@
 //===- PlanJson.cpp - plan.json writer and reader ------------------------===//
 #include "planner/PlanJson.h"
 
+#include "planner/KfacJson.h"
+
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 
@@ -118,6 +120,10 @@ ojson planToJson(const Plan &p) {
                     {"end_s", t.end},
                     {"in_flight_microbatches", t.inFlight},
                     {"memory", memoryJson(t.memoryParts)}});
+    if (p.kfac) { // K-FAC state is in the rank's total
+      devs.back()["memory"]["kfac"] = t.kfacBytes;
+      devs.back()["memory"]["total"] = t.memory;
+    }
   }
   j["pipeline_ranks"] = devs;
   j["p2p_time_s"] = p.p2pTime;
@@ -153,6 +159,10 @@ ojson planToJson(const Plan &p) {
       byDevice.push_back(d);
     }
     j["predicted"]["op_kinds_by_device_s"] = byDevice;
+  }
+  if (p.kfac) { // --optimizer kfac; first-order plans have neither key
+    j["optimizer"] = "kfac";
+    j["kfac"] = kfacToJson(*p.kfac);
   }
   ojson alts = ojson::array();
   for (const Alternative &a : p.alternatives)
@@ -382,6 +392,10 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     t.memoryParts.activations = r.num(m, mp2, "activations");
     t.memoryParts.workspace = r.num(m, mp2, "workspace");
     t.memory = t.memoryParts.total();
+    if (m.contains("kfac")) {
+      t.kfacBytes = r.num(m, mp2, "kfac");
+      t.memory += t.kfacBytes;
+    }
     if (t.forward < 0 || t.backward < 0 || t.weightGradient < 0)
       r.fail(ip, "times must not be negative");
     p.devices.push_back(t);
@@ -455,6 +469,14 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     a.deltaMemory = r.num(alts[i], ip, "delta_memory_bytes");
     a.reason = r.str(alts[i], ip, "reason");
     p.alternatives.push_back(a);
+  }
+  if (doc.contains("optimizer") || doc.contains("kfac")) {
+    if (!doc.contains("optimizer") || !doc.contains("kfac") ||
+        r.str(doc, root, "optimizer") != "kfac")
+      r.fail(root / "optimizer",
+             "expected \"optimizer\": \"kfac\" together with a \"kfac\" "
+             "object (first-order plans have neither)");
+    p.kfac = kfacFromJson(doc["kfac"], origin, root / "kfac");
   }
   const json &s = r.at(doc, root, "search");
   auto sp = root / "search";

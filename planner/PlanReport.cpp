@@ -2,6 +2,7 @@
 #include "planner/PlanReport.h"
 
 #include "cost_model/pipeline/Simulator.h"
+#include "planner/KfacReport.h"
 
 #include <fmt/format.h>
 
@@ -61,6 +62,11 @@ std::string planSummary(const Plan &p) {
                    "{:.4g} s, exposed gradient sync {:.4g} s, optimizer "
                    "{:.4g} s\n",
                    pr.compute, pr.tpComm, pr.bubble, pr.gradSync, pr.optimizer);
+  if (p.kfac) { // --optimizer kfac
+    s += fmt::format("  K-FAC step {:.4g} s (first-order {:.4g} s)\n",
+                     pr.stepTime, p.kfac->firstOrderStepTime);
+    s += kfacSummary(*p.kfac, 1e3, "ms");
+  }
   s += "  SBP on the tp axis (operands -> result), per layer kind:\n";
   for (const OpChoice &o : p.ops)
     s += "    " + opLine(o) + "\n";
@@ -236,6 +242,8 @@ bool planTrace(const Plan &p, int maxRanks, trace::ChromeTrace &out,
         o.startUs = (lastEnd + dt.gradSyncExposed) * us;
         o.durationUs = dt.optimizer * us;
         out.add(o);
+        if (p.kfac) // the K-FAC items in this rank's bubbles, per step
+          addKfacEvents(*p.kfac, pi, rank, 2, us, out);
       }
   }
   return true;

@@ -1,9 +1,10 @@
 //===- Pricing.cpp - costs of an SBP assignment (docs/planner.md) --------===//
 #include "planner/Pricing.h"
 
+#include "planner/ProgramDecisions.h"
+
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <string_view>
 
 namespace autoddl::planner {
@@ -48,18 +49,6 @@ double prod(const std::vector<int64_t> &s) {
 
 constexpr double kImpossible = kImpossibleSeconds;
 
-/// Whether the generated CUDA program runs the step as one CUDA graph
-/// (codegen's kStepGraphable, backends/cuda/StepGraph.h): on every mesh (its
-/// collectives and pipeline transfers are captured with the kernels) for a
-/// token model; classifiers and graph models read their accuracy back inside
-/// the step.
-bool stepGraphed(const ModelGraph &g) {
-  for (const TensorDef &t : g.tensors)
-    if (t.role == TensorRole::Input && t.name == "input_ids")
-      return true;
-  return false;
-}
-
 } // namespace
 
 PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
@@ -99,7 +88,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
 
   const ModelGraph &g = *sg_.graph;
   cost::KernelOptions kernels = o_.kernels;
-  kernels.stepGraph = stepGraph_ = stepGraphed(g);
+  kernels.stepGraph = stepGraph_ = stepRunsAsGraph(g);
   // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
   // each rank computes its own rows, gathering the rows spmm and sddmm read
   // from every node.
@@ -128,87 +117,28 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   for (auto &row : boxCache_)
     row.fill(-1);
 
-  // The generated GPU program pads the vocabulary (docs/codegen.md, "CUDA
-  // backend"): an lm_head linear whose transposed weight has the embedding
-  // table's row count runs with its local rows, and so the logits' last
-  // dimension, rounded up to a multiple of 64 (a GEMM on an odd dimension runs
-  // at a fraction of the aligned rate: docs/calibrate.md). Price that shape.
-  std::set<int64_t> vocabRows;
-  for (const OpDef &op : g.ops)
-    if (op.kind == "embedding" && op.operands.size() > 1)
-      if (const auto &sh = g.tensors[op.operands[1]].shape; !sh.empty())
-        vocabRows.insert(sh.front());
-  auto padsVocab = [&](const OpDef &op) {
-    if (op.kind != "linear" || op.operands.size() != 2)
-      return false;
-    auto it = op.attrs.find("transpose_weight");
-    const bool *transposed =
-        it == op.attrs.end() ? nullptr : std::get_if<bool>(&it->second);
-    const auto &w = g.tensors[op.operands[1]];
-    return transposed && *transposed && w.role == TensorRole::Parameter &&
-           w.shape.size() == 2 && vocabRows.count(w.shape.front());
-  };
-  auto padTo64 = [](int64_t n) { return (n + 63) / 64 * 64; };
-
-  // A tanh GELU between two linears runs in their GEMMs' epilogues in the
-  // generated CUDA program (codegen/TrainProgram.cpp planGeluFusion): its
-  // time is the first GEMM's extra write of the pre-activation and the
-  // second's extra read of it, no kernel of its own. (The program also
-  // requires the three ops' layouts to line up, as Megatron's column-then-
-  // row MLP has them; the pricing does not look at the signatures.)
-  std::vector<int> users(g.tensors.size(), 0);
-  for (const OpDef &op : g.ops)
-    for (int t : op.operands)
-      ++users[t];
-  std::vector<int> producer(g.tensors.size(), -1),
-      consumer(g.tensors.size(), -1);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    for (int t : g.ops[i].results)
-      producer[t] = static_cast<int>(i);
-    for (int t : g.ops[i].operands)
-      consumer[t] = static_cast<int>(i);
-  }
-  auto geluInEpilogue = [&](const OpDef &op) {
-    if (op.kind != "gelu" || op.operands.size() != 1 || op.results.size() != 1)
-      return false;
-    if (auto it = op.attrs.find("approximate"); it != op.attrs.end())
-      if (auto *a = std::get_if<std::string>(&it->second); a && *a == "none")
-        return false;
-    const int pre = op.operands[0], out = op.results[0];
-    return producer[pre] >= 0 && g.ops[producer[pre]].kind == "linear" &&
-           users[pre] == 1 && users[out] == 1 &&
-           g.ops[consumer[out]].kind == "linear" &&
-           g.ops[consumer[out]].operands[0] == out && pre != g.loss &&
-           out != g.loss;
-  };
-  // A residual add on a linear's output runs in that linear's GEMM (codegen
-  // planResidualFusion: the GEMM reads the residual as its C and writes the
-  // sum): the forward costs the GEMM's extra read, the backward is the
-  // residual's gradient update alone. Not under tensor parallelism, where
-  // the projections are row-parallel (their all-reduce follows the GEMM).
-  auto residualInGemm = [&](const OpDef &op) {
-    if (tp_ != 1 || op.kind != "add" || op.operands.size() != 2 ||
-        op.operands[0] == op.operands[1])
-      return false;
-    for (int k : {1, 0}) {
-      const int t = op.operands[k], res = op.operands[1 - k];
-      const int lin = producer[t];
-      if (lin >= 0 && g.ops[lin].kind == "linear" && users[t] == 1 &&
-          t != g.loss && g.tensors[res].role != TensorRole::Parameter &&
-          producer[res] < lin &&
-          g.tensors[t].shape == g.tensors[op.results[0]].shape)
-        return true;
-    }
-    return false;
-  };
-
+  // What the generated CUDA program does that changes an op's time, decided
+  // where codegen decides it (ProgramDecisions.h). It pads the vocabulary
+  // (docs/codegen.md, "CUDA backend"): an lm_head runs with its local rows,
+  // and so the logits' last dimension, rounded up to a multiple of 64 (a GEMM
+  // on an odd dimension runs at a fraction of the aligned rate:
+  // docs/calibrate.md). A tanh GELU between two linears runs in their GEMMs'
+  // epilogues: its time is the first GEMM's extra write of the
+  // pre-activation and the second's extra read of it, no kernel of its own.
+  // A residual add on a linear's output runs in that linear's GEMM (the GEMM
+  // reads the residual as its C and writes the sum): the forward costs the
+  // GEMM's extra read, the backward is the residual's gradient update alone.
+  const GraphUses uses(g);
+  GeluChain chain;
   opCost_.resize(sg_.ops.size());
   inGemm_.clear();
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
     const OpDef &op = g.ops[sg_.ops[i].op];
-    const bool padVocab = padsVocab(op);
-    const bool fusedGelu = geluInEpilogue(op);
-    const bool fusedResidual = !fusedGelu && residualInGemm(op);
+    const size_t gi = size_t(sg_.ops[i].op);
+    const bool padVocab = padsVocabulary(g, uses, op);
+    const bool fusedGelu = geluEpilogueChain(g, uses, gi, chain);
+    const bool fusedResidual = !fusedGelu && residualFusionPriced(tp_) &&
+                               !residualGemmOperands(g, uses, gi).empty();
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
@@ -240,7 +170,7 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
       Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
       out.push_back(local(op.results.front(), r));
       if (padVocab) {
-        in[1].shape.front() = padTo64(in[1].shape.front());
+        in[1].shape.front() = paddedVocabRows(in[1].shape.front());
         out[0].shape.back() = in[1].shape.front();
       }
       ops::Attrs attrs = op.attrs;

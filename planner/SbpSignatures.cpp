@@ -1,14 +1,16 @@
-//===- SbpSignatures.cpp - valid 1-D SBP signatures per op on the tp axis ===//
+//===- SbpSignatures.cpp - the tp axis's candidate signatures per op ------===//
 //
-// The candidate labels of each coordinate (docs/planner.md "signatures"), after
-// OneFlow's per-op GetSbp lists (reference: autoddl.md §2.3): every op can run
-// replicated (all B) or split over the batch dimension (data parallel on the tp
-// axis); sequence-wise ops can split the sequence (Megatron sequence
-// parallelism); linear has Megatron's column (B x S(out) -> S) and row (S(in) x
-// S(in) -> P) splits; attention and rotary split heads; embedding splits the
-// vocabulary (-> P) or the hidden dim; cross entropy runs vocabulary-parallel.
-// A split needs the dimension of at least tp elements (uneven splits pad; heads
-// must divide).
+// The candidate labels of each coordinate (docs/planner.md "signatures"): rows
+// of the one table of SBP rules, ir/ops/SbpRules.h, which the sbp dialect's
+// op interface reads too. This file holds only the planner's choice among
+// them: every op can run replicated (all B) or split over the batch dimension
+// (data parallel on the tp axis); sequence-wise ops can split the sequence
+// (Megatron sequence parallelism); linear has Megatron's column and row
+// splits; attention and rotary split heads; embedding splits the vocabulary
+// (-> P) or the hidden dim; cross entropy runs vocabulary-parallel. A split
+// needs the dimension of at least tp elements (uneven splits pad; heads must
+// divide); --tp-mode tensor keeps what the generated programs run
+// (planner/ProgramDecisions.h).
 //
 // Backward transposes (the gradient layout each op produces for its operands):
 // S stays S; a B operand of an op whose work is divided gets a P gradient (each
@@ -18,7 +20,9 @@
 //===----------------------------------------------------------------------===//
 #include "planner/SearchGraph.h"
 
-#include "ir/ops/OpSemantics.h"
+#include "planner/ProgramDecisions.h"
+
+#include "ir/ops/SbpRules.h"
 
 #include <string_view>
 
@@ -27,6 +31,12 @@ namespace autoddl::planner {
 namespace {
 
 using cost::Sbp;
+
+Sbp toSbp(const ops::AxisLayout &l) {
+  if (l.isSplit())
+    return Sbp::split(int(l.dim));
+  return l.isPartial() ? Sbp::partial() : Sbp::broadcast();
+}
 
 int64_t attrInt(const OpDef &op, const char *name, int64_t dflt) {
   auto it = op.attrs.find(name);
@@ -37,48 +47,30 @@ int64_t attrInt(const OpDef &op, const char *name, int64_t dflt) {
   return dflt;
 }
 
-bool attrBool(const OpDef &op, const char *name, bool dflt) {
-  auto it = op.attrs.find(name);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<bool>(&it->second))
-    return *v;
-  return dflt;
-}
-
 struct Ctx {
   const SearchGraph &sg;
   const ModelGraph &g;
   int n;
   int64_t b;
   bool dataSplits; // batch and sequence splits on the tp axis allowed
-  /// Per tensor, the ops reading it (a tied table is read by two).
-  std::vector<int> uses;
+  /// Per tensor, the ops making and reading it (a tied table is read by two).
+  GraphUses uses;
 
-  /// Per tensor, the cross-entropies reading it as their logits (operand 0).
-  std::vector<int> lossReads;
-
-  /// --tp-mode tensor: only what the generated programs run (codegen/Layout):
-  /// a parameter split into exactly equal parts, or a vocabulary's rows in
-  /// padded parts (`padded`: the op reads them where the programs can keep
-  /// the padding out of the loss). A parameter read by several ops (a tied
-  /// table) splits only when all its readers split it alike, which pricing
-  /// enforces in this mode (Pricing.cpp, edgeTerms).
+  /// --tp-mode tensor: only what the generated programs run (codegen/Layout,
+  /// by ProgramDecisions.h): a parameter split into exactly equal parts, or a
+  /// vocabulary's rows in padded parts (`padded`: the op reads them where the
+  /// programs can keep the padding out of the loss). A parameter read by
+  /// several ops (a tied table) splits only when all its readers split it
+  /// alike, which pricing enforces in this mode (Pricing.cpp, edgeTerms).
   bool runnableSplit(int param, int dim, bool padded = false) const {
     if (dataSplits)
       return true;
-    const int64_t size = sg.shapeAt(param, b)[size_t(dim)];
-    // Parts of ceil(size / n) rows, every rank keeping at least one.
-    return size % n == 0 ||
-           (padded && dim == 0 && size > (size + n - 1) / n * (n - 1));
+    return splitRuns(sg.shapeAt(param, b)[size_t(dim)], n, padded && dim == 0);
   }
   /// Whether the generated programs run this linear's padded vocabulary
-  /// split: a table read by rows (transposed weight, no bias) whose logits
-  /// only cross-entropies read (Layout.cpp paddedVocab).
+  /// split: a table read by rows whose logits only the loss reads.
   bool paddedLmHead(const OpDef &op) const {
-    const int r = op.results.front();
-    return attrBool(op, "transpose_weight", false) && op.operands.size() == 2 &&
-           uses[size_t(r)] > 0 && lossReads[size_t(r)] == uses[size_t(r)];
+    return logitsOnlyToLoss(g, uses, op);
   }
   bool isParam(int t) const {
     return g.tensors[t].role == TensorRole::Parameter;
@@ -105,8 +97,16 @@ Signature finish(const Ctx &c, const OpDef &op, std::string name,
   s.distributed = result.kind != Sbp::Broadcast;
   for (const Sbp &x : s.operands)
     s.distributed |= x.kind != Sbp::Broadcast;
-  for (const Sbp &x : s.operands) {
-    if (x.kind == Sbp::Split)
+  for (size_t k = 0; k < s.operands.size(); ++k) {
+    Sbp &x = s.operands[k];
+    if (c.isParam(op.operands[k]) && x.kind == Sbp::Partial) {
+      // A parameter read as a partial value (a bias joining a row-parallel
+      // linear's partial result) is stored whole and added on one rank, a
+      // local B -> P: the planner reads it B; its gradient, the full sum of
+      // dY, is whole (B).
+      x = Sbp::broadcast();
+      s.operandGrads.push_back(Sbp::broadcast());
+    } else if (x.kind == Sbp::Split)
       s.operandGrads.push_back(x);
     else if (x.kind == Sbp::Partial)
       s.operandGrads.push_back(Sbp::broadcast());
@@ -169,107 +169,139 @@ bool takesSequenceSplit(std::string_view k) {
          k == "softmax";
 }
 
+/// The table's rows for `op` (ir/ops/SbpRules.h) at micro-batch b.
+std::vector<ops::SbpRule> rulesOf(const Ctx &c, const OpDef &op) {
+  std::vector<ops::Shape> shapes;
+  for (int t : op.operands)
+    shapes.push_back(c.sg.shapeAt(t, c.b));
+  return ops::sbpRules(op.kind, shapes, ops::withDefaults(op.kind, op.attrs));
+}
+
+/// The first row of the table labelled `label`, or nullptr.
+const ops::SbpRule *labelled(const std::vector<ops::SbpRule> &rules,
+                             ops::SbpRuleLabel label) {
+  for (const ops::SbpRule &r : rules)
+    if (r.label == label)
+      return &r;
+  return nullptr;
+}
+
+/// Whether the table lists (operands) -> result.
+bool listed(const std::vector<ops::SbpRule> &rules,
+            const std::vector<Sbp> &operands, const Sbp &result) {
+  for (const ops::SbpRule &r : rules) {
+    bool same =
+        r.operands.size() == operands.size() && toSbp(r.result) == result;
+    for (size_t k = 0; same && k < operands.size(); ++k)
+      same = toSbp(r.operands[k]) == operands[k];
+    if (same)
+      return true;
+  }
+  return false;
+}
+
+/// Completes a table row as `finish` does.
+Signature finishRule(const Ctx &c, const OpDef &op, std::string name,
+                     const ops::SbpRule &rule) {
+  std::vector<Sbp> operands;
+  for (const ops::AxisLayout &l : rule.operands)
+    operands.push_back(toSbp(l));
+  return finish(c, op, std::move(name), std::move(operands),
+                toSbp(rule.result));
+}
+
+/// The candidates the search weighs for `op`: the table's rows it offers (by
+/// label, or, for the batch and sequence splits, the row of the dims that
+/// scale with the batch and the sequence), on the shapes at hand and, under
+/// --tp-mode tensor, only those the generated programs run.
 std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
+  using L = ops::SbpRuleLabel;
   std::vector<Signature> list;
   const std::string &k = op.kind;
   std::vector<Sbp> allB(op.operands.size(), Sbp::broadcast());
   list.push_back(finish(c, op, "replicate", allB, Sbp::broadcast()));
   if (c.n == 1)
     return list;
+  const std::vector<ops::SbpRule> rules = rulesOf(c, op);
 
   std::vector<Sbp> ops;
   Sbp res;
-  if (c.dataSplits && splitAll(c, op, 0, true, ops, res))
+  if (c.dataSplits && splitAll(c, op, 0, true, ops, res) &&
+      listed(rules, ops, res))
     addIfNew(list, finish(c, op, "batch", ops, res));
   if (c.dataSplits && takesSequenceSplit(k) &&
-      splitAll(c, op, 1, false, ops, res)) {
-    bool ok = !(k == "softmax" && attrInt(op, "axis", -1) == 1);
-    if (ok)
-      addIfNew(list, finish(c, op, "sequence", ops, res));
-  }
+      splitAll(c, op, 1, false, ops, res) && listed(rules, ops, res))
+    addIfNew(list, finish(c, op, "sequence", ops, res));
 
   const int r = op.results.front();
   const int last = c.rank(r) - 1;
   if (isElementwise(k) && last >= 1) {
-    std::vector<Sbp> s(op.operands.size(), Sbp::split(last));
     bool ok = c.divisible(r, last);
     for (int t : op.operands)
       ok &= c.rank(t) == last + 1;
-    if (ok)
-      addIfNew(list, finish(c, op, "hidden", s, Sbp::split(last)));
-    if (k == "add" && c.dataSplits) // partial sums add up to a partial sum
-      addIfNew(list,
-               finish(c, op, "partial",
-                      std::vector<Sbp>(op.operands.size(), Sbp::partial()),
-                      Sbp::partial()));
+    if (const ops::SbpRule *hidden = labelled(rules, L::Hidden); hidden && ok)
+      addIfNew(list, finishRule(c, op, "hidden", *hidden));
+    if (const ops::SbpRule *partial = labelled(rules, L::Partial);
+        partial && k == "add" && c.dataSplits)
+      addIfNew(list, finishRule(c, op, "partial", *partial));
   } else if (k == "bias_add" && c.divisible(r, last)) {
-    addIfNew(list, finish(c, op, "hidden", {Sbp::split(last), Sbp::split(0)},
-                          Sbp::split(last)));
+    if (const ops::SbpRule *hidden = labelled(rules, L::Hidden))
+      addIfNew(list, finishRule(c, op, "hidden", *hidden));
   } else if (k == "linear") {
     const int x = op.operands[0], w = op.operands[1];
-    const bool transposed = attrBool(op, "transpose_weight", false);
-    const int wOut = transposed ? 0 : 1, wIn = transposed ? 1 : 0;
     const bool bias = op.operands.size() > 2;
-    const int xl = c.rank(x) - 1;
     const bool paramsRun = !bias || c.runnableSplit(op.operands[2], 0);
-    if (c.divisible(w, wOut) && c.divisible(r, last) &&
-        c.runnableSplit(w, wOut, c.paddedLmHead(op)) && paramsRun) {
-      std::vector<Sbp> s = {Sbp::broadcast(), Sbp::split(wOut)};
-      if (bias)
-        s.push_back(Sbp::split(0));
-      addIfNew(list, finish(c, op, "column", s, Sbp::split(last)));
+    if (const ops::SbpRule *column = labelled(rules, L::Column)) {
+      const int wOut = int(column->operands[1].dim);
+      if (c.divisible(w, wOut) && c.divisible(r, last) &&
+          c.runnableSplit(w, wOut, c.paddedLmHead(op)) && paramsRun)
+        addIfNew(list, finishRule(c, op, "column", *column));
     }
-    if (c.divisible(w, wIn) && c.divisible(x, xl) && c.runnableSplit(w, wIn) &&
-        (!bias || c.dataSplits || c.uses[size_t(op.operands[2])] == 1)) {
-      std::vector<Sbp> s = {Sbp::split(xl), Sbp::split(wIn)};
-      if (bias)
-        s.push_back(Sbp::broadcast());
-      Signature sig = finish(c, op, "row", s, Sbp::partial());
-      if (bias) // the bias is added once; its gradient is the full sum of dY
-                // (B)
-        sig.operandGrads[2] = Sbp::broadcast();
-      addIfNew(list, sig);
+    if (const ops::SbpRule *row = labelled(rules, L::Row)) {
+      const int xl = int(row->operands[0].dim), wIn = int(row->operands[1].dim);
+      if (c.divisible(w, wIn) && c.divisible(x, xl) &&
+          c.runnableSplit(w, wIn) &&
+          (!bias || c.dataSplits ||
+           c.uses.readers[size_t(op.operands[2])].size() == 1))
+        addIfNew(list, finishRule(c, op, "row", *row));
     }
   } else if (k == "attention" || k == "rotary") {
+    // The table lists heads of a packed qkv only for equal q/k/v segments.
     const int64_t heads = attrInt(op, "num_heads", 1);
     const int64_t kv = attrInt(op, "num_kv_heads", heads);
     bool ok = heads % c.n == 0 && kv % c.n == 0 && c.divisible(r, last);
-    // Programs split a packed qkv per q/k/v segment: equal segments only.
-    if (!c.dataSplits && k == "attention" && op.operands.size() == 1)
-      ok &= heads == kv;
     for (int t : op.operands)
       ok &= c.divisible(t, c.rank(t) - 1);
-    if (ok) {
-      Signature s =
-          finish(c, op, "heads",
-                 std::vector<Sbp>(op.operands.size(), Sbp::split(last)),
-                 Sbp::split(last));
+    if (const ops::SbpRule *split = labelled(rules, L::Heads); split && ok) {
+      Signature s = finishRule(c, op, "heads", *split);
       s.splitHeads = true;
       addIfNew(list, s);
     }
   } else if (k == "embedding") {
     const int table = op.operands[1];
-    if (c.divisible(table, 0) && c.runnableSplit(table, 0, true))
-      addIfNew(list, finish(c, op, "vocab", {Sbp::broadcast(), Sbp::split(0)},
-                            Sbp::partial()));
-    if (c.divisible(table, 1) && c.dataSplits) // programs run vocab only
-      addIfNew(list, finish(c, op, "hidden", {Sbp::broadcast(), Sbp::split(1)},
-                            Sbp::split(last)));
+    if (const ops::SbpRule *vocab = labelled(rules, L::Vocab);
+        vocab && c.divisible(table, 0) && c.runnableSplit(table, 0, true))
+      addIfNew(list, finishRule(c, op, "vocab", *vocab));
+    if (const ops::SbpRule *hidden = labelled(rules, L::Hidden);
+        hidden && c.divisible(table, 1) && c.dataSplits) // programs: vocab
+      addIfNew(list, finishRule(c, op, "hidden", *hidden));
   } else if (k == "positional") {
-    if (c.divisible(r, last) && c.divisible(op.operands[1], 1) && c.dataSplits)
-      addIfNew(list, finish(c, op, "hidden", {Sbp::split(last), Sbp::split(1)},
-                            Sbp::split(last)));
+    if (const ops::SbpRule *hidden = labelled(rules, L::Hidden);
+        hidden && c.divisible(r, last) && c.divisible(op.operands[1], 1) &&
+        c.dataSplits)
+      addIfNew(list, finishRule(c, op, "hidden", *hidden));
   } else if (k == "cross_entropy") {
+    const ops::SbpRule *vocab = labelled(rules, L::Vocab);
     const int logits = op.operands[0];
-    const int ll = c.rank(logits) - 1;
-    if (c.divisible(logits, ll)) {
+    if (vocab && c.divisible(logits, int(vocab->operands[0].dim))) {
       // Megatron's vocabulary-parallel cross entropy: all-reduces of the row
       // max, the sum of exponentials and the target logit, fp32, one value per
-      // row.
-      Signature s = finish(c, op, "vocab", {Sbp::split(ll), Sbp::broadcast()},
-                           Sbp::broadcast());
+      // row. After the third the loss is whole on every rank (B), where the
+      // table's row leaves it partial (the target logit not all-reduced).
+      Signature s = finishRule(c, op, "vocab", *vocab);
+      s.result = Sbp::broadcast();
       double rows = 1;
-      for (int d = 0; d < ll; ++d)
+      for (int d = 0; d < vocab->operands[0].dim; ++d)
         rows *= static_cast<double>(c.sg.shapeAt(logits, c.b)[d]);
       s.inOpAllReduceBytes = 3 * rows * 4;
       addIfNew(list, s);
@@ -281,15 +313,7 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
 } // namespace
 
 void enumerateSignatures(SearchGraph &sg, int tp, int64_t b, bool dataSplits) {
-  Ctx c{sg, *sg.graph, tp, b, dataSplits, {}, {}};
-  c.uses.assign(sg.graph->tensors.size(), 0);
-  c.lossReads.assign(sg.graph->tensors.size(), 0);
-  for (const OpDef &op : sg.graph->ops)
-    for (size_t k = 0; k < op.operands.size(); ++k) {
-      ++c.uses[size_t(op.operands[k])];
-      if (op.kind == "cross_entropy" && k == 0)
-        ++c.lossReads[size_t(op.operands[k])];
-    }
+  Ctx c{sg, *sg.graph, tp, b, dataSplits, GraphUses(*sg.graph)};
   for (CollapsedOp &op : sg.ops)
     op.sigs = signaturesOf(c, sg.graph->ops[op.op]);
 }

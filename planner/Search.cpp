@@ -5,6 +5,7 @@
 #include "cost_model/pipeline/Simulator.h"
 #include "planner/Collapse.h"
 #include "planner/Descent.h"
+#include "planner/Kfac.h"
 #include "planner/Pricing.h"
 
 #include <algorithm>
@@ -119,6 +120,8 @@ struct Priced {
   Prediction pred;
   cost::RankMemory peakParts;
   int criticalDevice = 0;
+  std::optional<KfacPlan> kfac; // --optimizer kfac
+  double kfacPeak = 0;          // K-FAC bytes of the peak-memory rank
 };
 
 struct Planner {
@@ -140,6 +143,7 @@ struct Planner {
   /// dp splits the nodes, not the batch: every dp rank runs each instance
   /// (the whole graph) on its own block of rows.
   int64_t graphNodes = 0;
+  std::optional<KfacModel> kfac; // --optimizer kfac: its layers
 
   Planner(const ModelGraph &g, const cost::Cluster &cl,
           const PlannerOptions &op)
@@ -497,6 +501,38 @@ struct Planner {
     return lb;
   }
 
+  /// --optimizer kfac: packs the K-FAC items into the simulated bubbles
+  /// (planner/Kfac.h) and adds their time and memory; false (r invalid) on a
+  /// packing error.
+  bool addKfac(const Knobs &k, const PricingContext &pc,
+               const pipeline::Schedule &schedule, DevicePlan &d, Priced &r,
+               double &step) const {
+    KfacCandidate kc{&k,
+                     &d.stages,
+                     fixedShapes ? static_cast<double>(g1.batch) /
+                                       (graphNodes > 0 ? k.dp : 1)
+                                 : static_cast<double>(k.microbatch),
+                     pc.dpGroup(),
+                     pc.ppGroup(),
+                     o.precision};
+    auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping, d.devices,
+                        step, r.criticalDevice);
+    if (!kp) {
+      r.valid = false;
+      r.invalid = kp.error();
+      return false;
+    }
+    r.kfac = *std::move(kp);
+    r.peakMemory = 0;
+    for (const DeviceTimes &dt : d.devices)
+      if (dt.memory > r.peakMemory) {
+        r.peakMemory = dt.memory;
+        r.peakParts = dt.memoryParts;
+        r.kfacPeak = dt.kfacBytes;
+      }
+    return true;
+  }
+
   /// Runs the simulator and fills everything.
   Priced price(const Candidate &cand) {
     Priced r;
@@ -540,6 +576,8 @@ struct Planner {
         r.peakParts = dt.memoryParts;
       }
     }
+    if (kfac && !addKfac(k, *ctx.pricing, *schedule, d, r, step))
+      return r;
     r.stepTime = step;
     r.fits = r.peakMemory <= capacity;
     r.devices = d.devices;
@@ -1248,6 +1286,7 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
   plan.simBackward = pr.times.backward;
   plan.simWeightGradient = pr.times.weightGradient;
   plan.predicted = pr.pred;
+  plan.kfac = pr.kfac;
   plan.predicted.stepGraph = pc.stepGraph();
   // Per op kind on the critical rank, as layout() sums its stages' segments
   // (Chimera's up pipeline runs a second copy of a mirrored stage).
@@ -1299,6 +1338,19 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
   if (!buildSearchGraph(g1, g2, pl.base, error))
     return Result::failure(error);
   pl.setFixedShapes();
+  if (options.optimizer == "kfac") {
+    if (!(options.kfacDamping > 0) || !std::isfinite(options.kfacDamping)) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf,
+                    "--kfac-damping must be a finite number > 0, got %g",
+                    options.kfacDamping);
+      return Result::failure(buf);
+    }
+    auto model = kfacModel(g1);
+    if (!model)
+      return Result::failure(model.error());
+    pl.kfac = *std::move(model);
+  }
   pl.stats.mode = options.mode == SearchMode::Exhaustive ? "exhaustive" : "cd";
 
   std::vector<Candidate> cands;
@@ -1363,7 +1415,9 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
         {inf.parts.state.gradients, "gradients"},
         {inf.parts.state.optimizer, "optimizer state"},
         {inf.parts.activations, "activations"},
-        {inf.parts.workspace, "workspace"}};
+        {inf.parts.workspace, "workspace"},
+        {p.kfacPeak, "K-FAC state (saved inputs and output gradients, "
+                     "factors, inverses)"}};
     double top = -1;
     for (auto [v, name] : parts)
       if (v > top) {
@@ -1378,6 +1432,14 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
                   knobsToString(inf.knobs).c_str(), inf.dominant.c_str(),
                   top / (1 << 30));
     inf.message = buf;
+    if (pl.kfac) { // say what K-FAC adds, whatever dominates
+      std::snprintf(buf, sizeof buf,
+                    "; with --optimizer kfac, of which K-FAC state (one "
+                    "refresh's saved inputs and gradients, factors, "
+                    "inverses) is %.1f GiB",
+                    p.kfacPeak / (1 << 30));
+      inf.message += buf;
+    }
     return PlanOutcome(inf);
   }
   Plan result;

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The importer under the sanitizers, kept cheap for a 2-core CI:
-#  1. ASan+UBSan build (own build dir, -DAUTODDL_SANITIZE=ON) of the op-semantics
-#     and importer unit tests, which run every front end and the malformed-input
-#     suite in process; then runs them.
-#  2. A clang/libFuzzer build (-DAUTODDL_FUZZ=ON, ASan+UBSan) of the JSON importer's
-#     fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a corpus seeded
-#     from examples/models/. A crash, leak, sanitizer report, hang or OOM fails.
+# The importer under the sanitizers, kept cheap for a 2-core CI: one clang build
+# (-DAUTODDL_FUZZ=ON -DAUTODDL_SANITIZE=ON: ASan+UBSan, and libFuzzer's coverage
+# instrumentation, which the unit tests run under unharmed) compiles the importer once for
+#  1. the op-semantics and importer unit tests, which run every front end and the
+#     malformed-input suite in process; then runs them;
+#  2. the JSON importer's fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a
+#     corpus seeded from examples/models/. A crash, leak, sanitizer report, hang or OOM fails.
 # Set AUTODDL_FUZZ_SECONDS=0 to skip the fuzz run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,36 +16,30 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-asan_dir=${AUTODDL_SANITIZE_BUILD_DIR:-build-sanitize}
-echo "sanitize: ASan/UBSan build of the importer tests in $asan_dir"
-if [ ! -f "$asan_dir/build.ninja" ]; then
-  cmake -S . -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAUTODDL_SANITIZE=ON >/dev/null
+dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
+echo "sanitize: clang ASan/UBSan/libFuzzer build of the importer tests and fuzzer in $dir"
+if [ ! -f "$dir/build.ninja" ]; then
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DAUTODDL_FUZZ=ON -DAUTODDL_SANITIZE=ON \
+    -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
 fi
-cmake --build "$asan_dir" -j "$jobs" --target ops_semantics_test import_test
-"$asan_dir/tests/unit/import/ops_semantics_test" --gtest_brief=1
-"$asan_dir/tests/unit/import/import_test" --gtest_brief=1
+cmake --build "$dir" -j "$jobs" --target ops_semantics_test import_test import_fuzzer
+"$dir/tests/unit/import/ops_semantics_test" --gtest_brief=1
+"$dir/tests/unit/import/import_test" --gtest_brief=1
 
 seconds=${AUTODDL_FUZZ_SECONDS:-45}
 if [ "$seconds" -eq 0 ]; then
   echo "sanitize: fuzz run skipped (AUTODDL_FUZZ_SECONDS=0)"
   exit 0
 fi
-fuzz_dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
-echo "sanitize: libFuzzer build of import_fuzzer in $fuzz_dir"
-if [ ! -f "$fuzz_dir/build.ninja" ]; then
-  cmake -S . -B "$fuzz_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DAUTODDL_FUZZ=ON -DAUTODDL_SANITIZE=ON \
-    -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link >/dev/null
-fi
-cmake --build "$fuzz_dir" -j "$jobs" --target import_fuzzer
 
 # A scratch corpus: the fuzzer adds inputs to it, never to examples/models.
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 cp examples/models/*.json "$corpus/"
 echo "sanitize: fuzzing the JSON importer for ${seconds}s"
-"$fuzz_dir/tests/fuzz/import_fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
+"$dir/tests/fuzz/import_fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-  -print_final_stats=1 -artifact_prefix="$fuzz_dir/" 2>&1 | tail -n 15
+  -print_final_stats=1 -artifact_prefix="$dir/" 2>&1 | tail -n 15
 echo "sanitize: ok"

@@ -17,7 +17,13 @@ add_library(autoddl_cpu_runtime STATIC
   ${_rt}/common/Trace.cpp
   ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Collectives.cpp ${_rt}/cpu/RunReport.cpp
   ${_rt}/cpu/Checkpoint.cpp
-  ${_rt}/cpu/sparse/SparseReference.cpp)
+  ${_rt}/cpu/sparse/SparseReference.cpp
+  ${_rt}/cpu/kfac/Kfac.cpp # K-FAC: LAPACK's potrf/potri from the same OpenBLAS
+  # The harness of generated programs: the host parts both backends share, and the CPU program's.
+  ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
+  ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
+  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/Driver.cpp
+  ${_rt}/cpu/harness/Harness.cpp)
 target_include_directories(autoddl_cpu_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT})
 target_compile_features(autoddl_cpu_runtime PUBLIC cxx_std_17)
 target_compile_definitions(autoddl_cpu_runtime PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)

@@ -43,3 +43,27 @@ function(autoddl_cuda_kernels_library name root)
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo
       -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
 endfunction()
+
+# K-FAC (docs/kfac.md): factor GEMMs (cuBLASLt), inverses (cuSOLVER), reductions (NCCL).
+set(AUTODDL_CUDA_KFAC_SOURCES ${AUTODDL_CUDA_DIR}/kfac/KfacFactors.cu
+  ${AUTODDL_CUDA_DIR}/kfac/KfacInverse.cu ${AUTODDL_CUDA_DIR}/kfac/KfacUpdate.cu)
+# autoddl_cuda_kfac_library(<name> <kernels library>): the K-FAC library over the given kernels
+# library (its act_t); no target where cuSOLVER or NCCL is missing.
+function(autoddl_cuda_kfac_library name kernels)
+  find_path(AUTODDL_KFAC_NCCL_INCLUDE nccl.h HINTS $ENV{NCCL_HOME}/include
+    ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(AUTODDL_KFAC_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS $ENV{NCCL_HOME}/lib
+    ${CUDAToolkit_LIBRARY_DIR})
+  if(NOT TARGET CUDA::cusolver OR NOT AUTODDL_KFAC_NCCL_INCLUDE OR NOT AUTODDL_KFAC_NCCL_LIBRARY)
+    message(STATUS "autoddl: cuSOLVER or NCCL not found: ${name} (CUDA K-FAC) not built")
+    return()
+  endif()
+  add_library(${name} ${AUTODDL_CUDA_KFAC_SOURCES})
+  target_include_directories(${name} PUBLIC ${AUTODDL_KFAC_NCCL_INCLUDE})
+  target_link_libraries(${name} PUBLIC ${kernels} CUDA::cusolver ${AUTODDL_KFAC_NCCL_LIBRARY})
+  set_target_properties(${name} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+    POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(${name} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo
+      -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
+endfunction()

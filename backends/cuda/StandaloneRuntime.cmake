@@ -32,6 +32,11 @@ add_library(autoddl_cuda_runtime STATIC
   ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
   ${_rt}/common/Trace.cpp
   ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Checkpoint.cpp ${_rt}/cpu/RunReport.cpp
+  # The harness of generated programs: the host parts both backends share, and the CUDA program's.
+  ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
+  ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
+  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/Driver.cpp
+  ${_rt}/cuda/harness/Harness.cpp
   ${_autoddl_cuda_sources})
 target_include_directories(autoddl_cuda_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT} ${AUTODDL_NCCL_INCLUDE})
 target_compile_features(autoddl_cuda_runtime PUBLIC cxx_std_17)

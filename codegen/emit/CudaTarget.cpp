@@ -17,7 +17,7 @@ const Target &cudaTarget() {
       /*actType=*/"act_t",
       /*bufferDecl=*/"  DeviceBuffer<{type}> {name}{{{size}}}; // {comment}\n",
       // On the pipeline link's stream, ordered by the recorded schedule
-      // (pipe_send in CudaTrainText.cpp;
+      // (pipe_send in backends/cuda/harness/Harness.h;
       // docs/codegen.md, "Pipeline transfers that cannot deadlock").
       /*sendFormat=*/
       "  pipe_send({}, {}, device_of({}, dir), tag(mb, {}, "

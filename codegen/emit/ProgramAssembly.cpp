@@ -1,124 +1,14 @@
 //===- ProgramAssembly.cpp - the header comment and the whole program -----===//
 //
-// The plan in the header comment, and the program: the fixed texts of
-// TrainText.cpp / CudaTrainText.cpp around the emitted parts.
+// The plan in the header comment, and the program: the backend's includes,
+// the plan's constants, parameter table, stages and schedule, and a main()
+// that hands them to the runtime's harness (backends/common/harness,
+// backends/{cpu,cuda}/harness), which holds the fixed part.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
 
-#include <stdexcept>
-
-namespace autoddl::codegen {
-
-// The fixed parts of train.cpp (TrainText.cpp, CudaTrainText.cpp): includes
-// and helpers, the runtime glue every stage uses, and main(). The pieces named
-// "Shared" are the same for both backends.
-extern const char *const kTrainPreludeText;
-extern const char *const kTrainSpecText;
-extern const char *const kTrainSupportText;
-extern const char *const kTrainSharedPipelineText;
-extern const char *const kTrainDataText;
-extern const char *const kTrainClassDataText;
-extern const char *const kTrainAccuracyText;
-extern const char *const kTrainClassIncludesText;
-extern const char *const kTrainOptionsText;
-extern const char *const kTrainParamsText;
-extern const char *const kTrainAllParamsText;
-extern const char *const kTrainOptimizerText;
-extern const char *const kTrainParseText;
-extern const char *const kTrainCheckpointText;
-extern const char *const kTrainMainText;
-extern const char *const kCudaTrainPreludeText;
-extern const char *const kCudaTrainSupportText;
-extern const char *const kCudaTrainDataText;
-extern const char *const kCudaTrainInitText;
-extern const char *const kCudaTrainParamsText;
-extern const char *const kCudaTrainMainText;
-
-} // namespace autoddl::codegen
-
 namespace autoddl::codegen::emit {
-
-/// `text` with its one `anchor` replaced: the fixed program text a
-/// classification model extends.
-std::string replaceOnce(std::string text, const std::string &anchor,
-                        const std::string &replacement) {
-  const size_t at = text.find(anchor);
-  if (at == std::string::npos || text.find(anchor, at + 1) != std::string::npos)
-    throw std::logic_error("codegen: the fixed program text has no unique '" +
-                           anchor + "'");
-  return text.replace(at, anchor.size(), replacement);
-}
-
-/// The prelude of a classification program: it also includes the image
-/// kernels.
-std::string classPrelude(const std::string &prelude) {
-  const std::string spmm = "// spmm\n", cstdio = "#include <cstdio>\n";
-  return replaceOnce(replaceOnce(prelude, spmm, spmm + kTrainClassIncludesText),
-                     cstdio, "#include <algorithm>\n" + cstdio);
-}
-
-/// main() of a classification program (or, with `graph`, of a graph model,
-/// which has its own data): synthetic samples only (no --data), "samples" per
-/// second, and the training accuracy of each step (before its update) printed
-/// beside its loss; metrics.json's info.accuracy is the last step's. A graph
-/// model also reports the accuracy over its held-out nodes
-/// (info.heldout_accuracy).
-std::string classMain(std::string text, bool graph) {
-  const std::string graphData = "  if (kGraphModel) {\n";
-  if (!graph) {
-    text = replaceOnce(text, graphData,
-                       "  if (!o.data.empty())\n    throw "
-                       "std::invalid_argument(\"--data: a classification "
-                       "model trains on synthetic \"\n                      "
-                       "          \"class prototypes generated from "
-                       "--seed\");\n" +
-                           graphData);
-    text = replaceOnce(
-        text,
-        "  metrics.items_name = kGraphModel ? \"samples\" : \"tokens\";\n",
-        "  metrics.items_name = \"samples\";\n");
-  }
-  const std::string loop =
-      "  for (int64_t step = first_step; step < o.steps; ++step) {\n";
-  text =
-      replaceOnce(text, loop,
-                  std::string("  double accuracy = 0; // of the last step\n") +
-                      (graph ? "  double heldout_accuracy = 0;\n" : "") + loop);
-  const std::string mean = "    loss /= double(kLossCount);\n";
-  std::string count =
-      "    double correct = local_correct();\n    "
-      "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &correct, 1, MPI_DOUBLE, "
-      "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
-      "accuracy = correct / double(kLossCount);\n";
-  if (graph)
-    count += "    double heldout = local_heldout_correct();\n    "
-             "mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &heldout, 1, MPI_DOUBLE, "
-             "MPI_SUM,\n                           MPI_COMM_WORLD));\n    "
-             "heldout_accuracy = heldout / double(kHeldOutCount);\n";
-  text = replaceOnce(text, mean, mean + count);
-  text = replaceOnce(
-      text,
-      "\"step %4lld/%lld: loss %.6f (%.1f ms)\\n\", (long long)step + 1,\n"
-      "                  (long long)o.steps, loss, seconds * 1e3);",
-      graph
-          ? "\"step %4lld/%lld: loss %.6f accuracy %.4f held-out %.4f (%.1f "
-            "ms)\\n\",\n                  (long long)step + 1, (long "
-            "long)o.steps, loss, accuracy,\n                  "
-            "heldout_accuracy, seconds * 1e3);"
-          : "\"step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\\n\",\n"
-            "                  (long long)step + 1, (long long)o.steps, loss, "
-            "accuracy,\n                  seconds * 1e3);");
-  const std::string out = "  if (!o.out.empty()) {\n";
-  return replaceOnce(
-      text, out,
-      std::string(
-          "  metrics.info[\"accuracy\"] = std::to_string(accuracy);\n") +
-          (graph ? "  metrics.info[\"heldout_accuracy\"] = "
-                   "std::to_string(heldout_accuracy);\n"
-                 : "") +
-          out);
-}
 
 std::string Emitter::header() const {
   const auto &k = plan_.knobs;
@@ -447,29 +337,130 @@ std::string Emitter::emit() {
     glue += stepGraphGlue(stages);
   }
 
-  if (cuda_) // accuracy: the device count_correct (kernels/CrossEntropy.h)
-    return header() + kCudaTrainPreludeText + kTrainSpecText + consts + params +
-           kCudaTrainSupportText + kTrainSharedPipelineText +
-           kCudaTrainDataText + stagesText + glue + kTrainOptionsText +
-           kCudaTrainInitText + kTrainAllParamsText + kCudaTrainParamsText +
-           kTrainCheckpointText + kTrainParseText +
-           (reportsAccuracy() ? classMain(kCudaTrainMainText, graphModel_)
-                              : std::string(kCudaTrainMainText));
-  std::string prelude = kTrainPreludeText, data = kTrainDataText,
-              mainText = kTrainMainText;
-  if (classModel_) {
-    prelude = classPrelude(prelude);
-    data += kTrainClassDataText;
-  }
-  if (reportsAccuracy()) {
-    data += kTrainAccuracyText;
-    mainText = classMain(mainText, graphModel_);
-  }
-  return header() + prelude + kTrainSpecText + consts + params +
-         kTrainSupportText + kTrainSharedPipelineText + data + stagesText +
-         glue + kTrainOptionsText + kTrainParamsText + kTrainAllParamsText +
-         kTrainOptimizerText + kTrainCheckpointText + kTrainParseText +
-         mainText;
+  if (cuda_) // Device buffers go before the CUDA context does.
+    glue += "\nstatic void free_params() { P = Params{}; }\n";
+  return header() + (cuda_ ? cudaPrelude() : cpuPrelude()) + consts + params +
+         stagesText + glue + specText() + programMain();
+}
+
+/// The CPU program's includes: the harness (backends/cpu/harness/Harness.h)
+/// and the kernels its stages call.
+std::string Emitter::cpuPrelude() const {
+  std::string out = R"(
+#include "backends/cpu/harness/Harness.h"  // Param, the grid, data, pipeline tags, run_program
+#include "backends/cpu/Collectives.h"      // all_reduce/all_gather/slice, send/recv
+#include "backends/cpu/kernels/Attention.h"    // attention_forward/_backward
+#include "backends/cpu/kernels/CrossEntropy.h" // crossentropy_forward/_backward
+#include "backends/cpu/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu
+#include "backends/cpu/kernels/Embedding.h"    // embedding, positional, rotary
+#include "backends/cpu/kernels/Linear.h"       // linear, matmul, bias_add
+#include "backends/cpu/kernels/Norm.h"         // layernorm, rmsnorm
+#include "backends/cpu/kernels/Softmax.h"      // softmax
+#include "backends/cpu/kernels/Sparse.h"       // spmm
+)";
+  if (classModel_)
+    out += R"(#include "backends/cpu/kernels/Conv.h"         // conv2d, pool2d
+#include "backends/cpu/kernels/Shape.h"        // transpose
+)";
+  out += R"(
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using namespace autoddl::rt;
+using namespace autoddl::rt::harness;
+
+)";
+  return out;
+}
+
+/// The plan's constants as the harness reads them (its ProgramSpec,
+/// backends/common/harness/Spec.h); the stage code reads the constexpr ones.
+std::string Emitter::specText() const {
+  std::string out = "// The plan for the harness (backends/common/harness/"
+                    "Spec.h).\nstatic ProgramSpec plan_spec() {\n"
+                    "  ProgramSpec s;\n  s.model_name = kModelName;\n"
+                    "  s.pp = kPP;\n  s.dp = kDP;\n  s.tp = kTP;\n"
+                    "  s.tensor_inner = kTensorInner;\n"
+                    "  s.stages = kStages;\n"
+                    "  s.micro_batches = kMicroBatches;\n"
+                    "  s.micro_batch = kMicroBatch;\n"
+                    "  s.global_batch = kGlobalBatch;\n  s.seq = kSeq;\n"
+                    "  s.vocab = kVocab;\n  s.chimera = kChimera;\n";
+  out += graphModel_   ? "  s.data = DataKind::Graph;\n"
+         : classModel_ ? "  s.data = DataKind::Classes;\n"
+                       : "  s.data = DataKind::Tokens;\n";
+  out += "  s.zero = kZero;\n  s.loss_rows_on_tp = kLossRowsOnTp;\n"
+         "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
+  if (graphModel_)
+    out += "  s.held_out_count = kHeldOutCount;\n";
+  if (classModel_)
+    out += "  s.class_batch = kClassBatch;\n";
+  out += "  s.nodes = kNodes;\n  s.features = kFeatures;\n"
+         "  s.classes = kClasses;\n";
+  if (cuda_)
+    out += "  s.model_flops_per_step = kModelFlopsPerStep;\n"
+           "  s.peak_flops_per_gpu = kPeakFlopsPerGpu;\n"
+           "  s.step_graphable = kStepGraphable;\n";
+  out += "  return s;\n}\n\n";
+  return out;
+}
+
+/// The CUDA program's includes: the harness (backends/cuda/harness/Harness.h)
+/// and the kernels its stages call. The accuracy of a graph model is the
+/// device count_correct (kernels/CrossEntropy.h).
+std::string Emitter::cudaPrelude() const {
+  return R"(
+#include "backends/cuda/harness/Harness.h" // Param, the grid, pipeline links, data, run_program
+#include "backends/cuda/Comm.h"           // NCCL communicators, collectives, GradSync, Pipe
+#include "backends/cuda/OpProfile.h"      // OpScope: per-op-kind device time (--profile)
+#include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer, zero, copies
+#include "backends/cuda/kernels/Attention.h"    // flash attention forward/backward
+#include "backends/cuda/kernels/CrossEntropy.h" // crossentropy_forward/_backward
+#include "backends/cuda/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu, add_into
+#include "backends/cuda/kernels/Embedding.h"    // embedding, positional, rotary
+#include "backends/cuda/kernels/Linear.h"       // linear, matmul, bias_add (cuBLASLt)
+#include "backends/cuda/kernels/Norm.h"         // layernorm, rmsnorm
+#include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
+#include "backends/cuda/kernels/Softmax.h"      // softmax
+#include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace autoddl::rt;
+using namespace autoddl::rt::harness;
+using autoddl::rt::harness::pipe; // not POSIX pipe()
+
+)";
+}
+
+/// main(): hands the plan's spec, parameter table, stages and schedule to
+/// the harness, which runs them (backends/common/harness/Driver.h).
+std::string Emitter::programMain() const {
+  std::string out = "\n} // namespace\n\nint main(int argc, char **argv) {\n"
+                    "  Program program;\n  program.spec = plan_spec();\n"
+                    "  program.params = param_specs();\n"
+                    "  program.allocate_stages = allocate_stages;\n"
+                    "  program.run_schedule = run_schedule;\n"
+                    "  program.grad_partial_over_tp = grad_partial_over_tp;\n"
+                    "  program.counts.loss_sum = local_loss_sum;\n";
+  if (cuda_)
+    out += "  program.free_stages = free_stages;\n"
+           "  program.free_params = free_params;\n"
+           "  program.configure_grad_sync = configure_grad_sync;\n"
+           "  program.preload_inputs = preload_inputs;\n"
+           "  program.device_numel = device_numel;\n";
+  if (reportsAccuracy())
+    out += "  program.counts.correct = local_correct;\n";
+  if (graphModel_)
+    out += "  program.counts.heldout_correct = local_heldout_correct;\n";
+  out += "  return run_program(argc, argv, program);\n}\n";
+  return out;
 }
 
 } // namespace autoddl::codegen::emit

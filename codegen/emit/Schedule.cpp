@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "planner/ProgramDecisions.h"
 
 namespace autoddl::codegen::emit {
 
@@ -46,7 +47,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
 /// all-reduces on streams forked from it and joined back before the body
 /// ends, so the capture holds them with the kernels.
 std::string Emitter::stepGraphGlue(int stages) const {
-  const bool graphable = !reportsAccuracy();
+  const bool graphable = planner::stepRunsAsGraph(g_);
   std::string out = fmt::format(
       "\n// Whether forward and backward run as one CUDA graph after the "
       "first step (StepGraph.h):\n// {}.\nconstexpr bool kStepGraphable = "

@@ -69,11 +69,10 @@ def OpSemanticsVerified : NativeOpTrait<"OpSemanticsVerified"> {
   let cppNamespace = "::autoddl::sbp::OpTrait";
 }
 
-// `sbpOverrides` names the SbpOpInterface methods with a default that the op
-// replaces (getSplitGranule, getBackwardSignature).
-class Sbp_ModelOp<string mnemonic, list<string> sbpOverrides = []>
-    : Sbp_Op<mnemonic, [Pure, OpSemanticsVerified,
-          DeclareOpInterfaceMethods<SbpOpInterface, sbpOverrides>]> {
+// SbpOpInterface's methods read the one SBP rule table (ir/ops/SbpRules.h) by
+// default; a model op implements none of them.
+class Sbp_ModelOp<string mnemonic>
+    : Sbp_Op<mnemonic, [Pure, OpSemanticsVerified, SbpOpInterface]> {
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
@@ -104,7 +103,7 @@ def Sbp_ParameterOp : Sbp_ModelOp<"parameter"> {
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
-def Sbp_EmbeddingOp : Sbp_ModelOp<"embedding", ["getBackwardSignature"]> {
+def Sbp_EmbeddingOp : Sbp_ModelOp<"embedding"> {
   let summary = "table lookup: [B,T] ids, [V,C] table -> [B,T,C]";
   let arguments = (ins AnyRankedTensor:$ids, AnyRankedTensor:$table);
 }
@@ -114,7 +113,7 @@ def Sbp_PositionalOp : Sbp_ModelOp<"positional"> {
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$table);
 }
 
-def Sbp_RotaryOp : Sbp_ModelOp<"rotary", ["getSplitGranule"]> {
+def Sbp_RotaryOp : Sbp_ModelOp<"rotary"> {
   let summary = "rotary position embedding on each head of x [B,T,H*D]";
   let arguments = (ins AnyRankedTensor:$x, I64Attr:$num_heads, I64Attr:$head_dim,
                    OptionalAttr<F64Attr>:$theta);
@@ -174,7 +173,7 @@ def Sbp_SoftmaxOp : Sbp_ModelOp<"softmax"> {
   let arguments = (ins AnyRankedTensor:$x, OptionalAttr<I64Attr>:$axis);
 }
 
-def Sbp_AttentionOp : Sbp_ModelOp<"attention", ["getSplitGranule"]> {
+def Sbp_AttentionOp : Sbp_ModelOp<"attention"> {
   let summary = "fused multi-head attention, causal or not, with grouped kv heads";
   let description = [{
     Operands are q `[B,T,H*D]`, k and v `[B,T,G*D]`, or one fused qkv
@@ -185,7 +184,7 @@ def Sbp_AttentionOp : Sbp_ModelOp<"attention", ["getSplitGranule"]> {
                    OptionalAttr<BoolAttr>:$causal);
 }
 
-def Sbp_CrossEntropyOp : Sbp_ModelOp<"cross_entropy", ["getBackwardSignature"]> {
+def Sbp_CrossEntropyOp : Sbp_ModelOp<"cross_entropy"> {
   let summary = "mean cross-entropy of logits [...,V] against i32 targets [...]";
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets);
 }

@@ -101,6 +101,15 @@ SbpSignature allBroadcast(unsigned numInputs, unsigned numOutputs);
 /// (zero-fill around the slice).
 bool isLocalTransition(const SbpParallel &in, const SbpParallel &out);
 
+/// SbpOpInterface's defaults (ir/dialect/Signatures.cpp): `op`'s rows of the
+/// one SBP rule table (ir/ops/SbpRules.h), its split granule, and its backward
+/// signature (the dual, an operand without a gradient keeping its layout).
+llvm::SmallVector<SbpSignature> tableSignatures(mlir::Operation *op);
+int64_t tableSplitGranule(mlir::Operation *op, unsigned valueIndex,
+                          int64_t dim);
+SbpSignature tableBackwardSignature(mlir::Operation *op,
+                                    const SbpSignature &forward);
+
 /// "S(0)", "B", "P", "P(max)": the compact form of the IR and of diagnostics.
 void print(llvm::raw_ostream &os, const SbpParallel &layout);
 /// "(S(0), B) -> (S(0))".

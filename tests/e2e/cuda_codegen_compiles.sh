@@ -50,3 +50,13 @@ for c in "${cases[@]}"; do
   done
   echo "$name: train.cpp compiles (bf16, fp32)"
 done
+# The harness the programs hand themselves to (backends/cuda/harness over backends/common/harness),
+# as a project carries it, under the same flags.
+rt=$work/${cases[0]%% *}/p/runtime
+for def in "" "-DAUTODDL_FP32=1"; do
+  for f in "$rt"/backends/cuda/harness/*.cpp "$rt"/backends/common/harness/*.cpp; do
+    c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror $def -DOMPI_SKIP_MPICXX=1 -I "$rt" \
+      -I "$cuda_inc" -I "$mpi_inc" "$f"
+  done
+done
+echo "the CUDA harness compiles (bf16, fp32)"

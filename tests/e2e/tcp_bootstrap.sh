@@ -20,10 +20,13 @@ for f in cpu/Mesh cpu/Checkpoint common/Safetensors common/FileIo common/MiniJso
   sources+=("$root/backends/$f.cpp")
 done
 cp "$root/backends/cuda/NoMpi.h" "$w/nompi/mpi.h"
-c++ -std=c++17 -O1 -Wall -Wextra -Werror -DAUTODDL_NO_MPI=1 -I"$root" -I"$w/nompi" "${sources[@]}" \
+# Through ccache where there is one (a second run compiles nothing).
+launcher=()
+command -v ccache >/dev/null && launcher=(ccache)
+"${launcher[@]}" c++ -std=c++17 -O1 -Wall -Wextra -Werror -DAUTODDL_NO_MPI=1 -I"$root" -I"$w/nompi" "${sources[@]}" \
   -pthread -o "$w/t-nompi" || fail "build without MPI"
 if command -v mpicxx >/dev/null; then
-  mpicxx -std=c++17 -O1 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX=1 -I"$root" "${sources[@]}" \
+  "${launcher[@]}" mpicxx -std=c++17 -O1 -Wall -Wextra -Werror -DOMPI_SKIP_MPICXX=1 -I"$root" "${sources[@]}" \
     -pthread -o "$w/t" || fail "build"
 else
   echo "no mpicxx: the build without MPI only"

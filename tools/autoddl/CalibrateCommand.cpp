@@ -5,13 +5,14 @@
 //   autoddl calibrate --emit DIR
 //
 // Builds the calibration probe (backends/cuda/calibrate/probe) and runs it on
-// this machine's GPUs under mpirun: bf16 GEMM times by shape, HBM bandwidth,
-// launch floor, NCCL bus bandwidth and latency by message size; writes a
-// cluster file the planner takes with --cluster. --emit only writes the probe
-// project, to build and run where autoddl is not installed. docs/calibrate.md.
+// this machine's GPUs under mpirun (driver/Calibrate.h): bf16 GEMM times by
+// shape, HBM bandwidth, launch floor, NCCL bus bandwidth and latency by message
+// size; writes a cluster file the planner takes with --cluster. --emit only
+// writes the probe project, to build and run where autoddl is not installed.
+// docs/calibrate.md.
 //
 //===----------------------------------------------------------------------===//
-#include "backends/cuda/calibrate/CalibrateProject.h"
+#include "driver/Calibrate.h"
 #include "support/UserError.h"
 #include "tools/autoddl/Commands.h"
 

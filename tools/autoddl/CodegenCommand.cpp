@@ -12,7 +12,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
-#include "codegen/ProjectRunner.h"
 #include "planner/PlanJson.h"
 #include "support/UserError.h"
 #include "tools/autoddl/Commands.h"

@@ -3,6 +3,7 @@
 //   autoddl plan MODEL --cluster C [--nodes N | --gpus N] --global-batch B
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
+//                [--optimizer adamw|kfac [--kfac-damping D]]
 //                [-o plan.json] [--json]
 //                [--no-why]
 //
@@ -48,7 +49,8 @@ namespace {
 
 struct PlanArgs {
   std::string model, cluster, fix, search = "cd", output, stack = "modern",
-                                   tpMode = "any";
+                                   tpMode = "any", optimizer = "adamw";
+  double kfacDamping = 1e-3;
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   bool json = false, noWhy = false;
@@ -296,6 +298,11 @@ void run(const PlanArgs &a) {
     throw UserError("--tp-mode: expected any or tensor, got \"" + a.tpMode +
                     "\"");
   opts.tpDataSplits = a.tpMode == "any";
+  if (a.optimizer != "adamw" && a.optimizer != "kfac")
+    throw UserError("--optimizer: expected adamw or kfac, got \"" +
+                    a.optimizer + "\"");
+  opts.optimizer = a.optimizer;
+  opts.kfacDamping = a.kfacDamping;
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -359,6 +366,12 @@ void registerPlanCommand(CLI::App &app) {
                   "what the tp axis may split: any (OneFlow's full list, "
                   "batch and sequence too; default) or tensor (Megatron's "
                   "tensor splits only: column, row, vocabulary, heads)");
+  cmd->add_option("--optimizer", args->optimizer,
+                  "adamw (first-order, default) or kfac (K-FAC on the linear "
+                  "layers, its work packed into the pipeline bubbles: "
+                  "docs/pipefisher.md)");
+  cmd->add_option("--kfac-damping", args->kfacDamping,
+                  "K-FAC Tikhonov damping (> 0, default 1e-3)");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_flag("--json", args->json, "print the plan document");

@@ -15,6 +15,7 @@
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "tools/autoddl/Commands.h"
+#include "tools/autoddl/SimulatePipeFisher.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -27,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 namespace autoddl::cli {
 namespace {
@@ -45,6 +47,11 @@ struct SimulateOptions {
   bool json = false;
   bool ops = false;
   std::string tracePath;
+  // --pipefisher: K-FAC items per layer (SimulatePipeFisher.h), ms.
+  bool pipefisher = false;
+  int kfacLayers = 1;
+  std::string curv = "0.5", inv = "2", sync = "0", precond = "0.25";
+  double margin = 0.05;
 };
 
 constexpr const char *kTimeUnit = "ms";
@@ -293,17 +300,32 @@ void runSimulate(const SimulateOptions &options, bool chunksGiven) {
   if (!result)
     throw UserError(result.error());
 
+  trace::ChromeTrace chrome =
+      pipelineTrace(*schedule, *result, kMicrosecondsPerUnit);
+  std::optional<PipeFisherOutput> fisher;
+  if (options.pipefisher) {
+    PipeFisherTimes kfac;
+    kfac.layers = options.kfacLayers;
+    kfac.curvature = parseTimes(options.curv, "--curv", config.stages);
+    kfac.inversion = parseTimes(options.inv, "--inv", config.stages);
+    kfac.reduction = parseTimes(options.sync, "--sync", config.stages);
+    kfac.precondition = parseTimes(options.precond, "--precond", config.stages);
+    kfac.margin = options.margin;
+    fisher = simulatePipeFisher(*schedule, *result, kfac, &chrome,
+                                kMicrosecondsPerUnit);
+  }
   if (!options.tracePath.empty())
-    writeFileAtomically(
-        options.tracePath,
-        pipelineTrace(*schedule, *result, kMicrosecondsPerUnit).render());
+    writeFileAtomically(options.tracePath, chrome.render());
   if (options.json) {
-    std::fputs(
-        (toJson(config, times, *result, options.ops).dump(2) + "\n").c_str(),
-        stdout);
+    nlohmann::json j = toJson(config, times, *result, options.ops);
+    if (fisher)
+      j["pipefisher"] = fisher->json;
+    std::fputs((j.dump(2) + "\n").c_str(), stdout);
     return;
   }
   std::string text = humanReport(*schedule, times, *result);
+  if (fisher)
+    text += fisher->text;
   if (!options.tracePath.empty())
     text += fmt::format("\ntrace written to {}\n", options.tracePath);
   std::fputs(text.c_str(), stdout);
@@ -346,6 +368,39 @@ void registerSimulateCommand(CLI::App &app) {
                 "with --json: list each stage's executed instructions");
   sub->add_option("--trace", options->tracePath,
                   "write a Chrome trace (opens in ui.perfetto.dev)");
+  CLI::Option *fisher = sub->add_flag(
+      "--pipefisher", options->pipefisher,
+      "pack K-FAC work into the bubbles (PipeFisher): filled timeline, "
+      "utilisation with and without it, refresh interval K");
+  sub->add_option("--kfac-layers", options->kfacLayers,
+                  "K-FAC layers per stage (per chunk for interleaved; each "
+                  "direction for chimera)")
+      ->needs(fisher)
+      ->capture_default_str();
+  sub->add_option("--curv", options->curv,
+                  "curvature time of one layer, factor (A or G) and "
+                  "micro-batch [ms], same form as --fwd")
+      ->needs(fisher)
+      ->capture_default_str();
+  sub->add_option("--inv", options->inv,
+                  "inversion time of one factor [ms], same form as --fwd")
+      ->needs(fisher)
+      ->capture_default_str();
+  sub->add_option("--sync", options->sync,
+                  "reduction time of one factor over the layer's replicas "
+                  "[ms] (0: none), same form as --fwd")
+      ->needs(fisher)
+      ->capture_default_str();
+  sub->add_option("--precond", options->precond,
+                  "preconditioning time of one layer at the step end [ms], "
+                  "same form as --fwd")
+      ->needs(fisher)
+      ->capture_default_str();
+  sub->add_option("--margin", options->margin,
+                  "an item takes a gap only if time x (1 + margin) fits "
+                  "(pipe-fisher's 0.05)")
+      ->needs(fisher)
+      ->capture_default_str();
   sub->callback(
       [options, chunks] { runSimulate(*options, chunks->count() > 0); });
 }

@@ -22,14 +22,14 @@
 // "measured: ", process ids after the predicted ones).
 // Without --measured, on a machine with a GPU, the program is generated,
 // built and run here (`autoddl run --backend cuda PLAN -- --profile --trace`)
-// into a temporary directory. The report is the product: exit 0 whatever the
-// errors; bad input exits 1.
+// into a temporary directory (driver::profiledRun). --fit-cluster writes the
+// cluster fitted to the run (cost_model/fit/ClusterFit.h). The report is the
+// product: exit 0 whatever the errors; bad input exits 1.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/CpuCodegen.h"
-#include "codegen/ProjectRunner.h"
-#include "cost_model/io/ClusterJson.h"
+#include "cost_model/fit/ClusterFit.h"
 #include "cost_model/pipeline/ChromeTrace.h"
+#include "driver/Driver.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "support/JsonFile.h"
@@ -43,13 +43,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
-#include <unistd.h>
 
 namespace autoddl::cli {
 namespace {
@@ -213,37 +211,6 @@ json mergedTrace(const planner::Plan &plan, const std::string &planPath,
   return json::object({{"traceEvents", events}, {"displayTimeUnit", "ms"}});
 }
 
-/// Runs the plan's CUDA program with --profile --trace into a temporary
-/// directory; returns the directory.
-std::string runHere(const ValidateArgs &a, const planner::Plan &plan) {
-  codegen::requireGpu("autoddl validate without --measured");
-  if (a.steps < 2)
-    throw UserError("--steps: expected at least 2 (the first step is "
-                    "warm-up), got " +
-                    std::to_string(a.steps));
-  char tmpl[] = "/tmp/autoddl-validate-XXXXXX";
-  if (!mkdtemp(tmpl))
-    throw UserError("cannot create a temporary directory in /tmp");
-  const std::string dir = tmpl;
-  ModelGraph g = codegen::modelForPlan(plan, a.model);
-  auto files = codegen::generateProject(plan, g, codegen::readTextFile(a.plan),
-                                        codegen::Backend::Cuda, false);
-  const std::string binary = codegen::buildCached(files, false);
-  const int ranks = plan.knobs.pp * plan.knobs.dp * plan.knobs.tp;
-  std::fprintf(stderr, "autoddl: mpirun -np %d %s (log %s/run.log)\n", ranks,
-               binary.c_str(), dir.c_str());
-  const int rc =
-      codegen::launchMpi(binary, ranks,
-                         {"--steps", std::to_string(a.steps), "--out", dir,
-                          "--profile", "--trace", "--quiet"},
-                         dir + "/run.log");
-  if (rc != 0)
-    throw UserError(fmt::format("the profiled run failed (exit status {}); "
-                                "see {}/run.log",
-                                rc, dir));
-  return dir;
-}
-
 /// DIR/metrics.json of a run of the plan's program, checked to be a run of
 /// this plan: its model and rank count. `flags`: what the run needed beyond
 /// --out DIR (for the message when the file is missing).
@@ -297,10 +264,8 @@ std::optional<double> graphRunStep(const ValidateArgs &a,
   return step;
 }
 
-/// --fit-cluster: the cluster of --cluster with each op kind's measured /
-/// predicted time as gpu.op_time_scale (composed with the scale it had) and
-/// the step time no op accounts for, spread over the op executions, as
-/// gpu.op_overhead_us (docs/calibrate.md "Fitting the cluster to a run").
+/// --fit-cluster: the cluster of --cluster fitted to this run
+/// (cost_model/fit/ClusterFit.h).
 void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
                 const std::vector<Row> &ops, std::optional<double> measuredStep,
                 std::optional<double> graphStep) {
@@ -309,95 +274,29 @@ void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
                     "was made on (preset name or file)");
   if (!measuredStep)
     throw UserError("--fit-cluster: the run has no mean_step_seconds");
-  const std::string in = cost::clusterSpecPath(a.cluster);
-  const cost::Cluster old = cost::readClusterFile(in);
-  json doc = readJsonFile(in, "cluster");
-  json &gpu = doc["gpu"];
-  json scales = gpu.value("op_time_scale", json::object());
-  double measuredOps = 0, predictedOps = 0, calls = 0;
-  for (const Row &r : ops) {
-    if (!r.predForward || !r.measForward)
-      continue;                   // a kind only one side has is not fitted
-    const double c = r.measCalls; // forward + backward executions per step
-    measuredOps += *r.measForward + *r.measBackward;
-    predictedOps += *r.predForward + *r.predBackward;
-    calls += c;
-    // The prediction holds old.opOverhead per execution (a GEMM's backward
-    // is two); the kernels' part is the rest.
-    // (A kind with no forward of its own, a residual add whose forward runs
-    // in a GEMM, executes its backward only.)
-    const double forwardCalls =
-        *r.predForward > 0 ? c / (cost::isGemmKind(r.kind) ? 3 : 2) : 0;
-    const double kf = *r.predForward - old.opOverhead * forwardCalls;
-    const double kb = *r.predBackward - old.opOverhead * (c - forwardCalls);
-    double sf = 1, sb = 1;
-    for (const cost::OpTimeScale &s : old.opTimeScales)
-      if (s.kind == r.kind) {
-        sf = s.forward;
-        sb = s.backward;
-      }
-    auto factor = [](double scale, double predicted, double measured) {
-      return predicted > 0 && measured > 0
-                 ? std::clamp(scale * measured / predicted, 0.05, 100.0)
-                 : scale;
-    };
-    scales[r.kind] = {{"forward", factor(sf, kf, *r.measForward)},
-                      {"backward", factor(sb, kb, *r.measBackward)}};
-  }
-  if (calls <= 0)
-    throw UserError("--fit-cluster: no op kind both predicted and measured");
-  // Step time outside every op: measured, against what the plan prices there
-  // (optimizer, bubbles, exposed communication). The op rows hold the old
-  // overhead, so the measured gaps are the new overhead whatever the old was.
-  const double predictedOther = plan.predicted.stepTime - predictedOps;
-  const double measuredOther = *measuredStep - measuredOps;
-  const double overhead =
-      std::max(0.0, (measuredOther - predictedOther) / calls);
-  const std::string planName =
-      fmt::format("the {} plan {}", plan.model,
-                  std::filesystem::path(a.plan).filename().string());
-  scales["source"] = fmt::format(
-      "autoddl validate --fit-cluster: measured / predicted op-kind times of "
-      "{} against the run in {}",
-      planName, a.measured.empty() ? std::string("(run here)") : a.measured);
-  gpu["op_time_scale"] = scales;
-  gpu["op_overhead_us"] = std::round(overhead * 1e7) / 10; // 0.1 us
-  // --graph-run: the same plan's step replayed as a CUDA graph; what it spends
-  // outside the ops (measured eagerly, with their own launch gaps) over the
-  // same executions is the per-op overhead of a graphed step.
-  std::optional<double> graphOverhead;
-  if (graphStep) {
-    graphOverhead =
-        std::max(0.0, (*graphStep - measuredOps - predictedOther) / calls);
-    gpu["graph_op_overhead_us"] = std::round(*graphOverhead * 1e7) / 10;
-    if (gpu.contains("source") && gpu["source"].is_object())
-      gpu["source"]["graph_op_overhead_us"] = fmt::format(
-          "autoddl validate --fit-cluster --graph-run {}: the graphed step "
-          "({:.3f} ms) outside the profiled run's ops, less what the plan "
-          "prices there, over {} op executions",
-          a.graphRun, 1e3 * *graphStep, calls);
-  }
-  if (gpu.contains("source") && gpu["source"].is_object())
-    gpu["source"]["op_overhead_us"] =
-        fmt::format("autoddl validate --fit-cluster: step time outside every "
-                    "op of {} ({:.3f} ms measured, {:.3f} ms priced) over {} "
-                    "op executions",
-                    planName, 1e3 * measuredOther, 1e3 * predictedOther, calls);
-  // A preset's name is its file's stem (autoddl plan --cluster NAME).
-  doc["name"] = std::filesystem::path(a.fitCluster).stem().string();
-  doc["description"] =
-      doc.value("description", std::string()) +
-      " Op-kind times and per-op overhead fitted to a profiled run "
-      "(autoddl validate --fit-cluster).";
-  cost::clusterFromJson(doc, a.fitCluster); // what it writes must load
-  writeFileAtomically(a.fitCluster, doc.dump(2) + "\n");
+  cost::RunFitInput in;
+  in.cluster = a.cluster;
+  for (const Row &r : ops)
+    if (r.predForward &&
+        r.measForward) // a kind only one side has is not fitted
+      in.ops.push_back({r.kind, *r.predForward, *r.predBackward, *r.measForward,
+                        *r.measBackward, r.measCalls});
+  in.predictedStep = plan.predicted.stepTime;
+  in.measuredStep = *measuredStep;
+  in.graphStep = graphStep;
+  in.planName = fmt::format("the {} plan {}", plan.model,
+                            std::filesystem::path(a.plan).filename().string());
+  in.measuredRun = a.measured.empty() ? std::string("(run here)") : a.measured;
+  in.graphRun = a.graphRun;
+  const cost::RunFit fit =
+      cost::fitClusterToRun(in, a.fitCluster, "--fit-cluster");
   std::fprintf(
       stderr, "autoddl: wrote %s: %zu op kinds scaled, op overhead %.1f us%s\n",
-      a.fitCluster.c_str(), scales.size() - 1, overhead * 1e6,
-      graphOverhead
-          ? fmt::format(", in a graphed step {:.1f} us", *graphOverhead * 1e6)
-                .c_str()
-          : "");
+      a.fitCluster.c_str(), fit.kinds, fit.overhead * 1e6,
+      fit.graphOverhead ? fmt::format(", in a graphed step {:.1f} us",
+                                      *fit.graphOverhead * 1e6)
+                              .c_str()
+                        : "");
 }
 
 void run(const ValidateArgs &a) {
@@ -405,7 +304,9 @@ void run(const ValidateArgs &a) {
     throw UserError("--step-tolerance: expected a non-negative fraction, got " +
                     fmt::format("{}", a.stepTolerance));
   planner::Plan plan = planner::readPlanFile(a.plan);
-  const std::string dir = a.measured.empty() ? runHere(a, plan) : a.measured;
+  const std::string dir =
+      a.measured.empty() ? driver::profiledRun(plan, a.plan, a.model, a.steps)
+                         : a.measured;
   const std::string metricsPath = dir + "/metrics.json";
   const json m = readRunMetrics(a, plan, dir, " --profile");
   if (!m.contains("op_kinds"))

@@ -227,6 +227,27 @@ TEST_F(SignatureTablesTest, EdgeSoftmaxSplitsRowsOnly) {
   EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
 }
 
+TEST_F(SignatureTablesTest, PositionDependentOpsSplitTheSequence) {
+  auto rotary = parse<RotaryOp>(
+      "%x: tensor<2x8x16xf32>",
+      "%y = sbp.rotary %x {head_dim = 4 : i64, num_heads = 4 : i64} : "
+      "(tensor<2x8x16xf32>) -> tensor<2x8x16xf32>");
+  // Batch; sequence (each device rotates its own positions, from its slice's
+  // offset, as the generated programs do); whole heads; linear, so P stays P.
+  std::vector<std::string> expected = {
+      toString(sig({S(0)}, {S(0)})), toString(sig({S(1)}, {S(1)})),
+      toString(sig({S(2)}, {S(2)})), toString(sig({P}, {P})),
+      toString(sig({B}, {B}))};
+  EXPECT_EQ(strings(getValidSignatures1D(rotary)), expected);
+  auto positional = parse<PositionalOp>(
+      "%x: tensor<2x8x16xf32>, %t: tensor<8x16xf32>",
+      "%y = sbp.positional %x, %t : (tensor<2x8x16xf32>, tensor<8x16xf32>) "
+      "-> tensor<2x8x16xf32>");
+  // A sequence split reads the whole table, each device its positions' rows.
+  EXPECT_TRUE(llvm::is_contained(getValidSignatures1D(positional),
+                                 sig({S(1), B}, {S(1)})));
+}
+
 TEST_F(SignatureTablesTest, TransposeAndReshapeMoveSplits) {
   auto t = parse<TransposeOp>("%x: tensor<8x16xf32>",
                               "%y = sbp.transpose %x {perm = array<i64: 1, "

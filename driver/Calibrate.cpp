@@ -1,11 +1,10 @@
-//===- CalibrateProject.cpp - `autoddl calibrate`: measure, write a cluster
-//===//
-#include "backends/cuda/calibrate/CalibrateProject.h"
+//===- Calibrate.cpp - `autoddl calibrate`: measure, write a cluster ------===//
+#include "driver/Calibrate.h"
 
 #include "backends/cuda/calibrate/probe/ClusterWriter.h"
 #include "codegen/CpuCodegen.h"
-#include "codegen/ProjectRunner.h"
 #include "cost_model/io/ClusterJson.h"
+#include "driver/Build.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 
@@ -99,9 +98,9 @@ void run(const Options &o) {
     throw UserError("calibrate: --gpus " + std::to_string(gpus) +
                     ", but this node has " + std::to_string(here));
 
-  // codegen's cache builds the project's `train` target path; the probe's
+  // The cache's build returns the project's `train` target path; the probe's
   // executable is `calibrate` in the same build folder.
-  const std::string built = codegen::buildCached(probeProject(), o.verbose);
+  const std::string built = driver::buildCached(probeProject(), o.verbose);
   const fs::path buildDir = fs::path(built).parent_path();
   const std::string binary = (buildDir / "calibrate").string();
   const std::string scratch =
@@ -116,7 +115,7 @@ void run(const Options &o) {
     args.push_back("--quick");
   if (o.maxBytes > 0)
     args.insert(args.end(), {"--max-bytes", std::to_string(o.maxBytes)});
-  const int status = codegen::launchMpi(binary, o.nodes * gpus, args);
+  const int status = driver::launchMpi(binary, o.nodes * gpus, args);
   if (status == kNoGpuStatus)
     throw UserError("the calibration probe found no usable CUDA GPU (see its "
                     "message above)");

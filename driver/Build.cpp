@@ -1,22 +1,24 @@
-//===- ProjectRunner.cpp - cache, build and launch generated projects ----===//
-#include "codegen/ProjectRunner.h"
+//===- Build.cpp - cache, build and launch generated projects ------------===//
+#include "driver/Build.h"
 
 #include "support/UserError.h"
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
-namespace autoddl::codegen {
+namespace autoddl::driver {
 
 namespace fs = std::filesystem;
 
-std::string projectHash(const ProjectFiles &files) {
+std::string projectHash(const codegen::ProjectFiles &files) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const std::string &s) {
     for (unsigned char c : s) {
@@ -90,18 +92,56 @@ bool onPath(const std::string &tool) {
 
 } // namespace
 
-std::string buildCached(const ProjectFiles &files, bool verbose) {
-  const std::string dir = cacheRoot() + "/" + projectHash(files);
+namespace {
+
+/// An exclusive lock on `path` (created if missing) for this object's life:
+/// two autoddl processes building the same project (parallel tests, two runs
+/// of one plan) take turns instead of writing one directory at once.
+class FileLock {
+public:
+  explicit FileLock(const std::string &path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0)
+      throw UserError("cannot create the lock file " + path);
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR)
+        throw UserError("cannot lock " + path);
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock &) = delete;
+  FileLock &operator=(const FileLock &) = delete;
+
+private:
+  int fd_;
+};
+
+/// The compiler launcher of a project's build: ccache with the project's own
+/// directory as its base, so the paths it hashes are relative ("../runtime/")
+/// and every project shares the objects of the runtime sources they carry
+/// unchanged; empty without ccache.
+std::string ccacheLauncher(const std::string &dir) {
+  if (!onPath("ccache"))
+    return "";
+  return "env;CCACHE_BASEDIR=" + dir + ";ccache";
+}
+
+} // namespace
+
+std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
+  const std::string root = cacheRoot();
+  const std::string dir = root + "/" + projectHash(files);
   const std::string binary = dir + "/build/train";
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  FileLock lock(dir + ".lock");
   if (access(binary.c_str(), X_OK) == 0) {
     if (verbose)
       std::fprintf(stderr, "autoddl: using the cached build %s\n",
                    binary.c_str());
     return binary;
   }
-  writeProject(dir, files);
+  codegen::writeProject(dir, files);
   const std::string log = dir + "/build.log";
-  std::error_code ec;
   fs::remove(log, ec);
   if (verbose)
     std::fprintf(stderr, "autoddl: building %s (log: %s)\n", dir.c_str(),
@@ -109,10 +149,10 @@ std::string buildCached(const ProjectFiles &files, bool verbose) {
   std::vector<std::string> configure = {
       "cmake", "-S", dir, "-B", dir + "/build", "-DCMAKE_BUILD_TYPE=Release"};
   const bool cuda = files.count("runtime/backends/cuda/Comm.h") > 0;
-  if (onPath("ccache")) {
-    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache");
+  if (const std::string launcher = ccacheLauncher(dir); !launcher.empty()) {
+    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=" + launcher);
     if (cuda)
-      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache");
+      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=" + launcher);
   }
   if (runProcess(configure, log) != 0 ||
       runProcess(
@@ -137,6 +177,15 @@ void requireGpu(const std::string &what) {
                            "--backend cuda` and run it on a GPU machine");
 }
 
+std::string workDir(const std::string &dir, const std::string &what) {
+  if (!dir.empty())
+    return dir;
+  std::string tmpl = "/tmp/autoddl-" + what + "-XXXXXX";
+  if (!mkdtemp(tmpl.data()))
+    throw UserError("cannot create a temporary directory in /tmp");
+  return tmpl;
+}
+
 int launchMpi(const std::string &binary, int ranks,
               const std::vector<std::string> &args,
               const std::string &logFile) {
@@ -149,31 +198,4 @@ int launchMpi(const std::string &binary, int ranks,
   return runProcess(argv, logFile);
 }
 
-planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
-  planner::Plan p = plan;
-  p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
-  p.knobs.microbatch = plan.globalBatch;
-  p.knobs.microbatches = 1;
-  // Fixed-shape models (an explicit op graph, a gcn or gat): a micro-batch is
-  // one instance of the graph, so the one rank runs the global batch as that
-  // many.
-  if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
-      plan.modelFamily == "gat") {
-    p.knobs.microbatch = plan.knobs.microbatch;
-    p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
-  }
-  p.knobs.schedule = pipeline::ScheduleKind::OneFOneB;
-  p.knobs.chunks = 1;
-  p.knobs.zero = 0;
-  planner::StageInfo s;
-  s.stage = 0;
-  s.device = 0;
-  s.firstLayer = 0;
-  s.endLayer = int(layers);
-  s.pre = s.post = true;
-  p.stages = {s};
-  p.collectives.clear();
-  return p;
-}
-
-} // namespace autoddl::codegen
+} // namespace autoddl::driver

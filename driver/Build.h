@@ -1,7 +1,8 @@
-//===- ProjectRunner.h - build a generated project, launch it under mpirun ===//
+//===- Build.h - the build and launch stages of the driver ---------------===//
 //
-// Edge code shared by `autoddl run` and `autoddl verify`: a generated project
-// is written into a cache directory named by a hash of its files
+// Edge code (throws UserError) shared by every project autoddl runs itself (a
+// plan's program for run, verify and validate; the calibration probe): the
+// project is written into a cache directory named by a hash of its files
 // ($AUTODDL_CACHE, else ~/.cache/autoddl/<hash>), built there once with CMake
 // (through ccache when it is installed), and launched with
 // `mpirun --oversubscribe -np N`.
@@ -14,20 +15,24 @@
 #include <string>
 #include <vector>
 
-namespace autoddl::codegen {
+namespace autoddl::driver {
 
 /// FNV-1a 64 over every path and file, as 16 hex digits.
-std::string projectHash(const ProjectFiles &files);
+std::string projectHash(const codegen::ProjectFiles &files);
 
 /// Writes and builds the project in the cache; returns the path of the built
 /// `train` binary. Throws UserError (naming the build log) when the build
 /// fails.
-std::string buildCached(const ProjectFiles &files, bool verbose);
+std::string buildCached(const codegen::ProjectFiles &files, bool verbose);
 
 /// Throws UserError naming `what` when this machine has no NVIDIA GPU (no
 /// /proc/driver/nvidia/gpus/* and no /dev/nvidia0): the cuda backend's
 /// programs need one per rank.
 void requireGpu(const std::string &what);
+
+/// `dir` when given, else a new directory /tmp/autoddl-<what>-XXXXXX (the
+/// work folder of a run, verify or validate).
+std::string workDir(const std::string &dir, const std::string &what);
 
 /// Runs `binary args...` on `ranks` MPI ranks; returns its exit status.
 /// stdout/stderr go to the caller's unless `logFile` is given.
@@ -35,8 +40,4 @@ int launchMpi(const std::string &binary, int ranks,
               const std::vector<std::string> &args,
               const std::string &logFile = "");
 
-/// A copy of `plan` as one rank runs it: tp = pp = dp = 1, the global batch as
-/// one micro-batch, one stage, no ZeRO (the reference of `verify`).
-planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers);
-
-} // namespace autoddl::codegen
+} // namespace autoddl::driver

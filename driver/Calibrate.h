@@ -1,8 +1,9 @@
-//===- CalibrateProject.h - `autoddl calibrate`: measure, write a cluster -===//
+//===- Calibrate.h - `autoddl calibrate`: measure, write a cluster --------===//
 //
-// Edge code (throws UserError). The calibration probe (probe/, embedded at
-// build time) is written into autoddl's build cache, built there with CMake
-// (codegen/ProjectRunner.h), run under mpirun on the local GPUs, and what it
+// Edge code (throws UserError). The calibration probe
+// (backends/cuda/calibrate/probe/, embedded at build time) is written into
+// autoddl's build cache, built there with CMake and run under mpirun on the
+// local GPUs (the driver's build and launch stages, Build.h), and what it
 // writes is loaded with the cluster reader before it is copied to the user's
 // file, which is never touched when anything fails. docs/calibrate.md.
 //

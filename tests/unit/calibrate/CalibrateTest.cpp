@@ -6,7 +6,7 @@
 // the emitted project.
 //
 //===----------------------------------------------------------------------===//
-#include "backends/cuda/calibrate/CalibrateProject.h"
+#include "driver/Calibrate.h"
 #include "backends/cuda/calibrate/probe/ClusterWriter.h"
 #include "cost_model/Compute.h"
 #include "cost_model/io/ClusterJson.h"

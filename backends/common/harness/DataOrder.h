@@ -1,0 +1,78 @@
+//===- DataOrder.h - which samples a rank's micro-batch reads -------------===//
+//
+// The data of a step (docs/runtime.md "Data order"): the global batch is split
+// into dp blocks, each into micro-batches; a rank reads its dp block's
+// micro-batch mb. Tokens (a file or synthetic), classification samples, and a
+// graph model's rows are all selected here, on the host, for both backends.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_DATAORDER_H
+#define AUTODDL_BACKENDS_COMMON_HARNESS_DATAORDER_H
+
+#include "backends/common/Data.h"
+#include "backends/common/harness/Spec.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt::harness {
+
+/// The first sample of micro-batch `mb` of dp rank `rdp` in the step's global
+/// batch of a language model: this dp rank's block, then mb inside it.
+int64_t token_block_start(const ProgramSpec &s, int64_t rdp, int64_t mb);
+
+/// The same for a classifier, whose micro-batch is spec.class_batch samples.
+int64_t class_block_start(const ProgramSpec &s, int64_t rdp, int64_t mb);
+
+/// Where a language model's tokens come from: --data (a file of token ids,
+/// docs/runtime.md) or, without it, synthetic tokens keyed by the seed.
+class TokenSource {
+public:
+  /// Opens `path`; throws std::runtime_error naming the file and the cause.
+  void open(const std::string &path, int64_t vocab);
+  bool from_file() const { return bool(file_); }
+  /// Micro-batch mb's inputs and targets ([micro_batch, seq] each, either
+  /// may be null) of dp rank rdp at `step`.
+  void read(const ProgramSpec &s, uint64_t seed, int64_t step, int64_t rdp,
+            int64_t mb, int32_t *ids, int32_t *targets) const;
+
+private:
+  std::unique_ptr<TokenData> file_;
+};
+
+/// Per-feature noise of a sample around its class prototype (the prototypes'
+/// features are N(0, 1)): docs/runtime.md "Classification samples".
+constexpr double kClassNoise = 4.0;
+
+/// Micro-batch mb of dp rank rdp at `step` of a classifier: x is
+/// [class_batch, features], labels [class_batch]; either may be null. Keyed by
+/// (seed, global sample index).
+void class_samples(const ProgramSpec &s, uint64_t seed, int64_t step,
+                   int64_t rdp, int64_t mb, float *x, int32_t *labels);
+
+/// A graph model's data on dp rank rdp: the planted-community graph
+/// (generated from the seed), and this rank's block of nodes [node0, node0 +
+/// rows) with its rows of the adjacency (every node a column, edge indices
+/// from 0), features and labels.
+struct GraphShard {
+  PlantedGraph graph;
+  // Labels for the loss (-1 at held-out nodes) and for the held-out accuracy
+  // (-1 at training nodes), of every node: planted_graph_split_labels.
+  std::vector<int32_t> train_labels, heldout_labels;
+  int64_t node0 = 0, rows = 0;
+  std::vector<int32_t> row_ptr, col_idx; // rows + 1, nnz
+  std::vector<float> values;             // nnz
+  const float *features() const;         // [rows, features]
+};
+GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp);
+
+/// Rows of logits[N, V] whose largest logit (the first on ties) is the label
+/// (labels < 0 never count); rows ld apart when ld > V (a padded vocabulary,
+/// the padding skipped).
+int64_t count_correct(const float *logits, const int32_t *labels, int64_t N,
+                      int64_t V, int64_t ld = 0);
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_COMMON_HARNESS_DATAORDER_H

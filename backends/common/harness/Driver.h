@@ -1,0 +1,113 @@
+//===- Driver.h - the run of a generated program, for both backends ------===//
+//
+// main() of every generated program: start, set up (flags, mesh, data,
+// parameters, stages, resume), report bad input once, run the steps (the
+// schedule, the optimizer, the loss and accuracy lines, checkpoints), write
+// metrics.json and the trace, shut down. What differs between the CPU and the
+// CUDA program is a Backend (backends/cpu/harness, backends/cuda/harness);
+// what differs between plans is the generated code the backend calls.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_DRIVER_H
+#define AUTODDL_BACKENDS_COMMON_HARNESS_DRIVER_H
+
+#include "backends/common/Metrics.h"
+#include "backends/common/harness/Options.h"
+#include "backends/common/harness/ParamTable.h"
+#include "backends/common/harness/Spec.h"
+#include "backends/cpu/Checkpoint.h"
+#include "backends/cpu/Mesh.h"
+
+#include <memory>
+
+#include <string>
+#include <vector>
+
+namespace autoddl::rt::harness {
+
+/// The step's sums over this rank's share of the loss (and of the correctly
+/// classified samples, and of the held-out nodes), from the generated code:
+/// the harness sums them over the world. Null where the model has none.
+struct StepCounts {
+  double (*loss_sum)() = nullptr;
+  double (*correct)() = nullptr;
+  double (*heldout_correct)() = nullptr;
+};
+
+/// One backend's part of a run. Every call is made on every rank.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// Starts MPI (and the devices); may throw.
+  virtual void start(int *argc, char ***argv) = 0;
+  /// Everything before the first step; throws on bad input (found the same
+  /// way on every rank). Returns the first step (> 0 when resuming).
+  virtual int64_t setup(int argc, char **argv, Options &o) = 0;
+  /// metrics.json's info before the first step.
+  virtual void begin_run(const Options &o, RunMetrics &m) = 0;
+  /// Zeroes the gradients and runs the step's schedule (forward, backward,
+  /// pipeline transfers) until its work is joined.
+  virtual void run_step(int64_t step) = 0;
+  /// Gradient synchronisation and the optimizer step t (1, 2, ...).
+  virtual void optimizer_step(const Options &o, int64_t t) = 0;
+  /// After the loss is known, before the step's time is read.
+  virtual void end_step(int64_t) {}
+  /// After the step's time is read.
+  virtual void after_step(const Options &, int64_t, int64_t) {}
+  /// The parameters (and optimizer state) as checkpoint entries, and the
+  /// copies between them and the buffers the program trains (to_host:
+  /// before a save; else after a load).
+  virtual std::vector<CheckpointEntry> checkpoint_entries(bool with_state) = 0;
+  virtual void copy_params(bool) {}
+  /// Writes metrics.json (and the trace under --trace) into o.out, which
+  /// exists.
+  virtual void write_outputs(const Options &o, RunMetrics &m) = 0;
+  /// Frees what the run holds before MPI goes (`started`: start() returned).
+  virtual void shutdown(bool started) = 0;
+  /// Whether an error during the steps names the rank ("autoddl: rank R:
+  /// error: ..." rather than "error: ...").
+  bool rank_in_errors = false;
+};
+
+/// main(): runs the program and returns its exit status (1: bad input).
+int run_main(int argc, char **argv, const ProgramSpec &spec,
+             const StepCounts &counts, Backend &backend);
+
+/// The program's mesh: (pp, dp, tp) or (pp, tp, dp), and where dp and tp are.
+struct MeshAxes {
+  std::vector<int64_t> shape;
+  size_t dp = 1, tp = 2;
+};
+MeshAxes mesh_axes(const ProgramSpec &s);
+
+/// The program's mesh over MPI_COMM_WORLD, and this rank's coordinates on it.
+std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
+                                int64_t &rpp, int64_t &rdp, int64_t &rtp);
+
+/// Appends a parameter's checkpoint entries (its value and, with_state, its
+/// AdamW moments) over host buffers (null where not held): the same names
+/// and layout for both backends, so either resumes the other's checkpoints.
+/// ZeRO state is saved flat: [tp * padded], block (tp, dp).
+void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
+                            const ParamBlock &p, float *value, float *m,
+                            float *v, bool with_state, const ProgramSpec &s,
+                            int64_t rtp, int64_t rdp);
+
+/// Saves the backend's checkpoint entries (parameters and optimizer state)
+/// after `steps_done` steps to o.save/step-N/model.safetensors.
+void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
+                     Backend &b);
+
+/// Resumes from `dir` (a step-N directory of --save): loads the backend's
+/// checkpoint entries and returns the step. Throws std::runtime_error naming
+/// the file and the cause.
+int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
+                        Backend &b);
+
+/// Bad input is found the same way on every rank; the lowest rank that found
+/// it reports it. Whether any rank did.
+bool report_setup_error(bool bad, const std::string &message);
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_COMMON_HARNESS_DRIVER_H

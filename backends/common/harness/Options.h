@@ -1,0 +1,36 @@
+//===- Options.h - the flags every generated program takes ---------------===//
+//
+// docs/codegen.md "Running a generated program" lists them. A backend's own
+// flags (the CUDA program's --profile, --no-cuda-graph) are taken out of argv
+// before parse_options sees it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
+#define AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
+
+#include <cstdint>
+#include <string>
+
+namespace autoddl::rt::harness {
+
+struct Options {
+  int64_t steps = 10;
+  std::string data, out, save, resume, optimizer = "adamw";
+  int64_t save_every = 0;
+  bool save_initial = false, trace = false, quiet = false;
+  double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
+  uint64_t seed = 1234; // --seed: initial weights and synthetic data
+};
+
+/// Parses argv[1, argc). `zero`: the plan shards AdamW state (then --optimizer
+/// sgd is refused). Throws std::invalid_argument with a one-line message
+/// naming the flag and the cause.
+Options parse_options(int argc, char **argv, bool zero);
+
+/// Removes every `flag` from argv (keeping argv[0] and the order of the rest)
+/// and returns whether there was one; argc is updated.
+bool take_flag(int &argc, char **argv, const char *flag);
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H

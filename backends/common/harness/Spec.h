@@ -1,0 +1,55 @@
+//===- Spec.h - what a generated program tells the harness about its plan -===//
+//
+// The generated train.cpp keeps its plan's constants as constexpr values for
+// its stage code, and hands the same values to the harness (the compiled,
+// fixed part of every program: flags, data, parameters, optimizer,
+// checkpoints, metrics, the step loop) as one ProgramSpec before it runs.
+// docs/codegen.md "Generated program and harness".
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_SPEC_H
+#define AUTODDL_BACKENDS_COMMON_HARNESS_SPEC_H
+
+#include <cstdint>
+
+namespace autoddl::rt::harness {
+
+/// What a program trains on: tokens (a language model), synthetic class
+/// prototypes (a classifier: mlp, vgg) or a planted-community graph (gcn, gat).
+enum class DataKind { Tokens, Classes, Graph };
+
+struct ProgramSpec {
+  const char *model_name = "";
+  int64_t pp = 1, dp = 1, tp = 1;
+  bool tensor_inner = true; // mesh axes (pp, dp, tp); else (pp, tp, dp)
+  int64_t stages = 1, micro_batches = 1, micro_batch = 1;
+  int64_t global_batch = 1, seq = 1, vocab = 1;
+  bool chimera = false;
+  DataKind data = DataKind::Tokens;
+  int zero = 0;                 // ZeRO stage (0 or 1)
+  bool loss_rows_on_tp = false; // the loss split by rows over tp
+  int max_boundary = 1;         // tensors crossing one stage boundary
+  int64_t loss_count = 1;       // positions the loss is the mean over
+  int64_t held_out_count = 0;   // a graph model's held-out nodes
+  // Classifiers and graph models: samples per micro-batch (classifiers),
+  // nodes (graph models), features of one sample or node, classes.
+  int64_t class_batch = 0, nodes = 0, features = 0, classes = 0;
+  // CUDA only: the MFU's numerator and denominator, and whether the step
+  // may run as one CUDA graph.
+  double model_flops_per_step = 0, peak_flops_per_gpu = 0;
+  bool step_graphable = false;
+
+  int64_t ranks() const { return pp * dp * tp; }
+  bool graph_model() const { return data == DataKind::Graph; }
+  /// Classifiers and graph models report an accuracy beside the loss.
+  bool reports_accuracy() const { return data != DataKind::Tokens; }
+};
+
+/// The spec of the running program (set once by the backend's run_program;
+/// the pipeline and data helpers the stage code calls read it).
+const ProgramSpec &program_spec();
+void set_program_spec(const ProgramSpec &spec);
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_COMMON_HARNESS_SPEC_H

@@ -1,0 +1,214 @@
+//===- Harness.cpp - what a generated CPU program builds on --------------===//
+#include "backends/cpu/harness/Harness.h"
+
+#include "backends/common/Init.h"
+#include "backends/cpu/Checkpoint.h"
+#include "backends/cpu/Collectives.h"
+#include "backends/cpu/MpiCheck.h"
+#include "backends/cpu/Optimizer.h"
+#include "backends/cpu/RunReport.h"
+#include "backends/cpu/Zero.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace autoddl::rt::harness {
+
+Grid g;
+TraceRecorder trace;
+std::vector<MPI_Request> pending;
+uint64_t seed = 1234;
+
+namespace {
+
+TokenSource tokens;
+GraphShard graph;
+Csr adjacency;
+
+} // namespace
+
+void add_into(float *dst, const float *src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] += src[i];
+}
+
+void gather_backward_local(float *dshard, const float *dfull, const Shape &full,
+                           int64_t dim) {
+  const int64_t tp = program_spec().tp;
+  std::vector<float> part(size_t(numel(full) / tp));
+  slice_forward(part.data(), dfull, full, dim, tp, g.rtp);
+  add_into(dshard, part.data(), int64_t(part.size()));
+}
+
+void slice_backward_gather(float *dfull, const float *dshard,
+                           const Shape &shard, int64_t dim) {
+  std::vector<float> whole(size_t(numel(shard) * program_spec().tp));
+  all_gather_forward(whole.data(), dshard, shard, dim, g.tp);
+  add_into(dfull, whole.data(), int64_t(whole.size()));
+}
+
+bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
+
+void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
+  tokens.read(program_spec(), seed, step, g.rdp, mb, ids, targets);
+}
+
+void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels) {
+  class_samples(program_spec(), seed, step, g.rdp, mb, x, labels);
+}
+
+const Csr &graph_adjacency() { return adjacency; }
+const float *graph_features() { return graph.features(); }
+const int32_t *graph_labels() {
+  return graph.train_labels.data() + graph.node0;
+}
+const int32_t *graph_heldout_labels() {
+  return graph.heldout_labels.data() + graph.node0;
+}
+
+namespace {
+
+class CpuBackend : public Backend {
+public:
+  explicit CpuBackend(const Program &p) : p_(p), s_(p.spec) {}
+
+  void start(int *argc, char ***argv) override { mpi_init(argc, argv); }
+
+  int64_t setup(int argc, char **argv, Options &o) override {
+    o = parse_options(argc, argv, s_.zero != 0);
+    seed = o.seed;
+    MeshAxes axes;
+    g.mesh = make_mesh(s_, axes, g.rpp, g.rdp, g.rtp);
+    g.pp = g.mesh->axis(0);
+    g.dp = g.mesh->axis(axes.dp);
+    g.tp = g.mesh->axis(axes.tp);
+    if (s_.data == DataKind::Classes && !o.data.empty())
+      throw std::invalid_argument("--data: a classification model trains on "
+                                  "synthetic class prototypes generated from "
+                                  "--seed");
+    if (s_.graph_model()) {
+      if (!o.data.empty())
+        throw std::invalid_argument("--data: a graph model trains on a "
+                                    "planted-community graph generated from "
+                                    "--seed");
+      graph = graph_shard(s_, seed, g.rdp);
+      adjacency.rows = int32_t(graph.rows);
+      adjacency.cols = int32_t(s_.nodes);
+      adjacency.rowPtr = graph.row_ptr;
+      adjacency.colIdx = graph.col_idx;
+      adjacency.values = graph.values;
+    } else if (!o.data.empty()) {
+      tokens.open(o.data, s_.vocab);
+    }
+    init_params();
+    p_.allocate_stages();
+    return o.resume.empty() ? 0 : load_checkpoint(o.resume, s_, *this);
+  }
+
+  void begin_run(const Options &o, RunMetrics &m) override {
+    trace.set_enabled(o.trace);
+    if (o.trace)
+      set_comm_trace(&trace);
+    m.info["backend"] = "cpu";
+  }
+
+  void run_step(int64_t step) override {
+    for (const ParamSpec &ps : p_.params)
+      std::fill(ps.p->grad.begin(), ps.p->grad.end(), 0.0f);
+    p_.run_schedule(step);
+    wait_all(pending);
+  }
+
+  void optimizer_step(const Options &o, int64_t t) override {
+    AdamWConfig c;
+    c.lr = o.lr;
+    c.weight_decay = o.weight_decay;
+    for (const ParamSpec &ps : p_.params) {
+      Param *p = ps.p;
+      if (!p->held)
+        continue;
+      if (p->devices != MPI_COMM_NULL) // tied / Chimera copies elsewhere
+        all_reduce_forward(p->grad.data(), p->n, p->devices);
+      if (s_.tp > 1 && p_.grad_partial_over_tp(*p)) // read whole on split rows
+        all_reduce_forward(p->grad.data(), p->n, g.tp);
+      if (s_.zero) {
+        zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
+                        p->v.data(), p->padded, c, t, g.dp);
+        continue;
+      }
+      if (s_.dp > 1)
+        all_reduce_forward(p->grad.data(), p->n, g.dp);
+      if (o.optimizer == "sgd")
+        sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
+                 float(o.lr), float(o.momentum), float(o.weight_decay), t);
+      else
+        adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
+                   p->n, c, t);
+    }
+  }
+
+  /// The CPU program's parameters and optimizer state are host memory
+  /// already: the entries point at them (copy_params has nothing to do).
+  std::vector<CheckpointEntry> checkpoint_entries(bool with_state) override {
+    std::vector<CheckpointEntry> e;
+    for (const ParamSpec &ps : p_.params) {
+      Param *p = ps.p;
+      add_checkpoint_entries(e, *p, p->value.data(), p->m.data(), p->v.data(),
+                             with_state, s_, g.rtp, g.rdp);
+    }
+    return e;
+  }
+
+  void write_outputs(const Options &o, RunMetrics &m) override {
+    write_run_metrics(m, o.out + "/metrics.json", MPI_COMM_WORLD);
+    if (o.trace)
+      write_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
+  }
+
+  void shutdown(bool) override { g = Grid{}; }
+
+private:
+  void init_params() {
+    std::vector<uint64_t> seen;
+    std::vector<MPI_Comm> comms;
+    for (const ParamSpec &ps : p_.params) {
+      Param &p = *ps.p;
+      lay_out(ps, s_, g.rtp, g.rpp);
+      // Devices sharing the parameter sum its gradient: one communicator per
+      // set of devices, created in parameter order on every rank.
+      bool is_new = false;
+      const int group = device_group(ps.devices, seen, is_new);
+      if (is_new) {
+        comms.push_back(MPI_COMM_NULL);
+        mpiCheck(MPI_Comm_split(g.pp, p.held ? 0 : MPI_UNDEFINED, int(g.rpp),
+                                &comms.back()));
+      }
+      if (group >= 0)
+        p.devices = comms[size_t(group)];
+      if (!p.held)
+        continue;
+      p.value.assign(size_t(p.padded), 0.0f);
+      p.grad.assign(size_t(p.padded), 0.0f);
+      const int64_t state = s_.zero ? p.padded / s_.dp : p.n;
+      p.m.assign(size_t(state), 0.0f);
+      p.v.assign(size_t(state), 0.0f);
+      if (std::strcmp(ps.init, "ones") == 0)
+        std::fill(p.value.begin(), p.value.begin() + p.n, 1.0f);
+      else if (std::strcmp(ps.init, "normal") == 0)
+        init_normal(p.value.data(), p.slice, seed, p.name, 0.0f, float(ps.std));
+    }
+  }
+
+  const Program &p_;
+  const ProgramSpec &s_;
+};
+
+} // namespace
+
+int run_program(int argc, char **argv, const Program &program) {
+  CpuBackend backend(program);
+  return run_main(argc, argv, program.spec, program.counts, backend);
+}
+
+} // namespace autoddl::rt::harness

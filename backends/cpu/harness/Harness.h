@@ -1,0 +1,101 @@
+//===- Harness.h - what a generated CPU program builds on ----------------===//
+//
+// The fixed part of every generated CPU + MPI training program, compiled into
+// the runtime library: the parameter record, the grid of communicators, the
+// helpers the generated stage code calls (conversions, pipeline tags, data),
+// and run_program(), which runs the program the generated code describes (its
+// spec, parameter table, stages and schedule). docs/runtime.md "Harness".
+//
+// The generated code refers to these by their plain names (`g.tp`, `trace`,
+// `pending`, `add_into`, `Param`, ...): it says `using namespace
+// autoddl::rt::harness`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_CPU_HARNESS_HARNESS_H
+#define AUTODDL_BACKENDS_CPU_HARNESS_HARNESS_H
+
+#include "backends/common/Tensor.h"
+#include "backends/common/Trace.h"
+#include "backends/common/harness/DataOrder.h"
+#include "backends/common/harness/Driver.h"
+#include "backends/common/harness/ParamTable.h"
+#include "backends/common/harness/Pipeline.h"
+#include "backends/common/harness/Spec.h"
+#include "backends/cpu/Mesh.h"
+#include "backends/cpu/kernels/Sparse.h" // Csr
+
+#include <memory>
+#include <vector>
+
+#include <mpi.h>
+
+namespace autoddl::rt::harness {
+
+/// A parameter as this rank holds it: its tp block of the full tensor
+/// (value, gradient, optimizer state). Buffers are padded to a multiple of dp
+/// for ZeRO; the padding stays zero.
+struct Param : ParamBlock {
+  std::vector<float> value, grad, m, v;
+  MPI_Comm devices =
+      MPI_COMM_NULL; // pipeline devices sharing it (tied, Chimera)
+};
+using ParamSpec = ParamSpecOf<Param>;
+
+/// This rank's place: mesh coordinates and one communicator per axis.
+struct Grid {
+  std::unique_ptr<Mesh> mesh;
+  MPI_Comm pp = MPI_COMM_NULL, dp = MPI_COMM_NULL, tp = MPI_COMM_NULL;
+  int64_t rpp = 0, rdp = 0, rtp = 0;
+};
+extern Grid g;
+extern TraceRecorder trace;
+extern std::vector<MPI_Request> pending; // pipeline sends of this step
+extern uint64_t seed;                    // --seed
+
+/// dst[i] += src[i].
+void add_into(float *dst, const float *src, int64_t n);
+
+/// Backward of an all-gather S(dim) -> B whose gradient is the same on every
+/// tp rank (a replicated consumer): this rank's slice of it.
+void gather_backward_local(float *dshard, const float *dfull, const Shape &full,
+                           int64_t dim);
+
+/// Backward of a local slice B -> S(dim): each tp rank holds the gradient of
+/// its slice; all-gather them into the B tensor's gradient.
+void slice_backward_gather(float *dfull, const float *dshard,
+                           const Shape &shard, int64_t dim);
+
+/// Whether this rank's pipeline device runs `stage`.
+bool holds_stage(int64_t stage);
+
+/// Micro-batch mb of this dp rank's block of the step's global batch
+/// (DataOrder.h): token ids and targets, either may be null.
+void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets);
+
+/// The same for a classifier's samples ([class_batch, features]) and labels.
+void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels);
+
+/// A graph model's rows on this rank: its adjacency rows (every node a
+/// column), features, and labels for the loss and for the held-out accuracy.
+const Csr &graph_adjacency();
+const float *graph_features();
+const int32_t *graph_labels();
+const int32_t *graph_heldout_labels();
+
+/// A generated program: its plan's constants, its parameter table, and the
+/// functions generated for its plan.
+struct Program {
+  ProgramSpec spec;
+  std::vector<ParamSpec> params;
+  void (*allocate_stages)() = nullptr;          // the stages this rank runs
+  void (*run_schedule)(int64_t step) = nullptr; // this device's instructions
+  bool (*grad_partial_over_tp)(const Param &) = nullptr; // summed over tp
+  StepCounts counts;
+};
+
+/// main() of a generated CPU program.
+int run_program(int argc, char **argv, const Program &program);
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_CPU_HARNESS_HARNESS_H

@@ -1,0 +1,429 @@
+//===- Harness.cpp - what a generated CUDA program builds on -------------===//
+#include "backends/cuda/harness/Harness.h"
+
+#include "backends/common/Metrics.h"
+#include "backends/common/harness/DataOrder.h"
+#include "backends/cuda/OpProfile.h"
+#include "backends/cuda/StepGraph.h"
+#include "backends/cuda/Zero.h"
+#include "backends/cuda/kernels/Elementwise.h"
+#include "backends/cuda/kernels/Init.h"
+#include "backends/cuda/kernels/Optimizer.h"
+#include "backends/cuda/kernels/Reduce.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+namespace autoddl::rt::harness {
+
+Grid g;
+GpuTrace trace;
+Pipe pipe;
+GradSync grad_sync;
+uint64_t seed = 1234;
+bool inputs_preloaded = false;
+
+namespace {
+
+TokenSource tokens;
+Csr adjacency;
+DeviceBuffer<act_t> graph_x;                    // [nodes / dp, features]
+DeviceBuffer<int32_t> graph_y, graph_y_heldout; // [nodes / dp]
+
+/// Page-locked host staging for one micro-batch's tokens (which: 0 ids, 1
+/// targets), so that their copies run asynchronously on the compute stream;
+/// an event says when the last copy out of it is done.
+struct Staging {
+  int32_t *host = nullptr;
+  cudaEvent_t copied = nullptr;
+};
+
+Staging &staging(int64_t mb, int which) {
+  const ProgramSpec &s = program_spec();
+  static std::vector<Staging> buffers(size_t(2 * s.micro_batches));
+  Staging &st = buffers[size_t(2 * mb + which)];
+  if (!st.host) {
+    AUTODDL_CUDA_CHECK(cudaMallocHost(&st.host, size_t(s.micro_batch * s.seq) *
+                                                    sizeof(int32_t)));
+    AUTODDL_CUDA_CHECK(
+        cudaEventCreateWithFlags(&st.copied, cudaEventDisableTiming));
+  }
+  AUTODDL_CUDA_CHECK(cudaEventSynchronize(st.copied)); // its previous copy
+  return st;
+}
+
+/// The planted graph of the CPU program, this dp rank's block on the device.
+void load_graph(const ProgramSpec &s) {
+  const GraphShard shard = graph_shard(s, seed, g.rdp);
+  const int64_t n = shard.rows;
+  adjacency = csr_to_device(int32_t(n), int32_t(s.nodes), shard.row_ptr,
+                            shard.col_idx, shard.values);
+  DeviceBuffer<float> x(n * s.features);
+  copy_to_device(x.data(), shard.features(), x.size() * int64_t(sizeof(float)));
+  graph_x = DeviceBuffer<act_t>(x.size());
+  cast_to_act(graph_x.data(), x.data(), x.size());
+  graph_y = DeviceBuffer<int32_t>(n);
+  copy_to_device(graph_y.data(), shard.train_labels.data() + shard.node0,
+                 n * int64_t(sizeof(int32_t)));
+  graph_y_heldout = DeviceBuffer<int32_t>(n);
+  copy_to_device(graph_y_heldout.data(),
+                 shard.heldout_labels.data() + shard.node0,
+                 n * int64_t(sizeof(int32_t)));
+}
+
+} // namespace
+
+void gather_backward_local(act_t *dshard, const act_t *dfull, const Shape &full,
+                           int64_t dim) {
+  slice_accumulate(dshard, dfull, full, dim, program_spec().tp, g.rtp);
+}
+
+void slice_backward_gather(act_t *dfull, const act_t *dshard,
+                           const Shape &shard, int64_t dim) {
+  all_gather_accumulate(dfull, dshard, shard, dim, g.tp);
+}
+
+void pipe_send(const act_t *buf, int64_t n, int device, int tag) {
+  pipe.send(buf, n * int64_t(sizeof(act_t)), device, tag);
+}
+
+void pipe_recv(act_t *buf, int64_t n, int device, int tag) {
+  pipe.recv(buf, n * int64_t(sizeof(act_t)), device, tag);
+}
+
+bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
+
+void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
+  const ProgramSpec &s = program_spec();
+  Staging &in = staging(mb, 0), &out = staging(mb, 1);
+  tokens.read(s, seed, step, g.rdp, mb, in.host, out.host);
+  const size_t bytes = size_t(s.micro_batch * s.seq) * sizeof(int32_t);
+  for (auto [dst, src] :
+       {std::pair<int32_t *, Staging *>{ids, &in}, {targets, &out}}) {
+    if (!dst)
+      continue;
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(
+        dst, src->host, bytes, cudaMemcpyHostToDevice, compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventRecord(src->copied, compute_stream()));
+  }
+}
+
+const Csr &graph_adjacency() { return adjacency; }
+const act_t *graph_features() { return graph_x.data(); }
+const int32_t *graph_labels() { return graph_y.data(); }
+const int32_t *graph_heldout_labels() { return graph_y_heldout.data(); }
+
+namespace {
+
+/// The NCCL communicator of one mesh axis: the ranks agreeing on every other
+/// coordinate (color: the world rank of the group's member at coordinate 0),
+/// ordered by their coordinate on the axis.
+Comm axis_comm(size_t axis) {
+  std::vector<int64_t> c = g.mesh->coords();
+  c[axis] = 0;
+  return comm_split(g.mesh->rank_of(c), int(g.mesh->coord(axis)));
+}
+
+/// Host copies of the parameters and optimizer state, for checkpoints.
+struct HostCopy {
+  std::vector<float> value, m, v;
+};
+
+class CudaBackend : public Backend {
+public:
+  explicit CudaBackend(const Program &p) : p_(p), s_(p.spec) {
+    rank_in_errors = true;
+  }
+
+  void start(int *argc, char ***argv) override { comm_init(argc, argv); }
+
+  int64_t setup(int argc, char **argv, Options &o) override {
+    Timer phase;
+    auto lap = [&](const char *name) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%s%s %.2f",
+                    setup_seconds_.empty() ? "" : ", ", name, phase.seconds());
+      setup_seconds_ += buf;
+      phase.reset();
+    };
+    // --profile (this backend's own flag): per-op-kind device time in
+    // metrics.json "op_kinds" (backends/cuda/OpProfile.h).
+    // --no-cuda-graph (also AUTODDL_CUDA_GRAPH=0): every step runs its
+    // kernels one launch at a time (StepGraph.h).
+    if (take_flag(argc, argv, "--profile"))
+      op_profile_enable(true);
+    no_cuda_graph_ = take_flag(argc, argv, "--no-cuda-graph");
+    o = parse_options(argc, argv, s_.zero != 0);
+    seed = o.seed;
+    MeshAxes axes;
+    g.mesh = make_mesh(s_, axes, g.rpp, g.rdp, g.rtp);
+    g.pp = axis_comm(0);
+    g.dp = axis_comm(axes.dp);
+    g.tp = axis_comm(axes.tp);
+    if (s_.graph_model()) {
+      if (!o.data.empty())
+        throw std::invalid_argument("--data: a graph model trains on a "
+                                    "planted-community graph generated from "
+                                    "--seed");
+      load_graph(s_);
+    } else if (!o.data.empty()) {
+      tokens.open(o.data, s_.vocab);
+    }
+    step_graph_.set_counts(&comm_stats()); // replays count their collectives
+    lap("mesh and data");
+    init_params();
+    for (const ParamSpec &ps : p_.params)
+      if (ps.p->held)
+        param_grad_zeros_.add(ps.p->grad.data(),
+                              ps.p->device_n * int64_t(sizeof(float)));
+    param_grad_zeros_.seal();
+    lap("parameters");
+    p_.allocate_stages();
+    p_.configure_grad_sync();
+    lap("activations");
+    // Run the schedule once without compute: every pipeline transfer is
+    // noted, the senders' orders exchanged and the links connected.
+    pipe.setup(g.mesh->axis(0), int(g.rpp), int(s_.pp),
+               int(g.rdp * s_.tp + g.rtp), int(s_.dp * s_.tp));
+    pipe.begin_recording();
+    p_.run_schedule(0);
+    pipe.end_recording();
+    lap("schedule recording");
+    const int64_t first_step =
+        o.resume.empty() ? 0 : load_checkpoint(o.resume, s_, *this);
+    if (!o.resume.empty())
+      lap("checkpoint");
+    return first_step;
+  }
+
+  void begin_run(const Options &o, RunMetrics &m) override {
+    trace.set_enabled(o.trace);
+    if (s_.graph_model()) // this rank's adjacency in the W8 format
+      m.info["adjacency_w8"] = describe(adjacency);
+    m.info["backend"] = "cuda";
+#ifdef AUTODDL_FP32
+    m.info["precision"] = "fp32";
+#else
+    m.info["precision"] = "bf16 activations, fp32 master weights";
+#endif
+    m.info["setup_seconds"] = setup_seconds_;
+    graph_off_ = step_graph_off_reason(o);
+  }
+
+  void run_step(int64_t step) override {
+    trace.start_step();
+    grad_sync.start_step();
+    // Zeroing the gradients, forward and backward: the same kernels on the
+    // same buffers every step, replayed as one graph when the plan allows.
+    // With a graph, `step` only reaches the input loads, which run before
+    // it. The pipeline links' streams and the gradient buckets' sync stream
+    // fork from the compute stream and join back into it inside the body, so
+    // a graph holds their transfers and all-reduces too.
+    auto body = [&] {
+      pipe.begin_step();
+      param_grad_zeros_.zero();
+      p_.run_schedule(step);
+      pipe.finish_step();
+      grad_sync.wait();
+    };
+    if (graph_off_.empty()) {
+      p_.preload_inputs(step);
+      inputs_preloaded = true;
+      step_graph_.run(body);
+      inputs_preloaded = false;
+    } else {
+      body();
+    }
+  }
+
+  /// On the device. Bucketed gradients were all-reduced during the backward
+  /// pass (and joined at its end: the wait() here finds nothing left).
+  void optimizer_step(const Options &o, int64_t t) override {
+    AdamWConfig c;
+    c.lr = o.lr;
+    c.weight_decay = o.weight_decay;
+    grad_sync.wait();
+    for (const ParamSpec &ps : p_.params) {
+      Param *p = ps.p;
+      if (!p->held)
+        continue;
+      if (p->devices.size > 1) // tied / Chimera copies on other devices
+        all_reduce_forward(p->grad.data(), p->n, p->devices);
+      // Read whole on split rows: summed over tp here, or with dp in its
+      // bucket.
+      if (s_.tp > 1 && p_.grad_partial_over_tp(*p) && p->bucket < 0)
+        all_reduce_forward(p->grad.data(), p->n, g.tp);
+      if (s_.zero) {
+        zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
+                        p->v.data(), p->gshard.data(), p->padded, c, t, g.dp,
+                        p->work.data(), p->padded);
+        continue;
+      }
+      if (s_.dp > 1 && p->bucket < 0)
+        all_reduce_forward(p->grad.data(), p->n, g.dp);
+      if (o.optimizer == "sgd")
+        sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
+                 float(o.lr), float(o.momentum), float(o.weight_decay), t,
+                 p->work.data());
+      else
+        adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
+                   p->n, c, t, p->work.data());
+    }
+  }
+
+  void end_step(int64_t) override {
+    synchronize();
+    trace.finish_step();
+  }
+
+  void after_step(const Options &o, int64_t step, int64_t first) override {
+    op_profile_finish_step(step > first || o.steps - first < 2);
+  }
+
+  /// Over the host copies (copy_params moves the device state into them).
+  std::vector<CheckpointEntry> checkpoint_entries(bool with_state) override {
+    std::vector<CheckpointEntry> e;
+    host_copies_.resize(p_.params.size());
+    for (size_t i = 0; i < p_.params.size(); ++i) {
+      Param *p = p_.params[i].p;
+      HostCopy &h = host_copies_[i];
+      if (p->held) {
+        h.value.resize(size_t(p->device_n));
+        h.m.resize(size_t(p->m.size()));
+        h.v.resize(size_t(p->v.size()));
+      }
+      add_checkpoint_entries(e, *p, h.value.data(), h.m.data(), h.v.data(),
+                             with_state, s_, g.rtp, g.rdp);
+    }
+    return e;
+  }
+
+  /// Device -> host copies (to_host) or back, refreshing the working copies.
+  void copy_params(bool to_host) override {
+    for (size_t i = 0; i < p_.params.size(); ++i) {
+      Param *p = p_.params[i].p;
+      if (!p->held)
+        continue;
+      HostCopy &h = host_copies_[i];
+      std::pair<float *, DeviceBuffer<float> *> parts[] = {
+          {h.value.data(), &p->value},
+          {h.m.data(), &p->m},
+          {h.v.data(), &p->v}};
+      for (auto [host, dev] : parts) {
+        const int64_t bytes = dev->size() * int64_t(sizeof(float));
+        if (to_host)
+          copy_to_host(host, dev->data(), bytes);
+        else
+          copy_to_device(dev->data(), host, bytes);
+      }
+      if (!to_host)
+        cast_to_act(p->work.data(), p->value.data(), p->device_n);
+    }
+  }
+
+  void write_outputs(const Options &o, RunMetrics &m) override {
+    m.info["cuda_graph"] = !graph_off_.empty() ? "off: " + graph_off_
+                           : step_graph_.failed()
+                               ? std::string("off: the capture failed")
+                           : step_graph_.captured()
+                               ? "on: " + std::to_string(step_graph_.nodes()) +
+                                     " nodes, captured at the run's second "
+                                     "step"
+                               : std::string("on, never captured (one step)");
+    write_cuda_run_metrics(m, s_.model_flops_per_step, s_.peak_flops_per_gpu,
+                           o.out + "/metrics.json", MPI_COMM_WORLD);
+    write_op_profile(o.out + "/metrics.json", MPI_COMM_WORLD);
+    if (o.trace)
+      write_cuda_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
+  }
+
+  /// Device memory goes back before the communicators and the CUDA context.
+  void shutdown(bool started) override {
+    if (started) {
+      step_graph_.reset();
+      param_grad_zeros_ = ZeroSet{};
+      p_.free_stages();
+      p_.free_params();
+      adjacency = Csr{};
+      graph_x = {};
+      graph_y = {};
+      graph_y_heldout = {};
+      synchronize();
+      comm_finalize();
+    }
+    g = Grid{};
+  }
+
+private:
+  /// Why the step does not run as a CUDA graph ("" when it does).
+  std::string step_graph_off_reason(const Options &o) const {
+    if (!s_.step_graphable)
+      return "not for this plan";
+    if (no_cuda_graph_ || cuda_graph_disabled_by_env())
+      return "turned off (--no-cuda-graph or AUTODDL_CUDA_GRAPH=0)";
+    if (o.trace || op_profile_enabled())
+      return "off under --trace and --profile (they time each op)";
+    return "";
+  }
+
+  void init_params() {
+    std::vector<uint64_t> seen;
+    std::vector<Comm> comms;
+    for (const ParamSpec &ps : p_.params) {
+      Param &p = *ps.p;
+      lay_out(ps, s_, g.rtp, g.rpp);
+      p.device_n = std::max(p.padded, p_.device_numel(p));
+      // Devices sharing the parameter sum its gradient: one communicator per
+      // set of devices and (dp, tp) coordinates, made in parameter order on
+      // every rank (ncclCommSplit is collective).
+      bool is_new = false;
+      const int group = device_group(ps.devices, seen, is_new);
+      if (is_new) {
+        const int color = int((group * s_.dp + g.rdp) * s_.tp + g.rtp);
+        comms.push_back(comm_split(p.held ? color : -1, int(g.rpp)));
+      }
+      if (group >= 0)
+        p.devices = comms[size_t(group)];
+      if (!p.held)
+        continue;
+      // Zero-filled (the padding stays zero); drawn on the device, as the
+      // host's init_normal would (kernels/Init.h).
+      p.value = DeviceBuffer<float>(p.device_n);
+      if (std::strcmp(ps.init, "ones") == 0)
+        fill_on_device(p.value.data(), p.n, 1.0f);
+      else if (std::strcmp(ps.init, "normal") == 0)
+        init_normal_on_device(p.value.data(), p.slice, seed, p.name, 0.0f,
+                              float(ps.std));
+      p.grad = DeviceBuffer<float>(p.device_n);
+      const int64_t state = s_.zero ? p.padded / s_.dp : p.n;
+      p.m = DeviceBuffer<float>(state);
+      p.v = DeviceBuffer<float>(state);
+      if (s_.zero)
+        p.gshard = DeviceBuffer<float>(p.padded / s_.dp);
+      p.work = DeviceBuffer<act_t>(p.device_n);
+      cast_to_act(p.work.data(), p.value.data(), p.device_n);
+    }
+  }
+
+  const Program &p_;
+  const ProgramSpec &s_;
+  bool no_cuda_graph_ = false;
+  std::string setup_seconds_, graph_off_;
+  StepGraph step_graph_;
+  // Every parameter gradient this rank holds, zeroed at each step's start
+  // with one launch.
+  ZeroSet param_grad_zeros_;
+  std::vector<HostCopy> host_copies_;
+};
+
+} // namespace
+
+int run_program(int argc, char **argv, const Program &program) {
+  CudaBackend backend(program);
+  return run_main(argc, argv, program.spec, program.counts, backend);
+}
+
+} // namespace autoddl::rt::harness

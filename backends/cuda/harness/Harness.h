@@ -1,0 +1,117 @@
+//===- Harness.h - what a generated CUDA program builds on ---------------===//
+//
+// The fixed part of every generated CUDA + NCCL training program, compiled
+// into the runtime library: the device parameter record, the grid of NCCL
+// communicators, the pipeline links and gradient buckets, the helpers the
+// generated stage code calls (conversions, pipeline transfers, data on the
+// device), and run_program(), which runs the program the generated code
+// describes with the host parts both backends share
+// (backends/common/harness). docs/runtime.md "Harness".
+//
+// The generated code refers to these by their plain names (`g.tp`, `trace`,
+// `grad_sync`, `Param`, ...): it says `using namespace autoddl::rt::harness`
+// (and `using harness::pipe`, which POSIX pipe() would otherwise hide).
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_CUDA_HARNESS_HARNESS_H
+#define AUTODDL_BACKENDS_CUDA_HARNESS_HARNESS_H
+
+#include "backends/common/Data.h" // planted_graph_training_nodes
+#include "backends/common/Tensor.h"
+#include "backends/common/harness/Driver.h"
+#include "backends/common/harness/ParamTable.h"
+#include "backends/common/harness/Pipeline.h"
+#include "backends/common/harness/Spec.h"
+#include "backends/cpu/Mesh.h"
+#include "backends/cuda/Comm.h"           // Comm, Pipe, GradSync
+#include "backends/cuda/RunReport.h"      // GpuTrace
+#include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer
+#include "backends/cuda/kernels/Sparse.h" // Csr
+
+#include <memory>
+#include <vector>
+
+namespace autoddl::rt::harness {
+
+/// A parameter as this rank holds it: its tp block of the full tensor, on the
+/// device: fp32 master value, gradient and AdamW state, and the act_t working
+/// copy the kernels read. Buffers are padded to a multiple of dp for ZeRO, and
+/// to device_n elements for a padded vocabulary (Program::device_numel); the
+/// padding stays zero. The real elements come first (the padding rows last).
+struct Param : ParamBlock {
+  int64_t device_n = 0; // elements of value, grad, work
+  DeviceBuffer<float> value, grad, m, v, gshard; // gshard: ZeRO's grad shard
+  DeviceBuffer<act_t> work;
+  Comm devices;    // pipeline devices sharing it (tied, Chimera); size 1: none
+  int bucket = -1; // its gradient bucket (-1: synced at the optimizer step)
+};
+using ParamSpec = ParamSpecOf<Param>;
+
+/// This rank's place: mesh coordinates (and MPI communicators) from the Mesh,
+/// and one NCCL communicator per mesh axis.
+struct Grid {
+  std::unique_ptr<Mesh> mesh;
+  Comm pp, dp, tp;
+  int64_t rpp = 0, rdp = 0, rtp = 0;
+};
+extern Grid g;
+extern GpuTrace trace;     // F/B/W timed by CUDA events
+extern Pipe pipe;          // pipeline transfers (NCCL, one stream per link)
+extern GradSync grad_sync; // data-parallel gradient buckets
+extern uint64_t seed;      // --seed
+// True while the step runs with its inputs already loaded (preload_inputs,
+// ahead of the step graph): forward passes then skip their loads.
+extern bool inputs_preloaded;
+
+/// Backward of an all-gather S(dim) -> B whose gradient is the same on every
+/// tp rank (a replicated consumer): this rank's slice of it.
+void gather_backward_local(act_t *dshard, const act_t *dfull, const Shape &full,
+                           int64_t dim);
+
+/// Backward of a local slice B -> S(dim): each tp rank holds the gradient of
+/// its slice; all-gather them into the B tensor's gradient.
+void slice_backward_gather(act_t *dfull, const act_t *dshard,
+                           const Shape &shard, int64_t dim);
+
+/// Activations and their gradients between pipeline devices.
+void pipe_send(const act_t *buf, int64_t n, int device, int tag);
+void pipe_recv(act_t *buf, int64_t n, int device, int tag);
+
+/// Whether this rank's pipeline device runs `stage`.
+bool holds_stage(int64_t stage);
+
+/// Micro-batch mb of this dp rank's block of the step's global batch
+/// (DataOrder.h): read on the host into page-locked buffers, copied on the
+/// compute stream into ids and targets (device; either may be null).
+void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets);
+
+/// A graph model's data on the device (the CPU program's planted graph): the
+/// adjacency as the W8 formats of A and A^T (kernels/Sparse.h), this dp
+/// rank's features, and labels for the loss and for the held-out accuracy.
+const Csr &graph_adjacency();
+const act_t *graph_features();
+const int32_t *graph_labels();
+const int32_t *graph_heldout_labels();
+
+/// A generated program: its plan's constants, its parameter table, and the
+/// functions generated for its plan.
+struct Program {
+  ProgramSpec spec;
+  std::vector<ParamSpec> params;
+  void (*allocate_stages)() = nullptr;     // the stages this rank runs
+  void (*free_stages)() = nullptr;         // their device buffers
+  void (*free_params)() = nullptr;         // the parameters' device buffers
+  void (*configure_grad_sync)() = nullptr; // the gradient buckets
+  void (*preload_inputs)(int64_t step) = nullptr; // ahead of a step graph
+  void (*run_schedule)(int64_t step) = nullptr;   // this device's list
+  bool (*grad_partial_over_tp)(const Param &) = nullptr; // summed over tp
+  int64_t (*device_numel)(const Param &) = nullptr;      // a padded vocabulary
+  StepCounts counts;
+};
+
+/// main() of a generated CUDA program.
+int run_program(int argc, char **argv, const Program &program);
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_CUDA_HARNESS_HARNESS_H

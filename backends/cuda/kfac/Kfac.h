@@ -1,0 +1,88 @@
+// K-FAC for linear layers on the GPU (docs/kfac.md), the CUDA twin of
+// backends/cpu/kfac/Kfac.h with device pointers: factors from act_t operands
+// (bf16; fp32 under AUTODDL_FP32) by cuBLASLt GEMMs with fp32 accumulation
+// into fp32 factors; their reduction over NCCL communicators; damped inverses
+// by cuSOLVER Cholesky (potrf + potri) in fp32, retried in fp64, else the
+// previous inverse kept (the rules of backends/common/KfacRules.h);
+// preconditioning by fp32 GEMMs (CUBLAS_COMPUTE_32F: no TF32); the first-order
+// rules on the preconditioned gradient. Everything runs on compute_stream().
+//
+// Communicators are plain ncclComm_t (null: this rank alone), so this code
+// needs neither MPI nor Comm.h; a generated program passes its Comm's .nccl.
+#ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
+#define AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
+
+#include "backends/common/KfacRules.h"
+#include "backends/cuda/Runtime.h"
+
+#include <cstdint>
+#include <nccl.h>
+
+namespace autoddl::rt {
+
+/// One linear layer's K-FAC state on the device, of the unsplit layer (as
+/// the CPU's KfacLayer).
+struct KfacLayer {
+  KfacLayer(int64_t in, int64_t out);
+  int64_t in, out;
+  DeviceBuffer<float> A, G;         // [in,in], [out,out]: this refresh's sums
+  DeviceBuffer<float> A_inv, G_inv; // the damped inverses in use
+  bool a_valid = false, g_valid = false;
+  KfacDamping damping{1.0, 0.0, 0.0};
+  bool has_inverse() const { return a_valid && g_valid; }
+};
+
+/// F[d,d] += scale X^T X for X[S,d] act_t (one cuBLASLt GEMM, fp32 accumulate).
+void kfac_accumulate(float *F, const act_t *X, int64_t S, int64_t d,
+                     float scale);
+/// The same for X split by columns over `tp` (X_shard [S, d_shard]): the
+/// shards are all-gathered (NCCL) and the full factor accumulated block by
+/// block, identical on every rank. `tp` null: kfac_accumulate.
+void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
+                              int64_t d_shard, float scale, ncclComm_t tp);
+/// F[n] = the mean of F over `comm` (ncclAllReduce sum, then 1/p).
+void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
+
+/// inv[d,d] = (F + diag I)^-1 by cuSOLVER Cholesky in fp32 (potrf, potri,
+/// then the upper triangle mirrored); false when not positive definite or
+/// not finite (inv unspecified). Synchronous (reads potrf's info).
+bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag);
+/// The same computed in fp64 and rounded to fp32.
+bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
+                                double diag);
+/// fp32, else fp64, else inv untouched (KfacRules.h's policy).
+KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
+                                      double diag, bool has_previous);
+/// The damping from the factors' traces (read back: synchronous), both
+/// inverses by the fallback policy, the factors zeroed.
+void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
+
+/// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1
+/// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs. Without inverses
+/// the gradient is copied. dW_out may not alias dW.
+void kfac_precondition(float *dW_out, const float *dW, float *db_out,
+                       const float *db, const KfacLayer &layer,
+                       bool transpose_weight);
+/// This rank's block of the unsplit layer's preconditioned gradient from its
+/// gradient shard (split Out: rows of the output dimension and of the bias;
+/// In: columns of the input dimension, the bias whole); the shards are
+/// all-gathered over `tp` first.
+void kfac_precondition_split(float *dW_out, const float *dW_shard,
+                             float *db_out, const float *db_shard,
+                             const KfacLayer &layer, bool transpose_weight,
+                             KfacSplit split, ncclComm_t tp);
+
+/// Momentum SGD with decoupled weight decay (as the CPU's kfac_sgd_step);
+/// writes work[n] = act_t(p) when work is not null.
+void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
+                   const KfacConfig &c, int64_t step, act_t *work);
+/// LAMB (as the CPU's kfac_lamb_step): the squared norms are reduced on the
+/// device in a fixed order and, over `norm_comm` when not null, summed with
+/// ncclAllReduce; the trust ratio never leaves the device.
+void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
+                    const KfacConfig &c, int64_t t, ncclComm_t norm_comm,
+                    act_t *work);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H

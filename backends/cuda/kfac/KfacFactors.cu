@@ -1,0 +1,284 @@
+// K-FAC factors on the GPU (Kfac.h): the fp32-accumulating cuBLASLt GEMM the
+// K-FAC sources share, factor accumulation (whole and gathered over tensor
+// parallelism), the factor all-reduce, and the helpers of KfacInternal.cuh.
+#include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kfac/Kfac.h"
+#include "backends/cuda/kfac/KfacInternal.cuh"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace autoddl::rt {
+namespace kfac_detail {
+namespace {
+
+/// A plan's identity: the column-major problem cuBLASLt sees (row-major
+/// C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, operands swapped).
+struct Key {
+  int64_t m, n, k, lda, ldb, ldc;
+  int32_t opA, opB, type, align;
+  bool operator==(const Key &o) const {
+    return std::memcmp(this, &o, sizeof(Key)) == 0;
+  }
+};
+struct KeyHash {
+  size_t operator()(const Key &k) const {
+    const auto *p = reinterpret_cast<const unsigned char *>(&k);
+    size_t h = 1469598103934665603ull; // FNV-1a
+    for (size_t i = 0; i < sizeof(Key); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
+};
+
+std::mutex gMutex;
+std::unordered_map<Key, Plan, KeyHash> &plans() {
+  static auto *cache = new std::unordered_map<Key, Plan, KeyHash>();
+  return *cache;
+}
+
+int32_t alignment_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int32_t al = 256;
+  while (al > 1 && (a % uintptr_t(al)))
+    al /= 2;
+  return al;
+}
+
+cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols,
+                              int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld));
+  return l;
+}
+
+Plan build(const Key &key) {
+  Plan p;
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t opA = cublasOperation_t(key.opA),
+                          opB = cublasOperation_t(key.opB);
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  const cudaDataType_t type = cudaDataType_t(key.type);
+  p.a = layout(type, opA == CUBLAS_OP_N ? key.m : key.k,
+               opA == CUBLAS_OP_N ? key.k : key.m, key.lda);
+  p.b = layout(type, opB == CUBLAS_OP_N ? key.k : key.n,
+               opB == CUBLAS_OP_N ? key.n : key.k, key.ldb);
+  p.c = layout(CUDA_R_32F, key.m, key.n, key.ldc);
+  cublasLtMatmulPreference_t pref = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = uint64_t(kCublasLtWorkspaceBytes);
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  const uint32_t al = uint32_t(key.align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    AUTODDL_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
+      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
+  cublasLtMatmulPreferenceDestroy(pref);
+  p.found = found > 0;
+  p.algo = result.algo;
+  return p;
+}
+
+constexpr int kTile = 16;
+
+/// The tiled GEMM for shapes cuBLASLt has no algorithm for (row-major, the
+/// arguments of gemm()).
+template <class T>
+__global__ void gemm_tiled_kernel(bool transA, bool transB, int64_t M,
+                                  int64_t N, int64_t K, float alpha, const T *A,
+                                  int64_t lda, const T *B, int64_t ldb,
+                                  float beta, float *C, int64_t ldc) {
+  __shared__ float as[kTile][kTile + 1], bs[kTile][kTile + 1];
+  const int64_t i = int64_t(blockIdx.y) * kTile + threadIdx.y;
+  const int64_t j = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  float acc = 0.0f;
+  for (int64_t p0 = 0; p0 < K; p0 += kTile) {
+    const int64_t pa = p0 + threadIdx.x, pb = p0 + threadIdx.y;
+    as[threadIdx.y][threadIdx.x] =
+        i < M && pa < K
+            ? detail::to_float(transA ? A[pa * lda + i] : A[i * lda + pa])
+            : 0.0f;
+    bs[threadIdx.y][threadIdx.x] =
+        pb < K && j < N
+            ? detail::to_float(transB ? B[j * ldb + pb] : B[pb * ldb + j])
+            : 0.0f;
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < kTile; ++q)
+      acc += as[threadIdx.y][q] * bs[q][threadIdx.x];
+    __syncthreads();
+  }
+  if (i < M && j < N) {
+    float *c = C + i * ldc + j;
+    *c = alpha * acc + (beta != 0.0f ? beta * *c : 0.0f);
+  }
+}
+
+__global__ void scale_kernel(float *x, int64_t n, float s) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    x[i] *= s;
+}
+
+} // namespace
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          float alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
+          cudaDataType_t type, float beta, float *C, int64_t ldc) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) { // an empty sum: C = beta C
+    if (beta != 1.0f)
+      for (int64_t i = 0; i < M; ++i)
+        scale_floats(C + i * ldc, N, beta);
+    return;
+  }
+  Key key;
+  std::memset(&key, 0, sizeof key); // padding takes part in hashing
+  key.m = N;
+  key.n = M;
+  key.k = K;
+  key.lda = ldb;
+  key.ldb = lda;
+  key.ldc = ldc;
+  key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  key.type = type;
+  key.align =
+      std::min(alignment_of(A), std::min(alignment_of(B), alignment_of(C)));
+  Plan plan;
+  {
+    std::lock_guard<std::mutex> lock(gMutex);
+    auto it = plans().find(key);
+    if (it == plans().end())
+      it = plans().emplace(key, build(key)).first;
+    plan = it->second;
+  }
+  if (!plan.found) {
+    const dim3 grid(unsigned((N + kTile - 1) / kTile),
+                    unsigned((M + kTile - 1) / kTile));
+    const dim3 block(kTile, kTile);
+    if (type == CUDA_R_32F)
+      gemm_tiled_kernel<float><<<grid, block, 0, compute_stream()>>>(
+          transA, transB, M, N, K, alpha, static_cast<const float *>(A), lda,
+          static_cast<const float *>(B), ldb, beta, C, ldc);
+    else
+      gemm_tiled_kernel<__nv_bfloat16><<<grid, block, 0, compute_stream()>>>(
+          transA, transB, M, N, K, alpha, static_cast<const __nv_bfloat16 *>(A),
+          lda, static_cast<const __nv_bfloat16 *>(B), ldb, beta, C, ldc);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta,
+                     C, plan.c, C, plan.c, &plan.algo, cublaslt_workspace(),
+                     size_t(kCublasLtWorkspaceBytes), compute_stream()));
+}
+
+void nccl_fail(ncclResult_t r, const char *call, const char *file, int line) {
+  cuda_fail(ncclGetErrorString(r), call, file, line);
+}
+
+int comm_ranks(ncclComm_t comm) {
+  int n = 1;
+  if (comm)
+    AUTODDL_KFAC_NCCL_CHECK(ncclCommCount(comm, &n));
+  return n;
+}
+
+int comm_rank_of(ncclComm_t comm) {
+  int r = 0;
+  if (comm)
+    AUTODDL_KFAC_NCCL_CHECK(ncclCommUserRank(comm, &r));
+  return r;
+}
+
+void *workspace(int slot, int64_t bytes) {
+  // Never destroyed: nothing may free device memory after the runtime
+  // unloads (as the kernels' scratch).
+  static auto *slots = new DeviceBuffer<unsigned char>[kSlots];
+  auto &b = slots[slot];
+  if (b.size() < bytes) { // the old area may still be read by queued work
+    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    b = DeviceBuffer<unsigned char>(bytes);
+  }
+  return b.data();
+}
+
+void scale_floats(float *x, int64_t n, float s) {
+  if (n == 0)
+    return;
+  scale_kernel<<<detail::grid_for(n, 256), 256, 0, compute_stream()>>>(x, n, s);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace kfac_detail
+
+using namespace kfac_detail;
+
+// The dimensions are checked before any buffer is sized (in is the first
+// member).
+KfacLayer::KfacLayer(int64_t in_, int64_t out_)
+    : in((kfac_check_layer(in_, out_), in_)), out(out_), A(in_ * in_),
+      G(out_ * out_), A_inv(in_ * in_), G_inv(out_ * out_) {}
+
+void kfac_accumulate(float *F, const act_t *X, int64_t S, int64_t d,
+                     float scale) {
+  // F[d,d] += scale X^T[d,S] X[S,d]
+  gemm(true, false, d, d, S, scale, X, d, X, d, kActDataType, 1.0f, F, d);
+}
+
+void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
+                              int64_t d_shard, float scale, ncclComm_t tp) {
+  const int p = comm_ranks(tp);
+  if (p == 1) {
+    kfac_accumulate(F, X_shard, S, d_shard, scale);
+    return;
+  }
+  // The gather leaves rank q's shard Y_q [S, d_shard] at block q; the factor's
+  // block (q1, q2) is Y_q1^T Y_q2, written in place with F's leading dim.
+  const int64_t n = S * d_shard, d = d_shard * p;
+  auto *all =
+      static_cast<act_t *>(workspace(kGather, n * p * int64_t(sizeof(act_t))));
+  AUTODDL_KFAC_NCCL_CHECK(
+      ncclAllGather(X_shard, all, size_t(n),
+                    kActDataType == CUDA_R_32F ? ncclFloat32 : ncclBfloat16, tp,
+                    compute_stream()));
+  for (int q1 = 0; q1 < p; ++q1)
+    for (int q2 = 0; q2 < p; ++q2)
+      gemm(true, false, d_shard, d_shard, S, scale, all + q1 * n, d_shard,
+           all + q2 * n, d_shard, kActDataType, 1.0f,
+           F + q1 * d_shard * d + q2 * d_shard, d);
+}
+
+void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm) {
+  const int p = comm_ranks(comm);
+  if (p == 1)
+    return;
+  AUTODDL_KFAC_NCCL_CHECK(ncclAllReduce(F, F, size_t(n), ncclFloat32, ncclSum,
+                                        comm, compute_stream()));
+  scale_floats(F, n, float(1.0 / p));
+}
+
+} // namespace autoddl::rt

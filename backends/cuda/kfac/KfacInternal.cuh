@@ -1,0 +1,64 @@
+// Helpers shared by the CUDA K-FAC sources (not a public header): an fp32
+// cuBLASLt GEMM on act_t or fp32 operands, NCCL checks, grow-only
+// workspaces.
+#ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH
+#define AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH
+
+#include "backends/cuda/Runtime.h"
+
+#include <cstdint>
+#include <nccl.h>
+
+namespace autoddl::rt::kfac_detail {
+
+/// Row-major C[M,N] (fp32) = alpha op(A) op(B) + beta C: A [M,K] ([K,M] when
+/// transA), B [K,N] ([N,K] when transB), both of `type` (CUDA_R_16BF or
+/// CUDA_R_32F); fp32 accumulation (CUBLAS_COMPUTE_32F, never TF32). One
+/// cuBLASLt matmul with a plan cached per shape and alignment; a plain tiled
+/// kernel where cuBLASLt has no algorithm.
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+          float alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
+          cudaDataType_t type, float beta, float *C, int64_t ldc);
+
+/// The cudaDataType_t of act_t.
+#ifdef AUTODDL_FP32
+constexpr cudaDataType_t kActDataType = CUDA_R_32F;
+#else
+constexpr cudaDataType_t kActDataType = CUDA_R_16BF;
+#endif
+
+/// A failed NCCL call: cuda_fail with NCCL's message (the fault hook of the
+/// comm layer aborts the communicators).
+[[noreturn]] void nccl_fail(ncclResult_t r, const char *call, const char *file,
+                            int line);
+#define AUTODDL_KFAC_NCCL_CHECK(x)                                             \
+  do {                                                                         \
+    const ncclResult_t kfac_nr_ = (x);                                         \
+    if (kfac_nr_ != ncclSuccess && kfac_nr_ != ncclInProgress)                 \
+      ::autoddl::rt::kfac_detail::nccl_fail(kfac_nr_, #x, __FILE__, __LINE__); \
+  } while (0)
+
+/// Ranks of a communicator (1 for null).
+int comm_ranks(ncclComm_t comm);
+int comm_rank_of(ncclComm_t comm);
+
+/// A device workspace of at least `bytes` for `slot` (grown on demand, never
+/// shrunk; one host thread per device, as the kernels' scratch).
+void *workspace(int slot, int64_t bytes);
+enum WorkspaceSlot : int {
+  kGather = 0,  // gathered operands and gradients
+  kProduct = 1, // the intermediate of a two-GEMM product
+  kInverse = 2, // a factor being inverted
+  kSolver = 3,  // cuSOLVER's work area
+  kFp64 = 4,    // the fp64 retry's matrix
+  kBias = 5,    // a gathered bias gradient
+  kReduce = 6,  // partial sums of the LAMB norms
+  kSlots = 7
+};
+
+/// x[n] *= s on compute_stream().
+void scale_floats(float *x, int64_t n, float s);
+
+} // namespace autoddl::rt::kfac_detail
+
+#endif // AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH

@@ -1,0 +1,217 @@
+// Damped factor inverses on the GPU (Kfac.h): cuSOLVER Cholesky (potrf +
+// potri) in fp32, the fp64 retry, the keep-previous policy of KfacRules.h, and
+// the refresh of a layer.
+#include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kfac/Kfac.h"
+#include "backends/cuda/kfac/KfacInternal.cuh"
+
+#include <cusolverDn.h>
+
+#include <climits>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace autoddl::rt {
+namespace {
+using namespace kfac_detail;
+
+const char *cusolver_status_name(cusolverStatus_t s) {
+  switch (s) {
+  case CUSOLVER_STATUS_NOT_INITIALIZED:
+    return "CUSOLVER_STATUS_NOT_INITIALIZED";
+  case CUSOLVER_STATUS_ALLOC_FAILED:
+    return "CUSOLVER_STATUS_ALLOC_FAILED";
+  case CUSOLVER_STATUS_INVALID_VALUE:
+    return "CUSOLVER_STATUS_INVALID_VALUE";
+  case CUSOLVER_STATUS_ARCH_MISMATCH:
+    return "CUSOLVER_STATUS_ARCH_MISMATCH";
+  case CUSOLVER_STATUS_EXECUTION_FAILED:
+    return "CUSOLVER_STATUS_EXECUTION_FAILED";
+  case CUSOLVER_STATUS_INTERNAL_ERROR:
+    return "CUSOLVER_STATUS_INTERNAL_ERROR";
+  default:
+    return "cusolverStatus_t error";
+  }
+}
+#define AUTODDL_CUSOLVER_CHECK(x)                                              \
+  do {                                                                         \
+    const cusolverStatus_t kfac_ss_ = (x);                                     \
+    if (kfac_ss_ != CUSOLVER_STATUS_SUCCESS)                                   \
+      ::autoddl::rt::cuda_fail(cusolver_status_name(kfac_ss_), #x, __FILE__,   \
+                               __LINE__);                                      \
+  } while (0)
+
+/// One cuSOLVER handle per process, on compute_stream().
+cusolverDnHandle_t solver() {
+  static cusolverDnHandle_t h = [] {
+    cusolverDnHandle_t handle = nullptr;
+    AUTODDL_CUSOLVER_CHECK(cusolverDnCreate(&handle));
+    AUTODDL_CUSOLVER_CHECK(cusolverDnSetStream(handle, compute_stream()));
+    return handle;
+  }();
+  return h;
+}
+
+/// Status words on the device: potrf's info, potri's info, a non-finite
+/// count. Zeroed before each inversion.
+int *status_words() {
+  static auto *words = new DeviceBuffer<int>(3); // never destroyed (workspace)
+  return words->data();
+}
+
+/// m[d,d] (T) = F + diag I; counts non-finite entries of F into *bad.
+template <class T>
+__global__ void load_damped_kernel(T *m, const float *F, int64_t d, double diag,
+                                   int *bad) {
+  const int64_t n = d * d, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride) {
+    const float f = F[k];
+    if (!isfinite(f))
+      atomicAdd(bad, 1);
+    const int64_t i = k / d, j = k % d;
+    m[k] = T(f) + (i == j ? T(diag) : T(0));
+  }
+}
+
+/// inv (fp32) = the symmetric matrix whose row-major upper triangle potri
+/// wrote (its column-major lower one); counts non-finite results.
+template <class T>
+__global__ void mirror_kernel(float *inv, const T *m, int64_t d, int *bad) {
+  const int64_t n = d * d, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride) {
+    const int64_t i = k / d, j = k % d;
+    const float v = float(i <= j ? m[k] : m[j * d + i]);
+    if (!isfinite(v))
+      atomicAdd(bad, 1);
+    inv[k] = v;
+  }
+}
+
+__global__ void trace_kernel(const float *F, int64_t d, double *out) {
+  __shared__ double partial[32];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    s += double(F[i * d + i]);
+  s = detail::block_sum(s, partial);
+  if (threadIdx.x == 0)
+    *out = s;
+}
+
+void potrf(cusolverDnHandle_t h, int n, float *a, float *work, int lwork,
+           int *info) {
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnSpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
+}
+void potrf(cusolverDnHandle_t h, int n, double *a, double *work, int lwork,
+           int *info) {
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnDpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
+}
+void potri(cusolverDnHandle_t h, int n, float *a, float *work, int lwork,
+           int *info) {
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnSpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
+}
+void potri(cusolverDnHandle_t h, int n, double *a, double *work, int lwork,
+           int *info) {
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnDpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
+}
+int work_size(cusolverDnHandle_t h, int n, float *a) {
+  int lf = 0, li = 0;
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &lf));
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnSpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &li));
+  return lf > li ? lf : li;
+}
+int work_size(cusolverDnHandle_t h, int n, double *a) {
+  int lf = 0, li = 0;
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &lf));
+  AUTODDL_CUSOLVER_CHECK(
+      cusolverDnDpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &li));
+  return lf > li ? lf : li;
+}
+
+/// The Cholesky inverse in precision T (the row-major symmetric matrix is
+/// its own column-major transpose, so cuSOLVER's column-major view is the
+/// same matrix). Synchronous: reads the status words back.
+template <class T>
+bool cholesky_inverse(float *inv, const float *F, int64_t d, double diag,
+                      int slot) {
+  if (d > INT_MAX / 2)
+    throw std::invalid_argument("kfac: factor dimension " + std::to_string(d) +
+                                " is too large for cuSOLVER's int");
+  const int n = int(d);
+  auto *m = static_cast<T *>(workspace(slot, d * d * int64_t(sizeof(T))));
+  int *words = status_words();
+  AUTODDL_CUDA_CHECK(
+      cudaMemsetAsync(words, 0, 3 * sizeof(int), compute_stream()));
+  const unsigned grid = detail::grid_for(d * d, 256);
+  load_damped_kernel<T>
+      <<<grid, 256, 0, compute_stream()>>>(m, F, d, diag, words + 2);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  cusolverDnHandle_t h = solver();
+  const int lwork = work_size(h, n, m);
+  auto *work = static_cast<T *>(
+      workspace(kSolver, int64_t(lwork > 0 ? lwork : 1) * int64_t(sizeof(T))));
+  potrf(h, n, m, work, lwork, words);
+  potri(h, n, m, work, lwork, words + 1);
+  mirror_kernel<T><<<grid, 256, 0, compute_stream()>>>(inv, m, d, words + 2);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  int host[3] = {0, 0, 0};
+  copy_to_host(host, words, 3 * int64_t(sizeof(int)));
+  return host[0] == 0 && host[1] == 0 && host[2] == 0;
+}
+
+double trace(const float *F, int64_t d) {
+  auto *out = static_cast<double *>(workspace(kReduce, sizeof(double)));
+  trace_kernel<<<1, 256, 0, compute_stream()>>>(F, d, out);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  double t = 0;
+  copy_to_host(&t, out, sizeof(double));
+  return t;
+}
+
+} // namespace
+
+bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag) {
+  return cholesky_inverse<float>(inv, F, d, diag, kInverse);
+}
+
+bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
+                                double diag) {
+  return cholesky_inverse<double>(inv, F, d, diag, kFp64);
+}
+
+KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
+                                      double diag, bool has_previous) {
+  // Into a copy: a failed attempt must leave the previous inverse in place.
+  auto *tmp =
+      static_cast<float *>(workspace(kProduct, d * d * int64_t(sizeof(float))));
+  const bool ok32 = kfac_cholesky_inverse(tmp, F, d, diag);
+  const bool ok64 = !ok32 && kfac_cholesky_inverse_fp64(tmp, F, d, diag);
+  if (ok32 || ok64)
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(inv, tmp, size_t(d * d) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice,
+                                       compute_stream()));
+  return kfac_inverse_outcome(ok32, ok64, has_previous);
+}
+
+void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
+  l.damping = kfac_damping(trace(l.A.data(), l.in), l.in,
+                           trace(l.G.data(), l.out), l.out, c.damping);
+  const KfacInverseOutcome oa = kfac_invert_factor(
+      l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
+  const KfacInverseOutcome og = kfac_invert_factor(
+      l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
+  kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats);
+  zero(l.A.data(), l.in * l.in * int64_t(sizeof(float)));
+  zero(l.G.data(), l.out * l.out * int64_t(sizeof(float)));
+}
+
+} // namespace autoddl::rt

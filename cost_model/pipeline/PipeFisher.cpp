@@ -1,0 +1,357 @@
+//===- PipeFisher.cpp - K-FAC work packed into pipeline bubbles ----------===//
+//
+// The greedy of pipe-fisher's auto_schedule.py (pipelines.md §4.4) over the
+// simulator's idle intervals; the header says what is modelled.
+//
+//===----------------------------------------------------------------------===//
+#include "cost_model/pipeline/PipeFisher.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <utility>
+
+namespace autoddl::pipeline {
+
+std::string_view kfacItemName(KfacItemKind kind) {
+  switch (kind) {
+  case KfacItemKind::CurvatureA:
+    return "curv_A";
+  case KfacItemKind::CurvatureG:
+    return "curv_G";
+  case KfacItemKind::ReduceA:
+    return "reduce_A";
+  case KfacItemKind::ReduceG:
+    return "reduce_G";
+  case KfacItemKind::InvertA:
+    return "inv_A";
+  case KfacItemKind::InvertG:
+    return "inv_G";
+  case KfacItemKind::Precondition:
+    return "precond";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// One schedulable item of one device. `deps` are indices into the device's
+/// item list that must have completed; `ready` is when its input exists in
+/// the first step (curvature: the end of its forward / backward).
+struct Item {
+  KfacItemKind kind;
+  int layer;
+  int microbatch;
+  double duration;
+  double ready; // step 0 only; later steps have every input
+  std::vector<int> deps;
+  // Filled by the packer.
+  bool placed = false;
+  double doneAt = kInf; // absolute: step * period + end
+};
+
+struct DevicePacker {
+  const PipeFisherInput &in;
+  const std::vector<Interval> &gaps;
+  double makespan;
+  double period; // absolute time of step k starts at k * period
+  std::vector<Item> items;
+  std::vector<PlacedItem> placed;
+
+  bool depsDone(const Item &item, double absNow) const {
+    for (int d : item.deps)
+      if (items[d].doneAt > absNow + 1e-12 * (1 + std::abs(absNow)))
+        return false;
+    return true;
+  }
+
+  void place(Item &item, int step, double start, bool forced) {
+    item.placed = true;
+    item.doneAt = step * period + start + item.duration;
+    placed.push_back({item.kind, item.layer, item.microbatch, step, start,
+                      start + item.duration, forced});
+  }
+
+  /// Fills the bubbles of one step; true if something was placed.
+  bool fillStep(int step) {
+    // The unplaced items in priority order, and the shortest of them: a gap
+    // narrower than that takes nothing (the planner packs every candidate, so
+    // placed items are not rescanned).
+    std::vector<int> pending;
+    double shortest = kInf;
+    for (size_t i = 0; i < items.size(); ++i)
+      if (!items[i].placed) {
+        pending.push_back(static_cast<int>(i));
+        shortest = std::min(shortest, items[i].duration);
+      }
+    bool any = false;
+    for (const Interval &gap : gaps) {
+      double cursor = gap.start;
+      bool added = true;
+      while (added && !pending.empty() &&
+             shortest * (1 + in.margin) <=
+                 gap.end - cursor + 1e-12 * (1 + gap.end)) {
+        added = false;
+        for (int i : pending) {
+          Item &item = items[i];
+          if (item.placed)
+            continue;
+          const double need = item.duration * (1 + in.margin);
+          if (need > gap.end - cursor + 1e-12 * (1 + gap.end))
+            continue;
+          if (step == 0 && item.ready > cursor + 1e-12 * (1 + cursor))
+            continue;
+          if (!depsDone(item, step * period + cursor))
+            continue;
+          place(item, step, cursor, false);
+          cursor += item.duration;
+          added = any = true;
+        }
+        if (added) {
+          pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                       [&](int i) { return items[i].placed; }),
+                        pending.end());
+          shortest = kInf;
+          for (int i : pending)
+            shortest = std::min(shortest, items[i].duration);
+        }
+      }
+    }
+    return any;
+  }
+
+  /// Appends every remaining item after the makespan of `step`, in priority
+  /// order as their dependencies allow. Returns the appended time.
+  double force(int step) {
+    double cursor = makespan;
+    bool progress = true;
+    while (progress) {
+      progress = false;
+      for (Item &item : items) {
+        if (item.placed)
+          continue;
+        if (!depsDone(item, step * period + cursor))
+          continue;
+        place(item, step, cursor, true);
+        cursor += item.duration;
+        progress = true;
+      }
+    }
+    return cursor - makespan;
+  }
+};
+
+bool finiteNonNegative(double v) { return std::isfinite(v) && v >= 0; }
+
+} // namespace
+
+OrError<PipeFisherResult> packKfac(const Schedule &schedule,
+                                   const SimulationResult &sim,
+                                   const PipeFisherInput &input) {
+  using R = OrError<PipeFisherResult>;
+  const int devices = schedule.numDevices();
+  if (static_cast<int>(sim.devices.size()) != devices)
+    return R::failure("simulation does not belong to the schedule");
+  if (!finiteNonNegative(input.margin))
+    return R::failure("margin must be a finite number >= 0");
+  // Which layers each device holds; their micro-batches' forward / backward
+  // end times on that device.
+  std::vector<std::vector<int>> layersOf(devices);
+  double totalWork = 0;
+  for (size_t l = 0; l < input.layers.size(); ++l) {
+    const KfacLayerWork &w = input.layers[l];
+    for (double v : {w.curvature[0], w.curvature[1], w.reduce[0], w.reduce[1],
+                     w.invert[0], w.invert[1], w.precondition, w.savedBytes[0],
+                     w.savedBytes[1], w.factorBytes[0], w.factorBytes[1]})
+      if (!finiteNonNegative(v))
+        return R::failure("k-fac layer '" + w.name +
+                          "': times and sizes must be finite and >= 0");
+    if (w.stage < 0 || w.stage >= schedule.modelStages() ||
+        (w.direction == Direction::Up &&
+         schedule.config.kind != ScheduleKind::Chimera))
+      return R::failure("k-fac layer '" + w.name + "' is on stage " +
+                        std::to_string(w.stage) +
+                        ", which the schedule does not run");
+    layersOf[schedule.deviceOf(w.stage, w.direction)].push_back(
+        static_cast<int>(l));
+    totalWork += w.curvature[0] + w.curvature[1] + w.reduce[0] + w.reduce[1] +
+                 w.invert[0] + w.invert[1];
+  }
+  // Forward (A) / backward (G) end per (device, stage, direction, mb).
+  std::map<std::tuple<int, int, int, int>, std::array<double, 2>> inputs;
+  for (const ExecutedInstruction &x : sim.timeline) {
+    if (x.op.kind == OpKind::WeightGradient)
+      continue; // G needs dY, which B has
+    auto key =
+        std::make_tuple(x.device, x.op.stage, static_cast<int>(x.op.direction),
+                        x.op.microbatch);
+    auto &slot =
+        inputs.try_emplace(key, std::array<double, 2>{-1, -1}).first->second;
+    slot[x.op.kind == OpKind::Forward ? 0 : 1] = x.end;
+  }
+
+  PipeFisherResult result;
+  result.devices.resize(devices);
+  const double period = 2 * sim.makespan + 2 * totalWork + 1;
+  double maxPrecondition = 0, maxForced = 0;
+  std::vector<DevicePacker> packers;
+  packers.reserve(devices);
+  for (int d = 0; d < devices; ++d) {
+    packers.push_back(
+        {input, sim.devices[d].idleIntervals, sim.makespan, period, {}, {}});
+    DevicePacker &pk = packers.back();
+    DeviceFill &fill = result.devices[d];
+    // Build the items in priority order: kind, then layer, then micro-batch.
+    // curvature[f][layer position] -> item indices; reduce / invert likewise.
+    std::vector<std::array<std::vector<int>, 2>> curv(layersOf[d].size());
+    std::vector<std::array<int, 2>> reduce(layersOf[d].size(), {-1, -1});
+    for (int f = 0; f < 2; ++f) {
+      for (size_t i = 0; i < layersOf[d].size(); ++i) {
+        const int l = layersOf[d][i];
+        const KfacLayerWork &w = input.layers[l];
+        if (w.curvature[f] <= 0)
+          continue;
+        // Keys sort by (device, stage, direction, micro-batch): this layer's
+        // micro-batches are one run.
+        const int dir = static_cast<int>(w.direction);
+        for (auto it = inputs.lower_bound({d, w.stage, dir, -1});
+             it != inputs.end() && std::get<0>(it->first) == d &&
+             std::get<1>(it->first) == w.stage && std::get<2>(it->first) == dir;
+             ++it) {
+          const int mb = std::get<3>(it->first);
+          const std::array<double, 2> &ends = it->second;
+          pk.items.push_back(
+              {f == 0 ? KfacItemKind::CurvatureA : KfacItemKind::CurvatureG,
+               l,
+               mb,
+               w.curvature[f],
+               ends[f],
+               {}});
+          curv[i][f].push_back(static_cast<int>(pk.items.size()) - 1);
+        }
+      }
+    }
+    for (int f = 0; f < 2; ++f)
+      for (size_t i = 0; i < layersOf[d].size(); ++i) {
+        const int l = layersOf[d][i];
+        if (input.layers[l].reduce[f] <= 0)
+          continue;
+        pk.items.push_back(
+            {f == 0 ? KfacItemKind::ReduceA : KfacItemKind::ReduceG, l, -1,
+             input.layers[l].reduce[f], 0, curv[i][f]});
+        reduce[i][f] = static_cast<int>(pk.items.size()) - 1;
+      }
+    for (int f = 0; f < 2; ++f)
+      for (size_t i = 0; i < layersOf[d].size(); ++i) {
+        const int l = layersOf[d][i];
+        if (input.layers[l].invert[f] <= 0)
+          continue;
+        std::vector<int> deps =
+            reduce[i][f] >= 0 ? std::vector<int>{reduce[i][f]} : curv[i][f];
+        pk.items.push_back(
+            {f == 0 ? KfacItemKind::InvertA : KfacItemKind::InvertG, l, -1,
+             input.layers[l].invert[f], 0, std::move(deps)});
+      }
+    for (const Item &item : pk.items)
+      fill.kfacWork += item.duration;
+    for (int l : layersOf[d]) {
+      fill.precondition += input.layers[l].precondition;
+      fill.factorBytes +=
+          2 * (input.layers[l].factorBytes[0] + input.layers[l].factorBytes[1]);
+    }
+    maxPrecondition = std::max(maxPrecondition, fill.precondition);
+
+    // Steps of bubbles until everything is placed or a step places nothing.
+    int lastPlacing = 0;
+    for (int step = 0;; ++step) {
+      bool all = std::all_of(pk.items.begin(), pk.items.end(),
+                             [](const Item &i) { return i.placed; });
+      if (all)
+        break;
+      if (step >= input.maxSteps)
+        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
+                          " needs more than " + std::to_string(input.maxSteps) +
+                          " steps");
+      if (pk.fillStep(step)) {
+        lastPlacing = step;
+        continue;
+      }
+      fill.forced = pk.force(lastPlacing);
+      break;
+    }
+    fill.steps = lastPlacing + 1;
+    maxForced = std::max(maxForced, fill.forced);
+    result.refreshSteps = std::max(result.refreshSteps, fill.steps);
+    // Peak of saved a / g: held from its producer's end in step 0 until its
+    // curvature item ends; frees sort before allocations at equal times.
+    std::vector<std::pair<double, double>> events;
+    for (const Item &item : pk.items) {
+      if (item.kind != KfacItemKind::CurvatureA &&
+          item.kind != KfacItemKind::CurvatureG)
+        continue;
+      const double bytes =
+          input.layers[item.layer]
+              .savedBytes[item.kind == KfacItemKind::CurvatureA ? 0 : 1];
+      events.push_back({item.ready, bytes});
+      events.push_back({item.doneAt, -bytes});
+    }
+    std::sort(events.begin(), events.end());
+    double held = 0;
+    for (const auto &[when, bytes] : events) {
+      held += bytes;
+      fill.peakSavedBytes = std::max(fill.peakSavedBytes, held);
+    }
+    fill.items = std::move(pk.placed);
+  }
+
+  // Preconditioning at every step's end, after a forced tail; the step end is
+  // shared, so utilisation divides by the slowest device's step.
+  const int K = result.refreshSteps;
+  result.stepTime = sim.makespan + maxPrecondition + maxForced / K;
+  const double cycle = K * (sim.makespan + maxPrecondition) + maxForced;
+  double busy = 0, filled = 0;
+  for (int d = 0; d < devices; ++d) {
+    DeviceFill &fill = result.devices[d];
+    const double b = sim.devices[d].busy;
+    fill.utilisationBefore = sim.makespan > 0 ? b / sim.makespan : 0;
+    const double work = K * b + fill.kfacWork + K * fill.precondition;
+    fill.utilisationAfter = cycle > 0 ? work / cycle : 0;
+    busy += b;
+    filled += work;
+    for (int step = 0; step < K; ++step) {
+      double t = sim.makespan + (step == fill.steps - 1 ? fill.forced : 0);
+      for (int l : layersOf[d]) {
+        const double p = input.layers[l].precondition;
+        if (p <= 0)
+          continue;
+        fill.items.push_back(
+            {KfacItemKind::Precondition, l, -1, step, t, t + p, false});
+        t += p;
+      }
+    }
+    std::stable_sort(fill.items.begin(), fill.items.end(),
+                     [](const PlacedItem &a, const PlacedItem &b) {
+                       return a.step != b.step ? a.step < b.step
+                                               : a.start < b.start;
+                     });
+    for (const PlacedItem &item : fill.items)
+      if (item.forced)
+        result.unfitted.push_back(
+            "stage " + std::to_string(d) + ": " +
+            std::string(kfacItemName(item.kind)) + " " +
+            input.layers[item.layer].name +
+            (item.microbatch >= 0 ? " mb " + std::to_string(item.microbatch)
+                                  : ""));
+  }
+  result.utilisationBefore =
+      sim.makespan > 0 ? busy / (devices * sim.makespan) : 0;
+  result.utilisationAfter = cycle > 0 ? filled / (devices * cycle) : 0;
+  return result;
+}
+
+} // namespace autoddl::pipeline

@@ -1,0 +1,119 @@
+//===- PipeFisher.h - K-FAC work packed into pipeline bubbles ------------===//
+//
+// PipeFisher (Osawa, Li, Hoefler, MLSys'23; shared/reference/pipelines.md §4)
+// fills the idle intervals a synchronous pipeline leaves on every stage with
+// the work of a K-FAC refresh, at the granularity of its `auto_schedule.py`:
+//   - curvature, per K-FAC layer x factor (A from the layer's inputs, G from
+//     its output gradients) x micro-batch, each after that micro-batch's
+//     forward (A) or backward (G) of the layer's stage on this device;
+//   - reduction of a factor over the ranks holding the layer (data-parallel
+//     replicas, Chimera's mirrored pipeline), after all its curvature;
+//   - inversion of a factor, after its reduction;
+//   - preconditioning of the layer's gradient, at every step's end (never in a
+//     bubble: it needs the step's gradients).
+// packKfac walks each device's bubbles in time order and places ready items in
+// priority order (curvature A, G, reduction A, G, inversion A, G; then layer,
+// then micro-batch), with PipeFisher's 5 % margin. What does not fit spills
+// into the bubbles of the following steps (with every micro-batch's curvature
+// then ready, as pipe-fisher saturates its counters); the refresh interval K is
+// the number of steps one full refresh spans. A step that places nothing ends
+// the refresh: the rest runs after the last step that placed something,
+// lengthening it. Deterministic: no unordered container, ties keep the order
+// above. Dependencies are per layer and factor (pipelines.md §7.2), finer
+// than pipe-fisher's global rule; a reduction is priced as one device's item,
+// without aligning the participants in time (as pipe-fisher's planner does).
+//
+// Plain C++, no exceptions (linked by the planner).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "cost_model/pipeline/OrError.h"
+#include "cost_model/pipeline/Schedule.h"
+#include "cost_model/pipeline/Simulator.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace autoddl::pipeline {
+
+enum class KfacItemKind {
+  CurvatureA,
+  CurvatureG,
+  ReduceA,
+  ReduceG,
+  InvertA,
+  InvertG,
+  Precondition
+};
+
+/// "curv_A", "curv_G", "reduce_A", "reduce_G", "inv_A", "inv_G", "precond":
+/// the names the plan, the traces and the generated programs use.
+std::string_view kfacItemName(KfacItemKind kind);
+
+/// The K-FAC work of one linear layer on the device holding it, in the
+/// simulator's time unit. Index 0 is factor A, 1 is factor G.
+struct KfacLayerWork {
+  std::string name; // the model op, e.g. "h.3.attn.qkv"
+  int stage = 0;    // pipeline stage (Instruction::stage) holding it
+  Direction direction = Direction::Down; // Chimera: which copy
+  double curvature[2] = {0, 0};          // one micro-batch's share
+  double reduce[2] = {0, 0};             // 0: one holder, no reduction
+  double invert[2] = {0, 0};
+  double precondition = 0;
+  double savedBytes[2] = {0, 0};  // a (inputs), g (output gradients) per mb
+  double factorBytes[2] = {0, 0}; // one fp32 factor; its inverse as much again
+};
+
+struct PipeFisherInput {
+  std::vector<KfacLayerWork> layers;
+  /// An item goes into a gap only if duration * (1 + margin) fits
+  /// (pipe-fisher's margin_ratio).
+  double margin = 0.05;
+  /// A refresh that needs more steps than this fails (absurd inputs).
+  int maxSteps = 4096;
+};
+
+struct PlacedItem {
+  KfacItemKind kind = KfacItemKind::CurvatureA;
+  int layer = 0;             // index into PipeFisherInput::layers
+  int microbatch = -1;       // curvature only
+  int step = 0;              // 0 .. K-1 within the refresh
+  double start = 0, end = 0; // within that step (forced: after the makespan)
+  bool forced = false;       // not in a bubble: appended to the step
+};
+
+struct DeviceFill {
+  std::vector<PlacedItem> items; // in execution order
+  int steps = 1;                 // steps this device's refresh spans
+  double kfacWork = 0;     // curvature + reduction + inversion (per refresh)
+  double precondition = 0; // per step, at its end
+  double forced = 0;       // time appended to the refresh's last step
+  double utilisationBefore = 0; // busy / makespan
+  /// (K * busy + kfacWork + K * precondition) / (K * (makespan +
+  /// precondition) + forced): pipe-fisher's usage with the step end included.
+  double utilisationAfter = 0;
+  double peakSavedBytes = 0; // saved a / g held until their curvature ran
+  double factorBytes = 0;    // factors + inverses (fp32) of its layers
+};
+
+struct PipeFisherResult {
+  int refreshSteps = 1; // K: the most steps any device's refresh spans
+  std::vector<DeviceFill> devices;
+  double utilisationBefore = 0, utilisationAfter = 0; // over all devices
+  /// Amortised step: makespan + the largest precondition + the largest forced
+  /// tail / K (each device's tail, once per refresh).
+  double stepTime = 0;
+  /// "stage 2: inv_A h.3.attn.qkv (12 ms)" for every forced item.
+  std::vector<std::string> unfitted;
+};
+
+/// Packs `input` into the bubbles of `sim` (the simulation of `schedule`).
+/// Fails on negative or non-finite times, a layer whose stage no device of
+/// the schedule runs, or a refresh longer than maxSteps.
+OrError<PipeFisherResult> packKfac(const Schedule &schedule,
+                                   const SimulationResult &sim,
+                                   const PipeFisherInput &input);
+
+} // namespace autoddl::pipeline

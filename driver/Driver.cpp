@@ -1,0 +1,184 @@
+//===- Driver.cpp - plan -> project -> build -> launch --------------------===//
+#include "driver/Driver.h"
+
+#include "driver/Build.h"
+#include "planner/PlanJson.h"
+#include "support/UserError.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace autoddl::driver {
+
+int planRanks(const planner::Plan &plan) {
+  return plan.knobs.pp * plan.knobs.dp * plan.knobs.tp;
+}
+
+void checkBackend(codegen::Backend backend, bool fp32) {
+  if (backend == codegen::Backend::Cuda)
+    requireGpu("--backend cuda");
+  else if (fp32)
+    throw UserError("--fp32: only the cuda backend has a bf16 mode");
+}
+
+codegen::ProjectFiles planProject(const planner::Plan &plan,
+                                  const std::string &planText,
+                                  const std::string &model,
+                                  codegen::Backend backend, bool fp32) {
+  ModelGraph g = codegen::modelForPlan(plan, model);
+  return codegen::generateProject(plan, g, planText, backend, fp32);
+}
+
+Program buildPlan(const planner::Plan &plan, const std::string &planText,
+                  const std::string &model, codegen::Backend backend, bool fp32,
+                  bool verbose) {
+  return {
+      buildCached(planProject(plan, planText, model, backend, fp32), verbose),
+      planRanks(plan)};
+}
+
+int launch(const Program &p, const std::vector<std::string> &args,
+           const std::string &log, bool announce) {
+  if (announce)
+    std::fprintf(stderr, "autoddl: mpirun -np %d %s%s\n", p.ranks,
+                 p.binary.c_str(),
+                 log.empty() ? "" : (" (log " + log + ")").c_str());
+  return launchMpi(p.binary, p.ranks, args, log);
+}
+
+planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
+  planner::Plan p = plan;
+  p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
+  p.knobs.microbatch = plan.globalBatch;
+  p.knobs.microbatches = 1;
+  // Fixed-shape models (an explicit op graph, a gcn or gat): a micro-batch is
+  // one instance of the graph, so the one rank runs the global batch as that
+  // many.
+  if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
+      plan.modelFamily == "gat") {
+    p.knobs.microbatch = plan.knobs.microbatch;
+    p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
+  }
+  p.knobs.schedule = pipeline::ScheduleKind::OneFOneB;
+  p.knobs.chunks = 1;
+  p.knobs.zero = 0;
+  planner::StageInfo s;
+  s.stage = 0;
+  s.device = 0;
+  s.firstLayer = 0;
+  s.endLayer = int(layers);
+  s.pre = s.post = true;
+  p.stages = {s};
+  p.collectives.clear();
+  return p;
+}
+
+namespace {
+
+bool isPlanFile(const std::string &path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return false;
+  auto doc = nlohmann::json::parse(codegen::readTextFile(path), nullptr, false);
+  return doc.is_object() && doc.value("format", "") == "autoddl-plan";
+}
+
+std::string selfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    throw UserError("cannot find the autoddl executable (/proc/self/exe)");
+  return p.string();
+}
+
+/// The plan stage of `run`: `autoddl plan` on the model, as its own process
+/// (it prints the plan), into `planPath`.
+void planModel(const RunOptions &o, const std::string &planPath) {
+  const int64_t batch = o.globalBatch ? o.globalBatch : 8;
+  std::vector<std::string> argv = {selfPath(),
+                                   "plan",
+                                   o.input,
+                                   "--cluster",
+                                   o.cluster,
+                                   "--gpus",
+                                   std::to_string(o.ranks),
+                                   "--global-batch",
+                                   std::to_string(batch),
+                                   "--no-why",
+                                   "-o",
+                                   planPath};
+  if (o.seq)
+    argv.insert(argv.end(), {"--seq", std::to_string(o.seq)});
+  if (!o.fix.empty())
+    argv.insert(argv.end(), {"--fix", o.fix});
+  std::string cmd;
+  for (const auto &s : argv)
+    cmd += "'" + s + "' ";
+  if (std::system(cmd.c_str()) != 0)
+    throw UserError("planning " + o.input + " failed");
+}
+
+} // namespace
+
+void run(const RunOptions &o) {
+  const codegen::Backend backend = codegen::parseBackend(o.backend);
+  checkBackend(backend, o.fp32);
+  std::string planPath = o.input;
+  if (!isPlanFile(o.input)) {
+    if (o.ranks < 1)
+      throw UserError("--ranks: required (at least 1) when running a model");
+    const std::string dir = workDir(o.out, "run");
+    std::filesystem::create_directories(dir);
+    planPath = dir + "/plan.json";
+    planModel(o, planPath);
+  } else if (o.globalBatch || o.seq || !o.fix.empty()) {
+    throw UserError("--global-batch/--seq/--fix apply when planning a model; " +
+                    o.input + " is already a plan");
+  }
+  planner::Plan plan = planner::readPlanFile(planPath);
+  const int ranks = planRanks(plan);
+  if (o.ranks && o.ranks != ranks)
+    throw UserError(fmt::format("--ranks {}: the plan {} runs on {} ranks "
+                                "(pp={} x dp={} x tp={})",
+                                o.ranks, planPath, ranks, plan.knobs.pp,
+                                plan.knobs.dp, plan.knobs.tp));
+  const Program p = buildPlan(plan, codegen::readTextFile(planPath), o.model,
+                              backend, o.fp32, true);
+  std::vector<std::string> args = {"--steps", std::to_string(o.steps)};
+  if (!o.data.empty())
+    args.insert(args.end(), {"--data", o.data});
+  if (!o.out.empty())
+    args.insert(args.end(), {"--out", o.out});
+  args.insert(args.end(), o.trainArgs.begin(), o.trainArgs.end());
+  const int rc = launch(p, args, "", true);
+  if (rc != 0)
+    throw UserError(
+        fmt::format("the training run failed (exit status {})", rc));
+}
+
+std::string profiledRun(const planner::Plan &plan, const std::string &planPath,
+                        const std::string &model, int64_t steps) {
+  requireGpu("autoddl validate without --measured");
+  if (steps < 2)
+    throw UserError("--steps: expected at least 2 (the first step is "
+                    "warm-up), got " +
+                    std::to_string(steps));
+  const std::string dir = workDir("", "validate");
+  const Program p = buildPlan(plan, codegen::readTextFile(planPath), model,
+                              codegen::Backend::Cuda, false, false);
+  const int rc = launch(p,
+                        {"--steps", std::to_string(steps), "--out", dir,
+                         "--profile", "--trace", "--quiet"},
+                        dir + "/run.log", true);
+  if (rc != 0)
+    throw UserError(fmt::format("the profiled run failed (exit status {}); "
+                                "see {}/run.log",
+                                rc, dir));
+  return dir;
+}
+
+} // namespace autoddl::driver

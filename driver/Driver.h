@@ -1,0 +1,74 @@
+//===- Driver.h - plan -> project -> build -> launch ----------------------===//
+//
+// The one sequence behind `autoddl run`, `verify` and `validate`: plan a model
+// (run, when given one), generate the plan's project (codegen), build it in
+// the cache and launch it under mpirun (Build.h, whose stages `calibrate`
+// shares for its probe). The commands in tools/autoddl only parse flags and
+// call in here. Edge code: throws UserError; every message is the command's.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/CpuCodegen.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoddl::driver {
+
+/// MPI ranks a plan runs on: pp x dp x tp.
+int planRanks(const planner::Plan &plan);
+
+/// Refuses what `backend` cannot run on this machine: --fp32 off the cuda
+/// backend (it has the only bf16 mode), the cuda backend without a GPU.
+void checkBackend(codegen::Backend backend, bool fp32);
+
+/// The project stage: the files of the plan's program (`model`: the model
+/// file the plan was made from, default its built-in name).
+codegen::ProjectFiles planProject(const planner::Plan &plan,
+                                  const std::string &planText,
+                                  const std::string &model,
+                                  codegen::Backend backend, bool fp32);
+
+/// A built program and the ranks it runs on.
+struct Program {
+  std::string binary;
+  int ranks = 0;
+};
+
+/// The project and build stages of a plan: its program, built in the cache
+/// (`verbose`: say whether it is built or reused, and where).
+Program buildPlan(const planner::Plan &plan, const std::string &planText,
+                  const std::string &model, codegen::Backend backend, bool fp32,
+                  bool verbose);
+
+/// The launch stage: runs `p` on its ranks with `args`; output into `log`
+/// when given. `announce` prints the mpirun line (and the log) first.
+/// Returns the exit status.
+int launch(const Program &p, const std::vector<std::string> &args,
+           const std::string &log, bool announce);
+
+/// A copy of `plan` as one rank runs it: tp = pp = dp = 1, the global batch as
+/// one micro-batch, one stage, no ZeRO (the reference of `verify`).
+planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers);
+
+/// `autoddl run` (docs/codegen.md): given a model, plans it first (`autoddl
+/// plan ... --gpus ranks`); given plan.json, runs that plan on its ranks.
+struct RunOptions {
+  std::string input; // a model (built-in name or JSON file) or plan.json
+  std::string backend = "cpu", data, fix, out, cluster = "dgx-h100-ndr", model;
+  int ranks = 0;
+  bool fp32 = false;
+  int64_t steps = 20, globalBatch = 0, seq = 0;
+  std::vector<std::string> trainArgs; // after --: the program's own flags
+};
+void run(const RunOptions &o);
+
+/// `autoddl validate` without --measured: runs the plan's CUDA program here
+/// with --profile --trace for `steps` steps into a new temporary directory;
+/// returns the directory.
+std::string profiledRun(const planner::Plan &plan, const std::string &planPath,
+                        const std::string &model, int64_t steps);
+
+} // namespace autoddl::driver

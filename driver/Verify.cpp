@@ -1,0 +1,153 @@
+//===- Verify.cpp - `autoddl verify`: a plan against one rank -------------===//
+#include "driver/Verify.h"
+
+#include "backends/common/Safetensors.h"
+#include "driver/Build.h"
+#include "driver/Driver.h"
+#include "planner/PlanJson.h"
+#include "support/UserError.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace autoddl::driver {
+namespace {
+
+std::vector<double> lossesOf(const std::string &metricsPath) {
+  auto doc =
+      nlohmann::json::parse(codegen::readTextFile(metricsPath), nullptr, false);
+  if (!doc.is_object() || !doc.contains("loss") || !doc["loss"].is_array())
+    throw UserError(metricsPath + ": no \"loss\" list");
+  return doc["loss"].get<std::vector<double>>();
+}
+
+/// Runs one project; returns its output directory.
+std::string runOne(const codegen::ProjectFiles &files, int ranks,
+                   const std::string &dir, const VerifyOptions &a) {
+  const Program p{buildCached(files, false), ranks};
+  std::filesystem::create_directories(dir);
+  const std::string log = dir + "/run.log";
+  std::error_code ec;
+  std::filesystem::remove(log, ec);
+  std::vector<std::string> args = {"--steps",      std::to_string(a.steps),
+                                   "--out",        dir,
+                                   "--save",       dir + "/ckpt",
+                                   "--save-every", std::to_string(a.steps),
+                                   "--quiet"};
+  if (!a.data.empty())
+    args.insert(args.end(), {"--data", a.data});
+  const int rc = launch(p, args, log, false);
+  if (rc != 0) {
+    std::string text = codegen::readTextFile(log);
+    if (text.size() > 2000)
+      text = text.substr(text.size() - 2000);
+    std::fputs(text.c_str(), stderr);
+    throw UserError(fmt::format("the {}-rank run failed (exit status {}); log: "
+                                "{}",
+                                ranks, rc, log));
+  }
+  return dir;
+}
+
+bool isStateTensor(const std::string &name) {
+  return name.find(".exp_avg") != std::string::npos;
+}
+
+} // namespace
+
+bool verify(VerifyOptions a) {
+  if (a.steps < 1)
+    throw UserError("--steps: expected at least 1");
+  const codegen::Backend backend = codegen::parseBackend(a.backend);
+  const bool cuda = backend == codegen::Backend::Cuda;
+  checkBackend(backend, a.fp32);
+  // Defaults: fp32 sums in another order (cpu, cuda --fp32: different
+  // reduction orders of the GPU kernels); bf16 activations (cuda).
+  if (a.lossTolerance <= 0)
+    a.lossTolerance = !cuda ? 1e-5 : a.fp32 ? 1e-4 : 2e-2;
+  if (a.paramTolerance <= 0)
+    a.paramTolerance = !cuda ? 1e-4 : a.fp32 ? 1e-3 : 5e-2;
+  planner::Plan plan = planner::readPlanFile(a.plan);
+  const std::string planText = codegen::readTextFile(a.plan);
+  const int ranks = planRanks(plan);
+  planner::Plan single =
+      singleRankPlan(plan, codegen::modelForPlan(plan, a.model).numLayers);
+  auto planFiles = planProject(plan, planText, a.model, backend, a.fp32);
+  auto singleFiles = planProject(single, planner::planToText(single), a.model,
+                                 backend, a.fp32);
+
+  const std::string work = workDir(a.keep, "verify");
+  std::fprintf(stderr,
+               "autoddl: verify %s (%d ranks) against 1 rank, %lld "
+               "steps, in %s\n",
+               a.plan.c_str(), ranks, (long long)a.steps, work.c_str());
+  const std::string dp = runOne(planFiles, ranks, work + "/plan", a);
+  const std::string ds = runOne(singleFiles, 1, work + "/single", a);
+
+  const auto lp = lossesOf(dp + "/metrics.json");
+  const auto ls = lossesOf(ds + "/metrics.json");
+  if (lp.size() != ls.size() || lp.size() != size_t(a.steps))
+    throw UserError(fmt::format("loss lists differ in length ({} vs {})",
+                                lp.size(), ls.size()));
+  bool ok = true;
+  std::printf("%6s %14s %14s %10s\n", "step", "plan", "1 rank", "rel err");
+  double worst = 0;
+  for (size_t s = 0; s < lp.size(); ++s) {
+    const double rel =
+        std::fabs(lp[s] - ls[s]) / std::max(1e-30, std::fabs(ls[s]));
+    worst = std::max(worst, rel);
+    const bool good = rel <= a.lossTolerance && std::isfinite(lp[s]);
+    ok = ok && good;
+    std::printf("%6zu %14.8f %14.8f %10.2e%s\n", s, lp[s], ls[s], rel,
+                good ? "" : "  MISMATCH");
+  }
+  // Final parameters: full tensors gathered by both runs' checkpoints.
+  const std::string last =
+      "/ckpt/step-" + std::to_string(a.steps) + "/model.safetensors";
+  rt::SafetensorsFile fp, fs;
+  try {
+    fp = rt::safetensors_read(dp + last);
+    fs = rt::safetensors_read(ds + last);
+  } catch (const std::exception &e) {
+    throw UserError(e.what());
+  }
+  double worstParam = 0;
+  std::string worstName;
+  size_t compared = 0;
+  for (const auto &[name, ref] : fs.tensors) {
+    if (isStateTensor(name))
+      continue;
+    auto it = fp.tensors.find(name);
+    if (it == fp.tensors.end() || it->second.shape != ref.shape) {
+      std::printf("parameter %s: missing or another shape in the plan's "
+                  "checkpoint\n",
+                  name.c_str());
+      ok = false;
+      continue;
+    }
+    ++compared;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      const double d = std::fabs(double(it->second.data[i]) - ref.data[i]);
+      if (!(d <= worstParam)) {
+        worstParam = d;
+        worstName = name;
+      }
+    }
+  }
+  const bool paramsOk = worstParam <= a.paramTolerance;
+  ok = ok && paramsOk;
+  std::printf("losses: worst relative error %.2e (tolerance %.0e)\n", worst,
+              a.lossTolerance);
+  std::printf("parameters: %zu tensors, worst absolute difference %.2e%s%s "
+              "(tolerance %.0e)\n",
+              compared, worstParam, worstName.empty() ? "" : " in ",
+              worstName.c_str(), a.paramTolerance);
+  std::printf("%s\n", ok ? "verify: OK" : "verify: FAILED");
+  return ok;
+}
+
+} // namespace autoddl::driver

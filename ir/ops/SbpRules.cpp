@@ -1,0 +1,350 @@
+//===- SbpRules.cpp - each op's 1-D SBP signatures, the one table --------===//
+//
+// After OneFlow's GetSbp functions (paths in Oneflow-Inc/oneflow, see
+// /work/shared/reference/autoddl.md §2.3), extended where OneFlow lacks a
+// parallelism the planner needs (tensor-parallel conv, vocab-parallel
+// cross-entropy, sequence splits of position-dependent ops, sparse ops). Each
+// row reads (operand layouts) -> (result layout) on one mesh axis;
+// all-broadcast is implied.
+//
+// Rank-dependent rows are generated from the operand shapes, so the table holds
+// for any batch rank. Attribute defaults come from withDefaults, the same place
+// the shape rules take them from.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/ops/SbpRules.h"
+
+namespace autoddl::ops {
+namespace {
+
+using L = SbpRuleLabel;
+using Rules = std::vector<SbpRule>;
+
+AxisLayout S(int64_t dim) { return AxisLayout::split(dim); }
+const AxisLayout B = AxisLayout::broadcast();
+const AxisLayout P = AxisLayout::partial();
+
+template <typename T> T attrOr(const Attrs &attrs, const char *name, T dflt) {
+  auto it = attrs.find(name);
+  if (it == attrs.end())
+    return dflt;
+  if (const T *value = std::get_if<T>(&it->second))
+    return *value;
+  return dflt;
+}
+
+int64_t rankOf(const std::vector<Shape> &operands, size_t k) {
+  return k < operands.size() ? int64_t(operands[k].size()) : 0;
+}
+
+/// Drops the layout of an absent trailing optional operand (a bias) from each
+/// row written with it.
+Rules dropAbsentOperand(Rules rows, size_t numOperands) {
+  for (SbpRule &row : rows)
+    row.operands.resize(numOperands);
+  return rows;
+}
+
+/// S(i) -> S(i) for every dimension i of a rank-`rank` value, for ops whose
+/// operands and result share a shape and act elementwise: the last dimension
+/// of a value of rank 2 or more is its features (Hidden), the others its rows.
+Rules splitEveryDim(int64_t rank, size_t numOperands) {
+  Rules rows;
+  for (int64_t i = 0; i < rank; ++i)
+    rows.push_back({i == rank - 1 && rank >= 2 ? L::Hidden : L::Rows,
+                    std::vector<AxisLayout>(numOperands, S(i)), S(i)});
+  return rows;
+}
+
+// ids [B,T], table [V,C] -> [B,T,C]. OneFlow gather_op.cpp: ids split with the
+// table whole; the table split by columns gives result columns; split by vocab
+// rows, each device looks up only the ids it owns and the others read zero,
+// so the result is a partial sum.
+Rules embedding(const std::vector<Shape> &operands) {
+  Rules rows;
+  const int64_t idsRank = rankOf(operands, 0);
+  for (int64_t i = 0; i < idsRank; ++i)
+    rows.push_back({L::Rows, {S(i), B}, S(i)});
+  rows.push_back({L::Hidden, {B, S(1)}, S(idsRank)});
+  rows.push_back({L::Vocab, {B, S(0)}, P});
+  return rows;
+}
+
+// x [...,K], w [N,K] (transpose_weight) or [K,N], bias [N]. OneFlow
+// matmul_op.cpp: rows of x (S(m) x B -> S), columns of w (B x S(n) -> S, the
+// Megatron column-parallel layer), the contraction dim on both (S(k) x S(k) ->
+// P, row-parallel), and partial inputs against broadcast ones. The bias joins
+// a partial result as a partial value (kept on one device).
+Rules linear(const std::vector<Shape> &operands, const Attrs &attrs) {
+  const int64_t r = rankOf(operands, 0);
+  const bool transposed = attrOr<bool>(attrs, "transpose_weight", true);
+  const int64_t weightN = transposed ? 0 : 1, weightK = transposed ? 1 : 0;
+  Rules rows;
+  for (int64_t i = 0; i + 1 < r; ++i)
+    rows.push_back({L::Rows, {S(i), B, B}, S(i)});
+  rows.push_back({L::Column, {B, S(weightN), S(0)}, S(r - 1)});
+  rows.push_back({L::Row, {S(r - 1), S(weightK), P}, P});
+  rows.push_back({L::Partial, {P, B, P}, P});
+  rows.push_back({L::Partial, {B, P, P}, P});
+  return dropAbsentOperand(rows, operands.size());
+}
+
+// a [...,M,K], b [...,K,N] (or [...,N,K] with transpose_b). OneFlow
+// BatchMatmul: a shared batch dim splits both; M, N and K as for linear.
+Rules matmul(const std::vector<Shape> &operands, const Attrs &attrs) {
+  const int64_t r = rankOf(operands, 0);
+  const bool transposed = attrOr<bool>(attrs, "transpose_b", false);
+  const int64_t bK = transposed ? r - 1 : r - 2,
+                bN = transposed ? r - 2 : r - 1;
+  Rules rows;
+  for (int64_t i = 0; i + 2 < r; ++i)
+    rows.push_back({L::Rows, {S(i), S(i)}, S(i)});
+  rows.push_back({L::Rows, {S(r - 2), B}, S(r - 2)});
+  rows.push_back({L::Column, {B, S(bN)}, S(r - 1)});
+  rows.push_back({L::Row, {S(r - 1), S(bK)}, P});
+  rows.push_back({L::Partial, {P, B}, P});
+  rows.push_back({L::Partial, {B, P}, P});
+  return rows;
+}
+
+// Batch, or heads (q, k, v and the result split at head boundaries, granule D;
+// with G kv heads, device j's query heads [jH/n, (j+1)H/n) use exactly its kv
+// heads [jG/n, (j+1)G/n)). A fused [q | k | v] operand with G = H splits by
+// heads too, per segment: S(2) of a packed tensor means each device holds the
+// same heads of q, of k and of v (granule 3D over the whole dimension; H % n
+// == 0), the layout of generated programs (docs/ir.md "Packed tensors"); the
+// linear producing it splits its weight's columns per segment alike, which a
+// linear can, its output columns being independent.
+Rules attention(const std::vector<Shape> &operands, const Attrs &attrs) {
+  if (operands.size() == 1) {
+    Rules rows = {{L::Rows, {S(0)}, S(0)}};
+    const int64_t heads = attrOr<int64_t>(attrs, "num_heads", 1);
+    if (attrOr<int64_t>(attrs, "num_kv_heads", heads) == heads)
+      rows.push_back({L::Heads, {S(2)}, S(2)});
+    return rows;
+  }
+  return {{L::Rows, {S(0), S(0), S(0)}, S(0)},
+          {L::Heads, {S(2), S(2), S(2)}, S(2)}};
+}
+
+// Every dim but the softmax axis (OneFlow softmax_op.cpp, generalised from
+// "the last axis" to `axis`).
+Rules softmax(const std::vector<Shape> &operands, const Attrs &attrs) {
+  const int64_t r = rankOf(operands, 0);
+  int64_t axis = attrOr<int64_t>(attrs, "axis", -1);
+  if (axis < 0)
+    axis += r;
+  Rules rows;
+  for (int64_t i = 0; i < r; ++i)
+    if (i != axis)
+      rows.push_back({L::Rows, {S(i)}, S(i)});
+  return rows;
+}
+
+// Input dim i maps to output dim j when the elements before them agree
+// (equal prefix products) and one of the two sizes divides the other: then a
+// contiguous slice of one is a contiguous slice of the other, provided the
+// split also divides both sizes (checked on the nd signature).
+Rules reshape(const std::vector<Shape> &operands, const Attrs &attrs) {
+  const Shape in = operands.empty() ? Shape{} : operands[0];
+  const Shape out = attrOr<std::vector<int64_t>>(attrs, "shape", {});
+  Rules rows;
+  int64_t inPrefix = 1;
+  for (size_t i = 0; i < in.size(); inPrefix *= in[i], ++i) {
+    int64_t outPrefix = 1;
+    for (size_t j = 0; j < out.size(); outPrefix *= out[j], ++j) {
+      if (outPrefix != inPrefix || in[i] <= 0 || out[j] <= 0)
+        continue;
+      if (in[i] % out[j] == 0 || out[j] % in[i] == 0)
+        rows.push_back({L::Rows, {S(int64_t(i))}, S(int64_t(j))});
+    }
+  }
+  rows.push_back({L::Partial, {P}, P});
+  return rows;
+}
+
+} // namespace
+
+std::vector<SbpRule> sbpRules(std::string_view kind,
+                              const std::vector<Shape> &operands,
+                              const Attrs &attrs) {
+  const int64_t r = rankOf(operands, 0);
+  // A parameter may be stored split along any dimension (tensor parallelism,
+  // or ZeRO-style sharding of weights and optimizer state on a data axis) or
+  // whole. It has no operands: the caller passes its own shape.
+  if (kind == "parameter") {
+    Rules rows;
+    for (int64_t i = 0; i < r; ++i)
+      rows.push_back({L::Rows, {}, S(i)});
+    return rows;
+  }
+  if (kind == "embedding")
+    return embedding(operands);
+  // x [B,T,C] + table[0:T]: batch split with the table whole; sequence split
+  // with the table whole (each device adds the rows of its own positions, from
+  // the offset of its slice); channels split on both; partial sums add into a
+  // partial sum.
+  if (kind == "positional")
+    return {{L::Rows, {S(0), B}, S(0)},
+            {L::Rows, {S(1), B}, S(1)},
+            {L::Hidden, {S(2), S(1)}, S(2)},
+            {L::Partial, {P, P}, P}};
+  // x [B,T,H*D]: batch, sequence (each device rotates its positions, from the
+  // offset of its slice), or whole heads (granule D); the rotation is linear,
+  // so a partial sum stays one.
+  if (kind == "rotary")
+    return {{L::Rows, {S(0)}, S(0)},
+            {L::Rows, {S(1)}, S(1)},
+            {L::Heads, {S(2)}, S(2)},
+            {L::Partial, {P}, P}};
+  if (kind == "linear")
+    return linear(operands, attrs);
+  if (kind == "matmul")
+    return matmul(operands, attrs);
+  // x [...,N] + b [N]: any leading dim with b whole; N on both; partial +
+  // partial.
+  if (kind == "bias_add") {
+    Rules rows;
+    for (int64_t i = 0; i + 1 < r; ++i)
+      rows.push_back({L::Rows, {S(i), B}, S(i)});
+    rows.push_back({L::Hidden, {S(r - 1), S(0)}, S(r - 1)});
+    rows.push_back({L::Partial, {P, P}, P});
+    return rows;
+  }
+  // OneFlow math_binary_broadcast_ops.cpp: add keeps P + P -> P.
+  if (kind == "add") {
+    Rules rows = splitEveryDim(r, 2);
+    rows.push_back({L::Partial, {P, P}, P});
+    return rows;
+  }
+  // mul is linear in each operand separately: P x B -> P, B x P -> P.
+  if (kind == "mul") {
+    Rules rows = splitEveryDim(r, 2);
+    rows.push_back({L::Partial, {P, B}, P});
+    rows.push_back({L::Partial, {B, P}, P});
+    return rows;
+  }
+  // Non-linear elementwise ops: any split, no partial (OneFlow
+  // math_unary_elementwise_op.cpp).
+  if (kind == "gelu" || kind == "relu" || kind == "silu")
+    return splitEveryDim(r, 1);
+  if (kind == "swiglu")
+    return splitEveryDim(r, 2);
+  // Normalisation over the last dim: only the other dims split, the scale
+  // (and shift) whole (OneFlow layer_norm_op.cpp).
+  if (kind == "layernorm" || kind == "rmsnorm") {
+    Rules rows;
+    for (int64_t i = 0; i + 1 < r; ++i)
+      rows.push_back({L::Rows, {S(i), B, B}, S(i)});
+    return dropAbsentOperand(rows, operands.size());
+  }
+  if (kind == "softmax")
+    return softmax(operands, attrs);
+  if (kind == "attention")
+    return attention(operands, attrs);
+  // logits [...,V], targets [...] -> scalar mean. Positions split on both:
+  // each device sums its losses over the global count, a partial sum. Vocab
+  // split (logits S(last)): the max and the sum of exponentials are reduced
+  // inside the kernel across the axis (OneFlow
+  // sparse_softmax_cross_entropy_ms), and the loss comes out partial.
+  if (kind == "cross_entropy") {
+    Rules rows;
+    for (int64_t i = 0; i + 1 < r; ++i)
+      rows.push_back({L::Rows, {S(i), S(i)}, P});
+    rows.push_back({L::Vocab, {S(r - 1), B}, P});
+    return rows;
+  }
+  // x [B,Cin,H,W], w [Cout,Cin,kh,kw], bias [Cout]. Batch (OneFlow conv_op.cpp
+  // registers only this); output channels (w and bias split by Cout); input
+  // channels (a contraction: partial result, bias partial); and linearity in x
+  // and in w for partial inputs.
+  if (kind == "conv2d")
+    return dropAbsentOperand({{L::Rows, {S(0), B, B}, S(0)},
+                              {L::Column, {B, S(0), S(0)}, S(1)},
+                              {L::Row, {S(1), S(1), P}, P},
+                              {L::Partial, {P, B, P}, P},
+                              {L::Partial, {B, P, P}, P}},
+                             operands.size());
+  // Batch and channels; average pooling is linear, so it also keeps P.
+  if (kind == "pool2d") {
+    Rules rows = {{L::Rows, {S(0)}, S(0)}, {L::Hidden, {S(1)}, S(1)}};
+    if (attrOr<std::string>(attrs, "kind", "") == "avg")
+      rows.push_back({L::Partial, {P}, P});
+    return rows;
+  }
+  // Dims before start_dim are untouched; start_dim itself is the outermost of
+  // the merged dims, so its contiguous slices are contiguous slices of the
+  // merged dim.
+  if (kind == "flatten") {
+    int64_t start = attrOr<int64_t>(attrs, "start_dim", 1);
+    if (start < 0)
+      start += r;
+    Rules rows;
+    for (int64_t i = 0; i <= start && i < r; ++i)
+      rows.push_back({L::Rows, {S(i)}, S(i)});
+    rows.push_back({L::Partial, {P}, P});
+    return rows;
+  }
+  if (kind == "reshape")
+    return reshape(operands, attrs);
+  // Result dim j is operand dim perm[j].
+  if (kind == "transpose") {
+    Rules rows;
+    const std::vector<int64_t> perm =
+        attrOr<std::vector<int64_t>>(attrs, "perm", {});
+    for (size_t j = 0; j < perm.size(); ++j)
+      rows.push_back({L::Rows, {S(perm[j])}, S(int64_t(j))});
+    rows.push_back({L::Partial, {P}, P});
+    return rows;
+  }
+  // adj [N,M] times x [M,F]: adjacency rows with features whole (each device
+  // aggregates its own nodes); feature columns with adjacency whole; the
+  // reverse split, adjacency columns with x rows (each device aggregates the
+  // messages of its own source nodes into a partial sum); partial features
+  // stay partial.
+  if (kind == "spmm")
+    return {{L::Rows, {S(0), B}, S(0)},
+            {L::Hidden, {B, S(1)}, S(1)},
+            {L::Row, {S(1), S(0)}, P},
+            {L::Partial, {B, P}, P}};
+  // mask [N,M], x [N,K], y [M,K] -> [N,M]: rows of mask and x; columns of mask
+  // with rows of y; K on x and y (partial dot products, mask whole).
+  if (kind == "sddmm")
+    return {{L::Rows, {S(0), S(0), B}, S(0)},
+            {L::Column, {S(1), B, S(0)}, S(1)},
+            {L::Row, {B, S(1), S(1)}, P}};
+  // mask [N,M], scores [N,M] -> [N,M]: a row's entries are normalised
+  // together, so only rows split (each device its own nodes' attention).
+  if (kind == "edge_softmax")
+    return {{L::Rows, {S(0), S(0)}, S(0)}};
+  return {};
+}
+
+int64_t sbpSplitGranule(std::string_view kind,
+                        const std::vector<Shape> &operands, const Attrs &attrs,
+                        unsigned valueIndex, int64_t dim) {
+  if (dim != 2)
+    return 1;
+  const int64_t D = attrOr<int64_t>(attrs, "head_dim", 1);
+  if (kind == "rotary")
+    return D;
+  if (kind != "attention")
+    return 1;
+  if (operands.size() != 1 || valueIndex != 0)
+    return D;
+  // The packed operand: equal segments split per segment (3 head slices a
+  // head); unequal ones (G != H) not at all (the whole dimension).
+  const int64_t H = attrOr<int64_t>(attrs, "num_heads", 1);
+  const int64_t G = attrOr<int64_t>(attrs, "num_kv_heads", H);
+  return G == H ? 3 * D : (H + 2 * G) * D;
+}
+
+int gradientFreeOperand(std::string_view kind) {
+  if (kind == "embedding")
+    return 0; // integer ids
+  if (kind == "cross_entropy")
+    return 1; // integer targets
+  return -1;
+}
+
+} // namespace autoddl::ops

@@ -1,0 +1,256 @@
+//===- Kfac.cpp - K-FAC work items of a plan, priced and packed ----------===//
+//
+// Prices (docs/pipefisher.md §2), per K-FAC layer with S rows (tokens) per
+// micro-batch on one data-parallel rank:
+//   curvature  A = XᵀX, G = dYᵀdY: S·d² multiply-adds = 2·S·d² FLOP per
+//              factor and micro-batch, bf16 operands (fp32 accumulation),
+//              at the cluster's GEMM efficiency for a d×d×S GEMM;
+//   reduction  all-reduce of the fp32 factor (4·d² bytes) over the ranks
+//              holding the layer (dp replicas; Chimera: both pipelines), by
+//              the α-β collective model;
+//   inversion  Cholesky d³/3 + inverse from the factor (potri) 2·d³/3 = d³
+//              FLOP in fp32 at the cluster's large-GEMM efficiency;
+//   precondition G⁻¹·∇W·A⁻¹: 2·d_out²·d_in + 2·d_out·d_in² FLOP in fp32.
+// Under tensor parallelism each tp rank is priced as computing the unsplit
+// layer's K-FAC (exact factors, as one device would).
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Kfac.h"
+
+#include "cost_model/Collectives.h"
+#include "cost_model/Compute.h"
+
+#include <algorithm>
+#include <set>
+
+namespace autoddl::planner {
+
+using pipeline::Direction;
+using pipeline::KfacLayerWork;
+
+namespace {
+
+/// Inversion and preconditioning run in fp32 (cuSOLVER / LAPACK Cholesky,
+/// fp32 GEMMs on fp32 inverses: docs/kfac.md); a runtime that moves the
+/// preconditioning to TF32 or bf16 changes this price.
+constexpr cost::Precision kKfacFp32 = cost::Precision::FP32;
+
+/// The linear producing the logits the loss reads, through shape-only ops
+/// and a bias add; -1 when there is none.
+int headLinear(const ModelGraph &g) {
+  std::vector<int> producer(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int r : g.ops[i].results)
+      producer[r] = static_cast<int>(i);
+  if (g.loss < 0 || producer[g.loss] < 0)
+    return -1;
+  const OpDef &loss = g.ops[producer[g.loss]];
+  if (loss.operands.empty())
+    return -1;
+  int t = loss.operands[0];
+  static const std::set<std::string> passThrough = {"reshape", "flatten",
+                                                    "transpose", "bias_add"};
+  while (t >= 0 && producer[t] >= 0) {
+    const OpDef &op = g.ops[producer[t]];
+    if (op.kind == "linear")
+      return producer[t];
+    if (!passThrough.count(op.kind) || op.operands.empty())
+      return -1;
+    t = op.operands[0];
+  }
+  return -1;
+}
+
+double product(const ops::Shape &s, size_t from, size_t to) {
+  double p = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    p *= static_cast<double>(s[i]);
+  return p;
+}
+
+} // namespace
+
+pipeline::OrError<KfacModel> kfacModel(const ModelGraph &g) {
+  using R = pipeline::OrError<KfacModel>;
+  KfacModel m;
+  const int head = headLinear(g);
+  bool blocksSeen = false;
+  int linears = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const OpDef &op = g.ops[i];
+    blocksSeen |= op.layer >= 0;
+    if (op.kind != "linear")
+      continue;
+    ++linears;
+    if (static_cast<int>(i) == head) {
+      ++m.headLinears;
+      continue;
+    }
+    const ops::Shape &x = g.tensors[op.operands[0]].shape;
+    const ops::Shape &y = g.tensors[op.results[0]].shape;
+    KfacLinear l;
+    l.op = static_cast<int>(i);
+    l.name = op.name;
+    l.layer = op.layer;
+    l.beforeBlocks = !blocksSeen;
+    l.in = x.empty() ? 1 : x.back();
+    l.out = y.empty() ? 1 : y.back();
+    if (l.in > kKfacMaxFactorDim || l.out > kKfacMaxFactorDim) {
+      ++m.wideLinears;
+      continue;
+    }
+    l.rowsPerInstance = product(x, 0, x.empty() ? 0 : x.size() - 1) /
+                        static_cast<double>(std::max<int64_t>(1, g.batch));
+    m.linears.push_back(l);
+  }
+  if (m.linears.empty()) {
+    if (linears == 0)
+      return R::failure("--optimizer kfac: model '" + g.name +
+                        "' has no linear layer for K-FAC to precondition");
+    return R::failure(
+        "--optimizer kfac: none of the " + std::to_string(linears) +
+        " linear layers of model '" + g.name + "' can take K-FAC (" +
+        std::to_string(m.headLinears) + " computes the loss's logits, " +
+        std::to_string(m.wideLinears) + " wider than " +
+        std::to_string(kKfacMaxFactorDim) + ", which stay first-order)");
+  }
+  return m;
+}
+
+std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
+                                    const cost::Cluster &c,
+                                    const KfacCandidate &cand) {
+  const Knobs &k = *cand.knobs;
+  const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
+  // Ranks holding one copy of a layer: the dp replicas, and for Chimera the
+  // mirrored pipeline's device (another pp rank).
+  cost::GroupPlacement group = cand.dpGroup;
+  if (chimera) {
+    if (cand.ppGroup.nodes > 1)
+      group.nodes *= 2;
+    else
+      group.gpusPerNode *= 2;
+  }
+  std::vector<KfacLayerWork> out;
+  for (const StageInfo &st : *cand.stages) {
+    for (const KfacLinear &l : model.linears) {
+      const bool here = l.layer >= 0
+                            ? st.firstLayer <= l.layer && l.layer < st.endLayer
+                            : (l.beforeBlocks ? st.pre : st.post);
+      // Models without blocks run unpipelined: their one stage has it all.
+      const bool only = cand.stages->size() == 1;
+      if (!here && !only)
+        continue;
+      KfacLayerWork w;
+      w.name = l.name;
+      w.stage = st.stage;
+      const double S = l.rowsPerInstance * cand.rowsScale;
+      const double d[2] = {static_cast<double>(l.in),
+                           static_cast<double>(l.out)};
+      for (int f = 0; f < 2; ++f) {
+        const double eff = cost::gemmEfficiency(c, d[f], d[f], S);
+        w.curvature[f] = cost::roofline(c, 2 * S * d[f] * d[f],
+                                        2 * S * d[f] * 2 + 4 * d[f] * d[f], eff,
+                                        cand.precision)
+                             .time;
+        const double factor = 4 * d[f] * d[f];
+        if (group.size() > 1)
+          w.reduce[f] = cost::collectiveCost(c, cost::Collective::AllReduce,
+                                             factor, group)
+                            .best.time;
+        w.invert[f] = cost::roofline(c, d[f] * d[f] * d[f], 3 * factor,
+                                     c.gemmEfficiency, kKfacFp32)
+                          .time;
+        w.savedBytes[f] = S * d[f] * 2; // bf16 a / g of one micro-batch
+        w.factorBytes[f] = factor;
+      }
+      const double pre = 2 * d[1] * d[1] * d[0] + 2 * d[1] * d[0] * d[0];
+      w.precondition =
+          cost::roofline(c, pre,
+                         4 * (d[0] * d[0] + d[1] * d[1] + 2 * d[0] * d[1]),
+                         c.gemmEfficiency, kKfacFp32)
+              .time;
+      out.push_back(w);
+      if (chimera) { // the up pipeline's copy of this stage
+        w.direction = Direction::Up;
+        out.push_back(w);
+      }
+    }
+  }
+  return out;
+}
+
+KfacPlan kfacPlan(const std::vector<KfacLayerWork> &work,
+                  const pipeline::PipeFisherResult &packed, double damping,
+                  double firstOrderStep) {
+  KfacPlan p;
+  p.damping = damping;
+  p.refreshSteps = packed.refreshSteps;
+  p.firstOrderStepTime = firstOrderStep;
+  p.utilisationBefore = packed.utilisationBefore;
+  p.utilisationAfter = packed.utilisationAfter;
+  p.unfitted = packed.unfitted;
+  for (const KfacLayerWork &w : work) {
+    KfacLayerPlan l;
+    l.name = w.name;
+    l.stage = w.stage;
+    l.direction = w.direction == Direction::Up ? "up" : "down";
+    for (int f = 0; f < 2; ++f) {
+      l.curvature[f] = w.curvature[f];
+      l.reduce[f] = w.reduce[f];
+      l.invert[f] = w.invert[f];
+    }
+    l.precondition = w.precondition;
+    p.layers.push_back(l);
+  }
+  for (size_t d = 0; d < packed.devices.size(); ++d) {
+    const pipeline::DeviceFill &f = packed.devices[d];
+    KfacDevicePlan dp;
+    dp.device = static_cast<int>(d);
+    dp.steps = f.steps;
+    dp.work = f.kfacWork;
+    dp.precondition = f.precondition;
+    dp.forced = f.forced;
+    dp.utilisationBefore = f.utilisationBefore;
+    dp.utilisationAfter = f.utilisationAfter;
+    dp.savedBytes = f.peakSavedBytes;
+    dp.factorBytes = f.factorBytes;
+    for (const pipeline::PlacedItem &it : f.items)
+      dp.items.push_back({std::string(pipeline::kfacItemName(it.kind)),
+                          it.layer, it.microbatch, it.step, it.start, it.end,
+                          it.forced});
+    p.devices.push_back(std::move(dp));
+  }
+  return p;
+}
+
+pipeline::OrError<KfacPlan>
+applyKfac(const KfacModel &model, const cost::Cluster &c,
+          const KfacCandidate &cand, const pipeline::Schedule &schedule,
+          const pipeline::SimulationResult &sim, double damping,
+          std::vector<DeviceTimes> &devices, double &step, int &critical) {
+  pipeline::PipeFisherInput in;
+  in.layers = kfacWork(model, c, cand);
+  auto packed = pipeline::packKfac(schedule, sim, in);
+  if (!packed)
+    return pipeline::OrError<KfacPlan>::failure(packed.error());
+  KfacPlan plan = kfacPlan(in.layers, *packed, damping, step);
+  double forced = 0, worst = 0;
+  for (size_t d = 0; d < devices.size() && d < packed->devices.size(); ++d) {
+    const pipeline::DeviceFill &f = packed->devices[d];
+    DeviceTimes &dt = devices[d];
+    dt.kfacBytes = f.peakSavedBytes + f.factorBytes;
+    dt.memory += dt.kfacBytes;
+    forced = std::max(forced, f.forced);
+    const double t =
+        dt.end + dt.gradSyncExposed + dt.optimizer + f.precondition;
+    if (t > worst) {
+      worst = t;
+      critical = static_cast<int>(d);
+    }
+  }
+  step = worst + forced / packed->refreshSteps;
+  return plan;
+}
+
+} // namespace autoddl::planner

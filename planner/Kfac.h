@@ -1,0 +1,85 @@
+//===- Kfac.h - K-FAC work items of a plan, priced and packed ------------===//
+//
+// `autoddl plan --optimizer kfac` (docs/pipefisher.md): which linear layers
+// K-FAC preconditions, what each of its work items costs on the cluster, and
+// where PipeFisher's packer (cost_model/pipeline/PipeFisher.h) puts them in
+// the candidate's simulated bubbles. Plain C++, no exceptions.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "backends/common/KfacWidth.h"
+#include "cost_model/Cluster.h"
+#include "cost_model/pipeline/PipeFisher.h"
+#include "ir/import/ModelGraph.h"
+#include "planner/Plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoddl::planner {
+
+/// A linear wider than this on its input or output stays first-order; the
+/// runtime's rule (backends/common/KfacWidth.h), so plans price what programs
+/// run.
+using rt::kKfacMaxFactorDim;
+
+/// One K-FAC'd linear op of the model.
+struct KfacLinear {
+  int op = 0;                 // index into ModelGraph::ops
+  std::string name;           // the op's name, e.g. "h.3.attn.qkv"
+  int layer = -1;             // repeated-block index, -1 outside blocks
+  bool beforeBlocks = true;   // layer -1: before the first block (embedding
+                              // side) or after it (head side)
+  int64_t in = 0, out = 0;    // d_in (factor A), d_out (factor G)
+  double rowsPerInstance = 0; // rows of its input per sample as imported
+};
+
+struct KfacModel {
+  std::vector<KfacLinear> linears;
+  int headLinears = 0; // linears computing the loss's logits (first-order)
+  int wideLinears = 0; // linears past kKfacMaxFactorDim (first-order)
+};
+
+/// The K-FAC layers of `g`: every `linear` except the one producing the
+/// logits the loss reads (the vocabulary head or classifier) and those with
+/// d_in or d_out above kKfacMaxFactorDim. Embeddings and norms are not
+/// linears, so they stay first-order too. Fails (message) when nothing is
+/// left.
+pipeline::OrError<KfacModel> kfacModel(const ModelGraph &g);
+
+/// What the planner knows about one candidate that K-FAC pricing needs.
+struct KfacCandidate {
+  const Knobs *knobs = nullptr;
+  const std::vector<StageInfo> *stages = nullptr;
+  double rowsScale = 1; // input rows per op on one dp rank / rowsPerInstance
+  cost::GroupPlacement dpGroup, ppGroup;
+  cost::Precision precision = cost::Precision::BF16;
+};
+
+/// The packer's input for the candidate: per K-FAC layer copy (Chimera: two),
+/// its items priced on `c` (seconds, bytes).
+std::vector<pipeline::KfacLayerWork> kfacWork(const KfacModel &model,
+                                              const cost::Cluster &c,
+                                              const KfacCandidate &cand);
+
+/// The plan's record of a packing (Plan::kfac).
+KfacPlan kfacPlan(const std::vector<pipeline::KfacLayerWork> &work,
+                  const pipeline::PipeFisherResult &packed, double damping,
+                  double firstOrderStep);
+
+/// Packs the candidate's K-FAC work into the bubbles of `sim` (of
+/// `schedule`) and adds it to the candidate: each device's memory grows by its
+/// K-FAC state (`kfacBytes`: the peak of saved inputs / output gradients
+/// waiting for their curvature, the fp32 factors and their inverses), its step
+/// end by its preconditioning; the largest forced tail is paid once per
+/// refresh of K steps. `step` (the first-order step on entry) and `critical`
+/// are updated. Fails on a packing error (message).
+pipeline::OrError<KfacPlan>
+applyKfac(const KfacModel &model, const cost::Cluster &c,
+          const KfacCandidate &cand, const pipeline::Schedule &schedule,
+          const pipeline::SimulationResult &sim, double damping,
+          std::vector<DeviceTimes> &devices, double &step, int &critical);
+
+} // namespace autoddl::planner

@@ -1,0 +1,178 @@
+//===- KfacJson.cpp - the "kfac" object of plan.json ---------------------===//
+#include "planner/KfacJson.h"
+
+#include "support/JsonFile.h"
+#include "support/UserError.h"
+
+namespace autoddl::planner {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using Pointer = json::json_pointer;
+
+ojson kfacToJson(const KfacPlan &p) {
+  ojson layers = ojson::array();
+  for (const KfacLayerPlan &l : p.layers)
+    layers.push_back({{"name", l.name},
+                      {"stage", l.stage},
+                      {"direction", l.direction},
+                      {"curvature_s", {l.curvature[0], l.curvature[1]}},
+                      {"reduce_s", {l.reduce[0], l.reduce[1]}},
+                      {"invert_s", {l.invert[0], l.invert[1]}},
+                      {"precondition_s", l.precondition}});
+  ojson devices = ojson::array();
+  for (const KfacDevicePlan &d : p.devices) {
+    ojson items = ojson::array();
+    for (const KfacItemPlacement &it : d.items) {
+      ojson x = {{"item", it.item}, {"layer", it.layer}};
+      if (it.microbatch >= 0)
+        x["microbatch"] = it.microbatch;
+      x["step"] = it.step;
+      x["start_s"] = it.start;
+      x["end_s"] = it.end;
+      if (it.forced)
+        x["forced"] = true;
+      items.push_back(x);
+    }
+    devices.push_back({{"device", d.device},
+                       {"steps", d.steps},
+                       {"work_s", d.work},
+                       {"precondition_s", d.precondition},
+                       {"forced_s", d.forced},
+                       {"utilisation_first_order", d.utilisationBefore},
+                       {"utilisation", d.utilisationAfter},
+                       {"saved_bytes", d.savedBytes},
+                       {"factor_bytes", d.factorBytes},
+                       {"items", items}});
+  }
+  return {{"damping", p.damping},
+          {"refresh_steps", p.refreshSteps},
+          {"first_order_step_time_s", p.firstOrderStepTime},
+          {"utilisation_first_order", p.utilisationBefore},
+          {"utilisation", p.utilisationAfter},
+          {"layers", layers},
+          {"devices", devices},
+          {"unfitted", p.unfitted}};
+}
+
+namespace {
+
+struct In {
+  const std::string &origin;
+  [[noreturn]] void fail(const Pointer &at, const std::string &what) const {
+    throw UserError(jsonPlace(origin, at) + what);
+  }
+  const json &get(const json &j, const Pointer &at, const char *key) const {
+    if (!j.is_object())
+      fail(at, "expected an object");
+    auto it = j.find(key);
+    if (it == j.end())
+      fail(at, std::string("missing field \"") + key + "\"");
+    return *it;
+  }
+  double num(const json &j, const Pointer &at, const char *key) const {
+    const json &v = get(j, at, key);
+    if (!v.is_number())
+      fail(at / key, "expected a number");
+    return v.get<double>();
+  }
+  int integer(const json &j, const Pointer &at, const char *key) const {
+    const json &v = get(j, at, key);
+    if (!v.is_number_integer())
+      fail(at / key, "expected an integer");
+    return v.get<int>();
+  }
+  std::string str(const json &j, const Pointer &at, const char *key) const {
+    const json &v = get(j, at, key);
+    if (!v.is_string())
+      fail(at / key, "expected a string");
+    return v.get<std::string>();
+  }
+  const json &array(const json &j, const Pointer &at, const char *key) const {
+    const json &v = get(j, at, key);
+    if (!v.is_array())
+      fail(at / key, "expected an array");
+    return v;
+  }
+  void pair(const json &j, const Pointer &at, const char *key,
+            double out[2]) const {
+    const json &v = array(j, at, key);
+    if (v.size() != 2 || !v[0].is_number() || !v[1].is_number())
+      fail(at / key, "expected [A, G]: two numbers");
+    out[0] = v[0].get<double>();
+    out[1] = v[1].get<double>();
+  }
+};
+
+} // namespace
+
+KfacPlan kfacFromJson(const json &j, const std::string &origin,
+                      const Pointer &at) {
+  In r{origin};
+  KfacPlan p;
+  p.damping = r.num(j, at, "damping");
+  if (!(p.damping > 0))
+    r.fail(at / "damping", "expected a damping > 0");
+  p.refreshSteps = r.integer(j, at, "refresh_steps");
+  if (p.refreshSteps < 1)
+    r.fail(at / "refresh_steps", "expected at least 1 step");
+  p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
+  p.utilisationBefore = r.num(j, at, "utilisation_first_order");
+  p.utilisationAfter = r.num(j, at, "utilisation");
+  const json &layers = r.array(j, at, "layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Pointer lp = at / "layers" / i;
+    KfacLayerPlan l;
+    l.name = r.str(layers[i], lp, "name");
+    l.stage = r.integer(layers[i], lp, "stage");
+    l.direction = r.str(layers[i], lp, "direction");
+    if (l.direction != "down" && l.direction != "up")
+      r.fail(lp / "direction", "expected \"down\" or \"up\"");
+    r.pair(layers[i], lp, "curvature_s", l.curvature);
+    r.pair(layers[i], lp, "reduce_s", l.reduce);
+    r.pair(layers[i], lp, "invert_s", l.invert);
+    l.precondition = r.num(layers[i], lp, "precondition_s");
+    p.layers.push_back(l);
+  }
+  const json &devices = r.array(j, at, "devices");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Pointer dp = at / "devices" / i;
+    const json &dj = devices[i];
+    KfacDevicePlan d;
+    d.device = r.integer(dj, dp, "device");
+    d.steps = r.integer(dj, dp, "steps");
+    d.work = r.num(dj, dp, "work_s");
+    d.precondition = r.num(dj, dp, "precondition_s");
+    d.forced = r.num(dj, dp, "forced_s");
+    d.utilisationBefore = r.num(dj, dp, "utilisation_first_order");
+    d.utilisationAfter = r.num(dj, dp, "utilisation");
+    d.savedBytes = r.num(dj, dp, "saved_bytes");
+    d.factorBytes = r.num(dj, dp, "factor_bytes");
+    const json &items = r.array(dj, dp, "items");
+    for (size_t k = 0; k < items.size(); ++k) {
+      const Pointer ip = dp / "items" / k;
+      KfacItemPlacement it;
+      it.item = r.str(items[k], ip, "item");
+      it.layer = r.integer(items[k], ip, "layer");
+      if (it.layer < 0 || it.layer >= static_cast<int>(p.layers.size()))
+        r.fail(ip / "layer", "expected an index into kfac.layers");
+      if (items[k].contains("microbatch"))
+        it.microbatch = r.integer(items[k], ip, "microbatch");
+      it.step = r.integer(items[k], ip, "step");
+      it.start = r.num(items[k], ip, "start_s");
+      it.end = r.num(items[k], ip, "end_s");
+      it.forced = items[k].value("forced", false);
+      d.items.push_back(it);
+    }
+    p.devices.push_back(std::move(d));
+  }
+  const json &unfitted = r.array(j, at, "unfitted");
+  for (size_t i = 0; i < unfitted.size(); ++i) {
+    if (!unfitted[i].is_string())
+      r.fail(at / "unfitted" / i, "expected a string");
+    p.unfitted.push_back(unfitted[i].get<std::string>());
+  }
+  return p;
+}
+
+} // namespace autoddl::planner

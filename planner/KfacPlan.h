@@ -1,0 +1,53 @@
+//===- KfacPlan.h - the K-FAC part of a plan (Plan::kfac) ----------------===//
+//
+// What `autoddl plan --optimizer kfac` records (docs/plan-format.md "kfac"):
+// the K-FAC layers with their priced items, and per pipeline device where
+// PipeFisher's packer put each item (cost_model/pipeline/PipeFisher.h).
+// Times are seconds within a step of the refresh.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace autoddl::planner {
+
+struct KfacItemPlacement {
+  std::string item;    // "curv_A", "curv_G", "reduce_A", ..., "precond"
+  int layer = 0;       // index into KfacPlan::layers
+  int microbatch = -1; // curvature only
+  int step = 0;        // 0 .. refresh_steps-1
+  double start = 0, end = 0;
+  bool forced = false; // after the step's pipeline end, not in a bubble
+};
+
+struct KfacDevicePlan {
+  int device = 0;
+  int steps = 1; // steps this device's refresh spans
+  double work = 0, precondition = 0, forced = 0;
+  double utilisationBefore = 0, utilisationAfter = 0;
+  double savedBytes = 0, factorBytes = 0;
+  std::vector<KfacItemPlacement> items;
+};
+
+struct KfacLayerPlan {
+  std::string name;
+  int stage = 0;
+  std::string direction = "down";
+  double curvature[2] = {0, 0}, reduce[2] = {0, 0}, invert[2] = {0, 0};
+  double precondition = 0;
+};
+
+struct KfacPlan {
+  double damping = 1e-3;
+  int refreshSteps = 1;          // K
+  double firstOrderStepTime = 0; // the same candidate without K-FAC
+  double utilisationBefore = 0, utilisationAfter = 0;
+  std::vector<KfacLayerPlan> layers;
+  std::vector<KfacDevicePlan> devices;
+  std::vector<std::string>
+      unfitted; // forced items, "stage 1: inv_A h.3.mlp.fc"
+};
+
+} // namespace autoddl::planner

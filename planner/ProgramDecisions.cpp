@@ -1,0 +1,124 @@
+//===- ProgramDecisions.cpp - what the generated programs do that costs ---===//
+#include "planner/ProgramDecisions.h"
+
+#include "ir/import/ModelGraph.h"
+
+#include <algorithm>
+#include <string>
+
+namespace autoddl::planner {
+namespace {
+
+bool hasInput(const ModelGraph &g, const char *name) {
+  for (const TensorDef &t : g.tensors)
+    if (t.role == TensorRole::Input && t.name == name)
+      return true;
+  return false;
+}
+
+template <typename T> T attrOr(const OpDef &op, const char *name, T dflt) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end())
+    return dflt;
+  if (const T *v = std::get_if<T>(&it->second))
+    return *v;
+  return dflt;
+}
+
+} // namespace
+
+GraphUses::GraphUses(const ModelGraph &g)
+    : producer(g.tensors.size(), -1), readers(g.tensors.size()) {
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    for (int r : g.ops[i].results)
+      producer[size_t(r)] = int(i);
+    for (int t : g.ops[i].operands)
+      readers[size_t(t)].push_back(i);
+  }
+}
+
+bool stepRunsAsGraph(const ModelGraph &g) {
+  return hasInput(g, "input_ids") && !hasInput(g, "adjacency");
+}
+
+bool unevenVocabSplitRuns(int64_t size, int tp) {
+  return tp > 1 && size % tp != 0 && size > (size + tp - 1) / tp * (tp - 1);
+}
+
+bool splitRuns(int64_t size, int tp, bool paddedRows) {
+  return size % tp == 0 || (paddedRows && unevenVocabSplitRuns(size, tp));
+}
+
+int64_t vocabularyRows(const ModelGraph &g) {
+  for (const OpDef &op : g.ops)
+    if (op.kind == "embedding" && op.operands.size() > 1)
+      if (const auto &sh = g.tensors[size_t(op.operands[1])].shape; !sh.empty())
+        return sh.front();
+  return 0;
+}
+
+bool logitsOnlyToLoss(const ModelGraph &g, const GraphUses &uses,
+                      const OpDef &op) {
+  if (op.kind != "linear" || op.operands.size() != 2 ||
+      !attrOr<bool>(op, "transpose_weight", false))
+    return false;
+  const int logits = op.results.front();
+  const std::vector<size_t> &rs = uses.readers[size_t(logits)];
+  return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](size_t c) {
+    return g.ops[c].kind == "cross_entropy" && g.ops[c].operands[0] == logits;
+  });
+}
+
+int64_t paddedVocabRows(int64_t localRows) {
+  return (localRows + 63) / 64 * 64;
+}
+
+bool padsVocabulary(const ModelGraph &g, const GraphUses &uses,
+                    const OpDef &op) {
+  if (!logitsOnlyToLoss(g, uses, op))
+    return false;
+  const TensorDef &w = g.tensors[size_t(op.operands[1])];
+  return w.role == TensorRole::Parameter && w.shape.size() == 2 &&
+         w.shape.front() == vocabularyRows(g);
+}
+
+bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
+                       GeluChain &chain) {
+  const OpDef &op = g.ops[gelu];
+  if (op.kind != "gelu" || op.operands.size() != 1 || op.results.size() != 1 ||
+      attrOr<std::string>(op, "approximate", "tanh") == "none")
+    return false;
+  const int pre = op.operands[0], out = op.results[0];
+  const int fc1 = uses.producer[size_t(pre)];
+  if (fc1 < 0 || g.ops[size_t(fc1)].kind != "linear" ||
+      uses.readers[size_t(pre)] != std::vector<size_t>{gelu} ||
+      uses.readers[size_t(out)].size() != 1 || pre == g.loss || out == g.loss)
+    return false;
+  const size_t fc2 = uses.readers[size_t(out)][0];
+  if (g.ops[fc2].kind != "linear" || g.ops[fc2].operands[0] != out)
+    return false;
+  chain = {size_t(fc1), fc2};
+  return true;
+}
+
+std::vector<size_t> residualGemmOperands(const ModelGraph &g,
+                                         const GraphUses &uses, size_t add) {
+  const OpDef &op = g.ops[add];
+  std::vector<size_t> out;
+  if (op.kind != "add" || op.operands.size() != 2 ||
+      op.operands[0] == op.operands[1])
+    return out;
+  for (size_t k : {size_t(1), size_t(0)}) {
+    const int t = op.operands[k], res = op.operands[1 - k];
+    const int lin = uses.producer[size_t(t)];
+    if (lin >= 0 && g.ops[size_t(lin)].kind == "linear" &&
+        uses.readers[size_t(t)] == std::vector<size_t>{add} && t != g.loss &&
+        g.tensors[size_t(res)].role != TensorRole::Parameter &&
+        uses.producer[size_t(res)] < lin &&
+        g.tensors[size_t(t)].shape == g.tensors[size_t(op.results[0])].shape)
+      out.push_back(k);
+  }
+  return out;
+}
+
+} // namespace autoddl::planner

@@ -1,0 +1,109 @@
+//===- ProgramDecisions.h - what the generated programs do that costs -----===//
+//
+// The decisions of the generated training programs that change what a step
+// costs, computed here once: codegen (codegen/TrainProgram.cpp, Layout.cpp)
+// acts on them and the planner's pricing (Pricing.cpp, SbpSignatures.cpp)
+// prices them, so predictions cannot drift from programs. Each function states
+// the part of the decision that depends on the graph alone; where codegen adds
+// conditions on the plan's layouts and stages (which the pricing, pricing ops
+// one at a time, does not see), the comment says so.
+//
+// Plain C++ (no MLIR, no exceptions), at the planner's layer: codegen depends
+// on the planner, not the other way round.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace autoddl {
+struct ModelGraph;
+struct OpDef;
+} // namespace autoddl
+
+namespace autoddl::planner {
+
+/// The highest ZeRO stage the generated programs run: 1 shards the optimizer
+/// state (reduce-scatter, AdamW on the shard, all-gather). ZeRO-2 (gradients
+/// sharded per micro-batch) is priced by the cost model but not generated, so
+/// the search does not pick it: its plan would hold full gradients and use
+/// more memory than priced.
+constexpr int kMaxGeneratedZero = 1;
+
+/// Per tensor, the op making it and the ops reading it.
+struct GraphUses {
+  explicit GraphUses(const ModelGraph &g);
+  std::vector<int> producer; // -1: an input or a parameter
+  /// The ops reading each tensor, once per operand slot, in op order.
+  std::vector<std::vector<size_t>> readers;
+};
+
+/// Whether the generated CUDA program runs forward and backward as one CUDA
+/// graph after the first step (backends/cuda/StepGraph.h): a token model's
+/// step, on every mesh (its collectives and pipeline transfers are captured
+/// with the kernels); not a graph model's, whose accuracy count is read back
+/// inside the step.
+bool stepRunsAsGraph(const ModelGraph &g);
+
+/// Whether the programs split `size` elements over `tp` ranks: into equal
+/// parts, or, for a vocabulary's rows (`paddedRows`), into parts of
+/// ceil(size / tp) rows, the last shorter and stored padded with zero rows,
+/// every rank keeping at least one real row (Megatron pads its vocabulary
+/// alike; here the padding stays out of the softmax).
+bool splitRuns(int64_t size, int tp, bool paddedRows);
+/// The uneven case of splitRuns: tp does not divide `size` (GPT-2's 50257).
+bool unevenVocabSplitRuns(int64_t size, int tp);
+
+/// The vocabulary of a token model: the rows of its first embedding table; 0
+/// without one.
+int64_t vocabularyRows(const ModelGraph &g);
+/// Whether `op` is an lm_head that reads its table by rows and whose logits
+/// only the loss reads: a bias-free linear with a transposed weight [V, C]
+/// whose result goes only to cross-entropies as their logits, which can skip
+/// padding columns (codegen also wants those losses on the lm_head's stage).
+bool logitsOnlyToLoss(const ModelGraph &g, const GraphUses &uses,
+                      const OpDef &op);
+/// The CUDA program's rows of a vocabulary-sized parameter a rank holds:
+/// `localRows` rounded up to a multiple of 64 (GEMMs with 50257 as a
+/// dimension run at a fifth of the aligned rate on an H200:
+/// bench/cuda/results/kernels_h200.txt).
+int64_t paddedVocabRows(int64_t localRows);
+/// Whether the CUDA program runs `op`, an lm_head as logitsOnlyToLoss says
+/// whose weight has the vocabulary's rows, on a padded vocabulary (its local
+/// rows and the logits' last dimension paddedVocabRows). Codegen
+/// (planVocabPadding) also wants every reader of the table in the table's
+/// layout, and the losses on the lm_head's stage in the logits' layout.
+bool padsVocabulary(const ModelGraph &g, const GraphUses &uses,
+                    const OpDef &op);
+
+/// A tanh GELU between two linears, which the CUDA program runs in their
+/// GEMMs' epilogues (linear_gelu_forward, linear_backward_dgelu).
+struct GeluChain {
+  size_t fc1 = 0, fc2 = 0; // the linear before and the linear after
+};
+/// The chain of GELU op `gelu`, when the graph allows the fusion: its input
+/// made by a linear and read by the GELU alone, its output read by the second
+/// linear alone, as that linear's input; neither the loss. Codegen
+/// (planGeluFusion) also wants the three ops on one stage in the layouts they
+/// hand on, the first linear not row-parallel and the second not
+/// column-parallel; the pricing does not look at signatures.
+bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
+                       GeluChain &chain);
+
+/// For residual add op `add`, the operands (1, then 0) whose producing linear
+/// can write the sum in its GEMM (linear_residual_forward, reading the other
+/// operand, the residual, as C): that linear's output read by this add alone
+/// and not the loss, of the sum's shape; the residual not a parameter and
+/// made before the linear (or an input). Codegen (planResidualFusion) takes
+/// the first whose linear is not row-parallel (its all-reduce and bias follow
+/// the GEMM) and whose operands arrive in the layouts they are made in;
+/// residualFusionPriced says when the pricing counts it.
+std::vector<size_t> residualGemmOperands(const ModelGraph &g,
+                                         const GraphUses &uses, size_t add);
+/// The pricing's stand-in for "the linear is not row-parallel", which it
+/// cannot see op by op: no tensor parallelism.
+inline bool residualFusionPriced(int tp) { return tp == 1; }
+
+} // namespace autoddl::planner

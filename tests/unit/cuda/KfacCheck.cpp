@@ -1,0 +1,518 @@
+// KfacCheck: every CUDA K-FAC function (backends/cuda/kfac) against an fp64
+// host reference (tests/unit/runtime/KfacReference.h: plain loops, Gauss-Jordan
+// inverses) on fresh random inputs (seed printed; --seed N repeats). Built
+// twice: bf16 act_t and -DAUTODDL_FP32.
+//
+// Error measure ||gpu - ref|| / ||ref|| per tensor. Bounds:
+// - factors from act_t operands vs fp64 of the same (already rounded)
+//   operands: 2e-5. A product of two bf16 values is exact in fp32 (8 + 8
+//   significant bits), so the only error is fp32 summation over S <= 1001
+//   terms (~sqrt(S) 2^-24 = 2e-6 typical; 2e-5 leaves a margin of 10).
+// - the same factor vs fp64 of the unrounded fp32 inputs (what bf16 storage of
+//   the activations costs): bf16 rounds each operand by <= 2^-9, a product by
+//   <= 2^-8, so 1e-2 bounds the norm (measured ~2e-3); fp32 build 2e-5.
+// - inverses by fp32 Cholesky of matrices with condition number < 50, d <= 768:
+//   1e-4 (~kappa d^(1/2) 2^-24 = 8e-5 worst); the fp64 retry 1e-6 (one fp32
+//   rounding of the result).
+// - preconditioning (two inverses, two fp32 GEMMs without TF32): 2e-4.
+// - SGD / LAMB against fp64 over three steps: 1e-6 (fp32 element-wise
+//   arithmetic); the act_t working copy equals act_t(p) exactly.
+// - the factor all-reduce, the gathered factors and the split preconditioning
+//   run in two child processes over NCCL (one GPU each, or both on GPU 0 with
+//   NCCL's socket transport as AUTODDL_SHARE_GPU does): against fp64 of the
+//   whole layer, bounds as above.
+//
+// Exit 0 pass, 1 fail, 77 no GPU (ctest SKIP_RETURN_CODE).
+#include "backends/cuda/kfac/Kfac.h"
+#include "tests/unit/cuda/KernelCheckUtil.h"
+#include "tests/unit/runtime/KfacReference.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+using namespace kcheck;
+using kfacref::Mat;
+
+std::mt19937 gRng;
+bool gOk = true;
+
+/// Uniform values rounded to act_t (exact inputs for the reference).
+std::vector<float> act_values(int64_t n, float scale) {
+  return random_values(gRng, n, -scale, scale, true);
+}
+
+bool check(const std::string &what, double err, double tol) {
+  const bool ok = report(what, err, tol);
+  gOk &= ok;
+  return ok;
+}
+
+template <class T> std::vector<float> to_host(const T *p, int64_t n) {
+  return download(p, n);
+}
+
+std::vector<float> host_floats(const float *p, int64_t n) {
+  std::vector<float> f(size_t(n > 0 ? n : 0));
+  rt::copy_to_host(f.data(), p, n * int64_t(sizeof(float)));
+  return f;
+}
+
+void put_floats(float *dst, const std::vector<float> &v) {
+  rt::copy_to_device(dst, v.data(), int64_t(v.size() * sizeof(float)));
+}
+
+/// A random symmetric positive semi-definite factor X^T X / S (S >= d: with
+/// the damping 0.1 its condition number is < 50).
+std::vector<float> random_factor(int64_t S, int64_t d) {
+  const auto X = random_values(gRng, S * d, -1.7f, 1.7f, false);
+  const Mat F = kfacref::gram(X, S, d, 1.0 / double(S));
+  return std::vector<float>(F.begin(), F.end());
+}
+
+void check_factors(int64_t S, int64_t d) {
+  const auto X1 = random_values(gRng, S * d, -1.0f, 1.0f, false),
+             X2 = random_values(gRng, S * d, -1.0f, 1.0f, false);
+  std::vector<float> r1(X1.size()), r2(X2.size());
+  for (size_t i = 0; i < X1.size(); ++i) {
+    r1[i] = round_act(X1[i]);
+    r2[i] = round_act(X2[i]);
+  }
+  const auto F0 = random_values(gRng, d * d, -0.1f, 0.1f, false); // +=
+  rt::DeviceBuffer<act_t> x1(S * d), x2(S * d);
+  upload(x1.data(), X1);
+  upload(x2.data(), X2);
+  rt::DeviceBuffer<float> F(d * d);
+  put_floats(F.data(), F0);
+  const float scale = 1.0f / float(2 * S);
+  rt::kfac_accumulate(F.data(), x1.data(), S, d, scale);
+  rt::kfac_accumulate(F.data(), x2.data(), S, d, scale);
+  const auto got = host_floats(F.data(), d * d);
+  auto reference = [&](const std::vector<float> &a,
+                       const std::vector<float> &b) {
+    Mat want = kfacref::gram(a, S, d, 1.0 / double(2 * S));
+    const Mat w2 = kfacref::gram(b, S, d, 1.0 / double(2 * S));
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] += w2[i] + F0[i];
+    return want;
+  };
+  const std::string shape =
+      "S=" + std::to_string(S) + " d=" + std::to_string(d);
+  check("kfac_accumulate vs fp64 (act_t inputs) " + shape,
+        kfacref::rel_error(got, reference(r1, r2)), 2e-5);
+#ifdef AUTODDL_FP32
+  const double unrounded = 2e-5;
+#else
+  const double unrounded = 1e-2;
+#endif
+  check("kfac_accumulate vs fp64 (fp32 inputs) " + shape,
+        kfacref::rel_error(got, reference(X1, X2)), unrounded);
+}
+
+void check_inverse(int64_t d) {
+  const auto F = random_factor(d + 60, d);
+  const Mat want = kfacref::inverse(Mat(F.begin(), F.end()), d, 0.1);
+  rt::DeviceBuffer<float> f(d * d), inv(d * d);
+  put_floats(f.data(), F);
+  poison(inv.data(), d * d * int64_t(sizeof(float)));
+  const std::string shape = " d=" + std::to_string(d);
+  gOk &= rt::kfac_cholesky_inverse(inv.data(), f.data(), d, 0.1);
+  check("cholesky inverse fp32" + shape,
+        kfacref::rel_error(host_floats(inv.data(), d * d), want), 1e-4);
+  poison(inv.data(), d * d * int64_t(sizeof(float)));
+  gOk &= rt::kfac_cholesky_inverse_fp64(inv.data(), f.data(), d, 0.1);
+  check("cholesky inverse fp64" + shape,
+        kfacref::rel_error(host_floats(inv.data(), d * d), want), 1e-6);
+}
+
+bool expect(const std::string &what, bool ok) {
+  std::printf("%s %-58s %s\n", kMode, what.c_str(), ok ? "ok" : "FAIL");
+  gOk &= ok;
+  return ok;
+}
+
+void check_fallback() {
+  // [[1,1],[1,1]] + 1e-9 I is singular in fp32 (1 + 1e-9 rounds to 1) and
+  // positive definite in fp64: the retry succeeds.
+  rt::DeviceBuffer<float> f(4), inv(4);
+  put_floats(f.data(), {1, 1, 1, 1});
+  expect("fallback: fp32 Cholesky refuses a singular factor",
+         !rt::kfac_cholesky_inverse(inv.data(), f.data(), 2, 1e-9));
+  expect("fallback: the fp64 retry inverts it",
+         rt::kfac_invert_factor(inv.data(), f.data(), 2, 1e-9, false) ==
+             rt::KfacInverseOutcome::Fp64);
+  const double e = 1e-9, a = (1 - 1 / (2 + e)) / e, b = -1 / (2 + e) / e;
+  check("fallback: fp64 inverse of the singular factor",
+        kfacref::rel_error(host_floats(inv.data(), 4), Mat{a, b, b, a}), 1e-6);
+  // Indefinite: kept previous (bits untouched) or none.
+  put_floats(f.data(), {0, 2, 2, 0});
+  const std::vector<float> prev = {3, 1, 1, 3};
+  put_floats(inv.data(), prev);
+  expect("fallback: an indefinite factor keeps the previous inverse",
+         rt::kfac_invert_factor(inv.data(), f.data(), 2, 1e-3, true) ==
+                 rt::KfacInverseOutcome::KeptPrevious &&
+             host_floats(inv.data(), 4) == prev);
+  expect("fallback: ... or leaves none at the first refresh",
+         rt::kfac_invert_factor(inv.data(), f.data(), 2, 1e-3, false) ==
+             rt::KfacInverseOutcome::NoInverse);
+  put_floats(f.data(), {1, NAN, NAN, 1});
+  expect("fallback: a non-finite factor fails in both precisions",
+         !rt::kfac_cholesky_inverse(inv.data(), f.data(), 2, 1.0) &&
+             !rt::kfac_cholesky_inverse_fp64(inv.data(), f.data(), 2, 1.0));
+}
+
+/// A refreshed layer from random act_t inputs X [S,in], dY [S,out]; the fp64
+/// damped inverses of the same factors in Ai, Gi.
+struct RefLayer {
+  Mat Ai, Gi;
+  double pi = 0;
+};
+RefLayer refresh_layer(rt::KfacLayer &l, int64_t S, const rt::KfacConfig &c,
+                       rt::KfacStats &stats) {
+  const auto X = act_values(S * l.in, 1.0f), dY = act_values(S * l.out, 0.05f);
+  rt::DeviceBuffer<act_t> x(S * l.in), y(S * l.out);
+  upload(x.data(), X);
+  upload(y.data(), dY);
+  rt::kfac_accumulate(l.A.data(), x.data(), S, l.in, 1.0f / float(S));
+  rt::kfac_accumulate(l.G.data(), y.data(), S, l.out, 1.0f / float(S));
+  rt::kfac_refresh(l, c, stats);
+  const Mat A = kfacref::gram(X, S, l.in, 1.0 / double(S)),
+            G = kfacref::gram(dY, S, l.out, 1.0 / double(S));
+  RefLayer r;
+  r.pi = std::sqrt((kfacref::trace(A, l.in) / double(l.in)) /
+                   (kfacref::trace(G, l.out) / double(l.out)));
+  r.Ai = kfacref::inverse(A, l.in, std::sqrt(c.damping) * r.pi);
+  r.Gi = kfacref::inverse(G, l.out, std::sqrt(c.damping) / r.pi);
+  return r;
+}
+
+void check_precondition(int64_t in, int64_t out) {
+  rt::KfacConfig c;
+  c.damping = 1e-2;
+  rt::KfacStats stats;
+  rt::KfacLayer l(in, out);
+  const RefLayer ref = refresh_layer(l, in + out + 64, c, stats);
+  const std::string shape =
+      " in=" + std::to_string(in) + " out=" + std::to_string(out);
+  check("refresh: pi from the device traces" + shape,
+        std::fabs(l.damping.pi - ref.pi) / ref.pi, 1e-5);
+  expect("refresh: both inverses in fp32, factors zeroed" + shape,
+         stats.inverses_fp32 == 2 && stats.refreshes == 1 &&
+             host_floats(l.A.data(), in * in) ==
+                 std::vector<float>(size_t(in * in), 0.0f));
+  for (bool torchLayout : {true, false}) {
+    const auto dW = random_values(gRng, in * out, -1.0f, 1.0f, false),
+               db = random_values(gRng, out, -1.0f, 1.0f, false);
+    rt::DeviceBuffer<float> w(in * out), wo(in * out), b(out), bo(out);
+    put_floats(w.data(), dW);
+    put_floats(b.data(), db);
+    poison(wo.data(), in * out * int64_t(sizeof(float)));
+    rt::kfac_precondition(wo.data(), w.data(), bo.data(), b.data(), l,
+                          torchLayout);
+    const Mat D(dW.begin(), dW.end());
+    const Mat want =
+        torchLayout ? kfacref::matmul(kfacref::matmul(ref.Gi, D, out, out, in),
+                                      ref.Ai, out, in, in)
+                    : kfacref::matmul(kfacref::matmul(ref.Ai, D, in, in, out),
+                                      ref.Gi, in, out, out);
+    const std::string layout = torchLayout ? " [out,in]" : " [in,out]";
+    check("precondition G^-1 dW A^-1" + layout + shape,
+          kfacref::rel_error(host_floats(wo.data(), in * out), want), 2e-4);
+    check("precondition G^-1 db" + shape,
+          kfacref::rel_error(
+              host_floats(bo.data(), out),
+              kfacref::matmul(ref.Gi, Mat(db.begin(), db.end()), out, out, 1)),
+          2e-4);
+  }
+}
+
+void check_sgd(int64_t n, double momentum) {
+  rt::KfacConfig c;
+  c.lr = 0.05;
+  c.momentum = momentum;
+  c.weight_decay = 0.1;
+  auto p = random_values(gRng, n, -1.0f, 1.0f, false);
+  Mat pd(p.begin(), p.end()), bd(static_cast<size_t>(n), 0.0);
+  rt::DeviceBuffer<float> dp(n), dd(n), buf(n);
+  rt::DeviceBuffer<act_t> work(n);
+  put_floats(dp.data(), p);
+  for (int64_t s = 1; s <= 3; ++s) {
+    const auto d = random_values(gRng, n, -1.0f, 1.0f, false);
+    put_floats(dd.data(), d);
+    rt::kfac_sgd_step(dp.data(), dd.data(),
+                      momentum != 0 ? buf.data() : nullptr, n, c, s,
+                      work.data());
+    for (size_t i = 0; i < size_t(n); ++i) {
+      bd[i] = s == 1 ? d[i] : momentum * bd[i] + d[i];
+      pd[i] = pd[i] * (1 - c.lr * c.weight_decay) -
+              c.lr * (momentum != 0 ? bd[i] : double(d[i]));
+    }
+  }
+  const auto got = host_floats(dp.data(), n);
+  check("kfac_sgd_step x3 n=" + std::to_string(n) +
+            " momentum=" + std::to_string(momentum),
+        kfacref::rel_error(got, pd), 1e-6);
+  std::vector<float> rounded(got.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    rounded[i] = round_act(got[i]);
+  check("kfac_sgd_step working copy = act_t(p)",
+        rel_error(to_host(work.data(), n), rounded), 0.0);
+}
+
+void check_lamb(int64_t n) {
+  rt::KfacConfig c;
+  c.rule = rt::KfacRule::Lamb;
+  c.lr = 0.01;
+  c.weight_decay = 0.01;
+  auto p = random_values(gRng, n, -1.0f, 1.0f, false);
+  Mat pd(p.begin(), p.end()), md(static_cast<size_t>(n), 0.0),
+      vd(static_cast<size_t>(n), 0.0);
+  rt::DeviceBuffer<float> dp(n), dd(n), m(n), v(n);
+  put_floats(dp.data(), p);
+  for (int64_t t = 1; t <= 3; ++t) {
+    const auto d = random_values(gRng, n, -0.1f, 0.1f, false);
+    put_floats(dd.data(), d);
+    rt::kfac_lamb_step(dp.data(), dd.data(), m.data(), v.data(), n, c, t,
+                       nullptr, nullptr);
+    kfacref::lamb_step(pd, md, vd, d,
+                       {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay}, t);
+  }
+  check("kfac_lamb_step x3 n=" + std::to_string(n),
+        kfacref::rel_error(host_floats(dp.data(), n), pd), 1e-6);
+  check("kfac_lamb_step moments",
+        kfacref::rel_error(host_floats(m.data(), n), md), 1e-6);
+}
+
+// ---- two ranks over NCCL (child processes) ----
+
+/// A failed NCCL call in a child: the message, and the child fails.
+#define KFAC_CHECK_NCCL(x)                                                     \
+  do {                                                                         \
+    const ncclResult_t nr_ = (x);                                              \
+    if (nr_ != ncclSuccess) {                                                  \
+      std::printf("%s  FAIL\n", ncclGetErrorString(nr_));                      \
+      return 1;                                                                \
+    }                                                                          \
+  } while (0)
+
+/// One rank of the two-rank checks; returns the exit status (0 pass, 1 fail,
+/// 77 no GPU).
+int nccl_rank(int rank, int fdWrite, int fdRead, unsigned seed) {
+  alarm(300); // a hung collective ends the child (the parent reports it)
+  // Each end of the pipe in one child only: rank 1's read sees the end of
+  // the file when rank 0 stops before writing.
+  close(rank == 0 ? fdRead : fdWrite);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    return 77;
+  // Two ranks on one GPU: a host id each, NCCL's socket transport on
+  // loopback (what AUTODDL_SHARE_GPU does for the generated programs).
+  if (devices < 2) {
+    setenv("NCCL_HOSTID", ("autoddl-kfac-rank-" + std::to_string(rank)).c_str(),
+           1);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  AUTODDL_CUDA_CHECK(cudaSetDevice(rank % devices));
+  ncclUniqueId id;
+  if (rank == 0) {
+    KFAC_CHECK_NCCL(ncclGetUniqueId(&id));
+    if (write(fdWrite, &id, sizeof id) != ssize_t(sizeof id))
+      return 1;
+  } else if (read(fdRead, &id, sizeof id) != ssize_t(sizeof id)) {
+    return 1;
+  }
+  ncclComm_t comm = nullptr;
+  KFAC_CHECK_NCCL(ncclCommInitRank(&comm, 2, id, rank));
+  gRng.seed(seed); // both ranks draw the same values, the whole layer's
+  const int p = 2;
+  const int64_t S = 96, in = 48, out = 40;
+  const auto X = act_values(S * in, 1.0f), dY = act_values(S * out, 0.05f);
+  // The factor all-reduce: rank r holds rows [r S/2, (r+1) S/2) (a data-
+  // parallel share), scale 1/(S/2); the mean is the whole batch's factor.
+  const int64_t Sl = S / p;
+  rt::DeviceBuffer<act_t> xr(Sl * in);
+  upload(xr.data(), std::vector<float>(X.begin() + rank * Sl * in,
+                                       X.begin() + (rank + 1) * Sl * in));
+  rt::DeviceBuffer<float> Fa(in * in);
+  rt::kfac_accumulate(Fa.data(), xr.data(), Sl, in, 1.0f / float(Sl));
+  rt::kfac_factor_all_reduce_mean(Fa.data(), in * in, comm);
+  const Mat A = kfacref::gram(X, S, in, 1.0 / double(S)),
+            G = kfacref::gram(dY, S, out, 1.0 / double(S));
+  check("rank " + std::to_string(rank) + " factor all-reduce mean (dp)",
+        kfacref::rel_error(host_floats(Fa.data(), in * in), A), 2e-5);
+  // Column shards gathered (column-parallel dY, row-parallel X).
+  const int64_t outL = out / p;
+  std::vector<float> yShard(size_t(S * outL));
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t j = 0; j < outL; ++j)
+      yShard[size_t(s * outL + j)] = dY[size_t(s * out + rank * outL + j)];
+  rt::DeviceBuffer<act_t> ys(S * outL);
+  upload(ys.data(), yShard);
+  rt::KfacLayer l(in, out);
+  rt::kfac_accumulate_gathered(l.G.data(), ys.data(), S, outL, 1.0f / float(S),
+                               comm);
+  check("rank " + std::to_string(rank) + " gathered factor (tp column shards)",
+        kfacref::rel_error(host_floats(l.G.data(), out * out), G), 2e-5);
+  rt::DeviceBuffer<act_t> x(S * in);
+  upload(x.data(), X);
+  rt::kfac_accumulate(l.A.data(), x.data(), S, in, 1.0f / float(S));
+  rt::KfacConfig c;
+  c.damping = 1e-2;
+  rt::KfacStats stats;
+  rt::kfac_refresh(l, c, stats);
+  const double pi = std::sqrt((kfacref::trace(A, in) / double(in)) /
+                              (kfacref::trace(G, out) / double(out)));
+  const Mat Ai = kfacref::inverse(A, in, std::sqrt(c.damping) * pi),
+            Gi = kfacref::inverse(G, out, std::sqrt(c.damping) / pi);
+  const auto dW = random_values(gRng, in * out, -1.0f, 1.0f, false),
+             db = random_values(gRng, out, -1.0f, 1.0f, false);
+  for (rt::KfacSplit split : {rt::KfacSplit::Out, rt::KfacSplit::In})
+    for (bool torchLayout : {true, false}) {
+      const Mat D(dW.begin(), dW.end());
+      const int64_t rowsW = torchLayout ? out : in,
+                    colsW = torchLayout ? in : out;
+      const Mat full =
+          torchLayout ? kfacref::matmul(kfacref::matmul(Gi, D, out, out, in),
+                                        Ai, out, in, in)
+                      : kfacref::matmul(kfacref::matmul(Ai, D, in, in, out), Gi,
+                                        in, out, out);
+      const bool byOut = split == rt::KfacSplit::Out;
+      const bool splitRows = byOut == torchLayout;
+      const int64_t r0 = splitRows ? rank * rowsW / p : 0,
+                    nR = splitRows ? rowsW / p : rowsW,
+                    c0 = splitRows ? 0 : rank * colsW / p,
+                    nC = splitRows ? colsW : colsW / p;
+      std::vector<float> shard(size_t(nR * nC));
+      Mat want(size_t(nR * nC));
+      for (int64_t i = 0; i < nR; ++i)
+        for (int64_t j = 0; j < nC; ++j) {
+          shard[size_t(i * nC + j)] = dW[size_t((r0 + i) * colsW + c0 + j)];
+          want[size_t(i * nC + j)] = full[size_t((r0 + i) * colsW + c0 + j)];
+        }
+      const int64_t bL = byOut ? out / p : out, b0 = byOut ? rank * bL : 0;
+      const Mat fullb =
+          kfacref::matmul(Gi, Mat(db.begin(), db.end()), out, out, 1);
+      rt::DeviceBuffer<float> w(nR * nC), wo(nR * nC), b(bL), bo(bL);
+      put_floats(w.data(), shard);
+      put_floats(b.data(),
+                 std::vector<float>(db.begin() + b0, db.begin() + b0 + bL));
+      rt::kfac_precondition_split(wo.data(), w.data(), bo.data(), b.data(), l,
+                                  torchLayout, split, comm);
+      const std::string what = "rank " + std::to_string(rank) + " split " +
+                               (byOut ? "out" : "in") +
+                               (torchLayout ? " [out,in]" : " [in,out]");
+      check(what + " preconditioned block",
+            kfacref::rel_error(host_floats(wo.data(), nR * nC), want), 2e-4);
+      check(
+          what + " preconditioned bias",
+          kfacref::rel_error(host_floats(bo.data(), bL),
+                             Mat(fullb.begin() + b0, fullb.begin() + b0 + bL)),
+          2e-4);
+    }
+  // LAMB over two shards equals LAMB of the whole parameter.
+  const int64_t n = 2 * 1001;
+  auto whole = random_values(gRng, n, -1.0f, 1.0f, false);
+  rt::KfacConfig lc;
+  lc.rule = rt::KfacRule::Lamb;
+  lc.lr = 0.02;
+  lc.weight_decay = 0.1;
+  rt::DeviceBuffer<float> pw(n), dw(n), mw(n), vw(n), ps(n / 2), ms(n / 2),
+      vs(n / 2);
+  put_floats(pw.data(), whole);
+  put_floats(ps.data(), std::vector<float>(whole.begin() + rank * n / 2,
+                                           whole.begin() + (rank + 1) * n / 2));
+  for (int64_t t = 1; t <= 3; ++t) {
+    put_floats(dw.data(), random_values(gRng, n, -0.1f, 0.1f, false));
+    rt::kfac_lamb_step(pw.data(), dw.data(), mw.data(), vw.data(), n, lc, t,
+                       nullptr, nullptr);
+    rt::kfac_lamb_step(ps.data(), dw.data() + rank * n / 2, ms.data(),
+                       vs.data(), n / 2, lc, t, comm, nullptr);
+  }
+  const auto wholeOut = host_floats(pw.data(), n);
+  check("rank " + std::to_string(rank) + " LAMB over shards (norm all-reduce)",
+        kfacref::rel_error(host_floats(ps.data(), n / 2),
+                           Mat(wholeOut.begin() + rank * n / 2,
+                               wholeOut.begin() + (rank + 1) * n / 2)),
+        1e-6);
+  ncclCommDestroy(comm);
+  return gOk ? 0 : 1;
+}
+
+/// Runs the two NCCL ranks as child processes (before this process touches
+/// CUDA: a forked CUDA context is unusable). Returns 0 pass, 1 fail, 77 no
+/// GPU.
+int run_nccl_ranks(unsigned seed) {
+  int fds[2];
+  if (pipe(fds) != 0)
+    return 1;
+  std::fflush(stdout);
+  pid_t pids[2];
+  for (int r = 0; r < 2; ++r) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      const int rc = nccl_rank(r, fds[1], fds[0], seed);
+      std::fflush(stdout);
+      _exit(rc);
+    }
+  }
+  close(fds[0]);
+  close(fds[1]);
+  int result = 0;
+  for (int r = 0; r < 2; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (rc == 77 && result == 0)
+      result = 77;
+    else if (rc != 0 && rc != 77) {
+      std::printf("KfacCheck: NCCL rank %d ended with status %d%s  FAIL\n", r,
+                  rc, WIFSIGNALED(status) ? " (signal)" : "");
+      result = 1;
+    }
+  }
+  return result;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  unsigned seed = std::random_device{}();
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+      seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    else {
+      std::printf("usage: %s [--seed N]\n", argv[0]);
+      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+    }
+  }
+  std::printf("KfacCheck (%s), seed %u\n", kMode, seed);
+  const int ncclResult = run_nccl_ranks(seed + 1);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("KfacCheck: no CUDA device, skipped\n");
+    return 77;
+  }
+  gOk &= ncclResult == 0;
+  gRng.seed(seed);
+  check_factors(1001, 768); // GPT-2 width, rows not a multiple of a tile
+  check_factors(37, 45);    // odd: unaligned leading dimensions
+  check_factors(129, 64);
+  for (int64_t d : {1, 2, 45, 64, 768})
+    check_inverse(d);
+  check_fallback();
+  check_precondition(96, 40);
+  check_precondition(45, 37);
+  check_precondition(768, 256);
+  check_sgd(100003, 0.9);
+  check_sgd(1001, 0.0);
+  check_lamb(100003);
+  check_lamb(37);
+  std::printf("KfacCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
+  return gOk ? 0 : 1;
+}

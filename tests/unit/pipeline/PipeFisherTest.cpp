@@ -1,0 +1,354 @@
+//===- PipeFisherTest.cpp - K-FAC items packed into bubbles, by hand -----===//
+//
+// Small cases worked by hand (cost_model/pipeline/PipeFisher.h): where each
+// item lands, the refresh interval K, the forced tail, utilisation and the
+// saved-tensor peak. Margin 0 unless said, so that the arithmetic is exact.
+//
+//===----------------------------------------------------------------------===//
+#include "cost_model/pipeline/PipeFisher.h"
+#include "tests/unit/pipeline/PipelineTestUtil.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace autoddl::pipeline {
+namespace {
+
+using testing::config;
+using testing::makeSchedule;
+
+KfacLayerWork layer(std::string name, int stage, double curv, double inv,
+                    double reduce = 0, double precond = 0.25,
+                    Direction dir = Direction::Down) {
+  KfacLayerWork w;
+  w.name = std::move(name);
+  w.stage = stage;
+  w.direction = dir;
+  w.curvature[0] = w.curvature[1] = curv;
+  w.invert[0] = w.invert[1] = inv;
+  w.reduce[0] = w.reduce[1] = reduce;
+  w.precondition = precond;
+  w.savedBytes[0] = 100; // a
+  w.savedBytes[1] = 10;  // g
+  w.factorBytes[0] = 4;
+  w.factorBytes[1] = 8;
+  return w;
+}
+
+/// "curv_A:0@0[2,2.5)" per item: kind, micro-batch (or layer name for
+/// per-factor items), step and time span; '*' marks a forced item.
+std::string describe(const PipeFisherInput &in, const DeviceFill &fill,
+                     bool withPrecondition = false) {
+  std::string text;
+  for (const PlacedItem &p : fill.items) {
+    if (p.kind == KfacItemKind::Precondition && !withPrecondition)
+      continue;
+    if (!text.empty())
+      text += ' ';
+    char span[64];
+    std::snprintf(span, sizeof span, "[%g,%g)", p.start, p.end);
+    text += std::string(kfacItemName(p.kind)) + ":" +
+            (p.microbatch >= 0 ? std::to_string(p.microbatch)
+                               : in.layers[p.layer].name) +
+            "@" + std::to_string(p.step) + span + (p.forced ? "*" : "");
+  }
+  return text;
+}
+
+PipeFisherResult pack(const Schedule &schedule, const StageTimes &times,
+                      const PipeFisherInput &in) {
+  OrError<SimulationResult> sim = simulate(schedule, times);
+  EXPECT_TRUE(bool(sim)) << sim.error();
+  OrError<PipeFisherResult> r = packKfac(schedule, *sim, in);
+  EXPECT_TRUE(bool(r)) << r.error();
+  return r ? *r : PipeFisherResult{};
+}
+
+// 1F1B, p = 2, m = 2, f = 1, b = 2. The simulator's timeline:
+//   device 0: F0 [0,1) F1 [1,2) B0 [4,6) B1 [7,9)   idle [2,4) [6,7)
+//   device 1: F0 [1,2) B0 [2,4) F1 [4,5) B1 [5,7)   idle [0,1) [7,9)
+// One layer per stage; curvature 0.5 per factor and micro-batch, inversion 1
+// per factor, no reduction (one replica), precondition 0.25.
+// Device 0, step 0: gap [2,4): curv_A of mb 0 (ready at 1) and mb 1 (ready at
+// 2) fill [2,3); inv_A then has both and fits [3,4) exactly. Gap [6,7): only
+// curv_G of mb 0 is ready (B0 ended at 6); mb 1's ends at 9. Step 1 (every
+// curvature ready): curv_G of mb 1 at [2,2.5), inv_G [2.5,3.5). K = 2.
+// Device 1, step 0: gap [0,1) has nothing ready; gap [7,9) takes all four
+// curvature pieces in priority order (A before G), leaving no room for an
+// inversion. Step 1: inv_A in [0,1), inv_G in [7,8). K = 2.
+TEST(PipeFisher, OneFOneBTwoStagesByHand) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
+            "curv_G:0@0[6,6.5) curv_G:1@1[2,2.5) inv_G:s0@1[2.5,3.5)");
+  EXPECT_EQ(describe(in, r.devices[1]),
+            "curv_A:0@0[7,7.5) curv_A:1@0[7.5,8) curv_G:0@0[8,8.5) "
+            "curv_G:1@0[8.5,9) inv_A:s1@1[0,1) inv_G:s1@1[7,8)");
+  EXPECT_EQ(r.refreshSteps, 2);
+  EXPECT_TRUE(r.unfitted.empty());
+  // Step = makespan 9 + precondition 0.25 (nothing forced).
+  EXPECT_DOUBLE_EQ(r.stepTime, 9.25);
+  // Before: busy 6 of 9. After, per refresh of K = 2 steps of 9.25: 2 x 6
+  // F/B + 4 x 0.5 curvature + 2 x 1 inversion + 2 x 0.25 precondition = 16.5.
+  for (const DeviceFill &d : r.devices) {
+    EXPECT_NEAR(d.utilisationBefore, 6.0 / 9, 1e-12);
+    EXPECT_NEAR(d.utilisationAfter, 16.5 / 18.5, 1e-12);
+    EXPECT_DOUBLE_EQ(d.kfacWork, 4.0);
+    EXPECT_DOUBLE_EQ(d.factorBytes, 2 * (4 + 8)); // factors + inverses
+  }
+  EXPECT_NEAR(r.utilisationAfter, 16.5 / 18.5, 1e-12);
+  // Device 0 holds a of mb 0 from 1 and of mb 1 from 2 until 2.5 / 3: 200
+  // bytes at t = 2; the g tensors (10 each) come after those are freed.
+  EXPECT_DOUBLE_EQ(r.devices[0].peakSavedBytes, 200);
+  // Device 1: at t = 5 it holds a0, a1 (F ended at 2, 5) and g0 (4); all
+  // four until 7, when g1 joins: 100 + 100 + 10 + 10.
+  EXPECT_DOUBLE_EQ(r.devices[1].peakSavedBytes, 220);
+  // Preconditioning closes every step of the refresh.
+  EXPECT_NE(describe(in, r.devices[0], true).find("precond:s0@1[9,9.25)"),
+            std::string::npos);
+}
+
+// Dependency order holds for every placed item: an inversion starts after
+// its factor's reduction ends, a reduction after all of its curvature, and
+// curvature of micro-batch j in step 0 after its forward / backward.
+TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
+  for (ScheduleKind kind :
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
+        ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera}) {
+    const int p = 4, m = 8;
+    Schedule s = makeSchedule(
+        config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
+    PipeFisherInput in;
+    for (int st = 0; st < s.modelStages(); ++st) {
+      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7, 0.3));
+      if (kind == ScheduleKind::Chimera)
+        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0.3,
+                                  0.25, Direction::Up));
+    }
+    StageTimes times = StageTimes::uniform(p, 1, 2, 1);
+    OrError<SimulationResult> sim = simulate(s, times);
+    ASSERT_TRUE(bool(sim));
+    PipeFisherResult r = *packKfac(s, *sim, in);
+    const double period = 1e6; // larger than any step here
+    for (const DeviceFill &fill : r.devices) {
+      auto at = [&](const PlacedItem &p) { return p.step * period + p.start; };
+      auto endAt = [&](const PlacedItem &p) { return p.step * period + p.end; };
+      for (const PlacedItem &item : fill.items) {
+        for (const PlacedItem &other : fill.items) {
+          if (other.layer != item.layer)
+            continue;
+          const int f = (static_cast<int>(item.kind) % 2);
+          const int g = (static_cast<int>(other.kind) % 2);
+          const bool curvature = other.kind == KfacItemKind::CurvatureA ||
+                                 other.kind == KfacItemKind::CurvatureG;
+          if (f != g || item.kind == KfacItemKind::Precondition)
+            continue;
+          if ((item.kind == KfacItemKind::ReduceA ||
+               item.kind == KfacItemKind::ReduceG) &&
+              curvature) {
+            EXPECT_LE(endAt(other), at(item) + 1e-9) << scheduleName(kind);
+          }
+          if ((item.kind == KfacItemKind::InvertA ||
+               item.kind == KfacItemKind::InvertG) &&
+              (other.kind == KfacItemKind::ReduceA ||
+               other.kind == KfacItemKind::ReduceG)) {
+            EXPECT_LE(endAt(other), at(item) + 1e-9) << scheduleName(kind);
+          }
+        }
+        if (item.step != 0 || item.kind != KfacItemKind::CurvatureA)
+          continue;
+        for (const ExecutedInstruction &x : sim->timeline) {
+          if (x.op.kind == OpKind::Forward &&
+              x.op.microbatch == item.microbatch &&
+              x.op.stage == in.layers[item.layer].stage &&
+              x.op.direction == in.layers[item.layer].direction) {
+            EXPECT_LE(x.end, item.start + 1e-9) << scheduleName(kind);
+          }
+        }
+      }
+      // Placed items never overlap one another or a pipeline instruction:
+      // each bubble item lies inside one idle interval of its device.
+      const size_t dev = &fill - r.devices.data();
+      for (const PlacedItem &item : fill.items) {
+        if (item.forced || item.kind == KfacItemKind::Precondition)
+          continue;
+        bool inside = false;
+        for (const Interval &gap : sim->devices[dev].idleIntervals)
+          inside |=
+              gap.start <= item.start + 1e-9 && item.end <= gap.end + 1e-9;
+        EXPECT_TRUE(inside) << scheduleName(kind) << " device " << dev;
+      }
+      for (size_t i = 1; i < fill.items.size(); ++i) {
+        if (fill.items[i].step == fill.items[i - 1].step) {
+          EXPECT_LE(fill.items[i - 1].end, fill.items[i].start + 1e-9);
+        }
+      }
+    }
+    // Every curvature piece was placed: 2 factors x the layer's micro-batches.
+    size_t curvature = 0;
+    for (const DeviceFill &fill : r.devices)
+      for (const PlacedItem &item : fill.items)
+        curvature += item.kind == KfacItemKind::CurvatureA ||
+                     item.kind == KfacItemKind::CurvatureG;
+    const size_t perLayer = kind == ScheduleKind::Chimera ? m / 2 : m;
+    EXPECT_EQ(curvature, 2 * perLayer * in.layers.size()) << scheduleName(kind);
+  }
+}
+
+// The same 1F1B case with inversions of 5, longer than any bubble (2 at
+// most). Device 0: step 0 as before but inv_A does not fit [3,4); step 1
+// places curv_G of mb 1 and inv_G (1 fits); step 2 would place nothing (inv_A
+// fits no gap), so inv_A is forced after the makespan of step 1: [9,14).
+// Device 1: step 0 all curvature in [7,9); step 1 inv_G in [0,1) (inv_A, first
+// in priority, does not fit); inv_A forced at [9,14) of step 1. K = 2, the
+// forced tail 5 is paid once per refresh: step = 9 + 0.25 + 5 / 2.
+TEST(PipeFisher, SpillsToLaterStepsThenForcesWhatNeverFits) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 5), layer("s1", 1, 0.5, 5)};
+  in.layers[0].invert[1] = in.layers[1].invert[1] = 1;
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@1[2,2.5) inv_G:s0@1[2.5,3.5) inv_A:s0@1[9,14)*");
+  EXPECT_EQ(describe(in, r.devices[1]),
+            "curv_A:0@0[7,7.5) curv_A:1@0[7.5,8) curv_G:0@0[8,8.5) "
+            "curv_G:1@0[8.5,9) inv_G:s1@1[0,1) inv_A:s1@1[9,14)*");
+  EXPECT_EQ(r.refreshSteps, 2);
+  EXPECT_DOUBLE_EQ(r.devices[0].forced, 5);
+  EXPECT_DOUBLE_EQ(r.stepTime, 9 + 0.25 + 5.0 / 2);
+  ASSERT_EQ(r.unfitted.size(), 2u);
+  EXPECT_EQ(r.unfitted[0], "stage 0: inv_A s0");
+  // Precondition of the refresh's last step runs after the forced tail.
+  EXPECT_NE(describe(in, r.devices[0], true).find("precond:s0@1[14,14.25)"),
+            std::string::npos);
+}
+
+// One stage: no bubble at all, so the whole refresh runs at the step's end
+// (K = 1), in priority order: curvature A, G, then the inversions. p = 1, m =
+// 2, f = 1, b = 2: makespan 6; tail 4 x 0.5 + 2 x 1 = 4.
+TEST(PipeFisher, NothingFitsGoesToTheStepEnd) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 1, 2));
+  PipeFisherInput in;
+  in.layers = {layer("x", 0, 0.5, 1)};
+  PipeFisherResult r = pack(s, StageTimes::uniform(1, 1, 2), in);
+  EXPECT_EQ(r.refreshSteps, 1);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[6,6.5)* curv_A:1@0[6.5,7)* curv_G:0@0[7,7.5)* "
+            "curv_G:1@0[7.5,8)* inv_A:x@0[8,9)* inv_G:x@0[9,10)*");
+  EXPECT_DOUBLE_EQ(r.stepTime, 6 + 0.25 + 4);
+  EXPECT_EQ(r.unfitted.size(), 6u);
+  EXPECT_DOUBLE_EQ(r.devices[0].utilisationBefore, 1.0);
+  EXPECT_DOUBLE_EQ(r.devices[0].utilisationAfter, 1.0); // all work, no idle
+}
+
+// The margin: with pipe-fisher's 5 %, a 1-long inversion no longer fits a
+// 1-long gap, so device 0's inv_A moves from [3,4) of step 0 to step 1.
+TEST(PipeFisher, MarginKeepsExactFitsOut) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0.05;
+  in.layers = {layer("s0", 0, 0.5, 1)};
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(describe(in, r.devices[0]).find("inv_A:s0@0"), std::string::npos);
+  EXPECT_NE(describe(in, r.devices[0]).find("inv_A:s0@1[2.5,3.5)"),
+            std::string::npos);
+}
+
+// Chimera, p = 2, m = 2, f = b = 1 (worker rule of docs/pipeline-simulator.md):
+//   device 0: F0 [0,1) f1 [1,2) b1 [2,3) B0 [3,4)
+//   device 1: f1 [0,1) F0 [1,2) B0 [2,3) b1 [3,4)
+// (lower case: the up pipeline, micro-batch 1). No bubble, so everything runs
+// at the step end. Stage 0's down copy is on device 0 and sees micro-batch 0
+// only; its up copy is on device 1 and sees micro-batch 1 only; both reduce
+// their factors with each other (the mirrored pipeline): 0.5 each, after the
+// curvature and before the inversion. Tail per device for its two layers
+// (stage 0 and 1 copies): 2 x (2 x 0.25 + 2 x 0.5 + 2 x 1) = 7.
+TEST(PipeFisher, ChimeraCopiesSeeTheirOwnMicroBatchesAndReduce) {
+  Schedule s = makeSchedule(config(ScheduleKind::Chimera, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("d0", 0, 0.25, 1, 0.5, 0), layer("d1", 1, 0.25, 1, 0.5, 0),
+               layer("u0", 0, 0.25, 1, 0.5, 0, Direction::Up),
+               layer("u1", 1, 0.25, 1, 0.5, 0, Direction::Up)};
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 1), in);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[4,4.25)* curv_A:1@0[4.25,4.5)* curv_G:0@0[4.5,4.75)* "
+            "curv_G:1@0[4.75,5)* reduce_A:d0@0[5,5.5)* reduce_A:u1@0[5.5,6)* "
+            "reduce_G:d0@0[6,6.5)* reduce_G:u1@0[6.5,7)* inv_A:d0@0[7,8)* "
+            "inv_A:u1@0[8,9)* inv_G:d0@0[9,10)* inv_G:u1@0[10,11)*");
+  // Device 0 holds d0 (down, micro-batch 0) and u1 (up, micro-batch 1).
+  for (const PlacedItem &p : r.devices[0].items) {
+    if (p.microbatch >= 0) {
+      EXPECT_EQ(p.microbatch, in.layers[p.layer].name == "d0" ? 0 : 1);
+    }
+  }
+  EXPECT_EQ(r.refreshSteps, 1);
+  EXPECT_DOUBLE_EQ(r.devices[1].forced, 7);
+  EXPECT_DOUBLE_EQ(r.stepTime, 4 + 7);
+}
+
+// Chimera p = 4, m = 4, f = 1, b = 2: busy 12 and idle 4 per device
+// (pipelines.md §3.2 table: makespan 16). Each device holds two layers (a
+// stage's down copy and another stage's up copy), each seeing m/2 = 2
+// micro-batches: 2 x (2 factors x 2 x 0.5 + 2 x 1) = 8 of K-FAC work per
+// device, more than the 4 of idle in one step, so K >= 2; every item is at
+// most 1 long and fits some gap, so nothing is forced.
+TEST(PipeFisher, ChimeraSpreadsARefreshOverSteps) {
+  Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
+  PipeFisherInput in;
+  in.margin = 0;
+  for (int st = 0; st < 4; ++st) {
+    in.layers.push_back(layer("d" + std::to_string(st), st, 0.5, 1, 0, 0));
+    in.layers.push_back(
+        layer("u" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
+  }
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(4, 1, 2));
+  ASSERT_TRUE(bool(sim));
+  EXPECT_DOUBLE_EQ(sim->makespan, 16);
+  PipeFisherResult r = *packKfac(s, *sim, in);
+  EXPECT_GE(r.refreshSteps, 2);
+  EXPECT_TRUE(r.unfitted.empty());
+  for (const DeviceFill &d : r.devices) {
+    EXPECT_DOUBLE_EQ(d.kfacWork, 8);
+    EXPECT_DOUBLE_EQ(d.utilisationBefore, 12.0 / 16);
+    // Filled: (K x 12 + 8) / (K x 16) > 12 / 16.
+    EXPECT_NEAR(d.utilisationAfter,
+                (r.refreshSteps * 12 + 8.0) / (r.refreshSteps * 16.0), 1e-12);
+  }
+}
+
+TEST(PipeFisher, RejectsBadInput) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  PipeFisherInput in;
+  in.layers = {layer("x", 0, -1, 1)};
+  EXPECT_FALSE(bool(packKfac(s, *sim, in)));
+  in.layers = {layer("x", 2, 1, 1)};
+  OrError<PipeFisherResult> r = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(r.error(), "k-fac layer 'x' is on stage 2, which the schedule "
+                       "does not run");
+  in.layers = {layer("x", 0, 1, 1, 0, 0, Direction::Up)};
+  EXPECT_FALSE(bool(packKfac(s, *sim, in)));
+  // OneFOneBTwoStagesByHand needs K = 2: a one-step limit refuses it, a
+  // two-step limit takes it.
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  in.maxSteps = 1;
+  r = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(r.error(), "the k-fac refresh on stage 0 needs more than 1 steps");
+  in.maxSteps = 2;
+  EXPECT_TRUE(bool(packKfac(s, *sim, in)));
+}
+
+} // namespace
+} // namespace autoddl::pipeline

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# PipeFisher end to end (docs/pipefisher.md): `simulate --pipefisher` on the
+# hand-worked case of PipeFisherTest.cpp, `plan --optimizer kfac` writing and
+# `inspect` reading the kfac fields (and the trace showing the K-FAC items),
+# first-order plans without them, and the one-line errors (exit 1).
+# Usage: kfac_cli_test.sh path/to/autoddl
+set -uo pipefail
+autoddl=${1:?usage: kfac_cli_test.sh path/to/autoddl}
+here=$(cd "$(dirname "$0")" && pwd)
+fixtures=$here/fixtures
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# 1F1B p=2 m=2 f=1 b=2, one layer per stage, curvature 0.5, inversion 1,
+# preconditioning 0.25, margin 0: K = 2, step 9 + 0.25, utilisation 6/9 ->
+# 16.5/18.5 on both stages (PipeFisher.OneFOneBTwoStagesByHand).
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 1 --precond 0.25 --margin 0 --json --trace "$work/t.json" \
+  >"$work/s.json" || fail "simulate --pipefisher exited $?"
+python3 - "$work/s.json" "$work/t.json" <<'PY' || fail "simulate --pipefisher content"
+import json, sys
+out = json.load(open(sys.argv[1]))["pipefisher"]
+assert out["refresh_steps"] == 2, out["refresh_steps"]
+assert abs(out["step_time_s"] - 9.25e-3) < 1e-12, out["step_time_s"]
+assert abs(out["utilisation_first_order"] - 6 / 9) < 1e-9
+assert abs(out["utilisation"] - 16.5 / 18.5) < 1e-9, out["utilisation"]
+assert out["unfitted"] == []
+d0 = [(i["item"], i.get("microbatch"), i["step"]) for i in out["devices"][0]["items"]
+      if i["item"] != "precond"]
+assert d0 == [("curv_A", 0, 0), ("curv_A", 1, 0), ("inv_A", None, 0),
+              ("curv_G", 0, 0), ("curv_G", 1, 1), ("inv_G", None, 1)], d0
+trace = json.load(open(sys.argv[2]))
+names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
+assert "curv_A s0.l0 mb 0" in names and "inv_G s1.l0" in names, sorted(names)
+rows = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+assert "stage 1 K-FAC, step 2 of 2" in rows, rows
+PY
+
+# The text report names what did not fit: inversions of 5 fit no gap.
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 5 --margin 0 >"$work/s.txt" || fail "simulate text exited $?"
+grep -q "did not fit any bubble" "$work/s.txt" || fail "no 'did not fit' line"
+grep -q "stage 0: inv_A s0.l0" "$work/s.txt" || fail "unfitted item not named"
+grep -q "filled timeline" "$work/s.txt" || fail "no filled timeline"
+
+# plan --optimizer kfac: the plan records the optimizer, K, the placement and
+# the utilisation with and without K-FAC; inspect reads it and its trace has
+# the K-FAC items; the same plan without --optimizer has none of it.
+"$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --fix pp=2,schedule=1f1b --optimizer kfac --kfac-damping 0.01 -o "$work/k.json" \
+  >"$work/k.txt" || fail "plan --optimizer kfac exited $?"
+grep -q "refresh interval K = " "$work/k.txt" || fail "plan summary lacks K"
+python3 - "$work/k.json" <<'PY' || fail "kfac plan content"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["optimizer"] == "kfac"
+k = p["kfac"]
+assert k["damping"] == 0.01
+assert k["refresh_steps"] >= 1
+assert 0 < k["utilisation_first_order"] <= k["utilisation"] <= 1, k
+assert len(k["devices"]) == 2
+# tiny-gpt: 2 blocks of qkv, proj, fc, fc2 (the lm_head stays first-order).
+assert len(k["layers"]) == 8, [l["name"] for l in k["layers"]]
+assert not any("head" in l["name"] for l in k["layers"])
+for d in k["devices"]:
+    kinds = {i["item"] for i in d["items"]}
+    assert {"curv_A", "curv_G", "inv_A", "inv_G", "precond"} <= kinds, kinds
+    assert d["factor_bytes"] > 0 and p["pipeline_ranks"][d["device"]]["memory"]["kfac"] > 0
+assert p["predicted"]["step_time_s"] >= k["first_order_step_time_s"]
+PY
+"$autoddl" inspect "$work/k.json" --trace "$work/kt.json" >"$work/ki.txt" ||
+  fail "inspect of a kfac plan exited $?"
+grep -q "K-FAC:" "$work/ki.txt" || fail "inspect lacks the K-FAC summary"
+python3 - "$work/kt.json" <<'PY' || fail "inspect trace lacks K-FAC items"
+import json, sys
+t = json.load(open(sys.argv[1]))
+names = [e["name"] for e in t["traceEvents"] if e["ph"] == "X"]
+assert any(n.startswith("curv_A h.0.") for n in names), names[:20]
+assert any(n.startswith("inv_G ") for n in names)
+PY
+"$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --fix pp=2,schedule=1f1b -o "$work/f.json" >/dev/null || fail "first-order plan"
+python3 - "$work/f.json" <<'PY' || fail "first-order plan has kfac keys"
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert "optimizer" not in p and "kfac" not in p
+PY
+# A kfac object without the optimizer key is refused by the reader.
+python3 - "$work/k.json" "$work/bad.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); del p["optimizer"]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+
+# One-line errors, exit 1, each naming its cause.
+expect_error() { # expected-substring command...
+  local want=$1
+  shift
+  "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  [ "$rc" -eq 1 ] || fail "$* exited $rc, expected 1"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "$*: not one line: $(cat "$work/err")"
+  grep -qF -- "$want" "$work/err" || fail "$*: '$(cat "$work/err")' lacks '$want'"
+}
+expect_error "expected \"optimizer\": \"kfac\" together with a \"kfac\" object" \
+  "$autoddl" inspect "$work/bad.json"
+expect_error "has no linear layer for K-FAC to precondition" \
+  "$autoddl" plan "$fixtures/kfac-no-linear.json" --cluster h200x2-nvlink --gpus 2 \
+  --global-batch 2 --optimizer kfac
+expect_error "(1 computes the loss's logits" \
+  "$autoddl" plan "$fixtures/kfac-head-only.json" \
+  --cluster h200x2-nvlink --gpus 2 --global-batch 2 --optimizer kfac
+expect_error "--kfac-damping must be a finite number > 0, got 0" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-damping 0
+expect_error "--kfac-damping must be a finite number > 0, got -1" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-damping -1
+expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer sgd
+# The first-order plan fits in 2.45 GB; one refresh's K-FAC state does not.
+"$autoddl" plan "$fixtures/kfac-wide.json" --cluster "$fixtures/h200x2-small.json" \
+  --gpus 2 --global-batch 2 --no-why >/dev/null || fail "first-order kfac-wide should fit"
+expect_error "with --optimizer kfac, of which K-FAC state" \
+  "$autoddl" plan "$fixtures/kfac-wide.json" --cluster "$fixtures/h200x2-small.json" \
+  --gpus 2 --global-batch 2 --optimizer kfac
+expect_error "--kfac-layers: expected at least 1 layer per stage, got 0" \
+  "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --kfac-layers 0
+expect_error "--inv: times must be >= 0, got -1" \
+  "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher --inv -1
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --curv 1 \
+  >/dev/null 2>&1 && fail "--curv without --pipefisher accepted"
+
+[ "$failures" -eq 0 ] && echo "kfac_cli_test: all passed"
+exit "$failures"

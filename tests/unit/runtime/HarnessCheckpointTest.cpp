@@ -1,0 +1,184 @@
+// Checkpoints through the harness (backends/common/harness/Driver.h), under
+// mpirun: save_checkpoint writes every rank's block of the parameters and
+// their AdamW moments; load_checkpoint reads them back, under the same tp
+// split or another, and refuses another model's checkpoint.
+#include "backends/common/harness/Driver.h"
+
+#include "backends/cpu/Mesh.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <unistd.h>
+
+#include <mpi.h>
+
+using namespace autoddl::rt;
+using namespace autoddl::rt::harness;
+
+namespace {
+
+struct HostParam : ParamBlock {
+  std::vector<float> value, m, v;
+};
+
+/// A backend holding two parameters in host memory, split over tp = `tp`
+/// ranks of the world (dp = world / tp).
+class HostBackend : public Backend {
+public:
+  HostBackend(const char *model, int64_t tp, int zero) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    spec.model_name = model;
+    spec.tp = tp;
+    spec.dp = size / tp;
+    spec.zero = zero;
+    rtp = rank % tp;
+    rdp = rank / tp;
+    ParamSpecOf<HostParam> rows[] = {
+        {&params[0], "w", Shape{5, 6}, 0, "normal", 0.02, 0x1},
+        {&params[1], "b", Shape{6}, -1, "ones", 0, 0x1}};
+    for (auto &row : rows) {
+      lay_out(row, spec, rtp, 0);
+      HostParam &p = *row.p;
+      p.value.assign(size_t(p.padded), 0.0f);
+      const int64_t state = zero ? p.padded / spec.dp : p.n;
+      p.m.assign(size_t(state), 0.0f);
+      p.v.assign(size_t(state), 0.0f);
+    }
+  }
+
+  /// Fills every held element with a value keyed by its full index (the
+  /// state by its block).
+  void fill(float salt) {
+    for (HostParam &p : params) {
+      const Shape &local = p.slice.local;
+      const int64_t cols = local.size() > 1 ? local[1] : 1;
+      for (int64_t i = 0; i < p.n; ++i) {
+        const int64_t row = local.size() > 1 ? i / cols : 0;
+        const int64_t col = local.size() > 1 ? i % cols : i;
+        const int64_t fullCols = p.full.size() > 1 ? p.full[1] : p.full[0];
+        const int64_t r =
+            row + (p.slice.offset.empty() ? 0 : p.slice.offset[0]);
+        p.value[size_t(i)] = salt + float(r * fullCols + col);
+      }
+      // Replicated state is the same on every rank holding it; ZeRO state is
+      // each rank's own shard.
+      const int64_t key = spec.zero                ? rtp + 10 * rdp
+                          : p.slice.offset.empty() ? 0
+                                                   : p.slice.offset[0];
+      for (size_t i = 0; i < p.m.size(); ++i) {
+        p.m[i] = salt + 0.5f * float(i + 100 * size_t(key));
+        p.v[i] = 2 * p.m[i];
+      }
+    }
+  }
+
+  void start(int *, char ***) override {}
+  int64_t setup(int, char **, Options &) override { return 0; }
+  void begin_run(const Options &, RunMetrics &) override {}
+  void run_step(int64_t) override {}
+  void optimizer_step(const Options &, int64_t) override {}
+  std::vector<CheckpointEntry> checkpoint_entries(bool with_state) override {
+    std::vector<CheckpointEntry> e;
+    for (HostParam &p : params)
+      add_checkpoint_entries(e, p, p.value.data(), p.m.data(), p.v.data(),
+                             with_state, spec, rtp, rdp);
+    return e;
+  }
+  void copy_params(bool to_host) override { ++(to_host ? saves : loads); }
+  void write_outputs(const Options &, RunMetrics &) override {}
+  void shutdown(bool) override {}
+
+  ProgramSpec spec;
+  int64_t rtp = 0, rdp = 0;
+  HostParam params[2];
+  int saves = 0, loads = 0;
+};
+
+/// A directory every rank names the same (rank 0's pid), removed after.
+std::string sharedDir(const char *name) {
+  int pid = int(getpid());
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return (std::filesystem::temp_directory_path() /
+          ("autoddl_harness_" + std::string(name) + std::to_string(pid)))
+      .string();
+}
+
+TEST(HarnessCheckpoint, RoundTripUnderTheSameSplit) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  for (int zero : {0, 1}) {
+    HostBackend b("tiny", 2, zero);
+    b.fill(1.0f);
+    const HostBackend saved = b;
+    Options o;
+    o.save = sharedDir("same") + "_z" + std::to_string(zero);
+    save_checkpoint(o, 3, b.spec, b);
+    MPI_Barrier(MPI_COMM_WORLD); // rank 0 writes the file; then all read it
+    EXPECT_EQ(b.saves, 1);
+    b.fill(-50.0f); // every value changes
+    EXPECT_NE(b.params[0].value, saved.params[0].value);
+    EXPECT_EQ(load_checkpoint(o.save + "/step-3", b.spec, b), 3);
+    EXPECT_EQ(b.loads, 1);
+    for (int k = 0; k < 2; ++k) {
+      EXPECT_EQ(b.params[k].value, saved.params[k].value) << k;
+      EXPECT_EQ(b.params[k].m, saved.params[k].m) << k;
+      EXPECT_EQ(b.params[k].v, saved.params[k].v) << k;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      std::filesystem::remove_all(o.save);
+  }
+}
+
+TEST(HarnessCheckpoint, ParametersResumeUnderAnotherSplit) {
+  HostBackend split("tiny", 2, 0);
+  split.fill(3.0f);
+  Options o;
+  o.save = sharedDir("other");
+  save_checkpoint(o, 1, split.spec, split);
+  MPI_Barrier(MPI_COMM_WORLD);
+  HostBackend whole("tiny", 1, 0); // every rank holds whole tensors
+  whole.fill(-9.0f);
+  EXPECT_EQ(load_checkpoint(o.save + "/step-1", whole.spec, whole), 1);
+  HostBackend expect("tiny", 1, 0);
+  expect.fill(3.0f);
+  EXPECT_EQ(whole.params[0].value, expect.params[0].value);
+  EXPECT_EQ(whole.params[1].value, expect.params[1].value);
+  // Another model's checkpoint is refused, naming the file and both models.
+  HostBackend other("other-model", 2, 0);
+  try {
+    load_checkpoint(o.save + "/step-1", other.spec, other);
+    ADD_FAILURE() << "loaded another model's checkpoint";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              o.save + "/step-1/model.safetensors: a checkpoint of model "
+                       "tiny, not other-model");
+  }
+  EXPECT_THROW(load_checkpoint(o.save + "/step-2", whole.spec, whole),
+               std::runtime_error);
+  MPI_Barrier(MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0)
+    std::filesystem::remove_all(o.save);
+}
+
+TEST(HarnessSetupError, OnlyTheLowestBadRankReports) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  EXPECT_FALSE(report_setup_error(false, ""));
+  testing::internal::CaptureStderr();
+  const bool any = report_setup_error(rank >= size - 1, "bad on the last");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(any);
+  EXPECT_EQ(err, rank == size - 1 ? "error: bad on the last\n" : "");
+}
+
+} // namespace

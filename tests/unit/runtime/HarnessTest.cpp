@@ -1,0 +1,308 @@
+// The harness of generated programs (backends/common/harness): flags, the
+// parameter table, data selection and pipeline tags, without MPI.
+#include "backends/common/harness/DataOrder.h"
+#include "backends/common/harness/Options.h"
+#include "backends/common/harness/ParamTable.h"
+#include "backends/common/harness/Pipeline.h"
+#include "backends/common/harness/Spec.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace autoddl::rt;
+using namespace autoddl::rt::harness;
+
+namespace {
+
+Options parse(std::vector<std::string> args, bool zero = false) {
+  args.insert(args.begin(), "train");
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  return parse_options(int(argv.size()), argv.data(), zero);
+}
+
+/// The message parse() throws, or "" when it does not.
+std::string parseError(std::vector<std::string> args, bool zero = false) {
+  try {
+    parse(std::move(args), zero);
+  } catch (const std::invalid_argument &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HarnessOptions, DefaultsAndEveryFlag) {
+  const Options d = parse({});
+  EXPECT_EQ(d.steps, 10);
+  EXPECT_EQ(d.optimizer, "adamw");
+  EXPECT_EQ(d.seed, 1234u);
+  EXPECT_DOUBLE_EQ(d.lr, 1e-3);
+  const Options o = parse({"--steps",
+                           "7",
+                           "--data",
+                           "d.bin",
+                           "--out",
+                           "o",
+                           "--trace",
+                           "--save",
+                           "ck",
+                           "--save-every",
+                           "3",
+                           "--save-initial",
+                           "--resume",
+                           "ck/step-3",
+                           "--lr",
+                           "0.5",
+                           "--weight-decay",
+                           "0.1",
+                           "--optimizer",
+                           "sgd",
+                           "--seed",
+                           "99",
+                           "--quiet"});
+  EXPECT_EQ(o.steps, 7);
+  EXPECT_EQ(o.data, "d.bin");
+  EXPECT_EQ(o.out, "o");
+  EXPECT_TRUE(o.trace);
+  EXPECT_EQ(o.save, "ck");
+  EXPECT_EQ(o.save_every, 3);
+  EXPECT_TRUE(o.save_initial);
+  EXPECT_EQ(o.resume, "ck/step-3");
+  EXPECT_DOUBLE_EQ(o.lr, 0.5);
+  EXPECT_DOUBLE_EQ(o.weight_decay, 0.1);
+  EXPECT_EQ(o.optimizer, "sgd");
+  EXPECT_EQ(o.seed, 99u);
+  EXPECT_TRUE(o.quiet);
+}
+
+TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
+  EXPECT_EQ(parseError({"--steps", "-1"}),
+            "--steps: expected a non-negative integer, got \"-1\"");
+  EXPECT_EQ(parseError({"--steps", "3x"}),
+            "--steps: expected a non-negative integer, got \"3x\"");
+  EXPECT_EQ(parseError({"--lr", "fast"}),
+            "--lr: expected a number, got \"fast\"");
+  EXPECT_EQ(parseError({"--data"}), "--data: missing value");
+  EXPECT_EQ(parseError({"--optimizer", "adam"}),
+            "--optimizer: expected adamw or sgd, got adam");
+  EXPECT_EQ(parseError({"--optimizer", "sgd"}, /*zero=*/true),
+            "--optimizer sgd: the plan shards AdamW state (ZeRO); use adamw");
+  EXPECT_EQ(parseError({"--save-every", "2"}),
+            "--save-every/--save-initial need --save DIR");
+  const std::string unknown = parseError({"--stpes", "3"});
+  EXPECT_EQ(unknown.rfind("unknown flag --stpes (flags: --steps N", 0), 0u)
+      << unknown;
+  for (const std::string &m :
+       {unknown, parseError({"--lr", "x"}), parseError({"--data"})})
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
+}
+
+TEST(HarnessOptions, TakeFlagRemovesEveryCopyAndKeepsOrder) {
+  std::vector<std::string> args = {"train", "--profile", "--steps", "2",
+                                   "--profile"};
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  int argc = int(argv.size());
+  EXPECT_TRUE(take_flag(argc, argv.data(), "--profile"));
+  ASSERT_EQ(argc, 3);
+  EXPECT_STREQ(argv[1], "--steps");
+  EXPECT_STREQ(argv[2], "2");
+  EXPECT_FALSE(take_flag(argc, argv.data(), "--profile"));
+  EXPECT_EQ(argc, 3);
+}
+
+TEST(HarnessParamTable, SlicesTileTheFullTensor) {
+  // B: every rank holds the whole tensor.
+  const Slice b = param_slice(Shape{6, 4}, -1, 1, 2, 1);
+  EXPECT_EQ(b.local, (Shape{6, 4}));
+  // S(0) over 2: rows [3r, 3r + 3).
+  const Slice s1 = param_slice(Shape{6, 4}, 0, 1, 2, 1);
+  EXPECT_EQ(s1.offset, (Shape{3, 0}));
+  EXPECT_EQ(s1.local, (Shape{3, 4}));
+  // A vocabulary of 5 rows over 2 ranks: blocks of 3, the last shorter.
+  EXPECT_EQ(param_slice(Shape{5, 4}, 0, 1, 2, 0).local, (Shape{3, 4}));
+  EXPECT_EQ(param_slice(Shape{5, 4}, 0, 1, 2, 1).local, (Shape{2, 4}));
+  // A packed q|k|v [4, 12] split per segment over 2: a view [4, 3, 4], rank 1
+  // holds columns [2, 4) of every segment.
+  const Slice qkv = param_slice(Shape{4, 12}, 1, 3, 2, 1);
+  EXPECT_EQ(qkv.full, (Shape{4, 3, 4}));
+  EXPECT_EQ(qkv.offset, (Shape{0, 0, 2}));
+  EXPECT_EQ(qkv.local, (Shape{4, 3, 2}));
+}
+
+struct FakeParam : ParamBlock {};
+
+TEST(HarnessParamTable, LayOutSizesBuffersByTheLargestBlock) {
+  ProgramSpec s;
+  s.tp = 2;
+  s.dp = 4;
+  FakeParam p;
+  const ParamSpecOf<FakeParam> row{&p,       "lm_head", Shape{5, 4}, 0,
+                                   "normal", 0.02,      0x2};
+  EXPECT_EQ(row.segments, 1);
+  lay_out(row, s, /*rtp=*/1, /*rpp=*/0);
+  EXPECT_EQ(p.name, "lm_head");
+  EXPECT_FALSE(p.held);    // device 0 does not hold it (bits 0x2)
+  EXPECT_EQ(p.n, 8);       // rows [3, 5) of 4
+  EXPECT_EQ(p.padded, 12); // rank 0's 12 elements, a multiple of dp
+  lay_out(row, s, 0, 1);
+  EXPECT_TRUE(p.held);
+  EXPECT_EQ(p.n, 12);
+}
+
+TEST(HarnessParamTable, DeviceGroupsInFirstSeenOrder) {
+  std::vector<uint64_t> seen;
+  bool is_new = false;
+  EXPECT_EQ(device_group(0x1, seen, is_new), -1); // one device: no group
+  EXPECT_FALSE(is_new);
+  EXPECT_EQ(device_group(0x5, seen, is_new), 0);
+  EXPECT_TRUE(is_new);
+  EXPECT_EQ(device_group(0x3, seen, is_new), 1);
+  EXPECT_TRUE(is_new);
+  EXPECT_EQ(device_group(0x5, seen, is_new), 0);
+  EXPECT_FALSE(is_new);
+  for (uint64_t d = 2; seen.size() < 64; ++d)
+    device_group((d << 8) | 0x1, seen, is_new);
+  EXPECT_THROW(device_group(0x3ull << 40, seen, is_new), std::runtime_error);
+}
+
+ProgramSpec tokenSpec() {
+  ProgramSpec s;
+  s.dp = 2;
+  s.micro_batches = 2;
+  s.micro_batch = 3;
+  s.global_batch = 12;
+  s.seq = 5;
+  s.vocab = 50;
+  return s;
+}
+
+TEST(HarnessData, EveryRankAndMicroBatchReadsItsOwnBlock) {
+  const ProgramSpec s = tokenSpec();
+  std::set<int64_t> starts;
+  for (int64_t rdp = 0; rdp < s.dp; ++rdp)
+    for (int64_t mb = 0; mb < s.micro_batches; ++mb)
+      starts.insert(token_block_start(s, rdp, mb));
+  EXPECT_EQ(starts, (std::set<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(token_block_start(s, 1, 0), 6);
+  // The tokens are the rows of the whole batch read at once.
+  TokenSource source;
+  EXPECT_FALSE(source.from_file());
+  std::vector<int32_t> ids(size_t(s.micro_batch * s.seq)), targets(ids.size());
+  source.read(s, 7, 3, 1, 1, ids.data(), targets.data());
+  std::vector<int32_t> all(size_t(s.global_batch * s.seq)), allT(all.size());
+  synthetic_tokens(7, 3, s.global_batch, s.seq, s.vocab, 0, s.global_batch,
+                   all.data(), allT.data());
+  const size_t at = size_t(9 * s.seq);
+  EXPECT_EQ(ids, std::vector<int32_t>(all.begin() + at,
+                                      all.begin() + at + ids.size()));
+  EXPECT_EQ(targets, std::vector<int32_t>(allT.begin() + at,
+                                          allT.begin() + at + ids.size()));
+  // Either output may be skipped.
+  std::vector<int32_t> only(ids.size());
+  source.read(s, 7, 3, 1, 1, nullptr, only.data());
+  EXPECT_EQ(only, targets);
+}
+
+TEST(HarnessData, TokenFileErrorsNameTheFile) {
+  TokenSource source;
+  try {
+    source.open("/nonexistent/tokens.bin", 50);
+    FAIL() << "opened a missing file";
+  } catch (const std::exception &e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/tokens.bin"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HarnessData, ClassSamplesAreTheirBlockOfTheGlobalBatch) {
+  ProgramSpec s;
+  s.dp = 2;
+  s.micro_batches = 2;
+  s.class_batch = 3;
+  s.features = 16;
+  s.classes = 4;
+  EXPECT_EQ(class_block_start(s, 1, 1), 9);
+  std::vector<float> x(size_t(s.class_batch * s.features));
+  std::vector<int32_t> y(size_t(s.class_batch));
+  class_samples(s, 5, 2, 1, 1, x.data(), y.data());
+  std::vector<float> allX(size_t(12 * s.features));
+  std::vector<int32_t> allY(12);
+  synthetic_classes(5, 2, 12, s.features, s.classes, kClassNoise, 0, 12,
+                    allX.data(), allY.data());
+  EXPECT_EQ(y, std::vector<int32_t>(allY.begin() + 9, allY.end()));
+  EXPECT_EQ(x, std::vector<float>(allX.begin() + 9 * s.features, allX.end()));
+}
+
+TEST(HarnessData, GraphShardsPartitionTheRowsAndEdges) {
+  ProgramSpec s;
+  s.data = DataKind::Graph;
+  s.dp = 2;
+  s.nodes = 40;
+  s.features = 3;
+  s.classes = 4;
+  const GraphShard a = graph_shard(s, 11, 0), b = graph_shard(s, 11, 1);
+  EXPECT_EQ(a.rows, 20);
+  EXPECT_EQ(b.node0, 20);
+  ASSERT_EQ(a.row_ptr.size(), 21u);
+  EXPECT_EQ(a.row_ptr.front(), 0);
+  EXPECT_EQ(b.row_ptr.front(), 0);
+  EXPECT_EQ(size_t(a.row_ptr.back()), a.col_idx.size());
+  EXPECT_EQ(a.col_idx.size() + b.col_idx.size(), a.graph.col_idx.size());
+  EXPECT_EQ(a.values.size(), a.col_idx.size());
+  // b's edges are the whole graph's from its first row on.
+  const size_t e0 = size_t(a.graph.row_ptr[20]);
+  EXPECT_EQ(b.col_idx, std::vector<int32_t>(a.graph.col_idx.begin() + long(e0),
+                                            a.graph.col_idx.end()));
+  EXPECT_EQ(b.features(), b.graph.x.data() + 20 * 3);
+  EXPECT_EQ(a.train_labels.size(), 40u);
+  EXPECT_EQ(a.train_labels[1], -1); // odd nodes are held out
+  EXPECT_EQ(a.heldout_labels[0], -1);
+}
+
+TEST(HarnessData, CountCorrectSkipsPaddingAndUnlabelledRows) {
+  // Rows of 3 logits stored 4 apart (a padded vocabulary).
+  const std::vector<float> logits = {0, 2, 1, 9,  // argmax 1 (9 is padding)
+                                     5, 5, 1, 0,  // tie: the first, 0
+                                     0, 1, 3, 0}; // 2
+  const std::vector<int32_t> labels = {1, 1, -1};
+  EXPECT_EQ(count_correct(logits.data(), labels.data(), 3, 3, 4), 1);
+  const std::vector<int32_t> all = {1, 0, 2};
+  EXPECT_EQ(count_correct(logits.data(), all.data(), 3, 3, 4), 3);
+  EXPECT_EQ(count_correct(logits.data(), all.data(), 3, 4), 2); // ld = V
+}
+
+TEST(HarnessPipeline, DevicesAndTagsFollowTheSpec) {
+  ProgramSpec s;
+  s.pp = 4;
+  s.stages = 8; // interleaved: stage 5 on device 1
+  s.max_boundary = 3;
+  set_program_spec(s);
+  EXPECT_EQ(device_of(5, kDown), 1);
+  EXPECT_EQ(device_of(1, kUp), 2);
+  EXPECT_TRUE(device_runs_stage(1, 5));
+  EXPECT_FALSE(device_runs_stage(2, 1));
+  s.chimera = true;
+  set_program_spec(s);
+  EXPECT_TRUE(device_runs_stage(2, 1)); // Chimera's up pipeline
+  std::set<int> tags;
+  for (int64_t mb = 0; mb < 2; ++mb)
+    for (int64_t boundary = 0; boundary < 8; ++boundary)
+      for (TagKind kind : {kActivation, kGradient})
+        for (int64_t k = 0; k < 3; ++k)
+          tags.insert(tag(mb, boundary, kind, k));
+  EXPECT_EQ(tags.size(), size_t(2 * 8 * 2 * 3)); // all distinct
+  EXPECT_EQ(*tags.rbegin(), 2 * 8 * 2 * 3 - 1);  // and dense
+}
+
+} // namespace

@@ -1,0 +1,95 @@
+//===- SimulatePipeFisher.cpp - `autoddl simulate --pipefisher` ----------===//
+#include "tools/autoddl/SimulatePipeFisher.h"
+
+#include "cost_model/pipeline/PipeFisher.h"
+#include "planner/Kfac.h"
+#include "planner/KfacJson.h"
+#include "planner/KfacReport.h"
+#include "support/UserError.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace autoddl::cli {
+
+using namespace autoddl::pipeline;
+
+PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
+                                    const SimulationResult &sim,
+                                    const PipeFisherTimes &t,
+                                    trace::ChromeTrace *trace, double us) {
+  if (t.layers < 1)
+    throw UserError(fmt::format(
+        "--kfac-layers: expected at least 1 layer per stage, got {}",
+        t.layers));
+  if (!std::isfinite(t.margin) || t.margin < 0)
+    throw UserError(
+        fmt::format("--margin: expected a number >= 0, got {}", t.margin));
+  PipeFisherInput in;
+  in.margin = t.margin;
+  const bool chimera = schedule.config.kind == ScheduleKind::Chimera;
+  for (int stage = 0; stage < schedule.modelStages(); ++stage) {
+    const int dev = stage % schedule.numDevices(); // its times' index
+    for (int copy = 0; copy < (chimera ? 2 : 1); ++copy)
+      for (int l = 0; l < t.layers; ++l) {
+        KfacLayerWork w;
+        w.name = fmt::format("s{}.l{}", stage, l);
+        w.stage = stage;
+        w.direction = copy ? Direction::Up : Direction::Down;
+        w.curvature[0] = w.curvature[1] = t.curvature[dev];
+        w.invert[0] = w.invert[1] = t.inversion[dev];
+        w.reduce[0] = w.reduce[1] = t.reduction[dev];
+        w.precondition = t.precondition[dev];
+        in.layers.push_back(w);
+      }
+  }
+  auto packed = packKfac(schedule, sim, in);
+  if (!packed)
+    throw UserError(packed.error());
+  const planner::KfacPlan plan =
+      planner::kfacPlan(in.layers, *packed, 1e-3, sim.makespan);
+  PipeFisherOutput out;
+  out.text = fmt::format(
+      "\nPipeFisher: {} K-FAC layer{} per stage{}; step {:g} ms with K-FAC "
+      "(makespan {:g} + preconditioning + forced tail / K)\n",
+      t.layers, t.layers == 1 ? "" : "s",
+      chimera ? " and pipeline direction" : "", packed->stepTime, sim.makespan);
+  out.text += planner::kfacSummary(plan, 1, "ms");
+  const std::string timeline = planner::kfacTimeline(sim, plan, 160);
+  if (!timeline.empty())
+    out.text += "\n" + timeline;
+  // The JSON keeps plan.json's "kfac" keys, whose times are seconds: the
+  // simulator's unit is ms.
+  planner::KfacPlan seconds = plan;
+  const double s = 1e-3;
+  for (planner::KfacLayerPlan &l : seconds.layers) {
+    for (int f = 0; f < 2; ++f) {
+      l.curvature[f] *= s;
+      l.reduce[f] *= s;
+      l.invert[f] *= s;
+    }
+    l.precondition *= s;
+  }
+  for (planner::KfacDevicePlan &d : seconds.devices) {
+    d.work *= s;
+    d.precondition *= s;
+    d.forced *= s;
+    for (planner::KfacItemPlacement &it : d.items) {
+      it.start *= s;
+      it.end *= s;
+    }
+  }
+  out.json = planner::kfacToJson(seconds);
+  out.json.erase("damping");
+  out.json["first_order_step_time_s"] = s * sim.makespan;
+  out.json["step_time_s"] = s * packed->stepTime;
+  if (trace)
+    for (int d = 0; d < schedule.numDevices(); ++d)
+      planner::addKfacEvents(plan, d, 0,
+                             schedule.numDevices() + d * plan.refreshSteps, us,
+                             *trace, fmt::format("stage {} ", d));
+  return out;
+}
+
+} // namespace autoddl::cli
