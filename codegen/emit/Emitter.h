@@ -335,8 +335,7 @@ private:
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
   std::string header() const;
-  std::string cpuPrelude() const;
-  std::string cudaPrelude() const;
+  std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;
   std::string params() const;

@@ -198,7 +198,7 @@ std::string Emitter::emit() {
             "pipeline devices holding it (bits)\nstatic std::vector<ParamSpec> "
             "param_specs() {\n  return {\n" +
             table + "  };\n}\n\n";
-  if (cuda_)
+  if (target_.paddedParams)
     params += vocabPaddingText();
   params += tpPartialGradsText();
 
@@ -239,7 +239,7 @@ std::string Emitter::emit() {
                           globalCount, globalCount);
   consts +=
       fmt::format("constexpr const char *kModelName = \"{}\";\n", plan_.model);
-  if (cuda_) {
+  if (target_.reportsMfu) {
     consts +=
         fmt::format("// Model FLOPs of one step (forward + backward, the "
                     "plan's count) and the peak of one\n// {} (the "
@@ -294,7 +294,7 @@ std::string Emitter::emit() {
                         "kMicroBatches));\n",
                         s);
   glue += "}\n\n";
-  if (cuda_) {
+  if (target_.freesBuffers) {
     glue += "// Device buffers go before the CUDA context does.\n";
     glue += "static void free_stages() {\n";
     for (int s = 0; s < stages; ++s)
@@ -307,15 +307,7 @@ std::string Emitter::emit() {
           "running the last stage).\n";
   glue += "static double local_loss_sum() {\n  double sum = 0;\n  if "
           "(kLossRowsOnTp || g.rtp == 0)\n";
-  if (cuda_)
-    glue += fmt::format("    for (const auto &a : {})\n   "
-                        "   sum += sum_to_host(a.losses.data(), "
-                        "a.losses.size());\n",
-                        lastStage);
-  else
-    glue += fmt::format("    for (const auto &a : {})\n   "
-                        "   sum += a.loss_sum;\n",
-                        lastStage);
+  glue += fmt::format(fmt::runtime(target_.lossSumLoop), lastStage);
   glue += "  return sum;\n}\n\n";
   if (reportsAccuracy())
     glue += fmt::format(
@@ -332,47 +324,22 @@ std::string Emitter::emit() {
         "double(a.correct_heldout);\n  return sum;\n}}\n\n",
         lastStage);
   glue += schedules(*sched);
-  if (cuda_) {
+  if (target_.gradBuckets)
     glue += "\n" + gradSyncConfig(*sched);
+  if (target_.stepGraph)
     glue += stepGraphGlue(stages);
-  }
 
-  if (cuda_) // Device buffers go before the CUDA context does.
+  if (target_.freesBuffers) // Device buffers go before the CUDA context does.
     glue += "\nstatic void free_params() { P = Params{}; }\n";
-  return header() + (cuda_ ? cudaPrelude() : cpuPrelude()) + consts + params +
-         stagesText + glue + specText() + programMain();
+  return header() + prelude() + consts + params + stagesText + glue +
+         specText() + programMain();
 }
 
-/// The CPU program's includes: the harness (backends/cpu/harness/Harness.h)
-/// and the kernels its stages call.
-std::string Emitter::cpuPrelude() const {
-  std::string out = R"(
-#include "backends/cpu/harness/Harness.h"  // Param, the grid, data, pipeline tags, run_program
-#include "backends/cpu/Collectives.h"      // all_reduce/all_gather/slice, send/recv
-#include "backends/cpu/kernels/Attention.h"    // attention_forward/_backward
-#include "backends/cpu/kernels/CrossEntropy.h" // crossentropy_forward/_backward
-#include "backends/cpu/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu
-#include "backends/cpu/kernels/Embedding.h"    // embedding, positional, rotary
-#include "backends/cpu/kernels/Linear.h"       // linear, matmul, bias_add
-#include "backends/cpu/kernels/Norm.h"         // layernorm, rmsnorm
-#include "backends/cpu/kernels/Softmax.h"      // softmax
-#include "backends/cpu/kernels/Sparse.h"       // spmm
-)";
-  if (classModel_)
-    out += R"(#include "backends/cpu/kernels/Conv.h"         // conv2d, pool2d
-#include "backends/cpu/kernels/Shape.h"        // transpose
-)";
-  out += R"(
-#include <cstdint>
-#include <vector>
-
-namespace {
-
-using namespace autoddl::rt;
-using namespace autoddl::rt::harness;
-
-)";
-  return out;
+/// The program's includes (the backend's harness and the kernels its stages
+/// call), up to the plan's constants.
+std::string Emitter::prelude() const {
+  return std::string(target_.includes) +
+         (classModel_ ? target_.imageIncludes : "") + target_.preludeTail;
 }
 
 /// The plan's constants as the harness reads them (its ProgramSpec,
@@ -399,44 +366,13 @@ std::string Emitter::specText() const {
     out += "  s.class_batch = kClassBatch;\n";
   out += "  s.nodes = kNodes;\n  s.features = kFeatures;\n"
          "  s.classes = kClasses;\n";
-  if (cuda_)
+  if (target_.reportsMfu)
     out += "  s.model_flops_per_step = kModelFlopsPerStep;\n"
-           "  s.peak_flops_per_gpu = kPeakFlopsPerGpu;\n"
-           "  s.step_graphable = kStepGraphable;\n";
+           "  s.peak_flops_per_gpu = kPeakFlopsPerGpu;\n";
+  if (target_.stepGraph)
+    out += "  s.step_graphable = kStepGraphable;\n";
   out += "  return s;\n}\n\n";
   return out;
-}
-
-/// The CUDA program's includes: the harness (backends/cuda/harness/Harness.h)
-/// and the kernels its stages call. The accuracy of a graph model is the
-/// device count_correct (kernels/CrossEntropy.h).
-std::string Emitter::cudaPrelude() const {
-  return R"(
-#include "backends/cuda/harness/Harness.h" // Param, the grid, pipeline links, data, run_program
-#include "backends/cuda/Comm.h"           // NCCL communicators, collectives, GradSync, Pipe
-#include "backends/cuda/OpProfile.h"      // OpScope: per-op-kind device time (--profile)
-#include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer, zero, copies
-#include "backends/cuda/kernels/Attention.h"    // flash attention forward/backward
-#include "backends/cuda/kernels/CrossEntropy.h" // crossentropy_forward/_backward
-#include "backends/cuda/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu, add_into
-#include "backends/cuda/kernels/Embedding.h"    // embedding, positional, rotary
-#include "backends/cuda/kernels/Linear.h"       // linear, matmul, bias_add (cuBLASLt)
-#include "backends/cuda/kernels/Norm.h"         // layernorm, rmsnorm
-#include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
-#include "backends/cuda/kernels/Softmax.h"      // softmax
-#include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
-
-#include <cstdint>
-#include <utility>
-#include <vector>
-
-namespace {
-
-using namespace autoddl::rt;
-using namespace autoddl::rt::harness;
-using autoddl::rt::harness::pipe; // not POSIX pipe()
-
-)";
 }
 
 /// main(): hands the plan's spec, parameter table, stages and schedule to
@@ -449,12 +385,15 @@ std::string Emitter::programMain() const {
                     "  program.run_schedule = run_schedule;\n"
                     "  program.grad_partial_over_tp = grad_partial_over_tp;\n"
                     "  program.counts.loss_sum = local_loss_sum;\n";
-  if (cuda_)
+  if (target_.freesBuffers)
     out += "  program.free_stages = free_stages;\n"
-           "  program.free_params = free_params;\n"
-           "  program.configure_grad_sync = configure_grad_sync;\n"
-           "  program.preload_inputs = preload_inputs;\n"
-           "  program.device_numel = device_numel;\n";
+           "  program.free_params = free_params;\n";
+  if (target_.gradBuckets)
+    out += "  program.configure_grad_sync = configure_grad_sync;\n";
+  if (target_.stepGraph)
+    out += "  program.preload_inputs = preload_inputs;\n";
+  if (target_.paddedParams)
+    out += "  program.device_numel = device_numel;\n";
   if (reportsAccuracy())
     out += "  program.counts.correct = local_correct;\n";
   if (graphModel_)

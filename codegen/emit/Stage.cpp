@@ -78,7 +78,7 @@ void Emitter::emitStage(int stage, std::string &out) {
                     fmt::arg("size", m.sizeExpr.empty() ? std::to_string(m.size)
                                                         : m.sizeExpr),
                     fmt::arg("comment", m.comment));
-  if (hasLoss && !cuda_)
+  if (hasLoss && !target_.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && reportsAccuracy())
     out += "  int64_t correct = 0; // samples whose largest logit is the "
@@ -86,7 +86,7 @@ void Emitter::emitStage(int stage, std::string &out) {
   if (hasLoss && graphModel_)
     out += "  int64_t correct_heldout = 0; // the same over the held-out "
            "nodes\n";
-  if (cuda_)
+  if (target_.gradZeroSet)
     out += fmt::format("  ZeroSet grad_zeros; // the gradients "
                        "stage{}_zero_grads clears, one launch\n",
                        stage);
@@ -115,16 +115,11 @@ void Emitter::emitStage(int stage, std::string &out) {
         "  load_tokens(step, mb, {}, {});\n",
         holds(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
         holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
-    if (holds(types) && cuda_)
-      load += fmt::format("  zero(a.{0}.data(), a.{0}.size() * "
-                          "sizeof(int32_t)); // one segment\n",
-                          names_[size_t(types)]);
-    else if (holds(types))
-      load += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one "
-                          "segment\n",
+    if (holds(types))
+      load += fmt::format(fmt::runtime(target_.zeroTokenTypes),
                           names_[size_t(types)]);
   }
-  if (cuda_) {
+  if (target_.stepGraph) {
     out += fmt::format("static void stage{}_load_inputs([[maybe_unused]] "
                        "Stage{} &a, [[maybe_unused]] int64_t step, "
                        "[[maybe_unused]] int64_t mb) {{\n",
@@ -151,7 +146,7 @@ void Emitter::emitStage(int stage, std::string &out) {
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
   // Buckets for dp (no ZeRO: it reduce-scatters at the step), and for
   // gradients partial over tp even when dp = 1.
-  if (cuda_ && plan_.knobs.zero == 0 &&
+  if (target_.gradBuckets && plan_.knobs.zero == 0 &&
       (plan_.knobs.dp > 1 || !L_.tpPartialGrads.empty()))
     ready = assignBuckets(stage, steps);
   auto readyLines = [&](size_t i, bool weight) {
@@ -199,12 +194,12 @@ void Emitter::emitStage(int stage, std::string &out) {
   std::set<std::string> received;
   for (int t : sendOut)
     received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
-  if (cuda_)
+  if (target_.gradZeroSet)
     out += "  if (!a.grad_zeros.sealed()) {\n";
   for (const Member &m : members_[stage]) {
     if (!m.grad)
       continue;
-    if (!cuda_)
+    if (!target_.gradZeroSet)
       out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
                          m.name);
     else if (!received.count(m.name) &&
@@ -213,7 +208,7 @@ void Emitter::emitStage(int stage, std::string &out) {
                          "int64_t(sizeof(act_t)));\n",
                          m.name);
   }
-  if (cuda_)
+  if (target_.gradZeroSet)
     out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
   out += "  (void)a;\n}\n\n";
 
@@ -245,13 +240,8 @@ void Emitter::emitStage(int stage, std::string &out) {
   // The compute of an instruction, timed: on the host clock (cpu) or by CUDA
   // events, skipped while the pipeline's transfers are being recorded (cuda).
   auto timed = [&](const std::string &call, const char *letter) {
-    if (!cuda_)
-      return "  const double t0 = trace.now_us();\n  " + call +
-             "\n  trace.end(\"" + letter + "\" + std::to_string(mb), 0, t0);\n";
-    return "  if (!pipe.recording()) {\n    const int t0 = trace.begin();\n"
-           "    " +
-           call + "\n    trace.end(\"" + letter +
-           "\" + std::to_string(mb), 0, t0);\n  }\n";
+    return fmt::format(fmt::runtime(target_.timedCall), fmt::arg("call", call),
+                       fmt::arg("letter", letter));
   };
   out += recvList(in, false, stage - 1, stage - 1, "kActivation");
   out +=
@@ -267,10 +257,7 @@ void Emitter::emitStage(int stage, std::string &out) {
                        "dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
                        stage, part);
     if (!weightOnly) {
-      out += fmt::format(cuda_ ? "  if (!pipe.recording())\n    "
-                                 "stage{}_zero_grads(a);\n"
-                               : "  stage{}_zero_grads(a);\n",
-                         stage);
+      out += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
       out += recvList(sendOut, true, stage + 1, stage, "kGradient");
     }
     out += timed(fmt::format("stage{}_{}_compute(a);", stage, part),
