@@ -1,0 +1,389 @@
+//===- Emitter.h - the train.cpp emitter, shared by its units --*- C++ -*-===//
+//
+// The emitter of a plan's training program (docs/codegen.md), split by job:
+// stage layout (StageLayout.cpp), a stage's functions (Stage.cpp), the ops
+// (OpEmitters.cpp), gradient buckets (GradBuckets.cpp), the schedule
+// (Schedule.cpp) and the program's assembly (ProgramAssembly.cpp); the
+// fusion and padding decisions stay in codegen/TrainProgram.cpp. Internal to
+// autoddl_codegen: callers use emitTrainProgram (CpuCodegen.h).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/CpuCodegen.h"
+#include "codegen/Layout.h"
+#include "codegen/emit/Target.h"
+
+#include "cost_model/pipeline/Schedule.h"
+#include "support/UserError.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace autoddl::codegen::emit {
+
+using pipeline::Direction;
+using pipeline::OpKind;
+
+inline std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+inline std::string shapeInit(const std::vector<int64_t> &s) {
+  std::string r = "Shape{";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "}";
+}
+
+inline int64_t lastDim(const std::vector<int64_t> &v) { return v.back(); }
+
+inline int64_t numel(const std::vector<int64_t> &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+/// A C identifier for a model name: "h.0.attn.qkv" -> "h0_attn_qkv".
+inline std::string ident(const std::string &name) {
+  std::string r;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      r += c;
+    else if (!r.empty() && r.back() != '_')
+      r += '_';
+  }
+  while (!r.empty() && r.back() == '_')
+    r.pop_back();
+  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0])))
+    r = "t_" + r;
+  return r;
+}
+
+inline std::string fmtDouble(double v) {
+  std::string s = fmt::format("{:.17g}", v);
+  if (s.find_first_of(".eEn") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end())
+    return dflt;
+  if (auto *v = std::get_if<T>(&it->second))
+    return *v;
+  return dflt;
+}
+
+/// What one step of a stage emits: forward lines, and the backward lines of
+/// its input-gradient and weight-gradient halves.
+struct Step {
+  std::vector<std::string> fwd, bwdInput, bwdWeight;
+  // Parameters whose gradient the input / weight half writes.
+  std::vector<int> paramsInput, paramsWeight;
+};
+
+/// Wraps each call of a CUDA step in an OpScope (StageLayout.cpp).
+void profileScopes(Step &s, const std::string &kind);
+
+/// Activations crossing into `stage` from earlier stages (Stage.cpp).
+std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
+                                 int stage);
+
+/// A data-parallel gradient bucket of the cuda program: parameters whose
+/// gradients are complete after one point of a stage's backward.
+struct Bucket {
+  int stage = 0;
+  bool weightPart = false; // completes in the weight-gradient half (zb-h1)
+  // Gradients partial over tp as well (ModelLayout::tpPartialGrads): summed
+  // over the stage's dp x tp group in one all-reduce.
+  bool tpPartial = false;
+  std::vector<int> params;
+};
+
+/// One op being emitted (Emitter::emitOp): its operands in the layouts its
+/// plan reads them in (values x, gradients dx, local shapes xs), its result
+/// (value y, gradient dy, local shape ys of n elements), and the step its
+/// lines go into. The op emitters unpack it with one structured binding.
+struct OpCall {
+  size_t i; // the op's index in the model graph
+  const OpDef &op;
+  const OpPlan &p;
+  int st;               // its pipeline stage
+  const std::string &k; // its kind
+  std::vector<std::string> x, dx;
+  std::vector<std::vector<int64_t>> xs;
+  int r; // its result tensor
+  std::vector<int64_t> ys;
+  std::string y, dy;
+  int64_t n;
+  Step s;
+  std::vector<Step> &steps;
+  // Append a line to the forward, the input-gradient or the weight-gradient
+  // half of the step.
+  std::function<void(std::string)> F, BI, BW;
+  // The first position of an op run on a sequence split (T positions a rank).
+  std::function<std::string(const OpPlan &, int64_t)> sequenceOffset;
+  // spmm's x and sddmm's y: every node's rows, when dp splits the nodes.
+  std::function<void(size_t)> gatherNodes;
+};
+
+/// A float buffer of a stage struct.
+struct Member {
+  std::string name;
+  int64_t size = 0;
+  std::string comment;
+  bool i32 = false;
+  bool grad = false; // a gradient buffer (zeroed before each backward)
+  bool stat = false; // fp32 statistics (act_t activations otherwise, on cuda)
+  // Set for a size known at run time only (a sparse activation: the graph's
+  // stored entries): the expression replaces `size`.
+  std::string sizeExpr = {};
+};
+
+class Emitter {
+public:
+  Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
+      : plan_(plan), g_(g),
+        L_(chooseLayout(plan, g, backend == Backend::Cuda ? "cuda" : "cpu")),
+        tp_(plan.knobs.tp), cuda_(backend == Backend::Cuda),
+        target_(cuda_ ? cudaTarget() : cpuTarget()) {
+    names_.resize(g.tensors.size());
+    std::set<std::string> used;
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      std::string n = ident(g.tensors[t].name);
+      std::string u = n;
+      for (int k = 2; used.count(u); ++k)
+        u = n + "_" + std::to_string(k);
+      used.insert(u);
+      names_[t] = u;
+    }
+    producer_.assign(g.tensors.size(), -1);
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      for (int r : g.ops[i].results)
+        producer_[size_t(r)] = int(i);
+    tokenModel_ = findInput("input_ids") >= 0;
+    graphModel_ = findInput("adjacency") >= 0;
+    if (!tokenModel_ && !graphModel_)
+      findClassInputs();
+    classModel_ = classInput_ >= 0 && classTargets_ >= 0;
+    if (!tokenModel_ && !graphModel_ && !classModel_)
+      throw UserError(
+          "codegen: model " + g.name +
+          " has neither input_ids, adjacency nor one f32 input with the "
+          "class labels of a cross_entropy; the " +
+          (cuda_ ? "cuda backend feeds token and graph models"
+                 : "cpu backend feeds token, graph and classification models") +
+          " only");
+    if (cuda_ && classModel_)
+      throw UserError("codegen: model " + g.name +
+                      " is a classification model (" +
+                      g.tensors[size_t(classInput_)].name + " and " +
+                      g.tensors[size_t(classTargets_)].name +
+                      "); the cuda backend runs token and graph models "
+                      "only (use --backend cpu)");
+  }
+
+  std::string emit();
+
+private:
+  /// Whether the program reports the training accuracy (classifiers and
+  /// graph models, whose losses are over labelled samples or nodes).
+  bool reportsAccuracy() const { return classModel_ || graphModel_; }
+  /// A classification model (mlp, vgg, an explicit graph): its one dense f32
+  /// input (images or features) and the i32 input holding the labels of its
+  /// cross_entropy.
+  void findClassInputs() {
+    for (size_t t = 0; t < g_.tensors.size(); ++t) {
+      const TensorDef &td = g_.tensors[t];
+      if (td.role != TensorRole::Input || td.sparse ||
+          td.dtype != ops::DType::F32)
+        continue;
+      if (classInput_ >= 0) { // several: not a classifier this program feeds
+        classInput_ = -1;
+        return;
+      }
+      classInput_ = int(t);
+    }
+    for (const OpDef &op : g_.ops)
+      if (op.kind == "cross_entropy" && op.operands.size() == 2 &&
+          isInput(op.operands[1]))
+        classTargets_ = op.operands[1];
+  }
+  int findInput(const std::string &name) const {
+    for (size_t t = 0; t < g_.tensors.size(); ++t)
+      if (g_.tensors[t].role == TensorRole::Input && g_.tensors[t].name == name)
+        return int(t);
+    return -1;
+  }
+  bool isParam(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Parameter;
+  }
+  bool isInput(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Input;
+  }
+  const std::vector<int64_t> &full(int t) const {
+    return g_.tensors[size_t(t)].shape;
+  }
+  /// Local shape: tp layout l, and a graph model's own nodes' rows under dp.
+  std::vector<int64_t> local(int t, TpLayout l) const {
+    std::vector<int64_t> s = localShape(full(t), l, tp_);
+    if (nodeSplit() && g_.nodeRows(t))
+      s[0] /= plan_.knobs.dp;
+    return s;
+  }
+  /// dp splits a graph model's nodes: each dp rank owns a block of rows.
+  bool nodeSplit() const { return graphModel_ && plan_.knobs.dp > 1; }
+  std::string allNodes(int stage, int t, TpLayout l, std::vector<Step> &steps);
+  /// The stage-struct member holding tensor t in layout l.
+  std::string bufName(int t, TpLayout l) const {
+    if (l == L_.tensors[size_t(t)])
+      return names_[size_t(t)];
+    return names_[size_t(t)] +
+           (l.split() ? "_s" + std::to_string(l.dim) +
+                            (l.segments > 1 ? "x" + std::to_string(l.segments)
+                                            : std::string())
+                      : "_full");
+  }
+  std::string val(int t, TpLayout l) const;
+  std::string grad(int t, TpLayout l) const;
+  /// Elements of tensor t in layout l: a number, or for a sparse activation
+  /// the stored entries of its adjacency (known once the graph is built).
+  std::string elems(int t, TpLayout l) const {
+    const int pattern = g_.sparsePattern(t);
+    if (pattern >= 0 && !isInput(t))
+      return val(pattern, TpLayout{}) + ".nnz()";
+    return std::to_string(numel(local(t, l)));
+  }
+  void addMember(int stage, const Member &m);
+  void addTensor(int stage, int t, TpLayout l, bool withGrad);
+  std::string ensureLayout(int stage, int t, TpLayout want,
+                           std::vector<Step> &steps);
+  std::map<std::pair<size_t, bool>, std::vector<int>>
+  assignBuckets(int stage, const std::vector<Step> &steps);
+  std::string gradSyncConfig(const pipeline::Schedule &s) const;
+  std::string stepGraphGlue(int stages) const;
+  void emitOp(size_t i, std::vector<Step> &steps);
+  /// An op kind's emitter (OpTable.cpp): its lines, and what the CUDA program
+  /// allows of it.
+  /// What the CUDA program runs of an op kind: nothing yet (image ops), the
+  /// op on activations only, or also with parameter operands (the ops of
+  /// layers with weights, which take the act_t working copy and the fp32
+  /// gradient).
+  enum class CudaRuns { No, OnActivations, WithWeights };
+  struct OpEntry {
+    void (Emitter::*emit)(OpCall &);
+    CudaRuns cuda;
+  };
+  /// Every op kind the programs run, with its emitter: the one table.
+  static const std::map<std::string, OpEntry> &opTable();
+  // The op emitters, one a kind, in one file per family
+  // (EmbeddingEmitter.cpp, LinearEmitter.cpp, ...).
+  void emitEmbedding(OpCall &c);
+  void emitPositional(OpCall &c);
+  void emitRotary(OpCall &c);
+  void emitLinear(OpCall &c);
+  void emitMatmul(OpCall &c);
+  void emitBiasAdd(OpCall &c);
+  void emitAdd(OpCall &c);
+  void emitMul(OpCall &c);
+  void emitGelu(OpCall &c);
+  void emitReluSilu(OpCall &c);
+  void emitSwiglu(OpCall &c);
+  void emitNorm(OpCall &c);
+  void emitSoftmax(OpCall &c);
+  void emitCrossEntropy(OpCall &c);
+  void emitAttention(OpCall &c);
+  void emitConv2d(OpCall &c);
+  void emitPool2d(OpCall &c);
+  void emitFlatten(OpCall &c);
+  void emitTranspose(OpCall &c);
+  void emitSpmm(OpCall &c);
+  void emitSddmm(OpCall &c);
+  void emitEdgeSoftmax(OpCall &c);
+  int64_t vocab() const;
+  void planVocabPadding();
+  void planGeluFusion();
+  /// Per tensor, the ops reading it (once per operand slot).
+  std::vector<std::vector<size_t>> readers() const {
+    std::vector<std::vector<size_t>> r(g_.tensors.size());
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      for (int t : g_.ops[i].operands)
+        r[size_t(t)].push_back(i);
+    return r;
+  }
+  void planResidualFusion();
+  bool storesGrad(size_t i, int t, TpLayout l, const std::string &dx) const;
+  bool gathersPartialGrads(int t) const;
+  std::string vocabPaddingText() const;
+  std::string tpPartialGradsText() const;
+  void emitStage(int stage, std::string &out);
+  std::string header() const;
+  std::string prelude() const;
+  std::string specText() const;
+  std::string programMain() const;
+  std::string params() const;
+  std::string schedules(const pipeline::Schedule &s) const;
+
+  const planner::Plan &plan_;
+  const ModelGraph &g_;
+  ModelLayout L_;
+  int tp_;
+  bool cuda_ = false; // emit the CUDA program (device buffers, NCCL)
+  // What the backend's program offers the op emitters (Target.h).
+  const Target &target_;
+  std::vector<std::string> names_;
+  std::vector<int> producer_;
+  bool tokenModel_ = false, graphModel_ = false;
+  // An image or feature classifier (mlp, vgg): synthetic class prototypes.
+  bool classModel_ = false;
+  int classInput_ = -1;   // its images / features input
+  int classTargets_ = -1; // its class labels
+  // Per stage: struct members (in order, unique), and buffers already there.
+  std::map<int, std::vector<Member>> members_;
+  std::map<int, std::set<std::string>> memberSet_;
+  std::map<std::pair<int, std::string>, bool> converted_;
+  bool splitBackward_ = false;       // zero-bubble: B and W apart
+  std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
+  std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial
+  double lossScale_ = 0;
+  int64_t lossCount_ = 0;
+  bool lossRowsSplit_ = false; // every tp rank holds some positions' losses
+  // cuda: the padded vocabulary. Per parameter, its local rows padded to a
+  // multiple of 64 (the device holds them, the padding rows zero); per
+  // logits tensor, its last dimension padded alike (the rows' stride).
+  std::map<int, int64_t> padRows_, padCols_;
+  // cuda: linear -> tanh GELU -> linear chains run in the two GEMMs
+  // (planGeluFusion): per GELU op its first linear, per first linear its
+  // GELU, per second linear the GELU whose input gradient it writes.
+  std::map<size_t, size_t> geluOfFc1_, geluOfFc2_;
+  std::set<size_t> fusedGelus_;
+  // cuda: a linear whose output only a residual add reads writes the sum
+  // (planResidualFusion): per linear its add, per add the operand index of
+  // that linear's output.
+  std::map<size_t, size_t> addOfLinear_;
+  std::map<size_t, size_t> linearOperandOfAdd_;
+  // The ops reading each tensor (readers(), once per emit), and on cuda the
+  // activation gradient buffers ("a.d_...data()") one backward call writes
+  // whole by storing (=): never zeroed (storesGrad).
+  std::vector<std::vector<size_t>> users_;
+  std::set<std::string> storedGrads_;
+};
+
+} // namespace autoddl::codegen::emit

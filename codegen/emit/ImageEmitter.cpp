@@ -1,0 +1,72 @@
+//===- ImageEmitter.cpp - image ops ---------------------------------------===//
+//
+// conv2d, pool2d, flatten / reshape and transpose (CPU backend).
+// One function per op kind, registered in OpTable.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+/// conv2d
+void Emitter::emitConv2d(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  // Replicated over tp: every rank convolves its whole micro-batch.
+  const auto &xsh = xs[0], &wsh = xs[1];
+  const std::string shape = fmt::format(
+      "Conv2dShape{{{}, {}, {}, {}, {}, {}, {}, {}, {}}}", xsh[0], xsh[1],
+      xsh[2], xsh[3], wsh[0], wsh[2], wsh[3], attrOr<int64_t>(op, "stride", 1),
+      attrOr<int64_t>(op, "padding", 0));
+  const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
+  const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
+  F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
+                shape));
+  if (!isInput(op.operands[0]))
+    BI(fmt::format("conv2d_backward({}, nullptr, nullptr, {}, {}, {}, {});",
+                   dx[0], dy, x[0], x[1], shape));
+  BW(fmt::format("conv2d_backward(nullptr, {}, {}, {}, {}, {}, {});", dx[1], db,
+                 dy, x[0], x[1], shape));
+}
+
+/// pool2d
+void Emitter::emitPool2d(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const auto &a = xs[0];
+  const char *isMax =
+      attrOr<std::string>(op, "kind", "max") == "max" ? "true" : "false";
+  const int64_t kernel = attrOr<int64_t>(op, "kernel", 2),
+                stride = attrOr<int64_t>(op, "stride", kernel);
+  F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
+                a[0] * a[1], a[2], a[3], kernel, stride, isMax));
+  if (!isInput(op.operands[0]))
+    BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {});",
+                   dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
+                   isMax));
+}
+
+/// flatten, reshape
+void Emitter::emitFlatten(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  F(fmt::format("std::copy_n({}, {}, {}); // the same row-major elements", x[0],
+                n, y));
+  if (!isInput(op.operands[0]))
+    BI(fmt::format("add_into({}, {}, {});", dx[0], dy, n));
+}
+
+/// transpose
+void Emitter::emitTranspose(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const std::string perm =
+      shapeInit(attrOr<std::vector<int64_t>>(op, "perm", {}));
+  F(fmt::format("transpose_forward({}, {}, {}, {});", y, x[0], shapeInit(xs[0]),
+                perm));
+  if (!isInput(op.operands[0]))
+    BI(fmt::format("transpose_backward({}, {}, {}, {});", dx[0], dy,
+                   shapeInit(xs[0]), perm));
+}
+
+} // namespace autoddl::codegen::emit

@@ -1,0 +1,131 @@
+//===- LossEmitter.cpp - softmax and the loss -----------------------------===//
+//
+// softmax and cross_entropy (whole, on split rows, vocab-parallel).
+// One function per op kind, registered in OpTable.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+/// softmax
+void Emitter::emitSoftmax(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  int64_t axis = attrOr<int64_t>(op, "axis", -1);
+  if (axis < 0)
+    axis += int64_t(ys.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= ys[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < ys.size(); ++d)
+    inner *= ys[d];
+  const int64_t Ln = ys[size_t(axis)];
+  F(fmt::format("softmax_forward({}, {}, {}, {}, {});", y, x[0], outer, Ln,
+                inner));
+  BI(fmt::format("softmax_backward({}, {}, {}, {}, {}, {});", dx[0], y, dy,
+                 outer, Ln, inner));
+}
+
+/// cross_entropy
+void Emitter::emitCrossEntropy(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V,
+                Vf = full(op.operands[0]).back();
+  // A vocabulary tp does not divide: every rank's logits are V = ceil(Vf /
+  // tp) columns from column g.rtp * V, of which the last rank's tail is
+  // padding (Layout.cpp paddedVocab); the kernels read the real ones.
+  const bool uneven = p.mode == OpMode::VocabLoss && Vf % tp_ != 0;
+  const std::string cols =
+      uneven ? fmt::format("std::min<int64_t>({}, {} - g.rtp * {})", V, Vf, V)
+             : std::to_string(V);
+  auto pad = padCols_.find(op.operands[0]);
+  // The row stride of padded logits (an extra kernel argument).
+  const std::string ld = pad != padCols_.end()
+                             ? fmt::format(", {}", pad->second)
+                         : uneven ? fmt::format(", {}", V)
+                                  : std::string();
+  // On split rows (batch or sequence) each tp rank holds N of the
+  // micro-batch's tp * N positions.
+  lossRowsSplit_ = p.mode == OpMode::Local;
+  lossCount_ = lossRowsSplit_ ? N * tp_ : N;
+  // cuda: dlogits this loss alone writes are stored (=), never zeroed.
+  const bool storeDx = storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+  if (storeDx)
+    storedGrads_.insert(dx[0]);
+  const std::string ldStore =
+      storeDx ? (ld.empty() ? std::string(", 0") : ld) + ", false" : ld;
+  addMember(st, {"losses", N, "[N] per-position loss", false, false, true});
+  if (p.mode == OpMode::VocabLoss) {
+    addMember(st, {"loss_max", N, "[N] row max over the vocabulary", false,
+                   false, true});
+    addMember(st, {"loss_sums", 2 * N, "[2N] sum-exp and target logit", false,
+                   false, true});
+    if (ld.empty()) {
+      F(fmt::format("crossentropy_vocab_parallel_forward(a.losses.data(), "
+                    "a.loss_max.data(), a.loss_sums.data(), {}, {}, {}, {}, "
+                    "g.rtp * {}, g.tp);",
+                    x[0], x[1], N, V, V));
+    } else { // the three steps of the forward, with the row stride
+      F(fmt::format("crossentropy_vocab_parallel_max(a.loss_max.data(), {}, "
+                    "{}, {}{});",
+                    x[0], N, cols, ld));
+      F(fmt::format("all_reduce_max(a.loss_max.data(), {}, g.tp);", N));
+      F(fmt::format("crossentropy_vocab_parallel_sums(a.loss_sums.data(), "
+                    "{}, {}, a.loss_max.data(), {}, {}, g.rtp * {}{});",
+                    x[0], x[1], N, cols, V, ld));
+      F(fmt::format("all_reduce_forward(a.loss_sums.data(), {}, g.tp);",
+                    2 * N));
+      F(fmt::format("crossentropy_vocab_parallel_loss(a.losses.data(), "
+                    "a.loss_max.data(), a.loss_sums.data(), {}, {});",
+                    x[1], N));
+    }
+    BI(fmt::format("crossentropy_vocab_parallel_backward({}, {}, {}, "
+                   "a.loss_max.data(), a.loss_sums.data(), {}, {}, g.rtp * "
+                   "{}, kLossScale{});",
+                   dx[0], x[0], x[1], N, cols, V, ldStore));
+  } else {
+    addMember(st, {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
+    F(fmt::format("crossentropy_forward(a.losses.data(), a.loss_lse.data(), "
+                  "{}, {}, {}, {}{});",
+                  x[0], x[1], N, V, ld));
+    BI(fmt::format("crossentropy_backward({}, {}, a.loss_lse.data(), {}, {}, "
+                   "{}, kLossScale{});",
+                   dx[0], x[0], x[1], N, V, ldStore));
+  }
+  if (!target_.lossSumOnDevice) { // summed on the device at the step's end
+    F("a.loss_sum = 0;");
+    F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
+    F("  a.loss_sum += a.losses[size_t(i)];");
+  }
+  if (reportsAccuracy() && p.mode == OpMode::VocabLoss) {
+    // Gathered: tp * V columns a row, the padding (uneven) at the end.
+    const int64_t Vg = V * tp_;
+    const std::string whole = names_[size_t(op.operands[0])] + "_whole";
+    const std::string ldG = Vg != Vf ? fmt::format(", {}", Vg) : "";
+    if (pad != padCols_.end())
+      throw std::logic_error("codegen: the accuracy of padded logits");
+    addMember(st,
+              {whole, N * Vg, shapeStr({N, Vg}) + " gathered logits (accuracy)",
+               false, false, !target_.actBuffers});
+    F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
+                  "the accuracy",
+                  whole, x[0], shapeInit({N, V})));
+    F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {}{});",
+                  whole, x[1], N, Vf, ldG));
+    if (graphModel_)
+      F(fmt::format("a.correct_heldout = count_correct(a.{}.data(), "
+                    "graph_heldout_labels(), {}, {}{});",
+                    whole, N, Vf, ldG));
+  } else if (reportsAccuracy()) {
+    F(fmt::format("a.correct = count_correct({}, {}, {}, {});", x[0], x[1], N,
+                  V));
+    if (graphModel_)
+      F(fmt::format("a.correct_heldout = count_correct({}, "
+                    "graph_heldout_labels(), {}, {});",
+                    x[0], N, V));
+  }
+}
+
+} // namespace autoddl::codegen::emit

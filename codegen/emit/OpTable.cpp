@@ -1,0 +1,154 @@
+//===- OpTable.cpp - the op emitters' table, and one op's emission --------===//
+//
+// The one table of op kinds and their emitters (one file per op family:
+// EmbeddingEmitter.cpp, LinearEmitter.cpp, ...), and emitOp, which converts
+// an op's operands to the layouts its plan reads and calls its emitter.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+/// Emits op i (with the conversions its operands need) into `steps`.
+void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
+  const OpDef &op = g_.ops[i];
+  const OpPlan &p = L_.ops[i];
+  const int st = p.stage;
+  std::vector<std::string> x(op.operands.size()), dx(op.operands.size());
+  std::vector<std::vector<int64_t>> xs(op.operands.size());
+  for (size_t k = 0; k < op.operands.size(); ++k) {
+    const int t = op.operands[k];
+    x[k] = ensureLayout(st, t, p.operands[k], steps);
+    dx[k] = grad(t, p.operands[k]);
+    xs[k] = local(t, p.operands[k]);
+  }
+  const int r = op.results[0];
+  // A fused GELU's output gradient is never formed (planGeluFusion); a
+  // linear whose GEMM writes its sum with a residual (planResidualFusion)
+  // has neither output nor gradient buffer.
+  if (!addOfLinear_.count(i))
+    addTensor(st, r, p.result, !fusedGelus_.count(i));
+  const std::vector<int64_t> ys = local(r, p.result);
+  const std::string y = full(r).empty() ? "" : val(r, p.result);
+  std::string dy = full(r).empty() ? "" : grad(r, p.result);
+  const int64_t n = numel(ys);
+  Step s;
+  // The comment line: name, kind, mode, operand and result shapes.
+  std::string operands;
+  for (size_t k = 0; k < op.operands.size(); ++k)
+    operands += (k ? ", " : "") + shapeStr(xs[k]) +
+                (p.operands[k].split() ? " " + p.operands[k].str() : "");
+  const char *modeName[] = {"",
+                            " (column-parallel)",
+                            " (row-parallel)",
+                            " (vocab-parallel table)",
+                            " (local heads)",
+                            " (on local shards)",
+                            " (vocab-parallel)"};
+  s.fwd.push_back(fmt::format("  // {}: {}{}({}) -> {}{}", op.name, op.kind,
+                              modeName[int(p.mode)], operands, shapeStr(ys),
+                              p.result.split() ? " " + p.result.str() : ""));
+  s.bwdInput.push_back(fmt::format("  // {}: {} backward", op.name, op.kind));
+  const std::string &k = op.kind;
+  const auto &table = opTable();
+  const auto entry = table.find(k);
+  const OpEntry *e = entry == table.end() ? nullptr : &entry->second;
+  if (cuda_ && e && e->cuda == CudaRuns::No)
+    throw UserError("codegen: op " + op.name + " (" + k +
+                    ") is not supported by the cuda backend yet (use "
+                    "--backend cpu)");
+  if (cuda_) {
+    // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
+    // only where a layer has weights; elsewhere a parameter operand would
+    // need an activation-typed gradient.
+    for (int t : op.operands)
+      if (isParam(t) && !(e && e->cuda == CudaRuns::WithWeights))
+        throw UserError("codegen: op " + op.name + " (" + k +
+                        ") takes the parameter " + g_.tensors[size_t(t)].name +
+                        " as an operand; the cuda backend runs " + k +
+                        " on activations only (use --backend cpu)");
+  }
+  OpCall c{i,  op, p,  st, k, std::move(x), std::move(dx), std::move(xs),
+           r,  ys, y,  dy, n, std::move(s), steps,         {},
+           {}, {}, {}, {}};
+  c.F = [&c](std::string line) { c.s.fwd.push_back("  " + line); };
+  c.BI = [&c](std::string line) { c.s.bwdInput.push_back("  " + line); };
+  c.BW = [&c](std::string line) { c.s.bwdWeight.push_back("  " + line); };
+  c.sequenceOffset = [](const OpPlan &p, int64_t T) {
+    return p.mode == OpMode::Local && p.operands[0].dim == 1
+               ? fmt::format("g.rtp * {}", T)
+               : std::string("0");
+  };
+  c.gatherNodes = [this, &c](size_t k) {
+    const std::string all =
+        allNodes(c.st, c.op.operands[k], c.p.operands[k], c.steps);
+    if (all == c.x[k])
+      return;
+    c.x[k] = all;
+    c.dx[k] = isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
+  };
+  if (e)
+    (this->*e->emit)(c);
+  // Which half writes each parameter's gradient (for the gradient buckets).
+  auto writes = [](const std::vector<std::string> &lines,
+                   const std::string &g) {
+    for (const auto &l : lines)
+      if (l.find(g) != std::string::npos)
+        return true;
+    return false;
+  };
+  for (size_t k = 0; k < op.operands.size(); ++k) {
+    if (!isParam(op.operands[k]))
+      continue;
+    if (writes(c.s.bwdWeight, c.dx[k]))
+      c.s.paramsWeight.push_back(op.operands[k]);
+    else if (writes(c.s.bwdInput, c.dx[k]))
+      c.s.paramsInput.push_back(op.operands[k]);
+  }
+  if (target_.opProfiling)
+    profileScopes(c.s, k);
+  steps.push_back(std::move(c.s));
+}
+
+const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
+  // Adding an op: its emitter in the family's file, a line here, its kernel
+  // in backends/ (docs/codegen.md "Adding an op").
+  static const std::map<std::string, OpEntry> table = {
+      // EmbeddingEmitter.cpp
+      {"embedding", {&Emitter::emitEmbedding, CudaRuns::WithWeights}},
+      {"positional", {&Emitter::emitPositional, CudaRuns::WithWeights}},
+      {"rotary", {&Emitter::emitRotary, CudaRuns::OnActivations}},
+      // LinearEmitter.cpp
+      {"linear", {&Emitter::emitLinear, CudaRuns::WithWeights}},
+      {"matmul", {&Emitter::emitMatmul, CudaRuns::OnActivations}},
+      {"bias_add", {&Emitter::emitBiasAdd, CudaRuns::WithWeights}},
+      // ElementwiseEmitter.cpp
+      {"add", {&Emitter::emitAdd, CudaRuns::OnActivations}},
+      {"mul", {&Emitter::emitMul, CudaRuns::OnActivations}},
+      {"gelu", {&Emitter::emitGelu, CudaRuns::OnActivations}},
+      {"relu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
+      {"silu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
+      {"swiglu", {&Emitter::emitSwiglu, CudaRuns::OnActivations}},
+      // NormEmitter.cpp
+      {"layernorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
+      {"rmsnorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
+      // LossEmitter.cpp
+      {"softmax", {&Emitter::emitSoftmax, CudaRuns::OnActivations}},
+      {"cross_entropy", {&Emitter::emitCrossEntropy, CudaRuns::OnActivations}},
+      // AttentionEmitter.cpp
+      {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
+      // ImageEmitter.cpp
+      {"conv2d", {&Emitter::emitConv2d, CudaRuns::No}},
+      {"pool2d", {&Emitter::emitPool2d, CudaRuns::No}},
+      {"flatten", {&Emitter::emitFlatten, CudaRuns::No}},
+      {"reshape", {&Emitter::emitFlatten, CudaRuns::No}},
+      {"transpose", {&Emitter::emitTranspose, CudaRuns::No}},
+      // SparseEmitter.cpp
+      {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
+      {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
+      {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
+  };
+  return table;
+}
+
+} // namespace autoddl::codegen::emit

@@ -1,0 +1,71 @@
+//===- Schedule.cpp - the pipeline schedule and the step graph ------------===//
+//
+// Each pipeline device's instruction list (cost_model/pipeline/Schedule.h)
+// spelled out as run_device<d>, and the CUDA step graph's glue.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+#include "planner/ProgramDecisions.h"
+
+namespace autoddl::codegen::emit {
+
+std::string Emitter::schedules(const pipeline::Schedule &s) const {
+  std::string out;
+  const int p = s.numDevices();
+  for (int d = 0; d < p; ++d) {
+    std::string list;
+    for (const auto &ins : s.devices[size_t(d)]) {
+      std::string letter(pipeline::opKindLetter(ins.kind));
+      list += " " + letter + std::to_string(ins.microbatch);
+    }
+    out += fmt::format("// Pipeline device {}:{}\n", d, list);
+    out += fmt::format("static void run_device{}(int64_t step) {{\n", d);
+    for (const auto &ins : s.devices[size_t(d)]) {
+      const char *dir = ins.direction == Direction::Up ? "kUp" : "kDown";
+      const char *fn = ins.kind == OpKind::Forward          ? "forward"
+                       : ins.kind == OpKind::Backward       ? "backward_input"
+                       : ins.kind == OpKind::WeightGradient ? "backward_weight"
+                                                            : "backward";
+      out += fmt::format("  stage{}_{}(step, {}, {});\n", ins.stage, fn,
+                         ins.microbatch, dir);
+    }
+    out += "}\n\n";
+  }
+  out += "static void run_schedule(int64_t step) {\n  switch (g.rpp) {\n";
+  for (int d = 0; d < p; ++d)
+    out +=
+        fmt::format("  case {}:\n    run_device{}(step);\n    break;\n", d, d);
+  out += "  }\n}\n";
+  return out;
+}
+
+/// The CUDA program's step graph (backends/cuda/StepGraph.h): whether this
+/// plan's forward and backward qualify, and the input loads that run ahead of
+/// the graph. Every plan does but one with an accuracy count (copied to the
+/// host inside the step): tensor-parallel collectives run on the compute
+/// stream, and the pipeline links' transfers and the gradient buckets'
+/// all-reduces on streams forked from it and joined back before the body
+/// ends, so the capture holds them with the kernels.
+std::string Emitter::stepGraphGlue(int stages) const {
+  const bool graphable = planner::stepRunsAsGraph(g_);
+  std::string out = fmt::format(
+      "\n// Whether forward and backward run as one CUDA graph after the "
+      "first step (StepGraph.h):\n// {}.\nconstexpr bool kStepGraphable = "
+      "{};\n\n",
+      graphable ? "yes (collectives and pipeline transfers are captured with "
+                  "the kernels)"
+                : "not for this plan (its accuracy count is read inside the "
+                  "step)",
+      graphable ? "true" : "false");
+  out += "// The inputs of every micro-batch this rank runs, loaded ahead of "
+         "a step graph.\n[[maybe_unused]] static void preload_inputs(int64_t "
+         "step) {\n  for (int64_t mb = 0; mb < kMicroBatches; ++mb) {\n";
+  for (int s = 0; s < stages; ++s)
+    out += fmt::format("    if (holds_stage({0}))\n      stage{0}_load_inputs("
+                       "stage{0}[size_t(mb)], step, mb);\n",
+                       s);
+  out += "  }\n}\n";
+  return out;
+}
+
+} // namespace autoddl::codegen::emit

@@ -1,0 +1,85 @@
+//===- SparseEmitter.cpp - graph ops --------------------------------------===//
+//
+// spmm (adjacency or activation values), sddmm and edge_softmax of the
+// graph models.
+// One function per op kind, registered in OpTable.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+/// spmm
+void Emitter::emitSpmm(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  if (!isInput(op.operands[0])) {
+    // The adjacency's values are an activation (gat's attention): the
+    // pattern is the sparse input it was computed on.
+    const int64_t Fl = lastDim(ys);
+    const std::string pattern =
+        val(g_.sparsePattern(op.operands[0]), TpLayout{});
+    gatherNodes(1);
+    F(fmt::format("spmm_values_forward({}, {}, {}, {}, {});", y, pattern, x[0],
+                  x[1], Fl));
+    if (p.mode != OpMode::Local) {
+      BI(fmt::format("spmm_values_backward({}, {}, {}, {}, {}, {}, {});", dx[1],
+                     dx[0], pattern, x[0], dy, x[1], Fl));
+    } else { // x split on features: dvalues from this rank's is partial
+      const std::string nnz = elems(op.operands[0], p.operands[0]);
+      BI("{ // the values' gradient from this rank's features is a partial sum "
+         "(P -> B)");
+      if (target_.scratchInStage) {
+        const std::string part = names_[size_t(r)] + "_dvalues_partial";
+        addMember(st, {part, 0, "[nnz] partial gradient of the values", false,
+                       false, false, nnz});
+        BI(fmt::format("  act_t *partial = a.{}.data();", part));
+        BI(fmt::format("  zero(partial, {} * sizeof(act_t));", nnz));
+      } else {
+        BI(fmt::format("  std::vector<float> values_partial({});", nnz));
+        BI("  float *partial = values_partial.data();");
+      }
+      BI(fmt::format("  spmm_values_backward({}, partial, {}, {}, {}, {}, {});",
+                     dx[1], pattern, x[0], dy, x[1], Fl));
+      BI(fmt::format("  all_reduce_forward(partial, {}, g.tp);", nnz));
+      BI(fmt::format("  add_into({}, partial, {});", dx[0], nnz));
+      BI("}");
+    }
+    return;
+  }
+  const int64_t Fl = lastDim(ys);
+  gatherNodes(1);
+  F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
+  if (!isInput(op.operands[1]))
+    BI(fmt::format("spmm_backward({}, nullptr, {}, {}, {}, {});", dx[1], x[0],
+                   dy, x[1], Fl));
+}
+
+/// sddmm
+void Emitter::emitSddmm(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const int64_t K = lastDim(xs[1]);
+  gatherNodes(2);
+  F(fmt::format("sddmm_forward({}, {}, {}, {}, {});", y, x[0], x[1], x[2], K));
+  if (p.mode == OpMode::Local) // x and y split on K: partial dot products
+    F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y,
+                  elems(r, p.result)));
+  if (!isInput(op.operands[1]) || !isInput(op.operands[2]))
+    BI(fmt::format("sddmm_backward({}, {}, {}, {}, {}, {}, {});", dx[1], dx[2],
+                   x[0], dy, x[1], x[2], K));
+}
+
+/// edge_softmax
+void Emitter::emitEdgeSoftmax(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const std::string scale = fmtDouble(attrOr<double>(op, "scale", 1.0));
+  F(fmt::format("edge_softmax_forward({}, {}, {}, {}f);", y, x[0], x[1],
+                scale));
+  if (!isInput(op.operands[1]))
+    BI(fmt::format("edge_softmax_backward({}, {}, {}, {}, {}f);", dx[1], x[0],
+                   y, dy, scale));
+}
+
+} // namespace autoddl::codegen::emit

@@ -1,0 +1,271 @@
+//===- Stage.cpp - a pipeline stage's struct and functions ----------------===//
+//
+// struct Stage<k> and its forward / backward functions: the ops' lines,
+// the pipeline transfers, traces and gradient-bucket calls around them.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+/// Activations crossing into `stage` from earlier stages (produced before it,
+/// consumed on it or later), in tensor order.
+std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
+                                 int stage) {
+  std::vector<int> prodStage(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int r : g.ops[i].results)
+      prodStage[size_t(r)] = L.ops[i].stage;
+  std::set<int> out;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (L.ops[i].stage >= stage)
+      for (int t : g.ops[i].operands)
+        if (prodStage[size_t(t)] >= 0 && prodStage[size_t(t)] < stage &&
+            !g.tensors[size_t(t)].shape.empty())
+          out.insert(t);
+  return {out.begin(), out.end()};
+}
+
+void Emitter::emitStage(int stage, std::string &out) {
+  std::vector<Step> steps;
+  const std::vector<int> in = boundaryTensors(g_, L_, stage);
+  const std::vector<int> sendOut = stage + 1 < L_.numStages
+                                       ? boundaryTensors(g_, L_, stage + 1)
+                                       : std::vector<int>{};
+  for (int t : in)
+    addTensor(stage, t, L_.tensors[size_t(t)], true);
+  std::vector<int> inputs;
+  for (size_t i = 0; i < g_.ops.size(); ++i) {
+    if (L_.ops[i].stage != stage)
+      continue;
+    for (int t : g_.ops[i].operands)
+      if (isInput(t) && !graphModel_ &&
+          std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
+        inputs.push_back(t);
+        addTensor(stage, t, TpLayout{}, false);
+      }
+    emitOp(i, steps);
+  }
+  const bool hasLoss =
+      g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&
+      L_.ops[size_t(producer_[size_t(g_.loss)])].stage == stage;
+
+  // The struct.
+  int64_t first = -1, last = -1;
+  for (size_t i = 0; i < g_.ops.size(); ++i)
+    if (L_.ops[i].stage == stage) {
+      if (first < 0)
+        first = int64_t(i);
+      last = int64_t(i);
+    }
+  if (first < 0)
+    out += fmt::format(
+        "// ---- stage {}: no ops (passes its inputs on) ----\n\n", stage);
+  else
+    out += fmt::format("// ---- stage {}: ops {} .. {} ----\n\n", stage,
+                       g_.ops[size_t(first)].name, g_.ops[size_t(last)].name);
+  out += fmt::format("// One micro-batch's activations on stage {} (local "
+                     "shapes; the batch dimension is the micro-batch).\n",
+                     stage);
+  out += fmt::format("struct Stage{} {{\n", stage);
+  for (const Member &m : members_[stage])
+    out +=
+        fmt::format(fmt::runtime(target_.bufferDecl),
+                    fmt::arg("type", m.i32    ? "int32_t"
+                                     : m.stat ? "float"
+                                              : target_.actType),
+                    fmt::arg("name", m.name),
+                    fmt::arg("size", m.sizeExpr.empty() ? std::to_string(m.size)
+                                                        : m.sizeExpr),
+                    fmt::arg("comment", m.comment));
+  if (hasLoss && !target_.lossSumOnDevice)
+    out += "  double loss_sum = 0; // sum of the per-position losses\n";
+  if (hasLoss && reportsAccuracy())
+    out += "  int64_t correct = 0; // samples whose largest logit is the "
+           "label\n";
+  if (hasLoss && graphModel_)
+    out += "  int64_t correct_heldout = 0; // the same over the held-out "
+           "nodes\n";
+  if (target_.gradZeroSet)
+    out += fmt::format("  ZeroSet grad_zeros; // the gradients "
+                       "stage{}_zero_grads clears, one launch\n",
+                       stage);
+  out += "};\n";
+  out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
+                     "micro-batch, on the devices running stage {0}\n\n",
+                     stage);
+
+  // Forward. The CUDA program loads a stage's inputs in their own function,
+  // which the step runs ahead of a captured step graph (StepGraph.h).
+  std::string load;
+  auto holds = [&](int t) {
+    return t >= 0 && std::find(inputs.begin(), inputs.end(), t) != inputs.end();
+  };
+  if (!inputs.empty() && classModel_) {
+    const int tg = classTargets_;
+    load += fmt::format(
+        "  load_samples(step, mb, {}, {});\n",
+        holds(classInput_) ? "a." + names_[size_t(classInput_)] + ".data()"
+                           : "nullptr",
+        holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+  } else if (!inputs.empty()) {
+    int ids = findInput("input_ids"), tg = findInput("targets"),
+        types = findInput("token_type_ids");
+    load += fmt::format(
+        "  load_tokens(step, mb, {}, {});\n",
+        holds(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
+        holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+    if (holds(types))
+      load += fmt::format(fmt::runtime(target_.zeroTokenTypes),
+                          names_[size_t(types)]);
+  }
+  if (target_.stepGraph) {
+    out += fmt::format("static void stage{}_load_inputs([[maybe_unused]] "
+                       "Stage{} &a, [[maybe_unused]] int64_t step, "
+                       "[[maybe_unused]] int64_t mb) {{\n",
+                       stage, stage) +
+           load + "}\n\n";
+    out += fmt::format("static void stage{}_forward_compute(Stage{} &a, "
+                       "int64_t step, int64_t mb) {{\n",
+                       stage, stage);
+    out += fmt::format("  if (!inputs_preloaded)\n    stage{}_load_inputs(a, "
+                       "step, mb);\n",
+                       stage);
+  } else {
+    out += fmt::format("static void stage{}_forward_compute(Stage{} &a, "
+                       "int64_t step, int64_t mb) {{\n",
+                       stage, stage);
+    out += load.empty() ? "  (void)step;\n  (void)mb;\n" : load;
+  }
+  for (const Step &s : steps)
+    for (const auto &l : s.fwd)
+      out += l + "\n";
+  out += "}\n\n";
+
+  // Backward: input-gradient half, weight-gradient half, both.
+  std::map<std::pair<size_t, bool>, std::vector<int>> ready;
+  // Buckets for dp (no ZeRO: it reduce-scatters at the step), and for
+  // gradients partial over tp even when dp = 1.
+  if (target_.gradBuckets && plan_.knobs.zero == 0 &&
+      (plan_.knobs.dp > 1 || !L_.tpPartialGrads.empty()))
+    ready = assignBuckets(stage, steps);
+  auto readyLines = [&](size_t i, bool weight) {
+    std::string r;
+    auto it = ready.find({i, weight});
+    if (it != ready.end())
+      for (int b : it->second)
+        r += fmt::format("  grad_sync.ready({}); // gradient bucket {} "
+                         "complete after this micro-batch\n",
+                         b, b);
+    return r;
+  };
+  auto emitBackward = [&](const char *suffix, bool inputPart, bool weightPart) {
+    out +=
+        fmt::format("static void stage{}_{}([[maybe_unused]] Stage{} &a) {{\n",
+                    stage, suffix, stage);
+    for (size_t i = steps.size(); i-- > 0;) {
+      const Step &st = steps[i];
+      if (inputPart) {
+        for (const auto &l : st.bwdInput)
+          out += l + "\n";
+        out += readyLines(i, false);
+      }
+      if (weightPart) {
+        for (const auto &l : st.bwdWeight)
+          out += l + "\n";
+        out += readyLines(i, true);
+      }
+    }
+    out += "}\n\n";
+  };
+  if (splitBackward_) {
+    emitBackward("backward_input_compute", true, false);
+    emitBackward("backward_weight_compute", false, true);
+  } else {
+    emitBackward("backward_compute", true, true);
+  }
+
+  out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
+                     stage);
+  // On cuda the gradients received from the next stage are left alone: the
+  // receive overwrites them, possibly already posted; so are those whose only
+  // writer stores them (storedGrads_). The rest are one ZeroSet, built at the
+  // first call (an eager step: sealing copies to the device).
+  std::set<std::string> received;
+  for (int t : sendOut)
+    received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
+  if (target_.gradZeroSet)
+    out += "  if (!a.grad_zeros.sealed()) {\n";
+  for (const Member &m : members_[stage]) {
+    if (!m.grad)
+      continue;
+    if (!target_.gradZeroSet)
+      out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
+                         m.name);
+    else if (!received.count(m.name) &&
+             !storedGrads_.count("a." + m.name + ".data()"))
+      out += fmt::format("    a.grad_zeros.add(a.{0}.data(), a.{0}.size() * "
+                         "int64_t(sizeof(act_t)));\n",
+                         m.name);
+  }
+  if (target_.gradZeroSet)
+    out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
+  out += "  (void)a;\n}\n\n";
+
+  // The instructions: receive, compute (traced F/B/W), send.
+  auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                          int boundary, const char *dirTag, bool send) {
+    const char *format = send ? target_.sendFormat : target_.recvFormat;
+    std::string s;
+    for (size_t k = 0; k < ts.size(); ++k) {
+      const int t = ts[k];
+      TpLayout l = L_.tensors[size_t(t)];
+      s += fmt::format(fmt::runtime(format), grads ? grad(t, l) : val(t, l),
+                       elems(t, l), peerStage, boundary, dirTag, k);
+    }
+    return s;
+  };
+  auto recvList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                      int boundary, const char *dirTag) {
+    return transferList(ts, grads, peerStage, boundary, dirTag, false);
+  };
+  auto sendList = [&](const std::vector<int> &ts, bool grads, int peerStage,
+                      int boundary, const char *dirTag) {
+    return transferList(ts, grads, peerStage, boundary, dirTag, true);
+  };
+  out +=
+      fmt::format("static void stage{0}_forward(int64_t step, int mb, "
+                  "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
+                  stage);
+  // The compute of an instruction, timed: on the host clock (cpu) or by CUDA
+  // events, skipped while the pipeline's transfers are being recorded (cuda).
+  auto timed = [&](const std::string &call, const char *letter) {
+    return fmt::format(fmt::runtime(target_.timedCall), fmt::arg("call", call),
+                       fmt::arg("letter", letter));
+  };
+  out += recvList(in, false, stage - 1, stage - 1, "kActivation");
+  out +=
+      timed(fmt::format("stage{}_forward_compute(a, step, mb);", stage), "F");
+  out += sendList(sendOut, false, stage + 1, stage, "kActivation");
+  out += "  (void)dir;\n}\n\n";
+  std::vector<const char *> parts = {"backward"};
+  if (splitBackward_)
+    parts = {"backward_input", "backward_weight"};
+  for (const char *part : parts) {
+    const bool weightOnly = std::string(part) == "backward_weight";
+    out += fmt::format("static void stage{0}_{1}(int64_t, int mb, Direction "
+                       "dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
+                       stage, part);
+    if (!weightOnly) {
+      out += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
+      out += recvList(sendOut, true, stage + 1, stage, "kGradient");
+    }
+    out += timed(fmt::format("stage{}_{}_compute(a);", stage, part),
+                 weightOnly ? "W" : "B");
+    if (!weightOnly)
+      out += sendList(in, true, stage - 1, stage - 1, "kGradient");
+    out += "  (void)dir;\n}\n\n";
+  }
+}
+
+} // namespace autoddl::codegen::emit

@@ -1,0 +1,294 @@
+//===- StageLayout.cpp - buffers and tensor layouts of a stage ------------===//
+//
+// A stage's struct members (activations, gradients, converted copies), the
+// names ops read them by, and the tp layout conversions between them.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+/// The CUDA program's op profiling (`--profile`, backends/cuda/OpProfile.h):
+/// each call of an op's step is wrapped in a scope naming the op kind
+/// (`{ OpScope op_scope("linear", kOpBackward); linear_backward(...); }`).
+/// The tensor-parallel collectives, which run on compute_stream() too, are
+/// scopes of their own, "comm:all_reduce", "comm:all_gather",
+/// "comm:reduce_scatter"; a layout conversion's local slice "comm:slice"
+/// (kind empty: every call is a collective or a slice). Comments,
+/// declarations and block braces stay as they are.
+void profileScopes(Step &s, const std::string &kind) {
+  auto scopeOf = [&](const std::string &call) -> std::string {
+    for (const char *c :
+         {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"})
+      if (call.rfind(c, 0) == 0)
+        return std::string("comm:") + c;
+    if (call == "slice_backward_gather")
+      return "comm:all_gather";
+    if (call == "all_gather_backward")
+      return "comm:reduce_scatter";
+    if (kind.empty())
+      return "comm:slice";
+    return kind;
+  };
+  auto wrap = [&](std::vector<std::string> &lines, const char *phase) {
+    for (std::string &l : lines) {
+      const size_t b = l.find_first_not_of(' ');
+      if (b == std::string::npos)
+        continue;
+      size_t e = b;
+      while (e < l.size() &&
+             (std::islower(static_cast<unsigned char>(l[e])) ||
+              std::isdigit(static_cast<unsigned char>(l[e])) || l[e] == '_'))
+        ++e;
+      const size_t semi = l.rfind(';');
+      if (e == b || e >= l.size() || l[e] != '(' || semi == std::string::npos)
+        continue;
+      l.insert(semi + 1, " }");
+      l.insert(b, fmt::format("{{ OpScope op_scope(\"{}\", {}); ",
+                              scopeOf(l.substr(b, e - b)), phase));
+    }
+  };
+  wrap(s.fwd, "kOpForward");
+  wrap(s.bwdInput, "kOpBackward");
+  wrap(s.bwdWeight, "kOpBackward");
+}
+
+std::string Emitter::val(int t, TpLayout l) const {
+  if (isParam(t)) // the kernels read the act_t working copy on cuda
+    return "P." + names_[size_t(t)] + target_.paramValue;
+  if (isInput(t)) {
+    const std::string &n = g_.tensors[size_t(t)].name;
+    if (graphModel_) {
+      if (n == "adjacency")
+        return "graph_adjacency()";
+      if (n == "features")
+        return "graph_features()";
+      return "graph_labels()";
+    }
+    return "a." + names_[size_t(t)] + ".data()";
+  }
+  return "a." + bufName(t, l) + ".data()";
+}
+
+std::string Emitter::grad(int t, TpLayout l) const {
+  if (isParam(t))
+    return "P." + names_[size_t(t)] + ".grad.data()";
+  if (isInput(t))
+    return "nullptr";
+  return "a.d_" + bufName(t, l) + ".data()";
+}
+
+void Emitter::addMember(int stage, const Member &m) {
+  if (memberSet_[stage].insert(m.name).second)
+    members_[stage].push_back(m);
+}
+
+void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
+  if (isParam(t))
+    return;
+  const auto &td = g_.tensors[size_t(t)];
+  if (isInput(t)) {
+    if (graphModel_)
+      return;
+    const bool i32 = td.dtype == ops::DType::I32;
+    addMember(stage,
+              {names_[size_t(t)], numel(td.shape),
+               shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + td.name, i32,
+               false});
+    return;
+  }
+  if (td.shape.empty())
+    return; // the scalar loss: kept as a sum in the struct
+  if (g_.sparsePattern(t) >= 0) { // values at the adjacency's stored entries
+    const std::string c = "[nnz] " + td.name + " at the stored entries of " +
+                          g_.tensors[size_t(g_.sparsePattern(t))].name + " (" +
+                          l.str() + ")";
+    addMember(stage, {bufName(t, l), 0, c, false, false, false, elems(t, l)});
+    if (withGrad)
+      addMember(stage, {"d_" + bufName(t, l), 0, "gradient", false, true, false,
+                        elems(t, l)});
+    return;
+  }
+  std::vector<int64_t> ls = local(t, l);
+  std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
+  auto pad = padCols_.find(t);
+  if (pad != padCols_.end()) { // rows of the padded vocabulary
+    ls.back() = pad->second;
+    c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
+        ", the vocabulary padded (zero columns)";
+  }
+  addMember(stage, {bufName(t, l), numel(ls), c, false, false});
+  if (withGrad)
+    addMember(stage,
+              {"d_" + bufName(t, l), numel(ls), "gradient", false, true});
+}
+
+/// Under a node split, the rows of every node of tensor t (which each dp rank
+/// holds for its own nodes): all-gathered over dp once, before spmm or sddmm
+/// reads them; the gradient of the gathered copy is partial on every rank and
+/// is reduce-scattered back. Otherwise t as it is.
+std::string Emitter::allNodes(int stage, int t, TpLayout l,
+                              std::vector<Step> &steps) {
+  if (!nodeSplit() || !g_.nodeRows(t) || g_.sparsePattern(t) >= 0)
+    return val(t, l);
+  const std::string name = bufName(t, l) + "_nodes";
+  const std::vector<int64_t> ls = local(t, l);
+  const int64_t cols = numel(ls) / ls[0], rows = ls[0] * plan_.knobs.dp;
+  if (!converted_[{stage, name}]) {
+    converted_[{stage, name}] = true;
+    addMember(stage,
+              {name, rows * cols,
+               shapeStr({rows, cols}) + " " + g_.tensors[size_t(t)].name +
+                   " of every node (gathered over dp)",
+               false, false});
+    Step s;
+    s.fwd.push_back(fmt::format(
+        "  // {}: every node's rows for spmm/sddmm: all-gather over dp",
+        g_.tensors[size_t(t)].name));
+    s.fwd.push_back(fmt::format("  all_gather_forward(a.{}.data(), {}, {}, 0, "
+                                "g.dp);",
+                                name, val(t, l), shapeInit(ls)));
+    if (!isInput(t)) {
+      addMember(stage,
+                {"d_" + name, rows * cols, "gradient (partial)", false, true});
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: the gathered copy's gradient is partial on every dp rank: "
+          "reduce-scatter",
+          g_.tensors[size_t(t)].name));
+      s.bwdInput.push_back(
+          fmt::format("  all_gather_backward({}, a.d_{}.data(), {}, 0, g.dp);",
+                      grad(t, l), name, shapeInit(ls)));
+    }
+    if (target_.opProfiling)
+      profileScopes(s, "");
+    steps.push_back(std::move(s));
+  }
+  return "a." + name + ".data()";
+}
+
+/// Makes tensor t available in layout `want` on `stage`, emitting the
+/// conversion once (a converted copy shared by every consumer).
+std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
+                                  std::vector<Step> &steps) {
+  TpLayout have = L_.tensors[size_t(t)];
+  if (isInput(t) && want.split() && !graphModel_) {
+    // An input read on split rows (batch or sequence): this rank's slice of
+    // the loaded micro-batch, taken once per forward.
+    const auto &td = g_.tensors[size_t(t)];
+    const std::string name =
+        names_[size_t(t)] + "_s" + std::to_string(want.dim);
+    auto key = std::make_pair(stage, name);
+    if (!converted_[key]) {
+      converted_[key] = true;
+      const bool i32 = td.dtype == ops::DType::I32;
+      addMember(stage, {name, numel(local(t, want)),
+                        shapeStr(local(t, want)) + (i32 ? " i32, " : " f32, ") +
+                            td.name + " " + want.str(),
+                        i32, false});
+      Step s;
+      s.fwd.push_back(fmt::format("  // {}: this tp rank's {} (local slice)",
+                                  td.name, want.str()));
+      s.fwd.push_back(fmt::format("  slice_forward(a.{}.data(), {}, {}, {}, "
+                                  "kTP, g.rtp);",
+                                  name, val(t, TpLayout{}),
+                                  shapeInit(local(t, TpLayout{})), want.dim));
+      if (target_.opProfiling)
+        profileScopes(s, "");
+      steps.push_back(std::move(s));
+    }
+    return "a." + name + ".data()";
+  }
+  if (have == want || isParam(t) || isInput(t))
+    return val(t, want);
+  const auto &fs = full(t);
+  if (have.split() && want.split() &&
+      (fs[size_t(have.dim)] % tp_ != 0 || fs[size_t(want.dim)] % tp_ != 0 ||
+       have.dim == want.dim)) {
+    ensureLayout(stage, t, TpLayout{}, steps); // uneven parts: through B
+    have = TpLayout{};
+  }
+  // The collectives see a split "per segments" (a packed q|k|v: rank r holds
+  // part r of every segment) as a plain split of a view with that dimension
+  // cut in two, [segments, size / segments], split on the second.
+  const std::vector<int64_t> whole = local(t, TpLayout{});
+  std::vector<int64_t> view;
+  std::vector<int> viewIndex(whole.size());
+  for (size_t d = 0; d < whole.size(); ++d) {
+    int seg = 1;
+    for (const TpLayout &l : {have, want})
+      if (l.dim == int(d))
+        seg = std::max(seg, l.segments);
+    if (seg > 1)
+      view.push_back(seg);
+    viewIndex[d] = int(view.size());
+    view.push_back(whole[d] / seg);
+  }
+  auto viewDim = [&](TpLayout l) { return viewIndex[size_t(l.dim)]; };
+  auto localView = [&](TpLayout l) { // ceil: a padded vocabulary's parts
+    std::vector<int64_t> v = view;
+    v[size_t(viewDim(l))] = (v[size_t(viewDim(l))] + tp_ - 1) / tp_;
+    return shapeInit(v);
+  };
+  auto key = std::make_pair(stage, bufName(t, want));
+  if (!converted_[key]) {
+    converted_[key] = true;
+    addTensor(stage, t, want, true);
+    Step s;
+    const std::string &n = g_.tensors[size_t(t)].name;
+    if (have.split() && want.split()) { // S(a) -> S(b)
+      s.fwd.push_back(
+          fmt::format("  // {}: {} -> {} for its consumers: all-to-all over tp",
+                      n, have.str(), want.str()));
+      s.fwd.push_back(fmt::format(
+          "  all_to_all_forward({}, {}, {}, {}, {}, g.tp);", val(t, want),
+          val(t, have), localView(have), viewDim(have), viewDim(want)));
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: the gradient goes back the same way (all-to-all)", n));
+      s.bwdInput.push_back(fmt::format(
+          "  all_to_all_backward({}, {}, {}, {}, {}, g.tp);", grad(t, have),
+          grad(t, want), localView(have), viewDim(have), viewDim(want)));
+    } else if (have.split()) { // S(d) -> B
+      s.fwd.push_back(
+          fmt::format("  // {}: {} -> B for its consumers: all-gather over tp",
+                      n, have.str()));
+      s.fwd.push_back(fmt::format("  all_gather_forward({}, {}, {}, {}, g.tp);",
+                                  val(t, want), val(t, have), localView(have),
+                                  viewDim(have)));
+      if (gathersPartialGrads(t)) {
+        s.bwdInput.push_back(fmt::format(
+            "  // {}: the gathered copy's gradient is partial (column-parallel "
+            "readers): reduce-scatter",
+            n));
+        s.bwdInput.push_back(fmt::format(
+            "  all_gather_backward({}, {}, {}, {}, g.tp);", grad(t, have),
+            grad(t, want), localView(have), viewDim(have)));
+      } else {
+        s.bwdInput.push_back(fmt::format(
+            "  // {}: the gradient of the gathered copy is equal on every tp "
+            "rank; keep this rank's part",
+            n));
+        s.bwdInput.push_back(fmt::format(
+            "  gather_backward_local({}, {}, {}, {});", grad(t, have),
+            grad(t, want), shapeInit(view), viewDim(have)));
+      }
+    } else { // B -> S(d)
+      s.fwd.push_back(fmt::format(
+          "  // {}: B -> {} for its consumers: local slice", n, want.str()));
+      s.fwd.push_back(fmt::format(
+          "  slice_forward({}, {}, {}, {}, kTP, g.rtp);", val(t, want),
+          val(t, have), shapeInit(view), viewDim(want)));
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: each tp rank holds the gradient of its slice: all-gather",
+          n));
+      s.bwdInput.push_back(
+          fmt::format("  slice_backward_gather({}, {}, {}, {});", grad(t, have),
+                      grad(t, want), localView(want), viewDim(want)));
+    }
+    if (target_.opProfiling)
+      profileScopes(s, "");
+    steps.push_back(std::move(s));
+  }
+  return val(t, want);
+}
+
+} // namespace autoddl::codegen::emit
