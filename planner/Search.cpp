@@ -83,6 +83,15 @@ std::string knobsToString(const Knobs &k) {
 
 namespace {
 
+/// Micro-batches each stage of a device runs in a step: a Chimera device holds
+/// one stage of each of its two pipelines, each running half of them
+/// (Schedule.cpp, chimeraDevice); otherwise every stage (or interleaved
+/// chunk) runs all of them.
+double microbatchesPerStage(const Knobs &k) {
+  const double mb = static_cast<double>(k.microbatches);
+  return k.schedule == pipeline::ScheduleKind::Chimera ? mb / 2 : mb;
+}
+
 /// A mesh and micro-batch size with its searched SBP assignments.
 struct Context {
   SearchGraph sg; // own copy: signatures depend on (tp, b)
@@ -602,12 +611,7 @@ struct Planner {
     p.peakMemory = r.peakMemory;
     const DeviceTimes &cd = d.devices[r.criticalDevice];
     const double mb = static_cast<double>(k.microbatches);
-    // Micro-batches each of the device's stages runs: a Chimera device holds
-    // one stage of each pipeline (its times are their sum), each running half
-    // of the micro-batches; an interleaved device's chunk times sum to its
-    // share and each chunk runs every micro-batch.
-    const double runs =
-        k.schedule == pipeline::ScheduleKind::Chimera ? mb / 2 : mb;
+    const double runs = microbatchesPerStage(k);
     p.tpComm = runs * (cd.forwardComm + cd.backwardComm);
     p.compute = runs * (cd.forward + cd.backward) - p.tpComm;
     p.bubble = cd.end - runs * (cd.forward + cd.backward);
@@ -1312,7 +1316,7 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
         for (const auto &[kind, t] : kinds[segment])
           for (int half = 0; half < 2; ++half)
             out[kind][half] +=
-                copies * times * static_cast<double>(k.microbatches) * t[half];
+                copies * times * microbatchesPerStage(k) * t[half];
       };
       add(1, n);
       if (st.pre)
