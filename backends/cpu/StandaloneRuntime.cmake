@@ -22,7 +22,7 @@ add_library(autoddl_cpu_runtime STATIC
   # The harness of generated programs: the host parts both backends share, and the CPU program's.
   ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
   ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
-  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/Driver.cpp
+  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
   ${_rt}/cpu/harness/Harness.cpp)
 target_include_directories(autoddl_cpu_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT})
 target_compile_features(autoddl_cpu_runtime PUBLIC cxx_std_17)

@@ -35,7 +35,7 @@ add_library(autoddl_cuda_runtime STATIC
   # The harness of generated programs: the host parts both backends share, and the CUDA program's.
   ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
   ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
-  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/Driver.cpp
+  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
   ${_rt}/cuda/harness/Harness.cpp
   ${_autoddl_cuda_sources})
 target_include_directories(autoddl_cuda_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT} ${AUTODDL_NCCL_INCLUDE})

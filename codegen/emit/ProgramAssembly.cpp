@@ -376,7 +376,7 @@ std::string Emitter::specText() const {
 }
 
 /// main(): hands the plan's spec, parameter table, stages and schedule to
-/// the harness, which runs them (backends/common/harness/Driver.h).
+/// the harness, which runs them (backends/common/harness/ProgramRun.h).
 std::string Emitter::programMain() const {
   std::string out = "\n} // namespace\n\nint main(int argc, char **argv) {\n"
                     "  Program program;\n  program.spec = plan_spec();\n"

@@ -17,7 +17,7 @@
 #include "backends/common/Tensor.h"
 #include "backends/common/Trace.h"
 #include "backends/common/harness/DataOrder.h"
-#include "backends/common/harness/Driver.h"
+#include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/Spec.h"

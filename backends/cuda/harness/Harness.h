@@ -18,7 +18,7 @@
 
 #include "backends/common/Data.h" // planted_graph_training_nodes
 #include "backends/common/Tensor.h"
-#include "backends/common/harness/Driver.h"
+#include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/Spec.h"

@@ -1,8 +1,8 @@
-// Checkpoints through the harness (backends/common/harness/Driver.h), under
+// Checkpoints through the harness (backends/common/harness/ProgramRun.h), under
 // mpirun: save_checkpoint writes every rank's block of the parameters and
 // their AdamW moments; load_checkpoint reads them back, under the same tp
 // split or another, and refuses another model's checkpoint.
-#include "backends/common/harness/Driver.h"
+#include "backends/common/harness/ProgramRun.h"
 
 #include "backends/cpu/Mesh.h"
 

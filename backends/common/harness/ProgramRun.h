@@ -1,4 +1,4 @@
-//===- Driver.h - the run of a generated program, for both backends ------===//
+//===- ProgramRun.h - the run of a generated program, for both backends ---===//
 //
 // main() of every generated program: start, set up (flags, mesh, data,
 // parameters, stages, resume), report bad input once, run the steps (the
@@ -8,8 +8,8 @@
 // what differs between plans is the generated code the backend calls.
 //
 //===----------------------------------------------------------------------===//
-#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_DRIVER_H
-#define AUTODDL_BACKENDS_COMMON_HARNESS_DRIVER_H
+#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_PROGRAMRUN_H
+#define AUTODDL_BACKENDS_COMMON_HARNESS_PROGRAMRUN_H
 
 #include "backends/common/Metrics.h"
 #include "backends/common/harness/Options.h"
@@ -110,4 +110,4 @@ bool report_setup_error(bool bad, const std::string &message);
 
 } // namespace autoddl::rt::harness
 
-#endif // AUTODDL_BACKENDS_COMMON_HARNESS_DRIVER_H
+#endif // AUTODDL_BACKENDS_COMMON_HARNESS_PROGRAMRUN_H

@@ -1,5 +1,5 @@
-//===- Driver.cpp - the run of a generated program, for both backends ----===//
-#include "backends/common/harness/Driver.h"
+//===- ProgramRun.cpp - the run of a generated program, for both backends -===//
+#include "backends/common/harness/ProgramRun.h"
 
 #include "backends/common/FileIo.h"
 #include "backends/cpu/MpiCheck.h"
