@@ -17,6 +17,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cctype>
+#include <climits>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -92,7 +94,8 @@ private:
   std::vector<int64_t> ints(const onnx::TensorProto &t,
                             const onnx::NodeProto &n);
   std::string externalBytes(const onnx::TensorProto &t,
-                            const onnx::NodeProto &n);
+                            const onnx::NodeProto *n);
+  void checkData(const onnx::TensorProto &t);
   int value(const onnx::NodeProto &n, int i);
   int param(const onnx::NodeProto &n, int i, const std::string &init,
             double std = 0.02);
@@ -149,38 +152,80 @@ ops::Shape OnnxLowering::dims(const onnx::TensorProto &t) const {
   return ops::Shape(t.dims().begin(), t.dims().end());
 }
 
+// The bytes of an external initializer (n: the node reading it, for errors;
+// null to only check that the file holds them).
 std::string OnnxLowering::externalBytes(const onnx::TensorProto &t,
-                                        const onnx::NodeProto &n) {
+                                        const onnx::NodeProto *n) {
+  auto bad = [&](const std::string &m) {
+    if (n)
+      failNode(*n, m);
+    fail(m);
+  };
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &kv : t.external_data()) {
+    const std::string &v = kv.value();
+    bool digits = !v.empty() && v.size() < 19 &&
+                  std::all_of(v.begin(), v.end(), ::isdigit);
     if (kv.key() == "location")
-      location = kv.value();
+      location = v;
+    else if ((kv.key() == "offset" || kv.key() == "length") && !digits)
+      bad("tensor '" + t.name() + "': external data " + kv.key() + " '" + v +
+          "' is not a byte count");
     else if (kv.key() == "offset")
-      offset = std::stoll(kv.value());
+      offset = std::stoll(v);
     else if (kv.key() == "length")
-      length = std::stoll(kv.value());
+      length = std::stoll(v);
   }
   // Data files live beside the model; a path out of that folder is refused.
   if (location.empty() || location[0] == '/' ||
       location.find("..") != std::string::npos)
-    failNode(n, "tensor '" + t.name() + "': external data location '" +
-                    location + "' is not a file beside the model");
-  std::ifstream in(dir + location, std::ios::binary);
-  if (!in)
-    failNode(n, "tensor '" + t.name() + "': cannot open external data '" + dir +
-                    location + "'");
-  in.seekg(0, std::ios::end);
-  int64_t size = in.tellg();
+    bad("tensor '" + t.name() + "': external data location '" + location +
+        "' is not a file beside the model");
+  struct stat st {};
+  std::string file = dir + location;
+  if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    bad("tensor '" + t.name() + "': external data '" + file +
+        "' is not a regular file");
+  int64_t size = st.st_size;
   if (length < 0)
     length = size - offset;
-  if (offset < 0 || length < 0 || offset + length > size)
-    failNode(n, "tensor '" + t.name() + "': external data '" + location +
-                    "' is shorter than its offset and length");
+  if (offset > size || length < 0 || offset + length > size)
+    bad("tensor '" + t.name() + "': external data '" + location +
+        "' is shorter than its offset and length");
+  if (!n)
+    return {};
+  std::ifstream in(file, std::ios::binary);
   std::string bytes(length, '\0');
   in.seekg(offset);
-  in.read(bytes.data(), length);
+  if (!in.read(bytes.data(), length))
+    bad("tensor '" + t.name() + "': cannot read external data '" + file + "'");
   return bytes;
+}
+
+// Initializers whose bytes are given must hold as many as their dims say, so
+// a reader of the values (--weights onnx, shapes) never runs past them.
+void OnnxLowering::checkData(const onnx::TensorProto &t) {
+  __int128 count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      fail("initializer '" + t.name() + "': negative dimension");
+    count *= d;
+    if (count > INT64_MAX)
+      fail("initializer '" + t.name() + "': element count overflows int64");
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    externalBytes(t, nullptr);
+    return;
+  }
+  int64_t width = t.data_type() == onnx::TensorProto::INT64   ? 8
+                  : t.data_type() == onnx::TensorProto::FLOAT ? 4
+                                                              : 0;
+  if (width && !t.raw_data().empty() &&
+      (__int128)t.raw_data().size() != count * width)
+    fail("initializer '" + t.name() + "': holds " +
+         std::to_string(t.raw_data().size()) + " bytes, expected " +
+         std::to_string((int64_t)(count * width)));
 }
 
 std::vector<int64_t> OnnxLowering::ints(const onnx::TensorProto &t,
@@ -193,7 +238,7 @@ std::vector<int64_t> OnnxLowering::ints(const onnx::TensorProto &t,
   std::vector<int64_t> out(t.int64_data().begin(), t.int64_data().end());
   if (out.empty() && count > 0) {
     std::string raw = t.data_location() == onnx::TensorProto::EXTERNAL
-                          ? externalBytes(t, n)
+                          ? externalBytes(t, &n)
                           : t.raw_data();
     if ((int64_t)raw.size() != count * 8)
       failNode(n, "constant '" + t.name() + "' holds " +
@@ -236,6 +281,7 @@ void OnnxLowering::readInputs() {
   for (const auto &t : g.initializer()) {
     if (!consts.emplace(t.name(), &t).second)
       fail("initializer '" + t.name() + "' is given twice");
+    checkData(t);
   }
   for (const auto &in : g.input()) {
     if (consts.count(in.name()))
@@ -454,7 +500,9 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
           addNode = next;
         }
       }
-      int out = add(n, "linear", operands);
+      ops::Attrs at; // MatMul's weight is [K,N]
+      at["transpose_weight"] = false;
+      int out = add(n, "linear", operands, at);
       define(n, out);
       if (addNode) {
         folded.insert(addNode);
