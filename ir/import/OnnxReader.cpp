@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/import/GraphBuilder.h"
+#include "ir/import/OnnxPatterns.h"
 #include "ir/import/Readers.h"
 
 #include "support/UserError.h"
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <sys/stat.h>
@@ -43,7 +45,9 @@ const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"AveragePool", {7, 10, 11, 19}},
     {"Constant", {13, 19, 21}},
     {"Conv", {1, 11}},
+    {"Div", {13, 14}},
     {"Dropout", {13}},
+    {"Erf", {13}},
     {"Flatten", {13, 21}},
     {"Gather", {13}},
     {"Gelu", {20}},
@@ -53,9 +57,11 @@ const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"MatMul", {13}},
     {"MaxPool", {8, 10, 11, 12}},
     {"Mul", {13, 14}},
+    {"Pow", {13, 15}},
     {"Relu", {13, 14}},
     {"Reshape", {13, 14, 19, 21}},
     {"Softmax", {13}},
+    {"Tanh", {13}},
     {"SoftmaxCrossEntropyLoss", {13}},
     {"Transpose", {13, 21}},
 };
@@ -89,6 +95,9 @@ private:
   void readInputs();
   std::vector<const onnx::NodeProto *> topoOrder();
   void lower(const onnx::NodeProto &n);
+  void checkVersion(const onnx::NodeProto &n);
+  void readConstant(const onnx::NodeProto &n);
+  std::optional<double> scalar(const std::string &name) const;
 
   ops::Shape dims(const onnx::TensorProto &t) const;
   std::vector<int64_t> ints(const onnx::TensorProto &t,
@@ -130,6 +139,7 @@ private:
   std::map<std::string, std::vector<const onnx::NodeProto *>> consumers;
   std::set<const onnx::NodeProto *> folded; // lowered with an earlier node
   std::deque<onnx::TensorProto> constants;  // Constant nodes' values
+  std::map<const onnx::NodeProto *, GeluMatch> gelus; // by their last node
   int loss = -1;
 };
 
@@ -428,7 +438,7 @@ OnnxLowering::soleConsumer(const std::string &value) const {
   return it->second[0];
 }
 
-void OnnxLowering::lower(const onnx::NodeProto &n) {
+void OnnxLowering::checkVersion(const onnx::NodeProto &n) {
   const std::string &op = n.op_type();
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     failNode(n, "op of domain '" + n.domain() + "' is not supported");
@@ -447,18 +457,58 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
                     std::to_string(ver->second.front()) + ")");
   if (n.output_size() < 1 || n.output(0).empty())
     failNode(n, "expected an output");
-  auto rankOf = [&](int t) { return (int64_t)b.shape(t).size(); };
+}
 
-  if (op == "Constant") {
-    const onnx::AttributeProto *a = attr(n, "value");
-    if (!a || !a->has_t())
-      failNode(n, "only a tensor 'value' constant is supported");
-    // Constants feed shapes (Reshape); they are buffers, not parameters.
-    onnx::TensorProto *t = &constants.emplace_back(a->t());
-    t->set_name(n.output(0));
-    consts[n.output(0)] = t;
+// Constants feed shapes (Reshape) and the scalars of decomposed ops; they
+// are buffers, not parameters.
+void OnnxLowering::readConstant(const onnx::NodeProto &n) {
+  checkVersion(n);
+  const onnx::AttributeProto *a = attr(n, "value");
+  if (!a || !a->has_t())
+    failNode(n, "only a tensor 'value' constant is supported");
+  onnx::TensorProto *t = &constants.emplace_back(a->t());
+  t->set_name(n.output(0));
+  checkData(*t);
+  consts[n.output(0)] = t;
+}
+
+std::optional<double> OnnxLowering::scalar(const std::string &name) const {
+  auto c = consts.find(name);
+  if (c == consts.end() || values.count(name))
+    return std::nullopt;
+  const onnx::TensorProto &t = *c->second;
+  for (int64_t d : t.dims())
+    if (d != 1)
+      return std::nullopt;
+  if (t.data_type() != onnx::TensorProto::FLOAT ||
+      t.data_location() == onnx::TensorProto::EXTERNAL)
+    return std::nullopt;
+  if (t.float_data_size() == 1)
+    return t.float_data(0);
+  float v;
+  if (t.raw_data().size() != sizeof v)
+    return std::nullopt;
+  std::memcpy(&v, t.raw_data().data(), sizeof v);
+  return v;
+}
+
+void OnnxLowering::lower(const onnx::NodeProto &n) {
+  const std::string &op = n.op_type();
+  if (op == "Constant")
+    return; // read before lowering
+  checkVersion(n);
+  auto gelu = gelus.find(&n);
+  if (gelu != gelus.end()) {
+    auto x = values.find(gelu->second.x);
+    if (x == values.end())
+      failNode(n, "the input of its GELU is not an activation");
+    ops::Attrs at;
+    at["approximate"] = gelu->second.approximate;
+    define(n, add(n, "gelu", {x->second}, at));
     return;
   }
+  auto rankOf = [&](int t) { return (int64_t)b.shape(t).size(); };
+
   if (op == "Identity" || op == "Dropout") {
     if (op == "Dropout" && n.input_size() > 2 && !n.input(2).empty())
       failNode(n, "a training_mode input is not supported; export in "
@@ -712,9 +762,21 @@ ModelGraph OnnxLowering::run() {
     fail("not an ONNX model: no graph");
   readOpset();
   readInputs();
-  for (const onnx::NodeProto *n : topoOrder())
-    if (!folded.count(n))
+  std::vector<const onnx::NodeProto *> order = topoOrder();
+  for (const onnx::NodeProto *n : order)
+    if (n->op_type() == "Constant")
+      readConstant(*n);
+  for (GeluMatch &m : matchDecomposedGelu(
+           model.graph(), [&](const std::string &v) { return scalar(v); })) {
+    folded.insert(m.inner.begin(), m.inner.end());
+    gelus[m.last] = std::move(m);
+  }
+  for (const onnx::NodeProto *n : order) {
+    if (folded.count(n))
+      checkVersion(*n);
+    else
       lower(*n);
+  }
   const onnx::GraphProto &g = model.graph();
   if (loss < 0) {
     // No exported loss: logits over a vocabulary from token ids train as a

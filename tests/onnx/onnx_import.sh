@@ -37,6 +37,10 @@ kinds decoder "sbp.add=1,sbp.cross_entropy=1,sbp.embedding=1,sbp.gelu=1,sbp.laye
 params cnn 210 --batch 3
 kinds cnn "sbp.conv2d=1,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=4,sbp.pool2d=2,sbp.relu=1"
 params external 20
+params gelu 212
+kinds gelu "sbp.cross_entropy=1,sbp.gelu=2,sbp.linear=2,sbp.parameter=4"
+ir=$("$autoddl" import "$work/gelu.onnx")
+[[ "$ir" == *'approximate = "none"'*'approximate = "tanh"'* ]] || fail "gelu: not an erf then a tanh GELU"
 params unordered 0
 # The LM loss's targets are [batch, seq] ids; the classifier's [batch].
 ir=$("$autoddl" import "$work/decoder.onnx" --batch 2 --seq 4)
