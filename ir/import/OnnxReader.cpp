@@ -754,7 +754,9 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
     define(n, loss);
     return;
   }
-  failNode(n, "op '" + op + "' is not supported");
+  failNode(n, "op '" + op +
+                  "' is supported only inside a recognised pattern (a "
+                  "decomposed GELU), which this node is not part of");
 }
 
 ModelGraph OnnxLowering::run() {
