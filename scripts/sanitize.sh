@@ -48,4 +48,13 @@ echo "sanitize: fuzzing the JSON importer for ${seconds}s"
 "$fuzz_dir/tests/fuzz/import_fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
   -print_final_stats=1 -artifact_prefix="$fuzz_dir/" 2>&1 | tail -n 15
+# The ONNX reader, over the test models of tests/onnx encoded by protoc.
+cmake --build "$fuzz_dir" -j "$jobs" --target onnx_fuzzer
+mkdir "$corpus/onnx"
+for t in tests/onnx/models/*.txtpb; do
+  protoc --encode=onnx.ModelProto -I/usr/include onnx/onnx.proto <"$t" >"$corpus/onnx/$(basename "$t" .txtpb).onnx"
+done
+echo "sanitize: fuzzing the ONNX reader for ${seconds}s"
+"$fuzz_dir/tests/fuzz/onnx_fuzzer" "$corpus/onnx" -max_total_time="$seconds" -timeout=10 \
+  -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1 -artifact_prefix="$fuzz_dir/" 2>&1 | tail -n 15
 echo "sanitize: ok"

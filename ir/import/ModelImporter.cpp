@@ -44,6 +44,18 @@ bool isPath(const std::string &model) {
          endsWith(model, ".onnx");
 }
 
+BuildOptions onnxOptions(const std::string &origin,
+                         const ImportOptions &options) {
+  if (options.batch < 0 || options.seq < 0)
+    throw UserError(origin + ": --batch and --seq must be positive");
+  BuildOptions o;
+  o.name = stem(origin);
+  o.place = origin + ": ";
+  o.batch = options.batch;
+  o.seq = options.seq;
+  return o;
+}
+
 std::string builtinList() {
   std::string list;
   for (const std::string &n : builtinModelNames())
@@ -100,19 +112,17 @@ ModelGraph importModelText(const std::string &text, const std::string &origin,
   return importJson(parseJsonText(text, origin), origin, name, options);
 }
 
+ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
+                           const ImportOptions &options) {
+  return readOnnx(bytes, origin, onnxOptions(origin, options));
+}
+
 ModelGraph importModel(const std::string &model, const ImportOptions &options) {
   if (model.empty())
     throw UserError("empty model name: give a JSON file or a built-in model (" +
                     builtinList() + ")");
   if (isPath(model) && endsWith(model, ".onnx")) {
-    if (options.batch < 0 || options.seq < 0)
-      throw UserError(model + ": --batch and --seq must be positive");
-    BuildOptions o;
-    o.name = stem(model);
-    o.place = model + ": ";
-    o.batch = options.batch;
-    o.seq = options.seq;
-    return readOnnxFile(model, o);
+    return readOnnxFile(model, onnxOptions(model, options));
   }
   if (isPath(model))
     return importJson(readJsonFile(model, "model"), model, stem(model),

@@ -88,7 +88,11 @@ private:
                             : n.name();
   }
   int nodeIndex(const onnx::NodeProto &n) const {
-    return &n - &model.graph().node(0);
+    const auto &nodes = model.graph().node();
+    for (int i = 0; i < nodes.size(); ++i)
+      if (&nodes.Get(i) == &n)
+        return i;
+    return -1;
   }
 
   void readOpset();
@@ -820,6 +824,17 @@ ModelGraph OnnxLowering::run() {
 
 } // namespace
 
+ModelGraph readOnnx(const std::string &data, const std::string &path,
+                    const BuildOptions &o) {
+  onnx::ModelProto model;
+  if (data.empty() || data.size() > INT_MAX || !model.ParseFromString(data))
+    throw UserError(path + ": not an ONNX model (the protobuf does not parse; "
+                           "truncated or another format)");
+  if (model.ir_version() <= 0 || !model.has_graph())
+    throw UserError(path + ": not an ONNX model (no ir_version or no graph)");
+  return OnnxLowering(path, model, o).run();
+}
+
 ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -829,14 +844,7 @@ ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o) {
     throw UserError(path + ": cannot open the file");
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  std::string data = bytes.str();
-  onnx::ModelProto model;
-  if (data.empty() || !model.ParseFromString(data))
-    throw UserError(path + ": not an ONNX model (the protobuf does not parse; "
-                           "truncated or another format)");
-  if (model.ir_version() <= 0 || !model.has_graph())
-    throw UserError(path + ": not an ONNX model (no ir_version or no graph)");
-  return OnnxLowering(path, model, o).run();
+  return readOnnx(bytes.str(), path, o);
 }
 
 } // namespace autoddl::import

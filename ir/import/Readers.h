@@ -16,5 +16,8 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &o);
 /// An ONNX model file (OnnxReader.cpp). o.batch and o.seq pin dynamic input
 /// dimensions 0 and 1 (0: not given).
 ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o);
+/// An ONNX model's bytes; `path` names it in errors and locates external data.
+ModelGraph readOnnx(const std::string &data, const std::string &path,
+                    const BuildOptions &o);
 
 } // namespace autoddl::import
