@@ -2332,6 +2332,14 @@ std::string Emitter::emit() {
   if (classModel_) {
     prelude = classPrelude(prelude);
     data += kTrainClassDataText;
+  } else if (std::any_of(g_.ops.begin(), g_.ops.end(), [](const OpDef &o) {
+               return o.kind == "transpose" || o.kind == "conv2d" ||
+                      o.kind == "pool2d";
+             })) {
+    // A token model with these ops (an ONNX export's head reshapes) needs
+    // their kernels too.
+    const std::string spmm = "// spmm\n";
+    prelude = replaceOnce(prelude, spmm, spmm + kTrainClassIncludesText);
   }
   if (reportsAccuracy()) {
     data += kTrainAccuracyText;
