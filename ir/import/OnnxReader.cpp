@@ -461,6 +461,24 @@ void OnnxLowering::checkVersion(const onnx::NodeProto &n) {
                     std::to_string(ver->second.front()) + ")");
   if (n.output_size() < 1 || n.output(0).empty())
     failNode(n, "expected an output");
+  // The inputs every lowering reads unconditionally (optional ones are
+  // checked where read).
+  static const std::set<std::string> binary = {"Add",
+                                               "Conv",
+                                               "Div",
+                                               "Gather",
+                                               "Gemm",
+                                               "LayerNormalization",
+                                               "MatMul",
+                                               "Mul",
+                                               "Pow",
+                                               "Reshape",
+                                               "SoftmaxCrossEntropyLoss"};
+  int need = op == "Constant" ? 0 : binary.count(op) ? 2 : 1;
+  for (int i = 0; i < need; ++i)
+    if (i >= n.input_size() || n.input(i).empty())
+      failNode(n, "expected at least " + std::to_string(need) + " input" +
+                      (need > 1 ? "s" : ""));
 }
 
 // Constants feed shapes (Reshape) and the scalars of decomposed ops; they
