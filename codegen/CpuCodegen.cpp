@@ -157,7 +157,11 @@ ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
   const std::string name = model.empty() ? plan.model : model;
   // An explicit op graph has fixed shapes: the planner's micro-batch is one
   // instance of it, taken as written.
-  ModelGraph fixed = import::importModel(name, {});
+  // (An ONNX model's dynamic sequence must be pinned even for this look.)
+  import::ImportOptions first;
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, ".onnx") == 0)
+    first.seq = plan.seq;
+  ModelGraph fixed = import::importModel(name, first);
   if (fixed.family == "graph")
     return fixed;
   import::ImportOptions o;

@@ -8,6 +8,7 @@ packages=(
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
+  libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   python3
 )
 

@@ -5,8 +5,8 @@
 #  1. the op-semantics and importer unit tests, which run every front end and the
 #     malformed-input suite in process; then runs them;
 #  2. the JSON importer's fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a
-#     corpus seeded from examples/models/, then the cluster-file and plan readers' targets for
-#     AUTODDL_DOC_FUZZ_SECONDS each (default 5). A crash, leak, sanitizer report, hang or OOM
+#     corpus seeded from examples/models/, then the cluster-file, plan and ONNX readers'
+#     targets for AUTODDL_DOC_FUZZ_SECONDS each (default 5). A crash, leak, sanitizer report, hang or OOM
 #     fails.
 # Set AUTODDL_FUZZ_SECONDS=0 to skip the fuzz runs.
 set -euo pipefail
@@ -20,7 +20,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${AUTODDL_FUZZ_SECONDS:-45}
-fuzzers=(import_fuzzer cluster_fuzzer plan_fuzzer)
+fuzzers=(import_fuzzer cluster_fuzzer plan_fuzzer onnx_fuzzer)
 [ "$seconds" -eq 0 ] && fuzzers=()
 echo "sanitize: clang ASan/UBSan/libFuzzer build of the importer tests and fuzzers in $dir"
 if [ ! -f "$dir/build.ninja" ]; then
@@ -46,19 +46,26 @@ echo "sanitize: fuzzing the JSON importer for ${seconds}s"
 "$dir/tests/fuzz/import_fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
   -print_final_stats=1 -artifact_prefix="$dir/" 2>&1 | tail -n 15
-# Cluster files and plans: a few seconds each (AUTODDL_DOC_FUZZ_SECONDS),
-# seeded from the presets and the committed plans.
+# Cluster files, plans and ONNX models: a few seconds each (AUTODDL_DOC_FUZZ_SECONDS), seeded
+# from the presets, the committed plans and the test models of tests/onnx (encoded by protoc).
 doc_seconds=${AUTODDL_DOC_FUZZ_SECONDS:-5}
-for doc in cluster plan; do
+for doc in cluster plan onnx; do
   doc_corpus="$corpus/$doc"
   mkdir -p "$doc_corpus"
   if [ $doc = cluster ]; then
     cp examples/clusters/*.json "$doc_corpus/"
+  elif [ $doc = onnx ]; then
+    for t in tests/onnx/models/*.txtpb; do
+      protoc --encode=onnx.ModelProto -I/usr/include onnx/onnx.proto <"$t" \
+        >"$doc_corpus/$(basename "$t" .txtpb).onnx"
+    done
   else
     find bench/results -name '*.json' -path '*plans*' -exec cp {} "$doc_corpus/" \;
   fi
   echo "sanitize: fuzzing the $doc reader for ${doc_seconds}s"
-  "$dir/tests/fuzz/${doc}_fuzzer" "$doc_corpus" -dict=tests/fuzz/json.dict \
+  dict=(-dict=tests/fuzz/json.dict)
+  [ $doc = onnx ] && dict=()
+  "$dir/tests/fuzz/${doc}_fuzzer" "$doc_corpus" "${dict[@]}" \
     -max_total_time="$doc_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
     -print_final_stats=1 -artifact_prefix="$dir/$doc-" 2>&1 | tail -n 5
 done

@@ -338,8 +338,16 @@ std::string Emitter::emit() {
 /// The program's includes (the backend's harness and the kernels its stages
 /// call), up to the plan's constants.
 std::string Emitter::prelude() const {
+  // A classifier, or a token model with image ops (an ONNX export's head
+  // reshapes), needs their kernels too.
+  const bool imageOps =
+      classModel_ ||
+      std::any_of(g_.ops.begin(), g_.ops.end(), [](const OpDef &o) {
+        return o.kind == "transpose" || o.kind == "conv2d" ||
+               o.kind == "pool2d";
+      });
   return std::string(target_.includes) +
-         (classModel_ ? target_.imageIncludes : "") + target_.preludeTail;
+         (imageOps ? target_.imageIncludes : "") + target_.preludeTail;
 }
 
 /// The plan's constants as the harness reads them (its ProgramSpec,

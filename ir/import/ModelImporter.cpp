@@ -6,6 +6,7 @@
 #include "support/UserError.h"
 
 #include <algorithm>
+#include <cstring>
 #include <sys/stat.h>
 
 namespace autoddl::import {
@@ -20,9 +21,16 @@ extern const size_t kNumBuiltinModels;
 
 namespace {
 
+bool endsWith(const std::string &s, const char *tail) {
+  size_t n = std::strlen(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
 std::string stem(const std::string &path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
   if (base.size() > 5 && base.compare(base.size() - 5, 5, ".json") == 0)
+    base.resize(base.size() - 5);
+  else if (endsWith(base, ".onnx") && base.size() > 5)
     base.resize(base.size() - 5);
   return base.empty() ? "model" : base;
 }
@@ -32,7 +40,20 @@ bool isPath(const std::string &model) {
   return ::stat(model.c_str(), &st) == 0 ||
          model.find('/') != std::string::npos ||
          (model.size() >= 5 &&
-          model.compare(model.size() - 5, 5, ".json") == 0);
+          model.compare(model.size() - 5, 5, ".json") == 0) ||
+         endsWith(model, ".onnx");
+}
+
+BuildOptions onnxOptions(const std::string &origin,
+                         const ImportOptions &options) {
+  if (options.batch < 0 || options.seq < 0)
+    throw UserError(origin + ": --batch and --seq must be positive");
+  BuildOptions o;
+  o.name = stem(origin);
+  o.place = origin + ": ";
+  o.batch = options.batch;
+  o.seq = options.seq;
+  return o;
 }
 
 std::string builtinList() {
@@ -91,10 +112,18 @@ ModelGraph importModelText(const std::string &text, const std::string &origin,
   return importJson(parseJsonText(text, origin), origin, name, options);
 }
 
+ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
+                           const ImportOptions &options) {
+  return readOnnx(bytes, origin, onnxOptions(origin, options));
+}
+
 ModelGraph importModel(const std::string &model, const ImportOptions &options) {
   if (model.empty())
     throw UserError("empty model name: give a JSON file or a built-in model (" +
                     builtinList() + ")");
+  if (isPath(model) && endsWith(model, ".onnx")) {
+    return readOnnxFile(model, onnxOptions(model, options));
+  }
   if (isPath(model))
     return importJson(readJsonFile(model, "model"), model, stem(model),
                       options);

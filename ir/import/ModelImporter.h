@@ -36,6 +36,10 @@ ModelGraph importModel(const std::string &model, const ImportOptions &options);
 ModelGraph importModelText(const std::string &text, const std::string &origin,
                            const std::string &name,
                            const ImportOptions &options);
+/// An ONNX model given as bytes (`origin` names it in errors; its folder holds
+/// any external data), as importModel reads a .onnx file.
+ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
+                           const ImportOptions &options);
 
 /// Names of the built-in models, sorted.
 std::vector<std::string> builtinModelNames();

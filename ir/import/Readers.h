@@ -1,4 +1,4 @@
-//===- Readers.h - the three JSON front ends (internal) ------------------===//
+//===- Readers.h - the model front ends (internal) ------------------===//
 #pragma once
 
 #include "ir/import/JsonFields.h"
@@ -13,5 +13,11 @@ ModelGraph readHfConfig(JsonFields &doc, const BuildOptions &o);
 ModelGraph readTemplate(JsonFields &doc, const BuildOptions &o);
 /// {"graph": {...}} (strict).
 ModelGraph readGraph(JsonFields &doc, const BuildOptions &o);
+/// An ONNX model file (OnnxReader.cpp). o.batch and o.seq pin dynamic input
+/// dimensions 0 and 1 (0: not given).
+ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o);
+/// An ONNX model's bytes; `path` names it in errors and locates external data.
+ModelGraph readOnnx(const std::string &data, const std::string &path,
+                    const BuildOptions &o);
 
 } // namespace autoddl::import

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Exports the ONNX models of issue 25's tests with torch.onnx.export.
+
+Run on a machine with torch 2.x, transformers and onnx (no network needed):
+
+    python3 tests/onnx/export_models.py --out tests/onnx/exports
+
+Writes, each the twin of a built-in model of examples/models (same sizes, same
+parameter names where PyTorch's module names allow):
+
+    tiny-gpt.onnx    transformers GPT2LMHeadModel   (examples/models/tiny-gpt.json)
+    tiny-llama.onnx  transformers LlamaForCausalLM  (examples/models/tiny-llama.json)
+    mlp-mnist.onnx   784-1024-1024-10 MLP           (examples/models/mlp-mnist.json)
+    tiny-vgg.onnx    two conv blocks + classifier   (examples/models/tiny-vgg.json)
+
+and for each a .json beside it with the PyTorch parameter count, and for the
+language models the first loss on fixed tokens (seed 0), so the ONNX import can
+be compared with PyTorch (docs/model-format.md "ONNX models").
+Models are exported in eval mode with constant folding, a dynamic batch (and
+sequence) axis, at --opset (default 17; the dynamo exporter with --dynamo).
+"""
+import argparse
+import json
+import os
+
+import torch
+from torch import nn
+
+
+def tiny_gpt():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=256, n_positions=64, n_embd=64, n_layer=2,
+                     n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     use_cache=False, tie_word_embeddings=True)
+    return GPT2LMHeadModel(cfg)
+
+
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=176,
+                      num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64,
+                      use_cache=False, tie_word_embeddings=False)
+    return LlamaForCausalLM(cfg)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(784, 1024), nn.Linear(1024, 1024)])
+        self.act = nn.ReLU()
+        self.head = nn.Linear(1024, 10)
+
+    def forward(self, features):
+        x = features
+        for layer in self.layers:
+            x = self.act(layer(x))
+        return self.head(x)
+
+
+class TinyVgg(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2, 2))
+        self.classifier = nn.Sequential(
+            nn.Linear(32 * 8 * 8, 64), nn.ReLU(), nn.Dropout(),
+            nn.Linear(64, 64), nn.ReLU(), nn.Dropout(),
+            nn.Linear(64, 10))
+
+    def forward(self, images):
+        return self.classifier(torch.flatten(self.features(images), 1))
+
+
+class LogitsOnly(nn.Module):
+    """A transformers LM with token ids in and logits out (no cache, no dict)."""
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids):
+        return self.lm(input_ids=input_ids, use_cache=False).logits
+
+
+def export(model, example, names, dynamic, path, args):
+    model.eval()
+    kwargs = dict(input_names=names[:-1], output_names=names[-1:],
+                  opset_version=args.opset, do_constant_folding=True)
+    if args.dynamo:
+        kwargs["dynamo"] = True
+        kwargs["dynamic_shapes"] = {names[0]: {
+            i: torch.export.Dim(n, min=1, max=4096) for i, n in dynamic.items()}}
+    else:
+        kwargs["dynamic_axes"] = {names[0]: dynamic, names[-1]: dynamic}
+        if torch.__version__ >= "2.5":
+            kwargs["dynamo"] = False
+    torch.onnx.export(model, (example,), path, **kwargs)
+    import onnx
+    onnx.checker.check_model(path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="tests/onnx/exports")
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--dynamo", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.manual_seed(0)
+    seq = {0: "batch", 1: "sequence"}
+    batch = {0: "batch"}
+    for name, make, example, names, dyn, lm in [
+        ("tiny-gpt", tiny_gpt, torch.randint(0, 256, (2, 16)),
+         ["input_ids", "logits"], seq, True),
+        ("tiny-llama", tiny_llama, torch.randint(0, 256, (2, 16)),
+         ["input_ids", "logits"], seq, True),
+        ("mlp-mnist", Mlp, torch.randn(2, 784), ["features", "logits"], batch,
+         False),
+        ("tiny-vgg", TinyVgg, torch.randn(2, 3, 32, 32), ["images", "logits"],
+         batch, False),
+    ]:
+        torch.manual_seed(0)
+        model = make()
+        module = LogitsOnly(model) if lm else model
+        path = os.path.join(args.out, name + ".onnx")
+        export(module, example, names, dyn, path, args)
+        # Unique storages: a tied table counts once, as the importer counts it.
+        params = {p.data_ptr(): p.numel() for p in model.parameters()}
+        info = {"parameters": sum(params.values()), "opset": args.opset,
+                "exporter": "dynamo" if args.dynamo else "torchscript",
+                "torch": torch.__version__}
+        if lm:
+            with torch.no_grad():
+                logits = module(example)
+                # Causal LM: position t predicts token t+1 (the importer's
+                # targets are the ids shifted by one).
+                info["first_loss"] = nn.functional.cross_entropy(
+                    logits[:, :-1].reshape(-1, logits.shape[-1]),
+                    example[:, 1:].reshape(-1)).item()
+            info["tokens"] = example.tolist()
+        with open(os.path.join(args.out, name + ".json"), "w") as f:
+            json.dump(info, f, indent=1)
+        print(f"{path}: {info['parameters']} parameters")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# ONNX import (issue 25): the text-format models of models/ are encoded with
+# protoc against Debian's onnx.proto, then imported by the real CLI. Good
+# models: parameter counts and op kinds; bad ones: exit 1, one line naming the
+# file, the node and the cause.
+# Usage: onnx_import.sh <autoddl> <protoc> <onnx.proto include dir> <work dir>
+set -euo pipefail
+autoddl=$1 protoc=$2 inc=$3 work=$4
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+for t in "$here"/models/*.txtpb; do
+  n=$(basename "$t" .txtpb)
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$t" >"$work/$n.onnx"
+done
+# external.bin: int64 [0,3,4] then 20 float32.
+python3 -c 'import struct,sys; open(sys.argv[1],"wb").write(struct.pack("<3q",0,3,4)+struct.pack("<20f",*range(20)))' "$work/external.bin"
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+params() { # model expected-count args...
+  local m=$1 want=$2; shift 2
+  local got
+  got=$("$autoddl" import "$work/$m.onnx" --summary "$@" | awk '/^parameters /{print $2; exit}')
+  [ "$got" = "$want" ] && echo "ok: $m: $got parameters" || fail "$m: $got parameters, expected $want"
+}
+kinds() { # model expected-kinds args...
+  local m=$1 want=$2; shift 2
+  local got
+  got=$("$autoddl" import "$work/$m.onnx" "$@" | grep -o 'sbp\.[a-z_0-9]*' | sort | uniq -c | awk '{printf "%s%s=%s", sep, $2, $1; sep=","}')
+  [ "$got" = "$want" ] && echo "ok: $m: $got" || fail "$m: op kinds $got, expected $want"
+}
+params mlp 874 --batch 4
+kinds mlp "sbp.cross_entropy=1,sbp.linear=2,sbp.parameter=4,sbp.relu=1"
+params decoder 536 --batch 2 --seq 4
+kinds decoder "sbp.add=1,sbp.cross_entropy=1,sbp.embedding=1,sbp.gelu=1,sbp.layernorm=1,sbp.linear=5,sbp.matmul=2,sbp.parameter=9,sbp.reshape=4,sbp.softmax=1,sbp.transpose=4" --seq 4
+params cnn 210 --batch 3
+kinds cnn "sbp.conv2d=1,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=4,sbp.pool2d=2,sbp.relu=1"
+params external 20
+params gelu 212
+kinds gelu "sbp.cross_entropy=1,sbp.gelu=2,sbp.linear=2,sbp.parameter=4"
+ir=$("$autoddl" import "$work/gelu.onnx")
+[[ "$ir" == *'approximate = "none"'*'approximate = "tanh"'* ]] || fail "gelu: not an erf then a tanh GELU"
+params unordered 0
+# The LM loss's targets are [batch, seq] ids; the classifier's [batch].
+ir=$("$autoddl" import "$work/decoder.onnx" --batch 2 --seq 4)
+[[ "$ir" == *'tensor<2x4xi32> loc("targets")'* ]] || fail "decoder: targets are not [2,4] ids"
+ir=$("$autoddl" import "$work/cnn.onnx" --batch 3)
+[[ "$ir" == *'tensor<3xi32> loc("labels")'* && "$ir" != *'"targets"'* ]] || fail "cnn: the exported loss's labels are not the input"
+
+bad() { # file expected-substring args...
+  local f=$1 want=$2; shift 2
+  local out rc=0
+  out=$("$autoddl" import "$f" "$@" 2>&1 >/dev/null) || rc=$?
+  if [ "$rc" -lt 1 ] || [ "$rc" -gt 123 ]; then fail "$f: exit $rc"; return; fi
+  [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "$f: not one line: $out"
+  case "$out" in
+  *"$f"*"$want"*) echo "ok: $(basename "$f"): $out" ;;
+  *) fail "$f: expected '$want' after the file name, got: $out" ;;
+  esac
+}
+bad "$work/bad-cycle.onnx" "node 'a' (Relu): the graph has a cycle"
+bad "$work/bad-undefined.onnx" "node 'a' (Relu): input 'nowhere' is not defined"
+bad "$work/bad-unsupported.onnx" "node 'rnn' (LSTM): op 'LSTM' is not supported"
+bad "$work/bad-version.onnx" "node 'act' (Gelu): op 'Gelu' does not exist in opset 17"
+bad "$work/bad-opset.onnx" "opset 30 is not supported"
+bad "$work/bad-arity.onnx" "node 'sum' (Add): expected at least 2 inputs"
+bad "$work/decoder.onnx" "input 'input_ids': dimension 1 ('sequence') is dynamic; pin it with --seq"
+head -c 150 "$work/decoder.onnx" >"$work/truncated.onnx"
+bad "$work/truncated.onnx" "not an ONNX model"
+printf 'hello, this is not a model\n' >"$work/text.onnx"
+bad "$work/text.onnx" "not an ONNX model"
+: >"$work/empty.onnx"
+bad "$work/empty.onnx" "not an ONNX model"
+mkdir -p "$work/dir.onnx" && bad "$work/dir.onnx" "not a regular file"
+sed 's/value: "external.bin"/value: "..\/external.bin"/' "$here/models/external.txtpb" |
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/escape.onnx"
+bad "$work/escape.onnx" "is not a file beside the model"
+head -c 50 "$work/external.bin" >"$work/short.bin"
+sed 's/value: "external.bin"/value: "short.bin"/' "$here/models/external.txtpb" |
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/short.onnx"
+bad "$work/short.onnx" "is shorter than its offset and length"
+bad "$work/unordered.onnx" "input 'x' has a static batch of 2, not 3" --batch 3
+
+[ "$fails" -eq 0 ] && echo "onnx_import: all passed" || { echo "onnx_import: $fails failed"; exit 1; }
