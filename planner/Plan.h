@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace autoddl::planner {
@@ -162,6 +163,22 @@ struct DeviceTimes {
   cost::RankMemory memoryParts;
   double inFlight = 0;  // peak micro-batches of activations held
   double kfacBytes = 0; // K-FAC state, in `memory` (--optimizer kfac)
+
+  /// The times as plan.json's `pipeline_ranks[]` names them, in its order:
+  /// the one list the writer and the validator read.
+  std::array<std::pair<const char *, double>, 11> jsonFields() const {
+    return {{{"forward_s", forward},
+             {"backward_s", backward},
+             {"weight_gradient_s", weightGradient},
+             {"forward_comm_s", forwardComm},
+             {"backward_comm_s", backwardComm},
+             {"recompute_s", recompute},
+             {"grad_sync_s", gradSync},
+             {"grad_sync_exposed_s", gradSyncExposed},
+             {"optimizer_s", optimizer},
+             {"end_s", end},
+             {"in_flight_microbatches", inFlight}}};
+  }
 };
 
 struct Prediction {

@@ -108,19 +108,11 @@ ojson planToJson(const Plan &p) {
   ojson devs = ojson::array();
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const DeviceTimes &t = p.devices[d];
-    devs.push_back({{"pipeline_rank", d},
-                    {"forward_s", t.forward},
-                    {"backward_s", t.backward},
-                    {"weight_gradient_s", t.weightGradient},
-                    {"forward_comm_s", t.forwardComm},
-                    {"backward_comm_s", t.backwardComm},
-                    {"recompute_s", t.recompute},
-                    {"grad_sync_s", t.gradSync},
-                    {"grad_sync_exposed_s", t.gradSyncExposed},
-                    {"optimizer_s", t.optimizer},
-                    {"end_s", t.end},
-                    {"in_flight_microbatches", t.inFlight},
-                    {"memory", memoryJson(t.memoryParts)}});
+    ojson dev = {{"pipeline_rank", d}};
+    for (auto [key, v] : t.jsonFields())
+      dev[key] = v;
+    dev["memory"] = memoryJson(t.memoryParts);
+    devs.push_back(std::move(dev));
     if (p.kfac) { // K-FAC state is in the rank's total
       devs.back()["memory"]["kfac"] = t.kfacBytes;
       devs.back()["memory"]["total"] = t.memory;

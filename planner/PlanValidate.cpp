@@ -152,18 +152,7 @@ void checkNumbers(const Plan &p, const Checker &c) {
   for (size_t i = 0; i < p.devices.size(); ++i) {
     const Pointer at = root / "pipeline_ranks" / i;
     const DeviceTimes &t = p.devices[i];
-    for (auto [key, v] : std::initializer_list<std::pair<const char *, double>>{
-             {"forward_s", t.forward},
-             {"backward_s", t.backward},
-             {"weight_gradient_s", t.weightGradient},
-             {"forward_comm_s", t.forwardComm},
-             {"backward_comm_s", t.backwardComm},
-             {"recompute_s", t.recompute},
-             {"grad_sync_s", t.gradSync},
-             {"grad_sync_exposed_s", t.gradSyncExposed},
-             {"optimizer_s", t.optimizer},
-             {"end_s", t.end},
-             {"in_flight_microbatches", t.inFlight}})
+    for (auto [key, v] : t.jsonFields())
       c.quantity(v, at / key);
     const Pointer m = at / "memory";
     c.quantity(t.memoryParts.state.weights, m / "weights");
