@@ -125,11 +125,28 @@ def main():
         model = make()
         module = LogitsOnly(model) if lm else model
         path = os.path.join(args.out, name + ".onnx")
-        export(module, example, names, dyn, path, args)
+        try:
+            export(module, example, names, dyn, path, args)
+        except Exception as e:  # one model's exporter failure: try the other
+            if args.dynamo:
+                print(f"{name}: not exported: {type(e).__name__}: {e}".splitlines()[0])
+                continue
+            print(f"{name}: the TorchScript exporter failed ({type(e).__name__}); "
+                  "trying the dynamo exporter at opset 18")
+            retry = argparse.Namespace(**vars(args))
+            retry.dynamo, retry.opset = True, max(args.opset, 18)
+            try:
+                export(module, example, names, dyn, path, retry)
+            except Exception as e2:
+                print(f"{name}: not exported: {type(e2).__name__}: {e2}".splitlines()[0])
+                continue
         # Unique storages: a tied table counts once, as the importer counts it.
         params = {p.data_ptr(): p.numel() for p in model.parameters()}
-        info = {"parameters": sum(params.values()), "opset": args.opset,
-                "exporter": "dynamo" if args.dynamo else "torchscript",
+        import onnx
+        info = {"parameters": sum(params.values()),
+                "opset": max(o.version for o in onnx.load(path).opset_import
+                             if o.domain in ("", "ai.onnx")),
+                "exporter": onnx.load(path).producer_name,
                 "torch": torch.__version__}
         if lm:
             with torch.no_grad():
