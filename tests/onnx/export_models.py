@@ -125,6 +125,7 @@ def main():
         model = make()
         module = LogitsOnly(model) if lm else model
         path = os.path.join(args.out, name + ".onnx")
+        exporter = "dynamo" if args.dynamo else "torchscript"
         try:
             export(module, example, names, dyn, path, args)
         except Exception as e:  # one model's exporter failure: try the other
@@ -137,6 +138,7 @@ def main():
             retry.dynamo, retry.opset = True, max(args.opset, 18)
             try:
                 export(module, example, names, dyn, path, retry)
+                exporter = "dynamo"
             except Exception as e2:
                 print(f"{name}: not exported: {type(e2).__name__}: {e2}".splitlines()[0])
                 continue
@@ -146,7 +148,7 @@ def main():
         info = {"parameters": sum(params.values()),
                 "opset": max(o.version for o in onnx.load(path).opset_import
                              if o.domain in ("", "ai.onnx")),
-                "exporter": onnx.load(path).producer_name,
+                "exporter": exporter,
                 "torch": torch.__version__}
         if lm:
             with torch.no_grad():
