@@ -42,9 +42,9 @@ H200 here, /work/.library/device/KINDS.md), `mfu_6n` leaves the attention term o
 The `suite` subcommand runs eager then compile for several models on one GPU, each with every
 attention backend of --sdpa (default flash,cudnn,efficient): eager one model and backend after
 another in this process; compile in one child process per (model, backend), started in groups of
---compile-jobs (default: all at once; compilation is CPU work), each group timed one child at a
-time once all of it has compiled and warmed up or the compile deadline has passed, so that no
-two share the GPU. Each (model, mode) then gets one row more: the best backend's, with mode
+--compile-jobs (default: one group per backend, all models at once; compilation is CPU work),
+each group timed one child at a time once all of it has compiled and warmed up or the compile
+deadline has passed, so that no two share the GPU. Each (model, mode) then gets one row more: the best backend's, with mode
 "eager" or "compile" (what bench/cuda/results_table.py reads), "sdpa_backend" naming the winner
 and "sdpa_tried" every backend's tokens/s (or its error); the per-backend rows have mode
 "eager-sdpa" / "compile-sdpa".
@@ -470,8 +470,10 @@ def suite(args):
             emit(row, args.out)
             rows.append(row)
     if "compile" in args.modes:
-        jobs = [(m, b) for m in models for b in backends]
-        size = args.compile_jobs if args.compile_jobs > 0 else len(jobs)
+        # Backend by backend: each default group is what one compile phase held before
+        # (every model at once), so the GPU memory of a group is what it was.
+        jobs = [(m, b) for b in backends for m in models]
+        size = args.compile_jobs if args.compile_jobs > 0 else len(models)
         compiled = []
         for i in range(0, len(jobs), size):
             compiled += compile_children(args, jobs[i:i + size], t_start)
@@ -555,8 +557,8 @@ def main():
     st.add_argument("--sdpa", default=",".join(SDPA_BACKENDS),
                     help="attention backends to try, each row the best (default: all three)")
     st.add_argument("--compile-jobs", type=int, default=0,
-                    help="compile children at once (default 0: all); each group is timed "
-                         "before the next starts")
+                    help="compile children at once (default 0: the models of one backend); "
+                         "each group is timed before the next starts")
     for p in (one, st):
         p.add_argument("--steps", type=int, default=10)
         p.add_argument("--warmup", type=int, default=3)
