@@ -3,8 +3,9 @@
 # neither the autoddl tree's dependencies nor OpenBLAS): nvcc only, sm_90, the bf16 and the
 # AUTODDL_FP32 variants of AttentionCheck, and attention_bench. The CPU reference's
 # cblas_sgemm comes from tests/unit/cuda/AttentionRefBlas (plain loops). The cuDNN path
-# (kernels/AttentionCudnn.cu) is built in where cudnn_graph.h and libcudnn are found: CUDNN_HOME,
-# else the CUDA toolkit's, else the nvidia-cudnn wheel beside PyTorch (NO_CUDNN=1: never).
+# (kernels/AttentionCudnn.cu) is built in where cudnn_graph.h is found: CUDNN_HOME, else the CUDA
+# toolkit's, else the nvidia-cudnn wheel beside PyTorch (NO_CUDNN=1: never); it loads libcudnn.so.9
+# when it runs (set LD_LIBRARY_PATH to the wheel's nvidia/cudnn/lib where the toolkit has none).
 # usage: bench/cuda/attention_build.sh BUILD_DIR   (run from the repository root)
 set -euo pipefail
 out=${1:?usage: attention_build.sh BUILD_DIR}
@@ -23,8 +24,10 @@ fi
 cudnn_def=(); cudnn_link=()
 if [ -z "${NO_CUDNN:-}" ] && [ -n "$cudnn_home" ] && [ -f "$cudnn_home/include/cudnn_graph.h" ]; then
   cudnn_lib=${cudnn_lib:-$cudnn_home/lib}
-  cudnn_def=(-DAUTODDL_HAVE_CUDNN -I"$cudnn_home/include")
-  cudnn_link=(-L"$cudnn_lib" -l:libcudnn.so.9 -Xlinker -rpath -Xlinker "$cudnn_lib")
+  # libcudnn is loaded at run time (AttentionCudnn.cu): from $cudnn_lib first, then the
+  # library path (LD_LIBRARY_PATH); the binaries run without it (own kernels only).
+  cudnn_def=(-DAUTODDL_HAVE_CUDNN -I"$cudnn_home/include" -DAUTODDL_CUDNN_DIR="\"$cudnn_lib\"")
+  cudnn_link=(-ldl)
   echo "attention_build: cuDNN from $cudnn_home ($cudnn_lib)"
 else
   echo "attention_build: no cuDNN: the own kernels only"

@@ -18,6 +18,7 @@
 
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include <cudnn.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 #endif
@@ -68,6 +70,74 @@ namespace {
 using Desc = cudnnBackendDescriptor_t;
 constexpr cudnnDataType_t kF32 = CUDNN_DATA_FLOAT;
 
+bool verbose() {
+  static const bool v = [] {
+    const char *e = std::getenv("AUTODDL_ATTENTION_VERBOSE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return v;
+}
+
+/// The cuDNN functions this file calls, from libcudnn loaded at run time:
+/// a program built with cuDNN's headers runs on a machine without the
+/// library (the own kernels then run alone), and finds it where the build
+/// found it (AUTODDL_CUDNN_DIR), on LD_LIBRARY_PATH, or in the system's
+/// library path.
+struct Library {
+  bool loaded = false;
+  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor;
+  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor;
+  decltype(&::cudnnBackendExecute) BackendExecute;
+  decltype(&::cudnnBackendFinalize) BackendFinalize;
+  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute;
+  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute;
+  decltype(&::cudnnCreate) Create;
+  decltype(&::cudnnGetErrorString) GetErrorString;
+  decltype(&::cudnnGetVersion) GetVersion;
+  decltype(&::cudnnSetStream) SetStream;
+};
+
+const Library &lib() {
+  static const Library l = [] {
+    Library r{};
+    void *h = nullptr;
+#ifdef AUTODDL_CUDNN_DIR
+    h = dlopen(AUTODDL_CUDNN_DIR "/libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!h)
+      h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      if (verbose())
+        std::fprintf(stderr,
+                     "autoddl: libcudnn.so.9 not loaded (%s): own "
+                     "attention kernels\n",
+                     dlerror());
+      return r;
+    }
+    bool all = true;
+    auto get = [&](auto &f, const char *name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
+          dlsym(h, name));
+      all = all && f;
+    };
+    get(r.BackendCreateDescriptor, "cudnnBackendCreateDescriptor");
+    get(r.BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
+    get(r.BackendExecute, "cudnnBackendExecute");
+    get(r.BackendFinalize, "cudnnBackendFinalize");
+    get(r.BackendGetAttribute, "cudnnBackendGetAttribute");
+    get(r.BackendSetAttribute, "cudnnBackendSetAttribute");
+    get(r.Create, "cudnnCreate");
+    get(r.GetErrorString, "cudnnGetErrorString");
+    get(r.GetVersion, "cudnnGetVersion");
+    get(r.SetStream, "cudnnSetStream");
+    // cuDNN 9's graph API: an older library lacks some of it or answers for
+    // another ABI.
+    r.loaded = all && r.GetVersion() >= 90000;
+    return r;
+  }();
+  return l;
+}
+
 /// Tensor ids of the variant pack (the graph's non-virtual tensors).
 enum Uid : int64_t {
   kQ = 1,
@@ -85,14 +155,6 @@ enum Uid : int64_t {
   kDQAcc,
   kFirstVirtual = 100
 };
-
-bool verbose() {
-  static const bool v = [] {
-    const char *e = std::getenv("AUTODDL_ATTENTION_VERBOSE");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
-  return v;
-}
 
 /// Builds one operation graph: every descriptor it makes is kept (the plan
 /// refers to them) and the first failing call is remembered, so the building
@@ -116,7 +178,7 @@ public:
 
   Desc make(cudnnBackendDescriptorType_t type) {
     Desc d = nullptr;
-    check(cudnnBackendCreateDescriptor(type, &d), "create descriptor");
+    check(lib().BackendCreateDescriptor(type, &d), "create descriptor");
     if (d)
       descs.push_back(d);
     return d;
@@ -125,11 +187,11 @@ public:
   void set(Desc d, cudnnBackendAttributeName_t name,
            cudnnBackendAttributeType_t type, int64_t n, const T *v) {
     if (ok() && d)
-      check(cudnnBackendSetAttribute(d, name, type, n, v), "set attribute");
+      check(lib().BackendSetAttribute(d, name, type, n, v), "set attribute");
   }
   void finalize(Desc d, const char *what) {
     if (ok() && d)
-      check(cudnnBackendFinalize(d), what);
+      check(lib().BackendFinalize(d), what);
   }
 
   /// A 4-d tensor; strides empty = packed row-major.
@@ -263,7 +325,9 @@ cudnnHandle_t handle() {
   int dev = 0;
   AUTODDL_CUDA_CHECK(cudaGetDevice(&dev));
   cudnnHandle_t &h = handles[dev % kMaxDevices];
-  if (!h && cudnnCreate(&h) != CUDNN_STATUS_SUCCESS)
+  if (!lib().loaded)
+    return nullptr;
+  if (!h && lib().Create(&h) != CUDNN_STATUS_SUCCESS)
     h = nullptr;
   return h;
 }
@@ -294,52 +358,52 @@ void plan_graph(GraphBuilder &g, cudnnHandle_t h, Plan &p) {
     if (!g.ok())
       break;
     Desc heur = nullptr;
-    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
-                                     &heur) != CUDNN_STATUS_SUCCESS)
+    if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
+                                      &heur) != CUDNN_STATUS_SUCCESS)
       continue;
     std::vector<Desc> configs;
     int64_t n = 0;
-    if (cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                 &graph) == CUDNN_STATUS_SUCCESS &&
-        cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
-                                 CUDNN_TYPE_HEUR_MODE, 1,
-                                 &mode) == CUDNN_STATUS_SUCCESS &&
-        cudnnBackendFinalize(heur) == CUDNN_STATUS_SUCCESS &&
-        cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
-                                 nullptr) == CUDNN_STATUS_SUCCESS &&
+    if (lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                  &graph) == CUDNN_STATUS_SUCCESS &&
+        lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
+                                  CUDNN_TYPE_HEUR_MODE, 1,
+                                  &mode) == CUDNN_STATUS_SUCCESS &&
+        lib().BackendFinalize(heur) == CUDNN_STATUS_SUCCESS &&
+        lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
+                                  nullptr) == CUDNN_STATUS_SUCCESS &&
         n > 0) {
       configs.assign(size_t(n), nullptr);
       for (Desc &c : configs)
-        cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c);
+        lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c);
       int64_t got = 0;
-      if (cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
-                                   configs.data()) != CUDNN_STATUS_SUCCESS)
+      if (lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
+                                    configs.data()) != CUDNN_STATUS_SUCCESS)
         got = 0;
       for (int64_t i = 0; i < got && !p.plan; ++i) {
         Desc plan = nullptr;
-        if (cudnnBackendCreateDescriptor(
+        if (lib().BackendCreateDescriptor(
                 CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
             CUDNN_STATUS_SUCCESS)
           continue;
-        if (cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                     CUDNN_TYPE_HANDLE, 1,
-                                     &h) == CUDNN_STATUS_SUCCESS &&
-            cudnnBackendSetAttribute(
+        if (lib().BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                      CUDNN_TYPE_HANDLE, 1,
+                                      &h) == CUDNN_STATUS_SUCCESS &&
+            lib().BackendSetAttribute(
                 plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                 &configs[size_t(i)]) == CUDNN_STATUS_SUCCESS &&
-            cudnnBackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
+            lib().BackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
           int64_t ws = 0, cnt = 0;
-          cudnnBackendGetAttribute(plan,
-                                   CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                   CUDNN_TYPE_INT64, 1, &cnt, &ws);
+          lib().BackendGetAttribute(plan,
+                                    CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                    CUDNN_TYPE_INT64, 1, &cnt, &ws);
           p.plan = plan;
           p.workspaceBytes = ws;
         } else {
-          cudnnBackendDestroyDescriptor(plan);
+          lib().BackendDestroyDescriptor(plan);
         }
       }
       // The plan keeps what it needs of its engine config.
@@ -356,7 +420,7 @@ void plan_graph(GraphBuilder &g, cudnnHandle_t h, Plan &p) {
     std::fprintf(
         stderr, "autoddl: cuDNN attention not used (%s: %s): own kernels\n",
         g.failedAt ? g.failedAt : "no engine config finalizes",
-        cudnnGetErrorString(g.ok() ? CUDNN_STATUS_NOT_SUPPORTED : g.status));
+        lib().GetErrorString(g.ok() ? CUDNN_STATUS_NOT_SUPPORTED : g.status));
   p.descs = std::move(g.descs);
   if (p.plan)
     p.descs.push_back(p.plan);
@@ -559,31 +623,31 @@ void execute(Plan &p, std::vector<int64_t> uids, std::vector<void *> ptrs,
   }
   cudnnHandle_t h = handle();
   Desc pack = nullptr;
-  cudnnStatus_t st = cudnnBackendCreateDescriptor(
+  cudnnStatus_t st = lib().BackendCreateDescriptor(
       CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                  CUDNN_TYPE_INT64, int64_t(uids.size()),
-                                  uids.data());
+    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                   CUDNN_TYPE_INT64, int64_t(uids.size()),
+                                   uids.data());
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                  CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
-                                  ptrs.data());
+    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                   CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
+                                   ptrs.data());
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                  CUDNN_TYPE_VOID_PTR, 1, &ws);
+    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                   CUDNN_TYPE_VOID_PTR, 1, &ws);
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendFinalize(pack);
+    st = lib().BackendFinalize(pack);
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnSetStream(h, compute_stream());
+    st = lib().SetStream(h, compute_stream());
   if (st == CUDNN_STATUS_SUCCESS)
-    st = cudnnBackendExecute(h, p.plan, pack);
+    st = lib().BackendExecute(h, p.plan, pack);
   if (pack)
-    cudnnBackendDestroyDescriptor(pack);
+    lib().BackendDestroyDescriptor(pack);
   // The plan finalized for this shape, so a failure here is a fault, not a
   // rejection: stop as a failed CUDA call does.
   if (st != CUDNN_STATUS_SUCCESS)
-    cuda_fail(cudnnGetErrorString(st), "cudnnBackendExecute (attention)",
+    cuda_fail(lib().GetErrorString(st), "cudnnBackendExecute (attention)",
               __FILE__, __LINE__);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
@@ -723,7 +787,7 @@ bool backward(const AttentionGradViews &grad, const act_t *dout,
   return true;
 }
 
-int64_t version() { return int64_t(cudnnGetVersion()); }
+int64_t version() { return lib().loaded ? int64_t(lib().GetVersion()) : 0; }
 
 #else // no cuDNN in this build (or the fp32 build): the own kernels only
 
