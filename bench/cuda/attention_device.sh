@@ -12,12 +12,7 @@ out=${2:?usage: attention_device.sh PREBUILT_DIR OUT_DIR}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu \
   --format=csv | tee "$out/gpu.txt"
-# cuDNN is loaded at run time: where the toolkit has no libcudnn (the GPU machines), PyTorch's
-# nvidia-cudnn wheel's.
-if ! ldconfig -p 2>/dev/null | grep -q libcudnn.so.9 && [ ! -e /usr/local/cuda/lib64/libcudnn.so.9 ]; then
-  wheel=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null || true)
-  [ -n "$wheel" ] && export LD_LIBRARY_PATH=$wheel${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-fi
+source bench/cuda/cudnn_env.sh # libcudnn for the cuDNN path (PyTorch's wheel where no other)
 # A usage error (2) says the carried binary loads here (its libraries found).
 "$bin/attention_bench" --probe >/dev/null 2>&1; rc=$?
 if [ "$rc" != 2 ]; then
