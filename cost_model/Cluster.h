@@ -72,6 +72,19 @@ struct OpTimeScale {
   double forward = 1, backward = 1;
 };
 
+/// The fused attention kernel the generated programs run on this GPU and its
+/// measured efficiency (docs/cluster-format.md "attention"): `kernel` names it
+/// ("cudnn": cuDNN's fused attention, which programs built with libcudnn use;
+/// "own": the runtime's FlashAttention-2 kernels); the efficiencies are
+/// achieved FLOP/s over the bf16 peak with 4·B·H·T²·D FLOPs forward, half that
+/// under the causal mask (what the kernel runs), 2.5 times that backward.
+/// Absent (kernel empty): a fused kernel priced as a batched T x T x D GEMM
+/// (gemmEfficiency by shape), as before.
+struct AttentionRates {
+  std::string kernel;
+  double forwardEfficiency = 0, backwardEfficiency = 0;
+};
+
 struct Cluster {
   std::string name;
   std::string gpuModel;
@@ -96,6 +109,7 @@ struct Cluster {
   std::vector<CalibrationEntry> calibration;
   std::vector<SparseRate> sparseRates; // empty: the roofline prices spmm/sddmm
   std::vector<OpTimeScale> opTimeScales; // empty: every kind as priced
+  AttentionRates attention;              // empty kernel: the GEMM estimate
   /// Seconds of device time each op execution (forward, backward) costs
   /// beyond its kernels, as a profiled run measures it (0: none).
   double opOverhead = 0;

@@ -311,6 +311,11 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   if (kind == "attention") {
     // Fused (FlashAttention-style) kernel: streams q, k, v and writes the
     // output; efficiency as a batched GEMM of T×T×D per (batch, head).
+    bool causal = false;
+    if (auto it = attrs.find("causal"); it != attrs.end())
+      if (auto *v = std::get_if<bool>(&it->second))
+        causal = *v;
+    const double causalFactor = causal ? 2.0 : 1.0;
     out.forward = streamKernel(c, kind, key, fwdFlops, inBytes + outBytes, p);
     if (!out.forward.calibrated) {
       const ops::ValueType &y = results[0];
@@ -321,17 +326,25 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
           d = static_cast<double>(*v);
       heads = static_cast<double>(y.shape.back()) / d;
       double batch = numel(y) / (t * heads * d) * heads;
-      out.forward = roofline(c, fwdFlops, inBytes + outBytes,
-                             gemmEfficiency(c, t, t, d, batch), p);
+      // The measured efficiency of the kernel the programs run (cluster
+      // gpu.attention: cuDNN's fused attention or the own kernels), else the
+      // batched-GEMM estimate. The measurement counts the FLOPs a causal
+      // kernel runs (half the scores); fwdFlops counts them all.
+      const double eff = c.attention.forwardEfficiency > 0
+                             ? c.attention.forwardEfficiency * causalFactor
+                             : gemmEfficiency(c, t, t, d, batch);
+      out.forward = roofline(c, fwdFlops, inBytes + outBytes, eff, p);
     }
     // FlashAttention-2 (Dao 2023, §3.1/§4): backward recomputes the scores and
     // runs 5 matmuls to the forward's 2, 2.5x the forward FLOPs; it reads q, k,
     // v, o, dO and writes dq, dk, dv: about twice the forward's bytes. All of
     // it is dgrad.
-    out.backwardData = roofline(
-        c, 2.5 * fwdFlops, 2.0 * (inBytes + outBytes),
-        out.forward.efficiency > 0 ? out.forward.efficiency : c.gemmEfficiency,
-        p);
+    double bwdEff =
+        out.forward.efficiency > 0 ? out.forward.efficiency : c.gemmEfficiency;
+    if (c.attention.backwardEfficiency > 0)
+      bwdEff = c.attention.backwardEfficiency * causalFactor;
+    out.backwardData =
+        roofline(c, 2.5 * fwdFlops, 2.0 * (inBytes + outBytes), bwdEff, p);
     return out;
   }
 

@@ -205,6 +205,10 @@ struct Prediction {
   /// Priced as a step the generated CUDA program replays as one CUDA graph
   /// (a token model, on any mesh; gpu.graph_op_overhead_us).
   bool stepGraph = false;
+  /// The attention kernel the prices assume (cluster gpu.attention.kernel:
+  /// "cudnn" or "own") where the model has attention and the cluster names
+  /// one; empty otherwise (then not written: the batched-GEMM estimate).
+  std::string attentionKernel;
 };
 
 struct Knobs {

@@ -143,6 +143,8 @@ ojson planToJson(const Plan &p) {
   for (const auto &[kind, t] : pr.opKinds)
     kinds[kind] = {{"forward", t[0]}, {"backward", t[1]}};
   j["predicted"]["op_kinds_s"] = kinds;
+  if (!pr.attentionKernel.empty()) // else the batched-GEMM estimate: no key
+    j["predicted"]["attention_kernel"] = pr.attentionKernel;
   if (pr.opKindsByDevice.size() > 1) { // pipelines: every device
     ojson byDevice = ojson::array();
     for (const auto &dev : pr.opKindsByDevice) {
@@ -418,6 +420,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.predicted.modelFlopsPerStep = r.num(pr, pp, "model_flops_per_step");
   if (pr.contains("step_graph")) // absent in older plans: eager
     p.predicted.stepGraph = r.flag(pr, pp, "step_graph");
+  if (pr.contains("attention_kernel")) // absent: the batched-GEMM estimate
+    p.predicted.attentionKernel = r.str(pr, pp, "attention_kernel");
   const json &bd = r.at(pr, pp, "breakdown_s");
   auto bp = pp / "breakdown_s";
   p.predicted.compute = r.num(bd, bp, "compute");

@@ -89,6 +89,10 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   const ModelGraph &g = *sg_.graph;
   cost::KernelOptions kernels = o_.kernels;
   kernels.stepGraph = stepGraph_ = stepRunsAsGraph(g);
+  for (const OpDef &op : g.ops)
+    if (op.kind == "attention" &&
+        kernels.attention == cost::AttentionKernel::Fused)
+      attentionKernel_ = c_.attention.kernel;
   // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
   // each rank computes its own rows, gathering the rows spmm and sddmm read
   // from every node.

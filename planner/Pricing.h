@@ -76,6 +76,8 @@ public:
   /// Whether ops are priced as in a step replayed as one CUDA graph
   /// (cost::KernelOptions::stepGraph).
   bool stepGraph() const { return stepGraph_; }
+  /// Which attention kernel the prices assume (Prediction::attentionKernel).
+  const std::string &attentionKernel() const { return attentionKernel_; }
   int64_t microbatch() const { return b_; }
   int64_t microbatches() const { return m_; }
   AxisOrder order() const { return order_; }
@@ -140,6 +142,7 @@ private:
   const PlannerOptions &o_;
   int tp_, dp_, pp_;
   bool stepGraph_ = false;
+  std::string attentionKernel_;
   int64_t b_, m_;
   AxisOrder order_;
   std::string error_;

@@ -1298,6 +1298,7 @@ void describe(Planner &pl, const Candidate &cand, const Priced &pr,
   plan.predicted = pr.pred;
   plan.kfac = pr.kfac;
   plan.predicted.stepGraph = pc.stepGraph();
+  plan.predicted.attentionKernel = pc.attentionKernel();
   // Per op kind on the critical rank, as layout() sums its stages' segments
   // (Chimera's up pipeline runs a second copy of a mirrored stage).
   // The same for every pipeline device, for validating a profile of another.

@@ -23,8 +23,10 @@ set(AUTODDL_CUDA_SPARSE_SOURCES ${AUTODDL_CUDA_DIR}/sparse/WindowFormat.cu
 # The attention kernels (cuda-attention) join the library once they exist.
 option(AUTODDL_CUDA_ATTENTION "Build kernels/Attention.cu into the CUDA kernels" ON)
 if(AUTODDL_CUDA_ATTENTION AND EXISTS ${AUTODDL_CUDA_DIR}/kernels/Attention.cu)
-  list(APPEND AUTODDL_CUDA_KERNEL_SOURCES ${AUTODDL_CUDA_DIR}/kernels/Attention.cu)
+  list(APPEND AUTODDL_CUDA_KERNEL_SOURCES ${AUTODDL_CUDA_DIR}/kernels/Attention.cu
+    ${AUTODDL_CUDA_DIR}/kernels/AttentionCudnn.cu)
 endif()
+include(${AUTODDL_CUDA_DIR}/FindCudnn.cmake) # AUTODDL_CUDNN_FOUND: cuDNN's fused attention
 
 # autoddl_cuda_kernels_library(<name> <root>): the library with its public include root (the
 # directory holding backends/); -DAUTODDL_FP32 is the caller's to add.
@@ -42,6 +44,7 @@ function(autoddl_cuda_kernels_library name root)
   target_compile_options(${name} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo
       -Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
+  autoddl_link_cudnn(${name})
 endfunction()
 
 # K-FAC (docs/kfac.md): factor GEMMs (cuBLASLt), inverses (cuSOLVER), reductions (NCCL).

@@ -1,6 +1,6 @@
 # Builds the CUDA runtime as a static library `autoddl_cuda_runtime` from copies of its sources, for
 # generated projects (autoddl codegen --backend cuda). Needs CUDA 13 (cudart, cuBLASLt), NCCL and
-# MPI only. Set AUTODDL_RUNTIME_ROOT to the directory holding backends/ before including this file,
+# MPI only; links libcudnn where it is found (AUTODDL_NO_CUDNN=ON: never). Set AUTODDL_RUNTIME_ROOT to the directory holding backends/ before including this file,
 # and enable the CUDA language first. AUTODDL_FP32=ON builds every act_t as fp32 (the --fp32 mode).
 # MPI is optional: without it (or with AUTODDL_NO_MPI=ON) NoMpi.h stands in for mpi.h and the
 # program starts under torchrun or alone, its MPI calls carried over TCP (MpiRoute.cpp).
@@ -51,6 +51,10 @@ find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware
 target_link_libraries(autoddl_cuda_runtime PUBLIC Threads::Threads)
 target_link_libraries(autoddl_cuda_runtime PUBLIC CUDA::cudart CUDA::cublasLt
   ${AUTODDL_NCCL_LIBRARY})
+# cuDNN's fused attention where libcudnn is found (the CUDA toolkit's, CUDNN_HOME's, or the
+# nvidia-cudnn wheel's); the own attention kernels otherwise.
+include(${_rt}/cuda/FindCudnn.cmake)
+autoddl_link_cudnn(autoddl_cuda_runtime)
 if(AUTODDL_NO_MPI)
   configure_file(${_rt}/cuda/NoMpi.h ${CMAKE_CURRENT_BINARY_DIR}/autoddl_no_mpi/mpi.h COPYONLY)
   target_include_directories(autoddl_cuda_runtime PUBLIC

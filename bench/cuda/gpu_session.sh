@@ -115,6 +115,7 @@ checks | launchers | bench)
   w=/tmp/gpu-session/$mode
   rm -rf "$w" && mkdir -p "$w" "$out"
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  source "$root/bench/cuda/cudnn_env.sh" # the programs' attention loads libcudnn (cuDNN path)
   t0=$(date +%s)
   stamp() { echo "[$(($(date +%s) - t0)) s] $*" | tee -a "$w/session.log"; }
   cd "$root"

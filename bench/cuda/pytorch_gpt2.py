@@ -3,13 +3,19 @@
 
 The model is GPT-2 as OpenAI released it (Radford et al. 2019; HF GPT2LMHeadModel): learned
 positions, pre-LayerNorm blocks, GELU (tanh approximation), tied input/output embeddings,
-vocabulary 50257 (not padded), sequence 1024, dropout 0, weights initialised as GPT-2 does
-(N(0, 0.02); residual projections N(0, 0.02/sqrt(2L)); biases 0; LayerNorm 1/0).
+sequence 1024, dropout 0, weights initialised as GPT-2 does (N(0, 0.02); residual projections
+N(0, 0.02/sqrt(2L)); biases 0; LayerNorm 1/0). The vocabulary is padded to 50304 rows as
+nanoGPT does (its default vocab_size; the generated programs pad the same way, docs/codegen.md
+"Padded vocabulary"): the embedding/lm_head table has 50304 rows and the loss runs over the
+50304 logits, the padding ids never occurring as targets (--vocab 50257: the unpadded model;
+parameters, FLOPs and MFU count the 50257 real rows either way).
 Training step: bf16 autocast over fp32 master weights, attention through
-F.scaled_dot_product_attention(is_causal=True) (the flash backend on Hopper), cross-entropy
-in fp32, AdamW(lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices and
-embeddings, none on biases and LayerNorms, fused=True), no gradient clipping. Data are random
-token ids (throughput does not depend on them), drawn once on the GPU and rotated.
+F.scaled_dot_product_attention(is_causal=True) on one backend chosen by --sdpa (flash, cudnn,
+efficient: torch.nn.attention's FLASH_ATTENTION, CUDNN_ATTENTION, EFFICIENT_ATTENTION; the
+others switched off, so an unsupported choice fails loudly rather than timing another kernel),
+cross-entropy in fp32, AdamW(lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices
+and embeddings, none on biases and LayerNorms, fused=True), no gradient clipping. Data are
+random token ids (throughput does not depend on them), drawn once on the GPU and rotated.
 
 Modes (one process per GPU):
   eager    the module as written
@@ -33,12 +39,19 @@ App. B; the causal mask's skipped half is counted, as there); `mfu` divides by
 `mfu_vs_measured_peak` by 790e12 * GPUs (8192^3 bf16 GEMM measured through PyTorch on an
 H200 here, /work/.library/device/KINDS.md), `mfu_6n` leaves the attention term out.
 
-The `suite` subcommand runs eager then compile for several models on one GPU: eager one
-model after another in this process; compile in one child process per model, all compiling
-at once (compilation is CPU work), then, once every child has compiled and warmed up or the
-compile deadline has passed, timed one at a time so that no two share the GPU.
+The `suite` subcommand runs eager then compile for several models on one GPU, each with every
+attention backend of --sdpa (default flash,cudnn,efficient): eager one model and backend after
+another in this process; compile in one child process per (model, backend), started in groups of
+--compile-jobs (default: one group per backend, all models at once; compilation is CPU work),
+each group timed one child at a time once all of it has compiled and warmed up or the compile
+deadline has passed, so that no two share the GPU. Each (model, mode) then gets one row more: the best backend's, with mode
+"eager" or "compile" (what bench/cuda/results_table.py reads), "sdpa_backend" naming the winner
+and "sdpa_tried" every backend's tokens/s (or its error); the per-backend rows have mode
+"eager-sdpa" / "compile-sdpa".
 
-Prints one JSON object per measurement, one a line, on stdout (and appends it to --out).
+Prints one JSON object per measurement, one a line, on stdout (and appends it to --out). Every
+row records the device, torch/CUDA/cuDNN/NCCL versions, the date (UTC) and the commit
+(BENCH_COMMIT, else `git rev-parse HEAD` where the tree is a checkout).
 """
 import argparse
 import json
@@ -70,13 +83,15 @@ for _item in filter(None, os.environ.get("BENCH_MICRO_BATCHES", "").split(",")):
     if _name not in DEFAULT_MICRO_BATCH or not _b.isdigit() or int(_b) < 1:
         sys.exit("pytorch_gpt2.py: BENCH_MICRO_BATCHES: bad entry %r (model=B)" % _item)
     DEFAULT_MICRO_BATCH[_name] = int(_b)
-VOCAB = 50257
+VOCAB = 50257  # GPT-2's real vocabulary
+PADDED_VOCAB = 50304  # nanoGPT's default: 50257 rounded up to a multiple of 64
 SEQ = 1024
+SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 PEAK_DATASHEET = 989.5e12
 PEAK_MEASURED = 790e12
 
 
-def build_model(torch, name, fused_qkv, seq):
+def build_model(torch, name, fused_qkv, seq, vocab=PADDED_VOCAB):
     nn = torch.nn
     F = torch.nn.functional
     layers, heads, channels = MODELS[name]
@@ -129,11 +144,11 @@ def build_model(torch, name, fused_qkv, seq):
     class Gpt2(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte = nn.Embedding(VOCAB, channels)
+            self.wte = nn.Embedding(vocab, channels)
             self.wpe = nn.Embedding(seq, channels)
             self.h = nn.ModuleList(Block() for _ in range(layers))
             self.ln_f = nn.LayerNorm(channels, eps=1e-5)
-            self.lm_head = nn.Linear(channels, VOCAB, bias=False)
+            self.lm_head = nn.Linear(channels, vocab, bias=False)
             self.lm_head.weight = self.wte.weight  # tied
             self.apply(self._init)
             for n, p in self.named_parameters():  # GPT-2's scaled residual projections
@@ -156,7 +171,7 @@ def build_model(torch, name, fused_qkv, seq):
             for block in self.h:
                 x = block(x)
             logits = self.lm_head(self.ln_f(x))
-            return F.cross_entropy(logits.float().view(-1, VOCAB), targets.reshape(-1))
+            return F.cross_entropy(logits.float().view(-1, vocab), targets.reshape(-1))
 
     return Gpt2()
 
@@ -192,8 +207,10 @@ class Runner:
         torch.manual_seed(1234)  # same weights on every rank (tp needs it; ddp broadcasts)
         fused_qkv = args.mode != "tp"
         with torch.device(device):  # initialise on the GPU: seconds, not a minute
-            model = build_model(torch, args.model, fused_qkv, args.seq)
-        self.n_params = sum(p.numel() for p in model.parameters())
+            model = build_model(torch, args.model, fused_qkv, args.seq, args.vocab)
+        # Parameters of the real model: padding rows of the table do no useful work.
+        padding = (args.vocab - VOCAB) * MODELS[args.model][2]
+        self.n_params = sum(p.numel() for p in model.parameters()) - padding
         self.n_params_no_wpe = self.n_params - model.wpe.weight.numel()
         if args.mode == "tp":
             model = self._tensor_parallel(model)
@@ -291,6 +308,7 @@ class Runner:
             "mfu_vs_measured_peak": round(tps * fpt / (PEAK_MEASURED * gpus), 4),
             "mfu_6n": round(tps * fpt6n / (PEAK_DATASHEET * gpus), 4),
             "flops_per_token": fpt, "final_loss": round(loss, 4),
+            "vocab_rows": args.vocab, "sdpa_backend": getattr(args, "sdpa", "flash"),
         }
         return row
 
@@ -319,16 +337,25 @@ def setup(args):
     else:
         device = torch.device(args.device, 0) if args.device == "cuda" else torch.device("cpu")
     if args.device == "cuda":
-        # Flash attention only: fail loudly rather than time another kernel.
-        torch.backends.cuda.enable_flash_sdp(True)
-        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        # One attention backend only: fail loudly rather than time another kernel.
+        choice = getattr(args, "sdpa", "flash")
+        if choice not in SDPA_BACKENDS:
+            sys.exit("pytorch_gpt2.py: --sdpa: expected one of %s, got %r"
+                     % (",".join(SDPA_BACKENDS), choice))
+        torch.backends.cuda.enable_flash_sdp(choice == "flash")
+        torch.backends.cuda.enable_mem_efficient_sdp(choice == "efficient")
         torch.backends.cuda.enable_math_sdp(False)
         if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
-            torch.backends.cuda.enable_cudnn_sdp(False)
+            torch.backends.cuda.enable_cudnn_sdp(choice == "cudnn")
+        elif choice == "cudnn":
+            sys.exit("pytorch_gpt2.py: this torch has no cuDNN attention backend")
     return torch, device, world, rank
 
 
 def fill_defaults(args):
+    if args.vocab < VOCAB:
+        sys.exit("pytorch_gpt2.py: --vocab: at least %d (GPT-2's vocabulary), got %d"
+                 % (VOCAB, args.vocab))
     if args.micro_batch is None:
         args.micro_batch = DEFAULT_MICRO_BATCH[args.model]
 
@@ -359,10 +386,24 @@ def run_one(args):
     return 0
 
 
+def commit():
+    """BENCH_COMMIT, else the checkout's HEAD, else "unknown" (a copied tree)."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=os.path.dirname(os.path.abspath(__file__)),
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
 def versions(torch):
-    v = {"torch": torch.__version__}
+    v = {"torch": torch.__version__, "commit": commit(),
+         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if torch.cuda.is_available():
         v["cuda"] = torch.version.cuda
+        v["cudnn"] = torch.backends.cudnn.version()
         v["device"] = torch.cuda.get_device_name(0)
         try:
             v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
@@ -371,78 +412,126 @@ def versions(torch):
     return v
 
 
+def best_rows(rows, mode):
+    """One row per model: the fastest backend's of `mode`, relabelled `mode`, with every
+    backend's tokens/s (or error) under "sdpa_tried"."""
+    out = []
+    by_model = {}
+    for r in rows:
+        by_model.setdefault(r["model"], []).append(r)
+    for m, rs in by_model.items():
+        tried = {r["sdpa_backend"]: r.get("tokens_per_s", r.get("error")) for r in rs}
+        ok = [r for r in rs if "error" not in r]
+        if ok:
+            best = dict(max(ok, key=lambda r: r["tokens_per_s"]))
+        else:
+            best = {"model": m, "gpus": 1, "error": "every backend failed"}
+        best["mode"] = mode
+        best["sdpa_tried"] = tried
+        out.append(best)
+    return out
+
+
 def suite(args):
-    """eager then compile for each model on one GPU (see the module doc)."""
+    """eager then compile for each model and attention backend on one GPU (the module doc)."""
     models = args.models.split(",")
+    backends = args.sdpa.split(",")
+    for b in backends:
+        if b not in SDPA_BACKENDS:
+            sys.exit("pytorch_gpt2.py: --sdpa: expected some of %s, got %r"
+                     % (",".join(SDPA_BACKENDS), b))
     t_start = time.perf_counter()
     rows = []
     if "eager" in args.modes:
         import torch
+        eager = []
         for m in models:
-            sub = argparse.Namespace(**vars(args))
-            sub.model, sub.mode, sub.micro_batch, sub.compile = m, "eager", None, False
-            fill_defaults(sub)
-            try:
-                torch_, device, _, _ = setup(sub)
-                r = Runner(torch_, sub, device)
-                warm_s, _ = r.warmup(r.model, args.warmup)
-                times, loss = r.time_steps(r.model, args.steps)
-                row = r.row("eager", times, loss, warm_s)
-                row.update(versions(torch_))
-                del r
-            except Exception as e:  # noqa: BLE001 - record and go on with the next model
-                row = {"model": m, "gpus": 1, "mode": "eager", "error": repr(e)[:400]}
+            for b in backends:
+                sub = argparse.Namespace(**vars(args))
+                sub.model, sub.mode, sub.micro_batch, sub.compile = m, "eager", None, False
+                sub.sdpa = b
+                fill_defaults(sub)
+                try:
+                    torch_, device, _, _ = setup(sub)
+                    r = Runner(torch_, sub, device)
+                    warm_s, _ = r.warmup(r.model, args.warmup)
+                    times, loss = r.time_steps(r.model, args.steps)
+                    row = r.row("eager-sdpa", times, loss, warm_s)
+                    row.update(versions(torch_))
+                    del r
+                except Exception as e:  # noqa: BLE001 - record and go on with the next one
+                    row = {"model": m, "gpus": 1, "mode": "eager-sdpa", "sdpa_backend": b,
+                           "error": repr(e)[:400]}
+                emit(row, args.out)
+                eager.append(row)
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+        for row in best_rows(eager, "eager"):
             emit(row, args.out)
             rows.append(row)
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
     if "compile" in args.modes:
-        rows += compile_children(args, models, t_start)
+        # Backend by backend: each default group is what one compile phase held before
+        # (every model at once), so the GPU memory of a group is what it was.
+        jobs = [(m, b) for b in backends for m in models]
+        size = args.compile_jobs if args.compile_jobs > 0 else len(models)
+        compiled = []
+        for i in range(0, len(jobs), size):
+            compiled += compile_children(args, jobs[i:i + size], t_start)
+        for row in best_rows(compiled, "compile"):
+            emit(row, args.out)
+            rows.append(row)
     return rows
 
 
-def compile_children(args, models, t_start):
+def compile_children(args, jobs, t_start):
+    """Compiles the (model, backend) jobs in child processes at once, then times them one at
+    a time."""
     me = os.path.abspath(__file__)
     children = {}
-    for m in models:
-        cmd = [sys.executable, me, "one", "--model", m, "--mode", "compile",
+    for job in jobs:
+        m, b = job
+        cmd = [sys.executable, me, "one", "--model", m, "--mode", "compile", "--sdpa", b,
                "--steps", str(args.steps), "--warmup", str(args.warmup), "--seq", str(args.seq),
-               "--device", args.device, "--wait-go"]
-        children[m] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                       stderr=None, text=True, bufsize=1)
+               "--vocab", str(args.vocab), "--device", args.device, "--wait-go"]
+        children[job] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=None, text=True, bufsize=1)
     deadline = time.perf_counter() + args.compile_wait_s
     ready, failed = [], {}
     pending = dict(children)
     while pending and time.perf_counter() < deadline:
-        fds = {p.stdout.fileno(): m for m, p in pending.items()}
+        fds = {p.stdout.fileno(): job for job, p in pending.items()}
         r, _, _ = select.select(list(fds), [], [], max(0.0, min(5.0, deadline - time.perf_counter())))
         for fd in r:
-            m = fds[fd]
-            line = pending[m].stdout.readline()
+            job = fds[fd]
+            line = pending[job].stdout.readline()
             if line.strip() == "READY":
-                ready.append(m)
-                del pending[m]
+                ready.append(job)
+                del pending[job]
             elif line == "":  # exited before READY
-                failed[m] = "exited with status %s before warming up" % pending[m].wait()
-                del pending[m]
-    for m, p in pending.items():
+                failed[job] = "exited with status %s before warming up" % pending[job].wait()
+                del pending[job]
+    for job, p in pending.items():
         p.kill()
         p.wait()
-        failed[m] = "not compiled and warmed up within %.0f s" % args.compile_wait_s
+        failed[job] = "not compiled and warmed up within %.0f s" % args.compile_wait_s
     rows = []
-    for m in models:  # one at a time on the GPU, in the order asked
-        if m in failed:
-            row = {"model": m, "gpus": 1, "mode": "compile", "error": failed[m]}
+    for job in jobs:  # one at a time on the GPU, in the order asked
+        m, b = job
+        if job in failed:
+            row = {"model": m, "gpus": 1, "mode": "compile-sdpa", "sdpa_backend": b,
+                   "error": failed[job]}
             emit(row, args.out)
             rows.append(row)
             continue
-        p = children[m]
+        p = children[job]
         p.stdin.write("GO\n")
         p.stdin.flush()
         out, _ = p.communicate(timeout=300)  # the child prints its row; we record it
         got = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
         row = got[-1] if got else {"model": m, "gpus": 1, "mode": "compile",
                                    "error": "no result (exit status %s)" % p.returncode}
+        row["mode"] = "compile-sdpa"
+        row["sdpa_backend"] = b
         row["compile_phase_s"] = round(time.perf_counter() - t_start, 1)
         emit(row, args.out)
         rows.append(row)
@@ -458,16 +547,26 @@ def main():
     one.add_argument("--compile", action="store_true", help="ddp/tp: torch.compile the model")
     one.add_argument("--micro-batch", type=int, default=None, help="per GPU (default per model)")
     one.add_argument("--wait-go", action="store_true", help=argparse.SUPPRESS)
+    one.add_argument("--sdpa", choices=SDPA_BACKENDS, default="flash",
+                     help="the attention backend (default flash)")
     st = sub.add_parser("suite", help="eager and compile for several models on one GPU")
     st.add_argument("--models", default="gpt2,gpt2-medium,gpt2-large,gpt2-xl")
     st.add_argument("--modes", default="eager,compile")
     st.add_argument("--compile-wait-s", type=float, default=240.0,
                     help="give up on compilations not done this long after they start")
+    st.add_argument("--sdpa", default=",".join(SDPA_BACKENDS),
+                    help="attention backends to try, each row the best (default: all three)")
+    st.add_argument("--compile-jobs", type=int, default=0,
+                    help="compile children at once (default 0: the models of one backend); "
+                         "each group is timed before the next starts")
     for p in (one, st):
         p.add_argument("--steps", type=int, default=10)
         p.add_argument("--warmup", type=int, default=3)
         p.add_argument("--seq", type=int, default=SEQ)
         p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+        p.add_argument("--vocab", type=int, default=PADDED_VOCAB,
+                       help="embedding/lm_head rows (default %d, nanoGPT's padding; %d: none)"
+                            % (PADDED_VOCAB, VOCAB))
         p.add_argument("--out", default="", help="also append the JSON rows to this file")
     args = ap.parse_args()
     if args.cmd == "one":

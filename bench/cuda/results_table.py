@@ -101,6 +101,8 @@ def combine(args):
             continue
         row[col] = r["tokens_per_s"]
         row[col.replace("tokens_per_s", "mfu")] = r["mfu"]
+        if "sdpa_backend" in r:  # the best attention backend of the suite's rows
+            row[col.replace("tokens_per_s", "sdpa_backend")] = r["sdpa_backend"]
         row["micro_batch"] = r["micro_batch"]
         row.setdefault("global_batch", r["global_batch"])
         for k in ("torch", "cuda", "nccl"):

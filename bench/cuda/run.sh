@@ -33,6 +33,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source bench/cuda/cudnn_env.sh # the programs' attention loads libcudnn (cuDNN path)
 export PYTHONUNBUFFERED=1
 
 args="$*"

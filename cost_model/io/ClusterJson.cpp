@@ -243,6 +243,22 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
     if (gpu.has("op_time_scale"))
       c.opTimeScales = readOpTimeScales(gpu.get("op_time_scale"),
                                         gpu.at("op_time_scale"), origin);
+    if (gpu.has("attention")) {
+      ObjectReader att(gpu.get("attention"), Ptr("/gpu/attention"), origin);
+      c.attention.kernel = att.string("kernel");
+      if (c.attention.kernel != "cudnn" && c.attention.kernel != "own")
+        att.fail(att.at("kernel"), "expected \"cudnn\" or \"own\"");
+      for (const char *key : {"forward_efficiency", "backward_efficiency"}) {
+        const double f = att.number(key); // required, > 0
+        if (f > 1)
+          att.fail(att.at(key),
+                   "must be a fraction in (0, 1], got " + att.get(key).dump());
+        (key[0] == 'f' ? c.attention.forwardEfficiency
+                       : c.attention.backwardEfficiency) = f;
+      }
+      att.source();
+      att.finish();
+    }
     c.opOverhead = 1e-6 * gpu.number("op_overhead_us", true, 0.0);
     if (c.opOverhead >= 1e-2)
       gpu.fail(gpu.at("op_overhead_us"), "expected microseconds below 10000");

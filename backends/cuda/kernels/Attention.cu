@@ -1,8 +1,10 @@
-// Fused attention on the GPU (Attention.h): dispatch between the
+// Fused attention on the GPU (Attention.h): dispatch between cuDNN's fused
+// attention (AttentionCudnn.cu, where the build has it), the
 // FlashAttention-2 tensor-core kernels (AttentionFlash.cuh) and the simple
 // fp32 CUDA-core kernels below, the D_i = rowsum(dO o O) preprocess and the
 // dQ workspace.
 #include "backends/cuda/kernels/Attention.h"
+#include "backends/cuda/kernels/AttentionCudnn.h"
 
 // Backward loop: 1 = prefetch the next query tile after the iteration's first
 // barrier (two barriers an iteration), 0 = before it (three).
@@ -420,10 +422,27 @@ bool attention_uses_tensor_cores(const AttentionViews &in, int64_t D) {
 #endif
 }
 
+int64_t attention_cudnn_version() { return cudnn_attention::version(); }
+
+bool attention_forward_uses_cudnn(const AttentionViews &in, int64_t B,
+                                  int64_t T, int64_t H, int64_t G, int64_t D,
+                                  bool causal) {
+  return cudnn_attention::takes_forward(in, B, T, H, G, D, causal);
+}
+
+bool attention_backward_uses_cudnn(const AttentionGradViews &grad,
+                                   const AttentionViews &in, int64_t B,
+                                   int64_t T, int64_t H, int64_t G, int64_t D,
+                                   bool causal) {
+  return cudnn_attention::takes_backward(grad, in, B, T, H, G, D, causal);
+}
+
 void attention_forward(act_t *out, float *lse, const AttentionViews &in,
                        int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
                        bool causal) {
   if (B * T * H * D == 0)
+    return;
+  if (cudnn_attention::forward(out, lse, in, B, T, H, G, D, causal))
     return;
   const float scale = float(1.0 / std::sqrt(double(D)));
 #ifndef AUTODDL_FP32
@@ -452,6 +471,9 @@ void attention_backward(const AttentionGradViews &grad, const act_t *dout,
                         int64_t H, int64_t G, int64_t D, bool causal,
                         bool accumulate) {
   if (B * T * H * D == 0 || (!grad.dq && !grad.dk && !grad.dv))
+    return;
+  if (cudnn_attention::backward(grad, dout, out, lse, in, B, T, H, G, D, causal,
+                                accumulate))
     return;
   const float scale = float(1.0 / std::sqrt(double(D)));
   const bool flash = attention_uses_tensor_cores(in, D) &&

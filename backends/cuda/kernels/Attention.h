@@ -5,6 +5,7 @@
 // saves the log-sum-exp of each score row, lse[B,H,T] (fp32, natural log),
 // instead of the probabilities [B,H,T,T]; the backward recomputes them.
 //
+// Where the build has libcudnn, cuDNN's fused attention runs first (below).
 // bf16 (act_t = __nv_bfloat16) with D in {16, 32, 64, 128}, 16-byte aligned
 // q/k/v and strides that are multiples of 8: FlashAttention-2 kernels on the
 // tensor cores (mma.sync m16n8k16, fp32 accumulation and softmax). Any other
@@ -75,6 +76,30 @@ inline int64_t attention_saved_floats(int64_t B, int64_t H, int64_t T) {
 /// arguments (else the simple fp32 CUDA-core kernels); for tests and
 /// benchmarks.
 bool attention_uses_tensor_cores(const AttentionViews &in, int64_t D);
+
+// cuDNN (AttentionCudnn.h): where the build found libcudnn (bf16 builds),
+// attention_forward/backward run cuDNN's fused flash attention for the shapes
+// cuDNN takes (asked once a shape; the plan is cached) and the kernels above
+// for the rest. Both save the same lse, so either backward follows either
+// forward.
+
+/// Whether this build has the cuDNN path.
+bool attention_cudnn_built();
+/// Turns the cuDNN path on (the default) or off (the own kernels always);
+/// AUTODDL_ATTENTION=own in the environment starts a program with it off.
+void attention_use_cudnn(bool enable);
+bool attention_cudnn_enabled();
+/// cudnnGetVersion() of the library in use (0: none).
+int64_t attention_cudnn_version();
+/// Whether a call with these arguments runs through cuDNN (plans the shape
+/// on first ask; enqueues nothing); for tests, benchmarks and run reports.
+bool attention_forward_uses_cudnn(const AttentionViews &in, int64_t B,
+                                  int64_t T, int64_t H, int64_t G, int64_t D,
+                                  bool causal);
+bool attention_backward_uses_cudnn(const AttentionGradViews &grad,
+                                   const AttentionViews &in, int64_t B,
+                                   int64_t T, int64_t H, int64_t G, int64_t D,
+                                   bool causal);
 
 } // namespace autoddl::rt
 

@@ -256,6 +256,31 @@ TEST_F(ClusterJsonTest, ImpossibleValuesAreRejected) {
             std::string::npos);
 }
 
+TEST_F(ClusterJsonTest, AttentionKernelAndEfficiency) {
+  json doc = preset();
+  doc["gpu"]["attention"] = {{"kernel", "cudnn"},
+                             {"forward_efficiency", 0.5},
+                             {"backward_efficiency", 0.4},
+                             {"source", "a measurement"}};
+  ASSERT_EQ(errorOf(doc), "");
+  doc["gpu"]["attention"]["kernel"] = "triton";
+  EXPECT_NE(errorOf(doc).find("/gpu/attention/kernel: expected \"cudnn\" or "
+                              "\"own\""),
+            std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["attention"]["kernel"] = "own";
+  doc["gpu"]["attention"]["backward_efficiency"] = 1.5;
+  EXPECT_NE(errorOf(doc).find("/gpu/attention/backward_efficiency: must be a "
+                              "fraction"),
+            std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["attention"].erase("backward_efficiency");
+  EXPECT_NE(errorOf(doc).find("missing required field "
+                              "\"backward_efficiency\""),
+            std::string::npos)
+      << errorOf(doc);
+}
+
 TEST_F(ClusterJsonTest, EveryFigureMustCiteASource) {
   json doc = preset();
   doc["intra_node"].erase("source");

@@ -96,6 +96,38 @@ TEST(OpCost, AttentionBackwardIsTwoAndAHalfForward) {
   EXPECT_EQ(cost.backwardWeight.flops, 0);
 }
 
+TEST(OpCost, MeasuredAttentionEfficiencyPricesTheKernelItNames) {
+  // gpu.attention: the kernel's measured efficiency replaces the batched-GEMM
+  // estimate. Counted FLOPs: 4*B*H*T^2*D + 5*B*H*T^2 (not discounted for the
+  // mask); the efficiency counts what a causal kernel runs (half), so the
+  // causal op takes fwdFlops / (2 * peak * eff): at 2 x 8 x 1024^2 x 128 x 4
+  // + ... FLOPs.
+  Cluster c = toyCluster();
+  c.attention = {"cudnn", 0.5, 0.4};
+  ValueType x{{2, 1024, 1024}, DType::F32};
+  auto priced = [&](bool causal) {
+    return opCost(c, "attention", {x, x, x}, {x},
+                  {{"num_heads", int64_t(8)},
+                   {"head_dim", int64_t(128)},
+                   {"causal", causal}},
+                  {false, false, false}, Precision::BF16);
+  };
+  const double peak = c.peakFlops(Precision::BF16);
+  const OpCost full = priced(false), causal = priced(true);
+  ASSERT_GT(full.forward.flops, 0);
+  EXPECT_NEAR(full.forward.time, full.forward.flops / (peak * 0.5),
+              1e-12 + 1e-9 * full.forward.time);
+  EXPECT_NEAR(full.backwardData.time, full.backwardData.flops / (peak * 0.4),
+              1e-12 + 1e-9 * full.backwardData.time);
+  EXPECT_NEAR(causal.forward.time, full.forward.time / 2,
+              1e-12 + 1e-9 * full.forward.time);
+  EXPECT_NEAR(causal.backwardData.time, full.backwardData.time / 2,
+              1e-12 + 1e-9 * full.backwardData.time);
+  // Without the entry: the GEMM estimate, the same for both masks.
+  c.attention = {};
+  EXPECT_DOUBLE_EQ(priced(true).forward.time, priced(false).forward.time);
+}
+
 TEST(OpCost, UnfusedAttentionStreamsTheScores) {
   // Megatron-LM 2021 attention on 1 sample, T = 1024, 8 heads of D = 128:
   // the T x T scores of each head go through HBM several times.

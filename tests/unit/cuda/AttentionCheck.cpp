@@ -14,7 +14,10 @@
 // error moves whole elements (errors of order max|ref|). tol = 1e-4 under
 // AUTODDL_FP32 (fp32 throughout: sums of at most 1000 terms in a different
 // order, ~1e-6 relative). Gradients start from random values (the kernels
-// add), so the check covers the accumulation too.
+// add), so the check covers the accumulation too. Where the build has cuDNN,
+// each case runs four ways: the own kernels, cuDNN's fused attention, and
+// each mixed (one's forward and lse, the other's backward); cuDNN also rounds
+// P and dS to bf16 before its second GEMMs, so the same bound holds.
 #include "backends/cuda/kernels/Attention.h"
 
 #include <cuda_runtime.h>
@@ -117,17 +120,110 @@ std::vector<float> columns(const std::vector<float> &m, int64_t cols,
   return r;
 }
 
-bool report(const char *what, const Case &c, double err) {
+/// Which implementation runs the forward and the backward (cuDNN where the
+/// build has it and cuDNN takes the shape, else the own kernels).
+struct Path {
+  const char *name;
+  bool cudnnForward, cudnnBackward;
+};
+
+bool report(const char *what, const Case &c, const Path &path, double err) {
   const bool ok = err <= kTol; // false for NaN
-  std::printf("%s %-4s B=%lld T=%lld H=%lld G=%lld D=%lld %s %s%s: "
+  std::printf("%s %-13s %-4s B=%lld T=%lld H=%lld G=%lld D=%lld %s %s%s: "
               "max err / max |ref| = %.3g (tol %.0e)%s\n",
-              kMode, what, (long long)c.B, (long long)c.T, (long long)c.H,
-              (long long)c.G, (long long)c.D, c.causal ? "causal" : "full",
-              c.fused ? "fused" : "separate",
+              kMode, path.name, what, (long long)c.B, (long long)c.T,
+              (long long)c.H, (long long)c.G, (long long)c.D,
+              c.causal ? "causal" : "full", c.fused ? "fused" : "separate",
               !c.needDq ? " no-dq"
               : c.store ? " stored"
                         : "",
               err, kTol, ok ? "" : "  FAIL");
+  return ok;
+}
+
+/// Puts a gradient back to its starting state: its random values, or the
+/// poison (all-ones bytes: NaN) of a stored one.
+void reset_grad(Tensor &g, bool store) {
+  if (store) {
+    AUTODDL_CUDA_CHECK(
+        cudaMemset(g.dev.data(), 0xff, g.dev.size() * sizeof(act_t)));
+    return;
+  }
+  std::vector<act_t> a(g.host.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = act_t(g.host[i]);
+  rt::copy_to_device(g.dev.data(), a.data(), int64_t(a.size() * sizeof(act_t)));
+}
+
+/// One path's GPU run against the reference (outputs poisoned first:
+/// all-ones bytes are NaN in bf16 and fp32, so an element the kernel does not
+/// write fails the check).
+bool check_path(const Case &c, const Path &path, const rt::AttentionViews &in,
+                const rt::AttentionGradViews &grad, std::vector<Tensor> &grads,
+                const std::vector<std::vector<float>> &refGrads,
+                const std::vector<float> &refOut, const Tensor &dout) {
+  const int64_t B = c.B, T = c.T, H = c.H, G = c.G, D = c.D;
+  const int64_t rows = B * T;
+  const int64_t fusedCols = (H + 2 * G) * D;
+  rt::DeviceBuffer<act_t> out(rows * H * D);
+  rt::DeviceBuffer<float> lse(rt::attention_saved_floats(B, H, T));
+  AUTODDL_CUDA_CHECK(cudaMemset(out.data(), 0xff, out.size() * sizeof(act_t)));
+  AUTODDL_CUDA_CHECK(cudaMemset(lse.data(), 0xff, lse.size() * sizeof(float)));
+  rt::attention_use_cudnn(path.cudnnForward);
+  rt::attention_forward(out.data(), lse.data(), in, B, T, H, G, D, c.causal);
+  const std::vector<float> gotOut = download(out.data(), out.size());
+  // The forward has no atomics: a second run must give the same bits (a
+  // missing barrier shows up here as a difference).
+  rt::attention_forward(out.data(), lse.data(), in, B, T, H, G, D, c.causal);
+  const std::vector<float> gotOut2 = download(out.data(), out.size());
+  const bool repeatable =
+      std::equal(gotOut.begin(), gotOut.end(), gotOut2.begin(),
+                 [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; });
+
+  rt::attention_use_cudnn(path.cudnnBackward);
+  rt::attention_backward(grad, dout.dev.data(), out.data(), lse.data(), in, B,
+                         T, H, G, D, c.causal, !c.store);
+  rt::synchronize();
+
+  bool ok = report("out", c, path, rel_error(gotOut, refOut, {}));
+  if (!repeatable) {
+    std::printf("%s %s out: two forward runs differ  FAIL\n", kMode, path.name);
+    ok = false;
+  }
+  // Each of dq, dk, dv on its own (a fused gradient is cut into its parts).
+  const char *names[3] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; ++i) {
+    if (i == 0 && !c.needDq) {
+      // Not asked for: dq must be left exactly as it was.
+      const std::vector<float> got =
+          c.fused ? columns(download(grads[0].dev.data(), grads[0].dev.size()),
+                            fusedCols, 0, H * D)
+                  : download(grads[0].dev.data(), grads[0].dev.size());
+      const std::vector<float> init =
+          c.fused ? columns(grads[0].host, fusedCols, 0, H * D) : grads[0].host;
+      if (got != init) {
+        std::printf("%s %s dq changed though not asked for  FAIL\n", kMode,
+                    path.name);
+        ok = false;
+      }
+      continue;
+    }
+    std::vector<float> got, want, init;
+    if (c.fused) {
+      const int64_t c0 = i == 0 ? 0 : (H + (i - 1) * G) * D;
+      const int64_t c1 = i == 0 ? H * D : c0 + G * D;
+      got = columns(download(grads[0].dev.data(), grads[0].dev.size()),
+                    fusedCols, c0, c1);
+      want = columns(refGrads[0], fusedCols, c0, c1);
+      init = columns(grads[0].host, fusedCols, c0, c1);
+    } else {
+      const Tensor &g = grads[size_t(i)];
+      got = download(g.dev.data(), g.dev.size());
+      want = refGrads[size_t(i)];
+      init = g.host;
+    }
+    ok &= report(names[i], c, path, rel_error(got, want, init));
+  }
   return ok;
 }
 
@@ -154,11 +250,8 @@ bool check(const Case &c, std::mt19937 &rng) {
   // A stored gradient starts poisoned on the device (all-ones bytes: NaN)
   // and is compared with the reference's from zero.
   if (c.store)
-    for (Tensor &g : grads) {
+    for (Tensor &g : grads)
       std::fill(g.host.begin(), g.host.end(), 0.0f);
-      AUTODDL_CUDA_CHECK(
-          cudaMemset(g.dev.data(), 0xff, g.dev.size() * sizeof(act_t)));
-    }
 
   rt::AttentionViews in;
   rt::AttentionGradViews grad;
@@ -194,64 +287,35 @@ bool check(const Case &c, std::mt19937 &rng) {
   ref::attention_backward(refGrad, dout.host.data(), att.data(), refIn, B, T, H,
                           G, D);
 
-  // GPU: outputs poisoned first (all-ones bytes are NaN in bf16 and fp32), so
-  // an element the kernel does not write fails the check.
-  rt::DeviceBuffer<act_t> out(rows * H * D);
-  rt::DeviceBuffer<float> lse(rt::attention_saved_floats(B, H, T));
-  AUTODDL_CUDA_CHECK(cudaMemset(out.data(), 0xff, out.size() * sizeof(act_t)));
-  AUTODDL_CUDA_CHECK(cudaMemset(lse.data(), 0xff, lse.size() * sizeof(float)));
-  rt::attention_forward(out.data(), lse.data(), in, B, T, H, G, D, c.causal);
-  const std::vector<float> gotOut = download(out.data(), out.size());
-  // The forward has no atomics: a second run must give the same bits (a
-  // missing barrier shows up here as a difference).
-  rt::attention_forward(out.data(), lse.data(), in, B, T, H, G, D, c.causal);
-  const std::vector<float> gotOut2 = download(out.data(), out.size());
-  const bool repeatable =
-      std::equal(gotOut.begin(), gotOut.end(), gotOut2.begin(),
-                 [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; });
-
-  rt::attention_backward(grad, dout.dev.data(), out.data(), lse.data(), in, B,
-                         T, H, G, D, c.causal, !c.store);
-  rt::synchronize();
-
-  bool ok = report("out", c, rel_error(gotOut, refOut, {}));
-  if (!repeatable) {
-    std::printf("%s out: two forward runs differ  FAIL\n", kMode);
-    ok = false;
-  }
-  // Each of dq, dk, dv on its own (a fused gradient is cut into its parts).
-  const char *names[3] = {"dq", "dk", "dv"};
-  for (int i = 0; i < 3; ++i) {
-    if (i == 0 && !c.needDq) {
-      // Not asked for: dq must be left exactly as it was.
-      const std::vector<float> got =
-          c.fused ? columns(download(grads[0].dev.data(), grads[0].dev.size()),
-                            fusedCols, 0, H * D)
-                  : download(grads[0].dev.data(), grads[0].dev.size());
-      const std::vector<float> init =
-          c.fused ? columns(grads[0].host, fusedCols, 0, H * D) : grads[0].host;
-      if (got != init) {
-        std::printf("%s dq changed though not asked for  FAIL\n", kMode);
-        ok = false;
-      }
-      continue;
+  // Each path on the same inputs: the own kernels, cuDNN, and each mixed
+  // (cuDNN's saved lse read by the own backward and the reverse).
+  std::vector<Path> paths{{"own", false, false}};
+  if (rt::attention_cudnn_built())
+    paths.insert(paths.end(), {{"cudnn", true, true},
+                               {"cudnn-fwd/own", true, false},
+                               {"own-fwd/cudnn", false, true}});
+  bool ok = true;
+  for (const Path &path : paths) {
+    rt::attention_use_cudnn(path.cudnnForward);
+    const bool fwdTaken =
+        rt::attention_forward_uses_cudnn(in, B, T, H, G, D, c.causal);
+    rt::attention_use_cudnn(path.cudnnBackward);
+    const bool bwdTaken =
+        rt::attention_backward_uses_cudnn(grad, in, B, T, H, G, D, c.causal);
+    if ((path.cudnnForward && !fwdTaken) || (path.cudnnBackward && !bwdTaken)) {
+      std::printf("%s %-13s B=%lld T=%lld H=%lld G=%lld D=%lld %s: cuDNN "
+                  "takes forward %s, backward %s (own kernels run there)\n",
+                  kMode, path.name, (long long)B, (long long)T, (long long)H,
+                  (long long)G, (long long)D, c.causal ? "causal" : "full",
+                  fwdTaken ? "yes" : "no", bwdTaken ? "yes" : "no");
+      if (!fwdTaken && !bwdTaken)
+        continue; // the own path again
     }
-    std::vector<float> got, want, init;
-    if (c.fused) {
-      const int64_t c0 = i == 0 ? 0 : (H + (i - 1) * G) * D;
-      const int64_t c1 = i == 0 ? H * D : c0 + G * D;
-      got = columns(download(grads[0].dev.data(), grads[0].dev.size()),
-                    fusedCols, c0, c1);
-      want = columns(refGrads[0], fusedCols, c0, c1);
-      init = columns(grads[0].host, fusedCols, c0, c1);
-    } else {
-      const Tensor &g = grads[size_t(i)];
-      got = download(g.dev.data(), g.dev.size());
-      want = refGrads[size_t(i)];
-      init = g.host;
-    }
-    ok &= report(names[i], c, rel_error(got, want, init));
+    for (Tensor &g : grads)
+      reset_grad(g, c.store);
+    ok &= check_path(c, path, in, grad, grads, refGrads, refOut, dout);
   }
+  rt::attention_use_cudnn(true);
   return ok;
 }
 
