@@ -3,7 +3,8 @@
 # GCIDE, the Collaborative International Dictionary of English (Debian package dict-gcide, GPL),
 # read as bytes. Writes DIR/train.txt and DIR/val.txt: the dictionary cut into 64 KiB blocks,
 # every 20th block held out for validation (5 %, spread over the alphabet so the validation text
-# is not only the last letters).
+# is not only the last letters), the training blocks in a fixed shuffled order (the programs read
+# a file front to back, step after step: unshuffled, training would walk the alphabet).
 #
 #   bash bench/pipefisher/corpus.sh DIR
 #
@@ -25,12 +26,14 @@ dpkg-deb -x dict-gcide.deb pkg
 zcat pkg/usr/share/dictd/gcide.dict.dz >gcide.txt
 rm -rf pkg
 python3 - gcide.txt <<'PY'
-import sys
+import random, sys
 data = open(sys.argv[1], 'rb').read()
 block = 64 * 1024
-train, val = bytearray(), bytearray()
-for i in range(0, len(data), block):
-    (val if (i // block) % 20 == 19 else train).extend(data[i:i + block])
+blocks = [data[i:i + block] for i in range(0, len(data), block)]
+val = b''.join(b for k, b in enumerate(blocks) if k % 20 == 19)
+train_blocks = [b for k, b in enumerate(blocks) if k % 20 != 19]
+random.Random(20261203).shuffle(train_blocks)
+train = b''.join(train_blocks)
 open('train.txt', 'wb').write(train)
 open('val.txt', 'wb').write(val)
 print(f"corpus.sh: {len(data)} bytes of GCIDE -> train.txt {len(train)} bytes, val.txt {len(val)} bytes")

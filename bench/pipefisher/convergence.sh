@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# K-FAC against a tuned AdamW on real English text, one H200 (issue 22 item 6b; docs/pipefisher.md).
+#
+#   bash bench/pipefisher/convergence.sh stage DIR       # here: corpus, plans, CUDA projects
+#   bash bench/pipefisher/convergence.sh device DIR OUT  # GPU machine: build, sweep, evaluate
+#   python3 bench/pipefisher/convergence_report.py OUT/convergence.json   # ratios, table
+#
+# The model: a byte-level GPT (vocabulary 256, 6 layers, width 384, 6 heads, sequence 256; about
+# 11M parameters), 64 sequences a step (16,384 tokens), bf16, one GPU; its text is GCIDE
+# (corpus.sh: 38 MB to train on, 2 MB held out). Each optimizer gets the same budget: five runs
+# (a learning-rate sweep) of STEPS steps. AdamW runs the planner's first-order plan (its program
+# replays the step as a CUDA graph); K-FAC runs the plan of `autoddl plan --optimizer kfac`
+# (K-FAC on every linear layer, LAMB on the preconditioned gradient as PipeFisher does, damping
+# 1e-3), so each pays its own overheads. On one GPU the plan has no bubbles, so its planner sets
+# the refresh interval K to 1 (everything at the step's end); the sweep runs K = KFAC_REFRESH
+# (default 10, the usual choice of K-FAC implementations without bubbles to hide it in) through the
+# program's --kfac-refresh, and the result records both step times.
+#
+# Validation loss: the run saves a checkpoint every EVAL_EVERY steps; each checkpoint is resumed
+# with --lr 0 (nothing changes: AdamW's and LAMB's steps, weight decay included, scale with lr)
+# over EVAL_STEPS steps of the held-out text, and the mean of those losses is the validation loss
+# at that step. Wall time at a checkpoint is the sum of the run's own step times up to it (the
+# checkpoint writes are not in them).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: convergence.sh stage DIR | device DIR OUT}
+dir=${2:?usage: convergence.sh stage DIR | device DIR OUT}
+STEPS=${STEPS:-2000}
+EVAL_EVERY=${EVAL_EVERY:-250}
+EVAL_STEPS=${EVAL_STEPS:-8}
+ADAMW_LRS=${ADAMW_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}
+KFAC_LRS=${KFAC_LRS:-5e-4 1e-3 2e-3 4e-3 8e-3}
+KFAC_REFRESH=${KFAC_REFRESH:-10}
+
+case $mode in
+stage)
+  autoddl=${AUTODDL:-$root/build/tools/autoddl/autoddl}
+  [ -x "$autoddl" ] || { echo "convergence.sh: build autoddl first (scripts/build.sh)" >&2; exit 2; }
+  if [ -e "$dir" ] && ! [ -f "$dir/convergence-stage" ]; then
+    echo "convergence.sh: $dir exists and is not a staged convergence run; give a new folder" >&2
+    exit 2
+  fi
+  rm -rf "$dir" && mkdir -p "$dir" && touch "$dir/convergence-stage"
+  dir=$(realpath "$dir")
+  bash "$root/bench/pipefisher/corpus.sh" "$dir/corpus" || exit 1
+  xz -T2 -6 "$dir/corpus/train.txt" "$dir/corpus/val.txt" && rm -f "$dir/corpus/dict-gcide.deb"
+  cat >"$dir/model.json" <<'JSON'
+{
+  "template": "gpt",
+  "description": "byte-level GPT of the K-FAC convergence benchmark (bench/pipefisher/convergence.sh)",
+  "config": {"vocab_size": 256, "max_positions": 256, "hidden_size": 384, "num_layers": 6, "num_heads": 6}
+}
+JSON
+  for opt in adamw kfac; do
+    extra=()
+    [ $opt = kfac ] && extra=(--optimizer kfac --kfac-rule lamb)
+    "$autoddl" plan "$dir/model.json" --cluster h200-fitted --gpus 1 --global-batch 64 --seq 256 \
+      "${extra[@]}" -o "$dir/$opt.plan.json" >"$dir/$opt.plan.txt" 2>&1 || {
+      tail -5 "$dir/$opt.plan.txt"; exit 1; }
+    "$autoddl" codegen "$dir/$opt.plan.json" --model "$dir/model.json" --backend cuda \
+      -o "$dir/$opt" >/dev/null || exit 1
+  done
+  git -C "$root" rev-parse HEAD >"$dir/commit"
+  echo "staged $dir: $(du -sh "$dir" | cut -f1)"
+  ;;
+device)
+  out=${3:?usage: convergence.sh device DIR OUT}
+  mkdir -p "$out"
+  dir=$(realpath "$dir")
+  out=$(realpath "$out")
+  # shellcheck source=/dev/null
+  source "$root/bench/cuda/cudnn_env.sh"
+  export NCCL_NVLS_ENABLE=0
+  work=$(mktemp -d)
+  xz -dc "$dir/corpus/train.txt.xz" >"$work/train.txt" && xz -dc "$dir/corpus/val.txt.xz" >"$work/val.txt" || exit 1
+  mkdir -p "$work/src"
+  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir/adamw" "$dir/kfac" >"$work/src/CMakeLists.txt" || exit 1
+  { cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$work/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+  launch() { timeout 600 mpirun --allow-run-as-root --oversubscribe -np 1 "$@"; }
+  for opt in adamw kfac; do
+    lrs=$ADAMW_LRS
+    [ $opt = kfac ] && lrs=$KFAC_LRS
+    for lr in $lrs; do
+      run=$opt-lr$lr
+      bin=$work/build/train_$opt
+      flags=()
+      [ $opt = kfac ] && flags=(--kfac-refresh "$KFAC_REFRESH")
+      echo "== $run: $STEPS steps"
+      launch "$bin" --steps "$STEPS" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
+        --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
+        >"$out/runs-$run.log" 2>&1 || { echo "$run failed:"; tail -5 "$out/runs-$run.log"; continue; }
+      for ck in "$work/ck/$run"/step-*; do
+        n=${ck##*step-}
+        launch "$bin" --resume "$ck" --steps $((n + EVAL_STEPS)) --data "$work/val.txt" --lr 0 "${flags[@]}" \
+          --quiet --out "$out/eval/$run/step-$n" >>"$out/eval-$run.log" 2>&1 ||
+          echo "eval of $run at step $n failed"
+      done
+      rm -rf "$work/ck/$run"
+    done
+  done
+  # The plan's own K (1 here) for its step time: a short run without --kfac-refresh.
+  launch "$work/build/train_kfac" --steps 30 --data "$work/train.txt" --lr 1e-3 --quiet \
+    --out "$out/kfac-plan-refresh" >"$out/kfac-plan-refresh.log" 2>&1 || echo "kfac at the plan's K failed"
+  python3 - "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "$KFAC_REFRESH" <<'PY'
+import glob, json, os, subprocess, sys, datetime
+out, steps, every, eval_steps, commit, refresh = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
+runs = []
+for d in sorted(glob.glob(os.path.join(out, 'runs', '*'))):
+    name = os.path.basename(d)
+    m = json.load(open(os.path.join(d, 'metrics.json')))
+    cum, t = [0.0], 0.0
+    for s in m['step_seconds']:
+        t += s
+        cum.append(t)
+    points = []
+    for e in sorted(glob.glob(os.path.join(out, 'eval', name, 'step-*')), key=lambda p: int(p.rsplit('-', 1)[1])):
+        n = int(e.rsplit('-', 1)[1])
+        em = json.load(open(os.path.join(e, 'metrics.json')))
+        points.append({'step': n, 'wall_s': cum[min(n, len(cum) - 1)], 'val_loss': sum(em['loss']) / len(em['loss'])})
+    opt, lr = name.split('-lr')
+    runs.append({'optimizer': opt, 'lr': float(lr), 'train_loss': m['loss'], 'step_seconds': m['step_seconds'],
+                 'mean_step_seconds': m.get('mean_step_seconds'), 'validation': points})
+gpu = subprocess.run(['nvidia-smi', '--query-gpu=name,driver_version', '--format=csv,noheader'],
+                     capture_output=True, text=True).stdout.strip()
+plan_k = os.path.join(out, 'kfac-plan-refresh', 'metrics.json')
+plan_k_step = json.load(open(plan_k)).get('mean_step_seconds') if os.path.exists(plan_k) else None
+json.dump({'date': datetime.datetime.utcnow().isoformat() + 'Z', 'device': gpu, 'commit': commit,
+           'steps': steps, 'eval_every': every, 'eval_steps': eval_steps, 'kfac_refresh': refresh,
+           'kfac_step_s_at_plan_refresh': plan_k_step, 'runs': runs},
+          open(os.path.join(out, 'convergence.json'), 'w'), indent=1)
+print('wrote', os.path.join(out, 'convergence.json'), len(runs), 'runs')
+PY
+  rm -rf "$work"
+  ;;
+*)
+  echo "convergence.sh: unknown mode $mode (stage or device)" >&2
+  exit 2
+  ;;
+esac
