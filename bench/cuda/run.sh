@@ -7,7 +7,7 @@
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
 #                          [--warmup N] [--models a,b] [--compile-wait S] [--dist-compile]
 #                          [--modes eager,compile] [--dist-models a,b] [--profile]
-#                          [--micro m=B,..]
+#                          [--micro m=B,..] [--build-first]
 #
 # --profile: run the generated programs with --profile --trace as well and keep their metrics.json
 #   and trace.json in $OUT/validate-<project>/, for `autoddl validate PLAN --measured DIR` here;
@@ -18,6 +18,8 @@
 # --micro: PyTorch's micro-batch per GPU for these models (e.g. gpt2-xl=8; default 16 each),
 #   to match projects made with make_projects.sh --micro.
 #
+# --build-first: build the generated projects before PyTorch runs rather than beside it, so the
+#   peer is timed on an idle machine (the builds take a few minutes of the call).
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
 #   the ones not done are given up; 1.5B took over 100 s on the H200 machine (default 240).
 # --dist-compile: on 2 GPUs also DDP and TP of torch.compile(model) (compiled one at a time).
@@ -39,7 +41,7 @@ export PYTHONUNBUFFERED=1
 args="$*"
 gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240 dist_compile=0
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
-modes=eager,compile dist_models="" profile=0
+modes=eager,compile dist_models="" profile=0 build_first=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --gpus) gpus=$2; shift 2 ;;
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
   --modes) modes=$2; shift 2 ;;
   --dist-models) dist_models=$2; shift 2 ;;
   --profile) profile=1; shift ;;
+  --build-first) build_first=1; shift ;;
   --micro) export BENCH_MICRO_BATCHES=$2; shift 2 ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -146,6 +149,10 @@ if [ ${#selected[@]} -gt 0 ]; then
     printf '%s\0' "${selected[@]}" | xargs -0 -P $((jobs / 4 > 0 ? jobs / 4 : 1)) -I{} bash -c 'build_one "$1"' _ {} &
   fi
   builds_pid=$!
+  if [ "$build_first" = 1 ]; then
+    say "autoddl: waiting for the builds before PyTorch runs (--build-first)"
+    wait "$builds_pid"
+  fi
 fi
 
 pt_rows=$res/pytorch_rows.jsonl
@@ -174,7 +181,7 @@ ad_rows=$res/autoddl_rows.jsonl
 : >"$ad_rows"
 if [ ${#selected[@]} -gt 0 ]; then
   say "autoddl: waiting for the builds"
-  wait "$builds_pid"
+  [ "$build_first" = 1 ] || wait "$builds_pid"
   for dir in "${selected[@]}"; do
     name=$(basename "$dir")
     want=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gpus"])' "$dir/bench.json")
