@@ -2,7 +2,10 @@
 // row-major product C[M,N] = op(A) op(B) is the column-major C^T = op(B)^T
 // op(A)^T, so the operands are passed swapped. A plan (descriptors and the
 // heuristic's algorithm) is built once per shape, type and alignment and
-// cached, so a training step does not query heuristics.
+// cached, so a training step does not query heuristics. The heuristic's first
+// choice is not always the fastest on the real shape: a bf16 build times the
+// heuristic's top candidates on the first call of each plan that can be run
+// again without changing the result (gemm_tune below) and keeps the fastest.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Linear.h"
@@ -50,11 +53,17 @@ struct GemmKeyHash {
     return h;
   }
 };
+constexpr int kTuneCandidates = 8;
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool found = false; // false: cuBLASLt has no algorithm, use gemm_fallback
+  // The heuristic's candidates in its order (algo is candidates[0] until
+  // tuned); tuned once the fastest has been measured.
+  cublasLtMatmulAlgo_t candidates[kTuneCandidates];
+  int numCandidates = 0;
+  bool tuned = false;
 };
 
 std::mutex gPlanMutex;
@@ -155,10 +164,11 @@ GemmPlan build_plan(const GemmKey &key) {
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     AUTODDL_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
-      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
+      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, kTuneCandidates, results,
+      &found));
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
     std::fprintf(stderr,
@@ -171,8 +181,88 @@ GemmPlan build_plan(const GemmKey &key) {
     return p;
   }
   p.found = true;
-  p.algo = result.algo;
+  p.algo = results[0].algo;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS)
+      p.candidates[p.numCandidates++] = results[i].algo;
+  p.tuned = p.numCandidates < 2;
   return p;
+}
+
+/// Whether GEMM plans are tuned: in the bf16 build unless
+/// AUTODDL_GEMM_AUTOTUNE=0. The fp32 build is for checking against the CPU
+/// and between runs (graph against eager to 1e-6), so it keeps the
+/// heuristic's first choice, which does not depend on timings.
+bool autotune_enabled() {
+#ifdef AUTODDL_FP32
+  return false;
+#else
+  static const bool on = [] {
+    const char *e = std::getenv("AUTODDL_GEMM_AUTOTUNE");
+    return !(e && *e == '0');
+  }();
+  return on;
+#endif
+}
+
+constexpr int64_t kTuneScratchMaxBytes = int64_t(64) << 20;
+
+/// Times each candidate algorithm of `plan` on the call's own operands (one
+/// warm-up, three timed runs each, CUDA events on the compute stream) and
+/// returns the fastest. The runs must leave the result as the real call will:
+/// a call that only writes (beta = 0, or D apart from C) is simply repeated;
+/// one that accumulates into C (beta != 0, D = C) writes to a scratch D of C's
+/// size instead (counted in the peak like every device buffer), or, past
+/// kTuneScratchMaxBytes, is not tuned. Not while the stream is being captured
+/// into a graph (events cannot be waited on there): then the caller keeps the
+/// current choice and tunes on a later eager call.
+bool gemm_tune(GemmPlan &plan, const act_t *A, const act_t *B, float beta,
+               void *C, void *D, int64_t cBytes, cublasLtMatmulAlgo_t &best) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AUTODDL_CUDA_CHECK(cudaStreamIsCapturing(compute_stream(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    return false;
+  DeviceBuffer<char> scratch;
+  void *out = D ? D : C;
+  if (beta != 0.0f && (D == nullptr || D == C)) {
+    if (cBytes > kTuneScratchMaxBytes)
+      return false;
+    scratch = DeviceBuffer<char>(cBytes);
+    out = scratch.data();
+  }
+  cudaEvent_t start, stop;
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
+  const float alpha = 1.0f;
+  float bestMs = 0.0f;
+  int bestIndex = -1;
+  for (int i = 0; i < plan.numCandidates; ++i) {
+    auto run = [&] {
+      return cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b,
+                            &beta, C, plan.c, out, plan.c, &plan.candidates[i],
+                            cublaslt_workspace(),
+                            size_t(kCublasLtWorkspaceBytes), compute_stream());
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) // a candidate may refuse the pointers
+      continue;
+    AUTODDL_CUDA_CHECK(cudaEventRecord(start, compute_stream()));
+    for (int r = 0; r < 3; ++r)
+      AUTODDL_CUBLAS_CHECK(run());
+    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (bestIndex < 0 || ms < bestMs) {
+      bestMs = ms;
+      bestIndex = i;
+    }
+  }
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
+  if (bestIndex < 0)
+    return false;
+  best = plan.candidates[bestIndex];
+  return true;
 }
 
 constexpr int kTile = 16;
@@ -266,6 +356,7 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
       it = plans().emplace(key, build_plan(key)).first;
     plan = it->second;
   }
+  const bool tune = plan.found && !plan.tuned && autotune_enabled();
   if (!plan.found && (epi.kind != Epi::None || D))
     return false;
   if (!plan.found) {
@@ -290,6 +381,19 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi.aux,
         sizeof epi.aux));
+  if (tune) {
+    const int64_t elems = (key.batch > 1 ? key.strideC * (key.batch - 1) : 0) +
+                          key.ldc * key.n;
+    const int64_t cBytes = elems * (cFloat ? 4 : int64_t(sizeof(act_t)));
+    cublasLtMatmulAlgo_t best;
+    if (gemm_tune(plan, A, B, beta, C, D, cBytes, best)) {
+      plan.algo = best;
+      std::lock_guard<std::mutex> lock(gPlanMutex);
+      GemmPlan &cached = plans()[key];
+      cached.algo = best;
+      cached.tuned = true;
+    }
+  }
   const float alpha = 1.0f;
   AUTODDL_CUBLAS_CHECK(cublasLtMatmul(
       cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c,
