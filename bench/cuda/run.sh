@@ -7,7 +7,7 @@
 #   bash bench/cuda/run.sh [--gpus 1|2|all] [--projects DIR] [--probe] [--steps N]
 #                          [--warmup N] [--models a,b] [--compile-wait S] [--dist-compile]
 #                          [--modes eager,compile] [--dist-models a,b] [--profile]
-#                          [--micro m=B,..] [--build-first]
+#                          [--micro m=B,..] [--build-first] [--ab-autotune]
 #
 # --profile: run the generated programs with --profile --trace as well and keep their metrics.json
 #   and trace.json in $OUT/validate-<project>/, for `autoddl validate PLAN --measured DIR` here;
@@ -20,6 +20,8 @@
 #
 # --build-first: build the generated projects before PyTorch runs rather than beside it, so the
 #   peer is timed on an idle machine (the builds take a few minutes of the call).
+# --ab-autotune: run each generated program a second time with AUTODDL_GEMM_AUTOTUNE=0 (the
+#   cuBLASLt heuristic's first algorithm, docs/runtime.md) -> autoddl_rows_heuristic.jsonl.
 # --compile-wait S: how long the torch.compile children may compile (all four at once) before
 #   the ones not done are given up; 1.5B took over 100 s on the H200 machine (default 240).
 # --dist-compile: on 2 GPUs also DDP and TP of torch.compile(model) (compiled one at a time).
@@ -41,7 +43,7 @@ export PYTHONUNBUFFERED=1
 args="$*"
 gpus=1 projects="" probe=0 steps=10 warmup=3 compile_wait=240 dist_compile=0
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
-modes=eager,compile dist_models="" profile=0 build_first=0
+modes=eager,compile dist_models="" profile=0 build_first=0 ab_autotune=0
 while [ $# -gt 0 ]; do
   case "$1" in
   --gpus) gpus=$2; shift 2 ;;
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
   --dist-models) dist_models=$2; shift 2 ;;
   --profile) profile=1; shift ;;
   --build-first) build_first=1; shift ;;
+  --ab-autotune) ab_autotune=1; shift ;;
   --micro) export BENCH_MICRO_BATCHES=$2; shift 2 ;;
   *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -196,6 +199,16 @@ if [ ${#selected[@]} -gt 0 ]; then
       st=$?
       python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "$b/out/metrics.json" \
         "$warmup" "$st" >>"$ad_rows"
+      if [ "$ab_autotune" = 1 ]; then
+        say "autoddl $name: again with AUTODDL_GEMM_AUTOTUNE=0"
+        rm -rf "$b/out0"
+        AUTODDL_GEMM_AUTOTUNE=0 timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$want" \
+          -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS \
+          -x AUTODDL_GEMM_AUTOTUNE "$b/train" --steps $((steps + warmup)) --out "$b/out0" --quiet \
+          >>"$log" 2>&1
+        python3 bench/cuda/results_table.py autoddl-row "$dir/bench.json" "$b/out0/metrics.json" \
+          "$warmup" "$?" >>"$res/autoddl_rows_heuristic.jsonl"
+      fi
       if [ "$profile" = 1 ]; then # a second, profiled run: op times for autoddl validate
         mkdir -p "$res/run-$name" && cp "$b/out/metrics.json" "$res/run-$name/" 2>/dev/null
         say "autoddl $name: profiled run"
