@@ -66,10 +66,25 @@ std::string planSummary(const Plan &p) {
                      gib(pr.peakAllocated), gib(pr.memoryMargin),
                      gib(pr.peakHostMemory));
   if (k.recompute != cost::Recompute::None) {
-    std::string per;
-    for (const StageInfo &st : p.stages)
-      per += (per.empty() ? "" : ", ") + std::to_string(st.recomputeLayers) +
-             "/" + std::to_string(st.endLayer - st.firstLayer);
+    // "r/n" per stage, runs of equal entries as "r/n x count".
+    std::string per, last;
+    int run = 0;
+    auto flush = [&] {
+      if (run > 0)
+        per += (per.empty() ? "" : ", ") + last +
+               (run > 1 ? " x" + std::to_string(run) : "");
+    };
+    for (const StageInfo &st : p.stages) {
+      std::string e = std::to_string(st.recomputeLayers) + "/" +
+                      std::to_string(st.endLayer - st.firstLayer);
+      if (e != last) {
+        flush();
+        last = e;
+        run = 0;
+      }
+      ++run;
+    }
+    flush();
     s += "  recomputed layers per stage: " + per + "\n";
   }
   s += fmt::format("  step breakdown of the critical rank: compute {:.4g} s, "
