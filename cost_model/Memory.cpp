@@ -7,6 +7,19 @@ namespace autoddl::cost {
 
 StateBytes mixedPrecisionAdam() { return StateBytes{2, 2, 12}; }
 StateBytes fp32Adam() { return StateBytes{4, 4, 8}; }
+StateBytes cudaProgramAdamW() { return StateBytes{4 + 2, 4, 8, 4}; }
+StateBytes cpuProgramAdamW() { return StateBytes{4, 4, 8}; }
+
+double planningMarginBytes(double capacity) {
+  return std::max(0.05 * capacity, double(1 << 30));
+}
+
+double cudaOverheadEstimateBytes(int communicators, bool stepGraph,
+                                 double allocatedBytes) {
+  const double gib = double(1 << 30);
+  return 0.5 * gib + 0.25 * gib * std::max(0, communicators) +
+         (stepGraph ? 64.0 * (1 << 20) : 0) + 0.01 * allocatedBytes;
+}
 
 ModelStateBytes modelStateBytes(const ModelStateInputs &in) {
   double nd = std::max(1, in.dataParallel);
@@ -14,6 +27,8 @@ ModelStateBytes modelStateBytes(const ModelStateInputs &in) {
   out.weights = in.params * in.bytes.weights / (in.zeroStage >= 3 ? nd : 1);
   out.gradients = in.params * in.bytes.gradients / (in.zeroStage >= 2 ? nd : 1);
   out.optimizer = in.params * in.bytes.optimizer / (in.zeroStage >= 1 ? nd : 1);
+  if (in.zeroStage >= 1)
+    out.optimizer += in.params * in.bytes.zeroShard / nd;
   return out;
 }
 

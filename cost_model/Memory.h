@@ -8,9 +8,12 @@
 //   activations: Korthikanti et al. 2022 ("Reducing Activation Recomputation in
 //     Large Transformer Models", §4, Table 2) per layer per micro-batch, times
 //     the micro-batches a pipeline schedule keeps in flight;
-//   workspace: a fixed allowance (cuBLAS workspace, NCCL buffers, allocator
-//   slack).
-// A plan is feasible when total() <= the GPU's memory.
+//   workspace: transient buffers the generated program allocates once
+//   (cuBLASLt and attention-backward workspaces, one recomputed layer);
+//   overhead: what the program's allocation wrapper does not count (CUDA
+//   context, NCCL buffers, the step graph, allocator rounding), estimates.
+// The planner keeps total() plus planningMarginBytes() within the device
+// (docs/cost-model.md §5).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -27,12 +30,36 @@ struct StateBytes {
   double gradients = 2; // bf16 gradients
   double optimizer =
       12; // fp32 master copy + Adam m + v: K = 12 in ZeRO's notation
+  double zeroShard = 0; // a gradient shard ZeRO-1 keeps besides (/ Nd)
 };
 /// ZeRO §3 "mixed-precision Adam": 2 + 2 + 12 = 16 bytes per parameter.
 StateBytes mixedPrecisionAdam();
 /// Plain fp32 Adam: 4 (weights) + 4 (gradients) + 8 (m, v) = 16 bytes, no
 /// master copy.
 StateBytes fp32Adam();
+/// What the generated CUDA program holds per parameter
+/// (backends/cuda/harness/Harness.h, Param): fp32 value (4) + bf16 working
+/// copy (2) as weights, fp32 gradient (4), fp32 AdamW m and v (8), and under
+/// ZeRO-1 an fp32 gradient shard (4 / Nd): 18 bytes without ZeRO.
+StateBytes cudaProgramAdamW();
+/// The CPU program (backends/cpu/harness/Harness.h): fp32 value, gradient,
+/// m, v: 16 bytes.
+StateBytes cpuProgramAdamW();
+
+/// The margin below device capacity a plan's predicted peak must keep:
+/// max(5 % of the capacity, 1 GiB).
+double planningMarginBytes(double capacity);
+
+/// cuBLASLt workspace of the CUDA runtime (backends/cuda/Runtime.h), counted.
+constexpr double kCublasLtWorkspaceBytes = 32.0 * (1 << 20);
+
+/// Device memory a CUDA program uses that its allocation wrapper does not
+/// count: ESTIMATES (docs/cost-model.md §5.3): the CUDA context with the
+/// cuBLASLt/cuDNN handles (~0.5 GiB on an H200), NCCL's buffers (~0.25 GiB per
+/// communicator of more than one rank), the step graph's own memory (~64 MiB)
+/// and cudaMalloc's rounding of each buffer (~1 % of what is allocated).
+double cudaOverheadEstimateBytes(int communicators, bool stepGraph,
+                                 double allocatedBytes);
 
 struct ModelStateInputs {
   double params =
@@ -87,7 +114,13 @@ struct RankMemory {
   ModelStateBytes state;
   double activations = 0;
   double workspace = 0;
-  double total() const { return state.total() + activations + workspace; }
+  double overhead = 0; // not counted by the program's wrapper (estimates)
+  /// The CPU backend's host bytes for the same rank (fp32, unfused kernels);
+  /// not part of total().
+  double host = 0;
+  /// What the program's allocation wrapper counts (peak_memory_bytes).
+  double allocated() const { return state.total() + activations + workspace; }
+  double total() const { return allocated() + overhead; }
 };
 
 RankMemory rankMemory(const RankMemoryInputs &in);

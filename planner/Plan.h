@@ -65,9 +65,9 @@ struct PlannerOptions {
   /// runs them (bf16).
   double activationElementBytes = 2;
   cost::Precision precision = cost::Precision::BF16;
-  /// Memory a rank cannot use for the model: CUDA context, NCCL buffers, cuBLAS
-  /// workspace, allocator slack (docs/planner.md "memory").
-  double reservedBytes = 2.0 * (1 << 30);
+  /// Whether the plan's prices count the CUDA runtime's overheads (context,
+  /// NCCL buffers; docs/cost-model.md §5.3). Always true for device plans.
+  bool cudaOverheads = true;
   /// Gradient-sync bucket (bytes of gradients per all-reduce / reduce-scatter).
   double bucketBytes = 40e6 * 2;
   /// Compute the "why not" table (neighbouring choices of every knob).
@@ -147,6 +147,10 @@ struct StageInfo {
   int chunk = 0;
   int firstLayer = 0, endLayer = 0; // [first, end)
   bool pre = false, post = false;   // holds the embedding / the head and loss
+  /// Layers of this stage whose forward reruns in the backward (Megatron's
+  /// --recompute-num-layers), the first ones of the stage; 0 without
+  /// recomputation. The planner recomputes only what memory needs.
+  int recomputeLayers = 0;
 };
 
 /// Per pipeline rank (device), per micro-batch unless said otherwise.
@@ -188,7 +192,13 @@ struct Prediction {
   double hardwareTflopsPerGpu = 0; // including recomputation
   double mfu = 0;
   double bubbleFraction = 0;
-  double peakMemory = 0; // max over ranks
+  double peakMemory = 0; // max over ranks, with the estimated overheads
+  /// Max over ranks of what the CUDA program's allocation wrapper counts
+  /// (its metrics' peak_memory_bytes), and of the CPU program's host bytes;
+  /// 0 in plans written before these existed.
+  double peakAllocated = 0, peakHostMemory = 0;
+  /// The margin below capacity the planner kept (cost::planningMarginBytes).
+  double memoryMargin = 0;
   double modelFlopsPerStep = 0;
   // Breakdown of the critical rank's step (seconds): compute, tp comm, p2p,
   // bubble, exposed gradient sync, optimizer.

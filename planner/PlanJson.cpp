@@ -21,6 +21,9 @@ ojson memoryJson(const cost::RankMemory &m) {
   j["optimizer"] = m.state.optimizer;
   j["activations"] = m.activations;
   j["workspace"] = m.workspace;
+  j["overhead"] = m.overhead;
+  j["allocated"] = m.allocated();
+  j["host"] = m.host;
   j["total"] = m.total();
   return j;
 }
@@ -103,7 +106,8 @@ ojson planToJson(const Plan &p) {
                       {"chunk", s.chunk},
                       {"layers", {s.firstLayer, s.endLayer}},
                       {"embedding", s.pre},
-                      {"head", s.post}});
+                      {"head", s.post},
+                      {"recompute_layers", s.recomputeLayers}});
   j["stages"] = stages;
   ojson devs = ojson::array();
   for (size_t d = 0; d < p.devices.size(); ++d) {
@@ -130,6 +134,9 @@ ojson planToJson(const Plan &p) {
                     {"mfu", pr.mfu},
                     {"bubble_fraction", pr.bubbleFraction},
                     {"peak_memory_bytes", pr.peakMemory},
+                    {"peak_allocated_bytes", pr.peakAllocated},
+                    {"peak_host_memory_bytes", pr.peakHostMemory},
+                    {"memory_margin_bytes", pr.memoryMargin},
                     {"model_flops_per_step", pr.modelFlopsPerStep},
                     {"step_graph", pr.stepGraph},
                     {"breakdown_s",
@@ -358,6 +365,20 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     s.post = r.flag(stages[i], ip, "head");
     if (s.device < 0 || s.device >= k.pp)
       r.fail(ip / "device", "expected a pipeline rank below pp");
+    // Absent (plans before per-stage counts): every layer of the stage when
+    // the plan recomputes.
+    const int n = s.endLayer - s.firstLayer;
+    s.recomputeLayers = k.recompute == cost::Recompute::None ? 0 : n;
+    if (stages[i].contains("recompute_layers")) {
+      s.recomputeLayers =
+          static_cast<int>(r.integer(stages[i], ip, "recompute_layers"));
+      if (s.recomputeLayers < 0 || s.recomputeLayers > n)
+        r.fail(ip / "recompute_layers",
+               "expected 0 to the stage's " + std::to_string(n) + " layers");
+      if (k.recompute == cost::Recompute::None && s.recomputeLayers > 0)
+        r.fail(ip / "recompute_layers",
+               "the plan's recompute is none: expected 0");
+    }
     p.stages.push_back(s);
   }
   const json &devs = r.array(doc, root, "pipeline_ranks");
@@ -386,6 +407,10 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     t.memoryParts.state.optimizer = r.num(m, mp2, "optimizer");
     t.memoryParts.activations = r.num(m, mp2, "activations");
     t.memoryParts.workspace = r.num(m, mp2, "workspace");
+    if (m.contains("overhead")) // absent in older plans
+      t.memoryParts.overhead = r.num(m, mp2, "overhead");
+    if (m.contains("host"))
+      t.memoryParts.host = r.num(m, mp2, "host");
     t.memory = t.memoryParts.total();
     if (m.contains("kfac")) {
       t.kfacBytes = r.num(m, mp2, "kfac");
@@ -417,6 +442,15 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.predicted.mfu = r.num(pr, pp, "mfu");
   p.predicted.bubbleFraction = r.num(pr, pp, "bubble_fraction");
   p.predicted.peakMemory = r.num(pr, pp, "peak_memory_bytes");
+  // Absent in plans written before the programs' memory was modelled.
+  for (auto [key, out] : {std::pair<const char *, double *>{
+                              "peak_allocated_bytes",
+                              &p.predicted.peakAllocated},
+                          {"peak_host_memory_bytes",
+                           &p.predicted.peakHostMemory},
+                          {"memory_margin_bytes", &p.predicted.memoryMargin}})
+    if (pr.contains(key))
+      *out = r.num(pr, pp, key);
   p.predicted.modelFlopsPerStep = r.num(pr, pp, "model_flops_per_step");
   if (pr.contains("step_graph")) // absent in older plans: eager
     p.predicted.stepGraph = r.flag(pr, pp, "step_graph");

@@ -57,6 +57,36 @@ std::string planSummary(const Plan &p) {
                    pr.stepTime, pr.tflopsPerGpu, pr.hardwareTflopsPerGpu,
                    100 * pr.mfu, 100 * pr.bubbleFraction, gib(pr.peakMemory),
                    gib(p.memoryCapacity));
+  if (pr.memoryMargin > 0)
+    s += fmt::format("  memory: {:.2f} GiB allocated by the CUDA program's "
+                     "buffers (its metrics' peak_memory_bytes) + estimated "
+                     "context, NCCL and allocator overheads; planned with a "
+                     "{:.1f} GiB margin below capacity; CPU backend host "
+                     "peak {:.2f} GiB\n",
+                     gib(pr.peakAllocated), gib(pr.memoryMargin),
+                     gib(pr.peakHostMemory));
+  if (k.recompute != cost::Recompute::None) {
+    // "r/n" per stage, runs of equal entries as "r/n x count".
+    std::string per, last;
+    int run = 0;
+    auto flush = [&] {
+      if (run > 0)
+        per += (per.empty() ? "" : ", ") + last +
+               (run > 1 ? " x" + std::to_string(run) : "");
+    };
+    for (const StageInfo &st : p.stages) {
+      std::string e = std::to_string(st.recomputeLayers) + "/" +
+                      std::to_string(st.endLayer - st.firstLayer);
+      if (e != last) {
+        flush();
+        last = e;
+        run = 0;
+      }
+      ++run;
+    }
+    flush();
+    s += "  recomputed layers per stage: " + per + "\n";
+  }
   s += fmt::format("  step breakdown of the critical rank: compute {:.4g} s, "
                    "tp communication {:.4g} s, pipeline bubble and p2p waits "
                    "{:.4g} s, exposed gradient sync {:.4g} s, optimizer "

@@ -160,6 +160,8 @@ void checkNumbers(const Plan &p, const Checker &c) {
     c.quantity(t.memoryParts.state.optimizer, m / "optimizer");
     c.quantity(t.memoryParts.activations, m / "activations");
     c.quantity(t.memoryParts.workspace, m / "workspace");
+    c.quantity(t.memoryParts.overhead, m / "overhead");
+    c.quantity(t.memoryParts.host, m / "host");
   }
   const Pointer pr = root / "predicted";
   const Prediction &q = p.predicted;
@@ -170,6 +172,9 @@ void checkNumbers(const Plan &p, const Checker &c) {
            {"mfu", q.mfu},
            {"bubble_fraction", q.bubbleFraction},
            {"peak_memory_bytes", q.peakMemory},
+           {"peak_allocated_bytes", q.peakAllocated},
+           {"peak_host_memory_bytes", q.peakHostMemory},
+           {"memory_margin_bytes", q.memoryMargin},
            {"model_flops_per_step", q.modelFlopsPerStep}})
     c.quantity(v, pr / key);
   const Pointer bd = pr / "breakdown_s";

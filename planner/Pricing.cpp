@@ -33,13 +33,6 @@ bool savesNothing(std::string_view k) {
 bool savesResult(std::string_view k) {
   return k == "attention" || k == "softmax" || k == "edge_softmax";
 }
-/// Ops whose outputs selective recomputation drops and recomputes in backward:
-/// attention and the activation functions (cheap to redo, large to keep).
-bool selectiveRecomputes(std::string_view k) {
-  return k == "attention" || k == "gelu" || k == "relu" || k == "silu" ||
-         k == "swiglu" || k == "softmax";
-}
-
 double prod(const std::vector<int64_t> &s) {
   double p = 1;
   for (int64_t d : s)
@@ -48,6 +41,46 @@ double prod(const std::vector<int64_t> &s) {
 }
 
 constexpr double kImpossible = kImpossibleSeconds;
+
+/// Rows of a tensor: all dimensions but the last.
+double rows(const std::vector<int64_t> &shape) {
+  return shape.empty() ? 1 : prod(shape) / static_cast<double>(shape.back());
+}
+
+int64_t intAttr(const ops::Attrs &attrs, const char *name, int64_t dflt) {
+  auto it = attrs.find(name);
+  if (it != attrs.end())
+    if (auto *v = std::get_if<int64_t>(&it->second))
+      return *v;
+  return dflt;
+}
+
+/// The per-micro-batch buffers the generated programs keep inside an op
+/// (codegen/emit: "saved 1/std", "saved log-sum-exp", "saved probabilities",
+/// "per-position loss"; all fp32) and the CUDA runtime's grow-only workspace
+/// of its backward (kernels/Attention.cu, AttentionCudnn.cu: an fp32 dQ
+/// accumulator and one fp32 per row; the cross-entropy writes its gradient in
+/// place and needs none).
+void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
+                    const std::vector<ops::ValueType> &out,
+                    const ops::Attrs &attrs, const cost::KernelOptions &kernels,
+                    double &programInternal, double &hostInternal,
+                    double &hostScores, double &workspace) {
+  const std::string &k = op.kind;
+  if (k == "layernorm" || k == "rmsnorm") {
+    const double stats = (k == "layernorm" ? 8.0 : 4.0) * rows(out[0].shape);
+    programInternal = hostInternal = stats;
+  } else if (k == "cross_entropy" && !in.empty()) {
+    programInternal = hostInternal = 8.0 * rows(in[0].shape); // loss, lse
+  } else if (k == "attention" && out[0].shape.size() == 3) {
+    const double b = out[0].shape[0], s = out[0].shape[1];
+    const double heads = static_cast<double>(intAttr(attrs, "num_heads", 1));
+    programInternal = hostInternal = 4.0 * b * heads * s; // log-sum-exp
+    hostScores = 4.0 * b * heads * s * s;
+    if (kernels.attention == cost::AttentionKernel::Fused)
+      workspace = 4.0 * prod(out[0].shape) + 4.0 * b * heads * s;
+  }
+}
 
 } // namespace
 
@@ -136,6 +169,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   GeluChain chain;
   opCost_.resize(sg_.ops.size());
   inGemm_.clear();
+  fusedOperand_.clear();
+  padScale_.assign(sg_.ops.size(), 1.0);
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
     const OpDef &op = g.ops[sg_.ops[i].op];
     const size_t gi = size_t(sg_.ops[i].op);
@@ -146,6 +181,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
+    fusedOperand_.push_back(
+        fusedResidual ? int(residualGemmOperands(g, uses, gi).front()) : -1);
     // The dense operand whose rows spmm (x) and sddmm (y) read for every
     // node: all-gathered over dp under a node split.
     const size_t allNodes = op.kind == "spmm"    ? 1
@@ -174,6 +211,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
       Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
       out.push_back(local(op.results.front(), r));
       if (padVocab) {
+        padScale_[i] = double(paddedVocabRows(in[1].shape.front())) /
+                       double(std::max<int64_t>(1, in[1].shape.front()));
         in[1].shape.front() = paddedVocabRows(in[1].shape.front());
         out[0].shape.back() = in[1].shape.front();
       }
@@ -228,8 +267,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
                    cost::collectiveCost(c_, cost::Collective::ReduceScatter,
                                         gathered, dpGroup_)
                        .best.time;
-      if (op.kind == "cross_entropy") // fp32 softmax of the logits and its grad
-        sc.workspace = 2 * 4 * prod(in[0].shape);
+      programBuffers(op, in, out, attrs, kernels, sc.programInternal,
+                     sc.hostInternal, sc.hostScores, sc.workspace);
       opCost_[i].push_back(sc);
     }
   }
@@ -305,8 +344,12 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   const CollapsedEdge &E = sg_.edges[e];
   const int t = E.tensor;
   const ModelGraph &g = *sg_.graph;
-  if (E.input)
-    return r; // the data loader hands every rank its layout directly
+  if (E.input) {
+    // The data loader hands every rank its layout directly; the programs
+    // keep each micro-batch's ids / targets (4-byte elements).
+    r.program = r.host = elems_[slot_[t]] * 4;
+    return r;
+  }
   auto sigOf = [&](int op) -> const Signature & {
     return sg_.ops[op].sigs[a[op]];
   };
@@ -363,6 +406,30 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
       }
     }
   }
+  // The programs' buffers: the tensor as made, with its gradient, and each
+  // other layout a consumer reads it in (a converted copy, with its
+  // gradient). The CUDA program writes no gradient of a GELU fused into its
+  // GEMMs, and never materialises a linear's output its GEMM adds to the
+  // residual (ProgramDecisions.h).
+  const double hostScale = 4.0 / o_.activationElementBytes;
+  const InGemm made = inGemm_[E.producer];
+  bool intoResidual = !E.consumers.empty();
+  for (auto [c, k] : E.consumers)
+    intoResidual &= inGemm_[c] == InGemm::Forward && fusedOperand_[c] == k;
+  const double rb = localBytes(t, R) * padScale_[E.producer];
+  r.program = intoResidual ? 0 : made == InGemm::All ? rb : 2 * rb;
+  r.host = 2 * rb * hostScale;
+  {
+    int seenC[8] = {0};
+    seenC[sbpCode(R)] = 1;
+    for (auto [c, k] : E.consumers) {
+      const Sbp x = sigOf(c).operands[k];
+      if (!seenC[sbpCode(x)]++) {
+        r.program += 2 * localBytes(t, x);
+        r.host += 2 * localBytes(t, x) * hostScale;
+      }
+    }
+  }
   if (saved > 0) {
     r.saved = saved;
     for (auto [c, k] : E.consumers) {
@@ -371,12 +438,9 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
           x != R && R.kind == Sbp::Split)
         r.bwdBox += boxing(t, R, x); // re-gather what the forward gathered
     }
-    if (selectiveRecomputes(producerKind)) {
-      r.savedSelective = 0;
-      r.recomputeSel = opCost_[E.producer][a[E.producer]].forward;
-    } else {
-      r.savedSelective = saved;
-    }
+    // Selective recomputation drops the attention scores inside the op
+    // (aggregate()); a tensor between ops is kept.
+    r.savedSelective = saved;
   }
   if (E.crossesLayers) {
     r.p2p = localBytes(t, R);
@@ -437,8 +501,15 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     s.weightGradient += w * c.wgrad;
     s.workspace = std::max(s.workspace, c.workspace);
     // Kept inside the op (unfused attention's probabilities): selective
-    // recomputation drops exactly these (Korthikanti et al. 2022).
+    // recomputation drops exactly these and reruns the op's forward
+    // (Korthikanti et al. 2022). A fused attention keeps none: selective
+    // then saves nothing and reruns nothing.
     s.savedNone += w * c.savedInternal;
+    if (c.savedInternal > 0)
+      s.selectiveRecompute += w * c.forward;
+    s.programBytes += w * c.programInternal;
+    s.hostBytes += w * (c.hostInternal + c.hostScores);
+    s.hostScores += w * c.hostScores;
   }
   for (size_t e = 0; e < sg_.edges.size(); ++e) {
     const CollapsedEdge &E = sg_.edges[e];
@@ -451,6 +522,8 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     s.backwardComm += w * t.bwdBox;
     s.savedNone += w * t.saved;
     s.savedSelective += w * t.savedSelective;
+    s.programBytes += w * t.program;
+    s.hostBytes += w * t.host;
     s.selectiveRecompute += w * t.recomputeSel;
     // The tensor a layer hands the next: one per boundary, whatever the weight.
     s.savedFull += t.savedFull;
@@ -466,6 +539,8 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
           continue;
         double wi = E.weight / instances(static_cast<Segment>(sgi));
         agg.seg[sgi].paramElems += wi * t.paramElems;
+        if (sgi == 2 && in[0])
+          agg.seg[0].sharedParamElems += wi * t.paramElems;
         agg.seg[sgi].gradBytesDp += wi * t.gradDp;
         agg.seg[sgi].gradBytesDpTp += wi * t.gradDpTp;
       }

@@ -48,6 +48,14 @@ struct SegmentCost {
   double selectiveRecompute = 0; // forward time redone in backward (selective)
   double savedFull = 0;          // layer inputs only (full recompute)
   double workspace = 0;          // largest transient buffer of one op
+  // What the generated programs allocate per micro-batch (docs/cost-model.md
+  // §5.2): every buffer of the stage struct, values and gradients.
+  double programBytes = 0; // CUDA program (bf16 activations, fused kernels)
+  double hostBytes = 0;    // CPU program (fp32, unfused)
+  double hostScores = 0;   // of hostBytes: attention probabilities (s x s)
+  // Parameter elements read in both the pre and the post segment (a tied
+  // embedding): held once by a rank that runs both.
+  double sharedParamElems = 0;
   double paramElems = 0;  // parameter elements held per rank (tp-sharded)
   double gradBytesDp = 0; // gradient bytes all-reduced over dp only
   double gradBytesDpTp =
@@ -128,11 +136,15 @@ private:
     double forward = 0, backward = 0, wgrad = 0, comm = 0, resultSaved = 0,
            workspace = 0;
     double savedInternal = 0; // kept inside the op (unfused attention)
+    // Per micro-batch buffers the programs keep inside the op (norm
+    // statistics, log-sum-exps, per-position losses; the CPU program's
+    // attention probabilities in hostScores).
+    double programInternal = 0, hostInternal = 0, hostScores = 0;
   };
   struct EdgeTerms {
     double fwdBox = 0, bwdBox = 0, saved = 0, savedSelective = 0,
            recomputeSel = 0, paramElems = 0, gradDp = 0, gradDpTp = 0, p2p = 0,
-           savedFull = 0;
+           savedFull = 0, program = 0, host = 0;
   };
   EdgeTerms edgeTerms(int e, const Assignment &a);
   double termsObjective(const EdgeTerms &t, double weight) const;
@@ -154,6 +166,12 @@ private:
   // all of it, a residual add on a linear's output its forward.
   enum class InGemm { None, All, Forward };
   std::vector<InGemm> inGemm_;
+  // Per collapsed op under InGemm::Forward: the operand whose linear writes
+  // the sum in its GEMM (that tensor is never materialised); else -1.
+  std::vector<int> fusedOperand_;
+  // Per collapsed op, padded over real columns of its output (an lm_head
+  // whose vocabulary the CUDA program pads, ProgramDecisions.h); else 1.
+  std::vector<double> padScale_;
   // Only the tensors of the collapsed graph are priced: slot_ maps a model
   // tensor to its row in elems_ / boxCache_ (-1: not in the collapsed graph).
   std::vector<int> slot_;

@@ -309,28 +309,123 @@ struct Planner {
     return best;
   }
 
-  double inFlightEstimate(const Knobs &k) const {
-    double m = static_cast<double>(k.microbatches), p = k.pp;
-    switch (k.schedule) {
-    case ScheduleKind::GPipe:
-      return m;
-    case ScheduleKind::Interleaved:
-      return std::min(m, p) * (1 + (p - 1) / (p * k.chunks));
-    default:
-      return std::min(m, p);
-    }
-  }
-
   /// Per-device stage times, memory and bounds without simulating.
   struct DevicePlan {
     std::vector<StageInfo> stages;
     std::vector<int> layers;
     pipeline::StageTimes times;       // as the simulator indexes them
     std::vector<DeviceTimes> devices; // per pipeline rank
-    std::vector<double> actPerMb;     // activation bytes per micro-batch unit
     std::vector<double> params;       // parameter elements per device
-    std::vector<double> gradDp, gradDpTp, workspace;
+    std::vector<double> gradDp, gradDpTp;
+    std::vector<cost::RankMemory> memory; // per pipeline rank (programs)
   };
+
+  /// Bytes one layer of a stage keeps per micro-batch in the programs (CUDA,
+  /// CPU), recomputed or not (docs/cost-model.md §5.2).
+  struct LayerBytes {
+    double kept = 0, keptRc = 0, host = 0, hostRc = 0;
+  };
+  LayerBytes layerBytes(const Knobs &k, const SegmentCost &lay) const {
+    LayerBytes b{lay.programBytes, lay.programBytes, lay.hostBytes,
+                 lay.hostBytes};
+    if (k.recompute == cost::Recompute::Full) {
+      // Only the layer's input; its buffers while it reruns are workspace.
+      b.keptRc = lay.savedFull;
+      b.hostRc = lay.savedFull * 4.0 / o.activationElementBytes;
+    } else if (k.recompute == cost::Recompute::Selective) {
+      // The attention scores a fused kernel never stores: the CUDA program
+      // keeps the same either way; the CPU program drops its probabilities.
+      b.hostRc = lay.hostBytes - lay.hostScores;
+    }
+    return b;
+  }
+
+  /// The programs' memory of pipeline rank `dev` with `rc` layers recomputed
+  /// on it: state, every micro-batch's buffers (the programs allocate one
+  /// set per micro-batch and stage they run, whatever the schedule), and the
+  /// workspaces.
+  cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
+                                 const Aggregate &agg, int dev, double rc,
+                                 double stepGraph) const {
+    const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
+    const LayerBytes lb = layerBytes(k, lay);
+    const bool chimera = k.schedule == ScheduleKind::Chimera;
+    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
+    for (const StageInfo &st : d.stages) {
+      if (st.device != dev && !(chimera && k.pp - 1 - st.device == dev))
+        continue;
+      const double n = st.endLayer - st.firstLayer;
+      layers += n;
+      perMb += (st.pre ? pre.programBytes : 0) +
+               (st.post ? post.programBytes : 0);
+      hostPerMb += (st.pre ? pre.hostBytes : 0) +
+                   (st.post ? post.hostBytes : 0);
+      ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
+                     st.post ? post.workspace : 0});
+    }
+    rc = std::min(rc, layers);
+    perMb += (layers - rc) * lb.kept + rc * lb.keptRc;
+    hostPerMb += (layers - rc) * lb.host + rc * lb.hostRc;
+    const bool rerun = rc > 0 && k.recompute == cost::Recompute::Full;
+    // Chimera runs half the micro-batches down each of its two pipelines.
+    const double mbs =
+        static_cast<double>(k.microbatches) / (chimera ? 2.0 : 1.0);
+    cost::ModelStateInputs si;
+    si.params = d.params[dev];
+    si.dataParallel = k.dp;
+    si.zeroStage = k.zero;
+    si.bytes = cost::cudaProgramAdamW();
+    cost::RankMemory m;
+    m.state = cost::modelStateBytes(si);
+    m.activations = mbs * perMb;
+    m.workspace = ws + cost::kCublasLtWorkspaceBytes +
+                  (rerun ? lay.programBytes : 0);
+    const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
+    m.overhead = o.cudaOverheads ? cost::cudaOverheadEstimateBytes(
+                                       comms, stepGraph > 0, m.allocated())
+                                 : 0;
+    si.bytes = cost::cpuProgramAdamW();
+    m.host = cost::modelStateBytes(si).total() + mbs * hostPerMb +
+             (rerun ? lay.hostBytes : 0);
+    return m;
+  }
+
+  /// The layers each stage recomputes: none without recomputation; else, per
+  /// rank, the fewest that bring its peak plus the margin within capacity
+  /// (the first stages of a rank first), all when even that does not fit.
+  void chooseRecomputeLayers(const Knobs &k, DevicePlan &d,
+                             const Aggregate &agg, bool stepGraph) const {
+    if (k.recompute == cost::Recompute::None)
+      return;
+    const LayerBytes lb = layerBytes(k, agg.seg[1]);
+    const double limit = capacity - cost::planningMarginBytes(capacity);
+    const double saving = lb.kept - lb.keptRc;
+    for (int dev = 0; dev < k.pp; ++dev) {
+      double layers = 0;
+      for (const StageInfo &st : d.stages)
+        if (st.device == dev)
+          layers += st.endLayer - st.firstLayer;
+      // Nothing to save (selective under a fused attention): none.
+      double rc = saving > 0 ? layers : 0;
+      if (saving > 0 && k.schedule != ScheduleKind::Chimera)
+        for (double x = 0; x < layers; ++x)
+          if (programMemory(k, d, agg, dev, x, stepGraph).total() <= limit) {
+            rc = x;
+            break;
+          }
+      double left = rc;
+      for (StageInfo &st : d.stages) {
+        if (st.device != dev)
+          continue;
+        const int n = st.endLayer - st.firstLayer;
+        st.recomputeLayers = static_cast<int>(std::min<double>(n, left));
+        left -= st.recomputeLayers;
+      }
+    }
+    if (k.schedule == ScheduleKind::Chimera)
+      for (StageInfo &st : d.stages)
+        st.recomputeLayers = st.endLayer - st.firstLayer;
+  }
 
   DevicePlan layout(const Knobs &k, Partition part, const Aggregate &agg,
                     const PricingContext &pc) const {
@@ -338,28 +433,17 @@ struct Planner {
     const int S = stagesOf(k);
     d.layers = partition(part, S, agg);
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
-    double rcLayer = 0, savedLayer = lay.savedNone;
-    if (k.recompute == cost::Recompute::Selective) {
+    double rcLayer = 0;
+    if (k.recompute == cost::Recompute::Selective)
       rcLayer = lay.selectiveRecompute;
-      savedLayer = lay.savedSelective;
-    } else if (k.recompute == cost::Recompute::Full) {
+    else if (k.recompute == cost::Recompute::Full)
       rcLayer = lay.forward;
-      savedLayer = lay.savedFull;
-    }
     d.devices.assign(k.pp, {});
-    d.actPerMb.assign(k.pp, 0);
     d.params.assign(k.pp, 0);
     d.gradDp.assign(k.pp, 0);
     d.gradDpTp.assign(k.pp, 0);
-    d.workspace.assign(k.pp, 0);
     int layer = 0;
     const bool chimera = k.schedule == ScheduleKind::Chimera;
-    // Blocking transfers (Megatron-LM 2021 synchronises after each p2p): a
-    // stage's forward ends with sending its output, its backward with sending
-    // the input gradient; both occupy the rank.
-    const double p2p = k.pp > 1 ? pc.sendRecv(lay.p2pBytes) : 0;
-    const double blocking = o.overlapP2p ? 0 : p2p;
-    std::vector<double> F(S), B(S), W(S);
     for (int s = 0; s < S; ++s) {
       StageInfo st;
       st.stage = s;
@@ -372,9 +456,53 @@ struct Planner {
       st.post = s == S - 1;
       d.stages.push_back(st);
       const double n = d.layers[s];
+      auto addTo = [&](int dev) {
+        d.params[dev] += n * lay.paramElems + (st.pre ? pre.paramElems : 0) +
+                         (st.post ? post.paramElems : 0);
+        d.gradDp[dev] += n * lay.gradBytesDp + (st.pre ? pre.gradBytesDp : 0) +
+                         (st.post ? post.gradBytesDp : 0);
+        d.gradDpTp[dev] += n * lay.gradBytesDpTp +
+                           (st.pre ? pre.gradBytesDpTp : 0) +
+                           (st.post ? post.gradBytesDpTp : 0);
+      };
+      addTo(st.device);
+      if (chimera)
+        addTo(k.pp - 1 - st.device); // the up pipeline's copy of this stage
+    }
+    // A rank running the first and the last stage holds a tied embedding once
+    // (the programs keep one Param).
+    for (int dev = 0; dev < k.pp; ++dev) {
+      bool first = false, last = false;
+      for (const StageInfo &st : d.stages)
+        if (st.device == dev || (chimera && k.pp - 1 - st.device == dev)) {
+          first |= st.pre;
+          last |= st.post;
+        }
+      if (first && last)
+        d.params[dev] -= pre.sharedParamElems;
+    }
+    const bool graph = pc.stepGraph();
+    chooseRecomputeLayers(k, d, agg, graph);
+    d.memory.clear();
+    for (int dev = 0; dev < k.pp; ++dev) {
+      double rc = 0;
+      for (const StageInfo &st : d.stages)
+        if (st.device == dev || (chimera && k.pp - 1 - st.device == dev))
+          rc += st.recomputeLayers;
+      d.memory.push_back(programMemory(k, d, agg, dev, rc, graph));
+    }
+    // Blocking transfers (Megatron-LM 2021 synchronises after each p2p): a
+    // stage's forward ends with sending its output, its backward with sending
+    // the input gradient; both occupy the rank.
+    const double p2p = k.pp > 1 ? pc.sendRecv(lay.p2pBytes) : 0;
+    const double blocking = o.overlapP2p ? 0 : p2p;
+    std::vector<double> F(S), B(S), W(S);
+    for (int s = 0; s < S; ++s) {
+      const StageInfo &st = d.stages[s];
+      const double n = d.layers[s], rc = st.recomputeLayers;
       F[s] = n * lay.forward + (st.pre ? pre.forward : 0) +
              (st.post ? post.forward : 0);
-      B[s] = n * (lay.backward + rcLayer) + (st.pre ? pre.backward : 0) +
+      B[s] = n * lay.backward + rc * rcLayer + (st.pre ? pre.backward : 0) +
              (st.post ? post.backward : 0);
       W[s] = n * lay.weightGradient + (st.pre ? pre.weightGradient : 0) +
              (st.post ? post.weightGradient : 0);
@@ -393,31 +521,13 @@ struct Planner {
         dt.backwardComm +=
             n * lay.backwardComm + (st.pre ? pre.backwardComm : 0) +
             (st.post ? post.backwardComm : 0) +
-            (k.recompute == cost::Recompute::Full ? n * lay.forwardComm : 0);
-        dt.recompute += n * rcLayer;
-        d.actPerMb[dev] += n * savedLayer + (st.pre ? pre.savedNone : 0) +
-                           (st.post ? post.savedNone : 0);
-        d.params[dev] += n * lay.paramElems + (st.pre ? pre.paramElems : 0) +
-                         (st.post ? post.paramElems : 0);
-        d.gradDp[dev] += n * lay.gradBytesDp + (st.pre ? pre.gradBytesDp : 0) +
-                         (st.post ? post.gradBytesDp : 0);
-        d.gradDpTp[dev] += n * lay.gradBytesDpTp +
-                           (st.pre ? pre.gradBytesDpTp : 0) +
-                           (st.post ? post.gradBytesDpTp : 0);
-        double ws =
-            std::max(lay.workspace, std::max(st.pre ? pre.workspace : 0,
-                                             st.post ? post.workspace : 0));
-        if (k.recompute == cost::Recompute::Full)
-          ws += lay.savedNone; // one layer's activations during its backward
-        d.workspace[dev] = std::max(d.workspace[dev], ws);
+            (k.recompute == cost::Recompute::Full ? rc * lay.forwardComm : 0);
+        dt.recompute += rc * rcLayer;
       };
       addTo(st.device);
       if (chimera)
         addTo(k.pp - 1 - st.device); // the up pipeline's copy of this stage
     }
-    if (chimera)
-      for (int dev = 0; dev < k.pp; ++dev)
-        d.actPerMb[dev] /= 2; // the simulator counts in units of one stage
     // Simulator times: per device for interleaved, per stage otherwise.
     if (k.schedule == ScheduleKind::Interleaved) {
       d.times.forward.assign(k.pp, 0);
@@ -485,18 +595,6 @@ struct Planner {
       dt.optimizer =
           cost::optimizerStep(c, held, cost::Optimizer::AdamW, true).time;
     }
-  }
-
-  cost::RankMemory memoryOf(const Knobs &k, const DevicePlan &d, int dev,
-                            double inFlight) const {
-    cost::RankMemoryInputs in;
-    in.state.params = d.params[dev];
-    in.state.dataParallel = k.dp;
-    in.state.zeroStage = k.zero;
-    in.activationBytesPerMicroBatch = d.actPerMb[dev];
-    in.inFlightMicroBatches = inFlight;
-    in.workspaceBytes = d.workspace[dev] + o.reservedBytes;
-    return cost::rankMemory(in);
   }
 
   double lowerBound(const Knobs &k, const DevicePlan &d) const {
@@ -573,7 +671,7 @@ struct Planner {
       DeviceTimes &dt = d.devices[dev];
       dt.end = end[dev];
       dt.inFlight = r.sim.devices[dev].peakActivations;
-      dt.memoryParts = memoryOf(k, d, dev, dt.inFlight);
+      dt.memoryParts = d.memory[dev];
       dt.memory = dt.memoryParts.total();
       double t = dt.end + dt.gradSyncExposed + dt.optimizer;
       if (t > step) {
@@ -588,7 +686,7 @@ struct Planner {
     if (kfac && !addKfac(k, *ctx.pricing, *schedule, d, r, step))
       return r;
     r.stepTime = step;
-    r.fits = r.peakMemory <= capacity;
+    r.fits = r.peakMemory + cost::planningMarginBytes(capacity) <= capacity;
     r.devices = d.devices;
     r.stages = d.stages;
     r.layersPerStage = d.layers;
@@ -609,6 +707,12 @@ struct Planner {
     p.mfu = p.tflopsPerGpu * 1e12 / c.peakFlops(o.precision);
     p.bubbleFraction = r.sim.bubbleFraction;
     p.peakMemory = r.peakMemory;
+    for (const DeviceTimes &dt : d.devices) {
+      p.peakAllocated = std::max(p.peakAllocated, dt.memoryParts.allocated() +
+                                                      dt.kfacBytes);
+      p.peakHostMemory = std::max(p.peakHostMemory, dt.memoryParts.host);
+    }
+    p.memoryMargin = cost::planningMarginBytes(capacity);
     const DeviceTimes &cd = d.devices[r.criticalDevice];
     const double mb = static_cast<double>(k.microbatches);
     const double runs = microbatchesPerStage(k);
@@ -692,10 +796,8 @@ struct Planner {
             syncAndOptimizer(cand.knobs, *ctx.pricing, d);
             cand.lowerBound = lowerBound(cand.knobs, d);
             double mem = 0;
-            for (int dev = 0; dev < pp; ++dev)
-              mem = std::max(mem, memoryOf(cand.knobs, d, dev,
-                                           inFlightEstimate(cand.knobs))
-                                      .total());
+            for (const cost::RankMemory &rm : d.memory)
+              mem = std::max(mem, rm.total());
             cand.memoryEstimate = mem;
             ++stats.candidatesPriced;
             out.push_back(cand);
@@ -1437,9 +1539,12 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
       }
     char buf[512];
     std::snprintf(buf, sizeof buf,
-                  "no plan fits in %.1f GiB per GPU: the smallest footprint "
-                  "found needs %.1f GiB (%s), dominated by %s (%.1f GiB)",
-                  inf.capacity / (1 << 30), inf.peakMemory / (1 << 30),
+                  "no plan fits in %.1f GiB per GPU with a %.1f GiB margin: "
+                  "the smallest footprint found needs %.1f GiB (%s), "
+                  "dominated by %s (%.1f GiB)",
+                  inf.capacity / (1 << 30),
+                  cost::planningMarginBytes(inf.capacity) / (1 << 30),
+                  inf.peakMemory / (1 << 30),
                   knobsToString(inf.knobs).c_str(), inf.dominant.c_str(),
                   top / (1 << 30));
     inf.message = buf;

@@ -42,6 +42,14 @@ std::string metrics_json(const RunMetrics &m) {
   j.set(m.items_name + "_per_second",
         Json::of(mean > 0 ? m.items_per_step / mean : 0.0));
   j.set("peak_memory_bytes", std::move(mem));
+  if (!m.peak_device_used_bytes.empty()) {
+    Json used = Json::arr();
+    for (int64_t b : m.peak_device_used_bytes)
+      used.push(Json::of(b));
+    j.set("peak_device_used_bytes", std::move(used));
+  }
+  if (m.predicted_peak_bytes > 0)
+    j.set("predicted_peak_bytes", Json::of(m.predicted_peak_bytes));
   Json coll = Json::obj();
   for (const auto &[kind, stat] : m.collectives) {
     Json s = Json::obj();

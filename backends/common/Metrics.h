@@ -47,12 +47,19 @@ struct RunMetrics {
   double items_per_step = 0; // tokens (B*T) or samples per optimizer step
   std::string items_name = "tokens";      // "tokens" or "samples"
   std::vector<int64_t> peak_memory_bytes; // one entry per rank
+  /// CUDA: device memory in use (cudaMemGetInfo: total - free) when the
+  /// allocation wrapper reached its peak, per rank; empty on the CPU.
+  std::vector<int64_t> peak_device_used_bytes;
+  /// The plan's predicted peak of what peak_memory_bytes measures (CUDA: its
+  /// peak_allocated_bytes; CPU: peak_host_memory_bytes); 0: not known.
+  double predicted_peak_bytes = 0;
   CommStats collectives;                  // this rank's (rank 0's when written)
   std::map<std::string, std::string> info; // free-form: plan name, backend, ...
 };
 
 /// The metrics.json text (schema in docs/runtime.md): "loss", "step_seconds",
 /// "mean_step_seconds", "<items>_per_second", "peak_memory_bytes",
+/// "peak_device_used_bytes" (CUDA), "predicted_peak_bytes" (when known),
 /// "collectives" {kind: {"calls", "bytes", "seconds"}} and "info".
 /// mean_step_seconds skips step 0 (warm-up) when there are at least 2 steps.
 std::string metrics_json(const RunMetrics &m);

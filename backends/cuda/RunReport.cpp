@@ -82,6 +82,11 @@ void write_cuda_run_metrics(RunMetrics &m, double model_flops_per_step,
                             MPI_Comm comm) {
   const int p = comm_size(comm);
   gather_run_metrics(m, peak_device_bytes(), comm);
+  const int64_t used = peak_device_used_bytes();
+  m.peak_device_used_bytes.assign(size_t(p), 0);
+  mpiCheck(MPI_Allgather(&used, 1, MPI_INT64_T,
+                         m.peak_device_used_bytes.data(), 1, MPI_INT64_T,
+                         comm));
   if (comm_rank(comm) == 0) {
     double total = 0;
     size_t first = m.step_seconds.size() >= 2 ? 1 : 0, counted = 0;

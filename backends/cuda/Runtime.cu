@@ -14,6 +14,34 @@ std::atomic<int> gRank{-1};
 std::atomic<void (*)(const char *)> gFaultHook{nullptr};
 std::atomic<int64_t> gCurrentBytes{0};
 std::atomic<int64_t> gPeakBytes{0};
+std::atomic<int64_t> gPeakUsedBytes{0};
+std::atomic<const char *> gAllocContext{"a runtime buffer"};
+std::atomic<double> gPredictedPeak{0};
+
+/// An allocation that does not fit: one line with the rank, the allocation,
+/// what is held and the plan's prediction, then the fault path (the comm
+/// layer aborts the communicators and MPI: no rank waits on this one), and a
+/// non-zero exit. Nothing is checkpointed.
+[[noreturn]] void out_of_memory(int64_t bytes, cudaError_t err) {
+  size_t free = 0, total = 0;
+  (void)cudaGetLastError(); // clear the sticky-free error state of the call
+  (void)cudaMemGetInfo(&free, &total);
+  char what[768];
+  const double gib = double(1 << 30), predicted = gPredictedPeak.load();
+  char pred[96] = "no prediction known";
+  if (predicted > 0)
+    std::snprintf(pred, sizeof pred, "the plan predicted a peak of %.2f GiB",
+                  predicted / gib);
+  std::snprintf(what, sizeof what,
+                "%s: out of device memory allocating %lld bytes (%.2f GiB) for "
+                "%s, with %.2f GiB allocated by the program and %.2f of %.2f "
+                "GiB in use on the device; %s",
+                cudaGetErrorName(err), static_cast<long long>(bytes),
+                double(bytes) / gib, gAllocContext.load(),
+                double(gCurrentBytes.load()) / gib,
+                double(total - free) / gib, double(total) / gib, pred);
+  cuda_fail(what, "cudaMalloc", __FILE__, __LINE__);
+}
 } // namespace
 
 void cuda_fail(const char *what, const char *call, const char *file, int line) {
@@ -47,14 +75,24 @@ void cuda_fail_error(cudaError_t err, const char *call, const char *file,
 
 void *device_alloc(int64_t bytes) {
   void *p = nullptr;
-  AUTODDL_CUDA_CHECK(cudaMalloc(&p, size_t(bytes)));
+  const cudaError_t err = cudaMalloc(&p, size_t(bytes));
+  if (err == cudaErrorMemoryAllocation)
+    out_of_memory(bytes, err);
+  if (err != cudaSuccess)
+    cuda_fail_error(err, "cudaMalloc(&p, size_t(bytes))", __FILE__, __LINE__);
   // Zero on the compute stream and wait, so that work on any stream sees the
   // zeros (the compute stream does not synchronise with the legacy stream).
   AUTODDL_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(bytes), compute_stream()));
   AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
   const int64_t now = gCurrentBytes.fetch_add(bytes) + bytes;
   int64_t peak = gPeakBytes.load();
-  while (now > peak && !gPeakBytes.compare_exchange_weak(peak, now)) {
+  bool raised = false;
+  while (now > peak && !(raised = gPeakBytes.compare_exchange_weak(peak, now))) {
+  }
+  if (raised) { // the device's use at the counted peak (a host call, no sync)
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+      gPeakUsedBytes.store(int64_t(total - free));
   }
   return p;
 }
@@ -250,5 +288,8 @@ void synchronize() {
 
 int64_t peak_device_bytes() { return gPeakBytes.load(); }
 int64_t current_device_bytes() { return gCurrentBytes.load(); }
+int64_t peak_device_used_bytes() { return gPeakUsedBytes.load(); }
+void set_allocation_context(const char *what) { gAllocContext = what; }
+void set_predicted_peak_bytes(double bytes) { gPredictedPeak = bytes; }
 
 } // namespace autoddl::rt

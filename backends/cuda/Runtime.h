@@ -156,6 +156,15 @@ void synchronize();
 int64_t peak_device_bytes();
 /// Bytes held now.
 int64_t current_device_bytes();
+/// Device memory in use (cudaMemGetInfo: total - free) when the counted bytes
+/// last reached their peak (the context, NCCL buffers and the allocator's
+/// rounding included).
+int64_t peak_device_used_bytes();
+/// What an out-of-memory message names: the buffers being allocated now
+/// (a static string: "parameter <name>" is not needed, the phase is enough)
+/// and the plan's predicted peak of the counted bytes (0: unknown).
+void set_allocation_context(const char *what);
+void set_predicted_peak_bytes(double bytes);
 
 } // namespace autoddl::rt
 

@@ -379,6 +379,14 @@ std::string Emitter::specText() const {
            "  s.peak_flops_per_gpu = kPeakFlopsPerGpu;\n";
   if (target_.stepGraph)
     out += "  s.step_graphable = kStepGraphable;\n";
+  // The plan's predicted peak of what this backend measures (device bytes
+  // the CUDA allocation wrapper counts; the CPU program's host bytes),
+  // named if an allocation fails (docs/cost-model.md §5.3).
+  const double peak = target_.actBuffers ? plan_.predicted.peakAllocated
+                                         : plan_.predicted.peakHostMemory;
+  if (peak > 0)
+    out += fmt::format("  s.predicted_peak_bytes = {}; // {:.2f} GiB\n",
+                       fmtDouble(peak), peak / double(1 << 30));
   out += "  return s;\n}\n\n";
   return out;
 }

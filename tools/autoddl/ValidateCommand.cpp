@@ -14,6 +14,9 @@
 //     "tp_collectives";
 //   - per step: predicted.step_time_s against mean_step_seconds, and whether
 //     the error is within --step-tolerance (issue 6: 15% after calibration);
+//   - per rank: the predicted peak memory against peak_memory_bytes (and the
+//     device's use, cudaMemGetInfo), within --memory-tolerance
+//     (ValidateMemory.h; issue 27: 10%);
 // and the mean absolute percentage error (MAPE) over the op kinds both sides
 // have. --trace-out writes one Chrome-trace/Perfetto document holding the
 // predicted timeline (the one `autoddl inspect --trace` writes, names
@@ -35,6 +38,7 @@
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "tools/autoddl/Commands.h"
+#include "tools/autoddl/ValidateMemory.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -59,6 +63,7 @@ struct ValidateArgs {
   bool json = false;
   int64_t steps = 10;
   double stepTolerance = 0.15; // issue 6: within 15% after calibration
+  double memoryTolerance = 0.10; // issue 27: within 10%
 };
 
 /// A number of `j` at `key`, or nullopt when absent; a present non-number is
@@ -303,6 +308,10 @@ void run(const ValidateArgs &a) {
   if (!(a.stepTolerance >= 0))
     throw UserError("--step-tolerance: expected a non-negative fraction, got " +
                     fmt::format("{}", a.stepTolerance));
+  if (!(a.memoryTolerance >= 0))
+    throw UserError("--memory-tolerance: expected a non-negative fraction, "
+                    "got " +
+                    fmt::format("{}", a.memoryTolerance));
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string dir =
       a.measured.empty() ? driver::profiledRun(plan, a.plan, a.model, a.steps)
@@ -417,6 +426,8 @@ void run(const ValidateArgs &a) {
                "step ran eagerly (--profile): compare the step with "
                "--graph-run RUN, a run without --profile";
 
+  const std::vector<MemoryRow> memory = memoryRows(plan, m, metricsPath);
+
   if (!a.fitCluster.empty())
     fitCluster(a, plan, ops, measuredStep, graphStep);
 
@@ -462,6 +473,7 @@ void run(const ValidateArgs &a) {
                    {"within_tolerance",
                     stepError ? json(std::fabs(*stepError) <= a.stepTolerance)
                               : json(nullptr)}};
+    out["memory"] = memoryJson(memory, a.memoryTolerance);
     if (!a.traceOut.empty())
       out["trace"] = a.traceOut;
     std::fputs((out.dump(2) + "\n").c_str(), stdout);
@@ -497,6 +509,7 @@ void run(const ValidateArgs &a) {
   if (stepError)
     s += fmt::format("step within {:.0f}%: {}\n", a.stepTolerance * 100,
                      std::fabs(*stepError) <= a.stepTolerance ? "yes" : "no");
+  s += memoryText(memory, a.memoryTolerance);
   if (!a.traceOut.empty())
     s += fmt::format("\ntrace: {}{}\n", a.traceOut, traceNote);
   std::fputs(s.c_str(), stdout);
@@ -524,6 +537,9 @@ void registerValidateCommand(CLI::App &app) {
   cmd->add_option("--step-tolerance", args->stepTolerance,
                   "report whether |step error| is within this fraction "
                   "(default 0.15, issue 6's bound after calibration)");
+  cmd->add_option("--memory-tolerance", args->memoryTolerance,
+                  "report whether every rank's |peak memory error| is "
+                  "within this fraction (default 0.10, issue 27)");
   cmd->add_option("--cluster", args->cluster,
                   "the cluster the plan was made on (for --fit-cluster)");
   cmd->add_option("--fit-cluster", args->fitCluster,

@@ -38,6 +38,10 @@ struct ProgramSpec {
   // may run as one CUDA graph.
   double model_flops_per_step = 0, peak_flops_per_gpu = 0;
   bool step_graphable = false;
+  // The plan's predicted peak of this backend's measured memory (CUDA: bytes
+  // the allocation wrapper counts; CPU: host bytes), 0 when unknown: named
+  // in an out-of-memory message and written to metrics.json.
+  double predicted_peak_bytes = 0;
 
   int64_t ranks() const { return pp * dp * tp; }
   bool graph_model() const { return data == DataKind::Graph; }

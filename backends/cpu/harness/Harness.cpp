@@ -10,7 +10,10 @@
 #include "backends/cpu/Zero.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <stdexcept>
 
 namespace autoddl::rt::harness {
@@ -21,6 +24,29 @@ std::vector<MPI_Request> pending;
 uint64_t seed = 1234;
 
 namespace {
+// What an out-of-memory message names (set in setup()).
+int gOomRank = -1;
+double gOomPredicted = 0;
+const char *gOomWhat = "a buffer";
+
+/// operator new failed: say so at once with the rank, what was being
+/// allocated and the plan's predicted host peak, and abort every rank (no
+/// rank waits on this one; nothing is checkpointed).
+void out_of_host_memory() {
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "autoddl: rank %d: out of host memory allocating %s; %.2f GiB "
+                "resident at the peak so far; the plan predicted a host peak "
+                "of %.2f GiB",
+                gOomRank, gOomWhat,
+                double(peak_resident_bytes()) / double(1 << 30),
+                gOomPredicted / double(1 << 30));
+  std::fputs(line, stderr);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
+}
 
 TokenSource tokens;
 GraphShard graph;
@@ -101,8 +127,15 @@ public:
     } else if (!o.data.empty()) {
       tokens.open(o.data, s_.vocab);
     }
+    gOomRank = int(g.mesh->rank());
+    gOomPredicted = s_.predicted_peak_bytes;
+    std::set_new_handler(out_of_host_memory);
+    gOomWhat = "the parameters (value, gradient, AdamW m and v)";
     init_params();
+    gOomWhat = "the stages' buffers (activations and their gradients, one set "
+               "per micro-batch)";
     p_.allocate_stages();
+    gOomWhat = "a runtime buffer";
     return o.resume.empty() ? 0 : load_checkpoint(o.resume, s_, *this);
   }
 
@@ -161,6 +194,7 @@ public:
   }
 
   void write_outputs(const Options &o, RunMetrics &m) override {
+    m.predicted_peak_bytes = s_.predicted_peak_bytes;
     write_run_metrics(m, o.out + "/metrics.json", MPI_COMM_WORLD);
     if (o.trace)
       write_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);

@@ -174,6 +174,9 @@ public:
     }
     step_graph_.set_counts(&comm_stats()); // replays count their collectives
     lap("mesh and data");
+    set_predicted_peak_bytes(s_.predicted_peak_bytes);
+    set_allocation_context("the parameters (value, gradient, AdamW state, "
+                           "working copy)");
     init_params();
     for (const ParamSpec &ps : p_.params)
       if (ps.p->held)
@@ -181,8 +184,12 @@ public:
                               ps.p->device_n * int64_t(sizeof(float)));
     param_grad_zeros_.seal();
     lap("parameters");
+    set_allocation_context("the stages' buffers (activations and their "
+                           "gradients, one set per micro-batch)");
     p_.allocate_stages();
     p_.configure_grad_sync();
+    set_allocation_context("a runtime buffer (workspace, pipeline staging, "
+                           "step graph)");
     lap("activations");
     // Run the schedule once without compute: every pipeline transfer is
     // noted, the senders' orders exchanged and the links connected.
@@ -333,6 +340,7 @@ public:
                                      " nodes, captured at the run's second "
                                      "step"
                                : std::string("on, never captured (one step)");
+    m.predicted_peak_bytes = s_.predicted_peak_bytes;
     write_cuda_run_metrics(m, s_.model_flops_per_step, s_.peak_flops_per_gpu,
                            o.out + "/metrics.json", MPI_COMM_WORLD);
     write_op_profile(o.out + "/metrics.json", MPI_COMM_WORLD);

@@ -411,8 +411,12 @@ TEST(Memory, SearchPicksOnlyZeroStagesTheProgramsRun) {
   for (const Alternative &a : free.alternatives)
     EXPECT_FALSE(a.knob == "zero" && std::stoi(a.value) > kMaxGeneratedZero)
         << a.value;
+  // Pinned on dp=32 x tp=8: the programs' fp32 master and bf16 working
+  // weights (6 bytes a parameter, unsharded by ZeRO-2) no longer fit 18B on
+  // one A100 (dp=256), as the earlier 2-byte weights did.
   FixedKnobs f;
-  f.dp = 256;
+  f.dp = 32;
+  f.tp = 8;
   f.zero = 2;
   Plan pinned =
       asPlan(run(gpt18b, c, 1024, SearchMode::CoordinateDescent, f, 2048));
@@ -570,7 +574,13 @@ TEST(Stack, Megatron2021IsSlowerAndTheFreeSearchStillNoWorse) {
   Plan modern = price("modern", true), old = price("megatron-2021", true);
   EXPECT_EQ(old.stack, "megatron-2021");
   EXPECT_GT(old.predicted.stepTime, modern.predicted.stepTime);
-  EXPECT_GT(old.predicted.compute, modern.predicted.compute);
+  // The attention itself (recomputation excluded, which now differs by the
+  // layers each stack's memory needs recomputed).
+  auto attention = [](const Plan &p) {
+    const auto &t = p.predicted.opKinds.at("attention");
+    return t[0] + t[1];
+  };
+  EXPECT_GT(attention(old), attention(modern));
   // Exposed gradient sync: all of it on the 2021 stack, in fp32.
   EXPECT_GT(old.predicted.gradSync, modern.predicted.gradSync);
   Plan free = price("megatron-2021", false);

@@ -121,7 +121,8 @@ expect_error "--kfac-damping must be a finite number > 0, got -1" \
 expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer sgd
-# The first-order plan fits in 2.45 GB; one refresh's K-FAC state does not.
+# The first-order plan (0.9 GiB with the estimated overheads) fits in 2.25 GB less the 1 GiB
+# margin; with one refresh's K-FAC state (1.2 GiB) it does not.
 "$autoddl" plan "$fixtures/kfac-wide.json" --cluster "$fixtures/h200x2-small.json" \
   --gpus 2 --global-batch 2 --no-why >/dev/null || fail "first-order kfac-wide should fit"
 expect_error "with --optimizer kfac, of which K-FAC state" \

@@ -441,6 +441,8 @@ TEST_F(ValidateCli, PipelineComparesTheProfiledDevice) {
     const std::string run = measuredCopy([&](json &m) {
       m["info"]["ranks"] = "2";
       m["op_profile_rank"] = rank;
+      const json peak = m["peak_memory_bytes"][0]; // one entry per rank
+      m["peak_memory_bytes"] = json::array({peak, peak});
     });
     CliRun v = cli("validate '" + pp + "' --measured '" + run + "' --json");
     ASSERT_EQ(v.status, 0) << v.err;
@@ -505,6 +507,45 @@ TEST_F(ValidateCli, BadInput) {
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.err.find("GPU"), std::string::npos) << r.err;
   }
+}
+
+// Memory beside time: each rank's predicted allocation (the plan's
+// pipeline_ranks[].memory.allocated) against peak_memory_bytes, the predicted
+// total against the device's use at that peak; error = (pred - meas) / meas.
+TEST_F(ValidateCli, MemoryErrorBesideTheStepError) {
+  const json dev = readJson(plan()).at("pipeline_ranks").at(0).at("memory");
+  const double pred = dev.at("allocated").get<double>();
+  const double total = dev.at("total").get<double>();
+  ASSERT_GT(pred, 0);
+  ASSERT_GT(total, pred); // the estimated overheads
+  const double meas = pred / 1.25, used = total * 1.05;
+  const std::string run = measuredCopy([&](json &m) {
+    m["peak_memory_bytes"] = json::array({meas});
+    m["peak_device_used_bytes"] = json::array({used});
+  });
+  CliRun r = cli("validate '" + plan() + "' --measured '" + run + "' --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json mem = json::parse(r.out).at("memory");
+  const json &row = mem.at("ranks").at(0);
+  EXPECT_DOUBLE_EQ(row.at("predicted_bytes").get<double>(), pred);
+  EXPECT_NEAR(row.at("error").get<double>(), 0.25, 1e-9);
+  EXPECT_NEAR(row.at("used_error").get<double>(), 1 / 1.05 - 1, 1e-9);
+  EXPECT_FALSE(mem.at("within_tolerance").get<bool>()); // 25% > 10%
+  CliRun t = cli("validate '" + plan() + "' --measured '" + run +
+                 "' --memory-tolerance 0.3");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("memory within 30%: yes (worst +25.0%)"),
+            std::string::npos)
+      << t.out;
+  // A rank count that is not the plan's, and a bad tolerance: one line each.
+  const std::string two = measuredCopy(
+      [&](json &m) { m["peak_memory_bytes"] = json::array({meas, meas}); });
+  expectOneLineError(
+      cli("validate '" + plan() + "' --measured '" + two + "'"),
+      "/peak_memory_bytes: 2 ranks, the plan has 1");
+  expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
+                         " --memory-tolerance -1"),
+                     "--memory-tolerance: expected a non-negative");
 }
 
 } // namespace
