@@ -181,8 +181,11 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
-    fusedOperand_.push_back(
-        fusedResidual ? int(residualGemmOperands(g, uses, gi).front()) : -1);
+    // Codegen fuses the residual on any tp when the linear is not
+    // row-parallel (edgeTerms checks the signature for memory).
+    const std::vector<size_t> residual =
+        fusedGelu ? std::vector<size_t>{} : residualGemmOperands(g, uses, gi);
+    fusedOperand_.push_back(residual.empty() ? -1 : int(residual.front()));
     // The dense operand whose rows spmm (x) and sddmm (y) read for every
     // node: all-gathered over dp under a node split.
     const size_t allNodes = op.kind == "spmm"    ? 1
@@ -413,20 +416,30 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   // residual (ProgramDecisions.h).
   const double hostScale = 4.0 / o_.activationElementBytes;
   const InGemm made = inGemm_[E.producer];
-  bool intoResidual = !E.consumers.empty();
+  bool intoResidual = !E.consumers.empty() && R.kind != Sbp::Partial;
   for (auto [c, k] : E.consumers)
-    intoResidual &= inGemm_[c] == InGemm::Forward && fusedOperand_[c] == k;
-  const double rb = localBytes(t, R) * padScale_[E.producer];
+    intoResidual &= fusedOperand_[c] == k && sigOf(c).operands[k] == R;
+  // A partial result is all-reduced in place: the buffer holds it whole.
+  const Sbp kept = R.kind == Sbp::Partial ? Sbp::broadcast() : R;
+  const double rb = localBytes(t, kept) * padScale_[E.producer];
   r.program = intoResidual ? 0 : made == InGemm::All ? rb : 2 * rb;
   r.host = 2 * rb * hostScale;
   {
     int seenC[8] = {0};
-    seenC[sbpCode(R)] = 1;
+    seenC[sbpCode(kept)] = 1;
     for (auto [c, k] : E.consumers) {
       const Sbp x = sigOf(c).operands[k];
       if (!seenC[sbpCode(x)]++) {
         r.program += 2 * localBytes(t, x);
         r.host += 2 * localBytes(t, x) * hostScale;
+      }
+      // A consumer whose input gradient is partial over tp (a column
+      // linear) writes it into a buffer of its own before the all-reduce
+      // (into a converted copy's gradient, reduced on the way back, else).
+      if (x.kind == Sbp::Broadcast && x == kept &&
+          sigOf(c).operandGrads[k].kind == Sbp::Partial) {
+        r.program += localBytes(t, x);
+        r.host += localBytes(t, x) * hostScale;
       }
     }
   }
@@ -522,8 +535,13 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     s.backwardComm += w * t.bwdBox;
     s.savedNone += w * t.saved;
     s.savedSelective += w * t.savedSelective;
-    s.programBytes += w * t.program;
-    s.hostBytes += w * t.host;
+    // A program's buffer lives with the op that makes it (the last layer's
+    // output, read by the head, is still a layer's buffer).
+    const Segment made =
+        E.producer >= 0 ? sg_.ops[E.producer].segment : E.segment;
+    const double wm = E.weight / instances(made);
+    agg.seg[static_cast<int>(made)].programBytes += wm * t.program;
+    agg.seg[static_cast<int>(made)].hostBytes += wm * t.host;
     s.selectiveRecompute += w * t.recomputeSel;
     // The tensor a layer hands the next: one per boundary, whatever the weight.
     s.savedFull += t.savedFull;

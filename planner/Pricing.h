@@ -166,8 +166,8 @@ private:
   // all of it, a residual add on a linear's output its forward.
   enum class InGemm { None, All, Forward };
   std::vector<InGemm> inGemm_;
-  // Per collapsed op under InGemm::Forward: the operand whose linear writes
-  // the sum in its GEMM (that tensor is never materialised); else -1.
+  // Per collapsed residual add: the operand whose linear may write the sum
+  // in its GEMM (that tensor is then never materialised); else -1.
   std::vector<int> fusedOperand_;
   // Per collapsed op, padded over real columns of its output (an lm_head
   // whose vocabulary the CUDA program pads, ProgramDecisions.h); else 1.

@@ -360,6 +360,10 @@ struct Planner {
                (st.post ? post.programBytes : 0);
       hostPerMb += (st.pre ? pre.hostBytes : 0) +
                    (st.post ? post.hostBytes : 0);
+      if (st.stage > 0) { // the received input and its gradient
+        perMb += 2 * lay.p2pBytes;
+        hostPerMb += 2 * lay.p2pBytes * 4.0 / o.activationElementBytes;
+      }
       ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                      st.post ? post.workspace : 0});
     }
@@ -718,7 +722,8 @@ struct Planner {
     const double runs = microbatchesPerStage(k);
     p.tpComm = runs * (cd.forwardComm + cd.backwardComm);
     p.compute = runs * (cd.forward + cd.backward) - p.tpComm;
-    p.bubble = cd.end - runs * (cd.forward + cd.backward);
+    // Rounding leaves -1e-18 where there is no bubble: not a negative time.
+    p.bubble = std::max(0.0, cd.end - runs * (cd.forward + cd.backward));
     p.p2p = k.pp > 1 ? 2 * mb * r.p2p : 0;
     p.gradSync = cd.gradSyncExposed;
     p.optimizer = cd.optimizer;

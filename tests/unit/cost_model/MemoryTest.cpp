@@ -32,6 +32,32 @@ TEST(ModelState, Fp32AdamIsSixteenBytesWithoutMaster) {
   EXPECT_DOUBLE_EQ(modelStateBytes(in).total(), 16e9);
 }
 
+TEST(ModelState, GeneratedProgramsHoldWhatTheirParamHolds) {
+  // backends/cuda/harness/Harness.h Param: fp32 value, bf16 working copy,
+  // fp32 gradient, fp32 m and v; ZeRO-1 shards m, v and adds an fp32
+  // gradient shard: 6 + 4 + (8 + 4) / Nd.
+  ModelStateInputs in;
+  in.params = 1e9;
+  in.bytes = cudaProgramAdamW();
+  EXPECT_DOUBLE_EQ(modelStateBytes(in).total(), 18e9);
+  in.zeroStage = 1;
+  in.dataParallel = 4;
+  EXPECT_DOUBLE_EQ(modelStateBytes(in).total(), 10e9 + 12e9 / 4);
+  in = ModelStateInputs{};
+  in.params = 1e9;
+  in.bytes = cpuProgramAdamW(); // fp32 value, gradient, m, v
+  EXPECT_DOUBLE_EQ(modelStateBytes(in).total(), 16e9);
+}
+
+TEST(RankMemory, MarginIsFivePercentOrOneGiB) {
+  EXPECT_DOUBLE_EQ(planningMarginBytes(140e9), 7e9);
+  EXPECT_DOUBLE_EQ(planningMarginBytes(10e9), double(1 << 30));
+  // The overheads the wrapper does not count: context, NCCL per communicator,
+  // the step graph, 1 % of the allocation.
+  EXPECT_DOUBLE_EQ(cudaOverheadEstimateBytes(2, true, 100e9),
+                   double(1 << 30) + 64.0 * (1 << 20) + 1e9);
+}
+
 TEST(Activations, KorthikantiTableTwo) {
   // Korthikanti et al. 2022, Table 2, for s = 2048, b = 1, h = 12288, a = 96, t
   // = 8 (GPT-3 175B shapes): 5as/(ht) = 5 * 96 * 2048 / (12288 * 8) = 10.

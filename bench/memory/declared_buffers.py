@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""The bytes a generated project declares against what its plan predicts
+(docs/cost-model.md §5.3), without running it: each stage struct's buffers
+(train.cpp, `struct StageN`) times the micro-batches the program allocates
+(kMicroBatches), summed per pipeline device from plan.json's stage map,
+against pipeline_ranks[].memory.activations (CUDA project); for a one-rank
+CPU project, the same plus the fp32 parameter state (16 bytes an element of
+the program's parameter table) against memory.host.
+
+usage: declared_buffers.py PROJECT [--tolerance F] [--json]
+Exit 1 when a device's error exceeds the tolerance (default 0.01), or on bad
+input (one line naming the file)."""
+import argparse
+import json
+import re
+import sys
+
+CUDA = {"act_t": 2, "float": 4, "int32_t": 4}
+CPU = {"float": 4, "int32_t": 4}
+
+
+def fail(msg):
+    print(f"declared_buffers.py: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("project")
+    ap.add_argument("--tolerance", type=float, default=0.01)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    try:
+        src = open(a.project + "/train.cpp").read()
+        plan = json.load(open(a.project + "/plan.json"))
+    except (OSError, ValueError) as e:
+        fail(f"{a.project}: {e}")
+    cuda = "DeviceBuffer<" in src
+    sizes = CUDA if cuda else CPU
+    mb = re.search(r"kMicroBatches = (\d+)", src)
+    if not mb:
+        fail(f"{a.project}/train.cpp: no kMicroBatches")
+    mbs = int(mb.group(1))
+    pat = (r"DeviceBuffer<(\w+)> \w+\{(\d+)\}" if cuda else
+           r"std::vector<(\w+)> \w+ = std::vector<\w+>\((\d+)\)")
+    per_stage = {}
+    for m in re.finditer(r"struct Stage(\d+) \{(.*?)\n\};", src, re.S):
+        per_stage[int(m.group(1))] = sum(
+            sizes[b.group(1)] * int(b.group(2))
+            for b in re.finditer(pat, m.group(2)))
+    if plan["schedule"]["kind"] == "chimera":
+        fail(f"{a.project}: Chimera's two pipelines are not checked here")
+    rows = []
+    for d, rank in enumerate(plan["pipeline_ranks"]):
+        declared = mbs * sum(per_stage[s["stage"]] for s in plan["stages"]
+                             if s["device"] == d)
+        mem = rank["memory"]
+        if cuda:
+            predicted = mem["activations"]
+        else:
+            if len(plan["pipeline_ranks"]) * plan["mesh"]["dp"] * \
+                    plan["mesh"]["tp"] != 1:
+                fail(f"{a.project}: the CPU check takes one-rank plans")
+            params = sum(
+                eval_shape(p.group(1))
+                for p in re.finditer(r"Shape\{([\d, ]+)\}, -?\d+, \"", src))
+            declared += 16 * params
+            predicted = mem["host"]
+        err = (predicted - declared) / declared if declared else 0.0
+        rows.append({"device": d, "declared_bytes": declared,
+                     "predicted_bytes": predicted, "error": err})
+    if a.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print(f"device {r['device']}: declared {r['declared_bytes'] / 2**30:.3f} GiB, "
+                  f"predicted {r['predicted_bytes'] / 2**30:.3f} GiB, "
+                  f"error {100 * r['error']:+.2f}%")
+    bad = [r for r in rows if abs(r["error"]) > a.tolerance]
+    if bad:
+        fail(f"{a.project}: device {bad[0]['device']} predicted "
+             f"{bad[0]['predicted_bytes']:.0f} bytes, the project declares "
+             f"{bad[0]['declared_bytes']:.0f} ({100 * bad[0]['error']:+.2f}%)")
+
+
+def eval_shape(text):
+    n = 1
+    for d in text.split(","):
+        n *= int(d)
+    return n
+
+
+if __name__ == "__main__":
+    main()

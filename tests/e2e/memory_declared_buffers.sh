@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The memory model prices what the generated programs declare (docs/cost-model.md §5.3): for
+# plans covering the emitters' buffer rules (one GPU; pp=2 with a received boundary; interleaved;
+# Megatron tp=2 with partial input gradients and all-reduced outputs; batch splits on tp with the
+# residual fused into the GEMM; dp=2 ZeRO-1; LLaMA's RMSNorm, rotary and SwiGLU), generate the
+# CUDA project and compare every pipeline device's stage buffers x micro-batches with the plan's
+# memory.activations; on one rank, the CPU project's fp32 buffers and parameter state with
+# memory.host (bench/memory/declared_buffers.py, within 0.5 %). No build, no GPU.
+# Usage: memory_declared_buffers.sh AUTODDL WORKDIR
+set -euo pipefail
+autoddl=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+check=$(cd "$(dirname "$0")/../../bench/memory" && pwd)/declared_buffers.py
+rm -rf "$work" && mkdir -p "$work"
+cases=(
+  "gpt2_1gpu gpt2 1 4 256 microbatch=2,recompute=none"
+  "gpt2_pp2 gpt2 2 8 256 tp=1,pp=2,dp=1,microbatch=2,recompute=none"
+  "gpt2_interleaved $here/gpt-4layer.json 2 8 16 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2,recompute=none"
+  "gpt2_tp2_megatron gpt2 2 4 256 tp=2,pp=1,dp=1,microbatch=4,recompute=none --tp-mode=tensor"
+  "gpt2_tp2_batch gpt2 2 16 1024 tp=2,pp=1,dp=1,microbatch=8,recompute=none"
+  "gpt2_dp2_zero1 gpt2 2 4 256 tp=1,pp=1,dp=2,zero=1,recompute=none"
+  "llama_1gpu tiny-llama 1 4 64 recompute=none"
+  "llama_tp2 tiny-llama 2 4 64 tp=2,pp=1,dp=1,recompute=none --tp-mode=tensor"
+)
+for c in "${cases[@]}"; do
+  read -r name model gpus batch seq fix extra <<<"$c"
+  w=$work/$name && mkdir -p "$w"
+  "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" --global-batch "$batch" \
+    --seq "$seq" --fix "$fix" ${extra:-} --no-why -o "$w/plan.json" >/dev/null
+  modelArg=() && [ -f "$model" ] && modelArg=(--model "$model")
+  "$autoddl" codegen "$w/plan.json" "${modelArg[@]}" --backend cuda -o "$w/cuda" >/dev/null
+  python3 "$check" "$w/cuda" --tolerance 0.005 | sed "s/^/$name cuda: /"
+  if [ "$gpus" = 1 ]; then
+    "$autoddl" codegen "$w/plan.json" "${modelArg[@]}" --backend cpu -o "$w/cpu" >/dev/null
+    python3 "$check" "$w/cpu" --tolerance 0.005 | sed "s/^/$name cpu: /"
+  fi
+done
+echo "memory_declared_buffers: all within 0.5 %"
