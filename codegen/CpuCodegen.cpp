@@ -4,6 +4,7 @@
 #include "ir/import/ModelImporter.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 
 #include <filesystem>
 #include <fstream>
@@ -153,8 +154,24 @@ void writeProject(const std::string &dir, const ProjectFiles &files) {
   }
 }
 
+std::string planModelSource(const planner::Plan &plan) {
+  const std::string &src = plan.modelSource;
+  if (src.empty())
+    return plan.model; // a plan from before the source was recorded
+  bool builtin = false;
+  for (const std::string &n : import::builtinModelNames())
+    builtin = builtin || n == src;
+  if (builtin)
+    return src;
+  if (auto problem = userFileProblem(src, "model"))
+    throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
+                    ": the model file the plan was made from cannot be read: " +
+                    *problem + " (if it moved, give --model FILE)");
+  return src;
+}
+
 ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
-  const std::string name = model.empty() ? plan.model : model;
+  const std::string name = model.empty() ? planModelSource(plan) : model;
   // An explicit op graph has fixed shapes: the planner's micro-batch is one
   // instance of it, taken as written.
   // (An ONNX model's dynamic sequence must be pinned even for this look.)

@@ -54,9 +54,14 @@ ProjectFiles runtimeSources(Backend backend = Backend::Cpu);
 /// files of a previous project are replaced.
 void writeProject(const std::string &dir, const ProjectFiles &files);
 
-/// The imported model a plan was made for: re-imports `model` (default
-/// plan.model, a built-in name) at the plan's micro-batch size and sequence
-/// length.
+/// The model a plan loads when no --model is given: the file it was made from
+/// (plan.modelSource, absolute) or its built-in name. Throws UserError naming
+/// the plan and the file when the file cannot be read (moved, removed).
+std::string planModelSource(const planner::Plan &plan);
+
+/// The imported model a plan was made for: re-imports `model` (the --model
+/// override; default planModelSource) at the plan's micro-batch size and
+/// sequence length.
 ModelGraph modelForPlan(const planner::Plan &plan,
                         const std::string &model = "");
 

@@ -264,10 +264,13 @@ struct ModelOpLayout {
 struct Plan {
   int version = 1;
   std::string model, modelFamily;
-  /// What `autoddl plan` was given (a path as typed, or a built-in name) and
-  /// the SHA-256 of that file's bytes (a built-in's embedded text); empty in
-  /// plans written before these fields existed.
+  /// What `autoddl plan` was given (the absolute path of a model file, or a
+  /// built-in name) and the SHA-256 of that file's bytes (a built-in's
+  /// embedded text); empty in plans written before these fields existed.
+  /// Commands that read the plan load the model from modelSource.
   std::string modelSource, modelSha256;
+  /// The file the plan was read from (not part of the JSON; for messages).
+  std::string origin;
   int64_t parameters = 0, layers = 0, seq = 0;
   std::string cluster, gpu;
   int nodes = 0, gpusPerNode = 0;

@@ -7,6 +7,8 @@
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 
+#include <filesystem>
+
 namespace autoddl::planner {
 
 using ojson = nlohmann::ordered_json;
@@ -526,6 +528,23 @@ Plan planFromJson(const json &doc, const std::string &origin) {
 
 Plan readPlanFile(const std::string &path) {
   Plan p = planFromJson(readJsonFile(path, "plan"), path);
+  p.origin = path;
+  // Plans of older versions recorded the model's path as typed: relative to
+  // the plan's folder when the file is there.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto endsWith = [](const std::string &s, const std::string &tail) {
+    return s.size() >= tail.size() &&
+           s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  const std::string &src = p.modelSource;
+  if (!src.empty() && fs::path(src).is_relative() &&
+      (src.find('/') != std::string::npos || endsWith(src, ".json") ||
+       endsWith(src, ".onnx"))) {
+    const fs::path beside = fs::path(path).parent_path() / p.modelSource;
+    if (fs::is_regular_file(beside, ec))
+      p.modelSource = fs::absolute(beside, ec).lexically_normal().string();
+  }
   validatePlan(p, path);
   return p;
 }

@@ -1,6 +1,7 @@
 // Deterministic training data (see Data.h).
 #include "backends/common/Data.h"
 
+#include "backends/common/FileIo.h"
 #include "backends/common/Philox.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 namespace autoddl::rt {
 
 TokenData TokenData::open(const std::string &path, int64_t vocab) {
+  require_regular_file(path, "data file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error(path + ": cannot open data file");

@@ -73,7 +73,20 @@ void write_file_atomically(const std::string &path, const std::string &text) {
   write_file_atomically(path, {{text.data(), text.size()}});
 }
 
+void require_regular_file(const std::string &path, const std::string &what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw ioError(path, "cannot open " + what);
+  if (S_ISDIR(st.st_mode))
+    throw std::runtime_error(path + ": a directory, not a " + what);
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": not a regular file (a device, FIFO or "
+                                    "socket), not a " +
+                             what);
+}
+
 std::string read_file(const std::string &path) {
+  require_regular_file(path, "file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ioError(path, "cannot open");
@@ -98,6 +111,30 @@ void make_directories(const std::string &dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     throw std::runtime_error(dir + ": not a directory");
+}
+
+void check_output_dir(const std::string &dir, const std::string &flag) {
+  if (dir.empty())
+    throw std::runtime_error(flag + ": empty path");
+  std::string at = dir;
+  while (true) {
+    struct stat st;
+    if (::stat(at.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode))
+        throw std::runtime_error(flag + " " + dir + ": " +
+                                 (at == dir ? std::string("")
+                                            : at + " ") +
+                                 "exists and is not a directory");
+      if (::access(at.c_str(), W_OK | X_OK) != 0)
+        throw ioError(flag + " " + dir, "cannot write into " + at);
+      return;
+    }
+    if (errno != ENOENT)
+      throw ioError(flag + " " + dir, "cannot use " + at);
+    while (at.size() > 1 && at.back() == '/')
+      at.pop_back();
+    at = parentDir(at);
+  }
 }
 
 } // namespace autoddl::rt

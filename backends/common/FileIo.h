@@ -23,11 +23,22 @@ void write_file_atomically(const std::string &path,
                            const std::vector<FileChunk> &chunks);
 void write_file_atomically(const std::string &path, const std::string &text);
 
-/// The whole file; throws std::runtime_error("PATH: cause").
+/// Throws std::runtime_error("PATH: cause") unless `path` is a regular file
+/// (`what` names it: "data file"): a directory, a FIFO with no writer or
+/// /dev/zero would fail late, hang or grow memory without bound.
+void require_regular_file(const std::string &path, const std::string &what);
+
+/// The whole regular file; throws std::runtime_error("PATH: cause").
 std::string read_file(const std::string &path);
 
 /// Creates `dir` and its parents (like mkdir -p); throws on failure.
 void make_directories(const std::string &dir);
+
+/// Throws std::runtime_error("FLAG PATH: cause") unless `dir` can become an
+/// output directory: an existing writable directory, or a path whose nearest
+/// existing ancestor is one. Creates nothing (a run with another bad input
+/// must leave no trace), so outputs are checked before the first step.
+void check_output_dir(const std::string &dir, const std::string &flag);
 
 } // namespace autoddl::rt
 

@@ -3,6 +3,7 @@
 
 #include "backends/cpu/MpiCheck.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -18,15 +19,39 @@ void mpi_init(int *argc, char ***argv) {
   int rank = 0, size = 1;
   mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  const char *ws = std::getenv("WORLD_SIZE");
-  const char *r = std::getenv("RANK");
-  if (ws && std::atoi(ws) != size)
-    throw std::runtime_error("WORLD_SIZE=" + std::string(ws) +
-                             " but MPI started " + std::to_string(size) +
-                             " ranks; launch the program with mpirun -np " +
-                             ws + " or srun");
-  if (r && ws && std::atoi(r) != rank)
-    throw std::runtime_error("RANK=" + std::string(r) + " but MPI rank is " +
+  // torchrun-style variables, when set, must be numbers that agree with
+  // MPI's world (a program started alone with WORLD_SIZE=2 would otherwise
+  // train as one rank of two).
+  auto env_int = [](const char *name, long long lo, long long hi,
+                    long long &value) {
+    const char *s = std::getenv(name);
+    if (!s)
+      return false;
+    char *end = nullptr;
+    errno = 0;
+    value = std::strtoll(s, &end, 10);
+    if (!*s || *end || errno == ERANGE || value < lo || value > hi) {
+      std::string v(s);
+      if (v.size() > 80)
+        v = v.substr(0, 80) + "...";
+      throw std::runtime_error(std::string(name) + "=\"" + v +
+                               "\": expected an integer from " +
+                               std::to_string(lo) + " to " +
+                               std::to_string(hi));
+    }
+    return true;
+  };
+  long long ws = 0, r = 0;
+  const bool has_ws = env_int("WORLD_SIZE", 1, 1 << 24, ws);
+  const bool has_r = env_int("RANK", 0, has_ws ? ws - 1 : 1 << 24, r);
+  if (has_ws && ws != size)
+    throw std::runtime_error(
+        "WORLD_SIZE=" + std::to_string(ws) + " but MPI started " +
+        std::to_string(size) + (size == 1 ? " rank" : " ranks") +
+        "; launch the program with mpirun -np " + std::to_string(ws) +
+        " or srun");
+  if (has_r && has_ws && r != rank)
+    throw std::runtime_error("RANK=" + std::to_string(r) + " but MPI rank is " +
                              std::to_string(rank));
 }
 

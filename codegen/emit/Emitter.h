@@ -82,6 +82,24 @@ inline std::string fmtDouble(double v) {
   return s;
 }
 
+/// `text` as a C++ string literal: every byte that is not plain printable
+/// ASCII (and every quote and backslash) escaped, so a model name or config
+/// from the user's file cannot break the generated program.
+inline std::string cStringLiteral(const std::string &text) {
+  std::string r = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\')
+      r += std::string("\\") + char(c);
+    else if (c == '\n')
+      r += "\\n\"\n    \""; // one source line per config line
+    else if (c >= 0x20 && c < 0x7f && c != '?') // '?': no trigraphs
+      r += char(c);
+    else
+      r += fmt::format("\\{:03o}", c);
+  }
+  return r + "\"";
+}
+
 template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
   auto it = op.attrs.find(key);
   if (it == op.attrs.end())

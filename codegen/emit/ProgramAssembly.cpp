@@ -237,8 +237,12 @@ std::string Emitter::emit() {
                           "{};\nconstexpr float kLossScale = 1.0f / "
                           "float(kLossCount);\n",
                           globalCount, globalCount);
-  consts +=
-      fmt::format("constexpr const char *kModelName = \"{}\";\n", plan_.model);
+  consts += "constexpr const char *kModelName = " + cStringLiteral(plan_.model) +
+            ";\n";
+  if (!g_.hfConfig.empty())
+    consts += "// The Hugging Face config.json of the model, saved beside "
+              "checkpoints.\nconstexpr const char *kHfConfig =\n    " +
+              cStringLiteral(g_.hfConfig) + ";\n";
   if (target_.reportsMfu) {
     consts +=
         fmt::format("// Model FLOPs of one step (forward + backward, the "
@@ -366,6 +370,8 @@ std::string Emitter::specText() const {
   out += graphModel_   ? "  s.data = DataKind::Graph;\n"
          : classModel_ ? "  s.data = DataKind::Classes;\n"
                        : "  s.data = DataKind::Tokens;\n";
+  if (!g_.hfConfig.empty())
+    out += "  s.hf_config = kHfConfig;\n";
   out += "  s.zero = kZero;\n  s.loss_rows_on_tp = kLossRowsOnTp;\n"
          "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
   if (graphModel_)

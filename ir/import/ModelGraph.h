@@ -59,6 +59,10 @@ struct ModelGraph {
   int64_t numLayers = 0;  // repeated blocks (see docs/model-format.md "layers")
   int64_t batch = 1;      // samples per micro-batch the shapes were built for
   int64_t seq = 0;        // sequence length (0 for non-sequence models)
+  // The Hugging Face config.json text the model was read from ("" for
+  // templates, graphs and ONNX): generated programs save it beside their
+  // checkpoints.
+  std::string hfConfig;
   // Parameters that share storage are one tensor used twice (tied embeddings),
   // so each parameter is counted once.
 

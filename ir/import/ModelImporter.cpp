@@ -85,8 +85,11 @@ ModelGraph importJson(const json &doc, const std::string &origin,
   o.place = origin + ": ";
   o.batch = options.batch ? options.batch : 1;
   o.seq = options.seq;
-  if (present[0] == "model_type")
-    return readHfConfig(top, o);
+  if (present[0] == "model_type") {
+    ModelGraph g = readHfConfig(top, o);
+    g.hfConfig = doc.dump(2) + "\n";
+    return g;
+  }
   if (present[0] == "template")
     return readTemplate(top, o);
   if (options.batch || options.seq)

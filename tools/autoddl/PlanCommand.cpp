@@ -27,6 +27,8 @@
 #include "tools/autoddl/Commands.h"
 
 #include <CLI/CLI.hpp>
+
+#include <filesystem>
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -307,7 +309,15 @@ void run(const PlanArgs &a) {
   if (const auto *inf = std::get_if<planner::Infeasible>(&result))
     throw UserError(planner::infeasibleReport(*inf));
   planner::Plan &p = std::get<planner::Plan>(result);
+  // A model file is recorded by its absolute path: codegen, run, verify and
+  // validate of the plan load it from there, from any folder.
   p.modelSource = a.model;
+  if (!userFileProblem(a.model, "model")) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(a.model, ec);
+    if (!ec)
+      p.modelSource = abs.lexically_normal().string();
+  }
   p.modelSha256 = planner::sha256Hex(modelBytes(a.model));
   if (!a.output.empty()) {
     writeFileAtomically(a.output, planner::planToText(p));

@@ -1,14 +1,38 @@
 //===- Options.cpp - the flags every generated program takes -------------===//
 #include "backends/common/harness/Options.h"
 
+#include <cerrno>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <stdexcept>
 
 namespace autoddl::rt::harness {
 
+namespace {
+
+/// Longest part of a bad value echoed back (a megabyte-long argument quoted
+/// whole helps nobody).
+constexpr size_t kEchoBytes = 80;
+
+/// Longest run --steps accepts: far beyond any real run, and well inside
+/// int64 step arithmetic (a typo of 20 digits must not run "forever").
+constexpr int64_t kMaxSteps = int64_t(1) << 40;
+
+} // namespace
+
+std::string quote_value(const std::string &v) {
+  if (v.size() <= kEchoBytes)
+    return "\"" + v + "\"";
+  return "\"" + v.substr(0, kEchoBytes) + "...\" (" + std::to_string(v.size()) +
+         " bytes)";
+}
+
 Options parse_options(int argc, char **argv, bool zero) {
   Options o;
+  bool save_every_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -16,66 +40,83 @@ Options parse_options(int argc, char **argv, bool zero) {
         throw std::invalid_argument(a + ": missing value");
       return argv[++i];
     };
-    auto integer = [&]() {
+    // An integer in [lo, hi]; out-of-range values are refused, never
+    // saturated (strtoll's ERANGE).
+    auto integer = [&](int64_t lo, int64_t hi) {
       const std::string v = next();
       char *end = nullptr;
+      errno = 0;
       const long long x = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || x < 0)
-        throw std::invalid_argument(a +
-                                    ": expected a non-negative integer, "
-                                    "got \"" +
-                                    v + "\"");
+      if (v.empty() || *end || std::isspace((unsigned char)v[0]))
+        throw std::invalid_argument(a + ": expected an integer, got " +
+                                    quote_value(v));
+      if (errno == ERANGE || x < lo || x > hi)
+        throw std::invalid_argument(
+            a + ": " + quote_value(v) + " is out of range (" +
+            std::to_string(lo) + " to " + std::to_string(hi) + ")");
       return int64_t(x);
     };
+    // A finite number >= 0 (a learning rate of nan trains to nan losses).
     auto real = [&]() {
       const std::string v = next();
       char *end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end)
-        throw std::invalid_argument(a + ": expected a number, got \"" + v +
-                                    "\"");
+      if (v.empty() || *end || std::isspace((unsigned char)v[0]))
+        throw std::invalid_argument(a + ": expected a number, got " +
+                                    quote_value(v));
+      if (!std::isfinite(x) || x < 0)
+        throw std::invalid_argument(a + ": expected a finite number >= 0, "
+                                        "got " +
+                                    quote_value(v));
       return x;
     };
+    auto path = [&]() {
+      std::string v = next();
+      if (v.empty())
+        throw std::invalid_argument(a + ": empty path");
+      return v;
+    };
     if (a == "--steps")
-      o.steps = integer();
+      o.steps = integer(0, kMaxSteps);
     else if (a == "--data")
-      o.data = next();
+      o.data = path();
     else if (a == "--out")
-      o.out = next();
+      o.out = path();
     else if (a == "--trace")
       o.trace = true;
     else if (a == "--save")
-      o.save = next();
-    else if (a == "--save-every")
-      o.save_every = integer();
-    else if (a == "--save-initial")
+      o.save = path();
+    else if (a == "--save-every") {
+      o.save_every = integer(1, kMaxSteps);
+      save_every_given = true;
+    } else if (a == "--save-initial")
       o.save_initial = true;
     else if (a == "--resume")
-      o.resume = next();
+      o.resume = path();
     else if (a == "--lr")
-      o.lr = real();
+      o.lr = real(); // 0 is allowed: evaluating a checkpoint
     else if (a == "--weight-decay")
       o.weight_decay = real();
     else if (a == "--optimizer")
       o.optimizer = next();
     else if (a == "--seed")
-      o.seed = uint64_t(integer());
+      o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")
       o.quiet = true;
     else
       throw std::invalid_argument(
-          "unknown flag " + a +
+          "unknown flag " + quote_value(a) +
           " (flags: --steps N --data FILE --out DIR --trace --save DIR "
           "--save-every K --save-initial --resume DIR/step-N --lr X "
           "--weight-decay X --optimizer adamw|sgd --seed S --quiet)");
   }
   if (o.optimizer != "adamw" && o.optimizer != "sgd")
     throw std::invalid_argument("--optimizer: expected adamw or sgd, got " +
-                                o.optimizer);
+                                quote_value(o.optimizer));
   if (zero && o.optimizer != "adamw")
     throw std::invalid_argument("--optimizer sgd: the plan shards AdamW state "
                                 "(ZeRO); use adamw");
-  if ((o.save_every || o.save_initial) && o.save.empty())
+  if ((save_every_given || o.save_initial) && o.save.empty())
     throw std::invalid_argument("--save-every/--save-initial need --save DIR");
   return o;
 }

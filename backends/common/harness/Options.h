@@ -27,6 +27,9 @@ struct Options {
 /// naming the flag and the cause.
 Options parse_options(int argc, char **argv, bool zero);
 
+/// `v` in double quotes, its first 80 bytes only when longer (for messages).
+std::string quote_value(const std::string &v);
+
 /// Removes every `flag` from argv (keeping argv[0] and the order of the rest)
 /// and returns whether there was one; argc is updated.
 bool take_flag(int &argc, char **argv, const char *flag);

@@ -4,7 +4,10 @@
 #include "backends/common/FileIo.h"
 #include "backends/cpu/MpiCheck.h"
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <mpi.h>
@@ -21,9 +24,12 @@ double world_sum(double count) {
 }
 
 /// The steps: each runs the schedule and the optimizer, prints its loss (and
-/// accuracy) on rank 0 and saves a checkpoint every --save-every steps.
-void train(const ProgramSpec &s, const StepCounts &counts, const Options &o,
-           int64_t first_step, Backend &b) {
+/// accuracy) on rank 0 and saves a checkpoint every --save-every steps (and
+/// after the last step under --save). Returns "" or, when the loss stops
+/// being finite, why the run stopped (every rank sees the same summed loss,
+/// so every rank stops at the same step).
+std::string train(const ProgramSpec &s, const StepCounts &counts,
+                  const Options &o, int64_t first_step, Backend &b) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   const bool root = rank == 0;
@@ -45,6 +51,14 @@ void train(const ProgramSpec &s, const StepCounts &counts, const Options &o,
     // loss the forward passes wrote.
     b.optimizer_step(o, step + 1);
     const double loss = world_sum(counts.loss_sum()) / double(s.loss_count);
+    if (!std::isfinite(loss)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "step %lld: the loss is %s: training diverged (try a "
+                    "lower --lr); no outputs or checkpoint written",
+                    (long long)step + 1, std::isnan(loss) ? "nan" : "inf");
+      return buf;
+    }
     if (counts.correct)
       accuracy = world_sum(counts.correct()) / double(s.loss_count);
     if (counts.heldout_correct)
@@ -74,6 +88,10 @@ void train(const ProgramSpec &s, const StepCounts &counts, const Options &o,
     if (o.save_every > 0 && (step + 1) % o.save_every == 0)
       save_checkpoint(o, step + 1, s, b);
   }
+  // --save alone keeps the last step (docs/codegen.md).
+  const bool saved_last = o.save_every > 0 && o.steps % o.save_every == 0;
+  if (!o.save.empty() && o.steps > first_step && !saved_last)
+    save_checkpoint(o, o.steps, s, b);
   if (counts.correct)
     metrics.info["accuracy"] = std::to_string(accuracy);
   if (counts.heldout_correct)
@@ -83,6 +101,26 @@ void train(const ProgramSpec &s, const StepCounts &counts, const Options &o,
       make_directories(o.out);
     b.write_outputs(o, metrics);
   }
+  return "";
+}
+
+/// What setup leaves to the harness: a resumed step beyond --steps, and the
+/// output folders, which rank 0 writes: an unusable one is found before the
+/// first step, not after the last.
+void check_run(const Options &o, int64_t first_step) {
+  if (first_step > o.steps)
+    throw std::invalid_argument("--resume " + quote_value(o.resume) +
+                                ": the checkpoint is of step " +
+                                std::to_string(first_step) +
+                                ", beyond --steps " + std::to_string(o.steps));
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0)
+    return;
+  if (!o.out.empty())
+    check_output_dir(o.out, "--out");
+  if (!o.save.empty())
+    check_output_dir(o.save, "--save");
 }
 
 } // namespace
@@ -128,6 +166,23 @@ void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                state_shape});
 }
 
+namespace {
+
+/// Optimizer state entries (add_checkpoint_entries' AdamW moments): they go
+/// to optimizer.safetensors, the parameters to model.safetensors.
+bool is_optimizer_state(const std::string &name) {
+  return name.find(".exp_avg") != std::string::npos;
+}
+
+void split_entries(std::vector<CheckpointEntry> all,
+                   std::vector<CheckpointEntry> &params,
+                   std::vector<CheckpointEntry> &state) {
+  for (CheckpointEntry &e : all)
+    (is_optimizer_state(e.name) ? state : params).push_back(std::move(e));
+}
+
+} // namespace
+
 void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
                      Backend &b) {
   const std::string dir = o.save + "/step-" + std::to_string(steps_done);
@@ -135,29 +190,55 @@ void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0)
     make_directories(dir);
-  const std::vector<CheckpointEntry> entries = b.checkpoint_entries(true);
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(true), params, state);
   b.copy_params(true);
-  checkpoint_save(dir + "/model.safetensors", entries,
+  const std::string step = std::to_string(steps_done);
+  // model.safetensors holds the parameters only, under the model's own
+  // (Hugging Face) names, with the metadata transformers' loader expects
+  // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
+  checkpoint_save(
+      dir + "/model.safetensors", params,
+      {{"format", "pt"}, {"model", s.model_name}, {"step", step}},
+      MPI_COMM_WORLD);
+  checkpoint_save(dir + "/optimizer.safetensors", state,
                   {{"format", "autoddl"},
                    {"model", s.model_name},
-                   {"step", std::to_string(steps_done)},
+                   {"step", step},
                    {"optimizer", o.optimizer}},
                   MPI_COMM_WORLD);
+  if (rank == 0 && s.hf_config && *s.hf_config)
+    write_file_atomically(dir + "/config.json", s.hf_config);
 }
 
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
                         Backend &b) {
-  auto meta =
-      checkpoint_load(dir + "/model.safetensors", b.checkpoint_entries(true));
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(true), params, state);
+  const std::string model_file = dir + "/model.safetensors";
+  auto meta = checkpoint_load(model_file, params);
+  if (meta["model"] != s.model_name)
+    throw std::runtime_error(model_file + ": a checkpoint of model " +
+                             quote_value(meta["model"]) + ", not " +
+                             s.model_name);
   auto it = meta.find("step");
   if (it == meta.end())
-    throw std::runtime_error(dir + "/model.safetensors: no step in metadata");
-  if (meta["model"] != s.model_name)
-    throw std::runtime_error(dir +
-                             "/model.safetensors: a checkpoint of model " +
-                             meta["model"] + ", not " + s.model_name);
+    throw std::runtime_error(model_file + ": no step in metadata");
+  const std::string &v = it->second;
+  char *end = nullptr;
+  errno = 0;
+  const long long step = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno == ERANGE || step < 0)
+    throw std::runtime_error(model_file + ": the step in its metadata is " +
+                             quote_value(v) + ", not a step count");
+  const std::string state_file = dir + "/optimizer.safetensors";
+  auto state_meta = checkpoint_load(state_file, state);
+  if (state_meta["step"] != v)
+    throw std::runtime_error(state_file + ": of step " +
+                             quote_value(state_meta["step"]) + ", but " +
+                             model_file + " is of step " + v);
   b.copy_params(false);
-  return std::stoll(it->second);
+  return step;
 }
 
 bool report_setup_error(bool bad, const std::string &message) {
@@ -185,6 +266,7 @@ int run_main(int argc, char **argv, const ProgramSpec &spec,
     backend.start(&argc, &argv);
     started = true;
     first_step = backend.setup(argc, argv, o);
+    check_run(o, first_step);
   } catch (const std::exception &e) {
     bad = true;
     message = e.what();
@@ -202,8 +284,9 @@ int run_main(int argc, char **argv, const ProgramSpec &spec,
     MPI_Finalize();
     return 1;
   }
+  std::string diverged;
   try {
-    train(spec, counts, o, first_step, backend);
+    diverged = train(spec, counts, o, first_step, backend);
   } catch (const std::exception &e) {
     if (backend.rank_in_errors)
       std::fprintf(stderr, "autoddl: rank %d: error: %s\n", rank, e.what());
@@ -211,9 +294,11 @@ int run_main(int argc, char **argv, const ProgramSpec &spec,
       std::fprintf(stderr, "error: %s\n", e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  if (!diverged.empty() && rank == 0)
+    std::fprintf(stderr, "error: %s\n", diverged.c_str());
   backend.shutdown(true);
   MPI_Finalize();
-  return 0;
+  return diverged.empty() ? 0 : 1;
 }
 
 } // namespace autoddl::rt::harness

@@ -93,13 +93,15 @@ void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                             float *v, bool with_state, const ProgramSpec &s,
                             int64_t rtp, int64_t rdp);
 
-/// Saves the backend's checkpoint entries (parameters and optimizer state)
-/// after `steps_done` steps to o.save/step-N/model.safetensors.
+/// Saves the backend's checkpoint entries after `steps_done` steps into
+/// o.save/step-N: the parameters in model.safetensors (transformers' layout),
+/// the optimizer state in optimizer.safetensors, and config.json for a model
+/// imported from a Hugging Face config.
 void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
                      Backend &b);
 
-/// Resumes from `dir` (a step-N directory of --save): loads the backend's
-/// checkpoint entries and returns the step. Throws std::runtime_error naming
+/// Resumes from `dir` (a step-N directory of --save): loads the parameters
+/// and the optimizer state and returns the step. Throws std::runtime_error naming
 /// the file and the cause.
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
                         Backend &b);

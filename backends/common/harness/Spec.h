@@ -20,6 +20,9 @@ enum class DataKind { Tokens, Classes, Graph };
 
 struct ProgramSpec {
   const char *model_name = "";
+  // The Hugging Face config.json the model was imported from ("" for other
+  // models): written beside each checkpoint, so from_pretrained loads it.
+  const char *hf_config = "";
   int64_t pp = 1, dp = 1, tp = 1;
   bool tensor_inner = true; // mesh axes (pp, dp, tp); else (pp, tp, dp)
   int64_t stages = 1, micro_batches = 1, micro_batch = 1;

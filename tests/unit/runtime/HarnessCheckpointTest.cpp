@@ -4,6 +4,8 @@
 // split or another, and refuses another model's checkpoint.
 #include "backends/common/harness/ProgramRun.h"
 
+#include "backends/common/FileIo.h"
+#include "backends/common/Safetensors.h"
 #include "backends/cpu/Mesh.h"
 
 #include <gtest/gtest.h>
@@ -158,13 +160,60 @@ TEST(HarnessCheckpoint, ParametersResumeUnderAnotherSplit) {
   } catch (const std::runtime_error &e) {
     EXPECT_EQ(std::string(e.what()),
               o.save + "/step-1/model.safetensors: a checkpoint of model "
-                       "tiny, not other-model");
+                       "\"tiny\", not other-model");
   }
   EXPECT_THROW(load_checkpoint(o.save + "/step-2", whole.spec, whole),
                std::runtime_error);
   MPI_Barrier(MPI_COMM_WORLD);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0)
+    std::filesystem::remove_all(o.save);
+}
+
+// transformers' from_pretrained loads model.safetensors with no unexpected
+// keys: parameters only, "format": "pt"; the AdamW moments are in
+// optimizer.safetensors; config.json is the model's Hugging Face config.
+TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
+  HostBackend b("tiny", 1, 0);
+  b.spec.hf_config = "{\"model_type\": \"gpt2\"}\n";
+  b.fill(2.0f);
+  Options o;
+  o.save = sharedDir("layout");
+  save_checkpoint(o, 4, b.spec, b);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string dir = o.save + "/step-4";
+  const SafetensorsFile model = safetensors_read(dir + "/model.safetensors");
+  const SafetensorsFile state =
+      safetensors_read(dir + "/optimizer.safetensors");
+  EXPECT_EQ(model.metadata.at("format"), "pt");
+  EXPECT_EQ(model.tensors.size(), 2u);
+  EXPECT_TRUE(model.tensors.count("w") && model.tensors.count("b"));
+  EXPECT_EQ(state.tensors.size(), 4u);
+  EXPECT_TRUE(state.tensors.count("w.exp_avg") &&
+              state.tensors.count("b.exp_avg_sq"));
+  EXPECT_EQ(read_file(dir + "/config.json"), b.spec.hf_config);
+  // A checkpoint whose step is not a count is refused in one line.
+  MPI_Barrier(MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    std::vector<NamedTensor> t;
+    for (const auto &[name, tensor] : model.tensors)
+      t.push_back({name, tensor.shape, tensor.data});
+    safetensors_write(dir + "/model.safetensors", t,
+                      {{"format", "pt"}, {"model", "tiny"}, {"step", "-3"}});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    load_checkpoint(dir, b.spec, b);
+    ADD_FAILURE() << "resumed a checkpoint of step -3";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              dir + "/model.safetensors: the step in its metadata is \"-3\", "
+                    "not a step count");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0)
     std::filesystem::remove_all(o.save);
 }

@@ -1,5 +1,6 @@
 // The harness of generated programs (backends/common/harness): flags, the
 // parameter table, data selection and pipeline tags, without MPI.
+#include "backends/common/FileIo.h"
 #include "backends/common/harness/DataOrder.h"
 #include "backends/common/harness/Options.h"
 #include "backends/common/harness/ParamTable.h"
@@ -14,6 +15,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace autoddl::rt;
 using namespace autoddl::rt::harness;
@@ -84,25 +87,66 @@ TEST(HarnessOptions, DefaultsAndEveryFlag) {
 
 TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--steps", "-1"}),
-            "--steps: expected a non-negative integer, got \"-1\"");
+            "--steps: \"-1\" is out of range (0 to 1099511627776)");
   EXPECT_EQ(parseError({"--steps", "3x"}),
-            "--steps: expected a non-negative integer, got \"3x\"");
+            "--steps: expected an integer, got \"3x\"");
+  // Beyond int64: refused, not saturated to 2^63-1 steps.
+  EXPECT_EQ(parseError({"--steps", "99999999999999999999"}),
+            "--steps: \"99999999999999999999\" is out of range (0 to "
+            "1099511627776)");
   EXPECT_EQ(parseError({"--lr", "fast"}),
             "--lr: expected a number, got \"fast\"");
+  for (const char *v : {"nan", "inf", "-1e-3", "1e999"})
+    EXPECT_EQ(parseError({"--lr", v}),
+              std::string("--lr: expected a finite number >= 0, got \"") + v +
+                  "\"");
+  EXPECT_EQ(parseError({"--lr", "0"}), ""); // evaluating a checkpoint
+  EXPECT_EQ(parseError({"--weight-decay", "nan"}),
+            "--weight-decay: expected a finite number >= 0, got \"nan\"");
+  EXPECT_EQ(parseError({"--save", "ck", "--save-every", "0"}),
+            "--save-every: \"0\" is out of range (1 to 1099511627776)");
+  EXPECT_EQ(parseError({"--out", ""}), "--out: empty path");
   EXPECT_EQ(parseError({"--data"}), "--data: missing value");
   EXPECT_EQ(parseError({"--optimizer", "adam"}),
-            "--optimizer: expected adamw or sgd, got adam");
+            "--optimizer: expected adamw or sgd, got \"adam\"");
   EXPECT_EQ(parseError({"--optimizer", "sgd"}, /*zero=*/true),
             "--optimizer sgd: the plan shards AdamW state (ZeRO); use adamw");
   EXPECT_EQ(parseError({"--save-every", "2"}),
             "--save-every/--save-initial need --save DIR");
   const std::string unknown = parseError({"--stpes", "3"});
-  EXPECT_EQ(unknown.rfind("unknown flag --stpes (flags: --steps N", 0), 0u)
+  EXPECT_EQ(unknown.rfind("unknown flag \"--stpes\" (flags: --steps N", 0), 0u)
       << unknown;
-  for (const std::string &m :
-       {unknown, parseError({"--lr", "x"}), parseError({"--data"})})
+  // A long value is echoed by its first 80 bytes.
+  const std::string huge = parseError({"--seed", std::string(100000, '7')});
+  EXPECT_LT(huge.size(), 200u) << huge;
+  EXPECT_NE(huge.find("(100000 bytes)"), std::string::npos) << huge;
+  for (const std::string &m : {unknown, parseError({"--lr", "x"}),
+                               parseError({"--data"}), huge})
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
+}
+
+TEST(HarnessOptions, OutputFoldersAreCheckedWithoutCreatingThem) {
+  const std::string base = ::testing::TempDir() + "autoddl_outdir_" +
+                           std::to_string(::getpid());
+  EXPECT_NO_THROW(check_output_dir(base + "/a/b", "--out"));
+  EXPECT_FALSE(std::filesystem::exists(base)); // nothing created
+  try {
+    check_output_dir("/dev/null/x", "--save");
+    FAIL() << "accepted a folder under a device";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--save /dev/null/x: ", 0), 0u)
+        << e.what();
+  }
+  EXPECT_THROW(check_output_dir("/dev/full", "--out"), std::runtime_error);
+  try {
+    require_regular_file("/dev/zero", "data file");
+    FAIL() << "accepted /dev/zero as data";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind("/dev/zero: not a regular file", 0),
+              0u)
+        << e.what();
+  }
 }
 
 TEST(HarnessOptions, TakeFlagRemovesEveryCopyAndKeepsOrder) {
