@@ -12,7 +12,8 @@ set -u
 A=$(realpath "$1")
 OPT=$(realpath "$2")
 W=$3
-INPUTS=$(cd "$(dirname "$0")/inputs" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+INPUTS=$HERE/inputs
 C=dgx-a100-hdr
 rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
 
@@ -59,34 +60,8 @@ json.dump(cluster, open("cluster-huge.json", "w"))
 PY
 rm -f good-plan.mlir
 
-snapshot() {
-  find . -mindepth 1 ! -name out.txt ! -name err.txt -printf '%p %y %l\n' | sort
-  find . -type f ! -name out.txt ! -name err.txt -exec sha256sum {} + | sort
-}
+. "$HERE/check_lib.sh"
 before=$(snapshot)
-failures=0 cases=0
-check() { # check COMMAND...: must fail cleanly and touch nothing
-  cases=$((cases + 1))
-  local t0=$SECONDS
-  timeout 20 "$@" >out.txt 2>err.txt </dev/null
-  local rc=$? lines
-  [ -n "${VERBOSE:-}" ] && echo "$((SECONDS - t0))s rc=$rc: ${*#"$A"}"
-  lines=$(wc -l <err.txt)
-  local why=""
-  if [ "$rc" -lt 1 ] || [ "$rc" -gt 123 ]; then why="exit $rc"; fi
-  if [ "$lines" -ne 1 ]; then why="$why, $lines lines on stderr"; fi
-  local now
-  now=$(snapshot)
-  if [ "$now" != "$before" ]; then
-    why="$why, files changed: $(diff <(echo "$before") <(echo "$now") | head -3 | tr '\n' ' ')"
-  fi
-  if [ -n "$why" ]; then
-    echo "FAIL ($why): ${*#"$A"}"
-    head -c 300 err.txt
-    failures=$((failures + 1))
-    before=$now # report each change once
-  fi
-}
 
 BAD_FILES="fifo /dev/zero /dev/urandom dir dangling empty.json binary.json deep.json"
 for f in $BAD_FILES deep-config.json; do
