@@ -13,17 +13,21 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$W" && mkdir -p "$W" && W=$(realpath "$W") && cd "$W" || exit 1
 export AUTODDL_CACHE=${AUTODDL_CACHE:-$W/cache}
 
-# --- the program: `autoddl run` plans, generates and builds it once in the cache ----------------
-"$A" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --no-why \
-  -o plan.json >/dev/null || { echo "FAIL: plan"; exit 1; }
-"$A" run plan.json --steps 2 --out first >run.log 2>&1 || { cat run.log; echo "FAIL: run"; exit 1; }
+# --- the program: `autoddl run` of a model FILE plans, generates and builds it once in the cache;
+# the plan it writes loads that file again without --model (the user path of issue 23).
+cp "$HERE/../../examples/models/tiny-gpt.json" my-gpt.json
+"$A" run my-gpt.json --ranks 1 --global-batch 4 --seq 16 --steps 2 --out first >run.log 2>&1 ||
+  { cat run.log; echo "FAIL: autoddl run my-gpt.json"; exit 1; }
+(cd / && "$A" codegen "$W/first/plan.json" -o "$W/regenerated" >/dev/null) ||
+  { echo "FAIL: codegen of a model file's plan without --model"; exit 1; }
+rm -rf regenerated
 T=$(ls "$AUTODDL_CACHE"/*/build/train | head -1)
 [ -x "$T" ] || { echo "FAIL: no train binary in $AUTODDL_CACHE"; exit 1; }
 "$T" --steps 2 --save ck --quiet || { echo "FAIL: --save alone"; exit 1; }
 for f in model.safetensors optimizer.safetensors; do
   [ -s ck/step-2/$f ] || { echo "FAIL: --save alone wrote no ck/step-2/$f"; exit 1; }
 done
-rm -rf first run.log
+rm -rf first run.log my-gpt.json
 
 # --- inputs -----------------------------------------------------------------------------------
 mkdir -p in && cd in || exit 1

@@ -54,6 +54,8 @@ edit("plan-stage-gap.json", lambda p: p["stages"][1].update(layers=[p["stages"][
 edit("plan-stage-overlap.json", lambda p: p["stages"][1].update(layers=[0, p["stages"][1]["layers"][1]]))
 edit("plan-stage-dup.json", lambda p: p["stages"][1].update(stage=0))
 edit("plan-sha.json", lambda p: p["model"].update(source="model-small.json"))
+edit("plan-moved.json", lambda p: p["model"].update(source="/nonexistent/moved-model.json",
+                                                     sha256="0" * 64))
 cluster = json.load(open(sys.argv[1]))
 cluster["intra_node"]["bandwidth_GBps"] = 1e300  # inf bytes/s: "too large"
 json.dump(cluster, open("cluster-huge.json", "w"))
@@ -73,7 +75,8 @@ for f in $BAD_FILES deep-cluster.json cluster-huge.json; do
   check "$A" cost cluster --cluster "$f"
 done
 for f in $BAD_FILES plan-*.json; do
-  check "$A" inspect "$f"
+  # inspect reads the plan alone: a moved model file does not concern it.
+  [ "$f" = plan-moved.json ] || check "$A" inspect "$f"
   check "$A" codegen "$f" -o project
   check "$A" run "$f"
   check "$A" verify "$f"
@@ -82,6 +85,11 @@ done
 for f in fifo /dev/zero dir deep.json; do
   check "$A" validate good-plan.json --measured "$f"
 done
+# An earlier run's results are never overwritten by `run --out`.
+mkdir -p earlier-run && echo '{}' >earlier-run/metrics.json
+before=$(snapshot)
+check "$A" run good-plan.json --out earlier-run
+check "$A" run gpt2 --ranks 2 --out earlier-run
 
 # Outputs that must be refused, never replaced: devices, FIFOs, directories,
 # symlinks to devices or to nothing, the command's own input.
