@@ -11,6 +11,8 @@
 #include <sstream>
 #include <system_error>
 
+#include <unistd.h>
+
 namespace autoddl::codegen {
 
 struct EmbeddedFile {
@@ -120,27 +122,17 @@ ProjectFiles generateProject(const planner::Plan &plan, const ModelGraph &model,
   return files;
 }
 
-void writeProject(const std::string &dir, const ProjectFiles &files) {
+namespace {
+
+/// Writes the files under `root` (which exists); a file that is already there
+/// with the same text keeps its timestamp, so rebuilding is incremental.
+void writeFilesUnder(const fs::path &root, const ProjectFiles &files) {
   std::error_code ec;
-  const fs::path root(dir);
-  if (fs::exists(root, ec)) {
-    if (!fs::is_directory(root, ec))
-      throw UserError(dir + ": exists and is not a directory");
-    const bool empty =
-        fs::directory_iterator(root, ec) == fs::directory_iterator();
-    if (!empty && !fs::exists(root / kMarker, ec))
-      throw UserError(dir + ": not empty and not an autoddl project (no " +
-                      std::string(kMarker) + "); refusing to overwrite it");
-  }
-  fs::create_directories(root, ec);
-  if (ec)
-    throw UserError(dir + ": cannot create the directory: " + ec.message());
   for (const auto &[rel, text] : files) {
     const fs::path path = root / rel;
     fs::create_directories(path.parent_path(), ec);
     if (ec)
       throw UserError(path.parent_path().string() + ": " + ec.message());
-    // Unchanged files keep their timestamps, so rebuilding is incremental.
     {
       std::ifstream in(path, std::ios::binary);
       if (in) {
@@ -151,6 +143,55 @@ void writeProject(const std::string &dir, const ProjectFiles &files) {
       }
     }
     writeFileAtomically(path.string(), text);
+  }
+}
+
+} // namespace
+
+void writeProject(const std::string &dir, const ProjectFiles &files) {
+  std::error_code ec;
+  const fs::path root(dir);
+  bool regenerate = false;
+  if (fs::exists(fs::symlink_status(root, ec))) {
+    if (!fs::is_directory(root, ec))
+      throw UserError(dir + ": exists and is not a directory");
+    const bool empty =
+        fs::directory_iterator(root, ec) == fs::directory_iterator();
+    if (!empty && !fs::exists(root / kMarker, ec))
+      throw UserError(dir + ": not empty and not an autoddl project (no " +
+                      std::string(kMarker) + "); refusing to overwrite it");
+    regenerate = !empty;
+  }
+  if (regenerate) { // a previous project: its files replaced one by one
+    writeFilesUnder(root, files);
+    return;
+  }
+  // A new project is written into a hidden sibling and renamed into place:
+  // a full disk or a kill leaves no half-written project under DIR.
+  fs::path clean = root.lexically_normal();
+  if (clean.filename().empty())
+    clean = clean.parent_path();
+  const fs::path parent = clean.parent_path().empty() ? "." : clean.parent_path();
+  fs::create_directories(parent, ec);
+  if (ec)
+    throw UserError(dir + ": cannot create the directory: " + ec.message());
+  const fs::path tmp =
+      parent / ("." + clean.filename().string() + ".autoddl-tmp-" +
+                std::to_string(::getpid()));
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directory(tmp, ec);
+    if (ec)
+      throw UserError(dir + ": cannot create " + tmp.string() + ": " +
+                      ec.message());
+    writeFilesUnder(tmp, files);
+    fs::rename(tmp, clean, ec); // replaces an empty DIR
+    if (ec)
+      throw UserError(dir + ": cannot move the project into place: " +
+                      ec.message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
   }
 }
 

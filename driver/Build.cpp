@@ -4,8 +4,11 @@
 #include "support/UserError.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
@@ -17,6 +20,22 @@
 namespace autoddl::driver {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+/// plan.json as the cache key sees it: without the search's wall time, which
+/// differs every time a model is planned again (`autoddl run MODEL`) but
+/// changes nothing the program does.
+std::string planKey(const std::string &text) {
+  auto doc = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return text;
+  if (doc.contains("search") && doc["search"].is_object())
+    doc["search"].erase("wall_time_s");
+  return doc.dump();
+}
+
+} // namespace
 
 std::string projectHash(const codegen::ProjectFiles &files) {
   uint64_t h = 1469598103934665603ull;
@@ -30,7 +49,7 @@ std::string projectHash(const codegen::ProjectFiles &files) {
   };
   for (const auto &[path, text] : files) {
     mix(path);
-    mix(text);
+    mix(path == "plan.json" ? planKey(text) : text);
   }
   return fmt::format("{:016x}", h);
 }
@@ -184,6 +203,55 @@ std::string workDir(const std::string &dir, const std::string &what) {
   if (!mkdtemp(tmpl.data()))
     throw UserError("cannot create a temporary directory in /tmp");
   return tmpl;
+}
+
+namespace {
+
+// The temporary work folders alive now, removed by the signal handler. A
+// handler that removes files is not async-signal-safe in the strict sense;
+// the process is ending anyway, and leaving gigabytes in /tmp is worse.
+std::vector<std::string> &liveTempDirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+
+extern "C" void removeTempDirsAndExit(int sig) {
+  for (const std::string &d : liveTempDirs()) {
+    std::error_code ec;
+    std::filesystem::remove_all(d, ec);
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+} // namespace
+
+WorkDir::WorkDir(const std::string &dir, const std::string &what) {
+  if (!dir.empty()) {
+    path_ = dir;
+    return;
+  }
+  path_ = workDir("", what);
+  temporary_ = true;
+  if (liveTempDirs().empty()) {
+    std::signal(SIGINT, removeTempDirsAndExit);
+    std::signal(SIGTERM, removeTempDirsAndExit);
+  }
+  liveTempDirs().push_back(path_);
+}
+
+void WorkDir::keep() {
+  auto &dirs = liveTempDirs();
+  dirs.erase(std::remove(dirs.begin(), dirs.end(), path_), dirs.end());
+  temporary_ = false;
+}
+
+WorkDir::~WorkDir() {
+  if (!temporary_)
+    return;
+  keep();
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 int launchMpi(const std::string &binary, int ranks,

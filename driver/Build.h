@@ -34,6 +34,24 @@ void requireGpu(const std::string &what);
 /// work folder of a run, verify or validate).
 std::string workDir(const std::string &dir, const std::string &what);
 
+/// The work folder of a run or verify: `dir` when the user gave one (kept),
+/// else a new /tmp/autoddl-<what>-XXXXXX removed when this object goes, and
+/// also when the command is stopped by SIGINT or SIGTERM meanwhile; keep()
+/// leaves it (a failed run whose log the message names).
+class WorkDir {
+public:
+  WorkDir(const std::string &dir, const std::string &what);
+  ~WorkDir();
+  WorkDir(const WorkDir &) = delete;
+  WorkDir &operator=(const WorkDir &) = delete;
+  const std::string &path() const { return path_; }
+  void keep();
+
+private:
+  std::string path_;
+  bool temporary_ = false;
+};
+
 /// Runs `binary args...` on `ranks` MPI ranks; returns its exit status.
 /// stdout/stderr go to the caller's unless `logFile` is given.
 int launchMpi(const std::string &binary, int ranks,

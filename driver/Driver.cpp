@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 namespace autoddl::driver {
 
@@ -128,12 +129,23 @@ void run(const RunOptions &o) {
   const codegen::Backend backend = codegen::parseBackend(o.backend);
   checkBackend(backend, o.fp32);
   std::string planPath = o.input;
+  // Results the user already has are never overwritten.
+  if (!o.out.empty())
+    for (const char *f : {"plan.json", "metrics.json", "trace.json"}) {
+      std::error_code ec;
+      const std::string p = o.out + "/" + f;
+      if (std::filesystem::exists(std::filesystem::symlink_status(p, ec)))
+        throw UserError("--out " + o.out + ": " + p +
+                        " exists; refusing to overwrite the results of an "
+                        "earlier run (give a new folder)");
+    }
+  std::unique_ptr<WorkDir> work;
   if (!isPlanFile(o.input)) {
     if (o.ranks < 1)
       throw UserError("--ranks: required (at least 1) when running a model");
-    const std::string dir = workDir(o.out, "run");
-    std::filesystem::create_directories(dir);
-    planPath = dir + "/plan.json";
+    work = std::make_unique<WorkDir>(o.out, "run");
+    std::filesystem::create_directories(work->path());
+    planPath = work->path() + "/plan.json";
     planModel(o, planPath);
   } else if (o.globalBatch || o.seq || !o.fix.empty()) {
     throw UserError("--global-batch/--seq/--fix apply when planning a model; " +

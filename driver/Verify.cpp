@@ -80,13 +80,20 @@ bool verify(VerifyOptions a) {
   auto singleFiles = planProject(single, planner::planToText(single), a.model,
                                  backend, a.fp32);
 
-  const std::string work = workDir(a.keep, "verify");
+  WorkDir workDir(a.keep, "verify");
+  const std::string &work = workDir.path();
   std::fprintf(stderr,
                "autoddl: verify %s (%d ranks) against 1 rank, %lld "
                "steps, in %s\n",
                a.plan.c_str(), ranks, (long long)a.steps, work.c_str());
-  const std::string dp = runOne(planFiles, ranks, work + "/plan", a);
-  const std::string ds = runOne(singleFiles, 1, work + "/single", a);
+  std::string dp, ds;
+  try {
+    dp = runOne(planFiles, ranks, work + "/plan", a);
+    ds = runOne(singleFiles, 1, work + "/single", a);
+  } catch (const UserError &) {
+    workDir.keep(); // the message names the failed run's log in it
+    throw;
+  }
 
   const auto lp = lossesOf(dp + "/metrics.json");
   const auto ls = lossesOf(ds + "/metrics.json");

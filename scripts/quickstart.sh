@@ -38,6 +38,7 @@ $bin plan gpt3-175b --cluster dgx-h100-ndr --nodes 128 --global-batch 1536 --no-
 # lr 1e-3 end at 2.43 nats/byte against 3.17; higher learning rates stay on the plateau).
 text=/usr/share/common-licenses/GPL-3
 step "autoddl run tiny-gpt --backend cpu --ranks 4 --steps 600 --data $text"
+rm -rf build/quickstart # run refuses to overwrite an earlier run's results
 $bin run tiny-gpt --backend cpu --ranks 4 --steps 600 --data "$text" --global-batch 16 --seq 64 \
   --fix tp=2,pp=2,dp=1,schedule=1f1b,microbatch=4 --out build/quickstart -- --lr 1e-3
 python3 - "$text" build/quickstart/metrics.json <<'PY'

@@ -6,7 +6,8 @@
 #     malformed-input suite in process; then runs them;
 #  2. the JSON importer's fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a
 #     corpus seeded from examples/models/, then the cluster-file, plan and ONNX readers'
-#     targets for AUTODDL_DOC_FUZZ_SECONDS each (default 5). A crash, leak, sanitizer report, hang or OOM
+#     targets for AUTODDL_DOC_FUZZ_SECONDS each (default 5), and the generated programs' flag
+#     parser (argv as NUL-separated bytes) for as long. A crash, leak, sanitizer report, hang or OOM
 #     fails.
 # Set AUTODDL_FUZZ_SECONDS=0 to skip the fuzz runs.
 set -euo pipefail
@@ -20,7 +21,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
 seconds=${AUTODDL_FUZZ_SECONDS:-45}
-fuzzers=(import_fuzzer cluster_fuzzer plan_fuzzer onnx_fuzzer)
+fuzzers=(import_fuzzer cluster_fuzzer plan_fuzzer onnx_fuzzer flags_fuzzer)
 [ "$seconds" -eq 0 ] && fuzzers=()
 echo "sanitize: clang ASan/UBSan/libFuzzer build of the importer tests and fuzzers in $dir"
 if [ ! -f "$dir/build.ninja" ]; then
@@ -69,4 +70,19 @@ for doc in cluster plan onnx; do
     -max_total_time="$doc_seconds" -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
     -print_final_stats=1 -artifact_prefix="$dir/$doc-" 2>&1 | tail -n 5
 done
+# The generated programs' flags: argv as NUL-separated arguments, seeded with valid lines.
+flags_corpus="$corpus/flags"
+mkdir -p "$flags_corpus"
+seed() { # seed NAME ZERO ARGS...: the zero byte, then the arguments NUL-separated
+  local name=$1 zero=$2
+  shift 2
+  { printf "\\$zero"; printf '%s\0' "$@" | head -c -1; } >"$flags_corpus/$name"
+}
+seed save 0 --steps 20 --lr 3e-4 --save ck --save-every 5
+seed resume 1 --resume ck/step-5 --steps 8 --lr 0 --optimizer sgd
+seed out 0 --seed 99 --weight-decay 0.1 --data d.bin --out o --trace --quiet
+echo "sanitize: fuzzing the generated programs' flag parser for ${doc_seconds}s"
+"$dir/tests/fuzz/flags_fuzzer" "$flags_corpus" -max_total_time="$doc_seconds" -timeout=10 \
+  -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 -artifact_prefix="$dir/flags-" 2>&1 |
+  tail -n 5
 echo "sanitize: ok"

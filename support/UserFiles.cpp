@@ -129,11 +129,15 @@ void clearUserInputs() {
   inputs().clear();
 }
 
-void writeUserFile(const std::string &path, const std::string &text) {
+namespace {
+
+/// Where the output `path` is written (through a link to a regular file) and
+/// the mode it keeps; throws UserError for what writeUserFile refuses.
+std::string outputTarget(const std::string &path, mode_t &mode) {
   if (path.empty())
     throw UserError("output path is empty");
   std::string target = path;
-  mode_t mode = 0644;
+  mode = 0644;
   struct stat lst {};
   if (::lstat(path.c_str(), &lst) == 0) {
     struct stat st = lst;
@@ -155,6 +159,29 @@ void writeUserFile(const std::string &path, const std::string &text) {
   } else if (errno != ENOENT) {
     throw UserError(path + ": cannot write: " + std::strerror(errno));
   }
+  return target;
+}
+
+} // namespace
+
+void checkUserOutput(const std::string &path) {
+  mode_t mode = 0;
+  const std::string target = outputTarget(path, mode);
+  const size_t slash = target.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : target.substr(0, slash);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw UserError(path + ": cannot write: no folder " + dir);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UserError(path + ": cannot write into " + dir + ": " +
+                    std::strerror(errno));
+}
+
+void writeUserFile(const std::string &path, const std::string &text) {
+  mode_t mode = 0644;
+  const std::string target = outputTarget(path, mode);
 
   std::string tmp = target + ".tmp." + std::to_string(::getpid());
   // O_EXCL | O_NOFOLLOW: never write through whatever sits at the temporary

@@ -44,6 +44,11 @@ void noteUserInput(const std::string &path);
 /// after another (tests), each starting afresh.
 void clearUserInputs();
 
+/// Throws what writeUserFile would for `path` without writing, and when its
+/// folder is missing or not writable: commands check their outputs before
+/// long work (a search, a build), not after.
+void checkUserOutput(const std::string &path);
+
 /// Writes `text` to the output `path` by the rules above.
 void writeUserFile(const std::string &path, const std::string &text);
 

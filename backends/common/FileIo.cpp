@@ -131,6 +131,9 @@ void check_output_dir(const std::string &dir, const std::string &flag) {
     }
     if (errno != ENOENT)
       throw ioError(flag + " " + dir, "cannot use " + at);
+    if (::lstat(at.c_str(), &st) == 0) // a link to nothing: mkdir would fail
+      throw std::runtime_error(flag + " " + dir + ": " + at +
+                               " is a symbolic link to a missing path");
     while (at.size() > 1 && at.back() == '/')
       at.pop_back();
     at = parentDir(at);

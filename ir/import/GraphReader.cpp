@@ -195,10 +195,12 @@ topologicalOrder(const std::vector<RawOp> &ops,
         break;
       }
   }
-  std::string cycle;
+  // path runs from consumers to producers and path.back()'s producer is cur:
+  // in the direction data flows, the cycle is cur -> path.back() -> ... ->
+  // path[seen[cur]] (= cur).
+  std::string cycle = "'" + ops[cur].name + "'";
   for (size_t k = path.size(); k-- > seen[cur];)
-    cycle += "'" + ops[path[k]].name + "' -> ";
-  cycle += "'" + ops[cur].name + "'";
+    cycle += " -> '" + ops[path[k]].name + "'";
   throw UserError(jsonPlace(origin, ops[cur].where) +
                   "cycle in the graph: " + cycle);
 }

@@ -12,7 +12,8 @@ set -u
 A=$(realpath "$1")
 OPT=$(realpath "$2")
 W=$3
-INPUTS=$(cd "$(dirname "$0")/inputs" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+INPUTS=$HERE/inputs
 C=dgx-a100-hdr
 rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
 
@@ -53,40 +54,16 @@ edit("plan-stage-gap.json", lambda p: p["stages"][1].update(layers=[p["stages"][
 edit("plan-stage-overlap.json", lambda p: p["stages"][1].update(layers=[0, p["stages"][1]["layers"][1]]))
 edit("plan-stage-dup.json", lambda p: p["stages"][1].update(stage=0))
 edit("plan-sha.json", lambda p: p["model"].update(source="model-small.json"))
+edit("plan-moved.json", lambda p: p["model"].update(source="/nonexistent/moved-model.json",
+                                                     sha256="0" * 64))
 cluster = json.load(open(sys.argv[1]))
 cluster["intra_node"]["bandwidth_GBps"] = 1e300  # inf bytes/s: "too large"
 json.dump(cluster, open("cluster-huge.json", "w"))
 PY
 rm -f good-plan.mlir
 
-snapshot() {
-  find . -mindepth 1 ! -name out.txt ! -name err.txt -printf '%p %y %l\n' | sort
-  find . -type f ! -name out.txt ! -name err.txt -exec sha256sum {} + | sort
-}
+. "$HERE/check_lib.sh"
 before=$(snapshot)
-failures=0 cases=0
-check() { # check COMMAND...: must fail cleanly and touch nothing
-  cases=$((cases + 1))
-  local t0=$SECONDS
-  timeout 20 "$@" >out.txt 2>err.txt </dev/null
-  local rc=$? lines
-  [ -n "${VERBOSE:-}" ] && echo "$((SECONDS - t0))s rc=$rc: ${*#"$A"}"
-  lines=$(wc -l <err.txt)
-  local why=""
-  if [ "$rc" -lt 1 ] || [ "$rc" -gt 123 ]; then why="exit $rc"; fi
-  if [ "$lines" -ne 1 ]; then why="$why, $lines lines on stderr"; fi
-  local now
-  now=$(snapshot)
-  if [ "$now" != "$before" ]; then
-    why="$why, files changed: $(diff <(echo "$before") <(echo "$now") | head -3 | tr '\n' ' ')"
-  fi
-  if [ -n "$why" ]; then
-    echo "FAIL ($why): ${*#"$A"}"
-    head -c 300 err.txt
-    failures=$((failures + 1))
-    before=$now # report each change once
-  fi
-}
 
 BAD_FILES="fifo /dev/zero /dev/urandom dir dangling empty.json binary.json deep.json"
 for f in $BAD_FILES deep-config.json; do
@@ -98,7 +75,8 @@ for f in $BAD_FILES deep-cluster.json cluster-huge.json; do
   check "$A" cost cluster --cluster "$f"
 done
 for f in $BAD_FILES plan-*.json; do
-  check "$A" inspect "$f"
+  # inspect reads the plan alone: a moved model file does not concern it.
+  [ "$f" = plan-moved.json ] || check "$A" inspect "$f"
   check "$A" codegen "$f" -o project
   check "$A" run "$f"
   check "$A" verify "$f"
@@ -107,6 +85,11 @@ done
 for f in fifo /dev/zero dir deep.json; do
   check "$A" validate good-plan.json --measured "$f"
 done
+# An earlier run's results are never overwritten by `run --out`.
+mkdir -p earlier-run && echo '{}' >earlier-run/metrics.json
+before=$(snapshot)
+check "$A" run good-plan.json --out earlier-run
+check "$A" run gpt2 --ranks 2 --out earlier-run
 
 # Outputs that must be refused, never replaced: devices, FIFOs, directories,
 # symlinks to devices or to nothing, the command's own input.

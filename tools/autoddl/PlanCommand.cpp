@@ -302,6 +302,11 @@ void run(const PlanArgs &a) {
                     a.optimizer + "\"");
   opts.optimizer = a.optimizer;
   opts.kfacDamping = a.kfacDamping;
+  // An unusable -o is found before the search, not after it.
+  if (!a.output.empty()) {
+    checkUserOutput(a.output);
+    checkUserOutput(mlirPathFor(a.output));
+  }
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());

@@ -1,7 +1,9 @@
 //===- Options.cpp - the flags every generated program takes -------------===//
 #include "backends/common/harness/Options.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -24,10 +26,23 @@ constexpr int64_t kMaxSteps = int64_t(1) << 40;
 } // namespace
 
 std::string quote_value(const std::string &v) {
-  if (v.size() <= kEchoBytes)
-    return "\"" + v + "\"";
-  return "\"" + v.substr(0, kEchoBytes) + "...\" (" + std::to_string(v.size()) +
-         " bytes)";
+  // Control bytes are shown as \xNN: a newline in an argument must not split
+  // the one-line message.
+  std::string r = "\"";
+  const size_t shown = std::min(v.size(), kEchoBytes);
+  for (size_t i = 0; i < shown; ++i) {
+    const unsigned char c = (unsigned char)v[i];
+    if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      r += buf;
+    } else {
+      r += char(c);
+    }
+  }
+  if (v.size() > kEchoBytes)
+    return r + "...\" (" + std::to_string(v.size()) + " bytes)";
+  return r + "\"";
 }
 
 Options parse_options(int argc, char **argv, bool zero) {

@@ -222,6 +222,13 @@ TEST(Malformed, GraphStructure) {
           R"([{"op": "add", "name": "a", "inputs": ["x", "tb"], "outputs": ["ta"]},
                         {"op": "add", "name": "b", "inputs": ["ta", "x"], "outputs": ["tb"]}])"),
       {"cycle in the graph", "'a'", "'b'"});
+  // Named in the direction data flows: a feeds b, b feeds c, c feeds a.
+  expectError(
+      graph(
+          R"([{"op": "add", "name": "a", "inputs": ["x", "tc"], "outputs": ["ta"]},
+                        {"op": "add", "name": "b", "inputs": ["ta", "x"], "outputs": ["tb"]},
+                        {"op": "add", "name": "c", "inputs": ["tb", "x"], "outputs": ["tc"]}])"),
+      {"cycle in the graph: 'a' -> 'b' -> 'c' -> 'a'"});
   // A name nobody defines.
   expectError(
       graph(

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# A generated CPU training program (tiny-gpt, one rank, no mpirun) over malformed flags, data,
+# checkpoints, output folders and launcher variables (issue 23): each run must exit 1..123 with one
+# line on stderr and leave every file as it was (check_lib.sh). Then the cases that must work:
+# --save alone writes DIR/step-N (parameters, optimizer state apart), --lr 0 resumes, and a
+# diverging run (--lr 1e30) stops with exit 1 and one line.
+#
+#   binary_inputs.sh AUTODDL WORKDIR     (AUTODDL_CACHE: where `autoddl run` builds the program)
+set -u
+A=$(realpath "$1")
+W=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$W" && mkdir -p "$W" && W=$(realpath "$W") && cd "$W" || exit 1
+export AUTODDL_CACHE=${AUTODDL_CACHE:-$W/cache}
+
+# --- the program: `autoddl run` of a model FILE plans, generates and builds it once in the cache;
+# the plan it writes loads that file again without --model (the user path of issue 23).
+cp "$HERE/../../examples/models/tiny-gpt.json" my-gpt.json
+"$A" run my-gpt.json --ranks 1 --global-batch 4 --seq 16 --steps 2 --out first >run.log 2>&1 ||
+  { cat run.log; echo "FAIL: autoddl run my-gpt.json"; exit 1; }
+(cd / && "$A" codegen "$W/first/plan.json" -o "$W/regenerated" >/dev/null) ||
+  { echo "FAIL: codegen of a model file's plan without --model"; exit 1; }
+rm -rf regenerated
+T=$(ls "$AUTODDL_CACHE"/*/build/train | head -1)
+[ -x "$T" ] || { echo "FAIL: no train binary in $AUTODDL_CACHE"; exit 1; }
+"$T" --steps 2 --save ck --quiet || { echo "FAIL: --save alone"; exit 1; }
+for f in model.safetensors optimizer.safetensors; do
+  [ -s ck/step-2/$f ] || { echo "FAIL: --save alone wrote no ck/step-2/$f"; exit 1; }
+done
+rm -rf first run.log my-gpt.json
+
+# --- inputs -----------------------------------------------------------------------------------
+mkdir -p in && cd in || exit 1
+mkfifo fifo
+mkdir dir empty-ck
+ln -s missing dangling
+echo text >file
+: >empty.txt
+printf 'abc' >odd.bin
+printf '\377\377\377\377' >big-id.bin # ids 65535 > vocabulary 256
+cp -r ../ck good-ck
+mkdir partial-ck && cp ../ck/step-2/model.safetensors partial-ck/
+mkdir cut-ck && head -c 100 ../ck/step-2/model.safetensors >cut-ck/model.safetensors
+# Checkpoints with edited metadata or shapes (safetensors: 8-byte header length, JSON header).
+python3 - ../ck/step-2 <<'PY' || exit 1
+import json, os, shutil, struct, sys
+src = sys.argv[1]
+def edit(name, change, which="model.safetensors"):
+    os.makedirs(name)
+    for f in ("model.safetensors", "optimizer.safetensors"):
+        shutil.copy(f"{src}/{f}", f"{name}/{f}")
+    raw = open(f"{name}/{which}", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    change(header)
+    text = json.dumps(header).encode()  # data offsets count from the header's end
+    text += b" " * (-len(text) % 8)
+    open(f"{name}/{which}", "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+def meta(key, value):
+    return lambda h: h["__metadata__"].update({key: value})
+edit("neg-step", meta("step", "-3"))
+edit("late-step", meta("step", "99"))
+edit("text-step", meta("step", "two"))
+edit("huge-step", meta("step", "9" * 30))
+edit("other-model", meta("model", "x" * 200))
+edit("state-step", meta("step", "1"), "optimizer.safetensors")
+def reshape(h):
+    k = next(k for k in h if k.endswith("wte.weight"))
+    h[k]["shape"] = list(reversed(h[k]["shape"]))
+edit("wrong-shape", reshape)
+def rename(h):
+    k = next(k for k in h if k.endswith("wte.weight"))
+    h["renamed"] = h.pop(k)
+edit("missing-tensor", rename)
+PY
+cd .. || exit 1
+. "$HERE/check_lib.sh"
+CHECK_TIMEOUT=15
+before=$(snapshot)
+
+# --- flags ------------------------------------------------------------------------------------
+long=$(head -c 100000 /dev/zero | tr '\0' 9)
+for v in -1 99999999999999999999 abc "" 1.5 "$long"; do
+  check "$T" --steps "$v"
+done
+for v in nan inf -1 -0.5 1e999 x ""; do
+  check "$T" --steps 1 --lr "$v"
+  check "$T" --steps 1 --weight-decay "$v"
+done
+check "$T" --steps 1 --save in/new --save-every 0
+check "$T" --steps 1 --save-every 2
+check "$T" --steps 1 --save-initial
+for v in -1 abc 1e3; do check "$T" --steps 1 --seed "$v"; done
+check "$T" --steps 1 --optimizer adam
+check "$T" --steps 1 --bogus
+check "$T" --steps 1 "$long"
+check "$T" --steps
+check "$T" --steps 1 --out
+# --- data -------------------------------------------------------------------------------------
+for d in in/fifo /dev/zero /dev/urandom in/dir in/dangling in/missing in/empty.txt in/odd.bin \
+         in/big-id.bin ""; do
+  check "$T" --steps 1 --data "$d"
+done
+# --- outputs: refused before the first step -----------------------------------------------------
+for o in /dev/full in/fifo in/file in/dangling /proc/version/x in/file/sub ""; do
+  check "$T" --steps 2 --out "$o"
+  check "$T" --steps 2 --save "$o"
+done
+# --- checkpoints ------------------------------------------------------------------------------
+for ck in in/missing in/file in/fifo in/empty-ck in/partial-ck in/cut-ck in/neg-step \
+          in/late-step in/text-step in/huge-step in/other-model in/state-step in/wrong-shape \
+          in/missing-tensor; do
+  check "$T" --steps 4 --resume "$ck"
+done
+check "$T" --steps 1 --resume in/good-ck/step-2 # beyond --steps
+# --- launcher variables -------------------------------------------------------------------------
+check env WORLD_SIZE=2 RANK=0 "$T" --steps 1
+check env WORLD_SIZE=abc "$T" --steps 1
+check env WORLD_SIZE=1 RANK=5 "$T" --steps 1
+check env WORLD_SIZE=1 RANK=-1 "$T" --steps 1
+check env WORLD_SIZE=99999999999999999999 "$T" --steps 1
+# --- a run that diverges: one line, exit 1, no outputs ----------------------------------------
+check "$T" --steps 3 --lr 1e30 --out in/diverged
+# --- what must work: --lr 0 evaluates a checkpoint ----------------------------------------------
+if ! "$T" --resume in/good-ck/step-2 --steps 3 --lr 0 --quiet >out.txt 2>err.txt; then
+  echo "FAIL: --resume with --lr 0: $(head -c 300 err.txt)"
+  failures=$((failures + 1))
+fi
+
+echo "$cases cases, $failures failures"
+[ "$failures" -eq 0 ]
