@@ -2,6 +2,7 @@
 #include "driver/Build.h"
 
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -225,6 +226,13 @@ extern "C" void removeTempDirsAndExit(int sig) {
 }
 
 } // namespace
+
+void checkDataFile(const std::string &data) {
+  if (data.empty())
+    return;
+  if (auto problem = userFileProblem(data, "data file"))
+    throw UserError("--data: " + *problem);
+}
 
 WorkDir::WorkDir(const std::string &dir, const std::string &what) {
   if (!dir.empty()) {

@@ -34,6 +34,11 @@ void requireGpu(const std::string &what);
 /// work folder of a run, verify or validate).
 std::string workDir(const std::string &dir, const std::string &what);
 
+/// Throws UserError naming the path unless `data` (a --data flag) is empty or
+/// a regular file: found before the plan is built and run, not by the
+/// program after the build.
+void checkDataFile(const std::string &data);
+
 /// The work folder of a run or verify: `dir` when the user gave one (kept),
 /// else a new /tmp/autoddl-<what>-XXXXXX removed when this object goes, and
 /// also when the command is stopped by SIGINT or SIGTERM meanwhile; keep()

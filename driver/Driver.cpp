@@ -128,6 +128,7 @@ void planModel(const RunOptions &o, const std::string &planPath) {
 void run(const RunOptions &o) {
   const codegen::Backend backend = codegen::parseBackend(o.backend);
   checkBackend(backend, o.fp32);
+  checkDataFile(o.data);
   std::string planPath = o.input;
   // Results the user already has are never overwritten.
   if (!o.out.empty())

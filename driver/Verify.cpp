@@ -65,6 +65,7 @@ bool verify(VerifyOptions a) {
   const codegen::Backend backend = codegen::parseBackend(a.backend);
   const bool cuda = backend == codegen::Backend::Cuda;
   checkBackend(backend, a.fp32);
+  checkDataFile(a.data);
   // Defaults: fp32 sums in another order (cpu, cuda --fp32: different
   // reduction orders of the GPU kernels); bf16 activations (cuda).
   if (a.lossTolerance <= 0)

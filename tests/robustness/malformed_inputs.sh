@@ -85,6 +85,11 @@ done
 for f in fifo /dev/zero dir deep.json; do
   check "$A" validate good-plan.json --measured "$f"
 done
+# A data file that is no regular file is named before anything is built.
+for d in dir fifo /dev/zero dangling; do
+  check "$A" run good-plan.json --data "$d"
+  check "$A" verify good-plan.json --data "$d"
+done
 # An earlier run's results are never overwritten by `run --out`.
 mkdir -p earlier-run && echo '{}' >earlier-run/metrics.json
 before=$(snapshot)
