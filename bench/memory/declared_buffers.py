@@ -43,11 +43,19 @@ def main():
     mbs = int(mb.group(1))
     pat = (r"DeviceBuffer<(\w+)> \w+\{(\d+)\}" if cuda else
            r"std::vector<(\w+)> \w+ = std::vector<\w+>\((\d+)\)")
+    def buffer_bytes(body):
+        return sum(sizes[b.group(1)] * int(b.group(2))
+                   for b in re.finditer(pat, body))
+    # A stage's identical layers are one struct StageNLayer held as an array
+    # `StageNLayer layers[n];` inside struct StageN (the layer loop).
+    per_layer = {int(m.group(1)): buffer_bytes(m.group(2)) for m in
+                 re.finditer(r"struct Stage(\d+)Layer \{(.*?)\n\};", src, re.S)}
     per_stage = {}
     for m in re.finditer(r"struct Stage(\d+) \{(.*?)\n\};", src, re.S):
-        per_stage[int(m.group(1))] = sum(
-            sizes[b.group(1)] * int(b.group(2))
-            for b in re.finditer(pat, m.group(2)))
+        k = int(m.group(1))
+        per_stage[k] = buffer_bytes(m.group(2)) + sum(
+            per_layer.get(k, 0) * int(n.group(1)) for n in
+            re.finditer(r"Stage%dLayer layers\[(\d+)\];" % k, m.group(2)))
     if plan["schedule"]["kind"] == "chimera":
         fail(f"{a.project}: Chimera's two pipelines are not checked here")
     rows = []
@@ -61,9 +69,7 @@ def main():
             if len(plan["pipeline_ranks"]) * plan["mesh"]["dp"] * \
                     plan["mesh"]["tp"] != 1:
                 fail(f"{a.project}: the CPU check takes one-rank plans")
-            params = sum(
-                eval_shape(p.group(1))
-                for p in re.finditer(r"Shape\{([\d, ]+)\}, -?\d+, \"", src))
+            params = parameter_elements(src)
             declared += 16 * params
             predicted = mem["host"]
         err = (predicted - declared) / declared if declared else 0.0
@@ -81,6 +87,23 @@ def main():
         fail(f"{a.project}: device {bad[0]['device']} predicted "
              f"{bad[0]['predicted_bytes']:.0f} bytes, the project declares "
              f"{bad[0]['declared_bytes']:.0f} ({100 * bad[0]['error']:+.2f}%)")
+
+
+def parameter_elements(src):
+    """Elements of the program's parameter table: each specs.push_back's
+    Shape, times the trip count of the layer loop it sits in."""
+    total, trips = 0, 1
+    for line in src.splitlines():
+        loop = re.match(r"\s*for \(size_t l = (\d+); l < (\d+); \+\+l\) \{", line)
+        if loop:
+            trips = int(loop.group(2)) - int(loop.group(1))
+            continue
+        spec = re.search(r"specs\.push_back\(.*Shape\{([\d, ]+)\}, -?\d+, \"", line)
+        if spec:
+            total += trips * eval_shape(spec.group(1))
+        elif trips != 1 and re.match(r"\s*\}\s*$", line):
+            trips = 1  # the loop's closing brace
+    return total
 
 
 def eval_shape(text):
