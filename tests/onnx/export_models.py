@@ -109,10 +109,10 @@ def export(model, example, names, dynamic, path, args):
     import onnx
     onnx.checker.check_model(path)
     # Every parameter must survive under its module name (tied ones once).
-    names = {i.name for i in onnx.load(path, load_external_data=False).graph.initializer}
+    stored = {i.name for i in onnx.load(path, load_external_data=False).graph.initializer}
     seen, lost = set(), []
     for name, p in model.named_parameters():
-        if p.data_ptr() not in seen and name not in names:
+        if p.data_ptr() not in seen and name not in stored:
             lost.append(name)
         seen.add(p.data_ptr())
     if lost:
