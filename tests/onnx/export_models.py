@@ -18,6 +18,14 @@ language models the first loss on fixed tokens (seed 0), so the ONNX import can
 be compared with PyTorch (docs/model-format.md "ONNX models").
 Models are exported in eval mode with constant folding, a dynamic batch (and
 sequence) axis, at --opset (default 17; the dynamo exporter with --dynamo).
+
+The dynamo exporter runs without its graph optimizer (optimize=False): that
+optimizer merges initializers of equal value (at initialisation every norm
+weight is ones and every bias zeros, so all of them became one tensor) and
+folds the transpose of each Linear weight into an unnamed initializer, which
+lost most parameters and their names. The parameters are also perturbed by a
+seeded normal(0, 0.02) before export so that no two are equal, and the export
+is refused unless every PyTorch parameter is an initializer of the file.
 """
 import argparse
 import json
@@ -90,6 +98,7 @@ def export(model, example, names, dynamic, path, args):
                   opset_version=args.opset, do_constant_folding=True)
     if args.dynamo:
         kwargs["dynamo"] = True
+        kwargs["optimize"] = False  # keeps every parameter (see the docstring)
         kwargs["dynamic_shapes"] = {names[0]: {
             i: torch.export.Dim(n, min=1, max=4096) for i, n in dynamic.items()}}
     else:
@@ -99,6 +108,16 @@ def export(model, example, names, dynamic, path, args):
     torch.onnx.export(model, (example,), path, **kwargs)
     import onnx
     onnx.checker.check_model(path)
+    # Every parameter must survive under its module name (tied ones once).
+    stored = {i.name for i in onnx.load(path, load_external_data=False).graph.initializer}
+    seen, lost = set(), []
+    for name, p in model.named_parameters():
+        if p.data_ptr() not in seen and name not in stored:
+            lost.append(name)
+        seen.add(p.data_ptr())
+    if lost:
+        raise RuntimeError(f"{path}: {len(lost)} parameters are not initializers, "
+                           f"e.g. {lost[0]}")
 
 
 def main():
@@ -123,6 +142,9 @@ def main():
     ]:
         torch.manual_seed(0)
         model = make()
+        with torch.no_grad():  # distinct values: nothing to merge, a real --weights onnx test
+            for p in model.parameters():
+                p.add_(0.02 * torch.randn_like(p))
         module = LogitsOnly(model) if lm else model
         path = os.path.join(args.out, name + ".onnx")
         exporter = "dynamo" if args.dynamo else "torchscript"
