@@ -338,6 +338,11 @@ private:
   std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;
+  // K-FAC plans (KfacEmitter.cpp).
+  void checkKfac() const;
+  void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
+                         int64_t in, int64_t out, bool tw);
+  std::string kfacProgramText() const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;
 
@@ -384,6 +389,9 @@ private:
   // whole by storing (=): never zeroed (storesGrad).
   std::vector<std::vector<size_t>> users_;
   std::set<std::string> storedGrads_;
+  // K-FAC: per linear op its row of the layer table, and the rows.
+  std::map<size_t, int> kfacIndex_;
+  std::vector<std::string> kfacRows_;
 };
 
 } // namespace autoddl::codegen::emit

@@ -160,6 +160,7 @@ void Emitter::emitLinear(OpCall &c) {
     BW(fmt::format("linear_backward(nullptr, {}, {}, {}, {}, {}, {}, {}, {}, "
                    "{});",
                    dx[1], db, dy, x[0], x[1], N, K, O, twS));
+    emitKfacCurvature(c, dy, N, K, O, tw); // tp > 1: refused (checkKfac)
   }
 }
 

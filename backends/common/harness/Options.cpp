@@ -1,14 +1,18 @@
 //===- Options.cpp - the flags every generated program takes -------------===//
 #include "backends/common/harness/Options.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 namespace autoddl::rt::harness {
 
-Options parse_options(int argc, char **argv, bool zero) {
+Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   Options o;
+  if (kfac)
+    o.optimizer = "kfac";
+  bool kfacFlag = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -58,7 +62,26 @@ Options parse_options(int argc, char **argv, bool zero) {
       o.weight_decay = real();
     else if (a == "--optimizer")
       o.optimizer = next();
-    else if (a == "--seed")
+    else if (a == "--kfac-damping") {
+      o.kfac_damping = real();
+      kfacFlag = true;
+      if (!(o.kfac_damping > 0) || !std::isfinite(o.kfac_damping))
+        throw std::invalid_argument("--kfac-damping: expected a finite "
+                                    "number > 0, got " +
+                                    std::string(argv[i]));
+    } else if (a == "--kfac-refresh") {
+      o.kfac_refresh = integer();
+      kfacFlag = true;
+      if (o.kfac_refresh < 1)
+        throw std::invalid_argument("--kfac-refresh: expected a number of "
+                                    "steps >= 1, got 0");
+    } else if (a == "--kfac-rule") {
+      o.kfac_rule = next();
+      kfacFlag = true;
+      if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
+        throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
+                                    o.kfac_rule);
+    } else if (a == "--seed")
       o.seed = uint64_t(integer());
     else if (a == "--quiet")
       o.quiet = true;
@@ -67,11 +90,21 @@ Options parse_options(int argc, char **argv, bool zero) {
           "unknown flag " + a +
           " (flags: --steps N --data FILE --out DIR --trace --save DIR "
           "--save-every K --save-initial --resume DIR/step-N --lr X "
-          "--weight-decay X --optimizer adamw|sgd --seed S --quiet)");
+          "--weight-decay X --optimizer adamw|sgd|kfac --kfac-damping X "
+          "--kfac-refresh K --kfac-rule sgd|lamb --seed S --quiet)");
   }
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    throw std::invalid_argument("--optimizer: expected adamw or sgd, got " +
+  if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "kfac")
+    throw std::invalid_argument("--optimizer: expected adamw, sgd or kfac, "
+                                "got " +
                                 o.optimizer);
+  // K-FAC needs the curvature calls codegen emits from a K-FAC plan.
+  if (o.optimizer == "kfac" && !kfac)
+    throw std::invalid_argument("--optimizer kfac: this program was generated "
+                                "from a first-order plan (plan with "
+                                "--optimizer kfac)");
+  if (kfacFlag && o.optimizer != "kfac")
+    throw std::invalid_argument("--kfac-damping/--kfac-refresh/--kfac-rule "
+                                "need --optimizer kfac");
   if (zero && o.optimizer != "adamw")
     throw std::invalid_argument("--optimizer sgd: the plan shards AdamW state "
                                 "(ZeRO); use adamw");

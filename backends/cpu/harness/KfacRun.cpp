@@ -1,0 +1,142 @@
+//===- KfacRun.cpp - K-FAC in a generated CPU program --------------------===//
+#include "backends/cpu/harness/KfacRun.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace autoddl::rt::harness {
+
+KfacRun kfac;
+
+void kfac_curvature(int layer, const float *x, const float *dy, int64_t rows) {
+  kfac.curvature(layer, x, dy, rows);
+}
+
+void KfacRun::setup(const KfacProgram &p, const Options &o,
+                    const ProgramSpec &s) {
+  if (p.layers.empty())
+    throw std::invalid_argument("--optimizer kfac: the model has no linear "
+                                "layer K-FAC can precondition");
+  if (s.tp > 1)
+    throw std::invalid_argument("--optimizer kfac: tensor parallelism (tp=" +
+                                std::to_string(s.tp) +
+                                ") is not supported by the generated K-FAC "
+                                "programs yet");
+  c_ = KfacConfig{};
+  c_.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
+  c_.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
+  const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
+  c_.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
+  c_.momentum = o.momentum;
+  c_.weight_decay = o.weight_decay;
+  c_.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
+  kfac_check_config(c_);
+  if (!(o.lr >= 0))
+    throw std::invalid_argument("--lr: K-FAC needs a learning rate >= 0");
+  c_.lr = o.lr;
+  specs_ = p.layers;
+  layers_.clear();
+  for (const KfacLayerSpec &l : specs_)
+    layers_.emplace_back(l.weight->held ? l.in : 1, l.weight->held ? l.out : 1);
+  rows_.assign(specs_.size(), 0);
+  dp_ = s.dp;
+}
+
+void KfacRun::begin_step(int64_t step) {
+  due_ = kfac_refresh_due(step, c_.refresh_interval);
+}
+
+void KfacRun::curvature(int layer, const float *x, const float *dy,
+                        int64_t rows) {
+  if (!due_)
+    return;
+  KfacLayer &l = layers_[size_t(layer)];
+  const std::string &name = specs_[size_t(layer)].name;
+  double t0 = trace.now_us();
+  kfac_accumulate(l.A.data(), x, rows, l.in, 1.0f);
+  trace.end("curv_A " + name, 0, t0);
+  t0 = trace.now_us();
+  kfac_accumulate(l.G.data(), dy, rows, l.out, 1.0f);
+  trace.end("curv_G " + name, 0, t0);
+  rows_[size_t(layer)] += rows;
+}
+
+void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
+  // The refresh: in layer-table order on every rank holding a layer, so the
+  // dp and device communicators see one order.
+  for (size_t i = 0; due_ && i < specs_.size(); ++i) {
+    const KfacLayerSpec &s = specs_[i];
+    if (!s.weight->held)
+      continue;
+    KfacLayer &l = layers_[i];
+    // Raw sums -> this rank's mean over its rows (G scaled back from the
+    // loss's mean: every rank holding the layer saw rows_ rows of the loss).
+    int replicas = 1;
+    if (s.weight->devices != MPI_COMM_NULL) {
+      int n = 1;
+      MPI_Comm_size(s.weight->devices, &n);
+      replicas = n;
+    }
+    const int64_t rows = rows_[i];
+    const KfacScales sc =
+        kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
+    for (float &v : l.A)
+      v *= sc.a;
+    for (float &v : l.G)
+      v *= sc.g;
+    double t0 = trace.now_us();
+    if (dp_ > 1) {
+      kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()), g.dp);
+      kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()), g.dp);
+    }
+    if (s.weight->devices != MPI_COMM_NULL) {
+      kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()),
+                                  s.weight->devices);
+      kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()),
+                                  s.weight->devices);
+    }
+    trace.end(std::string("reduce ") + s.name, 1, t0);
+    t0 = trace.now_us();
+    kfac_refresh(l, c_, stats_);
+    trace.end(std::string("inv ") + s.name, 0, t0);
+    rows_[i] = 0;
+  }
+  // Preconditioning of the K-FAC layers' gradients, in place.
+  std::vector<float> dw, db;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const KfacLayerSpec &s = specs_[i];
+    if (!s.weight->held)
+      continue;
+    const double t0 = trace.now_us();
+    Param &w = *s.weight;
+    dw.resize(size_t(w.n));
+    db.resize(s.bias ? size_t(s.bias->n) : 0);
+    kfac_precondition(dw.data(), w.grad.data(), s.bias ? db.data() : nullptr,
+                      s.bias ? s.bias->grad.data() : nullptr, layers_[i],
+                      s.transpose_weight);
+    std::memcpy(w.grad.data(), dw.data(), dw.size() * sizeof(float));
+    if (s.bias)
+      std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
+    trace.end(std::string("precond ") + s.name, 0, t0);
+  }
+  // The rule on every parameter (the rest first-order, as PipeFisher).
+  for (const ParamSpec &ps : params) {
+    Param &p = *ps.p;
+    if (!p.held)
+      continue;
+    if (c_.rule == KfacRule::Lamb)
+      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(),
+                     p.n, c_, t, MPI_COMM_NULL);
+    else
+      kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
+  }
+}
+
+void KfacRun::info(std::map<std::string, std::string> &m) const {
+  kfac_stats_info(stats_, m);
+  m["kfac.damping"] = std::to_string(c_.damping);
+  m["kfac.refresh"] = std::to_string(c_.refresh_interval);
+  m["kfac.rule"] = c_.rule == KfacRule::Lamb ? "lamb" : "sgd";
+}
+
+} // namespace autoddl::rt::harness
