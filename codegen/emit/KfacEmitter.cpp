@@ -34,11 +34,6 @@ void Emitter::checkKfac() const {
   if (cuda_)
     throw UserError("codegen: a K-FAC plan (optimizer kfac) generates the cpu "
                     "program only so far (use --backend cpu)");
-  if (k.tp > 1)
-    throw UserError(fmt::format("codegen: a K-FAC plan with tp={} is not "
-                                "generated yet (the programs precondition "
-                                "whole layers: plan with --fix tp=1)",
-                                k.tp));
   if (k.zero > 0)
     throw UserError("codegen: a K-FAC plan with ZeRO is refused: the rule "
                     "runs on whole optimizer state (plan with --fix zero=0)");
@@ -51,6 +46,11 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
                                 int64_t in, int64_t out, bool tw) {
   if (!plan_.kfac)
     return;
+  if (c.p.mode != OpMode::Replicated && c.p.mode != OpMode::Column &&
+      c.p.mode != OpMode::Row && c.p.mode != OpMode::Local)
+    throw UserError("codegen: K-FAC layer " + c.op.name +
+                    ": a linear of this tensor-parallel mode is not "
+                    "preconditioned by the generated programs");
   const auto &layers = plan_.kfac->layers;
   auto it = std::find_if(layers.begin(), layers.end(),
                          [&](const planner::KfacLayerPlan &l) {
@@ -63,9 +63,18 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
     const std::string bias = c.op.operands.size() > 2
                                  ? "&" + paramOf(c.x[2])
                                  : std::string("nullptr");
-    kfacRows_.push_back(fmt::format("{{\"{}\", &{}, {}, {}, {}, {}}}",
-                                    c.op.name, paramOf(c.x[1]), bias, in, out,
-                                    tw ? "true" : "false"));
+    // The unsplit dimensions; a weight read whole on split rows
+    // (tpPartialGrads) gives factors of this rank's rows, meaned over tp.
+    const bool col = c.p.mode == OpMode::Column, row = c.p.mode == OpMode::Row;
+    const bool rowsOverTp =
+        tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
+    kfacRows_.push_back(fmt::format(
+        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}}}", c.op.name, paramOf(c.x[1]),
+        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
+        col   ? "KfacSplit::Out"
+        : row ? "KfacSplit::In"
+              : "KfacSplit::None",
+        rowsOverTp ? "true" : "false"));
   }
   c.BW(fmt::format("kfac_curvature({}, {}, {}, {}); // K-FAC factors of {}",
                    pos->second, c.x[0], dy, rows, c.op.name));

@@ -17,11 +17,6 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
   if (p.layers.empty())
     throw std::invalid_argument("--optimizer kfac: the model has no linear "
                                 "layer K-FAC can precondition");
-  if (s.tp > 1)
-    throw std::invalid_argument("--optimizer kfac: tensor parallelism (tp=" +
-                                std::to_string(s.tp) +
-                                ") is not supported by the generated K-FAC "
-                                "programs yet");
   c_ = KfacConfig{};
   c_.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
   c_.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
@@ -40,6 +35,7 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
     layers_.emplace_back(l.weight->held ? l.in : 1, l.weight->held ? l.out : 1);
   rows_.assign(specs_.size(), 0);
   dp_ = s.dp;
+  tp_ = s.tp;
 }
 
 void KfacRun::begin_step(int64_t step) {
@@ -52,11 +48,20 @@ void KfacRun::curvature(int layer, const float *x, const float *dy,
     return;
   KfacLayer &l = layers_[size_t(layer)];
   const std::string &name = specs_[size_t(layer)].name;
+  // A split operand (row-parallel X, column-parallel dY) is all-gathered:
+  // every tp rank accumulates the unsplit layer's factor.
+  const KfacSplit split = tp_ > 1 ? specs_[size_t(layer)].split : KfacSplit::None;
   double t0 = trace.now_us();
-  kfac_accumulate(l.A.data(), x, rows, l.in, 1.0f);
+  if (split == KfacSplit::In)
+    kfac_accumulate_gathered(l.A.data(), x, rows, l.in / tp_, 1.0f, g.tp);
+  else
+    kfac_accumulate(l.A.data(), x, rows, l.in, 1.0f);
   trace.end("curv_A " + name, 0, t0);
   t0 = trace.now_us();
-  kfac_accumulate(l.G.data(), dy, rows, l.out, 1.0f);
+  if (split == KfacSplit::Out)
+    kfac_accumulate_gathered(l.G.data(), dy, rows, l.out / tp_, 1.0f, g.tp);
+  else
+    kfac_accumulate(l.G.data(), dy, rows, l.out, 1.0f);
   trace.end("curv_G " + name, 0, t0);
   rows_[size_t(layer)] += rows;
 }
@@ -77,6 +82,8 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       MPI_Comm_size(s.weight->devices, &n);
       replicas = n;
     }
+    if (s.rows_over_tp)
+      replicas *= int(tp_);
     const int64_t rows = rows_[i];
     const KfacScales sc =
         kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
@@ -88,6 +95,10 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     if (dp_ > 1) {
       kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()), g.dp);
       kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()), g.dp);
+    }
+    if (s.rows_over_tp && tp_ > 1) {
+      kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()), g.tp);
+      kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()), g.tp);
     }
     if (s.weight->devices != MPI_COMM_NULL) {
       kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()),
@@ -111,9 +122,11 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     Param &w = *s.weight;
     dw.resize(size_t(w.n));
     db.resize(s.bias ? size_t(s.bias->n) : 0);
-    kfac_precondition(dw.data(), w.grad.data(), s.bias ? db.data() : nullptr,
-                      s.bias ? s.bias->grad.data() : nullptr, layers_[i],
-                      s.transpose_weight);
+    kfac_precondition_split(dw.data(), w.grad.data(),
+                            s.bias ? db.data() : nullptr,
+                            s.bias ? s.bias->grad.data() : nullptr, layers_[i],
+                            s.transpose_weight,
+                            tp_ > 1 ? s.split : KfacSplit::None, g.tp);
     std::memcpy(w.grad.data(), dw.data(), dw.size() * sizeof(float));
     if (s.bias)
       std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
@@ -124,9 +137,12 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     Param &p = *ps.p;
     if (!p.held)
       continue;
+    // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
+    // norms over tp.
     if (c_.rule == KfacRule::Lamb)
       kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(),
-                     p.n, c_, t, MPI_COMM_NULL);
+                     p.n, c_, t,
+                     tp_ > 1 && p.split_dim >= 0 ? g.tp : MPI_COMM_NULL);
     else
       kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
   }

@@ -30,6 +30,11 @@ struct KfacLayerSpec {
   Param *weight, *bias;
   int64_t in, out;
   bool transpose_weight; // W [out,in]; else [in,out]
+  // Under tp: how W is split (KfacRules.h: None, Out column-parallel, In
+  // row-parallel), and whether the linear runs on split rows with W whole
+  // (tp splits the batch or sequence: the factors are also means over tp).
+  KfacSplit split = KfacSplit::None;
+  bool rows_over_tp = false;
 };
 
 /// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
@@ -63,7 +68,7 @@ private:
   std::vector<int64_t> rows_;     // rows accumulated this refresh, per layer
   KfacStats stats_;
   bool due_ = false;
-  int64_t dp_ = 1;
+  int64_t dp_ = 1, tp_ = 1;
 };
 
 extern KfacRun kfac;
