@@ -1,6 +1,7 @@
 //===- KfacRun.cpp - K-FAC in a generated CPU program --------------------===//
 #include "backends/cpu/harness/KfacRun.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -91,25 +92,39 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       v *= sc.a;
     for (float &v : l.G)
       v *= sc.g;
+    // Each factor's reduction, then its inverse, traced under the names of
+    // the plan's items (reduce_A, inv_A, ...; inspect --trace).
+    auto reduce = [&](std::vector<float> &F, const char *item) {
+      const double t0 = trace.now_us();
+      const int64_t n = int64_t(F.size());
+      if (dp_ > 1)
+        kfac_factor_all_reduce_mean(F.data(), n, g.dp);
+      if (s.rows_over_tp && tp_ > 1)
+        kfac_factor_all_reduce_mean(F.data(), n, g.tp);
+      if (s.weight->devices != MPI_COMM_NULL)
+        kfac_factor_all_reduce_mean(F.data(), n, s.weight->devices);
+      trace.end(std::string(item) + " " + s.name, 1, t0);
+    };
+    reduce(l.A, "reduce_A");
+    reduce(l.G, "reduce_G");
+    // kfac_refresh's steps, apart so that each inverse is traced.
+    double trA = 0, trG = 0;
+    for (int64_t k = 0; k < l.in; ++k)
+      trA += l.A[size_t(k * l.in + k)];
+    for (int64_t k = 0; k < l.out; ++k)
+      trG += l.G[size_t(k * l.out + k)];
+    l.damping = kfac_damping(trA, l.in, trG, l.out, c_.damping);
     double t0 = trace.now_us();
-    if (dp_ > 1) {
-      kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()), g.dp);
-      kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()), g.dp);
-    }
-    if (s.rows_over_tp && tp_ > 1) {
-      kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()), g.tp);
-      kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()), g.tp);
-    }
-    if (s.weight->devices != MPI_COMM_NULL) {
-      kfac_factor_all_reduce_mean(l.A.data(), int64_t(l.A.size()),
-                                  s.weight->devices);
-      kfac_factor_all_reduce_mean(l.G.data(), int64_t(l.G.size()),
-                                  s.weight->devices);
-    }
-    trace.end(std::string("reduce ") + s.name, 1, t0);
+    const KfacInverseOutcome oa = kfac_invert_factor(
+        l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
+    trace.end(std::string("inv_A ") + s.name, 0, t0);
     t0 = trace.now_us();
-    kfac_refresh(l, c_, stats_);
-    trace.end(std::string("inv ") + s.name, 0, t0);
+    const KfacInverseOutcome og = kfac_invert_factor(
+        l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
+    trace.end(std::string("inv_G ") + s.name, 0, t0);
+    kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats_);
+    std::fill(l.A.begin(), l.A.end(), 0.0f);
+    std::fill(l.G.begin(), l.G.end(), 0.0f);
     rows_[i] = 0;
   }
   // Preconditioning of the K-FAC layers' gradients, in place.
