@@ -343,6 +343,9 @@ private:
   void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
                          int64_t in, int64_t out, bool tw);
   std::string kfacProgramText() const;
+  std::string kfacStageFunctions() const;
+  std::map<std::pair<int, size_t>, std::vector<std::string>>
+  kfacPlacement(const pipeline::Schedule &s) const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;
 
@@ -392,6 +395,10 @@ private:
   // K-FAC: per linear op its row of the layer table, and the rows.
   std::map<size_t, int> kfacIndex_;
   std::vector<std::string> kfacRows_;
+  std::map<std::string, int> kfacByName_; // op name -> row
+  std::vector<int> kfacStage_;            // per row: its model stage
+  // Per model stage, the cases of its curvature function (row: A, G).
+  std::map<int, std::vector<std::pair<std::string, std::string>>> kfacCases_;
 };
 
 } // namespace autoddl::codegen::emit

@@ -9,10 +9,6 @@ namespace autoddl::rt::harness {
 
 KfacRun kfac;
 
-void kfac_curvature(int layer, const float *x, const float *dy, int64_t rows) {
-  kfac.curvature(layer, x, dy, rows);
-}
-
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
   if (p.layers.empty())
@@ -43,28 +39,31 @@ void KfacRun::begin_step(int64_t step) {
   due_ = kfac_refresh_due(step, c_.refresh_interval);
 }
 
-void KfacRun::curvature(int layer, const float *x, const float *dy,
-                        int64_t rows) {
+// A split operand (row-parallel X, column-parallel dY) is all-gathered: every
+// tp rank accumulates the unsplit layer's factor.
+void KfacRun::curvature_A(int layer, const float *x, int64_t rows) {
   if (!due_)
     return;
   KfacLayer &l = layers_[size_t(layer)];
-  const std::string &name = specs_[size_t(layer)].name;
-  // A split operand (row-parallel X, column-parallel dY) is all-gathered:
-  // every tp rank accumulates the unsplit layer's factor.
-  const KfacSplit split = tp_ > 1 ? specs_[size_t(layer)].split : KfacSplit::None;
-  double t0 = trace.now_us();
-  if (split == KfacSplit::In)
+  const double t0 = trace.now_us();
+  if (tp_ > 1 && specs_[size_t(layer)].split == KfacSplit::In)
     kfac_accumulate_gathered(l.A.data(), x, rows, l.in / tp_, 1.0f, g.tp);
   else
     kfac_accumulate(l.A.data(), x, rows, l.in, 1.0f);
-  trace.end("curv_A " + name, 0, t0);
-  t0 = trace.now_us();
-  if (split == KfacSplit::Out)
+  trace.end(std::string("curv_A ") + specs_[size_t(layer)].name, 0, t0);
+  rows_[size_t(layer)] += rows;
+}
+
+void KfacRun::curvature_G(int layer, const float *dy, int64_t rows) {
+  if (!due_)
+    return;
+  KfacLayer &l = layers_[size_t(layer)];
+  const double t0 = trace.now_us();
+  if (tp_ > 1 && specs_[size_t(layer)].split == KfacSplit::Out)
     kfac_accumulate_gathered(l.G.data(), dy, rows, l.out / tp_, 1.0f, g.tp);
   else
     kfac_accumulate(l.G.data(), dy, rows, l.out, 1.0f);
-  trace.end("curv_G " + name, 0, t0);
-  rows_[size_t(layer)] += rows;
+  trace.end(std::string("curv_G ") + specs_[size_t(layer)].name, 0, t0);
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {

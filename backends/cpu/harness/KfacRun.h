@@ -52,9 +52,13 @@ public:
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: whether this step accumulates factors.
   void begin_step(int64_t step);
-  /// One micro-batch of layer `layer`: input x [rows, in], output gradient
-  /// dy [rows, out].
-  void curvature(int layer, const float *x, const float *dy, int64_t rows);
+  /// One micro-batch of layer `layer` on a refresh step: its input x
+  /// [rows, in] into A (after the forward), its output gradient dy [rows, out]
+  /// into G (after the backward); the calls sit where the plan placed the
+  /// items (codegen/emit/KfacEmitter.cpp).
+  void curvature_A(int layer, const float *x, int64_t rows);
+  void curvature_G(int layer, const float *dy, int64_t rows);
+  bool due() const { return due_; }
   /// The step's end, after the gradients are summed over every rank holding
   /// them: the refresh (on a refresh step), preconditioning and the rule.
   /// `t` = 1, 2, ...
@@ -73,8 +77,14 @@ private:
 
 extern KfacRun kfac;
 
-/// The call generated code makes (kfac.curvature on a refresh step).
-void kfac_curvature(int layer, const float *x, const float *dy, int64_t rows);
+/// The calls generated code makes.
+inline bool kfac_due() { return kfac.due(); }
+inline void kfac_curvature_A(int layer, const float *x, int64_t rows) {
+  kfac.curvature_A(layer, x, rows);
+}
+inline void kfac_curvature_G(int layer, const float *dy, int64_t rows) {
+  kfac.curvature_G(layer, dy, rows);
+}
 
 } // namespace autoddl::rt::harness
 
