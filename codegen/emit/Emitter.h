@@ -3,7 +3,8 @@
 // The emitter of a plan's training program (docs/codegen.md), split by job:
 // stage layout (StageLayout.cpp), a stage's functions (Stage.cpp), the ops
 // (OpEmitters.cpp), gradient buckets (GradBuckets.cpp), the schedule
-// (Schedule.cpp) and the program's assembly (ProgramAssembly.cpp); the
+// (Schedule.cpp), identical layers as a loop (LayerLoop.cpp) and the
+// program's assembly (ProgramAssembly.cpp); the
 // fusion and padding decisions stay in codegen/TrainProgram.cpp. Internal to
 // autoddl_codegen: callers use emitTrainProgram (CpuCodegen.h).
 //
@@ -57,6 +58,19 @@ inline int64_t numel(const std::vector<int64_t> &s) {
   for (int64_t d : s)
     n *= d;
   return n;
+}
+
+/// Adds two spaces before every line of `s`.
+inline std::string indent(const std::string &s) {
+  std::string r;
+  size_t b = 0;
+  while (b < s.size()) {
+    size_t e = s.find('\n', b);
+    e = e == std::string::npos ? s.size() : e + 1;
+    r += "  " + s.substr(b, e - b);
+    b = e;
+  }
+  return r;
 }
 
 /// A C identifier for a model name: "h.0.attn.qkv" -> "h0_attn_qkv".
@@ -155,6 +169,25 @@ struct Member {
   // Set for a size known at run time only (a sparse activation: the graph's
   // stored entries): the expression replaces `size`.
   std::string sizeExpr = {};
+};
+
+/// The ops of one layer on a stage: its steps and the stage members its
+/// ops added (LayerLoop.cpp).
+struct LayerSpan {
+  int layer = -1;
+  size_t stepBegin = 0, stepEnd = 0, memberBegin = 0, memberEnd = 0;
+};
+
+/// A stage's layers as a table a.layers[j] of struct Stage<k>Layer: its
+/// members' names in that struct, and per flat member its layer and index.
+struct StageLayers {
+  std::vector<LayerSpan> spans;
+  std::vector<std::string> canon;
+  std::string group; // the layers' name in the model ("h")
+  std::map<std::string, std::pair<int, size_t>> memberOf;
+  bool folded() const { return !spans.empty(); }
+  /// `text` with every "a.<member of a layer>" as "a.layers[j].<name>".
+  std::string rename(const std::string &text) const;
 };
 
 class Emitter {
@@ -334,6 +367,25 @@ private:
   std::string vocabPaddingText() const;
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
+  /// Groups the layers' parameters into tables (LayerLoop.cpp).
+  void planLayerParams();
+  /// struct Params and param_specs(), the layer tables as loops.
+  std::string paramsText() const;
+  /// The stage's layers as a table, or none where their members differ.
+  StageLayers planStageLayers(int stage,
+                              const std::vector<LayerSpan> &spans) const;
+  std::string canonicalLayerText(const StageLayers &sl, size_t j,
+                                 const std::string &text) const;
+  /// The layers' forward or backward lines (stepText per step), the layers
+  /// after the first as loops where their lines read the same.
+  std::string foldLayers(const StageLayers &sl,
+                         const std::vector<std::string> &stepText,
+                         bool backward) const;
+  /// A stage function's lines: the steps before the layers, the layers
+  /// (foldLayers), the steps after; the backward last step first.
+  std::string layerOrdered(const StageLayers &sl,
+                           const std::vector<std::string> &stepText,
+                           bool backward) const;
   std::string header() const;
   std::string prelude() const;
   std::string specText() const;
@@ -391,6 +443,16 @@ private:
   // activation gradient buffers ("a.d_...data()") one backward call writes
   // whole by storing (=): never zeroed (storesGrad).
   std::vector<std::vector<size_t>> users_;
+  /// A table of identical layers' parameters: P.<name>[j].<member> holds
+  /// parameter params[j][k] of model layer layers[j].
+  struct LayerArray {
+    std::string name;
+    std::vector<int> layers;
+    std::vector<std::string> members;
+    std::vector<std::vector<int>> params;
+  };
+  std::vector<LayerArray> layerArrays_;
+  std::map<int, int> arrayOfParam_; // first parameter -> its table
   std::set<std::string> storedGrads_;
   // K-FAC: per linear op its row of the layer table, and the rows.
   std::map<size_t, int> kfacIndex_;

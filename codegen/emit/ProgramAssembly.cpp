@@ -172,33 +172,11 @@ std::string Emitter::emit() {
   planVocabPadding();
   planGeluFusion();
   planResidualFusion();
+  planLayerParams();
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);
-  std::string params = "// Every parameter of the model; a rank holds those of "
-                       "the stages it runs.\nstruct Params {\n";
-  std::string table;
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
-    if (!isParam(int(t)))
-      continue;
-    const auto &td = g_.tensors[t];
-    params += fmt::format("  Param {}; // {} {}\n", names_[t],
-                          shapeStr(td.shape), L_.tensors[t].str());
-    // A packed q|k|v split per segment names its segment count last.
-    const std::string segments =
-        L_.tensors[t].segments > 1 ? fmt::format(", {}", L_.tensors[t].segments)
-                                   : std::string();
-    table +=
-        fmt::format("      {{&P.{}, \"{}\", {}, {}, \"{}\", {}, {:#x}{}}},\n",
-                    names_[t], td.name, shapeInit(td.shape), L_.tensors[t].dim,
-                    td.init.empty() ? "normal" : td.init, fmtDouble(td.initStd),
-                    mask[t], segments);
-  }
-  params += "};\nstatic Params P;\n\n";
-  params += "// name, full shape, tp split dimension (-1: B), init, std, "
-            "pipeline devices holding it (bits)\nstatic std::vector<ParamSpec> "
-            "param_specs() {\n  return {\n" +
-            table + "  };\n}\n\n";
+  std::string params = paramsText();
   if (target_.paddedParams)
     params += vocabPaddingText();
   params += tpPartialGradsText();

@@ -35,9 +35,22 @@ void Emitter::emitStage(int stage, std::string &out) {
   for (int t : in)
     addTensor(stage, t, L_.tensors[size_t(t)], true);
   std::vector<int> inputs;
+  // The steps and members of each layer's ops, for the layer loop.
+  std::vector<LayerSpan> spans;
+  bool layersContiguous = true;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     if (L_.ops[i].stage != stage)
       continue;
+    const int layer = g_.ops[i].layer;
+    if (layer >= 0 && (spans.empty() || spans.back().layer != layer)) {
+      for (const LayerSpan &sp : spans)
+        layersContiguous = layersContiguous && sp.layer != layer;
+      spans.push_back({layer, steps.size(), steps.size(),
+                       members_[stage].size(), members_[stage].size()});
+    }
+    const bool inLayer = layer >= 0 && spans.back().layer == layer &&
+                         spans.back().stepEnd == steps.size() &&
+                         spans.back().memberEnd == members_[stage].size();
     for (int t : g_.ops[i].operands)
       if (isInput(t) && !graphModel_ &&
           std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
@@ -45,7 +58,22 @@ void Emitter::emitStage(int stage, std::string &out) {
         addTensor(stage, t, TpLayout{}, false);
       }
     emitOp(i, steps);
+    if (layer >= 0 && inLayer) {
+      spans.back().stepEnd = steps.size();
+      spans.back().memberEnd = members_[stage].size();
+    } else if (layer >= 0) {
+      layersContiguous = false;
+    }
   }
+  const StageLayers sl =
+      layersContiguous ? planStageLayers(stage, spans) : StageLayers{};
+  // K-FAC's curvature calls read the layers' buffers under their table
+  // names too (KfacEmitter.cpp).
+  for (auto &[callA, callG] : kfacCases_[stage]) {
+    callA = sl.rename(callA);
+    callG = sl.rename(callG);
+  }
+  const size_t stageBegin = out.size();
   const bool hasLoss =
       g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&
       L_.ops[size_t(producer_[size_t(g_.loss)])].stage == stage;
@@ -67,17 +95,35 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += fmt::format("// One micro-batch's activations on stage {} (local "
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
+  auto decl = [&](const Member &m, const std::string &name) {
+    return fmt::format(fmt::runtime(target_.bufferDecl),
+                       fmt::arg("type", m.i32    ? "int32_t"
+                                        : m.stat ? "float"
+                                                 : target_.actType),
+                       fmt::arg("name", name),
+                       fmt::arg("size", m.sizeExpr.empty()
+                                            ? std::to_string(m.size)
+                                            : m.sizeExpr),
+                       fmt::arg("comment", m.comment));
+  };
+  std::string layerStruct;
+  if (sl.folded()) {
+    out += fmt::format("// One layer's activations on stage {} ({}[{}..{}]).\n"
+                       "struct Stage{}Layer {{\n",
+                       stage, sl.group, sl.spans.front().layer,
+                       sl.spans.back().layer, stage);
+    for (size_t k = 0; k < sl.canon.size(); ++k)
+      out += decl(members_[stage][sl.spans[0].memberBegin + k], sl.canon[k]);
+    out += "};\n\n";
+  }
   out += fmt::format("struct Stage{} {{\n", stage);
   for (const Member &m : members_[stage])
-    out +=
-        fmt::format(fmt::runtime(target_.bufferDecl),
-                    fmt::arg("type", m.i32    ? "int32_t"
-                                     : m.stat ? "float"
-                                              : target_.actType),
-                    fmt::arg("name", m.name),
-                    fmt::arg("size", m.sizeExpr.empty() ? std::to_string(m.size)
-                                                        : m.sizeExpr),
-                    fmt::arg("comment", m.comment));
+    if (!sl.memberOf.count(m.name))
+      out += decl(m, m.name);
+  if (sl.folded())
+    out += fmt::format("  Stage{}Layer layers[{}]; // layers {}..{}\n", stage,
+                       sl.spans.size(), sl.spans.front().layer,
+                       sl.spans.back().layer);
   if (hasLoss && !target_.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && reportsAccuracy())
@@ -137,10 +183,11 @@ void Emitter::emitStage(int stage, std::string &out) {
                        stage, stage);
     out += load.empty() ? "  (void)step;\n  (void)mb;\n" : load;
   }
-  for (const Step &s : steps)
-    for (const auto &l : s.fwd)
-      out += l + "\n";
-  out += "}\n\n";
+  std::vector<std::string> fwdText(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (const auto &l : steps[i].fwd)
+      fwdText[i] += l + "\n";
+  out += layerOrdered(sl, fwdText, false) + "}\n\n";
 
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
@@ -163,20 +210,21 @@ void Emitter::emitStage(int stage, std::string &out) {
     out +=
         fmt::format("static void stage{}_{}([[maybe_unused]] Stage{} &a) {{\n",
                     stage, suffix, stage);
-    for (size_t i = steps.size(); i-- > 0;) {
+    std::vector<std::string> text(steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
       const Step &st = steps[i];
       if (inputPart) {
         for (const auto &l : st.bwdInput)
-          out += l + "\n";
-        out += readyLines(i, false);
+          text[i] += l + "\n";
+        text[i] += readyLines(i, false);
       }
       if (weightPart) {
         for (const auto &l : st.bwdWeight)
-          out += l + "\n";
-        out += readyLines(i, true);
+          text[i] += l + "\n";
+        text[i] += readyLines(i, true);
       }
     }
-    out += "}\n\n";
+    out += layerOrdered(sl, text, true) + "}\n\n";
   };
   if (splitBackward_) {
     emitBackward("backward_input_compute", true, false);
@@ -196,17 +244,39 @@ void Emitter::emitStage(int stage, std::string &out) {
     received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
   if (target_.gradZeroSet)
     out += "  if (!a.grad_zeros.sealed()) {\n";
-  for (const Member &m : members_[stage]) {
-    if (!m.grad)
-      continue;
-    if (!target_.gradZeroSet)
-      out += fmt::format("  std::fill(a.{0}.begin(), a.{0}.end(), 0.0f);\n",
-                         m.name);
-    else if (!received.count(m.name) &&
-             !storedGrads_.count("a." + m.name + ".data()"))
-      out += fmt::format("    a.grad_zeros.add(a.{0}.data(), a.{0}.size() * "
-                         "int64_t(sizeof(act_t)));\n",
-                         m.name);
+  auto zeroes = [&](const std::string &flat) {
+    return !target_.gradZeroSet ||
+           (!received.count(flat) &&
+            !storedGrads_.count("a." + flat + ".data()"));
+  };
+  auto zeroLine = [&](const std::string &ref) {
+    return target_.gradZeroSet
+               ? fmt::format("    a.grad_zeros.add({0}.data(), {0}.size() * "
+                             "int64_t(sizeof(act_t)));\n",
+                             ref)
+               : fmt::format("  std::fill({0}.begin(), {0}.end(), 0.0f);\n",
+                             ref);
+  };
+  // A layer member zeroed in every layer is zeroed in a loop over them.
+  std::set<std::string> loopZeroed;
+  for (size_t k = 0; k < sl.canon.size(); ++k) {
+    bool all = members_[stage][sl.spans[0].memberBegin + k].grad;
+    for (const LayerSpan &sp : sl.spans)
+      all = all && zeroes(members_[stage][sp.memberBegin + k].name);
+    if (all)
+      for (const LayerSpan &sp : sl.spans)
+        loopZeroed.insert(members_[stage][sp.memberBegin + k].name);
+  }
+  for (const Member &m : members_[stage])
+    if (m.grad && zeroes(m.name) && !loopZeroed.count(m.name))
+      out += zeroLine("a." + m.name);
+  if (!loopZeroed.empty()) {
+    std::string body;
+    for (size_t k = 0; k < sl.canon.size(); ++k)
+      if (loopZeroed.count(members_[stage][sl.spans[0].memberBegin + k].name))
+        body += zeroLine("y." + sl.canon[k]);
+    out += fmt::format("{0}  for (auto &y : a.layers) {{\n{1}{0}  }}\n",
+                       target_.gradZeroSet ? "  " : "", indent(body));
   }
   if (target_.gradZeroSet)
     out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
@@ -266,6 +336,8 @@ void Emitter::emitStage(int stage, std::string &out) {
       out += sendList(in, true, stage - 1, stage - 1, "kGradient");
     out += "  (void)dir;\n}\n\n";
   }
+  // Every other reference to a layer's member, as its table entry.
+  out.replace(stageBegin, std::string::npos, sl.rename(out.substr(stageBegin)));
 }
 
 } // namespace autoddl::codegen::emit

@@ -1,0 +1,382 @@
+//===- LayerLoop.cpp - identical layers as a loop over a table ------------===//
+//
+// A model's repeated blocks (OpDef::layer) become, in train.cpp, a table of
+// per-layer parameters (P.transformer_h[l]) and, per stage, a table of
+// per-layer activation buffers (a.layers[l]), and the stage's forward and
+// backward run the layers after the first one as a loop, so the program's
+// size does not grow with the number of identical layers. The ops are
+// emitted layer by layer as before; the fold renames each layer's buffers
+// and parameters to their table entries and loops over the layers whose
+// lines then read the same. A layer whose lines differ stays unrolled.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+namespace autoddl::codegen::emit {
+
+namespace {
+
+/// Splits identifier `id` at the first "_<l>_": "transformer_h_3_ln_1_weight"
+/// with l = 3 -> {"transformer_h", "ln_1_weight"}; empty when absent.
+std::pair<std::string, std::string> splitAtLayer(const std::string &id, int l) {
+  const std::string tok = "_" + std::to_string(l) + "_";
+  const size_t p = id.find(tok);
+  if (p == std::string::npos || p == 0)
+    return {};
+  return {id.substr(0, p), id.substr(p + tok.size())};
+}
+
+bool identChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+/// Replaces each whole-word occurrence of `from` in `s` by `to`.
+void replaceWord(std::string &s, const std::string &from,
+                 const std::string &to) {
+  size_t p = 0;
+  while ((p = s.find(from, p)) != std::string::npos) {
+    const size_t e = p + from.size();
+    if ((p == 0 || !identChar(s[p - 1])) &&
+        (e == s.size() || !identChar(s[e]) || !identChar(from.back()))) {
+      s.replace(p, from.size(), to);
+      p += to.size();
+    } else {
+      p = e;
+    }
+  }
+}
+
+} // namespace
+
+void Emitter::planLayerParams() {
+  // A parameter belongs to layer l when only ops of layer l read it.
+  std::vector<int> layerOf(g_.tensors.size(), -2);
+  for (const OpDef &op : g_.ops)
+    for (int t : op.operands)
+      if (isParam(t)) {
+        int &lo = layerOf[size_t(t)];
+        lo = lo == -2 ? op.layer : (lo == op.layer ? lo : -1);
+      }
+  // Per array name, per layer, its parameters in tensor order.
+  std::map<std::string, std::map<int, std::vector<int>>> groups;
+  std::vector<int> order; // the parameters in tensor order
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    if (!isParam(int(t)))
+      continue;
+    order.push_back(int(t));
+    if (layerOf[t] < 0)
+      continue;
+    auto [a, b] = splitAtLayer(names_[t], layerOf[t]);
+    if (!a.empty() && !b.empty())
+      groups[a][layerOf[t]].push_back(int(t));
+  }
+  for (auto &[array, byLayer] : groups) {
+    if (byLayer.size() < 2)
+      continue;
+    // Every layer the same parameters (names, shapes, layouts, inits), and
+    // the array one run of the parameter order: the table keeps that order.
+    const std::vector<int> &first = byLayer.begin()->second;
+    bool same = true;
+    std::vector<int> flat;
+    for (auto &[l, ts] : byLayer) {
+      same = same && ts.size() == first.size();
+      for (size_t k = 0; same && k < ts.size(); ++k) {
+        const TensorDef &x = g_.tensors[size_t(ts[k])],
+                        &y = g_.tensors[size_t(first[k])];
+        same =
+            splitAtLayer(names_[size_t(ts[k])], l).second ==
+                splitAtLayer(names_[size_t(first[k])], byLayer.begin()->first)
+                    .second &&
+            x.shape == y.shape && x.init == y.init && x.initStd == y.initStd &&
+            L_.tensors[size_t(ts[k])] == L_.tensors[size_t(first[k])] &&
+            !padRows_.count(ts[k]);
+      }
+      flat.insert(flat.end(), ts.begin(), ts.end());
+    }
+    auto at = std::find(order.begin(), order.end(), flat.front());
+    same = same && size_t(order.end() - at) >= flat.size() &&
+           std::equal(flat.begin(), flat.end(), at);
+    if (!same)
+      continue;
+    LayerArray arr;
+    arr.name = array;
+    for (auto &[l, ts] : byLayer) {
+      arr.layers.push_back(l);
+      arr.params.push_back(ts);
+    }
+    for (int t : first)
+      arr.members.push_back(
+          splitAtLayer(names_[size_t(t)], byLayer.begin()->first).second);
+    for (size_t j = 0; j < arr.params.size(); ++j)
+      for (size_t k = 0; k < arr.members.size(); ++k)
+        names_[size_t(arr.params[j][k])] =
+            fmt::format("{}[{}].{}", array, j, arr.members[k]);
+    arrayOfParam_[arr.params.front().front()] = int(layerArrays_.size());
+    layerArrays_.push_back(std::move(arr));
+  }
+}
+
+std::string Emitter::paramsText() const {
+  const std::vector<uint64_t> &mask = deviceMask_;
+  std::string types, params, table;
+  auto spec = [&](size_t t, const std::string &ref, const std::string &name,
+                  const std::string &devices) {
+    const auto &td = g_.tensors[t];
+    // A packed q|k|v split per segment names its segment count last.
+    const std::string segments =
+        L_.tensors[t].segments > 1 ? fmt::format(", {}", L_.tensors[t].segments)
+                                   : std::string();
+    return fmt::format("{{&P.{}, {}, {}, {}, \"{}\", {}, {}{}}}", ref, name,
+                       shapeInit(td.shape), L_.tensors[t].dim,
+                       td.init.empty() ? "normal" : td.init,
+                       fmtDouble(td.initStd), devices, segments);
+  };
+  std::set<int> inArray;
+  for (const LayerArray &arr : layerArrays_)
+    for (const auto &ts : arr.params)
+      inArray.insert(ts.begin(), ts.end());
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    if (!isParam(int(t)))
+      continue;
+    const auto &td = g_.tensors[t];
+    auto ai = arrayOfParam_.find(int(t));
+    if (ai != arrayOfParam_.end()) {
+      const LayerArray &arr = layerArrays_[size_t(ai->second)];
+      const std::string type = "LayerParams_" + arr.name;
+      types += fmt::format("// The parameters of one of the layers {}[0..{}].\n"
+                           "struct {} {{\n",
+                           arr.name, arr.layers.size() - 1, type);
+      std::string masks;
+      for (size_t j = 0; j < arr.params.size(); ++j)
+        masks += fmt::format("{}{:#x}", j ? ", " : "",
+                             mask[size_t(arr.params[j].front())]);
+      table +=
+          fmt::format("  {{ // {0}[l]: model layer {1} + l\n"
+                      "    const uint64_t devices[] = {{{2}}};\n"
+                      "    for (size_t l = 0; l < {3}; ++l) {{\n",
+                      arr.name, arr.layers.front(), masks, arr.params.size());
+      for (size_t k = 0; k < arr.members.size(); ++k) {
+        const size_t p0 = size_t(arr.params[0][k]);
+        const auto &d0 = g_.tensors[p0];
+        types += fmt::format("  Param {}; // {} {}\n", arr.members[k],
+                             shapeStr(d0.shape), L_.tensors[p0].str());
+        // The full name with the layer's number in place of layer 0's.
+        const std::string tok = "." + std::to_string(arr.layers.front()) + ".";
+        const size_t at = d0.name.find(tok);
+        if (at == std::string::npos)
+          throw UserError("codegen: parameter " + d0.name +
+                          " of a layer table names no layer number");
+        const std::string name =
+            fmt::format("param_name(\"{}.\" + std::to_string({} + l) + \"{}\")",
+                        d0.name.substr(0, at), arr.layers.front(),
+                        d0.name.substr(at + tok.size() - 1));
+        table += "      specs.push_back(" +
+                 spec(p0, fmt::format("{}[l].{}", arr.name, arr.members[k]),
+                      name, "devices[l]") +
+                 ");\n";
+      }
+      types += "};\n\n";
+      params +=
+          fmt::format("  {} {}[{}]; // model layers {}..{}\n", type, arr.name,
+                      arr.layers.size(), arr.layers.front(), arr.layers.back());
+      table += "    }\n  }\n";
+      continue;
+    }
+    if (inArray.count(int(t)))
+      continue;
+    params += fmt::format("  Param {}; // {} {}\n", names_[t],
+                          shapeStr(td.shape), L_.tensors[t].str());
+    table += "  specs.push_back(" +
+             spec(t, names_[t], "\"" + td.name + "\"",
+                  fmt::format("{:#x}", mask[t])) +
+             ");\n";
+  }
+  std::string out = types;
+  out += "// Every parameter of the model; a rank holds those of the stages it "
+         "runs.\nstruct Params {\n" +
+         params + "};\nstatic Params P;\n\n";
+  if (!layerArrays_.empty())
+    out +=
+        "// A layer parameter's name, kept for the program's run (a char\n"
+        "// vector's buffer stays where it is when the outer vector grows).\n"
+        "static const char *param_name(const std::string &name) {\n"
+        "  static std::vector<std::vector<char>> names;\n"
+        "  names.emplace_back(name.c_str(), name.c_str() + name.size() + 1);\n"
+        "  return names.back().data();\n}\n\n";
+  out += "// name, full shape, tp split dimension (-1: B), init, std, "
+         "pipeline devices holding it (bits)\nstatic std::vector<ParamSpec> "
+         "param_specs() {\n  std::vector<ParamSpec> specs;\n" +
+         table + "  return specs;\n}\n\n";
+  return out;
+}
+
+std::string StageLayers::rename(const std::string &text) const {
+  if (memberOf.empty())
+    return text;
+  std::string r;
+  r.reserve(text.size() + text.size() / 8);
+  size_t i = 0;
+  while (i < text.size()) {
+    // "a.<identifier>", not inside a longer identifier or member chain.
+    if (text.compare(i, 2, "a.") == 0 &&
+        (i == 0 || (!identChar(text[i - 1]) && text[i - 1] != '.'))) {
+      size_t e = i + 2;
+      while (e < text.size() && identChar(text[e]))
+        ++e;
+      auto it = memberOf.find(text.substr(i + 2, e - i - 2));
+      if (it != memberOf.end()) {
+        r += fmt::format("a.layers[{}].{}", it->second.first,
+                         canon[it->second.second]);
+        i = e;
+        continue;
+      }
+    }
+    r += text[i++];
+  }
+  return r;
+}
+
+StageLayers
+Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
+  StageLayers sl;
+  if (spans.size() < 2)
+    return sl;
+  const std::vector<Member> &ms = members_.at(stage);
+  auto canonOf = [](const std::string &m, int l, std::string &group) {
+    auto [a, b] = splitAtLayer(m, l);
+    if (a.empty() || b.empty())
+      return std::string();
+    const bool d = a.rfind("d_", 0) == 0;
+    const std::string g = d ? a.substr(2) : a;
+    if (!group.empty() && group != g)
+      return std::string();
+    group = g;
+    return (d ? "d_" : "") + b;
+  };
+  std::string group;
+  std::vector<std::vector<std::string>> canon(spans.size());
+  for (size_t j = 0; j < spans.size(); ++j) {
+    const LayerSpan &sp = spans[j];
+    if (j && spans[j].layer != spans[j - 1].layer + 1)
+      return {};
+    for (size_t m = sp.memberBegin; m < sp.memberEnd; ++m) {
+      std::string c = canonOf(ms[m].name, sp.layer, group);
+      if (c.empty())
+        return {};
+      canon[j].push_back(c);
+      const Member &a = ms[m],
+                   &b = ms[spans[0].memberBegin + (m - sp.memberBegin)];
+      if (j && (m - sp.memberBegin >= canon[0].size() ||
+                c != canon[0][m - sp.memberBegin] || a.size != b.size ||
+                a.i32 != b.i32 || a.grad != b.grad || a.stat != b.stat ||
+                a.sizeExpr != b.sizeExpr))
+        return {};
+    }
+    if (canon[j].size() != canon[0].size())
+      return {};
+  }
+  sl.spans = spans;
+  sl.canon = canon[0];
+  sl.group = group;
+  for (size_t j = 0; j < spans.size(); ++j)
+    for (size_t m = spans[j].memberBegin; m < spans[j].memberEnd; ++m)
+      sl.memberOf[ms[m].name] = {int(j), m - spans[j].memberBegin};
+  return sl;
+}
+
+std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
+                                        const std::string &text) const {
+  std::string r = text;
+  const int layer = sl.spans[j].layer;
+  replaceWord(r, fmt::format("a.layers[{}].", j), "a.layers[l].");
+  if (j)
+    replaceWord(r, fmt::format("a.layers[{}].", j - 1), "a.layers[l - 1].");
+  for (const LayerArray &arr : layerArrays_) {
+    const int J = layer - arr.layers.front();
+    if (J < 0 || J >= int(arr.layers.size()))
+      continue;
+    const int off = layer - int(j) - arr.layers.front();
+    replaceWord(r, fmt::format("P.{}[{}].", arr.name, J),
+                fmt::format("P.{}[l{}].", arr.name,
+                            off ? fmt::format(" + {}", off) : ""));
+  }
+  // Comments name the layer's ops and tensors: "h.3.ln_1" -> "h[l].ln_1"
+  // (and the layer before's, "h[l - 1]").
+  for (int back = 0; back <= (j ? 1 : 0); ++back) {
+    const std::string dotted = fmt::format(".{}.", layer - back);
+    const std::string to = back ? "[l - 1]." : "[l].";
+    size_t p = 0;
+    while ((p = r.find(dotted, p)) != std::string::npos) {
+      const size_t nl = r.rfind('\n', p);
+      const size_t comment = r.find("//", nl == std::string::npos ? 0 : nl + 1);
+      if (comment < p && identChar(r[p - 1])) {
+        r.replace(p, dotted.size(), to);
+        p += to.size();
+      } else {
+        p += dotted.size();
+      }
+    }
+  }
+  return r;
+}
+
+std::string Emitter::foldLayers(const StageLayers &sl,
+                                const std::vector<std::string> &stepText,
+                                bool backward) const {
+  std::string out;
+  // Per layer, its lines (renamed), and from the second layer on their
+  // canonical form: equal forms run as one loop.
+  const size_t n = sl.spans.size();
+  std::vector<std::string> text(n), form(n);
+  for (size_t j = 0; j < n; ++j) {
+    const LayerSpan &sp = sl.spans[j];
+    for (size_t k = sp.stepBegin; k < sp.stepEnd; ++k)
+      text[j] += stepText[backward ? sp.stepEnd - 1 - (k - sp.stepBegin) : k];
+    text[j] = sl.rename(text[j]);
+    form[j] = canonicalLayerText(sl, j, text[j]);
+  }
+  auto emitRun = [&](size_t b, size_t e) { // layers [b, e)
+    if (e - b == 1) {
+      out += text[b];
+      return;
+    }
+    out += backward
+               ? fmt::format("  for (size_t l = {}; l-- > {};) {{ // "
+                             "layers {}..{}, last first\n",
+                             e, b, sl.spans[b].layer, sl.spans[e - 1].layer)
+               : fmt::format("  for (size_t l = {}; l < {}; ++l) {{ // "
+                             "layers {}..{}\n",
+                             b, e, sl.spans[b].layer, sl.spans[e - 1].layer);
+    out += indent(form[b]) + "  }\n";
+  };
+  // The runs of equal forms from layer 1 on; layer 0 reads the stage's
+  // input, not a layer's, and stays unrolled.
+  std::vector<std::pair<size_t, size_t>> runs = {{0, 1}};
+  for (size_t j = 1; j < n; ++j)
+    if (runs.size() > 1 && form[j] == form[runs.back().first])
+      runs.back().second = j + 1;
+    else
+      runs.push_back({j, j + 1});
+  if (backward)
+    std::reverse(runs.begin(), runs.end());
+  for (auto [b, e] : runs)
+    emitRun(b, e);
+  return out;
+}
+
+std::string Emitter::layerOrdered(const StageLayers &sl,
+                                  const std::vector<std::string> &stepText,
+                                  bool backward) const {
+  std::string before, after;
+  const size_t b = sl.folded() ? sl.spans.front().stepBegin : stepText.size();
+  const size_t e = sl.folded() ? sl.spans.back().stepEnd : stepText.size();
+  for (size_t i = 0; i < b; ++i)
+    before = backward ? stepText[i] + before : before + stepText[i];
+  for (size_t i = e; i < stepText.size(); ++i)
+    after = backward ? stepText[i] + after : after + stepText[i];
+  const std::string layers =
+      sl.folded() ? foldLayers(sl, stepText, backward) : std::string();
+  return backward ? after + layers + before : before + layers + after;
+}
+
+} // namespace autoddl::codegen::emit
