@@ -1,9 +1,10 @@
 //===- KfacEmitter.cpp - K-FAC in the generated programs ------------------===//
 //
 // A plan of `autoddl plan --optimizer kfac` lists its K-FAC layers (Plan::kfac,
-// by op name). Each one's weight-gradient backward also hands its input and
-// output gradient to kfac_curvature (backends/cpu/harness/KfacRun.h), and the
-// program carries the layer table (weight, bias, unsplit dimensions) and the
+// by op name). Per stage a curvature function hands a layer's saved input or
+// output gradient of a micro-batch to kfac_curvature_A / _G
+// (backends/cpu/harness/KfacRun.h), called where the plan placed the items
+// (kfacPlacement); the program carries the layer table (weight, bias, unsplit dimensions) and the
 // plan's damping, refresh interval and rule as the defaults of its flags.
 //
 //===----------------------------------------------------------------------===//

@@ -2,7 +2,7 @@
 //
 // A program generated from a K-FAC plan (docs/kfac.md "Generated programs")
 // lists its K-FAC layers (the linear layers the plan preconditions) and calls
-// kfac_curvature from each one's weight-gradient backward, per micro-batch.
+// kfac_curvature_A / _G per micro-batch where the plan placed the items.
 // On a refresh step (step % K == 0) that call accumulates the layer's
 // factors; at the step's end KfacRun reduces them over every rank holding the
 // layer (dp replicas, Chimera's mirrored pipelines), inverts them, and then
