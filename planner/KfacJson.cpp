@@ -46,6 +46,7 @@ ojson kfacToJson(const KfacPlan &p) {
                        {"items", items}});
   }
   return {{"damping", p.damping},
+          {"rule", p.rule},
           {"refresh_steps", p.refreshSteps},
           {"first_order_step_time_s", p.firstOrderStepTime},
           {"utilisation_first_order", p.utilisationBefore},
@@ -113,6 +114,12 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
   p.damping = r.num(j, at, "damping");
   if (!(p.damping > 0))
     r.fail(at / "damping", "expected a damping > 0");
+  // "rule" is optional (plans before it ran the default, sgd).
+  if (j.contains("rule")) {
+    p.rule = r.str(j, at, "rule");
+    if (p.rule != "sgd" && p.rule != "lamb")
+      r.fail(at / "rule", "expected \"sgd\" or \"lamb\"");
+  }
   p.refreshSteps = r.integer(j, at, "refresh_steps");
   if (p.refreshSteps < 1)
     r.fail(at / "refresh_steps", "expected at least 1 step");

@@ -41,6 +41,7 @@ struct KfacLayerPlan {
 
 struct KfacPlan {
   double damping = 1e-3;
+  std::string rule = "sgd"; // the programs' first-order rule: sgd or lamb
   int refreshSteps = 1;          // K
   double firstOrderStepTime = 0; // the same candidate without K-FAC
   double utilisationBefore = 0, utilisationAfter = 0;

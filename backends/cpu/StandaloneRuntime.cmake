@@ -23,7 +23,7 @@ add_library(autoddl_cpu_runtime STATIC
   ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
   ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
   ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
-  ${_rt}/cpu/harness/Harness.cpp)
+  ${_rt}/cpu/harness/Harness.cpp ${_rt}/cpu/harness/KfacRun.cpp)
 target_include_directories(autoddl_cpu_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT})
 target_compile_features(autoddl_cpu_runtime PUBLIC cxx_std_17)
 target_compile_definitions(autoddl_cpu_runtime PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)

@@ -408,6 +408,14 @@ private:
   std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;
+  // K-FAC plans (KfacEmitter.cpp).
+  void checkKfac() const;
+  void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
+                         int64_t in, int64_t out, bool tw);
+  std::string kfacProgramText() const;
+  std::string kfacStageFunctions() const;
+  std::map<std::pair<int, size_t>, std::vector<std::string>>
+  kfacPlacement(const pipeline::Schedule &s) const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;
 
@@ -464,6 +472,13 @@ private:
   std::vector<LayerArray> layerArrays_;
   std::map<int, int> arrayOfParam_; // first parameter -> its table
   std::set<std::string> storedGrads_;
+  // K-FAC: per linear op its row of the layer table, and the rows.
+  std::map<size_t, int> kfacIndex_;
+  std::vector<std::string> kfacRows_;
+  std::map<std::string, int> kfacByName_; // op name -> row
+  std::vector<int> kfacStage_;            // per row: its model stage
+  // Per model stage, the cases of its curvature function (row: A, G).
+  std::map<int, std::vector<std::pair<std::string, std::string>>> kfacCases_;
 };
 
 } // namespace autoddl::codegen::emit

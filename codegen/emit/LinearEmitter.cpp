@@ -105,6 +105,7 @@ void Emitter::emitLinear(OpCall &c) {
     if (b != "nullptr") // on split rows: partial over tp
       BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db, dyRows,
                      rows, O));
+    emitKfacCurvature(c, dy, N, K, O, tw); // dy: the whole output gradient
   } else {
     if (geluOfFc1_.count(i)) {
       const size_t gi = geluOfFc1_.at(i);
@@ -160,6 +161,7 @@ void Emitter::emitLinear(OpCall &c) {
     BW(fmt::format("linear_backward(nullptr, {}, {}, {}, {}, {}, {}, {}, {}, "
                    "{});",
                    dx[1], db, dy, x[0], x[1], N, K, O, twS));
+    emitKfacCurvature(c, dy, N, K, O, tw); // tp > 1: refused (checkKfac)
   }
 }
 

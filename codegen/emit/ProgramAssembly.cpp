@@ -143,6 +143,7 @@ std::string Emitter::emit() {
         "more memory than it was priced with; plan again with zero 0 or 1 "
         "(autoddl plan searches only those unless --fix zero=2)",
         k.zero));
+  checkKfac();
   const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   splitBackward_ = sched->splitsBackward();
   if (graphModel_ && k.microbatches > 1)
@@ -314,7 +315,7 @@ std::string Emitter::emit() {
   if (target_.freesBuffers) // Device buffers go before the CUDA context does.
     glue += "\nstatic void free_params() { P = Params{}; }\n";
   return header() + prelude() + consts + params + stagesText + glue +
-         specText() + programMain();
+         specText() + kfacProgramText() + programMain();
 }
 
 /// The program's includes (the backend's harness and the kernels its stages
@@ -328,7 +329,11 @@ std::string Emitter::prelude() const {
         return o.kind == "transpose" || o.kind == "conv2d" ||
                o.kind == "pool2d";
       });
-  return std::string(target_.includes) +
+  const char *kfacInclude =
+      plan_.kfac ? "#include \"backends/cpu/harness/KfacRun.h\" // "
+                   "K-FAC: kfac_curvature, KfacProgram\n"
+                 : "";
+  return std::string(target_.includes) + kfacInclude +
          (imageOps ? target_.imageIncludes : "") + target_.preludeTail;
 }
 
@@ -398,6 +403,9 @@ std::string Emitter::programMain() const {
     out += "  program.counts.correct = local_correct;\n";
   if (graphModel_)
     out += "  program.counts.heldout_correct = local_heldout_correct;\n";
+  if (plan_.kfac)
+    out += "  static const KfacProgram kfac_layers = kfac_program();\n"
+           "  program.kfac = &kfac_layers;\n";
   out += "  return run_program(argc, argv, program);\n}\n";
   return out;
 }

@@ -10,7 +10,17 @@
 namespace autoddl::codegen::emit {
 
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
-  std::string out;
+  std::string out = kfacStageFunctions();
+  const auto kfacAt = kfacPlacement(s); // K-FAC curvature, where placed
+  auto kfacCalls = [&](int d, size_t i) {
+    auto it = kfacAt.find({d, i});
+    if (it == kfacAt.end())
+      return;
+    out += "  if (kfac_due()) {\n";
+    for (const std::string &c : it->second)
+      out += "    " + c + "\n";
+    out += "  }\n";
+  };
   const int p = s.numDevices();
   for (int d = 0; d < p; ++d) {
     std::string list;
@@ -28,7 +38,9 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
                                                             : "backward";
       out += fmt::format("  stage{}_{}(step, {}, {});\n", ins.stage, fn,
                          ins.microbatch, dir);
+      kfacCalls(d, size_t(&ins - s.devices[size_t(d)].data()));
     }
+    kfacCalls(d, s.devices[size_t(d)].size());
     out += "}\n\n";
   }
   out += "static void run_schedule(int64_t step) {\n  switch (g.rpp) {\n";

@@ -67,6 +67,12 @@ void Emitter::emitStage(int stage, std::string &out) {
   }
   const StageLayers sl =
       layersContiguous ? planStageLayers(stage, spans) : StageLayers{};
+  // K-FAC's curvature calls read the layers' buffers under their table
+  // names too (KfacEmitter.cpp).
+  for (auto &[callA, callG] : kfacCases_[stage]) {
+    callA = sl.rename(callA);
+    callG = sl.rename(callG);
+  }
   const size_t stageBegin = out.size();
   const bool hasLoss =
       g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&

@@ -7,14 +7,18 @@
 # embedding vocab-parallel as well (a tied table is then split by vocabulary rows for both the
 # embedding and the lm_head); MEGATRON=3: and the norms and residual adds sequence-parallel;
 # MEGATRON=batch|sequence: every op on split rows (megatron.py --rows).
-# Usage: [MEGATRON=1|2|3|batch|sequence] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# With KFAC=sgd|lamb the plan is K-FAC's (plan --optimizer kfac --kfac-rule KFAC): every program
+# runs K-FAC with the plan's damping and refresh interval, the one-rank run included.
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
 seqArg=()
+kfacArg=()
+[ -n "${KFAC:-}" ] && kfacArg=(--optimizer kfac --kfac-rule "$KFAC")
 case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
-  "${seqArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
+  "${seqArg[@]}" "${kfacArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
 python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" --level "${MEGATRON:-0}"
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")

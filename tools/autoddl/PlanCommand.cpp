@@ -3,7 +3,7 @@
 //   autoddl plan MODEL --cluster C [--nodes N | --gpus N] --global-batch B
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
-//                [--optimizer adamw|kfac [--kfac-damping D]]
+//                [--optimizer adamw|kfac [--kfac-damping D] [--kfac-rule sgd|lamb]]
 //                [-o plan.json] [--json]
 //                [--no-why]
 //
@@ -52,6 +52,7 @@ struct PlanArgs {
   std::string model, cluster, fix, search = "cd", output, stack = "modern",
                                    tpMode = "any", optimizer = "adamw";
   double kfacDamping = 1e-3;
+  std::string kfacRule = "sgd";
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   bool json = false, noWhy = false;
@@ -307,6 +308,11 @@ void run(const PlanArgs &a) {
     checkUserOutput(a.output);
     checkUserOutput(mlirPathFor(a.output));
   }
+  if (a.kfacRule != "sgd" && a.kfacRule != "lamb")
+    throw UserError("--kfac-rule: expected sgd or lamb, got \"" + a.kfacRule +
+                    "\"");
+  if (a.kfacRule != "sgd" && a.optimizer != "kfac")
+    throw UserError("--kfac-rule: needs --optimizer kfac");
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -323,6 +329,8 @@ void run(const PlanArgs &a) {
     if (!ec)
       p.modelSource = abs.lexically_normal().string();
   }
+  if (p.kfac)
+    p.kfac->rule = a.kfacRule;
   p.modelSha256 = planner::sha256Hex(modelBytes(a.model));
   if (!a.output.empty()) {
     writeFileAtomically(a.output, planner::planToText(p));
@@ -384,6 +392,9 @@ void registerPlanCommand(CLI::App &app) {
                   "docs/pipefisher.md)");
   cmd->add_option("--kfac-damping", args->kfacDamping,
                   "K-FAC Tikhonov damping (> 0, default 1e-3)");
+  cmd->add_option("--kfac-rule", args->kfacRule,
+                  "the rule on K-FAC's preconditioned gradient in the "
+                  "programs: sgd (momentum SGD, default) or lamb");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_flag("--json", args->json, "print the plan document");

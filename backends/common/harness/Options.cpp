@@ -45,9 +45,12 @@ std::string quote_value(const std::string &v) {
   return r + "\"";
 }
 
-Options parse_options(int argc, char **argv, bool zero) {
+Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   Options o;
   bool save_every_given = false;
+  if (kfac)
+    o.optimizer = "kfac";
+  bool kfacFlag = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -114,7 +117,23 @@ Options parse_options(int argc, char **argv, bool zero) {
       o.weight_decay = real();
     else if (a == "--optimizer")
       o.optimizer = next();
-    else if (a == "--seed")
+    else if (a == "--kfac-damping") {
+      o.kfac_damping = real();
+      kfacFlag = true;
+      if (!(o.kfac_damping > 0))
+        throw std::invalid_argument("--kfac-damping: expected a finite "
+                                    "number > 0, got " +
+                                    quote_value(argv[i]));
+    } else if (a == "--kfac-refresh") {
+      o.kfac_refresh = integer(1, kMaxSteps);
+      kfacFlag = true;
+    } else if (a == "--kfac-rule") {
+      o.kfac_rule = next();
+      kfacFlag = true;
+      if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
+        throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
+                                    quote_value(o.kfac_rule));
+    } else if (a == "--seed")
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")
       o.quiet = true;
@@ -123,11 +142,21 @@ Options parse_options(int argc, char **argv, bool zero) {
           "unknown flag " + quote_value(a) +
           " (flags: --steps N --data FILE --out DIR --trace --save DIR "
           "--save-every K --save-initial --resume DIR/step-N --lr X "
-          "--weight-decay X --optimizer adamw|sgd --seed S --quiet)");
+          "--weight-decay X --optimizer adamw|sgd|kfac --kfac-damping X "
+          "--kfac-refresh K --kfac-rule sgd|lamb --seed S --quiet)");
   }
-  if (o.optimizer != "adamw" && o.optimizer != "sgd")
-    throw std::invalid_argument("--optimizer: expected adamw or sgd, got " +
+  if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "kfac")
+    throw std::invalid_argument("--optimizer: expected adamw, sgd or kfac, "
+                                "got " +
                                 quote_value(o.optimizer));
+  // K-FAC needs the curvature calls codegen emits from a K-FAC plan.
+  if (o.optimizer == "kfac" && !kfac)
+    throw std::invalid_argument("--optimizer kfac: this program was generated "
+                                "from a first-order plan (plan with "
+                                "--optimizer kfac)");
+  if (kfacFlag && o.optimizer != "kfac")
+    throw std::invalid_argument("--kfac-damping/--kfac-refresh/--kfac-rule "
+                                "need --optimizer kfac");
   if (zero && o.optimizer != "adamw")
     throw std::invalid_argument("--optimizer sgd: the plan shards AdamW state "
                                 "(ZeRO); use adamw");

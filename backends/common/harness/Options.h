@@ -9,6 +9,7 @@
 #define AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace autoddl::rt::harness {
@@ -20,12 +21,19 @@ struct Options {
   bool save_initial = false, trace = false, quiet = false;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
   uint64_t seed = 1234; // --seed: initial weights and synthetic data
+  // --optimizer kfac (a program generated from a K-FAC plan): the plan's
+  // values unless given; NaN / 0 / "" mean "not given".
+  double kfac_damping = std::numeric_limits<double>::quiet_NaN();
+  int64_t kfac_refresh = 0;
+  std::string kfac_rule;
 };
 
 /// Parses argv[1, argc). `zero`: the plan shards AdamW state (then --optimizer
-/// sgd is refused). Throws std::invalid_argument with a one-line message
+/// sgd is refused). `kfac`: the program was generated from a K-FAC plan (then
+/// --optimizer defaults to kfac; elsewhere kfac and the --kfac-* flags are
+/// refused). Throws std::invalid_argument with a one-line message
 /// naming the flag and the cause.
-Options parse_options(int argc, char **argv, bool zero);
+Options parse_options(int argc, char **argv, bool zero, bool kfac = false);
 
 /// `v` in double quotes, its first 80 bytes only when longer (for messages).
 std::string quote_value(const std::string &v);

@@ -8,6 +8,7 @@
 #include "backends/cpu/Optimizer.h"
 #include "backends/cpu/RunReport.h"
 #include "backends/cpu/Zero.h"
+#include "backends/cpu/harness/KfacRun.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -102,7 +103,7 @@ public:
   void start(int *argc, char ***argv) override { mpi_init(argc, argv); }
 
   int64_t setup(int argc, char **argv, Options &o) override {
-    o = parse_options(argc, argv, s_.zero != 0);
+    o = parse_options(argc, argv, s_.zero != 0, p_.kfac != nullptr);
     seed = o.seed;
     MeshAxes axes;
     g.mesh = make_mesh(s_, axes, g.rpp, g.rdp, g.rtp);
@@ -132,6 +133,10 @@ public:
     std::set_new_handler(out_of_host_memory);
     gOomWhat = "the parameters (value, gradient, AdamW m and v)";
     init_params();
+    if (o.optimizer == "kfac") {
+      gOomWhat = "the K-FAC factors and inverses";
+      kfac.setup(*p_.kfac, o, s_);
+    }
     gOomWhat = "the stages' buffers (activations and their gradients, one set "
                "per micro-batch)";
     p_.allocate_stages();
@@ -144,11 +149,14 @@ public:
     if (o.trace)
       set_comm_trace(&trace);
     m.info["backend"] = "cpu";
+    kfac_on_ = o.optimizer == "kfac";
   }
 
   void run_step(int64_t step) override {
     for (const ParamSpec &ps : p_.params)
       std::fill(ps.p->grad.begin(), ps.p->grad.end(), 0.0f);
+    if (kfac_on_)
+      kfac.begin_step(step);
     p_.run_schedule(step);
     wait_all(pending);
   }
@@ -172,6 +180,8 @@ public:
       }
       if (s_.dp > 1)
         all_reduce_forward(p->grad.data(), p->n, g.dp);
+      if (kfac_on_) // after every gradient is summed, below
+        continue;
       if (o.optimizer == "sgd")
         sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
                  float(o.lr), float(o.momentum), float(o.weight_decay), t);
@@ -179,6 +189,8 @@ public:
         adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
                    p->n, c, t);
     }
+    if (kfac_on_)
+      kfac.step(p_.params, t);
   }
 
   /// The CPU program's parameters and optimizer state are host memory
@@ -195,6 +207,8 @@ public:
 
   void write_outputs(const Options &o, RunMetrics &m) override {
     m.predicted_peak_bytes = s_.predicted_peak_bytes;
+    if (kfac_on_)
+      kfac.info(m.info);
     write_run_metrics(m, o.out + "/metrics.json", MPI_COMM_WORLD);
     if (o.trace)
       write_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
@@ -203,6 +217,8 @@ public:
   void shutdown(bool) override { g = Grid{}; }
 
 private:
+  bool kfac_on_ = false;
+
   void init_params() {
     std::vector<uint64_t> seen;
     std::vector<MPI_Comm> comms;

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -23,18 +24,20 @@ using namespace autoddl::rt::harness;
 
 namespace {
 
-Options parse(std::vector<std::string> args, bool zero = false) {
+Options parse(std::vector<std::string> args, bool zero = false,
+              bool kfac = false) {
   args.insert(args.begin(), "train");
   std::vector<char *> argv;
   for (std::string &a : args)
     argv.push_back(a.data());
-  return parse_options(int(argv.size()), argv.data(), zero);
+  return parse_options(int(argv.size()), argv.data(), zero, kfac);
 }
 
 /// The message parse() throws, or "" when it does not.
-std::string parseError(std::vector<std::string> args, bool zero = false) {
+std::string parseError(std::vector<std::string> args, bool zero = false,
+                       bool kfac = false) {
   try {
-    parse(std::move(args), zero);
+    parse(std::move(args), zero, kfac);
   } catch (const std::invalid_argument &e) {
     return e.what();
   }
@@ -85,6 +88,34 @@ TEST(HarnessOptions, DefaultsAndEveryFlag) {
   EXPECT_TRUE(o.quiet);
 }
 
+// A program generated from a K-FAC plan runs K-FAC by default; its flags
+// override the plan's values, and only K-FAC takes them.
+TEST(HarnessOptions, KfacFlags) {
+  const Options d = parse({}, false, true);
+  EXPECT_EQ(d.optimizer, "kfac");
+  EXPECT_TRUE(std::isnan(d.kfac_damping));
+  EXPECT_EQ(d.kfac_refresh, 0);
+  const Options o = parse({"--kfac-damping", "0.01", "--kfac-refresh", "5",
+                           "--kfac-rule", "lamb"},
+                          false, true);
+  EXPECT_EQ(o.kfac_damping, 0.01);
+  EXPECT_EQ(o.kfac_refresh, 5);
+  EXPECT_EQ(o.kfac_rule, "lamb");
+  EXPECT_EQ(parse({"--optimizer", "adamw"}, false, true).optimizer, "adamw");
+  EXPECT_EQ(parseError({"--kfac-damping", "0"}, false, true),
+            "--kfac-damping: expected a finite number > 0, got 0");
+  EXPECT_EQ(parseError({"--kfac-refresh", "0"}, false, true),
+            "--kfac-refresh: expected a number of steps >= 1, got 0");
+  EXPECT_EQ(parseError({"--kfac-rule", "adam"}, false, true),
+            "--kfac-rule: expected sgd or lamb, got adam");
+  EXPECT_EQ(parseError({"--optimizer", "kfac"}),
+            "--optimizer kfac: this program was generated from a first-order "
+            "plan (plan with --optimizer kfac)");
+  EXPECT_EQ(parseError({"--optimizer", "sgd", "--kfac-refresh", "2"}, false,
+                       true),
+            "--kfac-damping/--kfac-refresh/--kfac-rule need --optimizer kfac");
+}
+
 TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--steps", "-1"}),
             "--steps: \"-1\" is out of range (0 to 1099511627776)");
@@ -108,7 +139,7 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--out", ""}), "--out: empty path");
   EXPECT_EQ(parseError({"--data"}), "--data: missing value");
   EXPECT_EQ(parseError({"--optimizer", "adam"}),
-            "--optimizer: expected adamw or sgd, got \"adam\"");
+            "--optimizer: expected adamw, sgd or kfac, got \"adam\"");
   EXPECT_EQ(parseError({"--optimizer", "sgd"}, /*zero=*/true),
             "--optimizer sgd: the plan shards AdamW state (ZeRO); use adamw");
   EXPECT_EQ(parseError({"--save-every", "2"}),

@@ -1,0 +1,172 @@
+//===- KfacRun.cpp - K-FAC in a generated CPU program --------------------===//
+#include "backends/cpu/harness/KfacRun.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace autoddl::rt::harness {
+
+KfacRun kfac;
+
+void KfacRun::setup(const KfacProgram &p, const Options &o,
+                    const ProgramSpec &s) {
+  if (p.layers.empty())
+    throw std::invalid_argument("--optimizer kfac: the model has no linear "
+                                "layer K-FAC can precondition");
+  c_ = KfacConfig{};
+  c_.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
+  c_.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
+  const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
+  c_.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
+  c_.momentum = o.momentum;
+  c_.weight_decay = o.weight_decay;
+  c_.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
+  kfac_check_config(c_);
+  if (!(o.lr >= 0))
+    throw std::invalid_argument("--lr: K-FAC needs a learning rate >= 0");
+  c_.lr = o.lr;
+  specs_ = p.layers;
+  layers_.clear();
+  for (const KfacLayerSpec &l : specs_)
+    layers_.emplace_back(l.weight->held ? l.in : 1, l.weight->held ? l.out : 1);
+  rows_.assign(specs_.size(), 0);
+  dp_ = s.dp;
+  tp_ = s.tp;
+}
+
+void KfacRun::begin_step(int64_t step) {
+  due_ = kfac_refresh_due(step, c_.refresh_interval);
+}
+
+// A split operand (row-parallel X, column-parallel dY) is all-gathered: every
+// tp rank accumulates the unsplit layer's factor.
+void KfacRun::curvature_A(int layer, const float *x, int64_t rows) {
+  if (!due_)
+    return;
+  KfacLayer &l = layers_[size_t(layer)];
+  const double t0 = trace.now_us();
+  if (tp_ > 1 && specs_[size_t(layer)].split == KfacSplit::In)
+    kfac_accumulate_gathered(l.A.data(), x, rows, l.in / tp_, 1.0f, g.tp);
+  else
+    kfac_accumulate(l.A.data(), x, rows, l.in, 1.0f);
+  trace.end(std::string("curv_A ") + specs_[size_t(layer)].name, 0, t0);
+  rows_[size_t(layer)] += rows;
+}
+
+void KfacRun::curvature_G(int layer, const float *dy, int64_t rows) {
+  if (!due_)
+    return;
+  KfacLayer &l = layers_[size_t(layer)];
+  const double t0 = trace.now_us();
+  if (tp_ > 1 && specs_[size_t(layer)].split == KfacSplit::Out)
+    kfac_accumulate_gathered(l.G.data(), dy, rows, l.out / tp_, 1.0f, g.tp);
+  else
+    kfac_accumulate(l.G.data(), dy, rows, l.out, 1.0f);
+  trace.end(std::string("curv_G ") + specs_[size_t(layer)].name, 0, t0);
+}
+
+void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
+  // The refresh: in layer-table order on every rank holding a layer, so the
+  // dp and device communicators see one order.
+  for (size_t i = 0; due_ && i < specs_.size(); ++i) {
+    const KfacLayerSpec &s = specs_[i];
+    if (!s.weight->held)
+      continue;
+    KfacLayer &l = layers_[i];
+    // Raw sums -> this rank's mean over its rows (G scaled back from the
+    // loss's mean: every rank holding the layer saw rows_ rows of the loss).
+    int replicas = 1;
+    if (s.weight->devices != MPI_COMM_NULL) {
+      int n = 1;
+      MPI_Comm_size(s.weight->devices, &n);
+      replicas = n;
+    }
+    if (s.rows_over_tp)
+      replicas *= int(tp_);
+    const int64_t rows = rows_[i];
+    const KfacScales sc =
+        kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
+    for (float &v : l.A)
+      v *= sc.a;
+    for (float &v : l.G)
+      v *= sc.g;
+    // Each factor's reduction, then its inverse, traced under the names of
+    // the plan's items (reduce_A, inv_A, ...; inspect --trace).
+    auto reduce = [&](std::vector<float> &F, const char *item) {
+      const double t0 = trace.now_us();
+      const int64_t n = int64_t(F.size());
+      if (dp_ > 1)
+        kfac_factor_all_reduce_mean(F.data(), n, g.dp);
+      if (s.rows_over_tp && tp_ > 1)
+        kfac_factor_all_reduce_mean(F.data(), n, g.tp);
+      if (s.weight->devices != MPI_COMM_NULL)
+        kfac_factor_all_reduce_mean(F.data(), n, s.weight->devices);
+      trace.end(std::string(item) + " " + s.name, 1, t0);
+    };
+    reduce(l.A, "reduce_A");
+    reduce(l.G, "reduce_G");
+    // kfac_refresh's steps, apart so that each inverse is traced.
+    double trA = 0, trG = 0;
+    for (int64_t k = 0; k < l.in; ++k)
+      trA += l.A[size_t(k * l.in + k)];
+    for (int64_t k = 0; k < l.out; ++k)
+      trG += l.G[size_t(k * l.out + k)];
+    l.damping = kfac_damping(trA, l.in, trG, l.out, c_.damping);
+    double t0 = trace.now_us();
+    const KfacInverseOutcome oa = kfac_invert_factor(
+        l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
+    trace.end(std::string("inv_A ") + s.name, 0, t0);
+    t0 = trace.now_us();
+    const KfacInverseOutcome og = kfac_invert_factor(
+        l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
+    trace.end(std::string("inv_G ") + s.name, 0, t0);
+    kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats_);
+    std::fill(l.A.begin(), l.A.end(), 0.0f);
+    std::fill(l.G.begin(), l.G.end(), 0.0f);
+    rows_[i] = 0;
+  }
+  // Preconditioning of the K-FAC layers' gradients, in place.
+  std::vector<float> dw, db;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const KfacLayerSpec &s = specs_[i];
+    if (!s.weight->held)
+      continue;
+    const double t0 = trace.now_us();
+    Param &w = *s.weight;
+    dw.resize(size_t(w.n));
+    db.resize(s.bias ? size_t(s.bias->n) : 0);
+    kfac_precondition_split(dw.data(), w.grad.data(),
+                            s.bias ? db.data() : nullptr,
+                            s.bias ? s.bias->grad.data() : nullptr, layers_[i],
+                            s.transpose_weight,
+                            tp_ > 1 ? s.split : KfacSplit::None, g.tp);
+    std::memcpy(w.grad.data(), dw.data(), dw.size() * sizeof(float));
+    if (s.bias)
+      std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
+    trace.end(std::string("precond ") + s.name, 0, t0);
+  }
+  // The rule on every parameter (the rest first-order, as PipeFisher).
+  for (const ParamSpec &ps : params) {
+    Param &p = *ps.p;
+    if (!p.held)
+      continue;
+    // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
+    // norms over tp.
+    if (c_.rule == KfacRule::Lamb)
+      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(),
+                     p.n, c_, t,
+                     tp_ > 1 && p.split_dim >= 0 ? g.tp : MPI_COMM_NULL);
+    else
+      kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
+  }
+}
+
+void KfacRun::info(std::map<std::string, std::string> &m) const {
+  kfac_stats_info(stats_, m);
+  m["kfac.damping"] = std::to_string(c_.damping);
+  m["kfac.refresh"] = std::to_string(c_.refresh_interval);
+  m["kfac.rule"] = c_.rule == KfacRule::Lamb ? "lamb" : "sgd";
+}
+
+} // namespace autoddl::rt::harness

@@ -1,0 +1,91 @@
+//===- KfacRun.h - K-FAC in a generated CPU program ----------------------===//
+//
+// A program generated from a K-FAC plan (docs/kfac.md "Generated programs")
+// lists its K-FAC layers (the linear layers the plan preconditions) and calls
+// kfac_curvature_A / _G per micro-batch where the plan placed the items.
+// On a refresh step (step % K == 0) that call accumulates the layer's
+// factors; at the step's end KfacRun reduces them over every rank holding the
+// layer (dp replicas, Chimera's mirrored pipelines), inverts them, and then
+// every step preconditions the K-FAC layers' gradients and applies the rule
+// (momentum SGD or LAMB) to every parameter. The collectives run in the
+// layer table's order on every rank, so no schedule can interleave them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
+#define AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
+
+#include "backends/cpu/harness/Harness.h"
+#include "backends/cpu/kfac/Kfac.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt::harness {
+
+/// One row of the generated K-FAC layer table: the linear's weight (and bias,
+/// or null), its unsplit dimensions and W's layout.
+struct KfacLayerSpec {
+  const char *name;
+  Param *weight, *bias;
+  int64_t in, out;
+  bool transpose_weight; // W [out,in]; else [in,out]
+  // Under tp: how W is split (KfacRules.h: None, Out column-parallel, In
+  // row-parallel), and whether the linear runs on split rows with W whole
+  // (tp splits the batch or sequence: the factors are also means over tp).
+  KfacSplit split = KfacSplit::None;
+  bool rows_over_tp = false;
+};
+
+/// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
+/// --kfac-damping, --kfac-refresh and --kfac-rule.
+struct KfacProgram {
+  double damping = 1e-3;
+  int64_t refresh = 1;
+  const char *rule = "sgd";
+  std::vector<KfacLayerSpec> layers;
+};
+
+class KfacRun {
+public:
+  /// Throws std::invalid_argument on a configuration that cannot run.
+  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
+  /// Before the step's schedule: whether this step accumulates factors.
+  void begin_step(int64_t step);
+  /// One micro-batch of layer `layer` on a refresh step: its input x
+  /// [rows, in] into A (after the forward), its output gradient dy [rows, out]
+  /// into G (after the backward); the calls sit where the plan placed the
+  /// items (codegen/emit/KfacEmitter.cpp).
+  void curvature_A(int layer, const float *x, int64_t rows);
+  void curvature_G(int layer, const float *dy, int64_t rows);
+  bool due() const { return due_; }
+  /// The step's end, after the gradients are summed over every rank holding
+  /// them: the refresh (on a refresh step), preconditioning and the rule.
+  /// `t` = 1, 2, ...
+  void step(const std::vector<ParamSpec> &params, int64_t t);
+  void info(std::map<std::string, std::string> &m) const;
+
+private:
+  KfacConfig c_;
+  std::vector<KfacLayerSpec> specs_;
+  std::vector<KfacLayer> layers_; // one per spec; empty factors where not held
+  std::vector<int64_t> rows_;     // rows accumulated this refresh, per layer
+  KfacStats stats_;
+  bool due_ = false;
+  int64_t dp_ = 1, tp_ = 1;
+};
+
+extern KfacRun kfac;
+
+/// The calls generated code makes.
+inline bool kfac_due() { return kfac.due(); }
+inline void kfac_curvature_A(int layer, const float *x, int64_t rows) {
+  kfac.curvature_A(layer, x, rows);
+}
+inline void kfac_curvature_G(int layer, const float *dy, int64_t rows) {
+  kfac.curvature_G(layer, dy, rows);
+}
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H

@@ -1,0 +1,215 @@
+//===- KfacEmitter.cpp - K-FAC in the generated programs ------------------===//
+//
+// A plan of `autoddl plan --optimizer kfac` lists its K-FAC layers (Plan::kfac,
+// by op name). Per stage a curvature function hands a layer's saved input or
+// output gradient of a micro-batch to kfac_curvature_A / _G
+// (backends/cpu/harness/KfacRun.h), called where the plan placed the items
+// (kfacPlacement); the program carries the layer table (weight, bias, unsplit dimensions) and the
+// plan's damping, refresh interval and rule as the defaults of its flags.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+#include "cost_model/pipeline/Simulator.h"
+
+#include <tuple>
+
+namespace autoddl::codegen::emit {
+
+namespace {
+
+/// "P.<name>" from a parameter's value expression "P.<name>.value.data()".
+std::string paramOf(const std::string &value) {
+  const std::string tail = ".value.data()";
+  if (value.size() <= tail.size() ||
+      value.compare(value.size() - tail.size(), tail.size(), tail) != 0 ||
+      value.rfind("P.", 0) != 0)
+    throw UserError("codegen: K-FAC needs a linear whose weight and bias are "
+                    "parameters; got " +
+                    value);
+  return value.substr(0, value.size() - tail.size());
+}
+
+} // namespace
+
+void Emitter::checkKfac() const {
+  if (!plan_.kfac)
+    return;
+  const auto &k = plan_.knobs;
+  if (cuda_)
+    throw UserError("codegen: a K-FAC plan (optimizer kfac) generates the cpu "
+                    "program only so far (use --backend cpu)");
+  if (k.zero > 0)
+    throw UserError("codegen: a K-FAC plan with ZeRO is refused: the rule "
+                    "runs on whole optimizer state (plan with --fix zero=0)");
+  if (plan_.kfac->layers.empty())
+    throw UserError("codegen: the K-FAC plan lists no linear layer to "
+                    "precondition");
+}
+
+void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
+                                int64_t in, int64_t out, bool tw) {
+  if (!plan_.kfac)
+    return;
+  if (c.p.mode != OpMode::Replicated && c.p.mode != OpMode::Column &&
+      c.p.mode != OpMode::Row && c.p.mode != OpMode::Local)
+    throw UserError("codegen: K-FAC layer " + c.op.name +
+                    ": a linear of this tensor-parallel mode is not "
+                    "preconditioned by the generated programs");
+  const auto &layers = plan_.kfac->layers;
+  auto it = std::find_if(layers.begin(), layers.end(),
+                         [&](const planner::KfacLayerPlan &l) {
+                           return l.name == c.op.name;
+                         });
+  if (it == layers.end())
+    return;
+  auto [pos, isNew] = kfacIndex_.emplace(c.i, int(kfacRows_.size()));
+  if (isNew) {
+    const std::string bias = c.op.operands.size() > 2
+                                 ? "&" + paramOf(c.x[2])
+                                 : std::string("nullptr");
+    // The unsplit dimensions; a weight read whole on split rows
+    // (tpPartialGrads) gives factors of this rank's rows, meaned over tp.
+    const bool col = c.p.mode == OpMode::Column, row = c.p.mode == OpMode::Row;
+    const bool rowsOverTp =
+        tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
+    kfacRows_.push_back(fmt::format(
+        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}}}", c.op.name, paramOf(c.x[1]),
+        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
+        col   ? "KfacSplit::Out"
+        : row ? "KfacSplit::In"
+              : "KfacSplit::None",
+        rowsOverTp ? "true" : "false"));
+  }
+  if (isNew) {
+    kfacByName_[c.op.name] = pos->second;
+    kfacStage_.push_back(c.st);
+    kfacCases_[c.st].push_back(
+        {fmt::format("kfac_curvature_A({}, {}, {});", pos->second, c.x[0], rows),
+         fmt::format("kfac_curvature_G({}, {}, {});", pos->second, dy, rows)});
+  }
+}
+
+/// Per stage, the curvature of one K-FAC layer's factor for micro-batch mb,
+/// reading the stage's buffers of that micro-batch (held for the whole step).
+std::string Emitter::kfacStageFunctions() const {
+  std::string out;
+  for (const auto &[st, cases] : kfacCases_) {
+    out += fmt::format(
+        "// K-FAC curvature on stage {0}: factor A (input) or G (output "
+        "gradient) of a layer, micro-batch mb.\nstatic void stage{0}_kfac(int "
+        "mb, int layer, bool g) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n  "
+        "switch (layer) {{\n",
+        st);
+    for (const auto &[callA, callG] : cases) {
+      const int row = std::stoi(callA.substr(callA.find('(') + 1));
+      out += fmt::format("  case {}:\n    if (g)\n      {}\n    else\n      "
+                         "{}\n    break;\n",
+                         row, callG, callA);
+    }
+    out += "  }\n  (void)a;\n}\n\n";
+  }
+  return out;
+}
+
+/// Where each device runs its curvature items: the plan's placement
+/// (kfac.devices[].items, times within the step) mapped onto the device's
+/// instruction list by replaying the step in the pipeline simulator, and
+/// never before the item's micro-batch has run the forward (A) or the
+/// backward (G) of the layer's stage. Keys (device, i): after instruction i;
+/// i = the list's length: after the last. Items of later steps (a refresh
+/// spread over K steps) run at the step's end, so that every plan's factors
+/// come from the refresh step's micro-batches, as on one rank.
+std::map<std::pair<int, size_t>, std::vector<std::string>>
+Emitter::kfacPlacement(const pipeline::Schedule &s) const {
+  std::map<std::pair<int, size_t>, std::vector<std::string>> at;
+  if (!plan_.kfac)
+    return at;
+  pipeline::StageTimes times;
+  times.forward = plan_.simForward;
+  times.backward = plan_.simBackward;
+  times.weightGradient = plan_.simWeightGradient;
+  times.p2p = plan_.p2pTime;
+  auto sim = pipeline::simulate(s, times);
+  std::set<std::tuple<int, int, int, bool>> done; // device, row, mb, G
+  auto call = [](int st, int mb, int row, bool g) {
+    return fmt::format("stage{}_kfac({}, {}, {});", st, mb, row,
+                       g ? "true" : "false");
+  };
+  const std::vector<pipeline::ExecutedInstruction> none;
+  const auto &timeline = sim ? sim->timeline : none;
+  for (const planner::KfacDevicePlan &dp : plan_.kfac->devices) {
+    const int d = dp.device;
+    if (d < 0 || d >= s.numDevices())
+      continue;
+    const auto &list = s.devices[size_t(d)];
+    for (const planner::KfacItemPlacement &it : dp.items) {
+      const bool g = it.item == "curv_G";
+      if ((it.item != "curv_A" && !g) || it.microbatch < 0 ||
+          it.layer < 0 || size_t(it.layer) >= plan_.kfac->layers.size())
+        continue;
+      auto row = kfacByName_.find(plan_.kfac->layers[size_t(it.layer)].name);
+      if (row == kfacByName_.end())
+        continue;
+      const int st = kfacStage_[size_t(row->second)];
+      // The instruction after which the item's inputs exist on d.
+      size_t dep = list.size();
+      for (size_t i = 0; i < list.size(); ++i) {
+        const auto &ins = list[i];
+        if (ins.microbatch != it.microbatch || ins.stage != st)
+          continue;
+        if ((!g && ins.kind == pipeline::OpKind::Forward) ||
+            (g && ins.kind != pipeline::OpKind::Forward))
+          dep = i; // for G: the last backward part (B, or W after it)
+      }
+      if (dep == list.size()) // not this device's (a copied plan's items)
+        continue;
+      size_t pos = list.size();
+      if (it.step == 0 && !it.forced) {
+        pos = dep;
+        for (const auto &e : timeline)
+          if (e.device == d && size_t(e.index) > pos &&
+              e.end <= it.start + 1e-12)
+            pos = size_t(e.index);
+      }
+      if (done.insert({d, row->second, it.microbatch, g}).second)
+        at[{d, pos}].push_back(call(st, it.microbatch, row->second, g));
+    }
+  }
+  // Every factor of every micro-batch a device runs, whatever the plan
+  // lists (a single-rank run of a copied plan): the rest at the step's end.
+  for (int d = 0; d < s.numDevices(); ++d) {
+    const auto &list = s.devices[size_t(d)];
+    for (const auto &ins : list) {
+      if (ins.kind != pipeline::OpKind::Forward)
+        continue;
+      for (size_t row = 0; row < kfacStage_.size(); ++row)
+        for (bool g : {false, true})
+          if (kfacStage_[row] == ins.stage &&
+              done.insert({d, int(row), ins.microbatch, g}).second)
+            at[{d, list.size()}].push_back(
+                call(ins.stage, ins.microbatch, int(row), g));
+    }
+  }
+  return at;
+}
+
+std::string Emitter::kfacProgramText() const {
+  if (!plan_.kfac)
+    return "";
+  std::string out =
+      "// K-FAC (the plan's optimizer): damping, refresh interval K and rule "
+      "(the defaults of\n// --kfac-damping, --kfac-refresh, --kfac-rule), "
+      "and per layer: name, weight, bias,\n// unsplit in and out features, "
+      "weight [out,in] (else [in,out]).\nstatic KfacProgram kfac_program() "
+      "{\n  KfacProgram k;\n";
+  out += fmt::format("  k.damping = {};\n  k.refresh = {};\n  k.rule = "
+                     "\"{}\";\n  k.layers = {{\n",
+                     fmtDouble(plan_.kfac->damping), plan_.kfac->refreshSteps,
+                     plan_.kfac->rule);
+  for (const std::string &row : kfacRows_)
+    out += "      " + row + ",\n";
+  out += "  };\n  return k;\n}\n\n";
+  return out;
+}
+
+} // namespace autoddl::codegen::emit

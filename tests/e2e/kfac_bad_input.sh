@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Bad input of K-FAC in generated programs and codegen (issue 22, item 7): bad --kfac-* flags on
+# the binary, --optimizer kfac on a program generated from a first-order plan, K-FAC plans codegen
+# refuses (cuda, ZeRO); each one line naming the cause, exit 1..123. And the flags taking effect:
+# --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info).
+# Usage: kfac_bad_input.sh AUTODDL WORKDIR
+set -uo pipefail
+autoddl=$1 w=$2
+rm -rf "$w" && mkdir -p "$w"
+fail() { echo "FAIL: $*"; exit 1; }
+build() {
+  local l=()
+  command -v ccache >/dev/null && l=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=$1;ccache")
+  cmake -S "$1" -B "$1/build" -DCMAKE_BUILD_TYPE=Release "${l[@]}" > "$1/cmake.log" 2>&1 &&
+    cmake --build "$1/build" -j2 >> "$1/cmake.log" 2>&1 || fail "build of $1 (see $1/cmake.log)"
+}
+# expect_error WHAT PATTERN CMD...: exit 1..123 and one line holding PATTERN.
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" > "$w/err.txt" 2>&1
+  local rc=$?
+  [ "$rc" -ge 1 ] && [ "$rc" -le 123 ] || { cat "$w/err.txt"; fail "$what: exit status $rc"; }
+  [ "$(grep -c . "$w/err.txt")" -eq 1 ] || { cat "$w/err.txt"; fail "$what: not one line"; }
+  grep -qF -- "$pattern" "$w/err.txt" || { cat "$w/err.txt"; fail "$what: no \"$pattern\""; }
+  echo "ok: $what -> $(cat "$w/err.txt")"
+}
+plan() { # OUT EXTRA...
+  local out=$1; shift
+  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 \
+    --no-why -o "$out" "$@" > /dev/null || fail "plan $*"
+}
+plan "$w/kfac.json" --optimizer kfac --kfac-rule lamb
+plan "$w/first.json"
+"$autoddl" codegen "$w/kfac.json" -o "$w/kfac" > /dev/null || fail "codegen kfac"
+"$autoddl" codegen "$w/first.json" -o "$w/first" > /dev/null || fail "codegen first-order"
+build "$w/kfac"
+build "$w/first"
+k="$w/kfac/build/train" f="$w/first/build/train"
+expect_error "damping 0" "--kfac-damping: expected a finite number > 0, got 0" \
+  "$k" --steps 1 --kfac-damping 0
+expect_error "damping -1" "--kfac-damping: expected a finite number > 0, got -1" \
+  "$k" --steps 1 --kfac-damping -1
+expect_error "damping not a number" "--kfac-damping: expected a number" \
+  "$k" --steps 1 --kfac-damping x
+expect_error "refresh 0" "--kfac-refresh: expected a number of steps >= 1" \
+  "$k" --steps 1 --kfac-refresh 0
+expect_error "refresh negative" "--kfac-refresh: expected a non-negative integer" \
+  "$k" --steps 1 --kfac-refresh -2
+expect_error "unknown rule" "--kfac-rule: expected sgd or lamb, got adam" \
+  "$k" --steps 1 --kfac-rule adam
+expect_error "kfac flag under adamw" "need --optimizer kfac" \
+  "$k" --steps 1 --optimizer adamw --kfac-refresh 2
+expect_error "kfac on a first-order program" "generated from a first-order plan" \
+  "$f" --steps 1 --optimizer kfac
+expect_error "codegen cuda" "generates the cpu program only" \
+  "$autoddl" codegen "$w/kfac.json" --backend cuda -o "$w/kfac-cuda"
+python3 - "$w/kfac.json" "$w/kfac-zero.json" "$w/kfac-rule.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["zero"] = 1
+json.dump(p, open(sys.argv[2], "w"))
+p = json.load(open(sys.argv[1]))
+p["kfac"]["rule"] = "adam"
+json.dump(p, open(sys.argv[3], "w"))
+PY
+expect_error "codegen zero" "K-FAC plan with ZeRO is refused" \
+  "$autoddl" codegen "$w/kfac-zero.json" -o "$w/kfac-zero"
+expect_error "plan rule" "expected \"sgd\" or \"lamb\"" \
+  "$autoddl" codegen "$w/kfac-rule.json" -o "$w/kfac-rule"
+# The flags override the plan's values.
+"$k" --steps 3 --kfac-refresh 1 --kfac-rule sgd --kfac-damping 0.01 --lr 0.01 --out "$w/run" \
+  --quiet || fail "a K-FAC run with flags"
+python3 - "$w/run/metrics.json" <<'PY' || fail "the flags did not take effect"
+import json, sys
+i = json.load(open(sys.argv[1]))["info"]
+print({k: v for k, v in i.items() if k.startswith("kfac")})
+assert i["kfac.refresh"] == "1" and i["kfac.rule"] == "sgd", i
+assert float(i["kfac.damping"]) == 0.01, i
+assert int(i["kfac.refreshes"]) == 3 * 8, i  # every step, 8 linear layers
+PY
+echo "kfac_bad_input: all passed"
