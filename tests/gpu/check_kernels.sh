@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 configure() { # build dir, extra cmake args...
   local b=$1
   shift
-  cmake -S "$root/tests/unit/cuda/standalone" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$root/tests/unit/cuda/standalone" -B "$b" $(command -v ninja >/dev/null && echo -G Ninja) -DCMAKE_BUILD_TYPE=Release \
     -DAUTODDL_CUDA_ATTENTION=OFF "$@" >"$b.configure.log" 2>&1 &&
     cmake --build "$b" -j "$(nproc)" --target KernelCheck KernelCheckFp32
 }
