@@ -118,21 +118,33 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
     else if (a == "--optimizer")
       o.optimizer = next();
     else if (a == "--kfac-damping") {
-      o.kfac_damping = real();
+      const std::string v = next();
+      char *end = nullptr;
+      o.kfac_damping = std::strtod(v.c_str(), &end);
       kfacFlag = true;
-      if (!(o.kfac_damping > 0))
+      if (v.empty() || *end || std::isspace((unsigned char)v[0]))
+        throw std::invalid_argument(a + ": expected a number, got " +
+                                    quote_value(v));
+      if (!(o.kfac_damping > 0) || !std::isfinite(o.kfac_damping))
         throw std::invalid_argument("--kfac-damping: expected a finite "
                                     "number > 0, got " +
-                                    quote_value(argv[i]));
+                                    v.substr(0, kEchoBytes));
     } else if (a == "--kfac-refresh") {
-      o.kfac_refresh = integer(1, kMaxSteps);
+      const std::string v = i + 1 < argc ? argv[i + 1] : "";
+      if (!v.empty() && v[0] == '-')
+        throw std::invalid_argument("--kfac-refresh: expected a non-negative "
+                                    "integer, got " + v.substr(0, kEchoBytes));
+      o.kfac_refresh = integer(0, kMaxSteps);
       kfacFlag = true;
+      if (o.kfac_refresh < 1)
+        throw std::invalid_argument("--kfac-refresh: expected a number of "
+                                    "steps >= 1, got " + v);
     } else if (a == "--kfac-rule") {
       o.kfac_rule = next();
       kfacFlag = true;
       if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
         throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
-                                    quote_value(o.kfac_rule));
+                                    o.kfac_rule.substr(0, kEchoBytes));
     } else if (a == "--seed")
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")

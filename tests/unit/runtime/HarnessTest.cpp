@@ -153,7 +153,7 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_NE(huge.find("(100000 bytes)"), std::string::npos) << huge;
   // A control byte in an argument is shown escaped (flags_fuzzer found it).
   EXPECT_EQ(parseError({"--optimizer", "a\nb"}),
-            "--optimizer: expected adamw or sgd, got \"a\\x0ab\"");
+            "--optimizer: expected adamw, sgd or kfac, got \"a\\x0ab\"");
   for (const std::string &m : {unknown, parseError({"--lr", "x"}),
                                parseError({"--data"}), huge})
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
