@@ -107,12 +107,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     reduce(l.A, "reduce_A");
     reduce(l.G, "reduce_G");
     // kfac_refresh's steps, apart so that each inverse is traced.
-    double trA = 0, trG = 0;
-    for (int64_t k = 0; k < l.in; ++k)
-      trA += l.A[size_t(k * l.in + k)];
-    for (int64_t k = 0; k < l.out; ++k)
-      trG += l.G[size_t(k * l.out + k)];
-    l.damping = kfac_damping(trA, l.in, trG, l.out, c_.damping);
+    kfac_set_damping(l, c_.damping);
     double t0 = trace.now_us();
     const KfacInverseOutcome oa = kfac_invert_factor(
         l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);

@@ -188,13 +188,17 @@ KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
   return o;
 }
 
-void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
+void kfac_set_damping(KfacLayer &l, double damping) {
   double trA = 0, trG = 0;
   for (int64_t i = 0; i < l.in; ++i)
     trA += l.A[size_t(i * l.in + i)];
   for (int64_t i = 0; i < l.out; ++i)
     trG += l.G[size_t(i * l.out + i)];
-  l.damping = kfac_damping(trA, l.in, trG, l.out, c.damping);
+  l.damping = kfac_damping(trA, l.in, trG, l.out, damping);
+}
+
+void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
+  kfac_set_damping(l, c.damping);
   const KfacInverseOutcome oa = kfac_invert_factor(
       l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
   const KfacInverseOutcome og = kfac_invert_factor(

@@ -67,6 +67,9 @@ KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
 /// step's micro-batches and reduced): pi-corrected damping from their traces,
 /// both inverses by the fallback policy (counted in stats), then the factors
 /// are zeroed for the next refresh (PipeFisher: no running average).
+/// Sets layer.damping from the factors' traces (docs/kfac.md "Damping"):
+/// kfac_refresh's first step, apart for callers that trace each inverse.
+void kfac_set_damping(KfacLayer &layer, double damping);
 void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
 
 /// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
