@@ -95,8 +95,11 @@ const int32_t *graph_heldout_labels();
 
 /// A generated program: its plan's constants, its parameter table, and the
 /// functions generated for its plan.
+struct KfacProgram; // KfacRun.h
+
 struct Program {
   ProgramSpec spec;
+  const KfacProgram *kfac = nullptr; // a K-FAC plan's layers (else null)
   std::vector<ParamSpec> params;
   void (*allocate_stages)() = nullptr;     // the stages this rank runs
   void (*free_stages)() = nullptr;         // their device buffers
