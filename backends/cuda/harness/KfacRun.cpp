@@ -38,21 +38,7 @@ float *grown(DeviceBuffer<float> &b, int64_t n) {
 
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
-  if (p.layers.empty())
-    throw std::invalid_argument("--optimizer kfac: the model has no linear "
-                                "layer K-FAC can precondition");
-  c_ = KfacConfig{};
-  c_.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
-  c_.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
-  const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
-  c_.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
-  c_.momentum = o.momentum;
-  c_.weight_decay = o.weight_decay;
-  c_.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
-  kfac_check_config(c_);
-  if (!(o.lr >= 0))
-    throw std::invalid_argument("--lr: K-FAC needs a learning rate >= 0");
-  c_.lr = o.lr;
+  c_ = kfac_run_config(p, o);
   specs_ = p.layers;
   layers_.clear();
   for (const KfacLayerSpec &l : specs_)
@@ -181,10 +167,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
-  kfac_stats_info(stats_, m);
-  m["kfac.damping"] = std::to_string(c_.damping);
-  m["kfac.refresh"] = std::to_string(c_.refresh_interval);
-  m["kfac.rule"] = c_.rule == KfacRule::Lamb ? "lamb" : "sgd";
+  kfac_run_info(stats_, c_, m);
 }
 
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
@@ -197,9 +180,9 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
       a.resize(size_t(s.in * s.in));
       g.resize(size_t(s.out * s.out));
     }
-    e.push_back({std::string(s.name) + ".kfac_A_inv",
-                 Slice::whole({s.in, s.in}), held ? a.data() : nullptr});
-    e.push_back({std::string(s.name) + ".kfac_G_inv",
+    e.push_back({kfac_inverse_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
+                 held ? a.data() : nullptr});
+    e.push_back({kfac_inverse_entry(s.name, 'G'),
                  Slice::whole({s.out, s.out}), held ? g.data() : nullptr});
   }
 }

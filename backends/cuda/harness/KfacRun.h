@@ -22,7 +22,8 @@
 #ifndef AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
 #define AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
 
-#include "backends/cpu/Checkpoint.h" // CheckpointEntry
+#include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
+#include "backends/cpu/Checkpoint.h"                 // CheckpointEntry
 #include "backends/cuda/harness/Harness.h"
 #include "backends/cuda/kfac/Kfac.h"
 
@@ -32,24 +33,8 @@
 
 namespace autoddl::rt::harness {
 
-/// One row of the generated K-FAC layer table (as the CPU's KfacLayerSpec).
-struct KfacLayerSpec {
-  const char *name;
-  Param *weight, *bias;
-  int64_t in, out;
-  bool transpose_weight; // W [out,in]; else [in,out]
-  KfacSplit split = KfacSplit::None;
-  bool rows_over_tp = false;
-};
-
-/// What the plan recorded: the defaults of --kfac-damping, --kfac-refresh
-/// and --kfac-rule, and the layer table.
-struct KfacProgram {
-  double damping = 1e-3;
-  int64_t refresh = 1;
-  const char *rule = "sgd";
-  std::vector<KfacLayerSpec> layers;
-};
+using KfacLayerSpec = KfacLayerSpecOf<Param>;
+using KfacProgram = KfacProgramOf<Param>;
 
 class KfacRun {
 public:
