@@ -2,7 +2,8 @@
 # Bad input of K-FAC in generated programs and codegen (issue 22, item 7): bad --kfac-* flags on
 # the binary, --optimizer kfac on a program generated from a first-order plan, K-FAC plans codegen
 # refuses (ZeRO); each one line naming the cause, exit 1..123. And the flags taking effect:
-# --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info).
+# --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info); a run resumed
+# between refresh steps continues with the checkpoint's inverses.
 # Usage: kfac_bad_input.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -79,5 +80,16 @@ print({k: v for k, v in i.items() if k.startswith("kfac")})
 assert i["kfac.refresh"] == "1" and i["kfac.rule"] == "sgd", i
 assert float(i["kfac.damping"]) == 0.01, i
 assert int(i["kfac.refreshes"]) == 3 * 8, i  # every step, 8 linear layers
+PY
+# The inverses in the checkpoint: with K = 4, a run resumed at step 3 (no refresh step) continues
+# with the saved inverses, so its losses are those of the uninterrupted run, bit for bit.
+"$k" --steps 6 --kfac-refresh 4 --save "$w/ck" --save-every 3 --out "$w/full" --quiet ||
+  fail "a K-FAC run saving checkpoints"
+"$k" --steps 6 --kfac-refresh 4 --resume "$w/ck/step-3" --out "$w/resumed" --quiet ||
+  fail "a K-FAC run resuming"
+python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" <<'PY' || fail "resumed K-FAC losses differ"
+import json, sys
+full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
+assert full[3:] == resumed, (full[3:], resumed)
 PY
 echo "kfac_bad_input: all passed"
