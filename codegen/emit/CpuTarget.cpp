@@ -69,7 +69,8 @@ using namespace autoddl::rt::harness;
       /*freesBuffers=*/false,
       /*reportsMfu=*/false,
       /*paddedParams=*/false,
-      /*kfacInclude=*/"#include \"backends/cpu/harness/KfacRun.h\" // K-FAC: "
+      /*kfacInclude=*/
+      "#include \"backends/cpu/harness/KfacRun.h\" // K-FAC: "
       "kfac_curvature, KfacProgram\n",
   };
   return target;

@@ -5,8 +5,9 @@
 // output gradient of a micro-batch to kfac_curvature_A / _G (the target's
 // KfacRun.h: backends/cpu/harness on host floats, backends/cuda/harness on
 // act_t device buffers), called where the plan placed the items
-// (kfacPlacement); the program carries the layer table (weight, bias, unsplit dimensions) and the
-// plan's damping, refresh interval and rule as the defaults of its flags.
+// (kfacPlacement); the program carries the layer table (weight, bias, unsplit
+// dimensions) and the plan's damping, refresh interval and rule as the defaults
+// of its flags.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
@@ -72,8 +73,8 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
         tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
     kfacRows_.push_back(fmt::format(
         "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}}}", c.op.name,
-        paramOf(c.x[1], target_.paramValue),
-        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
+        paramOf(c.x[1], target_.paramValue), bias, row ? in * tp_ : in,
+        col ? out * tp_ : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
         : row ? "KfacSplit::In"
               : "KfacSplit::None",

@@ -88,7 +88,8 @@ template <typename ParamT> struct KfacProgramOf; // common/harness/KfacProgram.h
 
 struct Program {
   ProgramSpec spec;
-  const KfacProgramOf<Param> *kfac = nullptr; // a K-FAC plan's layers (else null)
+  // A K-FAC plan's layers (else null).
+  const KfacProgramOf<Param> *kfac = nullptr;
   std::vector<ParamSpec> params;
   void (*allocate_stages)() = nullptr;          // the stages this rank runs
   void (*run_schedule)(int64_t step) = nullptr; // this device's instructions

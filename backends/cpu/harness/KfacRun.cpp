@@ -157,8 +157,8 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
     const bool held = s.weight->held;
     e.push_back({kfac_inverse_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
                  held ? l.A_inv.data() : nullptr});
-    e.push_back({kfac_inverse_entry(s.name, 'G'),
-                 Slice::whole({s.out, s.out}), held ? l.G_inv.data() : nullptr});
+    e.push_back({kfac_inverse_entry(s.name, 'G'), Slice::whole({s.out, s.out}),
+                 held ? l.G_inv.data() : nullptr});
   }
 }
 

@@ -15,7 +15,7 @@
 #define AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
 
 #include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
-#include "backends/cpu/Checkpoint.h"                 // CheckpointEntry
+#include "backends/cpu/Checkpoint.h"             // CheckpointEntry
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
 

@@ -99,7 +99,8 @@ template <typename ParamT> struct KfacProgramOf; // common/harness/KfacProgram.h
 
 struct Program {
   ProgramSpec spec;
-  const KfacProgramOf<Param> *kfac = nullptr; // a K-FAC plan's layers (else null)
+  // A K-FAC plan's layers (else null).
+  const KfacProgramOf<Param> *kfac = nullptr;
   std::vector<ParamSpec> params;
   void (*allocate_stages)() = nullptr;     // the stages this rank runs
   void (*free_stages)() = nullptr;         // their device buffers

@@ -108,8 +108,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       if (s.rows_over_tp && tp_ > 1)
         kfac_factor_all_reduce_mean(F.data(), F.size(), nccl_of(g.tp));
       if (s.weight->devices.size > 1)
-        kfac_factor_all_reduce_mean(F.data(), F.size(),
-                                    s.weight->devices.nccl);
+        kfac_factor_all_reduce_mean(F.data(), F.size(), s.weight->devices.nccl);
       trace.end(std::string(item) + " " + s.name, 1, t0);
     };
     reduce(l.A, "reduce_A");
@@ -156,10 +155,9 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
     // norms over tp.
     if (c_.rule == KfacRule::Lamb)
-      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(),
-                     p.n, c_, t,
-                     tp_ > 1 && p.split_dim >= 0 ? nccl_of(g.tp) : nullptr,
-                     p.work.data());
+      kfac_lamb_step(
+          p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n, c_, t,
+          tp_ > 1 && p.split_dim >= 0 ? nccl_of(g.tp) : nullptr, p.work.data());
     else
       kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t,
                     p.work.data());
@@ -182,8 +180,8 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
     }
     e.push_back({kfac_inverse_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
                  held ? a.data() : nullptr});
-    e.push_back({kfac_inverse_entry(s.name, 'G'),
-                 Slice::whole({s.out, s.out}), held ? g.data() : nullptr});
+    e.push_back({kfac_inverse_entry(s.name, 'G'), Slice::whole({s.out, s.out}),
+                 held ? g.data() : nullptr});
   }
 }
 

@@ -23,7 +23,7 @@
 #define AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
 
 #include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
-#include "backends/cpu/Checkpoint.h"                 // CheckpointEntry
+#include "backends/cpu/Checkpoint.h"             // CheckpointEntry
 #include "backends/cuda/harness/Harness.h"
 #include "backends/cuda/kfac/Kfac.h"
 
