@@ -69,6 +69,9 @@ using namespace autoddl::rt::harness;
       /*freesBuffers=*/false,
       /*reportsMfu=*/false,
       /*paddedParams=*/false,
+      /*kfacInclude=*/
+      "#include \"backends/cpu/harness/KfacRun.h\" // K-FAC: "
+      "kfac_curvature, KfacProgram\n",
   };
   return target;
 }
