@@ -347,8 +347,20 @@ struct Planner {
   cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
                                  const Aggregate &agg, int dev, double rc,
                                  double stepGraph) const {
+    return programMemory(k, d, agg, rankStages(k, d, agg, dev), rc, stepGraph);
+  }
+
+  /// What programMemory sums over the stages rank `dev` runs; it does not
+  /// depend on the layers recomputed, so chooseRecomputeLayers sums it once
+  /// per rank, not once per count it tries (O(layers) instead of
+  /// O(layers x stages) per rank).
+  struct RankStages {
+    int dev = 0;
+    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
+  };
+  RankStages rankStages(const Knobs &k, const DevicePlan &d,
+                        const Aggregate &agg, int dev) const {
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
-    const LayerBytes lb = layerBytes(k, lay);
     const bool chimera = k.schedule == ScheduleKind::Chimera;
     double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
     for (const StageInfo &st : d.stages) {
@@ -356,10 +368,10 @@ struct Planner {
         continue;
       const double n = st.endLayer - st.firstLayer;
       layers += n;
-      perMb += (st.pre ? pre.programBytes : 0) +
-               (st.post ? post.programBytes : 0);
-      hostPerMb += (st.pre ? pre.hostBytes : 0) +
-                   (st.post ? post.hostBytes : 0);
+      perMb +=
+          (st.pre ? pre.programBytes : 0) + (st.post ? post.programBytes : 0);
+      hostPerMb +=
+          (st.pre ? pre.hostBytes : 0) + (st.post ? post.hostBytes : 0);
       if (st.stage > 0) { // the received input and its gradient
         perMb += 2 * lay.p2pBytes;
         hostPerMb += 2 * lay.p2pBytes * 4.0 / o.activationElementBytes;
@@ -367,6 +379,18 @@ struct Planner {
       ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                      st.post ? post.workspace : 0});
     }
+    return {dev, layers, perMb, hostPerMb, ws};
+  }
+
+  cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
+                                 const Aggregate &agg, const RankStages &r,
+                                 double rc, double stepGraph) const {
+    const SegmentCost &lay = agg.seg[1];
+    const LayerBytes lb = layerBytes(k, lay);
+    const bool chimera = k.schedule == ScheduleKind::Chimera;
+    const int dev = r.dev;
+    const double layers = r.layers, ws = r.ws;
+    double perMb = r.perMb, hostPerMb = r.hostPerMb;
     rc = std::min(rc, layers);
     perMb += (layers - rc) * lb.kept + rc * lb.keptRc;
     hostPerMb += (layers - rc) * lb.host + rc * lb.hostRc;
@@ -382,8 +406,8 @@ struct Planner {
     cost::RankMemory m;
     m.state = cost::modelStateBytes(si);
     m.activations = mbs * perMb;
-    m.workspace = ws + cost::kCublasLtWorkspaceBytes +
-                  (rerun ? lay.programBytes : 0);
+    m.workspace =
+        ws + cost::kCublasLtWorkspaceBytes + (rerun ? lay.programBytes : 0);
     const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
     m.overhead = o.cudaOverheads ? cost::cudaOverheadEstimateBytes(
                                        comms, stepGraph > 0, m.allocated())
@@ -411,9 +435,10 @@ struct Planner {
           layers += st.endLayer - st.firstLayer;
       // Nothing to save (selective under a fused attention): none.
       double rc = saving > 0 ? layers : 0;
+      const RankStages r = rankStages(k, d, agg, dev);
       if (saving > 0 && k.schedule != ScheduleKind::Chimera)
         for (double x = 0; x < layers; ++x)
-          if (programMemory(k, d, agg, dev, x, stepGraph).total() <= limit) {
+          if (programMemory(k, d, agg, r, x, stepGraph).total() <= limit) {
             rc = x;
             break;
           }
@@ -712,8 +737,8 @@ struct Planner {
     p.bubbleFraction = r.sim.bubbleFraction;
     p.peakMemory = r.peakMemory;
     for (const DeviceTimes &dt : d.devices) {
-      p.peakAllocated = std::max(p.peakAllocated, dt.memoryParts.allocated() +
-                                                      dt.kfacBytes);
+      p.peakAllocated =
+          std::max(p.peakAllocated, dt.memoryParts.allocated() + dt.kfacBytes);
       p.peakHostMemory = std::max(p.peakHostMemory, dt.memoryParts.host);
     }
     p.memoryMargin = cost::planningMarginBytes(capacity);
@@ -1549,9 +1574,8 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
                   "dominated by %s (%.1f GiB)",
                   inf.capacity / (1 << 30),
                   cost::planningMarginBytes(inf.capacity) / (1 << 30),
-                  inf.peakMemory / (1 << 30),
-                  knobsToString(inf.knobs).c_str(), inf.dominant.c_str(),
-                  top / (1 << 30));
+                  inf.peakMemory / (1 << 30), knobsToString(inf.knobs).c_str(),
+                  inf.dominant.c_str(), top / (1 << 30));
     inf.message = buf;
     if (pl.kfac) { // say what K-FAC adds, whatever dominates
       std::snprintf(buf, sizeof buf,
