@@ -289,23 +289,37 @@ struct Planner {
     // The first stage from 1 to twice L/S layers (the embedding is light),
     // the last from 1 to L/S + 1 (the head is heavy; with two stages it takes
     // the rest), the others spread evenly: O(L^2 / S) partitions priced.
+    // maxTime of such a partition in O(1): the middle stages' largest time
+    // is that of the largest middle count (a max is one of its terms, so the
+    // value is bit-identical to maxTime's loop); no vector per candidate.
     const int mid = S - 2;
     const int firstMax = std::min(L - (S - 1), 2 * (L / S) + 2);
-    for (int first = 1; first <= firstMax; ++first)
+    int bestFirst = 0, bestLast = 0;
+    for (int first = 1; first <= firstMax; ++first) {
+      const double tFirst = first * tl + tPre;
       for (int last = S == 2 ? L - first : 1;
            last <= std::min(L - first - mid, S == 2 ? L : L / S + 1); ++last) {
-        const int rest = L - first - last;
-        std::vector<int> x(S);
-        x[0] = first;
-        x[S - 1] = last;
-        for (int s = 1; s < S - 1; ++s)
-          x[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
-        double t = maxTime(x);
+        double t = std::max(0.0, tFirst);
+        if (mid > 0) {
+          const int rest = L - first - last;
+          t = std::max(t, (rest / mid + (rest % mid > 0 ? 1 : 0)) * tl);
+        }
+        t = std::max(t, last * tl + tPost);
         if (t < bestT * (1 - 1e-12)) {
           bestT = t;
-          best = x;
+          bestFirst = first;
+          bestLast = last;
         }
       }
+    }
+    if (bestFirst > 0) {
+      const int rest = L - bestFirst - bestLast;
+      best.assign(S, 0);
+      best[0] = bestFirst;
+      best[S - 1] = bestLast;
+      for (int s = 1; s < S - 1; ++s)
+        best[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
+    }
     return best;
   }
 
