@@ -138,6 +138,9 @@ struct Planner {
   const cost::Cluster &c;
   const PlannerOptions &o;
   SearchGraph base;
+  /// partition()'s balanced results by (stages, layer, pre and post times).
+  mutable std::map<std::tuple<int, double, double, double>, std::vector<int>>
+      partitionMemo;
   std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>>
       contexts;
   std::vector<std::string> previousBest; // signature names of the last best
@@ -277,6 +280,12 @@ struct Planner {
     const double tl = lay.forward + lay.backward;
     const double tPre = pre.forward + pre.backward;
     const double tPost = post.forward + post.backward;
+    // The result depends on these times alone, and candidates that differ
+    // in knobs the layer times do not see (schedule, recomputation, ZeRO)
+    // ask again: priced once per distinct (S, times).
+    const auto key = std::make_tuple(S, tl, tPre, tPost);
+    if (auto it = partitionMemo.find(key); it != partitionMemo.end())
+      return it->second;
     std::vector<int> best = n;
     auto maxTime = [&](const std::vector<int> &x) {
       double m = 0;
@@ -320,6 +329,7 @@ struct Planner {
       for (int s = 1; s < S - 1; ++s)
         best[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
     }
+    partitionMemo.emplace(key, best);
     return best;
   }
 
@@ -332,6 +342,10 @@ struct Planner {
     std::vector<double> params;       // parameter elements per device
     std::vector<double> gradDp, gradDpTp;
     std::vector<cost::RankMemory> memory; // per pipeline rank (programs)
+    /// Per pipeline rank, the stages it runs in stage order (with Chimera,
+    /// the up pipeline's copies too): the per-rank sums walk these, not
+    /// every stage per rank (O(stages), not O(pp x stages), per plan).
+    std::vector<std::vector<int>> rankStageIds;
   };
 
   /// Bytes one layer of a stage keeps per micro-batch in the programs (CUDA,
@@ -375,11 +389,9 @@ struct Planner {
   RankStages rankStages(const Knobs &k, const DevicePlan &d,
                         const Aggregate &agg, int dev) const {
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
-    const bool chimera = k.schedule == ScheduleKind::Chimera;
     double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
-    for (const StageInfo &st : d.stages) {
-      if (st.device != dev && !(chimera && k.pp - 1 - st.device == dev))
-        continue;
+    for (int id : d.rankStageIds[dev]) {
+      const StageInfo &st = d.stages[id];
       const double n = st.endLayer - st.firstLayer;
       layers += n;
       perMb +=
@@ -444,8 +456,8 @@ struct Planner {
     const double saving = lb.kept - lb.keptRc;
     for (int dev = 0; dev < k.pp; ++dev) {
       double layers = 0;
-      for (const StageInfo &st : d.stages)
-        if (st.device == dev)
+      for (int id : d.rankStageIds[dev])
+        if (const StageInfo &st = d.stages[id]; st.device == dev)
           layers += st.endLayer - st.firstLayer;
       // Nothing to save (selective under a fused attention): none.
       double rc = saving > 0 ? layers : 0;
@@ -457,7 +469,8 @@ struct Planner {
             break;
           }
       double left = rc;
-      for (StageInfo &st : d.stages) {
+      for (int id : d.rankStageIds[dev]) {
+        StageInfo &st = d.stages[id];
         if (st.device != dev)
           continue;
         const int n = st.endLayer - st.firstLayer;
@@ -485,6 +498,7 @@ struct Planner {
     d.params.assign(k.pp, 0);
     d.gradDp.assign(k.pp, 0);
     d.gradDpTp.assign(k.pp, 0);
+    d.rankStageIds.assign(k.pp, {});
     int layer = 0;
     const bool chimera = k.schedule == ScheduleKind::Chimera;
     for (int s = 0; s < S; ++s) {
@@ -509,18 +523,21 @@ struct Planner {
                            (st.post ? post.gradBytesDpTp : 0);
       };
       addTo(st.device);
-      if (chimera)
+      d.rankStageIds[st.device].push_back(s);
+      if (chimera) {
         addTo(k.pp - 1 - st.device); // the up pipeline's copy of this stage
+        if (k.pp - 1 - st.device != st.device)
+          d.rankStageIds[k.pp - 1 - st.device].push_back(s);
+      }
     }
     // A rank running the first and the last stage holds a tied embedding once
     // (the programs keep one Param).
     for (int dev = 0; dev < k.pp; ++dev) {
       bool first = false, last = false;
-      for (const StageInfo &st : d.stages)
-        if (st.device == dev || (chimera && k.pp - 1 - st.device == dev)) {
-          first |= st.pre;
-          last |= st.post;
-        }
+      for (int id : d.rankStageIds[dev]) {
+        first |= d.stages[id].pre;
+        last |= d.stages[id].post;
+      }
       if (first && last)
         d.params[dev] -= pre.sharedParamElems;
     }
@@ -529,9 +546,8 @@ struct Planner {
     d.memory.clear();
     for (int dev = 0; dev < k.pp; ++dev) {
       double rc = 0;
-      for (const StageInfo &st : d.stages)
-        if (st.device == dev || (chimera && k.pp - 1 - st.device == dev))
-          rc += st.recomputeLayers;
+      for (int id : d.rankStageIds[dev])
+        rc += d.stages[id].recomputeLayers;
       d.memory.push_back(programMemory(k, d, agg, dev, rc, graph));
     }
     // Blocking transfers (Megatron-LM 2021 synchronises after each p2p): a
