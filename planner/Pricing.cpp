@@ -172,7 +172,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   // A residual add on a linear's output runs in that linear's GEMM (the GEMM
   // reads the residual as its C and writes the sum): the forward costs the
   // GEMM's extra read, the backward is the residual's gradient update alone.
-  const GraphUses uses(g);
+  const std::shared_ptr<const GraphUses> usesPtr = usesOf(sg_);
+  const GraphUses &uses = *usesPtr;
   GeluChain chain;
   opCost_.resize(sg_.ops.size());
   inGemm_.clear();
