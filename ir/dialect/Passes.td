@@ -45,4 +45,32 @@ def InsertBoxingPass : Pass<"sbp-insert-boxing", "::mlir::ModuleOp"> {
   let dependentDialects = ["::autoddl::sbp::SbpDialect"];
 }
 
+def FuseActivationsPass : Pass<"sbp-fuse-activations", "::mlir::ModuleOp"> {
+  let summary = "fuses decomposed GELUs, SiLUs and SwiGLUs of an imported graph";
+  let description = [{
+    Rewrites, where every constant matches within 1e-4 relative:
+    - 0.5·x·(1 + erf(x/√2)) (a Div by √2 or a Mul by 1/√2, the halving on
+      either side) -> `sbp.gelu` approximate "none";
+    - 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) -> `sbp.gelu` "tanh";
+    - x·sigmoid(x) -> `sbp.silu`; silu(gate)·up of one shape -> `sbp.swiglu`.
+    Anything else (another constant, sigmoid of another value) stays as its
+    primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
+def FuseNormsPass : Pass<"sbp-fuse-norms", "::mlir::ModuleOp"> {
+  let summary = "fuses decomposed LayerNorms and RMSNorms of an imported graph";
+  let description = [{
+    Rewrites, over the last axis only (ReduceMean with keepdims):
+    - (x - mean(x)) / sqrt(mean((x - mean(x))²) + eps) · gamma (+ beta)
+      -> `sbp.layernorm`;
+    - x / sqrt(mean(x²) + eps) · gamma (Div, Mul by Reciprocal, or Mul by
+      Rsqrt; the square a Pow by 2 or x·x) -> `sbp.rmsnorm`.
+    gamma (and beta) must be rank-1 of the normalised size; a normalisation
+    without gamma, or over another axis, stays as its primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
 #endif // AUTODDL_SBP_PASSES_TD
