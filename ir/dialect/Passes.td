@@ -73,4 +73,22 @@ def FuseNormsPass : Pass<"sbp-fuse-norms", "::mlir::ModuleOp"> {
   let dependentDialects = ["::autoddl::sbp::SbpDialect"];
 }
 
+def FuseAttentionPass : Pass<"sbp-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "fuses decomposed (causal, grouped-query) attention of an imported graph";
+  let description = [{
+    Rewrites reshape([B,T,H*D]) of transpose(0,2,1,3) of
+    softmax(mask(scale · Q·Kᵀ))·V, where Q, K and V are the head reshapes
+    ([B,T,H,D] transposed to [B,H,T,D]) of q, k, v `[B,T,*]`, Kᵀ a transpose
+    of K's last two dims (or `transpose_b`), the scale 1/√D (a Mul or a Div by
+    √D, before or after the mask), the mask absent or causal (an Add of a
+    constant that is 0 on and below the diagonal and ≤ -1e4 above it, or a
+    Where of a lower-triangular boolean constant), into one `sbp.attention`.
+    K and V may be grouped-query expansions (Unsqueeze, Expand to
+    [B,G,H/G,T,D], reshape to [B,H,T,D]) of G kv heads: num_kv_heads = G.
+    Another scale, a non-causal mask or heads laid out otherwise stay as
+    their primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
 #endif // AUTODDL_SBP_PASSES_TD
