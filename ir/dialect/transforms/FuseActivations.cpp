@@ -10,7 +10,6 @@
 #include "ir/dialect/Passes.h"
 #include "ir/dialect/transforms/FuseSupport.h"
 
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
@@ -151,8 +150,7 @@ struct FuseActivationsPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<ErfGelu, TanhGelu, SigmoidSilu, SiluSwiglu>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyFusion(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

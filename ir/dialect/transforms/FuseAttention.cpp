@@ -10,7 +10,6 @@
 #include "ir/dialect/Passes.h"
 #include "ir/dialect/transforms/FuseSupport.h"
 
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
@@ -216,8 +215,7 @@ struct FuseAttentionPass : impl::FuseAttentionPassBase<FuseAttentionPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposedAttention>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyFusion(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

@@ -9,7 +9,6 @@
 #include "ir/dialect/Passes.h"
 #include "ir/dialect/transforms/FuseSupport.h"
 
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "sbp-fuse-norms"
@@ -124,8 +123,7 @@ struct FuseNormsPass : impl::FuseNormsPassBase<FuseNormsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposedNorm>(&getContext());
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+    if (failed(applyFusion(getOperation(), std::move(patterns))))
       signalPassFailure();
   }
 };

@@ -1,6 +1,8 @@
 //===- FuseSupport.cpp - matching helpers of the sbp-fuse-* passes -------===//
 #include "ir/dialect/transforms/FuseSupport.h"
 
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -104,6 +106,18 @@ std::optional<SmallVector<int64_t>> intsAttr(Operation *op, StringRef name) {
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+LogicalResult applyFusion(ModuleOp module, RewritePatternSet &&patterns) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (!isa<ParameterOp, ModuleOp>(op) && op->getDialect() &&
+        isa<SbpDialect>(op->getDialect()))
+      ops.push_back(op);
+  });
+  GreedyRewriteConfig config;
+  config.strictMode = GreedyRewriteStrictness::ExistingAndNewOps;
+  return applyOpPatternsAndFold(ops, std::move(patterns), config);
 }
 
 bool meansLastAxis(Operation *op) {

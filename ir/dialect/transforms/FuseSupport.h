@@ -9,6 +9,7 @@
 
 #include "ir/dialect/SbpDialect.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/PatternMatch.h"
 
 #include <optional>
@@ -47,6 +48,13 @@ std::optional<llvm::SmallVector<int64_t>> ints(mlir::Value v);
 /// A primitive's integer (array) attribute `name`, if present.
 std::optional<llvm::SmallVector<int64_t>> intsAttr(mlir::Operation *op,
                                                    llvm::StringRef name);
+
+/// Applies a fusion pass's patterns to every op of `module` but the
+/// parameters: primitives left unused are erased, an unused sbp.parameter never
+/// is (the greedy driver over the whole module would drop it, changing the
+/// parameter count).
+mlir::LogicalResult applyFusion(mlir::ModuleOp module,
+                                mlir::RewritePatternSet &&patterns);
 
 /// The rank and shape of a ranked tensor value.
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);

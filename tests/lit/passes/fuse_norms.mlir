@@ -106,3 +106,15 @@ func.func @mean_over_sequence(%x: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %y = sbp.primitive "Mul"(%n, %w) : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A parameter nothing reads stays (the parameter count is the model's); the
+// primitives a fusion leaves unused go.
+// CHECK-LABEL: func.func @unused_parameter_kept
+// CHECK-NEXT: sbp.parameter "unused"
+// CHECK-NEXT: return
+func.func @unused_parameter_kept(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %w = sbp.parameter "unused" {init = "ones"} : tensor<8xf32>
+  return %x : tensor<4x8xf32>
+}
