@@ -46,6 +46,10 @@ bool parseRecompute(const std::string &s, cost::Recompute &out) {
   return false;
 }
 
+bool selectiveRecomputes(const std::string &kind, bool fusedAttention) {
+  return kind == "attention" && !fusedAttention;
+}
+
 bool applyStack(const std::string &name, PlannerOptions &o) {
   if (name == "modern") {
     o.kernels = cost::KernelOptions{};
@@ -781,6 +785,12 @@ struct Planner {
         continue;
       for (cost::Recompute rc : recomputes) {
         if (f.recompute && *f.recompute != rc)
+          continue;
+        // ZB-H1's weight-gradient pass runs after the input-gradient pass
+        // that reruns a layer, reading buffers the next rerun overwrites: the
+        // programs refuse the pair, so only a pinned pair is priced (what-if).
+        if (s == ScheduleKind::ZeroBubbleH1 && rc != cost::Recompute::None &&
+            !(f.schedule && f.recompute))
           continue;
         for (int z : zeros) {
           if (f.zero && *f.zero != z)
@@ -1549,9 +1559,8 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
                   "dominated by %s (%.1f GiB)",
                   inf.capacity / (1 << 30),
                   cost::planningMarginBytes(inf.capacity) / (1 << 30),
-                  inf.peakMemory / (1 << 30),
-                  knobsToString(inf.knobs).c_str(), inf.dominant.c_str(),
-                  top / (1 << 30));
+                  inf.peakMemory / (1 << 30), knobsToString(inf.knobs).c_str(),
+                  inf.dominant.c_str(), top / (1 << 30));
     inf.message = buf;
     if (pl.kfac) { // say what K-FAC adds, whatever dominates
       std::snprintf(buf, sizeof buf,

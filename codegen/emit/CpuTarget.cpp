@@ -69,6 +69,7 @@ using namespace autoddl::rt::harness;
       /*freesBuffers=*/false,
       /*reportsMfu=*/false,
       /*paddedParams=*/false,
+      /*zeroBuffer=*/"  std::fill({0}.begin(), {0}.end(), 0.0f);\n",
   };
   return target;
 }

@@ -76,6 +76,8 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       /*freesBuffers=*/true,
       /*reportsMfu=*/true,
       /*paddedParams=*/true,
+      /*zeroBuffer=*/
+      "  zero({0}.data(), {0}.size() * int64_t(sizeof(*{0}.data())));\n",
   };
   return target;
 }

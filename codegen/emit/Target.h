@@ -82,6 +82,9 @@ struct Target {
   // A parameter may be held padded (a vocabulary padded to 64 rows per rank):
   // device_numel.
   bool paddedParams;
+  // Clearing one buffer on the program's stream (a recomputed layer's
+  // scratch gradients): fmt format with the buffer.
+  const char *zeroBuffer;
 };
 
 const Target &cpuTarget();
