@@ -114,6 +114,11 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
   }
   if (std::find(rc.scratch.begin(), rc.scratch.end(), true) == rc.scratch.end())
     return {}; // nothing to drop (selective under a fused attention)
+  // Gradients in the scratch, cleared before each rerun (the last recomputed
+  // layer's backward left its own there).
+  bool grads = false;
+  for (size_t k = 0; k < width; ++k)
+    grads = grads || (rc.scratch[k] && ms[sl.spans[0].memberBegin + k].grad);
   rc.layers = std::min(size_t(n), sl.spans.size());
   for (size_t j = 0; j < rc.layers; ++j) {
     rc.before.push_back(fmt::format(
@@ -143,6 +148,16 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
       zeros +=
           fmt::format(fmt::runtime(target_.zeroBuffer), "y." + sl.canon[k]);
   }
+  const std::string clear =
+      zeros.empty()
+          ? std::string()
+          : fmt::format(
+                "// Before a rerun: the gradients the last recomputed layer's "
+                "backward left in the\n// scratch, swapped into layer y, "
+                "cleared.\nstatic void "
+                "stage{}_clear_scratch_grads(Stage{}Layer "
+                "&y) {{\n{}}}\n\n",
+                stage, stage, zeros);
   return fmt::format(
       "// The buffers a recomputed layer of stage {0} drops, held once for the "
       "stage\n// (allocate_stages): a recomputed layer swaps them in for its "
@@ -150,12 +165,8 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
       "static std::vector<Stage{0}Layer> stage{0}_scratch;\n\n"
       "// Exchanges layer y's dropped buffers with the scratch's (no copy).\n"
       "static void stage{0}_swap_scratch(Stage{0}Layer &y) {{\n"
-      "  Stage{0}Layer &s = stage{0}_scratch.front();\n{1}}}\n\n"
-      "// Before a rerun: the gradients the last recomputed layer's backward "
-      "left in the\n// scratch, swapped into layer y, cleared.\n"
-      "static void stage{0}_clear_scratch_grads(Stage{0}Layer &y) {{\n{2}}}"
-      "\n\n",
-      stage, swaps, zeros);
+      "  Stage{0}Layer &s = stage{0}_scratch.front();\n{1}}}\n\n{2}",
+      stage, swaps, clear);
 }
 
 std::string Emitter::recomputeSummary() const {
