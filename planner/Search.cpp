@@ -325,21 +325,28 @@ struct Planner {
   };
 
   /// Bytes one layer of a stage keeps per micro-batch in the programs (CUDA,
-  /// CPU), recomputed or not (docs/cost-model.md §5.2).
+  /// CPU), recomputed or not, and the scratch one stage that recomputes holds
+  /// once for the buffers its recomputed layers drop (codegen/emit/
+  /// Recompute.cpp; docs/cost-model.md §5.4).
   struct LayerBytes {
     double kept = 0, keptRc = 0, host = 0, hostRc = 0;
+    double scratch = 0, hostScratch = 0;
   };
   LayerBytes layerBytes(const Knobs &k, const SegmentCost &lay) const {
     LayerBytes b{lay.programBytes, lay.programBytes, lay.hostBytes,
                  lay.hostBytes};
     if (k.recompute == cost::Recompute::Full) {
-      // Only the layer's input; its buffers while it reruns are workspace.
-      b.keptRc = lay.savedFull;
-      b.hostRc = lay.savedFull * 4.0 / o.activationElementBytes;
+      // The layer's output, which the next layer reads, and its gradient,
+      // which the next layer's backward writes; the rest is scratch.
+      b.keptRc = 2 * lay.savedFull;
+      b.hostRc = b.keptRc * 4.0 / o.activationElementBytes;
+      b.scratch = lay.programBytes - b.keptRc;
+      b.hostScratch = lay.hostBytes - b.hostRc;
     } else if (k.recompute == cost::Recompute::Selective) {
-      // The attention scores a fused kernel never stores: the CUDA program
-      // keeps the same either way; the CPU program drops its probabilities.
+      // The attention probabilities (selectiveRecomputes): the CUDA program's
+      // fused attention keeps none, the CPU program drops its own.
       b.hostRc = lay.hostBytes - lay.hostScores;
+      b.hostScratch = lay.hostScores;
     }
     return b;
   }
@@ -354,12 +361,17 @@ struct Planner {
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
     const LayerBytes lb = layerBytes(k, lay);
     const bool chimera = k.schedule == ScheduleKind::Chimera;
-    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
+    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0, scratches = 0;
+    double left = rc; // recomputed by the rank's first stages first
     for (const StageInfo &st : d.stages) {
       if (st.device != dev && !(chimera && k.pp - 1 - st.device == dev))
         continue;
       const double n = st.endLayer - st.firstLayer;
       layers += n;
+      if (left > 0 && n > 0) { // a stage that recomputes holds a scratch
+        scratches += 1;
+        left -= n;
+      }
       perMb += (st.pre ? pre.programBytes : 0) +
                (st.post ? post.programBytes : 0);
       hostPerMb += (st.pre ? pre.hostBytes : 0) +
@@ -374,7 +386,6 @@ struct Planner {
     rc = std::min(rc, layers);
     perMb += (layers - rc) * lb.kept + rc * lb.keptRc;
     hostPerMb += (layers - rc) * lb.host + rc * lb.hostRc;
-    const bool rerun = rc > 0 && k.recompute == cost::Recompute::Full;
     // Chimera runs half the micro-batches down each of its two pipelines.
     const double mbs =
         static_cast<double>(k.microbatches) / (chimera ? 2.0 : 1.0);
@@ -385,16 +396,15 @@ struct Planner {
     si.bytes = cost::cudaProgramAdamW();
     cost::RankMemory m;
     m.state = cost::modelStateBytes(si);
-    m.activations = mbs * perMb;
-    m.workspace = ws + cost::kCublasLtWorkspaceBytes +
-                  (rerun ? lay.programBytes : 0);
+    m.activations = mbs * perMb + scratches * lb.scratch;
+    m.workspace = ws + cost::kCublasLtWorkspaceBytes;
     const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
     m.overhead = o.cudaOverheads ? cost::cudaOverheadEstimateBytes(
                                        comms, stepGraph > 0, m.allocated())
                                  : 0;
     si.bytes = cost::cpuProgramAdamW();
     m.host = cost::modelStateBytes(si).total() + mbs * hostPerMb +
-             (rerun ? lay.hostBytes : 0);
+             scratches * lb.hostScratch;
     return m;
   }
 
