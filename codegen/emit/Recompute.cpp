@@ -120,16 +120,18 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
   for (size_t k = 0; k < width; ++k)
     grads = grads || (rc.scratch[k] && ms[sl.spans[0].memberBegin + k].grad);
   rc.layers = std::min(size_t(n), sl.spans.size());
+  // The comments name no layer: the recomputed layers after the first run as
+  // one loop (LayerLoop.cpp).
+  const std::string how = planner::recomputeName(plan_.knobs.recompute);
   for (size_t j = 0; j < rc.layers; ++j) {
-    rc.before.push_back(fmt::format(
-        "  stage{}_swap_scratch(a.layers[{}]); // layer {} recomputes ({})\n",
-        stage, j, sl.spans[j].layer,
-        planner::recomputeName(plan_.knobs.recompute)));
+    rc.before.push_back(fmt::format("  stage{}_swap_scratch(a.layers[{}]); // "
+                                    "recomputed ({}): buffers in the scratch\n",
+                                    stage, j, how));
     rc.rerun.push_back(
-        fmt::format(
-            "  // layer {}'s forward again, from its kept input into "
-            "the scratch\n  stage{}_clear_scratch_grads(a.layers[{}]);\n",
-            sl.spans[j].layer, stage, j) +
+        "  // its forward again, from its kept input into the scratch\n" +
+        (grads ? fmt::format("  stage{}_clear_scratch_grads(a.layers[{}]);\n",
+                             stage, j)
+               : std::string()) +
         rerunFwd[j]);
     rc.after.push_back(
         fmt::format("  stage{}_swap_scratch(a.layers[{}]);\n", stage, j));

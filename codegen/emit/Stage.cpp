@@ -42,6 +42,18 @@ void Emitter::emitStage(int stage, std::string &out) {
     if (L_.ops[i].stage != stage)
       continue;
     const int layer = g_.ops[i].layer;
+    if (layer >= 0 && (spans.empty() || spans.back().layer != layer) &&
+        recomputedLayers(stage) > 0) {
+      // A recomputing stage's layers must be one table (Recompute.cpp): the
+      // layer's first op's operands from outside it (the stage's input in
+      // another layout) are converted before the layer, not inside it.
+      const OpDef &op = g_.ops[i];
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        const int t = op.operands[k], from = producer_[size_t(t)];
+        if (from >= 0 && g_.ops[size_t(from)].layer != layer)
+          ensureLayout(stage, t, L_.ops[i].operands[k], steps);
+      }
+    }
     if (layer >= 0 && (spans.empty() || spans.back().layer != layer)) {
       for (const LayerSpan &sp : spans)
         layersContiguous = layersContiguous && sp.layer != layer;
