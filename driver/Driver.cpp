@@ -67,6 +67,9 @@ planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
   p.knobs.schedule = pipeline::ScheduleKind::OneFOneB;
   p.knobs.chunks = 1;
   p.knobs.zero = 0;
+  // The reference keeps every activation: a recomputing plan is checked
+  // against the run that recomputes nothing.
+  p.knobs.recompute = cost::Recompute::None;
   planner::StageInfo s;
   s.stage = 0;
   s.device = 0;

@@ -39,6 +39,12 @@ std::string axisOrderName(AxisOrder o); // "pp,dp,tp" / "pp,tp,dp"
 
 std::string recomputeName(cost::Recompute r); // "none", "selective", "full"
 bool parseRecompute(const std::string &s, cost::Recompute &out);
+/// Whether selective recomputation reruns an op of kind `kind` in the
+/// backward: the attention core (Korthikanti et al. 2022) where the attention
+/// keeps its probabilities (the CPU program's); a fused attention keeps only
+/// the softmax statistics and has nothing to recompute. The one rule the
+/// pricing (Pricing.cpp) and the programs (codegen/emit/Recompute.cpp) follow.
+bool selectiveRecomputes(const std::string &kind, bool fusedAttention);
 
 /// Knobs a user may pin (`--fix`); unset ones are searched.
 /// How model layers are divided into pipeline stages: Balanced minimises the

@@ -76,7 +76,9 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
     const double b = out[0].shape[0], s = out[0].shape[1];
     const double heads = static_cast<double>(intAttr(attrs, "num_heads", 1));
     programInternal = hostInternal = 4.0 * b * heads * s; // log-sum-exp
-    hostScores = 4.0 * b * heads * s * s;
+    // The CPU program's attention keeps its probabilities.
+    if (selectiveRecomputes(k, /*fusedAttention=*/false))
+      hostScores = 4.0 * b * heads * s * s;
     if (kernels.attention == cost::AttentionKernel::Fused)
       workspace = 4.0 * prod(out[0].shape) + 4.0 * b * heads * s;
   }
@@ -508,6 +510,7 @@ double PricingContext::referenceTime() {
 
 Aggregate PricingContext::aggregate(const Assignment &a) {
   Aggregate agg;
+  const ModelGraph &g = *sg_.graph;
   auto instances = [&](Segment s) {
     return s == Segment::Layer ? static_cast<double>(sg_.layers) : 1.0;
   };
@@ -526,7 +529,10 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     // (Korthikanti et al. 2022). A fused attention keeps none: selective
     // then saves nothing and reruns nothing.
     s.savedNone += w * c.savedInternal;
-    if (c.savedInternal > 0)
+    if (c.savedInternal > 0 &&
+        selectiveRecomputes(g.ops[op.op].kind,
+                            o_.kernels.attention ==
+                                cost::AttentionKernel::Fused))
       s.selectiveRecompute += w * c.forward;
     s.programBytes += w * c.programInternal;
     s.hostBytes += w * (c.hostInternal + c.hostScores);

@@ -46,6 +46,10 @@ bool parseRecompute(const std::string &s, cost::Recompute &out) {
   return false;
 }
 
+bool selectiveRecomputes(const std::string &kind, bool fusedAttention) {
+  return kind == "attention" && !fusedAttention;
+}
+
 bool applyStack(const std::string &name, PlannerOptions &o) {
   if (name == "modern") {
     o.kernels = cost::KernelOptions{};
@@ -349,21 +353,28 @@ struct Planner {
   };
 
   /// Bytes one layer of a stage keeps per micro-batch in the programs (CUDA,
-  /// CPU), recomputed or not (docs/cost-model.md §5.2).
+  /// CPU), recomputed or not, and the scratch one stage that recomputes holds
+  /// once for the buffers its recomputed layers drop (codegen/emit/
+  /// Recompute.cpp; docs/cost-model.md §5.4).
   struct LayerBytes {
     double kept = 0, keptRc = 0, host = 0, hostRc = 0;
+    double scratch = 0, hostScratch = 0;
   };
   LayerBytes layerBytes(const Knobs &k, const SegmentCost &lay) const {
     LayerBytes b{lay.programBytes, lay.programBytes, lay.hostBytes,
                  lay.hostBytes};
     if (k.recompute == cost::Recompute::Full) {
-      // Only the layer's input; its buffers while it reruns are workspace.
-      b.keptRc = lay.savedFull;
-      b.hostRc = lay.savedFull * 4.0 / o.activationElementBytes;
+      // The layer's output, which the next layer reads, and its gradient,
+      // which the next layer's backward writes; the rest is scratch.
+      b.keptRc = 2 * lay.savedFull;
+      b.hostRc = b.keptRc * 4.0 / o.activationElementBytes;
+      b.scratch = lay.programBytes - b.keptRc;
+      b.hostScratch = lay.hostBytes - b.hostRc;
     } else if (k.recompute == cost::Recompute::Selective) {
-      // The attention scores a fused kernel never stores: the CUDA program
-      // keeps the same either way; the CPU program drops its probabilities.
+      // The attention probabilities (selectiveRecomputes): the CUDA program's
+      // fused attention keeps none, the CPU program drops its own.
       b.hostRc = lay.hostBytes - lay.hostScores;
+      b.hostScratch = lay.hostScores;
     }
     return b;
   }
@@ -385,15 +396,19 @@ struct Planner {
   struct RankStages {
     int dev = 0;
     double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
+    std::vector<double> stageLayers; // the rank's stages in order
   };
   RankStages rankStages(const Knobs &k, const DevicePlan &d,
                         const Aggregate &agg, int dev) const {
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
-    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
+    RankStages r;
+    r.dev = dev;
+    double &perMb = r.perMb, &hostPerMb = r.hostPerMb, &ws = r.ws;
     for (int id : d.rankStageIds[dev]) {
       const StageInfo &st = d.stages[id];
       const double n = st.endLayer - st.firstLayer;
-      layers += n;
+      r.layers += n;
+      r.stageLayers.push_back(n);
       perMb +=
           (st.pre ? pre.programBytes : 0) + (st.post ? post.programBytes : 0);
       hostPerMb +=
@@ -405,7 +420,7 @@ struct Planner {
       ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                      st.post ? post.workspace : 0});
     }
-    return {dev, layers, perMb, hostPerMb, ws};
+    return r;
   }
 
   cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
@@ -416,11 +431,16 @@ struct Planner {
     const bool chimera = k.schedule == ScheduleKind::Chimera;
     const int dev = r.dev;
     const double layers = r.layers, ws = r.ws;
-    double perMb = r.perMb, hostPerMb = r.hostPerMb;
+    double perMb = r.perMb, hostPerMb = r.hostPerMb, scratches = 0;
+    double left = rc; // recomputed by the rank's first stages first
+    for (double n : r.stageLayers)
+      if (left > 0 && n > 0) { // a stage that recomputes holds a scratch
+        scratches += 1;
+        left -= n;
+      }
     rc = std::min(rc, layers);
     perMb += (layers - rc) * lb.kept + rc * lb.keptRc;
     hostPerMb += (layers - rc) * lb.host + rc * lb.hostRc;
-    const bool rerun = rc > 0 && k.recompute == cost::Recompute::Full;
     // Chimera runs half the micro-batches down each of its two pipelines.
     const double mbs =
         static_cast<double>(k.microbatches) / (chimera ? 2.0 : 1.0);
@@ -431,16 +451,15 @@ struct Planner {
     si.bytes = cost::cudaProgramAdamW();
     cost::RankMemory m;
     m.state = cost::modelStateBytes(si);
-    m.activations = mbs * perMb;
-    m.workspace =
-        ws + cost::kCublasLtWorkspaceBytes + (rerun ? lay.programBytes : 0);
+    m.activations = mbs * perMb + scratches * lb.scratch;
+    m.workspace = ws + cost::kCublasLtWorkspaceBytes;
     const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
     m.overhead = o.cudaOverheads ? cost::cudaOverheadEstimateBytes(
                                        comms, stepGraph > 0, m.allocated())
                                  : 0;
     si.bytes = cost::cpuProgramAdamW();
     m.host = cost::modelStateBytes(si).total() + mbs * hostPerMb +
-             (rerun ? lay.hostBytes : 0);
+             scratches * lb.hostScratch;
     return m;
   }
 
@@ -836,6 +855,12 @@ struct Planner {
         continue;
       for (cost::Recompute rc : recomputes) {
         if (f.recompute && *f.recompute != rc)
+          continue;
+        // ZB-H1's weight-gradient pass runs after the input-gradient pass
+        // that reruns a layer, reading buffers the next rerun overwrites: the
+        // programs refuse the pair, so only a pinned pair is priced (what-if).
+        if (s == ScheduleKind::ZeroBubbleH1 && rc != cost::Recompute::None &&
+            !(f.schedule && f.recompute))
           continue;
         for (int z : zeros) {
           if (f.zero && *f.zero != z)

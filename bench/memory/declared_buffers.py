@@ -5,7 +5,12 @@
 (kMicroBatches), summed per pipeline device from plan.json's stage map,
 against pipeline_ranks[].memory.activations (CUDA project); for a one-rank
 CPU project, the same plus the fp32 parameter state (16 bytes an element of
-the program's parameter table) against memory.host.
+the program's parameter table) against memory.host. A plan that recomputes
+declares its layer struct's buffers as `held != LayerBuffers::X ? n : 0`: a
+recomputed layer (`Stage0Layer(LayerBuffers::Kept)` in the layers' array)
+holds those kept, and each stage's one scratch layer
+(`stageN_scratch.emplace_back(LayerBuffers::Scratch)`, not per micro-batch)
+the others.
 
 usage: declared_buffers.py PROJECT [--tolerance F] [--json]
 Exit 1 when a device's error exceeds the tolerance (default 0.01), or on bad
@@ -41,27 +46,35 @@ def main():
     if not mb:
         fail(f"{a.project}/train.cpp: no kMicroBatches")
     mbs = int(mb.group(1))
-    pat = (r"DeviceBuffer<(\w+)> \w+\{(\d+)\}" if cuda else
-           r"std::vector<(\w+)> \w+ = std::vector<\w+>\((\d+)\)")
-    def buffer_bytes(body):
-        return sum(sizes[b.group(1)] * int(b.group(2))
-                   for b in re.finditer(pat, body))
+    held = r"(?:held != LayerBuffers::(\w+) \? )?"
+    pat = (r"DeviceBuffer<(\w+)> \w+\{" + held + r"(\d+)" if cuda else
+           r"std::vector<(\w+)> \w+ = std::vector<\w+>\(" + held + r"(\d+)")
+    def buffer_bytes(body, holds="All"):
+        # `held != LayerBuffers::X ? n : 0`: n unless the struct holds X.
+        return sum(sizes[b.group(1)] * int(b.group(3))
+                   for b in re.finditer(pat, body) if b.group(2) != holds)
     # A stage's identical layers are one struct StageNLayer held as an array
-    # `StageNLayer layers[n];` inside struct StageN (the layer loop).
-    per_layer = {int(m.group(1)): buffer_bytes(m.group(2)) for m in
-                 re.finditer(r"struct Stage(\d+)Layer \{(.*?)\n\};", src, re.S)}
-    per_stage = {}
+    # `StageNLayer layers[n]` inside struct StageN (the layer loop); with
+    # recomputation its first entries are StageNLayer(LayerBuffers::Kept).
+    layer_body = {int(m.group(1)): m.group(2) for m in
+                  re.finditer(r"struct Stage(\d+)Layer \{(.*?)\n\};", src, re.S)}
+    per_stage, scratch = {}, {}
     for m in re.finditer(r"struct Stage(\d+) \{(.*?)\n\};", src, re.S):
         k = int(m.group(1))
-        per_stage[k] = buffer_bytes(m.group(2)) + sum(
-            per_layer.get(k, 0) * int(n.group(1)) for n in
-            re.finditer(r"Stage%dLayer layers\[(\d+)\];" % k, m.group(2)))
+        per_stage[k] = buffer_bytes(m.group(2))
+        for n in re.finditer(r"Stage%dLayer layers\[(\d+)\]( = \{.*?\})?;" % k,
+                             m.group(2)):
+            kept = (n.group(2) or "").count("LayerBuffers::Kept")
+            per_stage[k] += (int(n.group(1)) - kept) * buffer_bytes(layer_body[k])
+            per_stage[k] += kept * buffer_bytes(layer_body[k], "Kept")
+        if re.search(r"stage%d_scratch\.emplace_back" % k, src):
+            scratch[k] = buffer_bytes(layer_body[k], "Scratch")
     if plan["schedule"]["kind"] == "chimera":
         fail(f"{a.project}: Chimera's two pipelines are not checked here")
     rows = []
     for d, rank in enumerate(plan["pipeline_ranks"]):
-        declared = mbs * sum(per_stage[s["stage"]] for s in plan["stages"]
-                             if s["device"] == d)
+        mine = [s["stage"] for s in plan["stages"] if s["device"] == d]
+        declared = sum(mbs * per_stage[k] + scratch.get(k, 0) for k in mine)
         mem = rank["memory"]
         if cuda:
             predicted = mem["activations"]

@@ -81,6 +81,8 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       /*kfacInclude=*/
       "#include \"backends/cuda/harness/KfacRun.h\" // K-FAC: "
       "kfac_curvature, KfacProgram\n",
+      /*zeroBuffer=*/
+      "  zero({0}.data(), {0}.size() * int64_t(sizeof(*{0}.data())));\n",
   };
   return target;
 }

@@ -129,6 +129,7 @@ struct Step {
   std::vector<std::string> fwd, bwdInput, bwdWeight;
   // Parameters whose gradient the input / weight half writes.
   std::vector<int> paramsInput, paramsWeight;
+  int op = -1; // the model op whose own step this is; -1 for a conversion
 };
 
 /// Wraps each call of a CUDA step in an OpScope (StageLayout.cpp).
@@ -206,6 +207,20 @@ struct StageLayers {
   bool folded() const { return !spans.empty(); }
   /// `text` with every "a.<member of a layer>" as "a.layers[j].<name>".
   std::string rename(const std::string &text) const;
+};
+
+/// Activation recomputation on a stage (Recompute.cpp): its first `layers`
+/// layers keep only the members the rest of the stage reads, the others
+/// (`scratch`, per member of Stage<k>Layer) live in one stage-wide scratch
+/// layer: each such layer's forward and backward run between `before[j]`
+/// and `after[j]` (the scratch swapped in and out), its backward after
+/// `rerun[j]` (the scratch's gradients cleared, the forward of its rerun
+/// steps again).
+struct StageRecompute {
+  size_t layers = 0;
+  std::vector<bool> scratch;
+  std::vector<std::string> before, rerun, after; // per layer, flat names
+  bool any() const { return layers > 0; }
 };
 
 class Emitter {
@@ -398,13 +413,30 @@ private:
   /// after the first as loops where their lines read the same.
   std::string foldLayers(const StageLayers &sl,
                          const std::vector<std::string> &stepText,
-                         bool backward) const;
+                         bool backward,
+                         const StageRecompute *rc = nullptr) const;
   /// A stage function's lines: the steps before the layers, the layers
   /// (foldLayers), the steps after; the backward last step first.
   std::string layerOrdered(const StageLayers &sl,
                            const std::vector<std::string> &stepText,
-                           bool backward) const;
+                           bool backward,
+                           const StageRecompute *rc = nullptr) const;
+  /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its
+  /// first ones; 0 without recomputation).
+  int recomputedLayers(int stage) const;
+  /// What `stage` recomputes, and how (Recompute.cpp); `outside` is the
+  /// stage's text outside its steps that names members (its transfers).
+  StageRecompute planRecompute(int stage, const StageLayers &sl,
+                               const std::vector<Step> &steps,
+                               const std::string &outside) const;
+  /// The declarations and functions of a stage's recomputation: the layer
+  /// struct's constructor, the scratch, stage<k>_recompute_begin/_end.
+  std::string recomputeText(int stage, const StageLayers &sl,
+                            const StageRecompute &rc) const;
+  std::set<int> scratchStages_; // stages with a recompute scratch layer
   std::string header() const;
+  /// The header's account of what the program recomputes (Recompute.cpp).
+  std::string recomputeSummary() const;
   std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;

@@ -239,7 +239,8 @@ std::string StageLayers::rename(const std::string &text) const {
 StageLayers
 Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
   StageLayers sl;
-  if (spans.size() < 2)
+  // One layer is a table too where it recomputes (Recompute.cpp).
+  if (spans.empty() || (spans.size() < 2 && recomputedLayers(stage) == 0))
     return sl;
   const std::vector<Member> &ms = members_.at(stage);
   auto canonOf = [](const std::string &m, int l, std::string &group) {
@@ -289,6 +290,7 @@ std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
   std::string r = text;
   const int layer = sl.spans[j].layer;
   replaceWord(r, fmt::format("a.layers[{}].", j), "a.layers[l].");
+  replaceWord(r, fmt::format("a.layers[{}])", j), "a.layers[l])");
   if (j)
     replaceWord(r, fmt::format("a.layers[{}].", j - 1), "a.layers[l - 1].");
   for (const LayerArray &arr : layerArrays_) {
@@ -322,7 +324,7 @@ std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
 
 std::string Emitter::foldLayers(const StageLayers &sl,
                                 const std::vector<std::string> &stepText,
-                                bool backward) const {
+                                bool backward, const StageRecompute *rc) const {
   std::string out;
   // Per layer, its lines (renamed), and from the second layer on their
   // canonical form: equal forms run as one loop.
@@ -332,6 +334,9 @@ std::string Emitter::foldLayers(const StageLayers &sl,
     const LayerSpan &sp = sl.spans[j];
     for (size_t k = sp.stepBegin; k < sp.stepEnd; ++k)
       text[j] += stepText[backward ? sp.stepEnd - 1 - (k - sp.stepBegin) : k];
+    if (rc && j < rc->layers) // in the scratch; rerun before the backward
+      text[j] = rc->before[j] + (backward ? rc->rerun[j] : "") + text[j] +
+                rc->after[j];
     text[j] = sl.rename(text[j]);
     form[j] = canonicalLayerText(sl, j, text[j]);
   }
@@ -366,7 +371,8 @@ std::string Emitter::foldLayers(const StageLayers &sl,
 
 std::string Emitter::layerOrdered(const StageLayers &sl,
                                   const std::vector<std::string> &stepText,
-                                  bool backward) const {
+                                  bool backward,
+                                  const StageRecompute *rc) const {
   std::string before, after;
   const size_t b = sl.folded() ? sl.spans.front().stepBegin : stepText.size();
   const size_t e = sl.folded() ? sl.spans.back().stepEnd : stepText.size();
@@ -375,7 +381,7 @@ std::string Emitter::layerOrdered(const StageLayers &sl,
   for (size_t i = e; i < stepText.size(); ++i)
     after = backward ? stepText[i] + after : after + stepText[i];
   const std::string layers =
-      sl.folded() ? foldLayers(sl, stepText, backward) : std::string();
+      sl.folded() ? foldLayers(sl, stepText, backward, rc) : std::string();
   return backward ? after + layers + before : before + layers + after;
 }
 

@@ -32,9 +32,8 @@ std::string Emitter::header() const {
       pipeline::scheduleName(k.schedule),
       k.chunks > 1 ? " (" + std::to_string(k.chunks) + " chunks)" : "", k.zero,
       k.recompute != cost::Recompute::None
-          ? " (recompute " + planner::recomputeName(k.recompute) +
-                " is a memory knob; this program keeps every "
-                "activation)"
+          ? ", recompute " + planner::recomputeName(k.recompute) +
+                recomputeSummary()
           : "");
   if (!padRows_.empty())
     h += fmt::format(
@@ -216,8 +215,9 @@ std::string Emitter::emit() {
                           "{};\nconstexpr float kLossScale = 1.0f / "
                           "float(kLossCount);\n",
                           globalCount, globalCount);
-  consts += "constexpr const char *kModelName = " + cStringLiteral(plan_.model) +
-            ";\n";
+  consts +=
+      "constexpr const char *kModelName = " + cStringLiteral(plan_.model) +
+      ";\n";
   if (!g_.hfConfig.empty())
     consts += "// The Hugging Face config.json of the model, saved beside "
               "checkpoints.\nconstexpr const char *kHfConfig =\n    " +
@@ -273,15 +273,23 @@ std::string Emitter::emit() {
   glue += "// ---- the step ----\n\n";
   glue += "static void allocate_stages() {\n";
   for (int s = 0; s < stages; ++s)
-    glue += fmt::format("  if (holds_stage({0}))\n    stage{0}.resize(size_t("
-                        "kMicroBatches));\n",
-                        s);
+    glue += fmt::format(
+        scratchStages_.count(s)
+            ? "  if (holds_stage({0})) {{\n    stage{0}.resize(size_t("
+              "kMicroBatches));\n    stage{0}_scratch.emplace_back("
+              "LayerBuffers::Scratch);\n  }}\n"
+            : "  if (holds_stage({0}))\n    stage{0}.resize(size_t("
+              "kMicroBatches));\n",
+        s);
   glue += "}\n\n";
   if (target_.freesBuffers) {
     glue += "// Device buffers go before the CUDA context does.\n";
     glue += "static void free_stages() {\n";
-    for (int s = 0; s < stages; ++s)
+    for (int s = 0; s < stages; ++s) {
       glue += fmt::format("  stage{}.clear();\n", s);
+      if (scratchStages_.count(s))
+        glue += fmt::format("  stage{}_scratch.clear();\n", s);
+    }
     glue += "}\n\n";
   }
   // With the loss on split rows (kLossRowsOnTp) every tp rank sums its own

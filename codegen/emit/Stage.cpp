@@ -42,6 +42,18 @@ void Emitter::emitStage(int stage, std::string &out) {
     if (L_.ops[i].stage != stage)
       continue;
     const int layer = g_.ops[i].layer;
+    if (layer >= 0 && (spans.empty() || spans.back().layer != layer) &&
+        recomputedLayers(stage) > 0) {
+      // A recomputing stage's layers must be one table (Recompute.cpp): the
+      // layer's first op's operands from outside it (the stage's input in
+      // another layout) are converted before the layer, not inside it.
+      const OpDef &op = g_.ops[i];
+      for (size_t k = 0; k < op.operands.size(); ++k) {
+        const int t = op.operands[k], from = producer_[size_t(t)];
+        if (from >= 0 && g_.ops[size_t(from)].layer != layer)
+          ensureLayout(stage, t, L_.ops[i].operands[k], steps);
+      }
+    }
     if (layer >= 0 && (spans.empty() || spans.back().layer != layer)) {
       for (const LayerSpan &sp : spans)
         layersContiguous = layersContiguous && sp.layer != layer;
@@ -57,7 +69,10 @@ void Emitter::emitStage(int stage, std::string &out) {
         inputs.push_back(t);
         addTensor(stage, t, TpLayout{}, false);
       }
+    const size_t before = steps.size();
     emitOp(i, steps);
+    if (steps.size() > before) // the op's own step comes last
+      steps.back().op = int(i);
     if (layer >= 0 && inLayer) {
       spans.back().stepEnd = steps.size();
       spans.back().memberEnd = members_[stage].size();
@@ -67,6 +82,13 @@ void Emitter::emitStage(int stage, std::string &out) {
   }
   const StageLayers sl =
       layersContiguous ? planStageLayers(stage, spans) : StageLayers{};
+  // The members the pipeline transfers name, for what recomputation keeps.
+  std::string transfers;
+  for (const std::vector<int> &ts : {in, sendOut})
+    for (int t : ts)
+      transfers += val(t, L_.tensors[size_t(t)]) + " " +
+                   grad(t, L_.tensors[size_t(t)]) + "\n";
+  const StageRecompute rc = planRecompute(stage, sl, steps, transfers);
   // K-FAC's curvature calls read the layers' buffers under their table
   // names too (KfacEmitter.cpp).
   for (auto &[callA, callG] : kfacCases_[stage]) {
@@ -95,35 +117,62 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += fmt::format("// One micro-batch's activations on stage {} (local "
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
-  auto decl = [&](const Member &m, const std::string &name) {
+  // A recomputed layer holds only its kept members, the scratch only the
+  // others (`held`, set by the constructor before the members).
+  auto decl = [&](const Member &m, const std::string &name,
+                  const char *heldUnless = nullptr) {
+    std::string size = m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr;
+    if (heldUnless)
+      size = fmt::format("held != LayerBuffers::{} ? {} : 0", heldUnless, size);
     return fmt::format(fmt::runtime(target_.bufferDecl),
                        fmt::arg("type", m.i32    ? "int32_t"
                                         : m.stat ? "float"
                                                  : target_.actType),
-                       fmt::arg("name", name),
-                       fmt::arg("size", m.sizeExpr.empty()
-                                            ? std::to_string(m.size)
-                                            : m.sizeExpr),
+                       fmt::arg("name", name), fmt::arg("size", size),
                        fmt::arg("comment", m.comment));
   };
   std::string layerStruct;
+  if (rc.any() && scratchStages_.empty())
+    out += "// Which buffers of a layer a Stage<k>Layer holds: all; those a "
+           "recomputed layer\n// keeps (the rest of its stage reads them); or "
+           "the others, the stage's scratch.\nenum class LayerBuffers { All, "
+           "Kept, Scratch };\n\n";
   if (sl.folded()) {
     out += fmt::format("// One layer's activations on stage {} ({}[{}..{}]).\n"
                        "struct Stage{}Layer {{\n",
                        stage, sl.group, sl.spans.front().layer,
                        sl.spans.back().layer, stage);
+    if (rc.any())
+      out += "  LayerBuffers held = LayerBuffers::All;\n";
     for (size_t k = 0; k < sl.canon.size(); ++k)
-      out += decl(members_[stage][sl.spans[0].memberBegin + k], sl.canon[k]);
+      out += decl(members_[stage][sl.spans[0].memberBegin + k], sl.canon[k],
+                  !rc.any()       ? nullptr
+                  : rc.scratch[k] ? "Kept"
+                                  : "Scratch");
+    if (rc.any())
+      out += fmt::format("  Stage{0}Layer() = default;\n  explicit "
+                         "Stage{0}Layer(LayerBuffers h) : held(h) {{}}\n",
+                         stage);
     out += "};\n\n";
   }
   out += fmt::format("struct Stage{} {{\n", stage);
   for (const Member &m : members_[stage])
     if (!sl.memberOf.count(m.name))
       out += decl(m, m.name);
-  if (sl.folded())
+  if (sl.folded() && rc.any()) {
+    std::string init;
+    for (size_t j = 0; j < sl.spans.size(); ++j)
+      init += fmt::format("{}Stage{}Layer({})", j ? ", " : "", stage,
+                          j < rc.layers ? "LayerBuffers::Kept" : "");
+    out += fmt::format("  Stage{}Layer layers[{}] = {{{}}}; // layers {}..{}, "
+                       "the first {} recomputed\n",
+                       stage, sl.spans.size(), init, sl.spans.front().layer,
+                       sl.spans.back().layer, rc.layers);
+  } else if (sl.folded()) {
     out += fmt::format("  Stage{}Layer layers[{}]; // layers {}..{}\n", stage,
                        sl.spans.size(), sl.spans.front().layer,
                        sl.spans.back().layer);
+  }
   if (hasLoss && !target_.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && reportsAccuracy())
@@ -140,6 +189,10 @@ void Emitter::emitStage(int stage, std::string &out) {
   out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
                      "micro-batch, on the devices running stage {0}\n\n",
                      stage);
+  if (rc.any()) {
+    out += recomputeText(stage, sl, rc);
+    scratchStages_.insert(stage);
+  }
 
   // Forward. The CUDA program loads a stage's inputs in their own function,
   // which the step runs ahead of a captured step graph (StepGraph.h).
@@ -187,7 +240,7 @@ void Emitter::emitStage(int stage, std::string &out) {
   for (size_t i = 0; i < steps.size(); ++i)
     for (const auto &l : steps[i].fwd)
       fwdText[i] += l + "\n";
-  out += layerOrdered(sl, fwdText, false) + "}\n\n";
+  out += layerOrdered(sl, fwdText, false, &rc) + "}\n\n";
 
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
@@ -224,7 +277,7 @@ void Emitter::emitStage(int stage, std::string &out) {
         text[i] += readyLines(i, true);
       }
     }
-    out += layerOrdered(sl, text, true) + "}\n\n";
+    out += layerOrdered(sl, text, true, &rc) + "}\n\n";
   };
   if (splitBackward_) {
     emitBackward("backward_input_compute", true, false);

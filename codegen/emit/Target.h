@@ -85,6 +85,9 @@ struct Target {
   // A K-FAC plan's include: the backend's KfacRun (kfac_curvature_A / _G on
   // the target's buffers, KfacProgram).
   const char *kfacInclude;
+  // Clearing one buffer on the program's stream (a recomputed layer's
+  // scratch gradients): fmt format with the buffer.
+  const char *zeroBuffer;
 };
 
 const Target &cpuTarget();

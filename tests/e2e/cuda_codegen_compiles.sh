@@ -30,9 +30,13 @@ cases=(
   "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
   "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
   "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
+  # Recomputation: every layer of both stages, Megatron's linears (collectives in the rerun), and
+  # the first of a stage's two layers (a recomputed layer beside the loop of the others).
+  "recompute_full_dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b,recompute=full 1 9"
+  "recompute_first_layer $here/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 1"
 )
 for c in "${cases[@]}"; do
-  read -r name model gpus fix mega <<<"$c"
+  read -r name model gpus fix mega recompute <<<"$c"
   w=$work/$name && mkdir -p "$w"
   batchArgs=(--global-batch 8 --seq 16)
   case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
@@ -41,6 +45,10 @@ for c in "${cases[@]}"; do
   # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split);
   # 3: and the norms and residual adds sequence-parallel; batch, sequence: every op on split rows
   python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level "$mega"
+  # recompute: every stage recomputes its first that many layers
+  if [ -n "${recompute:-}" ]; then
+    python3 "$here/recompute_layers.py" "$w/plan.json" "$recompute"
+  fi
   modelArg=()
   [ -f "$model" ] && modelArg=(--model "$model")
   "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" "${modelArg[@]}" >/dev/null

@@ -2,7 +2,8 @@
 # The memory model prices what the generated programs declare (docs/cost-model.md §5.3): for
 # plans covering the emitters' buffer rules (one GPU; pp=2 with a received boundary; interleaved;
 # Megatron tp=2 with partial input gradients and all-reduced outputs; batch splits on tp with the
-# residual fused into the GEMM; dp=2 ZeRO-1; LLaMA's RMSNorm, rotary and SwiGLU), generate the
+# residual fused into the GEMM; dp=2 ZeRO-1; LLaMA's RMSNorm, rotary and SwiGLU; full
+# recomputation of the layers the planner chose), generate the
 # CUDA project and compare every pipeline device's stage buffers x micro-batches with the plan's
 # memory.activations; on one rank, the CPU project's fp32 buffers and parameter state with
 # memory.host (bench/memory/declared_buffers.py, within 0.5 %). No build, no GPU.
@@ -21,6 +22,12 @@ cases=(
   "gpt2_dp2_zero1 gpt2 2 4 256 tp=1,pp=1,dp=2,zero=1,recompute=none"
   "llama_1gpu tiny-llama 1 4 64 recompute=none"
   "llama_tp2 tiny-llama 2 4 64 tp=2,pp=1,dp=1,recompute=none --tp-mode=tensor"
+  # Full recomputation where memory needs it: the planner's recompute_layers (a part of each
+  # stage's layers; one GPU, pp=2, interleaved, Megatron tp=2), their kept buffers and scratch.
+  "gpt2xl_recompute gpt2-xl 1 64 1024 microbatch=64,recompute=full"
+  "gpt2xl_recompute_pp2 gpt2-xl 2 256 1024 tp=1,pp=2,dp=1,microbatch=64,schedule=1f1b,recompute=full"
+  "gpt2xl_recompute_interleaved gpt2-xl 2 256 1024 tp=1,pp=2,dp=1,microbatch=64,schedule=interleaved,chunks=2,recompute=full"
+  "gpt2xl_recompute_tp2 gpt2-xl 2 128 1024 tp=2,pp=1,dp=1,microbatch=128,recompute=full --tp-mode=tensor"
 )
 for c in "${cases[@]}"; do
   read -r name model gpus batch seq fix extra <<<"$c"

@@ -9,7 +9,10 @@
 # MEGATRON=batch|sequence: every op on split rows (megatron.py --rows).
 # With KFAC=sgd|lamb the plan is K-FAC's (plan --optimizer kfac --kfac-rule KFAC): every program
 # runs K-FAC with the plan's damping and refresh interval, the one-rank run included.
-# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# With RECOMPUTE_LAYERS=N every stage recomputes its first N layers (at most its own; the plan's
+# `recompute` knob, pinned in FIX, says full or selective): the one-rank reference recomputes
+# nothing, so its losses are those without recomputation.
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] [RECOMPUTE_LAYERS=N] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -20,6 +23,9 @@ case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(-
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" "${kfacArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
 python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" --level "${MEGATRON:-0}"
+if [ -n "${RECOMPUTE_LAYERS:-}" ]; then
+  python3 "$(dirname "$0")/recompute_layers.py" "$work/plan.json" "$RECOMPUTE_LAYERS"
+fi
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
 "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}"
