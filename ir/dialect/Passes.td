@@ -91,4 +91,20 @@ def FuseAttentionPass : Pass<"sbp-fuse-attention", "::mlir::ModuleOp"> {
   let dependentDialects = ["::autoddl::sbp::SbpDialect"];
 }
 
+def FuseRotaryPass : Pass<"sbp-fuse-rotary", "::mlir::ModuleOp"> {
+  let summary = "fuses the rotary embedding of a Llama export into sbp.rotary";
+  let description = [{
+    Rewrites x·cos + rotate_half(x)·sin, where x is a head view
+    (transpose(0,2,1,3) of reshape [B,T,H,D]) of x0 `[B,T,H*D]`,
+    rotate_half(x) = Concat(Neg(Slice(x, D/2:D)), Slice(x, 0:D/2)) on the last
+    axis, and cos and sin (through an Unsqueeze) are constant tables `[..,T,D]`
+    equal, within 1e-3, to cos/sin(t·θ^(-2i/D)) repeated over both halves for
+    positions 0..T-1 (θ read from the table), into the head view of
+    `sbp.rotary` x0 with that θ. Run it before sbp-fuse-attention. Tables
+    computed in the graph (not constants), another layout of the pairs, or
+    positions not starting at 0 stay as their primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
 #endif // AUTODDL_SBP_PASSES_TD

@@ -27,30 +27,6 @@ namespace {
 
 using namespace fuse;
 
-/// The transpose producing `v` if its permutation is `perm`.
-Operation *transposeOf(Value v, ArrayRef<int64_t> perm) {
-  Operation *t = producer(v, "Transpose");
-  std::optional<SmallVector<int64_t>> p =
-      t ? intsAttr(t, "perm") : std::nullopt;
-  return p && ArrayRef<int64_t>(*p) == perm ? t : nullptr;
-}
-
-/// Of heads [B,H,T,D] made as transpose(0,2,1,3) of reshape([B,T,H,D]) of
-/// x [B,T,H*D]: x, and H in `heads`.
-Value headSource(Value v4, int64_t &heads) {
-  Operation *t = transposeOf(v4, {0, 2, 1, 3});
-  Operation *r = t ? producer(t->getOperand(0), "Reshape") : nullptr;
-  if (!r)
-    return nullptr;
-  Value x = r->getOperand(0);
-  ArrayRef<int64_t> split = shapeOf(r->getResult(0)), in = shapeOf(x);
-  if (split.size() != 4 || in.size() != 3 || in[0] != split[0] ||
-      in[1] != split[1] || in[2] != split[2] * split[3])
-    return nullptr;
-  heads = split[2];
-  return x;
-}
-
 /// headSource() through a grouped-query expansion: reshape [B,G*R,T,D] of
 /// Expand [B,G,R,T,D] of Unsqueeze(axis 2) of [B,G,T,D] (Hugging Face's
 /// repeat_kv). `heads` is G, the kv heads.

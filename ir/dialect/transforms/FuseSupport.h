@@ -49,6 +49,13 @@ std::optional<llvm::SmallVector<int64_t>> ints(mlir::Value v);
 std::optional<llvm::SmallVector<int64_t>> intsAttr(mlir::Operation *op,
                                                    llvm::StringRef name);
 
+/// The transpose producing `v` if its permutation is `perm`, else null.
+mlir::Operation *transposeOf(mlir::Value v, llvm::ArrayRef<int64_t> perm);
+
+/// Of heads [B,H,T,D] made as transpose(0,2,1,3) of reshape([B,T,H,D]) of
+/// x [B,T,H*D]: x, and H in `heads`; null if `v4` is not made so.
+mlir::Value headSource(mlir::Value v4, int64_t &heads);
+
 /// Applies a fusion pass's patterns to every op of `module` but the
 /// parameters: primitives left unused are erased, an unused sbp.parameter never
 /// is (the greedy driver over the whole module would drop it, changing the

@@ -160,3 +160,51 @@ func.func @wrong_scale(%q: tensor<2x4x16xf32>, %k: tensor<2x4x16xf32>, %v: tenso
   %y = sbp.reshape %ot {shape = array<i64: 2, 4, 16>} : (tensor<2x4x2x8xf32>) -> tensor<2x4x16xf32>
   return %y : tensor<2x4x16xf32>
 }
+
+// -----
+
+// Q·Kᵀ as one matmul with transpose_b, the mask added on the left.
+// CHECK-LABEL: func.func @transpose_b_scores
+// CHECK-NEXT: sbp.attention %arg0, %arg1, %arg2 {causal = true, head_dim = 8 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT: return
+func.func @transpose_b_scores(%q: tensor<2x4x16xf32>, %k: tensor<2x4x16xf32>, %v: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+  %rsqrtd = sbp.constant dense<0.353553385> : tensor<f32>
+  %mask = sbp.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %qr = sbp.reshape %q {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %q4 = sbp.transpose %qr {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %kr = sbp.reshape %k {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %k4 = sbp.transpose %kr {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %vr = sbp.reshape %v {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %v4 = sbp.transpose %vr {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %s = sbp.matmul %q4, %k4 {transpose_b = true} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %sc = sbp.primitive "Mul"(%rsqrtd, %s) : (tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %m = sbp.primitive "Add"(%mask, %sc) : (tensor<4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = sbp.softmax %m {axis = 3 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = sbp.matmul %p, %v4 : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %ot = sbp.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x8xf32>) -> tensor<2x4x2x8xf32>
+  %y = sbp.reshape %ot {shape = array<i64: 2, 4, 16>} : (tensor<2x4x2x8xf32>) -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Near miss: the heads are merged back as [B,H*D] per step (transpose
+// (0,1,2,3) kept), not [B,T,H*D]; nothing fuses.
+// CHECK-LABEL: func.func @heads_not_merged_back
+// CHECK-NOT: sbp.attention
+// CHECK: sbp.softmax
+func.func @heads_not_merged_back(%q: tensor<2x4x16xf32>, %k: tensor<2x4x16xf32>, %v: tensor<2x4x16xf32>) -> tensor<2x2x32xf32> {
+  %rsqrtd = sbp.constant dense<0.353553385> : tensor<f32>
+  %qr = sbp.reshape %q {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %q4 = sbp.transpose %qr {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %kr = sbp.reshape %k {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %k4 = sbp.transpose %kr {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %vr = sbp.reshape %v {shape = array<i64: 2, 4, 2, 8>} : (tensor<2x4x16xf32>) -> tensor<2x4x2x8xf32>
+  %v4 = sbp.transpose %vr {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x8xf32>) -> tensor<2x2x4x8xf32>
+  %s = sbp.matmul %q4, %k4 {transpose_b = true} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %sc = sbp.primitive "Mul"(%s, %rsqrtd) : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %p = sbp.softmax %sc {axis = -1 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = sbp.matmul %p, %v4 : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  %y = sbp.reshape %o {shape = array<i64: 2, 2, 32>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x32xf32>
+  return %y : tensor<2x2x32xf32>
+}
