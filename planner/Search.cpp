@@ -145,6 +145,10 @@ struct Planner {
   /// partition()'s balanced results by (stages, layer, pre and post times).
   mutable std::map<std::tuple<int, double, double, double>, std::vector<int>>
       partitionMemo;
+  /// price()'s schedules by (kind, stages, micro-batches, chunks).
+  std::map<std::tuple<int, int, int, int>,
+           pipeline::OrError<pipeline::Schedule>>
+      scheduleMemo;
   std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>>
       contexts;
   std::vector<std::string> previousBest; // signature names of the last best
@@ -728,7 +732,14 @@ struct Planner {
     syncAndOptimizer(k, *ctx.pricing, d);
     pipeline::ScheduleConfig sc{k.schedule, k.pp,
                                 static_cast<int>(k.microbatches), k.chunks};
-    auto schedule = pipeline::generateSchedule(sc);
+    // A schedule depends on its configuration alone, and many candidates
+    // (partitions, recomputation, ZeRO, SBP) share one: generated once.
+    const auto key = std::make_tuple(static_cast<int>(sc.kind), sc.stages,
+                                     sc.microbatches, sc.chunks);
+    auto it = scheduleMemo.find(key);
+    if (it == scheduleMemo.end())
+      it = scheduleMemo.emplace(key, pipeline::generateSchedule(sc)).first;
+    const pipeline::OrError<pipeline::Schedule> &schedule = it->second;
     if (!schedule) {
       r.invalid = schedule.error();
       return r;
