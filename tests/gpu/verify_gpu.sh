@@ -25,7 +25,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: verify_gpu.sh prepare|device|compare ...}
 steps=20
-# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh)
+# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh) [recompute layers]
 cases=(
   "g1_gpt tiny-gpt 1 tp=1,pp=1,dp=1 0"
   "g1_llama tiny-llama 1 tp=1,pp=1,dp=1 0"
@@ -65,6 +65,14 @@ cases=(
   "gat_tp2 examples/models/gat-cora.json 2 tp=2,pp=1,dp=1 1"
   "gcn_dp2 gcn-cora 2 tp=1,pp=1,dp=2 0"
   "gat_dp2 examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
+  # Recomputation executed (a sixth field: every stage recomputes its first that many layers,
+  # tests/e2e/recompute_layers.py): every layer, the first of four (a recomputed layer beside the
+  # loop of the others), across pp=2, and under tp=2 with the rerun's collectives captured in the
+  # step graph.
+  "g1_gpt_recompute_full tiny-gpt 1 tp=1,pp=1,dp=1,recompute=full 0 9"
+  "g1_gpt4_recompute_first tests/e2e/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 1"
+  "pp2_1f1b_recompute_full tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b,recompute=full 0 9"
+  "tp2_recompute_full tiny-gpt 2 tp=2,pp=1,dp=1,recompute=full 1 9"
 )
 # VERIFY_CASES="name ...": prepare only those cases (default: all).
 if [ -n "${VERIFY_CASES:-}" ]; then
@@ -94,13 +102,14 @@ prepare)
   rm -rf "$dir" && mkdir -p "$dir/cases" "$dir/cpu"
   cd "$here"
   for c in "${cases[@]}"; do
-    read -r name model gpus fix mega <<<"$c"
+    read -r name model gpus fix mega recompute <<<"$c"
     w=$dir/cases/$name && mkdir -p "$w"
     batchArgs=(--global-batch 8 --seq 64)
     case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
     "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
       --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
     megatron "$w/plan.json" "$mega"
+    [ -n "${recompute:-}" ] && python3 "$here/tests/e2e/recompute_layers.py" "$w/plan.json" "$recompute"
     modelArg=()
     [ -f "$model" ] && modelArg=(--model "$model")
     "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/project" "${modelArg[@]}" >/dev/null
