@@ -55,9 +55,10 @@ constexpr double kCublasLtWorkspaceBytes = 32.0 * (1 << 20);
 
 /// Device memory a CUDA program uses that its allocation wrapper does not
 /// count: ESTIMATES (docs/cost-model.md §5.3): the CUDA context with the
-/// cuBLASLt/cuDNN handles (~0.5 GiB on an H200), NCCL's buffers (~0.25 GiB per
-/// communicator of more than one rank), the step graph's own memory (~64 MiB)
-/// and cudaMalloc's rounding of each buffer (~1 % of what is allocated).
+/// cuBLASLt/cuDNN handles and their kernel modules (~2.3 GiB on an H200, as
+/// measured), NCCL's buffers (~0.25 GiB per communicator of more than one
+/// rank), the step graph's own memory (~64 MiB) and cudaMalloc's rounding and
+/// pools (~0.75 % of what is allocated).
 double cudaOverheadEstimateBytes(int communicators, bool stepGraph,
                                  double allocatedBytes);
 

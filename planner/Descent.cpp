@@ -236,6 +236,11 @@ Assignment megatronStart(const PricingContext &ctx) {
   Assignment a(sg.ops.size(), 0);
   // Layout of each tensor produced so far (B when unknown).
   std::vector<Sbp> layout(g.tensors.size(), Sbp::broadcast());
+  // The model ops each collapsed op stands for, in model order.
+  std::vector<std::vector<size_t>> members(sg.ops.size());
+  for (size_t j = 0; j < g.ops.size(); ++j)
+    if (sg.opOf[j] >= 0 && size_t(sg.opOf[j]) < members.size())
+      members[size_t(sg.opOf[j])].push_back(j);
   for (size_t i = 0; i < sg.ops.size(); ++i) {
     const CollapsedOp &op = sg.ops[i];
     const OpDef &def = g.ops[op.op];
@@ -267,9 +272,8 @@ Assignment megatronStart(const PricingContext &ctx) {
     if (layout[r].kind == Sbp::Partial)
       layout[r] = Sbp::broadcast();
     // Every later layer reads this layer's tensors at the same positions.
-    for (size_t j = 0; j < g.ops.size(); ++j)
-      if (sg.opOf[j] == static_cast<int>(i))
-        layout[g.ops[j].results.front()] = layout[r];
+    for (size_t j : members[i])
+      layout[g.ops[j].results.front()] = layout[r];
   }
   return a;
 }

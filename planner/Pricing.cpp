@@ -134,14 +134,21 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   const int64_t nodes = g.graphNodes();
   const bool nodeSplit = nodes > 0 && dp_ > 1;
   slot_.assign(g.tensors.size(), -1);
+  // Only a model with a sparse input has sparse tensors (sparsePattern ends
+  // at one); asking per tensor scans the ops, O(ops^2) on a long chain.
+  const bool sparseModel =
+      std::any_of(g.tensors.begin(), g.tensors.end(), [](const TensorDef &d) {
+        return d.role == TensorRole::Input && d.sparse;
+      });
   auto addSlot = [&](int t) {
     if (slot_[t] >= 0)
       return;
     slot_[t] = static_cast<int>(elems_.size());
     // A sparse tensor (adjacency, attention scores) holds nnz values; a dp
     // rank of a graph model holds its own nodes' rows.
-    double n = g.sparsePattern(t) >= 0 ? g.storedElements(t)
-                                       : prod(sg_.shapeAt(t, b_));
+    double n = sparseModel && g.sparsePattern(t) >= 0
+                   ? g.storedElements(t)
+                   : prod(sg_.shapeAt(t, b_));
     elems_.push_back(nodeSplit && g.nodeRows(t) ? n / dp_ : n);
   };
   for (const CollapsedEdge &e : sg_.edges)
@@ -167,7 +174,8 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   // A residual add on a linear's output runs in that linear's GEMM (the GEMM
   // reads the residual as its C and writes the sum): the forward costs the
   // GEMM's extra read, the backward is the residual's gradient update alone.
-  const GraphUses uses(g);
+  const std::shared_ptr<const GraphUses> usesPtr = usesOf(sg_);
+  const GraphUses &uses = *usesPtr;
   GeluChain chain;
   opCost_.resize(sg_.ops.size());
   inGemm_.clear();

@@ -54,7 +54,7 @@ struct Ctx {
   int64_t b;
   bool dataSplits; // batch and sequence splits on the tp axis allowed
   /// Per tensor, the ops making and reading it (a tied table is read by two).
-  GraphUses uses;
+  const GraphUses &uses;
 
   /// --tp-mode tensor: only what the generated programs run (codegen/Layout,
   /// by ProgramDecisions.h): a parameter split into exactly equal parts, or a
@@ -313,7 +313,8 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
 } // namespace
 
 void enumerateSignatures(SearchGraph &sg, int tp, int64_t b, bool dataSplits) {
-  Ctx c{sg, *sg.graph, tp, b, dataSplits, GraphUses(*sg.graph)};
+  const std::shared_ptr<const GraphUses> uses = usesOf(sg);
+  Ctx c{sg, *sg.graph, tp, b, dataSplits, *uses};
   for (CollapsedOp &op : sg.ops)
     op.sigs = signaturesOf(c, sg.graph->ops[op.op]);
 }

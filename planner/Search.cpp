@@ -142,6 +142,9 @@ struct Planner {
   const cost::Cluster &c;
   const PlannerOptions &o;
   SearchGraph base;
+  /// partition()'s balanced results by (stages, layer, pre and post times).
+  mutable std::map<std::tuple<int, double, double, double>, std::vector<int>>
+      partitionMemo;
   std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>>
       contexts;
   std::vector<std::string> previousBest; // signature names of the last best
@@ -281,6 +284,12 @@ struct Planner {
     const double tl = lay.forward + lay.backward;
     const double tPre = pre.forward + pre.backward;
     const double tPost = post.forward + post.backward;
+    // The result depends on these times alone, and candidates that differ
+    // in knobs the layer times do not see (schedule, recomputation, ZeRO)
+    // ask again: priced once per distinct (S, times).
+    const auto key = std::make_tuple(S, tl, tPre, tPost);
+    if (auto it = partitionMemo.find(key); it != partitionMemo.end())
+      return it->second;
     std::vector<int> best = n;
     auto maxTime = [&](const std::vector<int> &x) {
       double m = 0;
@@ -293,23 +302,38 @@ struct Planner {
     // The first stage from 1 to twice L/S layers (the embedding is light),
     // the last from 1 to L/S + 1 (the head is heavy; with two stages it takes
     // the rest), the others spread evenly: O(L^2 / S) partitions priced.
+    // maxTime of such a partition in O(1): the middle stages' largest time
+    // is that of the largest middle count (a max is one of its terms, so the
+    // value is bit-identical to maxTime's loop); no vector per candidate.
     const int mid = S - 2;
     const int firstMax = std::min(L - (S - 1), 2 * (L / S) + 2);
-    for (int first = 1; first <= firstMax; ++first)
+    int bestFirst = 0, bestLast = 0;
+    for (int first = 1; first <= firstMax; ++first) {
+      const double tFirst = first * tl + tPre;
       for (int last = S == 2 ? L - first : 1;
            last <= std::min(L - first - mid, S == 2 ? L : L / S + 1); ++last) {
-        const int rest = L - first - last;
-        std::vector<int> x(S);
-        x[0] = first;
-        x[S - 1] = last;
-        for (int s = 1; s < S - 1; ++s)
-          x[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
-        double t = maxTime(x);
+        double t = std::max(0.0, tFirst);
+        if (mid > 0) {
+          const int rest = L - first - last;
+          t = std::max(t, (rest / mid + (rest % mid > 0 ? 1 : 0)) * tl);
+        }
+        t = std::max(t, last * tl + tPost);
         if (t < bestT * (1 - 1e-12)) {
           bestT = t;
-          best = x;
+          bestFirst = first;
+          bestLast = last;
         }
       }
+    }
+    if (bestFirst > 0) {
+      const int rest = L - bestFirst - bestLast;
+      best.assign(S, 0);
+      best[0] = bestFirst;
+      best[S - 1] = bestLast;
+      for (int s = 1; s < S - 1; ++s)
+        best[s] = rest / mid + ((s - 1) < rest % mid ? 1 : 0);
+    }
+    partitionMemo.emplace(key, best);
     return best;
   }
 
@@ -322,6 +346,10 @@ struct Planner {
     std::vector<double> params;       // parameter elements per device
     std::vector<double> gradDp, gradDpTp;
     std::vector<cost::RankMemory> memory; // per pipeline rank (programs)
+    /// Per pipeline rank, the stages it runs in stage order (with Chimera,
+    /// the up pipeline's copies too): the per-rank sums walk these, not
+    /// every stage per rank (O(stages), not O(pp x stages), per plan).
+    std::vector<std::vector<int>> rankStageIds;
   };
 
   /// Bytes one layer of a stage keeps per micro-batch in the programs (CUDA,
@@ -358,24 +386,33 @@ struct Planner {
   cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
                                  const Aggregate &agg, int dev, double rc,
                                  double stepGraph) const {
+    return programMemory(k, d, agg, rankStages(k, d, agg, dev), rc, stepGraph);
+  }
+
+  /// What programMemory sums over the stages rank `dev` runs; it does not
+  /// depend on the layers recomputed, so chooseRecomputeLayers sums it once
+  /// per rank, not once per count it tries (O(layers) instead of
+  /// O(layers x stages) per rank).
+  struct RankStages {
+    int dev = 0;
+    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
+    std::vector<double> stageLayers; // the rank's stages in order
+  };
+  RankStages rankStages(const Knobs &k, const DevicePlan &d,
+                        const Aggregate &agg, int dev) const {
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
-    const LayerBytes lb = layerBytes(k, lay);
-    const bool chimera = k.schedule == ScheduleKind::Chimera;
-    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0, scratches = 0;
-    double left = rc; // recomputed by the rank's first stages first
-    for (const StageInfo &st : d.stages) {
-      if (st.device != dev && !(chimera && k.pp - 1 - st.device == dev))
-        continue;
+    RankStages r;
+    r.dev = dev;
+    double &perMb = r.perMb, &hostPerMb = r.hostPerMb, &ws = r.ws;
+    for (int id : d.rankStageIds[dev]) {
+      const StageInfo &st = d.stages[id];
       const double n = st.endLayer - st.firstLayer;
-      layers += n;
-      if (left > 0 && n > 0) { // a stage that recomputes holds a scratch
-        scratches += 1;
-        left -= n;
-      }
-      perMb += (st.pre ? pre.programBytes : 0) +
-               (st.post ? post.programBytes : 0);
-      hostPerMb += (st.pre ? pre.hostBytes : 0) +
-                   (st.post ? post.hostBytes : 0);
+      r.layers += n;
+      r.stageLayers.push_back(n);
+      perMb +=
+          (st.pre ? pre.programBytes : 0) + (st.post ? post.programBytes : 0);
+      hostPerMb +=
+          (st.pre ? pre.hostBytes : 0) + (st.post ? post.hostBytes : 0);
       if (st.stage > 0) { // the received input and its gradient
         perMb += 2 * lay.p2pBytes;
         hostPerMb += 2 * lay.p2pBytes * 4.0 / o.activationElementBytes;
@@ -383,6 +420,24 @@ struct Planner {
       ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                      st.post ? post.workspace : 0});
     }
+    return r;
+  }
+
+  cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
+                                 const Aggregate &agg, const RankStages &r,
+                                 double rc, double stepGraph) const {
+    const SegmentCost &lay = agg.seg[1];
+    const LayerBytes lb = layerBytes(k, lay);
+    const bool chimera = k.schedule == ScheduleKind::Chimera;
+    const int dev = r.dev;
+    const double layers = r.layers, ws = r.ws;
+    double perMb = r.perMb, hostPerMb = r.hostPerMb, scratches = 0;
+    double left = rc; // recomputed by the rank's first stages first
+    for (double n : r.stageLayers)
+      if (left > 0 && n > 0) { // a stage that recomputes holds a scratch
+        scratches += 1;
+        left -= n;
+      }
     rc = std::min(rc, layers);
     perMb += (layers - rc) * lb.kept + rc * lb.keptRc;
     hostPerMb += (layers - rc) * lb.host + rc * lb.hostRc;
@@ -420,19 +475,21 @@ struct Planner {
     const double saving = lb.kept - lb.keptRc;
     for (int dev = 0; dev < k.pp; ++dev) {
       double layers = 0;
-      for (const StageInfo &st : d.stages)
-        if (st.device == dev)
+      for (int id : d.rankStageIds[dev])
+        if (const StageInfo &st = d.stages[id]; st.device == dev)
           layers += st.endLayer - st.firstLayer;
       // Nothing to save (selective under a fused attention): none.
       double rc = saving > 0 ? layers : 0;
+      const RankStages r = rankStages(k, d, agg, dev);
       if (saving > 0 && k.schedule != ScheduleKind::Chimera)
         for (double x = 0; x < layers; ++x)
-          if (programMemory(k, d, agg, dev, x, stepGraph).total() <= limit) {
+          if (programMemory(k, d, agg, r, x, stepGraph).total() <= limit) {
             rc = x;
             break;
           }
       double left = rc;
-      for (StageInfo &st : d.stages) {
+      for (int id : d.rankStageIds[dev]) {
+        StageInfo &st = d.stages[id];
         if (st.device != dev)
           continue;
         const int n = st.endLayer - st.firstLayer;
@@ -460,6 +517,7 @@ struct Planner {
     d.params.assign(k.pp, 0);
     d.gradDp.assign(k.pp, 0);
     d.gradDpTp.assign(k.pp, 0);
+    d.rankStageIds.assign(k.pp, {});
     int layer = 0;
     const bool chimera = k.schedule == ScheduleKind::Chimera;
     for (int s = 0; s < S; ++s) {
@@ -484,18 +542,21 @@ struct Planner {
                            (st.post ? post.gradBytesDpTp : 0);
       };
       addTo(st.device);
-      if (chimera)
+      d.rankStageIds[st.device].push_back(s);
+      if (chimera) {
         addTo(k.pp - 1 - st.device); // the up pipeline's copy of this stage
+        if (k.pp - 1 - st.device != st.device)
+          d.rankStageIds[k.pp - 1 - st.device].push_back(s);
+      }
     }
     // A rank running the first and the last stage holds a tied embedding once
     // (the programs keep one Param).
     for (int dev = 0; dev < k.pp; ++dev) {
       bool first = false, last = false;
-      for (const StageInfo &st : d.stages)
-        if (st.device == dev || (chimera && k.pp - 1 - st.device == dev)) {
-          first |= st.pre;
-          last |= st.post;
-        }
+      for (int id : d.rankStageIds[dev]) {
+        first |= d.stages[id].pre;
+        last |= d.stages[id].post;
+      }
       if (first && last)
         d.params[dev] -= pre.sharedParamElems;
     }
@@ -504,9 +565,8 @@ struct Planner {
     d.memory.clear();
     for (int dev = 0; dev < k.pp; ++dev) {
       double rc = 0;
-      for (const StageInfo &st : d.stages)
-        if (st.device == dev || (chimera && k.pp - 1 - st.device == dev))
-          rc += st.recomputeLayers;
+      for (int id : d.rankStageIds[dev])
+        rc += d.stages[id].recomputeLayers;
       d.memory.push_back(programMemory(k, d, agg, dev, rc, graph));
     }
     // Blocking transfers (Megatron-LM 2021 synchronises after each p2p): a
@@ -726,8 +786,8 @@ struct Planner {
     p.bubbleFraction = r.sim.bubbleFraction;
     p.peakMemory = r.peakMemory;
     for (const DeviceTimes &dt : d.devices) {
-      p.peakAllocated = std::max(p.peakAllocated, dt.memoryParts.allocated() +
-                                                      dt.kfacBytes);
+      p.peakAllocated =
+          std::max(p.peakAllocated, dt.memoryParts.allocated() + dt.kfacBytes);
       p.peakHostMemory = std::max(p.peakHostMemory, dt.memoryParts.host);
     }
     p.memoryMargin = cost::planningMarginBytes(capacity);

@@ -1,5 +1,6 @@
 //===- SearchGraph.cpp - collapsing identical layers ---------------------===//
 #include "planner/SearchGraph.h"
+#include "planner/ProgramDecisions.h"
 
 #include <map>
 #include <tuple>
@@ -16,6 +17,10 @@ const char *segmentName(Segment s) {
     return "post";
   }
   return "pre";
+}
+
+std::shared_ptr<const GraphUses> usesOf(const SearchGraph &sg) {
+  return sg.uses ? sg.uses : std::make_shared<const GraphUses>(*sg.graph);
 }
 
 std::vector<int64_t> SearchGraph::shapeAt(int t, int64_t b) const {
@@ -69,6 +74,7 @@ bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
       }
   }
   out.shapes = shapes;
+  out.uses = std::make_shared<const GraphUses>(g1);
 
   // Group ops by layer; the layers collapse when every layer has the same op
   // sequence (opKey) and the pre ops precede and post ops follow all layers.

@@ -25,6 +25,8 @@
 
 namespace autoddl::planner {
 
+struct GraphUses;
+
 enum class Segment { Pre = 0, Layer = 1, Post = 2 };
 const char *segmentName(Segment s);
 
@@ -73,6 +75,9 @@ struct SearchGraph {
     std::vector<std::vector<int64_t>> shape1, shape2; // at batch 1 and 2
   };
   std::shared_ptr<const Shapes> shapes;
+  /// The model's use lists (ProgramDecisions.h), built once per model and
+  /// shared by the copies: signatures and pricing, per candidate, read them.
+  std::shared_ptr<const GraphUses> uses;
   int batchDim(int t) const { return shapes->batchDim[t]; }
   const std::vector<int64_t> &shape1(int t) const { return shapes->shape1[t]; }
   int64_t layers = 0;     // identical repeated layers collapsed
@@ -87,6 +92,10 @@ struct SearchGraph {
 /// dims). Returns false with `error` when the two graphs disagree.
 bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
                       SearchGraph &out, std::string &error);
+
+/// `sg.uses`, or the use lists of `sg.graph` built now for a graph that was
+/// not made by buildSearchGraph.
+std::shared_ptr<const GraphUses> usesOf(const SearchGraph &sg);
 
 /// Fills every op's valid signatures for tp degree `tp` at micro-batch `b`
 /// (SbpSignatures.cpp). Signature 0 is always "replicate" (all B).

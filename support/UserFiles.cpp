@@ -164,19 +164,25 @@ std::string outputTarget(const std::string &path, mode_t &mode) {
 
 } // namespace
 
-void checkUserOutput(const std::string &path) {
-  mode_t mode = 0;
-  const std::string target = outputTarget(path, mode);
-  const size_t slash = target.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : target.substr(0, slash);
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    throw UserError(path + ": cannot write: no folder " + dir);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw UserError(path + ": cannot write into " + dir + ": " +
-                    std::strerror(errno));
+void checkUserOutput(const std::string &path, const std::string &flag) {
+  try {
+    mode_t mode = 0;
+    const std::string target = outputTarget(path, mode);
+    const size_t slash = target.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                         : target.substr(0, slash);
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      throw UserError(path + ": cannot write: no folder " + dir);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      throw UserError(path + ": cannot write into " + dir + ": " +
+                      std::strerror(errno));
+  } catch (const UserError &e) {
+    // outputTarget's messages start with the path ("output path is empty"
+    // aside): the flag goes in front, as "--out DIR: ..." reads.
+    throw UserError(flag + " " + e.what());
+  }
 }
 
 void writeUserFile(const std::string &path, const std::string &text) {

@@ -46,8 +46,9 @@ void clearUserInputs();
 
 /// Throws what writeUserFile would for `path` without writing, and when its
 /// folder is missing or not writable: commands check their outputs before
-/// long work (a search, a build), not after.
-void checkUserOutput(const std::string &path);
+/// long work (a search, a simulation, a build, a run), not after. `flag` (the
+/// option that named the path, "-o", "--trace") starts the message.
+void checkUserOutput(const std::string &path, const std::string &flag);
 
 /// Writes `text` to the output `path` by the rules above.
 void writeUserFile(const std::string &path, const std::string &text);

@@ -1,5 +1,6 @@
 # Builds the CUDA runtime as a static library `autoddl_cuda_runtime` from copies of its sources, for
-# generated projects (autoddl codegen --backend cuda). Needs CUDA 13 (cudart, cuBLASLt), NCCL and
+# generated projects (autoddl codegen --backend cuda). Needs CUDA 13 (cudart, cuBLASLt, cuSOLVER for
+# K-FAC's inverses), NCCL and
 # MPI only; links libcudnn where it is found (AUTODDL_NO_CUDNN=ON: never). Set AUTODDL_RUNTIME_ROOT to the directory holding backends/ before including this file,
 # and enable the CUDA language first. AUTODDL_FP32=ON builds every act_t as fp32 (the --fp32 mode).
 # MPI is optional: without it (or with AUTODDL_NO_MPI=ON) NoMpi.h stands in for mpi.h and the
@@ -25,7 +26,7 @@ if(NOT AUTODDL_NCCL_INCLUDE OR NOT AUTODDL_NCCL_LIBRARY)
 endif()
 set(_rt ${AUTODDL_RUNTIME_ROOT}/backends)
 file(GLOB _autoddl_cuda_sources ${_rt}/cuda/*.cu ${_rt}/cuda/*.cpp ${_rt}/cuda/kernels/*.cu
-  ${_rt}/cuda/sparse/*.cu)
+  ${_rt}/cuda/sparse/*.cu ${_rt}/cuda/kfac/*.cu)
 list(SORT _autoddl_cuda_sources)
 add_library(autoddl_cuda_runtime STATIC
   ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
@@ -36,7 +37,7 @@ add_library(autoddl_cuda_runtime STATIC
   ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
   ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
   ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
-  ${_rt}/cuda/harness/Harness.cpp
+  ${_rt}/cuda/harness/Harness.cpp ${_rt}/cuda/harness/KfacRun.cpp
   ${_autoddl_cuda_sources})
 target_include_directories(autoddl_cuda_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT} ${AUTODDL_NCCL_INCLUDE})
 target_compile_features(autoddl_cuda_runtime PUBLIC cxx_std_17)
@@ -49,7 +50,7 @@ target_compile_options(autoddl_cuda_runtime PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
 target_link_libraries(autoddl_cuda_runtime PUBLIC Threads::Threads)
-target_link_libraries(autoddl_cuda_runtime PUBLIC CUDA::cudart CUDA::cublasLt
+target_link_libraries(autoddl_cuda_runtime PUBLIC CUDA::cudart CUDA::cublasLt CUDA::cusolver
   ${AUTODDL_NCCL_LIBRARY})
 # cuDNN's fused attention where libcudnn is found (the CUDA toolkit's, CUDNN_HOME's, or the
 # nvidia-cudnn wheel's); the own attention kernels otherwise.

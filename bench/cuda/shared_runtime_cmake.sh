@@ -2,7 +2,8 @@
 # Prints a CMakeLists.txt that builds generated CUDA projects on one shared runtime: the runtime
 # (most of a project's build time) compiles once and every project's train.cpp links against it
 # as train_<project folder name>. The projects must carry byte-identical runtime/ trees (one
-# autoddl made them); the first one's is used.
+# autoddl made them); the first one's is used. The runtime is StandaloneRuntime.cmake's, K-FAC's
+# kernels (backends/cuda/kfac) and cuSOLVER included, so K-FAC programs link here too.
 #
 #   bash bench/cuda/shared_runtime_cmake.sh PROJECT... > SRC/CMakeLists.txt
 set -euo pipefail

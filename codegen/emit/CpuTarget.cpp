@@ -69,6 +69,9 @@ using namespace autoddl::rt::harness;
       /*freesBuffers=*/false,
       /*reportsMfu=*/false,
       /*paddedParams=*/false,
+      /*kfacInclude=*/
+      "#include \"backends/cpu/harness/KfacRun.h\" // K-FAC: "
+      "kfac_curvature, KfacProgram\n",
       /*zeroBuffer=*/"  std::fill({0}.begin(), {0}.end(), 0.0f);\n",
   };
   return target;

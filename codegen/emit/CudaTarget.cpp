@@ -76,6 +76,11 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       /*freesBuffers=*/true,
       /*reportsMfu=*/true,
       /*paddedParams=*/true,
+      // On act_t device buffers; factors, inverses and the rule in fp32
+      // (backends/cuda/kfac).
+      /*kfacInclude=*/
+      "#include \"backends/cuda/harness/KfacRun.h\" // K-FAC: "
+      "kfac_curvature, KfacProgram\n",
       /*zeroBuffer=*/
       "  zero({0}.data(), {0}.size() * int64_t(sizeof(*{0}.data())));\n",
   };

@@ -2,10 +2,12 @@
 //
 // A plan of `autoddl plan --optimizer kfac` lists its K-FAC layers (Plan::kfac,
 // by op name). Per stage a curvature function hands a layer's saved input or
-// output gradient of a micro-batch to kfac_curvature_A / _G
-// (backends/cpu/harness/KfacRun.h), called where the plan placed the items
-// (kfacPlacement); the program carries the layer table (weight, bias, unsplit dimensions) and the
-// plan's damping, refresh interval and rule as the defaults of its flags.
+// output gradient of a micro-batch to kfac_curvature_A / _G (the target's
+// KfacRun.h: backends/cpu/harness on host floats, backends/cuda/harness on
+// act_t device buffers), called where the plan placed the items
+// (kfacPlacement); the program carries the layer table (weight, bias, unsplit
+// dimensions) and the plan's damping, refresh interval and rule as the defaults
+// of its flags.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
@@ -17,9 +19,9 @@ namespace autoddl::codegen::emit {
 
 namespace {
 
-/// "P.<name>" from a parameter's value expression "P.<name>.value.data()".
-std::string paramOf(const std::string &value) {
-  const std::string tail = ".value.data()";
+/// "P.<name>" from a parameter's value expression "P.<name><paramValue>"
+/// (the target's: ".value.data()" on the CPU, ".work.data()" on the GPU).
+std::string paramOf(const std::string &value, const std::string &tail) {
   if (value.size() <= tail.size() ||
       value.compare(value.size() - tail.size(), tail.size(), tail) != 0 ||
       value.rfind("P.", 0) != 0)
@@ -35,9 +37,6 @@ void Emitter::checkKfac() const {
   if (!plan_.kfac)
     return;
   const auto &k = plan_.knobs;
-  if (cuda_)
-    throw UserError("codegen: a K-FAC plan (optimizer kfac) generates the cpu "
-                    "program only so far (use --backend cpu)");
   if (k.zero > 0)
     throw UserError("codegen: a K-FAC plan with ZeRO is refused: the rule "
                     "runs on whole optimizer state (plan with --fix zero=0)");
@@ -65,7 +64,7 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
   auto [pos, isNew] = kfacIndex_.emplace(c.i, int(kfacRows_.size()));
   if (isNew) {
     const std::string bias = c.op.operands.size() > 2
-                                 ? "&" + paramOf(c.x[2])
+                                 ? "&" + paramOf(c.x[2], target_.paramValue)
                                  : std::string("nullptr");
     // The unsplit dimensions; a weight read whole on split rows
     // (tpPartialGrads) gives factors of this rank's rows, meaned over tp.
@@ -73,8 +72,9 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
     const bool rowsOverTp =
         tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
     kfacRows_.push_back(fmt::format(
-        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}}}", c.op.name, paramOf(c.x[1]),
-        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
+        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}}}", c.op.name,
+        paramOf(c.x[1], target_.paramValue), bias, row ? in * tp_ : in,
+        col ? out * tp_ : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
         : row ? "KfacSplit::In"
               : "KfacSplit::None",

@@ -337,10 +337,7 @@ std::string Emitter::prelude() const {
         return o.kind == "transpose" || o.kind == "conv2d" ||
                o.kind == "pool2d";
       });
-  const char *kfacInclude =
-      plan_.kfac ? "#include \"backends/cpu/harness/KfacRun.h\" // "
-                   "K-FAC: kfac_curvature, KfacProgram\n"
-                 : "";
+  const char *kfacInclude = plan_.kfac ? target_.kfacInclude : "";
   return std::string(target_.includes) + kfacInclude +
          (imageOps ? target_.imageIncludes : "") + target_.preludeTail;
 }

@@ -82,6 +82,9 @@ struct Target {
   // A parameter may be held padded (a vocabulary padded to 64 rows per rank):
   // device_numel.
   bool paddedParams;
+  // A K-FAC plan's include: the backend's KfacRun (kfac_curvature_A / _G on
+  // the target's buffers, KfacProgram).
+  const char *kfacInclude;
   // Clearing one buffer on the program's stream (a recomputed layer's
   // scratch gradients): fmt format with the buffer.
   const char *zeroBuffer;

@@ -45,4 +45,50 @@ def InsertBoxingPass : Pass<"sbp-insert-boxing", "::mlir::ModuleOp"> {
   let dependentDialects = ["::autoddl::sbp::SbpDialect"];
 }
 
+def FuseActivationsPass : Pass<"sbp-fuse-activations", "::mlir::ModuleOp"> {
+  let summary = "fuses decomposed GELUs, SiLUs and SwiGLUs of an imported graph";
+  let description = [{
+    Rewrites, where every constant matches within 1e-4 relative:
+    - 0.5·x·(1 + erf(x/√2)) (a Div by √2 or a Mul by 1/√2, the halving on
+      either side) -> `sbp.gelu` approximate "none";
+    - 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) -> `sbp.gelu` "tanh";
+    - x·sigmoid(x) -> `sbp.silu`; silu(gate)·up of one shape -> `sbp.swiglu`.
+    Anything else (another constant, sigmoid of another value) stays as its
+    primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
+def FuseNormsPass : Pass<"sbp-fuse-norms", "::mlir::ModuleOp"> {
+  let summary = "fuses decomposed LayerNorms and RMSNorms of an imported graph";
+  let description = [{
+    Rewrites, over the last axis only (ReduceMean with keepdims):
+    - (x - mean(x)) / sqrt(mean((x - mean(x))²) + eps) · gamma (+ beta)
+      -> `sbp.layernorm`;
+    - x / sqrt(mean(x²) + eps) · gamma (Div, Mul by Reciprocal, or Mul by
+      Rsqrt; the square a Pow by 2 or x·x) -> `sbp.rmsnorm`.
+    gamma (and beta) must be rank-1 of the normalised size; a normalisation
+    without gamma, or over another axis, stays as its primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
+def FuseAttentionPass : Pass<"sbp-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "fuses decomposed (causal, grouped-query) attention of an imported graph";
+  let description = [{
+    Rewrites reshape([B,T,H*D]) of transpose(0,2,1,3) of
+    softmax(mask(scale · Q·Kᵀ))·V, where Q, K and V are the head reshapes
+    ([B,T,H,D] transposed to [B,H,T,D]) of q, k, v `[B,T,*]`, Kᵀ a transpose
+    of K's last two dims (or `transpose_b`), the scale 1/√D (a Mul or a Div by
+    √D, before or after the mask), the mask absent or causal (an Add of a
+    constant that is 0 on and below the diagonal and ≤ -1e4 above it, or a
+    Where of a lower-triangular boolean constant), into one `sbp.attention`.
+    K and V may be grouped-query expansions (Unsqueeze, Expand to
+    [B,G,H/G,T,D], reshape to [B,H,T,D]) of G kv heads: num_kv_heads = G.
+    Another scale, a non-causal mask or heads laid out otherwise stay as
+    their primitives.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
 #endif // AUTODDL_SBP_PASSES_TD

@@ -29,6 +29,16 @@ StringRef MeshOp::getAxisName(unsigned axis) {
 
 LogicalResult MeshOp::verify() { return verifyMesh(*this); }
 
+//===- sbp.primitive -----------------------------------------------------===//
+
+LogicalResult PrimitiveOp::verify() {
+  StringRef name = getOpType();
+  if (name.empty() || !(name.front() >= 'A' && name.front() <= 'Z'))
+    return emitOpError() << "expected an ONNX operator name as op_type, got '"
+                         << name << "'";
+  return success();
+}
+
 //===- collectives
 //---------------------------------------------------------===//
 

@@ -239,6 +239,51 @@ def Sbp_EdgeSoftmaxOp : Sbp_ModelOp<"edge_softmax"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Primitives of an imported graph (what the sbp-fuse-* passes match on)
+//===----------------------------------------------------------------------===//
+
+def Sbp_ConstantOp : Sbp_Op<"constant",
+    [Pure, AllTypesMatch<["value", "result"]>]> {
+  let summary = "a constant buffer of an imported graph (not a parameter)";
+  let description = [{
+    The scalars, masks and tables of an exported graph (an epsilon, 1/sqrt(D),
+    a causal mask, a rotary table): read by the `sbp-fuse-*` patterns and
+    dropped with the primitives they feed.
+
+    ```mlir
+    %half = sbp.constant dense<5.000000e-01> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "attr-dict $value";
+}
+
+def Sbp_PrimitiveOp : Sbp_Op<"primitive", [Pure]> {
+  let summary = "an ONNX operator outside the model vocabulary, kept by name";
+  let description = [{
+    A node of an imported graph that is not (yet) an op of docs/ir.md: its
+    ONNX `op_type`, its inputs in ONNX order and its ONNX attributes, with
+    numpy broadcasting. The `sbp-fuse-*` passes rewrite the decomposed
+    norms, activations, attention and rotary embeddings built from these into
+    the fused model ops; what they do not recognise stays as it is.
+
+    ```mlir
+    %e = sbp.primitive "Erf"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    %m = sbp.primitive "ReduceMean"(%x) {axes = array<i64: -1>, keepdims = 1 : i64} : (tensor<8x16xf32>) -> tensor<8x1xf32>
+    ```
+
+    Constraints: `op_type` is an ONNX operator name (starts with an upper-case
+    letter).
+  }];
+  let arguments = (ins StrAttr:$op_type, Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat =
+      "$op_type `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Collectives (inserted by sbp-insert-boxing)
 //===----------------------------------------------------------------------===//
 

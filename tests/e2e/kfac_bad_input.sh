@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Bad input of K-FAC in generated programs and codegen (issue 22, item 7): bad --kfac-* flags on
 # the binary, --optimizer kfac on a program generated from a first-order plan, K-FAC plans codegen
-# refuses (cuda, ZeRO); each one line naming the cause, exit 1..123. And the flags taking effect:
-# --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info).
+# refuses (ZeRO); each one line naming the cause, exit 1..123. And the flags taking effect:
+# --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info); a run resumed
+# between refresh steps continues with the checkpoint's inverses.
 # Usage: kfac_bad_input.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -52,8 +53,10 @@ expect_error "kfac flag under adamw" "need --optimizer kfac" \
   "$k" --steps 1 --optimizer adamw --kfac-refresh 2
 expect_error "kfac on a first-order program" "generated from a first-order plan" \
   "$f" --steps 1 --optimizer kfac
-expect_error "codegen cuda" "generates the cpu program only" \
-  "$autoddl" codegen "$w/kfac.json" --backend cuda -o "$w/kfac-cuda"
+# The CUDA program of a K-FAC plan generates (its build: e2e.cuda_kfac_compiles).
+"$autoddl" codegen "$w/kfac.json" --backend cuda -o "$w/kfac-cuda" > /dev/null ||
+  fail "codegen cuda of a K-FAC plan"
+grep -q 'backends/cuda/harness/KfacRun.h' "$w/kfac-cuda/train.cpp" || fail "no CUDA KfacRun"
 python3 - "$w/kfac.json" "$w/kfac-zero.json" "$w/kfac-rule.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -77,5 +80,16 @@ print({k: v for k, v in i.items() if k.startswith("kfac")})
 assert i["kfac.refresh"] == "1" and i["kfac.rule"] == "sgd", i
 assert float(i["kfac.damping"]) == 0.01, i
 assert int(i["kfac.refreshes"]) == 3 * 8, i  # every step, 8 linear layers
+PY
+# The inverses in the checkpoint: with K = 4, a run resumed at step 3 (no refresh step) continues
+# with the saved inverses, so its losses are those of the uninterrupted run, bit for bit.
+"$k" --steps 6 --kfac-refresh 4 --save "$w/ck" --save-every 3 --out "$w/full" --quiet ||
+  fail "a K-FAC run saving checkpoints"
+"$k" --steps 6 --kfac-refresh 4 --resume "$w/ck/step-3" --out "$w/resumed" --quiet ||
+  fail "a K-FAC run resuming"
+python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" <<'PY' || fail "resumed K-FAC losses differ"
+import json, sys
+full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
+assert full[3:] == resumed, (full[3:], resumed)
 PY
 echo "kfac_bad_input: all passed"

@@ -21,11 +21,16 @@
 # (collectives and pipeline transfers captured) must give the eager step's losses (1e-6).
 # The reference is the CPU program of the model's one-rank plan: every plan of a model computes the
 # same losses (plan-invariant initialisation and data; the CPU e2e matrix checks that to 1e-5).
+# K-FAC cases (a 6th field kfac-sgd|kfac-lamb: plan --optimizer kfac --kfac-rule RULE) run
+# --kfac-refresh 2 (refresh steps eager, the others through the step graph) against the CPU K-FAC
+# program of the one-rank K-FAC plan with the same flags, within 1e-3 (fp32) and 5e-2 (bf16)
+# relative: the preconditioner multiplies the summation-order differences of the factors by up to
+# the damped factors' condition number (docs/kfac.md "Generated programs").
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: verify_gpu.sh prepare|device|compare ...}
 steps=20
-# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh) [recompute layers]
+# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh) [kfac-RULE|recompute-N]
 cases=(
   "g1_gpt tiny-gpt 1 tp=1,pp=1,dp=1 0"
   "g1_llama tiny-llama 1 tp=1,pp=1,dp=1 0"
@@ -65,15 +70,25 @@ cases=(
   "gat_tp2 examples/models/gat-cora.json 2 tp=2,pp=1,dp=1 1"
   "gcn_dp2 gcn-cora 2 tp=1,pp=1,dp=2 0"
   "gat_dp2 examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
-  # Recomputation executed (a sixth field: every stage recomputes its first that many layers,
-  # tests/e2e/recompute_layers.py): every layer, the first of four (a recomputed layer beside the
+  # K-FAC (PipeFisher's optimizer): factors, NCCL reductions over dp, tp (Megatron: gathered
+  # operands, each rank's block of the preconditioned gradient) and Chimera's two pipes, cuSOLVER
+  # inverses, SGD and LAMB.
+  "kfac_g1 tiny-gpt 1 tp=1,pp=1,dp=1 0 kfac-sgd"
+  "kfac_lamb_g1 tiny-gpt 1 tp=1,pp=1,dp=1 0 kfac-lamb"
+  "kfac_dp2 tiny-gpt 2 tp=1,pp=1,dp=2 0 kfac-sgd"
+  "kfac_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 kfac-lamb"
+  "kfac_pp2_1f1b tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0 kfac-sgd"
+  "kfac_pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0 kfac-lamb"
+  # Recomputation executed (a sixth field recompute-N: every stage recomputes its first N
+  # layers, tests/e2e/recompute_layers.py): every layer, the first of four (a recomputed layer beside the
   # loop of the others), across pp=2, and under tp=2 with the rerun's collectives captured in the
   # step graph.
-  "g1_gpt_recompute_full tiny-gpt 1 tp=1,pp=1,dp=1,recompute=full 0 9"
-  "g1_gpt4_recompute_first tests/e2e/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 1"
-  "pp2_1f1b_recompute_full tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b,recompute=full 0 9"
-  "tp2_recompute_full tiny-gpt 2 tp=2,pp=1,dp=1,recompute=full 1 9"
+  "g1_gpt_recompute_full tiny-gpt 1 tp=1,pp=1,dp=1,recompute=full 0 recompute-9"
+  "g1_gpt4_recompute_first tests/e2e/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 recompute-1"
+  "pp2_1f1b_recompute_full tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b,recompute=full 0 recompute-9"
+  "tp2_recompute_full tiny-gpt 2 tp=2,pp=1,dp=1,recompute=full 1 recompute-9"
 )
+kfacRunArgs="--kfac-refresh 2" # the K-FAC cases' program flags, on the CPU and the GPU
 # VERIFY_CASES="name ...": prepare only those cases (default: all).
 if [ -n "${VERIFY_CASES:-}" ]; then
   keep=()
@@ -102,12 +117,22 @@ prepare)
   rm -rf "$dir" && mkdir -p "$dir/cases" "$dir/cpu"
   cd "$here"
   for c in "${cases[@]}"; do
-    read -r name model gpus fix mega recompute <<<"$c"
+    read -r name model gpus fix mega extra <<<"$c"
+    kfac="" recompute=""
+    case "${extra:-}" in kfac-*) kfac=$extra ;; recompute-*) recompute=${extra#recompute-} ;; esac
     w=$dir/cases/$name && mkdir -p "$w"
     batchArgs=(--global-batch 8 --seq 64)
     case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
+    # K-FAC: the plan's optimizer, the programs' flags and a reference of its own.
+    optArgs=() runArgs="" refName=$(basename "$model" .json)
+    if [ -n "${kfac:-}" ]; then
+      optArgs=(--optimizer kfac --kfac-rule "${kfac#kfac-}") runArgs=$kfacRunArgs
+      refName=$refName.$kfac
+    fi
+    echo "$runArgs" >"$w/args"
+    echo "$refName" >"$w/ref"
     "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
-      --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
+      "${optArgs[@]}" --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
     megatron "$w/plan.json" "$mega"
     [ -n "${recompute:-}" ] && python3 "$here/tests/e2e/recompute_layers.py" "$w/plan.json" "$recompute"
     modelArg=()
@@ -116,17 +141,18 @@ prepare)
     echo "$gpus" >"$w/gpus"
     # One CPU reference per model: its one-rank plan, 20 steps (a model without a one-GPU case,
     # like gpt-odd-vocab, still gets one).
-    ref=$dir/cpu/$(basename "$model" .json)
+    ref=$dir/cpu/$refName
     if ! [ -d "$ref" ]; then
-      "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus 1 "${batchArgs[@]}" \
-        --fix tp=1,pp=1,dp=1 --no-why -o "$dir/cpu/$(basename "$model" .json).plan.json" >/dev/null
-      "$autoddl" codegen "$dir/cpu/$(basename "$model" .json).plan.json" --backend cpu -o "$ref" \
+      "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus 1 "${batchArgs[@]}" "${optArgs[@]}" \
+        --fix tp=1,pp=1,dp=1 --no-why -o "$dir/cpu/$refName.plan.json" >/dev/null
+      "$autoddl" codegen "$dir/cpu/$refName.plan.json" --backend cpu -o "$ref" \
         "${modelArg[@]}" >/dev/null
       cmake -S "$ref" -B "$ref/build" -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
       cmake --build "$ref/build" -j2 >/dev/null
+      # shellcheck disable=SC2086 # runArgs: words
       mpirun --allow-run-as-root --oversubscribe -np 1 "$ref/build/train" --steps $steps \
-        --quiet --out "$ref/run"
+        $runArgs --quiet --out "$ref/run"
     fi
     echo "$name $model" >>"$dir/cases.txt"
   done
@@ -234,8 +260,11 @@ device)
   while read -r name model; do
     gpus=$(cat "$dir/cases/$name/gpus")
     [ "$gpus" -gt "$maxgpus" ] && continue
+    args=$(cat "$dir/cases/$name/args" 2>/dev/null || true)
     for m in bf16 fp32; do
-      [ -x "/tmp/build-$m/train_$name" ] && run_case "$name" "$gpus" "/tmp/build-$m/train_$name" $m
+      # shellcheck disable=SC2086 # args: words
+      [ -x "/tmp/build-$m/train_$name" ] &&
+        run_case "$name" "$gpus" "/tmp/build-$m/train_$name" $m $args
     done
   done <"$dir/cases.txt"
   # The step graph of multi-rank programs (StepGraph.h: collectives, bucket all-reduces and
@@ -250,24 +279,33 @@ device)
       { [ "$gpus" -ge 2 ] && [ "$gpus" -le "$maxgpus" ] && [ -x "$bin" ]; } || continue
       grep -Eq '"cuda_graph": ?"off: not for this plan' "$out/$name.fp32/metrics.json" 2>/dev/null &&
         continue
-      run_case "$name" "$gpus" "$bin" eager_fp32 --no-cuda-graph
+      # shellcheck disable=SC2086 # the case's flags: words
+      run_case "$name" "$gpus" "$bin" eager_fp32 --no-cuda-graph \
+        $(cat "$dir/cases/$name/args" 2>/dev/null || true)
     done <"$dir/cases.txt"
   fi
   # Checkpoint + resume exactness and the device-timed trace (pp=2 1F1B, fp32): 20 steps saving at
   # step 10, then a second run resuming step-10; its losses must equal steps 10..19 of the first.
-  bin=/tmp/build-fp32/train_pp2_1f1b
-  if [ -x "$bin" ] && [ "$maxgpus" -ge 2 ]; then
-    share=() && [ "${have:-0}" -lt 2 ] && share=(-x AUTODDL_SHARE_GPU=1)
+  # The same for K-FAC with K = 3 (step 10 is no refresh step: the saved inverses are used).
+  resume_case() { # case label [program flags...]
+    local bin=/tmp/build-fp32/train_$1 name=$1 label=$2 share=()
+    shift 2
+    { [ -x "$bin" ] && [ "$maxgpus" -ge 2 ]; } || return 0
+    [ "${have:-0}" -lt 2 ] && share=(-x AUTODDL_SHARE_GPU=1)
     run() { timeout 90 mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE \
-      -x LD_LIBRARY_PATH "${share[@]}" "$bin" --quiet "$@" </dev/null >>"$out/resume.fp32.log" 2>&1; }
-    if run --steps $steps --save /tmp/ckpt --save-every 10 --trace --out "$out/full.fp32" &&
-      run --steps $steps --resume /tmp/ckpt/step-10 --out "$out/resumed.fp32"; then
-      echo "resume ok" >>"$log"
-      mv "$out/full.fp32/trace.json" "$out/trace_pp2_1f1b.json" 2>/dev/null || true
+      -x LD_LIBRARY_PATH "${share[@]}" "$bin" --quiet "$@" </dev/null >>"$out/resume$label.fp32.log" 2>&1; }
+    rm -rf "/tmp/ckpt$label"
+    if run --steps $steps "$@" --save "/tmp/ckpt$label" --save-every 10 --trace \
+      --out "$out/full$label.fp32" &&
+      run --steps $steps "$@" --resume "/tmp/ckpt$label/step-10" --out "$out/resumed$label.fp32"; then
+      echo "resume$label ok" >>"$log"
+      mv "$out/full$label.fp32/trace.json" "$out/trace_$name.json" 2>/dev/null || true
     else
-      echo "resume FAILED" >>"$log"
+      echo "resume$label FAILED" >>"$log"
     fi
-  fi
+  }
+  resume_case pp2_1f1b ""
+  resume_case kfac_pp2_1f1b _kfac --kfac-refresh 3
   # Few files come back from the device: every run's metrics in one file, the logs in another.
   python3 - "$out" <<'PY'
 import glob, json, os, shutil, sys
@@ -292,6 +330,10 @@ import json, os, sys, datetime
 d, res, path = sys.argv[1:4]
 cases = [l.split() for l in open(os.path.join(d, "cases.txt"))]
 tol = {"fp32": 1e-4, "bf16": 2e-2}
+kfac_tol = {"fp32": 1e-3, "bf16": 5e-2} # K-FAC cases (see the header)
+def ref_of(name, model): # the CPU reference's folder name (prepare's "ref" file)
+    f = os.path.join(d, "cases", name, "ref")
+    return open(f).read().strip() if os.path.exists(f) else os.path.basename(model).replace(".json", "")
 # Graph attention (gat): its loss falls to ~0.02 in 20 steps, and as it nears 0 AdamW's normalised
 # updates amplify any difference between two runs (fp32 GPU vs CPU: 4e-7 at step 10, 2e-4 at step
 # 20). Its rows compare the first 10 steps; bf16 stores the attention scores and weights as bf16
@@ -310,13 +352,14 @@ def losses(p):
         return r["loss"] if r else None
     return json.load(open(p))["loss"] if os.path.exists(p) else None
 for name, model in cases:
-    ref = losses(os.path.join(d, "cpu", os.path.basename(model).replace(".json", ""), "run", "metrics.json"))
+    ref = losses(os.path.join(d, "cpu", ref_of(name, model), "run", "metrics.json"))
+    kfac = ref_of(name, model).split(".")[-1].startswith("kfac-")
     gpus = int(open(os.path.join(d, "cases", name, "gpus")).read())
     for m in ("fp32", "bf16"):
         got = losses(f"run:{name}.{m}")
         attention = os.path.basename(model).startswith("gat")
         window = attention_window if attention else None
-        bound = attention_tol[m] if attention else tol[m]
+        bound = attention_tol[m] if attention else kfac_tol[m] if kfac else tol[m]
         row = {"case": name, "model": model, "gpus": gpus, "mode": m, "tolerance": bound}
         if got is None and f"{name} {m} " not in log: # the device had fewer GPUs
             row.update(skipped=f"not run: needs {gpus} GPUs")
@@ -330,7 +373,8 @@ for name, model in cases:
             if window:
                 row.update(steps_compared=window, max_rel_err_all_steps=max(errs))
             single = [c for c, cm in cases
-                      if cm == model and open(os.path.join(d, "cases", c, "gpus")).read().strip() == "1"]
+                      if ref_of(c, cm) == ref_of(name, model)
+                      and open(os.path.join(d, "cases", c, "gpus")).read().strip() == "1"]
             one = losses(f"run:{single[0]}.{m}") if single else None
             row.update(max_rel_err_vs_cpu=rel, ok=rel <= bound,
                        first_loss=got[0], last_loss=got[-1], cpu_first_loss=ref[0], cpu_last_loss=ref[-1])
@@ -343,6 +387,9 @@ for name, model in cases:
             row["peak_device_bytes"] = mj.get("peak_memory_bytes")
             if "accuracy" in mj.get("info", {}): # graph and classification models
                 row["accuracy"] = float(mj["info"]["accuracy"])
+            if kfac: # the inverses' outcomes and the step graph beside the refresh steps
+                row["kfac"] = {k: v for k, v in mj.get("info", {}).items()
+                               if k.startswith("kfac.") or k == "cuda_graph"}
         ok_all &= row["ok"]
         rows.append(row)
 doc = {"date": datetime.date.today().isoformat(),
@@ -353,19 +400,21 @@ doc = {"date": datetime.date.today().isoformat(),
        "steps": 20, "global_batch": 8, "seq": 64,
        "tolerances": {"fp32": "relative 1e-4 on every step's loss vs the CPU program",
                       "bf16": "relative 2e-2 on every step's loss vs the CPU program",
-                      "gat": "first 10 steps; fp32 1e-4, bf16 1e-1 (see verify_gpu.sh)"},
+                      "gat": "first 10 steps; fp32 1e-4, bf16 1e-1 (see verify_gpu.sh)",
+                      "kfac": "--kfac-refresh 2 vs the CPU K-FAC program: fp32 1e-3, bf16 5e-2"},
        "device_log": log, "all_ok": ok_all, "rows": rows}
-full, resumed = runs.get("full.fp32"), runs.get("resumed.fp32")
-if full and resumed:
+for label, what in (("", "pp2_1f1b fp32"), ("_kfac", "kfac_pp2_1f1b fp32 --kfac-refresh 3")):
+  full, resumed = runs.get(f"full{label}.fp32"), runs.get(f"resumed{label}.fp32")
+  if full and resumed:
     tail = full["loss"][10:]
     # The GPU kernels sum some gradients with fp32 atomics (layernorm dgamma/dbeta, embedding
     # backward, attention dq), so two GPU runs agree to rounding, not bit for bit: the resumed
     # losses must equal the uninterrupted run's within 1e-6 relative (fp32).
     rel = max(abs(a - b) / abs(b) for a, b in zip(resumed["loss"], tail)) if len(tail) == len(resumed["loss"]) else None
-    doc["resume"] = {"case": "pp2_1f1b fp32, save at step 10, resume to 20",
+    doc["resume" + label] = {"case": what + ", save at step 10, resume to 20",
                      "bitwise_equal": tail == resumed["loss"], "max_rel_diff": rel,
                      "ok": rel is not None and rel <= 1e-6, "full": tail, "resumed": resumed["loss"]}
-    doc["all_ok"] = ok_all and doc["resume"]["ok"]
+    doc["all_ok"] = doc["all_ok"] and doc["resume" + label]["ok"]
 # Multi-rank step graphs against the same program run eagerly (--no-cuda-graph), fp32: the same
 # kernels and collectives in the same order, so the losses agree to the rounding of the fp32
 # atomics (1e-6 relative, as tests/e2e/cuda_step_graph.sh on one GPU), and the replays count the

@@ -29,3 +29,13 @@ check() { # check COMMAND...: must fail cleanly and touch nothing
     before=$now # report each change once
   fi
 }
+check_says() { # check_says TEXT COMMAND...: as check, and the line names TEXT
+  local text=$1 failed=$failures
+  shift
+  check "$@"
+  if [ "$failures" -eq "$failed" ] && ! grep -qF -- "$text" err.txt; then
+    echo "FAIL (the message does not name \"$text\"): $*"
+    head -c 300 err.txt
+    failures=$((failures + 1))
+  fi
+}

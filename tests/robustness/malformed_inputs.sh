@@ -110,6 +110,24 @@ done
 check "$A" plan model-small.json --cluster "$C" --global-batch 8 -o model-small.json
 check "$A" inspect good-plan.json --trace good-plan.json
 
+# Every output flag is checked before the work (the search, the simulation,
+# the build and profiled run of validate, the GPU probe), and the line names
+# the flag and the path: without --measured, validate would build and run.
+for o in /nonexistent/dir/x.json /dev/full fifo devnull-link; do
+  check_says "-o $o:" "$A" plan gpt2 --cluster "$C" --global-batch 8 -o "$o"
+  check_says "-o $o:" "$A" import gpt2 -o "$o"
+  check_says "--trace $o:" "$A" inspect good-plan.json --trace "$o"
+  check_says "--trace $o:" "$A" simulate --schedule 1f1b --stages 2 --microbatches 4 --trace "$o"
+  check_says "--trace-out $o:" "$A" validate good-plan.json --trace-out "$o"
+  check_says "--trace-out $o:" "$A" validate good-plan.json --measured x --trace-out "$o"
+  check_says "--fit-cluster $o:" "$A" validate good-plan.json --cluster "$C" --fit-cluster "$o"
+  check_says "--fit-cluster $o:" "$A" validate good-plan.json --measured x --cluster "$C" --fit-cluster "$o"
+  check_says "-o $o:" "$A" calibrate -o "$o"
+  check_says "--raw $o:" "$A" calibrate -o cluster-out.json --raw "$o"
+done
+check_says "--fit-cluster: needs --cluster" "$A" validate good-plan.json --fit-cluster fitted.json
+check_says "--trace-out good-plan.json:" "$A" validate good-plan.json --trace-out good-plan.json
+
 # Numeric flags out of range: one line naming the flag.
 for v in 0 -8 99999999999 99999999999999999999 abc; do
   check "$A" plan gpt2 --cluster "$C" --global-batch 8 --gpus "$v"

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 #include "driver/Calibrate.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
 
 #include <CLI/CLI.hpp>
@@ -58,6 +59,9 @@ void registerCalibrateCommand(CLI::App &app) {
     }
     if (o->output.empty())
       throw UserError("calibrate: -o FILE is required (or --emit DIR)");
+    checkUserOutput(o->output, "-o");
+    if (!o->raw.empty())
+      checkUserOutput(o->raw, "--raw");
     calibrate::run(*o);
   });
 }

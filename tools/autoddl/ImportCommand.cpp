@@ -14,6 +14,7 @@
 #include "ir/lower/LowerToSbp.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
 
 #include <CLI/CLI.hpp>
@@ -133,6 +134,8 @@ std::string summaryText(const ModelGraph &g) {
 }
 
 void runImport(const ImportArgs &a) {
+  if (!a.output.empty())
+    checkUserOutput(a.output, "-o");
   import::ImportOptions options;
   options.batch = a.batch;
   options.seq = a.seq;

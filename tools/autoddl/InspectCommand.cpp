@@ -13,6 +13,7 @@
 #include "planner/PlanReport.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
 
 #include <CLI/CLI.hpp>
@@ -34,6 +35,8 @@ void run(const InspectArgs &a) {
   if (a.maxRanks < 1)
     throw UserError("--max-ranks: expected at least 1, got " +
                     std::to_string(a.maxRanks));
+  if (!a.trace.empty())
+    checkUserOutput(a.trace, "--trace");
   if (!a.trace.empty()) {
     trace::ChromeTrace t;
     std::string error;

@@ -305,8 +305,8 @@ void run(const PlanArgs &a) {
   opts.kfacDamping = a.kfacDamping;
   // An unusable -o is found before the search, not after it.
   if (!a.output.empty()) {
-    checkUserOutput(a.output);
-    checkUserOutput(mlirPathFor(a.output));
+    checkUserOutput(a.output, "-o");
+    checkUserOutput(mlirPathFor(a.output), "-o");
   }
   if (a.kfacRule != "sgd" && a.kfacRule != "lamb")
     throw UserError("--kfac-rule: expected sgd or lamb, got \"" + a.kfacRule +

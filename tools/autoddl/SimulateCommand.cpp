@@ -14,6 +14,7 @@
 #include "cost_model/pipeline/Simulator.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
 #include "tools/autoddl/SimulatePipeFisher.h"
 
@@ -291,6 +292,8 @@ std::string humanReport(const Schedule &schedule, const StageTimes &times,
 }
 
 void runSimulate(const SimulateOptions &options, bool chunksGiven) {
+  if (!options.tracePath.empty())
+    checkUserOutput(options.tracePath, "--trace");
   ScheduleConfig config = configFrom(options, chunksGiven);
   StageTimes times = timesFrom(options, config);
   OrError<Schedule> schedule = generateSchedule(config);

@@ -37,6 +37,7 @@
 #include "planner/PlanReport.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
 #include "tools/autoddl/ValidateMemory.h"
 
@@ -274,9 +275,6 @@ std::optional<double> graphRunStep(const ValidateArgs &a,
 void fitCluster(const ValidateArgs &a, const planner::Plan &plan,
                 const std::vector<Row> &ops, std::optional<double> measuredStep,
                 std::optional<double> graphStep) {
-  if (a.cluster.empty())
-    throw UserError("--fit-cluster: needs --cluster, the cluster the plan "
-                    "was made on (preset name or file)");
   if (!measuredStep)
     throw UserError("--fit-cluster: the run has no mean_step_seconds");
   cost::RunFitInput in;
@@ -312,7 +310,16 @@ void run(const ValidateArgs &a) {
     throw UserError("--memory-tolerance: expected a non-negative fraction, "
                     "got " +
                     fmt::format("{}", a.memoryTolerance));
+  if (!a.fitCluster.empty() && a.cluster.empty())
+    throw UserError("--fit-cluster: needs --cluster, the cluster the plan "
+                    "was made on (preset name or file)");
   planner::Plan plan = planner::readPlanFile(a.plan);
+  // Before the run (a build and a profiled run when --measured is not
+  // given): an output that cannot be written fails now, not after it.
+  if (!a.traceOut.empty())
+    checkUserOutput(a.traceOut, "--trace-out");
+  if (!a.fitCluster.empty())
+    checkUserOutput(a.fitCluster, "--fit-cluster");
   const std::string dir =
       a.measured.empty() ? driver::profiledRun(plan, a.plan, a.model, a.steps)
                          : a.measured;

@@ -168,10 +168,12 @@ void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
 
 namespace {
 
-/// Optimizer state entries (add_checkpoint_entries' AdamW moments): they go
-/// to optimizer.safetensors, the parameters to model.safetensors.
+/// Optimizer state entries (add_checkpoint_entries' AdamW moments, K-FAC's
+/// inverses: kfac_inverse_entry): they go to optimizer.safetensors, the
+/// parameters to model.safetensors.
 bool is_optimizer_state(const std::string &name) {
-  return name.find(".exp_avg") != std::string::npos;
+  return name.find(".exp_avg") != std::string::npos ||
+         name.find(".kfac_") != std::string::npos;
 }
 
 void split_entries(std::vector<CheckpointEntry> all,

@@ -133,7 +133,8 @@ public:
     std::set_new_handler(out_of_host_memory);
     gOomWhat = "the parameters (value, gradient, AdamW m and v)";
     init_params();
-    if (o.optimizer == "kfac") {
+    kfac_on_ = o.optimizer == "kfac";
+    if (kfac_on_) {
       gOomWhat = "the K-FAC factors and inverses";
       kfac.setup(*p_.kfac, o, s_);
     }
@@ -149,7 +150,6 @@ public:
     if (o.trace)
       set_comm_trace(&trace);
     m.info["backend"] = "cpu";
-    kfac_on_ = o.optimizer == "kfac";
   }
 
   void run_step(int64_t step) override {
@@ -202,7 +202,14 @@ public:
       add_checkpoint_entries(e, *p, p->value.data(), p->m.data(), p->v.data(),
                              with_state, s_, g.rtp, g.rdp);
     }
+    if (kfac_on_ && with_state) // the inverses in use (KfacRun.h)
+      kfac.checkpoint_entries(e);
     return e;
+  }
+
+  void copy_params(bool to_host) override {
+    if (kfac_on_ && !to_host)
+      kfac.restored();
   }
 
   void write_outputs(const Options &o, RunMetrics &m) override {

@@ -84,11 +84,12 @@ const int32_t *graph_heldout_labels();
 
 /// A generated program: its plan's constants, its parameter table, and the
 /// functions generated for its plan.
-struct KfacProgram; // KfacRun.h
+template <typename ParamT> struct KfacProgramOf; // common/harness/KfacProgram.h
 
 struct Program {
   ProgramSpec spec;
-  const KfacProgram *kfac = nullptr; // a K-FAC plan's layers (else null)
+  // A K-FAC plan's layers (else null).
+  const KfacProgramOf<Param> *kfac = nullptr;
   std::vector<ParamSpec> params;
   void (*allocate_stages)() = nullptr;          // the stages this rank runs
   void (*run_schedule)(int64_t step) = nullptr; // this device's instructions

@@ -11,21 +11,7 @@ KfacRun kfac;
 
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
-  if (p.layers.empty())
-    throw std::invalid_argument("--optimizer kfac: the model has no linear "
-                                "layer K-FAC can precondition");
-  c_ = KfacConfig{};
-  c_.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
-  c_.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
-  const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
-  c_.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
-  c_.momentum = o.momentum;
-  c_.weight_decay = o.weight_decay;
-  c_.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
-  kfac_check_config(c_);
-  if (!(o.lr >= 0))
-    throw std::invalid_argument("--lr: K-FAC needs a learning rate >= 0");
-  c_.lr = o.lr;
+  c_ = kfac_run_config(p, o);
   specs_ = p.layers;
   layers_.clear();
   for (const KfacLayerSpec &l : specs_)
@@ -158,10 +144,33 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
-  kfac_stats_info(stats_, m);
-  m["kfac.damping"] = std::to_string(c_.damping);
-  m["kfac.refresh"] = std::to_string(c_.refresh_interval);
-  m["kfac.rule"] = c_.rule == KfacRule::Lamb ? "lamb" : "sgd";
+  kfac_run_info(stats_, c_, m);
+}
+
+// An inverse that was never obtained is all zeros (the vectors start zeroed
+// and a failed inversion leaves them untouched): saved as such, and a loaded
+// one that is not zero is in use.
+void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const KfacLayerSpec &s = specs_[i];
+    KfacLayer &l = layers_[i];
+    const bool held = s.weight->held;
+    e.push_back({kfac_inverse_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
+                 held ? l.A_inv.data() : nullptr});
+    e.push_back({kfac_inverse_entry(s.name, 'G'), Slice::whole({s.out, s.out}),
+                 held ? l.G_inv.data() : nullptr});
+  }
+}
+
+void KfacRun::restored() {
+  auto nonzero = [](const std::vector<float> &v) {
+    return std::any_of(v.begin(), v.end(), [](float x) { return x != 0; });
+  };
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].weight->held) {
+      layers_[i].a_valid = nonzero(layers_[i].A_inv);
+      layers_[i].g_valid = nonzero(layers_[i].G_inv);
+    }
 }
 
 } // namespace autoddl::rt::harness

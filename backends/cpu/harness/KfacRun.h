@@ -14,6 +14,8 @@
 #ifndef AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
 #define AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
 
+#include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
+#include "backends/cpu/Checkpoint.h"             // CheckpointEntry
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
 
@@ -23,28 +25,8 @@
 
 namespace autoddl::rt::harness {
 
-/// One row of the generated K-FAC layer table: the linear's weight (and bias,
-/// or null), its unsplit dimensions and W's layout.
-struct KfacLayerSpec {
-  const char *name;
-  Param *weight, *bias;
-  int64_t in, out;
-  bool transpose_weight; // W [out,in]; else [in,out]
-  // Under tp: how W is split (KfacRules.h: None, Out column-parallel, In
-  // row-parallel), and whether the linear runs on split rows with W whole
-  // (tp splits the batch or sequence: the factors are also means over tp).
-  KfacSplit split = KfacSplit::None;
-  bool rows_over_tp = false;
-};
-
-/// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
-/// --kfac-damping, --kfac-refresh and --kfac-rule.
-struct KfacProgram {
-  double damping = 1e-3;
-  int64_t refresh = 1;
-  const char *rule = "sgd";
-  std::vector<KfacLayerSpec> layers;
-};
+using KfacLayerSpec = KfacLayerSpecOf<Param>;
+using KfacProgram = KfacProgramOf<Param>;
 
 class KfacRun {
 public:
@@ -64,6 +46,12 @@ public:
   /// `t` = 1, 2, ...
   void step(const std::vector<ParamSpec> &params, int64_t t);
   void info(std::map<std::string, std::string> &m) const;
+  /// The damped inverses as optimizer-state checkpoint entries
+  /// ("<layer>.kfac_A_inv" [in,in], "<layer>.kfac_G_inv" [out,out]; zeros
+  /// where the layer has none), over the inverses themselves; restored()
+  /// after a load marks the loaded ones valid.
+  void checkpoint_entries(std::vector<CheckpointEntry> &e);
+  void restored();
 
 private:
   KfacConfig c_;

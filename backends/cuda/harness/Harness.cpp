@@ -1,5 +1,6 @@
 //===- Harness.cpp - what a generated CUDA program builds on -------------===//
 #include "backends/cuda/harness/Harness.h"
+#include "backends/cuda/harness/KfacRun.h"
 
 #include "backends/common/Metrics.h"
 #include "backends/common/harness/DataOrder.h"
@@ -156,7 +157,7 @@ public:
     if (take_flag(argc, argv, "--profile"))
       op_profile_enable(true);
     no_cuda_graph_ = take_flag(argc, argv, "--no-cuda-graph");
-    o = parse_options(argc, argv, s_.zero != 0);
+    o = parse_options(argc, argv, s_.zero != 0, p_.kfac != nullptr);
     seed = o.seed;
     MeshAxes axes;
     g.mesh = make_mesh(s_, axes, g.rpp, g.rdp, g.rtp);
@@ -178,6 +179,11 @@ public:
     set_allocation_context("the parameters (value, gradient, AdamW state, "
                            "working copy)");
     init_params();
+    kfac_on_ = o.optimizer == "kfac";
+    if (kfac_on_) {
+      set_allocation_context("the K-FAC factors and inverses");
+      kfac.setup(*p_.kfac, o, s_);
+    }
     for (const ParamSpec &ps : p_.params)
       if (ps.p->held)
         param_grad_zeros_.add(ps.p->grad.data(),
@@ -223,6 +229,8 @@ public:
   void run_step(int64_t step) override {
     trace.start_step();
     grad_sync.start_step();
+    if (kfac_on_)
+      kfac.begin_step(step);
     // Zeroing the gradients, forward and backward: the same kernels on the
     // same buffers every step, replayed as one graph when the plan allows.
     // With a graph, `step` only reaches the input loads, which run before
@@ -236,7 +244,9 @@ public:
       pipe.finish_step();
       grad_sync.wait();
     };
-    if (graph_off_.empty()) {
+    // A K-FAC refresh step runs its curvature GEMMs between the stages'
+    // calls: eagerly, the graph keeping the other steps (KfacRun.h).
+    if (graph_off_.empty() && !(kfac_on_ && kfac.due())) {
       p_.preload_inputs(step);
       inputs_preloaded = true;
       step_graph_.run(body);
@@ -271,6 +281,8 @@ public:
       }
       if (s_.dp > 1 && p->bucket < 0)
         all_reduce_forward(p->grad.data(), p->n, g.dp);
+      if (kfac_on_) // after every gradient is summed, below
+        continue;
       if (o.optimizer == "sgd")
         sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
                  float(o.lr), float(o.momentum), float(o.weight_decay), t,
@@ -279,6 +291,8 @@ public:
         adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
                    p->n, c, t, p->work.data());
     }
+    if (kfac_on_)
+      kfac.step(p_.params, t);
   }
 
   void end_step(int64_t) override {
@@ -305,6 +319,8 @@ public:
       add_checkpoint_entries(e, *p, h.value.data(), h.m.data(), h.v.data(),
                              with_state, s_, g.rtp, g.rdp);
     }
+    if (kfac_on_ && with_state) // the inverses in use (KfacRun.h)
+      kfac.checkpoint_entries(e);
     return e;
   }
 
@@ -329,6 +345,8 @@ public:
       if (!to_host)
         cast_to_act(p->work.data(), p->value.data(), p->device_n);
     }
+    if (kfac_on_)
+      kfac.copy_state(to_host);
   }
 
   void write_outputs(const Options &o, RunMetrics &m) override {
@@ -341,6 +359,12 @@ public:
                                      "step"
                                : std::string("on, never captured (one step)");
     m.predicted_peak_bytes = s_.predicted_peak_bytes;
+    if (kfac_on_) {
+      kfac.info(m.info);
+      m.info["kfac.step_graph"] = "refresh steps run eagerly (curvature "
+                                  "GEMMs), the others replay the graph; the "
+                                  "K-FAC step runs after it";
+    }
     write_cuda_run_metrics(m, s_.model_flops_per_step, s_.peak_flops_per_gpu,
                            o.out + "/metrics.json", MPI_COMM_WORLD);
     write_op_profile(o.out + "/metrics.json", MPI_COMM_WORLD);
@@ -353,6 +377,7 @@ public:
     if (started) {
       step_graph_.reset();
       param_grad_zeros_ = ZeroSet{};
+      kfac.release();
       p_.free_stages();
       p_.free_params();
       adjacency = Csr{};
@@ -419,6 +444,7 @@ private:
   const Program &p_;
   const ProgramSpec &s_;
   bool no_cuda_graph_ = false;
+  bool kfac_on_ = false;
   std::string setup_seconds_, graph_off_;
   StepGraph step_graph_;
   // Every parameter gradient this rank holds, zeroed at each step's start

@@ -95,8 +95,12 @@ const int32_t *graph_heldout_labels();
 
 /// A generated program: its plan's constants, its parameter table, and the
 /// functions generated for its plan.
+template <typename ParamT> struct KfacProgramOf; // common/harness/KfacProgram.h
+
 struct Program {
   ProgramSpec spec;
+  // A K-FAC plan's layers (else null).
+  const KfacProgramOf<Param> *kfac = nullptr;
   std::vector<ParamSpec> params;
   void (*allocate_stages)() = nullptr;     // the stages this rank runs
   void (*free_stages)() = nullptr;         // their device buffers

@@ -53,8 +53,12 @@ bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
 /// fp32, else fp64, else inv untouched (KfacRules.h's policy).
 KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
                                       double diag, bool has_previous);
-/// The damping from the factors' traces (read back: synchronous), both
-/// inverses by the fallback policy, the factors zeroed.
+/// Sets layer.damping from the factors' traces (read back: synchronous;
+/// docs/kfac.md "Damping"): kfac_refresh's first step, apart for callers that
+/// trace each inverse (as the CPU's kfac_set_damping).
+void kfac_set_damping(KfacLayer &layer, double damping);
+/// The damping from the factors' traces, both inverses by the fallback
+/// policy, the factors zeroed.
 void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
 
 /// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1

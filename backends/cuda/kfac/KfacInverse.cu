@@ -202,9 +202,13 @@ KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
   return kfac_inverse_outcome(ok32, ok64, has_previous);
 }
 
-void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
+void kfac_set_damping(KfacLayer &l, double damping) {
   l.damping = kfac_damping(trace(l.A.data(), l.in), l.in,
-                           trace(l.G.data(), l.out), l.out, c.damping);
+                           trace(l.G.data(), l.out), l.out, damping);
+}
+
+void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
+  kfac_set_damping(l, c.damping);
   const KfacInverseOutcome oa = kfac_invert_factor(
       l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
   const KfacInverseOutcome og = kfac_invert_factor(

@@ -1,0 +1,86 @@
+//===- KfacProgram.h - a generated program's K-FAC table, either backend -===//
+//
+// What a program generated from a K-FAC plan hands its backend's KfacRun
+// (backends/cpu/harness/KfacRun.h, backends/cuda/harness/KfacRun.h): the
+// layer table over the backend's Param, the plan's damping, refresh interval
+// and rule, and the KfacConfig the flags make of them. Header-only.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_COMMON_HARNESS_KFACPROGRAM_H
+#define AUTODDL_BACKENDS_COMMON_HARNESS_KFACPROGRAM_H
+
+#include "backends/common/KfacRules.h"
+#include "backends/common/harness/Options.h"
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt::harness {
+
+/// One row of the generated K-FAC layer table: the linear's weight (and bias,
+/// or null), its unsplit dimensions and W's layout. ParamT: the backend's
+/// Param.
+template <typename ParamT> struct KfacLayerSpecOf {
+  const char *name;
+  ParamT *weight, *bias;
+  int64_t in, out;
+  bool transpose_weight; // W [out,in]; else [in,out]
+  // Under tp: how W is split (KfacRules.h: None, Out column-parallel, In
+  // row-parallel), and whether the linear runs on split rows with W whole
+  // (tp splits the batch or sequence: the factors are also means over tp).
+  KfacSplit split = KfacSplit::None;
+  bool rows_over_tp = false;
+};
+
+/// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
+/// --kfac-damping, --kfac-refresh and --kfac-rule.
+template <typename ParamT> struct KfacProgramOf {
+  double damping = 1e-3;
+  int64_t refresh = 1;
+  const char *rule = "sgd";
+  std::vector<KfacLayerSpecOf<ParamT>> layers;
+};
+
+/// The run's K-FAC configuration: the flags over the plan's values. Throws
+/// std::invalid_argument naming the cause (no layer, a bad value).
+template <typename ParamT>
+KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
+  if (p.layers.empty())
+    throw std::invalid_argument("--optimizer kfac: the model has no linear "
+                                "layer K-FAC can precondition");
+  KfacConfig c;
+  c.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
+  c.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
+  const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
+  c.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
+  c.momentum = o.momentum;
+  c.weight_decay = o.weight_decay;
+  c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
+  kfac_check_config(c);
+  if (!(o.lr >= 0))
+    throw std::invalid_argument("--lr: K-FAC needs a learning rate >= 0");
+  c.lr = o.lr;
+  return c;
+}
+
+/// metrics.json's K-FAC info: the counters and the configuration in use.
+inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
+                          std::map<std::string, std::string> &m) {
+  kfac_stats_info(s, m);
+  m["kfac.damping"] = std::to_string(c.damping);
+  m["kfac.refresh"] = std::to_string(c.refresh_interval);
+  m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
+}
+
+/// The checkpoint names of a layer's damped inverses (optimizer state).
+inline std::string kfac_inverse_entry(const char *layer, char factor) {
+  return std::string(layer) + ".kfac_" + factor + "_inv";
+}
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_COMMON_HARNESS_KFACPROGRAM_H

@@ -1,0 +1,88 @@
+//===- KfacRun.h - K-FAC in a generated CUDA program ---------------------===//
+//
+// The CUDA twin of backends/cpu/harness/KfacRun.h over the device K-FAC of
+// backends/cuda/kfac (docs/kfac.md "Generated programs"): the program lists
+// its K-FAC layers and calls kfac_curvature_A / _G per micro-batch where the
+// plan placed the items, on the layers' act_t buffers. On a refresh step
+// (step % K == 0) those calls accumulate the factors (cuBLASLt, fp32
+// accumulation); at the step's end KfacRun reduces them over every rank
+// holding the layer (NCCL: dp replicas, Chimera's mirrored pipelines),
+// inverts them (cuSOLVER Cholesky, fp64 retry, else the previous inverse,
+// counted in metrics), and every step preconditions the K-FAC layers'
+// gradients and applies the rule (momentum SGD or LAMB) to every parameter.
+// The collectives run in the layer table's order on every rank.
+//
+// A refresh step's forward and backward run eagerly, outside the step graph
+// (the curvature GEMMs are there only on those steps, and the gathered
+// factors' workspaces may grow); the other steps replay it. The K-FAC step
+// itself (reductions, cuSOLVER, which reads potrf's status back on the host)
+// runs after the graph, as every optimizer step does.
+//
+//===----------------------------------------------------------------------===//
+#ifndef AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
+#define AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
+
+#include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
+#include "backends/cpu/Checkpoint.h"             // CheckpointEntry
+#include "backends/cuda/harness/Harness.h"
+#include "backends/cuda/kfac/Kfac.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace autoddl::rt::harness {
+
+using KfacLayerSpec = KfacLayerSpecOf<Param>;
+using KfacProgram = KfacProgramOf<Param>;
+
+class KfacRun {
+public:
+  /// Throws std::invalid_argument on a configuration that cannot run.
+  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
+  void begin_step(int64_t step);
+  /// One micro-batch of layer `layer` on a refresh step: its input x
+  /// [rows, in] (device, act_t) into A, its output gradient dy [rows, out]
+  /// into G (codegen/emit/KfacEmitter.cpp places the calls).
+  void curvature_A(int layer, const act_t *x, int64_t rows);
+  void curvature_G(int layer, const act_t *dy, int64_t rows);
+  bool due() const { return due_; }
+  /// The step's end, after the gradients are summed over every rank holding
+  /// them: the refresh (on a refresh step), preconditioning and the rule.
+  void step(const std::vector<ParamSpec> &params, int64_t t);
+  void info(std::map<std::string, std::string> &m) const;
+  /// The damped inverses as optimizer-state checkpoint entries
+  /// ("<layer>.kfac_A_inv" [in,in], "<layer>.kfac_G_inv" [out,out]; zeros
+  /// where the layer has none), over host copies that copy_state fills
+  /// (to_host) or reads back into the device inverses.
+  void checkpoint_entries(std::vector<CheckpointEntry> &e);
+  void copy_state(bool to_host);
+  /// Device memory back before the CUDA context goes.
+  void release();
+
+private:
+  KfacConfig c_;
+  std::vector<KfacLayerSpec> specs_;
+  std::vector<KfacLayer> layers_; // one per spec; 1x1 factors where not held
+  std::vector<int64_t> rows_;     // rows accumulated this refresh, per layer
+  std::vector<std::vector<float>> host_inv_; // per layer: A_inv, G_inv
+  DeviceBuffer<float> dw_, db_;              // a preconditioned gradient
+  KfacStats stats_;
+  bool due_ = false;
+  int64_t dp_ = 1, tp_ = 1;
+};
+
+extern KfacRun kfac;
+
+/// The calls generated code makes.
+inline bool kfac_due() { return kfac.due(); }
+inline void kfac_curvature_A(int layer, const act_t *x, int64_t rows) {
+  kfac.curvature_A(layer, x, rows);
+}
+inline void kfac_curvature_G(int layer, const act_t *dy, int64_t rows) {
+  kfac.curvature_G(layer, dy, rows);
+}
+
+} // namespace autoddl::rt::harness
+
+#endif // AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H

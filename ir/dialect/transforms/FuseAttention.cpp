@@ -1,0 +1,225 @@
+//===- FuseAttention.cpp - sbp-fuse-attention -----------------------------===//
+//
+// The attention of an export, written out as head reshapes, Q·Kᵀ, a scale,
+// a causal mask, a softmax and a product with V, becomes one sbp.attention
+// (docs/ir.md), as the Hugging Face path emits it. The pattern is anchored at
+// the reshape that merges the heads back into [B,T,H*D] and walks up; any
+// step that is not the expected one leaves the graph as it is.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/dialect/Passes.h"
+#include "ir/dialect/transforms/FuseSupport.h"
+
+#include "llvm/Support/Debug.h"
+
+#include <cmath>
+
+#define DEBUG_TYPE "sbp-fuse-attention"
+
+using namespace mlir;
+
+namespace autoddl::sbp {
+
+#define GEN_PASS_DEF_FUSEATTENTIONPASS
+#include "ir/dialect/Passes.h.inc"
+
+namespace {
+
+using namespace fuse;
+
+/// The transpose producing `v` if its permutation is `perm`.
+Operation *transposeOf(Value v, ArrayRef<int64_t> perm) {
+  Operation *t = producer(v, "Transpose");
+  std::optional<SmallVector<int64_t>> p =
+      t ? intsAttr(t, "perm") : std::nullopt;
+  return p && ArrayRef<int64_t>(*p) == perm ? t : nullptr;
+}
+
+/// Of heads [B,H,T,D] made as transpose(0,2,1,3) of reshape([B,T,H,D]) of
+/// x [B,T,H*D]: x, and H in `heads`.
+Value headSource(Value v4, int64_t &heads) {
+  Operation *t = transposeOf(v4, {0, 2, 1, 3});
+  Operation *r = t ? producer(t->getOperand(0), "Reshape") : nullptr;
+  if (!r)
+    return nullptr;
+  Value x = r->getOperand(0);
+  ArrayRef<int64_t> split = shapeOf(r->getResult(0)), in = shapeOf(x);
+  if (split.size() != 4 || in.size() != 3 || in[0] != split[0] ||
+      in[1] != split[1] || in[2] != split[2] * split[3])
+    return nullptr;
+  heads = split[2];
+  return x;
+}
+
+/// headSource() through a grouped-query expansion: reshape [B,G*R,T,D] of
+/// Expand [B,G,R,T,D] of Unsqueeze(axis 2) of [B,G,T,D] (Hugging Face's
+/// repeat_kv). `heads` is G, the kv heads.
+Value kvSource(Value v4, int64_t &heads) {
+  if (Operation *r = producer(v4, "Reshape"))
+    if (Operation *e = producer(r->getOperand(0), "Expand"))
+      if (Operation *u = producer(e->getOperand(0), "Unsqueeze")) {
+        ArrayRef<int64_t> wide = shapeOf(e->getResult(0));
+        if (wide.size() == 5 && shapeOf(u->getResult(0)).size() == 5 &&
+            shapeOf(u->getResult(0))[2] == 1 &&
+            shapeOf(v4)[1] == wide[1] * wide[2])
+          v4 = u->getOperand(0);
+      }
+  return headSource(v4, heads);
+}
+
+/// Whether `c` is a causal mask over its last two dims [T,T]: 0 on and below
+/// the diagonal, at most -1e4 (or -inf) above it.
+bool isCausalAdditive(Value c) {
+  auto k = c ? c.getDefiningOp<ConstantOp>() : nullptr;
+  auto dense = k ? dyn_cast<DenseFPElementsAttr>(k.getValue()) : nullptr;
+  ArrayRef<int64_t> s = dense ? shapeOf(c) : ArrayRef<int64_t>{};
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    return false;
+  int64_t t = s.back(), idx = 0;
+  for (const APFloat &v : dense.getValues<APFloat>()) {
+    int64_t i = (idx / t) % t, j = idx % t;
+    double d = v.convertToDouble();
+    if (j <= i ? d != 0 : !(d <= -1e4))
+      return false;
+    ++idx;
+  }
+  return true;
+}
+
+/// Whether `c` is a lower-triangular boolean [.., T, T] constant.
+bool isCausalCondition(Value c) {
+  auto k = c ? c.getDefiningOp<ConstantOp>() : nullptr;
+  auto dense = k ? dyn_cast<DenseIntElementsAttr>(k.getValue()) : nullptr;
+  ArrayRef<int64_t> s = dense ? shapeOf(c) : ArrayRef<int64_t>{};
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    return false;
+  int64_t t = s.back(), idx = 0;
+  for (const APInt &v : dense.getValues<APInt>()) {
+    int64_t i = (idx / t) % t, j = idx % t;
+    if (v.isZero() == (j <= i))
+      return false;
+    ++idx;
+  }
+  return true;
+}
+
+struct DecomposedAttention : RewritePattern {
+  DecomposedAttention(MLIRContext *ctx)
+      : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
+
+  LogicalResult matchAndRewrite(Operation *root,
+                                PatternRewriter &rewriter) const override {
+    if (root->getNumResults() != 1 ||
+        producer(root->getResult(0), "Reshape") != root)
+      return failure();
+    Operation *merge = transposeOf(root->getOperand(0), {0, 2, 1, 3});
+    Operation *pv = merge ? producer(merge->getOperand(0), "MatMul") : nullptr;
+    Operation *sm = pv ? producer(pv->getOperand(0), "Softmax") : nullptr;
+    if (!sm)
+      return failure();
+    std::optional<SmallVector<int64_t>> axis = intsAttr(sm, "axis");
+    if (axis && (*axis)[0] != -1 && (*axis)[0] != 3)
+      return failure();
+    // Peel the scale and the mask, in either order.
+    Value s = sm->getOperand(0);
+    double scale = 1;
+    bool causal = false;
+    for (int step = 0; step < 3; ++step) {
+      Operation *op;
+      if ((op = producer(s, "Mul"))) {
+        std::optional<double> c;
+        for (int i = 0; i < 2 && !c; ++i)
+          if ((c = scalar(op->getOperand(i))))
+            s = op->getOperand(1 - i);
+        if (!c)
+          return failure();
+        scale *= *c;
+      } else if ((op = producer(s, "Div"))) {
+        std::optional<double> c = scalar(op->getOperand(1));
+        if (!c || *c == 0)
+          return failure();
+        scale /= *c;
+        s = op->getOperand(0);
+      } else if ((op = producer(s, "Add")) && !causal) {
+        if (isCausalAdditive(op->getOperand(1)))
+          s = op->getOperand(0);
+        else if (isCausalAdditive(op->getOperand(0)))
+          s = op->getOperand(1);
+        else
+          return failure();
+        causal = true;
+      } else if ((op = producer(s, "Where")) && !causal) {
+        std::optional<double> low = scalar(op->getOperand(2));
+        if (op->getNumOperands() != 3 ||
+            !isCausalCondition(op->getOperand(0)) || !low || !(*low <= -1e4))
+          return failure();
+        s = op->getOperand(1);
+        causal = true;
+      } else {
+        break;
+      }
+    }
+    // Q·Kᵀ
+    Value q4, k4;
+    int64_t heads = 0, kvHeads = 0;
+    Value k;
+    if (auto mm = s.getDefiningOp<MatmulOp>();
+        mm && mm.getTransposeB().value_or(false)) {
+      q4 = mm.getA();
+      k = kvSource(mm.getB(), kvHeads);
+    } else if (Operation *qk = producer(s, "MatMul")) {
+      q4 = qk->getOperand(0);
+      if (Operation *kt = transposeOf(qk->getOperand(1), {0, 1, 3, 2}))
+        k = kvSource(kt->getOperand(0), kvHeads);
+      // transpose(0,2,3,1) of the [B,T,G,D] reshape: heads and Kᵀ at once.
+      else if (Operation *kt = transposeOf(qk->getOperand(1), {0, 2, 3, 1}))
+        if (Operation *r = producer(kt->getOperand(0), "Reshape")) {
+          Value x = r->getOperand(0);
+          ArrayRef<int64_t> split = shapeOf(r->getResult(0));
+          if (split.size() == 4 && shapeOf(x).size() == 3 &&
+              shapeOf(x)[2] == split[2] * split[3]) {
+            k = x;
+            kvHeads = split[2];
+          }
+        }
+    }
+    Value q = q4 ? headSource(q4, heads) : nullptr;
+    int64_t vHeads = 0;
+    Value v = kvSource(pv->getOperand(1), vHeads);
+    if (!q || !k || !v || vHeads != kvHeads || kvHeads == 0 ||
+        heads % kvHeads != 0)
+      return failure();
+    int64_t d = shapeOf(q4)[3];
+    if (std::fabs(scale * std::sqrt((double)d) - 1) > 1e-4 ||
+        root->getResult(0).getType() != q.getType() ||
+        shapeOf(k) != shapeOf(v) || shapeOf(k)[2] != kvHeads * d)
+      return failure();
+    LLVM_DEBUG(llvm::dbgs() << "attention at " << root->getLoc() << "\n");
+    rewriter.setInsertionPoint(root);
+    auto attention = rewriter.create<AttentionOp>(
+        root->getLoc(), TypeRange{q.getType()}, ValueRange{q, k, v},
+        ArrayRef<NamedAttribute>{
+            rewriter.getNamedAttr("num_heads",
+                                  rewriter.getI64IntegerAttr(heads)),
+            rewriter.getNamedAttr("head_dim", rewriter.getI64IntegerAttr(d)),
+            rewriter.getNamedAttr("num_kv_heads",
+                                  rewriter.getI64IntegerAttr(kvHeads)),
+            rewriter.getNamedAttr("causal", rewriter.getBoolAttr(causal))});
+    rewriter.replaceOp(root, attention->getResults());
+    return success();
+  }
+};
+
+struct FuseAttentionPass : impl::FuseAttentionPassBase<FuseAttentionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<DecomposedAttention>(&getContext());
+    if (failed(applyFusion(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+} // namespace autoddl::sbp

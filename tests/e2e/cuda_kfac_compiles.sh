@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The CUDA programs of K-FAC plans (plan --optimizer kfac, docs/kfac.md "Generated programs") compile
+# where there is no GPU (CI): for tiny-GPT plans on one GPU, dp=2, Megatron tp=2 and a dp=2 x pp=2
+# Chimera plan, generate the CUDA project and compile its train.cpp with the host compiler, bf16
+# and --fp32, -Wall -Wextra -Werror, and the project's copies of the K-FAC kernels
+# (backends/cuda/kfac/*.cu) with nvcc; the project's CMakeLists links cuSOLVER. With FULL_BUILD=1 the first project is built whole with CMake (the device run uses it).
+# Exits 77 (skipped) without the CUDA headers, nvcc or MPI.
+# Usage: cuda_kfac_compiles.sh AUTODDL WORKDIR
+set -euo pipefail
+autoddl=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+cuda=${CUDA_HOME:-/usr/local/cuda}
+cuda_inc=$cuda/include
+nvcc=$cuda/bin/nvcc
+mpi_inc=$(mpicc --showme:incdirs 2>/dev/null | cut -d' ' -f1 || true)
+if [ ! -f "$cuda_inc/cuda_runtime.h" ] || [ ! -f "$cuda_inc/nccl.h" ] || [ ! -x "$nvcc" ] ||
+  [ ! -f "$cuda_inc/cusolverDn.h" ] || [ -z "$mpi_inc" ]; then
+  echo "skipped: no CUDA/NCCL/cuSOLVER headers or nvcc in $cuda, or no MPI"
+  exit 77
+fi
+rm -rf "$work" && mkdir -p "$work"
+cases=(
+  "one tiny-gpt 1 tp=1,pp=1,dp=1 0 sgd"
+  "dp2 tiny-gpt 2 tp=1,pp=1,dp=2 0 lamb"
+  "tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 lamb"
+  "dp2_pp2_chimera tiny-gpt 4 tp=1,pp=2,dp=2,microbatch=2,schedule=chimera 0 sgd"
+)
+for c in "${cases[@]}"; do
+  read -r name model gpus fix mega rule <<<"$c"
+  w=$work/$name && mkdir -p "$w"
+  "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" --global-batch 8 --seq 16 \
+    --optimizer kfac --kfac-rule "$rule" --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
+  python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level "$mega"
+  "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" >/dev/null
+  grep -q 'backends/cuda/harness/KfacRun.h' "$w/p/train.cpp"
+  grep -q 'kfac_curvature_G(' "$w/p/train.cpp"
+  grep -q 'CUDA::cusolver' "$w/p/runtime/backends/cuda/StandaloneRuntime.cmake"
+  for def in "" "-DAUTODDL_FP32=1"; do
+    c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter $def \
+      -DOMPI_SKIP_MPICXX=1 -I "$w/p/runtime" -I "$cuda_inc" -I "$mpi_inc" "$w/p/train.cpp"
+  done
+  echo "$name: train.cpp compiles (bf16, fp32)"
+done
+# (The harness, KfacRun.cpp among it, is compiled by e2e.cuda_codegen_compiles.)
+rt=$work/one/p/runtime
+for f in "$rt"/backends/cuda/kfac/*.cu; do
+  "$nvcc" -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -c -I "$rt" -o "$work/$(basename "$f").o" \
+    "$f"
+done
+echo "the project's K-FAC kernels compile (nvcc, sm_90)"
+if [ "${FULL_BUILD:-0}" = 1 ]; then
+  cmake -S "$work/one/p" -B "$work/one/p/build" >"$work/one/cmake.log" 2>&1 &&
+    cmake --build "$work/one/p/build" -j "$(nproc)" >>"$work/one/cmake.log" 2>&1 ||
+    { tail -30 "$work/one/cmake.log"; exit 1; }
+  echo "the K-FAC project builds and links (cuSOLVER): $work/one/p/build/train"
+fi
