@@ -873,6 +873,11 @@ struct Planner {
         if (s == ScheduleKind::ZeroBubbleH1 && rc != cost::Recompute::None &&
             !(f.schedule && f.recompute))
           continue;
+        // K-FAC's factors read a layer's buffers outside its backward: the
+        // programs refuse recomputation with it, so only a pinned one.
+        if (o.optimizer == "kfac" && rc != cost::Recompute::None &&
+            !f.recompute)
+          continue;
         for (int z : zeros) {
           if (f.zero && *f.zero != z)
             continue;

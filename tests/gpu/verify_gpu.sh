@@ -30,7 +30,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: verify_gpu.sh prepare|device|compare ...}
 steps=20
-# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh) [kfac-RULE]
+# name model gpus fix megatron (0-3, batch, sequence: tests/e2e/verify_plan.sh) [kfac-RULE|recompute-N]
 cases=(
   "g1_gpt tiny-gpt 1 tp=1,pp=1,dp=1 0"
   "g1_llama tiny-llama 1 tp=1,pp=1,dp=1 0"
@@ -79,6 +79,14 @@ cases=(
   "kfac_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 kfac-lamb"
   "kfac_pp2_1f1b tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0 kfac-sgd"
   "kfac_pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0 kfac-lamb"
+  # Recomputation executed (a sixth field recompute-N: every stage recomputes its first N
+  # layers, tests/e2e/recompute_layers.py): every layer, the first of four (a recomputed layer beside the
+  # loop of the others), across pp=2, and under tp=2 with the rerun's collectives captured in the
+  # step graph.
+  "g1_gpt_recompute_full tiny-gpt 1 tp=1,pp=1,dp=1,recompute=full 0 recompute-9"
+  "g1_gpt4_recompute_first tests/e2e/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 recompute-1"
+  "pp2_1f1b_recompute_full tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b,recompute=full 0 recompute-9"
+  "tp2_recompute_full tiny-gpt 2 tp=2,pp=1,dp=1,recompute=full 1 recompute-9"
 )
 kfacRunArgs="--kfac-refresh 2" # the K-FAC cases' program flags, on the CPU and the GPU
 # VERIFY_CASES="name ...": prepare only those cases (default: all).
@@ -109,7 +117,9 @@ prepare)
   rm -rf "$dir" && mkdir -p "$dir/cases" "$dir/cpu"
   cd "$here"
   for c in "${cases[@]}"; do
-    read -r name model gpus fix mega kfac <<<"$c"
+    read -r name model gpus fix mega extra <<<"$c"
+    kfac="" recompute=""
+    case "${extra:-}" in kfac-*) kfac=$extra ;; recompute-*) recompute=${extra#recompute-} ;; esac
     w=$dir/cases/$name && mkdir -p "$w"
     batchArgs=(--global-batch 8 --seq 64)
     case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
@@ -124,6 +134,7 @@ prepare)
     "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
       "${optArgs[@]}" --fix "$fix" --no-why -o "$w/plan.json" >"$w/plan.txt"
     megatron "$w/plan.json" "$mega"
+    [ -n "${recompute:-}" ] && python3 "$here/tests/e2e/recompute_layers.py" "$w/plan.json" "$recompute"
     modelArg=()
     [ -f "$model" ] && modelArg=(--model "$model")
     "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/project" "${modelArg[@]}" >/dev/null
