@@ -58,8 +58,11 @@ done
   done
 } >"$src/CMakeLists.txt"
 echo "[$(date -u +%T)] building ${#built[@]} programs on one runtime ($(left) s left)"
-timeout "$(($(left) - 60))" bash -c "cmake -S '$src' -B '$build' -DCMAKE_BUILD_TYPE=Release >'$res/build.log' 2>&1 &&
-  cmake --build '$build' -j $(nproc) -- -k 0 >>'$res/build.log' 2>&1"
+# Keep going past a program that fails to build: ninja's -k takes a count, make's none.
+keep_going="-k"
+command -v ninja >/dev/null && keep_going="-k 0" && gen="-G Ninja"
+timeout "$(($(left) - 60))" bash -c "cmake -S '$src' -B '$build' ${gen:-} -DCMAKE_BUILD_TYPE=Release >'$res/build.log' 2>&1 &&
+  cmake --build '$build' -j $(nproc) -- $keep_going >>'$res/build.log' 2>&1"
 echo "[$(date -u +%T)] build done ($(left) s left)"
 
 # Runs, smallest first within each model so a guard stops on the big ones.

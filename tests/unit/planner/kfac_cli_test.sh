@@ -121,8 +121,8 @@ expect_error "--kfac-damping must be a finite number > 0, got -1" \
 expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer sgd
-# The first-order plan (0.9 GiB with the estimated overheads) fits in 2.25 GB less the 1 GiB
-# margin; with one refresh's K-FAC state (1.2 GiB) it does not.
+# The first-order plan (2.7 GiB with the estimated overheads) fits in 4.1 GB less the 1 GiB
+# margin; with its K-FAC state (factors, inverses, saved inputs: 3.0 GiB in all) it does not.
 "$autoddl" plan "$fixtures/kfac-wide.json" --cluster "$fixtures/h200x2-small.json" \
   --gpus 2 --global-batch 2 --no-why >/dev/null || fail "first-order kfac-wide should fit"
 expect_error "with --optimizer kfac, of which K-FAC state" \
