@@ -45,6 +45,22 @@ std::string quote_value(const std::string &v) {
   return r + "\"";
 }
 
+namespace {
+
+/// A bad value as typed where it is short and printable (`got adam`), else
+/// quoted with its control bytes escaped: the message stays one line.
+std::string echo_value(const std::string &v) {
+  const bool plain =
+      v.size() <= kEchoBytes &&
+      std::all_of(v.begin(), v.end(), [](char ch) {
+        const unsigned char c = (unsigned char)ch;
+        return c >= 0x20 && c != 0x7f;
+      });
+  return plain ? v : quote_value(v);
+}
+
+} // namespace
+
 Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   Options o;
   bool save_every_given = false;
@@ -128,12 +144,12 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       if (!(o.kfac_damping > 0) || !std::isfinite(o.kfac_damping))
         throw std::invalid_argument("--kfac-damping: expected a finite "
                                     "number > 0, got " +
-                                    v.substr(0, kEchoBytes));
+                                    echo_value(v));
     } else if (a == "--kfac-refresh") {
       const std::string v = i + 1 < argc ? argv[i + 1] : "";
       if (!v.empty() && v[0] == '-')
         throw std::invalid_argument("--kfac-refresh: expected a non-negative "
-                                    "integer, got " + v.substr(0, kEchoBytes));
+                                    "integer, got " + echo_value(v));
       o.kfac_refresh = integer(0, kMaxSteps);
       kfacFlag = true;
       if (o.kfac_refresh < 1)
@@ -144,7 +160,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       kfacFlag = true;
       if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
         throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
-                                    o.kfac_rule.substr(0, kEchoBytes));
+                                    echo_value(o.kfac_rule));
     } else if (a == "--seed")
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")

@@ -108,6 +108,11 @@ TEST(HarnessOptions, KfacFlags) {
             "--kfac-refresh: expected a number of steps >= 1, got 0");
   EXPECT_EQ(parseError({"--kfac-rule", "adam"}, false, true),
             "--kfac-rule: expected sgd or lamb, got adam");
+  // A value with a newline stays on the message's one line (flags_fuzzer).
+  EXPECT_EQ(parseError({"--kfac-rule", ";\n;"}, false, true),
+            "--kfac-rule: expected sgd or lamb, got \";\\x0a;\"");
+  EXPECT_EQ(parseError({"--kfac-refresh", "-\n"}, false, true),
+            "--kfac-refresh: expected a non-negative integer, got \"-\\x0a\"");
   EXPECT_EQ(parseError({"--optimizer", "kfac"}),
             "--optimizer kfac: this program was generated from a first-order "
             "plan (plan with --optimizer kfac)");
