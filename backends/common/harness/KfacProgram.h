@@ -11,6 +11,7 @@
 
 #include "backends/common/KfacRules.h"
 #include "backends/common/harness/Options.h"
+#include "backends/common/harness/Spec.h" // ProgramSpec
 
 #include <cmath>
 #include <cstdint>
@@ -75,6 +76,40 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   m["kfac.refresh"] = std::to_string(c.refresh_interval);
   m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
 }
+
+/// What both backends' KfacRun hold and how they set up and start a step.
+/// LayerT: the backend's KfacLayer (factors and inverses), made of (in, out);
+/// a layer this rank does not hold gets 1x1 factors.
+template <typename ParamT, typename LayerT> class KfacRunBase {
+public:
+  /// Throws std::invalid_argument on a configuration that cannot run.
+  void setup(const KfacProgramOf<ParamT> &p, const Options &o,
+             const ProgramSpec &s) {
+    c_ = kfac_run_config(p, o);
+    specs_ = p.layers;
+    layers_.clear();
+    for (const KfacLayerSpecOf<ParamT> &l : specs_)
+      layers_.emplace_back(l.weight->held ? l.in : 1,
+                           l.weight->held ? l.out : 1);
+    rows_.assign(specs_.size(), 0);
+    dp_ = s.dp;
+    tp_ = s.tp;
+  }
+  /// Before the step's schedule: whether this step accumulates factors.
+  void begin_step(int64_t step) {
+    due_ = kfac_refresh_due(step, c_.refresh_interval);
+  }
+  bool due() const { return due_; }
+
+protected:
+  KfacConfig c_;
+  std::vector<KfacLayerSpecOf<ParamT>> specs_;
+  std::vector<LayerT> layers_; // one per spec
+  std::vector<int64_t> rows_;  // rows accumulated this refresh, per layer
+  KfacStats stats_;
+  bool due_ = false;
+  int64_t dp_ = 1, tp_ = 1;
+};
 
 /// The checkpoint names of a layer's damped inverses (optimizer state).
 inline std::string kfac_inverse_entry(const char *layer, char factor) {

@@ -9,22 +9,6 @@ namespace autoddl::rt::harness {
 
 KfacRun kfac;
 
-void KfacRun::setup(const KfacProgram &p, const Options &o,
-                    const ProgramSpec &s) {
-  c_ = kfac_run_config(p, o);
-  specs_ = p.layers;
-  layers_.clear();
-  for (const KfacLayerSpec &l : specs_)
-    layers_.emplace_back(l.weight->held ? l.in : 1, l.weight->held ? l.out : 1);
-  rows_.assign(specs_.size(), 0);
-  dp_ = s.dp;
-  tp_ = s.tp;
-}
-
-void KfacRun::begin_step(int64_t step) {
-  due_ = kfac_refresh_due(step, c_.refresh_interval);
-}
-
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
 void KfacRun::curvature_A(int layer, const float *x, int64_t rows) {

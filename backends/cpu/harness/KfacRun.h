@@ -28,19 +28,14 @@ namespace autoddl::rt::harness {
 using KfacLayerSpec = KfacLayerSpecOf<Param>;
 using KfacProgram = KfacProgramOf<Param>;
 
-class KfacRun {
+class KfacRun : public KfacRunBase<Param, KfacLayer> {
 public:
-  /// Throws std::invalid_argument on a configuration that cannot run.
-  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
-  /// Before the step's schedule: whether this step accumulates factors.
-  void begin_step(int64_t step);
   /// One micro-batch of layer `layer` on a refresh step: its input x
   /// [rows, in] into A (after the forward), its output gradient dy [rows, out]
   /// into G (after the backward); the calls sit where the plan placed the
   /// items (codegen/emit/KfacEmitter.cpp).
   void curvature_A(int layer, const float *x, int64_t rows);
   void curvature_G(int layer, const float *dy, int64_t rows);
-  bool due() const { return due_; }
   /// The step's end, after the gradients are summed over every rank holding
   /// them: the refresh (on a refresh step), preconditioning and the rule.
   /// `t` = 1, 2, ...
@@ -52,15 +47,6 @@ public:
   /// after a load marks the loaded ones valid.
   void checkpoint_entries(std::vector<CheckpointEntry> &e);
   void restored();
-
-private:
-  KfacConfig c_;
-  std::vector<KfacLayerSpec> specs_;
-  std::vector<KfacLayer> layers_; // one per spec; empty factors where not held
-  std::vector<int64_t> rows_;     // rows accumulated this refresh, per layer
-  KfacStats stats_;
-  bool due_ = false;
-  int64_t dp_ = 1, tp_ = 1;
 };
 
 extern KfacRun kfac;

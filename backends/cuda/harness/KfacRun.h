@@ -36,17 +36,13 @@ namespace autoddl::rt::harness {
 using KfacLayerSpec = KfacLayerSpecOf<Param>;
 using KfacProgram = KfacProgramOf<Param>;
 
-class KfacRun {
+class KfacRun : public KfacRunBase<Param, KfacLayer> {
 public:
-  /// Throws std::invalid_argument on a configuration that cannot run.
-  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
-  void begin_step(int64_t step);
   /// One micro-batch of layer `layer` on a refresh step: its input x
   /// [rows, in] (device, act_t) into A, its output gradient dy [rows, out]
   /// into G (codegen/emit/KfacEmitter.cpp places the calls).
   void curvature_A(int layer, const act_t *x, int64_t rows);
   void curvature_G(int layer, const act_t *dy, int64_t rows);
-  bool due() const { return due_; }
   /// The step's end, after the gradients are summed over every rank holding
   /// them: the refresh (on a refresh step), preconditioning and the rule.
   void step(const std::vector<ParamSpec> &params, int64_t t);
@@ -61,15 +57,8 @@ public:
   void release();
 
 private:
-  KfacConfig c_;
-  std::vector<KfacLayerSpec> specs_;
-  std::vector<KfacLayer> layers_; // one per spec; 1x1 factors where not held
-  std::vector<int64_t> rows_;     // rows accumulated this refresh, per layer
   std::vector<std::vector<float>> host_inv_; // per layer: A_inv, G_inv
   DeviceBuffer<float> dw_, db_;              // a preconditioned gradient
-  KfacStats stats_;
-  bool due_ = false;
-  int64_t dp_ = 1, tp_ = 1;
 };
 
 extern KfacRun kfac;
