@@ -1,0 +1,904 @@
+//===- OnnxConstants.cpp - evaluating ONNX nodes on constants ------------===//
+//
+// Host implementations of the ops an export uses to build masks, rotary
+// tables and reshape targets, following the ONNX operator specs (opsets 13
+// to 21). Checked against libonnx-testdata's node tests by
+// tests/onnx/ConstTests.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/import/OnnxConstants.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+namespace autoddl::import {
+
+using T = onnx::TensorProto;
+using Value = long double;
+
+namespace {
+
+[[noreturn]] void bad(const std::string &m) { throw std::invalid_argument(m); }
+
+int64_t product(const std::vector<int64_t> &s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0)
+      bad("negative dimension");
+    if (d && n > INT64_MAX / d)
+      bad("element count overflows int64");
+    n *= d;
+  }
+  return n;
+}
+
+// Evaluated constants are masks and tables of an export's own sizes; a
+// larger one means the graph computes something this reader should not
+// materialise on the host.
+constexpr int64_t kMaxElements = int64_t(1) << 26;
+
+HostTensor make(int32_t type, std::vector<int64_t> shape) {
+  HostTensor t;
+  t.type = type;
+  t.shape = std::move(shape);
+  int64_t n = product(t.shape);
+  if (n > kMaxElements)
+    bad("a constant of " + std::to_string(n) +
+        " elements is too large to "
+        "evaluate");
+  t.data.assign(n, 0);
+  return t;
+}
+
+bool isFloat(int32_t type) {
+  return type == T::FLOAT || type == T::DOUBLE || type == T::FLOAT16 ||
+         type == T::BFLOAT16;
+}
+
+// Rounds v to what an element of `type` holds (ONNX Cast: floats to
+// integers truncate toward zero, integers wrap to their width).
+Value fit(int32_t type, Value v) {
+  switch (type) {
+  case T::FLOAT:
+    return (float)v;
+  case T::DOUBLE:
+    return (double)v;
+  case T::BOOL:
+    return v != 0;
+  default:
+    break;
+  }
+  if (std::isnan(v))
+    return 0;
+  Value t = std::trunc(v);
+  // Out-of-range conversions are undefined in ONNX; saturate at int64.
+  if (t >= 9223372036854775807.0L)
+    t = 9223372036854775807.0L;
+  if (t <= -9223372036854775808.0L)
+    t = -9223372036854775808.0L;
+  int64_t i = (int64_t)t;
+  switch (type) {
+  case T::INT8:
+    return (int8_t)i;
+  case T::UINT8:
+    return (uint8_t)i;
+  case T::INT16:
+    return (int16_t)i;
+  case T::UINT16:
+    return (uint16_t)i;
+  case T::INT32:
+    return (int32_t)i;
+  case T::UINT32:
+    return (uint32_t)i;
+  case T::UINT64:
+    return (Value)(uint64_t)i;
+  default:
+    return i;
+  }
+}
+
+int64_t width(int32_t type) {
+  switch (type) {
+  case T::BOOL:
+  case T::INT8:
+  case T::UINT8:
+    return 1;
+  case T::INT16:
+  case T::UINT16:
+    return 2;
+  case T::FLOAT:
+  case T::INT32:
+  case T::UINT32:
+    return 4;
+  case T::DOUBLE:
+  case T::INT64:
+  case T::UINT64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+template <typename V> Value load(const char *p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+Value fromBytes(int32_t type, const char *p) {
+  switch (type) {
+  case T::FLOAT:
+    return load<float>(p);
+  case T::DOUBLE:
+    return load<double>(p);
+  case T::INT64:
+    return load<int64_t>(p);
+  case T::UINT64:
+    return load<uint64_t>(p);
+  case T::INT32:
+    return load<int32_t>(p);
+  case T::UINT32:
+    return load<uint32_t>(p);
+  case T::INT16:
+    return load<int16_t>(p);
+  case T::UINT16:
+    return load<uint16_t>(p);
+  case T::INT8:
+    return load<int8_t>(p);
+  default: // UINT8, BOOL
+    return load<uint8_t>(p);
+  }
+}
+
+// Steps `pos` to the next row-major index of `shape`.
+void advance(std::vector<int64_t> &pos, const std::vector<int64_t> &shape) {
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    if (++pos[d] < shape[d])
+      return;
+    pos[d] = 0;
+  }
+}
+
+const onnx::AttributeProto *attr(const onnx::NodeProto &n,
+                                 const std::string &name) {
+  for (const auto &a : n.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t attrInt(const onnx::NodeProto &n, const std::string &name,
+                int64_t dflt) {
+  const onnx::AttributeProto *a = attr(n, name);
+  return a ? a->i() : dflt;
+}
+
+std::vector<int64_t> toInts(const HostTensor &t) {
+  if (isFloat(t.type))
+    bad("expected an integer tensor, got " + typeName(t.type));
+  return std::vector<int64_t>(t.data.begin(), t.data.end());
+}
+
+int64_t axisOf(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    bad("axis " + std::to_string(axis) + " out of range for rank " +
+        std::to_string(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
+    s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
+                                    const std::vector<int64_t> &b) {
+  size_t r = std::max(a.size(), b.size());
+  std::vector<int64_t> out(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (x != y && x != 1 && y != 1)
+      bad("shapes do not broadcast (" + std::to_string(x) + " against " +
+          std::to_string(y) + ")");
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// For each element of `out` (row-major), the index of the element of `in`
+// it reads under numpy broadcasting.
+std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &in,
+                                    const std::vector<int64_t> &out) {
+  size_t r = out.size(), lead = r - in.size();
+  std::vector<int64_t> inStrides = stridesOf(in), idx(product(out));
+  std::vector<int64_t> pos(r, 0);
+  for (int64_t k = 0; k < (int64_t)idx.size(); ++k) {
+    int64_t off = 0;
+    for (size_t d = lead; d < r; ++d)
+      if (in[d - lead] != 1)
+        off += pos[d] * inStrides[d - lead];
+    idx[k] = off;
+    advance(pos, out);
+  }
+  return idx;
+}
+
+HostTensor broadcastTo(const HostTensor &x, const std::vector<int64_t> &shape) {
+  HostTensor out = make(x.type, shape);
+  std::vector<int64_t> idx = broadcastIndex(x.shape, shape);
+  for (size_t k = 0; k < idx.size(); ++k)
+    out.data[k] = x.data[idx[k]];
+  return out;
+}
+
+HostTensor elementwise(const std::vector<const HostTensor *> &in, int32_t type,
+                       const std::function<Value(const Value *)> &f) {
+  std::vector<int64_t> shape = in[0]->shape;
+  for (size_t i = 1; i < in.size(); ++i)
+    shape = broadcastShape(shape, in[i]->shape);
+  HostTensor out = make(type, shape);
+  std::vector<std::vector<int64_t>> idx;
+  for (const HostTensor *t : in)
+    idx.push_back(broadcastIndex(t->shape, shape));
+  std::vector<Value> args(in.size());
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    for (size_t i = 0; i < in.size(); ++i)
+      args[i] = in[i]->data[idx[i][k]];
+    out.data[k] = fit(type, f(args.data()));
+  }
+  return out;
+}
+
+HostTensor transpose(const HostTensor &x, std::vector<int64_t> perm) {
+  int64_t r = x.shape.size();
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i)
+      perm.push_back(i);
+  if ((int64_t)perm.size() != r)
+    bad("perm has " + std::to_string(perm.size()) + " entries for rank " +
+        std::to_string(r));
+  std::vector<int64_t> shape(r), seen(r, 0);
+  for (int64_t i = 0; i < r; ++i) {
+    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]]++)
+      bad("perm is not a permutation");
+    shape[i] = x.shape[perm[i]];
+  }
+  HostTensor out = make(x.type, shape);
+  std::vector<int64_t> inStrides = stridesOf(x.shape), pos(r, 0);
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < r; ++d)
+      off += pos[d] * inStrides[perm[d]];
+    out.data[k] = x.data[off];
+    advance(pos, shape);
+  }
+  return out;
+}
+
+// Batched matrix product with numpy's rules (1-D operands promoted).
+HostTensor matmul(const HostTensor &a, const HostTensor &b) {
+  std::vector<int64_t> as = a.shape, bs = b.shape;
+  if (as.empty() || bs.empty())
+    bad("MatMul of a scalar");
+  bool va = as.size() == 1, vb = bs.size() == 1;
+  if (va)
+    as.insert(as.begin(), 1);
+  if (vb)
+    bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  if (bs[bs.size() - 2] != K)
+    bad("MatMul inner dimensions differ (" + std::to_string(K) + " and " +
+        std::to_string(bs[bs.size() - 2]) + ")");
+  std::vector<int64_t> ab(as.begin(), as.end() - 2),
+      bb(bs.begin(), bs.end() - 2);
+  std::vector<int64_t> batch = broadcastShape(ab, bb);
+  std::vector<int64_t> ia = broadcastIndex(ab, batch),
+                       ib = broadcastIndex(bb, batch);
+  std::vector<int64_t> shape = batch;
+  if (!va)
+    shape.push_back(M);
+  if (!vb)
+    shape.push_back(N);
+  HostTensor out = make(a.type, shape);
+  for (size_t p = 0; p < ia.size(); ++p)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        Value s = 0;
+        for (int64_t k = 0; k < K; ++k)
+          s += a.data[ia[p] * M * K + i * K + k] *
+               b.data[ib[p] * K * N + k * N + j];
+        out.data[(p * M + i) * N + j] = fit(a.type, s);
+      }
+  return out;
+}
+
+HostTensor slice(const HostTensor &x, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                 std::vector<int64_t> steps) {
+  int64_t r = x.shape.size();
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    bad("starts, ends, axes and steps differ in length");
+  std::vector<int64_t> begin(r, 0), step(r, 1), shape = x.shape;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axisOf(axes[i], r), dim = x.shape[a], s = starts[i],
+            e = ends[i], st = steps[i];
+    if (st == 0)
+      bad("a Slice step is 0");
+    // ONNX: negative indices count from the end; then clamp to [0, dim] for
+    // a positive step, [-1, dim-1] for a negative one.
+    if (s < 0)
+      s = s < -dim ? -1 : s + dim;
+    if (e < 0)
+      e = e < -dim ? -1 : e + dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      shape[a] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, -1, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      shape[a] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    begin[a] = s;
+    step[a] = st;
+  }
+  HostTensor out = make(x.type, shape);
+  std::vector<int64_t> inStrides = stridesOf(x.shape), pos(r, 0);
+  for (int64_t k = 0; k < out.numel(); ++k) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < r; ++d)
+      off += (begin[d] + pos[d] * step[d]) * inStrides[d];
+    out.data[k] = x.data[off];
+    advance(pos, shape);
+  }
+  return out;
+}
+
+// Axes of a Reduce*/Squeeze/Unsqueeze: the input (opset 13+ for ReduceSum,
+// Squeeze, Unsqueeze; 18+ for the others) or the attribute.
+std::vector<int64_t> axesOf(const onnx::NodeProto &n,
+                            const std::vector<const HostTensor *> &in) {
+  if (in.size() > 1 && in[1])
+    return toInts(*in[1]);
+  const onnx::AttributeProto *a = attr(n, "axes");
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+           : std::vector<int64_t>{};
+}
+
+HostTensor reduce(const onnx::NodeProto &n,
+                  const std::vector<const HostTensor *> &in, bool mean) {
+  const HostTensor &x = *in[0];
+  int64_t r = x.shape.size();
+  std::vector<int64_t> axes = axesOf(n, in);
+  if (axes.empty() && attrInt(n, "noop_with_empty_axes", 0))
+    return x;
+  std::vector<bool> reduced(r, axes.empty());
+  for (int64_t a : axes)
+    reduced[axisOf(a, r)] = true;
+  bool keep = attrInt(n, "keepdims", 1) != 0;
+  std::vector<int64_t> kept(r), shape;
+  for (int64_t d = 0; d < r; ++d) {
+    kept[d] = reduced[d] ? 1 : x.shape[d];
+    if (!reduced[d] || keep)
+      shape.push_back(kept[d]);
+  }
+  HostTensor out = make(x.type, shape);
+  std::vector<int64_t> outStrides = stridesOf(kept), pos(r, 0);
+  std::vector<Value> sum(out.numel(), 0);
+  for (int64_t k = 0; k < x.numel(); ++k) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < r; ++d)
+      if (!reduced[d])
+        off += pos[d] * outStrides[d];
+    sum[off] += x.data[k];
+    advance(pos, x.shape);
+  }
+  int64_t count = out.numel() ? x.numel() / out.numel() : 0;
+  for (int64_t k = 0; k < out.numel(); ++k)
+    out.data[k] = fit(x.type, mean && count ? sum[k] / count : sum[k]);
+  return out;
+}
+
+HostTensor reshape(const HostTensor &x, std::vector<int64_t> shape,
+                   bool allowZero) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowZero) {
+      if (i >= x.shape.size())
+        bad("shape copies a dimension the input lacks");
+      shape[i] = x.shape[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0)
+        bad("more than one -1 in a shape");
+      infer = i;
+    } else if (shape[i] < 0) {
+      bad("negative dimension " + std::to_string(shape[i]));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.numel() % known)
+      bad("cannot infer the -1 dimension");
+    shape[infer] = x.numel() / known;
+  }
+  if (product(shape) != x.numel())
+    bad("reshape changes the element count");
+  HostTensor out = x;
+  out.shape = shape;
+  return out;
+}
+
+using Eval = std::function<HostTensor(const onnx::NodeProto &,
+                                      const std::vector<const HostTensor *> &)>;
+
+Eval unary(std::function<Value(Value)> f) {
+  return
+      [f](const onnx::NodeProto &, const std::vector<const HostTensor *> &in) {
+        return elementwise({in[0]}, in[0]->type,
+                           [&](const Value *v) { return f(v[0]); });
+      };
+}
+
+Eval binary(std::function<Value(Value, Value, int32_t)> f, bool boolean) {
+  return [f, boolean](const onnx::NodeProto &,
+                      const std::vector<const HostTensor *> &in) {
+    if (in.size() < 2 || !in[1])
+      bad("expected two inputs");
+    int32_t type = in[0]->type;
+    return elementwise({in[0], in[1]}, boolean ? (int32_t)T::BOOL : type,
+                       [&](const Value *v) { return f(v[0], v[1], type); });
+  };
+}
+
+Value divide(Value a, Value b, int32_t type) {
+  if (isFloat(type))
+    return a / b;
+  if (b == 0)
+    bad("integer division by zero");
+  return std::trunc(a / b); // integer Div truncates (C semantics)
+}
+
+const std::map<std::string, Eval> &evaluators() {
+  static const std::map<std::string, Eval> table = {
+      {"Identity", [](auto &, auto &in) { return *in[0]; }},
+      {"Add", binary([](Value a, Value b, int32_t) { return a + b; }, false)},
+      {"Sub", binary([](Value a, Value b, int32_t) { return a - b; }, false)},
+      {"Mul", binary([](Value a, Value b, int32_t) { return a * b; }, false)},
+      {"Div", binary(divide, false)},
+      {"Pow", binary([](Value a, Value b, int32_t) { return std::pow(a, b); },
+                     false)},
+      {"Equal", binary([](Value a, Value b, int32_t) -> Value { return a == b; },
+                       true)},
+      {"Less", binary([](Value a, Value b, int32_t) -> Value { return a < b; },
+                      true)},
+      {"LessOrEqual",
+       binary([](Value a, Value b, int32_t) -> Value { return a <= b; }, true)},
+      {"Greater",
+       binary([](Value a, Value b, int32_t) -> Value { return a > b; }, true)},
+      {"GreaterOrEqual",
+       binary([](Value a, Value b, int32_t) -> Value { return a >= b; }, true)},
+      {"And", binary([](Value a, Value b, int32_t) -> Value { return a && b; },
+                     true)},
+      {"Or", binary([](Value a, Value b, int32_t) -> Value { return a || b; },
+                    true)},
+      {"Xor", binary([](Value a, Value b, int32_t) -> Value {
+                       return (a != 0) != (b != 0);
+                     },
+                     true)},
+      {"Not", unary([](Value a) -> Value { return !a; })},
+      {"Neg", unary([](Value a) { return -a; })},
+      {"Abs", unary([](Value a) { return std::fabs(a); })},
+      {"Sqrt", unary([](Value a) { return std::sqrt(a); })},
+      {"Reciprocal", unary([](Value a) { return 1 / a; })},
+      {"Exp", unary([](Value a) { return std::exp(a); })},
+      {"Cos", unary([](Value a) { return std::cos(a); })},
+      {"Sin", unary([](Value a) { return std::sin(a); })},
+      {"IsNaN",
+       [](auto &, auto &in) {
+         return elementwise({in[0]}, T::BOOL,
+                            [](const Value *v) -> Value { return std::isnan(v[0]); });
+       }},
+      {"Max",
+       [](auto &, auto &in) {
+         return elementwise(in, in[0]->type, [&](const Value *v) {
+           return *std::max_element(v, v + in.size());
+         });
+       }},
+      {"Min",
+       [](auto &, auto &in) {
+         return elementwise(in, in[0]->type, [&](const Value *v) {
+           return *std::min_element(v, v + in.size());
+         });
+       }},
+      {"Where",
+       [](auto &, auto &in) {
+         if (in.size() < 3 || !in[1] || !in[2])
+           bad("expected three inputs");
+         return elementwise({in[0], in[1], in[2]}, in[1]->type,
+                            [](const Value *v) { return v[0] ? v[1] : v[2]; });
+       }},
+      {"Cast",
+       [](auto &n, auto &in) {
+         const onnx::AttributeProto *to = attr(n, "to");
+         if (!to || !width((int32_t)to->i()))
+           bad("Cast to " + (to ? typeName(to->i()) : std::string("nothing")) +
+               " is not evaluated");
+         return elementwise({in[0]}, to->i(),
+                            [](const Value *v) { return v[0]; });
+       }},
+      {"CastLike",
+       [](auto &, auto &in) {
+         if (in.size() < 2 || !in[1] || !width(in[1]->type))
+           bad("CastLike needs a target of a numeric type");
+         return elementwise({in[0]}, in[1]->type,
+                            [](const Value *v) { return v[0]; });
+       }},
+      {"Range",
+       [](auto &, auto &in) {
+         if (in.size() < 3 || !in[1] || !in[2])
+           bad("expected three inputs");
+         Value start = in[0]->data.at(0), limit = in[1]->data.at(0),
+               delta = in[2]->data.at(0);
+         if (delta == 0)
+           bad("Range delta is 0");
+         // ONNX: max(ceil((limit - start) / delta), 0) elements.
+         int64_t n = std::max<int64_t>(
+             (int64_t)std::ceil((limit - start) / delta), 0);
+         HostTensor out = make(in[0]->type, {n});
+         for (int64_t i = 0; i < n; ++i)
+           out.data[i] = fit(out.type, start + i * delta);
+         return out;
+       }},
+      {"CumSum",
+       [](auto &n, auto &in) {
+         if (in.size() < 2 || !in[1])
+           bad("expected an axis input");
+         const HostTensor &x = *in[0];
+         int64_t r = x.shape.size(), a = axisOf(toInts(*in[1]).at(0), r);
+         bool excl = attrInt(n, "exclusive", 0), rev = attrInt(n, "reverse", 0);
+         HostTensor out = make(x.type, x.shape);
+         int64_t inner = stridesOf(x.shape)[a], len = x.shape[a],
+                 outer = len ? x.numel() / (len * inner) : 0;
+         for (int64_t o = 0; o < outer; ++o)
+           for (int64_t i = 0; i < inner; ++i) {
+             Value s = 0;
+             for (int64_t j = 0; j < len; ++j) {
+               int64_t jj = rev ? len - 1 - j : j,
+                       k = (o * len + jj) * inner + i;
+               if (!excl)
+                 s += x.data[k];
+               out.data[k] = fit(x.type, s);
+               if (excl)
+                 s += x.data[k];
+             }
+           }
+         return out;
+       }},
+      {"Unsqueeze",
+       [](auto &n, auto &in) {
+         std::vector<int64_t> axes = axesOf(n, in);
+         int64_t r = in[0]->shape.size() + axes.size();
+         std::vector<bool> added(r, false);
+         for (int64_t a : axes) {
+           int64_t k = axisOf(a, r);
+           if (added[k])
+             bad("an Unsqueeze axis is repeated");
+           added[k] = true;
+         }
+         std::vector<int64_t> shape;
+         size_t from = 0;
+         for (int64_t d = 0; d < r; ++d)
+           shape.push_back(added[d] ? 1 : in[0]->shape.at(from++));
+         return reshape(*in[0], shape, true);
+       }},
+      {"Squeeze",
+       [](auto &n, auto &in) {
+         std::vector<int64_t> axes = axesOf(n, in);
+         int64_t r = in[0]->shape.size();
+         std::vector<bool> drop(r, axes.empty());
+         for (int64_t a : axes) {
+           int64_t k = axisOf(a, r);
+           if (in[0]->shape[k] != 1)
+             bad("Squeeze of an axis of size " +
+                 std::to_string(in[0]->shape[k]));
+           drop[k] = true;
+         }
+         std::vector<int64_t> shape;
+         for (int64_t d = 0; d < r; ++d)
+           if (!drop[d] || in[0]->shape[d] != 1)
+             shape.push_back(in[0]->shape[d]);
+         return reshape(*in[0], shape, true);
+       }},
+      {"Reshape",
+       [](auto &n, auto &in) {
+         if (in.size() < 2 || !in[1])
+           bad("expected a shape input");
+         return reshape(*in[0], toInts(*in[1]),
+                        attrInt(n, "allowzero", 0) != 0);
+       }},
+      {"Expand",
+       [](auto &, auto &in) {
+         if (in.size() < 2 || !in[1])
+           bad("expected a shape input");
+         return broadcastTo(*in[0],
+                            broadcastShape(in[0]->shape, toInts(*in[1])));
+       }},
+      {"Concat",
+       [](auto &n, auto &in) {
+         const onnx::AttributeProto *a = attr(n, "axis");
+         if (!a)
+           bad("Concat without an axis");
+         const HostTensor &x = *in[0];
+         int64_t r = x.shape.size(), ax = axisOf(a->i(), r);
+         std::vector<int64_t> shape = x.shape;
+         shape[ax] = 0;
+         for (const HostTensor *t : in) {
+           if (!t || (int64_t)t->shape.size() != r)
+             bad("Concat inputs differ in rank");
+           for (int64_t d = 0; d < r; ++d)
+             if (d != ax && t->shape[d] != x.shape[d])
+               bad("Concat inputs differ off the axis");
+           shape[ax] += t->shape[ax];
+         }
+         HostTensor out = make(x.type, shape);
+         int64_t outer = 1;
+         for (int64_t d = 0; d < ax; ++d)
+           outer *= shape[d];
+         int64_t k = 0;
+         for (int64_t o = 0; o < outer; ++o)
+           for (const HostTensor *t : in) {
+             int64_t chunk = outer ? t->numel() / outer : 0;
+             for (int64_t i = 0; i < chunk; ++i)
+               out.data[k++] = fit(out.type, t->data[o * chunk + i]);
+           }
+         return out;
+       }},
+      {"Gather",
+       [](auto &n, auto &in) {
+         if (in.size() < 2 || !in[1])
+           bad("expected an indices input");
+         const HostTensor &x = *in[0];
+         int64_t r = x.shape.size(), ax = axisOf(attrInt(n, "axis", 0), r);
+         std::vector<int64_t> ids = toInts(*in[1]), shape;
+         shape.insert(shape.end(), x.shape.begin(), x.shape.begin() + ax);
+         shape.insert(shape.end(), in[1]->shape.begin(), in[1]->shape.end());
+         shape.insert(shape.end(), x.shape.begin() + ax + 1, x.shape.end());
+         HostTensor out = make(x.type, shape);
+         int64_t inner = stridesOf(x.shape)[ax], dim = x.shape[ax],
+                 outer = dim * inner != 0 ? x.numel() / (dim * inner) : 0, k = 0;
+         for (int64_t o = 0; o < outer; ++o)
+           for (int64_t id : ids) {
+             if (id < -dim || id >= dim)
+               bad("Gather index " + std::to_string(id) + " out of range");
+             int64_t row = id < 0 ? id + dim : id;
+             for (int64_t i = 0; i < inner; ++i)
+               out.data[k++] = x.data[(o * dim + row) * inner + i];
+           }
+         return out;
+       }},
+      {"GatherND",
+       [](auto &n, auto &in) {
+         if (attrInt(n, "batch_dims", 0) != 0)
+           bad("GatherND with batch_dims is not evaluated");
+         if (in.size() < 2 || !in[1] || in[1]->shape.empty())
+           bad("expected an indices input of rank 1 or more");
+         const HostTensor &x = *in[0], &idx = *in[1];
+         int64_t q = idx.shape.back(), r = x.shape.size();
+         if (q > r)
+           bad("GatherND index tuples are longer than the data's rank");
+         std::vector<int64_t> shape(idx.shape.begin(), idx.shape.end() - 1);
+         shape.insert(shape.end(), x.shape.begin() + q, x.shape.end());
+         HostTensor out = make(x.type, shape);
+         std::vector<int64_t> strides = stridesOf(x.shape);
+         int64_t inner = 1;
+         for (int64_t d = q; d < r; ++d)
+           inner *= x.shape[d];
+         int64_t tuples = q ? idx.numel() / q : 0, k = 0;
+         for (int64_t t = 0; t < tuples; ++t) {
+           int64_t off = 0;
+           for (int64_t d = 0; d < q; ++d) {
+             int64_t i = (int64_t)idx.data[t * q + d], dim = x.shape[d];
+             if (i < -dim || i >= dim)
+               bad("GatherND index out of range");
+             off += (i < 0 ? i + dim : i) * strides[d];
+           }
+           for (int64_t i = 0; i < inner; ++i)
+             out.data[k++] = x.data[off + i];
+         }
+         return out;
+       }},
+      {"Slice",
+       [](auto &, auto &in) {
+         if (in.size() < 3 || !in[1] || !in[2])
+           bad("expected starts and ends inputs");
+         auto opt = [&](size_t i) {
+           return in.size() > i && in[i] ? toInts(*in[i])
+                                          : std::vector<int64_t>{};
+         };
+         return slice(*in[0], toInts(*in[1]), toInts(*in[2]), opt(3), opt(4));
+       }},
+      {"Transpose",
+       [](auto &n, auto &in) {
+         const onnx::AttributeProto *p = attr(n, "perm");
+         return transpose(*in[0],
+                          p ? std::vector<int64_t>(p->ints().begin(),
+                                                   p->ints().end())
+                            : std::vector<int64_t>{});
+       }},
+      {"MatMul",
+       [](auto &, auto &in) {
+         if (in.size() < 2 || !in[1])
+           bad("expected two inputs");
+         return matmul(*in[0], *in[1]);
+       }},
+      {"ConstantOfShape",
+       [](auto &n, auto &in) {
+         const onnx::AttributeProto *v = attr(n, "value");
+         HostTensor fill = v && v->has_t()
+                               ? tensorFromProto(v->t(), v->t().raw_data())
+                               : make(T::FLOAT, {1});
+         if (fill.numel() != 1)
+           bad("ConstantOfShape's value is not one element");
+         HostTensor out = make(fill.type, toInts(*in[0]));
+         std::fill(out.data.begin(), out.data.end(), fill.data[0]);
+         return out;
+       }},
+      {"Trilu",
+       [](auto &n, auto &in) {
+         const HostTensor &x = *in[0];
+         if (x.shape.size() < 2)
+           bad("Trilu of rank below 2");
+         int64_t k = in.size() > 1 && in[1] ? toInts(*in[1]).at(0) : 0;
+         bool upper = attrInt(n, "upper", 1) != 0;
+         int64_t R = x.shape[x.shape.size() - 2], C = x.shape.back();
+         HostTensor out = x;
+         for (int64_t e = 0; e < x.numel(); ++e) {
+           int64_t i = (e / C) % R, j = e % C;
+           // upper keeps j - i >= k; lower keeps j - i <= k.
+           if (upper ? j - i < k : j - i > k)
+             out.data[e] = 0;
+         }
+         return out;
+       }},
+      {"ReduceSum", [](auto &n, auto &in) { return reduce(n, in, false); }},
+      {"ReduceMean", [](auto &n, auto &in) { return reduce(n, in, true); }},
+  };
+  return table;
+}
+
+} // namespace
+
+int64_t HostTensor::numel() const { return product(shape); }
+
+std::string typeName(int32_t type) {
+  return onnx::TensorProto::DataType_IsValid(type)
+             ? onnx::TensorProto::DataType_Name(
+                   (onnx::TensorProto::DataType)type)
+             : "type " + std::to_string(type);
+}
+
+HostTensor tensorFromProto(const onnx::TensorProto &t, const std::string &raw) {
+  int64_t w = width(t.data_type());
+  if (!w)
+    bad("a " + typeName(t.data_type()) + " tensor is not evaluated");
+  HostTensor out = make(t.data_type(),
+                        std::vector<int64_t>(t.dims().begin(), t.dims().end()));
+  int64_t n = out.numel();
+  if (!raw.empty() || n == 0) {
+    if ((int64_t)raw.size() != n * w)
+      bad("tensor '" + t.name() + "' holds " + std::to_string(raw.size()) +
+          " bytes, expected " + std::to_string(n * w));
+    for (int64_t i = 0; i < n; ++i)
+      out.data[i] = fromBytes(t.data_type(), raw.data() + i * w);
+    return out;
+  }
+  // Typed fields: float_data, double_data, int64_data, uint64_data, and
+  // int32_data for every narrower integer and bool.
+  auto take = [&](const auto &field) {
+    if (field.size() != n)
+      bad("tensor '" + t.name() + "' holds " + std::to_string(field.size()) +
+          " values, expected " + std::to_string(n));
+    for (int64_t i = 0; i < n; ++i)
+      out.data[i] = fit(t.data_type(), field.Get(i));
+  };
+  switch (t.data_type()) {
+  case T::FLOAT:
+    take(t.float_data());
+    break;
+  case T::DOUBLE:
+    take(t.double_data());
+    break;
+  case T::INT64:
+    take(t.int64_data());
+    break;
+  case T::UINT64:
+  case T::UINT32:
+    take(t.uint64_data());
+    break;
+  default:
+    take(t.int32_data());
+  }
+  return out;
+}
+
+HostTensor constantValue(const onnx::NodeProto &n) {
+  if (n.attribute_size() != 1)
+    bad("a Constant has exactly one value attribute");
+  const onnx::AttributeProto &a = n.attribute(0);
+  HostTensor out;
+  auto list = [&](int32_t type, const auto &field, bool scalar) {
+    out = make(type, scalar ? std::vector<int64_t>{}
+                            : std::vector<int64_t>{(int64_t)field.size()});
+    for (int64_t i = 0; i < out.numel(); ++i)
+      out.data[i] = fit(type, field.Get(i));
+  };
+  if (a.name() == "value") {
+    if (a.t().data_location() == onnx::TensorProto::EXTERNAL)
+      bad("a Constant with external data is not supported");
+    return tensorFromProto(a.t(), a.t().raw_data());
+  }
+  google::protobuf::RepeatedField<float> f;
+  google::protobuf::RepeatedField<int64_t> i;
+  if (a.name() == "value_float") {
+    f.Add(a.f());
+    list(T::FLOAT, f, true);
+  } else if (a.name() == "value_floats") {
+    list(T::FLOAT, a.floats(), false);
+  } else if (a.name() == "value_int") {
+    i.Add(a.i());
+    list(T::INT64, i, true);
+  } else if (a.name() == "value_ints") {
+    list(T::INT64, a.ints(), false);
+  } else {
+    bad("a Constant '" + a.name() +
+        "' is not supported (value, "
+        "value_float(s) and value_int(s) are)");
+  }
+  return out;
+}
+
+HostTensor shapeValue(const onnx::NodeProto &n,
+                      const std::vector<int64_t> &shape) {
+  int64_t r = shape.size();
+  // ONNX Shape: start/end as in Slice, clamped to [0, rank].
+  auto clampAxis = [&](int64_t a) {
+    if (a < 0)
+      a += r;
+    return std::clamp<int64_t>(a, 0, r);
+  };
+  int64_t s = clampAxis(attrInt(n, "start", 0)),
+          e = clampAxis(attrInt(n, "end", r));
+  HostTensor out = make(T::INT64, {std::max<int64_t>(e - s, 0)});
+  for (int64_t k = s; k < e; ++k)
+    out.data[k - s] = shape[k];
+  return out;
+}
+
+bool canEvaluate(const std::string &op) { return evaluators().count(op) != 0; }
+
+HostTensor evaluate(const onnx::NodeProto &n,
+                    const std::vector<const HostTensor *> &in) {
+  auto it = evaluators().find(n.op_type());
+  if (it == evaluators().end())
+    bad("op '" + n.op_type() + "' is not evaluated on constants");
+  if (in.empty() || !in[0])
+    bad("expected at least one input");
+  return it->second(n, in);
+}
+
+} // namespace autoddl::import

@@ -1,0 +1,56 @@
+//===- OnnxConstants.h - evaluating ONNX nodes on constants (internal) ---===//
+//
+// Once --batch and --seq pin an export's shapes, every value an exporter
+// computes from constants and shapes (the causal mask from Range, CumSum,
+// LessOrEqual and Where; the rotary tables from inv_freq by MatMul, Cos and
+// Sin; reshape targets from Shape and Concat) is a constant. The ONNX reader
+// evaluates those nodes here, on the host, with ONNX's semantics
+// (multidirectional broadcasting, negative axes, Slice's clamping and steps),
+// so the graph it lowers holds only the ops that touch activations.
+// Errors throw std::invalid_argument; the reader names the node.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoddl::import {
+
+/// A constant tensor of an ONNX element type. Values are held as long double,
+/// which holds every int64 exactly (ONNX's INT64_MAX slice ends) and every
+/// float and double; results are rounded to their element type after each op.
+struct HostTensor {
+  int32_t type = onnx::TensorProto::FLOAT; // onnx::TensorProto::DataType
+  std::vector<int64_t> shape;
+  std::vector<long double> data; // row-major
+  int64_t numel() const;
+};
+
+/// The values of an initializer or a Constant's tensor; `raw` holds the
+/// bytes of external data (t.raw_data() otherwise). Float, double, bool and
+/// 8- to 64-bit integers; other types are refused.
+HostTensor tensorFromProto(const onnx::TensorProto &t, const std::string &raw);
+
+/// The value of a Constant node in any of its forms (value, value_float(s),
+/// value_int(s)); sparse and string constants are refused.
+HostTensor constantValue(const onnx::NodeProto &n);
+
+/// Shape(x) of a value of static shape `shape`, with the node's start/end.
+HostTensor shapeValue(const onnx::NodeProto &n,
+                      const std::vector<int64_t> &shape);
+
+/// Whether evaluate() knows op `op` (of the default domain).
+bool canEvaluate(const std::string &op);
+
+/// Node n applied to constant inputs (null for an omitted optional input).
+HostTensor evaluate(const onnx::NodeProto &n,
+                    const std::vector<const HostTensor *> &in);
+
+/// The name of an ONNX element type ("FLOAT", "INT64", ...), for messages.
+std::string typeName(int32_t type);
+
+} // namespace autoddl::import
