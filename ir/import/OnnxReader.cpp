@@ -9,8 +9,7 @@
 // Edge code: errors throw UserError naming the file, the node and the cause.
 //
 //===----------------------------------------------------------------------===//
-#include "ir/import/GraphBuilder.h"
-#include "ir/import/OnnxPatterns.h"
+#include "ir/import/OnnxLowering.h"
 #include "ir/import/Readers.h"
 
 #include "support/UserError.h"
@@ -43,6 +42,8 @@ constexpr int64_t kMaxOpset = 21;
 const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"Add", {7, 13, 14}},
     {"AveragePool", {7, 10, 11, 19}},
+    {"Cast", {13, 19, 21}},
+    {"CastLike", {15, 19, 21}},
     {"Constant", {13, 19, 21}},
     {"Conv", {1, 11}},
     {"Div", {13, 14}},
@@ -66,86 +67,7 @@ const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"Transpose", {13, 21}},
 };
 
-class OnnxLowering {
-public:
-  OnnxLowering(const std::string &path, const onnx::ModelProto &model,
-               const BuildOptions &o)
-      : path(path), model(model), o(o), b(o.name, "onnx", path + ": "),
-        dir(path.substr(0, path.find_last_of('/') + 1)) {}
-
-  ModelGraph run();
-
-private:
-  [[noreturn]] void fail(const std::string &m) const {
-    throw UserError(path + ": " + m);
-  }
-  [[noreturn]] void failNode(const onnx::NodeProto &n, const std::string &m) {
-    throw UserError(path + ": node '" + nodeName(n) + "' (" + n.op_type() +
-                    "): " + m);
-  }
-  std::string nodeName(const onnx::NodeProto &n) const {
-    return n.name().empty() ? n.op_type() + "#" + std::to_string(nodeIndex(n))
-                            : n.name();
-  }
-  int nodeIndex(const onnx::NodeProto &n) const {
-    const auto &nodes = model.graph().node();
-    for (int i = 0; i < nodes.size(); ++i)
-      if (&nodes.Get(i) == &n)
-        return i;
-    return -1;
-  }
-
-  void readOpset();
-  void readInputs();
-  std::vector<const onnx::NodeProto *> topoOrder();
-  void lower(const onnx::NodeProto &n);
-  void checkVersion(const onnx::NodeProto &n);
-  void readConstant(const onnx::NodeProto &n);
-  std::optional<double> scalar(const std::string &name) const;
-
-  ops::Shape dims(const onnx::TensorProto &t) const;
-  std::vector<int64_t> ints(const onnx::TensorProto &t,
-                            const onnx::NodeProto &n);
-  std::string externalBytes(const onnx::TensorProto &t,
-                            const onnx::NodeProto *n);
-  void checkData(const onnx::TensorProto &t);
-  int value(const onnx::NodeProto &n, int i);
-  int param(const onnx::NodeProto &n, int i, const std::string &init,
-            double std = 0.02);
-  bool isConst(const std::string &name) const {
-    return consts.count(name) != 0;
-  }
-  const onnx::AttributeProto *attr(const onnx::NodeProto &n,
-                                   const std::string &name) const;
-  int64_t attrInt(const onnx::NodeProto &n, const std::string &name,
-                  int64_t dflt) const;
-  std::vector<int64_t> attrInts(const onnx::NodeProto &n,
-                                const std::string &name) const;
-  void define(const onnx::NodeProto &n, int tensor) {
-    values[n.output(0)] = tensor;
-  }
-  int add(const onnx::NodeProto &n, const std::string &kind,
-          std::vector<int> operands, ops::Attrs attrs = {}) {
-    b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
-    return b.op(kind, nodeName(n), std::move(operands), std::move(attrs),
-                n.output(0));
-  }
-  const onnx::NodeProto *soleConsumer(const std::string &value) const;
-
-  const std::string &path;
-  const onnx::ModelProto &model;
-  const BuildOptions &o;
-  GraphBuilder b;
-  std::string dir;
-  int64_t opset = 0;
-  std::map<std::string, int> values; // ONNX value name -> tensor
-  std::map<std::string, const onnx::TensorProto *> consts;
-  std::map<std::string, std::vector<const onnx::NodeProto *>> consumers;
-  std::set<const onnx::NodeProto *> folded; // lowered with an earlier node
-  std::deque<onnx::TensorProto> constants;  // Constant nodes' values
-  std::map<const onnx::NodeProto *, GeluMatch> gelus; // by their last node
-  int loss = -1;
-};
+} // namespace
 
 void OnnxLowering::readOpset() {
   for (const auto &os : model.opset_import())
@@ -240,32 +162,6 @@ void OnnxLowering::checkData(const onnx::TensorProto &t) {
     fail("initializer '" + t.name() + "': holds " +
          std::to_string(t.raw_data().size()) + " bytes, expected " +
          std::to_string((int64_t)(count * width)));
-}
-
-std::vector<int64_t> OnnxLowering::ints(const onnx::TensorProto &t,
-                                        const onnx::NodeProto &n) {
-  if (t.data_type() != onnx::TensorProto::INT64)
-    failNode(n, "expected an int64 constant '" + t.name() + "'");
-  int64_t count = 1;
-  for (int64_t d : t.dims())
-    count *= d;
-  std::vector<int64_t> out(t.int64_data().begin(), t.int64_data().end());
-  if (out.empty() && count > 0) {
-    std::string raw = t.data_location() == onnx::TensorProto::EXTERNAL
-                          ? externalBytes(t, &n)
-                          : t.raw_data();
-    if ((int64_t)raw.size() != count * 8)
-      failNode(n, "constant '" + t.name() + "' holds " +
-                      std::to_string(raw.size()) + " bytes, expected " +
-                      std::to_string(count * 8));
-    out.resize(count);
-    std::memcpy(out.data(), raw.data(), raw.size());
-  }
-  if ((int64_t)out.size() != count)
-    failNode(n, "constant '" + t.name() + "' holds " +
-                    std::to_string(out.size()) + " values, expected " +
-                    std::to_string(count));
-  return out;
 }
 
 const onnx::AttributeProto *OnnxLowering::attr(const onnx::NodeProto &n,
@@ -481,43 +377,8 @@ void OnnxLowering::checkVersion(const onnx::NodeProto &n) {
                       (need > 1 ? "s" : ""));
 }
 
-// Constants feed shapes (Reshape) and the scalars of decomposed ops; they
-// are buffers, not parameters.
-void OnnxLowering::readConstant(const onnx::NodeProto &n) {
-  checkVersion(n);
-  const onnx::AttributeProto *a = attr(n, "value");
-  if (!a || !a->has_t())
-    failNode(n, "only a tensor 'value' constant is supported");
-  onnx::TensorProto *t = &constants.emplace_back(a->t());
-  t->set_name(n.output(0));
-  checkData(*t);
-  consts[n.output(0)] = t;
-}
-
-std::optional<double> OnnxLowering::scalar(const std::string &name) const {
-  auto c = consts.find(name);
-  if (c == consts.end() || values.count(name))
-    return std::nullopt;
-  const onnx::TensorProto &t = *c->second;
-  for (int64_t d : t.dims())
-    if (d != 1)
-      return std::nullopt;
-  if (t.data_type() != onnx::TensorProto::FLOAT ||
-      t.data_location() == onnx::TensorProto::EXTERNAL)
-    return std::nullopt;
-  if (t.float_data_size() == 1)
-    return t.float_data(0);
-  float v;
-  if (t.raw_data().size() != sizeof v)
-    return std::nullopt;
-  std::memcpy(&v, t.raw_data().data(), sizeof v);
-  return v;
-}
-
 void OnnxLowering::lower(const onnx::NodeProto &n) {
   const std::string &op = n.op_type();
-  if (op == "Constant")
-    return; // read before lowering
   checkVersion(n);
   auto gelu = gelus.find(&n);
   if (gelu != gelus.end()) {
@@ -535,10 +396,10 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
     if (op == "Dropout" && n.input_size() > 2 && !n.input(2).empty())
       failNode(n, "a training_mode input is not supported; export in "
                   "eval mode");
-    if (isConst(n.input(0)) && !values.count(n.input(0))) {
-      consts[n.output(0)] = consts[n.input(0)];
-      return;
-    }
+    define(n, value(n, 0));
+    return;
+  }
+  if ((op == "Cast" || op == "CastLike") && castIsIdentity(n)) {
     define(n, value(n, 0));
     return;
   }
@@ -553,12 +414,16 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
   }
   if (op == "MatMul") {
     int a = value(n, 0);
-    if (isConst(n.input(1)) ||
+    // MatMul(x, Transpose(W)) with W an initializer [out,in]: torch's Linear
+    // as the dynamo exporter writes it; W keeps its name and shape.
+    const onnx::NodeProto *wt = transposedWeight(n.input(1));
+    if (wt || consts.count(n.input(1)) ||
         (values.count(n.input(1)) &&
          b.graph().tensors[values[n.input(1)]].role == TensorRole::Parameter)) {
-      int w = param(n, 1, "normal");
+      int w = wt ? param(*wt, 0, "normal") : param(n, 1, "normal");
       if (b.shape(w).size() != 2)
         failNode(n, "a weight of rank 2 ([K,N]) is expected");
+      int64_t outDim = b.shape(w)[wt ? 0 : 1];
       std::vector<int> operands = {a, w};
       // MatMul then Add of a [N] initializer is a linear layer with a bias.
       const onnx::NodeProto *next = soleConsumer(n.output(0));
@@ -566,14 +431,14 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
       if (next && next->op_type() == "Add" && next->input_size() == 2) {
         int other = next->input(0) == n.output(0) ? 1 : 0;
         auto c = consts.find(next->input(other));
-        if (c != consts.end() && c->second->dims_size() == 1 &&
-            c->second->dims(0) == b.shape(w)[1]) {
+        if (c != consts.end() && !values.count(c->first) &&
+            c->second->dims_size() == 1 && c->second->dims(0) == outDim) {
           operands.push_back(param(*next, other, "zeros"));
           addNode = next;
         }
       }
-      ops::Attrs at; // MatMul's weight is [K,N]
-      at["transpose_weight"] = false;
+      ops::Attrs at; // MatMul's weight is [K,N]; a transposed one [N,K]
+      at["transpose_weight"] = wt != nullptr;
       int out = add(n, "linear", operands, at);
       define(n, out);
       if (addNode) {
@@ -603,8 +468,11 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
     return;
   }
   if (op == "Add" || op == "Mul") {
-    bool c0 = isConst(n.input(0)) && !values.count(n.input(0));
-    bool c1 = isConst(n.input(1)) && !values.count(n.input(1));
+    // A bias is a 1-D initializer (a computed constant is not a weight).
+    bool c0 = isConst(n.input(0)) && consts.count(n.input(0)) &&
+              consts[n.input(0)]->dims_size() == 1;
+    bool c1 = isConst(n.input(1)) && consts.count(n.input(1)) &&
+              consts[n.input(1)]->dims_size() == 1;
     if (op == "Add" && (c0 || c1) && !(c0 && c1)) {
       int x = value(n, c0 ? 1 : 0);
       int bias = param(n, c0 ? 0 : 1, "zeros");
@@ -723,11 +591,10 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
         (i < axis ? lead : rest) *= in[i];
       out = {lead, rest};
     } else {
-      auto c = consts.find(n.input_size() > 1 ? n.input(1) : "");
-      if (c == consts.end())
-        failNode(n, "the target shape must be a constant (export with static "
-                    "shapes)");
-      out = ints(*c->second, n);
+      if (n.input_size() < 2 || !isConst(n.input(1)))
+        failNode(n, "the target shape must be a constant (computed from "
+                    "constants and static shapes)");
+      out = constantInts(n, n.input(1));
       bool allowZero = attrInt(n, "allowzero", 0) != 0;
       for (size_t i = 0; i < out.size(); ++i)
         if (out[i] == 0 && !allowZero) {
@@ -798,7 +665,7 @@ ModelGraph OnnxLowering::run() {
   for (const onnx::NodeProto *n : order) {
     if (folded.count(n))
       checkVersion(*n);
-    else
+    else if (n->op_type() != "Constant" && !fold(*n))
       lower(*n);
   }
   const onnx::GraphProto &g = model.graph();
@@ -839,8 +706,6 @@ ModelGraph OnnxLowering::run() {
   b.setPlace(path + ": ");
   return b.finish(loss, 0, batch, seq);
 }
-
-} // namespace
 
 ModelGraph readOnnx(const std::string &data, const std::string &path,
                     const BuildOptions &o) {

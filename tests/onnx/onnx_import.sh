@@ -42,6 +42,13 @@ kinds gelu "sbp.cross_entropy=1,sbp.gelu=2,sbp.linear=2,sbp.parameter=4"
 ir=$("$autoddl" import "$work/gelu.onnx")
 [[ "$ir" == *'approximate = "none"'*'approximate = "tanh"'* ]] || fail "gelu: not an erf then a tanh GELU"
 params unordered 0
+# A dynamo export's Linear (MatMul of a transposed [out,in] weight) and its
+# run-time reshape targets (Shape, Constant value_ints, Concat) folded.
+params dynamo 82 --batch 2 --seq 3
+kinds dynamo "sbp.cross_entropy=1,sbp.linear=2,sbp.parameter=3,sbp.reshape=2" --batch 2 --seq 3
+ir=$("$autoddl" import "$work/dynamo.onnx" --batch 2 --seq 3)
+[[ "$ir" == *'shape = array<i64: 2, 3, 2, 2>'* && "$ir" == *'parameter "fc1.weight"'*'tensor<4x8xf32>'* && "$ir" == *'transpose_weight = true'* ]] ||
+  fail "dynamo: reshape target not [2,3,2,2] or fc1.weight not [4,8] transposed"
 # The LM loss's targets are [batch, seq] ids; the classifier's [batch].
 ir=$("$autoddl" import "$work/decoder.onnx" --batch 2 --seq 4)
 [[ "$ir" == *'tensor<2x4xi32> loc("targets")'* ]] || fail "decoder: targets are not [2,4] ids"
@@ -63,6 +70,7 @@ bad "$work/bad-cycle.onnx" "node 'a' (Relu): the graph has a cycle"
 bad "$work/bad-undefined.onnx" "node 'a' (Relu): input 'nowhere' is not defined"
 bad "$work/bad-unsupported.onnx" "node 'rnn' (LSTM): op 'LSTM' is not supported"
 bad "$work/bad-version.onnx" "node 'act' (Gelu): op 'Gelu' does not exist in opset 17"
+bad "$work/bad-fold.onnx" "node 'cut' (Slice): evaluating it on constants: a Slice step is 0"
 bad "$work/bad-opset.onnx" "opset 30 is not supported"
 bad "$work/bad-arity.onnx" "node 'sum' (Add): expected at least 2 inputs"
 bad "$work/decoder.onnx" "input 'input_ids': dimension 1 ('sequence') is dynamic; pin it with --seq"

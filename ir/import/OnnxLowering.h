@@ -1,0 +1,124 @@
+//===- OnnxLowering.h - the ONNX reader's state (internal) ---------------===//
+//
+// One ONNX model being lowered to a ModelGraph. Split over OnnxReader.cpp
+// (reading the protobuf, lowering nodes to the vocabulary) and
+// OnnxFolding.cpp (constants: initializers that are not weights, Constant
+// nodes, and the values computed from them and from static shapes).
+// Edge code: errors throw UserError naming the file, the node and the cause.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/import/GraphBuilder.h"
+#include "ir/import/OnnxConstants.h"
+#include "ir/import/OnnxPatterns.h"
+#include "ir/import/Readers.h"
+
+#include "support/UserError.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace autoddl::import {
+
+class OnnxLowering {
+public:
+  OnnxLowering(const std::string &path, const onnx::ModelProto &model,
+               const BuildOptions &o)
+      : path(path), model(model), o(o), b(o.name, "onnx", path + ": "),
+        dir(path.substr(0, path.find_last_of('/') + 1)) {}
+
+  ModelGraph run();
+
+private:
+  [[noreturn]] void fail(const std::string &m) const {
+    throw UserError(path + ": " + m);
+  }
+  [[noreturn]] void failNode(const onnx::NodeProto &n, const std::string &m) {
+    throw UserError(path + ": node '" + nodeName(n) + "' (" + n.op_type() +
+                    "): " + m);
+  }
+  std::string nodeName(const onnx::NodeProto &n) const {
+    return n.name().empty() ? n.op_type() + "#" + std::to_string(nodeIndex(n))
+                            : n.name();
+  }
+  int nodeIndex(const onnx::NodeProto &n) const {
+    const auto &nodes = model.graph().node();
+    for (int i = 0; i < nodes.size(); ++i)
+      if (&nodes.Get(i) == &n)
+        return i;
+    return -1;
+  }
+
+  void readOpset();
+  void readInputs();
+  std::vector<const onnx::NodeProto *> topoOrder();
+  void lower(const onnx::NodeProto &n);
+  void checkVersion(const onnx::NodeProto &n);
+  std::optional<double> scalar(const std::string &name) const;
+
+  // Constants (OnnxFolding.cpp).
+  void readConstant(const onnx::NodeProto &n);
+  bool fold(const onnx::NodeProto &n);
+  const HostTensor &constant(const onnx::NodeProto &user,
+                             const std::string &name);
+  std::vector<int64_t> constantInts(const onnx::NodeProto &user,
+                                    const std::string &name);
+  const onnx::NodeProto *transposedWeight(const std::string &name) const;
+  bool castIsIdentity(const onnx::NodeProto &n);
+
+  ops::Shape dims(const onnx::TensorProto &t) const;
+  std::string externalBytes(const onnx::TensorProto &t,
+                            const onnx::NodeProto *n);
+  void checkData(const onnx::TensorProto &t);
+  int value(const onnx::NodeProto &n, int i);
+  int param(const onnx::NodeProto &n, int i, const std::string &init,
+            double std = 0.02);
+  /// A constant (initializer, Constant node or a value computed from them)
+  /// that is not a parameter.
+  bool isConst(const std::string &name) const {
+    return !values.count(name) &&
+           (consts.count(name) || evaluated.count(name) || derived.count(name));
+  }
+  const onnx::AttributeProto *attr(const onnx::NodeProto &n,
+                                   const std::string &name) const;
+  int64_t attrInt(const onnx::NodeProto &n, const std::string &name,
+                  int64_t dflt) const;
+  std::vector<int64_t> attrInts(const onnx::NodeProto &n,
+                                const std::string &name) const;
+  void define(const onnx::NodeProto &n, int tensor) {
+    values[n.output(0)] = tensor;
+  }
+  int add(const onnx::NodeProto &n, const std::string &kind,
+          std::vector<int> operands, ops::Attrs attrs = {}) {
+    b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
+    return b.op(kind, nodeName(n), std::move(operands), std::move(attrs),
+                n.output(0));
+  }
+  const onnx::NodeProto *soleConsumer(const std::string &value) const;
+
+  const std::string &path;
+  const onnx::ModelProto &model;
+  const BuildOptions &o;
+  GraphBuilder b;
+  std::string dir;
+  int64_t opset = 0;
+  std::map<std::string, int> values; // ONNX value name -> tensor
+  std::map<std::string, const onnx::TensorProto *> consts; // initializers
+  // Values of Constant nodes and of nodes evaluated so far; values computed
+  // from constants, by the node computing each (evaluated when read, so a
+  // weight's Transpose is never materialised).
+  std::map<std::string, HostTensor> evaluated;
+  std::map<std::string, const onnx::NodeProto *> derived;
+  std::map<std::string, std::vector<const onnx::NodeProto *>> consumers;
+  std::set<const onnx::NodeProto *> folded; // lowered with an earlier node
+  std::map<const onnx::NodeProto *, GeluMatch> gelus; // by their last node
+  int loss = -1;
+};
+
+} // namespace autoddl::import
