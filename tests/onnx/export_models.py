@@ -26,6 +26,12 @@ folds the transpose of each Linear weight into an unnamed initializer, which
 lost most parameters and their names. The parameters are also perturbed by a
 seeded normal(0, 0.02) before export so that no two are equal, and the export
 is refused unless every PyTorch parameter is an initializer of the file.
+
+Parameter names are the Hugging Face module's own (model.layers.0..., lm_head.weight,
+transformer.wte.weight), as the built-in twins name them: the LogitsOnly wrapper's
+"lm." prefix is taken off the initializers after export, and a tied table that the
+exporter stored under another of its names (GPT-2's head shares transformer.wte.weight;
+the dynamo exporter may keep lm_head.weight) is renamed to its first module name.
 """
 import argparse
 import json
@@ -92,7 +98,36 @@ class LogitsOnly(nn.Module):
         return self.lm(input_ids=input_ids, use_cache=False).logits
 
 
-def export(model, example, names, dynamic, path, args):
+def rename_initializers(path, renames):
+    """Renames initializers (and every use of them) in the ONNX file at path,
+    keeping its external data in one file beside it."""
+    import onnx
+    m = onnx.load(path)  # with its external data
+    def fix(values):
+        for i, v in enumerate(values):
+            if v in renames:
+                values[i] = renames[v]
+    def walk(graph):
+        for t in graph.initializer:
+            t.name = renames.get(t.name, t.name)
+        for v in list(graph.input) + list(graph.value_info) + list(graph.output):
+            v.name = renames.get(v.name, v.name)
+        for n in graph.node:
+            fix(n.input)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+    walk(m.graph)
+    data = os.path.basename(path) + ".data"
+    if os.path.exists(path + ".data"):
+        os.remove(path + ".data")
+    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location=data, size_threshold=1024)
+
+
+def export(model, example, names, dynamic, path, args, prefix=""):
+    """Exports model; prefix is the wrapper's path to the module whose
+    parameter names the file must carry ("lm." for LogitsOnly)."""
     model.eval()
     kwargs = dict(input_names=names[:-1], output_names=names[-1:],
                   opset_version=args.opset, do_constant_folding=True)
@@ -108,13 +143,26 @@ def export(model, example, names, dynamic, path, args):
     torch.onnx.export(model, (example,), path, **kwargs)
     import onnx
     onnx.checker.check_model(path)
-    # Every parameter must survive under its module name (tied ones once).
+    # Every parameter must survive under its module name (tied ones once,
+    # under the first of their names).
     stored = {i.name for i in onnx.load(path, load_external_data=False).graph.initializer}
-    seen, lost = set(), []
-    for name, p in model.named_parameters():
-        if p.data_ptr() not in seen and name not in stored:
-            lost.append(name)
-        seen.add(p.data_ptr())
+    aliases = {}  # storage -> its names, in module order
+    for name, p in model.named_parameters(remove_duplicate=False):
+        aliases.setdefault(p.data_ptr(), []).append(name)
+    renames, lost = {}, []
+    for names_of in aliases.values():
+        want = names_of[0][len(prefix):] if names_of[0].startswith(prefix) else names_of[0]
+        found = [n for n in names_of if n in stored]
+        if not found:
+            lost.append(names_of[0])
+        elif found[0] != want:
+            renames[found[0]] = want
+    for name, _ in model.named_buffers():  # e.g. rotary_emb.inv_freq
+        if prefix and name.startswith(prefix) and name in stored:
+            renames[name] = name[len(prefix):]
+    if renames:
+        rename_initializers(path, renames)
+        onnx.checker.check_model(path)
     if lost:
         raise RuntimeError(f"{path}: {len(lost)} parameters are not initializers, "
                            f"e.g. {lost[0]}")
@@ -149,7 +197,7 @@ def main():
         path = os.path.join(args.out, name + ".onnx")
         exporter = "dynamo" if args.dynamo else "torchscript"
         try:
-            export(module, example, names, dyn, path, args)
+            export(module, example, names, dyn, path, args, "lm." if lm else "")
         except Exception as e:  # one model's exporter failure: try the other
             if args.dynamo:
                 print(f"{name}: not exported: {type(e).__name__}: {e}".splitlines()[0])
@@ -159,7 +207,7 @@ def main():
             retry = argparse.Namespace(**vars(args))
             retry.dynamo, retry.opset = True, max(args.opset, 18)
             try:
-                export(module, example, names, dyn, path, retry)
+                export(module, example, names, dyn, path, retry, "lm." if lm else "")
                 exporter = "dynamo"
             except Exception as e2:
                 print(f"{name}: not exported: {type(e2).__name__}: {e2}".splitlines()[0])
