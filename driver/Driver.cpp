@@ -1,7 +1,9 @@
 //===- Driver.cpp - plan -> project -> build -> launch --------------------===//
 #include "driver/Driver.h"
 
+#include "backends/common/Safetensors.h"
 #include "driver/Build.h"
+#include "ir/import/OnnxWeights.h"
 #include "planner/PlanJson.h"
 #include "support/UserError.h"
 
@@ -32,6 +34,36 @@ codegen::ProjectFiles planProject(const planner::Plan &plan,
                                   codegen::Backend backend, bool fp32) {
   ModelGraph g = codegen::modelForPlan(plan, model);
   return codegen::generateProject(plan, g, planText, backend, fp32);
+}
+
+void checkWeightsFlag(const std::string &weights) {
+  if (!weights.empty() && weights != "onnx")
+    throw UserError("--weights: expected onnx (the exported values of an "
+                    "ONNX model), got '" +
+                    weights + "'");
+}
+
+void writeOnnxWeights(const planner::Plan &plan, const std::string &model,
+                      const std::string &file) {
+  const std::string source =
+      model.empty() ? codegen::planModelSource(plan) : model;
+  const auto dot = source.rfind('.');
+  if (dot == std::string::npos || source.substr(dot) != ".onnx")
+    throw UserError("--weights onnx: the plan's model " + source +
+                    " is not an ONNX file (give --model FILE.onnx)");
+  const ModelGraph g = codegen::modelForPlan(plan, model);
+  const std::vector<import::ParameterValues> values =
+      import::readOnnxWeights(source, g);
+  std::vector<rt::NamedTensor> tensors;
+  for (const import::ParameterValues &v : values)
+    tensors.push_back({v.name, rt::Shape(v.shape.begin(), v.shape.end()),
+                       v.values.data()});
+  try {
+    rt::safetensors_write(file, tensors,
+                          {{"format", "pt"}, {"source", source}});
+  } catch (const std::exception &e) {
+    throw UserError(std::string("--weights onnx: ") + e.what());
+  }
 }
 
 Program buildPlan(const planner::Plan &plan, const std::string &planText,
@@ -132,6 +164,7 @@ void run(const RunOptions &o) {
   const codegen::Backend backend = codegen::parseBackend(o.backend);
   checkBackend(backend, o.fp32);
   checkDataFile(o.data);
+  checkWeightsFlag(o.weights);
   std::string planPath = o.input;
   // Results the user already has are never overwritten.
   if (!o.out.empty())
@@ -162,9 +195,17 @@ void run(const RunOptions &o) {
                                 "(pp={} x dp={} x tp={})",
                                 o.ranks, planPath, ranks, plan.knobs.pp,
                                 plan.knobs.dp, plan.knobs.tp));
+  std::vector<std::string> args = {"--steps", std::to_string(o.steps)};
+  if (!o.weights.empty()) { // before the build: a file without values fails fast
+    if (!work)
+      work = std::make_unique<WorkDir>(o.out, "run");
+    std::filesystem::create_directories(work->path());
+    const std::string file = work->path() + "/weights.safetensors";
+    writeOnnxWeights(plan, isPlanFile(o.input) ? o.model : o.input, file);
+    args.insert(args.end(), {"--init", file});
+  }
   const Program p = buildPlan(plan, codegen::readTextFile(planPath), o.model,
                               backend, o.fp32, true);
-  std::vector<std::string> args = {"--steps", std::to_string(o.steps)};
   if (!o.data.empty())
     args.insert(args.end(), {"--data", o.data});
   if (!o.out.empty())

@@ -31,6 +31,18 @@ codegen::ProjectFiles planProject(const planner::Plan &plan,
                                   const std::string &model,
                                   codegen::Backend backend, bool fp32);
 
+/// `--weights`: "" (the programs' own initialisation) or "onnx" (the
+/// exported values of an ONNX model, through the programs' --init). Throws
+/// UserError naming the flag on another value.
+void checkWeightsFlag(const std::string &weights);
+
+/// `--weights onnx`: writes the parameters of the plan's ONNX model (`model`,
+/// default the plan's model file) to `file` (safetensors, what the programs'
+/// --init reads). Throws UserError when the model is not an ONNX file or a
+/// parameter's values are missing.
+void writeOnnxWeights(const planner::Plan &plan, const std::string &model,
+                      const std::string &file);
+
 /// A built program and the ranks it runs on.
 struct Program {
   std::string binary;
@@ -58,6 +70,7 @@ planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers);
 struct RunOptions {
   std::string input; // a model (built-in name or JSON file) or plan.json
   std::string backend = "cpu", data, fix, out, cluster = "dgx-h100-ndr", model;
+  std::string weights; // "" or "onnx" (checkWeightsFlag)
   int ranks = 0;
   bool fp32 = false;
   int64_t steps = 20, globalBatch = 0, seq = 0;

@@ -40,6 +40,11 @@ std::string runOne(const codegen::ProjectFiles &files, int ranks,
                                    "--quiet"};
   if (!a.data.empty())
     args.insert(args.end(), {"--data", a.data});
+  if (!a.weights.empty())
+    args.insert(args.end(), {"--init", std::filesystem::path(dir)
+                                           .parent_path()
+                                           .append("weights.safetensors")
+                                           .string()});
   const int rc = launch(p, args, log, false);
   if (rc != 0) {
     std::string text = codegen::readTextFile(log);
@@ -66,6 +71,7 @@ bool verify(VerifyOptions a) {
   const bool cuda = backend == codegen::Backend::Cuda;
   checkBackend(backend, a.fp32);
   checkDataFile(a.data);
+  checkWeightsFlag(a.weights);
   // Defaults: fp32 sums in another order (cpu, cuda --fp32: different
   // reduction orders of the GPU kernels); bf16 activations (cuda).
   if (a.lossTolerance <= 0)
@@ -88,6 +94,8 @@ bool verify(VerifyOptions a) {
                "steps, in %s\n",
                a.plan.c_str(), ranks, (long long)a.steps, work.c_str());
   std::string dp, ds;
+  if (!a.weights.empty())
+    writeOnnxWeights(plan, a.model, work + "/weights.safetensors");
   try {
     dp = runOne(planFiles, ranks, work + "/plan", a);
     ds = runOne(singleFiles, 1, work + "/single", a);

@@ -17,6 +17,7 @@ namespace autoddl::driver {
 
 struct VerifyOptions {
   std::string plan, data, model, keep, backend = "cpu";
+  std::string weights; // "" or "onnx": both runs start from the ONNX values
   bool fp32 = false;
   int64_t steps = 5;
   double lossTolerance = 0, paramTolerance = 0; // 0: the backend's default

@@ -2,6 +2,7 @@
 # Resume exactness and bad input of generated programs (issue 5, items 5 and 8).
 #  - a pp=2 run of 6 steps saving at step 3, and a run resumed from step-3: losses of steps 3..5
 #    must be equal (the same bits: same data order, same state);
+#  - --init of that checkpoint's model.safetensors: the run starts from exactly its tensors;
 #  - a plan of another schema version, a corrupted plan, a non-empty directory that is not an
 #    autoddl project, a rank count other than the plan's, a missing data file, a checkpoint of
 #    another model: each a one-line error, non-zero exit, nothing overwritten.
@@ -37,6 +38,26 @@ sys.exit(0 if full[3:] == resumed else 1)
 PY
 echo "ok: resume is exact"
 
+# --init: another run's parameters replace the initial ones (seed 99 would draw others); the
+# step-0 save must hold exactly the step-3 tensors.
+mpi -np 2 "$w/gpt/build/train" --steps 1 --seed 99 --init "$w/ck/step-3/model.safetensors" \
+  --save "$w/init" --save-initial --quiet || fail "run with --init"
+python3 - "$w/ck/step-3/model.safetensors" "$w/init/step-0/model.safetensors" <<'PY' || fail "--init did not load the parameters"
+import json, struct, sys
+def tensors(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__", None)
+    return {k: b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in head.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+print(len(a), "tensors;", "equal" if a == b else "DIFFERENT")
+sys.exit(0 if a == b and a else 1)
+PY
+echo "ok: --init loads the parameters"
+expect_error "--init with --resume" "give one" mpi -np 2 "$w/gpt/build/train" --steps 4 \
+  --init "$w/ck/step-3/model.safetensors" --resume "$w/ck/step-3"
+
 ck="$w/ck/step-3/model.safetensors"
 sum_before=$(md5sum "$ck")
 # Another schema version, a corrupted plan.
@@ -59,5 +80,6 @@ expect_error "run with another rank count" "runs on 2 ranks" "$autoddl" run "$w/
 "$autoddl" codegen "$w/llama.json" -o "$w/llama" > /dev/null || fail "codegen llama"
 build "$w/llama"
 expect_error "checkpoint of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
+expect_error "--init of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 1 --init "$ck"
 [ "$(md5sum "$ck")" = "$sum_before" ] || fail "the checkpoint changed"
 echo "ok: nothing overwritten"

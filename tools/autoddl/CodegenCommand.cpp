@@ -1,17 +1,19 @@
 //===- CodegenCommand.cpp - `autoddl codegen`: plan -> training project --===//
 //
 //   autoddl codegen plan.json --backend cpu|cuda -o DIR [--model MODEL]
-//   [--fp32]
+//   [--fp32] [--weights onnx]
 //
 // Writes a self-contained project (docs/codegen.md): CMakeLists.txt, train.cpp,
 // plan.json and the runtime sources (CPU + MPI, or CUDA + NCCL + MPI; --fp32
 // makes the CUDA project build with fp32 activations by default). Refuses a
 // non-empty DIR that is not a previous autoddl project. --model names the model
 // when plan.json was made from a model file (the plan records the model's name
-// only).
+// only). --weights onnx also writes DIR/weights.safetensors, the ONNX
+// model's exported values, for the program's --init.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
+#include "driver/Driver.h"
 #include "planner/PlanJson.h"
 #include "support/UserError.h"
 #include "tools/autoddl/Commands.h"
@@ -26,7 +28,7 @@ namespace autoddl::cli {
 namespace {
 
 struct CodegenArgs {
-  std::string plan, backend = "cpu", output, model;
+  std::string plan, backend = "cpu", output, model, weights;
   bool fp32 = false;
 };
 
@@ -35,18 +37,26 @@ void run(const CodegenArgs &a) {
   if (a.fp32 && backend != codegen::Backend::Cuda)
     throw UserError("--fp32: only the cuda backend has a bf16 mode (the cpu "
                     "program is fp32)");
+  driver::checkWeightsFlag(a.weights);
   planner::Plan plan = planner::readPlanFile(a.plan);
   ModelGraph g = codegen::modelForPlan(plan, a.model);
   codegen::ProjectFiles files = codegen::generateProject(
       plan, g, codegen::readTextFile(a.plan), backend, a.fp32);
   codegen::writeProject(a.output, files);
+  std::string init;
+  if (!a.weights.empty()) {
+    driver::writeOnnxWeights(plan, a.model, a.output + "/weights.safetensors");
+    init = " --init " + a.output + "/weights.safetensors";
+  }
   std::printf(
       "wrote %s: train.cpp, CMakeLists.txt, plan.json and %zu runtime "
-      "files\nbuild: cmake -S %s -B %s/build && cmake --build %s/build\n"
-      "run:   mpirun -np %d %s/build/train --steps 20\n",
-      a.output.c_str(), files.size() - 4, a.output.c_str(), a.output.c_str(),
-      a.output.c_str(), plan.knobs.pp * plan.knobs.dp * plan.knobs.tp,
-      a.output.c_str());
+      "files%s\nbuild: cmake -S %s -B %s/build && cmake --build %s/build\n"
+      "run:   mpirun -np %d %s/build/train --steps 20%s\n",
+      a.output.c_str(), files.size() - 4,
+      init.empty() ? "" : ", weights.safetensors", a.output.c_str(),
+      a.output.c_str(), a.output.c_str(),
+      plan.knobs.pp * plan.knobs.dp * plan.knobs.tp, a.output.c_str(),
+      init.c_str());
 }
 
 } // namespace
@@ -66,6 +76,9 @@ void registerCodegenCommand(CLI::App &app) {
   cmd->add_option("--model", args->model,
                   "the model file the plan was made from (default: the "
                   "plan's model name, a built-in model)");
+  cmd->add_option("--weights", args->weights,
+                  "onnx: also write weights.safetensors, the ONNX model's "
+                  "exported values, for the program's --init");
   cmd->callback([args] { run(*args); });
 }
 

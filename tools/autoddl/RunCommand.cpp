@@ -3,7 +3,7 @@
 //   autoddl run MODEL_OR_PLAN --backend cpu|cuda --ranks N [--steps K] [--data
 //   FILE]
 //               [--global-batch B] [--seq T] [--fix ...] [--cluster C]
-//               [--out DIR] [-- TRAIN_FLAGS...]
+//               [--out DIR] [--weights onnx] [-- TRAIN_FLAGS...]
 //
 // Given a model, plans it first (`autoddl plan ... --gpus N`, printing the
 // plan); given plan.json, runs that plan (on its own rank count). The project
@@ -44,6 +44,9 @@ void registerRunCommand(CLI::App &app) {
                   "cluster the plan is priced for (default dgx-h100-ndr)");
   cmd->add_option("--model", args->model,
                   "the model file a plan was made from");
+  cmd->add_option("--weights", args->weights,
+                  "onnx: start from the ONNX model's exported values "
+                  "(written to weights.safetensors, given to --init)");
   cmd->add_option("--out", args->out,
                   "directory for plan.json and metrics.json (trace.json with "
                   "-- --trace)");

@@ -34,6 +34,9 @@ void registerVerifyCommand(CLI::App &app) {
   cmd->add_option("--steps", args->steps, "steps to compare (default 5)");
   cmd->add_option("--data", args->data, "token file (default synthetic)");
   cmd->add_option("--model", args->model, "the model file of the plan");
+  cmd->add_option("--weights", args->weights,
+                  "onnx: both runs start from the ONNX model's exported "
+                  "values (default: the programs' seeded initialisation)");
   cmd->add_option("--keep", args->keep,
                   "run in this directory and keep it (default a temporary "
                   "one)");

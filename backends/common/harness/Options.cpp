@@ -127,6 +127,8 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.save_initial = true;
     else if (a == "--resume")
       o.resume = path();
+    else if (a == "--init")
+      o.init = path();
     else if (a == "--lr")
       o.lr = real(); // 0 is allowed: evaluating a checkpoint
     else if (a == "--weight-decay")
@@ -169,7 +171,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       throw std::invalid_argument(
           "unknown flag " + quote_value(a) +
           " (flags: --steps N --data FILE --out DIR --trace --save DIR "
-          "--save-every K --save-initial --resume DIR/step-N --lr X "
+          "--save-every K --save-initial --resume DIR/step-N --init FILE --lr X "
           "--weight-decay X --optimizer adamw|sgd|kfac --kfac-damping X "
           "--kfac-refresh K --kfac-rule sgd|lamb --seed S --quiet)");
   }
@@ -188,6 +190,9 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if (zero && o.optimizer != "adamw")
     throw std::invalid_argument("--optimizer sgd: the plan shards AdamW state "
                                 "(ZeRO); use adamw");
+  if (!o.init.empty() && !o.resume.empty())
+    throw std::invalid_argument("--init and --resume: a resumed run takes its "
+                                "parameters from the checkpoint; give one");
   if ((save_every_given || o.save_initial) && o.save.empty())
     throw std::invalid_argument("--save-every/--save-initial need --save DIR");
   return o;

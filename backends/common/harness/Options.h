@@ -17,6 +17,9 @@ namespace autoddl::rt::harness {
 struct Options {
   int64_t steps = 10;
   std::string data, out, save, resume, optimizer = "adamw";
+  // --init FILE: a model.safetensors whose tensors replace the initial
+  // parameters (full tensors under the model's names; optimizer state fresh).
+  std::string init;
   int64_t save_every = 0;
   bool save_initial = false, trace = false, quiet = false;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;

@@ -243,6 +243,21 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
   return step;
 }
 
+int64_t load_start(const Options &o, const ProgramSpec &s, Backend &b) {
+  if (!o.resume.empty())
+    return load_checkpoint(o.resume, s, b);
+  if (o.init.empty())
+    return 0;
+  // Any model.safetensors with the model's tensors under its names (another
+  // run's, transformers' save_pretrained, autoddl's --weights onnx): extra
+  // tensors are ignored, a missing one or another shape is refused by name.
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(false), params, state);
+  checkpoint_load(o.init, params);
+  b.copy_params(false);
+  return 0;
+}
+
 bool report_setup_error(bool bad, const std::string &message) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -106,6 +106,12 @@ void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
                         Backend &b);
 
+/// Where setup starts the run: --resume's checkpoint (its step), or --init's
+/// parameters (step 0, fresh optimizer state), or the counter-based
+/// initialisation (step 0). Throws std::runtime_error naming the file and the
+/// cause.
+int64_t load_start(const Options &o, const ProgramSpec &s, Backend &b);
+
 /// Bad input is found the same way on every rank; the lowest rank that found
 /// it reports it. Whether any rank did.
 bool report_setup_error(bool bad, const std::string &message);

@@ -142,7 +142,7 @@ public:
                "per micro-batch)";
     p_.allocate_stages();
     gOomWhat = "a runtime buffer";
-    return o.resume.empty() ? 0 : load_checkpoint(o.resume, s_, *this);
+    return load_start(o, s_, *this);
   }
 
   void begin_run(const Options &o, RunMetrics &m) override {

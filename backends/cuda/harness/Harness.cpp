@@ -205,9 +205,8 @@ public:
     p_.run_schedule(0);
     pipe.end_recording();
     lap("schedule recording");
-    const int64_t first_step =
-        o.resume.empty() ? 0 : load_checkpoint(o.resume, s_, *this);
-    if (!o.resume.empty())
+    const int64_t first_step = load_start(o, s_, *this);
+    if (!o.resume.empty() || !o.init.empty())
       lap("checkpoint");
     return first_step;
   }
