@@ -129,6 +129,10 @@ def export(model, example, names, dynamic, path, args, prefix=""):
     """Exports model; prefix is the wrapper's path to the module whose
     parameter names the file must carry ("lm." for LogitsOnly)."""
     model.eval()
+    # Tied parameters before export: tracing may leave them untied after.
+    aliases = {}  # storage -> its names, in module order
+    for name, p in model.named_parameters(remove_duplicate=False):
+        aliases.setdefault(p.data_ptr(), []).append(name)
     kwargs = dict(input_names=names[:-1], output_names=names[-1:],
                   opset_version=args.opset, do_constant_folding=True)
     if args.dynamo:
@@ -146,9 +150,6 @@ def export(model, example, names, dynamic, path, args, prefix=""):
     # Every parameter must survive under its module name (tied ones once,
     # under the first of their names).
     stored = {i.name for i in onnx.load(path, load_external_data=False).graph.initializer}
-    aliases = {}  # storage -> its names, in module order
-    for name, p in model.named_parameters(remove_duplicate=False):
-        aliases.setdefault(p.data_ptr(), []).append(name)
     renames, lost = {}, []
     for names_of in aliases.values():
         want = names_of[0][len(prefix):] if names_of[0].startswith(prefix) else names_of[0]
@@ -194,6 +195,9 @@ def main():
             for p in model.parameters():
                 p.add_(0.02 * torch.randn_like(p))
         module = LogitsOnly(model) if lm else model
+        # Unique storages, before export (tracing may untie): a tied table
+        # counts once, as the importer counts it.
+        params = {p.data_ptr(): p.numel() for p in model.parameters()}
         path = os.path.join(args.out, name + ".onnx")
         exporter = "dynamo" if args.dynamo else "torchscript"
         try:
@@ -212,8 +216,6 @@ def main():
             except Exception as e2:
                 print(f"{name}: not exported: {type(e2).__name__}: {e2}".splitlines()[0])
                 continue
-        # Unique storages: a tied table counts once, as the importer counts it.
-        params = {p.data_ptr(): p.numel() for p in model.parameters()}
         import onnx
         info = {"parameters": sum(params.values()),
                 "opset": max(o.version for o in onnx.load(path).opset_import
