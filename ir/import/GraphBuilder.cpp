@@ -97,10 +97,18 @@ int GraphBuilder::op(const std::string &kind, const std::string &name,
   ops::InferResult inferred = ops::inferResultTypes(kind, types, attrs);
   if (!inferred.ok())
     fail("op '" + name + "' (" + kind + "): " + inferred.error);
+  return append(kind, name, std::move(operands), std::move(attrs),
+                inferred.results[0].shape, inferred.results[0].dtype, result);
+}
+
+int GraphBuilder::append(const std::string &kind, const std::string &name,
+                         std::vector<int> operands, ops::Attrs attrs,
+                         ops::Shape shape, ops::DType dtype,
+                         const std::string &result) {
   TensorDef out;
   out.name = result.empty() ? name : result;
-  out.shape = inferred.results[0].shape;
-  out.dtype = inferred.results[0].dtype;
+  out.shape = std::move(shape);
+  out.dtype = dtype;
   int id = addTensor(std::move(out));
   OpDef o;
   o.kind = kind;
@@ -111,6 +119,32 @@ int GraphBuilder::op(const std::string &kind, const std::string &name,
   o.layer = layer_;
   g.ops.push_back(std::move(o));
   return id;
+}
+
+int GraphBuilder::constant(const std::string &name, ops::Shape shape,
+                           ops::DType dtype, std::vector<double> values) {
+  TensorDef t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  t.role = TensorRole::Constant;
+  t.values = std::move(values);
+  int64_t count = 1;
+  for (int64_t d : t.shape)
+    count *= d > 0 ? d : 1; // addTensor refuses a non-positive size
+  if ((int64_t)t.values.size() != count)
+    fail("constant '" + name + "': " + std::to_string(t.values.size()) +
+         " values for " + std::to_string(count) + " elements");
+  return addTensor(std::move(t));
+}
+
+int GraphBuilder::primitive(const std::string &name, std::vector<int> operands,
+                            ops::Attrs attrs, ops::Shape shape,
+                            ops::DType dtype, const std::string &result) {
+  if (!opNames.insert(name).second)
+    fail("duplicate op name '" + name + "'");
+  return append("primitive", name, std::move(operands), std::move(attrs),
+                std::move(shape), dtype, result);
 }
 
 ModelGraph GraphBuilder::finish(int loss, int64_t numLayers, int64_t batch,

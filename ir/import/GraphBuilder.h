@@ -30,6 +30,15 @@ public:
   int param(const std::string &name, ops::Shape shape, const std::string &init,
             double std = 0.0);
 
+  /// A value computed at import (TensorRole::Constant), row-major.
+  int constant(const std::string &name, ops::Shape shape, ops::DType dtype,
+               std::vector<double> values);
+  /// Appends a "primitive" op (an ONNX op outside the vocabulary, its type in
+  /// attrs["op_type"]) whose result shape and type the caller inferred.
+  int primitive(const std::string &name, std::vector<int> operands,
+                ops::Attrs attrs, ops::Shape shape, ops::DType dtype,
+                const std::string &result);
+
   /// Appends op `kind` named `name` (also the name of its result unless
   /// `result` is given), fills defaults of optional attributes, infers and
   /// returns the result tensor.
@@ -52,6 +61,9 @@ public:
 
 private:
   int addTensor(TensorDef t);
+  int append(const std::string &kind, const std::string &name,
+             std::vector<int> operands, ops::Attrs attrs, ops::Shape shape,
+             ops::DType dtype, const std::string &result);
   [[noreturn]] void fail(const std::string &message) const;
 
   ModelGraph g;

@@ -18,9 +18,10 @@
 namespace autoddl {
 
 enum class TensorRole {
-  Input,     // data fed per step: token ids, targets, features, adjacency
-  Parameter, // trainable; carries its framework name (e.g. Hugging Face's)
-  Activation // produced by an op
+  Input,      // data fed per step: token ids, targets, features, adjacency
+  Parameter,  // trainable; carries its framework name (e.g. Hugging Face's)
+  Activation, // produced by an op
+  Constant    // computed at import (mask, rotary table, scalar): `values`
 };
 
 struct TensorDef {
@@ -37,10 +38,13 @@ struct TensorDef {
   // stored entries.
   bool sparse = false;
   int64_t nnz = 0;
+  // Constants only: the values, row-major.
+  std::vector<double> values;
 };
 
 struct OpDef {
-  std::string kind; // sbp mnemonic, e.g. "layernorm"
+  std::string kind; // sbp mnemonic, e.g. "layernorm"; "primitive" for an
+                    // ONNX op outside the vocabulary (attrs["op_type"])
   std::string name; // unique, e.g. "h.3.attn.qkv"; becomes the op's location
   std::vector<int> operands; // indices into ModelGraph::tensors
   std::vector<int> results;  // indices into ModelGraph::tensors

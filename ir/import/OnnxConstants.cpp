@@ -165,16 +165,12 @@ void advance(std::vector<int64_t> &pos, const std::vector<int64_t> &shape) {
 
 const onnx::AttributeProto *attr(const onnx::NodeProto &n,
                                  const std::string &name) {
-  for (const auto &a : n.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
+  return onnxAttr(n, name);
 }
 
 int64_t attrInt(const onnx::NodeProto &n, const std::string &name,
                 int64_t dflt) {
-  const onnx::AttributeProto *a = attr(n, name);
-  return a ? a->i() : dflt;
+  return onnxAttrInt(n, name, dflt);
 }
 
 std::vector<int64_t> toInts(const HostTensor &t) {
@@ -319,10 +315,13 @@ HostTensor matmul(const HostTensor &a, const HostTensor &b) {
   return out;
 }
 
-HostTensor slice(const HostTensor &x, const std::vector<int64_t> &starts,
-                 const std::vector<int64_t> &ends, std::vector<int64_t> axes,
-                 std::vector<int64_t> steps) {
-  int64_t r = x.shape.size();
+} // namespace
+
+SliceWindow sliceWindow(const std::vector<int64_t> &in,
+                        const std::vector<int64_t> &starts,
+                        const std::vector<int64_t> &ends,
+                        std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  int64_t r = in.size();
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i)
       axes.push_back(i);
@@ -331,10 +330,10 @@ HostTensor slice(const HostTensor &x, const std::vector<int64_t> &starts,
   if (ends.size() != starts.size() || axes.size() != starts.size() ||
       steps.size() != starts.size())
     bad("starts, ends, axes and steps differ in length");
-  std::vector<int64_t> begin(r, 0), step(r, 1), shape = x.shape;
+  SliceWindow w{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 1), in};
   for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axisOf(axes[i], r), dim = x.shape[a], s = starts[i],
-            e = ends[i], st = steps[i];
+    int64_t a = axisOf(axes[i], r), dim = in[a], s = starts[i], e = ends[i],
+            st = steps[i];
     if (st == 0)
       bad("a Slice step is 0");
     // ONNX: negative indices count from the end; then clamp to [0, dim] for
@@ -346,15 +345,27 @@ HostTensor slice(const HostTensor &x, const std::vector<int64_t> &starts,
     if (st > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      shape[a] = e > s ? (e - s + st - 1) / st : 0;
+      w.shape[a] = e > s ? (e - s + st - 1) / st : 0;
     } else {
       s = std::clamp<int64_t>(s, -1, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      shape[a] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+      w.shape[a] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
     }
-    begin[a] = s;
-    step[a] = st;
+    w.begin[a] = s;
+    w.step[a] = st;
   }
+  return w;
+}
+
+namespace {
+
+HostTensor slice(const HostTensor &x, const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &ends, std::vector<int64_t> axes,
+                 std::vector<int64_t> steps) {
+  int64_t r = x.shape.size();
+  SliceWindow w =
+      sliceWindow(x.shape, starts, ends, std::move(axes), std::move(steps));
+  const std::vector<int64_t> &begin = w.begin, &step = w.step, &shape = w.shape;
   HostTensor out = make(x.type, shape);
   std::vector<int64_t> inStrides = stridesOf(x.shape), pos(r, 0);
   for (int64_t k = 0; k < out.numel(); ++k) {
@@ -888,6 +899,27 @@ HostTensor shapeValue(const onnx::NodeProto &n,
     out.data[k - s] = shape[k];
   return out;
 }
+
+const onnx::AttributeProto *onnxAttr(const onnx::NodeProto &n,
+                                     const std::string &name) {
+  for (const auto &a : n.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+int64_t onnxAttrInt(const onnx::NodeProto &n, const std::string &name,
+                    int64_t dflt) {
+  const onnx::AttributeProto *a = onnxAttr(n, name);
+  return a ? a->i() : dflt;
+}
+
+std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b) {
+  return broadcastShape(a, b);
+}
+
+int64_t onnxAxis(int64_t axis, int64_t rank) { return axisOf(axis, rank); }
 
 bool canEvaluate(const std::string &op) { return evaluators().count(op) != 0; }
 

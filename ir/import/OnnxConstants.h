@@ -50,6 +50,29 @@ bool canEvaluate(const std::string &op);
 HostTensor evaluate(const onnx::NodeProto &n,
                     const std::vector<const HostTensor *> &in);
 
+/// Node n's attribute `name` (null when absent), and an int one's value.
+const onnx::AttributeProto *onnxAttr(const onnx::NodeProto &n,
+                                     const std::string &name);
+int64_t onnxAttrInt(const onnx::NodeProto &n, const std::string &name,
+                    int64_t dflt);
+
+// Shape rules shared with the reader's primitives (OnnxPrimitives.cpp).
+
+/// numpy's multidirectional broadcast of two shapes.
+std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
+                                     const std::vector<int64_t> &b);
+/// A possibly negative axis of a tensor of rank `rank`, in [0, rank).
+int64_t onnxAxis(int64_t axis, int64_t rank);
+/// What Slice reads of a tensor of shape `in`: per dimension the first
+/// index, the step and the count (axes and steps may be empty: defaults).
+struct SliceWindow {
+  std::vector<int64_t> begin, step, shape;
+};
+SliceWindow sliceWindow(const std::vector<int64_t> &in,
+                        const std::vector<int64_t> &starts,
+                        const std::vector<int64_t> &ends,
+                        std::vector<int64_t> axes, std::vector<int64_t> steps);
+
 /// The name of an ONNX element type ("FLOAT", "INT64", ...), for messages.
 std::string typeName(int32_t type);
 

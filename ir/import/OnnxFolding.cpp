@@ -75,6 +75,20 @@ bool OnnxLowering::fold(const onnx::NodeProto &n) {
     }
     return false;
   }
+  // CastLike reads only the element type of its second input: a constant
+  // cast like an activation is a constant.
+  if (op == "CastLike" && n.input_size() == 2 && isConst(n.input(0)) &&
+      values.count(n.input(1))) {
+    HostTensor like;
+    like.type = onnxType(b.graph().tensors[values[n.input(1)]].dtype);
+    like.data = {0};
+    try {
+      evaluated[n.output(0)] = evaluate(n, {&constant(n, n.input(0)), &like});
+    } catch (const std::invalid_argument &e) {
+      failNode(n, std::string("evaluating it on constants: ") + e.what());
+    }
+    return true;
+  }
   if (!canEvaluate(op) || n.input_size() == 0)
     return false;
   for (const std::string &in : n.input())

@@ -12,6 +12,7 @@
 #include "ir/import/GraphBuilder.h"
 #include "ir/import/OnnxConstants.h"
 #include "ir/import/OnnxPatterns.h"
+#include "ir/import/OnnxPrimitives.h"
 #include "ir/import/Readers.h"
 
 #include "support/UserError.h"
@@ -33,7 +34,9 @@ public:
       : path(path), model(model), o(o), b(o.name, "onnx", path + ": "),
         dir(path.substr(0, path.find_last_of('/') + 1)) {}
 
-  ModelGraph run();
+  /// The graph; with keepPrimitives, as lowered (before fusion), else a
+  /// primitive left is refused.
+  ModelGraph run(bool keepPrimitives);
 
 private:
   [[noreturn]] void fail(const std::string &m) const {
@@ -71,6 +74,8 @@ private:
                                     const std::string &name);
   const onnx::NodeProto *transposedWeight(const std::string &name) const;
   bool castIsIdentity(const onnx::NodeProto &n);
+  void primitive(const onnx::NodeProto &n);
+  int constantTensor(const onnx::NodeProto &user, const std::string &name);
 
   ops::Shape dims(const onnx::TensorProto &t) const;
   std::string externalBytes(const onnx::TensorProto &t,
@@ -115,6 +120,7 @@ private:
   // weight's Transpose is never materialised).
   std::map<std::string, HostTensor> evaluated;
   std::map<std::string, const onnx::NodeProto *> derived;
+  std::map<std::string, int> constantTensors; // constants primitives read
   std::map<std::string, std::vector<const onnx::NodeProto *>> consumers;
   std::set<const onnx::NodeProto *> folded; // lowered with an earlier node
   std::map<const onnx::NodeProto *, GeluMatch> gelus; // by their last node

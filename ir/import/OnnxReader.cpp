@@ -166,10 +166,7 @@ void OnnxLowering::checkData(const onnx::TensorProto &t) {
 
 const onnx::AttributeProto *OnnxLowering::attr(const onnx::NodeProto &n,
                                                const std::string &name) const {
-  for (const auto &a : n.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
+  return onnxAttr(n, name);
 }
 
 int64_t OnnxLowering::attrInt(const onnx::NodeProto &n, const std::string &name,
@@ -343,14 +340,17 @@ void OnnxLowering::checkVersion(const onnx::NodeProto &n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     failNode(n, "op of domain '" + n.domain() + "' is not supported");
   auto ver = kOpVersions.find(op);
-  if (ver == kOpVersions.end())
+  if (ver == kOpVersions.end() && !isPrimitiveOp(op))
     failNode(n, "op '" + op +
                     "' is not supported (docs/model-format.md "
-                    "lists the ONNX ops this reader lowers)");
-  int64_t since = 0;
-  for (int64_t v : ver->second)
-    if (v <= opset)
-      since = v;
+                    "lists the ONNX ops this reader lowers and keeps)");
+  // An op kept as a primitive is not version-checked: its shape rule
+  // (OnnxPrimitives.cpp) holds for opsets 13 to 21.
+  int64_t since = ver == kOpVersions.end() ? opset : 0;
+  if (ver != kOpVersions.end())
+    for (int64_t v : ver->second)
+      if (v <= opset)
+        since = v;
   if (since == 0)
     failNode(n, "op '" + op + "' does not exist in opset " +
                     std::to_string(opset) + " (it appears in opset " +
@@ -479,12 +479,15 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
       define(n, add(n, "bias_add", {x, bias}));
       return;
     }
-    int x = value(n, 0), y = value(n, 1);
-    if (b.shape(x) != b.shape(y))
-      failNode(n, "broadcasting " + op +
-                      " is not supported (operands of one "
-                      "shape are)");
-    define(n, add(n, op == "Add" ? "add" : "mul", {x, y}));
+    // Two activations of one shape (a residual); otherwise broadcasting or
+    // a constant operand: a primitive.
+    auto x = values.find(n.input(0)), y = values.find(n.input(1));
+    if (x != values.end() && y != values.end() &&
+        b.shape(x->second) == b.shape(y->second)) {
+      define(n, add(n, op == "Add" ? "add" : "mul", {x->second, y->second}));
+      return;
+    }
+    primitive(n);
     return;
   }
   if (op == "LayerNormalization") {
@@ -643,12 +646,10 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
     define(n, loss);
     return;
   }
-  failNode(n, "op '" + op +
-                  "' is supported only inside a recognised pattern (a "
-                  "decomposed GELU), which this node is not part of");
+  primitive(n);
 }
 
-ModelGraph OnnxLowering::run() {
+ModelGraph OnnxLowering::run(bool keepPrimitives) {
   if (!model.has_graph())
     fail("not an ONNX model: no graph");
   readOpset();
@@ -704,18 +705,33 @@ ModelGraph OnnxLowering::run() {
       break;
     }
   b.setPlace(path + ": ");
-  return b.finish(loss, 0, batch, seq);
+  ModelGraph out = b.finish(loss, 0, batch, seq);
+  out.numLayers = assignLayers(out);
+  if (keepPrimitives)
+    return out;
+  // Until the fusion passes run here, a primitive left is refused by node.
+  for (const OpDef &op : out.ops)
+    if (op.kind == "primitive")
+      for (int i = 0; i < g.node_size(); ++i)
+        if (nodeName(g.node(i)) == op.name)
+          failNode(g.node(i),
+                   "op '" + std::get<std::string>(op.attrs.at("op_type")) +
+                       "' (node " + std::to_string(i + 1) + " of " +
+                       std::to_string(g.node_size()) +
+                       ") is outside the vocabulary and no fusion pattern "
+                       "covers it");
+  return out;
 }
 
 ModelGraph readOnnx(const std::string &data, const std::string &path,
-                    const BuildOptions &o) {
+                    const BuildOptions &o, bool keepPrimitives) {
   onnx::ModelProto model;
   if (data.empty() || data.size() > INT_MAX || !model.ParseFromString(data))
     throw UserError(path + ": not an ONNX model (the protobuf does not parse; "
                            "truncated or another format)");
   if (model.ir_version() <= 0 || !model.has_graph())
     throw UserError(path + ": not an ONNX model (no ir_version or no graph)");
-  return OnnxLowering(path, model, o).run();
+  return OnnxLowering(path, model, o).run(keepPrimitives);
 }
 
 ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o) {

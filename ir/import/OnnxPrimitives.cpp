@@ -1,0 +1,425 @@
+//===- OnnxPrimitives.cpp - shapes of ONNX nodes kept as primitives ------===//
+//
+// Shape rules from the ONNX operator specs (opsets 13 to 21) for the nodes an
+// export computes on activations outside the vocabulary: elementwise ops with
+// multidirectional broadcasting, Where, reductions, Slice, Concat,
+// Unsqueeze/Squeeze, Expand. Constant parameters (axes, starts, a target
+// shape) are read from the inputs' values.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/import/OnnxPrimitives.h"
+#include "ir/import/OnnxLowering.h"
+
+#include <algorithm>
+#include <regex>
+#include <set>
+#include <stdexcept>
+
+namespace autoddl::import {
+
+using T = onnx::TensorProto;
+
+namespace {
+
+[[noreturn]] void bad(const std::string &m) { throw std::invalid_argument(m); }
+
+const std::set<std::string> kUnary = {
+    "Abs", "Ceil", "Cos",        "Erf",     "Exp",       "Floor",   "Identity",
+    "Log", "Neg",  "Reciprocal", "Relu",    "Round",     "Sigmoid", "Sign",
+    "Sin", "Sqrt", "Tanh",       "Softmax", "LogSoftmax"};
+const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div",
+                                      "Pow", "Max", "Min"};
+const std::set<std::string> kCompare = {
+    "Equal",          "Less", "LessOrEqual", "Greater",
+    "GreaterOrEqual", "And",  "Or",          "Xor"};
+const std::set<std::string> kShaped = {
+    "IsNaN",      "Not",       "Cast",      "CastLike", "Where",
+    "ReduceMean", "ReduceSum", "ReduceMax", "Slice",    "Concat",
+    "Unsqueeze",  "Squeeze",   "Expand",    "Reshape",  "Transpose"};
+
+// Input i's values as integers; it must be a constant.
+std::vector<int64_t> ints(const std::vector<PrimitiveInput> &in, size_t i,
+                          const char *what) {
+  if (i >= in.size() || !in[i].value)
+    bad(std::string("its ") + what + " must be a constant");
+  const HostTensor &t = *in[i].value;
+  if (t.type != T::INT64 && t.type != T::INT32)
+    bad(std::string("its ") + what + " is not an integer tensor");
+  return std::vector<int64_t>(t.data.begin(), t.data.end());
+}
+
+std::vector<int64_t> axes(const onnx::NodeProto &n,
+                          const std::vector<PrimitiveInput> &in) {
+  if (in.size() > 1)
+    return ints(in, 1, "axes");
+  const onnx::AttributeProto *a = onnxAttr(n, "axes");
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+           : std::vector<int64_t>{};
+}
+
+std::vector<int64_t> reduceShape(const onnx::NodeProto &n,
+                                 const std::vector<PrimitiveInput> &in) {
+  const std::vector<int64_t> &x = in[0].shape;
+  std::vector<int64_t> ax = axes(n, in);
+  if (ax.empty() && onnxAttrInt(n, "noop_with_empty_axes", 0))
+    return x;
+  int64_t r = x.size();
+  std::vector<bool> reduced(r, ax.empty());
+  for (int64_t a : ax)
+    reduced[onnxAxis(a, r)] = true;
+  bool keep = onnxAttrInt(n, "keepdims", 1) != 0;
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < r; ++d)
+    if (!reduced[d])
+      out.push_back(x[d]);
+    else if (keep)
+      out.push_back(1);
+  return out;
+}
+
+std::vector<int64_t> concatShape(const onnx::NodeProto &n,
+                                 const std::vector<PrimitiveInput> &in) {
+  const onnx::AttributeProto *a = onnxAttr(n, "axis");
+  if (!a)
+    bad("Concat without an axis");
+  std::vector<int64_t> out = in[0].shape;
+  int64_t r = out.size(), ax = onnxAxis(a->i(), r);
+  for (size_t i = 1; i < in.size(); ++i) {
+    if ((int64_t)in[i].shape.size() != r)
+      bad("Concat inputs differ in rank");
+    for (int64_t d = 0; d < r; ++d)
+      if (d != ax && in[i].shape[d] != out[d])
+        bad("Concat inputs differ off the axis");
+    out[ax] += in[i].shape[ax];
+  }
+  return out;
+}
+
+std::vector<int64_t> unsqueezeShape(const onnx::NodeProto &n,
+                                    const std::vector<PrimitiveInput> &in) {
+  std::vector<int64_t> ax = axes(n, in);
+  int64_t r = in[0].shape.size() + ax.size();
+  std::vector<bool> added(r, false);
+  for (int64_t a : ax) {
+    int64_t k = onnxAxis(a, r);
+    if (added[k])
+      bad("an Unsqueeze axis is repeated");
+    added[k] = true;
+  }
+  std::vector<int64_t> out;
+  size_t from = 0;
+  for (int64_t d = 0; d < r; ++d)
+    out.push_back(added[d] ? 1 : in[0].shape.at(from++));
+  return out;
+}
+
+std::vector<int64_t> squeezeShape(const onnx::NodeProto &n,
+                                  const std::vector<PrimitiveInput> &in) {
+  const std::vector<int64_t> &x = in[0].shape;
+  std::vector<int64_t> ax = axes(n, in);
+  int64_t r = x.size();
+  std::vector<bool> drop(r, false);
+  for (int64_t d = 0; d < r; ++d)
+    drop[d] = ax.empty() && x[d] == 1;
+  for (int64_t a : ax) {
+    int64_t k = onnxAxis(a, r);
+    if (x[k] != 1)
+      bad("Squeeze of an axis of size " + std::to_string(x[k]));
+    drop[k] = true;
+  }
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < r; ++d)
+    if (!drop[d])
+      out.push_back(x[d]);
+  return out;
+}
+
+std::vector<int64_t> reshapeShape(const onnx::NodeProto &n,
+                                  const std::vector<PrimitiveInput> &in) {
+  std::vector<int64_t> out = ints(in, 1, "target shape");
+  const std::vector<int64_t> &x = in[0].shape;
+  int64_t total = 1, known = 1, infer = -1;
+  for (int64_t d : x)
+    total *= d;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !onnxAttrInt(n, "allowzero", 0))
+      out[i] = i < x.size() ? x[i] : 0;
+    if (out[i] == -1 && infer < 0)
+      infer = i;
+    else if (out[i] <= 0)
+      bad("target shape has a non-positive dimension");
+    else
+      known *= out[i];
+  }
+  if (infer >= 0)
+    out[infer] = known && total % known == 0 ? total / known : 0;
+  int64_t count = 1;
+  for (int64_t d : out)
+    count *= d;
+  if (count != total || (infer >= 0 && out[infer] == 0))
+    bad("reshape changes the element count");
+  return out;
+}
+
+} // namespace
+
+bool isPrimitiveOp(const std::string &op) {
+  return kUnary.count(op) || kArith.count(op) || kCompare.count(op) ||
+         kShaped.count(op);
+}
+
+PrimitiveResult inferPrimitive(const onnx::NodeProto &n,
+                               const std::vector<PrimitiveInput> &in) {
+  const std::string &op = n.op_type();
+  if (in.empty())
+    bad("expected at least one input");
+  PrimitiveResult r{in[0].shape, in[0].type};
+  auto broadcastAll = [&](size_t from) {
+    std::vector<int64_t> s = in[from].shape;
+    for (size_t i = from + 1; i < in.size(); ++i)
+      s = broadcastShapes(s, in[i].shape);
+    return s;
+  };
+  if (kUnary.count(op))
+    return r;
+  if (kArith.count(op) || kCompare.count(op)) {
+    if (in.size() < 2 && op != "Max" && op != "Min")
+      bad("expected two inputs");
+    r.shape = broadcastAll(0);
+    if (kCompare.count(op))
+      r.type = T::BOOL;
+    return r;
+  }
+  if (op == "IsNaN" || op == "Not") {
+    r.type = T::BOOL;
+  } else if (op == "Cast") {
+    const onnx::AttributeProto *to = onnxAttr(n, "to");
+    if (!to)
+      bad("Cast without 'to'");
+    r.type = to->i();
+  } else if (op == "CastLike") {
+    if (in.size() < 2)
+      bad("expected two inputs");
+    r.type = in[1].type;
+  } else if (op == "Where") {
+    if (in.size() < 3)
+      bad("expected three inputs");
+    r.shape = broadcastAll(0);
+    r.type = in[1].type;
+  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") {
+    r.shape = reduceShape(n, in);
+  } else if (op == "Slice") {
+    auto opt = [&](size_t i) {
+      return i < in.size() ? ints(in, i, "axes or steps")
+                           : std::vector<int64_t>{};
+    };
+    r.shape = sliceWindow(in[0].shape, ints(in, 1, "starts"),
+                          ints(in, 2, "ends"), opt(3), opt(4))
+                  .shape;
+  } else if (op == "Concat") {
+    r.shape = concatShape(n, in);
+  } else if (op == "Unsqueeze") {
+    r.shape = unsqueezeShape(n, in);
+  } else if (op == "Squeeze") {
+    r.shape = squeezeShape(n, in);
+  } else if (op == "Expand") {
+    r.shape = broadcastShapes(in[0].shape, ints(in, 1, "shape"));
+  } else if (op == "Reshape") {
+    r.shape = reshapeShape(n, in);
+  } else if (op == "Transpose") {
+    const onnx::AttributeProto *p = onnxAttr(n, "perm");
+    int64_t rank = in[0].shape.size();
+    r.shape.clear();
+    for (int64_t i = 0; i < rank; ++i)
+      r.shape.push_back(
+          in[0].shape[onnxAxis(p ? p->ints(i) : rank - 1 - i, rank)]);
+  } else {
+    bad("op '" + op + "' has no shape rule");
+  }
+  return r;
+}
+
+ops::Attrs primitiveAttrs(const onnx::NodeProto &n) {
+  ops::Attrs at;
+  at["op_type"] = n.op_type();
+  for (const auto &a : n.attribute()) {
+    switch (a.type()) {
+    case onnx::AttributeProto::INT:
+      at[a.name()] = (int64_t)a.i();
+      break;
+    case onnx::AttributeProto::FLOAT:
+      at[a.name()] = (double)a.f();
+      break;
+    case onnx::AttributeProto::INTS:
+      at[a.name()] = std::vector<int64_t>(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::STRING:
+      at[a.name()] = a.s();
+      break;
+    default:
+      bad("attribute '" + a.name() + "' is of a type the IR does not hold");
+    }
+  }
+  return at;
+}
+
+ops::DType irType(int32_t onnxType) {
+  switch (onnxType) {
+  case T::FLOAT:
+    return ops::DType::F32;
+  case T::FLOAT16:
+    return ops::DType::F16;
+  case T::BFLOAT16:
+    return ops::DType::BF16;
+  case T::INT64:
+    return ops::DType::I64;
+  case T::DOUBLE:
+    bad("float64 activations are not supported");
+  default:
+    return ops::DType::I32;
+  }
+}
+
+int32_t onnxType(ops::DType t) {
+  switch (t) {
+  case ops::DType::F32:
+    return T::FLOAT;
+  case ops::DType::F16:
+    return T::FLOAT16;
+  case ops::DType::BF16:
+    return T::BFLOAT16;
+  case ops::DType::I64:
+    return T::INT64;
+  default:
+    return T::INT32;
+  }
+}
+
+int64_t assignLayers(ModelGraph &g) {
+  static const std::regex kLayer(R"((^|\.)(layers|h)\.([0-9]+)\.)");
+  std::vector<int> layer(g.ops.size(), -1);
+  std::vector<bool> fixed(g.ops.size(), false);
+  std::vector<std::vector<int>> readers(g.tensors.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int t : g.ops[i].operands) {
+      readers[t].push_back(i);
+      if (g.tensors[t].role != TensorRole::Parameter)
+        continue;
+      std::smatch m;
+      fixed[i] = true;
+      if (std::regex_search(g.tensors[t].name, m, kLayer))
+        layer[i] = std::stoi(m[3].str());
+    }
+  // An op without parameters right after one with (a head reshape after
+  // its projection, the residual add after a block's last linear) is in
+  // that op's layer; any other in its readers' first (a norm before the
+  // projections it feeds). Ops are in topological order.
+  std::vector<int> producer(g.tensors.size(), -1);
+  std::vector<bool> readsParameter = fixed;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    producer[g.ops[i].results[0]] = i;
+    if (fixed[i])
+      continue;
+    for (int t : g.ops[i].operands) {
+      int p = producer[t];
+      if (p >= 0 && readsParameter[p] && layer[p] > layer[i])
+        layer[i] = layer[p];
+    }
+    fixed[i] = layer[i] >= 0;
+  }
+  for (size_t i = g.ops.size(); i-- > 0;) {
+    if (fixed[i])
+      continue;
+    for (int r : readers[g.ops[i].results[0]])
+      if (layer[r] >= 0 && (layer[i] < 0 || layer[r] < layer[i]))
+        layer[i] = layer[r];
+  }
+  int64_t count = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    g.ops[i].layer = layer[i];
+    count = std::max<int64_t>(count, layer[i] + 1);
+  }
+  return count;
+}
+
+// A constant a primitive reads becomes a Constant tensor under its ONNX name,
+// once however many primitives read it.
+int OnnxLowering::constantTensor(const onnx::NodeProto &user,
+                                 const std::string &name) {
+  auto it = constantTensors.find(name);
+  if (it != constantTensors.end())
+    return it->second;
+  const HostTensor &v = constant(user, name);
+  ops::DType dtype;
+  try {
+    dtype = irType(v.type);
+  } catch (const std::invalid_argument &e) {
+    failNode(user, "constant '" + name + "': " + e.what());
+  }
+  b.setPlace(path + ": node '" + nodeName(user) + "' (" + user.op_type() +
+             "): ");
+  int id = b.constant(name, v.shape, dtype,
+                      std::vector<double>(v.data.begin(), v.data.end()));
+  constantTensors[name] = id;
+  return id;
+}
+
+// A node outside the vocabulary that reads an activation: kept as itself for
+// the fusion passes. A float initializer it reads that is more than a scalar
+// is a weight (a norm's scale), so a parameter; other constants are Constant
+// tensors.
+void OnnxLowering::primitive(const onnx::NodeProto &n) {
+  const std::string &op = n.op_type();
+  if (!isPrimitiveOp(op))
+    failNode(n, "op '" + op +
+                    "' is not supported (docs/model-format.md lists the ONNX "
+                    "ops this reader lowers and keeps)");
+  std::vector<int> operands;
+  std::vector<PrimitiveInput> in;
+  for (int i = 0; i < n.input_size(); ++i) {
+    const std::string &name = n.input(i);
+    if (name.empty())
+      failNode(n, "an omitted optional input is not supported here");
+    auto c = consts.find(name);
+    bool weight = c != consts.end() && !values.count(name) &&
+                  c->second->data_type() == T::FLOAT &&
+                  c->second->dims_size() >= 1 && dims(*c->second).size() &&
+                  [&] {
+                    int64_t k = 1;
+                    for (int64_t d : c->second->dims())
+                      k *= d;
+                    return k > 1;
+                  }();
+    if (weight)
+      param(n, i,
+            c->second->dims_size() != 1 ? "normal"
+            : op == "Mul"               ? "ones"
+                                        : "zeros");
+    if (values.count(name)) {
+      int t = values[name];
+      operands.push_back(t);
+      in.push_back({b.shape(t), onnxType(b.graph().tensors[t].dtype), nullptr});
+    } else if (isConst(name)) {
+      operands.push_back(constantTensor(n, name));
+      in.push_back({constant(n, name).shape, constant(n, name).type,
+                    &constant(n, name)});
+    } else {
+      failNode(n, "input '" + name + "' is not defined before use");
+    }
+  }
+  PrimitiveResult r;
+  ops::Attrs at;
+  ops::DType dtype;
+  try {
+    r = inferPrimitive(n, in);
+    at = primitiveAttrs(n);
+    dtype = irType(r.type);
+  } catch (const std::invalid_argument &e) {
+    failNode(n, e.what());
+  }
+  b.setPlace(path + ": node '" + nodeName(n) + "' (" + op + "): ");
+  define(n, b.primitive(nodeName(n), std::move(operands), std::move(at),
+                        r.shape, dtype, n.output(0)));
+}
+
+} // namespace autoddl::import
