@@ -89,6 +89,21 @@ bool OnnxLowering::fold(const onnx::NodeProto &n) {
     }
     return true;
   }
+  // A weight's Transpose read only as MatMul's B is torch's Linear
+  // (transposedWeight), even when the weight is already a parameter (a head
+  // tied to the embedding); read otherwise it is lowered, never frozen.
+  if (op == "Transpose" && n.input_size() == 1 && consts.count(n.input(0))) {
+    auto users = consumers.find(n.output(0));
+    bool linear = users != consumers.end();
+    for (const onnx::NodeProto *u :
+         linear ? users->second : std::vector<const onnx::NodeProto *>{})
+      linear = linear && u->op_type() == "MatMul" && u->input_size() == 2 &&
+               u->input(1) == n.output(0) && u->input(0) != n.output(0);
+    if (!linear)
+      return false;
+    derived[n.output(0)] = &n;
+    return true;
+  }
   if (!canEvaluate(op) || n.input_size() == 0)
     return false;
   for (const std::string &in : n.input())

@@ -19,6 +19,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -75,6 +76,7 @@ private:
   const onnx::NodeProto *transposedWeight(const std::string &name) const;
   bool castIsIdentity(const onnx::NodeProto &n);
   void primitive(const onnx::NodeProto &n);
+  void sequenceAt(const onnx::NodeProto &n);
   int constantTensor(const onnx::NodeProto &user, const std::string &name);
 
   ops::Shape dims(const onnx::TensorProto &t) const;
@@ -121,6 +123,12 @@ private:
   std::map<std::string, HostTensor> evaluated;
   std::map<std::string, const onnx::NodeProto *> derived;
   std::map<std::string, int> constantTensors; // constants primitives read
+  // Gathers of a table at positions 0..T-1, lowered with their Add.
+  std::map<std::string, const onnx::NodeProto *> positions;
+  // SplitToSequence nodes by their output: a SequenceAt of one is a Slice.
+  std::map<std::string, const onnx::NodeProto *> splits;
+  std::deque<onnx::NodeProto> madeNodes; // those Slices
+
   std::map<std::string, std::vector<const onnx::NodeProto *>> consumers;
   std::set<const onnx::NodeProto *> folded; // lowered with an earlier node
   std::map<const onnx::NodeProto *, GeluMatch> gelus; // by their last node

@@ -315,17 +315,21 @@ int64_t assignLayers(ModelGraph &g) {
   // that op's layer; any other in its readers' first (a norm before the
   // projections it feeds). Ops are in topological order.
   std::vector<int> producer(g.tensors.size(), -1);
-  std::vector<bool> readsParameter = fixed;
+  // "Right after" looks through reshapes and transposes (GPT-2's Conv1D
+  // output is reshaped before the residual add).
+  std::vector<bool> source = fixed;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     producer[g.ops[i].results[0]] = i;
     if (fixed[i])
       continue;
     for (int t : g.ops[i].operands) {
       int p = producer[t];
-      if (p >= 0 && readsParameter[p] && layer[p] > layer[i])
+      if (p >= 0 && source[p] && layer[p] > layer[i])
         layer[i] = layer[p];
     }
     fixed[i] = layer[i] >= 0;
+    const std::string &k = g.ops[i].kind;
+    source[i] = fixed[i] && (k == "reshape" || k == "transpose");
   }
   for (size_t i = g.ops.size(); i-- > 0;) {
     if (fixed[i])
@@ -420,6 +424,66 @@ void OnnxLowering::primitive(const onnx::NodeProto &n) {
   b.setPlace(path + ": node '" + nodeName(n) + "' (" + op + "): ");
   define(n, b.primitive(nodeName(n), std::move(operands), std::move(at),
                         r.shape, dtype, n.output(0)));
+}
+
+// SequenceAt(SplitToSequence(x, split, axis), k) (GPT-2's qkv split in a
+// dynamo export): the IR holds no sequences, so it is the primitive Slice of
+// x that gives the same part, its starts/ends/axes constants named after it.
+void OnnxLowering::sequenceAt(const onnx::NodeProto &n) {
+  auto sp = n.input_size() == 2 ? splits.find(n.input(0)) : splits.end();
+  if (sp == splits.end() || !isConst(n.input(1)))
+    failNode(n, "only a SequenceAt of a SplitToSequence at a constant "
+                "position is supported");
+  const onnx::NodeProto &split = *sp->second;
+  auto x = values.find(split.input(0));
+  if (x == values.end())
+    failNode(split, "the input of a SplitToSequence must be an activation");
+  const ops::Shape &xs = b.shape(x->second);
+  int64_t axis, dim;
+  std::vector<int64_t> sizes;
+  try {
+    axis = onnxAxis(onnxAttrInt(split, "axis", 0), xs.size());
+    dim = xs[axis];
+    if (split.input_size() > 1 && !split.input(1).empty()) {
+      sizes = constantInts(split, split.input(1));
+      if (constant(split, split.input(1)).shape.empty()) { // equal chunks
+        int64_t chunk = sizes.at(0);
+        sizes.clear();
+        for (int64_t at = 0; chunk > 0 && at < dim; at += chunk)
+          sizes.push_back(std::min(chunk, dim - at));
+      }
+    } else {
+      if (!onnxAttrInt(split, "keepdims", 1))
+        bad("a SplitToSequence into single elements without keepdims");
+      sizes.assign(dim, 1);
+    }
+  } catch (const std::invalid_argument &e) {
+    failNode(split, e.what());
+  }
+  std::vector<int64_t> k = constantInts(n, n.input(1));
+  int64_t parts = sizes.size();
+  if (k.size() != 1 || k[0] < -parts || k[0] >= parts)
+    failNode(n, "position out of range of the " + std::to_string(parts) +
+                    " parts");
+  int64_t part = k[0] < 0 ? k[0] + parts : k[0], start = 0;
+  for (int64_t i = 0; i < part; ++i)
+    start += sizes[i];
+  onnx::NodeProto &slice = madeNodes.emplace_back();
+  slice.set_op_type("Slice");
+  slice.set_name(nodeName(n));
+  slice.add_input(split.input(0));
+  const int64_t bounds[3] = {start, start + sizes[part], axis};
+  const char *what[3] = {".starts", ".ends", ".axes"};
+  for (int i = 0; i < 3; ++i) {
+    HostTensor c;
+    c.type = T::INT64;
+    c.shape = {1};
+    c.data = {(long double)bounds[i]};
+    evaluated[n.output(0) + what[i]] = c;
+    slice.add_input(n.output(0) + what[i]);
+  }
+  slice.add_output(n.output(0));
+  primitive(slice);
 }
 
 } // namespace autoddl::import

@@ -61,7 +61,9 @@ const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"Pow", {13, 15}},
     {"Relu", {13, 14}},
     {"Reshape", {13, 14, 19, 21}},
+    {"SequenceAt", {11}},
     {"Softmax", {13}},
+    {"SplitToSequence", {11}},
     {"Tanh", {13}},
     {"SoftmaxCrossEntropyLoss", {13}},
     {"Transpose", {13, 21}},
@@ -407,6 +409,19 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
     if (attrInt(n, "axis", 0) != 0)
       failNode(n, "only a Gather along axis 0 of a table (an embedding) is "
                   "supported");
+    if (isConst(n.input(1))) {
+      // Learned positions (GPT-2's wpe): the table read at 0..T-1, lowered
+      // with the Add that puts it on the token embeddings.
+      const HostTensor &at = constant(n, n.input(1));
+      bool arange = !at.shape.empty() && at.numel() == at.shape.back();
+      for (int64_t i = 0; arange && i < at.numel(); ++i)
+        arange = at.data[i] == i;
+      if (!arange)
+        failNode(n, "a Gather of a table at constant indices other than the "
+                    "positions 0..T-1 is not supported");
+      positions[n.output(0)] = &n;
+      return;
+    }
     int ids = value(n, 1);
     int table = param(n, 0, "normal");
     define(n, add(n, "embedding", {ids, table}));
@@ -467,6 +482,29 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
     define(n, add(n, "linear", operands, at));
     return;
   }
+  if (op == "SplitToSequence") { // read by its SequenceAt nodes
+    splits[n.output(0)] = &n;
+    return;
+  }
+  if (op == "SequenceAt") {
+    sequenceAt(n);
+    return;
+  }
+  if (op == "Add")
+    for (int k = 0; k < 2; ++k) {
+      auto pos = positions.find(n.input(k));
+      auto x = values.find(n.input(1 - k));
+      if (pos == positions.end() || x == values.end())
+        continue;
+      const ops::Shape &xs = b.shape(x->second);
+      if (xs.size() != 3 ||
+          constant(*pos->second, pos->second->input(1)).numel() != xs[1])
+        failNode(n, "learned positions 0..T-1 must be added to [B,T,C] "
+                    "activations of the same T");
+      define(n, add(n, "positional",
+                    {x->second, param(*pos->second, 0, "normal")}));
+      return;
+    }
   if (op == "Add" || op == "Mul") {
     // A bias is a 1-D initializer (a computed constant is not a weight).
     bool c0 = isConst(n.input(0)) && consts.count(n.input(0)) &&

@@ -42,6 +42,10 @@ kinds gelu "sbp.cross_entropy=1,sbp.gelu=2,sbp.linear=2,sbp.parameter=4"
 ir=$("$autoddl" import "$work/gelu.onnx")
 [[ "$ir" == *'approximate = "none"'*'approximate = "tanh"'* ]] || fail "gelu: not an erf then a tanh GELU"
 params unordered 0
+# GPT-2's learned positions (Gather of wpe at Range(0,T), added) and a head
+# tied to the token table through a Transpose: one parameter each.
+params positions 384 --batch 2 --seq 5
+kinds positions "sbp.cross_entropy=1,sbp.embedding=1,sbp.linear=1,sbp.parameter=2,sbp.positional=1" --batch 2 --seq 5
 # A dynamo export's Linear (MatMul of a transposed [out,in] weight) and its
 # run-time reshape targets (Shape, Constant value_ints, Concat) folded.
 params dynamo 82 --batch 2 --seq 3
