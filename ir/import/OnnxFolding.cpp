@@ -138,6 +138,26 @@ const HostTensor &OnnxLowering::constant(const onnx::NodeProto &user,
   auto d = derived.find(name);
   if (d == derived.end())
     failNode(user, "input '" + name + "' is not a constant");
+  // The values it is computed from first, deepest first, without recursion
+  // (a chain of thousands of nodes must not exhaust the stack).
+  std::vector<const onnx::NodeProto *> todo = {d->second};
+  while (!todo.empty()) {
+    const onnx::NodeProto *top = todo.back(), *next = nullptr;
+    for (const std::string &i : top->input()) {
+      auto di = derived.find(i);
+      if (!i.empty() && di != derived.end() && !evaluated.count(i)) {
+        next = di->second;
+        break;
+      }
+    }
+    if (next) {
+      todo.push_back(next);
+      continue;
+    }
+    todo.pop_back();
+    if (top != d->second)
+      constant(user, top->output(0)); // its inputs are ready: one level deep
+  }
   const onnx::NodeProto &n = *d->second;
   std::vector<const HostTensor *> in;
   for (const std::string &i : n.input())
