@@ -179,6 +179,14 @@ std::vector<int64_t> toInts(const HostTensor &t) {
   return std::vector<int64_t>(t.data.begin(), t.data.end());
 }
 
+// The one element of a scalar input (Range's bounds, CumSum's axis, Trilu's k).
+Value scalarOf(const HostTensor &t, const char *what) {
+  if (t.data.size() != 1)
+    bad(std::string(what) + " must hold one element, not " +
+        std::to_string(t.data.size()));
+  return t.data[0];
+}
+
 int64_t axisOf(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     bad("axis " + std::to_string(axis) + " out of range for rank " +
@@ -563,8 +571,9 @@ const std::map<std::string, Eval> &evaluators() {
        [](auto &, auto &in) {
          if (in.size() < 3 || !in[1] || !in[2])
            bad("expected three inputs");
-         Value start = in[0]->data.at(0), limit = in[1]->data.at(0),
-               delta = in[2]->data.at(0);
+         Value start = scalarOf(*in[0], "Range's start"),
+               limit = scalarOf(*in[1], "Range's limit"),
+               delta = scalarOf(*in[2], "Range's delta");
          if (delta == 0)
            bad("Range delta is 0");
          // ONNX: max(ceil((limit - start) / delta), 0) elements.
@@ -580,7 +589,7 @@ const std::map<std::string, Eval> &evaluators() {
          if (in.size() < 2 || !in[1])
            bad("expected an axis input");
          const HostTensor &x = *in[0];
-         int64_t r = x.shape.size(), a = axisOf(toInts(*in[1]).at(0), r);
+         int64_t r = x.shape.size(), a = axisOf((int64_t)scalarOf(*in[1], "CumSum's axis"), r);
          bool excl = attrInt(n, "exclusive", 0), rev = attrInt(n, "reverse", 0);
          HostTensor out = make(x.type, x.shape);
          int64_t inner = stridesOf(x.shape)[a], len = x.shape[a],
@@ -774,7 +783,7 @@ const std::map<std::string, Eval> &evaluators() {
          const HostTensor &x = *in[0];
          if (x.shape.size() < 2)
            bad("Trilu of rank below 2");
-         int64_t k = in.size() > 1 && in[1] ? toInts(*in[1]).at(0) : 0;
+         int64_t k = in.size() > 1 && in[1] ? (int64_t)scalarOf(*in[1], "Trilu's k") : 0;
          bool upper = attrInt(n, "upper", 1) != 0;
          int64_t R = x.shape[x.shape.size() - 2], C = x.shape.back();
          HostTensor out = x;

@@ -22,7 +22,7 @@ void OnnxLowering::readConstant(const onnx::NodeProto &n) {
   checkVersion(n);
   try {
     evaluated[n.output(0)] = constantValue(n);
-  } catch (const std::invalid_argument &e) {
+  } catch (const std::logic_error &e) {
     failNode(n, e.what());
   }
 }
@@ -84,7 +84,7 @@ bool OnnxLowering::fold(const onnx::NodeProto &n) {
     like.data = {0};
     try {
       evaluated[n.output(0)] = evaluate(n, {&constant(n, n.input(0)), &like});
-    } catch (const std::invalid_argument &e) {
+    } catch (const std::logic_error &e) {
       failNode(n, std::string("evaluating it on constants: ") + e.what());
     }
     return true;
@@ -131,7 +131,7 @@ const HostTensor &OnnxLowering::constant(const onnx::NodeProto &user,
                           : t.raw_data();
     try {
       return evaluated[name] = tensorFromProto(t, raw);
-    } catch (const std::invalid_argument &err) {
+    } catch (const std::logic_error &err) {
       failNode(user, "initializer '" + name + "': " + err.what());
     }
   }
@@ -166,7 +166,7 @@ const HostTensor &OnnxLowering::constant(const onnx::NodeProto &user,
     HostTensor out = n.op_type() == "Shape" ? shapeValue(n, in.at(0)->shape)
                                             : evaluate(n, in);
     return evaluated[name] = std::move(out);
-  } catch (const std::invalid_argument &err) {
+  } catch (const std::logic_error &err) {
     failNode(n, std::string("evaluating it on constants: ") + err.what());
   }
 }

@@ -357,7 +357,7 @@ int OnnxLowering::constantTensor(const onnx::NodeProto &user,
   ops::DType dtype;
   try {
     dtype = irType(v.type);
-  } catch (const std::invalid_argument &e) {
+  } catch (const std::logic_error &e) {
     failNode(user, "constant '" + name + "': " + e.what());
   }
   b.setPlace(path + ": node '" + nodeName(user) + "' (" + user.op_type() +
@@ -418,7 +418,7 @@ void OnnxLowering::primitive(const onnx::NodeProto &n) {
     r = inferPrimitive(n, in);
     at = primitiveAttrs(n);
     dtype = irType(r.type);
-  } catch (const std::invalid_argument &e) {
+  } catch (const std::logic_error &e) {
     failNode(n, e.what());
   }
   b.setPlace(path + ": node '" + nodeName(n) + "' (" + op + "): ");
@@ -453,11 +453,17 @@ void OnnxLowering::sequenceAt(const onnx::NodeProto &n) {
           sizes.push_back(std::min(chunk, dim - at));
       }
     } else {
-      if (!onnxAttrInt(split, "keepdims", 1))
-        bad("a SplitToSequence into single elements without keepdims");
+      if (!onnxAttrInt(split, "keepdims", 1) || dim > (1 << 20))
+        bad("a SplitToSequence into single elements without keepdims or "
+            "of more than 2^20 parts");
       sizes.assign(dim, 1);
     }
-  } catch (const std::invalid_argument &e) {
+    int64_t total = 0;
+    for (int64_t v : sizes)
+      total += v < 0 ? dim + 1 : v;
+    if (total != dim)
+      bad("the split sizes do not add up to the axis");
+  } catch (const std::logic_error &e) {
     failNode(split, e.what());
   }
   std::vector<int64_t> k = constantInts(n, n.input(1));
