@@ -3,15 +3,18 @@
 // Graphs built as an ONNX import builds them (GraphBuilder::constant and
 // ::primitive beside model ops) go through fuseImportedGraph, and what comes
 // back is compared with what the templates emit: op kinds, attributes,
-// layers, parameters. The decomposed Llama is tests/lit/passes/
-// fuse_pipeline.mlir's layer, twice, inside the rest of tiny-llama.
+// layers, parameters, and the planner's price of one plan. The decomposed
+// Llama is tests/lit/passes/fuse_pipeline.mlir's layer, twice, inside the
+// rest of tiny-llama.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/lower/FuseImported.h"
 
+#include "cost_model/io/ClusterJson.h"
 #include "ir/import/GraphBuilder.h"
 #include "ir/import/ModelImporter.h"
 #include "ir/lower/LowerToSbp.h"
+#include "planner/Search.h"
 #include "support/UserError.h"
 
 #include <gtest/gtest.h>
@@ -232,8 +235,9 @@ TEST(FuseImportedTest, LeavesAGraphWithoutPrimitivesAlone) {
 /// tests/lit/passes/fuse_pipeline.mlir writes it.
 class DecomposedLlama {
 public:
-  static constexpr int64_t B = 2, T = 4, C = 64, H = 4, G = 2, D = 16, I = 176,
+  static constexpr int64_t T = 4, C = 64, H = 4, G = 2, D = 16, I = 176,
                            V = 256, L = 2;
+  explicit DecomposedLlama(int64_t batch) : B(batch) {}
   ModelGraph build() {
     int ids = o.b.input("input_ids", {B, T}, DType::I32);
     int targets = o.b.input("targets", {B, T}, DType::I32);
@@ -372,15 +376,16 @@ private:
                   {r1, linear(n + "mlp/down_proj/MatMul", wd, sw)});
   }
 
+  const int64_t B;
   Onnx o;
   int axes, two, eps, zero, half, end, one, kvAxis, sqrtD, kvShape, cos, sin,
       mask;
 };
 
 TEST(FuseImportedTest, DecomposedLlamaFusesToTheTinyLlamaTemplate) {
-  ModelGraph g = DecomposedLlama().build();
+  ModelGraph g = DecomposedLlama(2).build();
   import::ImportOptions options;
-  options.batch = DecomposedLlama::B;
+  options.batch = 2;
   options.seq = DecomposedLlama::T;
   const ModelGraph twin = import::importModel("tiny-llama", options);
   EXPECT_EQ(g.parameterCount(), twin.parameterCount());
@@ -409,6 +414,36 @@ TEST(FuseImportedTest, DecomposedLlamaFusesToTheTinyLlamaTemplate) {
   EXPECT_EQ(g.ops[5].name, "/model/layers.0/self_attn/rotary_q/Add.rotary");
   EXPECT_EQ(g.ops[7].name, "/model/layers.0/self_attn/Reshape_o");
   expectValidates(g);
+}
+
+/// The planner takes the fused graph as it takes the template's: the same
+/// tp=2 plan of tiny-llama on two H200s prices to the same step and memory.
+TEST(FuseImportedTest, FusedLlamaPlansAsTheTemplate) {
+  auto fused = [](int64_t batch) {
+    ModelGraph g = DecomposedLlama(batch).build();
+    fuseImportedGraph(g, "tiny-llama.onnx");
+    return g;
+  };
+  auto twin = [](int64_t batch) {
+    import::ImportOptions options;
+    options.batch = batch;
+    options.seq = DecomposedLlama::T;
+    return import::importModel("tiny-llama", options);
+  };
+  planner::PlannerOptions options;
+  options.globalBatch = 8;
+  options.fixed.tp = 2;
+  const cost::Cluster cluster = cost::loadCluster("h200x2-nvlink");
+  auto ours = planner::plan(fused(1), fused(2), cluster, options);
+  auto theirs = planner::plan(twin(1), twin(2), cluster, options);
+  ASSERT_TRUE(static_cast<bool>(ours)) << ours.error();
+  ASSERT_TRUE(static_cast<bool>(theirs)) << theirs.error();
+  const auto *a = std::get_if<planner::Plan>(&*ours);
+  const auto *b = std::get_if<planner::Plan>(&*theirs);
+  ASSERT_TRUE(a && b);
+  EXPECT_DOUBLE_EQ(a->predicted.stepTime, b->predicted.stepTime);
+  EXPECT_DOUBLE_EQ(a->predicted.peakMemory, b->predicted.peakMemory);
+  EXPECT_GT(a->predicted.stepTime, 0);
 }
 
 } // namespace
