@@ -47,8 +47,11 @@ std::string locName(Location loc) {
 class Reader {
 public:
   Reader(const ModelGraph &g, FusedGraph &out) : g(g), out(out) {
-    for (auto [i, op] : llvm::enumerate(g.ops))
+    for (auto [i, op] : llvm::enumerate(g.ops)) {
       opByName[op.name] = i;
+      for (int t : op.results)
+        producerOf[t] = i;
+    }
     for (auto [i, t] : llvm::enumerate(g.tensors))
       tensorByName[t.name] = i;
   }
@@ -62,6 +65,7 @@ private:
     return it == origOf.end() ? -1 : it->second;
   }
   std::string uniqueTensorName(const std::string &base);
+  int replacedLayer(int root, const std::vector<bool> &survived) const;
   /// Whether `v` has the type of the result of the graph-given op `from`.
   bool sameType(Value v, int from) const {
     std::optional<ops::ValueType> t = sbp::toValueType(v.getType());
@@ -75,6 +79,7 @@ private:
   const ModelGraph &g;
   FusedGraph &out;
   std::map<std::string, int> opByName, tensorByName;
+  std::map<int, int> producerOf;     // graph-given tensor -> op
   llvm::DenseMap<Value, int> origOf; // value -> graph-given tensor
   std::set<std::string> takenTensorNames;
 };
@@ -85,6 +90,27 @@ std::string Reader::uniqueTensorName(const std::string &base) {
     name = base + "#" + std::to_string(n);
   takenTensorNames.insert(name);
   return name;
+}
+
+/// The layer of the ops a fused op at `root` replaced: the root's, or where
+/// the front end left it -1, the first set among the ops gone with the form
+/// (what the root reads through graph-given ops that did not survive).
+int Reader::replacedLayer(int root, const std::vector<bool> &survived) const {
+  std::vector<int> stack{root};
+  std::set<int> seen;
+  while (!stack.empty()) {
+    int i = stack.back();
+    stack.pop_back();
+    if (!seen.insert(i).second)
+      continue;
+    if (g.ops[i].layer >= 0)
+      return g.ops[i].layer;
+    for (int t : g.ops[i].operands)
+      if (auto p = producerOf.find(t);
+          p != producerOf.end() && !survived[p->second])
+        stack.push_back(p->second);
+  }
+  return -1;
 }
 
 void Reader::run(func::FuncOp function) {
@@ -149,6 +175,12 @@ void Reader::run(func::FuncOp function) {
   }
   if (!out.primitiveName.empty())
     return;
+  // A graph-given op survived when an op of its kind still has its name.
+  std::vector<bool> survived(g.ops.size());
+  for (const Read &r : reads)
+    if (r.from >= 0 && r.name == g.ops[r.from].name &&
+        sbp::getOpKind(r.op) == g.ops[r.from].kind)
+      survived[r.from] = true;
 
   // Tensors: the graph-given ones still read or produced, in their order,
   // then the new results.
@@ -219,7 +251,8 @@ void Reader::run(func::FuncOp function) {
     if (auto layer = r.op->getAttrOfType<IntegerAttr>(sbp::kLayerAttr))
       def.layer = layer.getInt();
     else if (r.from >= 0)
-      def.layer = g.ops[r.from].layer;
+      def.layer = survived[r.from] ? g.ops[r.from].layer
+                                   : replacedLayer(r.from, survived);
     if (r.from >= 0)
       def.position = g.ops[r.from].position;
     out.graph.ops.push_back(std::move(def));

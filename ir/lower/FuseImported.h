@@ -21,7 +21,8 @@ namespace autoddl {
 /// parameters (names, shapes, init, order), loss, name, family, batch, seq and
 /// numLayers as the graph given; its ops are the fused module's, named by
 /// their locations (a fused op takes the name of the last op of the form it
-/// replaced, and that op's result tensor and layer), with attributes as the
+/// replaced, that op's result tensor and its layer, or where that is -1 the
+/// first layer set among the ops it replaced), with attributes as the
 /// templates write them (defaults explicit). Constants no op reads any more
 /// are gone.
 struct FusedGraph {

@@ -170,6 +170,29 @@ TEST(FuseImportedTest, FusesGeluAndLayerNorm) {
   expectValidates(g);
 }
 
+TEST(FuseImportedTest, AFusedOpTakesTheLayerOfTheOpsItReplaced) {
+  // Only the Erf knows its layer; the GELU replacing the form takes it, and
+  // the op after it (layer -1, reading the GELU) keeps -1.
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  int d = o.ew("Div", "div", {x, o.f32("c.sqrt2", M_SQRT2)});
+  o.b.setLayer(3);
+  int e = o.ew("Erf", "erf", {d});
+  o.b.setLayer(-1);
+  int a = o.ew("Add", "add", {e, o.f32("c.one", 1.0)});
+  int m = o.b.op("mul", "mul", {x, a});
+  int y = o.ew("Mul", "half", {m, o.f32("c.half", 0.5)});
+  int r = o.b.op("relu", "relu", {y});
+  int loss = o.b.op("cross_entropy", "loss", {r, t});
+  ModelGraph g = o.b.finish(loss, 4, 2, 0);
+  fuseImportedGraph(g, "m.onnx");
+  ASSERT_EQ(kinds(g),
+            (std::vector<std::string>{"gelu", "relu", "cross_entropy"}));
+  EXPECT_EQ(g.ops[0].layer, 3);
+  EXPECT_EQ(g.ops[1].layer, -1);
+}
+
 TEST(FuseImportedTest, RefusesAPrimitiveNoPatternRecognises) {
   // erf(x / 2) is not GELU's: the Div stays first of what stays.
   ModelGraph g = mlpWithDecomposedGeluAndNorm(2.0);
