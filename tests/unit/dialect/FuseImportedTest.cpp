@@ -141,6 +141,29 @@ TEST(FuseImportedTest, LowersConstantsAndPrimitives) {
   EXPECT_NE(lowered.text.find("loc(\"ln.var\")"), std::string::npos);
 }
 
+TEST(FuseImportedTest, LowersBooleanAndSaturatedIntegerConstants) {
+  Onnx o;
+  int x = o.b.input("x", {2, 2});
+  int t = o.b.input("t", {2}, DType::I32);
+  int cond = o.b.constant("c.tril", {2, 2}, DType::Bool, {1, 0, 1, 1});
+  int w = o.prim("Where", "where", {cond, x, o.f32("c.low", -1e9)}, {2, 2});
+  // A Slice's "to the end": INT64_MAX, which a double holds as 2^63.
+  int s = o.prim("Slice", "slice",
+                 {w, o.i64("c.start", {0}),
+                  o.i64("c.end", {std::numeric_limits<int64_t>::max()})},
+                 {2, 2});
+  int loss = o.b.op("cross_entropy", "loss", {s, t});
+  LowerResult lowered = lowerToSbpText(o.b.finish(loss, 0, 2, 0));
+  ASSERT_TRUE(lowered.ok()) << lowered.error;
+  EXPECT_NE(lowered.text.find(
+                "dense<[[true, false], [true, true]]> : tensor<2x2xi1>"),
+            std::string::npos)
+      << lowered.text;
+  EXPECT_NE(lowered.text.find("dense<9223372036854775807> : tensor<1xi64>"),
+            std::string::npos)
+      << lowered.text;
+}
+
 TEST(FuseImportedTest, FusesGeluAndLayerNorm) {
   ModelGraph g = mlpWithDecomposedGeluAndNorm(M_SQRT2);
   // fc1 128 + ln 32 + fc2 48: the five scalar constants are not parameters.
@@ -240,6 +263,26 @@ TEST(FuseImportedTest, RefusesAConstantReadByAModelOp) {
         }
       },
       UserError);
+}
+
+TEST(FuseImportedTest, NamesAMalformedGraph) {
+  // What GraphBuilder would refuse, built past it: a front end's bug is
+  // reported, not fused.
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  int c = o.b.constant("table", {2, 3}, DType::F32, {1, 2, 3, 4, 5, 6});
+  int e = o.prim("Add", "add", {x, c}, {2, 3});
+  int loss = o.b.op("cross_entropy", "loss", {e, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
+  g.tensors[c].values.pop_back();
+  try {
+    fuseImportedGraph(g, "m.onnx");
+    FAIL() << "expected a refusal";
+  } catch (const UserError &e) {
+    EXPECT_STREQ(e.what(), "m.onnx: the imported graph is malformed: "
+                           "constant 'table': expected 6 values, got 5");
+  }
 }
 
 TEST(FuseImportedTest, LeavesAGraphWithoutPrimitivesAlone) {
