@@ -37,6 +37,11 @@ DenseElementsAttr constantValue(const TensorDef &t, RankedTensorType type) {
       bits.push_back(v != 0);
     return DenseElementsAttr::get(type, bits);
   }
+  // f32 (masks and tables, up to T² elements) without an APFloat each.
+  if (t.dtype == ops::DType::F32) {
+    std::vector<float> fs(t.values.begin(), t.values.end());
+    return DenseElementsAttr::get(type, ArrayRef<float>(fs));
+  }
   if (auto ft = dyn_cast<FloatType>(type.getElementType())) {
     SmallVector<APFloat> fs;
     for (double v : t.values) {
