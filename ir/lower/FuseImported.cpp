@@ -7,8 +7,8 @@
 // from. A fused op is located at the root of the form it replaced (the
 // patterns' choice), so it takes that op's name, result tensor and layer;
 // when one pattern leaves several ops at one location (sbp-fuse-rotary's
-// rotary, reshape and transpose), the last keeps the name and the others get
-// ".<kind>" appended.
+// rotary, reshape and transpose), the last, if it computes a value of the
+// replaced op's type, keeps the name and the others get ".<kind>" appended.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/lower/FuseImported.h"
