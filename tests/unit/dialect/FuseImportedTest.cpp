@@ -320,6 +320,20 @@ public:
     return o.b.finish(loss, L, B, T);
   }
 
+  /// Only the rotary of q: x [B,T,H·D] -> heads -> rotate -> back -> loss.
+  ModelGraph rotaryOnly() {
+    int x = o.b.input("x", {B, T, H * D});
+    int targets = o.b.input("targets", {B, T}, DType::I32);
+    constants();
+    int r = rotate("rot/", heads("q/", x, H));
+    int back = o.b.op("transpose", "back/Transpose", {r},
+                      {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+    int y = o.b.op("reshape", "back/Reshape", {back},
+                   {{"shape", std::vector<int64_t>{B, T, H * D}}});
+    int loss = o.b.op("cross_entropy", "loss", {y, targets});
+    return o.b.finish(loss, 0, B, T);
+  }
+
 private:
   void constants() {
     axes = o.i64("c.axes", {-1});
@@ -479,6 +493,26 @@ TEST(FuseImportedTest, DecomposedLlamaFusesToTheTinyLlamaTemplate) {
   // view (reshape, transpose at the same place) went into the attention.
   EXPECT_EQ(g.ops[5].name, "/model/layers.0/self_attn/rotary_q/Add.rotary");
   EXPECT_EQ(g.ops[7].name, "/model/layers.0/self_attn/Reshape_o");
+  expectValidates(g);
+}
+
+TEST(FuseImportedTest, OpsSharingALocationAreNamedApart) {
+  // Without an attention to absorb it, the rotary's head view stays: three
+  // ops at rot/Add; the transpose computes the Add's value and keeps its name.
+  ModelGraph g = DecomposedLlama(1).rotaryOnly();
+  fuseImportedGraph(g, "rotary.onnx");
+  ASSERT_EQ(kinds(g), (std::vector<std::string>{"rotary", "reshape",
+                                                "transpose", "transpose",
+                                                "reshape", "cross_entropy"}));
+  EXPECT_EQ(g.ops[0].name, "rot/Add.rotary");
+  EXPECT_EQ(g.ops[1].name, "rot/Add.reshape");
+  EXPECT_EQ(g.ops[2].name, "rot/Add");
+  EXPECT_EQ(g.tensors[g.ops[2].results[0]].name, "rot/Add");
+  EXPECT_EQ(g.tensors[g.ops[0].results[0]].name, "rot/Add.rotary");
+  EXPECT_EQ(g.tensors[g.ops[0].operands[0]].name, "x");
+  EXPECT_EQ(g.ops[0].attrs, (ops::Attrs{{"num_heads", int64_t(4)},
+                                        {"head_dim", int64_t(16)},
+                                        {"theta", 1e4}}));
   expectValidates(g);
 }
 
