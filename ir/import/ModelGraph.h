@@ -45,8 +45,8 @@ struct TensorDef {
   bool sparse = false;
   int64_t nnz = 0;
   // Constants only: the elements, row-major, as many as the shape's product;
-  // dtype F32, I64 (exact to 2^53; ±2^63, e.g. a Slice's INT64_MAX "to the
-  // end", saturates to the int64 limit) or Bool (0/1).
+  // dtype F32, I32, I64 (exact to 2^53; ±2^63, e.g. a Slice's INT64_MAX "to
+  // the end", saturates to the int64 limit) or Bool (0/1).
   std::vector<double> values;
 };
 
