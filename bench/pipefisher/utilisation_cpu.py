@@ -99,6 +99,31 @@ def busy_us(events, pid):
     return total
 
 
+def kind(name):
+    """An event's kind: F, B, W (the schedule's instructions) or the K-FAC item (curv_A, ...)."""
+    first = name.split()[0]
+    return first if " " in name else first[0]
+
+
+def kinds_us(events, pid):
+    """A rank's compute time per kind (tid 0), microseconds."""
+    out = {}
+    for e in events:
+        if e.get("pid") == pid and e.get("tid") == 0 and e.get("ph") == "X":
+            k = kind(e["name"])
+            out[k] = out.get(k, 0.0) + e["dur"]
+    return out
+
+
+def window_busy_us(events, pid, steps, warmup):
+    """Busy time of one run's steps from `warmup` on: the union of the rank's compute intervals
+    from its first forward of step `warmup` (each step runs the same number of forwards)."""
+    fwd = sorted(e["ts"] for e in events if e.get("pid") == pid and e.get("tid") == 0 and
+                 e.get("ph") == "X" and kind(e["name"]) == "F")
+    start = fwd[len(fwd) // steps * warmup]
+    return busy_us([e for e in events if e.get("ts", 0) >= start], pid)
+
+
 def measure(a, v):
     proj = os.path.join(a.out, v)
     build = os.path.join(proj, "build")
@@ -123,14 +148,24 @@ def measure(a, v):
         m = json.load(open(os.path.join(out, "metrics.json")))
         t = json.load(open(os.path.join(out, "trace.json")))
         ev = t["traceEvents"] if isinstance(t, dict) else t
-        return m, [busy_us(ev, r) for r in range(a.np)]
-    mw, bw = load(res["warmup"])
-    mm, bm = load(res["measured"])
+        return m, ev, [busy_us(ev, r) for r in range(a.np)]
+    mw, ew, bw = load(res["warmup"])
+    mm, em, bm = load(res["measured"])
     step_s = sum(mm["step_seconds"][a.warmup:]) / a.steps
     busy_s = [(m - w) / 1e6 / a.steps for m, w in zip(bm, bw)]
+    # Cross-checks: the measured run alone, from its step `warmup` on; and per kind (F, B,
+    # curv_A, inv_G, precond, ...) the measured minus the warm-up run, seconds per step.
+    window_s = [window_busy_us(em, r, a.warmup + a.steps, a.warmup) / 1e6 / a.steps
+                for r in range(a.np)]
+    per_kind = []
+    for r in range(a.np):
+        km, kw = kinds_us(em, r), kinds_us(ew, r)
+        per_kind.append({k: (km[k] - kw.get(k, 0.0)) / 1e6 / a.steps for k in sorted(km)})
     plan = json.load(open(os.path.join(a.out, v + ".plan.json")))
     return {"step_seconds": step_s, "busy_seconds_per_stage": busy_s,
             "utilisation": sum(busy_s) / (a.np * step_s),
+            "utilisation_window": sum(window_s) / (a.np * step_s),
+            "seconds_per_step_by_kind": per_kind,
             "kfac_info": {k: x for k, x in mm["info"].items() if k.startswith("kfac")},
             "plan": plan.get("kfac", {}) and {
                 "utilisation_first_order": plan["kfac"]["utilisation_first_order"],
