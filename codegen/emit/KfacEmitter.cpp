@@ -5,7 +5,9 @@
 // output gradient of a micro-batch to kfac_curvature_A / _G (the target's
 // KfacRun.h: backends/cpu/harness on host floats, backends/cuda/harness on
 // act_t device buffers), called where the plan placed the items
-// (kfacPlacement); the program carries the layer table (weight, bias, unsplit
+// (kfacPlacement), as are the refresh cycle's reductions and inversions
+// (kfac_reduce / kfac_invert, where the target has them); the program carries
+// the layer table (weight, bias, unsplit
 // dimensions) and the plan's damping, refresh interval and rule as the defaults
 // of its flags.
 //
