@@ -7,9 +7,8 @@
 // act_t device buffers), called where the plan placed the items
 // (kfacPlacement), as are the refresh cycle's reductions and inversions
 // (kfac_reduce / kfac_invert, where the target has them); the program carries
-// the layer table (weight, bias, unsplit
-// dimensions) and the plan's damping, refresh interval and rule as the defaults
-// of its flags.
+// the layer table (weight, bias, unsplit dimensions) and the plan's damping,
+// refresh interval and rule as the defaults of its flags.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
