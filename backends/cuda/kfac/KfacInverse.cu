@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace autoddl::rt {
@@ -245,13 +246,23 @@ struct AsyncRefresh {
   DeviceBuffer<double> damping; // per layer: pi, a, g
   DeviceBuffer<float> work;     // cuSOLVER's, the largest factor's
   bool launched = false;
+  // Queues the work from its own host thread: queueing it from the
+  // program's thread held that thread (a refresh step measured as long at
+  // K = 20 as at K = 10, ~48 ms), most likely in potri's host-side part.
+  std::thread queuer;
+
+  void join() {
+    if (queuer.joinable())
+      queuer.join();
+  }
 
   void init() {
     if (side)
       return;
     int least = 0, greatest = 0;
     AUTODDL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    // The lowest priority: the forward and backward come first.
+    // The lowest priority (the default streams' too): never ahead of the
+    // step's own work.
     AUTODDL_CUDA_CHECK(
         cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, least));
     AUTODDL_CUDA_CHECK(
@@ -287,6 +298,7 @@ void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
     return;
   AsyncRefresh &a = async_refresh();
   a.init();
+  a.join();
   AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side)); // a previous one's done
   int64_t lwork = 1;
   for (int64_t i = 0; i < n; ++i)
@@ -307,19 +319,27 @@ void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
     a.damping = DeviceBuffer<double>(3 * n);
   AUTODDL_CUDA_CHECK(cudaEventRecord(a.ready, compute_stream()));
   AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready, 0));
-  AUTODDL_CUDA_CHECK(
-      cudaMemsetAsync(a.status.data(), 0, size_t(6 * n) * sizeof(int), a.side));
-  for (int64_t i = 0; i < n; ++i) {
-    KfacLayer &l = *layers[i];
-    double *dp = a.damping.data() + 3 * i;
-    damping_kernel<<<1, 256, 0, a.side>>>(l.A.data(), l.in, l.G.data(), l.out,
-                                          damping, dp);
-    AUTODDL_CUDA_CHECK_LAUNCH();
-    int *words = a.status.data() + 6 * i;
-    launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words);
-    launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2, words + 3);
-  }
-  AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
+  int device = 0;
+  AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+  // The layers stay put (the caller's table); the list is copied.
+  a.queuer = std::thread([&a, device, damping,
+                          ls = std::vector<KfacLayer *>(layers, layers + n)] {
+    AUTODDL_CUDA_CHECK(cudaSetDevice(device));
+    const int64_t count = int64_t(ls.size());
+    AUTODDL_CUDA_CHECK(cudaMemsetAsync(
+        a.status.data(), 0, size_t(6 * count) * sizeof(int), a.side));
+    for (int64_t i = 0; i < count; ++i) {
+      KfacLayer &l = *ls[size_t(i)];
+      double *dp = a.damping.data() + 3 * i;
+      damping_kernel<<<1, 256, 0, a.side>>>(l.A.data(), l.in, l.G.data(), l.out,
+                                            damping, dp);
+      AUTODDL_CUDA_CHECK_LAUNCH();
+      int *words = a.status.data() + 6 * i;
+      launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words);
+      launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2, words + 3);
+    }
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
+  });
   a.launched = true;
 }
 
@@ -329,6 +349,7 @@ bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
   if (!a.launched)
     return false;
   a.launched = false;
+  a.join(); // everything queued, `done` recorded
   // Usually long done: the side stream ran beside the steps since.
   AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), a.done, 0));
   std::vector<int> status(size_t(6 * n));
@@ -364,6 +385,7 @@ bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
 
 void kfac_refresh_drain() {
   AsyncRefresh &a = async_refresh();
+  a.join();
   if (a.side)
     AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side));
 }
