@@ -89,12 +89,21 @@ inline KfacDamping kfac_damping(double traceA, int64_t dimA, double traceG,
 
 /// PipeFisher's refresh (pipelines.md §4.5): the curvature of step s is
 /// estimated when s % K == 0 (from that step's micro-batches, a fresh estimate:
-/// no running average), reduced, inverted, and used from the next step's
-/// preconditioning on (the synchronous form; a pipeline may spread the work of
-/// one refresh over the bubbles of the K steps that follow). Step 0 refreshes,
-/// so the first preconditioning already has inverses.
+/// no running average), then reduced and inverted during the cycle's K steps
+/// and installed at step s+K (kfac_install_due).
 inline bool kfac_refresh_due(int64_t step, int64_t refresh_interval) {
   return step % refresh_interval == 0;
+}
+
+/// The refresh cycle of step s (kfac_refresh_due) reduces and inverts its
+/// factors anywhere in steps s..s+K-1 (where the plan placed the items, the
+/// rest at the end of step s+K-1); its inverses are installed at the start of
+/// step s+K, before that step's preconditioning. Until the first install
+/// (steps < K) the rule runs on the raw gradient. So a pipeline can spread a
+/// refresh over the bubbles of K steps and every plan still computes what
+/// one rank does (docs/kfac.md "Generated programs").
+inline bool kfac_install_due(int64_t step, int64_t refresh_interval) {
+  return step > 0 && step % refresh_interval == 0;
 }
 
 /// Throws std::invalid_argument unless a linear layer's unsplit dimensions

@@ -5,6 +5,9 @@
 #   bash bench/pipefisher/convergence.sh device DIR OUT  # GPU machine: build, sweep, evaluate
 #   python3 bench/pipefisher/convergence_report.py OUT/convergence.json   # ratios, table
 #
+# The device mode ends with convergence_collect.py, which writes OUT/convergence.json from the
+# runs' metrics; it can be rerun on what came back from a call that ran out of time.
+#
 # The model: a byte-level GPT (vocabulary 256, 6 layers, width 384, 6 heads, sequence 256; about
 # 11M parameters), 64 sequences a step (16,384 tokens), bf16, one GPU; its text is GCIDE
 # (corpus.sh: 38 MB to train on, 2 MB held out). Each optimizer gets the same budget: five runs
@@ -102,35 +105,7 @@ device)
   # The plan's own K (1 here) for its step time: a short run without --kfac-refresh.
   launch "$work/build/train_kfac" --steps 30 --data "$work/train.txt" --lr 1e-3 --quiet \
     --out "$out/kfac-plan-refresh" >"$out/kfac-plan-refresh.log" 2>&1 || echo "kfac at the plan's K failed"
-  python3 - "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "$KFAC_REFRESH" <<'PY'
-import glob, json, os, subprocess, sys, datetime
-out, steps, every, eval_steps, commit, refresh = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
-runs = []
-for d in sorted(glob.glob(os.path.join(out, 'runs', '*'))):
-    name = os.path.basename(d)
-    m = json.load(open(os.path.join(d, 'metrics.json')))
-    cum, t = [0.0], 0.0
-    for s in m['step_seconds']:
-        t += s
-        cum.append(t)
-    points = []
-    for e in sorted(glob.glob(os.path.join(out, 'eval', name, 'step-*')), key=lambda p: int(p.rsplit('-', 1)[1])):
-        n = int(e.rsplit('-', 1)[1])
-        em = json.load(open(os.path.join(e, 'metrics.json')))
-        points.append({'step': n, 'wall_s': cum[min(n, len(cum) - 1)], 'val_loss': sum(em['loss']) / len(em['loss'])})
-    opt, lr = name.split('-lr')
-    runs.append({'optimizer': opt, 'lr': float(lr), 'train_loss': m['loss'], 'step_seconds': m['step_seconds'],
-                 'mean_step_seconds': m.get('mean_step_seconds'), 'validation': points})
-gpu = subprocess.run(['nvidia-smi', '--query-gpu=name,driver_version', '--format=csv,noheader'],
-                     capture_output=True, text=True).stdout.strip()
-plan_k = os.path.join(out, 'kfac-plan-refresh', 'metrics.json')
-plan_k_step = json.load(open(plan_k)).get('mean_step_seconds') if os.path.exists(plan_k) else None
-json.dump({'date': datetime.datetime.utcnow().isoformat() + 'Z', 'device': gpu, 'commit': commit,
-           'steps': steps, 'eval_every': every, 'eval_steps': eval_steps, 'kfac_refresh': refresh,
-           'kfac_step_s_at_plan_refresh': plan_k_step, 'runs': runs},
-          open(os.path.join(out, 'convergence.json'), 'w'), indent=1)
-print('wrote', os.path.join(out, 'convergence.json'), len(runs), 'runs')
-PY
+  python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "$KFAC_REFRESH"
   rm -rf "$work"
   ;;
 *)

@@ -73,6 +73,7 @@ using namespace autoddl::rt::harness;
       "#include \"backends/cpu/harness/KfacRun.h\" // K-FAC: "
       "kfac_curvature, KfacProgram\n",
       /*zeroBuffer=*/"  std::fill({0}.begin(), {0}.end(), 0.0f);\n",
+      /*kfacBubbleItems=*/true,
   };
   return target;
 }

@@ -29,6 +29,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -446,7 +447,16 @@ private:
                          int64_t in, int64_t out, bool tw);
   std::string kfacProgramText() const;
   std::string kfacStageFunctions() const;
-  std::map<std::pair<int, size_t>, std::vector<std::string>>
+  // A K-FAC call placed on a device: run in the refresh cycle's step `phase`
+  // (0: the refresh step), in the canonical order of `key` within its slot.
+  struct KfacCall {
+    int phase;
+    std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
+    std::string call;
+  };
+  // (device, slot) -> calls; slot k: before instruction k, k = the list's
+  // length: after the last.
+  std::map<std::pair<int, size_t>, std::vector<KfacCall>>
   kfacPlacement(const pipeline::Schedule &s) const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;

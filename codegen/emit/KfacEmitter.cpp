@@ -5,9 +5,10 @@
 // output gradient of a micro-batch to kfac_curvature_A / _G (the target's
 // KfacRun.h: backends/cpu/harness on host floats, backends/cuda/harness on
 // act_t device buffers), called where the plan placed the items
-// (kfacPlacement); the program carries the layer table (weight, bias, unsplit
-// dimensions) and the plan's damping, refresh interval and rule as the defaults
-// of its flags.
+// (kfacPlacement), as are the refresh cycle's reductions and inversions
+// (kfac_reduce / kfac_invert, where the target has them); the program carries
+// the layer table (weight, bias, unsplit dimensions) and the plan's damping,
+// refresh interval and rule as the defaults of its flags.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
@@ -55,10 +56,9 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
                     ": a linear of this tensor-parallel mode is not "
                     "preconditioned by the generated programs");
   const auto &layers = plan_.kfac->layers;
-  auto it = std::find_if(layers.begin(), layers.end(),
-                         [&](const planner::KfacLayerPlan &l) {
-                           return l.name == c.op.name;
-                         });
+  auto it = std::find_if(
+      layers.begin(), layers.end(),
+      [&](const planner::KfacLayerPlan &l) { return l.name == c.op.name; });
   if (it == layers.end())
     return;
   auto [pos, isNew] = kfacIndex_.emplace(c.i, int(kfacRows_.size()));
@@ -84,7 +84,8 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
     kfacByName_[c.op.name] = pos->second;
     kfacStage_.push_back(c.st);
     kfacCases_[c.st].push_back(
-        {fmt::format("kfac_curvature_A({}, {}, {});", pos->second, c.x[0], rows),
+        {fmt::format("kfac_curvature_A({}, {}, {});", pos->second, c.x[0],
+                     rows),
          fmt::format("kfac_curvature_G({}, {}, {});", pos->second, dy, rows)});
   }
 }
@@ -111,17 +112,26 @@ std::string Emitter::kfacStageFunctions() const {
   return out;
 }
 
-/// Where each device runs its curvature items: the plan's placement
-/// (kfac.devices[].items, times within the step) mapped onto the device's
-/// instruction list by replaying the step in the pipeline simulator, and
-/// never before the item's micro-batch has run the forward (A) or the
-/// backward (G) of the layer's stage. Keys (device, i): after instruction i;
-/// i = the list's length: after the last. Items of later steps (a refresh
-/// spread over K steps) run at the step's end, so that every plan's factors
-/// come from the refresh step's micro-batches, as on one rank.
-std::map<std::pair<int, size_t>, std::vector<std::string>>
+/// Where each device runs its K-FAC items: the plan's placement
+/// (kfac.devices[].items, times within a step of the refresh cycle) mapped
+/// onto the device's instruction list by replaying the step in the pipeline
+/// simulator (an item goes before the first instruction that has not ended
+/// by its start).
+/// - Curvature: in the refresh step, never before the item's micro-batch has
+///   run the forward (A) or the backward (G) of the layer's stage; items the
+///   plan spreads over later steps run at the refresh step's end (the
+///   micro-batch's buffers are overwritten in the next step), so every plan's
+///   factors come from the refresh step's micro-batches, as on one rank.
+/// - Reductions and inversions (a target with kfacBubbleItems): in the step
+///   of the cycle the plan says, at its place; in the refresh step not before
+///   the layer's curvature on this device, an inversion not before its
+///   layer's reductions (π reads both factors); forced ones at their step's
+///   end. Within a slot: curvature, then reductions, then inversions, each
+///   in layer-table order, A before G, so every rank of a communicator (dp
+///   and tp replicas run the same list) issues its collectives in one order.
+std::map<std::pair<int, size_t>, std::vector<Emitter::KfacCall>>
 Emitter::kfacPlacement(const pipeline::Schedule &s) const {
-  std::map<std::pair<int, size_t>, std::vector<std::string>> at;
+  std::map<std::pair<int, size_t>, std::vector<KfacCall>> at;
   if (!plan_.kfac)
     return at;
   pipeline::StageTimes times;
@@ -130,51 +140,63 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
   times.weightGradient = plan_.simWeightGradient;
   times.p2p = plan_.p2pTime;
   auto sim = pipeline::simulate(s, times);
-  std::set<std::tuple<int, int, int, bool>> done; // device, row, mb, G
-  auto call = [](int st, int mb, int row, bool g) {
-    return fmt::format("stage{}_kfac({}, {}, {});", st, mb, row,
-                       g ? "true" : "false");
-  };
   const std::vector<pipeline::ExecutedInstruction> none;
   const auto &timeline = sim ? sim->timeline : none;
-  for (const planner::KfacDevicePlan &dp : plan_.kfac->devices) {
-    const int d = dp.device;
-    if (d < 0 || d >= s.numDevices())
-      continue;
-    const auto &list = s.devices[size_t(d)];
-    for (const planner::KfacItemPlacement &it : dp.items) {
-      const bool g = it.item == "curv_G";
-      if ((it.item != "curv_A" && !g) || it.microbatch < 0 ||
-          it.layer < 0 || size_t(it.layer) >= plan_.kfac->layers.size())
+  // The slot of an item starting at `start` on device d, at least `from`.
+  auto slotAt = [&](int d, double start, size_t from) {
+    for (const auto &e : timeline)
+      if (e.device == d && e.end <= start + 1e-12)
+        from = std::max(from, size_t(e.index) + 1);
+    return from;
+  };
+  auto rowOf = [&](int layer) {
+    if (layer < 0 || size_t(layer) >= plan_.kfac->layers.size())
+      return -1;
+    auto r = kfacByName_.find(plan_.kfac->layers[size_t(layer)].name);
+    return r == kfacByName_.end() ? -1 : r->second;
+  };
+  std::set<std::tuple<int, int, int, bool>> done;        // device, row, mb, G
+  std::map<std::tuple<int, int, bool>, size_t> curvSlot; // device, row, G
+  auto curvature = [&](int d, size_t slot, int st, int mb, int row, bool g) {
+    if (!done.insert({d, row, mb, g}).second)
+      return;
+    size_t &c = curvSlot[{d, row, g}];
+    c = std::max(c, slot);
+    at[{d, slot}].push_back({0,
+                             {0, 0, 0},
+                             fmt::format("stage{}_kfac({}, {}, {});", st, mb,
+                                         row, g ? "true" : "false")});
+  };
+  // fn(device, its list, item) over the plan's items of this schedule's
+  // devices.
+  auto eachItem = [&](auto fn) {
+    for (const planner::KfacDevicePlan &dp : plan_.kfac->devices)
+      if (dp.device >= 0 && dp.device < s.numDevices())
+        for (const planner::KfacItemPlacement &it : dp.items)
+          fn(dp.device, s.devices[size_t(dp.device)], it);
+  };
+  eachItem([&](int d, const auto &list, const auto &it) {
+    const bool g = it.item == "curv_G";
+    const int row = rowOf(it.layer);
+    if ((it.item != "curv_A" && !g) || it.microbatch < 0 || row < 0)
+      return;
+    const int st = kfacStage_[size_t(row)];
+    // The instruction after which the item's inputs exist on d.
+    size_t dep = list.size();
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto &ins = list[i];
+      if (ins.microbatch != it.microbatch || ins.stage != st)
         continue;
-      auto row = kfacByName_.find(plan_.kfac->layers[size_t(it.layer)].name);
-      if (row == kfacByName_.end())
-        continue;
-      const int st = kfacStage_[size_t(row->second)];
-      // The instruction after which the item's inputs exist on d.
-      size_t dep = list.size();
-      for (size_t i = 0; i < list.size(); ++i) {
-        const auto &ins = list[i];
-        if (ins.microbatch != it.microbatch || ins.stage != st)
-          continue;
-        if ((!g && ins.kind == pipeline::OpKind::Forward) ||
-            (g && ins.kind != pipeline::OpKind::Forward))
-          dep = i; // for G: the last backward part (B, or W after it)
-      }
-      if (dep == list.size()) // not this device's (a copied plan's items)
-        continue;
-      size_t pos = list.size();
-      if (it.step == 0 && !it.forced) {
-        pos = dep;
-        for (const auto &e : timeline)
-          if (e.device == d && size_t(e.index) > pos &&
-              e.end <= it.start + 1e-12)
-            pos = size_t(e.index);
-      }
-      if (done.insert({d, row->second, it.microbatch, g}).second)
-        at[{d, pos}].push_back(call(st, it.microbatch, row->second, g));
+      if ((!g && ins.kind == pipeline::OpKind::Forward) ||
+          (g && ins.kind != pipeline::OpKind::Forward))
+        dep = i; // for G: the last backward part (B, or W after it)
     }
-  }
+    if (dep == list.size()) // not this device's (a copied plan's items)
+      return;
+    const size_t slot =
+        it.step == 0 && !it.forced ? slotAt(d, it.start, dep + 1) : list.size();
+    curvature(d, slot, st, it.microbatch, row, g);
+  });
   // Every factor of every micro-batch a device runs, whatever the plan
   // lists (a single-rank run of a copied plan): the rest at the step's end.
   for (int d = 0; d < s.numDevices(); ++d) {
@@ -184,12 +206,58 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
         continue;
       for (size_t row = 0; row < kfacStage_.size(); ++row)
         for (bool g : {false, true})
-          if (kfacStage_[row] == ins.stage &&
-              done.insert({d, int(row), ins.microbatch, g}).second)
-            at[{d, list.size()}].push_back(
-                call(ins.stage, ins.microbatch, int(row), g));
+          if (kfacStage_[row] == ins.stage)
+            curvature(d, list.size(), ins.stage, ins.microbatch, int(row), g);
     }
   }
+  if (!target_.kfacBubbleItems)
+    return at;
+  // Reductions first, then inversions (which wait for them): per device,
+  // row and item, the (phase, slot) it runs at.
+  std::map<std::tuple<int, int, int>, std::pair<int, size_t>> placed;
+  for (int pass : {0, 1}) {
+    eachItem([&](int d, const auto &list, const auto &it) {
+      const int kind = it.item == "reduce_A" || it.item == "reduce_G" ? 1
+                       : it.item == "inv_A" || it.item == "inv_G"     ? 2
+                                                                      : 0;
+      const int row = rowOf(it.layer);
+      if (kind != pass + 1 || row < 0)
+        return;
+      const int f = it.item.back() == 'G' ? 1 : 0;
+      const int st = kfacStage_[size_t(row)];
+      if (std::none_of(list.begin(), list.end(),
+                       [&](const auto &ins) { return ins.stage == st; }))
+        return; // not this device's layer
+      if (placed.count({d, row, kind * 2 + f}))
+        return; // Chimera's second copy of the layer: once a device
+      std::pair<int, size_t> where{std::max(it.step, 0),
+                                   it.forced ? list.size()
+                                             : slotAt(d, it.start, 0)};
+      if (where.first == 0) // after the layer's curvature on d
+        for (bool g : {false, true}) {
+          auto c = curvSlot.find({d, row, g});
+          if (c != curvSlot.end())
+            where.second = std::max(where.second, c->second);
+        }
+      if (kind == 2)
+        for (int h : {0, 1}) {
+          auto r = placed.find({d, row, 2 + h});
+          if (r != placed.end())
+            where = std::max(where, r->second);
+        }
+      placed[{d, row, kind * 2 + f}] = where;
+      at[{d, where.second}].push_back(
+          {where.first,
+           {kind, row, f},
+           fmt::format("kfac_{}({}, {});", kind == 1 ? "reduce" : "invert", row,
+                       f ? "true" : "false")});
+    });
+  }
+  for (auto &[slot, calls] : at)
+    std::stable_sort(
+        calls.begin(), calls.end(), [](const KfacCall &a, const KfacCall &b) {
+          return std::tie(a.phase, a.key) < std::tie(b.phase, b.key);
+        });
   return at;
 }
 

@@ -11,14 +11,25 @@ namespace autoddl::codegen::emit {
 
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
   std::string out = kfacStageFunctions();
-  const auto kfacAt = kfacPlacement(s); // K-FAC curvature, where placed
+  const auto kfacAt = kfacPlacement(s); // K-FAC items, where placed
+  // Slot i's calls (before instruction i), one block per step of the
+  // refresh cycle: the refresh step's under kfac_due().
   auto kfacCalls = [&](int d, size_t i) {
     auto it = kfacAt.find({d, i});
     if (it == kfacAt.end())
       return;
-    out += "  if (kfac_due()) {\n";
-    for (const std::string &c : it->second)
-      out += "    " + c + "\n";
+    int phase = -1;
+    for (const KfacCall &c : it->second) {
+      if (c.phase != phase) {
+        if (phase >= 0)
+          out += "  }\n";
+        phase = c.phase;
+        out += phase == 0
+                   ? "  if (kfac_due()) {\n"
+                   : fmt::format("  if (kfac_phase() == {}) {{\n", phase);
+      }
+      out += "    " + c.call + "\n";
+    }
     out += "  }\n";
   };
   const int p = s.numDevices();
@@ -31,6 +42,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     out += fmt::format("// Pipeline device {}:{}\n", d, list);
     out += fmt::format("static void run_device{}(int64_t step) {{\n", d);
     for (const auto &ins : s.devices[size_t(d)]) {
+      kfacCalls(d, size_t(&ins - s.devices[size_t(d)].data()));
       const char *dir = ins.direction == Direction::Up ? "kUp" : "kDown";
       const char *fn = ins.kind == OpKind::Forward          ? "forward"
                        : ins.kind == OpKind::Backward       ? "backward_input"
@@ -38,7 +50,6 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
                                                             : "backward";
       out += fmt::format("  stage{}_{}(step, {}, {});\n", ins.stage, fn,
                          ins.microbatch, dir);
-      kfacCalls(d, size_t(&ins - s.devices[size_t(d)].data()));
     }
     kfacCalls(d, s.devices[size_t(d)].size());
     out += "}\n\n";

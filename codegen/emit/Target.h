@@ -88,6 +88,10 @@ struct Target {
   // Clearing one buffer on the program's stream (a recomputed layer's
   // scratch gradients): fmt format with the buffer.
   const char *zeroBuffer;
+  // The runtime has kfac_phase / kfac_reduce / kfac_invert: a refresh
+  // cycle's reductions and inversions run in the bubbles the plan placed
+  // them in (else all at the refresh step's end).
+  bool kfacBubbleItems;
 };
 
 const Target &cpuTarget();

@@ -261,8 +261,10 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
       fill.kfacWork += item.duration;
     for (int l : layersOf[d]) {
       fill.precondition += input.layers[l].precondition;
+      // The factors, the inverses in use and the next refresh's pending ones
+      // (installed at step s+K: docs/kfac.md "Refresh cycle").
       fill.factorBytes +=
-          2 * (input.layers[l].factorBytes[0] + input.layers[l].factorBytes[1]);
+          3 * (input.layers[l].factorBytes[0] + input.layers[l].factorBytes[1]);
     }
     maxPrecondition = std::max(maxPrecondition, fill.precondition);
 

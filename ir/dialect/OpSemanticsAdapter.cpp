@@ -24,6 +24,8 @@ Type toElementType(MLIRContext *context, ops::DType dtype) {
     return b.getI32Type();
   case ops::DType::I64:
     return b.getI64Type();
+  case ops::DType::Bool:
+    return b.getI1Type();
   }
   return {};
 }
@@ -45,6 +47,8 @@ static std::optional<ops::DType> toDType(Type type) {
     return ops::DType::I32;
   if (type.isSignlessInteger(64))
     return ops::DType::I64;
+  if (type.isSignlessInteger(1))
+    return ops::DType::Bool;
   return std::nullopt;
 }
 

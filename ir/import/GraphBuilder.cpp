@@ -82,6 +82,56 @@ int GraphBuilder::param(const std::string &name, ops::Shape shape,
   return addTensor(std::move(t));
 }
 
+int GraphBuilder::constant(const std::string &name, ops::Shape shape,
+                           ops::DType dtype, std::vector<double> values) {
+  if (dtype != ops::DType::F32 && dtype != ops::DType::I32 &&
+      dtype != ops::DType::I64 && dtype != ops::DType::Bool)
+    fail("constant '" + name +
+         "': expected f32, i32, i64 or i1 elements, got " +
+         std::string(ops::dtypeName(dtype)));
+  TensorDef t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  t.role = TensorRole::Constant;
+  int id = addTensor(std::move(t));
+  int64_t elems = 1;
+  for (int64_t d : g.tensors[id].shape)
+    elems *= d; // addTensor checked it fits
+  if (int64_t(values.size()) != elems)
+    fail("constant '" + name + "': expected " + std::to_string(elems) +
+         " values, got " + std::to_string(values.size()));
+  g.tensors[id].values = std::move(values);
+  return id;
+}
+
+int GraphBuilder::primitive(const std::string &opType, const std::string &name,
+                            std::vector<int> operands, ops::Attrs attrs,
+                            const ops::ValueType &result,
+                            const std::string &resultName, int position) {
+  if (opType.empty() || !(opType[0] >= 'A' && opType[0] <= 'Z'))
+    fail("op '" + name + "': expected an ONNX operator name, got '" + opType +
+         "'");
+  if (!opNames.insert(name).second)
+    fail("duplicate op name '" + name + "'");
+  TensorDef out;
+  out.name = resultName.empty() ? name : resultName;
+  out.shape = result.shape;
+  out.dtype = result.dtype;
+  int id = addTensor(std::move(out));
+  attrs["op_type"] = opType;
+  OpDef o;
+  o.kind = "primitive";
+  o.name = name;
+  o.operands = std::move(operands);
+  o.results = {id};
+  o.attrs = std::move(attrs);
+  o.layer = layer_;
+  o.position = position;
+  g.ops.push_back(std::move(o));
+  return id;
+}
+
 int GraphBuilder::op(const std::string &kind, const std::string &name,
                      std::vector<int> operands, ops::Attrs attrs,
                      const std::string &result) {
@@ -119,32 +169,6 @@ int GraphBuilder::append(const std::string &kind, const std::string &name,
   o.layer = layer_;
   g.ops.push_back(std::move(o));
   return id;
-}
-
-int GraphBuilder::constant(const std::string &name, ops::Shape shape,
-                           ops::DType dtype, std::vector<double> values) {
-  TensorDef t;
-  t.name = name;
-  t.shape = std::move(shape);
-  t.dtype = dtype;
-  t.role = TensorRole::Constant;
-  t.values = std::move(values);
-  int64_t count = 1;
-  for (int64_t d : t.shape)
-    count *= d > 0 ? d : 1; // addTensor refuses a non-positive size
-  if ((int64_t)t.values.size() != count)
-    fail("constant '" + name + "': " + std::to_string(t.values.size()) +
-         " values for " + std::to_string(count) + " elements");
-  return addTensor(std::move(t));
-}
-
-int GraphBuilder::primitive(const std::string &name, std::vector<int> operands,
-                            ops::Attrs attrs, ops::Shape shape,
-                            ops::DType dtype, const std::string &result) {
-  if (!opNames.insert(name).second)
-    fail("duplicate op name '" + name + "'");
-  return append("primitive", name, std::move(operands), std::move(attrs),
-                std::move(shape), dtype, result);
 }
 
 ModelGraph GraphBuilder::finish(int loss, int64_t numLayers, int64_t batch,

@@ -30,14 +30,18 @@ public:
   int param(const std::string &name, ops::Shape shape, const std::string &init,
             double std = 0.0);
 
-  /// A value computed at import (TensorRole::Constant), row-major.
+  /// A buffer of an imported graph (TensorRole::Constant): `values` row-major,
+  /// as many as the shape's product; dtype F32, I32, I64 or Bool.
   int constant(const std::string &name, ops::Shape shape, ops::DType dtype,
                std::vector<double> values);
-  /// Appends a "primitive" op (an ONNX op outside the vocabulary, its type in
-  /// attrs["op_type"]) whose result shape and type the caller inferred.
-  int primitive(const std::string &name, std::vector<int> operands,
-                ops::Attrs attrs, ops::Shape shape, ops::DType dtype,
-                const std::string &result);
+  /// Appends an ONNX operator outside the vocabulary (kind "primitive", see
+  /// ModelGraph.h): `opType` ("Erf"), its ONNX attributes, and the result's
+  /// type, which no shape rule infers. `position` is the node's index in the
+  /// source file.
+  int primitive(const std::string &opType, const std::string &name,
+                std::vector<int> operands, ops::Attrs attrs,
+                const ops::ValueType &result, const std::string &resultName,
+                int position = -1);
 
   /// Appends op `kind` named `name` (also the name of its result unless
   /// `result` is given), fills defaults of optional attributes, infers and

@@ -65,8 +65,8 @@ int64_t ModelGraph::graphNodes() const {
 bool ModelGraph::nodeRows(int t) const {
   const TensorDef &d = tensors[size_t(t)];
   const int64_t n = graphNodes();
-  return n > 0 && d.role != TensorRole::Parameter && !d.shape.empty() &&
-         d.shape[0] == n;
+  return n > 0 && d.role != TensorRole::Parameter &&
+         d.role != TensorRole::Constant && !d.shape.empty() && d.shape[0] == n;
 }
 
 } // namespace autoddl

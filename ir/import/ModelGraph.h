@@ -6,6 +6,11 @@
 // order and use the op kinds and attribute names of docs/ir.md, so lowering is
 // a mechanical one-op-to-one-op translation.
 //
+// An imported (ONNX) graph may also hold what the vocabulary lacks: constant
+// buffers (TensorRole::Constant) and ops of kind "primitive" (an ONNX operator
+// by name). fuseImportedGraph (ir/lower/FuseImported.h) turns those into model
+// ops or refuses the model, so the planner and codegen never see either.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
 
@@ -21,7 +26,8 @@ enum class TensorRole {
   Input,      // data fed per step: token ids, targets, features, adjacency
   Parameter,  // trainable; carries its framework name (e.g. Hugging Face's)
   Activation, // produced by an op
-  Constant    // computed at import (mask, rotary table, scalar): `values`
+  Constant    // a buffer with `values` (scalar, mask, table, shape): read by
+              // primitives, never trained, never a parameter
 };
 
 struct TensorDef {
@@ -38,19 +44,28 @@ struct TensorDef {
   // stored entries.
   bool sparse = false;
   int64_t nnz = 0;
-  // Constants only: the values, row-major.
+  // Constants only: the elements, row-major, as many as the shape's product;
+  // dtype F32, I32, I64 (exact to 2^53; ±2^63, e.g. a Slice's INT64_MAX "to
+  // the end", saturates to the int64 limit) or Bool (0/1).
   std::vector<double> values;
 };
 
+// kind "primitive": an ONNX operator outside the vocabulary (sbp.primitive).
+// attrs["op_type"] is its ONNX op type ("Erf"); its ONNX attributes follow as
+// further attrs (int -> int64_t, float -> double, ints -> vector<int64_t>,
+// string -> string); operands in ONNX order (Constant tensors allowed); one
+// result, whose type the front end gives (no shape rule exists for it).
 struct OpDef {
-  std::string kind; // sbp mnemonic, e.g. "layernorm"; "primitive" for an
-                    // ONNX op outside the vocabulary (attrs["op_type"])
+  std::string kind; // sbp mnemonic, e.g. "layernorm", or "primitive"
   std::string name; // unique, e.g. "h.3.attn.qkv"; becomes the op's location
   std::vector<int> operands; // indices into ModelGraph::tensors
   std::vector<int> results;  // indices into ModelGraph::tensors
   ops::Attrs attrs;
   int layer = -1; // repeated-block index (transformer layer, conv block); -1
                   // outside blocks
+  // The node's index in the source file's graph (ONNX), named in messages
+  // about the op; -1: its index in ModelGraph::ops is named instead.
+  int position = -1;
 };
 
 struct ModelGraph {
@@ -70,6 +85,7 @@ struct ModelGraph {
   // Parameters that share storage are one tensor used twice (tied embeddings),
   // so each parameter is counted once.
 
+  /// Elements of the Parameter tensors (constants and inputs are not counted).
   int64_t parameterCount() const;
   /// The sparse input whose stored entries tensor t holds values at: t itself
   /// for a sparse input, the mask's pattern for a sparse activation (the

@@ -2,6 +2,7 @@
 #include "ir/import/ModelImporter.h"
 
 #include "ir/import/Readers.h"
+#include "ir/lower/FuseImported.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 
@@ -117,7 +118,9 @@ ModelGraph importModelText(const std::string &text, const std::string &origin,
 
 ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
                            const ImportOptions &options) {
-  return readOnnx(bytes, origin, onnxOptions(origin, options));
+  ModelGraph g = readOnnx(bytes, origin, onnxOptions(origin, options));
+  fuseImportedGraph(g, origin); // what the reader left primitive
+  return g;
 }
 
 ModelGraph importModel(const std::string &model, const ImportOptions &options) {
@@ -125,7 +128,9 @@ ModelGraph importModel(const std::string &model, const ImportOptions &options) {
     throw UserError("empty model name: give a JSON file or a built-in model (" +
                     builtinList() + ")");
   if (isPath(model) && endsWith(model, ".onnx")) {
-    return readOnnxFile(model, onnxOptions(model, options));
+    ModelGraph g = readOnnxFile(model, onnxOptions(model, options));
+    fuseImportedGraph(g, model); // what the reader left primitive
+    return g;
   }
   if (isPath(model))
     return importJson(readJsonFile(model, "model"), model, stem(model),

@@ -35,9 +35,8 @@ public:
       : path(path), model(model), o(o), b(o.name, "onnx", path + ": "),
         dir(path.substr(0, path.find_last_of('/') + 1)) {}
 
-  /// The graph; with keepPrimitives, as lowered (before fusion), else a
-  /// primitive left is refused.
-  ModelGraph run(bool keepPrimitives);
+  /// The graph as lowered: primitives kept for the fusion passes.
+  ModelGraph run();
 
 private:
   [[noreturn]] void fail(const std::string &m) const {
@@ -75,7 +74,8 @@ private:
                                     const std::string &name);
   const onnx::NodeProto *transposedWeight(const std::string &name) const;
   bool castIsIdentity(const onnx::NodeProto &n);
-  void primitive(const onnx::NodeProto &n);
+  /// `position`: the source node's index when n is made here (-1: n's own).
+  void primitive(const onnx::NodeProto &n, int position = -1);
   void sequenceAt(const onnx::NodeProto &n);
   int constantTensor(const onnx::NodeProto &user, const std::string &name);
 

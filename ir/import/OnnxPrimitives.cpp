@@ -273,6 +273,8 @@ ops::DType irType(int32_t onnxType) {
     return ops::DType::BF16;
   case T::INT64:
     return ops::DType::I64;
+  case T::BOOL:
+    return ops::DType::Bool;
   case T::DOUBLE:
     bad("float64 activations are not supported");
   default:
@@ -290,6 +292,8 @@ int32_t onnxType(ops::DType t) {
     return T::BFLOAT16;
   case ops::DType::I64:
     return T::INT64;
+  case ops::DType::Bool:
+    return T::BOOL;
   default:
     return T::INT32;
   }
@@ -372,7 +376,7 @@ int OnnxLowering::constantTensor(const onnx::NodeProto &user,
 // the fusion passes. A float initializer it reads that is more than a scalar
 // is a weight (a norm's scale), so a parameter; other constants are Constant
 // tensors.
-void OnnxLowering::primitive(const onnx::NodeProto &n) {
+void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
   const std::string &op = n.op_type();
   if (!isPrimitiveOp(op))
     failNode(n, "op '" + op +
@@ -422,8 +426,9 @@ void OnnxLowering::primitive(const onnx::NodeProto &n) {
     failNode(n, e.what());
   }
   b.setPlace(path + ": node '" + nodeName(n) + "' (" + op + "): ");
-  define(n, b.primitive(nodeName(n), std::move(operands), std::move(at),
-                        r.shape, dtype, n.output(0)));
+  define(n, b.primitive(op, nodeName(n), std::move(operands), std::move(at),
+                        {r.shape, dtype}, n.output(0),
+                        position >= 0 ? position : nodeIndex(n)));
 }
 
 // SequenceAt(SplitToSequence(x, split, axis), k) (GPT-2's qkv split in a
@@ -489,7 +494,7 @@ void OnnxLowering::sequenceAt(const onnx::NodeProto &n) {
     slice.add_input(n.output(0) + what[i]);
   }
   slice.add_output(n.output(0));
-  primitive(slice);
+  primitive(slice, nodeIndex(n));
 }
 
 } // namespace autoddl::import

@@ -687,7 +687,7 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
   primitive(n);
 }
 
-ModelGraph OnnxLowering::run(bool keepPrimitives) {
+ModelGraph OnnxLowering::run() {
   if (!model.has_graph())
     fail("not an ONNX model: no graph");
   readOpset();
@@ -745,31 +745,20 @@ ModelGraph OnnxLowering::run(bool keepPrimitives) {
   b.setPlace(path + ": ");
   ModelGraph out = b.finish(loss, 0, batch, seq);
   out.numLayers = assignLayers(out);
-  if (keepPrimitives)
-    return out;
-  // Until the fusion passes run here, a primitive left is refused by node.
-  for (const OpDef &op : out.ops)
-    if (op.kind == "primitive")
-      for (int i = 0; i < g.node_size(); ++i)
-        if (nodeName(g.node(i)) == op.name)
-          failNode(g.node(i),
-                   "op '" + std::get<std::string>(op.attrs.at("op_type")) +
-                       "' (node " + std::to_string(i + 1) + " of " +
-                       std::to_string(g.node_size()) +
-                       ") is outside the vocabulary and no fusion pattern "
-                       "covers it");
+  // Primitives left go to the fusion passes (ModelImporter.cpp:
+  // fuseImportedGraph), which refuse one no pattern recognises.
   return out;
 }
 
 ModelGraph readOnnx(const std::string &data, const std::string &path,
-                    const BuildOptions &o, bool keepPrimitives) {
+                    const BuildOptions &o) {
   onnx::ModelProto model;
   if (data.empty() || data.size() > INT_MAX || !model.ParseFromString(data))
     throw UserError(path + ": not an ONNX model (the protobuf does not parse; "
                            "truncated or another format)");
   if (model.ir_version() <= 0 || !model.has_graph())
     throw UserError(path + ": not an ONNX model (no ir_version or no graph)");
-  return OnnxLowering(path, model, o).run(keepPrimitives);
+  return OnnxLowering(path, model, o).run();
 }
 
 ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o) {

@@ -17,8 +17,8 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &o);
 /// dimensions 0 and 1 (0: not given).
 ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o);
 /// An ONNX model's bytes; `path` names it in errors and locates external data.
-/// keepPrimitives: the graph as lowered, its "primitive" ops kept (tests).
+/// The graph as lowered: "primitive" ops kept for fuseImportedGraph.
 ModelGraph readOnnx(const std::string &data, const std::string &path,
-                    const BuildOptions &o, bool keepPrimitives = false);
+                    const BuildOptions &o);
 
 } // namespace autoddl::import

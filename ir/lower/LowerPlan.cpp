@@ -1,5 +1,6 @@
 //===- LowerPlan.cpp - plan choices -> annotated sbp module ---------------===//
 #include "ir/lower/LowerPlan.h"
+#include "ir/lower/BuildSbpModule.h"
 
 #include "ir/dialect/Passes.h"
 #include "ir/dialect/SbpConstants.h"
@@ -309,21 +310,13 @@ LowerResult lowerPlanToSbpText(const ModelGraph &graph,
     return lowered;
   MLIRContext context;
   context.loadDialect<sbp::SbpDialect, func::FuncDialect>();
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    llvm::raw_string_ostream os(diagnostics);
-    if (!diagnostics.empty())
-      os << "\n";
-    if (auto named = dyn_cast<NameLoc>(diag.getLocation()))
-      os << "op '" << named.getName().strref() << "': ";
-    os << diag;
-    return success();
-  });
+  DiagnosticText diagnostics(&context);
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(lowered.text, &context);
   LowerResult result;
   if (!module) {
-    result.error = "could not re-read the lowered model: " + diagnostics;
+    result.error =
+        "could not re-read the lowered model: " + diagnostics.str("");
     return result;
   }
   Builder builder{context, *module, graph, plan, "", {}, {}};
@@ -334,8 +327,7 @@ LowerResult lowerPlanToSbpText(const ModelGraph &graph,
   PassManager pm(&context);
   pm.addPass(sbp::createInsertBoxingPass());
   if (failed(pm.run(*module)) || failed(verify(*module))) {
-    result.error = diagnostics.empty() ? "the planned module failed to verify"
-                                       : diagnostics;
+    result.error = diagnostics.str("the planned module failed to verify");
     return result;
   }
   llvm::raw_string_ostream os(result.text);

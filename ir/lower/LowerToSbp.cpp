@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/lower/LowerToSbp.h"
+#include "ir/lower/BuildSbpModule.h"
 
 #include "ir/dialect/OpSemanticsAdapter.h"
 #include "ir/dialect/SbpDialect.h"
@@ -25,8 +26,45 @@ using namespace mlir;
 namespace autoddl {
 namespace {
 
-/// Builds the module into `module`; returns a message on a malformed graph.
-std::string build(const ModelGraph &graph, ModuleOp module) {
+/// The elements of a Constant tensor as the dense attribute of `type`, or null
+/// when their count is not the shape's.
+DenseElementsAttr constantValue(const TensorDef &t, RankedTensorType type) {
+  if (int64_t(t.values.size()) != type.getNumElements())
+    return nullptr;
+  if (t.dtype == ops::DType::Bool) {
+    SmallVector<bool> bits;
+    for (double v : t.values)
+      bits.push_back(v != 0);
+    return DenseElementsAttr::get(type, bits);
+  }
+  // f32 (masks and tables, up to T² elements) without an APFloat each.
+  if (t.dtype == ops::DType::F32) {
+    std::vector<float> fs(t.values.begin(), t.values.end());
+    return DenseElementsAttr::get(type, ArrayRef<float>(fs));
+  }
+  if (auto ft = dyn_cast<FloatType>(type.getElementType())) {
+    SmallVector<APFloat> fs;
+    for (double v : t.values) {
+      APFloat f(v);
+      bool lost = false;
+      f.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      fs.push_back(f);
+    }
+    return DenseElementsAttr::get(type, fs);
+  }
+  unsigned width = type.getElementType().getIntOrFloatBitWidth();
+  SmallVector<APInt> is;
+  for (double v : t.values) {
+    // Saturated: a Slice's "to the end" is INT64_MAX, 2^63 as a double.
+    int64_t i = v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : int64_t(v);
+    is.push_back(APInt(width, i, /*isSigned=*/true));
+  }
+  return DenseElementsAttr::get(type, is);
+}
+
+} // namespace
+
+std::string buildSbpModule(const ModelGraph &graph, ModuleOp module) {
   MLIRContext *context = module.getContext();
   OpBuilder builder(context);
   builder.setInsertionPointToEnd(module.getBody());
@@ -78,6 +116,27 @@ std::string build(const ModelGraph &graph, ModuleOp module) {
     values[index] = builder.create(state)->getResult(0);
   }
 
+  // Constants that an op reads, each once, before the ops (as the reader
+  // found them: initializers and Constant nodes).
+  std::vector<bool> used(graph.tensors.size());
+  for (const OpDef &def : graph.ops)
+    for (int operand : def.operands)
+      if (operand >= 0 && operand < int(used.size()))
+        used[operand] = true;
+  for (auto [index, tensor] : llvm::enumerate(graph.tensors)) {
+    if (tensor.role != TensorRole::Constant || !used[index])
+      continue;
+    RankedTensorType type = typeOf(index);
+    DenseElementsAttr value = constantValue(tensor, type);
+    if (!value)
+      return "constant '" + tensor.name + "': expected " +
+             std::to_string(type.getNumElements()) + " values, got " +
+             std::to_string(tensor.values.size());
+    values[index] =
+        builder.create<sbp::ConstantOp>(nameLoc(tensor.name), type, value)
+            .getResult();
+  }
+
   for (const OpDef &def : graph.ops) {
     std::string opName = (sbp::kOpPrefix + def.kind).str();
     if (!RegisteredOperationName::lookup(opName, context))
@@ -111,35 +170,42 @@ std::string build(const ModelGraph &graph, ModuleOp module) {
   return "";
 }
 
-} // namespace
+DiagnosticText::DiagnosticText(MLIRContext *context)
+    : handler(context, [this](Diagnostic &diag) {
+        llvm::raw_string_ostream os(text);
+        if (!text.empty())
+          os << "\n";
+        if (auto named = dyn_cast<NameLoc>(diag.getLocation()))
+          os << "op '" << named.getName().strref() << "': ";
+        else
+          os << diag.getLocation() << ": ";
+        os << diag;
+        return success();
+      }) {}
+
+OwningOpRef<ModuleOp> lowerToSbpModule(const ModelGraph &graph,
+                                       MLIRContext &context,
+                                       std::string &error) {
+  DiagnosticText diagnostics(&context);
+  OwningOpRef<ModuleOp> module =
+      ModuleOp::create(NameLoc::get(StringAttr::get(&context, graph.name)));
+  error = buildSbpModule(graph, *module);
+  if (!error.empty())
+    return nullptr;
+  if (failed(verify(*module))) {
+    error = diagnostics.str("the module failed to verify");
+    return nullptr;
+  }
+  return module;
+}
 
 LowerResult lowerToSbpText(const ModelGraph &graph) {
   MLIRContext context;
   context.loadDialect<sbp::SbpDialect, func::FuncDialect>();
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    llvm::raw_string_ostream os(diagnostics);
-    if (!diagnostics.empty())
-      os << "\n";
-    if (auto named = dyn_cast<NameLoc>(diag.getLocation()))
-      os << "op '" << named.getName().strref() << "': ";
-    else
-      os << diag.getLocation() << ": ";
-    os << diag;
-    return success();
-  });
-
-  OwningOpRef<ModuleOp> module =
-      ModuleOp::create(NameLoc::get(StringAttr::get(&context, graph.name)));
   LowerResult result;
-  result.error = build(graph, *module);
-  if (!result.error.empty())
+  OwningOpRef<ModuleOp> module = lowerToSbpModule(graph, context, result.error);
+  if (!module)
     return result;
-  if (failed(verify(*module))) {
-    result.error =
-        diagnostics.empty() ? "the module failed to verify" : diagnostics;
-    return result;
-  }
   // Locations inline, so the text keeps every op's and input's name:
   // `sbp.linear ... loc("h.0.attn.qkv")`.
   llvm::raw_string_ostream os(result.text);

@@ -31,6 +31,8 @@ std::string_view dtypeName(DType t) {
     return "i32";
   case DType::I64:
     return "i64";
+  case DType::Bool:
+    return "i1";
   }
   return "?";
 }
@@ -52,6 +54,8 @@ int64_t dtypeBytes(DType t) {
     return 2;
   case DType::I64:
     return 8;
+  case DType::Bool:
+    return 1;
   }
   return 0;
 }

@@ -23,9 +23,12 @@ namespace autoddl::ops {
 
 using Shape = std::vector<int64_t>;
 
-enum class DType { F32, BF16, F16, I32, I64 };
-std::string_view dtypeName(DType t);                 // "f32", "bf16", ...
-std::optional<DType> parseDType(std::string_view s); // inverse of dtypeName
+// Bool is the element type of an imported graph's boolean constants (masks,
+// ModelGraph's TensorRole::Constant), never of an input or a parameter.
+enum class DType { F32, BF16, F16, I32, I64, Bool };
+std::string_view dtypeName(DType t); // "f32", "bf16", ..., "i1"
+/// Inverse of dtypeName over the dtypes a model's inputs may have (not Bool).
+std::optional<DType> parseDType(std::string_view s);
 int64_t dtypeBytes(DType t);
 
 /// Attribute values as the IR spells them: i64, f64, bool, string, i64 array.

@@ -1,10 +1,10 @@
-//===- LlamaExportTest.cpp - tiny-llama.onnx as the reader lowers it -----===//
+//===- LlamaExportTest.cpp - the dynamo exports as the reader reads them -===//
 //
-// transformers' LlamaForCausalLM exported by torch.onnx.export (dynamo,
-// tests/onnx/exports/tiny-llama.onnx), read with its primitives kept (before
-// the fusion passes): the parameters are PyTorch's and the twin's, the
-// constants the reader evaluated are the causal mask and the rotary tables
-// the model computes, and every op has the layer the twin gives it.
+// transformers' LlamaForCausalLM and GPT2LMHeadModel exported by
+// torch.onnx.export (dynamo, tests/onnx/exports), read with their primitives
+// kept (before the fusion passes): the parameters are PyTorch's and the
+// twin's, the constants the reader evaluated are the causal mask and the
+// rotary tables the model computes, and every op has the twin's layer.
 //
 //===----------------------------------------------------------------------===//
 #include "ir/import/ModelImporter.h"
@@ -22,18 +22,37 @@ using namespace autoddl;
 
 namespace {
 
+// The parameters (name -> shape) of a graph.
+std::map<std::string, ops::Shape> parameters(const ModelGraph &g) {
+  std::map<std::string, ops::Shape> out;
+  for (const TensorDef &t : g.tensors)
+    if (t.role == TensorRole::Parameter)
+      out[t.name] = t.shape;
+  return out;
+}
+
+ModelGraph readExport(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  import::BuildOptions o;
+  o.name = "export";
+  o.batch = 2;
+  o.seq = 16;
+  return import::readOnnx(bytes.str(), path, o);
+}
+
+ModelGraph twin(const std::string &name) {
+  import::ImportOptions io;
+  io.batch = 2;
+  io.seq = 16;
+  return import::importModel(name, io);
+}
+
 class LlamaExport : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
-    const std::string path = "tests/onnx/exports/tiny-llama.onnx";
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    import::BuildOptions o;
-    o.name = "tiny-llama";
-    o.batch = 2;
-    o.seq = 16;
-    g = new ModelGraph(import::readOnnx(bytes.str(), path, o, true));
+    g = new ModelGraph(readExport("tests/onnx/exports/tiny-llama.onnx"));
   }
   static void TearDownTestSuite() { delete g; }
 
@@ -56,26 +75,22 @@ protected:
 
 ModelGraph *LlamaExport::g = nullptr;
 
-std::string withoutWrapper(const std::string &name) {
-  return name.rfind("lm.", 0) == 0 ? name.substr(3) : name;
-}
-
 TEST_F(LlamaExport, ParametersAreTheTwins) {
-  // 125,248: PyTorch's count (tests/onnx/exports/tiny-llama.json).
+  // 125,248: PyTorch's count (tests/onnx/exports/tiny-llama.json), under
+  // the twin's names and shapes (W [out,in] of each Linear).
   EXPECT_EQ(g->parameterCount(), 125248);
   EXPECT_EQ(g->numLayers, 2);
-  import::ImportOptions io;
-  io.batch = 2;
-  io.seq = 16;
-  ModelGraph twin = import::importModel("tiny-llama", io);
-  std::map<std::string, ops::Shape> want, got;
-  for (const TensorDef &t : twin.tensors)
-    if (t.role == TensorRole::Parameter)
-      want[t.name] = t.shape;
-  for (const TensorDef &t : g->tensors)
-    if (t.role == TensorRole::Parameter)
-      got[withoutWrapper(t.name)] = t.shape;
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(parameters(*g), parameters(twin("tiny-llama")));
+}
+
+TEST(GptExport, ParametersAreTheTwins) {
+  // transformers' GPT2LMHeadModel by dynamo: 120,576 parameters as PyTorch
+  // counts them (tiny-gpt.json), the head tied to transformer.wte.weight,
+  // Conv1D weights [in, out] as the twin's.
+  ModelGraph g = readExport("tests/onnx/exports/tiny-gpt.onnx");
+  EXPECT_EQ(g.parameterCount(), 120576);
+  EXPECT_EQ(g.numLayers, 2);
+  EXPECT_EQ(parameters(g), parameters(twin("tiny-gpt")));
 }
 
 TEST_F(LlamaExport, CausalMaskIsEvaluated) {

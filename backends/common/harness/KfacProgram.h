@@ -116,6 +116,12 @@ inline std::string kfac_inverse_entry(const char *layer, char factor) {
   return std::string(layer) + ".kfac_" + factor + "_inv";
 }
 
+/// The checkpoint names of the open cycle's inverses, installed at its
+/// step s+K (kfac_install_due; saved mid-cycle).
+inline std::string kfac_pending_inverse_entry(const char *layer, char factor) {
+  return kfac_inverse_entry(layer, factor) + "_pending";
+}
+
 } // namespace autoddl::rt::harness
 
 #endif // AUTODDL_BACKENDS_COMMON_HARNESS_KFACPROGRAM_H

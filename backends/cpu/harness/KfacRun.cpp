@@ -36,61 +36,155 @@ void KfacRun::curvature_G(int layer, const float *dy, int64_t rows) {
   trace.end(std::string("curv_G ") + specs_[size_t(layer)].name, 0, t0);
 }
 
-void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
-  // The refresh: in layer-table order on every rank holding a layer, so the
-  // dp and device communicators see one order.
-  for (size_t i = 0; due_ && i < specs_.size(); ++i) {
-    const KfacLayerSpec &s = specs_[i];
-    if (!s.weight->held)
-      continue;
-    KfacLayer &l = layers_[i];
-    // Raw sums -> this rank's mean over its rows (G scaled back from the
-    // loss's mean: every rank holding the layer saw rows_ rows of the loss).
-    int replicas = 1;
-    if (s.weight->devices != MPI_COMM_NULL) {
-      int n = 1;
-      MPI_Comm_size(s.weight->devices, &n);
-      replicas = n;
+void KfacRun::setup(const KfacProgram &p, const Options &o,
+                    const ProgramSpec &s) {
+  KfacRunBase::setup(p, o, s);
+  pending_.assign(specs_.size(), Pending{});
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    pending_[i].A_inv.assign(layers_[i].A_inv.size(), 0.0f);
+    pending_[i].G_inv.assign(layers_[i].G_inv.size(), 0.0f);
+  }
+  open_ = false;
+}
+
+void KfacRun::begin_step(int64_t step) {
+  step_ = step;
+  KfacRunBase::begin_step(step);
+  if (kfac_install_due(step, c_.refresh_interval)) {
+    finish_cycle(); // already done at the previous step's end, or by a save
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      Pending &p = pending_[i];
+      KfacLayer &l = layers_[i];
+      if (!specs_[i].weight->held || !p.present)
+        continue;
+      std::swap(l.A_inv, p.A_inv);
+      std::swap(l.G_inv, p.G_inv);
+      l.a_valid = p.a_valid;
+      l.g_valid = p.g_valid;
+      p.present = false;
     }
-    if (s.rows_over_tp)
-      replicas *= int(tp_);
-    const int64_t rows = rows_[i];
-    const KfacScales sc =
-        kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
-    for (float &v : l.A)
-      v *= sc.a;
-    for (float &v : l.G)
-      v *= sc.g;
-    // Each factor's reduction, then its inverse, traced under the names of
-    // the plan's items (reduce_A, inv_A, ...; inspect --trace).
-    auto reduce = [&](std::vector<float> &F, const char *item) {
-      const double t0 = trace.now_us();
-      const int64_t n = int64_t(F.size());
-      if (dp_ > 1)
-        kfac_factor_all_reduce_mean(F.data(), n, g.dp);
-      if (s.rows_over_tp && tp_ > 1)
-        kfac_factor_all_reduce_mean(F.data(), n, g.tp);
-      if (s.weight->devices != MPI_COMM_NULL)
-        kfac_factor_all_reduce_mean(F.data(), n, s.weight->devices);
-      trace.end(std::string(item) + " " + s.name, 1, t0);
-    };
-    reduce(l.A, "reduce_A");
-    reduce(l.G, "reduce_G");
-    // kfac_refresh's steps, apart so that each inverse is traced.
+  }
+  if (!due_)
+    return;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!specs_[i].weight->held)
+      continue;
+    Pending &p = pending_[i];
+    const KfacLayer &l = layers_[i];
+    p.A_inv = l.A_inv;
+    p.G_inv = l.G_inv;
+    p.a_valid = l.a_valid;
+    p.g_valid = l.g_valid;
+    p.present = true;
+    p.reduced[0] = p.reduced[1] = p.inverted[0] = p.inverted[1] = false;
+    p.damped = false;
+  }
+  open_ = true;
+}
+
+// Raw sums -> this rank's mean over its rows (G scaled back from the loss's
+// mean: every rank holding the layer saw rows_ rows of the loss), then the
+// mean over every rank holding the layer. Assumes the layer's curvature of
+// the cycle has run on this rank (codegen places the items after it).
+bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
+  const KfacLayerSpec &s = specs_[i];
+  Pending &p = pending_[i];
+  if (!open_ || !s.weight->held || p.reduced[f])
+    return true;
+  // Chimera's copies live on two pipeline devices with different lists: one
+  // canonical order only at the step end.
+  if (bubble && s.weight->devices != MPI_COMM_NULL)
+    return false;
+  KfacLayer &l = layers_[i];
+  int replicas = 1;
+  if (s.weight->devices != MPI_COMM_NULL)
+    MPI_Comm_size(s.weight->devices, &replicas);
+  if (s.rows_over_tp)
+    replicas *= int(tp_);
+  const int64_t rows = rows_[i];
+  const KfacScales sc =
+      kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
+  std::vector<float> &F = f ? l.G : l.A;
+  for (float &v : F)
+    v *= f ? sc.g : sc.a;
+  // Traced under the plan's item names (reduce_A, ...; inspect --trace).
+  const double t0 = trace.now_us();
+  const int64_t n = int64_t(F.size());
+  if (dp_ > 1)
+    kfac_factor_all_reduce_mean(F.data(), n, g.dp);
+  if (s.rows_over_tp && tp_ > 1)
+    kfac_factor_all_reduce_mean(F.data(), n, g.tp);
+  if (s.weight->devices != MPI_COMM_NULL)
+    kfac_factor_all_reduce_mean(F.data(), n, s.weight->devices);
+  trace.end(std::string(f ? "reduce_G " : "reduce_A ") + s.name, 1, t0);
+  p.reduced[f] = true;
+  return true;
+}
+
+// Into the pending inverse, so the installed one stays in use until s+K.
+void KfacRun::invert_factor(size_t i, int f, bool bubble) {
+  const KfacLayerSpec &s = specs_[i];
+  Pending &p = pending_[i];
+  if (!open_ || !s.weight->held || p.inverted[f])
+    return;
+  // π needs both factors reduced; a reduction that is a collective runs only
+  // where its own item (or the step end) puts it.
+  const bool collective = dp_ > 1 || (s.rows_over_tp && tp_ > 1) ||
+                          s.weight->devices != MPI_COMM_NULL;
+  for (int h : {0, 1})
+    if (!p.reduced[h] && (bubble && collective))
+      return;
+  for (int h : {0, 1})
+    if (!reduce_factor(i, h, bubble))
+      return;
+  KfacLayer &l = layers_[i];
+  if (!p.damped) {
     kfac_set_damping(l, c_.damping);
-    double t0 = trace.now_us();
-    const KfacInverseOutcome oa = kfac_invert_factor(
-        l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
-    trace.end(std::string("inv_A ") + s.name, 0, t0);
-    t0 = trace.now_us();
-    const KfacInverseOutcome og = kfac_invert_factor(
-        l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
-    trace.end(std::string("inv_G ") + s.name, 0, t0);
-    kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats_);
+    p.damped = true;
+  }
+  const double t0 = trace.now_us();
+  p.outcome[f] = f ? kfac_invert_factor(p.G_inv.data(), l.G.data(), l.out,
+                                        l.damping.g, p.g_valid)
+                   : kfac_invert_factor(p.A_inv.data(), l.A.data(), l.in,
+                                        l.damping.a, p.a_valid);
+  trace.end(std::string(f ? "inv_G " : "inv_A ") + s.name, 0, t0);
+  p.inverted[f] = true;
+  if (p.inverted[0] && p.inverted[1]) {
+    kfac_record_refresh(p.outcome[0], p.outcome[1], p.a_valid, p.g_valid,
+                        stats_);
     std::fill(l.A.begin(), l.A.end(), 0.0f);
     std::fill(l.G.begin(), l.G.end(), 0.0f);
     rows_[i] = 0;
   }
+}
+
+void KfacRun::reduce_item(int layer, bool g) {
+  reduce_factor(size_t(layer), g ? 1 : 0, true);
+}
+
+void KfacRun::invert_item(int layer, bool g) {
+  invert_factor(size_t(layer), g ? 1 : 0, true);
+}
+
+// What the bubbles left: in layer-table order on every rank holding a layer,
+// so the dp, tp and device communicators see one order.
+void KfacRun::finish_cycle() {
+  if (!open_)
+    return;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    reduce_factor(i, 0, false);
+    reduce_factor(i, 1, false);
+    invert_factor(i, 0, false);
+    invert_factor(i, 1, false);
+  }
+  open_ = false;
+}
+
+void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
+  // The cycle's last step (t = step + 1): what is left of it, so that its
+  // inverses are ready to install at the next step.
+  if (t % c_.refresh_interval == 0)
+    finish_cycle();
   // Preconditioning of the K-FAC layers' gradients, in place.
   std::vector<float> dw, db;
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -101,11 +195,10 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     Param &w = *s.weight;
     dw.resize(size_t(w.n));
     db.resize(s.bias ? size_t(s.bias->n) : 0);
-    kfac_precondition_split(dw.data(), w.grad.data(),
-                            s.bias ? db.data() : nullptr,
-                            s.bias ? s.bias->grad.data() : nullptr, layers_[i],
-                            s.transpose_weight,
-                            tp_ > 1 ? s.split : KfacSplit::None, g.tp);
+    kfac_precondition_split(
+        dw.data(), w.grad.data(), s.bias ? db.data() : nullptr,
+        s.bias ? s.bias->grad.data() : nullptr, layers_[i], s.transpose_weight,
+        tp_ > 1 ? s.split : KfacSplit::None, g.tp);
     std::memcpy(w.grad.data(), dw.data(), dw.size() * sizeof(float));
     if (s.bias)
       std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
@@ -119,9 +212,8 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
     // norms over tp.
     if (c_.rule == KfacRule::Lamb)
-      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(),
-                     p.n, c_, t,
-                     tp_ > 1 && p.split_dim >= 0 ? g.tp : MPI_COMM_NULL);
+      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
+                     c_, t, tp_ > 1 && p.split_dim >= 0 ? g.tp : MPI_COMM_NULL);
     else
       kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
   }
@@ -135,14 +227,21 @@ void KfacRun::info(std::map<std::string, std::string> &m) const {
 // and a failed inversion leaves them untouched): saved as such, and a loaded
 // one that is not zero is in use.
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
+  finish_cycle(); // a save mid-cycle: what resuming needs is its inverses
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     KfacLayer &l = layers_[i];
+    Pending &p = pending_[i];
     const bool held = s.weight->held;
     e.push_back({kfac_inverse_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
                  held ? l.A_inv.data() : nullptr});
     e.push_back({kfac_inverse_entry(s.name, 'G'), Slice::whole({s.out, s.out}),
                  held ? l.G_inv.data() : nullptr});
+    e.push_back({kfac_pending_inverse_entry(s.name, 'A'),
+                 Slice::whole({s.in, s.in}), held ? p.A_inv.data() : nullptr});
+    e.push_back({kfac_pending_inverse_entry(s.name, 'G'),
+                 Slice::whole({s.out, s.out}),
+                 held ? p.G_inv.data() : nullptr});
   }
 }
 
@@ -154,7 +253,12 @@ void KfacRun::restored() {
     if (specs_[i].weight->held) {
       layers_[i].a_valid = nonzero(layers_[i].A_inv);
       layers_[i].g_valid = nonzero(layers_[i].G_inv);
+      Pending &p = pending_[i];
+      p.a_valid = nonzero(p.A_inv);
+      p.g_valid = nonzero(p.G_inv);
+      p.present = p.a_valid || p.g_valid; // installed at the next s+K
     }
+  open_ = false;
 }
 
 } // namespace autoddl::rt::harness

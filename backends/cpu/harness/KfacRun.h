@@ -3,12 +3,14 @@
 // A program generated from a K-FAC plan (docs/kfac.md "Generated programs")
 // lists its K-FAC layers (the linear layers the plan preconditions) and calls
 // kfac_curvature_A / _G per micro-batch where the plan placed the items.
-// On a refresh step (step % K == 0) that call accumulates the layer's
-// factors; at the step's end KfacRun reduces them over every rank holding the
-// layer (dp replicas, Chimera's mirrored pipelines), inverts them, and then
-// every step preconditions the K-FAC layers' gradients and applies the rule
-// (momentum SGD or LAMB) to every parameter. The collectives run in the
-// layer table's order on every rank, so no schedule can interleave them.
+// On a refresh step s (step % K == 0) that call accumulates the layer's
+// factors; kfac_reduce / kfac_invert, placed in the bubbles of steps
+// s..s+K-1 as the plan says, reduce them over every rank holding the layer
+// (dp replicas, tp) and invert them into pending inverses; what is left runs
+// at the end of step s+K-1 in layer-table order, and the pending inverses
+// are installed at the start of step s+K (kfac_install_due). Every step then
+// preconditions the K-FAC layers' gradients with the installed inverses and
+// applies the rule (momentum SGD or LAMB) to every parameter.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
@@ -36,6 +38,20 @@ public:
   /// items (codegen/emit/KfacEmitter.cpp).
   void curvature_A(int layer, const float *x, int64_t rows);
   void curvature_G(int layer, const float *dy, int64_t rows);
+  /// The base's setup, and the pending inverses of the held layers.
+  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
+  /// Before the step's schedule: installs the pending inverses on an install
+  /// step, then opens the refresh cycle on a refresh step.
+  void begin_step(int64_t step);
+  /// The step's place in the refresh cycle, 0..K-1 (kfac_phase()).
+  int64_t phase() const { return step_ % c_.refresh_interval; }
+  /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
+  /// A no-op when the item has run (or no cycle is open). A reduction over
+  /// Chimera's pipeline devices waits for the step end (the two devices run
+  /// different lists); an inversion waits until both factors are reduced
+  /// (π reads both).
+  void reduce_item(int layer, bool g);
+  void invert_item(int layer, bool g);
   /// The step's end, after the gradients are summed over every rank holding
   /// them: the refresh (on a refresh step), preconditioning and the rule.
   /// `t` = 1, 2, ...
@@ -45,8 +61,30 @@ public:
   /// ("<layer>.kfac_A_inv" [in,in], "<layer>.kfac_G_inv" [out,out]; zeros
   /// where the layer has none), over the inverses themselves; restored()
   /// after a load marks the loaded ones valid.
+  /// A save finishes the open cycle first (its collectives on every rank),
+  /// and the pending inverses go beside the installed ones
+  /// ("<layer>.kfac_A_inv_pending"), so a resumed run installs them at the
+  /// same step as the uninterrupted one.
   void checkpoint_entries(std::vector<CheckpointEntry> &e);
   void restored();
+
+private:
+  // Per layer, the open cycle's progress and its inverses-to-be (copies of
+  // the installed ones at the cycle's start: the fallback keeps those).
+  struct Pending {
+    std::vector<float> A_inv, G_inv;
+    bool a_valid = false, g_valid = false, present = false;
+    bool reduced[2] = {false, false}, inverted[2] = {false, false};
+    bool damped = false;
+    KfacInverseOutcome outcome[2] = {KfacInverseOutcome::NoInverse,
+                                     KfacInverseOutcome::NoInverse};
+  };
+  bool reduce_factor(size_t i, int f, bool bubble);
+  void invert_factor(size_t i, int f, bool bubble);
+  void finish_cycle();
+  std::vector<Pending> pending_;
+  bool open_ = false;
+  int64_t step_ = 0;
 };
 
 extern KfacRun kfac;
@@ -59,6 +97,9 @@ inline void kfac_curvature_A(int layer, const float *x, int64_t rows) {
 inline void kfac_curvature_G(int layer, const float *dy, int64_t rows) {
   kfac.curvature_G(layer, dy, rows);
 }
+inline int64_t kfac_phase() { return kfac.phase(); }
+inline void kfac_reduce(int layer, bool g) { kfac.reduce_item(layer, g); }
+inline void kfac_invert(int layer, bool g) { kfac.invert_item(layer, g); }
 
 } // namespace autoddl::rt::harness
 

@@ -360,9 +360,10 @@ public:
     m.predicted_peak_bytes = s_.predicted_peak_bytes;
     if (kfac_on_) {
       kfac.info(m.info);
-      m.info["kfac.step_graph"] = "refresh steps run eagerly (curvature "
-                                  "GEMMs), the others replay the graph; the "
-                                  "K-FAC step runs after it";
+      m.info["kfac.step_graph"] =
+          "refresh steps run eagerly (curvature GEMMs), the others replay "
+          "the graph; the K-FAC step runs after it, the inversions on a side "
+          "stream, installed K steps later";
     }
     write_cuda_run_metrics(m, s_.model_flops_per_step, s_.peak_flops_per_gpu,
                            o.out + "/metrics.json", MPI_COMM_WORLD);

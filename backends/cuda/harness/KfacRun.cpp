@@ -26,6 +26,12 @@ void copy_floats(float *dst, const float *src, int64_t n) {
 
 /// A device buffer of at least n floats (grown, never shrunk; the old one
 /// may still be read by queued work).
+/// Whether step `step` starts by installing the inverses of the refresh at
+/// step - K (docs/kfac.md "Refresh"; the CPU KfacRun keeps the same rule).
+bool install_due(int64_t step, int64_t refresh_interval) {
+  return step > 0 && step % refresh_interval == 0;
+}
+
 float *grown(DeviceBuffer<float> &b, int64_t n) {
   if (b.size() < n) {
     synchronize();
@@ -65,9 +71,61 @@ void KfacRun::curvature_G(int layer, const act_t *dy, int64_t rows) {
   trace.end(std::string("curv_G ") + specs_[size_t(layer)].name, 0, t0);
 }
 
+void KfacRun::begin_step(int64_t step) {
+  if (install_due(step, c_.refresh_interval))
+    install();
+  KfacRunBase::begin_step(step);
+}
+
+void KfacRun::resolve() {
+  outcomes_.resize(2 * specs_.size());
+  std::vector<KfacLayer *> held;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].weight->held)
+      held.push_back(&layers_[i]);
+  std::vector<KfacInverseOutcome> o(2 * held.size());
+  if (!kfac_refresh_finish(held.data(), int64_t(held.size()), o.data()))
+    return;
+  for (size_t i = 0, h = 0; i < specs_.size(); ++i) {
+    if (!specs_[i].weight->held)
+      continue;
+    outcomes_[2 * i] = o[2 * h];
+    outcomes_[2 * i + 1] = o[2 * h + 1];
+    ++h;
+    // The factors were kept for the fp64 retry; the next refresh sums anew.
+    KfacLayer &l = layers_[i];
+    zero(l.A.data(), l.A.size() * int64_t(sizeof(float)));
+    zero(l.G.data(), l.G.size() * int64_t(sizeof(float)));
+  }
+}
+
+void KfacRun::install() {
+  resolve();
+  if (!pending_)
+    return;
+  pending_ = false;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!specs_[i].weight->held)
+      continue;
+    KfacLayer &l = layers_[i];
+    kfac_record_refresh(outcomes_[2 * i], outcomes_[2 * i + 1], l.a_valid,
+                        l.g_valid, stats_);
+    // A failed factor keeps its previous inverse (KfacRules.h's policy).
+    if (l.a_next_valid)
+      std::swap(l.A_inv, l.A_next);
+    if (l.g_next_valid)
+      std::swap(l.G_inv, l.G_next);
+    l.a_next_valid = l.g_next_valid = false;
+  }
+}
+
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // The refresh: in layer-table order on every rank holding a layer, so the
-  // dp, tp and device communicators see one order.
+  // dp, tp and device communicators see one order. The reductions run here,
+  // on the compute stream (collectives stay on one stream in one order); the
+  // inversions are queued on the side stream and installed K steps later.
+  // Nothing is left pending here: install() ran at this step's start.
+  std::vector<KfacLayer *> launched;
   for (size_t i = 0; due_ && i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     if (!s.weight->held)
@@ -83,8 +141,8 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
         kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
     scale_inplace(l.A.data(), sc.a, l.A.size());
     scale_inplace(l.G.data(), sc.g, l.G.size());
-    // Each factor's reduction, then its inverse, traced under the names of
-    // the plan's items (reduce_A, inv_A, ...; inspect --trace).
+    // Each factor's reduction, traced under the names of the plan's items
+    // (reduce_A, reduce_G; inspect --trace).
     auto reduce = [&](DeviceBuffer<float> &F, const char *item) {
       const int t0 = trace.begin();
       if (dp_ > 1)
@@ -97,35 +155,36 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     };
     reduce(l.A, "reduce_A");
     reduce(l.G, "reduce_G");
-    // kfac_refresh's steps, apart so that each inverse is traced.
-    kfac_set_damping(l, c_.damping);
-    int t0 = trace.begin();
-    const KfacInverseOutcome oa = kfac_invert_factor(
-        l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
-    trace.end(std::string("inv_A ") + s.name, 0, t0);
-    t0 = trace.begin();
-    const KfacInverseOutcome og = kfac_invert_factor(
-        l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
-    trace.end(std::string("inv_G ") + s.name, 0, t0);
-    kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats_);
-    zero(l.A.data(), l.A.size() * int64_t(sizeof(float)));
-    zero(l.G.data(), l.G.size() * int64_t(sizeof(float)));
+    launched.push_back(&l);
     rows_[i] = 0;
+  }
+  if (due_) {
+    kfac_refresh_launch(launched.data(), int64_t(launched.size()), c_.damping);
+    pending_ = true;
   }
   // Preconditioning of the K-FAC layers' gradients, in place.
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     if (!s.weight->held)
       continue;
+    const KfacLayer &l = layers_[i];
+    if (!l.has_inverse()) // first-order until its first install
+      continue;
     const int t0 = trace.begin();
     Param &w = *s.weight;
-    float *dw = grown(dw_, w.n);
     float *db = s.bias ? grown(db_, s.bias->n) : nullptr;
-    kfac_precondition_split(dw, w.grad.data(), db,
-                            s.bias ? s.bias->grad.data() : nullptr, layers_[i],
-                            s.transpose_weight,
-                            tp_ > 1 ? s.split : KfacSplit::None, nccl_of(g.tp));
-    copy_floats(w.grad.data(), dw, w.n);
+    if (tp_ == 1 || s.split == KfacSplit::None) {
+      // In place (Kfac.h: dW_out may alias dW when nothing is gathered).
+      kfac_precondition(w.grad.data(), w.grad.data(), db,
+                        s.bias ? s.bias->grad.data() : nullptr, l,
+                        s.transpose_weight);
+    } else {
+      float *dw = grown(dw_, w.n);
+      kfac_precondition_split(dw, w.grad.data(), db,
+                              s.bias ? s.bias->grad.data() : nullptr, l,
+                              s.transpose_weight, s.split, nccl_of(g.tp));
+      copy_floats(w.grad.data(), dw, w.n);
+    }
     if (s.bias)
       copy_floats(s.bias->grad.data(), db, s.bias->n);
     trace.end(std::string("precond ") + s.name, 0, t0);
@@ -153,51 +212,72 @@ void KfacRun::info(std::map<std::string, std::string> &m) const {
 }
 
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
-  host_inv_.resize(2 * specs_.size());
+  host_inv_.resize(4 * specs_.size());
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     const bool held = s.weight->held;
-    std::vector<float> &a = host_inv_[2 * i], &g = host_inv_[2 * i + 1];
-    if (held) {
-      a.resize(size_t(s.in * s.in));
-      g.resize(size_t(s.out * s.out));
+    for (int k = 0; k < 4; ++k) {
+      const bool isA = k % 2 == 0, next = k >= 2;
+      const int64_t d = isA ? s.in : s.out;
+      std::vector<float> &h = host_inv_[4 * i + size_t(k)];
+      if (held)
+        h.resize(size_t(d * d));
+      std::string name = kfac_inverse_entry(s.name, isA ? 'A' : 'G');
+      if (next)
+        name += "_pending";
+      e.push_back(
+          {std::move(name), Slice::whole({d, d}), held ? h.data() : nullptr});
     }
-    e.push_back({kfac_inverse_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
-                 held ? a.data() : nullptr});
-    e.push_back({kfac_inverse_entry(s.name, 'G'), Slice::whole({s.out, s.out}),
-                 held ? g.data() : nullptr});
   }
 }
 
+// Saved: the inverses in use and the ones a refresh computed but has not
+// installed yet (zeros: none), so that a run resumed mid-cycle installs them
+// at the same step as the uninterrupted run.
 void KfacRun::copy_state(bool to_host) {
-  for (size_t i = 0; i < specs_.size() && i < host_inv_.size() / 2; ++i) {
+  if (to_host)
+    resolve(); // the pending work done, its fp64 retries decided
+  bool any_pending = false;
+  outcomes_.resize(2 * specs_.size());
+  for (size_t i = 0; i < specs_.size() && i < host_inv_.size() / 4; ++i) {
     if (!specs_[i].weight->held)
       continue;
     KfacLayer &l = layers_[i];
-    std::vector<float> &a = host_inv_[2 * i], &g = host_inv_[2 * i + 1];
-    if (to_host) {
-      // A layer without an inverse is saved as zeros (no inverse is zero).
-      std::fill(a.begin(), a.end(), 0.0f);
-      std::fill(g.begin(), g.end(), 0.0f);
-      if (l.a_valid)
-        copy_to_host(a.data(), l.A_inv.data(),
-                     int64_t(a.size() * sizeof(float)));
-      if (l.g_valid)
-        copy_to_host(g.data(), l.G_inv.data(),
-                     int64_t(g.size() * sizeof(float)));
-      continue;
+    struct Slot {
+      DeviceBuffer<float> &dev;
+      bool &valid;
+    } slots[4] = {{l.A_inv, l.a_valid},
+                  {l.G_inv, l.g_valid},
+                  {l.A_next, l.a_next_valid},
+                  {l.G_next, l.g_next_valid}};
+    for (int k = 0; k < 4; ++k) {
+      std::vector<float> &h = host_inv_[4 * i + size_t(k)];
+      const int64_t bytes = int64_t(h.size() * sizeof(float));
+      if (to_host) {
+        // A missing inverse is saved as zeros (no inverse is zero).
+        std::fill(h.begin(), h.end(), 0.0f);
+        if (slots[k].valid && (k < 2 || pending_))
+          copy_to_host(h.data(), slots[k].dev.data(), bytes);
+        continue;
+      }
+      slots[k].valid =
+          std::any_of(h.begin(), h.end(), [](float x) { return x != 0; });
+      copy_to_device(slots[k].dev.data(), h.data(), bytes);
     }
-    auto nonzero = [](const std::vector<float> &v) {
-      return std::any_of(v.begin(), v.end(), [](float x) { return x != 0; });
-    };
-    l.a_valid = nonzero(a);
-    l.g_valid = nonzero(g);
-    copy_to_device(l.A_inv.data(), a.data(), int64_t(a.size() * sizeof(float)));
-    copy_to_device(l.G_inv.data(), g.data(), int64_t(g.size() * sizeof(float)));
+    if (to_host)
+      continue;
+    any_pending = any_pending || l.a_next_valid || l.g_next_valid;
+    // The outcome counters of a loaded refresh: fp32 where it has an inverse.
+    outcomes_[2 * i] = kfac_inverse_outcome(l.a_next_valid, false, l.a_valid);
+    outcomes_[2 * i + 1] =
+        kfac_inverse_outcome(l.g_next_valid, false, l.g_valid);
   }
+  if (!to_host)
+    pending_ = any_pending;
 }
 
 void KfacRun::release() {
+  kfac_refresh_drain(); // its buffers are the layers'
   layers_.clear();
   dw_ = {};
   db_ = {};

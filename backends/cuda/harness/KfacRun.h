@@ -6,17 +6,20 @@
 // plan placed the items, on the layers' act_t buffers. On a refresh step
 // (step % K == 0) those calls accumulate the factors (cuBLASLt, fp32
 // accumulation); at the step's end KfacRun reduces them over every rank
-// holding the layer (NCCL: dp replicas, Chimera's mirrored pipelines),
-// inverts them (cuSOLVER Cholesky, fp64 retry, else the previous inverse,
-// counted in metrics), and every step preconditions the K-FAC layers'
-// gradients and applies the rule (momentum SGD or LAMB) to every parameter.
-// The collectives run in the layer table's order on every rank.
+// holding the layer (NCCL: dp replicas, Chimera's mirrored pipelines) and
+// queues their inversions (cuSOLVER Cholesky) on a side stream, which runs
+// beside the next steps; at the start of step s + K the inverses are
+// installed (the fp64 retry, else the previous inverse, decided then and
+// counted in metrics). Until the first install the rule gets the raw
+// gradient. Every step preconditions the K-FAC layers' gradients and applies
+// the rule (momentum SGD or LAMB) to every parameter. The collectives run in
+// the layer table's order on every rank.
 //
 // A refresh step's forward and backward run eagerly, outside the step graph
 // (the curvature GEMMs are there only on those steps, and the gathered
 // factors' workspaces may grow); the other steps replay it. The K-FAC step
-// itself (reductions, cuSOLVER, which reads potrf's status back on the host)
-// runs after the graph, as every optimizer step does.
+// itself (reductions, the inversions' launch, preconditioning, the rule) runs
+// after the graph, as every optimizer step does.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
@@ -43,22 +46,38 @@ public:
   /// into G (codegen/emit/KfacEmitter.cpp places the calls).
   void curvature_A(int layer, const act_t *x, int64_t rows);
   void curvature_G(int layer, const act_t *dy, int64_t rows);
+  /// Before the step's schedule: at step s + K, s a refresh step, the
+  /// inverses of that refresh are installed (before this step's
+  /// preconditioning); then whether this step accumulates factors.
+  void begin_step(int64_t step);
   /// The step's end, after the gradients are summed over every rank holding
   /// them: the refresh (on a refresh step), preconditioning and the rule.
   void step(const std::vector<ParamSpec> &params, int64_t t);
   void info(std::map<std::string, std::string> &m) const;
   /// The damped inverses as optimizer-state checkpoint entries
-  /// ("<layer>.kfac_A_inv" [in,in], "<layer>.kfac_G_inv" [out,out]; zeros
-  /// where the layer has none), over host copies that copy_state fills
-  /// (to_host) or reads back into the device inverses.
+  /// ("<layer>.kfac_A_inv" [in,in], "<layer>.kfac_G_inv" [out,out], and
+  /// the refresh's not yet installed ones "<layer>.kfac_A_inv_pending",
+  /// "<layer>.kfac_G_inv_pending"; zeros where the layer has none), over
+  /// host copies that copy_state fills (to_host, after the pending work is
+  /// finished) or reads back into the device inverses.
   void checkpoint_entries(std::vector<CheckpointEntry> &e);
   void copy_state(bool to_host);
   /// Device memory back before the CUDA context goes.
   void release();
 
 private:
-  std::vector<std::vector<float>> host_inv_; // per layer: A_inv, G_inv
-  DeviceBuffer<float> dw_, db_;              // a preconditioned gradient
+  /// Waits for a launched refresh, decides its fp64 retries, keeps its
+  /// outcomes and zeroes its factors (a no-op when none is launched).
+  void resolve();
+  void install();
+
+  // per layer: A_inv, G_inv, the pending A and G inverses
+  std::vector<std::vector<float>> host_inv_;
+  DeviceBuffer<float> dw_, db_; // a preconditioned gradient
+  // A refresh launched or loaded and not installed yet, with its outcomes
+  // (per layer: A, G) once resolved.
+  bool pending_ = false;
+  std::vector<KfacInverseOutcome> outcomes_;
 };
 
 extern KfacRun kfac;

@@ -4,8 +4,10 @@
 // into fp32 factors; their reduction over NCCL communicators; damped inverses
 // by cuSOLVER Cholesky (potrf + potri) in fp32, retried in fp64, else the
 // previous inverse kept (the rules of backends/common/KfacRules.h);
-// preconditioning by fp32 GEMMs (CUBLAS_COMPUTE_32F: no TF32); the first-order
-// rules on the preconditioned gradient. Everything runs on compute_stream().
+// preconditioning by fp32 GEMMs (CUBLAS_COMPUTE_32F; TF32 in the bf16 build,
+// within its 2e-2 bound, never under AUTODDL_FP32); the first-order
+// rules on the preconditioned gradient. Everything runs on compute_stream()
+// but kfac_refresh_launch's inversions, on a side stream.
 //
 // Communicators are plain ncclComm_t (null: this rank alone), so this code
 // needs neither MPI nor Comm.h; a generated program passes its Comm's .nccl.
@@ -28,6 +30,10 @@ struct KfacLayer {
   DeviceBuffer<float> A, G;         // [in,in], [out,out]: this refresh's sums
   DeviceBuffer<float> A_inv, G_inv; // the damped inverses in use
   bool a_valid = false, g_valid = false;
+  // The inverses a launched refresh computes (kfac_refresh_launch), valid
+  // once kfac_refresh_finish says so; installed later by swapping.
+  DeviceBuffer<float> A_next, G_next;
+  bool a_next_valid = false, g_next_valid = false;
   KfacDamping damping{1.0, 0.0, 0.0};
   bool has_inverse() const { return a_valid && g_valid; }
 };
@@ -61,16 +67,38 @@ void kfac_set_damping(KfacLayer &layer, double damping);
 /// policy, the factors zeroed.
 void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
 
+/// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
+/// queues on a low-priority side stream, after the compute stream's work so
+/// far (the factors' scaling and reductions), each layer's damping from its
+/// factors' traces (computed on the device) and the fp32 Cholesky inverses of
+/// the damped factors into A_next, G_next. No host synchronisation: the
+/// side stream overlaps the following steps. The factors must stay unchanged
+/// until kfac_refresh_finish.
+void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping);
+/// Waits for the launched refresh (the compute stream too), reads every
+/// factor's status and the dampings back in one copy each, retries in fp64
+/// (synchronously, on the compute stream) each factor fp32 failed on, and sets
+/// layer.damping and a_next_valid / g_next_valid. outcomes[2i], [2i+1]: layer
+/// i's A and G outcome (KfacRules.h, against a_valid / g_valid). A no-op
+/// returning false when nothing was launched.
+bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
+                         KfacInverseOutcome *outcomes);
+/// Waits for the side stream (before its buffers are freed).
+void kfac_refresh_drain();
+
 /// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1
-/// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs. Without inverses
-/// the gradient is copied. dW_out may not alias dW.
+/// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs (TF32 in the
+/// bf16 build). Without inverses the gradient is copied. dW_out may alias dW
+/// (each sandwich's first GEMM reads dW, its second writes dW_out) where the
+/// layer has inverses; db_out may not alias db.
 void kfac_precondition(float *dW_out, const float *dW, float *db_out,
                        const float *db, const KfacLayer &layer,
                        bool transpose_weight);
 /// This rank's block of the unsplit layer's preconditioned gradient from its
 /// gradient shard (split Out: rows of the output dimension and of the bias;
 /// In: columns of the input dimension, the bias whole); the shards are
-/// all-gathered over `tp` first.
+/// all-gathered over `tp` first. dW_out may alias dW_shard only where
+/// nothing is gathered (split None or one rank), as kfac_precondition.
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &layer, bool transpose_weight,

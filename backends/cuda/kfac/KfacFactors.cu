@@ -18,7 +18,7 @@ namespace {
 /// C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, operands swapped).
 struct Key {
   int64_t m, n, k, lda, ldb, ldc;
-  int32_t opA, opB, type, align;
+  int32_t opA, opB, type, align, tf32;
   bool operator==(const Key &o) const {
     return std::memcmp(this, &o, sizeof(Key)) == 0;
   }
@@ -63,8 +63,9 @@ cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols,
 
 Plan build(const Key &key) {
   Plan p;
-  AUTODDL_CUBLAS_CHECK(
-      cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescCreate(
+      &p.desc, key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+      CUDA_R_32F));
   const cublasOperation_t opA = cublasOperation_t(key.opA),
                           opB = cublasOperation_t(key.opB);
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -145,7 +146,7 @@ __global__ void scale_kernel(float *x, int64_t n, float s) {
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
-          cudaDataType_t type, float beta, float *C, int64_t ldc) {
+          cudaDataType_t type, float beta, float *C, int64_t ldc, bool tf32) {
   if (M == 0 || N == 0)
     return;
   if (K == 0) { // an empty sum: C = beta C
@@ -165,6 +166,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.type = type;
+  key.tf32 = tf32 && type == CUDA_R_32F;
   key.align =
       std::min(alignment_of(A), std::min(alignment_of(B), alignment_of(C)));
   Plan plan;
@@ -241,7 +243,8 @@ using namespace kfac_detail;
 // member).
 KfacLayer::KfacLayer(int64_t in_, int64_t out_)
     : in((kfac_check_layer(in_, out_), in_)), out(out_), A(in_ * in_),
-      G(out_ * out_), A_inv(in_ * in_), G_inv(out_ * out_) {}
+      G(out_ * out_), A_inv(in_ * in_), G_inv(out_ * out_), A_next(in_ * in_),
+      G_next(out_ * out_) {}
 
 void kfac_accumulate(float *F, const act_t *X, int64_t S, int64_t d,
                      float scale) {

@@ -13,12 +13,23 @@ namespace autoddl::rt::kfac_detail {
 
 /// Row-major C[M,N] (fp32) = alpha op(A) op(B) + beta C: A [M,K] ([K,M] when
 /// transA), B [K,N] ([N,K] when transB), both of `type` (CUDA_R_16BF or
-/// CUDA_R_32F); fp32 accumulation (CUBLAS_COMPUTE_32F, never TF32). One
-/// cuBLASLt matmul with a plan cached per shape and alignment; a plain tiled
-/// kernel where cuBLASLt has no algorithm.
+/// CUDA_R_32F); fp32 accumulation (CUBLAS_COMPUTE_32F; TF32 inputs when
+/// `tf32` and the operands are fp32). One cuBLASLt matmul with a plan cached
+/// per shape, alignment and compute type; a plain tiled kernel where cuBLASLt
+/// has no algorithm.
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
-          cudaDataType_t type, float beta, float *C, int64_t ldc);
+          cudaDataType_t type, float beta, float *C, int64_t ldc,
+          bool tf32 = false);
+
+/// Whether preconditioning rounds its fp32 operands to TF32 (10-bit
+/// mantissa): in the bf16 build, whose activations already carry 8 bits
+/// (docs/kfac.md "Overlap and batching on the GPU"); never under AUTODDL_FP32.
+#ifdef AUTODDL_FP32
+constexpr bool kPreconditionTf32 = false;
+#else
+constexpr bool kPreconditionTf32 = true;
+#endif
 
 /// The cudaDataType_t of act_t.
 #ifdef AUTODDL_FP32

@@ -1,16 +1,19 @@
 // Damped factor inverses on the GPU (Kfac.h): cuSOLVER Cholesky (potrf +
-// potri) in fp32, the fp64 retry, the keep-previous policy of KfacRules.h, and
-// the refresh of a layer.
+// potri) in fp32, the fp64 retry, the keep-previous policy of KfacRules.h, the
+// refresh of a layer, and the asynchronous refresh on a side stream.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
 
 #include <cusolverDn.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace autoddl::rt {
 namespace {
@@ -177,7 +180,215 @@ double trace(const float *F, int64_t d) {
   return t;
 }
 
+/// The damping of KfacRules.h's kfac_damping from the factors' traces, on
+/// the device (the same double operations, so the same values): out[3] = pi,
+/// a, g. One block.
+__global__ void damping_kernel(const float *A, int64_t dA, const float *G,
+                               int64_t dG, double damping, double *out) {
+  __shared__ double partial[32];
+  double sa = 0, sg = 0;
+  for (int64_t i = threadIdx.x; i < dA; i += blockDim.x)
+    sa += double(A[i * dA + i]);
+  for (int64_t i = threadIdx.x; i < dG; i += blockDim.x)
+    sg += double(G[i * dG + i]);
+  sa = detail::block_sum(sa, partial);
+  sg = detail::block_sum(sg, partial);
+  if (threadIdx.x != 0)
+    return;
+  const double meanA = sa / double(dA), meanG = sg / double(dG);
+  double pi = 1.0;
+  if (meanA > 0 && meanG > 0 && isfinite(meanA) && isfinite(meanG))
+    pi = sqrt(meanA / meanG);
+  const double root = sqrt(damping);
+  out[0] = pi;
+  out[1] = fmax(root * pi, 1e-7);
+  out[2] = fmax(root / pi, 1e-7);
+}
+
+/// m[d,d] = F + (*diag) I (fp32, the damping read on the device); counts
+/// non-finite entries of F into *bad.
+__global__ void load_damped_at_kernel(float *m, const float *F, int64_t d,
+                                      const double *diag, int *bad) {
+  const int64_t n = d * d, stride = int64_t(gridDim.x) * blockDim.x;
+  const float add = float(*diag);
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride) {
+    const float f = F[k];
+    if (!isfinite(f))
+      atomicAdd(bad, 1);
+    m[k] = f + (k / d == k % d ? add : 0.0f);
+  }
+}
+
+/// mirror_kernel in place: the lower row-major triangle from the upper one
+/// (each written entry reads one that is never written).
+__global__ void mirror_inplace_kernel(float *m, int64_t d, int *bad) {
+  const int64_t n = d * d, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride) {
+    const int64_t i = k / d, j = k % d;
+    const float v = i <= j ? m[k] : m[j * d + i];
+    if (!isfinite(v))
+      atomicAdd(bad, 1);
+    if (i > j)
+      m[k] = v;
+  }
+}
+
+/// What the asynchronous refresh keeps between launch and finish: its own
+/// stream, solver handle, status words and work area, so nothing it touches
+/// is shared with the compute stream's work meanwhile.
+struct AsyncRefresh {
+  cudaStream_t side = nullptr;
+  cudaEvent_t ready = nullptr, done = nullptr;
+  cusolverDnHandle_t solver = nullptr;
+  DeviceBuffer<int> status;     // per factor: potrf, potri, non-finite
+  DeviceBuffer<double> damping; // per layer: pi, a, g
+  DeviceBuffer<float> work;     // cuSOLVER's, the largest factor's
+  bool launched = false;
+  // Queues the work from its own host thread: queueing it from the
+  // program's thread held that thread (a refresh step measured as long at
+  // K = 20 as at K = 10, ~48 ms), most likely in potri's host-side part.
+  std::thread queuer;
+
+  void join() {
+    if (queuer.joinable())
+      queuer.join();
+  }
+
+  void init() {
+    if (side)
+      return;
+    int least = 0, greatest = 0;
+    AUTODDL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    // The lowest priority (the default streams' too): never ahead of the
+    // step's own work.
+    AUTODDL_CUDA_CHECK(
+        cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, least));
+    AUTODDL_CUDA_CHECK(
+        cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    AUTODDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    AUTODDL_CUSOLVER_CHECK(cusolverDnCreate(&solver));
+    AUTODDL_CUSOLVER_CHECK(cusolverDnSetStream(solver, side));
+  }
+};
+AsyncRefresh &async_refresh() {
+  static auto *a = new AsyncRefresh(); // never destroyed (as the workspaces)
+  return *a;
+}
+
+/// Queues F's damped fp32 inverse into m (in place) on a.side.
+void launch_inverse(AsyncRefresh &a, float *m, const float *F, int64_t d,
+                    const double *diag, int *words) {
+  const int n = int(d);
+  const unsigned grid = detail::grid_for(d * d, 256);
+  load_damped_at_kernel<<<grid, 256, 0, a.side>>>(m, F, d, diag, words + 2);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  const int lwork = int(a.work.size());
+  potrf(a.solver, n, m, a.work.data(), lwork, words);
+  potri(a.solver, n, m, a.work.data(), lwork, words + 1);
+  mirror_inplace_kernel<<<grid, 256, 0, a.side>>>(m, d, words + 2);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
 } // namespace
+
+void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
+  if (n == 0) // a rank holding no K-FAC layer
+    return;
+  AsyncRefresh &a = async_refresh();
+  a.init();
+  a.join();
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side)); // a previous one's done
+  int64_t lwork = 1;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d : {layers[i]->in, layers[i]->out}) {
+      if (d > INT_MAX / 2)
+        throw std::invalid_argument("kfac: factor dimension " +
+                                    std::to_string(d) +
+                                    " is too large for cuSOLVER's int");
+      lwork = std::max<int64_t>(
+          lwork, work_size(a.solver, int(d), layers[i]->A_next.data()));
+    }
+  // Grown only here, with the side stream idle (first refresh).
+  if (a.work.size() < lwork)
+    a.work = DeviceBuffer<float>(lwork);
+  if (a.status.size() < 6 * n)
+    a.status = DeviceBuffer<int>(6 * n);
+  if (a.damping.size() < 3 * n)
+    a.damping = DeviceBuffer<double>(3 * n);
+  AUTODDL_CUDA_CHECK(cudaEventRecord(a.ready, compute_stream()));
+  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready, 0));
+  int device = 0;
+  AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+  // The layers stay put (the caller's table); the list is copied.
+  a.queuer = std::thread([&a, device, damping,
+                          ls = std::vector<KfacLayer *>(layers, layers + n)] {
+    AUTODDL_CUDA_CHECK(cudaSetDevice(device));
+    const int64_t count = int64_t(ls.size());
+    AUTODDL_CUDA_CHECK(cudaMemsetAsync(
+        a.status.data(), 0, size_t(6 * count) * sizeof(int), a.side));
+    for (int64_t i = 0; i < count; ++i) {
+      KfacLayer &l = *ls[size_t(i)];
+      double *dp = a.damping.data() + 3 * i;
+      damping_kernel<<<1, 256, 0, a.side>>>(l.A.data(), l.in, l.G.data(), l.out,
+                                            damping, dp);
+      AUTODDL_CUDA_CHECK_LAUNCH();
+      int *words = a.status.data() + 6 * i;
+      launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words);
+      launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2, words + 3);
+    }
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
+  });
+  a.launched = true;
+}
+
+bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
+                         KfacInverseOutcome *outcomes) {
+  AsyncRefresh &a = async_refresh();
+  if (!a.launched)
+    return false;
+  a.launched = false;
+  a.join(); // everything queued, `done` recorded
+  // Usually long done: the side stream ran beside the steps since.
+  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), a.done, 0));
+  std::vector<int> status(size_t(6 * n));
+  std::vector<double> damp(size_t(3 * n));
+  copy_to_host(status.data(), a.status.data(), 6 * n * int64_t(sizeof(int)));
+  copy_to_host(damp.data(), a.damping.data(), 3 * n * int64_t(sizeof(double)));
+  for (int64_t i = 0; i < n; ++i) {
+    KfacLayer &l = *layers[i];
+    l.damping = {damp[size_t(3 * i)], damp[size_t(3 * i + 1)],
+                 damp[size_t(3 * i + 2)]};
+    struct Factor {
+      float *next;
+      const float *F;
+      int64_t d;
+      double diag;
+      bool previous, *next_valid;
+    } factors[2] = {{l.A_next.data(), l.A.data(), l.in, l.damping.a, l.a_valid,
+                     &l.a_next_valid},
+                    {l.G_next.data(), l.G.data(), l.out, l.damping.g, l.g_valid,
+                     &l.g_next_valid}};
+    for (int f = 0; f < 2; ++f) {
+      const int *w = status.data() + 6 * i + 3 * f;
+      const bool ok32 = w[0] == 0 && w[1] == 0 && w[2] == 0;
+      const Factor &x = factors[f];
+      const bool ok64 =
+          !ok32 && kfac_cholesky_inverse_fp64(x.next, x.F, x.d, x.diag);
+      *x.next_valid = ok32 || ok64;
+      outcomes[2 * i + f] = kfac_inverse_outcome(ok32, ok64, x.previous);
+    }
+  }
+  return true;
+}
+
+void kfac_refresh_drain() {
+  AsyncRefresh &a = async_refresh();
+  a.join();
+  if (a.side)
+    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side));
+}
 
 bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag) {
   return cholesky_inverse<float>(inv, F, d, diag, kInverse);

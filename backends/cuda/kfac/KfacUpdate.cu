@@ -25,16 +25,16 @@ void block_sandwich(float *out, const float *L, int64_t nL, int64_t r0,
     auto *t = static_cast<float *>(
         workspace(kProduct, Rn * nR * int64_t(sizeof(float))));
     gemm(false, false, Rn, nR, nL, 1.0f, L + r0 * nL, nL, M, nR, CUDA_R_32F,
-         0.0f, t, nR);
+         0.0f, t, nR, kPreconditionTf32);
     gemm(false, false, Rn, Cn, nR, 1.0f, t, nR, R + c0, nR, CUDA_R_32F, 0.0f,
-         out, Cn);
+         out, Cn, kPreconditionTf32);
   } else {
     auto *t = static_cast<float *>(
         workspace(kProduct, nL * Cn * int64_t(sizeof(float))));
     gemm(false, false, nL, Cn, nR, 1.0f, M, nR, R + c0, nR, CUDA_R_32F, 0.0f, t,
-         Cn);
+         Cn, kPreconditionTf32);
     gemm(false, false, Rn, Cn, nL, 1.0f, L + r0 * nL, nL, t, Cn, CUDA_R_32F,
-         0.0f, out, Cn);
+         0.0f, out, Cn, kPreconditionTf32);
   }
 }
 
@@ -50,7 +50,7 @@ void precondition_block(float *dW_out, const float *dW, float *db_out,
                    l.G_inv.data(), o0, Ol);
   if (db_out)
     gemm(false, false, Ol, 1, l.out, 1.0f, l.G_inv.data() + o0 * l.out, l.out,
-         db, 1, CUDA_R_32F, 0.0f, db_out, 1);
+         db, 1, CUDA_R_32F, 0.0f, db_out, 1, kPreconditionTf32);
 }
 
 void copy_floats(float *dst, const float *src, int64_t n) {

@@ -195,6 +195,9 @@ TEST(OpSemantics, AttrKindsAndDefaults) {
   EXPECT_EQ(std::get<bool>(d.at("causal")), false);
   EXPECT_EQ(parseDType("bf16"), DType::BF16);
   EXPECT_EQ(dtypeBytes(DType::BF16), 2);
+  // Bool is for an imported graph's constants (masks), never an input's dtype.
+  EXPECT_EQ(dtypeName(DType::Bool), "i1");
+  EXPECT_EQ(parseDType("i1"), std::nullopt);
 }
 
 } // namespace

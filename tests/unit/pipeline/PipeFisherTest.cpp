@@ -100,7 +100,8 @@ TEST(PipeFisher, OneFOneBTwoStagesByHand) {
     EXPECT_NEAR(d.utilisationBefore, 6.0 / 9, 1e-12);
     EXPECT_NEAR(d.utilisationAfter, 16.5 / 18.5, 1e-12);
     EXPECT_DOUBLE_EQ(d.kfacWork, 4.0);
-    EXPECT_DOUBLE_EQ(d.factorBytes, 2 * (4 + 8)); // factors + inverses
+    // Factors, inverses in use and pending inverses.
+    EXPECT_DOUBLE_EQ(d.factorBytes, 3 * (4 + 8));
   }
   EXPECT_NEAR(r.utilisationAfter, 16.5 / 18.5, 1e-12);
   // Device 0 holds a of mb 0 from 1 and of mb 1 from 2 until 2.5 / 3: 200

@@ -1,0 +1,22 @@
+"""Rewrites a K-FAC plan's reductions and inversions (kfac.devices[].items) to fixed places, for
+kfac_bubbles.test: device 0, layer 0: reduce_A/G in step 1 at time 0, inv_A in step 0 at time 0
+(it must wait for the reductions), inv_G forced in step 1; device 1, layer 4: reduce_A in step 0 at
+time 0 (it must wait for the layer's curvature) and inv_A in step 1 at time 0."""
+import json, sys
+
+p = json.load(open(sys.argv[1]))
+k = p["kfac"]
+k["refresh_steps"] = 2
+
+
+def item(name, layer, step, start=0.0, forced=False):
+    return {"item": name, "layer": layer, "microbatch": -1, "step": step, "start_s": start,
+            "end_s": start, "forced": forced}
+
+
+extra = {0: [item("reduce_A", 0, 1), item("reduce_G", 0, 1), item("inv_A", 0, 0),
+             item("inv_G", 0, 1, forced=True)],
+         1: [item("reduce_A", 4, 0), item("inv_A", 4, 1)]}
+for d in k["devices"]:
+    d["items"] = [i for i in d["items"] if i["item"].startswith("curv")] + extra[d["device"]]
+json.dump(p, open(sys.argv[2], "w"), indent=1)
