@@ -59,6 +59,16 @@ def FuseActivationsPass : Pass<"sbp-fuse-activations", "::mlir::ModuleOp"> {
   let dependentDialects = ["::autoddl::sbp::SbpDialect"];
 }
 
+def FuseLinearPass : Pass<"sbp-fuse-linear", "::mlir::ModuleOp"> {
+  let summary = "takes an export's flattened linears and no-op reshapes out";
+  let description = [{
+    Rewrites reshape([B,T,N]) of a linear over reshape([B·T,K]) of x [B,T,K]
+    (the 2-D GEMM GPT-2's Conv1D exports as) into the linear of x, and drops
+    a reshape to the shape its operand already has.
+  }];
+  let dependentDialects = ["::autoddl::sbp::SbpDialect"];
+}
+
 def FuseNormsPass : Pass<"sbp-fuse-norms", "::mlir::ModuleOp"> {
   let summary = "fuses decomposed LayerNorms and RMSNorms of an imported graph";
   let description = [{

@@ -20,6 +20,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
 #include "llvm/ADT/DenseMap.h"
 
 #include <map>
@@ -284,14 +287,28 @@ FusedGraph fuseImported(const ModelGraph &g) {
   // As tests/lit/passes/fuse_pipeline.mlir runs them: rotary before
   // attention, whose Q and K it turns into sbp.rotary results.
   PassManager pm(&context);
+  pm.addPass(sbp::createFuseLinearPass());
   pm.addPass(sbp::createFuseNormsPass());
   pm.addPass(sbp::createFuseActivationsPass());
   pm.addPass(sbp::createFuseRotaryPass());
   pm.addPass(sbp::createFuseAttentionPass());
+  // AUTODDL_FUSE_DUMP=PREFIX writes PREFIX.before.mlir and PREFIX.after.mlir:
+  // the primitives a pattern did not match, as the passes saw them.
+  const char *dump = std::getenv("AUTODDL_FUSE_DUMP");
+  auto write = [&](const char *suffix) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(std::string(dump) + suffix, ec);
+    if (!ec)
+      module->print(os);
+  };
+  if (dump)
+    write(".before.mlir");
   if (failed(pm.run(*module))) {
     out.error = diagnostics.str("the sbp-fuse passes failed");
     return out;
   }
+  if (dump)
+    write(".after.mlir");
   out.graph.name = g.name;
   out.graph.family = g.family;
   out.graph.numLayers = g.numLayers;

@@ -2,7 +2,7 @@
 //
 // An ONNX import may hold constants (TensorRole::Constant) and ops of kind
 // "primitive" (ModelGraph.h). These functions lower such a graph to the sbp
-// dialect, run sbp-fuse-norms, -activations, -rotary and -attention (the
+// dialect, run sbp-fuse-linear, -norms, -activations, -rotary and -attention (the
 // order of tests/lit/passes/fuse_pipeline.mlir: rotary before attention) and
 // read the fused module back into a ModelGraph of model ops only
 // (docs/model-format.md "Fusion patterns in the IR"). Plain C++ interface: no

@@ -10,6 +10,8 @@
 #include "ir/dialect/Passes.h"
 #include "ir/dialect/transforms/FuseSupport.h"
 
+#include <algorithm>
+
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
@@ -79,6 +81,50 @@ bool isCausalCondition(Value c) {
   return true;
 }
 
+/// `v` without a Mul by a scalar constant (torch's SDPA export scales Q and
+/// Kᵀ each by √scale); the factor goes into `scale`.
+Value peelScale(Value v, double &scale) {
+  if (Operation *m = producer(v, "Mul"))
+    for (int i = 0; i < 2; ++i)
+      if (std::optional<double> c = scalar(m->getOperand(i))) {
+        scale *= *c;
+        return m->getOperand(1 - i);
+      }
+  return v;
+}
+
+/// Kᵀ [B,H,D,T] as torch's SDPA export writes it: reshape [B,H,D,T] of
+/// transpose(0,2,1) of reshape [B*H,T,D] of K [B,H,T,D]; K, else null.
+Value mergedHeadsTranspose(Value kt) {
+  Operation *back = producer(kt, "Reshape");
+  Operation *t = back ? transposeOf(back->getOperand(0), {0, 2, 1}) : nullptr;
+  Operation *merge = t ? producer(t->getOperand(0), "Reshape") : nullptr;
+  if (!merge)
+    return nullptr;
+  Value k = merge->getOperand(0);
+  ArrayRef<int64_t> k4 = shapeOf(k), m3 = shapeOf(merge->getResult(0)),
+                    out = shapeOf(kt);
+  if (k4.size() != 4 || m3.size() != 3 || out.size() != 4 ||
+      m3[0] != k4[0] * k4[1] || m3[1] != k4[2] || m3[2] != k4[3] ||
+      out[0] != k4[0] || out[1] != k4[1] || out[2] != k4[3] ||
+      out[3] != k4[2])
+    return nullptr;
+  return k;
+}
+
+/// The softmax `p` without torch's guard Where(IsNaN(p), 0, p) (rows with
+/// every score masked give 0, not NaN; a causal row always keeps its
+/// diagonal, so the guard never fires there).
+Value peelNanGuard(Value v) {
+  Operation *w = producer(v, "Where");
+  if (!w || w->getNumOperands() != 3 || !isScalar(w->getOperand(1), 0.0))
+    return v;
+  Operation *isNan = producer(w->getOperand(0), "IsNaN");
+  if (!isNan || isNan->getOperand(0) != w->getOperand(2))
+    return v;
+  return w->getOperand(2);
+}
+
 struct DecomposedAttention : RewritePattern {
   DecomposedAttention(MLIRContext *ctx)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
@@ -90,7 +136,8 @@ struct DecomposedAttention : RewritePattern {
       return failure();
     Operation *merge = transposeOf(root->getOperand(0), {0, 2, 1, 3});
     Operation *pv = merge ? producer(merge->getOperand(0), "MatMul") : nullptr;
-    Operation *sm = pv ? producer(pv->getOperand(0), "Softmax") : nullptr;
+    Operation *sm =
+        pv ? producer(peelNanGuard(pv->getOperand(0)), "Softmax") : nullptr;
     if (!sm)
       return failure();
     std::optional<SmallVector<int64_t>> axis = intsAttr(sm, "axis");
@@ -144,11 +191,14 @@ struct DecomposedAttention : RewritePattern {
       q4 = mm.getA();
       k = kvSource(mm.getB(), kvHeads);
     } else if (Operation *qk = producer(s, "MatMul")) {
-      q4 = qk->getOperand(0);
-      if (Operation *kt = transposeOf(qk->getOperand(1), {0, 1, 3, 2}))
+      q4 = peelScale(qk->getOperand(0), scale);
+      Value kT = peelScale(qk->getOperand(1), scale);
+      if (Operation *kt = transposeOf(kT, {0, 1, 3, 2}))
         k = kvSource(kt->getOperand(0), kvHeads);
+      else if (Value k4 = mergedHeadsTranspose(kT))
+        k = kvSource(k4, kvHeads);
       // transpose(0,2,3,1) of the [B,T,G,D] reshape: heads and Kᵀ at once.
-      else if (Operation *kt = transposeOf(qk->getOperand(1), {0, 2, 3, 1}))
+      else if (Operation *kt = transposeOf(kT, {0, 2, 3, 1}))
         if (Operation *r = producer(kt->getOperand(0), "Reshape")) {
           Value x = r->getOperand(0);
           ArrayRef<int64_t> split = shapeOf(r->getResult(0));
@@ -186,11 +236,62 @@ struct DecomposedAttention : RewritePattern {
   }
 };
 
+/// The source and [start, end) of a Slice primitive along the last axis
+/// (step 1) of a constant range; null source if `v` is not one.
+Value lastAxisSlice(Value v, int64_t &start, int64_t &end) {
+  auto p = v.getDefiningOp<PrimitiveOp>();
+  if (!p || p.getOpType() != "Slice" || p.getInputs().size() < 4 ||
+      p.getInputs().size() > 5)
+    return nullptr;
+  Value src = p.getInputs()[0];
+  auto st = ints(p.getInputs()[1]), en = ints(p.getInputs()[2]),
+       ax = ints(p.getInputs()[3]);
+  std::optional<SmallVector<int64_t>> steps;
+  if (p.getInputs().size() == 5)
+    steps = ints(p.getInputs()[4]);
+  const int64_t rank = int64_t(shapeOf(src).size());
+  if (!st || !en || !ax || st->size() != 1 || en->size() != 1 ||
+      ax->size() != 1 || ((*ax)[0] != rank - 1 && (*ax)[0] != -1) ||
+      (p.getInputs().size() == 5 && (!steps || *steps != SmallVector<int64_t>{1})))
+    return nullptr;
+  start = (*st)[0];
+  end = std::min((*en)[0], shapeOf(src).back());
+  return src;
+}
+
+/// attention(q, k, v) whose q, k and v are the thirds [0,C), [C,2C), [2C,3C)
+/// of one value's last axis (GPT-2's fused c_attn, split by the export) ->
+/// attention(qkv), the one-operand form the Hugging Face path emits.
+struct PackedQkvAttention : OpRewritePattern<AttentionOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op->getNumOperands() != 3)
+      return failure();
+    Value src;
+    const int64_t c = shapeOf(op->getOperand(0)).back();
+    for (int i = 0; i < 3; ++i) {
+      int64_t start = 0, end = 0;
+      Value s = lastAxisSlice(op->getOperand(i), start, end);
+      if (!s || (src && s != src) || start != i * c || end != (i + 1) * c)
+        return failure();
+      src = s;
+    }
+    if (shapeOf(src).back() != 3 * c)
+      return failure();
+    rewriter.setInsertionPoint(op);
+    auto packed = rewriter.create<AttentionOp>(
+        op->getLoc(), op->getResultTypes(), ValueRange{src}, op->getAttrs());
+    rewriter.replaceOp(op, packed->getResults());
+    return success();
+  }
+};
+
 struct FuseAttentionPass : impl::FuseAttentionPassBase<FuseAttentionPass> {
   using Base::Base;
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<DecomposedAttention>(&getContext());
+    patterns.add<DecomposedAttention, PackedQkvAttention>(&getContext());
     if (failed(applyFusion(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

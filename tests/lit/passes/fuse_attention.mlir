@@ -208,3 +208,74 @@ func.func @heads_not_merged_back(%q: tensor<2x4x16xf32>, %k: tensor<2x4x16xf32>,
   %y = sbp.reshape %o {shape = array<i64: 2, 2, 32>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x32xf32>
   return %y : tensor<2x2x32xf32>
 }
+
+// -----
+
+// torch's scaled_dot_product_attention as the dynamo exporter writes it: Q
+// and Kᵀ each scaled by √(1/√D), Kᵀ as reshape [B·H,T,D] -> transpose(0,2,1)
+// -> reshape [B,H,D,T], the mask an Add of a [1,1,T,T] constant, and
+// Where(IsNaN(p), 0, p) after the softmax.
+// CHECK-LABEL: func.func @sdpa_export
+// CHECK-NEXT: sbp.attention %arg0, %arg1, %arg2 {causal = true, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT: return
+func.func @sdpa_export(%q: tensor<1x3x8xf32>, %k: tensor<1x3x8xf32>, %v: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %half = sbp.constant dense<0.707106769> : tensor<f32>
+  %zero = sbp.constant dense<0.0> : tensor<f32>
+  %mask = sbp.constant dense<[[[[0.0, -3.40282347e+38, -3.40282347e+38], [0.0, 0.0, -3.40282347e+38], [0.0, 0.0, 0.0]]]]> : tensor<1x1x3x3xf32>
+  %qr = sbp.reshape %q {shape = array<i64: 1, 3, 2, 4>} : (tensor<1x3x8xf32>) -> tensor<1x3x2x4xf32>
+  %q4 = sbp.transpose %qr {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %kr = sbp.reshape %k {shape = array<i64: 1, 3, 2, 4>} : (tensor<1x3x8xf32>) -> tensor<1x3x2x4xf32>
+  %k4 = sbp.transpose %kr {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %vr = sbp.reshape %v {shape = array<i64: 1, 3, 2, 4>} : (tensor<1x3x8xf32>) -> tensor<1x3x2x4xf32>
+  %v4 = sbp.transpose %vr {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %qs = sbp.primitive "Mul"(%q4, %half) : (tensor<1x2x3x4xf32>, tensor<f32>) -> tensor<1x2x3x4xf32>
+  %k3 = sbp.reshape %k4 {shape = array<i64: -1, 3, 4>} : (tensor<1x2x3x4xf32>) -> tensor<2x3x4xf32>
+  %kt3 = sbp.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
+  %kt = sbp.reshape %kt3 {shape = array<i64: 1, 2, 4, 3>} : (tensor<2x4x3xf32>) -> tensor<1x2x4x3xf32>
+  %ks = sbp.primitive "Mul"(%kt, %half) : (tensor<1x2x4x3xf32>, tensor<f32>) -> tensor<1x2x4x3xf32>
+  %s = sbp.matmul %qs, %ks : (tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>) -> tensor<1x2x3x3xf32>
+  %m = sbp.primitive "Add"(%s, %mask) : (tensor<1x2x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = sbp.softmax %m {axis = -1 : i64} : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %nan = sbp.primitive "IsNaN"(%p) : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xi1>
+  %g = sbp.primitive "Where"(%nan, %zero, %p) : (tensor<1x2x3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %o = sbp.matmul %g, %v4 : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %ot = sbp.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x3x4xf32>) -> tensor<1x3x2x4xf32>
+  %y = sbp.reshape %ot {shape = array<i64: 1, 3, 8>} : (tensor<1x3x2x4xf32>) -> tensor<1x3x8xf32>
+  return %y : tensor<1x3x8xf32>
+}
+
+// -----
+
+// GPT-2's q, k and v as Slices of the fused c_attn output [.., 3C] in that
+// order: the one-operand attention of the Hugging Face path. A near miss
+// below (k and v swapped) keeps its three operands.
+// CHECK-LABEL: func.func @packed_qkv
+// CHECK-NEXT: sbp.attention %arg0 {causal = true, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64}
+// CHECK-NEXT: return
+func.func @packed_qkv(%x: tensor<1x3x24xf32>) -> tensor<1x3x8xf32> {
+  %s0 = sbp.constant dense<0> : tensor<1xi64>
+  %s1 = sbp.constant dense<8> : tensor<1xi64>
+  %s2 = sbp.constant dense<16> : tensor<1xi64>
+  %s3 = sbp.constant dense<24> : tensor<1xi64>
+  %ax = sbp.constant dense<2> : tensor<1xi64>
+  %q = sbp.primitive "Slice"(%x, %s0, %s1, %ax) : (tensor<1x3x24xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x3x8xf32>
+  %k = sbp.primitive "Slice"(%x, %s1, %s2, %ax) : (tensor<1x3x24xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x3x8xf32>
+  %v = sbp.primitive "Slice"(%x, %s2, %s3, %ax) : (tensor<1x3x24xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x3x8xf32>
+  %a = sbp.attention %q, %k, %v {causal = true, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<1x3x8xf32>, tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x3x8xf32>
+  return %a : tensor<1x3x8xf32>
+}
+
+// CHECK-LABEL: func.func @packed_qkv_swapped
+// CHECK: sbp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal
+func.func @packed_qkv_swapped(%x: tensor<1x3x24xf32>) -> tensor<1x3x8xf32> {
+  %s0 = sbp.constant dense<0> : tensor<1xi64>
+  %s1 = sbp.constant dense<8> : tensor<1xi64>
+  %s2 = sbp.constant dense<16> : tensor<1xi64>
+  %s3 = sbp.constant dense<24> : tensor<1xi64>
+  %ax = sbp.constant dense<2> : tensor<1xi64>
+  %q = sbp.primitive "Slice"(%x, %s0, %s1, %ax) : (tensor<1x3x24xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x3x8xf32>
+  %k = sbp.primitive "Slice"(%x, %s1, %s2, %ax) : (tensor<1x3x24xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x3x8xf32>
+  %v = sbp.primitive "Slice"(%x, %s2, %s3, %ax) : (tensor<1x3x24xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x3x8xf32>
+  %a = sbp.attention %q, %v, %k {causal = true, head_dim = 4 : i64, num_heads = 2 : i64, num_kv_heads = 2 : i64} : (tensor<1x3x8xf32>, tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x3x8xf32>
+  return %a : tensor<1x3x8xf32>
+}
