@@ -278,10 +278,12 @@ struct Builder {
         }
         Operation *r = b.create(recv);
         stageOf[r] = stage;
-        v.replaceUsesWithIf(r->getResult(0), [&](OpOperand &u) {
+        // A structured binding is captured by copy under its own name: C++17
+        // lambdas cannot capture it (clang refuses; the sanitize build is
+        // clang).
+        v.replaceUsesWithIf(r->getResult(0), [&, at = stage](OpOperand &u) {
           auto it = stageOf.find(u.getOwner());
-          return u.getOwner() != s && it != stageOf.end() &&
-                 it->second == stage;
+          return u.getOwner() != s && it != stageOf.end() && it->second == at;
         });
         after = after ? after : s;
         ++channel;
