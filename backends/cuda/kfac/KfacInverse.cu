@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace autoddl::rt {
@@ -250,10 +252,17 @@ struct AsyncRefresh {
   // program's thread held that thread (a refresh step measured as long at
   // K = 20 as at K = 10, ~48 ms), most likely in potri's host-side part.
   std::thread queuer;
+  // An exception of the queuing thread, rethrown on the program's thread by
+  // join(): escaping the thread it would end the program without its
+  // one-line message. (A failed CUDA check reports its line and aborts
+  // itself, from either thread.)
+  std::exception_ptr failure;
 
   void join() {
     if (queuer.joinable())
       queuer.join();
+    if (failure)
+      std::rethrow_exception(std::exchange(failure, nullptr));
   }
 
   void init() {
@@ -322,24 +331,29 @@ void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
   int device = 0;
   AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
   // The layers stay put (the caller's table); the list is copied.
-  a.queuer = std::thread([&a, device, damping,
-                          ls = std::vector<KfacLayer *>(layers, layers + n)] {
-    AUTODDL_CUDA_CHECK(cudaSetDevice(device));
-    const int64_t count = int64_t(ls.size());
-    AUTODDL_CUDA_CHECK(cudaMemsetAsync(
-        a.status.data(), 0, size_t(6 * count) * sizeof(int), a.side));
-    for (int64_t i = 0; i < count; ++i) {
-      KfacLayer &l = *ls[size_t(i)];
-      double *dp = a.damping.data() + 3 * i;
-      damping_kernel<<<1, 256, 0, a.side>>>(l.A.data(), l.in, l.G.data(), l.out,
-                                            damping, dp);
-      AUTODDL_CUDA_CHECK_LAUNCH();
-      int *words = a.status.data() + 6 * i;
-      launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words);
-      launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2, words + 3);
-    }
-    AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
-  });
+  a.queuer = std::thread(
+      [&a, device, damping, ls = std::vector<KfacLayer *>(layers, layers + n)] {
+        try {
+          AUTODDL_CUDA_CHECK(cudaSetDevice(device));
+          const int64_t count = int64_t(ls.size());
+          AUTODDL_CUDA_CHECK(cudaMemsetAsync(
+              a.status.data(), 0, size_t(6 * count) * sizeof(int), a.side));
+          for (int64_t i = 0; i < count; ++i) {
+            KfacLayer &l = *ls[size_t(i)];
+            double *dp = a.damping.data() + 3 * i;
+            damping_kernel<<<1, 256, 0, a.side>>>(l.A.data(), l.in, l.G.data(),
+                                                  l.out, damping, dp);
+            AUTODDL_CUDA_CHECK_LAUNCH();
+            int *words = a.status.data() + 6 * i;
+            launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words);
+            launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2,
+                           words + 3);
+          }
+          AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
+        } catch (...) {
+          a.failure = std::current_exception();
+        }
+      });
   a.launched = true;
 }
 
