@@ -140,9 +140,9 @@ const HostTensor &OnnxLowering::constant(const onnx::NodeProto &user,
     failNode(user, "input '" + name + "' is not a constant");
   // The values it is computed from first, deepest first, without recursion
   // (a chain of thousands of nodes must not exhaust the stack).
-  std::vector<const onnx::NodeProto *> todo = {d->second};
-  while (!todo.empty()) {
-    const onnx::NodeProto *top = todo.back(), *next = nullptr;
+  std::vector<const onnx::NodeProto *> pending = {d->second};
+  while (!pending.empty()) {
+    const onnx::NodeProto *top = pending.back(), *next = nullptr;
     for (const std::string &i : top->input()) {
       auto di = derived.find(i);
       if (!i.empty() && di != derived.end() && !evaluated.count(i)) {
@@ -151,10 +151,10 @@ const HostTensor &OnnxLowering::constant(const onnx::NodeProto &user,
       }
     }
     if (next) {
-      todo.push_back(next);
+      pending.push_back(next);
       continue;
     }
-    todo.pop_back();
+    pending.pop_back();
     if (top != d->second)
       constant(user, top->output(0)); // its inputs are ready: one level deep
   }

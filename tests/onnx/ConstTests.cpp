@@ -15,6 +15,8 @@
 //===----------------------------------------------------------------------===//
 #include "ir/import/OnnxConstants.h"
 
+#include "tests/onnx/ReadBytes.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -29,15 +31,8 @@ using namespace autoddl::import;
 
 namespace {
 
-std::string slurp(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 bool readTensor(const std::string &path, onnx::TensorProto &t) {
-  std::string bytes = slurp(path);
+  std::string bytes = readBytes(path);
   return !bytes.empty() && t.ParseFromString(bytes);
 }
 
@@ -189,7 +184,7 @@ int main(int argc, char **argv) {
   for (const std::string &name : names) {
     std::string dir = root + "/" + name;
     onnx::ModelProto model;
-    if (!model.ParseFromString(slurp(dir + "/model.onnx")) ||
+    if (!model.ParseFromString(readBytes(dir + "/model.onnx")) ||
         model.graph().node_size() != 1)
       continue; // expanded (function) tests and multi-node graphs
     const std::string &op = model.graph().node(0).op_type();

@@ -21,6 +21,8 @@
 #include "ir/import/ModelImporter.h"
 #include "support/UserError.h"
 
+#include "tests/onnx/ReadBytes.h"
+
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
@@ -34,13 +36,6 @@
 using namespace autoddl;
 
 namespace {
-
-std::string slurp(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A test tensor as floats (int64 ids kept as their values).
 std::vector<float> values(const onnx::TensorProto &t) {
@@ -216,7 +211,7 @@ int main(int argc, char **argv) {
       continue;
     std::string dir = root + "/" + name;
     onnx::ModelProto m;
-    if (!m.ParseFromString(slurp(dir + "/model.onnx")) ||
+    if (!m.ParseFromString(readBytes(dir + "/model.onnx")) ||
         m.graph().node_size() != 1)
       continue;
     const onnx::NodeProto node = m.graph().node(0);
@@ -232,7 +227,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < g->input_size(); ++i) {
       onnx::TensorProto t;
       t.ParseFromString(
-          slurp(dir + "/test_data_set_0/input_" + std::to_string(i) + ".pb"));
+          readBytes(dir + "/test_data_set_0/input_" + std::to_string(i) + ".pb"));
       if (t.data_type() != onnx::TensorProto::FLOAT &&
           t.data_type() != onnx::TensorProto::INT64) {
         intOk = false; // the importer reads float32 and integer ids only
@@ -262,7 +257,7 @@ int main(int argc, char **argv) {
     for (auto &k : keep)
       *g->add_input() = k;
     onnx::TensorProto expected;
-    expected.ParseFromString(slurp(dir + "/test_data_set_0/output_0.pb"));
+    expected.ParseFromString(readBytes(dir + "/test_data_set_0/output_0.pb"));
     std::string path = work + "/" + name + ".onnx";
     std::ofstream(path, std::ios::binary) << m.SerializeAsString();
     auto &c = counts[op];

@@ -36,8 +36,12 @@ public:
   /// [rows, in] into A (after the forward), its output gradient dy [rows, out]
   /// into G (after the backward); the calls sit where the plan placed the
   /// items (codegen/emit/KfacEmitter.cpp).
-  void curvature_A(int layer, const float *x, int64_t rows);
-  void curvature_G(int layer, const float *dy, int64_t rows);
+  void curvature_A(int layer, const float *x, int64_t rows) {
+    curvature(layer, x, rows, false);
+  }
+  void curvature_G(int layer, const float *dy, int64_t rows) {
+    curvature(layer, dy, rows, true);
+  }
   /// The base's setup, and the pending inverses of the held layers.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: installs the pending inverses on an install
@@ -69,6 +73,9 @@ public:
   void restored();
 
 private:
+  // One factor's curvature of a micro-batch: A from the layer's input (its
+  // rows counted once), G (g_side) from its output gradient.
+  void curvature(int layer, const float *v, int64_t rows, bool g_side);
   // Per layer, the open cycle's progress and its inverses-to-be (copies of
   // the installed ones at the cycle's start: the fallback keeps those).
   struct Pending {

@@ -44,31 +44,23 @@ float *grown(DeviceBuffer<float> &b, int64_t n) {
 
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
-void KfacRun::curvature_A(int layer, const act_t *x, int64_t rows) {
+void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
   if (!due_)
     return;
   KfacLayer &l = layers_[size_t(layer)];
   const int t0 = trace.begin();
-  if (tp_ > 1 && specs_[size_t(layer)].split == KfacSplit::In)
-    kfac_accumulate_gathered(l.A.data(), x, rows, l.in / tp_, 1.0f,
-                             nccl_of(g.tp));
+  float *f = g_side ? l.G.data() : l.A.data();
+  const int64_t dim = g_side ? l.out : l.in;
+  if (tp_ > 1 &&
+      specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In))
+    kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, nccl_of(g.tp));
   else
-    kfac_accumulate(l.A.data(), x, rows, l.in, 1.0f);
-  trace.end(std::string("curv_A ") + specs_[size_t(layer)].name, 0, t0);
-  rows_[size_t(layer)] += rows;
-}
-
-void KfacRun::curvature_G(int layer, const act_t *dy, int64_t rows) {
-  if (!due_)
-    return;
-  KfacLayer &l = layers_[size_t(layer)];
-  const int t0 = trace.begin();
-  if (tp_ > 1 && specs_[size_t(layer)].split == KfacSplit::Out)
-    kfac_accumulate_gathered(l.G.data(), dy, rows, l.out / tp_, 1.0f,
-                             nccl_of(g.tp));
-  else
-    kfac_accumulate(l.G.data(), dy, rows, l.out, 1.0f);
-  trace.end(std::string("curv_G ") + specs_[size_t(layer)].name, 0, t0);
+    kfac_accumulate(f, v, rows, dim, 1.0f);
+  trace.end(std::string(g_side ? "curv_G " : "curv_A ") +
+                specs_[size_t(layer)].name,
+            0, t0);
+  if (!g_side) // one count per row, not per factor
+    rows_[size_t(layer)] += rows;
 }
 
 void KfacRun::begin_step(int64_t step) {

@@ -44,8 +44,12 @@ public:
   /// One micro-batch of layer `layer` on a refresh step: its input x
   /// [rows, in] (device, act_t) into A, its output gradient dy [rows, out]
   /// into G (codegen/emit/KfacEmitter.cpp places the calls).
-  void curvature_A(int layer, const act_t *x, int64_t rows);
-  void curvature_G(int layer, const act_t *dy, int64_t rows);
+  void curvature_A(int layer, const act_t *x, int64_t rows) {
+    curvature(layer, x, rows, false);
+  }
+  void curvature_G(int layer, const act_t *dy, int64_t rows) {
+    curvature(layer, dy, rows, true);
+  }
   /// Before the step's schedule: at step s + K, s a refresh step, the
   /// inverses of that refresh are installed (before this step's
   /// preconditioning); then whether this step accumulates factors.
@@ -66,6 +70,9 @@ public:
   void release();
 
 private:
+  // One factor's curvature of a micro-batch: A from the layer's input (its
+  // rows counted once), G (g_side) from its output gradient.
+  void curvature(int layer, const act_t *v, int64_t rows, bool g_side);
   /// Waits for a launched refresh, decides its fp64 retries, keeps its
   /// outcomes and zeroes its factors (a no-op when none is launched).
   void resolve();
