@@ -12,8 +12,40 @@ KfacRun kfac;
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
 void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
+  if (due_)
+    accumulate(layer, v, rows, g_side);
+}
+
+void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
+                   bool g_side) {
   if (!due_)
     return;
+  const KfacLayer &l = layers_[size_t(layer)];
+  int64_t width = g_side ? l.out : l.in;
+  if (tp_ > 1 &&
+      specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In))
+    width /= tp_; // this rank's columns; accumulate gathers them
+  Saved &s = saved_[{layer, g_side, mb}];
+  s.v.assign(v, v + rows * width);
+  s.rows = rows;
+}
+
+void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
+  auto it = saved_.find({layer, g_side, mb});
+  if (!open_ || it == saved_.end())
+    return;
+  accumulate(layer, it->second.v.data(), it->second.rows, g_side);
+  saved_.erase(it);
+}
+
+void KfacRun::flush_saved() {
+  for (auto &[key, s] : saved_)
+    accumulate(std::get<0>(key), s.v.data(), s.rows, std::get<1>(key));
+  saved_.clear();
+}
+
+void KfacRun::accumulate(int layer, const float *v, int64_t rows,
+                         bool g_side) {
   KfacLayer &l = layers_[size_t(layer)];
   const double t0 = trace.now_us();
   float *f = g_side ? l.G.data() : l.A.data();
@@ -89,6 +121,16 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   // canonical order only at the step end.
   if (bubble && s.weight->devices != MPI_COMM_NULL)
     return false;
+  // Saved curvature of this layer not accumulated yet (an item the placement
+  // put after this one): now, in the canonical order, before rows_ is read.
+  for (auto it = saved_.begin(); it != saved_.end();)
+    if (std::get<0>(it->first) == int(i)) {
+      accumulate(int(i), it->second.v.data(), it->second.rows,
+                 std::get<1>(it->first));
+      it = saved_.erase(it);
+    } else {
+      ++it;
+    }
   KfacLayer &l = layers_[i];
   int replicas = 1;
   if (s.weight->devices != MPI_COMM_NULL)
@@ -165,6 +207,7 @@ void KfacRun::invert_item(int layer, bool g) {
 void KfacRun::finish_cycle() {
   if (!open_)
     return;
+  flush_saved();
   for (size_t i = 0; i < specs_.size(); ++i) {
     reduce_factor(i, 0, false);
     reduce_factor(i, 1, false);
