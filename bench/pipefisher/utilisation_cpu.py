@@ -327,6 +327,9 @@ def fit(a):
     kfac_meas, kfac_pred = {}, {}
     for rpath, ppath in zip(a.result, a.plan):
         res, plan = json.load(open(rpath)), json.load(open(ppath))
+        if plan["cluster"]["name"] != doc["name"]:  # its prices hold that cluster's factors
+            sys.exit(f"fit: {ppath} was planned on {plan['cluster']['name']}, not on "
+                     f"{doc['name']} ({a.cluster})")
         pred = plan["predicted"]["op_kinds_by_device_s"]
         shared = set.intersection(*(set(d) for d in pred))
         all_kinds.update(*(set(d) for d in pred))
