@@ -223,7 +223,8 @@ def window_kinds_us(events, pid, steps, warmup):
 def launch(a, train, steps, first_core, out):
     """mpirun of one variant, rank r pinned to core first_core + r with taskset (where it exists)."""
     shutil.rmtree(out, ignore_errors=True)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               AUTODDL_KFAC_FILL=a.kfac_fill)
     prog = [train, "--steps", str(steps), "--trace", "--out", out, "--quiet"]
     if shutil.which("taskset"):
         pin = ('exec taskset -c $(( (%d + ${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}) %% %d )) '
@@ -301,7 +302,7 @@ def run_paired(a):
             "step_time_s": plan["predicted"]["step_time_s"],
             "first_order_step_time_s": kf["first_order_step_time_s"]}
     summary = {"cores": os.cpu_count(), "ranks": a.np, "steps": steps - warmup, "warmup": warmup,
-               "repeats": a.repeats, "paired": True,
+               "repeats": a.repeats, "paired": True, "kfac_fill": a.kfac_fill,
                "utilisation_first_order": runs["first_order"]["utilisation"],
                "utilisation_kfac": runs["kfac"]["utilisation"],
                "step_ratio_kfac_over_first_order": mean([rep["step_ratio"] for rep in repeats]),
@@ -427,6 +428,10 @@ def main():
     r.add_argument("--repeats", type=int, default=1)
     r.add_argument("--paired", action="store_true",
                    help="both variants at once on disjoint cores (see above)")
+    r.add_argument("--kfac-fill", choices=("placed", "waits"), default="placed",
+                   help="--paired: the K-FAC program's AUTODDL_KFAC_FILL (placed: each item where "
+                        "the plan put it; waits: queued there, run while the rank waits for a "
+                        "pipeline receive; docs/kfac.md)")
     f = sub.add_parser("fit")
     f.add_argument("--result", action="append", required=True,
                    help="a utilisation.json of `run` (first-order and K-FAC runs)")

@@ -21,6 +21,8 @@
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -50,6 +52,16 @@ public:
   /// the latest when the cycle finishes (in layer, factor, micro-batch order).
   void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
   void curvature_saved(int layer, int mb, bool g_side);
+  /// Wait filling (AUTODDL_KFAC_FILL=waits; default `placed`): the local
+  /// items (curvature of an unsplit operand; a reduction or inversion that is
+  /// no collective) are queued where the plan placed them instead of run
+  /// there, and run one at a time while the rank waits for a pipeline
+  /// receive (set_recv_wait_hook); a collective item, the schedule's end and
+  /// the step's end run what is queued first. Same calls in the same order
+  /// as `placed`, so the same results; only their time moves into real
+  /// waits. True when one item ran.
+  bool run_queued();
+  void drain();
   /// The base's setup, and the pending inverses of the held layers.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: installs the pending inverses on an install
@@ -91,6 +103,13 @@ private:
   };
   std::map<std::tuple<int, bool, int>, Saved> saved_; // layer, G, micro-batch
   void flush_saved();
+  void curvature_saved_now(int layer, int mb, bool g_side);
+  // Whether a layer's factor curvature, or its reductions and inversions,
+  // involve no collective (what wait filling may move).
+  bool local_curvature(int layer, bool g_side) const;
+  bool local_refresh(size_t i) const;
+  bool fill_waits_ = false;
+  std::deque<std::function<void()>> queue_;
   // Per layer, the open cycle's progress and its inverses-to-be (copies of
   // the installed ones at the cycle's start: the fallback keeps those).
   struct Pending {
