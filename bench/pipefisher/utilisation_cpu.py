@@ -428,7 +428,7 @@ def main():
     r.add_argument("--repeats", type=int, default=1)
     r.add_argument("--paired", action="store_true",
                    help="both variants at once on disjoint cores (see above)")
-    r.add_argument("--kfac-fill", choices=("placed", "waits"), default="placed",
+    r.add_argument("--kfac-fill", choices=("placed", "waits"), default="waits",
                    help="--paired: the K-FAC program's AUTODDL_KFAC_FILL (placed: each item where "
                         "the plan put it; waits: queued there, run while the rank waits for a "
                         "pipeline receive; docs/kfac.md)")

@@ -113,7 +113,9 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
   KfacRunBase::setup(p, o, s);
   const char *fill = std::getenv("AUTODDL_KFAC_FILL");
-  const std::string mode = fill ? fill : "placed";
+  // waits by default: measured, the fixed places stall the pipeline where the
+  // run's bubbles differ from the plan's (docs/kfac.md "Wait filling").
+  const std::string mode = fill ? fill : "waits";
   if (mode != "placed" && mode != "waits")
     throw std::invalid_argument(
         "AUTODDL_KFAC_FILL: expected placed or waits, got \"" + mode + "\"");

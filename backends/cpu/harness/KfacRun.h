@@ -52,7 +52,7 @@ public:
   /// the latest when the cycle finishes (in layer, factor, micro-batch order).
   void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
   void curvature_saved(int layer, int mb, bool g_side);
-  /// Wait filling (AUTODDL_KFAC_FILL=waits; default `placed`): the local
+  /// Wait filling (AUTODDL_KFAC_FILL=waits, the default; `placed` runs each item at its place): the local
   /// items (curvature of an unsplit operand; a reduction or inversion that is
   /// no collective) are queued where the plan placed them instead of run
   /// there, and run one at a time while the rank waits for a pipeline
