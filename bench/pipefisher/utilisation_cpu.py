@@ -220,12 +220,12 @@ def window_kinds_us(events, pid, steps, warmup):
     return kinds_us([e for e in events if e.get("ts", 0) >= start], pid)
 
 
-def launch(a, train, steps, first_core, out):
+def launch(a, train, steps, first_core, out, extra=()):
     """mpirun of one variant, rank r pinned to core first_core + r with taskset (where it exists)."""
     shutil.rmtree(out, ignore_errors=True)
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
                AUTODDL_KFAC_FILL=a.kfac_fill)
-    prog = [train, "--steps", str(steps), "--trace", "--out", out, "--quiet"]
+    prog = [train, "--steps", str(steps), "--trace", "--out", out, "--quiet", *extra]
     if shutil.which("taskset"):
         pin = ('exec taskset -c $(( (%d + ${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}) %% %d )) '
                '"$0" "$@"' % (first_core, os.cpu_count() or 1))
@@ -264,7 +264,11 @@ def write_summary(a, summary):
 def run_paired(a):
     """Both variants at once on disjoint cores, --repeats times, the core sets swapped on every
     other repeat; each run measured alone from its step --warmup on."""
-    K, plan = refresh_steps(a)
+    K_plan, plan = refresh_steps(a)
+    # --kfac-refresh: the K-FAC program runs another K than its plan's (items the plan placed
+    # in later steps of its cycle run at the shorter cycle's end).
+    extra = {"kfac": ["--kfac-refresh", str(a.kfac_refresh)]} if a.kfac_refresh else {}
+    K = a.kfac_refresh or K_plan
     up = lambda n: -(-n // K) * K
     warmup, steps = up(a.warmup), up(a.warmup) + up(a.steps)
     trains = build_all(a)
@@ -273,7 +277,8 @@ def run_paired(a):
         procs, outs = [], {}
         for i, v in enumerate(VARIANTS):
             outs[v] = os.path.join(a.out, "runs", f"{v}_{r}")
-            procs.append(launch(a, trains[v], steps, a.np * ((i + r) % 2), outs[v]))
+            procs.append(launch(a, trains[v], steps, a.np * ((i + r) % 2), outs[v],
+                                extra.get(v, ())))
         for p in procs:
             if p.wait() != 0:
                 sys.exit("a run failed")
@@ -297,12 +302,13 @@ def run_paired(a):
                    "kfac_info": rs[-1]["kfac_info"]}
     kf = plan["kfac"]
     pred = {"utilisation_first_order": kf["utilisation_first_order"],
-            "utilisation": kf["utilisation"], "refresh_steps": K,
+            "utilisation": kf["utilisation"], "refresh_steps": K_plan,
             "step_ratio": plan["predicted"]["step_time_s"] / kf["first_order_step_time_s"],
             "step_time_s": plan["predicted"]["step_time_s"],
             "first_order_step_time_s": kf["first_order_step_time_s"]}
     summary = {"cores": os.cpu_count(), "ranks": a.np, "steps": steps - warmup, "warmup": warmup,
                "repeats": a.repeats, "paired": True, "kfac_fill": a.kfac_fill,
+               "kfac_refresh_run": K,
                "utilisation_first_order": runs["first_order"]["utilisation"],
                "utilisation_kfac": runs["kfac"]["utilisation"],
                "step_ratio_kfac_over_first_order": mean([rep["step_ratio"] for rep in repeats]),
@@ -428,6 +434,8 @@ def main():
     r.add_argument("--repeats", type=int, default=1)
     r.add_argument("--paired", action="store_true",
                    help="both variants at once on disjoint cores (see above)")
+    r.add_argument("--kfac-refresh", type=int, default=0,
+                   help="--paired: the K-FAC program's --kfac-refresh (default: the plan's K)")
     r.add_argument("--kfac-fill", choices=("placed", "waits"), default="waits",
                    help="--paired: the K-FAC program's AUTODDL_KFAC_FILL (placed: each item where "
                         "the plan put it; waits: queued there, run while the rank waits for a "
