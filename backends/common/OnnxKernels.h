@@ -248,9 +248,8 @@ void where_forward(T *y, const T *cond, const Dims &cs, const T *x,
     y[k] = cond[ic[k]] != T(0) ? x[ix[k]] : z[iz[k]];
 }
 template <typename T>
-void where_backward(T *dx, T *dz, const T *cond, const Dims &cs,
-                    const Dims &xs, const Dims &zs, const T *dy,
-                    const Dims &ys) {
+void where_backward(T *dx, T *dz, const T *cond, const Dims &cs, const Dims &xs,
+                    const Dims &zs, const T *dy, const Dims &ys) {
   const Dims ic = broadcastIndex(cs, ys), ix = broadcastIndex(xs, ys),
              iz = broadcastIndex(zs, ys);
   for (size_t k = 0; k < ic.size(); ++k) {
@@ -263,9 +262,10 @@ void where_backward(T *dx, T *dz, const T *cond, const Dims &cs,
   }
 }
 
-// ---- Data movement -----------------------------------------------------------
-// Each is a gather y[k] = x[idx[k]] by an index of the op; its backward the
-// scatter-add dx[idx[k]] += dy[k] by the same index.
+// ---- Data movement
+// ----------------------------------------------------------- Each is a gather
+// y[k] = x[idx[k]] by an index of the op; its backward the scatter-add
+// dx[idx[k]] += dy[k] by the same index.
 
 template <typename T> void gather(T *y, const T *x, const Dims &idx) {
   for (size_t k = 0; k < idx.size(); ++k)
@@ -426,7 +426,8 @@ void concat_backward(const std::vector<T *> &dx, const std::vector<Dims> &xs,
           dx[i][o * c.chunk[i] + j] += dy[o * c.total + c.at[i] + j];
 }
 
-// ---- Reductions and softmax --------------------------------------------------
+// ---- Reductions and softmax
+// --------------------------------------------------
 
 /// x's shape with the reduced axes set to 1: the layout of a ReduceSum or
 /// ReduceMean's result, with keepdims or without.
@@ -507,7 +508,8 @@ void softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
     }
 }
 
-// ---- MatMul: numpy's batched matrix product ----------------------------------
+// ---- MatMul: numpy's batched matrix product
+// ----------------------------------
 
 /// The operands of a MatMul as batched matrices: a [batch..., M, K] and
 /// b [batch..., K, N] (a 1-D a is [1, K], a 1-D b [K, 1]), the broadcast

@@ -11,9 +11,9 @@
 
 #include "backends/common/OnnxKernels.h"
 
-#include <map>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,7 +39,7 @@ struct Primitive {
     Softmax,
     Matmul
   };
-  std::string op;      // the ONNX op type
+  std::string op; // the ONNX op type
   Kind kind = Kind::Unary;
   std::vector<Dims> in; // operand shapes, ONNX order
   Dims out;
@@ -58,16 +58,26 @@ namespace detail {
 inline int64_t axisIn(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
 inline const std::map<std::string, Unary> &unaries() {
   static const std::map<std::string, Unary> m = {
-      {"Identity", Unary::Identity},     {"Reshape", Unary::Identity},
-      {"Flatten", Unary::Identity},      {"Squeeze", Unary::Identity},
-      {"Unsqueeze", Unary::Identity},    {"Cast", Unary::Identity},
-      {"Relu", Unary::Relu},             {"Sigmoid", Unary::Sigmoid},
-      {"Tanh", Unary::Tanh},             {"Exp", Unary::Exp},
-      {"Log", Unary::Log},               {"Neg", Unary::Neg},
-      {"Sqrt", Unary::Sqrt},             {"Reciprocal", Unary::Reciprocal},
-      {"Erf", Unary::Erf},               {"Abs", Unary::Abs},
-      {"Softplus", Unary::Softplus},     {"Sin", Unary::Sin},
-      {"Cos", Unary::Cos},               {"IsNaN", Unary::IsNaN}};
+      {"Identity", Unary::Identity},
+      {"Reshape", Unary::Identity},
+      {"Flatten", Unary::Identity},
+      {"Squeeze", Unary::Identity},
+      {"Unsqueeze", Unary::Identity},
+      {"Cast", Unary::Identity},
+      {"Relu", Unary::Relu},
+      {"Sigmoid", Unary::Sigmoid},
+      {"Tanh", Unary::Tanh},
+      {"Exp", Unary::Exp},
+      {"Log", Unary::Log},
+      {"Neg", Unary::Neg},
+      {"Sqrt", Unary::Sqrt},
+      {"Reciprocal", Unary::Reciprocal},
+      {"Erf", Unary::Erf},
+      {"Abs", Unary::Abs},
+      {"Softplus", Unary::Softplus},
+      {"Sin", Unary::Sin},
+      {"Cos", Unary::Cos},
+      {"IsNaN", Unary::IsNaN}};
   return m;
 }
 inline const std::map<std::string, Binary> &binaries() {
@@ -81,15 +91,17 @@ inline const std::map<std::string, Binary> &binaries() {
 inline Dims ints(const std::vector<double> &v) {
   Dims r;
   for (double d : v)
-    r.push_back(d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : int64_t(d));
+    r.push_back(d >= 9.2e18    ? INT64_MAX
+                : d <= -9.2e18 ? INT64_MIN
+                               : int64_t(d));
   return r;
 }
 } // namespace detail
 
 /// Whether ONNX op `op` runs as a primitive (forward and backward).
 inline bool primitiveSupported(const std::string &op) {
-  static const char *others[] = {"Where",     "Expand", "Transpose",
-                                 "Slice",     "Concat", "ReduceSum",
+  static const char *others[] = {"Where",      "Expand",  "Transpose",
+                                 "Slice",      "Concat",  "ReduceSum",
                                  "ReduceMean", "Softmax", "MatMul"};
   if (detail::unaries().count(op) || detail::binaries().count(op))
     return true;
@@ -103,10 +115,10 @@ inline bool primitiveSupported(const std::string &op) {
 /// shape `out` and, per operand, its values where it is a constant of the
 /// model (empty otherwise) into `p`. Returns "" or why the node does not run
 /// ("Cast to a type other than float", "Slice of a non-constant start").
-inline std::string makePrimitive(Primitive &p, const std::string &op,
-                                 const PrimitiveAttrs &attrs,
-                                 const std::vector<Dims> &in, const Dims &out,
-                                 const std::vector<std::vector<double>> &consts) {
+inline std::string
+makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
+              const std::vector<Dims> &in, const Dims &out,
+              const std::vector<std::vector<double>> &consts) {
   using detail::axisIn;
   p = Primitive();
   p.op = op;
@@ -115,7 +127,9 @@ inline std::string makePrimitive(Primitive &p, const std::string &op,
   const size_t n = in.size();
   p.data.assign(n, true);
   p.differentiable.assign(n, true);
-  auto constant = [&](size_t k) { return k < consts.size() && !consts[k].empty(); };
+  auto constant = [&](size_t k) {
+    return k < consts.size() && !consts[k].empty();
+  };
   auto intAttr = [&](const char *name, int64_t dflt) {
     auto it = attrs.ints.find(name);
     return it == attrs.ints.end() ? dflt : it->second;

@@ -305,6 +305,11 @@ private:
   bool isInput(int t) const {
     return g_.tensors[size_t(t)].role == TensorRole::Input;
   }
+  /// A buffer of an ONNX import (read by primitives): a static array of the
+  /// program, whole on every rank, without a gradient.
+  bool isConst(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Constant;
+  }
   const std::vector<int64_t> &full(int t) const {
     return g_.tensors[size_t(t)].shape;
   }
@@ -384,6 +389,7 @@ private:
   void emitSpmm(OpCall &c);
   void emitSddmm(OpCall &c);
   void emitEdgeSoftmax(OpCall &c);
+  void emitPrimitive(OpCall &c);
   int64_t vocab() const;
   void planVocabPadding();
   void planGeluFusion();
@@ -479,6 +485,10 @@ private:
   std::map<int, std::vector<Member>> members_;
   std::map<int, std::set<std::string>> memberSet_;
   std::map<std::pair<int, std::string>, bool> converted_;
+  // File-scope declarations of the ONNX primitives (PrimitiveEmitter.cpp):
+  // the constants they read and each op's resolved Primitive.
+  std::string primitiveDecls_;
+  std::set<int> declaredConsts_;
   bool splitBackward_ = false;       // zero-bubble: B and W apart
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial

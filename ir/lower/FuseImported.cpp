@@ -18,6 +18,8 @@
 #include "ir/dialect/SbpDialect.h"
 #include "ir/lower/BuildSbpModule.h"
 
+#include "backends/common/OnnxPrimitive.h" // primitiveSupported
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
@@ -160,7 +162,10 @@ void Reader::run(func::FuncOp function) {
     for (int n = 2; opNames.count(name); ++n)
       name = loc + "." + kind + "#" + std::to_string(n);
     opNames.insert(name);
-    if (auto p = dyn_cast<sbp::PrimitiveOp>(op)) {
+    // A primitive with a kernel (backends/common/OnnxPrimitive.h) stays, to
+    // run as it is; any other refuses the model.
+    auto p = dyn_cast<sbp::PrimitiveOp>(op);
+    if (p && !onnx_kernels::primitiveSupported(p.getOpType().str())) {
       if (out.primitiveName.empty()) {
         out.primitiveName = loc;
         out.primitiveType = p.getOpType().str();
@@ -229,13 +234,17 @@ void Reader::run(func::FuncOp function) {
     }
     // Checked as GraphBuilder checks a front end's ops: the shared rules
     // infer the result the module has.
+    // A primitive has no shared rule: its type is the front end's.
+    const bool primitive = def.kind == "primitive";
     ops::InferResult inferred =
-        ops::inferResultTypes(def.kind, operandTypes, def.attrs);
+        primitive ? ops::InferResult{}
+                  : ops::inferResultTypes(def.kind, operandTypes, def.attrs);
     std::optional<ops::ValueType> type =
         sbp::toValueType(r.op->getResult(0).getType());
-    if (!inferred.ok() || !type || inferred.results.size() != 1 ||
-        inferred.results[0].shape != type->shape ||
-        inferred.results[0].dtype != type->dtype) {
+    if (!type ||
+        (!primitive && (!inferred.ok() || inferred.results.size() != 1 ||
+                        inferred.results[0].shape != type->shape ||
+                        inferred.results[0].dtype != type->dtype))) {
       out.error = "op '" + r.name + "' (" + def.kind +
                   "): the fused op does not follow its shape rule" +
                   (inferred.ok() ? "" : ": " + inferred.error);
@@ -264,6 +273,18 @@ void Reader::run(func::FuncOp function) {
   out.graph.loss = tensorOf.count(loss) ? tensorOf[loss] : -1;
 }
 
+/// The passes in the order fuseImported runs them.
+using PassFactory = std::unique_ptr<Pass> (*)();
+const std::vector<std::pair<std::string, PassFactory>> &fusePasses() {
+  static const std::vector<std::pair<std::string, PassFactory>> passes = {
+      {"sbp-fuse-linear", sbp::createFuseLinearPass},
+      {"sbp-fuse-norms", sbp::createFuseNormsPass},
+      {"sbp-fuse-activations", sbp::createFuseActivationsPass},
+      {"sbp-fuse-rotary", sbp::createFuseRotaryPass},
+      {"sbp-fuse-attention", sbp::createFuseAttentionPass}};
+  return passes;
+}
+
 } // namespace
 
 bool hasImportedPrimitives(const ModelGraph &g) {
@@ -276,7 +297,18 @@ bool hasImportedPrimitives(const ModelGraph &g) {
   return false;
 }
 
-FusedGraph fuseImported(const ModelGraph &g) {
+const std::vector<std::string> &fusePassNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto &pass : fusePasses())
+      n.push_back(pass.first);
+    return n;
+  }();
+  return names;
+}
+
+FusedGraph fuseImported(const ModelGraph &g,
+                        const std::set<std::string> &skip) {
   FusedGraph out;
   MLIRContext context(MLIRContext::Threading::DISABLED);
   context.loadDialect<sbp::SbpDialect, func::FuncDialect>();
@@ -287,11 +319,9 @@ FusedGraph fuseImported(const ModelGraph &g) {
   // As tests/lit/passes/fuse_pipeline.mlir runs them: rotary before
   // attention, whose Q and K it turns into sbp.rotary results.
   PassManager pm(&context);
-  pm.addPass(sbp::createFuseLinearPass());
-  pm.addPass(sbp::createFuseNormsPass());
-  pm.addPass(sbp::createFuseActivationsPass());
-  pm.addPass(sbp::createFuseRotaryPass());
-  pm.addPass(sbp::createFuseAttentionPass());
+  for (const auto &[name, create] : fusePasses())
+    if (!skip.count(name))
+      pm.addPass(create());
   // AUTODDL_FUSE_DUMP=PREFIX writes PREFIX.before.mlir and PREFIX.after.mlir:
   // the primitives a pattern did not match, as the passes saw them.
   const char *dump = std::getenv("AUTODDL_FUSE_DUMP");

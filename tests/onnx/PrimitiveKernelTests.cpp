@@ -91,8 +91,8 @@ std::string runNodeTest(const std::string &dir, const onnx::NodeProto &n) {
     values.emplace_back(t.data.begin(), t.data.end());
   }
   Primitive p;
-  if (std::string e = makePrimitive(p, n.op_type(), attrsOf(n), shapes,
-                                    want.shape, values);
+  if (std::string e =
+          makePrimitive(p, n.op_type(), attrsOf(n), shapes, want.shape, values);
       !e.empty())
     return "skip: " + e;
   std::vector<const double *> x;
@@ -210,8 +210,10 @@ std::vector<Case> cases() {
   c.push_back({"ReduceMean", last, {{2, 3, 4}}, {2, 3, 1}, {}, false});
   PrimitiveAttrs noKeep;
   noKeep.ints["keepdims"] = 0;
-  c.push_back({"ReduceSum", noKeep, {{2, 3, 4}, {2}}, {3}, {{}, {0, 2}}, false});
-  c.push_back({"MatMul", {}, {{2, 1, 3, 4}, {3, 4, 5}}, {2, 3, 3, 5}, {}, false});
+  c.push_back(
+      {"ReduceSum", noKeep, {{2, 3, 4}, {2}}, {3}, {{}, {0, 2}}, false});
+  c.push_back(
+      {"MatMul", {}, {{2, 1, 3, 4}, {3, 4, 5}}, {2, 3, 3, 5}, {}, false});
   c.push_back({"MatMul", {}, {{4}, {2, 4, 3}}, {2, 3}, {}, false});
   return c;
 }
@@ -276,8 +278,8 @@ int finiteDifferences() {
         const double down = loss();
         x[i][j] = keep;
         const double fd = (up - down) / (2 * h);
-        worst = std::max(worst, std::fabs(fd - dx[i][j]) /
-                                    (std::fabs(fd) + 1e-3));
+        worst =
+            std::max(worst, std::fabs(fd - dx[i][j]) / (std::fabs(fd) + 1e-3));
       }
     }
     const bool ok = worst <= 1e-6;

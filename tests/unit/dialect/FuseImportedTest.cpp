@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -216,16 +217,41 @@ TEST(FuseImportedTest, AFusedOpTakesTheLayerOfTheOpsItReplaced) {
   EXPECT_EQ(g.ops[1].layer, -1);
 }
 
-TEST(FuseImportedTest, RefusesAPrimitiveNoPatternRecognises) {
-  // erf(x / 2) is not GELU's: the Div stays first of what stays.
+TEST(FuseImportedTest, KeepsAPrimitiveNoPatternRecognises) {
+  // erf(x / 2) is not GELU's: its Div, Erf, Add and Muls stay primitives,
+  // with the scalar constants they read, to run as they are (the norm still
+  // fuses).
   ModelGraph g = mlpWithDecomposedGeluAndNorm(2.0);
+  fuseImportedGraph(g, "mlp.onnx");
+  std::vector<std::string> types;
+  for (const OpDef &op : g.ops)
+    if (op.kind == "primitive")
+      types.push_back(std::get<std::string>(op.attrs.at("op_type")));
+  EXPECT_EQ(types, (std::vector<std::string>{"Div", "Erf", "Add", "Mul"}));
+  const std::vector<std::string> k = kinds(g);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "layernorm"), 1);
+  int constants = 0;
+  for (const TensorDef &t : g.tensors)
+    constants += t.role == TensorRole::Constant;
+  EXPECT_EQ(constants, 3); // 2, 1 and 0.5
+  EXPECT_EQ(g.parameterCount(), 208);
+}
+
+TEST(FuseImportedTest, RefusesAPrimitiveWithoutAKernel) {
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  int e = o.prim("Atan", "atan", {x}, {2, 3}, {}, 7);
+  int loss = o.b.op("cross_entropy", "loss", {e, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
   try {
-    fuseImportedGraph(g, "mlp.onnx");
+    fuseImportedGraph(g, "m.onnx");
     FAIL() << "expected a refusal";
   } catch (const UserError &e) {
     EXPECT_STREQ(e.what(),
-                 "mlp.onnx: node 'act.div' (Div, position 1): Div is outside "
-                 "the model vocabulary and no sbp-fuse pattern recognised it");
+                 "m.onnx: node 'atan' (Atan, position 7): Atan is outside the "
+                 "model vocabulary, no sbp-fuse pattern recognised it and it "
+                 "has no kernel");
   }
 }
 
@@ -233,14 +259,25 @@ TEST(FuseImportedTest, PositionDefaultsToTheOpIndex) {
   Onnx o;
   int x = o.b.input("x", {2, 3});
   int t = o.b.input("t", {2}, DType::I32);
-  int e = o.prim("Erf", "erf", {x}, {2, 3}); // no position given
+  int e = o.prim("Atan", "atan", {x}, {2, 3}); // no position given
   int loss = o.b.op("cross_entropy", "loss", {e, t});
   ModelGraph g = o.b.finish(loss, 0, 2, 0);
   FusedGraph fused = fuseImported(g);
-  EXPECT_EQ(fused.primitiveName, "erf");
-  EXPECT_EQ(fused.primitiveType, "Erf");
+  EXPECT_EQ(fused.primitiveName, "atan");
+  EXPECT_EQ(fused.primitiveType, "Atan");
   EXPECT_EQ(fused.primitivePosition, 0);
   EXPECT_FALSE(fused.ok());
+}
+
+TEST(FuseImportedTest, SkipsThePassesNamed) {
+  // Without sbp-fuse-norms the LayerNorm stays decomposed, as primitives.
+  ModelGraph g = mlpWithDecomposedGeluAndNorm(M_SQRT2);
+  FusedGraph fused = fuseImported(g, {"sbp-fuse-norms"});
+  ASSERT_TRUE(fused.ok()) << fused.error;
+  const std::vector<std::string> k = kinds(fused.graph);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "layernorm"), 0);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "gelu"), 1);
+  EXPECT_GT(std::count(k.begin(), k.end(), "primitive"), 0);
 }
 
 TEST(FuseImportedTest, RefusesAConstantReadByAModelOp) {
