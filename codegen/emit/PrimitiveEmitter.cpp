@@ -162,13 +162,13 @@ void Emitter::emitPrimitive(OpCall &c) {
                          listLiteral(v));
   for (size_t j = 0; j < xs.size(); ++j) {
     shapes += (j ? ", " : "") + listLiteral(xs[j]);
-    std::vector<int64_t> index;
-    if (!prim.data[j]) // an index input: its values resolve the op
+    // An index input's values resolve the op; written as doubles, as
+    // makePrimitive takes them (Slice's INT64_MAX "to the end" included).
+    std::string index;
+    if (!prim.data[j])
       for (double v : consts[j])
-        index.push_back(v >= 9.2e18    ? INT64_MAX
-                        : v <= -9.2e18 ? INT64_MIN
-                                       : int64_t(v));
-    constArgs += (j ? ", " : "") + listLiteral(index);
+        index += (index.empty() ? "" : ", ") + fmtDouble(v);
+    constArgs += (j ? ", {" : "{") + index + "}";
   }
   const std::string name = "prim_" + ident(op.name);
   d += fmt::format("static const onnx_prim::Primitive {} = "

@@ -47,6 +47,51 @@ std::string locName(Location loc) {
   return "";
 }
 
+/// An op of the fused module to read back, with the name it gets.
+struct Read {
+  Operation *op;
+  std::string name;
+  int from; // the graph-given op named by its location, or -1
+};
+
+/// `reads` in a structural order: depth-first from `root` (the loss),
+/// operands in order, each op after its operands (ops not reached keep their
+/// place at the end). Identical layers then list their ops alike whatever
+/// the exporter's node order, as the planner's layer collapse (and so
+/// pipelining) needs; fused ops hide that order, unfused primitives do not.
+std::vector<Read> structuralOrder(std::vector<Read> reads, Value root) {
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, r] : llvm::enumerate(reads))
+    index[r.op] = i;
+  std::vector<Read> out;
+  std::vector<bool> done(reads.size());
+  // Iterative post-order: (op, next operand to visit).
+  std::vector<std::pair<size_t, unsigned>> stack;
+  auto push = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    auto it = def ? index.find(def) : index.end();
+    if (it != index.end() && !done[it->second]) {
+      done[it->second] = true; // entered: not pushed twice
+      stack.push_back({it->second, 0});
+    }
+  };
+  push(root);
+  while (!stack.empty()) {
+    auto &[i, next] = stack.back();
+    Operation *op = reads[i].op;
+    if (next < op->getNumOperands()) {
+      push(op->getOperand(next++));
+      continue;
+    }
+    out.push_back(reads[i]);
+    stack.pop_back();
+  }
+  for (auto [i, r] : llvm::enumerate(reads))
+    if (!done[i])
+      out.push_back(r);
+  return out;
+}
+
 /// Reads the fused function back into `out.graph`; on a problem sets
 /// `out.error` or the leftover primitive and returns.
 class Reader {
@@ -141,11 +186,6 @@ void Reader::run(func::FuncOp function) {
     ++atLocation[locName(op.getLoc())];
   }
 
-  struct Read {
-    Operation *op;
-    std::string name;
-    int from; // the graph-given op named by its location, or -1
-  };
   std::vector<Read> reads;
   std::set<std::string> opNames;
   for (auto [i, op] : llvm::enumerate(computing)) {
@@ -183,6 +223,10 @@ void Reader::run(func::FuncOp function) {
   }
   if (!out.primitiveName.empty())
     return;
+  if (llvm::any_of(reads,
+                   [](const Read &r) { return isa<sbp::PrimitiveOp>(r.op); }))
+    reads =
+        structuralOrder(std::move(reads), body.getTerminator()->getOperand(0));
   // A graph-given op survived when an op of its kind still has its name.
   std::vector<bool> survived(g.ops.size());
   for (const Read &r : reads)
