@@ -82,7 +82,13 @@ enum class Unary {
   Softplus,
   Sin,
   Cos,
-  IsNaN // 1 or 0 (a boolean result held as 0/1), no gradient
+  IsNaN, // 1 or 0 (a boolean result held as 0/1), no gradient
+  // Piecewise constant: no gradient.
+  Ceil,
+  Floor,
+  Round, // half to even, as ONNX
+  Sign,
+  Not // a boolean held as 0/1
 };
 
 template <typename T> T unaryValue(Unary op, T x) {
@@ -117,6 +123,16 @@ template <typename T> T unaryValue(Unary op, T x) {
     return std::cos(x);
   case Unary::IsNaN:
     return std::isnan(x) ? T(1) : T(0);
+  case Unary::Ceil:
+    return std::ceil(x);
+  case Unary::Floor:
+    return std::floor(x);
+  case Unary::Round:
+    return std::nearbyint(x); // the default rounding mode: to even
+  case Unary::Sign:
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  case Unary::Not:
+    return x != T(0) ? T(0) : T(1);
   }
   return x;
 }
@@ -153,6 +169,11 @@ template <typename T> T unaryDerivative(Unary op, T x, T y) {
   case Unary::Cos:
     return -std::sin(x);
   case Unary::IsNaN:
+  case Unary::Ceil:
+  case Unary::Floor:
+  case Unary::Round:
+  case Unary::Sign:
+  case Unary::Not:
     return T(0);
   }
   return T(1);
@@ -176,7 +197,24 @@ void unary_backward(Unary op, T *dx, const T *x, const T *y, const T *dy,
 
 // ---- Elementwise binary, numpy broadcasting --------------------------------
 
-enum class Binary { Add, Sub, Mul, Div, Pow };
+enum class Binary {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max, // the gradient to the larger (to a on a tie)
+  Min, // the gradient to the smaller (to a on a tie)
+  // Booleans held as 0/1: no gradient.
+  Equal,
+  Greater,
+  GreaterOrEqual,
+  Less,
+  LessOrEqual,
+  And,
+  Or,
+  Xor
+};
 
 template <typename T> T binaryValue(Binary op, T a, T b) {
   switch (op) {
@@ -190,6 +228,26 @@ template <typename T> T binaryValue(Binary op, T a, T b) {
     return a / b;
   case Binary::Pow:
     return std::pow(a, b);
+  case Binary::Max:
+    return a >= b ? a : b;
+  case Binary::Min:
+    return a <= b ? a : b;
+  case Binary::Equal:
+    return T(a == b);
+  case Binary::Greater:
+    return T(a > b);
+  case Binary::GreaterOrEqual:
+    return T(a >= b);
+  case Binary::Less:
+    return T(a < b);
+  case Binary::LessOrEqual:
+    return T(a <= b);
+  case Binary::And:
+    return T(a != T(0) && b != T(0));
+  case Binary::Or:
+    return T(a != T(0) || b != T(0));
+  case Binary::Xor:
+    return T((a != T(0)) != (b != T(0)));
   }
   return a;
 }
@@ -229,6 +287,16 @@ void binary_backward(Binary op, T *da, T *db, const T *a, const Dims &as,
       ga = g * z * std::pow(x, z - T(1));
       gb = db ? g * std::pow(x, z) * std::log(x) : T(0);
       break;
+    case Binary::Max:
+      ga = x >= z ? g : T(0);
+      gb = x >= z ? T(0) : g;
+      break;
+    case Binary::Min:
+      ga = x <= z ? g : T(0);
+      gb = x <= z ? T(0) : g;
+      break;
+    default: // booleans
+      ga = gb = T(0);
     }
     if (da)
       da[ia[k]] += ga;
@@ -438,54 +506,85 @@ inline Dims keptShape(const Dims &xs, const Dims &axes) {
   return k;
 }
 
-/// ReduceSum (mean false) or ReduceMean (mean true) of x over `axes`
-/// (non-negative, distinct).
+enum class Reduce { Sum, Mean, Max };
+
+/// ReduceSum, ReduceMean or ReduceMax of x over `axes` (non-negative,
+/// distinct).
 template <typename T>
 void reduce_forward(T *y, const T *x, const Dims &xs, const Dims &axes,
-                    bool mean) {
+                    Reduce mode) {
   const Dims ks = keptShape(xs, axes);
   const Dims iy = broadcastIndex(ks, xs);
   const int64_t count = numel(xs) / std::max<int64_t>(1, numel(ks));
-  std::vector<double> sum(size_t(numel(ks)), 0.0); // sums in double
-  for (size_t k = 0; k < iy.size(); ++k)
-    sum[size_t(iy[k])] += double(x[k]);
-  for (size_t j = 0; j < sum.size(); ++j)
-    y[j] = T(mean ? sum[j] / double(count) : sum[j]);
+  std::vector<double> acc(size_t(numel(ks)), 0.0); // sums in double
+  std::vector<bool> seen(acc.size());
+  for (size_t k = 0; k < iy.size(); ++k) {
+    double &a = acc[size_t(iy[k])];
+    if (mode != Reduce::Max)
+      a += double(x[k]);
+    else if (!seen[size_t(iy[k])] || double(x[k]) > a)
+      a = double(x[k]);
+    seen[size_t(iy[k])] = true;
+  }
+  for (size_t j = 0; j < acc.size(); ++j)
+    y[j] = T(mode == Reduce::Mean ? acc[j] / double(count) : acc[j]);
 }
+/// dx += dy spread back: to every element (Sum), scaled by 1/count (Mean),
+/// or to the first maximum (Max; x and y the forward's input and output).
 template <typename T>
-void reduce_backward(T *dx, const T *dy, const Dims &xs, const Dims &axes,
-                     bool mean) {
+void reduce_backward(T *dx, const T *dy, const T *x, const T *y, const Dims &xs,
+                     const Dims &axes, Reduce mode) {
   if (!dx)
     return;
   const Dims ks = keptShape(xs, axes);
   const Dims iy = broadcastIndex(ks, xs);
-  const T scale =
-      mean ? T(1) / T(numel(xs) / std::max<int64_t>(1, numel(ks))) : T(1);
-  for (size_t k = 0; k < iy.size(); ++k)
-    dx[k] += dy[iy[k]] * scale;
+  const T scale = mode == Reduce::Mean
+                      ? T(1) / T(numel(xs) / std::max<int64_t>(1, numel(ks)))
+                      : T(1);
+  std::vector<bool> taken(mode == Reduce::Max ? size_t(numel(ks)) : 0);
+  for (size_t k = 0; k < iy.size(); ++k) {
+    const size_t j = size_t(iy[k]);
+    if (mode != Reduce::Max)
+      dx[k] += dy[j] * scale;
+    else if (!taken[j] && x[k] == y[j]) {
+      dx[k] += dy[j];
+      taken[j] = true;
+    }
+  }
 }
 
-/// Softmax over `axis` of x (opset 13: one axis), max-subtracted.
-template <typename T>
-void softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
+/// Calls f(line) for every 1-D line along `axis` of a tensor of shape xs:
+/// line(l) is the offset of its element l, for l < xs[axis].
+template <typename F> void forEachLine(const Dims &xs, int64_t axis, F f) {
   const int64_t L = xs[size_t(axis)],
                 inner = numel(Dims(xs.begin() + axis + 1, xs.end())),
                 outer = numel(Dims(xs.begin(), xs.begin() + axis));
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const int64_t base = o * L * inner + i;
-      T mx = x[base];
-      for (int64_t l = 1; l < L; ++l)
-        mx = std::max(mx, x[base + l * inner]);
-      double sum = 0;
-      for (int64_t l = 0; l < L; ++l) {
-        const T e = std::exp(x[base + l * inner] - mx);
-        y[base + l * inner] = e;
-        sum += double(e);
-      }
-      for (int64_t l = 0; l < L; ++l)
-        y[base + l * inner] = T(double(y[base + l * inner]) / sum);
+      f(L, [base, inner](int64_t l) { return base + l * inner; });
     }
+}
+
+/// The maximum of x along a line (for a max-subtracted exponential).
+template <typename T, typename Line> T lineMax(const T *x, int64_t L, Line at) {
+  T mx = x[at(0)];
+  for (int64_t l = 1; l < L; ++l)
+    mx = std::max(mx, x[at(l)]);
+  return mx;
+}
+
+/// Softmax over `axis` of x (opset 13: one axis), max-subtracted.
+template <typename T>
+void softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    const T mx = lineMax(x, L, at);
+    double sum = 0;
+    for (int64_t l = 0; l < L; ++l)
+      sum += double(y[at(l)] = std::exp(x[at(l)] - mx));
+    for (int64_t l = 0; l < L; ++l)
+      y[at(l)] = T(double(y[at(l)]) / sum);
+  });
 }
 /// dx += y (dy - sum_l dy y), from the forward output y.
 template <typename T>
@@ -493,19 +592,41 @@ void softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
                       int64_t axis) {
   if (!dx)
     return;
-  const int64_t L = xs[size_t(axis)],
-                inner = numel(Dims(xs.begin() + axis + 1, xs.end())),
-                outer = numel(Dims(xs.begin(), xs.begin() + axis));
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const int64_t base = o * L * inner + i;
-      double dot = 0;
-      for (int64_t l = 0; l < L; ++l)
-        dot += double(dy[base + l * inner]) * double(y[base + l * inner]);
-      for (int64_t l = 0; l < L; ++l)
-        dx[base + l * inner] +=
-            y[base + l * inner] * (dy[base + l * inner] - T(dot));
-    }
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    double dot = 0;
+    for (int64_t l = 0; l < L; ++l)
+      dot += double(dy[at(l)]) * double(y[at(l)]);
+    for (int64_t l = 0; l < L; ++l)
+      dx[at(l)] += y[at(l)] * (dy[at(l)] - T(dot));
+  });
+}
+
+/// LogSoftmax over `axis`: y = x - max - log(sum exp(x - max)).
+template <typename T>
+void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    const T mx = lineMax(x, L, at);
+    double sum = 0;
+    for (int64_t l = 0; l < L; ++l)
+      sum += double(std::exp(x[at(l)] - mx));
+    const T shift = mx + T(std::log(sum));
+    for (int64_t l = 0; l < L; ++l)
+      y[at(l)] = x[at(l)] - shift;
+  });
+}
+/// dx += dy - softmax(x) sum_l dy, from the forward output y (softmax = e^y).
+template <typename T>
+void log_softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
+                          int64_t axis) {
+  if (!dx)
+    return;
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    double sum = 0;
+    for (int64_t l = 0; l < L; ++l)
+      sum += double(dy[at(l)]);
+    for (int64_t l = 0; l < L; ++l)
+      dx[at(l)] += dy[at(l)] - std::exp(y[at(l)]) * T(sum);
+  });
 }
 
 // ---- MatMul: numpy's batched matrix product

@@ -37,6 +37,7 @@ struct Primitive {
     Concat,
     Reduce,
     Softmax,
+    LogSoftmax,
     Matmul
   };
   std::string op; // the ONNX op type
@@ -48,9 +49,9 @@ struct Primitive {
   std::vector<bool> data, differentiable;
   Unary unary = Unary::Identity;
   Binary binary = Binary::Add;
-  int64_t axis = 0; // Softmax, Concat
+  int64_t axis = 0; // Softmax, LogSoftmax, Concat
   Dims perm, axes;  // Transpose; Reduce (non-negative)
-  bool mean = false;
+  Reduce reduce = Reduce::Sum;
   Window window; // Slice
 };
 
@@ -77,15 +78,25 @@ inline const std::map<std::string, Unary> &unaries() {
       {"Softplus", Unary::Softplus},
       {"Sin", Unary::Sin},
       {"Cos", Unary::Cos},
-      {"IsNaN", Unary::IsNaN}};
+      {"IsNaN", Unary::IsNaN},
+      {"Ceil", Unary::Ceil},
+      {"Floor", Unary::Floor},
+      {"Round", Unary::Round},
+      {"Sign", Unary::Sign},
+      {"Not", Unary::Not},
+      {"CastLike", Unary::Identity}};
   return m;
 }
 inline const std::map<std::string, Binary> &binaries() {
-  static const std::map<std::string, Binary> m = {{"Add", Binary::Add},
-                                                  {"Sub", Binary::Sub},
-                                                  {"Mul", Binary::Mul},
-                                                  {"Div", Binary::Div},
-                                                  {"Pow", Binary::Pow}};
+  static const std::map<std::string, Binary> m = {
+      {"Add", Binary::Add},         {"Sub", Binary::Sub},
+      {"Mul", Binary::Mul},         {"Div", Binary::Div},
+      {"Pow", Binary::Pow},         {"Max", Binary::Max},
+      {"Min", Binary::Min},         {"Equal", Binary::Equal},
+      {"Greater", Binary::Greater}, {"GreaterOrEqual", Binary::GreaterOrEqual},
+      {"Less", Binary::Less},       {"LessOrEqual", Binary::LessOrEqual},
+      {"And", Binary::And},         {"Or", Binary::Or},
+      {"Xor", Binary::Xor}};
   return m;
 }
 inline Dims ints(const std::vector<double> &v) {
@@ -100,9 +111,10 @@ inline Dims ints(const std::vector<double> &v) {
 
 /// Whether ONNX op `op` runs as a primitive (forward and backward).
 inline bool primitiveSupported(const std::string &op) {
-  static const char *others[] = {"Where",      "Expand",  "Transpose",
-                                 "Slice",      "Concat",  "ReduceSum",
-                                 "ReduceMean", "Softmax", "MatMul"};
+  static const char *others[] = {"Where",      "Expand",    "Transpose",
+                                 "Slice",      "Concat",    "ReduceSum",
+                                 "ReduceMean", "ReduceMax", "Softmax",
+                                 "LogSoftmax", "MatMul"};
   if (detail::unaries().count(op) || detail::binaries().count(op))
     return true;
   for (const char *o : others)
@@ -148,18 +160,29 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
   if (auto u = detail::unaries().find(op); u != detail::unaries().end()) {
     p.kind = Primitive::Kind::Unary;
     p.unary = u->second;
-    if (p.unary == Unary::IsNaN) // a boolean: no gradient flows through it
+    // A boolean or piecewise-constant result: no gradient flows through it.
+    if (unaryDerivative(p.unary, 0.5, 0.5) == 0.0 &&
+        unaryDerivative(p.unary, -1.5, -1.5) == 0.0)
       p.differentiable[0] = false;
-    // Cast: only to float (ONNX's FLOAT is 1), the programs' one type.
+    // Cast: only to float (ONNX's FLOAT is 1), the programs' one type;
+    // CastLike's second operand gives only its type (float, as the result's).
     if (op == "Cast" && intAttr("to", 1) != 1)
       return "Cast to a type other than float";
     if (p.unary == Unary::Identity && numel(in[0]) != numel(out))
       return op + " changes the element count";
+    if (op == "CastLike") {
+      if (n != 2)
+        return "CastLike takes two operands";
+      p.data[1] = p.differentiable[1] = false;
+      return "";
+    }
     return indexInputsFrom(1);
   }
   if (auto b = detail::binaries().find(op); b != detail::binaries().end()) {
     p.kind = Primitive::Kind::Binary;
     p.binary = b->second;
+    if (p.binary >= Binary::Equal) // a boolean: no gradient
+      p.differentiable.assign(n, false);
     return n == 2 ? "" : op + " takes two operands";
   }
   if (op == "Where") {
@@ -186,8 +209,9 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
       return "Transpose's perm does not match the rank";
     return "";
   }
-  if (op == "Softmax") {
-    p.kind = Primitive::Kind::Softmax;
+  if (op == "Softmax" || op == "LogSoftmax") {
+    p.kind = op == "Softmax" ? Primitive::Kind::Softmax
+                             : Primitive::Kind::LogSoftmax;
     p.axis = axisIn(intAttr("axis", -1), int64_t(in[0].size()));
     return "";
   }
@@ -200,9 +224,11 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
     p.kind = Primitive::Kind::Matmul;
     return n == 2 ? "" : "MatMul takes two operands";
   }
-  if (op == "ReduceSum" || op == "ReduceMean") {
+  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
     p.kind = Primitive::Kind::Reduce;
-    p.mean = op == "ReduceMean";
+    p.reduce = op == "ReduceSum"    ? Reduce::Sum
+               : op == "ReduceMean" ? Reduce::Mean
+                                    : Reduce::Max;
     const int64_t r = int64_t(in[0].size());
     Dims axes;
     if (auto it = attrs.lists.find("axes"); it != attrs.lists.end())
@@ -288,10 +314,13 @@ void primitive_forward(const Primitive &p, const std::vector<const T *> &x,
     concat_forward(y, x, p.in, p.axis);
     break;
   case Primitive::Kind::Reduce:
-    reduce_forward(y, x[0], p.in[0], p.axes, p.mean);
+    reduce_forward(y, x[0], p.in[0], p.axes, p.reduce);
     break;
   case Primitive::Kind::Softmax:
     softmax_forward(y, x[0], p.in[0], p.axis);
+    break;
+  case Primitive::Kind::LogSoftmax:
+    log_softmax_forward(y, x[0], p.in[0], p.axis);
     break;
   case Primitive::Kind::Matmul:
     matmul_forward(y, x[0], p.in[0], x[1], p.in[1]);
@@ -329,10 +358,13 @@ void primitive_backward(const Primitive &p, const std::vector<T *> &dx,
     concat_backward(dx, p.in, dy, p.axis);
     break;
   case Primitive::Kind::Reduce:
-    reduce_backward(dx[0], dy, p.in[0], p.axes, p.mean);
+    reduce_backward(dx[0], dy, x[0], y, p.in[0], p.axes, p.reduce);
     break;
   case Primitive::Kind::Softmax:
     softmax_backward(dx[0], y, dy, p.in[0], p.axis);
+    break;
+  case Primitive::Kind::LogSoftmax:
+    log_softmax_backward(dx[0], y, dy, p.in[0], p.axis);
     break;
   case Primitive::Kind::Matmul:
     matmul_backward(dx[0], dx[1], x[0], p.in[0], x[1], p.in[1], dy);

@@ -11,7 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
 
-#include "backends/common/OnnxPrimitive.h"
+#include "ir/import/ResolvePrimitive.h"
 
 namespace autoddl::codegen::emit {
 
@@ -53,6 +53,7 @@ std::string mixesSamples(const onnx_kernels::Primitive &p, int64_t B,
   case K::Transpose:
     return p.perm[0] == 0 ? "" : "it moves the batch dimension";
   case K::Softmax:
+  case K::LogSoftmax:
   case K::Concat:
     return p.axis != 0 ? "" : "it works along the batch dimension";
   case K::Reduce:
@@ -95,19 +96,9 @@ void Emitter::emitPrimitive(OpCall &c) {
   };
   if (!floatHeld(r))
     throw UserError(where + ": its result is not f32");
-  onnx_kernels::PrimitiveAttrs attrs;
-  for (const auto &[name, value] : op.attrs) {
-    if (auto *v = std::get_if<int64_t>(&value))
-      attrs.ints[name] = *v;
-    else if (auto *d = std::get_if<double>(&value))
-      attrs.floats[name] = *d;
-    else if (auto *l = std::get_if<std::vector<int64_t>>(&value))
-      attrs.lists[name] = *l;
-  }
-  std::vector<std::vector<double>> consts(op.operands.size());
-  for (size_t j = 0; j < op.operands.size(); ++j)
-    if (isConst(op.operands[j]))
-      consts[j] = g_.tensors[size_t(op.operands[j])].values;
+  const PrimitiveInputs inputs = primitiveInputs(g_, op);
+  const onnx_kernels::PrimitiveAttrs &attrs = inputs.attrs;
+  const std::vector<std::vector<double>> &consts = inputs.consts;
   onnx_kernels::Primitive prim;
   if (std::string e =
           onnx_kernels::makePrimitive(prim, type, attrs, xs, ys, consts);

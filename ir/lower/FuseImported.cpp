@@ -18,7 +18,7 @@
 #include "ir/dialect/SbpDialect.h"
 #include "ir/lower/BuildSbpModule.h"
 
-#include "backends/common/OnnxPrimitive.h" // primitiveSupported
+#include "ir/import/ResolvePrimitive.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -116,6 +116,12 @@ private:
   }
   std::string uniqueTensorName(const std::string &base);
   int replacedLayer(int root, const std::vector<bool> &survived) const;
+  /// What a message names graph-given op `from` by: its position in the
+  /// file, or its index in the graph given (-1 for a new op).
+  int positionOf(int from) const {
+    return from < 0 ? -1
+                    : (g.ops[from].position >= 0 ? g.ops[from].position : from);
+  }
   /// Whether `v` has the type of the result of the graph-given op `from`.
   bool sameType(Value v, int from) const {
     std::optional<ops::ValueType> t = sbp::toValueType(v.getType());
@@ -209,10 +215,7 @@ void Reader::run(func::FuncOp function) {
       if (out.primitiveName.empty()) {
         out.primitiveName = loc;
         out.primitiveType = p.getOpType().str();
-        out.primitivePosition =
-            from < 0
-                ? -1
-                : (g.ops[from].position >= 0 ? g.ops[from].position : from);
+        out.primitivePosition = positionOf(from);
       }
       continue;
     }
@@ -277,8 +280,8 @@ void Reader::run(func::FuncOp function) {
       operandTypes.push_back(*sbp::toValueType(v.getType()));
     }
     // Checked as GraphBuilder checks a front end's ops: the shared rules
-    // infer the result the module has.
-    // A primitive has no shared rule: its type is the front end's.
+    // infer the result the module has. A primitive has no shared rule (its
+    // type is the front end's); its kernels must run it, on these shapes.
     const bool primitive = def.kind == "primitive";
     ops::InferResult inferred =
         primitive ? ops::InferResult{}
@@ -293,6 +296,21 @@ void Reader::run(func::FuncOp function) {
                   "): the fused op does not follow its shape rule" +
                   (inferred.ok() ? "" : ": " + inferred.error);
       return;
+    }
+    if (primitive) {
+      std::vector<ops::Shape> shapes;
+      for (const ops::ValueType &t : operandTypes)
+        shapes.push_back(t.shape);
+      onnx_kernels::Primitive p;
+      if (std::string why =
+              resolvePrimitive(p, out.graph, def, shapes, type->shape);
+          !why.empty()) {
+        out.primitiveName = locName(r.op->getLoc());
+        out.primitiveType = cast<sbp::PrimitiveOp>(r.op).getOpType().str();
+        out.primitivePosition = positionOf(r.from);
+        out.primitiveWhy = why;
+        return;
+      }
     }
     Value result = r.op->getResult(0);
     if (!tensorOf.count(result)) {

@@ -35,6 +35,9 @@ struct FusedGraph {
   // -1).
   std::string primitiveName, primitiveType;
   int primitivePosition = -1;
+  // Why its kernel does not run it ("Max takes two operands"), or empty
+  // when its op has no kernel at all.
+  std::string primitiveWhy;
   // The lowering's or the verifier's message when the graph given is malformed
   // (a bug of its front end, not of the user's model); "" otherwise.
   std::string error;

@@ -39,12 +39,15 @@ void fuseImportedGraph(ModelGraph &g, const std::string &file) {
   }
   FusedGraph fused = fuseImported(g, skip);
   if (!fused.primitiveName.empty())
-    throw UserError(file + ": node '" + fused.primitiveName + "' (" +
-                    fused.primitiveType + ", position " +
-                    std::to_string(fused.primitivePosition) +
-                    "): " + fused.primitiveType +
-                    " is outside the model vocabulary, no sbp-fuse pattern "
-                    "recognised it and it has no kernel");
+    throw UserError(
+        file + ": node '" + fused.primitiveName + "' (" + fused.primitiveType +
+        ", position " + std::to_string(fused.primitivePosition) +
+        "): " + fused.primitiveType +
+        " is outside the model vocabulary, no sbp-fuse pattern "
+        "recognised it and " +
+        (fused.primitiveWhy.empty()
+             ? std::string("it has no kernel")
+             : "its kernel does not run it: " + fused.primitiveWhy));
   if (!fused.error.empty())
     throw UserError(file + ": the imported graph is malformed: " + fused.error);
   // The model ops take parameters and activations; only a primitive reads

@@ -788,7 +788,7 @@ Wide wideFlops(std::string_view kind, const std::vector<ValueType> &operands,
     const std::string type = op ? *op : "";
     if (type == "MatMul")
       return mul(2, outElems, x.empty() ? 1 : x.back());
-    if (type == "Softmax")
+    if (type == "Softmax" || type == "LogSoftmax")
       return mul(5, outElems);
     for (const char *move :
          {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",

@@ -217,6 +217,16 @@ TEST(FuseImportedTest, AFusedOpTakesTheLayerOfTheOpsItReplaced) {
   EXPECT_EQ(g.ops[1].layer, -1);
 }
 
+/// fuseImportedGraph(g, "m.onnx") refuses g with `message`.
+void expectRefused(ModelGraph g, const char *message) {
+  try {
+    fuseImportedGraph(g, "m.onnx");
+    FAIL() << "expected a refusal";
+  } catch (const UserError &e) {
+    EXPECT_STREQ(e.what(), message);
+  }
+}
+
 TEST(FuseImportedTest, KeepsAPrimitiveNoPatternRecognises) {
   // erf(x / 2) is not GELU's: its Div, Erf, Add and Muls stay primitives,
   // with the scalar constants they read, to run as they are (the norm still
@@ -244,15 +254,22 @@ TEST(FuseImportedTest, RefusesAPrimitiveWithoutAKernel) {
   int e = o.prim("Atan", "atan", {x}, {2, 3}, {}, 7);
   int loss = o.b.op("cross_entropy", "loss", {e, t});
   ModelGraph g = o.b.finish(loss, 0, 2, 0);
-  try {
-    fuseImportedGraph(g, "m.onnx");
-    FAIL() << "expected a refusal";
-  } catch (const UserError &e) {
-    EXPECT_STREQ(e.what(),
-                 "m.onnx: node 'atan' (Atan, position 7): Atan is outside the "
-                 "model vocabulary, no sbp-fuse pattern recognised it and it "
-                 "has no kernel");
-  }
+  expectRefused(g, "m.onnx: node 'atan' (Atan, position 7): Atan is outside "
+                   "the model vocabulary, no sbp-fuse pattern recognised it "
+                   "and it has no kernel");
+}
+
+TEST(FuseImportedTest, RefusesAFormItsKernelDoesNotRun) {
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  int e = o.prim("Cast", "cast", {x}, {2, 3}, {{"to", int64_t(7)}}, 4);
+  int loss = o.b.op("cross_entropy", "loss", {e, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
+  expectRefused(g, "m.onnx: node 'cast' (Cast, position 4): Cast is outside "
+                   "the model vocabulary, no sbp-fuse pattern recognised it "
+                   "and its kernel does not run it: Cast to a type other than "
+                   "float");
 }
 
 TEST(FuseImportedTest, PositionDefaultsToTheOpIndex) {
