@@ -47,6 +47,10 @@ std::string mixesSamples(const onnx_kernels::Primitive &p, int64_t B,
   using K = onnx_kernels::Primitive::Kind;
   if (B <= 1)
     return "";
+  if (p.kind == K::Reduce)
+    for (int64_t a : p.axes)
+      if (a == 0)
+        return "it reduces over the batch dimension";
   if (p.out.empty() || p.out[0] != B)
     return "its result's first dimension is not the batch";
   switch (p.kind) {
@@ -56,11 +60,6 @@ std::string mixesSamples(const onnx_kernels::Primitive &p, int64_t B,
   case K::LogSoftmax:
   case K::Concat:
     return p.axis != 0 ? "" : "it works along the batch dimension";
-  case K::Reduce:
-    for (int64_t a : p.axes)
-      if (a == 0)
-        return "it reduces over the batch dimension";
-    return "";
   case K::Slice:
     return p.window.begin[0] == 0 && p.window.step[0] == 1 &&
                    p.window.shape[0] == p.in[0][0]
