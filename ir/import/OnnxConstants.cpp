@@ -170,7 +170,8 @@ SliceWindow sliceWindow(const std::vector<int64_t> &in,
                         const std::vector<int64_t> &ends,
                         std::vector<int64_t> axes, std::vector<int64_t> steps) {
   SliceWindow w;
-  if (std::string e = onnx_kernels::sliceWindow(in, starts, ends, axes, steps, w);
+  if (std::string e =
+          onnx_kernels::sliceWindow(in, starts, ends, axes, steps, w);
       !e.empty())
     bad(e);
   return w;
@@ -295,6 +296,18 @@ Eval binary(std::function<Value(Value, Value, int32_t)> f, bool boolean) {
   };
 }
 
+// The elementwise math is the one the programs run unfused primitives with
+// (backends/common/OnnxKernels.h), here in long double.
+namespace K = onnx_kernels;
+Eval unaryOp(K::Unary op) {
+  return unary([op](Value a) { return K::unaryValue(op, a); });
+}
+Eval binaryOp(K::Binary op, bool boolean) {
+  return binary(
+      [op](Value a, Value b, int32_t) { return K::binaryValue(op, a, b); },
+      boolean);
+}
+
 Value divide(Value a, Value b, int32_t type) {
   if (isFloat(type))
     return a / b;
@@ -306,42 +319,32 @@ Value divide(Value a, Value b, int32_t type) {
 const std::map<std::string, Eval> &evaluators() {
   static const std::map<std::string, Eval> table = {
       {"Identity", [](auto &, auto &in) { return *in[0]; }},
-      {"Add", binary([](Value a, Value b, int32_t) { return a + b; }, false)},
-      {"Sub", binary([](Value a, Value b, int32_t) { return a - b; }, false)},
-      {"Mul", binary([](Value a, Value b, int32_t) { return a * b; }, false)},
+      {"Add", binaryOp(K::Binary::Add, false)},
+      {"Sub", binaryOp(K::Binary::Sub, false)},
+      {"Mul", binaryOp(K::Binary::Mul, false)},
       {"Div", binary(divide, false)},
-      {"Pow", binary([](Value a, Value b, int32_t) { return std::pow(a, b); },
-                     false)},
-      {"Equal", binary([](Value a, Value b, int32_t) -> Value { return a == b; },
-                       true)},
-      {"Less", binary([](Value a, Value b, int32_t) -> Value { return a < b; },
-                      true)},
-      {"LessOrEqual",
-       binary([](Value a, Value b, int32_t) -> Value { return a <= b; }, true)},
-      {"Greater",
-       binary([](Value a, Value b, int32_t) -> Value { return a > b; }, true)},
-      {"GreaterOrEqual",
-       binary([](Value a, Value b, int32_t) -> Value { return a >= b; }, true)},
-      {"And", binary([](Value a, Value b, int32_t) -> Value { return a && b; },
-                     true)},
-      {"Or", binary([](Value a, Value b, int32_t) -> Value { return a || b; },
-                    true)},
-      {"Xor", binary([](Value a, Value b, int32_t) -> Value {
-                       return (a != 0) != (b != 0);
-                     },
-                     true)},
-      {"Not", unary([](Value a) -> Value { return !a; })},
-      {"Neg", unary([](Value a) { return -a; })},
-      {"Abs", unary([](Value a) { return std::fabs(a); })},
-      {"Sqrt", unary([](Value a) { return std::sqrt(a); })},
-      {"Reciprocal", unary([](Value a) { return 1 / a; })},
-      {"Exp", unary([](Value a) { return std::exp(a); })},
-      {"Cos", unary([](Value a) { return std::cos(a); })},
-      {"Sin", unary([](Value a) { return std::sin(a); })},
+      {"Pow", binaryOp(K::Binary::Pow, false)},
+      {"Equal", binaryOp(K::Binary::Equal, true)},
+      {"Less", binaryOp(K::Binary::Less, true)},
+      {"LessOrEqual", binaryOp(K::Binary::LessOrEqual, true)},
+      {"Greater", binaryOp(K::Binary::Greater, true)},
+      {"GreaterOrEqual", binaryOp(K::Binary::GreaterOrEqual, true)},
+      {"And", binaryOp(K::Binary::And, true)},
+      {"Or", binaryOp(K::Binary::Or, true)},
+      {"Xor", binaryOp(K::Binary::Xor, true)},
+      {"Not", unaryOp(K::Unary::Not)},
+      {"Neg", unaryOp(K::Unary::Neg)},
+      {"Abs", unaryOp(K::Unary::Abs)},
+      {"Sqrt", unaryOp(K::Unary::Sqrt)},
+      {"Reciprocal", unaryOp(K::Unary::Reciprocal)},
+      {"Exp", unaryOp(K::Unary::Exp)},
+      {"Cos", unaryOp(K::Unary::Cos)},
+      {"Sin", unaryOp(K::Unary::Sin)},
       {"IsNaN",
        [](auto &, auto &in) {
-         return elementwise({in[0]}, T::BOOL,
-                            [](const Value *v) -> Value { return std::isnan(v[0]); });
+         return elementwise({in[0]}, T::BOOL, [](const Value *v) {
+           return K::unaryValue(K::Unary::IsNaN, v[0]);
+         });
        }},
       {"Max",
        [](auto &, auto &in) {
