@@ -24,6 +24,9 @@ for name in "$@"; do
       "${seq[@]}" --steps 4 --out "$w/$name.$side" "${from[@]}" >"$w/$name.$side.log" 2>&1 ||
       { tail -5 "$w/$name.$side.log"; echo "FAIL: $name ($side): the run failed"; exit 1; }
   done
+  # The plan of either side lowers to a verified sbp module (not only a listing).
+  ! grep -h "is a listing, not an sbp module" "$w/$name".*.log ||
+    { echo "FAIL: $name: a plan does not lower to an sbp module"; exit 1; }
   if [ -n "${UNFUSED:-}" ]; then # the program built (or found cached) runs primitives
     built=$(grep -oE "autoddl: (building|using the cached build) [^ ]+" "$w/$name.twin.log" |
       awk '{print $NF}' | sed "s|/build/train$||")
