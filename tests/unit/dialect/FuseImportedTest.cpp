@@ -247,6 +247,39 @@ TEST(FuseImportedTest, KeepsAPrimitiveNoPatternRecognises) {
   EXPECT_EQ(g.parameterCount(), 208);
 }
 
+TEST(FuseImportedTest, ListsUnfusedLayersAlikeWhateverTheNodeOrder) {
+  // Two layers y = Sigmoid(x) * Tanh(x), the file listing the branches in
+  // opposite orders: read back depth-first from the loss, both layers list
+  // their primitives alike, as the planner's layer collapse needs.
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  for (int layer = 0; layer < 2; ++layer) {
+    o.b.setLayer(layer);
+    const std::string l = "l" + std::to_string(layer) + ".";
+    int s = -1, h = -1;
+    if (layer == 0) {
+      s = o.ew("Sigmoid", l + "sigmoid", {x});
+      h = o.ew("Tanh", l + "tanh", {x});
+    } else {
+      h = o.ew("Tanh", l + "tanh", {x});
+      s = o.ew("Sigmoid", l + "sigmoid", {x});
+    }
+    x = o.ew("Mul", l + "mul", {s, h});
+  }
+  o.b.setLayer(-1);
+  int loss = o.b.op("cross_entropy", "loss", {x, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
+  fuseImportedGraph(g, "m.onnx");
+  std::vector<std::string> layer0, layer1;
+  for (const OpDef &op : g.ops)
+    if (op.kind == "primitive")
+      (op.layer == 0 ? layer0 : layer1)
+          .push_back(std::get<std::string>(op.attrs.at("op_type")));
+  EXPECT_EQ(layer0, (std::vector<std::string>{"Sigmoid", "Tanh", "Mul"}));
+  EXPECT_EQ(layer1, layer0);
+}
+
 TEST(FuseImportedTest, RefusesAPrimitiveWithoutAKernel) {
   Onnx o;
   int x = o.b.input("x", {2, 3});
