@@ -32,6 +32,13 @@ for name in "$@"; do
       awk '{print $NF}' | sed "s|/build/train$||")
     grep -qs primitive_forward "$built/train.cpp" ||
       { echo "FAIL: $name: with $UNFUSED left out, the program runs no primitive"; exit 1; }
+    # The cuda backend refuses the plan, naming a primitive (one line, no crash).
+    out=$(AUTODDL_FUSE_SKIP=$UNFUSED "$autoddl" codegen "$w/$name.twin/plan.json" --backend cuda \
+      -o "$w/$name.cuda" 2>&1) && { echo "FAIL: $name: cuda generated primitives"; exit 1; }
+    case "$out" in
+    *"codegen: op "*" (ONNX "*", position "*") is not supported by the cuda backend"*) echo "$name: cuda: $out" ;;
+    *) echo "FAIL: $name: cuda: $out"; exit 1 ;;
+    esac
   fi
   python3 - "$w/$name" <<'PY' || exit 1
 import json, sys
