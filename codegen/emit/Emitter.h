@@ -124,6 +124,15 @@ template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
   return dflt;
 }
 
+/// An op's kind as messages name it: an ONNX import's primitive by its ONNX
+/// type and its node's position ("ONNX Pow, position 138").
+inline std::string kindLabel(const OpDef &op) {
+  if (op.kind != "primitive")
+    return op.kind;
+  return "ONNX " + attrOr<std::string>(op, "op_type", "?") +
+         (op.position >= 0 ? ", position " + std::to_string(op.position) : "");
+}
+
 /// What one step of a stage emits: forward lines, and the backward lines of
 /// its input-gradient and weight-gradient halves.
 struct Step {

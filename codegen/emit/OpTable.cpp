@@ -54,16 +54,9 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   const auto entry = table.find(k);
   const OpEntry *e = entry == table.end() ? nullptr : &entry->second;
   if (cuda_ && e && e->cuda == CudaRuns::No)
-    throw UserError(
-        "codegen: op " + op.name + " (" +
-        (k == "primitive"
-             ? "ONNX " + attrOr<std::string>(op, "op_type", "?") +
-                   (op.position >= 0
-                        ? ", position " + std::to_string(op.position)
-                        : "")
-             : k) +
-        ") is not supported by the cuda backend yet (use "
-        "--backend cpu)");
+    throw UserError("codegen: op " + op.name + " (" + kindLabel(op) +
+                    ") is not supported by the cuda backend yet (use "
+                    "--backend cpu)");
   if (cuda_) {
     // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
     // only where a layer has weights; elsewhere a parameter operand would

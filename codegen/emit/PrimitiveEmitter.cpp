@@ -83,7 +83,8 @@ void Emitter::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string type = attrOr<std::string>(op, "op_type", "");
-  const std::string where = "codegen: op " + op.name + " (ONNX " + type + ")";
+  const std::string where =
+      "codegen: op " + op.name + " (" + kindLabel(op) + ")";
   if (p.result.split())
     throw UserError(where + ": a primitive runs whole on the tp axis, but the "
                             "plan splits its result");
