@@ -498,6 +498,7 @@ private:
   // the constants they read and each op's resolved Primitive.
   std::string primitiveDecls_;
   std::set<int> declaredConsts_;
+  std::set<std::string> primitiveNames_;
   bool splitBackward_ = false;       // zero-bubble: B and W apart
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial

@@ -161,7 +161,10 @@ void Emitter::emitPrimitive(OpCall &c) {
         index += (index.empty() ? "" : ", ") + fmtDouble(v);
     constArgs += (j ? ", {" : "{") + index + "}";
   }
-  const std::string name = "prim_" + ident(op.name);
+  // Op names are unique, their identifiers not always ("a.b", "a_b").
+  std::string name = "prim_" + ident(op.name);
+  if (!primitiveNames_.insert(name).second)
+    primitiveNames_.insert(name += "_" + std::to_string(i));
   d += fmt::format("static const onnx_prim::Primitive {} = "
                    "onnx_prim::onnxPrimitive(\n    \"{}\", {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
