@@ -11,6 +11,9 @@
 //   inversion  Cholesky d³/3 + inverse from the factor (potri) 2·d³/3 = d³
 //              FLOP in fp32 at the cluster's large-GEMM efficiency;
 //   precondition G⁻¹·∇W·A⁻¹: 2·d_out²·d_in + 2·d_out·d_in² FLOP in fp32.
+// Each item's time is then multiplied by the cluster's measured factor for
+// its kind (gpu.kfac_time_scale: curvature, inversion, precondition; 1 when
+// absent), as op_time_scale corrects forward and backward.
 // Under tensor parallelism each tp rank is priced as computing the unsplit
 // layer's K-FAC (exact factors, as one device would).
 //
@@ -59,6 +62,17 @@ int headLinear(const ModelGraph &g) {
     t = op.operands[0];
   }
   return -1;
+}
+
+/// The cluster's measured / priced factor of a K-FAC item kind
+/// ("curvature", "inversion", "precondition"; gpu.kfac_time_scale, which the
+/// cluster reader keeps as the op time scale of kind "kfac:<item>"), 1 when
+/// it has none.
+double kfacTimeScale(const cost::Cluster &c, const std::string &item) {
+  for (const cost::OpTimeScale &s : c.opTimeScales)
+    if (s.kind == "kfac:" + item)
+      return s.forward;
+  return 1;
 }
 
 double product(const ops::Shape &s, size_t from, size_t to) {
@@ -131,6 +145,9 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
     else
       group.gpusPerNode *= 2;
   }
+  const double curvScale = kfacTimeScale(c, "curvature"),
+               invScale = kfacTimeScale(c, "inversion"),
+               preScale = kfacTimeScale(c, "precondition");
   std::vector<KfacLayerWork> out;
   for (const StageInfo &st : *cand.stages) {
     for (const KfacLinear &l : model.linears) {
@@ -152,7 +169,8 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
         w.curvature[f] = cost::roofline(c, 2 * S * d[f] * d[f],
                                         2 * S * d[f] * 2 + 4 * d[f] * d[f], eff,
                                         cand.precision)
-                             .time;
+                             .time *
+                         curvScale;
         const double factor = 4 * d[f] * d[f];
         if (group.size() > 1)
           w.reduce[f] = cost::collectiveCost(c, cost::Collective::AllReduce,
@@ -160,7 +178,8 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
                             .best.time;
         w.invert[f] = cost::roofline(c, d[f] * d[f] * d[f], 3 * factor,
                                      c.gemmEfficiency, kKfacFp32)
-                          .time;
+                          .time *
+                      invScale;
         w.savedBytes[f] = S * d[f] * 2; // bf16 a / g of one micro-batch
         w.factorBytes[f] = factor;
       }
@@ -169,7 +188,8 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
           cost::roofline(c, pre,
                          4 * (d[0] * d[0] + d[1] * d[1] + 2 * d[0] * d[1]),
                          c.gemmEfficiency, kKfacFp32)
-              .time;
+              .time *
+          preScale;
       out.push_back(w);
       if (chimera) { // the up pipeline's copy of this stage
         w.direction = Direction::Up;

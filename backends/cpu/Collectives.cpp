@@ -223,10 +223,28 @@ void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm) {
   mpiCheck(MPI_Send(buf, mpiCount(n), MPI_FLOAT, dest, tag, comm));
 }
 
+namespace {
+RecvWaitHook recvWaitHook = nullptr;
+} // namespace
+
+void set_recv_wait_hook(RecvWaitHook hook) { recvWaitHook = hook; }
+
 void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
   Record rec("recv", n * 4);
-  mpiCheck(MPI_Recv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm,
-                    MPI_STATUS_IGNORE));
+  if (!recvWaitHook) {
+    mpiCheck(MPI_Recv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm,
+                      MPI_STATUS_IGNORE));
+    return;
+  }
+  // While the message is not there: the hook's work, one piece at a time.
+  MPI_Request r;
+  mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
+  int done = 0;
+  mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+  while (!done && recvWaitHook())
+    mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+  if (!done)
+    mpiCheck(MPI_Wait(&r, MPI_STATUS_IGNORE));
 }
 
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,

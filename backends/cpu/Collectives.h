@@ -101,6 +101,12 @@ void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
 /// Point-to-point between pipeline stages (world ranks of `comm`); blocking.
 void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm);
 void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm);
+/// Work recv may do while its message has not arrived: the hook runs one
+/// piece and returns true, or returns false when it has none (recv then
+/// blocks). Null (the default): recv blocks at once. K-FAC's wait filling
+/// sets it (harness/KfacRun.h, AUTODDL_KFAC_FILL=waits).
+using RecvWaitHook = bool (*)();
+void set_recv_wait_hook(RecvWaitHook hook);
 /// Non-blocking forms; complete them with wait_all (which records their time as
 /// "send"/"recv").
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,

@@ -8,6 +8,7 @@
 #include "backends/cpu/MpiCheck.h"
 #include "backends/cpu/RunReport.h" // gather_run_metrics, write_trace_fragments
 
+#include <algorithm>
 #include <chrono>
 
 namespace autoddl::rt {
@@ -35,6 +36,7 @@ void GpuTrace::start_step() {
     return;
   used_ = 0;
   pending_.clear();
+  step_marks_.clear(); // a step left unfinished: its marks stay unresolved
   synchronize();
   step_host_us_ = host_us();
   AUTODDL_CUDA_CHECK(cudaEventRecord(event(used_++), compute_stream()));
@@ -56,10 +58,48 @@ void GpuTrace::end(const std::string &name, int tid, int begin_index) {
   pending_.push_back({name, tid, begin_index, i});
 }
 
+int GpuTrace::mark() {
+  if (!enabled_)
+    return -1;
+  const int i = used_++;
+  AUTODDL_CUDA_CHECK(cudaEventRecord(event(i), compute_stream()));
+  step_marks_.push_back({i, int(mark_us_.size())});
+  mark_us_.push_back(-1);
+  return step_marks_.back().second;
+}
+
+void GpuTrace::add_after_mark(const std::string &name, int tid, int id,
+                              double start_ms, double dur_ms) {
+  if (id < 0 || id >= int(mark_us_.size()))
+    return;
+  after_marks_.push_back({{name, tid, 1e3 * start_ms, 1e3 * dur_ms}, id});
+  flush_after_marks();
+}
+
+void GpuTrace::flush_after_marks() {
+  auto ready = [&](const AfterMark &a) { return mark_us_[size_t(a.id)] >= 0; };
+  for (AfterMark &a : after_marks_)
+    if (ready(a)) {
+      a.event.ts_us += mark_us_[size_t(a.id)];
+      done_.push_back(std::move(a.event));
+    }
+  after_marks_.erase(
+      std::remove_if(after_marks_.begin(), after_marks_.end(), ready),
+      after_marks_.end());
+}
+
 void GpuTrace::finish_step() {
   if (!enabled_ || used_ == 0)
     return;
   synchronize();
+  for (const auto &[index, id] : step_marks_) {
+    float at_ms = 0;
+    AUTODDL_CUDA_CHECK(
+        cudaEventElapsedTime(&at_ms, events_[0], events_[size_t(index)]));
+    mark_us_[size_t(id)] = step_host_us_ + 1e3 * double(at_ms);
+  }
+  step_marks_.clear();
+  flush_after_marks();
   for (const Pending &p : pending_) {
     float start_ms = 0, dur_ms = 0;
     AUTODDL_CUDA_CHECK(

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace autoddl::rt {
@@ -28,6 +29,13 @@ public:
   /// An event index to pass to end() (-1 when disabled).
   int begin();
   void end(const std::string &name, int tid, int begin_index);
+  /// An anchor on the compute stream, for work timed on another stream
+  /// against an event recorded right after it: its id (-1 when disabled).
+  int mark();
+  /// An event `start_ms` after mark `id` lasting `dur_ms` (added once the
+  /// mark's step is resolved).
+  void add_after_mark(const std::string &name, int tid, int id,
+                      double start_ms, double dur_ms);
   /// Synchronizes with the device and resolves the step's events.
   void finish_step();
   /// The events as comma-separated JSON objects with "pid": pid.
@@ -39,12 +47,22 @@ private:
     int tid = 0, begin = 0, end = 0;
   };
   cudaEvent_t event(int index);
+  void flush_after_marks();
   bool enabled_ = false;
   std::vector<cudaEvent_t> events_;
   int used_ = 0;
   double step_host_us_ = 0;
   std::vector<Pending> pending_;
   std::vector<TraceRecorder::Event> done_;
+  // Marks: the step's (event index, id) until resolved, then each id's time
+  // (negative while unresolved); events after an unresolved mark wait.
+  std::vector<std::pair<int, int>> step_marks_;
+  std::vector<double> mark_us_;
+  struct AfterMark {
+    TraceRecorder::Event event; // ts_us: after the mark
+    int id = 0;
+  };
+  std::vector<AfterMark> after_marks_;
 };
 
 /// Fills m.peak_memory_bytes with every rank's peak_device_bytes() (rank

@@ -93,8 +93,9 @@ device)
       launch "$bin" --steps "$STEPS" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
         --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
         >"$out/runs-$run.log" 2>&1 || { echo "$run failed:"; tail -5 "$out/runs-$run.log"; continue; }
-      for ck in "$work/ck/$run"/step-*; do
-        n=${ck##*step-}
+      # In step order, so that a call cut short has evaluated the earliest ones.
+      for n in $(find "$work/ck/$run" -maxdepth 1 -name 'step-*' | sed 's/.*step-//' | sort -n); do
+        ck=$work/ck/$run/step-$n
         launch "$bin" --resume "$ck" --steps $((n + EVAL_STEPS)) --data "$work/val.txt" --lr 0 "${flags[@]}" \
           --quiet --out "$out/eval/$run/step-$n" >>"$out/eval-$run.log" 2>&1 ||
           echo "eval of $run at step $n failed"

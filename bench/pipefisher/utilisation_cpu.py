@@ -9,7 +9,15 @@ autoddl build (the GPU machine's 16 cores):
       (default cpu-core: one CPU core per rank at F GFLOP/s, written into OUT, so that the plan's
       K and placement fit the CPU program's proportions), and generate both CPU projects into
       OUT (each carries its runtime; a few hundred KiB).
-  run OUT [--steps N] [--warmup W] [--np 4]   build both with CMake, run each under
+  fit --result R.json --plan P.plan.json [...] --cluster C -o FITTED.json
+      the cluster C fitted to measured runs (a utilisation.json of `run` and the K-FAC plan it ran,
+      one pair or more): gpu.op_time_scale (forward, backward) from the traced F/B time of each
+      stage of the first-order run against the plan's op_kinds_by_device_s, and
+      gpu.kfac_time_scale (curvature, inversion, precondition) from the traced K-FAC items of
+      the K-FAC run against the plan's item times (docs/calibrate.md "A cpu-core cluster fitted
+      to traced CPU runs"). Stage with --cluster FITTED.json.
+  run OUT [--steps N] [--warmup W] [--np 4] [--repeats R] [--paired]
+      build both with CMake, run each under
       mpirun --allow-run-as-root --oversubscribe --bind-to core (none where there are fewer cores than
       ranks: a function check), one rank per stage, with --trace;
       writes OUT/utilisation.json.
@@ -17,7 +25,11 @@ autoddl build (the GPU machine's 16 cores):
 Utilisation = busy time summed over the stages / (stages x step time), over the steps after the
 warm-up: a rank's busy time is the union of its compute events (tid 0 of its trace: forward,
 backward, and the K-FAC items curv_*, inv_*, precond, which the backward partly nests), its step
-time the mean of metrics.json's step_seconds. Take --warmup and --steps multiples of the plan's K so
+time the mean of metrics.json's step_seconds. --paired: the two variants run at once on disjoint
+cores (ranks pinned with taskset: first-order on cores 0..np-1 and K-FAC on np..2np-1, swapped on
+every other repeat), each run measured alone from its step --warmup on (utilisation_window), so
+that what slows the machine slows both alike; --warmup and --steps are rounded up to multiples of
+the plan's K. Take --warmup and --steps multiples of the plan's K so
 that the measured steps hold whole refresh cycles (the K-FAC work of one cycle is spread over its K
 steps' bubbles). The plan's predicted utilisation (plan.json
 kfac.utilisation_first_order and kfac.utilisation) is of the plan's cluster preset, so the
@@ -68,6 +80,11 @@ def stage(a):
     with open(model, "w") as f:
         json.dump(model_json(a.hidden), f, indent=1)
     cluster = a.cluster
+    if os.path.isfile(cluster):  # kept beside the plans
+        dst = os.path.join(a.out, os.path.basename(cluster))
+        if os.path.abspath(dst) != os.path.abspath(cluster):
+            shutil.copyfile(cluster, dst)
+        cluster = dst
     if cluster == "cpu-core":
         cluster = os.path.join(a.out, "cpu-core.json")
         with open(cluster, "w") as f:
@@ -173,7 +190,213 @@ def measure(a, v):
                 "refresh_steps": plan["kfac"]["refresh_steps"]}}
 
 
+def build_all(a):
+    """Configures and builds both projects at once (half the cores each); their train paths."""
+    jobs = max(1, (os.cpu_count() or 2) // len(VARIANTS))
+    procs, trains = [], {}
+    for v in VARIANTS:
+        proj = os.path.join(a.out, v)
+        build = os.path.join(proj, "build")
+        procs.append(subprocess.Popen(
+            f"cmake -S {proj} -B {build} -DCMAKE_BUILD_TYPE=Release >/dev/null && "
+            f"cmake --build {build} -j {jobs} >/dev/null", shell=True))
+        trains[v] = os.path.join(build, "train")
+    for p in procs:
+        if p.wait() != 0:
+            sys.exit("build failed")
+    return trains
+
+
+def refresh_steps(a):
+    plan = json.load(open(os.path.join(a.out, "kfac.plan.json")))
+    return plan["kfac"]["refresh_steps"], plan
+
+
+def window_kinds_us(events, pid, steps, warmup):
+    """A rank's compute time per kind from its first forward of step `warmup` on."""
+    fwd = sorted(e["ts"] for e in events if e.get("pid") == pid and e.get("tid") == 0 and
+                 e.get("ph") == "X" and kind(e["name"]) == "F")
+    start = fwd[len(fwd) // steps * warmup]
+    return kinds_us([e for e in events if e.get("ts", 0) >= start], pid)
+
+
+def launch(a, train, steps, first_core, out):
+    """mpirun of one variant, rank r pinned to core first_core + r with taskset (where it exists)."""
+    shutil.rmtree(out, ignore_errors=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               AUTODDL_KFAC_FILL=a.kfac_fill)
+    prog = [train, "--steps", str(steps), "--trace", "--out", out, "--quiet"]
+    if shutil.which("taskset"):
+        pin = ('exec taskset -c $(( (%d + ${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}) %% %d )) '
+               '"$0" "$@"' % (first_core, os.cpu_count() or 1))
+        prog = ["sh", "-c", pin] + prog
+    return subprocess.Popen(["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
+                             "none", "-np", str(a.np)] + prog, env=env)
+
+
+def window_result(a, out, steps, warmup):
+    m = json.load(open(os.path.join(out, "metrics.json")))
+    t = json.load(open(os.path.join(out, "trace.json")))
+    ev = t["traceEvents"] if isinstance(t, dict) else t
+    n = steps - warmup
+    step_s = sum(m["step_seconds"][warmup:]) / n
+    busy = [window_busy_us(ev, r, steps, warmup) / 1e6 / n for r in range(a.np)]
+    kinds = [{k: x / 1e6 / n for k, x in sorted(window_kinds_us(ev, r, steps, warmup).items())}
+             for r in range(a.np)]
+    return {"step_seconds": step_s, "busy_seconds_per_stage": busy,
+            "utilisation": sum(busy) / (a.np * step_s), "seconds_per_step_by_kind": kinds,
+            "kfac_info": {k: x for k, x in m["info"].items() if k.startswith("kfac")}}
+
+
+def write_summary(a, summary):
+    """OUT/utilisation.json, and one line: measured against the plan."""
+    path = os.path.join(a.out, "utilisation.json")
+    with open(path, "w") as f:
+        json.dump(summary, f, indent=1)
+    pred = summary["predicted"] or {}
+    print(f"utilisation: first-order {summary['utilisation_first_order']:.3f}, K-FAC "
+          f"{summary['utilisation_kfac']:.3f} (plan: {pred.get('utilisation_first_order', 0):.3f}"
+          f" -> {pred.get('utilisation', 0):.3f}); step K-FAC / first-order "
+          f"{summary['step_ratio_kfac_over_first_order']:.3f} (plan "
+          f"{pred.get('step_ratio', 0):.3f}); K = {pred.get('refresh_steps')}; wrote {path}")
+
+
+def run_paired(a):
+    """Both variants at once on disjoint cores, --repeats times, the core sets swapped on every
+    other repeat; each run measured alone from its step --warmup on."""
+    K, plan = refresh_steps(a)
+    up = lambda n: -(-n // K) * K
+    warmup, steps = up(a.warmup), up(a.warmup) + up(a.steps)
+    trains = build_all(a)
+    repeats = []
+    for r in range(a.repeats):
+        procs, outs = [], {}
+        for i, v in enumerate(VARIANTS):
+            outs[v] = os.path.join(a.out, "runs", f"{v}_{r}")
+            procs.append(launch(a, trains[v], steps, a.np * ((i + r) % 2), outs[v]))
+        for p in procs:
+            if p.wait() != 0:
+                sys.exit("a run failed")
+        rep = {v: window_result(a, outs[v], steps, warmup) for v in VARIANTS}
+        rep["cores"] = {v: a.np * ((i + r) % 2) for i, v in enumerate(VARIANTS)}
+        rep["step_ratio"] = rep["kfac"]["step_seconds"] / rep["first_order"]["step_seconds"]
+        print(f"repeat {r}: utilisation {rep['first_order']['utilisation']:.3f} -> "
+              f"{rep['kfac']['utilisation']:.3f}, step ratio {rep['step_ratio']:.3f}", flush=True)
+        repeats.append(rep)
+    mean = lambda xs: sum(xs) / len(xs)
+    runs = {}
+    for v in VARIANTS:
+        rs = [rep[v] for rep in repeats]
+        runs[v] = {"step_seconds": mean([x["step_seconds"] for x in rs]),
+                   "busy_seconds_per_stage": [mean([x["busy_seconds_per_stage"][d] for x in rs])
+                                              for d in range(a.np)],
+                   "utilisation": mean([x["utilisation"] for x in rs]),
+                   "seconds_per_step_by_kind": [
+                       {k: mean([x["seconds_per_step_by_kind"][d].get(k, 0.0) for x in rs])
+                        for k in rs[0]["seconds_per_step_by_kind"][d]} for d in range(a.np)],
+                   "kfac_info": rs[-1]["kfac_info"]}
+    kf = plan["kfac"]
+    pred = {"utilisation_first_order": kf["utilisation_first_order"],
+            "utilisation": kf["utilisation"], "refresh_steps": K,
+            "step_ratio": plan["predicted"]["step_time_s"] / kf["first_order_step_time_s"],
+            "step_time_s": plan["predicted"]["step_time_s"],
+            "first_order_step_time_s": kf["first_order_step_time_s"]}
+    summary = {"cores": os.cpu_count(), "ranks": a.np, "steps": steps - warmup, "warmup": warmup,
+               "repeats": a.repeats, "paired": True, "kfac_fill": a.kfac_fill,
+               "utilisation_first_order": runs["first_order"]["utilisation"],
+               "utilisation_kfac": runs["kfac"]["utilisation"],
+               "step_ratio_kfac_over_first_order": mean([rep["step_ratio"] for rep in repeats]),
+               "predicted": pred, "goal": "utilisation >= 0.90, step ratio <= 1.05",
+               "runs": runs, "repeat_runs": repeats}
+    write_summary(a, summary)
+
+
+def fit(a):
+    """The cluster a.cluster fitted to measured runs (module docstring, `fit`)."""
+    if len(a.result) != len(a.plan):
+        sys.exit("fit: give one --plan for each --result")
+    doc = json.load(open(a.cluster))
+    gpu = doc["gpu"]
+    old_op = gpu.get("op_time_scale", {})
+    old_kfac = gpu.get("kfac_time_scale", {})
+    # Forward and backward: one factor per direction for the op kinds every stage holds (fitted
+    # on the stages holding nothing else), and for a kind some stages alone hold (the embedding
+    # on the first, the loss on the last) what those stages' measured time leaves over, shared
+    # in proportion to the price: the traced F/B of a stage cannot be split by kind, so the
+    # last stage's excess lands on its own kinds (cross_entropy), which makes its cost honest.
+    rows, all_kinds = [], set()
+    kfac_meas, kfac_pred = {}, {}
+    for rpath, ppath in zip(a.result, a.plan):
+        res, plan = json.load(open(rpath)), json.load(open(ppath))
+        if plan["cluster"]["name"] != doc["name"]:  # its prices hold that cluster's factors
+            sys.exit(f"fit: {ppath} was planned on {plan['cluster']['name']}, not on "
+                     f"{doc['name']} ({a.cluster})")
+        pred = plan["predicted"]["op_kinds_by_device_s"]
+        shared = set.intersection(*(set(d) for d in pred))
+        all_kinds.update(*(set(d) for d in pred))
+        meas = res["runs"]["first_order"]["seconds_per_step_by_kind"]
+        for d, pd in enumerate(pred):
+            for dirn, letter in (("forward", "F"), ("backward", "B")):
+                rows.append((dirn, meas[d].get(letter, 0.0),
+                             sum(pd[k][dirn] for k in shared),
+                             {k: pd[k][dirn] for k in pd if k not in shared}))
+        K = plan["kfac"]["refresh_steps"]
+        meask = res["runs"]["kfac"]["seconds_per_step_by_kind"]
+        for dev in plan["kfac"]["devices"]:
+            d = dev["device"]
+            for it in dev["items"]:
+                group = {"curv": "curvature", "inv": "inversion"}.get(it["item"].split("_")[0])
+                if group:
+                    kfac_pred[group] = kfac_pred.get(group, 0) + it["end_s"] - it["start_s"]
+            kfac_pred["precondition"] = kfac_pred.get("precondition", 0) + K * dev["precondition_s"]
+            for k, x in meask[d].items():
+                group = {"curv": "curvature", "inv": "inversion", "precond": "precondition"}.get(
+                    k.split("_")[0])
+                if group:
+                    kfac_meas[group] = kfac_meas.get(group, 0) + K * x
+    scales = {}
+    for dirn in ("forward", "backward"):
+        plain = [(m, S) for dd, m, S, E in rows if dd == dirn and sum(E.values()) == 0]
+        if plain and sum(S * S for _, S in plain) > 0:
+            c = sum(m * S for m, S in plain) / sum(S * S for _, S in plain)
+        else:
+            c = (sum(m for dd, m, S, E in rows if dd == dirn) /
+                 sum(S + sum(E.values()) for dd, m, S, E in rows if dd == dirn))
+        num, den = {}, {}
+        for dd, m, S, E in rows:
+            if dd != dirn:
+                continue
+            tot = sum(E.values())
+            for k, e in E.items():
+                num[k] = num.get(k, 0) + (m - c * S) * (e / tot if tot > 0 else 0)
+                den[k] = den.get(k, 0) + e
+        for k in sorted(all_kinds):
+            f = num[k] / den[k] if den.get(k, 0) > 0 else c
+            scales.setdefault(k, {})[dirn] = min(100.0, max(0.05, f))
+    op = {k: {d: round(old_op.get(k, {}).get(d, 1.0) * f, 4) for d, f in v.items()}
+          for k, v in sorted(scales.items())}
+    runs = ", ".join(f"{r} (plan {p})" for r, p in zip(a.result, a.plan))
+    op["source"] = ("bench/pipefisher/utilisation_cpu.py fit: traced F/B seconds per stage of the "
+                    f"first-order runs over the plans' op_kinds_by_device_s: {runs}")
+    gpu["op_time_scale"] = op
+    kfac = {g: round(old_kfac.get(g, 1.0) * kfac_meas[g] / kfac_pred[g], 4)
+            for g in ("curvature", "inversion", "precondition")
+            if kfac_pred.get(g, 0) > 0 and kfac_meas.get(g, 0) > 0}
+    kfac["source"] = ("bench/pipefisher/utilisation_cpu.py fit: traced K-FAC item seconds of the "
+                      f"K-FAC runs over the plans' item times: {runs}")
+    gpu["kfac_time_scale"] = kfac
+    doc["name"] = a.name
+    doc["description"] = (doc.get("description", "") + "; fitted by bench/pipefisher/"
+                          "utilisation_cpu.py fit to traced runs of generated CPU programs")
+    with open(a.o, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"wrote {a.o}: op_time_scale {json.dumps({k: v for k, v in op.items() if k != 'source'})}"
+          f"; kfac_time_scale {json.dumps({k: v for k, v in kfac.items() if k != 'source'})}")
+
+
 def run(a):
+    if a.paired:
+        return run_paired(a)
     res = {v: measure(a, v) for v in VARIANTS}
     fo, kf = res["first_order"], res["kfac"]
     summary = {"cores": os.cpu_count(), "ranks": a.np, "steps": a.steps, "warmup": a.warmup,
@@ -181,13 +404,7 @@ def run(a):
                "step_ratio_kfac_over_first_order": kf["step_seconds"] / fo["step_seconds"],
                "predicted": kf["plan"], "goal": "utilisation >= 0.90, step ratio <= 1.05",
                "runs": res}
-    path = os.path.join(a.out, "utilisation.json")
-    with open(path, "w") as f:
-        json.dump(summary, f, indent=1)
-    print(f"utilisation: first-order {fo['utilisation']:.3f}, K-FAC {kf['utilisation']:.3f} "
-          f"(plan: {kf['plan'].get('utilisation_first_order', 0):.3f} -> "
-          f"{kf['plan'].get('utilisation', 0):.3f}); step K-FAC / first-order "
-          f"{summary['step_ratio_kfac_over_first_order']:.3f}; wrote {path}")
+    write_summary(a, summary)
 
 
 def main():
@@ -208,8 +425,23 @@ def main():
     r.add_argument("--steps", type=int, default=10)
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--np", type=int, default=4)
+    r.add_argument("--repeats", type=int, default=1)
+    r.add_argument("--paired", action="store_true",
+                   help="both variants at once on disjoint cores (see above)")
+    r.add_argument("--kfac-fill", choices=("placed", "waits"), default="placed",
+                   help="--paired: the K-FAC program's AUTODDL_KFAC_FILL (placed: each item where "
+                        "the plan put it; waits: queued there, run while the rank waits for a "
+                        "pipeline receive; docs/kfac.md)")
+    f = sub.add_parser("fit")
+    f.add_argument("--result", action="append", required=True,
+                   help="a utilisation.json of `run` (first-order and K-FAC runs)")
+    f.add_argument("--plan", action="append", required=True,
+                   help="the K-FAC plan that result ran (one per --result)")
+    f.add_argument("--cluster", required=True, help="the cluster file the plans were made on")
+    f.add_argument("--name", default="cpu-core-fitted")
+    f.add_argument("-o", required=True)
     a = p.parse_args()
-    stage(a) if a.cmd == "stage" else run(a)
+    {"stage": stage, "run": run, "fit": fit}[a.cmd](a)
 
 
 if __name__ == "__main__":

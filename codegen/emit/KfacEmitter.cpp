@@ -108,6 +108,28 @@ std::string Emitter::kfacStageFunctions() const {
                          row, callG, callA);
     }
     out += "  }\n  (void)a;\n}\n\n";
+    if (!target_.kfacBubbleItems)
+      continue;
+    // The same operands copied for a curvature item the plan put in a later
+    // step of the cycle (kfacPlacement).
+    out += fmt::format(
+        "// K-FAC: the operand of a curvature item of a later step, kept "
+        "(stage {0}).\n[[maybe_unused]] static void stage{0}_kfac_save(int "
+        "mb, int layer, bool g) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n  "
+        "switch (layer) {{\n",
+        st);
+    auto saving = [](const std::string &call) {
+      const std::string from = "kfac_curvature_";
+      return "kfac_save_" + call.substr(from.size(), 2) + "mb, " +
+             call.substr(from.size() + 2);
+    };
+    for (const auto &[callA, callG] : cases) {
+      const int row = std::stoi(callA.substr(callA.find('(') + 1));
+      out += fmt::format("  case {}:\n    if (g)\n      {}\n    else\n      "
+                         "{}\n    break;\n",
+                         row, saving(callG), saving(callA));
+    }
+    out += "  }\n  (void)a;\n}\n\n";
   }
   return out;
 }
@@ -118,10 +140,15 @@ std::string Emitter::kfacStageFunctions() const {
 /// simulator (an item goes before the first instruction that has not ended
 /// by its start).
 /// - Curvature: in the refresh step, never before the item's micro-batch has
-///   run the forward (A) or the backward (G) of the layer's stage; items the
-///   plan spreads over later steps run at the refresh step's end (the
-///   micro-batch's buffers are overwritten in the next step), so every plan's
-///   factors come from the refresh step's micro-batches, as on one rank.
+///   run the forward (A) or the backward (G) of the layer's stage. An item the
+///   plan spreads over a later step of the cycle (a target with
+///   kfacBubbleItems): its operand is copied right after that forward or
+///   backward of the refresh step (the micro-batch's buffers are overwritten
+///   in the next step; the plan's memory counts the saved operands) and
+///   accumulated where the plan placed it (kfac_curvature_saved); a target
+///   without it runs such items at the refresh step's end. Either way every
+///   plan's factors come from the refresh step's micro-batches, as on one
+///   rank.
 /// - Reductions and inversions (a target with kfacBubbleItems): in the step
 ///   of the cycle the plan says, at its place; in the refresh step not before
 ///   the layer's curvature on this device, an inversion not before its
@@ -155,17 +182,34 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     auto r = kfacByName_.find(plan_.kfac->layers[size_t(layer)].name);
     return r == kfacByName_.end() ? -1 : r->second;
   };
-  std::set<std::tuple<int, int, int, bool>> done;        // device, row, mb, G
-  std::map<std::tuple<int, int, bool>, size_t> curvSlot; // device, row, G
+  std::set<std::tuple<int, int, int, bool>> done; // device, row, mb, G
+  // Device, row, G: the latest (phase, slot) of the factor's curvature.
+  std::map<std::tuple<int, int, bool>, std::pair<int, size_t>> curvAt;
   auto curvature = [&](int d, size_t slot, int st, int mb, int row, bool g) {
     if (!done.insert({d, row, mb, g}).second)
       return;
-    size_t &c = curvSlot[{d, row, g}];
-    c = std::max(c, slot);
+    auto &c = curvAt[{d, row, g}];
+    c = std::max(c, std::pair<int, size_t>{0, slot});
     at[{d, slot}].push_back({0,
                              {0, 0, 0},
                              fmt::format("stage{}_kfac({}, {}, {});", st, mb,
                                          row, g ? "true" : "false")});
+  };
+  // A curvature item of step `phase` > 0 of the cycle: its operand kept at
+  // `saveSlot` of the refresh step, accumulated at `slot` of that step.
+  auto deferred = [&](int d, size_t saveSlot, int phase, size_t slot, int st,
+                      int mb, int row, bool g) {
+    if (!done.insert({d, row, mb, g}).second)
+      return;
+    auto &c = curvAt[{d, row, g}];
+    c = std::max(c, std::pair<int, size_t>{phase, slot});
+    const char *side = g ? "true" : "false";
+    at[{d, saveSlot}].push_back(
+        {0, {0, 0, 0}, fmt::format("stage{}_kfac_save({}, {}, {});", st, mb,
+                                   row, side)});
+    at[{d, slot}].push_back(
+        {phase, {0, 0, 0},
+         fmt::format("kfac_curvature_saved({}, {}, {});", row, mb, side)});
   };
   // fn(device, its list, item) over the plan's items of this schedule's
   // devices.
@@ -193,6 +237,11 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     }
     if (dep == list.size()) // not this device's (a copied plan's items)
       return;
+    if (it.step > 0 && !it.forced && target_.kfacBubbleItems) {
+      deferred(d, dep + 1, it.step, slotAt(d, it.start, 0), st, it.microbatch,
+               row, g);
+      return;
+    }
     const size_t slot =
         it.step == 0 && !it.forced ? slotAt(d, it.start, dep + 1) : list.size();
     curvature(d, slot, st, it.microbatch, row, g);
@@ -233,12 +282,11 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       std::pair<int, size_t> where{std::max(it.step, 0),
                                    it.forced ? list.size()
                                              : slotAt(d, it.start, 0)};
-      if (where.first == 0) // after the layer's curvature on d
-        for (bool g : {false, true}) {
-          auto c = curvSlot.find({d, row, g});
-          if (c != curvSlot.end())
-            where.second = std::max(where.second, c->second);
-        }
+      for (bool g : {false, true}) { // after the layer's curvature on d
+        auto c = curvAt.find({d, row, g});
+        if (c != curvAt.end())
+          where = std::max(where, c->second);
+      }
       if (kind == 2)
         for (int h : {0, 1}) {
           auto r = placed.find({d, row, 2 + h});

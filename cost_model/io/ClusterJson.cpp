@@ -158,6 +158,31 @@ std::vector<OpTimeScale> readOpTimeScales(const json &v, const Ptr &where,
   return scales;
 }
 
+/// gpu.kfac_time_scale: {"curvature": f, "inversion": f, "precondition": f,
+/// "source": ...}, measured / priced time of the K-FAC work items
+/// (docs/pipefisher.md §2; fitted from a traced CPU run by
+/// bench/pipefisher/utilisation_cpu.py fit), each optional (1), factors in
+/// (0, 100]. Kept in Cluster::opTimeScales under the kinds "kfac:curvature",
+/// "kfac:inversion" and "kfac:precondition" (the factor as `forward`), which no
+/// op kind matches; planner/Kfac.cpp reads them (kfacTimeScale).
+void readKfacTimeScales(const json &v, const Ptr &where,
+                        const std::string &origin,
+                        std::vector<OpTimeScale> &scales) {
+  ObjectReader table(v, where, origin);
+  for (const char *item : {"curvature", "inversion", "precondition"}) {
+    if (!table.has(item))
+      continue;
+    OpTimeScale s;
+    s.kind = std::string("kfac:") + item;
+    s.forward = s.backward = table.number(item);
+    if (s.forward > 100)
+      table.fail(table.at(item), "expected a factor in (0, 100]");
+    scales.push_back(s);
+  }
+  table.source();
+  table.finish();
+}
+
 /// gpu.sparse_gflops: {"spmm": {"fp32": [[width, GFLOP/s], ...], ...},
 /// "sddmm": {...}, "source": ...}, widths ascending.
 std::vector<SparseRate> readSparseRates(const json &v, const Ptr &where,
@@ -243,6 +268,9 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
     if (gpu.has("op_time_scale"))
       c.opTimeScales = readOpTimeScales(gpu.get("op_time_scale"),
                                         gpu.at("op_time_scale"), origin);
+    if (gpu.has("kfac_time_scale"))
+      readKfacTimeScales(gpu.get("kfac_time_scale"), gpu.at("kfac_time_scale"),
+                         origin, c.opTimeScales);
     if (gpu.has("attention")) {
       ObjectReader att(gpu.get("attention"), Ptr("/gpu/attention"), origin);
       c.attention.kernel = att.string("kernel");

@@ -11,6 +11,7 @@ parameter names where PyTorch's module names allow):
     tiny-gpt.onnx    transformers GPT2LMHeadModel   (examples/models/tiny-gpt.json)
     tiny-llama.onnx  transformers LlamaForCausalLM  (examples/models/tiny-llama.json)
     mlp-mnist.onnx   784-1024-1024-10 MLP           (examples/models/mlp-mnist.json)
+    tiny-mlp.onnx    784-64-64-10 MLP               (examples/models/tiny-mlp.json)
     tiny-vgg.onnx    two conv blocks + classifier   (examples/models/tiny-vgg.json)
 
 and for each a .json beside it with the PyTorch parameter count, and for the
@@ -59,11 +60,11 @@ def tiny_llama():
 
 
 class Mlp(nn.Module):
-    def __init__(self):
+    def __init__(self, hidden=1024):
         super().__init__()
-        self.layers = nn.ModuleList([nn.Linear(784, 1024), nn.Linear(1024, 1024)])
+        self.layers = nn.ModuleList([nn.Linear(784, hidden), nn.Linear(hidden, hidden)])
         self.act = nn.ReLU()
-        self.head = nn.Linear(1024, 10)
+        self.head = nn.Linear(hidden, 10)
 
     def forward(self, features):
         x = features
@@ -186,6 +187,8 @@ def main():
          ["input_ids", "logits"], seq, True),
         ("mlp-mnist", Mlp, torch.randn(2, 784), ["features", "logits"], batch,
          False),
+        ("tiny-mlp", lambda: Mlp(64), torch.randn(2, 784), ["features", "logits"],
+         batch, False),
         ("tiny-vgg", TinyVgg, torch.randn(2, 3, 32, 32), ["images", "logits"],
          batch, False),
     ]:

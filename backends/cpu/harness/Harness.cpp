@@ -158,6 +158,8 @@ public:
     if (kfac_on_)
       kfac.begin_step(step);
     p_.run_schedule(step);
+    if (kfac_on_) // the items wait filling left (KfacRun.h)
+      kfac.drain();
     wait_all(pending);
   }
 

@@ -1,7 +1,10 @@
 //===- KfacRun.cpp - K-FAC in a generated CPU program --------------------===//
 #include "backends/cpu/harness/KfacRun.h"
 
+#include "backends/cpu/Collectives.h" // set_recv_wait_hook
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -14,6 +17,82 @@ KfacRun kfac;
 void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
   if (!due_)
     return;
+  if (fill_waits_ && local_curvature(layer, g_side)) {
+    queue_.push_back([=] { accumulate(layer, v, rows, g_side); });
+    return;
+  }
+  drain();
+  accumulate(layer, v, rows, g_side);
+}
+
+bool KfacRun::local_curvature(int layer, bool g_side) const {
+  return !(tp_ > 1 && specs_[size_t(layer)].split ==
+                          (g_side ? KfacSplit::Out : KfacSplit::In));
+}
+
+bool KfacRun::local_refresh(size_t i) const {
+  const KfacLayerSpec &s = specs_[i];
+  return !(dp_ > 1 || (s.rows_over_tp && tp_ > 1) ||
+           s.weight->devices != MPI_COMM_NULL);
+}
+
+bool KfacRun::run_queued() {
+  if (queue_.empty())
+    return false;
+  std::function<void()> item = std::move(queue_.front());
+  queue_.pop_front();
+  item();
+  return true;
+}
+
+void KfacRun::drain() {
+  while (run_queued()) {
+  }
+}
+
+namespace {
+bool run_queued_kfac_item() { return kfac.run_queued(); }
+} // namespace
+
+void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
+                   bool g_side) {
+  if (!due_)
+    return;
+  const KfacLayer &l = layers_[size_t(layer)];
+  int64_t width = g_side ? l.out : l.in;
+  if (tp_ > 1 &&
+      specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In))
+    width /= tp_; // this rank's columns; accumulate gathers them
+  Saved &s = saved_[{layer, g_side, mb}];
+  s.v.assign(v, v + rows * width);
+  s.rows = rows;
+}
+
+void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
+  if (fill_waits_ && local_curvature(layer, g_side)) {
+    queue_.push_back([=] { curvature_saved_now(layer, mb, g_side); });
+    return;
+  }
+  drain();
+  curvature_saved_now(layer, mb, g_side);
+}
+
+void KfacRun::curvature_saved_now(int layer, int mb, bool g_side) {
+  auto it = saved_.find({layer, g_side, mb});
+  if (!open_ || it == saved_.end())
+    return;
+  accumulate(layer, it->second.v.data(), it->second.rows, g_side);
+  saved_.erase(it);
+}
+
+void KfacRun::flush_saved() {
+  for (auto &[key, s] : saved_)
+    accumulate(std::get<0>(key), s.v.data(), s.rows, std::get<1>(key));
+  saved_.clear();
+}
+
+void KfacRun::accumulate(int layer, const float *v, int64_t rows,
+                         bool g_side) {
   KfacLayer &l = layers_[size_t(layer)];
   const double t0 = trace.now_us();
   float *f = g_side ? l.G.data() : l.A.data();
@@ -33,6 +112,14 @@ void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
   KfacRunBase::setup(p, o, s);
+  const char *fill = std::getenv("AUTODDL_KFAC_FILL");
+  const std::string mode = fill ? fill : "placed";
+  if (mode != "placed" && mode != "waits")
+    throw std::invalid_argument(
+        "AUTODDL_KFAC_FILL: expected placed or waits, got \"" + mode + "\"");
+  fill_waits_ = mode == "waits";
+  queue_.clear();
+  set_recv_wait_hook(fill_waits_ ? &run_queued_kfac_item : nullptr);
   pending_.assign(specs_.size(), Pending{});
   for (size_t i = 0; i < specs_.size(); ++i) {
     pending_[i].A_inv.assign(layers_[i].A_inv.size(), 0.0f);
@@ -89,6 +176,16 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   // canonical order only at the step end.
   if (bubble && s.weight->devices != MPI_COMM_NULL)
     return false;
+  // Saved curvature of this layer not accumulated yet (an item the placement
+  // put after this one): now, in the canonical order, before rows_ is read.
+  for (auto it = saved_.begin(); it != saved_.end();)
+    if (std::get<0>(it->first) == int(i)) {
+      accumulate(int(i), it->second.v.data(), it->second.rows,
+                 std::get<1>(it->first));
+      it = saved_.erase(it);
+    } else {
+      ++it;
+    }
   KfacLayer &l = layers_[i];
   int replicas = 1;
   if (s.weight->devices != MPI_COMM_NULL)
@@ -153,18 +250,30 @@ void KfacRun::invert_factor(size_t i, int f, bool bubble) {
 }
 
 void KfacRun::reduce_item(int layer, bool g) {
+  if (fill_waits_ && local_refresh(size_t(layer))) {
+    queue_.push_back([=] { reduce_factor(size_t(layer), g ? 1 : 0, true); });
+    return;
+  }
+  drain();
   reduce_factor(size_t(layer), g ? 1 : 0, true);
 }
 
 void KfacRun::invert_item(int layer, bool g) {
+  if (fill_waits_ && local_refresh(size_t(layer))) {
+    queue_.push_back([=] { invert_factor(size_t(layer), g ? 1 : 0, true); });
+    return;
+  }
+  drain();
   invert_factor(size_t(layer), g ? 1 : 0, true);
 }
 
 // What the bubbles left: in layer-table order on every rank holding a layer,
 // so the dp, tp and device communicators see one order.
 void KfacRun::finish_cycle() {
+  drain();
   if (!open_)
     return;
+  flush_saved();
   for (size_t i = 0; i < specs_.size(); ++i) {
     reduce_factor(i, 0, false);
     reduce_factor(i, 1, false);
@@ -175,6 +284,7 @@ void KfacRun::finish_cycle() {
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
+  drain(); // what wait filling left (run_step drains it already)
   // The cycle's last step (t = step + 1): what is left of it, so that its
   // inverses are ready to install at the next step.
   if (t % c_.refresh_interval == 0)

@@ -21,8 +21,11 @@
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
 
+#include <deque>
+#include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace autoddl::rt::harness {
@@ -42,6 +45,23 @@ public:
   void curvature_G(int layer, const float *dy, int64_t rows) {
     curvature(layer, dy, rows, true);
   }
+  /// A micro-batch's input (A) or output gradient (G, g_side) whose
+  /// curvature the plan put in a later step of the cycle (the micro-batch's
+  /// buffers are overwritten by the next step): copied on the refresh step,
+  /// accumulated by curvature_saved where the plan placed the item, and at
+  /// the latest when the cycle finishes (in layer, factor, micro-batch order).
+  void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
+  void curvature_saved(int layer, int mb, bool g_side);
+  /// Wait filling (AUTODDL_KFAC_FILL=waits; default `placed`): the local
+  /// items (curvature of an unsplit operand; a reduction or inversion that is
+  /// no collective) are queued where the plan placed them instead of run
+  /// there, and run one at a time while the rank waits for a pipeline
+  /// receive (set_recv_wait_hook); a collective item, the schedule's end and
+  /// the step's end run what is queued first. Same calls in the same order
+  /// as `placed`, so the same results; only their time moves into real
+  /// waits. True when one item ran.
+  bool run_queued();
+  void drain();
   /// The base's setup, and the pending inverses of the held layers.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: installs the pending inverses on an install
@@ -76,6 +96,20 @@ private:
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const float *v, int64_t rows, bool g_side);
+  void accumulate(int layer, const float *v, int64_t rows, bool g_side);
+  struct Saved {
+    std::vector<float> v;
+    int64_t rows = 0;
+  };
+  std::map<std::tuple<int, bool, int>, Saved> saved_; // layer, G, micro-batch
+  void flush_saved();
+  void curvature_saved_now(int layer, int mb, bool g_side);
+  // Whether a layer's factor curvature, or its reductions and inversions,
+  // involve no collective (what wait filling may move).
+  bool local_curvature(int layer, bool g_side) const;
+  bool local_refresh(size_t i) const;
+  bool fill_waits_ = false;
+  std::deque<std::function<void()>> queue_;
   // Per layer, the open cycle's progress and its inverses-to-be (copies of
   // the installed ones at the cycle's start: the fallback keeps those).
   struct Pending {
@@ -103,6 +137,15 @@ inline void kfac_curvature_A(int layer, const float *x, int64_t rows) {
 }
 inline void kfac_curvature_G(int layer, const float *dy, int64_t rows) {
   kfac.curvature_G(layer, dy, rows);
+}
+inline void kfac_save_A(int mb, int layer, const float *x, int64_t rows) {
+  kfac.save(mb, layer, x, rows, false);
+}
+inline void kfac_save_G(int mb, int layer, const float *dy, int64_t rows) {
+  kfac.save(mb, layer, dy, rows, true);
+}
+inline void kfac_curvature_saved(int layer, int mb, bool g) {
+  kfac.curvature_saved(layer, mb, g);
 }
 inline int64_t kfac_phase() { return kfac.phase(); }
 inline void kfac_reduce(int layer, bool g) { kfac.reduce_item(layer, g); }

@@ -24,14 +24,14 @@ void copy_floats(float *dst, const float *src, int64_t n) {
                                      compute_stream()));
 }
 
-/// A device buffer of at least n floats (grown, never shrunk; the old one
-/// may still be read by queued work).
 /// Whether step `step` starts by installing the inverses of the refresh at
 /// step - K (docs/kfac.md "Refresh"; the CPU KfacRun keeps the same rule).
 bool install_due(int64_t step, int64_t refresh_interval) {
   return step > 0 && step % refresh_interval == 0;
 }
 
+/// A device buffer of at least n floats (grown, never shrunk; the old one
+/// may still be read by queued work).
 float *grown(DeviceBuffer<float> &b, int64_t n) {
   if (b.size() < n) {
     synchronize();
@@ -78,11 +78,18 @@ void KfacRun::resolve() {
   std::vector<KfacInverseOutcome> o(2 * held.size());
   if (!kfac_refresh_finish(held.data(), int64_t(held.size()), o.data()))
     return;
+  // The side stream's inversions, traced under the plan's item names.
+  const std::vector<KfacSpan> spans = kfac_refresh_spans();
   for (size_t i = 0, h = 0; i < specs_.size(); ++i) {
     if (!specs_[i].weight->held)
       continue;
     outcomes_[2 * i] = o[2 * h];
     outcomes_[2 * i + 1] = o[2 * h + 1];
+    for (size_t f = 0; f < 2 && 2 * h + f < spans.size(); ++f)
+      trace.add_after_mark(std::string(f ? "inv_G " : "inv_A ") +
+                               specs_[i].name,
+                           kSideStreamTid, launch_mark_,
+                           spans[2 * h + f].start_ms, spans[2 * h + f].dur_ms);
     ++h;
     // The factors were kept for the fp64 retry; the next refresh sums anew.
     KfacLayer &l = layers_[i];
@@ -151,7 +158,9 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     rows_[i] = 0;
   }
   if (due_) {
-    kfac_refresh_launch(launched.data(), int64_t(launched.size()), c_.damping);
+    launch_mark_ = trace.mark();
+    kfac_refresh_launch(launched.data(), int64_t(launched.size()), c_.damping,
+                        launch_mark_ >= 0);
     pending_ = true;
   }
   // Preconditioning of the K-FAC layers' gradients, in place.

@@ -84,6 +84,9 @@ private:
   // A refresh launched or loaded and not installed yet, with its outcomes
   // (per layer: A, G) once resolved.
   bool pending_ = false;
+  int launch_mark_ = -1; // the trace's anchor of the launched refresh
+  // The trace's thread of the side stream (0 compute, 1 communication).
+  static constexpr int kSideStreamTid = 2;
   std::vector<KfacInverseOutcome> outcomes_;
 };
 

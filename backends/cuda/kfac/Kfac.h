@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <nccl.h>
+#include <vector>
 
 namespace autoddl::rt {
 
@@ -74,7 +75,11 @@ void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
 /// the damped factors into A_next, G_next. No host synchronisation: the
 /// side stream overlaps the following steps. The factors must stay unchanged
 /// until kfac_refresh_finish.
-void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping);
+/// With `timed`, each inversion's start and end are recorded on the side
+/// stream against an anchor recorded on the compute stream at this call
+/// (kfac_refresh_spans; --trace).
+void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping,
+                         bool timed = false);
 /// Waits for the launched refresh (the compute stream too), reads every
 /// factor's status and the dampings back in one copy each, retries in fp64
 /// (synchronously, on the compute stream) each factor fp32 failed on, and sets
@@ -85,6 +90,16 @@ bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
                          KfacInverseOutcome *outcomes);
 /// Waits for the side stream (before its buffers are freed).
 void kfac_refresh_drain();
+
+/// One inversion of a timed refresh: its start, in ms after the anchor the
+/// launch recorded on the compute stream, and its duration.
+struct KfacSpan {
+  float start_ms = 0, dur_ms = 0;
+};
+/// The inversions of the last finished refresh, [2i] layer i's A and [2i+1]
+/// its G (the launch's layer order); empty when it was not timed. The fp64
+/// retries of kfac_refresh_finish are not in them.
+std::vector<KfacSpan> kfac_refresh_spans();
 
 /// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1
 /// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs (TF32 in the

@@ -248,6 +248,12 @@ struct AsyncRefresh {
   DeviceBuffer<double> damping; // per layer: pi, a, g
   DeviceBuffer<float> work;     // cuSOLVER's, the largest factor's
   bool launched = false;
+  // --trace: an anchor on the compute stream and, per factor, a start and an
+  // end event on the side stream (timing events, created on first use).
+  bool timed = false;
+  cudaEvent_t anchor = nullptr;
+  std::vector<cudaEvent_t> marks;
+  std::vector<KfacSpan> spans;
   // Queues the work from its own host thread: queueing it from the
   // program's thread held that thread (a refresh step measured as long at
   // K = 20 as at K = 10, ~48 ms), most likely in potri's host-side part.
@@ -286,10 +292,13 @@ AsyncRefresh &async_refresh() {
   return *a;
 }
 
-/// Queues F's damped fp32 inverse into m (in place) on a.side.
+/// Queues F's damped fp32 inverse into m (in place) on a.side, between
+/// marks[0] and marks[1] when the refresh is timed.
 void launch_inverse(AsyncRefresh &a, float *m, const float *F, int64_t d,
-                    const double *diag, int *words) {
+                    const double *diag, int *words, const cudaEvent_t *marks) {
   const int n = int(d);
+  if (a.timed)
+    AUTODDL_CUDA_CHECK(cudaEventRecord(marks[0], a.side));
   const unsigned grid = detail::grid_for(d * d, 256);
   load_damped_at_kernel<<<grid, 256, 0, a.side>>>(m, F, d, diag, words + 2);
   AUTODDL_CUDA_CHECK_LAUNCH();
@@ -298,11 +307,14 @@ void launch_inverse(AsyncRefresh &a, float *m, const float *F, int64_t d,
   potri(a.solver, n, m, a.work.data(), lwork, words + 1);
   mirror_inplace_kernel<<<grid, 256, 0, a.side>>>(m, d, words + 2);
   AUTODDL_CUDA_CHECK_LAUNCH();
+  if (a.timed)
+    AUTODDL_CUDA_CHECK(cudaEventRecord(marks[1], a.side));
 }
 
 } // namespace
 
-void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
+void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping,
+                         bool timed) {
   if (n == 0) // a rank holding no K-FAC layer
     return;
   AsyncRefresh &a = async_refresh();
@@ -326,6 +338,18 @@ void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
     a.status = DeviceBuffer<int>(6 * n);
   if (a.damping.size() < 3 * n)
     a.damping = DeviceBuffer<double>(3 * n);
+  a.timed = timed;
+  if (timed) {
+    // Created here, on the program's thread, before the queuer records them.
+    if (!a.anchor)
+      AUTODDL_CUDA_CHECK(cudaEventCreate(&a.anchor));
+    while (int64_t(a.marks.size()) < 4 * n) {
+      cudaEvent_t e;
+      AUTODDL_CUDA_CHECK(cudaEventCreate(&e));
+      a.marks.push_back(e);
+    }
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a.anchor, compute_stream()));
+  }
   AUTODDL_CUDA_CHECK(cudaEventRecord(a.ready, compute_stream()));
   AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready, 0));
   int device = 0;
@@ -345,9 +369,11 @@ void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping) {
                                                   l.out, damping, dp);
             AUTODDL_CUDA_CHECK_LAUNCH();
             int *words = a.status.data() + 6 * i;
-            launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words);
+            const cudaEvent_t *marks = a.marks.data() + 4 * i;
+            launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words,
+                           marks);
             launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2,
-                           words + 3);
+                           words + 3, marks + 2);
           }
           AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
         } catch (...) {
@@ -370,6 +396,16 @@ bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
   std::vector<double> damp(size_t(3 * n));
   copy_to_host(status.data(), a.status.data(), 6 * n * int64_t(sizeof(int)));
   copy_to_host(damp.data(), a.damping.data(), 3 * n * int64_t(sizeof(double)));
+  // The side stream's events are complete: `done` follows them, and the
+  // copies above waited for it.
+  a.spans.clear();
+  for (int64_t k = 0; a.timed && k < 2 * n; ++k) {
+    KfacSpan span;
+    const cudaEvent_t *m = a.marks.data() + 2 * k;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&span.start_ms, a.anchor, m[0]));
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&span.dur_ms, m[0], m[1]));
+    a.spans.push_back(span);
+  }
   for (int64_t i = 0; i < n; ++i) {
     KfacLayer &l = *layers[i];
     l.damping = {damp[size_t(3 * i)], damp[size_t(3 * i + 1)],
@@ -396,6 +432,8 @@ bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
   }
   return true;
 }
+
+std::vector<KfacSpan> kfac_refresh_spans() { return async_refresh().spans; }
 
 void kfac_refresh_drain() {
   AsyncRefresh &a = async_refresh();

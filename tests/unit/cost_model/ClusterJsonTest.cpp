@@ -126,6 +126,41 @@ TEST_F(ClusterJsonTest, H200PresetsCarryTheSparseBenchmark) {
   EXPECT_NE(errorOf(doc).find("source"), std::string::npos) << errorOf(doc);
 }
 
+// gpu.kfac_time_scale (bench/pipefisher/utilisation_cpu.py fit): kept as the
+// op time scales of kinds "kfac:<item>"; each key optional, factors in
+// (0, 100], a source required, no other key.
+TEST_F(ClusterJsonTest, KfacTimeScales) {
+  json doc = preset();
+  doc["gpu"]["kfac_time_scale"] = {
+      {"curvature", 0.25}, {"inversion", 1.5}, {"source", "test"}};
+  ASSERT_EQ(errorOf(doc), "");
+  Cluster c = readClusterFile(write("k.json", doc.dump(2)));
+  double curvature = 0, inversion = 0;
+  bool precondition = false;
+  for (const OpTimeScale &s : c.opTimeScales) {
+    if (s.kind == "kfac:curvature")
+      curvature = s.forward;
+    if (s.kind == "kfac:inversion")
+      inversion = s.forward;
+    precondition |= s.kind == "kfac:precondition";
+  }
+  EXPECT_EQ(curvature, 0.25);
+  EXPECT_EQ(inversion, 1.5);
+  EXPECT_FALSE(precondition);
+  doc["gpu"]["kfac_time_scale"]["inversion"] = 0;
+  EXPECT_NE(errorOf(doc).find("/gpu/kfac_time_scale/inversion"),
+            std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["kfac_time_scale"]["inversion"] = 101;
+  EXPECT_NE(errorOf(doc).find("(0, 100]"), std::string::npos) << errorOf(doc);
+  doc["gpu"]["kfac_time_scale"] = {{"inversion", 1.0}, {"reduce", 1.0},
+                                   {"source", "test"}};
+  EXPECT_NE(errorOf(doc).find("unknown field \"reduce\""), std::string::npos)
+      << errorOf(doc);
+  doc["gpu"]["kfac_time_scale"] = {{"inversion", 1.0}};
+  EXPECT_NE(errorOf(doc).find("source"), std::string::npos) << errorOf(doc);
+}
+
 TEST_F(ClusterJsonTest, FittedOpScalesAndOverhead) {
   // h200-fitted: autoddl validate --fit-cluster of a GPT-2 355M run.
   Cluster f = loadCluster("h200-fitted");

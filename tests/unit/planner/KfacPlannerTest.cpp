@@ -40,13 +40,14 @@ cost::Cluster twoGpus() {
   return cost::withNodes(c, 1);
 }
 
-Plan planOf(const Graphs &m, const std::string &optimizer, FixedKnobs fix) {
+Plan planOf(const Graphs &m, const std::string &optimizer, FixedKnobs fix,
+            const cost::Cluster &c = twoGpus()) {
   PlannerOptions o;
   o.globalBatch = 8;
   o.fixed = fix;
   o.explain = false;
   o.optimizer = optimizer;
-  auto r = plan(m.g1, m.g2, twoGpus(), o);
+  auto r = plan(m.g1, m.g2, c, o);
   EXPECT_TRUE(static_cast<bool>(r)) << r.error();
   const Plan *p = r ? std::get_if<Plan>(&*r) : nullptr;
   EXPECT_NE(p, nullptr);
@@ -119,6 +120,36 @@ TEST(Kfac, PlanCountsItsWorkAndMemory) {
       }
     }
   EXPECT_GE(k.utilisationAfter, k.utilisationBefore);
+}
+
+// gpu.kfac_time_scale (kept as the op time scales of kinds "kfac:<item>")
+// multiplies each item's price: the same pinned configuration priced with
+// curvature x0.5, inversion x2, precondition x3.
+TEST(Kfac, ClusterTimeScalesMultiplyItemPrices) {
+  Graphs m = load("tiny-gpt");
+  FixedKnobs fix;
+  fix.pp = 2;
+  fix.dp = 1;
+  fix.tp = 1;
+  fix.microbatch = 1;
+  fix.schedule = pipeline::ScheduleKind::OneFOneB;
+  cost::Cluster scaled = twoGpus();
+  scaled.opTimeScales.push_back({"kfac:curvature", 0.5, 0.5});
+  scaled.opTimeScales.push_back({"kfac:inversion", 2, 2});
+  scaled.opTimeScales.push_back({"kfac:precondition", 3, 3});
+  Plan a = planOf(m, "kfac", fix), b = planOf(m, "kfac", fix, scaled);
+  ASSERT_TRUE(a.kfac && b.kfac);
+  ASSERT_EQ(a.kfac->layers.size(), b.kfac->layers.size());
+  for (size_t i = 0; i < a.kfac->layers.size(); ++i) {
+    const KfacLayerPlan &x = a.kfac->layers[i], &y = b.kfac->layers[i];
+    for (int f = 0; f < 2; ++f) {
+      EXPECT_DOUBLE_EQ(y.curvature[f], 0.5 * x.curvature[f]) << x.name;
+      EXPECT_DOUBLE_EQ(y.invert[f], 2 * x.invert[f]) << x.name;
+    }
+    EXPECT_DOUBLE_EQ(y.precondition, 3 * x.precondition) << x.name;
+  }
+  // Forward and backward are untouched: the same first-order step.
+  EXPECT_DOUBLE_EQ(a.kfac->firstOrderStepTime, b.kfac->firstOrderStepTime);
 }
 
 // plan.json keeps every kfac field: written, read, written again, the same
