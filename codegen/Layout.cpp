@@ -124,7 +124,9 @@ const std::set<std::string> kSupported = {
     "mul", "gelu", "relu", "silu", "swiglu", "layernorm", "rmsnorm", "softmax",
     "attention", "cross_entropy", "spmm", "sddmm", "edge_softmax",
     // Image ops: always replicated over tp (no case below splits them).
-    "conv2d", "pool2d", "flatten", "reshape", "transpose"};
+    "conv2d", "pool2d", "flatten", "reshape", "transpose",
+    // An ONNX import's unfused primitive: replicated over tp, too.
+    "primitive"};
 
 const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
                                             "relu", "silu", "swiglu"};

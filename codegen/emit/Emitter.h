@@ -124,6 +124,15 @@ template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
   return dflt;
 }
 
+/// An op's kind as messages name it: an ONNX import's primitive by its ONNX
+/// type and its node's position ("ONNX Pow, position 138").
+inline std::string kindLabel(const OpDef &op) {
+  if (op.kind != "primitive")
+    return op.kind;
+  return "ONNX " + attrOr<std::string>(op, "op_type", "?") +
+         (op.position >= 0 ? ", position " + std::to_string(op.position) : "");
+}
+
 /// What one step of a stage emits: forward lines, and the backward lines of
 /// its input-gradient and weight-gradient halves.
 struct Step {
@@ -305,6 +314,11 @@ private:
   bool isInput(int t) const {
     return g_.tensors[size_t(t)].role == TensorRole::Input;
   }
+  /// A buffer of an ONNX import (read by primitives): a static array of the
+  /// program, whole on every rank, without a gradient.
+  bool isConst(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Constant;
+  }
   const std::vector<int64_t> &full(int t) const {
     return g_.tensors[size_t(t)].shape;
   }
@@ -384,6 +398,7 @@ private:
   void emitSpmm(OpCall &c);
   void emitSddmm(OpCall &c);
   void emitEdgeSoftmax(OpCall &c);
+  void emitPrimitive(OpCall &c);
   int64_t vocab() const;
   void planVocabPadding();
   void planGeluFusion();
@@ -479,6 +494,11 @@ private:
   std::map<int, std::vector<Member>> members_;
   std::map<int, std::set<std::string>> memberSet_;
   std::map<std::pair<int, std::string>, bool> converted_;
+  // File-scope declarations of the ONNX primitives (PrimitiveEmitter.cpp):
+  // the constants they read and each op's resolved Primitive.
+  std::string primitiveDecls_;
+  std::set<int> declaredConsts_;
+  std::set<std::string> primitiveNames_;
   bool splitBackward_ = false;       // zero-bubble: B and W apart
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial

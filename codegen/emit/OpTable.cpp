@@ -54,7 +54,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   const auto entry = table.find(k);
   const OpEntry *e = entry == table.end() ? nullptr : &entry->second;
   if (cuda_ && e && e->cuda == CudaRuns::No)
-    throw UserError("codegen: op " + op.name + " (" + k +
+    throw UserError("codegen: op " + op.name + " (" + kindLabel(op) +
                     ") is not supported by the cuda backend yet (use "
                     "--backend cpu)");
   if (cuda_) {
@@ -147,6 +147,8 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
       {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
       {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
+      // PrimitiveEmitter.cpp
+      {"primitive", {&Emitter::emitPrimitive, CudaRuns::No}},
   };
   return table;
 }

@@ -322,8 +322,8 @@ std::string Emitter::emit() {
 
   if (target_.freesBuffers) // Device buffers go before the CUDA context does.
     glue += "\nstatic void free_params() { P = Params{}; }\n";
-  return header() + prelude() + consts + params + stagesText + glue +
-         specText() + kfacProgramText() + programMain();
+  return header() + prelude() + consts + primitiveDecls_ + params + stagesText +
+         glue + specText() + kfacProgramText() + programMain();
 }
 
 /// The program's includes (the backend's harness and the kernels its stages
@@ -338,8 +338,15 @@ std::string Emitter::prelude() const {
                o.kind == "pool2d";
       });
   const char *kfacInclude = plan_.kfac ? target_.kfacInclude : "";
+  const bool primitives =
+      std::any_of(g_.ops.begin(), g_.ops.end(),
+                  [](const OpDef &o) { return o.kind == "primitive"; });
   return std::string(target_.includes) + kfacInclude +
-         (imageOps ? target_.imageIncludes : "") + target_.preludeTail;
+         (imageOps ? target_.imageIncludes : "") +
+         (primitives ? "#include \"backends/common/OnnxPrimitive.h\" // an "
+                       "ONNX import's unfused primitives\n"
+                     : "") +
+         target_.preludeTail;
 }
 
 /// The plan's constants as the harness reads them (its ProgramSpec,

@@ -54,6 +54,8 @@ void profileScopes(Step &s, const std::string &kind) {
 }
 
 std::string Emitter::val(int t, TpLayout l) const {
+  if (isConst(t))
+    return "kc_" + names_[size_t(t)];
   if (isParam(t)) // the kernels read the act_t working copy on cuda
     return "P." + names_[size_t(t)] + target_.paramValue;
   if (isInput(t)) {
@@ -73,7 +75,7 @@ std::string Emitter::val(int t, TpLayout l) const {
 std::string Emitter::grad(int t, TpLayout l) const {
   if (isParam(t))
     return "P." + names_[size_t(t)] + ".grad.data()";
-  if (isInput(t))
+  if (isInput(t) || isConst(t))
     return "nullptr";
   return "a.d_" + bufName(t, l) + ".data()";
 }
@@ -84,7 +86,7 @@ void Emitter::addMember(int stage, const Member &m) {
 }
 
 void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
-  if (isParam(t))
+  if (isParam(t) || isConst(t))
     return;
   const auto &td = g_.tensors[size_t(t)];
   if (isInput(t)) {
@@ -198,7 +200,7 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
     }
     return "a." + name + ".data()";
   }
-  if (have == want || isParam(t) || isInput(t))
+  if (have == want || isParam(t) || isInput(t) || isConst(t))
     return val(t, want);
   const auto &fs = full(t);
   if (have.split() && want.split() &&

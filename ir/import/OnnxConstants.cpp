@@ -9,6 +9,10 @@
 #include "ir/import/OnnxConstants.h"
 #include "ir/import/OnnxHostTensor.h"
 
+// The index math (broadcasting, transposes, batched matrix products) is the
+// one the programs run unfused primitives with.
+#include "backends/common/OnnxKernels.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,14 +29,9 @@ namespace {
 
 using namespace host;
 
-// Steps `pos` to the next row-major index of `shape`.
-void advance(std::vector<int64_t> &pos, const std::vector<int64_t> &shape) {
-  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
-    if (++pos[d] < shape[d])
-      return;
-    pos[d] = 0;
-  }
-}
+using onnx_kernels::advance;
+using onnx_kernels::broadcastIndex;
+using onnx_kernels::stridesOf;
 
 const onnx::AttributeProto *attr(const onnx::NodeProto &n,
                                  const std::string &name) {
@@ -65,13 +64,6 @@ int64_t axisOf(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t i = (int64_t)shape.size() - 2; i >= 0; --i)
-    s[i] = s[i + 1] * shape[i + 1];
-  return s;
-}
-
 std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
                                     const std::vector<int64_t> &b) {
   size_t r = std::max(a.size(), b.size());
@@ -85,24 +77,6 @@ std::vector<int64_t> broadcastShape(const std::vector<int64_t> &a,
     out[i] = x == 1 ? y : x;
   }
   return out;
-}
-
-// For each element of `out` (row-major), the index of the element of `in`
-// it reads under numpy broadcasting.
-std::vector<int64_t> broadcastIndex(const std::vector<int64_t> &in,
-                                    const std::vector<int64_t> &out) {
-  size_t r = out.size(), lead = r - in.size();
-  std::vector<int64_t> inStrides = stridesOf(in), idx(product(out));
-  std::vector<int64_t> pos(r, 0);
-  for (int64_t k = 0; k < (int64_t)idx.size(); ++k) {
-    int64_t off = 0;
-    for (size_t d = lead; d < r; ++d)
-      if (in[d - lead] != 1)
-        off += pos[d] * inStrides[d - lead];
-    idx[k] = off;
-    advance(pos, out);
-  }
-  return idx;
 }
 
 HostTensor broadcastTo(const HostTensor &x, const std::vector<int64_t> &shape) {
@@ -146,14 +120,9 @@ HostTensor transpose(const HostTensor &x, std::vector<int64_t> perm) {
     shape[i] = x.shape[perm[i]];
   }
   HostTensor out = make(x.type, shape);
-  std::vector<int64_t> inStrides = stridesOf(x.shape), pos(r, 0);
-  for (int64_t k = 0; k < out.numel(); ++k) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < r; ++d)
-      off += pos[d] * inStrides[perm[d]];
-    out.data[k] = x.data[off];
-    advance(pos, shape);
-  }
+  const std::vector<int64_t> idx = onnx_kernels::transposeIndex(x.shape, perm);
+  for (int64_t k = 0; k < out.numel(); ++k)
+    out.data[k] = x.data[idx[k]];
   return out;
 }
 
@@ -173,9 +142,9 @@ HostTensor matmul(const HostTensor &a, const HostTensor &b) {
         std::to_string(bs[bs.size() - 2]) + ")");
   std::vector<int64_t> ab(as.begin(), as.end() - 2),
       bb(bs.begin(), bs.end() - 2);
-  std::vector<int64_t> batch = broadcastShape(ab, bb);
-  std::vector<int64_t> ia = broadcastIndex(ab, batch),
-                       ib = broadcastIndex(bb, batch);
+  std::vector<int64_t> batch = broadcastShape(ab, bb); // checks they do
+  const onnx_kernels::MatmulShape m = onnx_kernels::matmulShape(as, bs);
+  const std::vector<int64_t> &ia = m.ia, &ib = m.ib;
   std::vector<int64_t> shape = batch;
   if (!va)
     shape.push_back(M);
@@ -200,39 +169,11 @@ SliceWindow sliceWindow(const std::vector<int64_t> &in,
                         const std::vector<int64_t> &starts,
                         const std::vector<int64_t> &ends,
                         std::vector<int64_t> axes, std::vector<int64_t> steps) {
-  int64_t r = in.size();
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(i);
-  if (steps.empty())
-    steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() ||
-      steps.size() != starts.size())
-    bad("starts, ends, axes and steps differ in length");
-  SliceWindow w{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 1), in};
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axisOf(axes[i], r), dim = in[a], s = starts[i], e = ends[i],
-            st = steps[i];
-    if (st == 0)
-      bad("a Slice step is 0");
-    // ONNX: negative indices count from the end; then clamp to [0, dim] for
-    // a positive step, [-1, dim-1] for a negative one.
-    if (s < 0)
-      s = s < -dim ? -1 : s + dim;
-    if (e < 0)
-      e = e < -dim ? -1 : e + dim;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      w.shape[a] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, -1, dim - 1);
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      w.shape[a] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
-    }
-    w.begin[a] = s;
-    w.step[a] = st;
-  }
+  SliceWindow w;
+  if (std::string e =
+          onnx_kernels::sliceWindow(in, starts, ends, axes, steps, w);
+      !e.empty())
+    bad(e);
   return w;
 }
 
@@ -355,6 +296,18 @@ Eval binary(std::function<Value(Value, Value, int32_t)> f, bool boolean) {
   };
 }
 
+// The elementwise math is the one the programs run unfused primitives with
+// (backends/common/OnnxKernels.h), here in long double.
+namespace K = onnx_kernels;
+Eval unaryOp(K::Unary op) {
+  return unary([op](Value a) { return K::unaryValue(op, a); });
+}
+Eval binaryOp(K::Binary op, bool boolean) {
+  return binary(
+      [op](Value a, Value b, int32_t) { return K::binaryValue(op, a, b); },
+      boolean);
+}
+
 Value divide(Value a, Value b, int32_t type) {
   if (isFloat(type))
     return a / b;
@@ -366,42 +319,32 @@ Value divide(Value a, Value b, int32_t type) {
 const std::map<std::string, Eval> &evaluators() {
   static const std::map<std::string, Eval> table = {
       {"Identity", [](auto &, auto &in) { return *in[0]; }},
-      {"Add", binary([](Value a, Value b, int32_t) { return a + b; }, false)},
-      {"Sub", binary([](Value a, Value b, int32_t) { return a - b; }, false)},
-      {"Mul", binary([](Value a, Value b, int32_t) { return a * b; }, false)},
+      {"Add", binaryOp(K::Binary::Add, false)},
+      {"Sub", binaryOp(K::Binary::Sub, false)},
+      {"Mul", binaryOp(K::Binary::Mul, false)},
       {"Div", binary(divide, false)},
-      {"Pow", binary([](Value a, Value b, int32_t) { return std::pow(a, b); },
-                     false)},
-      {"Equal", binary([](Value a, Value b, int32_t) -> Value { return a == b; },
-                       true)},
-      {"Less", binary([](Value a, Value b, int32_t) -> Value { return a < b; },
-                      true)},
-      {"LessOrEqual",
-       binary([](Value a, Value b, int32_t) -> Value { return a <= b; }, true)},
-      {"Greater",
-       binary([](Value a, Value b, int32_t) -> Value { return a > b; }, true)},
-      {"GreaterOrEqual",
-       binary([](Value a, Value b, int32_t) -> Value { return a >= b; }, true)},
-      {"And", binary([](Value a, Value b, int32_t) -> Value { return a && b; },
-                     true)},
-      {"Or", binary([](Value a, Value b, int32_t) -> Value { return a || b; },
-                    true)},
-      {"Xor", binary([](Value a, Value b, int32_t) -> Value {
-                       return (a != 0) != (b != 0);
-                     },
-                     true)},
-      {"Not", unary([](Value a) -> Value { return !a; })},
-      {"Neg", unary([](Value a) { return -a; })},
-      {"Abs", unary([](Value a) { return std::fabs(a); })},
-      {"Sqrt", unary([](Value a) { return std::sqrt(a); })},
-      {"Reciprocal", unary([](Value a) { return 1 / a; })},
-      {"Exp", unary([](Value a) { return std::exp(a); })},
-      {"Cos", unary([](Value a) { return std::cos(a); })},
-      {"Sin", unary([](Value a) { return std::sin(a); })},
+      {"Pow", binaryOp(K::Binary::Pow, false)},
+      {"Equal", binaryOp(K::Binary::Equal, true)},
+      {"Less", binaryOp(K::Binary::Less, true)},
+      {"LessOrEqual", binaryOp(K::Binary::LessOrEqual, true)},
+      {"Greater", binaryOp(K::Binary::Greater, true)},
+      {"GreaterOrEqual", binaryOp(K::Binary::GreaterOrEqual, true)},
+      {"And", binaryOp(K::Binary::And, true)},
+      {"Or", binaryOp(K::Binary::Or, true)},
+      {"Xor", binaryOp(K::Binary::Xor, true)},
+      {"Not", unaryOp(K::Unary::Not)},
+      {"Neg", unaryOp(K::Unary::Neg)},
+      {"Abs", unaryOp(K::Unary::Abs)},
+      {"Sqrt", unaryOp(K::Unary::Sqrt)},
+      {"Reciprocal", unaryOp(K::Unary::Reciprocal)},
+      {"Exp", unaryOp(K::Unary::Exp)},
+      {"Cos", unaryOp(K::Unary::Cos)},
+      {"Sin", unaryOp(K::Unary::Sin)},
       {"IsNaN",
        [](auto &, auto &in) {
-         return elementwise({in[0]}, T::BOOL,
-                            [](const Value *v) -> Value { return std::isnan(v[0]); });
+         return elementwise({in[0]}, T::BOOL, [](const Value *v) {
+           return K::unaryValue(K::Unary::IsNaN, v[0]);
+         });
        }},
       {"Max",
        [](auto &, auto &in) {

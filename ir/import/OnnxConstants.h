@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "backends/common/OnnxKernels.h" // Window
+
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
@@ -65,9 +67,7 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
 int64_t onnxAxis(int64_t axis, int64_t rank);
 /// What Slice reads of a tensor of shape `in`: per dimension the first
 /// index, the step and the count (axes and steps may be empty: defaults).
-struct SliceWindow {
-  std::vector<int64_t> begin, step, shape;
-};
+using SliceWindow = onnx_kernels::Window;
 SliceWindow sliceWindow(const std::vector<int64_t> &in,
                         const std::vector<int64_t> &starts,
                         const std::vector<int64_t> &ends,

@@ -18,6 +18,8 @@
 #include "ir/dialect/SbpDialect.h"
 #include "ir/lower/BuildSbpModule.h"
 
+#include "ir/import/ResolvePrimitive.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
@@ -45,6 +47,51 @@ std::string locName(Location loc) {
   return "";
 }
 
+/// An op of the fused module to read back, with the name it gets.
+struct Read {
+  Operation *op;
+  std::string name;
+  int from; // the graph-given op named by its location, or -1
+};
+
+/// `reads` in a structural order: depth-first from `root` (the loss),
+/// operands in order, each op after its operands (ops not reached keep their
+/// place at the end). Identical layers then list their ops alike whatever
+/// the exporter's node order, as the planner's layer collapse (and so
+/// pipelining) needs; fused ops hide that order, unfused primitives do not.
+std::vector<Read> structuralOrder(std::vector<Read> reads, Value root) {
+  llvm::DenseMap<Operation *, size_t> index;
+  for (auto [i, r] : llvm::enumerate(reads))
+    index[r.op] = i;
+  std::vector<Read> out;
+  std::vector<bool> done(reads.size());
+  // Iterative post-order: (op, next operand to visit).
+  std::vector<std::pair<size_t, unsigned>> stack;
+  auto push = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    auto it = def ? index.find(def) : index.end();
+    if (it != index.end() && !done[it->second]) {
+      done[it->second] = true; // entered: not pushed twice
+      stack.push_back({it->second, 0});
+    }
+  };
+  push(root);
+  while (!stack.empty()) {
+    auto &[i, next] = stack.back();
+    Operation *op = reads[i].op;
+    if (next < op->getNumOperands()) {
+      push(op->getOperand(next++));
+      continue;
+    }
+    out.push_back(reads[i]);
+    stack.pop_back();
+  }
+  for (auto [i, r] : llvm::enumerate(reads))
+    if (!done[i])
+      out.push_back(r);
+  return out;
+}
+
 /// Reads the fused function back into `out.graph`; on a problem sets
 /// `out.error` or the leftover primitive and returns.
 class Reader {
@@ -69,6 +116,12 @@ private:
   }
   std::string uniqueTensorName(const std::string &base);
   int replacedLayer(int root, const std::vector<bool> &survived) const;
+  /// What a message names graph-given op `from` by: its position in the
+  /// file, or its index in the graph given (-1 for a new op).
+  int positionOf(int from) const {
+    return from < 0 ? -1
+                    : (g.ops[from].position >= 0 ? g.ops[from].position : from);
+  }
   /// Whether `v` has the type of the result of the graph-given op `from`.
   bool sameType(Value v, int from) const {
     std::optional<ops::ValueType> t = sbp::toValueType(v.getType());
@@ -139,11 +192,6 @@ void Reader::run(func::FuncOp function) {
     ++atLocation[locName(op.getLoc())];
   }
 
-  struct Read {
-    Operation *op;
-    std::string name;
-    int from; // the graph-given op named by its location, or -1
-  };
   std::vector<Read> reads;
   std::set<std::string> opNames;
   for (auto [i, op] : llvm::enumerate(computing)) {
@@ -160,14 +208,14 @@ void Reader::run(func::FuncOp function) {
     for (int n = 2; opNames.count(name); ++n)
       name = loc + "." + kind + "#" + std::to_string(n);
     opNames.insert(name);
-    if (auto p = dyn_cast<sbp::PrimitiveOp>(op)) {
+    // A primitive with a kernel (backends/common/OnnxPrimitive.h) stays, to
+    // run as it is; any other refuses the model.
+    auto p = dyn_cast<sbp::PrimitiveOp>(op);
+    if (p && !onnx_kernels::primitiveSupported(p.getOpType().str())) {
       if (out.primitiveName.empty()) {
         out.primitiveName = loc;
         out.primitiveType = p.getOpType().str();
-        out.primitivePosition =
-            from < 0
-                ? -1
-                : (g.ops[from].position >= 0 ? g.ops[from].position : from);
+        out.primitivePosition = positionOf(from);
       }
       continue;
     }
@@ -178,6 +226,10 @@ void Reader::run(func::FuncOp function) {
   }
   if (!out.primitiveName.empty())
     return;
+  if (llvm::any_of(reads,
+                   [](const Read &r) { return isa<sbp::PrimitiveOp>(r.op); }))
+    reads =
+        structuralOrder(std::move(reads), body.getTerminator()->getOperand(0));
   // A graph-given op survived when an op of its kind still has its name.
   std::vector<bool> survived(g.ops.size());
   for (const Read &r : reads)
@@ -228,18 +280,37 @@ void Reader::run(func::FuncOp function) {
       operandTypes.push_back(*sbp::toValueType(v.getType()));
     }
     // Checked as GraphBuilder checks a front end's ops: the shared rules
-    // infer the result the module has.
+    // infer the result the module has. A primitive has no shared rule (its
+    // type is the front end's); its kernels must run it, on these shapes.
+    const bool primitive = def.kind == "primitive";
     ops::InferResult inferred =
-        ops::inferResultTypes(def.kind, operandTypes, def.attrs);
+        primitive ? ops::InferResult{}
+                  : ops::inferResultTypes(def.kind, operandTypes, def.attrs);
     std::optional<ops::ValueType> type =
         sbp::toValueType(r.op->getResult(0).getType());
-    if (!inferred.ok() || !type || inferred.results.size() != 1 ||
-        inferred.results[0].shape != type->shape ||
-        inferred.results[0].dtype != type->dtype) {
+    if (!type ||
+        (!primitive && (!inferred.ok() || inferred.results.size() != 1 ||
+                        inferred.results[0].shape != type->shape ||
+                        inferred.results[0].dtype != type->dtype))) {
       out.error = "op '" + r.name + "' (" + def.kind +
                   "): the fused op does not follow its shape rule" +
                   (inferred.ok() ? "" : ": " + inferred.error);
       return;
+    }
+    if (primitive) {
+      std::vector<ops::Shape> shapes;
+      for (const ops::ValueType &t : operandTypes)
+        shapes.push_back(t.shape);
+      onnx_kernels::Primitive p;
+      if (std::string why =
+              resolvePrimitive(p, out.graph, def, shapes, type->shape);
+          !why.empty()) {
+        out.primitiveName = locName(r.op->getLoc());
+        out.primitiveType = cast<sbp::PrimitiveOp>(r.op).getOpType().str();
+        out.primitivePosition = positionOf(r.from);
+        out.primitiveWhy = why;
+        return;
+      }
     }
     Value result = r.op->getResult(0);
     if (!tensorOf.count(result)) {
@@ -264,6 +335,18 @@ void Reader::run(func::FuncOp function) {
   out.graph.loss = tensorOf.count(loss) ? tensorOf[loss] : -1;
 }
 
+/// The passes in the order fuseImported runs them.
+using PassFactory = std::unique_ptr<Pass> (*)();
+const std::vector<std::pair<std::string, PassFactory>> &fusePasses() {
+  static const std::vector<std::pair<std::string, PassFactory>> passes = {
+      {"sbp-fuse-linear", sbp::createFuseLinearPass},
+      {"sbp-fuse-norms", sbp::createFuseNormsPass},
+      {"sbp-fuse-activations", sbp::createFuseActivationsPass},
+      {"sbp-fuse-rotary", sbp::createFuseRotaryPass},
+      {"sbp-fuse-attention", sbp::createFuseAttentionPass}};
+  return passes;
+}
+
 } // namespace
 
 bool hasImportedPrimitives(const ModelGraph &g) {
@@ -276,7 +359,18 @@ bool hasImportedPrimitives(const ModelGraph &g) {
   return false;
 }
 
-FusedGraph fuseImported(const ModelGraph &g) {
+const std::vector<std::string> &fusePassNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto &pass : fusePasses())
+      n.push_back(pass.first);
+    return n;
+  }();
+  return names;
+}
+
+FusedGraph fuseImported(const ModelGraph &g,
+                        const std::set<std::string> &skip) {
   FusedGraph out;
   MLIRContext context(MLIRContext::Threading::DISABLED);
   context.loadDialect<sbp::SbpDialect, func::FuncDialect>();
@@ -287,11 +381,9 @@ FusedGraph fuseImported(const ModelGraph &g) {
   // As tests/lit/passes/fuse_pipeline.mlir runs them: rotary before
   // attention, whose Q and K it turns into sbp.rotary results.
   PassManager pm(&context);
-  pm.addPass(sbp::createFuseLinearPass());
-  pm.addPass(sbp::createFuseNormsPass());
-  pm.addPass(sbp::createFuseActivationsPass());
-  pm.addPass(sbp::createFuseRotaryPass());
-  pm.addPass(sbp::createFuseAttentionPass());
+  for (const auto &[name, create] : fusePasses())
+    if (!skip.count(name))
+      pm.addPass(create());
   // AUTODDL_FUSE_DUMP=PREFIX writes PREFIX.before.mlir and PREFIX.after.mlir:
   // the primitives a pattern did not match, as the passes saw them.
   const char *dump = std::getenv("AUTODDL_FUSE_DUMP");

@@ -13,7 +13,9 @@
 
 #include "ir/import/ModelGraph.h"
 
+#include <set>
 #include <string>
+#include <vector>
 
 namespace autoddl {
 
@@ -27,11 +29,15 @@ namespace autoddl {
 /// are gone.
 struct FusedGraph {
   ModelGraph graph;
-  // A primitive that no pattern recognised (the first in graph order), else
-  // empty: its op name, ONNX op type and position (OpDef::position, or its
-  // index in the ops of the graph given when that is -1).
+  // A primitive that no pattern recognised and that has no kernel (the
+  // first in graph order), else empty: its op name, ONNX op type and position
+  // (OpDef::position, or its index in the ops of the graph given when that is
+  // -1).
   std::string primitiveName, primitiveType;
   int primitivePosition = -1;
+  // Why its kernel does not run it ("Max takes two operands"), or empty
+  // when its op has no kernel at all.
+  std::string primitiveWhy;
   // The lowering's or the verifier's message when the graph given is malformed
   // (a bug of its front end, not of the user's model); "" otherwise.
   std::string error;
@@ -41,14 +47,24 @@ struct FusedGraph {
 /// Whether `g` holds a constant or a primitive, i.e. needs fuseImported.
 bool hasImportedPrimitives(const ModelGraph &g);
 
-/// Lowers `g`, fuses and reads it back. Core code: never throws.
-FusedGraph fuseImported(const ModelGraph &g);
+/// The sbp-fuse passes fuseImported runs, in their order (flags).
+const std::vector<std::string> &fusePassNames();
+
+/// Lowers `g`, fuses (without the passes named in `skip`) and reads it back.
+/// A primitive that no pattern recognised stays, as an op of kind
+/// "primitive" with the constants it reads, where it has a kernel
+/// (backends/common/OnnxPrimitive.h); one without refuses the model. Core
+/// code: never throws.
+FusedGraph fuseImported(const ModelGraph &g,
+                        const std::set<std::string> &skip = {});
 
 /// The front ends' entry point: replaces `g` by its fused form when it holds
-/// constants or primitives (otherwise leaves it as it is). Throws UserError,
-/// one line, when a primitive stays:
+/// constants or primitives (otherwise leaves it as it is), leaving out the
+/// passes that the environment's AUTODDL_FUSE_SKIP lists (comma-separated
+/// flags). Throws UserError, one line, when a primitive without a kernel
+/// stays:
 ///   <file>: node '<name>' (<OpType>, position N): <OpType> is outside the
-///   model vocabulary and no sbp-fuse pattern recognised it
+///   model vocabulary, no sbp-fuse pattern recognised it and it has no kernel
 /// `file` names the model in that message.
 void fuseImportedGraph(ModelGraph &g, const std::string &file);
 

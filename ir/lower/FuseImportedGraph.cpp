@@ -9,26 +9,53 @@
 
 #include "support/UserError.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace autoddl {
 
 void fuseImportedGraph(ModelGraph &g, const std::string &file) {
   if (!hasImportedPrimitives(g))
     return;
-  FusedGraph fused = fuseImported(g);
+  std::set<std::string> skip;
+  if (const char *env = std::getenv("AUTODDL_FUSE_SKIP")) {
+    const std::string list = env;
+    for (size_t b = 0; b <= list.size();) {
+      const size_t e = std::min(list.find(',', b), list.size());
+      const std::string name = list.substr(b, e - b);
+      b = e + 1;
+      if (name.empty())
+        continue;
+      const auto &known = fusePassNames();
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::string all;
+        for (const std::string &k : known)
+          all += (all.empty() ? "" : ", ") + k;
+        throw UserError("AUTODDL_FUSE_SKIP: '" + name +
+                        "' is not an sbp-fuse pass (" + all + ")");
+      }
+      skip.insert(name);
+    }
+  }
+  FusedGraph fused = fuseImported(g, skip);
   if (!fused.primitiveName.empty())
-    throw UserError(file + ": node '" + fused.primitiveName + "' (" +
-                    fused.primitiveType + ", position " +
-                    std::to_string(fused.primitivePosition) +
-                    "): " + fused.primitiveType +
-                    " is outside the model vocabulary and no sbp-fuse pattern "
-                    "recognised it");
+    throw UserError(
+        file + ": node '" + fused.primitiveName + "' (" + fused.primitiveType +
+        ", position " + std::to_string(fused.primitivePosition) +
+        "): " + fused.primitiveType +
+        " is outside the model vocabulary, no sbp-fuse pattern "
+        "recognised it and " +
+        (fused.primitiveWhy.empty()
+             ? std::string("it has no kernel")
+             : "its kernel does not run it: " + fused.primitiveWhy));
   if (!fused.error.empty())
     throw UserError(file + ": the imported graph is malformed: " + fused.error);
-  // The model ops take parameters and activations; a buffer they would read
-  // has no place in a plan or a generated program.
+  // The model ops take parameters and activations; only a primitive reads
+  // a buffer (the generated program embeds it).
   for (const OpDef &op : fused.graph.ops)
     for (int t : op.operands)
-      if (fused.graph.tensors[t].role == TensorRole::Constant)
+      if (op.kind != "primitive" &&
+          fused.graph.tensors[t].role == TensorRole::Constant)
         throw UserError(file + ": node '" + op.name + "' (" + op.kind +
                         "): reads the constant '" +
                         fused.graph.tensors[t].name +

@@ -168,7 +168,7 @@ struct Builder {
     // Model ops: their signatures and placements.
     for (Operation &op : body) {
       auto loc = dyn_cast<NameLoc>(op.getLoc());
-      if (!loc || op.getName().getStringRef() == "sbp.parameter")
+      if (!loc || isa<sbp::ParameterOp, sbp::ConstantOp>(op))
         continue;
       auto it = opIndex.find(loc.getName().str());
       if (it == opIndex.end())
@@ -202,9 +202,10 @@ struct Builder {
         axes.push_back(stored(sbp::projectSignature(sig, a).inputs[index]));
       return axes;
     };
-    // Parameters: stored as their first reader reads them, on its stage.
+    // Parameters (and an import's constants, read by its primitives): stored
+    // as their first reader reads them, on its stage.
     for (Operation &op : body) {
-      if (op.getName().getStringRef() != "sbp.parameter")
+      if (!isa<sbp::ParameterOp, sbp::ConstantOp>(op))
         continue;
       Operation *user;
       unsigned index = 0;

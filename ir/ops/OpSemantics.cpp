@@ -778,6 +778,25 @@ Wide wideFlops(std::string_view kind, const std::vector<ValueType> &operands,
   if (kind == "cross_entropy")
     // log-softmax over the logits (5 per element); the pick-and-mean is noise.
     return mul(5, product(x));
+  if (kind == "primitive") {
+    // An ONNX op left unfused (docs/model-format.md): MatMul 2·M·N·K per
+    // batch entry, Softmax as softmax, data movement (Reshape, Transpose,
+    // Slice, ...) none, anything else one operation per result element.
+    auto t = a.find("op_type");
+    const std::string *op =
+        t == a.end() ? nullptr : std::get_if<std::string>(&t->second);
+    const std::string type = op ? *op : "";
+    if (type == "MatMul")
+      return mul(2, outElems, x.empty() ? 1 : x.back());
+    if (type == "Softmax" || type == "LogSoftmax")
+      return mul(5, outElems);
+    for (const char *move :
+         {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
+          "Transpose", "Expand", "Slice", "Concat"})
+      if (type == move)
+        return 0;
+    return outElems;
+  }
   // embedding (a lookup), flatten, reshape, transpose, parameter: no
   // arithmetic.
   return 0;

@@ -147,7 +147,17 @@ Rules softmax(const std::vector<Shape> &operands, const Attrs &attrs) {
 // split also divides both sizes (checked on the nd signature).
 Rules reshape(const std::vector<Shape> &operands, const Attrs &attrs) {
   const Shape in = operands.empty() ? Shape{} : operands[0];
-  const Shape out = attrOr<std::vector<int64_t>>(attrs, "shape", {});
+  Shape out = attrOr<std::vector<int64_t>>(attrs, "shape", {});
+  // A -1 in the target (an ONNX export's) is what the other sizes leave, as
+  // inferReshape resolves it.
+  int64_t known = 1, total = 1;
+  for (int64_t d : in)
+    total *= d;
+  for (int64_t d : out)
+    known *= d == -1 ? 1 : d;
+  for (int64_t &d : out)
+    if (d == -1 && known > 0 && total % known == 0)
+      d = total / known;
   Rules rows;
   int64_t inPrefix = 1;
   for (size_t i = 0; i < in.size(); inPrefix *= in[i], ++i) {

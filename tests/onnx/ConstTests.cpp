@@ -20,7 +20,6 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
-#include <dirent.h>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -169,17 +168,11 @@ int main(int argc, char **argv) {
   std::map<std::string, Count> counts;
   for (const char *op : kOps)
     counts[op];
-  DIR *d = opendir(root.c_str());
-  if (!d) {
+  std::vector<std::string> names;
+  if (!nodeTestNames(root, names)) {
     std::cerr << root << ": cannot open\n";
     return 1;
   }
-  std::vector<std::string> names;
-  while (dirent *e = readdir(d))
-    if (std::string(e->d_name).rfind("test_", 0) == 0)
-      names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
   int failures = 0;
   for (const std::string &name : names) {
     std::string dir = root + "/" + name;

@@ -27,7 +27,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -195,16 +194,11 @@ int main(int argc, char **argv) {
   std::string root = argv[1], work = argv[2];
   std::map<std::string, std::array<int, 3>> counts; // passed, refused, failed
   int failures = 0;
-  DIR *d = opendir(root.c_str());
-  if (!d) {
+  std::vector<std::string> names;
+  if (!nodeTestNames(root, names)) {
     std::cerr << root << ": cannot open\n";
     return 2;
   }
-  std::vector<std::string> names;
-  while (dirent *e = readdir(d))
-    names.push_back(e->d_name);
-  closedir(d);
-  std::sort(names.begin(), names.end());
   for (const std::string &name : names) {
     if (name.rfind("test_", 0) != 0 ||
         name.find("_expanded") != std::string::npos)

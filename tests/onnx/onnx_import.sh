@@ -58,6 +58,26 @@ ir=$("$autoddl" import "$work/decoder.onnx" --batch 2 --seq 4)
 [[ "$ir" == *'tensor<2x4xi32> loc("targets")'* ]] || fail "decoder: targets are not [2,4] ids"
 ir=$("$autoddl" import "$work/cnn.onnx" --batch 3)
 [[ "$ir" == *'tensor<3xi32> loc("labels")'* && "$ir" != *'"targets"'* ]] || fail "cnn: the exported loss's labels are not the input"
+# Primitives no pattern recognises run (docs/model-format.md "Primitives that run"); one that
+# mixes the samples (a mean over the batch) runs whole but not on a part of the batch: codegen
+# refuses dp=2 naming the op and the cause, and generates the dp=1 program.
+params mixing 874 --batch 4
+kinds mixing "sbp.cross_entropy=1,sbp.linear=2,sbp.parameter=4,sbp.primitive=2" --batch 4
+for dp in 1 2; do
+  "$autoddl" plan "$work/mixing.onnx" --cluster h200x2-nvlink --gpus $dp --global-batch 4 \
+    --fix dp=$dp,microbatch=$((4 / dp)) -o "$work/mixing-dp$dp.json" >/dev/null
+done
+if out=$("$autoddl" codegen "$work/mixing-dp2.json" --backend cpu -o "$work/mixing-dp2" 2>&1); then
+  fail "mixing: dp=2 generated a program"
+else
+  case "$out" in
+  *"op /centre/ReduceMean (ONNX ReduceMean, position 1): it reduces over the batch dimension"*) echo "ok: mixing: dp=2: $out" ;;
+  *) fail "mixing: dp=2: $out" ;;
+  esac
+fi
+"$autoddl" codegen "$work/mixing-dp1.json" --backend cpu -o "$work/mixing-dp1" >/dev/null &&
+  grep -q "primitive_forward" "$work/mixing-dp1/train.cpp" && echo "ok: mixing: dp=1 runs its primitives" ||
+  fail "mixing: dp=1: no program running its primitives"
 
 bad() { # file expected-substring args...
   local f=$1 want=$2; shift 2

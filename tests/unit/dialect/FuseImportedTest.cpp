@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -216,31 +217,117 @@ TEST(FuseImportedTest, AFusedOpTakesTheLayerOfTheOpsItReplaced) {
   EXPECT_EQ(g.ops[1].layer, -1);
 }
 
-TEST(FuseImportedTest, RefusesAPrimitiveNoPatternRecognises) {
-  // erf(x / 2) is not GELU's: the Div stays first of what stays.
-  ModelGraph g = mlpWithDecomposedGeluAndNorm(2.0);
+/// fuseImportedGraph(g, "m.onnx") refuses g with `message`.
+void expectRefused(ModelGraph g, const char *message) {
   try {
-    fuseImportedGraph(g, "mlp.onnx");
+    fuseImportedGraph(g, "m.onnx");
     FAIL() << "expected a refusal";
   } catch (const UserError &e) {
-    EXPECT_STREQ(e.what(),
-                 "mlp.onnx: node 'act.div' (Div, position 1): Div is outside "
-                 "the model vocabulary and no sbp-fuse pattern recognised it");
+    EXPECT_STREQ(e.what(), message);
   }
+}
+
+TEST(FuseImportedTest, KeepsAPrimitiveNoPatternRecognises) {
+  // erf(x / 2) is not GELU's: its Div, Erf, Add and Muls stay primitives,
+  // with the scalar constants they read, to run as they are (the norm still
+  // fuses).
+  ModelGraph g = mlpWithDecomposedGeluAndNorm(2.0);
+  fuseImportedGraph(g, "mlp.onnx");
+  std::vector<std::string> types;
+  for (const OpDef &op : g.ops)
+    if (op.kind == "primitive")
+      types.push_back(std::get<std::string>(op.attrs.at("op_type")));
+  EXPECT_EQ(types, (std::vector<std::string>{"Div", "Erf", "Add", "Mul"}));
+  const std::vector<std::string> k = kinds(g);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "layernorm"), 1);
+  int constants = 0;
+  for (const TensorDef &t : g.tensors)
+    constants += t.role == TensorRole::Constant;
+  EXPECT_EQ(constants, 3); // 2, 1 and 0.5
+  EXPECT_EQ(g.parameterCount(), 208);
+}
+
+TEST(FuseImportedTest, ListsUnfusedLayersAlikeWhateverTheNodeOrder) {
+  // Two layers y = Sigmoid(x) * Tanh(x), the file listing the branches in
+  // opposite orders: read back depth-first from the loss, both layers list
+  // their primitives alike, as the planner's layer collapse needs.
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  for (int layer = 0; layer < 2; ++layer) {
+    o.b.setLayer(layer);
+    const std::string l = "l" + std::to_string(layer) + ".";
+    int s = -1, h = -1;
+    if (layer == 0) {
+      s = o.ew("Sigmoid", l + "sigmoid", {x});
+      h = o.ew("Tanh", l + "tanh", {x});
+    } else {
+      h = o.ew("Tanh", l + "tanh", {x});
+      s = o.ew("Sigmoid", l + "sigmoid", {x});
+    }
+    x = o.ew("Mul", l + "mul", {s, h});
+  }
+  o.b.setLayer(-1);
+  int loss = o.b.op("cross_entropy", "loss", {x, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
+  fuseImportedGraph(g, "m.onnx");
+  std::vector<std::string> layer0, layer1;
+  for (const OpDef &op : g.ops)
+    if (op.kind == "primitive")
+      (op.layer == 0 ? layer0 : layer1)
+          .push_back(std::get<std::string>(op.attrs.at("op_type")));
+  EXPECT_EQ(layer0, (std::vector<std::string>{"Sigmoid", "Tanh", "Mul"}));
+  EXPECT_EQ(layer1, layer0);
+}
+
+TEST(FuseImportedTest, RefusesAPrimitiveWithoutAKernel) {
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  int e = o.prim("Atan", "atan", {x}, {2, 3}, {}, 7);
+  int loss = o.b.op("cross_entropy", "loss", {e, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
+  expectRefused(g, "m.onnx: node 'atan' (Atan, position 7): Atan is outside "
+                   "the model vocabulary, no sbp-fuse pattern recognised it "
+                   "and it has no kernel");
+}
+
+TEST(FuseImportedTest, RefusesAFormItsKernelDoesNotRun) {
+  Onnx o;
+  int x = o.b.input("x", {2, 3});
+  int t = o.b.input("t", {2}, DType::I32);
+  int e = o.prim("Cast", "cast", {x}, {2, 3}, {{"to", int64_t(7)}}, 4);
+  int loss = o.b.op("cross_entropy", "loss", {e, t});
+  ModelGraph g = o.b.finish(loss, 0, 2, 0);
+  expectRefused(g, "m.onnx: node 'cast' (Cast, position 4): Cast is outside "
+                   "the model vocabulary, no sbp-fuse pattern recognised it "
+                   "and its kernel does not run it: Cast to a type other than "
+                   "float");
 }
 
 TEST(FuseImportedTest, PositionDefaultsToTheOpIndex) {
   Onnx o;
   int x = o.b.input("x", {2, 3});
   int t = o.b.input("t", {2}, DType::I32);
-  int e = o.prim("Erf", "erf", {x}, {2, 3}); // no position given
+  int e = o.prim("Atan", "atan", {x}, {2, 3}); // no position given
   int loss = o.b.op("cross_entropy", "loss", {e, t});
   ModelGraph g = o.b.finish(loss, 0, 2, 0);
   FusedGraph fused = fuseImported(g);
-  EXPECT_EQ(fused.primitiveName, "erf");
-  EXPECT_EQ(fused.primitiveType, "Erf");
+  EXPECT_EQ(fused.primitiveName, "atan");
+  EXPECT_EQ(fused.primitiveType, "Atan");
   EXPECT_EQ(fused.primitivePosition, 0);
   EXPECT_FALSE(fused.ok());
+}
+
+TEST(FuseImportedTest, SkipsThePassesNamed) {
+  // Without sbp-fuse-norms the LayerNorm stays decomposed, as primitives.
+  ModelGraph g = mlpWithDecomposedGeluAndNorm(M_SQRT2);
+  FusedGraph fused = fuseImported(g, {"sbp-fuse-norms"});
+  ASSERT_TRUE(fused.ok()) << fused.error;
+  const std::vector<std::string> k = kinds(fused.graph);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "layernorm"), 0);
+  EXPECT_EQ(std::count(k.begin(), k.end(), "gelu"), 1);
+  EXPECT_GT(std::count(k.begin(), k.end(), "primitive"), 0);
 }
 
 TEST(FuseImportedTest, RefusesAConstantReadByAModelOp) {

@@ -1,0 +1,715 @@
+// ONNX operators outside the model vocabulary, forward and backward
+// (vector-Jacobian), on the host: what an import's primitives that no
+// sbp-fuse pattern recognised run as (docs/model-format.md "Primitives that
+// run"). Templates on the element type: float in generated programs, double
+// in the finite-difference tests (tests/onnx/PrimitiveKernelTests.cpp).
+// Header-only, plain C++17, so codegen copies it with backends/common.
+//
+// Conventions: tensors are dense and row-major; shapes are Dims; a backward
+// accumulates (+=) into the gradients it is given and skips a null one. The
+// kernels are plain loops: a model whose primitives were not fused runs
+// correctly, only slower.
+#ifndef AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
+#define AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace autoddl::onnx_kernels {
+
+using Dims = std::vector<int64_t>;
+
+// Not Tensor.h's numel: the compiler core, built without exceptions,
+// includes this header too.
+inline int64_t numel(const Dims &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+inline Dims stridesOf(const Dims &shape) {
+  Dims s(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    s[size_t(i)] = s[size_t(i) + 1] * shape[size_t(i) + 1];
+  return s;
+}
+
+/// Steps `pos` to the next row-major index of `shape`.
+inline void advance(Dims &pos, const Dims &shape) {
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    if (++pos[size_t(d)] < shape[size_t(d)])
+      return;
+    pos[size_t(d)] = 0;
+  }
+}
+
+/// For each element of `out` (row-major), the offset of the element of `in`
+/// it reads under numpy broadcasting (`in` right-aligned, size-1 dimensions
+/// repeated). Assumes `in` broadcasts to `out`.
+inline Dims broadcastIndex(const Dims &in, const Dims &out) {
+  const size_t r = out.size(), lead = r - in.size();
+  const Dims inStrides = stridesOf(in);
+  Dims idx(size_t(numel(out))), pos(r, 0);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    int64_t off = 0;
+    for (size_t d = lead; d < r; ++d)
+      if (in[d - lead] != 1)
+        off += pos[d] * inStrides[d - lead];
+    idx[k] = off;
+    advance(pos, out);
+  }
+  return idx;
+}
+
+// ---- Elementwise unary -----------------------------------------------------
+
+enum class Unary {
+  Identity, // also Reshape, Flatten, Squeeze, Unsqueeze, Cast to float
+  Relu,
+  Sigmoid,
+  Tanh,
+  Exp,
+  Log,
+  Neg,
+  Sqrt,
+  Reciprocal,
+  Erf,
+  Abs,
+  Softplus,
+  Sin,
+  Cos,
+  IsNaN, // 1 or 0 (a boolean result held as 0/1), no gradient
+  // Piecewise constant: no gradient.
+  Ceil,
+  Floor,
+  Round, // half to even, as ONNX
+  Sign,
+  Not // a boolean held as 0/1
+};
+
+template <typename T> T unaryValue(Unary op, T x) {
+  switch (op) {
+  case Unary::Identity:
+    return x;
+  case Unary::Relu:
+    return x > T(0) ? x : T(0);
+  case Unary::Sigmoid:
+    return T(1) / (T(1) + std::exp(-x));
+  case Unary::Tanh:
+    return std::tanh(x);
+  case Unary::Exp:
+    return std::exp(x);
+  case Unary::Log:
+    return std::log(x);
+  case Unary::Neg:
+    return -x;
+  case Unary::Sqrt:
+    return std::sqrt(x);
+  case Unary::Reciprocal:
+    return T(1) / x;
+  case Unary::Erf:
+    return std::erf(x);
+  case Unary::Abs:
+    return std::fabs(x);
+  case Unary::Softplus: // log(1 + e^x), without overflow for large x
+    return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+  case Unary::Sin:
+    return std::sin(x);
+  case Unary::Cos:
+    return std::cos(x);
+  case Unary::IsNaN:
+    return std::isnan(x) ? T(1) : T(0);
+  case Unary::Ceil:
+    return std::ceil(x);
+  case Unary::Floor:
+    return std::floor(x);
+  case Unary::Round:
+    return std::nearbyint(x); // the default rounding mode: to even
+  case Unary::Sign:
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  case Unary::Not:
+    return x != T(0) ? T(0) : T(1);
+  }
+  return x;
+}
+
+/// dy/dx at x, given y = f(x).
+template <typename T> T unaryDerivative(Unary op, T x, T y) {
+  switch (op) {
+  case Unary::Identity:
+    return T(1);
+  case Unary::Relu:
+    return x > T(0) ? T(1) : T(0);
+  case Unary::Sigmoid:
+    return y * (T(1) - y);
+  case Unary::Tanh:
+    return T(1) - y * y;
+  case Unary::Exp:
+    return y;
+  case Unary::Log:
+    return T(1) / x;
+  case Unary::Neg:
+    return T(-1);
+  case Unary::Sqrt:
+    return T(0.5) / y;
+  case Unary::Reciprocal:
+    return -y * y;
+  case Unary::Erf: // 2/sqrt(pi) e^(-x^2)
+    return T(1.1283791670955126) * std::exp(-x * x);
+  case Unary::Abs:
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  case Unary::Softplus:
+    return T(1) / (T(1) + std::exp(-x));
+  case Unary::Sin:
+    return std::cos(x);
+  case Unary::Cos:
+    return -std::sin(x);
+  case Unary::IsNaN:
+  case Unary::Ceil:
+  case Unary::Floor:
+  case Unary::Round:
+  case Unary::Sign:
+  case Unary::Not:
+    return T(0);
+  }
+  return T(1);
+}
+
+/// y[n] = f(x).
+template <typename T>
+void unary_forward(Unary op, T *y, const T *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = unaryValue(op, x[i]);
+}
+/// dx[n] += dy f'(x), from the forward's input x and output y.
+template <typename T>
+void unary_backward(Unary op, T *dx, const T *x, const T *y, const T *dy,
+                    int64_t n) {
+  if (!dx)
+    return;
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] += dy[i] * unaryDerivative(op, x[i], y[i]);
+}
+
+// ---- Elementwise binary, numpy broadcasting --------------------------------
+
+enum class Binary {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max, // the gradient to the larger (to a on a tie)
+  Min, // the gradient to the smaller (to a on a tie)
+  // Booleans held as 0/1: no gradient.
+  Equal,
+  Greater,
+  GreaterOrEqual,
+  Less,
+  LessOrEqual,
+  And,
+  Or,
+  Xor
+};
+
+template <typename T> T binaryValue(Binary op, T a, T b) {
+  switch (op) {
+  case Binary::Add:
+    return a + b;
+  case Binary::Sub:
+    return a - b;
+  case Binary::Mul:
+    return a * b;
+  case Binary::Div:
+    return a / b;
+  case Binary::Pow:
+    return std::pow(a, b);
+  case Binary::Max:
+    return a >= b ? a : b;
+  case Binary::Min:
+    return a <= b ? a : b;
+  case Binary::Equal:
+    return T(a == b);
+  case Binary::Greater:
+    return T(a > b);
+  case Binary::GreaterOrEqual:
+    return T(a >= b);
+  case Binary::Less:
+    return T(a < b);
+  case Binary::LessOrEqual:
+    return T(a <= b);
+  case Binary::And:
+    return T(a != T(0) && b != T(0));
+  case Binary::Or:
+    return T(a != T(0) || b != T(0));
+  case Binary::Xor:
+    return T((a != T(0)) != (b != T(0)));
+  }
+  return a;
+}
+
+/// y[ys] = a[as] op b[bs], a and b broadcast to ys.
+template <typename T>
+void binary_forward(Binary op, T *y, const T *a, const Dims &as, const T *b,
+                    const Dims &bs, const Dims &ys) {
+  const Dims ia = broadcastIndex(as, ys), ib = broadcastIndex(bs, ys);
+  for (size_t k = 0; k < ia.size(); ++k)
+    y[k] = binaryValue(op, a[ia[k]], b[ib[k]]);
+}
+
+/// da[as] += sum over broadcast of dy d(a op b)/da, and db likewise.
+template <typename T>
+void binary_backward(Binary op, T *da, T *db, const T *a, const Dims &as,
+                     const T *b, const Dims &bs, const T *dy, const Dims &ys) {
+  const Dims ia = broadcastIndex(as, ys), ib = broadcastIndex(bs, ys);
+  for (size_t k = 0; k < ia.size(); ++k) {
+    const T x = a[ia[k]], z = b[ib[k]], g = dy[k];
+    T ga = g, gb = g;
+    switch (op) {
+    case Binary::Add:
+      break;
+    case Binary::Sub:
+      gb = -g;
+      break;
+    case Binary::Mul:
+      ga = g * z;
+      gb = g * x;
+      break;
+    case Binary::Div:
+      ga = g / z;
+      gb = -g * x / (z * z);
+      break;
+    case Binary::Pow: // d/da = b a^(b-1); d/db = a^b ln a (only where asked)
+      ga = g * z * std::pow(x, z - T(1));
+      gb = db ? g * std::pow(x, z) * std::log(x) : T(0);
+      break;
+    case Binary::Max:
+      ga = x >= z ? g : T(0);
+      gb = x >= z ? T(0) : g;
+      break;
+    case Binary::Min:
+      ga = x <= z ? g : T(0);
+      gb = x <= z ? T(0) : g;
+      break;
+    default: // booleans
+      ga = gb = T(0);
+    }
+    if (da)
+      da[ia[k]] += ga;
+    if (db)
+      db[ib[k]] += gb;
+  }
+}
+
+/// Where(cond, x, z): y = cond ? x : z, all three broadcast to ys; cond holds
+/// 0/1 (a constant of the import).
+template <typename T>
+void where_forward(T *y, const T *cond, const Dims &cs, const T *x,
+                   const Dims &xs, const T *z, const Dims &zs, const Dims &ys) {
+  const Dims ic = broadcastIndex(cs, ys), ix = broadcastIndex(xs, ys),
+             iz = broadcastIndex(zs, ys);
+  for (size_t k = 0; k < ic.size(); ++k)
+    y[k] = cond[ic[k]] != T(0) ? x[ix[k]] : z[iz[k]];
+}
+template <typename T>
+void where_backward(T *dx, T *dz, const T *cond, const Dims &cs, const Dims &xs,
+                    const Dims &zs, const T *dy, const Dims &ys) {
+  const Dims ic = broadcastIndex(cs, ys), ix = broadcastIndex(xs, ys),
+             iz = broadcastIndex(zs, ys);
+  for (size_t k = 0; k < ic.size(); ++k) {
+    if (cond[ic[k]] != T(0)) {
+      if (dx)
+        dx[ix[k]] += dy[k];
+    } else if (dz) {
+      dz[iz[k]] += dy[k];
+    }
+  }
+}
+
+// ---- Data movement
+// ----------------------------------------------------------- Each is a gather
+// y[k] = x[idx[k]] by an index of the op; its backward the scatter-add
+// dx[idx[k]] += dy[k] by the same index.
+
+template <typename T> void gather(T *y, const T *x, const Dims &idx) {
+  for (size_t k = 0; k < idx.size(); ++k)
+    y[k] = x[idx[k]];
+}
+template <typename T> void scatterAdd(T *dx, const T *dy, const Dims &idx) {
+  if (dx)
+    for (size_t k = 0; k < idx.size(); ++k)
+      dx[idx[k]] += dy[k];
+}
+
+/// Expand: y[ys] = x[xs] broadcast; backward sums over the broadcast.
+template <typename T>
+void expand_forward(T *y, const T *x, const Dims &xs, const Dims &ys) {
+  gather(y, x, broadcastIndex(xs, ys));
+}
+template <typename T>
+void expand_backward(T *dx, const T *dy, const Dims &xs, const Dims &ys) {
+  if (dx)
+    scatterAdd(dx, dy, broadcastIndex(xs, ys));
+}
+
+/// For each element of the transpose of a tensor of shape xs by perm
+/// (row-major), the offset of the element of x it is.
+inline Dims transposeIndex(const Dims &xs, const Dims &perm) {
+  const size_t r = xs.size();
+  Dims ys(r);
+  for (size_t i = 0; i < r; ++i)
+    ys[i] = xs[size_t(perm[i])];
+  const Dims inStrides = stridesOf(xs);
+  Dims idx(size_t(numel(xs))), pos(r, 0);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d)
+      off += pos[d] * inStrides[size_t(perm[d])];
+    idx[k] = off;
+    advance(pos, ys);
+  }
+  return idx;
+}
+/// y = x transposed by perm (y's dimension i is x's perm[i]).
+template <typename T>
+void transpose_forward(T *y, const T *x, const Dims &xs, const Dims &perm) {
+  gather(y, x, transposeIndex(xs, perm));
+}
+template <typename T>
+void transpose_backward(T *dx, const T *dy, const Dims &xs, const Dims &perm) {
+  if (dx)
+    scatterAdd(dx, dy, transposeIndex(xs, perm));
+}
+
+/// What Slice reads of a tensor: per dimension the first index, the step and
+/// the count (ONNX's clamping already applied).
+struct Window {
+  Dims begin, step, shape;
+};
+
+/// The window Slice(starts, ends, axes, steps) reads of a tensor of shape
+/// `in` (axes and steps may be empty: the defaults), with ONNX's rules:
+/// negative indices count from the end, then clamp to [0, dim] for a
+/// positive step, [-1, dim-1] for a negative one. Returns "" or why not.
+inline std::string sliceWindow(const Dims &in, const Dims &starts,
+                               const Dims &ends, Dims axes, Dims steps,
+                               Window &w) {
+  const int64_t r = int64_t(in.size());
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return "starts, ends, axes and steps differ in length";
+  w = Window{Dims(size_t(r), 0), Dims(size_t(r), 1), in};
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < -r || axes[i] >= r)
+      return "axis " + std::to_string(axes[i]) + " out of range for rank " +
+             std::to_string(r);
+    const size_t a = size_t(axes[i] < 0 ? axes[i] + r : axes[i]);
+    int64_t dim = in[a], s = starts[i], e = ends[i], st = steps[i];
+    if (st == 0)
+      return "a Slice step is 0";
+    if (s < 0)
+      s = s < -dim ? -1 : s + dim;
+    if (e < 0)
+      e = e < -dim ? -1 : e + dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      w.shape[a] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, -1, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      w.shape[a] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    w.begin[a] = s;
+    w.step[a] = st;
+  }
+  return "";
+}
+/// For each element of the slice (row-major), the offset in x of shape xs.
+inline Dims windowIndex(const Dims &xs, const Window &w) {
+  const Dims strides = stridesOf(xs);
+  Dims idx(size_t(numel(w.shape))), pos(xs.size(), 0);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    int64_t off = 0;
+    for (size_t d = 0; d < xs.size(); ++d)
+      off += (w.begin[d] + pos[d] * w.step[d]) * strides[d];
+    idx[k] = off;
+    advance(pos, w.shape);
+  }
+  return idx;
+}
+template <typename T>
+void slice_forward(T *y, const T *x, const Dims &xs, const Window &w) {
+  gather(y, x, windowIndex(xs, w));
+}
+template <typename T>
+void slice_backward(T *dx, const T *dy, const Dims &xs, const Window &w) {
+  if (dx)
+    scatterAdd(dx, dy, windowIndex(xs, w));
+}
+
+/// A Concat along `axis` of parts of shapes xs, seen as [outer, chunk_i]
+/// each and [outer, total] for the result; part i starts at column at[i].
+struct ConcatLayout {
+  int64_t outer = 1, total = 0;
+  Dims chunk, at;
+};
+inline ConcatLayout concatLayout(const std::vector<Dims> &xs, int64_t axis) {
+  ConcatLayout c;
+  c.outer = numel(Dims(xs[0].begin(), xs[0].begin() + axis));
+  for (const Dims &s : xs) {
+    c.at.push_back(c.total);
+    c.chunk.push_back(numel(Dims(s.begin() + axis, s.end())));
+    c.total += c.chunk.back();
+  }
+  return c;
+}
+/// Concat along `axis`: part i of y is x[i] (all of one shape but on axis).
+template <typename T>
+void concat_forward(T *y, const std::vector<const T *> &x,
+                    const std::vector<Dims> &xs, int64_t axis) {
+  const ConcatLayout c = concatLayout(xs, axis);
+  for (size_t i = 0; i < x.size(); ++i)
+    for (int64_t o = 0; o < c.outer; ++o)
+      std::copy(x[i] + o * c.chunk[i], x[i] + (o + 1) * c.chunk[i],
+                y + o * c.total + c.at[i]);
+}
+template <typename T>
+void concat_backward(const std::vector<T *> &dx, const std::vector<Dims> &xs,
+                     const T *dy, int64_t axis) {
+  const ConcatLayout c = concatLayout(xs, axis);
+  for (size_t i = 0; i < dx.size(); ++i)
+    if (dx[i])
+      for (int64_t o = 0; o < c.outer; ++o)
+        for (int64_t j = 0; j < c.chunk[i]; ++j)
+          dx[i][o * c.chunk[i] + j] += dy[o * c.total + c.at[i] + j];
+}
+
+// ---- Reductions and softmax
+// --------------------------------------------------
+
+/// x's shape with the reduced axes set to 1: the layout of a ReduceSum or
+/// ReduceMean's result, with keepdims or without.
+inline Dims keptShape(const Dims &xs, const Dims &axes) {
+  Dims k = xs;
+  for (int64_t a : axes)
+    k[size_t(a)] = 1;
+  return k;
+}
+
+enum class Reduce { Sum, Mean, Max };
+
+/// ReduceSum, ReduceMean or ReduceMax of x over `axes` (non-negative,
+/// distinct).
+template <typename T>
+void reduce_forward(T *y, const T *x, const Dims &xs, const Dims &axes,
+                    Reduce mode) {
+  const Dims ks = keptShape(xs, axes);
+  const Dims iy = broadcastIndex(ks, xs);
+  const int64_t count = numel(xs) / std::max<int64_t>(1, numel(ks));
+  std::vector<double> acc(size_t(numel(ks)), 0.0); // sums in double
+  std::vector<bool> seen(acc.size());
+  for (size_t k = 0; k < iy.size(); ++k) {
+    double &a = acc[size_t(iy[k])];
+    if (mode != Reduce::Max)
+      a += double(x[k]);
+    else if (!seen[size_t(iy[k])] || double(x[k]) > a)
+      a = double(x[k]);
+    seen[size_t(iy[k])] = true;
+  }
+  for (size_t j = 0; j < acc.size(); ++j)
+    y[j] = T(mode == Reduce::Mean ? acc[j] / double(count) : acc[j]);
+}
+/// dx += dy spread back: to every element (Sum), scaled by 1/count (Mean),
+/// or to the first maximum (Max; x and y the forward's input and output).
+template <typename T>
+void reduce_backward(T *dx, const T *dy, const T *x, const T *y, const Dims &xs,
+                     const Dims &axes, Reduce mode) {
+  if (!dx)
+    return;
+  const Dims ks = keptShape(xs, axes);
+  const Dims iy = broadcastIndex(ks, xs);
+  const T scale = mode == Reduce::Mean
+                      ? T(1) / T(numel(xs) / std::max<int64_t>(1, numel(ks)))
+                      : T(1);
+  std::vector<bool> taken(mode == Reduce::Max ? size_t(numel(ks)) : 0);
+  for (size_t k = 0; k < iy.size(); ++k) {
+    const size_t j = size_t(iy[k]);
+    if (mode != Reduce::Max)
+      dx[k] += dy[j] * scale;
+    else if (!taken[j] && x[k] == y[j]) {
+      dx[k] += dy[j];
+      taken[j] = true;
+    }
+  }
+}
+
+/// Calls f(line) for every 1-D line along `axis` of a tensor of shape xs:
+/// line(l) is the offset of its element l, for l < xs[axis].
+template <typename F> void forEachLine(const Dims &xs, int64_t axis, F f) {
+  const int64_t L = xs[size_t(axis)],
+                inner = numel(Dims(xs.begin() + axis + 1, xs.end())),
+                outer = numel(Dims(xs.begin(), xs.begin() + axis));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t base = o * L * inner + i;
+      f(L, [base, inner](int64_t l) { return base + l * inner; });
+    }
+}
+
+/// The maximum of x along a line (for a max-subtracted exponential).
+template <typename T, typename Line> T lineMax(const T *x, int64_t L, Line at) {
+  T mx = x[at(0)];
+  for (int64_t l = 1; l < L; ++l)
+    mx = std::max(mx, x[at(l)]);
+  return mx;
+}
+
+/// Softmax over `axis` of x (opset 13: one axis), max-subtracted.
+template <typename T>
+void softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    const T mx = lineMax(x, L, at);
+    double sum = 0;
+    for (int64_t l = 0; l < L; ++l)
+      sum += double(y[at(l)] = std::exp(x[at(l)] - mx));
+    for (int64_t l = 0; l < L; ++l)
+      y[at(l)] = T(double(y[at(l)]) / sum);
+  });
+}
+/// dx += y (dy - sum_l dy y), from the forward output y.
+template <typename T>
+void softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
+                      int64_t axis) {
+  if (!dx)
+    return;
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    double dot = 0;
+    for (int64_t l = 0; l < L; ++l)
+      dot += double(dy[at(l)]) * double(y[at(l)]);
+    for (int64_t l = 0; l < L; ++l)
+      dx[at(l)] += y[at(l)] * (dy[at(l)] - T(dot));
+  });
+}
+
+/// LogSoftmax over `axis`: y = x - max - log(sum exp(x - max)).
+template <typename T>
+void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    const T mx = lineMax(x, L, at);
+    double sum = 0;
+    for (int64_t l = 0; l < L; ++l)
+      sum += double(std::exp(x[at(l)] - mx));
+    const T shift = mx + T(std::log(sum));
+    for (int64_t l = 0; l < L; ++l)
+      y[at(l)] = x[at(l)] - shift;
+  });
+}
+/// dx += dy - softmax(x) sum_l dy, from the forward output y (softmax = e^y).
+template <typename T>
+void log_softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
+                          int64_t axis) {
+  if (!dx)
+    return;
+  forEachLine(xs, axis, [&](int64_t L, auto at) {
+    double sum = 0;
+    for (int64_t l = 0; l < L; ++l)
+      sum += double(dy[at(l)]);
+    for (int64_t l = 0; l < L; ++l)
+      dx[at(l)] += dy[at(l)] - std::exp(y[at(l)]) * T(sum);
+  });
+}
+
+// ---- MatMul: numpy's batched matrix product
+// ----------------------------------
+
+/// The operands of a MatMul as batched matrices: a [batch..., M, K] and
+/// b [batch..., K, N] (a 1-D a is [1, K], a 1-D b [K, 1]), the broadcast
+/// batch and, per batch entry, the matrix of a and of b it reads.
+struct MatmulShape {
+  int64_t M = 0, K = 0, N = 0;
+  Dims ia, ib; // per broadcast batch entry
+};
+inline MatmulShape matmulShape(Dims as, Dims bs) {
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  MatmulShape m;
+  m.M = as[as.size() - 2];
+  m.K = as.back();
+  m.N = bs.back();
+  const Dims ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  const size_t r = std::max(ab.size(), bb.size());
+  Dims batch(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t x = i < r - ab.size() ? 1 : ab[i - (r - ab.size())];
+    const int64_t y = i < r - bb.size() ? 1 : bb[i - (r - bb.size())];
+    batch[i] = x == 1 ? y : x;
+  }
+  m.ia = broadcastIndex(ab, batch);
+  m.ib = broadcastIndex(bb, batch);
+  return m;
+}
+
+/// y[batch, M, N] = a[.., M, K] b[.., K, N] (sums in double).
+template <typename T>
+void matmul_forward(T *y, const T *a, const Dims &as, const T *b,
+                    const Dims &bs) {
+  const MatmulShape m = matmulShape(as, bs);
+  for (size_t p = 0; p < m.ia.size(); ++p) {
+    const T *A = a + m.ia[p] * m.M * m.K, *B = b + m.ib[p] * m.K * m.N;
+    T *Y = y + int64_t(p) * m.M * m.N;
+    for (int64_t i = 0; i < m.M; ++i)
+      for (int64_t j = 0; j < m.N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < m.K; ++k)
+          s += double(A[i * m.K + k]) * double(B[k * m.N + j]);
+        Y[i * m.N + j] = T(s);
+      }
+  }
+}
+/// da += dy b^T and db += a^T dy, summed over the batch entries that read
+/// each matrix.
+template <typename T>
+void matmul_backward(T *da, T *db, const T *a, const Dims &as, const T *b,
+                     const Dims &bs, const T *dy) {
+  const MatmulShape m = matmulShape(as, bs);
+  for (size_t p = 0; p < m.ia.size(); ++p) {
+    const T *A = a + m.ia[p] * m.M * m.K, *B = b + m.ib[p] * m.K * m.N;
+    const T *G = dy + int64_t(p) * m.M * m.N;
+    if (da) {
+      T *dA = da + m.ia[p] * m.M * m.K;
+      for (int64_t i = 0; i < m.M; ++i)
+        for (int64_t k = 0; k < m.K; ++k) {
+          double s = 0;
+          for (int64_t j = 0; j < m.N; ++j)
+            s += double(G[i * m.N + j]) * double(B[k * m.N + j]);
+          dA[i * m.K + k] += T(s);
+        }
+    }
+    if (db) {
+      T *dB = db + m.ib[p] * m.K * m.N;
+      for (int64_t k = 0; k < m.K; ++k)
+        for (int64_t j = 0; j < m.N; ++j) {
+          double s = 0;
+          for (int64_t i = 0; i < m.M; ++i)
+            s += double(A[i * m.K + k]) * double(G[i * m.N + j]);
+          dB[k * m.N + j] += T(s);
+        }
+    }
+  }
+}
+
+} // namespace autoddl::onnx_kernels
+
+#endif // AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H

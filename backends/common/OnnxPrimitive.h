@@ -1,0 +1,377 @@
+// One ONNX node outside the model vocabulary, as a program runs it: its op
+// type, attributes, shapes and constant index inputs resolved once into a
+// Primitive, then forward and backward through backends/common/OnnxKernels.h.
+// The one table of which ONNX ops run (primitiveSupport): the importer asks
+// it before letting a primitive through, codegen builds the same Primitive
+// at generation time and again in the generated program, and the node tests
+// (tests/onnx/PrimitiveKernelTests.cpp) run it on libonnx-testdata.
+// Header-only, plain C++17, so codegen copies it with backends/common.
+#ifndef AUTODDL_BACKENDS_COMMON_ONNXPRIMITIVE_H
+#define AUTODDL_BACKENDS_COMMON_ONNXPRIMITIVE_H
+
+#include "backends/common/OnnxKernels.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace autoddl::onnx_kernels {
+
+/// A node's ONNX attributes by kind: int, float and int-list attributes.
+struct PrimitiveAttrs {
+  std::map<std::string, int64_t> ints;
+  std::map<std::string, double> floats;
+  std::map<std::string, Dims> lists;
+};
+
+struct Primitive {
+  enum class Kind {
+    Unary,
+    Binary,
+    Where,
+    Expand,
+    Transpose,
+    Slice,
+    Concat,
+    Reduce,
+    Softmax,
+    LogSoftmax,
+    Matmul
+  };
+  std::string op; // the ONNX op type
+  Kind kind = Kind::Unary;
+  std::vector<Dims> in; // operand shapes, ONNX order
+  Dims out;
+  // Per operand: read as data at run time (false: an index input such as
+  // Slice's starts or Reshape's shape, resolved here), and has a gradient.
+  std::vector<bool> data, differentiable;
+  Unary unary = Unary::Identity;
+  Binary binary = Binary::Add;
+  int64_t axis = 0; // Softmax, LogSoftmax, Concat
+  Dims perm, axes;  // Transpose; Reduce (non-negative)
+  Reduce reduce = Reduce::Sum;
+  Window window; // Slice
+};
+
+namespace detail {
+inline int64_t axisIn(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
+inline const std::map<std::string, Unary> &unaries() {
+  static const std::map<std::string, Unary> m = {
+      {"Identity", Unary::Identity},
+      {"Reshape", Unary::Identity},
+      {"Flatten", Unary::Identity},
+      {"Squeeze", Unary::Identity},
+      {"Unsqueeze", Unary::Identity},
+      {"Cast", Unary::Identity},
+      {"Relu", Unary::Relu},
+      {"Sigmoid", Unary::Sigmoid},
+      {"Tanh", Unary::Tanh},
+      {"Exp", Unary::Exp},
+      {"Log", Unary::Log},
+      {"Neg", Unary::Neg},
+      {"Sqrt", Unary::Sqrt},
+      {"Reciprocal", Unary::Reciprocal},
+      {"Erf", Unary::Erf},
+      {"Abs", Unary::Abs},
+      {"Softplus", Unary::Softplus},
+      {"Sin", Unary::Sin},
+      {"Cos", Unary::Cos},
+      {"IsNaN", Unary::IsNaN},
+      {"Ceil", Unary::Ceil},
+      {"Floor", Unary::Floor},
+      {"Round", Unary::Round},
+      {"Sign", Unary::Sign},
+      {"Not", Unary::Not},
+      {"CastLike", Unary::Identity}};
+  return m;
+}
+inline const std::map<std::string, Binary> &binaries() {
+  static const std::map<std::string, Binary> m = {
+      {"Add", Binary::Add},         {"Sub", Binary::Sub},
+      {"Mul", Binary::Mul},         {"Div", Binary::Div},
+      {"Pow", Binary::Pow},         {"Max", Binary::Max},
+      {"Min", Binary::Min},         {"Equal", Binary::Equal},
+      {"Greater", Binary::Greater}, {"GreaterOrEqual", Binary::GreaterOrEqual},
+      {"Less", Binary::Less},       {"LessOrEqual", Binary::LessOrEqual},
+      {"And", Binary::And},         {"Or", Binary::Or},
+      {"Xor", Binary::Xor}};
+  return m;
+}
+inline Dims ints(const std::vector<double> &v) {
+  Dims r;
+  for (double d : v)
+    r.push_back(d >= 9.2e18    ? INT64_MAX
+                : d <= -9.2e18 ? INT64_MIN
+                               : int64_t(d));
+  return r;
+}
+} // namespace detail
+
+/// Whether ONNX op `op` runs as a primitive (forward and backward).
+inline bool primitiveSupported(const std::string &op) {
+  static const char *others[] = {"Where",      "Expand",    "Transpose",
+                                 "Slice",      "Concat",    "ReduceSum",
+                                 "ReduceMean", "ReduceMax", "Softmax",
+                                 "LogSoftmax", "MatMul"};
+  if (detail::unaries().count(op) || detail::binaries().count(op))
+    return true;
+  for (const char *o : others)
+    if (op == o)
+      return true;
+  return false;
+}
+
+/// Resolves node `op` with attributes `attrs`, operand shapes `in`, result
+/// shape `out` and, per operand, its values where it is a constant of the
+/// model (empty otherwise) into `p`. Returns "" or why the node does not run
+/// ("Cast to a type other than float", "Slice of a non-constant start").
+inline std::string
+makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
+              const std::vector<Dims> &in, const Dims &out,
+              const std::vector<std::vector<double>> &consts) {
+  using detail::axisIn;
+  p = Primitive();
+  p.op = op;
+  p.in = in;
+  p.out = out;
+  const size_t n = in.size();
+  p.data.assign(n, true);
+  p.differentiable.assign(n, true);
+  auto constant = [&](size_t k) {
+    return k < consts.size() && !consts[k].empty();
+  };
+  auto intAttr = [&](const char *name, int64_t dflt) {
+    auto it = attrs.ints.find(name);
+    return it == attrs.ints.end() ? dflt : it->second;
+  };
+  // Operands from `first` on are index inputs: constants resolved here.
+  auto indexInputsFrom = [&](size_t first) -> std::string {
+    for (size_t k = first; k < n; ++k) {
+      p.data[k] = p.differentiable[k] = false;
+      if (!constant(k) && numel(in[k]) != 0)
+        return op + " of a non-constant input " + std::to_string(k);
+    }
+    return "";
+  };
+  if (n == 0)
+    return op + " without operands";
+  if (auto u = detail::unaries().find(op); u != detail::unaries().end()) {
+    p.kind = Primitive::Kind::Unary;
+    p.unary = u->second;
+    // A boolean or piecewise-constant result: no gradient flows through it.
+    if (unaryDerivative(p.unary, 0.5, 0.5) == 0.0 &&
+        unaryDerivative(p.unary, -1.5, -1.5) == 0.0)
+      p.differentiable[0] = false;
+    // Cast: only to float (ONNX's FLOAT is 1), the programs' one type;
+    // CastLike's second operand gives only its type (float, as the result's).
+    if (op == "Cast" && intAttr("to", 1) != 1)
+      return "Cast to a type other than float";
+    if (p.unary == Unary::Identity && numel(in[0]) != numel(out))
+      return op + " changes the element count";
+    if (op == "CastLike") {
+      if (n != 2)
+        return "CastLike takes two operands";
+      p.data[1] = p.differentiable[1] = false;
+      return "";
+    }
+    return indexInputsFrom(1);
+  }
+  if (auto b = detail::binaries().find(op); b != detail::binaries().end()) {
+    p.kind = Primitive::Kind::Binary;
+    p.binary = b->second;
+    if (p.binary >= Binary::Equal) // a boolean: no gradient
+      p.differentiable.assign(n, false);
+    return n == 2 ? "" : op + " takes two operands";
+  }
+  if (op == "Where") {
+    if (n != 3)
+      return "Where takes three operands";
+    p.kind = Primitive::Kind::Where;
+    p.differentiable[0] = false; // a condition has no gradient
+    return "";
+  }
+  if (op == "Expand") {
+    p.kind = Primitive::Kind::Expand;
+    return indexInputsFrom(1);
+  }
+  if (op == "Transpose") {
+    p.kind = Primitive::Kind::Transpose;
+    const int64_t r = int64_t(in[0].size());
+    auto it = attrs.lists.find("perm");
+    if (it != attrs.lists.end())
+      p.perm = it->second;
+    else
+      for (int64_t i = r - 1; i >= 0; --i)
+        p.perm.push_back(i);
+    if (int64_t(p.perm.size()) != r)
+      return "Transpose's perm does not match the rank";
+    return "";
+  }
+  if (op == "Softmax" || op == "LogSoftmax") {
+    p.kind = op == "Softmax" ? Primitive::Kind::Softmax
+                             : Primitive::Kind::LogSoftmax;
+    p.axis = axisIn(intAttr("axis", -1), int64_t(in[0].size()));
+    return "";
+  }
+  if (op == "Concat") {
+    p.kind = Primitive::Kind::Concat;
+    p.axis = axisIn(intAttr("axis", 0), int64_t(in[0].size()));
+    return "";
+  }
+  if (op == "MatMul") {
+    p.kind = Primitive::Kind::Matmul;
+    return n == 2 ? "" : "MatMul takes two operands";
+  }
+  if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
+    p.kind = Primitive::Kind::Reduce;
+    p.reduce = op == "ReduceSum"    ? Reduce::Sum
+               : op == "ReduceMean" ? Reduce::Mean
+                                    : Reduce::Max;
+    const int64_t r = int64_t(in[0].size());
+    Dims axes;
+    if (auto it = attrs.lists.find("axes"); it != attrs.lists.end())
+      axes = it->second;
+    else if (n > 1 && constant(1))
+      axes = detail::ints(consts[1]);
+    if (std::string e = indexInputsFrom(1); !e.empty())
+      return e;
+    if (axes.empty()) {
+      if (intAttr("noop_with_empty_axes", 0)) { // the identity
+        p.kind = Primitive::Kind::Unary;
+        return "";
+      }
+      for (int64_t i = 0; i < r; ++i)
+        axes.push_back(i);
+    }
+    for (int64_t a : axes)
+      p.axes.push_back(axisIn(a, r));
+    return "";
+  }
+  if (op == "Slice") {
+    p.kind = Primitive::Kind::Slice;
+    if (std::string e = indexInputsFrom(1); !e.empty())
+      return e;
+    if (n < 3)
+      return "Slice without starts and ends";
+    const Dims &xs = in[0];
+    Dims starts = detail::ints(consts[1]), ends = detail::ints(consts[2]), axes,
+         steps;
+    if (n > 3 && constant(3))
+      axes = detail::ints(consts[3]);
+    if (n > 4 && constant(4))
+      steps = detail::ints(consts[4]);
+    if (std::string e = sliceWindow(xs, starts, ends, axes, steps, p.window);
+        !e.empty())
+      return e;
+    return p.window.shape == out ? "" : "Slice's window is not its result";
+  }
+  return op + " has no kernel";
+}
+
+/// makePrimitive for a generated program, which codegen already checked (so
+/// never fails there): aborts naming the op if it does not resolve. No
+/// exception, as the compiler core including this header has none.
+inline Primitive onnxPrimitive(const std::string &op,
+                               const PrimitiveAttrs &attrs,
+                               const std::vector<Dims> &in, const Dims &out,
+                               const std::vector<std::vector<double>> &consts) {
+  Primitive p;
+  if (std::string e = makePrimitive(p, op, attrs, in, out, consts);
+      !e.empty()) {
+    std::fprintf(stderr, "ONNX primitive %s: %s\n", op.c_str(), e.c_str());
+    std::abort();
+  }
+  return p;
+}
+
+/// The forward of p: operands in ONNX order (index inputs may be null), y the
+/// result.
+template <typename T>
+void primitive_forward(const Primitive &p, const std::vector<const T *> &x,
+                       T *y) {
+  switch (p.kind) {
+  case Primitive::Kind::Unary:
+    unary_forward(p.unary, y, x[0], numel(p.out));
+    break;
+  case Primitive::Kind::Binary:
+    binary_forward(p.binary, y, x[0], p.in[0], x[1], p.in[1], p.out);
+    break;
+  case Primitive::Kind::Where:
+    where_forward(y, x[0], p.in[0], x[1], p.in[1], x[2], p.in[2], p.out);
+    break;
+  case Primitive::Kind::Expand:
+    expand_forward(y, x[0], p.in[0], p.out);
+    break;
+  case Primitive::Kind::Transpose:
+    transpose_forward(y, x[0], p.in[0], p.perm);
+    break;
+  case Primitive::Kind::Slice:
+    slice_forward(y, x[0], p.in[0], p.window);
+    break;
+  case Primitive::Kind::Concat:
+    concat_forward(y, x, p.in, p.axis);
+    break;
+  case Primitive::Kind::Reduce:
+    reduce_forward(y, x[0], p.in[0], p.axes, p.reduce);
+    break;
+  case Primitive::Kind::Softmax:
+    softmax_forward(y, x[0], p.in[0], p.axis);
+    break;
+  case Primitive::Kind::LogSoftmax:
+    log_softmax_forward(y, x[0], p.in[0], p.axis);
+    break;
+  case Primitive::Kind::Matmul:
+    matmul_forward(y, x[0], p.in[0], x[1], p.in[1]);
+    break;
+  }
+}
+
+/// The backward of p: dx[k] += the vector-Jacobian product for operand k
+/// (null: not wanted), from the operands x, the result y and its gradient dy.
+template <typename T>
+void primitive_backward(const Primitive &p, const std::vector<T *> &dx,
+                        const std::vector<const T *> &x, const T *y,
+                        const T *dy) {
+  switch (p.kind) {
+  case Primitive::Kind::Unary:
+    unary_backward(p.unary, dx[0], x[0], y, dy, numel(p.out));
+    break;
+  case Primitive::Kind::Binary:
+    binary_backward(p.binary, dx[0], dx[1], x[0], p.in[0], x[1], p.in[1], dy,
+                    p.out);
+    break;
+  case Primitive::Kind::Where:
+    where_backward(dx[1], dx[2], x[0], p.in[0], p.in[1], p.in[2], dy, p.out);
+    break;
+  case Primitive::Kind::Expand:
+    expand_backward(dx[0], dy, p.in[0], p.out);
+    break;
+  case Primitive::Kind::Transpose:
+    transpose_backward(dx[0], dy, p.in[0], p.perm);
+    break;
+  case Primitive::Kind::Slice:
+    slice_backward(dx[0], dy, p.in[0], p.window);
+    break;
+  case Primitive::Kind::Concat:
+    concat_backward(dx, p.in, dy, p.axis);
+    break;
+  case Primitive::Kind::Reduce:
+    reduce_backward(dx[0], dy, x[0], y, p.in[0], p.axes, p.reduce);
+    break;
+  case Primitive::Kind::Softmax:
+    softmax_backward(dx[0], y, dy, p.in[0], p.axis);
+    break;
+  case Primitive::Kind::LogSoftmax:
+    log_softmax_backward(dx[0], y, dy, p.in[0], p.axis);
+    break;
+  case Primitive::Kind::Matmul:
+    matmul_backward(dx[0], dx[1], x[0], p.in[0], x[1], p.in[1], dy);
+    break;
+  }
+}
+
+} // namespace autoddl::onnx_kernels
+
+#endif // AUTODDL_BACKENDS_COMMON_ONNXPRIMITIVE_H

@@ -1,0 +1,188 @@
+//===- PrimitiveEmitter.cpp - an ONNX import's unfused primitives ---------===//
+//
+// An op of kind "primitive" (an ONNX node no sbp-fuse pattern recognised)
+// runs through backends/common/OnnxPrimitive.h: the emitter resolves it here
+// on the shapes this rank holds (so a form the kernels do not run is refused
+// at codegen time, naming the op), and declares at file scope the constants
+// it reads and the same resolution for the program. The plan keeps every
+// operand and the result whole on the tp axis (codegen/Layout.cpp); under dp
+// each rank runs it on its own samples. Registered in OpTable.cpp.
+//
+//===----------------------------------------------------------------------===//
+#include "codegen/emit/Emitter.h"
+
+#include "ir/import/ResolvePrimitive.h"
+
+namespace autoddl::codegen::emit {
+
+namespace {
+
+/// A float literal that reads back as v rounded to float.
+std::string floatLiteral(double v) {
+  const float f = float(v);
+  if (std::isnan(f))
+    return "NAN";
+  if (std::isinf(f))
+    return f > 0 ? "INFINITY" : "-INFINITY";
+  std::string s = fmt::format("{}", f);
+  if (s.find_first_of(".e") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+std::string listLiteral(const std::vector<int64_t> &v) {
+  std::string r = "{";
+  for (size_t i = 0; i < v.size(); ++i)
+    r += (i ? ", " : "") + std::to_string(v[i]);
+  return r + "}";
+}
+
+/// Why primitive `p` computes a sample's result from other samples of its
+/// micro-batch of B (a reduction or softmax over dimension 0, a transpose
+/// moving it, ...), or "" when it keeps them apart: dp and micro-batches
+/// then split the samples freely. Assumes the result's dimension 0 is the
+/// batch where it is B (the import's layout).
+std::string mixesSamples(const onnx_kernels::Primitive &p, int64_t B,
+                         const std::vector<bool> &constant) {
+  using K = onnx_kernels::Primitive::Kind;
+  if (B <= 1)
+    return "";
+  if (p.kind == K::Reduce)
+    for (int64_t a : p.axes)
+      if (a == 0)
+        return "it reduces over the batch dimension";
+  if (p.out.empty() || p.out[0] != B)
+    return "its result's first dimension is not the batch";
+  switch (p.kind) {
+  case K::Transpose:
+    return p.perm[0] == 0 ? "" : "it moves the batch dimension";
+  case K::Softmax:
+  case K::LogSoftmax:
+  case K::Concat:
+    return p.axis != 0 ? "" : "it works along the batch dimension";
+  case K::Slice:
+    return p.window.begin[0] == 0 && p.window.step[0] == 1 &&
+                   p.window.shape[0] == p.in[0][0]
+               ? ""
+               : "it slices the batch dimension";
+  case K::Matmul:
+    // [B,..,M,K]·[..,K,N] keeps dimension 0 a batch; [B,K]·[K,N] too when
+    // the right side is a constant, not per-sample.
+    return p.out.size() >= 3 || (p.in[1].size() < 3 && constant[1])
+               ? ""
+               : "it contracts over the samples";
+  default: // elementwise, broadcasting, reshapes: sample-major stays so
+    return "";
+  }
+}
+
+} // namespace
+
+/// primitive
+void Emitter::emitPrimitive(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const std::string type = attrOr<std::string>(op, "op_type", "");
+  const std::string where =
+      "codegen: op " + op.name + " (" + kindLabel(op) + ")";
+  if (p.result.split())
+    throw UserError(where + ": a primitive runs whole on the tp axis, but the "
+                            "plan splits its result");
+  // A boolean (IsNaN's) is held as 0/1 in a float buffer, as the
+  // constants are.
+  auto floatHeld = [&](int t) {
+    const ops::DType d = g_.tensors[size_t(t)].dtype;
+    return d == ops::DType::F32 || (d == ops::DType::Bool && !isInput(t));
+  };
+  if (!floatHeld(r))
+    throw UserError(where + ": its result is not f32");
+  const PrimitiveInputs inputs = primitiveInputs(g_, op);
+  const onnx_kernels::PrimitiveAttrs &attrs = inputs.attrs;
+  const std::vector<std::vector<double>> &consts = inputs.consts;
+  onnx_kernels::Primitive prim;
+  if (std::string e =
+          onnx_kernels::makePrimitive(prim, type, attrs, xs, ys, consts);
+      !e.empty())
+    throw UserError(where + ": " + e);
+
+  const auto &knobs = plan_.knobs;
+  if (knobs.dp > 1 || knobs.microbatches > 1) {
+    std::vector<bool> constant;
+    for (int t : op.operands)
+      constant.push_back(isConst(t) || isParam(t));
+    if (std::string why = mixesSamples(prim, g_.batch, constant); !why.empty())
+      throw UserError(fmt::format(
+          "{}: {}, so it cannot run on a part of the batch; plan with dp=1 "
+          "and one micro-batch (--fix dp=1,microbatch={}), or let an sbp-fuse "
+          "pass recognise it",
+          where, why, plan_.globalBatch));
+  }
+  for (size_t j = 0; j < op.operands.size(); ++j)
+    if (prim.data[j] && !isConst(op.operands[j]) && !floatHeld(op.operands[j]))
+      throw UserError(where + ": reads " +
+                      g_.tensors[size_t(op.operands[j])].name +
+                      ", which is not f32, as data");
+
+  // File scope: the constants it reads as data, then its resolution.
+  std::string &d = primitiveDecls_;
+  if (d.empty())
+    d = "// ---- an ONNX import's unfused primitives "
+        "(backends/common/OnnxPrimitive.h) ----\nnamespace onnx_prim = "
+        "autoddl::onnx_kernels;\n";
+  for (size_t j = 0; j < op.operands.size(); ++j) {
+    const int t = op.operands[j];
+    if (!isConst(t) || !prim.data[j] || !declaredConsts_.insert(t).second)
+      continue;
+    const TensorDef &td = g_.tensors[size_t(t)];
+    std::string values;
+    for (size_t e = 0; e < td.values.size(); ++e)
+      values +=
+          (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
+    d += fmt::format("// {} {}\nstatic const float {}[{}] = {{\n    {}}};\n",
+                     shapeStr(td.shape), td.name, val(t, TpLayout{}),
+                     std::max<size_t>(1, td.values.size()), values);
+  }
+  std::string ints, floats, lists, shapes, constArgs;
+  for (const auto &[name, v] : attrs.ints)
+    ints += fmt::format("{}{{\"{}\", {}}}", ints.empty() ? "" : ", ", name, v);
+  for (const auto &[name, v] : attrs.floats)
+    floats += fmt::format("{}{{\"{}\", {}}}", floats.empty() ? "" : ", ", name,
+                          fmtDouble(v));
+  for (const auto &[name, v] : attrs.lists)
+    lists += fmt::format("{}{{\"{}\", {}}}", lists.empty() ? "" : ", ", name,
+                         listLiteral(v));
+  for (size_t j = 0; j < xs.size(); ++j) {
+    shapes += (j ? ", " : "") + listLiteral(xs[j]);
+    // An index input's values resolve the op; written as doubles, as
+    // makePrimitive takes them (Slice's INT64_MAX "to the end" included).
+    std::string index;
+    if (!prim.data[j])
+      for (double v : consts[j])
+        index += (index.empty() ? "" : ", ") + fmtDouble(v);
+    constArgs += (j ? ", {" : "{") + index + "}";
+  }
+  // Op names are unique, their identifiers not always ("a.b", "a_b").
+  std::string name = "prim_" + ident(op.name);
+  if (!primitiveNames_.insert(name).second)
+    primitiveNames_.insert(name += "_" + std::to_string(i));
+  d += fmt::format("static const onnx_prim::Primitive {} = "
+                   "onnx_prim::onnxPrimitive(\n    \"{}\", {{{{{}}}, {{{}}}, "
+                   "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
+                   name, type, ints, floats, lists, shapes, listLiteral(ys),
+                   constArgs);
+
+  // The step: operands in ONNX order (an index input is not read).
+  std::string in, din;
+  for (size_t j = 0; j < x.size(); ++j) {
+    in += (j ? ", " : "") + (prim.data[j] ? x[j] : std::string("nullptr"));
+    din += (j ? ", " : "") +
+           (prim.differentiable[j] ? dx[j] : std::string("nullptr"));
+  }
+  F(fmt::format("onnx_prim::primitive_forward<float>({}, {{{}}}, {});", name,
+                in, y));
+  BI(fmt::format("onnx_prim::primitive_backward<float>({}, {{{}}}, {{{}}}, {}, "
+                 "{});",
+                 name, din, in, y, dy));
+}
+
+} // namespace autoddl::codegen::emit

@@ -1,0 +1,308 @@
+//===- PrimitiveKernelTests.cpp - ONNX primitives' kernels, both directions
+//
+// The kernels that run an import's unfused primitives
+// (backends/common/OnnxPrimitive.h), checked two ways:
+// - forward: each node test of Debian's libonnx-testdata whose op runs as a
+//   primitive, through makePrimitive and primitive_forward in fp64 on the
+//   test's inputs, against its expected output (1e-5 relative). A test with
+//   an output neither float nor boolean, or of a form makePrimitive refuses
+//   by name (Cast to double, Max of three), is counted as skipped, never as
+//   passed; an op with no passing test fails.
+// - backward: each op on random fp64 inputs, the vector-Jacobian product of
+//   primitive_backward against central finite differences of
+//   sum(w * forward(x)) (1e-6 relative).
+// Usage: onnx_primitive_kernels <libonnx-testdata node dir>
+//
+//===----------------------------------------------------------------------===//
+#include "backends/common/OnnxPrimitive.h"
+#include "ir/import/OnnxConstants.h"
+
+#include "tests/onnx/ReadBytes.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+using namespace autoddl::onnx_kernels;
+using autoddl::import::HostTensor;
+
+namespace {
+
+bool isFloat(int32_t t) {
+  return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE;
+}
+
+PrimitiveAttrs attrsOf(const onnx::NodeProto &n) {
+  PrimitiveAttrs a;
+  for (const onnx::AttributeProto &at : n.attribute()) {
+    if (at.type() == onnx::AttributeProto::INT)
+      a.ints[at.name()] = at.i();
+    else if (at.type() == onnx::AttributeProto::FLOAT)
+      a.floats[at.name()] = at.f();
+    else if (at.type() == onnx::AttributeProto::INTS)
+      a.lists[at.name()] = Dims(at.ints().begin(), at.ints().end());
+  }
+  return a;
+}
+
+// Runs one node test; "" (passed), "skip: ..." or the failure.
+std::string runNodeTest(const std::string &dir, const onnx::GraphProto &g) {
+  const onnx::NodeProto &n = g.node(0);
+  const std::string data = dir + "/test_data_set_0/";
+  std::vector<HostTensor> inputs;
+  int file = 0;
+  for (int i = 0; i < n.input_size(); ++i) {
+    if (n.input(i).empty()) {
+      inputs.emplace_back(); // an omitted optional input
+      continue;
+    }
+    onnx::TensorProto t;
+    if (!t.ParseFromString(
+            readBytes(data + "input_" + std::to_string(file++) + ".pb")))
+      return "skip: input " + std::to_string(i) + " is not a tensor";
+    // Older test data stores bfloat16 tensors as uint16: the file's type
+    // must be the one the graph declares.
+    if (file - 1 < g.input_size() &&
+        g.input(file - 1).type().tensor_type().elem_type() != t.data_type())
+      return "skip: input stored as another type than declared";
+    try {
+      inputs.push_back(autoddl::import::tensorFromProto(t, t.raw_data()));
+    } catch (const std::exception &e) {
+      return std::string("skip: ") + e.what();
+    }
+  }
+  onnx::TensorProto outProto;
+  if (!outProto.ParseFromString(readBytes(data + "output_0.pb")))
+    return "skip: no output tensor";
+  // A boolean result (IsNaN) is held as 0/1.
+  if (!isFloat(outProto.data_type()) &&
+      outProto.data_type() != onnx::TensorProto::BOOL)
+    return "skip: output not float";
+  HostTensor want;
+  try {
+    want = autoddl::import::tensorFromProto(outProto, outProto.raw_data());
+  } catch (const std::exception &e) {
+    return std::string("skip: ") + e.what();
+  }
+  std::vector<Dims> shapes;
+  std::vector<std::vector<double>> values;
+  for (const HostTensor &t : inputs) {
+    shapes.push_back(t.shape);
+    values.emplace_back(t.data.begin(), t.data.end());
+  }
+  Primitive p;
+  if (std::string e =
+          makePrimitive(p, n.op_type(), attrsOf(n), shapes, want.shape, values);
+      !e.empty())
+    return "skip: " + e;
+  // Data inputs of any type the reader holds run as their values (an
+  // integer exponent, compared integers); the result must be float or
+  // boolean, as programs hold them.
+  std::vector<const double *> x;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    x.push_back(p.data[k] ? values[k].data() : nullptr);
+  std::vector<double> y(size_t(numel(want.shape)));
+  primitive_forward<double>(p, x, y.data());
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double w = double(want.data[i]);
+    if (!(std::fabs(y[i] - w) <= 1e-5 * std::fabs(w) + 1e-6)) {
+      std::ostringstream m;
+      m << "element " << i << ": " << y[i] << ", expected " << w;
+      return m.str();
+    }
+  }
+  return "";
+}
+
+int nodeTests(const std::string &root) {
+  std::map<std::string, int> passed, skipped;
+  std::vector<std::string> names;
+  if (!nodeTestNames(root, names)) {
+    std::cerr << root << ": cannot open\n";
+    return 1;
+  }
+  int failures = 0;
+  for (const std::string &name : names) {
+    onnx::ModelProto model;
+    if (!model.ParseFromString(readBytes(root + "/" + name + "/model.onnx")) ||
+        model.graph().node_size() != 1)
+      continue; // expanded (function) tests and multi-node graphs
+    const onnx::NodeProto &n = model.graph().node(0);
+    if (!n.domain().empty() || !primitiveSupported(n.op_type()))
+      continue;
+    std::string r = runNodeTest(root + "/" + name, model.graph());
+    if (r.empty()) {
+      ++passed[n.op_type()];
+    } else if (r.rfind("skip: ", 0) == 0) {
+      ++skipped[n.op_type()];
+      std::cout << "  skipped " << name << " (" << r.substr(6) << ")\n";
+    } else {
+      ++failures;
+      std::cout << "  FAILED " << name << ": " << r << "\n";
+    }
+  }
+  int total = 0;
+  std::set<std::string> ops;
+  for (auto &[op, c] : passed)
+    ops.insert(op);
+  for (auto &[op, c] : skipped)
+    ops.insert(op);
+  for (const std::string &op : ops) {
+    std::cout << op << ": " << passed[op] << " passed, " << skipped[op]
+              << " skipped\n";
+    total += passed[op];
+    if (passed[op] == 0) {
+      std::cout << "  FAILED: no node test of " << op << " passed\n";
+      ++failures;
+    }
+  }
+  std::cout << total << " node tests passed\n";
+  return failures;
+}
+
+// ---- Backward against finite differences -----------------------------------
+
+struct Case {
+  std::string op;
+  PrimitiveAttrs attrs;
+  std::vector<Dims> in;
+  Dims out;
+  std::vector<std::vector<double>> consts; // index inputs and conditions
+  bool positive = false; // inputs in [0.5, 1.5] (Log, Sqrt, Pow's base)
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  for (const char *op : {"Relu", "Sigmoid", "Tanh", "Exp", "Neg", "Erf", "Abs",
+                         "Softplus", "Sin", "Cos", "Identity", "Reciprocal"})
+    c.push_back({op, {}, {{2, 3}}, {2, 3}, {}, false});
+  for (const char *op : {"Log", "Sqrt"})
+    c.push_back({op, {}, {{2, 3}}, {2, 3}, {}, true});
+  c.push_back({"Reshape", {}, {{2, 3}, {2}}, {3, 2}, {{}, {3, 2}}, false});
+  for (const char *op : {"Add", "Sub", "Mul", "Div", "Max", "Min"})
+    c.push_back({op, {}, {{2, 1, 3}, {4, 1}}, {2, 4, 3}, {}, false});
+  c.push_back({"Pow", {}, {{2, 3}, {}}, {2, 3}, {}, true});
+  c.push_back({"Pow", {}, {{2, 3}, {3}}, {2, 3}, {}, true});
+  c.push_back({"Where",
+               {},
+               {{2, 3}, {2, 3}, {1}},
+               {2, 3},
+               {{1, 0, 1, 1, 0, 0}, {}, {}},
+               false});
+  c.push_back({"Expand", {}, {{3, 1}, {3}}, {2, 3, 4}, {{}, {2, 3, 4}}, false});
+  PrimitiveAttrs perm;
+  perm.lists["perm"] = {0, 2, 1, 3};
+  c.push_back({"Transpose", perm, {{2, 3, 2, 2}}, {2, 2, 3, 2}, {}, false});
+  c.push_back({"Slice",
+               {},
+               {{4, 5}, {1}, {1}, {1}, {1}},
+               {4, 2},
+               {{}, {3}, {0}, {1}, {-2}},
+               false});
+  PrimitiveAttrs ax1;
+  ax1.ints["axis"] = 1;
+  c.push_back({"Concat", ax1, {{2, 1, 2}, {2, 3, 2}}, {2, 4, 2}, {}, false});
+  c.push_back({"Softmax", ax1, {{2, 4, 3}}, {2, 4, 3}, {}, false});
+  c.push_back({"LogSoftmax", ax1, {{2, 4, 3}}, {2, 4, 3}, {}, false});
+  PrimitiveAttrs last;
+  last.lists["axes"] = {-1};
+  c.push_back({"ReduceMean", last, {{2, 3, 4}}, {2, 3, 1}, {}, false});
+  c.push_back({"ReduceMax", last, {{2, 3, 4}}, {2, 3, 1}, {}, false});
+  PrimitiveAttrs noKeep;
+  noKeep.ints["keepdims"] = 0;
+  c.push_back(
+      {"ReduceSum", noKeep, {{2, 3, 4}, {2}}, {3}, {{}, {0, 2}}, false});
+  c.push_back(
+      {"MatMul", {}, {{2, 1, 3, 4}, {3, 4, 5}}, {2, 3, 3, 5}, {}, false});
+  c.push_back({"MatMul", {}, {{4}, {2, 4, 3}}, {2, 3}, {}, false});
+  return c;
+}
+
+// Returns the number of failures over all cases.
+int finiteDifferences() {
+  std::mt19937_64 rng(25);
+  int failures = 0;
+  for (const Case &k : cases()) {
+    Primitive p;
+    if (std::string e = makePrimitive(p, k.op, k.attrs, k.in, k.out, k.consts);
+        !e.empty()) {
+      std::cout << "  FAILED " << k.op << ": " << e << "\n";
+      ++failures;
+      continue;
+    }
+    std::uniform_real_distribution<double> mag(0.5, 1.5);
+    std::vector<std::vector<double>> x(k.in.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (i < k.consts.size() && !k.consts[i].empty()) {
+        x[i] = k.consts[i];
+        continue;
+      }
+      x[i].resize(size_t(numel(k.in[i])));
+      for (double &v : x[i])
+        v = mag(rng) * (k.positive || rng() % 2 ? 1 : -1);
+    }
+    std::vector<double> w(size_t(numel(k.out)));
+    for (double &v : w)
+      v = mag(rng) - 1.0;
+    auto loss = [&]() {
+      std::vector<const double *> xp;
+      for (size_t i = 0; i < x.size(); ++i)
+        xp.push_back(p.data[i] ? x[i].data() : nullptr);
+      std::vector<double> y(w.size());
+      primitive_forward<double>(p, xp, y.data());
+      double s = 0;
+      for (size_t j = 0; j < y.size(); ++j)
+        s += w[j] * y[j];
+      return s;
+    };
+    std::vector<const double *> xp;
+    std::vector<std::vector<double>> dx(x.size());
+    std::vector<double *> dxp;
+    for (size_t i = 0; i < x.size(); ++i) {
+      xp.push_back(p.data[i] ? x[i].data() : nullptr);
+      dx[i].assign(x[i].size(), 0.0);
+      dxp.push_back(p.differentiable[i] ? dx[i].data() : nullptr);
+    }
+    std::vector<double> y(w.size());
+    primitive_forward<double>(p, xp, y.data());
+    primitive_backward<double>(p, dxp, xp, y.data(), w.data());
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!p.differentiable[i])
+        continue;
+      for (size_t j = 0; j < x[i].size(); ++j) {
+        const double h = 1e-6, keep = x[i][j];
+        x[i][j] = keep + h;
+        const double up = loss();
+        x[i][j] = keep - h;
+        const double down = loss();
+        x[i][j] = keep;
+        const double fd = (up - down) / (2 * h);
+        worst =
+            std::max(worst, std::fabs(fd - dx[i][j]) / (std::fabs(fd) + 1e-3));
+      }
+    }
+    const bool ok = worst <= 1e-6;
+    std::cout << k.op << " backward: worst relative error " << worst
+              << (ok ? "" : "  FAILED") << "\n";
+    failures += ok ? 0 : 1;
+  }
+  return failures;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::cerr << "usage: onnx_primitive_kernels <node dir>\n";
+    return 2;
+  }
+  const int failures = nodeTests(argv[1]) + finiteDifferences();
+  return failures ? 1 : 0;
+}
