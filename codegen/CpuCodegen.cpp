@@ -2,6 +2,7 @@
 #include "codegen/CpuCodegen.h"
 
 #include "ir/import/ModelImporter.h"
+#include "ir/lower/FuseImported.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
@@ -213,6 +214,15 @@ std::string planModelSource(const planner::Plan &plan) {
 
 ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
   const std::string name = model.empty() ? planModelSource(plan) : model;
+  // Another set of fusion passes gives another graph than the one planned.
+  if (const std::string now = fuseSkipText(fuseSkipFromEnvironment());
+      now != plan.fuseSkip)
+    throw UserError(
+        (plan.origin.empty() ? "plan" : plan.origin) +
+        ": the plan was made with AUTODDL_FUSE_SKIP=" +
+        (plan.fuseSkip.empty() ? "(unset)" : plan.fuseSkip) +
+        " and the model is read now with " + (now.empty() ? "(unset)" : now) +
+        ": set the same for every command that reads the model");
   // An explicit op graph has fixed shapes: the planner's micro-batch is one
   // instance of it, taken as written.
   // (An ONNX model's dynamic sequence must be pinned even for this look.)

@@ -275,6 +275,11 @@ struct Plan {
   /// embedded text); empty in plans written before these fields existed.
   /// Commands that read the plan load the model from modelSource.
   std::string modelSource, modelSha256;
+  /// The sbp-fuse passes left out of the model's import (AUTODDL_FUSE_SKIP
+  /// when the plan was made, in pass order; empty: none): the commands that
+  /// load the model for the plan refuse another setting, which would give
+  /// them another graph than the one planned.
+  std::string fuseSkip;
   /// The file the plan was read from (not part of the JSON; for messages).
   std::string origin;
   int64_t parameters = 0, layers = 0, seq = 0;

@@ -49,6 +49,8 @@ ojson planToJson(const Plan &p) {
     j["model"]["source"] = p.modelSource;
   if (!p.modelSha256.empty())
     j["model"]["sha256"] = p.modelSha256;
+  if (!p.fuseSkip.empty())
+    j["model"]["fuse_skip"] = p.fuseSkip;
   j["cluster"] = {
       {"name", p.cluster},         {"gpu", p.gpu},
       {"nodes", p.nodes},          {"gpus_per_node", p.gpusPerNode},
@@ -276,6 +278,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     p.modelSource = r.str(model, mp, "source");
   if (model.contains("sha256"))
     p.modelSha256 = r.str(model, mp, "sha256");
+  if (model.contains("fuse_skip"))
+    p.fuseSkip = r.str(model, mp, "fuse_skip");
   const json &cl = r.at(doc, root, "cluster");
   const auto cp = root / "cluster";
   p.cluster = r.str(cl, cp, "name");

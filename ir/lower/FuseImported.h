@@ -58,6 +58,12 @@ const std::vector<std::string> &fusePassNames();
 FusedGraph fuseImported(const ModelGraph &g,
                         const std::set<std::string> &skip = {});
 
+/// The passes AUTODDL_FUSE_SKIP lists (comma-separated flags of
+/// fusePassNames()); throws UserError, one line, on a name that is no pass.
+std::set<std::string> fuseSkipFromEnvironment();
+/// `skip` as a plan records it: the names in pass order, comma-separated.
+std::string fuseSkipText(const std::set<std::string> &skip);
+
 /// The front ends' entry point: replaces `g` by its fused form when it holds
 /// constants or primitives (otherwise leaves it as it is), leaving out the
 /// passes that the environment's AUTODDL_FUSE_SKIP lists (comma-separated

@@ -14,9 +14,7 @@
 
 namespace autoddl {
 
-void fuseImportedGraph(ModelGraph &g, const std::string &file) {
-  if (!hasImportedPrimitives(g))
-    return;
+std::set<std::string> fuseSkipFromEnvironment() {
   std::set<std::string> skip;
   if (const char *env = std::getenv("AUTODDL_FUSE_SKIP")) {
     const std::string list = env;
@@ -37,7 +35,21 @@ void fuseImportedGraph(ModelGraph &g, const std::string &file) {
       skip.insert(name);
     }
   }
-  FusedGraph fused = fuseImported(g, skip);
+  return skip;
+}
+
+std::string fuseSkipText(const std::set<std::string> &skip) {
+  std::string text;
+  for (const std::string &name : fusePassNames())
+    if (skip.count(name))
+      text += (text.empty() ? "" : ",") + name;
+  return text;
+}
+
+void fuseImportedGraph(ModelGraph &g, const std::string &file) {
+  if (!hasImportedPrimitives(g))
+    return;
+  FusedGraph fused = fuseImported(g, fuseSkipFromEnvironment());
   if (!fused.primitiveName.empty())
     throw UserError(
         file + ": node '" + fused.primitiveName + "' (" + fused.primitiveType +

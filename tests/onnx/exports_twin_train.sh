@@ -39,6 +39,13 @@ for name in "$@"; do
     *"codegen: op "*" (ONNX "*", position "*") is not supported by the cuda backend"*) echo "$name: cuda: $out" ;;
     *) echo "FAIL: $name: cuda: $out"; exit 1 ;;
     esac
+    # The plan records the passes left out: the model read without them is refused.
+    out=$("$autoddl" codegen "$w/$name.twin/plan.json" --backend cpu -o "$w/$name.fused" 2>&1) &&
+      { echo "FAIL: $name: a plan made with $UNFUSED left out generated the fused graph"; exit 1; }
+    case "$out" in
+    *"the plan was made with AUTODDL_FUSE_SKIP="*) echo "$name: without the skip: $out" ;;
+    *) echo "FAIL: $name: without the skip: $out"; exit 1 ;;
+    esac
   fi
   python3 - "$w/$name" <<'PY' || exit 1
 import json, sys

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
+#include "ir/lower/FuseImported.h"
 #include "ir/lower/LowerPlan.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
@@ -332,6 +333,7 @@ void run(const PlanArgs &a) {
   if (p.kfac)
     p.kfac->rule = a.kfacRule;
   p.modelSha256 = planner::sha256Hex(modelBytes(a.model));
+  p.fuseSkip = fuseSkipText(fuseSkipFromEnvironment());
   if (!a.output.empty()) {
     writeFileAtomically(a.output, planner::planToText(p));
     writeFileAtomically(mlirPathFor(a.output),
