@@ -37,45 +37,6 @@ std::string listLiteral(const std::vector<int64_t> &v) {
   return r + "}";
 }
 
-/// Why primitive `p` computes a sample's result from other samples of its
-/// micro-batch of B (a reduction or softmax over dimension 0, a transpose
-/// moving it, ...), or "" when it keeps them apart: dp and micro-batches
-/// then split the samples freely. Assumes the result's dimension 0 is the
-/// batch where it is B (the import's layout).
-std::string mixesSamples(const onnx_kernels::Primitive &p, int64_t B,
-                         const std::vector<bool> &constant) {
-  using K = onnx_kernels::Primitive::Kind;
-  if (B <= 1)
-    return "";
-  if (p.kind == K::Reduce)
-    for (int64_t a : p.axes)
-      if (a == 0)
-        return "it reduces over the batch dimension";
-  if (p.out.empty() || p.out[0] != B)
-    return "its result's first dimension is not the batch";
-  switch (p.kind) {
-  case K::Transpose:
-    return p.perm[0] == 0 ? "" : "it moves the batch dimension";
-  case K::Softmax:
-  case K::LogSoftmax:
-  case K::Concat:
-    return p.axis != 0 ? "" : "it works along the batch dimension";
-  case K::Slice:
-    return p.window.begin[0] == 0 && p.window.step[0] == 1 &&
-                   p.window.shape[0] == p.in[0][0]
-               ? ""
-               : "it slices the batch dimension";
-  case K::Matmul:
-    // [B,..,M,K]·[..,K,N] keeps dimension 0 a batch; [B,K]·[K,N] too when
-    // the right side is a constant, not per-sample.
-    return p.out.size() >= 3 || (p.in[1].size() < 3 && constant[1])
-               ? ""
-               : "it contracts over the samples";
-  default: // elementwise, broadcasting, reshapes: sample-major stays so
-    return "";
-  }
-}
-
 } // namespace
 
 /// primitive
@@ -110,7 +71,7 @@ void Emitter::emitPrimitive(OpCall &c) {
     std::vector<bool> constant;
     for (int t : op.operands)
       constant.push_back(isConst(t) || isParam(t));
-    if (std::string why = mixesSamples(prim, g_.batch, constant); !why.empty())
+    if (std::string why = primitiveMixesSamples(prim, g_.batch, constant); !why.empty())
       throw UserError(fmt::format(
           "{}: {}, so it cannot run on a part of the batch; plan with dp=1 "
           "and one micro-batch (--fix dp=1,microbatch={}), or let an sbp-fuse "

@@ -60,4 +60,69 @@ inline std::string resolvePrimitive(onnx_kernels::Primitive &p,
   return onnx_kernels::makePrimitive(p, r.type, r.attrs, in, out, r.consts);
 }
 
+/// Why primitive `p` computes a sample's result from other samples of its
+/// micro-batch of B (a reduction or softmax over dimension 0, a transpose
+/// moving it, ...), or "" when it keeps them apart: dp and micro-batches
+/// then split the samples freely. Assumes the result's dimension 0 is the
+/// batch where it is B (the import's layout).
+inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p, int64_t B,
+                         const std::vector<bool> &constant) {
+  using K = onnx_kernels::Primitive::Kind;
+  if (B <= 1)
+    return "";
+  if (p.kind == K::Reduce)
+    for (int64_t a : p.axes)
+      if (a == 0)
+        return "it reduces over the batch dimension";
+  if (p.out.empty() || p.out[0] != B)
+    return "its result's first dimension is not the batch";
+  switch (p.kind) {
+  case K::Transpose:
+    return p.perm[0] == 0 ? "" : "it moves the batch dimension";
+  case K::Softmax:
+  case K::LogSoftmax:
+  case K::Concat:
+    return p.axis != 0 ? "" : "it works along the batch dimension";
+  case K::Slice:
+    return p.window.begin[0] == 0 && p.window.step[0] == 1 &&
+                   p.window.shape[0] == p.in[0][0]
+               ? ""
+               : "it slices the batch dimension";
+  case K::Matmul:
+    // [B,..,M,K]·[..,K,N] keeps dimension 0 a batch; [B,K]·[K,N] too when
+    // the right side is a constant, not per-sample.
+    return p.out.size() >= 3 || (p.in[1].size() < 3 && constant[1])
+               ? ""
+               : "it contracts over the samples";
+  default: // elementwise, broadcasting, reshapes: sample-major stays so
+    return "";
+  }
+}
+
+/// The first primitive of `g` (at its own batch, g.batch) that computes a
+/// sample's result from other samples, as "op NAME (TYPE): why", or "":
+/// such a model runs on the whole batch (no dp, one micro-batch).
+inline std::string sampleMixingPrimitive(const ModelGraph &g) {
+  for (const OpDef &op : g.ops) {
+    if (op.kind != "primitive")
+      continue;
+    std::vector<ops::Shape> in;
+    std::vector<bool> constant;
+    for (int t : op.operands) {
+      const TensorDef &d = g.tensors[size_t(t)];
+      in.push_back(d.shape);
+      constant.push_back(d.role == TensorRole::Constant ||
+                         d.role == TensorRole::Parameter);
+    }
+    onnx_kernels::Primitive p;
+    if (!resolvePrimitive(p, g, op, in, g.tensors[size_t(op.results[0])].shape)
+             .empty())
+      continue; // refused elsewhere, naming why
+    if (std::string why = primitiveMixesSamples(p, g.batch, constant);
+        !why.empty())
+      return "op " + op.name + " (" + primitiveInputs(g, op).type + "): " + why;
+  }
+  return "";
+}
+
 } // namespace autoddl

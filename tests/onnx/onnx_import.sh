@@ -63,18 +63,24 @@ ir=$("$autoddl" import "$work/cnn.onnx" --batch 3)
 # refuses dp=2 naming the op and the cause, and generates the dp=1 program.
 params mixing 874 --batch 4
 kinds mixing "sbp.cross_entropy=1,sbp.linear=2,sbp.parameter=4,sbp.primitive=2" --batch 4
-for dp in 1 2; do
-  "$autoddl" plan "$work/mixing.onnx" --cluster h200x2-nvlink --gpus $dp --global-batch 4 \
-    --fix dp=$dp,microbatch=$((4 / dp)) -o "$work/mixing-dp$dp.json" >/dev/null
-done
-if out=$("$autoddl" codegen "$work/mixing-dp2.json" --backend cpu -o "$work/mixing-dp2" 2>&1); then
-  fail "mixing: dp=2 generated a program"
+# A primitive that mixes samples runs on the whole batch: the planner keeps dp=1 and one
+# micro-batch, and refuses a --fix that splits the batch (codegen refuses such a plan too).
+"$autoddl" plan "$work/mixing.onnx" --cluster h200x2-nvlink --gpus 1 --global-batch 4 \
+  --fix dp=1,microbatch=4 -o "$work/mixing-dp1.json" >/dev/null
+if out=$("$autoddl" plan "$work/mixing.onnx" --cluster h200x2-nvlink --gpus 2 --global-batch 4 \
+  --fix dp=2,microbatch=2 -o "$work/mixing-dp2.json" 2>&1); then
+  fail "mixing: dp=2 was planned"
 else
   case "$out" in
-  *"op /centre/ReduceMean (ONNX ReduceMean, position 1): it reduces over the batch dimension"*) echo "ok: mixing: dp=2: $out" ;;
+  *"op /centre/ReduceMean (ReduceMean): it reduces over the batch dimension"*"--fix dp=1,microbatch=4"*) echo "ok: mixing: dp=2: $out" ;;
   *) fail "mixing: dp=2: $out" ;;
   esac
 fi
+"$autoddl" plan "$work/mixing.onnx" --cluster h200x2-nvlink --gpus 2 --global-batch 4 \
+  -o "$work/mixing-any.json" >/dev/null || fail "mixing: no plan on 2 GPUs"
+python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["mesh"]; sys.exit(k.get("dp", 1) != 1)' \
+  "$work/mixing-any.json" && echo "ok: mixing: the planner keeps dp=1" ||
+  fail "mixing: the planner chose dp>1"
 "$autoddl" codegen "$work/mixing-dp1.json" --backend cpu -o "$work/mixing-dp1" >/dev/null &&
   grep -q "primitive_forward" "$work/mixing-dp1/train.cpp" && echo "ok: mixing: dp=1 runs its primitives" ||
   fail "mixing: dp=1: no program running its primitives"

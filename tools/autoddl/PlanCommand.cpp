@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
+#include "ir/import/ResolvePrimitive.h"
 #include "ir/lower/FuseImported.h"
 #include "ir/lower/LowerPlan.h"
 #include "planner/PlanJson.h"
@@ -289,6 +290,21 @@ void run(const PlanArgs &a) {
   planner::PlannerOptions opts;
   opts.globalBatch = a.globalBatch;
   opts.fixed = parseFix(a.fix);
+  // An ONNX primitive that computes a sample from others (a mean over the
+  // batch, ...) runs on the whole batch: no dp, one micro-batch.
+  if (const std::string why = sampleMixingPrimitive(scalesWithBatch(g1) ? g2 : g1);
+      !why.empty()) {
+    const bool split =
+        (opts.fixed.dp && *opts.fixed.dp > 1) ||
+        (opts.fixed.microbatch && *opts.fixed.microbatch != a.globalBatch);
+    if (split)
+      throw UserError(a.model + ": " + why +
+                      ", so it cannot run on a part of the batch: --fix "
+                      "dp=1,microbatch=" + std::to_string(a.globalBatch) +
+                      " (or let an sbp-fuse pass recognise it)");
+    opts.fixed.dp = 1;
+    opts.fixed.microbatch = a.globalBatch;
+  }
   opts.mode = a.search == "exhaustive" ? planner::SearchMode::Exhaustive
                                        : planner::SearchMode::CoordinateDescent;
   opts.explain = !a.noWhy;
