@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --loss (docs/model-format.md "The loss"): the refusals, one line and exit 1
 # each; then the committed tiny-mlp export trained with --loss squared_error
-# under dp=2 and under tp=2, each against its single-rank run (autoddl verify).
+# under dp=2 and under tp=2 (two ways), each against its single-rank run
+# (autoddl verify).
 # With REFUSALS_ONLY=1 the checks before the training (seconds, no compiler).
 # Usage: [REFUSALS_ONLY=1] onnx_loss.sh <autoddl> <protoc> <onnx include dir> <work dir>
 set -euo pipefail
@@ -34,13 +35,41 @@ refuse "applies to ONNX models only" "$autoddl" plan tiny-mlp --loss cross_entro
 "$autoddl" import "$mlp" --loss squared_error | grep -q "sbp.squared_error"
 [ -n "${REFUSALS_ONLY:-}" ] && { echo "onnx_loss: refusals ok"; exit 0; }
 
-for fix in tp=1,pp=1,dp=2 tp=2,pp=1,dp=1; do
-  d=$work/${fix//[,=]/_}
+# dp=2; tp=2 with the linears Megatron's (the scores column-split, gathered
+# for the loss); tp=2 with every op on split rows (the loss too: each rank's
+# rows, a partial sum). tests/lit/codegen/megatron.py rewrites the plan (the
+# planner keeps so tiny a model replicated).
+for case in tp=1,pp=1,dp=2:0 tp=2,pp=1,dp=1:1 tp=2,pp=1,dp=1:batch; do
+  fix=${case%:*} level=${case#*:}
+  d=$work/${fix//[,=]/_}_$level
   mkdir -p "$d"
   "$autoddl" plan "$mlp" --loss squared_error --cluster dgx-a100-hdr --gpus 2 \
     --global-batch 8 --fix "$fix" --no-why -o "$d/plan.json" >/dev/null
-  python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["model"].get("loss"); sys.exit(0 if l=="squared_error" else f"plan records loss {l!r}")' "$d/plan.json"
+  python3 "$here/../lit/codegen/megatron.py" "$d/plan.json" --level "$level"
+  python3 - "$d/plan.json" "$level" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+if doc["model"].get("loss") != "squared_error":
+    sys.exit(f"plan records loss {doc['model'].get('loss')!r}")
+sig = [o["signature"] for o in doc["ops"] if o["kind"] == "squared_error"]
+if sys.argv[2] == "batch" and sig != ["batch"]:
+    sys.exit(f"squared_error signature {sig}, expected batch")
+PY
   refuse "apply when planning a model" "$autoddl" run "$d/plan.json" --loss squared_error
   "$autoddl" verify "$d/plan.json" --model "$mlp" --steps 3 --keep "$d/run"
 done
+# Closed form: valued.txtpb's weights are zeros and its biases ones, so with
+# --weights onnx every score is 1 and every row's loss (1/C)(C-1) = 2/3 for its
+# C = 3 classes, whatever the data; the cross-entropy would be ln 3.
+"$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/valued.txtpb" >"$work/valued.onnx"
+"$autoddl" run "$work/valued.onnx" --loss squared_error --ranks 2 --fix tp=1,pp=1,dp=2 \
+  --global-batch 8 --steps 1 --weights onnx --out "$work/valued" >"$work/valued.log" 2>&1 ||
+  { tail -5 "$work/valued.log"; echo "FAIL: run valued.onnx --loss squared_error"; exit 1; }
+python3 - "$work/valued/metrics.json" <<'PY'
+import json, sys
+loss = json.load(open(sys.argv[1]))["loss"][0]
+if abs(loss - 2 / 3) > 1e-6:
+    sys.exit(f"first loss {loss}, expected 2/3 (squared error of all-one scores)")
+print(f"first loss {loss} = 2/3")
+PY
 echo "onnx_loss: ok"
