@@ -714,18 +714,28 @@ void check_transpose(const std::vector<int64_t> &shp,
       });
 }
 
-// ---- squared error against the one-hot label (--loss squared_error) ----
+// ---- the losses ----
+
+/// Random labels of N rows of V classes: row 0's is 0, the last row's V - 1
+/// (both ends of a row), row 1's -1 (outside the loss: loss 0, no gradient).
+std::vector<int32_t> loss_targets(int64_t N, int64_t V) {
+  std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
+  std::vector<int32_t> targets(static_cast<size_t>(N));
+  for (auto &t : targets)
+    t = pick(gRng);
+  targets[0] = 0;
+  targets[size_t(N - 1)] = int32_t(V - 1);
+  if (N > 2)
+    targets[1] = -1;
+  return targets;
+}
+
+// Squared error against the one-hot label (--loss squared_error).
 
 void check_squared_error(int64_t N, int64_t C) {
   const std::string tag = "squared_error " + shape({N, C});
   auto scores = random_values(gRng, N * C, -2, 2);
-  std::uniform_int_distribution<int32_t> pick(0, int32_t(C - 1));
-  std::vector<int32_t> targets(static_cast<size_t>(N));
-  for (auto &t : targets)
-    t = pick(gRng);
-  targets[0] = int32_t(C - 1);
-  if (N > 2)
-    targets[1] = -1; // outside the loss: loss 0, no gradient
+  const std::vector<int32_t> targets = loss_targets(N, C);
   std::vector<float> losses(static_cast<size_t>(N));
   ref::squared_error_forward(losses.data(), scores.data(), targets.data(), N,
                              C);
@@ -754,14 +764,7 @@ void check_squared_error(int64_t N, int64_t C) {
 void check_crossentropy(int64_t N, int64_t V) {
   const std::string tag = "crossentropy " + shape({N, V});
   auto logits = random_values(gRng, N * V, -4, 4);
-  std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
-  std::vector<int32_t> targets(static_cast<size_t>(N));
-  for (auto &t : targets)
-    t = pick(gRng);
-  targets[0] = 0;
-  targets[size_t(N - 1)] = int32_t(V - 1); // both ends of the row
-  if (N > 2)
-    targets[1] = -1; // outside the loss: loss 0, no gradient
+  const std::vector<int32_t> targets = loss_targets(N, V);
   std::vector<float> losses(static_cast<size_t>(N)),
       lse(static_cast<size_t>(N));
   ref::crossentropy_forward(losses.data(), lse.data(), logits.data(),
@@ -868,14 +871,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
   const auto strideOf = [](int64_t w) { return (w + 64) / 64 * 64; };
   const std::string tag = "crossentropy strided " + shape({N, V});
   auto logits = random_values(gRng, N * V, -4, 4);
-  std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
-  std::vector<int32_t> targets(static_cast<size_t>(N));
-  for (auto &t : targets)
-    t = pick(gRng);
-  targets[0] = 0;
-  targets[size_t(N - 1)] = int32_t(V - 1);
-  if (N > 2)
-    targets[1] = -1; // outside the loss
+  const std::vector<int32_t> targets = loss_targets(N, V);
   rt::DeviceBuffer<int32_t> dt(N);
   upload(dt.data(), targets);
   const float scale = 1.0f / float(N);
