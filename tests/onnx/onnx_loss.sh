@@ -10,7 +10,9 @@ autoddl=$1 protoc=$2 inc=$3 work=$4
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work"
 mlp=$here/exports/tiny-mlp.onnx
-"$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/cnn.txtpb" >"$work/cnn.onnx"
+for m in cnn decoder; do
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/$m.txtpb" >"$work/$m.onnx"
+done
 
 # refuse WANT CMD...: exit status 1, one line on stderr containing WANT.
 refuse() {
@@ -29,10 +31,21 @@ refuse "disagrees with the exported SoftmaxCrossEntropyLoss" \
 refuse "applies to ONNX models only" "$autoddl" import tiny-mlp --loss squared_error
 refuse "applies to ONNX models only" "$autoddl" plan tiny-mlp --loss cross_entropy \
   --cluster dgx-a100-hdr --gpus 2 --global-batch 8 -o "$work/x.json"
+refuse "is not scores [batch, classes]" \
+  "$autoddl" import "$work/decoder.onnx" --seq 4 --loss squared_error
+# has KIND CMD...: the command succeeds and its IR holds sbp.KIND (captured
+# first: grep -q on a pipe can end the writer early under pipefail).
+has() {
+  local kind=$1
+  shift
+  "$@" >"$work/ir.mlir" && grep -q "sbp.$kind " "$work/ir.mlir" ||
+    { echo "FAIL: $* -> no sbp.$kind"; exit 1; }
+}
 # Agreeing with the export, or today's default by name: accepted.
+has cross_entropy "$autoddl" import "$work/decoder.onnx" --seq 4 --loss causal_lm
 "$autoddl" import "$work/cnn.onnx" --loss cross_entropy >/dev/null
-"$autoddl" import "$mlp" --loss cross_entropy | grep -q "sbp.cross_entropy"
-"$autoddl" import "$mlp" --loss squared_error | grep -q "sbp.squared_error"
+has cross_entropy "$autoddl" import "$mlp" --loss cross_entropy
+has squared_error "$autoddl" import "$mlp" --loss squared_error
 [ -n "${REFUSALS_ONLY:-}" ] && { echo "onnx_loss: refusals ok"; exit 0; }
 
 # dp=2; tp=2 with the linears Megatron's (the scores column-split, gathered
