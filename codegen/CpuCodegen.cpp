@@ -229,12 +229,14 @@ ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
   import::ImportOptions first;
   if (name.size() > 5 && name.compare(name.size() - 5, 5, ".onnx") == 0)
     first.seq = plan.seq;
+  first.loss = plan.loss;
   ModelGraph fixed = import::importModel(name, first);
   if (fixed.family == "graph")
     return fixed;
   import::ImportOptions o;
   o.batch = plan.knobs.microbatch;
   o.seq = plan.seq;
+  o.loss = plan.loss;
   return import::importModel(name, o);
 }
 

@@ -122,7 +122,8 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
 const std::set<std::string> kSupported = {
     "embedding", "positional", "rotary", "linear", "matmul", "bias_add", "add",
     "mul", "gelu", "relu", "silu", "swiglu", "layernorm", "rmsnorm", "softmax",
-    "attention", "cross_entropy", "spmm", "sddmm", "edge_softmax",
+    "attention", "cross_entropy", "squared_error", "spmm", "sddmm",
+    "edge_softmax",
     // Image ops: always replicated over tp (no case below splits them).
     "conv2d", "pool2d", "flatten", "reshape", "transpose",
     // An ONNX import's unfused primitive: replicated over tp, too.
@@ -391,8 +392,10 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
         p.operands[1] = lay(1);
         p.operands[2] = lay(2);
       }
-    } else if (tp > 1 && op.kind == "cross_entropy") {
-      if (lay(0).dim == int(shape(0).size()) - 1) {
+    } else if (tp > 1 &&
+               (op.kind == "cross_entropy" || op.kind == "squared_error")) {
+      if (op.kind == "cross_entropy" &&
+          lay(0).dim == int(shape(0).size()) - 1) {
         p.mode = OpMode::VocabLoss;
         p.operands[0] = lay(0);
       } else if (const TpLayout rows = rowSplitOf(i, shape(0));

@@ -13,9 +13,10 @@
 //   rotary by heads likewise;
 //   "batch"/"sequence" (split rows): linear, bias_add, embedding, positional,
 //   rotary, norms, elementwise ops, conv2d, pool2d, flatten, attention (batch
-//   only) and cross_entropy run on each rank's rows, their parameters whole
-//   and their gradients summed over tp (ModelLayout::tpPartialGrads); inputs
-//   are sliced, positions offset by the rank's part of the sequence;
+//   only), cross_entropy and squared_error run on each rank's rows, their
+//   parameters whole and their gradients summed over tp
+//   (ModelLayout::tpPartialGrads); inputs are sliced, positions offset by
+//   the rank's part of the sequence;
 //   elementwise ops, bias_add, rotary, spmm follow a split input; sddmm of
 //   two inputs split on K sums its partial dot products (all-reduce);
 //   edge_softmax is replicated;

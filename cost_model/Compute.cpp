@@ -414,8 +414,8 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   }
 
   // Everything else (bias_add, add, mul, activations, norms, softmax, rotary,
-  // positional, cross_entropy, pool2d, transpose) is memory-bound and streams
-  // its operands and results once.
+  // positional, cross_entropy, squared_error, pool2d, transpose) is
+  // memory-bound and streams its operands and results once.
   double fwdBytes = inBytes + outBytes;
   if (kind == "positional" &&
       operands.size() > 1) // reads only T rows of the table
@@ -424,7 +424,8 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   // dgrad: re-read the saved inputs and dY, write dX: fwd bytes + the
   // activation inputs' gradients; about 2x the forward's FLOPs
   // (docs/cost-model.md §4.3).
-  double dyBytes = kind == "cross_entropy" ? 0 : outBytes;
+  double dyBytes =
+      kind == "cross_entropy" || kind == "squared_error" ? 0 : outBytes;
   out.backwardData = streamKernel(c, kind, key, 2.0 * fwdFlops,
                                   fwdBytes - outBytes + dyBytes + actBytes, p);
   if (paramBytes > 0) {

@@ -149,6 +149,8 @@ void planModel(const RunOptions &o, const std::string &planPath) {
                                    planPath};
   if (o.seq)
     argv.insert(argv.end(), {"--seq", std::to_string(o.seq)});
+  if (!o.loss.empty())
+    argv.insert(argv.end(), {"--loss", o.loss});
   if (!o.fix.empty())
     argv.insert(argv.end(), {"--fix", o.fix});
   std::string cmd;
@@ -184,8 +186,9 @@ void run(const RunOptions &o) {
     std::filesystem::create_directories(work->path());
     planPath = work->path() + "/plan.json";
     planModel(o, planPath);
-  } else if (o.globalBatch || o.seq || !o.fix.empty()) {
-    throw UserError("--global-batch/--seq/--fix apply when planning a model; " +
+  } else if (o.globalBatch || o.seq || !o.fix.empty() || !o.loss.empty()) {
+    throw UserError("--global-batch/--seq/--fix/--loss apply when planning a "
+                    "model; " +
                     o.input + " is already a plan");
   }
   planner::Plan plan = planner::readPlanFile(planPath);

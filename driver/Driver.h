@@ -74,6 +74,7 @@ struct RunOptions {
   int ranks = 0;
   bool fp32 = false;
   int64_t steps = 20, globalBatch = 0, seq = 0;
+  std::string loss;                   // planning: an ONNX model's --loss
   std::vector<std::string> trainArgs; // after --: the program's own flags
 };
 void run(const RunOptions &o);

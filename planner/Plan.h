@@ -283,6 +283,8 @@ struct Plan {
   /// The file the plan was read from (not part of the JSON; for messages).
   std::string origin;
   int64_t parameters = 0, layers = 0, seq = 0;
+  /// An ONNX model's --loss ("": its default); codegen re-imports with it.
+  std::string loss;
   std::string cluster, gpu;
   int nodes = 0, gpusPerNode = 0;
   double peakFlops = 0, memoryCapacity = 0;

@@ -47,6 +47,8 @@ ojson planToJson(const Plan &p) {
                 {"seq", p.seq}};
   if (!p.modelSource.empty())
     j["model"]["source"] = p.modelSource;
+  if (!p.loss.empty())
+    j["model"]["loss"] = p.loss;
   if (!p.modelSha256.empty())
     j["model"]["sha256"] = p.modelSha256;
   if (!p.fuseSkip.empty())
@@ -276,6 +278,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.seq = r.integer(model, mp, "seq");
   if (model.contains("source"))
     p.modelSource = r.str(model, mp, "source");
+  if (model.contains("loss"))
+    p.loss = r.str(model, mp, "loss");
   if (model.contains("sha256"))
     p.modelSha256 = r.str(model, mp, "sha256");
   if (model.contains("fuse_skip"))

@@ -72,6 +72,8 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
     programInternal = hostInternal = stats;
   } else if (k == "cross_entropy" && !in.empty()) {
     programInternal = hostInternal = 8.0 * rows(in[0].shape); // loss, lse
+  } else if (k == "squared_error" && !in.empty()) {
+    programInternal = hostInternal = 4.0 * rows(in[0].shape); // loss
   } else if (k == "attention" && out[0].shape.size() == 3) {
     const double b = out[0].shape[0], s = out[0].shape[1];
     const double heads = static_cast<double>(intAttr(attrs, "num_heads", 1));

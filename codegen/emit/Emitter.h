@@ -263,7 +263,7 @@ public:
       throw UserError(
           "codegen: model " + g.name +
           " has neither input_ids, adjacency nor one f32 input with the "
-          "class labels of a cross_entropy; the " +
+          "class labels of a cross_entropy or squared_error; the " +
           (cuda_ ? "cuda backend feeds token and graph models"
                  : "cpu backend feeds token, graph and classification models") +
           " only");
@@ -298,8 +298,8 @@ private:
       classInput_ = int(t);
     }
     for (const OpDef &op : g_.ops)
-      if (op.kind == "cross_entropy" && op.operands.size() == 2 &&
-          isInput(op.operands[1]))
+      if ((op.kind == "cross_entropy" || op.kind == "squared_error") &&
+          op.operands.size() == 2 && isInput(op.operands[1]))
         classTargets_ = op.operands[1];
   }
   int findInput(const std::string &name) const {
@@ -390,6 +390,10 @@ private:
   void emitNorm(OpCall &c);
   void emitSoftmax(OpCall &c);
   void emitCrossEntropy(OpCall &c);
+  void emitSquaredError(OpCall &c);
+  void emitRowsAccuracy(const std::function<void(std::string)> &F,
+                        const std::string &scores, const std::string &labels,
+                        int64_t N, int64_t V);
   void emitAttention(OpCall &c);
   void emitConv2d(OpCall &c);
   void emitPool2d(OpCall &c);

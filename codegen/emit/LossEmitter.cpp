@@ -1,6 +1,7 @@
 //===- LossEmitter.cpp - softmax and the loss -----------------------------===//
 //
-// softmax and cross_entropy (whole, on split rows, vocab-parallel).
+// softmax, cross_entropy (whole, on split rows, vocab-parallel) and
+// squared_error (whole or on split rows).
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -118,14 +119,48 @@ void Emitter::emitCrossEntropy(OpCall &c) {
       F(fmt::format("a.correct_heldout = count_correct(a.{}.data(), "
                     "graph_heldout_labels(), {}, {}{});",
                     whole, N, Vf, ldG));
-  } else if (reportsAccuracy()) {
-    F(fmt::format("a.correct = count_correct({}, {}, {}, {});", x[0], x[1], N,
-                  V));
-    if (graphModel_)
-      F(fmt::format("a.correct_heldout = count_correct({}, "
-                    "graph_heldout_labels(), {}, {});",
-                    x[0], N, V));
+  } else {
+    emitRowsAccuracy(F, x[0], x[1], N, V);
   }
+}
+
+/// The accuracy of scores [N,V] whose rows are whole on this rank.
+void Emitter::emitRowsAccuracy(const std::function<void(std::string)> &F,
+                               const std::string &scores,
+                               const std::string &labels, int64_t N,
+                               int64_t V) {
+  if (!reportsAccuracy())
+    return;
+  F(fmt::format("a.correct = count_correct({}, {}, {}, {});", scores, labels, N,
+                V));
+  if (graphModel_)
+    F(fmt::format("a.correct_heldout = count_correct({}, "
+                  "graph_heldout_labels(), {}, {});",
+                  scores, N, V));
+}
+
+/// squared_error: scores [N,C] against the one-hot of labels [N], on whole or
+/// split rows (Layout.cpp: never split on the classes). Averaged as
+/// cross_entropy: per-row losses, summed over the global row count.
+void Emitter::emitSquaredError(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const int64_t C = lastDim(xs[0]), N = numel(xs[0]) / C;
+  if (padCols_.count(op.operands[0]))
+    throw std::logic_error("codegen: squared_error on padded scores");
+  lossRowsSplit_ = p.mode == OpMode::Local;
+  lossCount_ = lossRowsSplit_ ? N * tp_ : N;
+  addMember(st, {"losses", N, "[N] per-row loss", false, false, true});
+  F(fmt::format("squared_error_forward(a.losses.data(), {}, {}, {}, {});", x[0],
+                x[1], N, C));
+  BI(fmt::format("squared_error_backward({}, {}, {}, {}, {}, kLossScale);",
+                 dx[0], x[0], x[1], N, C));
+  if (!target_.lossSumOnDevice) {
+    F("a.loss_sum = 0;");
+    F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
+    F("  a.loss_sum += a.losses[size_t(i)];");
+  }
+  emitRowsAccuracy(F, x[0], x[1], N, C);
 }
 
 } // namespace autoddl::codegen::emit

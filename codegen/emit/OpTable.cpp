@@ -135,6 +135,7 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       // LossEmitter.cpp
       {"softmax", {&Emitter::emitSoftmax, CudaRuns::OnActivations}},
       {"cross_entropy", {&Emitter::emitCrossEntropy, CudaRuns::OnActivations}},
+      {"squared_error", {&Emitter::emitSquaredError, CudaRuns::OnActivations}},
       // AttentionEmitter.cpp
       {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp

@@ -238,7 +238,8 @@ std::string Emitter::emit() {
     const auto &fs = full(x);
     int64_t classes = 0;
     for (size_t i = 0; i < g_.ops.size(); ++i)
-      if (g_.ops[i].kind == "cross_entropy")
+      if (g_.ops[i].kind == "cross_entropy" ||
+          g_.ops[i].kind == "squared_error")
         classes = full(g_.ops[i].operands[0]).back();
     consts += fmt::format("constexpr int64_t kNodes = {}, kFeatures = {}, "
                           "kClasses = {};\n",
@@ -253,7 +254,7 @@ std::string Emitter::emit() {
     const auto &xs = full(classInput_);
     int64_t classes = 0;
     for (const OpDef &op : g_.ops)
-      if (op.kind == "cross_entropy")
+      if (op.kind == "cross_entropy" || op.kind == "squared_error")
         classes = full(op.operands[0]).back();
     consts += fmt::format(
         "// Samples per micro-batch (the leading dimension of {} {}; an "

@@ -189,6 +189,11 @@ def Sbp_CrossEntropyOp : Sbp_ModelOp<"cross_entropy"> {
   let arguments = (ins AnyRankedTensor:$logits, AnyRankedTensor:$targets);
 }
 
+def Sbp_SquaredErrorOp : Sbp_ModelOp<"squared_error"> {
+  let summary = "mean squared error of scores [B,C] against one-hot i32 labels [B]";
+  let arguments = (ins AnyRankedTensor:$scores, AnyRankedTensor:$targets);
+}
+
 def Sbp_Conv2dOp : Sbp_ModelOp<"conv2d"> {
   let summary = "2-D convolution, NCHW, square stride and padding";
   let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$weight,

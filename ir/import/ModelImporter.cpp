@@ -54,6 +54,8 @@ BuildOptions onnxOptions(const std::string &origin,
   o.place = origin + ": ";
   o.batch = options.batch;
   o.seq = options.seq;
+  checkLossName(options.loss);
+  o.loss = options.loss;
   return o;
 }
 
@@ -81,6 +83,11 @@ ModelGraph importJson(const json &doc, const std::string &origin,
                     present[0] + "\" and \"" + present[1] + "\" are given");
   if (options.batch < 0 || options.seq < 0)
     throw UserError(origin + ": --batch and --seq must be positive");
+  checkLossName(options.loss);
+  if (!options.loss.empty()) // a graph names its loss op; templates their own
+    throw UserError(origin + ": --loss applies to ONNX models only (a "
+                             "template or config.json trains with its own "
+                             "loss; an explicit graph names its loss op)");
   BuildOptions o;
   o.name = name;
   o.place = origin + ": ";
@@ -101,6 +108,14 @@ ModelGraph importJson(const json &doc, const std::string &origin,
 }
 
 } // namespace
+
+void checkLossName(const std::string &loss) {
+  if (!loss.empty() && loss != "cross_entropy" && loss != "causal_lm" &&
+      loss != "squared_error")
+    throw UserError("--loss: expected cross_entropy, causal_lm or "
+                    "squared_error, got \"" +
+                    loss + "\"");
+}
 
 std::vector<std::string> builtinModelNames() {
   std::vector<std::string> names;

@@ -23,7 +23,14 @@ namespace autoddl::import {
 struct ImportOptions {
   int64_t batch = 0; // samples per micro-batch; 0: not given (1)
   int64_t seq = 0;   // sequence length; 0: not given (the model's context)
+  /// --loss: the loss an ONNX model without an exported one trains with
+  /// (cross_entropy, causal_lm or squared_error; docs/model-format.md "The
+  /// loss"); "": the default for its output. Other models are refused.
+  std::string loss;
 };
+
+/// Refuses a --loss name outside the vocabulary, naming the choices.
+void checkLossName(const std::string &loss);
 
 /// Imports `model`: a path to a JSON file, or a built-in name (see
 /// builtinModelNames()). A path is anything that exists on disk, contains a '/'

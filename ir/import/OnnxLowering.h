@@ -58,6 +58,9 @@ private:
     return -1;
   }
 
+  /// The loss: the exported one checked against --loss, or the one --loss
+  /// names added on the single output (OnnxLoss.cpp).
+  void addLoss();
   void readOpset();
   void readInputs();
   std::vector<const onnx::NodeProto *> topoOrder();

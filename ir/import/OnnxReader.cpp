@@ -707,28 +707,7 @@ ModelGraph OnnxLowering::run() {
     else if (n->op_type() != "Constant" && !fold(*n))
       lower(*n);
   }
-  const onnx::GraphProto &g = model.graph();
-  if (loss < 0) {
-    // No exported loss: logits over a vocabulary from token ids train as a
-    // causal LM (targets are the ids shifted by one, fed as "targets", as for
-    // a config.json); class scores [B,C] train with cross-entropy on labels.
-    if (g.output_size() != 1)
-      fail("no SoftmaxCrossEntropyLoss and " + std::to_string(g.output_size()) +
-           " outputs: export the loss or a single logits output");
-    auto it = values.find(g.output(0).name());
-    if (it == values.end())
-      fail("output '" + g.output(0).name() + "' is not computed by the graph");
-    int logits = it->second;
-    ops::Shape lead = b.shape(logits);
-    if (lead.size() < 2)
-      fail("output '" + g.output(0).name() +
-           "' is not logits ([batch, ..., classes])");
-    lead.pop_back();
-    int targets = b.input(b.find("targets") < 0 ? "targets" : "targets.loss",
-                          lead, ops::DType::I32);
-    b.setPlace(path + ": ");
-    loss = b.op("cross_entropy", "loss", {logits, targets});
-  }
+  addLoss(); // OnnxLoss.cpp
   int64_t seq = 0;
   for (const TensorDef &t : b.graph().tensors)
     if (t.role == TensorRole::Input && t.dtype == ops::DType::I32 &&

@@ -23,6 +23,7 @@ struct BuildOptions {
   std::string place; // error prefix naming the config ("x.json: at /config: ")
   int64_t batch = 1; // samples per micro-batch
   int64_t seq = 0;   // sequence length; 0: the model's context length
+  std::string loss;  // an ONNX model's --loss (checkLossName); "": default
 };
 
 /// GPT-2 / GPT-3: learned positions, pre-LayerNorm, GELU MLP, fused qkv

@@ -131,7 +131,7 @@ OpInfo makeInfo(std::string_view kind, int minOperands, int maxOperands) {
 }
 
 std::vector<OpInfo> buildOps() {
-  return {
+  std::vector<OpInfo> ops = {
       makeInfo("parameter", 0, 0),  makeInfo("embedding", 2, 2),
       makeInfo("positional", 2, 2), makeInfo("rotary", 1, 1),
       makeInfo("linear", 2, 3),     makeInfo("matmul", 2, 2),
@@ -146,6 +146,9 @@ std::vector<OpInfo> buildOps() {
       makeInfo("transpose", 1, 1),  makeInfo("spmm", 2, 2),
       makeInfo("sddmm", 3, 3),      makeInfo("edge_softmax", 2, 2),
   };
+  // --loss squared_error's loss (docs/model-format.md "The loss").
+  ops.push_back(makeInfo("squared_error", 2, 2));
+  return ops;
 }
 
 // ---------------------------------------------------------------------------
@@ -504,6 +507,22 @@ Results inferCrossEntropy(Rule &r) {
   return {{Shape{}, DType::F32}};
 }
 
+// scores [B,C] (rank 2 only: the one-hot of a class label), labels [B].
+Results inferSquaredError(Rule &r) {
+  const auto &scores = r.operands[0], &targets = r.operands[1];
+  if (!r.floating(0, "scores") || !r.integer(1, "targets"))
+    return {};
+  if (scores.shape.size() != 2)
+    return r.fail("expected scores [batch, classes], got " +
+                  shapeStr(scores.shape)),
+           Results{};
+  if (targets.shape != Shape{scores.shape[0]})
+    return r.fail("expected targets of shape " + shapeStr({scores.shape[0]}) +
+                  " (one class label a row), got " + shapeStr(targets.shape)),
+           Results{};
+  return {{Shape{}, DType::F32}};
+}
+
 // Output size of a sliding window; 0 or less means the window does not fit.
 int64_t windowOut(int64_t in, int64_t k, int64_t s, int64_t p) {
   Wide span = (Wide)in + 2 * (Wide)p - k;
@@ -709,6 +728,7 @@ const RuleEntry kRules[] = {
     {"softmax", inferSoftmax},
     {"attention", inferAttention},
     {"cross_entropy", inferCrossEntropy},
+    {"squared_error", inferSquaredError},
     {"conv2d", inferConv2d},
     {"pool2d", inferPool2d},
     {"flatten", inferFlatten},
@@ -778,6 +798,8 @@ Wide wideFlops(std::string_view kind, const std::vector<ValueType> &operands,
   if (kind == "cross_entropy")
     // log-softmax over the logits (5 per element); the pick-and-mean is noise.
     return mul(5, product(x));
+  if (kind == "squared_error")
+    return mul(3, product(x)); // subtract, square, sum
   if (kind == "primitive") {
     // An ONNX op left unfused (docs/model-format.md): MatMul 2·M·N·K per
     // batch entry, Softmax as softmax, data movement (Reshape, Transpose,

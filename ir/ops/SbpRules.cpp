@@ -264,6 +264,10 @@ std::vector<SbpRule> sbpRules(std::string_view kind,
     rows.push_back({L::Vocab, {S(r - 1), B}, P});
     return rows;
   }
+  // scores [B,C], labels [B] -> scalar mean: rows split on both, the loss a
+  // partial sum. No class split (a row's one-hot target is whole).
+  if (kind == "squared_error")
+    return {{L::Rows, {S(0), S(0)}, P}};
   // x [B,Cin,H,W], w [Cout,Cin,kh,kw], bias [Cout]. Batch (OneFlow conv_op.cpp
   // registers only this); output channels (w and bias split by Cout); input
   // channels (a contraction: partial result, bias partial); and linearity in x
@@ -352,7 +356,7 @@ int64_t sbpSplitGranule(std::string_view kind,
 int gradientFreeOperand(std::string_view kind) {
   if (kind == "embedding")
     return 0; // integer ids
-  if (kind == "cross_entropy")
+  if (kind == "cross_entropy" || kind == "squared_error")
     return 1; // integer targets
   return -1;
 }

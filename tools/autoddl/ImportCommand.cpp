@@ -36,6 +36,7 @@ struct ImportArgs {
   bool json = false;
   int64_t batch = 0;
   int64_t seq = 0;
+  std::string loss;
 };
 
 // 124439808 -> "124,439,808".
@@ -139,6 +140,7 @@ void runImport(const ImportArgs &a) {
   import::ImportOptions options;
   options.batch = a.batch;
   options.seq = a.seq;
+  options.loss = a.loss;
   ModelGraph graph = import::importModel(a.model, options);
 
   std::string ir;
@@ -184,6 +186,11 @@ void registerImportCommand(CLI::App &app) {
   cmd->add_option("--seq", args->seq,
                   "sequence length (default: the model's context length)")
       ->check(CLI::Range(int64_t{1}, int64_t{INT64_MAX}));
+  cmd->add_option(
+      "--loss", args->loss,
+      "an ONNX model without an exported loss trains with: cross_entropy "
+      "(a classifier's default), causal_lm (token ids to logits; "
+      "their default) or squared_error (MSE to the one-hot label)");
   cmd->callback([args] {
     if (args->json)
       args->summary = true;

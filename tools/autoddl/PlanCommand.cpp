@@ -57,6 +57,7 @@ struct PlanArgs {
   std::string kfacRule = "sgd";
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
+  std::string loss;
   bool json = false, noWhy = false;
 };
 
@@ -195,6 +196,7 @@ std::string planModule(const std::string &model, const ModelGraph &g1,
                        bool scales, const planner::Plan &p) {
   import::ImportOptions io;
   io.seq = p.seq;
+  io.loss = p.loss;
   if (scales)
     io.batch = p.knobs.microbatch * p.knobs.dp;
   ModelGraph g = scales ? import::importModel(model, io) : g1;
@@ -280,6 +282,7 @@ void run(const PlanArgs &a) {
   // they are, and planned with that one instance as the micro-batch.
   import::ImportOptions io;
   io.seq = a.seq;
+  io.loss = a.loss;
   ModelGraph g1 = import::importModel(a.model, io);
   ModelGraph g2 = g1;
   if (scalesWithBatch(g1)) {
@@ -340,6 +343,7 @@ void run(const PlanArgs &a) {
   // A model file is recorded by its absolute path: codegen, run, verify and
   // validate of the plan load it from there, from any folder.
   p.modelSource = a.model;
+  p.loss = a.loss;
   if (!userFileProblem(a.model, "model")) {
     std::error_code ec;
     const auto abs = std::filesystem::absolute(a.model, ec);
@@ -385,6 +389,11 @@ void registerPlanCommand(CLI::App &app) {
   cmd->add_option("--global-batch", args->globalBatch,
                   "samples per training step over all data-parallel ranks")
       ->required();
+  cmd->add_option(
+      "--loss", args->loss,
+      "an ONNX model without an exported loss trains with: cross_entropy "
+      "(a classifier's default), causal_lm (token ids to logits; "
+      "their default) or squared_error (MSE to the one-hot label)");
   cmd->add_option("--seq", args->seq,
                   "sequence length (default: the model's context length)");
   cmd->add_option("--fix", args->fix,

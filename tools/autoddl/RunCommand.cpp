@@ -38,6 +38,8 @@ void registerRunCommand(CLI::App &app) {
   cmd->add_option("--global-batch", args->globalBatch,
                   "samples per step when planning (default 8)");
   cmd->add_option("--seq", args->seq, "sequence length when planning");
+  cmd->add_option("--loss", args->loss,
+                  "planning an ONNX model: its loss (autoddl plan --loss)");
   cmd->add_option("--fix", args->fix,
                   "pin knobs when planning (as autoddl plan)");
   cmd->add_option("--cluster", args->cluster,

@@ -45,6 +45,37 @@ inline void crossentropy_backward(float *dlogits, const float *logits,
     }
 }
 
+// Squared error against the one-hot of an integer class label (Hui & Belkin
+// 2021; PyTorch F.mse_loss(scores, F.one_hot(targets, C).float())): a row's
+// loss is its mean over the C classes, so the mean over N_global rows
+// (grad_scale, as above) is the mean over all N_global * C elements.
+
+/// losses[N] = (1/C) sum_c (scores[n,c] - [c == targets[n]])^2 for scores
+/// [N,C]; 0 where the target is negative.
+inline void squared_error_forward(float *losses, const float *scores,
+                                  const int32_t *targets, int64_t N,
+                                  int64_t C) {
+  for (int64_t n = 0; n < N; ++n) {
+    double sum = 0;
+    for (int64_t c = 0; c < C && targets[n] >= 0; ++c) {
+      const double d = double(scores[n * C + c]) - (c == targets[n] ? 1 : 0);
+      sum += d * d;
+    }
+    losses[n] = float(sum / double(C));
+  }
+}
+
+/// dscores[N,C] += grad_scale * (2/C) * (scores - onehot(targets)).
+inline void squared_error_backward(float *dscores, const float *scores,
+                                   const int32_t *targets, int64_t N, int64_t C,
+                                   float grad_scale) {
+  const float k = grad_scale * 2.0f / float(C);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C && targets[n] >= 0; ++c)
+      dscores[n * C + c] +=
+          k * (scores[n * C + c] - (c == targets[n] ? 1.0f : 0.0f));
+}
+
 // Vocab-split cross-entropy. Rank r of a tensor-parallel group holds logits
 // [N, Vl] for the vocabulary columns [v0, v0 + Vl). Three local steps with two
 // all-reduces between them:

@@ -215,6 +215,39 @@ __global__ void count_correct_kernel(unsigned long long *count,
   }
 }
 
+/// One block a row: the row's sum of (score - onehot)^2, over C.
+__global__ void __launch_bounds__(kThreads)
+    squared_error_forward_kernel(float *losses, const act_t *scores,
+                                 const int32_t *targets, int64_t C) {
+  __shared__ float scratch[32];
+  const int64_t n = blockIdx.x;
+  const act_t *row = scores + n * C;
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < C && targets[n] >= 0; j += blockDim.x) {
+    const float d = to_float(row[j]) - (j == targets[n] ? 1.0f : 0.0f);
+    s += d * d;
+  }
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0)
+    losses[n] = s / float(C);
+}
+
+/// Elementwise over N*C: dscores += k * (scores - onehot).
+__global__ void squared_error_backward_kernel(act_t *dscores,
+                                              const act_t *scores,
+                                              const int32_t *targets,
+                                              int64_t total, int64_t C,
+                                              float k) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total)
+    return;
+  const int32_t t = targets[i / C];
+  if (t < 0)
+    return;
+  const float g = k * (to_float(scores[i]) - (i % C == t ? 1.0f : 0.0f));
+  dscores[i] = from_float<act_t>(to_float(dscores[i]) + g);
+}
+
 } // namespace
 
 void crossentropy_forward(float *losses, float *lse, const act_t *logits,
@@ -314,6 +347,27 @@ int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
   unsigned long long host = 0;
   copy_to_host(&host, count.data(), sizeof(host));
   return int64_t(host);
+}
+
+void squared_error_forward(float *losses, const act_t *scores,
+                           const int32_t *targets, int64_t N, int64_t C) {
+  if (N == 0)
+    return;
+  squared_error_forward_kernel<<<unsigned(N), kThreads, 0, compute_stream()>>>(
+      losses, scores, targets, C);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void squared_error_backward(act_t *dscores, const act_t *scores,
+                            const int32_t *targets, int64_t N, int64_t C,
+                            float grad_scale) {
+  if (N == 0 || !dscores)
+    return;
+  const int64_t total = N * C;
+  squared_error_backward_kernel<<<unsigned((total + 255) / 256), 256, 0,
+                                  compute_stream()>>>(
+      dscores, scores, targets, total, C, grad_scale * 2.0f / float(C));
+  AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 } // namespace autoddl::rt

@@ -29,6 +29,15 @@ void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            int64_t V, float grad_scale, int64_t ld = 0,
                            bool accumulate = true);
 
+/// Squared error against the one-hot label (backends/cpu/kernels/
+/// CrossEntropy.h): losses[N] = (1/C) sum_c (scores - onehot)^2, fp32.
+void squared_error_forward(float *losses, const act_t *scores,
+                           const int32_t *targets, int64_t N, int64_t C);
+/// dscores[N,C] += grad_scale * (2/C) * (scores - onehot(targets)).
+void squared_error_backward(act_t *dscores, const act_t *scores,
+                            const int32_t *targets, int64_t N, int64_t C,
+                            float grad_scale);
+
 /// Rows of logits [N,V] whose first largest element is at labels[n] (the
 /// CPU program's count_correct: std::max_element); rows with a negative label
 /// are not counted; rows ld apart when ld > V (a padded vocabulary).

@@ -714,19 +714,57 @@ void check_transpose(const std::vector<int64_t> &shp,
       });
 }
 
-// ---- cross-entropy ----
+// ---- the losses ----
 
-void check_crossentropy(int64_t N, int64_t V) {
-  const std::string tag = "crossentropy " + shape({N, V});
-  auto logits = random_values(gRng, N * V, -4, 4);
+/// Random labels of N rows of V classes: row 0's is 0, the last row's V - 1
+/// (both ends of a row), row 1's -1 (outside the loss: loss 0, no gradient).
+std::vector<int32_t> loss_targets(int64_t N, int64_t V) {
   std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
   std::vector<int32_t> targets(static_cast<size_t>(N));
   for (auto &t : targets)
     t = pick(gRng);
   targets[0] = 0;
-  targets[size_t(N - 1)] = int32_t(V - 1); // both ends of the row
+  targets[size_t(N - 1)] = int32_t(V - 1);
   if (N > 2)
-    targets[1] = -1; // outside the loss: loss 0, no gradient
+    targets[1] = -1;
+  return targets;
+}
+
+// Squared error against the one-hot label (--loss squared_error).
+
+void check_squared_error(int64_t N, int64_t C) {
+  const std::string tag = "squared_error " + shape({N, C});
+  auto scores = random_values(gRng, N * C, -2, 2);
+  const std::vector<int32_t> targets = loss_targets(N, C);
+  std::vector<float> losses(static_cast<size_t>(N));
+  ref::squared_error_forward(losses.data(), scores.data(), targets.data(), N,
+                             C);
+  DevAct ds(scores);
+  rt::DeviceBuffer<int32_t> dt(N);
+  upload(dt.data(), targets);
+  DevFloat dloss(N);
+  rt::squared_error_forward(dloss.p, ds.p, dt.data(), N, C);
+  gOk &= report(tag + " losses", rel_error(download_float(dloss.p, N), losses),
+                kFloatTol);
+  const float scale = 1.0f / float(N);
+  check_backward(
+      tag + " backward", {{"dscores", N * C}},
+      [&](std::vector<float *> &g) {
+        ref::squared_error_backward(g[0], scores.data(), targets.data(), N, C,
+                                    scale);
+      },
+      [&](std::vector<void *> &g) {
+        rt::squared_error_backward(static_cast<act_t *>(g[0]), ds.p, dt.data(),
+                                   N, C, scale);
+      });
+}
+
+// ---- cross-entropy ----
+
+void check_crossentropy(int64_t N, int64_t V) {
+  const std::string tag = "crossentropy " + shape({N, V});
+  auto logits = random_values(gRng, N * V, -4, 4);
+  const std::vector<int32_t> targets = loss_targets(N, V);
   std::vector<float> losses(static_cast<size_t>(N)),
       lse(static_cast<size_t>(N));
   ref::crossentropy_forward(losses.data(), lse.data(), logits.data(),
@@ -833,14 +871,7 @@ void check_crossentropy_strided(int64_t N, int64_t V) {
   const auto strideOf = [](int64_t w) { return (w + 64) / 64 * 64; };
   const std::string tag = "crossentropy strided " + shape({N, V});
   auto logits = random_values(gRng, N * V, -4, 4);
-  std::uniform_int_distribution<int32_t> pick(0, int32_t(V - 1));
-  std::vector<int32_t> targets(static_cast<size_t>(N));
-  for (auto &t : targets)
-    t = pick(gRng);
-  targets[0] = 0;
-  targets[size_t(N - 1)] = int32_t(V - 1);
-  if (N > 2)
-    targets[1] = -1; // outside the loss
+  const std::vector<int32_t> targets = loss_targets(N, V);
   rt::DeviceBuffer<int32_t> dt(N);
   upload(dt.data(), targets);
   const float scale = 1.0f / float(N);
@@ -1307,6 +1338,8 @@ int main(int argc, char **argv) {
   check_crossentropy(17, 1000);
   check_crossentropy_strided(33, 50257); // ld 50304; shards 25152, 25152
   check_crossentropy_strided(9, 1000);   // ld 1024; shards 512, 512
+  check_squared_error(64, 10);
+  check_squared_error(5, 1000);
   check_adamw((1 << 20) + 5, 0);
   check_adamw(1001, 1);
   check_sgd(100003, 0.9f);

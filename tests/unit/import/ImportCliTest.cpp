@@ -125,6 +125,32 @@ TEST(ImportCli, BadInputNeverWritesOutput) {
   EXPECT_NE(autoddl(dir, "import gpt2 --summary --batch 0").status, 0);
 }
 
+// --loss (docs/model-format.md "The loss"): refused, one line, before any
+// output, outside its vocabulary and for a model that is not ONNX; an
+// explicit graph names squared_error itself.
+TEST(ImportCli, LossFlag) {
+  TempDir dir;
+  std::string out = dir.path + "/out.mlir";
+  expectUserError(
+      autoddl(dir, "import tiny-mlp --loss mse -o '" + out + "'"), "--loss",
+      "expected cross_entropy, causal_lm or squared_error, got \"mse\"");
+  EXPECT_FALSE(exists(out));
+  expectUserError(autoddl(dir, "import tiny-mlp --loss squared_error"),
+                  "tiny-mlp.json", "--loss applies to ONNX models only");
+  std::string graph = dir.write("se.json", R"({"graph": {
+    "inputs": [{"name": "x", "shape": [4, 8]},
+               {"name": "y", "shape": [4], "dtype": "i32"}],
+    "params": [{"name": "w", "shape": [3, 8]}],
+    "ops": [{"op": "linear", "name": "fc", "inputs": ["x", "w"], "outputs": ["s"],
+             "attrs": {"transpose_weight": true}},
+            {"op": "squared_error", "name": "loss", "inputs": ["s", "y"],
+             "outputs": ["loss"]}],
+    "loss": "loss"}})");
+  CliRun r = autoddl(dir, "import '" + graph + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("sbp.squared_error"), std::string::npos) << r.out;
+}
+
 TEST(ImportCli, WritesIrOnlyOnSuccess) {
   TempDir dir;
   std::string out = dir.path + "/tiny.mlir";

@@ -11,15 +11,15 @@ ValueType f32(Shape s) { return {std::move(s), DType::F32}; }
 ValueType i32(Shape s) { return {std::move(s), DType::I32}; }
 
 TEST(OpSemantics, EveryDocumentedOpIsKnown) {
-  // docs/ir.md's table lists 25 model ops (add and mul, gelu/relu/silu share
+  // docs/ir.md's table lists 26 model ops (add and mul, gelu/relu/silu share
   // rows).
-  const char *kinds[] = {"parameter", "embedding",     "positional", "rotary",
-                         "linear",    "matmul",        "bias_add",   "add",
-                         "mul",       "gelu",          "relu",       "silu",
-                         "swiglu",    "layernorm",     "rmsnorm",    "softmax",
-                         "attention", "cross_entropy", "conv2d",     "pool2d",
-                         "flatten",   "reshape",       "transpose",  "spmm",
-                         "sddmm",     "edge_softmax"};
+  const char *kinds[] = {
+      "parameter",    "embedding",    "positional",    "rotary",    "linear",
+      "matmul",       "bias_add",     "add",           "mul",       "gelu",
+      "relu",         "silu",         "swiglu",        "layernorm", "rmsnorm",
+      "softmax",      "attention",    "cross_entropy", "conv2d",    "pool2d",
+      "flatten",      "reshape",      "transpose",     "spmm",      "sddmm",
+      "edge_softmax", "squared_error"};
   for (const char *k : kinds)
     EXPECT_NE(lookupOp(k), nullptr) << k;
   EXPECT_EQ(allOps().size(), std::size(kinds));
@@ -133,6 +133,18 @@ TEST(OpSemantics, EmbeddingCrossEntropy) {
   EXPECT_NE(bad.error.find("[4,128]"), std::string::npos) << bad.error;
   auto fl = inferResultTypes("embedding", {f32({4, 128}), f32({10, 8})}, {});
   EXPECT_NE(fl.error.find("integer ids"), std::string::npos) << fl.error;
+}
+
+TEST(OpSemantics, SquaredErrorTakesScoresAndOneLabelARow) {
+  auto se = inferResultTypes("squared_error", {f32({8, 10}), i32({8})}, {});
+  ASSERT_TRUE(se.ok()) << se.error;
+  EXPECT_TRUE(se.results[0].shape.empty()); // scalar loss
+  auto rank3 =
+      inferResultTypes("squared_error", {f32({2, 4, 10}), i32({2, 4})}, {});
+  EXPECT_NE(rank3.error.find("[batch, classes]"), std::string::npos)
+      << rank3.error;
+  auto rows = inferResultTypes("squared_error", {f32({8, 10}), i32({7})}, {});
+  EXPECT_NE(rows.error.find("[8]"), std::string::npos) << rows.error;
 }
 
 TEST(OpSemantics, ReshapeTransposeRotary) {

@@ -553,6 +553,42 @@ TEST(Kernels, CrossEntropyAndItsVocabParallelForm) {
   }
 }
 
+TEST(Kernels, SquaredErrorAgainstOneHot) {
+  const int64_t N = 4, C = 5;
+  Vec scores = randn(N * C, 23), dscores, losses(N);
+  std::vector<int32_t> targets = {0, 4, -1, 2}; // row 2 outside the loss
+  squared_error_forward(losses.data(), scores.data(), targets.data(), N, C);
+  // F.mse_loss(scores, one_hot(targets)) over the rows inside, in fp64: the
+  // mean of the row losses over those rows.
+  double mse = 0, mean = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C && targets[n] >= 0; ++c) {
+      const double d = double(scores[n * C + c]) - (c == targets[n]);
+      mse += d * d / double(3 * C);
+    }
+  for (float l : losses)
+    mean += l / 3.0;
+  EXPECT_NEAR(mean, mse, 1e-6);
+  EXPECT_EQ(losses[2], 0.0f);
+  // Zero scores: every row's loss is exactly 1/C (the e2e's first loss).
+  Vec zeros(N * C, 0.0f);
+  squared_error_forward(losses.data(), zeros.data(), targets.data(), N, C);
+  EXPECT_EQ(losses[0], 1.0f / C);
+  expectGradients(
+      [&](Vec &o) {
+        o.assign(1, 0.0f);
+        Vec l(N);
+        squared_error_forward(l.data(), scores.data(), targets.data(), N, C);
+        for (float x : l)
+          o[0] += x / 3;
+      },
+      [&](const Vec &g) {
+        squared_error_backward(dscores.data(), scores.data(), targets.data(), N,
+                               C, g[0] / 3);
+      },
+      {{"scores", &scores, &dscores}});
+}
+
 TEST(Kernels, Conv2dAndPool2d) {
   const Conv2dShape s{2, 3, 5, 5, 4,
                       3, 3, 2, 1}; // B Cin H W Cout kh kw stride padding
