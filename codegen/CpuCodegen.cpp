@@ -214,12 +214,23 @@ std::string planModelSource(const planner::Plan &plan) {
 
 ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
   const std::string name = model.empty() ? planModelSource(plan) : model;
-  // Another set of fusion passes gives another graph than the one planned.
-  if (const std::string now = fuseSkipText(fuseSkipFromEnvironment());
+  const std::string where = plan.origin.empty() ? "plan" : plan.origin;
+  // A loss name the plan file holds is checked as the plan's, not a flag's.
+  try {
+    import::checkLossName(plan.loss);
+  } catch (const UserError &) {
+    throw UserError(where + ": model.loss: expected cross_entropy, causal_lm "
+                            "or squared_error, got \"" +
+                    plan.loss + "\"");
+  }
+  // Another set of fusion passes gives another graph than the one planned
+  // (only an ONNX import runs them).
+  if (const std::string now = import::isOnnxModel(name)
+                                  ? fuseSkipText(fuseSkipFromEnvironment())
+                                  : std::string();
       now != plan.fuseSkip)
     throw UserError(
-        (plan.origin.empty() ? "plan" : plan.origin) +
-        ": the plan was made with AUTODDL_FUSE_SKIP=" +
+        where + ": the plan was made with AUTODDL_FUSE_SKIP=" +
         (plan.fuseSkip.empty() ? "(unset)" : plan.fuseSkip) +
         " and the model is read now with " + (now.empty() ? "(unset)" : now) +
         ": set the same for every command that reads the model");

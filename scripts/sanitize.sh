@@ -4,7 +4,7 @@
 # instrumentation, which the unit tests run under unharmed) compiles the importer once for
 #  1. the op-semantics and importer unit tests, which run every front end and the
 #     malformed-input suite in process; then runs them;
-#  2. the JSON importer's fuzz target, run for AUTODDL_FUZZ_SECONDS (default 45) over a
+#  2. the JSON importer's fuzz target, run for AUTODDL_FUZZ_SECONDS (default 20) over a
 #     corpus seeded from examples/models/, then the cluster-file, plan and ONNX readers'
 #     targets for AUTODDL_DOC_FUZZ_SECONDS each (default 5), and the generated programs' flag
 #     parser (argv as NUL-separated bytes) for as long. A crash, leak, sanitizer report, hang or OOM
@@ -20,7 +20,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 dir=${AUTODDL_FUZZ_BUILD_DIR:-build-fuzz}
-seconds=${AUTODDL_FUZZ_SECONDS:-45}
+seconds=${AUTODDL_FUZZ_SECONDS:-20}
 fuzzers=(import_fuzzer cluster_fuzzer plan_fuzzer onnx_fuzzer flags_fuzzer)
 [ "$seconds" -eq 0 ] && fuzzers=()
 echo "sanitize: clang ASan/UBSan/libFuzzer build of the importer tests and fuzzers in $dir"

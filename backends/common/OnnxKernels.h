@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -416,6 +417,8 @@ inline std::string sliceWindow(const Dims &in, const Dims &starts,
     int64_t dim = in[a], s = starts[i], e = ends[i], st = steps[i];
     if (st == 0)
       return "a Slice step is 0";
+    if (st == std::numeric_limits<int64_t>::min())
+      return "a Slice step is out of range";
     if (s < 0)
       s = s < -dim ? -1 : s + dim;
     if (e < 0)
@@ -423,11 +426,12 @@ inline std::string sliceWindow(const Dims &in, const Dims &starts,
     if (st > 0) {
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      w.shape[a] = e > s ? (e - s + st - 1) / st : 0;
+      // (e - s - 1) / st + 1: no overflow for a step near INT64_MAX.
+      w.shape[a] = e > s ? (e - s - 1) / st + 1 : 0;
     } else {
       s = std::clamp<int64_t>(s, -1, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      w.shape[a] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+      w.shape[a] = s > e ? (s - e - 1) / (-st) + 1 : 0;
     }
     w.begin[a] = s;
     w.step[a] = st;

@@ -11,6 +11,7 @@
 
 #include "backends/common/OnnxKernels.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -57,6 +58,8 @@ struct Primitive {
 
 namespace detail {
 inline int64_t axisIn(int64_t a, int64_t rank) { return a < 0 ? a + rank : a; }
+/// Whether a (after axisIn) names an axis of a rank-`rank` tensor.
+inline bool axisOk(int64_t a, int64_t rank) { return a >= 0 && a < rank; }
 inline const std::map<std::string, Unary> &unaries() {
   static const std::map<std::string, Unary> m = {
       {"Identity", Unary::Identity},
@@ -132,6 +135,7 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
               const std::vector<Dims> &in, const Dims &out,
               const std::vector<std::vector<double>> &consts) {
   using detail::axisIn;
+  using detail::axisOk;
   p = Primitive();
   p.op = op;
   p.in = in;
@@ -207,18 +211,24 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
         p.perm.push_back(i);
     if (int64_t(p.perm.size()) != r)
       return "Transpose's perm does not match the rank";
+    std::vector<bool> seen(size_t(r), false);
+    for (int64_t a : p.perm) {
+      if (a < 0 || a >= r || seen[size_t(a)])
+        return "Transpose's perm is not a permutation of the axes";
+      seen[size_t(a)] = true;
+    }
     return "";
   }
   if (op == "Softmax" || op == "LogSoftmax") {
     p.kind = op == "Softmax" ? Primitive::Kind::Softmax
                              : Primitive::Kind::LogSoftmax;
     p.axis = axisIn(intAttr("axis", -1), int64_t(in[0].size()));
-    return "";
+    return axisOk(p.axis, int64_t(in[0].size())) ? "" : op + "'s axis is out of range";
   }
   if (op == "Concat") {
     p.kind = Primitive::Kind::Concat;
     p.axis = axisIn(intAttr("axis", 0), int64_t(in[0].size()));
-    return "";
+    return axisOk(p.axis, int64_t(in[0].size())) ? "" : "Concat's axis is out of range";
   }
   if (op == "MatMul") {
     p.kind = Primitive::Kind::Matmul;
@@ -245,8 +255,13 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
       for (int64_t i = 0; i < r; ++i)
         axes.push_back(i);
     }
-    for (int64_t a : axes)
-      p.axes.push_back(axisIn(a, r));
+    for (int64_t a : axes) {
+      const int64_t b = axisIn(a, r);
+      if (!axisOk(b, r) ||
+          std::find(p.axes.begin(), p.axes.end(), b) != p.axes.end())
+        return op + "'s axes are out of range or repeated";
+      p.axes.push_back(b);
+    }
     return "";
   }
   if (op == "Slice") {

@@ -30,6 +30,24 @@ std::string floatLiteral(double v) {
   return s + "f";
 }
 
+/// A double literal (attributes and index values), non-finite ones as the
+/// <cmath> macros.
+std::string doubleLiteral(double v) {
+  if (std::isnan(v))
+    return "NAN";
+  if (std::isinf(v))
+    return v > 0 ? "INFINITY" : "-INFINITY";
+  return fmtDouble(v);
+}
+
+/// `text` for a // comment: a line break in an ONNX name ends no comment.
+std::string commentText(std::string text) {
+  for (char &c : text)
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  return text;
+}
+
 std::string listLiteral(const std::vector<int64_t> &v) {
   std::string r = "{";
   for (size_t i = 0; i < v.size(); ++i)
@@ -100,18 +118,19 @@ void Emitter::emitPrimitive(OpCall &c) {
       values +=
           (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
     d += fmt::format("// {} {}\nstatic const float {}[{}] = {{\n    {}}};\n",
-                     shapeStr(td.shape), td.name, val(t, TpLayout{}),
+                     shapeStr(td.shape), commentText(td.name), val(t, TpLayout{}),
                      std::max<size_t>(1, td.values.size()), values);
   }
   std::string ints, floats, lists, shapes, constArgs;
   for (const auto &[name, v] : attrs.ints)
-    ints += fmt::format("{}{{\"{}\", {}}}", ints.empty() ? "" : ", ", name, v);
+    ints += fmt::format("{}{{{}, {}}}", ints.empty() ? "" : ", ",
+                        cStringLiteral(name), v);
   for (const auto &[name, v] : attrs.floats)
-    floats += fmt::format("{}{{\"{}\", {}}}", floats.empty() ? "" : ", ", name,
-                          fmtDouble(v));
+    floats += fmt::format("{}{{{}, {}}}", floats.empty() ? "" : ", ",
+                          cStringLiteral(name), doubleLiteral(v));
   for (const auto &[name, v] : attrs.lists)
-    lists += fmt::format("{}{{\"{}\", {}}}", lists.empty() ? "" : ", ", name,
-                         listLiteral(v));
+    lists += fmt::format("{}{{{}, {}}}", lists.empty() ? "" : ", ",
+                         cStringLiteral(name), listLiteral(v));
   for (size_t j = 0; j < xs.size(); ++j) {
     shapes += (j ? ", " : "") + listLiteral(xs[j]);
     // An index input's values resolve the op; written as doubles, as
@@ -119,7 +138,7 @@ void Emitter::emitPrimitive(OpCall &c) {
     std::string index;
     if (!prim.data[j])
       for (double v : consts[j])
-        index += (index.empty() ? "" : ", ") + fmtDouble(v);
+        index += (index.empty() ? "" : ", ") + doubleLiteral(v);
     constArgs += (j ? ", {" : "{") + index + "}";
   }
   // Op names are unique, their identifiers not always ("a.b", "a_b").
@@ -127,9 +146,10 @@ void Emitter::emitPrimitive(OpCall &c) {
   if (!primitiveNames_.insert(name).second)
     primitiveNames_.insert(name += "_" + std::to_string(i));
   d += fmt::format("static const onnx_prim::Primitive {} = "
-                   "onnx_prim::onnxPrimitive(\n    \"{}\", {{{{{}}}, {{{}}}, "
+                   "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
-                   name, type, ints, floats, lists, shapes, listLiteral(ys),
+                   name, cStringLiteral(type), ints, floats, lists, shapes,
+                   listLiteral(ys),
                    constArgs);
 
   // The step: operands in ONNX order (an index input is not read).

@@ -117,6 +117,10 @@ void checkLossName(const std::string &loss) {
                     loss + "\"");
 }
 
+bool isOnnxModel(const std::string &model) {
+  return isPath(model) && endsWith(model, ".onnx");
+}
+
 std::vector<std::string> builtinModelNames() {
   std::vector<std::string> names;
   for (size_t i = 0; i < kNumBuiltinModels; ++i)
@@ -142,7 +146,7 @@ ModelGraph importModel(const std::string &model, const ImportOptions &options) {
   if (model.empty())
     throw UserError("empty model name: give a JSON file or a built-in model (" +
                     builtinList() + ")");
-  if (isPath(model) && endsWith(model, ".onnx")) {
+  if (isOnnxModel(model)) {
     ModelGraph g = readOnnxFile(model, onnxOptions(model, options));
     fuseImportedGraph(g, model); // what the reader left primitive
     return g;

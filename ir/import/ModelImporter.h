@@ -32,6 +32,10 @@ struct ImportOptions {
 /// Refuses a --loss name outside the vocabulary, naming the choices.
 void checkLossName(const std::string &loss);
 
+/// Whether importModel reads `model` as an ONNX file (a path ending in
+/// ".onnx").
+bool isOnnxModel(const std::string &model);
+
 /// Imports `model`: a path to a JSON file, or a built-in name (see
 /// builtinModelNames()). A path is anything that exists on disk, contains a '/'
 /// or ends in ".json"; other names must be built-in.

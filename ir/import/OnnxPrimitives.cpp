@@ -26,7 +26,7 @@ namespace {
 const std::set<std::string> kUnary = {
     "Abs", "Ceil", "Cos",        "Erf",     "Exp",       "Floor",   "Identity",
     "Log", "Neg",  "Reciprocal", "Relu",    "Round",     "Sigmoid", "Sign",
-    "Sin", "Sqrt", "Tanh",       "Softmax", "LogSoftmax"};
+    "Sin", "Sqrt", "Tanh",       "Softmax", "LogSoftmax", "Softplus"};
 const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div",
                                       "Pow", "Max", "Min"};
 const std::set<std::string> kCompare = {
@@ -229,6 +229,9 @@ PrimitiveResult inferPrimitive(const onnx::NodeProto &n,
   } else if (op == "Transpose") {
     const onnx::AttributeProto *p = onnxAttr(n, "perm");
     int64_t rank = in[0].shape.size();
+    if (p && p->ints_size() != rank)
+      bad("Transpose's perm has " + std::to_string(p->ints_size()) +
+          " entries for rank " + std::to_string(rank));
     r.shape.clear();
     for (int64_t i = 0; i < rank; ++i)
       r.shape.push_back(

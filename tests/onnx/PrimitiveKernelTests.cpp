@@ -296,6 +296,37 @@ int finiteDifferences() {
   return failures;
 }
 
+// Malformed forms an ONNX file can hold are refused by makePrimitive (the
+// generated program would index out of bounds); a legal step near INT64_MAX
+// takes one element. Returns the number of failures.
+int malformedForms() {
+  int failures = 0;
+  auto expect = [&](const char *what, bool refused, const std::string &e) {
+    const bool ok = refused == !e.empty();
+    std::cout << what << ": " << (e.empty() ? "resolved" : e)
+              << (ok ? "" : "  FAILED") << "\n";
+    failures += ok ? 0 : 1;
+  };
+  Primitive p;
+  PrimitiveAttrs perm;
+  perm.lists["perm"] = {0, 0};
+  expect("Transpose perm {0, 0}", true,
+         makePrimitive(p, "Transpose", perm, {{2, 3}}, {2, 2}, {}));
+  PrimitiveAttrs axis;
+  axis.ints["axis"] = 7;
+  expect("Softmax axis 7 of rank 2", true,
+         makePrimitive(p, "Softmax", axis, {{2, 3}}, {2, 3}, {}));
+  PrimitiveAttrs axes;
+  axes.lists["axes"] = {1, -1};
+  expect("ReduceSum axes {1, -1} of rank 2", true,
+         makePrimitive(p, "ReduceSum", axes, {{2, 3}}, {2, 1}, {}));
+  const double big = 9.2e18; // a step near INT64_MAX: one element
+  expect("Slice step 9.2e18", false,
+         makePrimitive(p, "Slice", {}, {{5}, {1}, {1}, {1}, {1}}, {1},
+                       {{}, {1}, {5}, {0}, {big}}));
+  return failures;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -303,6 +334,7 @@ int main(int argc, char **argv) {
     std::cerr << "usage: onnx_primitive_kernels <node dir>\n";
     return 2;
   }
-  const int failures = nodeTests(argv[1]) + finiteDifferences();
+  const int failures =
+      nodeTests(argv[1]) + finiteDifferences() + malformedForms();
   return failures ? 1 : 0;
 }

@@ -353,7 +353,8 @@ void run(const PlanArgs &a) {
   if (p.kfac)
     p.kfac->rule = a.kfacRule;
   p.modelSha256 = planner::sha256Hex(modelBytes(a.model));
-  p.fuseSkip = fuseSkipText(fuseSkipFromEnvironment());
+  if (import::isOnnxModel(a.model)) // the passes only an ONNX import runs
+    p.fuseSkip = fuseSkipText(fuseSkipFromEnvironment());
   if (!a.output.empty()) {
     writeFileAtomically(a.output, planner::planToText(p));
     writeFileAtomically(mlirPathFor(a.output),

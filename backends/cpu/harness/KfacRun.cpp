@@ -30,9 +30,12 @@ bool KfacRun::local_curvature(int layer, bool g_side) const {
                           (g_side ? KfacSplit::Out : KfacSplit::In));
 }
 
+// A tp-split layer's reduction may accumulate saved curvature of its split
+// side (an all-gather over tp): never local, as queued items run at times
+// that differ between ranks.
 bool KfacRun::local_refresh(size_t i) const {
   const KfacLayerSpec &s = specs_[i];
-  return !(dp_ > 1 || (s.rows_over_tp && tp_ > 1) ||
+  return !(dp_ > 1 || (tp_ > 1 && (s.rows_over_tp || s.split != KfacSplit::None)) ||
            s.weight->devices != MPI_COMM_NULL);
 }
 

@@ -38,7 +38,7 @@ protected:
 /// shapes are fixed.
 ModelGraph importSmall(const std::string &name) {
   for (import::ImportOptions options :
-       {import::ImportOptions{4, 16}, import::ImportOptions{4, 0},
+       {import::ImportOptions{4, 16, ""}, import::ImportOptions{4, 0, ""},
         import::ImportOptions{}}) {
     try {
       return import::importModel(name, options);
