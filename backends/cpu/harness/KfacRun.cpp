@@ -100,8 +100,7 @@ void KfacRun::accumulate(int layer, const float *v, int64_t rows,
   const double t0 = trace.now_us();
   float *f = g_side ? l.G.data() : l.A.data();
   const int64_t dim = g_side ? l.out : l.in;
-  if (tp_ > 1 &&
-      specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In))
+  if (!local_curvature(layer, g_side)) // a split operand: gathered over tp
     kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, g.tp);
   else
     kfac_accumulate(f, v, rows, dim, 1.0f);
