@@ -6,8 +6,11 @@
 
 #include <climits>
 #include <cstring>
+#include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 namespace autoddl::rt {
 
@@ -230,9 +233,19 @@ void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm) {
 
 namespace {
 RecvWaitHook recvWaitHook = nullptr;
+// Per receive (communicator, source, tag): how long its message took to
+// arrive last time, for the hook's budget. Tags repeat every step (tag(mb,
+// stage, kind, ...)), so this is the same receive of the previous step.
+std::map<std::tuple<MPI_Comm, int, int>, double> &lastWaits() {
+  static std::map<std::tuple<MPI_Comm, int, int>, double> waits;
+  return waits;
+}
 } // namespace
 
-void set_recv_wait_hook(RecvWaitHook hook) { recvWaitHook = hook; }
+void set_recv_wait_hook(RecvWaitHook hook) {
+  recvWaitHook = hook;
+  lastWaits().clear();
+}
 
 void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
   Record rec("recv", n * 4);
@@ -241,19 +254,37 @@ void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
                       MPI_STATUS_IGNORE));
     return;
   }
-  // While the message is not there: the hook's work, one piece at a time.
+  // While the message is not there: the hook's work, one piece at a time,
+  // each expected to end before the message arrives.
   MPI_Request r;
   mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
+  auto key = std::make_tuple(comm, source, tag);
+  auto last = lastWaits().find(key);
+  const double expected = last == lastWaits().end()
+                              ? std::numeric_limits<double>::infinity()
+                              : last->second;
+  Timer waited;
+  double hookSeconds = 0, notYet = 0;
   int done = 0;
   mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-  Timer hook;
-  while (!done && recvWaitHook())
+  while (!done) {
+    notYet = waited.seconds();
+    Timer hook;
+    const bool worked = recvWaitHook(expected - notYet);
+    hookSeconds += hook.seconds();
+    if (!worked)
+      break;
     mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+  }
   // The hook's items are compute (traced on their own), not receive time
   // (the MPI_Tests between them are counted with them).
-  rec.exclude(hook.seconds());
-  if (!done)
+  rec.exclude(hookSeconds);
+  if (!done) {
     mpiCheck(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    lastWaits()[key] = waited.seconds(); // exact: blocked until it came
+  } else {
+    lastWaits()[key] = notYet; // came during the hook's last piece, or at once
+  }
 }
 
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,

@@ -102,10 +102,15 @@ void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
 void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm);
 void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm);
 /// Work recv may do while its message has not arrived: the hook runs one
-/// piece and returns true, or returns false when it has none (recv then
-/// blocks). Null (the default): recv blocks at once. K-FAC's wait filling
-/// sets it (harness/KfacRun.h, AUTODDL_KFAC_FILL=waits).
-using RecvWaitHook = bool (*)();
+/// piece and returns true, or returns false when it has none that fits (recv
+/// then blocks). `budget_s` is how much longer the message is expected to
+/// take: the wait of the same receive (source, tag, communicator) last time,
+/// less the time waited so far; +inf the first time. A wait that ended while
+/// the hook worked is remembered by its lower bound (the last test that found
+/// nothing), so an overrun makes the next budget smaller, not larger. Null
+/// (the default): recv blocks at once. K-FAC's wait filling sets it
+/// (harness/KfacRun.h, AUTODDL_KFAC_FILL=waits).
+using RecvWaitHook = bool (*)(double budget_s);
 void set_recv_wait_hook(RecvWaitHook hook);
 /// Non-blocking forms; complete them with wait_all (which records their time as
 /// "send"/"recv").

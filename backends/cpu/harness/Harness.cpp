@@ -158,8 +158,8 @@ public:
     if (kfac_on_)
       kfac.begin_step(step);
     p_.run_schedule(step);
-    if (kfac_on_) // the items wait filling left (KfacRun.h)
-      kfac.drain();
+    if (kfac_on_) // the items wait filling left wait for later steps
+      kfac.end_schedule();
     wait_all(pending);
   }
 

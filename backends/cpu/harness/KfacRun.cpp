@@ -18,7 +18,10 @@ void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
   if (!due_)
     return;
   if (fill_waits_ && local_curvature(layer, g_side)) {
-    queue_.push_back([=] { accumulate(layer, v, rows, g_side); });
+    Queued q(Queued::Curvature, layer, g_side);
+    q.v = v;
+    q.rows = rows;
+    queue_.push_back(std::move(q));
     return;
   }
   drain();
@@ -39,22 +42,70 @@ bool KfacRun::local_refresh(size_t i) const {
            s.weight->devices != MPI_COMM_NULL);
 }
 
-bool KfacRun::run_queued() {
-  if (queue_.empty())
-    return false;
-  std::function<void()> item = std::move(queue_.front());
-  queue_.pop_front();
-  item();
-  return true;
+void KfacRun::run_item(Queued &q) {
+  const double t0 = trace.now_us();
+  switch (q.kind) {
+  case Queued::Curvature:
+    accumulate(q.layer, q.copy.empty() ? q.v : q.copy.data(), q.rows, q.g);
+    break;
+  case Queued::CurvatureSaved:
+    curvature_saved_now(q.layer, q.mb, q.g);
+    break;
+  case Queued::Reduce:
+    reduce_factor(size_t(q.layer), q.g ? 1 : 0, true);
+    break;
+  case Queued::Invert:
+    invert_factor(size_t(q.layer), q.g ? 1 : 0, true);
+    break;
+  }
+  seconds_[{int(q.kind == Queued::CurvatureSaved ? Queued::Curvature : q.kind),
+            q.layer, q.g}] = (trace.now_us() - t0) * 1e-6;
+}
+
+// The first item, in queue order, whose layer has no earlier item queued and
+// whose last duration (+5 %, PipeFisher's margin) fits the budget; an item
+// never timed yet fits (it is timed now).
+bool KfacRun::run_queued(double budget_s) {
+  std::vector<int> blocked;
+  for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+    if (std::find(blocked.begin(), blocked.end(), it->layer) != blocked.end())
+      continue;
+    auto t = seconds_.find(
+        {int(it->kind == Queued::CurvatureSaved ? Queued::Curvature : it->kind),
+         it->layer, it->g});
+    if (t != seconds_.end() && t->second * 1.05 > budget_s) {
+      blocked.push_back(it->layer);
+      continue;
+    }
+    Queued q = std::move(*it);
+    queue_.erase(it);
+    run_item(q);
+    return true;
+  }
+  return false;
 }
 
 void KfacRun::drain() {
-  while (run_queued()) {
+  while (!queue_.empty()) {
+    Queued q = std::move(queue_.front());
+    queue_.pop_front();
+    run_item(q);
   }
 }
 
+void KfacRun::end_schedule() {
+  for (Queued &q : queue_)
+    if (q.kind == Queued::Curvature && q.copy.empty()) {
+      const KfacLayer &l = layers_[size_t(q.layer)];
+      q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
+      q.v = nullptr;
+    }
+}
+
 namespace {
-bool run_queued_kfac_item() { return kfac.run_queued(); }
+bool run_queued_kfac_item(double budget_s) {
+  return kfac.run_queued(budget_s);
+}
 } // namespace
 
 void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
@@ -73,7 +124,9 @@ void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
 
 void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
   if (fill_waits_ && local_curvature(layer, g_side)) {
-    queue_.push_back([=] { curvature_saved_now(layer, mb, g_side); });
+    Queued q(Queued::CurvatureSaved, layer, g_side);
+    q.mb = mb;
+    queue_.push_back(std::move(q));
     return;
   }
   drain();
@@ -255,7 +308,7 @@ void KfacRun::invert_factor(size_t i, int f, bool bubble) {
 
 void KfacRun::reduce_item(int layer, bool g) {
   if (fill_waits_ && local_refresh(size_t(layer))) {
-    queue_.push_back([=] { reduce_factor(size_t(layer), g ? 1 : 0, true); });
+    queue_.push_back(Queued(Queued::Reduce, layer, g));
     return;
   }
   drain();
@@ -264,7 +317,7 @@ void KfacRun::reduce_item(int layer, bool g) {
 
 void KfacRun::invert_item(int layer, bool g) {
   if (fill_waits_ && local_refresh(size_t(layer))) {
-    queue_.push_back([=] { invert_factor(size_t(layer), g ? 1 : 0, true); });
+    queue_.push_back(Queued(Queued::Invert, layer, g));
     return;
   }
   drain();
@@ -288,7 +341,6 @@ void KfacRun::finish_cycle() {
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
-  drain(); // what wait filling left (run_step drains it already)
   // The cycle's last step (t = step + 1): what is left of it, so that its
   // inverses are ready to install at the next step.
   if (t % c_.refresh_interval == 0)

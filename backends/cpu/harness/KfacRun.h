@@ -22,7 +22,6 @@
 #include "backends/cpu/kfac/Kfac.h"
 
 #include <deque>
-#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -52,16 +51,23 @@ public:
   /// the latest when the cycle finishes (in layer, factor, micro-batch order).
   void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
   void curvature_saved(int layer, int mb, bool g_side);
-  /// Wait filling (AUTODDL_KFAC_FILL=waits, the default; `placed` runs each item at its place): the local
-  /// items (curvature of an unsplit operand; a reduction or inversion that is
-  /// no collective) are queued where the plan placed them instead of run
-  /// there, and run one at a time while the rank waits for a pipeline
-  /// receive (set_recv_wait_hook); a collective item, the schedule's end and
-  /// the step's end run what is queued first. Same calls in the same order
-  /// as `placed`, so the same results; only their time moves into real
-  /// waits. True when one item ran.
-  bool run_queued();
+  /// Wait filling (AUTODDL_KFAC_FILL=waits, the default; `placed` runs each
+  /// item at its place): the local items (curvature of an unsplit operand; a
+  /// reduction or inversion that is no collective) are queued where the plan
+  /// placed them instead of run there, and run while the rank waits for a
+  /// pipeline receive (set_recv_wait_hook): one at a time, each only if its
+  /// duration (measured the last time the same item ran) fits the wait's
+  /// budget, in queue order within a layer (so every factor accumulates in
+  /// the plan's order and the results are those of `placed`), across layers
+  /// the first that fits. What the step's waits leave stays queued for the
+  /// next steps' waits (a curvature operand copied first, end_schedule) until
+  /// the cycle's end, which runs the rest (finish_cycle); a collective item
+  /// runs what is queued first. True when one item ran.
+  bool run_queued(double budget_s);
   void drain();
+  /// After the step's schedule: the queued curvature items of live
+  /// activation buffers (the next step overwrites them) take a copy.
+  void end_schedule();
   /// The base's setup, and the pending inverses of the held layers.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: installs the pending inverses on an install
@@ -109,7 +115,22 @@ private:
   bool local_curvature(int layer, bool g_side) const;
   bool local_refresh(size_t i) const;
   bool fill_waits_ = false;
-  std::deque<std::function<void()>> queue_;
+  // A queued item (wait filling): what it runs, its layer, and the key of
+  // its measured duration (kind, layer, factor).
+  struct Queued {
+    enum Kind { Curvature, CurvatureSaved, Reduce, Invert };
+    Queued(Kind k, int l, bool g_side) : kind(k), layer(l), g(g_side) {}
+    Kind kind;
+    int layer;
+    bool g;
+    int mb = 0;                // CurvatureSaved: the saved_ entry
+    const float *v = nullptr;  // Curvature: the operand, live or
+    std::vector<float> copy;   // copied at the schedule's end
+    int64_t rows = 0;
+  };
+  void run_item(Queued &q);
+  std::deque<Queued> queue_;
+  std::map<std::tuple<int, int, bool>, double> seconds_; // last duration
   // Per layer, the open cycle's progress and its inverses-to-be (copies of
   // the installed ones at the cycle's start: the fallback keeps those).
   struct Pending {
