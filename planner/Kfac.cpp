@@ -247,9 +247,10 @@ KfacPlan kfacPlan(const std::vector<KfacLayerWork> &work,
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
-          const pipeline::SimulationResult &sim, double damping,
+          const pipeline::SimulationResult &sim, double damping, int refresh,
           std::vector<DeviceTimes> &devices, double &step, int &critical) {
   pipeline::PipeFisherInput in;
+  in.refreshSteps = refresh;
   in.layers = kfacWork(model, c, cand);
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)
@@ -269,6 +270,7 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
       critical = static_cast<int>(d);
     }
   }
+  plan.refreshPinned = refresh > 0;
   step = worst + forced / packed->refreshSteps;
   return plan;
 }

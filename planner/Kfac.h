@@ -74,12 +74,13 @@ KfacPlan kfacPlan(const std::vector<pipeline::KfacLayerWork> &work,
 /// K-FAC state (`kfacBytes`: the peak of saved inputs / output gradients
 /// waiting for their curvature, the fp32 factors and their inverses), its step
 /// end by its preconditioning; the largest forced tail is paid once per
-/// refresh of K steps. `step` (the first-order step on entry) and `critical`
+/// refresh of K steps (`refresh` > 0: K pinned, PipeFisherInput::refreshSteps).
+/// `step` (the first-order step on entry) and `critical`
 /// are updated. Fails on a packing error (message).
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
-          const pipeline::SimulationResult &sim, double damping,
+          const pipeline::SimulationResult &sim, double damping, int refresh,
           std::vector<DeviceTimes> &devices, double &step, int &critical);
 
 } // namespace autoddl::planner

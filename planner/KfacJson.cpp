@@ -48,6 +48,7 @@ ojson kfacToJson(const KfacPlan &p) {
   return {{"damping", p.damping},
           {"rule", p.rule},
           {"refresh_steps", p.refreshSteps},
+          {"refresh_pinned", p.refreshPinned},
           {"first_order_step_time_s", p.firstOrderStepTime},
           {"utilisation_first_order", p.utilisationBefore},
           {"utilisation", p.utilisationAfter},
@@ -123,6 +124,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
   p.refreshSteps = r.integer(j, at, "refresh_steps");
   if (p.refreshSteps < 1)
     r.fail(at / "refresh_steps", "expected at least 1 step");
+  if (j.contains("refresh_pinned")) {
+    if (!j["refresh_pinned"].is_boolean())
+      r.fail(at / "refresh_pinned", "expected true or false");
+    p.refreshPinned = j["refresh_pinned"].get<bool>();
+  }
   p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
   p.utilisationBefore = r.num(j, at, "utilisation_first_order");
   p.utilisationAfter = r.num(j, at, "utilisation");

@@ -43,6 +43,7 @@ struct KfacPlan {
   double damping = 1e-3;
   std::string rule = "sgd"; // the programs' first-order rule: sgd or lamb
   int refreshSteps = 1;          // K
+  bool refreshPinned = false; // K from --kfac-refresh, not the bubbles
   double firstOrderStepTime = 0; // the same candidate without K-FAC
   double utilisationBefore = 0, utilisationAfter = 0;
   std::vector<KfacLayerPlan> layers;

@@ -21,9 +21,10 @@ std::string kfacItemLabel(const KfacPlan &plan, const KfacItemPlacement &it) {
 std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
   std::string s = fmt::format(
       "  K-FAC: {} layer copies, damping {:g}; refresh interval K = {} "
-      "step{} (set by bubble capacity)\n",
+      "step{} ({})\n",
       p.layers.size(), p.damping, p.refreshSteps,
-      p.refreshSteps == 1 ? "" : "s");
+      p.refreshSteps == 1 ? "" : "s",
+      p.refreshPinned ? "pinned by --kfac-refresh" : "set by bubble capacity");
   s += fmt::format("  utilisation: {:.1f}% first-order -> {:.1f}% with K-FAC "
                    "in the bubbles (busy incl. K-FAC / (stages x time))\n",
                    100 * p.utilisationBefore, 100 * p.utilisationAfter);

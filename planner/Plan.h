@@ -104,6 +104,9 @@ struct PlannerOptions {
   /// layers, its work packed into the pipeline's bubbles (docs/pipefisher.md).
   std::string optimizer = "adamw";
   double kfacDamping = 1e-3; // > 0; recorded in the plan for the programs
+  /// > 0: the refresh interval K pinned (`--kfac-refresh`); 0: K is set by
+  /// the bubbles' capacity (PipeFisher).
+  int kfacRefresh = 0;
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"

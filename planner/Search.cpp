@@ -704,7 +704,8 @@ struct Planner {
                      pc.dpGroup(),
                      pc.ppGroup(),
                      o.precision};
-    auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping, d.devices,
+    auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping,
+                        o.kfacRefresh, d.devices,
                         step, r.criticalDevice);
     if (!kp) {
       r.valid = false;
@@ -1560,6 +1561,9 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
                     options.kfacDamping);
       return Result::failure(buf);
     }
+    if (options.kfacRefresh < 0 || options.kfacRefresh > 4096)
+      return Result::failure("--kfac-refresh must be 1..4096 steps, got " +
+                             std::to_string(options.kfacRefresh));
     auto model = kfacModel(g1);
     if (!model)
       return Result::failure(model.error());

@@ -159,6 +159,10 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     return R::failure("simulation does not belong to the schedule");
   if (!finiteNonNegative(input.margin))
     return R::failure("margin must be a finite number >= 0");
+  if (input.refreshSteps < 0 || input.refreshSteps > input.maxSteps)
+    return R::failure("a pinned refresh interval must be 1.." +
+                      std::to_string(input.maxSteps) + " steps, got " +
+                      std::to_string(input.refreshSteps));
   // Which layers each device holds; their micro-batches' forward / backward
   // end times on that device.
   std::vector<std::vector<int>> layersOf(devices);
@@ -279,6 +283,11 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
         return R::failure("the k-fac refresh on stage " + std::to_string(d) +
                           " needs more than " + std::to_string(input.maxSteps) +
                           " steps");
+      // A pinned K: the rest after the last step that placed something.
+      if (input.refreshSteps > 0 && step == input.refreshSteps) {
+        fill.forced = pk.force(lastPlacing);
+        break;
+      }
       if (pk.fillStep(step)) {
         lastPlacing = step;
         continue;
@@ -313,6 +322,8 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
 
   // Preconditioning at every step's end, after a forced tail; the step end is
   // shared, so utilisation divides by the slowest device's step.
+  if (input.refreshSteps > 0)
+    result.refreshSteps = input.refreshSteps;
   const int K = result.refreshSteps;
   result.stepTime = sim.makespan + maxPrecondition + maxForced / K;
   const double cycle = K * (sim.makespan + maxPrecondition) + maxForced;

@@ -73,6 +73,10 @@ struct PipeFisherInput {
   double margin = 0.05;
   /// A refresh that needs more steps than this fails (absurd inputs).
   int maxSteps = 4096;
+  /// > 0: the refresh interval K, pinned (`--kfac-refresh`): items are
+  /// packed into the bubbles of K steps at most, and what they do not hold
+  /// is forced. 0: K is what the bubbles need (the steps one refresh spans).
+  int refreshSteps = 0;
 };
 
 struct PlacedItem {

@@ -3,7 +3,8 @@
 //   autoddl plan MODEL --cluster C [--nodes N | --gpus N] --global-batch B
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
-//                [--optimizer adamw|kfac [--kfac-damping D] [--kfac-rule sgd|lamb]]
+//                [--optimizer adamw|kfac [--kfac-damping D] [--kfac-rule sgd|lamb]
+//                 [--kfac-refresh K]]
 //                [-o plan.json] [--json]
 //                [--no-why]
 //
@@ -55,6 +56,7 @@ struct PlanArgs {
                                    tpMode = "any", optimizer = "adamw";
   double kfacDamping = 1e-3;
   std::string kfacRule = "sgd";
+  int kfacRefresh = 0; // 0: set by the bubbles' capacity
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   std::string loss;
@@ -333,6 +335,12 @@ void run(const PlanArgs &a) {
                     "\"");
   if (a.kfacRule != "sgd" && a.optimizer != "kfac")
     throw UserError("--kfac-rule: needs --optimizer kfac");
+  if (a.kfacRefresh != 0 && a.optimizer != "kfac")
+    throw UserError("--kfac-refresh: needs --optimizer kfac");
+  if (a.kfacRefresh < 0 || a.kfacRefresh > 4096)
+    throw UserError(fmt::format(
+        "--kfac-refresh: expected 1..4096 steps, got {}", a.kfacRefresh));
+  opts.kfacRefresh = a.kfacRefresh;
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -420,6 +428,10 @@ void registerPlanCommand(CLI::App &app) {
                   "docs/pipefisher.md)");
   cmd->add_option("--kfac-damping", args->kfacDamping,
                   "K-FAC Tikhonov damping (> 0, default 1e-3)");
+  cmd->add_option("--kfac-refresh", args->kfacRefresh,
+                  "pin K-FAC's refresh interval K (steps; default: what the "
+                  "bubbles need): the work is packed into K steps' bubbles "
+                  "and what they do not hold runs at the cycle's end");
   cmd->add_option("--kfac-rule", args->kfacRule,
                   "the rule on K-FAC's preconditioned gradient in the "
                   "programs: sgd (momentum SGD, default) or lamb");

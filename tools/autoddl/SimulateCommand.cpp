@@ -53,6 +53,7 @@ struct SimulateOptions {
   int kfacLayers = 1;
   std::string curv = "0.5", inv = "2", sync = "0", precond = "0.25";
   double margin = 0.05;
+  int kfacRefresh = 0;
 };
 
 constexpr const char *kTimeUnit = "ms";
@@ -314,6 +315,7 @@ void runSimulate(const SimulateOptions &options, bool chunksGiven) {
     kfac.reduction = parseTimes(options.sync, "--sync", config.stages);
     kfac.precondition = parseTimes(options.precond, "--precond", config.stages);
     kfac.margin = options.margin;
+    kfac.refresh = options.kfacRefresh;
     fisher = simulatePipeFisher(*schedule, *result, kfac, &chrome,
                                 kMicrosecondsPerUnit);
   }
@@ -399,6 +401,10 @@ void registerSimulateCommand(CLI::App &app) {
                   "same form as --fwd")
       ->needs(fisher)
       ->capture_default_str();
+  sub->add_option("--kfac-refresh", options->kfacRefresh,
+                  "pin the refresh interval K (default: the steps the "
+                  "bubbles need); what K steps' bubbles do not hold is forced")
+      ->needs(fisher);
   sub->add_option("--margin", options->margin,
                   "an item takes a gap only if time x (1 + margin) fits "
                   "(pipe-fisher's 0.05)")

@@ -26,8 +26,12 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
   if (!std::isfinite(t.margin) || t.margin < 0)
     throw UserError(
         fmt::format("--margin: expected a number >= 0, got {}", t.margin));
+  if (t.refresh < 0 || t.refresh > 4096)
+    throw UserError(fmt::format(
+        "--kfac-refresh: expected 1..4096 steps, got {}", t.refresh));
   PipeFisherInput in;
   in.margin = t.margin;
+  in.refreshSteps = t.refresh;
   const bool chimera = schedule.config.kind == ScheduleKind::Chimera;
   for (int stage = 0; stage < schedule.modelStages(); ++stage) {
     const int dev = stage % schedule.numDevices(); // its times' index
@@ -47,8 +51,9 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
   auto packed = packKfac(schedule, sim, in);
   if (!packed)
     throw UserError(packed.error());
-  const planner::KfacPlan plan =
+  planner::KfacPlan plan =
       planner::kfacPlan(in.layers, *packed, 1e-3, sim.makespan);
+  plan.refreshPinned = t.refresh > 0;
   PipeFisherOutput out;
   out.text = fmt::format(
       "\nPipeFisher: {} K-FAC layer{} per stage{}; step {:g} ms with K-FAC "

@@ -27,6 +27,7 @@ struct PipeFisherTimes {
   std::vector<double> reduction; // one factor; 0: no reduction
   std::vector<double> precondition;
   double margin = 0.05;
+  int refresh = 0; // > 0: K pinned (--kfac-refresh)
 };
 
 struct PipeFisherOutput {
