@@ -1,0 +1,66 @@
+//===- SparseShapeRules.cpp - shape rules of the graph ops ----------------===//
+//
+// Result types of spmm, sddmm and edge_softmax (a sparse operand of nnz
+// stored entries), one function per op kind (declared in ShapeRule.h,
+// dispatched to by the table in OpSemantics.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "ir/ops/ShapeRule.h"
+
+#include <cmath>
+
+namespace autoddl::ops::detail {
+
+namespace {
+
+bool checkNnz(Rule &r, const Shape &adj) {
+  int64_t nnz = r.i64("nnz");
+  if (nnz < 0 || nnz > product(adj))
+    return r.fail("expected nnz in [0, " +
+                  std::to_string((int64_t)product(adj)) + "] for a " +
+                  shapeStr(adj) + " sparse matrix, got " + std::to_string(nnz));
+  return true;
+}
+
+} // namespace
+
+Results inferSpmm(Rule &r) {
+  const auto &adj = r.operands[0], &x = r.operands[1];
+  if (!r.rankIs(0, "adj", 2) || !r.rankIs(1, "x", 2) || !r.floating(1, "x") ||
+      !checkNnz(r, adj.shape) ||
+      !r.dimEq("rows of x (columns of adj)", x.shape[0], adj.shape[1]))
+    return {};
+  return {{{adj.shape[0], x.shape[1]}, x.dtype}};
+}
+
+Results inferSddmm(Rule &r) {
+  const auto &mask = r.operands[0], &x = r.operands[1], &y = r.operands[2];
+  if (!r.rankIs(0, "mask", 2) || !r.rankIs(1, "x", 2) || !r.rankIs(2, "y", 2) ||
+      !r.floating(1, "x") || !r.floating(2, "y") || !checkNnz(r, mask.shape) ||
+      !r.dimEq("rows of x (rows of mask)", x.shape[0], mask.shape[0]) ||
+      !r.dimEq("rows of y (columns of mask)", y.shape[0], mask.shape[1]) ||
+      !r.dimEq("columns of y", y.shape[1], x.shape[1]))
+    return {};
+  return {{mask.shape, x.dtype}};
+}
+
+// A softmax over each row's stored entries of mask: scores has mask's shape
+// (a sparse activation, e.g. sddmm's result, holding values at mask's stored
+// entries only).
+Results inferEdgeSoftmax(Rule &r) {
+  const auto &mask = r.operands[0], &scores = r.operands[1];
+  if (!r.rankIs(0, "mask", 2) || !r.rankIs(1, "scores", 2) ||
+      !r.floating(1, "scores") || !checkNnz(r, mask.shape) ||
+      !r.dimEq("rows of scores (rows of mask)", scores.shape[0],
+               mask.shape[0]) ||
+      !r.dimEq("columns of scores (columns of mask)", scores.shape[1],
+               mask.shape[1]))
+    return {};
+  if (!std::isfinite(r.f64("scale")))
+    return r.fail("expected a finite scale, got " +
+                  std::to_string(r.f64("scale"))),
+           Results{};
+  return {scores};
+}
+
+} // namespace autoddl::ops::detail
