@@ -232,6 +232,32 @@ TEST(PipeFisher, SpillsToLaterStepsThenForcesWhatNeverFits) {
             std::string::npos);
 }
 
+// The hand case above with K pinned to 1 (`--kfac-refresh 1`): step 0 places
+// what it placed there; what it left for step 1 (device 0: curv_G of mb 1,
+// inv_G; device 1: both inversions) is forced after its makespan 9, in
+// priority order, and K stays 1 although the bubbles would spread it over 2.
+TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.refreshSteps = 1;
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(r.refreshSteps, 1);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
+            "curv_G:0@0[6,6.5) curv_G:1@0[9,9.5)* inv_G:s0@0[9.5,10.5)*");
+  EXPECT_EQ(describe(in, r.devices[1]),
+            "curv_A:0@0[7,7.5) curv_A:1@0[7.5,8) curv_G:0@0[8,8.5) "
+            "curv_G:1@0[8.5,9) inv_A:s1@0[9,10)* inv_G:s1@0[10,11)*");
+  // makespan + precondition + the largest forced tail (device 1's 2) / K.
+  EXPECT_DOUBLE_EQ(r.stepTime, 9 + 0.25 + 2);
+  // A pin beyond maxSteps, or negative, is refused.
+  in.refreshSteps = -1;
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  EXPECT_FALSE(bool(packKfac(s, *sim, in)));
+}
+
 // One stage: no bubble at all, so the whole refresh runs at the step's end
 // (K = 1), in priority order: curvature A, G, then the inversions. p = 1, m =
 // 2, f = 1, b = 2: makespan 6; tail 4 x 0.5 + 2 x 1 = 4.

@@ -38,6 +38,19 @@ rows = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thr
 assert "stage 1 K-FAC, step 2 of 2" in rows, rows
 PY
 
+# --kfac-refresh 1 pins K: step 1's items are forced after the makespan
+# (PipeFisher.PinnedRefreshForcesWhatItsStepsDoNotHold): step 9 + 0.25 + 2.
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 1 --precond 0.25 --margin 0 --kfac-refresh 1 --json \
+  >"$work/s1.json" || fail "simulate --kfac-refresh exited $?"
+python3 - "$work/s1.json" <<'PY' || fail "simulate --kfac-refresh content"
+import json, sys
+out = json.load(open(sys.argv[1]))["pipefisher"]
+assert out["refresh_steps"] == 1 and out["refresh_pinned"] is True, out
+assert abs(out["step_time_s"] - 11.25e-3) < 1e-12, out["step_time_s"]
+assert "stage 1: inv_G s1.l0" in out["unfitted"], out["unfitted"]
+PY
+
 # The text report names what did not fit: inversions of 5 fit no gap.
 "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
   --curv 0.5 --inv 5 --margin 0 >"$work/s.txt" || fail "simulate text exited $?"
@@ -118,6 +131,12 @@ expect_error "--kfac-damping must be a finite number > 0, got 0" \
 expect_error "--kfac-damping must be a finite number > 0, got -1" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer kfac --kfac-damping -1
+expect_error "--kfac-refresh: needs --optimizer kfac" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --kfac-refresh 2
+expect_error "--kfac-refresh: expected 1..4096 steps, got 5000" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-refresh 5000
 expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer sgd
