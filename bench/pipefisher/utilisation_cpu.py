@@ -5,10 +5,17 @@ Issue 22 item 6 (first bullet). Two phases, so that the measurement runs on a ma
 autoddl build (the GPU machine's 16 cores):
 
   stage OUT [--autoddl A] [--hidden H] [--batch B] [--microbatch M] [--cluster C] [--gflops F]
+            [--kfac-refresh K]
       plan a 4-stage GPT (1F1B) twice, first-order and --optimizer kfac, on the cluster C
       (default cpu-core: one CPU core per rank at F GFLOP/s, written into OUT, so that the plan's
       K and placement fit the CPU program's proportions), and generate both CPU projects into
-      OUT (each carries its runtime; a few hundred KiB).
+      OUT (each carries its runtime; a few hundred KiB). --kfac-refresh K pins the K-FAC plan's
+      refresh interval (plan --kfac-refresh; default: what the plan's bubbles need), e.g. a K
+      chosen from the idle time a traced first-order run measured (`idle`).
+  idle R.json --plan P.plan.json
+      from a utilisation.json of `run`: each stage's measured idle seconds per first-order step
+      against the K-FAC work of one refresh (the plan's item times scaled to the measured ones)
+      and its preconditioning, and the smallest K whose work per step fits that idle.
   fit --result R.json --plan P.plan.json [...] --cluster C -o FITTED.json
       the cluster C fitted to measured runs (a utilisation.json of `run` and the K-FAC plan it ran,
       one pair or more): gpu.op_time_scale (forward, backward) from the traced F/B time of each
@@ -92,6 +99,8 @@ def stage(a):
     for v in VARIANTS:
         plan = os.path.join(a.out, v + ".plan.json")
         extra = ["--optimizer", "kfac"] if v == "kfac" else []
+        if v == "kfac" and a.kfac_refresh:
+            extra += ["--kfac-refresh", str(a.kfac_refresh)]
         subprocess.run([a.autoddl, "plan", model, "--cluster", cluster, "--gpus", "4",
                         "--global-batch", str(a.batch), "--seq", "64", "--no-why", "-o", plan,
                         "--fix", f"tp=1,pp=4,dp=1,microbatch={a.microbatch},schedule=1f1b"]
@@ -400,6 +409,26 @@ def fit(a):
           f"; kfac_time_scale {json.dumps({k: v for k, v in kfac.items() if k != 'source'})}")
 
 
+def idle(a):
+    """The smallest K whose K-FAC work per step fits each stage's measured idle (docstring)."""
+    res, plan = json.load(open(a.result)), json.load(open(a.plan))
+    fo, kf = res["runs"]["first_order"], res["runs"]["kfac"]
+    K_run = res.get("kfac_refresh_run") or plan["kfac"]["refresh_steps"]
+    worst = 1
+    for d, busy in enumerate(fo["busy_seconds_per_stage"]):
+        idle_s = fo["step_seconds"] - busy
+        kinds = kf["seconds_per_step_by_kind"][d]
+        # Measured per step at K_run: curvature and inversions are once per refresh.
+        refresh = K_run * sum(x for k, x in kinds.items() if k.split("_")[0] in ("curv", "inv"))
+        precond = kinds.get("precond", 0.0)
+        room = idle_s - precond
+        k = -(-refresh // room) if room > 0 else float("inf")
+        worst = max(worst, k)
+        print(f"stage {d}: idle {1e3 * idle_s:.1f} ms/step, preconditioning {1e3 * precond:.1f}, "
+              f"refresh work {1e3 * refresh:.1f} ms -> K >= {k:g}")
+    print(f"smallest K that fits every stage's measured idle: {worst:g}")
+
+
 def run(a):
     if a.paired:
         return run_paired(a)
@@ -426,6 +455,11 @@ def main():
                    help="a cluster preset or file to plan on; cpu-core (default): one CPU core "
                         "per rank at --gflops")
     s.add_argument("--gflops", type=float, default=60.0)
+    s.add_argument("--kfac-refresh", type=int, default=0,
+                   help="pin the K-FAC plan's refresh interval (plan --kfac-refresh)")
+    i = sub.add_parser("idle")
+    i.add_argument("result", help="a utilisation.json of `run`")
+    i.add_argument("--plan", required=True, help="the K-FAC plan that result ran")
     r = sub.add_parser("run")
     r.add_argument("out")
     r.add_argument("--steps", type=int, default=10)
@@ -449,7 +483,7 @@ def main():
     f.add_argument("--name", default="cpu-core-fitted")
     f.add_argument("-o", required=True)
     a = p.parse_args()
-    {"stage": stage, "run": run, "fit": fit}[a.cmd](a)
+    {"stage": stage, "run": run, "fit": fit, "idle": idle}[a.cmd](a)
 
 
 if __name__ == "__main__":
