@@ -11,10 +11,27 @@ double TraceRecorder::now_us() const {
       .count();
 }
 
+namespace {
+thread_local bool mutedThread = false;
+} // namespace
+
+void TraceRecorder::mute_this_thread() { mutedThread = true; }
+
 void TraceRecorder::end(const std::string &name, int tid, double start_us) {
+  if (!enabled_ || mutedThread)
+    return;
+  const double now = now_us();
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back({name, tid, start_us, now - start_us});
+}
+
+void TraceRecorder::end_with_cpu(const std::string &name, int tid,
+                                 double start_us, double cpu_us) {
   if (!enabled_)
     return;
-  events_.push_back({name, tid, start_us, now_us() - start_us});
+  const double now = now_us();
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.push_back({name, tid, start_us, now - start_us, cpu_us});
 }
 
 std::string TraceRecorder::events_json(int pid) const {
@@ -32,6 +49,11 @@ std::string trace_events_json(const std::vector<TraceRecorder::Event> &events,
     j.set("tid", Json::of(int64_t(e.tid)));
     j.set("ts", Json::of(e.ts_us));
     j.set("dur", Json::of(e.dur_us));
+    if (e.cpu_us >= 0) {
+      Json args = Json::obj();
+      args.set("cpu_us", Json::of(e.cpu_us));
+      j.set("args", args);
+    }
     out += (out.empty() ? "" : ",") + j.dump();
   }
   return out;

@@ -5,6 +5,7 @@
 #define AUTODDL_BACKENDS_COMMON_TRACE_H
 
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,10 @@ public:
     int tid = 0;       // stream: 0 compute, 1 communication, ...
     double ts_us = 0;  // start, microseconds since the recorder's origin
     double dur_us = 0; // duration, microseconds
+    /// CPU seconds the event's thread ran in it, microseconds; < 0: not
+    /// measured (args.cpu_us in the JSON when measured). A thread that shares
+    /// its core (the CPU K-FAC thread) is busy for this, not for dur_us.
+    double cpu_us = -1;
   };
 
   /// Events are timed from `origin`; ranks that start their recorders after a
@@ -27,8 +32,15 @@ public:
   bool enabled() const { return enabled_; }
   /// Microseconds since the origin: take it before the work, pass it to end().
   double now_us() const;
-  /// Records an event from `start_us` (a now_us() value) to now.
+  /// Records an event from `start_us` (a now_us() value) to now. Safe from
+  /// several threads; ignored on a thread muted by mute_this_thread.
   void end(const std::string &name, int tid, double start_us);
+  /// Records an event with its CPU time (Event::cpu_us).
+  void end_with_cpu(const std::string &name, int tid, double start_us,
+                    double cpu_us);
+  /// The calling thread's end() calls are dropped from now on (a thread that
+  /// records its work itself, with end_with_cpu).
+  static void mute_this_thread();
   const std::vector<Event> &events() const { return events_; }
 
   /// This recorder's events as comma-separated JSON objects with "pid": pid (no
@@ -40,6 +52,7 @@ private:
   std::chrono::steady_clock::time_point origin_;
   bool enabled_ = true;
   std::vector<Event> events_;
+  std::mutex mutex_; // end() from a second thread
 };
 
 /// `events` as comma-separated JSON objects with "pid": pid (no brackets): one

@@ -113,7 +113,9 @@ def stage(a):
 
 
 def busy_us(events, pid):
-    """The union of a rank's compute intervals (tid 0), microseconds."""
+    """A rank's busy time, microseconds: the union of its compute intervals (tid 0), plus the CPU
+    time of the K-FAC items its filling thread ran (tid 2, args.cpu_us: that thread shares the
+    rank's core at idle priority, so it ran only while tid 0 did not)."""
     spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                    if e.get("pid") == pid and e.get("tid") == 0 and e.get("ph") == "X")
     total, end = 0.0, float("-inf")
@@ -122,7 +124,8 @@ def busy_us(events, pid):
             continue
         total += e - max(s, end)
         end = e
-    return total
+    return total + sum(e["args"]["cpu_us"] for e in events if e.get("pid") == pid and
+                       e.get("tid") == 2 and e.get("ph") == "X" and "cpu_us" in e.get("args", {}))
 
 
 def kind(name):
@@ -132,12 +135,14 @@ def kind(name):
 
 
 def kinds_us(events, pid):
-    """A rank's compute time per kind (tid 0), microseconds."""
+    """A rank's compute time per kind (tid 0; tid 2: the filling thread's CPU time), microseconds."""
     out = {}
     for e in events:
-        if e.get("pid") == pid and e.get("tid") == 0 and e.get("ph") == "X":
+        if e.get("pid") == pid and e.get("ph") == "X" and e.get("tid") in (0, 2):
+            if e["tid"] == 2 and "cpu_us" not in e.get("args", {}):
+                continue
             k = kind(e["name"])
-            out[k] = out.get(k, 0.0) + e["dur"]
+            out[k] = out.get(k, 0.0) + (e["dur"] if e["tid"] == 0 else e["args"]["cpu_us"])
     return out
 
 
@@ -470,10 +475,11 @@ def main():
                    help="both variants at once on disjoint cores (see above)")
     r.add_argument("--kfac-refresh", type=int, default=0,
                    help="--paired: the K-FAC program's --kfac-refresh (default: the plan's K)")
-    r.add_argument("--kfac-fill", choices=("placed", "waits"), default="waits",
+    r.add_argument("--kfac-fill", choices=("placed", "waits", "thread"), default="waits",
                    help="--paired: the K-FAC program's AUTODDL_KFAC_FILL (placed: each item where "
                         "the plan put it; waits: queued there, run while the rank waits for a "
-                        "pipeline receive; docs/kfac.md)")
+                        "pipeline receive; thread: queued there, run by a second thread at idle "
+                        "priority on the rank's core; docs/kfac.md)")
     f = sub.add_parser("fit")
     f.add_argument("--result", action="append", required=True,
                    help="a utilisation.json of `run` (first-order and K-FAC runs)")

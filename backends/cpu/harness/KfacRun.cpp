@@ -4,9 +4,16 @@
 #include "backends/cpu/Collectives.h" // set_recv_wait_hook
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <pthread.h>
+#include <sched.h>
 #include <stdexcept>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace autoddl::rt::harness {
 
@@ -21,7 +28,7 @@ void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
     Queued q(Queued::Curvature, layer, g_side);
     q.v = v;
     q.rows = rows;
-    queue_.push_back(std::move(q));
+    enqueue(std::move(q));
     return;
   }
   drain();
@@ -38,12 +45,28 @@ bool KfacRun::local_curvature(int layer, bool g_side) const {
 // that differ between ranks.
 bool KfacRun::local_refresh(size_t i) const {
   const KfacLayerSpec &s = specs_[i];
-  return !(dp_ > 1 || (tp_ > 1 && (s.rows_over_tp || s.split != KfacSplit::None)) ||
+  return !(dp_ > 1 ||
+           (tp_ > 1 && (s.rows_over_tp || s.split != KfacSplit::None)) ||
            s.weight->devices != MPI_COMM_NULL);
 }
 
+namespace {
+const char *itemName(int kind, bool g) {
+  static const char *names[3][2] = {
+      {"curv_A ", "curv_G "}, {"reduce_A ", "reduce_G "}, {"inv_A ", "inv_G "}};
+  return names[kind][g ? 1 : 0];
+}
+
+double threadCpuUs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) * 1e-3;
+}
+} // namespace
+
 void KfacRun::run_item(Queued &q) {
   const double t0 = trace.now_us();
+  const double cpu0 = fill_thread_ ? threadCpuUs() : 0;
   switch (q.kind) {
   case Queued::Curvature:
     accumulate(q.layer, q.copy.empty() ? q.v : q.copy.data(), q.rows, q.g);
@@ -58,21 +81,51 @@ void KfacRun::run_item(Queued &q) {
     invert_factor(size_t(q.layer), q.g ? 1 : 0, true);
     break;
   }
-  seconds_[{int(q.kind == Queued::CurvatureSaved ? Queued::Curvature : q.kind),
-            q.layer, q.g}] = (trace.now_us() - t0) * 1e-6;
+  const int kind = q.kind == Queued::Reduce   ? 1
+                   : q.kind == Queued::Invert ? 2
+                                              : 0;
+  if (fill_thread_) // its own trace.end calls are muted: one event, tid 2
+    trace.end_with_cpu(std::string(itemName(kind, q.g)) +
+                           specs_[size_t(q.layer)].name,
+                       2, t0, threadCpuUs() - cpu0);
+  else
+    seconds_[{kind, q.layer, q.g}] = (trace.now_us() - t0) * 1e-6;
+}
+
+void KfacRun::enqueue(Queued q) {
+  if (!fill_thread_) {
+    queue_.push_back(std::move(q));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(q));
+  }
+  cv_.notify_all();
 }
 
 // The first item, in queue order, whose layer has no earlier item queued and
 // whose last duration (+5 %, PipeFisher's margin) fits the budget; an item
-// never timed yet fits (it is timed now).
+// never timed yet fits (it is timed now). Thread filling: a nap while the
+// thread has work (recv tests again after it).
 bool KfacRun::run_queued(double budget_s) {
+  if (fill_thread_) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty() && !running_)
+        return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return true;
+  }
   std::vector<int> blocked;
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
     if (std::find(blocked.begin(), blocked.end(), it->layer) != blocked.end())
       continue;
-    auto t = seconds_.find(
-        {int(it->kind == Queued::CurvatureSaved ? Queued::Curvature : it->kind),
-         it->layer, it->g});
+    const int kind = it->kind == Queued::Reduce   ? 1
+                     : it->kind == Queued::Invert ? 2
+                                                  : 0;
+    auto t = seconds_.find({kind, it->layer, it->g});
     if (t != seconds_.end() && t->second * 1.05 > budget_s) {
       blocked.push_back(it->layer);
       continue;
@@ -86,6 +139,11 @@ bool KfacRun::run_queued(double budget_s) {
 }
 
 void KfacRun::drain() {
+  if (fill_thread_) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+    return;
+  }
   while (!queue_.empty()) {
     Queued q = std::move(queue_.front());
     queue_.pop_front();
@@ -93,19 +151,74 @@ void KfacRun::drain() {
   }
 }
 
+// After the refresh step every operand of the cycle is queued or saved, so
+// the local reductions and inversions are queued then too (in layer-table
+// order, finish_cycle's), to use the idle time of every step of the cycle;
+// their places in later steps find them done. A reduction accumulates its
+// layer's saved operands first, in (factor, micro-batch) order, the order the
+// plan's later curvature items have, so the sums are those of `placed`.
 void KfacRun::end_schedule() {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (fill_thread_)
+    lock.lock();
   for (Queued &q : queue_)
     if (q.kind == Queued::Curvature && q.copy.empty()) {
       const KfacLayer &l = layers_[size_t(q.layer)];
       q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
       q.v = nullptr;
     }
+  if (due_ && open_)
+    for (size_t i = 0; i < specs_.size(); ++i)
+      if (specs_[i].weight->held && local_refresh(i))
+        for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
+          for (bool g : {false, true})
+            queue_.push_back(Queued(k, int(i), g));
+  // The item running may read a buffer the next step overwrites.
+  if (fill_thread_) {
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return !running_live_; });
+  }
 }
 
-namespace {
-bool run_queued_kfac_item(double budget_s) {
-  return kfac.run_queued(budget_s);
+// Strict queue order: the calls of `placed`, in its order.
+void KfacRun::worker_loop() {
+  sched_param none{};
+  if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &none) != 0)
+    setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 19);
+  TraceRecorder::mute_this_thread();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty())
+      return; // stop_
+    Queued q = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    running_live_ = q.kind == Queued::Curvature && q.copy.empty();
+    lock.unlock();
+    run_item(q);
+    lock.lock();
+    running_ = running_live_ = false;
+    cv_.notify_all();
+  }
 }
+
+void KfacRun::stop_worker() {
+  if (!worker_.joinable())
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  stop_ = false;
+}
+
+KfacRun::~KfacRun() { stop_worker(); }
+
+namespace {
+bool run_queued_kfac_item(double budget_s) { return kfac.run_queued(budget_s); }
 } // namespace
 
 void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
@@ -117,6 +230,7 @@ void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
   if (tp_ > 1 &&
       specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In))
     width /= tp_; // this rank's columns; accumulate gathers them
+  std::lock_guard<std::mutex> lock(saved_mu_);
   Saved &s = saved_[{layer, g_side, mb}];
   s.v.assign(v, v + rows * width);
   s.rows = rows;
@@ -126,7 +240,7 @@ void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::CurvatureSaved, layer, g_side);
     q.mb = mb;
-    queue_.push_back(std::move(q));
+    enqueue(std::move(q));
     return;
   }
   drain();
@@ -134,21 +248,26 @@ void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
 }
 
 void KfacRun::curvature_saved_now(int layer, int mb, bool g_side) {
-  auto it = saved_.find({layer, g_side, mb});
-  if (!open_ || it == saved_.end())
-    return;
-  accumulate(layer, it->second.v.data(), it->second.rows, g_side);
-  saved_.erase(it);
+  Saved s;
+  {
+    std::lock_guard<std::mutex> lock(saved_mu_);
+    auto it = saved_.find({layer, g_side, mb});
+    if (!open_ || it == saved_.end())
+      return;
+    s = std::move(it->second);
+    saved_.erase(it);
+  }
+  accumulate(layer, s.v.data(), s.rows, g_side);
 }
 
 void KfacRun::flush_saved() {
+  std::lock_guard<std::mutex> lock(saved_mu_); // after drain: for the record
   for (auto &[key, s] : saved_)
     accumulate(std::get<0>(key), s.v.data(), s.rows, std::get<1>(key));
   saved_.clear();
 }
 
-void KfacRun::accumulate(int layer, const float *v, int64_t rows,
-                         bool g_side) {
+void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
   KfacLayer &l = layers_[size_t(layer)];
   const double t0 = trace.now_us();
   float *f = g_side ? l.G.data() : l.A.data();
@@ -168,14 +287,20 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
   KfacRunBase::setup(p, o, s);
   const char *fill = std::getenv("AUTODDL_KFAC_FILL");
-  // waits by default: measured, the fixed places stall the pipeline where the
-  // run's bubbles differ from the plan's (docs/kfac.md "Wait filling").
-  const std::string mode = fill ? fill : "waits";
-  if (mode != "placed" && mode != "waits")
+  // thread by default: measured, the fixed places stall the pipeline where
+  // the run's bubbles differ from the plan's, and whole items fill the waits
+  // less than a preemptible thread does (docs/kfac.md "Wait filling").
+  const std::string mode = fill ? fill : "thread";
+  if (mode != "placed" && mode != "waits" && mode != "thread")
     throw std::invalid_argument(
-        "AUTODDL_KFAC_FILL: expected placed or waits, got \"" + mode + "\"");
-  fill_waits_ = mode == "waits";
+        "AUTODDL_KFAC_FILL: expected placed, waits or thread, got \"" + mode +
+        "\"");
+  stop_worker();
+  fill_waits_ = mode != "placed";
+  fill_thread_ = mode == "thread";
   queue_.clear();
+  if (fill_thread_)
+    worker_ = std::thread([this] { worker_loop(); });
   set_recv_wait_hook(fill_waits_ ? &run_queued_kfac_item : nullptr);
   pending_.assign(specs_.size(), Pending{});
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -235,14 +360,19 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
     return false;
   // Saved curvature of this layer not accumulated yet (an item the placement
   // put after this one): now, in the canonical order, before rows_ is read.
-  for (auto it = saved_.begin(); it != saved_.end();)
-    if (std::get<0>(it->first) == int(i)) {
-      accumulate(int(i), it->second.v.data(), it->second.rows,
-                 std::get<1>(it->first));
-      it = saved_.erase(it);
-    } else {
-      ++it;
-    }
+  std::vector<std::pair<bool, Saved>> mine; // (G, operand), in map order
+  {
+    std::lock_guard<std::mutex> lock(saved_mu_);
+    for (auto it = saved_.begin(); it != saved_.end();)
+      if (std::get<0>(it->first) == int(i)) {
+        mine.emplace_back(std::get<1>(it->first), std::move(it->second));
+        it = saved_.erase(it);
+      } else {
+        ++it;
+      }
+  }
+  for (auto &[g_side, sv] : mine)
+    accumulate(int(i), sv.v.data(), sv.rows, g_side);
   KfacLayer &l = layers_[i];
   int replicas = 1;
   if (s.weight->devices != MPI_COMM_NULL)
@@ -308,7 +438,7 @@ void KfacRun::invert_factor(size_t i, int f, bool bubble) {
 
 void KfacRun::reduce_item(int layer, bool g) {
   if (fill_waits_ && local_refresh(size_t(layer))) {
-    queue_.push_back(Queued(Queued::Reduce, layer, g));
+    enqueue(Queued(Queued::Reduce, layer, g));
     return;
   }
   drain();
@@ -317,7 +447,7 @@ void KfacRun::reduce_item(int layer, bool g) {
 
 void KfacRun::invert_item(int layer, bool g) {
   if (fill_waits_ && local_refresh(size_t(layer))) {
-    queue_.push_back(Queued(Queued::Invert, layer, g));
+    enqueue(Queued(Queued::Invert, layer, g));
     return;
   }
   drain();

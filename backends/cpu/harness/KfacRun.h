@@ -21,9 +21,12 @@
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
 
+#include <condition_variable>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -51,8 +54,8 @@ public:
   /// the latest when the cycle finishes (in layer, factor, micro-batch order).
   void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
   void curvature_saved(int layer, int mb, bool g_side);
-  /// Wait filling (AUTODDL_KFAC_FILL=waits, the default; `placed` runs each
-  /// item at its place): the local items (curvature of an unsplit operand; a
+  /// Wait filling (AUTODDL_KFAC_FILL=waits; `placed` runs each item at its
+  /// place; thread, the default, below): the local items (curvature of an unsplit operand; a
   /// reduction or inversion that is no collective) are queued where the plan
   /// placed them instead of run there, and run while the rank waits for a
   /// pipeline receive (set_recv_wait_hook): one at a time, each only if its
@@ -63,11 +66,22 @@ public:
   /// next steps' waits (a curvature operand copied first, end_schedule) until
   /// the cycle's end, which runs the rest (finish_cycle); a collective item
   /// runs what is queued first. True when one item ran.
+  ///
+  /// Thread filling (AUTODDL_KFAC_FILL=thread): the same queue, run in queue
+  /// order by a second thread of the rank at SCHED_IDLE on the rank's core, so
+  /// the kernel runs it whenever the rank's thread sleeps and preempts it the
+  /// moment that thread has work: the bubbles are filled to the microsecond
+  /// instead of by whole items (the CPU's counterpart of the CUDA programs'
+  /// low-priority side stream). recv then waits by sleeping (run_queued
+  /// naps 20 us while the thread has work). Its items are traced on tid 2
+  /// with the CPU time they took (args.cpu_us).
   bool run_queued(double budget_s);
   void drain();
   /// After the step's schedule: the queued curvature items of live
   /// activation buffers (the next step overwrites them) take a copy.
   void end_schedule();
+  /// Stops the filling thread (after draining its queue).
+  ~KfacRun();
   /// The base's setup, and the pending inverses of the held layers.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: installs the pending inverses on an install
@@ -123,12 +137,23 @@ private:
     Kind kind;
     int layer;
     bool g;
-    int mb = 0;                // CurvatureSaved: the saved_ entry
-    const float *v = nullptr;  // Curvature: the operand, live or
-    std::vector<float> copy;   // copied at the schedule's end
+    int mb = 0;               // CurvatureSaved: the saved_ entry
+    const float *v = nullptr; // Curvature: the operand, live or
+    std::vector<float> copy;  // copied at the schedule's end
     int64_t rows = 0;
   };
   void run_item(Queued &q);
+  void enqueue(Queued q);
+  // Thread filling: the worker, and what mu_ guards (queue_ in that mode,
+  // whether an item runs and whether it reads a live buffer).
+  bool fill_thread_ = false;
+  void worker_loop();
+  void stop_worker();
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool running_ = false, running_live_ = false, stop_ = false;
+  std::mutex saved_mu_; // saved_, which both threads use
   std::deque<Queued> queue_;
   std::map<std::tuple<int, int, bool>, double> seconds_; // last duration
   // Per layer, the open cycle's progress and its inverses-to-be (copies of
