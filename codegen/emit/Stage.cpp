@@ -91,10 +91,12 @@ void Emitter::emitStage(int stage, std::string &out) {
   const StageRecompute rc = planRecompute(stage, sl, steps, transfers);
   // K-FAC's curvature calls read the layers' buffers under their table
   // names too (KfacEmitter.cpp).
-  for (auto &[callA, callG] : kfacCases_[stage]) {
-    callA = sl.rename(callA);
-    callG = sl.rename(callG);
-  }
+  // (find, not []: a stage without K-FAC layers gets no stage<k>_kfac.)
+  if (auto k = kfacCases_.find(stage); k != kfacCases_.end())
+    for (auto &[callA, callG] : k->second) {
+      callA = sl.rename(callA);
+      callG = sl.rename(callG);
+    }
   const size_t stageBegin = out.size();
   const bool hasLoss =
       g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&
