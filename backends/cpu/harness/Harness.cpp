@@ -216,8 +216,10 @@ public:
 
   void write_outputs(const Options &o, RunMetrics &m) override {
     m.predicted_peak_bytes = s_.predicted_peak_bytes;
-    if (kfac_on_)
+    if (kfac_on_) {
+      kfac.drain(); // the filling thread's last items, before its counts
       kfac.info(m.info);
+    }
     write_run_metrics(m, o.out + "/metrics.json", MPI_COMM_WORLD);
     if (o.trace)
       write_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
