@@ -48,6 +48,14 @@ ProjectFiles generateCpuProject(const planner::Plan &plan,
 /// backends/cuda/* and backends/cuda/kernels/* (cuda).
 ProjectFiles runtimeSources(Backend backend = Backend::Cpu);
 
+/// The CPU runtime alone as a project: runtimeSources(Cpu) laid out as in a
+/// generated project, and a CMakeLists.txt that builds only the library with
+/// AUTODDL_EXPORT_RUNTIME=ON, for projects configured with
+/// AUTODDL_PREBUILT_RUNTIME naming its build directory
+/// (backends/cpu/StandaloneRuntime.cmake; driver/Build.cpp builds it once per
+/// cache).
+ProjectFiles cpuRuntimeProject();
+
 /// Writes `files` under `dir`. Refuses (UserError, nothing written) when `dir`
 /// exists, is not empty and is not a previous autoddl project (it has no
 /// .autoddl-project marker). Files are written atomically; stale generated

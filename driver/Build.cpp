@@ -1,6 +1,7 @@
 //===- Build.cpp - cache, build and launch generated projects ------------===//
 #include "driver/Build.h"
 
+#include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
 
@@ -145,6 +146,50 @@ std::string ccacheLauncher(const std::string &dir) {
   return "env;CCACHE_BASEDIR=" + dir + ";ccache";
 }
 
+/// Configures (Release) and builds the CMake project in `dir` into dir/build,
+/// through ccache where installed, its output in dir/build.log; `defines`:
+/// more -D flags. Throws UserError naming the log when a step fails.
+void cmakeBuild(const std::string &dir, bool cuda,
+                const std::vector<std::string> &defines, bool verbose) {
+  const std::string log = dir + "/build.log";
+  std::error_code ec;
+  fs::remove(log, ec);
+  if (verbose)
+    std::fprintf(stderr, "autoddl: building %s (log: %s)\n", dir.c_str(),
+                 log.c_str());
+  std::vector<std::string> configure = {
+      "cmake", "-S", dir, "-B", dir + "/build", "-DCMAKE_BUILD_TYPE=Release"};
+  configure.insert(configure.end(), defines.begin(), defines.end());
+  if (const std::string launcher = ccacheLauncher(dir); !launcher.empty()) {
+    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=" + launcher);
+    if (cuda)
+      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=" + launcher);
+  }
+  if (runProcess(configure, log) != 0 ||
+      runProcess(
+          {"cmake", "--build", dir + "/build", "-j",
+           std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
+          log) != 0)
+    throw UserError("building the generated project failed; see " + log);
+}
+
+/// The CPU runtime built once per cache root and runtime sources
+/// (<root>/runtime-<hash>, codegen::cpuRuntimeProject): the directory a CPU
+/// project's AUTODDL_PREBUILT_RUNTIME names, so that each project compiles
+/// only its train.cpp and skips the searches for MPI and BLAS.
+std::string prebuiltCpuRuntime(const std::string &root, bool verbose) {
+  const codegen::ProjectFiles files = codegen::cpuRuntimeProject();
+  const std::string dir = root + "/runtime-" + projectHash(files);
+  const std::string built = dir + "/build/autoddl_cpu_runtime.built";
+  FileLock lock(dir + ".lock");
+  if (access(built.c_str(), F_OK) != 0) {
+    codegen::writeProject(dir, files);
+    cmakeBuild(dir, false, {}, verbose);
+    writeFileAtomically(built, "");
+  }
+  return dir + "/build";
+}
+
 } // namespace
 
 std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
@@ -160,26 +205,15 @@ std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
                    binary.c_str());
     return binary;
   }
-  codegen::writeProject(dir, files);
-  const std::string log = dir + "/build.log";
-  fs::remove(log, ec);
-  if (verbose)
-    std::fprintf(stderr, "autoddl: building %s (log: %s)\n", dir.c_str(),
-                 log.c_str());
-  std::vector<std::string> configure = {
-      "cmake", "-S", dir, "-B", dir + "/build", "-DCMAKE_BUILD_TYPE=Release"};
   const bool cuda = files.count("runtime/backends/cuda/Comm.h") > 0;
-  if (const std::string launcher = ccacheLauncher(dir); !launcher.empty()) {
-    configure.push_back("-DCMAKE_CXX_COMPILER_LAUNCHER=" + launcher);
-    if (cuda)
-      configure.push_back("-DCMAKE_CUDA_COMPILER_LAUNCHER=" + launcher);
-  }
-  if (runProcess(configure, log) != 0 ||
-      runProcess(
-          {"cmake", "--build", dir + "/build", "-j",
-           std::to_string(std::max(1u, std::thread::hardware_concurrency()))},
-          log) != 0)
-    throw UserError("building the generated project failed; see " + log);
+  // A CPU program links the runtime built once for every project of the
+  // cache (the projects lock it after their own lock, never the other way).
+  std::vector<std::string> defines;
+  if (!cuda && files.count("runtime/backends/cpu/StandaloneRuntime.cmake"))
+    defines.push_back("-DAUTODDL_PREBUILT_RUNTIME=" +
+                      prebuiltCpuRuntime(root, verbose));
+  codegen::writeProject(dir, files);
+  cmakeBuild(dir, cuda, defines, verbose);
   return binary;
 }
 

@@ -5,7 +5,9 @@
 // project is written into a cache directory named by a hash of its files
 // ($AUTODDL_CACHE, else ~/.cache/autoddl/<hash>), built there once with CMake
 // (through ccache when it is installed), and launched with
-// `mpirun --oversubscribe -np N`.
+// `mpirun --oversubscribe -np N`. A CPU program links the runtime library
+// built once per cache (<cache>/runtime-<hash>, named by the project's
+// AUTODDL_PREBUILT_RUNTIME) instead of compiling its own copy.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

@@ -9,12 +9,7 @@ set -uo pipefail
 autoddl=$1 w=$2
 rm -rf "$w" && mkdir -p "$w"
 fail() { echo "FAIL: $*"; exit 1; }
-build() {
-  local l=()
-  command -v ccache >/dev/null && l=("-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_BASEDIR=$1;ccache")
-  cmake -S "$1" -B "$1/build" -DCMAKE_BUILD_TYPE=Release "${l[@]}" > "$1/cmake.log" 2>&1 &&
-    cmake --build "$1/build" -j2 >> "$1/cmake.log" 2>&1 || fail "build of $1 (see $1/cmake.log)"
-}
+build() { "$(dirname "$0")/build_project.sh" "$1" || fail "build of $1 (see $1/cmake.log)"; }
 # expect_error WHAT PATTERN CMD...: exit 1..123 and one line holding PATTERN.
 expect_error() {
   local what=$1 pattern=$2; shift 2

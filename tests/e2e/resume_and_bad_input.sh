@@ -12,8 +12,7 @@ autoddl=$1 w=$2
 rm -rf "$w" && mkdir -p "$w"
 fail() { echo "FAIL: $*"; exit 1; }
 mpi() { mpirun --oversubscribe --allow-run-as-root "$@"; }
-build() { cmake -S "$1" -B "$1/build" -DCMAKE_BUILD_TYPE=Release > "$1/cmake.log" 2>&1 &&
-          cmake --build "$1/build" -j2 >> "$1/cmake.log" 2>&1 || fail "build of $1 (see $1/cmake.log)"; }
+build() { "$(dirname "$0")/build_project.sh" "$1" || fail "build of $1 (see $1/cmake.log)"; }
 # expect_error WHAT PATTERN CMD...: CMD must exit non-zero and print PATTERN.
 expect_error() {
   local what=$1 pattern=$2; shift 2
