@@ -297,7 +297,11 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
         "\"");
   stop_worker();
   fill_waits_ = mode != "placed";
-  fill_thread_ = mode == "thread";
+  // A second thread needs MPI at FUNNELED at least (mpi_init asks for it);
+  // below that, waits: the same results in the rank's one thread.
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  fill_thread_ = mode == "thread" && level >= MPI_THREAD_FUNNELED;
   queue_.clear();
   if (fill_thread_)
     worker_ = std::thread([this] { worker_loop(); });
