@@ -270,10 +270,11 @@ void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
   while (!done) {
     notYet = waited.seconds();
     Timer hook;
-    const bool worked = recvWaitHook(expected - notYet);
-    hookSeconds += hook.seconds();
-    if (!worked)
+    const RecvWaitWork work = recvWaitHook(expected - notYet);
+    if (work == RecvWaitWork::None)
       break;
+    if (work == RecvWaitWork::Ran)
+      hookSeconds += hook.seconds();
     mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
   }
   // The hook's items are compute (traced on their own), not receive time

@@ -102,15 +102,17 @@ void all_to_all_backward(float *din, const float *dout, const Shape &in_shape,
 void send(const float *buf, int64_t n, int dest, int tag, MPI_Comm comm);
 void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm);
 /// Work recv may do while its message has not arrived: the hook runs one
-/// piece and returns true, or returns false when it has none that fits (recv
-/// then blocks). `budget_s` is how much longer the message is expected to
+/// piece (RecvWaitWork::Ran: compute, not receive time), or naps while
+/// another thread works (Napped: receive time), or returns None when it has
+/// nothing that fits (recv then blocks). `budget_s` is how much longer the message is expected to
 /// take: the wait of the same receive (source, tag, communicator) last time,
 /// less the time waited so far; +inf the first time. A wait that ended while
 /// the hook worked is remembered by its lower bound (the last test that found
 /// nothing), so an overrun makes the next budget smaller, not larger. Null
-/// (the default): recv blocks at once. K-FAC's wait filling sets it
-/// (harness/KfacRun.h, AUTODDL_KFAC_FILL=waits).
-using RecvWaitHook = bool (*)(double budget_s);
+/// (the default): recv blocks at once. K-FAC's filling sets it
+/// (harness/KfacRun.h, AUTODDL_KFAC_FILL=waits or thread).
+enum class RecvWaitWork { None, Ran, Napped };
+using RecvWaitHook = RecvWaitWork (*)(double budget_s);
 void set_recv_wait_hook(RecvWaitHook hook);
 /// Non-blocking forms; complete them with wait_all (which records their time as
 /// "send"/"recv").

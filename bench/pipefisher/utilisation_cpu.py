@@ -424,7 +424,9 @@ def idle(a):
         idle_s = fo["step_seconds"] - busy
         kinds = kf["seconds_per_step_by_kind"][d]
         # Measured per step at K_run: curvature and inversions are once per refresh.
-        refresh = K_run * sum(x for k, x in kinds.items() if k.split("_")[0] in ("curv", "inv"))
+        # (reduce: under thread filling a reduction also accumulates the saved operands.)
+        refresh = K_run * sum(x for k, x in kinds.items()
+                              if k.split("_")[0] in ("curv", "reduce", "inv"))
         precond = kinds.get("precond", 0.0)
         room = idle_s - precond
         k = -(-refresh // room) if room > 0 else float("inf")
@@ -475,7 +477,7 @@ def main():
                    help="both variants at once on disjoint cores (see above)")
     r.add_argument("--kfac-refresh", type=int, default=0,
                    help="--paired: the K-FAC program's --kfac-refresh (default: the plan's K)")
-    r.add_argument("--kfac-fill", choices=("placed", "waits", "thread"), default="waits",
+    r.add_argument("--kfac-fill", choices=("placed", "waits", "thread"), default="thread",
                    help="--paired: the K-FAC program's AUTODDL_KFAC_FILL (placed: each item where "
                         "the plan put it; waits: queued there, run while the rank waits for a "
                         "pipeline receive; thread: queued there, run by a second thread at idle "

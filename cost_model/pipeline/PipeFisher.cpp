@@ -279,15 +279,15 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
                              [](const Item &i) { return i.placed; });
       if (all)
         break;
-      if (step >= input.maxSteps)
-        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
-                          " needs more than " + std::to_string(input.maxSteps) +
-                          " steps");
       // A pinned K: the rest after the last step that placed something.
       if (input.refreshSteps > 0 && step == input.refreshSteps) {
         fill.forced = pk.force(lastPlacing);
         break;
       }
+      if (step >= input.maxSteps)
+        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
+                          " needs more than " + std::to_string(input.maxSteps) +
+                          " steps");
       if (pk.fillStep(step)) {
         lastPlacing = step;
         continue;

@@ -225,7 +225,10 @@ public:
       write_run_trace(trace, o.out + "/trace.json", MPI_COMM_WORLD);
   }
 
-  void shutdown(bool) override { g = Grid{}; }
+  void shutdown(bool) override {
+    kfac.stop_worker(); // no K-FAC work after the run, whatever ended it
+    g = Grid{};
+  }
 
 private:
   bool kfac_on_ = false;

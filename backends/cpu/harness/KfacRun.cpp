@@ -15,6 +15,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+// OpenBLAS's thread count, where OpenBLAS is the BLAS (weak: another BLAS
+// leaves it null).
+extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+
 namespace autoddl::rt::harness {
 
 KfacRun kfac;
@@ -108,15 +112,15 @@ void KfacRun::enqueue(Queued q) {
 // whose last duration (+5 %, PipeFisher's margin) fits the budget; an item
 // never timed yet fits (it is timed now). Thread filling: a nap while the
 // thread has work (recv tests again after it).
-bool KfacRun::run_queued(double budget_s) {
+RecvWaitWork KfacRun::run_queued(double budget_s) {
   if (fill_thread_) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (queue_.empty() && !running_)
-        return false;
+        return RecvWaitWork::None;
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
-    return true;
+    return RecvWaitWork::Napped;
   }
   std::vector<int> blocked;
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
@@ -133,15 +137,30 @@ bool KfacRun::run_queued(double budget_s) {
     Queued q = std::move(*it);
     queue_.erase(it);
     run_item(q);
-    return true;
+    return RecvWaitWork::Ran;
   }
-  return false;
+  return RecvWaitWork::None;
+}
+
+// While the rank's thread waits for the filling thread, that one runs at the
+// normal priority: at SCHED_IDLE, ranks spinning in MPI on an oversubscribed
+// core would starve it, and the rank (and the pipeline) with it.
+void KfacRun::set_worker_idle(bool idle) {
+  if (!worker_.joinable())
+    return;
+  sched_param none{}; // raising it back needs CAP_SYS_NICE or RLIMIT_NICE
+  pthread_setschedparam(worker_.native_handle(),
+                        idle ? SCHED_IDLE : SCHED_OTHER, &none);
 }
 
 void KfacRun::drain() {
   if (fill_thread_) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (queue_.empty() && !running_)
+      return;
+    set_worker_idle(false);
     cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+    set_worker_idle(true);
     return;
   }
   while (!queue_.empty()) {
@@ -167,7 +186,7 @@ void KfacRun::end_schedule() {
       q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
       q.v = nullptr;
     }
-  if (due_ && open_)
+  if (fill_waits_ && due_ && open_)
     for (size_t i = 0; i < specs_.size(); ++i)
       if (specs_[i].weight->held && local_refresh(i))
         for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
@@ -176,7 +195,11 @@ void KfacRun::end_schedule() {
   // The item running may read a buffer the next step overwrites.
   if (fill_thread_) {
     cv_.notify_all();
-    cv_.wait(lock, [&] { return !running_live_; });
+    if (running_live_) {
+      set_worker_idle(false);
+      cv_.wait(lock, [&] { return !running_live_; });
+      set_worker_idle(true);
+    }
   }
 }
 
@@ -208,17 +231,20 @@ void KfacRun::stop_worker() {
     return;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    queue_.clear(); // after the run: nothing left is needed
     stop_ = true;
   }
   cv_.notify_all();
-  worker_.join();
+  worker_.join(); // after the item it is running, if any
   stop_ = false;
 }
 
 KfacRun::~KfacRun() { stop_worker(); }
 
 namespace {
-bool run_queued_kfac_item(double budget_s) { return kfac.run_queued(budget_s); }
+RecvWaitWork run_queued_kfac_item(double budget_s) {
+  return kfac.run_queued(budget_s);
+}
 } // namespace
 
 void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
@@ -285,6 +311,7 @@ void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
 
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
+  stop_worker(); // a thread of an earlier setup, before the state it reads
   KfacRunBase::setup(p, o, s);
   const char *fill = std::getenv("AUTODDL_KFAC_FILL");
   // thread by default: measured, the fixed places stall the pipeline where
@@ -295,13 +322,17 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
     throw std::invalid_argument(
         "AUTODDL_KFAC_FILL: expected placed, waits or thread, got \"" + mode +
         "\"");
-  stop_worker();
   fill_waits_ = mode != "placed";
   // A second thread needs MPI at FUNNELED at least (mpi_init asks for it);
   // below that, waits: the same results in the rank's one thread.
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);
-  fill_thread_ = mode == "thread" && level >= MPI_THREAD_FUNNELED;
+  // And OpenBLAS on one thread: a GEMM of the filling thread would otherwise
+  // run on OpenBLAS's pool at the normal priority, beside the rank's work.
+  const int blas = openblas_get_num_threads ? openblas_get_num_threads() : 1;
+  fill_thread_ =
+      mode == "thread" && level >= MPI_THREAD_FUNNELED && blas == 1;
+  fill_mode_ = fill_thread_ ? "thread" : fill_waits_ ? "waits" : "placed";
   queue_.clear();
   if (fill_thread_)
     worker_ = std::thread([this] { worker_loop(); });
@@ -515,6 +546,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
   kfac_run_info(stats_, c_, m);
+  m["kfac.fill"] = fill_mode_; // what ran (thread may fall back to waits)
 }
 
 // An inverse that was never obtained is all zeros (the vectors start zeroed

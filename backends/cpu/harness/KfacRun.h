@@ -18,6 +18,7 @@
 
 #include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
 #include "backends/cpu/Checkpoint.h"             // CheckpointEntry
+#include "backends/cpu/Collectives.h"            // RecvWaitWork
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
 
@@ -75,7 +76,7 @@ public:
   /// low-priority side stream). recv then waits by sleeping (run_queued
   /// naps 20 us while the thread has work). Its items are traced on tid 2
   /// with the CPU time they took (args.cpu_us).
-  bool run_queued(double budget_s);
+  RecvWaitWork run_queued(double budget_s);
   void drain();
   /// After the step's schedule: the queued curvature items of live
   /// activation buffers (the next step overwrites them) take a copy.
@@ -129,6 +130,7 @@ private:
   bool local_curvature(int layer, bool g_side) const;
   bool local_refresh(size_t i) const;
   bool fill_waits_ = false;
+  std::string fill_mode_ = "placed";
   // A queued item (wait filling): what it runs, its layer, and the key of
   // its measured duration (kind, layer, factor).
   struct Queued {
@@ -148,7 +150,12 @@ private:
   // whether an item runs and whether it reads a live buffer).
   bool fill_thread_ = false;
   void worker_loop();
+  void set_worker_idle(bool idle);
+public:
+  /// Stops the filling thread (what is queued is dropped): the harness's
+  /// shutdown, before MPI is finalised and the program's statics go.
   void stop_worker();
+private:
   std::thread worker_;
   std::mutex mu_;
   std::condition_variable cv_;
