@@ -13,11 +13,12 @@ namespace autoddl::rt {
 void mpi_init(int *argc, char ***argv) {
   int inited = 0;
   mpiCheck(MPI_Initialized(&inited));
-  // FUNNELED: K-FAC's filling thread (harness/KfacRun.h) makes no MPI call,
-  // but it is a second thread of the process.
-  int provided = 0;
+  // MPI_Init, not MPI_Init_thread: the CUDA build routes MPI_Init (TCP
+  // bootstrap, backends/cuda/MpiRoute.cpp) and its no-MPI stand-in has no
+  // thread levels. K-FAC's filling thread (harness/KfacRun.h) makes no MPI
+  // call.
   if (!inited)
-    mpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    mpiCheck(MPI_Init(argc, argv));
   mpiCheck(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   int rank = 0, size = 1;
   mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

@@ -323,15 +323,11 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
         "AUTODDL_KFAC_FILL: expected placed, waits or thread, got \"" + mode +
         "\"");
   fill_waits_ = mode != "placed";
-  // A second thread needs MPI at FUNNELED at least (mpi_init asks for it);
-  // below that, waits: the same results in the rank's one thread.
-  int level = MPI_THREAD_SINGLE;
-  MPI_Query_thread(&level);
-  // And OpenBLAS on one thread: a GEMM of the filling thread would otherwise
-  // run on OpenBLAS's pool at the normal priority, beside the rank's work.
+  // The filling thread makes no MPI call. It needs OpenBLAS on one thread:
+  // a GEMM of it would otherwise run on OpenBLAS's pool at the normal
+  // priority, beside the rank's work; else waits (the same results).
   const int blas = openblas_get_num_threads ? openblas_get_num_threads() : 1;
-  fill_thread_ =
-      mode == "thread" && level >= MPI_THREAD_FUNNELED && blas == 1;
+  fill_thread_ = mode == "thread" && blas == 1;
   fill_mode_ = fill_thread_ ? "thread" : fill_waits_ ? "waits" : "placed";
   queue_.clear();
   if (fill_thread_)
