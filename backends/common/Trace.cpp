@@ -18,11 +18,8 @@ thread_local bool mutedThread = false;
 void TraceRecorder::mute_this_thread() { mutedThread = true; }
 
 void TraceRecorder::end(const std::string &name, int tid, double start_us) {
-  if (!enabled_ || mutedThread)
-    return;
-  const double now = now_us();
-  std::lock_guard<std::mutex> lock(mutex_);
-  events_.push_back({name, tid, start_us, now - start_us});
+  if (!mutedThread)
+    end_with_cpu(name, tid, start_us, -1);
 }
 
 void TraceRecorder::end_with_cpu(const std::string &name, int tid,

@@ -35,7 +35,7 @@ public:
   /// Records an event from `start_us` (a now_us() value) to now. Safe from
   /// several threads; ignored on a thread muted by mute_this_thread.
   void end(const std::string &name, int tid, double start_us);
-  /// Records an event with its CPU time (Event::cpu_us).
+  /// Records an event with its CPU time (Event::cpu_us; < 0: not measured).
   void end_with_cpu(const std::string &name, int tid, double start_us,
                     double cpu_us);
   /// The calling thread's end() calls are dropped from now on (a thread that

@@ -85,9 +85,7 @@ void KfacRun::run_item(Queued &q) {
     invert_factor(size_t(q.layer), q.g ? 1 : 0, true);
     break;
   }
-  const int kind = q.kind == Queued::Reduce   ? 1
-                   : q.kind == Queued::Invert ? 2
-                                              : 0;
+  const int kind = q.group();
   if (fill_thread_) // its own trace.end calls are muted: one event, tid 2
     trace.end_with_cpu(std::string(itemName(kind, q.g)) +
                            specs_[size_t(q.layer)].name,
@@ -126,10 +124,7 @@ RecvWaitWork KfacRun::run_queued(double budget_s) {
   for (auto it = queue_.begin(); it != queue_.end(); ++it) {
     if (std::find(blocked.begin(), blocked.end(), it->layer) != blocked.end())
       continue;
-    const int kind = it->kind == Queued::Reduce   ? 1
-                     : it->kind == Queued::Invert ? 2
-                                                  : 0;
-    auto t = seconds_.find({kind, it->layer, it->g});
+    auto t = seconds_.find({it->group(), it->layer, it->g});
     if (t != seconds_.end() && t->second * 1.05 > budget_s) {
       blocked.push_back(it->layer);
       continue;

@@ -136,6 +136,9 @@ private:
   struct Queued {
     enum Kind { Curvature, CurvatureSaved, Reduce, Invert };
     Queued(Kind k, int l, bool g_side) : kind(k), layer(l), g(g_side) {}
+    /// 0 curvature (live or saved), 1 reduction, 2 inversion: the item's
+    /// trace name and the key of its measured duration.
+    int group() const { return kind == Reduce ? 1 : kind == Invert ? 2 : 0; }
     Kind kind;
     int layer;
     bool g;
