@@ -5,17 +5,19 @@ Issue 22 item 6 (first bullet). Two phases, so that the measurement runs on a ma
 autoddl build (the GPU machine's 16 cores):
 
   stage OUT [--autoddl A] [--hidden H] [--batch B] [--microbatch M] [--cluster C] [--gflops F]
-            [--kfac-refresh K]
+            [--kfac-refresh K|K0,K1,K2,K3]
       plan a 4-stage GPT (1F1B) twice, first-order and --optimizer kfac, on the cluster C
       (default cpu-core: one CPU core per rank at F GFLOP/s, written into OUT, so that the plan's
       K and placement fit the CPU program's proportions), and generate both CPU projects into
       OUT (each carries its runtime; a few hundred KiB). --kfac-refresh K pins the K-FAC plan's
-      refresh interval (plan --kfac-refresh; default: what the plan's bubbles need), e.g. a K
-      chosen from the idle time a traced first-order run measured (`idle`).
+      refresh interval, for every stage or one per stage (plan --kfac-refresh; default: each
+      stage's own, what its bubbles need), e.g. chosen from the idle time a traced first-order
+      run measured (`idle`).
   idle R.json --plan P.plan.json
       from a utilisation.json of `run`: each stage's measured idle seconds per first-order step
       against the K-FAC work of one refresh (the plan's item times scaled to the measured ones)
-      and its preconditioning, and the smallest K whose work per step fits that idle.
+      and its preconditioning, and the smallest K whose work per step fits that idle: for every
+      stage, and one per stage.
   fit --result R.json --plan P.plan.json [...] --cluster C -o FITTED.json
       the cluster C fitted to measured runs (a utilisation.json of `run` and the K-FAC plan it ran,
       one pair or more): gpu.op_time_scale (forward, backward) from the traced F/B time of each
@@ -42,7 +44,7 @@ steps' bubbles). The plan's predicted utilisation (plan.json
 kfac.utilisation_first_order and kfac.utilisation) is of the plan's cluster preset, so the
 comparison is of shape (how much of the bubbles K-FAC fills), not of absolute times.
 """
-import argparse, json, os, shutil, subprocess, sys
+import argparse, json, math, os, shutil, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -99,8 +101,8 @@ def stage(a):
     for v in VARIANTS:
         plan = os.path.join(a.out, v + ".plan.json")
         extra = ["--optimizer", "kfac"] if v == "kfac" else []
-        if v == "kfac" and a.kfac_refresh:
-            extra += ["--kfac-refresh", str(a.kfac_refresh)]
+        if v == "kfac" and a.kfac_refresh not in ("", "0"):
+            extra += ["--kfac-refresh", a.kfac_refresh]
         subprocess.run([a.autoddl, "plan", model, "--cluster", cluster, "--gpus", "4",
                         "--global-batch", str(a.batch), "--seq", "64", "--no-why", "-o", plan,
                         "--fix", f"tp=1,pp=4,dp=1,microbatch={a.microbatch},schedule=1f1b"]
@@ -222,8 +224,10 @@ def build_all(a):
 
 
 def refresh_steps(a):
+    """The K-FAC plan's K per stage (its devices' refresh_steps; older plans: one K)."""
     plan = json.load(open(os.path.join(a.out, "kfac.plan.json")))
-    return plan["kfac"]["refresh_steps"], plan
+    kf = plan["kfac"]
+    return [d.get("refresh_steps", kf["refresh_steps"]) for d in kf["devices"]], plan
 
 
 def window_kinds_us(events, pid, steps, warmup):
@@ -279,10 +283,11 @@ def run_paired(a):
     """Both variants at once on disjoint cores, --repeats times, the core sets swapped on every
     other repeat; each run measured alone from its step --warmup on."""
     K_plan, plan = refresh_steps(a)
-    # --kfac-refresh: the K-FAC program runs another K than its plan's (items the plan placed
-    # in later steps of its cycle run at the shorter cycle's end).
+    # --kfac-refresh: the K-FAC program runs another K than its plan's, on every layer (items
+    # the plan placed in later steps of its cycle run at the shorter cycle's end).
     extra = {"kfac": ["--kfac-refresh", str(a.kfac_refresh)]} if a.kfac_refresh else {}
-    K = a.kfac_refresh or K_plan
+    K_stage = [a.kfac_refresh] * len(K_plan) if a.kfac_refresh else K_plan
+    K = math.lcm(*K_stage)  # the window holds whole cycles of every stage
     up = lambda n: -(-n // K) * K
     warmup, steps = up(a.warmup), up(a.warmup) + up(a.steps)
     trains = build_all(a)
@@ -322,7 +327,7 @@ def run_paired(a):
             "first_order_step_time_s": kf["first_order_step_time_s"]}
     summary = {"cores": os.cpu_count(), "ranks": a.np, "steps": steps - warmup, "warmup": warmup,
                "repeats": a.repeats, "paired": True, "kfac_fill": a.kfac_fill,
-               "kfac_refresh_run": K,
+               "kfac_refresh_run": K_stage,
                "utilisation_first_order": runs["first_order"]["utilisation"],
                "utilisation_kfac": runs["kfac"]["utilisation"],
                "step_ratio_kfac_over_first_order": mean([rep["step_ratio"] for rep in repeats]),
@@ -418,9 +423,12 @@ def idle(a):
     """The smallest K whose K-FAC work per step fits each stage's measured idle (docstring)."""
     res, plan = json.load(open(a.result)), json.load(open(a.plan))
     fo, kf = res["runs"]["first_order"], res["runs"]["kfac"]
-    K_run = res.get("kfac_refresh_run") or plan["kfac"]["refresh_steps"]
-    worst = 1
+    K_runs = res.get("kfac_refresh_run") or plan["kfac"]["refresh_steps"]
+    if not isinstance(K_runs, list):
+        K_runs = [K_runs] * len(fo["busy_seconds_per_stage"])
+    worst, per_stage = 1, []
     for d, busy in enumerate(fo["busy_seconds_per_stage"]):
+        K_run = K_runs[d]
         idle_s = fo["step_seconds"] - busy
         kinds = kf["seconds_per_step_by_kind"][d]
         # Measured per step at K_run: curvature and inversions are once per refresh.
@@ -431,9 +439,12 @@ def idle(a):
         room = idle_s - precond
         k = -(-refresh // room) if room > 0 else float("inf")
         worst = max(worst, k)
+        per_stage.append(k)
         print(f"stage {d}: idle {1e3 * idle_s:.1f} ms/step, preconditioning {1e3 * precond:.1f}, "
               f"refresh work {1e3 * refresh:.1f} ms -> K >= {k:g}")
     print(f"smallest K that fits every stage's measured idle: {worst:g}")
+    if all(math.isfinite(k) for k in per_stage):
+        print("per stage: --kfac-refresh " + ",".join(str(int(k)) for k in per_stage))
 
 
 def run(a):
@@ -462,8 +473,9 @@ def main():
                    help="a cluster preset or file to plan on; cpu-core (default): one CPU core "
                         "per rank at --gflops")
     s.add_argument("--gflops", type=float, default=60.0)
-    s.add_argument("--kfac-refresh", type=int, default=0,
-                   help="pin the K-FAC plan's refresh interval (plan --kfac-refresh)")
+    s.add_argument("--kfac-refresh", default="",
+                   help="pin the K-FAC plan's refresh interval: K, or K0,K1,... one per stage "
+                        "(plan --kfac-refresh; 0 or empty: the plan's own, per stage)")
     i = sub.add_parser("idle")
     i.add_argument("result", help="a utilisation.json of `run`")
     i.add_argument("--plan", required=True, help="the K-FAC plan that result ran")

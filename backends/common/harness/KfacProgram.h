@@ -13,6 +13,7 @@
 #include "backends/common/harness/Options.h"
 #include "backends/common/harness/Spec.h" // ProgramSpec
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -35,10 +36,13 @@ template <typename ParamT> struct KfacLayerSpecOf {
   // (tp splits the batch or sequence: the factors are also means over tp).
   KfacSplit split = KfacSplit::None;
   bool rows_over_tp = false;
+  int64_t refresh = 0; // this layer's K (0: the program's refresh)
 };
 
 /// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
-/// --kfac-damping, --kfac-refresh and --kfac-rule.
+/// --kfac-damping, --kfac-refresh and --kfac-rule. `refresh` is the plan's
+/// longest K; each layer refreshes on its own device's K (its row's
+/// `refresh`), which --kfac-refresh replaces for every layer.
 template <typename ParamT> struct KfacProgramOf {
   double damping = 1e-3;
   int64_t refresh = 1;
@@ -69,11 +73,24 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
 }
 
 /// metrics.json's K-FAC info: the counters and the configuration in use.
+/// `refresh`: every layer's K (kfac.refresh: the longest; kfac.refresh_layers
+/// lists them, comma-separated, where they differ).
 inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
+                          const std::vector<int64_t> &refresh,
                           std::map<std::string, std::string> &m) {
   kfac_stats_info(s, m);
   m["kfac.damping"] = std::to_string(c.damping);
-  m["kfac.refresh"] = std::to_string(c.refresh_interval);
+  int64_t longest = refresh.empty() ? c.refresh_interval : 0;
+  std::string each;
+  bool differ = false;
+  for (int64_t k : refresh) {
+    longest = std::max(longest, k);
+    differ = differ || k != refresh.front();
+    each += (each.empty() ? "" : ",") + std::to_string(k);
+  }
+  m["kfac.refresh"] = std::to_string(longest);
+  if (differ)
+    m["kfac.refresh_layers"] = each;
   m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
 }
 
@@ -92,20 +109,55 @@ public:
       layers_.emplace_back(l.weight->held ? l.in : 1,
                            l.weight->held ? l.out : 1);
     rows_.assign(specs_.size(), 0);
+    refresh_.clear();
+    rank_refresh_ = -1; // none held yet
+    for (const KfacLayerSpecOf<ParamT> &l : specs_) {
+      const int64_t k = o.kfac_refresh > 0 ? o.kfac_refresh
+                        : l.refresh > 0    ? l.refresh
+                                           : c_.refresh_interval;
+      if (k < 1)
+        throw std::invalid_argument(
+            std::string("kfac: layer ") + l.name +
+            ": refresh interval must be >= 1 step (got " + std::to_string(k) +
+            ")");
+      refresh_.push_back(k);
+      if (l.weight->held)
+        rank_refresh_ = rank_refresh_ < 0 || rank_refresh_ == k ? k : 0;
+    }
+    if (rank_refresh_ < 0)
+      rank_refresh_ = c_.refresh_interval;
     dp_ = s.dp;
     tp_ = s.tp;
   }
-  /// Before the step's schedule: whether this step accumulates factors.
+  /// Before the step's schedule: which layers accumulate factors this step
+  /// (each on its own K), and whether any held layer does.
   void begin_step(int64_t step) {
-    due_ = kfac_refresh_due(step, c_.refresh_interval);
+    due_ = false;
+    layer_due_.assign(specs_.size(), false);
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      layer_due_[i] = kfac_refresh_due(step, refresh_[i]);
+      due_ = due_ || (layer_due_[i] && specs_[i].weight->held);
+    }
   }
   bool due() const { return due_; }
+  bool due(size_t layer) const { return layer_due_[layer]; }
+  /// Layer i's refresh interval K.
+  int64_t refresh(size_t layer) const { return refresh_[layer]; }
+  /// The K of the layers this rank holds: the cycle the plan placed this
+  /// device's items in (a plan gives a device's layers one K, Chimera's
+  /// mirrored devices too); 0 where they differ (the one-rank reference of a
+  /// plan with a K per device), whose placed items then all run at their
+  /// cycles' ends.
+  int64_t rank_refresh() const { return rank_refresh_; }
 
 protected:
   KfacConfig c_;
   std::vector<KfacLayerSpecOf<ParamT>> specs_;
   std::vector<LayerT> layers_; // one per spec
   std::vector<int64_t> rows_;  // rows accumulated this refresh, per layer
+  std::vector<int64_t> refresh_; // per layer: its K
+  std::vector<bool> layer_due_;  // per layer: a refresh step of it
+  int64_t rank_refresh_ = 1;
   KfacStats stats_;
   bool due_ = false;
   int64_t dp_ = 1, tp_ = 1;

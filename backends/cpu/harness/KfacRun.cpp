@@ -26,7 +26,7 @@ KfacRun kfac;
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
 void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
-  if (!due_)
+  if (!due(size_t(layer)))
     return;
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::Curvature, layer, g_side);
@@ -181,9 +181,8 @@ void KfacRun::end_schedule() {
       q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
       q.v = nullptr;
     }
-  if (fill_waits_ && due_ && open_)
-    for (size_t i = 0; i < specs_.size(); ++i)
-      if (specs_[i].weight->held && local_refresh(i))
+  for (size_t i = 0; fill_waits_ && i < specs_.size(); ++i)
+    if (specs_[i].weight->held && due(i) && pending_[i].open && local_refresh(i))
         for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
           for (bool g : {false, true})
             queue_.push_back(Queued(k, int(i), g));
@@ -244,7 +243,7 @@ RecvWaitWork run_queued_kfac_item(double budget_s) {
 
 void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
                    bool g_side) {
-  if (!due_)
+  if (!due(size_t(layer)))
     return;
   const KfacLayer &l = layers_[size_t(layer)];
   int64_t width = g_side ? l.out : l.in;
@@ -273,7 +272,7 @@ void KfacRun::curvature_saved_now(int layer, int mb, bool g_side) {
   {
     std::lock_guard<std::mutex> lock(saved_mu_);
     auto it = saved_.find({layer, g_side, mb});
-    if (!open_ || it == saved_.end())
+    if (!pending_[size_t(layer)].open || it == saved_.end())
       return;
     s = std::move(it->second);
     saved_.erase(it);
@@ -281,11 +280,18 @@ void KfacRun::curvature_saved_now(int layer, int mb, bool g_side) {
   accumulate(layer, s.v.data(), s.rows, g_side);
 }
 
-void KfacRun::flush_saved() {
+void KfacRun::flush_saved(const std::function<bool(size_t)> &ending) {
   std::lock_guard<std::mutex> lock(saved_mu_); // after drain: for the record
-  for (auto &[key, s] : saved_)
-    accumulate(std::get<0>(key), s.v.data(), s.rows, std::get<1>(key));
-  saved_.clear();
+  for (auto it = saved_.begin(); it != saved_.end();) {
+    const int layer = std::get<0>(it->first);
+    if (!ending(size_t(layer))) {
+      ++it;
+      continue;
+    }
+    accumulate(layer, it->second.v.data(), it->second.rows,
+               std::get<1>(it->first));
+    it = saved_.erase(it);
+  }
 }
 
 void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
@@ -333,30 +339,28 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
     pending_[i].A_inv.assign(layers_[i].A_inv.size(), 0.0f);
     pending_[i].G_inv.assign(layers_[i].G_inv.size(), 0.0f);
   }
-  open_ = false;
 }
 
+// Per layer, on its own K: the inverses of the cycle that ended are installed,
+// then a refresh step opens the next cycle.
 void KfacRun::begin_step(int64_t step) {
   step_ = step;
   KfacRunBase::begin_step(step);
-  if (kfac_install_due(step, c_.refresh_interval)) {
-    finish_cycle(); // already done at the previous step's end, or by a save
-    for (size_t i = 0; i < specs_.size(); ++i) {
-      Pending &p = pending_[i];
-      KfacLayer &l = layers_[i];
-      if (!specs_[i].weight->held || !p.present)
-        continue;
-      std::swap(l.A_inv, p.A_inv);
-      std::swap(l.G_inv, p.G_inv);
-      l.a_valid = p.a_valid;
-      l.g_valid = p.g_valid;
-      p.present = false;
-    }
-  }
-  if (!due_)
-    return;
+  finish_cycle(step); // already done at the previous step's end, or by a save
   for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!specs_[i].weight->held)
+    Pending &p = pending_[i];
+    KfacLayer &l = layers_[i];
+    if (!specs_[i].weight->held || !p.present ||
+        !kfac_install_due(step, refresh_[i]))
+      continue;
+    std::swap(l.A_inv, p.A_inv);
+    std::swap(l.G_inv, p.G_inv);
+    l.a_valid = p.a_valid;
+    l.g_valid = p.g_valid;
+    p.present = false;
+  }
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!specs_[i].weight->held || !due(i))
       continue;
     Pending &p = pending_[i];
     const KfacLayer &l = layers_[i];
@@ -367,8 +371,8 @@ void KfacRun::begin_step(int64_t step) {
     p.present = true;
     p.reduced[0] = p.reduced[1] = p.inverted[0] = p.inverted[1] = false;
     p.damped = false;
+    p.open = true;
   }
-  open_ = true;
 }
 
 // Raw sums -> this rank's mean over its rows (G scaled back from the loss's
@@ -378,7 +382,7 @@ void KfacRun::begin_step(int64_t step) {
 bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   const KfacLayerSpec &s = specs_[i];
   Pending &p = pending_[i];
-  if (!open_ || !s.weight->held || p.reduced[f])
+  if (!p.open || !s.weight->held || p.reduced[f])
     return true;
   // Chimera's copies live on two pipeline devices with different lists: one
   // canonical order only at the step end.
@@ -429,7 +433,7 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
 void KfacRun::invert_factor(size_t i, int f, bool bubble) {
   const KfacLayerSpec &s = specs_[i];
   Pending &p = pending_[i];
-  if (!open_ || !s.weight->held || p.inverted[f])
+  if (!p.open || !s.weight->held || p.inverted[f])
     return;
   // π needs both factors reduced; a reduction that is a collective runs only
   // where its own item (or the step end) puts it.
@@ -481,26 +485,34 @@ void KfacRun::invert_item(int layer, bool g) {
 }
 
 // What the bubbles left: in layer-table order on every rank holding a layer,
-// so the dp, tp and device communicators see one order.
-void KfacRun::finish_cycle() {
-  drain();
-  if (!open_)
+// so the dp, tp and device communicators see one order (the layers ending
+// at a step are the same on every rank: K is the layer's).
+void KfacRun::finish_cycle(int64_t next) {
+  auto ending = [&](size_t i) {
+    return pending_[i].open && (next < 0 || next % refresh_[i] == 0);
+  };
+  bool any = false;
+  for (size_t i = 0; i < specs_.size() && !any; ++i)
+    any = ending(i);
+  if (!any)
     return;
-  flush_saved();
+  drain();
+  flush_saved(ending);
   for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!ending(i))
+      continue;
     reduce_factor(i, 0, false);
     reduce_factor(i, 1, false);
     invert_factor(i, 0, false);
     invert_factor(i, 1, false);
+    pending_[i].open = false;
   }
-  open_ = false;
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // The cycle's last step (t = step + 1): what is left of it, so that its
   // inverses are ready to install at the next step.
-  if (t % c_.refresh_interval == 0)
-    finish_cycle();
+  finish_cycle(t);
   // Preconditioning of the K-FAC layers' gradients, in place.
   std::vector<float> dw, db;
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -536,7 +548,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
-  kfac_run_info(stats_, c_, m);
+  kfac_run_info(stats_, c_, refresh_, m);
   m["kfac.fill"] = fill_mode_; // what ran (thread may fall back to waits)
 }
 
@@ -544,7 +556,7 @@ void KfacRun::info(std::map<std::string, std::string> &m) const {
 // and a failed inversion leaves them untouched): saved as such, and a loaded
 // one that is not zero is in use.
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
-  finish_cycle(); // a save mid-cycle: what resuming needs is its inverses
+  finish_cycle(-1); // a save mid-cycle: what resuming needs is its inverses
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     KfacLayer &l = layers_[i];
@@ -574,8 +586,8 @@ void KfacRun::restored() {
       p.a_valid = nonzero(p.A_inv);
       p.g_valid = nonzero(p.G_inv);
       p.present = p.a_valid || p.g_valid; // installed at the next s+K
+      p.open = false;
     }
-  open_ = false;
 }
 
 } // namespace autoddl::rt::harness

@@ -3,7 +3,8 @@
 // A program generated from a K-FAC plan (docs/kfac.md "Generated programs")
 // lists its K-FAC layers (the linear layers the plan preconditions) and calls
 // kfac_curvature_A / _G per micro-batch where the plan placed the items.
-// On a refresh step s (step % K == 0) that call accumulates the layer's
+// On a refresh step s of the layer (step % K == 0, K the layer's own: each
+// pipeline device's layers refresh on the device's K) that call accumulates the layer's
 // factors; kfac_reduce / kfac_invert, placed in the bubbles of steps
 // s..s+K-1 as the plan says, reduce them over every rank holding the layer
 // (dp replicas, tp) and invert them into pending inverses; what is left runs
@@ -24,6 +25,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -88,8 +90,13 @@ public:
   /// Before the step's schedule: installs the pending inverses on an install
   /// step, then opens the refresh cycle on a refresh step.
   void begin_step(int64_t step);
-  /// The step's place in the refresh cycle, 0..K-1 (kfac_phase()).
-  int64_t phase() const { return step_ % c_.refresh_interval; }
+  /// The step's place in this rank's refresh cycle, 0..K-1 (kfac_phase();
+  /// K: rank_refresh(), the cycle the plan placed the device's items in);
+  /// -1 on a rank whose layers have different K (no placed item runs at its
+  /// place: each at its layer's cycle end, or on the filling thread).
+  int64_t phase() const {
+    return rank_refresh_ > 0 ? step_ % rank_refresh_ : -1;
+  }
   /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
   /// A no-op when the item has run (or no cycle is open). A reduction over
   /// Chimera's pipeline devices waits for the step end (the two devices run
@@ -123,7 +130,9 @@ private:
     int64_t rows = 0;
   };
   std::map<std::tuple<int, bool, int>, Saved> saved_; // layer, G, micro-batch
-  void flush_saved();
+  // The saved operands of the layers `ending` says, in (layer, factor,
+  // micro-batch) order.
+  void flush_saved(const std::function<bool(size_t)> &ending);
   void curvature_saved_now(int layer, int mb, bool g_side);
   // Whether a layer's factor curvature, or its reductions and inversions,
   // involve no collective (what wait filling may move).
@@ -171,6 +180,7 @@ private:
   struct Pending {
     std::vector<float> A_inv, G_inv;
     bool a_valid = false, g_valid = false, present = false;
+    bool open = false; // the layer's cycle: from its refresh step to its end
     bool reduced[2] = {false, false}, inverted[2] = {false, false};
     bool damped = false;
     KfacInverseOutcome outcome[2] = {KfacInverseOutcome::NoInverse,
@@ -178,9 +188,10 @@ private:
   };
   bool reduce_factor(size_t i, int f, bool bubble);
   void invert_factor(size_t i, int f, bool bubble);
-  void finish_cycle();
+  // Finishes the open cycles of the layers whose next cycle starts at step
+  // `next` (next % K == 0; -1: every open one, a save).
+  void finish_cycle(int64_t next);
   std::vector<Pending> pending_;
-  bool open_ = false;
   int64_t step_ = 0;
 };
 

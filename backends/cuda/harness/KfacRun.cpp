@@ -24,12 +24,6 @@ void copy_floats(float *dst, const float *src, int64_t n) {
                                      compute_stream()));
 }
 
-/// Whether step `step` starts by installing the inverses of the refresh at
-/// step - K (docs/kfac.md "Refresh"; the CPU KfacRun keeps the same rule).
-bool install_due(int64_t step, int64_t refresh_interval) {
-  return step > 0 && step % refresh_interval == 0;
-}
-
 /// A device buffer of at least n floats (grown, never shrunk; the old one
 /// may still be read by queued work).
 float *grown(DeviceBuffer<float> &b, int64_t n) {
@@ -45,7 +39,7 @@ float *grown(DeviceBuffer<float> &b, int64_t n) {
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
 void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
-  if (!due_)
+  if (!due(size_t(layer)))
     return;
   KfacLayer &l = layers_[size_t(layer)];
   const int t0 = trace.begin();
@@ -63,26 +57,27 @@ void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
     rows_[size_t(layer)] += rows;
 }
 
+// Each layer on its own K (docs/kfac.md "Refresh"; the CPU KfacRun keeps the
+// same rule): step s + K installs the inverses of its refresh at step s.
 void KfacRun::begin_step(int64_t step) {
-  if (install_due(step, c_.refresh_interval))
-    install();
+  install(step);
   KfacRunBase::begin_step(step);
 }
 
 void KfacRun::resolve() {
   outcomes_.resize(2 * specs_.size());
   std::vector<KfacLayer *> held;
-  for (size_t i = 0; i < specs_.size(); ++i)
-    if (specs_[i].weight->held)
-      held.push_back(&layers_[i]);
+  for (size_t i : launched_)
+    held.push_back(&layers_[i]);
   std::vector<KfacInverseOutcome> o(2 * held.size());
   if (!kfac_refresh_finish(held.data(), int64_t(held.size()), o.data()))
     return;
   // The side stream's inversions, traced under the plan's item names.
   const std::vector<KfacSpan> spans = kfac_refresh_spans();
-  for (size_t i = 0, h = 0; i < specs_.size(); ++i) {
-    if (!specs_[i].weight->held)
-      continue;
+  const std::vector<size_t> launched = std::move(launched_);
+  launched_.clear();
+  for (size_t h = 0; h < launched.size(); ++h) {
+    const size_t i = launched[h];
     outcomes_[2 * i] = o[2 * h];
     outcomes_[2 * i + 1] = o[2 * h + 1];
     for (size_t f = 0; f < 2 && 2 * h + f < spans.size(); ++f)
@@ -90,7 +85,6 @@ void KfacRun::resolve() {
                                specs_[i].name,
                            kSideStreamTid, launch_mark_,
                            spans[2 * h + f].start_ms, spans[2 * h + f].dur_ms);
-    ++h;
     // The factors were kept for the fp64 retry; the next refresh sums anew.
     KfacLayer &l = layers_[i];
     zero(l.A.data(), l.A.size() * int64_t(sizeof(float)));
@@ -98,14 +92,17 @@ void KfacRun::resolve() {
   }
 }
 
-void KfacRun::install() {
-  resolve();
-  if (!pending_)
+void KfacRun::install(int64_t step) {
+  bool any = false;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    any = any || (pending_[i] && kfac_install_due(step, refresh_[i]));
+  if (!any)
     return;
-  pending_ = false;
+  resolve(); // a no-op when that refresh was resolved before
   for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!specs_[i].weight->held)
+    if (!pending_[i] || !kfac_install_due(step, refresh_[i]))
       continue;
+    pending_[i] = false;
     KfacLayer &l = layers_[i];
     kfac_record_refresh(outcomes_[2 * i], outcomes_[2 * i + 1], l.a_valid,
                         l.g_valid, stats_);
@@ -123,11 +120,14 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // dp, tp and device communicators see one order. The reductions run here,
   // on the compute stream (collectives stay on one stream in one order); the
   // inversions are queued on the side stream and installed K steps later.
-  // Nothing is left pending here: install() ran at this step's start.
+  // A layer refreshing now has nothing pending (install() ran at this step's
+  // start); another layer's refresh still on the side stream (a shorter or
+  // longer K) is resolved first: one launch at a time.
   std::vector<KfacLayer *> launched;
+  std::vector<size_t> launched_index;
   for (size_t i = 0; due_ && i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
-    if (!s.weight->held)
+    if (!s.weight->held || !due(i))
       continue;
     KfacLayer &l = layers_[i];
     // Raw sums -> this rank's mean over its rows (G scaled back from the
@@ -155,13 +155,17 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     reduce(l.A, "reduce_A");
     reduce(l.G, "reduce_G");
     launched.push_back(&l);
+    launched_index.push_back(i);
     rows_[i] = 0;
   }
-  if (due_) {
+  if (!launched.empty()) {
+    resolve();
     launch_mark_ = trace.mark();
     kfac_refresh_launch(launched.data(), int64_t(launched.size()), c_.damping,
                         launch_mark_ >= 0);
-    pending_ = true;
+    launched_ = launched_index;
+    for (size_t i : launched_)
+      pending_[i] = true;
   }
   // Preconditioning of the K-FAC layers' gradients, in place.
   for (size_t i = 0; i < specs_.size(); ++i) {
@@ -209,7 +213,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
-  kfac_run_info(stats_, c_, m);
+  kfac_run_info(stats_, c_, refresh_, m);
 }
 
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
@@ -238,8 +242,8 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
 void KfacRun::copy_state(bool to_host) {
   if (to_host)
     resolve(); // the pending work done, its fp64 retries decided
-  bool any_pending = false;
   outcomes_.resize(2 * specs_.size());
+  pending_.resize(specs_.size(), false);
   for (size_t i = 0; i < specs_.size() && i < host_inv_.size() / 4; ++i) {
     if (!specs_[i].weight->held)
       continue;
@@ -257,7 +261,7 @@ void KfacRun::copy_state(bool to_host) {
       if (to_host) {
         // A missing inverse is saved as zeros (no inverse is zero).
         std::fill(h.begin(), h.end(), 0.0f);
-        if (slots[k].valid && (k < 2 || pending_))
+        if (slots[k].valid && (k < 2 || pending_[i]))
           copy_to_host(h.data(), slots[k].dev.data(), bytes);
         continue;
       }
@@ -267,14 +271,12 @@ void KfacRun::copy_state(bool to_host) {
     }
     if (to_host)
       continue;
-    any_pending = any_pending || l.a_next_valid || l.g_next_valid;
+    pending_[i] = l.a_next_valid || l.g_next_valid;
     // The outcome counters of a loaded refresh: fp32 where it has an inverse.
     outcomes_[2 * i] = kfac_inverse_outcome(l.a_next_valid, false, l.a_valid);
     outcomes_[2 * i + 1] =
         kfac_inverse_outcome(l.g_next_valid, false, l.g_valid);
   }
-  if (!to_host)
-    pending_ = any_pending;
 }
 
 void KfacRun::release() {

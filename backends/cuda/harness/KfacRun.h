@@ -50,9 +50,15 @@ public:
   void curvature_G(int layer, const act_t *dy, int64_t rows) {
     curvature(layer, dy, rows, true);
   }
-  /// Before the step's schedule: at step s + K, s a refresh step, the
-  /// inverses of that refresh are installed (before this step's
-  /// preconditioning); then whether this step accumulates factors.
+  /// The base's setup; nothing pending or launched.
+  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s) {
+    KfacRunBase::setup(p, o, s);
+    pending_.assign(specs_.size(), false);
+    launched_.clear();
+  }
+  /// Before the step's schedule: at step s + K of a layer (K its own), s a
+  /// refresh step, the inverses of that refresh are installed (before this
+  /// step's preconditioning); then which layers accumulate factors.
   void begin_step(int64_t step);
   /// The step's end, after the gradients are summed over every rank holding
   /// them: the refresh (on a refresh step), preconditioning and the rule.
@@ -76,14 +82,17 @@ private:
   /// Waits for a launched refresh, decides its fp64 retries, keeps its
   /// outcomes and zeroes its factors (a no-op when none is launched).
   void resolve();
-  void install();
+  /// The inverses of the layers whose install is due at `step`.
+  void install(int64_t step);
 
   // per layer: A_inv, G_inv, the pending A and G inverses
   std::vector<std::vector<float>> host_inv_;
   DeviceBuffer<float> dw_, db_; // a preconditioned gradient
-  // A refresh launched or loaded and not installed yet, with its outcomes
-  // (per layer: A, G) once resolved.
-  bool pending_ = false;
+  // Per layer: a refresh launched or loaded and not installed yet, with its
+  // outcomes (per layer: A, G) once resolved; the layers of the launch not
+  // resolved yet, in its order.
+  std::vector<bool> pending_;
+  std::vector<size_t> launched_;
   int launch_mark_ = -1; // the trace's anchor of the launched refresh
   // The trace's thread of the side stream (0 compute, 1 communication).
   static constexpr int kSideStreamTid = 2;
