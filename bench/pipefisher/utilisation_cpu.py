@@ -287,7 +287,8 @@ def run_paired(a):
     # the plan placed in later steps of its cycle run at the shorter cycle's end).
     extra = {"kfac": ["--kfac-refresh", str(a.kfac_refresh)]} if a.kfac_refresh else {}
     K_stage = [a.kfac_refresh] * len(K_plan) if a.kfac_refresh else K_plan
-    K = math.lcm(*K_stage)  # the window holds whole cycles of every stage
+    # The window holds whole cycles of every stage (of the longest where that is too long).
+    K = math.lcm(*K_stage) if math.lcm(*K_stage) <= 24 else max(K_stage)
     up = lambda n: -(-n // K) * K
     warmup, steps = up(a.warmup), up(a.warmup) + up(a.steps)
     trains = build_all(a)

@@ -18,6 +18,7 @@
 // OpenBLAS's thread count, where OpenBLAS is the BLAS (weak: another BLAS
 // leaves it null).
 extern "C" int openblas_get_num_threads(void) __attribute__((weak));
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
 
 namespace autoddl::rt::harness {
 
@@ -327,6 +328,12 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
   // The filling thread makes no MPI call. It needs OpenBLAS on one thread:
   // a GEMM of it would otherwise run on OpenBLAS's pool at the normal
   // priority, beside the rank's work; else waits (the same results).
+  // A rank bound to one core (mpirun --bind-to core) gains nothing from
+  // OpenBLAS's pool: it runs on one thread there.
+  cpu_set_t cores;
+  if (mode == "thread" && openblas_set_num_threads &&
+      sched_getaffinity(0, sizeof cores, &cores) == 0 && CPU_COUNT(&cores) == 1)
+    openblas_set_num_threads(1);
   const int blas = openblas_get_num_threads ? openblas_get_num_threads() : 1;
   fill_thread_ = mode == "thread" && blas == 1;
   fill_mode_ = fill_thread_ ? "thread" : fill_waits_ ? "waits" : "placed";
