@@ -35,6 +35,7 @@ template <typename ParamT> struct KfacLayerSpecOf {
   // (tp splits the batch or sequence: the factors are also means over tp).
   KfacSplit split = KfacSplit::None;
   bool rows_over_tp = false;
+  int64_t refresh = 0; // this layer's K (0: the program's refresh)
 };
 
 /// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
