@@ -824,6 +824,25 @@ struct Planner {
     return v;
   }
 
+  /// Whether `--kfac-refresh K0,K1,...` pins Chimera's mirrored devices d and
+  /// pp-1-d (copies of the same layers, so one K: PipeFisher.h) differently;
+  /// then Chimera is skipped, and said why when nothing else applies.
+  bool chimeraPinsDiffer(int pp) {
+    const std::vector<int> &k = o.kfacDeviceRefresh;
+    if (static_cast<int>(k.size()) != pp ||
+        std::equal(k.begin(), k.end(), k.rbegin()))
+      return false;
+    if (!o.fixed.schedule || *o.fixed.schedule == ScheduleKind::Chimera) {
+      const std::string why =
+          "chimera's mirrored devices d and pp-1-d hold copies of the same "
+          "layers and need one refresh interval, which --kfac-refresh pins "
+          "apart";
+      if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
+        refusals.push_back(why);
+    }
+    return true;
+  }
+
   /// Every outer candidate of one context and assignment, in a fixed order.
   void expand(Context &ctx, int assignment, int tp, int pp, int64_t b,
               AxisOrder order, std::vector<Candidate> &out, int64_t &counter) {
@@ -846,7 +865,7 @@ struct Planner {
               schedules.push_back({s, v});
           }
         } else if (s == ScheduleKind::Chimera) {
-          if (pp % 2 == 0 && m % pp == 0)
+          if (pp % 2 == 0 && m % pp == 0 && !chimeraPinsDiffer(pp))
             schedules.push_back({s, 1});
         } else {
           schedules.push_back({s, 1});

@@ -184,6 +184,9 @@ expect_error "--kfac-refresh: lists 3 refresh intervals, one per pipeline device
 expect_error "--kfac-refresh lists 3 refresh intervals, one per pipeline device, but no configuration with pp=3 applies" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer kfac --kfac-refresh 1,2,3
+expect_error "chimera's mirrored devices d and pp-1-d hold copies of the same layers and need one refresh interval" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --fix pp=2,schedule=chimera,microbatch=1 --kfac-refresh 1,2
 expect_error "--kfac-refresh: expected 1..4096 steps, got 0" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer kfac --kfac-refresh 2,0
