@@ -200,7 +200,8 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
   return out;
 }
 
-KfacPlan kfacPlan(const std::vector<KfacLayerWork> &work,
+KfacPlan kfacPlan(const pipeline::Schedule &schedule,
+                  const std::vector<KfacLayerWork> &work,
                   const pipeline::PipeFisherResult &packed, double damping,
                   double firstOrderStep) {
   KfacPlan p;
@@ -221,6 +222,9 @@ KfacPlan kfacPlan(const std::vector<KfacLayerWork> &work,
       l.invert[f] = w.invert[f];
     }
     l.precondition = w.precondition;
+    const int dev = schedule.deviceOf(w.stage, w.direction);
+    if (dev >= 0 && dev < static_cast<int>(packed.devices.size()))
+      l.refreshSteps = packed.devices[static_cast<size_t>(dev)].refreshSteps;
     p.layers.push_back(l);
   }
   for (size_t d = 0; d < packed.devices.size(); ++d) {
@@ -228,6 +232,7 @@ KfacPlan kfacPlan(const std::vector<KfacLayerWork> &work,
     KfacDevicePlan dp;
     dp.device = static_cast<int>(d);
     dp.steps = f.steps;
+    dp.refreshSteps = f.refreshSteps;
     dp.work = f.kfacWork;
     dp.precondition = f.precondition;
     dp.forced = f.forced;
@@ -248,21 +253,24 @@ pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, double damping, int refresh,
+          const std::vector<int> &deviceRefresh,
           std::vector<DeviceTimes> &devices, double &step, int &critical) {
   pipeline::PipeFisherInput in;
   in.refreshSteps = refresh;
+  in.deviceRefreshSteps = deviceRefresh;
   in.layers = kfacWork(model, c, cand);
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)
     return pipeline::OrError<KfacPlan>::failure(packed.error());
-  KfacPlan plan = kfacPlan(in.layers, *packed, damping, step);
-  double forced = 0, worst = 0;
+  KfacPlan plan = kfacPlan(schedule, in.layers, *packed, damping, step);
+  // Each device's forced tail once per its own K_d (PipeFisher.h).
+  double forcedPerStep = 0, worst = 0;
   for (size_t d = 0; d < devices.size() && d < packed->devices.size(); ++d) {
     const pipeline::DeviceFill &f = packed->devices[d];
     DeviceTimes &dt = devices[d];
     dt.kfacBytes = f.peakSavedBytes + f.factorBytes;
     dt.memory += dt.kfacBytes;
-    forced = std::max(forced, f.forced);
+    forcedPerStep = std::max(forcedPerStep, f.forced / f.refreshSteps);
     const double t =
         dt.end + dt.gradSyncExposed + dt.optimizer + f.precondition;
     if (t > worst) {
@@ -270,8 +278,8 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
       critical = static_cast<int>(d);
     }
   }
-  plan.refreshPinned = refresh > 0;
-  step = worst + forced / packed->refreshSteps;
+  plan.refreshPinned = refresh > 0 || !deviceRefresh.empty();
+  step = worst + forcedPerStep;
   return plan;
 }
 

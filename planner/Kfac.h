@@ -64,8 +64,10 @@ std::vector<pipeline::KfacLayerWork> kfacWork(const KfacModel &model,
                                               const cost::Cluster &c,
                                               const KfacCandidate &cand);
 
-/// The plan's record of a packing (Plan::kfac).
-KfacPlan kfacPlan(const std::vector<pipeline::KfacLayerWork> &work,
+/// The plan's record of a packing (Plan::kfac) of `work` on `schedule`; each
+/// layer takes the K_d of the device holding it.
+KfacPlan kfacPlan(const pipeline::Schedule &schedule,
+                  const std::vector<pipeline::KfacLayerWork> &work,
                   const pipeline::PipeFisherResult &packed, double damping,
                   double firstOrderStep);
 
@@ -73,14 +75,17 @@ KfacPlan kfacPlan(const std::vector<pipeline::KfacLayerWork> &work,
 /// `schedule`) and adds it to the candidate: each device's memory grows by its
 /// K-FAC state (`kfacBytes`: the peak of saved inputs / output gradients
 /// waiting for their curvature, the fp32 factors and their inverses), its step
-/// end by its preconditioning; the largest forced tail is paid once per
-/// refresh of K steps (`refresh` > 0: K pinned, PipeFisherInput::refreshSteps).
-/// `step` (the first-order step on entry) and `critical`
-/// are updated. Fails on a packing error (message).
+/// end by its preconditioning; each device's forced tail is paid once per its
+/// refresh of K_d steps, the step taking the largest forced_d / K_d
+/// (`refresh` > 0: every K_d pinned, PipeFisherInput::refreshSteps;
+/// `deviceRefresh` non-empty: one pinned K_d per pipeline device,
+/// PipeFisherInput::deviceRefreshSteps). `step` (the first-order step on
+/// entry) and `critical` are updated. Fails on a packing error (message).
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, double damping, int refresh,
+          const std::vector<int> &deviceRefresh,
           std::vector<DeviceTimes> &devices, double &step, int &critical);
 
 } // namespace autoddl::planner

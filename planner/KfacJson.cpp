@@ -19,7 +19,8 @@ ojson kfacToJson(const KfacPlan &p) {
                       {"curvature_s", {l.curvature[0], l.curvature[1]}},
                       {"reduce_s", {l.reduce[0], l.reduce[1]}},
                       {"invert_s", {l.invert[0], l.invert[1]}},
-                      {"precondition_s", l.precondition}});
+                      {"precondition_s", l.precondition},
+                      {"refresh_steps", l.refreshSteps}});
   ojson devices = ojson::array();
   for (const KfacDevicePlan &d : p.devices) {
     ojson items = ojson::array();
@@ -36,6 +37,7 @@ ojson kfacToJson(const KfacPlan &p) {
     }
     devices.push_back({{"device", d.device},
                        {"steps", d.steps},
+                       {"refresh_steps", d.refreshSteps},
                        {"work_s", d.work},
                        {"precondition_s", d.precondition},
                        {"forced_s", d.forced},
@@ -89,6 +91,19 @@ struct In {
     if (!v.is_string())
       fail(at / key, "expected a string");
     return v.get<std::string>();
+  }
+  /// A layer's or device's K_d: optional (plans before per-device K had one
+  /// K), defaulting to the plan's K, which is the largest.
+  int refresh(const json &j, const Pointer &at, int planK) const {
+    if (!j.is_object() || !j.contains("refresh_steps"))
+      return planK;
+    const int k = integer(j, at, "refresh_steps");
+    if (k < 1 || k > planK)
+      fail(at / "refresh_steps",
+           "expected 1.." + std::to_string(planK) +
+               " steps (kfac.refresh_steps is the largest), got " +
+               std::to_string(k));
+    return k;
   }
   const json &array(const json &j, const Pointer &at, const char *key) const {
     const json &v = get(j, at, key);
@@ -145,6 +160,7 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     r.pair(layers[i], lp, "reduce_s", l.reduce);
     r.pair(layers[i], lp, "invert_s", l.invert);
     l.precondition = r.num(layers[i], lp, "precondition_s");
+    l.refreshSteps = r.refresh(layers[i], lp, p.refreshSteps);
     p.layers.push_back(l);
   }
   const json &devices = r.array(j, at, "devices");
@@ -154,6 +170,7 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     KfacDevicePlan d;
     d.device = r.integer(dj, dp, "device");
     d.steps = r.integer(dj, dp, "steps");
+    d.refreshSteps = r.refresh(dj, dp, p.refreshSteps);
     d.work = r.num(dj, dp, "work_s");
     d.precondition = r.num(dj, dp, "precondition_s");
     d.forced = r.num(dj, dp, "forced_s");
@@ -172,6 +189,10 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       if (items[k].contains("microbatch"))
         it.microbatch = r.integer(items[k], ip, "microbatch");
       it.step = r.integer(items[k], ip, "step");
+      if (it.step < 0 || it.step >= d.refreshSteps)
+        r.fail(ip / "step", "expected a step of the device's refresh, 0.." +
+                                std::to_string(d.refreshSteps - 1) + ", got " +
+                                std::to_string(it.step));
       it.start = r.num(items[k], ip, "start_s");
       it.end = r.num(items[k], ip, "end_s");
       it.forced = items[k].value("forced", false);

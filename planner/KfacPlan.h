@@ -1,8 +1,9 @@
 //===- KfacPlan.h - the K-FAC part of a plan (Plan::kfac) ----------------===//
 //
 // What `autoddl plan --optimizer kfac` records (docs/plan-format.md "kfac"):
-// the K-FAC layers with their priced items, and per pipeline device where
-// PipeFisher's packer put each item (cost_model/pipeline/PipeFisher.h).
+// the K-FAC layers with their priced items, and per pipeline device its
+// refresh interval K_d and where PipeFisher's packer put each item
+// (cost_model/pipeline/PipeFisher.h).
 // Times are seconds within a step of the refresh.
 //
 //===----------------------------------------------------------------------===//
@@ -17,14 +18,15 @@ struct KfacItemPlacement {
   std::string item;    // "curv_A", "curv_G", "reduce_A", ..., "precond"
   int layer = 0;       // index into KfacPlan::layers
   int microbatch = -1; // curvature only
-  int step = 0;        // 0 .. refresh_steps-1
+  int step = 0;        // 0 .. its device's refresh_steps - 1
   double start = 0, end = 0;
   bool forced = false; // after the step's pipeline end, not in a bubble
 };
 
 struct KfacDevicePlan {
   int device = 0;
-  int steps = 1; // steps this device's refresh spans
+  int steps = 1;        // steps this device's refresh spans
+  int refreshSteps = 1; // K_d: this device's refresh interval (>= steps)
   double work = 0, precondition = 0, forced = 0;
   double utilisationBefore = 0, utilisationAfter = 0;
   double savedBytes = 0, factorBytes = 0;
@@ -37,13 +39,14 @@ struct KfacLayerPlan {
   std::string direction = "down";
   double curvature[2] = {0, 0}, reduce[2] = {0, 0}, invert[2] = {0, 0};
   double precondition = 0;
+  int refreshSteps = 1; // K_d of the device holding this copy
 };
 
 struct KfacPlan {
   double damping = 1e-3;
-  std::string rule = "sgd"; // the programs' first-order rule: sgd or lamb
-  int refreshSteps = 1;          // K
-  bool refreshPinned = false; // K from --kfac-refresh, not the bubbles
+  std::string rule = "sgd";   // the programs' first-order rule: sgd or lamb
+  int refreshSteps = 1;       // K: the largest device's K_d
+  bool refreshPinned = false; // K or K_d from --kfac-refresh, not the bubbles
   double firstOrderStepTime = 0; // the same candidate without K-FAC
   double utilisationBefore = 0, utilisationAfter = 0;
   std::vector<KfacLayerPlan> layers;

@@ -21,22 +21,23 @@ std::string kfacItemLabel(const KfacPlan &plan, const KfacItemPlacement &it) {
 std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
   std::string s = fmt::format(
       "  K-FAC: {} layer copies, damping {:g}; refresh interval K = {} "
-      "step{} ({})\n",
+      "step{} at most, each device on its own K ({})\n",
       p.layers.size(), p.damping, p.refreshSteps,
       p.refreshSteps == 1 ? "" : "s",
       p.refreshPinned ? "pinned by --kfac-refresh" : "set by bubble capacity");
   s += fmt::format("  utilisation: {:.1f}% first-order -> {:.1f}% with K-FAC "
                    "in the bubbles (busy incl. K-FAC / (stages x time))\n",
                    100 * p.utilisationBefore, 100 * p.utilisationAfter);
-  s += fmt::format("  {:>6} {:>6} {:>12} {:>12} {:>12} {:>8} {:>8} {:>12}\n",
-                   "device", "steps", fmt::format("work {}", u),
+  s += fmt::format("  {:>6} {:>4} {:>6} {:>12} {:>12} {:>12} {:>8} {:>8} "
+                   "{:>12}\n",
+                   "device", "K", "steps", fmt::format("work {}", u),
                    fmt::format("precond {}", u), fmt::format("forced {}", u),
                    "util 1st", "util", "K-FAC bytes");
   for (const KfacDevicePlan &d : p.devices)
     s += fmt::format(
-        "  {:>6} {:>6} {:>12.4g} {:>12.4g} {:>12.4g} {:>7.1f}% {:>7.1f}% "
-        "{:>12.4g}\n",
-        d.device, d.steps, unit * d.work, unit * d.precondition,
+        "  {:>6} {:>4} {:>6} {:>12.4g} {:>12.4g} {:>12.4g} {:>7.1f}% "
+        "{:>7.1f}% {:>12.4g}\n",
+        d.device, d.refreshSteps, d.steps, unit * d.work, unit * d.precondition,
         unit * d.forced, 100 * d.utilisationBefore, 100 * d.utilisationAfter,
         d.savedBytes + d.factorBytes);
   if (p.unfitted.empty()) {
@@ -103,7 +104,7 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
       "upper case = not in a bubble; '.' idle):\n",
       1 / perUnit);
   for (size_t d = 0; d < sim.devices.size() && d < p.devices.size(); ++d)
-    for (int step = 0; step < p.refreshSteps; ++step) {
+    for (int step = 0; step < p.devices[d].refreshSteps; ++step) {
       std::string row(width, ' ');
       std::fill(row.begin(),
                 row.begin() + std::min(width, static_cast<size_t>(std::lround(
@@ -139,10 +140,11 @@ void addKfacEvents(const KfacPlan &p, int device, int process, int firstThread,
                    const std::string &rowPrefix) {
   if (device < 0 || device >= static_cast<int>(p.devices.size()))
     return;
-  for (int step = 0; step < p.refreshSteps; ++step)
+  const int K = p.devices[device].refreshSteps;
+  for (int step = 0; step < K; ++step)
     out.nameThread(process, firstThread + step,
-                   rowPrefix + fmt::format("K-FAC, step {} of {}", step + 1,
-                                           p.refreshSteps));
+                   rowPrefix +
+                       fmt::format("K-FAC, step {} of {}", step + 1, K));
   for (const KfacItemPlacement &it : p.devices[device].items) {
     trace::TraceEvent e;
     e.process = process;

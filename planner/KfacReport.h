@@ -21,12 +21,14 @@ namespace autoddl::planner {
 std::string kfacItemLabel(const KfacPlan &plan, const KfacItemPlacement &item);
 
 /// Lines: K, step and utilisation with and without K-FAC, per device its
-/// work, refresh steps, forced tail and memory, then every item that did not
+/// refresh interval K_d, the steps its refresh spans, work, forced tail and
+/// memory, then every item that did not
 /// fit a bubble. `unit` scales seconds for printing (1e3: ms), `unitName`.
 std::string kfacSummary(const KfacPlan &plan, double unit,
                         const char *unitName);
 
-/// One row per (device, step of the refresh): the pipeline's instructions
+/// One row per (device, step of its refresh of K_d steps): the pipeline's
+/// instructions
 /// ("F3", lower case for Chimera's up pipeline) and the K-FAC items ('a', 'g'
 /// curvature, 'r' reduction, 'i' inversion, 'p' preconditioning, upper case
 /// when forced), '.' idle. Empty when wider than `maxColumns`.
@@ -34,7 +36,8 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
                          const KfacPlan &plan, int maxColumns);
 
 /// Adds `device`'s K-FAC items as events of trace process `process`, one
-/// thread per step of the refresh (thread `firstThread` + step), `us`
+/// thread per step of its refresh of K_d steps (thread `firstThread` + step),
+/// `us`
 /// microseconds per plan time unit; thread names start with `rowPrefix`.
 void addKfacEvents(const KfacPlan &plan, int device, int process,
                    int firstThread, double us, trace::ChromeTrace &out,

@@ -107,6 +107,9 @@ struct PlannerOptions {
   /// > 0: the refresh interval K pinned (`--kfac-refresh`); 0: K is set by
   /// the bubbles' capacity (PipeFisher).
   int kfacRefresh = 0;
+  /// Empty: none. Else one pinned K_d per pipeline device (`--kfac-refresh
+  /// K0,K1,...`): only candidates with pp equal to its length are searched.
+  std::vector<int> kfacDeviceRefresh;
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"

@@ -704,9 +704,9 @@ struct Planner {
                      pc.dpGroup(),
                      pc.ppGroup(),
                      o.precision};
-    auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping,
-                        o.kfacRefresh, d.devices,
-                        step, r.criticalDevice);
+    auto kp =
+        applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping, o.kfacRefresh,
+                  o.kfacDeviceRefresh, d.devices, step, r.criticalDevice);
     if (!kp) {
       r.valid = false;
       r.invalid = kp.error();
@@ -824,6 +824,25 @@ struct Planner {
     return v;
   }
 
+  /// Whether `--kfac-refresh K0,K1,...` pins Chimera's mirrored devices d and
+  /// pp-1-d (copies of the same layers, so one K: PipeFisher.h) differently;
+  /// then Chimera is skipped, and said why when nothing else applies.
+  bool chimeraPinsDiffer(int pp) {
+    const std::vector<int> &k = o.kfacDeviceRefresh;
+    if (static_cast<int>(k.size()) != pp ||
+        std::equal(k.begin(), k.end(), k.rbegin()))
+      return false;
+    if (!o.fixed.schedule || *o.fixed.schedule == ScheduleKind::Chimera) {
+      const std::string why =
+          "chimera's mirrored devices d and pp-1-d hold copies of the same "
+          "layers and need one refresh interval, which --kfac-refresh pins "
+          "apart";
+      if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
+        refusals.push_back(why);
+    }
+    return true;
+  }
+
   /// Every outer candidate of one context and assignment, in a fixed order.
   void expand(Context &ctx, int assignment, int tp, int pp, int64_t b,
               AxisOrder order, std::vector<Candidate> &out, int64_t &counter) {
@@ -846,7 +865,7 @@ struct Planner {
               schedules.push_back({s, v});
           }
         } else if (s == ScheduleKind::Chimera) {
-          if (pp % 2 == 0 && m % pp == 0)
+          if (pp % 2 == 0 && m % pp == 0 && !chimeraPinsDiffer(pp))
             schedules.push_back({s, 1});
         } else {
           schedules.push_back({s, 1});
@@ -942,6 +961,14 @@ struct Planner {
         if (pp > maxPp) {
           refuse("pp=" + std::to_string(pp) + " exceeds the " +
                  std::to_string(maxPp) + " pipeline-able layers");
+          continue;
+        }
+        if (!o.kfacDeviceRefresh.empty() &&
+            static_cast<int>(o.kfacDeviceRefresh.size()) != pp) {
+          refuse("--kfac-refresh lists " +
+                 std::to_string(o.kfacDeviceRefresh.size()) +
+                 " refresh intervals, one per pipeline device, but pp=" +
+                 std::to_string(pp));
           continue;
         }
         const int dp = world / (tp * pp);
@@ -1564,6 +1591,10 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
     if (options.kfacRefresh < 0 || options.kfacRefresh > 4096)
       return Result::failure("--kfac-refresh must be 1..4096 steps, got " +
                              std::to_string(options.kfacRefresh));
+    for (int k : options.kfacDeviceRefresh)
+      if (k < 1 || k > 4096)
+        return Result::failure("--kfac-refresh must be 1..4096 steps, got " +
+                               std::to_string(k));
     auto model = kfacModel(g1);
     if (!model)
       return Result::failure(model.error());
@@ -1578,6 +1609,22 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
         "the model is too large for --search exhaustive (more than " +
         std::to_string(static_cast<int64_t>(options.exhaustiveLimit)) +
         " partial SBP assignments); use --search cd");
+  if (cands.empty() && !options.kfacDeviceRefresh.empty()) {
+    // Name the pin first: it is why the pp that would apply was skipped.
+    const std::string n = std::to_string(options.kfacDeviceRefresh.size());
+    std::string others;
+    for (const std::string &why : pl.refusals)
+      if (why.rfind("--kfac-refresh", 0) != 0)
+        others += (others.empty() ? "" : "; ") + why;
+    return Result::failure(
+        "--kfac-refresh lists " + n +
+        " refresh intervals, one per pipeline device, but no configuration "
+        "with pp=" +
+        n + " applies" +
+        (others.empty() ? " (pp divides the GPUs over tp and is at most the "
+                          "number of layers)"
+                        : ": " + others));
+  }
   if (cands.empty()) {
     if (pl.refusals.size() <= 1)
       return Result::failure(pl.refusals.empty()

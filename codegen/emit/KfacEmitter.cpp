@@ -7,8 +7,9 @@
 // act_t device buffers), called where the plan placed the items
 // (kfacPlacement), as are the refresh cycle's reductions and inversions
 // (kfac_reduce / kfac_invert, where the target has them); the program carries
-// the layer table (weight, bias, unsplit dimensions) and the plan's damping,
-// refresh interval and rule as the defaults of its flags.
+// the layer table (weight, bias, unsplit dimensions, the layer's refresh
+// interval: its pipeline device's K) and the plan's damping, longest refresh
+// interval and rule as the defaults of its flags.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
@@ -71,14 +72,16 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
     const bool col = c.p.mode == OpMode::Column, row = c.p.mode == OpMode::Row;
     const bool rowsOverTp =
         tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
+    // The last field: the layer's refresh interval, its device's K_d (every
+    // copy of a layer shares it: PipeFisher.h).
     kfacRows_.push_back(fmt::format(
-        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}}}", c.op.name,
+        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}, {}}}", c.op.name,
         paramOf(c.x[1], target_.paramValue), bias, row ? in * tp_ : in,
         col ? out * tp_ : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
         : row ? "KfacSplit::In"
               : "KfacSplit::None",
-        rowsOverTp ? "true" : "false"));
+        rowsOverTp ? "true" : "false", it->refreshSteps));
   }
   if (isNew) {
     kfacByName_[c.op.name] = pos->second;
@@ -316,8 +319,9 @@ std::string Emitter::kfacProgramText() const {
       "// K-FAC (the plan's optimizer): damping, refresh interval K and rule "
       "(the defaults of\n// --kfac-damping, --kfac-refresh, --kfac-rule), "
       "and per layer: name, weight, bias,\n// unsplit in and out features, "
-      "weight [out,in] (else [in,out]).\nstatic KfacProgram kfac_program() "
-      "{\n  KfacProgram k;\n";
+      "weight [out,in] (else [in,out]), tp split, rows over tp\n// and its "
+      "refresh interval (its pipeline device's K; k.refresh is the "
+      "longest).\nstatic KfacProgram kfac_program() {\n  KfacProgram k;\n";
   out += fmt::format("  k.damping = {};\n  k.refresh = {};\n  k.rule = "
                      "\"{}\";\n  k.layers = {{\n",
                      fmtDouble(plan_.kfac->damping), plan_.kfac->refreshSteps,

@@ -163,9 +163,36 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     return R::failure("a pinned refresh interval must be 1.." +
                       std::to_string(input.maxSteps) + " steps, got " +
                       std::to_string(input.refreshSteps));
+  const std::vector<int> &pins = input.deviceRefreshSteps;
+  if (!pins.empty() && static_cast<int>(pins.size()) != devices)
+    return R::failure("pinned refresh intervals: expected one per pipeline "
+                      "device (" +
+                      std::to_string(devices) + "), got " +
+                      std::to_string(pins.size()));
+  for (size_t d = 0; d < pins.size(); ++d)
+    if (pins[d] < 1 || pins[d] > input.maxSteps)
+      return R::failure("a pinned refresh interval must be 1.." +
+                        std::to_string(input.maxSteps) + " steps, got " +
+                        std::to_string(pins[d]) + " for device " +
+                        std::to_string(d));
+  // 0: K_d set by the bubbles.
+  auto pinOf = [&](int d) {
+    return pins.empty() ? input.refreshSteps : pins[static_cast<size_t>(d)];
+  };
   // Which layers each device holds; their micro-batches' forward / backward
   // end times on that device.
   std::vector<std::vector<int>> layersOf(devices);
+  // Devices holding copies of a layer, as a union-find forest over devices
+  // (a device's root is the group's lowest device).
+  std::vector<int> group(static_cast<size_t>(devices));
+  for (int d = 0; d < devices; ++d)
+    group[static_cast<size_t>(d)] = d;
+  auto root = [&](int d) {
+    while (group[static_cast<size_t>(d)] != d)
+      d = group[static_cast<size_t>(d)];
+    return d;
+  };
+  std::map<std::string, int> holder; // layer name -> first device holding it
   double totalWork = 0;
   for (size_t l = 0; l < input.layers.size(); ++l) {
     const KfacLayerWork &w = input.layers[l];
@@ -181,8 +208,23 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
       return R::failure("k-fac layer '" + w.name + "' is on stage " +
                         std::to_string(w.stage) +
                         ", which the schedule does not run");
-    layersOf[schedule.deviceOf(w.stage, w.direction)].push_back(
-        static_cast<int>(l));
+    const int dev = schedule.deviceOf(w.stage, w.direction);
+    layersOf[dev].push_back(static_cast<int>(l));
+    // Copies of one layer on several devices share one K (their reduction).
+    auto [first, isNew] = holder.try_emplace(w.name, dev);
+    if (!isNew) {
+      const int a = root(first->second), b = root(dev);
+      if (a != b) {
+        if (pinOf(a) != pinOf(b))
+          return R::failure(
+              "k-fac layer '" + w.name + "' is on devices " +
+              std::to_string(first->second) + " and " + std::to_string(dev) +
+              ", pinned to different refresh intervals (" +
+              std::to_string(pinOf(first->second)) + " and " +
+              std::to_string(pinOf(dev)) + "): copies of a layer share one K");
+        group[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
+      }
+    }
     totalWork += w.curvature[0] + w.curvature[1] + w.reduce[0] + w.reduce[1] +
                  w.invert[0] + w.invert[1];
   }
@@ -202,7 +244,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
   PipeFisherResult result;
   result.devices.resize(devices);
   const double period = 2 * sim.makespan + 2 * totalWork + 1;
-  double maxPrecondition = 0, maxForced = 0;
+  double maxPrecondition = 0;
   std::vector<DevicePacker> packers;
   packers.reserve(devices);
   for (int d = 0; d < devices; ++d) {
@@ -279,8 +321,8 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
                              [](const Item &i) { return i.placed; });
       if (all)
         break;
-      // A pinned K: the rest after the last step that placed something.
-      if (input.refreshSteps > 0 && step == input.refreshSteps) {
+      // A pinned K_d: the rest after the last step that placed something.
+      if (pinOf(d) > 0 && step == pinOf(d)) {
         fill.forced = pk.force(lastPlacing);
         break;
       }
@@ -296,8 +338,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
       break;
     }
     fill.steps = lastPlacing + 1;
-    maxForced = std::max(maxForced, fill.forced);
-    result.refreshSteps = std::max(result.refreshSteps, fill.steps);
+    fill.refreshSteps = pinOf(d) > 0 ? pinOf(d) : fill.steps;
     // Peak of saved a / g: held from its producer's end in step 0 until its
     // curvature item ends; frees sort before allocations at equal times.
     std::vector<std::pair<double, double>> events;
@@ -320,22 +361,35 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     fill.items = std::move(pk.placed);
   }
 
-  // Preconditioning at every step's end, after a forced tail; the step end is
-  // shared, so utilisation divides by the slowest device's step.
-  if (input.refreshSteps > 0)
-    result.refreshSteps = input.refreshSteps;
-  const int K = result.refreshSteps;
-  result.stepTime = sim.makespan + maxPrecondition + maxForced / K;
-  const double cycle = K * (sim.makespan + maxPrecondition) + maxForced;
-  double busy = 0, filled = 0;
+  // Mirrored devices refresh together: each takes its group's largest K_d
+  // (pins were checked equal within a group above).
+  std::vector<int> groupK(static_cast<size_t>(devices), 1);
+  for (int d = 0; d < devices; ++d) {
+    int &k = groupK[static_cast<size_t>(root(d))];
+    k = std::max(k, result.devices[d].refreshSteps);
+  }
+  double maxForcedPerStep = 0;
   for (int d = 0; d < devices; ++d) {
     DeviceFill &fill = result.devices[d];
+    fill.refreshSteps = groupK[static_cast<size_t>(root(d))];
+    result.refreshSteps = std::max(result.refreshSteps, fill.refreshSteps);
+    maxForcedPerStep =
+        std::max(maxForcedPerStep, fill.forced / fill.refreshSteps);
+  }
+  // Preconditioning at every step's end, after a forced tail; the step end is
+  // shared, so utilisation divides by the slowest device's (amortised) step.
+  result.stepTime = sim.makespan + maxPrecondition + maxForcedPerStep;
+  double busy = 0, filledPerStep = 0;
+  for (int d = 0; d < devices; ++d) {
+    DeviceFill &fill = result.devices[d];
+    const int K = fill.refreshSteps;
     const double b = sim.devices[d].busy;
     fill.utilisationBefore = sim.makespan > 0 ? b / sim.makespan : 0;
     const double work = K * b + fill.kfacWork + K * fill.precondition;
+    const double cycle = K * result.stepTime;
     fill.utilisationAfter = cycle > 0 ? work / cycle : 0;
     busy += b;
-    filled += work;
+    filledPerStep += work / K;
     for (int step = 0; step < K; ++step) {
       double t = sim.makespan + (step == fill.steps - 1 ? fill.forced : 0);
       for (int l : layersOf[d]) {
@@ -363,7 +417,8 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
   }
   result.utilisationBefore =
       sim.makespan > 0 ? busy / (devices * sim.makespan) : 0;
-  result.utilisationAfter = cycle > 0 ? filled / (devices * cycle) : 0;
+  result.utilisationAfter =
+      result.stepTime > 0 ? filledPerStep / (devices * result.stepTime) : 0;
   return result;
 }
 

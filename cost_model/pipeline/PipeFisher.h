@@ -15,13 +15,22 @@
 // priority order (curvature A, G, reduction A, G, inversion A, G; then layer,
 // then micro-batch), with PipeFisher's 5 % margin. What does not fit spills
 // into the bubbles of the following steps (with every micro-batch's curvature
-// then ready, as pipe-fisher saturates its counters); the refresh interval K is
-// the number of steps one full refresh spans. A step that places nothing ends
-// the refresh: the rest runs after the last step that placed something,
-// lengthening it. Deterministic: no unordered container, ties keep the order
-// above. Dependencies are per layer and factor (pipelines.md §7.2), finer
-// than pipe-fisher's global rule; a reduction is priced as one device's item,
-// without aligning the participants in time (as pipe-fisher's planner does).
+// then ready, as pipe-fisher saturates its counters). A step that places
+// nothing ends the refresh: the rest runs after the last step that placed
+// something, lengthening it.
+// Each device refreshes on its own cycle ("per-stage K"): device d's layers
+// refresh every K_d steps, K_d the steps its own refresh spans, so a fast
+// stage does not idle through the slowest stage's span. Devices holding
+// copies of one layer (Chimera's mirrored pipelines: the same
+// KfacLayerWork::name on two devices) reduce its factors together and so
+// share the largest of their spans. The step stays synchronous: its amortised
+// time is the makespan, the largest preconditioning and the largest
+// forced_d / K_d (it assumes the devices' forced tails land on one step, a
+// lower bound when the K_d differ). Deterministic: no unordered container,
+// ties keep the order above. Dependencies are per layer and factor
+// (pipelines.md §7.2), finer than pipe-fisher's global rule; a reduction is
+// priced as one device's item, without aligning the participants in time (as
+// pipe-fisher's planner does).
 //
 // Plain C++, no exceptions (linked by the planner).
 //
@@ -73,17 +82,22 @@ struct PipeFisherInput {
   double margin = 0.05;
   /// A refresh that needs more steps than this fails (absurd inputs).
   int maxSteps = 4096;
-  /// > 0: the refresh interval K, pinned (`--kfac-refresh`): items are
-  /// packed into the bubbles of K steps at most, and what they do not hold
-  /// is forced. 0: K is what the bubbles need (the steps one refresh spans).
+  /// > 0: the refresh interval K of every device, pinned (`--kfac-refresh
+  /// K`): items are packed into the bubbles of K steps at most, and what they
+  /// do not hold is forced. 0: each device's K_d is what its bubbles need
+  /// (the steps its refresh spans; mirrored devices the largest of theirs).
   int refreshSteps = 0;
+  /// Empty: none. Else one K_d >= 1 per device (`--kfac-refresh K0,K1,...`),
+  /// pinned as refreshSteps pins every device; devices holding copies of one
+  /// layer must be pinned alike. Overrides refreshSteps.
+  std::vector<int> deviceRefreshSteps;
 };
 
 struct PlacedItem {
   KfacItemKind kind = KfacItemKind::CurvatureA;
   int layer = 0;             // index into PipeFisherInput::layers
   int microbatch = -1;       // curvature only
-  int step = 0;              // 0 .. K-1 within the refresh
+  int step = 0;              // 0 .. K_d-1 within the device's refresh
   double start = 0, end = 0; // within that step (forced: after the makespan)
   bool forced = false;       // not in a bubble: appended to the step
 };
@@ -91,23 +105,28 @@ struct PlacedItem {
 struct DeviceFill {
   std::vector<PlacedItem> items; // in execution order
   int steps = 1;                 // steps this device's refresh spans
+  int refreshSteps = 1;          // K_d: its refresh interval (>= steps)
   double kfacWork = 0;     // curvature + reduction + inversion (per refresh)
   double precondition = 0; // per step, at its end
   double forced = 0;       // time appended to the refresh's last step
   double utilisationBefore = 0; // busy / makespan
-  /// (K * busy + kfacWork + K * precondition) / (K * (makespan +
-  /// precondition) + forced): pipe-fisher's usage with the step end included.
+  /// (K_d * busy + kfacWork + K_d * precondition) / (K_d * stepTime), with
+  /// stepTime PipeFisherResult's amortised step: pipe-fisher's usage with the
+  /// step end included (one K for all: K * (makespan + largest precondition)
+  /// + largest forced below).
   double utilisationAfter = 0;
   double peakSavedBytes = 0; // saved a / g held until their curvature ran
   double factorBytes = 0;    // factors + inverses (fp32) of its layers
 };
 
 struct PipeFisherResult {
-  int refreshSteps = 1; // K: the most steps any device's refresh spans
+  int refreshSteps = 1; // K: the largest K_d
   std::vector<DeviceFill> devices;
-  double utilisationBefore = 0, utilisationAfter = 0; // over all devices
-  /// Amortised step: makespan + the largest precondition + the largest forced
-  /// tail / K (each device's tail, once per refresh).
+  /// Over all devices: busy / (devices * makespan); sum over d of K-FAC-era
+  /// work_d / K_d per step over (devices * stepTime).
+  double utilisationBefore = 0, utilisationAfter = 0;
+  /// Amortised step: makespan + the largest precondition + the largest
+  /// forced_d / K_d (each device's tail, once per its refresh).
   double stepTime = 0;
   /// "stage 2: inv_A h.3.attn.qkv (12 ms)" for every forced item.
   std::vector<std::string> unfitted;
@@ -115,7 +134,9 @@ struct PipeFisherResult {
 
 /// Packs `input` into the bubbles of `sim` (the simulation of `schedule`).
 /// Fails on negative or non-finite times, a layer whose stage no device of
-/// the schedule runs, or a refresh longer than maxSteps.
+/// the schedule runs, a refresh longer than maxSteps, a pin out of 1..maxSteps,
+/// a deviceRefreshSteps whose length is not the device count, or devices
+/// holding copies of one layer pinned to different K.
 OrError<PipeFisherResult> packKfac(const Schedule &schedule,
                                    const SimulationResult &sim,
                                    const PipeFisherInput &input);

@@ -4,7 +4,7 @@
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
 //                [--optimizer adamw|kfac [--kfac-damping D] [--kfac-rule sgd|lamb]
-//                 [--kfac-refresh K]]
+//                 [--kfac-refresh K|K0,K1,...]]
 //                [-o plan.json] [--json]
 //                [--no-why]
 //
@@ -28,6 +28,7 @@
 #include "support/UserError.h"
 #include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
+#include "tools/autoddl/KfacRefreshFlag.h"
 
 #include <CLI/CLI.hpp>
 
@@ -56,7 +57,7 @@ struct PlanArgs {
                                    tpMode = "any", optimizer = "adamw";
   double kfacDamping = 1e-3;
   std::string kfacRule = "sgd";
-  int kfacRefresh = 0; // 0: set by the bubbles' capacity
+  std::string kfacRefresh; // K or K0,K1,...; empty: set by the bubbles
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   std::string loss;
@@ -335,12 +336,17 @@ void run(const PlanArgs &a) {
                     "\"");
   if (a.kfacRule != "sgd" && a.optimizer != "kfac")
     throw UserError("--kfac-rule: needs --optimizer kfac");
-  if (a.kfacRefresh != 0 && a.optimizer != "kfac")
+  const KfacRefreshPin refresh = parseKfacRefresh(a.kfacRefresh);
+  if (refresh.pinned() && a.optimizer != "kfac")
     throw UserError("--kfac-refresh: needs --optimizer kfac");
-  if (a.kfacRefresh < 0 || a.kfacRefresh > 4096)
+  if (!refresh.perDevice.empty() && opts.fixed.pp &&
+      static_cast<int>(refresh.perDevice.size()) != *opts.fixed.pp)
     throw UserError(fmt::format(
-        "--kfac-refresh: expected 1..4096 steps, got {}", a.kfacRefresh));
-  opts.kfacRefresh = a.kfacRefresh;
+        "--kfac-refresh: lists {} refresh intervals, one per pipeline device, "
+        "but --fix pp={}",
+        refresh.perDevice.size(), *opts.fixed.pp));
+  opts.kfacRefresh = refresh.all;
+  opts.kfacDeviceRefresh = refresh.perDevice;
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -429,9 +435,11 @@ void registerPlanCommand(CLI::App &app) {
   cmd->add_option("--kfac-damping", args->kfacDamping,
                   "K-FAC Tikhonov damping (> 0, default 1e-3)");
   cmd->add_option("--kfac-refresh", args->kfacRefresh,
-                  "pin K-FAC's refresh interval K (steps; default: what the "
-                  "bubbles need): the work is packed into K steps' bubbles "
-                  "and what they do not hold runs at the cycle's end");
+                  "pin K-FAC's refresh interval: K for every pipeline device, "
+                  "or K0,K1,... one per device (steps; default: what each "
+                  "device's bubbles need): a device's work is packed into "
+                  "its K steps' bubbles and what they do not hold runs at the "
+                  "cycle's end");
   cmd->add_option("--kfac-rule", args->kfacRule,
                   "the rule on K-FAC's preconditioned gradient in the "
                   "programs: sgd (momentum SGD, default) or lamb");

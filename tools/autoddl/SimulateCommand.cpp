@@ -16,6 +16,7 @@
 #include "support/UserError.h"
 #include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
+#include "tools/autoddl/KfacRefreshFlag.h"
 #include "tools/autoddl/SimulatePipeFisher.h"
 
 #include <CLI/CLI.hpp>
@@ -53,7 +54,7 @@ struct SimulateOptions {
   int kfacLayers = 1;
   std::string curv = "0.5", inv = "2", sync = "0", precond = "0.25";
   double margin = 0.05;
-  int kfacRefresh = 0;
+  std::string kfacRefresh; // K or K0,K1,... (KfacRefreshFlag.h)
 };
 
 constexpr const char *kTimeUnit = "ms";
@@ -315,7 +316,9 @@ void runSimulate(const SimulateOptions &options, bool chunksGiven) {
     kfac.reduction = parseTimes(options.sync, "--sync", config.stages);
     kfac.precondition = parseTimes(options.precond, "--precond", config.stages);
     kfac.margin = options.margin;
-    kfac.refresh = options.kfacRefresh;
+    const KfacRefreshPin refresh = parseKfacRefresh(options.kfacRefresh);
+    kfac.refresh = refresh.all;
+    kfac.deviceRefresh = refresh.perDevice;
     fisher = simulatePipeFisher(*schedule, *result, kfac, &chrome,
                                 kMicrosecondsPerUnit);
   }
@@ -402,8 +405,10 @@ void registerSimulateCommand(CLI::App &app) {
       ->needs(fisher)
       ->capture_default_str();
   sub->add_option("--kfac-refresh", options->kfacRefresh,
-                  "pin the refresh interval K (default: the steps the "
-                  "bubbles need); what K steps' bubbles do not hold is forced")
+                  "pin the refresh interval: K for every stage, or K0,K1,... "
+                  "one per pipeline device (default: the steps each device's "
+                  "bubbles need); what K steps' bubbles do not hold is "
+                  "forced")
       ->needs(fisher);
   sub->add_option("--margin", options->margin,
                   "an item takes a gap only if time x (1 + margin) fits "

@@ -29,9 +29,16 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
   if (t.refresh < 0 || t.refresh > 4096)
     throw UserError(fmt::format(
         "--kfac-refresh: expected 1..4096 steps, got {}", t.refresh));
+  if (!t.deviceRefresh.empty() &&
+      static_cast<int>(t.deviceRefresh.size()) != schedule.numDevices())
+    throw UserError(fmt::format(
+        "--kfac-refresh: lists {} refresh intervals, one per pipeline device, "
+        "but the schedule has {}",
+        t.deviceRefresh.size(), schedule.numDevices()));
   PipeFisherInput in;
   in.margin = t.margin;
   in.refreshSteps = t.refresh;
+  in.deviceRefreshSteps = t.deviceRefresh;
   const bool chimera = schedule.config.kind == ScheduleKind::Chimera;
   for (int stage = 0; stage < schedule.modelStages(); ++stage) {
     const int dev = stage % schedule.numDevices(); // its times' index
@@ -52,12 +59,12 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
   if (!packed)
     throw UserError(packed.error());
   planner::KfacPlan plan =
-      planner::kfacPlan(in.layers, *packed, 1e-3, sim.makespan);
-  plan.refreshPinned = t.refresh > 0;
+      planner::kfacPlan(schedule, in.layers, *packed, 1e-3, sim.makespan);
+  plan.refreshPinned = t.refresh > 0 || !t.deviceRefresh.empty();
   PipeFisherOutput out;
   out.text = fmt::format(
       "\nPipeFisher: {} K-FAC layer{} per stage{}; step {:g} ms with K-FAC "
-      "(makespan {:g} + preconditioning + forced tail / K)\n",
+      "(makespan {:g} + preconditioning + the largest forced tail / its K)\n",
       t.layers, t.layers == 1 ? "" : "s",
       chimera ? " and pipeline direction" : "", packed->stepTime, sim.makespan);
   out.text += planner::kfacSummary(plan, 1, "ms");

@@ -27,7 +27,9 @@ struct PipeFisherTimes {
   std::vector<double> reduction; // one factor; 0: no reduction
   std::vector<double> precondition;
   double margin = 0.05;
-  int refresh = 0; // > 0: K pinned (--kfac-refresh)
+  int refresh = 0; // > 0: K pinned (--kfac-refresh K)
+  /// Non-empty: one K_d per pipeline device (--kfac-refresh K0,K1,...).
+  std::vector<int> deviceRefresh;
 };
 
 struct PipeFisherOutput {

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 namespace autoddl::pipeline {
@@ -346,10 +347,157 @@ TEST(PipeFisher, ChimeraSpreadsARefreshOverSteps) {
   for (const DeviceFill &d : r.devices) {
     EXPECT_DOUBLE_EQ(d.kfacWork, 8);
     EXPECT_DOUBLE_EQ(d.utilisationBefore, 12.0 / 16);
-    // Filled: (K x 12 + 8) / (K x 16) > 12 / 16.
+    // Filled, over the device's own K_d: (K_d x 12 + 8) / (K_d x 16) > 12/16.
     EXPECT_NEAR(d.utilisationAfter,
-                (r.refreshSteps * 12 + 8.0) / (r.refreshSteps * 16.0), 1e-12);
+                (d.refreshSteps * 12 + 8.0) / (d.refreshSteps * 16.0), 1e-12);
   }
+}
+
+// The same Chimera case with the two copies of a stage named alike, as the
+// planner names them ("L<stage>" down on device st, up on device 3 - st):
+// they reduce together, so each pair of mirrored devices shares the larger of
+// its two spans, and the result's K is the largest of all. Two more layers
+// held by device 0 alone (down copies only) lengthen its span (4 steps) past
+// device 3's (3), which then takes device 0's K; devices 1 and 2 keep 3.
+TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
+  Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
+  PipeFisherInput in;
+  in.margin = 0;
+  for (int st = 0; st < 4; ++st) {
+    in.layers.push_back(layer("L" + std::to_string(st), st, 0.5, 1, 0, 0));
+    in.layers.push_back(
+        layer("L" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
+  }
+  in.layers.push_back(layer("X0", 0, 0.5, 1, 0, 0));
+  in.layers.push_back(layer("X1", 0, 0.5, 1, 0, 0));
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(4, 1, 2));
+  ASSERT_TRUE(bool(sim));
+  PipeFisherResult r = *packKfac(s, *sim, in);
+  ASSERT_EQ(r.devices.size(), 4u);
+  int largest = 0;
+  for (int d = 0; d < 4; ++d) {
+    const DeviceFill &f = r.devices[d], &mirror = r.devices[3 - d];
+    EXPECT_EQ(f.refreshSteps, std::max(f.steps, mirror.steps)) << d;
+    EXPECT_GE(f.refreshSteps, f.steps);
+    largest = std::max(largest, f.refreshSteps);
+    // Preconditioning closes each of the device's own K_d steps, no more.
+    int preconditioned = 0;
+    for (const PlacedItem &p : f.items)
+      if (p.kind == KfacItemKind::Precondition)
+        preconditioned = std::max(preconditioned, p.step + 1);
+    EXPECT_LE(preconditioned, f.refreshSteps);
+  }
+  EXPECT_EQ(r.refreshSteps, largest);
+  EXPECT_LT(r.devices[3].steps, r.devices[0].steps);
+  EXPECT_EQ(r.devices[3].refreshSteps, r.devices[0].steps);
+  // The middle pair keeps its own, shorter K.
+  EXPECT_LT(r.devices[1].refreshSteps, r.refreshSteps);
+  // Pinned alike they pack; pinned differently they are refused.
+  in.deviceRefreshSteps = {2, 3, 3, 2};
+  OrError<PipeFisherResult> pinned = packKfac(s, *sim, in);
+  ASSERT_TRUE(bool(pinned)) << pinned.error();
+  EXPECT_EQ(pinned->devices[0].refreshSteps, 2);
+  EXPECT_EQ(pinned->devices[1].refreshSteps, 3);
+  EXPECT_EQ(pinned->refreshSteps, 3);
+  in.deviceRefreshSteps = {2, 3, 2, 2};
+  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(bad.error(),
+            "k-fac layer 'L1' is on devices 1 and 2, pinned to different "
+            "refresh intervals (3 and 2): copies of a layer share one K");
+}
+
+// Per-device K, worked by hand on OneFOneBTwoStagesByHand's timeline
+// (device 0 idle [2,4) [6,7), device 1 idle [0,1) [7,9), makespan 9).
+// Device 0's layer s0 has no G curvature (its G would be ready only at 9,
+// after the last bubble) and curvature A 0.25, inversions 0.5 (inv_G has no
+// dependency): step 0's gap [2,4) takes curv_A mb 0 [2,2.25) (ready at 1),
+// mb 1 [2.25,2.5) (ready at 2), inv_A [2.5,3), inv_G [3,3.5): K_0 = 1.
+// Device 1's layer s1 is the hand case's: K_1 = 2. So device 0 refreshes every
+// step instead of idling through device 1's second one.
+//   step = 9 + 0.25 (nothing forced);
+//   device 0: (1 x 6 + 1.5 + 1 x 0.25) / (1 x 9.25) = 7.75 / 9.25;
+//   device 1: (2 x 6 + 4 + 2 x 0.25) / (2 x 9.25) = 16.5 / 18.5;
+//   overall: (7.75 / 1 + 16.5 / 2) / (2 x 9.25) = 16 / 18.5
+// (one K = 2 for both would give device 0 14 / 18.5).
+TEST(PipeFisher, EachDeviceRefreshesOnItsOwnK) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.25, 0.5), layer("s1", 1, 0.5, 1)};
+  in.layers[0].curvature[1] = 0;
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(describe(in, r.devices[0]), "curv_A:0@0[2,2.25) "
+                                        "curv_A:1@0[2.25,2.5) "
+                                        "inv_A:s0@0[2.5,3) inv_G:s0@0[3,3.5)");
+  EXPECT_EQ(r.devices[0].steps, 1);
+  EXPECT_EQ(r.devices[0].refreshSteps, 1);
+  EXPECT_EQ(r.devices[1].steps, 2);
+  EXPECT_EQ(r.devices[1].refreshSteps, 2);
+  EXPECT_EQ(r.refreshSteps, 2);
+  EXPECT_DOUBLE_EQ(r.stepTime, 9.25);
+  EXPECT_NEAR(r.devices[0].utilisationAfter, 7.75 / 9.25, 1e-12);
+  EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 18.5, 1e-12);
+  EXPECT_NEAR(r.utilisationAfter, 16 / 18.5, 1e-12);
+  // Device 0's preconditioning closes its one step only.
+  EXPECT_EQ(describe(in, r.devices[0], true).find("precond:s0@1"),
+            std::string::npos);
+  EXPECT_NE(describe(in, r.devices[0], true).find("precond:s0@0[9,9.25)"),
+            std::string::npos);
+}
+
+// `--kfac-refresh 1,2` on the hand case (s0, s1: curvature 0.5, inversion 1):
+// device 0 pinned to 1 forces what its step 1 held (curv_G mb 1, inv_G: 1.5,
+// as in PinnedRefreshForcesWhatItsStepsDoNotHold); device 1 keeps its 2 steps,
+// nothing forced. The tail is paid every K_0 = 1 steps:
+//   step = 9 + 0.25 + max(1.5 / 1, 0 / 2) = 10.75 (one K = 2: 10);
+//   device 0: (6 + 4 + 0.25) / 10.75; device 1: (12 + 4 + 0.5) / (2 x 10.75).
+TEST(PipeFisher, PerDevicePinForcesEachDeviceOnItsOwnK) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.deviceRefreshSteps = {1, 2};
+  in.refreshSteps = 5; // overridden by the per-device pin
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  ASSERT_EQ(r.devices.size(), 2u);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
+            "curv_G:0@0[6,6.5) curv_G:1@0[9,9.5)* inv_G:s0@0[9.5,10.5)*");
+  EXPECT_EQ(r.devices[0].refreshSteps, 1);
+  EXPECT_DOUBLE_EQ(r.devices[0].forced, 1.5);
+  EXPECT_EQ(r.devices[1].refreshSteps, 2);
+  EXPECT_DOUBLE_EQ(r.devices[1].forced, 0);
+  EXPECT_EQ(r.refreshSteps, 2);
+  EXPECT_DOUBLE_EQ(r.stepTime, 10.75);
+  EXPECT_NEAR(r.devices[0].utilisationAfter, 10.25 / 10.75, 1e-12);
+  EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 21.5, 1e-12);
+  // A pin longer than the span (device 1 pinned to 3 needs 2) keeps K_d 3.
+  in.deviceRefreshSteps = {1, 3};
+  r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(r.devices[1].steps, 2);
+  EXPECT_EQ(r.devices[1].refreshSteps, 3);
+  EXPECT_EQ(r.refreshSteps, 3);
+}
+
+TEST(PipeFisher, RejectsABadPerDevicePin) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  ASSERT_TRUE(bool(sim));
+  PipeFisherInput in;
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  in.deviceRefreshSteps = {2};
+  OrError<PipeFisherResult> r = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(r.error(), "pinned refresh intervals: expected one per pipeline "
+                       "device (2), got 1");
+  in.deviceRefreshSteps = {2, 0};
+  r = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(r.error(),
+            "a pinned refresh interval must be 1..4096 steps, got 0 for "
+            "device 1");
 }
 
 TEST(PipeFisher, RejectsBadInput) {

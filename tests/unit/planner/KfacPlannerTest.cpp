@@ -112,9 +112,19 @@ TEST(Kfac, PlanCountsItsWorkAndMemory) {
                 1e-9 * first.predicted.stepTime);
     EXPECT_GT(kfac.predicted.peakMemory, first.predicted.peakMemory);
   }
+  // 1F1B: layers of stage s are on device s and take its K_d; K is the
+  // largest K_d and each item lies within its device's refresh.
+  int largest = 0;
+  for (const KfacDevicePlan &d : k.devices) {
+    EXPECT_GE(d.refreshSteps, d.steps);
+    largest = std::max(largest, d.refreshSteps);
+  }
+  EXPECT_EQ(k.refreshSteps, largest);
+  for (const KfacLayerPlan &l : k.layers)
+    EXPECT_EQ(l.refreshSteps, k.devices.at(l.stage).refreshSteps) << l.name;
   for (const KfacDevicePlan &d : k.devices)
     for (const KfacItemPlacement &it : d.items) {
-      EXPECT_LT(it.step, k.refreshSteps);
+      EXPECT_LT(it.step, d.refreshSteps);
       if (!it.forced && it.item != "precond") {
         EXPECT_LE(it.end, k.firstOrderStepTime + 1e-12);
       }
@@ -167,16 +177,133 @@ TEST(Kfac, PlanJsonRoundTrip) {
   for (const KfacLayerPlan &l : p.kfac->layers)
     up += l.direction == "up";
   EXPECT_EQ(2 * up, static_cast<int>(p.kfac->layers.size()));
+  // The two copies of a layer (on mirrored devices) share one K.
+  for (const KfacLayerPlan &a : p.kfac->layers)
+    for (const KfacLayerPlan &b : p.kfac->layers)
+      if (a.name == b.name) {
+        EXPECT_EQ(a.refreshSteps, b.refreshSteps) << a.name;
+      }
   const auto doc = planToJson(p);
   Plan back = planFromJson(nlohmann::json::parse(doc.dump()), "plan.json");
   const auto again = planToJson(back);
   EXPECT_EQ(again["optimizer"], "kfac");
   EXPECT_EQ(again["kfac"].dump(), doc["kfac"].dump());
+  ASSERT_TRUE(doc["kfac"]["layers"][0].contains("refresh_steps"));
+  ASSERT_TRUE(doc["kfac"]["devices"][0].contains("refresh_steps"));
   EXPECT_EQ(again["pipeline_ranks"].dump(), doc["pipeline_ranks"].dump());
   EXPECT_EQ(back.predicted.peakMemory, p.predicted.peakMemory);
   const auto firstOrder = planToJson(planOf(m, "adamw", fix));
   EXPECT_FALSE(firstOrder.contains("optimizer"));
   EXPECT_FALSE(firstOrder.contains("kfac"));
+}
+
+// `--kfac-refresh 1,3` (PlannerOptions::kfacDeviceRefresh) reaches the
+// packer: the search keeps only pp = 2, device 0 refreshes every step and
+// device 1 every 3, its layers say so, K is 3 and pinned; plan.json keeps
+// the per-device and per-layer K through a round trip.
+TEST(Kfac, PerDevicePinReachesThePlanAndItsJson) {
+  Graphs m = load("tiny-gpt");
+  PlannerOptions o;
+  o.globalBatch = 8;
+  o.explain = false;
+  o.optimizer = "kfac";
+  o.fixed.schedule = pipeline::ScheduleKind::OneFOneB;
+  o.kfacDeviceRefresh = {1, 3};
+  auto r = plan(m.g1, m.g2, twoGpus(), o);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error();
+  const Plan *p = std::get_if<Plan>(&*r);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->knobs.pp, 2);
+  ASSERT_TRUE(p->kfac.has_value());
+  const KfacPlan &k = *p->kfac;
+  ASSERT_EQ(k.devices.size(), 2u);
+  EXPECT_EQ(k.devices[0].refreshSteps, 1);
+  EXPECT_EQ(k.devices[1].refreshSteps, 3);
+  EXPECT_EQ(k.refreshSteps, 3);
+  EXPECT_TRUE(k.refreshPinned);
+  for (const KfacLayerPlan &l : k.layers)
+    EXPECT_EQ(l.refreshSteps, l.stage == 0 ? 1 : 3) << l.name;
+  for (const KfacItemPlacement &it : k.devices[0].items)
+    EXPECT_EQ(it.step, 0) << it.item;
+  const auto doc = planToJson(*p);
+  EXPECT_EQ(doc["kfac"]["refresh_steps"], 3);
+  EXPECT_EQ(doc["kfac"]["devices"][0]["refresh_steps"], 1);
+  EXPECT_EQ(doc["kfac"]["devices"][1]["refresh_steps"], 3);
+  Plan back = planFromJson(nlohmann::json::parse(doc.dump()), "plan.json");
+  ASSERT_TRUE(back.kfac.has_value());
+  EXPECT_EQ(back.kfac->devices[0].refreshSteps, 1);
+  EXPECT_EQ(back.kfac->layers.front().refreshSteps, 1);
+  EXPECT_EQ(back.kfac->layers.back().refreshSteps, 3);
+  EXPECT_EQ(planToJson(back)["kfac"].dump(), doc["kfac"].dump());
+
+  // A list whose length no searched pp has is refused, naming the flag.
+  o.kfacDeviceRefresh = {1, 2, 3};
+  auto bad = plan(m.g1, m.g2, twoGpus(), o);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_EQ(bad.error().rfind("--kfac-refresh lists 3 refresh intervals, "
+                              "one per pipeline device, but no configuration "
+                              "with pp=3 applies",
+                              0),
+            0u)
+      << bad.error();
+}
+
+/// The message of the UserError planFromJson throws on `doc`, "" if none.
+std::string readError(const nlohmann::json &doc) {
+  try {
+    planFromJson(doc, "plan.json");
+  } catch (const std::exception &e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Plans written before per-device K have no kfac.layers[].refresh_steps or
+// kfac.devices[].refresh_steps: they read as the plan's K. Bad values (0, more
+// than kfac.refresh_steps) and an item outside its device's refresh are
+// refused, naming the place.
+TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
+  Graphs m = load("tiny-gpt");
+  FixedKnobs fix;
+  fix.pp = 2;
+  fix.schedule = pipeline::ScheduleKind::OneFOneB;
+  const auto doc =
+      nlohmann::json::parse(planToJson(planOf(m, "kfac", fix)).dump());
+  const int K = doc["kfac"]["refresh_steps"];
+  nlohmann::json old = doc;
+  for (auto &l : old["kfac"]["layers"])
+    l.erase("refresh_steps");
+  for (auto &d : old["kfac"]["devices"])
+    d.erase("refresh_steps");
+  Plan back = planFromJson(old, "plan.json");
+  ASSERT_TRUE(back.kfac.has_value());
+  for (const KfacLayerPlan &l : back.kfac->layers)
+    EXPECT_EQ(l.refreshSteps, K) << l.name;
+  for (const KfacDevicePlan &d : back.kfac->devices)
+    EXPECT_EQ(d.refreshSteps, K);
+
+  nlohmann::json bad = doc;
+  bad["kfac"]["layers"][1]["refresh_steps"] = 0;
+  EXPECT_NE(readError(bad).find("/kfac/layers/1/refresh_steps"),
+            std::string::npos)
+      << readError(bad);
+  EXPECT_NE(readError(bad).find("got 0"), std::string::npos);
+  bad = doc;
+  bad["kfac"]["devices"][0]["refresh_steps"] = K + 1;
+  EXPECT_NE(readError(bad).find("/kfac/devices/0/refresh_steps"),
+            std::string::npos)
+      << readError(bad);
+  bad = doc;
+  bad["kfac"]["devices"][0]["refresh_steps"] = "2";
+  EXPECT_NE(readError(bad).find("expected an integer"), std::string::npos)
+      << readError(bad);
+  // Device 0 pinned to one step cannot hold an item of step 1.
+  bad = doc;
+  bad["kfac"]["devices"][0]["refresh_steps"] = 1;
+  bad["kfac"]["devices"][0]["items"][0]["step"] = 1;
+  EXPECT_NE(readError(bad).find("/kfac/devices/0/items/0/step"),
+            std::string::npos)
+      << readError(bad);
 }
 
 TEST(Kfac, DampingMustBePositive) {

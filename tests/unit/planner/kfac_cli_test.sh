@@ -2,7 +2,8 @@
 # PipeFisher end to end (docs/pipefisher.md): `simulate --pipefisher` on the
 # hand-worked case of PipeFisherTest.cpp, `plan --optimizer kfac` writing and
 # `inspect` reading the kfac fields (and the trace showing the K-FAC items),
-# first-order plans without them, and the one-line errors (exit 1).
+# first-order plans without them, a K per pipeline device (--kfac-refresh K0,K1),
+# and the one-line errors (exit 1).
 # Usage: kfac_cli_test.sh path/to/autoddl
 set -uo pipefail
 autoddl=${1:?usage: kfac_cli_test.sh path/to/autoddl}
@@ -49,6 +50,30 @@ out = json.load(open(sys.argv[1]))["pipefisher"]
 assert out["refresh_steps"] == 1 and out["refresh_pinned"] is True, out
 assert abs(out["step_time_s"] - 11.25e-3) < 1e-12, out["step_time_s"]
 assert "stage 1: inv_G s1.l0" in out["unfitted"], out["unfitted"]
+PY
+
+# --kfac-refresh 1,2 pins each device's K (PipeFisher.PerDevicePinForcesEachDeviceOnItsOwnK):
+# stage 0 forces 1.5 every step, stage 1 keeps its 2 steps: step 9 + 0.25 + 1.5 / 1.
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 1 --precond 0.25 --margin 0 --kfac-refresh 1,2 --json \
+  --trace "$work/t12.json" >"$work/s12.json" || fail "simulate --kfac-refresh 1,2 exited $?"
+python3 - "$work/s12.json" "$work/t12.json" <<'PY' || fail "simulate --kfac-refresh 1,2 content"
+import json, sys
+out = json.load(open(sys.argv[1]))["pipefisher"]
+assert out["refresh_steps"] == 2 and out["refresh_pinned"] is True, out
+assert [d["refresh_steps"] for d in out["devices"]] == [1, 2], out["devices"]
+assert [l["refresh_steps"] for l in out["layers"]] == [1, 2], out["layers"]
+assert abs(out["step_time_s"] - 10.75e-3) < 1e-12, out["step_time_s"]
+assert all(i["step"] == 0 for i in out["devices"][0]["items"])
+rows = {e["args"]["name"] for e in json.load(open(sys.argv[2]))["traceEvents"]
+        if e.get("name") == "thread_name"}
+assert "stage 0 K-FAC, step 1 of 1" in rows and "stage 1 K-FAC, step 2 of 2" in rows, rows
+PY
+# Unpinned, each device's K is its own span: both 2 in the hand case.
+python3 - "$work/s.json" <<'PY' || fail "simulate per-device K"
+import json, sys
+out = json.load(open(sys.argv[1]))["pipefisher"]
+assert [d["refresh_steps"] for d in out["devices"]] == [2, 2], out["devices"]
 PY
 
 # The text report names what did not fit: inversions of 5 fit no gap.
@@ -100,6 +125,22 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 assert "optimizer" not in p and "kfac" not in p
 PY
+# --kfac-refresh 1,3: one K per pipeline device in the plan, its layers and
+# its summary (a K column).
+"$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --fix pp=2,schedule=1f1b --optimizer kfac --kfac-refresh 1,3 -o "$work/k13.json" \
+  >"$work/k13.txt" || fail "plan --kfac-refresh 1,3 exited $?"
+python3 - "$work/k13.json" <<'PY' || fail "plan --kfac-refresh 1,3 content"
+import json, sys
+k = json.load(open(sys.argv[1]))["kfac"]
+assert k["refresh_steps"] == 3 and k["refresh_pinned"] is True, k["refresh_steps"]
+assert [d["refresh_steps"] for d in k["devices"]] == [1, 3], k["devices"]
+assert all(l["refresh_steps"] == (1 if l["stage"] == 0 else 3) for l in k["layers"])
+assert all(i["step"] == 0 for i in k["devices"][0]["items"])
+PY
+grep -Eq '^ +device +K +steps' "$work/k13.txt" || fail "plan summary lacks the K column"
+grep -Eq '^ +1 +3 +[0-9]' "$work/k13.txt" || fail "plan summary lacks device 1's K = 3"
+"$autoddl" inspect "$work/k13.json" >/dev/null || fail "inspect of a per-device K plan exited $?"
 # A kfac object without the optimizer key is refused by the reader.
 python3 - "$work/k.json" "$work/bad.json" <<'PY'
 import json, sys
@@ -137,6 +178,30 @@ expect_error "--kfac-refresh: needs --optimizer kfac" \
 expect_error "--kfac-refresh: expected 1..4096 steps, got 5000" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer kfac --kfac-refresh 5000
+expect_error "--kfac-refresh: lists 3 refresh intervals, one per pipeline device, but --fix pp=2" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --fix pp=2 --kfac-refresh 1,2,3
+expect_error "--kfac-refresh lists 3 refresh intervals, one per pipeline device, but no configuration with pp=3 applies" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-refresh 1,2,3
+expect_error "chimera's mirrored devices d and pp-1-d hold copies of the same layers and need one refresh interval" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --fix pp=2,schedule=chimera,microbatch=1 --kfac-refresh 1,2
+expect_error "--kfac-refresh: expected 1..4096 steps, got 0" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-refresh 2,0
+expect_error "--kfac-refresh: expected a number of steps or a comma-separated list" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-refresh 2,x
+expect_error "--kfac-refresh: needs --optimizer kfac" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --kfac-refresh 1,2
+expect_error "--kfac-refresh: lists 3 refresh intervals, one per pipeline device, but the schedule has 2" \
+  "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --kfac-refresh 1,2,3
+expect_error "pinned to different refresh intervals (1 and 2): copies of a layer share one K" \
+  "$autoddl" simulate --schedule chimera --stages 2 --microbatches 2 --pipefisher \
+  --kfac-refresh 1,2
 expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer sgd
