@@ -19,6 +19,8 @@ rm -rf "$work" && mkdir -p "$work"
 seqArg=()
 kfacArg=()
 [ -n "${KFAC:-}" ] && kfacArg=(--optimizer kfac --kfac-rule "$KFAC")
+# KFAC_REFRESH: plan --kfac-refresh (K, or one K per pipeline device).
+[ -n "${KFAC_REFRESH:-}" ] && kfacArg+=(--kfac-refresh "$KFAC_REFRESH")
 case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" "${kfacArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
@@ -32,10 +34,16 @@ modelArg=()
 # A classification model (mlp, vgg) also reports the accuracy of its last step
 # (metrics.json info.accuracy): the plan's run must report the single rank's.
 python3 - "$work/run" <<'PY'
-import json, sys
+import json, os, sys
 plan, single = (json.load(open(f"{sys.argv[1]}/{r}/metrics.json"))["info"] for r in ("plan", "single"))
 if "accuracy" in single or "accuracy" in plan:
     if plan.get("accuracy") != single.get("accuracy"):
         sys.exit(f"accuracy: plan {plan.get('accuracy')} != single rank {single.get('accuracy')}")
     print(f"accuracy: {plan['accuracy']} on both")
+# A K per pipeline device: both runs used the plan's per-layer K, and they differ.
+if "," in os.environ.get("KFAC_REFRESH", ""):
+    ks = [r.get("kfac.refresh_layers", "") for r in (plan, single)]
+    if ks[0] != ks[1] or len(set(ks[0].split(","))) < 2:
+        sys.exit(f"kfac.refresh_layers: plan {ks[0]!r}, single rank {ks[1]!r}")
+    print(f"K per layer: {ks[0]} on both")
 PY

@@ -79,6 +79,10 @@ cases=(
   "kfac_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 kfac-lamb"
   "kfac_pp2_1f1b tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0 kfac-sgd"
   "kfac_pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0 kfac-lamb"
+  # A refresh interval per pipeline device (kfac-RULE@K0,K1: plan --kfac-refresh K0,K1, the programs
+  # run the plan's K per layer): against the CPU program of the same plan on as many ranks (the CPU
+  # e2e matrix checks that one against the one-rank run, e2e.verify_kfac.*_stagek).
+  "kfac_pp2_1f1b_stagek tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0 kfac-sgd@2,3"
   # Recomputation executed (a sixth field recompute-N: every stage recomputes its first N
   # layers, tests/e2e/recompute_layers.py): every layer, the first of four (a recomputed layer beside the
   # loop of the others), across pp=2, and under tp=2 with the rerun's collectives captured in the
@@ -118,8 +122,12 @@ prepare)
   cd "$here"
   for c in "${cases[@]}"; do
     read -r name model gpus fix mega extra <<<"$c"
-    kfac="" recompute=""
-    case "${extra:-}" in kfac-*) kfac=$extra ;; recompute-*) recompute=${extra#recompute-} ;; esac
+    kfac="" kfacK="" recompute=""
+    case "${extra:-}" in
+    kfac-*@*) kfac=${extra%@*} kfacK=${extra#*@} ;;
+    kfac-*) kfac=$extra ;;
+    recompute-*) recompute=${extra#recompute-} ;;
+    esac
     w=$dir/cases/$name && mkdir -p "$w"
     batchArgs=(--global-batch 8 --seq 64)
     case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
@@ -128,6 +136,9 @@ prepare)
     if [ -n "${kfac:-}" ]; then
       optArgs=(--optimizer kfac --kfac-rule "${kfac#kfac-}") runArgs=$kfacRunArgs
       refName=$refName.$kfac
+      if [ -n "$kfacK" ]; then
+        optArgs+=(--kfac-refresh "$kfacK") runArgs="" refName=$name.$kfac
+      fi
     fi
     echo "$runArgs" >"$w/args"
     echo "$refName" >"$w/ref"
@@ -142,7 +153,14 @@ prepare)
     # One CPU reference per model: its one-rank plan, 20 steps (a model without a one-GPU case,
     # like gpt-odd-vocab, still gets one).
     ref=$dir/cpu/$refName
-    if ! [ -d "$ref" ]; then
+    if [ -n "$kfacK" ]; then # the CPU program of this plan, on as many ranks
+      "$autoddl" codegen "$w/plan.json" --backend cpu -o "$ref" "${modelArg[@]}" >/dev/null
+      cmake -S "$ref" -B "$ref/build" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+      cmake --build "$ref/build" -j2 >/dev/null
+      OPENBLAS_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np "$gpus" \
+        "$ref/build/train" --steps $steps --quiet --out "$ref/run"
+    elif ! [ -d "$ref" ]; then
       "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus 1 "${batchArgs[@]}" "${optArgs[@]}" \
         --fix tp=1,pp=1,dp=1 --no-why -o "$dir/cpu/$refName.plan.json" >/dev/null
       "$autoddl" codegen "$dir/cpu/$refName.plan.json" --backend cpu -o "$ref" \
@@ -306,6 +324,8 @@ device)
   }
   resume_case pp2_1f1b ""
   resume_case kfac_pp2_1f1b _kfac --kfac-refresh 3
+  # K per device (2, 3): at step 10 one layer's refresh step, the other's pending inverses saved.
+  resume_case kfac_pp2_1f1b_stagek _kfac_stagek
   # Few files come back from the device: every run's metrics in one file, the logs in another.
   python3 - "$out" <<'PY'
 import glob, json, os, shutil, sys
@@ -403,7 +423,8 @@ doc = {"date": datetime.date.today().isoformat(),
                       "gat": "first 10 steps; fp32 1e-4, bf16 1e-1 (see verify_gpu.sh)",
                       "kfac": "--kfac-refresh 2 vs the CPU K-FAC program: fp32 1e-4, bf16 2e-2"},
        "device_log": log, "all_ok": ok_all, "rows": rows}
-for label, what in (("", "pp2_1f1b fp32"), ("_kfac", "kfac_pp2_1f1b fp32 --kfac-refresh 3")):
+for label, what in (("", "pp2_1f1b fp32"), ("_kfac", "kfac_pp2_1f1b fp32 --kfac-refresh 3"),
+                    ("_kfac_stagek", "kfac_pp2_1f1b_stagek fp32, K 2 and 3 per device")):
   full, resumed = runs.get(f"full{label}.fp32"), runs.get(f"resumed{label}.fp32")
   if full and resumed:
     tail = full["loss"][10:]
