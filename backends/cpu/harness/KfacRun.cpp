@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -110,7 +111,10 @@ void KfacRun::enqueue(Queued q) {
 // The first item, in queue order, whose layer has no earlier item queued and
 // whose last duration (+5 %, PipeFisher's margin) fits the budget; an item
 // never timed yet fits (it is timed now). Thread filling: a nap while the
-// thread has work (recv tests again after it).
+// thread has work (recv tests again after it), an eighth of the wait still
+// expected (20 us .. 500 us; 20 us with no estimate): a long wait wakes the
+// rank, and so preempts the thread, a few times instead of every 20 us, and
+// its message is late by at most an eighth of that wait.
 RecvWaitWork KfacRun::run_queued(double budget_s) {
   if (fill_thread_) {
     {
@@ -118,7 +122,10 @@ RecvWaitWork KfacRun::run_queued(double budget_s) {
       if (queue_.empty() && !running_)
         return RecvWaitWork::None;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    const double nap = std::isfinite(budget_s) && budget_s > 0
+                           ? std::clamp(budget_s / 8, 20e-6, 500e-6)
+                           : 20e-6;
+    std::this_thread::sleep_for(std::chrono::duration<double>(nap));
     return RecvWaitWork::Napped;
   }
   std::vector<int> blocked;
@@ -300,10 +307,12 @@ void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
   const double t0 = trace.now_us();
   float *f = g_side ? l.G.data() : l.A.data();
   const int64_t dim = g_side ? l.out : l.in;
+  // The upper triangle only (SYRK: half the FLOPs); reduce_factor completes
+  // the factor.
   if (!local_curvature(layer, g_side)) // a split operand: gathered over tp
-    kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, g.tp);
+    kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, g.tp, true);
   else
-    kfac_accumulate(f, v, rows, dim, 1.0f);
+    kfac_accumulate(f, v, rows, dim, 1.0f, true);
   trace.end(std::string(g_side ? "curv_G " : "curv_A ") +
                 specs_[size_t(layer)].name,
             0, t0);
@@ -420,6 +429,7 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   const KfacScales sc =
       kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
   std::vector<float> &F = f ? l.G : l.A;
+  kfac_symmetrize(F.data(), f ? l.out : l.in); // the sum is complete
   for (float &v : F)
     v *= f ? sc.g : sc.a;
   // Traced under the plan's item names (reduce_A, ...; inspect --trace).

@@ -76,7 +76,7 @@ public:
   /// moment that thread has work: the bubbles are filled to the microsecond
   /// instead of by whole items (the CPU's counterpart of the CUDA programs'
   /// low-priority side stream). recv then waits by sleeping (run_queued
-  /// naps 20 us while the thread has work). Its items are traced on tid 2
+  /// naps, 20-500 us, while the thread has work). Its items are traced on tid 2
   /// with the CPU time they took (args.cpu_us).
   RecvWaitWork run_queued(double budget_s);
   void drain();

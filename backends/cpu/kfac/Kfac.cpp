@@ -3,7 +3,7 @@
 
 #include "backends/cpu/Collectives.h" // all_reduce_forward, all_gather_forward
 #include "backends/cpu/MpiCheck.h"    // mpiCheck, comm_size, comm_rank
-#include "backends/cpu/kernels/Linear.h" // gemm (cblas_sgemm)
+#include "backends/cpu/kernels/Linear.h" // gemm (cblas_sgemm), cblas_ssyrk
 
 #include <algorithm>
 #include <cmath>
@@ -127,22 +127,33 @@ KfacLayer::KfacLayer(int64_t in_, int64_t out_)
       G_inv(size_t(out_ * out_)) {}
 
 void kfac_accumulate(float *F, const float *X, int64_t S, int64_t d,
-                     float scale) {
+                     float scale, bool upper) {
   if (S == 0)
     return;
-  gemm(true, false, d, d, S, scale, X, d, X, d, 1.0f, F, d);
+  if (upper)
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, int(d), int(S), scale,
+                X, int(d), 1.0f, F, int(d));
+  else
+    gemm(true, false, d, d, S, scale, X, d, X, d, 1.0f, F, d);
 }
 
 void kfac_accumulate_gathered(float *F, const float *X_shard, int64_t S,
-                              int64_t d_shard, float scale, MPI_Comm tp) {
+                              int64_t d_shard, float scale, MPI_Comm tp,
+                              bool upper) {
   const int p = ranks(tp);
   if (p == 1) {
-    kfac_accumulate(F, X_shard, S, d_shard, scale);
+    kfac_accumulate(F, X_shard, S, d_shard, scale, upper);
     return;
   }
   std::vector<float> full(size_t(S * d_shard * p));
   all_gather_forward(full.data(), X_shard, {S, d_shard}, 1, tp);
-  kfac_accumulate(F, full.data(), S, d_shard * p, scale);
+  kfac_accumulate(F, full.data(), S, d_shard * p, scale, upper);
+}
+
+void kfac_symmetrize(float *F, int64_t d) {
+  for (int64_t i = 1; i < d; ++i)
+    for (int64_t j = 0; j < i; ++j)
+      F[i * d + j] = F[j * d + i];
 }
 
 void kfac_factor_all_reduce_mean(float *F, int64_t n, MPI_Comm comm) {

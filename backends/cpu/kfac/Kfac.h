@@ -40,14 +40,19 @@ struct KfacLayer {
 
 /// F[d,d] += scale X^T X for X[S,d] (one micro-batch's contribution to A with
 /// X the layer input, or to G with X = dY; scale from kfac_factor_scales).
+/// `upper`: only F's upper triangle (row-major, j >= i), by SYRK at half
+/// GEMM's FLOPs; kfac_symmetrize completes F once its sum is.
 void kfac_accumulate(float *F, const float *X, int64_t S, int64_t d,
-                     float scale);
+                     float scale, bool upper = false);
 /// The same for an operand split by columns over `tp` (X_shard [S, d_shard],
 /// rank r holding columns [r d_shard, (r+1) d_shard)): all-gathers X and
 /// accumulates the full [d,d] factor, d = d_shard p, identical on every rank
 /// (column-parallel dY, row-parallel X).
 void kfac_accumulate_gathered(float *F, const float *X_shard, int64_t S,
-                              int64_t d_shard, float scale, MPI_Comm tp);
+                              int64_t d_shard, float scale, MPI_Comm tp,
+                              bool upper = false);
+/// F's lower triangle from its upper one (after kfac_accumulate's `upper`).
+void kfac_symmetrize(float *F, int64_t d);
 /// F[n] = the mean of F over `comm` (data-parallel replicas, Chimera's mirrored
 /// pipelines, a sequence split: every rank that saw other rows of the layer).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, MPI_Comm comm);

@@ -69,6 +69,18 @@ TEST(Kfac, FactorsAreTheMeanOuterProductOverMicroBatches) {
   for (size_t i = 0; i < want.size(); ++i)
     want[i] += w2[i];
   EXPECT_LT(rel_error(F, want), 1e-5);
+  // The upper triangle by SYRK (what the generated programs accumulate), then
+  // mirrored: the same factor; before the mirror the lower triangle is
+  // untouched (here: still the sentinel).
+  std::vector<float> U(size_t(d * d), -7.0f);
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = i; j < d; ++j)
+      U[size_t(i * d + j)] = 0.0f;
+  kfac_accumulate(U.data(), X1.data(), S, d, sc.a, true);
+  kfac_accumulate(U.data(), X2.data(), S, d, sc.a, true);
+  EXPECT_EQ(U[size_t(d)], -7.0f); // (1, 0)
+  kfac_symmetrize(U.data(), d);
+  EXPECT_LT(rel_error(U, want), 1e-5);
   // G's scale: dY of a mean loss over N rows is g / N, so N^2/S dY^T dY is
   // the mean of g g^T.
   const KfacScales g = kfac_factor_scales(10, 4.0);
