@@ -264,7 +264,7 @@ void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
                               ? std::numeric_limits<double>::infinity()
                               : last->second;
   Timer waited;
-  double hookSeconds = 0, notYet = 0;
+  double hookSeconds = 0, napSeconds = 0, notYet = 0;
   int done = 0;
   mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
   while (!done) {
@@ -273,9 +273,15 @@ void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
     const RecvWaitWork work = recvWaitHook(expected - notYet);
     if (work == RecvWaitWork::None)
       break;
-    if (work == RecvWaitWork::Ran)
-      hookSeconds += hook.seconds();
+    (work == RecvWaitWork::Ran ? hookSeconds : napSeconds) += hook.seconds();
     mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+  }
+  // The naps: receive time another thread of the rank could use (K-FAC's
+  // filling thread had work); metrics.json's "recv_napped".
+  if (napSeconds > 0) {
+    CollectiveStat &s = comm_stats()["recv_napped"];
+    s.calls += 1;
+    s.seconds += napSeconds;
   }
   // The hook's items are compute (traced on their own), not receive time
   // (the MPI_Tests between them are counted with them).
