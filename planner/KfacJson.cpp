@@ -161,6 +161,13 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     r.pair(layers[i], lp, "invert_s", l.invert);
     l.precondition = r.num(layers[i], lp, "precondition_s");
     l.refreshSteps = r.refresh(layers[i], lp, p.refreshSteps);
+    // Copies of a layer (Chimera's two pipelines) reduce together: one K.
+    for (const KfacLayerPlan &o : p.layers)
+      if (o.name == l.name && o.refreshSteps != l.refreshSteps)
+        r.fail(lp / "refresh_steps",
+               "a copy of layer " + l.name + " has " +
+                   std::to_string(o.refreshSteps) + " steps, this one " +
+                   std::to_string(l.refreshSteps));
     p.layers.push_back(l);
   }
   const json &devices = r.array(j, at, "devices");
@@ -171,6 +178,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     d.device = r.integer(dj, dp, "device");
     d.steps = r.integer(dj, dp, "steps");
     d.refreshSteps = r.refresh(dj, dp, p.refreshSteps);
+    if (d.refreshSteps < d.steps)
+      r.fail(dp / "refresh_steps",
+             "expected at least the device's steps (" +
+                 std::to_string(d.steps) + "), got " +
+                 std::to_string(d.refreshSteps));
     d.work = r.num(dj, dp, "work_s");
     d.precondition = r.num(dj, dp, "precondition_s");
     d.forced = r.num(dj, dp, "forced_s");
@@ -186,6 +198,13 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       it.layer = r.integer(items[k], ip, "layer");
       if (it.layer < 0 || it.layer >= static_cast<int>(p.layers.size()))
         r.fail(ip / "layer", "expected an index into kfac.layers");
+      // The programs run a device's items in its cycle: its layers' K.
+      if (p.layers[size_t(it.layer)].refreshSteps != d.refreshSteps)
+        r.fail(ip / "layer",
+               "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
+                   std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
+                   " steps, its device every " +
+                   std::to_string(d.refreshSteps));
       if (items[k].contains("microbatch"))
         it.microbatch = r.integer(items[k], ip, "microbatch");
       it.step = r.integer(items[k], ip, "step");

@@ -265,6 +265,8 @@ void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
 }
 
 void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
+  if (!pending_[size_t(layer)].open)
+    return; // its cycle finished early (a save): nothing to queue
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::CurvatureSaved, layer, g_side);
     q.mb = mb;
@@ -363,6 +365,10 @@ void KfacRun::begin_step(int64_t step) {
   step_ = step;
   KfacRunBase::begin_step(step);
   finish_cycle(step); // already done at the previous step's end, or by a save
+  // Nothing queued runs into a cycle opened below (the filling thread reads
+  // the Pending this writes).
+  if (due_)
+    drain();
   for (size_t i = 0; i < specs_.size(); ++i) {
     Pending &p = pending_[i];
     KfacLayer &l = layers_[i];
@@ -484,6 +490,8 @@ void KfacRun::invert_factor(size_t i, int f, bool bubble) {
 }
 
 void KfacRun::reduce_item(int layer, bool g) {
+  if (!pending_[size_t(layer)].open)
+    return; // done, or its cycle finished early (a save)
   if (fill_waits_ && local_refresh(size_t(layer))) {
     enqueue(Queued(Queued::Reduce, layer, g));
     return;
@@ -493,6 +501,8 @@ void KfacRun::reduce_item(int layer, bool g) {
 }
 
 void KfacRun::invert_item(int layer, bool g) {
+  if (!pending_[size_t(layer)].open)
+    return;
   if (fill_waits_ && local_refresh(size_t(layer))) {
     enqueue(Queued(Queued::Invert, layer, g));
     return;

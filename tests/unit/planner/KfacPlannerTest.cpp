@@ -299,9 +299,39 @@ TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
       << readError(bad);
   // Device 0 pinned to one step cannot hold an item of step 1.
   bad = doc;
-  bad["kfac"]["devices"][0]["refresh_steps"] = 1;
+  for (auto &l : bad["kfac"]["layers"])
+    l["refresh_steps"] = 1;
+  for (auto &d : bad["kfac"]["devices"])
+    d["refresh_steps"] = d["steps"] = 1;
   bad["kfac"]["devices"][0]["items"][0]["step"] = 1;
   EXPECT_NE(readError(bad).find("/kfac/devices/0/items/0/step"),
+            std::string::npos)
+      << readError(bad);
+  // A device's K below the steps its refresh spans.
+  bad = doc;
+  bad["kfac"]["devices"][0]["steps"] = 2;
+  bad["kfac"]["devices"][0]["refresh_steps"] = 1;
+  EXPECT_NE(readError(bad).find("expected at least the device's steps (2)"),
+            std::string::npos)
+      << readError(bad);
+  // Two copies of one layer (Chimera's pipelines) on different K.
+  ASSERT_GT(K, 1); // this plan's refresh spans steps: the checks below apply
+  bad = doc;
+  nlohmann::json copy = bad["kfac"]["layers"][0];
+  copy["refresh_steps"] = int(copy.value("refresh_steps", K)) == 1 ? 2 : 1;
+  bad["kfac"]["layers"].push_back(copy);
+  const size_t n = bad["kfac"]["layers"].size() - 1;
+  EXPECT_NE(readError(bad).find("/kfac/layers/" + std::to_string(n) +
+                                "/refresh_steps"),
+            std::string::npos)
+      << readError(bad);
+  EXPECT_NE(readError(bad).find("a copy of layer"), std::string::npos);
+  // An item of a layer whose K is not its device's.
+  bad = doc;
+  const int layer = bad["kfac"]["devices"][0]["items"][0]["layer"];
+  const int devK = bad["kfac"]["devices"][0].value("refresh_steps", K);
+  bad["kfac"]["layers"][size_t(layer)]["refresh_steps"] = devK == 1 ? 2 : 1;
+  EXPECT_NE(readError(bad).find("/kfac/devices/0/items/0/layer"),
             std::string::npos)
       << readError(bad);
 }
