@@ -31,6 +31,26 @@ fi
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
 "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}"
+# SAVE_MIDCYCLE=1 (K-FAC): a checkpoint every 2 steps finishes the open refresh cycles early; the
+# run's losses must equal the run without checkpoints bit for bit, under wait and thread filling.
+if [ "${SAVE_MIDCYCLE:-0}" = 1 ]; then
+  for fill in waits thread; do
+    for save in 0 1; do
+      saveArgs=()
+      [ "$save" = 1 ] && saveArgs=(--save "$work/ck_$fill" --save-every 2)
+      AUTODDL_KFAC_FILL=$fill "$autoddl" run "$work/plan.json" --steps "$steps" "${modelArg[@]}" \
+        --out "$work/save_${fill}_$save" -- --quiet "${saveArgs[@]}" >/dev/null 2>"$work/save_${fill}_$save.log" ||
+        { cat "$work/save_${fill}_$save.log"; exit 1; }
+    done
+    python3 - "$work/save_${fill}_0/metrics.json" "$work/save_${fill}_1/metrics.json" "$fill" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+if a["loss"] != b["loss"] or a["info"]["kfac.fill"] != sys.argv[3]:
+    sys.exit(f"{sys.argv[3]}: saving mid-cycle changed the losses: {a['loss']} vs {b['loss']}")
+print(f"{sys.argv[3]}: saving every 2 steps mid-cycle leaves the losses unchanged")
+PY
+  done
+fi
 # A classification model (mlp, vgg) also reports the accuracy of its last step
 # (metrics.json info.accuracy): the plan's run must report the single rank's.
 python3 - "$work/run" <<'PY'
