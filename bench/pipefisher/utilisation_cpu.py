@@ -288,7 +288,8 @@ def run_paired(a):
     extra = {"kfac": ["--kfac-refresh", str(a.kfac_refresh)]} if a.kfac_refresh else {}
     K_stage = [a.kfac_refresh] * len(K_plan) if a.kfac_refresh else K_plan
     # The window holds whole cycles of every stage (of the longest where that is too long).
-    K = math.lcm(*K_stage) if math.lcm(*K_stage) <= 24 else max(K_stage)
+    K = math.lcm(*K_stage)
+    K = K if K <= 24 else max(K_stage)
     up = lambda n: -(-n // K) * K
     warmup, steps = up(a.warmup), up(a.warmup) + up(a.steps)
     trains = build_all(a)

@@ -64,11 +64,16 @@ void KfacRun::begin_step(int64_t step) {
   KfacRunBase::begin_step(step);
 }
 
+std::vector<KfacLayer *> KfacRun::layers_of(const std::vector<size_t> &index) {
+  std::vector<KfacLayer *> out;
+  for (size_t i : index)
+    out.push_back(&layers_[i]);
+  return out;
+}
+
 void KfacRun::resolve() {
   outcomes_.resize(2 * specs_.size());
-  std::vector<KfacLayer *> held;
-  for (size_t i : launched_)
-    held.push_back(&layers_[i]);
+  std::vector<KfacLayer *> held = layers_of(launched_);
   std::vector<KfacInverseOutcome> o(2 * held.size());
   if (!kfac_refresh_finish(held.data(), int64_t(held.size()), o.data()))
     return;
@@ -123,8 +128,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // A layer refreshing now has nothing pending (install() ran at this step's
   // start); another layer's refresh still on the side stream (a shorter or
   // longer K) is resolved first: one launch at a time.
-  std::vector<KfacLayer *> launched;
-  std::vector<size_t> launched_index;
+  std::vector<size_t> launching;
   for (size_t i = 0; due_ && i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     if (!s.weight->held || !due(i))
@@ -154,16 +158,16 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
     };
     reduce(l.A, "reduce_A");
     reduce(l.G, "reduce_G");
-    launched.push_back(&l);
-    launched_index.push_back(i);
+    launching.push_back(i);
     rows_[i] = 0;
   }
-  if (!launched.empty()) {
+  if (!launching.empty()) {
     resolve();
     launch_mark_ = trace.mark();
-    kfac_refresh_launch(launched.data(), int64_t(launched.size()), c_.damping,
+    std::vector<KfacLayer *> launch = layers_of(launching);
+    kfac_refresh_launch(launch.data(), int64_t(launch.size()), c_.damping,
                         launch_mark_ >= 0);
-    launched_ = launched_index;
+    launched_ = std::move(launching);
     for (size_t i : launched_)
       pending_[i] = true;
   }

@@ -82,6 +82,8 @@ private:
   /// Waits for a launched refresh, decides its fp64 retries, keeps its
   /// outcomes and zeroes its factors (a no-op when none is launched).
   void resolve();
+  /// The layers at these table indices (a launch's order).
+  std::vector<KfacLayer *> layers_of(const std::vector<size_t> &index);
   /// The inverses of the layers whose install is due at `step`.
   void install(int64_t step);
 
