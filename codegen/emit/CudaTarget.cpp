@@ -83,8 +83,7 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       "kfac_curvature, KfacProgram\n",
       /*zeroBuffer=*/
       "  zero({0}.data(), {0}.size() * int64_t(sizeof(*{0}.data())));\n",
-      // Not yet in backends/cuda/harness/KfacRun.h.
-      /*kfacBubbleItems=*/false,
+      /*kfacBubbleItems=*/true,
   };
   return target;
 }

@@ -328,7 +328,10 @@ std::string Emitter::kfacProgramText() const {
                      plan_.kfac->rule);
   for (const std::string &row : kfacRows_)
     out += "      " + row + ",\n";
-  out += "  };\n  return k;\n}\n\n";
+  out += "  };\n";
+  if (target_.kfacBubbleItems) // Schedule.cpp
+    out += "  k.items_at = kfac_items_at;\n";
+  out += "  return k;\n}\n\n";
   return out;
 }
 

@@ -7,6 +7,9 @@
 #include "codegen/emit/Emitter.h"
 #include "planner/ProgramDecisions.h"
 
+#include <map>
+#include <set>
+
 namespace autoddl::codegen::emit {
 
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
@@ -59,6 +62,25 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     out +=
         fmt::format("  case {}:\n    run_device{}(step);\n    break;\n", d, d);
   out += "  }\n}\n";
+  if (!plan_.kfac || !target_.kfacBubbleItems)
+    return out;
+  // Per device, the steps of the cycle after the refresh step that hold
+  // K-FAC items (KfacProgram::items_at).
+  std::map<int, std::set<int>> phases;
+  for (const auto &[slot, calls] : kfacAt)
+    for (const KfacCall &c : calls)
+      if (c.phase > 0)
+        phases[slot.first].insert(c.phase);
+  out += "\n// Whether this device has K-FAC items in step `phase` (> 0) of "
+         "its refresh cycle.\nstatic bool kfac_items_at(int64_t phase) {\n"
+         "  switch (g.rpp) {\n";
+  for (const auto &[d, set] : phases) {
+    std::string any;
+    for (int ph : set)
+      any += fmt::format("{}phase == {}", any.empty() ? "" : " || ", ph);
+    out += fmt::format("  case {}:\n    return {};\n", d, any);
+  }
+  out += "  }\n  (void)phase;\n  return false;\n}\n";
   return out;
 }
 

@@ -48,6 +48,10 @@ template <typename ParamT> struct KfacProgramOf {
   int64_t refresh = 1;
   const char *rule = "sgd";
   std::vector<KfacLayerSpecOf<ParamT>> layers;
+  // Whether this rank's pipeline device has K-FAC items in step `phase`
+  // (1..K-1) of its refresh cycle (null: none there). The CUDA program runs
+  // those steps eagerly, outside its step graph.
+  bool (*items_at)(int64_t phase) = nullptr;
 };
 
 /// The run's K-FAC configuration: the flags over the plan's values. Throws

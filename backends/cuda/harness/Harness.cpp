@@ -243,9 +243,12 @@ public:
       pipe.finish_step();
       grad_sync.wait();
     };
-    // A K-FAC refresh step runs its curvature GEMMs between the stages'
-    // calls: eagerly, the graph keeping the other steps (KfacRun.h).
-    if (graph_off_.empty() && !(kfac_on_ && kfac.due())) {
+    // A step with K-FAC items (a refresh step's curvature GEMMs, the items
+    // the plan placed in a later step of the cycle) runs them between the
+    // stages' calls: eagerly, the graph keeping the other steps (KfacRun.h).
+    const bool kfac_eager = kfac_on_ && kfac.eager_step();
+    kfac_eager_steps_ += kfac_eager ? 1 : 0;
+    if (graph_off_.empty() && !kfac_eager) {
       p_.preload_inputs(step);
       inputs_preloaded = true;
       step_graph_.run(body);
@@ -360,10 +363,12 @@ public:
     m.predicted_peak_bytes = s_.predicted_peak_bytes;
     if (kfac_on_) {
       kfac.info(m.info);
+      m.info["kfac.eager_steps"] = std::to_string(kfac_eager_steps_);
       m.info["kfac.step_graph"] =
-          "refresh steps run eagerly (curvature GEMMs), the others replay "
-          "the graph; the K-FAC step runs after it, the inversions on a side "
-          "stream, installed K steps later";
+          "steps with K-FAC items run eagerly (a refresh step's curvature "
+          "GEMMs, the items the plan placed in later steps of the cycle), "
+          "the others replay the graph; the K-FAC step runs after it, the "
+          "inversions on a side stream, installed K steps after the refresh";
     }
     write_cuda_run_metrics(m, s_.model_flops_per_step, s_.peak_flops_per_gpu,
                            o.out + "/metrics.json", MPI_COMM_WORLD);
@@ -445,6 +450,7 @@ private:
   const ProgramSpec &s_;
   bool no_cuda_graph_ = false;
   bool kfac_on_ = false;
+  int64_t kfac_eager_steps_ = 0; // steps run eagerly for their K-FAC items
   std::string setup_seconds_, graph_off_;
   StepGraph step_graph_;
   // Every parameter gradient this rank holds, zeroed at each step's start

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 namespace autoddl::rt::harness {
 
@@ -36,17 +37,38 @@ float *grown(DeviceBuffer<float> &b, int64_t n) {
 
 } // namespace
 
-// A split operand (row-parallel X, column-parallel dY) is all-gathered: every
-// tp rank accumulates the unsplit layer's factor.
+void KfacRun::setup(const KfacProgram &p, const Options &o,
+                    const ProgramSpec &s) {
+  KfacRunBase::setup(p, o, s);
+  kfac_inverse_reserve(layers_.data(), int64_t(layers_.size()));
+  cycle_.assign(specs_.size(), Cycle{});
+  unresolved_.assign(specs_.size(), false);
+  pending_.assign(specs_.size(), false);
+  outcomes_.assign(2 * specs_.size(), KfacInverseOutcome::NoInverse);
+  items_at_ = p.items_at;
+  saved_.clear();
+}
+
+bool KfacRun::split_operand(int layer, bool g_side) const {
+  return tp_ > 1 &&
+         specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In);
+}
+
 void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
   if (!due(size_t(layer)))
     return;
+  accumulate(layer, v, rows, g_side);
+}
+
+// A split operand (row-parallel X, column-parallel dY) is all-gathered: every
+// tp rank accumulates the unsplit layer's factor.
+void KfacRun::accumulate(int layer, const act_t *v, int64_t rows,
+                         bool g_side) {
   KfacLayer &l = layers_[size_t(layer)];
   const int t0 = trace.begin();
   float *f = g_side ? l.G.data() : l.A.data();
   const int64_t dim = g_side ? l.out : l.in;
-  if (tp_ > 1 &&
-      specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In))
+  if (split_operand(layer, g_side))
     kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, nccl_of(g.tp));
   else
     kfac_accumulate(f, v, rows, dim, 1.0f);
@@ -57,56 +79,184 @@ void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
     rows_[size_t(layer)] += rows;
 }
 
+void KfacRun::save(int mb, int layer, const act_t *v, int64_t rows,
+                   bool g_side) {
+  if (!due(size_t(layer)))
+    return;
+  const KfacLayer &l = layers_[size_t(layer)];
+  int64_t width = g_side ? l.out : l.in;
+  if (split_operand(layer, g_side))
+    width /= tp_; // this rank's columns; accumulate gathers them
+  Saved &sv = saved_[{layer, g_side, mb}];
+  if (sv.v.size() < rows * width) {
+    synchronize(); // the old copy may still be read by queued work
+    sv.v = DeviceBuffer<act_t>(rows * width);
+  }
+  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(sv.v.data(), v,
+                                     size_t(rows * width) * sizeof(act_t),
+                                     cudaMemcpyDeviceToDevice,
+                                     compute_stream()));
+  sv.rows = rows;
+  sv.live = true;
+}
+
+void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
+  if (!cycle_[size_t(layer)].open)
+    return; // its cycle finished early (a save): nothing left to add
+  auto it = saved_.find({layer, g_side, mb});
+  if (it == saved_.end() || !it->second.live)
+    return;
+  it->second.live = false;
+  accumulate(layer, it->second.v.data(), it->second.rows, g_side);
+}
+
+void KfacRun::flush_saved(size_t layer) {
+  for (auto &[key, sv] : saved_)
+    if (std::get<0>(key) == int(layer) && sv.live) {
+      sv.live = false;
+      accumulate(int(layer), sv.v.data(), sv.rows, std::get<1>(key));
+    }
+}
+
 // Each layer on its own K (docs/kfac.md "Refresh"; the CPU KfacRun keeps the
-// same rule): step s + K installs the inverses of its refresh at step s.
+// same rule): step s + K installs the inverses of its refresh at step s,
+// before that step opens the layer's next cycle.
 void KfacRun::begin_step(int64_t step) {
+  step_ = step;
+  finish_cycle(step); // done at the previous step's end, or by a save
   install(step);
   KfacRunBase::begin_step(step);
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (specs_[i].weight->held && due(i)) {
+      cycle_[i] = Cycle{};
+      cycle_[i].open = true;
+      rows_[i] = 0;
+    }
 }
 
-std::vector<KfacLayer *> KfacRun::layers_of(const std::vector<size_t> &index) {
-  std::vector<KfacLayer *> out;
-  for (size_t i : index)
-    out.push_back(&layers_[i]);
-  return out;
+// The factor's sum is complete here: every live curvature call of the layer
+// on this device comes before its reductions (the emitter's order), and the
+// saved operands are added first.
+bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
+  const KfacLayerSpec &s = specs_[i];
+  Cycle &c = cycle_[i];
+  if (!c.open || !s.weight->held || c.reduced[f])
+    return true;
+  if (bubble && s.weight->devices.size > 1)
+    return false;
+  flush_saved(i);
+  KfacLayer &l = layers_[i];
+  // Raw sums -> this rank's mean over its rows (G scaled back from the
+  // loss's mean: every rank holding the layer saw rows_ rows of the loss).
+  int replicas = std::max(1, s.weight->devices.size);
+  if (s.rows_over_tp)
+    replicas *= int(tp_);
+  const int64_t rows = rows_[i];
+  const KfacScales sc =
+      kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
+  DeviceBuffer<float> &F = f ? l.G : l.A;
+  scale_inplace(F.data(), f ? sc.g : sc.a, F.size());
+  // Traced under the names of the plan's items (reduce_A, reduce_G; inspect
+  // --trace).
+  const int t0 = trace.begin();
+  if (dp_ > 1)
+    kfac_factor_all_reduce_mean(F.data(), F.size(), nccl_of(g.dp));
+  if (s.rows_over_tp && tp_ > 1)
+    kfac_factor_all_reduce_mean(F.data(), F.size(), nccl_of(g.tp));
+  if (s.weight->devices.size > 1)
+    kfac_factor_all_reduce_mean(F.data(), F.size(), s.weight->devices.nccl);
+  trace.end(std::string(f ? "reduce_G " : "reduce_A ") + s.name, 1, t0);
+  c.reduced[f] = true;
+  return true;
 }
 
-void KfacRun::resolve() {
-  outcomes_.resize(2 * specs_.size());
-  std::vector<KfacLayer *> held = layers_of(launched_);
-  std::vector<KfacInverseOutcome> o(2 * held.size());
-  if (!kfac_refresh_finish(held.data(), int64_t(held.size()), o.data()))
+void KfacRun::invert_factor(size_t i, int f, bool bubble) {
+  const KfacLayerSpec &s = specs_[i];
+  Cycle &c = cycle_[i];
+  if (!c.open || !s.weight->held || c.launched[f])
     return;
-  // The side stream's inversions, traced under the plan's item names.
-  const std::vector<KfacSpan> spans = kfac_refresh_spans();
-  const std::vector<size_t> launched = std::move(launched_);
-  launched_.clear();
-  for (size_t h = 0; h < launched.size(); ++h) {
-    const size_t i = launched[h];
+  const bool collective = dp_ > 1 || (s.rows_over_tp && tp_ > 1) ||
+                          s.weight->devices.size > 1;
+  for (int h : {0, 1})
+    if (!c.reduced[h] && bubble && collective)
+      return; // its reduction item (or the cycle's end) comes first
+  for (int h : {0, 1})
+    if (!reduce_factor(i, h, bubble))
+      return;
+  const bool first = !c.launched[0] && !c.launched[1];
+  c.mark[f] = trace.mark();
+  kfac_inverse_launch(layers_[i], int64_t(i), f, c_.damping, first,
+                      c.mark[f] >= 0);
+  c.launched[f] = true;
+  unresolved_[i] = c.launched[0] && c.launched[1];
+}
+
+void KfacRun::reduce_item(int layer, bool g) {
+  reduce_factor(size_t(layer), g ? 1 : 0, true);
+}
+
+void KfacRun::invert_item(int layer, bool g) {
+  invert_factor(size_t(layer), g ? 1 : 0, true);
+}
+
+// In layer-table order on every rank holding a layer, so the dp, tp and
+// device communicators see one order.
+void KfacRun::finish_cycle(int64_t next) {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!cycle_[i].open || (next >= 0 && next % refresh_[i] != 0))
+      continue;
+    for (int f : {0, 1})
+      reduce_factor(i, f, false);
+    for (int f : {0, 1})
+      invert_factor(i, f, false);
+    cycle_[i].open = false;
+  }
+}
+
+void KfacRun::resolve(const std::vector<size_t> &index) {
+  std::vector<size_t> todo;
+  for (size_t i : index)
+    if (unresolved_[i])
+      todo.push_back(i);
+  if (todo.empty())
+    return;
+  std::vector<KfacLayer *> held;
+  std::vector<int64_t> slots;
+  for (size_t i : todo) {
+    held.push_back(&layers_[i]);
+    slots.push_back(int64_t(i));
+  }
+  std::vector<KfacInverseOutcome> o(2 * todo.size());
+  std::vector<KfacSpan> spans(2 * todo.size());
+  kfac_inverse_finish(held.data(), slots.data(), int64_t(todo.size()),
+                      o.data(), spans.data());
+  for (size_t h = 0; h < todo.size(); ++h) {
+    const size_t i = todo[h];
     outcomes_[2 * i] = o[2 * h];
     outcomes_[2 * i + 1] = o[2 * h + 1];
-    for (size_t f = 0; f < 2 && 2 * h + f < spans.size(); ++f)
+    // The side stream's inversions, traced under the plan's item names.
+    for (int f = 0; f < 2; ++f)
       trace.add_after_mark(std::string(f ? "inv_G " : "inv_A ") +
                                specs_[i].name,
-                           kSideStreamTid, launch_mark_,
-                           spans[2 * h + f].start_ms, spans[2 * h + f].dur_ms);
+                           kSideStreamTid, cycle_[i].mark[f],
+                           spans[2 * h + size_t(f)].start_ms,
+                           spans[2 * h + size_t(f)].dur_ms);
     // The factors were kept for the fp64 retry; the next refresh sums anew.
     KfacLayer &l = layers_[i];
     zero(l.A.data(), l.A.size() * int64_t(sizeof(float)));
     zero(l.G.data(), l.G.size() * int64_t(sizeof(float)));
+    unresolved_[i] = false;
+    pending_[i] = true;
   }
 }
 
 void KfacRun::install(int64_t step) {
-  bool any = false;
+  std::vector<size_t> due_now;
   for (size_t i = 0; i < specs_.size(); ++i)
-    any = any || (pending_[i] && kfac_install_due(step, refresh_[i]));
-  if (!any)
-    return;
-  resolve(); // a no-op when that refresh was resolved before
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!pending_[i] || !kfac_install_due(step, refresh_[i]))
-      continue;
+    if ((unresolved_[i] || pending_[i]) && kfac_install_due(step, refresh_[i]))
+      due_now.push_back(i);
+  resolve(due_now); // those resolved before (a save) are skipped
+  for (size_t i : due_now) {
     pending_[i] = false;
     KfacLayer &l = layers_[i];
     kfac_record_refresh(outcomes_[2 * i], outcomes_[2 * i + 1], l.a_valid,
@@ -121,56 +271,10 @@ void KfacRun::install(int64_t step) {
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
-  // The refresh: in layer-table order on every rank holding a layer, so the
-  // dp, tp and device communicators see one order. The reductions run here,
-  // on the compute stream (collectives stay on one stream in one order); the
-  // inversions are queued on the side stream and installed K steps later.
-  // A layer refreshing now has nothing pending (install() ran at this step's
-  // start); another layer's refresh still on the side stream (a shorter or
-  // longer K) is resolved first: one launch at a time.
-  std::vector<size_t> launching;
-  for (size_t i = 0; due_ && i < specs_.size(); ++i) {
-    const KfacLayerSpec &s = specs_[i];
-    if (!s.weight->held || !due(i))
-      continue;
-    KfacLayer &l = layers_[i];
-    // Raw sums -> this rank's mean over its rows (G scaled back from the
-    // loss's mean: every rank holding the layer saw rows_ rows of the loss).
-    int replicas = std::max(1, s.weight->devices.size);
-    if (s.rows_over_tp)
-      replicas *= int(tp_);
-    const int64_t rows = rows_[i];
-    const KfacScales sc =
-        kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
-    scale_inplace(l.A.data(), sc.a, l.A.size());
-    scale_inplace(l.G.data(), sc.g, l.G.size());
-    // Each factor's reduction, traced under the names of the plan's items
-    // (reduce_A, reduce_G; inspect --trace).
-    auto reduce = [&](DeviceBuffer<float> &F, const char *item) {
-      const int t0 = trace.begin();
-      if (dp_ > 1)
-        kfac_factor_all_reduce_mean(F.data(), F.size(), nccl_of(g.dp));
-      if (s.rows_over_tp && tp_ > 1)
-        kfac_factor_all_reduce_mean(F.data(), F.size(), nccl_of(g.tp));
-      if (s.weight->devices.size > 1)
-        kfac_factor_all_reduce_mean(F.data(), F.size(), s.weight->devices.nccl);
-      trace.end(std::string(item) + " " + s.name, 1, t0);
-    };
-    reduce(l.A, "reduce_A");
-    reduce(l.G, "reduce_G");
-    launching.push_back(i);
-    rows_[i] = 0;
-  }
-  if (!launching.empty()) {
-    resolve();
-    launch_mark_ = trace.mark();
-    std::vector<KfacLayer *> launch = layers_of(launching);
-    kfac_refresh_launch(launch.data(), int64_t(launch.size()), c_.damping,
-                        launch_mark_ >= 0);
-    launched_ = std::move(launching);
-    for (size_t i : launched_)
-      pending_[i] = true;
-  }
+  // What is left of the cycles whose next refresh is step t: their
+  // reductions on the compute stream (collectives stay on one stream in one
+  // order) and their inversions queued on the side stream, installed at t.
+  finish_cycle(t);
   // Preconditioning of the K-FAC layers' gradients, in place.
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
@@ -244,10 +348,15 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
 // installed yet (zeros: none), so that a run resumed mid-cycle installs them
 // at the same step as the uninterrupted run.
 void KfacRun::copy_state(bool to_host) {
-  if (to_host)
-    resolve(); // the pending work done, its fp64 retries decided
-  outcomes_.resize(2 * specs_.size());
-  pending_.resize(specs_.size(), false);
+  if (to_host) {
+    // A save mid-cycle: the open cycles finished (collectives on every
+    // rank) and their inversions waited for, fp64 retries decided.
+    finish_cycle(-1);
+    std::vector<size_t> all(specs_.size());
+    for (size_t i = 0; i < all.size(); ++i)
+      all[i] = i;
+    resolve(all);
+  }
   for (size_t i = 0; i < specs_.size() && i < host_inv_.size() / 4; ++i) {
     if (!specs_[i].weight->held)
       continue;
@@ -276,6 +385,8 @@ void KfacRun::copy_state(bool to_host) {
     if (to_host)
       continue;
     pending_[i] = l.a_next_valid || l.g_next_valid;
+    unresolved_[i] = false;
+    cycle_[i].open = false;
     // The outcome counters of a loaded refresh: fp32 where it has an inverse.
     outcomes_[2 * i] = kfac_inverse_outcome(l.a_next_valid, false, l.a_valid);
     outcomes_[2 * i + 1] =
@@ -286,6 +397,7 @@ void KfacRun::copy_state(bool to_host) {
 void KfacRun::release() {
   kfac_refresh_drain(); // its buffers are the layers'
   layers_.clear();
+  saved_.clear();
   dw_ = {};
   db_ = {};
 }

@@ -1,25 +1,29 @@
 //===- KfacRun.h - K-FAC in a generated CUDA program ---------------------===//
 //
 // The CUDA twin of backends/cpu/harness/KfacRun.h over the device K-FAC of
-// backends/cuda/kfac (docs/kfac.md "Generated programs"): the program lists
-// its K-FAC layers and calls kfac_curvature_A / _G per micro-batch where the
-// plan placed the items, on the layers' act_t buffers. On a refresh step
-// (step % K == 0) those calls accumulate the factors (cuBLASLt, fp32
-// accumulation); at the step's end KfacRun reduces them over every rank
-// holding the layer (NCCL: dp replicas, Chimera's mirrored pipelines) and
-// queues their inversions (cuSOLVER Cholesky) on a side stream, which runs
-// beside the next steps; at the start of step s + K the inverses are
+// backends/cuda/kfac (docs/kfac.md "Generated programs"), with the same
+// refresh cycle per layer: the program lists its K-FAC layers and calls
+// kfac_curvature_A / _G per micro-batch where the plan placed the items, on
+// the layers' act_t buffers. On a refresh step s of a layer (s % K == 0, K
+// its own) those calls accumulate its factors (cuBLASLt, fp32 accumulation);
+// a curvature item the plan put in a later step of the cycle copies its
+// operand on step s (kfac_save_A / _G) and accumulates it where placed
+// (kfac_curvature_saved); kfac_reduce / kfac_invert, placed in the bubbles
+// of steps s..s+K-1, reduce a factor over every rank holding the layer
+// (NCCL, on the compute stream: dp replicas, tp, Chimera's mirrored
+// pipelines at the step's end) and queue its inversion (cuSOLVER Cholesky)
+// on a low-priority side stream. What is left runs at the end of step
+// s+K-1 in layer-table order, and at the start of step s+K the inverses are
 // installed (the fp64 retry, else the previous inverse, decided then and
 // counted in metrics). Until the first install the rule gets the raw
-// gradient. Every step preconditions the K-FAC layers' gradients and applies
-// the rule (momentum SGD or LAMB) to every parameter. The collectives run in
-// the layer table's order on every rank.
+// gradient. Every step preconditions the K-FAC layers' gradients and
+// applies the rule (momentum SGD or LAMB) to every parameter.
 //
-// A refresh step's forward and backward run eagerly, outside the step graph
-// (the curvature GEMMs are there only on those steps, and the gathered
-// factors' workspaces may grow); the other steps replay it. The K-FAC step
-// itself (reductions, the inversions' launch, preconditioning, the rule) runs
-// after the graph, as every optimizer step does.
+// A step with K-FAC items on this rank (a refresh step, or a step of the
+// cycle the plan placed items in: KfacProgram::items_at) runs eagerly,
+// outside the step graph; the other steps replay it. The K-FAC step itself
+// (what is left of the cycles ending, preconditioning, the rule) runs after
+// the graph, as every optimizer step does.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
@@ -32,6 +36,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace autoddl::rt::harness {
@@ -50,26 +55,49 @@ public:
   void curvature_G(int layer, const act_t *dy, int64_t rows) {
     curvature(layer, dy, rows, true);
   }
-  /// The base's setup; nothing pending or launched.
-  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s) {
-    KfacRunBase::setup(p, o, s);
-    pending_.assign(specs_.size(), false);
-    launched_.clear();
+  /// A micro-batch's input (A) or output gradient (G, g_side) whose
+  /// curvature the plan put in a later step of the cycle: copied (device to
+  /// device) on the refresh step, accumulated by curvature_saved where the
+  /// plan placed the item, and at the latest when the layer's factor is
+  /// reduced (in layer, factor, micro-batch order).
+  void save(int mb, int layer, const act_t *v, int64_t rows, bool g_side);
+  void curvature_saved(int layer, int mb, bool g_side);
+  /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
+  /// A no-op when the item has run (or no cycle is open). A reduction over
+  /// Chimera's pipeline devices waits for the cycle's end (the two devices
+  /// run different lists); an inversion waits until both factors are
+  /// reduced (π reads both), and leaves a collective reduction to its item.
+  void reduce_item(int layer, bool g);
+  void invert_item(int layer, bool g);
+  /// The step's place in this rank's refresh cycle (as the CPU's: -1 on a
+  /// rank whose layers have different K).
+  int64_t phase() const {
+    return rank_refresh_ > 0 ? step_ % rank_refresh_ : -1;
   }
+  /// Whether this step runs K-FAC work between the stages' calls: a refresh
+  /// step, or a step of the cycle the plan placed this device's items in.
+  bool eager_step() const {
+    return due_ || (items_at_ && phase() > 0 && items_at_(phase()));
+  }
+  /// The base's setup, the side stream's buffers; nothing pending.
+  void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// Before the step's schedule: at step s + K of a layer (K its own), s a
   /// refresh step, the inverses of that refresh are installed (before this
-  /// step's preconditioning); then which layers accumulate factors.
+  /// step's preconditioning); then the cycles of the layers refreshing now
+  /// open.
   void begin_step(int64_t step);
   /// The step's end, after the gradients are summed over every rank holding
-  /// them: the refresh (on a refresh step), preconditioning and the rule.
+  /// them: what is left of the cycles ending, preconditioning and the rule.
+  /// `t` = step + 1.
   void step(const std::vector<ParamSpec> &params, int64_t t);
   void info(std::map<std::string, std::string> &m) const;
   /// The damped inverses as optimizer-state checkpoint entries
   /// ("<layer>.kfac_A_inv" [in,in], "<layer>.kfac_G_inv" [out,out], and
   /// the refresh's not yet installed ones "<layer>.kfac_A_inv_pending",
   /// "<layer>.kfac_G_inv_pending"; zeros where the layer has none), over
-  /// host copies that copy_state fills (to_host, after the pending work is
-  /// finished) or reads back into the device inverses.
+  /// host copies that copy_state fills (to_host: the open cycles finished
+  /// first, their collectives on every rank, and their inversions waited
+  /// for) or reads back into the device inverses.
   void checkpoint_entries(std::vector<CheckpointEntry> &e);
   void copy_state(bool to_host);
   /// Device memory back before the CUDA context goes.
@@ -79,26 +107,50 @@ private:
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const act_t *v, int64_t rows, bool g_side);
-  /// Waits for a launched refresh, decides its fp64 retries, keeps its
-  /// outcomes and zeroes its factors (a no-op when none is launched).
-  void resolve();
-  /// The layers at these table indices (a launch's order).
-  std::vector<KfacLayer *> layers_of(const std::vector<size_t> &index);
+  void accumulate(int layer, const act_t *v, int64_t rows, bool g_side);
+  // Whether a factor's operand is split over tp (gathered to accumulate).
+  bool split_operand(int layer, bool g_side) const;
+  // The layer's saved operands not accumulated yet, in (factor, micro-batch)
+  // order.
+  void flush_saved(size_t layer);
+  // A factor's scaling and reduction (false: left for the cycle's end, a
+  // reduction over Chimera's devices in a bubble); the launch of its
+  // inversion (after both reductions).
+  bool reduce_factor(size_t i, int f, bool bubble);
+  void invert_factor(size_t i, int f, bool bubble);
+  // Finishes the open cycles of the layers whose next cycle starts at step
+  // `next` (next % K == 0; -1: every open one, a save).
+  void finish_cycle(int64_t next);
+  /// Waits for the launched inversions of these layers, decides their fp64
+  /// retries, keeps their outcomes, traces them and zeroes their factors.
+  void resolve(const std::vector<size_t> &layers);
   /// The inverses of the layers whose install is due at `step`.
   void install(int64_t step);
 
+  struct Saved {
+    DeviceBuffer<act_t> v;
+    int64_t rows = 0;
+    bool live = false; // saved this cycle, not accumulated yet
+  };
+  std::map<std::tuple<int, bool, int>, Saved> saved_; // layer, G, micro-batch
+  // Per layer, the open cycle's progress.
+  struct Cycle {
+    bool open = false; // from its refresh step to its end
+    bool reduced[2] = {false, false}, launched[2] = {false, false};
+    int mark[2] = {-1, -1}; // the trace's anchors of the launches
+  };
+  std::vector<Cycle> cycle_;
+  // Per layer: inversions launched and not resolved yet; inverses resolved
+  // (or loaded) and not installed yet, with their outcomes (A, G).
+  std::vector<bool> unresolved_, pending_;
+  std::vector<KfacInverseOutcome> outcomes_;
+  bool (*items_at_)(int64_t phase) = nullptr;
+  int64_t step_ = 0;
   // per layer: A_inv, G_inv, the pending A and G inverses
   std::vector<std::vector<float>> host_inv_;
   DeviceBuffer<float> dw_, db_; // a preconditioned gradient
-  // Per layer: a refresh launched or loaded and not installed yet, with its
-  // outcomes (per layer: A, G) once resolved; the layers of the launch not
-  // resolved yet, in its order.
-  std::vector<bool> pending_;
-  std::vector<size_t> launched_;
-  int launch_mark_ = -1; // the trace's anchor of the launched refresh
   // The trace's thread of the side stream (0 compute, 1 communication).
   static constexpr int kSideStreamTid = 2;
-  std::vector<KfacInverseOutcome> outcomes_;
 };
 
 extern KfacRun kfac;
@@ -111,6 +163,18 @@ inline void kfac_curvature_A(int layer, const act_t *x, int64_t rows) {
 inline void kfac_curvature_G(int layer, const act_t *dy, int64_t rows) {
   kfac.curvature_G(layer, dy, rows);
 }
+inline void kfac_save_A(int mb, int layer, const act_t *x, int64_t rows) {
+  kfac.save(mb, layer, x, rows, false);
+}
+inline void kfac_save_G(int mb, int layer, const act_t *dy, int64_t rows) {
+  kfac.save(mb, layer, dy, rows, true);
+}
+inline void kfac_curvature_saved(int layer, int mb, bool g) {
+  kfac.curvature_saved(layer, mb, g);
+}
+inline int64_t kfac_phase() { return kfac.phase(); }
+inline void kfac_reduce(int layer, bool g) { kfac.reduce_item(layer, g); }
+inline void kfac_invert(int layer, bool g) { kfac.invert_item(layer, g); }
 
 } // namespace autoddl::rt::harness
 

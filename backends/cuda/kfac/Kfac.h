@@ -7,7 +7,7 @@
 // preconditioning by fp32 GEMMs (CUBLAS_COMPUTE_32F; TF32 in the bf16 build,
 // within its 2e-2 bound, never under AUTODDL_FP32); the first-order
 // rules on the preconditioned gradient. Everything runs on compute_stream()
-// but kfac_refresh_launch's inversions, on a side stream.
+// but kfac_inverse_launch's inversions, on a side stream.
 //
 // Communicators are plain ncclComm_t (null: this rank alone), so this code
 // needs neither MPI nor Comm.h; a generated program passes its Comm's .nccl.
@@ -31,8 +31,8 @@ struct KfacLayer {
   DeviceBuffer<float> A, G;         // [in,in], [out,out]: this refresh's sums
   DeviceBuffer<float> A_inv, G_inv; // the damped inverses in use
   bool a_valid = false, g_valid = false;
-  // The inverses a launched refresh computes (kfac_refresh_launch), valid
-  // once kfac_refresh_finish says so; installed later by swapping.
+  // The inverses a refresh computes (kfac_inverse_launch), valid once
+  // kfac_inverse_finish says so; installed later by swapping.
   DeviceBuffer<float> A_next, G_next;
   bool a_next_valid = false, g_next_valid = false;
   KfacDamping damping{1.0, 0.0, 0.0};
@@ -69,37 +69,43 @@ void kfac_set_damping(KfacLayer &layer, double damping);
 void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
 
 /// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
-/// queues on a low-priority side stream, after the compute stream's work so
-/// far (the factors' scaling and reductions), each layer's damping from its
-/// factors' traces (computed on the device) and the fp32 Cholesky inverses of
-/// the damped factors into A_next, G_next. No host synchronisation: the
-/// side stream overlaps the following steps. The factors must stay unchanged
-/// until kfac_refresh_finish.
-/// With `timed`, each inversion's start and end are recorded on the side
-/// stream against an anchor recorded on the compute stream at this call
-/// (kfac_refresh_spans; --trace).
-void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping,
-                         bool timed = false);
-/// Waits for the launched refresh (the compute stream too), reads every
-/// factor's status and the dampings back in one copy each, retries in fp64
-/// (synchronously, on the compute stream) each factor fp32 failed on, and sets
-/// layer.damping and a_next_valid / g_next_valid. outcomes[2i], [2i+1]: layer
-/// i's A and G outcome (KfacRules.h, against a_valid / g_valid). A no-op
-/// returning false when nothing was launched.
-bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
-                         KfacInverseOutcome *outcomes);
-/// Waits for the side stream (before its buffers are freed).
-void kfac_refresh_drain();
-
-/// One inversion of a timed refresh: its start, in ms after the anchor the
-/// launch recorded on the compute stream, and its duration.
+/// each factor's inversion is queued on a low-priority side stream where the
+/// program reaches it (the plan's inv_A / inv_G item, or the refresh cycle's
+/// end), after the compute stream's work so far (the factor's reduction),
+/// and nothing waits for the host: the side stream runs beside the steps
+/// that follow, until kfac_inverse_finish reads its outcome.
+///
+/// Sizes the side stream's buffers for layers [0, n) (slot i: layer i; the
+/// work area for the largest factor); waits for the side stream. Before the
+/// first launch.
+void kfac_inverse_reserve(const KfacLayer *layers, int64_t n);
+/// Queues the damped fp32 Cholesky inverse of factor f (0: A, 1: G) of
+/// layer `slot` into its A_next / G_next, its status words (potrf's and
+/// potri's info, a non-finite count) staying on the device. `damp`: first
+/// the layer's damping from both factors' traces (computed on the device,
+/// the same double operations as kfac_damping): the layer's first factor of
+/// a refresh, once both are reduced. The factors must stay unchanged until
+/// kfac_inverse_finish. With `timed`, the inversion's start and end are
+/// recorded against an anchor on the compute stream at this call.
+void kfac_inverse_launch(KfacLayer &layer, int64_t slot, int f,
+                         double damping, bool damp, bool timed = false);
+/// One inversion of a timed launch: its start, in ms after the launch's
+/// anchor on the compute stream, and its duration.
 struct KfacSpan {
   float start_ms = 0, dur_ms = 0;
 };
-/// The inversions of the last finished refresh, [2i] layer i's A and [2i+1]
-/// its G (the launch's layer order); empty when it was not timed. The fp64
-/// retries of kfac_refresh_finish are not in them.
-std::vector<KfacSpan> kfac_refresh_spans();
+/// Waits (the compute stream too) for both launched inversions of each
+/// layers[i] (slot slots[i]), reads their status words and dampings back,
+/// retries in fp64 (synchronously, on the compute stream) each factor fp32
+/// failed on, and sets layer.damping and a_next_valid / g_next_valid.
+/// outcomes[2i], [2i+1]: layer i's A and G outcome (KfacRules.h, against
+/// a_valid / g_valid); spans (or null) the same factors' timings (zeros
+/// where not timed; the fp64 retries are not in them).
+void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
+                         int64_t n, KfacInverseOutcome *outcomes,
+                         KfacSpan *spans);
+/// Waits for the side stream (before its buffers are freed).
+void kfac_refresh_drain();
 
 /// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1
 /// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs (TF32 in the

@@ -9,8 +9,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -237,38 +241,73 @@ __global__ void mirror_inplace_kernel(float *m, int64_t d, int *bad) {
   }
 }
 
-/// What the asynchronous refresh keeps between launch and finish: its own
-/// stream, solver handle, status words and work area, so nothing it touches
-/// is shared with the compute stream's work meanwhile.
+/// What the queued inversions keep (kfac_inverse_reserve .. _finish): their
+/// own stream, solver handle, work area and, per slot (a layer), status
+/// words and damping, so nothing they touch is shared with the compute
+/// stream's work meanwhile; per factor (2 slot + f) an event that follows
+/// its inversion and, when timed, its anchor, start and end.
 struct AsyncRefresh {
   cudaStream_t side = nullptr;
-  cudaEvent_t ready = nullptr, done = nullptr;
   cusolverDnHandle_t solver = nullptr;
-  DeviceBuffer<int> status;     // per factor: potrf, potri, non-finite
-  DeviceBuffer<double> damping; // per layer: pi, a, g
+  DeviceBuffer<int> status;     // per slot: A's potrf, potri, non-finite; G's
+  DeviceBuffer<double> damping; // per slot: pi, a, g
   DeviceBuffer<float> work;     // cuSOLVER's, the largest factor's
-  bool launched = false;
-  // --trace: an anchor on the compute stream and, per factor, a start and an
-  // end event on the side stream (timing events, created on first use).
-  bool timed = false;
-  cudaEvent_t anchor = nullptr;
-  std::vector<cudaEvent_t> marks;
-  std::vector<KfacSpan> spans;
-  // Queues the work from its own host thread: queueing it from the
-  // program's thread held that thread (a refresh step measured as long at
-  // K = 20 as at K = 10, ~48 ms), most likely in potri's host-side part.
+  std::vector<cudaEvent_t> ready, done; // per factor
+  std::vector<cudaEvent_t> anchor, start, end; // per factor, when timed
+  std::vector<bool> timed;                     // per factor
+  // The side stream's work is queued by a host thread of its own, task by
+  // task in launch order: queueing it from the program's thread held that
+  // thread (a refresh step measured as long at K = 20 as at K = 10, ~48 ms),
+  // most likely in potri's host-side part, and a launch now sits between
+  // the stages' calls. An exception of a task is rethrown on the program's
+  // thread by the next launch or finish (escaping the thread it would end
+  // the program without its one-line message; a failed CUDA check reports
+  // its line and aborts itself, from either thread).
   std::thread queuer;
-  // An exception of the queuing thread, rethrown on the program's thread by
-  // join(): escaping the thread it would end the program without its
-  // one-line message. (A failed CUDA check reports its line and aborts
-  // itself, from either thread.)
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> tasks;
+  bool busy = false;
   std::exception_ptr failure;
+  int device = 0;
 
-  void join() {
-    if (queuer.joinable())
-      queuer.join();
+  /// Waits until every task is queued on the side stream; rethrows a
+  /// task's exception.
+  void idle() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return tasks.empty() && !busy; });
     if (failure)
       std::rethrow_exception(std::exchange(failure, nullptr));
+  }
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      tasks.push_back(std::move(task));
+    }
+    cv.notify_all();
+  }
+
+  void run() {
+    AUTODDL_CUDA_CHECK(cudaSetDevice(device));
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return !tasks.empty(); });
+      std::function<void()> task = std::move(tasks.front());
+      tasks.pop_front();
+      busy = true;
+      lock.unlock();
+      try {
+        task();
+      } catch (...) {
+        lock.lock();
+        failure = std::current_exception();
+        lock.unlock();
+      }
+      lock.lock();
+      busy = false;
+      cv.notify_all();
+    }
   }
 
   void init() {
@@ -280,11 +319,29 @@ struct AsyncRefresh {
     // step's own work.
     AUTODDL_CUDA_CHECK(
         cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, least));
-    AUTODDL_CUDA_CHECK(
-        cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    AUTODDL_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     AUTODDL_CUSOLVER_CHECK(cusolverDnCreate(&solver));
     AUTODDL_CUSOLVER_CHECK(cusolverDnSetStream(solver, side));
+    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+    // Never joined: the state lives as long as the process (as the
+    // workspaces), the thread asleep in its wait at exit.
+    queuer = std::thread([this] { run(); });
+  }
+
+  /// Events for `factors` factors (created on the program's thread).
+  void grow_events(int64_t factors) {
+    auto more = [&](std::vector<cudaEvent_t> &v, unsigned flags) {
+      while (int64_t(v.size()) < factors) {
+        cudaEvent_t e;
+        AUTODDL_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags));
+        v.push_back(e);
+      }
+    };
+    more(ready, cudaEventDisableTiming);
+    more(done, cudaEventDisableTiming);
+    more(anchor, cudaEventDefault);
+    more(start, cudaEventDefault);
+    more(end, cudaEventDefault);
+    timed.resize(size_t(factors), false);
   }
 };
 AsyncRefresh &async_refresh() {
@@ -292,124 +349,106 @@ AsyncRefresh &async_refresh() {
   return *a;
 }
 
-/// Queues F's damped fp32 inverse into m (in place) on a.side, between
-/// marks[0] and marks[1] when the refresh is timed.
-void launch_inverse(AsyncRefresh &a, float *m, const float *F, int64_t d,
-                    const double *diag, int *words, const cudaEvent_t *marks) {
-  const int n = int(d);
-  if (a.timed)
-    AUTODDL_CUDA_CHECK(cudaEventRecord(marks[0], a.side));
-  const unsigned grid = detail::grid_for(d * d, 256);
-  load_damped_at_kernel<<<grid, 256, 0, a.side>>>(m, F, d, diag, words + 2);
-  AUTODDL_CUDA_CHECK_LAUNCH();
-  const int lwork = int(a.work.size());
-  potrf(a.solver, n, m, a.work.data(), lwork, words);
-  potri(a.solver, n, m, a.work.data(), lwork, words + 1);
-  mirror_inplace_kernel<<<grid, 256, 0, a.side>>>(m, d, words + 2);
-  AUTODDL_CUDA_CHECK_LAUNCH();
-  if (a.timed)
-    AUTODDL_CUDA_CHECK(cudaEventRecord(marks[1], a.side));
-}
-
 } // namespace
 
-void kfac_refresh_launch(KfacLayer *const *layers, int64_t n, double damping,
-                         bool timed) {
-  if (n == 0) // a rank holding no K-FAC layer
-    return;
+void kfac_inverse_reserve(const KfacLayer *layers, int64_t n) {
   AsyncRefresh &a = async_refresh();
   a.init();
-  a.join();
-  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side)); // a previous one's done
+  a.idle();
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side)); // nothing in flight
   int64_t lwork = 1;
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t d : {layers[i]->in, layers[i]->out}) {
+    for (int64_t d : {layers[i].in, layers[i].out}) {
       if (d > INT_MAX / 2)
         throw std::invalid_argument("kfac: factor dimension " +
                                     std::to_string(d) +
                                     " is too large for cuSOLVER's int");
       lwork = std::max<int64_t>(
-          lwork, work_size(a.solver, int(d), layers[i]->A_next.data()));
+          lwork, work_size(a.solver, int(d),
+                           const_cast<float *>(layers[i].A_next.data())));
     }
-  // Grown only here, with the side stream idle (first refresh).
   if (a.work.size() < lwork)
     a.work = DeviceBuffer<float>(lwork);
   if (a.status.size() < 6 * n)
-    a.status = DeviceBuffer<int>(6 * n);
+    a.status = DeviceBuffer<int>(std::max<int64_t>(6 * n, 6));
   if (a.damping.size() < 3 * n)
-    a.damping = DeviceBuffer<double>(3 * n);
-  a.timed = timed;
-  if (timed) {
-    // Created here, on the program's thread, before the queuer records them.
-    if (!a.anchor)
-      AUTODDL_CUDA_CHECK(cudaEventCreate(&a.anchor));
-    while (int64_t(a.marks.size()) < 4 * n) {
-      cudaEvent_t e;
-      AUTODDL_CUDA_CHECK(cudaEventCreate(&e));
-      a.marks.push_back(e);
-    }
-    AUTODDL_CUDA_CHECK(cudaEventRecord(a.anchor, compute_stream()));
-  }
-  AUTODDL_CUDA_CHECK(cudaEventRecord(a.ready, compute_stream()));
-  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready, 0));
-  int device = 0;
-  AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
-  // The layers stay put (the caller's table); the list is copied.
-  a.queuer = std::thread(
-      [&a, device, damping, ls = std::vector<KfacLayer *>(layers, layers + n)] {
-        try {
-          AUTODDL_CUDA_CHECK(cudaSetDevice(device));
-          const int64_t count = int64_t(ls.size());
-          AUTODDL_CUDA_CHECK(cudaMemsetAsync(
-              a.status.data(), 0, size_t(6 * count) * sizeof(int), a.side));
-          for (int64_t i = 0; i < count; ++i) {
-            KfacLayer &l = *ls[size_t(i)];
-            double *dp = a.damping.data() + 3 * i;
-            damping_kernel<<<1, 256, 0, a.side>>>(l.A.data(), l.in, l.G.data(),
-                                                  l.out, damping, dp);
-            AUTODDL_CUDA_CHECK_LAUNCH();
-            int *words = a.status.data() + 6 * i;
-            const cudaEvent_t *marks = a.marks.data() + 4 * i;
-            launch_inverse(a, l.A_next.data(), l.A.data(), l.in, dp + 1, words,
-                           marks);
-            launch_inverse(a, l.G_next.data(), l.G.data(), l.out, dp + 2,
-                           words + 3, marks + 2);
-          }
-          AUTODDL_CUDA_CHECK(cudaEventRecord(a.done, a.side));
-        } catch (...) {
-          a.failure = std::current_exception();
-        }
-      });
-  a.launched = true;
+    a.damping = DeviceBuffer<double>(std::max<int64_t>(3 * n, 3));
+  a.grow_events(2 * n);
 }
 
-bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
-                         KfacInverseOutcome *outcomes) {
+void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
+                         bool damp, bool timed) {
   AsyncRefresh &a = async_refresh();
-  if (!a.launched)
-    return false;
-  a.launched = false;
-  a.join(); // everything queued, `done` recorded
-  // Usually long done: the side stream ran beside the steps since.
-  AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), a.done, 0));
-  std::vector<int> status(size_t(6 * n));
-  std::vector<double> damp(size_t(3 * n));
-  copy_to_host(status.data(), a.status.data(), 6 * n * int64_t(sizeof(int)));
-  copy_to_host(damp.data(), a.damping.data(), 3 * n * int64_t(sizeof(double)));
-  // The side stream's events are complete: `done` follows them, and the
-  // copies above waited for it.
-  a.spans.clear();
-  for (int64_t k = 0; a.timed && k < 2 * n; ++k) {
-    KfacSpan span;
-    const cudaEvent_t *m = a.marks.data() + 2 * k;
-    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&span.start_ms, a.anchor, m[0]));
-    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&span.dur_ms, m[0], m[1]));
-    a.spans.push_back(span);
+  const int64_t k = 2 * slot + f;
+  if (!a.side || k >= int64_t(a.ready.size()))
+    throw std::logic_error("kfac_inverse_launch: slot " +
+                           std::to_string(slot) + " was not reserved");
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    if (a.failure)
+      std::rethrow_exception(std::exchange(a.failure, nullptr));
   }
+  // After the compute stream's work so far: the factor's reduction.
+  AUTODDL_CUDA_CHECK(cudaEventRecord(a.ready[size_t(k)], compute_stream()));
+  a.timed[size_t(k)] = timed;
+  if (timed)
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a.anchor[size_t(k)], compute_stream()));
+  const int64_t d = f ? l.out : l.in;
+  float *m = f ? l.G_next.data() : l.A_next.data();
+  const float *F = f ? l.G.data() : l.A.data();
+  const float *A = l.A.data(), *G = l.G.data();
+  const int64_t in = l.in, out = l.out;
+  a.post([&a, k, slot, f, d, m, F, A, G, in, out, damping, damp, timed] {
+    AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready[size_t(k)], 0));
+    double *dp = a.damping.data() + 3 * slot;
+    if (damp) { // the layer's first factor this refresh: pi from both
+      damping_kernel<<<1, 256, 0, a.side>>>(A, in, G, out, damping, dp);
+      AUTODDL_CUDA_CHECK_LAUNCH();
+    }
+    int *words = a.status.data() + 3 * k;
+    AUTODDL_CUDA_CHECK(cudaMemsetAsync(words, 0, 3 * sizeof(int), a.side));
+    if (timed)
+      AUTODDL_CUDA_CHECK(cudaEventRecord(a.start[size_t(k)], a.side));
+    const int n = int(d);
+    const unsigned grid = detail::grid_for(d * d, 256);
+    load_damped_at_kernel<<<grid, 256, 0, a.side>>>(m, F, d, dp + 1 + f,
+                                                    words + 2);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    const int lwork = int(a.work.size());
+    potrf(a.solver, n, m, a.work.data(), lwork, words);
+    potri(a.solver, n, m, a.work.data(), lwork, words + 1);
+    mirror_inplace_kernel<<<grid, 256, 0, a.side>>>(m, d, words + 2);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    if (timed)
+      AUTODDL_CUDA_CHECK(cudaEventRecord(a.end[size_t(k)], a.side));
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a.done[size_t(k)], a.side));
+  });
+}
+
+void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
+                         int64_t n, KfacInverseOutcome *outcomes,
+                         KfacSpan *spans) {
+  if (n == 0)
+    return;
+  AsyncRefresh &a = async_refresh();
+  a.idle(); // every launch queued, its `done` recorded
+  // Usually long done: the side stream ran beside the steps since.
+  for (int64_t i = 0; i < n; ++i)
+    for (int f = 0; f < 2; ++f)
+      AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(
+          compute_stream(), a.done[size_t(2 * slots[i] + f)], 0));
+  // The whole arrays in one copy each; only these slots' words are read
+  // (the others' inversions may still be running).
+  std::vector<int> status(size_t(a.status.size()));
+  std::vector<double> damp(size_t(a.damping.size()));
+  copy_to_host(status.data(), a.status.data(),
+               int64_t(status.size() * sizeof(int)));
+  copy_to_host(damp.data(), a.damping.data(),
+               int64_t(damp.size() * sizeof(double)));
   for (int64_t i = 0; i < n; ++i) {
     KfacLayer &l = *layers[i];
-    l.damping = {damp[size_t(3 * i)], damp[size_t(3 * i + 1)],
-                 damp[size_t(3 * i + 2)]};
+    const size_t s = size_t(slots[i]);
+    l.damping = {damp[3 * s], damp[3 * s + 1], damp[3 * s + 2]};
     struct Factor {
       float *next;
       const float *F;
@@ -421,25 +460,33 @@ bool kfac_refresh_finish(KfacLayer *const *layers, int64_t n,
                     {l.G_next.data(), l.G.data(), l.out, l.damping.g, l.g_valid,
                      &l.g_next_valid}};
     for (int f = 0; f < 2; ++f) {
-      const int *w = status.data() + 6 * i + 3 * f;
+      const size_t k = 2 * s + size_t(f);
+      const int *w = status.data() + 3 * k;
       const bool ok32 = w[0] == 0 && w[1] == 0 && w[2] == 0;
       const Factor &x = factors[f];
       const bool ok64 =
           !ok32 && kfac_cholesky_inverse_fp64(x.next, x.F, x.d, x.diag);
       *x.next_valid = ok32 || ok64;
       outcomes[2 * i + f] = kfac_inverse_outcome(ok32, ok64, x.previous);
+      KfacSpan span; // the `done` events above are complete, so these too
+      if (spans && a.timed[k]) {
+        AUTODDL_CUDA_CHECK(
+            cudaEventElapsedTime(&span.start_ms, a.anchor[k], a.start[k]));
+        AUTODDL_CUDA_CHECK(
+            cudaEventElapsedTime(&span.dur_ms, a.start[k], a.end[k]));
+      }
+      if (spans)
+        spans[2 * i + f] = span;
     }
   }
-  return true;
 }
-
-std::vector<KfacSpan> kfac_refresh_spans() { return async_refresh().spans; }
 
 void kfac_refresh_drain() {
   AsyncRefresh &a = async_refresh();
-  a.join();
-  if (a.side)
-    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side));
+  if (!a.side)
+    return;
+  a.idle();
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side));
 }
 
 bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag) {

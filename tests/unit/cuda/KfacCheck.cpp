@@ -201,44 +201,65 @@ constexpr double kPreconditionTol = 2e-4;
 constexpr double kPreconditionTol = 3e-3; // TF32 operands (Kfac.h)
 #endif
 
-/// kfac_refresh_launch + kfac_refresh_finish on a copy of the factors
-/// kfac_refresh inverts synchronously: the same damping and inverses.
+/// Queued inversions (kfac_inverse_launch + kfac_inverse_finish) on a copy
+/// of the factors kfac_refresh inverts synchronously: the same damping and
+/// inverses. Two layers in two slots, their factors launched interleaved
+/// (G first for one: the damping goes with the layer's first launch) and
+/// finished one layer at a time.
 void check_async_refresh(int64_t in, int64_t out) {
   rt::KfacConfig c;
   c.damping = 1e-2;
   rt::KfacStats stats;
-  rt::KfacLayer sync(in, out), async(in, out);
+  rt::KfacLayer sync(in, out);
+  std::vector<rt::KfacLayer> async;
+  async.emplace_back(out, in); // slot 0: the other shape
+  async.emplace_back(in, out); // slot 1: compared
   const int64_t S = in + out + 64;
   const auto X = act_values(S * in, 1.0f), dY = act_values(S * out, 0.05f);
   rt::DeviceBuffer<act_t> x(S * in), y(S * out);
   upload(x.data(), X);
   upload(y.data(), dY);
-  for (rt::KfacLayer *l : {&sync, &async}) {
+  for (rt::KfacLayer *l : {&sync, &async[1]}) {
     rt::kfac_accumulate(l->A.data(), x.data(), S, in, 1.0f / float(S));
     rt::kfac_accumulate(l->G.data(), y.data(), S, out, 1.0f / float(S));
   }
+  rt::kfac_accumulate(async[0].A.data(), y.data(), S, out, 1.0f / float(S));
+  rt::kfac_accumulate(async[0].G.data(), x.data(), S, in, 1.0f / float(S));
   rt::kfac_refresh(sync, c, stats);
-  rt::KfacLayer *ls[] = {&async};
-  rt::KfacInverseOutcome o[2];
-  rt::kfac_refresh_launch(ls, 1, c.damping);
-  const bool finished = rt::kfac_refresh_finish(ls, 1, o);
+  rt::kfac_inverse_reserve(async.data(), 2);
+  rt::kfac_inverse_launch(async[1], 1, 1, c.damping, true, true);
+  rt::kfac_inverse_launch(async[0], 0, 0, c.damping, true);
+  rt::kfac_inverse_launch(async[1], 1, 0, c.damping, false, true);
+  rt::kfac_inverse_launch(async[0], 0, 1, c.damping, false);
+  rt::KfacLayer *ls[] = {&async[1], &async[0]};
+  const int64_t slots[] = {1, 0};
+  rt::KfacInverseOutcome o[4];
+  rt::KfacSpan spans[4];
+  rt::kfac_inverse_finish(ls, slots, 1, o, spans);
+  rt::kfac_inverse_finish(ls + 1, slots + 1, 1, o + 2, spans + 2);
   const std::string shape =
       " in=" + std::to_string(in) + " out=" + std::to_string(out);
-  expect("async refresh: finished, both fp32, the same damping" + shape,
-         finished && o[0] == rt::KfacInverseOutcome::Fp32 &&
-             o[1] == rt::KfacInverseOutcome::Fp32 && async.a_next_valid &&
-             async.g_next_valid && async.damping.a == sync.damping.a &&
-             async.damping.g == sync.damping.g &&
-             !rt::kfac_refresh_finish(ls, 1, o));
+  const rt::KfacLayer &a1 = async[1];
+  expect("async refresh: all fp32, the same damping, timed where asked" +
+             shape,
+         o[0] == rt::KfacInverseOutcome::Fp32 &&
+             o[1] == rt::KfacInverseOutcome::Fp32 &&
+             o[2] == rt::KfacInverseOutcome::Fp32 &&
+             o[3] == rt::KfacInverseOutcome::Fp32 && a1.a_next_valid &&
+             a1.g_next_valid && async[0].a_next_valid &&
+             async[0].g_next_valid && a1.damping.a == sync.damping.a &&
+             a1.damping.g == sync.damping.g && spans[0].dur_ms > 0 &&
+             spans[1].dur_ms > 0 && spans[2].dur_ms == 0);
+  const rt::KfacLayer &async_layer = async[1];
   auto rel = [](const std::vector<float> &a, const std::vector<float> &b) {
     return kfacref::rel_error(a, Mat(b.begin(), b.end()));
   };
   check("async refresh: A inverse" + shape,
-        rel(host_floats(async.A_next.data(), in * in),
+        rel(host_floats(async_layer.A_next.data(), in * in),
             host_floats(sync.A_inv.data(), in * in)),
         1e-6);
   check("async refresh: G inverse" + shape,
-        rel(host_floats(async.G_next.data(), out * out),
+        rel(host_floats(async_layer.G_next.data(), out * out),
             host_floats(sync.G_inv.data(), out * out)),
         1e-6);
 }
