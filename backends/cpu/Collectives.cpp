@@ -247,6 +247,46 @@ void set_recv_wait_hook(RecvWaitHook hook) {
   lastWaits().clear();
 }
 
+namespace {
+/// Waits for `reqs` while the wait hook works or naps (set_recv_wait_hook):
+/// the budget is how long the same wait (`key`) took last time. Returns the
+/// seconds of the hook's own work (compute, not communication).
+double waitFilling(int count, MPI_Request *reqs,
+                   const std::tuple<MPI_Comm, int, int> &key) {
+  auto last = lastWaits().find(key);
+  const double expected = last == lastWaits().end()
+                              ? std::numeric_limits<double>::infinity()
+                              : last->second;
+  Timer waited;
+  double hookSeconds = 0, napSeconds = 0, notYet = 0;
+  int done = 0;
+  mpiCheck(MPI_Testall(count, reqs, &done, MPI_STATUSES_IGNORE));
+  while (!done) {
+    notYet = waited.seconds();
+    Timer hook;
+    const RecvWaitWork work = recvWaitHook(expected - notYet);
+    if (work == RecvWaitWork::None)
+      break;
+    (work == RecvWaitWork::Ran ? hookSeconds : napSeconds) += hook.seconds();
+    mpiCheck(MPI_Testall(count, reqs, &done, MPI_STATUSES_IGNORE));
+  }
+  // The naps: wait time another thread of the rank could use (K-FAC's
+  // filling thread had work); metrics.json's "recv_napped".
+  if (napSeconds > 0) {
+    CollectiveStat &s = comm_stats()["recv_napped"];
+    s.calls += 1;
+    s.seconds += napSeconds;
+  }
+  if (!done) {
+    mpiCheck(MPI_Waitall(count, reqs, MPI_STATUSES_IGNORE));
+    lastWaits()[key] = waited.seconds(); // exact: blocked until it came
+  } else {
+    lastWaits()[key] = notYet; // came during the hook's last piece, or at once
+  }
+  return hookSeconds;
+}
+} // namespace
+
 void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
   Record rec("recv", n * 4);
   if (!recvWaitHook) {
@@ -255,43 +295,37 @@ void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
     return;
   }
   // While the message is not there: the hook's work, one piece at a time,
-  // each expected to end before the message arrives.
+  // each expected to end before the message arrives. The hook's items are
+  // compute (traced on their own), not receive time (the MPI_Tests between
+  // them are counted with them).
   MPI_Request r;
   mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
-  auto key = std::make_tuple(comm, source, tag);
-  auto last = lastWaits().find(key);
-  const double expected = last == lastWaits().end()
-                              ? std::numeric_limits<double>::infinity()
-                              : last->second;
-  Timer waited;
-  double hookSeconds = 0, napSeconds = 0, notYet = 0;
-  int done = 0;
-  mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
-  while (!done) {
-    notYet = waited.seconds();
-    Timer hook;
-    const RecvWaitWork work = recvWaitHook(expected - notYet);
-    if (work == RecvWaitWork::None)
-      break;
-    (work == RecvWaitWork::Ran ? hookSeconds : napSeconds) += hook.seconds();
-    mpiCheck(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+  rec.exclude(waitFilling(1, &r, std::make_tuple(comm, source, tag)));
+}
+
+void all_reduce_forward_filling(float *buf, int64_t n, MPI_Comm comm) {
+  if (!recvWaitHook) {
+    all_reduce_forward(buf, n, comm);
+    return;
   }
-  // The naps: receive time another thread of the rank could use (K-FAC's
-  // filling thread had work); metrics.json's "recv_napped".
-  if (napSeconds > 0) {
-    CollectiveStat &s = comm_stats()["recv_napped"];
-    s.calls += 1;
-    s.seconds += napSeconds;
+  Record rec("all_reduce", n * 4);
+  MPI_Request r;
+  mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, mpiCount(n), MPI_FLOAT, MPI_SUM,
+                          comm, &r));
+  rec.exclude(waitFilling(1, &r, std::make_tuple(comm, -1, 0)));
+}
+
+double world_sum_filling(double x) {
+  if (!recvWaitHook) {
+    mpiCheck(
+        MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return x;
   }
-  // The hook's items are compute (traced on their own), not receive time
-  // (the MPI_Tests between them are counted with them).
-  rec.exclude(hookSeconds);
-  if (!done) {
-    mpiCheck(MPI_Wait(&r, MPI_STATUS_IGNORE));
-    lastWaits()[key] = waited.seconds(); // exact: blocked until it came
-  } else {
-    lastWaits()[key] = notYet; // came during the hook's last piece, or at once
-  }
+  MPI_Request r;
+  mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM,
+                          MPI_COMM_WORLD, &r));
+  waitFilling(1, &r, std::make_tuple(MPI_COMM_WORLD, -2, 0));
+  return x;
 }
 
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,
@@ -313,8 +347,12 @@ MPI_Request irecv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
 
 void wait_all(std::vector<MPI_Request> &requests) {
   Record rec("wait", 0);
-  mpiCheck(
-      MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+  if (recvWaitHook && !requests.empty())
+    rec.exclude(waitFilling(int(requests.size()), requests.data(),
+                            std::make_tuple(MPI_COMM_NULL, -3, 0)));
+  else
+    mpiCheck(MPI_Waitall(int(requests.size()), requests.data(),
+                         MPI_STATUSES_IGNORE));
   requests.clear();
 }
 

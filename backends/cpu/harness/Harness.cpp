@@ -145,6 +145,8 @@ public:
     return load_start(o, s_, *this);
   }
 
+  double world_sum(double count) override { return world_sum_filling(count); }
+
   void begin_run(const Options &o, RunMetrics &m) override {
     trace.set_enabled(o.trace);
     if (o.trace)
@@ -171,8 +173,10 @@ public:
       Param *p = ps.p;
       if (!p->held)
         continue;
-      if (p->devices != MPI_COMM_NULL) // tied / Chimera copies elsewhere
-        all_reduce_forward(p->grad.data(), p->n, p->devices);
+      // Tied / Chimera copies elsewhere (the rank often waits here for the
+      // other copy's stage: K-FAC's filling runs meanwhile).
+      if (p->devices != MPI_COMM_NULL)
+        all_reduce_forward_filling(p->grad.data(), p->n, p->devices);
       if (s_.tp > 1 && p_.grad_partial_over_tp(*p)) // read whole on split rows
         all_reduce_forward(p->grad.data(), p->n, g.tp);
       if (s_.zero) {
