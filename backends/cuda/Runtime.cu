@@ -290,6 +290,7 @@ int64_t peak_device_bytes() { return gPeakBytes.load(); }
 int64_t current_device_bytes() { return gCurrentBytes.load(); }
 int64_t peak_device_used_bytes() { return gPeakUsedBytes.load(); }
 void set_allocation_context(const char *what) { gAllocContext = what; }
+const char *allocation_context() { return gAllocContext.load(); }
 void set_predicted_peak_bytes(double bytes) { gPredictedPeak = bytes; }
 
 } // namespace autoddl::rt

@@ -164,6 +164,8 @@ int64_t peak_device_used_bytes();
 /// (a static string: "parameter <name>" is not needed, the phase is enough)
 /// and the plan's predicted peak of the counted bytes (0: unknown).
 void set_allocation_context(const char *what);
+/// The context set last (to put it back after a nested one).
+const char *allocation_context();
 void set_predicted_peak_bytes(double bytes);
 
 } // namespace autoddl::rt

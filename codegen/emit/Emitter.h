@@ -472,6 +472,7 @@ private:
     int phase;
     std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
     std::string call;
+    int saved = -1; // kfac_curvature_saved's layer row
   };
   // (device, slot) -> calls; slot k: before instruction k, k = the list's
   // length: after the last.

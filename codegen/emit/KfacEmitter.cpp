@@ -156,7 +156,9 @@ std::string Emitter::kfacStageFunctions() const {
 ///   of the cycle the plan says, at its place; in the refresh step not before
 ///   the layer's curvature on this device, an inversion not before its
 ///   layer's reductions (π reads both factors); forced ones at their step's
-///   end. Within a slot: curvature, then reductions, then inversions, each
+///   end. None for a layer two pipeline devices hold (Chimera's mirrored
+///   copies): the runtimes reduce it over both devices, which run different
+///   lists, at the cycle's end only, and invert it after. Within a slot: curvature, then reductions, then inversions, each
 ///   in layer-table order, A before G, so every rank of a communicator (dp
 ///   and tp replicas run the same list) issues its collectives in one order.
 std::map<std::pair<int, size_t>, std::vector<Emitter::KfacCall>>
@@ -212,7 +214,8 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
                                    row, side)});
     at[{d, slot}].push_back(
         {phase, {0, 0, 0},
-         fmt::format("kfac_curvature_saved({}, {}, {});", row, mb, side)});
+         fmt::format("kfac_curvature_saved({}, {}, {});", row, mb, side),
+         row});
   };
   // fn(device, its list, item) over the plan's items of this schedule's
   // devices.
@@ -277,9 +280,18 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
         return;
       const int f = it.item.back() == 'G' ? 1 : 0;
       const int st = kfacStage_[size_t(row)];
-      if (std::none_of(list.begin(), list.end(),
-                       [&](const auto &ins) { return ins.stage == st; }))
+      auto holds = [&](const std::vector<pipeline::Instruction> &l) {
+        return std::any_of(l.begin(), l.end(),
+                           [&](const auto &ins) { return ins.stage == st; });
+      };
+      if (!holds(list))
         return; // not this device's layer
+      // A layer held by two pipeline devices (Chimera's mirrored copies):
+      // its reductions run over both, which run different lists, so the
+      // runtimes leave them, and the inversions after them, to the cycle's
+      // end; no placed call for them.
+      if (std::count_if(s.devices.begin(), s.devices.end(), holds) > 1)
+        return;
       if (placed.count({d, row, kind * 2 + f}))
         return; // Chimera's second copy of the layer: once a device
       std::pair<int, size_t> where{std::max(it.step, 0),
@@ -330,7 +342,7 @@ std::string Emitter::kfacProgramText() const {
     out += "      " + row + ",\n";
   out += "  };\n";
   if (target_.kfacBubbleItems) // Schedule.cpp
-    out += "  k.items_at = kfac_items_at;\n";
+    out += "  k.items_at = kfac_items_at;\n  k.saves = kfac_saves;\n";
   out += "  return k;\n}\n\n";
   return out;
 }

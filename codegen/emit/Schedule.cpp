@@ -81,6 +81,21 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     out += fmt::format("  case {}:\n    return {};\n", d, any);
   }
   out += "  }\n  (void)phase;\n  return false;\n}\n";
+  // Over every device: the layers with curvature items of a later step
+  // (KfacProgram::saves).
+  std::set<int> saves;
+  for (const auto &[slot, calls] : kfacAt)
+    for (const KfacCall &c : calls)
+      if (c.saved >= 0)
+        saves.insert(c.saved);
+  std::string any;
+  for (int row : saves)
+    any += fmt::format("{}layer == {}", any.empty() ? "" : " || ", row);
+  out += fmt::format(
+      "\n// Whether a pipeline device keeps operands of this K-FAC layer's "
+      "curvature for a later\n// step of its refresh cycle.\nstatic bool "
+      "kfac_saves(int layer) {{\n  return {};\n}}\n",
+      any.empty() ? "(void)layer, false" : any);
   return out;
 }
 

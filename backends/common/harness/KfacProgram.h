@@ -52,6 +52,11 @@ template <typename ParamT> struct KfacProgramOf {
   // (1..K-1) of its refresh cycle (null: none there). The CUDA program runs
   // those steps eagerly, outside its step graph.
   bool (*items_at)(int64_t phase) = nullptr;
+  // Whether some pipeline device keeps operands of layer `layer`'s
+  // curvature for a later step of its cycle (kfac_save_A / _G; null:
+  // unknown). The CUDA program finishes a cycle early only where no placed
+  // item of the layer is left on any device holding it.
+  bool (*saves)(int layer) = nullptr;
 };
 
 /// The run's K-FAC configuration: the flags over the plan's values. Throws

@@ -39,6 +39,9 @@ float *grown(DeviceBuffer<float> &b, int64_t n) {
 
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
+  // A queued inversion of a previous setup may still read the layers the
+  // base frees (as the CPU twin stops its worker first).
+  kfac_refresh_drain();
   KfacRunBase::setup(p, o, s);
   kfac_inverse_reserve(layers_.data(), int64_t(layers_.size()));
   cycle_.assign(specs_.size(), Cycle{});
@@ -46,6 +49,7 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
   pending_.assign(specs_.size(), false);
   outcomes_.assign(2 * specs_.size(), KfacInverseOutcome::NoInverse);
   items_at_ = p.items_at;
+  saves_ = p.saves;
   saved_.clear();
 }
 
@@ -90,7 +94,12 @@ void KfacRun::save(int mb, int layer, const act_t *v, int64_t rows,
   Saved &sv = saved_[{layer, g_side, mb}];
   if (sv.v.size() < rows * width) {
     synchronize(); // the old copy may still be read by queued work
+    // Allocated inside the first refresh step: an out-of-memory names them.
+    const char *context = allocation_context();
+    set_allocation_context("K-FAC's saved operands (curvature items the plan "
+                           "put in a later step of the refresh cycle)");
     sv.v = DeviceBuffer<act_t>(rows * width);
+    set_allocation_context(context);
   }
   AUTODDL_CUDA_CHECK(cudaMemcpyAsync(sv.v.data(), v,
                                      size_t(rows * width) * sizeof(act_t),
@@ -184,7 +193,9 @@ void KfacRun::invert_factor(size_t i, int f, bool bubble) {
     if (!reduce_factor(i, h, bubble))
       return;
   const bool first = !c.launched[0] && !c.launched[1];
-  c.mark[f] = trace.mark();
+  // Untimed outside a step (a save): a mark after the step's trace was
+  // finished would never resolve.
+  c.mark[f] = untimed_ ? -1 : trace.mark();
   kfac_inverse_launch(layers_[i], int64_t(i), f, c_.damping, first,
                       c.mark[f] >= 0);
   c.launched[f] = true;
@@ -205,11 +216,46 @@ void KfacRun::finish_cycle(int64_t next) {
   for (size_t i = 0; i < specs_.size(); ++i) {
     if (!cycle_[i].open || (next >= 0 && next % refresh_[i] != 0))
       continue;
-    for (int f : {0, 1})
-      reduce_factor(i, f, false);
-    for (int f : {0, 1})
-      invert_factor(i, f, false);
-    cycle_[i].open = false;
+    close_cycle(i);
+  }
+}
+
+void KfacRun::close_cycle(size_t i) {
+  for (int f : {0, 1})
+    reduce_factor(i, f, false);
+  for (int f : {0, 1})
+    invert_factor(i, f, false);
+  cycle_[i].open = false;
+}
+
+bool KfacRun::live_saved(size_t layer) const {
+  return std::any_of(saved_.begin(), saved_.end(), [&](const auto &e) {
+    return std::get<0>(e.first) == int(layer) && e.second.live;
+  });
+}
+
+// Where no placed item of a layer can do anything after its refresh step,
+// its cycle is finished at that step's end (as before the placement), not
+// at the end of step s+K-1, where the install at s+K would wait for the
+// inversions. The same sums in the same order: no number changes. In
+// layer-table order on every rank holding a layer, after finish_cycle's.
+void KfacRun::finish_unplaced() {
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const KfacLayerSpec &s = specs_[i];
+    if (!cycle_[i].open || !due(i) || !s.weight->held)
+      continue;
+    // Chimera's mirrored copies: the runtime leaves their reductions (and
+    // the inversions after them) to the cycle's end; else a rank without
+    // a phase (its layers' K differ) runs no item of a later step.
+    const bool mirrored = s.weight->devices.size > 1;
+    if (!mirrored && phase() >= 0)
+      continue;
+    // A saved operand is accumulated at its item (the CPU program's order).
+    // A mirrored layer is reduced over both its devices, so both decide
+    // alike: neither keeps operands of it (the program's table).
+    if (mirrored ? !saves_ || saves_(int(i)) : live_saved(i))
+      continue;
+    close_cycle(i);
   }
 }
 
@@ -275,6 +321,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // reductions on the compute stream (collectives stay on one stream in one
   // order) and their inversions queued on the side stream, installed at t.
   finish_cycle(t);
+  finish_unplaced();
   // Preconditioning of the K-FAC layers' gradients, in place.
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
@@ -350,8 +397,11 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
 void KfacRun::copy_state(bool to_host) {
   if (to_host) {
     // A save mid-cycle: the open cycles finished (collectives on every
-    // rank) and their inversions waited for, fp64 retries decided.
+    // rank) and their inversions waited for, fp64 retries decided; their
+    // launches untimed (the step's trace is finished).
+    untimed_ = true;
     finish_cycle(-1);
+    untimed_ = false;
     std::vector<size_t> all(specs_.size());
     for (size_t i = 0; i < all.size(); ++i)
       all[i] = i;

@@ -13,9 +13,12 @@
 // (NCCL, on the compute stream: dp replicas, tp, Chimera's mirrored
 // pipelines at the step's end) and queue its inversion (cuSOLVER Cholesky)
 // on a low-priority side stream. What is left runs at the end of step
-// s+K-1 in layer-table order, and at the start of step s+K the inverses are
-// installed (the fp64 retry, else the previous inverse, decided then and
-// counted in metrics). Until the first install the rule gets the raw
+// s+K-1 in layer-table order, or already at the end of step s for a layer
+// no placed item of which can still run (a rank without a phase, or
+// Chimera's mirrored copies, whose reductions the bubbles leave; neither
+// with operands kept for a later step), and at the start of step s+K the
+// inverses are installed (the fp64 retry, else the previous inverse,
+// decided then and counted in metrics). Until the first install the rule gets the raw
 // gradient. Every step preconditions the K-FAC layers' gradients and
 // applies the rule (momentum SGD or LAMB) to every parameter.
 //
@@ -64,8 +67,9 @@ public:
   void curvature_saved(int layer, int mb, bool g_side);
   /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
   /// A no-op when the item has run (or no cycle is open). A reduction over
-  /// Chimera's pipeline devices waits for the cycle's end (the two devices
-  /// run different lists); an inversion waits until both factors are
+  /// Chimera's pipeline devices waits for the cycle's end, or the refresh
+  /// step's end where no saved operand waits (the two devices run different
+  /// lists; the emitter places none); an inversion waits until both factors are
   /// reduced (π reads both), and leaves a collective reduction to its item.
   void reduce_item(int layer, bool g);
   void invert_item(int layer, bool g);
@@ -87,7 +91,8 @@ public:
   /// open.
   void begin_step(int64_t step);
   /// The step's end, after the gradients are summed over every rank holding
-  /// them: what is left of the cycles ending, preconditioning and the rule.
+  /// them: what is left of the cycles ending (and of the cycles opened now
+  /// that no placed item can advance), preconditioning and the rule.
   /// `t` = step + 1.
   void step(const std::vector<ParamSpec> &params, int64_t t);
   void info(std::map<std::string, std::string> &m) const;
@@ -121,6 +126,14 @@ private:
   // Finishes the open cycles of the layers whose next cycle starts at step
   // `next` (next % K == 0; -1: every open one, a save).
   void finish_cycle(int64_t next);
+  // Reduces both factors of layer i, launches both inversions and closes
+  // its cycle.
+  void close_cycle(size_t i);
+  // Whether a saved operand of the layer waits for its item.
+  bool live_saved(size_t layer) const;
+  // At a refresh step's end: the cycles of its layers that no placed item
+  // can still advance, closed now (KfacRun.cpp).
+  void finish_unplaced();
   /// Waits for the launched inversions of these layers, decides their fp64
   /// retries, keeps their outcomes, traces them and zeroes their factors.
   void resolve(const std::vector<size_t> &layers);
@@ -145,6 +158,10 @@ private:
   std::vector<bool> unresolved_, pending_;
   std::vector<KfacInverseOutcome> outcomes_;
   bool (*items_at_)(int64_t phase) = nullptr;
+  bool (*saves_)(int layer) = nullptr;
+  // Set while a save finishes the open cycles outside a step: their
+  // inversions are launched untimed (no trace mark).
+  bool untimed_ = false;
   int64_t step_ = 0;
   // per layer: A_inv, G_inv, the pending A and G inverses
   std::vector<std::vector<float>> host_inv_;

@@ -95,7 +95,8 @@ struct KfacSpan {
   float start_ms = 0, dur_ms = 0;
 };
 /// Waits (the compute stream too) for both launched inversions of each
-/// layers[i] (slot slots[i]), reads their status words and dampings back,
+/// layers[i] (slot slots[i]; on the host only until their tasks are queued,
+/// not the other layers'; a task's exception is rethrown), reads their status words and dampings back,
 /// retries in fp64 (synchronously, on the compute stream) each factor fp32
 /// failed on, and sets layer.damping and a_next_valid / g_next_valid.
 /// outcomes[2i], [2i+1]: layer i's A and G outcome (KfacRules.h, against

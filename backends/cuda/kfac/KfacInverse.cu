@@ -255,6 +255,9 @@ struct AsyncRefresh {
   std::vector<cudaEvent_t> ready, done; // per factor
   std::vector<cudaEvent_t> anchor, start, end; // per factor, when timed
   std::vector<bool> timed;                     // per factor
+  // Per factor, under `mu`: its last launch's task has queued its work
+  // (cleared by the launch, set at the task's end, even a failed one).
+  std::vector<bool> posted;
   // The side stream's work is queued by a host thread of its own, task by
   // task in launch order: queueing it from the program's thread held that
   // thread (a refresh step measured as long at K = 20 as at K = 10, ~48 ms),
@@ -271,13 +274,29 @@ struct AsyncRefresh {
   std::exception_ptr failure;
   int device = 0;
 
+  /// Rethrows a task's exception (`mu` held).
+  void rethrow_failure() {
+    if (failure)
+      std::rethrow_exception(std::exchange(failure, nullptr));
+  }
+
   /// Waits until every task is queued on the side stream; rethrows a
   /// task's exception.
   void idle() {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return tasks.empty() && !busy; });
-    if (failure)
-      std::rethrow_exception(std::exchange(failure, nullptr));
+    rethrow_failure();
+  }
+
+  /// Waits until the tasks of these factors are queued on the side stream
+  /// (not the other layers'); rethrows a task's exception.
+  void posted_all(const std::vector<size_t> &factors) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] {
+      return std::all_of(factors.begin(), factors.end(),
+                         [&](size_t k) { return bool(posted[k]); });
+    });
+    rethrow_failure();
   }
 
   void post(std::function<void()> task) {
@@ -342,6 +361,8 @@ struct AsyncRefresh {
     more(start, cudaEventDefault);
     more(end, cudaEventDefault);
     timed.resize(size_t(factors), false);
+    std::lock_guard<std::mutex> lock(mu);
+    posted.resize(size_t(factors), true); // nothing launched
   }
 };
 AsyncRefresh &async_refresh() {
@@ -385,8 +406,8 @@ void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
                            std::to_string(slot) + " was not reserved");
   {
     std::lock_guard<std::mutex> lock(a.mu);
-    if (a.failure)
-      std::rethrow_exception(std::exchange(a.failure, nullptr));
+    a.rethrow_failure();
+    a.posted[size_t(k)] = false;
   }
   // After the compute stream's work so far: the factor's reduction.
   AUTODDL_CUDA_CHECK(cudaEventRecord(a.ready[size_t(k)], compute_stream()));
@@ -398,7 +419,8 @@ void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
   const float *F = f ? l.G.data() : l.A.data();
   const float *A = l.A.data(), *G = l.G.data();
   const int64_t in = l.in, out = l.out;
-  a.post([&a, k, slot, f, d, m, F, A, G, in, out, damping, damp, timed] {
+  auto queue = [&a, k, slot, f, d, m, F, A, G, in, out, damping, damp,
+                timed] {
     AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready[size_t(k)], 0));
     double *dp = a.damping.data() + 3 * slot;
     if (damp) { // the layer's first factor this refresh: pi from both
@@ -422,6 +444,23 @@ void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
     if (timed)
       AUTODDL_CUDA_CHECK(cudaEventRecord(a.end[size_t(k)], a.side));
     AUTODDL_CUDA_CHECK(cudaEventRecord(a.done[size_t(k)], a.side));
+  };
+  // The factor posted at the task's end, a failed one too (its exception
+  // kept first, for the finish that waits on it).
+  a.post([&a, k, queue] {
+    std::exception_ptr error;
+    try {
+      queue();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(a.mu);
+      if (error)
+        a.failure = error;
+      a.posted[size_t(k)] = true;
+    }
+    a.cv.notify_all();
   });
 }
 
@@ -431,7 +470,13 @@ void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
   if (n == 0)
     return;
   AsyncRefresh &a = async_refresh();
-  a.idle(); // every launch queued, its `done` recorded
+  // These factors' launches queued, their `done` recorded (other layers'
+  // tasks may still wait in the queue).
+  std::vector<size_t> factors;
+  for (int64_t i = 0; i < n; ++i)
+    for (int f = 0; f < 2; ++f)
+      factors.push_back(size_t(2 * slots[i] + f));
+  a.posted_all(factors);
   // Usually long done: the side stream ran beside the steps since.
   for (int64_t i = 0; i < n; ++i)
     for (int f = 0; f < 2; ++f)
