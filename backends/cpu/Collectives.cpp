@@ -4,6 +4,7 @@
 #include "backends/cpu/MpiCheck.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <limits>
@@ -249,10 +250,14 @@ void set_recv_wait_hook(RecvWaitHook hook) {
 
 namespace {
 /// Waits for `reqs` while the wait hook works or naps (set_recv_wait_hook):
-/// the budget is how long the same wait (`key`) took last time. Returns the
-/// seconds of the hook's own work (compute, not communication).
+/// the budget is how long the same wait (`key`) took last time, at most
+/// `cap` (a collective's peers progress only when this rank tests, so its
+/// naps and items stay short). The naps are counted as `napped` in
+/// comm_stats. Returns the seconds of the hook's own work (compute, not
+/// communication).
 double waitFilling(int count, MPI_Request *reqs,
-                   const std::tuple<MPI_Comm, int, int> &key) {
+                   const std::tuple<MPI_Comm, int, int> &key, double cap,
+                   const char *napped) {
   auto last = lastWaits().find(key);
   const double expected = last == lastWaits().end()
                               ? std::numeric_limits<double>::infinity()
@@ -264,16 +269,16 @@ double waitFilling(int count, MPI_Request *reqs,
   while (!done) {
     notYet = waited.seconds();
     Timer hook;
-    const RecvWaitWork work = recvWaitHook(expected - notYet);
+    const RecvWaitWork work = recvWaitHook(std::min(expected - notYet, cap));
     if (work == RecvWaitWork::None)
       break;
     (work == RecvWaitWork::Ran ? hookSeconds : napSeconds) += hook.seconds();
     mpiCheck(MPI_Testall(count, reqs, &done, MPI_STATUSES_IGNORE));
   }
   // The naps: wait time another thread of the rank could use (K-FAC's
-  // filling thread had work); metrics.json's "recv_napped".
+  // filling thread had work); metrics.json's "recv_napped" and the like.
   if (napSeconds > 0) {
-    CollectiveStat &s = comm_stats()["recv_napped"];
+    CollectiveStat &s = comm_stats()[napped];
     s.calls += 1;
     s.seconds += napSeconds;
   }
@@ -284,6 +289,23 @@ double waitFilling(int count, MPI_Request *reqs,
     lastWaits()[key] = notYet; // came during the hook's last piece, or at once
   }
   return hookSeconds;
+}
+
+constexpr double kNoCap = std::numeric_limits<double>::infinity();
+// A collective's wait: at most 400 us a piece (thread filling naps an eighth
+// of it, 50 us).
+constexpr double kCollectiveCap = 400e-6;
+
+/// An Iallreduce's wait: filled where a hook is set, else plain. Posted
+/// non-blocking either way, so ranks in different filling modes still match
+/// (a blocking and a non-blocking collective never do) and sum alike.
+double waitCollective(MPI_Request &r, const std::tuple<MPI_Comm, int, int> &key,
+                      const char *napped) {
+  if (!recvWaitHook) {
+    mpiCheck(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    return 0;
+  }
+  return waitFilling(1, &r, key, kCollectiveCap, napped);
 }
 } // namespace
 
@@ -300,31 +322,26 @@ void recv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
   // them are counted with them).
   MPI_Request r;
   mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
-  rec.exclude(waitFilling(1, &r, std::make_tuple(comm, source, tag)));
+  rec.exclude(waitFilling(1, &r, std::make_tuple(comm, source, tag), kNoCap,
+                          "recv_napped"));
 }
 
-void all_reduce_forward_filling(float *buf, int64_t n, MPI_Comm comm) {
-  if (!recvWaitHook) {
-    all_reduce_forward(buf, n, comm);
-    return;
-  }
+void all_reduce_forward_filling(float *buf, int64_t n, MPI_Comm comm,
+                                int site) {
   Record rec("all_reduce", n * 4);
   MPI_Request r;
   mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf, mpiCount(n), MPI_FLOAT, MPI_SUM,
                           comm, &r));
-  rec.exclude(waitFilling(1, &r, std::make_tuple(comm, -1, 0)));
+  rec.exclude(
+      waitCollective(r, std::make_tuple(comm, -1, site), "all_reduce_napped"));
 }
 
-double world_sum_filling(double x) {
-  if (!recvWaitHook) {
-    mpiCheck(
-        MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    return x;
-  }
+double world_sum_filling(double x, int site) {
   MPI_Request r;
   mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM,
                           MPI_COMM_WORLD, &r));
-  waitFilling(1, &r, std::make_tuple(MPI_COMM_WORLD, -2, 0));
+  waitCollective(r, std::make_tuple(MPI_COMM_WORLD, -2, site),
+                 "world_sum_napped");
   return x;
 }
 
@@ -349,7 +366,8 @@ void wait_all(std::vector<MPI_Request> &requests) {
   Record rec("wait", 0);
   if (recvWaitHook && !requests.empty())
     rec.exclude(waitFilling(int(requests.size()), requests.data(),
-                            std::make_tuple(MPI_COMM_NULL, -3, 0)));
+                            std::make_tuple(MPI_COMM_NULL, -3, 0),
+                            kCollectiveCap, "wait_napped"));
   else
     mpiCheck(MPI_Waitall(int(requests.size()), requests.data(),
                          MPI_STATUSES_IGNORE));

@@ -115,12 +115,17 @@ enum class RecvWaitWork { None, Ran, Napped };
 using RecvWaitHook = RecvWaitWork (*)(double budget_s);
 void set_recv_wait_hook(RecvWaitHook hook);
 /// The waits between steps where a rank idles for others, run like recv's
-/// (the hook's work or naps while the result has not come; blocking where no
-/// hook is set): wait_all (the step's sends), a tied or mirrored parameter's
-/// gradient sum (all_reduce_forward), and the loss's sum over the world
-/// (MPI_COMM_WORLD, a double).
-void all_reduce_forward_filling(float *buf, int64_t n, MPI_Comm comm);
-double world_sum_filling(double x);
+/// (the hook's work or naps while the result has not come, in pieces of at
+/// most 400 us: the peers progress only when this rank tests; blocking where
+/// no hook is set): wait_all (the step's sends), a tied or mirrored
+/// parameter's gradient sum (all_reduce_forward), and a sum over the world
+/// (MPI_COMM_WORLD, a double). The sums are posted non-blocking with or
+/// without a hook, so ranks in different filling modes match. `site` tells
+/// apart the waits of one communicator in a step (each keeps its own last
+/// wait, the next step's budget). Naps count as "<kind>_napped".
+void all_reduce_forward_filling(float *buf, int64_t n, MPI_Comm comm,
+                                int site);
+double world_sum_filling(double x, int site);
 /// Non-blocking forms; complete them with wait_all (which records their time as
 /// "send"/"recv").
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,

@@ -14,7 +14,7 @@
 
 namespace autoddl::rt::harness {
 
-double Backend::world_sum(double count) {
+double Backend::world_sum(double count, int) {
   mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_DOUBLE, MPI_SUM,
                          MPI_COMM_WORLD));
   return count;
@@ -49,7 +49,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     // then does not idle while the host launches it); it does not touch the
     // loss the forward passes wrote.
     b.optimizer_step(o, step + 1);
-    const double loss = b.world_sum(counts.loss_sum()) / double(s.loss_count);
+    const double loss = b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
     if (!std::isfinite(loss)) {
       char buf[160];
       std::snprintf(buf, sizeof buf,
@@ -59,10 +59,10 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
       return buf;
     }
     if (counts.correct)
-      accuracy = b.world_sum(counts.correct()) / double(s.loss_count);
+      accuracy = b.world_sum(counts.correct(), 1) / double(s.loss_count);
     if (counts.heldout_correct)
       heldout_accuracy =
-          b.world_sum(counts.heldout_correct()) / double(s.held_out_count);
+          b.world_sum(counts.heldout_correct(), 2) / double(s.held_out_count);
     b.end_step(step);
     const double seconds = timer.seconds();
     b.after_step(o, step, first_step);

@@ -51,9 +51,10 @@ public:
   /// Gradient synchronisation and the optimizer step t (1, 2, ...).
   virtual void optimizer_step(const Options &o, int64_t t) = 0;
   /// The sum over the world of this rank's count (the step's loss, its
-  /// accuracy counts): a blocking MPI_Allreduce unless the backend waits
-  /// otherwise (the CPU program runs K-FAC's filling while it waits).
-  virtual double world_sum(double count);
+  /// accuracy counts; `site` tells them apart): a blocking MPI_Allreduce
+  /// unless the backend waits otherwise (the CPU program runs K-FAC's
+  /// filling while it waits).
+  virtual double world_sum(double count, int site);
   /// After the loss is known, before the step's time is read.
   virtual void end_step(int64_t) {}
   /// After the step's time is read.

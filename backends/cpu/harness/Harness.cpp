@@ -145,7 +145,9 @@ public:
     return load_start(o, s_, *this);
   }
 
-  double world_sum(double count) override { return world_sum_filling(count); }
+  double world_sum(double count, int site) override {
+    return world_sum_filling(count, site);
+  }
 
   void begin_run(const Options &o, RunMetrics &m) override {
     trace.set_enabled(o.trace);
@@ -176,7 +178,8 @@ public:
       // Tied / Chimera copies elsewhere (the rank often waits here for the
       // other copy's stage: K-FAC's filling runs meanwhile).
       if (p->devices != MPI_COMM_NULL)
-        all_reduce_forward_filling(p->grad.data(), p->n, p->devices);
+        all_reduce_forward_filling(p->grad.data(), p->n, p->devices,
+                                   int(&ps - p_.params.data()));
       if (s_.tp > 1 && p_.grad_partial_over_tp(*p)) // read whole on split rows
         all_reduce_forward(p->grad.data(), p->n, g.tp);
       if (s_.zero) {
