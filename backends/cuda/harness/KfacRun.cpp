@@ -260,24 +260,22 @@ void KfacRun::finish_unplaced() {
 }
 
 void KfacRun::resolve(const std::vector<size_t> &index) {
-  std::vector<size_t> todo;
-  for (size_t i : index)
-    if (unresolved_[i])
-      todo.push_back(i);
-  if (todo.empty())
-    return;
+  // The layers of `index` with launched inversions, and their slots.
   std::vector<KfacLayer *> held;
   std::vector<int64_t> slots;
-  for (size_t i : todo) {
-    held.push_back(&layers_[i]);
-    slots.push_back(int64_t(i));
-  }
-  std::vector<KfacInverseOutcome> o(2 * todo.size());
-  std::vector<KfacSpan> spans(2 * todo.size());
-  kfac_inverse_finish(held.data(), slots.data(), int64_t(todo.size()),
+  for (size_t i : index)
+    if (unresolved_[i]) {
+      held.push_back(&layers_[i]);
+      slots.push_back(int64_t(i));
+    }
+  if (slots.empty())
+    return;
+  std::vector<KfacInverseOutcome> o(2 * slots.size());
+  std::vector<KfacSpan> spans(2 * slots.size());
+  kfac_inverse_finish(held.data(), slots.data(), int64_t(slots.size()),
                       o.data(), spans.data());
-  for (size_t h = 0; h < todo.size(); ++h) {
-    const size_t i = todo[h];
+  for (size_t h = 0; h < slots.size(); ++h) {
+    const size_t i = size_t(slots[h]);
     outcomes_[2 * i] = o[2 * h];
     outcomes_[2 * i + 1] = o[2 * h + 1];
     // The side stream's inversions, traced under the plan's item names.
