@@ -28,6 +28,7 @@ enum class KfacRule {
 enum class KfacCurvature {
   Refresh, // PipeFisher: the refresh step's micro-batches, inverted in the
            // same cycle, installed at s+K
+  Lag,     // EXPERIMENT: the refresh step's, inverted during the next cycle
   Every    // every step's micro-batches of the cycle, inverted during the next
            // cycle, installed at its end (s+2K): K times the curvature data,
            // spread evenly over the steps' bubbles

@@ -76,7 +76,7 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
   const std::string curv =
       o.kfac_curvature.empty() ? p.curvature : o.kfac_curvature;
   c.curvature =
-      curv == "every" ? KfacCurvature::Every : KfacCurvature::Refresh;
+      curv == "every" ? KfacCurvature::Every : curv == "lag" ? KfacCurvature::Lag : KfacCurvature::Refresh;
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
@@ -108,7 +108,7 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
     m["kfac.refresh_layers"] = each;
   m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
   m["kfac.curvature"] =
-      c.curvature == KfacCurvature::Every ? "every" : "refresh";
+      c.curvature == KfacCurvature::Every ? "every" : c.curvature == KfacCurvature::Lag ? "lag" : "refresh";
 }
 
 /// What both backends' KfacRun hold and how they set up and start a step.
@@ -153,13 +153,14 @@ public:
     due_ = false;
     layer_due_.assign(specs_.size(), false);
     for (size_t i = 0; i < specs_.size(); ++i) {
-      layer_due_[i] = every() || kfac_refresh_due(step, refresh_[i]);
+      layer_due_[i] = c_.curvature == KfacCurvature::Every ||
+                      kfac_refresh_due(step, refresh_[i]);
       due_ = due_ || (layer_due_[i] && specs_[i].weight->held);
     }
   }
   /// Every curvature: each step's curvature accumulates into a second set of
   /// factors while the previous cycle's are reduced and inverted.
-  bool every() const { return c_.curvature == KfacCurvature::Every; }
+  bool every() const { return c_.curvature != KfacCurvature::Refresh; }
   /// Whether layer i's reductions and inversions start at `step`
   /// (kfac_window_opens).
   bool window_opens(int64_t step, size_t layer) const {

@@ -166,7 +166,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
     } else if (a == "--kfac-curvature") {
       o.kfac_curvature = next();
       kfacFlag = true;
-      if (o.kfac_curvature != "refresh" && o.kfac_curvature != "every")
+      if (o.kfac_curvature != "refresh" && o.kfac_curvature != "every" && o.kfac_curvature != "lag")
         throw std::invalid_argument(
             "--kfac-curvature: expected refresh or every, got " +
             echo_value(o.kfac_curvature));
