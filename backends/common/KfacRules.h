@@ -24,16 +24,6 @@ enum class KfacRule {
   Lamb // LAMB (PipeFisher's --ngd_with_lamb)
 };
 
-/// Which steps of a cycle the factors are estimated from.
-enum class KfacCurvature {
-  Refresh, // PipeFisher: the refresh step's micro-batches, inverted in the
-           // same cycle, installed at s+K
-  Lag,     // EXPERIMENT: the refresh step's, inverted during the next cycle
-  Every    // every step's micro-batches of the cycle, inverted during the next
-           // cycle, installed at its end (s+2K): K times the curvature data,
-           // spread evenly over the steps' bubbles
-};
-
 /// Everything a K-FAC run is parameterised by; the plan and the binary's flags
 /// fill it. Defaults are PipeFisher's convergence settings where it has one
 /// (damping 1e-3, refresh interval 10; pipelines.md §4.8).
@@ -42,7 +32,6 @@ struct KfacConfig {
   int64_t refresh_interval =
       10; // K: factors and inverses renewed every K steps
   KfacRule rule = KfacRule::Sgd;
-  KfacCurvature curvature = KfacCurvature::Refresh;
   double lr = 1e-2;
   double momentum = 0.9;     // Sgd
   double weight_decay = 0.0; // decoupled: p <- p (1 - lr wd) (Sgd and Lamb)
@@ -115,17 +104,6 @@ inline bool kfac_refresh_due(int64_t step, int64_t refresh_interval) {
 /// one rank does (docs/kfac.md "Generated programs").
 inline bool kfac_install_due(int64_t step, int64_t refresh_interval) {
   return step > 0 && step % refresh_interval == 0;
-}
-
-/// Where a cycle's reductions and inversions start (its inverses are
-/// installed K steps later, kfac_install_due): with Refresh curvature its
-/// refresh step s (its curvature is of that step); with Every at s+K, once the
-/// K steps of curvature the factors sum are complete ("the window", while the
-/// next cycle accumulates into a second set of factors).
-inline bool kfac_window_opens(int64_t step, int64_t refresh_interval,
-                              KfacCurvature c) {
-  return step % refresh_interval == 0 &&
-         (c == KfacCurvature::Refresh || step >= refresh_interval);
 }
 
 /// Throws std::invalid_argument unless a linear layer's unsplit dimensions

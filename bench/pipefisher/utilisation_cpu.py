@@ -103,8 +103,6 @@ def stage(a):
         extra = ["--optimizer", "kfac"] if v == "kfac" else []
         if v == "kfac" and a.kfac_refresh not in ("", "0"):
             extra += ["--kfac-refresh", a.kfac_refresh]
-        if v == "kfac" and a.kfac_curvature:
-            extra += ["--kfac-curvature", a.kfac_curvature]
         subprocess.run([a.autoddl, "plan", model, "--cluster", cluster, "--gpus", "4",
                         "--global-batch", str(a.batch), "--seq", "64", "--no-why", "-o", plan,
                         "--fix", f"tp=1,pp=4,dp=1,microbatch={a.microbatch},schedule=1f1b"]
@@ -287,9 +285,7 @@ def run_paired(a):
     K_plan, plan = refresh_steps(a)
     # --kfac-refresh: the K-FAC program runs another K than its plan's, on every layer (items
     # the plan placed in later steps of its cycle run at the shorter cycle's end).
-    extra = {"kfac": ["--kfac-refresh", str(a.kfac_refresh)]} if a.kfac_refresh else {"kfac": []}
-    if a.kfac_curvature:  # the binary's flag over the plan's
-        extra["kfac"] += ["--kfac-curvature", a.kfac_curvature]
+    extra = {"kfac": ["--kfac-refresh", str(a.kfac_refresh)]} if a.kfac_refresh else {}
     K_stage = [a.kfac_refresh] * len(K_plan) if a.kfac_refresh else K_plan
     # The window holds whole cycles of every stage (of the longest where that is too long).
     K = math.lcm(*K_stage)
@@ -334,7 +330,6 @@ def run_paired(a):
     summary = {"cores": os.cpu_count(), "ranks": a.np, "steps": steps - warmup, "warmup": warmup,
                "repeats": a.repeats, "paired": True, "kfac_fill": a.kfac_fill,
                "kfac_refresh_run": K_stage,
-               "kfac_curvature_run": a.kfac_curvature or plan["kfac"].get("curvature", "refresh"),
                "utilisation_first_order": runs["first_order"]["utilisation"],
                "utilisation_kfac": runs["kfac"]["utilisation"],
                "step_ratio_kfac_over_first_order": mean([rep["step_ratio"] for rep in repeats]),
@@ -480,8 +475,6 @@ def main():
                    help="a cluster preset or file to plan on; cpu-core (default): one CPU core "
                         "per rank at --gflops")
     s.add_argument("--gflops", type=float, default=60.0)
-    s.add_argument("--kfac-curvature", choices=("refresh", "every", "lag"), default="",
-                   help="the K-FAC plan's --kfac-curvature (default: the planner's, refresh)")
     s.add_argument("--kfac-refresh", default="",
                    help="pin the K-FAC plan's refresh interval: K, or K0,K1,... one per stage "
                         "(plan --kfac-refresh; 0 or empty: the plan's own, per stage)")
@@ -496,8 +489,6 @@ def main():
     r.add_argument("--repeats", type=int, default=1)
     r.add_argument("--paired", action="store_true",
                    help="both variants at once on disjoint cores (see above)")
-    r.add_argument("--kfac-curvature", choices=("refresh", "every", "lag"), default="",
-                   help="--paired: the K-FAC program's --kfac-curvature (default: the plan's)")
     r.add_argument("--kfac-refresh", type=int, default=0,
                    help="--paired: the K-FAC program's --kfac-refresh (default: the plan's K)")
     r.add_argument("--kfac-fill", choices=("placed", "waits", "thread"), default="thread",

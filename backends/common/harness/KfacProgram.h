@@ -40,15 +40,13 @@ template <typename ParamT> struct KfacLayerSpecOf {
 };
 
 /// What the plan recorded (docs/plan-format.md "kfac"): the defaults of
-/// --kfac-damping, --kfac-refresh, --kfac-rule and --kfac-curvature.
-/// `refresh` is the plan's
+/// --kfac-damping, --kfac-refresh and --kfac-rule. `refresh` is the plan's
 /// longest K; each layer refreshes on its own device's K (its row's
 /// `refresh`), which --kfac-refresh replaces for every layer.
 template <typename ParamT> struct KfacProgramOf {
   double damping = 1e-3;
   int64_t refresh = 1;
   const char *rule = "sgd";
-  const char *curvature = "refresh"; // or "every" (KfacCurvature)
   std::vector<KfacLayerSpecOf<ParamT>> layers;
   // Whether this rank's pipeline device has K-FAC items in step `phase`
   // (1..K-1) of its refresh cycle (null: none there). The CUDA program runs
@@ -73,10 +71,6 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
   c.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
   const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
   c.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
-  const std::string curv =
-      o.kfac_curvature.empty() ? p.curvature : o.kfac_curvature;
-  c.curvature =
-      curv == "every" ? KfacCurvature::Every : curv == "lag" ? KfacCurvature::Lag : KfacCurvature::Refresh;
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
@@ -107,8 +101,6 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   if (differ)
     m["kfac.refresh_layers"] = each;
   m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
-  m["kfac.curvature"] =
-      c.curvature == KfacCurvature::Every ? "every" : c.curvature == KfacCurvature::Lag ? "lag" : "refresh";
 }
 
 /// What both backends' KfacRun hold and how they set up and start a step.
@@ -147,24 +139,14 @@ public:
     tp_ = s.tp;
   }
   /// Before the step's schedule: which layers accumulate factors this step
-  /// (each on its own K; every step with Every curvature), and whether any
-  /// held layer does.
+  /// (each on its own K), and whether any held layer does.
   void begin_step(int64_t step) {
     due_ = false;
     layer_due_.assign(specs_.size(), false);
     for (size_t i = 0; i < specs_.size(); ++i) {
-      layer_due_[i] = c_.curvature == KfacCurvature::Every ||
-                      kfac_refresh_due(step, refresh_[i]);
+      layer_due_[i] = kfac_refresh_due(step, refresh_[i]);
       due_ = due_ || (layer_due_[i] && specs_[i].weight->held);
     }
-  }
-  /// Every curvature: each step's curvature accumulates into a second set of
-  /// factors while the previous cycle's are reduced and inverted.
-  bool every() const { return c_.curvature != KfacCurvature::Refresh; }
-  /// Whether layer i's reductions and inversions start at `step`
-  /// (kfac_window_opens).
-  bool window_opens(int64_t step, size_t layer) const {
-    return kfac_window_opens(step, refresh_[layer], c_.curvature);
   }
   bool due() const { return due_; }
   bool due(size_t layer) const { return layer_due_[layer]; }
@@ -199,16 +181,6 @@ inline std::string kfac_inverse_entry(const char *layer, char factor) {
 /// step s+K (kfac_install_due; saved mid-cycle).
 inline std::string kfac_pending_inverse_entry(const char *layer, char factor) {
   return kfac_inverse_entry(layer, factor) + "_pending";
-}
-
-/// With Every curvature: the checkpoint names of the sums the open cycle has
-/// accumulated for the next window (raw, upper triangle), and their row count
-/// (two floats: rows >> 24, rows & (2^24 - 1)).
-inline std::string kfac_accum_entry(const char *layer, char factor) {
-  return std::string(layer) + ".kfac_" + factor + "_accum";
-}
-inline std::string kfac_accum_rows_entry(const char *layer) {
-  return std::string(layer) + ".kfac_accum_rows";
 }
 
 } // namespace autoddl::rt::harness

@@ -163,13 +163,6 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
         throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
                                     echo_value(o.kfac_rule));
-    } else if (a == "--kfac-curvature") {
-      o.kfac_curvature = next();
-      kfacFlag = true;
-      if (o.kfac_curvature != "refresh" && o.kfac_curvature != "every" && o.kfac_curvature != "lag")
-        throw std::invalid_argument(
-            "--kfac-curvature: expected refresh or every, got " +
-            echo_value(o.kfac_curvature));
     } else if (a == "--seed")
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")
@@ -180,8 +173,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
           " (flags: --steps N --data FILE --out DIR --trace --save DIR "
           "--save-every K --save-initial --resume DIR/step-N --init FILE --lr X "
           "--weight-decay X --optimizer adamw|sgd|kfac --kfac-damping X "
-          "--kfac-refresh K --kfac-rule sgd|lamb --kfac-curvature refresh|every "
-          "--seed S --quiet)");
+          "--kfac-refresh K --kfac-rule sgd|lamb --seed S --quiet)");
   }
   if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "kfac")
     throw std::invalid_argument("--optimizer: expected adamw, sgd or kfac, "
@@ -193,8 +185,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
                                 "from a first-order plan (plan with "
                                 "--optimizer kfac)");
   if (kfacFlag && o.optimizer != "kfac")
-    throw std::invalid_argument("--kfac-damping/--kfac-refresh/--kfac-rule/"
-                                "--kfac-curvature "
+    throw std::invalid_argument("--kfac-damping/--kfac-refresh/--kfac-rule "
                                 "need --optimizer kfac");
   if (zero && o.optimizer != "adamw")
     throw std::invalid_argument("--optimizer sgd: the plan shards AdamW state "

@@ -29,8 +29,6 @@ struct Options {
   double kfac_damping = std::numeric_limits<double>::quiet_NaN();
   int64_t kfac_refresh = 0;
   std::string kfac_rule;
-  std::string kfac_curvature; // refresh | every
-
 };
 
 /// Parses argv[1, argc). `zero`: the plan shards AdamW state (then --optimizer

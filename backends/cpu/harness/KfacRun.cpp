@@ -189,7 +189,7 @@ void KfacRun::end_schedule() {
       q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
       q.v = nullptr;
     }
-  for (size_t i = 0; fill_waits_ && !every() && i < specs_.size(); ++i)
+  for (size_t i = 0; fill_waits_ && i < specs_.size(); ++i)
     if (specs_[i].weight->held && due(i) && pending_[i].open && local_refresh(i))
         for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
           for (bool g : {false, true})
@@ -251,10 +251,6 @@ RecvWaitWork run_queued_kfac_item(double budget_s) {
 
 void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
                    bool g_side) {
-  if (every()) { // no later step of this cycle: accumulated now, from v
-    curvature(layer, v, rows, g_side);
-    return;
-  }
   if (!due(size_t(layer)))
     return;
   const KfacLayer &l = layers_[size_t(layer)];
@@ -269,7 +265,7 @@ void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
 }
 
 void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
-  if (every() || !pending_[size_t(layer)].open)
+  if (!pending_[size_t(layer)].open)
     return; // its cycle finished early (a save): nothing to queue
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::CurvatureSaved, layer, g_side);
@@ -311,11 +307,7 @@ void KfacRun::flush_saved(const std::function<bool(size_t)> &ending) {
 void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
   KfacLayer &l = layers_[size_t(layer)];
   const double t0 = trace.now_us();
-  // Every curvature: into the next window's sums (the layer's A and G are
-  // the open window's, being reduced and inverted meanwhile).
-  Accum *into = every() ? &acc_[size_t(layer)] : nullptr;
-  float *f = into ? (g_side ? into->G : into->A).data()
-                  : (g_side ? l.G.data() : l.A.data());
+  float *f = g_side ? l.G.data() : l.A.data();
   const int64_t dim = g_side ? l.out : l.in;
   // The upper triangle only (SYRK: half the FLOPs); reduce_factor completes
   // the factor.
@@ -327,7 +319,7 @@ void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
                 specs_[size_t(layer)].name,
             0, t0);
   if (!g_side) // one count per row, not per factor
-    (into ? into->rows : rows_[size_t(layer)]) += rows;
+    rows_[size_t(layer)] += rows;
 }
 
 void KfacRun::setup(const KfacProgram &p, const Options &o,
@@ -361,14 +353,9 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
     worker_ = std::thread([this] { worker_loop(); });
   set_recv_wait_hook(fill_waits_ ? &run_queued_kfac_item : nullptr);
   pending_.assign(specs_.size(), Pending{});
-  acc_.assign(specs_.size(), Accum{});
   for (size_t i = 0; i < specs_.size(); ++i) {
     pending_[i].A_inv.assign(layers_[i].A_inv.size(), 0.0f);
     pending_[i].G_inv.assign(layers_[i].G_inv.size(), 0.0f);
-    if (every() && specs_[i].weight->held) {
-      acc_[i].A.assign(layers_[i].A.size(), 0.0f);
-      acc_[i].G.assign(layers_[i].G.size(), 0.0f);
-    }
   }
 }
 
@@ -379,11 +366,8 @@ void KfacRun::begin_step(int64_t step) {
   KfacRunBase::begin_step(step);
   finish_cycle(step); // already done at the previous step's end, or by a save
   // Nothing queued runs into a cycle opened below (the filling thread reads
-  // the Pending this writes; with Every curvature, the sums it swaps).
-  bool opening = false;
-  for (size_t i = 0; i < specs_.size() && !opening; ++i)
-    opening = specs_[i].weight->held && window_opens(step, i);
-  if (opening)
+  // the Pending this writes).
+  if (due_)
     drain();
   for (size_t i = 0; i < specs_.size(); ++i) {
     Pending &p = pending_[i];
@@ -398,16 +382,10 @@ void KfacRun::begin_step(int64_t step) {
     p.present = false;
   }
   for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!specs_[i].weight->held || !window_opens(step, i))
+    if (!specs_[i].weight->held || !due(i))
       continue;
     Pending &p = pending_[i];
-    KfacLayer &l = layers_[i];
-    if (every()) { // the last cycle's sums; the next accumulate from zero
-      std::swap(l.A, acc_[i].A);
-      std::swap(l.G, acc_[i].G);
-      rows_[i] = acc_[i].rows;
-      acc_[i].rows = 0;
-    }
+    const KfacLayer &l = layers_[i];
     p.A_inv = l.A_inv;
     p.G_inv = l.G_inv;
     p.a_valid = l.a_valid;
@@ -416,12 +394,6 @@ void KfacRun::begin_step(int64_t step) {
     p.reduced[0] = p.reduced[1] = p.inverted[0] = p.inverted[1] = false;
     p.damped = false;
     p.open = true;
-    // Every curvature: the window's operands are complete, so its local
-    // reductions and inversions are queued now (end_schedule's rule).
-    if (every() && fill_waits_ && local_refresh(i))
-      for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
-        for (bool g : {false, true})
-          enqueue(Queued(k, int(i), g));
   }
 }
 
@@ -612,7 +584,6 @@ void KfacRun::info(std::map<std::string, std::string> &m) const {
 // one that is not zero is in use.
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
   finish_cycle(-1); // a save mid-cycle: what resuming needs is its inverses
-  drain(); // and, with Every curvature, the sums queued curvature still adds to
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     KfacLayer &l = layers_[i];
@@ -627,19 +598,6 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
     e.push_back({kfac_pending_inverse_entry(s.name, 'G'),
                  Slice::whole({s.out, s.out}),
                  held ? p.G_inv.data() : nullptr});
-    if (!every())
-      continue;
-    // The next window's sums so far (an open cycle is not finished by a save:
-    // its steps still accumulate after the resume).
-    Accum &a = acc_[i];
-    a.rows_saved[0] = float(a.rows >> 24);
-    a.rows_saved[1] = float(a.rows & ((int64_t(1) << 24) - 1));
-    e.push_back({kfac_accum_entry(s.name, 'A'), Slice::whole({s.in, s.in}),
-                 held ? a.A.data() : nullptr});
-    e.push_back({kfac_accum_entry(s.name, 'G'), Slice::whole({s.out, s.out}),
-                 held ? a.G.data() : nullptr});
-    e.push_back({kfac_accum_rows_entry(s.name), Slice::whole({2}),
-                 held ? a.rows_saved : nullptr});
   }
 }
 
@@ -656,9 +614,6 @@ void KfacRun::restored() {
       p.g_valid = nonzero(p.G_inv);
       p.present = p.a_valid || p.g_valid; // installed at the next s+K
       p.open = false;
-      Accum &a = acc_[i];
-      if (every())
-        a.rows = (int64_t(a.rows_saved[0]) << 24) + int64_t(a.rows_saved[1]);
     }
 }
 

@@ -5,9 +5,7 @@
 // kfac_curvature_A / _G per micro-batch where the plan placed the items.
 // On a refresh step s of the layer (step % K == 0, K the layer's own: each
 // pipeline device's layers refresh on the device's K) that call accumulates the layer's
-// factors (with --kfac-curvature every: on every step, into a second set of
-// factors that is reduced and inverted in the next cycle's steps and
-// installed at its end, s+2K); kfac_reduce / kfac_invert, placed in the bubbles of steps
+// factors; kfac_reduce / kfac_invert, placed in the bubbles of steps
 // s..s+K-1 as the plan says, reduce them over every rank holding the layer
 // (dp replicas, tp) and invert them into pending inverses; what is left runs
 // at the end of step s+K-1 in layer-table order, and the pending inverses
@@ -194,16 +192,6 @@ private:
   // `next` (next % K == 0; -1: every open one, a save).
   void finish_cycle(int64_t next);
   std::vector<Pending> pending_;
-  // Every curvature: per held layer, the factors the open cycle's steps
-  // accumulate into (raw sums, their rows), swapped into the layer's A and G
-  // when the window of their reductions and inversions opens; `rows_saved`
-  // carries `rows` through a checkpoint (two floats: exact to 2^48 rows).
-  struct Accum {
-    std::vector<float> A, G;
-    int64_t rows = 0;
-    float rows_saved[2] = {0, 0};
-  };
-  std::vector<Accum> acc_;
   int64_t step_ = 0;
 };
 
