@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace autoddl::pipeline {
 namespace {
@@ -353,6 +354,22 @@ TEST(PipeFisher, ChimeraSpreadsARefreshOverSteps) {
   }
 }
 
+/// Chimera p = 4: both copies of stage st's layer named "L<st>" (down on
+/// device st, up on device 3 - st, so they reduce together), and two more
+/// layers, X0 and X1, on stage 0 down (device 0 alone). Curvature 0.5,
+/// inversion 1, no reduction or preconditioning.
+std::vector<KfacLayerWork> mirroredChimeraLayers() {
+  std::vector<KfacLayerWork> layers;
+  for (int st = 0; st < 4; ++st) {
+    layers.push_back(layer("L" + std::to_string(st), st, 0.5, 1, 0, 0));
+    layers.push_back(
+        layer("L" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
+  }
+  layers.push_back(layer("X0", 0, 0.5, 1, 0, 0));
+  layers.push_back(layer("X1", 0, 0.5, 1, 0, 0));
+  return layers;
+}
+
 // The same Chimera case with the two copies of a stage named alike, as the
 // planner names them ("L<stage>" down on device st, up on device 3 - st):
 // they reduce together, so each pair of mirrored devices shares the larger of
@@ -363,13 +380,7 @@ TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
   PipeFisherInput in;
   in.margin = 0;
-  for (int st = 0; st < 4; ++st) {
-    in.layers.push_back(layer("L" + std::to_string(st), st, 0.5, 1, 0, 0));
-    in.layers.push_back(
-        layer("L" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
-  }
-  in.layers.push_back(layer("X0", 0, 0.5, 1, 0, 0));
-  in.layers.push_back(layer("X1", 0, 0.5, 1, 0, 0));
+  in.layers = mirroredChimeraLayers();
   OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(4, 1, 2));
   ASSERT_TRUE(bool(sim));
   PipeFisherResult r = *packKfac(s, *sim, in);
@@ -661,13 +672,7 @@ TEST(PipeFisherFluid, ChimeraMirroredDevicesShareTheirK) {
   PipeFisherInput in;
   in.margin = 0;
   in.filling = KfacFilling::Fluid;
-  for (int st = 0; st < 4; ++st) {
-    in.layers.push_back(layer("L" + std::to_string(st), st, 0.5, 1, 0, 0));
-    in.layers.push_back(
-        layer("L" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
-  }
-  in.layers.push_back(layer("X0", 0, 0.5, 1, 0, 0));
-  in.layers.push_back(layer("X1", 0, 0.5, 1, 0, 0));
+  in.layers = mirroredChimeraLayers();
   PipeFisherResult r = pack(s, StageTimes::uniform(4, 1, 2), in);
   ASSERT_EQ(r.devices.size(), 4u);
   const int steps[4] = {4, 3, 3, 3}, K[4] = {4, 3, 3, 4};
