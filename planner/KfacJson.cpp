@@ -51,6 +51,7 @@ ojson kfacToJson(const KfacPlan &p) {
           {"rule", p.rule},
           {"refresh_steps", p.refreshSteps},
           {"refresh_pinned", p.refreshPinned},
+          {"fill", std::string(pipeline::kfacFillingName(p.filling))},
           {"first_order_step_time_s", p.firstOrderStepTime},
           {"utilisation_first_order", p.utilisationBefore},
           {"utilisation", p.utilisationAfter},
@@ -144,6 +145,13 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       r.fail(at / "refresh_pinned", "expected true or false");
     p.refreshPinned = j["refresh_pinned"].get<bool>();
   }
+  // "fill" is optional (plans before it packed whole items).
+  if (j.contains("fill")) {
+    auto filling = pipeline::parseKfacFilling(r.str(j, at, "fill"));
+    if (!filling)
+      r.fail(at / "fill", "expected \"items\" or \"fluid\"");
+    p.filling = *filling;
+  }
   p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
   p.utilisationBefore = r.num(j, at, "utilisation_first_order");
   p.utilisationAfter = r.num(j, at, "utilisation");
@@ -200,11 +208,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
         r.fail(ip / "layer", "expected an index into kfac.layers");
       // The programs run a device's items in its cycle: its layers' K.
       if (p.layers[size_t(it.layer)].refreshSteps != d.refreshSteps)
-        r.fail(ip / "layer",
-               "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
-                   std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
-                   " steps, its device every " +
-                   std::to_string(d.refreshSteps));
+        r.fail(
+            ip / "layer",
+            "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
+                std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
+                " steps, its device every " + std::to_string(d.refreshSteps));
       if (items[k].contains("microbatch"))
         it.microbatch = r.integer(items[k], ip, "microbatch");
       it.step = r.integer(items[k], ip, "step");
