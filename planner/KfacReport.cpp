@@ -47,11 +47,17 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
         d.device, d.refreshSteps, d.steps, unit * d.work, unit * d.precondition,
         unit * d.forced, 100 * d.utilisationBefore, 100 * d.utilisationAfter,
         d.savedBytes + d.factorBytes);
+  const bool fluid = p.filling == pipeline::KfacFilling::Fluid;
   if (p.unfitted.empty()) {
-    s += "  every K-FAC item fits a bubble\n";
+    s += fluid ? "  every K-FAC item runs in the bubbles\n"
+               : "  every K-FAC item fits a bubble\n";
   } else {
-    s += fmt::format("  did not fit any bubble ({} item{}, run after the "
-                     "pipeline, lengthening the refresh's last step):\n",
+    s += fmt::format("  {} ({} item{}, run after the pipeline, lengthening "
+                     "the refresh's last step):\n",
+                     fluid
+                         ? "not run in the bubbles of the refresh, in whole or "
+                           "in part"
+                         : "did not fit any bubble",
                      p.unfitted.size(), p.unfitted.size() == 1 ? "" : "s");
     const size_t shown = std::min<size_t>(p.unfitted.size(), 20);
     for (size_t i = 0; i < shown; ++i)

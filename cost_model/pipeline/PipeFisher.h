@@ -98,8 +98,9 @@ struct KfacLayerWork {
 
 struct PipeFisherInput {
   std::vector<KfacLayerWork> layers;
-  /// An item goes into a gap only if duration * (1 + margin) fits
-  /// (pipe-fisher's margin_ratio).
+  /// Items: an item goes into a gap only if duration * (1 + margin) fits
+  /// (pipe-fisher's margin_ratio). Fluid: each item takes duration *
+  /// (1 + margin) of gap time (the filling thread's naps).
   double margin = 0.05;
   /// A refresh that needs more steps than this fails (absurd inputs).
   int maxSteps = 4096;

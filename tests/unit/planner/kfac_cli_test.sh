@@ -106,7 +106,7 @@ PY
   fail "simulate --kfac-fill fluid text exited $?"
 grep -q "packing: fluid (a preemptible filling thread" "$work/sf.txt" ||
   fail "simulate --kfac-fill fluid: no packing line"
-grep -q "every K-FAC item fits a bubble" "$work/sf.txt" ||
+grep -q "every K-FAC item runs in the bubbles" "$work/sf.txt" ||
   fail "simulate --kfac-fill fluid: something forced"
 "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
   --curv 0.5 --inv 2.5 --margin 0 --json >"$work/si.json" ||
