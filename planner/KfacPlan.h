@@ -23,8 +23,8 @@ struct KfacItemPlacement {
   int step = 0;        // 0 .. its device's refresh_steps - 1
   double start = 0, end = 0;
   bool forced = false; // after the step's pipeline end, not in a bubble
-  /// Fluid packing, in memory only (not in plan.json): each piece's step and
-  /// span, for the timeline; empty: one piece, [start, end) of `step`.
+  /// Fluid packing: each piece's step and span (plan.json "pieces", for an
+  /// item of more than one); empty: one piece, [start, end) of `step`.
   std::vector<pipeline::ItemPiece> pieces;
 };
 

@@ -91,6 +91,10 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
     for (planner::KfacItemPlacement &it : d.items) {
       it.start *= s;
       it.end *= s;
+      for (ItemPiece &piece : it.pieces) {
+        piece.start *= s;
+        piece.end *= s;
+      }
     }
   }
   out.json = planner::kfacToJson(seconds);

@@ -367,6 +367,14 @@ TEST(Kfac, FluidFillingIsRecordedAndNeedsNoLongerK) {
   const auto doc = planToJson(fluid);
   EXPECT_EQ(doc["kfac"]["fill"], "fluid");
   EXPECT_EQ(planToJson(items)["kfac"]["fill"], "items");
+  // Items split over gaps keep their pieces; whole items have none.
+  size_t split = 0;
+  for (const KfacItemPlacement &it : fluid.kfac->devices[0].items)
+    split += it.pieces.size() > 1;
+  EXPECT_GT(split, 0u);
+  for (const KfacDevicePlan &d : items.kfac->devices)
+    for (const KfacItemPlacement &it : d.items)
+      EXPECT_TRUE(it.pieces.empty()) << it.item;
   Plan back = planFromJson(nlohmann::json::parse(doc.dump()), "plan.json");
   ASSERT_TRUE(back.kfac.has_value());
   EXPECT_EQ(back.kfac->filling, pipeline::KfacFilling::Fluid);
@@ -380,6 +388,16 @@ TEST(Kfac, FluidFillingIsRecordedAndNeedsNoLongerK) {
   EXPECT_NE(readError(bad).find("/kfac/fill"), std::string::npos)
       << readError(bad);
   EXPECT_NE(readError(bad).find("expected \"items\" or \"fluid\""),
+            std::string::npos)
+      << readError(bad);
+  // A piece outside its device's refresh is refused, naming it.
+  bad = doc;
+  for (auto &it : bad["kfac"]["devices"][0]["items"])
+    if (it.contains("pieces")) {
+      it["pieces"][0][0] = 99;
+      break;
+    }
+  EXPECT_NE(readError(bad).find("/pieces/0: expected [step, start_s, end_s]"),
             std::string::npos)
       << readError(bad);
 }

@@ -100,6 +100,9 @@ assert abs(out["step_time_s"] - 9.25e-3) < 1e-12, out["step_time_s"]
 inv = [i for i in out["devices"][0]["items"] if i["item"] == "inv_A"][0]
 assert inv["step"] == 1 and abs(inv["start_s"] - 2.5e-3) < 1e-12 and \
     abs(inv["end_s"] - 7e-3) < 1e-12, inv
+want = [[1, 2.5e-3, 4e-3], [1, 6e-3, 7e-3]]
+assert all(p[0] == w[0] and abs(p[1] - w[1]) < 1e-12 and abs(p[2] - w[2]) < 1e-12
+           for p, w in zip(inv["pieces"], want)) and len(inv["pieces"]) == 2, inv
 PY
 "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
   --curv 0.5 --inv 2.5 --margin 0 --kfac-fill fluid >"$work/sf.txt" ||
