@@ -336,32 +336,30 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
       fill.steps = fluid->steps;
       fill.forced = fluid->forced;
       pk.placed = std::move(fluid->placed);
-    }
-    // Steps of bubbles until everything is placed or a step places nothing.
-    int lastPlacing = 0;
-    for (int step = 0; input.filling == KfacFilling::Items; ++step) {
-      bool all = std::all_of(pk.items.begin(), pk.items.end(),
-                             [](const Item &i) { return i.placed; });
-      if (all)
-        break;
-      // A pinned K_d: the rest after the last step that placed something.
-      if (pinOf(d) > 0 && step == pinOf(d)) {
+    } else {
+      // Steps of bubbles until everything is placed or a step places nothing.
+      int lastPlacing = 0;
+      for (int step = 0;; ++step) {
+        bool all = std::all_of(pk.items.begin(), pk.items.end(),
+                               [](const Item &i) { return i.placed; });
+        if (all)
+          break;
+        // A pinned K_d: the rest after the last step that placed something.
+        if (pinOf(d) > 0 && step == pinOf(d)) {
+          fill.forced = pk.force(lastPlacing);
+          break;
+        }
+        if (step >= input.maxSteps)
+          return R::failure(detail::tooManySteps(d, input.maxSteps));
+        if (pk.fillStep(step)) {
+          lastPlacing = step;
+          continue;
+        }
         fill.forced = pk.force(lastPlacing);
         break;
       }
-      if (step >= input.maxSteps)
-        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
-                          " needs more than " + std::to_string(input.maxSteps) +
-                          " steps");
-      if (pk.fillStep(step)) {
-        lastPlacing = step;
-        continue;
-      }
-      fill.forced = pk.force(lastPlacing);
-      break;
-    }
-    if (input.filling == KfacFilling::Items)
       fill.steps = lastPlacing + 1;
+    }
     fill.refreshSteps = pinOf(d) > 0 ? pinOf(d) : fill.steps;
     // Peak of saved a / g: held from its producer's end in step 0 until its
     // curvature item ends; frees sort before allocations at equal times.

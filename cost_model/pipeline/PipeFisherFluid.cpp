@@ -46,6 +46,11 @@ std::vector<int> queueOrder(const std::vector<KfacItem> &items) {
 
 } // namespace
 
+std::string tooManySteps(int device, int maxSteps) {
+  return "the k-fac refresh on stage " + std::to_string(device) +
+         " needs more than " + std::to_string(maxSteps) + " steps";
+}
+
 OrError<FluidFill> packFluid(std::vector<KfacItem> &items,
                              const std::vector<Interval> &gaps, double makespan,
                              double period, double queuedAt, double margin,
@@ -89,9 +94,7 @@ OrError<FluidFill> packFluid(std::vector<KfacItem> &items,
     while (!exhausted && (left[q] > eps || p.pieces.empty())) {
       if (step >= limit) {
         if (pin <= 0)
-          return R::failure("the k-fac refresh on stage " +
-                            std::to_string(device) + " needs more than " +
-                            std::to_string(maxSteps) + " steps");
+          return R::failure(tooManySteps(device, maxSteps));
         exhausted = true;
         break;
       }

@@ -10,6 +10,7 @@
 #include "cost_model/pipeline/PipeFisher.h"
 
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace autoddl::pipeline::detail {
@@ -29,6 +30,10 @@ struct KfacItem {
   double doneAt =
       std::numeric_limits<double>::infinity(); // step * period + end
 };
+
+/// "the k-fac refresh on stage 1 needs more than 4096 steps": both packings'
+/// error for a refresh longer than PipeFisherInput::maxSteps.
+std::string tooManySteps(int device, int maxSteps);
 
 struct FluidFill {
   std::vector<PlacedItem> placed; // queue order

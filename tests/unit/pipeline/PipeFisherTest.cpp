@@ -587,6 +587,14 @@ TEST(PipeFisherFluid, SplitsAnItemTooBigForAnyGapWhereItemsForceIt) {
   EXPECT_DOUBLE_EQ(r.devices[0].forced, 0);
   EXPECT_DOUBLE_EQ(r.stepTime, 9.25);
   EXPECT_NEAR(r.devices[0].utilisationAfter, (18 + 7 + 0.75) / 27.75, 1e-12);
+  // Unpinned, a queue longer than maxSteps is refused as in Items.
+  in.maxSteps = 2;
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(bad.error(),
+            "the k-fac refresh on stage 0 needs more than 2 steps");
+  in.maxSteps = 4096;
 
   in.filling = KfacFilling::Items;
   PipeFisherResult items = pack(s, StageTimes::uniform(2, 1, 2), in);
