@@ -25,10 +25,9 @@ struct KfacItem {
   double duration;
   double ready; // step 0 only; later steps have every input
   std::vector<int> deps;
-  // Filled by the packer.
+  // Filled by the packer. doneAt is absolute: step * period + end.
   bool placed = false;
-  double doneAt =
-      std::numeric_limits<double>::infinity(); // step * period + end
+  double doneAt = std::numeric_limits<double>::infinity();
 };
 
 /// "the k-fac refresh on stage 1 needs more than 4096 steps": both packings'
