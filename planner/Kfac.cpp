@@ -207,6 +207,7 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
   KfacPlan p;
   p.damping = damping;
   p.refreshSteps = packed.refreshSteps;
+  p.filling = packed.filling;
   p.firstOrderStepTime = firstOrderStep;
   p.utilisationBefore = packed.utilisationBefore;
   p.utilisationAfter = packed.utilisationAfter;
@@ -243,7 +244,7 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
     for (const pipeline::PlacedItem &it : f.items)
       dp.items.push_back({std::string(pipeline::kfacItemName(it.kind)),
                           it.layer, it.microbatch, it.step, it.start, it.end,
-                          it.forced});
+                          it.forced, it.pieces});
     p.devices.push_back(std::move(dp));
   }
   return p;
@@ -253,11 +254,12 @@ pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, double damping, int refresh,
-          const std::vector<int> &deviceRefresh,
+          const std::vector<int> &deviceRefresh, pipeline::KfacFilling filling,
           std::vector<DeviceTimes> &devices, double &step, int &critical) {
   pipeline::PipeFisherInput in;
   in.refreshSteps = refresh;
   in.deviceRefreshSteps = deviceRefresh;
+  in.filling = filling;
   in.layers = kfacWork(model, c, cand);
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)

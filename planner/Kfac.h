@@ -79,13 +79,14 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
 /// refresh of K_d steps, the step taking the largest forced_d / K_d
 /// (`refresh` > 0: every K_d pinned, PipeFisherInput::refreshSteps;
 /// `deviceRefresh` non-empty: one pinned K_d per pipeline device,
-/// PipeFisherInput::deviceRefreshSteps). `step` (the first-order step on
+/// PipeFisherInput::deviceRefreshSteps; `filling`: how items fill the
+/// bubbles, PipeFisherInput::filling). `step` (the first-order step on
 /// entry) and `critical` are updated. Fails on a packing error (message).
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, double damping, int refresh,
-          const std::vector<int> &deviceRefresh,
+          const std::vector<int> &deviceRefresh, pipeline::KfacFilling filling,
           std::vector<DeviceTimes> &devices, double &step, int &critical);
 
 } // namespace autoddl::planner

@@ -33,6 +33,12 @@ ojson kfacToJson(const KfacPlan &p) {
       x["end_s"] = it.end;
       if (it.forced)
         x["forced"] = true;
+      if (it.pieces.size() > 1) { // fluid: an item run in several gaps
+        ojson pieces = ojson::array();
+        for (const pipeline::ItemPiece &piece : it.pieces)
+          pieces.push_back({piece.step, piece.start, piece.end});
+        x["pieces"] = pieces;
+      }
       items.push_back(x);
     }
     devices.push_back({{"device", d.device},
@@ -51,6 +57,7 @@ ojson kfacToJson(const KfacPlan &p) {
           {"rule", p.rule},
           {"refresh_steps", p.refreshSteps},
           {"refresh_pinned", p.refreshPinned},
+          {"fill", std::string(pipeline::kfacFillingName(p.filling))},
           {"first_order_step_time_s", p.firstOrderStepTime},
           {"utilisation_first_order", p.utilisationBefore},
           {"utilisation", p.utilisationAfter},
@@ -144,6 +151,13 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       r.fail(at / "refresh_pinned", "expected true or false");
     p.refreshPinned = j["refresh_pinned"].get<bool>();
   }
+  // "fill" is optional (plans before it packed whole items).
+  if (j.contains("fill")) {
+    auto filling = pipeline::parseKfacFilling(r.str(j, at, "fill"));
+    if (!filling)
+      r.fail(at / "fill", "expected \"items\" or \"fluid\"");
+    p.filling = *filling;
+  }
   p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
   p.utilisationBefore = r.num(j, at, "utilisation_first_order");
   p.utilisationAfter = r.num(j, at, "utilisation");
@@ -200,11 +214,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
         r.fail(ip / "layer", "expected an index into kfac.layers");
       // The programs run a device's items in its cycle: its layers' K.
       if (p.layers[size_t(it.layer)].refreshSteps != d.refreshSteps)
-        r.fail(ip / "layer",
-               "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
-                   std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
-                   " steps, its device every " +
-                   std::to_string(d.refreshSteps));
+        r.fail(
+            ip / "layer",
+            "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
+                std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
+                " steps, its device every " + std::to_string(d.refreshSteps));
       if (items[k].contains("microbatch"))
         it.microbatch = r.integer(items[k], ip, "microbatch");
       it.step = r.integer(items[k], ip, "step");
@@ -215,6 +229,24 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       it.start = r.num(items[k], ip, "start_s");
       it.end = r.num(items[k], ip, "end_s");
       it.forced = items[k].value("forced", false);
+      // "pieces" is optional (an item that ran in one piece has none).
+      if (items[k].contains("pieces")) {
+        const json &pieces = r.array(items[k], ip, "pieces");
+        for (size_t q = 0; q < pieces.size(); ++q) {
+          const json &v = pieces[q];
+          if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() ||
+              !v[1].is_number() || !v[2].is_number() || v[0].get<int>() < 0 ||
+              v[0].get<int>() >= d.refreshSteps ||
+              v[2].get<double>() < v[1].get<double>())
+            r.fail(ip / "pieces" / q,
+                   "expected [step, start_s, end_s]: a step of the device's "
+                   "refresh, 0.." +
+                       std::to_string(d.refreshSteps - 1) +
+                       ", and end_s >= start_s");
+          it.pieces.push_back(
+              {v[0].get<int>(), v[1].get<double>(), v[2].get<double>()});
+        }
+      }
       d.items.push_back(it);
     }
     p.devices.push_back(std::move(d));

@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "cost_model/pipeline/PipeFisher.h" // KfacFilling
+
 #include <string>
 #include <vector>
 
@@ -21,6 +23,9 @@ struct KfacItemPlacement {
   int step = 0;        // 0 .. its device's refresh_steps - 1
   double start = 0, end = 0;
   bool forced = false; // after the step's pipeline end, not in a bubble
+  /// Fluid packing: each piece's step and span (plan.json "pieces", for an
+  /// item of more than one); empty: one piece, [start, end) of `step`.
+  std::vector<pipeline::ItemPiece> pieces;
 };
 
 struct KfacDevicePlan {
@@ -47,6 +52,8 @@ struct KfacPlan {
   std::string rule = "sgd";   // the programs' first-order rule: sgd or lamb
   int refreshSteps = 1;       // K: the largest device's K_d
   bool refreshPinned = false; // K or K_d from --kfac-refresh, not the bubbles
+  /// kfac.fill: how the items were packed (`--kfac-fill`).
+  pipeline::KfacFilling filling = pipeline::KfacFilling::Items;
   double firstOrderStepTime = 0; // the same candidate without K-FAC
   double utilisationBefore = 0, utilisationAfter = 0;
   std::vector<KfacLayerPlan> layers;

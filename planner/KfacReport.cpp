@@ -18,6 +18,12 @@ std::string kfacItemLabel(const KfacPlan &plan, const KfacItemPlacement &it) {
   return s;
 }
 
+std::string kfacPackingText(pipeline::KfacFilling filling) {
+  return filling == pipeline::KfacFilling::Fluid
+             ? "fluid (a preemptible filling thread; items split across gaps)"
+             : "whole items in gaps (PipeFisher)";
+}
+
 std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
   std::string s = fmt::format(
       "  K-FAC: {} layer copies, damping {:g}; refresh interval K = {} "
@@ -25,6 +31,7 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
       p.layers.size(), p.damping, p.refreshSteps,
       p.refreshSteps == 1 ? "" : "s",
       p.refreshPinned ? "pinned by --kfac-refresh" : "set by bubble capacity");
+  s += fmt::format("  packing: {}\n", kfacPackingText(p.filling));
   s += fmt::format("  utilisation: {:.1f}% first-order -> {:.1f}% with K-FAC "
                    "in the bubbles (busy incl. K-FAC / (stages x time))\n",
                    100 * p.utilisationBefore, 100 * p.utilisationAfter);
@@ -40,11 +47,17 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
         d.device, d.refreshSteps, d.steps, unit * d.work, unit * d.precondition,
         unit * d.forced, 100 * d.utilisationBefore, 100 * d.utilisationAfter,
         d.savedBytes + d.factorBytes);
+  const bool fluid = p.filling == pipeline::KfacFilling::Fluid;
   if (p.unfitted.empty()) {
-    s += "  every K-FAC item fits a bubble\n";
+    s += fluid ? "  every K-FAC item runs in the bubbles\n"
+               : "  every K-FAC item fits a bubble\n";
   } else {
-    s += fmt::format("  did not fit any bubble ({} item{}, run after the "
-                     "pipeline, lengthening the refresh's last step):\n",
+    s += fmt::format("  {} ({} item{}, run after the pipeline, lengthening "
+                     "the refresh's last step):\n",
+                     fluid
+                         ? "not run in the bubbles of the refresh, in whole or "
+                           "in part"
+                         : "did not fit any bubble",
                      p.unfitted.size(), p.unfitted.size() == 1 ? "" : "s");
     const size_t shown = std::min<size_t>(p.unfitted.size(), 20);
     for (size_t i = 0; i < shown; ++i)
@@ -66,6 +79,13 @@ char itemLetter(const std::string &item, bool forced) {
   return forced ? static_cast<char>(std::toupper(c)) : c;
 }
 
+/// Where the item ran: a fluid item's pieces, else [start, end) of its step.
+std::vector<pipeline::ItemPiece> piecesOf(const KfacItemPlacement &it) {
+  if (!it.pieces.empty())
+    return it.pieces;
+  return {{it.step, it.start, it.end}};
+}
+
 } // namespace
 
 std::string kfacTimeline(const pipeline::SimulationResult &sim,
@@ -79,8 +99,14 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
     consider(x.end - x.start);
   for (const KfacDevicePlan &d : p.devices)
     for (const KfacItemPlacement &it : d.items) {
-      consider(it.end - it.start);
-      end = std::max(end, it.end);
+      if (it.pieces.empty()) {
+        consider(it.end - it.start);
+        end = std::max(end, it.end);
+      }
+      for (const pipeline::ItemPiece &piece : it.pieces) {
+        consider(piece.end - piece.start);
+        end = std::max(end, piece.end);
+      }
     }
   if (shortest == 0)
     return "";
@@ -101,8 +127,8 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
   std::string text = fmt::format(
       "filled timeline (1 column = {:.3g} time units; F/B/W + micro-batch; "
       "K-FAC: a/g curvature, r reduction, i inversion, p preconditioning, "
-      "upper case = not in a bubble; '.' idle):\n",
-      1 / perUnit);
+      "upper case = not in a bubble; '.' idle; packing: {}):\n",
+      1 / perUnit, pipeline::kfacFillingName(p.filling));
   for (size_t d = 0; d < sim.devices.size() && d < p.devices.size(); ++d)
     for (int step = 0; step < p.devices[d].refreshSteps; ++step) {
       std::string row(width, ' ');
@@ -123,12 +149,23 @@ std::string kfacTimeline(const pipeline::SimulationResult &sim,
                        ? label[c - from]
                        : (c + 1 == to ? ' ' : '=');
       }
+      // A fluid item in each of its pieces; only the forced one (after the
+      // makespan) in upper case.
       for (const KfacItemPlacement &it : p.devices[d].items) {
-        if (it.step != step)
-          continue;
-        auto [from, to] = span(it.start, it.end);
-        for (size_t c = from; c < to && c < width; ++c)
-          row[c] = itemLetter(it.item, it.forced);
+        const std::vector<pipeline::ItemPiece> pieces = piecesOf(it);
+        for (const pipeline::ItemPiece &piece : pieces) {
+          if (piece.step != step)
+            continue;
+          auto [from, to] = span(piece.start, piece.end);
+          // A sliver of a split item (it rounds to no column) would cover
+          // the instruction beside it.
+          if (pieces.size() > 1 &&
+              std::lround(piece.end * perUnit) <= static_cast<long>(from))
+            continue;
+          const bool forced = it.forced && piece.start >= sim.makespan - 1e-12;
+          for (size_t c = from; c < to && c < width; ++c)
+            row[c] = itemLetter(it.item, forced);
+        }
       }
       text += fmt::format("  stage {:<3} step {:<3}|{}|\n", d, step, row);
     }
@@ -146,20 +183,25 @@ void addKfacEvents(const KfacPlan &p, int device, int process, int firstThread,
                    rowPrefix +
                        fmt::format("K-FAC, step {} of {}", step + 1, K));
   for (const KfacItemPlacement &it : p.devices[device].items) {
-    trace::TraceEvent e;
-    e.process = process;
-    e.thread = firstThread + it.step;
-    e.name = kfacItemLabel(p, it);
-    e.category = it.forced ? "kfac-forced" : "kfac";
-    e.startUs = it.start * us;
-    e.durationUs = (it.end - it.start) * us;
-    e.args = {{"item", it.item},
-              {"layer", p.layers[it.layer].name},
-              {"step", static_cast<int64_t>(it.step)},
-              {"forced", std::string(it.forced ? "true" : "false")}};
-    if (it.microbatch >= 0)
-      e.args.push_back({"microbatch", static_cast<int64_t>(it.microbatch)});
-    out.add(e);
+    const std::vector<pipeline::ItemPiece> pieces = piecesOf(it);
+    for (const pipeline::ItemPiece &piece : pieces) {
+      trace::TraceEvent e;
+      e.process = process;
+      e.thread = firstThread + piece.step;
+      e.name = kfacItemLabel(p, it);
+      e.category = it.forced ? "kfac-forced" : "kfac";
+      e.startUs = piece.start * us;
+      e.durationUs = (piece.end - piece.start) * us;
+      e.args = {{"item", it.item},
+                {"layer", p.layers[it.layer].name},
+                {"step", static_cast<int64_t>(it.step)},
+                {"forced", std::string(it.forced ? "true" : "false")}};
+      if (it.microbatch >= 0)
+        e.args.push_back({"microbatch", static_cast<int64_t>(it.microbatch)});
+      if (pieces.size() > 1)
+        e.args.push_back({"piece", static_cast<int64_t>(&piece - &pieces[0])});
+      out.add(e);
+    }
   }
 }
 

@@ -20,8 +20,12 @@ namespace autoddl::planner {
 /// "curv_A h.3.attn.qkv mb 2" / "inv_G h.3.attn.qkv".
 std::string kfacItemLabel(const KfacPlan &plan, const KfacItemPlacement &item);
 
-/// Lines: K, step and utilisation with and without K-FAC, per device its
-/// refresh interval K_d, the steps its refresh spans, work, forced tail and
+/// "fluid (a preemptible filling thread; items split across gaps)" or
+/// "whole items in gaps (PipeFisher)".
+std::string kfacPackingText(pipeline::KfacFilling filling);
+
+/// Lines: K, packing, step and utilisation with and without K-FAC, per device
+/// its refresh interval K_d, the steps its refresh spans, work, forced tail and
 /// memory, then every item that did not
 /// fit a bubble. `unit` scales seconds for printing (1e3: ms), `unitName`.
 std::string kfacSummary(const KfacPlan &plan, double unit,
@@ -31,12 +35,14 @@ std::string kfacSummary(const KfacPlan &plan, double unit,
 /// instructions
 /// ("F3", lower case for Chimera's up pipeline) and the K-FAC items ('a', 'g'
 /// curvature, 'r' reduction, 'i' inversion, 'p' preconditioning, upper case
-/// when forced), '.' idle. Empty when wider than `maxColumns`.
+/// when forced; a fluid item in each gap it ran in), '.' idle. Empty when wider
+/// than `maxColumns`.
 std::string kfacTimeline(const pipeline::SimulationResult &sim,
                          const KfacPlan &plan, int maxColumns);
 
 /// Adds `device`'s K-FAC items as events of trace process `process`, one
-/// thread per step of its refresh of K_d steps (thread `firstThread` + step),
+/// thread per step of its refresh of K_d steps (thread `firstThread` + step;
+/// a fluid item one event per piece),
 /// `us`
 /// microseconds per plan time unit; thread names start with `rowPrefix`.
 void addKfacEvents(const KfacPlan &plan, int device, int process,

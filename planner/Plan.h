@@ -110,6 +110,9 @@ struct PlannerOptions {
   /// Empty: none. Else one pinned K_d per pipeline device (`--kfac-refresh
   /// K0,K1,...`): only candidates with pp equal to its length are searched.
   std::vector<int> kfacDeviceRefresh;
+  /// How K-FAC items fill the bubbles (`--kfac-fill`): whole items
+  /// (PipeFisher, the default) or fluid (the CPU programs' filling thread).
+  pipeline::KfacFilling kfacFilling = pipeline::KfacFilling::Items;
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"

@@ -704,9 +704,9 @@ struct Planner {
                      pc.dpGroup(),
                      pc.ppGroup(),
                      o.precision};
-    auto kp =
-        applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping, o.kfacRefresh,
-                  o.kfacDeviceRefresh, d.devices, step, r.criticalDevice);
+    auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping,
+                        o.kfacRefresh, o.kfacDeviceRefresh, o.kfacFilling,
+                        d.devices, step, r.criticalDevice);
     if (!kp) {
       r.valid = false;
       r.invalid = kp.error();

@@ -1,10 +1,12 @@
 //===- PipeFisher.cpp - K-FAC work packed into pipeline bubbles ----------===//
 //
 // The greedy of pipe-fisher's auto_schedule.py (pipelines.md §4.4) over the
-// simulator's idle intervals; the header says what is modelled.
+// simulator's idle intervals (KfacFilling::Items; Fluid's walk is in
+// PipeFisherFluid.cpp); the header says what is modelled.
 //
 //===----------------------------------------------------------------------===//
 #include "cost_model/pipeline/PipeFisher.h"
+#include "cost_model/pipeline/PipeFisherFluid.h"
 
 #include <algorithm>
 #include <array>
@@ -36,24 +38,22 @@ std::string_view kfacItemName(KfacItemKind kind) {
   return "?";
 }
 
+std::string_view kfacFillingName(KfacFilling filling) {
+  return filling == KfacFilling::Fluid ? "fluid" : "items";
+}
+
+std::optional<KfacFilling> parseKfacFilling(std::string_view name) {
+  for (KfacFilling f : {KfacFilling::Items, KfacFilling::Fluid})
+    if (name == kfacFillingName(f))
+      return f;
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// One schedulable item of one device. `deps` are indices into the device's
-/// item list that must have completed; `ready` is when its input exists in
-/// the first step (curvature: the end of its forward / backward).
-struct Item {
-  KfacItemKind kind;
-  int layer;
-  int microbatch;
-  double duration;
-  double ready; // step 0 only; later steps have every input
-  std::vector<int> deps;
-  // Filled by the packer.
-  bool placed = false;
-  double doneAt = kInf; // absolute: step * period + end
-};
+using Item = detail::KfacItem;
 
 struct DevicePacker {
   const PipeFisherInput &in;
@@ -73,8 +73,14 @@ struct DevicePacker {
   void place(Item &item, int step, double start, bool forced) {
     item.placed = true;
     item.doneAt = step * period + start + item.duration;
-    placed.push_back({item.kind, item.layer, item.microbatch, step, start,
-                      start + item.duration, forced});
+    placed.push_back({item.kind,
+                      item.layer,
+                      item.microbatch,
+                      step,
+                      start,
+                      start + item.duration,
+                      forced,
+                      {}});
   }
 
   /// Fills the bubbles of one step; true if something was placed.
@@ -242,6 +248,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
   }
 
   PipeFisherResult result;
+  result.filling = input.filling;
   result.devices.resize(devices);
   const double period = 2 * sim.makespan + 2 * totalWork + 1;
   double maxPrecondition = 0;
@@ -314,30 +321,45 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     }
     maxPrecondition = std::max(maxPrecondition, fill.precondition);
 
-    // Steps of bubbles until everything is placed or a step places nothing.
-    int lastPlacing = 0;
-    for (int step = 0;; ++step) {
-      bool all = std::all_of(pk.items.begin(), pk.items.end(),
-                             [](const Item &i) { return i.placed; });
-      if (all)
-        break;
-      // A pinned K_d: the rest after the last step that placed something.
-      if (pinOf(d) > 0 && step == pinOf(d)) {
+    if (input.filling == KfacFilling::Fluid) {
+      // The reductions and inversions are queued after the device's last
+      // instruction of the refresh step.
+      double queuedAt = 0;
+      for (const ExecutedInstruction &x : sim.timeline)
+        if (x.device == d)
+          queuedAt = std::max(queuedAt, x.end);
+      auto fluid = detail::packFluid(pk.items, sim.devices[d].idleIntervals,
+                                     sim.makespan, period, queuedAt,
+                                     input.margin, pinOf(d), input.maxSteps, d);
+      if (!fluid)
+        return R::failure(fluid.error());
+      fill.steps = fluid->steps;
+      fill.forced = fluid->forced;
+      pk.placed = std::move(fluid->placed);
+    } else {
+      // Steps of bubbles until everything is placed or a step places nothing.
+      int lastPlacing = 0;
+      for (int step = 0;; ++step) {
+        bool all = std::all_of(pk.items.begin(), pk.items.end(),
+                               [](const Item &i) { return i.placed; });
+        if (all)
+          break;
+        // A pinned K_d: the rest after the last step that placed something.
+        if (pinOf(d) > 0 && step == pinOf(d)) {
+          fill.forced = pk.force(lastPlacing);
+          break;
+        }
+        if (step >= input.maxSteps)
+          return R::failure(detail::tooManySteps(d, input.maxSteps));
+        if (pk.fillStep(step)) {
+          lastPlacing = step;
+          continue;
+        }
         fill.forced = pk.force(lastPlacing);
         break;
       }
-      if (step >= input.maxSteps)
-        return R::failure("the k-fac refresh on stage " + std::to_string(d) +
-                          " needs more than " + std::to_string(input.maxSteps) +
-                          " steps");
-      if (pk.fillStep(step)) {
-        lastPlacing = step;
-        continue;
-      }
-      fill.forced = pk.force(lastPlacing);
-      break;
+      fill.steps = lastPlacing + 1;
     }
-    fill.steps = lastPlacing + 1;
     fill.refreshSteps = pinOf(d) > 0 ? pinOf(d) : fill.steps;
     // Peak of saved a / g: held from its producer's end in step 0 until its
     // curvature item ends; frees sort before allocations at equal times.
@@ -397,7 +419,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
         if (p <= 0)
           continue;
         fill.items.push_back(
-            {KfacItemKind::Precondition, l, -1, step, t, t + p, false});
+            {KfacItemKind::Precondition, l, -1, step, t, t + p, false, {}});
         t += p;
       }
     }

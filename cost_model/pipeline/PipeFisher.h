@@ -31,6 +31,10 @@
 // (pipelines.md §7.2), finer than pipe-fisher's global rule; a reduction is
 // priced as one device's item, without aligning the participants in time (as
 // pipe-fisher's planner does).
+// KfacFilling::Fluid models the generated CPU programs' filling thread
+// instead (docs/kfac.md "Thread filling"): one FIFO queue per device, run in
+// whatever idle time there is, an item split across as many gaps as it needs
+// (PipeFisherFluid.cpp).
 //
 // Plain C++, no exceptions (linked by the planner).
 //
@@ -41,6 +45,7 @@
 #include "cost_model/pipeline/Schedule.h"
 #include "cost_model/pipeline/Simulator.h"
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +66,22 @@ enum class KfacItemKind {
 /// the names the plan, the traces and the generated programs use.
 std::string_view kfacItemName(KfacItemKind kind);
 
+/// How a device's items fill its bubbles (docs/pipefisher.md §3).
+enum class KfacFilling {
+  /// PipeFisher's GPU runtime: whole items, each into one gap it fits, in
+  /// priority order as they become ready.
+  Items,
+  /// A preemptible filling thread (the CPU programs' SCHED_IDLE thread): a
+  /// strict FIFO queue in the runtime's enqueue order, its head run in any
+  /// idle time once ready and split across as many gaps as it needs.
+  Fluid
+};
+
+/// "items", "fluid": the names of `--kfac-fill` and plan.json's kfac.fill.
+std::string_view kfacFillingName(KfacFilling filling);
+/// The filling named `name` ("items" or "fluid"); nullopt for another name.
+std::optional<KfacFilling> parseKfacFilling(std::string_view name);
+
 /// The K-FAC work of one linear layer on the device holding it, in the
 /// simulator's time unit. Index 0 is factor A, 1 is factor G.
 struct KfacLayerWork {
@@ -77,8 +98,9 @@ struct KfacLayerWork {
 
 struct PipeFisherInput {
   std::vector<KfacLayerWork> layers;
-  /// An item goes into a gap only if duration * (1 + margin) fits
-  /// (pipe-fisher's margin_ratio).
+  /// Items: an item goes into a gap only if duration * (1 + margin) fits
+  /// (pipe-fisher's margin_ratio). Fluid: each item takes duration *
+  /// (1 + margin) of gap time (the filling thread's naps).
   double margin = 0.05;
   /// A refresh that needs more steps than this fails (absurd inputs).
   int maxSteps = 4096;
@@ -91,15 +113,28 @@ struct PipeFisherInput {
   /// pinned as refreshSteps pins every device; devices holding copies of one
   /// layer must be pinned alike. Overrides refreshSteps.
   std::vector<int> deviceRefreshSteps;
+  KfacFilling filling = KfacFilling::Items;
+};
+
+/// A piece of a fluid item: [start, end) within step `step` of the refresh.
+struct ItemPiece {
+  int step = 0;
+  double start = 0, end = 0;
 };
 
 struct PlacedItem {
   KfacItemKind kind = KfacItemKind::CurvatureA;
-  int layer = 0;             // index into PipeFisherInput::layers
-  int microbatch = -1;       // curvature only
-  int step = 0;              // 0 .. K_d-1 within the device's refresh
-  double start = 0, end = 0; // within that step (forced: after the makespan)
-  bool forced = false;       // not in a bubble: appended to the step
+  int layer = 0;       // index into PipeFisherInput::layers
+  int microbatch = -1; // curvature only
+  int step = 0;        // 0 .. K_d-1 within the device's refresh
+  /// Within that step (forced: after the makespan). Fluid: where the first
+  /// piece starts and the last ends, later steps laid end to end at the
+  /// makespan, so end - start can exceed the duration (the pieces interleave
+  /// with the pipeline's own work).
+  double start = 0, end = 0;
+  bool forced = false; // not in a bubble: appended to the step (Fluid: its
+                       // remainder, after the pieces that ran in gaps)
+  std::vector<ItemPiece> pieces; // Fluid only: every piece, in time order
 };
 
 struct DeviceFill {
@@ -120,7 +155,8 @@ struct DeviceFill {
 };
 
 struct PipeFisherResult {
-  int refreshSteps = 1; // K: the largest K_d
+  int refreshSteps = 1;                     // K: the largest K_d
+  KfacFilling filling = KfacFilling::Items; // the input's
   std::vector<DeviceFill> devices;
   /// Over all devices: busy / (devices * makespan); sum over d of K-FAC-era
   /// work_d / K_d per step over (devices * stepTime).

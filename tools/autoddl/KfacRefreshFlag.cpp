@@ -69,4 +69,13 @@ KfacRefreshPin parseKfacRefresh(const std::string &text) {
   return pin;
 }
 
+pipeline::KfacFilling parseKfacFill(const std::string &text) {
+  if (text.empty())
+    return pipeline::KfacFilling::Items;
+  if (auto filling = pipeline::parseKfacFilling(text))
+    return *filling;
+  throw UserError(
+      fmt::format("--kfac-fill: expected items or fluid, got \"{}\"", text));
+}
+
 } // namespace autoddl::cli

@@ -3,8 +3,9 @@
 //   autoddl plan MODEL --cluster C [--nodes N | --gpus N] --global-batch B
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
-//                [--optimizer adamw|kfac [--kfac-damping D] [--kfac-rule sgd|lamb]
-//                 [--kfac-refresh K|K0,K1,...]]
+//                [--optimizer adamw|kfac [--kfac-damping D]
+//                 [--kfac-rule sgd|lamb] [--kfac-refresh K|K0,K1,...]
+//                 [--kfac-fill items|fluid]]
 //                [-o plan.json] [--json]
 //                [--no-why]
 //
@@ -58,6 +59,7 @@ struct PlanArgs {
   double kfacDamping = 1e-3;
   std::string kfacRule = "sgd";
   std::string kfacRefresh; // K or K0,K1,...; empty: set by the bubbles
+  std::string kfacFill;    // items or fluid; empty: items
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   std::string loss;
@@ -347,6 +349,9 @@ void run(const PlanArgs &a) {
         refresh.perDevice.size(), *opts.fixed.pp));
   opts.kfacRefresh = refresh.all;
   opts.kfacDeviceRefresh = refresh.perDevice;
+  opts.kfacFilling = parseKfacFill(a.kfacFill);
+  if (!a.kfacFill.empty() && a.optimizer != "kfac")
+    throw UserError("--kfac-fill: needs --optimizer kfac");
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -440,6 +445,11 @@ void registerPlanCommand(CLI::App &app) {
                   "device's bubbles need): a device's work is packed into "
                   "its K steps' bubbles and what they do not hold runs at the "
                   "cycle's end");
+  cmd->add_option("--kfac-fill", args->kfacFill,
+                  "how K-FAC items fill the bubbles: items (whole items, each "
+                  "in a gap it fits: PipeFisher; default) or fluid (a "
+                  "preemptible filling thread, the CPU programs': items in "
+                  "queue order, split across gaps)");
   cmd->add_option("--kfac-rule", args->kfacRule,
                   "the rule on K-FAC's preconditioned gradient in the "
                   "programs: sgd (momentum SGD, default) or lamb");

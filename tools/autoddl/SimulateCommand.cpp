@@ -55,6 +55,7 @@ struct SimulateOptions {
   std::string curv = "0.5", inv = "2", sync = "0", precond = "0.25";
   double margin = 0.05;
   std::string kfacRefresh; // K or K0,K1,... (KfacRefreshFlag.h)
+  std::string kfacFill;    // items or fluid; empty: items
 };
 
 constexpr const char *kTimeUnit = "ms";
@@ -319,6 +320,7 @@ void runSimulate(const SimulateOptions &options, bool chunksGiven) {
     const KfacRefreshPin refresh = parseKfacRefresh(options.kfacRefresh);
     kfac.refresh = refresh.all;
     kfac.deviceRefresh = refresh.perDevice;
+    kfac.filling = parseKfacFill(options.kfacFill);
     fisher = simulatePipeFisher(*schedule, *result, kfac, &chrome,
                                 kMicrosecondsPerUnit);
   }
@@ -409,6 +411,11 @@ void registerSimulateCommand(CLI::App &app) {
                   "one per pipeline device (default: the steps each device's "
                   "bubbles need); what K steps' bubbles do not hold is "
                   "forced")
+      ->needs(fisher);
+  sub->add_option("--kfac-fill", options->kfacFill,
+                  "items (whole items in gaps: PipeFisher; default) or fluid "
+                  "(a preemptible filling thread: items in queue order, split "
+                  "across gaps)")
       ->needs(fisher);
   sub->add_option("--margin", options->margin,
                   "an item takes a gap only if time x (1 + margin) fits "

@@ -39,6 +39,7 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
   in.margin = t.margin;
   in.refreshSteps = t.refresh;
   in.deviceRefreshSteps = t.deviceRefresh;
+  in.filling = t.filling;
   const bool chimera = schedule.config.kind == ScheduleKind::Chimera;
   for (int stage = 0; stage < schedule.modelStages(); ++stage) {
     const int dev = stage % schedule.numDevices(); // its times' index
@@ -90,6 +91,10 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
     for (planner::KfacItemPlacement &it : d.items) {
       it.start *= s;
       it.end *= s;
+      for (ItemPiece &piece : it.pieces) {
+        piece.start *= s;
+        piece.end *= s;
+      }
     }
   }
   out.json = planner::kfacToJson(seconds);

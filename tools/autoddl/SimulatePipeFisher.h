@@ -9,6 +9,7 @@
 #pragma once
 
 #include "cost_model/pipeline/ChromeTrace.h"
+#include "cost_model/pipeline/PipeFisher.h"
 #include "cost_model/pipeline/Simulator.h"
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@ struct PipeFisherTimes {
   int refresh = 0; // > 0: K pinned (--kfac-refresh K)
   /// Non-empty: one K_d per pipeline device (--kfac-refresh K0,K1,...).
   std::vector<int> deviceRefresh;
+  pipeline::KfacFilling filling = pipeline::KfacFilling::Items; // --kfac-fill
 };
 
 struct PipeFisherOutput {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace autoddl::pipeline {
 namespace {
@@ -353,6 +354,22 @@ TEST(PipeFisher, ChimeraSpreadsARefreshOverSteps) {
   }
 }
 
+/// Chimera p = 4: both copies of stage st's layer named "L<st>" (down on
+/// device st, up on device 3 - st, so they reduce together), and two more
+/// layers, X0 and X1, on stage 0 down (device 0 alone). Curvature 0.5,
+/// inversion 1, no reduction or preconditioning.
+std::vector<KfacLayerWork> mirroredChimeraLayers() {
+  std::vector<KfacLayerWork> layers;
+  for (int st = 0; st < 4; ++st) {
+    layers.push_back(layer("L" + std::to_string(st), st, 0.5, 1, 0, 0));
+    layers.push_back(
+        layer("L" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
+  }
+  layers.push_back(layer("X0", 0, 0.5, 1, 0, 0));
+  layers.push_back(layer("X1", 0, 0.5, 1, 0, 0));
+  return layers;
+}
+
 // The same Chimera case with the two copies of a stage named alike, as the
 // planner names them ("L<stage>" down on device st, up on device 3 - st):
 // they reduce together, so each pair of mirrored devices shares the larger of
@@ -363,13 +380,7 @@ TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
   PipeFisherInput in;
   in.margin = 0;
-  for (int st = 0; st < 4; ++st) {
-    in.layers.push_back(layer("L" + std::to_string(st), st, 0.5, 1, 0, 0));
-    in.layers.push_back(
-        layer("L" + std::to_string(st), st, 0.5, 1, 0, 0, Direction::Up));
-  }
-  in.layers.push_back(layer("X0", 0, 0.5, 1, 0, 0));
-  in.layers.push_back(layer("X1", 0, 0.5, 1, 0, 0));
+  in.layers = mirroredChimeraLayers();
   OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(4, 1, 2));
   ASSERT_TRUE(bool(sim));
   PipeFisherResult r = *packKfac(s, *sim, in);
@@ -523,6 +534,242 @@ TEST(PipeFisher, RejectsBadInput) {
   EXPECT_EQ(r.error(), "the k-fac refresh on stage 0 needs more than 1 steps");
   in.maxSteps = 2;
   EXPECT_TRUE(bool(packKfac(s, *sim, in)));
+}
+
+// ---- Fluid packing (KfacFilling::Fluid): the CPU programs' filling thread.
+
+/// "1[2.5,4) 1[6,7)": the pieces of the item `kind` of layer `name`.
+std::string piecesOf(const PipeFisherInput &in, const DeviceFill &fill,
+                     KfacItemKind kind, const std::string &name) {
+  std::string text;
+  for (const PlacedItem &p : fill.items) {
+    if (p.kind != kind || in.layers[p.layer].name != name)
+      continue;
+    for (const ItemPiece &piece : p.pieces) {
+      char span[64];
+      std::snprintf(span, sizeof span, "%d[%g,%g)", piece.step, piece.start,
+                    piece.end);
+      text += (text.empty() ? "" : " ") + std::string(span);
+    }
+  }
+  return text;
+}
+
+// OneFOneBTwoStagesByHand's timeline (device 0 idle [2,4) [6,7), makespan
+// 9; its last instruction B1 ends at 9), one layer on stage 0 with
+// inversions of 2.5, longer than any gap. Queue: curv_A mb 0 (ready 1), mb 1
+// (2), curv_G mb 0 (6), mb 1 (9), then, queued at 9, inv_A, inv_G.
+// Step 0: [2,4) runs both curv_A to 3, then idles: the head curv_G mb 0
+// waits for B0 (6); [6,7) runs it to 6.5 and idles (mb 1's G is ready at 9).
+// Step 1: curv_G mb 1 [2,2.5); inv_A [2.5,4) and [6,7) (1.5 + 1). Step 2:
+// inv_G [2,4) and [6,6.5). K = 3, nothing forced:
+//   step = 9 + 0.25; utilisation (3 x 6 + 7 + 3 x 0.25) / (3 x 9.25).
+// Whole items (PipeFisher): no gap holds 2.5, so step 2 places nothing and
+// both inversions are forced after step 1 (K = 2, step 9 + 0.25 + 5 / 2).
+TEST(PipeFisherFluid, SplitsAnItemTooBigForAnyGapWhereItemsForceIt) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 2.5)};
+  in.filling = KfacFilling::Fluid;
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(r.filling, KfacFilling::Fluid);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@1[2,2.5) inv_A:s0@1[2.5,7) inv_G:s0@2[2,6.5)");
+  EXPECT_EQ(piecesOf(in, r.devices[0], KfacItemKind::InvertA, "s0"),
+            "1[2.5,4) 1[6,7)");
+  EXPECT_EQ(piecesOf(in, r.devices[0], KfacItemKind::InvertG, "s0"),
+            "2[2,4) 2[6,6.5)");
+  EXPECT_EQ(r.devices[0].steps, 3);
+  EXPECT_EQ(r.refreshSteps, 3);
+  EXPECT_TRUE(r.unfitted.empty());
+  EXPECT_DOUBLE_EQ(r.devices[0].forced, 0);
+  EXPECT_DOUBLE_EQ(r.stepTime, 9.25);
+  EXPECT_NEAR(r.devices[0].utilisationAfter, (18 + 7 + 0.75) / 27.75, 1e-12);
+  // Unpinned, a queue longer than maxSteps is refused as in Items.
+  in.maxSteps = 2;
+  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(bad.error(),
+            "the k-fac refresh on stage 0 needs more than 2 steps");
+  in.maxSteps = 4096;
+
+  in.filling = KfacFilling::Items;
+  PipeFisherResult items = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(items.refreshSteps, 2);
+  EXPECT_DOUBLE_EQ(items.devices[0].forced, 5);
+  EXPECT_DOUBLE_EQ(items.stepTime, 9 + 0.25 + 5.0 / 2);
+  EXPECT_EQ(items.unfitted.size(), 2u);
+}
+
+// Strict FIFO, on the case above with inv_G 0.5: the thread does not pass
+// its head. In step 0 the gap [2,4) idles from 3 while the head (curv_G mb
+// 0) waits for its input, and in step 1 inv_G waits behind inv_A, which runs
+// [2.5,4) and [6,7): inv_G takes [2,2.5) of step 2 (K = 3). Whole items put
+// inv_G first, into [2.5,3) of step 1, and force inv_A (K = 2).
+TEST(PipeFisherFluid, TheHeadOfTheQueueBlocksTheItemsBehindIt) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 2.5)};
+  in.layers[0].invert[1] = 0.5;
+  in.filling = KfacFilling::Fluid;
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@1[2,2.5) inv_A:s0@1[2.5,7) inv_G:s0@2[2,2.5)");
+  EXPECT_EQ(r.refreshSteps, 3);
+  EXPECT_TRUE(r.unfitted.empty());
+  in.filling = KfacFilling::Items;
+  PipeFisherResult items = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(describe(in, items.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@1[2,2.5) inv_G:s0@1[2.5,3) inv_A:s0@1[9,11.5)*");
+}
+
+// Pinned K = 2 with margin 1 (every item takes twice its time in gaps):
+// curvature 0.25 -> 0.5, inversions 1.5 -> 3. Steps 0 and 1 run as in the
+// first fluid case; inv_A gets [2.5,4) and [6,7) of step 1, 2.5 of its 3, and
+// then step 1's gaps are spent. Its remainder, 0.5 of gap time = 0.25 of
+// work (no margin outside a gap), and all of inv_G (1.5) are forced after
+// the makespan of step 1 = K - 1: forced 1.75; step 9 + 0.25 + 1.75 / 2.
+TEST(PipeFisherFluid, PinnedKForcesTheRemainderAtItsLastStep) {
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  PipeFisherInput in;
+  in.margin = 1;
+  in.refreshSteps = 2;
+  in.layers = {layer("s0", 0, 0.25, 1.5)};
+  in.filling = KfacFilling::Fluid;
+  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(describe(in, r.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@1[2,2.5) inv_A:s0@1[9,9.25)* inv_G:s0@1[9.25,10.75)*");
+  EXPECT_EQ(piecesOf(in, r.devices[0], KfacItemKind::InvertA, "s0"),
+            "1[2.5,4) 1[6,7) 1[9,9.25)");
+  EXPECT_EQ(r.devices[0].steps, 2);
+  EXPECT_EQ(r.devices[0].refreshSteps, 2);
+  EXPECT_DOUBLE_EQ(r.devices[0].forced, 1.75);
+  EXPECT_DOUBLE_EQ(r.stepTime, 9 + 0.25 + 1.75 / 2);
+  ASSERT_EQ(r.unfitted.size(), 2u);
+  EXPECT_EQ(r.unfitted[0], "stage 0: inv_A s0");
+  // The precondition of step 1 follows the forced tail.
+  EXPECT_NE(describe(in, r.devices[0], true).find("precond:s0@1[10.75,11)"),
+            std::string::npos);
+  // Pinned to 1: everything after step 0's curvature is forced at its end.
+  in.refreshSteps = 1;
+  PipeFisherResult one = pack(s, StageTimes::uniform(2, 1, 2), in);
+  EXPECT_EQ(describe(in, one.devices[0]),
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@0[9,9.25)* inv_A:s0@0[9.25,10.75)* "
+            "inv_G:s0@0[10.75,12.25)*");
+}
+
+// ChimeraMirroredDevicesShareTheirK's case, fluid (p = 4, m = 4, f = 1,
+// b = 2; idle 4 a step on every device: devices 0 and 3 [2,3) [9,10)
+// [12,14), devices 1 and 2 [0,1) [5,6) [14,16)). Device 0 holds L0 (down),
+// L3 (up), X0, X1: 4 x (4 x 0.5 + 2) = 16 of work, which its gaps run with
+// no idle left (every curvature is ready in time), so its span is 4.
+// Device 3 holds L3 (down) and L0 (up): 8 of work; its head curv_G of L0
+// (up) mb 3 waits for b3 (ends at 16), so [13.5,14) of step 0 idles: 3.5 +
+// 4 + 0.5, a span of 3, but it reduces L0 and L3 with device 0 and takes its
+// K = 4. Devices 1 and 2 (8 each, span 3) keep 3.
+TEST(PipeFisherFluid, ChimeraMirroredDevicesShareTheirK) {
+  Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
+  PipeFisherInput in;
+  in.margin = 0;
+  in.filling = KfacFilling::Fluid;
+  in.layers = mirroredChimeraLayers();
+  PipeFisherResult r = pack(s, StageTimes::uniform(4, 1, 2), in);
+  ASSERT_EQ(r.devices.size(), 4u);
+  const int steps[4] = {4, 3, 3, 3}, K[4] = {4, 3, 3, 4};
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(r.devices[d].steps, steps[d]) << d;
+    EXPECT_EQ(r.devices[d].refreshSteps, K[d]) << d;
+  }
+  EXPECT_EQ(r.refreshSteps, 4);
+  EXPECT_TRUE(r.unfitted.empty());
+  EXPECT_EQ(piecesOf(in, r.devices[3], KfacItemKind::InvertG, "L3"),
+            "1[13.5,14) 2[2,2.5)");
+  // Its end: step 2's 2.5, two steps of makespan 16 after step 1.
+  for (const PlacedItem &p : r.devices[3].items)
+    if (p.kind == KfacItemKind::InvertG && in.layers[p.layer].name == "L3") {
+      EXPECT_EQ(p.step, 1);
+      EXPECT_DOUBLE_EQ(p.start, 13.5);
+      EXPECT_DOUBLE_EQ(p.end, 16 + 2.5);
+    }
+}
+
+// On every schedule: each fluid item runs, without margin loss, as pieces
+// inside its device's gaps that add up to duration x (1 + margin); items run
+// one after another (FIFO: a piece of the next never before the last of the
+// one before); curvature A never before its forward; unpinned, nothing is
+// forced. Fails if a piece leaves its gap, overlaps another or is lost.
+TEST(PipeFisherFluid, PiecesStayInGapsInQueueOrderOnEverySchedule) {
+  for (ScheduleKind kind :
+       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
+        ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera}) {
+    const int p = 4, m = 8;
+    Schedule s = makeSchedule(
+        config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
+    PipeFisherInput in;
+    in.filling = KfacFilling::Fluid;
+    for (int st = 0; st < s.modelStages(); ++st) {
+      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7, 0.3));
+      if (kind == ScheduleKind::Chimera)
+        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0.3,
+                                  0.25, Direction::Up));
+    }
+    OrError<SimulationResult> sim =
+        simulate(s, StageTimes::uniform(p, 1, 2, 1));
+    ASSERT_TRUE(bool(sim));
+    OrError<PipeFisherResult> r = packKfac(s, *sim, in);
+    ASSERT_TRUE(bool(r)) << r.error();
+    EXPECT_TRUE(r->unfitted.empty()) << scheduleName(kind);
+    const double period = 1e6; // larger than any step here
+    for (size_t d = 0; d < r->devices.size(); ++d) {
+      std::vector<const PlacedItem *> items;
+      for (const PlacedItem &item : r->devices[d].items)
+        if (item.kind != KfacItemKind::Precondition)
+          items.push_back(&item);
+      std::sort(items.begin(), items.end(), [&](auto *a, auto *b) {
+        return a->pieces.front().step * period + a->pieces.front().start <
+               b->pieces.front().step * period + b->pieces.front().start;
+      });
+      double previousEnd = -1;
+      for (const PlacedItem *item : items) {
+        const KfacLayerWork &w = in.layers[item->layer];
+        const int f = static_cast<int>(item->kind) % 2;
+        const double duration =
+            item->kind <= KfacItemKind::CurvatureG ? w.curvature[f]
+            : item->kind <= KfacItemKind::ReduceG  ? w.reduce[f]
+                                                   : w.invert[f];
+        double ran = 0;
+        for (const ItemPiece &piece : item->pieces) {
+          const double at = piece.step * period + piece.start;
+          EXPECT_LE(previousEnd, at + 1e-9) << scheduleName(kind);
+          previousEnd = piece.step * period + piece.end;
+          ran += piece.end - piece.start;
+          bool inside = false;
+          for (const Interval &gap : sim->devices[d].idleIntervals)
+            inside |=
+                gap.start <= piece.start + 1e-9 && piece.end <= gap.end + 1e-9;
+          EXPECT_TRUE(inside) << scheduleName(kind) << " device " << d;
+        }
+        EXPECT_NEAR(ran, duration * (1 + in.margin), 1e-9)
+            << scheduleName(kind);
+        if (item->kind != KfacItemKind::CurvatureA || item->step != 0)
+          continue;
+        for (const ExecutedInstruction &x : sim->timeline)
+          if (x.op.kind == OpKind::Forward && x.device == int(d) &&
+              x.op.microbatch == item->microbatch && x.op.stage == w.stage &&
+              x.op.direction == w.direction) {
+            EXPECT_LE(x.end, item->start + 1e-9) << scheduleName(kind);
+          }
+      }
+    }
+  }
 }
 
 } // namespace

@@ -41,12 +41,14 @@ cost::Cluster twoGpus() {
 }
 
 Plan planOf(const Graphs &m, const std::string &optimizer, FixedKnobs fix,
-            const cost::Cluster &c = twoGpus()) {
+            const cost::Cluster &c = twoGpus(),
+            pipeline::KfacFilling filling = pipeline::KfacFilling::Items) {
   PlannerOptions o;
   o.globalBatch = 8;
   o.fixed = fix;
   o.explain = false;
   o.optimizer = optimizer;
+  o.kfacFilling = filling;
   auto r = plan(m.g1, m.g2, c, o);
   EXPECT_TRUE(static_cast<bool>(r)) << r.error();
   const Plan *p = r ? std::get_if<Plan>(&*r) : nullptr;
@@ -332,6 +334,70 @@ TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
   const int devK = bad["kfac"]["devices"][0].value("refresh_steps", K);
   bad["kfac"]["layers"][size_t(layer)]["refresh_steps"] = devK == 1 ? 2 : 1;
   EXPECT_NE(readError(bad).find("/kfac/devices/0/items/0/layer"),
+            std::string::npos)
+      << readError(bad);
+}
+
+// `--kfac-fill fluid` (PlannerOptions::kfacFilling) reaches the packer and
+// plan.json: kfac.fill is "fluid" and reads back; an Items plan says "items"
+// and a plan without the key reads as items; another value is refused,
+// naming the field. With inversions priced x4 (longer than most of
+// tiny-gpt's gaps on two H200s), whole items leave gap ends unused that
+// split items fill: Items needs K_d = 3, 4 and fluid 2, 3 on the same pinned
+// pipeline (at x1 both give 2, 3).
+TEST(Kfac, FluidFillingIsRecordedAndNeedsNoLongerK) {
+  Graphs m = load("tiny-gpt");
+  FixedKnobs fix;
+  fix.pp = 2;
+  fix.microbatch = 1;
+  fix.schedule = pipeline::ScheduleKind::OneFOneB;
+  cost::Cluster c = twoGpus();
+  c.opTimeScales.push_back({"kfac:inversion", 4, 4});
+  Plan items = planOf(m, "kfac", fix, c);
+  Plan fluid = planOf(m, "kfac", fix, c, pipeline::KfacFilling::Fluid);
+  ASSERT_TRUE(items.kfac.has_value() && fluid.kfac.has_value());
+  ASSERT_EQ(knobsToString(items.knobs), knobsToString(fluid.knobs));
+  EXPECT_EQ(items.kfac->filling, pipeline::KfacFilling::Items);
+  EXPECT_EQ(fluid.kfac->filling, pipeline::KfacFilling::Fluid);
+  EXPECT_LT(fluid.kfac->refreshSteps, items.kfac->refreshSteps);
+  for (size_t d = 0; d < fluid.kfac->devices.size(); ++d)
+    EXPECT_LE(fluid.kfac->devices[d].refreshSteps,
+              items.kfac->devices[d].refreshSteps)
+        << d;
+  const auto doc = planToJson(fluid);
+  EXPECT_EQ(doc["kfac"]["fill"], "fluid");
+  EXPECT_EQ(planToJson(items)["kfac"]["fill"], "items");
+  // Items split over gaps keep their pieces; whole items have none.
+  size_t split = 0;
+  for (const KfacItemPlacement &it : fluid.kfac->devices[0].items)
+    split += it.pieces.size() > 1;
+  EXPECT_GT(split, 0u);
+  for (const KfacDevicePlan &d : items.kfac->devices)
+    for (const KfacItemPlacement &it : d.items)
+      EXPECT_TRUE(it.pieces.empty()) << it.item;
+  Plan back = planFromJson(nlohmann::json::parse(doc.dump()), "plan.json");
+  ASSERT_TRUE(back.kfac.has_value());
+  EXPECT_EQ(back.kfac->filling, pipeline::KfacFilling::Fluid);
+  EXPECT_EQ(planToJson(back)["kfac"].dump(), doc["kfac"].dump());
+  nlohmann::json old = doc;
+  old["kfac"].erase("fill");
+  EXPECT_EQ(planFromJson(old, "plan.json").kfac->filling,
+            pipeline::KfacFilling::Items);
+  nlohmann::json bad = doc;
+  bad["kfac"]["fill"] = "thread";
+  EXPECT_NE(readError(bad).find("/kfac/fill"), std::string::npos)
+      << readError(bad);
+  EXPECT_NE(readError(bad).find("expected \"items\" or \"fluid\""),
+            std::string::npos)
+      << readError(bad);
+  // A piece outside its device's refresh is refused, naming it.
+  bad = doc;
+  for (auto &it : bad["kfac"]["devices"][0]["items"])
+    if (it.contains("pieces")) {
+      it["pieces"][0][0] = 99;
+      break;
+    }
+  EXPECT_NE(readError(bad).find("/pieces/0: expected [step, start_s, end_s]"),
             std::string::npos)
       << readError(bad);
 }

@@ -3,7 +3,7 @@
 # hand-worked case of PipeFisherTest.cpp, `plan --optimizer kfac` writing and
 # `inspect` reading the kfac fields (and the trace showing the K-FAC items),
 # first-order plans without them, a K per pipeline device (--kfac-refresh K0,K1),
-# and the one-line errors (exit 1).
+# the fluid packing (--kfac-fill fluid) and the one-line errors (exit 1).
 # Usage: kfac_cli_test.sh path/to/autoddl
 set -uo pipefail
 autoddl=${1:?usage: kfac_cli_test.sh path/to/autoddl}
@@ -83,6 +83,43 @@ grep -q "did not fit any bubble" "$work/s.txt" || fail "no 'did not fit' line"
 grep -q "stage 0: inv_A s0.l0" "$work/s.txt" || fail "unfitted item not named"
 grep -q "filled timeline" "$work/s.txt" || fail "no filled timeline"
 
+# --kfac-fill fluid: inversions of 2.5 fit no gap (2 at most), so whole items
+# are forced, while the filling thread splits them over gaps: stage 0 runs
+# inv_A in [2.5,4) and [6,7) of step 1, stage 1 over [0,1) and [7,8.5); K = 3
+# on both, nothing forced, step 9 + 0.25 (PipeFisherFluid.SplitsAnItem...).
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 2.5 --margin 0 --kfac-fill fluid --json >"$work/sf.json" ||
+  fail "simulate --kfac-fill fluid exited $?"
+python3 - "$work/sf.json" <<'PY' || fail "simulate --kfac-fill fluid content"
+import json, sys
+out = json.load(open(sys.argv[1]))["pipefisher"]
+assert out["fill"] == "fluid", out["fill"]
+assert [d["refresh_steps"] for d in out["devices"]] == [3, 3], out["devices"]
+assert out["unfitted"] == [], out["unfitted"]
+assert abs(out["step_time_s"] - 9.25e-3) < 1e-12, out["step_time_s"]
+inv = [i for i in out["devices"][0]["items"] if i["item"] == "inv_A"][0]
+assert inv["step"] == 1 and abs(inv["start_s"] - 2.5e-3) < 1e-12 and \
+    abs(inv["end_s"] - 7e-3) < 1e-12, inv
+want = [[1, 2.5e-3, 4e-3], [1, 6e-3, 7e-3]]
+assert all(p[0] == w[0] and abs(p[1] - w[1]) < 1e-12 and abs(p[2] - w[2]) < 1e-12
+           for p, w in zip(inv["pieces"], want)) and len(inv["pieces"]) == 2, inv
+PY
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 2.5 --margin 0 --kfac-fill fluid >"$work/sf.txt" ||
+  fail "simulate --kfac-fill fluid text exited $?"
+grep -q "packing: fluid (a preemptible filling thread" "$work/sf.txt" ||
+  fail "simulate --kfac-fill fluid: no packing line"
+grep -q "every K-FAC item runs in the bubbles" "$work/sf.txt" ||
+  fail "simulate --kfac-fill fluid: something forced"
+"$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --curv 0.5 --inv 2.5 --margin 0 --json >"$work/si.json" ||
+  fail "simulate --kfac-fill default exited $?"
+python3 - "$work/si.json" <<'PY' || fail "simulate default fill content"
+import json, sys
+out = json.load(open(sys.argv[1]))["pipefisher"]
+assert out["fill"] == "items" and len(out["unfitted"]) == 4, out["unfitted"]
+PY
+
 # plan --optimizer kfac: the plan records the optimizer, K, the placement and
 # the utilisation with and without K-FAC; inspect reads it and its trace has
 # the K-FAC items; the same plan without --optimizer has none of it.
@@ -107,6 +144,25 @@ for d in k["devices"]:
     assert {"curv_A", "curv_G", "inv_A", "inv_G", "precond"} <= kinds, kinds
     assert d["factor_bytes"] > 0 and p["pipeline_ranks"][d["device"]]["memory"]["kfac"] > 0
 assert p["predicted"]["step_time_s"] >= k["first_order_step_time_s"]
+assert k["fill"] == "items", k["fill"]
+PY
+grep -q "packing: whole items in gaps (PipeFisher)" "$work/k.txt" ||
+  fail "plan summary lacks the packing"
+# --kfac-fill fluid is recorded, and inspect reads it back and says so.
+"$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --fix pp=2,schedule=1f1b --optimizer kfac --kfac-fill fluid -o "$work/kf.json" \
+  >"$work/kf.txt" || fail "plan --kfac-fill fluid exited $?"
+python3 - "$work/kf.json" <<'PY' || fail "plan --kfac-fill fluid content"
+import json, sys
+assert json.load(open(sys.argv[1]))["kfac"]["fill"] == "fluid"
+PY
+grep -q "packing: fluid" "$work/kf.txt" || fail "plan summary lacks fluid packing"
+"$autoddl" inspect "$work/kf.json" >"$work/kfi.txt" || fail "inspect of a fluid plan exited $?"
+grep -q "packing: fluid" "$work/kfi.txt" || fail "inspect lacks fluid packing"
+python3 - "$work/kf.json" "$work/badfill.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1])); p["kfac"]["fill"] = "thread"
+json.dump(p, open(sys.argv[2], "w"))
 PY
 "$autoddl" inspect "$work/k.json" --trace "$work/kt.json" >"$work/ki.txt" ||
   fail "inspect of a kfac plan exited $?"
@@ -202,6 +258,17 @@ expect_error "--kfac-refresh: lists 3 refresh intervals, one per pipeline device
 expect_error "pinned to different refresh intervals (1 and 2): copies of a layer share one K" \
   "$autoddl" simulate --schedule chimera --stages 2 --microbatches 2 --pipefisher \
   --kfac-refresh 1,2
+expect_error "--kfac-fill: needs --optimizer kfac" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --kfac-fill fluid
+expect_error "--kfac-fill: expected items or fluid, got \"x\"" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --kfac-fill x
+expect_error "--kfac-fill: expected items or fluid, got \"y\"" \
+  "$autoddl" simulate --schedule 1f1b --stages 2 --microbatches 2 --pipefisher \
+  --kfac-fill y
+expect_error "at /kfac/fill: expected \"items\" or \"fluid\"" \
+  "$autoddl" inspect "$work/badfill.json"
 expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer sgd
