@@ -103,6 +103,8 @@ def stage(a):
         extra = ["--optimizer", "kfac"] if v == "kfac" else []
         if v == "kfac" and a.kfac_refresh not in ("", "0"):
             extra += ["--kfac-refresh", a.kfac_refresh]
+        if v == "kfac" and a.kfac_fill:
+            extra += ["--kfac-fill", a.kfac_fill]
         subprocess.run([a.autoddl, "plan", model, "--cluster", cluster, "--gpus", "4",
                         "--global-batch", str(a.batch), "--seq", "64", "--no-why", "-o", plan,
                         "--fix", f"tp=1,pp=4,dp=1,microbatch={a.microbatch},schedule=1f1b"]
@@ -475,6 +477,9 @@ def main():
                    help="a cluster preset or file to plan on; cpu-core (default): one CPU core "
                         "per rank at --gflops")
     s.add_argument("--gflops", type=float, default=60.0)
+    s.add_argument("--kfac-fill", choices=("items", "fluid"), default="",
+                   help="the K-FAC plan's packing (plan --kfac-fill; default: the planner's, items): "
+                        "fluid models the CPU programs' filling thread (docs/pipefisher.md §3)")
     s.add_argument("--kfac-refresh", default="",
                    help="pin the K-FAC plan's refresh interval: K, or K0,K1,... one per stage "
                         "(plan --kfac-refresh; 0 or empty: the plan's own, per stage)")
