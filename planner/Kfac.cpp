@@ -259,7 +259,11 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   pipeline::PipeFisherInput in;
   in.refreshSteps = refresh;
   in.deviceRefreshSteps = deviceRefresh;
-  in.filling = filling;
+  // Under tp the curvature of a split operand gathers over tp: a collective,
+  // run whole at its place, not on the filling thread (packKfac falls back to
+  // whole items likewise where a reduction is a collective).
+  in.filling = cand.knobs && cand.knobs->tp > 1 ? pipeline::KfacFilling::Items
+                                                 : filling;
   in.layers = kfacWork(model, c, cand);
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)

@@ -200,6 +200,11 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
   };
   std::map<std::string, int> holder; // layer name -> first device holding it
   double totalWork = 0;
+  // Fluid packing models the filling thread, which runs only a rank's local
+  // items: a reduction that is a collective (dp replicas, Chimera's mirrored
+  // copies) runs whole on the rank's own thread (docs/kfac.md "Thread
+  // filling"), so such a packing is of whole items.
+  bool fluid = input.filling == KfacFilling::Fluid;
   for (size_t l = 0; l < input.layers.size(); ++l) {
     const KfacLayerWork &w = input.layers[l];
     for (double v : {w.curvature[0], w.curvature[1], w.reduce[0], w.reduce[1],
@@ -218,6 +223,8 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     layersOf[dev].push_back(static_cast<int>(l));
     // Copies of one layer on several devices share one K (their reduction).
     auto [first, isNew] = holder.try_emplace(w.name, dev);
+    if (!isNew || w.reduce[0] > 0 || w.reduce[1] > 0)
+      fluid = false;
     if (!isNew) {
       const int a = root(first->second), b = root(dev);
       if (a != b) {
@@ -248,7 +255,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
   }
 
   PipeFisherResult result;
-  result.filling = input.filling;
+  result.filling = fluid ? KfacFilling::Fluid : KfacFilling::Items;
   result.devices.resize(devices);
   const double period = 2 * sim.makespan + 2 * totalWork + 1;
   double maxPrecondition = 0;
@@ -321,7 +328,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     }
     maxPrecondition = std::max(maxPrecondition, fill.precondition);
 
-    if (input.filling == KfacFilling::Fluid) {
+    if (fluid) {
       // The reductions and inversions are queued after the device's last
       // instruction of the refresh step.
       double queuedAt = 0;

@@ -113,6 +113,10 @@ struct PipeFisherInput {
   /// pinned as refreshSteps pins every device; devices holding copies of one
   /// layer must be pinned alike. Overrides refreshSteps.
   std::vector<int> deviceRefreshSteps;
+  /// Fluid applies only where every item is local to its device: a layer
+  /// with a reduction (dp replicas) or copies on two devices (Chimera) makes
+  /// the packing Items, as the runtime runs collectives whole on the rank's
+  /// own thread (PipeFisherResult::filling says which ran).
   KfacFilling filling = KfacFilling::Items;
 };
 
@@ -156,7 +160,7 @@ struct DeviceFill {
 
 struct PipeFisherResult {
   int refreshSteps = 1;                     // K: the largest K_d
-  KfacFilling filling = KfacFilling::Items; // the input's
+  KfacFilling filling = KfacFilling::Items; // the packing that ran
   std::vector<DeviceFill> devices;
   /// Over all devices: busy / (devices * makespan); sum over d of K-FAC-era
   /// work_d / K_d per step over (devices * stepTime).

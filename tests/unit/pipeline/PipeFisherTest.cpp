@@ -129,9 +129,10 @@ TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
         config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
     PipeFisherInput in;
     for (int st = 0; st < s.modelStages(); ++st) {
-      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7, 0.3));
+      // No reduction (one holder each): every item is the thread's.
+      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
       if (kind == ScheduleKind::Chimera)
-        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0.3,
+        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0,
                                   0.25, Direction::Up));
     }
     StageTimes times = StageTimes::uniform(p, 1, 2, 1);
@@ -666,39 +667,36 @@ TEST(PipeFisherFluid, PinnedKForcesTheRemainderAtItsLastStep) {
             "inv_G:s0@0[10.75,12.25)*");
 }
 
-// ChimeraMirroredDevicesShareTheirK's case, fluid (p = 4, m = 4, f = 1,
-// b = 2; idle 4 a step on every device: devices 0 and 3 [2,3) [9,10)
-// [12,14), devices 1 and 2 [0,1) [5,6) [14,16)). Device 0 holds L0 (down),
-// L3 (up), X0, X1: 4 x (4 x 0.5 + 2) = 16 of work, which its gaps run with
-// no idle left (every curvature is ready in time), so its span is 4.
-// Device 3 holds L3 (down) and L0 (up): 8 of work; its head curv_G of L0
-// (up) mb 3 waits for b3 (ends at 16), so [13.5,14) of step 0 idles: 3.5 +
-// 4 + 0.5, a span of 3, but it reduces L0 and L3 with device 0 and takes its
-// K = 4. Devices 1 and 2 (8 each, span 3) keep 3.
-TEST(PipeFisherFluid, ChimeraMirroredDevicesShareTheirK) {
+// Items that are collectives (Chimera's mirrored copies reduce over both
+// devices; a reduction over dp replicas) run whole on the rank's own thread,
+// not on the filling thread: a fluid request packs them as whole items, the
+// same packing as Items, and says so.
+TEST(PipeFisherFluid, CollectiveItemsFallBackToWholeItems) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
   PipeFisherInput in;
   in.margin = 0;
-  in.filling = KfacFilling::Fluid;
   in.layers = mirroredChimeraLayers();
-  PipeFisherResult r = pack(s, StageTimes::uniform(4, 1, 2), in);
-  ASSERT_EQ(r.devices.size(), 4u);
-  const int steps[4] = {4, 3, 3, 3}, K[4] = {4, 3, 3, 4};
-  for (int d = 0; d < 4; ++d) {
-    EXPECT_EQ(r.devices[d].steps, steps[d]) << d;
-    EXPECT_EQ(r.devices[d].refreshSteps, K[d]) << d;
+  PipeFisherResult items = pack(s, StageTimes::uniform(4, 1, 2), in);
+  in.filling = KfacFilling::Fluid;
+  PipeFisherResult fluid = pack(s, StageTimes::uniform(4, 1, 2), in);
+  EXPECT_EQ(items.filling, KfacFilling::Items);
+  EXPECT_EQ(fluid.filling, KfacFilling::Items);
+  EXPECT_EQ(fluid.refreshSteps, items.refreshSteps);
+  for (size_t d = 0; d < fluid.devices.size(); ++d) {
+    EXPECT_EQ(fluid.devices[d].refreshSteps, items.devices[d].refreshSteps);
+    EXPECT_EQ(fluid.devices[d].items.size(), items.devices[d].items.size());
   }
-  EXPECT_EQ(r.refreshSteps, 4);
-  EXPECT_TRUE(r.unfitted.empty());
-  EXPECT_EQ(piecesOf(in, r.devices[3], KfacItemKind::InvertG, "L3"),
-            "1[13.5,14) 2[2,2.5)");
-  // Its end: step 2's 2.5, two steps of makespan 16 after step 1.
-  for (const PlacedItem &p : r.devices[3].items)
-    if (p.kind == KfacItemKind::InvertG && in.layers[p.layer].name == "L3") {
-      EXPECT_EQ(p.step, 1);
-      EXPECT_DOUBLE_EQ(p.start, 13.5);
-      EXPECT_DOUBLE_EQ(p.end, 16 + 2.5);
-    }
+  // One pipeline with a reduction (dp replicas) falls back too; without it
+  // the packing is fluid.
+  Schedule one = makeSchedule(config(ScheduleKind::OneFOneB, 2, 4));
+  PipeFisherInput dp;
+  dp.filling = KfacFilling::Fluid;
+  dp.layers = {layer("a", 0, 0.5, 2, 0.25), layer("b", 1, 0.5, 2)};
+  EXPECT_EQ(pack(one, StageTimes::uniform(2, 1, 2), dp).filling,
+            KfacFilling::Items);
+  dp.layers[0].reduce[0] = dp.layers[0].reduce[1] = 0;
+  EXPECT_EQ(pack(one, StageTimes::uniform(2, 1, 2), dp).filling,
+            KfacFilling::Fluid);
 }
 
 // On every schedule: each fluid item runs, without margin loss, as pieces
@@ -716,9 +714,10 @@ TEST(PipeFisherFluid, PiecesStayInGapsInQueueOrderOnEverySchedule) {
     PipeFisherInput in;
     in.filling = KfacFilling::Fluid;
     for (int st = 0; st < s.modelStages(); ++st) {
-      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7, 0.3));
+      // No reduction (one holder each): every item is the thread's.
+      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
       if (kind == ScheduleKind::Chimera)
-        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0.3,
+        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0,
                                   0.25, Direction::Up));
     }
     OrError<SimulationResult> sim =
@@ -726,6 +725,7 @@ TEST(PipeFisherFluid, PiecesStayInGapsInQueueOrderOnEverySchedule) {
     ASSERT_TRUE(bool(sim));
     OrError<PipeFisherResult> r = packKfac(s, *sim, in);
     ASSERT_TRUE(bool(r)) << r.error();
+    ASSERT_EQ(r->filling, KfacFilling::Fluid) << scheduleName(kind);
     EXPECT_TRUE(r->unfitted.empty()) << scheduleName(kind);
     const double period = 1e6; // larger than any step here
     for (size_t d = 0; d < r->devices.size(); ++d) {
