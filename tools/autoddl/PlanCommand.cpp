@@ -349,9 +349,9 @@ void run(const PlanArgs &a) {
         refresh.perDevice.size(), *opts.fixed.pp));
   opts.kfacRefresh = refresh.all;
   opts.kfacDeviceRefresh = refresh.perDevice;
-  opts.kfacFilling = parseKfacFill(a.kfacFill);
   if (!a.kfacFill.empty() && a.optimizer != "kfac")
     throw UserError("--kfac-fill: needs --optimizer kfac");
+  opts.kfacFilling = parseKfacFill(a.kfacFill);
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());

@@ -261,6 +261,10 @@ expect_error "pinned to different refresh intervals (1 and 2): copies of a layer
 expect_error "--kfac-fill: needs --optimizer kfac" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --kfac-fill fluid
+# Without --optimizer kfac even a bad value says what is missing first.
+expect_error "--kfac-fill: needs --optimizer kfac" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --kfac-fill x
 expect_error "--kfac-fill: expected items or fluid, got \"x\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer kfac --kfac-fill x
