@@ -74,6 +74,7 @@ using namespace autoddl::rt::harness;
       "kfac_curvature, KfacProgram\n",
       /*zeroBuffer=*/"  std::fill({0}.begin(), {0}.end(), 0.0f);\n",
       /*kfacBubbleItems=*/true,
+      /*progressCall=*/"  progress_sends();\n",
   };
   return target;
 }

@@ -84,6 +84,8 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       /*zeroBuffer=*/
       "  zero({0}.data(), {0}.size() * int64_t(sizeof(*{0}.data())));\n",
       /*kfacBubbleItems=*/true,
+      // NCCL's transfers progress on the GPU.
+      /*progressCall=*/"",
   };
   return target;
 }

@@ -242,6 +242,9 @@ void Emitter::emitStage(int stage, std::string &out) {
   for (size_t i = 0; i < steps.size(); ++i)
     for (const auto &l : steps[i].fwd)
       fwdText[i] += l + "\n";
+  for (std::string &t : fwdText)
+    if (!t.empty())
+      t += target_.progressCall;
   out += layerOrdered(sl, fwdText, false, &rc) + "}\n\n";
 
   // Backward: input-gradient half, weight-gradient half, both.
@@ -278,6 +281,8 @@ void Emitter::emitStage(int stage, std::string &out) {
           text[i] += l + "\n";
         text[i] += readyLines(i, true);
       }
+      if (!text[i].empty())
+        text[i] += target_.progressCall;
     }
     out += layerOrdered(sl, text, true, &rc) + "}\n\n";
   };

@@ -92,6 +92,12 @@ struct Target {
   // cycle's reductions and inversions run in the bubbles the plan placed
   // them in (else all at the refresh step's end).
   bool kfacBubbleItems;
+  // A line after each step of a stage's forward and backward ("": none).
+  // The CPU program tests its pending pipeline sends there (progress_sends):
+  // without a single-copy transport (Open MPI in most containers) a send
+  // larger than the eager limit moves only while its sender is inside MPI, so
+  // the receiver would wait for the sender's whole next forward or backward.
+  const char *progressCall;
 };
 
 const Target &cpuTarget();

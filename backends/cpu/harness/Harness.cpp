@@ -22,6 +22,16 @@ namespace autoddl::rt::harness {
 Grid g;
 TraceRecorder trace;
 std::vector<MPI_Request> pending;
+
+void progress_sends() {
+  if (pending.empty())
+    return;
+  int done = 0;
+  mpiCheck(MPI_Testall(int(pending.size()), pending.data(), &done,
+                       MPI_STATUSES_IGNORE));
+  if (done)
+    pending.clear();
+}
 uint64_t seed = 1234;
 
 namespace {

@@ -50,6 +50,10 @@ struct Grid {
 extern Grid g;
 extern TraceRecorder trace;
 extern std::vector<MPI_Request> pending; // pipeline sends of this step
+/// Lets MPI move the pending sends (called between a stage's ops): without a
+/// single-copy transport a send past the eager limit moves only while its
+/// sender is inside MPI (docs/codegen.md, "The schedule spelled out").
+void progress_sends();
 extern uint64_t seed;                    // --seed
 
 /// dst[i] += src[i].
