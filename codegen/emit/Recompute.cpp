@@ -102,8 +102,8 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
           lines(s.fwd) + lines(s.bwdInput) + lines(s.bwdWeight);
       const bool own = i >= sp.stepBegin && i < sp.stepEnd && reruns(s);
       (own ? inside : rest) += t;
-      if (own)
-        rerunFwd[j] += lines(s.fwd);
+      if (own && !s.fwd.empty()) // the sends progress in a rerun too
+        rerunFwd[j] += lines(s.fwd) + target_.progressCall;
     }
     // A member in the scratch: touched by the rerun steps only.
     for (size_t k = 0; k < width; ++k) {
