@@ -371,6 +371,8 @@ void wait_all(std::vector<MPI_Request> &requests) {
   else
     mpiCheck(MPI_Waitall(int(requests.size()), requests.data(),
                          MPI_STATUSES_IGNORE));
+  if (recvWaitHook && requests.empty()) // all sent already (progress_sends)
+    lastWaits()[std::make_tuple(MPI_COMM_NULL, -3, 0)] = 0;
   requests.clear();
 }
 

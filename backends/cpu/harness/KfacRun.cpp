@@ -161,16 +161,28 @@ void KfacRun::drain() {
     std::unique_lock<std::mutex> lock(mu_);
     if (queue_.empty() && !running_)
       return;
-    set_worker_idle(false);
-    cv_.wait(lock, [&] { return queue_.empty() && !running_; });
-    set_worker_idle(true);
+    await_filler(lock, [&] { return queue_.empty() && !running_; });
     return;
   }
   while (!queue_.empty()) {
     Queued q = std::move(queue_.front());
     queue_.pop_front();
     run_item(q);
+    progress_sends();
   }
+}
+
+// The pipeline sends of the step move only while this thread is in MPI
+// (progress_sends), so it tests them while it waits.
+void KfacRun::await_filler(std::unique_lock<std::mutex> &lock,
+                           const std::function<bool()> &done) {
+  set_worker_idle(false);
+  while (!cv_.wait_for(lock, std::chrono::microseconds(200), done)) {
+    lock.unlock();
+    progress_sends();
+    lock.lock();
+  }
+  set_worker_idle(true);
 }
 
 // After the refresh step every operand of the cycle is queued or saved, so
@@ -197,11 +209,8 @@ void KfacRun::end_schedule() {
   // The item running may read a buffer the next step overwrites.
   if (fill_thread_) {
     cv_.notify_all();
-    if (running_live_) {
-      set_worker_idle(false);
-      cv_.wait(lock, [&] { return !running_live_; });
-      set_worker_idle(true);
-    }
+    if (running_live_)
+      await_filler(lock, [&] { return !running_live_; });
   }
 }
 

@@ -163,6 +163,11 @@ private:
   bool fill_thread_ = false;
   void worker_loop();
   void set_worker_idle(bool idle);
+  /// The rank's thread waits until `done` (under mu_, held by `lock`), the
+  /// filling thread at normal priority meanwhile; the pending pipeline sends
+  /// keep moving (progress_sends).
+  void await_filler(std::unique_lock<std::mutex> &lock,
+                    const std::function<bool()> &done);
 public:
   /// Stops the filling thread (what is queued is dropped): the harness's
   /// shutdown, before MPI is finalised and the program's statics go.
@@ -211,12 +216,21 @@ inline void kfac_save_A(int mb, int layer, const float *x, int64_t rows) {
 inline void kfac_save_G(int mb, int layer, const float *dy, int64_t rows) {
   kfac.save(mb, layer, dy, rows, true);
 }
+// The items run between the schedule's instructions (placed) test the
+// pending pipeline sends after them, as the stages' ops do.
 inline void kfac_curvature_saved(int layer, int mb, bool g) {
   kfac.curvature_saved(layer, mb, g);
+  progress_sends();
 }
 inline int64_t kfac_phase() { return kfac.phase(); }
-inline void kfac_reduce(int layer, bool g) { kfac.reduce_item(layer, g); }
-inline void kfac_invert(int layer, bool g) { kfac.invert_item(layer, g); }
+inline void kfac_reduce(int layer, bool g) {
+  kfac.reduce_item(layer, g);
+  progress_sends();
+}
+inline void kfac_invert(int layer, bool g) {
+  kfac.invert_item(layer, g);
+  progress_sends();
+}
 
 } // namespace autoddl::rt::harness
 
