@@ -94,7 +94,8 @@ struct Target {
   bool kfacBubbleItems;
   // A line after each step of a stage's forward and backward ("": none).
   // The CPU program tests its pending pipeline sends there (progress_sends):
-  // without a single-copy transport (Open MPI in most containers) a send
+  // without a single-copy transport (Open MPI with
+  // btl_vader_single_copy_mechanism=none, as container images often set) a send
   // larger than the eager limit moves only while its sender is inside MPI, so
   // the receiver would wait for the sender's whole next forward or backward.
   const char *progressCall;

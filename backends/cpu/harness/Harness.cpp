@@ -22,6 +22,7 @@ namespace autoddl::rt::harness {
 Grid g;
 TraceRecorder trace;
 std::vector<MPI_Request> pending;
+uint64_t seed = 1234;
 
 void progress_sends() {
   if (pending.empty())
@@ -32,7 +33,6 @@ void progress_sends() {
   if (done)
     pending.clear();
 }
-uint64_t seed = 1234;
 
 namespace {
 // What an out-of-memory message names (set in setup()).
