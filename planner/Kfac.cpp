@@ -161,6 +161,7 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
       KfacLayerWork w;
       w.name = l.name;
       w.stage = st.stage;
+      w.collectiveCurvature = k.tp > 1; // gathers a split operand over tp
       const double S = l.rowsPerInstance * cand.rowsScale;
       const double d[2] = {static_cast<double>(l.in),
                            static_cast<double>(l.out)};
@@ -259,11 +260,7 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   pipeline::PipeFisherInput in;
   in.refreshSteps = refresh;
   in.deviceRefreshSteps = deviceRefresh;
-  // Under tp the curvature of a split operand gathers over tp: a collective,
-  // run whole at its place, not on the filling thread (packKfac falls back to
-  // whole items likewise where a reduction is a collective).
-  in.filling = cand.knobs && cand.knobs->tp > 1 ? pipeline::KfacFilling::Items
-                                                 : filling;
+  in.filling = filling;
   in.layers = kfacWork(model, c, cand);
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)

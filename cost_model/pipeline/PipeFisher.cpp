@@ -201,9 +201,9 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
   std::map<std::string, int> holder; // layer name -> first device holding it
   double totalWork = 0;
   // Fluid packing models the filling thread, which runs only a rank's local
-  // items: a reduction that is a collective (dp replicas, Chimera's mirrored
-  // copies) runs whole on the rank's own thread (docs/kfac.md "Thread
-  // filling"), so such a packing is of whole items.
+  // items: a collective (a reduction over dp replicas or Chimera's mirrored
+  // copies, a curvature gathered over tp) runs whole on the rank's own thread
+  // (docs/kfac.md "Thread filling"), so such a packing is of whole items.
   bool fluid = input.filling == KfacFilling::Fluid;
   for (size_t l = 0; l < input.layers.size(); ++l) {
     const KfacLayerWork &w = input.layers[l];
@@ -223,7 +223,7 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
     layersOf[dev].push_back(static_cast<int>(l));
     // Copies of one layer on several devices share one K (their reduction).
     auto [first, isNew] = holder.try_emplace(w.name, dev);
-    if (!isNew || w.reduce[0] > 0 || w.reduce[1] > 0)
+    if (!isNew || w.reduce[0] > 0 || w.reduce[1] > 0 || w.collectiveCurvature)
       fluid = false;
     if (!isNew) {
       const int a = root(first->second), b = root(dev);
@@ -335,14 +335,14 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
       for (const ExecutedInstruction &x : sim.timeline)
         if (x.device == d)
           queuedAt = std::max(queuedAt, x.end);
-      auto fluid = detail::packFluid(pk.items, sim.devices[d].idleIntervals,
-                                     sim.makespan, period, queuedAt,
-                                     input.margin, pinOf(d), input.maxSteps, d);
-      if (!fluid)
-        return R::failure(fluid.error());
-      fill.steps = fluid->steps;
-      fill.forced = fluid->forced;
-      pk.placed = std::move(fluid->placed);
+      auto walk = detail::packFluid(pk.items, sim.devices[d].idleIntervals,
+                                    sim.makespan, period, queuedAt,
+                                    input.margin, pinOf(d), input.maxSteps, d);
+      if (!walk)
+        return R::failure(walk.error());
+      fill.steps = walk->steps;
+      fill.forced = walk->forced;
+      pk.placed = std::move(walk->placed);
     } else {
       // Steps of bubbles until everything is placed or a step places nothing.
       int lastPlacing = 0;

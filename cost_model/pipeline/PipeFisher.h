@@ -92,6 +92,9 @@ struct KfacLayerWork {
   double reduce[2] = {0, 0};             // 0: one holder, no reduction
   double invert[2] = {0, 0};
   double precondition = 0;
+  /// Its curvature gathers a tp-split operand (a collective the runtime runs
+  /// whole on the rank's own thread, as it does a reduction).
+  bool collectiveCurvature = false;
   double savedBytes[2] = {0, 0};  // a (inputs), g (output gradients) per mb
   double factorBytes[2] = {0, 0}; // one fp32 factor; its inverse as much again
 };
@@ -114,8 +117,8 @@ struct PipeFisherInput {
   /// layer must be pinned alike. Overrides refreshSteps.
   std::vector<int> deviceRefreshSteps;
   /// Fluid applies only where every item is local to its device: a layer
-  /// with a reduction (dp replicas) or copies on two devices (Chimera) makes
-  /// the packing Items, as the runtime runs collectives whole on the rank's
+  /// with a reduction (dp replicas), copies on two devices (Chimera) or a
+  /// collective curvature (tp) makes the packing Items, as the runtime runs collectives whole on the rank's
   /// own thread (PipeFisherResult::filling says which ran).
   KfacFilling filling = KfacFilling::Items;
 };
