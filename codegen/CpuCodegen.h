@@ -28,7 +28,13 @@ enum class Backend { Cpu, Cuda };
 /// "cpu" / "cuda" -> Backend; UserError for anything else.
 Backend parseBackend(const std::string &name);
 
-/// The generated training program alone (train.cpp).
+/// Why `backend`'s programs do not run `model` whatever the plan (an op kind
+/// it lacks, a model it does not feed), or "". No plan changes this answer;
+/// what a plan changes is planner/Runnable.h's.
+std::string backendRefusal(const ModelGraph &model, Backend backend);
+
+/// The generated training program alone (train.cpp). Throws UserError with
+/// backendRefusal's or planner::RunnableConfigurations's reason first.
 std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
                              Backend backend);
 std::string emitCpuTrainProgram(const planner::Plan &plan,

@@ -18,7 +18,7 @@
 #include "cost_model/Memory.h"
 #include "cost_model/pipeline/Schedule.h"
 #include "planner/KfacPlan.h"
-#include "planner/ProgramDecisions.h" // kMaxGeneratedZero
+#include "planner/ProgramDecisions.h"
 
 #include <array>
 #include <cstdint>
@@ -58,7 +58,7 @@ struct FixedKnobs {
   std::optional<pipeline::ScheduleKind> schedule;
   std::optional<int> chunks; // interleaved model chunks per device
   std::optional<cost::Recompute> recompute;
-  std::optional<int> zero; // 0, 1, 2 (2: priced only; see kMaxGeneratedZero)
+  std::optional<int> zero; // 0, 1 (what the programs run: Runnable.h)
   std::optional<AxisOrder> order;
   std::optional<StagePartition> partition;
 };

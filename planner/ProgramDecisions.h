@@ -25,13 +25,6 @@ struct OpDef;
 
 namespace autoddl::planner {
 
-/// The highest ZeRO stage the generated programs run: 1 shards the optimizer
-/// state (reduce-scatter, AdamW on the shard, all-gather). ZeRO-2 (gradients
-/// sharded per micro-batch) is priced by the cost model but not generated, so
-/// the search does not pick it: its plan would hold full gradients and use
-/// more memory than priced.
-constexpr int kMaxGeneratedZero = 1;
-
 /// Per tensor, the op making it and the ops reading it.
 struct GraphUses {
   explicit GraphUses(const ModelGraph &g);

@@ -7,6 +7,7 @@
 #include "planner/Descent.h"
 #include "planner/Kfac.h"
 #include "planner/Pricing.h"
+#include "planner/Runnable.h"
 
 #include <algorithm>
 #include <chrono>
@@ -167,7 +168,7 @@ struct Planner {
 
   Planner(const ModelGraph &g, const cost::Cluster &cl,
           const PlannerOptions &op)
-      : g1(g), c(cl), o(op) {
+      : g1(g), c(cl), o(op), runnable(g) {
     capacity = c.hbmBytes;
     flopsPerSample = static_cast<double>(g.forwardFlopsPerSample());
   }
@@ -271,6 +272,7 @@ struct Planner {
   }
   bool exhaustiveTooLarge = false;
   std::vector<std::string> refusals; // why enumerate() refused meshes, distinct
+  RunnableConfigurations runnable;   // what the programs run (Runnable.h)
 
   /// Layers per model stage: Uniform gives every stage floor(L/S) and the
   /// remainder to the first ones (Megatron); Balanced minimises the largest
@@ -837,10 +839,16 @@ struct Planner {
           "chimera's mirrored devices d and pp-1-d hold copies of the same "
           "layers and need one refresh interval, which --kfac-refresh pins "
           "apart";
-      if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
-        refusals.push_back(why);
+      refuse(why);
     }
     return true;
+  }
+
+  /// Records why a configuration was refused, once per distinct reason: when
+  /// none applies, the user sees them all, not only the last one tried.
+  void refuse(const std::string &why) {
+    if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
+      refusals.push_back(why);
   }
 
   /// Every outer candidate of one context and assignment, in a fixed order.
@@ -875,39 +883,38 @@ struct Planner {
     std::vector<cost::Recompute> recomputes = {cost::Recompute::None,
                                                cost::Recompute::Selective,
                                                cost::Recompute::Full};
-    // The ZeRO stages the generated programs run (kMaxGeneratedZero); a
-    // pinned zero=2 is priced (what-if) but codegen refuses it.
-    std::vector<int> zeros =
-        dp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
-    if (dp > 1 && f.zero && *f.zero > kMaxGeneratedZero)
-      zeros.push_back(*f.zero);
+    std::vector<int> zeros;
+    for (int z = 0; z <= kMaxGeneratedZero; ++z)
+      zeros.push_back(z);
+    if (f.zero && *f.zero > kMaxGeneratedZero)
+      zeros.push_back(*f.zero); // refused below, naming why
     for (auto [s, v] : schedules) {
       if (f.schedule && *f.schedule != s)
         continue;
       for (cost::Recompute rc : recomputes) {
         if (f.recompute && *f.recompute != rc)
           continue;
-        // ZB-H1's weight-gradient pass runs after the input-gradient pass
-        // that reruns a layer, reading buffers the next rerun overwrites: the
-        // programs refuse the pair, so only a pinned pair is priced (what-if).
-        if (s == ScheduleKind::ZeroBubbleH1 && rc != cost::Recompute::None &&
-            !(f.schedule && f.recompute))
-          continue;
-        // K-FAC's factors read a layer's buffers outside its backward: the
-        // programs refuse recomputation with it, so only a pinned one.
-        if (o.optimizer == "kfac" && rc != cost::Recompute::None &&
-            !f.recompute)
-          continue;
         for (int z : zeros) {
           if (f.zero && *f.zero != z)
             continue;
+          if (z > 0 && dp == 1 && !f.zero)
+            continue; // nothing to shard
+          // What the programs do not run is never a candidate
+          // (DESIGN.md §5b); a pinned knob's reason reaches the user when
+          // nothing else applies.
+          const Knobs knobs{tp, pp, dp, b, m, s, v, rc, z, order};
+          if (std::string why = runnable.refusal(knobs, kfac.has_value());
+              !why.empty()) {
+            refuse(why);
+            continue;
+          }
           for (Partition part : {Partition::Balanced, Partition::Uniform}) {
             if (pp == 1 && part == Partition::Uniform)
               continue;
             if (pp > 1 && f.partition && *f.partition != part)
               continue;
             Candidate cand;
-            cand.knobs = Knobs{tp, pp, dp, b, m, s, v, rc, z, order};
+            cand.knobs = knobs;
             cand.partition = part;
             cand.ctx = &ctx;
             cand.assignment = assignment;
@@ -934,12 +941,6 @@ struct Planner {
     const FixedKnobs &f = o.fixed;
     const int world = c.worldSize();
     const int G = c.gpusPerNode;
-    // Every distinct reason a mesh was refused, in order: when none applies,
-    // the user sees them all, not only the last one tried.
-    auto refuse = [&](const std::string &why) {
-      if (std::find(refusals.begin(), refusals.end(), why) == refusals.end())
-        refusals.push_back(why);
-    };
     int64_t counter = 0;
     std::vector<int> tps =
         f.tp ? std::vector<int>{*f.tp} : divisorsUpTo(world, G);
@@ -1164,8 +1165,9 @@ struct Explainer {
       invalid = "more model chunks than layers";
       return {};
     }
-    if (kk.dp == 1 && kk.zero > 0) {
-      invalid = "ZeRO needs dp > 1";
+    if (std::string why = pl.runnable.refusal(kk, pl.kfac.has_value());
+        !why.empty()) {
+      invalid = "the programs do not run it: " + why;
       return {};
     }
     std::string err;

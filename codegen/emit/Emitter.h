@@ -254,29 +254,19 @@ public:
     for (size_t i = 0; i < g.ops.size(); ++i)
       for (int r : g.ops[i].results)
         producer_[size_t(r)] = int(i);
-    tokenModel_ = findInput("input_ids") >= 0;
-    graphModel_ = findInput("adjacency") >= 0;
+    tokenModel_ = findInput(g, "input_ids") >= 0;
+    graphModel_ = findInput(g, "adjacency") >= 0;
     if (!tokenModel_ && !graphModel_)
-      findClassInputs();
+      std::tie(classInput_, classTargets_) = classifierInputs(g);
     classModel_ = classInput_ >= 0 && classTargets_ >= 0;
-    if (!tokenModel_ && !graphModel_ && !classModel_)
-      throw UserError(
-          "codegen: model " + g.name +
-          " has neither input_ids, adjacency nor one f32 input with the "
-          "class labels of a cross_entropy or squared_error; the " +
-          (cuda_ ? "cuda backend feeds token and graph models"
-                 : "cpu backend feeds token, graph and classification models") +
-          " only");
-    if (cuda_ && classModel_)
-      throw UserError("codegen: model " + g.name +
-                      " is a classification model (" +
-                      g.tensors[size_t(classInput_)].name + " and " +
-                      g.tensors[size_t(classTargets_)].name +
-                      "); the cuda backend runs token and graph models "
-                      "only (use --backend cpu)");
   }
 
   std::string emit();
+
+  /// Why `backend` does not run model `g` whatever the plan (an op kind, an
+  /// op reading a parameter where the CUDA kernels take none, a model it does
+  /// not feed), or "" (codegen::backendRefusal; OpTable.cpp).
+  static std::string backendRefusal(const ModelGraph &g, Backend backend);
 
 private:
   /// Whether the program reports the training accuracy (classifiers and
@@ -284,30 +274,32 @@ private:
   bool reportsAccuracy() const { return classModel_ || graphModel_; }
   /// A classification model (mlp, vgg, an explicit graph): its one dense f32
   /// input (images or features) and the i32 input holding the labels of its
-  /// cross_entropy.
-  void findClassInputs() {
-    for (size_t t = 0; t < g_.tensors.size(); ++t) {
-      const TensorDef &td = g_.tensors[t];
+  /// cross_entropy; -1 for what it lacks.
+  static std::pair<int, int> classifierInputs(const ModelGraph &g) {
+    int input = -1, targets = -1;
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      const TensorDef &td = g.tensors[t];
       if (td.role != TensorRole::Input || td.sparse ||
           td.dtype != ops::DType::F32)
         continue;
-      if (classInput_ >= 0) { // several: not a classifier this program feeds
-        classInput_ = -1;
-        return;
-      }
-      classInput_ = int(t);
+      if (input >= 0) // several: not a classifier this program feeds
+        return {-1, -1};
+      input = int(t);
     }
-    for (const OpDef &op : g_.ops)
+    for (const OpDef &op : g.ops)
       if ((op.kind == "cross_entropy" || op.kind == "squared_error") &&
-          op.operands.size() == 2 && isInput(op.operands[1]))
-        classTargets_ = op.operands[1];
+          op.operands.size() == 2 &&
+          g.tensors[size_t(op.operands[1])].role == TensorRole::Input)
+        targets = op.operands[1];
+    return {input, targets};
   }
-  int findInput(const std::string &name) const {
-    for (size_t t = 0; t < g_.tensors.size(); ++t)
-      if (g_.tensors[t].role == TensorRole::Input && g_.tensors[t].name == name)
+  static int findInput(const ModelGraph &g, const std::string &name) {
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (g.tensors[t].role == TensorRole::Input && g.tensors[t].name == name)
         return int(t);
     return -1;
   }
+  int findInput(const std::string &name) const { return findInput(g_, name); }
   bool isParam(int t) const {
     return g_.tensors[size_t(t)].role == TensorRole::Parameter;
   }

@@ -38,10 +38,6 @@ std::string paramOf(const std::string &value, const std::string &tail) {
 void Emitter::checkKfac() const {
   if (!plan_.kfac)
     return;
-  const auto &k = plan_.knobs;
-  if (k.zero > 0)
-    throw UserError("codegen: a K-FAC plan with ZeRO is refused: the rule "
-                    "runs on whole optimizer state (plan with --fix zero=0)");
   if (plan_.kfac->layers.empty())
     throw UserError("codegen: the K-FAC plan lists no linear layer to "
                     "precondition");

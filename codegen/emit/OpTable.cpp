@@ -9,6 +9,49 @@
 
 namespace autoddl::codegen::emit {
 
+std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
+  const bool cuda = backend == Backend::Cuda;
+  const std::string name = cuda ? "cuda" : "cpu";
+  const auto &table = opTable();
+  for (const OpDef &op : g.ops) {
+    const auto entry = table.find(op.kind);
+    if (entry == table.end())
+      return "op " + op.name + " (" + op.kind + ") is not supported by the " +
+             name + " backend yet";
+    if (!cuda)
+      continue;
+    if (entry->second.cuda == CudaRuns::No)
+      return "op " + op.name + " (" + kindLabel(op) +
+             ") is not supported by the cuda backend yet (use --backend cpu)";
+    // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
+    // only where a layer has weights; elsewhere a parameter operand would
+    // need an activation-typed gradient.
+    for (int t : op.operands)
+      if (g.tensors[size_t(t)].role == TensorRole::Parameter &&
+          entry->second.cuda != CudaRuns::WithWeights)
+        return "op " + op.name + " (" + op.kind + ") takes the parameter " +
+               g.tensors[size_t(t)].name + " as an operand; the cuda backend " +
+               "runs " + op.kind + " on activations only (use --backend cpu)";
+  }
+  if (findInput(g, "input_ids") >= 0 || findInput(g, "adjacency") >= 0)
+    return "";
+  const auto [input, targets] = classifierInputs(g);
+  if (input < 0 || targets < 0)
+    return "model " + g.name +
+           " has neither input_ids, adjacency nor one f32 input with the "
+           "class labels of a cross_entropy or squared_error; the " +
+           (cuda ? "cuda backend feeds token and graph models"
+                 : "cpu backend feeds token, graph and classification models") +
+           " only";
+  if (cuda)
+    return "model " + g.name + " is a classification model (" +
+           g.tensors[size_t(input)].name + " and " +
+           g.tensors[size_t(targets)].name +
+           "); the cuda backend runs token and graph models only (use "
+           "--backend cpu)";
+  return "";
+}
+
 /// Emits op i (with the conversions its operands need) into `steps`.
 void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   const OpDef &op = g_.ops[i];
@@ -53,21 +96,6 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   const auto &table = opTable();
   const auto entry = table.find(k);
   const OpEntry *e = entry == table.end() ? nullptr : &entry->second;
-  if (cuda_ && e && e->cuda == CudaRuns::No)
-    throw UserError("codegen: op " + op.name + " (" + kindLabel(op) +
-                    ") is not supported by the cuda backend yet (use "
-                    "--backend cpu)");
-  if (cuda_) {
-    // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
-    // only where a layer has weights; elsewhere a parameter operand would
-    // need an activation-typed gradient.
-    for (int t : op.operands)
-      if (isParam(t) && !(e && e->cuda == CudaRuns::WithWeights))
-        throw UserError("codegen: op " + op.name + " (" + k +
-                        ") takes the parameter " + g_.tensors[size_t(t)].name +
-                        " as an operand; the cuda backend runs " + k +
-                        " on activations only (use --backend cpu)");
-  }
   OpCall c{i,  op, p,  st, k, std::move(x), std::move(dx), std::move(xs),
            r,  ys, y,  dy, n, std::move(s), steps,         {},
            {}, {}, {}, {}};

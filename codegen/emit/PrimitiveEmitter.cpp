@@ -84,18 +84,8 @@ void Emitter::emitPrimitive(OpCall &c) {
       !e.empty())
     throw UserError(where + ": " + e);
 
-  const auto &knobs = plan_.knobs;
-  if (knobs.dp > 1 || knobs.microbatches > 1) {
-    std::vector<bool> constant;
-    for (int t : op.operands)
-      constant.push_back(isConst(t) || isParam(t));
-    if (std::string why = primitiveMixesSamples(prim, g_.batch, constant); !why.empty())
-      throw UserError(fmt::format(
-          "{}: {}, so it cannot run on a part of the batch; plan with dp=1 "
-          "and one micro-batch (--fix dp=1,microbatch={}), or let an sbp-fuse "
-          "pass recognise it",
-          where, why, plan_.globalBatch));
-  }
+  // A primitive mixing samples under dp or micro-batches: refused by
+  // planner/Runnable.h.
   for (size_t j = 0; j < op.operands.size(); ++j)
     if (prim.data[j] && !isConst(op.operands[j]) && !floatHeld(op.operands[j]))
       throw UserError(where + ": reads " +

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "planner/Runnable.h"
 
 namespace autoddl::codegen::emit {
 
@@ -135,23 +136,9 @@ std::string Emitter::emit() {
     throw UserError(fmt::format("plan: the schedule has {} model stages but "
                                 "the plan lists {}",
                                 stages, L_.numStages));
-  if (k.zero > planner::kMaxGeneratedZero)
-    throw UserError(fmt::format(
-        "codegen: plan zero={}: the generated programs shard the optimizer "
-        "state only (ZeRO-1), so this plan would hold full gradients and need "
-        "more memory than it was priced with; plan again with zero 0 or 1 "
-        "(autoddl plan searches only those unless --fix zero=2)",
-        k.zero));
   checkKfac();
   const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   splitBackward_ = sched->splitsBackward();
-  if (graphModel_ && k.microbatches > 1)
-    throw UserError("codegen: a graph model trains on the whole graph: "
-                    "micro-batches must be 1");
-  if (nodeSplit() && full(findInput("features"))[0] % k.dp != 0)
-    throw UserError(fmt::format(
-        "codegen: dp={} splits the graph's nodes, and does not divide its {}",
-        k.dp, full(findInput("features"))[0]));
 
   // Which pipeline devices hold each parameter (a stage's parameters live on
   // the device running it; Chimera runs every stage on two devices).
@@ -431,8 +418,21 @@ using emit::Emitter;
 
 std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
                              Backend backend) {
+  if (std::string why = backendRefusal(model, backend); !why.empty())
+    throw UserError("codegen: " + why);
+  // The one contract (planner/Runnable.h): what it refuses is all codegen
+  // refuses of a configuration.
+  if (std::string why = planner::RunnableConfigurations(model).refusal(
+          plan.knobs, plan.kfac.has_value());
+      !why.empty())
+    throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
+                    ": the generated programs do not run this plan: " + why);
   Emitter e(plan, model, backend);
   return e.emit();
+}
+
+std::string backendRefusal(const ModelGraph &model, Backend backend) {
+  return Emitter::backendRefusal(model, backend);
 }
 
 std::string emitCpuTrainProgram(const planner::Plan &plan,

@@ -69,18 +69,7 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
         "codegen: stage {} recomputes {} layers, but its layers are not one "
         "table of identical layers; plan again with recompute none",
         stage, n));
-  if (splitBackward_)
-    throw UserError("codegen: recompute " +
-                    planner::recomputeName(plan_.knobs.recompute) +
-                    " with schedule zb-h1: its weight-gradient pass reads a "
-                    "recomputed layer's buffers after the next rerun has "
-                    "overwritten them; plan again with another schedule or "
-                    "recompute none");
-  auto kfac = kfacCases_.find(stage);
-  if (kfac != kfacCases_.end() && !kfac->second.empty())
-    throw UserError("codegen: recompute with the kfac optimizer: its factors "
-                    "read a layer's buffers outside the layer's backward; plan "
-                    "again with recompute none");
+  // ZB-H1 and K-FAC with recomputation: refused by planner/Runnable.h.
   const bool full = plan_.knobs.recompute == cost::Recompute::Full;
   auto reruns = [&](const Step &s) {
     return full ||

@@ -61,7 +61,7 @@ p = json.load(open(sys.argv[1]))
 p["kfac"]["rule"] = "adam"
 json.dump(p, open(sys.argv[3], "w"))
 PY
-expect_error "codegen zero" "K-FAC plan with ZeRO is refused" \
+expect_error "codegen zero" "zero=1 with the kfac optimizer" \
   "$autoddl" codegen "$w/kfac-zero.json" -o "$w/kfac-zero"
 expect_error "plan rule" "expected \"sgd\" or \"lamb\"" \
   "$autoddl" codegen "$w/kfac-rule.json" -o "$w/kfac-rule"
