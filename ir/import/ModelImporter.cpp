@@ -59,6 +59,30 @@ BuildOptions onnxOptions(const std::string &origin,
   return o;
 }
 
+/// Names reach generated programs and checkpoints, which keep them as C
+/// strings: a NUL byte in one would cut it short there (docs/codegen.md
+/// "Input text in generated sources"). Every other byte is escaped.
+ModelGraph refuseNul(ModelGraph g, const std::string &origin) {
+  auto check = [&](const std::string &what, const std::string &name) {
+    const size_t at = name.find('\0');
+    if (at == std::string::npos)
+      return;
+    std::string head = name.substr(0, std::min<size_t>(at, 40));
+    for (char &c : head) // one line, whatever the name holds
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        c = '?';
+    throw UserError(origin + ": " + what + " \"" + head +
+                    "...\" holds a NUL byte (at byte " + std::to_string(at) +
+                    "): names cannot carry NUL");
+  };
+  check("the model name", g.name);
+  for (const TensorDef &t : g.tensors)
+    check("tensor", t.name);
+  for (const OpDef &op : g.ops)
+    check("op", op.name);
+  return g;
+}
+
 std::string builtinList() {
   std::string list;
   for (const std::string &n : builtinModelNames())
@@ -132,14 +156,15 @@ std::vector<std::string> builtinModelNames() {
 ModelGraph importModelText(const std::string &text, const std::string &origin,
                            const std::string &name,
                            const ImportOptions &options) {
-  return importJson(parseJsonText(text, origin), origin, name, options);
+  return refuseNul(
+      importJson(parseJsonText(text, origin), origin, name, options), origin);
 }
 
 ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
                            const ImportOptions &options) {
   ModelGraph g = readOnnx(bytes, origin, onnxOptions(origin, options));
   fuseImportedGraph(g, origin); // what the reader left primitive
-  return g;
+  return refuseNul(std::move(g), origin);
 }
 
 ModelGraph importModel(const std::string &model, const ImportOptions &options) {
@@ -149,11 +174,12 @@ ModelGraph importModel(const std::string &model, const ImportOptions &options) {
   if (isOnnxModel(model)) {
     ModelGraph g = readOnnxFile(model, onnxOptions(model, options));
     fuseImportedGraph(g, model); // what the reader left primitive
-    return g;
+    return refuseNul(std::move(g), model);
   }
   if (isPath(model))
-    return importJson(readJsonFile(model, "model"), model, stem(model),
-                      options);
+    return refuseNul(
+        importJson(readJsonFile(model, "model"), model, stem(model), options),
+        model);
   for (size_t i = 0; i < kNumBuiltinModels; ++i)
     if (model == kBuiltinModels[i].name)
       return importModelText(kBuiltinModels[i].text,
