@@ -70,14 +70,15 @@ print(f"{root}: no input text as code")
 PY
 }
 
-# A NUL in a name: refused at import, one line, exit 1-123.
-set +e
-msg=$("$autoddl" import nul.json 2>&1)
-rc=$?
-set -e
-{ [ "$rc" -ge 1 ] && [ "$rc" -le 123 ] && [ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] &&
-  grep -q "holds a NUL byte" <<<"$msg"; } || fail "NUL name: exit $rc, \"$msg\""
-echo "ok: a NUL in a name is refused: $msg"
+# `autoddl import MODEL` refuses it: one line holding CAUSE, exit 1-123.
+refused() { # model cause
+  local msg rc=0
+  msg=$("$autoddl" import "$1" 2>&1) || rc=$?
+  { [ "$rc" -ge 1 ] && [ "$rc" -le 123 ] && [ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] &&
+    grep -q "$2" <<<"$msg"; } || fail "$1: exit $rc, \"$msg\""
+  echo "ok: refused: $msg"
+}
+refused nul.json "holds a NUL byte"
 
 "$autoddl" plan hostile.json --cluster dgx-h100-ndr --gpus 2 --global-batch 4 --no-why \
   --fix tp=1,pp=1,dp=2 -o plan.json >/dev/null
@@ -138,13 +139,7 @@ TXT
 }
 onnx_model '\360\237\230\200' evil
 onnx_model '\377\376' notutf8
-set +e
-msg=$("$autoddl" import notutf8.onnx 2>&1)
-rc=$?
-set -e
-{ [ "$rc" -ge 1 ] && [ "$rc" -le 123 ] && [ "$(printf '%s\n' "$msg" | wc -l)" = 1 ] &&
-  grep -q "not UTF-8" <<<"$msg"; } || fail "a name that is not UTF-8: exit $rc, \"$msg\""
-echo "ok: a name that is not UTF-8 is refused: $msg"
+refused notutf8.onnx "not UTF-8"
 "$autoddl" plan evil.onnx --cluster dgx-h100-ndr --gpus 2 --global-batch 4 --no-why \
   --fix tp=1,pp=1,dp=2 -o onnx_plan.json >/dev/null
 "$autoddl" codegen onnx_plan.json --backend cpu -o onnx >/dev/null
