@@ -103,15 +103,29 @@ if json.load(open(sys.argv[3]))["info"]["model"] != model["name"]:
 print("ok: parameter and model names round-trip through the program")
 PY
 
-# CUDA: the generated program compiles (as cuda_codegen_compiles.sh checks it).
-cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+# K-FAC: the layers' names are literals of the program's layer table (syntax only).
 mpi_inc=$(mpicc --showme:incdirs 2>/dev/null | cut -d' ' -f1 || true)
-if [ -f "$cuda_inc/cuda_runtime.h" ] && [ -f "$cuda_inc/nccl.h" ] && [ -n "$mpi_inc" ]; then
-  "$autoddl" codegen plan.json --backend cuda -o cuda --model hostile.json >/dev/null
-  check_files cuda
+syntax() { # project [include dirs...]
+  local d=$1
+  shift
   c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter -DOMPI_SKIP_MPICXX=1 \
-    -I cuda/runtime -I "$cuda_inc" -I "$mpi_inc" cuda/train.cpp
-  echo "ok: the cuda train.cpp compiles"
+    -I "$d/runtime" "${@/#/-I}" ${mpi_inc:+-I "$mpi_inc"} "$d/train.cpp"
+  echo "ok: $d/train.cpp compiles"
+}
+"$autoddl" plan hostile.json --optimizer kfac --cluster dgx-h100-ndr --gpus 2 --global-batch 4 \
+  --no-why --fix tp=1,pp=1,dp=2 -o kfac_plan.json >/dev/null
+"$autoddl" codegen kfac_plan.json --backend cpu -o kfac --model hostile.json >/dev/null
+check_files kfac
+syntax kfac
+
+# CUDA: the generated programs compile (as cuda_codegen_compiles.sh checks them).
+cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [ -f "$cuda_inc/cuda_runtime.h" ] && [ -f "$cuda_inc/nccl.h" ] && [ -n "$mpi_inc" ]; then
+  for p in plan kfac_plan; do
+    "$autoddl" codegen $p.json --backend cuda -o cuda_$p --model hostile.json >/dev/null
+    check_files cuda_$p
+    syntax cuda_$p "$cuda_inc"
+  done
 else
   echo "skipped: the cuda check (no CUDA/NCCL headers in $cuda_inc or no MPI)"
 fi
@@ -144,6 +158,4 @@ refused notutf8.onnx "not UTF-8"
   --fix tp=1,pp=1,dp=2 -o onnx_plan.json >/dev/null
 "$autoddl" codegen onnx_plan.json --backend cpu -o onnx >/dev/null
 check_files onnx
-c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter -DOMPI_SKIP_MPICXX=1 \
-  -I onnx/runtime ${mpi_inc:+-I "$mpi_inc"} onnx/train.cpp
-echo "ok: the ONNX model's cpu train.cpp compiles"
+syntax onnx
