@@ -13,6 +13,7 @@
 
 #include "codegen/CpuCodegen.h"
 #include "codegen/Layout.h"
+#include "codegen/emit/SourceText.h"
 #include "codegen/emit/Target.h"
 
 #include "cost_model/pipeline/Schedule.h"
@@ -74,45 +75,11 @@ inline std::string indent(const std::string &s) {
   return r;
 }
 
-/// A C identifier for a model name: "h.0.attn.qkv" -> "h0_attn_qkv".
-inline std::string ident(const std::string &name) {
-  std::string r;
-  for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c)))
-      r += c;
-    else if (!r.empty() && r.back() != '_')
-      r += '_';
-  }
-  while (!r.empty() && r.back() == '_')
-    r.pop_back();
-  if (r.empty() || std::isdigit(static_cast<unsigned char>(r[0])))
-    r = "t_" + r;
-  return r;
-}
-
 inline std::string fmtDouble(double v) {
   std::string s = fmt::format("{:.17g}", v);
   if (s.find_first_of(".eEn") == std::string::npos)
     s += ".0";
   return s;
-}
-
-/// `text` as a C++ string literal: every byte that is not plain printable
-/// ASCII (and every quote and backslash) escaped, so a model name or config
-/// from the user's file cannot break the generated program.
-inline std::string cStringLiteral(const std::string &text) {
-  std::string r = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\')
-      r += std::string("\\") + char(c);
-    else if (c == '\n')
-      r += "\\n\"\n    \""; // one source line per config line
-    else if (c >= 0x20 && c < 0x7f && c != '?') // '?': no trigraphs
-      r += char(c);
-    else
-      r += fmt::format("\\{:03o}", c);
-  }
-  return r + "\"";
 }
 
 template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
@@ -240,16 +207,7 @@ public:
         L_(chooseLayout(plan, g, backend == Backend::Cuda ? "cuda" : "cpu")),
         tp_(plan.knobs.tp), cuda_(backend == Backend::Cuda),
         target_(cuda_ ? cudaTarget() : cpuTarget()) {
-    names_.resize(g.tensors.size());
-    std::set<std::string> used;
-    for (size_t t = 0; t < g.tensors.size(); ++t) {
-      std::string n = ident(g.tensors[t].name);
-      std::string u = n;
-      for (int k = 2; used.count(u); ++k)
-        u = n + "_" + std::to_string(k);
-      used.insert(u);
-      names_[t] = u;
-    }
+    nameTensors();
     producer_.assign(g.tensors.size(), -1);
     for (size_t i = 0; i < g.ops.size(); ++i)
       for (int r : g.ops[i].results)
@@ -311,6 +269,10 @@ private:
   bool isConst(int t) const {
     return g_.tensors[size_t(t)].role == TensorRole::Constant;
   }
+  /// Tensor t's name as a comment may carry it (SourceText.h).
+  std::string note(int t) const {
+    return commentText(g_.tensors[size_t(t)].name);
+  }
   const std::vector<int64_t> &full(int t) const {
     return g_.tensors[size_t(t)].shape;
   }
@@ -344,6 +306,9 @@ private:
       return val(pattern, TpLayout{}) + ".nnz()";
     return std::to_string(numel(local(t, l)));
   }
+  /// names_: each tensor's identifier, unique, and none another's derived
+  /// buffer name ("x_full", "d_x": StageLayout.cpp).
+  void nameTensors();
   void addMember(int stage, const Member &m);
   void addTensor(int stage, int t, TpLayout l, bool withGrad);
   std::string ensureLayout(int stage, int t, TpLayout want,
@@ -495,7 +460,7 @@ private:
   // the constants they read and each op's resolved Primitive.
   std::string primitiveDecls_;
   std::set<int> declaredConsts_;
-  std::set<std::string> primitiveNames_;
+  IdentTable primitiveNames_;        // their resolutions' names (prim_<op>)
   bool splitBackward_ = false;       // zero-bubble: B and W apart
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial

@@ -71,7 +71,7 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
     // The last field: the layer's refresh interval, its device's K_d (every
     // copy of a layer shares it: PipeFisher.h).
     kfacRows_.push_back(fmt::format(
-        "{{\"{}\", &{}, {}, {}, {}, {}, {}, {}, {}}}", c.op.name,
+        "{{{}, &{}, {}, {}, {}, {}, {}, {}, {}}}", cStringLiteral(c.op.name),
         paramOf(c.x[1], target_.paramValue), bias, row ? in * tp_ : in,
         col ? out * tp_ : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
@@ -331,9 +331,9 @@ std::string Emitter::kfacProgramText() const {
       "refresh interval (its pipeline device's K; k.refresh is the "
       "longest).\nstatic KfacProgram kfac_program() {\n  KfacProgram k;\n";
   out += fmt::format("  k.damping = {};\n  k.refresh = {};\n  k.rule = "
-                     "\"{}\";\n  k.layers = {{\n",
+                     "{};\n  k.layers = {{\n",
                      fmtDouble(plan_.kfac->damping), plan_.kfac->refreshSteps,
-                     plan_.kfac->rule);
+                     cStringLiteral(plan_.kfac->rule));
   for (const std::string &row : kfacRows_)
     out += "      " + row + ",\n";
   out += "  };\n";

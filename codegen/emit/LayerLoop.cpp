@@ -96,6 +96,20 @@ void Emitter::planLayerParams() {
     auto at = std::find(order.begin(), order.end(), flat.front());
     same = same && size_t(order.end() - at) >= flat.size() &&
            std::equal(flat.begin(), flat.end(), at);
+    // The table and its members become C++ names (P.<array>[j].<member>):
+    // not another parameter's, a keyword's or a macro's, nor one twice.
+    IdentTable cxx;
+    for (int t : order)
+      if (std::find(flat.begin(), flat.end(), t) == flat.end())
+        cxx.take(names_[size_t(t)]);
+    same = same && cxx.free(array);
+    IdentTable memberNames;
+    for (int t : first) {
+      const std::string m =
+          splitAtLayer(names_[size_t(t)], byLayer.begin()->first).second;
+      same = same && memberNames.free(m);
+      memberNames.take(m);
+    }
     if (!same)
       continue;
     LayerArray arr;
@@ -126,9 +140,9 @@ std::string Emitter::paramsText() const {
     const std::string segments =
         L_.tensors[t].segments > 1 ? fmt::format(", {}", L_.tensors[t].segments)
                                    : std::string();
-    return fmt::format("{{&P.{}, {}, {}, {}, \"{}\", {}, {}{}}}", ref, name,
+    return fmt::format("{{&P.{}, {}, {}, {}, {}, {}, {}{}}}", ref, name,
                        shapeInit(td.shape), L_.tensors[t].dim,
-                       td.init.empty() ? "normal" : td.init,
+                       cStringLiteral(td.init.empty() ? "normal" : td.init),
                        fmtDouble(td.initStd), devices, segments);
   };
   std::set<int> inArray;
@@ -166,10 +180,10 @@ std::string Emitter::paramsText() const {
         if (at == std::string::npos)
           throw UserError("codegen: parameter " + d0.name +
                           " of a layer table names no layer number");
-        const std::string name =
-            fmt::format("param_name(\"{}.\" + std::to_string({} + l) + \"{}\")",
-                        d0.name.substr(0, at), arr.layers.front(),
-                        d0.name.substr(at + tok.size() - 1));
+        const std::string name = fmt::format(
+            "param_name({} + std::to_string({} + l) + {})",
+            cStringLiteral(d0.name.substr(0, at + 1)), arr.layers.front(),
+            cStringLiteral(d0.name.substr(at + tok.size() - 1)));
         table += "      specs.push_back(" +
                  spec(p0, fmt::format("{}[l].{}", arr.name, arr.members[k]),
                       name, "devices[l]") +
@@ -187,7 +201,7 @@ std::string Emitter::paramsText() const {
     params += fmt::format("  Param {}; // {} {}\n", names_[t],
                           shapeStr(td.shape), L_.tensors[t].str());
     table += "  specs.push_back(" +
-             spec(t, names_[t], "\"" + td.name + "\"",
+             spec(t, names_[t], cStringLiteral(td.name),
                   fmt::format("{:#x}", mask[t])) +
              ");\n";
   }
@@ -275,6 +289,14 @@ Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
     }
     if (canon[j].size() != canon[0].size())
       return {};
+  }
+  // The members of struct Stage<k>Layer: C++ names, each once ("h_0_d_x"
+  // and the gradient of "h_0_x" are both "d_x").
+  IdentTable memberNames;
+  for (const std::string &c : canon[0]) {
+    if (!memberNames.free(c))
+      return {};
+    memberNames.take(c);
   }
   sl.spans = spans;
   sl.canon = canon[0];

@@ -49,7 +49,7 @@ void Emitter::emitLinear(OpCall &c) {
         "linear_residual_forward({}, {}, {}, {}, {}, {}, {}, {}, {}); // and "
         "{}",
         val(sum, L_.ops[ai].result), val(res, L_.ops[ai].operands[1 - lk]),
-        x[0], x[1], b, N, K, O, twS, add.name);
+        x[0], x[1], b, N, K, O, twS, commentText(add.name));
   }
   // The input gradient through a fused GELU (planGeluFusion): pre's
   // gradient, written whole by this GEMM.
@@ -61,7 +61,7 @@ void Emitter::emitLinear(OpCall &c) {
     dgelu = fmt::format("linear_backward_dgelu({}, {}, {}, {}, {}, {}, {}, "
                         "{}); // through {}",
                         grad(pre, lp), dy, x[1], val(pre, lp), N, K, O, twS,
-                        g_.ops[gi].name);
+                        commentText(g_.ops[gi].name));
     storedGrads_.insert(grad(pre, lp)); // its only writer, storing
   }
   // An input gradient this linear alone writes is stored (beta = 0); not
@@ -112,7 +112,7 @@ void Emitter::emitLinear(OpCall &c) {
       F(fmt::format("linear_gelu_forward({}, {}, {}, {}, {}, {}, {}, {}, "
                     "{}); // and {}",
                     val(g_.ops[gi].results[0], L_.ops[gi].result), y, x[0],
-                    x[1], b, N, K, O, twS, g_.ops[gi].name));
+                    x[1], b, N, K, O, twS, commentText(g_.ops[gi].name)));
     } else if (!residualForward.empty()) {
       F(residualForward);
     } else {

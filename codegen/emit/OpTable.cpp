@@ -88,10 +88,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                             " (local heads)",
                             " (on local shards)",
                             " (vocab-parallel)"};
-  s.fwd.push_back(fmt::format("  // {}: {}{}({}) -> {}{}", op.name, op.kind,
-                              modeName[int(p.mode)], operands, shapeStr(ys),
+  s.fwd.push_back(fmt::format("  // {}: {}{}({}) -> {}{}", commentText(op.name),
+                              commentText(op.kind), modeName[int(p.mode)],
+                              operands, shapeStr(ys),
                               p.result.split() ? " " + p.result.str() : ""));
-  s.bwdInput.push_back(fmt::format("  // {}: {} backward", op.name, op.kind));
+  s.bwdInput.push_back(fmt::format("  // {}: {} backward", commentText(op.name),
+                                   commentText(op.kind)));
   const std::string &k = op.kind;
   const auto &table = opTable();
   const auto entry = table.find(k);

@@ -40,14 +40,6 @@ std::string doubleLiteral(double v) {
   return fmtDouble(v);
 }
 
-/// `text` for a // comment: a line break in an ONNX name ends no comment.
-std::string commentText(std::string text) {
-  for (char &c : text)
-    if (c == '\n' || c == '\r')
-      c = ' ';
-  return text;
-}
-
 std::string listLiteral(const std::vector<int64_t> &v) {
   std::string r = "{";
   for (size_t i = 0; i < v.size(); ++i)
@@ -108,7 +100,7 @@ void Emitter::emitPrimitive(OpCall &c) {
       values +=
           (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
     d += fmt::format("// {} {}\nstatic const float {}[{}] = {{\n    {}}};\n",
-                     shapeStr(td.shape), commentText(td.name), val(t, TpLayout{}),
+                     shapeStr(td.shape), note(t), val(t, TpLayout{}),
                      std::max<size_t>(1, td.values.size()), values);
   }
   std::string ints, floats, lists, shapes, constArgs;
@@ -132,9 +124,7 @@ void Emitter::emitPrimitive(OpCall &c) {
     constArgs += (j ? ", {" : "{") + index + "}";
   }
   // Op names are unique, their identifiers not always ("a.b", "a_b").
-  std::string name = "prim_" + ident(op.name);
-  if (!primitiveNames_.insert(name).second)
-    primitiveNames_.insert(name += "_" + std::to_string(i));
+  const std::string name = primitiveNames_.add(op.name, "prim_");
   d += fmt::format("static const onnx_prim::Primitive {} = "
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",

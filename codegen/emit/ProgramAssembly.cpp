@@ -18,7 +18,8 @@ std::string Emitter::header() const {
                    "{}` from plan.json ===//\n//\n",
                    target_.name);
   h += fmt::format("// Model     {} ({}), {} parameters, {} layers{}\n",
-                   plan_.model, g_.family, g_.parameterCount(), g_.numLayers,
+                   commentText(plan_.model), commentText(g_.family),
+                   g_.parameterCount(), g_.numLayers,
                    g_.seq ? ", sequence " + std::to_string(g_.seq) : "");
   h += fmt::format("// Mesh      pp={} x dp={} x tp={} = {} ranks, axes ({}) "
                    "row-major: the last axis varies fastest\n",
@@ -46,8 +47,9 @@ std::string Emitter::header() const {
         vocab());
   for (const auto &[t, rows] : padRows_) {
     const std::vector<int64_t> ls = local(t, L_.tensors[size_t(t)]);
-    h += fmt::format("//   {} {} -> {}\n", g_.tensors[size_t(t)].name,
-                     shapeStr(ls), shapeStr({rows, ls[1]}));
+    h += fmt::format("//   {} {} -> {}\n",
+                     commentText(g_.tensors[size_t(t)].name), shapeStr(ls),
+                     shapeStr({rows, ls[1]}));
   }
   h += "//\n// Stages (model stage -> pipeline device, layers):\n";
   for (const auto &s : plan_.stages)
@@ -61,8 +63,9 @@ std::string Emitter::header() const {
        "(dp: B, ZeRO shards the\n// optimizer state over dp):\n";
   for (size_t t = 0; t < g_.tensors.size(); ++t)
     if (isParam(int(t)))
-      h += fmt::format("//   {:<40} {:<12} (B, {})\n", g_.tensors[t].name,
-                       shapeStr(full(int(t))), L_.tensors[t].str());
+      h += fmt::format("//   {:<40} {:<12} (B, {})\n",
+                       commentText(g_.tensors[t].name), shapeStr(full(int(t))),
+                       L_.tensors[t].str());
   h += "//\n// Ops whose plan signature splits over tp, and how they run "
        "here:\n";
   bool any = false;
@@ -74,8 +77,9 @@ std::string Emitter::header() const {
     static const char *mode[] = {"replicated",         "column",      "row",
                                  "vocab table",        "local heads", "local",
                                  "vocab-parallel loss"};
-    h += fmt::format("//   {:<28} {:<10} plan {:<8} -> {}\n", g_.ops[i].name,
-                     g_.ops[i].kind, p.signature, mode[int(p.mode)]);
+    h += fmt::format("//   {:<28} {:<10} plan {:<8} -> {}\n",
+                     commentText(g_.ops[i].name), commentText(g_.ops[i].kind),
+                     commentText(p.signature), mode[int(p.mode)]);
     any = true;
   }
   if (!any)
@@ -114,8 +118,8 @@ std::string Emitter::header() const {
   if (vol.empty())
     h += "//   none\n";
   for (const auto &[what, v] : vol)
-    h += fmt::format("//   {:<48} {:>6} calls {:>14.0f} bytes\n", what, v.first,
-                     v.second);
+    h += fmt::format("//   {:<48} {:>6} calls {:>14.0f} bytes\n",
+                     commentText(what, 128), v.first, v.second);
   h += "//\n//===----------------------------------------------------------"
        "------------===//\n";
   return h;
@@ -214,7 +218,7 @@ std::string Emitter::emit() {
         fmt::format("// Model FLOPs of one step (forward + backward, the "
                     "plan's count) and the peak of one\n// {} (the "
                     "cluster preset): the MFU reported in metrics.json.\n",
-                    plan_.gpu.empty() ? "GPU" : plan_.gpu);
+                    plan_.gpu.empty() ? "GPU" : commentText(plan_.gpu));
     consts += fmt::format("constexpr double kModelFlopsPerStep = {}, "
                           "kPeakFlopsPerGpu = {};\n",
                           fmtDouble(plan_.predicted.modelFlopsPerStep),
@@ -248,7 +252,7 @@ std::string Emitter::emit() {
         "explicit graph's\n// micro-batch is one instance of it), features "
         "of one sample, classes.\nconstexpr int64_t kClassBatch = {};\n"
         "constexpr int64_t kNodes = 0, kFeatures = {}, kClasses = {};\n",
-        g_.tensors[size_t(classInput_)].name, shapeStr(xs), xs[0],
+        commentText(g_.tensors[size_t(classInput_)].name), shapeStr(xs), xs[0],
         numel(xs) / xs[0], classes);
   } else {
     consts += "constexpr int64_t kNodes = 0, kFeatures = 0, kClasses = 0; // "

@@ -115,7 +115,8 @@ void Emitter::emitStage(int stage, std::string &out) {
         "// ---- stage {}: no ops (passes its inputs on) ----\n\n", stage);
   else
     out += fmt::format("// ---- stage {}: ops {} .. {} ----\n\n", stage,
-                       g_.ops[size_t(first)].name, g_.ops[size_t(last)].name);
+                       commentText(g_.ops[size_t(first)].name),
+                       commentText(g_.ops[size_t(last)].name));
   out += fmt::format("// One micro-batch's activations on stage {} (local "
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
 
+#include <regex>
+
 namespace autoddl::codegen::emit {
 
 /// The CUDA program's op profiling (`--profile`, backends/cuda/OpProfile.h):
@@ -53,6 +55,29 @@ void profileScopes(Step &s, const std::string &kind) {
   wrap(s.bwdWeight, "kOpBackward");
 }
 
+void Emitter::nameTensors() {
+  // A tensor's buffers are <name>, d_<name> (its gradient), kc_<name> (a
+  // constant) and <name> with a suffix below (converted and saved copies).
+  // No tensor is named like another's derived buffer: a name of that form
+  // is changed first ("d_x" -> "t_d_x", "x_full" -> "x_full_t"), then made
+  // unique by a "_<k>" (the numbers no suffix ends in).
+  static const std::regex derived(
+      "_(s[0-9]+(x[0-9]+)?|full|whole|dx_partial|dvalues_partial|nodes|lse|"
+      "att|rstd|mean)$");
+  // The stage structs' own members (Stage.cpp, LossEmitter.cpp).
+  IdentTable ids({"layers", "held", "loss_sum", "correct", "correct_heldout",
+                  "grad_zeros", "losses", "loss_max", "loss_sums", "loss_lse"});
+  names_.resize(g_.tensors.size());
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    std::string n = ident(g_.tensors[t].name);
+    if (n.rfind("d_", 0) == 0)
+      n = "t_" + n;
+    if (std::regex_search(n, derived))
+      n += "_t";
+    names_[t] = ids.addIdent(n);
+  }
+}
+
 std::string Emitter::val(int t, TpLayout l) const {
   if (isConst(t))
     return "kc_" + names_[size_t(t)];
@@ -95,16 +120,15 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     const bool i32 = td.dtype == ops::DType::I32;
     addMember(stage,
               {names_[size_t(t)], numel(td.shape),
-               shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + td.name, i32,
+               shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + note(t), i32,
                false});
     return;
   }
   if (td.shape.empty())
     return; // the scalar loss: kept as a sum in the struct
   if (g_.sparsePattern(t) >= 0) { // values at the adjacency's stored entries
-    const std::string c = "[nnz] " + td.name + " at the stored entries of " +
-                          g_.tensors[size_t(g_.sparsePattern(t))].name + " (" +
-                          l.str() + ")";
+    const std::string c = "[nnz] " + note(t) + " at the stored entries of " +
+                          note(g_.sparsePattern(t)) + " (" + l.str() + ")";
     addMember(stage, {bufName(t, l), 0, c, false, false, false, elems(t, l)});
     if (withGrad)
       addMember(stage, {"d_" + bufName(t, l), 0, "gradient", false, true, false,
@@ -138,15 +162,14 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
   const int64_t cols = numel(ls) / ls[0], rows = ls[0] * plan_.knobs.dp;
   if (!converted_[{stage, name}]) {
     converted_[{stage, name}] = true;
-    addMember(stage,
-              {name, rows * cols,
-               shapeStr({rows, cols}) + " " + g_.tensors[size_t(t)].name +
-                   " of every node (gathered over dp)",
-               false, false});
+    addMember(stage, {name, rows * cols,
+                      shapeStr({rows, cols}) + " " + note(t) +
+                          " of every node (gathered over dp)",
+                      false, false});
     Step s;
     s.fwd.push_back(fmt::format(
         "  // {}: every node's rows for spmm/sddmm: all-gather over dp",
-        g_.tensors[size_t(t)].name));
+        note(t)));
     s.fwd.push_back(fmt::format("  all_gather_forward(a.{}.data(), {}, {}, 0, "
                                 "g.dp);",
                                 name, val(t, l), shapeInit(ls)));
@@ -156,7 +179,7 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
       s.bwdInput.push_back(fmt::format(
           "  // {}: the gathered copy's gradient is partial on every dp rank: "
           "reduce-scatter",
-          g_.tensors[size_t(t)].name));
+          note(t)));
       s.bwdInput.push_back(
           fmt::format("  all_gather_backward({}, a.d_{}.data(), {}, 0, g.dp);",
                       grad(t, l), name, shapeInit(ls)));
@@ -185,11 +208,11 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
       const bool i32 = td.dtype == ops::DType::I32;
       addMember(stage, {name, numel(local(t, want)),
                         shapeStr(local(t, want)) + (i32 ? " i32, " : " f32, ") +
-                            td.name + " " + want.str(),
+                            note(t) + " " + want.str(),
                         i32, false});
       Step s;
       s.fwd.push_back(fmt::format("  // {}: this tp rank's {} (local slice)",
-                                  td.name, want.str()));
+                                  note(t), want.str()));
       s.fwd.push_back(fmt::format("  slice_forward(a.{}.data(), {}, {}, {}, "
                                   "kTP, g.rtp);",
                                   name, val(t, TpLayout{}),
@@ -236,7 +259,7 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
     converted_[key] = true;
     addTensor(stage, t, want, true);
     Step s;
-    const std::string &n = g_.tensors[size_t(t)].name;
+    const std::string n = note(t);
     if (have.split() && want.split()) { // S(a) -> S(b)
       s.fwd.push_back(
           fmt::format("  // {}: {} -> {} for its consumers: all-to-all over tp",

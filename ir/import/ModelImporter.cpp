@@ -59,6 +59,64 @@ BuildOptions onnxOptions(const std::string &origin,
   return o;
 }
 
+/// The byte at which `s` stops being UTF-8 (RFC 3629: no overlong forms,
+/// surrogates or code points past U+10FFFF), or npos.
+size_t invalidUtf8(const std::string &s) {
+  auto at = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = at(i);
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf; // the second byte's range
+    if (c < 0x80)
+      n = 1;
+    else if (c >= 0xc2 && c <= 0xdf)
+      n = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+      n = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4)
+      n = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    if (n == 0 || i + n > s.size() ||
+        (n > 1 && (at(i + 1) < lo || at(i + 1) > hi)))
+      return i;
+    for (size_t k = 2; k < n; ++k)
+      if ((at(i + k) >> 6) != 2)
+        return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
+/// Names reach generated programs, plans and checkpoints: the programs keep
+/// them as C strings, where a NUL byte would cut one short, and plans and
+/// checkpoints as JSON, which holds UTF-8 only (docs/codegen.md "Input text
+/// in generated sources"). Every other byte is escaped where it lands.
+ModelGraph refuseBadNames(ModelGraph g, const std::string &origin) {
+  auto check = [&](const std::string &what, const std::string &name) {
+    size_t at = name.find('\0');
+    const char *cause = "a NUL byte";
+    if (at == std::string::npos) {
+      at = invalidUtf8(name);
+      cause = "a byte that is not UTF-8";
+    }
+    if (at == std::string::npos)
+      return;
+    std::string head = name.substr(0, std::min<size_t>(at, 40));
+    for (char &c : head) // one line of ASCII, whatever the name holds
+      if (static_cast<unsigned char>(c) < 0x20 ||
+          static_cast<unsigned char>(c) >= 0x7f)
+        c = '?';
+    throw UserError(origin + ": " + what + " \"" + head + "...\" holds " +
+                    cause + " (at byte " + std::to_string(at) +
+                    "): names are UTF-8 without NUL");
+  };
+  check("the model name", g.name);
+  for (const TensorDef &t : g.tensors)
+    check("tensor", t.name);
+  for (const OpDef &op : g.ops)
+    check("op", op.name);
+  return g;
+}
+
 std::string builtinList() {
   std::string list;
   for (const std::string &n : builtinModelNames())
@@ -132,14 +190,15 @@ std::vector<std::string> builtinModelNames() {
 ModelGraph importModelText(const std::string &text, const std::string &origin,
                            const std::string &name,
                            const ImportOptions &options) {
-  return importJson(parseJsonText(text, origin), origin, name, options);
+  return refuseBadNames(
+      importJson(parseJsonText(text, origin), origin, name, options), origin);
 }
 
 ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
                            const ImportOptions &options) {
   ModelGraph g = readOnnx(bytes, origin, onnxOptions(origin, options));
   fuseImportedGraph(g, origin); // what the reader left primitive
-  return g;
+  return refuseBadNames(std::move(g), origin);
 }
 
 ModelGraph importModel(const std::string &model, const ImportOptions &options) {
@@ -149,11 +208,12 @@ ModelGraph importModel(const std::string &model, const ImportOptions &options) {
   if (isOnnxModel(model)) {
     ModelGraph g = readOnnxFile(model, onnxOptions(model, options));
     fuseImportedGraph(g, model); // what the reader left primitive
-    return g;
+    return refuseBadNames(std::move(g), model);
   }
   if (isPath(model))
-    return importJson(readJsonFile(model, "model"), model, stem(model),
-                      options);
+    return refuseBadNames(
+        importJson(readJsonFile(model, "model"), model, stem(model), options),
+        model);
   for (size_t i = 0; i < kNumBuiltinModels; ++i)
     if (model == kBuiltinModels[i].name)
       return importModelText(kBuiltinModels[i].text,
