@@ -201,7 +201,20 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
   return out;
 }
 
+namespace {
+/// The instruction slot of an item starting at `start` on device `d`: after
+/// every instruction of d the simulation ended by then (KfacItemPlacement).
+int slotOf(const pipeline::SimulationResult &sim, int d, double start) {
+  int slot = 0;
+  for (const pipeline::ExecutedInstruction &e : sim.timeline)
+    if (e.device == d && e.end <= start + 1e-12)
+      slot = std::max(slot, e.index + 1);
+  return slot;
+}
+} // namespace
+
 KfacPlan kfacPlan(const pipeline::Schedule &schedule,
+                  const pipeline::SimulationResult &sim,
                   const std::vector<KfacLayerWork> &work,
                   const pipeline::PipeFisherResult &packed, double damping,
                   double firstOrderStep) {
@@ -242,10 +255,24 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
     dp.utilisationAfter = f.utilisationAfter;
     dp.savedBytes = f.peakSavedBytes;
     dp.factorBytes = f.factorBytes;
-    for (const pipeline::PlacedItem &it : f.items)
-      dp.items.push_back({std::string(pipeline::kfacItemName(it.kind)),
-                          it.layer, it.microbatch, it.step, it.start, it.end,
-                          it.forced, it.pieces});
+    const int listSize =
+        d < schedule.devices.size()
+            ? static_cast<int>(schedule.devices[d].size())
+            : 0;
+    for (const pipeline::PlacedItem &it : f.items) {
+      KfacItemPlacement placed;
+      placed.item = std::string(pipeline::kfacItemName(it.kind));
+      placed.layer = it.layer;
+      placed.microbatch = it.microbatch;
+      placed.step = it.step;
+      placed.start = it.start;
+      placed.end = it.end;
+      placed.forced = it.forced;
+      placed.pieces = it.pieces;
+      placed.slot = it.forced ? listSize
+                              : slotOf(sim, static_cast<int>(d), it.start);
+      dp.items.push_back(std::move(placed));
+    }
     p.devices.push_back(std::move(dp));
   }
   return p;
@@ -265,7 +292,8 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)
     return pipeline::OrError<KfacPlan>::failure(packed.error());
-  KfacPlan plan = kfacPlan(schedule, in.layers, *packed, damping, step);
+  KfacPlan plan =
+      kfacPlan(schedule, sim, in.layers, *packed, damping, step);
   // Each device's forced tail once per its own K_d (PipeFisher.h).
   double forcedPerStep = 0, worst = 0;
   for (size_t d = 0; d < devices.size() && d < packed->devices.size(); ++d) {

@@ -64,9 +64,11 @@ std::vector<pipeline::KfacLayerWork> kfacWork(const KfacModel &model,
                                               const cost::Cluster &c,
                                               const KfacCandidate &cand);
 
-/// The plan's record of a packing (Plan::kfac) of `work` on `schedule`; each
-/// layer takes the K_d of the device holding it.
+/// The plan's record of a packing (Plan::kfac) of `work` on `schedule`
+/// (simulated as `sim`): each layer takes the K_d of the device holding it,
+/// each item its instruction slot.
 KfacPlan kfacPlan(const pipeline::Schedule &schedule,
+                  const pipeline::SimulationResult &sim,
                   const std::vector<pipeline::KfacLayerWork> &work,
                   const pipeline::PipeFisherResult &packed, double damping,
                   double firstOrderStep);

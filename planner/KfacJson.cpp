@@ -33,6 +33,7 @@ ojson kfacToJson(const KfacPlan &p) {
       x["end_s"] = it.end;
       if (it.forced)
         x["forced"] = true;
+      x["slot"] = it.slot;
       if (it.pieces.size() > 1) { // fluid: an item run in several gaps
         ojson pieces = ojson::array();
         for (const pipeline::ItemPiece &piece : it.pieces)
@@ -229,6 +230,10 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       it.start = r.num(items[k], ip, "start_s");
       it.end = r.num(items[k], ip, "end_s");
       it.forced = items[k].value("forced", false);
+      it.slot = r.integer(items[k], ip, "slot");
+      if (it.slot < 0)
+        r.fail(ip / "slot", "expected an instruction index >= 0, got " +
+                                std::to_string(it.slot));
       // "pieces" is optional (an item that ran in one piece has none).
       if (items[k].contains("pieces")) {
         const json &pieces = r.array(items[k], ip, "pieces");

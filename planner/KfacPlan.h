@@ -23,6 +23,12 @@ struct KfacItemPlacement {
   int step = 0;        // 0 .. its device's refresh_steps - 1
   double start = 0, end = 0;
   bool forced = false; // after the step's pipeline end, not in a bubble
+  /// Where the programs run it (DESIGN.md §5b: by instruction slot, not by
+  /// time): before instruction `slot` of its device's schedule list, after
+  /// every instruction the simulation ended by `start`; the list's size for a
+  /// forced item (after the step's last). Codegen reads it and never
+  /// re-simulates; it may only move an item later, after its inputs exist.
+  int slot = 0;
   /// Fluid packing: each piece's step and span (plan.json "pieces", for an
   /// item of more than one); empty: one piece, [start, end) of `step`.
   std::vector<pipeline::ItemPiece> pieces;

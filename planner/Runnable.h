@@ -5,7 +5,7 @@
 // planner's enumeration skips what this refuses (Search.cpp) and codegen's
 // refusals of a configuration are this answer, nothing else
 // (codegen/CpuCodegen.cpp), so a plan the planner returns always generates
-// (tests/unit/planner/RunnableGridTest.cpp holds it over a grid).
+// (tests/e2e/plans_generate.sh holds it over a grid).
 //
 // What a backend cannot run whatever the plan (an op kind, a model it does
 // not feed) is the model's property, not the configuration's: codegen's

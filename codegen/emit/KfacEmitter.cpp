@@ -13,7 +13,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
-#include "cost_model/pipeline/Simulator.h"
 
 #include <tuple>
 
@@ -134,10 +133,9 @@ std::string Emitter::kfacStageFunctions() const {
 }
 
 /// Where each device runs its K-FAC items: the plan's placement
-/// (kfac.devices[].items, times within a step of the refresh cycle) mapped
-/// onto the device's instruction list by replaying the step in the pipeline
-/// simulator (an item goes before the first instruction that has not ended
-/// by its start).
+/// (kfac.devices[].items: the step of the refresh cycle and the instruction
+/// slot of the device's list, recorded by the planner; DESIGN.md §5b), moved
+/// later only where an item's inputs do not exist yet.
 /// - Curvature: in the refresh step, never before the item's micro-batch has
 ///   run the forward (A) or the backward (G) of the layer's stage. An item the
 ///   plan spreads over a later step of the cycle (a target with
@@ -162,20 +160,10 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
   std::map<std::pair<int, size_t>, std::vector<KfacCall>> at;
   if (!plan_.kfac)
     return at;
-  pipeline::StageTimes times;
-  times.forward = plan_.simForward;
-  times.backward = plan_.simBackward;
-  times.weightGradient = plan_.simWeightGradient;
-  times.p2p = plan_.p2pTime;
-  auto sim = pipeline::simulate(s, times);
-  const std::vector<pipeline::ExecutedInstruction> none;
-  const auto &timeline = sim ? sim->timeline : none;
-  // The slot of an item starting at `start` on device d, at least `from`.
-  auto slotAt = [&](int d, double start, size_t from) {
-    for (const auto &e : timeline)
-      if (e.device == d && e.end <= start + 1e-12)
-        from = std::max(from, size_t(e.index) + 1);
-    return from;
+  // The plan's instruction slot, never before `from` (where the item's
+  // inputs exist on the device): the planner's placement, not re-simulated.
+  auto slotAt = [](const planner::KfacItemPlacement &it, size_t from) {
+    return std::max(from, size_t(it.slot));
   };
   auto rowOf = [&](int layer) {
     if (layer < 0 || size_t(layer) >= plan_.kfac->layers.size())
@@ -240,12 +228,12 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     if (dep == list.size()) // not this device's (a copied plan's items)
       return;
     if (it.step > 0 && !it.forced && target_.kfacBubbleItems) {
-      deferred(d, dep + 1, it.step, slotAt(d, it.start, 0), st, it.microbatch,
+      deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch,
                row, g);
       return;
     }
     const size_t slot =
-        it.step == 0 && !it.forced ? slotAt(d, it.start, dep + 1) : list.size();
+        it.step == 0 && !it.forced ? slotAt(it, dep + 1) : list.size();
     curvature(d, slot, st, it.microbatch, row, g);
   });
   // Every factor of every micro-batch a device runs, whatever the plan
@@ -292,7 +280,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
         return; // Chimera's second copy of the layer: once a device
       std::pair<int, size_t> where{std::max(it.step, 0),
                                    it.forced ? list.size()
-                                             : slotAt(d, it.start, 0)};
+                                             : slotAt(it, 0)};
       for (bool g : {false, true}) { // after the layer's curvature on d
         auto c = curvAt.find({d, row, g});
         if (c != curvAt.end())

@@ -60,7 +60,7 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
   if (!packed)
     throw UserError(packed.error());
   planner::KfacPlan plan =
-      planner::kfacPlan(schedule, in.layers, *packed, 1e-3, sim.makespan);
+      planner::kfacPlan(schedule, sim, in.layers, *packed, 1e-3, sim.makespan);
   plan.refreshPinned = t.refresh > 0 || !t.deviceRefresh.empty();
   PipeFisherOutput out;
   out.text = fmt::format(

@@ -17,8 +17,10 @@ for l in k["layers"]:
 
 
 def item(name, layer, step, start=0.0, forced=False):
+    # At time 0: slot 0, before the device's first instruction (a forced item runs at the
+    # step's end whatever its slot).
     return {"item": name, "layer": layer, "microbatch": -1, "step": step, "start_s": start,
-            "end_s": start, "forced": forced}
+            "end_s": start, "forced": forced, "slot": 0}
 
 
 extra = {0: [item("reduce_A", 0, 1), item("reduce_G", 0, 1), item("inv_A", 0, 0),
@@ -29,5 +31,5 @@ for d in k["devices"]:
     d["items"] = [i for i in d["items"] if i["item"].startswith("curv")] + extra[d["device"]]
     for i in d["items"]:
         if d["device"] == 0 and i["item"] == "curv_G" and i["microbatch"] == 1:
-            i.update(step=1, start_s=0.0, end_s=0.0, forced=False)
+            i.update(step=1, start_s=0.0, end_s=0.0, forced=False, slot=0)
 json.dump(p, open(sys.argv[2], "w"), indent=1)
