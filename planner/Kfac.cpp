@@ -260,17 +260,11 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
             ? static_cast<int>(schedule.devices[d].size())
             : 0;
     for (const pipeline::PlacedItem &it : f.items) {
-      KfacItemPlacement placed;
-      placed.item = std::string(pipeline::kfacItemName(it.kind));
-      placed.layer = it.layer;
-      placed.microbatch = it.microbatch;
-      placed.step = it.step;
-      placed.start = it.start;
-      placed.end = it.end;
-      placed.forced = it.forced;
-      placed.pieces = it.pieces;
-      placed.slot = it.forced ? listSize
-                              : slotOf(sim, static_cast<int>(d), it.start);
+      const int slot =
+          it.forced ? listSize : slotOf(sim, static_cast<int>(d), it.start);
+      KfacItemPlacement placed{std::string(pipeline::kfacItemName(it.kind)),
+                               it.layer, it.microbatch, it.step, it.start,
+                               it.end, it.forced, slot, it.pieces};
       dp.items.push_back(std::move(placed));
     }
     p.devices.push_back(std::move(dp));
