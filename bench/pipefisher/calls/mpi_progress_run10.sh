@@ -2,9 +2,10 @@
 # Traces kept: paired K=2,2,3,4 (2 repeats) and the first-order program alone on cores 0-3 and 0,2,4,6.
 set -u
 mkdir -p /tmp/res; rm -rf /tmp/res/*
+B=$(cd "$(dirname "$0")/.." && pwd) # bench/pipefisher
 cd .gpu/pf
 lscpu -e > /tmp/res/lscpu_e.txt 2>&1; cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list > /tmp/res/siblings.txt 2>&1
-REPEATS=2 timeout 300 ./call.sh b64_i1:thread
+REPEATS=2 timeout 300 "$B/utilisation_call.sh" b64_i1:thread
 mkdir -p /tmp/res/traces
 for r in b64_i1/runs/*; do n=$(basename $r); mkdir -p /tmp/res/traces/$n; cp $r/trace.json $r/metrics.json /tmp/res/traces/$n/ 2>/dev/null; done
 T=b64_i1/first_order/build/train

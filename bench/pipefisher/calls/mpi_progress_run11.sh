@@ -2,9 +2,10 @@
 # MPI progress probe on the GPU machine, and the first-order program alone under MCA variants.
 set -u
 mkdir -p /tmp/res; rm -rf /tmp/res/*
+B=$(cd "$(dirname "$0")/.." && pwd) # bench/pipefisher
 cd .gpu/pf
 { ompi_info --version; ompi_info --param btl all --level 9 | grep -i "single_copy\|vader_eager_limit\|vader_max_send\|sm_eager\|sm_max_send"; cat /proc/sys/kernel/yama/ptrace_scope; } > /tmp/res/mpi.txt 2>&1
-cd probe; mpicc -O2 progress.c -o progress && mpicc -O2 progress_late.c -o progress_late
+mkdir -p probe; cd probe; mpicc -O2 "$B/mpi_progress/progress.c" -o progress && mpicc -O2 "$B/mpi_progress/progress_late.c" -o progress_late
 { mpirun --allow-run-as-root --oversubscribe -np 2 ./progress; mpirun --allow-run-as-root --oversubscribe -np 2 ./progress_late; } > /tmp/res/progress.txt 2>&1
 cd ..
 cat /tmp/res/mpi.txt /tmp/res/progress.txt

@@ -4,6 +4,7 @@
 set -u
 mkdir -p /tmp/res
 rm -f /tmp/res/*
+B=$(cd "$(dirname "$0")/.." && pwd) # bench/pipefisher
 cd .gpu/pf
-REPEATS=3 timeout 580 ./call.sh b64_own_fluid:thread b64_own_items:thread b64_i1:thread
+REPEATS=3 timeout 580 "$B/utilisation_call.sh" b64_own_fluid:thread b64_own_items:thread b64_i1:thread
 cat /tmp/res/summary.txt
