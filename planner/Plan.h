@@ -166,6 +166,10 @@ struct StageInfo {
   /// --recompute-num-layers), the first ones of the stage; 0 without
   /// recomputation. The planner recomputes only what memory needs.
   int recomputeLayers = 0;
+  /// The activation sets the programs allocate for this stage: the most
+  /// micro-batches its schedule keeps alive at once on a device
+  /// (pipeline::assignActivationSets); 0: not recorded (older plans).
+  int activationSets = 0;
 };
 
 /// Per pipeline rank (device), per micro-batch unless said otherwise.
@@ -180,7 +184,7 @@ struct DeviceTimes {
   double end = 0;             // when its last backward ends (simulated)
   double memory = 0;          // predicted peak bytes
   cost::RankMemory memoryParts;
-  double inFlight = 0;  // peak micro-batches of activations held
+  double inFlight = 0;  // activation sets held, in units of one stage's
   double kfacBytes = 0; // K-FAC state, in `memory` (--optimizer kfac)
 
   /// The times as plan.json's `pipeline_ranks[]` names them, in its order:

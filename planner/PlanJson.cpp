@@ -113,7 +113,8 @@ ojson planToJson(const Plan &p) {
                       {"layers", {s.firstLayer, s.endLayer}},
                       {"embedding", s.pre},
                       {"head", s.post},
-                      {"recompute_layers", s.recomputeLayers}});
+                      {"recompute_layers", s.recomputeLayers},
+                      {"activation_sets", s.activationSets}});
   j["stages"] = stages;
   ojson devs = ojson::array();
   for (size_t d = 0; d < p.devices.size(); ++d) {
@@ -388,6 +389,14 @@ Plan planFromJson(const json &doc, const std::string &origin) {
       if (k.recompute == cost::Recompute::None && s.recomputeLayers > 0)
         r.fail(ip / "recompute_layers",
                "the plan's recompute is none: expected 0");
+    }
+    if (stages[i].contains("activation_sets")) { // absent in older plans
+      s.activationSets =
+          static_cast<int>(r.integer(stages[i], ip, "activation_sets"));
+      if (s.activationSets < 0 || s.activationSets > k.microbatches)
+        r.fail(ip / "activation_sets", "expected 0 to the plan's " +
+                                           std::to_string(k.microbatches) +
+                                           " micro-batches");
     }
     p.stages.push_back(s);
   }

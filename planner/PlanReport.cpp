@@ -126,21 +126,31 @@ std::string planTables(const Plan &p) {
   }
   s += "\nPer pipeline rank (per micro-batch: forward, backward; per step: "
        "gradient sync, optimizer; memory at its peak)\n";
+  // "act sets": the activation sets the programs hold per stage the rank
+  // runs (its schedule's micro-batches in flight), in stage order.
   s += fmt::format("  {:>4} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10} "
                    "{:>9} {:>9} {:>9} {:>9} {:>9}\n",
                    "rank", "fwd ms", "bwd ms", "tp-comm ms", "sync ms",
-                   "exposed ms", "optim ms", "in-flight", "weights", "grads",
-                   "optim", "acts GiB");
+                   "exposed ms", "optim ms", "weights", "grads", "optim",
+                   "act sets", "acts GiB");
+  const bool chimera = p.knobs.schedule == pipeline::ScheduleKind::Chimera;
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const DeviceTimes &t = p.devices[d];
+    std::string sets;
+    for (const StageInfo &st : p.stages)
+      if (size_t(st.device) == d ||
+          (chimera && size_t(p.knobs.pp - 1 - st.device) == d))
+        sets += (sets.empty() ? "" : "+") + std::to_string(st.activationSets);
     s += fmt::format(
         "  {:>4} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f} {:>10.3f} "
-        "{:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f}\n",
+        "{:>9.2f} {:>9.2f} {:>9.2f} {:>9} {:>9.2f}\n",
         d, 1e3 * t.forward, 1e3 * t.backward,
         1e3 * (t.forwardComm + t.backwardComm), 1e3 * t.gradSync,
-        1e3 * t.gradSyncExposed, 1e3 * t.optimizer, t.inFlight,
+        1e3 * t.gradSyncExposed, 1e3 * t.optimizer,
         gib(t.memoryParts.state.weights), gib(t.memoryParts.state.gradients),
-        gib(t.memoryParts.state.optimizer), gib(t.memoryParts.activations));
+        gib(t.memoryParts.state.optimizer),
+        sets.size() > 9 ? sets.substr(0, 8) + "~" : sets,
+        gib(t.memoryParts.activations));
   }
   s += "\nCollectives (calls per step are per pipeline replica and tp group)\n";
   s += fmt::format("  {:<14} {:<26} {:<5} {:>12} {:>11} {:>9}  {}\n", "phase",

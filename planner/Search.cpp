@@ -2,6 +2,7 @@
 #include "planner/Search.h"
 
 #include "cost_model/Compute.h"
+#include "cost_model/pipeline/ActivationSets.h"
 #include "cost_model/pipeline/Simulator.h"
 #include "planner/Collapse.h"
 #include "planner/Descent.h"
@@ -150,6 +151,8 @@ struct Planner {
   std::map<std::tuple<int, int, int, int>,
            pipeline::OrError<pipeline::Schedule>>
       scheduleMemo;
+  /// activationSets()'s counts by the same key.
+  mutable std::map<std::tuple<int, int, int, int>, std::vector<int>> setsMemo;
   std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>>
       contexts;
   std::vector<std::string> previousBest; // signature names of the last best
@@ -343,6 +346,26 @@ struct Planner {
     return best;
   }
 
+  /// Per model stage: the activation sets the programs allocate for this
+  /// schedule (pipeline::assignActivationSets, as codegen; K-FAC's curvature
+  /// reads, placed after pricing, are not counted). A configuration the
+  /// schedule rejects keeps every micro-batch (price() refuses it anyway).
+  const std::vector<int> &activationSets(const Knobs &k) const {
+    const int v = k.schedule == ScheduleKind::Interleaved ? k.chunks : 1;
+    const auto key = std::make_tuple(static_cast<int>(k.schedule), k.pp,
+                                     static_cast<int>(k.microbatches), v);
+    auto it = setsMemo.find(key);
+    if (it != setsMemo.end())
+      return it->second;
+    std::vector<int> counts(size_t(k.pp * v), int(k.microbatches));
+    pipeline::ScheduleConfig sc{k.schedule, k.pp,
+                                static_cast<int>(k.microbatches), v};
+    if (auto sched = pipeline::generateSchedule(sc))
+      if (auto sets = pipeline::assignActivationSets(*sched))
+        counts = sets->count;
+    return setsMemo.emplace(key, std::move(counts)).first->second;
+  }
+
   /// Per-device stage times, memory and bounds without simulating.
   struct DevicePlan {
     std::vector<StageInfo> stages;
@@ -386,8 +409,8 @@ struct Planner {
   }
 
   /// The programs' memory of pipeline rank `dev` with `rc` layers recomputed
-  /// on it: state, every micro-batch's buffers (the programs allocate one
-  /// set per micro-batch and stage they run, whatever the schedule), and the
+  /// on it: state, the activation sets of the stages it runs (as many per
+  /// stage as its schedule keeps in flight: activationSets), and the
   /// workspaces.
   cost::RankMemory programMemory(const Knobs &k, const DevicePlan &d,
                                  const Aggregate &agg, int dev, double rc,
@@ -401,28 +424,34 @@ struct Planner {
   /// O(layers x stages) per rank).
   struct RankStages {
     int dev = 0;
-    double layers = 0, perMb = 0, hostPerMb = 0, ws = 0;
-    std::vector<double> stageLayers; // the rank's stages in order
+    double layers = 0, ws = 0;
+    // The rank's stages in order: layers, the bytes of one set outside the
+    // layers (CUDA, CPU), and the sets.
+    std::vector<double> stageLayers, perMb, hostPerMb, sets;
   };
   RankStages rankStages(const Knobs &k, const DevicePlan &d,
                         const Aggregate &agg, int dev) const {
     const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
     RankStages r;
     r.dev = dev;
-    double &perMb = r.perMb, &hostPerMb = r.hostPerMb, &ws = r.ws;
+    double &ws = r.ws;
+    const std::vector<int> &sets = activationSets(k);
     for (int id : d.rankStageIds[dev]) {
       const StageInfo &st = d.stages[id];
       const double n = st.endLayer - st.firstLayer;
       r.layers += n;
       r.stageLayers.push_back(n);
-      perMb +=
+      r.sets.push_back(sets[size_t(st.stage)]);
+      double perMb =
           (st.pre ? pre.programBytes : 0) + (st.post ? post.programBytes : 0);
-      hostPerMb +=
+      double hostPerMb =
           (st.pre ? pre.hostBytes : 0) + (st.post ? post.hostBytes : 0);
       if (st.stage > 0) { // the received input and its gradient
         perMb += 2 * lay.p2pBytes;
         hostPerMb += 2 * lay.p2pBytes * 4.0 / o.activationElementBytes;
       }
+      r.perMb.push_back(perMb);
+      r.hostPerMb.push_back(hostPerMb);
       ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                      st.post ? post.workspace : 0});
     }
@@ -434,22 +463,19 @@ struct Planner {
                                  double rc, double stepGraph) const {
     const SegmentCost &lay = agg.seg[1];
     const LayerBytes lb = layerBytes(k, lay);
-    const bool chimera = k.schedule == ScheduleKind::Chimera;
     const int dev = r.dev;
-    const double layers = r.layers, ws = r.ws;
-    double perMb = r.perMb, hostPerMb = r.hostPerMb, scratches = 0;
-    double left = rc; // recomputed by the rank's first stages first
-    for (double n : r.stageLayers)
-      if (left > 0 && n > 0) { // a stage that recomputes holds a scratch
+    const double ws = r.ws;
+    // Per stage, its sets of its kept layers (recomputed by the rank's first
+    // stages first); a stage that recomputes holds one scratch besides.
+    double acts = 0, host = 0, scratches = 0, left = std::min(rc, r.layers);
+    for (size_t i = 0; i < r.stageLayers.size(); ++i) {
+      const double n = r.stageLayers[i], x = std::min(left, n);
+      if (x > 0)
         scratches += 1;
-        left -= n;
-      }
-    rc = std::min(rc, layers);
-    perMb += (layers - rc) * lb.kept + rc * lb.keptRc;
-    hostPerMb += (layers - rc) * lb.host + rc * lb.hostRc;
-    // Chimera runs half the micro-batches down each of its two pipelines.
-    const double mbs =
-        static_cast<double>(k.microbatches) / (chimera ? 2.0 : 1.0);
+      left -= x;
+      acts += r.sets[i] * (r.perMb[i] + (n - x) * lb.kept + x * lb.keptRc);
+      host += r.sets[i] * (r.hostPerMb[i] + (n - x) * lb.host + x * lb.hostRc);
+    }
     cost::ModelStateInputs si;
     si.params = d.params[dev];
     si.dataParallel = k.dp;
@@ -457,15 +483,15 @@ struct Planner {
     si.bytes = cost::cudaProgramAdamW();
     cost::RankMemory m;
     m.state = cost::modelStateBytes(si);
-    m.activations = mbs * perMb + scratches * lb.scratch;
+    m.activations = acts + scratches * lb.scratch;
     m.workspace = ws + cost::kCublasLtWorkspaceBytes;
     const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
     m.overhead = o.cudaOverheads ? cost::cudaOverheadEstimateBytes(
                                        comms, stepGraph > 0, m.allocated())
                                  : 0;
     si.bytes = cost::cpuProgramAdamW();
-    m.host = cost::modelStateBytes(si).total() + mbs * hostPerMb +
-             scratches * lb.hostScratch;
+    m.host =
+        cost::modelStateBytes(si).total() + host + scratches * lb.hostScratch;
     return m;
   }
 
@@ -762,7 +788,12 @@ struct Planner {
     for (int dev = 0; dev < k.pp; ++dev) {
       DeviceTimes &dt = d.devices[dev];
       dt.end = end[dev];
-      dt.inFlight = r.sim.devices[dev].peakActivations;
+      // The activation sets the programs allocate (activationSets), per
+      // stage the rank runs; in units of one stage's set (interleaved: / v).
+      dt.inFlight = 0;
+      for (int id : d.rankStageIds[dev])
+        dt.inFlight +=
+            double(activationSets(k)[size_t(d.stages[id].stage)]) / sc.chunks;
       dt.memoryParts = d.memory[dev];
       dt.memory = dt.memoryParts.total();
       double t = dt.end + dt.gradSyncExposed + dt.optimizer;
@@ -781,6 +812,8 @@ struct Planner {
     r.fits = r.peakMemory + cost::planningMarginBytes(capacity) <= capacity;
     r.devices = d.devices;
     r.stages = d.stages;
+    for (StageInfo &st : r.stages)
+      st.activationSets = activationSets(k)[size_t(st.stage)];
     r.layersPerStage = d.layers;
     r.p2p = d.times.p2p;
     r.times = d.times;

@@ -721,6 +721,28 @@ void Pipe::send(const void *buf, int64_t bytes, int peer, int tag) {
   count("send", bytes);
   AUTODDL_NCCL_CHECK(ncclSend(buf, size_t(bytes), ncclChar, 1 - l.comm.rank,
                               l.comm.nccl, l.stream));
+  AUTODDL_CUDA_CHECK(cudaEventRecord(l.events[l.next - 1], l.stream));
+}
+
+void Pipe::wait_sent(int peer, int tag) {
+  if (recording_)
+    return;
+  auto l = out_.find(peer);
+  if (l == out_.end())
+    return;
+  auto it = l->second.index.find(tag);
+  if (it == l->second.index.end() || it->second >= l->second.next)
+    return; // not sent this step
+  AUTODDL_CUDA_CHECK(
+      cudaStreamWaitEvent(compute_stream(), l->second.events[it->second], 0));
+}
+
+void Pipe::fence_receives() {
+  if (recording_ || in_.empty())
+    return;
+  AUTODDL_CUDA_CHECK(cudaEventRecord(fence_, compute_stream()));
+  for (auto &[peer, l] : in_)
+    AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(l.stream, fence_, 0));
 }
 
 void Pipe::recv(void *buf, int64_t bytes, int peer, int tag) {

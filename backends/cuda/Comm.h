@@ -209,6 +209,13 @@ public:
   bool recording() const { return recording_; }
   void send(const void *buf, int64_t bytes, int peer, int tag);
   void recv(void *buf, int64_t bytes, int peer, int tag);
+  /// The compute stream waits for this step's send of `tag` to `peer` (if
+  /// sent): before the buffer it was sent from is written again.
+  void wait_sent(int peer, int tag);
+  /// Receives posted from now on wait for the compute stream's work so far:
+  /// before a receive may post into buffers that work still reads (an
+  /// activation set taken by another micro-batch).
+  void fence_receives();
   /// At a step's start: every link stream waits for the compute stream (the
   /// fork of a step graph's capture).
   void begin_step();

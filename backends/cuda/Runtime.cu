@@ -266,6 +266,12 @@ void ZeroSet::zero() {
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
+void copy_on_device(void *dst, const void *src, int64_t bytes) {
+  if (bytes > 0)
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(
+        dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, compute_stream()));
+}
+
 void copy_to_device(void *dst, const void *src, int64_t bytes) {
   if (bytes <= 0)
     return;

@@ -146,6 +146,9 @@ private:
   int64_t blocks_ = 0;
   bool sealed_ = false;
 };
+/// An asynchronous device-to-device copy on compute_stream() (a step graph
+/// captures it).
+void copy_on_device(void *dst, const void *src, int64_t bytes);
 /// Synchronous copies (compute_stream() is drained first).
 void copy_to_device(void *dst, const void *src, int64_t bytes);
 void copy_to_host(void *dst, const void *src, int64_t bytes);

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The bytes a generated project declares against what its plan predicts
 (docs/cost-model.md §5.3), without running it: each stage struct's buffers
-(train.cpp, `struct StageN`) times the micro-batches the program allocates
-(kMicroBatches), summed per pipeline device from plan.json's stage map,
+(train.cpp, `struct StageN`) times the activation sets the program allocates
+for it (kSetsN: the micro-batches its schedule keeps in flight; kMicroBatches
+in projects from before the sets), summed per pipeline device from plan.json's
+stage map,
 against pipeline_ranks[].memory.activations (CUDA project); for a one-rank
 CPU project, the same plus the fp32 parameter state (16 bytes an element of
 the program's parameter table) against memory.host. A plan that recomputes
@@ -59,6 +61,8 @@ def main():
     layer_body = {int(m.group(1)): m.group(2) for m in
                   re.finditer(r"struct Stage(\d+)Layer \{(.*?)\n\};", src, re.S)}
     per_stage, scratch = {}, {}
+    sets = {int(m.group(1)): int(m.group(2))
+            for m in re.finditer(r"constexpr int kSets(\d+) = (\d+);", src)}
     for m in re.finditer(r"struct Stage(\d+) \{(.*?)\n\};", src, re.S):
         k = int(m.group(1))
         per_stage[k] = buffer_bytes(m.group(2))
@@ -74,7 +78,8 @@ def main():
     rows = []
     for d, rank in enumerate(plan["pipeline_ranks"]):
         mine = [s["stage"] for s in plan["stages"] if s["device"] == d]
-        declared = sum(mbs * per_stage[k] + scratch.get(k, 0) for k in mine)
+        declared = sum(sets.get(k, mbs) * per_stage[k] + scratch.get(k, 0)
+                       for k in mine)
         mem = rank["memory"]
         if cuda:
             predicted = mem["activations"]
@@ -87,6 +92,7 @@ def main():
             predicted = mem["host"]
         err = (predicted - declared) / declared if declared else 0.0
         rows.append({"device": d, "declared_bytes": declared,
+                     "activation_sets": [sets.get(k, mbs) for k in mine],
                      "predicted_bytes": predicted, "error": err})
     if a.json:
         print(json.dumps(rows))

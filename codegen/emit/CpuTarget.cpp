@@ -20,8 +20,7 @@ const Target &cpuTarget() {
       // Sends are non-blocking, completed at the end of the step; receives
       // block (docs/codegen.md, "The schedule spelled out").
       /*sendFormat=*/
-      "  pending.push_back(isend({}, {}, device_of({}, dir), "
-      "tag(mb, {}, {}, {}), g.pp));\n",
+      "  pipe_isend({}, {}, device_of({}, dir), tag(mb, {}, {}, {}));\n",
       /*recvFormat=*/
       "  recv({}, {}, device_of({}, dir), tag(mb, {}, {}, "
       "{}), g.pp);\n",

@@ -16,6 +16,7 @@
 #include "codegen/emit/SourceText.h"
 #include "codegen/emit/Target.h"
 
+#include "cost_model/pipeline/ActivationSets.h"
 #include "cost_model/pipeline/Schedule.h"
 #include "support/UserError.h"
 
@@ -316,7 +317,7 @@ private:
   std::map<std::pair<size_t, bool>, std::vector<int>>
   assignBuckets(int stage, const std::vector<Step> &steps);
   std::string gradSyncConfig(const pipeline::Schedule &s) const;
-  std::string stepGraphGlue(int stages) const;
+  std::string stepGraphGlue() const;
   void emitOp(size_t i, std::vector<Step> &steps);
   /// An op kind's emitter (OpTable.cpp): its lines, and what the CUDA program
   /// allows of it.
@@ -430,6 +431,9 @@ private:
     std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
     std::string call;
     int saved = -1; // kfac_curvature_saved's layer row
+    // The (stage, micro-batch) whose activation set the call reads (a
+    // curvature item or the copy of its operand), else -1.
+    int readStage = -1, readMb = -1;
   };
   // (device, slot) -> calls; slot k: before instruction k, k = the list's
   // length: after the last.
@@ -462,6 +466,15 @@ private:
   std::set<int> declaredConsts_;
   IdentTable primitiveNames_;        // their resolutions' names (prim_<op>)
   bool splitBackward_ = false;       // zero-bubble: B and W apart
+  // The activation sets each stage allocates and the micro-batch each holds
+  // (pipeline/ActivationSets.h), from the schedule and K-FAC's reads.
+  pipeline::ActivationSets sets_;
+  std::set<int> inputStages_; // stages with Stage<k>Inputs (a step graph's)
+  int lossStage_ = -1;        // the stage with Stage<k>Results
+  /// `stage<k>[...]`: micro-batch `mb`'s activation set of `stage`.
+  std::string setOf(int stage, const std::string &mb) const {
+    return fmt::format("stage{0}[size_t(kSetOf{0}[{1}])]", stage, mb);
+  }
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial
   double lossScale_ = 0;

@@ -89,14 +89,16 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
 }
 
 /// Per stage, the curvature of one K-FAC layer's factor for micro-batch mb,
-/// reading the stage's buffers of that micro-batch (held for the whole step).
+/// reading the micro-batch's activation set (kept until its last read: the
+/// reads are inputs of pipeline::assignActivationSets).
 std::string Emitter::kfacStageFunctions() const {
   std::string out;
   for (const auto &[st, cases] : kfacCases_) {
     out += fmt::format(
         "// K-FAC curvature on stage {0}: factor A (input) or G (output "
         "gradient) of a layer, micro-batch mb.\nstatic void stage{0}_kfac(int "
-        "mb, int layer, bool g) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n  "
+        "mb, int layer, bool g) {{\n  Stage{0} &a = "
+        "stage{0}[size_t(kSetOf{0}[mb])];\n  "
         "switch (layer) {{\n",
         st);
     for (const auto &[callA, callG] : cases) {
@@ -113,7 +115,8 @@ std::string Emitter::kfacStageFunctions() const {
     out += fmt::format(
         "// K-FAC: the operand of a curvature item of a later step, kept "
         "(stage {0}).\n[[maybe_unused]] static void stage{0}_kfac_save(int "
-        "mb, int layer, bool g) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n  "
+        "mb, int layer, bool g) {{\n  Stage{0} &a = "
+        "stage{0}[size_t(kSetOf{0}[mb])];\n  "
         "switch (layer) {{\n",
         st);
     auto saving = [](const std::string &call) {
@@ -152,9 +155,10 @@ std::string Emitter::kfacStageFunctions() const {
 ///   layer's reductions (π reads both factors); forced ones at their step's
 ///   end. None for a layer two pipeline devices hold (Chimera's mirrored
 ///   copies): the runtimes reduce it over both devices, which run different
-///   lists, at the cycle's end only, and invert it after. Within a slot: curvature, then reductions, then inversions, each
-///   in layer-table order, A before G, so every rank of a communicator (dp
-///   and tp replicas run the same list) issues its collectives in one order.
+///   lists, at the cycle's end only, and invert it after. Within a slot:
+///   curvature, then reductions, then inversions, each in layer-table order, A
+///   before G, so every rank of a communicator (dp and tp replicas run the same
+///   list) issues its collectives in one order.
 std::map<std::pair<int, size_t>, std::vector<Emitter::KfacCall>>
 Emitter::kfacPlacement(const pipeline::Schedule &s) const {
   std::map<std::pair<int, size_t>, std::vector<KfacCall>> at;
@@ -182,7 +186,10 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     at[{d, slot}].push_back({0,
                              {0, 0, 0},
                              fmt::format("stage{}_kfac({}, {}, {});", st, mb,
-                                         row, g ? "true" : "false")});
+                                         row, g ? "true" : "false"),
+                             -1,
+                             st,
+                             mb});
   };
   // A curvature item of step `phase` > 0 of the cycle: its operand kept at
   // `saveSlot` of the refresh step, accumulated at `slot` of that step.
@@ -194,10 +201,15 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     c = std::max(c, std::pair<int, size_t>{phase, slot});
     const char *side = g ? "true" : "false";
     at[{d, saveSlot}].push_back(
-        {0, {0, 0, 0}, fmt::format("stage{}_kfac_save({}, {}, {});", st, mb,
-                                   row, side)});
+        {0,
+         {0, 0, 0},
+         fmt::format("stage{}_kfac_save({}, {}, {});", st, mb, row, side),
+         -1,
+         st,
+         mb});
     at[{d, slot}].push_back(
-        {phase, {0, 0, 0},
+        {phase,
+         {0, 0, 0},
          fmt::format("kfac_curvature_saved({}, {}, {});", row, mb, side),
          row});
   };

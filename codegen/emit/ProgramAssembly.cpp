@@ -166,6 +166,16 @@ std::string Emitter::emit() {
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);
+  // The activation sets; K-FAC's curvature reads keep theirs alive.
+  std::vector<pipeline::SetRead> reads;
+  for (const auto &[slot, calls] : kfacPlacement(*sched))
+    for (const KfacCall &c : calls)
+      if (c.readStage >= 0)
+        reads.push_back({slot.first, c.readStage, c.readMb, slot.second});
+  auto sets = pipeline::assignActivationSets(*sched, reads);
+  if (!sets)
+    throw UserError("codegen: " + sets.error());
+  sets_ = *std::move(sets);
   std::string params = paramsText();
   if (target_.paddedParams)
     params += vocabPaddingText();
@@ -194,6 +204,17 @@ std::string Emitter::emit() {
       fmt::format("constexpr bool kChimera = {}, kGraphModel = {};\n",
                   chimera ? "true" : "false", graphModel_ ? "true" : "false");
   consts += fmt::format("constexpr int kZero = {};\n", k.zero);
+  consts += "// Per stage: the activation sets the schedule keeps alive at "
+            "once, and each micro-batch's\n// (pipeline/ActivationSets.h; "
+            "0 for one the stage runs on another device).\n";
+  for (int s = 0; s < stages; ++s) {
+    std::string table;
+    for (int set : sets_.setOf[size_t(s)])
+      table += fmt::format("{}{}", table.empty() ? "" : ", ", std::max(set, 0));
+    consts += fmt::format("constexpr int kSets{0} = {1};\nconstexpr int "
+                          "kSetOf{0}[kMicroBatches] = {{{2}}};\n",
+                          s, sets_.count[size_t(s)], table);
+  }
   consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
                         "by rows (batch, sequence) over tp\n",
                         lossRowsSplit_ ? "true" : "false");
@@ -260,19 +281,26 @@ std::string Emitter::emit() {
   }
   consts += "\n";
 
-  std::string lastStage = fmt::format("stage{}", stages - 1);
+  // Each micro-batch's loss and counts, kept apart from its activation set.
+  std::string lastStage =
+      fmt::format("stage{}_results", lossStage_ >= 0 ? lossStage_ : stages - 1);
   std::string glue;
   glue += "// ---- the step ----\n\n";
   glue += "static void allocate_stages() {\n";
-  for (int s = 0; s < stages; ++s)
-    glue += fmt::format(
-        scratchStages_.count(s)
-            ? "  if (holds_stage({0})) {{\n    stage{0}.resize(size_t("
-              "kMicroBatches));\n    stage{0}_scratch.emplace_back("
-              "LayerBuffers::Scratch);\n  }}\n"
-            : "  if (holds_stage({0}))\n    stage{0}.resize(size_t("
-              "kMicroBatches));\n",
-        s);
+  for (int s = 0; s < stages; ++s) {
+    std::string body =
+        fmt::format("    stage{}.resize(size_t(kSets{}));\n", s, s);
+    if (scratchStages_.count(s))
+      body += fmt::format(
+          "    stage{}_scratch.emplace_back(LayerBuffers::Scratch);\n", s);
+    if (inputStages_.count(s))
+      body +=
+          fmt::format("    stage{}_inputs.resize(size_t(kMicroBatches));\n", s);
+    if (s == lossStage_)
+      body += fmt::format(
+          "    stage{}_results.resize(size_t(kMicroBatches));\n", s);
+    glue += fmt::format("  if (holds_stage({})) {{\n{}  }}\n", s, body);
+  }
   glue += "}\n\n";
   if (target_.freesBuffers) {
     glue += "// Device buffers go before the CUDA context does.\n";
@@ -281,6 +309,10 @@ std::string Emitter::emit() {
       glue += fmt::format("  stage{}.clear();\n", s);
       if (scratchStages_.count(s))
         glue += fmt::format("  stage{}_scratch.clear();\n", s);
+      if (inputStages_.count(s))
+        glue += fmt::format("  stage{}_inputs.clear();\n", s);
+      if (s == lossStage_)
+        glue += fmt::format("  stage{}_results.clear();\n", s);
     }
     glue += "}\n\n";
   }
@@ -310,7 +342,7 @@ std::string Emitter::emit() {
   if (target_.gradBuckets)
     glue += "\n" + gradSyncConfig(*sched);
   if (target_.stepGraph)
-    glue += stepGraphGlue(stages);
+    glue += stepGraphGlue();
 
   if (target_.freesBuffers) // Device buffers go before the CUDA context does.
     glue += "\nstatic void free_params() { P = Params{}; }\n";

@@ -44,8 +44,18 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     }
     out += fmt::format("// Pipeline device {}:{}\n", d, list);
     out += fmt::format("static void run_device{}(int64_t step) {{\n", d);
+    const auto &takes = sets_.takes[size_t(d)];
+    auto take = takes.begin();
     for (const auto &ins : s.devices[size_t(d)]) {
-      kfacCalls(d, size_t(&ins - s.devices[size_t(d)].data()));
+      const size_t i = size_t(&ins - s.devices[size_t(d)].data());
+      kfacCalls(d, i);
+      for (; take != takes.end() && take->index == i; ++take)
+        if (take->previous >= 0)
+          out += fmt::format(
+              "  stage{}_reuse({}, {}); // micro-batch {} takes its set\n",
+              take->stage, take->previous,
+              s.deviceOf(take->stage, Direction::Down) == d ? "kDown" : "kUp",
+              take->microbatch);
       const char *dir = ins.direction == Direction::Up ? "kUp" : "kDown";
       const char *fn = ins.kind == OpKind::Forward          ? "forward"
                        : ins.kind == OpKind::Backward       ? "backward_input"
@@ -106,7 +116,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
 /// stream, and the pipeline links' transfers and the gradient buckets'
 /// all-reduces on streams forked from it and joined back before the body
 /// ends, so the capture holds them with the kernels.
-std::string Emitter::stepGraphGlue(int stages) const {
+std::string Emitter::stepGraphGlue() const {
   const bool graphable = planner::stepRunsAsGraph(g_);
   std::string out = fmt::format(
       "\n// Whether forward and backward run as one CUDA graph after the "
@@ -118,13 +128,14 @@ std::string Emitter::stepGraphGlue(int stages) const {
                   "step)",
       graphable ? "true" : "false");
   out += "// The inputs of every micro-batch this rank runs, loaded ahead of "
-         "a step graph.\n[[maybe_unused]] static void preload_inputs(int64_t "
+         "a step graph\n// (copied into the micro-batch's activation set in "
+         "the graph).\n[[maybe_unused]] static void preload_inputs(int64_t "
          "step) {\n  for (int64_t mb = 0; mb < kMicroBatches; ++mb) {\n";
-  for (int s = 0; s < stages; ++s)
+  for (int s : inputStages_)
     out += fmt::format("    if (holds_stage({0}))\n      stage{0}_load_inputs("
-                       "stage{0}[size_t(mb)], step, mb);\n",
+                       "stage{0}_inputs[size_t(mb)], step, mb);\n",
                        s);
-  out += "  }\n}\n";
+  out += "  }\n  (void)step;\n}\n";
   return out;
 }
 

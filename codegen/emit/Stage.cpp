@@ -189,9 +189,43 @@ void Emitter::emitStage(int stage, std::string &out) {
                        "stage{}_zero_grads clears, one launch\n",
                        stage);
   out += "};\n";
-  out += fmt::format("static std::vector<Stage{0}> stage{0}; // per "
-                     "micro-batch, on the devices running stage {0}\n\n",
+  out += fmt::format("static std::vector<Stage{0}> stage{0}; // kSets{0} "
+                     "activation sets, micro-batch mb's kSetOf{0}[mb], on the "
+                     "devices running stage {0}\n\n",
                      stage);
+  auto memberDecl = [&](const std::string &name) {
+    for (const Member &m : members_[stage])
+      if (m.name == name)
+        return decl(m, m.name);
+    return std::string();
+  };
+  if (hasLoss) { // read after the step, when the sets hold later micro-batches
+    lossStage_ = stage;
+    std::string fields = target_.lossSumOnDevice ? memberDecl("losses")
+                                                 : "  double loss_sum = 0;\n";
+    if (reportsAccuracy())
+      fields += "  int64_t correct = 0;\n";
+    if (graphModel_)
+      fields += "  int64_t correct_heldout = 0;\n";
+    out += fmt::format("// What the step reads of each micro-batch's loss, "
+                       "kept apart from its activation set.\nstruct "
+                       "Stage{0}Results {{\n{1}}};\nstatic "
+                       "std::vector<Stage{0}Results> stage{0}_results; // per "
+                       "micro-batch\n\n",
+                       stage, fields);
+  }
+  if (target_.stepGraph && !inputs.empty()) { // loaded ahead of a step graph
+    inputStages_.insert(stage);
+    std::string fields;
+    for (int t : inputs)
+      fields += memberDecl(names_[size_t(t)]);
+    out += fmt::format("// Each micro-batch's inputs, loaded ahead of a step "
+                       "graph and copied into its activation set.\nstruct "
+                       "Stage{0}Inputs {{\n{1}}};\nstatic "
+                       "std::vector<Stage{0}Inputs> stage{0}_inputs; // per "
+                       "micro-batch\n\n",
+                       stage, fields);
+  }
   if (rc.any()) {
     out += recomputeText(stage, sl, rc);
     scratchStages_.insert(stage);
@@ -222,17 +256,29 @@ void Emitter::emitStage(int stage, std::string &out) {
                           names_[size_t(types)]);
   }
   if (target_.stepGraph) {
-    out += fmt::format("static void stage{}_load_inputs([[maybe_unused]] "
-                       "Stage{} &a, [[maybe_unused]] int64_t step, "
+    // Into an activation set, or a micro-batch's Stage<k>Inputs.
+    out += fmt::format("template <class A>\nstatic void stage{}_load_inputs("
+                       "[[maybe_unused]] A &a, [[maybe_unused]] int64_t step, "
                        "[[maybe_unused]] int64_t mb) {{\n",
-                       stage, stage) +
+                       stage) +
            load + "}\n\n";
     out += fmt::format("static void stage{}_forward_compute(Stage{} &a, "
                        "int64_t step, int64_t mb) {{\n",
                        stage, stage);
-    out += fmt::format("  if (!inputs_preloaded)\n    stage{}_load_inputs(a, "
-                       "step, mb);\n",
-                       stage);
+    std::string copies;
+    for (int t : inputs)
+      copies += fmt::format("    copy_on_device(a.{0}.data(), in.{0}.data(), "
+                            "a.{0}.size() * int64_t(sizeof(*a.{0}.data())));\n",
+                            names_[size_t(t)]);
+    out += inputs.empty()
+               ? fmt::format("  if (!inputs_preloaded)\n    stage{}_load_"
+                             "inputs(a, step, mb);\n",
+                             stage)
+               : fmt::format("  if (!inputs_preloaded) {{\n    stage{0}_load_"
+                             "inputs(a, step, mb);\n  }} else {{\n    const "
+                             "Stage{0}Inputs &in = stage{0}_inputs[size_t(mb)];"
+                             "\n{1}  }}\n",
+                             stage, copies);
   } else {
     out += fmt::format("static void stage{}_forward_compute(Stage{} &a, "
                        "int64_t step, int64_t mb) {{\n",
@@ -246,7 +292,20 @@ void Emitter::emitStage(int stage, std::string &out) {
   for (std::string &t : fwdText)
     if (!t.empty())
       t += target_.progressCall;
-  out += layerOrdered(sl, fwdText, false, &rc) + "}\n\n";
+  out += layerOrdered(sl, fwdText, false, &rc);
+  if (hasLoss) {
+    out += fmt::format("  Stage{0}Results &r = stage{0}_results[size_t(mb)];\n",
+                       stage);
+    out += target_.lossSumOnDevice
+               ? "  copy_on_device(r.losses.data(), a.losses.data(), "
+                 "a.losses.size() * int64_t(sizeof(float)));\n"
+               : "  r.loss_sum = a.loss_sum;\n";
+    if (reportsAccuracy())
+      out += "  r.correct = a.correct;\n";
+    if (graphModel_)
+      out += "  r.correct_heldout = a.correct_heldout;\n";
+  }
+  out += "}\n\n";
 
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
@@ -364,10 +423,10 @@ void Emitter::emitStage(int stage, std::string &out) {
                       int boundary, const char *dirTag) {
     return transferList(ts, grads, peerStage, boundary, dirTag, true);
   };
-  out +=
-      fmt::format("static void stage{0}_forward(int64_t step, int mb, "
-                  "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
-                  stage);
+  out += fmt::format(
+      "static void stage{0}_forward(int64_t step, int mb, "
+      "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf{0}[mb])];\n",
+      stage);
   // The compute of an instruction, timed: on the host clock (cpu) or by CUDA
   // events, skipped while the pipeline's transfers are being recorded (cuda).
   auto timed = [&](const std::string &call, const char *letter) {
@@ -384,9 +443,10 @@ void Emitter::emitStage(int stage, std::string &out) {
     parts = {"backward_input", "backward_weight"};
   for (const char *part : parts) {
     const bool weightOnly = std::string(part) == "backward_weight";
-    out += fmt::format("static void stage{0}_{1}(int64_t, int mb, Direction "
-                       "dir) {{\n  Stage{0} &a = stage{0}[size_t(mb)];\n",
-                       stage, part);
+    out += fmt::format(
+        "static void stage{0}_{1}(int64_t, int mb, Direction "
+        "dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf{0}[mb])];\n",
+        stage, part);
     if (!weightOnly) {
       out += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
       out += recvList(sendOut, true, stage + 1, stage, "kGradient");
@@ -397,6 +457,21 @@ void Emitter::emitStage(int stage, std::string &out) {
       out += sendList(in, true, stage - 1, stage - 1, "kGradient");
     out += "  (void)dir;\n}\n\n";
   }
+  // Before a micro-batch takes the set another used (Schedule.cpp, from
+  // sets_.takes): that one's sends out of the set are done, and receives
+  // posted from here on wait for the work queued so far, its last use too.
+  out += fmt::format("static void stage{}_reuse([[maybe_unused]] int prev, "
+                     "[[maybe_unused]] Direction dir) {{\n",
+                     stage);
+  if (!sendOut.empty())
+    out += fmt::format("  pipe_sent_wait(device_of({}, dir), tag(prev, {}, "
+                       "kActivation, {}));\n",
+                       stage + 1, stage, sendOut.size() - 1);
+  if (!in.empty())
+    out += fmt::format("  pipe_sent_wait(device_of({}, dir), tag(prev, {}, "
+                       "kGradient, {}));\n",
+                       stage - 1, stage - 1, in.size() - 1);
+  out += "  pipe_recv_fence();\n}\n\n";
   // Every other reference to a layer's member, as its table entry.
   out.replace(stageBegin, std::string::npos, sl.rename(out.substr(stageBegin)));
 }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 #include <stdexcept>
 
@@ -23,6 +24,10 @@ Grid g;
 TraceRecorder trace;
 std::vector<MPI_Request> pending;
 uint64_t seed = 1234;
+namespace {
+// (device, tag) -> its request's index in `pending` (cleared with it).
+std::map<std::pair<int, int>, size_t> pendingByTag;
+} // namespace
 
 void progress_sends() {
   if (pending.empty())
@@ -30,8 +35,22 @@ void progress_sends() {
   int done = 0;
   mpiCheck(MPI_Testall(int(pending.size()), pending.data(), &done,
                        MPI_STATUSES_IGNORE));
-  if (done)
+  if (done) {
     pending.clear();
+    pendingByTag.clear();
+  }
+}
+
+void pipe_isend(const float *buf, int64_t n, int device, int tag) {
+  pendingByTag[{device, tag}] = pending.size();
+  pending.push_back(isend(buf, n, device, tag, g.pp));
+}
+
+void pipe_sent_wait(int device, int tag) {
+  auto it = pendingByTag.find({device, tag});
+  if (it == pendingByTag.end() || it->second >= pending.size())
+    return; // completed with the others, or never sent this step
+  mpiCheck(MPI_Wait(&pending[it->second], MPI_STATUS_IGNORE));
 }
 
 namespace {
@@ -149,7 +168,7 @@ public:
       kfac.setup(*p_.kfac, o, s_);
     }
     gOomWhat = "the stages' buffers (activations and their gradients, one set "
-               "per micro-batch)";
+               "per micro-batch in flight)";
     p_.allocate_stages();
     gOomWhat = "a runtime buffer";
     return load_start(o, s_, *this);
@@ -175,6 +194,7 @@ public:
     if (kfac_on_) // the items wait filling left wait for later steps
       kfac.end_schedule();
     wait_all(pending);
+    pendingByTag.clear();
   }
 
   void optimizer_step(const Options &o, int64_t t) override {

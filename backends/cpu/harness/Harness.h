@@ -54,7 +54,15 @@ extern std::vector<MPI_Request> pending; // pipeline sends of this step
 /// single-copy transport a send past the eager limit moves only while its
 /// sender is inside MPI (docs/codegen.md, "The schedule spelled out").
 void progress_sends();
-extern uint64_t seed;                    // --seed
+/// A pipeline send (isend on g.pp, kept in `pending` until the step's end).
+void pipe_isend(const float *buf, int64_t n, int device, int tag);
+/// Waits for this step's send of `tag` to `device`, if any is pending: before
+/// a micro-batch overwrites the activation set it was sent from.
+void pipe_sent_wait(int device, int tag);
+/// Nothing on the CPU: its receives are posted when wanted, in host order
+/// (the CUDA program's fence for receives posted ahead, backends/cuda/Comm.h).
+inline void pipe_recv_fence() {}
+extern uint64_t seed; // --seed
 
 /// dst[i] += src[i].
 void add_into(float *dst, const float *src, int64_t n);

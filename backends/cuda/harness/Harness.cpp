@@ -95,6 +95,10 @@ void pipe_recv(act_t *buf, int64_t n, int device, int tag) {
   pipe.recv(buf, n * int64_t(sizeof(act_t)), device, tag);
 }
 
+void pipe_sent_wait(int device, int tag) { pipe.wait_sent(device, tag); }
+
+void pipe_recv_fence() { pipe.fence_receives(); }
+
 bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
 
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
@@ -191,7 +195,7 @@ public:
     param_grad_zeros_.seal();
     lap("parameters");
     set_allocation_context("the stages' buffers (activations and their "
-                           "gradients, one set per micro-batch)");
+                           "gradients, one set per micro-batch in flight)");
     p_.allocate_stages();
     p_.configure_grad_sync();
     set_allocation_context("a runtime buffer (workspace, pipeline staging, "

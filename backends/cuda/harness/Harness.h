@@ -76,6 +76,10 @@ void slice_backward_gather(act_t *dfull, const act_t *dshard,
 /// Activations and their gradients between pipeline devices.
 void pipe_send(const act_t *buf, int64_t n, int device, int tag);
 void pipe_recv(act_t *buf, int64_t n, int device, int tag);
+/// Before a micro-batch takes an activation set another used: compute waits
+/// for that one's send of `tag` to `device`; later receives wait for compute.
+void pipe_sent_wait(int device, int tag);
+void pipe_recv_fence();
 
 /// Whether this rank's pipeline device runs `stage`.
 bool holds_stage(int64_t stage);
