@@ -3,6 +3,7 @@
 
 #include "ir/import/ModelImporter.h"
 #include "ir/lower/FuseImported.h"
+#include "planner/PlanValidate.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
@@ -270,6 +271,15 @@ ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
   o.seq = plan.seq;
   o.loss = plan.loss;
   return import::importModel(name, o);
+}
+
+ModelGraph validatedModelForPlan(const planner::Plan &plan,
+                                 const std::string &model) {
+  ModelGraph g = modelForPlan(plan, model);
+  planner::validatePlanForModel(plan, g,
+                                model.empty() ? planModelSource(plan) : model,
+                                plan.origin.empty() ? "plan" : plan.origin);
+  return g;
 }
 
 std::string readTextFile(const std::string &path) {

@@ -73,6 +73,13 @@ std::string planModelSource(const planner::Plan &plan);
 ModelGraph modelForPlan(const planner::Plan &plan,
                         const std::string &model = "");
 
+/// modelForPlan, then the plan checked against that model
+/// (planner::validatePlanForModel): what every command that runs or generates
+/// a plan read from a file loads, so a plan runs only the model it was made
+/// for. Derived plans (verify's single-rank reference) use modelForPlan.
+ModelGraph validatedModelForPlan(const planner::Plan &plan,
+                                 const std::string &model = "");
+
 /// A whole file; UserError naming it when it cannot be read.
 std::string readTextFile(const std::string &path);
 

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/import/ModelGraph.h"
 #include "planner/Plan.h"
 
 #include <string>
@@ -20,6 +21,15 @@ namespace autoddl::planner {
 
 /// Throws UserError ("<origin>: at /mesh: ...") on the first inconsistency.
 void validatePlan(const Plan &plan, const std::string &origin);
+
+/// What the plan claims about its model, re-derived from the model it is run
+/// with: `g`, imported from `model` (the plan's source or a --model override)
+/// at the plan's micro-batch and sequence. The model's sha256 (the bytes
+/// planned), family, parameter count and sequence; every tensor's name, role
+/// and shape; every op's name and kind; K-FAC's layers being linears of the
+/// model. Throws UserError ("<origin>: at /tensors/3/shape: ...").
+void validatePlanForModel(const Plan &plan, const ModelGraph &g,
+                          const std::string &model, const std::string &origin);
 
 /// Whether `s` is one SBP of one mesh axis: "B", "P" or "S(<dim>)".
 bool isSbpName(const std::string &s);

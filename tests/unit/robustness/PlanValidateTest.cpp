@@ -37,15 +37,26 @@ Plan consistentPlan() {
   first.stage = 0;
   first.firstLayer = 0;
   first.endLayer = 2;
+  first.pre = true;
   second.stage = 1;
   second.device = 1;
   second.firstLayer = 2;
   second.endLayer = 4;
+  second.post = true;
   p.stages = {first, second};
   OpChoice op;
   op.operands = {"S(0)", "B"};
   op.result = "P";
+  op.signature = "row";
+  op.candidates = {"column", "row"};
   p.ops = {op};
+  TensorLayout x;
+  x.name = "x";
+  x.role = "activation";
+  x.shape = {2, 16};
+  x.dp = "S(0)";
+  x.tp = "B";
+  p.tensors = {x};
   p.devices.resize(2);
   return p;
 }
