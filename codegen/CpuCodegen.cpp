@@ -229,7 +229,8 @@ std::string planModelSource(const planner::Plan &plan) {
     return src;
   if (auto problem = userFileProblem(src, "model"))
     throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
-                    ": the model file the plan was made from cannot be read: " +
+                    ": at /model/source: the model file the plan was made "
+                    "from cannot be read: " +
                     *problem + " (if it moved, give --model FILE)");
   return src;
 }
@@ -275,10 +276,19 @@ ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
 
 ModelGraph validatedModelForPlan(const planner::Plan &plan,
                                  const std::string &model) {
-  ModelGraph g = modelForPlan(plan, model);
-  planner::validatePlanForModel(plan, g,
-                                model.empty() ? planModelSource(plan) : model,
-                                plan.origin.empty() ? "plan" : plan.origin);
+  const std::string origin = plan.origin.empty() ? "plan" : plan.origin;
+  const std::string name = model.empty() ? planModelSource(plan) : model;
+  ModelGraph g;
+  try {
+    g = modelForPlan(plan, model);
+  } catch (const UserError &e) { // the model at the plan's shapes: name both
+    const std::string why = e.what();
+    if (why.rfind(origin + ":", 0) == 0)
+      throw;
+    throw UserError(origin + ": at /model: cannot read " + name +
+                    " at the plan's micro-batch and sequence: " + why);
+  }
+  planner::validatePlanForModel(plan, g, name, origin);
   return g;
 }
 

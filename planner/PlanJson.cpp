@@ -442,6 +442,9 @@ Plan planFromJson(const json &doc, const std::string &origin) {
                                         std::to_string(devs.size()));
   for (size_t i = 0; i < devs.size(); ++i) {
     auto ip = root / "pipeline_ranks" / i;
+    if (r.integer(devs[i], ip, "pipeline_rank") != static_cast<int64_t>(i))
+      r.fail(ip / "pipeline_rank", "expected " + std::to_string(i) +
+                                       " (one entry per rank, in order)");
     DeviceTimes t;
     t.forward = r.num(devs[i], ip, "forward_s");
     t.backward = r.num(devs[i], ip, "backward_s");

@@ -78,8 +78,22 @@ void checkMesh(const Plan &p, const Checker &c) {
     c.fail(root / "schedule" / "chunks", "expected at least 1");
   if (k.zero < 0 || k.zero > 2)
     c.fail(root / "zero", "expected 0, 1 or 2");
-  if (p.seq < 0) // 0: a model without a sequence (a CNN, a GCN)
-    c.fail(root / "model" / "seq", "must not be negative");
+  if (p.seq < 0 || p.seq > (1 << 24)) // 0: no sequence (a CNN, a GCN)
+    c.fail(root / "model" / "seq",
+           "expected 0 to 2^24, got " + std::to_string(p.seq));
+  if (p.parameters < 1)
+    c.fail(root / "model" / "parameters", "expected at least 1 parameter");
+  if (p.ops.empty())
+    c.fail(root / "ops", "expected the model's ops, got none");
+  // The simulator's times: per stage, or per pipeline rank (interleaved).
+  for (auto [key, v] : {std::pair<const char *, const std::vector<double> *>{
+                            "forward", &p.simForward},
+                        {"backward", &p.simBackward},
+                        {"weight_gradient", &p.simWeightGradient}})
+    if (v->size() != p.stages.size() && v->size() != static_cast<size_t>(k.pp))
+      c.fail(root / "simulator_times_s" / key,
+             "expected one time per stage or pipeline rank, got " +
+                 std::to_string(v->size()));
   if (p.layers < 0)
     c.fail(root / "model" / "layers", "must not be negative");
 }
@@ -248,6 +262,13 @@ void checkCollectives(const Plan &p, const Checker &c) {
       from = plus == std::string::npos ? plus : plus + 1;
     } while (from != std::string::npos);
   }
+  // A pipeline sends activations between its stages.
+  if (p.knobs.pp > 1 && std::none_of(p.collectives.begin(), p.collectives.end(),
+                                     [](const CollectiveUse &u) {
+                                       return u.phase == "p2p" &&
+                                              u.axis == "pp";
+                                     }))
+    c.fail(Pointer() / "collectives", "pp > 1 and no p2p collective over pp");
 }
 
 void checkNumbers(const Plan &p, const Checker &c) {
@@ -259,8 +280,8 @@ void checkNumbers(const Plan &p, const Checker &c) {
     const Pointer at = root / "collectives" / i;
     c.quantity(p.collectives[i].bytes, at / "bytes");
     c.quantity(p.collectives[i].time, at / "time_s");
-    if (p.collectives[i].perStep < 0)
-      c.fail(at / "per_step", "must not be negative");
+    if (p.collectives[i].perStep < 0 || p.collectives[i].perStep > INT32_MAX)
+      c.fail(at / "per_step", "expected 0 to 2^31 calls");
   }
   for (size_t i = 0; i < p.devices.size(); ++i) {
     const Pointer at = root / "pipeline_ranks" / i;
@@ -341,23 +362,53 @@ void checkKfac(const Plan &p, const Checker &c) {
              "expected a stage below " + std::to_string(p.stages.size()) +
                  ", got " + std::to_string(l.stage));
   }
+  if (p.kfac->devices.size() != static_cast<size_t>(p.knobs.pp))
+    c.fail(at / "devices", "expected one entry per pipeline rank (" +
+                               std::to_string(p.knobs.pp) + "), got " +
+                               std::to_string(p.kfac->devices.size()));
   for (size_t d = 0; d < p.kfac->devices.size(); ++d) {
     const KfacDevicePlan &dev = p.kfac->devices[d];
     const Pointer dp = at / "devices" / d;
-    if (dev.device < 0 || dev.device >= p.knobs.pp)
-      c.fail(dp / "device", "expected a pipeline rank below pp = " +
-                                std::to_string(p.knobs.pp));
+    if (dev.device != static_cast<int>(d))
+      c.fail(dp / "device", "expected pipeline rank " + std::to_string(d) +
+                                " (one entry per rank, in order)");
+    std::set<std::pair<std::string, int>> placed;
     for (size_t k = 0; k < dev.items.size(); ++k) {
       const KfacItemPlacement &it = dev.items[k];
+      const Pointer ip = dp / "items" / k;
       if (!kinds.count(it.item))
-        c.fail(dp / "items" / k / "item",
+        c.fail(ip / "item",
                "unknown K-FAC item \"" + it.item +
                    "\" (expected curv_A, curv_G, reduce_A, reduce_G, inv_A, "
                    "inv_G or precond)");
-      if (it.microbatch < -1 || it.microbatch >= p.knobs.microbatches)
-        c.fail(dp / "items" / k / "microbatch",
-               "expected a micro-batch below " +
-                   std::to_string(p.knobs.microbatches));
+      // Curvature is per micro-batch; the other items per step.
+      const bool curvature = it.item.rfind("curv_", 0) == 0;
+      if (curvature ? it.microbatch < 0 || it.microbatch >= p.knobs.microbatches
+                    : it.microbatch != -1)
+        c.fail(ip / "microbatch",
+               curvature ? "expected the micro-batch (below " +
+                               std::to_string(p.knobs.microbatches) +
+                               ") of a curvature item"
+                         : "only curvature items have a micro-batch");
+      c.quantity(it.start, ip / "start_s");
+      c.quantity(it.end, ip / "end_s");
+      if (it.end < it.start)
+        c.fail(ip / "end_s", "ends before its start_s");
+      placed.insert({it.item, it.layer});
+    }
+    // Every layer this rank holds is inverted and preconditioned here.
+    for (size_t l = 0; l < p.kfac->layers.size(); ++l) {
+      const int s = p.kfac->layers[l].stage;
+      if (std::none_of(p.stages.begin(), p.stages.end(),
+                       [&](const StageInfo &st) {
+                         return st.stage == s && st.device == dev.device;
+                       }))
+        continue;
+      for (const char *item : {"inv_A", "inv_G", "precond"})
+        if (!placed.count({item, static_cast<int>(l)}))
+          c.fail(dp / "items", std::string("no ") + item + " of layer " +
+                                   p.kfac->layers[l].name +
+                                   ", which this rank holds");
     }
   }
 }
@@ -377,6 +428,9 @@ void validatePlanForModel(const Plan &p, const ModelGraph &g,
                                 model + " (its sha256 is " + now +
                                 ", the plan's " + p.modelSha256 + ")");
   }
+  if (p.model != g.name)
+    c.fail(mp / "name", "the model " + model + " is named \"" + g.name +
+                            "\", the plan's \"" + p.model + "\"");
   if (p.modelFamily != g.family)
     c.fail(mp / "family", "the model " + model + " is a " + g.family +
                               ", the plan's a " + p.modelFamily);
