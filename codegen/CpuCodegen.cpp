@@ -278,6 +278,7 @@ ModelGraph validatedModelForPlan(const planner::Plan &plan,
                                  const std::string &model) {
   const std::string origin = plan.origin.empty() ? "plan" : plan.origin;
   const std::string name = model.empty() ? planModelSource(plan) : model;
+  planner::validateModelBytes(plan, name, origin);
   ModelGraph g;
   try {
     g = modelForPlan(plan, model);

@@ -415,19 +415,24 @@ void checkKfac(const Plan &p, const Checker &c) {
 
 } // namespace
 
+void validateModelBytes(const Plan &p, const std::string &model,
+                        const std::string &origin) {
+  // The model loaded must be the one planned: the recorded file, or a
+  // --model naming the same bytes elsewhere (a moved file).
+  if (p.modelSha256.empty())
+    return;
+  const std::string now = sha256Hex(import::modelBytes(model));
+  if (now != p.modelSha256)
+    Checker{origin}.fail(Pointer() / "model" / "sha256",
+                         "the plan was made for another model than " + model +
+                             " (its sha256 is " + now + ", the plan's " +
+                             p.modelSha256 + ")");
+}
+
 void validatePlanForModel(const Plan &p, const ModelGraph &g,
                           const std::string &model, const std::string &origin) {
   Checker c{origin};
   const Pointer root, mp = root / "model";
-  // The model loaded must be the one planned: the recorded file, or a
-  // --model naming the same bytes elsewhere (a moved file).
-  if (!p.modelSha256.empty()) {
-    const std::string now = sha256Hex(import::modelBytes(model));
-    if (now != p.modelSha256)
-      c.fail(mp / "sha256", "the plan was made for another model than " +
-                                model + " (its sha256 is " + now +
-                                ", the plan's " + p.modelSha256 + ")");
-  }
   if (p.model != g.name)
     c.fail(mp / "name", "the model " + model + " is named \"" + g.name +
                             "\", the plan's \"" + p.model + "\"");

@@ -22,10 +22,16 @@ namespace autoddl::planner {
 /// Throws UserError ("<origin>: at /mesh: ...") on the first inconsistency.
 void validatePlan(const Plan &plan, const std::string &origin);
 
+/// Whether `model` (the plan's source or a --model override) has the bytes
+/// the plan was made from (model.sha256, when recorded); checked before the
+/// model is imported at the plan's shapes.
+void validateModelBytes(const Plan &plan, const std::string &model,
+                        const std::string &origin);
+
 /// What the plan claims about its model, re-derived from the model it is run
 /// with: `g`, imported from `model` (the plan's source or a --model override)
-/// at the plan's micro-batch and sequence. The model's sha256 (the bytes
-/// planned), family, parameter count and sequence; every tensor's name, role
+/// at the plan's micro-batch and sequence. The model's name, family,
+/// parameter count and sequence; every tensor's name, role
 /// and shape; every op's name and kind; K-FAC's layers being linears of the
 /// model. Throws UserError ("<origin>: at /tensors/3/shape: ...").
 void validatePlanForModel(const Plan &plan, const ModelGraph &g,
