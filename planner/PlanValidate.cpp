@@ -1,5 +1,7 @@
 //===- PlanValidate.cpp ---------------------------------------------------===//
 #include "planner/PlanValidate.h"
+#include "ir/ops/SbpRules.h"
+#include "planner/ProgramDecisions.h"
 #include "planner/Sha256.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
@@ -372,7 +374,6 @@ void checkKfac(const Plan &p, const Checker &c) {
     if (dev.device != static_cast<int>(d))
       c.fail(dp / "device", "expected pipeline rank " + std::to_string(d) +
                                 " (one entry per rank, in order)");
-    std::set<std::pair<std::string, int>> placed;
     for (size_t k = 0; k < dev.items.size(); ++k) {
       const KfacItemPlacement &it = dev.items[k];
       const Pointer ip = dp / "items" / k;
@@ -394,21 +395,6 @@ void checkKfac(const Plan &p, const Checker &c) {
       c.quantity(it.end, ip / "end_s");
       if (it.end < it.start)
         c.fail(ip / "end_s", "ends before its start_s");
-      placed.insert({it.item, it.layer});
-    }
-    // Every layer this rank holds is inverted and preconditioned here.
-    for (size_t l = 0; l < p.kfac->layers.size(); ++l) {
-      const int s = p.kfac->layers[l].stage;
-      if (std::none_of(p.stages.begin(), p.stages.end(),
-                       [&](const StageInfo &st) {
-                         return st.stage == s && st.device == dev.device;
-                       }))
-        continue;
-      for (const char *item : {"inv_A", "inv_G", "precond"})
-        if (!placed.count({item, static_cast<int>(l)}))
-          c.fail(dp / "items", std::string("no ") + item + " of layer " +
-                                   p.kfac->layers[l].name +
-                                   ", which this rank holds");
     }
   }
 }
@@ -472,6 +458,17 @@ void validatePlanForModel(const Plan &p, const ModelGraph &g,
                                "] at micro-batch " +
                                std::to_string(p.knobs.microbatch));
     }
+    // The tp split divides its dimension (the sbp dialect's rule), but for
+    // a vocabulary the programs pad: GPT-2's 50257 rows over tp = 2.
+    if (t.tp[0] == 'S') {
+      const int64_t d = std::stoll(t.tp.substr(2));
+      const std::string why = ops::layoutFitProblem(
+          t.shape, {ops::AxisLayout::split(d)}, {p.knobs.tp}, {"tp"});
+      const int64_t n = t.shape[static_cast<size_t>(d)];
+      if (!why.empty() &&
+          !(n == vocabularyRows(g) && unevenVocabSplitRuns(n, p.knobs.tp)))
+        c.fail(at / "sbp" / "tp", why);
+    }
   }
   std::map<std::string, const OpDef *> ops;
   for (const OpDef &op : g.ops)
@@ -481,9 +478,21 @@ void validatePlanForModel(const Plan &p, const ModelGraph &g,
     auto it = ops.find(p.ops[i].op);
     if (it == ops.end())
       c.fail(at / "op", "the model has no op \"" + p.ops[i].op + "\"");
-    if (it->second->kind != p.ops[i].kind)
-      c.fail(at / "kind",
-             "the model's " + p.ops[i].op + " is a " + it->second->kind);
+    const OpDef &op = *it->second;
+    if (op.kind != p.ops[i].kind)
+      c.fail(at / "kind", "the model's " + p.ops[i].op + " is a " + op.kind);
+    if (p.ops[i].operands.size() != op.operands.size())
+      c.fail(at / "operands", "the model's " + p.ops[i].op + " has " +
+                                  std::to_string(op.operands.size()) +
+                                  " operands");
+    for (size_t j = 0; j < op.operands.size(); ++j)
+      checkAxisSbp(p.ops[i].operands[j],
+                   g.tensors[static_cast<size_t>(op.operands[j])].shape.size(),
+                   at / "operands" / j, c);
+    if (!op.results.empty())
+      checkAxisSbp(p.ops[i].result,
+                   g.tensors[static_cast<size_t>(op.results[0])].shape.size(),
+                   at / "result", c);
   }
   if (p.kfac)
     for (size_t i = 0; i < p.kfac->layers.size(); ++i) {
