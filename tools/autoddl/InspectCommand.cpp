@@ -6,9 +6,12 @@
 // collectives); --why the neighbouring choices of every knob with delta time,
 // delta memory and why they lost; --trace writes the predicted per-rank
 // timeline as Chrome-trace JSON (one process per rank, threads compute and
-// communication).
+// communication). The plan is validated, against its model when that can be
+// read (planner/PlanValidate.h).
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/CpuCodegen.h"
+#include "ir/import/ModelImporter.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "support/JsonFile.h"
@@ -18,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -30,8 +34,19 @@ struct InspectArgs {
   int maxRanks = 64;
 };
 
+/// Whether the plan's model can be read here: inspect shows a plan whose
+/// model file moved away, too, and checks it against the model otherwise.
+bool modelAtHand(const planner::Plan &p) {
+  const std::string &src = p.modelSource.empty() ? p.model : p.modelSource;
+  const std::vector<std::string> names = import::builtinModelNames();
+  return std::find(names.begin(), names.end(), src) != names.end() ||
+         !userFileProblem(src, "model");
+}
+
 void run(const InspectArgs &a) {
   planner::Plan p = planner::readPlanFile(a.plan);
+  if (modelAtHand(p))
+    codegen::validatedModelForPlan(p);
   if (a.maxRanks < 1)
     throw UserError("--max-ranks: expected at least 1, got " +
                     std::to_string(a.maxRanks));
