@@ -8,6 +8,7 @@
 #include "support/UserError.h"
 #include "support/UserFiles.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -233,6 +234,14 @@ std::string planModelSource(const planner::Plan &plan) {
                     "from cannot be read: " +
                     *problem + " (if it moved, give --model FILE)");
   return src;
+}
+
+bool planModelAtHand(const planner::Plan &plan) {
+  const std::string &src =
+      plan.modelSource.empty() ? plan.model : plan.modelSource;
+  const std::vector<std::string> names = import::builtinModelNames();
+  return std::find(names.begin(), names.end(), src) != names.end() ||
+         !userFileProblem(src, "model");
 }
 
 ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {

@@ -67,6 +67,11 @@ void writeProject(const std::string &dir, const ProjectFiles &files);
 /// the plan and the file when the file cannot be read (moved, removed).
 std::string planModelSource(const planner::Plan &plan);
 
+/// Whether planModelSource(plan) can be read here (a built-in name or a
+/// readable file): commands that can do without the model (inspect, validate
+/// --measured) check the plan against it only then.
+bool planModelAtHand(const planner::Plan &plan);
+
 /// The imported model a plan was made for: re-imports `model` (the --model
 /// override; default planModelSource) at the plan's micro-batch size and
 /// sequence length.

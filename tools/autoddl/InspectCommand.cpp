@@ -11,7 +11,6 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/CpuCodegen.h"
-#include "ir/import/ModelImporter.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "support/JsonFile.h"
@@ -21,7 +20,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -34,18 +32,10 @@ struct InspectArgs {
   int maxRanks = 64;
 };
 
-/// Whether the plan's model can be read here: inspect shows a plan whose
-/// model file moved away, too, and checks it against the model otherwise.
-bool modelAtHand(const planner::Plan &p) {
-  const std::string &src = p.modelSource.empty() ? p.model : p.modelSource;
-  const std::vector<std::string> names = import::builtinModelNames();
-  return std::find(names.begin(), names.end(), src) != names.end() ||
-         !userFileProblem(src, "model");
-}
-
 void run(const InspectArgs &a) {
   planner::Plan p = planner::readPlanFile(a.plan);
-  if (modelAtHand(p))
+  // A plan whose model file moved away still inspects.
+  if (codegen::planModelAtHand(p))
     codegen::validatedModelForPlan(p);
   if (a.maxRanks < 1)
     throw UserError("--max-ranks: expected at least 1, got " +
