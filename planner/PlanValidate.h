@@ -3,11 +3,16 @@
 // Edge code: every command that reads a plan (inspect, codegen, run, verify,
 // validate) gets it through readPlanFile, which calls validatePlan, so a
 // hand-edited plan that cannot be run as written is refused once, in one place,
-// with one line naming the file, the JSON place and the cause: a mesh whose
-// sizes do not multiply to the cluster's GPU count, a stage map with gaps or
-// overlaps, micro-batches that do not make up the global batch, an unknown SBP,
-// a negative or non-finite time, size or memory, or a model file that changed
-// since the plan was made (the plan records its sha256).
+// with one line naming the file, the JSON pointer and the cause: a mesh whose
+// sizes do not multiply to the cluster's GPU count, a stage map with gaps,
+// overlaps or empty stages, micro-batches that do not make up the global
+// batch, an SBP that is unknown or splits a dimension the tensor lacks, a
+// non-positive or huge shape, a collective over no mesh axis, an unknown K-FAC
+// item, a negative or non-finite time, size or memory, or a model file that
+// changed since the plan was made (the plan records its sha256). The commands
+// that load the model then check the plan against it (validateModelBytes,
+// validatePlanForModel; codegen::validatedModelForPlan calls both), re-deriving
+// what the plan claims. docs/plan-format.md "Reading a plan back" lists it all.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
