@@ -3,10 +3,12 @@
 
 #include "ir/import/ModelImporter.h"
 #include "ir/lower/FuseImported.h"
+#include "planner/PlanValidate.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -228,9 +230,18 @@ std::string planModelSource(const planner::Plan &plan) {
     return src;
   if (auto problem = userFileProblem(src, "model"))
     throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
-                    ": the model file the plan was made from cannot be read: " +
+                    ": at /model/source: the model file the plan was made "
+                    "from cannot be read: " +
                     *problem + " (if it moved, give --model FILE)");
   return src;
+}
+
+bool planModelAtHand(const planner::Plan &plan) {
+  const std::string &src =
+      plan.modelSource.empty() ? plan.model : plan.modelSource;
+  const std::vector<std::string> names = import::builtinModelNames();
+  return std::find(names.begin(), names.end(), src) != names.end() ||
+         !userFileProblem(src, "model");
 }
 
 ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
@@ -270,6 +281,25 @@ ModelGraph modelForPlan(const planner::Plan &plan, const std::string &model) {
   o.seq = plan.seq;
   o.loss = plan.loss;
   return import::importModel(name, o);
+}
+
+ModelGraph validatedModelForPlan(const planner::Plan &plan,
+                                 const std::string &model) {
+  const std::string origin = plan.origin.empty() ? "plan" : plan.origin;
+  const std::string name = model.empty() ? planModelSource(plan) : model;
+  planner::validateModelBytes(plan, name, origin);
+  ModelGraph g;
+  try {
+    g = modelForPlan(plan, model);
+  } catch (const UserError &e) { // the model at the plan's shapes: name both
+    const std::string why = e.what();
+    if (why.rfind(origin + ":", 0) == 0)
+      throw;
+    throw UserError(origin + ": at /model: cannot read " + name +
+                    " at the plan's micro-batch and sequence: " + why);
+  }
+  planner::validatePlanForModel(plan, g, name, origin);
+  return g;
 }
 
 std::string readTextFile(const std::string &path) {

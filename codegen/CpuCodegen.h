@@ -73,11 +73,23 @@ void writeProject(const std::string &dir, const ProjectFiles &files);
 /// the plan and the file when the file cannot be read (moved, removed).
 std::string planModelSource(const planner::Plan &plan);
 
+/// Whether planModelSource(plan) can be read here (a built-in name or a
+/// readable file): commands that can do without the model (inspect, validate
+/// --measured) check the plan against it only then.
+bool planModelAtHand(const planner::Plan &plan);
+
 /// The imported model a plan was made for: re-imports `model` (the --model
 /// override; default planModelSource) at the plan's micro-batch size and
 /// sequence length.
 ModelGraph modelForPlan(const planner::Plan &plan,
                         const std::string &model = "");
+
+/// modelForPlan, then the plan checked against that model
+/// (planner::validatePlanForModel): what every command that runs or generates
+/// a plan read from a file loads, so a plan runs only the model it was made
+/// for. Derived plans (verify's single-rank reference) use modelForPlan.
+ModelGraph validatedModelForPlan(const planner::Plan &plan,
+                                 const std::string &model = "");
 
 /// A whole file; UserError naming it when it cannot be read.
 std::string readTextFile(const std::string &path);

@@ -192,6 +192,7 @@ void run(const RunOptions &o) {
                     o.input + " is already a plan");
   }
   planner::Plan plan = planner::readPlanFile(planPath);
+  codegen::validatedModelForPlan(plan, o.model); // before anything is built
   const int ranks = planRanks(plan);
   if (o.ranks && o.ranks != ranks)
     throw UserError(fmt::format("--ranks {}: the plan {} runs on {} ranks "
@@ -227,6 +228,7 @@ std::string profiledRun(const planner::Plan &plan, const std::string &planPath,
     throw UserError("--steps: expected at least 2 (the first step is "
                     "warm-up), got " +
                     std::to_string(steps));
+  codegen::validatedModelForPlan(plan, model);
   const std::string dir = workDir("", "validate");
   const Program p = buildPlan(plan, codegen::readTextFile(planPath), model,
                               codegen::Backend::Cuda, false, false);

@@ -81,8 +81,8 @@ bool verify(VerifyOptions a) {
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string planText = codegen::readTextFile(a.plan);
   const int ranks = planRanks(plan);
-  planner::Plan single =
-      singleRankPlan(plan, codegen::modelForPlan(plan, a.model).numLayers);
+  planner::Plan single = singleRankPlan(
+      plan, codegen::validatedModelForPlan(plan, a.model).numLayers);
   auto planFiles = planProject(plan, planText, a.model, backend, a.fp32);
   auto singleFiles = planProject(single, planner::planToText(single), a.model,
                                  backend, a.fp32);

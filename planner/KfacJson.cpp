@@ -90,8 +90,10 @@ struct In {
   }
   int integer(const json &j, const Pointer &at, const char *key) const {
     const json &v = get(j, at, key);
-    if (!v.is_number_integer())
-      fail(at / key, "expected an integer");
+    // Every integer here is an int: a larger one is refused, not wrapped.
+    if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN ||
+        v.get<int64_t>() > INT32_MAX)
+      fail(at / key, "expected an integer of at most 32 bits");
     return v.get<int>();
   }
   std::string str(const json &j, const Pointer &at, const char *key) const {

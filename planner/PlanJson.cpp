@@ -232,6 +232,16 @@ struct Reader {
       fail(where / key, "expected an integer");
     return v.get<int64_t>();
   }
+  /// An integer field stored as an int: larger values are refused, not
+  /// wrapped (pp = 2^32 + 2 must not read as 2).
+  int int32(const json &j, const json::json_pointer &where,
+            const char *key) const {
+    const int64_t v = integer(j, where, key);
+    if (v < INT32_MIN || v > INT32_MAX)
+      fail(where / key,
+           "expected an integer of at most 32 bits, got " + std::to_string(v));
+    return static_cast<int>(v);
+  }
   std::string str(const json &j, const json::json_pointer &where,
                   const char *key) const {
     const json &v = at(j, where, key);
@@ -253,6 +263,20 @@ struct Reader {
       fail(where / key, "expected an array");
     return v;
   }
+  /// An array of elements that each pass `is` (`what` names the type).
+  template <class T>
+  std::vector<T> list(const json &j, const json::json_pointer &where,
+                      const char *key, bool (json::*is)() const noexcept,
+                      const char *what) const {
+    const json &a = array(j, where, key);
+    std::vector<T> out;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!(a[i].*is)())
+        fail(where / key / i, std::string("expected ") + what);
+      out.push_back(a[i].get<T>());
+    }
+    return out;
+  }
 };
 
 } // namespace
@@ -265,7 +289,7 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     r.fail(root, "expected a plan object");
   if (r.str(doc, root, "format") != "autoddl-plan")
     r.fail(root / "format", "expected \"autoddl-plan\"");
-  p.version = static_cast<int>(r.integer(doc, root, "version"));
+  p.version = r.int32(doc, root, "version");
   if (p.version != kPlanFormatVersion)
     r.fail(root / "version", "unsupported plan version " +
                                  std::to_string(p.version) + " (expected " +
@@ -289,8 +313,8 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   const auto cp = root / "cluster";
   p.cluster = r.str(cl, cp, "name");
   p.gpu = r.str(cl, cp, "gpu");
-  p.nodes = static_cast<int>(r.integer(cl, cp, "nodes"));
-  p.gpusPerNode = static_cast<int>(r.integer(cl, cp, "gpus_per_node"));
+  p.nodes = r.int32(cl, cp, "nodes");
+  p.gpusPerNode = r.int32(cl, cp, "gpus_per_node");
   p.peakFlops = r.num(cl, cp, "peak_flops");
   p.memoryCapacity = r.num(cl, cp, "memory_bytes");
   p.globalBatch = r.integer(doc, root, "global_batch");
@@ -299,11 +323,14 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   const json &mesh = r.at(doc, root, "mesh");
   const auto meshp = root / "mesh";
   Knobs &k = p.knobs;
-  k.pp = static_cast<int>(r.integer(mesh, meshp, "pp"));
-  k.dp = static_cast<int>(r.integer(mesh, meshp, "dp"));
-  k.tp = static_cast<int>(r.integer(mesh, meshp, "tp"));
+  k.pp = r.int32(mesh, meshp, "pp");
+  k.dp = r.int32(mesh, meshp, "dp");
+  k.tp = r.int32(mesh, meshp, "tp");
   if (k.pp < 1 || k.dp < 1 || k.tp < 1)
     r.fail(meshp, "mesh axis sizes must be positive");
+  // The axes every plan has, in this order: collectives name them.
+  if (r.at(mesh, meshp, "axes") != json::array({"pp", "dp", "tp"}))
+    r.fail(meshp / "axes", "expected [\"pp\", \"dp\", \"tp\"]");
   std::string order = r.str(mesh, meshp, "order");
   if (order == axisOrderName(AxisOrder::TensorInner))
     k.order = AxisOrder::TensorInner;
@@ -327,10 +354,10 @@ Plan planFromJson(const json &doc, const std::string &origin) {
            "unknown schedule \"" + kind + "\" (expected one of " +
                pipeline::validScheduleNames() + ")");
   k.schedule = *parsed;
-  k.chunks = static_cast<int>(r.integer(sch, root / "schedule", "chunks"));
+  k.chunks = r.int32(sch, root / "schedule", "chunks");
   if (!parseRecompute(r.str(doc, root, "recompute"), k.recompute))
     r.fail(root / "recompute", "expected none, selective or full");
-  k.zero = static_cast<int>(r.integer(doc, root, "zero"));
+  k.zero = r.int32(doc, root, "zero");
 
   const json &ops = r.array(doc, root, "ops");
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -341,11 +368,25 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     o.kind = r.str(ops[i], ip, "kind");
     o.signature = r.str(ops[i], ip, "signature");
     o.result = r.str(ops[i], ip, "result");
-    for (const json &x : r.array(ops[i], ip, "operands"))
-      o.operands.push_back(x.is_string() ? x.get<std::string>() : "?");
-    for (const json &x : r.array(ops[i], ip, "candidates"))
-      o.candidates.push_back(x.is_string() ? x.get<std::string>() : "?");
+    o.operands = r.list<std::string>(ops[i], ip, "operands",
+                                     &json::is_string, "a string");
+    o.candidates = r.list<std::string>(ops[i], ip, "candidates",
+                                       &json::is_string, "a string");
     p.ops.push_back(o);
+  }
+  const json &tensors = r.array(doc, root, "tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto ip = root / "tensors" / i;
+    TensorLayout t;
+    t.name = r.str(tensors[i], ip, "name");
+    t.role = r.str(tensors[i], ip, "role");
+    t.shape = r.list<int64_t>(tensors[i], ip, "shape",
+                              &json::is_number_integer, "an integer");
+    const json &sbp = r.at(tensors[i], ip, "sbp");
+    t.dp = r.str(sbp, ip / "sbp", "dp");
+    t.tp = r.str(sbp, ip / "sbp", "tp");
+    t.stage = r.int32(tensors[i], ip, "stage");
+    p.tensors.push_back(t);
   }
   const json &colls = r.array(doc, root, "collectives");
   for (size_t i = 0; i < colls.size(); ++i) {
@@ -364,12 +405,16 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   for (size_t i = 0; i < stages.size(); ++i) {
     auto ip = root / "stages" / i;
     StageInfo s;
-    s.stage = static_cast<int>(r.integer(stages[i], ip, "stage"));
-    s.device = static_cast<int>(r.integer(stages[i], ip, "device"));
-    s.chunk = static_cast<int>(r.integer(stages[i], ip, "chunk"));
+    s.stage = r.int32(stages[i], ip, "stage");
+    s.device = r.int32(stages[i], ip, "device");
+    s.chunk = r.int32(stages[i], ip, "chunk");
     const json &l = r.array(stages[i], ip, "layers");
-    if (l.size() != 2 || !l[0].is_number_integer() || !l[1].is_number_integer())
-      r.fail(ip / "layers", "expected [first, end]");
+    auto layerIndex = [](const json &v) {
+      return v.is_number_integer() && v.get<int64_t>() >= 0 &&
+             v.get<int64_t>() <= INT32_MAX;
+    };
+    if (l.size() != 2 || !layerIndex(l[0]) || !layerIndex(l[1]))
+      r.fail(ip / "layers", "expected [first, end]: two layer indices");
     s.firstLayer = l[0].get<int>();
     s.endLayer = l[1].get<int>();
     s.pre = r.flag(stages[i], ip, "embedding");
@@ -381,8 +426,7 @@ Plan planFromJson(const json &doc, const std::string &origin) {
     const int n = s.endLayer - s.firstLayer;
     s.recomputeLayers = k.recompute == cost::Recompute::None ? 0 : n;
     if (stages[i].contains("recompute_layers")) {
-      s.recomputeLayers =
-          static_cast<int>(r.integer(stages[i], ip, "recompute_layers"));
+      s.recomputeLayers = r.int32(stages[i], ip, "recompute_layers");
       if (s.recomputeLayers < 0 || s.recomputeLayers > n)
         r.fail(ip / "recompute_layers",
                "expected 0 to the stage's " + std::to_string(n) + " layers");
@@ -407,6 +451,9 @@ Plan planFromJson(const json &doc, const std::string &origin) {
                                         std::to_string(devs.size()));
   for (size_t i = 0; i < devs.size(); ++i) {
     auto ip = root / "pipeline_ranks" / i;
+    if (r.integer(devs[i], ip, "pipeline_rank") != static_cast<int64_t>(i))
+      r.fail(ip / "pipeline_rank", "expected " + std::to_string(i) +
+                                       " (one entry per rank, in order)");
     DeviceTimes t;
     t.forward = r.num(devs[i], ip, "forward_s");
     t.backward = r.num(devs[i], ip, "backward_s");

@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <set>
+#include <vector>
 #include <sys/stat.h>
 
 namespace autoddl {
@@ -66,6 +69,71 @@ void checkDepth(const std::string &text, const std::string &origin) {
   }
 }
 
+/// Finds the first key an object repeats. JSON leaves the meaning of a
+/// repeated key open and nlohmann keeps the last one silently: in a model,
+/// cluster or plan file that hides an edit, so it is refused with its place.
+class DuplicateKeys : public nlohmann::json_sax<nlohmann::json> {
+public:
+  std::optional<nlohmann::json::json_pointer> found;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t &) override {
+    return value();
+  }
+  bool string(string_t &) override { return value(); }
+  bool binary(binary_t &) override { return value(); }
+  bool start_object(std::size_t) override {
+    frames.push_back({true, {}, {}, 0});
+    return true;
+  }
+  bool key(string_t &k) override {
+    Frame &f = frames.back();
+    if (!f.keys.insert(k).second) {
+      nlohmann::json::json_pointer p;
+      for (size_t i = 0; i + 1 < frames.size(); ++i)
+        p = frames[i].object ? p / frames[i].key : p / frames[i].index;
+      found = p / k;
+      return false; // stop: one is enough
+    }
+    f.key = k;
+    return true;
+  }
+  bool end_object() override {
+    frames.pop_back();
+    return value();
+  }
+  bool start_array(std::size_t) override {
+    frames.push_back({false, {}, {}, 0});
+    return true;
+  }
+  bool end_array() override {
+    frames.pop_back();
+    return value();
+  }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::detail::exception &) override {
+    return false; // the document parsed once already: not reached
+  }
+
+private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;
+    size_t index;
+  };
+  std::vector<Frame> frames;
+
+  bool value() {
+    if (!frames.empty() && !frames.back().object)
+      ++frames.back().index;
+    return true;
+  }
+};
+
 } // namespace
 
 nlohmann::json parseJsonText(const std::string &text,
@@ -76,7 +144,14 @@ nlohmann::json parseJsonText(const std::string &text,
     throw UserError(origin + ": file is binary, expected JSON text");
   checkDepth(text, origin);
   try {
-    return nlohmann::json::parse(text);
+    nlohmann::json doc = nlohmann::json::parse(text);
+    DuplicateKeys dup;
+    nlohmann::json::sax_parse(text, &dup);
+    if (dup.found)
+      throw UserError(jsonPlace(origin, *dup.found) +
+                      "duplicate key (JSON leaves which one counts open; give "
+                      "each field once)");
+    return doc;
   } catch (const nlohmann::json::parse_error &e) {
     // e.byte is 1-based and points one past the offending character.
     auto [line, col] = lineColumn(text, e.byte > 0 ? e.byte - 1 : 0);

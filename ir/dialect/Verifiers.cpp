@@ -8,6 +8,7 @@
 
 #include "ir/dialect/OpSemanticsAdapter.h"
 #include "ir/dialect/SbpLayout.h"
+#include "ir/ops/SbpRules.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -75,38 +76,29 @@ checkLayoutFits(NdSbpAttr layout, Type type, MeshOp mesh,
        << mesh.getSymName() << "), got " << layout.getAxes().size();
     return message;
   }
-  // Product of the axis sizes splitting each tensor dimension, and their names.
-  int64_t rank = tensor.getRank();
-  SmallVector<int64_t> splitFactor(rank, 1);
-  SmallVector<SmallVector<StringRef>> splitAxes(rank);
+  // The rule itself is plain C++ (ir/ops/SbpRules.h), shared with the plan
+  // validator; dynamic sizes are passed as -1 (not checked).
+  ops::Shape shape;
+  for (int64_t dim = 0; dim < tensor.getRank(); ++dim)
+    shape.push_back(tensor.isDynamicDim(dim) ? -1 : tensor.getDimSize(dim));
+  std::vector<ops::AxisLayout> axes;
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
   for (unsigned axis = 0; axis < mesh.getRank(); ++axis) {
     SbpParallel entry = layout.getAxis(axis);
-    if (!entry.isSplit())
-      continue;
-    if (entry.dim >= rank) {
-      os << "expected the split dimension on mesh axis '"
-         << mesh.getAxisName(axis) << "' to be below the tensor rank " << rank
-         << ", got " << entry.dim;
-      return message;
-    }
-    splitFactor[entry.dim] *= mesh.getShape()[axis];
-    splitAxes[entry.dim].push_back(mesh.getAxisName(axis));
+    axes.push_back(entry.isSplit()     ? ops::AxisLayout::split(entry.dim)
+                   : entry.isPartial() ? ops::AxisLayout::partial()
+                                       : ops::AxisLayout::broadcast());
+    sizes.push_back(mesh.getShape()[axis]);
+    names.push_back(mesh.getAxisName(axis).str());
   }
-  for (int64_t dim = 0; dim < rank; ++dim) {
-    if (splitFactor[dim] == 1 || tensor.isDynamicDim(dim))
-      continue;
-    int64_t unit = splitFactor[dim] * (granule ? granule(dim) : 1);
-    if (tensor.getDimSize(dim) % unit != 0) {
-      os << "expected the size of dimension " << dim << " to be divisible by "
-         << unit << " (split over mesh axes ";
-      llvm::interleaveComma(splitAxes[dim], os);
-      if (unit != splitFactor[dim])
-        os << " in pieces of " << unit / splitFactor[dim];
-      os << "), got " << tensor.getDimSize(dim);
-      return message;
-    }
-  }
-  return std::nullopt;
+  std::function<int64_t(int64_t)> unit;
+  if (granule)
+    unit = [&](int64_t dim) { return granule(dim); };
+  std::string why = ops::layoutFitProblem(shape, axes, sizes, names, unit);
+  if (why.empty())
+    return std::nullopt;
+  return why;
 }
 
 FailureOr<MeshOp> resolveMesh(Operation *from, FlatSymbolRefAttr symbol) {

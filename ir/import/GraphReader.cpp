@@ -208,6 +208,7 @@ topologicalOrder(const std::vector<RawOp> &ops,
 } // namespace
 
 ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
+  doc.refuseNulls(); // our format: a null is a mistake, not a default
   BuildOptions o = options;
   o.name = doc.string("name", o.name);
   doc.string("description", "");
@@ -220,7 +221,7 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
   GraphBuilder b(o.name, "graph", g.place());
   const json &inputs = array(g, "inputs", true);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    JsonFields f(inputs[i], g.pointer() / "inputs" / i, origin);
+    JsonFields f(inputs[i], g.pointer() / "inputs" / i, origin, true);
     std::string name = f.string("name");
     ops::Shape shape = readShape(f);
     std::string dtype = f.string("dtype", "f32");
@@ -246,7 +247,7 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
   }
   const json &params = array(g, "params", false);
   for (size_t i = 0; i < params.size(); ++i) {
-    JsonFields f(params[i], g.pointer() / "params" / i, origin);
+    JsonFields f(params[i], g.pointer() / "params" / i, origin, true);
     std::string name = f.string("name");
     ops::Shape shape = readShape(f);
     std::string init = f.string("init", "normal");
@@ -263,7 +264,7 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
   std::map<std::string, size_t> producer;
   std::set<std::string> opNames;
   for (size_t i = 0; i < opsJson.size(); ++i) {
-    JsonFields f(opsJson[i], g.pointer() / "ops" / i, origin);
+    JsonFields f(opsJson[i], g.pointer() / "ops" / i, origin, true);
     raw.push_back(readOp(f));
     const RawOp &op = raw.back();
     if (!opNames.insert(op.name).second)

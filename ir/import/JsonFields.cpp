@@ -56,8 +56,9 @@ int64_t positiveSize(const json &v, const std::string &place) {
 }
 
 JsonFields::JsonFields(const json &value, json::json_pointer where,
-                       std::string origin)
-    : value(value), where(std::move(where)), origin(std::move(origin)) {
+                       std::string origin, bool strict)
+    : value(value), where(std::move(where)), origin(std::move(origin)),
+      strict(strict) {
   if (!value.is_object())
     throw UserError(place() + "expected an object, got " + describe(value));
 }
@@ -76,6 +77,9 @@ void JsonFields::fail(const std::string &key,
 const json *JsonFields::find(const std::string &key) {
   read.insert(key);
   auto it = value.find(key);
+  if (it != value.end() && it->is_null() && strict)
+    fail(key, "expected a value, got null (leave the field out for its "
+              "default)");
   if (it == value.end() || it->is_null())
     return nullptr;
   return &*it;
@@ -173,7 +177,7 @@ JsonFields JsonFields::object(const std::string &key) {
   const json *v = find(key);
   if (!v)
     fail(key, "missing required field");
-  return JsonFields(*v, where / key, origin);
+  return JsonFields(*v, where / key, origin, strict);
 }
 
 void JsonFields::rejectUnknown() const {

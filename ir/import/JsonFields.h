@@ -26,8 +26,16 @@ constexpr int64_t kMaxLayers = 4096;
 
 class JsonFields {
 public:
-  /// Throws UserError unless `value` is an object.
-  JsonFields(const json &value, json::json_pointer where, std::string origin);
+  /// Throws UserError unless `value` is an object. `strict`: our own formats,
+  /// where a null field is refused (see find()); nested objects inherit it.
+  JsonFields(const json &value, json::json_pointer where, std::string origin,
+             bool strict = false);
+
+  /// From now on a null field is an error, in this object and those object()
+  /// returns: our formats have no null (leaving a field out gives its
+  /// default), so a null is a mistake, not a default.
+  void refuseNulls() { strict = true; }
+  bool refusesNulls() const { return strict; }
 
   /// "<origin>: at <pointer>: " for errors about this object or one field.
   std::string place() const;
@@ -36,7 +44,8 @@ public:
   const std::string &originName() const { return origin; }
 
   /// The field, or nullptr when it is absent or null (Hugging Face writes null
-  /// for "use the default"). Marks it as read.
+  /// for "use the default"; refuseNulls() objects throw on null). Marks it as
+  /// read.
   const json *find(const std::string &key);
   bool has(const std::string &key) { return find(key) != nullptr; }
 
@@ -71,6 +80,7 @@ private:
   json::json_pointer where;
   std::string origin;
   std::set<std::string> read;
+  bool strict = false;
 };
 
 /// A JSON value as a positive int64; throws UserError with `place` otherwise.

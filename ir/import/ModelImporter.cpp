@@ -5,6 +5,7 @@
 #include "ir/lower/FuseImported.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
+#include "support/UserFiles.h"
 
 #include <algorithm>
 #include <cstring>
@@ -177,6 +178,15 @@ void checkLossName(const std::string &loss) {
 
 bool isOnnxModel(const std::string &model) {
   return isPath(model) && endsWith(model, ".onnx");
+}
+
+std::string modelBytes(const std::string &model) {
+  if (!userFileProblem(model, "model"))
+    return readUserFile(model, "model");
+  for (size_t i = 0; i < kNumBuiltinModels; ++i)
+    if (model == kBuiltinModels[i].name)
+      return kBuiltinModels[i].text;
+  return {};
 }
 
 std::vector<std::string> builtinModelNames() {

@@ -55,4 +55,8 @@ ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
 /// Names of the built-in models, sorted.
 std::vector<std::string> builtinModelNames();
 
+/// The bytes a model name stands for: a readable file's, a built-in's embedded
+/// text, else empty. plan.json records their sha256 (the model planned).
+std::string modelBytes(const std::string &model);
+
 } // namespace autoddl::import

@@ -151,6 +151,7 @@ ModelGraph gat(JsonFields &f, const BuildOptions &o) {
 } // namespace
 
 ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
+  doc.refuseNulls(); // our format: a null is a mistake, not a default
   std::string kind = doc.string("template");
   BuildOptions o = options;
   o.name = doc.string("name", o.name);

@@ -361,4 +361,41 @@ int gradientFreeOperand(std::string_view kind) {
   return -1;
 }
 
+std::string layoutFitProblem(const Shape &shape,
+                             const std::vector<AxisLayout> &layout,
+                             const std::vector<int64_t> &axisSizes,
+                             const std::vector<std::string> &axisNames,
+                             const std::function<int64_t(int64_t)> &granule) {
+  // Product of the axis sizes splitting each tensor dimension, and their names.
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> splitFactor(shape.size(), 1);
+  std::vector<std::string> splitAxes(shape.size());
+  for (size_t axis = 0; axis < layout.size(); ++axis) {
+    const AxisLayout &entry = layout[axis];
+    if (!entry.isSplit())
+      continue;
+    if (entry.dim >= rank)
+      return "expected the split dimension on mesh axis '" + axisNames[axis] +
+             "' to be below the tensor rank " + std::to_string(rank) +
+             ", got " + std::to_string(entry.dim);
+    splitFactor[size_t(entry.dim)] *= axisSizes[axis];
+    std::string &names = splitAxes[size_t(entry.dim)];
+    names += (names.empty() ? "" : ", ") + axisNames[axis];
+  }
+  for (int64_t dim = 0; dim < rank; ++dim) {
+    const int64_t factor = splitFactor[size_t(dim)], size = shape[size_t(dim)];
+    if (factor == 1 || size < 0)
+      continue;
+    const int64_t unit = factor * (granule ? granule(dim) : 1);
+    if (size % unit != 0)
+      return "expected the size of dimension " + std::to_string(dim) +
+             " to be divisible by " + std::to_string(unit) +
+             " (split over mesh axes " + splitAxes[size_t(dim)] +
+             (unit != factor ? " in pieces of " + std::to_string(unit / factor)
+                             : std::string()) +
+             "), got " + std::to_string(size);
+  }
+  return "";
+}
+
 } // namespace autoddl::ops

@@ -16,6 +16,8 @@
 #include "ir/ops/OpSemantics.h"
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -81,6 +83,18 @@ std::vector<SbpRule> sbpRules(std::string_view kind,
 int64_t sbpSplitGranule(std::string_view kind,
                         const std::vector<Shape> &operands, const Attrs &attrs,
                         unsigned valueIndex, int64_t dim);
+
+/// Why a value of `shape` cannot take `layout` (one entry per mesh axis; the
+/// axes' sizes and names), or "" if it can: each split dimension is below the
+/// rank, and its size divisible by granule(dim) times the sizes of the axes
+/// splitting it (a negative size, a dynamic one, is not checked). The one
+/// rule of the sbp dialect's verifier (checkLayoutFits) and of the plan
+/// validator (planner/PlanValidate.cpp).
+std::string
+layoutFitProblem(const Shape &shape, const std::vector<AxisLayout> &layout,
+                 const std::vector<int64_t> &axisSizes,
+                 const std::vector<std::string> &axisNames,
+                 const std::function<int64_t(int64_t)> &granule = nullptr);
 
 /// The operand that has no gradient (integer ids of an embedding, targets of
 /// a cross-entropy), or -1: its gradient entry keeps its forward layout.

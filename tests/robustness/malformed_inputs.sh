@@ -61,6 +61,11 @@ cluster["intra_node"]["bandwidth_GBps"] = 1e300  # inf bytes/s: "too large"
 json.dump(cluster, open("cluster-huge.json", "w"))
 PY
 rm -f good-plan.mlir
+# Strict formats: a key given twice or a null where a value is required.
+printf '{"template": "gpt", "config": {"hidden_size": 64, "num_layers": 2, "hidden_size": 32}}' >dup-model.json
+printf '{"template": "gpt", "config": {"hidden_size": null}}' >null-model.json
+sed '0,/{/s//{"name": "twice",/' "$INPUTS/../../../examples/clusters/$C.json" >dup-cluster.json
+sed '0,/{/s//{"zero": 0,/' good-plan.json >dup-plan.json
 
 . "$HERE/check_lib.sh"
 before=$(snapshot)
@@ -84,6 +89,19 @@ for f in $BAD_FILES plan-*.json; do
 done
 for f in fifo /dev/zero dir deep.json; do
   check "$A" validate good-plan.json --measured "$f"
+done
+# Duplicate keys and nulls in the strict formats, named by their JSON pointer.
+check_says "dup-model.json: at /config/hidden_size: duplicate key" "$A" import dup-model.json
+check_says "null-model.json: at /config/hidden_size: expected a value, got null" \
+  "$A" import null-model.json
+check_says "dup-cluster.json: at /name: duplicate key" \
+  "$A" plan gpt2 --cluster dup-cluster.json --global-batch 8
+check_says "dup-plan.json: at /zero: duplicate key" "$A" codegen dup-plan.json -o project
+# A plan runs only the model it was made for, --model or not.
+for cmd in "codegen good-plan.json -o project" "run good-plan.json" "verify good-plan.json"; do
+  # shellcheck disable=SC2086
+  check_says "good-plan.json: at /model/sha256: the plan was made for another model" \
+    "$A" $cmd --model model-small.json
 done
 # A data file that is no regular file is named before anything is built.
 for d in dir fifo /dev/zero dangling; do

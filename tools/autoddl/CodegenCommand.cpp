@@ -39,7 +39,7 @@ void run(const CodegenArgs &a) {
                     "program is fp32)");
   driver::checkWeightsFlag(a.weights);
   planner::Plan plan = planner::readPlanFile(a.plan);
-  ModelGraph g = codegen::modelForPlan(plan, a.model);
+  ModelGraph g = codegen::validatedModelForPlan(plan, a.model);
   codegen::ProjectFiles files = codegen::generateProject(
       plan, g, codegen::readTextFile(a.plan), backend, a.fp32);
   codegen::writeProject(a.output, files);

@@ -6,9 +6,11 @@
 // collectives); --why the neighbouring choices of every knob with delta time,
 // delta memory and why they lost; --trace writes the predicted per-rank
 // timeline as Chrome-trace JSON (one process per rank, threads compute and
-// communication).
+// communication). The plan is validated, against its model when that can be
+// read (planner/PlanValidate.h).
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/CpuCodegen.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "support/JsonFile.h"
@@ -32,6 +34,9 @@ struct InspectArgs {
 
 void run(const InspectArgs &a) {
   planner::Plan p = planner::readPlanFile(a.plan);
+  // A plan whose model file moved away still inspects.
+  if (codegen::planModelAtHand(p))
+    codegen::validatedModelForPlan(p);
   if (a.maxRanks < 1)
     throw UserError("--max-ranks: expected at least 1, got " +
                     std::to_string(a.maxRanks));

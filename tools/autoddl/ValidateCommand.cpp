@@ -30,6 +30,7 @@
 // product: exit 0 whatever the errors; bad input exits 1.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/CpuCodegen.h"
 #include "cost_model/fit/ClusterFit.h"
 #include "cost_model/pipeline/ChromeTrace.h"
 #include "driver/Driver.h"
@@ -314,6 +315,11 @@ void run(const ValidateArgs &a) {
     throw UserError("--fit-cluster: needs --cluster, the cluster the plan "
                     "was made on (preset name or file)");
   planner::Plan plan = planner::readPlanFile(a.plan);
+  // A profiled run loads the model (and checks the plan against it); a
+  // measured run's plan is checked against its model where it is here.
+  if (!a.measured.empty() &&
+      (!a.model.empty() || codegen::planModelAtHand(plan)))
+    codegen::validatedModelForPlan(plan, a.model);
   // Before the run (a build and a profiled run when --measured is not
   // given): an output that cannot be written fails now, not after it.
   if (!a.traceOut.empty())
