@@ -110,6 +110,13 @@ planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
   s.pre = s.post = true;
   p.stages = {s};
   p.collectives.clear();
+  // The K-FAC items keep their steps of the cycle (the semantics) but not
+  // their slots, which index the plan's own schedule: on one rank each runs
+  // as soon as its inputs exist.
+  if (p.kfac)
+    for (planner::KfacDevicePlan &d : p.kfac->devices)
+      for (planner::KfacItemPlacement &it : d.items)
+        it.slot = 0;
   return p;
 }
 

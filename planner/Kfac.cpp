@@ -202,14 +202,27 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
 }
 
 namespace {
-/// The instruction slot of an item starting at `start` on device `d`: after
-/// every instruction of d the simulation ended by then (KfacItemPlacement).
-int slotOf(const pipeline::SimulationResult &sim, int d, double start) {
-  int slot = 0;
+/// Per device, when each of its instructions ends in `sim`, by list index: a
+/// device runs its list in order, so these rise with the index.
+std::vector<std::vector<double>> instructionEnds(
+    const pipeline::SimulationResult &sim, size_t devices) {
+  std::vector<std::vector<double>> ends(devices);
   for (const pipeline::ExecutedInstruction &e : sim.timeline)
-    if (e.device == d && e.end <= start + 1e-12)
-      slot = std::max(slot, e.index + 1);
-  return slot;
+    if (e.device >= 0 && static_cast<size_t>(e.device) < devices) {
+      auto &d = ends[static_cast<size_t>(e.device)];
+      if (d.size() <= static_cast<size_t>(e.index))
+        d.resize(static_cast<size_t>(e.index) + 1, 0.0);
+      d[static_cast<size_t>(e.index)] = e.end;
+    }
+  return ends;
+}
+
+/// The instruction slot of an item starting at `start`: after every
+/// instruction of its device the simulation ended by then (KfacItemPlacement).
+int slotOf(const std::vector<double> &ends, double start) {
+  return static_cast<int>(
+      std::upper_bound(ends.begin(), ends.end(), start + 1e-12) -
+      ends.begin());
 }
 } // namespace
 
@@ -242,6 +255,7 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
       l.refreshSteps = packed.devices[static_cast<size_t>(dev)].refreshSteps;
     p.layers.push_back(l);
   }
+  const auto ends = instructionEnds(sim, packed.devices.size());
   for (size_t d = 0; d < packed.devices.size(); ++d) {
     const pipeline::DeviceFill &f = packed.devices[d];
     KfacDevicePlan dp;
@@ -260,8 +274,7 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
             ? static_cast<int>(schedule.devices[d].size())
             : 0;
     for (const pipeline::PlacedItem &it : f.items) {
-      const int slot =
-          it.forced ? listSize : slotOf(sim, static_cast<int>(d), it.start);
+      const int slot = it.forced ? listSize : slotOf(ends[d], it.start);
       KfacItemPlacement placed{std::string(pipeline::kfacItemName(it.kind)),
                                it.layer, it.microbatch, it.step, it.start,
                                it.end, it.forced, slot, it.pieces};

@@ -1,7 +1,10 @@
 //===- PlanValidate.cpp ---------------------------------------------------===//
 #include "planner/PlanValidate.h"
+
+#include "cost_model/pipeline/Schedule.h"
 #include "ir/ops/SbpRules.h"
 #include "planner/ProgramDecisions.h"
+#include "planner/Runnable.h"
 #include "planner/Sha256.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
@@ -368,9 +371,21 @@ void checkKfac(const Plan &p, const Checker &c) {
     c.fail(at / "devices", "expected one entry per pipeline rank (" +
                                std::to_string(p.knobs.pp) + "), got " +
                                std::to_string(p.kfac->devices.size()));
+  // The instruction lists the slots index (codegen walks the same table).
+  pipeline::ScheduleConfig cfg;
+  cfg.kind = p.knobs.schedule;
+  cfg.stages = p.knobs.pp;
+  cfg.microbatches = static_cast<int>(p.knobs.microbatches);
+  cfg.chunks = p.knobs.schedule == pipeline::ScheduleKind::Interleaved
+                   ? p.knobs.chunks
+                   : 1;
+  const auto schedule = pipeline::generateSchedule(cfg);
   for (size_t d = 0; d < p.kfac->devices.size(); ++d) {
     const KfacDevicePlan &dev = p.kfac->devices[d];
     const Pointer dp = at / "devices" / d;
+    const size_t listSize =
+        schedule && d < schedule->devices.size() ? schedule->devices[d].size()
+                                                 : 0;
     if (dev.device != static_cast<int>(d))
       c.fail(dp / "device", "expected pipeline rank " + std::to_string(d) +
                                 " (one entry per rank, in order)");
@@ -391,6 +406,12 @@ void checkKfac(const Plan &p, const Checker &c) {
                                std::to_string(p.knobs.microbatches) +
                                ") of a curvature item"
                          : "only curvature items have a micro-batch");
+      if (schedule && static_cast<size_t>(it.slot) > listSize)
+        c.fail(ip / "slot", "expected an instruction slot of the device's " +
+                                std::to_string(listSize) +
+                                " instructions (0.." +
+                                std::to_string(listSize) + "), got " +
+                                std::to_string(it.slot));
       c.quantity(it.start, ip / "start_s");
       c.quantity(it.end, ip / "end_s");
       if (it.end < it.start)
@@ -419,6 +440,11 @@ void validatePlanForModel(const Plan &p, const ModelGraph &g,
                           const std::string &model, const std::string &origin) {
   Checker c{origin};
   const Pointer root, mp = root / "model";
+  // What the programs run (planner/Runnable.h): the knobs as a whole.
+  if (std::string why =
+          RunnableConfigurations(g).refusal(p.knobs, p.kfac.has_value());
+      !why.empty())
+    c.fail(root, "the generated programs do not run this plan: " + why);
   if (p.model != g.name)
     c.fail(mp / "name", "the model " + model + " is named \"" + g.name +
                             "\", the plan's \"" + p.model + "\"");

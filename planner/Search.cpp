@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -751,8 +752,46 @@ struct Planner {
     return true;
   }
 
-  /// Runs the simulator and fills everything.
-  Priced price(const Candidate &cand) {
+  /// Whether K-FAC cannot make this candidate a plan better than `bound`,
+  /// before packing its items (the costly part at many micro-batches): K-FAC
+  /// adds at least each device's factors and inverses to its memory and its
+  /// preconditioning to its step end (PipeFisher.cpp), whatever the packing.
+  bool kfacCannotWin(const Knobs &k, const PricingContext &pc,
+                     const pipeline::Schedule &schedule, const DevicePlan &d,
+                     double bound) const {
+    KfacCandidate kc{&k,
+                     &d.stages,
+                     fixedShapes ? static_cast<double>(g1.batch) /
+                                       (graphNodes > 0 ? k.dp : 1)
+                                 : static_cast<double>(k.microbatch),
+                     pc.dpGroup(),
+                     pc.ppGroup(),
+                     o.precision};
+    std::vector<double> bytes(d.devices.size(), 0),
+        precondition(d.devices.size(), 0);
+    for (const pipeline::KfacLayerWork &w : kfacWork(*kfac, c, kc)) {
+      const int dev = schedule.deviceOf(w.stage, w.direction);
+      if (dev < 0 || static_cast<size_t>(dev) >= d.devices.size())
+        continue;
+      bytes[size_t(dev)] += 3 * (w.factorBytes[0] + w.factorBytes[1]);
+      precondition[size_t(dev)] += w.precondition;
+    }
+    for (size_t dev = 0; dev < d.devices.size(); ++dev) {
+      const DeviceTimes &dt = d.devices[dev];
+      if (dt.memory + bytes[dev] + cost::planningMarginBytes(capacity) >
+              capacity ||
+          dt.end + dt.gradSyncExposed + dt.optimizer + precondition[dev] >=
+              bound)
+        return true;
+    }
+    return false;
+  }
+
+  /// Runs the simulator and fills everything. With K-FAC, a candidate that
+  /// kfacCannotWin against `bound` (the best plan found) is not packed: it
+  /// comes back invalid, "pruned".
+  Priced price(const Candidate &cand,
+               double bound = std::numeric_limits<double>::infinity()) {
     Priced r;
     const Knobs &k = cand.knobs;
     Context &ctx = *cand.ctx;
@@ -805,6 +844,12 @@ struct Planner {
         r.peakMemory = dt.memory;
         r.peakParts = dt.memoryParts;
       }
+    }
+    if (kfac && kfacCannotWin(k, *ctx.pricing, *schedule, d, bound)) {
+      r.valid = false;
+      r.invalid = "pruned: K-FAC's factors or preconditioning alone make it "
+                  "no better than the best plan";
+      return r;
     }
     if (kfac && !addKfac(k, *ctx.pricing, *schedule, d, r, step))
       return r;
@@ -1689,7 +1734,9 @@ pipeline::OrError<PlanOutcome> plan(const ModelGraph &g1, const ModelGraph &g2,
     // returned plan is checked on simulated numbers below.
     if (!exact && cand.memoryEstimate > 1.25 * pl.capacity)
       continue;
-    Priced p = pl.price(cand);
+    Priced p = pl.price(cand, best >= 0
+                                  ? bestPriced.stepTime
+                                  : std::numeric_limits<double>::infinity());
     if (!p.valid || !p.fits)
       continue;
     if (best < 0 || p.stepTime < bestPriced.stepTime) {

@@ -92,12 +92,22 @@ for m in ${models//,/ }; do
     done
   done
 done
-# Two ranks on the one GPU: the per-rank peaks (each process counts its own buffers).
+# Accumulation on one activation set whatever the micro-batch count (pipeline/ActivationSets.h).
+for n in 4 16; do
+  one "gpt2-medium-acc$n" gpt2-medium 1 $((8 * n)) "tp=1,pp=1,dp=1,microbatch=8,recompute=none" h200-fitted 0
+done
+# Two ranks on the one GPU: the per-rank peaks (each process counts its own buffers). pp=2: 1F1B
+# keeps 2 sets on stage 0 and 1 on stage 1 whatever the micro-batch count, GPipe one per
+# micro-batch.
 for m in gpt2 gpt2-medium; do
   one "$m-pp2" "$m" 2 32 "tp=1,pp=2,dp=1,microbatch=8,schedule=1f1b,recompute=none" h200x2-nvlink 1
+  one "$m-pp2-m16" "$m" 2 128 "tp=1,pp=2,dp=1,microbatch=8,schedule=1f1b,recompute=none" h200x2-nvlink 1
+  one "$m-pp2-gpipe" "$m" 2 32 "tp=1,pp=2,dp=1,microbatch=8,schedule=gpipe,recompute=none" h200x2-nvlink 1
   one "$m-tp2" "$m" 2 8 "tp=2,pp=1,dp=1,microbatch=8,recompute=none" h200x2-nvlink 1
   one "$m-dp2" "$m" 2 16 "tp=1,pp=1,dp=2,microbatch=8,recompute=none" h200x2-nvlink 1
 done
+# Four ranks on the one GPU: pp=4 1F1B, 4 - s sets on stage s.
+one "gpt2-medium-pp4" gpt2-medium 4 64 "tp=1,pp=4,dp=1,microbatch=8,schedule=1f1b,recompute=none" h200x2-nvlink 1
 echo "$commit" >"$stage/commit"
 tar -C "$stage" -czf "$out/matrix.tar.gz" .
 python3 - "$stage" "$out/index.json" <<'P'

@@ -45,6 +45,11 @@ cases=(
   "pp2_zb-h1 tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=zb-h1 0"
   "pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0"
   "pp2_interleaved tests/e2e/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0"
+  # Activation sets per in-flight micro-batch (pipeline/ActivationSets.h): 8 micro-batches on 2 sets
+  # of stage 0 and 1 of stage 1 under 1F1B, ZB-H1's own count, and accumulation on one set.
+  "pp2_1f1b_m8 tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=1,schedule=1f1b 0"
+  "pp2_zb-h1_m8 tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=1,schedule=zb-h1 0"
+  "accum_m4 tiny-gpt 1 tp=1,pp=1,dp=1,microbatch=2 0"
   # An odd vocabulary (1000), padded on the device to 1024 rows (512 per rank under tp=2).
   "v1000_g1 tests/lit/codegen/tiny_gpt_v1000.json 1 tp=1,pp=1,dp=1 0"
   "v1000_llama_g1 tests/lit/codegen/tiny_llama_v1000.json 1 tp=1,pp=1,dp=1 0"

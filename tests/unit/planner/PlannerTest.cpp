@@ -388,16 +388,16 @@ TEST(Memory, ReturnedPlansFitEveryRank) {
 }
 
 // Per-stage recomputation count (Megatron's --recompute-num-layers): GPT-2
-// 1.5B on one H200, 16 sequences of 1024 per micro-batch, recompute=full.
-// The programs keep every micro-batch's buffers, so the count grows with the
-// micro-batches of the step; each plan recomputes the fewest layers that fit.
+// 1.5B on one H200, one micro-batch of 16, 32 or 64 sequences of 1024,
+// recompute=full. The programs keep one activation set (pp=1), so the count
+// grows with the micro-batch; each plan recomputes the fewest layers that fit.
 TEST(Memory, RecomputesOnlyTheLayersMemoryNeeds) {
   cost::Cluster c = cluster("h200-fitted", 1);
   const double limit =
       c.hbmBytes - std::max(0.05 * c.hbmBytes, double(1 << 30));
   auto full = [&](int64_t batch, cost::Recompute rc) {
     FixedKnobs f;
-    f.microbatch = 16;
+    f.microbatch = batch;
     f.recompute = rc;
     return asPlan(run("gpt2-xl", c, batch, SearchMode::CoordinateDescent, f,
                       1024));
@@ -425,8 +425,9 @@ TEST(Memory, RecomputesOnlyTheLayersMemoryNeeds) {
   // Time: r layers rerun their forward; none rerun = the plan without.
   Plan none16 = full(16, cost::Recompute::None);
   EXPECT_DOUBLE_EQ(p16.predicted.stepTime, none16.predicted.stepTime);
-  EXPECT_NEAR(p64.devices[0].recompute / r64, p32.devices[0].recompute / r32,
-              1e-12);
+  // A layer's rerun at micro-batch 64 costs about twice its rerun at 32.
+  EXPECT_NEAR(p64.devices[0].recompute / r64 / (p32.devices[0].recompute / r32),
+              2.0, 0.1);
   // A fused attention stores no scores: selective saves and reruns nothing.
   Plan sel = full(16, cost::Recompute::Selective);
   EXPECT_EQ(sel.stages[0].recomputeLayers, 0);
