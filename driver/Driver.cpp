@@ -153,10 +153,9 @@ void planModel(const RunOptions &o, const std::string &planPath) {
     argv.insert(argv.end(), {"--loss", o.loss});
   if (!o.fix.empty())
     argv.insert(argv.end(), {"--fix", o.fix});
-  std::string cmd;
-  for (const auto &s : argv)
-    cmd += "'" + s + "' ";
-  if (std::system(cmd.c_str()) != 0)
+  // A child of its own (no shell: a model path with quotes stays one
+  // argument), stopped with autoddl by SIGINT/SIGTERM.
+  if (runJob(argv) != 0)
     throw UserError("planning " + o.input + " failed");
 }
 
@@ -168,6 +167,12 @@ void run(const RunOptions &o) {
   checkDataFile(o.data);
   checkWeightsFlag(o.weights);
   std::string planPath = o.input;
+  // A folder this run creates holds nothing of the user's: only there may the
+  // program replace what it finds (--overwrite).
+  std::error_code outEc;
+  const bool outIsNew =
+      !o.out.empty() &&
+      !std::filesystem::exists(std::filesystem::symlink_status(o.out, outEc));
   // Results the user already has are never overwritten.
   if (!o.out.empty())
     for (const char *f : {"plan.json", "metrics.json", "trace.json"}) {
@@ -213,6 +218,8 @@ void run(const RunOptions &o) {
     args.insert(args.end(), {"--data", o.data});
   if (!o.out.empty())
     args.insert(args.end(), {"--out", o.out});
+  if (outIsNew)
+    args.push_back("--overwrite");
   args.insert(args.end(), o.trainArgs.begin(), o.trainArgs.end());
   const int rc = launch(p, args, "", true);
   if (rc != 0)
@@ -221,19 +228,22 @@ void run(const RunOptions &o) {
 }
 
 std::string profiledRun(const planner::Plan &plan, const std::string &planPath,
-                        const std::string &model, int64_t steps) {
+                        const std::string &model, int64_t steps,
+                        WorkDir &work) {
   requireGpu("autoddl validate without --measured");
   if (steps < 2)
     throw UserError("--steps: expected at least 2 (the first step is "
                     "warm-up), got " +
                     std::to_string(steps));
-  const std::string dir = workDir("", "validate");
+  const std::string dir = work.path();
   const Program p = buildPlan(plan, codegen::readTextFile(planPath), model,
                               codegen::Backend::Cuda, false, false);
   const int rc = launch(p,
                         {"--steps", std::to_string(steps), "--out", dir,
                          "--profile", "--trace", "--quiet"},
                         dir + "/run.log", true);
+  if (rc != 0)
+    work.keep();
   if (rc != 0)
     throw UserError(fmt::format("the profiled run failed (exit status {}); "
                                 "see {}/run.log",
