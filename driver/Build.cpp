@@ -346,6 +346,13 @@ void checkDataFile(const std::string &data) {
     throw UserError("--data: " + *problem);
 }
 
+void WorkDir::create() const {
+  std::error_code ec;
+  fs::create_directories(path_, ec);
+  if (ec)
+    throw UserError(path_ + ": cannot create the folder: " + ec.message());
+}
+
 WorkDir::WorkDir(const std::string &dir, const std::string &what) {
   if (!dir.empty()) {
     path_ = dir;

@@ -52,6 +52,8 @@ public:
   WorkDir(const WorkDir &) = delete;
   WorkDir &operator=(const WorkDir &) = delete;
   const std::string &path() const { return path_; }
+  /// Creates the folder (the user's may not exist yet); UserError naming it.
+  void create() const;
   void keep();
 
 private:

@@ -1,6 +1,7 @@
 //===- Driver.cpp - plan -> project -> build -> launch --------------------===//
 #include "driver/Driver.h"
 
+#include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
 #include "driver/Build.h"
 #include "ir/import/OnnxWeights.h"
@@ -173,6 +174,15 @@ void run(const RunOptions &o) {
   const bool outIsNew =
       !o.out.empty() &&
       !std::filesystem::exists(std::filesystem::symlink_status(o.out, outEc));
+  // A folder that cannot be made is named now, not by a filesystem error
+  // after the planning.
+  if (!o.out.empty()) {
+    try {
+      rt::check_output_dir(o.out, "--out");
+    } catch (const std::runtime_error &e) {
+      throw UserError(e.what());
+    }
+  }
   // Results the user already has are never overwritten.
   if (!o.out.empty())
     for (const char *f : {"plan.json", "metrics.json", "trace.json"}) {
@@ -188,7 +198,7 @@ void run(const RunOptions &o) {
     if (o.ranks < 1)
       throw UserError("--ranks: required (at least 1) when running a model");
     work = std::make_unique<WorkDir>(o.out, "run");
-    std::filesystem::create_directories(work->path());
+    work->create();
     planPath = work->path() + "/plan.json";
     planModel(o, planPath);
   } else if (o.globalBatch || o.seq || !o.fix.empty() || !o.loss.empty()) {
@@ -207,7 +217,7 @@ void run(const RunOptions &o) {
   if (!o.weights.empty()) { // before the build: a file without values fails fast
     if (!work)
       work = std::make_unique<WorkDir>(o.out, "run");
-    std::filesystem::create_directories(work->path());
+    work->create();
     const std::string file = work->path() + "/weights.safetensors";
     writeOnnxWeights(plan, isPlanFile(o.input) ? o.model : o.input, file);
     args.insert(args.end(), {"--init", file});

@@ -30,9 +30,11 @@ std::vector<double> lossesOf(const std::string &metricsPath) {
 std::string runOne(const codegen::ProjectFiles &files, int ranks,
                    const std::string &dir, const VerifyOptions &a) {
   const Program p{buildCached(files, false), ranks};
-  std::filesystem::create_directories(dir);
-  const std::string log = dir + "/run.log";
   std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw UserError(dir + ": cannot create the folder: " + ec.message());
+  const std::string log = dir + "/run.log";
   std::filesystem::remove(log, ec);
   std::vector<std::string> args = {"--steps",      std::to_string(a.steps),
                                    "--out",        dir,
@@ -113,6 +115,7 @@ bool verify(VerifyOptions a) {
                                  backend, a.fp32);
 
   WorkDir workDir(a.keep, "verify");
+  workDir.create(); // before the builds: --keep may name a folder never made
   const std::string &work = workDir.path();
   std::fprintf(stderr,
                "autoddl: verify %s (%d ranks) against 1 rank, %lld "

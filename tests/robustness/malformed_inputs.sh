@@ -166,6 +166,13 @@ check_says "AUTODDL_FUSE_SKIP: 'sbp-bogus'" env AUTODDL_FUSE_SKIP=sbp-bogus "$A"
   --cluster "$C" --global-batch 8
 check_says "AUTODDL_CACHE=not-a-cache: cannot create the folder" env AUTODDL_CACHE=not-a-cache \
   "$A" run good-plan.json
+check_says "AUTODDL_PRESETS_DIR=fifo: not a folder" env AUTODDL_PRESETS_DIR=fifo "$A" plan gpt2 \
+  --cluster "$C" --global-batch 8
+# Output folders that cannot be made: one line naming them, no "internal error".
+check_says "--out good-plan.json: exists and is not a directory" "$A" run gpt2 --ranks 2 \
+  --out good-plan.json
+check "$A" run gpt2 --ranks 2 --out /proc/x
+check "$A" verify good-plan.json --keep /proc/x
 # validate --measured: times and ranks no run produces.
 check_says "/mean_step_seconds: expected a non-negative number" "$A" validate good-plan.json \
   --measured measured-negative
