@@ -29,7 +29,8 @@ projects=$(ls -d "$AUTODDL_CACHE"/*/build | wc -l)
 (cd / && "$A" codegen "$W/first/plan.json" -o "$W/regenerated" >/dev/null) ||
   { echo "FAIL: codegen of a model file's plan without --model"; exit 1; }
 rm -rf regenerated
-T=$(ls "$AUTODDL_CACHE"/*/build/train | head -1)
+# The binary `run` launched ("autoddl: mpirun -np 1 BINARY"): the cache may hold older builds.
+T=$(sed -n 's/^autoddl: mpirun -np [0-9]* \([^ ]*\).*/\1/p' run.log | head -1)
 [ -x "$T" ] || { echo "FAIL: no train binary in $AUTODDL_CACHE"; exit 1; }
 "$T" --steps 2 --save ck --quiet || { echo "FAIL: --save alone"; exit 1; }
 for f in model.safetensors optimizer.safetensors; do
@@ -41,20 +42,20 @@ done
 # temporary folder ($TMPDIR/autoddl-*) is removed.
 mkdir -p tmp
 stop_test() { # stop_test SIGNAL CMD...
-  local sig=$1 pid i rc left
+  local sig=$1 pid i rc left job="$AUTODDL_CACHE/[^ ]*/build/train --steps 100000000"
   shift
   TMPDIR=$W/tmp "$@" >stop.log 2>&1 &
   pid=$!
   for i in $(seq 300); do # the rank's command line starts with the binary
-    pgrep -f -- "^$T --steps 100000000" >/dev/null && break
+    pgrep -f -- "^$job" >/dev/null && break
     sleep 0.2
   done
-  pgrep -f -- "^$T --steps 100000000" >/dev/null ||
+  pgrep -f -- "^$job" >/dev/null ||
     { cat stop.log; kill "$pid"; echo "FAIL: $*: the program never started"; exit 1; }
   kill -s "$sig" "$pid"
   wait "$pid"
   rc=$?
-  left=$(pgrep -f -- "$T --steps 100000000")
+  left=$(pgrep -f -- "$job")
   if [ -n "$left" ]; then
     kill -9 $left # the orphans this test started, by pid
     echo "FAIL: SIG$sig to $*: left $(echo $left | wc -w) process(es) of the job running"
@@ -173,6 +174,12 @@ check env WORLD_SIZE=abc "$T" --steps 1
 check env WORLD_SIZE=1 RANK=5 "$T" --steps 1
 check env WORLD_SIZE=1 RANK=-1 "$T" --steps 1
 check env WORLD_SIZE=99999999999999999999 "$T" --steps 1
+# AUTODDL_* values a program does not take: refused by name, even where this backend (CPU) or this
+# plan (first-order) would never read the variable.
+check env AUTODDL_CUDA_GRAPH=off "$T" --steps 1
+check env AUTODDL_KFAC_FILL=bogus "$T" --steps 1
+check env AUTODDL_WATCHDOG_TIMEOUT=abc "$T" --steps 1
+check env AUTODDL_CONNECT_TIMEOUT=0 "$T" --steps 1
 # --- a run that diverges: one line, exit 1, no outputs ----------------------------------------
 check "$T" --steps 3 --lr 1e30 --out in/diverged
 # --- a checkpoint file that is a link to a device is refused, not replaced (the error comes after

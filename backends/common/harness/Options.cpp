@@ -2,14 +2,15 @@
 #include "backends/common/harness/Options.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace autoddl::rt::harness {
 
@@ -268,6 +269,59 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if ((save_every_given || o.save_initial) && o.save.empty())
     throw std::invalid_argument("--save-every/--save-initial need --save DIR");
   return o;
+}
+
+namespace {
+
+/// The AUTODDL_* variables a program reads, and the values each takes ("#": a
+/// finite number >= 0, "#+": > 0). Most are read deep in a backend (or only
+/// by one of them), where a bad value would be ignored or turned into 0.
+struct EnvRule {
+  const char *name;
+  std::vector<const char *> values;
+};
+const EnvRule kEnvRules[] = {
+    {"AUTODDL_WATCHDOG_TIMEOUT", {"#"}},
+    {"AUTODDL_CONNECT_TIMEOUT", {"#+"}},
+    {"AUTODDL_CUDA_GRAPH", {"0", "1"}},
+    {"AUTODDL_SHARE_GPU", {"0", "1"}},
+    {"AUTODDL_ATTENTION", {"own", "cudnn"}},
+    {"AUTODDL_ATTENTION_VERBOSE", {"0", "1"}},
+    {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
+    {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
+    {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off
+    {"AUTODDL_GEMM_NO_GELU_EPILOGUE", {"0", "1"}},
+    {"AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE", {"0", "1"}},
+};
+
+} // namespace
+
+void check_environment() {
+  for (const EnvRule &rule : kEnvRules) {
+    const char *set = std::getenv(rule.name);
+    if (!set || !*set)
+      continue;
+    const std::string v = set;
+    std::string expected;
+    bool ok = false;
+    for (const char *allowed : rule.values) {
+      if (std::strcmp(allowed, "#") == 0 || std::strcmp(allowed, "#+") == 0) {
+        char *end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        const bool positive = allowed[1] == '+';
+        ok = ok || (!*end && std::isfinite(x) && (positive ? x > 0 : x >= 0) &&
+                    !std::isspace((unsigned char)v[0]));
+        expected +=
+            positive ? "a number of seconds > 0" : "a number of seconds >= 0";
+      } else {
+        ok = ok || v == allowed;
+        expected += (expected.empty() ? "" : " or ") + std::string(allowed);
+      }
+    }
+    if (!ok)
+      throw std::invalid_argument(std::string(rule.name) + "=" +
+                                  quote_value(v) + ": expected " + expected);
+  }
 }
 
 bool take_flag(int &argc, char **argv, const char *flag) {

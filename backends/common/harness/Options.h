@@ -54,6 +54,11 @@ std::string flag_summary();
 /// `v` in double quotes, its first 80 bytes only when longer (for messages).
 std::string quote_value(const std::string &v);
 
+/// Throws std::invalid_argument naming the variable and the values it takes
+/// when an AUTODDL_* variable a program reads is set to anything else
+/// (AUTODDL_CUDA_GRAPH=off would otherwise be read as "on" without a word).
+void check_environment();
+
 /// Removes every `flag` from argv (keeping argv[0] and the order of the rest)
 /// and returns whether there was one; argc is updated.
 bool take_flag(int &argc, char **argv, const char *flag);

@@ -323,6 +323,7 @@ int run_main(int argc, char **argv, const ProgramSpec &spec,
   bool bad = false, started = false;
   std::string message;
   try {
+    check_environment(); // before MPI: every rank finds it alike, alone
     backend.start(&argc, &argv);
     started = true;
     first_step = backend.setup(argc, argv, o);
