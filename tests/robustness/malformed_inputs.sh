@@ -239,6 +239,8 @@ done
 check_says "-o: empty path" "$OPT" good.mlir -o ''
 check_says "--mlir-generate-reproducer: empty path" "$OPT" good.mlir --mlir-generate-reproducer=
 check_says "is also the output" "$OPT" good.mlir -o out.mlir --mlir-generate-reproducer=out.mlir
+check_says "--mlir-print-ir-tree-dir good.mlir: exists and is not a folder" "$OPT" good.mlir \
+  --mlir-print-ir-tree-dir=good.mlir --mlir-print-ir-after-all
 # -o is written whole or not at all: a full disk leaves the earlier output.
 cp good.mlir old.mlir
 before=$(snapshot)

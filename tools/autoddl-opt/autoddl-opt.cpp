@@ -99,12 +99,14 @@ std::optional<std::string> outputProblem(const std::string &path,
   return std::nullopt;
 }
 
-/// Upstream flags whose value is a file MLIR writes: each must pass the
-/// checks -o passes (a reproducer written over the input would destroy it).
+/// Upstream flags whose value is a file MLIR writes (mlir-print-ir-tree-dir:
+/// a folder): each must pass the checks -o passes (a reproducer written over
+/// the input would destroy it).
 /// log-actions-to and profile-actions-to take "-" for stderr.
 constexpr const char *kOutputFlags[] = {
     "mlir-generate-reproducer", "mlir-pass-pipeline-crash-reproducer",
-    "log-actions-to", "profile-actions-to", "lto-pass-remarks-output"};
+    "log-actions-to",           "profile-actions-to",
+    "lto-pass-remarks-output",  "mlir-print-ir-tree-dir"};
 
 /// The problem of the first output flag of argv whose file may not be
 /// written: empty, not a regular file, the input, or -o's file.
@@ -134,6 +136,12 @@ std::optional<std::string> outputFlagProblem(int argc, char **argv,
       return flag + ": empty path";
     if (value == "-")
       continue;
+    if (name == "mlir-print-ir-tree-dir") { // a folder MLIR fills with files
+      struct stat st {};
+      if (::stat(value.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+        return flag + " " + value + ": exists and is not a folder";
+      continue;
+    }
     if (auto problem = outputProblem(value, input))
       return flag + " " + *problem;
     struct stat a {
