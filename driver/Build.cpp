@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/file.h>
@@ -58,20 +59,84 @@ std::string projectHash(const codegen::ProjectFiles &files) {
 
 namespace {
 
+/// $AUTODDL_CACHE, else ~/.cache/autoddl, created if missing. Errors name the
+/// variable when it chose the folder: "cannot create the lock file" alone
+/// does not say where the path came from.
 std::string cacheRoot() {
-  if (const char *c = std::getenv("AUTODDL_CACHE"); c && *c)
-    return c;
-  const char *home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/autoddl";
+  const char *c = std::getenv("AUTODDL_CACHE");
+  const bool fromEnv = c && *c;
+  std::string root;
+  if (fromEnv) {
+    root = c;
+  } else {
+    const char *home = std::getenv("HOME");
+    root = std::string(home && *home ? home : "/tmp") + "/.cache/autoddl";
+  }
+  const std::string who =
+      fromEnv ? "AUTODDL_CACHE=" + root : "the build cache " + root;
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec || !fs::is_directory(root, ec))
+    throw UserError(who + ": cannot create the folder" +
+                    (ec ? ": " + ec.message() : std::string(" (a file)")));
+  if (::access(root.c_str(), W_OK | X_OK) != 0)
+    throw UserError(who +
+                    ": cannot write into the folder: " + std::strerror(errno));
+  return root;
 }
 
-/// fork + exec; stdout and stderr to `log` when given. Returns the exit
-/// status (128 + signal when killed).
+// The job runProcess waits for: its process group (mpirun and the ranks it
+// starts locally, cmake and its compilers), and the first SIGINT or SIGTERM
+// received meanwhile. The handler forwards the signal to the whole group and
+// returns; runProcess reaps the job, then removes the temporary folders and
+// ends this process by the same signal (no orphaned mpirun or rank).
+volatile sig_atomic_t jobGroup = 0;
+volatile sig_atomic_t pendingSignal = 0;
+
+extern "C" void forwardToJob(int sig) {
+  // A second signal (the user insisting) kills the job outright.
+  const int send = pendingSignal ? SIGKILL : sig;
+  if (!pendingSignal)
+    pendingSignal = sig;
+  if (jobGroup > 0)
+    ::kill(-pid_t(jobGroup), send);
+}
+
+void endBySignal(int sig); // below: removes the temporary folders, re-raises
+
+/// fork + exec in a process group of its own; stdout and stderr to `log`
+/// when given, stdin from /dev/null (a job in a background group reading the
+/// terminal would stop). Returns the exit status (128 + signal when killed).
 int runProcess(const std::vector<std::string> &argv, const std::string &log) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  // Blocked across fork: a signal between fork and recording the group
+  // would otherwise reach a handler with no job to forward to.
+  sigprocmask(SIG_BLOCK, &block, &old);
+  struct sigaction forward {
+  }, oldInt{}, oldTerm{};
+  forward.sa_handler = forwardToJob;
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGINT, &forward, &oldInt);
+  sigaction(SIGTERM, &forward, &oldTerm);
   pid_t pid = fork();
-  if (pid < 0)
-    throw UserError("cannot start " + argv[0]);
+  if (pid < 0) {
+    sigaction(SIGINT, &oldInt, nullptr);
+    sigaction(SIGTERM, &oldTerm, nullptr);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    throw UserError("cannot start " + argv[0] + ": " + std::strerror(errno));
+  }
   if (pid == 0) {
+    ::setpgid(0, 0);
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (int in = ::open("/dev/null", O_RDONLY); in >= 0) {
+      dup2(in, 0);
+      close(in);
+    }
     if (!log.empty()) {
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       if (fd >= 0) {
@@ -88,9 +153,17 @@ int runProcess(const std::vector<std::string> &argv, const std::string &log) {
     std::fprintf(stderr, "autoddl: error: cannot run %s\n", args[0]);
     _exit(127);
   }
+  ::setpgid(pid, pid); // also here: the child may not have run yet
+  jobGroup = pid;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
     ;
+  jobGroup = 0;
+  sigaction(SIGINT, &oldInt, nullptr);
+  sigaction(SIGTERM, &oldTerm, nullptr);
+  if (const int sig = pendingSignal)
+    endBySignal(sig);
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -123,7 +196,8 @@ public:
   explicit FileLock(const std::string &path)
       : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
     if (fd_ < 0)
-      throw UserError("cannot create the lock file " + path);
+      throw UserError("cannot create the lock file " + path + ": " +
+                      std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0)
       if (errno != EINTR)
         throw UserError("cannot lock " + path);
@@ -196,8 +270,6 @@ std::string buildCached(const codegen::ProjectFiles &files, bool verbose) {
   const std::string root = cacheRoot();
   const std::string dir = root + "/" + projectHash(files);
   const std::string binary = dir + "/build/train";
-  std::error_code ec;
-  fs::create_directories(root, ec);
   FileLock lock(dir + ".lock");
   if (access(binary.c_str(), X_OK) == 0) {
     if (verbose)
@@ -234,9 +306,13 @@ void requireGpu(const std::string &what) {
 std::string workDir(const std::string &dir, const std::string &what) {
   if (!dir.empty())
     return dir;
-  std::string tmpl = "/tmp/autoddl-" + what + "-XXXXXX";
+  // $TMPDIR as every POSIX tool honours it (a test sees what is left behind).
+  const char *env = std::getenv("TMPDIR");
+  const std::string base = env && *env == '/' ? env : "/tmp";
+  std::string tmpl = base + "/autoddl-" + what + "-XXXXXX";
   if (!mkdtemp(tmpl.data()))
-    throw UserError("cannot create a temporary directory in /tmp");
+    throw UserError("cannot create a temporary directory in " + base + ": " +
+                    std::strerror(errno));
   return tmpl;
 }
 
@@ -259,6 +335,8 @@ extern "C" void removeTempDirsAndExit(int sig) {
   std::raise(sig);
 }
 
+void endBySignal(int sig) { removeTempDirsAndExit(sig); }
+
 } // namespace
 
 void checkDataFile(const std::string &data) {
@@ -266,6 +344,13 @@ void checkDataFile(const std::string &data) {
     return;
   if (auto problem = userFileProblem(data, "data file"))
     throw UserError("--data: " + *problem);
+}
+
+void WorkDir::create() const {
+  std::error_code ec;
+  fs::create_directories(path_, ec);
+  if (ec)
+    throw UserError(path_ + ": cannot create the folder: " + ec.message());
 }
 
 WorkDir::WorkDir(const std::string &dir, const std::string &what) {
@@ -306,6 +391,10 @@ int launchMpi(const std::string &binary, int ranks,
   argv.push_back(binary);
   argv.insert(argv.end(), args.begin(), args.end());
   return runProcess(argv, logFile);
+}
+
+int runJob(const std::vector<std::string> &argv) {
+  return runProcess(argv, "");
 }
 
 } // namespace autoddl::driver

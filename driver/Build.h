@@ -32,8 +32,8 @@ std::string buildCached(const codegen::ProjectFiles &files, bool verbose);
 /// programs need one per rank.
 void requireGpu(const std::string &what);
 
-/// `dir` when given, else a new directory /tmp/autoddl-<what>-XXXXXX (the
-/// work folder of a run, verify or validate).
+/// `dir` when given, else a new directory $TMPDIR/autoddl-<what>-XXXXXX
+/// (/tmp without TMPDIR; the work folder of a run, verify or validate).
 std::string workDir(const std::string &dir, const std::string &what);
 
 /// Throws UserError naming the path unless `data` (a --data flag) is empty or
@@ -52,6 +52,8 @@ public:
   WorkDir(const WorkDir &) = delete;
   WorkDir &operator=(const WorkDir &) = delete;
   const std::string &path() const { return path_; }
+  /// Creates the folder (the user's may not exist yet); UserError naming it.
+  void create() const;
   void keep();
 
 private:
@@ -60,9 +62,16 @@ private:
 };
 
 /// Runs `binary args...` on `ranks` MPI ranks; returns its exit status.
-/// stdout/stderr go to the caller's unless `logFile` is given.
+/// stdout/stderr go to the caller's unless `logFile` is given. mpirun runs in
+/// a process group of its own: a SIGINT or SIGTERM to autoddl meanwhile is
+/// forwarded to the group, the job is waited for, the temporary work folders
+/// (WorkDir) are removed, and autoddl then ends by that signal.
 int launchMpi(const std::string &binary, int ranks,
               const std::vector<std::string> &args,
               const std::string &logFile = "");
+
+/// `argv` as a child process, under the same signal rules as launchMpi (the
+/// plan stage of `autoddl run` is autoddl itself); returns its exit status.
+int runJob(const std::vector<std::string> &argv);
 
 } // namespace autoddl::driver

@@ -1,6 +1,7 @@
 //===- Driver.cpp - plan -> project -> build -> launch --------------------===//
 #include "driver/Driver.h"
 
+#include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
 #include "driver/Build.h"
 #include "ir/import/OnnxWeights.h"
@@ -160,10 +161,9 @@ void planModel(const RunOptions &o, const std::string &planPath) {
     argv.insert(argv.end(), {"--loss", o.loss});
   if (!o.fix.empty())
     argv.insert(argv.end(), {"--fix", o.fix});
-  std::string cmd;
-  for (const auto &s : argv)
-    cmd += "'" + s + "' ";
-  if (std::system(cmd.c_str()) != 0)
+  // A child of its own (no shell: a model path with quotes stays one
+  // argument), stopped with autoddl by SIGINT/SIGTERM.
+  if (runJob(argv) != 0)
     throw UserError("planning " + o.input + " failed");
 }
 
@@ -175,6 +175,21 @@ void run(const RunOptions &o) {
   checkDataFile(o.data);
   checkWeightsFlag(o.weights);
   std::string planPath = o.input;
+  // A folder this run creates holds nothing of the user's: only there may the
+  // program replace what it finds (--overwrite).
+  std::error_code outEc;
+  const bool outIsNew =
+      !o.out.empty() &&
+      !std::filesystem::exists(std::filesystem::symlink_status(o.out, outEc));
+  // A folder that cannot be made is named now, not by a filesystem error
+  // after the planning.
+  if (!o.out.empty()) {
+    try {
+      rt::check_output_dir(o.out, "--out");
+    } catch (const std::runtime_error &e) {
+      throw UserError(e.what());
+    }
+  }
   // Results the user already has are never overwritten.
   if (!o.out.empty())
     for (const char *f : {"plan.json", "metrics.json", "trace.json"}) {
@@ -190,7 +205,7 @@ void run(const RunOptions &o) {
     if (o.ranks < 1)
       throw UserError("--ranks: required (at least 1) when running a model");
     work = std::make_unique<WorkDir>(o.out, "run");
-    std::filesystem::create_directories(work->path());
+    work->create();
     planPath = work->path() + "/plan.json";
     planModel(o, planPath);
   } else if (o.globalBatch || o.seq || !o.fix.empty() || !o.loss.empty()) {
@@ -210,7 +225,7 @@ void run(const RunOptions &o) {
   if (!o.weights.empty()) { // before the build: a file without values fails fast
     if (!work)
       work = std::make_unique<WorkDir>(o.out, "run");
-    std::filesystem::create_directories(work->path());
+    work->create();
     const std::string file = work->path() + "/weights.safetensors";
     writeOnnxWeights(plan, isPlanFile(o.input) ? o.model : o.input, file);
     args.insert(args.end(), {"--init", file});
@@ -221,6 +236,8 @@ void run(const RunOptions &o) {
     args.insert(args.end(), {"--data", o.data});
   if (!o.out.empty())
     args.insert(args.end(), {"--out", o.out});
+  if (outIsNew)
+    args.push_back("--overwrite");
   args.insert(args.end(), o.trainArgs.begin(), o.trainArgs.end());
   const int rc = launch(p, args, "", true);
   if (rc != 0)
@@ -229,20 +246,23 @@ void run(const RunOptions &o) {
 }
 
 std::string profiledRun(const planner::Plan &plan, const std::string &planPath,
-                        const std::string &model, int64_t steps) {
+                        const std::string &model, int64_t steps,
+                        WorkDir &work) {
   requireGpu("autoddl validate without --measured");
   if (steps < 2)
     throw UserError("--steps: expected at least 2 (the first step is "
                     "warm-up), got " +
                     std::to_string(steps));
   codegen::validatedModelForPlan(plan, model);
-  const std::string dir = workDir("", "validate");
+  const std::string dir = work.path();
   const Program p = buildPlan(plan, codegen::readTextFile(planPath), model,
                               codegen::Backend::Cuda, false, false);
   const int rc = launch(p,
                         {"--steps", std::to_string(steps), "--out", dir,
                          "--profile", "--trace", "--quiet"},
                         dir + "/run.log", true);
+  if (rc != 0)
+    work.keep();
   if (rc != 0)
     throw UserError(fmt::format("the profiled run failed (exit status {}); "
                                 "see {}/run.log",

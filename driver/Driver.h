@@ -10,6 +10,7 @@
 #pragma once
 
 #include "codegen/CpuCodegen.h"
+#include "driver/Build.h"
 
 #include <cstdint>
 #include <string>
@@ -80,9 +81,10 @@ struct RunOptions {
 void run(const RunOptions &o);
 
 /// `autoddl validate` without --measured: runs the plan's CUDA program here
-/// with --profile --trace for `steps` steps into a new temporary directory;
-/// returns the directory.
+/// with --profile --trace for `steps` steps into `work`; returns its path.
+/// `work` holds the run (removed when it goes, kept when the run fails: the
+/// message names its log).
 std::string profiledRun(const planner::Plan &plan, const std::string &planPath,
-                        const std::string &model, int64_t steps);
+                        const std::string &model, int64_t steps, WorkDir &work);
 
 } // namespace autoddl::driver

@@ -1,6 +1,7 @@
 //===- Verify.cpp - `autoddl verify`: a plan against one rank -------------===//
 #include "driver/Verify.h"
 
+#include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
 #include "driver/Build.h"
 #include "driver/Driver.h"
@@ -29,9 +30,11 @@ std::vector<double> lossesOf(const std::string &metricsPath) {
 std::string runOne(const codegen::ProjectFiles &files, int ranks,
                    const std::string &dir, const VerifyOptions &a) {
   const Program p{buildCached(files, false), ranks};
-  std::filesystem::create_directories(dir);
-  const std::string log = dir + "/run.log";
   std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw UserError(dir + ": cannot create the folder: " + ec.message());
+  const std::string log = dir + "/run.log";
   std::filesystem::remove(log, ec);
   std::vector<std::string> args = {"--steps",      std::to_string(a.steps),
                                    "--out",        dir,
@@ -58,6 +61,28 @@ std::string runOne(const codegen::ProjectFiles &files, int ranks,
   return dir;
 }
 
+/// --keep DIR: a folder verify may fill (plan/, single/, their logs and
+/// checkpoints): a new or empty one, never a file or a folder holding the
+/// user's files, which the runs would replace.
+void checkKeepDir(const std::string &dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st)) {
+    if (!fs::is_directory(st))
+      throw UserError("--keep " + dir + ": exists and is not a folder");
+    if (fs::directory_iterator(dir, ec) != fs::directory_iterator() || ec)
+      throw UserError("--keep " + dir +
+                      ": the folder holds files; refusing to write the runs "
+                      "over them (give a new or empty folder)");
+  }
+  try {
+    rt::check_output_dir(dir, "--keep");
+  } catch (const std::runtime_error &e) {
+    throw UserError(e.what());
+  }
+}
+
 bool isStateTensor(const std::string &name) {
   return name.find(".exp_avg") != std::string::npos;
 }
@@ -72,6 +97,8 @@ bool verify(VerifyOptions a) {
   checkBackend(backend, a.fp32);
   checkDataFile(a.data);
   checkWeightsFlag(a.weights);
+  if (!a.keep.empty())
+    checkKeepDir(a.keep);
   // Defaults: fp32 sums in another order (cpu, cuda --fp32: different
   // reduction orders of the GPU kernels); bf16 activations (cuda).
   if (a.lossTolerance <= 0)
@@ -88,6 +115,7 @@ bool verify(VerifyOptions a) {
                                  backend, a.fp32);
 
   WorkDir workDir(a.keep, "verify");
+  workDir.create(); // before the builds: --keep may name a folder never made
   const std::string &work = workDir.path();
   std::fprintf(stderr,
                "autoddl: verify %s (%d ranks) against 1 rank, %lld "

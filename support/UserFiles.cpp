@@ -131,34 +131,43 @@ void clearUserInputs() {
 
 namespace {
 
-/// Where the output `path` is written (through a link to a regular file) and
-/// the mode it keeps; throws UserError for what writeUserFile refuses.
-std::string outputTarget(const std::string &path, mode_t &mode) {
+/// Where the output `path` is written (through a link to a regular file),
+/// into `target`, and the mode it keeps; or why it may not be written.
+std::optional<std::string> outputTargetProblem(const std::string &path,
+                                               mode_t &mode,
+                                               std::string &target) {
   if (path.empty())
-    throw UserError("output path is empty");
-  std::string target = path;
+    return std::string("output path is empty");
+  target = path;
   mode = 0644;
   struct stat lst {};
   if (::lstat(path.c_str(), &lst) == 0) {
     struct stat st = lst;
     if (S_ISLNK(lst.st_mode)) {
       if (::stat(path.c_str(), &st) != 0)
-        throw UserError(path + ": is a symbolic link to a missing file; "
-                               "refusing to replace the link");
+        return path + ": is a symbolic link to a missing file; refusing to "
+                      "replace the link";
       char resolved[PATH_MAX];
       if (S_ISREG(st.st_mode) && ::realpath(path.c_str(), resolved))
         target = resolved; // write through the link, keep the link
     }
     if (!S_ISREG(st.st_mode))
-      throw UserError(path + ": is " + kindOf(st.st_mode) +
-                      ", not a regular file; refusing to write output there");
+      return path + ": is " + kindOf(st.st_mode) +
+             ", not a regular file; refusing to write output there";
     if (isInput(st))
-      throw UserError(path + ": is also an input of this command; refusing "
-                             "to overwrite it");
+      return path + ": is also an input of this command; refusing to "
+                    "overwrite it";
     mode = st.st_mode & 07777;
   } else if (errno != ENOENT) {
-    throw UserError(path + ": cannot write: " + std::strerror(errno));
+    return path + ": cannot write: " + std::strerror(errno);
   }
+  return std::nullopt;
+}
+
+std::string outputTarget(const std::string &path, mode_t &mode) {
+  std::string target;
+  if (auto problem = outputTargetProblem(path, mode, target))
+    throw UserError(*problem);
   return target;
 }
 
@@ -185,21 +194,23 @@ void checkUserOutput(const std::string &path, const std::string &flag) {
   }
 }
 
-void writeUserFile(const std::string &path, const std::string &text) {
+std::optional<std::string> writeUserFileProblem(const std::string &path,
+                                                const std::string &text) {
   mode_t mode = 0644;
-  const std::string target = outputTarget(path, mode);
-
+  std::string target;
+  if (auto problem = outputTargetProblem(path, mode, target))
+    return problem;
   std::string tmp = target + ".tmp." + std::to_string(::getpid());
   // O_EXCL | O_NOFOLLOW: never write through whatever sits at the temporary
   // name (a planted link or device).
   int fd = ::open(tmp.c_str(),
                   O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0)
-    throw UserError(path + ": cannot write: " + std::strerror(errno));
+    return path + ": cannot write: " + std::strerror(errno);
   auto fail = [&](int err) {
     ::close(fd);
     ::unlink(tmp.c_str());
-    throw UserError(path + ": cannot write: " + std::strerror(err));
+    return path + ": cannot write: " + std::strerror(err);
   };
   const char *p = text.data();
   size_t left = text.size();
@@ -208,23 +219,29 @@ void writeUserFile(const std::string &path, const std::string &text) {
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      fail(errno);
+      return fail(errno);
     }
     p += n;
     left -= static_cast<size_t>(n);
   }
   if (::fchmod(fd, mode) != 0 || ::fsync(fd) != 0)
-    fail(errno);
+    return fail(errno);
   if (::close(fd) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw UserError(path + ": cannot write: " + std::strerror(err));
+    return path + ": cannot write: " + std::strerror(err);
   }
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw UserError(path + ": cannot write: " + std::strerror(err));
+    return path + ": cannot write: " + std::strerror(err);
   }
+  return std::nullopt;
+}
+
+void writeUserFile(const std::string &path, const std::string &text) {
+  if (auto problem = writeUserFileProblem(path, text))
+    throw UserError(*problem);
 }
 
 std::string capMessage(const std::string &message, size_t limit) {

@@ -53,6 +53,11 @@ void checkUserOutput(const std::string &path, const std::string &flag);
 /// Writes `text` to the output `path` by the rules above.
 void writeUserFile(const std::string &path, const std::string &text);
 
+/// writeUserFile without exceptions (autoddl-opt): why `text` could not be
+/// written to `path`, or nothing once it is.
+std::optional<std::string> writeUserFileProblem(const std::string &path,
+                                                const std::string &text);
+
 /// Shortens a message to at most `limit` bytes per line (a megabyte-long
 /// model name quoted back is no use to anyone).
 std::string capMessage(const std::string &message, size_t limit = 400);

@@ -2,6 +2,8 @@
 #include "backends/common/FileIo.h"
 
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -24,10 +26,40 @@ static std::string parentDir(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-void write_file_atomically(const std::string &path,
+/// Where `path` is written: itself, or the regular file a symbolic link at
+/// it names (the link stays a link). Anything else already there (a FIFO, a
+/// device, a folder, a link to one of them or to nothing) is refused: the
+/// rename would replace it, and the user meant something by it.
+static std::string write_target(const std::string &path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0)
+    return path;
+  if (S_ISLNK(st.st_mode)) {
+    char resolved[PATH_MAX];
+    if (::stat(path.c_str(), &st) != 0 || !::realpath(path.c_str(), resolved))
+      throw std::runtime_error(path + ": a link to a missing file; refusing "
+                                      "to replace it");
+    if (!S_ISREG(st.st_mode))
+      throw std::runtime_error(path + ": a link to a device, FIFO or folder; "
+                                      "refusing to write there");
+    return resolved;
+  }
+  if (!S_ISREG(st.st_mode))
+    throw std::runtime_error(path + ": not a regular file (a device, FIFO, "
+                                    "socket or folder); refusing to replace "
+                                    "it");
+  return path;
+}
+
+void write_file_atomically(const std::string &requested,
                            const std::vector<FileChunk> &chunks) {
+  const std::string path = write_target(requested);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::unlink(tmp.c_str()); // a leftover of a killed process with this pid
+  // O_EXCL | O_NOFOLLOW: never write through whatever sits at the temporary
+  // name (a planted link or device).
+  const int fd = ::open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     throw ioError(path, "cannot create temporary file " + tmp);
   auto abandon = [&](const std::string &what) {

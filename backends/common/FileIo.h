@@ -18,7 +18,9 @@ using FileChunk = std::pair<const void *, size_t>;
 /// directory, fsync, rename over PATH, fsync the directory. A process killed at
 /// any moment leaves PATH as it was (or complete); on an error the temporary
 /// file is removed, PATH is untouched, and std::runtime_error("PATH: cause") is
-/// thrown.
+/// thrown. A symbolic link to a regular file is written through (the link
+/// stays); a FIFO, device, folder or a link to one (or to nothing) at PATH is
+/// refused, never replaced.
 void write_file_atomically(const std::string &path,
                            const std::vector<FileChunk> &chunks);
 void write_file_atomically(const std::string &path, const std::string &text);

@@ -4,9 +4,11 @@
 #include "backends/cpu/MpiCheck.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace autoddl::rt {
 
@@ -25,9 +27,13 @@ void mpi_init(int *argc, char ***argv) {
   mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &size));
   // torchrun-style variables, when set, must be numbers that agree with
   // MPI's world (a program started alone with WORLD_SIZE=2 would otherwise
-  // train as one rank of two).
-  auto env_int = [](const char *name, long long lo, long long hi,
-                    long long &value) {
+  // train as one rank of two). Checked on every rank and agreed on by all
+  // (one MPI_Allgather): a rank that alone found a problem and stopped would
+  // leave the others waiting in their first collective for ever (the same
+  // RANK=0 exported to every rank of mpirun).
+  std::string problem;
+  auto env_int = [&](const char *name, long long lo, long long hi,
+                     long long &value) {
     const char *s = std::getenv(name);
     if (!s)
       return false;
@@ -38,25 +44,59 @@ void mpi_init(int *argc, char ***argv) {
       std::string v(s);
       if (v.size() > 80)
         v = v.substr(0, 80) + "...";
-      throw std::runtime_error(std::string(name) + "=\"" + v +
-                               "\": expected an integer from " +
-                               std::to_string(lo) + " to " +
-                               std::to_string(hi));
+      for (char &c : v)
+        if ((unsigned char)c < 0x20 || c == 0x7f)
+          c = '?'; // the message stays one line
+      if (problem.empty())
+        problem = std::string(name) + "=\"" + v +
+                  "\": expected an integer from " + std::to_string(lo) +
+                  " to " + std::to_string(hi);
+      return false;
     }
     return true;
   };
   long long ws = 0, r = 0;
   const bool has_ws = env_int("WORLD_SIZE", 1, 1 << 24, ws);
   const bool has_r = env_int("RANK", 0, has_ws ? ws - 1 : 1 << 24, r);
-  if (has_ws && ws != size)
+  if (problem.empty() && has_ws && ws != size)
+    problem = "WORLD_SIZE=" + std::to_string(ws) + " but MPI started " +
+              std::to_string(size) + (size == 1 ? " rank" : " ranks") +
+              "; launch the program with mpirun -np " + std::to_string(ws) +
+              " or srun";
+  // Per rank: whether it found a problem, and its RANK (-1 when unset).
+  int64_t mine[2] = {problem.empty() ? 0 : 1,
+                     has_r && has_ws ? int64_t(r) : -1};
+  std::vector<int64_t> all(size_t(2 * size));
+  mpiCheck(MPI_Allgather(mine, 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T,
+                         MPI_COMM_WORLD));
+  int first_bad = -1;
+  for (int q = 0; q < size && first_bad < 0; ++q)
+    if (all[size_t(2 * q)])
+      first_bad = q;
+  if (first_bad >= 0) {
+    // The first rank's own words, on every rank.
+    char text[256] = {};
+    if (rank == first_bad)
+      std::snprintf(text, sizeof text, "%s", problem.c_str());
+    mpiCheck(MPI_Bcast(text, sizeof text, MPI_CHAR, first_bad, MPI_COMM_WORLD));
     throw std::runtime_error(
-        "WORLD_SIZE=" + std::to_string(ws) + " but MPI started " +
-        std::to_string(size) + (size == 1 ? " rank" : " ranks") +
-        "; launch the program with mpirun -np " + std::to_string(ws) +
-        " or srun");
-  if (has_r && has_ws && r != rank)
-    throw std::runtime_error("RANK=" + std::to_string(r) + " but MPI rank is " +
-                             std::to_string(rank));
+        size > 1 ? "MPI rank " + std::to_string(first_bad) + ": " + text
+                 : std::string(text));
+  }
+  for (int q = 0; q < size; ++q) {
+    const int64_t env_rank = all[size_t(2 * q + 1)];
+    if (env_rank >= 0 && env_rank != q) {
+      std::string same;
+      for (int o = 0; o < size; ++o)
+        if (o != q && all[size_t(2 * o + 1)] == env_rank)
+          same = " (as on MPI rank " + std::to_string(o) + ")";
+      throw std::runtime_error(
+          "RANK=" + std::to_string(env_rank) + " on MPI rank " +
+          std::to_string(q) + same +
+          ": RANK must be each rank's own MPI rank; unset RANK and "
+          "WORLD_SIZE under mpirun, or set them per rank");
+    }
+  }
 }
 
 Mesh::Mesh(std::vector<int64_t> shape, MPI_Comm world)

@@ -382,8 +382,15 @@ Cluster readClusterFile(const std::string &path) {
 }
 
 std::string presetsDir() {
-  if (const char *env = std::getenv("AUTODDL_PRESETS_DIR"); env && *env)
+  if (const char *env = std::getenv("AUTODDL_PRESETS_DIR"); env && *env) {
+    // Named by the variable: "unknown preset (presets in X: none)" would not
+    // say where X came from.
+    struct stat st {};
+    if (::stat(env, &st) != 0 || !S_ISDIR(st.st_mode))
+      throw UserError(std::string("AUTODDL_PRESETS_DIR=") + env +
+                      ": not a folder of cluster presets");
     return env;
+  }
   return AUTODDL_PRESETS_SOURCE_DIR;
 }
 

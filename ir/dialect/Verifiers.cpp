@@ -175,9 +175,36 @@ static LogicalResult verifySignatureOnOp(Operation *op, SignatureAttr sig) {
   return success();
 }
 
+/// The pipeline stages the module around `op` can hold: each stage runs on a
+/// mesh of its own, so there are at most as many as sbp.mesh ops in the
+/// nearest symbol table; 0 when it declares none (a module of ops alone).
+static int64_t stageBound(Operation *op) {
+  Operation *scope = SymbolTable::getNearestSymbolTable(op);
+  if (!scope || scope->getNumRegions() == 0 || scope->getRegion(0).empty())
+    return 0;
+  int64_t meshes = 0;
+  for (Operation &top : scope->getRegion(0).front())
+    meshes += isa<MeshOp>(top) ? 1 : 0;
+  return meshes;
+}
+
+/// `stage` (of `what`: "pipeline stage", "peer stage") beyond stageBound.
+static LogicalResult verifyStageInMesh(Operation *op, int64_t stage,
+                                       StringRef what) {
+  const int64_t bound = stageBound(op);
+  if (bound > 0 && stage >= bound)
+    return op->emitOpError()
+           << "expected a " << what << " below " << bound
+           << " (the module declares " << bound
+           << " sbp.mesh, one per pipeline stage), got " << stage;
+  return success();
+}
+
 static LogicalResult verifyPlacementOnOp(Operation *op,
                                          PlacementAttr placement) {
   if (failed(resolveMesh(op, placement.getMesh())))
+    return failure();
+  if (failed(verifyStageInMesh(op, placement.getStage(), "pipeline stage")))
     return failure();
   if (auto sig = op->getAttrOfType<SignatureAttr>(kSignatureAttr))
     if (sig.getMesh() != placement.getMesh())
@@ -329,6 +356,8 @@ static LogicalResult verifyStageTransfer(Operation *op, int64_t stage,
     return op->emitOpError() << "expected a peer stage >= 0, got " << stage;
   if (channel < 0)
     return op->emitOpError() << "expected a channel >= 0, got " << channel;
+  if (failed(verifyStageInMesh(op, stage, "peer stage")))
+    return failure();
   if (auto placement = op->getAttrOfType<PlacementAttr>(kPlacementAttr))
     if (placement.getStage() == stage)
       return op->emitOpError() << "expected a peer stage other than its own ("

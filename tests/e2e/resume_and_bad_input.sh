@@ -5,7 +5,8 @@
 #  - --init of that checkpoint's model.safetensors: the run starts from exactly its tensors;
 #  - a plan of another schema version, a corrupted plan, a non-empty directory that is not an
 #    autoddl project, a rank count other than the plan's, a missing data file, a checkpoint of
-#    another model: each a one-line error, non-zero exit, nothing overwritten.
+#    another model, the same RANK on every rank: each a one-line error, non-zero exit, nothing
+#    overwritten.
 # Usage: resume_and_bad_input.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -71,6 +72,10 @@ expect_error "non-empty directory" "refusing" "$autoddl" codegen "$w/plan.json" 
 [ "$(cat "$w/mine/notes.txt")" = precious ] && [ "$(ls "$w/mine")" = notes.txt ] || fail "mine/ was touched"
 # Rank count, missing data, verify of a plan on the wrong rank count.
 expect_error "rank count" "needs 2 ranks" mpi -np 1 "$w/gpt/build/train" --steps 1
+# The same RANK exported to every rank (issue 49): named at start-up by every rank, not a hang.
+expect_error "the same RANK on every rank" "RANK=0 on MPI rank 1 (as on MPI rank 0)" \
+  env RANK=0 WORLD_SIZE=2 timeout 60 mpirun --oversubscribe --allow-run-as-root -np 2 \
+  "$w/gpt/build/train" --steps 1
 expect_error "missing data file" "no-such-file" mpi -np 2 "$w/gpt/build/train" --steps 1 --data "$w/no-such-file"
 expect_error "run with another rank count" "runs on 2 ranks" "$autoddl" run "$w/plan.json" --ranks 3
 # A checkpoint of another model.

@@ -165,7 +165,7 @@ prepare)
         -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
       cmake --build "$ref/build" -j2 >/dev/null
       OPENBLAS_NUM_THREADS=1 mpirun --allow-run-as-root --oversubscribe -np "$gpus" \
-        "$ref/build/train" --steps $steps --quiet --out "$ref/run"
+        "$ref/build/train" --steps $steps --quiet --out "$ref/run" --overwrite
     elif ! [ -d "$ref" ]; then
       "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus 1 "${batchArgs[@]}" "${optArgs[@]}" \
         --fix tp=1,pp=1,dp=1 --no-why -o "$dir/cpu/$refName.plan.json" >/dev/null

@@ -34,6 +34,7 @@ nest '[' ']' 100000 >deep.json
 { printf '{"name": "x", "gpus_per_node": '; nest '{' '}' 50000 | sed 's/{}/{"a":1}/'; printf '}'; } >deep-cluster.json
 { printf 'module {\n  "test.op"() {attr = '; nest '[' ']' 100000; printf '} : () -> ()\n}\n'; } >deep.mlir
 printf 'func.func @f() {\n  return\n}\n' >good.mlir
+for i in $(seq 300); do printf 'func.func @f%d() {\n  return\n}\n' "$i"; done >many-funcs.mlir
 # A plan with two pipeline stages and tensor parallelism, then inconsistent
 # copies of it, each one edit away.
 "$A" plan gpt2 --cluster "$C" --global-batch 8 --fix pp=2,tp=2 --no-why \
@@ -56,6 +57,15 @@ edit("plan-stage-dup.json", lambda p: p["stages"][1].update(stage=0))
 edit("plan-sha.json", lambda p: p["model"].update(source="model-small.json"))
 edit("plan-moved.json", lambda p: p["model"].update(source="/nonexistent/moved-model.json",
                                                      sha256="0" * 64))
+# Measured runs a real run cannot produce (validate --measured DIR).
+import os
+mesh = good["mesh"]
+info = {"model": good["model"]["name"], "ranks": str(mesh["pp"] * mesh["dp"] * mesh["tp"])}
+for name, extra in (("measured-negative", {"mean_step_seconds": -0.5}),
+                    ("measured-negative-step", {"step_seconds": [0.1, -2.0]}),
+                    ("measured-rank99", {"mean_step_seconds": 0.1, "op_profile_rank": 99})):
+    os.makedirs(name)
+    json.dump(dict(info=info, op_kinds={}, **extra), open(name + "/metrics.json", "w"))
 cluster = json.load(open(sys.argv[1]))
 cluster["intra_node"]["bandwidth_GBps"] = 1e300  # inf bytes/s: "too large"
 json.dump(cluster, open("cluster-huge.json", "w"))
@@ -66,6 +76,9 @@ printf '{"template": "gpt", "config": {"hidden_size": 64, "num_layers": 2, "hidd
 printf '{"template": "gpt", "config": {"hidden_size": null}}' >null-model.json
 sed '0,/{/s//{"name": "twice",/' "$INPUTS/../../../examples/clusters/$C.json" >dup-cluster.json
 sed '0,/{/s//{"zero": 0,/' good-plan.json >dup-plan.json
+cp good-plan.json old-plan.json
+mkdir -p keep-full && echo mine >keep-full/notes.txt
+printf 'x' >not-a-cache
 
 . "$HERE/check_lib.sh"
 before=$(snapshot)
@@ -146,6 +159,51 @@ done
 check_says "--fit-cluster: needs --cluster" "$A" validate good-plan.json --fit-cluster fitted.json
 check_says "--trace-out good-plan.json:" "$A" validate good-plan.json --trace-out good-plan.json
 
+# Empty paths are no paths (issue 49): not "standard output", not "a temporary folder".
+check_says "empty value" "$A" plan gpt2 --cluster "$C" --global-batch 8 -o ''
+check_says "empty value" "$A" import gpt2 -o ''
+check_says "empty value" "$A" codegen good-plan.json -o ''
+check_says "empty value" "$A" verify good-plan.json --keep ''
+check_says "empty value" "$A" run good-plan.json --out ''
+# verify --keep: never a file, never a folder holding the user's files.
+check_says "--keep good-plan.json: exists and is not a folder" "$A" verify good-plan.json \
+  --keep good-plan.json
+check_says "--keep keep-full: the folder holds files" "$A" verify good-plan.json --keep keep-full
+# K-FAC's flags need --optimizer kfac, whatever their value.
+check_says "--kfac-refresh: needs --optimizer kfac" "$A" plan gpt2 --cluster "$C" \
+  --global-batch 8 --kfac-refresh 0
+check_says "--kfac-damping: needs --optimizer kfac" "$A" plan gpt2 --cluster "$C" \
+  --global-batch 8 --kfac-damping 0.1
+check_says "--kfac-rule: needs --optimizer kfac" "$A" plan gpt2 --cluster "$C" \
+  --global-batch 8 --kfac-rule sgd
+# Every count bounded: a billion K-FAC layers is refused, not simulated for hours.
+check_says "--kfac-layers: expected at most" "$A" simulate --schedule 1f1b --stages 2 \
+  --microbatches 4 --pipefisher --kfac-layers 1000000000
+# Environment variables: a bad value is refused by name, whatever the command.
+check_says "AUTODDL_FUSE_SKIP: 'sbp-bogus'" env AUTODDL_FUSE_SKIP=sbp-bogus "$A" plan gpt2 \
+  --cluster "$C" --global-batch 8
+check_says "AUTODDL_CACHE=not-a-cache: cannot create the folder" env AUTODDL_CACHE=not-a-cache \
+  "$A" run good-plan.json
+check_says "AUTODDL_PRESETS_DIR=fifo: not a folder" env AUTODDL_PRESETS_DIR=fifo "$A" plan gpt2 \
+  --cluster "$C" --global-batch 8
+# Output folders that cannot be made: one line naming them, no "internal error".
+check_says "--out good-plan.json: exists and is not a directory" "$A" run gpt2 --ranks 2 \
+  --out good-plan.json
+check "$A" run gpt2 --ranks 2 --out /proc/x
+check "$A" verify good-plan.json --keep /proc/x
+# validate --measured: times and ranks no run produces.
+check_says "/mean_step_seconds: expected a non-negative number" "$A" validate good-plan.json \
+  --measured measured-negative
+check_says "/step_seconds/1: expected a non-negative number" "$A" validate good-plan.json \
+  --measured measured-negative-step
+check_says "rank 99 is not one of the plan's 8 ranks" "$A" validate good-plan.json \
+  --measured measured-rank99
+# A full disk (a file size limit: no root needed) leaves the earlier plan whole, and no temporary
+# file beside it.
+full_disk=(bash -c 'ulimit -f 4; trap "" XFSZ; exec "$@"' full_disk)
+check_says "old-plan.json: cannot write" "${full_disk[@]}" "$A" plan gpt2 --cluster "$C" --global-batch 8 \
+  --no-why -o old-plan.json
+
 # Numeric flags out of range: one line naming the flag.
 for v in 0 -8 99999999999 99999999999999999999 abc; do
   check "$A" plan gpt2 --cluster "$C" --global-batch 8 --gpus "$v"
@@ -190,6 +248,21 @@ done
 for o in /dev/full fifo devnull-link good.mlir; do
   check "$OPT" good.mlir -o "$o"
 done
+# MLIR's own output flags pass the checks -o passes (a reproducer over the input destroyed it).
+for o in /dev/full fifo devnull-link good.mlir; do
+  check "$OPT" good.mlir --mlir-generate-reproducer="$o"
+  check "$OPT" good.mlir --mlir-pass-pipeline-crash-reproducer "$o"
+  check "$OPT" good.mlir --log-actions-to="$o"
+done
+check_says "-o: empty path" "$OPT" good.mlir -o ''
+check_says "--mlir-generate-reproducer: empty path" "$OPT" good.mlir --mlir-generate-reproducer=
+check_says "is also the output" "$OPT" good.mlir -o out.mlir --mlir-generate-reproducer=out.mlir
+check_says "--mlir-print-ir-tree-dir good.mlir: exists and is not a folder" "$OPT" good.mlir \
+  --mlir-print-ir-tree-dir=good.mlir --mlir-print-ir-after-all
+# -o is written whole or not at all: a full disk leaves the earlier output.
+cp good.mlir old.mlir
+before=$(snapshot)
+check "${full_disk[@]}" "$OPT" many-funcs.mlir -o old.mlir
 
 echo "$cases cases, $failures failures"
 [ "$failures" -eq 0 ]

@@ -16,14 +16,23 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -90,6 +99,64 @@ std::optional<std::string> outputProblem(const std::string &path,
   return std::nullopt;
 }
 
+/// Upstream flags whose value is a file MLIR writes (mlir-print-ir-tree-dir:
+/// a folder): each must pass the checks -o passes (a reproducer written over
+/// the input would destroy it).
+/// log-actions-to and profile-actions-to take "-" for stderr.
+constexpr const char *kOutputFlags[] = {
+    "mlir-generate-reproducer", "mlir-pass-pipeline-crash-reproducer",
+    "log-actions-to",           "profile-actions-to",
+    "lto-pass-remarks-output",  "mlir-print-ir-tree-dir"};
+
+/// The problem of the first output flag of argv whose file may not be
+/// written: empty, not a regular file, the input, or -o's file.
+std::optional<std::string> outputFlagProblem(int argc, char **argv,
+                                             const std::string &input,
+                                             const std::string &output) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--")
+      break;
+    if (arg.size() < 2 || arg[0] != '-')
+      continue;
+    arg.erase(0, arg[1] == '-' ? 2 : 1);
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    if (std::find_if(std::begin(kOutputFlags), std::end(kOutputFlags),
+                     [&](const char *f) { return name == f; }) ==
+        std::end(kOutputFlags))
+      continue;
+    std::string value;
+    if (eq != std::string::npos)
+      value = arg.substr(eq + 1);
+    else if (i + 1 < argc)
+      value = argv[++i];
+    const std::string flag = "--" + name;
+    if (value.empty())
+      return flag + ": empty path";
+    if (value == "-")
+      continue;
+    if (name == "mlir-print-ir-tree-dir") { // a folder MLIR fills with files
+      struct stat st {};
+      if (::stat(value.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+        return flag + " " + value + ": exists and is not a folder";
+      continue;
+    }
+    if (auto problem = outputProblem(value, input))
+      return flag + " " + *problem;
+    struct stat a {
+    }, b{};
+    if (output != "-" &&
+        (value == output ||
+         (::stat(value.c_str(), &a) == 0 && ::stat(output.c_str(), &b) == 0 &&
+          a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
+      return flag + " " + value +
+             ": is also the output (-o); refusing to "
+             "write both there";
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -100,14 +167,44 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "autoddl-opt: the sbp dialect and its passes\n", registry);
-  std::optional<std::string> problem = inputProblem(input);
+  std::optional<std::string> problem;
+  if (output.empty())
+    problem = "-o: empty path";
+  if (!problem)
+    problem = inputProblem(input);
   if (!problem)
     problem = outputProblem(output, input);
+  if (!problem)
+    problem = outputFlagProblem(argc, argv, input, output);
   if (problem) {
     std::fprintf(stderr, "autoddl-opt: error: %s\n",
                  autoddl::capMessage(*problem).c_str());
     return 1;
   }
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, input, output, registry));
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (output == "-" || config.shouldShowDialects())
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, input, output, registry));
+  // -o FILE: the module is printed into memory and written as every autoddl
+  // output is (support/UserFiles.h: a temporary name beside it, renamed), so
+  // a failure or a full disk leaves the earlier file or nothing.
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &error);
+  if (!file) {
+    std::fprintf(stderr, "autoddl-opt: error: %s\n",
+                 autoddl::capMessage(error).c_str());
+    return 1;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (mlir::failed(mlir::MlirOptMain(os, std::move(file), registry, config)))
+    return 1;
+  os.flush();
+  if (auto written = autoddl::writeUserFileProblem(output, text)) {
+    std::fprintf(stderr, "autoddl-opt: error: %s\n",
+                 autoddl::capMessage(*written).c_str());
+    return 1;
+  }
+  return 0;
 }

@@ -49,6 +49,9 @@ struct PlanArgs {
   std::string kfacRule = "sgd";
   std::string kfacRefresh; // K or K0,K1,...; empty: set by the bubbles
   std::string kfacFill;    // items or fluid; empty: items
+  // Given on the command line (the defaults above are no choice of the
+  // user's): K-FAC's flags need --optimizer kfac, whatever their value.
+  bool kfacDampingGiven = false, kfacRuleGiven = false;
   int nodes = 0, gpus = 0;
   int64_t globalBatch = 0, seq = 0;
   std::string loss;
@@ -305,6 +308,8 @@ void run(const PlanArgs &a) {
     throw UserError("--optimizer: expected adamw or kfac, got \"" +
                     a.optimizer + "\"");
   opts.optimizer = a.optimizer;
+  if (a.kfacDampingGiven && a.optimizer != "kfac")
+    throw UserError("--kfac-damping: needs --optimizer kfac");
   opts.kfacDamping = a.kfacDamping;
   // An unusable -o is found before the search, not after it.
   if (!a.output.empty()) {
@@ -314,10 +319,10 @@ void run(const PlanArgs &a) {
   if (a.kfacRule != "sgd" && a.kfacRule != "lamb")
     throw UserError("--kfac-rule: expected sgd or lamb, got \"" + a.kfacRule +
                     "\"");
-  if (a.kfacRule != "sgd" && a.optimizer != "kfac")
+  if (a.kfacRuleGiven && a.optimizer != "kfac")
     throw UserError("--kfac-rule: needs --optimizer kfac");
   const KfacRefreshPin refresh = parseKfacRefresh(a.kfacRefresh);
-  if (refresh.pinned() && a.optimizer != "kfac")
+  if (!a.kfacRefresh.empty() && a.optimizer != "kfac") // "0" too
     throw UserError("--kfac-refresh: needs --optimizer kfac");
   if (!refresh.perDevice.empty() && opts.fixed.pp &&
       static_cast<int>(refresh.perDevice.size()) != *opts.fixed.pp)
@@ -415,8 +420,9 @@ void registerPlanCommand(CLI::App &app) {
                   "adamw (first-order, default) or kfac (K-FAC on the linear "
                   "layers, its work packed into the pipeline bubbles: "
                   "docs/pipefisher.md)");
-  cmd->add_option("--kfac-damping", args->kfacDamping,
-                  "K-FAC Tikhonov damping (> 0, default 1e-3)");
+  CLI::Option *damping =
+      cmd->add_option("--kfac-damping", args->kfacDamping,
+                      "K-FAC Tikhonov damping (> 0, default 1e-3)");
   cmd->add_option("--kfac-refresh", args->kfacRefresh,
                   "pin K-FAC's refresh interval: K for every pipeline device, "
                   "or K0,K1,... one per device (steps; default: what each "
@@ -428,15 +434,20 @@ void registerPlanCommand(CLI::App &app) {
                   "in a gap it fits: PipeFisher; default) or fluid (a "
                   "preemptible filling thread, the CPU programs': items in "
                   "queue order, split across gaps)");
-  cmd->add_option("--kfac-rule", args->kfacRule,
-                  "the rule on K-FAC's preconditioned gradient in the "
-                  "programs: sgd (momentum SGD, default) or lamb");
+  CLI::Option *rule =
+      cmd->add_option("--kfac-rule", args->kfacRule,
+                      "the rule on K-FAC's preconditioned gradient in the "
+                      "programs: sgd (momentum SGD, default) or lamb");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_flag("--json", args->json, "print the plan document");
   cmd->add_flag("--no-why", args->noWhy,
                 "skip pricing the neighbouring choices (inspect --why)");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, damping, rule] {
+    args->kfacDampingGiven = damping->count() > 0;
+    args->kfacRuleGiven = rule->count() > 0;
+    run(*args);
+  });
 }
 
 } // namespace autoddl::cli

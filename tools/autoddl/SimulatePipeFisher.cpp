@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace autoddl::cli {
@@ -23,6 +24,24 @@ PipeFisherOutput simulatePipeFisher(const Schedule &schedule,
     throw UserError(fmt::format(
         "--kfac-layers: expected at least 1 layer per stage, got {}",
         t.layers));
+  // K-FAC's items: per layer, curvature per micro-batch and factor, plus its
+  // inversions and reductions, on every model stage (both directions for
+  // chimera); bounded as the schedule's instructions are, so a typo does not
+  // run (and allocate) for hours.
+  const long long copies =
+      schedule.config.kind == ScheduleKind::Chimera ? 2 : 1;
+  const long long perLayer = 2LL * (schedule.config.microbatches + 3);
+  const long long layerCopies = (long long)schedule.modelStages() * copies;
+  // A stage of the largest models holds a few hundred linear layers.
+  constexpr long long kMaxLayersPerStage = 1024;
+  const long long most =
+      std::min(kMaxLayersPerStage, kMaxInstructions / perLayer / layerCopies);
+  if ((long long)t.layers > most)
+    throw UserError(fmt::format(
+        "--kfac-layers: expected at most {} layers per stage (K-FAC items "
+        "with {} model stages and {} micro-batches stay within {}), got {}",
+        most, schedule.modelStages(), schedule.config.microbatches,
+        kMaxInstructions, t.layers));
   if (!std::isfinite(t.margin) || t.margin < 0)
     throw UserError(
         fmt::format("--margin: expected a number >= 0, got {}", t.margin));

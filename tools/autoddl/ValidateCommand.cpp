@@ -33,6 +33,7 @@
 #include "codegen/CpuCodegen.h"
 #include "cost_model/fit/ClusterFit.h"
 #include "cost_model/pipeline/ChromeTrace.h"
+#include "driver/Build.h"
 #include "driver/Driver.h"
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
@@ -218,6 +219,32 @@ json mergedTrace(const planner::Plan &plan, const std::string &planPath,
   return json::object({{"traceEvents", events}, {"displayTimeUnit", "ms"}});
 }
 
+/// Times and ranks no run produces (a negative step time, the profile of a
+/// rank beyond the plan's) are refused by place, not compared.
+void checkMeasuredNumbers(const json &m, const std::string &path, int ranks) {
+  const json::json_pointer root;
+  for (const char *key :
+       {"mean_step_seconds", "tokens_per_second", "samples_per_second"})
+    if (auto x = optNumber(m, key, path, root); x && !(*x >= 0))
+      throw UserError(jsonPlace(path, root / key) +
+                      "expected a non-negative number");
+  if (m.contains("step_seconds")) {
+    const json &steps = m.at("step_seconds");
+    const json::json_pointer at = root / "step_seconds";
+    if (!steps.is_array())
+      throw UserError(jsonPlace(path, at) + "expected an array");
+    for (size_t i = 0; i < steps.size(); ++i)
+      if (!steps[i].is_number() || !(steps[i].get<double>() >= 0))
+        throw UserError(jsonPlace(path, at / i) +
+                        "expected a non-negative number");
+  }
+  if (auto r = optNumber(m, "op_profile_rank", path, root))
+    if (!(*r >= 0 && *r < ranks) || *r != std::floor(*r))
+      throw UserError(
+          jsonPlace(path, root / "op_profile_rank") +
+          fmt::format("rank {} is not one of the plan's {} ranks", *r, ranks));
+}
+
 /// DIR/metrics.json of a run of the plan's program, checked to be a run of
 /// this plan: its model and rank count. `flags`: what the run needed beyond
 /// --out DIR (for the message when the file is missing).
@@ -246,6 +273,7 @@ json readRunMetrics(const ValidateArgs &a, const planner::Plan &plan,
                                 path, info.at("ranks").get<std::string>(),
                                 a.plan, ranks, plan.knobs.pp, plan.knobs.dp,
                                 plan.knobs.tp));
+  checkMeasuredNumbers(m, path, ranks);
   return m;
 }
 
@@ -326,9 +354,14 @@ void run(const ValidateArgs &a) {
     checkUserOutput(a.traceOut, "--trace-out");
   if (!a.fitCluster.empty())
     checkUserOutput(a.fitCluster, "--fit-cluster");
+  // The profiled run's folder lives until the report is written.
+  std::unique_ptr<driver::WorkDir> work;
+  if (a.measured.empty())
+    work = std::make_unique<driver::WorkDir>("", "validate");
   const std::string dir =
-      a.measured.empty() ? driver::profiledRun(plan, a.plan, a.model, a.steps)
-                         : a.measured;
+      a.measured.empty()
+          ? driver::profiledRun(plan, a.plan, a.model, a.steps, *work)
+          : a.measured;
   const std::string metricsPath = dir + "/metrics.json";
   const json m = readRunMetrics(a, plan, dir, " --profile");
   if (!m.contains("op_kinds"))

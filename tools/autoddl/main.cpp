@@ -1,4 +1,5 @@
 //===- main.cpp - the autoddl command-line front end ---------------------===//
+#include "ir/lower/FuseImported.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
 #include "tools/autoddl/Commands.h"
@@ -75,6 +76,31 @@ void checkNumericFlags(CLI::App &app) {
     checkNumericFlags(*sub);
 }
 
+/// An empty value is no path, model, backend or knob list: `-o ''` would
+/// otherwise mean "standard output" and `--keep ''` "a temporary folder",
+/// silently. Refused for every text option and argument of every subcommand.
+void checkTextFlags(CLI::App &app) {
+  for (CLI::Option *opt : app.get_options()) {
+    if (opt->get_type_name() != "TEXT" || opt->get_expected_min() < 1)
+      continue;
+    const std::string flag = opt->get_name();
+    opt->check(CLI::Validator(
+        [flag](std::string &value) {
+          if (value.empty())
+            throw autoddl::UserError(flag + ": empty value");
+          return std::string();
+        },
+        "", "non-empty"));
+  }
+  for (CLI::App *sub : app.get_subcommands([](CLI::App *) { return true; }))
+    checkTextFlags(*sub);
+}
+
+/// The AUTODDL_* variables every command reads through a lowering it may not
+/// reach for this input (AUTODDL_FUSE_SKIP applies to ONNX imports only):
+/// a bad value is refused by name whatever the command, not ignored.
+void checkEnvironment() { (void)autoddl::fuseSkipFromEnvironment(); }
+
 /// Output printed to a full device or a closed stdout is lost: say so and fail
 /// rather than exit 0.
 int checkStdout() {
@@ -106,7 +132,9 @@ int main(int argc, char **argv) {
   autoddl::cli::registerCalibrateCommand(app);
   autoddl::cli::registerValidateCommand(app);
   checkNumericFlags(app);
+  checkTextFlags(app);
   try {
+    checkEnvironment();
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     if (e.get_exit_code() == 0) // --help, --version

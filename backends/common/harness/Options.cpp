@@ -2,14 +2,15 @@
 #include "backends/common/harness/Options.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace autoddl::rt::harness {
 
@@ -60,6 +61,79 @@ std::string echo_value(const std::string &v) {
 }
 
 } // namespace
+
+namespace {
+
+/// Every flag parse_options takes: its spelling and what it does (--help).
+struct FlagHelp {
+  const char *flag, *help;
+};
+constexpr FlagHelp kFlags[] = {
+    {"--steps N", "train N steps in all (default 10; a resumed run counts "
+                  "the checkpoint's)"},
+    {"--data FILE", "token file: .bin (uint16) or any file read as bytes "
+                    "(default synthetic data)"},
+    {"--out DIR", "write metrics.json (and trace.json) there; a folder "
+                  "holding an earlier run's is refused"},
+    {"--overwrite", "--out may replace an earlier run's metrics.json and "
+                    "trace.json"},
+    {"--trace", "also write DIR/trace.json (Chrome trace) under --out"},
+    {"--save DIR", "checkpoint into DIR/step-N after the last step"},
+    {"--save-every K", "with --save: a checkpoint every K steps too"},
+    {"--save-initial", "with --save: DIR/step-0 before the first step"},
+    {"--resume DIR/step-N", "continue from a checkpoint of this program"},
+    {"--init FILE", "initial parameters from a model.safetensors"},
+    {"--lr X", "learning rate (default 1e-3; 0 evaluates)"},
+    {"--weight-decay X", "decoupled weight decay (default 0)"},
+    {"--optimizer NAME", "adamw (default), sgd, or kfac for a K-FAC plan"},
+    {"--kfac-damping X", "K-FAC: damping (default the plan's)"},
+    {"--kfac-refresh K", "K-FAC: refresh the inverses every K steps"},
+    {"--kfac-rule NAME", "K-FAC: sgd or lamb update rule"},
+    {"--seed S", "initial weights and synthetic data (default 1234)"},
+    {"--quiet", "no per-step lines"},
+    {"--help", "print this and exit"},
+};
+
+} // namespace
+
+std::string flag_summary() {
+  std::string r;
+  for (const FlagHelp &f : kFlags)
+    r += (r.empty() ? "" : " ") + std::string(f.flag);
+  return r;
+}
+
+bool wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0)
+      return true;
+  return false;
+}
+
+std::string usage(const std::string &program, const std::string &model,
+                  const std::string &backend_flags) {
+  std::string r = "usage: mpirun -np RANKS " + program + " [flags]\n  trains " +
+                  model + " under the plan it was generated from\n\nflags:\n";
+  auto line = [&](const std::string &flag, const std::string &help) {
+    r += "  " + flag +
+         std::string(flag.size() < 22 ? 22 - flag.size() : 1, ' ') + help +
+         "\n";
+  };
+  for (const FlagHelp &f : kFlags)
+    line(f.flag, f.help);
+  // backend_flags: "FLAG\tHELP\n" lines.
+  for (size_t b = 0; b < backend_flags.size();) {
+    size_t e = backend_flags.find('\n', b);
+    if (e == std::string::npos)
+      e = backend_flags.size();
+    const std::string l = backend_flags.substr(b, e - b);
+    const size_t tab = l.find('\t');
+    if (tab != std::string::npos)
+      line(l.substr(0, tab), l.substr(tab + 1));
+    b = e + 1;
+  }
+  return r;
+}
 
 Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   Options o;
@@ -167,13 +241,12 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")
       o.quiet = true;
+    else if (a == "--overwrite")
+      o.overwrite = true;
     else
-      throw std::invalid_argument(
-          "unknown flag " + quote_value(a) +
-          " (flags: --steps N --data FILE --out DIR --trace --save DIR "
-          "--save-every K --save-initial --resume DIR/step-N --init FILE --lr X "
-          "--weight-decay X --optimizer adamw|sgd|kfac --kfac-damping X "
-          "--kfac-refresh K --kfac-rule sgd|lamb --seed S --quiet)");
+      throw std::invalid_argument("unknown flag " + quote_value(a) +
+                                  " (flags: " + flag_summary() +
+                                  "; --help describes them)");
   }
   if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "kfac")
     throw std::invalid_argument("--optimizer: expected adamw, sgd or kfac, "
@@ -196,6 +269,59 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if ((save_every_given || o.save_initial) && o.save.empty())
     throw std::invalid_argument("--save-every/--save-initial need --save DIR");
   return o;
+}
+
+namespace {
+
+/// The AUTODDL_* variables a program reads, and the values each takes ("#": a
+/// finite number >= 0, "#+": > 0). Most are read deep in a backend (or only
+/// by one of them), where a bad value would be ignored or turned into 0.
+struct EnvRule {
+  const char *name;
+  std::vector<const char *> values;
+};
+const EnvRule kEnvRules[] = {
+    {"AUTODDL_WATCHDOG_TIMEOUT", {"#"}},
+    {"AUTODDL_CONNECT_TIMEOUT", {"#+"}},
+    {"AUTODDL_CUDA_GRAPH", {"0", "1"}},
+    {"AUTODDL_SHARE_GPU", {"0", "1"}},
+    {"AUTODDL_ATTENTION", {"own", "cudnn"}},
+    {"AUTODDL_ATTENTION_VERBOSE", {"0", "1"}},
+    {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
+    {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
+    {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off
+    {"AUTODDL_GEMM_NO_GELU_EPILOGUE", {"0", "1"}},
+    {"AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE", {"0", "1"}},
+};
+
+} // namespace
+
+void check_environment() {
+  for (const EnvRule &rule : kEnvRules) {
+    const char *set = std::getenv(rule.name);
+    if (!set || !*set)
+      continue;
+    const std::string v = set;
+    std::string expected;
+    bool ok = false;
+    for (const char *allowed : rule.values) {
+      if (std::strcmp(allowed, "#") == 0 || std::strcmp(allowed, "#+") == 0) {
+        char *end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        const bool positive = allowed[1] == '+';
+        ok = ok || (!*end && std::isfinite(x) && (positive ? x > 0 : x >= 0) &&
+                    !std::isspace((unsigned char)v[0]));
+        expected +=
+            positive ? "a number of seconds > 0" : "a number of seconds >= 0";
+      } else {
+        ok = ok || v == allowed;
+        expected += (expected.empty() ? "" : " or ") + std::string(allowed);
+      }
+    }
+    if (!ok)
+      throw std::invalid_argument(std::string(rule.name) + "=" +
+                                  quote_value(v) + ": expected " + expected);
+  }
 }
 
 bool take_flag(int &argc, char **argv, const char *flag) {

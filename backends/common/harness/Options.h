@@ -22,6 +22,8 @@ struct Options {
   std::string init;
   int64_t save_every = 0;
   bool save_initial = false, trace = false, quiet = false;
+  // --overwrite: --out may replace an earlier run's metrics.json/trace.json.
+  bool overwrite = false;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
   uint64_t seed = 1234; // --seed: initial weights and synthetic data
   // --optimizer kfac (a program generated from a K-FAC plan): the plan's
@@ -38,8 +40,24 @@ struct Options {
 /// naming the flag and the cause.
 Options parse_options(int argc, char **argv, bool zero, bool kfac = false);
 
+/// Whether argv[1, argc) asks for --help (or -h): answered before MPI starts.
+bool wants_help(int argc, char **argv);
+
+/// The --help text: every flag parse_options takes and `backend_flags`, a
+/// backend's own ("FLAG\tHELP\n" lines), for the program trained on `model`.
+std::string usage(const std::string &program, const std::string &model,
+                  const std::string &backend_flags);
+
+/// The flags' spellings on one line (the unknown-flag message).
+std::string flag_summary();
+
 /// `v` in double quotes, its first 80 bytes only when longer (for messages).
 std::string quote_value(const std::string &v);
+
+/// Throws std::invalid_argument naming the variable and the values it takes
+/// when an AUTODDL_* variable a program reads is set to anything else
+/// (AUTODDL_CUDA_GRAPH=off would otherwise be read as "on" without a word).
+void check_environment();
 
 /// Removes every `flag` from argv (keeping argv[0] and the order of the rest)
 /// and returns whether there was one; argc is updated.

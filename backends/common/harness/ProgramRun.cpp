@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <sys/stat.h>
 
 #include <mpi.h>
 
@@ -103,6 +104,31 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   return "";
 }
 
+/// --out DIR holding an earlier run's results: refused unless --overwrite,
+/// and a FIFO, device or link to one at their names is refused even then
+/// (the run would write into it or replace it).
+void check_earlier_outputs(const Options &o) {
+  for (const char *name : {"metrics.json", "trace.json"}) {
+    const std::string path = o.out + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0)
+      continue;
+    if (S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0)
+      throw std::runtime_error("--out " + quote_value(o.out) + ": " + path +
+                               " is a link to a missing file; refusing to "
+                               "replace it");
+    if (!S_ISREG(st.st_mode))
+      throw std::runtime_error("--out " + quote_value(o.out) + ": " + path +
+                               " is not a regular file (a FIFO, device or "
+                               "folder); refusing to write there");
+    if (!o.overwrite)
+      throw std::runtime_error("--out " + quote_value(o.out) + ": " + path +
+                               " exists (an earlier run's); refusing to "
+                               "replace it (give --overwrite or a new "
+                               "folder)");
+  }
+}
+
 /// What setup leaves to the harness: a resumed step beyond --steps, and the
 /// output folders, which rank 0 writes: an unusable one is found before the
 /// first step, not after the last.
@@ -116,8 +142,10 @@ void check_run(const Options &o, int64_t first_step) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0)
     return;
-  if (!o.out.empty())
+  if (!o.out.empty()) {
     check_output_dir(o.out, "--out");
+    check_earlier_outputs(o);
+  }
   if (!o.save.empty())
     check_output_dir(o.save, "--save");
 }
@@ -213,7 +241,7 @@ void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
 }
 
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
-                        Backend &b) {
+                        Backend &b, const std::string &optimizer) {
   std::vector<CheckpointEntry> params, state;
   split_entries(b.checkpoint_entries(true), params, state);
   const std::string model_file = dir + "/model.safetensors";
@@ -234,6 +262,14 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
                              quote_value(v) + ", not a step count");
   const std::string state_file = dir + "/optimizer.safetensors";
   auto state_meta = checkpoint_load(state_file, state);
+  // SGD's momentum and AdamW's moments have the same shapes: only the
+  // metadata tells them apart (a checkpoint without it predates the field).
+  if (auto saved = state_meta.find("optimizer");
+      saved != state_meta.end() && saved->second != optimizer)
+    throw std::runtime_error(
+        state_file + ": optimizer state of " + quote_value(saved->second) +
+        ", but this run trains with --optimizer " + optimizer +
+        " (resume with --optimizer " + quote_value(saved->second) + ")");
   if (state_meta["step"] != v)
     throw std::runtime_error(state_file + ": of step " +
                              quote_value(state_meta["step"]) + ", but " +
@@ -244,7 +280,7 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
 
 int64_t load_start(const Options &o, const ProgramSpec &s, Backend &b) {
   if (!o.resume.empty())
-    return load_checkpoint(o.resume, s, b);
+    return load_checkpoint(o.resume, s, b, o.optimizer);
   if (o.init.empty())
     return 0;
   // Any model.safetensors with the model's tensors under its names (another
@@ -274,11 +310,20 @@ bool report_setup_error(bool bad, const std::string &message) {
 int run_main(int argc, char **argv, const ProgramSpec &spec,
              const StepCounts &counts, Backend &backend) {
   set_program_spec(spec);
+  // Before MPI: --help needs no launcher and no ranks.
+  if (wants_help(argc, argv)) {
+    std::fputs(usage(argc > 0 ? argv[0] : "train", quote_value(spec.model_name),
+                     backend.own_flags())
+                   .c_str(),
+               stdout);
+    return std::fflush(stdout) == 0 ? 0 : 1;
+  }
   Options o;
   int64_t first_step = 0;
   bool bad = false, started = false;
   std::string message;
   try {
+    check_environment(); // before MPI: every rank finds it alike, alone
     backend.start(&argc, &argv);
     started = true;
     first_step = backend.setup(argc, argv, o);

@@ -67,6 +67,9 @@ public:
   /// Writes metrics.json (and the trace under --trace) into o.out, which
   /// exists.
   virtual void write_outputs(const Options &o, RunMetrics &m) = 0;
+  /// This backend's own flags for --help ("FLAG\tHELP\n" lines), taken out
+  /// of argv by setup before parse_options.
+  virtual std::string own_flags() const { return ""; }
   /// Frees what the run holds before MPI goes (`started`: start() returned).
   virtual void shutdown(bool started) = 0;
   /// Whether an error during the steps names the rank ("autoddl: rank R:
@@ -106,10 +109,11 @@ void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
                      Backend &b);
 
 /// Resumes from `dir` (a step-N directory of --save): loads the parameters
-/// and the optimizer state and returns the step. Throws std::runtime_error naming
-/// the file and the cause.
+/// and the optimizer state and returns the step. Throws std::runtime_error
+/// naming the file and the cause; a checkpoint of another optimizer than
+/// `optimizer` (its state means something else) is refused naming both.
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
-                        Backend &b);
+                        Backend &b, const std::string &optimizer);
 
 /// Where setup starts the run: --resume's checkpoint (its step), or --init's
 /// parameters (step 0, fresh optimizer state), or the counter-based

@@ -145,6 +145,11 @@ public:
 
   void start(int *argc, char ***argv) override { comm_init(argc, argv); }
 
+  std::string own_flags() const override {
+    return "--profile\tper-op-kind device time in metrics.json op_kinds\n"
+           "--no-cuda-graph\tlaunch every kernel of a step one at a time\n";
+  }
+
   int64_t setup(int argc, char **argv, Options &o) override {
     Timer phase;
     auto lap = [&](const char *name) {

@@ -156,6 +156,16 @@ func.func @placement_on_other_mesh(%x: tensor<8xf32>) -> tensor<8xf32> {
 
 // -----
 
+sbp.mesh @stage0 [dp = 2]
+sbp.mesh @stage1 [dp = 2] {first_device = 2 : i64}
+func.func @placement_beyond_the_stages(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{'sbp.relu' op expected a pipeline stage below 2 (the module declares 2 sbp.mesh, one per pipeline stage), got 7}}
+  %y = sbp.relu %x {sbp.placement = #sbp.placement<stage = 7, mesh = @stage1>} : (tensor<8xf32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
 sbp.mesh @mesh [dp = 2]
 func.func @negative_stage(%x: tensor<8xf32>) -> tensor<8xf32> {
   // expected-error@+1 {{expected a pipeline stage >= 0, got -1}}

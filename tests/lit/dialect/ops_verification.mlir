@@ -158,6 +158,7 @@ func.func @recv_without_send() -> tensor<8xf32> {
 // -----
 
 sbp.mesh @mesh [dp = 2]
+sbp.mesh @stage1 [dp = 2] {first_device = 2 : i64}
 func.func @recv_from_own_stage() -> tensor<8xf32> {
   // expected-error@+1 {{'sbp.recv' op expected a peer stage other than its own (1), got 1}}
   %y = sbp.recv from stage 1 channel 0 {sbp.placement = #sbp.placement<stage = 1, mesh = @mesh>} : tensor<8xf32>
@@ -170,4 +171,28 @@ func.func @negative_channel(%x: tensor<8xf32>) {
   // expected-error@+1 {{'sbp.send' op expected a channel >= 0, got -1}}
   sbp.send %x to stage 1 channel -1 : tensor<8xf32>
   return
+}
+
+// -----
+
+// A peer stage beyond the module's meshes (one per pipeline stage) names a
+// stage that does not exist.
+sbp.mesh @stage0 [dp = 2]
+sbp.mesh @stage1 [dp = 2] {first_device = 2 : i64}
+func.func @send_beyond_the_stages(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{'sbp.send' op expected a peer stage below 2 (the module declares 2 sbp.mesh, one per pipeline stage), got 99}}
+  sbp.send %x to stage 99 channel 0 : tensor<8xf32>
+  %y = sbp.recv from stage 0 channel 0 : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+sbp.mesh @stage0 [dp = 2]
+sbp.mesh @stage1 [dp = 2] {first_device = 2 : i64}
+func.func @recv_beyond_the_stages(%x: tensor<8xf32>) -> tensor<8xf32> {
+  sbp.send %x to stage 1 channel 0 : tensor<8xf32>
+  // expected-error@+1 {{'sbp.recv' op expected a peer stage below 2 (the module declares 2 sbp.mesh, one per pipeline stage), got 2}}
+  %y = sbp.recv from stage 2 channel 0 : tensor<8xf32>
+  return %y : tensor<8xf32>
 }

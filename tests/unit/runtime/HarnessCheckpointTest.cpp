@@ -123,7 +123,7 @@ TEST(HarnessCheckpoint, RoundTripUnderTheSameSplit) {
     EXPECT_EQ(b.saves, 1);
     b.fill(-50.0f); // every value changes
     EXPECT_NE(b.params[0].value, saved.params[0].value);
-    EXPECT_EQ(load_checkpoint(o.save + "/step-3", b.spec, b), 3);
+    EXPECT_EQ(load_checkpoint(o.save + "/step-3", b.spec, b, o.optimizer), 3);
     EXPECT_EQ(b.loads, 1);
     for (int k = 0; k < 2; ++k) {
       EXPECT_EQ(b.params[k].value, saved.params[k].value) << k;
@@ -147,7 +147,8 @@ TEST(HarnessCheckpoint, ParametersResumeUnderAnotherSplit) {
   MPI_Barrier(MPI_COMM_WORLD);
   HostBackend whole("tiny", 1, 0); // every rank holds whole tensors
   whole.fill(-9.0f);
-  EXPECT_EQ(load_checkpoint(o.save + "/step-1", whole.spec, whole), 1);
+  EXPECT_EQ(load_checkpoint(o.save + "/step-1", whole.spec, whole, o.optimizer),
+            1);
   HostBackend expect("tiny", 1, 0);
   expect.fill(3.0f);
   EXPECT_EQ(whole.params[0].value, expect.params[0].value);
@@ -155,15 +156,27 @@ TEST(HarnessCheckpoint, ParametersResumeUnderAnotherSplit) {
   // Another model's checkpoint is refused, naming the file and both models.
   HostBackend other("other-model", 2, 0);
   try {
-    load_checkpoint(o.save + "/step-1", other.spec, other);
+    load_checkpoint(o.save + "/step-1", other.spec, other, o.optimizer);
     ADD_FAILURE() << "loaded another model's checkpoint";
   } catch (const std::runtime_error &e) {
     EXPECT_EQ(std::string(e.what()),
               o.save + "/step-1/model.safetensors: a checkpoint of model "
                        "\"tiny\", not other-model");
   }
-  EXPECT_THROW(load_checkpoint(o.save + "/step-2", whole.spec, whole),
-               std::runtime_error);
+  EXPECT_THROW(
+      load_checkpoint(o.save + "/step-2", whole.spec, whole, o.optimizer),
+      std::runtime_error);
+  // Another optimizer's state (SGD's momentum has AdamW's shapes) is refused,
+  // naming both.
+  try {
+    load_checkpoint(o.save + "/step-1", whole.spec, whole, "sgd");
+    ADD_FAILURE() << "resumed AdamW's state into an SGD run";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()),
+              o.save + "/step-1/optimizer.safetensors: optimizer state of "
+                       "\"adamw\", but this run trains with --optimizer sgd "
+                       "(resume with --optimizer \"adamw\")");
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -206,7 +219,7 @@ TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   try {
-    load_checkpoint(dir, b.spec, b);
+    load_checkpoint(dir, b.spec, b, o.optimizer);
     ADD_FAILURE() << "resumed a checkpoint of step -3";
   } catch (const std::runtime_error &e) {
     EXPECT_EQ(std::string(e.what()),

@@ -165,6 +165,55 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
 }
 
+// --help lists every flag parse_options takes, and a backend's own; the
+// unknown-flag message names the same flags.
+TEST(HarnessOptions, HelpListsEveryFlag) {
+  const std::string help =
+      usage("train", "\"tiny\"", "--profile\tper-op-kind device time\n");
+  for (const char *flag :
+       {"--steps N",        "--data FILE",      "--out DIR",
+        "--overwrite",      "--trace",          "--save DIR",
+        "--save-every K",   "--save-initial",   "--resume DIR/step-N",
+        "--init FILE",      "--lr X",           "--weight-decay X",
+        "--optimizer NAME", "--kfac-damping X", "--kfac-refresh K",
+        "--kfac-rule NAME", "--seed S",         "--quiet",
+        "--help",           "--profile"})
+    EXPECT_NE(help.find(std::string("\n  ") + flag), std::string::npos) << flag;
+  EXPECT_TRUE(parse({"--overwrite"}).overwrite);
+  char prog[] = "train", flag[] = "-h";
+  char *argv[] = {prog, flag};
+  EXPECT_TRUE(wants_help(2, argv));
+  EXPECT_FALSE(wants_help(1, argv));
+}
+
+// The AUTODDL_* variables a program reads: a value it does not take is
+// refused by name, empty is unset.
+TEST(HarnessOptions, EnvironmentValuesAreChecked) {
+  auto error = [](const char *name, const char *value) {
+    ::setenv(name, value, 1);
+    std::string m;
+    try {
+      check_environment();
+    } catch (const std::invalid_argument &e) {
+      m = e.what();
+    }
+    ::unsetenv(name);
+    return m;
+  };
+  EXPECT_EQ(error("AUTODDL_CUDA_GRAPH", "off"),
+            "AUTODDL_CUDA_GRAPH=\"off\": expected 0 or 1");
+  EXPECT_EQ(error("AUTODDL_KFAC_FILL", "x"),
+            "AUTODDL_KFAC_FILL=\"x\": expected placed or waits or thread");
+  EXPECT_EQ(error("AUTODDL_WATCHDOG_TIMEOUT", "-1"),
+            "AUTODDL_WATCHDOG_TIMEOUT=\"-1\": expected a number of seconds "
+            ">= 0");
+  EXPECT_EQ(error("AUTODDL_CONNECT_TIMEOUT", "0"),
+            "AUTODDL_CONNECT_TIMEOUT=\"0\": expected a number of seconds > 0");
+  EXPECT_EQ(error("AUTODDL_WATCHDOG_TIMEOUT", "0"), "");
+  EXPECT_EQ(error("AUTODDL_CUDA_GRAPH", ""), "");
+  EXPECT_EQ(error("AUTODDL_ATTENTION", "own"), "");
+}
+
 TEST(HarnessOptions, OutputFoldersAreCheckedWithoutCreatingThem) {
   const std::string base = ::testing::TempDir() + "autoddl_outdir_" +
                            std::to_string(::getpid());

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <filesystem>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,3 +139,26 @@ TEST(Safetensors, FailedOrKilledWriteLeavesOldFileIntact) {
 // Runs last in this file (gtest keeps declaration order): removes what the
 // tests above wrote.
 TEST(Safetensors, ZzCleanUp) { std::filesystem::remove_all(tempDir()); }
+
+// What sits at an output's name is the user's: a FIFO, a device or a link to
+// one is refused and left as it was (the rename would replace it); a link to a
+// regular file is written through and stays a link.
+TEST(Safetensors, OutputsNeverReplaceFifosOrDevices) {
+  const std::string dir = tempDir() + "/special";
+  make_directories(dir);
+  const std::string fifo = dir + "/fifo", full = dir + "/full";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ASSERT_EQ(::symlink("/dev/full", full.c_str()), 0);
+  for (const std::string &p : {fifo, full, std::string("/dev/full")})
+    EXPECT_THROW(write_file_atomically(p, "x"), std::runtime_error) << p;
+  struct stat st {};
+  EXPECT_TRUE(::lstat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode));
+  EXPECT_TRUE(::lstat(full.c_str(), &st) == 0 && S_ISLNK(st.st_mode));
+  const std::string file = dir + "/file", link = dir + "/link";
+  write_file_atomically(file, "old");
+  ASSERT_EQ(::symlink("file", link.c_str()), 0);
+  write_file_atomically(link, "new");
+  EXPECT_TRUE(::lstat(link.c_str(), &st) == 0 && S_ISLNK(st.st_mode));
+  EXPECT_EQ(read_file(file), "new");
+  std::filesystem::remove_all(dir);
+}
