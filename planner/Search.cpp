@@ -361,8 +361,12 @@ struct Planner {
     std::vector<int> counts(size_t(k.pp * v), int(k.microbatches));
     pipeline::ScheduleConfig sc{k.schedule, k.pp,
                                 static_cast<int>(k.microbatches), v};
+    // K-FAC plans keep every micro-batch's set for the step (its curvature
+    // reads them when a filling thread gets to it; codegen alike).
     if (auto sched = pipeline::generateSchedule(sc))
-      if (auto sets = pipeline::assignActivationSets(*sched))
+      if (auto sets = pipeline::assignActivationSets(
+              *sched, kfac ? pipeline::stepEndReads(*sched)
+                           : std::vector<pipeline::SetRead>{}))
         counts = sets->count;
     return setsMemo.emplace(key, std::move(counts)).first->second;
   }

@@ -431,9 +431,6 @@ private:
     std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
     std::string call;
     int saved = -1; // kfac_curvature_saved's layer row
-    // The (stage, micro-batch) whose activation set the call reads (a
-    // curvature item or the copy of its operand), else -1.
-    int readStage = -1, readMb = -1;
   };
   // (device, slot) -> calls; slot k: before instruction k, k = the list's
   // length: after the last.

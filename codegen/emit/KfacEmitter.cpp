@@ -186,10 +186,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     at[{d, slot}].push_back({0,
                              {0, 0, 0},
                              fmt::format("stage{}_kfac({}, {}, {});", st, mb,
-                                         row, g ? "true" : "false"),
-                             -1,
-                             st,
-                             mb});
+                                         row, g ? "true" : "false")});
   };
   // A curvature item of step `phase` > 0 of the cycle: its operand kept at
   // `saveSlot` of the refresh step, accumulated at `slot` of that step.
@@ -203,10 +200,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     at[{d, saveSlot}].push_back(
         {0,
          {0, 0, 0},
-         fmt::format("stage{}_kfac_save({}, {}, {});", st, mb, row, side),
-         -1,
-         st,
-         mb});
+         fmt::format("stage{}_kfac_save({}, {}, {});", st, mb, row, side)});
     at[{d, slot}].push_back(
         {phase,
          {0, 0, 0},

@@ -166,12 +166,13 @@ std::string Emitter::emit() {
   std::string stagesText;
   for (int s = 0; s < stages; ++s)
     emitStage(s, stagesText);
-  // The activation sets; K-FAC's curvature reads keep theirs alive.
-  std::vector<pipeline::SetRead> reads;
-  for (const auto &[slot, calls] : kfacPlacement(*sched))
-    for (const KfacCall &c : calls)
-      if (c.readStage >= 0)
-        reads.push_back({slot.first, c.readStage, c.readMb, slot.second});
+  // The activation sets. K-FAC's curvature reads its micro-batch's set
+  // where a filling thread gets to it (the CPU programs' default), at the
+  // latest by the step's end: a K-FAC plan keeps every micro-batch's set for
+  // the step, as the memory model counts (Search.cpp activationSets).
+  const std::vector<pipeline::SetRead> reads =
+      plan_.kfac ? pipeline::stepEndReads(*sched)
+                 : std::vector<pipeline::SetRead>{};
   auto sets = pipeline::assignActivationSets(*sched, reads);
   if (!sets)
     throw UserError("codegen: " + sets.error());

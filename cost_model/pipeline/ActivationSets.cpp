@@ -138,4 +138,13 @@ assignActivationSets(const Schedule &s, const std::vector<SetRead> &reads) {
   return out;
 }
 
+std::vector<SetRead> stepEndReads(const Schedule &schedule) {
+  std::vector<SetRead> reads;
+  for (size_t d = 0; d < schedule.devices.size(); ++d)
+    for (const Instruction &ins : schedule.devices[d])
+      reads.push_back({static_cast<int>(d), ins.stage, ins.microbatch,
+                       schedule.devices[d].size()});
+  return reads;
+}
+
 } // namespace autoddl::pipeline
