@@ -940,6 +940,7 @@ struct Planner {
     const int dp = c.worldSize() / (tp * pp);
     const int64_t m = replicaInstances(dp) / b;
     std::vector<std::pair<ScheduleKind, int>> schedules;
+    auto pinned = [&](ScheduleKind s) { return f.schedule && *f.schedule == s; };
     if (pp == 1) {
       schedules.push_back({ScheduleKind::OneFOneB, 1});
     } else {
@@ -951,11 +952,14 @@ struct Planner {
           for (int v : {2, 3, 4, 6, 8}) {
             if (f.chunks && *f.chunks != v)
               continue;
-            if (pp * v <= base.layers && m % pp == 0)
+            // A pinned schedule the micro-batches do not fit goes on to the
+            // contract (Runnable.h), which names why it is refused.
+            if (pp * v <= base.layers && (m % pp == 0 || pinned(s)))
               schedules.push_back({s, v});
           }
         } else if (s == ScheduleKind::Chimera) {
-          if (pp % 2 == 0 && m % pp == 0 && !chimeraPinsDiffer(pp))
+          if (((pp % 2 == 0 && m % pp == 0) || pinned(s)) &&
+              !chimeraPinsDiffer(pp))
             schedules.push_back({s, 1});
         } else {
           schedules.push_back({s, 1});
