@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -86,9 +87,9 @@ std::string cacheRoot() {
 }
 
 // The job runProcess waits for: its process group (mpirun and the ranks it
-// starts locally, cmake and its compilers), and the first SIGINT or SIGTERM
-// received meanwhile. The handler forwards the signal to the whole group and
-// returns; runProcess reaps the job, then removes the temporary folders and
+// starts locally, cmake and its compilers), and the first SIGINT, SIGTERM,
+// SIGHUP or SIGQUIT received meanwhile. The handler forwards the signal to the
+// whole group and returns; runProcess reaps the job, then removes the temporary folders and
 // ends this process by the same signal (no orphaned mpirun or rank).
 volatile sig_atomic_t jobGroup = 0;
 volatile sig_atomic_t pendingSignal = 0;
@@ -108,30 +109,48 @@ void endBySignal(int sig); // below: removes the temporary folders, re-raises
 /// when given, stdin from /dev/null (a job in a background group reading the
 /// terminal would stop). Returns the exit status (128 + signal when killed).
 int runProcess(const std::vector<std::string> &argv, const std::string &log) {
+  // The signals that stop a user's command (a terminal's Ctrl-C, Ctrl-\, its
+  // closing; kill): forwarded to the job, unless this process ignored one on
+  // entry (a command started with `&` in a script ignores SIGINT).
+  constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  constexpr size_t kCount = sizeof(kForwarded) / sizeof(kForwarded[0]);
   sigset_t block, old;
   sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
+  for (int sig : kForwarded)
+    sigaddset(&block, sig);
   // Blocked across fork: a signal between fork and recording the group
   // would otherwise reach a handler with no job to forward to.
   sigprocmask(SIG_BLOCK, &block, &old);
-  struct sigaction forward {
-  }, oldInt{}, oldTerm{};
+  struct sigaction forward {};
   forward.sa_handler = forwardToJob;
   sigemptyset(&forward.sa_mask);
-  sigaction(SIGINT, &forward, &oldInt);
-  sigaction(SIGTERM, &forward, &oldTerm);
+  struct sigaction previous[kCount] = {};
+  for (size_t i = 0; i < kCount; ++i) {
+    sigaction(kForwarded[i], nullptr, &previous[i]);
+    if (previous[i].sa_handler != SIG_IGN)
+      sigaction(kForwarded[i], &forward, nullptr);
+  }
+  auto restore = [&] {
+    for (size_t i = 0; i < kCount; ++i)
+      sigaction(kForwarded[i], &previous[i], nullptr);
+  };
+  const pid_t parent = ::getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    sigaction(SIGINT, &oldInt, nullptr);
-    sigaction(SIGTERM, &oldTerm, nullptr);
+    restore();
     sigprocmask(SIG_SETMASK, &old, nullptr);
     throw UserError("cannot start " + argv[0] + ": " + std::strerror(errno));
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
+    // If autoddl itself is killed outright (SIGKILL, which it cannot
+    // forward), the job is told to stop rather than left running.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+      _exit(128 + SIGTERM);
+    for (size_t i = 0; i < kCount; ++i)
+      std::signal(kForwarded[i], previous[i].sa_handler == SIG_IGN ? SIG_IGN
+                                                                   : SIG_DFL);
     sigprocmask(SIG_SETMASK, &old, nullptr);
     if (int in = ::open("/dev/null", O_RDONLY); in >= 0) {
       dup2(in, 0);
@@ -157,13 +176,18 @@ int runProcess(const std::vector<std::string> &argv, const std::string &log) {
   jobGroup = pid;
   sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+  int waited;
+  while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
     ;
+  const int waitErrno = waited < 0 ? errno : 0;
   jobGroup = 0;
-  sigaction(SIGINT, &oldInt, nullptr);
-  sigaction(SIGTERM, &oldTerm, nullptr);
+  restore();
   if (const int sig = pendingSignal)
     endBySignal(sig);
+  if (waited < 0) // SIGCHLD ignored by whoever started autoddl: no status
+    throw UserError("lost track of " + argv[0] +
+                    " (waitpid: " + std::strerror(waitErrno) +
+                    "); its outcome is unknown");
   if (WIFEXITED(status))
     return WEXITSTATUS(status);
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -13,7 +13,7 @@
 namespace autoddl::planner {
 
 RunnableConfigurations::RunnableConfigurations(const ModelGraph &g)
-    : graphNodes_(g.family == "graph" ? g.graphNodes() : 0),
+    : graphNodes_(g.graphNodes()), // gcn, gat, an explicit graph
       sampleMixing_(sampleMixingPrimitive(g)) {}
 
 std::string RunnableConfigurations::refusal(const Knobs &k, bool kfac) const {

@@ -458,19 +458,21 @@ void Emitter::emitStage(int stage, std::string &out) {
     out += "  (void)dir;\n}\n\n";
   }
   // Before a micro-batch takes the set another used (Schedule.cpp, from
-  // sets_.takes): that one's sends out of the set are done, and receives
-  // posted from here on wait for the work queued so far, its last use too.
+  // sets_.takes): every one of that one's sends out of the set is done (on
+  // the CPU each is its own MPI request, and a small last one can complete
+  // before a large earlier one), and receives posted from here on wait for
+  // the work queued so far, its last use too.
   out += fmt::format("static void stage{}_reuse([[maybe_unused]] int prev, "
                      "[[maybe_unused]] Direction dir) {{\n",
                      stage);
   if (!sendOut.empty())
-    out += fmt::format("  pipe_sent_wait(device_of({}, dir), tag(prev, {}, "
-                       "kActivation, {}));\n",
-                       stage + 1, stage, sendOut.size() - 1);
+    out += fmt::format("  for (int i = 0; i < {}; ++i)\n    pipe_sent_wait("
+                       "device_of({}, dir), tag(prev, {}, kActivation, i));\n",
+                       sendOut.size(), stage + 1, stage);
   if (!in.empty())
-    out += fmt::format("  pipe_sent_wait(device_of({}, dir), tag(prev, {}, "
-                       "kGradient, {}));\n",
-                       stage - 1, stage - 1, in.size() - 1);
+    out += fmt::format("  for (int i = 0; i < {}; ++i)\n    pipe_sent_wait("
+                       "device_of({}, dir), tag(prev, {}, kGradient, i));\n",
+                       in.size(), stage - 1, stage - 1);
   out += "  pipe_recv_fence();\n}\n\n";
   // Every other reference to a layer's member, as its table entry.
   out.replace(stageBegin, std::string::npos, sl.rename(out.substr(stageBegin)));

@@ -29,9 +29,10 @@ constexpr int64_t kMaxSteps = int64_t(1) << 40;
 std::string quote_value(const std::string &v) {
   // Control bytes are shown as \xNN: a newline in an argument must not split
   // the one-line message.
+  // At most kEchoBytes characters as shown (an escaped byte is four).
   std::string r = "\"";
-  const size_t shown = std::min(v.size(), kEchoBytes);
-  for (size_t i = 0; i < shown; ++i) {
+  size_t i = 0;
+  for (; i < v.size() && r.size() <= kEchoBytes; ++i) {
     const unsigned char c = (unsigned char)v[i];
     if (c < 0x20 || c == 0x7f) {
       char buf[8];
@@ -41,7 +42,7 @@ std::string quote_value(const std::string &v) {
       r += char(c);
     }
   }
-  if (v.size() > kEchoBytes)
+  if (i < v.size())
     return r + "...\" (" + std::to_string(v.size()) + " bytes)";
   return r + "\"";
 }
