@@ -723,20 +723,27 @@ struct Planner {
     return lb;
   }
 
+  /// The candidate as K-FAC's pricing reads it (planner/Kfac.h); `d` must
+  /// outlive it.
+  KfacCandidate kfacCandidate(const Knobs &k, const PricingContext &pc,
+                              const DevicePlan &d) const {
+    return {&k,
+            &d.stages,
+            fixedShapes ? static_cast<double>(g1.batch) /
+                              (graphNodes > 0 ? k.dp : 1)
+                        : static_cast<double>(k.microbatch),
+            pc.dpGroup(),
+            pc.ppGroup(),
+            o.precision};
+  }
+
   /// --optimizer kfac: packs the K-FAC items into the simulated bubbles
   /// (planner/Kfac.h) and adds their time and memory; false (r invalid) on a
   /// packing error.
   bool addKfac(const Knobs &k, const PricingContext &pc,
                const pipeline::Schedule &schedule, DevicePlan &d, Priced &r,
                double &step) const {
-    KfacCandidate kc{&k,
-                     &d.stages,
-                     fixedShapes ? static_cast<double>(g1.batch) /
-                                       (graphNodes > 0 ? k.dp : 1)
-                                 : static_cast<double>(k.microbatch),
-                     pc.dpGroup(),
-                     pc.ppGroup(),
-                     o.precision};
+    const KfacCandidate kc = kfacCandidate(k, pc, d);
     auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping,
                         o.kfacRefresh, o.kfacDeviceRefresh, o.kfacFilling,
                         d.devices, step, r.criticalDevice);
@@ -763,14 +770,7 @@ struct Planner {
   bool kfacCannotWin(const Knobs &k, const PricingContext &pc,
                      const pipeline::Schedule &schedule, const DevicePlan &d,
                      double bound) const {
-    KfacCandidate kc{&k,
-                     &d.stages,
-                     fixedShapes ? static_cast<double>(g1.batch) /
-                                       (graphNodes > 0 ? k.dp : 1)
-                                 : static_cast<double>(k.microbatch),
-                     pc.dpGroup(),
-                     pc.ppGroup(),
-                     o.precision};
+    const KfacCandidate kc = kfacCandidate(k, pc, d);
     std::vector<double> bytes(d.devices.size(), 0),
         precondition(d.devices.size(), 0);
     for (const pipeline::KfacLayerWork &w : kfacWork(*kfac, c, kc)) {
