@@ -2,6 +2,7 @@
 #include "planner/ProgramDecisions.h"
 
 #include "ir/import/ModelGraph.h"
+#include "ir/ops/SbpRules.h"
 
 #include <algorithm>
 #include <string>
@@ -14,15 +15,6 @@ bool hasInput(const ModelGraph &g, const char *name) {
     if (t.role == TensorRole::Input && t.name == name)
       return true;
   return false;
-}
-
-template <typename T> T attrOr(const OpDef &op, const char *name, T dflt) {
-  auto it = op.attrs.find(name);
-  if (it == op.attrs.end())
-    return dflt;
-  if (const T *v = std::get_if<T>(&it->second))
-    return *v;
-  return dflt;
 }
 
 } // namespace
@@ -42,31 +34,18 @@ bool stepRunsAsGraph(const ModelGraph &g) {
 }
 
 bool unevenVocabSplitRuns(int64_t size, int tp) {
-  return tp > 1 && size % tp != 0 && size > (size + tp - 1) / tp * (tp - 1);
+  return tp > 1 && size % tp != 0 && ops::paddedVocabulary(size, tp) != 0;
 }
 
 bool splitRuns(int64_t size, int tp, bool paddedRows) {
   return size % tp == 0 || (paddedRows && unevenVocabSplitRuns(size, tp));
 }
 
-int64_t vocabularyRows(const ModelGraph &g) {
-  for (const OpDef &op : g.ops)
-    if (op.kind == "embedding" && op.operands.size() > 1)
-      if (const auto &sh = g.tensors[size_t(op.operands[1])].shape; !sh.empty())
-        return sh.front();
-  return 0;
-}
+int64_t vocabularyRows(const ModelGraph &g) { return g.vocabularyRows(); }
 
 bool logitsOnlyToLoss(const ModelGraph &g, const GraphUses &uses,
                       const OpDef &op) {
-  if (op.kind != "linear" || op.operands.size() != 2 ||
-      !attrOr<bool>(op, "transpose_weight", false))
-    return false;
-  const int logits = op.results.front();
-  const std::vector<size_t> &rs = uses.readers[size_t(logits)];
-  return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](size_t c) {
-    return g.ops[c].kind == "cross_entropy" && g.ops[c].operands[0] == logits;
-  });
+  return autoddl::logitsOnlyToLoss(g, uses.readers, op);
 }
 
 int64_t paddedVocabRows(int64_t localRows) {

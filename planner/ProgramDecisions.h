@@ -46,16 +46,13 @@ bool stepRunsAsGraph(const ModelGraph &g);
 /// every rank keeping at least one real row (Megatron pads its vocabulary
 /// alike; here the padding stays out of the softmax).
 bool splitRuns(int64_t size, int tp, bool paddedRows);
-/// The uneven case of splitRuns: tp does not divide `size` (GPT-2's 50257).
+/// The uneven case of splitRuns: tp does not divide `size` (GPT-2's 50257);
+/// ops::paddedVocabulary is the rule.
 bool unevenVocabSplitRuns(int64_t size, int tp);
 
-/// The vocabulary of a token model: the rows of its first embedding table; 0
-/// without one.
+/// ModelGraph::vocabularyRows and autoddl::logitsOnlyToLoss
+/// (ir/import/ModelGraph.h), over the planner's use lists.
 int64_t vocabularyRows(const ModelGraph &g);
-/// Whether `op` is an lm_head that reads its table by rows and whose logits
-/// only the loss reads: a bias-free linear with a transposed weight [V, C]
-/// whose result goes only to cross-entropies as their logits, which can skip
-/// padding columns (codegen also wants those losses on the lm_head's stage).
 bool logitsOnlyToLoss(const ModelGraph &g, const GraphUses &uses,
                       const OpDef &op);
 /// The CUDA program's rows of a vocabulary-sized parameter a rank holds:

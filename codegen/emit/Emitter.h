@@ -83,15 +83,6 @@ inline std::string fmtDouble(double v) {
   return s;
 }
 
-template <typename T> T attrOr(const OpDef &op, const char *key, T dflt) {
-  auto it = op.attrs.find(key);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<T>(&it->second))
-    return *v;
-  return dflt;
-}
-
 /// An op's kind as messages name it: an ONNX import's primitive by its ONNX
 /// type and its node's position ("ONNX Pow, position 138").
 inline std::string kindLabel(const OpDef &op) {

@@ -21,6 +21,11 @@ inline constexpr llvm::StringLiteral kPlacementAttr = "sbp.placement";
 /// On ops of a repeated block: i64, the block (transformer layer) index.
 inline constexpr llvm::StringLiteral kLayerAttr = "sbp.layer";
 
+/// On a cross_entropy: i64, the classes among its logits' columns, the rest a
+/// padded vocabulary's zero columns, left out of the softmax and the loss
+/// (ops::paddedVocabulary; written by the plan's lowering, ir/lower/LowerPlan).
+inline constexpr llvm::StringLiteral kClassesAttr = "sbp.classes";
+
 /// The dialect prefix of op names: "sbp." + kind gives the registered op.
 inline constexpr llvm::StringLiteral kOpPrefix = "sbp.";
 

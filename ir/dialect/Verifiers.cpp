@@ -214,6 +214,37 @@ static LogicalResult verifyPlacementOnOp(Operation *op,
   return success();
 }
 
+/// sbp.classes: on a cross_entropy, at least one class and at most its logits'
+/// last dimension; fewer only as a padded vocabulary of some tensor-parallel
+/// degree (ops::paddedVocabulary, the one rule of the planner and programs).
+static LogicalResult verifyClassesOnOp(Operation *op, Attribute value) {
+  auto classes = dyn_cast<IntegerAttr>(value);
+  if (!classes || isa<BoolAttr>(value) || classes.getInt() < 1)
+    return op->emitError() << "expected " << kClassesAttr
+                           << " to be an integer >= 1, got " << value;
+  if (op->getName().getStringRef() != "sbp.cross_entropy")
+    return op->emitError() << "expected " << kClassesAttr
+                           << " on an sbp.cross_entropy, got it on "
+                           << op->getName();
+  auto logits = dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  if (!logits || logits.getRank() < 1 ||
+      logits.isDynamicDim(logits.getRank() - 1))
+    return success(); // the op's own verifier reports its operands
+  const int64_t columns = logits.getShape().back(), n = classes.getInt();
+  if (n == columns)
+    return success();
+  if (n > columns)
+    return op->emitError() << "expected " << kClassesAttr << " at most the "
+                           << columns << " columns of the logits, got " << n;
+  for (int64_t parts = 2; n < columns && parts <= columns; ++parts)
+    if (columns % parts == 0 && ops::paddedVocabulary(n, parts) == columns)
+      return success();
+  return op->emitError() << "expected " << kClassesAttr << " = " << n
+                         << " to be the logits' " << columns
+                         << " columns, or a vocabulary that tensor "
+                            "parallelism pads to them (ops::paddedVocabulary)";
+}
+
 LogicalResult verifyDiscardableAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   Attribute value = attr.getValue();
@@ -238,11 +269,13 @@ LogicalResult verifyDiscardableAttribute(Operation *op, NamedAttribute attr) {
                              << " to be an integer >= 0, got " << value;
     return success();
   }
+  if (name == kClassesAttr)
+    return verifyClassesOnOp(op, value);
   if (name == kArgLayoutAttr)
     return op->emitError() << "expected " << kArgLayoutAttr
                            << " on a function argument, got it on an op";
   return op->emitError() << "expected a discardable attribute of the sbp "
-                            "dialect (sbp.sig, sbp.placement, sbp.layer), got '"
+                            "dialect (sbp.sig, sbp.placement, sbp.layer, sbp.classes), got '"
                          << name << "'";
 }
 

@@ -1,6 +1,8 @@
 //===- ModelGraph.cpp -----------------------------------------------------===//
 #include "ir/import/ModelGraph.h"
 
+#include <algorithm>
+
 namespace autoddl {
 
 int64_t ModelGraph::parameterCount() const {
@@ -67,6 +69,35 @@ bool ModelGraph::nodeRows(int t) const {
   const int64_t n = graphNodes();
   return n > 0 && d.role != TensorRole::Parameter &&
          d.role != TensorRole::Constant && !d.shape.empty() && d.shape[0] == n;
+}
+
+int64_t ModelGraph::vocabularyRows() const {
+  for (const OpDef &op : ops)
+    if (op.kind == "embedding" && op.operands.size() > 1)
+      if (const auto &sh = tensors[size_t(op.operands[1])].shape; !sh.empty())
+        return sh.front();
+  return 0;
+}
+
+std::vector<std::vector<size_t>> tensorReaders(const ModelGraph &g) {
+  std::vector<std::vector<size_t>> readers(g.tensors.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (int t : g.ops[i].operands)
+      readers[size_t(t)].push_back(i);
+  return readers;
+}
+
+bool logitsOnlyToLoss(const ModelGraph &g,
+                      const std::vector<std::vector<size_t>> &readers,
+                      const OpDef &op) {
+  if (op.kind != "linear" || op.operands.size() != 2 ||
+      !attrOr<bool>(op, "transpose_weight", false))
+    return false;
+  const int logits = op.results.front();
+  const std::vector<size_t> &rs = readers[size_t(logits)];
+  return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](size_t c) {
+    return g.ops[c].kind == "cross_entropy" && g.ops[c].operands[0] == logits;
+  });
 }
 
 } // namespace autoddl

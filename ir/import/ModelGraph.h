@@ -68,6 +68,16 @@ struct OpDef {
   int position = -1;
 };
 
+/// Attribute `name` of `op` when it holds a T, else `dflt`.
+template <typename T> T attrOr(const OpDef &op, const char *name, T dflt) {
+  auto it = op.attrs.find(name);
+  if (it == op.attrs.end())
+    return dflt;
+  if (const T *v = std::get_if<T>(&it->second))
+    return *v;
+  return dflt;
+}
+
 struct ModelGraph {
   std::string name;   // e.g. "gpt2", "llama-2-7b", or the file's stem
   std::string family; // "gpt", "llama", "bert", "mlp", "vgg", "gcn", "gat",
@@ -103,6 +113,20 @@ struct ModelGraph {
   bool nodeRows(int t) const;
   /// Sum of ops::forwardFlops over ops, divided by `batch`.
   int64_t forwardFlopsPerSample() const;
+  /// The vocabulary of a token model: the rows of its first embedding table;
+  /// 0 without one.
+  int64_t vocabularyRows() const;
 };
+
+/// Per tensor, the ops reading it, once per operand slot, in op order.
+std::vector<std::vector<size_t>> tensorReaders(const ModelGraph &g);
+
+/// Whether `op` is an lm_head that reads its table by rows and whose logits
+/// only the loss reads: a bias-free linear with a transposed weight [V, C]
+/// whose result goes only to cross-entropies as their logits, which can leave
+/// a padded vocabulary's columns out (`readers`: tensorReaders).
+bool logitsOnlyToLoss(const ModelGraph &g,
+                      const std::vector<std::vector<size_t>> &readers,
+                      const OpDef &op);
 
 } // namespace autoddl

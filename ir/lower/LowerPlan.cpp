@@ -6,6 +6,7 @@
 #include "ir/dialect/SbpConstants.h"
 #include "ir/dialect/SbpDialect.h"
 #include "ir/dialect/SbpLayout.h"
+#include "ir/ops/SbpRules.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,6 +53,49 @@ bool parseLayout(const std::string &s, SbpParallel &out) {
 
 std::string meshName(int stage) { return "stage" + std::to_string(stage); }
 
+/// The plan's vocabulary padding, written into `g`: where tp splits the rows
+/// of a vocabulary it does not divide (the planner's uneven split), each
+/// table so split is padded to ops::paddedVocabulary rows, so is the last
+/// dimension of every lm_head's logits that only losses read, and those
+/// losses learn their classes (returned per op index: sbp.classes). A table
+/// also read otherwise stays as it is, and the verifier names the op.
+std::map<int, int64_t> padVocabulary(ModelGraph &g, const PlannedModule &plan) {
+  std::map<int, int64_t> classes;
+  const int64_t rows = g.vocabularyRows();
+  const int64_t padded = ops::paddedVocabulary(rows, plan.tp);
+  if (rows == 0 || rows % plan.tp == 0 || padded == 0 ||
+      plan.ops.size() != g.ops.size())
+    return classes;
+  const std::vector<std::vector<size_t>> readers = tensorReaders(g);
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
+    TensorDef &table = g.tensors[t];
+    if (table.role != TensorRole::Parameter || table.shape.size() != 2 ||
+        table.shape.front() != rows)
+      continue;
+    bool split = false, padsCleanly = true;
+    for (size_t i : readers[t]) {
+      const OpDef &op = g.ops[i];
+      const bool asTable = op.operands.size() > 1 && op.operands[1] == int(t);
+      padsCleanly &= asTable && op.operands[0] != int(t) &&
+                     (op.kind == "embedding" || logitsOnlyToLoss(g, readers, op));
+      const std::vector<std::string> &tp = plan.ops[i].tp;
+      split |= asTable && tp.size() > 1 && tp[1] == "S(0)";
+    }
+    if (!split || !padsCleanly)
+      continue;
+    table.shape.front() = padded;
+    for (size_t i : readers[t]) {
+      if (g.ops[i].kind != "linear")
+        continue;
+      const int logits = g.ops[i].results.front();
+      g.tensors[size_t(logits)].shape.back() = padded;
+      for (size_t loss : readers[size_t(logits)])
+        classes[int(loss)] = rows;
+    }
+  }
+  return classes;
+}
+
 struct Builder {
   MLIRContext &ctx;
   ModuleOp module;
@@ -60,6 +104,8 @@ struct Builder {
   std::string error;
   std::map<std::string, int> opIndex;
   std::map<Operation *, int> stageOf;
+  /// Losses over a padded vocabulary: their classes (padVocabulary).
+  std::map<int, int64_t> classes;
 
   FlatSymbolRefAttr mesh(int stage) {
     return FlatSymbolRefAttr::get(&ctx, meshName(stage));
@@ -182,6 +228,9 @@ struct Builder {
       op.setAttr(sbp::kSignatureAttr,
                  sbp::buildSignature(&ctx, mesh(pl.stage), axes));
       op.setAttr(sbp::kPlacementAttr, placement(pl.stage));
+      if (auto c = classes.find(it->second); c != classes.end())
+        op.setAttr(sbp::kClassesAttr,
+                   IntegerAttr::get(IntegerType::get(&ctx, 64), c->second));
       stageOf[&op] = pl.stage;
     }
     // The first reader of a value (program order) and its read layout.
@@ -306,8 +355,10 @@ struct Builder {
 
 } // namespace
 
-LowerResult lowerPlanToSbpText(const ModelGraph &graph,
+LowerResult lowerPlanToSbpText(const ModelGraph &model,
                                const PlannedModule &plan) {
+  ModelGraph graph = model;
+  std::map<int, int64_t> classes = padVocabulary(graph, plan);
   LowerResult lowered = lowerToSbpText(graph);
   if (!lowered.ok())
     return lowered;
@@ -322,7 +373,7 @@ LowerResult lowerPlanToSbpText(const ModelGraph &graph,
         "could not re-read the lowered model: " + diagnostics.str("");
     return result;
   }
-  Builder builder{context, *module, graph, plan, "", {}, {}};
+  Builder builder{context, *module, graph, plan, "", {}, {}, classes};
   if (!builder.run()) {
     result.error = builder.error;
     return result;

@@ -38,7 +38,9 @@ struct PlannedModule {
 /// ranks. Where a planned 1-D signature is not one the op lists on an axis (the
 /// planner reads a bias broadcast where the dialect wants it sliced or
 /// partial), the op reads the listed signature with the same result and the
-/// same activation operands, and boxing converts the parameter.
+/// same activation operands, and boxing converts the parameter. A vocabulary
+/// that tp splits but does not divide is padded as the programs pad it
+/// (ops::paddedVocabulary), its losses told their classes (`sbp.classes`).
 LowerResult lowerPlanToSbpText(const ModelGraph &graph,
                                const PlannedModule &plan);
 

@@ -361,6 +361,13 @@ int gradientFreeOperand(std::string_view kind) {
   return -1;
 }
 
+int64_t paddedVocabulary(int64_t rows, int64_t parts) {
+  if (parts < 1 || rows < 1)
+    return 0;
+  const int64_t part = (rows + parts - 1) / parts;
+  return rows > part * (parts - 1) ? part * parts : 0;
+}
+
 std::string layoutFitProblem(const Shape &shape,
                              const std::vector<AxisLayout> &layout,
                              const std::vector<int64_t> &axisSizes,

@@ -96,6 +96,15 @@ layoutFitProblem(const Shape &shape, const std::vector<AxisLayout> &layout,
                  const std::vector<std::string> &axisNames,
                  const std::function<int64_t(int64_t)> &granule = nullptr);
 
+/// A vocabulary of `rows` split into `parts` (tensor parallelism) that
+/// `parts` does not divide: the rows padded to parts x ceil(rows / parts),
+/// each part ceil(rows / parts) rows, the last one's tail zero rows whose
+/// logits the loss leaves out (Megatron pads its vocabulary alike). 0 when a
+/// part would hold padding only (rows 5 over 4 parts). The one rule of the
+/// planner's uneven vocabulary split (planner/ProgramDecisions.h), the
+/// programs' layout and plan.mlir's padded vocabulary (ir/lower/LowerPlan.cpp).
+int64_t paddedVocabulary(int64_t rows, int64_t parts);
+
 /// The operand that has no gradient (integer ids of an embedding, targets of
 /// a cross-entropy), or -1: its gradient entry keeps its forward layout.
 int gradientFreeOperand(std::string_view kind);

@@ -193,7 +193,33 @@ func.func @argument_layout_on_op(%x: tensor<8xf32>) -> tensor<8xf32> {
 // -----
 
 func.func @unknown_discardable_attribute(%x: tensor<8xf32>) -> tensor<8xf32> {
-  // expected-error@+1 {{expected a discardable attribute of the sbp dialect (sbp.sig, sbp.placement, sbp.layer), got 'sbp.stage'}}
+  // expected-error@+1 {{expected a discardable attribute of the sbp dialect (sbp.sig, sbp.placement, sbp.layer, sbp.classes), got 'sbp.stage'}}
   %y = sbp.relu %x {sbp.stage = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
   return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @classes_on_other_op(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error@+1 {{expected sbp.classes on an sbp.cross_entropy, got it on sbp.relu}}
+  %y = sbp.relu %x {sbp.classes = 8 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+func.func @classes_past_logits(%l: tensor<4x10xf32>, %t: tensor<4xi32>) -> tensor<f32> {
+  // expected-error@+1 {{expected sbp.classes at most}}
+  %y = sbp.cross_entropy %l, %t {sbp.classes = 11 : i64} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
+// 10 columns pad 9 classes for 2 parts (5 + 4 and a zero); 7 classes pad to 8, not 10.
+func.func @classes_not_a_padding(%l: tensor<4x10xf32>, %t: tensor<4xi32>) -> tensor<f32> {
+  %ok = sbp.cross_entropy %l, %t {sbp.classes = 9 : i64} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  // expected-error@+1 {{expected sbp.classes = 7 to be the logits' 10 columns, or a vocabulary that tensor parallelism pads to them}}
+  %y = sbp.cross_entropy %l, %t {sbp.classes = 7 : i64} : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<f32>
+  return %y : tensor<f32>
 }

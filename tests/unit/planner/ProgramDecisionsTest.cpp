@@ -69,6 +69,13 @@ TEST(ProgramDecisions, VocabularySplitsAndPadding) {
   EXPECT_TRUE(splitRuns(768, 4, false));
   // 5 rows on tp = 4: parts of 2 leave the last rank none.
   EXPECT_FALSE(unevenVocabSplitRuns(5, 4));
+  // The rule itself (ir/ops/SbpRules.h), which plan.mlir pads by: GPT-3's
+  // vocabulary over tp = 4 and 8, an exact split, and parts of padding only.
+  EXPECT_EQ(ops::paddedVocabulary(50257, 4), 50260);
+  EXPECT_EQ(ops::paddedVocabulary(50257, 8), 50264);
+  EXPECT_EQ(ops::paddedVocabulary(768, 4), 768);
+  EXPECT_EQ(ops::paddedVocabulary(5, 4), 0);
+  EXPECT_EQ(ops::paddedVocabulary(0, 4), 0);
   // Local rows round up to a multiple of 64: 25129 -> 25152, 64 stays.
   EXPECT_EQ(paddedVocabRows(25129), 25152);
   EXPECT_EQ(paddedVocabRows(64), 64);
