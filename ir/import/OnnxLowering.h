@@ -65,6 +65,27 @@ private:
   void readInputs();
   std::vector<const onnx::NodeProto *> topoOrder();
   void lower(const onnx::NodeProto &n);
+  // One function per recognised op type (OnnxNodes.cpp); false: not lowered
+  // here, the node becomes a primitive.
+  bool lowerIdentity(const onnx::NodeProto &n);
+  bool lowerCast(const onnx::NodeProto &n);
+  bool lowerGather(const onnx::NodeProto &n);
+  bool lowerMatMul(const onnx::NodeProto &n);
+  bool lowerGemm(const onnx::NodeProto &n);
+  bool lowerSplitToSequence(const onnx::NodeProto &n);
+  bool lowerSequenceAt(const onnx::NodeProto &n);
+  bool lowerPositions(const onnx::NodeProto &n);
+  bool lowerAddMul(const onnx::NodeProto &n);
+  bool lowerLayerNorm(const onnx::NodeProto &n);
+  bool lowerGelu(const onnx::NodeProto &n);
+  bool lowerRelu(const onnx::NodeProto &n);
+  bool lowerSoftmax(const onnx::NodeProto &n);
+  bool lowerConv(const onnx::NodeProto &n);
+  bool lowerPool(const onnx::NodeProto &n);
+  bool lowerReshape(const onnx::NodeProto &n);
+  bool lowerTranspose(const onnx::NodeProto &n);
+  bool lowerCrossEntropy(const onnx::NodeProto &n);
+  int64_t rankOf(int t) const { return int64_t(b.shape(t).size()); }
   void checkVersion(const onnx::NodeProto &n);
   std::optional<double> scalar(const std::string &name) const;
 
