@@ -316,8 +316,9 @@ Value divide(Value a, Value b, int32_t type) {
   return std::trunc(a / b); // integer Div truncates (C semantics)
 }
 
-const std::map<std::string, Eval> &evaluators() {
-  static const std::map<std::string, Eval> table = {
+/// Elementwise ops, casts, Range and CumSum.
+void addElementwiseEvaluators(std::map<std::string, Eval> &table) {
+  table.insert({
       {"Identity", [](auto &, auto &in) { return *in[0]; }},
       {"Add", binaryOp(K::Binary::Add, false)},
       {"Sub", binaryOp(K::Binary::Sub, false)},
@@ -391,8 +392,8 @@ const std::map<std::string, Eval> &evaluators() {
          if (delta == 0)
            bad("Range delta is 0");
          // ONNX: max(ceil((limit - start) / delta), 0) elements.
-         int64_t n = std::max<int64_t>(
-             (int64_t)std::ceil((limit - start) / delta), 0);
+         int64_t n =
+             std::max<int64_t>((int64_t)std::ceil((limit - start) / delta), 0);
          HostTensor out = make(in[0]->type, {n});
          for (int64_t i = 0; i < n; ++i)
            out.data[i] = fit(out.type, start + i * delta);
@@ -403,7 +404,8 @@ const std::map<std::string, Eval> &evaluators() {
          if (in.size() < 2 || !in[1])
            bad("expected an axis input");
          const HostTensor &x = *in[0];
-         int64_t r = x.shape.size(), a = axisOf((int64_t)scalarOf(*in[1], "CumSum's axis"), r);
+         int64_t r = x.shape.size(),
+                 a = axisOf((int64_t)scalarOf(*in[1], "CumSum's axis"), r);
          bool excl = attrInt(n, "exclusive", 0), rev = attrInt(n, "reverse", 0);
          HostTensor out = make(x.type, x.shape);
          int64_t inner = stridesOf(x.shape)[a], len = x.shape[a],
@@ -423,6 +425,12 @@ const std::map<std::string, Eval> &evaluators() {
            }
          return out;
        }},
+  });
+}
+
+/// Shape ops: Unsqueeze, Squeeze, Reshape, Expand, Concat.
+void addShapeEvaluators(std::map<std::string, Eval> &table) {
+  table.insert({
       {"Unsqueeze",
        [](auto &n, auto &in) {
          std::vector<int64_t> axes = axesOf(n, in);
@@ -502,6 +510,12 @@ const std::map<std::string, Eval> &evaluators() {
            }
          return out;
        }},
+  });
+}
+
+/// Gathers, slices, Transpose, MatMul, ConstantOfShape, Trilu and reductions.
+void addIndexingEvaluators(std::map<std::string, Eval> &table) {
+  table.insert({
       {"Gather",
        [](auto &n, auto &in) {
          if (in.size() < 2 || !in[1])
@@ -514,7 +528,8 @@ const std::map<std::string, Eval> &evaluators() {
          shape.insert(shape.end(), x.shape.begin() + ax + 1, x.shape.end());
          HostTensor out = make(x.type, shape);
          int64_t inner = stridesOf(x.shape)[ax], dim = x.shape[ax],
-                 outer = dim * inner != 0 ? x.numel() / (dim * inner) : 0, k = 0;
+                 outer = dim * inner != 0 ? x.numel() / (dim * inner) : 0,
+                 k = 0;
          for (int64_t o = 0; o < outer; ++o)
            for (int64_t id : ids) {
              if (id < -dim || id >= dim)
@@ -562,17 +577,16 @@ const std::map<std::string, Eval> &evaluators() {
            bad("expected starts and ends inputs");
          auto opt = [&](size_t i) {
            return in.size() > i && in[i] ? toInts(*in[i])
-                                          : std::vector<int64_t>{};
+                                         : std::vector<int64_t>{};
          };
          return slice(*in[0], toInts(*in[1]), toInts(*in[2]), opt(3), opt(4));
        }},
       {"Transpose",
        [](auto &n, auto &in) {
          const onnx::AttributeProto *p = attr(n, "perm");
-         return transpose(*in[0],
-                          p ? std::vector<int64_t>(p->ints().begin(),
-                                                   p->ints().end())
-                            : std::vector<int64_t>{});
+         return transpose(*in[0], p ? std::vector<int64_t>(p->ints().begin(),
+                                                           p->ints().end())
+                                    : std::vector<int64_t>{});
        }},
       {"MatMul",
        [](auto &, auto &in) {
@@ -597,7 +611,9 @@ const std::map<std::string, Eval> &evaluators() {
          const HostTensor &x = *in[0];
          if (x.shape.size() < 2)
            bad("Trilu of rank below 2");
-         int64_t k = in.size() > 1 && in[1] ? (int64_t)scalarOf(*in[1], "Trilu's k") : 0;
+         int64_t k = in.size() > 1 && in[1]
+                         ? (int64_t)scalarOf(*in[1], "Trilu's k")
+                         : 0;
          bool upper = attrInt(n, "upper", 1) != 0;
          int64_t R = x.shape[x.shape.size() - 2], C = x.shape.back();
          HostTensor out = x;
@@ -611,7 +627,17 @@ const std::map<std::string, Eval> &evaluators() {
        }},
       {"ReduceSum", [](auto &n, auto &in) { return reduce(n, in, false); }},
       {"ReduceMean", [](auto &n, auto &in) { return reduce(n, in, true); }},
-  };
+  });
+}
+
+const std::map<std::string, Eval> &evaluators() {
+  static const std::map<std::string, Eval> table = [] {
+    std::map<std::string, Eval> t;
+    addElementwiseEvaluators(t);
+    addShapeEvaluators(t);
+    addIndexingEvaluators(t);
+    return t;
+  }();
   return table;
 }
 

@@ -76,8 +76,9 @@ std::map<int, int64_t> padVocabulary(ModelGraph &g, const PlannedModule &plan) {
     for (size_t i : readers[t]) {
       const OpDef &op = g.ops[i];
       const bool asTable = op.operands.size() > 1 && op.operands[1] == int(t);
-      padsCleanly &= asTable && op.operands[0] != int(t) &&
-                     (op.kind == "embedding" || logitsOnlyToLoss(g, readers, op));
+      padsCleanly &=
+          asTable && op.operands[0] != int(t) &&
+          (op.kind == "embedding" || logitsOnlyToLoss(g, readers, op));
       const std::vector<std::string> &tp = plan.ops[i].tp;
       split |= asTable && tp.size() > 1 && tp[1] == "S(0)";
     }
@@ -184,7 +185,25 @@ struct Builder {
               std::to_string(plan.ops.size());
       return false;
     }
-    // One (dp, tp) mesh per stage, on its pipeline rank's devices.
+    if (!addMeshes())
+      return false;
+    func::FuncOp fn;
+    module.walk([&](func::FuncOp f) { fn = f; });
+    if (!fn) {
+      error = "the lowered module has no function";
+      return false;
+    }
+    Block &body = fn.getBody().front();
+    if (!annotateModelOps(body))
+      return false;
+    storeParameters(body);
+    std::map<unsigned, int> argStage = placeInputs(fn, body);
+    insertTransfers(body, argStage);
+    return true;
+  }
+
+  /// One (dp, tp) mesh per stage, on its pipeline rank's devices.
+  bool addMeshes() {
     std::string meshes;
     for (int s = 0; s < plan.stages; ++s)
       meshes += "sbp.mesh @" + meshName(s) +
@@ -204,14 +223,11 @@ struct Builder {
     for (Operation &m : llvm::make_early_inc_range(*meshModule->getBody()))
       m.moveBefore(anchor);
 
-    func::FuncOp fn;
-    module.walk([&](func::FuncOp f) { fn = f; });
-    if (!fn) {
-      error = "the lowered module has no function";
-      return false;
-    }
-    Block &body = fn.getBody().front();
-    // Model ops: their signatures and placements.
+    return true;
+  }
+
+  /// Model ops: their signatures and placements.
+  bool annotateModelOps(Block &body) {
     for (Operation &op : body) {
       auto loc = dyn_cast<NameLoc>(op.getLoc());
       if (!loc || isa<sbp::ParameterOp, sbp::ConstantOp>(op))
@@ -233,26 +249,33 @@ struct Builder {
                    IntegerAttr::get(IntegerType::get(&ctx, 64), c->second));
       stageOf[&op] = pl.stage;
     }
-    // The first reader of a value (program order) and its read layout.
-    auto firstReader = [&](Value v, Operation *&user, unsigned &index) {
-      user = nullptr;
-      for (OpOperand &u : v.getUses())
-        if (stageOf.count(u.getOwner()) &&
-            (!user || u.getOwner()->isBeforeInBlock(user))) {
-          user = u.getOwner();
-          index = u.getOperandNumber();
-        }
-      return user != nullptr;
-    };
-    auto storedLayout = [&](Operation *user, unsigned index) {
-      auto sig = user->getAttrOfType<sbp::SignatureAttr>(sbp::kSignatureAttr);
-      SmallVector<SbpParallel> axes;
-      for (unsigned a = 0; a < 2; ++a)
-        axes.push_back(stored(sbp::projectSignature(sig, a).inputs[index]));
-      return axes;
-    };
-    // Parameters (and an import's constants, read by its primitives): stored
-    // as their first reader reads them, on its stage.
+    return true;
+  }
+
+  /// The first reader of a value (program order) among the placed ops.
+  bool firstReader(Value v, Operation *&user, unsigned &index) {
+    user = nullptr;
+    for (OpOperand &u : v.getUses())
+      if (stageOf.count(u.getOwner()) &&
+          (!user || u.getOwner()->isBeforeInBlock(user))) {
+        user = u.getOwner();
+        index = u.getOperandNumber();
+      }
+    return user != nullptr;
+  }
+
+  /// The layout `user` reads its operand `index` in, stored (never partial).
+  SmallVector<SbpParallel> storedLayout(Operation *user, unsigned index) {
+    auto sig = user->getAttrOfType<sbp::SignatureAttr>(sbp::kSignatureAttr);
+    SmallVector<SbpParallel> axes;
+    for (unsigned a = 0; a < 2; ++a)
+      axes.push_back(stored(sbp::projectSignature(sig, a).inputs[index]));
+    return axes;
+  }
+
+  /// Parameters (and an import's constants, read by its primitives): stored
+  /// as their first reader reads them, on its stage.
+  void storeParameters(Block &body) {
     for (Operation &op : body) {
       if (!isa<sbp::ParameterOp, sbp::ConstantOp>(op))
         continue;
@@ -269,7 +292,10 @@ struct Builder {
       op.setAttr(sbp::kPlacementAttr, placement(stageOf[user]));
       stageOf[&op] = stageOf[user];
     }
-    // Inputs: arrive as their first reader reads them.
+  }
+
+  /// Inputs: arrive as their first reader reads them.
+  std::map<unsigned, int> placeInputs(func::FuncOp fn, Block &body) {
     std::map<unsigned, int> argStage;
     for (BlockArgument arg : body.getArguments()) {
       Operation *user;
@@ -281,7 +307,11 @@ struct Builder {
                     sbp::NdSbpAttr::get(&ctx, mesh(stageOf[user]), axes));
       argStage[arg.getArgNumber()] = stageOf[user];
     }
-    // Values read on another stage travel by send/recv, one per (value, stage).
+    return argStage;
+  }
+
+  /// Values read on another stage travel by send/recv, one per (value, stage).
+  void insertTransfers(Block &body, std::map<unsigned, int> &argStage) {
     int64_t channel = 0;
     OpBuilder b(&ctx);
     auto crossStages = [&](Value v, int from, Operation *after) {
@@ -349,7 +379,6 @@ struct Builder {
     for (Operation *op : producers)
       for (Value r : op->getResults())
         crossStages(r, stageOf[op], op);
-    return true;
   }
 };
 

@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #include "ir/ops/SbpRules.h"
 
+#include <optional>
+
 namespace autoddl::ops {
 namespace {
 
@@ -175,6 +177,78 @@ Rules reshape(const std::vector<Shape> &operands, const Attrs &attrs) {
 
 } // namespace
 
+/// The rules of image, shape and graph ops (conv2d to edge_softmax); none
+/// for other kinds.
+std::optional<Rules> imageShapeGraphRules(std::string_view kind,
+                                          const std::vector<Shape> &operands,
+                                          const Attrs &attrs) {
+  const int64_t r = rankOf(operands, 0);
+  // x [B,Cin,H,W], w [Cout,Cin,kh,kw], bias [Cout]. Batch (OneFlow conv_op.cpp
+  // registers only this); output channels (w and bias split by Cout); input
+  // channels (a contraction: partial result, bias partial); and linearity in x
+  // and in w for partial inputs.
+  if (kind == "conv2d")
+    return dropAbsentOperand({{L::Rows, {S(0), B, B}, S(0)},
+                              {L::Column, {B, S(0), S(0)}, S(1)},
+                              {L::Row, {S(1), S(1), P}, P},
+                              {L::Partial, {P, B, P}, P},
+                              {L::Partial, {B, P, P}, P}},
+                             operands.size());
+  // Batch and channels; average pooling is linear, so it also keeps P.
+  if (kind == "pool2d") {
+    Rules rows = {{L::Rows, {S(0)}, S(0)}, {L::Hidden, {S(1)}, S(1)}};
+    if (attrOr<std::string>(attrs, "kind", "") == "avg")
+      rows.push_back({L::Partial, {P}, P});
+    return rows;
+  }
+  // Dims before start_dim are untouched; start_dim itself is the outermost of
+  // the merged dims, so its contiguous slices are contiguous slices of the
+  // merged dim.
+  if (kind == "flatten") {
+    int64_t start = attrOr<int64_t>(attrs, "start_dim", 1);
+    if (start < 0)
+      start += r;
+    Rules rows;
+    for (int64_t i = 0; i <= start && i < r; ++i)
+      rows.push_back({L::Rows, {S(i)}, S(i)});
+    rows.push_back({L::Partial, {P}, P});
+    return rows;
+  }
+  if (kind == "reshape")
+    return reshape(operands, attrs);
+  // Result dim j is operand dim perm[j].
+  if (kind == "transpose") {
+    Rules rows;
+    const std::vector<int64_t> perm =
+        attrOr<std::vector<int64_t>>(attrs, "perm", {});
+    for (size_t j = 0; j < perm.size(); ++j)
+      rows.push_back({L::Rows, {S(perm[j])}, S(int64_t(j))});
+    rows.push_back({L::Partial, {P}, P});
+    return rows;
+  }
+  // adj [N,M] times x [M,F]: adjacency rows with features whole (each device
+  // aggregates its own nodes); feature columns with adjacency whole; the
+  // reverse split, adjacency columns with x rows (each device aggregates the
+  // messages of its own source nodes into a partial sum); partial features
+  // stay partial.
+  if (kind == "spmm")
+    return Rules{{L::Rows, {S(0), B}, S(0)},
+                 {L::Hidden, {B, S(1)}, S(1)},
+                 {L::Row, {S(1), S(0)}, P},
+                 {L::Partial, {B, P}, P}};
+  // mask [N,M], x [N,K], y [M,K] -> [N,M]: rows of mask and x; columns of mask
+  // with rows of y; K on x and y (partial dot products, mask whole).
+  if (kind == "sddmm")
+    return Rules{{L::Rows, {S(0), S(0), B}, S(0)},
+                 {L::Column, {S(1), B, S(0)}, S(1)},
+                 {L::Row, {B, S(1), S(1)}, P}};
+  // mask [N,M], scores [N,M] -> [N,M]: a row's entries are normalised
+  // together, so only rows split (each device its own nodes' attention).
+  if (kind == "edge_softmax")
+    return Rules{{L::Rows, {S(0), S(0)}, S(0)}};
+  return std::nullopt;
+}
+
 std::vector<SbpRule> sbpRules(std::string_view kind,
                               const std::vector<Shape> &operands,
                               const Attrs &attrs) {
@@ -268,69 +342,8 @@ std::vector<SbpRule> sbpRules(std::string_view kind,
   // partial sum. No class split (a row's one-hot target is whole).
   if (kind == "squared_error")
     return {{L::Rows, {S(0), S(0)}, P}};
-  // x [B,Cin,H,W], w [Cout,Cin,kh,kw], bias [Cout]. Batch (OneFlow conv_op.cpp
-  // registers only this); output channels (w and bias split by Cout); input
-  // channels (a contraction: partial result, bias partial); and linearity in x
-  // and in w for partial inputs.
-  if (kind == "conv2d")
-    return dropAbsentOperand({{L::Rows, {S(0), B, B}, S(0)},
-                              {L::Column, {B, S(0), S(0)}, S(1)},
-                              {L::Row, {S(1), S(1), P}, P},
-                              {L::Partial, {P, B, P}, P},
-                              {L::Partial, {B, P, P}, P}},
-                             operands.size());
-  // Batch and channels; average pooling is linear, so it also keeps P.
-  if (kind == "pool2d") {
-    Rules rows = {{L::Rows, {S(0)}, S(0)}, {L::Hidden, {S(1)}, S(1)}};
-    if (attrOr<std::string>(attrs, "kind", "") == "avg")
-      rows.push_back({L::Partial, {P}, P});
-    return rows;
-  }
-  // Dims before start_dim are untouched; start_dim itself is the outermost of
-  // the merged dims, so its contiguous slices are contiguous slices of the
-  // merged dim.
-  if (kind == "flatten") {
-    int64_t start = attrOr<int64_t>(attrs, "start_dim", 1);
-    if (start < 0)
-      start += r;
-    Rules rows;
-    for (int64_t i = 0; i <= start && i < r; ++i)
-      rows.push_back({L::Rows, {S(i)}, S(i)});
-    rows.push_back({L::Partial, {P}, P});
-    return rows;
-  }
-  if (kind == "reshape")
-    return reshape(operands, attrs);
-  // Result dim j is operand dim perm[j].
-  if (kind == "transpose") {
-    Rules rows;
-    const std::vector<int64_t> perm =
-        attrOr<std::vector<int64_t>>(attrs, "perm", {});
-    for (size_t j = 0; j < perm.size(); ++j)
-      rows.push_back({L::Rows, {S(perm[j])}, S(int64_t(j))});
-    rows.push_back({L::Partial, {P}, P});
-    return rows;
-  }
-  // adj [N,M] times x [M,F]: adjacency rows with features whole (each device
-  // aggregates its own nodes); feature columns with adjacency whole; the
-  // reverse split, adjacency columns with x rows (each device aggregates the
-  // messages of its own source nodes into a partial sum); partial features
-  // stay partial.
-  if (kind == "spmm")
-    return {{L::Rows, {S(0), B}, S(0)},
-            {L::Hidden, {B, S(1)}, S(1)},
-            {L::Row, {S(1), S(0)}, P},
-            {L::Partial, {B, P}, P}};
-  // mask [N,M], x [N,K], y [M,K] -> [N,M]: rows of mask and x; columns of mask
-  // with rows of y; K on x and y (partial dot products, mask whole).
-  if (kind == "sddmm")
-    return {{L::Rows, {S(0), S(0), B}, S(0)},
-            {L::Column, {S(1), B, S(0)}, S(1)},
-            {L::Row, {B, S(1), S(1)}, P}};
-  // mask [N,M], scores [N,M] -> [N,M]: a row's entries are normalised
-  // together, so only rows split (each device its own nodes' attention).
-  if (kind == "edge_softmax")
-    return {{L::Rows, {S(0), S(0)}, S(0)}};
+  if (std::optional<Rules> rows = imageShapeGraphRules(kind, operands, attrs))
+    return *rows;
   return {};
 }
 
