@@ -97,9 +97,33 @@ struct Planner {
   mutable std::map<std::tuple<int, double, double, double>, std::vector<int>>
       partitionMemo;
   /// price()'s schedules by (kind, stages, micro-batches, chunks).
-  std::map<std::tuple<int, int, int, int>,
-           pipeline::OrError<pipeline::Schedule>>
-      scheduleMemo;
+  /// A schedule and, when it checks out, its dependencies resolved once for
+  /// every simulation of it (pipeline::prepareSchedule).
+  struct MemoSchedule {
+    pipeline::OrError<pipeline::Schedule> schedule;
+    std::optional<pipeline::PreparedSchedule> prepared;
+  };
+  using ScheduleKey = std::tuple<int, int, int, int>;
+  using ScheduleMemo = std::map<ScheduleKey, MemoSchedule>;
+  ScheduleMemo scheduleMemo;
+  /// What price() reads of a simulation: each device's end and the bubble
+  /// fraction, or why the simulator refused.
+  struct StepEnds {
+    std::string error;
+    std::vector<double> end;
+    double bubbleFraction = 0;
+  };
+  /// simulateStep()'s results by schedule and stage times (F, B, W, p2p).
+  std::map<std::tuple<ScheduleKey, std::vector<double>, std::vector<double>,
+                      std::vector<double>, double>,
+           StepEnds>
+      simMemo;
+  StepEnds lastEnds; // the one not memoised (K-FAC: `full` is read too)
+  /// Simulates `entry`'s schedule under `times` once per distinct times;
+  /// with K-FAC, every time and the whole result in `full`.
+  const StepEnds &simulateStep(const ScheduleMemo::value_type &entry,
+                               const pipeline::StageTimes &times,
+                               pipeline::SimulationResult &full);
   /// activationSets()'s counts by the same key.
   mutable std::map<std::tuple<int, int, int, int>, std::vector<int>> setsMemo;
   std::map<std::tuple<int, int, int64_t, int>, std::unique_ptr<Context>>
@@ -163,9 +187,9 @@ struct Planner {
   std::vector<int> partition(Partition kind, int S, const Aggregate &agg) const;
 
   /// Per model stage: the activation sets the programs allocate for this
-  /// schedule (pipeline::assignActivationSets, as codegen; K-FAC's curvature
-  /// reads, placed after pricing, are not counted). A configuration the
-  /// schedule rejects keeps every micro-batch (price() refuses it anyway).
+  /// schedule (pipeline::countActivationSets: codegen's table's counts; K-FAC's
+  /// curvature reads, placed after pricing, are not counted). A configuration
+  /// the schedule rejects keeps every micro-batch (price() refuses it anyway).
   const std::vector<int> &activationSets(const Knobs &k) const;
 
   /// Per-device stage times, memory and bounds without simulating.

@@ -25,10 +25,10 @@ const std::vector<int> &Planner::activationSets(const Knobs &k) const {
   // K-FAC plans keep every micro-batch's set for the step (its curvature
   // reads them when a filling thread gets to it; codegen alike).
   if (auto sched = pipeline::generateSchedule(sc))
-    if (auto sets = pipeline::assignActivationSets(
+    if (auto sets = pipeline::countActivationSets(
             *sched, kfac ? pipeline::stepEndReads(*sched)
                          : std::vector<pipeline::SetRead>{}))
-      counts = sets->count;
+      counts = *std::move(sets);
   return setsMemo.emplace(key, std::move(counts)).first->second;
 }
 

@@ -11,6 +11,8 @@
 #include "planner/Collapse.h"
 #include "planner/Descent.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace autoddl::planner::search {
@@ -392,6 +394,49 @@ bool Planner::kfacCannotWin(const Knobs &k, const PricingContext &pc,
   return false;
 }
 
+const Planner::StepEnds &
+Planner::simulateStep(const ScheduleMemo::value_type &entry,
+                      const pipeline::StageTimes &times,
+                      pipeline::SimulationResult &full) {
+  const MemoSchedule &ms = entry.second;
+  auto run = [&](StepEnds &out) {
+    // A schedule that does not check out: simulate() names why.
+    auto sim = ms.prepared ? pipeline::simulate(*ms.prepared, times)
+                           : pipeline::simulate(*ms.schedule, times);
+    if (!sim) {
+      out.error = sim.error();
+      return;
+    }
+    out.end.assign(size_t(std::get<1>(entry.first)), 0); // per device
+    for (const pipeline::ExecutedInstruction &x : sim->timeline)
+      out.end[x.device] = std::max(out.end[x.device], x.end);
+    out.bubbleFraction = sim->bubbleFraction;
+    if (kfac) // K-FAC packs its items into this timeline's bubbles
+      full = *std::move(sim);
+  };
+  bool finite = std::isfinite(times.p2p);
+  for (const std::vector<double> *v :
+       {&times.forward, &times.backward, &times.weightGradient})
+    for (double x : *v)
+      finite &= std::isfinite(x);
+  if (kfac || !finite) { // the whole result, or a key maps cannot order
+    lastEnds = StepEnds{};
+    run(lastEnds);
+    return lastEnds;
+  }
+  // The step depends on the schedule and the times alone: candidates that
+  // differ only in what the simulator does not see (ZeRO, a recomputation
+  // that changes no time, partitions that agree) share one simulation.
+  auto key = std::make_tuple(entry.first, times.forward, times.backward,
+                             times.weightGradient, times.p2p);
+  auto it = simMemo.find(key);
+  if (it == simMemo.end()) {
+    it = simMemo.emplace(std::move(key), StepEnds{}).first;
+    run(it->second);
+  }
+  return it->second;
+}
+
 Priced Planner::price(const Candidate &cand, double bound) {
   Priced r;
   const Knobs &k = cand.knobs;
@@ -406,24 +451,27 @@ Priced Planner::price(const Candidate &cand, double bound) {
   const auto key = std::make_tuple(static_cast<int>(sc.kind), sc.stages,
                                    sc.microbatches, sc.chunks);
   auto it = scheduleMemo.find(key);
-  if (it == scheduleMemo.end())
-    it = scheduleMemo.emplace(key, pipeline::generateSchedule(sc)).first;
-  const pipeline::OrError<pipeline::Schedule> &schedule = it->second;
+  if (it == scheduleMemo.end()) {
+    it = scheduleMemo
+             .emplace(key, MemoSchedule{pipeline::generateSchedule(sc), {}})
+             .first;
+    if (const auto &s = it->second.schedule)
+      if (auto prepared = pipeline::prepareSchedule(*s))
+        it->second.prepared = *std::move(prepared);
+  }
+  const pipeline::OrError<pipeline::Schedule> &schedule = it->second.schedule;
   if (!schedule) {
     r.invalid = schedule.error();
     return r;
   }
-  auto sim = pipeline::simulate(*schedule, d.times);
+  const StepEnds &ends = simulateStep(*it, d.times, r.sim);
   ++stats.simulated;
-  if (!sim) {
-    r.invalid = sim.error();
+  if (!ends.error.empty()) {
+    r.invalid = ends.error;
     return r;
   }
   r.valid = true;
-  r.sim = *sim;
-  std::vector<double> end(k.pp, 0);
-  for (const pipeline::ExecutedInstruction &x : r.sim.timeline)
-    end[x.device] = std::max(end[x.device], x.end);
+  const std::vector<double> &end = ends.end;
   double step = 0;
   for (int dev = 0; dev < k.pp; ++dev) {
     DeviceTimes &dt = d.devices[dev];
@@ -475,7 +523,7 @@ Priced Planner::price(const Candidate &cand, double bound) {
   p.hardwareTflopsPerGpu =
       (p.modelFlopsPerStep + recomputeFlops) / step / world / 1e12;
   p.mfu = p.tflopsPerGpu * 1e12 / c.peakFlops(o.precision);
-  p.bubbleFraction = r.sim.bubbleFraction;
+  p.bubbleFraction = ends.bubbleFraction;
   p.peakMemory = r.peakMemory;
   for (const DeviceTimes &dt : d.devices) {
     p.peakAllocated =

@@ -90,6 +90,32 @@ struct SimulationResult {
 /// intervals (they are rounding, not bubbles); they still count in `idle`.
 constexpr double kIdleIntervalTolerance = 1e-9;
 
+/// A checked schedule with its dependencies resolved: what simulate() derives
+/// from the lists alone, built once and run under many stage times (the
+/// planner simulates thousands of candidates over a few schedules).
+struct PreparedSchedule {
+  struct Ref {
+    int device = 0, index = 0;
+  };
+  const Schedule *schedule = nullptr; // must outlive this
+  /// Per device, per instruction i: its inputs are deps[start[i] ..
+  /// start[i+1]) and the devices waiting on it waiters[wstart[i] ..
+  /// wstart[i+1]) (flat arrays, no allocation per instruction).
+  std::vector<std::vector<int>> start, wstart;
+  std::vector<std::vector<Ref>> deps;
+  std::vector<std::vector<int>> waiters;
+};
+
+/// Checks the schedule (instructions in range, on the device that owns their
+/// stage, each at most once, every dependency present) and resolves its
+/// dependencies. Fails on a bad schedule.
+OrError<PreparedSchedule> prepareSchedule(const Schedule &schedule);
+
+/// Checks the times and simulates a prepared schedule. Fails on bad times or
+/// when the lists deadlock.
+OrError<SimulationResult> simulate(const PreparedSchedule &prepared,
+                                   const StageTimes &times);
+
 /// Checks the schedule (instructions in range, on the device that owns their
 /// stage, each at most once, every dependency present) and the times, then
 /// simulates. Fails on bad input or when the lists deadlock.
