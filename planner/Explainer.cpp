@@ -2,8 +2,10 @@
 //
 // `plan --why` / `inspect --why`: each knob of the chosen candidate moved to
 // its neighbours (and each op's other signatures), priced as the search prices
-// candidates, and judged against the chosen step: invalid, does not fit, slower
-// (by which part of the step), or faster but pinned / outside the searched set.
+// candidates, and judged against the chosen step: invalid, does not fit (only
+// when it would be at least as fast: memory is then the reason), slower (by
+// which part of the step; its memory said besides when it does not fit
+// either), or faster but pinned / outside the searched set.
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Planner.h"
@@ -71,25 +73,41 @@ struct Explainer {
     a.peakMemory = p.peakMemory;
     a.deltaTime = p.stepTime - chosenPriced.stepTime;
     a.deltaMemory = p.peakMemory - chosenPriced.peakMemory;
-    char buf[256];
-    if (!p.fits) {
-      std::snprintf(buf, sizeof buf, "does not fit: needs %.1f GiB of %.1f GiB",
+    // Memory is named as the reason only where it is one: an alternative
+    // that does not fit but would be no faster lost on time (its memory is
+    // said besides).
+    char need[96] = "";
+    if (!p.fits)
+      std::snprintf(need, sizeof need, "needs %.1f GiB of %.1f GiB",
                     p.peakMemory / (1 << 30), pl.capacity / (1 << 30));
+    const double pct = 100 * a.deltaTime / chosenPriced.stepTime;
+    char buf[384];
+    if (!p.fits && a.deltaTime < 0) {
+      std::snprintf(buf, sizeof buf,
+                    "does not fit: %s (it would be faster by %.2f%%)", need,
+                    -pct);
+      a.reason = buf;
+    } else if (!p.fits && a.deltaTime == 0) {
+      std::snprintf(buf, sizeof buf, "does not fit: %s (as fast otherwise)",
+                    need);
       a.reason = buf;
     } else if (a.deltaTime == 0) {
       a.reason = "as fast; the search keeps the earlier candidate on ties";
     } else if (a.deltaTime > 0) {
-      std::snprintf(buf, sizeof buf, "slower by %.1f%%: %s",
-                    100 * a.deltaTime / chosenPriced.stepTime,
-                    dominantIncrease(chosenPriced.pred, p.pred).c_str());
+      std::snprintf(buf, sizeof buf, "slower by %.1f%%: %s%s%s", pct,
+                    dominantIncrease(chosenPriced.pred, p.pred).c_str(),
+                    p.fits ? "" : "; it does not fit either: ", need);
       a.reason = buf;
     } else if (pinned(knob)) {
       a.reason = "faster, but the knob is pinned by --fix";
     } else {
+      // Not the memory pre-filter: it skips only candidates far over
+      // capacity, and this one fits.
       std::snprintf(buf, sizeof buf,
                     "faster by %.2f%% with this knob alone, but outside the "
-                    "searched set (pinned knobs or the memory pre-filter)",
-                    -100 * a.deltaTime / chosenPriced.stepTime);
+                    "searched set (another pinned knob, or a value the "
+                    "search does not enumerate)",
+                    -pct);
       a.reason = buf;
     }
     return a;
