@@ -401,17 +401,20 @@ Planner::simulateStep(const ScheduleMemo::value_type &entry,
   const MemoSchedule &ms = entry.second;
   auto run = [&](StepEnds &out) {
     // A schedule that does not check out: simulate() names why.
-    auto sim = ms.prepared ? pipeline::simulate(*ms.prepared, times)
-                           : pipeline::simulate(*ms.schedule, times);
+    // K-FAC packs its items into the timeline's bubbles; else only each
+    // device's end is read.
+    auto sim = ms.prepared
+                   ? pipeline::simulate(*ms.prepared, times, kfac.has_value())
+                   : pipeline::simulate(*ms.schedule, times);
     if (!sim) {
       out.error = sim.error();
       return;
     }
     out.end.assign(size_t(std::get<1>(entry.first)), 0); // per device
-    for (const pipeline::ExecutedInstruction &x : sim->timeline)
-      out.end[x.device] = std::max(out.end[x.device], x.end);
+    for (size_t d = 0; d < sim->devices.size() && d < out.end.size(); ++d)
+      out.end[d] = sim->devices[d].end;
     out.bubbleFraction = sim->bubbleFraction;
-    if (kfac) // K-FAC packs its items into this timeline's bubbles
+    if (kfac)
       full = *std::move(sim);
   };
   bool finite = std::isfinite(times.p2p);

@@ -306,7 +306,7 @@ std::string deadlock(const PreparedSchedule &ps, const std::vector<int> &done,
 } // namespace
 
 OrError<SimulationResult> simulate(const PreparedSchedule &ps,
-                                   const StageTimes &times) {
+                                   const StageTimes &times, bool timeline) {
   using Result = OrError<SimulationResult>;
   const Schedule &schedule = *ps.schedule;
   const int p = schedule.numDevices();
@@ -377,7 +377,8 @@ OrError<SimulationResult> simulate(const PreparedSchedule &ps,
 
   const double tolerance = kIdleIntervalTolerance * result.makespan;
   double idleTotal = 0;
-  result.timeline.reserve(total);
+  if (timeline)
+    result.timeline.reserve(total);
   for (int d = 0; d < p; ++d) {
     DeviceResult &device = result.devices[d];
     const std::vector<Instruction> &ops = schedule.devices[d];
@@ -389,7 +390,9 @@ OrError<SimulationResult> simulate(const PreparedSchedule &ps,
         device.idleIntervals.push_back({cursor, span.start});
       cursor = span.end;
       device.busy += span.end - span.start;
-      result.timeline.push_back({d, i, ops[i], span.start, span.end});
+      device.end = std::max(device.end, span.end);
+      if (timeline)
+        result.timeline.push_back({d, i, ops[i], span.start, span.end});
       if (ops[i].kind == OpKind::Forward)
         peak = std::max(peak, ++inFlight);
       else if (ops[i].kind == OpKind::FullBackward ||

@@ -75,6 +75,8 @@ struct DeviceResult {
   /// the end of the full backward, or of W when the backward is split (the
   /// weight gradient still needs the layer inputs).
   double peakActivations = 0;
+  /// When the device's last instruction ends (0 for an empty list).
+  double end = 0;
 };
 
 struct SimulationResult {
@@ -112,9 +114,12 @@ struct PreparedSchedule {
 OrError<PreparedSchedule> prepareSchedule(const Schedule &schedule);
 
 /// Checks the times and simulates a prepared schedule. Fails on bad times or
-/// when the lists deadlock.
+/// when the lists deadlock. Without `timeline` the result's timeline stays
+/// empty (the planner reads each device's end and the bubble alone; building
+/// it is most of a long schedule's cost).
 OrError<SimulationResult> simulate(const PreparedSchedule &prepared,
-                                   const StageTimes &times);
+                                   const StageTimes &times,
+                                   bool timeline = true);
 
 /// Checks the schedule (instructions in range, on the device that owns their
 /// stage, each at most once, every dependency present) and the times, then

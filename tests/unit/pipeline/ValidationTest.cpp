@@ -152,6 +152,18 @@ TEST(PreparedSchedule, SimulatesAsTheOneShotSimulator) {
       for (size_t i = 0; i < a->timeline.size(); ++i)
         EXPECT_TRUE(a->timeline[i].start == b->timeline[i].start &&
                     a->timeline[i].end == b->timeline[i].end);
+      // Without the timeline: the same ends and bubble, no timeline.
+      auto lean = simulate(*prepared, t, /*timeline=*/false);
+      ASSERT_TRUE(lean);
+      EXPECT_TRUE(lean->timeline.empty());
+      EXPECT_EQ(lean->bubbleFraction, b->bubbleFraction);
+      for (int d = 0; d < c.stages; ++d) {
+        double end = 0;
+        for (const ExecutedInstruction &x : b->timeline)
+          if (x.device == d)
+            end = std::max(end, x.end);
+        EXPECT_EQ(lean->devices[size_t(d)].end, end);
+      }
     }
     StageTimes bad = StageTimes::uniform(c.stages, -1, 1, 0, 0);
     EXPECT_EQ(simulate(*prepared, bad).error(), simulate(s, bad).error());
