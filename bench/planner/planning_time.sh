@@ -13,7 +13,8 @@
 # each `autoddl plan ... -o`, one run at a time on one core (taskset -c 0), and writes into OUT
 # (default bench/results/planner/<date>-planning-time):
 #   results.tsv   case, then per binary wall and CPU (user+sys) seconds, and whether every binary's
-#                 plan.json and plan.mlir equal the first one's with the search's wall_time_s removed
+#                 plan.json and plan.mlir equal the first one's with the search's wall_time_s and the
+#                 why table's reason sentences removed
 #   machine.txt   date, host, CPU, commit
 # CPU seconds are the number to read on a shared machine.
 set -euo pipefail
@@ -58,7 +59,12 @@ done
 header="case"
 for b in "$@"; do header+="\t${b%%=*}_wall_s\t${b%%=*}_cpu_s"; done
 printf "%b\tsame_plans\n" "$header" >"$out/results.tsv"
-norm() { sed -E 's/"wall_time_s": [0-9.e+-]+/"wall_time_s": 0/' "$1" | sha256sum | cut -c1-16; }
+# The plan less the search's wall time and the why table's wording (its reasons' sentences are
+# the report's, not the plan's: the neighbours and their numbers still count).
+norm() {
+  sed -E 's/"wall_time_s": [0-9.e+-]+/"wall_time_s": 0/; s/"reason": ".*"/"reason": ""/' "$1" |
+    sha256sum | cut -c1-16
+}
 run_case() { # run_case NAME MODEL, with flags=(...) set
   local model=$2 row=$1 first="" same=yes
   for b in "${bins[@]}"; do
