@@ -1,8 +1,7 @@
 //===- KfacJson.cpp - the "kfac" object of plan.json ---------------------===//
 #include "planner/KfacJson.h"
 
-#include "support/JsonFile.h"
-#include "support/UserError.h"
+#include "planner/JsonReader.h"
 
 namespace autoddl::planner {
 
@@ -69,38 +68,15 @@ ojson kfacToJson(const KfacPlan &p) {
 
 namespace {
 
-struct In {
-  const std::string &origin;
-  [[noreturn]] void fail(const Pointer &at, const std::string &what) const {
-    throw UserError(jsonPlace(origin, at) + what);
-  }
-  const json &get(const json &j, const Pointer &at, const char *key) const {
-    if (!j.is_object())
-      fail(at, "expected an object");
-    auto it = j.find(key);
-    if (it == j.end())
-      fail(at, std::string("missing field \"") + key + "\"");
-    return *it;
-  }
-  double num(const json &j, const Pointer &at, const char *key) const {
-    const json &v = get(j, at, key);
-    if (!v.is_number())
-      fail(at / key, "expected a number");
-    return v.get<double>();
-  }
+/// plan.json's reader with K-FAC's own fields.
+struct In : Reader {
   int integer(const json &j, const Pointer &at, const char *key) const {
-    const json &v = get(j, at, key);
+    const json &v = this->at(j, at, key);
     // Every integer here is an int: a larger one is refused, not wrapped.
     if (!v.is_number_integer() || v.get<int64_t>() < INT32_MIN ||
         v.get<int64_t>() > INT32_MAX)
       fail(at / key, "expected an integer of at most 32 bits");
     return v.get<int>();
-  }
-  std::string str(const json &j, const Pointer &at, const char *key) const {
-    const json &v = get(j, at, key);
-    if (!v.is_string())
-      fail(at / key, "expected a string");
-    return v.get<std::string>();
   }
   /// A layer's or device's K_d: optional (plans before per-device K had one
   /// K), defaulting to the plan's K, which is the largest.
@@ -114,12 +90,6 @@ struct In {
                " steps (kfac.refresh_steps is the largest), got " +
                std::to_string(k));
     return k;
-  }
-  const json &array(const json &j, const Pointer &at, const char *key) const {
-    const json &v = get(j, at, key);
-    if (!v.is_array())
-      fail(at / key, "expected an array");
-    return v;
   }
   void pair(const json &j, const Pointer &at, const char *key,
             double out[2]) const {
@@ -135,7 +105,7 @@ struct In {
 
 KfacPlan kfacFromJson(const json &j, const std::string &origin,
                       const Pointer &at) {
-  In r{origin};
+  In r{{origin}};
   KfacPlan p;
   p.damping = r.num(j, at, "damping");
   if (!(p.damping > 0))
@@ -181,10 +151,10 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     // Copies of a layer (Chimera's two pipelines) reduce together: one K.
     for (const KfacLayerPlan &o : p.layers)
       if (o.name == l.name && o.refreshSteps != l.refreshSteps)
-        r.fail(lp / "refresh_steps",
-               "a copy of layer " + l.name + " has " +
-                   std::to_string(o.refreshSteps) + " steps, this one " +
-                   std::to_string(l.refreshSteps));
+        r.fail(lp / "refresh_steps", "a copy of layer " + l.name + " has " +
+                                         std::to_string(o.refreshSteps) +
+                                         " steps, this one " +
+                                         std::to_string(l.refreshSteps));
     p.layers.push_back(l);
   }
   const json &devices = r.array(j, at, "devices");
@@ -196,10 +166,9 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     d.steps = r.integer(dj, dp, "steps");
     d.refreshSteps = r.refresh(dj, dp, p.refreshSteps);
     if (d.refreshSteps < d.steps)
-      r.fail(dp / "refresh_steps",
-             "expected at least the device's steps (" +
-                 std::to_string(d.steps) + "), got " +
-                 std::to_string(d.refreshSteps));
+      r.fail(dp / "refresh_steps", "expected at least the device's steps (" +
+                                       std::to_string(d.steps) + "), got " +
+                                       std::to_string(d.refreshSteps));
     d.work = r.num(dj, dp, "work_s");
     d.precondition = r.num(dj, dp, "precondition_s");
     d.forced = r.num(dj, dp, "forced_s");

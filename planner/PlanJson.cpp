@@ -2,6 +2,7 @@
 #include "planner/PlanJson.h"
 #include "planner/PlanValidate.h"
 
+#include "planner/JsonReader.h"
 #include "planner/KfacJson.h"
 
 #include "support/JsonFile.h"
@@ -30,13 +31,24 @@ ojson memoryJson(const cost::RankMemory &m) {
   return j;
 }
 
+/// A JSON array of `f` applied to each element of `v`.
+template <class T, class F> ojson arrayOf(const std::vector<T> &v, F f) {
+  ojson a = ojson::array();
+  for (const T &x : v)
+    a.push_back(f(x));
+  return a;
+}
+
 std::string chunkedSchedule(const Knobs &k) {
   return std::string(pipeline::scheduleName(k.schedule));
 }
 
 } // namespace
 
-ojson planToJson(const Plan &p) {
+namespace {
+
+/// Model, cluster, mesh and the knobs.
+ojson headerJson(const Plan &p) {
   ojson j;
   j["format"] = "autoddl-plan";
   j["version"] = p.version;
@@ -76,46 +88,44 @@ ojson planToJson(const Plan &p) {
   j["schedule"] = {{"kind", chunkedSchedule(k)}, {"chunks", k.chunks}};
   j["recompute"] = recomputeName(k.recompute);
   j["zero"] = k.zero;
+  return j;
+}
 
-  ojson ops = ojson::array();
-  for (const OpChoice &o : p.ops)
-    ops.push_back({{"segment", o.segment},
-                   {"op", o.op},
-                   {"kind", o.kind},
-                   {"signature", o.signature},
-                   {"operands", o.operands},
-                   {"result", o.result},
-                   {"candidates", o.candidates}});
-  j["ops"] = ops;
-  ojson tensors = ojson::array();
-  for (const TensorLayout &t : p.tensors)
-    tensors.push_back({{"name", t.name},
-                       {"role", t.role},
-                       {"shape", t.shape},
-                       {"sbp", {{"dp", t.dp}, {"tp", t.tp}}},
-                       {"stage", t.stage}});
-  j["tensors"] = tensors;
-  ojson colls = ojson::array();
-  for (const CollectiveUse &c : p.collectives)
-    colls.push_back({{"where", c.where},
-                     {"phase", c.phase},
-                     {"collective", c.collective},
-                     {"axis", c.axis},
-                     {"bytes", c.bytes},
-                     {"time_s", c.time},
-                     {"per_step", c.perStep}});
-  j["collectives"] = colls;
-  ojson stages = ojson::array();
-  for (const StageInfo &s : p.stages)
-    stages.push_back({{"stage", s.stage},
-                      {"device", s.device},
-                      {"chunk", s.chunk},
-                      {"layers", {s.firstLayer, s.endLayer}},
-                      {"embedding", s.pre},
-                      {"head", s.post},
-                      {"recompute_layers", s.recomputeLayers},
-                      {"activation_sets", s.activationSets}});
-  j["stages"] = stages;
+/// The per-op, per-tensor, per-collective, per-stage and per-rank tables.
+void addTables(ojson &j, const Plan &p) {
+  j["ops"] = arrayOf(p.ops, [](const OpChoice &o) -> ojson {
+    return {{"segment", o.segment},
+            {"op", o.op},
+            {"kind", o.kind},
+            {"signature", o.signature},
+            {"operands", o.operands},
+            {"result", o.result},
+            {"candidates", o.candidates}};
+  });
+  j["tensors"] = arrayOf(p.tensors, [](const TensorLayout &t) -> ojson {
+    return {{"name", t.name},
+            {"role", t.role},
+            {"shape", t.shape},
+            {"sbp", {{"dp", t.dp}, {"tp", t.tp}}},
+            {"stage", t.stage}};
+  });
+  j["collectives"] =
+      arrayOf(p.collectives, [](const CollectiveUse &c) -> ojson {
+        return {{"where", c.where},           {"phase", c.phase},
+                {"collective", c.collective}, {"axis", c.axis},
+                {"bytes", c.bytes},           {"time_s", c.time},
+                {"per_step", c.perStep}};
+      });
+  j["stages"] = arrayOf(p.stages, [](const StageInfo &s) -> ojson {
+    return {{"stage", s.stage},
+            {"device", s.device},
+            {"chunk", s.chunk},
+            {"layers", {s.firstLayer, s.endLayer}},
+            {"embedding", s.pre},
+            {"head", s.post},
+            {"recompute_layers", s.recomputeLayers},
+            {"activation_sets", s.activationSets}};
+  });
   ojson devs = ojson::array();
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const DeviceTimes &t = p.devices[d];
@@ -134,6 +144,10 @@ ojson planToJson(const Plan &p) {
   j["simulator_times_s"] = {{"forward", p.simForward},
                             {"backward", p.simBackward},
                             {"weight_gradient", p.simWeightGradient}};
+}
+
+/// The prediction: step, throughput, memory, breakdown, op kinds.
+void addPredicted(ojson &j, const Plan &p) {
   const Prediction &pr = p.predicted;
   j["predicted"] = {{"step_time_s", pr.stepTime},
                     {"tflops_per_gpu", pr.tflopsPerGpu},
@@ -169,21 +183,29 @@ ojson planToJson(const Plan &p) {
     }
     j["predicted"]["op_kinds_by_device_s"] = byDevice;
   }
+}
+
+} // namespace
+
+ojson planToJson(const Plan &p) {
+  ojson j = headerJson(p);
+  addTables(j, p);
+  addPredicted(j, p);
   if (p.kfac) { // --optimizer kfac; first-order plans have neither key
     j["optimizer"] = "kfac";
     j["kfac"] = kfacToJson(*p.kfac);
   }
-  ojson alts = ojson::array();
-  for (const Alternative &a : p.alternatives)
-    alts.push_back({{"knob", a.knob},
-                    {"value", a.value},
-                    {"feasible", a.feasible},
-                    {"step_time_s", a.stepTime},
-                    {"peak_memory_bytes", a.peakMemory},
-                    {"delta_time_s", a.deltaTime},
-                    {"delta_memory_bytes", a.deltaMemory},
-                    {"reason", a.reason}});
-  j["alternatives"] = alts;
+  j["alternatives"] =
+      arrayOf(p.alternatives, [](const Alternative &a) -> ojson {
+        return {{"knob", a.knob},
+                {"value", a.value},
+                {"feasible", a.feasible},
+                {"step_time_s", a.stepTime},
+                {"peak_memory_bytes", a.peakMemory},
+                {"delta_time_s", a.deltaTime},
+                {"delta_memory_bytes", a.deltaMemory},
+                {"reason", a.reason}};
+      });
   j["search"] = {{"mode", p.search.mode},
                  {"wall_time_s", p.search.wallSeconds},
                  {"candidates_priced", p.search.candidatesPriced},
@@ -201,92 +223,9 @@ std::string planToText(const Plan &plan) {
 
 namespace {
 
-/// Typed access with "file: at /pointer: ..." errors.
-struct Reader {
-  const std::string &origin;
-
-  [[noreturn]] void fail(const json::json_pointer &where,
-                         const std::string &what) const {
-    throw UserError(jsonPlace(origin, where) + what);
-  }
-  const json &at(const json &j, const json::json_pointer &where,
-                 const char *key) const {
-    if (!j.is_object())
-      fail(where, "expected an object");
-    auto it = j.find(key);
-    if (it == j.end())
-      fail(where, std::string("missing field \"") + key + "\"");
-    return *it;
-  }
-  double num(const json &j, const json::json_pointer &where,
-             const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_number())
-      fail(where / key, "expected a number");
-    return v.get<double>();
-  }
-  int64_t integer(const json &j, const json::json_pointer &where,
-                  const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_number_integer())
-      fail(where / key, "expected an integer");
-    return v.get<int64_t>();
-  }
-  /// An integer field stored as an int: larger values are refused, not
-  /// wrapped (pp = 2^32 + 2 must not read as 2).
-  int int32(const json &j, const json::json_pointer &where,
-            const char *key) const {
-    const int64_t v = integer(j, where, key);
-    if (v < INT32_MIN || v > INT32_MAX)
-      fail(where / key,
-           "expected an integer of at most 32 bits, got " + std::to_string(v));
-    return static_cast<int>(v);
-  }
-  std::string str(const json &j, const json::json_pointer &where,
-                  const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_string())
-      fail(where / key, "expected a string");
-    return v.get<std::string>();
-  }
-  bool flag(const json &j, const json::json_pointer &where,
-            const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_boolean())
-      fail(where / key, "expected true or false");
-    return v.get<bool>();
-  }
-  const json &array(const json &j, const json::json_pointer &where,
-                    const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_array())
-      fail(where / key, "expected an array");
-    return v;
-  }
-  /// An array of elements that each pass `is` (`what` names the type).
-  template <class T>
-  std::vector<T> list(const json &j, const json::json_pointer &where,
-                      const char *key, bool (json::*is)() const noexcept,
-                      const char *what) const {
-    const json &a = array(j, where, key);
-    std::vector<T> out;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!(a[i].*is)())
-        fail(where / key / i, std::string("expected ") + what);
-      out.push_back(a[i].get<T>());
-    }
-    return out;
-  }
-};
-
-} // namespace
-
-Plan planFromJson(const json &doc, const std::string &origin) {
-  Reader r{origin};
+/// Model, cluster, mesh and the knobs.
+void readHeader(const Reader &r, const json &doc, Plan &p) {
   const json::json_pointer root;
-  Plan p;
-  if (!doc.is_object())
-    r.fail(root, "expected a plan object");
   if (r.str(doc, root, "format") != "autoddl-plan")
     r.fail(root / "format", "expected \"autoddl-plan\"");
   p.version = r.int32(doc, root, "version");
@@ -358,92 +297,105 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   if (!parseRecompute(r.str(doc, root, "recompute"), k.recompute))
     r.fail(root / "recompute", "expected none, selective or full");
   k.zero = r.int32(doc, root, "zero");
+}
 
-  const json &ops = r.array(doc, root, "ops");
-  for (size_t i = 0; i < ops.size(); ++i) {
-    auto ip = root / "ops" / i;
-    OpChoice o;
-    o.segment = r.str(ops[i], ip, "segment");
-    o.op = r.str(ops[i], ip, "op");
-    o.kind = r.str(ops[i], ip, "kind");
-    o.signature = r.str(ops[i], ip, "signature");
-    o.result = r.str(ops[i], ip, "result");
-    o.operands = r.list<std::string>(ops[i], ip, "operands",
-                                     &json::is_string, "a string");
-    o.candidates = r.list<std::string>(ops[i], ip, "candidates",
-                                       &json::is_string, "a string");
-    p.ops.push_back(o);
-  }
-  const json &tensors = r.array(doc, root, "tensors");
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    auto ip = root / "tensors" / i;
-    TensorLayout t;
-    t.name = r.str(tensors[i], ip, "name");
-    t.role = r.str(tensors[i], ip, "role");
-    t.shape = r.list<int64_t>(tensors[i], ip, "shape",
-                              &json::is_number_integer, "an integer");
-    const json &sbp = r.at(tensors[i], ip, "sbp");
-    t.dp = r.str(sbp, ip / "sbp", "dp");
-    t.tp = r.str(sbp, ip / "sbp", "tp");
-    t.stage = r.int32(tensors[i], ip, "stage");
-    p.tensors.push_back(t);
-  }
-  const json &colls = r.array(doc, root, "collectives");
-  for (size_t i = 0; i < colls.size(); ++i) {
-    auto ip = root / "collectives" / i;
-    CollectiveUse c;
-    c.where = r.str(colls[i], ip, "where");
-    c.phase = r.str(colls[i], ip, "phase");
-    c.collective = r.str(colls[i], ip, "collective");
-    c.axis = r.str(colls[i], ip, "axis");
-    c.bytes = r.num(colls[i], ip, "bytes");
-    c.time = r.num(colls[i], ip, "time_s");
-    c.perStep = r.integer(colls[i], ip, "per_step");
-    p.collectives.push_back(c);
-  }
-  const json &stages = r.array(doc, root, "stages");
-  for (size_t i = 0; i < stages.size(); ++i) {
-    auto ip = root / "stages" / i;
-    StageInfo s;
-    s.stage = r.int32(stages[i], ip, "stage");
-    s.device = r.int32(stages[i], ip, "device");
-    s.chunk = r.int32(stages[i], ip, "chunk");
-    const json &l = r.array(stages[i], ip, "layers");
-    auto layerIndex = [](const json &v) {
-      return v.is_number_integer() && v.get<int64_t>() >= 0 &&
-             v.get<int64_t>() <= INT32_MAX;
-    };
-    if (l.size() != 2 || !layerIndex(l[0]) || !layerIndex(l[1]))
-      r.fail(ip / "layers", "expected [first, end]: two layer indices");
-    s.firstLayer = l[0].get<int>();
-    s.endLayer = l[1].get<int>();
-    s.pre = r.flag(stages[i], ip, "embedding");
-    s.post = r.flag(stages[i], ip, "head");
-    if (s.device < 0 || s.device >= k.pp)
-      r.fail(ip / "device", "expected a pipeline rank below pp");
-    // Absent (plans before per-stage counts): every layer of the stage when
-    // the plan recomputes.
-    const int n = s.endLayer - s.firstLayer;
-    s.recomputeLayers = k.recompute == cost::Recompute::None ? 0 : n;
-    if (stages[i].contains("recompute_layers")) {
-      s.recomputeLayers = r.int32(stages[i], ip, "recompute_layers");
-      if (s.recomputeLayers < 0 || s.recomputeLayers > n)
-        r.fail(ip / "recompute_layers",
-               "expected 0 to the stage's " + std::to_string(n) + " layers");
-      if (k.recompute == cost::Recompute::None && s.recomputeLayers > 0)
-        r.fail(ip / "recompute_layers",
-               "the plan's recompute is none: expected 0");
-    }
-    if (stages[i].contains("activation_sets")) { // absent in older plans
-      s.activationSets =
-          static_cast<int>(r.integer(stages[i], ip, "activation_sets"));
-      if (s.activationSets < 0 || s.activationSets > k.microbatches)
-        r.fail(ip / "activation_sets", "expected 0 to the plan's " +
-                                           std::to_string(k.microbatches) +
-                                           " micro-batches");
-    }
-    p.stages.push_back(s);
-  }
+/// The per-op, per-tensor and per-collective tables.
+void readTables(const Reader &r, const json &doc, Plan &p) {
+  const json::json_pointer root;
+  p.ops = r.each<OpChoice>(
+      doc, root, "ops", [&](const json &e, const json::json_pointer &ip) {
+        OpChoice o;
+        o.segment = r.str(e, ip, "segment");
+        o.op = r.str(e, ip, "op");
+        o.kind = r.str(e, ip, "kind");
+        o.signature = r.str(e, ip, "signature");
+        o.result = r.str(e, ip, "result");
+        o.operands = r.list<std::string>(e, ip, "operands", &json::is_string,
+                                         "a string");
+        o.candidates = r.list<std::string>(e, ip, "candidates",
+                                           &json::is_string, "a string");
+        return o;
+      });
+  p.tensors = r.each<TensorLayout>(
+      doc, root, "tensors", [&](const json &e, const json::json_pointer &ip) {
+        TensorLayout t;
+        t.name = r.str(e, ip, "name");
+        t.role = r.str(e, ip, "role");
+        t.shape = r.list<int64_t>(e, ip, "shape", &json::is_number_integer,
+                                  "an integer");
+        const json &sbp = r.at(e, ip, "sbp");
+        t.dp = r.str(sbp, ip / "sbp", "dp");
+        t.tp = r.str(sbp, ip / "sbp", "tp");
+        t.stage = r.int32(e, ip, "stage");
+        return t;
+      });
+  p.collectives =
+      r.each<CollectiveUse>(doc, root, "collectives",
+                            [&](const json &e, const json::json_pointer &ip) {
+                              CollectiveUse c;
+                              c.where = r.str(e, ip, "where");
+                              c.phase = r.str(e, ip, "phase");
+                              c.collective = r.str(e, ip, "collective");
+                              c.axis = r.str(e, ip, "axis");
+                              c.bytes = r.num(e, ip, "bytes");
+                              c.time = r.num(e, ip, "time_s");
+                              c.perStep = r.integer(e, ip, "per_step");
+                              return c;
+                            });
+}
+
+/// The stages, against the knobs read before.
+void readStages(const Reader &r, const json &doc, Plan &p) {
+  const json::json_pointer root;
+  const Knobs &k = p.knobs;
+  p.stages = r.each<StageInfo>(
+      doc, root, "stages", [&](const json &e, const json::json_pointer &ip) {
+        StageInfo s;
+        s.stage = r.int32(e, ip, "stage");
+        s.device = r.int32(e, ip, "device");
+        s.chunk = r.int32(e, ip, "chunk");
+        const json &l = r.array(e, ip, "layers");
+        auto layerIndex = [](const json &v) {
+          return v.is_number_integer() && v.get<int64_t>() >= 0 &&
+                 v.get<int64_t>() <= INT32_MAX;
+        };
+        if (l.size() != 2 || !layerIndex(l[0]) || !layerIndex(l[1]))
+          r.fail(ip / "layers", "expected [first, end]: two layer indices");
+        s.firstLayer = l[0].get<int>();
+        s.endLayer = l[1].get<int>();
+        s.pre = r.flag(e, ip, "embedding");
+        s.post = r.flag(e, ip, "head");
+        if (s.device < 0 || s.device >= k.pp)
+          r.fail(ip / "device", "expected a pipeline rank below pp");
+        // Absent (plans before per-stage counts): every layer of the stage when
+        // the plan recomputes.
+        const int n = s.endLayer - s.firstLayer;
+        s.recomputeLayers = k.recompute == cost::Recompute::None ? 0 : n;
+        if (e.contains("recompute_layers")) {
+          s.recomputeLayers = r.int32(e, ip, "recompute_layers");
+          if (s.recomputeLayers < 0 || s.recomputeLayers > n)
+            r.fail(ip / "recompute_layers", "expected 0 to the stage's " +
+                                                std::to_string(n) + " layers");
+          if (k.recompute == cost::Recompute::None && s.recomputeLayers > 0)
+            r.fail(ip / "recompute_layers",
+                   "the plan's recompute is none: expected 0");
+        }
+        if (e.contains("activation_sets")) { // absent in older plans
+          s.activationSets =
+              static_cast<int>(r.integer(e, ip, "activation_sets"));
+          if (s.activationSets < 0 || s.activationSets > k.microbatches)
+            r.fail(ip / "activation_sets", "expected 0 to the plan's " +
+                                               std::to_string(k.microbatches) +
+                                               " micro-batches");
+        }
+        return s;
+      });
+}
+
+/// One entry per pipeline rank, in order.
+void readRanks(const Reader &r, const json &doc, Plan &p) {
+  const json::json_pointer root;
+  const Knobs &k = p.knobs;
   const json &devs = r.array(doc, root, "pipeline_ranks");
   if (static_cast<int>(devs.size()) != k.pp)
     r.fail(root / "pipeline_ranks", "expected one entry per pipeline rank (" +
@@ -486,6 +438,11 @@ Plan planFromJson(const json &doc, const std::string &origin) {
       r.fail(ip, "times must not be negative");
     p.devices.push_back(t);
   }
+}
+
+/// The simulator's times and the prediction.
+void readPredicted(const Reader &r, const json &doc, Plan &p) {
+  const json::json_pointer root;
   p.p2pTime = r.num(doc, root, "p2p_time_s");
   const json &st = r.at(doc, root, "simulator_times_s");
   auto stp = root / "simulator_times_s";
@@ -509,12 +466,11 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   p.predicted.bubbleFraction = r.num(pr, pp, "bubble_fraction");
   p.predicted.peakMemory = r.num(pr, pp, "peak_memory_bytes");
   // Absent in plans written before the programs' memory was modelled.
-  for (auto [key, out] : {std::pair<const char *, double *>{
-                              "peak_allocated_bytes",
-                              &p.predicted.peakAllocated},
-                          {"peak_host_memory_bytes",
-                           &p.predicted.peakHostMemory},
-                          {"memory_margin_bytes", &p.predicted.memoryMargin}})
+  for (auto [key, out] :
+       {std::pair<const char *, double *>{"peak_allocated_bytes",
+                                          &p.predicted.peakAllocated},
+        {"peak_host_memory_bytes", &p.predicted.peakHostMemory},
+        {"memory_margin_bytes", &p.predicted.memoryMargin}})
     if (pr.contains(key))
       *out = r.num(pr, pp, key);
   p.predicted.modelFlopsPerStep = r.num(pr, pp, "model_flops_per_step");
@@ -553,20 +509,35 @@ Plan planFromJson(const json &doc, const std::string &origin) {
                      r.num(t, devp / d / kind, "backward")};
     }
   }
-  const json &alts = r.array(doc, root, "alternatives");
-  for (size_t i = 0; i < alts.size(); ++i) {
-    auto ip = root / "alternatives" / i;
-    Alternative a;
-    a.knob = r.str(alts[i], ip, "knob");
-    a.value = r.str(alts[i], ip, "value");
-    a.feasible = r.flag(alts[i], ip, "feasible");
-    a.stepTime = r.num(alts[i], ip, "step_time_s");
-    a.peakMemory = r.num(alts[i], ip, "peak_memory_bytes");
-    a.deltaTime = r.num(alts[i], ip, "delta_time_s");
-    a.deltaMemory = r.num(alts[i], ip, "delta_memory_bytes");
-    a.reason = r.str(alts[i], ip, "reason");
-    p.alternatives.push_back(a);
-  }
+}
+
+} // namespace
+
+Plan planFromJson(const json &doc, const std::string &origin) {
+  Reader r{origin};
+  const json::json_pointer root;
+  Plan p;
+  if (!doc.is_object())
+    r.fail(root, "expected a plan object");
+  readHeader(r, doc, p);
+  readTables(r, doc, p);
+  readStages(r, doc, p);
+  readRanks(r, doc, p);
+  readPredicted(r, doc, p);
+  p.alternatives =
+      r.each<Alternative>(doc, root, "alternatives",
+                          [&](const json &e, const json::json_pointer &ip) {
+                            Alternative a;
+                            a.knob = r.str(e, ip, "knob");
+                            a.value = r.str(e, ip, "value");
+                            a.feasible = r.flag(e, ip, "feasible");
+                            a.stepTime = r.num(e, ip, "step_time_s");
+                            a.peakMemory = r.num(e, ip, "peak_memory_bytes");
+                            a.deltaTime = r.num(e, ip, "delta_time_s");
+                            a.deltaMemory = r.num(e, ip, "delta_memory_bytes");
+                            a.reason = r.str(e, ip, "reason");
+                            return a;
+                          });
   if (doc.contains("optimizer") || doc.contains("kfac")) {
     if (!doc.contains("optimizer") || !doc.contains("kfac") ||
         r.str(doc, root, "optimizer") != "kfac")

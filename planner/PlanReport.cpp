@@ -30,6 +30,44 @@ std::string opLine(const OpChoice &o) {
                      o.kind, o.signature, ins, o.result);
 }
 
+/// The activation sets pipeline rank `d` holds per stage it runs (its
+/// schedule's micro-batches in flight), in stage order: "2", "4+3".
+std::string setsOfRank(const Plan &p, size_t d) {
+  const bool chimera = p.knobs.schedule == pipeline::ScheduleKind::Chimera;
+  std::string sets;
+  for (const StageInfo &st : p.stages)
+    if (size_t(st.device) == d ||
+        (chimera && size_t(p.knobs.pp - 1 - st.device) == d))
+      sets += (sets.empty() ? "" : "+") + std::to_string(st.activationSets);
+  return sets;
+}
+
+/// "activations in flight ..." for the summary: per pipeline rank its sets
+/// beside the bytes they hold; past 8 ranks the first 4 and the last 2.
+std::string inFlightLine(const Plan &p) {
+  bool counted = false; // plans before per-stage counts have none
+  for (const StageInfo &st : p.stages)
+    counted |= st.activationSets > 0;
+  if (p.devices.empty() || !counted)
+    return "";
+  std::string s =
+      fmt::format("  activations in flight of {} micro-batch{}, "
+                  "sets per stage and GiB per pipeline rank:",
+                  p.knobs.microbatches, p.knobs.microbatches == 1 ? "" : "es");
+  const size_t n = p.devices.size();
+  for (size_t d = 0; d < n; ++d) {
+    if (n > 8 && d == 4) {
+      s += fmt::format(" ... ({} more; inspect lists every rank);", n - 6);
+      d = n - 3;
+      continue;
+    }
+    s += fmt::format(" {}: {} ({:.2f} GiB){}", d, setsOfRank(p, d),
+                     gib(p.devices[d].memoryParts.activations),
+                     d + 1 < n ? "," : "");
+  }
+  return s + "\n";
+}
+
 } // namespace
 
 std::string planSummary(const Plan &p) {
@@ -65,6 +103,7 @@ std::string planSummary(const Plan &p) {
                      "peak {:.2f} GiB\n",
                      gib(pr.peakAllocated), gib(pr.memoryMargin),
                      gib(pr.peakHostMemory));
+  s += inFlightLine(p);
   if (k.recompute != cost::Recompute::None) {
     // "r/n" per stage, runs of equal entries as "r/n x count".
     std::string per, last;
@@ -133,14 +172,9 @@ std::string planTables(const Plan &p) {
                    "rank", "fwd ms", "bwd ms", "tp-comm ms", "sync ms",
                    "exposed ms", "optim ms", "weights", "grads", "optim",
                    "act sets", "acts GiB");
-  const bool chimera = p.knobs.schedule == pipeline::ScheduleKind::Chimera;
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const DeviceTimes &t = p.devices[d];
-    std::string sets;
-    for (const StageInfo &st : p.stages)
-      if (size_t(st.device) == d ||
-          (chimera && size_t(p.knobs.pp - 1 - st.device) == d))
-        sets += (sets.empty() ? "" : "+") + std::to_string(st.activationSets);
+    const std::string sets = setsOfRank(p, d);
     s += fmt::format(
         "  {:>4} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>11.3f} {:>10.3f} "
         "{:>9.2f} {:>9.2f} {:>9.2f} {:>9} {:>9.2f}\n",

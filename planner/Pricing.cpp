@@ -130,6 +130,12 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
     if (op.kind == "attention" &&
         kernels.attention == cost::AttentionKernel::Fused)
       attentionKernel_ = c_.attention.kernel;
+  sizeTensors();
+  priceOps(kernels);
+}
+
+void PricingContext::sizeTensors() {
+  const ModelGraph &g = *sg_.graph;
   // A graph model splits its nodes over dp (docs/planner.md "Graph models"):
   // each rank computes its own rows, gathering the rows spmm and sddmm read
   // from every node.
@@ -164,7 +170,11 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
   boxCache_.assign(elems_.size(), {});
   for (auto &row : boxCache_)
     row.fill(-1);
+}
 
+void PricingContext::priceOps(const cost::KernelOptions &kernels) {
+  const ModelGraph &g = *sg_.graph;
+  const bool nodeSplit = g.graphNodes() > 0 && dp_ > 1;
   // What the generated CUDA program does that changes an op's time, decided
   // where codegen decides it (ProgramDecisions.h). It pads the vocabulary
   // (docs/codegen.md, "CUDA backend"): an lm_head runs with its local rows,

@@ -132,6 +132,10 @@ public:
   int64_t evaluations = 0;
 
 private:
+  /// Each tensor's elements on one rank (a slot per edge and op operand).
+  void sizeTensors();
+  /// Each op's cost under each of its signatures, as the programs run it.
+  void priceOps(const cost::KernelOptions &kernels);
   struct OpSigCost {
     double forward = 0, backward = 0, wgrad = 0, comm = 0, resultSaved = 0,
            workspace = 0;

@@ -47,6 +47,33 @@ std::string opKey(const ModelGraph &g, const OpDef &op) {
 
 } // namespace
 
+namespace {
+
+/// Each tensor's shape at micro-batch 1 and 2 and the dimension that scales
+/// with the batch (-1: none); false (error) when a tensor changes rank.
+bool batchShapes(const ModelGraph &g1, const ModelGraph &g2,
+                 SearchGraph::Shapes &out, std::string &error) {
+  const int nt = static_cast<int>(g1.tensors.size());
+  out.batchDim.assign(nt, -1);
+  for (int t = 0; t < nt; ++t) {
+    out.shape1.push_back(g1.tensors[t].shape);
+    out.shape2.push_back(g2.tensors[t].shape);
+    const auto &a = g1.tensors[t].shape, &b = g2.tensors[t].shape;
+    if (a.size() != b.size()) {
+      error = "tensor '" + g1.tensors[t].name + "' changes rank with the batch";
+      return false;
+    }
+    for (size_t d = 0; d < a.size(); ++d)
+      if (b[d] != a[d]) {
+        out.batchDim[t] = static_cast<int>(d);
+        break;
+      }
+  }
+  return true;
+}
+
+} // namespace
+
 bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
                       SearchGraph &out, std::string &error) {
   out = SearchGraph{};
@@ -56,23 +83,9 @@ bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
     error = "the model imported at two micro-batch sizes has different graphs";
     return false;
   }
-  const int nt = static_cast<int>(g1.tensors.size());
   auto shapes = std::make_shared<SearchGraph::Shapes>();
-  shapes->batchDim.assign(nt, -1);
-  for (int t = 0; t < nt; ++t) {
-    shapes->shape1.push_back(g1.tensors[t].shape);
-    shapes->shape2.push_back(g2.tensors[t].shape);
-    const auto &a = g1.tensors[t].shape, &b = g2.tensors[t].shape;
-    if (a.size() != b.size()) {
-      error = "tensor '" + g1.tensors[t].name + "' changes rank with the batch";
-      return false;
-    }
-    for (size_t d = 0; d < a.size(); ++d)
-      if (b[d] != a[d]) {
-        shapes->batchDim[t] = static_cast<int>(d);
-        break;
-      }
-  }
+  if (!batchShapes(g1, g2, *shapes, error))
+    return false;
   out.shapes = shapes;
   out.uses = std::make_shared<const GraphUses>(g1);
 
@@ -142,6 +155,7 @@ bool buildSearchGraph(const ModelGraph &g1, const ModelGraph &g2,
 
   // Collapse tensor edges: key = (producer collapsed op or -1, result slot or
   // the first consumer slot for inputs/parameters, consumer set).
+  const int nt = static_cast<int>(g1.tensors.size());
   std::vector<int> producerOp(nt, -1);
   std::vector<std::vector<std::pair<int, int>>> consumers(nt);
   for (int i = 0; i < static_cast<int>(g1.ops.size()); ++i) {

@@ -6,12 +6,15 @@
 # Plans, with each autoddl binary given (e.g. before=/tmp/autoddl.main after=build/tools/autoddl/autoddl):
 #   - GPT templates of 12, 48, 96, 192, 384, 768 and 1,024 layers (hidden 4096, 32 heads, vocabulary
 #     51200, sequence 2048) on 1,024 GPUs of dgx-a100-hdr, global batch 1024;
+#   - a narrow GPT of 1,024 layers (hidden 256, 8 heads, sequence 256) on 1,024 GPUs of
+#     dgx-h100-ndr, global batch 1024, --no-why: it fits everywhere, so nothing prunes;
 #   - explicit JSON chains of 1,000, 10,000 and 100,000 ops (a linear, relu/gelu alternating, a
 #     cross-entropy: no layers to collapse) on 8 GPUs, global batch 32;
 # each `autoddl plan ... -o`, one run at a time on one core (taskset -c 0), and writes into OUT
 # (default bench/results/planner/<date>-planning-time):
 #   results.tsv   case, then per binary wall and CPU (user+sys) seconds, and whether every binary's
-#                 plan.json and plan.mlir equal the first one's with the search's wall_time_s removed
+#                 plan.json and plan.mlir equal the first one's with the search's wall_time_s and the
+#                 why table's reason sentences removed
 #   machine.txt   date, host, CPU, commit
 # CPU seconds are the number to read on a shared machine.
 set -euo pipefail
@@ -26,6 +29,8 @@ for l in 12 48 96 192 384 768 1024; do
   printf '{"template": "gpt", "description": "GPT of %s layers", "config": {"vocab_size": 51200, "max_positions": 2048, "hidden_size": 4096, "num_layers": %s, "num_heads": 32}}\n' \
     "$l" "$l" >"$work/gpt-$l.json"
 done
+printf '{"template": "gpt", "description": "GPT of 1024 layers, hidden 256", "config": {"vocab_size": 51200, "max_positions": 256, "hidden_size": 256, "num_layers": 1024, "num_heads": 8}}\n' \
+  >"$work/gpt-narrow.json"
 for n in 1000 10000 100000; do
   python3 - "$n" "$work/chain-$n.json" <<'PY'
 import json, sys
@@ -54,7 +59,12 @@ done
 header="case"
 for b in "$@"; do header+="\t${b%%=*}_wall_s\t${b%%=*}_cpu_s"; done
 printf "%b\tsame_plans\n" "$header" >"$out/results.tsv"
-norm() { sed -E 's/"wall_time_s": [0-9.e+-]+/"wall_time_s": 0/' "$1" | sha256sum | cut -c1-16; }
+# The plan less the search's wall time and the why table's wording (its reasons' sentences are
+# the report's, not the plan's: the neighbours and their numbers still count).
+norm() {
+  sed -E 's/"wall_time_s": [0-9.e+-]+/"wall_time_s": 0/; s/"reason": ".*"/"reason": ""/' "$1" |
+    sha256sum | cut -c1-16
+}
 run_case() { # run_case NAME MODEL, with flags=(...) set
   local model=$2 row=$1 first="" same=yes
   for b in "${bins[@]}"; do
@@ -74,6 +84,9 @@ for l in 12 48 96 192 384 768 1024; do
   flags=(--cluster dgx-a100-hdr --gpus 1024 --global-batch 1024)
   run_case "gpt-$l-layers" "$work/gpt-$l.json"
 done
+# Narrow and deep (issue 44): it fits everywhere, so memory prunes nothing.
+flags=(--cluster dgx-h100-ndr --gpus 1024 --global-batch 1024 --no-why)
+run_case "gpt-1024-layers-hidden-256" "$work/gpt-narrow.json"
 for n in 1000 10000 100000; do
   flags=(--cluster dgx-a100-hdr --gpus 8 --global-batch 32)
   run_case "chain-$n-ops" "$work/chain-$n.json"

@@ -70,4 +70,14 @@ OrError<ActivationSets>
 assignActivationSets(const Schedule &schedule,
                      const std::vector<SetRead> &reads = {});
 
+/// assignActivationSets(...).count alone, without the table: per model stage,
+/// the most sets any device running it holds at once (a set given back at
+/// position g is free for a take at t > g, so the lowest-free assignment in
+/// take order uses exactly the largest number of lifetimes overlapping one
+/// position). For the planner, which prices hundreds of schedules of up to
+/// millions of instructions and reads only the counts.
+OrError<std::vector<int>>
+countActivationSets(const Schedule &schedule,
+                    const std::vector<SetRead> &reads = {});
+
 } // namespace autoddl::pipeline

@@ -154,9 +154,8 @@ double instructionDuration(const Schedule &schedule, const StageTimes &times,
   return 0;
 }
 
-OrError<SimulationResult> simulate(const Schedule &schedule,
-                                   const StageTimes &times) {
-  using Result = OrError<SimulationResult>;
+OrError<PreparedSchedule> prepareSchedule(const Schedule &schedule) {
+  using Result = OrError<PreparedSchedule>;
   if (auto problem = checkScheduleConfig(schedule.config))
     return Result::failure(*problem);
   const int p = schedule.numDevices();
@@ -166,8 +165,6 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
     return Result::failure(
         "schedule has " + std::to_string(schedule.devices.size()) +
         " device lists for " + std::to_string(p) + " stages");
-  if (auto problem = checkStageTimes(times, p))
-    return Result::failure(*problem);
 
   // Index every instruction by what it produces; reject misplaced ones.
   std::unordered_map<long long, OpRef> producer;
@@ -175,42 +172,50 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
     const std::vector<Instruction> &ops = schedule.devices[d];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       const Instruction &op = ops[i];
-      const std::string where =
-          "device " + std::to_string(d) + " instruction " + std::to_string(i);
+      auto where = [&] {
+        return "device " + std::to_string(d) + " instruction " +
+               std::to_string(i);
+      };
       if (op.microbatch < 0 || op.microbatch >= m || op.stage < 0 ||
           op.stage >= stages || op.chunk < 0 ||
           op.chunk >= schedule.config.chunks)
-        return Result::failure(where + ": " + describe(op) +
+        return Result::failure(where() + ": " + describe(op) +
                                " is out of range");
       if (schedule.deviceOf(op.stage, op.direction) != d)
         return Result::failure(
-            where + ": " + describe(op) + " belongs on device " +
+            where() + ": " + describe(op) + " belongs on device " +
             std::to_string(schedule.deviceOf(op.stage, op.direction)));
       bool split =
           op.kind == OpKind::Backward || op.kind == OpKind::WeightGradient;
       if (op.kind != OpKind::Forward && split != schedule.splitsBackward())
         return Result::failure(
-            where + ": " + describe(op) +
+            where() + ": " + describe(op) +
             (split ? " is a split backward in a schedule without B/W split"
                    : " is a full backward in a schedule with B/W split"));
       long long key = keyOf(producesOf(op.kind), op.direction, op.stage,
                             op.microbatch, stages, m);
       if (!producer.emplace(key, OpRef{d, i}).second)
-        return Result::failure(where + ": " + describe(op) + " appears twice");
+        return Result::failure(where() + ": " + describe(op) +
+                               " appears twice");
     }
   }
 
-  // Resolve dependencies and who waits on whom.
-  std::vector<std::vector<std::vector<OpRef>>> dependencies(p);
-  std::vector<std::vector<std::vector<int>>> waitingDevices(p);
+  // Resolve dependencies and who waits on whom, in flat arrays: the waiters
+  // of an instruction in the order (device, instruction, input) found.
+  PreparedSchedule out;
+  out.schedule = &schedule;
+  out.start.resize(p);
+  out.wstart.resize(p);
+  out.deps.resize(p);
+  out.waiters.resize(p);
+  std::vector<std::vector<int>> waitCount(p);
+  for (int d = 0; d < p; ++d)
+    waitCount[d].assign(schedule.devices[d].size() + 1, 0);
   for (int d = 0; d < p; ++d) {
     const std::vector<Instruction> &ops = schedule.devices[d];
-    dependencies[d].resize(ops.size());
-    waitingDevices[d].resize(ops.size());
-  }
-  for (int d = 0; d < p; ++d) {
-    const std::vector<Instruction> &ops = schedule.devices[d];
+    out.start[d].reserve(ops.size() + 1);
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+      out.start[d].push_back(static_cast<int>(out.deps[d].size()));
       for (long long key : dependencyKeys(schedule, ops[i])) {
         auto found = producer.find(key);
         if (found == producer.end())
@@ -218,15 +223,104 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
                                  " instruction " + std::to_string(i) + ": " +
                                  describe(ops[i]) +
                                  " depends on an instruction no device runs");
-        dependencies[d][i].push_back(found->second);
-        waitingDevices[found->second.device][found->second.index].push_back(d);
+        out.deps[d].push_back({found->second.device, found->second.index});
+        ++waitCount[found->second.device][found->second.index];
       }
     }
+    out.start[d].push_back(static_cast<int>(out.deps[d].size()));
   }
+  for (int d = 0; d < p; ++d) {
+    int sum = 0;
+    out.wstart[d].resize(waitCount[d].size());
+    for (size_t i = 0; i < waitCount[d].size(); ++i) {
+      out.wstart[d][i] = sum;
+      sum += waitCount[d][i];
+      waitCount[d][i] = out.wstart[d][i]; // the fill cursor from here on
+    }
+    out.waiters[d].resize(size_t(sum));
+  }
+  for (int d = 0; d < p; ++d)
+    for (const PreparedSchedule::Ref &dep : out.deps[d])
+      out.waiters[dep.device][size_t(waitCount[dep.device][dep.index]++)] = d;
+  return out;
+}
+
+OrError<SimulationResult> simulate(const Schedule &schedule,
+                                   const StageTimes &times) {
+  using Result = OrError<SimulationResult>;
+  if (auto problem = checkScheduleConfig(schedule.config))
+    return Result::failure(*problem);
+  const int p = schedule.numDevices();
+  if (static_cast<int>(schedule.devices.size()) != p)
+    return Result::failure(
+        "schedule has " + std::to_string(schedule.devices.size()) +
+        " device lists for " + std::to_string(p) + " stages");
+  if (auto problem = checkStageTimes(times, p))
+    return Result::failure(*problem);
+  auto prepared = prepareSchedule(schedule);
+  if (!prepared)
+    return Result::failure(prepared.error());
+  return simulate(*prepared, times);
+}
+
+namespace {
+
+/// The deadlock's cycle: follow "waits for an instruction on device e" from
+/// the first stuck device until a device repeats.
+std::string deadlock(const PreparedSchedule &ps, const std::vector<int> &done,
+                     int first) {
+  const Schedule &schedule = *ps.schedule;
+  auto blockingDep = [&](int d) -> const PreparedSchedule::Ref * {
+    const int i = done[d];
+    for (int k = ps.start[d][i]; k < ps.start[d][i + 1]; ++k) {
+      const PreparedSchedule::Ref &dep = ps.deps[d][k];
+      if (done[dep.device] <= dep.index)
+        return &dep;
+    }
+    return nullptr;
+  };
+  std::vector<int> chain;
+  int d = first;
+  while (std::find(chain.begin(), chain.end(), d) == chain.end()) {
+    chain.push_back(d);
+    const PreparedSchedule::Ref *dep = blockingDep(d);
+    if (!dep) // cannot happen: an unblocked device has started
+      return "simulator stalled on device " + std::to_string(d);
+    d = dep->device;
+  }
+  std::string message = "schedule deadlocks:";
+  for (auto it = std::find(chain.begin(), chain.end(), d); it != chain.end();
+       ++it) {
+    const PreparedSchedule::Ref &dep = *blockingDep(*it);
+    message += (message.back() == ':' ? " device " : "; device ") +
+               std::to_string(*it) + " waits at instruction " +
+               std::to_string(done[*it]) + " (" +
+               describe(schedule.devices[*it][done[*it]]) + ") for " +
+               describe(schedule.devices[dep.device][dep.index]) +
+               " on device " + std::to_string(dep.device) +
+               (dep.device == *it ? ", queued behind it" : "");
+  }
+  return message;
+}
+
+} // namespace
+
+OrError<SimulationResult> simulate(const PreparedSchedule &ps,
+                                   const StageTimes &times, bool timeline) {
+  using Result = OrError<SimulationResult>;
+  const Schedule &schedule = *ps.schedule;
+  const int p = schedule.numDevices();
+  if (auto problem = checkStageTimes(times, p))
+    return Result::failure(*problem);
 
   SimulationResult result;
   result.devices.resize(p);
   std::vector<std::vector<Interval>> spans(p);
+  size_t total = 0;
+  for (int d = 0; d < p; ++d) {
+    spans[d].reserve(schedule.devices[d].size());
+    total += schedule.devices[d].size();
+  }
   std::vector<int> done(p, 0); // instructions finished on each device
   std::vector<bool> running(p, false);
   std::vector<double> freeAt(p, 0.0);
@@ -240,7 +334,8 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
     if (running[d] || i >= static_cast<int>(ops.size()))
       return;
     double ready = freeAt[d];
-    for (const OpRef &dep : dependencies[d][i]) {
+    for (int k = ps.start[d][i]; k < ps.start[d][i + 1]; ++k) {
+      const PreparedSchedule::Ref &dep = ps.deps[d][k];
       if (done[dep.device] <= dep.index)
         return; // an input is not produced yet
       double arrival = spans[dep.device][dep.index].end +
@@ -262,46 +357,14 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
     running[d] = false;
     freeAt[d] = end;
     tryStart(d);
-    for (int waiting : waitingDevices[d][finished])
-      tryStart(waiting);
+    for (int k = ps.wstart[d][finished]; k < ps.wstart[d][finished + 1]; ++k)
+      tryStart(ps.waiters[d][k]);
   }
 
-  // Unfinished lists mean a wait cycle: follow "waits for an instruction on
-  // device e" from the first stuck device until a device repeats, and report
-  // that cycle.
-  auto blockingDep = [&](int d) -> const OpRef * {
-    for (const OpRef &dep : dependencies[d][done[d]])
-      if (done[dep.device] <= dep.index)
-        return &dep;
-    return nullptr;
-  };
-  for (int first = 0; first < p; ++first) {
-    if (done[first] >= static_cast<int>(schedule.devices[first].size()))
-      continue;
-    std::vector<int> chain;
-    int d = first;
-    while (std::find(chain.begin(), chain.end(), d) == chain.end()) {
-      chain.push_back(d);
-      const OpRef *dep = blockingDep(d);
-      if (!dep) // cannot happen: an unblocked device has started
-        return Result::failure("simulator stalled on device " +
-                               std::to_string(d));
-      d = dep->device;
-    }
-    std::string message = "schedule deadlocks:";
-    for (auto it = std::find(chain.begin(), chain.end(), d); it != chain.end();
-         ++it) {
-      const OpRef &dep = *blockingDep(*it);
-      message += (message.back() == ':' ? " device " : "; device ") +
-                 std::to_string(*it) + " waits at instruction " +
-                 std::to_string(done[*it]) + " (" +
-                 describe(schedule.devices[*it][done[*it]]) + ") for " +
-                 describe(schedule.devices[dep.device][dep.index]) +
-                 " on device " + std::to_string(dep.device) +
-                 (dep.device == *it ? ", queued behind it" : "");
-    }
-    return Result::failure(message);
-  }
+  // Unfinished lists mean a wait cycle: report it.
+  for (int first = 0; first < p; ++first)
+    if (done[first] < static_cast<int>(schedule.devices[first].size()))
+      return Result::failure(deadlock(ps, done, first));
 
   for (int d = 0; d < p; ++d)
     for (const Interval &span : spans[d])
@@ -314,6 +377,8 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
 
   const double tolerance = kIdleIntervalTolerance * result.makespan;
   double idleTotal = 0;
+  if (timeline)
+    result.timeline.reserve(total);
   for (int d = 0; d < p; ++d) {
     DeviceResult &device = result.devices[d];
     const std::vector<Instruction> &ops = schedule.devices[d];
@@ -325,7 +390,9 @@ OrError<SimulationResult> simulate(const Schedule &schedule,
         device.idleIntervals.push_back({cursor, span.start});
       cursor = span.end;
       device.busy += span.end - span.start;
-      result.timeline.push_back({d, i, ops[i], span.start, span.end});
+      device.end = std::max(device.end, span.end);
+      if (timeline)
+        result.timeline.push_back({d, i, ops[i], span.start, span.end});
       if (ops[i].kind == OpKind::Forward)
         peak = std::max(peak, ++inFlight);
       else if (ops[i].kind == OpKind::FullBackward ||

@@ -75,6 +75,8 @@ struct DeviceResult {
   /// the end of the full backward, or of W when the backward is split (the
   /// weight gradient still needs the layer inputs).
   double peakActivations = 0;
+  /// When the device's last instruction ends (0 for an empty list).
+  double end = 0;
 };
 
 struct SimulationResult {
@@ -89,6 +91,35 @@ struct SimulationResult {
 /// Gaps shorter than this fraction of the makespan are not listed as idle
 /// intervals (they are rounding, not bubbles); they still count in `idle`.
 constexpr double kIdleIntervalTolerance = 1e-9;
+
+/// A checked schedule with its dependencies resolved: what simulate() derives
+/// from the lists alone, built once and run under many stage times (the
+/// planner simulates thousands of candidates over a few schedules).
+struct PreparedSchedule {
+  struct Ref {
+    int device = 0, index = 0;
+  };
+  const Schedule *schedule = nullptr; // must outlive this
+  /// Per device, per instruction i: its inputs are deps[start[i] ..
+  /// start[i+1]) and the devices waiting on it waiters[wstart[i] ..
+  /// wstart[i+1]) (flat arrays, no allocation per instruction).
+  std::vector<std::vector<int>> start, wstart;
+  std::vector<std::vector<Ref>> deps;
+  std::vector<std::vector<int>> waiters;
+};
+
+/// Checks the schedule (instructions in range, on the device that owns their
+/// stage, each at most once, every dependency present) and resolves its
+/// dependencies. Fails on a bad schedule.
+OrError<PreparedSchedule> prepareSchedule(const Schedule &schedule);
+
+/// Checks the times and simulates a prepared schedule. Fails on bad times or
+/// when the lists deadlock. Without `timeline` the result's timeline stays
+/// empty (the planner reads each device's end and the bubble alone; building
+/// it is most of a long schedule's cost).
+OrError<SimulationResult> simulate(const PreparedSchedule &prepared,
+                                   const StageTimes &times,
+                                   bool timeline = true);
 
 /// Checks the schedule (instructions in range, on the device that owns their
 /// stage, each at most once, every dependency present) and the times, then

@@ -130,5 +130,47 @@ TEST(ActivationSets, BadReadIsAnError) {
   EXPECT_FALSE(assignActivationSets(s, {{5, 0, 0, 0}}));
 }
 
+/// Every schedule of a small grid, with no reads, K-FAC's step-end reads and
+/// a read per device mid-list: the counts alone (countActivationSets, what
+/// the planner prices) are the table's counts.
+TEST(ActivationSets, CountsAloneAreTheTablesCounts) {
+  std::vector<ScheduleConfig> grid;
+  for (int p : {1, 2, 3, 4, 6, 8})
+    for (int m : {1, 2, 3, 4, 5, 8, 12, 16}) {
+      for (auto k : {ScheduleKind::OneFOneB, ScheduleKind::GPipe,
+                     ScheduleKind::ZeroBubbleH1})
+        grid.push_back(config(k, p, m));
+      if (p > 1 && m % p == 0) {
+        for (int v : {2, 3, 4})
+          grid.push_back(config(ScheduleKind::Interleaved, p, m, v));
+        if (p % 2 == 0)
+          grid.push_back(config(ScheduleKind::Chimera, p, m));
+      }
+    }
+  for (const ScheduleConfig &c : grid) {
+    auto schedule = generateSchedule(c);
+    if (!schedule)
+      continue; // a configuration the schedule refuses
+    const Schedule &s = *schedule;
+    std::vector<SetRead> mid;
+    for (int d = 0; d < s.numDevices(); ++d) {
+      const auto &list = s.devices[size_t(d)];
+      mid.push_back(
+          {d, list.front().stage, list.front().microbatch, list.size() / 2});
+    }
+    for (const auto &reads : {std::vector<SetRead>{}, stepEndReads(s), mid}) {
+      auto table = assignActivationSets(s, reads);
+      auto counts = countActivationSets(s, reads);
+      ASSERT_TRUE(table && counts);
+      EXPECT_EQ(*counts, table->count)
+          << scheduleName(c.kind) << " p=" << c.stages
+          << " m=" << c.microbatches << " v=" << c.chunks << " with "
+          << reads.size() << " reads";
+    }
+  }
+  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  EXPECT_FALSE(countActivationSets(s, {{0, 1, 0, 0}})); // stage 1 not on 0
+}
+
 } // namespace
 } // namespace autoddl::pipeline

@@ -123,5 +123,55 @@ TEST(ScheduleValidation, RejectsMisplacedDuplicateAndMissingWork) {
             std::string::npos);
 }
 
+/// A schedule prepared once and simulated under many times gives what the
+/// one-shot simulate gives, to the bit (the planner prices with the first).
+TEST(PreparedSchedule, SimulatesAsTheOneShotSimulator) {
+  for (auto c :
+       {config(ScheduleKind::OneFOneB, 4, 8), config(ScheduleKind::GPipe, 3, 5),
+        config(ScheduleKind::ZeroBubbleH1, 4, 6),
+        config(ScheduleKind::Interleaved, 2, 4, 3),
+        config(ScheduleKind::Chimera, 4, 8)}) {
+    Schedule s = makeSchedule(c);
+    auto prepared = prepareSchedule(s);
+    ASSERT_TRUE(prepared) << prepared.error();
+    for (int trial = 0; trial < 4; ++trial) {
+      StageTimes t;
+      for (int d = 0; d < c.stages; ++d) {
+        t.forward.push_back(1.0 + 0.37 * ((d * 7 + trial * 3) % 5));
+        t.backward.push_back(2.0 + 0.53 * ((d * 3 + trial) % 4));
+        t.weightGradient.push_back(c.kind == ScheduleKind::ZeroBubbleH1
+                                       ? 0.25 * t.backward.back()
+                                       : 0);
+      }
+      t.p2p = 0.1 * trial;
+      auto a = simulate(*prepared, t), b = simulate(s, t);
+      ASSERT_TRUE(a && b);
+      EXPECT_EQ(a->makespan, b->makespan);
+      EXPECT_EQ(a->bubbleFraction, b->bubbleFraction);
+      ASSERT_EQ(a->timeline.size(), b->timeline.size());
+      for (size_t i = 0; i < a->timeline.size(); ++i)
+        EXPECT_TRUE(a->timeline[i].start == b->timeline[i].start &&
+                    a->timeline[i].end == b->timeline[i].end);
+      // Without the timeline: the same ends and bubble, no timeline.
+      auto lean = simulate(*prepared, t, /*timeline=*/false);
+      ASSERT_TRUE(lean);
+      EXPECT_TRUE(lean->timeline.empty());
+      EXPECT_EQ(lean->bubbleFraction, b->bubbleFraction);
+      for (int d = 0; d < c.stages; ++d) {
+        double end = 0;
+        for (const ExecutedInstruction &x : b->timeline)
+          if (x.device == d)
+            end = std::max(end, x.end);
+        EXPECT_EQ(lean->devices[size_t(d)].end, end);
+      }
+    }
+    StageTimes bad = StageTimes::uniform(c.stages, -1, 1, 0, 0);
+    EXPECT_EQ(simulate(*prepared, bad).error(), simulate(s, bad).error());
+  }
+  Schedule broken = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  broken.devices[1].pop_back(); // a backward nobody runs
+  EXPECT_FALSE(prepareSchedule(broken));
+}
+
 } // namespace
 } // namespace autoddl::pipeline

@@ -1,0 +1,165 @@
+//===- StageMemory.cpp - the programs' memory per pipeline rank --------===//
+//
+// Activation sets in flight per stage (as the schedule keeps them), the bytes
+// of a layer kept or recomputed, and how many layers each rank recomputes to
+// fit: the memory model of docs/planner.md §4 (Planner.h).
+//
+//===----------------------------------------------------------------------===//
+#include "planner/Planner.h"
+
+#include "cost_model/pipeline/ActivationSets.h"
+
+#include <algorithm>
+
+namespace autoddl::planner::search {
+const std::vector<int> &Planner::activationSets(const Knobs &k) const {
+  const int v = k.schedule == ScheduleKind::Interleaved ? k.chunks : 1;
+  const auto key = std::make_tuple(static_cast<int>(k.schedule), k.pp,
+                                   static_cast<int>(k.microbatches), v);
+  auto it = setsMemo.find(key);
+  if (it != setsMemo.end())
+    return it->second;
+  std::vector<int> counts(size_t(k.pp * v), int(k.microbatches));
+  pipeline::ScheduleConfig sc{k.schedule, k.pp,
+                              static_cast<int>(k.microbatches), v};
+  // K-FAC plans keep every micro-batch's set for the step (its curvature
+  // reads them when a filling thread gets to it; codegen alike).
+  if (auto sched = pipeline::generateSchedule(sc))
+    if (auto sets = pipeline::countActivationSets(
+            *sched, kfac ? pipeline::stepEndReads(*sched)
+                         : std::vector<pipeline::SetRead>{}))
+      counts = *std::move(sets);
+  return setsMemo.emplace(key, std::move(counts)).first->second;
+}
+
+Planner::LayerBytes Planner::layerBytes(const Knobs &k,
+                                        const SegmentCost &lay) const {
+  LayerBytes b{lay.programBytes, lay.programBytes, lay.hostBytes,
+               lay.hostBytes};
+  if (k.recompute == cost::Recompute::Full) {
+    // The layer's output, which the next layer reads, and its gradient,
+    // which the next layer's backward writes; the rest is scratch.
+    b.keptRc = 2 * lay.savedFull;
+    b.hostRc = b.keptRc * 4.0 / o.activationElementBytes;
+    b.scratch = lay.programBytes - b.keptRc;
+    b.hostScratch = lay.hostBytes - b.hostRc;
+  } else if (k.recompute == cost::Recompute::Selective) {
+    // The attention probabilities (selectiveRecomputes): the CUDA program's
+    // fused attention keeps none, the CPU program drops its own.
+    b.hostRc = lay.hostBytes - lay.hostScores;
+    b.hostScratch = lay.hostScores;
+  }
+  return b;
+}
+
+cost::RankMemory Planner::programMemory(const Knobs &k, const DevicePlan &d,
+                                        const Aggregate &agg, int dev,
+                                        double rc, double stepGraph) const {
+  return programMemory(k, d, agg, rankStages(k, d, agg, dev), rc, stepGraph);
+}
+
+Planner::RankStages Planner::rankStages(const Knobs &k, const DevicePlan &d,
+                                        const Aggregate &agg, int dev) const {
+  const SegmentCost &pre = agg.seg[0], &lay = agg.seg[1], &post = agg.seg[2];
+  RankStages r;
+  r.dev = dev;
+  double &ws = r.ws;
+  const std::vector<int> &sets = activationSets(k);
+  for (int id : d.rankStageIds[dev]) {
+    const StageInfo &st = d.stages[id];
+    const double n = st.endLayer - st.firstLayer;
+    r.layers += n;
+    r.stageLayers.push_back(n);
+    r.sets.push_back(sets[size_t(st.stage)]);
+    double perMb =
+        (st.pre ? pre.programBytes : 0) + (st.post ? post.programBytes : 0);
+    double hostPerMb =
+        (st.pre ? pre.hostBytes : 0) + (st.post ? post.hostBytes : 0);
+    if (st.stage > 0) { // the received input and its gradient
+      perMb += 2 * lay.p2pBytes;
+      hostPerMb += 2 * lay.p2pBytes * 4.0 / o.activationElementBytes;
+    }
+    r.perMb.push_back(perMb);
+    r.hostPerMb.push_back(hostPerMb);
+    ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
+                   st.post ? post.workspace : 0});
+  }
+  return r;
+}
+
+cost::RankMemory Planner::programMemory(const Knobs &k, const DevicePlan &d,
+                                        const Aggregate &agg,
+                                        const RankStages &r, double rc,
+                                        double stepGraph) const {
+  const SegmentCost &lay = agg.seg[1];
+  const LayerBytes lb = layerBytes(k, lay);
+  const int dev = r.dev;
+  const double ws = r.ws;
+  // Per stage, its sets of its kept layers (recomputed by the rank's first
+  // stages first); a stage that recomputes holds one scratch besides.
+  double acts = 0, host = 0, scratches = 0, left = std::min(rc, r.layers);
+  for (size_t i = 0; i < r.stageLayers.size(); ++i) {
+    const double n = r.stageLayers[i], x = std::min(left, n);
+    if (x > 0)
+      scratches += 1;
+    left -= x;
+    acts += r.sets[i] * (r.perMb[i] + (n - x) * lb.kept + x * lb.keptRc);
+    host += r.sets[i] * (r.hostPerMb[i] + (n - x) * lb.host + x * lb.hostRc);
+  }
+  cost::ModelStateInputs si;
+  si.params = d.params[dev];
+  si.dataParallel = k.dp;
+  si.zeroStage = k.zero;
+  si.bytes = cost::cudaProgramAdamW();
+  cost::RankMemory m;
+  m.state = cost::modelStateBytes(si);
+  m.activations = acts + scratches * lb.scratch;
+  m.workspace = ws + cost::kCublasLtWorkspaceBytes;
+  const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
+  m.overhead =
+      o.cudaOverheads
+          ? cost::cudaOverheadEstimateBytes(comms, stepGraph > 0, m.allocated())
+          : 0;
+  si.bytes = cost::cpuProgramAdamW();
+  m.host =
+      cost::modelStateBytes(si).total() + host + scratches * lb.hostScratch;
+  return m;
+}
+
+void Planner::chooseRecomputeLayers(const Knobs &k, DevicePlan &d,
+                                    const Aggregate &agg,
+                                    bool stepGraph) const {
+  if (k.recompute == cost::Recompute::None)
+    return;
+  const LayerBytes lb = layerBytes(k, agg.seg[1]);
+  const double limit = capacity - cost::planningMarginBytes(capacity);
+  const double saving = lb.kept - lb.keptRc;
+  for (int dev = 0; dev < k.pp; ++dev) {
+    double layers = 0;
+    for (int id : d.rankStageIds[dev])
+      if (const StageInfo &st = d.stages[id]; st.device == dev)
+        layers += st.endLayer - st.firstLayer;
+    // Nothing to save (selective under a fused attention): none.
+    double rc = saving > 0 ? layers : 0;
+    const RankStages r = rankStages(k, d, agg, dev);
+    if (saving > 0 && k.schedule != ScheduleKind::Chimera)
+      for (double x = 0; x < layers; ++x)
+        if (programMemory(k, d, agg, r, x, stepGraph).total() <= limit) {
+          rc = x;
+          break;
+        }
+    double left = rc;
+    for (int id : d.rankStageIds[dev]) {
+      StageInfo &st = d.stages[id];
+      if (st.device != dev)
+        continue;
+      const int n = st.endLayer - st.firstLayer;
+      st.recomputeLayers = static_cast<int>(std::min<double>(n, left));
+      left -= st.recomputeLayers;
+    }
+  }
+  if (k.schedule == ScheduleKind::Chimera)
+    for (StageInfo &st : d.stages)
+      st.recomputeLayers = st.endLayer - st.firstLayer;
+}
+} // namespace autoddl::planner::search
