@@ -58,6 +58,9 @@ struct FixedKnobs {
   std::optional<pipeline::ScheduleKind> schedule;
   std::optional<int> chunks; // interleaved model chunks per device
   std::optional<cost::Recompute> recompute;
+  /// Recompute every layer of every stage (Megatron's --recompute-method
+  /// uniform), not only as many as memory needs: to price a published run.
+  bool recomputeAllLayers = false;
   std::optional<int> zero; // 0, 1 (what the programs run: Runnable.h)
   std::optional<AxisOrder> order;
   std::optional<StagePartition> partition;

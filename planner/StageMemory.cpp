@@ -142,7 +142,8 @@ void Planner::chooseRecomputeLayers(const Knobs &k, DevicePlan &d,
     // Nothing to save (selective under a fused attention): none.
     double rc = saving > 0 ? layers : 0;
     const RankStages r = rankStages(k, d, agg, dev);
-    if (saving > 0 && k.schedule != ScheduleKind::Chimera)
+    if (saving > 0 && k.schedule != ScheduleKind::Chimera &&
+        !o.fixed.recomputeAllLayers)
       for (double x = 0; x < layers; ++x)
         if (programMemory(k, d, agg, r, x, stepGraph).total() <= limit) {
           rc = x;

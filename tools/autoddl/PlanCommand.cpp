@@ -126,6 +126,11 @@ planner::FixedKnobs parseFix(const std::string &text) {
                         "got \"" +
                         value + "\"");
       f.recompute = r;
+    } else if (key == "recompute_layers") {
+      if (value != "all" && value != "fit")
+        throw UserError("--fix: recompute_layers expects all or fit, got \"" +
+                        value + "\"");
+      f.recomputeAllLayers = value == "all";
     } else if (key == "order") {
       if (value == "tp-inner" || value == "pp,dp,tp")
         f.order = planner::AxisOrder::TensorInner;
@@ -145,7 +150,7 @@ planner::FixedKnobs parseFix(const std::string &text) {
     } else {
       throw UserError("--fix: unknown knob \"" + key +
                       "\" (expected tp, pp, dp, microbatch, schedule, chunks, "
-                      "recompute, zero, order or partition)");
+                      "recompute, recompute_layers, zero, order or partition)");
     }
   }
   if (f.chunks && f.schedule &&
@@ -402,7 +407,9 @@ void registerPlanCommand(CLI::App &app) {
   cmd->add_option("--fix", args->fix,
                   "pin knobs: tp=8,pp=4,dp=..,microbatch=..,schedule=1f1b|"
                   "gpipe|interleaved|zb-h1|chimera,chunks=..,recompute=none|"
-                  "selective|full,zero=0|1|2,order=tp-inner|dp-inner,"
+                  "selective|full,recompute_layers=fit|all (all: every "
+                  "layer, as Megatron's uniform method),zero=0|1|2,"
+                  "order=tp-inner|dp-inner,"
                   "partition=balanced|uniform");
   cmd->add_option("--search", args->search,
                   "cd (coordinate descent, default) or exhaustive (exact SBP "
