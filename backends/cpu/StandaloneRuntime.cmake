@@ -27,8 +27,9 @@ else()
     ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
     ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
     ${_rt}/common/Trace.cpp
-    ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Collectives.cpp ${_rt}/cpu/RunReport.cpp
-    ${_rt}/cpu/Checkpoint.cpp
+    ${_rt}/host/Mesh.cpp ${_rt}/host/Checkpoint.cpp ${_rt}/host/RunReport.cpp
+    ${_rt}/host/CommStats.cpp
+    ${_rt}/cpu/Collectives.cpp
     ${_rt}/cpu/sparse/SparseReference.cpp
     ${_rt}/cpu/kfac/Kfac.cpp # K-FAC: LAPACK's potrf/potri from the same OpenBLAS
     # The harness of generated programs: the host parts both backends share, and the CPU program's.

@@ -2,8 +2,8 @@
 // Comm.h).
 #include "backends/cuda/Comm.h"
 
-#include "backends/cpu/Collectives.h" // comm_stats: calls and bytes per kind
-#include "backends/cpu/Mesh.h"        // mpi_init
+#include "backends/host/CommStats.h" // comm_stats: calls and bytes per kind
+#include "backends/host/Mesh.h"        // mpi_init
 #include "backends/cuda/Bootstrap.h"  // the TCP world's failure hook, progress
 #include "backends/cuda/kernels/CrossEntropy.h"
 

@@ -32,7 +32,8 @@ add_library(autoddl_cuda_runtime STATIC
   ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
   ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
   ${_rt}/common/Trace.cpp
-  ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Checkpoint.cpp ${_rt}/cpu/RunReport.cpp
+  ${_rt}/host/Mesh.cpp ${_rt}/host/Checkpoint.cpp ${_rt}/host/RunReport.cpp
+  ${_rt}/host/CommStats.cpp
   # The harness of generated programs: the host parts both backends share, and the CUDA program's.
   ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
   ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp

@@ -15,8 +15,8 @@
 #include "backends/common/harness/Options.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Spec.h"
-#include "backends/cpu/Checkpoint.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Checkpoint.h"
+#include "backends/host/Mesh.h"
 
 #include <memory>
 

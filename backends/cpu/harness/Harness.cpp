@@ -2,11 +2,11 @@
 #include "backends/cpu/harness/Harness.h"
 
 #include "backends/common/Init.h"
-#include "backends/cpu/Checkpoint.h"
+#include "backends/host/Checkpoint.h"
 #include "backends/cpu/Collectives.h"
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/MpiCheck.h"
 #include "backends/cpu/Optimizer.h"
-#include "backends/cpu/RunReport.h"
+#include "backends/host/RunReport.h"
 #include "backends/cpu/Zero.h"
 #include "backends/cpu/harness/KfacRun.h"
 

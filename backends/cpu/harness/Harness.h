@@ -21,7 +21,7 @@
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/Spec.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Mesh.h"
 #include "backends/cpu/kernels/Sparse.h" // Csr
 
 #include <memory>

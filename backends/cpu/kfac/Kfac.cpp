@@ -2,7 +2,7 @@
 #include "backends/cpu/kfac/Kfac.h"
 
 #include "backends/cpu/Collectives.h" // all_reduce_forward, all_gather_forward
-#include "backends/cpu/MpiCheck.h"    // mpiCheck, comm_size, comm_rank
+#include "backends/host/MpiCheck.h"    // mpiCheck, comm_size, comm_rank
 #include "backends/cpu/kernels/Linear.h" // gemm (cblas_sgemm), cblas_ssyrk
 
 #include <algorithm>

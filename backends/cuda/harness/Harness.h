@@ -22,7 +22,7 @@
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/Spec.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Mesh.h"
 #include "backends/cuda/Comm.h"           // Comm, Pipe, GradSync
 #include "backends/cuda/RunReport.h"      // GpuTrace
 #include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer
