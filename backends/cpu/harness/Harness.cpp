@@ -2,13 +2,13 @@
 #include "backends/cpu/harness/Harness.h"
 
 #include "backends/common/Init.h"
-#include "backends/host/Checkpoint.h"
 #include "backends/cpu/Collectives.h"
-#include "backends/host/MpiCheck.h"
 #include "backends/cpu/Optimizer.h"
-#include "backends/host/RunReport.h"
 #include "backends/cpu/Zero.h"
 #include "backends/cpu/harness/KfacRun.h"
+#include "backends/host/Checkpoint.h"
+#include "backends/host/MpiCheck.h"
+#include "backends/host/RunReport.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -291,7 +291,7 @@ private:
         continue;
       p.value.assign(size_t(p.padded), 0.0f);
       p.grad.assign(size_t(p.padded), 0.0f);
-      const int64_t state = s_.zero ? p.padded / s_.dp : p.n;
+      const int64_t state = zero_state_size(p.n, p.padded, s_.zero, s_.dp);
       p.m.assign(size_t(state), 0.0f);
       p.v.assign(size_t(state), 0.0f);
       if (std::strcmp(ps.init, "ones") == 0)

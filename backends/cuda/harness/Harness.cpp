@@ -445,7 +445,7 @@ private:
         init_normal_on_device(p.value.data(), p.slice, seed, p.name, 0.0f,
                               float(ps.std));
       p.grad = DeviceBuffer<float>(p.device_n);
-      const int64_t state = s_.zero ? p.padded / s_.dp : p.n;
+      const int64_t state = zero_state_size(p.n, p.padded, s_.zero, s_.dp);
       p.m = DeviceBuffer<float>(state);
       p.v = DeviceBuffer<float>(state);
       if (s_.zero)
