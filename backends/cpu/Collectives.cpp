@@ -1,8 +1,8 @@
 // Boxing collectives over MPI (see Collectives.h).
 #include "backends/cpu/Collectives.h"
 
-#include "backends/host/MpiCheck.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
+#include "backends/host/MpiCheck.h"
 
 #include <algorithm>
 #include <climits>
@@ -340,16 +340,14 @@ double world_sum_filling(double x, int site) {
 
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,
                   MPI_Comm comm) {
-  comm_stats()["send"].bytes += n * 4;
-  comm_stats()["send"].calls += 1;
+  comm_count("send", n * 4);
   MPI_Request r;
   mpiCheck(MPI_Isend(buf, mpiCount(n), MPI_FLOAT, dest, tag, comm, &r));
   return r;
 }
 
 MPI_Request irecv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
-  comm_stats()["recv"].bytes += n * 4;
-  comm_stats()["recv"].calls += 1;
+  comm_count("recv", n * 4);
   MPI_Request r;
   mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
   return r;

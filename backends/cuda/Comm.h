@@ -34,8 +34,8 @@
 #define AUTODDL_BACKENDS_CUDA_COMM_H
 
 #include "backends/common/Tensor.h"
-#include "backends/host/CommStats.h" // comm_stats: counted as enqueued
 #include "backends/cuda/Runtime.h"
+#include "backends/host/CommStats.h" // comm_stats: counted as enqueued
 
 #include <cstdint>
 #include <map>
@@ -74,6 +74,9 @@ const Comm &world();
 Comm comm_split(int color, int key);
 /// Destroys every communicator and stops the watchdog (before MPI_Finalize).
 void comm_finalize();
+/// Fails this rank here when AUTODDL_FAULT_INJECT names it and this step
+/// (GradSync::start_step calls it at every step's start).
+void comm_inject_fault();
 
 // ---- boxing collectives over tensor-parallel groups (compute_stream) ----
 

@@ -8,10 +8,15 @@
 #include "backends/common/Metrics.h"
 #include "backends/common/Trace.h"
 
+#include <cstdint>
+
 namespace autoddl::rt {
 
 /// Process-wide totals per collective kind ("all_reduce", "all_gather", ...).
 CommStats &comm_stats();
+/// One call of `kind` moving `bytes` of this rank's buffer, counted (its time
+/// is the caller's to add, where it has one).
+void comm_count(const char *kind, int64_t bytes);
 /// When set (not null), the CPU collectives also record a trace event per
 /// call on tid 1 ("comm"); the CUDA program traces its communication by
 /// device events instead and sets none.

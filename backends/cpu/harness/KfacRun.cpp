@@ -464,8 +464,7 @@ void KfacRun::inverted(size_t i) {
   Pending &p = pending_[i];
   KfacLayer &l = layers_[i];
   kfac_record_refresh(p.outcome[0], p.outcome[1], p.a_valid, p.g_valid, stats_);
-  std::fill(l.A.begin(), l.A.end(), 0.0f);
-  std::fill(l.G.begin(), l.G.end(), 0.0f);
+  kfac_zero_factors(l);
   rows_[i] = 0;
 }
 

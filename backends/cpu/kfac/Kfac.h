@@ -68,14 +68,12 @@ bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
 KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
                                       double diag, bool has_previous);
 
-/// A refresh of one layer whose factors are complete (accumulated over the
-/// step's micro-batches and reduced): pi-corrected damping from their traces,
-/// both inverses by the fallback policy (counted in stats), then the factors
-/// are zeroed for the next refresh (PipeFisher: no running average).
 /// Sets layer.damping from the factors' traces (docs/kfac.md "Damping"):
-/// kfac_refresh's first step, apart for callers that trace each inverse.
+/// kfac_refresh's first step (KfacRules.h), apart for callers that trace each
+/// inverse.
 void kfac_set_damping(KfacLayer &layer, double damping);
-void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
+/// The factors zeroed (kfac_refresh's last step).
+void kfac_zero_factors(KfacLayer &layer);
 
 /// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
 /// (dW [out,in], transpose_weight) or A^-1 dW G^-1 (dW [in,out]); db_out =
@@ -108,5 +106,8 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, MPI_Comm norm_comm);
 
 } // namespace autoddl::rt
+
+// kfac_refresh over the functions above.
+#include "backends/common/KfacRefresh.h"
 
 #endif // AUTODDL_BACKENDS_CPU_KFAC_KFAC_H

@@ -219,8 +219,7 @@ void KfacRun::resolve(const std::vector<size_t> &index) {
           spans[2 * h + size_t(f)].dur_ms);
     // The factors were kept for the fp64 retry; the next refresh sums anew.
     KfacLayer &l = layers_[i];
-    zero(l.A.data(), l.A.size() * int64_t(sizeof(float)));
-    zero(l.G.data(), l.G.size() * int64_t(sizeof(float)));
+    kfac_zero_factors(l);
     unresolved_[i] = false;
   }
 }

@@ -61,12 +61,11 @@ bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
 KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
                                       double diag, bool has_previous);
 /// Sets layer.damping from the factors' traces (read back: synchronous;
-/// docs/kfac.md "Damping"): kfac_refresh's first step, apart for callers that
-/// trace each inverse (as the CPU's kfac_set_damping).
+/// docs/kfac.md "Damping"): kfac_refresh's first step (KfacRules.h), apart
+/// for callers that trace each inverse (as the CPU's kfac_set_damping).
 void kfac_set_damping(KfacLayer &layer, double damping);
-/// The damping from the factors' traces, both inverses by the fallback
-/// policy, the factors zeroed.
-void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
+/// The factors zeroed on the compute stream (kfac_refresh's last step).
+void kfac_zero_factors(KfacLayer &layer);
 
 /// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
 /// each factor's inversion is queued on a low-priority side stream where the
@@ -87,8 +86,8 @@ void kfac_inverse_reserve(const KfacLayer *layers, int64_t n);
 /// a refresh, once both are reduced. The factors must stay unchanged until
 /// kfac_inverse_finish. With `timed`, the inversion's start and end are
 /// recorded against an anchor on the compute stream at this call.
-void kfac_inverse_launch(KfacLayer &layer, int64_t slot, int f,
-                         double damping, bool damp, bool timed = false);
+void kfac_inverse_launch(KfacLayer &layer, int64_t slot, int f, double damping,
+                         bool damp, bool timed = false);
 /// One inversion of a timed launch: its start, in ms after the launch's
 /// anchor on the compute stream, and its duration.
 struct KfacSpan {
@@ -96,12 +95,12 @@ struct KfacSpan {
 };
 /// Waits (the compute stream too) for both launched inversions of each
 /// layers[i] (slot slots[i]; on the host only until their tasks are queued,
-/// not the other layers'; a task's exception is rethrown), reads their status words and dampings back,
-/// retries in fp64 (synchronously, on the compute stream) each factor fp32
-/// failed on, and sets layer.damping and a_next_valid / g_next_valid.
-/// outcomes[2i], [2i+1]: layer i's A and G outcome (KfacRules.h, against
-/// a_valid / g_valid); spans (or null) the same factors' timings (zeros
-/// where not timed; the fp64 retries are not in them).
+/// not the other layers'; a task's exception is rethrown), reads their status
+/// words and dampings back, retries in fp64 (synchronously, on the compute
+/// stream) each factor fp32 failed on, and sets layer.damping and a_next_valid
+/// / g_next_valid. outcomes[2i], [2i+1]: layer i's A and G outcome
+/// (KfacRules.h, against a_valid / g_valid); spans (or null) the same factors'
+/// timings (zeros where not timed; the fp64 retries are not in them).
 void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
                          int64_t n, KfacInverseOutcome *outcomes,
                          KfacSpan *spans);
@@ -138,5 +137,8 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     act_t *work);
 
 } // namespace autoddl::rt
+
+// kfac_refresh over the functions above.
+#include "backends/common/KfacRefresh.h"
 
 #endif // AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H

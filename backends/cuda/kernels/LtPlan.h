@@ -1,0 +1,77 @@
+// The host side of a cached cuBLASLt GEMM plan, shared by the linear kernels
+// (kernels/Linear.cu) and K-FAC's factor GEMMs (kfac/KfacFactors.cu), which
+// keep their own keys and caches: the hash of a plain key, the operands'
+// alignment, a matrix layout and the heuristic's preference. Not a public
+// header.
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
+
+#include "backends/cuda/Runtime.h" // AUTODDL_CUBLAS_CHECK, the workspace size
+
+#include <cstddef>
+#include <cstdint>
+#include <cublasLt.h>
+
+namespace autoddl::rt::detail {
+
+/// FNV-1a over the bytes of a plan key (a struct of plain fields, compared
+/// with memcmp; no padding between them).
+template <class Key> struct LtKeyHash {
+  size_t operator()(const Key &k) const {
+    const auto *p = reinterpret_cast<const unsigned char *>(&k);
+    size_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+/// Largest power of two (<= 256) dividing the address.
+inline int32_t lt_alignment_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int32_t al = 256;
+  while (al > 1 && (a % uintptr_t(al)))
+    al /= 2;
+  return al;
+}
+
+/// A column-major rows x cols layout with leading dimension ld; `batch` > 1
+/// matrices `stride` elements apart.
+inline cublasLtMatrixLayout_t lt_layout(cudaDataType_t type, int64_t rows,
+                                        int64_t cols, int64_t ld,
+                                        int64_t batch = 1, int64_t stride = 0) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows),
+                                                  uint64_t(cols), ld));
+  if (batch > 1) {
+    const int32_t count = int32_t(batch);
+    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof stride));
+  }
+  return layout;
+}
+
+/// The heuristic's preference: the runtime's workspace, every operand
+/// aligned to `align` bytes. The caller destroys it.
+inline cublasLtMatmulPreference_t lt_preference(int32_t align) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = uint64_t(kCublasLtWorkspaceBytes);
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  const uint32_t al = uint32_t(align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    AUTODDL_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
+  return pref;
+}
+
+} // namespace autoddl::rt::detail
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
