@@ -31,6 +31,8 @@
 //   void opening()                 before the cycles of a step open
 //   void finishing(const std::vector<size_t> &ending)
 //                                  before the cycles of these layers close
+//   void rule_step(ParamT &p, int64_t t, bool norms_over_tp)
+//                                  the rule on one parameter (apply_rule)
 // and may call reduce_factor / invert_factor (an item in a bubble) and
 // finish_cycle (the step's end; -1: every open cycle, a save).
 //
@@ -39,6 +41,7 @@
 #define AUTODDL_BACKENDS_COMMON_HARNESS_KFACCYCLE_H
 
 #include "backends/common/harness/KfacProgram.h" // KfacRunBase
+#include "backends/common/harness/ParamTable.h"  // ParamSpecOf
 
 #include <cstdint>
 #include <vector>
@@ -171,6 +174,16 @@ protected:
     self().finishing(ending);
     for (size_t i : ending)
       close_cycle(i);
+  }
+  /// The rule (momentum SGD or LAMB) on every parameter this rank holds, the
+  /// K-FAC layers' gradients preconditioned already, the rest first-order
+  /// (as PipeFisher); the backend's rule_step(p, t, norms_over_tp) runs it.
+  /// LAMB's trust ratio is of the whole parameter: a tp-split one sums its
+  /// norms over tp.
+  void apply_rule(const std::vector<ParamSpecOf<ParamT>> &params, int64_t t) {
+    for (const ParamSpecOf<ParamT> &ps : params)
+      if (ps.p->held)
+        self().rule_step(*ps.p, t, this->tp_ > 1 && ps.p->split_dim >= 0);
   }
   /// After a checkpoint load: no cycle open; `waiting` says whether layer i
   /// has loaded inverses to install at its next s+K.

@@ -513,19 +513,15 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
     trace.end(std::string("precond ") + s.name, 0, t0);
   }
-  // The rule on every parameter (the rest first-order, as PipeFisher).
-  for (const ParamSpec &ps : params) {
-    Param &p = *ps.p;
-    if (!p.held)
-      continue;
-    // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
-    // norms over tp.
-    if (c_.rule == KfacRule::Lamb)
-      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
-                     c_, t, tp_ > 1 && p.split_dim >= 0 ? g.tp : MPI_COMM_NULL);
-    else
-      kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
-  }
+  apply_rule(params, t);
+}
+
+void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
+  if (c_.rule == KfacRule::Lamb)
+    kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
+                   c_, t, norms_over_tp ? g.tp : MPI_COMM_NULL);
+  else
+    kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {

@@ -191,6 +191,7 @@ private:
   void open(size_t i);
   void opening();
   void finishing(const std::vector<size_t> &ending);
+  void rule_step(Param &p, int64_t t, bool norms_over_tp);
 };
 
 extern KfacRun kfac;

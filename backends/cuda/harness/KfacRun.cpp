@@ -272,22 +272,18 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       copy_floats(s.bias->grad.data(), db, s.bias->n);
     trace.end(std::string("precond ") + s.name, 0, t0);
   }
-  // The rule on every parameter (the rest first-order, as PipeFisher); both
-  // refresh the act_t working copy the kernels read.
-  for (const ParamSpec &ps : params) {
-    Param &p = *ps.p;
-    if (!p.held)
-      continue;
-    // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
-    // norms over tp.
-    if (c_.rule == KfacRule::Lamb)
-      kfac_lamb_step(
-          p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n, c_, t,
-          tp_ > 1 && p.split_dim >= 0 ? nccl_of(g.tp) : nullptr, p.work.data());
-    else
-      kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t,
-                    p.work.data());
-  }
+  apply_rule(params, t);
+}
+
+// Both rules refresh the act_t working copy the kernels read.
+void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
+  if (c_.rule == KfacRule::Lamb)
+    kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
+                   c_, t, norms_over_tp ? nccl_of(g.tp) : nullptr,
+                   p.work.data());
+  else
+    kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t,
+                  p.work.data());
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {

@@ -122,6 +122,7 @@ private:
   void open(size_t i) { mark_[i][0] = mark_[i][1] = -1; }
   void opening() {}
   void finishing(const std::vector<size_t> &) {}
+  void rule_step(Param &p, int64_t t, bool norms_over_tp);
   // Whether a saved operand of the layer waits for its item.
   bool live_saved(size_t layer) const;
   // At a refresh step's end: the cycles of its layers that no placed item

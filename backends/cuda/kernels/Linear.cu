@@ -280,19 +280,11 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   if (M == 0 || N == 0 || batch == 0)
     return true;
   GemmKey key;
-  std::memset(&key, 0, sizeof key); // padding takes part in hashing
-  key.m = N;
-  key.n = M;
-  key.k = K;
-  key.lda = ldb;
-  key.ldb = lda;
-  key.ldc = ldc;
+  lt_key_problem(key, transA, transB, M, N, K, lda, ldb, ldc);
   key.batch = batch;
-  key.strideA = sB;
+  key.strideA = sB; // swapped as the operands
   key.strideB = sA;
   key.strideC = sC;
-  key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.typeC = cFloat ? CUDA_R_32F : kActType;
   key.bias = bias != nullptr;
   key.epi = int32_t(epi.kind);
@@ -304,14 +296,7 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     if (p)
       al = std::min(al, lt_alignment_of(p));
   key.align = al;
-  GemmPlan plan;
-  {
-    std::lock_guard<std::mutex> lock(gPlanMutex);
-    auto it = plans().find(key);
-    if (it == plans().end())
-      it = plans().emplace(key, build_plan(key)).first;
-    plan = it->second;
-  }
+  GemmPlan plan = lt_cached_plan(gPlanMutex, plans(), key, build_plan);
   const bool tune = plan.found && !plan.tuned && autotune_enabled();
   if (!plan.found && (epi.kind != Epi::None || D))
     return false;

@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <cublasLt.h>
+#include <mutex>
 
 namespace autoddl::rt::detail {
 
@@ -25,6 +27,35 @@ template <class Key> struct LtKeyHash {
     return h;
   }
 };
+
+/// Fills the problem of a key as cuBLASLt sees it: row-major C[M,N] =
+/// op(A) op(B) is column-major C^T = op(B)^T op(A)^T, the operands swapped.
+/// The key is zeroed first (its padding takes part in hashing).
+template <class Key>
+void lt_key_problem(Key &k, bool transA, bool transB, int64_t M, int64_t N,
+                    int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
+  std::memset(&k, 0, sizeof k);
+  k.m = N;
+  k.n = M;
+  k.k = K;
+  k.lda = ldb;
+  k.ldb = lda;
+  k.ldc = ldc;
+  k.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  k.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+/// The plan of `key` from `cache` (made by build(key) the first time), a copy
+/// taken under `mu`.
+template <class Cache, class Key, class Build>
+typename Cache::mapped_type lt_cached_plan(std::mutex &mu, Cache &cache,
+                                           const Key &key, Build build) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it == cache.end())
+    it = cache.emplace(key, build(key)).first;
+  return it->second;
+}
 
 /// Largest power of two (<= 256) dividing the address.
 inline int32_t lt_alignment_of(const void *p) {

@@ -122,28 +122,13 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return;
   }
   Key key;
-  std::memset(&key, 0, sizeof key); // padding takes part in hashing
-  key.m = N;
-  key.n = M;
-  key.k = K;
-  key.lda = ldb;
-  key.ldb = lda;
-  key.ldc = ldc;
-  key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  detail::lt_key_problem(key, transA, transB, M, N, K, lda, ldb, ldc);
   key.type = type;
   key.tf32 = tf32 && type == CUDA_R_32F;
   key.align = std::min(
       detail::lt_alignment_of(A),
       std::min(detail::lt_alignment_of(B), detail::lt_alignment_of(C)));
-  Plan plan;
-  {
-    std::lock_guard<std::mutex> lock(gMutex);
-    auto it = plans().find(key);
-    if (it == plans().end())
-      it = plans().emplace(key, build(key)).first;
-    plan = it->second;
-  }
+  const Plan plan = detail::lt_cached_plan(gMutex, plans(), key, build);
   if (!plan.found) {
     const dim3 grid(unsigned((N + kTile - 1) / kTile),
                     unsigned((M + kTile - 1) / kTile));
