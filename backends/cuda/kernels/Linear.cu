@@ -45,7 +45,6 @@ struct GemmKey {
     return std::memcmp(this, &o, sizeof(GemmKey)) == 0;
   }
 };
-using GemmKeyHash = LtKeyHash<GemmKey>;
 constexpr int kTuneCandidates = 8;
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -59,9 +58,8 @@ struct GemmPlan {
   bool tuned = false;
 };
 
-std::mutex gPlanMutex;
-std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> &plans() {
-  static auto *cache = new std::unordered_map<GemmKey, GemmPlan, GemmKeyHash>();
+LtPlanCache<GemmKey, GemmPlan> &plans() {
+  static auto *cache = new LtPlanCache<GemmKey, GemmPlan>();
   return *cache;
 }
 
@@ -296,7 +294,7 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     if (p)
       al = std::min(al, lt_alignment_of(p));
   key.align = al;
-  GemmPlan plan = lt_cached_plan(gPlanMutex, plans(), key, build_plan);
+  GemmPlan plan = plans().get(key, build_plan);
   const bool tune = plan.found && !plan.tuned && autotune_enabled();
   if (!plan.found && (epi.kind != Epi::None || D))
     return false;
@@ -329,10 +327,10 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     cublasLtMatmulAlgo_t best;
     if (gemm_tune(plan, A, B, beta, C, D, cBytes, best)) {
       plan.algo = best;
-      std::lock_guard<std::mutex> lock(gPlanMutex);
-      GemmPlan &cached = plans()[key];
-      cached.algo = best;
-      cached.tuned = true;
+      plans().update(key, [&](GemmPlan &cached) {
+        cached.algo = best;
+        cached.tuned = true;
+      });
     }
   }
   const float alpha = 1.0f;
@@ -624,9 +622,6 @@ void matmul_backward(act_t *da, act_t *db, const act_t *dout, const act_t *a,
   }
 }
 
-int64_t gemm_plan_cache_size() {
-  std::lock_guard<std::mutex> lock(gPlanMutex);
-  return int64_t(plans().size());
-}
+int64_t gemm_plan_cache_size() { return plans().size(); }
 
 } // namespace autoddl::rt

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <cublasLt.h>
 #include <mutex>
+#include <unordered_map>
 
 namespace autoddl::rt::detail {
 
@@ -45,17 +46,33 @@ void lt_key_problem(Key &k, bool transA, bool transB, int64_t M, int64_t N,
   k.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
 }
 
-/// The plan of `key` from `cache` (made by build(key) the first time), a copy
-/// taken under `mu`.
-template <class Cache, class Key, class Build>
-typename Cache::mapped_type lt_cached_plan(std::mutex &mu, Cache &cache,
-                                           const Key &key, Build build) {
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = cache.find(key);
-  if (it == cache.end())
-    it = cache.emplace(key, build(key)).first;
-  return it->second;
-}
+/// A cache of plans by key, safe across threads. Keep one for the process in
+/// a function-local `new` (never destroyed: the cuBLASLt handle may go first
+/// at exit).
+template <class Key, class Plan> class LtPlanCache {
+public:
+  /// The plan of `key` (made by build(key) the first time), a copy.
+  template <class Build> Plan get(const Key &key, Build build) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it == plans_.end())
+      it = plans_.emplace(key, build(key)).first;
+    return it->second;
+  }
+  /// Changes the cached plan of `key` by f(plan) (an autotuned algorithm).
+  template <class F> void update(const Key &key, F f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(plans_[key]);
+  }
+  int64_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return int64_t(plans_.size());
+  }
+
+private:
+  std::mutex mu_;
+  std::unordered_map<Key, Plan, LtKeyHash<Key>> plans_;
+};
 
 /// Largest power of two (<= 256) dividing the address.
 inline int32_t lt_alignment_of(const void *p) {

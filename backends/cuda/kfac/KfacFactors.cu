@@ -24,7 +24,6 @@ struct Key {
     return std::memcmp(this, &o, sizeof(Key)) == 0;
   }
 };
-using KeyHash = detail::LtKeyHash<Key>;
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -32,9 +31,8 @@ struct Plan {
   bool found = false;
 };
 
-std::mutex gMutex;
-std::unordered_map<Key, Plan, KeyHash> &plans() {
-  static auto *cache = new std::unordered_map<Key, Plan, KeyHash>();
+detail::LtPlanCache<Key, Plan> &plans() {
+  static auto *cache = new detail::LtPlanCache<Key, Plan>();
   return *cache;
 }
 
@@ -128,7 +126,7 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   key.align = std::min(
       detail::lt_alignment_of(A),
       std::min(detail::lt_alignment_of(B), detail::lt_alignment_of(C)));
-  const Plan plan = detail::lt_cached_plan(gMutex, plans(), key, build);
+  const Plan plan = plans().get(key, build);
   if (!plan.found) {
     const dim3 grid(unsigned((N + kTile - 1) / kTile),
                     unsigned((M + kTile - 1) / kTile));
