@@ -1,22 +1,43 @@
-// One K-FAC refresh of a layer, written once over either backend's KfacLayer
-// and its factor functions. Included at the end of backends/cpu/kfac/Kfac.h
-// and backends/cuda/kfac/Kfac.h, after the declarations it calls (their
-// arguments are plain pointers: argument-dependent lookup would not find
-// them at the point of use).
+// One K-FAC layer's refresh, for either backend: the inversions each backend
+// defines on its memory (backends/cpu/kfac/Kfac.cpp on host floats,
+// backends/cuda/kfac/KfacInverse.cu on device pointers) over its KfacLayer,
+// and kfac_refresh, written once over them.
 #ifndef AUTODDL_BACKENDS_COMMON_KFACREFRESH_H
 #define AUTODDL_BACKENDS_COMMON_KFACREFRESH_H
 
 #include "backends/common/KfacRules.h"
 
+#include <cstdint>
+
 namespace autoddl::rt {
 
+struct KfacLayer; // the backend's: factors, inverses, damping
+
+/// inv[d,d] = (F + diag I)^-1 by Cholesky in fp32 (CPU: LAPACK spotrf +
+/// spotri; CUDA: cuSOLVER potrf + potri, the upper triangle mirrored,
+/// synchronous: it reads potrf's info); false, inv unspecified, when
+/// F + diag I is not positive definite (or not finite).
+bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag);
+/// The same computed in fp64 and rounded to fp32.
+bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
+                                double diag);
+/// The fallback policy of KfacRules.h: fp32, else fp64, else inv untouched
+/// (the previous inverse, or none).
+KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
+                                      double diag, bool has_previous);
+/// Sets layer.damping from the factors' traces (docs/kfac.md "Damping"; CUDA:
+/// read back, synchronous): kfac_refresh's first step, apart for callers that
+/// trace each inverse.
+void kfac_set_damping(KfacLayer &layer, double damping);
+/// The factors zeroed (CUDA: on the compute stream): kfac_refresh's last
+/// step.
+void kfac_zero_factors(KfacLayer &layer);
+
 /// A refresh of one layer whose factors are complete (accumulated over the
-/// step's micro-batches and reduced), either backend's KfacLayer: pi-corrected
-/// damping from their traces, both inverses by the fallback policy (counted
-/// in stats), then the factors zeroed for the next refresh (PipeFisher: no
-/// running average). The backend's kfac_set_damping, kfac_invert_factor and
-/// kfac_zero_factors do the work: each backend's kfac/Kfac.h declares them,
-/// then includes this header.
+/// step's micro-batches and reduced): pi-corrected damping from their traces,
+/// both inverses by the fallback policy (counted in stats), then the factors
+/// zeroed for the next refresh (PipeFisher: no running average). A template
+/// only because KfacLayer is the backend's.
 template <class Layer>
 void kfac_refresh(Layer &l, const KfacConfig &c, KfacStats &stats) {
   kfac_set_damping(l, c.damping);

@@ -15,6 +15,7 @@
 #ifndef AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 
+#include "backends/common/KfacRefresh.h" // the inversions, kfac_refresh
 #include "backends/common/KfacRules.h"
 
 #include <cstdint>
@@ -57,23 +58,8 @@ void kfac_symmetrize(float *F, int64_t d);
 /// pipelines, a sequence split: every rank that saw other rows of the layer).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, MPI_Comm comm);
 
-/// inv[d,d] = (F + diag I)^-1 by Cholesky in fp32 (spotrf + spotri); false,
-/// inv unspecified, when F + diag I is not positive definite (or not finite).
-bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag);
-/// The same computed in fp64 (dpotrf + dpotri) and rounded to fp32.
-bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
-                                double diag);
-/// The fallback policy of KfacRules.h: fp32, else fp64, else inv untouched
-/// (the previous inverse, or none).
-KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
-                                      double diag, bool has_previous);
-
-/// Sets layer.damping from the factors' traces (docs/kfac.md "Damping"):
-/// kfac_refresh's first step (KfacRules.h), apart for callers that trace each
-/// inverse.
-void kfac_set_damping(KfacLayer &layer, double damping);
-/// The factors zeroed (kfac_refresh's last step).
-void kfac_zero_factors(KfacLayer &layer);
+// The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
+// kfac_set_damping, kfac_zero_factors and kfac_refresh: KfacRefresh.h.
 
 /// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
 /// (dW [out,in], transpose_weight) or A^-1 dW G^-1 (dW [in,out]); db_out =
@@ -106,8 +92,5 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, MPI_Comm norm_comm);
 
 } // namespace autoddl::rt
-
-// kfac_refresh over the functions above.
-#include "backends/common/KfacRefresh.h"
 
 #endif // AUTODDL_BACKENDS_CPU_KFAC_KFAC_H

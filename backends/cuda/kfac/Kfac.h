@@ -14,6 +14,7 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
 
+#include "backends/common/KfacRefresh.h" // the inversions, kfac_refresh
 #include "backends/common/KfacRules.h"
 #include "backends/cuda/Runtime.h"
 
@@ -50,22 +51,8 @@ void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
 /// F[n] = the mean of F over `comm` (ncclAllReduce sum, then 1/p).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
 
-/// inv[d,d] = (F + diag I)^-1 by cuSOLVER Cholesky in fp32 (potrf, potri,
-/// then the upper triangle mirrored); false when not positive definite or
-/// not finite (inv unspecified). Synchronous (reads potrf's info).
-bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag);
-/// The same computed in fp64 and rounded to fp32.
-bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
-                                double diag);
-/// fp32, else fp64, else inv untouched (KfacRules.h's policy).
-KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
-                                      double diag, bool has_previous);
-/// Sets layer.damping from the factors' traces (read back: synchronous;
-/// docs/kfac.md "Damping"): kfac_refresh's first step (KfacRules.h), apart
-/// for callers that trace each inverse (as the CPU's kfac_set_damping).
-void kfac_set_damping(KfacLayer &layer, double damping);
-/// The factors zeroed on the compute stream (kfac_refresh's last step).
-void kfac_zero_factors(KfacLayer &layer);
+// The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
+// kfac_set_damping, kfac_zero_factors and kfac_refresh: KfacRefresh.h.
 
 /// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
 /// each factor's inversion is queued on a low-priority side stream where the
@@ -137,8 +124,5 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     act_t *work);
 
 } // namespace autoddl::rt
-
-// kfac_refresh over the functions above.
-#include "backends/common/KfacRefresh.h"
 
 #endif // AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
