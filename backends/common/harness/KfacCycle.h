@@ -15,7 +15,14 @@
 // have done it), install the inverses due, mark the layers refreshing this
 // step, then open their cycles.
 //
-// The backend (CRTP: Derived, its KfacRun) supplies the work on its memory:
+// The backend (CRTP: Derived, its KfacRun; OperandT: what its activations
+// are made of) supplies the work on its memory:
+//   void curvature(int layer, const OperandT *v, int64_t rows, bool g)
+//                                  one micro-batch's operand into A (g: G)
+//   void keep(int mb, int layer, const OperandT *v, int64_t rows, bool g)
+//                                  a copy of it for a later step's item
+//   void add_kept(int layer, int mb, bool g)
+//                                  that copy into the factor
 //   int device_replicas(size_t i)  pipeline devices holding layer i (1: one)
 //   void flush_saved(size_t i)     accumulate its saved operands not added yet
 //   void reduce(size_t i, int f, float scale)
@@ -48,11 +55,37 @@
 
 namespace autoddl::rt::harness {
 
-template <typename Derived, typename ParamT, typename LayerT>
+template <typename Derived, typename ParamT, typename LayerT, typename OperandT>
 class KfacCycleRun : public KfacRunBase<ParamT, LayerT> {
   using Base = KfacRunBase<ParamT, LayerT>;
 
 public:
+  /// One micro-batch of layer `layer` on its refresh step: its input x
+  /// [rows, in] into A (after the forward), its output gradient dy
+  /// [rows, out] into G (after the backward); the calls sit where the plan
+  /// placed the items (codegen/emit/KfacEmitter.cpp). A no-op on other steps.
+  void curvature_A(int layer, const OperandT *x, int64_t rows) {
+    if (this->due(size_t(layer)))
+      self().curvature(layer, x, rows, false);
+  }
+  void curvature_G(int layer, const OperandT *dy, int64_t rows) {
+    if (this->due(size_t(layer)))
+      self().curvature(layer, dy, rows, true);
+  }
+  /// A micro-batch's input (A) or output gradient (G, g_side) whose
+  /// curvature the plan put in a later step of the cycle (the micro-batch's
+  /// buffers are overwritten by the next step): copied on the refresh step,
+  /// accumulated by curvature_saved where the plan placed the item, and at
+  /// the latest when the layer's factor is reduced (in layer, factor,
+  /// micro-batch order).
+  void save(int mb, int layer, const OperandT *v, int64_t rows, bool g_side) {
+    if (this->due(size_t(layer)))
+      self().keep(mb, layer, v, rows, g_side);
+  }
+  void curvature_saved(int layer, int mb, bool g_side) {
+    if (is_open(size_t(layer))) // else finished early (a save): none left
+      self().add_kept(layer, mb, g_side);
+  }
   /// The base's setup; no cycle open, nothing waiting.
   void setup(const KfacProgramOf<ParamT> &p, const Options &o,
              const ProgramSpec &s) {

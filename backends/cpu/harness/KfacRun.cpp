@@ -28,8 +28,6 @@ KfacRun kfac;
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
 void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::Curvature, layer, g_side);
     q.v = v;
@@ -258,10 +256,8 @@ RecvWaitWork run_queued_kfac_item(double budget_s) {
 }
 } // namespace
 
-void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
+void KfacRun::keep(int mb, int layer, const float *v, int64_t rows,
                    bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   const KfacLayer &l = layers_[size_t(layer)];
   int64_t width = g_side ? l.out : l.in;
   if (tp_ > 1 &&
@@ -273,9 +269,7 @@ void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
   s.rows = rows;
 }
 
-void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
-  if (!is_open(size_t(layer)))
-    return; // its cycle finished early (a save): nothing to queue
+void KfacRun::add_kept(int layer, int mb, bool g_side) {
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::CurvatureSaved, layer, g_side);
     q.mb = mb;

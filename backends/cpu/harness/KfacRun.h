@@ -39,27 +39,10 @@ namespace autoddl::rt::harness {
 using KfacLayerSpec = KfacLayerSpecOf<Param>;
 using KfacProgram = KfacProgramOf<Param>;
 
-class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer> {
-  friend class KfacCycleRun<KfacRun, Param, KfacLayer>;
+class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer, float> {
+  friend class KfacCycleRun<KfacRun, Param, KfacLayer, float>;
 
 public:
-  /// One micro-batch of layer `layer` on a refresh step: its input x
-  /// [rows, in] into A (after the forward), its output gradient dy [rows, out]
-  /// into G (after the backward); the calls sit where the plan placed the
-  /// items (codegen/emit/KfacEmitter.cpp).
-  void curvature_A(int layer, const float *x, int64_t rows) {
-    curvature(layer, x, rows, false);
-  }
-  void curvature_G(int layer, const float *dy, int64_t rows) {
-    curvature(layer, dy, rows, true);
-  }
-  /// A micro-batch's input (A) or output gradient (G, g_side) whose
-  /// curvature the plan put in a later step of the cycle (the micro-batch's
-  /// buffers are overwritten by the next step): copied on the refresh step,
-  /// accumulated by curvature_saved where the plan placed the item, and at
-  /// the latest when the cycle finishes (in layer, factor, micro-batch order).
-  void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
-  void curvature_saved(int layer, int mb, bool g_side);
   /// Wait filling (AUTODDL_KFAC_FILL=waits; `placed` runs each item at its
   /// place; thread, the default, below): the local items (curvature of an
   /// unsplit operand; a reduction or inversion that is no collective) are
@@ -117,6 +100,8 @@ private:
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const float *v, int64_t rows, bool g_side);
+  void keep(int mb, int layer, const float *v, int64_t rows, bool g_side);
+  void add_kept(int layer, int mb, bool g_side);
   void accumulate(int layer, const float *v, int64_t rows, bool g_side);
   struct Saved {
     std::vector<float> v;

@@ -58,8 +58,6 @@ bool KfacRun::split_operand(int layer, bool g_side) const {
 }
 
 void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   accumulate(layer, v, rows, g_side);
 }
 
@@ -81,10 +79,8 @@ void KfacRun::accumulate(int layer, const act_t *v, int64_t rows, bool g_side) {
     rows_[size_t(layer)] += rows;
 }
 
-void KfacRun::save(int mb, int layer, const act_t *v, int64_t rows,
+void KfacRun::keep(int mb, int layer, const act_t *v, int64_t rows,
                    bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   const KfacLayer &l = layers_[size_t(layer)];
   int64_t width = g_side ? l.out : l.in;
   if (split_operand(layer, g_side))
@@ -106,9 +102,7 @@ void KfacRun::save(int mb, int layer, const act_t *v, int64_t rows,
   sv.live = true;
 }
 
-void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
-  if (!is_open(size_t(layer)))
-    return; // its cycle finished early (a save): nothing left to add
+void KfacRun::add_kept(int layer, int mb, bool g_side) {
   auto it = saved_.find({layer, g_side, mb});
   if (it == saved_.end() || !it->second.live)
     return;

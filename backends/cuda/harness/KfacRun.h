@@ -48,26 +48,10 @@ namespace autoddl::rt::harness {
 using KfacLayerSpec = KfacLayerSpecOf<Param>;
 using KfacProgram = KfacProgramOf<Param>;
 
-class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer> {
-  friend class KfacCycleRun<KfacRun, Param, KfacLayer>;
+class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer, act_t> {
+  friend class KfacCycleRun<KfacRun, Param, KfacLayer, act_t>;
 
 public:
-  /// One micro-batch of layer `layer` on a refresh step: its input x
-  /// [rows, in] (device, act_t) into A, its output gradient dy [rows, out]
-  /// into G (codegen/emit/KfacEmitter.cpp places the calls).
-  void curvature_A(int layer, const act_t *x, int64_t rows) {
-    curvature(layer, x, rows, false);
-  }
-  void curvature_G(int layer, const act_t *dy, int64_t rows) {
-    curvature(layer, dy, rows, true);
-  }
-  /// A micro-batch's input (A) or output gradient (G, g_side) whose
-  /// curvature the plan put in a later step of the cycle: copied (device to
-  /// device) on the refresh step, accumulated by curvature_saved where the
-  /// plan placed the item, and at the latest when the layer's factor is
-  /// reduced (in layer, factor, micro-batch order).
-  void save(int mb, int layer, const act_t *v, int64_t rows, bool g_side);
-  void curvature_saved(int layer, int mb, bool g_side);
   /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
   /// A no-op when the item has run (or no cycle is open). A reduction over
   /// Chimera's pipeline devices waits for the cycle's end, or the refresh
@@ -105,6 +89,8 @@ private:
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const act_t *v, int64_t rows, bool g_side);
+  void keep(int mb, int layer, const act_t *v, int64_t rows, bool g_side);
+  void add_kept(int layer, int mb, bool g_side);
   void accumulate(int layer, const act_t *v, int64_t rows, bool g_side);
   // Whether a factor's operand is split over tp (gathered to accumulate).
   bool split_operand(int layer, bool g_side) const;
