@@ -15,7 +15,7 @@
 #ifndef AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 
-#include "backends/common/KfacRefresh.h" // the inversions, kfac_refresh
+#include "backends/common/KfacLayerOps.h" // inversions, kfac_refresh
 #include "backends/common/KfacRules.h"
 
 #include <cstdint>
@@ -59,18 +59,11 @@ void kfac_symmetrize(float *F, int64_t d);
 void kfac_factor_all_reduce_mean(float *F, int64_t n, MPI_Comm comm);
 
 // The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
-// kfac_set_damping, kfac_zero_factors and kfac_refresh: KfacRefresh.h.
+// kfac_set_damping, kfac_zero_factors, kfac_refresh and kfac_precondition:
+// KfacLayerOps.h.
 
-/// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
-/// (dW [out,in], transpose_weight) or A^-1 dW G^-1 (dW [in,out]); db_out =
-/// G^-1 db (both bias pointers null: no bias). Without inverses (a layer not
-/// yet refreshed successfully) the gradient is copied unchanged. dW_out may
-/// not alias dW.
-void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &layer,
-                       bool transpose_weight);
-/// The same for a layer split over `tp` (split Out: this rank's rows of W's
-/// output dimension, and of the bias; split In: its columns of the input
+/// kfac_precondition for a layer split over `tp` (split Out: this rank's rows
+/// of W's output dimension, and of the bias; split In: its columns of the input
 /// dimension, the bias whole): gathers the gradient shards and computes this
 /// rank's block of the unsplit layer's preconditioned gradient, so every plan
 /// gets the one-device result. dW_out / db_out have the shard's shapes.

@@ -14,7 +14,7 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
 
-#include "backends/common/KfacRefresh.h" // the inversions, kfac_refresh
+#include "backends/common/KfacLayerOps.h" // inversions, kfac_refresh
 #include "backends/common/KfacRules.h"
 #include "backends/cuda/Runtime.h"
 
@@ -52,7 +52,8 @@ void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
 void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
 
 // The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
-// kfac_set_damping, kfac_zero_factors and kfac_refresh: KfacRefresh.h.
+// kfac_set_damping, kfac_zero_factors, kfac_refresh and kfac_precondition:
+// KfacLayerOps.h.
 
 /// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
 /// each factor's inversion is queued on a low-priority side stream where the
@@ -94,19 +95,13 @@ void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
 /// Waits for the side stream (before its buffers are freed).
 void kfac_refresh_drain();
 
-/// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1
-/// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs (TF32 in the
-/// bf16 build). Without inverses the gradient is copied. dW_out may alias dW
-/// (each sandwich's first GEMM reads dW, its second writes dW_out) where the
-/// layer has inverses; db_out may not alias db.
-void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &layer,
-                       bool transpose_weight);
-/// This rank's block of the unsplit layer's preconditioned gradient from its
-/// gradient shard (split Out: rows of the output dimension and of the bias;
-/// In: columns of the input dimension, the bias whole); the shards are
-/// all-gathered over `tp` first. dW_out may alias dW_shard only where
-/// nothing is gathered (split None or one rank), as kfac_precondition.
+/// kfac_precondition (KfacLayerOps.h) runs fp32 GEMMs here (TF32 in the bf16
+/// build). The split form: this rank's block of the unsplit layer's
+/// preconditioned gradient from its gradient shard (split Out: rows of the
+/// output dimension and of the bias; In: columns of the input dimension, the
+/// bias whole); the shards are all-gathered over `tp` first. dW_out may alias
+/// dW_shard only where nothing is gathered (split None or one rank), as
+/// kfac_precondition.
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &layer, bool transpose_weight,

@@ -1,9 +1,10 @@
-// One K-FAC layer's refresh, for either backend: the inversions each backend
-// defines on its memory (backends/cpu/kfac/Kfac.cpp on host floats,
-// backends/cuda/kfac/KfacInverse.cu on device pointers) over its KfacLayer,
-// and kfac_refresh, written once over them.
-#ifndef AUTODDL_BACKENDS_COMMON_KFACREFRESH_H
-#define AUTODDL_BACKENDS_COMMON_KFACREFRESH_H
+// The operations on one K-FAC layer that both backends define with one
+// signature on their memory (backends/cpu/kfac on host floats,
+// backends/cuda/kfac on device pointers) over their KfacLayer: the
+// inversions and the unsplit preconditioning; and kfac_refresh, written once
+// over them.
+#ifndef AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
+#define AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
 
 #include "backends/common/KfacRules.h"
 
@@ -33,6 +34,18 @@ void kfac_set_damping(KfacLayer &layer, double damping);
 /// step.
 void kfac_zero_factors(KfacLayer &layer);
 
+/// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
+/// (dW [out,in], transpose_weight) or A^-1 dW G^-1 (dW [in,out]); db_out =
+/// G^-1 db (both bias pointers null: no bias; db_out may not alias db).
+/// Without inverses (a layer not yet refreshed successfully) the gradient is
+/// copied unchanged. dW_out may alias dW on the GPU where the layer has
+/// inverses (each sandwich's first GEMM reads dW, its second writes dW_out),
+/// never on the CPU. Each backend's kfac_precondition_split does the same for
+/// a layer split over tensor parallelism.
+void kfac_precondition(float *dW_out, const float *dW, float *db_out,
+                       const float *db, const KfacLayer &layer,
+                       bool transpose_weight);
+
 /// A refresh of one layer whose factors are complete (accumulated over the
 /// step's micro-batches and reduced): pi-corrected damping from their traces,
 /// both inverses by the fallback policy (counted in stats), then the factors
@@ -51,4 +64,4 @@ void kfac_refresh(Layer &l, const KfacConfig &c, KfacStats &stats) {
 
 } // namespace autoddl::rt
 
-#endif // AUTODDL_BACKENDS_COMMON_KFACREFRESH_H
+#endif // AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
