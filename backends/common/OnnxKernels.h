@@ -48,22 +48,31 @@ inline void advance(Dims &pos, const Dims &shape) {
   }
 }
 
+/// For each element of a tensor of shape `shape` (row-major), offset(pos) of
+/// its position: the gather map of broadcasting, transposes and slices.
+template <typename Offset>
+Dims indexMap(const Dims &shape, const Offset &offset) {
+  Dims idx(size_t(numel(shape))), pos(shape.size(), 0);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    idx[k] = offset(pos);
+    advance(pos, shape);
+  }
+  return idx;
+}
+
 /// For each element of `out` (row-major), the offset of the element of `in`
 /// it reads under numpy broadcasting (`in` right-aligned, size-1 dimensions
 /// repeated). Assumes `in` broadcasts to `out`.
 inline Dims broadcastIndex(const Dims &in, const Dims &out) {
   const size_t r = out.size(), lead = r - in.size();
   const Dims inStrides = stridesOf(in);
-  Dims idx(size_t(numel(out))), pos(r, 0);
-  for (size_t k = 0; k < idx.size(); ++k) {
+  return indexMap(out, [&](const Dims &pos) {
     int64_t off = 0;
     for (size_t d = lead; d < r; ++d)
       if (in[d - lead] != 1)
         off += pos[d] * inStrides[d - lead];
-    idx[k] = off;
-    advance(pos, out);
-  }
-  return idx;
+    return off;
+  });
 }
 
 // ---- Elementwise unary -----------------------------------------------------
@@ -365,15 +374,12 @@ inline Dims transposeIndex(const Dims &xs, const Dims &perm) {
   for (size_t i = 0; i < r; ++i)
     ys[i] = xs[size_t(perm[i])];
   const Dims inStrides = stridesOf(xs);
-  Dims idx(size_t(numel(xs))), pos(r, 0);
-  for (size_t k = 0; k < idx.size(); ++k) {
+  return indexMap(ys, [&](const Dims &pos) {
     int64_t off = 0;
     for (size_t d = 0; d < r; ++d)
       off += pos[d] * inStrides[size_t(perm[d])];
-    idx[k] = off;
-    advance(pos, ys);
-  }
-  return idx;
+    return off;
+  });
 }
 /// y = x transposed by perm (y's dimension i is x's perm[i]).
 template <typename T>
@@ -441,15 +447,12 @@ inline std::string sliceWindow(const Dims &in, const Dims &starts,
 /// For each element of the slice (row-major), the offset in x of shape xs.
 inline Dims windowIndex(const Dims &xs, const Window &w) {
   const Dims strides = stridesOf(xs);
-  Dims idx(size_t(numel(w.shape))), pos(xs.size(), 0);
-  for (size_t k = 0; k < idx.size(); ++k) {
+  return indexMap(w.shape, [&](const Dims &pos) {
     int64_t off = 0;
     for (size_t d = 0; d < xs.size(); ++d)
       off += (w.begin[d] + pos[d] * w.step[d]) * strides[d];
-    idx[k] = off;
-    advance(pos, w.shape);
-  }
-  return idx;
+    return off;
+  });
 }
 template <typename T>
 void slice_forward(T *y, const T *x, const Dims &xs, const Window &w) {

@@ -1,8 +1,8 @@
 // Boxing collectives over MPI (see Collectives.h).
 #include "backends/cpu/Collectives.h"
 
-#include "backends/cpu/MpiCheck.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
+#include "backends/host/MpiCheck.h"
 
 #include <algorithm>
 #include <climits>
@@ -15,14 +15,6 @@
 
 namespace autoddl::rt {
 
-CommStats &comm_stats() {
-  static CommStats stats;
-  return stats;
-}
-
-static TraceRecorder *gCommTrace = nullptr;
-void set_comm_trace(TraceRecorder *recorder) { gCommTrace = recorder; }
-
 namespace {
 
 /// Times one collective into comm_stats() (and the trace) from construction to
@@ -30,15 +22,15 @@ namespace {
 class Record {
 public:
   Record(const char *kind, int64_t bytes)
-      : kind_(kind), bytes_(bytes),
-        traceStart_(gCommTrace ? gCommTrace->now_us() : 0) {}
+      : kind_(kind), bytes_(bytes), trace_(comm_trace()),
+        traceStart_(trace_ ? trace_->now_us() : 0) {}
   ~Record() {
     CollectiveStat &s = comm_stats()[kind_];
     s.calls += 1;
     s.bytes += bytes_;
     s.seconds += timer_.seconds() - excluded_;
-    if (gCommTrace)
-      gCommTrace->end(kind_, 1, traceStart_);
+    if (trace_)
+      trace_->end(kind_, 1, traceStart_);
   }
 
   /// Seconds spent on other work inside the call (a recv's wait hook): not
@@ -48,6 +40,7 @@ public:
 private:
   const char *kind_;
   int64_t bytes_;
+  TraceRecorder *trace_;
   double traceStart_;
   Timer timer_;
   double excluded_ = 0;
@@ -347,16 +340,14 @@ double world_sum_filling(double x, int site) {
 
 MPI_Request isend(const float *buf, int64_t n, int dest, int tag,
                   MPI_Comm comm) {
-  comm_stats()["send"].bytes += n * 4;
-  comm_stats()["send"].calls += 1;
+  comm_count("send", n * 4);
   MPI_Request r;
   mpiCheck(MPI_Isend(buf, mpiCount(n), MPI_FLOAT, dest, tag, comm, &r));
   return r;
 }
 
 MPI_Request irecv(float *buf, int64_t n, int source, int tag, MPI_Comm comm) {
-  comm_stats()["recv"].bytes += n * 4;
-  comm_stats()["recv"].calls += 1;
+  comm_count("recv", n * 4);
   MPI_Request r;
   mpiCheck(MPI_Irecv(buf, mpiCount(n), MPI_FLOAT, source, tag, comm, &r));
   return r;

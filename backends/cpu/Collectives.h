@@ -25,19 +25,14 @@
 #include "backends/common/Metrics.h"
 #include "backends/common/Tensor.h"
 #include "backends/common/Trace.h"
-#include "backends/cpu/MpiCheck.h" // comm_size, comm_rank
+#include "backends/host/CommStats.h" // comm_stats, set_comm_trace
+#include "backends/host/MpiCheck.h"  // comm_size, comm_rank
 
 #include <cstdint>
 #include <mpi.h>
 #include <vector>
 
 namespace autoddl::rt {
-
-/// Process-wide totals per collective kind ("all_reduce", "all_gather", ...).
-CommStats &comm_stats();
-/// When set (not null), every collective also records a trace event on tid 1
-/// ("comm").
-void set_comm_trace(TraceRecorder *recorder);
 
 
 // ---- local packing (no communication) ----

@@ -23,18 +23,12 @@ else()
     find_package(BLAS REQUIRED)
   endif()
   set(_rt ${AUTODDL_RUNTIME_ROOT}/backends)
-  add_library(autoddl_cpu_runtime STATIC
-    ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
-    ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
-    ${_rt}/common/Trace.cpp
-    ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Collectives.cpp ${_rt}/cpu/RunReport.cpp
-    ${_rt}/cpu/Checkpoint.cpp
+  include(${_rt}/common/RuntimeSources.cmake) # common, host and the shared harness
+  add_library(autoddl_cpu_runtime STATIC ${AUTODDL_SHARED_RUNTIME_SOURCES}
+    ${_rt}/cpu/Collectives.cpp
     ${_rt}/cpu/sparse/SparseReference.cpp
     ${_rt}/cpu/kfac/Kfac.cpp # K-FAC: LAPACK's potrf/potri from the same OpenBLAS
-    # The harness of generated programs: the host parts both backends share, and the CPU program's.
-    ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
-    ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
-    ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
+    # The CPU program's harness.
     ${_rt}/cpu/harness/Harness.cpp ${_rt}/cpu/harness/KfacRun.cpp)
   find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
   target_link_libraries(autoddl_cpu_runtime PUBLIC Threads::Threads)

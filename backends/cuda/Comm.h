@@ -33,9 +33,9 @@
 #ifndef AUTODDL_BACKENDS_CUDA_COMM_H
 #define AUTODDL_BACKENDS_CUDA_COMM_H
 
-#include "backends/common/Metrics.h" // CommStats
 #include "backends/common/Tensor.h"
 #include "backends/cuda/Runtime.h"
+#include "backends/host/CommStats.h" // comm_stats: counted as enqueued
 
 #include <cstdint>
 #include <map>
@@ -61,7 +61,7 @@ struct Comm {
   int size = 1, rank = 0;
 };
 
-/// MPI_Init (mpi_init of backends/cpu/Mesh.h), the local rank from
+/// MPI_Init (mpi_init of backends/host/Mesh.h), the local rank from
 /// OMPI_COMM_WORLD_LOCAL_RANK / LOCAL_RANK / SLURM_LOCALID, select_device,
 /// NCCL_NVLS_ENABLE=0 unless set, the world communicator, the fault hook and
 /// the watchdog. Throws std::runtime_error when there is no CUDA device.
@@ -74,9 +74,9 @@ const Comm &world();
 Comm comm_split(int color, int key);
 /// Destroys every communicator and stops the watchdog (before MPI_Finalize).
 void comm_finalize();
-/// This rank's collectives so far, calls and bytes per kind, counted as they
-/// are enqueued (declared with the CPU collectives too; HostComm.cpp).
-CommStats &comm_stats();
+/// Fails this rank here when AUTODDL_FAULT_INJECT names it and this step
+/// (GradSync::start_step calls it at every step's start).
+void comm_inject_fault();
 
 // ---- boxing collectives over tensor-parallel groups (compute_stream) ----
 

@@ -3,7 +3,7 @@
 
 #include "backends/common/FileIo.h"
 #include "backends/common/MiniJson.h"
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/MpiCheck.h"
 #include "backends/cuda/Runtime.h"
 
 #include <unordered_map>

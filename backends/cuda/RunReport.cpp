@@ -4,9 +4,9 @@
 #include "backends/common/FileIo.h"
 #include "backends/common/MiniJson.h"
 #include "backends/common/Trace.h"
-#include "backends/cpu/Collectives.h" // comm_stats, comm_size, comm_rank
-#include "backends/cpu/MpiCheck.h"
-#include "backends/cpu/RunReport.h" // gather_run_metrics, write_trace_fragments
+#include "backends/host/CommStats.h" // comm_stats
+#include "backends/host/MpiCheck.h"
+#include "backends/host/RunReport.h" // gather_run_metrics, write_trace_fragments
 
 #include <algorithm>
 #include <chrono>

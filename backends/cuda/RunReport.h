@@ -1,5 +1,5 @@
 // What a generated CUDA program reports (the CUDA form of
-// backends/cpu/RunReport.h): metrics.json with per-rank peak DEVICE memory and
+// backends/host/RunReport.h): metrics.json with per-rank peak DEVICE memory and
 // the model FLOPs utilisation, and a Chrome trace whose F/B/W events are timed
 // by CUDA events on compute_stream() (one process per rank, as on the CPU).
 #ifndef AUTODDL_BACKENDS_CUDA_RUNREPORT_H

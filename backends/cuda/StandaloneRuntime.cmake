@@ -28,16 +28,9 @@ set(_rt ${AUTODDL_RUNTIME_ROOT}/backends)
 file(GLOB _autoddl_cuda_sources ${_rt}/cuda/*.cu ${_rt}/cuda/*.cpp ${_rt}/cuda/kernels/*.cu
   ${_rt}/cuda/sparse/*.cu ${_rt}/cuda/kfac/*.cu)
 list(SORT _autoddl_cuda_sources)
-add_library(autoddl_cuda_runtime STATIC
-  ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
-  ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
-  ${_rt}/common/Trace.cpp
-  ${_rt}/cpu/Mesh.cpp ${_rt}/cpu/Checkpoint.cpp ${_rt}/cpu/RunReport.cpp
-  # The harness of generated programs: the host parts both backends share, and the CUDA program's.
-  ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
-  ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
-  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
-  ${_rt}/cuda/harness/Harness.cpp ${_rt}/cuda/harness/KfacRun.cpp
+include(${_rt}/common/RuntimeSources.cmake) # common, host and the shared harness
+add_library(autoddl_cuda_runtime STATIC ${AUTODDL_SHARED_RUNTIME_SOURCES}
+  ${_rt}/cuda/harness/Harness.cpp ${_rt}/cuda/harness/KfacRun.cpp # the CUDA program's harness
   ${_autoddl_cuda_sources})
 target_include_directories(autoddl_cuda_runtime PUBLIC ${AUTODDL_RUNTIME_ROOT} ${AUTODDL_NCCL_INCLUDE})
 target_compile_features(autoddl_cuda_runtime PUBLIC cxx_std_17)

@@ -15,8 +15,8 @@ root=$(cd "$here/../.." && pwd)
 rm -rf "$w" && mkdir -p "$w/nompi"
 fail() { echo "FAIL: $*"; exit 1; }
 sources=("$here/tcp_bootstrap_test.cpp" "$root/backends/cuda/Bootstrap.cpp"
-  "$root/backends/cuda/MpiRoute.cpp" "$root/backends/cuda/HostComm.cpp")
-for f in cpu/Mesh cpu/Checkpoint common/Safetensors common/FileIo common/MiniJson common/Init; do
+  "$root/backends/cuda/MpiRoute.cpp" "$root/backends/host/CommStats.cpp")
+for f in host/Mesh host/Checkpoint common/Safetensors common/FileIo common/MiniJson common/Init; do
   sources+=("$root/backends/$f.cpp")
 done
 cp "$root/backends/cuda/NoMpi.h" "$w/nompi/mpi.h"

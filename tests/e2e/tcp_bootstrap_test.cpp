@@ -8,8 +8,8 @@
 //                             more) wait in MPI_Recv and must be stopped
 //   tcp_bootstrap_test crash  rank 1 exits without a word; likewise
 // Prints "rank R ok" and exits 0 when every check passes.
-#include "backends/cpu/Checkpoint.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Checkpoint.h"
+#include "backends/host/Mesh.h"
 #include "backends/cuda/Bootstrap.h"
 
 #include <mpi.h>

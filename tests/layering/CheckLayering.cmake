@@ -1,7 +1,10 @@
 # The runtime sits at the bottom (README "Layout"): no file under ${ROOT}/backends includes a
 # header of a layer above it (codegen/, planner/, cost_model/, ir/, tools/, driver/), and no
-# CMake file there links one of their libraries. Prints every offending file and line; fails
-# when there is one.
+# CMake file there links one of their libraries. Inside the runtime, from the bottom up:
+# backends/common (plain C++) includes no backend; backends/host (the MPI host layer) only
+# backends/common; backends/common/harness also backends/host; backends/cpu and backends/cuda
+# each includes neither the other nor anything of the other's. Prints every offending file and
+# line; fails when there is one.
 #   cmake -DROOT=<source root> -P CheckLayering.cmake
 if(NOT ROOT OR NOT IS_DIRECTORY "${ROOT}/backends")
   message(FATAL_ERROR "CheckLayering.cmake: -DROOT=<dir with a backends/ folder> required, got '${ROOT}'")
@@ -21,6 +24,26 @@ foreach(f IN LISTS _files)
       message(STATUS "${_rel}: ${h}")
       math(EXPR _bad "${_bad} + 1")
     endforeach()
+    # The runtime's own folders a file here may not include.
+    set(_forbidden "")
+    if(_rel MATCHES "^backends/common/harness/")
+      set(_forbidden "cpu|cuda")
+    elseif(_rel MATCHES "^backends/common/")
+      set(_forbidden "host|cpu|cuda")
+    elseif(_rel MATCHES "^backends/host/")
+      set(_forbidden "cpu|cuda")
+    elseif(_rel MATCHES "^backends/cpu/")
+      set(_forbidden "cuda")
+    elseif(_rel MATCHES "^backends/cuda/")
+      set(_forbidden "cpu")
+    endif()
+    if(_forbidden)
+      file(STRINGS "${f}" _hits REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]backends/(${_forbidden})/")
+      foreach(h IN LISTS _hits)
+        message(STATUS "${_rel}: ${h} (backends/ layering)")
+        math(EXPR _bad "${_bad} + 1")
+      endforeach()
+    endif()
   elseif(_name STREQUAL "CMakeLists.txt" OR _name MATCHES "\\.cmake$")
     math(EXPR _checked "${_checked} + 1")
     file(STRINGS "${f}" _hits REGEX "(^|[^A-Za-z0-9_])autoddl_(${_libraries})([^A-Za-z0-9_]|$)")
@@ -35,6 +58,7 @@ if(_checked EQUAL 0)
 endif()
 if(_bad GREATER 0)
   message(FATAL_ERROR "${_bad} include(s) or link(s) under ${ROOT}/backends reach above the "
-                      "runtime (${_layers}); move that code up (driver/, cost_model/)")
+                      "runtime (${_layers}; move that code up: driver/, cost_model/) or across "
+                      "its folders (common < host < cpu, cuda; move it down)")
 endif()
 message(STATUS "layering: ${_checked} files under ${ROOT}/backends include only the runtime")

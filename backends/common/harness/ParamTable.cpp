@@ -1,6 +1,8 @@
 //===- ParamTable.cpp - a generated program's parameter table ------------===//
 #include "backends/common/harness/ParamTable.h"
 
+#include "backends/common/Zero.h" // zero_padded_size
+
 #include <stdexcept>
 
 namespace autoddl::rt::harness {
@@ -28,7 +30,7 @@ void lay_out(ParamBlock &b, const char *name, const Shape &full, int split_dim,
   b.n = b.slice.numel();
   const int64_t largest =
       param_slice(full, split_dim, segments, spec.tp, 0).numel();
-  b.padded = (largest + spec.dp - 1) / spec.dp * spec.dp; // zero_padded_size
+  b.padded = zero_padded_size(largest, spec.dp);
 }
 
 int device_group(uint64_t devices, std::vector<uint64_t> &seen, bool &is_new) {

@@ -76,6 +76,25 @@ void lay_out(const ParamSpecOf<ParamT> &s, const ProgramSpec &spec, int64_t rtp,
 /// -1 when one device holds it. Throws past 64 groups.
 int device_group(uint64_t devices, std::vector<uint64_t> &seen, bool &is_new);
 
+/// The communicators of those groups, either backend's CommT: of(devices,
+/// make) is the group's communicator, make(group) making it when the group
+/// is new (on every rank, in parameter order); null for a parameter one
+/// device holds.
+template <typename CommT> class DeviceGroups {
+public:
+  template <typename Make> const CommT *of(uint64_t devices, Make make) {
+    bool is_new = false;
+    const int group = device_group(devices, seen_, is_new);
+    if (is_new)
+      comms_.push_back(make(group));
+    return group >= 0 ? &comms_[size_t(group)] : nullptr;
+  }
+
+private:
+  std::vector<uint64_t> seen_;
+  std::vector<CommT> comms_;
+};
+
 } // namespace autoddl::rt::harness
 
 #endif // AUTODDL_BACKENDS_COMMON_HARNESS_PARAMTABLE_H

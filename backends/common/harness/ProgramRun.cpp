@@ -2,7 +2,7 @@
 #include "backends/common/harness/ProgramRun.h"
 
 #include "backends/common/FileIo.h"
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/MpiCheck.h"
 
 #include <cerrno>
 #include <cmath>

@@ -15,8 +15,8 @@
 #include "backends/common/harness/Options.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Spec.h"
-#include "backends/cpu/Checkpoint.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Checkpoint.h"
+#include "backends/host/Mesh.h"
 
 #include <memory>
 
@@ -32,6 +32,30 @@ struct StepCounts {
   double (*loss_sum)() = nullptr;
   double (*correct)() = nullptr;
   double (*heldout_correct)() = nullptr;
+};
+
+template <typename ParamT> struct KfacProgramOf; // KfacProgram.h
+
+/// A generated program, either backend's (ParamT: its Param): its plan's
+/// constants, its parameter table, and the functions generated for its plan.
+/// The CUDA program also frees its device buffers, configures its gradient
+/// buckets, preloads a step graph's inputs and pads a vocabulary; the CPU
+/// program leaves those null.
+template <typename ParamT> struct ProgramOf {
+  ProgramSpec spec;
+  // A K-FAC plan's layers (else null).
+  const KfacProgramOf<ParamT> *kfac = nullptr;
+  std::vector<ParamSpecOf<ParamT>> params;
+  void (*allocate_stages)() = nullptr;          // the stages this rank runs
+  void (*run_schedule)(int64_t step) = nullptr; // this device's instructions
+  bool (*grad_partial_over_tp)(const ParamT &) = nullptr; // summed over tp
+  StepCounts counts;
+  // The CUDA program's.
+  void (*free_stages)() = nullptr;                   // their device buffers
+  void (*free_params)() = nullptr;                   // the parameters' buffers
+  void (*configure_grad_sync)() = nullptr;           // the gradient buckets
+  void (*preload_inputs)(int64_t step) = nullptr;    // ahead of a step graph
+  int64_t (*device_numel)(const ParamT &) = nullptr; // a padded vocabulary
 };
 
 /// One backend's part of a run. Every call is made on every rank.

@@ -2,13 +2,13 @@
 #include "backends/cpu/harness/Harness.h"
 
 #include "backends/common/Init.h"
-#include "backends/cpu/Checkpoint.h"
 #include "backends/cpu/Collectives.h"
-#include "backends/cpu/MpiCheck.h"
 #include "backends/cpu/Optimizer.h"
-#include "backends/cpu/RunReport.h"
 #include "backends/cpu/Zero.h"
 #include "backends/cpu/harness/KfacRun.h"
+#include "backends/host/Checkpoint.h"
+#include "backends/host/MpiCheck.h"
+#include "backends/host/RunReport.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -271,27 +271,23 @@ private:
   bool kfac_on_ = false;
 
   void init_params() {
-    std::vector<uint64_t> seen;
-    std::vector<MPI_Comm> comms;
+    DeviceGroups<MPI_Comm> groups;
     for (const ParamSpec &ps : p_.params) {
       Param &p = *ps.p;
       lay_out(ps, s_, g.rtp, g.rpp);
-      // Devices sharing the parameter sum its gradient: one communicator per
-      // set of devices, created in parameter order on every rank.
-      bool is_new = false;
-      const int group = device_group(ps.devices, seen, is_new);
-      if (is_new) {
-        comms.push_back(MPI_COMM_NULL);
-        mpiCheck(MPI_Comm_split(g.pp, p.held ? 0 : MPI_UNDEFINED, int(g.rpp),
-                                &comms.back()));
-      }
-      if (group >= 0)
-        p.devices = comms[size_t(group)];
+      // Devices sharing the parameter sum its gradient over theirs.
+      if (const MPI_Comm *c = groups.of(ps.devices, [&](int) {
+            MPI_Comm made = MPI_COMM_NULL;
+            mpiCheck(MPI_Comm_split(g.pp, p.held ? 0 : MPI_UNDEFINED,
+                                    int(g.rpp), &made));
+            return made;
+          }))
+        p.devices = *c;
       if (!p.held)
         continue;
       p.value.assign(size_t(p.padded), 0.0f);
       p.grad.assign(size_t(p.padded), 0.0f);
-      const int64_t state = s_.zero ? p.padded / s_.dp : p.n;
+      const int64_t state = zero_state_size(p.n, p.padded, s_.zero, s_.dp);
       p.m.assign(size_t(state), 0.0f);
       p.v.assign(size_t(state), 0.0f);
       if (std::strcmp(ps.init, "ones") == 0)

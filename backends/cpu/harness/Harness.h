@@ -17,12 +17,12 @@
 #include "backends/common/Tensor.h"
 #include "backends/common/Trace.h"
 #include "backends/common/harness/DataOrder.h"
-#include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
+#include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/Spec.h"
-#include "backends/cpu/Mesh.h"
 #include "backends/cpu/kernels/Sparse.h" // Csr
+#include "backends/host/Mesh.h"
 
 #include <memory>
 #include <vector>
@@ -94,20 +94,8 @@ const float *graph_features();
 const int32_t *graph_labels();
 const int32_t *graph_heldout_labels();
 
-/// A generated program: its plan's constants, its parameter table, and the
-/// functions generated for its plan.
-template <typename ParamT> struct KfacProgramOf; // common/harness/KfacProgram.h
-
-struct Program {
-  ProgramSpec spec;
-  // A K-FAC plan's layers (else null).
-  const KfacProgramOf<Param> *kfac = nullptr;
-  std::vector<ParamSpec> params;
-  void (*allocate_stages)() = nullptr;          // the stages this rank runs
-  void (*run_schedule)(int64_t step) = nullptr; // this device's instructions
-  bool (*grad_partial_over_tp)(const Param &) = nullptr; // summed over tp
-  StepCounts counts;
-};
+/// A generated program (common/harness/ProgramRun.h).
+using Program = ProgramOf<Param>;
 
 /// main() of a generated CPU program.
 int run_program(int argc, char **argv, const Program &program);

@@ -28,8 +28,6 @@ KfacRun kfac;
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
 void KfacRun::curvature(int layer, const float *v, int64_t rows, bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::Curvature, layer, g_side);
     q.v = v;
@@ -202,10 +200,10 @@ void KfacRun::end_schedule() {
       q.v = nullptr;
     }
   for (size_t i = 0; fill_waits_ && i < specs_.size(); ++i)
-    if (specs_[i].weight->held && due(i) && pending_[i].open && local_refresh(i))
-        for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
-          for (bool g : {false, true})
-            queue_.push_back(Queued(k, int(i), g));
+    if (specs_[i].weight->held && due(i) && is_open(i) && local_refresh(i))
+      for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
+        for (bool g : {false, true})
+          queue_.push_back(Queued(k, int(i), g));
   // The item running may read a buffer the next step overwrites.
   if (fill_thread_) {
     cv_.notify_all();
@@ -258,10 +256,8 @@ RecvWaitWork run_queued_kfac_item(double budget_s) {
 }
 } // namespace
 
-void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
+void KfacRun::keep(int mb, int layer, const float *v, int64_t rows,
                    bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   const KfacLayer &l = layers_[size_t(layer)];
   int64_t width = g_side ? l.out : l.in;
   if (tp_ > 1 &&
@@ -273,9 +269,7 @@ void KfacRun::save(int mb, int layer, const float *v, int64_t rows,
   s.rows = rows;
 }
 
-void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
-  if (!pending_[size_t(layer)].open)
-    return; // its cycle finished early (a save): nothing to queue
+void KfacRun::add_kept(int layer, int mb, bool g_side) {
   if (fill_waits_ && local_curvature(layer, g_side)) {
     Queued q(Queued::CurvatureSaved, layer, g_side);
     q.mb = mb;
@@ -291,7 +285,7 @@ void KfacRun::curvature_saved_now(int layer, int mb, bool g_side) {
   {
     std::lock_guard<std::mutex> lock(saved_mu_);
     auto it = saved_.find({layer, g_side, mb});
-    if (!pending_[size_t(layer)].open || it == saved_.end())
+    if (!is_open(size_t(layer)) || it == saved_.end())
       return;
     s = std::move(it->second);
     saved_.erase(it);
@@ -299,11 +293,15 @@ void KfacRun::curvature_saved_now(int layer, int mb, bool g_side) {
   accumulate(layer, s.v.data(), s.rows, g_side);
 }
 
-void KfacRun::flush_saved(const std::function<bool(size_t)> &ending) {
+// Before the cycles of `ending` close (in layer-table order): what is queued,
+// then their saved operands in (layer, factor, micro-batch) order.
+void KfacRun::finishing(const std::vector<size_t> &ending) {
+  drain();
   std::lock_guard<std::mutex> lock(saved_mu_); // after drain: for the record
   for (auto it = saved_.begin(); it != saved_.end();) {
     const int layer = std::get<0>(it->first);
-    if (!ending(size_t(layer))) {
+    if (std::find(ending.begin(), ending.end(), size_t(layer)) ==
+        ending.end()) {
       ++it;
       continue;
     }
@@ -334,7 +332,7 @@ void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
   stop_worker(); // a thread of an earlier setup, before the state it reads
-  KfacRunBase::setup(p, o, s);
+  KfacCycleRun::setup(p, o, s);
   const char *fill = std::getenv("AUTODDL_KFAC_FILL");
   // thread by default: measured, the fixed places stall the pipeline where
   // the run's bubbles differ from the plan's, and whole items fill the waits
@@ -368,59 +366,43 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
   }
 }
 
-// Per layer, on its own K: the inverses of the cycle that ended are installed,
-// then a refresh step opens the next cycle.
-void KfacRun::begin_step(int64_t step) {
-  step_ = step;
-  KfacRunBase::begin_step(step);
-  finish_cycle(step); // already done at the previous step's end, or by a save
-  // Nothing queued runs into a cycle opened below (the filling thread reads
-  // the Pending this writes).
+// Nothing queued runs into a cycle opened now (the filling thread reads the
+// Pending that open() writes).
+void KfacRun::opening() {
   if (due_)
     drain();
-  for (size_t i = 0; i < specs_.size(); ++i) {
+}
+
+// The installed inverses, the fallback of a failed inversion.
+void KfacRun::open(size_t i) {
+  Pending &p = pending_[i];
+  const KfacLayer &l = layers_[i];
+  p.A_inv = l.A_inv;
+  p.G_inv = l.G_inv;
+  p.a_valid = l.a_valid;
+  p.g_valid = l.g_valid;
+}
+
+void KfacRun::install(const std::vector<size_t> &due) {
+  for (size_t i : due) {
     Pending &p = pending_[i];
     KfacLayer &l = layers_[i];
-    if (!specs_[i].weight->held || !p.present ||
-        !kfac_install_due(step, refresh_[i]))
-      continue;
     std::swap(l.A_inv, p.A_inv);
     std::swap(l.G_inv, p.G_inv);
     l.a_valid = p.a_valid;
     l.g_valid = p.g_valid;
-    p.present = false;
-  }
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!specs_[i].weight->held || !due(i))
-      continue;
-    Pending &p = pending_[i];
-    const KfacLayer &l = layers_[i];
-    p.A_inv = l.A_inv;
-    p.G_inv = l.G_inv;
-    p.a_valid = l.a_valid;
-    p.g_valid = l.g_valid;
-    p.present = true;
-    p.reduced[0] = p.reduced[1] = p.inverted[0] = p.inverted[1] = false;
-    p.damped = false;
-    p.open = true;
   }
 }
 
-// Raw sums -> this rank's mean over its rows (G scaled back from the loss's
-// mean: every rank holding the layer saw rows_ rows of the loss), then the
-// mean over every rank holding the layer. Assumes the layer's curvature of
-// the cycle has run on this rank (codegen places the items after it).
-bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
-  const KfacLayerSpec &s = specs_[i];
-  Pending &p = pending_[i];
-  if (!p.open || !s.weight->held || p.reduced[f])
-    return true;
-  // Chimera's copies live on two pipeline devices with different lists: one
-  // canonical order only at the step end.
-  if (bubble && s.weight->devices != MPI_COMM_NULL)
-    return false;
-  // Saved curvature of this layer not accumulated yet (an item the placement
-  // put after this one): now, in the canonical order, before rows_ is read.
+int KfacRun::device_replicas(size_t i) const {
+  const MPI_Comm devices = specs_[i].weight->devices;
+  return devices == MPI_COMM_NULL ? 1 : comm_size(devices);
+}
+
+// Saved curvature of this layer not accumulated yet (an item the placement
+// put after the reduction): now, in the canonical order, before rows_ is
+// read.
+void KfacRun::flush_saved(size_t i) {
   std::vector<std::pair<bool, Saved>> mine; // (G, operand), in map order
   {
     std::lock_guard<std::mutex> lock(saved_mu_);
@@ -434,19 +416,17 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   }
   for (auto &[g_side, sv] : mine)
     accumulate(int(i), sv.v.data(), sv.rows, g_side);
+}
+
+// The sum is complete: the upper triangle mirrored, scaled to this rank's
+// mean, then the mean over every rank holding the layer.
+void KfacRun::reduce(size_t i, int f, float scale) {
+  const KfacLayerSpec &s = specs_[i];
   KfacLayer &l = layers_[i];
-  int replicas = 1;
-  if (s.weight->devices != MPI_COMM_NULL)
-    MPI_Comm_size(s.weight->devices, &replicas);
-  if (s.rows_over_tp)
-    replicas *= int(tp_);
-  const int64_t rows = rows_[i];
-  const KfacScales sc =
-      kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
   std::vector<float> &F = f ? l.G : l.A;
-  kfac_symmetrize(F.data(), f ? l.out : l.in); // the sum is complete
+  kfac_symmetrize(F.data(), f ? l.out : l.in);
   for (float &v : F)
-    v *= f ? sc.g : sc.a;
+    v *= scale;
   // Traced under the plan's item names (reduce_A, ...; inspect --trace).
   const double t0 = trace.now_us();
   const int64_t n = int64_t(F.size());
@@ -457,49 +437,33 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   if (s.weight->devices != MPI_COMM_NULL)
     kfac_factor_all_reduce_mean(F.data(), n, s.weight->devices);
   trace.end(std::string(f ? "reduce_G " : "reduce_A ") + s.name, 1, t0);
-  p.reduced[f] = true;
-  return true;
 }
 
 // Into the pending inverse, so the installed one stays in use until s+K.
-void KfacRun::invert_factor(size_t i, int f, bool bubble) {
-  const KfacLayerSpec &s = specs_[i];
-  Pending &p = pending_[i];
-  if (!p.open || !s.weight->held || p.inverted[f])
-    return;
-  // π needs both factors reduced; a reduction that is a collective runs only
-  // where its own item (or the step end) puts it.
-  const bool collective = dp_ > 1 || (s.rows_over_tp && tp_ > 1) ||
-                          s.weight->devices != MPI_COMM_NULL;
-  for (int h : {0, 1})
-    if (!p.reduced[h] && (bubble && collective))
-      return;
-  for (int h : {0, 1})
-    if (!reduce_factor(i, h, bubble))
-      return;
+void KfacRun::invert(size_t i, int f, bool first) {
   KfacLayer &l = layers_[i];
-  if (!p.damped) {
+  Pending &p = pending_[i];
+  if (first)
     kfac_set_damping(l, c_.damping);
-    p.damped = true;
-  }
   const double t0 = trace.now_us();
   p.outcome[f] = f ? kfac_invert_factor(p.G_inv.data(), l.G.data(), l.out,
                                         l.damping.g, p.g_valid)
                    : kfac_invert_factor(p.A_inv.data(), l.A.data(), l.in,
                                         l.damping.a, p.a_valid);
-  trace.end(std::string(f ? "inv_G " : "inv_A ") + s.name, 0, t0);
-  p.inverted[f] = true;
-  if (p.inverted[0] && p.inverted[1]) {
-    kfac_record_refresh(p.outcome[0], p.outcome[1], p.a_valid, p.g_valid,
-                        stats_);
-    std::fill(l.A.begin(), l.A.end(), 0.0f);
-    std::fill(l.G.begin(), l.G.end(), 0.0f);
-    rows_[i] = 0;
-  }
+  trace.end(std::string(f ? "inv_G " : "inv_A ") + specs_[i].name, 0, t0);
+}
+
+// Counted when computed; the next refresh sums anew.
+void KfacRun::inverted(size_t i) {
+  Pending &p = pending_[i];
+  KfacLayer &l = layers_[i];
+  kfac_record_refresh(p.outcome[0], p.outcome[1], p.a_valid, p.g_valid, stats_);
+  kfac_zero_factors(l);
+  rows_[i] = 0;
 }
 
 void KfacRun::reduce_item(int layer, bool g) {
-  if (!pending_[size_t(layer)].open)
+  if (!is_open(size_t(layer)))
     return; // done, or its cycle finished early (a save)
   if (fill_waits_ && local_refresh(size_t(layer))) {
     enqueue(Queued(Queued::Reduce, layer, g));
@@ -510,7 +474,7 @@ void KfacRun::reduce_item(int layer, bool g) {
 }
 
 void KfacRun::invert_item(int layer, bool g) {
-  if (!pending_[size_t(layer)].open)
+  if (!is_open(size_t(layer)))
     return;
   if (fill_waits_ && local_refresh(size_t(layer))) {
     enqueue(Queued(Queued::Invert, layer, g));
@@ -518,31 +482,6 @@ void KfacRun::invert_item(int layer, bool g) {
   }
   drain();
   invert_factor(size_t(layer), g ? 1 : 0, true);
-}
-
-// What the bubbles left: in layer-table order on every rank holding a layer,
-// so the dp, tp and device communicators see one order (the layers ending
-// at a step are the same on every rank: K is the layer's).
-void KfacRun::finish_cycle(int64_t next) {
-  auto ending = [&](size_t i) {
-    return pending_[i].open && (next < 0 || next % refresh_[i] == 0);
-  };
-  bool any = false;
-  for (size_t i = 0; i < specs_.size() && !any; ++i)
-    any = ending(i);
-  if (!any)
-    return;
-  drain();
-  flush_saved(ending);
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!ending(i))
-      continue;
-    reduce_factor(i, 0, false);
-    reduce_factor(i, 1, false);
-    invert_factor(i, 0, false);
-    invert_factor(i, 1, false);
-    pending_[i].open = false;
-  }
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
@@ -568,19 +507,15 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
     trace.end(std::string("precond ") + s.name, 0, t0);
   }
-  // The rule on every parameter (the rest first-order, as PipeFisher).
-  for (const ParamSpec &ps : params) {
-    Param &p = *ps.p;
-    if (!p.held)
-      continue;
-    // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
-    // norms over tp.
-    if (c_.rule == KfacRule::Lamb)
-      kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
-                     c_, t, tp_ > 1 && p.split_dim >= 0 ? g.tp : MPI_COMM_NULL);
-    else
-      kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
-  }
+  apply_rule(params, t);
+}
+
+void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
+  if (c_.rule == KfacRule::Lamb)
+    kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
+                   c_, t, norms_over_tp ? g.tp : MPI_COMM_NULL);
+  else
+    kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
@@ -621,8 +556,7 @@ void KfacRun::restored() {
       Pending &p = pending_[i];
       p.a_valid = nonzero(p.A_inv);
       p.g_valid = nonzero(p.G_inv);
-      p.present = p.a_valid || p.g_valid; // installed at the next s+K
-      p.open = false;
+      loaded(i, p.a_valid || p.g_valid); // installed at the next s+K
     }
 }
 

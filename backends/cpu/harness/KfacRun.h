@@ -4,12 +4,13 @@
 // lists its K-FAC layers (the linear layers the plan preconditions) and calls
 // kfac_curvature_A / _G per micro-batch where the plan placed the items.
 // On a refresh step s of the layer (step % K == 0, K the layer's own: each
-// pipeline device's layers refresh on the device's K) that call accumulates the layer's
-// factors; kfac_reduce / kfac_invert, placed in the bubbles of steps
+// pipeline device's layers refresh on the device's K) that call accumulates the
+// layer's factors; kfac_reduce / kfac_invert, placed in the bubbles of steps
 // s..s+K-1 as the plan says, reduce them over every rank holding the layer
 // (dp replicas, tp) and invert them into pending inverses; what is left runs
 // at the end of step s+K-1 in layer-table order, and the pending inverses
-// are installed at the start of step s+K (kfac_install_due). Every step then
+// are installed at the start of step s+K (kfac_install_due): the cycle of
+// backends/common/harness/KfacCycle.h, on host floats. Every step then
 // preconditions the K-FAC layers' gradients with the installed inverses and
 // applies the rule (momentum SGD or LAMB) to every parameter.
 //
@@ -17,11 +18,11 @@
 #ifndef AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
 #define AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
 
-#include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
-#include "backends/cpu/Checkpoint.h"             // CheckpointEntry
-#include "backends/cpu/Collectives.h"            // RecvWaitWork
+#include "backends/common/harness/KfacCycle.h" // KfacCycleRun
+#include "backends/cpu/Collectives.h"          // RecvWaitWork
 #include "backends/cpu/harness/Harness.h"
 #include "backends/cpu/kfac/Kfac.h"
+#include "backends/host/Checkpoint.h" // CheckpointEntry
 
 #include <condition_variable>
 #include <deque>
@@ -38,37 +39,22 @@ namespace autoddl::rt::harness {
 using KfacLayerSpec = KfacLayerSpecOf<Param>;
 using KfacProgram = KfacProgramOf<Param>;
 
-class KfacRun : public KfacRunBase<Param, KfacLayer> {
+class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer, float> {
+  friend class KfacCycleRun<KfacRun, Param, KfacLayer, float>;
+
 public:
-  /// One micro-batch of layer `layer` on a refresh step: its input x
-  /// [rows, in] into A (after the forward), its output gradient dy [rows, out]
-  /// into G (after the backward); the calls sit where the plan placed the
-  /// items (codegen/emit/KfacEmitter.cpp).
-  void curvature_A(int layer, const float *x, int64_t rows) {
-    curvature(layer, x, rows, false);
-  }
-  void curvature_G(int layer, const float *dy, int64_t rows) {
-    curvature(layer, dy, rows, true);
-  }
-  /// A micro-batch's input (A) or output gradient (G, g_side) whose
-  /// curvature the plan put in a later step of the cycle (the micro-batch's
-  /// buffers are overwritten by the next step): copied on the refresh step,
-  /// accumulated by curvature_saved where the plan placed the item, and at
-  /// the latest when the cycle finishes (in layer, factor, micro-batch order).
-  void save(int mb, int layer, const float *v, int64_t rows, bool g_side);
-  void curvature_saved(int layer, int mb, bool g_side);
   /// Wait filling (AUTODDL_KFAC_FILL=waits; `placed` runs each item at its
-  /// place; thread, the default, below): the local items (curvature of an unsplit operand; a
-  /// reduction or inversion that is no collective) are queued where the plan
-  /// placed them instead of run there, and run while the rank waits for a
-  /// pipeline receive (set_recv_wait_hook): one at a time, each only if its
-  /// duration (measured the last time the same item ran) fits the wait's
-  /// budget, in queue order within a layer (so every factor accumulates in
-  /// the plan's order and the results are those of `placed`), across layers
-  /// the first that fits. What the step's waits leave stays queued for the
-  /// next steps' waits (a curvature operand copied first, end_schedule) until
-  /// the cycle's end, which runs the rest (finish_cycle); a collective item
-  /// runs what is queued first. True when one item ran.
+  /// place; thread, the default, below): the local items (curvature of an
+  /// unsplit operand; a reduction or inversion that is no collective) are
+  /// queued where the plan placed them instead of run there, and run while the
+  /// rank waits for a pipeline receive (set_recv_wait_hook): one at a time,
+  /// each only if its duration (measured the last time the same item ran) fits
+  /// the wait's budget, in queue order within a layer (so every factor
+  /// accumulates in the plan's order and the results are those of `placed`),
+  /// across layers the first that fits. What the step's waits leave stays
+  /// queued for the next steps' waits (a curvature operand copied first,
+  /// end_schedule) until the cycle's end, which runs the rest (finish_cycle); a
+  /// collective item runs what is queued first. True when one item ran.
   ///
   /// Thread filling (AUTODDL_KFAC_FILL=thread): the same queue, run in queue
   /// order by a second thread of the rank at SCHED_IDLE on the rank's core, so
@@ -87,16 +73,6 @@ public:
   ~KfacRun();
   /// The base's setup, and the pending inverses of the held layers.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
-  /// Before the step's schedule: installs the pending inverses on an install
-  /// step, then opens the refresh cycle on a refresh step.
-  void begin_step(int64_t step);
-  /// The step's place in this rank's refresh cycle, 0..K-1 (kfac_phase();
-  /// K: rank_refresh(), the cycle the plan placed the device's items in);
-  /// -1 on a rank whose layers have different K (no placed item runs at its
-  /// place: each at its layer's cycle end, or on the filling thread).
-  int64_t phase() const {
-    return rank_refresh_ > 0 ? step_ % rank_refresh_ : -1;
-  }
   /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
   /// A no-op when the item has run (or no cycle is open). A reduction over
   /// Chimera's pipeline devices waits for the step end (the two devices run
@@ -124,15 +100,14 @@ private:
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const float *v, int64_t rows, bool g_side);
+  void keep(int mb, int layer, const float *v, int64_t rows, bool g_side);
+  void add_kept(int layer, int mb, bool g_side);
   void accumulate(int layer, const float *v, int64_t rows, bool g_side);
   struct Saved {
     std::vector<float> v;
     int64_t rows = 0;
   };
   std::map<std::tuple<int, bool, int>, Saved> saved_; // layer, G, micro-batch
-  // The saved operands of the layers `ending` says, in (layer, factor,
-  // micro-batch) order.
-  void flush_saved(const std::function<bool(size_t)> &ending);
   void curvature_saved_now(int layer, int mb, bool g_side);
   // Whether a layer's factor curvature, or its reductions and inversions,
   // involve no collective (what wait filling may move).
@@ -168,10 +143,12 @@ private:
   /// keep moving (progress_sends).
   void await_filler(std::unique_lock<std::mutex> &lock,
                     const std::function<bool()> &done);
+
 public:
   /// Stops the filling thread (what is queued is dropped): the harness's
   /// shutdown, before MPI is finalised and the program's statics go.
   void stop_worker();
+
 private:
   std::thread worker_;
   std::mutex mu_;
@@ -180,24 +157,26 @@ private:
   std::mutex saved_mu_; // saved_, which both threads use
   std::deque<Queued> queue_;
   std::map<std::tuple<int, int, bool>, double> seconds_; // last duration
-  // Per layer, the open cycle's progress and its inverses-to-be (copies of
-  // the installed ones at the cycle's start: the fallback keeps those).
+  // Per layer, the open cycle's inverses-to-be (copies of the installed
+  // ones at the cycle's start: the fallback keeps those).
   struct Pending {
     std::vector<float> A_inv, G_inv;
-    bool a_valid = false, g_valid = false, present = false;
-    bool open = false; // the layer's cycle: from its refresh step to its end
-    bool reduced[2] = {false, false}, inverted[2] = {false, false};
-    bool damped = false;
+    bool a_valid = false, g_valid = false;
     KfacInverseOutcome outcome[2] = {KfacInverseOutcome::NoInverse,
                                      KfacInverseOutcome::NoInverse};
   };
-  bool reduce_factor(size_t i, int f, bool bubble);
-  void invert_factor(size_t i, int f, bool bubble);
-  // Finishes the open cycles of the layers whose next cycle starts at step
-  // `next` (next % K == 0; -1: every open one, a save).
-  void finish_cycle(int64_t next);
   std::vector<Pending> pending_;
-  int64_t step_ = 0;
+  // The cycle's work on this backend (KfacCycle.h).
+  int device_replicas(size_t i) const;
+  void flush_saved(size_t i);
+  void reduce(size_t i, int f, float scale);
+  void invert(size_t i, int f, bool first);
+  void inverted(size_t i);
+  void install(const std::vector<size_t> &due);
+  void open(size_t i);
+  void opening();
+  void finishing(const std::vector<size_t> &ending);
+  void rule_step(Param &p, int64_t t, bool norms_over_tp);
 };
 
 extern KfacRun kfac;

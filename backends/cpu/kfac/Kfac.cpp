@@ -2,8 +2,8 @@
 #include "backends/cpu/kfac/Kfac.h"
 
 #include "backends/cpu/Collectives.h" // all_reduce_forward, all_gather_forward
-#include "backends/cpu/MpiCheck.h"    // mpiCheck, comm_size, comm_rank
 #include "backends/cpu/kernels/Linear.h" // gemm (cblas_sgemm), cblas_ssyrk
+#include "backends/host/MpiCheck.h"      // mpiCheck, comm_size, comm_rank
 
 #include <algorithm>
 #include <cmath>
@@ -131,8 +131,8 @@ void kfac_accumulate(float *F, const float *X, int64_t S, int64_t d,
   if (S == 0)
     return;
   if (upper)
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, int(d), int(S), scale,
-                X, int(d), 1.0f, F, int(d));
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, int(d), int(S), scale, X,
+                int(d), 1.0f, F, int(d));
   else
     gemm(true, false, d, d, S, scale, X, d, X, d, 1.0f, F, d);
 }
@@ -208,13 +208,7 @@ void kfac_set_damping(KfacLayer &l, double damping) {
   l.damping = kfac_damping(trA, l.in, trG, l.out, damping);
 }
 
-void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
-  kfac_set_damping(l, c.damping);
-  const KfacInverseOutcome oa = kfac_invert_factor(
-      l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
-  const KfacInverseOutcome og = kfac_invert_factor(
-      l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
-  kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats);
+void kfac_zero_factors(KfacLayer &l) {
   std::fill(l.A.begin(), l.A.end(), 0.0f);
   std::fill(l.G.begin(), l.G.end(), 0.0f);
 }

@@ -15,6 +15,7 @@
 #ifndef AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CPU_KFAC_KFAC_H
 
+#include "backends/common/KfacLayerOps.h" // inversions, kfac_refresh
 #include "backends/common/KfacRules.h"
 
 #include <cstdint>
@@ -57,36 +58,12 @@ void kfac_symmetrize(float *F, int64_t d);
 /// pipelines, a sequence split: every rank that saw other rows of the layer).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, MPI_Comm comm);
 
-/// inv[d,d] = (F + diag I)^-1 by Cholesky in fp32 (spotrf + spotri); false,
-/// inv unspecified, when F + diag I is not positive definite (or not finite).
-bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag);
-/// The same computed in fp64 (dpotrf + dpotri) and rounded to fp32.
-bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
-                                double diag);
-/// The fallback policy of KfacRules.h: fp32, else fp64, else inv untouched
-/// (the previous inverse, or none).
-KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
-                                      double diag, bool has_previous);
+// The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
+// kfac_set_damping, kfac_zero_factors, kfac_refresh and kfac_precondition:
+// KfacLayerOps.h.
 
-/// A refresh of one layer whose factors are complete (accumulated over the
-/// step's micro-batches and reduced): pi-corrected damping from their traces,
-/// both inverses by the fallback policy (counted in stats), then the factors
-/// are zeroed for the next refresh (PipeFisher: no running average).
-/// Sets layer.damping from the factors' traces (docs/kfac.md "Damping"):
-/// kfac_refresh's first step, apart for callers that trace each inverse.
-void kfac_set_damping(KfacLayer &layer, double damping);
-void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
-
-/// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
-/// (dW [out,in], transpose_weight) or A^-1 dW G^-1 (dW [in,out]); db_out =
-/// G^-1 db (both bias pointers null: no bias). Without inverses (a layer not
-/// yet refreshed successfully) the gradient is copied unchanged. dW_out may
-/// not alias dW.
-void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &layer,
-                       bool transpose_weight);
-/// The same for a layer split over `tp` (split Out: this rank's rows of W's
-/// output dimension, and of the bias; split In: its columns of the input
+/// kfac_precondition for a layer split over `tp` (split Out: this rank's rows
+/// of W's output dimension, and of the bias; split In: its columns of the input
 /// dimension, the bias whole): gathers the gradient shards and computes this
 /// rank's block of the unsplit layer's preconditioned gradient, so every plan
 /// gets the one-device result. dW_out / db_out have the shard's shapes.

@@ -417,23 +417,18 @@ private:
   }
 
   void init_params() {
-    std::vector<uint64_t> seen;
-    std::vector<Comm> comms;
+    DeviceGroups<Comm> groups;
     for (const ParamSpec &ps : p_.params) {
       Param &p = *ps.p;
       lay_out(ps, s_, g.rtp, g.rpp);
       p.device_n = std::max(p.padded, p_.device_numel(p));
-      // Devices sharing the parameter sum its gradient: one communicator per
-      // set of devices and (dp, tp) coordinates, made in parameter order on
-      // every rank (ncclCommSplit is collective).
-      bool is_new = false;
-      const int group = device_group(ps.devices, seen, is_new);
-      if (is_new) {
-        const int color = int((group * s_.dp + g.rdp) * s_.tp + g.rtp);
-        comms.push_back(comm_split(p.held ? color : -1, int(g.rpp)));
-      }
-      if (group >= 0)
-        p.devices = comms[size_t(group)];
+      // Devices sharing the parameter sum its gradient over theirs: one NCCL
+      // communicator per set of devices and (dp, tp) coordinates.
+      if (const Comm *c = groups.of(ps.devices, [&](int group) {
+            const int color = int((group * s_.dp + g.rdp) * s_.tp + g.rtp);
+            return comm_split(p.held ? color : -1, int(g.rpp));
+          }))
+        p.devices = *c;
       if (!p.held)
         continue;
       // Zero-filled (the padding stays zero); drawn on the device, as the
@@ -445,7 +440,7 @@ private:
         init_normal_on_device(p.value.data(), p.slice, seed, p.name, 0.0f,
                               float(ps.std));
       p.grad = DeviceBuffer<float>(p.device_n);
-      const int64_t state = s_.zero ? p.padded / s_.dp : p.n;
+      const int64_t state = zero_state_size(p.n, p.padded, s_.zero, s_.dp);
       p.m = DeviceBuffer<float>(state);
       p.v = DeviceBuffer<float>(state);
       if (s_.zero)

@@ -18,15 +18,15 @@
 
 #include "backends/common/Data.h" // planted_graph_training_nodes
 #include "backends/common/Tensor.h"
-#include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
+#include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/Spec.h"
-#include "backends/cpu/Mesh.h"
 #include "backends/cuda/Comm.h"           // Comm, Pipe, GradSync
 #include "backends/cuda/RunReport.h"      // GpuTrace
 #include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer
 #include "backends/cuda/kernels/Sparse.h" // Csr
+#include "backends/host/Mesh.h"
 
 #include <memory>
 #include <vector>
@@ -97,25 +97,8 @@ const act_t *graph_features();
 const int32_t *graph_labels();
 const int32_t *graph_heldout_labels();
 
-/// A generated program: its plan's constants, its parameter table, and the
-/// functions generated for its plan.
-template <typename ParamT> struct KfacProgramOf; // common/harness/KfacProgram.h
-
-struct Program {
-  ProgramSpec spec;
-  // A K-FAC plan's layers (else null).
-  const KfacProgramOf<Param> *kfac = nullptr;
-  std::vector<ParamSpec> params;
-  void (*allocate_stages)() = nullptr;     // the stages this rank runs
-  void (*free_stages)() = nullptr;         // their device buffers
-  void (*free_params)() = nullptr;         // the parameters' device buffers
-  void (*configure_grad_sync)() = nullptr; // the gradient buckets
-  void (*preload_inputs)(int64_t step) = nullptr; // ahead of a step graph
-  void (*run_schedule)(int64_t step) = nullptr;   // this device's list
-  bool (*grad_partial_over_tp)(const Param &) = nullptr; // summed over tp
-  int64_t (*device_numel)(const Param &) = nullptr;      // a padded vocabulary
-  StepCounts counts;
-};
+/// A generated program (common/harness/ProgramRun.h).
+using Program = ProgramOf<Param>;
 
 /// main() of a generated CUDA program.
 int run_program(int argc, char **argv, const Program &program);

@@ -42,11 +42,10 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
   // A queued inversion of a previous setup may still read the layers the
   // base frees (as the CPU twin stops its worker first).
   kfac_refresh_drain();
-  KfacRunBase::setup(p, o, s);
+  KfacCycleRun::setup(p, o, s);
   kfac_inverse_reserve(layers_.data(), int64_t(layers_.size()));
-  cycle_.assign(specs_.size(), Cycle{});
+  mark_.assign(specs_.size(), {-1, -1});
   unresolved_.assign(specs_.size(), false);
-  pending_.assign(specs_.size(), false);
   outcomes_.assign(2 * specs_.size(), KfacInverseOutcome::NoInverse);
   items_at_ = p.items_at;
   saves_ = p.saves;
@@ -54,20 +53,17 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
 }
 
 bool KfacRun::split_operand(int layer, bool g_side) const {
-  return tp_ > 1 &&
-         specs_[size_t(layer)].split == (g_side ? KfacSplit::Out : KfacSplit::In);
+  return tp_ > 1 && specs_[size_t(layer)].split ==
+                        (g_side ? KfacSplit::Out : KfacSplit::In);
 }
 
 void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   accumulate(layer, v, rows, g_side);
 }
 
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
-void KfacRun::accumulate(int layer, const act_t *v, int64_t rows,
-                         bool g_side) {
+void KfacRun::accumulate(int layer, const act_t *v, int64_t rows, bool g_side) {
   KfacLayer &l = layers_[size_t(layer)];
   const int t0 = trace.begin();
   float *f = g_side ? l.G.data() : l.A.data();
@@ -83,10 +79,8 @@ void KfacRun::accumulate(int layer, const act_t *v, int64_t rows,
     rows_[size_t(layer)] += rows;
 }
 
-void KfacRun::save(int mb, int layer, const act_t *v, int64_t rows,
+void KfacRun::keep(int mb, int layer, const act_t *v, int64_t rows,
                    bool g_side) {
-  if (!due(size_t(layer)))
-    return;
   const KfacLayer &l = layers_[size_t(layer)];
   int64_t width = g_side ? l.out : l.in;
   if (split_operand(layer, g_side))
@@ -101,17 +95,14 @@ void KfacRun::save(int mb, int layer, const act_t *v, int64_t rows,
     sv.v = DeviceBuffer<act_t>(rows * width);
     set_allocation_context(context);
   }
-  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(sv.v.data(), v,
-                                     size_t(rows * width) * sizeof(act_t),
-                                     cudaMemcpyDeviceToDevice,
-                                     compute_stream()));
+  AUTODDL_CUDA_CHECK(
+      cudaMemcpyAsync(sv.v.data(), v, size_t(rows * width) * sizeof(act_t),
+                      cudaMemcpyDeviceToDevice, compute_stream()));
   sv.rows = rows;
   sv.live = true;
 }
 
-void KfacRun::curvature_saved(int layer, int mb, bool g_side) {
-  if (!cycle_[size_t(layer)].open)
-    return; // its cycle finished early (a save): nothing left to add
+void KfacRun::add_kept(int layer, int mb, bool g_side) {
   auto it = saved_.find({layer, g_side, mb});
   if (it == saved_.end() || !it->second.live)
     return;
@@ -127,44 +118,15 @@ void KfacRun::flush_saved(size_t layer) {
     }
 }
 
-// Each layer on its own K (docs/kfac.md "Refresh"; the CPU KfacRun keeps the
-// same rule): step s + K installs the inverses of its refresh at step s,
-// before that step opens the layer's next cycle.
-void KfacRun::begin_step(int64_t step) {
-  step_ = step;
-  finish_cycle(step); // done at the previous step's end, or by a save
-  install(step);
-  KfacRunBase::begin_step(step);
-  for (size_t i = 0; i < specs_.size(); ++i)
-    if (specs_[i].weight->held && due(i)) {
-      cycle_[i] = Cycle{};
-      cycle_[i].open = true;
-      rows_[i] = 0;
-    }
+int KfacRun::device_replicas(size_t i) const {
+  return std::max(1, specs_[i].weight->devices.size);
 }
 
-// The factor's sum is complete here: every live curvature call of the layer
-// on this device comes before its reductions (the emitter's order), and the
-// saved operands are added first.
-bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
+void KfacRun::reduce(size_t i, int f, float scale) {
   const KfacLayerSpec &s = specs_[i];
-  Cycle &c = cycle_[i];
-  if (!c.open || !s.weight->held || c.reduced[f])
-    return true;
-  if (bubble && s.weight->devices.size > 1)
-    return false;
-  flush_saved(i);
   KfacLayer &l = layers_[i];
-  // Raw sums -> this rank's mean over its rows (G scaled back from the
-  // loss's mean: every rank holding the layer saw rows_ rows of the loss).
-  int replicas = std::max(1, s.weight->devices.size);
-  if (s.rows_over_tp)
-    replicas *= int(tp_);
-  const int64_t rows = rows_[i];
-  const KfacScales sc =
-      kfac_factor_scales(rows, double(rows) * double(replicas * dp_));
   DeviceBuffer<float> &F = f ? l.G : l.A;
-  scale_inplace(F.data(), f ? sc.g : sc.a, F.size());
+  scale_inplace(F.data(), scale, F.size());
   // Traced under the names of the plan's items (reduce_A, reduce_G; inspect
   // --trace).
   const int t0 = trace.begin();
@@ -175,31 +137,14 @@ bool KfacRun::reduce_factor(size_t i, int f, bool bubble) {
   if (s.weight->devices.size > 1)
     kfac_factor_all_reduce_mean(F.data(), F.size(), s.weight->devices.nccl);
   trace.end(std::string(f ? "reduce_G " : "reduce_A ") + s.name, 1, t0);
-  c.reduced[f] = true;
-  return true;
 }
 
-void KfacRun::invert_factor(size_t i, int f, bool bubble) {
-  const KfacLayerSpec &s = specs_[i];
-  Cycle &c = cycle_[i];
-  if (!c.open || !s.weight->held || c.launched[f])
-    return;
-  const bool collective = dp_ > 1 || (s.rows_over_tp && tp_ > 1) ||
-                          s.weight->devices.size > 1;
-  for (int h : {0, 1})
-    if (!c.reduced[h] && bubble && collective)
-      return; // its reduction item (or the cycle's end) comes first
-  for (int h : {0, 1})
-    if (!reduce_factor(i, h, bubble))
-      return;
-  const bool first = !c.launched[0] && !c.launched[1];
+void KfacRun::invert(size_t i, int f, bool first) {
   // Untimed outside a step (a save): a mark after the step's trace was
   // finished would never resolve.
-  c.mark[f] = untimed_ ? -1 : trace.mark();
+  mark_[i][size_t(f)] = untimed_ ? -1 : trace.mark();
   kfac_inverse_launch(layers_[i], int64_t(i), f, c_.damping, first,
-                      c.mark[f] >= 0);
-  c.launched[f] = true;
-  unresolved_[i] = c.launched[0] && c.launched[1];
+                      mark_[i][size_t(f)] >= 0);
 }
 
 void KfacRun::reduce_item(int layer, bool g) {
@@ -208,24 +153,6 @@ void KfacRun::reduce_item(int layer, bool g) {
 
 void KfacRun::invert_item(int layer, bool g) {
   invert_factor(size_t(layer), g ? 1 : 0, true);
-}
-
-// In layer-table order on every rank holding a layer, so the dp, tp and
-// device communicators see one order.
-void KfacRun::finish_cycle(int64_t next) {
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    if (!cycle_[i].open || (next >= 0 && next % refresh_[i] != 0))
-      continue;
-    close_cycle(i);
-  }
-}
-
-void KfacRun::close_cycle(size_t i) {
-  for (int f : {0, 1})
-    reduce_factor(i, f, false);
-  for (int f : {0, 1})
-    invert_factor(i, f, false);
-  cycle_[i].open = false;
 }
 
 bool KfacRun::live_saved(size_t layer) const {
@@ -242,7 +169,7 @@ bool KfacRun::live_saved(size_t layer) const {
 void KfacRun::finish_unplaced() {
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
-    if (!cycle_[i].open || !due(i) || !s.weight->held)
+    if (!is_open(i) || !due(i) || !s.weight->held)
       continue;
     // Chimera's mirrored copies: the runtime leaves their reductions (and
     // the inversions after them) to the cycle's end; else a rank without
@@ -280,28 +207,20 @@ void KfacRun::resolve(const std::vector<size_t> &index) {
     outcomes_[2 * i + 1] = o[2 * h + 1];
     // The side stream's inversions, traced under the plan's item names.
     for (int f = 0; f < 2; ++f)
-      trace.add_after_mark(std::string(f ? "inv_G " : "inv_A ") +
-                               specs_[i].name,
-                           kSideStreamTid, cycle_[i].mark[f],
-                           spans[2 * h + size_t(f)].start_ms,
-                           spans[2 * h + size_t(f)].dur_ms);
+      trace.add_after_mark(
+          std::string(f ? "inv_G " : "inv_A ") + specs_[i].name, kSideStreamTid,
+          mark_[i][size_t(f)], spans[2 * h + size_t(f)].start_ms,
+          spans[2 * h + size_t(f)].dur_ms);
     // The factors were kept for the fp64 retry; the next refresh sums anew.
     KfacLayer &l = layers_[i];
-    zero(l.A.data(), l.A.size() * int64_t(sizeof(float)));
-    zero(l.G.data(), l.G.size() * int64_t(sizeof(float)));
+    kfac_zero_factors(l);
     unresolved_[i] = false;
-    pending_[i] = true;
   }
 }
 
-void KfacRun::install(int64_t step) {
-  std::vector<size_t> due_now;
-  for (size_t i = 0; i < specs_.size(); ++i)
-    if ((unresolved_[i] || pending_[i]) && kfac_install_due(step, refresh_[i]))
-      due_now.push_back(i);
-  resolve(due_now); // those resolved before (a save) are skipped
-  for (size_t i : due_now) {
-    pending_[i] = false;
+void KfacRun::install(const std::vector<size_t> &due) {
+  resolve(due); // those resolved before (a save) are skipped
+  for (size_t i : due) {
     KfacLayer &l = layers_[i];
     kfac_record_refresh(outcomes_[2 * i], outcomes_[2 * i + 1], l.a_valid,
                         l.g_valid, stats_);
@@ -347,22 +266,18 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       copy_floats(s.bias->grad.data(), db, s.bias->n);
     trace.end(std::string("precond ") + s.name, 0, t0);
   }
-  // The rule on every parameter (the rest first-order, as PipeFisher); both
-  // refresh the act_t working copy the kernels read.
-  for (const ParamSpec &ps : params) {
-    Param &p = *ps.p;
-    if (!p.held)
-      continue;
-    // LAMB's trust ratio is of the whole parameter: a tp-split one sums its
-    // norms over tp.
-    if (c_.rule == KfacRule::Lamb)
-      kfac_lamb_step(
-          p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n, c_, t,
-          tp_ > 1 && p.split_dim >= 0 ? nccl_of(g.tp) : nullptr, p.work.data());
-    else
-      kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t,
-                    p.work.data());
-  }
+  apply_rule(params, t);
+}
+
+// Both rules refresh the act_t working copy the kernels read.
+void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
+  if (c_.rule == KfacRule::Lamb)
+    kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
+                   c_, t, norms_over_tp ? nccl_of(g.tp) : nullptr,
+                   p.work.data());
+  else
+    kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t,
+                  p.work.data());
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
@@ -422,7 +337,7 @@ void KfacRun::copy_state(bool to_host) {
       if (to_host) {
         // A missing inverse is saved as zeros (no inverse is zero).
         std::fill(h.begin(), h.end(), 0.0f);
-        if (slots[k].valid && (k < 2 || pending_[i]))
+        if (slots[k].valid && (k < 2 || cycle_[i].waiting))
           copy_to_host(h.data(), slots[k].dev.data(), bytes);
         continue;
       }
@@ -432,9 +347,8 @@ void KfacRun::copy_state(bool to_host) {
     }
     if (to_host)
       continue;
-    pending_[i] = l.a_next_valid || l.g_next_valid;
+    loaded(i, l.a_next_valid || l.g_next_valid);
     unresolved_[i] = false;
-    cycle_[i].open = false;
     // The outcome counters of a loaded refresh: fp32 where it has an inverse.
     outcomes_[2 * i] = kfac_inverse_outcome(l.a_next_valid, false, l.a_valid);
     outcomes_[2 * i + 1] =

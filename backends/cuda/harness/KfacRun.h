@@ -2,15 +2,15 @@
 //
 // The CUDA twin of backends/cpu/harness/KfacRun.h over the device K-FAC of
 // backends/cuda/kfac (docs/kfac.md "Generated programs"), with the same
-// refresh cycle per layer: the program lists its K-FAC layers and calls
-// kfac_curvature_A / _G per micro-batch where the plan placed the items, on
-// the layers' act_t buffers. On a refresh step s of a layer (s % K == 0, K
-// its own) those calls accumulate its factors (cuBLASLt, fp32 accumulation);
-// a curvature item the plan put in a later step of the cycle copies its
-// operand on step s (kfac_save_A / _G) and accumulates it where placed
-// (kfac_curvature_saved); kfac_reduce / kfac_invert, placed in the bubbles
-// of steps s..s+K-1, reduce a factor over every rank holding the layer
-// (NCCL, on the compute stream: dp replicas, tp, Chimera's mirrored
+// refresh cycle per layer (backends/common/harness/KfacCycle.h): the program
+// lists its K-FAC layers and calls kfac_curvature_A / _G per micro-batch where
+// the plan placed the items, on the layers' act_t buffers. On a refresh step s
+// of a layer (s % K == 0, K its own) those calls accumulate its factors
+// (cuBLASLt, fp32 accumulation); a curvature item the plan put in a later step
+// of the cycle copies its operand on step s (kfac_save_A / _G) and accumulates
+// it where placed (kfac_curvature_saved); kfac_reduce / kfac_invert, placed in
+// the bubbles of steps s..s+K-1, reduce a factor over every rank holding the
+// layer (NCCL, on the compute stream: dp replicas, tp, Chimera's mirrored
 // pipelines at the step's end) and queue its inversion (cuSOLVER Cholesky)
 // on a low-priority side stream. What is left runs at the end of step
 // s+K-1 in layer-table order, or already at the end of step s for a layer
@@ -18,8 +18,8 @@
 // Chimera's mirrored copies, whose reductions the bubbles leave; neither
 // with operands kept for a later step), and at the start of step s+K the
 // inverses are installed (the fp64 retry, else the previous inverse,
-// decided then and counted in metrics). Until the first install the rule gets the raw
-// gradient. Every step preconditions the K-FAC layers' gradients and
+// decided then and counted in metrics). Until the first install the rule gets
+// the raw gradient. Every step preconditions the K-FAC layers' gradients and
 // applies the rule (momentum SGD or LAMB) to every parameter.
 //
 // A step with K-FAC items on this rank (a refresh step, or a step of the
@@ -32,11 +32,12 @@
 #ifndef AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
 #define AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H
 
-#include "backends/common/harness/KfacProgram.h" // KfacLayerSpecOf, KfacProgramOf
-#include "backends/cpu/Checkpoint.h"             // CheckpointEntry
+#include "backends/common/harness/KfacCycle.h" // KfacCycleRun
 #include "backends/cuda/harness/Harness.h"
 #include "backends/cuda/kfac/Kfac.h"
+#include "backends/host/Checkpoint.h" // CheckpointEntry
 
+#include <array>
 #include <map>
 #include <string>
 #include <tuple>
@@ -47,24 +48,10 @@ namespace autoddl::rt::harness {
 using KfacLayerSpec = KfacLayerSpecOf<Param>;
 using KfacProgram = KfacProgramOf<Param>;
 
-class KfacRun : public KfacRunBase<Param, KfacLayer> {
+class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer, act_t> {
+  friend class KfacCycleRun<KfacRun, Param, KfacLayer, act_t>;
+
 public:
-  /// One micro-batch of layer `layer` on a refresh step: its input x
-  /// [rows, in] (device, act_t) into A, its output gradient dy [rows, out]
-  /// into G (codegen/emit/KfacEmitter.cpp places the calls).
-  void curvature_A(int layer, const act_t *x, int64_t rows) {
-    curvature(layer, x, rows, false);
-  }
-  void curvature_G(int layer, const act_t *dy, int64_t rows) {
-    curvature(layer, dy, rows, true);
-  }
-  /// A micro-batch's input (A) or output gradient (G, g_side) whose
-  /// curvature the plan put in a later step of the cycle: copied (device to
-  /// device) on the refresh step, accumulated by curvature_saved where the
-  /// plan placed the item, and at the latest when the layer's factor is
-  /// reduced (in layer, factor, micro-batch order).
-  void save(int mb, int layer, const act_t *v, int64_t rows, bool g_side);
-  void curvature_saved(int layer, int mb, bool g_side);
   /// The plan's reduce_A/G and inv_A/G items of the open cycle, in a bubble.
   /// A no-op when the item has run (or no cycle is open). A reduction over
   /// Chimera's pipeline devices waits for the cycle's end, or the refresh
@@ -73,11 +60,6 @@ public:
   /// reduced (π reads both), and leaves a collective reduction to its item.
   void reduce_item(int layer, bool g);
   void invert_item(int layer, bool g);
-  /// The step's place in this rank's refresh cycle (as the CPU's: -1 on a
-  /// rank whose layers have different K).
-  int64_t phase() const {
-    return rank_refresh_ > 0 ? step_ % rank_refresh_ : -1;
-  }
   /// Whether this step runs K-FAC work between the stages' calls: a refresh
   /// step, or a step of the cycle the plan placed this device's items in.
   bool eager_step() const {
@@ -85,11 +67,6 @@ public:
   }
   /// The base's setup, the side stream's buffers; nothing pending.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
-  /// Before the step's schedule: at step s + K of a layer (K its own), s a
-  /// refresh step, the inverses of that refresh are installed (before this
-  /// step's preconditioning); then the cycles of the layers refreshing now
-  /// open.
-  void begin_step(int64_t step);
   /// The step's end, after the gradients are summed over every rank holding
   /// them: what is left of the cycles ending (and of the cycles opened now
   /// that no placed item can advance), preconditioning and the rule.
@@ -112,23 +89,26 @@ private:
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const act_t *v, int64_t rows, bool g_side);
+  void keep(int mb, int layer, const act_t *v, int64_t rows, bool g_side);
+  void add_kept(int layer, int mb, bool g_side);
   void accumulate(int layer, const act_t *v, int64_t rows, bool g_side);
   // Whether a factor's operand is split over tp (gathered to accumulate).
   bool split_operand(int layer, bool g_side) const;
   // The layer's saved operands not accumulated yet, in (factor, micro-batch)
   // order.
   void flush_saved(size_t layer);
-  // A factor's scaling and reduction (false: left for the cycle's end, a
-  // reduction over Chimera's devices in a bubble); the launch of its
-  // inversion (after both reductions).
-  bool reduce_factor(size_t i, int f, bool bubble);
-  void invert_factor(size_t i, int f, bool bubble);
-  // Finishes the open cycles of the layers whose next cycle starts at step
-  // `next` (next % K == 0; -1: every open one, a save).
-  void finish_cycle(int64_t next);
-  // Reduces both factors of layer i, launches both inversions and closes
-  // its cycle.
-  void close_cycle(size_t i);
+  // The cycle's work on this backend (KfacCycle.h): a factor's scaling and
+  // reduction on the compute stream, the launch of its inversion on the side
+  // stream, and the install of the resolved inverses.
+  int device_replicas(size_t i) const;
+  void reduce(size_t i, int f, float scale);
+  void invert(size_t i, int f, bool first);
+  void inverted(size_t i) { unresolved_[i] = true; }
+  void install(const std::vector<size_t> &due);
+  void open(size_t i) { mark_[i][0] = mark_[i][1] = -1; }
+  void opening() {}
+  void finishing(const std::vector<size_t> &) {}
+  void rule_step(Param &p, int64_t t, bool norms_over_tp);
   // Whether a saved operand of the layer waits for its item.
   bool live_saved(size_t layer) const;
   // At a refresh step's end: the cycles of its layers that no placed item
@@ -137,8 +117,6 @@ private:
   /// Waits for the launched inversions of these layers, decides their fp64
   /// retries, keeps their outcomes, traces them and zeroes their factors.
   void resolve(const std::vector<size_t> &layers);
-  /// The inverses of the layers whose install is due at `step`.
-  void install(int64_t step);
 
   struct Saved {
     DeviceBuffer<act_t> v;
@@ -146,23 +124,17 @@ private:
     bool live = false; // saved this cycle, not accumulated yet
   };
   std::map<std::tuple<int, bool, int>, Saved> saved_; // layer, G, micro-batch
-  // Per layer, the open cycle's progress.
-  struct Cycle {
-    bool open = false; // from its refresh step to its end
-    bool reduced[2] = {false, false}, launched[2] = {false, false};
-    int mark[2] = {-1, -1}; // the trace's anchors of the launches
-  };
-  std::vector<Cycle> cycle_;
-  // Per layer: inversions launched and not resolved yet; inverses resolved
-  // (or loaded) and not installed yet, with their outcomes (A, G).
-  std::vector<bool> unresolved_, pending_;
+  // Per layer: the trace's anchors of the open cycle's launches (A, G);
+  // whether its inversions are launched and not resolved yet (their
+  // outcomes, A and G, kept until the install).
+  std::vector<std::array<int, 2>> mark_;
+  std::vector<bool> unresolved_;
   std::vector<KfacInverseOutcome> outcomes_;
   bool (*items_at_)(int64_t phase) = nullptr;
   bool (*saves_)(int layer) = nullptr;
   // Set while a save finishes the open cycles outside a step: their
   // inversions are launched untimed (no trace mark).
   bool untimed_ = false;
-  int64_t step_ = 0;
   // per layer: A_inv, G_inv, the pending A and G inverses
   std::vector<std::vector<float>> host_inv_;
   DeviceBuffer<float> dw_, db_; // a preconditioned gradient

@@ -9,6 +9,7 @@
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Linear.h"
+#include "backends/cuda/kernels/LtPlan.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,15 +45,6 @@ struct GemmKey {
     return std::memcmp(this, &o, sizeof(GemmKey)) == 0;
   }
 };
-struct GemmKeyHash {
-  size_t operator()(const GemmKey &k) const {
-    const auto *p = reinterpret_cast<const unsigned char *>(&k);
-    size_t h = 1469598103934665603ull; // FNV-1a
-    for (size_t i = 0; i < sizeof(GemmKey); ++i)
-      h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-  }
-};
 constexpr int kTuneCandidates = 8;
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -66,36 +58,9 @@ struct GemmPlan {
   bool tuned = false;
 };
 
-std::mutex gPlanMutex;
-std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> &plans() {
-  static auto *cache = new std::unordered_map<GemmKey, GemmPlan, GemmKeyHash>();
+LtPlanCache<GemmKey, GemmPlan> &plans() {
+  static auto *cache = new LtPlanCache<GemmKey, GemmPlan>();
   return *cache;
-}
-
-/// Largest power of two (<= 256) dividing the address.
-int32_t alignment_of(const void *p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  int32_t al = 256;
-  while (al > 1 && (a % uintptr_t(al)))
-    al /= 2;
-  return al;
-}
-
-cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows,
-                                   int64_t cols, int64_t ld, int64_t batch,
-                                   int64_t stride) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows),
-                                                  uint64_t(cols), ld));
-  if (batch > 1) {
-    const int32_t count = int32_t(batch);
-    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
-        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-        sizeof stride));
-  }
-  return layout;
 }
 
 GemmPlan build_plan(const GemmKey &key) {
@@ -144,31 +109,20 @@ GemmPlan build_plan(const GemmKey &key) {
         p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &stand,
         sizeof stand));
   }
-  p.a = make_layout(kActType, opA == CUBLAS_OP_N ? key.m : key.k,
-                    opA == CUBLAS_OP_N ? key.k : key.m, key.lda, key.batch,
-                    key.strideA);
-  p.b = make_layout(kActType, opB == CUBLAS_OP_N ? key.k : key.n,
-                    opB == CUBLAS_OP_N ? key.n : key.k, key.ldb, key.batch,
-                    key.strideB);
-  p.c = make_layout(typeC, key.m, key.n, key.ldc, key.batch, key.strideC);
+  p.a = lt_layout(kActType, opA == CUBLAS_OP_N ? key.m : key.k,
+                  opA == CUBLAS_OP_N ? key.k : key.m, key.lda, key.batch,
+                  key.strideA);
+  p.b = lt_layout(kActType, opB == CUBLAS_OP_N ? key.k : key.n,
+                  opB == CUBLAS_OP_N ? key.n : key.k, key.ldb, key.batch,
+                  key.strideB);
+  p.c = lt_layout(typeC, key.m, key.n, key.ldc, key.batch, key.strideC);
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = uint64_t(kCublasLtWorkspaceBytes);
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  const uint32_t al = uint32_t(key.align);
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    AUTODDL_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
+  cublasLtMatmulPreference_t pref = lt_preference(key.align);
   cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
-      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, kTuneCandidates, results,
-      &found));
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.a, p.b, p.c, p.c,
+                                     pref, kTuneCandidates, results, &found));
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
     std::fprintf(stderr,
@@ -324,38 +278,23 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
   if (M == 0 || N == 0 || batch == 0)
     return true;
   GemmKey key;
-  std::memset(&key, 0, sizeof key); // padding takes part in hashing
-  key.m = N;
-  key.n = M;
-  key.k = K;
-  key.lda = ldb;
-  key.ldb = lda;
-  key.ldc = ldc;
+  lt_key_problem(key, transA, transB, M, N, K, lda, ldb, ldc);
   key.batch = batch;
-  key.strideA = sB;
+  key.strideA = sB; // swapped as the operands
   key.strideB = sA;
   key.strideC = sC;
-  key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   key.typeC = cFloat ? CUDA_R_32F : kActType;
   key.bias = bias != nullptr;
   key.epi = int32_t(epi.kind);
   key.auxLd = epi.auxLd;
-  int32_t al = alignment_of(A);
+  int32_t al = lt_alignment_of(A);
   for (const void *p :
        {static_cast<const void *>(B), static_cast<const void *>(C), epi.aux,
         static_cast<const void *>(D)})
     if (p)
-      al = std::min(al, alignment_of(p));
+      al = std::min(al, lt_alignment_of(p));
   key.align = al;
-  GemmPlan plan;
-  {
-    std::lock_guard<std::mutex> lock(gPlanMutex);
-    auto it = plans().find(key);
-    if (it == plans().end())
-      it = plans().emplace(key, build_plan(key)).first;
-    plan = it->second;
-  }
+  GemmPlan plan = plans().get(key, build_plan);
   const bool tune = plan.found && !plan.tuned && autotune_enabled();
   if (!plan.found && (epi.kind != Epi::None || D))
     return false;
@@ -382,16 +321,16 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
         plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi.aux,
         sizeof epi.aux));
   if (tune) {
-    const int64_t elems = (key.batch > 1 ? key.strideC * (key.batch - 1) : 0) +
-                          key.ldc * key.n;
+    const int64_t elems =
+        (key.batch > 1 ? key.strideC * (key.batch - 1) : 0) + key.ldc * key.n;
     const int64_t cBytes = elems * (cFloat ? 4 : int64_t(sizeof(act_t)));
     cublasLtMatmulAlgo_t best;
     if (gemm_tune(plan, A, B, beta, C, D, cBytes, best)) {
       plan.algo = best;
-      std::lock_guard<std::mutex> lock(gPlanMutex);
-      GemmPlan &cached = plans()[key];
-      cached.algo = best;
-      cached.tuned = true;
+      plans().update(key, [&](GemmPlan &cached) {
+        cached.algo = best;
+        cached.tuned = true;
+      });
     }
   }
   const float alpha = 1.0f;
@@ -683,9 +622,6 @@ void matmul_backward(act_t *da, act_t *db, const act_t *dout, const act_t *a,
   }
 }
 
-int64_t gemm_plan_cache_size() {
-  std::lock_guard<std::mutex> lock(gPlanMutex);
-  return int64_t(plans().size());
-}
+int64_t gemm_plan_cache_size() { return plans().size(); }
 
 } // namespace autoddl::rt

@@ -14,6 +14,7 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
 #define AUTODDL_BACKENDS_CUDA_KFAC_KFAC_H
 
+#include "backends/common/KfacLayerOps.h" // inversions, kfac_refresh
 #include "backends/common/KfacRules.h"
 #include "backends/cuda/Runtime.h"
 
@@ -50,23 +51,9 @@ void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
 /// F[n] = the mean of F over `comm` (ncclAllReduce sum, then 1/p).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
 
-/// inv[d,d] = (F + diag I)^-1 by cuSOLVER Cholesky in fp32 (potrf, potri,
-/// then the upper triangle mirrored); false when not positive definite or
-/// not finite (inv unspecified). Synchronous (reads potrf's info).
-bool kfac_cholesky_inverse(float *inv, const float *F, int64_t d, double diag);
-/// The same computed in fp64 and rounded to fp32.
-bool kfac_cholesky_inverse_fp64(float *inv, const float *F, int64_t d,
-                                double diag);
-/// fp32, else fp64, else inv untouched (KfacRules.h's policy).
-KfacInverseOutcome kfac_invert_factor(float *inv, const float *F, int64_t d,
-                                      double diag, bool has_previous);
-/// Sets layer.damping from the factors' traces (read back: synchronous;
-/// docs/kfac.md "Damping"): kfac_refresh's first step, apart for callers that
-/// trace each inverse (as the CPU's kfac_set_damping).
-void kfac_set_damping(KfacLayer &layer, double damping);
-/// The damping from the factors' traces, both inverses by the fallback
-/// policy, the factors zeroed.
-void kfac_refresh(KfacLayer &layer, const KfacConfig &c, KfacStats &stats);
+// The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
+// kfac_set_damping, kfac_zero_factors, kfac_refresh and kfac_precondition:
+// KfacLayerOps.h.
 
 /// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
 /// each factor's inversion is queued on a low-priority side stream where the
@@ -87,8 +74,8 @@ void kfac_inverse_reserve(const KfacLayer *layers, int64_t n);
 /// a refresh, once both are reduced. The factors must stay unchanged until
 /// kfac_inverse_finish. With `timed`, the inversion's start and end are
 /// recorded against an anchor on the compute stream at this call.
-void kfac_inverse_launch(KfacLayer &layer, int64_t slot, int f,
-                         double damping, bool damp, bool timed = false);
+void kfac_inverse_launch(KfacLayer &layer, int64_t slot, int f, double damping,
+                         bool damp, bool timed = false);
 /// One inversion of a timed launch: its start, in ms after the launch's
 /// anchor on the compute stream, and its duration.
 struct KfacSpan {
@@ -96,31 +83,25 @@ struct KfacSpan {
 };
 /// Waits (the compute stream too) for both launched inversions of each
 /// layers[i] (slot slots[i]; on the host only until their tasks are queued,
-/// not the other layers'; a task's exception is rethrown), reads their status words and dampings back,
-/// retries in fp64 (synchronously, on the compute stream) each factor fp32
-/// failed on, and sets layer.damping and a_next_valid / g_next_valid.
-/// outcomes[2i], [2i+1]: layer i's A and G outcome (KfacRules.h, against
-/// a_valid / g_valid); spans (or null) the same factors' timings (zeros
-/// where not timed; the fp64 retries are not in them).
+/// not the other layers'; a task's exception is rethrown), reads their status
+/// words and dampings back, retries in fp64 (synchronously, on the compute
+/// stream) each factor fp32 failed on, and sets layer.damping and a_next_valid
+/// / g_next_valid. outcomes[2i], [2i+1]: layer i's A and G outcome
+/// (KfacRules.h, against a_valid / g_valid); spans (or null) the same factors'
+/// timings (zeros where not timed; the fp64 retries are not in them).
 void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
                          int64_t n, KfacInverseOutcome *outcomes,
                          KfacSpan *spans);
 /// Waits for the side stream (before its buffers are freed).
 void kfac_refresh_drain();
 
-/// dW_out = G^-1 dW A^-1 ([out,in], transpose_weight) or A^-1 dW G^-1
-/// ([in,out]); db_out = G^-1 db (null: no bias); fp32 GEMMs (TF32 in the
-/// bf16 build). Without inverses the gradient is copied. dW_out may alias dW
-/// (each sandwich's first GEMM reads dW, its second writes dW_out) where the
-/// layer has inverses; db_out may not alias db.
-void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &layer,
-                       bool transpose_weight);
-/// This rank's block of the unsplit layer's preconditioned gradient from its
-/// gradient shard (split Out: rows of the output dimension and of the bias;
-/// In: columns of the input dimension, the bias whole); the shards are
-/// all-gathered over `tp` first. dW_out may alias dW_shard only where
-/// nothing is gathered (split None or one rank), as kfac_precondition.
+/// kfac_precondition (KfacLayerOps.h) runs fp32 GEMMs here (TF32 in the bf16
+/// build). The split form: this rank's block of the unsplit layer's
+/// preconditioned gradient from its gradient shard (split Out: rows of the
+/// output dimension and of the bias; In: columns of the input dimension, the
+/// bias whole); the shards are all-gathered over `tp` first. dW_out may alias
+/// dW_shard only where nothing is gathered (split None or one rank), as
+/// kfac_precondition.
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &layer, bool transpose_weight,

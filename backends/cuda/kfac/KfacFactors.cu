@@ -2,6 +2,7 @@
 // K-FAC sources share, factor accumulation (whole and gathered over tensor
 // parallelism), the factor all-reduce, and the helpers of KfacInternal.cuh.
 #include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/LtPlan.h"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
 
@@ -23,15 +24,6 @@ struct Key {
     return std::memcmp(this, &o, sizeof(Key)) == 0;
   }
 };
-struct KeyHash {
-  size_t operator()(const Key &k) const {
-    const auto *p = reinterpret_cast<const unsigned char *>(&k);
-    size_t h = 1469598103934665603ull; // FNV-1a
-    for (size_t i = 0; i < sizeof(Key); ++i)
-      h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-  }
-};
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -39,26 +31,9 @@ struct Plan {
   bool found = false;
 };
 
-std::mutex gMutex;
-std::unordered_map<Key, Plan, KeyHash> &plans() {
-  static auto *cache = new std::unordered_map<Key, Plan, KeyHash>();
+detail::LtPlanCache<Key, Plan> &plans() {
+  static auto *cache = new detail::LtPlanCache<Key, Plan>();
   return *cache;
-}
-
-int32_t alignment_of(const void *p) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  int32_t al = 256;
-  while (al > 1 && (a % uintptr_t(al)))
-    al /= 2;
-  return al;
-}
-
-cublasLtMatrixLayout_t layout(cudaDataType_t type, int64_t rows, int64_t cols,
-                              int64_t ld) {
-  cublasLtMatrixLayout_t l = nullptr;
-  AUTODDL_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld));
-  return l;
 }
 
 Plan build(const Key &key) {
@@ -73,23 +48,12 @@ Plan build(const Key &key) {
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
   const cudaDataType_t type = cudaDataType_t(key.type);
-  p.a = layout(type, opA == CUBLAS_OP_N ? key.m : key.k,
-               opA == CUBLAS_OP_N ? key.k : key.m, key.lda);
-  p.b = layout(type, opB == CUBLAS_OP_N ? key.k : key.n,
-               opB == CUBLAS_OP_N ? key.n : key.k, key.ldb);
-  p.c = layout(CUDA_R_32F, key.m, key.n, key.ldc);
-  cublasLtMatmulPreference_t pref = nullptr;
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = uint64_t(kCublasLtWorkspaceBytes);
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  const uint32_t al = uint32_t(key.align);
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    AUTODDL_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
+  p.a = detail::lt_layout(type, opA == CUBLAS_OP_N ? key.m : key.k,
+                          opA == CUBLAS_OP_N ? key.k : key.m, key.lda);
+  p.b = detail::lt_layout(type, opB == CUBLAS_OP_N ? key.k : key.n,
+                          opB == CUBLAS_OP_N ? key.n : key.k, key.ldb);
+  p.c = detail::lt_layout(CUDA_R_32F, key.m, key.n, key.ldc);
+  cublasLtMatmulPreference_t pref = detail::lt_preference(key.align);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(
@@ -156,27 +120,13 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return;
   }
   Key key;
-  std::memset(&key, 0, sizeof key); // padding takes part in hashing
-  key.m = N;
-  key.n = M;
-  key.k = K;
-  key.lda = ldb;
-  key.ldb = lda;
-  key.ldc = ldc;
-  key.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  key.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  detail::lt_key_problem(key, transA, transB, M, N, K, lda, ldb, ldc);
   key.type = type;
   key.tf32 = tf32 && type == CUDA_R_32F;
-  key.align =
-      std::min(alignment_of(A), std::min(alignment_of(B), alignment_of(C)));
-  Plan plan;
-  {
-    std::lock_guard<std::mutex> lock(gMutex);
-    auto it = plans().find(key);
-    if (it == plans().end())
-      it = plans().emplace(key, build(key)).first;
-    plan = it->second;
-  }
+  key.align = std::min(
+      detail::lt_alignment_of(A),
+      std::min(detail::lt_alignment_of(B), detail::lt_alignment_of(C)));
+  const Plan plan = plans().get(key, build);
   if (!plan.found) {
     const dim3 grid(unsigned((N + kTile - 1) / kTile),
                     unsigned((M + kTile - 1) / kTile));

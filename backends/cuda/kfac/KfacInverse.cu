@@ -252,7 +252,7 @@ struct AsyncRefresh {
   DeviceBuffer<int> status;     // per slot: A's potrf, potri, non-finite; G's
   DeviceBuffer<double> damping; // per slot: pi, a, g
   DeviceBuffer<float> work;     // cuSOLVER's, the largest factor's
-  std::vector<cudaEvent_t> ready, done; // per factor
+  std::vector<cudaEvent_t> ready, done;        // per factor
   std::vector<cudaEvent_t> anchor, start, end; // per factor, when timed
   std::vector<bool> timed;                     // per factor
   // Per factor, under `mu`: its last launch's task has queued its work
@@ -402,8 +402,8 @@ void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
   AsyncRefresh &a = async_refresh();
   const int64_t k = 2 * slot + f;
   if (!a.side || k >= int64_t(a.ready.size()))
-    throw std::logic_error("kfac_inverse_launch: slot " +
-                           std::to_string(slot) + " was not reserved");
+    throw std::logic_error("kfac_inverse_launch: slot " + std::to_string(slot) +
+                           " was not reserved");
   {
     std::lock_guard<std::mutex> lock(a.mu);
     a.rethrow_failure();
@@ -419,8 +419,7 @@ void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
   const float *F = f ? l.G.data() : l.A.data();
   const float *A = l.A.data(), *G = l.G.data();
   const int64_t in = l.in, out = l.out;
-  auto queue = [&a, k, slot, f, d, m, F, A, G, in, out, damping, damp,
-                timed] {
+  auto queue = [&a, k, slot, f, d, m, F, A, G, in, out, damping, damp, timed] {
     AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(a.side, a.ready[size_t(k)], 0));
     double *dp = a.damping.data() + 3 * slot;
     if (damp) { // the layer's first factor this refresh: pi from both
@@ -562,13 +561,7 @@ void kfac_set_damping(KfacLayer &l, double damping) {
                            trace(l.G.data(), l.out), l.out, damping);
 }
 
-void kfac_refresh(KfacLayer &l, const KfacConfig &c, KfacStats &stats) {
-  kfac_set_damping(l, c.damping);
-  const KfacInverseOutcome oa = kfac_invert_factor(
-      l.A_inv.data(), l.A.data(), l.in, l.damping.a, l.a_valid);
-  const KfacInverseOutcome og = kfac_invert_factor(
-      l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
-  kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats);
+void kfac_zero_factors(KfacLayer &l) {
   zero(l.A.data(), l.in * l.in * int64_t(sizeof(float)));
   zero(l.G.data(), l.out * l.out * int64_t(sizeof(float)));
 }

@@ -7,9 +7,9 @@
 #include "backends/common/Init.h"
 #include "backends/common/MiniJson.h"
 #include "backends/common/Safetensors.h"
-#include "backends/cpu/Checkpoint.h"
-#include "backends/cpu/Mesh.h"
-#include "backends/cpu/RunReport.h"
+#include "backends/host/Checkpoint.h"
+#include "backends/host/Mesh.h"
+#include "backends/host/RunReport.h"
 #include "backends/cpu/Zero.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
 

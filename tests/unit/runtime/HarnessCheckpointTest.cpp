@@ -6,7 +6,7 @@
 
 #include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Mesh.h"
 
 #include <gtest/gtest.h>
 

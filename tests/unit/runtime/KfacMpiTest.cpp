@@ -6,7 +6,7 @@
 // sharded norms equal the whole parameter's. Every rank draws every rank's
 // inputs from a seed agreed on rank 0, so each can compute the reference.
 #include "backends/cpu/Collectives.h"
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/MpiCheck.h"
 #include "backends/cpu/kfac/Kfac.h"
 #include "tests/unit/runtime/KfacReference.h"
 

@@ -1,7 +1,7 @@
 // gtest main for tests run under mpirun: every rank runs every test; one rank
 // prints; the exit status is non-zero when any rank failed.
 #include "backends/cpu/Collectives.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Mesh.h"
 
 #include <gtest/gtest.h>
 

@@ -11,7 +11,7 @@
 #include "backends/common/Data.h"
 #include "backends/common/Init.h"
 #include "backends/cpu/Collectives.h"
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Mesh.h"
 #include "backends/cpu/Optimizer.h"
 #include "backends/cpu/kernels/CrossEntropy.h"
 #include "backends/cpu/kernels/Elementwise.h"

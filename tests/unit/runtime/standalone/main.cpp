@@ -7,9 +7,9 @@
 #include "backends/common/Init.h"        // init_normal, Slice
 #include "backends/common/Safetensors.h" // safetensors_write
 #include "backends/cpu/Collectives.h"    // all_reduce_forward
-#include "backends/cpu/Mesh.h"           // mpi_init, Mesh
+#include "backends/host/Mesh.h"           // mpi_init, Mesh
 #include "backends/cpu/Optimizer.h"      // adamw_step
-#include "backends/cpu/RunReport.h"      // write_run_metrics
+#include "backends/host/RunReport.h"      // write_run_metrics
 #include "backends/cpu/kernels/CrossEntropy.h"
 #include "backends/cpu/kernels/Embedding.h"
 #include "backends/cpu/kernels/Linear.h"

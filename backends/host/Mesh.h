@@ -8,8 +8,8 @@
 // axis a joins the ranks that agree on every other coordinate; within it a
 // rank's index is its coordinate on axis a, so S(i) shards are in rank order
 // along the axis.
-#ifndef AUTODDL_BACKENDS_CPU_MESH_H
-#define AUTODDL_BACKENDS_CPU_MESH_H
+#ifndef AUTODDL_BACKENDS_HOST_MESH_H
+#define AUTODDL_BACKENDS_HOST_MESH_H
 
 #include <cstdint>
 #include <mpi.h>
@@ -59,4 +59,4 @@ private:
 
 } // namespace autoddl::rt
 
-#endif // AUTODDL_BACKENDS_CPU_MESH_H
+#endif // AUTODDL_BACKENDS_HOST_MESH_H

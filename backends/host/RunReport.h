@@ -1,8 +1,8 @@
 // What rank 0 writes at the end of a run, gathered over MPI: per-rank peak
 // memory into metrics.json and every rank's trace events into one Chrome trace
 // (one process per rank).
-#ifndef AUTODDL_BACKENDS_CPU_RUNREPORT_H
-#define AUTODDL_BACKENDS_CPU_RUNREPORT_H
+#ifndef AUTODDL_BACKENDS_HOST_RUNREPORT_H
+#define AUTODDL_BACKENDS_HOST_RUNREPORT_H
 
 #include "backends/common/Metrics.h"
 #include "backends/common/Trace.h"
@@ -33,4 +33,4 @@ void write_trace_fragments(const std::string &mine, const std::string &path,
 
 } // namespace autoddl::rt
 
-#endif // AUTODDL_BACKENDS_CPU_RUNREPORT_H
+#endif // AUTODDL_BACKENDS_HOST_RUNREPORT_H

@@ -1,9 +1,8 @@
 // Sharded checkpoints (see Checkpoint.h).
-#include "backends/cpu/Checkpoint.h"
+#include "backends/host/Checkpoint.h"
 
 #include "backends/common/Safetensors.h"
-#include "backends/cpu/Collectives.h"
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/MpiCheck.h"
 
 #include <stdexcept>
 

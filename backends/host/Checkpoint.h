@@ -1,8 +1,8 @@
 // Sharded checkpoints: every rank holds blocks (Slice, Init.h) of some tensors;
 // a checkpoint is one safetensors file of FULL tensors, so it loads under any
 // other plan (or into transformers).
-#ifndef AUTODDL_BACKENDS_CPU_CHECKPOINT_H
-#define AUTODDL_BACKENDS_CPU_CHECKPOINT_H
+#ifndef AUTODDL_BACKENDS_HOST_CHECKPOINT_H
+#define AUTODDL_BACKENDS_HOST_CHECKPOINT_H
 
 #include "backends/common/Init.h"
 
@@ -47,4 +47,4 @@ checkpoint_load(const std::string &path,
 
 } // namespace autoddl::rt
 
-#endif // AUTODDL_BACKENDS_CPU_CHECKPOINT_H
+#endif // AUTODDL_BACKENDS_HOST_CHECKPOINT_H

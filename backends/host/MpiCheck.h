@@ -2,8 +2,8 @@
 // string with the file and line of the call and aborts every rank (llm.c's
 // cudaCheck, for MPI). Communicators made by the runtime return errors
 // (MPI_ERRORS_RETURN) so that this check sees them.
-#ifndef AUTODDL_BACKENDS_CPU_MPICHECK_H
-#define AUTODDL_BACKENDS_CPU_MPICHECK_H
+#ifndef AUTODDL_BACKENDS_HOST_MPICHECK_H
+#define AUTODDL_BACKENDS_HOST_MPICHECK_H
 
 #include <cstdio>
 #include <mpi.h>
@@ -40,4 +40,4 @@ inline int comm_rank(MPI_Comm comm) {
 
 } // namespace autoddl::rt
 
-#endif // AUTODDL_BACKENDS_CPU_MPICHECK_H
+#endif // AUTODDL_BACKENDS_HOST_MPICHECK_H

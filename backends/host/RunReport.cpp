@@ -1,9 +1,9 @@
 // Gathered run metrics and traces (see RunReport.h).
-#include "backends/cpu/RunReport.h"
+#include "backends/host/RunReport.h"
 
 #include "backends/common/FileIo.h"
-#include "backends/cpu/Collectives.h"
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/CommStats.h"
+#include "backends/host/MpiCheck.h"
 
 #include <vector>
 

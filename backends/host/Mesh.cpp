@@ -1,7 +1,7 @@
 // The device mesh over MPI (see Mesh.h).
-#include "backends/cpu/Mesh.h"
+#include "backends/host/Mesh.h"
 
-#include "backends/cpu/MpiCheck.h"
+#include "backends/host/MpiCheck.h"
 
 #include <cerrno>
 #include <cstdio>

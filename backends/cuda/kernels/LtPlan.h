@@ -1,0 +1,125 @@
+// The host side of a cached cuBLASLt GEMM plan, shared by the linear kernels
+// (kernels/Linear.cu) and K-FAC's factor GEMMs (kfac/KfacFactors.cu), which
+// keep their own keys and caches: the hash of a plain key, the operands'
+// alignment, a matrix layout and the heuristic's preference. Not a public
+// header.
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
+
+#include "backends/cuda/Runtime.h" // AUTODDL_CUBLAS_CHECK, the workspace size
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <cublasLt.h>
+#include <mutex>
+#include <unordered_map>
+
+namespace autoddl::rt::detail {
+
+/// FNV-1a over the bytes of a plan key (a struct of plain fields, compared
+/// with memcmp; no padding between them).
+template <class Key> struct LtKeyHash {
+  size_t operator()(const Key &k) const {
+    const auto *p = reinterpret_cast<const unsigned char *>(&k);
+    size_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+  }
+};
+
+/// Fills the problem of a key as cuBLASLt sees it: row-major C[M,N] =
+/// op(A) op(B) is column-major C^T = op(B)^T op(A)^T, the operands swapped.
+/// The key is zeroed first (its padding takes part in hashing).
+template <class Key>
+void lt_key_problem(Key &k, bool transA, bool transB, int64_t M, int64_t N,
+                    int64_t K, int64_t lda, int64_t ldb, int64_t ldc) {
+  std::memset(&k, 0, sizeof k);
+  k.m = N;
+  k.n = M;
+  k.k = K;
+  k.lda = ldb;
+  k.ldb = lda;
+  k.ldc = ldc;
+  k.opA = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  k.opB = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+/// A cache of plans by key, safe across threads. Keep one for the process in
+/// a function-local `new` (never destroyed: the cuBLASLt handle may go first
+/// at exit).
+template <class Key, class Plan> class LtPlanCache {
+public:
+  /// The plan of `key` (made by build(key) the first time), a copy.
+  template <class Build> Plan get(const Key &key, Build build) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it == plans_.end())
+      it = plans_.emplace(key, build(key)).first;
+    return it->second;
+  }
+  /// Changes the cached plan of `key` by f(plan) (an autotuned algorithm).
+  template <class F> void update(const Key &key, F f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(plans_[key]);
+  }
+  int64_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return int64_t(plans_.size());
+  }
+
+private:
+  std::mutex mu_;
+  std::unordered_map<Key, Plan, LtKeyHash<Key>> plans_;
+};
+
+/// Largest power of two (<= 256) dividing the address.
+inline int32_t lt_alignment_of(const void *p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  int32_t al = 256;
+  while (al > 1 && (a % uintptr_t(al)))
+    al /= 2;
+  return al;
+}
+
+/// A column-major rows x cols layout with leading dimension ld; `batch` > 1
+/// matrices `stride` elements apart.
+inline cublasLtMatrixLayout_t lt_layout(cudaDataType_t type, int64_t rows,
+                                        int64_t cols, int64_t ld,
+                                        int64_t batch = 1, int64_t stride = 0) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows),
+                                                  uint64_t(cols), ld));
+  if (batch > 1) {
+    const int32_t count = int32_t(batch);
+    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    AUTODDL_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+        layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+        sizeof stride));
+  }
+  return layout;
+}
+
+/// The heuristic's preference: the runtime's workspace, every operand
+/// aligned to `align` bytes. The caller destroys it.
+inline cublasLtMatmulPreference_t lt_preference(int32_t align) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = uint64_t(kCublasLtWorkspaceBytes);
+  AUTODDL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  const uint32_t al = uint32_t(align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    AUTODDL_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
+  return pref;
+}
+
+} // namespace autoddl::rt::detail
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
