@@ -413,6 +413,8 @@ private:
                             const StageRecompute &rc) const;
   std::set<int> scratchStages_; // stages with a recompute scratch layer
   std::string header() const;
+  std::string paramListText() const;
+  double collectiveBytes(const planner::CollectiveUse &c) const;
   /// The header's account of what the program recomputes (Recompute.cpp).
   std::string recomputeSummary() const;
   std::string prelude() const;

@@ -11,6 +11,96 @@
 
 namespace autoddl::codegen::emit {
 
+namespace {
+
+/// A parameter's name with its first all-digit dotted component (the layer
+/// index) cut out: the part before and after it, and the index; no index:
+/// -1.
+struct LayerName {
+  std::string before, after;
+  long index = -1;
+};
+
+LayerName splitLayerIndex(const std::string &name) {
+  size_t b = 0;
+  while (b <= name.size()) {
+    size_t e = name.find('.', b);
+    if (e == std::string::npos)
+      e = name.size();
+    if (e > b && e - b < 9 &&
+        std::all_of(name.begin() + long(b), name.begin() + long(e),
+                    [](char c) { return std::isdigit((unsigned char)c); }))
+      return {name.substr(0, b), name.substr(e),
+              std::stol(name.substr(b, e - b))};
+    b = e + 1;
+  }
+  return {name, "", -1};
+}
+
+} // namespace
+
+/// The header's parameter list, one line per parameter, the layers' copies
+/// of one parameter folded into one line ("h.{0..11}.ln_1.weight") where
+/// their indices run 0, 1, 2, ... without a gap, with one shape and layout:
+/// the list stays as long for 48 layers as for 12.
+std::string Emitter::paramListText() const {
+  struct Group {
+    LayerName first;
+    std::string shape, layout;
+    long last = -1; // the last index folded in; -1: a single parameter
+  };
+  std::vector<Group> groups;
+  std::map<std::tuple<std::string, std::string, std::string, std::string>,
+           size_t>
+      open; // (before, after, shape, layout) -> its group
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    if (!isParam(int(t)))
+      continue;
+    const LayerName n = splitLayerIndex(g_.tensors[t].name);
+    const std::string shape = shapeStr(full(int(t))),
+                      layout = L_.tensors[t].str();
+    auto it = open.find({n.before, n.after, shape, layout});
+    if (n.index >= 0 && it != open.end() &&
+        groups[it->second].last + 1 == n.index) {
+      groups[it->second].last = n.index;
+      continue;
+    }
+    if (n.index >= 0)
+      open[{n.before, n.after, shape, layout}] = groups.size();
+    groups.push_back({n, shape, layout, n.index});
+  }
+  std::string out;
+  for (const Group &gr : groups) {
+    const LayerName &n = gr.first;
+    const std::string name =
+        n.index < 0 || gr.last == n.index
+            ? n.before + (n.index < 0 ? "" : std::to_string(n.index)) + n.after
+            : fmt::format("{}{{{}..{}}}{}", n.before, n.index, gr.last,
+                          n.after);
+    out += fmt::format("//   {:<40} {:<12} (B, {})\n", commentText(name),
+                       gr.shape, gr.layout);
+  }
+  return out;
+}
+
+/// A collective's bytes per call: the plan's, or for a gradient sync the
+/// plan prices by time alone (bytes 0, "gradients of pipeline rank <d>") the
+/// fp32 gradients of the parameters device d holds, as this rank holds them.
+double Emitter::collectiveBytes(const planner::CollectiveUse &c) const {
+  const std::string prefix = "gradients of pipeline rank ";
+  if (c.bytes > 0 || c.phase != "gradient-sync" ||
+      c.where.rfind(prefix, 0) != 0)
+    return c.bytes;
+  const int d = std::atoi(c.where.c_str() + prefix.size());
+  if (d < 0 || d >= 64)
+    return c.bytes;
+  double bytes = 0;
+  for (size_t t = 0; t < g_.tensors.size(); ++t)
+    if (isParam(int(t)) && (deviceMask_[t] >> d & 1))
+      bytes += double(numel(local(int(t), L_.tensors[t]))) * sizeof(float);
+  return bytes;
+}
+
 std::string Emitter::header() const {
   const auto &k = plan_.knobs;
   std::string h;
@@ -61,11 +151,7 @@ std::string Emitter::header() const {
     h += "//   stage 0 on device 0: the whole model\n";
   h += "//\n// Parameters, nd-SBP over (dp, tp) as this program holds them "
        "(dp: B, ZeRO shards the\n// optimizer state over dp):\n";
-  for (size_t t = 0; t < g_.tensors.size(); ++t)
-    if (isParam(int(t)))
-      h += fmt::format("//   {:<40} {:<12} (B, {})\n",
-                       commentText(g_.tensors[t].name), shapeStr(full(int(t))),
-                       L_.tensors[t].str());
+  h += paramListText();
   h += "//\n// Ops whose plan signature splits over tp, and how they run "
        "here:\n";
   bool any = false;
@@ -111,7 +197,7 @@ std::string Emitter::header() const {
   for (const auto &c : plan_.collectives) {
     auto &v = vol[c.collective + " over " + c.axis + " (" + c.phase + ")"];
     v.first += c.perStep;
-    v.second += c.bytes * double(c.perStep);
+    v.second += collectiveBytes(c) * double(c.perStep);
   }
   h += "//\n// Expected communication per step and rank (the plan's cost "
        "model):\n";
