@@ -426,12 +426,13 @@ private:
                          int64_t in, int64_t out, bool tw);
   std::string kfacProgramText() const;
   std::string kfacStageFunctions() const;
-  // A K-FAC call placed on a device: run in the refresh cycle's step `phase`
-  // (0: the refresh step), in the canonical order of `key` within its slot.
+  // A K-FAC item placed on a device: run in the refresh cycle's step `phase`
+  // (0: the refresh step), in the canonical order of `key` within its slot;
+  // `entry`, its instruction-table entry (ScheduleTable.h).
   struct KfacCall {
     int phase;
     std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
-    std::string call;
+    std::string entry;
     int saved = -1; // kfac_curvature_saved's layer row
   };
   // (device, slot) -> calls; slot k: before instruction k, k = the list's

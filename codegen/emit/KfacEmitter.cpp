@@ -32,6 +32,15 @@ std::string paramOf(const std::string &value, const std::string &tail) {
   return value.substr(0, value.size() - tail.size());
 }
 
+/// A K-FAC entry of a device's instruction table
+/// (backends/common/harness/ScheduleTable.h): work, stage, micro-batch,
+/// direction (unused), layer row, step of the refresh cycle.
+std::string kfacEntry(const std::string &work, int stage, int mb, int row,
+                      int phase) {
+  return fmt::format("{{{}, {}, {}, kDown, {}{}}}", work, stage, mb, row,
+                     phase ? ", " + std::to_string(phase) : "");
+}
+
 } // namespace
 
 void Emitter::checkKfac() const {
@@ -183,10 +192,8 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       return;
     auto &c = curvAt[{d, row, g}];
     c = std::max(c, std::pair<int, size_t>{0, slot});
-    at[{d, slot}].push_back({0,
-                             {0, 0, 0},
-                             fmt::format("stage{}_kfac({}, {}, {});", st, mb,
-                                         row, g ? "true" : "false")});
+    at[{d, slot}].push_back(
+        {0, {0, 0, 0}, kfacEntry(g ? "kCurvG" : "kCurvA", st, mb, row, 0)});
   };
   // A curvature item of step `phase` > 0 of the cycle: its operand kept at
   // `saveSlot` of the refresh step, accumulated at `slot` of that step.
@@ -196,15 +203,12 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       return;
     auto &c = curvAt[{d, row, g}];
     c = std::max(c, std::pair<int, size_t>{phase, slot});
-    const char *side = g ? "true" : "false";
     at[{d, saveSlot}].push_back(
-        {0,
-         {0, 0, 0},
-         fmt::format("stage{}_kfac_save({}, {}, {});", st, mb, row, side)});
+        {0, {0, 0, 0}, kfacEntry(g ? "kSaveG" : "kSaveA", st, mb, row, 0)});
     at[{d, slot}].push_back(
         {phase,
          {0, 0, 0},
-         fmt::format("kfac_curvature_saved({}, {}, {});", row, mb, side),
+         kfacEntry(g ? "kSavedG" : "kSavedA", -1, mb, row, phase),
          row});
   };
   // fn(device, its list, item) over the plan's items of this schedule's
@@ -234,8 +238,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     if (dep == list.size()) // not this device's (a copied plan's items)
       return;
     if (it.step > 0 && !it.forced && target_.kfacBubbleItems) {
-      deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch,
-               row, g);
+      deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch, row, g);
       return;
     }
     const size_t slot =
@@ -285,8 +288,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       if (placed.count({d, row, kind * 2 + f}))
         return; // Chimera's second copy of the layer: once a device
       std::pair<int, size_t> where{std::max(it.step, 0),
-                                   it.forced ? list.size()
-                                             : slotAt(it, 0)};
+                                   it.forced ? list.size() : slotAt(it, 0)};
       for (bool g : {false, true}) { // after the layer's curvature on d
         auto c = curvAt.find({d, row, g});
         if (c != curvAt.end())
@@ -302,8 +304,9 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       at[{d, where.second}].push_back(
           {where.first,
            {kind, row, f},
-           fmt::format("kfac_{}({}, {});", kind == 1 ? "reduce" : "invert", row,
-                       f ? "true" : "false")});
+           kfacEntry(fmt::format("k{}{}", kind == 1 ? "Reduce" : "Invert",
+                                 f ? 'G' : 'A'),
+                     -1, -1, row, where.first)});
     });
   }
   for (auto &[slot, calls] : at)

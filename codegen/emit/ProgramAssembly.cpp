@@ -452,8 +452,10 @@ std::string Emitter::prelude() const {
   const bool primitives =
       std::any_of(g_.ops.begin(), g_.ops.end(),
                   [](const OpDef &o) { return o.kind == "primitive"; });
-  return std::string(target_.includes) + kfacInclude +
-         (imageOps ? target_.imageIncludes : "") +
+  return std::string(target_.includes) +
+         "#include \"backends/common/harness/ScheduleTable.h\" // the "
+         "schedule as instruction tables\n" +
+         kfacInclude + (imageOps ? target_.imageIncludes : "") +
          (primitives ? "#include \"backends/common/OnnxPrimitive.h\" // an "
                        "ONNX import's unfused primitives\n"
                      : "") +
