@@ -73,6 +73,11 @@ def main():
             per_stage[k] += kept * buffer_bytes(layer_body[k], "Kept")
         if re.search(r"stage%d_scratch\.emplace_back" % k, src):
             scratch[k] = buffer_bytes(layer_body[k], "Scratch")
+    # Stages whose code differs in numbers only share one struct, a template
+    # over the stage (codegen/emit/StageTypes.cpp): kStageFunctions' row k
+    # names stage k's instance, stage<r>_forward<k>, of struct Stage<r>.
+    for m in re.finditer(r"\{stage(\d+)_forward<(\d+)>,", src):
+        per_stage[int(m.group(2))] = per_stage[int(m.group(1))]
     if plan["schedule"]["kind"] == "chimera":
         fail(f"{a.project}: Chimera's two pipelines are not checked here")
     rows = []

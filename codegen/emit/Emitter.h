@@ -201,6 +201,32 @@ struct StageRecompute {
   bool any() const { return layers > 0; }
 };
 
+/// Stages whose code differs in numbers only, as one template over the
+/// stage S (StageTypes.cpp).
+struct StageTypes {
+  std::vector<int> typeOf;     // per stage: the stage whose names it shares
+  std::vector<bool> templated; // per stage: runs an instance of a template
+  std::string text;            // every stage's code
+  /// Stage s's function `name`: "stage5_forward" or "stage1_forward<5>".
+  std::string fn(int s, const std::string &name) const {
+    const int r = typeOf[size_t(s)];
+    return templated[size_t(s)] ? fmt::format("stage{}_{}<{}>", r, name, s)
+                                : fmt::format("stage{}_{}", s, name);
+  }
+  /// Stage s's activation sets: "stage5" or "stage1<5>".
+  std::string sets(int s) const {
+    return templated[size_t(s)]
+               ? fmt::format("stage{}<{}>", typeOf[size_t(s)], s)
+               : fmt::format("stage{}", s);
+  }
+};
+
+/// Folds `texts` (per stage, its code; `members`, its struct's member names)
+/// where the stages marked eligible read the same but for numbers.
+StageTypes foldStages(const std::vector<std::string> &texts,
+                      const std::vector<std::set<std::string>> &members,
+                      const std::vector<bool> &eligible);
+
 class Emitter {
 public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
@@ -412,6 +438,7 @@ private:
   std::string recomputeText(int stage, const StageLayers &sl,
                             const StageRecompute &rc) const;
   std::set<int> scratchStages_; // stages with a recompute scratch layer
+  StageTypes stageTypes_;       // which stages share one template
   std::string header() const;
   std::string paramListText() const;
   double collectiveBytes(const planner::CollectiveUse &c) const;
@@ -425,7 +452,8 @@ private:
   void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
                          int64_t in, int64_t out, bool tw);
   std::string kfacProgramText() const;
-  std::string kfacStageFunctions() const;
+  /// Stage `st`'s K-FAC operand function (empty without K-FAC layers).
+  std::string kfacStageFunction(int st) const;
   // A K-FAC item placed on a device: run in the refresh cycle's step `phase`
   // (0: the refresh step), in the canonical order of `key` within its slot;
   // `entry`, its instruction-table entry (ScheduleTable.h).
@@ -464,8 +492,8 @@ private:
   // the constants they read and each op's resolved Primitive.
   std::string primitiveDecls_;
   std::set<int> declaredConsts_;
-  IdentTable primitiveNames_;        // their resolutions' names (prim_<op>)
-  bool splitBackward_ = false;       // zero-bubble: B and W apart
+  IdentTable primitiveNames_;  // their resolutions' names (prim_<op>)
+  bool splitBackward_ = false; // zero-bubble: B and W apart
   // The activation sets each stage allocates and the micro-batch each holds
   // (pipeline/ActivationSets.h), from the schedule and K-FAC's reads.
   pipeline::ActivationSets sets_;
@@ -514,8 +542,14 @@ private:
   std::vector<std::string> kfacRows_;
   std::map<std::string, int> kfacByName_; // op name -> row
   std::vector<int> kfacStage_;            // per row: its model stage
-  // Per model stage, the cases of its curvature function (row: A, G).
-  std::map<int, std::vector<std::pair<std::string, std::string>>> kfacCases_;
+  // Per model stage, the cases of its curvature function: a layer's row, its
+  // input (factor A's operand), output gradient (G's) and rows.
+  struct KfacCase {
+    int row;
+    std::string x, dy;
+    int64_t rows;
+  };
+  std::map<int, std::vector<KfacCase>> kfacCases_;
 };
 
 } // namespace autoddl::codegen::emit

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 
 namespace autoddl::codegen::emit {
 
@@ -97,8 +98,12 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
     out += "  grad_sync.configure(g.dp, {}, {});\n}\n\n";
     return out;
   }
-  out += "  std::vector<std::vector<std::pair<float *, int64_t>>> "
-         "buckets(kBuckets);\n  std::vector<int> expected(kBuckets, 0);\n";
+  out +=
+      "  std::vector<std::vector<std::pair<float *, int64_t>>> "
+      "buckets(kBuckets);\n  std::vector<int> expected(kBuckets, 0);\n"
+      "  auto add = [&](Param &p, int b) {\n    buckets[size_t(b)].push_back("
+      "{p.grad.data(), p.n});\n    p.bucket = b;\n  };\n";
+  std::vector<std::string> blocks;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket &k = buckets_[b];
     int count = 0;
@@ -109,14 +114,16 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
              ins.kind ==
                  (k.weightPart ? OpKind::WeightGradient : OpKind::Backward)))
           ++count;
-    out += fmt::format("  if (holds_stage({})) {{ // stage {}\n", k.stage,
-                       k.stage);
+    std::string block = fmt::format("  if (holds_stage({})) {{ // stage {}\n",
+                                    k.stage, k.stage);
     for (int t : k.params)
-      out += fmt::format("    buckets[{0}].push_back({{P.{1}.grad.data(), "
-                         "P.{1}.n}});\n    P.{1}.bucket = {0};\n",
-                         b, names_[size_t(t)]);
-    out += fmt::format("    expected[{}] = {};\n  }}\n", b, count);
+      block += fmt::format("    add(P.{}, {});\n", names_[size_t(t)], b);
+    blocks.push_back(block +
+                     fmt::format("    expected[{}] = {};\n  }}\n", b, count));
   }
+  // Buckets of one shape (a layer's, per layer) as a loop: each bucket is
+  // filled on its own, so the order between them does not matter.
+  out += foldBlocks(blocks, "  ", true);
   out += "  grad_sync.configure(g.dp, std::move(buckets), "
          "std::move(expected));\n";
   bool anyPartial = false;

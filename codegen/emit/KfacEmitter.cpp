@@ -90,58 +90,31 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
   if (isNew) {
     kfacByName_[c.op.name] = pos->second;
     kfacStage_.push_back(c.st);
-    kfacCases_[c.st].push_back(
-        {fmt::format("kfac_curvature_A({}, {}, {});", pos->second, c.x[0],
-                     rows),
-         fmt::format("kfac_curvature_G({}, {}, {});", pos->second, dy, rows)});
+    kfacCases_[c.st].push_back({pos->second, c.x[0], dy, rows});
   }
 }
 
-/// Per stage, the curvature of one K-FAC layer's factor for micro-batch mb,
-/// reading the micro-batch's activation set (kept until its last read: the
-/// reads are inputs of pipeline::assignActivationSets).
-std::string Emitter::kfacStageFunctions() const {
-  std::string out;
-  for (const auto &[st, cases] : kfacCases_) {
-    out += fmt::format(
-        "// K-FAC curvature on stage {0}: factor A (input) or G (output "
-        "gradient) of a layer, micro-batch mb.\nstatic void stage{0}_kfac(int "
-        "mb, int layer, bool g) {{\n  Stage{0} &a = "
-        "stage{0}[size_t(kSetOf{0}[mb])];\n  "
-        "switch (layer) {{\n",
-        st);
-    for (const auto &[callA, callG] : cases) {
-      const int row = std::stoi(callA.substr(callA.find('(') + 1));
-      out += fmt::format("  case {}:\n    if (g)\n      {}\n    else\n      "
-                         "{}\n    break;\n",
-                         row, callG, callA);
-    }
-    out += "  }\n  (void)a;\n}\n\n";
-    if (!target_.kfacBubbleItems)
-      continue;
-    // The same operands copied for a curvature item the plan put in a later
-    // step of the cycle (kfacPlacement).
-    out += fmt::format(
-        "// K-FAC: the operand of a curvature item of a later step, kept "
-        "(stage {0}).\n[[maybe_unused]] static void stage{0}_kfac_save(int "
-        "mb, int layer, bool g) {{\n  Stage{0} &a = "
-        "stage{0}[size_t(kSetOf{0}[mb])];\n  "
-        "switch (layer) {{\n",
-        st);
-    auto saving = [](const std::string &call) {
-      const std::string from = "kfac_curvature_";
-      return "kfac_save_" + call.substr(from.size(), 2) + "mb, " +
-             call.substr(from.size() + 2);
-    };
-    for (const auto &[callA, callG] : cases) {
-      const int row = std::stoi(callA.substr(callA.find('(') + 1));
-      out += fmt::format("  case {}:\n    if (g)\n      {}\n    else\n      "
-                         "{}\n    break;\n",
-                         row, saving(callG), saving(callA));
-    }
-    out += "  }\n  (void)a;\n}\n\n";
-  }
-  return out;
+/// Per stage, a K-FAC layer's operand for micro-batch mb (factor A's input
+/// or G's output gradient), handed to kfac_operand: accumulated now, or
+/// with `save` kept for a curvature item the plan put in a later step of
+/// the cycle (kfacPlacement). It reads the micro-batch's activation set (kept
+/// until its last read: the reads are inputs of
+/// pipeline::assignActivationSets).
+std::string Emitter::kfacStageFunction(int st) const {
+  auto it = kfacCases_.find(st);
+  if (it == kfacCases_.end())
+    return "";
+  std::string out = fmt::format(
+      "// K-FAC on stage {0}: a layer's operand for factor A (its input) or "
+      "G (its output gradient).\nstatic void stage{0}_kfac(int mb, int "
+      "layer, bool g, bool save) {{\n  Stage{0} &a = "
+      "stage{0}[size_t(kSetOf{0}[mb])];\n  switch (layer) {{\n",
+      st);
+  for (const KfacCase &c : it->second)
+    out += fmt::format("  case {0}:\n    return kfac_operand(mb, {0}, g, "
+                       "save, {1}, {2}, {3});\n",
+                       c.row, c.x, c.dy, c.rows);
+  return out + "  }\n  (void)a;\n}\n\n";
 }
 
 /// Where each device runs its K-FAC items: the plan's placement

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h" // identChar
 
 namespace autoddl::codegen::emit {
 
@@ -24,10 +25,6 @@ std::pair<std::string, std::string> splitAtLayer(const std::string &id, int l) {
   if (p == std::string::npos || p == 0)
     return {};
   return {id.substr(0, p), id.substr(p + tok.size())};
-}
-
-bool identChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
 /// Replaces each whole-word occurrence of `from` in `s` by `to`.

@@ -37,49 +37,59 @@ LayerName splitLayerIndex(const std::string &name) {
   return {name, "", -1};
 }
 
-} // namespace
-
-/// The header's parameter list, one line per parameter, the layers' copies
-/// of one parameter folded into one line ("h.{0..11}.ln_1.weight") where
-/// their indices run 0, 1, 2, ... without a gap, with one shape and layout:
-/// the list stays as long for 48 layers as for 12.
-std::string Emitter::paramListText() const {
+/// Header lines (a name, the rest of the line): the lines of one name but
+/// for its layer index, with one rest, folded into one where the indices
+/// run 0, 1, 2, ... without a gap ("h.{0..11}.ln_1.weight"), at the place
+/// of the first.
+std::vector<std::pair<std::string, std::string>>
+foldByLayer(const std::vector<std::pair<std::string, std::string>> &lines) {
   struct Group {
     LayerName first;
-    std::string shape, layout;
-    long last = -1; // the last index folded in; -1: a single parameter
+    std::string rest;
+    long last = -1; // the last index folded in
   };
   std::vector<Group> groups;
-  std::map<std::tuple<std::string, std::string, std::string, std::string>,
-           size_t>
-      open; // (before, after, shape, layout) -> its group
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
-    if (!isParam(int(t)))
-      continue;
-    const LayerName n = splitLayerIndex(g_.tensors[t].name);
-    const std::string shape = shapeStr(full(int(t))),
-                      layout = L_.tensors[t].str();
-    auto it = open.find({n.before, n.after, shape, layout});
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> open;
+  for (const auto &[name, rest] : lines) {
+    const LayerName n = splitLayerIndex(name);
+    auto it = open.find({n.before, n.after, rest});
     if (n.index >= 0 && it != open.end() &&
         groups[it->second].last + 1 == n.index) {
       groups[it->second].last = n.index;
       continue;
     }
     if (n.index >= 0)
-      open[{n.before, n.after, shape, layout}] = groups.size();
-    groups.push_back({n, shape, layout, n.index});
+      open[{n.before, n.after, rest}] = groups.size();
+    groups.push_back({n, rest, n.index});
   }
-  std::string out;
+  std::vector<std::pair<std::string, std::string>> out;
   for (const Group &gr : groups) {
     const LayerName &n = gr.first;
-    const std::string name =
-        n.index < 0 || gr.last == n.index
-            ? n.before + (n.index < 0 ? "" : std::to_string(n.index)) + n.after
-            : fmt::format("{}{{{}..{}}}{}", n.before, n.index, gr.last,
-                          n.after);
-    out += fmt::format("//   {:<40} {:<12} (B, {})\n", commentText(name),
-                       gr.shape, gr.layout);
+    out.push_back(
+        {n.index < 0 || gr.last == n.index
+             ? n.before + (n.index < 0 ? "" : std::to_string(n.index)) + n.after
+             : fmt::format("{}{{{}..{}}}{}", n.before, n.index, gr.last,
+                           n.after),
+         gr.rest});
   }
+  return out;
+}
+
+} // namespace
+
+/// The header's parameter list, one line per parameter, the layers' copies
+/// of one parameter folded into one line ("h.{0..11}.ln_1.weight")
+/// (foldByLayer): the list stays as long for 48 layers as for 12.
+std::string Emitter::paramListText() const {
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (size_t t = 0; t < g_.tensors.size(); ++t)
+    if (isParam(int(t)))
+      lines.push_back({g_.tensors[t].name,
+                       fmt::format(" {:<12} (B, {})", shapeStr(full(int(t))),
+                                   L_.tensors[t].str())});
+  std::string out;
+  for (const auto &[name, rest] : foldByLayer(lines))
+    out += fmt::format("//   {:<40}{}\n", commentText(name), rest);
   return out;
 }
 
@@ -155,6 +165,7 @@ std::string Emitter::header() const {
   h += "//\n// Ops whose plan signature splits over tp, and how they run "
        "here:\n";
   bool any = false;
+  std::vector<std::pair<std::string, std::string>> opLines;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const OpPlan &p = L_.ops[i];
     if (p.signature.empty() || p.signature == "replicate" ||
@@ -163,11 +174,14 @@ std::string Emitter::header() const {
     static const char *mode[] = {"replicated",         "column",      "row",
                                  "vocab table",        "local heads", "local",
                                  "vocab-parallel loss"};
-    h += fmt::format("//   {:<28} {:<10} plan {:<8} -> {}\n",
-                     commentText(g_.ops[i].name), commentText(g_.ops[i].kind),
-                     commentText(p.signature), mode[int(p.mode)]);
+    opLines.push_back(
+        {g_.ops[i].name,
+         fmt::format(" {:<10} plan {:<8} -> {}", commentText(g_.ops[i].kind),
+                     commentText(p.signature), mode[int(p.mode)])});
     any = true;
   }
+  for (const auto &[name, rest] : foldByLayer(opLines))
+    h += fmt::format("//   {:<28}{}\n", commentText(name), rest);
   if (!any)
     h += "//   (none)\n";
   // Splits the program does not generate (Layout.h lists those it does) run
@@ -250,8 +264,35 @@ std::string Emitter::emit() {
   planResidualFusion();
   planLayerParams();
   std::string stagesText;
-  for (int s = 0; s < stages; ++s)
-    emitStage(s, stagesText);
+  if (plan_.kfac)
+    stagesText +=
+        "// A K-FAC layer's operand: factor A's input x or factor G's output "
+        "gradient dy,\n// accumulated now, or kept (save) for a curvature "
+        "item of a later step of the cycle.\ntemplate <class X, class Y>\n"
+        "static void kfac_operand(int mb, int layer, bool g, bool save, X x, "
+        "Y dy, int64_t rows) {\n  if (save)\n    g ? kfac_save_G(mb, layer, "
+        "dy, rows) : kfac_save_A(mb, layer, x, rows);\n  else\n    g ? "
+        "kfac_curvature_G(layer, dy, rows) : kfac_curvature_A(layer, x, "
+        "rows);\n}\n\n";
+  std::vector<std::string> stageText(size_t(stages), "");
+  for (int s = 0; s < stages; ++s) {
+    emitStage(s, stageText[size_t(s)]);
+    stageText[size_t(s)] += kfacStageFunction(s);
+  }
+  {
+    // Stages with inputs, the loss or a recompute scratch keep their own
+    // code (their per-stage data outside the struct).
+    std::vector<std::set<std::string>> memberNames(static_cast<size_t>(stages));
+    std::vector<bool> eligible(static_cast<size_t>(stages));
+    for (int s = 0; s < stages; ++s) {
+      for (const Member &m : members_[s])
+        memberNames[size_t(s)].insert(m.name);
+      eligible[size_t(s)] =
+          !inputStages_.count(s) && s != lossStage_ && !scratchStages_.count(s);
+    }
+    stageTypes_ = foldStages(stageText, memberNames, eligible);
+    stagesText += stageTypes_.text;
+  }
   // The activation sets. K-FAC's curvature reads its micro-batch's set
   // where a filling thread gets to it (the CPU programs' default), at the
   // latest by the step's end: a K-FAC plan keeps every micro-batch's set for
@@ -301,6 +342,15 @@ std::string Emitter::emit() {
     consts += fmt::format("constexpr int kSets{0} = {1};\nconstexpr int "
                           "kSetOf{0}[kMicroBatches] = {{{2}}};\n",
                           s, sets_.count[size_t(s)], table);
+  }
+  if (std::count(stageTypes_.templated.begin(), stageTypes_.templated.end(),
+                 true) > 0) {
+    std::string all;
+    for (int s = 0; s < stages; ++s)
+      all += fmt::format("{}kSetOf{}", s ? ", " : "", s);
+    consts += "// Per stage its kSetOf table, for the stages' templates.\n"
+              "constexpr const int *kSetOfStage[kStages] = {" +
+              all + "};\n";
   }
   consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
                         "by rows (batch, sequence) over tp\n",
@@ -375,8 +425,8 @@ std::string Emitter::emit() {
   glue += "// ---- the step ----\n\n";
   glue += "static void allocate_stages() {\n";
   for (int s = 0; s < stages; ++s) {
-    std::string body =
-        fmt::format("    stage{}.resize(size_t(kSets{}));\n", s, s);
+    std::string body = fmt::format("    {}.resize(size_t(kSets{}));\n",
+                                   stageTypes_.sets(s), s);
     if (scratchStages_.count(s))
       body += fmt::format(
           "    stage{}_scratch.emplace_back(LayerBuffers::Scratch);\n", s);
@@ -393,7 +443,7 @@ std::string Emitter::emit() {
     glue += "// Device buffers go before the CUDA context does.\n";
     glue += "static void free_stages() {\n";
     for (int s = 0; s < stages; ++s) {
-      glue += fmt::format("  stage{}.clear();\n", s);
+      glue += fmt::format("  {}.clear();\n", stageTypes_.sets(s));
       if (scratchStages_.count(s))
         glue += fmt::format("  stage{}_scratch.clear();\n", s);
       if (inputStages_.count(s))

@@ -15,21 +15,21 @@
 namespace autoddl::codegen::emit {
 
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
-  std::string out = kfacStageFunctions();
+  std::string out;
   const auto kfacAt = kfacPlacement(s); // K-FAC items, where placed
   out += "// Each model stage's functions, for the instruction tables "
          "(ScheduleTable.h).\nstatic const StageFunctions "
          "kStageFunctions[kStages] = {\n";
   for (int st = 0; st < s.modelStages(); ++st) {
     auto fn = [&](const char *name, bool has) {
-      return has ? fmt::format("stage{}_{}", st, name) : std::string("nullptr");
+      return has ? stageTypes_.fn(st, name) : std::string("nullptr");
     };
     const bool kfac = kfacCases_.count(st) > 0;
-    out += fmt::format(
-        "    {{{}, {}, {}, {}, {}, {}, {}}},\n", fn("forward", true),
-        fn("backward", !splitBackward_), fn("backward_input", splitBackward_),
-        fn("backward_weight", splitBackward_), fn("reuse", true),
-        fn("kfac", kfac), fn("kfac_save", kfac && target_.kfacBubbleItems));
+    out += fmt::format("    {{{}, {}, {}, {}, {}, {}}},\n", fn("forward", true),
+                       fn("backward", !splitBackward_),
+                       fn("backward_input", splitBackward_),
+                       fn("backward_weight", splitBackward_), fn("reuse", true),
+                       fn("kfac", kfac));
   }
   out += "};\n\n";
   // Slot i's K-FAC entries (before instruction i), in the order of the

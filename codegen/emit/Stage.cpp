@@ -93,9 +93,9 @@ void Emitter::emitStage(int stage, std::string &out) {
   // names too (KfacEmitter.cpp).
   // (find, not []: a stage without K-FAC layers gets no stage<k>_kfac.)
   if (auto k = kfacCases_.find(stage); k != kfacCases_.end())
-    for (auto &[callA, callG] : k->second) {
-      callA = sl.rename(callA);
-      callG = sl.rename(callG);
+    for (KfacCase &c : k->second) {
+      c.x = sl.rename(c.x);
+      c.dy = sl.rename(c.dy);
     }
   const size_t stageBegin = out.size();
   const bool hasLoss =

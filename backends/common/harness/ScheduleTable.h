@@ -62,8 +62,9 @@ struct StageFunctions {
   void (*backward_input)(int64_t step, int mb, Direction dir);
   void (*backward_weight)(int64_t step, int mb, Direction dir);
   void (*reuse)(int prev, Direction dir);
-  void (*kfac)(int mb, int layer, bool g);
-  void (*kfac_save)(int mb, int layer, bool g);
+  // A K-FAC layer's operand of micro-batch mb: accumulated into factor A or
+  // G now, or with `save` kept for a later step of the refresh cycle.
+  void (*kfac)(int mb, int layer, bool g, bool save);
 };
 
 /// The backend's K-FAC calls (its KfacRun.h).
@@ -110,11 +111,9 @@ inline void run_instructions(InstructionList list, const StageFunctions *stages,
       break;
     case kCurvA:
     case kCurvG:
-      s->kfac(in.mb, in.layer, g);
-      break;
     case kSaveA:
     case kSaveG:
-      s->kfac_save(in.mb, in.layer, g);
+      s->kfac(in.mb, in.layer, g, in.work >= kSaveA);
       break;
     case kSavedA:
     case kSavedG:
