@@ -404,6 +404,27 @@ private:
   std::string vocabPaddingText() const;
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
+  /// What a stage's code is emitted from (Stage.cpp, planStage).
+  struct StagePlan {
+    int stage;
+    std::vector<Step> steps;
+    std::vector<int> in, sendOut, inputs; // boundary in / out, model inputs
+    StageLayers sl;
+    StageRecompute rc;
+    bool hasLoss;
+  };
+  StagePlan planStage(int stage);
+  /// Stage st's members (none yet: empty).
+  const std::vector<Member> &stageMembers(int st) const {
+    static const std::vector<Member> none;
+    auto it = members_.find(st);
+    return it == members_.end() ? none : it->second;
+  }
+  std::string stageStructText(const StagePlan &p);
+  std::string stageForwardText(const StagePlan &p) const;
+  std::string stageBackwardText(const StagePlan &p);
+  std::string stageZeroGradsText(const StagePlan &p) const;
+  std::string stageInstructionsText(const StagePlan &p) const;
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
   /// struct Params and param_specs(), the layer tables as loops.
@@ -440,6 +461,9 @@ private:
   std::set<int> scratchStages_; // stages with a recompute scratch layer
   StageTypes stageTypes_;       // which stages share one template
   std::string header() const;
+  std::string stagesCode(int stages);
+  std::string constsText(const pipeline::Schedule &sched) const;
+  std::string stepGlue(const pipeline::Schedule &sched);
   std::string paramListText() const;
   double collectiveBytes(const planner::CollectiveUse &c) const;
   /// The header's account of what the program recomputes (Recompute.cpp).
@@ -501,7 +525,7 @@ private:
   int lossStage_ = -1;        // the stage with Stage<k>Results
   /// `stage<k>[...]`: micro-batch `mb`'s activation set of `stage`.
   std::string setOf(int stage, const std::string &mb) const {
-    return fmt::format("stage{0}[size_t(kSetOf{0}[{1}])]", stage, mb);
+    return fmt::format("stage{0}[size_t(kSetOf[{0}][{1}])]", stage, mb);
   }
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial

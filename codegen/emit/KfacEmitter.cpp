@@ -108,7 +108,7 @@ std::string Emitter::kfacStageFunction(int st) const {
       "// K-FAC on stage {0}: a layer's operand for factor A (its input) or "
       "G (its output gradient).\nstatic void stage{0}_kfac(int mb, int "
       "layer, bool g, bool save) {{\n  Stage{0} &a = "
-      "stage{0}[size_t(kSetOf{0}[mb])];\n  switch (layer) {{\n",
+      "stage{0}[size_t(kSetOf[{0}][mb])];\n  switch (layer) {{\n",
       st);
   for (const KfacCase &c : it->second)
     out += fmt::format("  case {0}:\n    return kfac_operand(mb, {0}, g, "

@@ -263,6 +263,33 @@ std::string Emitter::emit() {
   planGeluFusion();
   planResidualFusion();
   planLayerParams();
+  const std::string stagesText = stagesCode(stages);
+  // The activation sets. K-FAC's curvature reads its micro-batch's set
+  // where a filling thread gets to it (the CPU programs' default), at the
+  // latest by the step's end: a K-FAC plan keeps every micro-batch's set for
+  // the step, as the memory model counts (Search.cpp activationSets).
+  const std::vector<pipeline::SetRead> reads =
+      plan_.kfac ? pipeline::stepEndReads(*sched)
+                 : std::vector<pipeline::SetRead>{};
+  auto sets = pipeline::assignActivationSets(*sched, reads);
+  if (!sets)
+    throw UserError("codegen: " + sets.error());
+  sets_ = *std::move(sets);
+  std::string params = paramsText();
+  if (target_.paddedParams)
+    params += vocabPaddingText();
+  params += tpPartialGradsText();
+
+  const std::string consts = constsText(*sched);
+
+  const std::string glue = stepGlue(*sched);
+  return header() + prelude() + consts + primitiveDecls_ + params + stagesText +
+         glue + specText() + kfacProgramText() + programMain();
+}
+
+/// Every stage's struct and functions, identical ones as one template
+/// (StageTypes.cpp), after K-FAC's operand helper.
+std::string Emitter::stagesCode(int stages) {
   std::string stagesText;
   if (plan_.kfac)
     stagesText +=
@@ -293,22 +320,14 @@ std::string Emitter::emit() {
     stageTypes_ = foldStages(stageText, memberNames, eligible);
     stagesText += stageTypes_.text;
   }
-  // The activation sets. K-FAC's curvature reads its micro-batch's set
-  // where a filling thread gets to it (the CPU programs' default), at the
-  // latest by the step's end: a K-FAC plan keeps every micro-batch's set for
-  // the step, as the memory model counts (Search.cpp activationSets).
-  const std::vector<pipeline::SetRead> reads =
-      plan_.kfac ? pipeline::stepEndReads(*sched)
-                 : std::vector<pipeline::SetRead>{};
-  auto sets = pipeline::assignActivationSets(*sched, reads);
-  if (!sets)
-    throw UserError("codegen: " + sets.error());
-  sets_ = *std::move(sets);
-  std::string params = paramsText();
-  if (target_.paddedParams)
-    params += vocabPaddingText();
-  params += tpPartialGradsText();
+  return stagesText;
+}
 
+/// The plan's constants, constexpr for the stage code.
+std::string Emitter::constsText(const pipeline::Schedule &sched) const {
+  const auto &k = plan_.knobs;
+  const int stages = sched.modelStages();
+  const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   int maxBoundary = 1;
   for (int s = 1; s < stages; ++s)
     maxBoundary = std::max(maxBoundary, int(boundaryTensors(g_, L_, s).size()));
@@ -335,23 +354,17 @@ std::string Emitter::emit() {
   consts += "// Per stage: the activation sets the schedule keeps alive at "
             "once, and each micro-batch's\n// (pipeline/ActivationSets.h; "
             "0 for one the stage runs on another device).\n";
+  std::string counts, setOf;
   for (int s = 0; s < stages; ++s) {
     std::string table;
     for (int set : sets_.setOf[size_t(s)])
       table += fmt::format("{}{}", table.empty() ? "" : ", ", std::max(set, 0));
-    consts += fmt::format("constexpr int kSets{0} = {1};\nconstexpr int "
-                          "kSetOf{0}[kMicroBatches] = {{{2}}};\n",
-                          s, sets_.count[size_t(s)], table);
+    counts += fmt::format("{}{}", s ? ", " : "", sets_.count[size_t(s)]);
+    setOf += fmt::format("{}{{{}}}", s ? ", " : "", table);
   }
-  if (std::count(stageTypes_.templated.begin(), stageTypes_.templated.end(),
-                 true) > 0) {
-    std::string all;
-    for (int s = 0; s < stages; ++s)
-      all += fmt::format("{}kSetOf{}", s ? ", " : "", s);
-    consts += "// Per stage its kSetOf table, for the stages' templates.\n"
-              "constexpr const int *kSetOfStage[kStages] = {" +
-              all + "};\n";
-  }
+  consts += fmt::format("constexpr int kSets[kStages] = {{{}}};\nconstexpr "
+                        "int kSetOf[kStages][kMicroBatches] = {{{}}};\n",
+                        counts, setOf);
   consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
                         "by rows (batch, sequence) over tp\n",
                         lossRowsSplit_ ? "true" : "false");
@@ -417,7 +430,14 @@ std::string Emitter::emit() {
               "graph models only\n";
   }
   consts += "\n";
+  return consts;
+}
 
+/// The step's glue: the stages' activation sets allocated and freed, the
+/// loss and accuracy sums, the schedule's tables, the gradient buckets and
+/// the CUDA step graph's glue.
+std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
+  const int stages = sched.modelStages();
   // Each micro-batch's loss and counts, kept apart from its activation set.
   std::string lastStage =
       fmt::format("stage{}_results", lossStage_ >= 0 ? lossStage_ : stages - 1);
@@ -425,7 +445,7 @@ std::string Emitter::emit() {
   glue += "// ---- the step ----\n\n";
   glue += "static void allocate_stages() {\n";
   for (int s = 0; s < stages; ++s) {
-    std::string body = fmt::format("    {}.resize(size_t(kSets{}));\n",
+    std::string body = fmt::format("    {}.resize(size_t(kSets[{}]));\n",
                                    stageTypes_.sets(s), s);
     if (scratchStages_.count(s))
       body += fmt::format(
@@ -475,16 +495,15 @@ std::string Emitter::emit() {
         "   for (const auto &a : {})\n      sum += "
         "double(a.correct_heldout);\n  return sum;\n}}\n\n",
         lastStage);
-  glue += schedules(*sched);
+  glue += schedules(sched);
   if (target_.gradBuckets)
-    glue += "\n" + gradSyncConfig(*sched);
+    glue += "\n" + gradSyncConfig(sched);
   if (target_.stepGraph)
     glue += stepGraphGlue();
 
   if (target_.freesBuffers) // Device buffers go before the CUDA context does.
     glue += "\nstatic void free_params() { P = Params{}; }\n";
-  return header() + prelude() + consts + primitiveDecls_ + params + stagesText +
-         glue + specText() + kfacProgramText() + programMain();
+  return glue;
 }
 
 /// The program's includes (the backend's harness and the kernels its stages

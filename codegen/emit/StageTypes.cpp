@@ -8,7 +8,7 @@
 // (a * S + c, fitted to every stage of the group and so exact for each), and
 // each stage runs its instance (stage1_forward<5>). The per-stage data stay
 // per stage: the activation sets as a variable template (stage1<5>), a
-// micro-batch's set from kSetOfStage[S]. A number that follows no such line,
+// micro-batch's set from kSetOf[S]. A number that follows no such line,
 // or one in a place a template cannot vary (a struct's member, a string, a
 // float literal, an identifier the fold does not know), leaves the stages
 // apart. The instances run the calls of the stages they replace, in the same
@@ -128,10 +128,6 @@ std::string templateOf(const std::vector<int> &group,
         templateLines.insert(lineStart);
       else
         edits.push_back({e, 0, "<S>"});
-      continue;
-    }
-    if (ident == "kSetOf" + rs_) {
-      edits.push_back({b, e - b, "kSetOfStage[S]"});
       continue;
     }
     return "";
