@@ -116,8 +116,11 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
           ++count;
     std::string block = fmt::format("  if (holds_stage({})) {{ // stage {}\n",
                                     k.stage, k.stage);
+    // A bucket's gradients in their order; a layer table's runs as a loop.
+    std::vector<std::string> adds;
     for (int t : k.params)
-      block += fmt::format("    add(P.{}, {});\n", names_[size_t(t)], b);
+      adds.push_back(fmt::format("    add(P.{}, {});\n", names_[size_t(t)], b));
+    block += foldRuns(adds, "    ", "l");
     blocks.push_back(block +
                      fmt::format("    expected[{}] = {};\n  }}\n", b, count));
   }

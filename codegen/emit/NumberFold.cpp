@@ -39,7 +39,9 @@ std::string linearIn(const std::vector<int> &xs,
     if (a * xs[i] + c != values[i])
       return "";
   std::string e = a == 0 ? "" : a == 1 ? var : fmt::format("{} * {}", a, var);
-  if (c != 0 || e.empty())
+  if (a == -1 && c > 0)
+    e = fmt::format("{} - {}", c, var);
+  else if (c != 0 || e.empty())
     e += e.empty() ? std::to_string(c)
                    : fmt::format(" {} {}", c < 0 ? '-' : '+', c < 0 ? -c : c);
   if (comment)
@@ -52,7 +54,7 @@ namespace {
 /// The body of a loop over i that runs `group`'s blocks, or "" where one of
 /// their differing numbers cannot be an expression of i.
 std::string loopBody(const std::vector<const Segments *> &group,
-                     const std::string &text) {
+                     const std::string &text, const std::string &var = "i") {
   std::vector<int> xs;
   for (size_t i = 0; i < group.size(); ++i)
     xs.push_back(int(i));
@@ -83,7 +85,7 @@ std::string loopBody(const std::vector<const Segments *> &group,
         (at > 0 && text[at - 1] == '.') ||
         (e + 1 < text.size() && text[e] == '.' &&
          std::isdigit(static_cast<unsigned char>(text[e + 1])));
-    const std::string ex = linearIn(xs, values, "i", comment);
+    const std::string ex = linearIn(xs, values, var, comment);
     if (!comment &&
         (inString || inIdent || inFloat || inTemplateArg || ex.empty()))
       return "";
@@ -173,6 +175,67 @@ std::string foldBlocks(const std::vector<std::string> &blocks,
     if (it != loops.end())
       out += fmt::format("{}for (int i = 0; i < {}; ++i) {{\n{}{}}}\n", indent,
                          it->second.first, it->second.second, indent);
+  }
+  return out;
+}
+
+std::string foldRuns(const std::vector<std::string> &lines,
+                     const std::string &indent, const std::string &var) {
+  const size_t n = lines.size();
+  std::vector<std::string> shape;
+  std::vector<Segments> segs;
+  for (const std::string &l : lines) {
+    segs.emplace_back(l);
+    shape.push_back(segs.back().shape());
+  }
+  // The body of a loop over `count` windows of `p` lines from line i, or "".
+  auto body = [&](size_t i, size_t p, size_t count) {
+    std::string first;
+    for (size_t k = 0; k < p; ++k)
+      first += lines[i + k];
+    std::vector<Segments> windows;
+    for (size_t w = 0; w < count; ++w) {
+      std::string text;
+      for (size_t k = 0; k < p; ++k)
+        text += lines[i + w * p + k];
+      windows.emplace_back(text);
+    }
+    std::vector<const Segments *> group;
+    for (const Segments &w : windows)
+      group.push_back(&w);
+    return loopBody(group, first, var);
+  };
+  std::string out;
+  for (size_t i = 0; i < n;) {
+    size_t bestP = 0, bestCount = 1;
+    std::string bestBody;
+    for (size_t p = 1; p <= 64 && i + 2 * p <= n; ++p) {
+      size_t count = 1;
+      while (i + (count + 1) * p <= n &&
+             std::equal(shape.begin() + long(i), shape.begin() + long(i + p),
+                        shape.begin() + long(i + count * p)))
+        ++count;
+      if (count < 2 || count * p <= bestCount * bestP)
+        continue;
+      std::string b = body(i, p, count);
+      if (b.empty())
+        continue;
+      bestP = p, bestCount = count, bestBody = std::move(b);
+    }
+    if (bestP == 0) {
+      out += lines[i++];
+      continue;
+    }
+    out += fmt::format("{}for (int {} = 0; {} < {}; ++{}) {{\n", indent, var,
+                       var, bestCount, var);
+    for (size_t b = 0; b < bestBody.size();) {
+      size_t e = bestBody.find('\n', b);
+      e = e == std::string::npos ? bestBody.size() : e + 1;
+      out += "  " + bestBody.substr(b, e - b);
+      b = e;
+    }
+    out += indent + "}\n";
+    i += bestP * bestCount;
   }
   return out;
 }

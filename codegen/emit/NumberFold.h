@@ -49,4 +49,11 @@ std::string linearIn(const std::vector<int> &xs,
 std::string foldBlocks(const std::vector<std::string> &blocks,
                        const std::string &indent, bool anyOrder);
 
+/// `lines` (each ending in a newline, indented by `indent`) with each run of
+/// two or more consecutive windows of p lines that read the same but for
+/// numbers linear in the window's place as one loop over `var`, in order:
+/// the loop makes the same statements in the same order.
+std::string foldRuns(const std::vector<std::string> &lines,
+                     const std::string &indent, const std::string &var);
+
 } // namespace autoddl::codegen::emit
