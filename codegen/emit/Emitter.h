@@ -213,12 +213,6 @@ struct StageTypes {
     return templated[size_t(s)] ? fmt::format("stage{}_{}<{}>", r, name, s)
                                 : fmt::format("stage{}_{}", s, name);
   }
-  /// Stage s's activation sets: "stage5" or "stage1<5>".
-  std::string sets(int s) const {
-    return templated[size_t(s)]
-               ? fmt::format("stage{}<{}>", typeOf[size_t(s)], s)
-               : fmt::format("stage{}", s);
-  }
 };
 
 /// Folds `texts` (per stage, its code; `members`, its struct's member names)
@@ -425,6 +419,7 @@ private:
   std::string stageBackwardText(const StagePlan &p);
   std::string stageZeroGradsText(const StagePlan &p) const;
   std::string stageInstructionsText(const StagePlan &p) const;
+  std::string stageSetsText(const StagePlan &p) const;
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
   /// struct Params and param_specs(), the layer tables as loops.
@@ -563,7 +558,8 @@ private:
   std::set<std::string> storedGrads_;
   // K-FAC: per linear op its row of the layer table, and the rows.
   std::map<size_t, int> kfacIndex_;
-  std::vector<std::string> kfacRows_;
+  std::vector<std::string> kfacRows_;     // each row's fields after its name
+  std::vector<std::string> kfacRowNames_; // each row's op name
   std::map<std::string, int> kfacByName_; // op name -> row
   std::vector<int> kfacStage_;            // per row: its model stage
   // Per model stage, the cases of its curvature function: a layer's row, its

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 
 #include <tuple>
 
@@ -78,10 +79,10 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
         tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
     // The last field: the layer's refresh interval, its device's K_d (every
     // copy of a layer shares it: PipeFisher.h).
+    kfacRowNames_.push_back(c.op.name);
     kfacRows_.push_back(fmt::format(
-        "{{{}, &{}, {}, {}, {}, {}, {}, {}, {}}}", cStringLiteral(c.op.name),
-        paramOf(c.x[1], target_.paramValue), bias, row ? in * tp_ : in,
-        col ? out * tp_ : out, tw ? "true" : "false",
+        "&{}, {}, {}, {}, {}, {}, {}, {}", paramOf(c.x[1], target_.paramValue),
+        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
         : row ? "KfacSplit::In"
               : "KfacSplit::None",
@@ -301,12 +302,35 @@ std::string Emitter::kfacProgramText() const {
       "refresh interval (its pipeline device's K; k.refresh is the "
       "longest).\nstatic KfacProgram kfac_program() {\n  KfacProgram k;\n";
   out += fmt::format("  k.damping = {};\n  k.refresh = {};\n  k.rule = "
-                     "{};\n  k.layers = {{\n",
+                     "{};\n",
                      fmtDouble(plan_.kfac->damping), plan_.kfac->refreshSteps,
                      cStringLiteral(plan_.kfac->rule));
-  for (const std::string &row : kfacRows_)
-    out += "      " + row + ",\n";
-  out += "  };\n";
+  if (layerArrays_.empty()) {
+    out += "  k.layers = {\n";
+    for (size_t r = 0; r < kfacRows_.size(); ++r)
+      out += fmt::format("      {{{}, {}}},\n",
+                         cStringLiteral(kfacRowNames_[r]), kfacRows_[r]);
+    out += "  };\n";
+  } else {
+    // Rows by index, a layer's name from its index (param_name keeps it):
+    // a layer table's rows, alike but for their layer, as loops.
+    std::vector<std::string> rows, plain;
+    for (size_t r = 0; r < kfacRows_.size(); ++r) {
+      plain.push_back(fmt::format("  k.layers[{}] = {{{}, {}}};\n", r,
+                                  cStringLiteral(kfacRowNames_[r]),
+                                  kfacRows_[r]));
+      const LayerName n = splitLayerIndex(kfacRowNames_[r]);
+      const std::string name =
+          n.index < 0 ? cStringLiteral(kfacRowNames_[r])
+                      : fmt::format("param_name({} + std::to_string({}) + {})",
+                                    cStringLiteral(n.before), n.index,
+                                    cStringLiteral(n.after));
+      rows.push_back(
+          fmt::format("  k.layers[{}] = {{{}, {}}};\n", r, name, kfacRows_[r]));
+    }
+    out += fmt::format("  k.layers.resize({});\n", rows.size()) +
+           foldBlocks(rows, "  ", true, &plain);
+  }
   if (target_.kfacBubbleItems) // Schedule.cpp
     out += "  k.items_at = kfac_items_at;\n  k.saves = kfac_saves;\n";
   out += "  return k;\n}\n\n";

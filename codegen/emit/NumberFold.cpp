@@ -97,7 +97,8 @@ std::string loopBody(const std::vector<const Segments *> &group,
 } // namespace
 
 std::string foldBlocks(const std::vector<std::string> &blocks,
-                       const std::string &indent, bool anyOrder) {
+                       const std::string &indent, bool anyOrder,
+                       const std::vector<std::string> *asIs) {
   std::vector<Segments> segs;
   for (const std::string &b : blocks)
     segs.emplace_back(b);
@@ -170,13 +171,29 @@ std::string foldBlocks(const std::vector<std::string> &blocks,
   std::string out;
   for (size_t b = 0; b < blocks.size(); ++b) {
     if (!folded[b])
-      out += blocks[b];
+      out += asIs ? (*asIs)[b] : blocks[b];
     auto it = loops.find(b);
     if (it != loops.end())
       out += fmt::format("{}for (int i = 0; i < {}; ++i) {{\n{}{}}}\n", indent,
                          it->second.first, it->second.second, indent);
   }
   return out;
+}
+
+LayerName splitLayerIndex(const std::string &name) {
+  size_t b = 0;
+  while (b <= name.size()) {
+    size_t e = name.find('.', b);
+    if (e == std::string::npos)
+      e = name.size();
+    if (e > b && e - b < 9 &&
+        std::all_of(name.begin() + long(b), name.begin() + long(e),
+                    [](char c) { return std::isdigit((unsigned char)c); }))
+      return {name.substr(0, b), name.substr(e),
+              std::stol(name.substr(b, e - b))};
+    b = e + 1;
+  }
+  return {name, "", -1};
 }
 
 std::string foldRuns(const std::vector<std::string> &lines,

@@ -46,8 +46,18 @@ std::string linearIn(const std::vector<int> &xs,
 /// the group's first block; the others as they are. With `anyOrder` (the
 /// blocks' effects do not depend on their order) the groups of one trip
 /// count share one loop.
+/// `asIs` (if given): per block, the text to emit where it is not folded.
 std::string foldBlocks(const std::vector<std::string> &blocks,
-                       const std::string &indent, bool anyOrder);
+                       const std::string &indent, bool anyOrder,
+                       const std::vector<std::string> *asIs = nullptr);
+
+/// A name with its first all-digit dotted component (a layer's index) cut
+/// out: "h.3.ln_1" -> {"h.", ".ln_1", 3}; without one, {name, "", -1}.
+struct LayerName {
+  std::string before, after;
+  long index = -1;
+};
+LayerName splitLayerIndex(const std::string &name);
 
 /// `lines` (each ending in a newline, indented by `indent`) with each run of
 /// two or more consecutive windows of p lines that read the same but for

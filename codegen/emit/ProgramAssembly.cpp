@@ -7,35 +7,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 #include "planner/Runnable.h"
 
 namespace autoddl::codegen::emit {
 
 namespace {
-
-/// A parameter's name with its first all-digit dotted component (the layer
-/// index) cut out: the part before and after it, and the index; no index:
-/// -1.
-struct LayerName {
-  std::string before, after;
-  long index = -1;
-};
-
-LayerName splitLayerIndex(const std::string &name) {
-  size_t b = 0;
-  while (b <= name.size()) {
-    size_t e = name.find('.', b);
-    if (e == std::string::npos)
-      e = name.size();
-    if (e > b && e - b < 9 &&
-        std::all_of(name.begin() + long(b), name.begin() + long(e),
-                    [](char c) { return std::isdigit((unsigned char)c); }))
-      return {name.substr(0, b), name.substr(e),
-              std::stol(name.substr(b, e - b))};
-    b = e + 1;
-  }
-  return {name, "", -1};
-}
 
 /// Header lines (a name, the rest of the line): the lines of one name but
 /// for its layer index, with one rest, folded into one where the indices
@@ -443,36 +420,6 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
       fmt::format("stage{}_results", lossStage_ >= 0 ? lossStage_ : stages - 1);
   std::string glue;
   glue += "// ---- the step ----\n\n";
-  glue += "static void allocate_stages() {\n";
-  for (int s = 0; s < stages; ++s) {
-    std::string body = fmt::format("    {}.resize(size_t(kSets[{}]));\n",
-                                   stageTypes_.sets(s), s);
-    if (scratchStages_.count(s))
-      body += fmt::format(
-          "    stage{}_scratch.emplace_back(LayerBuffers::Scratch);\n", s);
-    if (inputStages_.count(s))
-      body +=
-          fmt::format("    stage{}_inputs.resize(size_t(kMicroBatches));\n", s);
-    if (s == lossStage_)
-      body += fmt::format(
-          "    stage{}_results.resize(size_t(kMicroBatches));\n", s);
-    glue += fmt::format("  if (holds_stage({})) {{\n{}  }}\n", s, body);
-  }
-  glue += "}\n\n";
-  if (target_.freesBuffers) {
-    glue += "// Device buffers go before the CUDA context does.\n";
-    glue += "static void free_stages() {\n";
-    for (int s = 0; s < stages; ++s) {
-      glue += fmt::format("  {}.clear();\n", stageTypes_.sets(s));
-      if (scratchStages_.count(s))
-        glue += fmt::format("  stage{}_scratch.clear();\n", s);
-      if (inputStages_.count(s))
-        glue += fmt::format("  stage{}_inputs.clear();\n", s);
-      if (s == lossStage_)
-        glue += fmt::format("  stage{}_results.clear();\n", s);
-    }
-    glue += "}\n\n";
-  }
   // With the loss on split rows (kLossRowsOnTp) every tp rank sums its own
   // positions; otherwise tp rank 0 holds them all.
   glue += "// This rank's share of the step's summed loss (of the devices "
@@ -496,6 +443,14 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
         "double(a.correct_heldout);\n  return sum;\n}}\n\n",
         lastStage);
   glue += schedules(sched);
+  // After the stages' table: each stage allocates (frees) its own sets.
+  glue += "\n// The activation sets of the stages this rank runs.\nstatic void "
+          "allocate_stages() {\n  for (int s = 0; s < kStages; ++s)\n    if "
+          "(holds_stage(s))\n      kStageFunctions[s].allocate();\n}\n";
+  if (target_.freesBuffers)
+    glue += "\n// Device buffers go before the CUDA context does.\nstatic void "
+            "free_stages() {\n  for (const StageFunctions &s : "
+            "kStageFunctions)\n    s.free();\n}\n";
   if (target_.gradBuckets)
     glue += "\n" + gradSyncConfig(sched);
   if (target_.stepGraph)

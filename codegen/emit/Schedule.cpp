@@ -25,11 +25,12 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
       return has ? stageTypes_.fn(st, name) : std::string("nullptr");
     };
     const bool kfac = kfacCases_.count(st) > 0;
-    out += fmt::format("    {{{}, {}, {}, {}, {}, {}}},\n", fn("forward", true),
-                       fn("backward", !splitBackward_),
+    out += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}}},\n",
+                       fn("forward", true), fn("backward", !splitBackward_),
                        fn("backward_input", splitBackward_),
                        fn("backward_weight", splitBackward_), fn("reuse", true),
-                       fn("kfac", kfac));
+                       fn("kfac", kfac), fn("allocate", true),
+                       fn("free", target_.freesBuffers));
   }
   out += "};\n\n";
   // Slot i's K-FAC entries (before instruction i), in the order of the

@@ -548,11 +548,47 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
   return out;
 }
 
+/// stage<k>_allocate (and _free, where the target frees buffers): the
+/// stage's activation sets, and the scratch, inputs and results it keeps
+/// apart from them.
+std::string Emitter::stageSetsText(const StagePlan &p) const {
+  const int stage = p.stage;
+  std::vector<std::pair<std::string, std::string>> held = {
+      {fmt::format("stage{}", stage),
+       fmt::format("resize(size_t(kSets[{}]))", stage)}};
+  if (scratchStages_.count(stage))
+    held.push_back({fmt::format("stage{}_scratch", stage),
+                    "emplace_back(LayerBuffers::Scratch)"});
+  if (inputStages_.count(stage))
+    held.push_back({fmt::format("stage{}_inputs", stage),
+                    "resize(size_t(kMicroBatches))"});
+  if (stage == lossStage_)
+    held.push_back({fmt::format("stage{}_results", stage),
+                    "resize(size_t(kMicroBatches))"});
+  std::string alloc, release;
+  for (const auto &[name, call] : held) {
+    alloc += fmt::format("  {}.{};\n", name, call);
+    release += fmt::format("  {}.clear();\n", name);
+  }
+  std::string out =
+      fmt::format("static void stage{}_allocate() {{\n{}}}\n\n", stage, alloc);
+  if (target_.freesBuffers)
+    out +=
+        fmt::format("static void stage{}_free() {{\n{}}}\n\n", stage, release);
+  return out;
+}
+
 void Emitter::emitStage(int stage, std::string &out) {
   const StagePlan p = planStage(stage);
   const size_t stageBegin = out.size();
-  out += stageStructText(p) + stageForwardText(p) + stageBackwardText(p) +
-         stageZeroGradsText(p) + stageInstructionsText(p);
+  // In this order: the struct's text records the stage's loss, inputs and
+  // scratch, which the others read.
+  out += stageStructText(p);
+  out += stageForwardText(p);
+  out += stageBackwardText(p);
+  out += stageZeroGradsText(p);
+  out += stageInstructionsText(p);
+  out += stageSetsText(p);
   // Every other reference to a layer's member, as its table entry.
   out.replace(stageBegin, std::string::npos,
               p.sl.rename(out.substr(stageBegin)));

@@ -36,7 +36,9 @@ bool stageFunction(const std::string &suffix) {
                                               "zero_grads",
                                               "reuse",
                                               "kfac",
-                                              "load_inputs"};
+                                              "load_inputs",
+                                              "allocate",
+                                              "free"};
   return names.count(suffix) > 0;
 }
 

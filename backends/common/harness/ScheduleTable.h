@@ -65,6 +65,10 @@ struct StageFunctions {
   // A K-FAC layer's operand of micro-batch mb: accumulated into factor A or
   // G now, or with `save` kept for a later step of the refresh cycle.
   void (*kfac)(int mb, int layer, bool g, bool save);
+  // Its activation sets (and what it keeps apart from them) allocated, or
+  // freed (the CUDA program's, before its context goes).
+  void (*allocate)();
+  void (*free)();
 };
 
 /// The backend's K-FAC calls (its KfacRun.h).
