@@ -137,9 +137,12 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
     out += "  // Gradients partial over tp as well: one all-reduce over the "
            "stage's dp x tp ranks.\n  static const Comm dp_tp = comm_split("
            "int(g.rpp), world().rank);\n";
+    std::vector<std::string> comms;
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (buckets_[b].tpPartial)
-        out += fmt::format("  grad_sync.set_bucket_comm({}, dp_tp);\n", b);
+        comms.push_back(
+            fmt::format("  grad_sync.set_bucket_comm({}, dp_tp);\n", b));
+    out += foldRuns(comms, "  ", "b");
   }
   out += "}\n\n";
   return out;
