@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 #include "planner/ProgramDecisions.h"
 
 namespace autoddl::codegen::emit {
@@ -207,9 +208,11 @@ std::string Emitter::tpPartialGradsText() const {
                     "rank's gradient is its rows' part, summed over tp\n// "
                     "before the optimizer step.\n"
                     "static bool grad_partial_over_tp(const Param &p) {\n";
+  std::vector<std::string> checks; // a layer table's as a loop over it
   for (int t : L_.tpPartialGrads)
-    out += fmt::format("  if (&p == &P.{})\n    return true;\n",
-                       names_[size_t(t)]);
+    checks.push_back(fmt::format("  if (&p == &P.{})\n    return true;\n",
+                                 names_[size_t(t)]));
+  out += foldBlocks(checks, "  ", true);
   out += L_.tpPartialGrads.empty() ? "  (void)p;\n  return false;\n}\n\n"
                                    : "  return false;\n}\n\n";
   return out;

@@ -2,7 +2,7 @@
 """The bytes a generated project declares against what its plan predicts
 (docs/cost-model.md §5.3), without running it: each stage struct's buffers
 (train.cpp, `struct StageN`) times the activation sets the program allocates
-for it (kSetsN: the micro-batches its schedule keeps in flight; kMicroBatches
+for it (kSets[N]: the micro-batches its schedule keeps in flight; kMicroBatches
 in projects from before the sets), summed per pipeline device from plan.json's
 stage map,
 against pipeline_ranks[].memory.activations (CUDA project); for a one-rank
@@ -61,8 +61,8 @@ def main():
     layer_body = {int(m.group(1)): m.group(2) for m in
                   re.finditer(r"struct Stage(\d+)Layer \{(.*?)\n\};", src, re.S)}
     per_stage, scratch = {}, {}
-    sets = {int(m.group(1)): int(m.group(2))
-            for m in re.finditer(r"constexpr int kSets(\d+) = (\d+);", src)}
+    m = re.search(r"constexpr int kSets\[kStages\] = \{([\d, ]*)\};", src)
+    sets = dict(enumerate(int(n) for n in m.group(1).split(","))) if m else {}
     for m in re.finditer(r"struct Stage(\d+) \{(.*?)\n\};", src, re.S):
         k = int(m.group(1))
         per_stage[k] = buffer_bytes(m.group(2))
@@ -73,6 +73,11 @@ def main():
             per_stage[k] += kept * buffer_bytes(layer_body[k], "Kept")
         if re.search(r"stage%d_scratch\.emplace_back" % k, src):
             scratch[k] = buffer_bytes(layer_body[k], "Scratch")
+    # Stages whose code differs in numbers only share one struct, a template
+    # over the stage (codegen/emit/StageTypes.cpp): kStageFunctions' row k
+    # names stage k's instance, stage<r>_forward<k>, of struct Stage<r>.
+    for m in re.finditer(r"\{stage(\d+)_forward<(\d+)>,", src):
+        per_stage[int(m.group(2))] = per_stage[int(m.group(1))]
     if plan["schedule"]["kind"] == "chimera":
         fail(f"{a.project}: Chimera's two pipelines are not checked here")
     rows = []

@@ -192,6 +192,26 @@ struct StageRecompute {
   bool any() const { return layers > 0; }
 };
 
+/// Stages whose code differs in numbers only, as one template over the
+/// stage S (StageTypes.cpp).
+struct StageTypes {
+  std::vector<int> typeOf;     // per stage: the stage whose names it shares
+  std::vector<bool> templated; // per stage: runs an instance of a template
+  std::string text;            // every stage's code
+  /// Stage s's function `name`: "stage5_forward" or "stage1_forward<5>".
+  std::string fn(int s, const std::string &name) const {
+    const int r = typeOf[size_t(s)];
+    return templated[size_t(s)] ? fmt::format("stage{}_{}<{}>", r, name, s)
+                                : fmt::format("stage{}_{}", s, name);
+  }
+};
+
+/// Folds `texts` (per stage, its code; `members`, its struct's member names)
+/// where the stages marked eligible read the same but for numbers.
+StageTypes foldStages(const std::vector<std::string> &texts,
+                      const std::vector<std::set<std::string>> &members,
+                      const std::vector<bool> &eligible);
+
 class Emitter {
 public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
@@ -369,6 +389,28 @@ private:
   std::string vocabPaddingText() const;
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
+  /// What a stage's code is emitted from (Stage.cpp, planStage).
+  struct StagePlan {
+    int stage;
+    std::vector<Step> steps;
+    std::vector<int> in, sendOut, inputs; // boundary in / out, model inputs
+    StageLayers sl;
+    StageRecompute rc;
+    bool hasLoss;
+  };
+  StagePlan planStage(int stage);
+  /// Stage st's members (none yet: empty).
+  const std::vector<Member> &stageMembers(int st) const {
+    static const std::vector<Member> none;
+    auto it = members_.find(st);
+    return it == members_.end() ? none : it->second;
+  }
+  std::string stageStructText(const StagePlan &p);
+  std::string stageForwardText(const StagePlan &p) const;
+  std::string stageBackwardText(const StagePlan &p);
+  std::string stageZeroGradsText(const StagePlan &p) const;
+  std::string stageInstructionsText(const StagePlan &p) const;
+  std::string stageSetsText(const StagePlan &p) const;
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
   /// struct Params and param_specs(), the layer tables as loops.
@@ -403,7 +445,13 @@ private:
   std::string recomputeText(int stage, const StageLayers &sl,
                             const StageRecompute &rc) const;
   std::set<int> scratchStages_; // stages with a recompute scratch layer
+  StageTypes stageTypes_;       // which stages share one template
   std::string header() const;
+  std::string stagesCode(int stages);
+  std::string constsText(const pipeline::Schedule &sched) const;
+  std::string stepGlue(const pipeline::Schedule &sched);
+  std::string paramListText() const;
+  double collectiveBytes(const planner::CollectiveUse &c) const;
   /// The header's account of what the program recomputes (Recompute.cpp).
   std::string recomputeSummary() const;
   std::string prelude() const;
@@ -414,13 +462,15 @@ private:
   void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
                          int64_t in, int64_t out, bool tw);
   std::string kfacProgramText() const;
-  std::string kfacStageFunctions() const;
-  // A K-FAC call placed on a device: run in the refresh cycle's step `phase`
-  // (0: the refresh step), in the canonical order of `key` within its slot.
+  /// Stage `st`'s K-FAC operand function (empty without K-FAC layers).
+  std::string kfacStageFunction(int st) const;
+  // A K-FAC item placed on a device: run in the refresh cycle's step `phase`
+  // (0: the refresh step), in the canonical order of `key` within its slot;
+  // `entry`, its instruction-table entry (ScheduleTable.h).
   struct KfacCall {
     int phase;
     std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
-    std::string call;
+    std::string entry;
     int saved = -1; // kfac_curvature_saved's layer row
   };
   // (device, slot) -> calls; slot k: before instruction k, k = the list's
@@ -452,8 +502,8 @@ private:
   // the constants they read and each op's resolved Primitive.
   std::string primitiveDecls_;
   std::set<int> declaredConsts_;
-  IdentTable primitiveNames_;        // their resolutions' names (prim_<op>)
-  bool splitBackward_ = false;       // zero-bubble: B and W apart
+  IdentTable primitiveNames_;  // their resolutions' names (prim_<op>)
+  bool splitBackward_ = false; // zero-bubble: B and W apart
   // The activation sets each stage allocates and the micro-batch each holds
   // (pipeline/ActivationSets.h), from the schedule and K-FAC's reads.
   pipeline::ActivationSets sets_;
@@ -461,7 +511,7 @@ private:
   int lossStage_ = -1;        // the stage with Stage<k>Results
   /// `stage<k>[...]`: micro-batch `mb`'s activation set of `stage`.
   std::string setOf(int stage, const std::string &mb) const {
-    return fmt::format("stage{0}[size_t(kSetOf{0}[{1}])]", stage, mb);
+    return fmt::format("stage{0}[size_t(kSetOf[{0}][{1}])]", stage, mb);
   }
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial
@@ -499,11 +549,18 @@ private:
   std::set<std::string> storedGrads_;
   // K-FAC: per linear op its row of the layer table, and the rows.
   std::map<size_t, int> kfacIndex_;
-  std::vector<std::string> kfacRows_;
+  std::vector<std::string> kfacRows_;     // each row's fields after its name
+  std::vector<std::string> kfacRowNames_; // each row's op name
   std::map<std::string, int> kfacByName_; // op name -> row
   std::vector<int> kfacStage_;            // per row: its model stage
-  // Per model stage, the cases of its curvature function (row: A, G).
-  std::map<int, std::vector<std::pair<std::string, std::string>>> kfacCases_;
+  // Per model stage, the cases of its curvature function: a layer's row, its
+  // input (factor A's operand), output gradient (G's) and rows.
+  struct KfacCase {
+    int row;
+    std::string x, dy;
+    int64_t rows;
+  };
+  std::map<int, std::vector<KfacCase>> kfacCases_;
 };
 
 } // namespace autoddl::codegen::emit

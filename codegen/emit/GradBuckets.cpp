@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 
 namespace autoddl::codegen::emit {
 
@@ -97,8 +98,12 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
     out += "  grad_sync.configure(g.dp, {}, {});\n}\n\n";
     return out;
   }
-  out += "  std::vector<std::vector<std::pair<float *, int64_t>>> "
-         "buckets(kBuckets);\n  std::vector<int> expected(kBuckets, 0);\n";
+  out +=
+      "  std::vector<std::vector<std::pair<float *, int64_t>>> "
+      "buckets(kBuckets);\n  std::vector<int> expected(kBuckets, 0);\n"
+      "  auto add = [&](Param &p, int b) {\n    buckets[size_t(b)].push_back("
+      "{p.grad.data(), p.n});\n    p.bucket = b;\n  };\n";
+  std::vector<std::string> blocks;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket &k = buckets_[b];
     int count = 0;
@@ -109,14 +114,19 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
              ins.kind ==
                  (k.weightPart ? OpKind::WeightGradient : OpKind::Backward)))
           ++count;
-    out += fmt::format("  if (holds_stage({})) {{ // stage {}\n", k.stage,
-                       k.stage);
+    std::string block = fmt::format("  if (holds_stage({})) {{ // stage {}\n",
+                                    k.stage, k.stage);
+    // A bucket's gradients in their order; a layer table's runs as a loop.
+    std::vector<std::string> adds;
     for (int t : k.params)
-      out += fmt::format("    buckets[{0}].push_back({{P.{1}.grad.data(), "
-                         "P.{1}.n}});\n    P.{1}.bucket = {0};\n",
-                         b, names_[size_t(t)]);
-    out += fmt::format("    expected[{}] = {};\n  }}\n", b, count);
+      adds.push_back(fmt::format("    add(P.{}, {});\n", names_[size_t(t)], b));
+    block += foldRuns(adds, "    ", "l");
+    blocks.push_back(block +
+                     fmt::format("    expected[{}] = {};\n  }}\n", b, count));
   }
+  // Buckets of one shape (a layer's, per layer) as a loop: each bucket is
+  // filled on its own, so the order between them does not matter.
+  out += foldBlocks(blocks, "  ", true);
   out += "  grad_sync.configure(g.dp, std::move(buckets), "
          "std::move(expected));\n";
   bool anyPartial = false;
@@ -127,9 +137,12 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
     out += "  // Gradients partial over tp as well: one all-reduce over the "
            "stage's dp x tp ranks.\n  static const Comm dp_tp = comm_split("
            "int(g.rpp), world().rank);\n";
+    std::vector<std::string> comms;
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (buckets_[b].tpPartial)
-        out += fmt::format("  grad_sync.set_bucket_comm({}, dp_tp);\n", b);
+        comms.push_back(
+            fmt::format("  grad_sync.set_bucket_comm({}, dp_tp);\n", b));
+    out += foldRuns(comms, "  ", "b");
   }
   out += "}\n\n";
   return out;

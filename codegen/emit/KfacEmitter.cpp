@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 
 #include <tuple>
 
@@ -30,6 +31,15 @@ std::string paramOf(const std::string &value, const std::string &tail) {
                     "parameters; got " +
                     value);
   return value.substr(0, value.size() - tail.size());
+}
+
+/// A K-FAC entry of a device's instruction table
+/// (backends/common/harness/ScheduleTable.h): work, stage, micro-batch,
+/// direction (unused), layer row, step of the refresh cycle.
+std::string kfacEntry(const std::string &work, int stage, int mb, int row,
+                      int phase) {
+  return fmt::format("{{{}, {}, {}, kDown, {}{}}}", work, stage, mb, row,
+                     phase ? ", " + std::to_string(phase) : "");
 }
 
 } // namespace
@@ -69,10 +79,10 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
         tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
     // The last field: the layer's refresh interval, its device's K_d (every
     // copy of a layer shares it: PipeFisher.h).
+    kfacRowNames_.push_back(c.op.name);
     kfacRows_.push_back(fmt::format(
-        "{{{}, &{}, {}, {}, {}, {}, {}, {}, {}}}", cStringLiteral(c.op.name),
-        paramOf(c.x[1], target_.paramValue), bias, row ? in * tp_ : in,
-        col ? out * tp_ : out, tw ? "true" : "false",
+        "&{}, {}, {}, {}, {}, {}, {}, {}", paramOf(c.x[1], target_.paramValue),
+        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
         : row ? "KfacSplit::In"
               : "KfacSplit::None",
@@ -81,58 +91,31 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
   if (isNew) {
     kfacByName_[c.op.name] = pos->second;
     kfacStage_.push_back(c.st);
-    kfacCases_[c.st].push_back(
-        {fmt::format("kfac_curvature_A({}, {}, {});", pos->second, c.x[0],
-                     rows),
-         fmt::format("kfac_curvature_G({}, {}, {});", pos->second, dy, rows)});
+    kfacCases_[c.st].push_back({pos->second, c.x[0], dy, rows});
   }
 }
 
-/// Per stage, the curvature of one K-FAC layer's factor for micro-batch mb,
-/// reading the micro-batch's activation set (kept until its last read: the
-/// reads are inputs of pipeline::assignActivationSets).
-std::string Emitter::kfacStageFunctions() const {
-  std::string out;
-  for (const auto &[st, cases] : kfacCases_) {
-    out += fmt::format(
-        "// K-FAC curvature on stage {0}: factor A (input) or G (output "
-        "gradient) of a layer, micro-batch mb.\nstatic void stage{0}_kfac(int "
-        "mb, int layer, bool g) {{\n  Stage{0} &a = "
-        "stage{0}[size_t(kSetOf{0}[mb])];\n  "
-        "switch (layer) {{\n",
-        st);
-    for (const auto &[callA, callG] : cases) {
-      const int row = std::stoi(callA.substr(callA.find('(') + 1));
-      out += fmt::format("  case {}:\n    if (g)\n      {}\n    else\n      "
-                         "{}\n    break;\n",
-                         row, callG, callA);
-    }
-    out += "  }\n  (void)a;\n}\n\n";
-    if (!target_.kfacBubbleItems)
-      continue;
-    // The same operands copied for a curvature item the plan put in a later
-    // step of the cycle (kfacPlacement).
-    out += fmt::format(
-        "// K-FAC: the operand of a curvature item of a later step, kept "
-        "(stage {0}).\n[[maybe_unused]] static void stage{0}_kfac_save(int "
-        "mb, int layer, bool g) {{\n  Stage{0} &a = "
-        "stage{0}[size_t(kSetOf{0}[mb])];\n  "
-        "switch (layer) {{\n",
-        st);
-    auto saving = [](const std::string &call) {
-      const std::string from = "kfac_curvature_";
-      return "kfac_save_" + call.substr(from.size(), 2) + "mb, " +
-             call.substr(from.size() + 2);
-    };
-    for (const auto &[callA, callG] : cases) {
-      const int row = std::stoi(callA.substr(callA.find('(') + 1));
-      out += fmt::format("  case {}:\n    if (g)\n      {}\n    else\n      "
-                         "{}\n    break;\n",
-                         row, saving(callG), saving(callA));
-    }
-    out += "  }\n  (void)a;\n}\n\n";
-  }
-  return out;
+/// Per stage, a K-FAC layer's operand for micro-batch mb (factor A's input
+/// or G's output gradient), handed to kfac_operand: accumulated now, or
+/// with `save` kept for a curvature item the plan put in a later step of
+/// the cycle (kfacPlacement). It reads the micro-batch's activation set (kept
+/// until its last read: the reads are inputs of
+/// pipeline::assignActivationSets).
+std::string Emitter::kfacStageFunction(int st) const {
+  auto it = kfacCases_.find(st);
+  if (it == kfacCases_.end())
+    return "";
+  std::string out = fmt::format(
+      "// K-FAC on stage {0}: a layer's operand for factor A (its input) or "
+      "G (its output gradient).\nstatic void stage{0}_kfac(int mb, int "
+      "layer, bool g, bool save) {{\n  Stage{0} &a = "
+      "stage{0}[size_t(kSetOf[{0}][mb])];\n  switch (layer) {{\n",
+      st);
+  for (const KfacCase &c : it->second)
+    out += fmt::format("  case {0}:\n    return kfac_operand(mb, {0}, g, "
+                       "save, {1}, {2}, {3});\n",
+                       c.row, c.x, c.dy, c.rows);
+  return out + "  }\n  (void)a;\n}\n\n";
 }
 
 /// Where each device runs its K-FAC items: the plan's placement
@@ -183,10 +166,8 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       return;
     auto &c = curvAt[{d, row, g}];
     c = std::max(c, std::pair<int, size_t>{0, slot});
-    at[{d, slot}].push_back({0,
-                             {0, 0, 0},
-                             fmt::format("stage{}_kfac({}, {}, {});", st, mb,
-                                         row, g ? "true" : "false")});
+    at[{d, slot}].push_back(
+        {0, {0, 0, 0}, kfacEntry(g ? "kCurvG" : "kCurvA", st, mb, row, 0)});
   };
   // A curvature item of step `phase` > 0 of the cycle: its operand kept at
   // `saveSlot` of the refresh step, accumulated at `slot` of that step.
@@ -196,15 +177,12 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       return;
     auto &c = curvAt[{d, row, g}];
     c = std::max(c, std::pair<int, size_t>{phase, slot});
-    const char *side = g ? "true" : "false";
     at[{d, saveSlot}].push_back(
-        {0,
-         {0, 0, 0},
-         fmt::format("stage{}_kfac_save({}, {}, {});", st, mb, row, side)});
+        {0, {0, 0, 0}, kfacEntry(g ? "kSaveG" : "kSaveA", st, mb, row, 0)});
     at[{d, slot}].push_back(
         {phase,
          {0, 0, 0},
-         fmt::format("kfac_curvature_saved({}, {}, {});", row, mb, side),
+         kfacEntry(g ? "kSavedG" : "kSavedA", -1, mb, row, phase),
          row});
   };
   // fn(device, its list, item) over the plan's items of this schedule's
@@ -234,8 +212,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     if (dep == list.size()) // not this device's (a copied plan's items)
       return;
     if (it.step > 0 && !it.forced && target_.kfacBubbleItems) {
-      deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch,
-               row, g);
+      deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch, row, g);
       return;
     }
     const size_t slot =
@@ -285,8 +262,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       if (placed.count({d, row, kind * 2 + f}))
         return; // Chimera's second copy of the layer: once a device
       std::pair<int, size_t> where{std::max(it.step, 0),
-                                   it.forced ? list.size()
-                                             : slotAt(it, 0)};
+                                   it.forced ? list.size() : slotAt(it, 0)};
       for (bool g : {false, true}) { // after the layer's curvature on d
         auto c = curvAt.find({d, row, g});
         if (c != curvAt.end())
@@ -302,8 +278,9 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       at[{d, where.second}].push_back(
           {where.first,
            {kind, row, f},
-           fmt::format("kfac_{}({}, {});", kind == 1 ? "reduce" : "invert", row,
-                       f ? "true" : "false")});
+           kfacEntry(fmt::format("k{}{}", kind == 1 ? "Reduce" : "Invert",
+                                 f ? 'G' : 'A'),
+                     -1, -1, row, where.first)});
     });
   }
   for (auto &[slot, calls] : at)
@@ -325,12 +302,35 @@ std::string Emitter::kfacProgramText() const {
       "refresh interval (its pipeline device's K; k.refresh is the "
       "longest).\nstatic KfacProgram kfac_program() {\n  KfacProgram k;\n";
   out += fmt::format("  k.damping = {};\n  k.refresh = {};\n  k.rule = "
-                     "{};\n  k.layers = {{\n",
+                     "{};\n",
                      fmtDouble(plan_.kfac->damping), plan_.kfac->refreshSteps,
                      cStringLiteral(plan_.kfac->rule));
-  for (const std::string &row : kfacRows_)
-    out += "      " + row + ",\n";
-  out += "  };\n";
+  if (layerArrays_.empty()) {
+    out += "  k.layers = {\n";
+    for (size_t r = 0; r < kfacRows_.size(); ++r)
+      out += fmt::format("      {{{}, {}}},\n",
+                         cStringLiteral(kfacRowNames_[r]), kfacRows_[r]);
+    out += "  };\n";
+  } else {
+    // Rows by index, a layer's name from its index (param_name keeps it):
+    // a layer table's rows, alike but for their layer, as loops.
+    std::vector<std::string> rows, plain;
+    for (size_t r = 0; r < kfacRows_.size(); ++r) {
+      plain.push_back(fmt::format("  k.layers[{}] = {{{}, {}}};\n", r,
+                                  cStringLiteral(kfacRowNames_[r]),
+                                  kfacRows_[r]));
+      const LayerName n = splitLayerIndex(kfacRowNames_[r]);
+      const std::string name =
+          n.index < 0 ? cStringLiteral(kfacRowNames_[r])
+                      : fmt::format("param_name({} + std::to_string({}) + {})",
+                                    cStringLiteral(n.before), n.index,
+                                    cStringLiteral(n.after));
+      rows.push_back(
+          fmt::format("  k.layers[{}] = {{{}, {}}};\n", r, name, kfacRows_[r]));
+    }
+    out += fmt::format("  k.layers.resize({});\n", rows.size()) +
+           foldBlocks(rows, "  ", true, &plain);
+  }
   if (target_.kfacBubbleItems) // Schedule.cpp
     out += "  k.items_at = kfac_items_at;\n  k.saves = kfac_saves;\n";
   out += "  return k;\n}\n\n";

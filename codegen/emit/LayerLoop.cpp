@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h" // identChar
 
 namespace autoddl::codegen::emit {
 
@@ -24,10 +25,6 @@ std::pair<std::string, std::string> splitAtLayer(const std::string &id, int l) {
   if (p == std::string::npos || p == 0)
     return {};
   return {id.substr(0, p), id.substr(p + tok.size())};
-}
-
-bool identChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
 /// Replaces each whole-word occurrence of `from` in `s` by `to`.
@@ -44,6 +41,48 @@ void replaceWord(std::string &s, const std::string &from,
       p = e;
     }
   }
+}
+
+/// Layer 1's loop form `second` with each read of the layer before's
+/// member (a.layers[l - 1].<m>) that layer 0's form `first` reads from the
+/// stage (a.<x>, the same x for every such m) as
+/// `(l == 0 ? a.<x> : a.layers[l - 1].<m>)`; "" where the two forms differ
+/// otherwise.
+std::string withStageInput(const std::string &first,
+                           const std::string &second) {
+  static const std::string prev = "a.layers[l - 1].";
+  std::map<std::string, std::string> inputOf; // member -> stage buffer
+  std::string out;
+  size_t p0 = 0, p1 = 0;
+  while (true) {
+    const size_t m = second.find(prev, p1);
+    const std::string plain =
+        second.substr(p1, m == std::string::npos ? std::string::npos : m - p1);
+    if (first.compare(p0, plain.size(), plain) != 0)
+      return "";
+    out += plain;
+    p0 += plain.size();
+    if (m == std::string::npos)
+      break;
+    size_t e1 = m + prev.size(), e0 = p0;
+    while (e1 < second.size() && identChar(second[e1]))
+      ++e1;
+    if (first.compare(p0, 2, "a.") != 0)
+      return "";
+    e0 = p0 + 2;
+    while (e0 < first.size() && identChar(first[e0]))
+      ++e0;
+    const std::string member =
+        second.substr(m + prev.size(), e1 - m - prev.size());
+    const std::string input = first.substr(p0 + 2, e0 - p0 - 2);
+    if (input.empty() || input == "layers" ||
+        inputOf.emplace(member, input).first->second != input)
+      return "";
+    out += fmt::format("(l == 0 ? a.{} : a.layers[l - 1].{})", input, member);
+    p0 = e0;
+    p1 = e1;
+  }
+  return p0 == first.size() && !inputOf.empty() ? out : "";
 }
 
 } // namespace
@@ -376,11 +415,21 @@ std::string Emitter::foldLayers(const StageLayers &sl,
                              b, e, sl.spans[b].layer, sl.spans[e - 1].layer);
     out += indent(form[b]) + "  }\n";
   };
-  // The runs of equal forms from layer 1 on; layer 0 reads the stage's
-  // input, not a layer's, and stays unrolled.
-  std::vector<std::pair<size_t, size_t>> runs = {{0, 1}};
-  for (size_t j = 1; j < n; ++j)
-    if (runs.size() > 1 && form[j] == form[runs.back().first])
+  // Layer 0 reads the stage's input where the others read the layer
+  // before's: where that is the only difference, the loop's form reads
+  // `(l == 0 ? a.<input> : a.layers[l - 1].<member>)` and layer 0 joins it.
+  if (n >= 2) {
+    const std::string second = form[1];
+    const std::string merged = withStageInput(form[0], second);
+    for (size_t j = 1; j < n && !merged.empty() && form[j] == second; ++j)
+      form[j] = merged;
+    if (!merged.empty())
+      form[0] = merged;
+  }
+  // The runs of equal forms.
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t j = 0; j < n; ++j)
+    if (!runs.empty() && form[j] == form[runs.back().first])
       runs.back().second = j + 1;
     else
       runs.push_back({j, j + 1});

@@ -129,8 +129,7 @@ void Emitter::emitPrimitive(OpCall &c) {
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
                    name, cStringLiteral(type), ints, floats, lists, shapes,
-                   listLiteral(ys),
-                   constArgs);
+                   listLiteral(ys), constArgs);
 
   // The step: operands in ONNX order (an index input is not read).
   std::string in, din;

@@ -7,9 +7,86 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 #include "planner/Runnable.h"
 
 namespace autoddl::codegen::emit {
+
+namespace {
+
+/// Header lines (a name, the rest of the line): the lines of one name but
+/// for its layer index, with one rest, folded into one where the indices
+/// run 0, 1, 2, ... without a gap ("h.{0..11}.ln_1.weight"), at the place
+/// of the first.
+std::vector<std::pair<std::string, std::string>>
+foldByLayer(const std::vector<std::pair<std::string, std::string>> &lines) {
+  struct Group {
+    LayerName first;
+    std::string rest;
+    long last = -1; // the last index folded in
+  };
+  std::vector<Group> groups;
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> open;
+  for (const auto &[name, rest] : lines) {
+    const LayerName n = splitLayerIndex(name);
+    auto it = open.find({n.before, n.after, rest});
+    if (n.index >= 0 && it != open.end() &&
+        groups[it->second].last + 1 == n.index) {
+      groups[it->second].last = n.index;
+      continue;
+    }
+    if (n.index >= 0)
+      open[{n.before, n.after, rest}] = groups.size();
+    groups.push_back({n, rest, n.index});
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Group &gr : groups) {
+    const LayerName &n = gr.first;
+    out.push_back(
+        {n.index < 0 || gr.last == n.index
+             ? n.before + (n.index < 0 ? "" : std::to_string(n.index)) + n.after
+             : fmt::format("{}{{{}..{}}}{}", n.before, n.index, gr.last,
+                           n.after),
+         gr.rest});
+  }
+  return out;
+}
+
+} // namespace
+
+/// The header's parameter list, one line per parameter, the layers' copies
+/// of one parameter folded into one line ("h.{0..11}.ln_1.weight")
+/// (foldByLayer): the list stays as long for 48 layers as for 12.
+std::string Emitter::paramListText() const {
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (size_t t = 0; t < g_.tensors.size(); ++t)
+    if (isParam(int(t)))
+      lines.push_back({g_.tensors[t].name,
+                       fmt::format(" {:<12} (B, {})", shapeStr(full(int(t))),
+                                   L_.tensors[t].str())});
+  std::string out;
+  for (const auto &[name, rest] : foldByLayer(lines))
+    out += fmt::format("//   {:<40}{}\n", commentText(name), rest);
+  return out;
+}
+
+/// A collective's bytes per call: the plan's, or for a gradient sync the
+/// plan prices by time alone (bytes 0, "gradients of pipeline rank <d>") the
+/// fp32 gradients of the parameters device d holds, as this rank holds them.
+double Emitter::collectiveBytes(const planner::CollectiveUse &c) const {
+  const std::string prefix = "gradients of pipeline rank ";
+  if (c.bytes > 0 || c.phase != "gradient-sync" ||
+      c.where.rfind(prefix, 0) != 0)
+    return c.bytes;
+  const int d = std::atoi(c.where.c_str() + prefix.size());
+  if (d < 0 || d >= 64)
+    return c.bytes;
+  double bytes = 0;
+  for (size_t t = 0; t < g_.tensors.size(); ++t)
+    if (isParam(int(t)) && (deviceMask_[t] >> d & 1))
+      bytes += double(numel(local(int(t), L_.tensors[t]))) * sizeof(float);
+  return bytes;
+}
 
 std::string Emitter::header() const {
   const auto &k = plan_.knobs;
@@ -61,14 +138,11 @@ std::string Emitter::header() const {
     h += "//   stage 0 on device 0: the whole model\n";
   h += "//\n// Parameters, nd-SBP over (dp, tp) as this program holds them "
        "(dp: B, ZeRO shards the\n// optimizer state over dp):\n";
-  for (size_t t = 0; t < g_.tensors.size(); ++t)
-    if (isParam(int(t)))
-      h += fmt::format("//   {:<40} {:<12} (B, {})\n",
-                       commentText(g_.tensors[t].name), shapeStr(full(int(t))),
-                       L_.tensors[t].str());
+  h += paramListText();
   h += "//\n// Ops whose plan signature splits over tp, and how they run "
        "here:\n";
   bool any = false;
+  std::vector<std::pair<std::string, std::string>> opLines;
   for (size_t i = 0; i < g_.ops.size(); ++i) {
     const OpPlan &p = L_.ops[i];
     if (p.signature.empty() || p.signature == "replicate" ||
@@ -77,11 +151,14 @@ std::string Emitter::header() const {
     static const char *mode[] = {"replicated",         "column",      "row",
                                  "vocab table",        "local heads", "local",
                                  "vocab-parallel loss"};
-    h += fmt::format("//   {:<28} {:<10} plan {:<8} -> {}\n",
-                     commentText(g_.ops[i].name), commentText(g_.ops[i].kind),
-                     commentText(p.signature), mode[int(p.mode)]);
+    opLines.push_back(
+        {g_.ops[i].name,
+         fmt::format(" {:<10} plan {:<8} -> {}", commentText(g_.ops[i].kind),
+                     commentText(p.signature), mode[int(p.mode)])});
     any = true;
   }
+  for (const auto &[name, rest] : foldByLayer(opLines))
+    h += fmt::format("//   {:<28}{}\n", commentText(name), rest);
   if (!any)
     h += "//   (none)\n";
   // Splits the program does not generate (Layout.h lists those it does) run
@@ -111,7 +188,7 @@ std::string Emitter::header() const {
   for (const auto &c : plan_.collectives) {
     auto &v = vol[c.collective + " over " + c.axis + " (" + c.phase + ")"];
     v.first += c.perStep;
-    v.second += c.bytes * double(c.perStep);
+    v.second += collectiveBytes(c) * double(c.perStep);
   }
   h += "//\n// Expected communication per step and rank (the plan's cost "
        "model):\n";
@@ -163,9 +240,7 @@ std::string Emitter::emit() {
   planGeluFusion();
   planResidualFusion();
   planLayerParams();
-  std::string stagesText;
-  for (int s = 0; s < stages; ++s)
-    emitStage(s, stagesText);
+  const std::string stagesText = stagesCode(stages);
   // The activation sets. K-FAC's curvature reads its micro-batch's set
   // where a filling thread gets to it (the CPU programs' default), at the
   // latest by the step's end: a K-FAC plan keeps every micro-batch's set for
@@ -182,6 +257,54 @@ std::string Emitter::emit() {
     params += vocabPaddingText();
   params += tpPartialGradsText();
 
+  const std::string consts = constsText(*sched);
+
+  const std::string glue = stepGlue(*sched);
+  return header() + prelude() + consts + primitiveDecls_ + params + stagesText +
+         glue + specText() + kfacProgramText() + programMain();
+}
+
+/// Every stage's struct and functions, identical ones as one template
+/// (StageTypes.cpp), after K-FAC's operand helper.
+std::string Emitter::stagesCode(int stages) {
+  std::string stagesText;
+  if (plan_.kfac)
+    stagesText +=
+        "// A K-FAC layer's operand: factor A's input x or factor G's output "
+        "gradient dy,\n// accumulated now, or kept (save) for a curvature "
+        "item of a later step of the cycle.\ntemplate <class X, class Y>\n"
+        "static void kfac_operand(int mb, int layer, bool g, bool save, X x, "
+        "Y dy, int64_t rows) {\n  if (save)\n    g ? kfac_save_G(mb, layer, "
+        "dy, rows) : kfac_save_A(mb, layer, x, rows);\n  else\n    g ? "
+        "kfac_curvature_G(layer, dy, rows) : kfac_curvature_A(layer, x, "
+        "rows);\n}\n\n";
+  std::vector<std::string> stageText(size_t(stages), "");
+  for (int s = 0; s < stages; ++s) {
+    emitStage(s, stageText[size_t(s)]);
+    stageText[size_t(s)] += kfacStageFunction(s);
+  }
+  {
+    // Stages with inputs, the loss or a recompute scratch keep their own
+    // code (their per-stage data outside the struct).
+    std::vector<std::set<std::string>> memberNames(static_cast<size_t>(stages));
+    std::vector<bool> eligible(static_cast<size_t>(stages));
+    for (int s = 0; s < stages; ++s) {
+      for (const Member &m : members_[s])
+        memberNames[size_t(s)].insert(m.name);
+      eligible[size_t(s)] =
+          !inputStages_.count(s) && s != lossStage_ && !scratchStages_.count(s);
+    }
+    stageTypes_ = foldStages(stageText, memberNames, eligible);
+    stagesText += stageTypes_.text;
+  }
+  return stagesText;
+}
+
+/// The plan's constants, constexpr for the stage code.
+std::string Emitter::constsText(const pipeline::Schedule &sched) const {
+  const auto &k = plan_.knobs;
+  const int stages = sched.modelStages();
+  const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   int maxBoundary = 1;
   for (int s = 1; s < stages; ++s)
     maxBoundary = std::max(maxBoundary, int(boundaryTensors(g_, L_, s).size()));
@@ -208,14 +331,17 @@ std::string Emitter::emit() {
   consts += "// Per stage: the activation sets the schedule keeps alive at "
             "once, and each micro-batch's\n// (pipeline/ActivationSets.h; "
             "0 for one the stage runs on another device).\n";
+  std::string counts, setOf;
   for (int s = 0; s < stages; ++s) {
     std::string table;
     for (int set : sets_.setOf[size_t(s)])
       table += fmt::format("{}{}", table.empty() ? "" : ", ", std::max(set, 0));
-    consts += fmt::format("constexpr int kSets{0} = {1};\nconstexpr int "
-                          "kSetOf{0}[kMicroBatches] = {{{2}}};\n",
-                          s, sets_.count[size_t(s)], table);
+    counts += fmt::format("{}{}", s ? ", " : "", sets_.count[size_t(s)]);
+    setOf += fmt::format("{}{{{}}}", s ? ", " : "", table);
   }
+  consts += fmt::format("constexpr int kSets[kStages] = {{{}}};\nconstexpr "
+                        "int kSetOf[kStages][kMicroBatches] = {{{}}};\n",
+                        counts, setOf);
   consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
                         "by rows (batch, sequence) over tp\n",
                         lossRowsSplit_ ? "true" : "false");
@@ -281,42 +407,19 @@ std::string Emitter::emit() {
               "graph models only\n";
   }
   consts += "\n";
+  return consts;
+}
 
+/// The step's glue: the stages' activation sets allocated and freed, the
+/// loss and accuracy sums, the schedule's tables, the gradient buckets and
+/// the CUDA step graph's glue.
+std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
+  const int stages = sched.modelStages();
   // Each micro-batch's loss and counts, kept apart from its activation set.
   std::string lastStage =
       fmt::format("stage{}_results", lossStage_ >= 0 ? lossStage_ : stages - 1);
   std::string glue;
   glue += "// ---- the step ----\n\n";
-  glue += "static void allocate_stages() {\n";
-  for (int s = 0; s < stages; ++s) {
-    std::string body =
-        fmt::format("    stage{}.resize(size_t(kSets{}));\n", s, s);
-    if (scratchStages_.count(s))
-      body += fmt::format(
-          "    stage{}_scratch.emplace_back(LayerBuffers::Scratch);\n", s);
-    if (inputStages_.count(s))
-      body +=
-          fmt::format("    stage{}_inputs.resize(size_t(kMicroBatches));\n", s);
-    if (s == lossStage_)
-      body += fmt::format(
-          "    stage{}_results.resize(size_t(kMicroBatches));\n", s);
-    glue += fmt::format("  if (holds_stage({})) {{\n{}  }}\n", s, body);
-  }
-  glue += "}\n\n";
-  if (target_.freesBuffers) {
-    glue += "// Device buffers go before the CUDA context does.\n";
-    glue += "static void free_stages() {\n";
-    for (int s = 0; s < stages; ++s) {
-      glue += fmt::format("  stage{}.clear();\n", s);
-      if (scratchStages_.count(s))
-        glue += fmt::format("  stage{}_scratch.clear();\n", s);
-      if (inputStages_.count(s))
-        glue += fmt::format("  stage{}_inputs.clear();\n", s);
-      if (s == lossStage_)
-        glue += fmt::format("  stage{}_results.clear();\n", s);
-    }
-    glue += "}\n\n";
-  }
   // With the loss on split rows (kLossRowsOnTp) every tp rank sums its own
   // positions; otherwise tp rank 0 holds them all.
   glue += "// This rank's share of the step's summed loss (of the devices "
@@ -339,16 +442,23 @@ std::string Emitter::emit() {
         "   for (const auto &a : {})\n      sum += "
         "double(a.correct_heldout);\n  return sum;\n}}\n\n",
         lastStage);
-  glue += schedules(*sched);
+  glue += schedules(sched);
+  // After the stages' table: each stage allocates (frees) its own sets.
+  glue += "\n// The activation sets of the stages this rank runs.\nstatic void "
+          "allocate_stages() {\n  for (int s = 0; s < kStages; ++s)\n    if "
+          "(holds_stage(s))\n      kStageFunctions[s].allocate();\n}\n";
+  if (target_.freesBuffers)
+    glue += "\n// Device buffers go before the CUDA context does.\nstatic void "
+            "free_stages() {\n  for (const StageFunctions &s : "
+            "kStageFunctions)\n    s.free();\n}\n";
   if (target_.gradBuckets)
-    glue += "\n" + gradSyncConfig(*sched);
+    glue += "\n" + gradSyncConfig(sched);
   if (target_.stepGraph)
     glue += stepGraphGlue();
 
   if (target_.freesBuffers) // Device buffers go before the CUDA context does.
     glue += "\nstatic void free_params() { P = Params{}; }\n";
-  return header() + prelude() + consts + primitiveDecls_ + params + stagesText +
-         glue + specText() + kfacProgramText() + programMain();
+  return glue;
 }
 
 /// The program's includes (the backend's harness and the kernels its stages
@@ -366,8 +476,10 @@ std::string Emitter::prelude() const {
   const bool primitives =
       std::any_of(g_.ops.begin(), g_.ops.end(),
                   [](const OpDef &o) { return o.kind == "primitive"; });
-  return std::string(target_.includes) + kfacInclude +
-         (imageOps ? target_.imageIncludes : "") +
+  return std::string(target_.includes) +
+         "#include \"backends/common/harness/ScheduleTable.h\" // the "
+         "schedule as instruction tables\n" +
+         kfacInclude + (imageOps ? target_.imageIncludes : "") +
          (primitives ? "#include \"backends/common/OnnxPrimitive.h\" // an "
                        "ONNX import's unfused primitives\n"
                      : "") +

@@ -1,7 +1,9 @@
 //===- Schedule.cpp - the pipeline schedule and the step graph ------------===//
 //
 // Each pipeline device's instruction list (cost_model/pipeline/Schedule.h)
-// spelled out as run_device<d>, and the CUDA step graph's glue.
+// as a table of instructions with the K-FAC items placed in it, which the
+// harness walks (backends/common/harness/ScheduleTable.h), and the CUDA step
+// graph's glue.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
@@ -13,27 +15,33 @@
 namespace autoddl::codegen::emit {
 
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
-  std::string out = kfacStageFunctions();
+  std::string out;
   const auto kfacAt = kfacPlacement(s); // K-FAC items, where placed
-  // Slot i's calls (before instruction i), one block per step of the
-  // refresh cycle: the refresh step's under kfac_due().
-  auto kfacCalls = [&](int d, size_t i) {
+  out += "// Each model stage's functions, for the instruction tables "
+         "(ScheduleTable.h).\nstatic const StageFunctions "
+         "kStageFunctions[kStages] = {\n";
+  for (int st = 0; st < s.modelStages(); ++st) {
+    auto fn = [&](const char *name, bool has) {
+      return has ? stageTypes_.fn(st, name) : std::string("nullptr");
+    };
+    const bool kfac = kfacCases_.count(st) > 0;
+    out += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}}},\n",
+                       fn("forward", true), fn("backward", !splitBackward_),
+                       fn("backward_input", splitBackward_),
+                       fn("backward_weight", splitBackward_), fn("reuse", true),
+                       fn("kfac", kfac), fn("allocate", true),
+                       fn("free", target_.freesBuffers));
+  }
+  out += "};\n\n";
+  // Slot i's K-FAC entries (before instruction i), in the order of the
+  // placement.
+  auto kfacEntries = [&](int d, size_t i) {
+    std::string line;
     auto it = kfacAt.find({d, i});
-    if (it == kfacAt.end())
-      return;
-    int phase = -1;
-    for (const KfacCall &c : it->second) {
-      if (c.phase != phase) {
-        if (phase >= 0)
-          out += "  }\n";
-        phase = c.phase;
-        out += phase == 0
-                   ? "  if (kfac_due()) {\n"
-                   : fmt::format("  if (kfac_phase() == {}) {{\n", phase);
-      }
-      out += "    " + c.call + "\n";
-    }
-    out += "  }\n";
+    if (it != kfacAt.end())
+      for (const KfacCall &c : it->second)
+        line += c.entry + ", ";
+    return line;
   };
   const int p = s.numDevices();
   for (int d = 0; d < p; ++d) {
@@ -42,36 +50,48 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
       std::string letter(pipeline::opKindLetter(ins.kind));
       list += " " + letter + std::to_string(ins.microbatch);
     }
-    out += fmt::format("// Pipeline device {}:{}\n", d, list);
-    out += fmt::format("static void run_device{}(int64_t step) {{\n", d);
+    out += fmt::format(
+        "// Pipeline device {}:{}\n// A line per instruction: the K-FAC "
+        "items placed before it, the set it takes, then its work.\nstatic "
+        "const Instruction kDevice{}[] = {{\n",
+        d, list, d);
     const auto &takes = sets_.takes[size_t(d)];
     auto take = takes.begin();
     for (const auto &ins : s.devices[size_t(d)]) {
       const size_t i = size_t(&ins - s.devices[size_t(d)].data());
-      kfacCalls(d, i);
+      std::string line = kfacEntries(d, i);
       for (; take != takes.end() && take->index == i; ++take)
         if (take->previous >= 0)
-          out += fmt::format(
-              "  stage{}_reuse({}, {}); // micro-batch {} takes its set\n",
-              take->stage, take->previous,
-              s.deviceOf(take->stage, Direction::Down) == d ? "kDown" : "kUp",
-              take->microbatch);
-      const char *dir = ins.direction == Direction::Up ? "kUp" : "kDown";
-      const char *fn = ins.kind == OpKind::Forward          ? "forward"
-                       : ins.kind == OpKind::Backward       ? "backward_input"
-                       : ins.kind == OpKind::WeightGradient ? "backward_weight"
-                                                            : "backward";
-      out += fmt::format("  stage{}_{}(step, {}, {});\n", ins.stage, fn,
-                         ins.microbatch, dir);
+          line += fmt::format(
+              "{{kReuse, {}, {}, {}}}, ", take->stage, take->previous,
+              s.deviceOf(take->stage, Direction::Down) == d ? "kDown" : "kUp");
+      const char *work = ins.kind == OpKind::Forward          ? "kF"
+                         : ins.kind == OpKind::Backward       ? "kBI"
+                         : ins.kind == OpKind::WeightGradient ? "kBW"
+                                                              : "kB";
+      line += fmt::format("{{{}, {}, {}{}}},", work, ins.stage, ins.microbatch,
+                          ins.direction == Direction::Up ? ", kUp" : "");
+      out += "    " + line + "\n";
     }
-    kfacCalls(d, s.devices[size_t(d)].size());
-    out += "}\n\n";
+    std::string last = kfacEntries(d, s.devices[size_t(d)].size());
+    if (!last.empty())
+      out += "    " + last.substr(0, last.size() - 1) + "\n";
+    out += "};\n";
   }
-  out += "static void run_schedule(int64_t step) {\n  switch (g.rpp) {\n";
+  out += "static const InstructionList kDevices[kPP] = {";
   for (int d = 0; d < p; ++d)
     out +=
-        fmt::format("  case {}:\n    run_device{}(step);\n    break;\n", d, d);
-  out += "  }\n}\n";
+        fmt::format("{}{{kDevice{}, sizeof(kDevice{}) / sizeof(Instruction)}}",
+                    d ? ", " : "", d, d);
+  out += "};\n";
+  if (plan_.kfac)
+    out += "// The backend's K-FAC calls the tables' K-FAC entries make.\n"
+           "static const KfacSteps kKfacSteps = {kfac_due, kfac_phase, "
+           "kfac_curvature_saved, kfac_reduce, kfac_invert};\n";
+  out += fmt::format("\nstatic void run_schedule(int64_t step) {{\n  "
+                     "run_instructions(kDevices[g.rpp], kStageFunctions, {}, "
+                     "step);\n}}\n",
+                     plan_.kfac ? "&kKfacSteps" : "nullptr");
   if (!plan_.kfac || !target_.kfacBubbleItems)
     return out;
   // Per device, the steps of the cycle after the refresh step that hold

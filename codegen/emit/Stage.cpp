@@ -26,7 +26,10 @@ std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
   return {out.begin(), out.end()};
 }
 
-void Emitter::emitStage(int stage, std::string &out) {
+/// What a stage emits from: its ops' steps and members (emitted layer by
+/// layer), its boundary tensors, its layers as a table and what it
+/// recomputes.
+Emitter::StagePlan Emitter::planStage(int stage) {
   std::vector<Step> steps;
   const std::vector<int> in = boundaryTensors(g_, L_, stage);
   const std::vector<int> sendOut = stage + 1 < L_.numStages
@@ -93,15 +96,24 @@ void Emitter::emitStage(int stage, std::string &out) {
   // names too (KfacEmitter.cpp).
   // (find, not []: a stage without K-FAC layers gets no stage<k>_kfac.)
   if (auto k = kfacCases_.find(stage); k != kfacCases_.end())
-    for (auto &[callA, callG] : k->second) {
-      callA = sl.rename(callA);
-      callG = sl.rename(callG);
+    for (KfacCase &c : k->second) {
+      c.x = sl.rename(c.x);
+      c.dy = sl.rename(c.dy);
     }
-  const size_t stageBegin = out.size();
   const bool hasLoss =
       g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&
       L_.ops[size_t(producer_[size_t(g_.loss)])].stage == stage;
 
+  return {stage, std::move(steps), in, sendOut, std::move(inputs), sl,
+          rc,    hasLoss};
+}
+
+/// struct Stage<k> (and its layer struct), the per-micro-batch results and
+/// inputs kept apart from the sets, and the recomputation's declarations.
+std::string Emitter::stageStructText(const StagePlan &p) {
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
+  std::string out;
   // The struct.
   int64_t first = -1, last = -1;
   for (size_t i = 0; i < g_.ops.size(); ++i)
@@ -189,10 +201,11 @@ void Emitter::emitStage(int stage, std::string &out) {
                        "stage{}_zero_grads clears, one launch\n",
                        stage);
   out += "};\n";
-  out += fmt::format("static std::vector<Stage{0}> stage{0}; // kSets{0} "
-                     "activation sets, micro-batch mb's kSetOf{0}[mb], on the "
-                     "devices running stage {0}\n\n",
-                     stage);
+  out +=
+      fmt::format("static std::vector<Stage{0}> stage{0}; // kSets[{0}] "
+                  "activation sets, micro-batch mb's kSetOf[{0}][mb], on the "
+                  "devices running stage {0}\n\n",
+                  stage);
   auto memberDecl = [&](const std::string &name) {
     for (const Member &m : members_[stage])
       if (m.name == name)
@@ -231,6 +244,14 @@ void Emitter::emitStage(int stage, std::string &out) {
     scratchStages_.insert(stage);
   }
 
+  return out;
+}
+
+/// stage<k>_forward_compute (and the CUDA program's stage<k>_load_inputs).
+std::string Emitter::stageForwardText(const StagePlan &p) const {
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
+  std::string out;
   // Forward. The CUDA program loads a stage's inputs in their own function,
   // which the step runs ahead of a captured step graph (StepGraph.h).
   std::string load;
@@ -307,6 +328,14 @@ void Emitter::emitStage(int stage, std::string &out) {
   }
   out += "}\n\n";
 
+  return out;
+}
+
+/// stage<k>_backward_compute, or its input- and weight-gradient halves.
+std::string Emitter::stageBackwardText(const StagePlan &p) {
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
+  std::string out;
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
   // Buckets for dp (no ZeRO: it reduce-scatters at the step), and for
@@ -353,6 +382,14 @@ void Emitter::emitStage(int stage, std::string &out) {
     emitBackward("backward_compute", true, true);
   }
 
+  return out;
+}
+
+/// stage<k>_zero_grads: the gradients a backward adds into, cleared.
+std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
+  std::string out;
   out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
                      stage);
   // On cuda the gradients received from the next stage are left alone: the
@@ -378,30 +415,64 @@ void Emitter::emitStage(int stage, std::string &out) {
                              ref);
   };
   // A layer member zeroed in every layer is zeroed in a loop over them.
+  // One zeroed in all but a few (the last layer's output gradient, which
+  // the receive overwrites) in an indexed loop that skips those.
   std::set<std::string> loopZeroed;
+  std::set<size_t> allLayers; // by k: zeroed in the loop over every layer
+  std::string someLayers;
   for (size_t k = 0; k < sl.canon.size(); ++k) {
-    bool all = members_[stage][sl.spans[0].memberBegin + k].grad;
-    for (const LayerSpan &sp : sl.spans)
-      all = all && zeroes(members_[stage][sp.memberBegin + k].name);
-    if (all)
+    std::vector<size_t> zeroed, skipped;
+    for (size_t j = 0; j < sl.spans.size(); ++j)
+      (zeroes(stageMembers(stage)[sl.spans[j].memberBegin + k].name) ? zeroed
+                                                                     : skipped)
+          .push_back(j);
+    if (!stageMembers(stage)[sl.spans[0].memberBegin + k].grad)
+      continue;
+    if (skipped.empty()) {
+      allLayers.insert(k);
       for (const LayerSpan &sp : sl.spans)
-        loopZeroed.insert(members_[stage][sp.memberBegin + k].name);
+        loopZeroed.insert(stageMembers(stage)[sp.memberBegin + k].name);
+    } else if (zeroed.size() >= 2) {
+      std::string skip;
+      for (size_t j : skipped) {
+        skip += fmt::format("{}l == {}", skip.empty() ? "" : " || ", j);
+        zeroed.push_back(j); // named in the guard, not in a line of its own
+      }
+      for (size_t j = 0; j < sl.spans.size(); ++j)
+        loopZeroed.insert(
+            stageMembers(stage)[sl.spans[j].memberBegin + k].name);
+      std::string line = zeroLine("a.layers[l]." + sl.canon[k]);
+      line.erase(0, line.find_first_not_of(' '));
+      someLayers +=
+          fmt::format("  for (size_t l = 0; l < {}; ++l)\n    if (!({}))\n   "
+                      "   {}",
+                      sl.spans.size(), skip, line);
+    }
   }
-  for (const Member &m : members_[stage])
+  for (const Member &m : stageMembers(stage))
     if (m.grad && zeroes(m.name) && !loopZeroed.count(m.name))
       out += zeroLine("a." + m.name);
-  if (!loopZeroed.empty()) {
+  if (!allLayers.empty()) {
     std::string body;
-    for (size_t k = 0; k < sl.canon.size(); ++k)
-      if (loopZeroed.count(members_[stage][sl.spans[0].memberBegin + k].name))
-        body += zeroLine("y." + sl.canon[k]);
+    for (size_t k : allLayers)
+      body += zeroLine("y." + sl.canon[k]);
     out += fmt::format("{0}  for (auto &y : a.layers) {{\n{1}{0}  }}\n",
                        target_.gradZeroSet ? "  " : "", indent(body));
   }
+  out += target_.gradZeroSet ? indent(someLayers) : someLayers;
   if (target_.gradZeroSet)
     out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
   out += "  (void)a;\n}\n\n";
 
+  return out;
+}
+
+/// The instructions: stage<k>_forward / _backward (receive, compute traced
+/// as F/B/W, send) and stage<k>_reuse.
+std::string Emitter::stageInstructionsText(const StagePlan &p) const {
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
+  std::string out;
   // The instructions: receive, compute (traced F/B/W), send.
   auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
                           int boundary, const char *dirTag, bool send) {
@@ -425,7 +496,7 @@ void Emitter::emitStage(int stage, std::string &out) {
   };
   out += fmt::format(
       "static void stage{0}_forward(int64_t step, int mb, "
-      "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf{0}[mb])];\n",
+      "Direction dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf[{0}][mb])];\n",
       stage);
   // The compute of an instruction, timed: on the host clock (cpu) or by CUDA
   // events, skipped while the pipeline's transfers are being recorded (cuda).
@@ -445,7 +516,7 @@ void Emitter::emitStage(int stage, std::string &out) {
     const bool weightOnly = std::string(part) == "backward_weight";
     out += fmt::format(
         "static void stage{0}_{1}(int64_t, int mb, Direction "
-        "dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf{0}[mb])];\n",
+        "dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf[{0}][mb])];\n",
         stage, part);
     if (!weightOnly) {
       out += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
@@ -474,8 +545,53 @@ void Emitter::emitStage(int stage, std::string &out) {
                        "device_of({}, dir), tag(prev, {}, kGradient, i));\n",
                        in.size(), stage - 1, stage - 1);
   out += "  pipe_recv_fence();\n}\n\n";
+  return out;
+}
+
+/// stage<k>_allocate (and _free, where the target frees buffers): the
+/// stage's activation sets, and the scratch, inputs and results it keeps
+/// apart from them.
+std::string Emitter::stageSetsText(const StagePlan &p) const {
+  const int stage = p.stage;
+  std::vector<std::pair<std::string, std::string>> held = {
+      {fmt::format("stage{}", stage),
+       fmt::format("resize(size_t(kSets[{}]))", stage)}};
+  if (scratchStages_.count(stage))
+    held.push_back({fmt::format("stage{}_scratch", stage),
+                    "emplace_back(LayerBuffers::Scratch)"});
+  if (inputStages_.count(stage))
+    held.push_back({fmt::format("stage{}_inputs", stage),
+                    "resize(size_t(kMicroBatches))"});
+  if (stage == lossStage_)
+    held.push_back({fmt::format("stage{}_results", stage),
+                    "resize(size_t(kMicroBatches))"});
+  std::string alloc, release;
+  for (const auto &[name, call] : held) {
+    alloc += fmt::format("  {}.{};\n", name, call);
+    release += fmt::format("  {}.clear();\n", name);
+  }
+  std::string out =
+      fmt::format("static void stage{}_allocate() {{\n{}}}\n\n", stage, alloc);
+  if (target_.freesBuffers)
+    out +=
+        fmt::format("static void stage{}_free() {{\n{}}}\n\n", stage, release);
+  return out;
+}
+
+void Emitter::emitStage(int stage, std::string &out) {
+  const StagePlan p = planStage(stage);
+  const size_t stageBegin = out.size();
+  // In this order: the struct's text records the stage's loss, inputs and
+  // scratch, which the others read.
+  out += stageStructText(p);
+  out += stageForwardText(p);
+  out += stageBackwardText(p);
+  out += stageZeroGradsText(p);
+  out += stageInstructionsText(p);
+  out += stageSetsText(p);
   // Every other reference to a layer's member, as its table entry.
-  out.replace(stageBegin, std::string::npos, sl.rename(out.substr(stageBegin)));
+  out.replace(stageBegin, std::string::npos,
+              p.sl.rename(out.substr(stageBegin)));
 }
 
 } // namespace autoddl::codegen::emit

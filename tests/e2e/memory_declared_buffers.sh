@@ -4,7 +4,7 @@
 # Megatron tp=2 with partial input gradients and all-reduced outputs; batch splits on tp with the
 # residual fused into the GEMM; dp=2 ZeRO-1; LLaMA's RMSNorm, rotary and SwiGLU; full
 # recomputation of the layers the planner chose), generate the
-# CUDA project and compare every pipeline device's stage buffers x activation sets (kSetsN: the
+# CUDA project and compare every pipeline device's stage buffers x activation sets (kSets[N]: the
 # micro-batches its schedule keeps in flight) with the plan's memory.activations; on one rank, the CPU project's fp32 buffers and parameter state with
 # memory.host (bench/memory/declared_buffers.py, within 0.5 %). No build, no GPU.
 # Usage: memory_declared_buffers.sh AUTODDL WORKDIR

@@ -1,0 +1,69 @@
+//===- NumberFold.h - code that differs in numbers only, folded -*- C++ -*-===//
+//
+// Generated code repeats itself per stage, per layer and per bucket with only
+// its numbers changed. These helpers find such repeats (the text cut into
+// runs of digits and of the rest) and say each number that differs as an
+// exact line a * x + c of the repeat's index x: the stages' templates
+// (StageTypes.cpp) and loops over repeated blocks (foldBlocks).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+namespace autoddl::codegen::emit {
+
+inline bool identChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+/// `text` cut into runs of digits and runs of anything else, alternately.
+struct Segments {
+  std::vector<std::string> runs;
+  std::vector<size_t> offset; // of each run in the text
+  explicit Segments(const std::string &text);
+  bool digits(size_t i) const {
+    return std::isdigit(static_cast<unsigned char>(runs[i][0]));
+  }
+  /// The text with every digit run replaced by '#': equal for texts that
+  /// differ in numbers only.
+  std::string shape() const;
+};
+
+/// v = a * x + c over the points (xs, values), exact, rendered with x named
+/// `var` (in a comment as "{...}", else parenthesized unless bare); "" if
+/// the values follow no such line.
+std::string linearIn(const std::vector<int> &xs,
+                     const std::vector<long> &values, const std::string &var,
+                     bool comment);
+
+/// `blocks` (statements, each line indented by `indent`), with each group of
+/// two or more blocks of one shape whose differing numbers are all plain
+/// numbers linear in the block's place i in the group (not inside an
+/// identifier, a string or a float) run as one loop over i, at the place of
+/// the group's first block; the others as they are. With `anyOrder` (the
+/// blocks' effects do not depend on their order) the groups of one trip
+/// count share one loop.
+/// `asIs` (if given): per block, the text to emit where it is not folded.
+std::string foldBlocks(const std::vector<std::string> &blocks,
+                       const std::string &indent, bool anyOrder,
+                       const std::vector<std::string> *asIs = nullptr);
+
+/// A name with its first all-digit dotted component (a layer's index) cut
+/// out: "h.3.ln_1" -> {"h.", ".ln_1", 3}; without one, {name, "", -1}.
+struct LayerName {
+  std::string before, after;
+  long index = -1;
+};
+LayerName splitLayerIndex(const std::string &name);
+
+/// `lines` (each ending in a newline, indented by `indent`) with each run of
+/// two or more consecutive windows of p lines that read the same but for
+/// numbers linear in the window's place as one loop over `var`, in order:
+/// the loop makes the same statements in the same order.
+std::string foldRuns(const std::vector<std::string> &lines,
+                     const std::string &indent, const std::string &var);
+
+} // namespace autoddl::codegen::emit
