@@ -111,8 +111,15 @@ Emitter::StagePlan Emitter::planStage(int stage) {
 /// struct Stage<k> (and its layer struct), the per-micro-batch results and
 /// inputs kept apart from the sets, and the recomputation's declarations.
 std::string Emitter::stageStructText(const StagePlan &p) {
-  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
-                                hasLoss] = p;
+  // Named references, not a structured binding: lambdas below capture them,
+  // which C++17 clang (the sanitize build) refuses for bindings.
+  [[maybe_unused]] const int stage = p.stage;
+  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
+  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
+                                          &inputs = p.inputs;
+  [[maybe_unused]] const StageLayers &sl = p.sl;
+  [[maybe_unused]] const StageRecompute &rc = p.rc;
+  [[maybe_unused]] const bool hasLoss = p.hasLoss;
   std::string out;
   // The struct.
   int64_t first = -1, last = -1;
@@ -249,8 +256,15 @@ std::string Emitter::stageStructText(const StagePlan &p) {
 
 /// stage<k>_forward_compute (and the CUDA program's stage<k>_load_inputs).
 std::string Emitter::stageForwardText(const StagePlan &p) const {
-  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
-                                hasLoss] = p;
+  // Named references, not a structured binding: lambdas below capture them,
+  // which C++17 clang (the sanitize build) refuses for bindings.
+  [[maybe_unused]] const int stage = p.stage;
+  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
+  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
+                                          &inputs = p.inputs;
+  [[maybe_unused]] const StageLayers &sl = p.sl;
+  [[maybe_unused]] const StageRecompute &rc = p.rc;
+  [[maybe_unused]] const bool hasLoss = p.hasLoss;
   std::string out;
   // Forward. The CUDA program loads a stage's inputs in their own function,
   // which the step runs ahead of a captured step graph (StepGraph.h).
@@ -333,8 +347,15 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
 
 /// stage<k>_backward_compute, or its input- and weight-gradient halves.
 std::string Emitter::stageBackwardText(const StagePlan &p) {
-  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
-                                hasLoss] = p;
+  // Named references, not a structured binding: lambdas below capture them,
+  // which C++17 clang (the sanitize build) refuses for bindings.
+  [[maybe_unused]] const int stage = p.stage;
+  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
+  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
+                                          &inputs = p.inputs;
+  [[maybe_unused]] const StageLayers &sl = p.sl;
+  [[maybe_unused]] const StageRecompute &rc = p.rc;
+  [[maybe_unused]] const bool hasLoss = p.hasLoss;
   std::string out;
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
@@ -387,8 +408,15 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
 
 /// stage<k>_zero_grads: the gradients a backward adds into, cleared.
 std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
-  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
-                                hasLoss] = p;
+  // Named references, not a structured binding: lambdas below capture them,
+  // which C++17 clang (the sanitize build) refuses for bindings.
+  [[maybe_unused]] const int stage = p.stage;
+  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
+  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
+                                          &inputs = p.inputs;
+  [[maybe_unused]] const StageLayers &sl = p.sl;
+  [[maybe_unused]] const StageRecompute &rc = p.rc;
+  [[maybe_unused]] const bool hasLoss = p.hasLoss;
   std::string out;
   out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
                      stage);
@@ -470,8 +498,15 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
 /// The instructions: stage<k>_forward / _backward (receive, compute traced
 /// as F/B/W, send) and stage<k>_reuse.
 std::string Emitter::stageInstructionsText(const StagePlan &p) const {
-  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
-                                hasLoss] = p;
+  // Named references, not a structured binding: lambdas below capture them,
+  // which C++17 clang (the sanitize build) refuses for bindings.
+  [[maybe_unused]] const int stage = p.stage;
+  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
+  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
+                                          &inputs = p.inputs;
+  [[maybe_unused]] const StageLayers &sl = p.sl;
+  [[maybe_unused]] const StageRecompute &rc = p.rc;
+  [[maybe_unused]] const bool hasLoss = p.hasLoss;
   std::string out;
   // The instructions: receive, compute (traced F/B/W), send.
   auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
