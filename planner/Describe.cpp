@@ -218,7 +218,7 @@ struct Describer {
       if (dt.gradSync <= 0)
         continue;
       CollectiveUse u;
-      u.where = "gradients of pipeline rank " + std::to_string(dev);
+      u.where = gradientSyncWhere(dev);
       u.phase = "gradient-sync";
       u.collective = k.zero == 0 ? "all_reduce" : "reduce_scatter+all_gather";
       u.axis = "dp";

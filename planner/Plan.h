@@ -159,6 +159,12 @@ struct CollectiveUse {
   int64_t perStep = 0;    // calls per step per rank that runs it
 };
 
+/// A gradient sync's `where`: "gradients of pipeline rank <d>"; codegen reads
+/// the rank back (gradientSyncRank: -1 for any other text) to count the
+/// bytes the plan prices by time alone, and the validator requires it.
+std::string gradientSyncWhere(int rank);
+int gradientSyncRank(const std::string &where);
+
 struct StageInfo {
   int stage = 0;  // model stage (pipeline position)
   int device = 0; // pipeline rank that runs it

@@ -40,6 +40,12 @@ struct Checker {
     if (v < 0)
       fail(where, "must not be negative, got " + fmtNumber(v));
   }
+  /// A plan's string as a message shows it: JSON-quoted (control bytes
+  /// escaped, so the message stays one line), at most 64 bytes of it.
+  static std::string shown(const std::string &text) {
+    return nlohmann::json(text.substr(0, 64))
+        .dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+  }
   static std::string fmtNumber(double v) {
     nlohmann::json j = v;
     return j.dump();
@@ -254,16 +260,24 @@ void checkCollectives(const Plan &p, const Checker &c) {
     const CollectiveUse &u = p.collectives[i];
     const Pointer at = Pointer() / "collectives" / i;
     if (!phases.count(u.phase))
-      c.fail(at / "phase", "unknown phase \"" + u.phase + "\"");
+      c.fail(at / "phase", "unknown phase " + c.shown(u.phase));
     if (!kinds.count(u.collective))
-      c.fail(at / "collective", "unknown collective \"" + u.collective + "\"");
+      c.fail(at / "collective", "unknown collective " + c.shown(u.collective));
+    if (u.phase == "gradient-sync") {
+      const int rank = gradientSyncRank(u.where);
+      if (rank < 0 || rank >= p.knobs.pp)
+        c.fail(at / "where", "expected \"gradients of pipeline rank <d>\" "
+                             "with d below pp=" +
+                                 std::to_string(p.knobs.pp) + ", got " +
+                                 c.shown(u.where));
+    }
     size_t from = 0;
     do {
       const size_t plus = u.axis.find('+', from);
       const std::string a = u.axis.substr(from, plus - from);
       if (!axes.count(a))
-        c.fail(at / "axis", "no mesh axis \"" + a +
-                                "\" (the mesh's axes are pp, dp and tp)");
+        c.fail(at / "axis", "no mesh axis " + c.shown(a) +
+                                " (the mesh's axes are pp, dp and tp)");
       from = plus == std::string::npos ? plus : plus + 1;
     } while (from != std::string::npos);
   }
@@ -383,9 +397,9 @@ void checkKfac(const Plan &p, const Checker &c) {
   for (size_t d = 0; d < p.kfac->devices.size(); ++d) {
     const KfacDevicePlan &dev = p.kfac->devices[d];
     const Pointer dp = at / "devices" / d;
-    const size_t listSize =
-        schedule && d < schedule->devices.size() ? schedule->devices[d].size()
-                                                 : 0;
+    const size_t listSize = schedule && d < schedule->devices.size()
+                                ? schedule->devices[d].size()
+                                : 0;
     if (dev.device != static_cast<int>(d))
       c.fail(dp / "device", "expected pipeline rank " + std::to_string(d) +
                                 " (one entry per rank, in order)");

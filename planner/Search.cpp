@@ -72,6 +72,24 @@ bool applyStack(const std::string &name, PlannerOptions &o) {
   return false;
 }
 
+std::string gradientSyncWhere(int rank) {
+  return "gradients of pipeline rank " + std::to_string(rank);
+}
+
+int gradientSyncRank(const std::string &where) {
+  const std::string prefix = "gradients of pipeline rank ";
+  if (where.rfind(prefix, 0) != 0 || where.size() == prefix.size() ||
+      where.size() > prefix.size() + 6)
+    return -1;
+  int rank = 0;
+  for (size_t i = prefix.size(); i < where.size(); ++i) {
+    if (where[i] < '0' || where[i] > '9')
+      return -1;
+    rank = rank * 10 + (where[i] - '0');
+  }
+  return rank;
+}
+
 std::string knobsToString(const Knobs &k) {
   std::string s =
       "tp=" + std::to_string(k.tp) + " pp=" + std::to_string(k.pp) +

@@ -74,12 +74,8 @@ std::string Emitter::paramListText() const {
 /// plan prices by time alone (bytes 0, "gradients of pipeline rank <d>") the
 /// fp32 gradients of the parameters device d holds, as this rank holds them.
 double Emitter::collectiveBytes(const planner::CollectiveUse &c) const {
-  const std::string prefix = "gradients of pipeline rank ";
-  if (c.bytes > 0 || c.phase != "gradient-sync" ||
-      c.where.rfind(prefix, 0) != 0)
-    return c.bytes;
-  const int d = std::atoi(c.where.c_str() + prefix.size());
-  if (d < 0 || d >= 64)
+  const int d = planner::gradientSyncRank(c.where);
+  if (c.bytes > 0 || c.phase != "gradient-sync" || d < 0 || d >= 64)
     return c.bytes;
   double bytes = 0;
   for (size_t t = 0; t < g_.tensors.size(); ++t)
