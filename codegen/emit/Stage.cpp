@@ -111,15 +111,8 @@ Emitter::StagePlan Emitter::planStage(int stage) {
 /// struct Stage<k> (and its layer struct), the per-micro-batch results and
 /// inputs kept apart from the sets, and the recomputation's declarations.
 std::string Emitter::stageStructText(const StagePlan &p) {
-  // Named references, not a structured binding: lambdas below capture them,
-  // which C++17 clang (the sanitize build) refuses for bindings.
-  [[maybe_unused]] const int stage = p.stage;
-  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
-  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
-                                          &inputs = p.inputs;
-  [[maybe_unused]] const StageLayers &sl = p.sl;
-  [[maybe_unused]] const StageRecompute &rc = p.rc;
-  [[maybe_unused]] const bool hasLoss = p.hasLoss;
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
   std::string out;
   // The struct.
   int64_t first = -1, last = -1;
@@ -214,7 +207,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                   "devices running stage {0}\n\n",
                   stage);
   auto memberDecl = [&](const std::string &name) {
-    for (const Member &m : members_[stage])
+    for (const Member &m : members_[p.stage])
       if (m.name == name)
         return decl(m, m.name);
     return std::string();
@@ -256,21 +249,15 @@ std::string Emitter::stageStructText(const StagePlan &p) {
 
 /// stage<k>_forward_compute (and the CUDA program's stage<k>_load_inputs).
 std::string Emitter::stageForwardText(const StagePlan &p) const {
-  // Named references, not a structured binding: lambdas below capture them,
-  // which C++17 clang (the sanitize build) refuses for bindings.
-  [[maybe_unused]] const int stage = p.stage;
-  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
-  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
-                                          &inputs = p.inputs;
-  [[maybe_unused]] const StageLayers &sl = p.sl;
-  [[maybe_unused]] const StageRecompute &rc = p.rc;
-  [[maybe_unused]] const bool hasLoss = p.hasLoss;
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
   std::string out;
   // Forward. The CUDA program loads a stage's inputs in their own function,
   // which the step runs ahead of a captured step graph (StepGraph.h).
   std::string load;
-  auto holds = [&](int t) {
-    return t >= 0 && std::find(inputs.begin(), inputs.end(), t) != inputs.end();
+  auto holds = [&](int t) { // p's members: clang 14 refuses captured bindings
+    return t >= 0 &&
+           std::find(p.inputs.begin(), p.inputs.end(), t) != p.inputs.end();
   };
   if (!inputs.empty() && classModel_) {
     const int tg = classTargets_;
@@ -347,15 +334,8 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
 
 /// stage<k>_backward_compute, or its input- and weight-gradient halves.
 std::string Emitter::stageBackwardText(const StagePlan &p) {
-  // Named references, not a structured binding: lambdas below capture them,
-  // which C++17 clang (the sanitize build) refuses for bindings.
-  [[maybe_unused]] const int stage = p.stage;
-  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
-  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
-                                          &inputs = p.inputs;
-  [[maybe_unused]] const StageLayers &sl = p.sl;
-  [[maybe_unused]] const StageRecompute &rc = p.rc;
-  [[maybe_unused]] const bool hasLoss = p.hasLoss;
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
   std::string out;
   // Backward: input-gradient half, weight-gradient half, both.
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
@@ -374,13 +354,14 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
                          b, b);
     return r;
   };
+  // p's members in the lambda: clang 14 refuses captured structured bindings.
   auto emitBackward = [&](const char *suffix, bool inputPart, bool weightPart) {
     out +=
         fmt::format("static void stage{}_{}([[maybe_unused]] Stage{} &a) {{\n",
-                    stage, suffix, stage);
-    std::vector<std::string> text(steps.size());
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const Step &st = steps[i];
+                    p.stage, suffix, p.stage);
+    std::vector<std::string> text(p.steps.size());
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      const Step &st = p.steps[i];
       if (inputPart) {
         for (const auto &l : st.bwdInput)
           text[i] += l + "\n";
@@ -394,7 +375,7 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
       if (!text[i].empty())
         text[i] += target_.progressCall;
     }
-    out += layerOrdered(sl, text, true, &rc) + "}\n\n";
+    out += layerOrdered(p.sl, text, true, &p.rc) + "}\n\n";
   };
   if (splitBackward_) {
     emitBackward("backward_input_compute", true, false);
@@ -408,15 +389,8 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
 
 /// stage<k>_zero_grads: the gradients a backward adds into, cleared.
 std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
-  // Named references, not a structured binding: lambdas below capture them,
-  // which C++17 clang (the sanitize build) refuses for bindings.
-  [[maybe_unused]] const int stage = p.stage;
-  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
-  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
-                                          &inputs = p.inputs;
-  [[maybe_unused]] const StageLayers &sl = p.sl;
-  [[maybe_unused]] const StageRecompute &rc = p.rc;
-  [[maybe_unused]] const bool hasLoss = p.hasLoss;
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
   std::string out;
   out += fmt::format("static void stage{}_zero_grads(Stage{} &a) {{\n", stage,
                      stage);
@@ -498,15 +472,8 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
 /// The instructions: stage<k>_forward / _backward (receive, compute traced
 /// as F/B/W, send) and stage<k>_reuse.
 std::string Emitter::stageInstructionsText(const StagePlan &p) const {
-  // Named references, not a structured binding: lambdas below capture them,
-  // which C++17 clang (the sanitize build) refuses for bindings.
-  [[maybe_unused]] const int stage = p.stage;
-  [[maybe_unused]] const std::vector<Step> &steps = p.steps;
-  [[maybe_unused]] const std::vector<int> &in = p.in, &sendOut = p.sendOut,
-                                          &inputs = p.inputs;
-  [[maybe_unused]] const StageLayers &sl = p.sl;
-  [[maybe_unused]] const StageRecompute &rc = p.rc;
-  [[maybe_unused]] const bool hasLoss = p.hasLoss;
+  [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
+                                hasLoss] = p;
   std::string out;
   // The instructions: receive, compute (traced F/B/W), send.
   auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
