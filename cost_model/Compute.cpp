@@ -225,6 +225,113 @@ double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
 
 namespace {
 
+/// A fused (FlashAttention-style) attention kernel: streams q, k, v and writes
+/// the output; efficiency as a batched GEMM of TxTxD per (batch, head), or the
+/// cluster's measured one.
+OpCost fusedAttentionCost(const Cluster &c, std::string_view kind,
+                          const std::vector<int64_t> &key, double fwdFlops,
+                          double inBytes, double outBytes,
+                          const std::vector<ops::ValueType> &results,
+                          const ops::Attrs &attrs, Precision p) {
+  OpCost out;
+  bool causal = false;
+  if (auto it = attrs.find("causal"); it != attrs.end())
+    if (auto *v = std::get_if<bool>(&it->second))
+      causal = *v;
+  const double causalFactor = causal ? 2.0 : 1.0;
+  out.forward = streamKernel(c, kind, key, fwdFlops, inBytes + outBytes, p);
+  if (!out.forward.calibrated) {
+    const ops::ValueType &y = results[0];
+    double t = static_cast<double>(y.shape[y.shape.size() - 2]);
+    double d = 1, heads = 1;
+    if (auto it = attrs.find("head_dim"); it != attrs.end())
+      if (auto *v = std::get_if<int64_t>(&it->second))
+        d = static_cast<double>(*v);
+    heads = static_cast<double>(y.shape.back()) / d;
+    double batch = numel(y) / (t * heads * d) * heads;
+    // The measured efficiency of the kernel the programs run (cluster
+    // gpu.attention: cuDNN's fused attention or the own kernels), else the
+    // batched-GEMM estimate. The measurement counts the FLOPs a causal
+    // kernel runs (half the scores); fwdFlops counts them all.
+    const double eff = c.attention.forwardEfficiency > 0
+                           ? c.attention.forwardEfficiency * causalFactor
+                           : gemmEfficiency(c, t, t, d, batch);
+    out.forward = roofline(c, fwdFlops, inBytes + outBytes, eff, p);
+  }
+  // FlashAttention-2 (Dao 2023, §3.1/§4): backward recomputes the scores and
+  // runs 5 matmuls to the forward's 2, 2.5x the forward FLOPs; it reads q, k,
+  // v, o, dO and writes dq, dk, dv: about twice the forward's bytes. All of
+  // it is dgrad.
+  double bwdEff =
+      out.forward.efficiency > 0 ? out.forward.efficiency : c.gemmEfficiency;
+  if (c.attention.backwardEfficiency > 0)
+    bwdEff = c.attention.backwardEfficiency * causalFactor;
+  out.backwardData =
+      roofline(c, 2.5 * fwdFlops, 2.0 * (inBytes + outBytes), bwdEff, p);
+  return out;
+}
+
+/// spmm, sddmm and edge_softmax: nnz stored values plus 4-byte column indices
+/// (CSR) are read; the measured sparse rates where the cluster has them.
+OpCost sparseOpCost(const Cluster &c, std::string_view kind,
+                    const std::vector<int64_t> &key,
+                    const std::vector<ops::ValueType> &operands,
+                    const std::vector<ops::ValueType> &results,
+                    const ops::Attrs &attrs, bool weightOperand,
+                    double fwdFlops, double outBytes, Precision p) {
+  OpCost out;
+  double nnz = 0;
+  if (auto it = attrs.find("nnz"); it != attrs.end())
+    if (auto *v = std::get_if<int64_t>(&it->second))
+      nnz = static_cast<double>(*v);
+  if (kind == "spmm" || kind == "sddmm") {
+    double sparseBytes = nnz * (elemBytes(operands[0], p) + 4.0);
+    double dense = 0;
+    for (size_t i = 1; i < operands.size(); ++i)
+      dense += bytesOf(operands[i], p);
+    double outB = kind == "spmm" ? outBytes : nnz * elemBytes(results[0], p);
+    // spmm: dX = Aᵀ·dY, the same product transposed. sddmm: dX = dOut·Y and
+    // dY = dOutᵀ·X, two spmm of the same FLOPs each.
+    double factor = kind == "spmm" ? 1.0 : 2.0;
+    const double width = static_cast<double>(operands[1].shape.back());
+    const double fwdRate = sparseFlopRate(c, kind, p, width);
+    const double bwdRate = sparseFlopRate(c, "spmm", p, width);
+    // The measured throughput of the cluster's sparse kernels at this width
+    // (the benchmark's median over its graphs), else the roofline.
+    auto measured = [&](double flops, double bytes, double rate) {
+      KernelCost kc = roofline(c, flops, bytes, c.gemmEfficiency, p);
+      kc.time = std::max(flops / rate, c.kernelLaunch);
+      kc.efficiency = rate / c.peakFlops(p);
+      kc.calibrated = true;
+      return kc;
+    };
+    out.forward = fwdRate > 0
+                      ? measured(fwdFlops, sparseBytes + dense + outB, fwdRate)
+                      : streamKernel(c, kind, key, fwdFlops,
+                                     sparseBytes + dense + outB, p);
+    KernelCost bwd =
+        bwdRate > 0 ? measured(factor * fwdFlops,
+                               factor * (sparseBytes + dense + outB), bwdRate)
+                    : streamKernel(c, kind, key, factor * fwdFlops,
+                                   factor * (sparseBytes + dense + outB), p);
+    (weightOperand ? out.backwardWeight : out.backwardData) = bwd;
+    return out;
+  }
+  if (kind == "edge_softmax") {
+    // Reads the row pointers and the nnz scores, writes nnz values; backward
+    // reads the result and its gradient and writes the scores' gradient. The
+    // [N,M] operand types overstate it: only nnz entries are stored.
+    const double v = nnz * elemBytes(results[0], p);
+    const double rows = static_cast<double>(operands[0].shape[0]) * 4.0;
+    out.forward = streamKernel(c, kind, key, fwdFlops, rows + 2 * v, p);
+    out.backwardData =
+        streamKernel(c, kind, key, 2.0 * fwdFlops, rows + 3 * v, p);
+    return out;
+  }
+
+  return out;
+}
+
 /// The op's cost from the roofline, the calibration table and the sparse
 /// rates, before the measured corrections of opCost().
 OpCost modelledOpCost(const Cluster &c, std::string_view kind,
@@ -308,96 +415,13 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   if (kind == "attention" && kernels.attention == AttentionKernel::Unfused)
     return unfusedAttention(c, operands, results, attrs, p,
                             kernels.attentionDropout);
-  if (kind == "attention") {
-    // Fused (FlashAttention-style) kernel: streams q, k, v and writes the
-    // output; efficiency as a batched GEMM of T×T×D per (batch, head).
-    bool causal = false;
-    if (auto it = attrs.find("causal"); it != attrs.end())
-      if (auto *v = std::get_if<bool>(&it->second))
-        causal = *v;
-    const double causalFactor = causal ? 2.0 : 1.0;
-    out.forward = streamKernel(c, kind, key, fwdFlops, inBytes + outBytes, p);
-    if (!out.forward.calibrated) {
-      const ops::ValueType &y = results[0];
-      double t = static_cast<double>(y.shape[y.shape.size() - 2]);
-      double d = 1, heads = 1;
-      if (auto it = attrs.find("head_dim"); it != attrs.end())
-        if (auto *v = std::get_if<int64_t>(&it->second))
-          d = static_cast<double>(*v);
-      heads = static_cast<double>(y.shape.back()) / d;
-      double batch = numel(y) / (t * heads * d) * heads;
-      // The measured efficiency of the kernel the programs run (cluster
-      // gpu.attention: cuDNN's fused attention or the own kernels), else the
-      // batched-GEMM estimate. The measurement counts the FLOPs a causal
-      // kernel runs (half the scores); fwdFlops counts them all.
-      const double eff = c.attention.forwardEfficiency > 0
-                             ? c.attention.forwardEfficiency * causalFactor
-                             : gemmEfficiency(c, t, t, d, batch);
-      out.forward = roofline(c, fwdFlops, inBytes + outBytes, eff, p);
-    }
-    // FlashAttention-2 (Dao 2023, §3.1/§4): backward recomputes the scores and
-    // runs 5 matmuls to the forward's 2, 2.5x the forward FLOPs; it reads q, k,
-    // v, o, dO and writes dq, dk, dv: about twice the forward's bytes. All of
-    // it is dgrad.
-    double bwdEff =
-        out.forward.efficiency > 0 ? out.forward.efficiency : c.gemmEfficiency;
-    if (c.attention.backwardEfficiency > 0)
-      bwdEff = c.attention.backwardEfficiency * causalFactor;
-    out.backwardData =
-        roofline(c, 2.5 * fwdFlops, 2.0 * (inBytes + outBytes), bwdEff, p);
-    return out;
-  }
-
-  // Sparse ops: nnz stored values plus 4-byte column indices (CSR) are read.
-  double nnz = 0;
-  if (auto it = attrs.find("nnz"); it != attrs.end())
-    if (auto *v = std::get_if<int64_t>(&it->second))
-      nnz = static_cast<double>(*v);
-  if (kind == "spmm" || kind == "sddmm") {
-    double sparseBytes = nnz * (elemBytes(operands[0], p) + 4.0);
-    double dense = 0;
-    for (size_t i = 1; i < operands.size(); ++i)
-      dense += bytesOf(operands[i], p);
-    double outB = kind == "spmm" ? outBytes : nnz * elemBytes(results[0], p);
-    // spmm: dX = Aᵀ·dY, the same product transposed. sddmm: dX = dOut·Y and
-    // dY = dOutᵀ·X, two spmm of the same FLOPs each.
-    double factor = kind == "spmm" ? 1.0 : 2.0;
-    const double width = static_cast<double>(operands[1].shape.back());
-    const double fwdRate = sparseFlopRate(c, kind, p, width);
-    const double bwdRate = sparseFlopRate(c, "spmm", p, width);
-    // The measured throughput of the cluster's sparse kernels at this width
-    // (the benchmark's median over its graphs), else the roofline.
-    auto measured = [&](double flops, double bytes, double rate) {
-      KernelCost kc = roofline(c, flops, bytes, c.gemmEfficiency, p);
-      kc.time = std::max(flops / rate, c.kernelLaunch);
-      kc.efficiency = rate / c.peakFlops(p);
-      kc.calibrated = true;
-      return kc;
-    };
-    out.forward = fwdRate > 0
-                      ? measured(fwdFlops, sparseBytes + dense + outB, fwdRate)
-                      : streamKernel(c, kind, key, fwdFlops,
-                                     sparseBytes + dense + outB, p);
-    KernelCost bwd =
-        bwdRate > 0 ? measured(factor * fwdFlops,
-                               factor * (sparseBytes + dense + outB), bwdRate)
-                    : streamKernel(c, kind, key, factor * fwdFlops,
-                                   factor * (sparseBytes + dense + outB), p);
-    (operands.size() > 1 && isParam(1) ? out.backwardWeight
-                                       : out.backwardData) = bwd;
-    return out;
-  }
-  if (kind == "edge_softmax") {
-    // Reads the row pointers and the nnz scores, writes nnz values; backward
-    // reads the result and its gradient and writes the scores' gradient. The
-    // [N,M] operand types overstate it: only nnz entries are stored.
-    const double v = nnz * elemBytes(results[0], p);
-    const double rows = static_cast<double>(operands[0].shape[0]) * 4.0;
-    out.forward = streamKernel(c, kind, key, fwdFlops, rows + 2 * v, p);
-    out.backwardData =
-        streamKernel(c, kind, key, 2.0 * fwdFlops, rows + 3 * v, p);
-    return out;
-  }
+  if (kind == "attention")
+    return fusedAttentionCost(c, kind, key, fwdFlops, inBytes, outBytes,
+                              results, attrs, p);
+  if (kind == "spmm" || kind == "sddmm" || kind == "edge_softmax")
+    return sparseOpCost(c, kind, key, operands, results, attrs,
+                        operands.size() > 1 && isParam(1), fwdFlops, outBytes,
+                        p);
 
   if (kind == "embedding") {
     // Gather rows: read ids and C values per token, write them.
