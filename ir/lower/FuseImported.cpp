@@ -24,8 +24,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cstdlib>
 #include "llvm/ADT/DenseMap.h"
+#include <cstdlib>
 
 #include <map>
 #include <set>
@@ -107,6 +107,8 @@ public:
   }
 
   void run(func::FuncOp function);
+  bool addOp(const Read &r, llvm::DenseMap<Value, int> &tensorOf,
+             const std::vector<bool> &survived);
 
 private:
   /// The graph-given tensor a value stands for (-1 for a new one).
@@ -167,6 +169,79 @@ int Reader::replacedLayer(int root, const std::vector<bool> &survived) const {
         stack.push_back(p->second);
   }
   return -1;
+}
+
+/// The op of read `r` in the fused graph, its operands and result tensors
+/// (`tensorOf`, new results added); false with out's error or refused
+/// primitive set.
+bool Reader::addOp(const Read &r, llvm::DenseMap<Value, int> &tensorOf,
+                   const std::vector<bool> &survived) {
+  OpDef def;
+  def.kind = sbp::getOpKind(r.op).str();
+  def.name = r.name;
+  std::string error;
+  std::optional<ops::Attrs> attrs = sbp::getOpsAttrs(r.op, &error);
+  if (!attrs) {
+    out.error = "op '" + r.name + "': " + error;
+    return false;
+  }
+  def.attrs = std::move(*attrs);
+  std::vector<ops::ValueType> operandTypes;
+  for (Value v : r.op->getOperands()) {
+    def.operands.push_back(tensorOf.lookup(v));
+    operandTypes.push_back(*sbp::toValueType(v.getType()));
+  }
+  // Checked as GraphBuilder checks a front end's ops: the shared rules
+  // infer the result the module has. A primitive has no shared rule (its
+  // type is the front end's); its kernels must run it, on these shapes.
+  const bool primitive = def.kind == "primitive";
+  ops::InferResult inferred =
+      primitive ? ops::InferResult{}
+                : ops::inferResultTypes(def.kind, operandTypes, def.attrs);
+  std::optional<ops::ValueType> type =
+      sbp::toValueType(r.op->getResult(0).getType());
+  if (!type || (!primitive && (!inferred.ok() || inferred.results.size() != 1 ||
+                               inferred.results[0].shape != type->shape ||
+                               inferred.results[0].dtype != type->dtype))) {
+    out.error = "op '" + r.name + "' (" + def.kind +
+                "): the fused op does not follow its shape rule" +
+                (inferred.ok() ? "" : ": " + inferred.error);
+    return false;
+  }
+  if (primitive) {
+    std::vector<ops::Shape> shapes;
+    for (const ops::ValueType &t : operandTypes)
+      shapes.push_back(t.shape);
+    onnx_kernels::Primitive p;
+    if (std::string why =
+            resolvePrimitive(p, out.graph, def, shapes, type->shape);
+        !why.empty()) {
+      out.primitiveName = locName(r.op->getLoc());
+      out.primitiveType = cast<sbp::PrimitiveOp>(r.op).getOpType().str();
+      out.primitivePosition = positionOf(r.from);
+      out.primitiveWhy = why;
+      return false;
+    }
+  }
+  Value result = r.op->getResult(0);
+  if (!tensorOf.count(result)) {
+    TensorDef t;
+    t.name = uniqueTensorName(r.name);
+    t.shape = type->shape;
+    t.dtype = type->dtype;
+    tensorOf[result] = out.graph.tensors.size();
+    out.graph.tensors.push_back(std::move(t));
+  }
+  def.results = {tensorOf[result]};
+  if (auto layer = r.op->getAttrOfType<IntegerAttr>(sbp::kLayerAttr))
+    def.layer = layer.getInt();
+  else if (r.from >= 0)
+    def.layer = survived[r.from] ? g.ops[r.from].layer
+                                 : replacedLayer(r.from, survived);
+  if (r.from >= 0)
+    def.position = g.ops[r.from].position;
+  out.graph.ops.push_back(std::move(def));
+  return true;
 }
 
 void Reader::run(func::FuncOp function) {
@@ -263,74 +338,9 @@ void Reader::run(func::FuncOp function) {
     if (kept[i] >= 0)
       tensorOf[value] = kept[i];
 
-  for (const Read &r : reads) {
-    OpDef def;
-    def.kind = sbp::getOpKind(r.op).str();
-    def.name = r.name;
-    std::string error;
-    std::optional<ops::Attrs> attrs = sbp::getOpsAttrs(r.op, &error);
-    if (!attrs) {
-      out.error = "op '" + r.name + "': " + error;
+  for (const Read &r : reads)
+    if (!addOp(r, tensorOf, survived))
       return;
-    }
-    def.attrs = std::move(*attrs);
-    std::vector<ops::ValueType> operandTypes;
-    for (Value v : r.op->getOperands()) {
-      def.operands.push_back(tensorOf.lookup(v));
-      operandTypes.push_back(*sbp::toValueType(v.getType()));
-    }
-    // Checked as GraphBuilder checks a front end's ops: the shared rules
-    // infer the result the module has. A primitive has no shared rule (its
-    // type is the front end's); its kernels must run it, on these shapes.
-    const bool primitive = def.kind == "primitive";
-    ops::InferResult inferred =
-        primitive ? ops::InferResult{}
-                  : ops::inferResultTypes(def.kind, operandTypes, def.attrs);
-    std::optional<ops::ValueType> type =
-        sbp::toValueType(r.op->getResult(0).getType());
-    if (!type ||
-        (!primitive && (!inferred.ok() || inferred.results.size() != 1 ||
-                        inferred.results[0].shape != type->shape ||
-                        inferred.results[0].dtype != type->dtype))) {
-      out.error = "op '" + r.name + "' (" + def.kind +
-                  "): the fused op does not follow its shape rule" +
-                  (inferred.ok() ? "" : ": " + inferred.error);
-      return;
-    }
-    if (primitive) {
-      std::vector<ops::Shape> shapes;
-      for (const ops::ValueType &t : operandTypes)
-        shapes.push_back(t.shape);
-      onnx_kernels::Primitive p;
-      if (std::string why =
-              resolvePrimitive(p, out.graph, def, shapes, type->shape);
-          !why.empty()) {
-        out.primitiveName = locName(r.op->getLoc());
-        out.primitiveType = cast<sbp::PrimitiveOp>(r.op).getOpType().str();
-        out.primitivePosition = positionOf(r.from);
-        out.primitiveWhy = why;
-        return;
-      }
-    }
-    Value result = r.op->getResult(0);
-    if (!tensorOf.count(result)) {
-      TensorDef t;
-      t.name = uniqueTensorName(r.name);
-      t.shape = type->shape;
-      t.dtype = type->dtype;
-      tensorOf[result] = out.graph.tensors.size();
-      out.graph.tensors.push_back(std::move(t));
-    }
-    def.results = {tensorOf[result]};
-    if (auto layer = r.op->getAttrOfType<IntegerAttr>(sbp::kLayerAttr))
-      def.layer = layer.getInt();
-    else if (r.from >= 0)
-      def.layer = survived[r.from] ? g.ops[r.from].layer
-                                   : replacedLayer(r.from, survived);
-    if (r.from >= 0)
-      def.position = g.ops[r.from].position;
-    out.graph.ops.push_back(std::move(def));
-  }
   Value loss = body.getTerminator()->getOperand(0);
   out.graph.loss = tensorOf.count(loss) ? tensorOf[loss] : -1;
 }
