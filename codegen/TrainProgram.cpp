@@ -12,7 +12,7 @@
 namespace autoddl::codegen::emit {
 
 /// Vocabulary of a token model: rows of the first embedding table.
-int64_t Emitter::vocab() const { return planner::vocabularyRows(g_); }
+int64_t Emitter::vocab() const { return g_.vocabularyRows(); }
 
 /// The CUDA program runs a tanh GELU between two linears (an MLP block) in
 /// their GEMMs' epilogues: the first linear's GEMM writes gelu(pre) and pre
@@ -133,7 +133,7 @@ bool Emitter::storesGrad(size_t i, int t, TpLayout l,
 /// stay zero: zero logits columns, zero dlogits columns, zero weight
 /// gradient rows, and the optimizer updates the real elements only.
 void Emitter::planVocabPadding() {
-  const int64_t V = planner::vocabularyRows(g_);
+  const int64_t V = g_.vocabularyRows();
   if (!cuda_ || V <= 0)
     return;
   const planner::GraphUses graphUses(g_);

@@ -506,7 +506,7 @@ void validatePlanForModel(const Plan &p, const ModelGraph &g,
           t.shape, {ops::AxisLayout::split(d)}, {p.knobs.tp}, {"tp"});
       const int64_t n = t.shape[static_cast<size_t>(d)];
       if (!why.empty() &&
-          !(n == vocabularyRows(g) && unevenVocabSplitRuns(n, p.knobs.tp)))
+          !(n == g.vocabularyRows() && unevenVocabSplitRuns(n, p.knobs.tp)))
         c.fail(at / "sbp" / "tp", why);
     }
   }

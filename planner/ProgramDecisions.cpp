@@ -41,8 +41,6 @@ bool splitRuns(int64_t size, int tp, bool paddedRows) {
   return size % tp == 0 || (paddedRows && unevenVocabSplitRuns(size, tp));
 }
 
-int64_t vocabularyRows(const ModelGraph &g) { return g.vocabularyRows(); }
-
 bool logitsOnlyToLoss(const ModelGraph &g, const GraphUses &uses,
                       const OpDef &op) {
   return autoddl::logitsOnlyToLoss(g, uses.readers, op);
@@ -58,7 +56,7 @@ bool padsVocabulary(const ModelGraph &g, const GraphUses &uses,
     return false;
   const TensorDef &w = g.tensors[size_t(op.operands[1])];
   return w.role == TensorRole::Parameter && w.shape.size() == 2 &&
-         w.shape.front() == vocabularyRows(g);
+         w.shape.front() == g.vocabularyRows();
 }
 
 bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,

@@ -50,9 +50,8 @@ bool splitRuns(int64_t size, int tp, bool paddedRows);
 /// ops::paddedVocabulary is the rule.
 bool unevenVocabSplitRuns(int64_t size, int tp);
 
-/// ModelGraph::vocabularyRows and autoddl::logitsOnlyToLoss
-/// (ir/import/ModelGraph.h), over the planner's use lists.
-int64_t vocabularyRows(const ModelGraph &g);
+/// autoddl::logitsOnlyToLoss (ir/import/ModelGraph.h) over the planner's use
+/// lists. The vocabulary is ModelGraph::vocabularyRows.
 bool logitsOnlyToLoss(const ModelGraph &g, const GraphUses &uses,
                       const OpDef &op);
 /// The CUDA program's rows of a vocabulary-sized parameter a rank holds:

@@ -110,7 +110,7 @@ def main():
         md.append(f"| {row['run']} | {fix} | {pub} TFLOP/s | "
                   + (f"{p:.0f} TFLOP/s | {p / pub:.2f} | " if p else f"{pinned.get('error')} | - | ")
                   + (f"{free['plan']} | {f:.0f} TFLOP/s | " if f else f"{free.get('error')} | - | ")
-                  + (f"{free['step_time_s'] and pinned['step_time_s'] / free['step_time_s']:.2f} |" if p and f else "- |"))
+                  + (f"{pinned['step_time_s'] / free['step_time_s']:.2f} |" if p and f else "- |"))
         print(md[-1], flush=True)
     for label, model, gpus, gb, seq, fix, mfu, tf, source in H100:
         pinned = plan(model, "dgx-h100-ndr", gpus, gb, seq, fix)

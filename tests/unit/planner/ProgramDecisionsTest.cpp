@@ -81,8 +81,8 @@ TEST(ProgramDecisions, VocabularySplitsAndPadding) {
   EXPECT_EQ(paddedVocabRows(64), 64);
   // tiny-gpt's vocab_size (examples/models/tiny-gpt.json); mlp-mnist has no
   // embedding.
-  EXPECT_EQ(vocabularyRows(load("tiny-gpt")), 256);
-  EXPECT_EQ(vocabularyRows(load("mlp-mnist")), 0);
+  EXPECT_EQ(load("tiny-gpt").vocabularyRows(), 256);
+  EXPECT_EQ(load("mlp-mnist").vocabularyRows(), 0);
 }
 
 /// Whether `s` is table row `r` as the planner reads it: a parameter read
