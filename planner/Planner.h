@@ -212,7 +212,10 @@ struct Planner {
   /// once for the buffers its recomputed layers drop (codegen/emit/
   /// Recompute.cpp; docs/cost-model.md §5.4).
   struct LayerBytes {
+    // Per activation set (kept layer, recomputed layer; CUDA, CPU).
     double kept = 0, keptRc = 0, host = 0, hostRc = 0;
+    // Once per stage: the gradients its sets share (setsShareGradients).
+    double sharedKept = 0, sharedKeptRc = 0, sharedHost = 0, sharedHostRc = 0;
     double scratch = 0, hostScratch = 0;
   };
   LayerBytes layerBytes(const Knobs &k, const SegmentCost &lay) const;
@@ -233,8 +236,8 @@ struct Planner {
     int dev = 0;
     double layers = 0, ws = 0;
     // The rank's stages in order: layers, the bytes of one set outside the
-    // layers (CUDA, CPU), and the sets.
-    std::vector<double> stageLayers, perMb, hostPerMb, sets;
+    // layers (CUDA, CPU), those its sets share, and the sets.
+    std::vector<double> stageLayers, perMb, hostPerMb, shared, hostShared, sets;
   };
   RankStages rankStages(const Knobs &k, const DevicePlan &d,
                         const Aggregate &agg, int dev) const;

@@ -444,7 +444,11 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   // A partial result is all-reduced in place: the buffer holds it whole.
   const Sbp kept = R.kind == Sbp::Partial ? Sbp::broadcast() : R;
   const double rb = localBytes(t, kept) * padScale_[E.producer];
+  // Each buffer with its gradient (of which programGrad/hostGrad: the
+  // gradients, which a stage's sets may share: StageMemory.cpp).
+  r.programGrad = intoResidual || made == InGemm::All ? 0 : rb;
   r.program = intoResidual ? 0 : made == InGemm::All ? rb : 2 * rb;
+  r.hostGrad = rb * hostScale;
   r.host = 2 * rb * hostScale;
   {
     int seenC[8] = {0};
@@ -453,7 +457,9 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
       const Sbp x = sigOf(c).operands[k];
       if (!seenC[sbpCode(x)]++) {
         r.program += 2 * localBytes(t, x);
+        r.programGrad += localBytes(t, x);
         r.host += 2 * localBytes(t, x) * hostScale;
+        r.hostGrad += localBytes(t, x) * hostScale;
       }
       // A consumer whose input gradient is partial over tp (a column
       // linear) writes it into a buffer of its own before the all-reduce
@@ -461,7 +467,9 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
       if (x.kind == Sbp::Broadcast && x == kept &&
           sigOf(c).operandGrads[k].kind == Sbp::Partial) {
         r.program += localBytes(t, x);
+        r.programGrad += localBytes(t, x);
         r.host += localBytes(t, x) * hostScale;
+        r.hostGrad += localBytes(t, x) * hostScale;
       }
     }
   }
@@ -567,7 +575,9 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
         E.producer >= 0 ? sg_.ops[E.producer].segment : E.segment;
     const double wm = E.weight / instances(made);
     agg.seg[static_cast<int>(made)].programBytes += wm * t.program;
+    agg.seg[static_cast<int>(made)].programGradBytes += wm * t.programGrad;
     agg.seg[static_cast<int>(made)].hostBytes += wm * t.host;
+    agg.seg[static_cast<int>(made)].hostGradBytes += wm * t.hostGrad;
     s.selectiveRecompute += w * t.recomputeSel;
     // The tensor a layer hands the next: one per boundary, whatever the weight.
     s.savedFull += t.savedFull;

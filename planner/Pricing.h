@@ -53,6 +53,9 @@ struct SegmentCost {
   double programBytes = 0; // CUDA program (bf16 activations, fused kernels)
   double hostBytes = 0;    // CPU program (fp32, unfused)
   double hostScores = 0;   // of hostBytes: attention probabilities (s x s)
+  // Of programBytes and hostBytes: the gradient buffers (a stage's sets may
+  // share them: pipeline::setsShareGradients).
+  double programGradBytes = 0, hostGradBytes = 0;
   // Parameter elements read in both the pre and the post segment (a tied
   // embedding): held once by a rank that runs both.
   double sharedParamElems = 0;
@@ -148,7 +151,7 @@ private:
   struct EdgeTerms {
     double fwdBox = 0, bwdBox = 0, saved = 0, savedSelective = 0,
            recomputeSel = 0, paramElems = 0, gradDp = 0, gradDpTp = 0, p2p = 0,
-           savedFull = 0, program = 0, host = 0;
+           savedFull = 0, program = 0, host = 0, programGrad = 0, hostGrad = 0;
   };
   EdgeTerms edgeTerms(int e, const Assignment &a);
   double termsObjective(const EdgeTerms &t, double weight) const;

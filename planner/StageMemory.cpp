@@ -1,8 +1,9 @@
 //===- StageMemory.cpp - the programs' memory per pipeline rank --------===//
 //
-// Activation sets in flight per stage (as the schedule keeps them), the bytes
-// of a layer kept or recomputed, and how many layers each rank recomputes to
-// fit: the memory model of docs/planner.md §4 (Planner.h).
+// Activation sets in flight per stage (as the schedule keeps them), the
+// gradients a stage's sets share, the bytes of a layer kept or recomputed, and
+// how many layers each rank recomputes to fit: the memory model of
+// docs/planner.md §4 (Planner.h).
 //
 //===----------------------------------------------------------------------===//
 #include "planner/Planner.h"
@@ -34,19 +35,28 @@ const std::vector<int> &Planner::activationSets(const Knobs &k) const {
 
 Planner::LayerBytes Planner::layerBytes(const Knobs &k,
                                         const SegmentCost &lay) const {
-  LayerBytes b{lay.programBytes, lay.programBytes, lay.hostBytes,
-               lay.hostBytes};
+  // The gradients are once per stage where its sets share them.
+  const bool share = pipeline::setsShareGradients(k.schedule, kfac.has_value());
+  const double grad = share ? lay.programGradBytes : 0,
+               hostGrad = share ? lay.hostGradBytes : 0;
+  LayerBytes b{lay.programBytes - grad, lay.programBytes - grad,
+               lay.hostBytes - hostGrad, lay.hostBytes - hostGrad};
+  b.sharedKept = b.sharedKeptRc = grad;
+  b.sharedHost = b.sharedHostRc = hostGrad;
+  const double toHost = 4.0 / o.activationElementBytes;
   if (k.recompute == cost::Recompute::Full) {
     // The layer's output, which the next layer reads, and its gradient,
     // which the next layer's backward writes; the rest is scratch.
-    b.keptRc = 2 * lay.savedFull;
-    b.hostRc = b.keptRc * 4.0 / o.activationElementBytes;
-    b.scratch = lay.programBytes - b.keptRc;
-    b.hostScratch = lay.hostBytes - b.hostRc;
+    b.keptRc = (share ? 1 : 2) * lay.savedFull;
+    b.sharedKeptRc = share ? lay.savedFull : 0;
+    b.hostRc = b.keptRc * toHost;
+    b.sharedHostRc = b.sharedKeptRc * toHost;
+    b.scratch = lay.programBytes - 2 * lay.savedFull;
+    b.hostScratch = lay.hostBytes - 2 * lay.savedFull * toHost;
   } else if (k.recompute == cost::Recompute::Selective) {
     // The attention probabilities (selectiveRecomputes): the CUDA program's
     // fused attention keeps none, the CPU program drops its own.
-    b.hostRc = lay.hostBytes - lay.hostScores;
+    b.hostRc = lay.hostBytes - hostGrad - lay.hostScores;
     b.hostScratch = lay.hostScores;
   }
   return b;
@@ -65,22 +75,39 @@ Planner::RankStages Planner::rankStages(const Knobs &k, const DevicePlan &d,
   r.dev = dev;
   double &ws = r.ws;
   const std::vector<int> &sets = activationSets(k);
+  const bool share = pipeline::setsShareGradients(k.schedule, kfac.has_value());
   for (int id : d.rankStageIds[dev]) {
     const StageInfo &st = d.stages[id];
     const double n = st.endLayer - st.firstLayer;
     r.layers += n;
     r.stageLayers.push_back(n);
     r.sets.push_back(sets[size_t(st.stage)]);
+    const double toHost = 4.0 / o.activationElementBytes;
     double perMb =
         (st.pre ? pre.programBytes : 0) + (st.post ? post.programBytes : 0);
     double hostPerMb =
         (st.pre ? pre.hostBytes : 0) + (st.post ? post.hostBytes : 0);
+    double shared = 0, hostShared = 0;
+    if (share) {
+      shared = (st.pre ? pre.programGradBytes : 0) +
+               (st.post ? post.programGradBytes : 0);
+      hostShared =
+          (st.pre ? pre.hostGradBytes : 0) + (st.post ? post.hostGradBytes : 0);
+      perMb -= shared;
+      hostPerMb -= hostShared;
+      if (!st.post) { // the output's gradient is received into one a set
+        perMb += lay.p2pBytes;
+        hostPerMb += lay.p2pBytes * toHost;
+      }
+    }
     if (st.stage > 0) { // the received input and its gradient
       perMb += 2 * lay.p2pBytes;
-      hostPerMb += 2 * lay.p2pBytes * 4.0 / o.activationElementBytes;
+      hostPerMb += 2 * lay.p2pBytes * toHost;
     }
     r.perMb.push_back(perMb);
     r.hostPerMb.push_back(hostPerMb);
+    r.shared.push_back(shared);
+    r.hostShared.push_back(hostShared);
     ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                    st.post ? post.workspace : 0});
   }
@@ -103,8 +130,10 @@ cost::RankMemory Planner::programMemory(const Knobs &k, const DevicePlan &d,
     if (x > 0)
       scratches += 1;
     left -= x;
-    acts += r.sets[i] * (r.perMb[i] + (n - x) * lb.kept + x * lb.keptRc);
-    host += r.sets[i] * (r.hostPerMb[i] + (n - x) * lb.host + x * lb.hostRc);
+    acts += r.sets[i] * (r.perMb[i] + (n - x) * lb.kept + x * lb.keptRc) +
+            r.shared[i] + (n - x) * lb.sharedKept + x * lb.sharedKeptRc;
+    host += r.sets[i] * (r.hostPerMb[i] + (n - x) * lb.host + x * lb.hostRc) +
+            r.hostShared[i] + (n - x) * lb.sharedHost + x * lb.sharedHostRc;
   }
   cost::ModelStateInputs si;
   si.params = d.params[dev];

@@ -12,7 +12,8 @@ declares its layer struct's buffers as `held != LayerBuffers::X ? n : 0`: a
 recomputed layer (`Stage0Layer(LayerBuffers::Kept)` in the layers' array)
 holds those kept, and each stage's one scratch layer
 (`stageN_scratch.emplace_back(LayerBuffers::Scratch)`, not per micro-batch)
-the others.
+the others. Members declared SetShared<T> (the gradients inside a stage,
+backends/common/harness/StageSets.h) are one copy for all of a stage's sets.
 
 usage: declared_buffers.py PROJECT [--tolerance F] [--json]
 Exit 1 when a device's error exceeds the tolerance (default 0.01), or on bad
@@ -51,40 +52,50 @@ def main():
     held = r"(?:held != LayerBuffers::(\w+) \? )?"
     pat = (r"DeviceBuffer<(\w+)> \w+\{" + held + r"(\d+)" if cuda else
            r"std::vector<(\w+)> \w+ = std::vector<\w+>\(" + held + r"(\d+)")
-    def buffer_bytes(body, holds="All"):
+    shared_pat = r"SetShared<(\w+)> \w+\{" + held + r"(\d+)"
+    def buffer_bytes(body, holds="All", shared=False):
         # `held != LayerBuffers::X ? n : 0`: n unless the struct holds X.
+        # SetShared members: one copy for all of the stage's sets.
         return sum(sizes[b.group(1)] * int(b.group(3))
-                   for b in re.finditer(pat, body) if b.group(2) != holds)
+                   for b in re.finditer(shared_pat if shared else pat, body)
+                   if b.group(2) != holds)
     # A stage's identical layers are one struct StageNLayer held as an array
     # `StageNLayer layers[n]` inside struct StageN (the layer loop); with
     # recomputation its first entries are StageNLayer(LayerBuffers::Kept).
     layer_body = {int(m.group(1)): m.group(2) for m in
                   re.finditer(r"struct Stage(\d+)Layer \{(.*?)\n\};", src, re.S)}
-    per_stage, scratch = {}, {}
+    # Per stage, a set's own bytes; its shared bytes (once per stage) and
+    # its scratch's (one layer, once per stage) apart.
+    per_stage, shared, scratch = {}, {}, {}
     m = re.search(r"constexpr int kSets\[kStages\] = \{([\d, ]*)\};", src)
     sets = dict(enumerate(int(n) for n in m.group(1).split(","))) if m else {}
     for m in re.finditer(r"struct Stage(\d+) \{(.*?)\n\};", src, re.S):
         k = int(m.group(1))
-        per_stage[k] = buffer_bytes(m.group(2))
-        for n in re.finditer(r"Stage%dLayer layers\[(\d+)\]( = \{.*?\})?;" % k,
-                             m.group(2)):
-            kept = (n.group(2) or "").count("LayerBuffers::Kept")
-            per_stage[k] += (int(n.group(1)) - kept) * buffer_bytes(layer_body[k])
-            per_stage[k] += kept * buffer_bytes(layer_body[k], "Kept")
+        for into, sh in ((per_stage, False), (shared, True)):
+            into[k] = buffer_bytes(m.group(2), shared=sh)
+            for n in re.finditer(
+                    r"Stage%dLayer layers\[(\d+)\]( = \{.*?\})?;" % k,
+                    m.group(2)):
+                kept = (n.group(2) or "").count("LayerBuffers::Kept")
+                into[k] += (int(n.group(1)) - kept) * buffer_bytes(
+                    layer_body[k], shared=sh)
+                into[k] += kept * buffer_bytes(layer_body[k], "Kept", sh)
         if re.search(r"stage%d_scratch\.emplace_back" % k, src):
-            scratch[k] = buffer_bytes(layer_body[k], "Scratch")
+            scratch[k] = sum(buffer_bytes(layer_body[k], "Scratch", sh)
+                             for sh in (False, True))
     # Stages whose code differs in numbers only share one struct, a template
     # over the stage (codegen/emit/StageTypes.cpp): kStageFunctions' row k
     # names stage k's instance, stage<r>_forward<k>, of struct Stage<r>.
     for m in re.finditer(r"\{stage(\d+)_forward<(\d+)>,", src):
         per_stage[int(m.group(2))] = per_stage[int(m.group(1))]
+        shared[int(m.group(2))] = shared[int(m.group(1))]
     if plan["schedule"]["kind"] == "chimera":
         fail(f"{a.project}: Chimera's two pipelines are not checked here")
     rows = []
     for d, rank in enumerate(plan["pipeline_ranks"]):
         mine = [s["stage"] for s in plan["stages"] if s["device"] == d]
-        declared = sum(sets.get(k, mbs) * per_stage[k] + scratch.get(k, 0)
-                       for k in mine)
+        declared = sum(sets.get(k, mbs) * per_stage[k] + shared[k] +
+                       scratch.get(k, 0) for k in mine)
         mem = rank["memory"]
         if cuda:
             predicted = mem["activations"]

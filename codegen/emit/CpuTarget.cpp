@@ -74,6 +74,7 @@ using namespace autoddl::rt::harness;
       /*zeroBuffer=*/"  std::fill({0}.begin(), {0}.end(), 0.0f);\n",
       /*kfacBubbleItems=*/true,
       /*progressCall=*/"  progress_sends();\n",
+      /*copyElements=*/"  std::copy_n({src}, {n}, {dst});\n",
   };
   return target;
 }

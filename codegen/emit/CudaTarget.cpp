@@ -86,6 +86,8 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       /*kfacBubbleItems=*/true,
       // NCCL's transfers progress on the GPU.
       /*progressCall=*/"",
+      /*copyElements=*/
+      "  copy_on_device({dst}, {src}, {n} * int64_t(sizeof(act_t)));\n",
   };
   return target;
 }

@@ -406,6 +406,11 @@ private:
     return it == members_.end() ? none : it->second;
   }
   std::string stageStructText(const StagePlan &p);
+  /// The per-set buffer the gradient of output t, sent to the next stage,
+  /// is received into where the sets share gradients (Stage.cpp).
+  std::string receivedGrad(int t) const {
+    return "d_" + bufName(t, L_.tensors[size_t(t)]) + "_received";
+  }
   std::string stageForwardText(const StagePlan &p) const;
   std::string stageBackwardText(const StagePlan &p);
   std::string stageZeroGradsText(const StagePlan &p) const;
@@ -504,6 +509,7 @@ private:
   std::set<int> declaredConsts_;
   IdentTable primitiveNames_;  // their resolutions' names (prim_<op>)
   bool splitBackward_ = false; // zero-bubble: B and W apart
+  bool shareGrads_ = false;    // the sets of a stage share inner gradients
   // The activation sets each stage allocates and the micro-batch each holds
   // (pipeline/ActivationSets.h), from the schedule and K-FAC's reads.
   pipeline::ActivationSets sets_;

@@ -216,6 +216,7 @@ std::string Emitter::emit() {
   checkKfac();
   const bool chimera = k.schedule == pipeline::ScheduleKind::Chimera;
   splitBackward_ = sched->splitsBackward();
+  shareGrads_ = pipeline::setsShareGradients(k.schedule, bool(plan_.kfac));
 
   // Which pipeline devices hold each parameter (a stage's parameters live on
   // the device running it; Chimera runs every stage on two devices).

@@ -153,7 +153,7 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
       "// The buffers a recomputed layer of stage {0} drops, held once for the "
       "stage\n// (allocate_stages): a recomputed layer swaps them in for its "
       "forward and\n// again for its rerun and backward.\n"
-      "static std::vector<Stage{0}Layer> stage{0}_scratch;\n\n"
+      "static StageSets<Stage{0}Layer> stage{0}_scratch;\n\n"
       "// Exchanges layer y's dropped buffers with the scratch's (no copy).\n"
       "static void stage{0}_swap_scratch(Stage{0}Layer &y) {{\n"
       "  Stage{0}Layer &s = stage{0}_scratch.front();\n{1}}}\n\n{2}",

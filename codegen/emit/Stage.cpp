@@ -132,6 +132,21 @@ std::string Emitter::stageStructText(const StagePlan &p) {
   out += fmt::format("// One micro-batch's activations on stage {} (local "
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
+  // The gradients the stage's sets share (StageSets.h), where the plan's
+  // schedule lets them (pipeline::setsShareGradients, which the memory model
+  // counts by): all but the one of its received input, which a send reads.
+  // The gradients of its outputs are received, one a set, into buffers of
+  // their own (receivedGrad), which the backward copies into the shared ones
+  // first: a receive may be posted while another micro-batch's backward
+  // still reads them.
+  std::set<std::string> perSet;
+  for (int t : p.in)
+    perSet.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
+  if (shareGrads_)
+    for (int t : p.sendOut)
+      addMember(stage, {receivedGrad(t), 0,
+                        "the gradient received from the next stage", false,
+                        false, false, elems(t, L_.tensors[size_t(t)])});
   // A recomputed layer holds only its kept members, the scratch only the
   // others (`held`, set by the constructor before the members).
   auto decl = [&](const Member &m, const std::string &name,
@@ -139,10 +154,12 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     std::string size = m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr;
     if (heldUnless)
       size = fmt::format("held != LayerBuffers::{} ? {} : 0", heldUnless, size);
-    return fmt::format(fmt::runtime(target_.bufferDecl),
-                       fmt::arg("type", m.i32    ? "int32_t"
-                                        : m.stat ? "float"
-                                                 : target_.actType),
+    const char *type = m.i32 ? "int32_t" : m.stat ? "float" : target_.actType;
+    if (shareGrads_ && m.grad && !perSet.count(m.name))
+      return fmt::format("  SetShared<{}> {}{{{}}}; // {}, one for the "
+                         "stage's sets\n",
+                         type, name, size, m.comment);
+    return fmt::format(fmt::runtime(target_.bufferDecl), fmt::arg("type", type),
                        fmt::arg("name", name), fmt::arg("size", size),
                        fmt::arg("comment", m.comment));
   };
@@ -202,7 +219,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                        stage);
   out += "};\n";
   out +=
-      fmt::format("static std::vector<Stage{0}> stage{0}; // kSets[{0}] "
+      fmt::format("static StageSets<Stage{0}> stage{0}; // kSets[{0}] "
                   "activation sets, micro-batch mb's kSetOf[{0}][mb], on the "
                   "devices running stage {0}\n\n",
                   stage);
@@ -359,6 +376,14 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
     out +=
         fmt::format("static void stage{}_{}([[maybe_unused]] Stage{} &a) {{\n",
                     p.stage, suffix, p.stage);
+    if (inputPart && shareGrads_) // the received gradients into the shared
+      for (int t : p.sendOut) {
+        const TpLayout l = L_.tensors[size_t(t)];
+        out += fmt::format(fmt::runtime(target_.copyElements),
+                           fmt::arg("dst", grad(t, l)),
+                           fmt::arg("src", "a." + receivedGrad(t) + ".data()"),
+                           fmt::arg("n", elems(t, l)));
+      }
     std::vector<std::string> text(p.steps.size());
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const Step &st = p.steps[i];
@@ -483,8 +508,12 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
     for (size_t k = 0; k < ts.size(); ++k) {
       const int t = ts[k];
       TpLayout l = L_.tensors[size_t(t)];
-      s += fmt::format(fmt::runtime(format), grads ? grad(t, l) : val(t, l),
-                       elems(t, l), peerStage, boundary, dirTag, k);
+      const std::string buf = !grads ? val(t, l)
+                              : !send && shareGrads_
+                                  ? "a." + receivedGrad(t) + ".data()"
+                                  : grad(t, l);
+      s += fmt::format(fmt::runtime(format), buf, elems(t, l), peerStage,
+                       boundary, dirTag, k);
     }
     return s;
   };

@@ -63,7 +63,7 @@ void Emitter::nameTensors() {
   // unique by a "_<k>" (the numbers no suffix ends in).
   static const std::regex derived(
       "_(s[0-9]+(x[0-9]+)?|full|whole|dx_partial|dvalues_partial|nodes|lse|"
-      "att|rstd|mean)$");
+      "att|rstd|mean|received)$");
   // The stage structs' own members (Stage.cpp, LossEmitter.cpp).
   IdentTable ids({"layers", "held", "loss_sum", "correct", "correct_heldout",
                   "grad_zeros", "losses", "loss_max", "loss_sums", "loss_lse"});

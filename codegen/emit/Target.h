@@ -99,6 +99,9 @@ struct Target {
   // larger than the eager limit moves only while its sender is inside MPI, so
   // the receiver would wait for the sender's whole next forward or backward.
   const char *progressCall;
+  // Copying n act_t elements on the program's stream: fmt format with
+  // {dst}, {src} (pointers) and {n}.
+  const char *copyElements;
 };
 
 const Target &cpuTarget();

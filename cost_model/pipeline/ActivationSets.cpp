@@ -276,4 +276,8 @@ std::vector<SetRead> stepEndReads(const Schedule &schedule) {
   return reads;
 }
 
+bool setsShareGradients(ScheduleKind kind, bool laterReads) {
+  return kind != ScheduleKind::ZeroBubbleH1 && !laterReads;
+}
+
 } // namespace autoddl::pipeline

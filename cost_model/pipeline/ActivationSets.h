@@ -80,4 +80,14 @@ OrError<std::vector<int>>
 countActivationSets(const Schedule &schedule,
                     const std::vector<SetRead> &reads = {});
 
+/// Whether a stage's sets share one copy of the gradients of the tensors
+/// inside the stage (backends/common/harness/StageSets.h): a micro-batch's
+/// backward runs whole on its device before another's starts, so each finds
+/// them free, unless something reads them after it: ZB-H1's weight-gradient
+/// half (`kind`), or a read of the sets after the backward (`laterReads`:
+/// K-FAC's curvature). The gradients a stage sends or receives stay per set
+/// (a transfer may still be in flight). The programs allocate, and the
+/// memory model counts, by this answer.
+bool setsShareGradients(ScheduleKind kind, bool laterReads);
+
 } // namespace autoddl::pipeline

@@ -21,6 +21,7 @@
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/Spec.h"
+#include "backends/common/harness/StageSets.h"
 #include "backends/cpu/kernels/Sparse.h" // Csr
 #include "backends/host/Mesh.h"
 
@@ -30,6 +31,11 @@
 #include <mpi.h>
 
 namespace autoddl::rt::harness {
+
+/// A stage's activation sets, their shared gradients in host blocks
+/// (StageSets.h).
+template <class Set>
+using StageSets = StageSetsOn<Set, std::vector<unsigned char>>;
 
 /// A parameter as this rank holds it: its tp block of the full tensor
 /// (value, gradient, optimizer state). Buffers are padded to a multiple of dp

@@ -22,6 +22,7 @@
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/ProgramRun.h"
 #include "backends/common/harness/Spec.h"
+#include "backends/common/harness/StageSets.h"
 #include "backends/cuda/Comm.h"           // Comm, Pipe, GradSync
 #include "backends/cuda/RunReport.h"      // GpuTrace
 #include "backends/cuda/Runtime.h"        // act_t, DeviceBuffer
@@ -32,6 +33,11 @@
 #include <vector>
 
 namespace autoddl::rt::harness {
+
+/// A stage's activation sets, their shared gradients in device blocks
+/// (StageSets.h).
+template <class Set>
+using StageSets = StageSetsOn<Set, DeviceBuffer<unsigned char>>;
 
 /// A parameter as this rank holds it: its tp block of the full tensor, on the
 /// device: fp32 master value, gradient and AdamW state, and the act_t working
