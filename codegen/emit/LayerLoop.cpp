@@ -46,8 +46,8 @@ void replaceWord(std::string &s, const std::string &from,
 /// Layer 1's loop form `second` with each read of the layer before's
 /// member (a.layers[l - 1].<m>) that layer 0's form `first` reads from the
 /// stage (a.<x>, the same x for every such m) as
-/// `(l == 0 ? a.<x> : a.layers[l - 1].<m>)`; "" where the two forms differ
-/// otherwise.
+/// `(l == 0 ? a.<x> : a.layers[l - 1].<m>)` (`.data()` inside the branches
+/// where it follows); "" where the two forms differ otherwise.
 std::string withStageInput(const std::string &first,
                            const std::string &second) {
   static const std::string prev = "a.layers[l - 1].";
@@ -78,7 +78,17 @@ std::string withStageInput(const std::string &first,
     if (input.empty() || input == "layers" ||
         inputOf.emplace(member, input).first->second != input)
       return "";
-    out += fmt::format("(l == 0 ? a.{} : a.layers[l - 1].{})", input, member);
+    // Each branch reads its pointer: the two buffers may differ in type (a
+    // per-set input gradient, a gradient the sets share: StageSets.h).
+    std::string read;
+    if (second.compare(e1, 7, ".data()") == 0 &&
+        first.compare(e0, 7, ".data()") == 0) {
+      read = ".data()";
+      e1 += 7;
+      e0 += 7;
+    }
+    out += fmt::format("(l == 0 ? a.{0}{2} : a.layers[l - 1].{1}{2})", input,
+                       member, read);
     p0 = e0;
     p1 = e1;
   }

@@ -21,6 +21,9 @@ cases=(
   "dp2_pp2_zb-h1 tiny-gpt 4 tp=1,pp=2,dp=2,microbatch=2,schedule=zb-h1 0"
   "pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0"
   "pp2_interleaved $here/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0"
+  # Two layers a stage: the loop reads the received input (a per-set buffer) or the layer before's
+  # output (its gradient shared by the stage's sets).
+  "pp2_1f1b_layer_loop $here/gpt-4layer.json 2 tp=1,pp=2,dp=1,microbatch=1,schedule=1f1b 0"
   "llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 1"
   "tied_vocab_tp2_pp2 tiny-gpt 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 2"
   "odd_vocab_dp2_tp2_zero1 $here/gpt-odd-vocab.json 4 tp=2,pp=1,dp=2,zero=1 2"
