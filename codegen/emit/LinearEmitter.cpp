@@ -98,22 +98,20 @@ void emitColumnInputGradient(OpCall &c, const LinearGemm &g, ColumnDx how,
   }
   c.BI("{ // column-parallel: dx from this rank's output features is a "
        "partial sum (P -> B)");
+  // The partial's buffer: the stage member, or a vector of its own.
   if (how == ColumnDx::StageScratch) {
     c.BI(fmt::format("  act_t *partial = a.{}.data();", scratch));
     c.BI(fmt::format("  zero(partial, {} * sizeof(act_t));", NK));
-    c.BI(fmt::format("  linear_backward(partial, nullptr, nullptr, {}, {}, "
-                     "{}, {}, {}, {}, {});",
-                     g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
-    c.BI(fmt::format("  all_reduce_forward(partial, {}, g.tp);", NK));
-    c.BI(fmt::format("  add_into({}, partial, {});", g.dx, NK));
   } else {
     c.BI(fmt::format("  std::vector<float> partial({});", NK));
-    c.BI(fmt::format("  linear_backward(partial.data(), nullptr, nullptr, {}, "
-                     "{}, {}, {}, {}, {}, {});",
-                     g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
-    c.BI(fmt::format("  all_reduce_forward(partial.data(), {}, g.tp);", NK));
-    c.BI(fmt::format("  add_into({}, partial.data(), {});", g.dx, NK));
   }
+  const char *partial =
+      how == ColumnDx::StageScratch ? "partial" : "partial.data()";
+  c.BI(fmt::format("  linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                   "{}, {}, {});",
+                   partial, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
+  c.BI(fmt::format("  all_reduce_forward({}, {}, g.tp);", partial, NK));
+  c.BI(fmt::format("  add_into({}, {}, {});", g.dx, partial, NK));
   c.BI("}");
 }
 
