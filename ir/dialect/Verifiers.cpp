@@ -31,9 +31,9 @@ namespace autoddl::sbp {
 namespace {
 
 /// What an op's verifier looks up in the symbol table around it, gathered by
-/// one walk: without it each op scans the table for its mesh and the mesh
-/// count, and each send or recv walks the whole module for its peers, so a
-/// pipeline plan's module verified in O(ops x (meshes + transfers)).
+/// one walk. Without it each op scans the table for its mesh and counts the
+/// meshes, and each send or recv walks the whole module for its peers:
+/// O(ops x (meshes + transfers)) for a pipeline plan's module.
 struct ScopeIndex {
   /// The first op of each symbol name in the table's block, as
   /// SymbolTable::lookupSymbolIn finds it.
