@@ -129,8 +129,458 @@ const std::set<std::string> kSupported = {
     // An ONNX import's unfused primitive: replicated over tp, too.
     "primitive"};
 
-const std::set<std::string> kElementwise = {"add",  "mul",  "gelu",
-                                            "relu", "silu", "swiglu"};
+/// One op under layout: its index, definition and plan, and its result's
+/// shape.
+struct OpAt {
+  size_t i;
+  const OpDef &op;
+  OpPlan &p;
+  const std::vector<int64_t> &out; // the result's shape
+  int last;                        // out's last dimension
+};
+
+/// Builds the layout with the parameters in `replicatedParams` kept
+/// replicated (the others split as their readers' modes ask): each op's mode
+/// by its kind (one function per kind family, in op order, as the layouts
+/// its operands arrive in ask), then the row-parallel linears that
+/// reduce-scatter.
+class LayoutBuilder {
+public:
+  LayoutBuilder(const planner::Plan &plan, const ModelGraph &g,
+                const std::string &backend,
+                const std::set<int> &replicatedParams,
+                const std::set<int> &wholeParams, std::map<int, int> &rowReads)
+      : g_(g), backend_(backend), replicatedParams_(replicatedParams),
+        wholeParams_(wholeParams), rowReads_(rowReads), uses_(g),
+        consumers_(uses_.readers) {
+    L_.tp = plan.knobs.tp;
+    tp_ = L_.tp;
+    stage_ = opStages(plan, g, L_.numStages);
+    sig_ = opSignatures(plan, g);
+    L_.tensors.assign(g.tensors.size(), TpLayout{});
+    L_.ops.resize(g.ops.size());
+    // A graph model's linears and loss read node rows whose split the graph
+    // kernels and the held-out labels do not follow: those stay as before.
+    for (const auto &t : g.tensors)
+      graph_ = graph_ || t.sparse;
+  }
+
+  ModelLayout build() {
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      layOp(i);
+    for (size_t i = 0; i < g_.ops.size(); ++i)
+      scatterRowsOfRowLinear(i);
+    return std::move(L_);
+  }
+
+private:
+  using KindRule = void (LayoutBuilder::*)(const OpAt &);
+  static const std::map<std::string, KindRule> &kindRules();
+
+  void layOp(size_t i);
+  void layLinear(const OpAt &o);
+  void layEmbedding(const OpAt &o);
+  void layPositional(const OpAt &o);
+  void layAttention(const OpAt &o);
+  void layRotary(const OpAt &o);
+  void layNorm(const OpAt &o);
+  void layElementwise(const OpAt &o);
+  void layBiasAdd(const OpAt &o);
+  void laySpmm(const OpAt &o);
+  void laySddmm(const OpAt &o);
+  void layLoss(const OpAt &o);
+  void layImageOp(const OpAt &o);
+  void scatterRowsOfRowLinear(size_t i);
+
+  TpLayout lay(const OpDef &op, size_t k) const {
+    return L_.tensors[size_t(op.operands[k])];
+  }
+  const std::vector<int64_t> &shape(const OpDef &op, size_t k) const {
+    return g_.tensors[size_t(op.operands[k])].shape;
+  }
+  bool splittableParam(int t) const {
+    return g_.tensors[size_t(t)].role == TensorRole::Parameter &&
+           !replicatedParams_.count(t);
+  }
+  bool divisible(int64_t n) const { return tp_ > 1 && n % tp_ == 0; }
+  // A vocabulary tp does not divide (GPT-2's 50257 rows) splits in parts of
+  // ceil(V / tp) rows, the last shorter and stored padded with zero rows
+  // (Megatron pads its vocabulary alike, but there the padding joins the
+  // softmax; here it stays outside: the same function as one device). Every
+  // rank keeps at least one real row.
+  bool paddable(int64_t n) const {
+    return planner::unevenVocabSplitRuns(n, tp_);
+  }
+  bool paddedVocab(size_t i, int64_t O) const;
+  bool packedHeads(const OpDef &op) const;
+  TpLayout rowSplitOf(size_t i, const std::vector<int64_t> &shape) const;
+  TpLayout rowSplit(size_t i) const {
+    return rowSplitOf(i, g_.tensors[size_t(g_.ops[i].results[0])].shape);
+  }
+  bool wholeParamsOk(const OpDef &op, size_t from) const;
+  void readWhole(const OpDef &op, size_t from);
+  void onRows(OpPlan &p, const OpDef &op, TpLayout rows, size_t from);
+
+  const ModelGraph &g_;
+  const std::string &backend_;
+  const std::set<int> &replicatedParams_, &wholeParams_;
+  std::map<int, int> &rowReads_;
+  const planner::GraphUses uses_;
+  const std::vector<std::vector<size_t>> &consumers_;
+  ModelLayout L_;
+  int tp_ = 1;
+  std::vector<int> stage_;
+  std::vector<std::string> sig_;
+  bool graph_ = false;
+};
+
+// A padded vocabulary in an lm_head: its table read by rows (a transposed
+// weight [V, C], no bias) and its logits read only by cross-entropies on
+// the same stage, which skip the padding columns; nothing else would know
+// to.
+bool LayoutBuilder::paddedVocab(size_t i, int64_t O) const {
+  if (!paddable(O) || !planner::logitsOnlyToLoss(g_, uses_, g_.ops[i]))
+    return false;
+  const auto &cs = consumers_[size_t(g_.ops[i].results[0])];
+  return std::all_of(cs.begin(), cs.end(),
+                     [&](size_t c) { return stage_[c] == stage_[i]; });
+}
+
+// A column linear whose sole consumer is a packed attention of equal q, k, v
+// segments planned by heads: split per segment, so each rank's qkv holds
+// whole heads (otherwise a contiguous split gives rank 0 all of q).
+bool LayoutBuilder::packedHeads(const OpDef &op) const {
+  const auto &cs = consumers_[size_t(op.results[0])];
+  if (cs.size() != 1)
+    return false;
+  const OpDef &att = g_.ops[cs[0]];
+  const int64_t H = intAttr(att, "num_heads", 1),
+                G = intAttr(att, "num_kv_heads", H);
+  return att.kind == "attention" && att.operands.size() == 1 &&
+         sig_[cs[0]] == "heads" && H == G && divisible(H);
+}
+
+// The rows an op the plan splits by `sequence` (dimension 1) or `batch`
+// (dimension 0) runs on, when that dimension of `shape` (the result's, by
+// default) divides and is not the last (a norm's features, an elementwise
+// op's hidden split): B otherwise.
+TpLayout LayoutBuilder::rowSplitOf(size_t i,
+                                   const std::vector<int64_t> &shape) const {
+  const int d = sig_[i] == "sequence" ? 1 : sig_[i] == "batch" ? 0 : -1;
+  if (d < 0 || d + 1 >= int(shape.size()) || !divisible(shape[size_t(d)]))
+    return TpLayout{};
+  return TpLayout{d};
+}
+
+// An op on split rows reading a parameter whole: its gradient there is the
+// rows' part (tpPartialGrads), so every reader of that parameter must run
+// on split rows (chooseLayout keeps the others' parameters out of this).
+bool LayoutBuilder::wholeParamsOk(const OpDef &op, size_t from) const {
+  for (size_t k = from; k < op.operands.size(); ++k) {
+    const int t = op.operands[k];
+    if (g_.tensors[size_t(t)].role != TensorRole::Parameter ||
+        wholeParams_.count(t))
+      return false;
+  }
+  return true;
+}
+
+void LayoutBuilder::readWhole(const OpDef &op, size_t from) {
+  for (size_t k = from; k < op.operands.size(); ++k) {
+    ++rowReads_[op.operands[k]];
+    L_.tpPartialGrads.insert(op.operands[k]);
+  }
+}
+
+// Every operand and the result on the same rows (params read whole from
+// operand `from` on).
+void LayoutBuilder::onRows(OpPlan &p, const OpDef &op, TpLayout rows,
+                           size_t from) {
+  p.mode = OpMode::Local;
+  for (size_t k = 0; k < from; ++k)
+    p.operands[k] = rows;
+  p.result = rows;
+  readWhole(op, from);
+}
+
+const std::map<std::string, LayoutBuilder::KindRule> &
+LayoutBuilder::kindRules() {
+  static const std::map<std::string, KindRule> rules = {
+      {"linear", &LayoutBuilder::layLinear},
+      {"embedding", &LayoutBuilder::layEmbedding},
+      {"positional", &LayoutBuilder::layPositional},
+      {"attention", &LayoutBuilder::layAttention},
+      {"rotary", &LayoutBuilder::layRotary},
+      {"layernorm", &LayoutBuilder::layNorm},
+      {"rmsnorm", &LayoutBuilder::layNorm},
+      {"add", &LayoutBuilder::layElementwise},
+      {"mul", &LayoutBuilder::layElementwise},
+      {"gelu", &LayoutBuilder::layElementwise},
+      {"relu", &LayoutBuilder::layElementwise},
+      {"silu", &LayoutBuilder::layElementwise},
+      {"swiglu", &LayoutBuilder::layElementwise},
+      {"bias_add", &LayoutBuilder::layBiasAdd},
+      {"spmm", &LayoutBuilder::laySpmm},
+      {"sddmm", &LayoutBuilder::laySddmm},
+      {"cross_entropy", &LayoutBuilder::layLoss},
+      {"squared_error", &LayoutBuilder::layLoss},
+      {"conv2d", &LayoutBuilder::layImageOp},
+      {"pool2d", &LayoutBuilder::layImageOp},
+      {"flatten", &LayoutBuilder::layImageOp},
+  };
+  return rules;
+}
+
+/// Op i's mode and its operands' and result's layouts (replicated unless
+/// tp > 1 and its kind's rule splits it); its parameters and results take
+/// them.
+void LayoutBuilder::layOp(size_t i) {
+  const OpDef &op = g_.ops[i];
+  if (!kSupported.count(op.kind))
+    throw UserError("codegen: op " + op.name + " (" + op.kind +
+                    ") is not supported by the " + backend_ + " backend yet");
+  OpPlan &p = L_.ops[i];
+  p.stage = stage_[i];
+  p.signature = sig_[i];
+  p.operands.assign(op.operands.size(), TpLayout{});
+  const auto &out = g_.tensors[size_t(op.results[0])].shape;
+  auto rule = kindRules().find(op.kind);
+  if (tp_ > 1 && rule != kindRules().end())
+    (this->*rule->second)(OpAt{i, op, p, out, int(out.size()) - 1});
+  // Parameters take the layout their consumers read them in (the same for
+  // all of them: chooseLayout).
+  for (size_t k = 0; k < op.operands.size(); ++k)
+    if (g_.tensors[size_t(op.operands[k])].role == TensorRole::Parameter)
+      L_.tensors[size_t(op.operands[k])] = p.operands[k];
+  for (int r : op.results)
+    L_.tensors[size_t(r)] = p.result;
+}
+
+void LayoutBuilder::layLinear(const OpAt &o) {
+  const OpDef &op = o.op;
+  OpPlan &p = o.p;
+  const std::string &sig = sig_[o.i];
+  const bool tw = boolAttr(op, "transpose_weight", false);
+  const int w = op.operands[1];
+  const bool hasBias = op.operands.size() > 2;
+  const auto &ws = g_.tensors[size_t(w)].shape;
+  const int64_t O = tw ? ws[0] : ws[1], K = tw ? ws[1] : ws[0];
+  const bool paramsOk =
+      splittableParam(w) && (!hasBias || splittableParam(op.operands[2]));
+  if ((sig == "column" || sig == "vocab") && paramsOk &&
+      (divisible(O) || paddedVocab(o.i, O))) {
+    const int seg = sig == "column" && packedHeads(op) ? 3 : 1;
+    p.mode = OpMode::Column;
+    p.operands[1] = TpLayout{tw ? 0 : 1, seg};
+    if (hasBias)
+      p.operands[2] = TpLayout{0, seg};
+    p.result = TpLayout{o.last, seg};
+  } else if (sig == "row" && paramsOk && divisible(K)) {
+    p.mode = OpMode::Row;
+    p.operands[0] = TpLayout{int(shape(op, 0).size()) - 1};
+    p.operands[1] = TpLayout{tw ? 1 : 0};
+  } else if (rowSplit(o.i).split() && !graph_ && wholeParamsOk(op, 1)) {
+    // Each rank's rows through the whole weight (the tp axis as data
+    // parallelism, or DeepSpeed-Ulysses' sequence split).
+    onRows(p, op, rowSplit(o.i), 1);
+  }
+}
+
+void LayoutBuilder::layEmbedding(const OpAt &o) {
+  const int table = o.op.operands[1];
+  const int64_t V = g_.tensors[size_t(table)].shape[0];
+  const std::string &sig = sig_[o.i];
+  if (sig == "vocab" && splittableParam(table) &&
+      (divisible(V) || paddable(V))) {
+    o.p.mode = OpMode::VocabTable;
+    o.p.operands[1] = TpLayout{0};
+  } else if (sig == "hidden" && splittableParam(table) &&
+             divisible(o.out[size_t(o.last)])) {
+    // Each rank's hidden columns of every row: the table S(1), no sum.
+    o.p.mode = OpMode::Local;
+    o.p.operands[1] = TpLayout{1};
+    o.p.result = TpLayout{o.last};
+  } else if (rowSplit(o.i).split() && wholeParamsOk(o.op, 1)) {
+    onRows(o.p, o.op, rowSplit(o.i), 1); // the ids' rows, the table whole
+  }
+}
+
+void LayoutBuilder::layPositional(const OpAt &o) {
+  // hidden: x's and the table's columns of this rank, added locally.
+  const int table = o.op.operands[1];
+  if (sig_[o.i] == "hidden" && splittableParam(table) &&
+      divisible(o.out[size_t(o.last)])) {
+    o.p.mode = OpMode::Local;
+    o.p.operands[0] = TpLayout{o.last};
+    o.p.operands[1] = TpLayout{1};
+    o.p.result = TpLayout{o.last};
+  } else if (rowSplit(o.i).split() && wholeParamsOk(o.op, 1)) {
+    onRows(o.p, o.op, rowSplit(o.i),
+           1); // a sequence split from position rank*T/tp
+  }
+}
+
+void LayoutBuilder::layAttention(const OpAt &o) {
+  const OpDef &op = o.op;
+  const int64_t H = intAttr(op, "num_heads", 1),
+                G = intAttr(op, "num_kv_heads", H);
+  const std::string &sig = sig_[o.i];
+  if (op.operands.size() == 3) {
+    bool allSplit = true;
+    for (size_t k = 0; k < 3; ++k)
+      allSplit = allSplit && lay(op, k).dim == int(shape(op, k).size()) - 1;
+    // By heads when q, k, v arrive split so, or when the plan says heads
+    // (converted to it: DeepSpeed-Ulysses' attention between sequence-split
+    // projections).
+    if ((allSplit || sig == "heads") && divisible(H) && divisible(G)) {
+      o.p.mode = OpMode::HeadSplit;
+      for (size_t k = 0; k < 3; ++k)
+        o.p.operands[k] = TpLayout{int(shape(op, k).size()) - 1};
+      o.p.result = TpLayout{o.last};
+    } else if (sig == "batch" && rowSplit(o.i).split()) {
+      onRows(o.p, op, rowSplit(o.i), 3); // whole sequences of its batch rows
+    }
+    return;
+  }
+  // Packed qkv, split per segment by its producer (packedHeads), or
+  // converted to that when the plan says heads (equal q, k, v segments).
+  if ((lay(op, 0).dim == o.last && lay(op, 0).segments == 3) ||
+      (sig == "heads" && H == G && divisible(H))) {
+    o.p.mode = OpMode::HeadSplit;
+    o.p.operands[0] = TpLayout{o.last, 3};
+    o.p.result = TpLayout{o.last};
+  } else if (sig == "batch" && rowSplit(o.i).split()) {
+    onRows(o.p, op, rowSplit(o.i), 1);
+  }
+}
+
+void LayoutBuilder::layRotary(const OpAt &o) {
+  const int64_t H = intAttr(o.op, "num_heads", 1);
+  if ((lay(o.op, 0).dim == o.last || sig_[o.i] == "heads") && divisible(H)) {
+    o.p.mode = OpMode::HeadSplit;
+    o.p.operands[0] = TpLayout{o.last};
+    o.p.result = TpLayout{o.last};
+  } else if (rowSplit(o.i).split()) {
+    onRows(o.p, o.op, rowSplit(o.i),
+           1); // a sequence split from position rank*T/tp
+  }
+}
+
+void LayoutBuilder::layNorm(const OpAt &o) {
+  // Megatron's sequence parallelism (or a batch split): the norm of each
+  // rank's rows; the scale and shift stay whole, their gradients partial
+  // over tp (tpPartialGrads). Only for parameters this op alone reads.
+  if (rowSplit(o.i).split() && wholeParamsOk(o.op, 1))
+    onRows(o.p, o.op, rowSplit(o.i), 1);
+}
+
+void LayoutBuilder::layElementwise(const OpAt &o) {
+  const OpDef &op = o.op;
+  bool sameShapes = true, anyParam = false;
+  for (size_t k = 0; k < op.operands.size(); ++k) {
+    sameShapes = sameShapes && shape(op, k) == o.out;
+    anyParam = anyParam ||
+               g_.tensors[size_t(op.operands[k])].role == TensorRole::Parameter;
+  }
+  // The plan's rows split (Megatron's sequence-parallel residual adds),
+  // else the split an operand arrives in.
+  TpLayout chosen = anyParam ? TpLayout{} : rowSplit(o.i);
+  for (size_t k = 0; k < op.operands.size() && !chosen.split(); ++k)
+    if (lay(op, k).split() && shape(op, k) == o.out) {
+      chosen = lay(op, k);
+      break;
+    }
+  if (chosen.split() && sameShapes) {
+    o.p.mode = OpMode::Local;
+    for (auto &operand : o.p.operands)
+      operand = chosen;
+    o.p.result = chosen;
+  }
+}
+
+void LayoutBuilder::layBiasAdd(const OpAt &o) {
+  if (lay(o.op, 0).dim == o.last && splittableParam(o.op.operands[1])) {
+    o.p.mode = OpMode::Local;
+    o.p.operands[0] = lay(o.op, 0);
+    o.p.operands[1] = TpLayout{0};
+    o.p.result = lay(o.op, 0);
+  } else if (rowSplit(o.i).split() && !graph_ && wholeParamsOk(o.op, 1)) {
+    onRows(o.p, o.op, rowSplit(o.i), 1);
+  }
+}
+
+void LayoutBuilder::laySpmm(const OpAt &o) {
+  if (lay(o.op, 1).dim == 1) {
+    o.p.mode = OpMode::Local;
+    o.p.operands[1] = lay(o.op, 1);
+    o.p.result = lay(o.op, 1);
+  }
+}
+
+void LayoutBuilder::laySddmm(const OpAt &o) {
+  // x and y split on K: each rank's partial dot products, all-reduced.
+  if (lay(o.op, 1).dim == 1 && lay(o.op, 2).dim == 1) {
+    o.p.mode = OpMode::Local;
+    o.p.operands[1] = lay(o.op, 1);
+    o.p.operands[2] = lay(o.op, 2);
+  }
+}
+
+void LayoutBuilder::layLoss(const OpAt &o) {
+  const OpDef &op = o.op;
+  if (op.kind == "cross_entropy" &&
+      lay(op, 0).dim == int(shape(op, 0).size()) - 1) {
+    o.p.mode = OpMode::VocabLoss;
+    o.p.operands[0] = lay(op, 0);
+  } else if (const TpLayout rows = rowSplitOf(o.i, shape(op, 0));
+             rows.split() && !graph_) {
+    // Each rank's rows' losses: the sum partial over tp (every rank
+    // reports its part), the logits' gradient scaled by the global count.
+    o.p.mode = OpMode::Local;
+    o.p.operands[0] = o.p.operands[1] = rows;
+  }
+}
+
+void LayoutBuilder::layImageOp(const OpAt &o) {
+  // A batch split: each rank's samples (a flatten keeping the batch
+  // dimension first), a convolution's weights whole.
+  const bool keepsBatch =
+      o.op.kind != "flatten" || shape(o.op, 0).at(0) == o.out.at(0);
+  if (sig_[o.i] == "batch" && keepsBatch && rowSplit(o.i).split() &&
+      wholeParamsOk(o.op, 1))
+    onRows(o.p, o.op, rowSplit(o.i), 1);
+}
+
+// A row-parallel linear whose every reader takes its result on split rows
+// (Megatron's sequence parallelism: the residual add after the attention
+// or MLP projection) reduce-scatters its partial sum into those rows instead
+// of all-reducing it and slicing; its bias is then added to the rows and
+// its gradient is partial over tp.
+void LayoutBuilder::scatterRowsOfRowLinear(size_t i) {
+  OpPlan &p = L_.ops[i];
+  const OpDef &op = g_.ops[i];
+  const int r = op.results[0];
+  if (p.mode != OpMode::Row || r == g_.loss || consumers_[size_t(r)].empty())
+    return;
+  TpLayout rows;
+  bool ok = true;
+  for (size_t c : consumers_[size_t(r)])
+    for (size_t k = 0; k < g_.ops[c].operands.size(); ++k)
+      if (g_.ops[c].operands[k] == r) {
+        const TpLayout l = L_.ops[c].operands[k];
+        ok = ok && l.split() && l.segments == 1 &&
+             l.dim + 1 < int(g_.tensors[size_t(r)].shape.size()) &&
+             (!rows.split() || l == rows) && L_.ops[c].stage == p.stage;
+        rows = l;
+      }
+  if (!ok || !rows.split() ||
+      !divisible(g_.tensors[size_t(r)].shape[size_t(rows.dim)]) ||
+      (op.operands.size() > 2 && !wholeParamsOk(op, 2)))
+    return;
+  p.result = rows;
+  L_.tensors[size_t(r)] = rows;
+  readWhole(op, 2);
+}
 
 /// The layout with the parameters in `replicatedParams` kept replicated (the
 /// others split as their readers' modes ask).
@@ -139,321 +589,9 @@ ModelLayout layoutWith(const planner::Plan &plan, const ModelGraph &g,
                        const std::set<int> &replicatedParams,
                        const std::set<int> &wholeParams,
                        std::map<int, int> &rowReads) {
-  ModelLayout L;
-  L.tp = plan.knobs.tp;
-  const int tp = L.tp;
-  std::vector<int> stage = opStages(plan, g, L.numStages);
-  std::vector<std::string> sig = opSignatures(plan, g);
-  L.tensors.assign(g.tensors.size(), TpLayout{});
-  L.ops.resize(g.ops.size());
-
-  auto splittableParam = [&](int t) {
-    return g.tensors[size_t(t)].role == TensorRole::Parameter &&
-           !replicatedParams.count(t);
-  };
-  auto divisible = [&](int64_t n) { return tp > 1 && n % tp == 0; };
-  // A vocabulary tp does not divide (GPT-2's 50257 rows) splits in parts of
-  // ceil(V / tp) rows, the last shorter and stored padded with zero rows
-  // (Megatron pads its vocabulary alike, but there the padding joins the
-  // softmax; here it stays outside: the same function as one device). Every
-  // rank keeps at least one real row.
-  auto paddable = [&](int64_t n) {
-    return planner::unevenVocabSplitRuns(n, tp);
-  };
-  // A graph model's linears and loss read node rows whose split the graph
-  // kernels and the held-out labels do not follow: those stay as before.
-  bool graph = false;
-  for (const auto &t : g.tensors)
-    graph = graph || t.sparse;
-  const planner::GraphUses uses(g);
-  const std::vector<std::vector<size_t>> &consumers = uses.readers;
-  // A padded vocabulary in an lm_head: its table read by rows (a transposed
-  // weight [V, C], no bias) and its logits read only by cross-entropies on
-  // the same stage, which skip the padding columns; nothing else would know
-  // to.
-  auto paddedVocab = [&](size_t i, int64_t O) {
-    if (!paddable(O) || !planner::logitsOnlyToLoss(g, uses, g.ops[i]))
-      return false;
-    const auto &cs = consumers[size_t(g.ops[i].results[0])];
-    return std::all_of(cs.begin(), cs.end(),
-                       [&](size_t c) { return stage[c] == stage[i]; });
-  };
-  // A column linear whose sole consumer is a packed attention of equal q, k, v
-  // segments planned by heads: split per segment, so each rank's qkv holds
-  // whole heads (otherwise a contiguous split gives rank 0 all of q).
-  auto packedHeads = [&](const OpDef &op) {
-    const auto &cs = consumers[size_t(op.results[0])];
-    if (cs.size() != 1)
-      return false;
-    const OpDef &att = g.ops[cs[0]];
-    const int64_t H = intAttr(att, "num_heads", 1),
-                  G = intAttr(att, "num_kv_heads", H);
-    return att.kind == "attention" && att.operands.size() == 1 &&
-           sig[cs[0]] == "heads" && H == G && divisible(H);
-  };
-
-  // The rows an op the plan splits by `sequence` (dimension 1) or `batch`
-  // (dimension 0) runs on, when that dimension of `shape` (the result's, by
-  // default) divides and is not the last (a norm's features, an elementwise
-  // op's hidden split): B otherwise.
-  auto rowSplitOf = [&](size_t i, const std::vector<int64_t> &shape) {
-    const int d = sig[i] == "sequence" ? 1 : sig[i] == "batch" ? 0 : -1;
-    if (d < 0 || d + 1 >= int(shape.size()) || !divisible(shape[size_t(d)]))
-      return TpLayout{};
-    return TpLayout{d};
-  };
-  auto rowSplit = [&](size_t i) {
-    return rowSplitOf(i, g.tensors[size_t(g.ops[i].results[0])].shape);
-  };
-  // An op on split rows reading a parameter whole: its gradient there is the
-  // rows' part (tpPartialGrads), so every reader of that parameter must run
-  // on split rows (chooseLayout keeps the others' parameters out of this).
-  auto wholeParamsOk = [&](const OpDef &op, size_t from) {
-    for (size_t k = from; k < op.operands.size(); ++k) {
-      const int t = op.operands[k];
-      if (g.tensors[size_t(t)].role != TensorRole::Parameter ||
-          wholeParams.count(t))
-        return false;
-    }
-    return true;
-  };
-  auto readWhole = [&](const OpDef &op, size_t from) {
-    for (size_t k = from; k < op.operands.size(); ++k) {
-      ++rowReads[op.operands[k]];
-      L.tpPartialGrads.insert(op.operands[k]);
-    }
-  };
-  // Every operand and the result on the same rows (params read whole from
-  // operand `from` on).
-  auto onRows = [&](OpPlan &p, const OpDef &op, TpLayout rows, size_t from) {
-    p.mode = OpMode::Local;
-    for (size_t k = 0; k < from; ++k)
-      p.operands[k] = rows;
-    p.result = rows;
-    readWhole(op, from);
-  };
-
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const OpDef &op = g.ops[i];
-    if (!kSupported.count(op.kind))
-      throw UserError("codegen: op " + op.name + " (" + op.kind +
-                      ") is not supported by the " + backend + " backend yet");
-    OpPlan &p = L.ops[i];
-    p.stage = stage[i];
-    p.signature = sig[i];
-    p.operands.assign(op.operands.size(), TpLayout{});
-    auto lay = [&](size_t k) { return L.tensors[size_t(op.operands[k])]; };
-    auto shape = [&](size_t k) {
-      return g.tensors[size_t(op.operands[k])].shape;
-    };
-    const auto &out = g.tensors[size_t(op.results[0])].shape;
-    const int last = int(out.size()) - 1;
-
-    if (tp > 1 && op.kind == "linear") {
-      const bool tw = boolAttr(op, "transpose_weight", false);
-      const int w = op.operands[1];
-      const bool hasBias = op.operands.size() > 2;
-      const auto &ws = g.tensors[size_t(w)].shape;
-      const int64_t O = tw ? ws[0] : ws[1], K = tw ? ws[1] : ws[0];
-      const bool paramsOk =
-          splittableParam(w) && (!hasBias || splittableParam(op.operands[2]));
-      if ((sig[i] == "column" || sig[i] == "vocab") && paramsOk &&
-          (divisible(O) || paddedVocab(i, O))) {
-        const int seg = sig[i] == "column" && packedHeads(op) ? 3 : 1;
-        p.mode = OpMode::Column;
-        p.operands[1] = TpLayout{tw ? 0 : 1, seg};
-        if (hasBias)
-          p.operands[2] = TpLayout{0, seg};
-        p.result = TpLayout{last, seg};
-      } else if (sig[i] == "row" && paramsOk && divisible(K)) {
-        p.mode = OpMode::Row;
-        p.operands[0] = TpLayout{int(shape(0).size()) - 1};
-        p.operands[1] = TpLayout{tw ? 1 : 0};
-      } else if (rowSplit(i).split() && !graph && wholeParamsOk(op, 1)) {
-        // Each rank's rows through the whole weight (the tp axis as data
-        // parallelism, or DeepSpeed-Ulysses' sequence split).
-        onRows(p, op, rowSplit(i), 1);
-      }
-    } else if (tp > 1 && op.kind == "embedding") {
-      const int table = op.operands[1];
-      const int64_t V = g.tensors[size_t(table)].shape[0];
-      if (sig[i] == "vocab" && splittableParam(table) &&
-          (divisible(V) || paddable(V))) {
-        p.mode = OpMode::VocabTable;
-        p.operands[1] = TpLayout{0};
-      } else if (sig[i] == "hidden" && splittableParam(table) &&
-                 divisible(out[size_t(last)])) {
-        // Each rank's hidden columns of every row: the table S(1), no sum.
-        p.mode = OpMode::Local;
-        p.operands[1] = TpLayout{1};
-        p.result = TpLayout{last};
-      } else if (rowSplit(i).split() && wholeParamsOk(op, 1)) {
-        onRows(p, op, rowSplit(i), 1); // the ids' rows, the table whole
-      }
-    } else if (tp > 1 && op.kind == "positional") {
-      // hidden: x's and the table's columns of this rank, added locally.
-      const int table = op.operands[1];
-      if (sig[i] == "hidden" && splittableParam(table) &&
-          divisible(out[size_t(last)])) {
-        p.mode = OpMode::Local;
-        p.operands[0] = TpLayout{last};
-        p.operands[1] = TpLayout{1};
-        p.result = TpLayout{last};
-      } else if (rowSplit(i).split() && wholeParamsOk(op, 1)) {
-        onRows(p, op, rowSplit(i),
-               1); // a sequence split from position rank*T/tp
-      }
-    } else if (tp > 1 && op.kind == "attention" && op.operands.size() == 3) {
-      const int64_t H = intAttr(op, "num_heads", 1),
-                    G = intAttr(op, "num_kv_heads", H);
-      bool allSplit = true;
-      for (size_t k = 0; k < 3; ++k)
-        allSplit = allSplit && lay(k).dim == int(shape(k).size()) - 1;
-      // By heads when q, k, v arrive split so, or when the plan says heads
-      // (converted to it: DeepSpeed-Ulysses' attention between sequence-split
-      // projections).
-      if ((allSplit || sig[i] == "heads") && divisible(H) && divisible(G)) {
-        p.mode = OpMode::HeadSplit;
-        for (size_t k = 0; k < 3; ++k)
-          p.operands[k] = TpLayout{int(shape(k).size()) - 1};
-        p.result = TpLayout{last};
-      } else if (sig[i] == "batch" && rowSplit(i).split()) {
-        onRows(p, op, rowSplit(i), 3); // whole sequences of its batch rows
-      }
-    } else if (tp > 1 && op.kind == "attention") {
-      // Packed qkv, split per segment by its producer (packedHeads), or
-      // converted to that when the plan says heads (equal q, k, v segments).
-      const int64_t H = intAttr(op, "num_heads", 1),
-                    G = intAttr(op, "num_kv_heads", H);
-      if ((lay(0).dim == last && lay(0).segments == 3) ||
-          (sig[i] == "heads" && H == G && divisible(H))) {
-        p.mode = OpMode::HeadSplit;
-        p.operands[0] = TpLayout{last, 3};
-        p.result = TpLayout{last};
-      } else if (sig[i] == "batch" && rowSplit(i).split()) {
-        onRows(p, op, rowSplit(i), 1);
-      }
-    } else if (tp > 1 && op.kind == "rotary") {
-      const int64_t H = intAttr(op, "num_heads", 1);
-      if ((lay(0).dim == last || sig[i] == "heads") && divisible(H)) {
-        p.mode = OpMode::HeadSplit;
-        p.operands[0] = TpLayout{last};
-        p.result = TpLayout{last};
-      } else if (rowSplit(i).split()) {
-        onRows(p, op, rowSplit(i),
-               1); // a sequence split from position rank*T/tp
-      }
-    } else if (tp > 1 && (op.kind == "layernorm" || op.kind == "rmsnorm")) {
-      // Megatron's sequence parallelism (or a batch split): the norm of each
-      // rank's rows; the scale and shift stay whole, their gradients partial
-      // over tp (tpPartialGrads). Only for parameters this op alone reads.
-      if (rowSplit(i).split() && wholeParamsOk(op, 1))
-        onRows(p, op, rowSplit(i), 1);
-    } else if (tp > 1 && kElementwise.count(op.kind)) {
-      bool sameShapes = true, anyParam = false;
-      for (size_t k = 0; k < op.operands.size(); ++k) {
-        sameShapes = sameShapes && shape(k) == out;
-        anyParam = anyParam || g.tensors[size_t(op.operands[k])].role ==
-                                   TensorRole::Parameter;
-      }
-      // The plan's rows split (Megatron's sequence-parallel residual adds),
-      // else the split an operand arrives in.
-      TpLayout chosen = anyParam ? TpLayout{} : rowSplit(i);
-      for (size_t k = 0; k < op.operands.size() && !chosen.split(); ++k)
-        if (lay(k).split() && shape(k) == out) {
-          chosen = lay(k);
-          break;
-        }
-      if (chosen.split() && sameShapes) {
-        p.mode = OpMode::Local;
-        for (auto &o : p.operands)
-          o = chosen;
-        p.result = chosen;
-      }
-    } else if (tp > 1 && op.kind == "bias_add") {
-      if (lay(0).dim == last && splittableParam(op.operands[1])) {
-        p.mode = OpMode::Local;
-        p.operands[0] = lay(0);
-        p.operands[1] = TpLayout{0};
-        p.result = lay(0);
-      } else if (rowSplit(i).split() && !graph && wholeParamsOk(op, 1)) {
-        onRows(p, op, rowSplit(i), 1);
-      }
-    } else if (tp > 1 && op.kind == "spmm") {
-      if (lay(1).dim == 1) {
-        p.mode = OpMode::Local;
-        p.operands[1] = lay(1);
-        p.result = lay(1);
-      }
-    } else if (tp > 1 && op.kind == "sddmm") {
-      // x and y split on K: each rank's partial dot products, all-reduced.
-      if (lay(1).dim == 1 && lay(2).dim == 1) {
-        p.mode = OpMode::Local;
-        p.operands[1] = lay(1);
-        p.operands[2] = lay(2);
-      }
-    } else if (tp > 1 &&
-               (op.kind == "cross_entropy" || op.kind == "squared_error")) {
-      if (op.kind == "cross_entropy" &&
-          lay(0).dim == int(shape(0).size()) - 1) {
-        p.mode = OpMode::VocabLoss;
-        p.operands[0] = lay(0);
-      } else if (const TpLayout rows = rowSplitOf(i, shape(0));
-                 rows.split() && !graph) {
-        // Each rank's rows' losses: the sum partial over tp (every rank
-        // reports its part), the logits' gradient scaled by the global count.
-        p.mode = OpMode::Local;
-        p.operands[0] = p.operands[1] = rows;
-      }
-    } else if (tp > 1 && (op.kind == "conv2d" || op.kind == "pool2d" ||
-                          op.kind == "flatten")) {
-      // A batch split: each rank's samples (a flatten keeping the batch
-      // dimension first), a convolution's weights whole.
-      const bool keepsBatch =
-          op.kind != "flatten" || shape(0).at(0) == out.at(0);
-      if (sig[i] == "batch" && keepsBatch && rowSplit(i).split() &&
-          wholeParamsOk(op, 1))
-        onRows(p, op, rowSplit(i), 1);
-    }
-    // Parameters take the layout their consumers read them in (the same for
-    // all of them: chooseLayout).
-    for (size_t k = 0; k < op.operands.size(); ++k)
-      if (g.tensors[size_t(op.operands[k])].role == TensorRole::Parameter)
-        L.tensors[size_t(op.operands[k])] = p.operands[k];
-    for (int r : op.results)
-      L.tensors[size_t(r)] = p.result;
-  }
-  // A row-parallel linear whose every reader takes its result on split rows
-  // (Megatron's sequence parallelism: the residual add after the attention
-  // or MLP projection) reduce-scatters its partial sum into those rows instead
-  // of all-reducing it and slicing; its bias is then added to the rows and
-  // its gradient is partial over tp.
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    OpPlan &p = L.ops[i];
-    const OpDef &op = g.ops[i];
-    const int r = op.results[0];
-    if (p.mode != OpMode::Row || r == g.loss || consumers[size_t(r)].empty())
-      continue;
-    TpLayout rows;
-    bool ok = true;
-    for (size_t c : consumers[size_t(r)])
-      for (size_t k = 0; k < g.ops[c].operands.size(); ++k)
-        if (g.ops[c].operands[k] == r) {
-          const TpLayout l = L.ops[c].operands[k];
-          ok = ok && l.split() && l.segments == 1 &&
-               l.dim + 1 < int(g.tensors[size_t(r)].shape.size()) &&
-               (!rows.split() || l == rows) && L.ops[c].stage == p.stage;
-          rows = l;
-        }
-    if (!ok || !rows.split() ||
-        !divisible(g.tensors[size_t(r)].shape[size_t(rows.dim)]) ||
-        (op.operands.size() > 2 && !wholeParamsOk(op, 2)))
-      continue;
-    p.result = rows;
-    L.tensors[size_t(r)] = rows;
-    readWhole(op, 2);
-  }
-  return L;
+  return LayoutBuilder(plan, g, backend, replicatedParams, wholeParams,
+                       rowReads)
+      .build();
 }
 
 } // namespace

@@ -7,14 +7,129 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
 
+#include <optional>
+
 namespace autoddl::codegen::emit {
+
+namespace {
+
+/// What a linear's GEMM calls share, as the generated program names it.
+struct LinearGemm {
+  std::string y, x, w, b, dx, dw, db; // b, db: "nullptr" without a bias
+  std::string dy;                     // the output gradient the GEMMs read
+  int64_t N = 0, K = 0, O = 0;        // rows, input and output features
+  const char *tw = "false";           // the weight stored [O, K]
+  bool needDx = false;                // the input is not a model input
+  std::string dgelu;      // the input gradient through a fused GELU, or ""
+  const char *store = ""; // ", false": the input gradient stored (beta = 0)
+};
+
+/// The input gradient written by this GEMM alone (`g.dgelu` through a fused
+/// GELU), none for a model input.
+void emitPlainInputGradient(OpCall &c, const LinearGemm &g) {
+  if (!g.dgelu.empty())
+    c.BI(g.dgelu);
+  else if (g.needDx)
+    c.BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                     "{}, {}, {}{});",
+                     g.dx, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw, g.store));
+}
+
+/// A row-parallel linear (its weight split on the input features): the
+/// partial sum all-reduced in place, or reduce-scattered from the whole
+/// buffer `g.dy` onto the result's rows `rowsOut` (`scatter`: the whole
+/// output's shape); then the bias. Its backward reads the whole output
+/// gradient: the B gradient as it is, or the rows' gradient `dyRows`
+/// all-gathered into `g.dy` first.
+void emitRowParallel(OpCall &c, const LinearGemm &g, const std::string &y,
+                     const std::string &dyRows,
+                     const std::optional<std::string> &scatter,
+                     const TpLayout &rowsOut, const std::vector<int64_t> &ys) {
+  const int64_t rows = c.n / g.O;
+  c.F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});",
+                  scatter ? g.dy : y, g.x, g.w, g.N, g.K, g.O, g.tw));
+  if (scatter)
+    c.F(fmt::format("reduce_scatter_forward({}, {}, {}, {}, g.tp); // P -> "
+                    "{}",
+                    y, g.dy, *scatter, rowsOut.dim, rowsOut.str()));
+  else
+    c.F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y,
+                    g.N * g.O));
+  if (g.b != "nullptr")
+    c.F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, g.b, rows,
+                    g.O));
+  if (scatter) {
+    c.BI("// the reduce-scatter's transpose: all-gather the output gradient");
+    c.BI(fmt::format("all_gather_forward({}, {}, {}, {}, g.tp);", g.dy, dyRows,
+                     shapeInit(ys), rowsOut.dim));
+  } else {
+    c.BI("// the all-reduce's transpose is the identity (B gradient)");
+  }
+  emitPlainInputGradient(c, g);
+  c.BW(fmt::format("linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
+                   "{}, {});",
+                   g.dw, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
+  if (g.b != "nullptr") // on split rows: partial over tp
+    c.BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", g.db,
+                     dyRows, rows, g.O));
+}
+
+/// How a column-parallel linear's input gradient (a partial sum over tp: this
+/// rank's output features) reaches the input's gradient.
+enum class ColumnDx {
+  Added,        // added as it is (the input's all-gather reduce-scatters it)
+  StageScratch, // all-reduced in a stage member, then added
+  LocalVector,  // all-reduced in a local vector, then added
+};
+
+/// A column-parallel linear's input gradient, reduced as `how` says
+/// (`scratch`: the stage member of StageScratch).
+void emitColumnInputGradient(OpCall &c, const LinearGemm &g, ColumnDx how,
+                             const std::string &scratch) {
+  const int64_t NK = g.N * g.K;
+  if (how == ColumnDx::Added) {
+    c.BI("// column-parallel: dx from this rank's output features is a "
+         "partial sum, added as it is (the all-gather's backward "
+         "reduce-scatters it)");
+    c.BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                     "{}, {}, {});",
+                     g.dx, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
+    return;
+  }
+  c.BI("{ // column-parallel: dx from this rank's output features is a "
+       "partial sum (P -> B)");
+  // The partial's buffer: the stage member, or a vector of its own.
+  if (how == ColumnDx::StageScratch) {
+    c.BI(fmt::format("  act_t *partial = a.{}.data();", scratch));
+    c.BI(fmt::format("  zero(partial, {} * sizeof(act_t));", NK));
+  } else {
+    c.BI(fmt::format("  std::vector<float> partial({});", NK));
+  }
+  const char *partial =
+      how == ColumnDx::StageScratch ? "partial" : "partial.data()";
+  c.BI(fmt::format("  linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
+                   "{}, {}, {});",
+                   partial, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
+  c.BI(fmt::format("  all_reduce_forward({}, {}, g.tp);", partial, NK));
+  c.BI(fmt::format("  add_into({}, {}, {});", g.dx, partial, NK));
+  c.BI("}");
+}
+
+} // namespace
 
 /// linear
 void Emitter::emitLinear(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const bool tw = attrOr<bool>(op, "transpose_weight", false);
-  const int64_t K = lastDim(xs[0]), N = numel(xs[0]) / K;
+  LinearGemm g;
+  g.K = lastDim(xs[0]);
+  g.N = numel(xs[0]) / g.K;
+  g.x = x[0];
+  g.w = x[1];
+  g.dx = dx[0];
+  g.dw = dx[1];
+  g.tw = tw ? "true" : "false";
   // A row-parallel linear reduce-scattering into split rows (Layout.cpp):
   // its whole partial output, and in the backward its all-gathered output
   // gradient (which every GEMM of the backward reads), share one buffer.
@@ -22,22 +137,21 @@ void Emitter::emitLinear(OpCall &c) {
   const std::string dyRows = dy;
   if (scatters) {
     const std::string whole = names_[size_t(r)] + "_whole";
-    addMember(st, {whole, N * lastDim(ys),
+    addMember(st, {whole, g.N * lastDim(ys),
                    shapeStr(local(r, TpLayout{})) +
                        " partial sum, then the gathered output gradient",
                    false, false});
     dy = "a." + whole + ".data()";
   }
   auto pad = padRows_.find(op.operands[1]);
-  const int64_t O = pad != padRows_.end() ? pad->second : lastDim(ys);
+  g.O = pad != padRows_.end() ? pad->second : lastDim(ys);
   if (pad != padRows_.end())
     F(fmt::format("// the vocabulary padded: {} output features, the last "
                   "{} zero",
-                  O, O - lastDim(ys)));
-  const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
-  const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
-  const char *twS = tw ? "true" : "false";
-  const bool needDx = !isInput(op.operands[0]);
+                  g.O, g.O - lastDim(ys)));
+  g.b = op.operands.size() > 2 ? x[2] : "nullptr";
+  g.db = op.operands.size() > 2 ? dx[2] : "nullptr";
+  g.needDx = !isInput(op.operands[0]);
   // The sum's gradient is this linear's output's (planResidualFusion).
   std::string residualForward;
   if (addOfLinear_.count(i)) {
@@ -48,121 +162,68 @@ void Emitter::emitLinear(OpCall &c) {
     residualForward = fmt::format(
         "linear_residual_forward({}, {}, {}, {}, {}, {}, {}, {}, {}); // and "
         "{}",
-        val(sum, L_.ops[ai].result), val(res, L_.ops[ai].operands[1 - lk]),
-        x[0], x[1], b, N, K, O, twS, commentText(add.name));
+        val(sum, L_.ops[ai].result), val(res, L_.ops[ai].operands[1 - lk]), g.x,
+        g.w, g.b, g.N, g.K, g.O, g.tw, commentText(add.name));
   }
+  g.dy = dy;
   // The input gradient through a fused GELU (planGeluFusion): pre's
   // gradient, written whole by this GEMM.
-  std::string dgelu;
-  if (needDx && geluOfFc2_.count(i)) {
+  if (g.needDx && geluOfFc2_.count(i)) {
     const size_t gi = geluOfFc2_.at(i);
     const int pre = g_.ops[gi].operands[0];
     const TpLayout lp = L_.ops[gi].operands[0];
-    dgelu = fmt::format("linear_backward_dgelu({}, {}, {}, {}, {}, {}, {}, "
-                        "{}); // through {}",
-                        grad(pre, lp), dy, x[1], val(pre, lp), N, K, O, twS,
-                        commentText(g_.ops[gi].name));
+    g.dgelu = fmt::format("linear_backward_dgelu({}, {}, {}, {}, {}, {}, {}, "
+                          "{}); // through {}",
+                          grad(pre, lp), g.dy, g.w, val(pre, lp), g.N, g.K, g.O,
+                          g.tw, commentText(g_.ops[gi].name));
     storedGrads_.insert(grad(pre, lp)); // its only writer, storing
   }
   // An input gradient this linear alone writes is stored (beta = 0); not
   // the column-parallel one, added from its all-reduced partial.
-  const bool storeDx = needDx && dgelu.empty() && p.mode != OpMode::Column &&
+  const bool storeDx = g.needDx && g.dgelu.empty() &&
+                       p.mode != OpMode::Column &&
                        storesGrad(i, op.operands[0], p.operands[0], dx[0]);
-  const char *storeS = storeDx ? ", false" : "";
+  g.store = storeDx ? ", false" : "";
   if (storeDx)
     storedGrads_.insert(dx[0]);
   if (p.mode == OpMode::Row) {
-    // The partial sum: all-reduced in place, or reduce-scattered from the
-    // whole buffer onto the result's rows (`scatters`); then the bias.
-    const int64_t rows = n / O;
-    F(fmt::format("linear_forward({}, {}, {}, nullptr, {}, {}, {}, {});",
-                  scatters ? dy : y, x[0], x[1], N, K, O, twS));
+    std::optional<std::string> scatter;
     if (scatters)
-      F(fmt::format("reduce_scatter_forward({}, {}, {}, {}, g.tp); // P -> "
-                    "{}",
-                    y, dy, shapeInit(local(r, TpLayout{})), p.result.dim,
-                    p.result.str()));
-    else
-      F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y, N * O));
-    if (b != "nullptr")
-      F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, y, b, rows, O));
-    if (scatters) {
-      BI("// the reduce-scatter's transpose: all-gather the output gradient");
-      BI(fmt::format("all_gather_forward({}, {}, {}, {}, g.tp);", dy, dyRows,
-                     shapeInit(ys), p.result.dim));
-    } else {
-      BI("// the all-reduce's transpose is the identity (B gradient)");
-    }
-    if (!dgelu.empty())
-      BI(dgelu);
-    else if (needDx)
-      BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
-                     "{}, {}, {}{});",
-                     dx[0], dy, x[0], x[1], N, K, O, twS, storeS));
-    BW(fmt::format("linear_backward(nullptr, {}, nullptr, {}, {}, {}, {}, {}, "
-                   "{}, {});",
-                   dx[1], dy, x[0], x[1], N, K, O, twS));
-    if (b != "nullptr") // on split rows: partial over tp
-      BW(fmt::format("bias_add_backward(nullptr, {}, {}, {}, {});", db, dyRows,
-                     rows, O));
-    emitKfacCurvature(c, dy, N, K, O, tw); // dy: the whole output gradient
+      scatter = shapeInit(local(r, TpLayout{}));
+    emitRowParallel(c, g, y, dyRows, scatter, p.result, ys);
   } else {
     if (geluOfFc1_.count(i)) {
       const size_t gi = geluOfFc1_.at(i);
       F(fmt::format("linear_gelu_forward({}, {}, {}, {}, {}, {}, {}, {}, "
                     "{}); // and {}",
-                    val(g_.ops[gi].results[0], L_.ops[gi].result), y, x[0],
-                    x[1], b, N, K, O, twS, commentText(g_.ops[gi].name)));
+                    val(g_.ops[gi].results[0], L_.ops[gi].result), y, g.x, g.w,
+                    g.b, g.N, g.K, g.O, g.tw, commentText(g_.ops[gi].name)));
     } else if (!residualForward.empty()) {
       F(residualForward);
     } else {
-      F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
-                    x[1], b, N, K, O, twS));
+      F(fmt::format("linear_forward({}, {}, {}, {}, {}, {}, {}, {});", y, g.x,
+                    g.w, g.b, g.N, g.K, g.O, g.tw));
     }
-    if (needDx && p.mode == OpMode::Column &&
-        gathersPartialGrads(op.operands[0])) {
-      BI("// column-parallel: dx from this rank's output features is a "
-         "partial sum, added as it is (the all-gather's backward "
-         "reduce-scatters it)");
-      BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
-                     "{}, {}, {});",
-                     dx[0], dy, x[0], x[1], N, K, O, twS));
-    } else if (needDx && p.mode == OpMode::Column && target_.scratchInStage) {
-      const std::string part = names_[size_t(r)] + "_dx_partial";
-      addMember(st, {part, N * K, shapeStr({N, K}) + " partial input gradient",
-                     false, false});
-      BI("{ // column-parallel: dx from this rank's output features is a "
-         "partial sum (P -> B)");
-      BI(fmt::format("  act_t *partial = a.{}.data();", part));
-      BI(fmt::format("  zero(partial, {} * sizeof(act_t));", N * K));
-      BI(fmt::format("  linear_backward(partial, nullptr, nullptr, {}, {}, "
-                     "{}, {}, {}, {}, {});",
-                     dy, x[0], x[1], N, K, O, twS));
-      BI(fmt::format("  all_reduce_forward(partial, {}, g.tp);", N * K));
-      BI(fmt::format("  add_into({}, partial, {});", dx[0], N * K));
-      BI("}");
-    } else if (needDx && p.mode == OpMode::Column) {
-      BI("{ // column-parallel: dx from this rank's output features is a "
-         "partial sum (P -> B)");
-      BI(fmt::format("  std::vector<float> partial({});", N * K));
-      BI(fmt::format("  linear_backward(partial.data(), nullptr, nullptr, {}, "
-                     "{}, {}, {}, {}, {}, {});",
-                     dy, x[0], x[1], N, K, O, twS));
-      BI(fmt::format("  all_reduce_forward(partial.data(), {}, g.tp);", N * K));
-      BI(fmt::format("  add_into({}, partial.data(), {});", dx[0], N * K));
-      BI("}");
-    } else if (!dgelu.empty()) {
-      BI(dgelu);
-    } else if (needDx) {
-      BI(fmt::format("linear_backward({}, nullptr, nullptr, {}, {}, {}, {}, "
-                     "{}, {}, {}{});",
-                     dx[0], dy, x[0], x[1], N, K, O, twS, storeS));
+    if (g.needDx && p.mode == OpMode::Column) {
+      const ColumnDx how = gathersPartialGrads(op.operands[0]) ? ColumnDx::Added
+                           : target_.scratchInStage ? ColumnDx::StageScratch
+                                                    : ColumnDx::LocalVector;
+      const std::string scratch = names_[size_t(r)] + "_dx_partial";
+      if (how == ColumnDx::StageScratch)
+        addMember(st, {scratch, g.N * g.K,
+                       shapeStr({g.N, g.K}) + " partial input gradient", false,
+                       false});
+      emitColumnInputGradient(c, g, how, scratch);
+    } else {
+      emitPlainInputGradient(c, g);
     }
     BW(fmt::format("linear_backward(nullptr, {}, {}, {}, {}, {}, {}, {}, {}, "
                    "{});",
-                   dx[1], db, dy, x[0], x[1], N, K, O, twS));
-    emitKfacCurvature(c, dy, N, K, O, tw); // tp > 1: refused (checkKfac)
+                   g.dw, g.db, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
   }
+  // dy: the whole output gradient (tp > 1 column-parallel: refused by
+  // checkKfac).
+  emitKfacCurvature(c, g.dy, g.N, g.K, g.O, tw);
 }
 
 /// matmul

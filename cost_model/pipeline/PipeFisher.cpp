@@ -13,6 +13,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -154,95 +156,40 @@ struct DevicePacker {
 
 bool finiteNonNegative(double v) { return std::isfinite(v) && v >= 0; }
 
-} // namespace
-
-OrError<PipeFisherResult> packKfac(const Schedule &schedule,
-                                   const SimulationResult &sim,
-                                   const PipeFisherInput &input) {
-  using R = OrError<PipeFisherResult>;
+/// What packKfac checks before any layer: the simulation is the schedule's,
+/// the margin and the pinned refresh intervals are in range.
+std::optional<std::string> settingsProblem(const Schedule &schedule,
+                                           const SimulationResult &sim,
+                                           const PipeFisherInput &input) {
   const int devices = schedule.numDevices();
   if (static_cast<int>(sim.devices.size()) != devices)
-    return R::failure("simulation does not belong to the schedule");
+    return "simulation does not belong to the schedule";
   if (!finiteNonNegative(input.margin))
-    return R::failure("margin must be a finite number >= 0");
+    return "margin must be a finite number >= 0";
   if (input.refreshSteps < 0 || input.refreshSteps > input.maxSteps)
-    return R::failure("a pinned refresh interval must be 1.." +
-                      std::to_string(input.maxSteps) + " steps, got " +
-                      std::to_string(input.refreshSteps));
+    return "a pinned refresh interval must be 1.." +
+           std::to_string(input.maxSteps) + " steps, got " +
+           std::to_string(input.refreshSteps);
   const std::vector<int> &pins = input.deviceRefreshSteps;
   if (!pins.empty() && static_cast<int>(pins.size()) != devices)
-    return R::failure("pinned refresh intervals: expected one per pipeline "
-                      "device (" +
-                      std::to_string(devices) + "), got " +
-                      std::to_string(pins.size()));
+    return "pinned refresh intervals: expected one per pipeline "
+           "device (" +
+           std::to_string(devices) + "), got " + std::to_string(pins.size());
   for (size_t d = 0; d < pins.size(); ++d)
     if (pins[d] < 1 || pins[d] > input.maxSteps)
-      return R::failure("a pinned refresh interval must be 1.." +
-                        std::to_string(input.maxSteps) + " steps, got " +
-                        std::to_string(pins[d]) + " for device " +
-                        std::to_string(d));
-  // 0: K_d set by the bubbles.
-  auto pinOf = [&](int d) {
-    return pins.empty() ? input.refreshSteps : pins[static_cast<size_t>(d)];
-  };
-  // Which layers each device holds; their micro-batches' forward / backward
-  // end times on that device.
-  std::vector<std::vector<int>> layersOf(devices);
-  // Devices holding copies of a layer, as a union-find forest over devices
-  // (a device's root is the group's lowest device).
-  std::vector<int> group(static_cast<size_t>(devices));
-  for (int d = 0; d < devices; ++d)
-    group[static_cast<size_t>(d)] = d;
-  auto root = [&](int d) {
-    while (group[static_cast<size_t>(d)] != d)
-      d = group[static_cast<size_t>(d)];
-    return d;
-  };
-  std::map<std::string, int> holder; // layer name -> first device holding it
-  double totalWork = 0;
-  // Fluid packing models the filling thread, which runs only a rank's local
-  // items: a collective (a reduction over dp replicas or Chimera's mirrored
-  // copies, a curvature gathered over tp) runs whole on the rank's own thread
-  // (docs/kfac.md "Thread filling"), so such a packing is of whole items.
-  bool fluid = input.filling == KfacFilling::Fluid;
-  for (size_t l = 0; l < input.layers.size(); ++l) {
-    const KfacLayerWork &w = input.layers[l];
-    for (double v : {w.curvature[0], w.curvature[1], w.reduce[0], w.reduce[1],
-                     w.invert[0], w.invert[1], w.precondition, w.savedBytes[0],
-                     w.savedBytes[1], w.factorBytes[0], w.factorBytes[1]})
-      if (!finiteNonNegative(v))
-        return R::failure("k-fac layer '" + w.name +
-                          "': times and sizes must be finite and >= 0");
-    if (w.stage < 0 || w.stage >= schedule.modelStages() ||
-        (w.direction == Direction::Up &&
-         schedule.config.kind != ScheduleKind::Chimera))
-      return R::failure("k-fac layer '" + w.name + "' is on stage " +
-                        std::to_string(w.stage) +
-                        ", which the schedule does not run");
-    const int dev = schedule.deviceOf(w.stage, w.direction);
-    layersOf[dev].push_back(static_cast<int>(l));
-    // Copies of one layer on several devices share one K (their reduction).
-    auto [first, isNew] = holder.try_emplace(w.name, dev);
-    if (!isNew || w.reduce[0] > 0 || w.reduce[1] > 0 || w.collectiveCurvature)
-      fluid = false;
-    if (!isNew) {
-      const int a = root(first->second), b = root(dev);
-      if (a != b) {
-        if (pinOf(a) != pinOf(b))
-          return R::failure(
-              "k-fac layer '" + w.name + "' is on devices " +
-              std::to_string(first->second) + " and " + std::to_string(dev) +
-              ", pinned to different refresh intervals (" +
-              std::to_string(pinOf(first->second)) + " and " +
-              std::to_string(pinOf(dev)) + "): copies of a layer share one K");
-        group[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
-      }
-    }
-    totalWork += w.curvature[0] + w.curvature[1] + w.reduce[0] + w.reduce[1] +
-                 w.invert[0] + w.invert[1];
-  }
-  // Forward (A) / backward (G) end per (device, stage, direction, mb).
-  std::map<std::tuple<int, int, int, int>, std::array<double, 2>> inputs;
+      return "a pinned refresh interval must be 1.." +
+             std::to_string(input.maxSteps) + " steps, got " +
+             std::to_string(pins[d]) + " for device " + std::to_string(d);
+  return std::nullopt;
+}
+
+/// Forward (A) / backward (G) end per (device, stage, direction,
+/// micro-batch): when a curvature item's input is ready in step 0.
+using InputEnds =
+    std::map<std::tuple<int, int, int, int>, std::array<double, 2>>;
+
+InputEnds inputEnds(const SimulationResult &sim) {
+  InputEnds ends;
   for (const ExecutedInstruction &x : sim.timeline) {
     if (x.op.kind == OpKind::WeightGradient)
       continue; // G needs dY, which B has
@@ -250,186 +197,329 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
         std::make_tuple(x.device, x.op.stage, static_cast<int>(x.op.direction),
                         x.op.microbatch);
     auto &slot =
-        inputs.try_emplace(key, std::array<double, 2>{-1, -1}).first->second;
+        ends.try_emplace(key, std::array<double, 2>{-1, -1}).first->second;
     slot[x.op.kind == OpKind::Forward ? 0 : 1] = x.end;
   }
+  return ends;
+}
 
-  PipeFisherResult result;
-  result.filling = fluid ? KfacFilling::Fluid : KfacFilling::Items;
-  result.devices.resize(devices);
-  const double period = 2 * sim.makespan + 2 * totalWork + 1;
-  double maxPrecondition = 0;
-  std::vector<DevicePacker> packers;
-  packers.reserve(devices);
-  for (int d = 0; d < devices; ++d) {
-    packers.push_back(
-        {input, sim.devices[d].idleIntervals, sim.makespan, period, {}, {}});
-    DevicePacker &pk = packers.back();
-    DeviceFill &fill = result.devices[d];
-    // Build the items in priority order: kind, then layer, then micro-batch.
-    // curvature[f][layer position] -> item indices; reduce / invert likewise.
-    std::vector<std::array<std::vector<int>, 2>> curv(layersOf[d].size());
-    std::vector<std::array<int, 2>> reduce(layersOf[d].size(), {-1, -1});
-    for (int f = 0; f < 2; ++f) {
-      for (size_t i = 0; i < layersOf[d].size(); ++i) {
-        const int l = layersOf[d][i];
-        const KfacLayerWork &w = input.layers[l];
-        if (w.curvature[f] <= 0)
-          continue;
-        // Keys sort by (device, stage, direction, micro-batch): this layer's
-        // micro-batches are one run.
-        const int dir = static_cast<int>(w.direction);
-        for (auto it = inputs.lower_bound({d, w.stage, dir, -1});
-             it != inputs.end() && std::get<0>(it->first) == d &&
-             std::get<1>(it->first) == w.stage && std::get<2>(it->first) == dir;
-             ++it) {
-          const int mb = std::get<3>(it->first);
-          const std::array<double, 2> &ends = it->second;
-          pk.items.push_back(
-              {f == 0 ? KfacItemKind::CurvatureA : KfacItemKind::CurvatureG,
-               l,
-               mb,
-               w.curvature[f],
-               ends[f],
-               {}});
-          curv[i][f].push_back(static_cast<int>(pk.items.size()) - 1);
-        }
-      }
-    }
-    for (int f = 0; f < 2; ++f)
-      for (size_t i = 0; i < layersOf[d].size(); ++i) {
-        const int l = layersOf[d][i];
-        if (input.layers[l].reduce[f] <= 0)
-          continue;
-        pk.items.push_back(
-            {f == 0 ? KfacItemKind::ReduceA : KfacItemKind::ReduceG, l, -1,
-             input.layers[l].reduce[f], 0, curv[i][f]});
-        reduce[i][f] = static_cast<int>(pk.items.size()) - 1;
-      }
-    for (int f = 0; f < 2; ++f)
-      for (size_t i = 0; i < layersOf[d].size(); ++i) {
-        const int l = layersOf[d][i];
-        if (input.layers[l].invert[f] <= 0)
-          continue;
-        std::vector<int> deps =
-            reduce[i][f] >= 0 ? std::vector<int>{reduce[i][f]} : curv[i][f];
-        pk.items.push_back(
-            {f == 0 ? KfacItemKind::InvertA : KfacItemKind::InvertG, l, -1,
-             input.layers[l].invert[f], 0, std::move(deps)});
-      }
-    for (const Item &item : pk.items)
-      fill.kfacWork += item.duration;
-    for (int l : layersOf[d]) {
-      fill.precondition += input.layers[l].precondition;
-      // The factors, the inverses in use and the next refresh's pending ones
-      // (installed at step s+K: docs/kfac.md "Refresh cycle").
-      fill.factorBytes +=
-          3 * (input.layers[l].factorBytes[0] + input.layers[l].factorBytes[1]);
-    }
-    maxPrecondition = std::max(maxPrecondition, fill.precondition);
+/// One packKfac, in its order: the layers put on devices (assignLayers),
+/// each device's items packed into its bubbles (packDevice), then the
+/// refresh intervals and the step put together (finish).
+class KfacPacking {
+public:
+  KfacPacking(const Schedule &schedule, const SimulationResult &sim,
+              const PipeFisherInput &input)
+      : schedule_(schedule), sim_(sim), in_(input),
+        devices_(schedule.numDevices()), layersOf_(devices_),
+        group_(static_cast<size_t>(devices_)), ends_(inputEnds(sim)),
+        fluid_(input.filling == KfacFilling::Fluid) {
+    for (int d = 0; d < devices_; ++d)
+      group_[static_cast<size_t>(d)] = d;
+  }
 
-    if (fluid) {
-      // The reductions and inversions are queued after the device's last
-      // instruction of the refresh step.
-      double queuedAt = 0;
-      for (const ExecutedInstruction &x : sim.timeline)
-        if (x.device == d)
-          queuedAt = std::max(queuedAt, x.end);
-      auto walk = detail::packFluid(pk.items, sim.devices[d].idleIntervals,
-                                    sim.makespan, period, queuedAt,
-                                    input.margin, pinOf(d), input.maxSteps, d);
-      if (!walk)
-        return R::failure(walk.error());
-      fill.steps = walk->steps;
-      fill.forced = walk->forced;
-      pk.placed = std::move(walk->placed);
-    } else {
-      // Steps of bubbles until everything is placed or a step places nothing.
-      int lastPlacing = 0;
-      for (int step = 0;; ++step) {
-        bool all = std::all_of(pk.items.begin(), pk.items.end(),
-                               [](const Item &i) { return i.placed; });
-        if (all)
-          break;
-        // A pinned K_d: the rest after the last step that placed something.
-        if (pinOf(d) > 0 && step == pinOf(d)) {
-          fill.forced = pk.force(lastPlacing);
-          break;
-        }
-        if (step >= input.maxSteps)
-          return R::failure(detail::tooManySteps(d, input.maxSteps));
-        if (pk.fillStep(step)) {
-          lastPlacing = step;
-          continue;
-        }
-        fill.forced = pk.force(lastPlacing);
-        break;
+  std::optional<std::string> assignLayers();
+  std::optional<std::string> packDevice(int d);
+  PipeFisherResult finish();
+
+private:
+  /// Device d's pinned K_d; 0: set by its bubbles.
+  int pinOf(int d) const {
+    const std::vector<int> &pins = in_.deviceRefreshSteps;
+    return pins.empty() ? in_.refreshSteps : pins[static_cast<size_t>(d)];
+  }
+  /// The lowest device of the group holding copies of d's layers.
+  int root(int d) const {
+    while (group_[static_cast<size_t>(d)] != d)
+      d = group_[static_cast<size_t>(d)];
+    return d;
+  }
+  std::vector<Item> buildItems(int d) const;
+  std::optional<std::string> packWholeItems(int d, DevicePacker &pk,
+                                            DeviceFill &fill);
+  std::optional<std::string> packFluidly(int d, DevicePacker &pk,
+                                         DeviceFill &fill);
+  double peakSavedBytes(const std::vector<Item> &items) const;
+  void shareGroupIntervals();
+  void addPreconditioning(int d, DeviceFill &fill) const;
+
+  const Schedule &schedule_;
+  const SimulationResult &sim_;
+  const PipeFisherInput &in_;
+  const int devices_;
+  /// Which layers each device holds.
+  std::vector<std::vector<int>> layersOf_;
+  /// Devices holding copies of a layer, as a union-find forest over devices
+  /// (a device's root is the group's lowest device).
+  std::vector<int> group_;
+  const InputEnds ends_;
+  /// Fluid packing models the filling thread, which runs only a rank's local
+  /// items: a collective (a reduction over dp replicas or Chimera's mirrored
+  /// copies, a curvature gathered over tp) runs whole on the rank's own
+  /// thread (docs/kfac.md "Thread filling"), so such a packing is of whole
+  /// items.
+  bool fluid_;
+  double totalWork_ = 0;
+  double period_ = 0; // absolute time of step k starts at k * period_
+  PipeFisherResult result_;
+};
+
+/// Puts each layer on the device running its stage, joins the devices
+/// holding copies of one layer (which must be pinned alike), and decides the
+/// filling; an error for a layer with a bad time or size or on a stage the
+/// schedule does not run.
+std::optional<std::string> KfacPacking::assignLayers() {
+  std::map<std::string, int> holder; // layer name -> first device holding it
+  for (size_t l = 0; l < in_.layers.size(); ++l) {
+    const KfacLayerWork &w = in_.layers[l];
+    for (double v : {w.curvature[0], w.curvature[1], w.reduce[0], w.reduce[1],
+                     w.invert[0], w.invert[1], w.precondition, w.savedBytes[0],
+                     w.savedBytes[1], w.factorBytes[0], w.factorBytes[1]})
+      if (!finiteNonNegative(v))
+        return "k-fac layer '" + w.name +
+               "': times and sizes must be finite and >= 0";
+    if (w.stage < 0 || w.stage >= schedule_.modelStages() ||
+        (w.direction == Direction::Up &&
+         schedule_.config.kind != ScheduleKind::Chimera))
+      return "k-fac layer '" + w.name + "' is on stage " +
+             std::to_string(w.stage) + ", which the schedule does not run";
+    const int dev = schedule_.deviceOf(w.stage, w.direction);
+    layersOf_[dev].push_back(static_cast<int>(l));
+    // Copies of one layer on several devices share one K (their reduction).
+    auto [first, isNew] = holder.try_emplace(w.name, dev);
+    if (!isNew || w.reduce[0] > 0 || w.reduce[1] > 0 || w.collectiveCurvature)
+      fluid_ = false;
+    if (!isNew) {
+      const int a = root(first->second), b = root(dev);
+      if (a != b) {
+        if (pinOf(a) != pinOf(b))
+          return "k-fac layer '" + w.name + "' is on devices " +
+                 std::to_string(first->second) + " and " + std::to_string(dev) +
+                 ", pinned to different refresh intervals (" +
+                 std::to_string(pinOf(first->second)) + " and " +
+                 std::to_string(pinOf(dev)) +
+                 "): copies of a layer share one K";
+        group_[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
       }
-      fill.steps = lastPlacing + 1;
     }
-    fill.refreshSteps = pinOf(d) > 0 ? pinOf(d) : fill.steps;
-    // Peak of saved a / g: held from its producer's end in step 0 until its
-    // curvature item ends; frees sort before allocations at equal times.
-    std::vector<std::pair<double, double>> events;
-    for (const Item &item : pk.items) {
-      if (item.kind != KfacItemKind::CurvatureA &&
-          item.kind != KfacItemKind::CurvatureG)
+    totalWork_ += w.curvature[0] + w.curvature[1] + w.reduce[0] + w.reduce[1] +
+                  w.invert[0] + w.invert[1];
+  }
+  result_.filling = fluid_ ? KfacFilling::Fluid : KfacFilling::Items;
+  result_.devices.resize(devices_);
+  period_ = 2 * sim_.makespan + 2 * totalWork_ + 1;
+  return std::nullopt;
+}
+
+/// Device d's items in priority order: kind, then layer, then micro-batch;
+/// a reduction after its factor's curvature, an inversion after its
+/// reduction (or its curvature where there is none).
+std::vector<Item> KfacPacking::buildItems(int d) const {
+  std::vector<Item> items;
+  const std::vector<int> &layers = layersOf_[d];
+  // curvature[layer position][f] -> item indices; reduce likewise.
+  std::vector<std::array<std::vector<int>, 2>> curv(layers.size());
+  std::vector<std::array<int, 2>> reduce(layers.size(), {-1, -1});
+  for (int f = 0; f < 2; ++f) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int l = layers[i];
+      const KfacLayerWork &w = in_.layers[l];
+      if (w.curvature[f] <= 0)
         continue;
-      const double bytes =
-          input.layers[item.layer]
-              .savedBytes[item.kind == KfacItemKind::CurvatureA ? 0 : 1];
-      events.push_back({item.ready, bytes});
-      events.push_back({item.doneAt, -bytes});
+      // Keys sort by (device, stage, direction, micro-batch): this layer's
+      // micro-batches are one run.
+      const int dir = static_cast<int>(w.direction);
+      for (auto it = ends_.lower_bound({d, w.stage, dir, -1});
+           it != ends_.end() && std::get<0>(it->first) == d &&
+           std::get<1>(it->first) == w.stage && std::get<2>(it->first) == dir;
+           ++it) {
+        const int mb = std::get<3>(it->first);
+        const std::array<double, 2> &ends = it->second;
+        items.push_back(
+            {f == 0 ? KfacItemKind::CurvatureA : KfacItemKind::CurvatureG,
+             l,
+             mb,
+             w.curvature[f],
+             ends[f],
+             {}});
+        curv[i][f].push_back(static_cast<int>(items.size()) - 1);
+      }
     }
-    std::sort(events.begin(), events.end());
-    double held = 0;
-    for (const auto &[when, bytes] : events) {
-      held += bytes;
-      fill.peakSavedBytes = std::max(fill.peakSavedBytes, held);
-    }
-    fill.items = std::move(pk.placed);
   }
+  for (int f = 0; f < 2; ++f)
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int l = layers[i];
+      if (in_.layers[l].reduce[f] <= 0)
+        continue;
+      items.push_back({f == 0 ? KfacItemKind::ReduceA : KfacItemKind::ReduceG,
+                       l, -1, in_.layers[l].reduce[f], 0, curv[i][f]});
+      reduce[i][f] = static_cast<int>(items.size()) - 1;
+    }
+  for (int f = 0; f < 2; ++f)
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const int l = layers[i];
+      if (in_.layers[l].invert[f] <= 0)
+        continue;
+      std::vector<int> deps =
+          reduce[i][f] >= 0 ? std::vector<int>{reduce[i][f]} : curv[i][f];
+      items.push_back({f == 0 ? KfacItemKind::InvertA : KfacItemKind::InvertG,
+                       l, -1, in_.layers[l].invert[f], 0, std::move(deps)});
+    }
+  return items;
+}
 
-  // Mirrored devices refresh together: each takes its group's largest K_d
-  // (pins were checked equal within a group above).
-  std::vector<int> groupK(static_cast<size_t>(devices), 1);
-  for (int d = 0; d < devices; ++d) {
-    int &k = groupK[static_cast<size_t>(root(d))];
-    k = std::max(k, result.devices[d].refreshSteps);
+/// Builds device d's items, accounts its work and memory, and packs the
+/// items into its bubbles.
+std::optional<std::string> KfacPacking::packDevice(int d) {
+  DevicePacker pk{
+      in_, sim_.devices[d].idleIntervals, sim_.makespan, period_, {}, {}};
+  pk.items = buildItems(d);
+  DeviceFill &fill = result_.devices[d];
+  for (const Item &item : pk.items)
+    fill.kfacWork += item.duration;
+  for (int l : layersOf_[d]) {
+    fill.precondition += in_.layers[l].precondition;
+    // The factors, the inverses in use and the next refresh's pending ones
+    // (installed at step s+K: docs/kfac.md "Refresh cycle").
+    fill.factorBytes +=
+        3 * (in_.layers[l].factorBytes[0] + in_.layers[l].factorBytes[1]);
   }
-  double maxForcedPerStep = 0;
-  for (int d = 0; d < devices; ++d) {
-    DeviceFill &fill = result.devices[d];
+  if (auto problem =
+          fluid_ ? packFluidly(d, pk, fill) : packWholeItems(d, pk, fill))
+    return problem;
+  fill.refreshSteps = pinOf(d) > 0 ? pinOf(d) : fill.steps;
+  fill.peakSavedBytes = peakSavedBytes(pk.items);
+  fill.items = std::move(pk.placed);
+  return std::nullopt;
+}
+
+/// The filling thread's packing (packFluid): the reductions and inversions
+/// queued after the device's last instruction of the refresh step.
+std::optional<std::string> KfacPacking::packFluidly(int d, DevicePacker &pk,
+                                                    DeviceFill &fill) {
+  double queuedAt = 0;
+  for (const ExecutedInstruction &x : sim_.timeline)
+    if (x.device == d)
+      queuedAt = std::max(queuedAt, x.end);
+  auto walk = detail::packFluid(pk.items, sim_.devices[d].idleIntervals,
+                                sim_.makespan, period_, queuedAt, in_.margin,
+                                pinOf(d), in_.maxSteps, d);
+  if (!walk)
+    return walk.error();
+  fill.steps = walk->steps;
+  fill.forced = walk->forced;
+  pk.placed = std::move(walk->placed);
+  return std::nullopt;
+}
+
+/// PipeFisher's packing of whole items: steps of bubbles until everything is
+/// placed or a step places nothing (or a pinned K_d's steps are used); the
+/// rest forced after the last step that placed something.
+std::optional<std::string> KfacPacking::packWholeItems(int d, DevicePacker &pk,
+                                                       DeviceFill &fill) {
+  int lastPlacing = 0;
+  for (int step = 0;; ++step) {
+    bool all = std::all_of(pk.items.begin(), pk.items.end(),
+                           [](const Item &i) { return i.placed; });
+    if (all)
+      break;
+    if (pinOf(d) > 0 && step == pinOf(d)) {
+      fill.forced = pk.force(lastPlacing);
+      break;
+    }
+    if (step >= in_.maxSteps)
+      return detail::tooManySteps(d, in_.maxSteps);
+    if (pk.fillStep(step)) {
+      lastPlacing = step;
+      continue;
+    }
+    fill.forced = pk.force(lastPlacing);
+    break;
+  }
+  fill.steps = lastPlacing + 1;
+  return std::nullopt;
+}
+
+/// Peak of saved a / g: held from its producer's end in step 0 until its
+/// curvature item ends; frees sort before allocations at equal times.
+double KfacPacking::peakSavedBytes(const std::vector<Item> &items) const {
+  std::vector<std::pair<double, double>> events;
+  for (const Item &item : items) {
+    if (item.kind != KfacItemKind::CurvatureA &&
+        item.kind != KfacItemKind::CurvatureG)
+      continue;
+    const double bytes =
+        in_.layers[item.layer]
+            .savedBytes[item.kind == KfacItemKind::CurvatureA ? 0 : 1];
+    events.push_back({item.ready, bytes});
+    events.push_back({item.doneAt, -bytes});
+  }
+  std::sort(events.begin(), events.end());
+  double held = 0, peak = 0;
+  for (const auto &[when, bytes] : events) {
+    held += bytes;
+    peak = std::max(peak, held);
+  }
+  return peak;
+}
+
+/// Mirrored devices refresh together: each takes its group's largest K_d
+/// (pins were checked equal within a group by assignLayers).
+void KfacPacking::shareGroupIntervals() {
+  std::vector<int> groupK(static_cast<size_t>(devices_), 1);
+  for (int d = 0; d < devices_; ++d) {
+    int &k = groupK[static_cast<size_t>(root(d))];
+    k = std::max(k, result_.devices[d].refreshSteps);
+  }
+  for (int d = 0; d < devices_; ++d) {
+    DeviceFill &fill = result_.devices[d];
     fill.refreshSteps = groupK[static_cast<size_t>(root(d))];
-    result.refreshSteps = std::max(result.refreshSteps, fill.refreshSteps);
+    result_.refreshSteps = std::max(result_.refreshSteps, fill.refreshSteps);
+  }
+}
+
+/// Device d's preconditioning at each of its K_d steps' end, after the
+/// forced tail of its refresh's last step.
+void KfacPacking::addPreconditioning(int d, DeviceFill &fill) const {
+  for (int step = 0; step < fill.refreshSteps; ++step) {
+    double t = sim_.makespan + (step == fill.steps - 1 ? fill.forced : 0);
+    for (int l : layersOf_[d]) {
+      const double p = in_.layers[l].precondition;
+      if (p <= 0)
+        continue;
+      fill.items.push_back(
+          {KfacItemKind::Precondition, l, -1, step, t, t + p, false, {}});
+      t += p;
+    }
+  }
+}
+
+/// The refresh intervals of mirrored devices made equal; the amortised step,
+/// the utilisation, each device's items in execution order with its
+/// preconditioning, and the forced items listed.
+PipeFisherResult KfacPacking::finish() {
+  shareGroupIntervals();
+  double maxPrecondition = 0, maxForcedPerStep = 0;
+  for (const DeviceFill &fill : result_.devices) {
+    maxPrecondition = std::max(maxPrecondition, fill.precondition);
     maxForcedPerStep =
         std::max(maxForcedPerStep, fill.forced / fill.refreshSteps);
   }
   // Preconditioning at every step's end, after a forced tail; the step end is
   // shared, so utilisation divides by the slowest device's (amortised) step.
-  result.stepTime = sim.makespan + maxPrecondition + maxForcedPerStep;
+  result_.stepTime = sim_.makespan + maxPrecondition + maxForcedPerStep;
   double busy = 0, filledPerStep = 0;
-  for (int d = 0; d < devices; ++d) {
-    DeviceFill &fill = result.devices[d];
+  for (int d = 0; d < devices_; ++d) {
+    DeviceFill &fill = result_.devices[d];
     const int K = fill.refreshSteps;
-    const double b = sim.devices[d].busy;
-    fill.utilisationBefore = sim.makespan > 0 ? b / sim.makespan : 0;
+    const double b = sim_.devices[d].busy;
+    fill.utilisationBefore = sim_.makespan > 0 ? b / sim_.makespan : 0;
     const double work = K * b + fill.kfacWork + K * fill.precondition;
-    const double cycle = K * result.stepTime;
+    const double cycle = K * result_.stepTime;
     fill.utilisationAfter = cycle > 0 ? work / cycle : 0;
     busy += b;
     filledPerStep += work / K;
-    for (int step = 0; step < K; ++step) {
-      double t = sim.makespan + (step == fill.steps - 1 ? fill.forced : 0);
-      for (int l : layersOf[d]) {
-        const double p = input.layers[l].precondition;
-        if (p <= 0)
-          continue;
-        fill.items.push_back(
-            {KfacItemKind::Precondition, l, -1, step, t, t + p, false, {}});
-        t += p;
-      }
-    }
+    addPreconditioning(d, fill);
     std::stable_sort(fill.items.begin(), fill.items.end(),
                      [](const PlacedItem &a, const PlacedItem &b) {
                        return a.step != b.step ? a.step < b.step
@@ -437,18 +527,35 @@ OrError<PipeFisherResult> packKfac(const Schedule &schedule,
                      });
     for (const PlacedItem &item : fill.items)
       if (item.forced)
-        result.unfitted.push_back(
+        result_.unfitted.push_back(
             "stage " + std::to_string(d) + ": " +
             std::string(kfacItemName(item.kind)) + " " +
-            input.layers[item.layer].name +
+            in_.layers[item.layer].name +
             (item.microbatch >= 0 ? " mb " + std::to_string(item.microbatch)
                                   : ""));
   }
-  result.utilisationBefore =
-      sim.makespan > 0 ? busy / (devices * sim.makespan) : 0;
-  result.utilisationAfter =
-      result.stepTime > 0 ? filledPerStep / (devices * result.stepTime) : 0;
-  return result;
+  result_.utilisationBefore =
+      sim_.makespan > 0 ? busy / (devices_ * sim_.makespan) : 0;
+  result_.utilisationAfter =
+      result_.stepTime > 0 ? filledPerStep / (devices_ * result_.stepTime) : 0;
+  return std::move(result_);
+}
+
+} // namespace
+
+OrError<PipeFisherResult> packKfac(const Schedule &schedule,
+                                   const SimulationResult &sim,
+                                   const PipeFisherInput &input) {
+  using R = OrError<PipeFisherResult>;
+  if (auto problem = settingsProblem(schedule, sim, input))
+    return R::failure(*problem);
+  KfacPacking packing(schedule, sim, input);
+  if (auto problem = packing.assignLayers())
+    return R::failure(*problem);
+  for (int d = 0; d < schedule.numDevices(); ++d)
+    if (auto problem = packing.packDevice(d))
+      return R::failure(*problem);
+  return packing.finish();
 }
 
 } // namespace autoddl::pipeline

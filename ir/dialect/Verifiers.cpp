@@ -11,13 +11,110 @@
 #include "ir/ops/SbpRules.h"
 
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+
+#include <mutex>
+#include <type_traits>
 
 using namespace mlir;
 
 namespace autoddl::sbp {
+
+//===----------------------------------------------------------------------===//
+// One walk of a module for all its ops' lookups (verifyModule)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// What an op's verifier looks up in the symbol table around it, gathered by
+/// one walk. Without it each op scans the table for its mesh and counts the
+/// meshes, and each send or recv walks the whole module for its peers:
+/// O(ops x (meshes + transfers)) for a pipeline plan's module.
+struct ScopeIndex {
+  /// The first op of each symbol name in the table's block, as
+  /// SymbolTable::lookupSymbolIn finds it.
+  llvm::DenseMap<StringAttr, Operation *> symbols;
+  int64_t meshes = 0; // sbp.mesh ops in that block (stageBound)
+  /// Every send and recv under the table, by channel, in the order of
+  /// Operation::walk (the order findPeers reports them in).
+  llvm::DenseMap<int64_t, SmallVector<SendOp, 1>> sends;
+  llvm::DenseMap<int64_t, SmallVector<RecvOp, 1>> recvs;
+
+  template <typename PeerOp> const auto &byChannel() const {
+    if constexpr (std::is_same_v<PeerOp, SendOp>)
+      return sends;
+    else
+      return recvs;
+  }
+};
+
+ScopeIndex indexScope(Operation *scope) {
+  ScopeIndex index;
+  if (scope->getNumRegions() > 0 && !scope->getRegion(0).empty()) {
+    const StringAttr nameAttr =
+        StringAttr::get(scope->getContext(), SymbolTable::getSymbolAttrName());
+    for (Operation &top : scope->getRegion(0).front()) {
+      index.meshes += isa<MeshOp>(top) ? 1 : 0;
+      if (auto name = top.getAttrOfType<StringAttr>(nameAttr))
+        index.symbols.try_emplace(name, &top);
+    }
+  }
+  scope->walk([&](Operation *op) {
+    if (auto send = dyn_cast<SendOp>(op))
+      index.sends[int64_t(send.getChannel())].push_back(send);
+    else if (auto recv = dyn_cast<RecvOp>(op))
+      index.recvs[int64_t(recv.getChannel())].push_back(recv);
+  });
+  return index;
+}
+
+/// The indexes of the modules verifyModule is verifying, by module. MLIR
+/// verifies functions on several threads, hence the lock; an index is
+/// immutable while registered.
+class ActiveIndexes {
+public:
+  static ActiveIndexes &get() {
+    static ActiveIndexes instance;
+    return instance;
+  }
+  void add(Operation *scope, const ScopeIndex *index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    byScope_[scope] = index;
+  }
+  void remove(Operation *scope) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    byScope_.erase(scope);
+  }
+  const ScopeIndex *find(Operation *scope) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return byScope_.lookup(scope);
+  }
+
+private:
+  std::mutex mutex_;
+  llvm::DenseMap<Operation *, const ScopeIndex *> byScope_;
+};
+
+/// The index of the symbol table around `op` while verifyModule verifies it;
+/// null otherwise (the verifiers then scan, as a lone mlir::verify does).
+const ScopeIndex *indexAround(Operation *op, Operation *&scope) {
+  scope = SymbolTable::getNearestSymbolTable(op);
+  return scope ? ActiveIndexes::get().find(scope) : nullptr;
+}
+
+} // namespace
+
+LogicalResult verifyModule(ModuleOp module) {
+  const ScopeIndex index = indexScope(module);
+  ActiveIndexes::get().add(module, &index);
+  const LogicalResult verified = verify(module);
+  ActiveIndexes::get().remove(module);
+  return verified;
+}
 
 //===----------------------------------------------------------------------===//
 // Attributes on their own
@@ -102,7 +199,12 @@ checkLayoutFits(NdSbpAttr layout, Type type, MeshOp mesh,
 }
 
 FailureOr<MeshOp> resolveMesh(Operation *from, FlatSymbolRefAttr symbol) {
-  auto mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(from, symbol);
+  Operation *scope = nullptr;
+  MeshOp mesh;
+  if (const ScopeIndex *index = indexAround(from, scope))
+    mesh = dyn_cast_or_null<MeshOp>(index->symbols.lookup(symbol.getAttr()));
+  else
+    mesh = SymbolTable::lookupNearestSymbolFrom<MeshOp>(from, symbol);
   if (!mesh)
     return from->emitError()
            << "expected " << symbol << " to name an sbp.mesh, got no such mesh";
@@ -179,7 +281,9 @@ static LogicalResult verifySignatureOnOp(Operation *op, SignatureAttr sig) {
 /// mesh of its own, so there are at most as many as sbp.mesh ops in the
 /// nearest symbol table; 0 when it declares none (a module of ops alone).
 static int64_t stageBound(Operation *op) {
-  Operation *scope = SymbolTable::getNearestSymbolTable(op);
+  Operation *scope = nullptr;
+  if (const ScopeIndex *index = indexAround(op, scope))
+    return index->meshes;
   if (!scope || scope->getNumRegions() == 0 || scope->getRegion(0).empty())
     return 0;
   int64_t meshes = 0;
@@ -274,9 +378,10 @@ LogicalResult verifyDiscardableAttribute(Operation *op, NamedAttribute attr) {
   if (name == kArgLayoutAttr)
     return op->emitError() << "expected " << kArgLayoutAttr
                            << " on a function argument, got it on an op";
-  return op->emitError() << "expected a discardable attribute of the sbp "
-                            "dialect (sbp.sig, sbp.placement, sbp.layer, sbp.classes), got '"
-                         << name << "'";
+  return op->emitError()
+         << "expected a discardable attribute of the sbp "
+            "dialect (sbp.sig, sbp.placement, sbp.layer, sbp.classes), got '"
+         << name << "'";
 }
 
 LogicalResult verifyArgumentAttribute(Operation *op, unsigned argIndex,
@@ -402,7 +507,15 @@ static LogicalResult verifyStageTransfer(Operation *op, int64_t stage,
 template <typename PeerOp>
 static SmallVector<PeerOp> findPeers(Operation *op, int64_t channel) {
   SmallVector<PeerOp> peers;
-  if (Operation *scope = SymbolTable::getNearestSymbolTable(op))
+  Operation *scope = nullptr;
+  if (const ScopeIndex *index = indexAround(op, scope)) {
+    const auto &byChannel = index->byChannel<PeerOp>();
+    auto it = byChannel.find(channel);
+    if (it != byChannel.end())
+      peers.append(it->second.begin(), it->second.end());
+    return peers;
+  }
+  if (scope)
     scope->walk([&](PeerOp peer) {
       if (int64_t(peer.getChannel()) == channel)
         peers.push_back(peer);
