@@ -10,7 +10,8 @@
 # and generates their CUDA projects into DIR/<model>/ (DIR ignored by git, named in the device
 # tool's carry). device builds them on one shared runtime (bench/cuda/shared_runtime_cmake.sh)
 # and runs each three times, STEPS steps (default 10): without --save, with --save-every EVERY
-# (default 5) asynchronously and with --save-sync. Checkpoints go to CKPT (default DIR/ck; a 1.5B
+# (default 5) asynchronously and with --save-sync. MODELS="gpt2-xl" runs one model only (the build
+# in DIR/build is kept, so a second call only runs: the device tool's 10-minute calls). Checkpoints go to CKPT (default DIR/ck; a 1.5B
 # checkpoint is 18 GB: two of them at a time at most, removed after each run). Results to $OUT
 # (or DIR/results): each run's metrics.json and log, and the table:
 #   stall_ms     the training loop blocked by the save (metrics.json checkpoints[].stall_seconds)
@@ -18,13 +19,15 @@
 #   write_s      the folder's write, snapshot to rename
 #   next_step_ms the step after the save, against the median step without --save (async: the
 #                next update waits for the device-to-host copy on its stream; sync: nothing)
+#   after_ms     the median of the steps after that one up to the next save (async: the write is
+#                in flight meanwhile, write_s says how long)
 #   d2h_ms       the state's bytes / 25 GB/s (PCIe 5 x16 pinned, a lower bound of the copy)
 # The goal (issue 46): async stall <= the device-to-host copy and < 1 step for 1.5B.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: stall.sh stage DIR [AUTODDL] | device DIR}
 dir=${2:?DIR}
-models="gpt2-medium gpt2-xl"
+models=${MODELS:-gpt2-medium gpt2-xl}
 case $mode in
 stage)
   autoddl=${3:-$root/build/tools/autoddl/autoddl}
@@ -44,10 +47,11 @@ device)
   mkdir -p "$out" "$ck"
   source "$root/bench/cuda/cudnn_env.sh" # the programs' attention loads libcudnn
   export NCCL_NVLS_ENABLE=0
-  build=/tmp/autoddl-stall
+  # In DIR (ignored by git): a warm device machine keeps it between calls.
+  build=$dir/build
   mkdir -p "$build/src"
   projects=()
-  for m in $models; do projects+=("$dir/$m"); done
+  for m in gpt2-medium gpt2-xl; do projects+=("$dir/$m"); done
   bash "$root/bench/cuda/shared_runtime_cmake.sh" "${projects[@]}" >"$build/src/CMakeLists.txt"
   echo "stall.sh: building ${projects[*]} (log $out/build.log)"
   { cmake -S "$build/src" -B "$build/build" -DCMAKE_BUILD_TYPE=Release &&
@@ -71,11 +75,11 @@ device)
       rm -rf "${ck:?}/$m"
     done
   done
-  python3 - "$out" $models <<'PY'
+  python3 - "$out" $models "$every" <<'PY' | tee "$out/stall.txt"
 import json, statistics, sys
-out, models = sys.argv[1], sys.argv[2:]
+out, models = sys.argv[1], sys.argv[2:-1]
 print(f"{'model':12s} {'mode':5s} {'step':>4s} {'stall_ms':>9s} {'waited_ms':>9s} {'write_s':>8s} "
-      f"{'next_step_ms':>12s} {'base_step_ms':>12s} {'d2h_ms':>7s}")
+      f"{'next_step_ms':>12s} {'after_ms':>9s} {'base_step_ms':>12s} {'d2h_ms':>7s}")
 for m in models:
     base = json.load(open(f"{out}/{m}-nosave/metrics.json"))["step_seconds"]
     base_ms = statistics.median(base[1:]) * 1e3
@@ -86,8 +90,10 @@ for m in models:
         for c in r["checkpoints"]:
             s = c["step"]  # the save follows step s-1 (0-based); the next step is index s
             nxt = f"{steps[s] * 1e3:12.1f}" if s < len(steps) else f"{'-':>12s}"
+            rest = steps[s + 1:s + int(sys.argv[-1])]
+            after = f"{statistics.median(rest) * 1e3:9.1f}" if rest else f"{'-':>9s}"
             print(f"{m:12s} {mode:5s} {s:4d} {c['stall_seconds'] * 1e3:9.1f} "
-                  f"{c['waited_seconds'] * 1e3:9.1f} {c['write_seconds']:8.2f} {nxt} "
+                  f"{c['waited_seconds'] * 1e3:9.1f} {c['write_seconds']:8.2f} {nxt} {after} "
                   f"{base_ms:12.1f} {d2h_ms:7.1f}")
 PY
   ;;
