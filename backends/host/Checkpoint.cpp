@@ -75,6 +75,32 @@ void fsyncDir(const std::string &dir) {
   }
 }
 
+/// An older step-N is replaced whole, so only when it holds nothing but a
+/// checkpoint's own regular files (and write_file_atomically's leftovers):
+/// a link, a device or a file of the user's there is named and refused.
+void checkReplaceable(const std::filesystem::path &dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(dir, ec)))
+    throw std::runtime_error(dir.string() + ": not a folder (a link or a "
+                                            "file); refusing to replace it");
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string path = it->path().string();
+    const std::string name = it->path().filename().string();
+    check_replaceable(path); // a FIFO, a device, a link to one: by name
+    if (fs::is_symlink(it->symlink_status(ec)))
+      throw std::runtime_error(path + ": a link; refusing to replace " +
+                               dir.string() + " (written whole)");
+    if (name != "model.safetensors" && name != "optimizer.safetensors" &&
+        name != "config.json" && name.find(".tmp.") == std::string::npos)
+      throw std::runtime_error(path +
+                               ": not a file of a checkpoint; refusing "
+                               "to replace " +
+                               dir.string());
+  }
+}
+
 } // namespace
 
 GatheredFile
@@ -180,6 +206,9 @@ void write_checkpoint_folder(const CheckpointFolder &folder) {
   const char *kill = std::getenv("AUTODDL_TEST_KILL_CHECKPOINT_WRITE");
   const bool killHere = kill && base == "step-" + std::string(kill);
   std::error_code ec;
+  const bool replace = fs::exists(fs::symlink_status(dir, ec));
+  if (replace)
+    checkReplaceable(dir);
   fs::remove_all(tmp, ec); // a killed run's leftover
   try {
     make_directories(tmp);
@@ -195,7 +224,7 @@ void write_checkpoint_folder(const CheckpointFolder &folder) {
     fsyncDir(tmp);
     // rename() replaces only an empty folder: an older step-N (a run
     // resumed before it) moves aside first.
-    if (fs::exists(fs::symlink_status(dir, ec))) {
+    if (replace) {
       const fs::path old = parent / ("." + base + ".old");
       fs::remove_all(old, ec);
       if (::rename(folder.dir.c_str(), old.c_str()) != 0)

@@ -115,6 +115,13 @@ std::string sharedDir(const char *name) {
       .string();
 }
 
+/// Model "tiny" split over `tp`, filled with `salt`.
+HostBackend filled(int64_t tp, int zero, float salt) {
+  HostBackend b("tiny", tp, zero);
+  b.fill(salt);
+  return b;
+}
+
 /// Options of a run saving into sharedDir(name).
 Options savingInto(const char *name) {
   Options o;
@@ -248,8 +255,7 @@ TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
 // changed after it: the same bytes as a synchronous save of that moment.
 TEST(HarnessCheckpoint, AsyncWriteHoldsTheSnapshot) {
   const int rank = worldRank();
-  HostBackend b("tiny", 2, 1);
-  b.fill(5.0f);
+  HostBackend b = filled(2, 1, 5.0f);
   const Options o = savingInto("sync");
   save_checkpoint(o, 2, b.spec, b);
   std::vector<CheckpointEntry> all = b.checkpoint_entries(true);
@@ -282,13 +288,40 @@ TEST(HarnessCheckpoint, AsyncWriteHoldsTheSnapshot) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// A checkpoint folder is replaced whole: an older step-N holding a file of the
+// user's (or a link) is named and refused, and left as it was.
+TEST(HarnessCheckpoint, OlderFolderWithOtherFilesIsNotReplaced) {
+  const int rank = worldRank();
+  HostBackend b = filled(1, 0, 1.0f);
+  const Options o = savingInto("replace");
+  save_checkpoint(o, 3, b.spec, b);
+  save_checkpoint(o, 3, b.spec, b); // a checkpoint's own files: replaced
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    write_file_atomically(o.save + "/step-3/notes.txt", "mine\n");
+    try {
+      write_checkpoint_folder({o.save + "/step-3", {}, {}, nullptr});
+      ADD_FAILURE() << "replaced a folder holding the user's file";
+    } catch (const std::runtime_error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                o.save +
+                    "/step-3/notes.txt: not a file of a checkpoint; "
+                    "refusing to replace " +
+                    o.save + "/step-3");
+    }
+    EXPECT_EQ(read_file(o.save + "/step-3/notes.txt"), "mine\n");
+    EXPECT_FALSE(std::filesystem::exists(o.save + "/.step-3.tmp"));
+    std::filesystem::remove_all(o.save);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // --resume auto: the newest step-N whose files are whole; a newer truncated
 // one and a killed write's temporary folder are passed over; a folder with
 // only incomplete checkpoints is refused naming the file.
 TEST(HarnessCheckpoint, NewestCompleteCheckpoint) {
   const int rank = worldRank();
-  HostBackend b("tiny", 1, 0);
-  b.fill(1.0f);
+  HostBackend b = filled(1, 0, 1.0f);
   Options o = savingInto("auto");
   std::vector<std::string> skipped;
   EXPECT_EQ(newest_checkpoint(o.save, skipped), ""); // no folder yet
