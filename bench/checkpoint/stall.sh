@@ -11,7 +11,9 @@
 # tool's carry). device builds them on one shared runtime (bench/cuda/shared_runtime_cmake.sh)
 # and runs each three times, STEPS steps (default 10): without --save, with --save-every EVERY
 # (default 5) asynchronously and with --save-sync. MODELS="gpt2-xl" runs one model only (the build
-# in DIR/build is kept, so a second call only runs: the device tool's 10-minute calls). Checkpoints go to CKPT (default DIR/ck; a 1.5B
+# in DIR-build is kept, so a second call on a warm machine only runs: 10-minute calls). The first
+# save's stall is the clean number; a later one may include waiting for the previous write
+# (waited_ms), unless EVERY steps outlast a write (1.5B: 18 GB at the disk's speed). Checkpoints go to CKPT (default DIR/ck; a 1.5B
 # checkpoint is 18 GB: two of them at a time at most, removed after each run). Results to $OUT
 # (or DIR/results): each run's metrics.json and log, and the table:
 #   stall_ms     the training loop blocked by the save (metrics.json checkpoints[].stall_seconds)
@@ -47,11 +49,20 @@ device)
   mkdir -p "$out" "$ck"
   source "$root/bench/cuda/cudnn_env.sh" # the programs' attention loads libcudnn
   export NCCL_NVLS_ENABLE=0
-  # In DIR (ignored by git): a warm device machine keeps it between calls.
-  build=$dir/build
+  # Beside DIR (ignored by git, not in the carry, which replaces DIR each call): a warm device
+  # machine keeps it between calls.
+  build=${dir%/}-build
   mkdir -p "$build/src"
+  # The projects copied there file by file where they changed: the carry rewrites DIR each call
+  # (new times), the copies keep theirs, so CMake rebuilds only what changed.
   projects=()
-  for m in gpt2-medium gpt2-xl; do projects+=("$dir/$m"); done
+  for m in gpt2-medium gpt2-xl; do
+    (cd "$dir/$m" && find . -type f) | while read -r f; do
+      cmp -s "$dir/$m/$f" "$build/projects/$m/$f" ||
+        { mkdir -p "$(dirname "$build/projects/$m/$f")" && cp "$dir/$m/$f" "$build/projects/$m/$f"; }
+    done
+    projects+=("$build/projects/$m")
+  done
   bash "$root/bench/cuda/shared_runtime_cmake.sh" "${projects[@]}" >"$build/src/CMakeLists.txt"
   echo "stall.sh: building ${projects[*]} (log $out/build.log)"
   { cmake -S "$build/src" -B "$build/build" -DCMAKE_BUILD_TYPE=Release &&
