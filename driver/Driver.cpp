@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -167,6 +168,40 @@ void planModel(const RunOptions &o, const std::string &planPath) {
     throw UserError("planning " + o.input + " failed");
 }
 
+/// The folder the training flags give --save ("" when none).
+std::string saveFolder(const std::vector<std::string> &args) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--save")
+      return args[i + 1];
+  return "";
+}
+
+/// Launches the program; under --restarts N, a run that fails other than by
+/// exit status 1 (bad input, a diverged loss, an error the program reported:
+/// a rerun would repeat them) is launched again from the newest checkpoint
+/// (--resume auto replacing any --resume), at most N times. A rank killed
+/// mid-run ends the whole job (mpirun stops every rank and names the lost
+/// one), so each attempt ends in bounded time.
+int launchWithRestarts(const Program &p, std::vector<std::string> args,
+                       int restarts) {
+  int rc = launch(p, args, "", true);
+  for (int attempt = 1; rc != 0 && rc != 1 && attempt <= restarts; ++attempt) {
+    for (size_t i = 0; i < args.size();)
+      if (args[i] == "--resume")
+        args.erase(args.begin() + long(i),
+                   args.begin() + long(std::min(i + 2, args.size())));
+      else
+        ++i;
+    args.insert(args.end(), {"--resume", "auto"});
+    std::fprintf(stderr,
+                 "autoddl: the training run failed (exit status %d); restart "
+                 "%d of %d from the newest checkpoint under %s\n",
+                 rc, attempt, restarts, saveFolder(args).c_str());
+    rc = launch(p, args, "", true);
+  }
+  return rc;
+}
+
 } // namespace
 
 void run(const RunOptions &o) {
@@ -174,6 +209,13 @@ void run(const RunOptions &o) {
   checkBackend(backend, o.fp32);
   checkDataFile(o.data);
   checkWeightsFlag(o.weights);
+  if (o.restarts < 0)
+    throw UserError("--restarts: expected a count >= 0, got " +
+                    std::to_string(o.restarts));
+  if (o.restarts > 0 && saveFolder(o.trainArgs).empty())
+    throw UserError("--restarts: a restart resumes from the run's "
+                    "checkpoints; give them a folder (-- --save DIR "
+                    "--save-every K)");
   std::string planPath = o.input;
   // A folder this run creates holds nothing of the user's: only there may the
   // program replace what it finds (--overwrite).
@@ -239,7 +281,7 @@ void run(const RunOptions &o) {
   if (outIsNew)
     args.push_back("--overwrite");
   args.insert(args.end(), o.trainArgs.begin(), o.trainArgs.end());
-  const int rc = launch(p, args, "", true);
+  const int rc = launchWithRestarts(p, args, o.restarts);
   if (rc != 0)
     throw UserError(
         fmt::format("the training run failed (exit status {})", rc));

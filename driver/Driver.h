@@ -77,6 +77,9 @@ struct RunOptions {
   int64_t steps = 20, globalBatch = 0, seq = 0;
   std::string loss;                   // planning: an ONNX model's --loss
   std::vector<std::string> trainArgs; // after --: the program's own flags
+  // --restarts N: a run that fails other than by bad input (exit status 1)
+  // is launched again with --resume auto, up to N times (needs -- --save).
+  int restarts = 0;
 };
 void run(const RunOptions &o);
 

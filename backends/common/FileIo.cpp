@@ -101,6 +101,8 @@ void write_file_atomically(const std::string &requested,
   }
 }
 
+void check_replaceable(const std::string &path) { write_target(path); }
+
 void write_file_atomically(const std::string &path, const std::string &text) {
   write_file_atomically(path, {{text.data(), text.size()}});
 }

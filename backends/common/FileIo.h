@@ -25,6 +25,12 @@ void write_file_atomically(const std::string &path,
                            const std::vector<FileChunk> &chunks);
 void write_file_atomically(const std::string &path, const std::string &text);
 
+/// Throws std::runtime_error("PATH: cause") where write_file_atomically would
+/// refuse to replace `path` (a FIFO, device, folder, or a link to one or to
+/// nothing); returns quietly for nothing there, a regular file or a link to
+/// one.
+void check_replaceable(const std::string &path);
+
 /// Throws std::runtime_error("PATH: cause") unless `path` is a regular file
 /// (`what` names it: "data file"): a directory, a FIFO with no writer or
 /// /dev/zero would fail late, hang or grow memory without bound.

@@ -59,6 +59,19 @@ std::string metrics_json(const RunMetrics &m) {
     coll.set(kind, std::move(s));
   }
   j.set("collectives", std::move(coll));
+  if (!m.checkpoints.empty()) {
+    Json saves = Json::arr();
+    for (const CheckpointTiming &c : m.checkpoints) {
+      Json o = Json::obj();
+      o.set("step", Json::of(c.step));
+      o.set("mode", Json::of(std::string(c.async ? "async" : "sync")));
+      o.set("stall_seconds", Json::of(c.stall_seconds));
+      o.set("waited_seconds", Json::of(c.waited_seconds));
+      o.set("write_seconds", Json::of(c.write_seconds));
+      saves.push(std::move(o));
+    }
+    j.set("checkpoints", std::move(saves));
+  }
   Json info = Json::obj();
   for (const auto &[k, v] : m.info)
     info.set(k, Json::of(v));

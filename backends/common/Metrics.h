@@ -39,6 +39,17 @@ struct CollectiveStat {
 };
 using CommStats = std::map<std::string, CollectiveStat>;
 
+/// One checkpoint a run saved (rank 0's view): how long the training loop was
+/// blocked by it (`stall`: waiting for the previous write, the snapshot, the
+/// gather), the part of that spent waiting for the previous write, and how
+/// long writing the folder took (from the snapshot to its rename; async: on
+/// the writer thread while the next steps ran).
+struct CheckpointTiming {
+  int64_t step = 0;
+  bool async = true;
+  double stall_seconds = 0, waited_seconds = 0, write_seconds = 0;
+};
+
 /// What a run reports. `loss[s]` is the loss of step s, computed before that
 /// step's update.
 struct RunMetrics {
@@ -53,6 +64,7 @@ struct RunMetrics {
   /// The plan's predicted peak of what peak_memory_bytes measures (CUDA: its
   /// peak_allocated_bytes; CPU: peak_host_memory_bytes); 0: not known.
   double predicted_peak_bytes = 0;
+  std::vector<CheckpointTiming> checkpoints; // --save's, in order
   CommStats collectives;                  // this rank's (rank 0's when written)
   std::map<std::string, std::string> info; // free-form: plan name, backend, ...
 };
@@ -60,7 +72,9 @@ struct RunMetrics {
 /// The metrics.json text (schema in docs/runtime.md): "loss", "step_seconds",
 /// "mean_step_seconds", "<items>_per_second", "peak_memory_bytes",
 /// "peak_device_used_bytes" (CUDA), "predicted_peak_bytes" (when known),
-/// "collectives" {kind: {"calls", "bytes", "seconds"}} and "info".
+/// "collectives" {kind: {"calls", "bytes", "seconds"}}, "checkpoints" (when
+/// any: [{"step", "mode", "stall_seconds", "waited_seconds",
+/// "write_seconds"}]) and "info".
 /// mean_step_seconds skips step 0 (warm-up) when there are at least 2 steps.
 std::string metrics_json(const RunMetrics &m);
 /// Writes metrics_json(m) to `path` atomically.

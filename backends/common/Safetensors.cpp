@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
 namespace autoddl::rt {
@@ -72,27 +73,32 @@ void safetensors_write(const std::string &path,
   write_file_atomically(path, chunks);
 }
 
-SafetensorsFile safetensors_read(const std::string &path) {
-  const std::string bytes = read_file(path);
+namespace {
+
+/// Parses the header of a safetensors file of `size` bytes whose first
+/// bytes are `head` (at least the 8-byte length and the header, or the whole
+/// file when shorter) and checks every tensor's offsets against the data the
+/// file holds. With `data` (the bytes after the header) the tensors are
+/// copied into `file`; without, only checked.
+void parseFile(const std::string &path, std::string_view head, uint64_t size,
+               const char *data, SafetensorsFile &file) {
   auto bad = [&](const std::string &cause) {
     return std::runtime_error(path + ": " + cause);
   };
-  if (bytes.size() < 8)
-    throw bad("too short for a safetensors file (" +
-              std::to_string(bytes.size()) + " bytes)");
+  if (size < 8)
+    throw bad("too short for a safetensors file (" + std::to_string(size) +
+              " bytes)");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i)
-    n = (n << 8) | static_cast<unsigned char>(bytes[i]);
-  if (n > bytes.size() - 8)
+    n = (n << 8) | static_cast<unsigned char>(head[size_t(i)]);
+  if (n > size - 8)
     throw bad("header length " + std::to_string(n) + " exceeds the file size " +
-              std::to_string(bytes.size()));
-  const Json header = json_parse(std::string_view(bytes).substr(8, n),
-                                 path + " (safetensors header)");
+              std::to_string(size) + " (a truncated file?)");
+  const Json header =
+      json_parse(head.substr(8, n), path + " (safetensors header)");
   if (header.kind != Json::Kind::Object)
     throw bad("header is not a JSON object");
-  const char *data = bytes.data() + 8 + n;
-  const uint64_t dataBytes = bytes.size() - 8 - n;
-  SafetensorsFile file;
+  const uint64_t dataBytes = size - 8 - n;
   std::vector<std::pair<int64_t, int64_t>> ranges;
   for (const auto &[name, entry] : header.object) {
     if (name == "__metadata__") {
@@ -125,14 +131,14 @@ SafetensorsFile safetensors_read(const std::string &path) {
     if (!b.integral || !e.integral || b.integer < 0 || e.integer < b.integer ||
         uint64_t(e.integer) > dataBytes)
       throw bad("tensor \"" + name + "\" has data_offsets outside the data (" +
-                std::to_string(dataBytes) + " bytes)");
+                std::to_string(dataBytes) + " bytes; a truncated file?)");
     if (e.integer - b.integer != numel(dims) * int64_t(sizeof(float)))
       throw bad("tensor \"" + name + "\" of shape " + shape_str(dims) +
                 " has " + std::to_string(e.integer - b.integer) +
                 " bytes of data");
     ranges.push_back({b.integer, e.integer});
-    Tensor t = Tensor::zeros(dims);
-    if (t.numel() > 0)
+    Tensor t = Tensor::zeros(data ? dims : Shape{0});
+    if (data && t.numel() > 0)
       std::memcpy(t.data, data + b.integer, size_t(e.integer - b.integer));
     file.tensors.emplace(name, std::move(t));
   }
@@ -140,7 +146,44 @@ SafetensorsFile safetensors_read(const std::string &path) {
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second)
       throw bad("tensors' data_offsets overlap");
+}
+
+} // namespace
+
+SafetensorsFile safetensors_read(const std::string &path) {
+  const std::string bytes = read_file(path);
+  SafetensorsFile file;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0 && bytes.size() >= 8; --i)
+    n = (n << 8) | static_cast<unsigned char>(bytes[size_t(i)]);
+  parseFile(path, bytes, bytes.size(),
+            bytes.size() >= 8 && n <= bytes.size() - 8 ? bytes.data() + 8 + n
+                                                       : nullptr,
+            file);
   return file;
+}
+
+std::map<std::string, std::string> safetensors_check(const std::string &path) {
+  require_regular_file(path, "safetensors file");
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open");
+  const uint64_t size = uint64_t(in.tellg());
+  std::string head(size < 8 ? size_t(size) : 8, '\0');
+  in.seekg(0);
+  in.read(head.data(), std::streamsize(head.size()));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0 && size >= 8; --i)
+    n = (n << 8) | static_cast<unsigned char>(head[size_t(i)]);
+  if (size >= 8 && n <= size - 8) {
+    head.resize(size_t(8 + n));
+    in.read(head.data() + 8, std::streamsize(n));
+  }
+  if (!in)
+    throw std::runtime_error(path + ": read error");
+  SafetensorsFile file;
+  parseFile(path, head, size, nullptr, file);
+  return file.metadata;
 }
 
 } // namespace autoddl::rt

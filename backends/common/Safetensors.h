@@ -42,6 +42,11 @@ struct SafetensorsFile {
 /// or offsets that do not match the shapes.
 SafetensorsFile safetensors_read(const std::string &path);
 
+/// Reads only the header of `path` and checks it as safetensors_read does
+/// (a truncated file, offsets outside the data) without reading the tensors;
+/// returns the metadata. Throws std::runtime_error("PATH: cause").
+std::map<std::string, std::string> safetensors_check(const std::string &path);
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_COMMON_SAFETENSORS_H

@@ -3,14 +3,16 @@
 //   autoddl run MODEL_OR_PLAN --backend cpu|cuda --ranks N [--steps K] [--data
 //   FILE]
 //               [--global-batch B] [--seq T] [--fix ...] [--cluster C]
-//               [--out DIR] [--weights onnx] [-- TRAIN_FLAGS...]
+//               [--out DIR] [--weights onnx] [--restarts N]
+//               [-- TRAIN_FLAGS...]
 //
 // Given a model, plans it first (`autoddl plan ... --gpus N`, printing the
 // plan); given plan.json, runs that plan (on its own rank count). The project
 // is generated, built once into ~/.cache/autoddl/<hash> and launched under
 // mpirun (driver/Driver.h); flags after `--` go to the training binary
 // (--save, --resume, ...). --backend cuda runs one rank per GPU and refuses a
-// machine without one.
+// machine without one. --restarts N relaunches a run that failed (a rank
+// lost) from its newest checkpoint (driver::run).
 //
 //===----------------------------------------------------------------------===//
 #include "driver/Driver.h"
@@ -52,6 +54,9 @@ void registerRunCommand(CLI::App &app) {
   cmd->add_option("--out", args->out,
                   "directory for plan.json and metrics.json (trace.json with "
                   "-- --trace)");
+  cmd->add_option("--restarts", args->restarts,
+                  "launch a failed run again from its newest checkpoint "
+                  "(--resume auto; needs -- --save DIR), at most N times");
   cmd->add_option("train_flags", args->trainArgs,
                   "after --: flags of the training binary");
   cmd->callback([args] { driver::run(*args); });

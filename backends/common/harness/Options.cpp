@@ -82,7 +82,11 @@ constexpr FlagHelp kFlags[] = {
     {"--save DIR", "checkpoint into DIR/step-N after the last step"},
     {"--save-every K", "with --save: a checkpoint every K steps too"},
     {"--save-initial", "with --save: DIR/step-0 before the first step"},
-    {"--resume DIR/step-N", "continue from a checkpoint of this program"},
+    {"--save-sync", "with --save: write each checkpoint before the next step "
+                    "(default: on a thread while the next steps run)"},
+    {"--resume DIR/step-N", "continue from a checkpoint of this program; "
+                            "auto: the newest complete one under --save DIR "
+                            "(none: start fresh)"},
     {"--init FILE", "initial parameters from a model.safetensors"},
     {"--lr X", "learning rate (default 1e-3; 0 evaluates)"},
     {"--weight-decay X", "decoupled weight decay (default 0)"},
@@ -200,6 +204,8 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       save_every_given = true;
     } else if (a == "--save-initial")
       o.save_initial = true;
+    else if (a == "--save-sync")
+      o.save_sync = true;
     else if (a == "--resume")
       o.resume = path();
     else if (a == "--init")
@@ -267,8 +273,12 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if (!o.init.empty() && !o.resume.empty())
     throw std::invalid_argument("--init and --resume: a resumed run takes its "
                                 "parameters from the checkpoint; give one");
-  if ((save_every_given || o.save_initial) && o.save.empty())
-    throw std::invalid_argument("--save-every/--save-initial need --save DIR");
+  if ((save_every_given || o.save_initial || o.save_sync) && o.save.empty())
+    throw std::invalid_argument(
+        "--save-every/--save-initial/--save-sync need --save DIR");
+  if (o.resume == "auto" && o.save.empty())
+    throw std::invalid_argument("--resume auto: needs --save DIR (the folder "
+                                "whose newest checkpoint it resumes)");
   return o;
 }
 

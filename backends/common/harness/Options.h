@@ -22,6 +22,10 @@ struct Options {
   std::string init;
   int64_t save_every = 0;
   bool save_initial = false, trace = false, quiet = false;
+  // --save-sync: checkpoints written before the next step starts (else by a
+  // thread while the next steps run). --resume auto: the newest complete
+  // checkpoint under --save.
+  bool save_sync = false;
   // --overwrite: --out may replace an earlier run's metrics.json/trace.json.
   bool overwrite = false;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;

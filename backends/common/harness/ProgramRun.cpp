@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -22,6 +23,123 @@ double Backend::world_sum(double count, int) {
 }
 
 namespace {
+
+/// Optimizer state entries (add_checkpoint_entries' AdamW moments, K-FAC's
+/// inverses: kfac_inverse_entry): they go to optimizer.safetensors, the
+/// parameters to model.safetensors.
+bool is_optimizer_state(const std::string &name) {
+  return name.find(".exp_avg") != std::string::npos ||
+         name.find(".kfac_") != std::string::npos;
+}
+
+void split_entries(std::vector<CheckpointEntry> all,
+                   std::vector<CheckpointEntry> &params,
+                   std::vector<CheckpointEntry> &state) {
+  for (CheckpointEntry &e : all)
+    (is_optimizer_state(e.name) ? state : params).push_back(std::move(e));
+}
+
+/// The folder of a checkpoint: the state snapshotted into host memory and
+/// gathered to rank 0 (collective), its files named as load_checkpoint reads
+/// them. `async`: the backend's copy may still run (folder.ready waits).
+CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
+                                 const ProgramSpec &s, Backend &b, bool async) {
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(true), params, state);
+  CheckpointFolder f;
+  f.dir = o.save + "/step-" + std::to_string(steps_done);
+  f.ready = b.snapshot(async);
+  int ranks = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks > 1 && f.ready) { // the gather reads the copies now
+    f.ready();
+    f.ready = nullptr;
+  }
+  const std::string step = std::to_string(steps_done);
+  // Rank 0's own blocks are written from the backend's buffers when they are
+  // copies (kept until the next save, which waits for this write first);
+  // the CPU program's are its training state, copied here.
+  const bool stable = b.entries_are_copies();
+  // model.safetensors holds the parameters only, under the model's own
+  // (Hugging Face) names, with the metadata transformers' loader expects
+  // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
+  f.files.push_back(checkpoint_gather(
+      "model.safetensors", params,
+      {{"format", "pt"}, {"model", s.model_name}, {"step", step}},
+      MPI_COMM_WORLD, stable));
+  f.files.push_back(checkpoint_gather("optimizer.safetensors", state,
+                                      {{"format", "autoddl"},
+                                       {"model", s.model_name},
+                                       {"step", step},
+                                       {"optimizer", o.optimizer}},
+                                      MPI_COMM_WORLD, stable));
+  if (s.hf_config && *s.hf_config)
+    f.texts.push_back({"config.json", s.hf_config});
+  return f;
+}
+
+/// --save's checkpoints during a run: each snapshotted at its step and
+/// written by rank 0's CheckpointWriter, on its thread unless --save-sync.
+/// A save finding the previous write in flight waits for it (said on
+/// stdout); finish() waits for the last. Their timings go to metrics.json.
+class Checkpointer {
+public:
+  Checkpointer(const Options &o, const ProgramSpec &s, Backend &b,
+               RunMetrics &m)
+      : o_(o), s_(s), b_(b), m_(m) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    root_ = rank == 0;
+  }
+
+  void save(int64_t steps_done) {
+    Timer stall;
+    CheckpointTiming t;
+    t.step = steps_done;
+    t.async = !o_.save_sync;
+    std::string busy;
+    if (root_ && writer_.busy(&busy) && !o_.quiet)
+      std::printf("checkpoint step-%lld: the write of %s is still in flight; "
+                  "waiting for it\n",
+                  (long long)steps_done, busy.c_str());
+    if (root_)
+      t.waited_seconds = writer_.wait();
+    CheckpointFolder f = snapshot_folder(o_, steps_done, s_, b_, t.async);
+    if (root_)
+      writer_.start(std::move(f), t.async);
+    t.stall_seconds = stall.seconds();
+    m_.checkpoints.push_back(t);
+  }
+
+  void finish() {
+    if (!root_)
+      return;
+    writer_.wait();
+    const std::vector<CheckpointWriter::Done> done = writer_.done();
+    for (size_t i = 0; i < done.size() && i < m_.checkpoints.size(); ++i)
+      m_.checkpoints[i].write_seconds = done[i].write_seconds;
+  }
+
+private:
+  const Options &o_;
+  const ProgramSpec &s_;
+  Backend &b_;
+  RunMetrics &m_;
+  bool root_ = false;
+  CheckpointWriter writer_;
+};
+
+/// AUTODDL_TEST_KILL_RANK=R:S (tests only): rank R kills itself (SIGKILL)
+/// before step S (0-based) of a run that started at step 0 (not of the run
+/// resumed after it), as a lost node would. -1: not here.
+int64_t test_kill_step(int rank, int64_t first_step) {
+  const char *v = std::getenv("AUTODDL_TEST_KILL_RANK");
+  long long r = -1, step = -1;
+  if (!v || std::sscanf(v, "%lld:%lld", &r, &step) != 2 || r != rank ||
+      first_step != 0)
+    return -1;
+  return step;
+}
 
 /// The steps: each runs the schedule and the optimizer, prints its loss (and
 /// accuracy) on rank 0 and saves a checkpoint every --save-every steps (and
@@ -40,10 +158,14 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   metrics.info["first_step"] = std::to_string(first_step);
   metrics.info["ranks"] = std::to_string(s.ranks());
   b.begin_run(o, metrics);
+  Checkpointer saver(o, s, b, metrics);
   if (o.save_initial && first_step == 0)
-    save_checkpoint(o, 0, s, b);
+    saver.save(0);
+  const int64_t kill_at = test_kill_step(rank, first_step);
   double accuracy = 0, heldout_accuracy = 0; // of the last step
   for (int64_t step = first_step; step < o.steps; ++step) {
+    if (step == kill_at) // tests only: a rank lost mid-run
+      std::raise(SIGKILL);
     Timer timer;
     b.run_step(step);
     // The update is queued before the host waits for the loss (a device
@@ -86,12 +208,13 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     }
     std::fflush(stdout);
     if (o.save_every > 0 && (step + 1) % o.save_every == 0)
-      save_checkpoint(o, step + 1, s, b);
+      saver.save(step + 1);
   }
   // --save alone keeps the last step (docs/codegen.md).
   const bool saved_last = o.save_every > 0 && o.steps % o.save_every == 0;
   if (!o.save.empty() && o.steps > first_step && !saved_last)
-    save_checkpoint(o, o.steps, s, b);
+    saver.save(o.steps);
+  saver.finish(); // the last write ends before the run reports
   if (counts.correct)
     metrics.info["accuracy"] = std::to_string(accuracy);
   if (counts.heldout_correct)
@@ -193,51 +316,13 @@ void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                state_shape});
 }
 
-namespace {
-
-/// Optimizer state entries (add_checkpoint_entries' AdamW moments, K-FAC's
-/// inverses: kfac_inverse_entry): they go to optimizer.safetensors, the
-/// parameters to model.safetensors.
-bool is_optimizer_state(const std::string &name) {
-  return name.find(".exp_avg") != std::string::npos ||
-         name.find(".kfac_") != std::string::npos;
-}
-
-void split_entries(std::vector<CheckpointEntry> all,
-                   std::vector<CheckpointEntry> &params,
-                   std::vector<CheckpointEntry> &state) {
-  for (CheckpointEntry &e : all)
-    (is_optimizer_state(e.name) ? state : params).push_back(std::move(e));
-}
-
-} // namespace
-
 void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
                      Backend &b) {
-  const std::string dir = o.save + "/step-" + std::to_string(steps_done);
+  CheckpointFolder f = snapshot_folder(o, steps_done, s, b, false);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0)
-    make_directories(dir);
-  std::vector<CheckpointEntry> params, state;
-  split_entries(b.checkpoint_entries(true), params, state);
-  b.copy_params(true);
-  const std::string step = std::to_string(steps_done);
-  // model.safetensors holds the parameters only, under the model's own
-  // (Hugging Face) names, with the metadata transformers' loader expects
-  // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
-  checkpoint_save(
-      dir + "/model.safetensors", params,
-      {{"format", "pt"}, {"model", s.model_name}, {"step", step}},
-      MPI_COMM_WORLD);
-  checkpoint_save(dir + "/optimizer.safetensors", state,
-                  {{"format", "autoddl"},
-                   {"model", s.model_name},
-                   {"step", step},
-                   {"optimizer", o.optimizer}},
-                  MPI_COMM_WORLD);
-  if (rank == 0 && s.hf_config && *s.hf_config)
-    write_file_atomically(dir + "/config.json", s.hf_config);
+    write_checkpoint_folder(f);
 }
 
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
@@ -278,7 +363,35 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
   return step;
 }
 
-int64_t load_start(const Options &o, const ProgramSpec &s, Backend &b) {
+/// --resume auto: the newest complete checkpoint under --save (none: a fresh
+/// start), said on rank 0 in one line; skipped incomplete ones one line each.
+void resolve_resume_auto(Options &o) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<std::string> skipped;
+  std::string dir;
+  try {
+    dir = newest_checkpoint(o.save, skipped);
+  } catch (const std::runtime_error &e) {
+    throw std::runtime_error(std::string("--resume auto: ") + e.what());
+  }
+  if (rank == 0) {
+    for (const std::string &why : skipped)
+      std::printf("--resume auto: skipping an incomplete checkpoint: %s\n",
+                  why.c_str());
+    if (dir.empty())
+      std::printf("--resume auto: no checkpoint under %s; starting fresh\n",
+                  o.save.c_str());
+    else
+      std::printf("--resume auto: resuming from %s\n", dir.c_str());
+    std::fflush(stdout);
+  }
+  o.resume = dir;
+}
+
+int64_t load_start(Options &o, const ProgramSpec &s, Backend &b) {
+  if (o.resume == "auto")
+    resolve_resume_auto(o);
   if (!o.resume.empty())
     return load_checkpoint(o.resume, s, b, o.optimizer);
   if (o.init.empty())

@@ -18,8 +18,8 @@
 #include "backends/host/Checkpoint.h"
 #include "backends/host/Mesh.h"
 
+#include <functional>
 #include <memory>
-
 #include <string>
 #include <vector>
 
@@ -88,6 +88,20 @@ public:
   /// before a save; else after a load).
   virtual std::vector<CheckpointEntry> checkpoint_entries(bool with_state) = 0;
   virtual void copy_params(bool) {}
+  /// A save's snapshot: copies the state into the buffers checkpoint_entries
+  /// points at. `async`: the copy may still run when it returns; the function
+  /// returned (else empty) waits for it, before the buffers are read (on the
+  /// writer thread). Training may go on meanwhile; the backend keeps the
+  /// state it copies unchanged until the copy ends.
+  virtual std::function<void()> snapshot(bool /*async*/) {
+    copy_params(true);
+    return {};
+  }
+  /// Whether checkpoint_entries' buffers are copies of the state that only
+  /// snapshot() changes (a device's host buffers), so a write in flight may
+  /// read them while training goes on; else (the CPU program's state itself)
+  /// a save copies them first.
+  virtual bool entries_are_copies() const { return false; }
   /// Writes metrics.json (and the trace under --trace) into o.out, which
   /// exists.
   virtual void write_outputs(const Options &o, RunMetrics &m) = 0;
@@ -126,9 +140,11 @@ void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                             int64_t rtp, int64_t rdp);
 
 /// Saves the backend's checkpoint entries after `steps_done` steps into
-/// o.save/step-N: the parameters in model.safetensors (transformers' layout),
-/// the optimizer state in optimizer.safetensors, and config.json for a model
-/// imported from a Hugging Face config.
+/// o.save/step-N, synchronously and atomically (write_checkpoint_folder): the
+/// parameters in model.safetensors (transformers' layout), the optimizer
+/// state in optimizer.safetensors, and config.json for a model imported from
+/// a Hugging Face config. (A run saves through its asynchronous writer unless
+/// --save-sync; the files are the same.)
 void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
                      Backend &b);
 
@@ -141,9 +157,10 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
 
 /// Where setup starts the run: --resume's checkpoint (its step), or --init's
 /// parameters (step 0, fresh optimizer state), or the counter-based
-/// initialisation (step 0). Throws std::runtime_error naming the file and the
-/// cause.
-int64_t load_start(const Options &o, const ProgramSpec &s, Backend &b);
+/// initialisation (step 0). --resume auto becomes the newest complete
+/// checkpoint under --save (o.resume is set to it; "" when there is none).
+/// Throws std::runtime_error naming the file and the cause.
+int64_t load_start(Options &o, const ProgramSpec &s, Backend &b);
 
 /// Bad input is found the same way on every rank; the lowest rank that found
 /// it reports it. Whether any rank did.

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <utility>
 
@@ -132,9 +133,42 @@ Comm axis_comm(size_t axis) {
   return comm_split(g.mesh->rank_of(c), int(g.mesh->coord(axis)));
 }
 
+/// Page-locked host floats (cudaMallocHost): a device-to-host copy into them
+/// runs asynchronously, at the link's full bandwidth.
+class PinnedFloats {
+public:
+  PinnedFloats() = default;
+  PinnedFloats(PinnedFloats &&o) noexcept { *this = std::move(o); }
+  PinnedFloats &operator=(PinnedFloats &&o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~PinnedFloats() {
+    if (p_)
+      cudaFreeHost(p_);
+  }
+  void resize(size_t n) {
+    if (n == n_)
+      return;
+    if (p_)
+      AUTODDL_CUDA_CHECK(cudaFreeHost(p_));
+    p_ = nullptr;
+    n_ = 0;
+    if (n)
+      AUTODDL_CUDA_CHECK(cudaMallocHost(&p_, n * sizeof(float)));
+    n_ = n;
+  }
+  float *data() { return p_; }
+
+private:
+  float *p_ = nullptr;
+  size_t n_ = 0;
+};
+
 /// Host copies of the parameters and optimizer state, for checkpoints.
 struct HostCopy {
-  std::vector<float> value, m, v;
+  PinnedFloats value, m, v;
 };
 
 class CudaBackend : public Backend {
@@ -232,6 +266,8 @@ public:
 #endif
     m.info["setup_seconds"] = setup_seconds_;
     graph_off_ = step_graph_off_reason(o);
+    if (!o.save.empty()) // pinned now: not in the first save's stall
+      checkpoint_entries(true);
   }
 
   void run_step(int64_t step) override {
@@ -274,6 +310,12 @@ public:
     c.lr = o.lr;
     c.weight_decay = o.weight_decay;
     grad_sync.wait();
+    // A checkpoint's copy of the state (snapshot) runs on its own stream
+    // during this step's forward and backward: the update waits for it.
+    if (snapshot_pending_) {
+      AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), copied_, 0));
+      snapshot_pending_ = false;
+    }
     for (const ParamSpec &ps : p_.params) {
       Param *p = ps.p;
       if (!p->held)
@@ -335,8 +377,9 @@ public:
     return e;
   }
 
-  /// Device -> host copies (to_host) or back, refreshing the working copies.
-  void copy_params(bool to_host) override {
+  /// Calls copy(host, device, bytes) for the value and AdamW state of every
+  /// parameter this rank holds, with its host copy.
+  template <typename Copy> void for_each_state(Copy copy) {
     for (size_t i = 0; i < p_.params.size(); ++i) {
       Param *p = p_.params[i].p;
       if (!p->held)
@@ -346,19 +389,64 @@ public:
           {h.value.data(), &p->value},
           {h.m.data(), &p->m},
           {h.v.data(), &p->v}};
-      for (auto [host, dev] : parts) {
-        const int64_t bytes = dev->size() * int64_t(sizeof(float));
-        if (to_host)
-          copy_to_host(host, dev->data(), bytes);
-        else
-          copy_to_device(dev->data(), host, bytes);
-      }
-      if (!to_host)
-        cast_to_act(p->work.data(), p->value.data(), p->device_n);
+      for (auto [host, dev] : parts)
+        copy(host, dev->data(), dev->size() * int64_t(sizeof(float)));
     }
+  }
+
+  /// Device -> host copies (to_host) or back, refreshing the working copies.
+  void copy_params(bool to_host) override {
+    for_each_state([&](float *host, float *dev, int64_t bytes) {
+      if (to_host)
+        copy_to_host(host, dev, bytes);
+      else
+        copy_to_device(dev, host, bytes);
+    });
+    if (!to_host)
+      for (const ParamSpec &ps : p_.params)
+        if (ps.p->held)
+          cast_to_act(ps.p->work.data(), ps.p->value.data(), ps.p->device_n);
     if (kfac_on_)
       kfac.copy_state(to_host);
   }
+
+  /// Asynchronously: the device-to-host copies on a stream of their own,
+  /// after the step's update (an event on the compute stream), while the
+  /// host goes on to the next step; the next update waits for them
+  /// (optimizer_step). The writer thread waits for the copies' event.
+  /// K-FAC's inverses (small) are copied synchronously.
+  std::function<void()> snapshot(bool async) override {
+    if (!async) {
+      copy_params(true);
+      return {};
+    }
+    if (!copy_stream_) {
+      AUTODDL_CUDA_CHECK(
+          cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+      AUTODDL_CUDA_CHECK(
+          cudaEventCreateWithFlags(&updated_, cudaEventDisableTiming));
+      AUTODDL_CUDA_CHECK(
+          cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+    }
+    AUTODDL_CUDA_CHECK(cudaEventRecord(updated_, compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, updated_, 0));
+    for_each_state([&](float *host, float *dev, int64_t bytes) {
+      AUTODDL_CUDA_CHECK(cudaMemcpyAsync(host, dev, size_t(bytes),
+                                         cudaMemcpyDeviceToHost, copy_stream_));
+    });
+    AUTODDL_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
+    snapshot_pending_ = true;
+    if (kfac_on_)
+      kfac.copy_state(true);
+    int device = 0;
+    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+    return [device, copied = copied_] {
+      AUTODDL_CUDA_CHECK(cudaSetDevice(device)); // the writer's own thread
+      AUTODDL_CUDA_CHECK(cudaEventSynchronize(copied));
+    };
+  }
+
+  bool entries_are_copies() const override { return true; }
 
   void write_outputs(const Options &o, RunMetrics &m) override {
     m.info["cuda_graph"] = !graph_off_.empty() ? "off: " + graph_off_
@@ -389,6 +477,14 @@ public:
   /// Device memory goes back before the communicators and the CUDA context.
   void shutdown(bool started) override {
     if (started) {
+      if (copy_stream_) {
+        cudaStreamSynchronize(copy_stream_);
+        cudaEventDestroy(updated_);
+        cudaEventDestroy(copied_);
+        cudaStreamDestroy(copy_stream_);
+        copy_stream_ = nullptr;
+      }
+      host_copies_.clear();
       step_graph_.reset();
       param_grad_zeros_ = ZeroSet{};
       kfac.release();
@@ -461,6 +557,11 @@ private:
   // with one launch.
   ZeroSet param_grad_zeros_;
   std::vector<HostCopy> host_copies_;
+  // A checkpoint's asynchronous copy (snapshot): its stream, the events
+  // before and after it, and whether the next update must wait for it.
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t updated_ = nullptr, copied_ = nullptr;
+  bool snapshot_pending_ = false;
 };
 
 } // namespace

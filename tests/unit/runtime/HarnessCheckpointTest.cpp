@@ -100,6 +100,12 @@ public:
   int saves = 0, loads = 0;
 };
 
+int worldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
 /// A directory every rank names the same (rank 0's pid), removed after.
 std::string sharedDir(const char *name) {
   int pid = int(getpid());
@@ -107,6 +113,20 @@ std::string sharedDir(const char *name) {
   return (std::filesystem::temp_directory_path() /
           ("autoddl_harness_" + std::string(name) + std::to_string(pid)))
       .string();
+}
+
+/// Model "tiny" split over `tp`, filled with `salt`.
+HostBackend filled(int64_t tp, int zero, float salt) {
+  HostBackend b("tiny", tp, zero);
+  b.fill(salt);
+  return b;
+}
+
+/// Options of a run saving into sharedDir(name).
+Options savingInto(const char *name) {
+  Options o;
+  o.save = sharedDir(name);
+  return o;
 }
 
 TEST(HarnessCheckpoint, RoundTripUnderTheSameSplit) {
@@ -225,6 +245,118 @@ TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
     EXPECT_EQ(std::string(e.what()),
               dir + "/model.safetensors: the step in its metadata is \"-3\", "
                     "not a step count");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    std::filesystem::remove_all(o.save);
+}
+
+// The writer thread writes what was gathered at the save, not what training
+// changed after it: the same bytes as a synchronous save of that moment.
+TEST(HarnessCheckpoint, AsyncWriteHoldsTheSnapshot) {
+  const int rank = worldRank();
+  HostBackend b = filled(2, 1, 5.0f);
+  const Options o = savingInto("sync");
+  save_checkpoint(o, 2, b.spec, b);
+  std::vector<CheckpointEntry> all = b.checkpoint_entries(true);
+  CheckpointFolder f;
+  f.dir = o.save + "_async/step-2";
+  f.files.push_back(checkpoint_gather(
+      "model.safetensors", {all[0], all[3]},
+      {{"format", "pt"}, {"model", "tiny"}, {"step", "2"}}, MPI_COMM_WORLD,
+      /*own_stable=*/false));
+  int readies = 0;
+  f.ready = [&] { ++readies; };
+  b.fill(-7.0f); // training goes on: the snapshot must not see it
+  CheckpointWriter writer;
+  if (rank == 0) {
+    make_directories(o.save + "_async");
+    writer.start(std::move(f), /*async=*/true);
+    std::string dir;
+    writer.wait();
+    EXPECT_FALSE(writer.busy(&dir));
+    EXPECT_EQ(readies, 1);
+    ASSERT_EQ(writer.done().size(), 1u);
+    EXPECT_EQ(writer.done()[0].dir, o.save + "_async/step-2");
+    EXPECT_GE(writer.done()[0].write_seconds, 0.0);
+    EXPECT_EQ(read_file(o.save + "_async/step-2/model.safetensors"),
+              read_file(o.save + "/step-2/model.safetensors"));
+    EXPECT_FALSE(std::filesystem::exists(o.save + "_async/.step-2.tmp"));
+    std::filesystem::remove_all(o.save);
+    std::filesystem::remove_all(o.save + "_async");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A checkpoint folder is replaced whole: an older step-N holding a file of the
+// user's (or a link) is named and refused, and left as it was.
+TEST(HarnessCheckpoint, OlderFolderWithOtherFilesIsNotReplaced) {
+  const int rank = worldRank();
+  HostBackend b = filled(1, 0, 1.0f);
+  const Options o = savingInto("replace");
+  save_checkpoint(o, 3, b.spec, b);
+  save_checkpoint(o, 3, b.spec, b); // a checkpoint's own files: replaced
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    write_file_atomically(o.save + "/step-3/notes.txt", "mine\n");
+    try {
+      write_checkpoint_folder({o.save + "/step-3", {}, {}, nullptr});
+      ADD_FAILURE() << "replaced a folder holding the user's file";
+    } catch (const std::runtime_error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                o.save +
+                    "/step-3/notes.txt: not a file of a checkpoint; "
+                    "refusing to replace " +
+                    o.save + "/step-3");
+    }
+    EXPECT_EQ(read_file(o.save + "/step-3/notes.txt"), "mine\n");
+    EXPECT_FALSE(std::filesystem::exists(o.save + "/.step-3.tmp"));
+    std::filesystem::remove_all(o.save);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// --resume auto: the newest step-N whose files are whole; a newer truncated
+// one and a killed write's temporary folder are passed over; a folder with
+// only incomplete checkpoints is refused naming the file.
+TEST(HarnessCheckpoint, NewestCompleteCheckpoint) {
+  const int rank = worldRank();
+  HostBackend b = filled(1, 0, 1.0f);
+  Options o = savingInto("auto");
+  std::vector<std::string> skipped;
+  EXPECT_EQ(newest_checkpoint(o.save, skipped), ""); // no folder yet
+  save_checkpoint(o, 2, b.spec, b);
+  save_checkpoint(o, 10, b.spec, b);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string cut = o.save + "/step-10/model.safetensors";
+  if (rank == 0) {
+    const std::string bytes = read_file(cut);
+    write_file_atomically(cut, bytes.substr(0, bytes.size() - 4));
+    make_directories(o.save + "/.step-12.tmp");
+    make_directories(o.save + "/step-x");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(newest_checkpoint(o.save, skipped), o.save + "/step-2");
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0].rfind(cut + ": tensor \"", 0), 0u) << skipped[0];
+  EXPECT_NE(skipped[0].find("a truncated file?"), std::string::npos);
+  // The resumed run's step, through load_start.
+  o.resume = "auto";
+  EXPECT_EQ(load_start(o, b.spec, b), 2);
+  EXPECT_EQ(o.resume, o.save + "/step-2");
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0)
+    std::filesystem::remove_all(o.save + "/step-2");
+  MPI_Barrier(MPI_COMM_WORLD);
+  skipped.clear();
+  try {
+    newest_checkpoint(o.save, skipped);
+    ADD_FAILURE() << "resumed from a folder of incomplete checkpoints";
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()).rfind(
+                  o.save + ": no complete checkpoint (" + cut + ": ", 0),
+              0u)
+        << e.what();
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0)

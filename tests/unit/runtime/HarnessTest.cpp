@@ -148,7 +148,12 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--optimizer", "sgd"}, /*zero=*/true),
             "--optimizer sgd: the plan shards AdamW state (ZeRO); use adamw");
   EXPECT_EQ(parseError({"--save-every", "2"}),
-            "--save-every/--save-initial need --save DIR");
+            "--save-every/--save-initial/--save-sync need --save DIR");
+  EXPECT_EQ(parseError({"--save-sync"}),
+            "--save-every/--save-initial/--save-sync need --save DIR");
+  EXPECT_EQ(parseError({"--resume", "auto"}),
+            "--resume auto: needs --save DIR (the folder whose newest "
+            "checkpoint it resumes)");
   const std::string unknown = parseError({"--stpes", "3"});
   EXPECT_EQ(unknown.rfind("unknown flag \"--stpes\" (flags: --steps N", 0), 0u)
       << unknown;
