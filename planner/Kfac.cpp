@@ -24,6 +24,7 @@
 #include "cost_model/Compute.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace autoddl::planner {
@@ -204,8 +205,8 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
 namespace {
 /// Per device, when each of its instructions ends in `sim`, by list index: a
 /// device runs its list in order, so these rise with the index.
-std::vector<std::vector<double>> instructionEnds(
-    const pipeline::SimulationResult &sim, size_t devices) {
+std::vector<std::vector<double>>
+instructionEnds(const pipeline::SimulationResult &sim, size_t devices) {
   std::vector<std::vector<double>> ends(devices);
   for (const pipeline::ExecutedInstruction &e : sim.timeline)
     if (e.device >= 0 && static_cast<size_t>(e.device) < devices) {
@@ -221,8 +222,7 @@ std::vector<std::vector<double>> instructionEnds(
 /// instruction of its device the simulation ended by then (KfacItemPlacement).
 int slotOf(const std::vector<double> &ends, double start) {
   return static_cast<int>(
-      std::upper_bound(ends.begin(), ends.end(), start + 1e-12) -
-      ends.begin());
+      std::upper_bound(ends.begin(), ends.end(), start + 1e-12) - ends.begin());
 }
 } // namespace
 
@@ -269,15 +269,20 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
     dp.utilisationAfter = f.utilisationAfter;
     dp.savedBytes = f.peakSavedBytes;
     dp.factorBytes = f.factorBytes;
-    const int listSize =
-        d < schedule.devices.size()
-            ? static_cast<int>(schedule.devices[d].size())
-            : 0;
+    const int listSize = d < schedule.devices.size()
+                             ? static_cast<int>(schedule.devices[d].size())
+                             : 0;
     for (const pipeline::PlacedItem &it : f.items) {
       const int slot = it.forced ? listSize : slotOf(ends[d], it.start);
       KfacItemPlacement placed{std::string(pipeline::kfacItemName(it.kind)),
-                               it.layer, it.microbatch, it.step, it.start,
-                               it.end, it.forced, slot, it.pieces};
+                               it.layer,
+                               it.microbatch,
+                               it.step,
+                               it.start,
+                               it.end,
+                               it.forced,
+                               slot,
+                               it.pieces};
       dp.items.push_back(std::move(placed));
     }
     p.devices.push_back(std::move(dp));
@@ -290,7 +295,8 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, double damping, int refresh,
           const std::vector<int> &deviceRefresh, pipeline::KfacFilling filling,
-          std::vector<DeviceTimes> &devices, double &step, int &critical) {
+          double overhead, std::vector<DeviceTimes> &devices, double &step,
+          int &critical) {
   pipeline::PipeFisherInput in;
   in.refreshSteps = refresh;
   in.deviceRefreshSteps = deviceRefresh;
@@ -299,8 +305,32 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)
     return pipeline::OrError<KfacPlan>::failure(packed.error());
-  KfacPlan plan =
-      kfacPlan(schedule, sim, in.layers, *packed, damping, step);
+  // Amortised where the bubbles hold too little (KAISA): each device's
+  // forced tail once per K_d steps, K_d long enough for the budget. Packed
+  // again over K_d steps, the bubbles hold the same or more, so the tail
+  // stays within it.
+  bool amortised = false;
+  if (refresh == 0 && deviceRefresh.empty() && overhead > 0 && step > 0) {
+    std::vector<int> pins;
+    for (const pipeline::DeviceFill &f : packed->devices) {
+      const double need = std::ceil(f.forced / (overhead * step) - 1e-9);
+      const int k = static_cast<int>(std::min<double>(
+          in.maxSteps, std::max<double>(f.refreshSteps, need)));
+      amortised = amortised || k > f.refreshSteps;
+      pins.push_back(k);
+    }
+    if (schedule.config.kind == pipeline::ScheduleKind::Chimera) // mirrored
+      std::fill(pins.begin(), pins.end(),
+                *std::max_element(pins.begin(), pins.end()));
+    if (amortised) {
+      in.deviceRefreshSteps = pins;
+      packed = pipeline::packKfac(schedule, sim, in);
+      if (!packed)
+        return pipeline::OrError<KfacPlan>::failure(packed.error());
+    }
+  }
+  KfacPlan plan = kfacPlan(schedule, sim, in.layers, *packed, damping, step);
+  plan.overheadBudget = amortised ? overhead : 0;
   // Each device's forced tail once per its own K_d (PipeFisher.h).
   double forcedPerStep = 0, worst = 0;
   for (size_t d = 0; d < devices.size() && d < packed->devices.size(); ++d) {

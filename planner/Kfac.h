@@ -82,13 +82,17 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
 /// (`refresh` > 0: every K_d pinned, PipeFisherInput::refreshSteps;
 /// `deviceRefresh` non-empty: one pinned K_d per pipeline device,
 /// PipeFisherInput::deviceRefreshSteps; `filling`: how items fill the
-/// bubbles, PipeFisherInput::filling). `step` (the first-order step on
+/// bubbles, PipeFisherInput::filling; `overhead` > 0 with nothing pinned:
+/// a device whose forced tail per step exceeds that fraction of the
+/// first-order step is packed again with K_d = ceil(forced_d / (overhead x
+/// step)), Chimera's mirrored devices alike). `step` (the first-order step on
 /// entry) and `critical` are updated. Fails on a packing error (message).
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, double damping, int refresh,
           const std::vector<int> &deviceRefresh, pipeline::KfacFilling filling,
-          std::vector<DeviceTimes> &devices, double &step, int &critical);
+          double overhead, std::vector<DeviceTimes> &devices, double &step,
+          int &critical);
 
 } // namespace autoddl::planner

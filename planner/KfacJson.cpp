@@ -57,6 +57,7 @@ ojson kfacToJson(const KfacPlan &p) {
           {"rule", p.rule},
           {"refresh_steps", p.refreshSteps},
           {"refresh_pinned", p.refreshPinned},
+          {"overhead_budget", p.overheadBudget},
           {"fill", std::string(pipeline::kfacFillingName(p.filling))},
           {"first_order_step_time_s", p.firstOrderStepTime},
           {"utilisation_first_order", p.utilisationBefore},
@@ -123,6 +124,12 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     if (!j["refresh_pinned"].is_boolean())
       r.fail(at / "refresh_pinned", "expected true or false");
     p.refreshPinned = j["refresh_pinned"].get<bool>();
+  }
+  // "overhead_budget" is optional (plans before --kfac-overhead: 0).
+  if (j.contains("overhead_budget")) {
+    p.overheadBudget = r.num(j, at, "overhead_budget");
+    if (!(p.overheadBudget >= 0 && p.overheadBudget < 1))
+      r.fail(at / "overhead_budget", "expected a fraction in [0, 1)");
   }
   // "fill" is optional (plans before it packed whole items).
   if (j.contains("fill")) {

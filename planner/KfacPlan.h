@@ -58,6 +58,9 @@ struct KfacPlan {
   std::string rule = "sgd";   // the programs' first-order rule: sgd or lamb
   int refreshSteps = 1;       // K: the largest device's K_d
   bool refreshPinned = false; // K or K_d from --kfac-refresh, not the bubbles
+  /// > 0: the overhead budget (fraction of the first-order step) that
+  /// lengthened some device's K_d beyond its bubbles' need (kfacOverhead).
+  double overheadBudget = 0;
   /// kfac.fill: how the items were packed (`--kfac-fill`).
   pipeline::KfacFilling filling = pipeline::KfacFilling::Items;
   double firstOrderStepTime = 0; // the same candidate without K-FAC

@@ -30,7 +30,13 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
       "step{} at most, each device on its own K ({})\n",
       p.layers.size(), p.damping, p.refreshSteps,
       p.refreshSteps == 1 ? "" : "s",
-      p.refreshPinned ? "pinned by --kfac-refresh" : "set by bubble capacity");
+      p.refreshPinned ? "pinned by --kfac-refresh"
+      : p.overheadBudget > 0
+          ? fmt::format("set by bubble capacity, longer where the work they "
+                        "do not hold would add more than {:g}% to the "
+                        "first-order step: --kfac-overhead",
+                        100 * p.overheadBudget)
+          : std::string("set by bubble capacity"));
   s += fmt::format("  packing: {}\n", kfacPackingText(p.filling));
   s += fmt::format("  utilisation: {:.1f}% first-order -> {:.1f}% with K-FAC "
                    "in the bubbles (busy incl. K-FAC / (stages x time))\n",

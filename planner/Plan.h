@@ -113,6 +113,12 @@ struct PlannerOptions {
   /// Empty: none. Else one pinned K_d per pipeline device (`--kfac-refresh
   /// K0,K1,...`): only candidates with pp equal to its length are searched.
   std::vector<int> kfacDeviceRefresh;
+  /// > 0, K not pinned: a device whose forced K-FAC work (what its bubbles
+  /// do not hold) would add more than this fraction of the first-order step
+  /// refreshes less often, every K_d = ceil(forced_d / (fraction x step))
+  /// steps (`--kfac-overhead`; KAISA's amortisation where bubbles are few).
+  /// 0: K_d is what the bubbles need.
+  double kfacOverhead = 0.05;
   /// How K-FAC items fill the bubbles (`--kfac-fill`): whole items
   /// (PipeFisher, the default) or fluid (the CPU programs' filling thread).
   pipeline::KfacFilling kfacFilling = pipeline::KfacFilling::Items;

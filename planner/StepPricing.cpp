@@ -354,7 +354,7 @@ bool Planner::addKfac(const Knobs &k, const PricingContext &pc,
   const KfacCandidate kc = kfacCandidate(k, pc, d);
   auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping,
                       o.kfacRefresh, o.kfacDeviceRefresh, o.kfacFilling,
-                      d.devices, step, r.criticalDevice);
+                      o.kfacOverhead, d.devices, step, r.criticalDevice);
   if (!kp) {
     r.valid = false;
     r.invalid = kp.error();

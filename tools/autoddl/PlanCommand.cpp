@@ -5,6 +5,7 @@
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
 //                [--optimizer adamw|kfac [--kfac-damping D]
 //                 [--kfac-rule sgd|lamb] [--kfac-refresh K|K0,K1,...]
+//                 [--kfac-overhead PERCENT]
 //                 [--kfac-fill items|fluid]]
 //                [-o plan.json] [--json]
 //                [--no-why]
@@ -36,7 +37,9 @@
 #include <filesystem>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 namespace autoddl::cli {
@@ -47,8 +50,9 @@ struct PlanArgs {
                                    tpMode = "any", optimizer = "adamw";
   double kfacDamping = 1e-3;
   std::string kfacRule = "sgd";
-  std::string kfacRefresh; // K or K0,K1,...; empty: set by the bubbles
-  std::string kfacFill;    // items or fluid; empty: items
+  std::string kfacRefresh;  // K or K0,K1,...; empty: set by the bubbles
+  std::string kfacFill;     // items or fluid; empty: items
+  std::string kfacOverhead; // percent of the first-order step; empty: 5
   // Given on the command line (the defaults above are no choice of the
   // user's): K-FAC's flags need --optimizer kfac, whatever their value.
   bool kfacDampingGiven = false, kfacRuleGiven = false;
@@ -286,7 +290,8 @@ void run(const PlanArgs &a) {
   opts.fixed = parseFix(a.fix);
   // An ONNX primitive that computes a sample from others (a mean over the
   // batch, ...) runs on the whole batch: no dp, one micro-batch.
-  if (const std::string why = sampleMixingPrimitive(scalesWithBatch(g1) ? g2 : g1);
+  if (const std::string why =
+          sampleMixingPrimitive(scalesWithBatch(g1) ? g2 : g1);
       !why.empty()) {
     const bool split =
         (opts.fixed.dp && *opts.fixed.dp > 1) ||
@@ -294,7 +299,8 @@ void run(const PlanArgs &a) {
     if (split)
       throw UserError(a.model + ": " + why +
                       ", so it cannot run on a part of the batch: --fix "
-                      "dp=1,microbatch=" + std::to_string(a.globalBatch) +
+                      "dp=1,microbatch=" +
+                      std::to_string(a.globalBatch) +
                       " (or let an sbp-fuse pass recognise it)");
     opts.fixed.dp = 1;
     opts.fixed.microbatch = a.globalBatch;
@@ -340,6 +346,20 @@ void run(const PlanArgs &a) {
   if (!a.kfacFill.empty() && a.optimizer != "kfac")
     throw UserError("--kfac-fill: needs --optimizer kfac");
   opts.kfacFilling = parseKfacFill(a.kfacFill);
+  if (!a.kfacOverhead.empty()) {
+    if (a.optimizer != "kfac")
+      throw UserError("--kfac-overhead: needs --optimizer kfac");
+    char *end = nullptr;
+    errno = 0;
+    const double pct = std::strtod(a.kfacOverhead.c_str(), &end);
+    if (errno != 0 || end == a.kfacOverhead.c_str() || *end != '\0' ||
+        !(pct >= 0 && pct < 100))
+      throw UserError("--kfac-overhead: expected a percentage in [0, 100) of "
+                      "the first-order step (0: K set by the bubbles alone), "
+                      "got \"" +
+                      a.kfacOverhead + "\"");
+    opts.kfacOverhead = pct / 100;
+  }
   auto outcome = planner::plan(g1, g2, cluster, opts);
   if (!outcome)
     throw UserError("plan: " + outcome.error());
@@ -436,6 +456,13 @@ void registerPlanCommand(CLI::App &app) {
                   "device's bubbles need): a device's work is packed into "
                   "its K steps' bubbles and what they do not hold runs at the "
                   "cycle's end");
+  cmd->add_option(
+      "--kfac-overhead", args->kfacOverhead,
+      "K-FAC's budget where bubbles are few, in percent of the first-order "
+      "step (default 5): a device whose work its bubbles do not hold would "
+      "add more refreshes less often, every K steps so that it adds at most "
+      "this much a step on average (0: K set by the bubbles alone; "
+      "--kfac-refresh pins K instead)");
   cmd->add_option("--kfac-fill", args->kfacFill,
                   "how K-FAC items fill the bubbles: items (whole items, each "
                   "in a gap it fits: PipeFisher; default) or fluid (a "
