@@ -102,6 +102,10 @@ private:
   void primitive(const onnx::NodeProto &n, int position = -1);
   void sequenceAt(const onnx::NodeProto &n);
   int constantTensor(const onnx::NodeProto &user, const std::string &name);
+  /// Whether initializer `name`, read by `user` with an activation, is a
+  /// buffer PyTorch does not train (an additive mask, a rotary cos/sin
+  /// table) rather than a weight (OnnxPrimitives.cpp).
+  bool isBuffer(const onnx::NodeProto &user, const std::string &name);
 
   ops::Shape dims(const onnx::TensorProto &t) const;
   std::string externalBytes(const onnx::TensorProto &t,
@@ -139,6 +143,8 @@ private:
   GraphBuilder b;
   std::string dir;
   int64_t opset = 0;
+  int64_t staticBatch = 0;      // a static dimension 0 of the inputs, or 0
+  std::string staticBatchInput; // the first input with it
   std::map<std::string, int> values; // ONNX value name -> tensor
   std::map<std::string, const onnx::TensorProto *> consts; // initializers
   // Values of Constant nodes and of nodes evaluated so far; values computed
@@ -147,6 +153,7 @@ private:
   std::map<std::string, HostTensor> evaluated;
   std::map<std::string, const onnx::NodeProto *> derived;
   std::map<std::string, int> constantTensors; // constants primitives read
+  std::map<std::string, bool> buffers;        // isBuffer's answers
   // Gathers of a table at positions 0..T-1, lowered with their Add.
   std::map<std::string, const onnx::NodeProto *> positions;
   // SplitToSequence nodes by their output: a SequenceAt of one is a Slice.

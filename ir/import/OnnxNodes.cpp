@@ -13,12 +13,38 @@
 
 namespace autoddl::import {
 
-/// Identity, and Dropout in eval mode: the input itself.
+/// Identity, and Dropout that drops nothing: the input itself. The dynamo
+/// exporter writes an eval-mode Dropout with a constant false training_mode;
+/// a true one (an export in train mode) drops, unless its ratio is 0.
 bool OnnxLowering::lowerIdentity(const onnx::NodeProto &n) {
-  const std::string &op = n.op_type();
-  if (op == "Dropout" && n.input_size() > 2 && !n.input(2).empty())
-    failNode(n, "a training_mode input is not supported; export in "
-                "eval mode");
+  if (n.op_type() == "Dropout") {
+    auto flag = [&](int i, const char *what) -> std::optional<double> {
+      if (n.input_size() <= i || n.input(i).empty())
+        return std::nullopt; // absent: ratio 0.5, training_mode false
+      if (!isConst(n.input(i)))
+        failNode(n, std::string("its ") + what + " '" + n.input(i) +
+                        "' is computed from the inputs; export with a "
+                        "constant one (model.eval())");
+      const HostTensor &v = constant(n, n.input(i));
+      if (v.numel() != 1)
+        failNode(n, std::string("its ") + what + " '" + n.input(i) +
+                        "' is not a scalar");
+      return (double)v.data[0];
+    };
+    std::optional<double> ratio = flag(1, "ratio");
+    std::optional<double> training = flag(2, "training_mode");
+    if (training && *training != 0 && ratio.value_or(0.5) != 0)
+      failNode(n, "a true training_mode (dropout while training, ratio " +
+                      std::to_string(ratio.value_or(0.5)) +
+                      ") is not supported; export the module in eval mode "
+                      "(model.eval()), whose Dropout passes its input "
+                      "through");
+    if (n.output_size() > 1 && !n.output(1).empty() &&
+        consumers.count(n.output(1)))
+      failNode(n, "its mask output '" + n.output(1) +
+                      "' is read by the graph; only the data output is "
+                      "supported");
+  }
   define(n, value(n, 0));
   return true;
 }

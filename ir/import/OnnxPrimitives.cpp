@@ -11,6 +11,7 @@
 #include "ir/import/OnnxLowering.h"
 
 #include <algorithm>
+#include <cmath>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -375,10 +376,69 @@ int OnnxLowering::constantTensor(const onnx::NodeProto &user,
   return id;
 }
 
+// PyTorch's buffers and folded constants reach an export as initializers as
+// its parameters do (the dynamo exporter's optimizer folds a static export's
+// causal mask and rotary tables into them). Two value patterns tell them
+// apart, as a weight never has them: an additive mask (every element 0 or
+// below -1e9, some below) and a rotary table (varying values whose squares
+// and those of another initializer of its shape add up to one constant:
+// cos^2 + sin^2). Only tensors with two dimensions past 1 are looked at (a
+// norm's scale or a bias is a weight however its values look).
+bool OnnxLowering::isBuffer(const onnx::NodeProto &user,
+                            const std::string &name) {
+  auto known = buffers.find(name);
+  if (known != buffers.end())
+    return known->second;
+  auto candidate = [&](const std::string &c) {
+    auto it = consts.find(c);
+    if (it == consts.end() || values.count(c) ||
+        it->second->data_type() != T::FLOAT)
+      return false;
+    int64_t wide = 0, count = 1;
+    for (int64_t d : it->second->dims()) {
+      wide += d > 1;
+      count *= d;
+    }
+    return wide >= 2 && count <= (int64_t(1) << 22);
+  };
+  bool &answer = buffers[name];
+  if (!candidate(name))
+    return answer = false;
+  const HostTensor &v = constant(user, name);
+  bool negative = false, mask = true;
+  for (long double x : v.data) {
+    negative |= x <= -1e9L;
+    mask &= x == 0 || x <= -1e9L;
+  }
+  if (mask && negative)
+    return answer = true;
+  bool varies = false;
+  for (long double x : v.data)
+    varies |= x != v.data[0];
+  if (!varies)
+    return answer = false;
+  for (const auto &[other, proto] : consts) {
+    if (other == name || !candidate(other) ||
+        dims(*proto) != dims(*consts[name]))
+      continue;
+    const HostTensor &w = constant(user, other);
+    const long double sum = v.data[0] * v.data[0] + w.data[0] * w.data[0];
+    bool pair = sum > 1e-6L;
+    for (size_t i = 0; pair && i < v.data.size(); ++i)
+      pair = std::fabs(v.data[i] * v.data[i] + w.data[i] * w.data[i] - sum) <=
+             1e-4L * sum;
+    if (pair) {
+      buffers[other] = true;
+      return answer = true;
+    }
+  }
+  return answer = false;
+}
+
 // A node outside the vocabulary that reads an activation: kept as itself for
 // the fusion passes. A float initializer it reads that is more than a scalar
-// is a weight (a norm's scale), so a parameter; other constants are Constant
-// tensors.
+// is a weight (a norm's scale), so a parameter, unless it is a buffer
+// (isBuffer); other constants are Constant tensors.
 void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
   const std::string &op = n.op_type();
   if (!isPrimitiveOp(op))
@@ -400,7 +460,8 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
                     for (int64_t d : c->second->dims())
                       k *= d;
                     return k > 1;
-                  }();
+                  }() &&
+                  !isBuffer(n, name);
     if (weight)
       param(n, i,
             c->second->dims_size() != 1 ? "normal"

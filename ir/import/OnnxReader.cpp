@@ -192,6 +192,24 @@ void OnnxLowering::readInputs() {
       fail("initializer '" + t.name() + "' is given twice");
     checkData(t);
   }
+  // A static batch (an export without a dynamic batch axis) is the one the
+  // model runs at: a dynamic batch of another input is built at it too.
+  for (const auto &in : g.input()) {
+    const auto &shape = in.type().tensor_type().shape();
+    if (consts.count(in.name()) || !in.type().has_tensor_type() ||
+        shape.dim_size() == 0 || !shape.dim(0).has_dim_value() ||
+        shape.dim(0).dim_value() < 1)
+      continue;
+    if (staticBatch == 0) {
+      staticBatch = shape.dim(0).dim_value();
+      staticBatchInput = in.name();
+    } else if (shape.dim(0).dim_value() != staticBatch) {
+      fail("input '" + in.name() + "' has a static batch of " +
+           std::to_string(shape.dim(0).dim_value()) + " and input '" +
+           staticBatchInput + "' one of " + std::to_string(staticBatch) +
+           "; export every input with the same batch");
+    }
+  }
   for (const auto &in : g.input()) {
     if (consts.count(in.name()))
       continue; // an initializer listed as an input (IR < 4)
@@ -220,7 +238,8 @@ void OnnxLowering::readInputs() {
           fail("input '" + in.name() + "' has a static batch of " +
                std::to_string(d.dim_value()) + ", not " +
                std::to_string(o.batch) +
-               "; export with a dynamic batch axis to plan other batches");
+               "; its micro-batch is that batch (export with a dynamic "
+               "batch axis to run others)");
         shape.push_back(d.dim_value());
         continue;
       }
@@ -229,7 +248,9 @@ void OnnxLowering::readInputs() {
       // as for a config.json: the planner rebuilds it per micro-batch); any
       // other dynamic dimension must be pinned.
       if (i == 0)
-        shape.push_back(o.batch > 0 ? o.batch : 1);
+        shape.push_back(o.batch > 0        ? o.batch
+                        : staticBatch > 0 ? staticBatch
+                                          : 1);
       else if (i == 1 && o.seq > 0)
         shape.push_back(o.seq);
       else
@@ -415,6 +436,8 @@ ModelGraph OnnxLowering::run() {
     }
   b.setPlace(path + ": ");
   ModelGraph out = b.finish(loss, 0, batch, seq);
+  out.staticBatch = staticBatch;
+  out.staticBatchInput = staticBatchInput;
   out.numLayers = assignLayers(out);
   // Primitives left go to the fusion passes (ModelImporter.cpp:
   // fuseImportedGraph), which refuse one no pattern recognises.
