@@ -106,6 +106,12 @@ private:
   /// buffer PyTorch does not train (an additive mask, a rotary cos/sin
   /// table) rather than a weight (OnnxPrimitives.cpp).
   bool isBuffer(const onnx::NodeProto &user, const std::string &name);
+  /// The parameter node n reads at input i (a weight): param()'s, or its
+  /// own copy of a uniform weight the exporter merged (OnnxPrimitives.cpp).
+  int weightParam(const onnx::NodeProto &n, int i, const std::string &init);
+  /// The name of that copy: `name`, or "name#k" for its k-th reader.
+  std::string untiedName(const onnx::NodeProto &n,
+                         const std::string &name) const;
 
   ops::Shape dims(const onnx::TensorProto &t) const;
   std::string externalBytes(const onnx::TensorProto &t,
@@ -143,8 +149,8 @@ private:
   GraphBuilder b;
   std::string dir;
   int64_t opset = 0;
-  int64_t staticBatch = 0;      // a static dimension 0 of the inputs, or 0
-  std::string staticBatchInput; // the first input with it
+  int64_t staticBatch = 0;           // a static dimension 0 of the inputs, or 0
+  std::string staticBatchInput;      // the first input with it
   std::map<std::string, int> values; // ONNX value name -> tensor
   std::map<std::string, const onnx::TensorProto *> consts; // initializers
   // Values of Constant nodes and of nodes evaluated so far; values computed
@@ -154,6 +160,7 @@ private:
   std::map<std::string, const onnx::NodeProto *> derived;
   std::map<std::string, int> constantTensors; // constants primitives read
   std::map<std::string, bool> buffers;        // isBuffer's answers
+  std::map<std::string, int> untied;          // weightParam's copies
   // Gathers of a table at positions 0..T-1, lowered with their Add.
   std::map<std::string, const onnx::NodeProto *> positions;
   // SplitToSequence nodes by their output: a SequenceAt of one is a Slice.

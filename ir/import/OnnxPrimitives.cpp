@@ -435,6 +435,44 @@ bool OnnxLowering::isBuffer(const onnx::NodeProto &user,
   return answer = false;
 }
 
+// The dynamo exporter's optimizer merges initializers of equal value, so a
+// fresh model's norm scales (all ones) and biases (all zeros) reach the file
+// as one tensor that every norm reads, where PyTorch has one parameter per
+// norm. A uniform weight read by several nodes is therefore untied: the k-th
+// node reading it (k > 1, in file order) gets its own parameter "name#k",
+// trained apart as PyTorch trains it (--weights onnx starts each copy from
+// the shared values: OnnxWeights.cpp).
+std::string OnnxLowering::untiedName(const onnx::NodeProto &n,
+                                     const std::string &name) const {
+  auto users = consumers.find(name);
+  if (users == consumers.end() || users->second.size() < 2)
+    return name;
+  auto at = std::find(users->second.begin(), users->second.end(), &n);
+  return at == users->second.begin() || at == users->second.end()
+             ? name
+             : name + "#" + std::to_string(at - users->second.begin() + 1);
+}
+
+int OnnxLowering::weightParam(const onnx::NodeProto &n, int i,
+                              const std::string &init) {
+  const std::string &name = n.input(i);
+  const std::string key = untiedName(n, name);
+  if (key == name ||
+      (values.count(name) &&
+       b.graph().tensors[values[name]].role != TensorRole::Parameter))
+    return param(n, i, init);
+  if (auto it = untied.find(key); it != untied.end())
+    return it->second;
+  const HostTensor &v = constant(n, name);
+  const bool uniform =
+      std::all_of(v.data.begin(), v.data.end(),
+                  [&](long double x) { return x == v.data[0]; });
+  if (!uniform)
+    return param(n, i, init);
+  b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
+  return untied[key] = b.param(key, v.shape, init, 0.02);
+}
+
 // A node outside the vocabulary that reads an activation: kept as itself for
 // the fusion passes. A float initializer it reads that is more than a scalar
 // is a weight (a norm's scale), so a parameter, unless it is a buffer
@@ -452,23 +490,23 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
     if (name.empty())
       failNode(n, "an omitted optional input is not supported here");
     auto c = consts.find(name);
-    bool weight = c != consts.end() && !values.count(name) &&
-                  c->second->data_type() == T::FLOAT &&
-                  c->second->dims_size() >= 1 && dims(*c->second).size() &&
-                  [&] {
-                    int64_t k = 1;
-                    for (int64_t d : c->second->dims())
-                      k *= d;
-                    return k > 1;
-                  }() &&
-                  !isBuffer(n, name);
+    int64_t count = 1;
+    if (c != consts.end())
+      for (int64_t d : c->second->dims())
+        count *= d;
+    const bool weight =
+        c != consts.end() && c->second->dims_size() >= 1 &&
+        c->second->data_type() == T::FLOAT && count > 1 &&
+        (values.count(name) || untied.count(untiedName(n, name)) ||
+         !isBuffer(n, name));
+    int own = -1; // the parameter this node reads at input i
     if (weight)
-      param(n, i,
-            c->second->dims_size() != 1 ? "normal"
-            : op == "Mul"               ? "ones"
-                                        : "zeros");
-    if (values.count(name)) {
-      int t = values[name];
+      own = weightParam(n, i,
+                        c->second->dims_size() != 1 ? "normal"
+                        : op == "Mul"               ? "ones"
+                                                    : "zeros");
+    if (own >= 0 || values.count(name)) {
+      int t = own >= 0 ? own : values[name];
       operands.push_back(t);
       in.push_back({b.shape(t), onnxType(b.graph().tensors[t].dtype), nullptr});
     } else if (isConst(name)) {

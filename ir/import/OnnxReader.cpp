@@ -244,11 +244,12 @@ void OnnxLowering::readInputs() {
         continue;
       }
       std::string what = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
-      // A dynamic batch is built at the batch asked for (1 when none is,
-      // as for a config.json: the planner rebuilds it per micro-batch); any
-      // other dynamic dimension must be pinned.
+      // A dynamic batch is built at the batch asked for (else another
+      // input's static batch, else 1, as for a config.json: the planner
+      // rebuilds it per micro-batch); any other dynamic dimension must be
+      // pinned.
       if (i == 0)
-        shape.push_back(o.batch > 0        ? o.batch
+        shape.push_back(o.batch > 0       ? o.batch
                         : staticBatch > 0 ? staticBatch
                                           : 1);
       else if (i == 1 && o.seq > 0)

@@ -180,8 +180,7 @@ void checkStaticBatch(const std::string &model, const ModelGraph &g,
                            "' has a static batch of " + std::to_string(s) +
                            ", which is every plan's micro-batch: ";
   if (f.microbatch && *f.microbatch != s)
-    throw UserError(head + "--fix microbatch=" +
-                    std::to_string(*f.microbatch) +
+    throw UserError(head + "--fix microbatch=" + std::to_string(*f.microbatch) +
                     " differs (export with a dynamic batch axis to plan other "
                     "micro-batches)");
   const int64_t dp = f.dp ? *f.dp : 1;
