@@ -74,6 +74,7 @@ private:
   bool lowerGemm(const onnx::NodeProto &n);
   bool lowerSplitToSequence(const onnx::NodeProto &n);
   bool lowerSequenceAt(const onnx::NodeProto &n);
+  bool lowerSplit(const onnx::NodeProto &n);
   bool lowerPositions(const onnx::NodeProto &n);
   bool lowerAddMul(const onnx::NodeProto &n);
   bool lowerLayerNorm(const onnx::NodeProto &n);
@@ -97,10 +98,14 @@ private:
   std::vector<int64_t> constantInts(const onnx::NodeProto &user,
                                     const std::string &name);
   const onnx::NodeProto *transposedWeight(const std::string &name) const;
+  std::string tiedTable(const onnx::NodeProto &n, const std::string &w);
   bool castIsIdentity(const onnx::NodeProto &n);
   /// `position`: the source node's index when n is made here (-1: n's own).
   void primitive(const onnx::NodeProto &n, int position = -1);
   void sequenceAt(const onnx::NodeProto &n);
+  void splitParts(const onnx::NodeProto &n);
+  void slicePart(const onnx::NodeProto &n, const std::string &x, int64_t start,
+                 int64_t end, int64_t axis, const std::string &out);
   int constantTensor(const onnx::NodeProto &user, const std::string &name);
   /// Whether initializer `name`, read by `user` with an activation, is a
   /// buffer PyTorch does not train (an additive mask, a rotary cos/sin
@@ -120,6 +125,9 @@ private:
   int value(const onnx::NodeProto &n, int i);
   int param(const onnx::NodeProto &n, int i, const std::string &init,
             double std = 0.02);
+  /// param() of initializer `name` (read by n).
+  int paramNamed(const onnx::NodeProto &n, const std::string &name,
+                 const std::string &init, double std = 0.02);
   /// A constant (initializer, Constant node or a value computed from them)
   /// that is not a parameter.
   bool isConst(const std::string &name) const {

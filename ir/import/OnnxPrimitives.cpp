@@ -581,22 +581,70 @@ void OnnxLowering::sequenceAt(const onnx::NodeProto &n) {
   int64_t part = k[0] < 0 ? k[0] + parts : k[0], start = 0;
   for (int64_t i = 0; i < part; ++i)
     start += sizes[i];
+  slicePart(n, split.input(0), start, start + sizes[part], axis, n.output(0));
+}
+
+// The primitive Slice of x along `axis` from `start` to `end`, defining
+// `out`, named after n and placed at its position.
+void OnnxLowering::slicePart(const onnx::NodeProto &n, const std::string &x,
+                             int64_t start, int64_t end, int64_t axis,
+                             const std::string &out) {
   onnx::NodeProto &slice = madeNodes.emplace_back();
   slice.set_op_type("Slice");
-  slice.set_name(nodeName(n));
-  slice.add_input(split.input(0));
-  const int64_t bounds[3] = {start, start + sizes[part], axis};
+  slice.set_name(n.output_size() > 1 ? nodeName(n) + "." + out : nodeName(n));
+  slice.add_input(x);
+  const int64_t bounds[3] = {start, end, axis};
   const char *what[3] = {".starts", ".ends", ".axes"};
   for (int i = 0; i < 3; ++i) {
     HostTensor c;
     c.type = T::INT64;
     c.shape = {1};
     c.data = {(long double)bounds[i]};
-    evaluated[n.output(0) + what[i]] = c;
-    slice.add_input(n.output(0) + what[i]);
+    evaluated[out + what[i]] = c;
+    slice.add_input(out + what[i]);
   }
-  slice.add_output(n.output(0));
+  slice.add_output(out);
   primitive(slice, nodeIndex(n));
+}
+
+// Split (GPT-2's qkv split in a default dynamo export): one primitive Slice
+// per output, as for SequenceAt.
+void OnnxLowering::splitParts(const onnx::NodeProto &n) {
+  auto x = values.find(n.input(0));
+  if (x == values.end())
+    failNode(n, "the input of a Split must be an activation");
+  const ops::Shape &xs = b.shape(x->second);
+  const int64_t outputs = n.output_size();
+  int64_t axis, dim;
+  std::vector<int64_t> sizes;
+  try {
+    axis = onnxAxis(onnxAttrInt(n, "axis", 0), xs.size());
+    dim = xs[axis];
+    if (n.input_size() > 1 && !n.input(1).empty()) {
+      sizes = constantInts(n, n.input(1));
+    } else {
+      // Equal parts, the last smaller (opset 18's num_outputs, else one per
+      // output).
+      const int64_t parts = onnxAttrInt(n, "num_outputs", outputs);
+      const int64_t chunk = parts > 0 ? (dim + parts - 1) / parts : 0;
+      for (int64_t at = 0; chunk > 0 && at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    }
+    int64_t total = 0;
+    for (int64_t v : sizes)
+      total += v;
+    if ((int64_t)sizes.size() != outputs || total != dim)
+      bad("the split sizes do not make up the axis in " +
+          std::to_string(outputs) + " parts");
+  } catch (const std::logic_error &e) {
+    failNode(n, e.what());
+  }
+  int64_t start = 0;
+  for (int64_t k = 0; k < outputs; ++k) {
+    if (!n.output(k).empty())
+      slicePart(n, n.input(0), start, start + sizes[k], axis, n.output(k));
+    start += sizes[k];
+  }
 }
 
 } // namespace autoddl::import

@@ -62,6 +62,7 @@ const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"Relu", {13, 14}},
     {"Reshape", {13, 14, 19, 21}},
     {"SequenceAt", {11}},
+    {"Split", {13, 18}},
     {"Softmax", {13}},
     {"SplitToSequence", {11}},
     {"Tanh", {13}},
@@ -328,7 +329,11 @@ int OnnxLowering::value(const onnx::NodeProto &n, int i) {
 // once however many nodes use it (tied weights).
 int OnnxLowering::param(const onnx::NodeProto &n, int i,
                         const std::string &init, double std) {
-  const std::string &name = n.input(i);
+  return paramNamed(n, n.input(i), init, std);
+}
+
+int OnnxLowering::paramNamed(const onnx::NodeProto &n, const std::string &name,
+                             const std::string &init, double std) {
   auto it = values.find(name);
   if (it != values.end()) {
     if (b.graph().tensors[it->second].role != TensorRole::Parameter)

@@ -18,9 +18,15 @@ dynamic_shapes), modules in eval mode, and one export in train mode. Writes:
     static-llama.onnx       transformers LlamaForCausalLM (tiny), dynamo with
                             its default optimizer, batch 2, sequence 8 (the
                             TorchScript exporter refuses it: aten::diff)
+    static-llama-noopt.onnx the same with optimize=False
+    static-gpt.onnx         transformers GPT2LMHeadModel (tiny, tied head),
+                            dynamo with its default optimizer, batch 2
+    static-cnn-*.onnx       a conv/pool/Dropout/linear CNN, batch 4: dynamo
+                            (default, optimize=False) and TorchScript
 
 and users.json: for each file PyTorch's module.parameters() count, its buffers,
-and each initializer with whether it is a parameter, a buffer or neither.
+and each initializer [name, dims, type, "param" | "buffer" | "other"].
+Only the small files are committed (tests/onnx/exports/).
 """
 import argparse
 import json
@@ -44,6 +50,24 @@ class Mlp(nn.Module):
         return self.fc2(self.drop(self.act(self.fc1(x))))
 
 
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.p = nn.MaxPool2d(2)
+        self.d = nn.Dropout(0.5)
+        self.f = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.f(self.d(torch.flatten(self.p(torch.relu(self.c(x))), 1)))
+
+
+def tiny_gpt():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    return GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=32,
+                                      n_layer=2, n_head=4, use_cache=False))
+
+
 def tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
@@ -58,15 +82,10 @@ def describe(path, module):
     m = onnx.load(path)
     params = {n: p.numel() for n, p in module.named_parameters()}
     buffers = {n: b.numel() for n, b in module.named_buffers()}
-    inits = []
-    for t in m.graph.initializer:
-        n = 1
-        for d in t.dims:
-            n *= d
-        kind = "parameter" if t.name in params else (
-            "buffer" if t.name in buffers else "other")
-        inits.append({"name": t.name, "dims": list(t.dims),
-                      "type": t.data_type, "elements": n, "kind": kind})
+    inits = [[t.name, list(t.dims), t.data_type,
+              "param" if t.name in params else
+              "buffer" if t.name in buffers else "other"]
+             for t in m.graph.initializer]
     ops = sorted({n.op_type for n in m.graph.node})
     return {"parameters": sum(params.values()),
             "buffers": buffers,
@@ -86,18 +105,23 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     info = {"torch": torch.__version__}
-    x = torch.randn(4, 16)
-    jobs = [
-        ("static-mlp-ts", Mlp, x, False, "eval"),
-        ("static-mlp-dynamo", Mlp, x, True, "eval"),
-        ("train-mlp-ts", Mlp, x, False, "train"),
-        ("train-mlp-dynamo", Mlp, x, True, "train"),
-        ("static-llama", lambda: LogitsOnly(tiny_llama()),
-         torch.randint(0, 64, (2, 8)), True, "eval"),
-        ("static-llama-ts", lambda: LogitsOnly(tiny_llama()),
-         torch.randint(0, 64, (2, 8)), False, "eval"),
+    x, ids, images = torch.randn(4, 16), torch.randint(0, 64, (2, 8)), \
+        torch.randn(4, 3, 16, 16)
+    llama = lambda: LogitsOnly(tiny_llama())
+    jobs = [  # name, module, example, dynamo, mode, dynamo's optimizer
+        ("static-mlp-ts", Mlp, x, False, "eval", True),
+        ("static-mlp-dynamo", Mlp, x, True, "eval", True),
+        ("train-mlp-ts", Mlp, x, False, "train", True),
+        ("train-mlp-dynamo", Mlp, x, True, "train", True),
+        ("static-llama", llama, ids, True, "eval", True),
+        ("static-llama-ts", llama, ids, False, "eval", True),
+        ("static-llama-noopt", llama, ids, True, "eval", False),
+        ("static-gpt", lambda: LogitsOnly(tiny_gpt()), ids, True, "eval", True),
+        ("static-cnn-dynamo", Cnn, images, True, "eval", True),
+        ("static-cnn-noopt", Cnn, images, True, "eval", False),
+        ("static-cnn-ts", Cnn, images, False, "eval", True),
     ]
-    for name, make, example, dynamo, mode in jobs:
+    for name, make, example, dynamo, mode, optimize in jobs:
         torch.manual_seed(0)
         model = make()
         model.train(mode == "train")
@@ -106,6 +130,8 @@ def main():
                                else "input_ids"], output_names=["y"])
         if dynamo:
             kw["dynamo"] = True
+            if not optimize:
+                kw["optimize"] = False
         else:
             kw["dynamo"] = False
             if mode == "train":
@@ -131,7 +157,7 @@ def main():
               f"{info[name]['ops']}, "
               f"{os.path.getsize(path)} bytes")
         for i in info[name]["initializers"]:
-            if i["kind"] != "parameter":
+            if i[3] != "param":
                 print("   ", i)
     with open(os.path.join(args.out, "users.json"), "w") as f:
         json.dump(info, f, indent=1)

@@ -18,7 +18,7 @@ torch() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.a
 knob() { python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["mesh"].get(sys.argv[2], p.get(sys.argv[2])))' "$1" "$2"; }
 
 if [ "${TRAIN:-0}" = 1 ]; then
-  for m in static-mlp-ts static-llama; do
+  for m in static-mlp-ts static-llama static-gpt; do
     "$autoddl" plan "$dir/$m.onnx" --cluster dgx-a100-hdr --gpus 2 --global-batch 8 --fix dp=2 \
       -o "$work/$m.json" >/dev/null
     # --weights onnx: the untied copies of a merged norm scale start from its values.
@@ -29,7 +29,7 @@ if [ "${TRAIN:-0}" = 1 ]; then
   exit 0
 fi
 
-for m in static-mlp-ts static-mlp-dynamo static-llama; do
+for m in static-mlp-ts static-mlp-dynamo static-llama static-cnn-dynamo; do
   got=$("$autoddl" import "$dir/$m.onnx" --summary --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["params"])')
   want=$(torch "$m")
   [ "$got" = "$want" ] && echo "ok: $m: $got parameters, as PyTorch" ||
@@ -42,10 +42,22 @@ done
 [[ "$ir" == *'parameter "lm.model.layers.0.input_layernorm.weight#5"'* ]] ||
   fail "static-llama: the merged norm scale is not untied into 5"
 
+# GPT-2 (tied head) by dynamo's default optimizer: the file holds 27,200 of PyTorch's 28,544
+# parameters (wpe folded to its 8 rows read: -1024 +256; the 8 zero Conv1D biases removed: -576).
+# All of them import: the head reads the token table transposed (the optimizer's folded
+# transpose is tied back), the five LayerNorms' merged scale and bias are untied.
+got=$("$autoddl" import "$dir/static-gpt.onnx" --summary --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["params"])')
+want=$(($(torch static-gpt) - 1024 + 256 - 576))
+[ "$got" = "$want" ] && echo "ok: static-gpt: $got parameters, all the file holds" ||
+  fail "static-gpt: $got parameters, the file holds $want"
+ir=$("$autoddl" import "$dir/static-gpt.onnx")
+[[ "$ir" != *'parameter "val_278"'* && "$ir" == *'parameter "lm.transformer.h.0.ln_1.bias#5"'* ]] ||
+  fail "static-gpt: the head is not tied to the table or the norms are not untied"
+
 # The static batch (4 for the MLPs, 2 for Llama) is the micro-batch, on any number of GPUs.
 plan() { "$autoddl" plan "$dir/$1.onnx" --cluster dgx-h100-ndr --gpus "$2" --global-batch "$3" -o "$work/$1-$2-$3.json" >/dev/null; }
 for case in "static-mlp-ts 1 4 4 1" "static-mlp-ts 1 8 4 2" "static-mlp-dynamo 2 8 4 -" \
-  "static-llama 1 2 2 1" "static-llama 2 4 2 -"; do
+  "static-llama 1 2 2 1" "static-llama 2 4 2 -" "static-gpt 2 4 2 -" "static-cnn-dynamo 2 8 4 -"; do
   set -- $case
   if ! plan "$1" "$2" "$3"; then fail "$1: no plan on $2 GPUs at global batch $3"; continue; fi
   p="$work/$1-$2-$3.json"
