@@ -146,8 +146,19 @@ private:
   int add(const onnx::NodeProto &n, const std::string &kind,
           std::vector<int> operands, ops::Attrs attrs = {}) {
     b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
-    return b.op(kind, nodeName(n), std::move(operands), std::move(attrs),
-                n.output(0));
+    int t = b.op(kind, nodeName(n), std::move(operands), std::move(attrs),
+                 n.output(0));
+    noteScope(n);
+    return t;
+  }
+  /// The repeated block (layer) the dynamo exporter's name scopes put node n
+  /// in (its metadata "pkg.torch.onnx.name_scopes": "...layers.3..."), -1
+  /// for a scope outside every block, -2 for a node without scopes.
+  int64_t scopeLayer(const onnx::NodeProto &n) const;
+  /// Records scopeLayer(n) for the op just built (assignLayers keeps it).
+  void noteScope(const onnx::NodeProto &n) {
+    if (int64_t l = scopeLayer(n); l > -2)
+      scopes.emplace_back(b.graph().ops.size() - 1, l);
   }
   const onnx::NodeProto *soleConsumer(const std::string &value) const;
 
@@ -169,6 +180,7 @@ private:
   std::map<std::string, int> constantTensors; // constants primitives read
   std::map<std::string, bool> buffers;        // isBuffer's answers
   std::map<std::string, int> untied;          // weightParam's copies
+  std::vector<std::pair<size_t, int64_t>> scopes; // op index, its scope layer
   // Gathers of a table at positions 0..T-1, lowered with their Add.
   std::map<std::string, const onnx::NodeProto *> positions;
   // SplitToSequence nodes by their output: a SequenceAt of one is a Slice.

@@ -303,15 +303,24 @@ int32_t onnxType(ops::DType t) {
   }
 }
 
-int64_t assignLayers(ModelGraph &g) {
+int64_t assignLayers(ModelGraph &g,
+                     const std::vector<std::pair<size_t, int64_t>> &scoped) {
   static const std::regex kLayer(R"((^|\.)(layers|h)\.([0-9]+)\.)");
   std::vector<int> layer(g.ops.size(), -1);
   std::vector<bool> fixed(g.ops.size(), false);
+  // An op the exporter's name scopes placed (OnnxLowering::scopeLayer) keeps
+  // its layer, -1 included.
+  std::vector<bool> placed(g.ops.size(), false);
+  for (auto [i, l] : scoped)
+    if (i < g.ops.size()) {
+      layer[i] = static_cast<int>(l);
+      fixed[i] = placed[i] = true;
+    }
   std::vector<std::vector<int>> readers(g.tensors.size());
   for (size_t i = 0; i < g.ops.size(); ++i)
     for (int t : g.ops[i].operands) {
       readers[t].push_back(i);
-      if (g.tensors[t].role != TensorRole::Parameter)
+      if (g.tensors[t].role != TensorRole::Parameter || placed[i])
         continue;
       std::smatch m;
       fixed[i] = true;
@@ -531,6 +540,27 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
   define(n, b.primitive(op, nodeName(n), std::move(operands), std::move(at),
                         {r.shape, dtype}, n.output(0),
                         position >= 0 ? position : nodeIndex(n)));
+  noteScope(position >= 0 ? model.graph().node(position) : n);
+}
+
+int64_t OnnxLowering::scopeLayer(const onnx::NodeProto &n) const {
+  // NodeProto's metadata_props (field 9 since onnx 1.16) postdates
+  // the onnx.proto this reader is built with: read from the unknown fields.
+  static const std::regex kScopeLayer(R"((^|[.'])(layers|h)\.([0-9]+)[.'])");
+  const auto &unknown = n.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &f = unknown.field(i);
+    onnx::StringStringEntryProto e;
+    if (f.number() != 9 ||
+        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
+        !e.ParseFromString(f.length_delimited()) ||
+        e.key() != "pkg.torch.onnx.name_scopes")
+      continue;
+    std::smatch m;
+    return std::regex_search(e.value(), m, kScopeLayer) ? std::stoll(m[3].str())
+                                                        : -1;
+  }
+  return -2;
 }
 
 // SequenceAt(SplitToSequence(x, split, axis), k) (GPT-2's qkv split in a

@@ -444,7 +444,7 @@ ModelGraph OnnxLowering::run() {
   ModelGraph out = b.finish(loss, 0, batch, seq);
   out.staticBatch = staticBatch;
   out.staticBatchInput = staticBatchInput;
-  out.numLayers = assignLayers(out);
+  out.numLayers = assignLayers(out, scopes);
   // Primitives left go to the fusion passes (ModelImporter.cpp:
   // fuseImportedGraph), which refuse one no pattern recognises.
   return out;

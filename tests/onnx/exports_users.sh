@@ -6,8 +6,8 @@
 # a static batch is every plan's micro-batch on 1 and 2 GPUs, and a global batch that is not a
 # multiple of it is refused in one line naming the input; codegen accepts the plans; a
 # train-mode Dropout is refused in one line naming the node. With TRAIN=1 (label e2e), the
-# static-batch exports train under dp=2 as on one rank from the export's values (autoddl
-# verify --weights onnx).
+# static-batch exports train under dp, tp and pp (the default dynamo export's layers from its
+# name scopes) as on one rank from the export's values (autoddl verify --weights onnx).
 # Usage: exports_users.sh AUTODDL EXPORTS_DIR WORK_DIR
 set -euo pipefail
 autoddl=$1 dir=$2 work=$3
@@ -18,8 +18,11 @@ torch() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.a
 knob() { python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["mesh"].get(sys.argv[2], p.get(sys.argv[2])))' "$1" "$2"; }
 
 if [ "${TRAIN:-0}" = 1 ]; then
-  for m in static-mlp-ts static-llama static-gpt; do
-    "$autoddl" plan "$dir/$m.onnx" --cluster dgx-a100-hdr --gpus 2 --global-batch 8 --fix dp=2 \
+  for run in "static-mlp-ts 2 tp=1,pp=1,dp=2" "static-llama 8 tp=2,pp=2,dp=2" \
+    "static-gpt 4 tp=1,pp=2,dp=2"; do
+    set -- $run
+    m=$1
+    "$autoddl" plan "$dir/$m.onnx" --cluster dgx-a100-hdr --gpus "$2" --global-batch 8 --fix "$3" \
       -o "$work/$m.json" >/dev/null
     # --weights onnx: the untied copies of a merged norm scale start from its values.
     "$autoddl" verify "$work/$m.json" --model "$dir/$m.onnx" --weights onnx --keep "$work/$m" ||
@@ -41,6 +44,11 @@ for buffer in unsqueeze_16 unsqueeze_17 val_204; do
 done
 [[ "$ir" == *'parameter "lm.model.layers.0.input_layernorm.weight#5"'* ]] ||
   fail "static-llama: the merged norm scale is not untied into 5"
+# Its projections are unnamed (val_N): the layers come from the nodes' name scopes.
+for m in static-llama static-gpt; do
+  layers=$("$autoddl" import "$dir/$m.onnx" --summary | awk '/^layers /{print $2}')
+  [ "$layers" = 2 ] && echo "ok: $m: 2 layers" || fail "$m: $layers layers, expected 2"
+done
 
 # GPT-2 (tied head) by dynamo's default optimizer: the file holds 27,200 of PyTorch's 28,544
 # parameters (wpe folded to its 8 rows read: -1024 +256; the 8 zero Conv1D biases removed: -576).
