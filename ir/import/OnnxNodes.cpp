@@ -14,8 +14,10 @@
 namespace autoddl::import {
 
 /// Identity, and Dropout that drops nothing: the input itself. The dynamo
-/// exporter writes an eval-mode Dropout with a constant false training_mode;
-/// a true one (an export in train mode) drops, unless its ratio is 0.
+/// exporter writes an eval-mode Dropout with a constant false training_mode.
+/// A true one (an export in train mode) drops, unless its ratio is 0: a
+/// primitive whose mask the programs draw from their counter-based generator
+/// (backends/common/OnnxKernels.h dropout_forward).
 bool OnnxLowering::lowerIdentity(const onnx::NodeProto &n) {
   if (n.op_type() == "Dropout") {
     auto flag = [&](int i, const char *what) -> std::optional<double> {
@@ -33,17 +35,18 @@ bool OnnxLowering::lowerIdentity(const onnx::NodeProto &n) {
     };
     std::optional<double> ratio = flag(1, "ratio");
     std::optional<double> training = flag(2, "training_mode");
-    if (training && *training != 0 && ratio.value_or(0.5) != 0)
-      failNode(n, "a true training_mode (dropout while training, ratio " +
-                      std::to_string(ratio.value_or(0.5)) +
-                      ") is not supported; export the module in eval mode "
-                      "(model.eval()), whose Dropout passes its input "
-                      "through");
     if (n.output_size() > 1 && !n.output(1).empty() &&
         consumers.count(n.output(1)))
       failNode(n, "its mask output '" + n.output(1) +
                       "' is read by the graph; only the data output is "
                       "supported");
+    const double r = ratio.value_or(0.5);
+    if (training && *training != 0 && r != 0) {
+      if (!(r > 0 && r < 1))
+        failNode(n, "its ratio " + std::to_string(r) + " is not in [0, 1)");
+      primitive(n);
+      return true;
+    }
   }
   define(n, value(n, 0));
   return true;

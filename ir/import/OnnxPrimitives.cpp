@@ -24,10 +24,12 @@ namespace {
 
 [[noreturn]] void bad(const std::string &m) { throw std::invalid_argument(m); }
 
+// Dropout: a training one (OnnxLowering::lowerIdentity).
 const std::set<std::string> kUnary = {
-    "Abs", "Ceil", "Cos",        "Erf",     "Exp",       "Floor",   "Identity",
-    "Log", "Neg",  "Reciprocal", "Relu",    "Round",     "Sigmoid", "Sign",
-    "Sin", "Sqrt", "Tanh",       "Softmax", "LogSoftmax", "Softplus"};
+    "Abs",        "Ceil",     "Cos",    "Erf",        "Exp",  "Floor",
+    "Identity",   "Log",      "Neg",    "Reciprocal", "Relu", "Round",
+    "Sigmoid",    "Sign",     "Sin",    "Sqrt",       "Tanh", "Softmax",
+    "LogSoftmax", "Softplus", "Dropout"};
 const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div",
                                       "Pow", "Max", "Min"};
 const std::set<std::string> kCompare = {
