@@ -11,7 +11,6 @@
 //===----------------------------------------------------------------------===//
 #include "ir/import/OnnxLowering.h"
 
-#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -218,56 +217,6 @@ bool OnnxLowering::castIsIdentity(const onnx::NodeProto &n) {
     return b.graph().tensors[like->second].dtype == ops::DType::F32;
   return isConst(n.input(1)) &&
          constant(n, n.input(1)).type == onnx::TensorProto::FLOAT;
-}
-
-} // namespace autoddl::import
-
-namespace autoddl::import {
-
-// The dynamo exporter's optimizer folds the transpose of a head tied to the
-// token table into an initializer of its own (the table [V,C] transposed to
-// [C,V]), so the tie is lost by name. The weight `w` a MatMul reads is that
-// table again when an initializer of the transposed shape that a Gather reads
-// (an embedding table) holds exactly its values transposed: PyTorch trains
-// one tensor. Returns the table's name, or "" when there is none.
-std::string OnnxLowering::tiedTable(const onnx::NodeProto &n,
-                                    const std::string &w) {
-  auto c = consts.find(w);
-  if (c == consts.end() || c->second->dims_size() != 2 ||
-      c->second->data_type() != onnx::TensorProto::FLOAT)
-    return "";
-  const int64_t rows = c->second->dims(0), cols = c->second->dims(1);
-  auto floats = [&](const onnx::TensorProto &t) {
-    if (t.float_data_size() > 0)
-      return std::vector<float>(t.float_data().begin(), t.float_data().end());
-    const std::string raw = t.data_location() == onnx::TensorProto::EXTERNAL
-                                ? externalBytes(t, &n)
-                                : t.raw_data();
-    std::vector<float> v(raw.size() / sizeof(float));
-    std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
-    return v;
-  };
-  for (const auto &[name, t] : consts) {
-    auto users = consumers.find(name);
-    if (name == w || t->dims_size() != 2 || t->dims(0) != cols ||
-        t->dims(1) != rows || t->data_type() != onnx::TensorProto::FLOAT ||
-        users == consumers.end() ||
-        std::none_of(users->second.begin(), users->second.end(),
-                     [&](const onnx::NodeProto *u) {
-                       return u->op_type() == "Gather" && u->input(0) == name;
-                     }))
-      continue;
-    const std::vector<float> a = floats(*c->second), table = floats(*t);
-    if ((int64_t)a.size() != rows * cols || a.size() != table.size())
-      continue;
-    bool same = true;
-    for (int64_t i = 0; same && i < rows; ++i)
-      for (int64_t j = 0; same && j < cols; ++j)
-        same = a[i * cols + j] == table[j * rows + i];
-    if (same)
-      return name;
-  }
-  return "";
 }
 
 } // namespace autoddl::import

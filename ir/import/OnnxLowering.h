@@ -3,7 +3,9 @@
 // One ONNX model being lowered to a ModelGraph. Split over OnnxReader.cpp
 // (reading the protobuf, lowering nodes to the vocabulary) and
 // OnnxFolding.cpp (constants: initializers that are not weights, Constant
-// nodes, and the values computed from them and from static shapes).
+// nodes, and the values computed from them and from static shapes),
+// OnnxParameters.cpp (which initializers are PyTorch's parameters) and
+// OnnxPrimitives.cpp (nodes kept as primitives).
 // Edge code: errors throw UserError naming the file, the node and the cause.
 //
 //===----------------------------------------------------------------------===//

@@ -11,7 +11,6 @@
 #include "ir/import/OnnxLowering.h"
 
 #include <algorithm>
-#include <cmath>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -385,103 +384,6 @@ int OnnxLowering::constantTensor(const onnx::NodeProto &user,
                       std::vector<double>(v.data.begin(), v.data.end()));
   constantTensors[name] = id;
   return id;
-}
-
-// PyTorch's buffers and folded constants reach an export as initializers as
-// its parameters do (the dynamo exporter's optimizer folds a static export's
-// causal mask and rotary tables into them). Two value patterns tell them
-// apart, as a weight never has them: an additive mask (every element 0 or
-// below -1e9, some below) and a rotary table (varying values whose squares
-// and those of another initializer of its shape add up to one constant:
-// cos^2 + sin^2). Only tensors with two dimensions past 1 are looked at (a
-// norm's scale or a bias is a weight however its values look).
-bool OnnxLowering::isBuffer(const onnx::NodeProto &user,
-                            const std::string &name) {
-  auto known = buffers.find(name);
-  if (known != buffers.end())
-    return known->second;
-  auto candidate = [&](const std::string &c) {
-    auto it = consts.find(c);
-    if (it == consts.end() || values.count(c) ||
-        it->second->data_type() != T::FLOAT)
-      return false;
-    int64_t wide = 0, count = 1;
-    for (int64_t d : it->second->dims()) {
-      wide += d > 1;
-      count *= d;
-    }
-    return wide >= 2 && count <= (int64_t(1) << 22);
-  };
-  bool &answer = buffers[name];
-  if (!candidate(name))
-    return answer = false;
-  const HostTensor &v = constant(user, name);
-  bool negative = false, mask = true;
-  for (long double x : v.data) {
-    negative |= x <= -1e9L;
-    mask &= x == 0 || x <= -1e9L;
-  }
-  if (mask && negative)
-    return answer = true;
-  bool varies = false;
-  for (long double x : v.data)
-    varies |= x != v.data[0];
-  if (!varies)
-    return answer = false;
-  for (const auto &[other, proto] : consts) {
-    if (other == name || !candidate(other) ||
-        dims(*proto) != dims(*consts[name]))
-      continue;
-    const HostTensor &w = constant(user, other);
-    const long double sum = v.data[0] * v.data[0] + w.data[0] * w.data[0];
-    bool pair = sum > 1e-6L;
-    for (size_t i = 0; pair && i < v.data.size(); ++i)
-      pair = std::fabs(v.data[i] * v.data[i] + w.data[i] * w.data[i] - sum) <=
-             1e-4L * sum;
-    if (pair) {
-      buffers[other] = true;
-      return answer = true;
-    }
-  }
-  return answer = false;
-}
-
-// The dynamo exporter's optimizer merges initializers of equal value, so a
-// fresh model's norm scales (all ones) and biases (all zeros) reach the file
-// as one tensor that every norm reads, where PyTorch has one parameter per
-// norm. A uniform weight read by several nodes is therefore untied: the k-th
-// node reading it (k > 1, in file order) gets its own parameter "name#k",
-// trained apart as PyTorch trains it (--weights onnx starts each copy from
-// the shared values: OnnxWeights.cpp).
-std::string OnnxLowering::untiedName(const onnx::NodeProto &n,
-                                     const std::string &name) const {
-  auto users = consumers.find(name);
-  if (users == consumers.end() || users->second.size() < 2)
-    return name;
-  auto at = std::find(users->second.begin(), users->second.end(), &n);
-  return at == users->second.begin() || at == users->second.end()
-             ? name
-             : name + "#" + std::to_string(at - users->second.begin() + 1);
-}
-
-int OnnxLowering::weightParam(const onnx::NodeProto &n, int i,
-                              const std::string &init) {
-  const std::string &name = n.input(i);
-  const std::string key = untiedName(n, name);
-  if (key == name ||
-      (values.count(name) &&
-       b.graph().tensors[values[name]].role != TensorRole::Parameter))
-    return param(n, i, init);
-  if (auto it = untied.find(key); it != untied.end())
-    return it->second;
-  const HostTensor &v = constant(n, name);
-  const bool uniform =
-      std::all_of(v.data.begin(), v.data.end(),
-                  [&](long double x) { return x == v.data[0]; });
-  if (!uniform)
-    return param(n, i, init);
-  b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
-  return untied[key] = b.param(key, v.shape, init, 0.02);
 }
 
 // A node outside the vocabulary that reads an activation: kept as itself for
