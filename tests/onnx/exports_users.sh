@@ -109,5 +109,7 @@ refused "input 'input_ids' has a static batch of 2, which is every plan's micro-
 refused "input 'x' has a static batch of 4, which is every plan's micro-batch: --fix microbatch=2 differs" \
   "$autoddl" plan "$dir/static-mlp-ts.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --fix microbatch=2
 refused "input 'x' has a static batch of 4, not 3" "$autoddl" import "$dir/static-mlp-ts.onnx" --batch 3
+refused "recompute full with a training Dropout (/drop/Dropout): its mask is keyed by the step" \
+  "$autoddl" plan "$dir/train-mlp-ts.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --fix recompute=full
 
 [ "$fails" -eq 0 ] && echo "exports_users: all passed" || { echo "exports_users: $fails failed"; exit 1; }
