@@ -150,6 +150,12 @@ void Emitter::emitPrimitive(OpCall &c) {
       throw UserError(where + ": a training Dropout does not run under "
                               "recomputation yet (--fix recompute=none)");
     const int64_t samples = ys.empty() ? 1 : std::max<int64_t>(1, ys[0]);
+    if (samples != plan_.knobs.microbatch)
+      throw UserError(where +
+                      ": a training Dropout keys its mask by sample, "
+                      "but its leading dimension (" +
+                      std::to_string(samples) + ") is not the micro-batch's " +
+                      std::to_string(plan_.knobs.microbatch) + " samples");
     key = fmt::format(
         ", onnx_prim::DropoutKey{{seed, autoddl::rt::dropout_stream({}, "
         "step), (int64_t(g.rdp) * kMicroBatches + mb) * {} * {}}}",
