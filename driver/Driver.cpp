@@ -85,16 +85,17 @@ int launch(const Program &p, const std::vector<std::string> &args,
   return launchMpi(p.binary, p.ranks, args, log);
 }
 
-planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers) {
+planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers,
+                             int64_t staticBatch) {
   planner::Plan p = plan;
   p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
   p.knobs.microbatch = plan.globalBatch;
   p.knobs.microbatches = 1;
-  // Fixed-shape models (an explicit op graph, a gcn or gat): a micro-batch is
-  // one instance of the graph, so the one rank runs the global batch as that
-  // many.
+  // Fixed-shape models (an explicit op graph, a gcn or gat, a static-batch
+  // ONNX export): a micro-batch is one instance of the graph, so the one rank
+  // runs the global batch as that many.
   if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
-      plan.modelFamily == "gat") {
+      plan.modelFamily == "gat" || staticBatch > 0) {
     p.knobs.microbatch = plan.knobs.microbatch;
     p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
   }

@@ -108,8 +108,9 @@ bool verify(VerifyOptions a) {
   planner::Plan plan = planner::readPlanFile(a.plan);
   const std::string planText = codegen::readTextFile(a.plan);
   const int ranks = planRanks(plan);
-  planner::Plan single = singleRankPlan(
-      plan, codegen::validatedModelForPlan(plan, a.model).numLayers);
+  const ModelGraph model = codegen::validatedModelForPlan(plan, a.model);
+  planner::Plan single =
+      singleRankPlan(plan, model.numLayers, model.staticBatch);
   auto planFiles = planProject(plan, planText, a.model, backend, a.fp32);
   auto singleFiles = planProject(single, planner::planToText(single), a.model,
                                  backend, a.fp32);

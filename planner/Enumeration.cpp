@@ -182,17 +182,23 @@ void Planner::enumerate(std::vector<Candidate> &out) {
       if (f.microbatch)
         bs.push_back(*f.microbatch);
       else if (fixedShapes)
-        bs.push_back(1);
+        bs.push_back(instanceMicrobatch());
       else
         for (int64_t b = 1; b <= perReplica && b <= 64; ++b)
           if (perReplica % b == 0)
             bs.push_back(b);
       for (int64_t b : bs) {
-        if (fixedShapes && b != 1) {
-          refuse("the model's shapes do not scale with the batch (" +
-                 g1.family +
-                 "): a micro-batch is one instance of it, so "
-                 "microbatch must be 1");
+        if (fixedShapes && b != instanceMicrobatch()) {
+          refuse(g1.staticBatch > 0
+                     ? "input '" + g1.staticBatchInput +
+                           "' has a static batch of " +
+                           std::to_string(g1.staticBatch) +
+                           ", so microbatch must be " +
+                           std::to_string(g1.staticBatch)
+                     : "the model's shapes do not scale with the batch (" +
+                           g1.family +
+                           "): a micro-batch is one instance of it, so "
+                           "microbatch must be 1");
           continue;
         }
         if (b < 1 || perReplica % b != 0) {

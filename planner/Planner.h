@@ -133,9 +133,15 @@ struct Planner {
   double capacity = 0;
   double flopsPerSample = 0;
   /// No tensor scales with the batch (a gcn training on its whole graph, an
-  /// explicit graph): a micro-batch is one instance of the model as imported,
-  /// and the global batch counts instances.
+  /// explicit graph, an ONNX export with a static batch): a micro-batch is one
+  /// instance of the model as imported, and the global batch counts instances
+  /// (a static-batch export's: samples, its micro-batch its static batch).
   bool fixedShapes = false;
+  /// The micro-batch of a fixed-shape model: 1 instance, or the samples of a
+  /// static-batch export.
+  int64_t instanceMicrobatch() const {
+    return g1.staticBatch > 0 ? g1.staticBatch : 1;
+  }
   /// A graph model's node count (gcn, gat: a sparse adjacency), else 0. Its
   /// dp splits the nodes, not the batch: every dp rank runs each instance
   /// (the whole graph) on its own block of rows.
@@ -154,7 +160,9 @@ struct Planner {
     fixedShapes = true;
     for (int d : base.shapes->batchDim)
       fixedShapes &= d < 0;
-    if (fixedShapes) // FLOPs of one instance: all the samples it holds
+    // FLOPs of one instance: all the samples it holds (a static-batch ONNX
+    // export's global batch counts samples, not instances).
+    if (fixedShapes && g1.staticBatch == 0)
       flopsPerSample *= static_cast<double>(std::max<int64_t>(1, g1.batch));
     if (fixedShapes)
       graphNodes = g1.graphNodes();

@@ -14,7 +14,15 @@ namespace autoddl::planner {
 
 RunnableConfigurations::RunnableConfigurations(const ModelGraph &g)
     : graphNodes_(g.graphNodes()), // gcn, gat, an explicit graph
-      sampleMixing_(sampleMixingPrimitive(g)) {}
+      sampleMixing_(sampleMixingPrimitive(g)) {
+  // The importer keeps only a training Dropout as a primitive.
+  for (const OpDef &op : g.ops)
+    if (op.kind == "primitive" &&
+        attrOr<std::string>(op, "op_type", "") == "Dropout") {
+      dropout_ = op.name;
+      break;
+    }
+}
 
 std::string RunnableConfigurations::refusal(const Knobs &k, bool kfac) const {
   using pipeline::ScheduleKind;
@@ -55,6 +63,12 @@ std::string RunnableConfigurations::refusal(const Knobs &k, bool kfac) const {
     return rc + " with schedule zb-h1: its weight-gradient pass reads a "
                 "recomputed layer's buffers after the next rerun has "
                 "overwritten them (another schedule, or recompute none)";
+  // A training Dropout's mask is keyed by the step, which a recomputed
+  // layer's rerun does not know (codegen/emit/PrimitiveEmitter.cpp).
+  if (!dropout_.empty() && k.recompute != cost::Recompute::None)
+    return rc + " with a training Dropout (" + dropout_ +
+           "): its mask is keyed by the step, which a rerun does not know "
+           "(recompute none)";
   // A graph model's step is the whole graph; dp splits its nodes in blocks
   // (codegen/emit/ProgramAssembly.cpp).
   if (graphNodes_ > 0 && k.microbatches != 1)

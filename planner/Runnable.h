@@ -47,6 +47,7 @@ public:
 private:
   int64_t graphNodes_ = 0;    // a graph model's nodes (dp splits them), else 0
   std::string sampleMixing_;  // the first primitive mixing samples, or ""
+  std::string dropout_;       // the first training Dropout primitive, or ""
 };
 
 } // namespace autoddl::planner

@@ -12,6 +12,8 @@
 #ifndef AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
 #define AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
 
+#include "backends/common/Philox.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,6 +32,40 @@ inline int64_t numel(const Dims &s) {
   for (int64_t d : s)
     n *= d;
   return n;
+}
+
+/// Where a Dropout's mask comes from (Philox.h dropout_keep): the run's
+/// seed, the op's stream at this step, and the global index of the first
+/// element this call holds (its micro-batch's first sample times the
+/// elements per sample).
+struct DropoutKey {
+  uint64_t seed = 0, stream = 0;
+  int64_t first = 0;
+};
+
+/// y = x * keep / (1 - ratio). A dropped element is written as -0 (and a kept
+/// zero as +0) so that the backward reads the mask back from y alone; -0 is
+/// 0 to every reader.
+template <typename T>
+void dropout_forward(T *y, const T *x, int64_t n, double ratio,
+                     const DropoutKey &k) {
+  const T scale = T(1.0 / (1.0 - ratio));
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = !rt::dropout_keep(k.seed, k.stream, uint64_t(k.first + i), ratio)
+               ? -T(0)
+           : x[i] == T(0) ? T(0)
+                          : x[i] * scale;
+}
+
+/// dx += dy * keep / (1 - ratio), keep read from the forward's y.
+template <typename T>
+void dropout_backward(T *dx, const T *y, const T *dy, int64_t n, double ratio) {
+  if (!dx)
+    return;
+  const T scale = T(1.0 / (1.0 - ratio));
+  for (int64_t i = 0; i < n; ++i)
+    if (!(y[i] == T(0) && std::signbit(y[i])))
+      dx[i] += dy[i] * scale;
 }
 
 inline Dims stridesOf(const Dims &shape) {

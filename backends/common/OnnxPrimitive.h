@@ -39,7 +39,8 @@ struct Primitive {
     Reduce,
     Softmax,
     LogSoftmax,
-    Matmul
+    Matmul,
+    Dropout
   };
   std::string op; // the ONNX op type
   Kind kind = Kind::Unary;
@@ -54,6 +55,7 @@ struct Primitive {
   Dims perm, axes;  // Transpose; Reduce (non-negative)
   Reduce reduce = Reduce::Sum;
   Window window; // Slice
+  double ratio = 0; // Dropout (training_mode true)
 };
 
 namespace detail {
@@ -117,7 +119,7 @@ inline bool primitiveSupported(const std::string &op) {
   static const char *others[] = {"Where",      "Expand",    "Transpose",
                                  "Slice",      "Concat",    "ReduceSum",
                                  "ReduceMean", "ReduceMax", "Softmax",
-                                 "LogSoftmax", "MatMul"};
+                                 "LogSoftmax", "MatMul",    "Dropout"};
   if (detail::unaries().count(op) || detail::binaries().count(op))
     return true;
   for (const char *o : others)
@@ -230,6 +232,19 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
     p.axis = axisIn(intAttr("axis", 0), int64_t(in[0].size()));
     return axisOk(p.axis, int64_t(in[0].size())) ? "" : "Concat's axis is out of range";
   }
+  if (op == "Dropout") {
+    // An absent or false training_mode is the identity (the importer passes
+    // it through); a true one drops with a counter-based mask (DropoutKey).
+    if (std::string e = indexInputsFrom(1); !e.empty())
+      return e;
+    p.ratio = n > 1 ? consts[1][0] : 0.5;
+    const bool training = n > 2 && consts[2][0] != 0;
+    if (!(p.ratio >= 0 && p.ratio < 1))
+      return "Dropout's ratio is not in [0, 1)";
+    p.kind = training && p.ratio > 0 ? Primitive::Kind::Dropout
+                                     : Primitive::Kind::Unary;
+    return "";
+  }
   if (op == "MatMul") {
     p.kind = Primitive::Kind::Matmul;
     return n == 2 ? "" : "MatMul takes two operands";
@@ -302,11 +317,14 @@ inline Primitive onnxPrimitive(const std::string &op,
 }
 
 /// The forward of p: operands in ONNX order (index inputs may be null), y the
-/// result.
+/// result; `key` keys a training Dropout's mask.
 template <typename T>
 void primitive_forward(const Primitive &p, const std::vector<const T *> &x,
-                       T *y) {
+                       T *y, const DropoutKey &key = {}) {
   switch (p.kind) {
+  case Primitive::Kind::Dropout:
+    dropout_forward(y, x[0], numel(p.out), p.ratio, key);
+    break;
   case Primitive::Kind::Unary:
     unary_forward(p.unary, y, x[0], numel(p.out));
     break;
@@ -350,6 +368,9 @@ void primitive_backward(const Primitive &p, const std::vector<T *> &dx,
                         const std::vector<const T *> &x, const T *y,
                         const T *dy) {
   switch (p.kind) {
+  case Primitive::Kind::Dropout:
+    dropout_backward(dx[0], y, dy, numel(p.out), p.ratio);
+    break;
   case Primitive::Kind::Unary:
     unary_backward(p.unary, dx[0], x[0], y, dy, numel(p.out));
     break;

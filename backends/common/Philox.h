@@ -71,6 +71,21 @@ AUTODDL_HOST_DEVICE inline double u32_to_unit(uint32_t x) {
   return x * (1.0 / 4294967296.0);
 }
 
+/// Dropout's decision for element `index` of stream `stream` under `seed`:
+/// kept when its word of counter index / 4 is at least `ratio` of 2^32. Any
+/// element's mask is a pure function of these, so a micro-batch split over dp
+/// ranks or micro-batches, and the CPU and the GPU, drop the same elements.
+AUTODDL_HOST_DEVICE inline bool dropout_keep(uint64_t seed, uint64_t stream,
+                                             uint64_t index, double ratio) {
+  const PhiloxCounter w = philox_words(seed, stream, index / 4);
+  return u32_to_unit(w[index % 4]) >= ratio;
+}
+
+/// The stream of one Dropout op (by name) at one training step.
+inline uint64_t dropout_stream(std::string_view op, int64_t step) {
+  return fnv1a64(op) ^ (uint64_t(step) * 0x9e3779b97f4a7c15ull);
+}
+
 /// One standard normal from the first two words by Box-Muller:
 /// sqrt(-2 ln u1) cos(2 pi u2) with u1 in (0, 1] so the logarithm is finite.
 AUTODDL_HOST_DEVICE inline double philox_normal(const PhiloxCounter &w) {

@@ -6,6 +6,7 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/Runtime.cu
   ${AUTODDL_CUDA_DIR}/StepGraph.cu
   ${AUTODDL_CUDA_DIR}/kernels/CrossEntropy.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Dropout.cu
   ${AUTODDL_CUDA_DIR}/kernels/Elementwise.cu
   ${AUTODDL_CUDA_DIR}/kernels/Embedding.cu
   ${AUTODDL_CUDA_DIR}/kernels/Init.cu

@@ -138,8 +138,31 @@ void Emitter::emitPrimitive(OpCall &c) {
     din += (j ? ", " : "") +
            (prim.differentiable[j] ? dx[j] : std::string("nullptr"));
   }
-  F(fmt::format("onnx_prim::primitive_forward<float>({}, {{{}}}, {});", name,
-                in, y));
+  // A training Dropout's mask: keyed by the run's seed, the op and the step,
+  // and the global index of this micro-batch's first element (its first
+  // sample, as DataOrder.h counts them, times the elements per sample; the
+  // samples are the leading dimension), so dp ranks, micro-batches and one
+  // rank drop the same elements. A recomputed layer reruns its forward
+  // where the step is not known: refused.
+  std::string key;
+  if (prim.kind == onnx_kernels::Primitive::Kind::Dropout) {
+    if (plan_.knobs.recompute != cost::Recompute::None)
+      throw UserError(where + ": a training Dropout does not run under "
+                              "recomputation yet (--fix recompute=none)");
+    const int64_t samples = ys.empty() ? 1 : std::max<int64_t>(1, ys[0]);
+    if (samples != plan_.knobs.microbatch)
+      throw UserError(where +
+                      ": a training Dropout keys its mask by sample, "
+                      "but its leading dimension (" +
+                      std::to_string(samples) + ") is not the micro-batch's " +
+                      std::to_string(plan_.knobs.microbatch) + " samples");
+    key = fmt::format(
+        ", onnx_prim::DropoutKey{{seed, autoddl::rt::dropout_stream({}, "
+        "step), (int64_t(g.rdp) * kMicroBatches + mb) * {} * {}}}",
+        cStringLiteral(op.name), samples, onnx_kernels::numel(ys) / samples);
+  }
+  F(fmt::format("onnx_prim::primitive_forward<float>({}, {{{}}}, {}{});", name,
+                in, y, key));
   BI(fmt::format("onnx_prim::primitive_backward<float>({}, {{{}}}, {{{}}}, {}, "
                  "{});",
                  name, din, in, y, dy));

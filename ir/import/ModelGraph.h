@@ -88,6 +88,12 @@ struct ModelGraph {
   int64_t numLayers = 0;  // repeated blocks (see docs/model-format.md "layers")
   int64_t batch = 1;      // samples per micro-batch the shapes were built for
   int64_t seq = 0;        // sequence length (0 for non-sequence models)
+  // An ONNX export with a static batch (no dynamic batch axis): the samples
+  // its shapes hold, which are every plan's micro-batch (plans accumulate
+  // and data-parallelise whole instances), and the input that fixes it; 0
+  // and "" when the batch scales.
+  int64_t staticBatch = 0;
+  std::string staticBatchInput;
   // The Hugging Face config.json text the model was read from ("" for
   // templates, graphs and ONNX): generated programs save it beside their
   // checkpoints.

@@ -3,7 +3,9 @@
 // One ONNX model being lowered to a ModelGraph. Split over OnnxReader.cpp
 // (reading the protobuf, lowering nodes to the vocabulary) and
 // OnnxFolding.cpp (constants: initializers that are not weights, Constant
-// nodes, and the values computed from them and from static shapes).
+// nodes, and the values computed from them and from static shapes),
+// OnnxParameters.cpp (which initializers are PyTorch's parameters) and
+// OnnxPrimitives.cpp (nodes kept as primitives).
 // Edge code: errors throw UserError naming the file, the node and the cause.
 //
 //===----------------------------------------------------------------------===//
@@ -74,6 +76,7 @@ private:
   bool lowerGemm(const onnx::NodeProto &n);
   bool lowerSplitToSequence(const onnx::NodeProto &n);
   bool lowerSequenceAt(const onnx::NodeProto &n);
+  bool lowerSplit(const onnx::NodeProto &n);
   bool lowerPositions(const onnx::NodeProto &n);
   bool lowerAddMul(const onnx::NodeProto &n);
   bool lowerLayerNorm(const onnx::NodeProto &n);
@@ -97,11 +100,25 @@ private:
   std::vector<int64_t> constantInts(const onnx::NodeProto &user,
                                     const std::string &name);
   const onnx::NodeProto *transposedWeight(const std::string &name) const;
+  std::string tiedTable(const onnx::NodeProto &n, const std::string &w);
   bool castIsIdentity(const onnx::NodeProto &n);
   /// `position`: the source node's index when n is made here (-1: n's own).
   void primitive(const onnx::NodeProto &n, int position = -1);
   void sequenceAt(const onnx::NodeProto &n);
+  void splitParts(const onnx::NodeProto &n);
+  void slicePart(const onnx::NodeProto &n, const std::string &x, int64_t start,
+                 int64_t end, int64_t axis, const std::string &out);
   int constantTensor(const onnx::NodeProto &user, const std::string &name);
+  /// Whether initializer `name`, read by `user` with an activation, is a
+  /// buffer PyTorch does not train (an additive mask, a rotary cos/sin
+  /// table) rather than a weight (OnnxPrimitives.cpp).
+  bool isBuffer(const onnx::NodeProto &user, const std::string &name);
+  /// The parameter node n reads at input i (a weight): param()'s, or its
+  /// own copy of a uniform weight the exporter merged (OnnxPrimitives.cpp).
+  int weightParam(const onnx::NodeProto &n, int i, const std::string &init);
+  /// The name of that copy: `name`, or "name#k" for its k-th reader.
+  std::string untiedName(const onnx::NodeProto &n,
+                         const std::string &name) const;
 
   ops::Shape dims(const onnx::TensorProto &t) const;
   std::string externalBytes(const onnx::TensorProto &t,
@@ -110,6 +127,9 @@ private:
   int value(const onnx::NodeProto &n, int i);
   int param(const onnx::NodeProto &n, int i, const std::string &init,
             double std = 0.02);
+  /// param() of initializer `name` (read by n).
+  int paramNamed(const onnx::NodeProto &n, const std::string &name,
+                 const std::string &init, double std = 0.02);
   /// A constant (initializer, Constant node or a value computed from them)
   /// that is not a parameter.
   bool isConst(const std::string &name) const {
@@ -128,8 +148,19 @@ private:
   int add(const onnx::NodeProto &n, const std::string &kind,
           std::vector<int> operands, ops::Attrs attrs = {}) {
     b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
-    return b.op(kind, nodeName(n), std::move(operands), std::move(attrs),
-                n.output(0));
+    int t = b.op(kind, nodeName(n), std::move(operands), std::move(attrs),
+                 n.output(0));
+    noteScope(n);
+    return t;
+  }
+  /// The repeated block (layer) the dynamo exporter's name scopes put node n
+  /// in (its metadata "pkg.torch.onnx.name_scopes": "...layers.3..."), -1
+  /// for a scope outside every block, -2 for a node without scopes.
+  int64_t scopeLayer(const onnx::NodeProto &n) const;
+  /// Records scopeLayer(n) for the op just built (assignLayers keeps it).
+  void noteScope(const onnx::NodeProto &n) {
+    if (int64_t l = scopeLayer(n); l > -2)
+      scopes.emplace_back(b.graph().ops.size() - 1, l);
   }
   const onnx::NodeProto *soleConsumer(const std::string &value) const;
 
@@ -139,6 +170,8 @@ private:
   GraphBuilder b;
   std::string dir;
   int64_t opset = 0;
+  int64_t staticBatch = 0;           // a static dimension 0 of the inputs, or 0
+  std::string staticBatchInput;      // the first input with it
   std::map<std::string, int> values; // ONNX value name -> tensor
   std::map<std::string, const onnx::TensorProto *> consts; // initializers
   // Values of Constant nodes and of nodes evaluated so far; values computed
@@ -147,6 +180,9 @@ private:
   std::map<std::string, HostTensor> evaluated;
   std::map<std::string, const onnx::NodeProto *> derived;
   std::map<std::string, int> constantTensors; // constants primitives read
+  std::map<std::string, bool> buffers;        // isBuffer's answers
+  std::map<std::string, int> untied;          // weightParam's copies
+  std::vector<std::pair<size_t, int64_t>> scopes; // op index, its scope layer
   // Gathers of a table at positions 0..T-1, lowered with their Add.
   std::map<std::string, const onnx::NodeProto *> positions;
   // SplitToSequence nodes by their output: a SequenceAt of one is a Slice.

@@ -13,12 +13,41 @@
 
 namespace autoddl::import {
 
-/// Identity, and Dropout in eval mode: the input itself.
+/// Identity, and Dropout that drops nothing: the input itself. The dynamo
+/// exporter writes an eval-mode Dropout with a constant false training_mode.
+/// A true one (an export in train mode) drops, unless its ratio is 0: a
+/// primitive whose mask the programs draw from their counter-based generator
+/// (backends/common/OnnxKernels.h dropout_forward).
 bool OnnxLowering::lowerIdentity(const onnx::NodeProto &n) {
-  const std::string &op = n.op_type();
-  if (op == "Dropout" && n.input_size() > 2 && !n.input(2).empty())
-    failNode(n, "a training_mode input is not supported; export in "
-                "eval mode");
+  if (n.op_type() == "Dropout") {
+    auto flag = [&](int i, const char *what) -> std::optional<double> {
+      if (n.input_size() <= i || n.input(i).empty())
+        return std::nullopt; // absent: ratio 0.5, training_mode false
+      if (!isConst(n.input(i)))
+        failNode(n, std::string("its ") + what + " '" + n.input(i) +
+                        "' is computed from the inputs; export with a "
+                        "constant one (model.eval())");
+      const HostTensor &v = constant(n, n.input(i));
+      if (v.numel() != 1)
+        failNode(n, std::string("its ") + what + " '" + n.input(i) +
+                        "' is not a scalar");
+      return (double)v.data[0];
+    };
+    std::optional<double> ratio = flag(1, "ratio");
+    std::optional<double> training = flag(2, "training_mode");
+    if (n.output_size() > 1 && !n.output(1).empty() &&
+        consumers.count(n.output(1)))
+      failNode(n, "its mask output '" + n.output(1) +
+                      "' is read by the graph; only the data output is "
+                      "supported");
+    const double r = ratio.value_or(0.5);
+    if (training && *training != 0 && r != 0) {
+      if (!(r > 0 && r < 1))
+        failNode(n, "its ratio " + std::to_string(r) + " is not in [0, 1)");
+      primitive(n);
+      return true;
+    }
+  }
   define(n, value(n, 0));
   return true;
 }
@@ -66,10 +95,16 @@ bool OnnxLowering::lowerMatMul(const onnx::NodeProto &n) {
   if (wt || consts.count(n.input(1)) ||
       (values.count(n.input(1)) &&
        b.graph().tensors[values[n.input(1)]].role == TensorRole::Parameter)) {
-    int w = wt ? param(*wt, 0, "normal") : param(n, 1, "normal");
+    // A head whose tie to the token table the exporter folded away reads
+    // the table, transposed.
+    const std::string table = wt ? "" : tiedTable(n, n.input(1));
+    const bool transposed = wt || !table.empty();
+    int w = !table.empty() ? paramNamed(n, table, "normal")
+            : wt           ? param(*wt, 0, "normal")
+                           : param(n, 1, "normal");
     if (b.shape(w).size() != 2)
       failNode(n, "a weight of rank 2 ([K,N]) is expected");
-    int64_t outDim = b.shape(w)[wt ? 0 : 1];
+    int64_t outDim = b.shape(w)[transposed ? 0 : 1];
     std::vector<int> operands = {a, w};
     // MatMul then Add of a [N] initializer is a linear layer with a bias.
     const onnx::NodeProto *next = soleConsumer(n.output(0));
@@ -84,7 +119,7 @@ bool OnnxLowering::lowerMatMul(const onnx::NodeProto &n) {
       }
     }
     ops::Attrs at; // MatMul's weight is [K,N]; a transposed one [N,K]
-    at["transpose_weight"] = wt != nullptr;
+    at["transpose_weight"] = transposed;
     int out = add(n, "linear", operands, at);
     define(n, out);
     if (addNode) {
@@ -118,6 +153,12 @@ bool OnnxLowering::lowerGemm(const onnx::NodeProto &n) {
 /// SplitToSequence: read by its SequenceAt nodes.
 bool OnnxLowering::lowerSplitToSequence(const onnx::NodeProto &n) {
   splits[n.output(0)] = &n;
+  return true;
+}
+
+/// Split: a Slice per output.
+bool OnnxLowering::lowerSplit(const onnx::NodeProto &n) {
+  splitParts(n);
   return true;
 }
 
@@ -180,9 +221,11 @@ bool OnnxLowering::lowerLayerNorm(const onnx::NodeProto &n) {
   int64_t axis = attrInt(n, "axis", -1);
   if (axis != -1 && axis != rankOf(x) - 1)
     failNode(n, "only normalisation over the last axis is supported");
-  std::vector<int> operands = {x, param(n, 1, "ones")};
+  // A scale and bias every norm reads are a fresh model's, merged by the
+  // exporter: untied (weightParam).
+  std::vector<int> operands = {x, weightParam(n, 1, "ones")};
   if (n.input_size() > 2 && !n.input(2).empty())
-    operands.push_back(param(n, 2, "zeros"));
+    operands.push_back(weightParam(n, 2, "zeros"));
   const onnx::AttributeProto *eps = attr(n, "epsilon");
   ops::Attrs at;
   at["epsilon"] = eps ? (double)eps->f() : 1e-5;
@@ -376,6 +419,7 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
       {"Gemm", &OnnxLowering::lowerGemm},
       {"SplitToSequence", &OnnxLowering::lowerSplitToSequence},
       {"SequenceAt", &OnnxLowering::lowerSequenceAt},
+      {"Split", &OnnxLowering::lowerSplit},
       {"Add", &OnnxLowering::lowerAddMul},
       {"Mul", &OnnxLowering::lowerAddMul},
       {"LayerNormalization", &OnnxLowering::lowerLayerNorm},

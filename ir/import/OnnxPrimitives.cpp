@@ -23,10 +23,12 @@ namespace {
 
 [[noreturn]] void bad(const std::string &m) { throw std::invalid_argument(m); }
 
+// Dropout: a training one (OnnxLowering::lowerIdentity).
 const std::set<std::string> kUnary = {
-    "Abs", "Ceil", "Cos",        "Erf",     "Exp",       "Floor",   "Identity",
-    "Log", "Neg",  "Reciprocal", "Relu",    "Round",     "Sigmoid", "Sign",
-    "Sin", "Sqrt", "Tanh",       "Softmax", "LogSoftmax", "Softplus"};
+    "Abs",        "Ceil",     "Cos",    "Erf",        "Exp",  "Floor",
+    "Identity",   "Log",      "Neg",    "Reciprocal", "Relu", "Round",
+    "Sigmoid",    "Sign",     "Sin",    "Sqrt",       "Tanh", "Softmax",
+    "LogSoftmax", "Softplus", "Dropout"};
 const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div",
                                       "Pow", "Max", "Min"};
 const std::set<std::string> kCompare = {
@@ -302,15 +304,24 @@ int32_t onnxType(ops::DType t) {
   }
 }
 
-int64_t assignLayers(ModelGraph &g) {
+int64_t assignLayers(ModelGraph &g,
+                     const std::vector<std::pair<size_t, int64_t>> &scoped) {
   static const std::regex kLayer(R"((^|\.)(layers|h)\.([0-9]+)\.)");
   std::vector<int> layer(g.ops.size(), -1);
   std::vector<bool> fixed(g.ops.size(), false);
+  // An op the exporter's name scopes placed (OnnxLowering::scopeLayer) keeps
+  // its layer, -1 included.
+  std::vector<bool> placed(g.ops.size(), false);
+  for (auto [i, l] : scoped)
+    if (i < g.ops.size()) {
+      layer[i] = static_cast<int>(l);
+      fixed[i] = placed[i] = true;
+    }
   std::vector<std::vector<int>> readers(g.tensors.size());
   for (size_t i = 0; i < g.ops.size(); ++i)
     for (int t : g.ops[i].operands) {
       readers[t].push_back(i);
-      if (g.tensors[t].role != TensorRole::Parameter)
+      if (g.tensors[t].role != TensorRole::Parameter || placed[i])
         continue;
       std::smatch m;
       fixed[i] = true;
@@ -377,8 +388,8 @@ int OnnxLowering::constantTensor(const onnx::NodeProto &user,
 
 // A node outside the vocabulary that reads an activation: kept as itself for
 // the fusion passes. A float initializer it reads that is more than a scalar
-// is a weight (a norm's scale), so a parameter; other constants are Constant
-// tensors.
+// is a weight (a norm's scale), so a parameter, unless it is a buffer
+// (isBuffer); other constants are Constant tensors.
 void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
   const std::string &op = n.op_type();
   if (!isPrimitiveOp(op))
@@ -392,22 +403,23 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
     if (name.empty())
       failNode(n, "an omitted optional input is not supported here");
     auto c = consts.find(name);
-    bool weight = c != consts.end() && !values.count(name) &&
-                  c->second->data_type() == T::FLOAT &&
-                  c->second->dims_size() >= 1 && dims(*c->second).size() &&
-                  [&] {
-                    int64_t k = 1;
-                    for (int64_t d : c->second->dims())
-                      k *= d;
-                    return k > 1;
-                  }();
+    int64_t count = 1;
+    if (c != consts.end())
+      for (int64_t d : c->second->dims())
+        count *= d;
+    const bool weight =
+        c != consts.end() && c->second->dims_size() >= 1 &&
+        c->second->data_type() == T::FLOAT && count > 1 &&
+        (values.count(name) || untied.count(untiedName(n, name)) ||
+         !isBuffer(n, name));
+    int own = -1; // the parameter this node reads at input i
     if (weight)
-      param(n, i,
-            c->second->dims_size() != 1 ? "normal"
-            : op == "Mul"               ? "ones"
-                                        : "zeros");
-    if (values.count(name)) {
-      int t = values[name];
+      own = weightParam(n, i,
+                        c->second->dims_size() != 1 ? "normal"
+                        : op == "Mul"               ? "ones"
+                                                    : "zeros");
+    if (own >= 0 || values.count(name)) {
+      int t = own >= 0 ? own : values[name];
       operands.push_back(t);
       in.push_back({b.shape(t), onnxType(b.graph().tensors[t].dtype), nullptr});
     } else if (isConst(name)) {
@@ -432,6 +444,27 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
   define(n, b.primitive(op, nodeName(n), std::move(operands), std::move(at),
                         {r.shape, dtype}, n.output(0),
                         position >= 0 ? position : nodeIndex(n)));
+  noteScope(position >= 0 ? model.graph().node(position) : n);
+}
+
+int64_t OnnxLowering::scopeLayer(const onnx::NodeProto &n) const {
+  // NodeProto's metadata_props (field 9 since onnx 1.16) postdates
+  // the onnx.proto this reader is built with: read from the unknown fields.
+  static const std::regex kScopeLayer(R"((^|[.'])(layers|h)\.([0-9]+)[.'])");
+  const auto &unknown = n.unknown_fields();
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const auto &f = unknown.field(i);
+    onnx::StringStringEntryProto e;
+    if (f.number() != 9 ||
+        f.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED ||
+        !e.ParseFromString(f.length_delimited()) ||
+        e.key() != "pkg.torch.onnx.name_scopes")
+      continue;
+    std::smatch m;
+    return std::regex_search(e.value(), m, kScopeLayer) ? std::stoll(m[3].str())
+                                                        : -1;
+  }
+  return -2;
 }
 
 // SequenceAt(SplitToSequence(x, split, axis), k) (GPT-2's qkv split in a
@@ -482,22 +515,70 @@ void OnnxLowering::sequenceAt(const onnx::NodeProto &n) {
   int64_t part = k[0] < 0 ? k[0] + parts : k[0], start = 0;
   for (int64_t i = 0; i < part; ++i)
     start += sizes[i];
+  slicePart(n, split.input(0), start, start + sizes[part], axis, n.output(0));
+}
+
+// The primitive Slice of x along `axis` from `start` to `end`, defining
+// `out`, named after n and placed at its position.
+void OnnxLowering::slicePart(const onnx::NodeProto &n, const std::string &x,
+                             int64_t start, int64_t end, int64_t axis,
+                             const std::string &out) {
   onnx::NodeProto &slice = madeNodes.emplace_back();
   slice.set_op_type("Slice");
-  slice.set_name(nodeName(n));
-  slice.add_input(split.input(0));
-  const int64_t bounds[3] = {start, start + sizes[part], axis};
+  slice.set_name(n.output_size() > 1 ? nodeName(n) + "." + out : nodeName(n));
+  slice.add_input(x);
+  const int64_t bounds[3] = {start, end, axis};
   const char *what[3] = {".starts", ".ends", ".axes"};
   for (int i = 0; i < 3; ++i) {
     HostTensor c;
     c.type = T::INT64;
     c.shape = {1};
     c.data = {(long double)bounds[i]};
-    evaluated[n.output(0) + what[i]] = c;
-    slice.add_input(n.output(0) + what[i]);
+    evaluated[out + what[i]] = c;
+    slice.add_input(out + what[i]);
   }
-  slice.add_output(n.output(0));
+  slice.add_output(out);
   primitive(slice, nodeIndex(n));
+}
+
+// Split (GPT-2's qkv split in a default dynamo export): one primitive Slice
+// per output, as for SequenceAt.
+void OnnxLowering::splitParts(const onnx::NodeProto &n) {
+  auto x = values.find(n.input(0));
+  if (x == values.end())
+    failNode(n, "the input of a Split must be an activation");
+  const ops::Shape &xs = b.shape(x->second);
+  const int64_t outputs = n.output_size();
+  int64_t axis, dim;
+  std::vector<int64_t> sizes;
+  try {
+    axis = onnxAxis(onnxAttrInt(n, "axis", 0), xs.size());
+    dim = xs[axis];
+    if (n.input_size() > 1 && !n.input(1).empty()) {
+      sizes = constantInts(n, n.input(1));
+    } else {
+      // Equal parts, the last smaller (opset 18's num_outputs, else one per
+      // output).
+      const int64_t parts = onnxAttrInt(n, "num_outputs", outputs);
+      const int64_t chunk = parts > 0 ? (dim + parts - 1) / parts : 0;
+      for (int64_t at = 0; chunk > 0 && at < dim; at += chunk)
+        sizes.push_back(std::min(chunk, dim - at));
+    }
+    int64_t total = 0;
+    for (int64_t v : sizes)
+      total += v;
+    if ((int64_t)sizes.size() != outputs || total != dim)
+      bad("the split sizes do not make up the axis in " +
+          std::to_string(outputs) + " parts");
+  } catch (const std::logic_error &e) {
+    failNode(n, e.what());
+  }
+  int64_t start = 0;
+  for (int64_t k = 0; k < outputs; ++k) {
+    if (!n.output(k).empty())
+      slicePart(n, n.input(0), start, start + sizes[k], axis, n.output(k));
+    start += sizes[k];
+  }
 }
 
 } // namespace autoddl::import

@@ -57,7 +57,11 @@ int32_t onnxType(ops::DType t);
 /// parameter named "...layers.N..." or "...h.N..." (Hugging Face's module
 /// paths) is in layer N, one reading another parameter in none; an op
 /// without parameters is in the first layer of the ops reading its result.
+/// `scoped` (op index, layer; -1: outside every layer) places ops first, by
+/// the exporter's name scopes, over their parameters' names.
 /// Returns the number of layers (the largest index + 1).
-int64_t assignLayers(ModelGraph &g);
+int64_t
+assignLayers(ModelGraph &g,
+             const std::vector<std::pair<size_t, int64_t>> &scoped = {});
 
 } // namespace autoddl::import

@@ -62,6 +62,7 @@ const std::map<std::string, std::vector<int64_t>> kOpVersions = {
     {"Relu", {13, 14}},
     {"Reshape", {13, 14, 19, 21}},
     {"SequenceAt", {11}},
+    {"Split", {13, 18}},
     {"Softmax", {13}},
     {"SplitToSequence", {11}},
     {"Tanh", {13}},
@@ -192,6 +193,24 @@ void OnnxLowering::readInputs() {
       fail("initializer '" + t.name() + "' is given twice");
     checkData(t);
   }
+  // A static batch (an export without a dynamic batch axis) is the one the
+  // model runs at: a dynamic batch of another input is built at it too.
+  for (const auto &in : g.input()) {
+    const auto &shape = in.type().tensor_type().shape();
+    if (consts.count(in.name()) || !in.type().has_tensor_type() ||
+        shape.dim_size() == 0 || !shape.dim(0).has_dim_value() ||
+        shape.dim(0).dim_value() < 1)
+      continue;
+    if (staticBatch == 0) {
+      staticBatch = shape.dim(0).dim_value();
+      staticBatchInput = in.name();
+    } else if (shape.dim(0).dim_value() != staticBatch) {
+      fail("input '" + in.name() + "' has a static batch of " +
+           std::to_string(shape.dim(0).dim_value()) + " and input '" +
+           staticBatchInput + "' one of " + std::to_string(staticBatch) +
+           "; export every input with the same batch");
+    }
+  }
   for (const auto &in : g.input()) {
     if (consts.count(in.name()))
       continue; // an initializer listed as an input (IR < 4)
@@ -220,16 +239,20 @@ void OnnxLowering::readInputs() {
           fail("input '" + in.name() + "' has a static batch of " +
                std::to_string(d.dim_value()) + ", not " +
                std::to_string(o.batch) +
-               "; export with a dynamic batch axis to plan other batches");
+               "; its micro-batch is that batch (export with a dynamic "
+               "batch axis to run others)");
         shape.push_back(d.dim_value());
         continue;
       }
       std::string what = d.has_dim_param() ? " ('" + d.dim_param() + "')" : "";
-      // A dynamic batch is built at the batch asked for (1 when none is,
-      // as for a config.json: the planner rebuilds it per micro-batch); any
-      // other dynamic dimension must be pinned.
+      // A dynamic batch is built at the batch asked for (else another
+      // input's static batch, else 1, as for a config.json: the planner
+      // rebuilds it per micro-batch); any other dynamic dimension must be
+      // pinned.
       if (i == 0)
-        shape.push_back(o.batch > 0 ? o.batch : 1);
+        shape.push_back(o.batch > 0       ? o.batch
+                        : staticBatch > 0 ? staticBatch
+                                          : 1);
       else if (i == 1 && o.seq > 0)
         shape.push_back(o.seq);
       else
@@ -306,7 +329,11 @@ int OnnxLowering::value(const onnx::NodeProto &n, int i) {
 // once however many nodes use it (tied weights).
 int OnnxLowering::param(const onnx::NodeProto &n, int i,
                         const std::string &init, double std) {
-  const std::string &name = n.input(i);
+  return paramNamed(n, n.input(i), init, std);
+}
+
+int OnnxLowering::paramNamed(const onnx::NodeProto &n, const std::string &name,
+                             const std::string &init, double std) {
   auto it = values.find(name);
   if (it != values.end()) {
     if (b.graph().tensors[it->second].role != TensorRole::Parameter)
@@ -415,7 +442,9 @@ ModelGraph OnnxLowering::run() {
     }
   b.setPlace(path + ": ");
   ModelGraph out = b.finish(loss, 0, batch, seq);
-  out.numLayers = assignLayers(out);
+  out.staticBatch = staticBatch;
+  out.staticBatchInput = staticBatchInput;
+  out.numLayers = assignLayers(out, scopes);
   // Primitives left go to the fusion passes (ModelImporter.cpp:
   // fuseImportedGraph), which refuse one no pattern recognises.
   return out;

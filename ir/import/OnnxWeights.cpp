@@ -77,6 +77,12 @@ std::vector<ParameterValues> readOnnxWeights(const std::string &path,
     if (p.role != TensorRole::Parameter)
       continue;
     auto it = inits.find(p.name);
+    // A uniform weight the exporter merged, untied by the reader: its k-th
+    // copy "name#k" starts from the shared values (OnnxPrimitives.cpp).
+    if (const size_t hash = p.name.rfind('#');
+        it == inits.end() && hash != std::string::npos &&
+        p.name.find_first_not_of("0123456789", hash + 1) == std::string::npos)
+      it = inits.find(p.name.substr(0, hash));
     if (it == inits.end())
       throw UserError(path + ": parameter '" + p.name +
                       "' is not an initializer of the file (--weights onnx "

@@ -416,6 +416,8 @@ FusedGraph fuseImported(const ModelGraph &g,
   out.graph.numLayers = g.numLayers;
   out.graph.batch = g.batch;
   out.graph.seq = g.seq;
+  out.graph.staticBatch = g.staticBatch;
+  out.graph.staticBatchInput = g.staticBatchInput;
   out.graph.hfConfig = g.hfConfig;
   func::FuncOp function;
   module->walk([&](func::FuncOp f) { function = f; });

@@ -11,6 +11,8 @@
 // - backward: each op on random fp64 inputs, the vector-Jacobian product of
 //   primitive_backward against central finite differences of
 //   sum(w * forward(x)) (1e-6 relative).
+// - a training Dropout, whose mask ONNX leaves to the runtime: its
+//   counter-based mask's rate, offsets and backward (dropoutTests).
 // Usage: onnx_primitive_kernels <libonnx-testdata node dir>
 //
 //===----------------------------------------------------------------------===//
@@ -101,6 +103,10 @@ std::string runNodeTest(const std::string &dir, const onnx::GraphProto &g) {
           makePrimitive(p, n.op_type(), attrsOf(n), shapes, want.shape, values);
       !e.empty())
     return "skip: " + e;
+  // ONNX leaves a training Dropout's mask to the runtime (the tests hold
+  // numpy's); the programs' counter-based one is checked by dropoutTests.
+  if (p.kind == Primitive::Kind::Dropout)
+    return "skip: a training Dropout's mask is the programs' generator's";
   // Data inputs of any type the reader holds run as their values (an
   // integer exponent, compared integers); the result must be float or
   // boolean, as programs hold them.
@@ -327,6 +333,83 @@ int malformedForms() {
   return failures;
 }
 
+// A training Dropout (ratio 0.25): about a quarter of the elements dropped,
+// the kept ones scaled by 4/3 (a kept zero stays +0, a dropped element is
+// -0); an element's mask depends only on its global index, so two halves run
+// at their offsets equal the whole bitwise; another step draws another mask;
+// the backward passes dy * 4/3 exactly where the forward kept, zeros of x
+// included; a false training_mode or a ratio of 0 is the identity.
+int dropoutTests() {
+  int failures = 0;
+  auto check = [&](const char *what, bool ok) {
+    std::cout << "Dropout: " << what << (ok ? "" : "  FAILED") << "\n";
+    failures += ok ? 0 : 1;
+  };
+  const int64_t n = 1 << 16, c = 64;
+  auto make = [&](Primitive &p, int64_t rows, double training, double ratio) {
+    return makePrimitive(p, "Dropout", {}, {{rows, c}, {}, {}}, {rows, c},
+                         {{}, {ratio}, {training}});
+  };
+  Primitive p, half, off, none;
+  check("resolves", make(p, n / c, 1, 0.25).empty() &&
+                        make(half, n / c / 2, 1, 0.25).empty() &&
+                        p.kind == Primitive::Kind::Dropout);
+  check("false training_mode and ratio 0 are the identity",
+        make(off, 4, 0, 0.25).empty() && make(none, 4, 1, 0).empty() &&
+            off.kind == Primitive::Kind::Unary &&
+            none.kind == Primitive::Kind::Unary);
+  std::vector<double> x(n), y(n), parts(n), other(n);
+  for (int64_t i = 0; i < n; ++i)
+    x[size_t(i)] = i % 7 == 0 ? 0.0 : 1.0 + double(i % 5);
+  const DropoutKey k{42, autoddl::rt::dropout_stream("drop", 3), 1000};
+  primitive_forward<double>(p, {x.data(), nullptr, nullptr}, y.data(), k);
+  int64_t dropped = 0;
+  bool scaled = true;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = y[size_t(i)];
+    const bool gone = v == 0 && std::signbit(v);
+    dropped += gone;
+    scaled &= gone == !autoddl::rt::dropout_keep(42, k.stream, 1000 + i, 0.25);
+    scaled &= gone || (x[size_t(i)] == 0 ? v == 0 && !std::signbit(v)
+                                         : v == x[size_t(i)] * (1.0 / 0.75));
+  }
+  std::cout << "Dropout: " << dropped << " of " << n << " dropped\n";
+  check("about a quarter dropped",
+        dropped > n / 4 - n / 100 && dropped < n / 4 + n / 100);
+  check("kept elements scaled by 1 / (1 - ratio), dropped ones -0", scaled);
+  for (int h = 0; h < 2; ++h) {
+    DropoutKey kh = k;
+    kh.first += h * n / 2;
+    primitive_forward<double>(half, {x.data() + h * n / 2, nullptr, nullptr},
+                              parts.data() + h * n / 2, kh);
+  }
+  bool same = true;
+  for (int64_t i = 0; i < n; ++i)
+    same &= parts[size_t(i)] == y[size_t(i)] &&
+            std::signbit(parts[size_t(i)]) == std::signbit(y[size_t(i)]);
+  check("two halves at their offsets equal the whole", same);
+  DropoutKey k4 = k;
+  k4.stream = autoddl::rt::dropout_stream("drop", 4);
+  primitive_forward<double>(p, {x.data(), nullptr, nullptr}, other.data(), k4);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i)
+    differ += std::signbit(other[size_t(i)]) != std::signbit(y[size_t(i)]);
+  check("the next step draws another mask", differ > n / 10);
+  std::vector<double> dy(size_t(n), 1.0), dx(size_t(n), 0.0);
+  primitive_backward<double>(p, {dx.data(), nullptr, nullptr},
+                             {x.data(), nullptr, nullptr}, y.data(), dy.data());
+  bool grads = true;
+  for (int64_t i = 0; i < n; ++i)
+    grads &=
+        dx[size_t(i)] ==
+        (autoddl::rt::dropout_keep(42, k.stream, 1000 + i, 0.25) ? 1.0 / 0.75
+                                                                 : 0.0);
+  check("the backward passes dy / (1 - ratio) where kept, zeros of x "
+        "included",
+        grads);
+  return failures;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -334,7 +417,7 @@ int main(int argc, char **argv) {
     std::cerr << "usage: onnx_primitive_kernels <node dir>\n";
     return 2;
   }
-  const int failures =
-      nodeTests(argv[1]) + finiteDifferences() + malformedForms();
+  const int failures = nodeTests(argv[1]) + finiteDifferences() +
+                       malformedForms() + dropoutTests();
   return failures ? 1 : 0;
 }

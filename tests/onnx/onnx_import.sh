@@ -42,6 +42,20 @@ kinds gelu "sbp.cross_entropy=1,sbp.gelu=2,sbp.linear=2,sbp.parameter=4"
 ir=$("$autoddl" import "$work/gelu.onnx")
 [[ "$ir" == *'approximate = "none"'*'approximate = "tanh"'* ]] || fail "gelu: not an erf then a tanh GELU"
 params unordered 0
+# Dropout as the dynamo exporter writes it in eval mode (a constant false training_mode): the
+# identity. A true one (train mode) is a primitive (the programs' counter-based mask); one
+# computed from the inputs is refused naming the node.
+params dropout 874 --batch 4
+kinds dropout "sbp.cross_entropy=1,sbp.linear=2,sbp.parameter=4,sbp.relu=1" --batch 4
+# Split (GPT-2's qkv split in a default dynamo export): a primitive Slice per output.
+params split 714 --batch 4
+kinds split "sbp.constant=6,sbp.cross_entropy=1,sbp.linear=2,sbp.mul=1,sbp.parameter=4,sbp.primitive=3" --batch 4
+sed 's/i: 2 } }$/i: 3 } }/' "$here/models/split.txtpb" |
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/split-three.onnx"
+sed 's/int32_data: 0/int32_data: 1/' "$here/models/dropout.txtpb" |
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/dropout-train.onnx"
+sed 's/input: "val_1"/input: "x"/' "$here/models/dropout.txtpb" |
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/dropout-computed.onnx"
 # GPT-2's learned positions (Gather of wpe at Range(0,T), added) and a head
 # tied to the token table through a Transpose: one parameter each.
 params positions 384 --batch 2 --seq 5
@@ -119,5 +133,8 @@ sed 's/value: "external.bin"/value: "short.bin"/' "$here/models/external.txtpb" 
   "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/short.onnx"
 bad "$work/short.onnx" "is shorter than its offset and length"
 bad "$work/unordered.onnx" "input 'x' has a static batch of 2, not 3" --batch 3
+bad "$work/split-three.onnx" "node 'node_Split_1' (Split): the split sizes do not make up the axis in 2 parts" --batch 4
+kinds dropout-train "sbp.constant=2,sbp.cross_entropy=1,sbp.linear=2,sbp.parameter=4,sbp.primitive=1,sbp.relu=1" --batch 4
+bad "$work/dropout-computed.onnx" "node 'node_native_dropout' (Dropout): its training_mode 'x' is computed from the inputs" --batch 4
 
 [ "$fails" -eq 0 ] && echo "onnx_import: all passed" || { echo "onnx_import: $fails failed"; exit 1; }

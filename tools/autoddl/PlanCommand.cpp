@@ -169,7 +169,29 @@ planner::FixedKnobs parseFix(const std::string &text) {
 /// config.json files do; a gcn or gat (whole graph, --batch must be 1) and an
 /// explicit graph (fixed shapes) do not (docs/model-format.md).
 bool scalesWithBatch(const ModelGraph &g) {
-  return g.family != "gcn" && g.family != "gat" && g.family != "graph";
+  return g.family != "gcn" && g.family != "gat" && g.family != "graph" &&
+         g.staticBatch == 0;
+}
+
+/// An ONNX export with a static batch S: every plan's micro-batch is S, so
+/// the global batch must be a multiple of S (of S x dp when dp is fixed).
+void checkStaticBatch(const std::string &model, const ModelGraph &g,
+                      int64_t globalBatch, const planner::FixedKnobs &f) {
+  const int64_t s = g.staticBatch;
+  if (s == 0)
+    return;
+  const std::string head = model + ": input '" + g.staticBatchInput +
+                           "' has a static batch of " + std::to_string(s) +
+                           ", which is every plan's micro-batch: ";
+  if (f.microbatch && *f.microbatch != s)
+    throw UserError(head + "--fix microbatch=" + std::to_string(*f.microbatch) +
+                    " differs (export with a dynamic batch axis to plan other "
+                    "micro-batches)");
+  const int64_t dp = f.dp ? *f.dp : 1;
+  if (globalBatch % (s * dp) != 0)
+    throw UserError(head + "--global-batch " + std::to_string(globalBatch) +
+                    " is not a multiple of " + std::to_string(s) +
+                    (dp > 1 ? " x dp " + std::to_string(dp) : std::string()));
 }
 
 /// plan.json -> plan.mlir (the annotated IR beside it).
@@ -288,6 +310,7 @@ void run(const PlanArgs &a) {
   planner::PlannerOptions opts;
   opts.globalBatch = a.globalBatch;
   opts.fixed = parseFix(a.fix);
+  checkStaticBatch(a.model, g1, a.globalBatch, opts.fixed);
   // An ONNX primitive that computes a sample from others (a mean over the
   // batch, ...) runs on the whole batch: no dp, one micro-batch.
   if (const std::string why =

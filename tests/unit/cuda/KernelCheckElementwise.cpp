@@ -1,6 +1,8 @@
 // KernelCheck's elementwise cases: add, mul, activations, add_into, scale.
 #include "tests/unit/cuda/KernelCheck.h" // first: see there
 
+#include "backends/common/OnnxKernels.h"
+#include "backends/cuda/kernels/Dropout.h"
 #include "backends/cuda/kernels/Elementwise.h"
 
 namespace kcheck {
@@ -41,6 +43,34 @@ void check_elementwise(int64_t n, int64_t offset) {
         },
         [&](std::vector<void *> &g) {
           rt::gelu_backward(static_cast<act_t *>(g[0]), da.p, dd.p, n, th);
+        },
+        kActTol, kFloatTol, offset);
+  }
+  // A training Dropout (an ONNX export in train mode): the GPU drops exactly
+  // the elements the CPU program does (one Philox mask), and its backward
+  // passes dout where the forward kept.
+  {
+    namespace ok = autoddl::onnx_kernels;
+    const ok::DropoutKey key{7, rt::dropout_stream("drop", 3), 12345};
+    std::vector<float> want(static_cast<size_t>(n));
+    ok::dropout_forward<float>(want.data(), a.data(), n, 0.25, key);
+    DevAlloc out(n, offset);
+    rt::dropout_forward(out.p, da.p, n, 0.25, key.seed, key.stream, key.first);
+    const std::vector<float> got = download(out.p, n);
+    int64_t masks = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      masks += (got[i] == 0 && std::signbit(got[i])) !=
+               (want[i] == 0 && std::signbit(want[i]));
+    gOk &= report("dropout_forward mask" + sz, double(masks), 0.0);
+    gOk &= report("dropout_forward" + sz, rel_error(got, want), kActTol);
+    check_backward(
+        "dropout_backward" + sz, {{"dx", n}},
+        [&](std::vector<float *> &g) {
+          ok::dropout_backward<float>(g[0], want.data(), dout.data(), n, 0.25);
+        },
+        [&](std::vector<void *> &g) {
+          rt::dropout_backward(static_cast<act_t *>(g[0]), out.p, dd.p, n,
+                               0.25);
         },
         kActTol, kFloatTol, offset);
   }

@@ -614,6 +614,33 @@ TEST(FixedShapes, GraphDataParallelismSplitsTheNodes) {
   }
 }
 
+TEST(FixedShapes, StaticBatchIsTheMicroBatch) {
+  // An ONNX export with a static batch of 4 (ModelGraph::staticBatch): no
+  // shape scales, every plan's micro-batch is the 4 samples, and the global
+  // batch counts samples (so FLOPs stay per sample).
+  import::ImportOptions io;
+  io.batch = 4;
+  ModelGraph g = import::importModel("tiny-mlp", io);
+  g.staticBatch = 4;
+  g.staticBatchInput = "features";
+  PlannerOptions o;
+  o.globalBatch = 16;
+  auto r = plan(g, g, cluster("dgx-h100-ndr", 2), o);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error();
+  const Plan &p = asPlan(*r);
+  EXPECT_EQ(p.knobs.microbatch, 4);
+  EXPECT_EQ(p.knobs.microbatch * p.knobs.microbatches * p.knobs.dp, 16);
+  EXPECT_DOUBLE_EQ(p.predicted.modelFlopsPerStep,
+                   3.0 * 16 * static_cast<double>(g.forwardFlopsPerSample()));
+  o.fixed.microbatch = 2;
+  auto bad = plan(g, g, cluster("dgx-h100-ndr", 2), o);
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_NE(bad.error().find("input 'features' has a static batch of 4, so "
+                             "microbatch must be 4"),
+            std::string::npos)
+      << bad.error();
+}
+
 // --- training stacks
 // ------------------------------------------------------------
 
