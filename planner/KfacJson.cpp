@@ -18,8 +18,7 @@ ojson kfacToJson(const KfacPlan &p) {
                       {"curvature_s", {l.curvature[0], l.curvature[1]}},
                       {"reduce_s", {l.reduce[0], l.reduce[1]}},
                       {"invert_s", {l.invert[0], l.invert[1]}},
-                      {"precondition_s", l.precondition},
-                      {"refresh_steps", l.refreshSteps}});
+                      {"precondition_s", l.precondition}});
   ojson devices = ojson::array();
   for (const KfacDevicePlan &d : p.devices) {
     ojson items = ojson::array();
@@ -154,14 +153,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     r.pair(layers[i], lp, "reduce_s", l.reduce);
     r.pair(layers[i], lp, "invert_s", l.invert);
     l.precondition = r.num(layers[i], lp, "precondition_s");
-    l.refreshSteps = r.refresh(layers[i], lp, p.refreshSteps);
-    // Copies of a layer (Chimera's two pipelines) reduce together: one K.
-    for (const KfacLayerPlan &o : p.layers)
-      if (o.name == l.name && o.refreshSteps != l.refreshSteps)
-        r.fail(lp / "refresh_steps", "a copy of layer " + l.name + " has " +
-                                         std::to_string(o.refreshSteps) +
-                                         " steps, this one " +
-                                         std::to_string(l.refreshSteps));
+    // K is stored once, per device: a layer's is its device's (from the
+    // items naming it, below). Plans written before kept one per layer.
+    l.refreshSteps = layers[i].contains("refresh_steps")
+                         ? r.refresh(layers[i], lp, p.refreshSteps)
+                         : 0;
     p.layers.push_back(l);
   }
   const json &devices = r.array(j, at, "devices");
@@ -192,7 +188,10 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       if (it.layer < 0 || it.layer >= static_cast<int>(p.layers.size()))
         r.fail(ip / "layer", "expected an index into kfac.layers");
       // The programs run a device's items in its cycle: its layers' K.
-      if (p.layers[size_t(it.layer)].refreshSteps != d.refreshSteps)
+      int &layerK = p.layers[size_t(it.layer)].refreshSteps;
+      if (layerK == 0)
+        layerK = d.refreshSteps;
+      if (layerK != d.refreshSteps)
         r.fail(
             ip / "layer",
             "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
@@ -233,6 +232,19 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
       d.items.push_back(it);
     }
     p.devices.push_back(std::move(d));
+  }
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    KfacLayerPlan &l = p.layers[i];
+    if (l.refreshSteps == 0) // no device's items name it
+      l.refreshSteps = p.refreshSteps;
+    // Copies of a layer (Chimera's two pipelines) reduce together: one K.
+    for (size_t o = 0; o < i; ++o)
+      if (p.layers[o].name == l.name &&
+          p.layers[o].refreshSteps != l.refreshSteps)
+        r.fail(at / "layers" / i,
+               "a copy of layer " + l.name + " refreshes every " +
+                   std::to_string(p.layers[o].refreshSteps) +
+                   " steps, this one every " + std::to_string(l.refreshSteps));
   }
   const json &unfitted = r.array(j, at, "unfitted");
   for (size_t i = 0; i < unfitted.size(); ++i) {
