@@ -97,7 +97,8 @@ def main():
           "pinned, modern stack | free plan, megatron-2021 stack | free / pinned | free plan, modern stack | modern free / pinned |",
           "|---|---|---|---|---|---|---|---|---|---|"]
     for name, l, h, tp, pp, mb, gb, gpus, chunks, pub in SC21:
-        fix = f"tp={tp},pp={pp},microbatch={mb},recompute=full" + os.environ.get("SC21_ALL", ",recompute_layers=all")
+        # zero=0: SC'21 predates the distributed optimizer (fp32 gradients all-reduced whole).
+        fix = f"tp={tp},pp={pp},microbatch={mb},recompute=full,zero=0" + os.environ.get("SC21_ALL", ",recompute_layers=all")
         if pp > 1:
             fix += ",schedule=" + ("interleaved,chunks=%d" % chunks if chunks > 1 else "1f1b")
         model = os.path.join(SC21_MODELS, name + ".json")
