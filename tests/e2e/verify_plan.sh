@@ -12,7 +12,7 @@
 # With RECOMPUTE_LAYERS=N every stage recomputes its first N layers (at most its own; the plan's
 # `recompute` knob, pinned in FIX, says full or selective): the one-rank reference recomputes
 # nothing, so its losses are those without recomputation.
-# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] [RECOMPUTE_LAYERS=N] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -50,6 +50,28 @@ if a["loss"] != b["loss"] or a["info"]["kfac.fill"] != sys.argv[3]:
 print(f"{sys.argv[3]}: saving every 2 steps mid-cycle leaves the losses unchanged")
 PY
   done
+fi
+# PLACEMENT=1 (K-FAC): the program run with its items at their places (AUTODDL_KFAC_FILL=placed, the
+# CUDA programs' way) and traced; every item of the first refresh cycle ran at the instruction slot
+# the plan put it (bench/pipefisher/placement_check.py); the check fails on a plan with one slot
+# moved.
+if [ "${PLACEMENT:-0}" = 1 ]; then
+  check=$(dirname "$0")/../../bench/pipefisher/placement_check.py
+  AUTODDL_KFAC_FILL=placed "$autoddl" run "$work/plan.json" --steps "$steps" "${modelArg[@]}" \
+    --out "$work/placed" -- --quiet --trace >/dev/null 2>"$work/placed.log" ||
+    { cat "$work/placed.log"; exit 1; }
+  python3 "$check" "$work/plan.json" "$work/placed/trace.json" --json "$work/placement.json"
+  python3 - "$work/plan.json" "$work/moved.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+it = next(i for d in p["kfac"]["devices"] for i in d["items"] if i["item"] == "curv_A")
+it["slot"] += 1
+json.dump(p, open(sys.argv[2], "w"))
+PY
+  if python3 "$check" "$work/moved.json" "$work/placed/trace.json" >/dev/null; then
+    echo "placement_check.py passed a plan with a slot moved" >&2
+    exit 1
+  fi
 fi
 # A classification model (mlp, vgg) also reports the accuracy of its last step
 # (metrics.json info.accuracy): the plan's run must report the single rank's.
