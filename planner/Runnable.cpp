@@ -42,12 +42,6 @@ std::string RunnableConfigurations::refusal(const Knobs &k, bool kfac) const {
     return zero + ": the generated programs shard the optimizer state only "
                   "(ZeRO-1); ZeRO-2 would hold full gradients, more memory "
                   "than it is priced with (zero 0 or 1)";
-  // KfacRun.h (both backends) preconditions each layer's whole gradient and updates whole
-  // layers on every replica.
-  if (kfac && k.zero > 0)
-    return zero + " with the kfac optimizer: K-FAC preconditions and updates "
-                  "whole layers on every replica, so its state is not "
-                  "sharded (zero=0)";
   if (k.zero > 0 && k.dp < 2)
     return zero + " needs dp > 1";
   // K-FAC's curvature reads a layer's saved input and output gradient after

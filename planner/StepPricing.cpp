@@ -298,6 +298,14 @@ void Planner::syncAndOptimizer(const Knobs &k, const PricingContext &pc,
     if (k.zero == 0) {
       full = reduce(cost::Collective::AllReduce);
       exposed = std::max(full - window, full * bucketShare);
+    } else if (kfac) {
+      // K-FAC with ZeRO-1 (KfacRun's rule_step): the gradients all-reduced
+      // whole (preconditioning reads every row), the rule on this rank's
+      // shard, the weights all-gathered; both in the optimizer step, after
+      // the backward (a ZeRO program has no gradient buckets).
+      full = reduce(cost::Collective::AllReduce) +
+             reduce(cost::Collective::AllGather);
+      exposed = full;
     } else {
       // ZeRO: reduce-scatter the gradients, all-gather the updated weights
       // (hidden behind the next forward but for its first bucket).

@@ -22,6 +22,7 @@ rm -rf "$work" && mkdir -p "$work"
 cases=(
   "one tiny-gpt 1 tp=1,pp=1,dp=1 0 sgd"
   "dp2 tiny-gpt 2 tp=1,pp=1,dp=2 0 lamb"
+  "dp2_zero1 tiny-gpt 2 tp=1,pp=1,dp=2,zero=1 0 lamb"
   "tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 lamb"
   "dp2_pp2_chimera tiny-gpt 4 tp=1,pp=2,dp=2,microbatch=2,schedule=chimera 0 sgd"
 )

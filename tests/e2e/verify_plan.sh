@@ -18,7 +18,9 @@ autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
 seqArg=()
 kfacArg=()
-[ -n "${KFAC:-}" ] && kfacArg=(--optimizer kfac --kfac-rule "$KFAC")
+# K set by the bubbles (--kfac-overhead 0): short runs whose later steps precondition, where the
+# default budget would refresh every 10-30 steps on these tiny models.
+[ -n "${KFAC:-}" ] && kfacArg=(--optimizer kfac --kfac-rule "$KFAC" --kfac-overhead 0)
 # KFAC_REFRESH: plan --kfac-refresh (K, or one K per pipeline device).
 [ -n "${KFAC_REFRESH:-}" ] && kfacArg+=(--kfac-refresh "$KFAC_REFRESH")
 case "$model" in gcn*|gat*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac

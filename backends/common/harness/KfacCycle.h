@@ -212,7 +212,9 @@ protected:
   /// K-FAC layers' gradients preconditioned already, the rest first-order
   /// (as PipeFisher); the backend's rule_step(p, t, norms_over_tp) runs it.
   /// LAMB's trust ratio is of the whole parameter: a tp-split one sums its
-  /// norms over tp.
+  /// norms over tp. Under ZeRO-1 the backend's rule updates this dp rank's
+  /// shard of the padded parameter (common/Zero.h) with its shard of the
+  /// state, LAMB's norms summed over dp, and all-gathers the parameter.
   void apply_rule(const std::vector<ParamSpecOf<ParamT>> &params, int64_t t) {
     for (const ParamSpecOf<ParamT> &ps : params)
       if (ps.p->held)

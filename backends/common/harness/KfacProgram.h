@@ -137,6 +137,7 @@ public:
       rank_refresh_ = c_.refresh_interval;
     dp_ = s.dp;
     tp_ = s.tp;
+    zero_ = s.zero;
   }
   /// Before the step's schedule: which layers accumulate factors this step
   /// (each on its own K), and whether any held layer does.
@@ -162,14 +163,15 @@ public:
 protected:
   KfacConfig c_;
   std::vector<KfacLayerSpecOf<ParamT>> specs_;
-  std::vector<LayerT> layers_; // one per spec
-  std::vector<int64_t> rows_;  // rows accumulated this refresh, per layer
+  std::vector<LayerT> layers_;   // one per spec
+  std::vector<int64_t> rows_;    // rows accumulated this refresh, per layer
   std::vector<int64_t> refresh_; // per layer: its K
   std::vector<bool> layer_due_;  // per layer: a refresh step of it
   int64_t rank_refresh_ = 1;
   KfacStats stats_;
   bool due_ = false;
   int64_t dp_ = 1, tp_ = 1;
+  int zero_ = 0; // ZeRO-1: the rule updates this dp rank's shard (Zero.h)
 };
 
 /// The checkpoint names of a layer's damped inverses (optimizer state).

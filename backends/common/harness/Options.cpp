@@ -53,8 +53,7 @@ namespace {
 /// quoted with its control bytes escaped: the message stays one line.
 std::string echo_value(const std::string &v) {
   const bool plain =
-      v.size() <= kEchoBytes &&
-      std::all_of(v.begin(), v.end(), [](char ch) {
+      v.size() <= kEchoBytes && std::all_of(v.begin(), v.end(), [](char ch) {
         const unsigned char c = (unsigned char)ch;
         return c >= 0x20 && c != 0x7f;
       });
@@ -164,9 +163,9 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
         throw std::invalid_argument(a + ": expected an integer, got " +
                                     quote_value(v));
       if (errno == ERANGE || x < lo || x > hi)
-        throw std::invalid_argument(
-            a + ": " + quote_value(v) + " is out of range (" +
-            std::to_string(lo) + " to " + std::to_string(hi) + ")");
+        throw std::invalid_argument(a + ": " + quote_value(v) +
+                                    " is out of range (" + std::to_string(lo) +
+                                    " to " + std::to_string(hi) + ")");
       return int64_t(x);
     };
     // A finite number >= 0 (a learning rate of nan trains to nan losses).
@@ -178,8 +177,9 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
         throw std::invalid_argument(a + ": expected a number, got " +
                                     quote_value(v));
       if (!std::isfinite(x) || x < 0)
-        throw std::invalid_argument(a + ": expected a finite number >= 0, "
-                                        "got " +
+        throw std::invalid_argument(a +
+                                    ": expected a finite number >= 0, "
+                                    "got " +
                                     quote_value(v));
       return x;
     };
@@ -232,12 +232,14 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       const std::string v = i + 1 < argc ? argv[i + 1] : "";
       if (!v.empty() && v[0] == '-')
         throw std::invalid_argument("--kfac-refresh: expected a non-negative "
-                                    "integer, got " + echo_value(v));
+                                    "integer, got " +
+                                    echo_value(v));
       o.kfac_refresh = integer(0, kMaxSteps);
       kfacFlag = true;
       if (o.kfac_refresh < 1)
         throw std::invalid_argument("--kfac-refresh: expected a number of "
-                                    "steps >= 1, got " + v);
+                                    "steps >= 1, got " +
+                                    v);
     } else if (a == "--kfac-rule") {
       o.kfac_rule = next();
       kfacFlag = true;
@@ -267,9 +269,11 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if (kfacFlag && o.optimizer != "kfac")
     throw std::invalid_argument("--kfac-damping/--kfac-refresh/--kfac-rule "
                                 "need --optimizer kfac");
-  if (zero && o.optimizer != "adamw")
-    throw std::invalid_argument("--optimizer sgd: the plan shards AdamW state "
-                                "(ZeRO); use adamw");
+  // ZeRO shards AdamW's state, or K-FAC's rule's (KfacRun rule_step); plain
+  // SGD has no sharded step.
+  if (zero && o.optimizer == "sgd")
+    throw std::invalid_argument("--optimizer sgd: the plan shards the "
+                                "optimizer state (ZeRO); use adamw");
   if (!o.init.empty() && !o.resume.empty())
     throw std::invalid_argument("--init and --resume: a resumed run takes its "
                                 "parameters from the checkpoint; give one");

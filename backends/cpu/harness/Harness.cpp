@@ -212,7 +212,7 @@ public:
                                    int(&ps - p_.params.data()));
       if (s_.tp > 1 && p_.grad_partial_over_tp(*p)) // read whole on split rows
         all_reduce_forward(p->grad.data(), p->n, g.tp);
-      if (s_.zero) {
+      if (s_.zero && !kfac_on_) { // K-FAC shards its rule's state: below
         zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
                         p->v.data(), p->padded, c, t, g.dp);
         continue;

@@ -1,7 +1,8 @@
 //===- KfacRun.cpp - K-FAC in a generated CPU program --------------------===//
 #include "backends/cpu/harness/KfacRun.h"
 
-#include "backends/cpu/Collectives.h" // set_recv_wait_hook
+#include "backends/common/Zero.h"     // zero_shard
+#include "backends/cpu/Collectives.h" // set_recv_wait_hook, all_gather_forward
 
 #include <algorithm>
 #include <chrono>
@@ -511,11 +512,22 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 }
 
 void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
+  // ZeRO-1: this dp rank's shard of the padded parameter (its gradient is
+  // whole, preconditioned), then the parameter all-gathered; else all of it.
+  const ZeroShard s =
+      zero_ ? zero_shard(p.padded, dp_, g.rdp) : ZeroShard{0, p.n};
+  float *value = p.value.data() + s.offset;
+  const float *grad = p.grad.data() + s.offset;
   if (c_.rule == KfacRule::Lamb)
-    kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
-                   c_, t, norms_over_tp ? g.tp : MPI_COMM_NULL);
+    kfac_lamb_step(value, grad, p.m.data(), p.v.data(), s.size, c_, t,
+                   norms_over_tp ? g.tp : MPI_COMM_NULL,
+                   zero_ ? g.dp : MPI_COMM_NULL);
   else
-    kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t);
+    kfac_sgd_step(value, grad, p.m.data(), s.size, c_, t);
+  if (zero_) {
+    std::vector<float> mine(value, value + s.size);
+    all_gather_forward(p.value.data(), mine.data(), {s.size}, 0, g.dp);
+  }
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {

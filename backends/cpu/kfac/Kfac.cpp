@@ -271,7 +271,8 @@ void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
 }
 
 void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
-                    const KfacConfig &c, int64_t t, MPI_Comm norm_comm) {
+                    const KfacConfig &c, int64_t t, MPI_Comm norm_comm,
+                    MPI_Comm shard_comm) {
   const float b1 = float(c.beta1), b2 = float(c.beta2);
   const float oneMinusB1 = float(1.0 - c.beta1),
               oneMinusB2 = float(1.0 - c.beta2);
@@ -289,6 +290,7 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
     sums[0] += double(p[i]) * p[i];
     sums[1] += double(u) * u;
   }
+  sum_over(sums, shard_comm); // this tp block's, over its dp shards
   sum_over(sums, norm_comm);
   const float step =
       float(c.lr * kfac_trust_ratio(std::sqrt(sums[0]), std::sqrt(sums[1])));

@@ -79,10 +79,12 @@ void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
                    const KfacConfig &c, int64_t step);
 /// LAMB (You et al. 2020) on d, step t = 1, 2, ...: m, v as Adam with bias
 /// correction; u = m^ / (sqrt(v^) + eps) + wd p; p -= lr (||p|| / ||u||) u.
-/// The norms are of the whole parameter: `norm_comm` sums the squares over
-/// the ranks holding its shards (MPI_COMM_NULL: this rank holds all of it).
+/// The norms are of the whole parameter: `norm_comm` (tp) and `shard_comm`
+/// (dp under ZeRO-1) sum the squares over the ranks holding its shards
+/// (MPI_COMM_NULL: none).
 void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
-                    const KfacConfig &c, int64_t t, MPI_Comm norm_comm);
+                    const KfacConfig &c, int64_t t, MPI_Comm norm_comm,
+                    MPI_Comm shard_comm = MPI_COMM_NULL);
 
 } // namespace autoddl::rt
 

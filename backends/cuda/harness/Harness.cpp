@@ -326,7 +326,7 @@ public:
       // bucket.
       if (s_.tp > 1 && p_.grad_partial_over_tp(*p) && p->bucket < 0)
         all_reduce_forward(p->grad.data(), p->n, g.tp);
-      if (s_.zero) {
+      if (s_.zero && !kfac_on_) { // K-FAC shards its rule's state: KfacRun
         zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
                         p->v.data(), p->gshard.data(), p->padded, c, t, g.dp,
                         p->work.data(), p->padded);

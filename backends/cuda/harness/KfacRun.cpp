@@ -1,7 +1,9 @@
 //===- KfacRun.cpp - K-FAC in a generated CUDA program -------------------===//
 #include "backends/cuda/harness/KfacRun.h"
 
+#include "backends/common/Zero.h"              // zero_shard
 #include "backends/cuda/kernels/Elementwise.h" // scale_inplace
+#include "backends/cuda/kernels/Reduce.h"      // cast_to_act
 
 #include <algorithm>
 #include <cmath>
@@ -271,13 +273,25 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 
 // Both rules refresh the act_t working copy the kernels read.
 void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
+  // ZeRO-1: this dp rank's shard of the padded parameter (its gradient is
+  // whole, preconditioned), then the parameter all-gathered in place and its
+  // act_t working copy refreshed (as zero_adamw_step); else all of it.
+  const ZeroShard s =
+      zero_ ? zero_shard(p.padded, g.dp.size, g.dp.rank) : ZeroShard{0, p.n};
+  float *value = p.value.data() + s.offset;
+  const float *grad = p.grad.data() + s.offset;
+  act_t *work = zero_ ? nullptr : p.work.data();
   if (c_.rule == KfacRule::Lamb)
-    kfac_lamb_step(p.value.data(), p.grad.data(), p.m.data(), p.v.data(), p.n,
-                   c_, t, norms_over_tp ? nccl_of(g.tp) : nullptr,
-                   p.work.data());
+    kfac_lamb_step(value, grad, p.m.data(), p.v.data(), s.size, c_, t,
+                   norms_over_tp ? nccl_of(g.tp) : nullptr, work,
+                   zero_ ? nccl_of(g.dp) : nullptr);
   else
-    kfac_sgd_step(p.value.data(), p.grad.data(), p.m.data(), p.n, c_, t,
-                  p.work.data());
+    kfac_sgd_step(value, grad, p.m.data(), s.size, c_, t, work);
+  if (zero_) {
+    all_gather_flat(p.value.data(), value, s.size, g.dp);
+    if (p.work.data())
+      cast_to_act(p.work.data(), p.value.data(), p.padded);
+  }
 }
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {

@@ -112,11 +112,12 @@ void kfac_precondition_split(float *dW_out, const float *dW_shard,
 void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
                    const KfacConfig &c, int64_t step, act_t *work);
 /// LAMB (as the CPU's kfac_lamb_step): the squared norms are reduced on the
-/// device in a fixed order and, over `norm_comm` when not null, summed with
-/// ncclAllReduce; the trust ratio never leaves the device.
+/// device in a fixed order and, over `shard_comm` (dp under ZeRO-1) and
+/// `norm_comm` (tp) when not null, summed with ncclAllReduce; the trust ratio
+/// never leaves the device.
 void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, ncclComm_t norm_comm,
-                    act_t *work);
+                    act_t *work, ncclComm_t shard_comm = nullptr);
 
 } // namespace autoddl::rt
 

@@ -217,7 +217,7 @@ void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
 
 void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, ncclComm_t norm_comm,
-                    act_t *work) {
+                    act_t *work, ncclComm_t shard_comm) {
   const LambScalars s{float(c.beta1),
                       float(c.beta2),
                       float(1.0 - c.beta1),
@@ -235,9 +235,10 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
   AUTODDL_CUDA_CHECK_LAUNCH();
   lamb_sum_kernel<<<1, 256, 0, compute_stream()>>>(partial, int(blocks), sums);
   AUTODDL_CUDA_CHECK_LAUNCH();
-  if (comm_ranks(norm_comm) > 1)
-    AUTODDL_KFAC_NCCL_CHECK(ncclAllReduce(sums, sums, 2, ncclFloat64, ncclSum,
-                                          norm_comm, compute_stream()));
+  for (ncclComm_t comm : {shard_comm, norm_comm}) // dp shards, then tp
+    if (comm_ranks(comm) > 1)
+      AUTODDL_KFAC_NCCL_CHECK(ncclAllReduce(sums, sums, 2, ncclFloat64, ncclSum,
+                                            comm, compute_stream()));
   lamb_apply_kernel<<<blocks, kLambThreads, 0, compute_stream()>>>(
       p, m, v, n, s, c.lr, sums, work);
   AUTODDL_CUDA_CHECK_LAUNCH();

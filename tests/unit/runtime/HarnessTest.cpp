@@ -146,7 +146,7 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--optimizer", "adam"}),
             "--optimizer: expected adamw, sgd or kfac, got \"adam\"");
   EXPECT_EQ(parseError({"--optimizer", "sgd"}, /*zero=*/true),
-            "--optimizer sgd: the plan shards AdamW state (ZeRO); use adamw");
+            "--optimizer sgd: the plan shards the optimizer state (ZeRO); use adamw");
   EXPECT_EQ(parseError({"--save-every", "2"}),
             "--save-every/--save-initial/--save-sync need --save DIR");
   EXPECT_EQ(parseError({"--save-sync"}),
