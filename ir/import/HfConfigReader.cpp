@@ -54,6 +54,14 @@ void refuseNonNull(JsonFields &f, const std::string &key,
     f.fail(key, key + " is not supported (got " + describe(*v) + "): " + why);
 }
 
+// Llama's and BERT's names of the shared fields (PretrainedConfig's own,
+// which GPT2Config predates); they differ only in the norm's epsilon.
+TransformerKeys hfKeys(const char *epsilon) {
+  return {"vocab_size",        "max_position_embeddings", "hidden_size",
+          "num_hidden_layers", "num_attention_heads",     epsilon,
+          "initializer_range"};
+}
+
 ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
   architecture(f, "GPT2LMHeadModel", {"GPT2LMHeadModel"});
   refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
@@ -62,14 +70,11 @@ ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
   refuseFlag(f, "scale_attn_weights", false,
              "attention without 1/sqrt(head_dim) scaling");
   GptConfig c; // GPT2Config's defaults
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("n_positions", c.maxPositions);
-  c.hidden = f.positive("n_embd", c.hidden);
-  c.layers = f.positive("n_layer", c.layers);
-  c.heads = f.positive("n_head", c.heads);
+  readTransformerShape(f,
+                       {"vocab_size", "n_positions", "n_embd", "n_layer",
+                        "n_head", "layer_norm_epsilon", "initializer_range"},
+                       c);
   c.ffnHidden = f.positive("n_inner", 0); // None: 4·n_embd
-  c.epsilon = f.positiveReal("layer_norm_epsilon", c.epsilon);
-  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
   c.tiedHead = f.flag("tie_word_embeddings", true);
   c.activation = f.string("activation_function", c.activation);
   return buildGpt(c, o);
@@ -85,17 +90,11 @@ ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
            "hidden_act '" + act +
                "' is not supported: the llama MLP is SwiGLU (silu)");
   LlamaConfig c; // LlamaConfig's defaults
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.hidden = f.positive("hidden_size", c.hidden);
+  readTransformerShape(f, hfKeys("rms_norm_eps"), c);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.layers = f.positive("num_hidden_layers", c.layers);
-  c.heads = f.positive("num_attention_heads", c.heads);
   c.kvHeads = f.positive("num_key_value_heads", 0); // None: num_attention_heads
   c.headDim = f.positive("head_dim", 0);            // None: hidden / heads
-  c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
-  c.epsilon = f.positiveReal("rms_norm_eps", c.epsilon);
   c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
-  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
   c.tiedHead = f.flag("tie_word_embeddings", false);
   c.attentionBias = f.flag("attention_bias", false);
   c.mlpBias = f.flag("mlp_bias", false);
@@ -113,15 +112,9 @@ ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
            "position_embedding_type '" + pos +
                "' is not supported (only \"absolute\")");
   BertConfig c; // BertConfig's defaults
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.layers = f.positive("num_hidden_layers", c.layers);
-  c.heads = f.positive("num_attention_heads", c.heads);
+  readTransformerShape(f, hfKeys("layer_norm_eps"), c);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
   c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
-  c.epsilon = f.positiveReal("layer_norm_eps", c.epsilon);
-  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
   c.activation = f.string("hidden_act", c.activation);
   c.head = arch == "BertModel" ? "pooler" : "mlm";
   return buildBert(c, o);

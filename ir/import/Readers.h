@@ -7,6 +7,15 @@
 
 namespace autoddl::import {
 
+/// How one format spells TransformerShape's fields.
+struct TransformerKeys {
+  const char *vocabSize, *maxPositions, *hidden, *layers, *heads, *epsilon,
+      *initStd;
+};
+/// Reads the fields `keys` names into `c`; an absent field keeps c's default.
+void readTransformerShape(JsonFields &f, const TransformerKeys &keys,
+                          TransformerShape &c);
+
 /// A Hugging Face config.json (lenient: unknown fields are ignored).
 ModelGraph readHfConfig(JsonFields &doc, const BuildOptions &o);
 /// {"template": ..., "config": {...}} (strict).

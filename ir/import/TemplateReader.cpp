@@ -14,6 +14,11 @@ namespace autoddl::import {
 
 namespace {
 
+// The template format names the shared fields alike in every family.
+const TransformerKeys kTemplateKeys{
+    "vocab_size", "max_positions", "hidden_size", "num_layers",
+    "num_heads",  "norm_epsilon",  "init_std"};
+
 std::vector<int64_t> sizes(JsonFields &f, const std::string &key,
                            std::vector<int64_t> fallback) {
   return f.has(key) ? f.positiveList(key) : fallback;
@@ -21,14 +26,8 @@ std::vector<int64_t> sizes(JsonFields &f, const std::string &key,
 
 ModelGraph gpt(JsonFields &f, const BuildOptions &o) {
   GptConfig c;
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("max_positions", c.maxPositions);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.layers = f.positive("num_layers", c.layers);
-  c.heads = f.positive("num_heads", c.heads);
+  readTransformerShape(f, kTemplateKeys, c);
   c.ffnHidden = f.positive("ffn_hidden_size", 0);
-  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
-  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
   c.activation = f.string("activation", c.activation);
   f.rejectUnknown();
@@ -37,17 +36,11 @@ ModelGraph gpt(JsonFields &f, const BuildOptions &o) {
 
 ModelGraph llama(JsonFields &f, const BuildOptions &o) {
   LlamaConfig c;
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("max_positions", c.maxPositions);
-  c.hidden = f.positive("hidden_size", c.hidden);
+  readTransformerShape(f, kTemplateKeys, c);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.layers = f.positive("num_layers", c.layers);
-  c.heads = f.positive("num_heads", c.heads);
   c.kvHeads = f.positive("num_kv_heads", 0);
   c.headDim = f.positive("head_dim", 0);
-  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
   c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
-  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
   c.attentionBias = f.flag("attention_bias", c.attentionBias);
   c.mlpBias = f.flag("mlp_bias", c.mlpBias);
@@ -57,15 +50,9 @@ ModelGraph llama(JsonFields &f, const BuildOptions &o) {
 
 ModelGraph bert(JsonFields &f, const BuildOptions &o) {
   BertConfig c;
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("max_positions", c.maxPositions);
+  readTransformerShape(f, kTemplateKeys, c);
   c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.layers = f.positive("num_layers", c.layers);
-  c.heads = f.positive("num_heads", c.heads);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
-  c.initStd = f.nonNegativeReal("init_std", c.initStd);
   c.activation = f.string("activation", c.activation);
   c.head = f.string("head", c.head);
   if (c.head != "mlm" && c.head != "pooler")
@@ -149,6 +136,17 @@ ModelGraph gat(JsonFields &f, const BuildOptions &o) {
 }
 
 } // namespace
+
+void readTransformerShape(JsonFields &f, const TransformerKeys &keys,
+                          TransformerShape &c) {
+  c.vocabSize = f.positive(keys.vocabSize, c.vocabSize);
+  c.maxPositions = f.positive(keys.maxPositions, c.maxPositions);
+  c.hidden = f.positive(keys.hidden, c.hidden);
+  c.layers = f.positive(keys.layers, c.layers);
+  c.heads = f.positive(keys.heads, c.heads);
+  c.epsilon = f.positiveReal(keys.epsilon, c.epsilon);
+  c.initStd = f.nonNegativeReal(keys.initStd, c.initStd);
+}
 
 ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
   doc.refuseNulls(); // our format: a null is a mistake, not a default
