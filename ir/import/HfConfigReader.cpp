@@ -48,6 +48,14 @@ void refuseFlag(JsonFields &f, const std::string &key, bool unsupported,
     f.fail(key, "expected true or false, got " + describe(*v));
 }
 
+// Refuses any value of the string field `key` but `only` (its default).
+void refuseOtherThan(JsonFields &f, const std::string &key,
+                     const std::string &only, const std::string &why) {
+  std::string v = f.string(key, only);
+  if (v != only)
+    f.fail(key, key + " '" + v + "' is not supported" + why);
+}
+
 void refuseNonNull(JsonFields &f, const std::string &key,
                    const std::string &why) {
   if (const json *v = f.find(key))
@@ -84,11 +92,7 @@ ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
   architecture(f, "LlamaForCausalLM", {"LlamaForCausalLM"});
   refuseNonNull(f, "rope_scaling",
                 "only plain rotary embeddings (rope_scaling null) are built");
-  std::string act = f.string("hidden_act", "silu");
-  if (act != "silu")
-    f.fail("hidden_act",
-           "hidden_act '" + act +
-               "' is not supported: the llama MLP is SwiGLU (silu)");
+  refuseOtherThan(f, "hidden_act", "silu", ": the llama MLP is SwiGLU (silu)");
   LlamaConfig c; // LlamaConfig's defaults
   readTransformerShape(f, hfKeys("rms_norm_eps"), c);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
@@ -106,11 +110,8 @@ ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
       architecture(f, "BertForMaskedLM", {"BertForMaskedLM", "BertModel"});
   refuseFlag(f, "is_decoder", true, "bert as a causal decoder");
   refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
-  std::string pos = f.string("position_embedding_type", "absolute");
-  if (pos != "absolute")
-    f.fail("position_embedding_type",
-           "position_embedding_type '" + pos +
-               "' is not supported (only \"absolute\")");
+  refuseOtherThan(f, "position_embedding_type", "absolute",
+                  " (only \"absolute\")");
   BertConfig c; // BertConfig's defaults
   readTransformerShape(f, hfKeys("layer_norm_eps"), c);
   c.intermediate = f.positive("intermediate_size", c.intermediate);
