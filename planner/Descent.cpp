@@ -122,92 +122,50 @@ DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
   return r;
 }
 
-namespace {
-
-struct BranchAndBound {
-  PricingContext &ctx;
-  const Incidence &inc;
-  std::vector<std::vector<int>>
-      edgesClosedAt; // op -> edges complete once it is set
-  std::vector<double>
-      restBound; // op -> sum over later ops of their cheapest unary
-  Assignment a, best;
-  double bestValue;
-  int64_t nodes = 0, limit;
-  bool exceeded = false;
-
-  void visit(int op, double partial) {
-    const int n = static_cast<int>(a.size());
-    if (exceeded)
-      return;
-    if (++nodes > limit) {
-      exceeded = true;
-      return;
-    }
-    if (op == n) {
-      if (partial < bestValue) {
-        bestValue = partial;
-        best = a;
-      }
-      return;
-    }
-    const int k = static_cast<int>(ctx.graph().ops[op].sigs.size());
-    for (int s = 0; s < k; ++s) {
-      a[op] = s;
-      double v = partial + ctx.unary(op, s);
-      for (int e : edgesClosedAt[op])
-        v += ctx.edgeTerm(e, a);
-      if (v + restBound[op + 1] < bestValue)
-        visit(op + 1, v);
-    }
-    a[op] = 0;
-  }
-};
-
-} // namespace
-
 std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
                                               const Incidence &inc,
                                               double upperBound,
                                               int64_t nodeLimit) {
   const SearchGraph &sg = ctx.graph();
-  BranchAndBound bb{ctx,
-                    inc,
-                    {},
-                    {},
-                    Assignment(sg.ops.size(), 0),
-                    {},
-                    upperBound * (1 + 1e-9) + 1e-15,
-                    0,
-                    nodeLimit};
-  bb.edgesClosedAt.assign(sg.ops.size(), {});
+  const int n = static_cast<int>(sg.ops.size());
+  std::vector<int> order(n), choices(n);
+  for (int op = 0; op < n; ++op) {
+    order[op] = op;
+    choices[op] = static_cast<int>(sg.ops[op].sigs.size());
+  }
   // Every op still to assign adds at least its cheapest unary term.
-  bb.restBound.assign(sg.ops.size() + 1, 0);
-  for (int op = static_cast<int>(sg.ops.size()) - 1; op >= 0; --op) {
+  std::vector<double> restBound(n + 1, 0);
+  for (int op = n - 1; op >= 0; --op) {
     double cheapest = ctx.unary(op, 0);
     for (size_t s = 1; s < sg.ops[op].sigs.size(); ++s)
       cheapest = std::min(cheapest, ctx.unary(op, static_cast<int>(s)));
-    bb.restBound[op] = bb.restBound[op + 1] + cheapest;
+    restBound[op] = restBound[op + 1] + cheapest;
   }
   // Edges without endpoints among the ops (never happens) and the edges whose
   // last endpoint is an op are closed when that op is assigned.
+  std::vector<std::vector<int>> edgesClosedAt(n);
   double constant = 0;
+  const Assignment unassigned(n, 0);
   for (size_t e = 0; e < sg.edges.size(); ++e) {
     if (inc.lastOp[e] >= 0)
-      bb.edgesClosedAt[inc.lastOp[e]].push_back(static_cast<int>(e));
+      edgesClosedAt[inc.lastOp[e]].push_back(static_cast<int>(e));
     else
-      constant += ctx.edgeTerm(static_cast<int>(e), bb.a);
+      constant += ctx.edgeTerm(static_cast<int>(e), unassigned);
   }
-  bb.visit(0, constant);
-  ctx.evaluations += bb.nodes;
-  if (bb.exceeded)
+  BranchAndBound bb(std::move(order), std::move(choices), std::move(restBound),
+                    n, upperBound * (1 + 1e-9) + 1e-15, nodeLimit,
+                    [&](size_t op, const Assignment &a, double &v) {
+                      v += ctx.unary(static_cast<int>(op), a[op]);
+                      for (int e : edgesClosedAt[op])
+                        v += ctx.edgeTerm(e, a);
+                    });
+  std::optional<Assignment> best = bb.run(constant);
+  ctx.evaluations += bb.nodes();
+  if (!best)
     return std::nullopt;
-  if (bb.best.empty())
-    return std::nullopt; // nothing below the bound (cannot happen: the bound is
-                         // met)
   DescentResult r;
-  r.assignment = bb.best;
-  r.objective = ctx.objective(bb.best);
+  r.assignment = *best;
+  r.objective = ctx.objective(*best);
   return r;
 }
 

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace autoddl::planner {
 
@@ -42,6 +44,69 @@ std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
                                               const Incidence &inc,
                                               double upperBound,
                                               int64_t nodeLimit);
+
+/// Depth-first branch and bound, shared by exhaustiveSearch and the reduced
+/// problem's reducedExhaustive: ops are assigned in `order`, op order[pos]
+/// taking each of choices[pos] signatures; `addClosed(pos, a, v)` adds to v
+/// the terms that position's choice completes. A branch is cut when its
+/// partial cost plus restBound[pos + 1] (a lower bound of what the later
+/// positions add) is not below the best complete cost found (at first
+/// `bound`).
+template <class AddClosed> class BranchAndBound {
+public:
+  BranchAndBound(std::vector<int> order, std::vector<int> choices,
+                 std::vector<double> restBound, size_t ops, double bound,
+                 int64_t nodeLimit, AddClosed addClosed)
+      : order_(std::move(order)), choices_(std::move(choices)),
+        restBound_(std::move(restBound)), a_(ops, 0), bestValue_(bound),
+        limit_(nodeLimit), addClosed_(std::move(addClosed)) {}
+
+  /// The cheapest complete assignment (unassigned ops 0) below the bound,
+  /// starting from cost `constant`; nullopt when none is, or when more than
+  /// the node limit of partial assignments were visited.
+  std::optional<Assignment> run(double constant) {
+    visit(0, constant);
+    if (exceeded_ || !found_)
+      return std::nullopt;
+    return best_;
+  }
+  int64_t nodes() const { return nodes_; }
+
+private:
+  void visit(size_t pos, double partial) {
+    if (exceeded_)
+      return;
+    if (++nodes_ > limit_) {
+      exceeded_ = true;
+      return;
+    }
+    if (pos == order_.size()) {
+      if (partial < bestValue_) {
+        bestValue_ = partial;
+        best_ = a_;
+        found_ = true;
+      }
+      return;
+    }
+    const int op = order_[pos];
+    for (int s = 0; s < choices_[pos]; ++s) {
+      a_[op] = s;
+      double v = partial;
+      addClosed_(pos, a_, v);
+      if (v + restBound_[pos + 1] < bestValue_)
+        visit(pos + 1, v);
+    }
+    a_[op] = 0;
+  }
+
+  std::vector<int> order_, choices_;
+  std::vector<double> restBound_;
+  Assignment a_, best_;
+  double bestValue_;
+  int64_t limit_, nodes_ = 0;
+  bool exceeded_ = false, found_ = false;
+  AddClosed addClosed_;
+};
 
 /// Starting points: every op split over the batch where it can ("pure data
 /// parallel" on the tp axis), and Megatron-LM's tensor parallelism (column /
