@@ -11,10 +11,6 @@ namespace autoddl::planner {
 
 namespace {
 
-bool better(double candidate, double current) {
-  return candidate < current - 1e-12 * std::max(1.0, std::abs(current));
-}
-
 /// Visits every assignment of `scope` (row major) through `a`, calling f(i).
 template <typename F>
 void forEachIndex(const std::vector<int> &scope, const std::vector<int> &sizes,
@@ -227,59 +223,11 @@ void ReducedProblem::recover(Assignment &a) const {
 DescentResult reducedDescent(PricingContext &ctx, const ReducedProblem &rp,
                              Assignment a) {
   DescentResult r;
-  for (r.sweeps = 1; r.sweeps <= 200; ++r.sweeps) {
-    bool changed = false;
-    for (int op : rp.live()) {
-      const int k = rp.signatures(op);
-      if (k < 2)
-        continue;
-      ++ctx.evaluations;
-      double best = rp.local(a, op);
-      const int cur = a[op];
-      int bestSig = cur;
-      for (int s = 0; s < k; ++s) {
-        if (s == cur)
-          continue;
-        a[op] = s;
-        ++ctx.evaluations;
-        double v = rp.local(a, op);
-        if (better(v, best)) {
-          best = v;
-          bestSig = s;
-        }
-      }
-      a[op] = bestSig;
-      changed |= bestSig != cur;
-    }
-    for (auto [u, w] : rp.pairs()) {
-      const int ku = rp.signatures(u), kw = rp.signatures(w);
-      if (ku < 2 || kw < 2)
-        continue;
-      const int cu = a[u], cw = a[w];
-      ++ctx.evaluations;
-      double best = rp.localPair(a, u, w);
-      int bu = cu, bw = cw;
-      for (int su = 0; su < ku; ++su)
-        for (int sw = 0; sw < kw; ++sw) {
-          if (su == cu && sw == cw)
-            continue;
-          a[u] = su;
-          a[w] = sw;
-          ++ctx.evaluations;
-          double v = rp.localPair(a, u, w);
-          if (better(v, best)) {
-            best = v;
-            bu = su;
-            bw = sw;
-          }
-        }
-      a[u] = bu;
-      a[w] = bw;
-      changed |= bu != cu || bw != cw;
-    }
-    if (!changed)
-      break;
-  }
+  r.sweeps = descend(
+      a, rp.live(), rp.pairs(), [&](int op) { return rp.signatures(op); },
+      [&](const Assignment &x, int op) { return rp.local(x, op); },
+      [&](const Assignment &x, int u, int w) { return rp.localPair(x, u, w); },
+      ctx.evaluations);
   rp.recover(a);
   r.objective = ctx.objective(a);
   r.assignment = std::move(a);

@@ -31,7 +31,6 @@ namespace {
 /// edge they touch, each edge once).
 double localCost(PricingContext &ctx, const Incidence &inc, const Assignment &a,
                  std::initializer_list<int> ops) {
-  ++ctx.evaluations;
   double total = 0;
   std::vector<int> edges;
   for (int op : ops) {
@@ -46,77 +45,33 @@ double localCost(PricingContext &ctx, const Incidence &inc, const Assignment &a,
   return total;
 }
 
-bool better(double candidate, double current) {
-  return candidate < current - 1e-12 * std::max(1.0, std::abs(current));
-}
-
 } // namespace
 
 DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
                                 Assignment a) {
   const SearchGraph &sg = ctx.graph();
   const int n = static_cast<int>(sg.ops.size());
+  // Single-op moves in topological order; then pair moves along producer ->
+  // consumer edges: a column -> row switch only pays when both ends change
+  // together.
+  std::vector<int> ops(n);
+  for (int op = 0; op < n; ++op)
+    ops[op] = op;
+  std::vector<std::pair<int, int>> pairs;
+  for (const CollapsedEdge &e : sg.edges)
+    if (e.producer >= 0)
+      for (auto [c, slot] : e.consumers)
+        if (c != e.producer)
+          pairs.push_back({e.producer, c});
   DescentResult r;
-  for (r.sweeps = 1; r.sweeps <= 200; ++r.sweeps) {
-    bool changed = false;
-    // Single-op moves in topological order.
-    for (int op = 0; op < n; ++op) {
-      const int k = static_cast<int>(sg.ops[op].sigs.size());
-      if (k < 2)
-        continue;
-      double best = localCost(ctx, inc, a, {op});
-      int bestSig = a[op];
-      const int cur = a[op];
-      for (int s = 0; s < k; ++s) {
-        if (s == cur)
-          continue;
-        a[op] = s;
-        double v = localCost(ctx, inc, a, {op});
-        if (better(v, best)) {
-          best = v;
-          bestSig = s;
-        }
-      }
-      a[op] = bestSig;
-      changed |= bestSig != cur;
-    }
-    // Pair moves along producer -> consumer edges: a column -> row switch only
-    // pays when both ends change together.
-    for (const CollapsedEdge &e : sg.edges) {
-      if (e.producer < 0)
-        continue;
-      const int p = e.producer;
-      for (auto [c, slot] : e.consumers) {
-        if (c == p)
-          continue;
-        const int kp = static_cast<int>(sg.ops[p].sigs.size());
-        const int kc = static_cast<int>(sg.ops[c].sigs.size());
-        if (kp < 2 || kc < 2)
-          continue;
-        const int cp = a[p], cc = a[c];
-        double best = localCost(ctx, inc, a, {p, c});
-        int bp = cp, bc = cc;
-        for (int sp = 0; sp < kp; ++sp)
-          for (int sc = 0; sc < kc; ++sc) {
-            if (sp == cp && sc == cc)
-              continue;
-            a[p] = sp;
-            a[c] = sc;
-            double v = localCost(ctx, inc, a, {p, c});
-            if (better(v, best)) {
-              best = v;
-              bp = sp;
-              bc = sc;
-            }
-          }
-        a[p] = bp;
-        a[c] = bc;
-        changed |= bp != cp || bc != cc;
-      }
-    }
-    if (!changed)
-      break;
-  }
+  r.sweeps = descend(
+      a, ops, pairs,
+      [&](int op) { return static_cast<int>(sg.ops[op].sigs.size()); },
+      [&](const Assignment &x, int op) { return localCost(ctx, inc, x, {op}); },
+      [&](const Assignment &x, int u, int w) {
+        return localCost(ctx, inc, x, {u, w});
+      },
+      ctx.evaluations);
   r.objective = ctx.objective(a);
   r.assignment = std::move(a);
   return r;
