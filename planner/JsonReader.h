@@ -135,25 +135,22 @@ template <class T> struct Member {
       member;
 };
 
-/// x's fields in the table's order (J: the writer's JSON type).
+/// x's fields added to the object `j` in the table's order (J: the writer's
+/// JSON type).
 template <class J, class T, size_t N>
-J writeMembers(const T &x, const Member<T> (&table)[N]) {
-  J j = J::object();
+void writeMembers(J &j, const T &x, const Member<T> (&table)[N]) {
   for (const Member<T> &m : table)
     std::visit([&](auto p) { j[m.key] = x.*p; }, m.member);
-  return j;
 }
 
-/// A T read from the object `e` (at `where`), every field of the table
+/// The table's fields of the object `e` (at `where`) into x, every one
 /// required.
 template <class T, size_t N>
-T readMembers(const Reader &r, const nlohmann::json &e,
-              const nlohmann::json::json_pointer &where,
-              const Member<T> (&table)[N]) {
-  T x;
+void readMembers(const Reader &r, const nlohmann::json &e,
+                 const nlohmann::json::json_pointer &where,
+                 const Member<T> (&table)[N], T &x) {
   for (const Member<T> &m : table)
     std::visit([&](auto p) { r.read(e, where, m.key, x.*p); }, m.member);
-  return x;
 }
 
 } // namespace autoddl::planner

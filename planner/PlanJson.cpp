@@ -62,8 +62,10 @@ const Member<Alternative> kAlternativeFields[] = {
 template <class T, size_t N>
 ojson arrayOfMembers(const std::vector<T> &v, const Member<T> (&table)[N]) {
   ojson a = ojson::array();
-  for (const T &x : v)
-    a.push_back(writeMembers<ojson>(x, table));
+  for (const T &x : v) {
+    a.push_back(ojson::object());
+    writeMembers(a.back(), x, table);
+  }
   return a;
 }
 
@@ -73,7 +75,9 @@ std::vector<T> membersOf(const Reader &r, const json &doc, const char *key,
                          const Member<T> (&table)[N]) {
   return r.each<T>(doc, json::json_pointer(), key,
                    [&](const json &e, const json::json_pointer &ip) {
-                     return readMembers(r, e, ip, table);
+                     T x;
+                     readMembers(r, e, ip, table, x);
+                     return x;
                    });
 }
 
