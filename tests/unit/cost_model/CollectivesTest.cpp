@@ -225,23 +225,24 @@ TEST(Placement, MeshAxesOnTheHierarchy) {
   Cluster c = toyCluster();
   GroupPlacement p;
   std::string err;
-  // [4, 8]: the inner axis (stride 1, size 8) fills a node; the outer (stride
-  // 8) takes one GPU of each of 4 nodes.
-  ASSERT_TRUE(placeMeshAxis(c, {4, 8}, 1, p, err));
-  EXPECT_EQ(p.gpusPerNode, 8);
-  EXPECT_EQ(p.nodes, 1);
-  ASSERT_TRUE(placeMeshAxis(c, {4, 8}, 0, p, err));
-  EXPECT_EQ(p.gpusPerNode, 1);
-  EXPECT_EQ(p.nodes, 4);
-  // [8, 4]: the outer axis has stride 4: 8/4 = 2 of its members per node, 4
-  // nodes.
-  ASSERT_TRUE(placeMeshAxis(c, {8, 4}, 0, p, err));
-  EXPECT_EQ(p.gpusPerNode, 2);
-  EXPECT_EQ(p.nodes, 4);
-  // [2, 16]: the inner axis (16 > 8) spans 2 nodes of 8.
-  ASSERT_TRUE(placeMeshAxis(c, {2, 16}, 1, p, err));
-  EXPECT_EQ(p.gpusPerNode, 8);
-  EXPECT_EQ(p.nodes, 2);
+  struct Case {
+    std::vector<int64_t> mesh;
+    int axis, gpusPerNode, nodes;
+  };
+  for (const Case &k : std::vector<Case>{
+           // [4, 8]: the inner axis (stride 1, size 8) fills a node; the
+           // outer (stride 8) takes one GPU of each of 4 nodes.
+           {{4, 8}, 1, 8, 1},
+           {{4, 8}, 0, 1, 4},
+           // [8, 4]: the outer axis has stride 4: 8/4 = 2 of its members per
+           // node, 4 nodes.
+           {{8, 4}, 0, 2, 4},
+           // [2, 16]: the inner axis (16 > 8) spans 2 nodes of 8.
+           {{2, 16}, 1, 8, 2}}) {
+    ASSERT_TRUE(placeMeshAxis(c, k.mesh, k.axis, p, err)) << err;
+    EXPECT_EQ(p.gpusPerNode, k.gpusPerNode) << k.mesh[0] << "x" << k.mesh[1];
+    EXPECT_EQ(p.nodes, k.nodes) << k.mesh[0] << "x" << k.mesh[1];
+  }
   // [2, 6] on nodes of 8: the outer axis has stride 6, so its group {0, 6}..{5,
   // 11} straddles nodes 0 and 1 unevenly.
   Cluster big = withNodes(c, 2);
