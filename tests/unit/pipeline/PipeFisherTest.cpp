@@ -58,6 +58,22 @@ std::string describe(const PipeFisherInput &in, const DeviceFill &fill,
   return text;
 }
 
+/// OneFOneBTwoStagesByHand's input: one layer a stage (s0, s1), curvature 0.5
+/// per factor and micro-batch, inversion 1, no margin.
+PipeFisherInput handInput() {
+  PipeFisherInput in;
+  in.margin = 0;
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  return in;
+}
+
+/// packKfac's refusal of `in` ("" when it packs).
+std::string packError(const Schedule &s, const SimulationResult &sim,
+                      const PipeFisherInput &in) {
+  OrError<PipeFisherResult> r = packKfac(s, sim, in);
+  return r ? "" : r.error();
+}
+
 PipeFisherResult pack(const Schedule &schedule, const StageTimes &times,
                       const PipeFisherInput &in) {
   OrError<SimulationResult> sim = simulate(schedule, times);
@@ -81,9 +97,7 @@ PipeFisherResult pack(const Schedule &schedule, const StageTimes &times,
 // inversion. Step 1: inv_A in [0,1), inv_G in [7,8). K = 2.
 TEST(PipeFisher, OneFOneBTwoStagesByHand) {
   Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
-  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  PipeFisherInput in = handInput();
   PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]),
@@ -241,10 +255,8 @@ TEST(PipeFisher, SpillsToLaterStepsThenForcesWhatNeverFits) {
 // priority order, and K stays 1 although the bubbles would spread it over 2.
 TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
   Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  PipeFisherInput in = handInput();
   in.refreshSteps = 1;
-  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
   PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
   EXPECT_EQ(r.refreshSteps, 1);
   EXPECT_EQ(describe(in, r.devices[0]),
@@ -412,9 +424,7 @@ TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
   EXPECT_EQ(pinned->devices[1].refreshSteps, 3);
   EXPECT_EQ(pinned->refreshSteps, 3);
   in.deviceRefreshSteps = {2, 3, 2, 2};
-  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(bad));
-  EXPECT_EQ(bad.error(),
+  EXPECT_EQ(packError(s, *sim, in),
             "k-fac layer 'L1' is on devices 1 and 2, pinned to different "
             "refresh intervals (3 and 2): copies of a layer share one K");
 }
@@ -467,11 +477,9 @@ TEST(PipeFisher, EachDeviceRefreshesOnItsOwnK) {
 //   device 0: (6 + 4 + 0.25) / 10.75; device 1: (12 + 4 + 0.5) / (2 x 10.75).
 TEST(PipeFisher, PerDevicePinForcesEachDeviceOnItsOwnK) {
   Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  PipeFisherInput in = handInput();
   in.deviceRefreshSteps = {1, 2};
   in.refreshSteps = 5; // overridden by the per-device pin
-  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
   PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]),
@@ -500,14 +508,11 @@ TEST(PipeFisher, RejectsABadPerDevicePin) {
   PipeFisherInput in;
   in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
   in.deviceRefreshSteps = {2};
-  OrError<PipeFisherResult> r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(), "pinned refresh intervals: expected one per pipeline "
-                       "device (2), got 1");
+  EXPECT_EQ(packError(s, *sim, in),
+            "pinned refresh intervals: expected one per pipeline "
+            "device (2), got 1");
   in.deviceRefreshSteps = {2, 0};
-  r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(),
+  EXPECT_EQ(packError(s, *sim, in),
             "a pinned refresh interval must be 1..4096 steps, got 0 for "
             "device 1");
 }
@@ -519,10 +524,9 @@ TEST(PipeFisher, RejectsBadInput) {
   in.layers = {layer("x", 0, -1, 1)};
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
   in.layers = {layer("x", 2, 1, 1)};
-  OrError<PipeFisherResult> r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(), "k-fac layer 'x' is on stage 2, which the schedule "
-                       "does not run");
+  EXPECT_EQ(packError(s, *sim, in),
+            "k-fac layer 'x' is on stage 2, which the schedule "
+            "does not run");
   in.layers = {layer("x", 0, 1, 1, 0, 0, Direction::Up)};
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
   // OneFOneBTwoStagesByHand needs K = 2: a one-step limit refuses it, a
@@ -530,9 +534,8 @@ TEST(PipeFisher, RejectsBadInput) {
   in.margin = 0;
   in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
   in.maxSteps = 1;
-  r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(), "the k-fac refresh on stage 0 needs more than 1 steps");
+  EXPECT_EQ(packError(s, *sim, in),
+            "the k-fac refresh on stage 0 needs more than 1 steps");
   in.maxSteps = 2;
   EXPECT_TRUE(bool(packKfac(s, *sim, in)));
 }
@@ -591,9 +594,7 @@ TEST(PipeFisherFluid, SplitsAnItemTooBigForAnyGapWhereItemsForceIt) {
   // Unpinned, a queue longer than maxSteps is refused as in Items.
   in.maxSteps = 2;
   OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
-  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(bad));
-  EXPECT_EQ(bad.error(),
+  EXPECT_EQ(packError(s, *sim, in),
             "the k-fac refresh on stage 0 needs more than 2 steps");
   in.maxSteps = 4096;
 
