@@ -557,15 +557,10 @@ int run_nccl_ranks(unsigned seed) {
 } // namespace
 
 int main(int argc, char **argv) {
-  unsigned seed = std::random_device{}();
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-      seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
-    else {
-      std::printf("usage: %s [--seed N]\n", argv[0]);
-      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
-    }
-  }
+  unsigned seed = 0;
+  int status = 0;
+  if (!seed_from_args(argc, argv, seed, status))
+    return status;
   std::printf("KfacCheck (%s), seed %u\n", kMode, seed);
   const int ncclResult = run_nccl_ranks(seed + 1);
   int devices = 0;
