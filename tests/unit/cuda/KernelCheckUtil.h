@@ -38,10 +38,10 @@ constexpr double kFloatTol = 1e-4;
 #endif
 
 /// A check's `[--seed N]` command line: true with the seed (a fresh one unless
-/// given); false after printing the usage, with the exit code in `status`
-/// (0 for --help, 2 otherwise).
-inline bool seed_from_args(int argc, char **argv, unsigned &seed,
-                           int &status) {
+/// given), printed after the check's `name` and mode; false after printing the
+/// usage, with the exit code in `status` (0 for --help, 2 otherwise).
+inline bool seed_from_args(int argc, char **argv, const char *name,
+                           unsigned &seed, int &status) {
   seed = std::random_device{}();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
@@ -52,6 +52,7 @@ inline bool seed_from_args(int argc, char **argv, unsigned &seed,
       return false;
     }
   }
+  std::printf("%s (%s), seed %u\n", name, kMode, seed);
   return true;
 }
 

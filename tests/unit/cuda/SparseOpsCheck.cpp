@@ -168,14 +168,13 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
 int main(int argc, char **argv) {
   unsigned seed = 0;
   int status = 0;
-  if (!seed_from_args(argc, argv, seed, status))
+  if (!seed_from_args(argc, argv, "SparseOpsCheck", seed, status))
     return status;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SparseOpsCheck: no CUDA device, skipped\n");
     return 77;
   }
-  std::printf("SparseOpsCheck (%s), seed %u\n", kMode, seed);
   gRng.seed(seed);
   check_graph(1000, 1000, 8, 16);
   check_graph(2708, 2708, 5, 7);  // gcn-cora's shape, 7 classes
