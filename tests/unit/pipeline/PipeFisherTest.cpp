@@ -80,6 +80,40 @@ PipeFisherInput handInput() {
   return in;
 }
 
+/// Each device's refresh interval K_d, and the plan's K.
+void expectRefreshSteps(const PipeFisherResult &r,
+                        const std::vector<int> &perDevice, int overall) {
+  ASSERT_EQ(r.devices.size(), perDevice.size());
+  for (size_t d = 0; d < perDevice.size(); ++d)
+    EXPECT_EQ(r.devices[d].refreshSteps, perDevice[d]) << "device " << d;
+  EXPECT_EQ(r.refreshSteps, overall);
+}
+
+/// The schedules the properties below hold on, each with 4 stages and 8
+/// micro-batches (interleaved: 2 chunks a stage).
+constexpr ScheduleKind kEverySchedule[] = {
+    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
+    ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera};
+constexpr int kStages = 4, kMicroBatches = 8;
+Schedule everyScheduleCase(ScheduleKind kind) {
+  return makeSchedule(config(kind, kStages, kMicroBatches,
+                             kind == ScheduleKind::Interleaved ? 2 : 1));
+}
+
+/// One K-FAC layer per model stage of `s` (Chimera: and its up copy),
+/// curvature 0.1, inversion 0.7 and no reduction (one holder each: every item
+/// is the thread's).
+PipeFisherInput layerPerStage(const Schedule &s, ScheduleKind kind) {
+  PipeFisherInput in;
+  for (int st = 0; st < s.modelStages(); ++st) {
+    in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
+    if (kind == ScheduleKind::Chimera)
+      in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0, 0.25,
+                                Direction::Up));
+  }
+  return in;
+}
+
 /// packKfac's refusal of `in` ("" when it packs).
 std::string packError(const Schedule &s, const SimulationResult &sim,
                       const PipeFisherInput &in) {
@@ -148,21 +182,10 @@ TEST(PipeFisher, OneFOneBTwoStagesByHand) {
 // its factor's reduction ends, a reduction after all of its curvature, and
 // curvature of micro-batch j in step 0 after its forward / backward.
 TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
-  for (ScheduleKind kind :
-       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
-        ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera}) {
-    const int p = 4, m = 8;
-    Schedule s = makeSchedule(
-        config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
-    PipeFisherInput in;
-    for (int st = 0; st < s.modelStages(); ++st) {
-      // No reduction (one holder each): every item is the thread's.
-      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
-      if (kind == ScheduleKind::Chimera)
-        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0,
-                                  0.25, Direction::Up));
-    }
-    StageTimes times = StageTimes::uniform(p, 1, 2, 1);
+  for (ScheduleKind kind : kEverySchedule) {
+    Schedule s = everyScheduleCase(kind);
+    PipeFisherInput in = layerPerStage(s, kind);
+    StageTimes times = StageTimes::uniform(kStages, 1, 2, 1);
     OrError<SimulationResult> sim = simulate(s, times);
     ASSERT_TRUE(bool(sim));
     PipeFisherResult r = *packKfac(s, *sim, in);
@@ -227,7 +250,8 @@ TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
       for (const PlacedItem &item : fill.items)
         curvature += item.kind == KfacItemKind::CurvatureA ||
                      item.kind == KfacItemKind::CurvatureG;
-    const size_t perLayer = kind == ScheduleKind::Chimera ? m / 2 : m;
+    const size_t perLayer =
+        kind == ScheduleKind::Chimera ? kMicroBatches / 2 : kMicroBatches;
     EXPECT_EQ(curvature, 2 * perLayer * in.layers.size()) << scheduleName(kind);
   }
 }
@@ -462,10 +486,8 @@ TEST(PipeFisher, EachDeviceRefreshesOnItsOwnK) {
                                         "curv_A:1@0[2.25,2.5) "
                                         "inv_A:s0@0[2.5,3) inv_G:s0@0[3,3.5)");
   EXPECT_EQ(r.devices[0].steps, 1);
-  EXPECT_EQ(r.devices[0].refreshSteps, 1);
   EXPECT_EQ(r.devices[1].steps, 2);
-  EXPECT_EQ(r.devices[1].refreshSteps, 2);
-  EXPECT_EQ(r.refreshSteps, 2);
+  expectRefreshSteps(r, {1, 2}, 2);
   EXPECT_DOUBLE_EQ(r.stepTime, 9.25);
   EXPECT_NEAR(r.devices[0].utilisationAfter, 7.75 / 9.25, 1e-12);
   EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 18.5, 1e-12);
@@ -493,11 +515,9 @@ TEST(PipeFisher, PerDevicePinForcesEachDeviceOnItsOwnK) {
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
             "curv_G:0@0[6,6.5) curv_G:1@0[9,9.5)* inv_G:s0@0[9.5,10.5)*");
-  EXPECT_EQ(r.devices[0].refreshSteps, 1);
+  expectRefreshSteps(r, {1, 2}, 2);
   EXPECT_DOUBLE_EQ(r.devices[0].forced, 1.5);
-  EXPECT_EQ(r.devices[1].refreshSteps, 2);
   EXPECT_DOUBLE_EQ(r.devices[1].forced, 0);
-  EXPECT_EQ(r.refreshSteps, 2);
   EXPECT_DOUBLE_EQ(r.stepTime, 10.75);
   EXPECT_NEAR(r.devices[0].utilisationAfter, 10.25 / 10.75, 1e-12);
   EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 21.5, 1e-12);
@@ -709,23 +729,12 @@ TEST(PipeFisherFluid, CollectiveItemsFallBackToWholeItems) {
 // one before); curvature A never before its forward; unpinned, nothing is
 // forced. Fails if a piece leaves its gap, overlaps another or is lost.
 TEST(PipeFisherFluid, PiecesStayInGapsInQueueOrderOnEverySchedule) {
-  for (ScheduleKind kind :
-       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
-        ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera}) {
-    const int p = 4, m = 8;
-    Schedule s = makeSchedule(
-        config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
-    PipeFisherInput in;
+  for (ScheduleKind kind : kEverySchedule) {
+    Schedule s = everyScheduleCase(kind);
+    PipeFisherInput in = layerPerStage(s, kind);
     in.filling = KfacFilling::Fluid;
-    for (int st = 0; st < s.modelStages(); ++st) {
-      // No reduction (one holder each): every item is the thread's.
-      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
-      if (kind == ScheduleKind::Chimera)
-        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0,
-                                  0.25, Direction::Up));
-    }
     OrError<SimulationResult> sim =
-        simulate(s, StageTimes::uniform(p, 1, 2, 1));
+        simulate(s, StageTimes::uniform(kStages, 1, 2, 1));
     ASSERT_TRUE(bool(sim));
     OrError<PipeFisherResult> r = packKfac(s, *sim, in);
     ASSERT_TRUE(bool(r)) << r.error();
