@@ -62,12 +62,15 @@ void refuseNonNull(JsonFields &f, const std::string &key,
     f.fail(key, key + " is not supported (got " + describe(*v) + "): " + why);
 }
 
-// Llama's and BERT's names of the shared fields (PretrainedConfig's own,
-// which GPT2Config predates); they differ only in the norm's epsilon.
+// Llama's and BERT's names (PretrainedConfig's); they differ only in the
+// norm's epsilon. The configs' defaults are LlamaConfig's and BertConfig's.
 TransformerKeys hfKeys(const char *epsilon) {
-  return {"vocab_size",        "max_position_embeddings", "hidden_size",
-          "num_hidden_layers", "num_attention_heads",     epsilon,
-          "initializer_range"};
+  return {"vocab_size",          "max_position_embeddings",
+          "hidden_size",         "num_hidden_layers",
+          "num_attention_heads", epsilon,
+          "initializer_range",   nullptr,
+          "tie_word_embeddings", "hidden_act",
+          "num_key_value_heads"};
 }
 
 ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
@@ -77,15 +80,14 @@ ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
              "per-layer attention scaling");
   refuseFlag(f, "scale_attn_weights", false,
              "attention without 1/sqrt(head_dim) scaling");
-  GptConfig c; // GPT2Config's defaults
-  readTransformerShape(f,
-                       {"vocab_size", "n_positions", "n_embd", "n_layer",
-                        "n_head", "layer_norm_epsilon", "initializer_range"},
-                       c);
-  c.ffnHidden = f.positive("n_inner", 0); // None: 4·n_embd
-  c.tiedHead = f.flag("tie_word_embeddings", true);
-  c.activation = f.string("activation_function", c.activation);
-  return buildGpt(c, o);
+  // GPT2Config's names (it predates PretrainedConfig's); its defaults are
+  // GptConfig's.
+  return buildGpt(
+      readGptConfig(f,
+                    {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
+                     "layer_norm_epsilon", "initializer_range", "n_inner",
+                     "tie_word_embeddings", "activation_function", nullptr}),
+      o);
 }
 
 ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
@@ -93,16 +95,7 @@ ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
   refuseNonNull(f, "rope_scaling",
                 "only plain rotary embeddings (rope_scaling null) are built");
   refuseOtherThan(f, "hidden_act", "silu", ": the llama MLP is SwiGLU (silu)");
-  LlamaConfig c; // LlamaConfig's defaults
-  readTransformerShape(f, hfKeys("rms_norm_eps"), c);
-  c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.kvHeads = f.positive("num_key_value_heads", 0); // None: num_attention_heads
-  c.headDim = f.positive("head_dim", 0);            // None: hidden / heads
-  c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
-  c.tiedHead = f.flag("tie_word_embeddings", false);
-  c.attentionBias = f.flag("attention_bias", false);
-  c.mlpBias = f.flag("mlp_bias", false);
-  return buildLlama(c, o);
+  return buildLlama(readLlamaConfig(f, hfKeys("rms_norm_eps")), o);
 }
 
 ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
@@ -112,11 +105,7 @@ ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
   refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
   refuseOtherThan(f, "position_embedding_type", "absolute",
                   " (only \"absolute\")");
-  BertConfig c; // BertConfig's defaults
-  readTransformerShape(f, hfKeys("layer_norm_eps"), c);
-  c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
-  c.activation = f.string("hidden_act", c.activation);
+  BertConfig c = readBertConfig(f, hfKeys("layer_norm_eps"));
   c.head = arch == "BertModel" ? "pooler" : "mlm";
   return buildBert(c, o);
 }

@@ -28,7 +28,7 @@ struct BuildOptions {
 
 /// The fields every transformer family has; each family's config sets its
 /// own defaults (the Hugging Face class's) and both readers fill them through
-/// readTransformerShape with their format's key names.
+/// read{Gpt,Llama,Bert}Config with their format's key names.
 struct TransformerShape {
   int64_t vocabSize;
   int64_t maxPositions;
