@@ -1,33 +1,29 @@
 //===- Cluster.cpp --------------------------------------------------------===//
 #include "cost_model/Cluster.h"
+#include "support/EnumNames.h"
 
 #include <cmath>
+#include <iterator>
 
 namespace autoddl::cost {
 
+namespace {
+constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::FP32, "fp32"},
+                                                   {Precision::TF32, "tf32"},
+                                                   {Precision::BF16, "bf16"},
+                                                   {Precision::FP16, "fp16"}};
+static_assert(std::size(kPrecisionNames) == kNumPrecisions);
+} // namespace
+
 std::string_view precisionName(Precision p) {
-  switch (p) {
-  case Precision::FP32:
-    return "fp32";
-  case Precision::TF32:
-    return "tf32";
-  case Precision::BF16:
-    return "bf16";
-  case Precision::FP16:
-    return "fp16";
-  }
-  return "?";
+  return nameOf(kPrecisionNames, p);
 }
 
 bool parsePrecision(std::string_view s, Precision &out) {
-  for (int i = 0; i < kNumPrecisions; ++i) {
-    auto p = static_cast<Precision>(i);
-    if (precisionName(p) == s) {
-      out = p;
-      return true;
-    }
-  }
-  return false;
+  std::optional<Precision> p = parseName(kPrecisionNames, s);
+  if (p)
+    out = *p;
+  return bool(p);
 }
 
 double Cluster::peakFlops(Precision p) const {

@@ -1,5 +1,6 @@
 //===- Collectives.cpp - α-β collective formulas (docs/cost-model.md §2) --===//
 #include "cost_model/Collectives.h"
+#include "support/EnumNames.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,52 +8,40 @@
 
 namespace autoddl::cost {
 
+namespace {
+
+constexpr EnumName<Collective> kCollectiveNames[] = {
+    {Collective::AllReduce, "all_reduce"},
+    {Collective::AllGather, "all_gather"},
+    {Collective::ReduceScatter, "reduce_scatter"},
+    {Collective::AllToAll, "all_to_all"},
+    {Collective::SendRecv, "send_recv"}};
+
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {
+    {Algorithm::Ring, "ring"},
+    {Algorithm::Tree, "tree"},
+    {Algorithm::Hierarchical, "hierarchical"},
+    {Algorithm::Pairwise, "pairwise"},
+    {Algorithm::Direct, "direct"},
+    {Algorithm::None, "none"}};
+
+} // namespace
+
 std::string_view collectiveName(Collective c) {
-  switch (c) {
-  case Collective::AllReduce:
-    return "all_reduce";
-  case Collective::AllGather:
-    return "all_gather";
-  case Collective::ReduceScatter:
-    return "reduce_scatter";
-  case Collective::AllToAll:
-    return "all_to_all";
-  case Collective::SendRecv:
-    return "send_recv";
-  }
-  return "?";
+  return nameOf(kCollectiveNames, c);
 }
 
 bool parseCollective(std::string_view s, Collective &out) {
-  if (s == "send" || s == "send_recv") {
-    out = Collective::SendRecv;
-    return true;
-  }
-  for (Collective c : {Collective::AllReduce, Collective::AllGather,
-                       Collective::ReduceScatter, Collective::AllToAll})
-    if (collectiveName(c) == s) {
-      out = c;
-      return true;
-    }
-  return false;
+  // "send" is the cost command's short spelling of send_recv.
+  std::optional<Collective> c =
+      parseName(kCollectiveNames, s == "send" ? "send_recv" : s);
+  if (c)
+    out = *c;
+  return bool(c);
 }
 
 std::string_view algorithmName(Algorithm a) {
-  switch (a) {
-  case Algorithm::Ring:
-    return "ring";
-  case Algorithm::Tree:
-    return "tree";
-  case Algorithm::Hierarchical:
-    return "hierarchical";
-  case Algorithm::Pairwise:
-    return "pairwise";
-  case Algorithm::Direct:
-    return "direct";
-  case Algorithm::None:
-    return "none";
-  }
-  return "?";
+  return nameOf(kAlgorithmNames, a);
 }
 
 double busBandwidthFactor(Collective c, int n) {

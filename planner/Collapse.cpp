@@ -11,10 +11,6 @@ namespace autoddl::planner {
 
 namespace {
 
-bool better(double candidate, double current) {
-  return candidate < current - 1e-12 * std::max(1.0, std::abs(current));
-}
-
 /// Visits every assignment of `scope` (row major) through `a`, calling f(i).
 template <typename F>
 void forEachIndex(const std::vector<int> &scope, const std::vector<int> &sizes,
@@ -227,106 +223,16 @@ void ReducedProblem::recover(Assignment &a) const {
 DescentResult reducedDescent(PricingContext &ctx, const ReducedProblem &rp,
                              Assignment a) {
   DescentResult r;
-  for (r.sweeps = 1; r.sweeps <= 200; ++r.sweeps) {
-    bool changed = false;
-    for (int op : rp.live()) {
-      const int k = rp.signatures(op);
-      if (k < 2)
-        continue;
-      ++ctx.evaluations;
-      double best = rp.local(a, op);
-      const int cur = a[op];
-      int bestSig = cur;
-      for (int s = 0; s < k; ++s) {
-        if (s == cur)
-          continue;
-        a[op] = s;
-        ++ctx.evaluations;
-        double v = rp.local(a, op);
-        if (better(v, best)) {
-          best = v;
-          bestSig = s;
-        }
-      }
-      a[op] = bestSig;
-      changed |= bestSig != cur;
-    }
-    for (auto [u, w] : rp.pairs()) {
-      const int ku = rp.signatures(u), kw = rp.signatures(w);
-      if (ku < 2 || kw < 2)
-        continue;
-      const int cu = a[u], cw = a[w];
-      ++ctx.evaluations;
-      double best = rp.localPair(a, u, w);
-      int bu = cu, bw = cw;
-      for (int su = 0; su < ku; ++su)
-        for (int sw = 0; sw < kw; ++sw) {
-          if (su == cu && sw == cw)
-            continue;
-          a[u] = su;
-          a[w] = sw;
-          ++ctx.evaluations;
-          double v = rp.localPair(a, u, w);
-          if (better(v, best)) {
-            best = v;
-            bu = su;
-            bw = sw;
-          }
-        }
-      a[u] = bu;
-      a[w] = bw;
-      changed |= bu != cu || bw != cw;
-    }
-    if (!changed)
-      break;
-  }
+  r.sweeps = descend(
+      a, rp.live(), rp.pairs(), [&](int op) { return rp.signatures(op); },
+      [&](const Assignment &x, int op) { return rp.local(x, op); },
+      [&](const Assignment &x, int u, int w) { return rp.localPair(x, u, w); },
+      ctx.evaluations);
   rp.recover(a);
   r.objective = ctx.objective(a);
   r.assignment = std::move(a);
   return r;
 }
-
-namespace {
-
-struct ReducedBranchAndBound {
-  const ReducedProblem &rp;
-  std::vector<std::vector<int>> closedAt; // position -> factors it completes
-  std::vector<double> restBound; // position -> Σ min of factors closed later
-  Assignment a, best;
-  double bestValue;
-  int64_t nodes = 0, limit;
-  bool exceeded = false, found = false;
-
-  void visit(size_t pos, double partial) {
-    if (exceeded)
-      return;
-    if (++nodes > limit) {
-      exceeded = true;
-      return;
-    }
-    const std::vector<int> &live = rp.live();
-    if (pos == live.size()) {
-      if (partial < bestValue) {
-        bestValue = partial;
-        best = a;
-        found = true;
-      }
-      return;
-    }
-    const int op = live[pos];
-    for (int s = 0; s < rp.signatures(op); ++s) {
-      a[op] = s;
-      double v = partial;
-      for (int id : closedAt[pos])
-        v += rp.evaluate(rp.factors()[id], a);
-      if (v + restBound[pos + 1] < bestValue)
-        visit(pos + 1, v);
-    }
-    a[op] = 0;
-  }
-};
-
-} // namespace
 
 std::optional<DescentResult> reducedExhaustive(PricingContext &ctx,
                                                const ReducedProblem &rp,
@@ -334,35 +240,37 @@ std::optional<DescentResult> reducedExhaustive(PricingContext &ctx,
                                                int64_t nodeLimit) {
   const int n = static_cast<int>(ctx.graph().ops.size());
   const std::vector<int> &live = rp.live();
-  ReducedBranchAndBound bb{rp,
-                           std::vector<std::vector<int>>(live.size() + 1),
-                           std::vector<double>(live.size() + 1, 0),
-                           Assignment(n, 0),
-                           {},
-                           upperBound * (1 + 1e-6) + 1e-15,
-                           0,
-                           nodeLimit};
-  std::vector<int> position(n, -1);
-  for (size_t i = 0; i < live.size(); ++i)
+  std::vector<int> position(n, -1), choices;
+  for (size_t i = 0; i < live.size(); ++i) {
     position[live[i]] = static_cast<int>(i);
+    choices.push_back(rp.signatures(live[i]));
+  }
+  std::vector<std::vector<int>> closedAt(live.size() + 1);
   std::vector<double> minAt(live.size() + 1, 0);
   for (size_t id = 0; id < rp.factors().size(); ++id) {
     const Factor &f = rp.factors()[id];
     int last = 0;
     for (int op : f.scope)
       last = std::max(last, position[op]);
-    bb.closedAt[last].push_back(static_cast<int>(id));
+    closedAt[last].push_back(static_cast<int>(id));
     minAt[last] += *std::min_element(f.table.begin(), f.table.end());
   }
   // Every table not yet complete adds at least its minimum.
+  std::vector<double> restBound(live.size() + 1, 0);
   for (int i = static_cast<int>(live.size()) - 1; i >= 0; --i)
-    bb.restBound[i] = bb.restBound[i + 1] + minAt[i];
-  bb.visit(0, rp.constant());
-  ctx.evaluations += bb.nodes;
-  if (bb.exceeded || !bb.found)
+    restBound[i] = restBound[i + 1] + minAt[i];
+  BranchAndBound bb(live, std::move(choices), std::move(restBound), n,
+                    upperBound * (1 + 1e-6) + 1e-15, nodeLimit,
+                    [&](size_t pos, const Assignment &a, double &v) {
+                      for (int id : closedAt[pos])
+                        v += rp.evaluate(rp.factors()[id], a);
+                    });
+  std::optional<Assignment> best = bb.run(rp.constant());
+  ctx.evaluations += bb.nodes();
+  if (!best)
     return std::nullopt;
   DescentResult r;
-  r.assignment = bb.best;
+  r.assignment = *best;
   rp.recover(r.assignment);
   r.objective = ctx.objective(r.assignment);
   return r;

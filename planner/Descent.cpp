@@ -31,7 +31,6 @@ namespace {
 /// edge they touch, each edge once).
 double localCost(PricingContext &ctx, const Incidence &inc, const Assignment &a,
                  std::initializer_list<int> ops) {
-  ++ctx.evaluations;
   double total = 0;
   std::vector<int> edges;
   for (int op : ops) {
@@ -46,168 +45,82 @@ double localCost(PricingContext &ctx, const Incidence &inc, const Assignment &a,
   return total;
 }
 
-bool better(double candidate, double current) {
-  return candidate < current - 1e-12 * std::max(1.0, std::abs(current));
-}
-
 } // namespace
 
 DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
                                 Assignment a) {
   const SearchGraph &sg = ctx.graph();
   const int n = static_cast<int>(sg.ops.size());
+  // Single-op moves in topological order; then pair moves along producer ->
+  // consumer edges: a column -> row switch only pays when both ends change
+  // together.
+  std::vector<int> ops(n);
+  for (int op = 0; op < n; ++op)
+    ops[op] = op;
+  std::vector<std::pair<int, int>> pairs;
+  for (const CollapsedEdge &e : sg.edges)
+    if (e.producer >= 0)
+      for (auto [c, slot] : e.consumers)
+        if (c != e.producer)
+          pairs.push_back({e.producer, c});
   DescentResult r;
-  for (r.sweeps = 1; r.sweeps <= 200; ++r.sweeps) {
-    bool changed = false;
-    // Single-op moves in topological order.
-    for (int op = 0; op < n; ++op) {
-      const int k = static_cast<int>(sg.ops[op].sigs.size());
-      if (k < 2)
-        continue;
-      double best = localCost(ctx, inc, a, {op});
-      int bestSig = a[op];
-      const int cur = a[op];
-      for (int s = 0; s < k; ++s) {
-        if (s == cur)
-          continue;
-        a[op] = s;
-        double v = localCost(ctx, inc, a, {op});
-        if (better(v, best)) {
-          best = v;
-          bestSig = s;
-        }
-      }
-      a[op] = bestSig;
-      changed |= bestSig != cur;
-    }
-    // Pair moves along producer -> consumer edges: a column -> row switch only
-    // pays when both ends change together.
-    for (const CollapsedEdge &e : sg.edges) {
-      if (e.producer < 0)
-        continue;
-      const int p = e.producer;
-      for (auto [c, slot] : e.consumers) {
-        if (c == p)
-          continue;
-        const int kp = static_cast<int>(sg.ops[p].sigs.size());
-        const int kc = static_cast<int>(sg.ops[c].sigs.size());
-        if (kp < 2 || kc < 2)
-          continue;
-        const int cp = a[p], cc = a[c];
-        double best = localCost(ctx, inc, a, {p, c});
-        int bp = cp, bc = cc;
-        for (int sp = 0; sp < kp; ++sp)
-          for (int sc = 0; sc < kc; ++sc) {
-            if (sp == cp && sc == cc)
-              continue;
-            a[p] = sp;
-            a[c] = sc;
-            double v = localCost(ctx, inc, a, {p, c});
-            if (better(v, best)) {
-              best = v;
-              bp = sp;
-              bc = sc;
-            }
-          }
-        a[p] = bp;
-        a[c] = bc;
-        changed |= bp != cp || bc != cc;
-      }
-    }
-    if (!changed)
-      break;
-  }
+  r.sweeps = descend(
+      a, ops, pairs,
+      [&](int op) { return static_cast<int>(sg.ops[op].sigs.size()); },
+      [&](const Assignment &x, int op) { return localCost(ctx, inc, x, {op}); },
+      [&](const Assignment &x, int u, int w) {
+        return localCost(ctx, inc, x, {u, w});
+      },
+      ctx.evaluations);
   r.objective = ctx.objective(a);
   r.assignment = std::move(a);
   return r;
 }
-
-namespace {
-
-struct BranchAndBound {
-  PricingContext &ctx;
-  const Incidence &inc;
-  std::vector<std::vector<int>>
-      edgesClosedAt; // op -> edges complete once it is set
-  std::vector<double>
-      restBound; // op -> sum over later ops of their cheapest unary
-  Assignment a, best;
-  double bestValue;
-  int64_t nodes = 0, limit;
-  bool exceeded = false;
-
-  void visit(int op, double partial) {
-    const int n = static_cast<int>(a.size());
-    if (exceeded)
-      return;
-    if (++nodes > limit) {
-      exceeded = true;
-      return;
-    }
-    if (op == n) {
-      if (partial < bestValue) {
-        bestValue = partial;
-        best = a;
-      }
-      return;
-    }
-    const int k = static_cast<int>(ctx.graph().ops[op].sigs.size());
-    for (int s = 0; s < k; ++s) {
-      a[op] = s;
-      double v = partial + ctx.unary(op, s);
-      for (int e : edgesClosedAt[op])
-        v += ctx.edgeTerm(e, a);
-      if (v + restBound[op + 1] < bestValue)
-        visit(op + 1, v);
-    }
-    a[op] = 0;
-  }
-};
-
-} // namespace
 
 std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
                                               const Incidence &inc,
                                               double upperBound,
                                               int64_t nodeLimit) {
   const SearchGraph &sg = ctx.graph();
-  BranchAndBound bb{ctx,
-                    inc,
-                    {},
-                    {},
-                    Assignment(sg.ops.size(), 0),
-                    {},
-                    upperBound * (1 + 1e-9) + 1e-15,
-                    0,
-                    nodeLimit};
-  bb.edgesClosedAt.assign(sg.ops.size(), {});
+  const int n = static_cast<int>(sg.ops.size());
+  std::vector<int> order(n), choices(n);
+  for (int op = 0; op < n; ++op) {
+    order[op] = op;
+    choices[op] = static_cast<int>(sg.ops[op].sigs.size());
+  }
   // Every op still to assign adds at least its cheapest unary term.
-  bb.restBound.assign(sg.ops.size() + 1, 0);
-  for (int op = static_cast<int>(sg.ops.size()) - 1; op >= 0; --op) {
+  std::vector<double> restBound(n + 1, 0);
+  for (int op = n - 1; op >= 0; --op) {
     double cheapest = ctx.unary(op, 0);
     for (size_t s = 1; s < sg.ops[op].sigs.size(); ++s)
       cheapest = std::min(cheapest, ctx.unary(op, static_cast<int>(s)));
-    bb.restBound[op] = bb.restBound[op + 1] + cheapest;
+    restBound[op] = restBound[op + 1] + cheapest;
   }
   // Edges without endpoints among the ops (never happens) and the edges whose
   // last endpoint is an op are closed when that op is assigned.
+  std::vector<std::vector<int>> edgesClosedAt(n);
   double constant = 0;
+  const Assignment unassigned(n, 0);
   for (size_t e = 0; e < sg.edges.size(); ++e) {
     if (inc.lastOp[e] >= 0)
-      bb.edgesClosedAt[inc.lastOp[e]].push_back(static_cast<int>(e));
+      edgesClosedAt[inc.lastOp[e]].push_back(static_cast<int>(e));
     else
-      constant += ctx.edgeTerm(static_cast<int>(e), bb.a);
+      constant += ctx.edgeTerm(static_cast<int>(e), unassigned);
   }
-  bb.visit(0, constant);
-  ctx.evaluations += bb.nodes;
-  if (bb.exceeded)
+  BranchAndBound bb(std::move(order), std::move(choices), std::move(restBound),
+                    n, upperBound * (1 + 1e-9) + 1e-15, nodeLimit,
+                    [&](size_t op, const Assignment &a, double &v) {
+                      v += ctx.unary(static_cast<int>(op), a[op]);
+                      for (int e : edgesClosedAt[op])
+                        v += ctx.edgeTerm(e, a);
+                    });
+  std::optional<Assignment> best = bb.run(constant);
+  ctx.evaluations += bb.nodes();
+  if (!best)
     return std::nullopt;
-  if (bb.best.empty())
-    return std::nullopt; // nothing below the bound (cannot happen: the bound is
-                         // met)
   DescentResult r;
-  r.assignment = bb.best;
-  r.objective = ctx.objective(bb.best);
+  r.assignment = *best;
+  r.objective = ctx.objective(*best);
   return r;
 }
 

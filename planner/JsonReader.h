@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace autoddl::planner {
@@ -36,19 +37,23 @@ struct Reader {
       fail(where, std::string("missing field \"") + key + "\"");
     return *it;
   }
+  /// The field `key`, which must pass `is` ("expected <what>" otherwise).
+  const json &typed(const json &j, const json::json_pointer &where,
+                    const char *key, bool (json::*is)() const noexcept,
+                    const char *what) const {
+    const json &v = at(j, where, key);
+    if (!(v.*is)())
+      fail(where / key, std::string("expected ") + what);
+    return v;
+  }
   double num(const json &j, const json::json_pointer &where,
              const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_number())
-      fail(where / key, "expected a number");
-    return v.get<double>();
+    return typed(j, where, key, &json::is_number, "a number").get<double>();
   }
   int64_t integer(const json &j, const json::json_pointer &where,
                   const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_number_integer())
-      fail(where / key, "expected an integer");
-    return v.get<int64_t>();
+    return typed(j, where, key, &json::is_number_integer, "an integer")
+        .get<int64_t>();
   }
   /// An integer field stored as an int: larger values are refused, not
   /// wrapped (pp = 2^32 + 2 must not read as 2).
@@ -62,24 +67,16 @@ struct Reader {
   }
   std::string str(const json &j, const json::json_pointer &where,
                   const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_string())
-      fail(where / key, "expected a string");
-    return v.get<std::string>();
+    return typed(j, where, key, &json::is_string, "a string")
+        .get<std::string>();
   }
   bool flag(const json &j, const json::json_pointer &where,
             const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_boolean())
-      fail(where / key, "expected true or false");
-    return v.get<bool>();
+    return typed(j, where, key, &json::is_boolean, "true or false").get<bool>();
   }
   const json &array(const json &j, const json::json_pointer &where,
                     const char *key) const {
-    const json &v = at(j, where, key);
-    if (!v.is_array())
-      fail(where / key, "expected an array");
-    return v;
+    return typed(j, where, key, &json::is_array, "an array");
   }
   /// Each element of the array `key`, read by `f(element, its pointer)`.
   template <class T, class F>
@@ -90,6 +87,27 @@ struct Reader {
     for (size_t i = 0; i < a.size(); ++i)
       out.push_back(f(a[i], where / key / i));
     return out;
+  }
+  /// A member's field by the member's type (for readMembers).
+  void read(const json &j, const json::json_pointer &where, const char *key,
+            std::string &out) const {
+    out = str(j, where, key);
+  }
+  void read(const json &j, const json::json_pointer &where, const char *key,
+            double &out) const {
+    out = num(j, where, key);
+  }
+  void read(const json &j, const json::json_pointer &where, const char *key,
+            int64_t &out) const {
+    out = integer(j, where, key);
+  }
+  void read(const json &j, const json::json_pointer &where, const char *key,
+            bool &out) const {
+    out = flag(j, where, key);
+  }
+  void read(const json &j, const json::json_pointer &where, const char *key,
+            std::vector<std::string> &out) const {
+    out = list<std::string>(j, where, key, &json::is_string, "a string");
   }
   /// An array of elements that each pass `is` (`what` names the type).
   template <class T>
@@ -106,5 +124,33 @@ struct Reader {
     return out;
   }
 };
+
+/// A field of a plan.json object and the member of T it is stored in: one
+/// table per struct serves both its writer and its reader, so the two cannot
+/// spell a key differently.
+template <class T> struct Member {
+  const char *key;
+  std::variant<std::string T::*, double T::*, int64_t T::*, bool T::*,
+               std::vector<std::string> T::*>
+      member;
+};
+
+/// x's fields added to the object `j` in the table's order (J: the writer's
+/// JSON type).
+template <class J, class T, size_t N>
+void writeMembers(J &j, const T &x, const Member<T> (&table)[N]) {
+  for (const Member<T> &m : table)
+    std::visit([&](auto p) { j[m.key] = x.*p; }, m.member);
+}
+
+/// The table's fields of the object `e` (at `where`) into x, every one
+/// required.
+template <class T, size_t N>
+void readMembers(const Reader &r, const nlohmann::json &e,
+                 const nlohmann::json::json_pointer &where,
+                 const Member<T> (&table)[N], T &x) {
+  for (const Member<T> &m : table)
+    std::visit([&](auto p) { r.read(e, where, m.key, x.*p); }, m.member);
+}
 
 } // namespace autoddl::planner

@@ -253,6 +253,39 @@ struct Prediction {
   /// "cudnn" or "own") where the model has attention and the cluster names
   /// one; empty otherwise (then not written: the batched-GEMM estimate).
   std::string attentionKernel;
+
+  /// A number of plan.json's `predicted` and where it lives in `P` (a
+  /// Prediction or a const one); `optional`: older plans may lack it.
+  template <class P> struct Field {
+    const char *key;
+    decltype(&std::declval<P &>().stepTime) value;
+    bool optional = false;
+  };
+  /// `predicted`'s numbers in plan.json's order: the one list the writer, the
+  /// reader and the validator use.
+  template <class P> static std::array<Field<P>, 10> numbers(P &p) {
+    return {{{"step_time_s", &p.stepTime},
+             {"tflops_per_gpu", &p.tflopsPerGpu},
+             {"hardware_tflops_per_gpu", &p.hardwareTflopsPerGpu},
+             {"mfu", &p.mfu},
+             {"bubble_fraction", &p.bubbleFraction},
+             {"peak_memory_bytes", &p.peakMemory},
+             // Absent in plans written before the programs' memory was
+             // modelled.
+             {"peak_allocated_bytes", &p.peakAllocated, true},
+             {"peak_host_memory_bytes", &p.peakHostMemory, true},
+             {"memory_margin_bytes", &p.memoryMargin, true},
+             {"model_flops_per_step", &p.modelFlopsPerStep}}};
+  }
+  /// `predicted.breakdown_s`'s seconds, likewise.
+  template <class P> static std::array<Field<P>, 6> breakdown(P &p) {
+    return {{{"compute", &p.compute},
+             {"tp_comm", &p.tpComm},
+             {"p2p", &p.p2p},
+             {"bubble", &p.bubble},
+             {"grad_sync_exposed", &p.gradSync},
+             {"optimizer", &p.optimizer}}};
+  }
 };
 
 struct Knobs {

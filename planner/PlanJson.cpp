@@ -31,6 +31,56 @@ ojson memoryJson(const cost::RankMemory &m) {
   return j;
 }
 
+// The tables of the plain records (JsonReader.h's Member): writer and reader.
+const Member<OpChoice> kOpChoiceFields[] = {
+    {"segment", &OpChoice::segment},
+    {"op", &OpChoice::op},
+    {"kind", &OpChoice::kind},
+    {"signature", &OpChoice::signature},
+    {"operands", &OpChoice::operands},
+    {"result", &OpChoice::result},
+    {"candidates", &OpChoice::candidates}};
+const Member<CollectiveUse> kCollectiveFields[] = {
+    {"where", &CollectiveUse::where},
+    {"phase", &CollectiveUse::phase},
+    {"collective", &CollectiveUse::collective},
+    {"axis", &CollectiveUse::axis},
+    {"bytes", &CollectiveUse::bytes},
+    {"time_s", &CollectiveUse::time},
+    {"per_step", &CollectiveUse::perStep}};
+const Member<Alternative> kAlternativeFields[] = {
+    {"knob", &Alternative::knob},
+    {"value", &Alternative::value},
+    {"feasible", &Alternative::feasible},
+    {"step_time_s", &Alternative::stepTime},
+    {"peak_memory_bytes", &Alternative::peakMemory},
+    {"delta_time_s", &Alternative::deltaTime},
+    {"delta_memory_bytes", &Alternative::deltaMemory},
+    {"reason", &Alternative::reason}};
+
+/// Each element of `v` by its member table.
+template <class T, size_t N>
+ojson arrayOfMembers(const std::vector<T> &v, const Member<T> (&table)[N]) {
+  ojson a = ojson::array();
+  for (const T &x : v) {
+    a.push_back(ojson::object());
+    writeMembers(a.back(), x, table);
+  }
+  return a;
+}
+
+/// The array `key` of `doc`, each element read by its member table.
+template <class T, size_t N>
+std::vector<T> membersOf(const Reader &r, const json &doc, const char *key,
+                         const Member<T> (&table)[N]) {
+  return r.each<T>(doc, json::json_pointer(), key,
+                   [&](const json &e, const json::json_pointer &ip) {
+                     T x;
+                     readMembers(r, e, ip, table, x);
+                     return x;
+                   });
+}
+
 /// A JSON array of `f` applied to each element of `v`.
 template <class T, class F> ojson arrayOf(const std::vector<T> &v, F f) {
   ojson a = ojson::array();
@@ -93,15 +143,7 @@ ojson headerJson(const Plan &p) {
 
 /// The per-op, per-tensor, per-collective, per-stage and per-rank tables.
 void addTables(ojson &j, const Plan &p) {
-  j["ops"] = arrayOf(p.ops, [](const OpChoice &o) -> ojson {
-    return {{"segment", o.segment},
-            {"op", o.op},
-            {"kind", o.kind},
-            {"signature", o.signature},
-            {"operands", o.operands},
-            {"result", o.result},
-            {"candidates", o.candidates}};
-  });
+  j["ops"] = arrayOfMembers(p.ops, kOpChoiceFields);
   j["tensors"] = arrayOf(p.tensors, [](const TensorLayout &t) -> ojson {
     return {{"name", t.name},
             {"role", t.role},
@@ -109,13 +151,7 @@ void addTables(ojson &j, const Plan &p) {
             {"sbp", {{"dp", t.dp}, {"tp", t.tp}}},
             {"stage", t.stage}};
   });
-  j["collectives"] =
-      arrayOf(p.collectives, [](const CollectiveUse &c) -> ojson {
-        return {{"where", c.where},           {"phase", c.phase},
-                {"collective", c.collective}, {"axis", c.axis},
-                {"bytes", c.bytes},           {"time_s", c.time},
-                {"per_step", c.perStep}};
-      });
+  j["collectives"] = arrayOfMembers(p.collectives, kCollectiveFields);
   j["stages"] = arrayOf(p.stages, [](const StageInfo &s) -> ojson {
     return {{"stage", s.stage},
             {"device", s.device},
@@ -149,24 +185,15 @@ void addTables(ojson &j, const Plan &p) {
 /// The prediction: step, throughput, memory, breakdown, op kinds.
 void addPredicted(ojson &j, const Plan &p) {
   const Prediction &pr = p.predicted;
-  j["predicted"] = {{"step_time_s", pr.stepTime},
-                    {"tflops_per_gpu", pr.tflopsPerGpu},
-                    {"hardware_tflops_per_gpu", pr.hardwareTflopsPerGpu},
-                    {"mfu", pr.mfu},
-                    {"bubble_fraction", pr.bubbleFraction},
-                    {"peak_memory_bytes", pr.peakMemory},
-                    {"peak_allocated_bytes", pr.peakAllocated},
-                    {"peak_host_memory_bytes", pr.peakHostMemory},
-                    {"memory_margin_bytes", pr.memoryMargin},
-                    {"model_flops_per_step", pr.modelFlopsPerStep},
-                    {"step_graph", pr.stepGraph},
-                    {"breakdown_s",
-                     {{"compute", pr.compute},
-                      {"tp_comm", pr.tpComm},
-                      {"p2p", pr.p2p},
-                      {"bubble", pr.bubble},
-                      {"grad_sync_exposed", pr.gradSync},
-                      {"optimizer", pr.optimizer}}}};
+  ojson out = ojson::object();
+  for (const auto &f : Prediction::numbers(pr))
+    out[f.key] = *f.value;
+  out["step_graph"] = pr.stepGraph;
+  ojson breakdown = ojson::object();
+  for (const auto &f : Prediction::breakdown(pr))
+    breakdown[f.key] = *f.value;
+  out["breakdown_s"] = breakdown;
+  j["predicted"] = out;
   ojson kinds = ojson::object();
   for (const auto &[kind, t] : pr.opKinds)
     kinds[kind] = {{"forward", t[0]}, {"backward", t[1]}};
@@ -195,17 +222,7 @@ ojson planToJson(const Plan &p) {
     j["optimizer"] = "kfac";
     j["kfac"] = kfacToJson(*p.kfac);
   }
-  j["alternatives"] =
-      arrayOf(p.alternatives, [](const Alternative &a) -> ojson {
-        return {{"knob", a.knob},
-                {"value", a.value},
-                {"feasible", a.feasible},
-                {"step_time_s", a.stepTime},
-                {"peak_memory_bytes", a.peakMemory},
-                {"delta_time_s", a.deltaTime},
-                {"delta_memory_bytes", a.deltaMemory},
-                {"reason", a.reason}};
-      });
+  j["alternatives"] = arrayOfMembers(p.alternatives, kAlternativeFields);
   j["search"] = {{"mode", p.search.mode},
                  {"wall_time_s", p.search.wallSeconds},
                  {"candidates_priced", p.search.candidatesPriced},
@@ -302,20 +319,7 @@ void readHeader(const Reader &r, const json &doc, Plan &p) {
 /// The per-op, per-tensor and per-collective tables.
 void readTables(const Reader &r, const json &doc, Plan &p) {
   const json::json_pointer root;
-  p.ops = r.each<OpChoice>(
-      doc, root, "ops", [&](const json &e, const json::json_pointer &ip) {
-        OpChoice o;
-        o.segment = r.str(e, ip, "segment");
-        o.op = r.str(e, ip, "op");
-        o.kind = r.str(e, ip, "kind");
-        o.signature = r.str(e, ip, "signature");
-        o.result = r.str(e, ip, "result");
-        o.operands = r.list<std::string>(e, ip, "operands", &json::is_string,
-                                         "a string");
-        o.candidates = r.list<std::string>(e, ip, "candidates",
-                                           &json::is_string, "a string");
-        return o;
-      });
+  p.ops = membersOf(r, doc, "ops", kOpChoiceFields);
   p.tensors = r.each<TensorLayout>(
       doc, root, "tensors", [&](const json &e, const json::json_pointer &ip) {
         TensorLayout t;
@@ -329,19 +333,7 @@ void readTables(const Reader &r, const json &doc, Plan &p) {
         t.stage = r.int32(e, ip, "stage");
         return t;
       });
-  p.collectives =
-      r.each<CollectiveUse>(doc, root, "collectives",
-                            [&](const json &e, const json::json_pointer &ip) {
-                              CollectiveUse c;
-                              c.where = r.str(e, ip, "where");
-                              c.phase = r.str(e, ip, "phase");
-                              c.collective = r.str(e, ip, "collective");
-                              c.axis = r.str(e, ip, "axis");
-                              c.bytes = r.num(e, ip, "bytes");
-                              c.time = r.num(e, ip, "time_s");
-                              c.perStep = r.integer(e, ip, "per_step");
-                              return c;
-                            });
+  p.collectives = membersOf(r, doc, "collectives", kCollectiveFields);
 }
 
 /// The stages, against the knobs read before.
@@ -459,33 +451,17 @@ void readPredicted(const Reader &r, const json &doc, Plan &p) {
   }
   const json &pr = r.at(doc, root, "predicted");
   auto pp = root / "predicted";
-  p.predicted.stepTime = r.num(pr, pp, "step_time_s");
-  p.predicted.tflopsPerGpu = r.num(pr, pp, "tflops_per_gpu");
-  p.predicted.hardwareTflopsPerGpu = r.num(pr, pp, "hardware_tflops_per_gpu");
-  p.predicted.mfu = r.num(pr, pp, "mfu");
-  p.predicted.bubbleFraction = r.num(pr, pp, "bubble_fraction");
-  p.predicted.peakMemory = r.num(pr, pp, "peak_memory_bytes");
-  // Absent in plans written before the programs' memory was modelled.
-  for (auto [key, out] :
-       {std::pair<const char *, double *>{"peak_allocated_bytes",
-                                          &p.predicted.peakAllocated},
-        {"peak_host_memory_bytes", &p.predicted.peakHostMemory},
-        {"memory_margin_bytes", &p.predicted.memoryMargin}})
-    if (pr.contains(key))
-      *out = r.num(pr, pp, key);
-  p.predicted.modelFlopsPerStep = r.num(pr, pp, "model_flops_per_step");
+  for (const auto &f : Prediction::numbers(p.predicted))
+    if (!f.optional || pr.contains(f.key))
+      *f.value = r.num(pr, pp, f.key);
   if (pr.contains("step_graph")) // absent in older plans: eager
     p.predicted.stepGraph = r.flag(pr, pp, "step_graph");
   if (pr.contains("attention_kernel")) // absent: the batched-GEMM estimate
     p.predicted.attentionKernel = r.str(pr, pp, "attention_kernel");
   const json &bd = r.at(pr, pp, "breakdown_s");
   auto bp = pp / "breakdown_s";
-  p.predicted.compute = r.num(bd, bp, "compute");
-  p.predicted.tpComm = r.num(bd, bp, "tp_comm");
-  p.predicted.p2p = r.num(bd, bp, "p2p");
-  p.predicted.bubble = r.num(bd, bp, "bubble");
-  p.predicted.gradSync = r.num(bd, bp, "grad_sync_exposed");
-  p.predicted.optimizer = r.num(bd, bp, "optimizer");
+  for (const auto &f : Prediction::breakdown(p.predicted))
+    *f.value = r.num(bd, bp, f.key);
   if (pr.contains("op_kinds_s")) { // absent in older plans
     auto kp = pp / "op_kinds_s";
     const json &kinds = r.at(pr, pp, "op_kinds_s");
@@ -524,20 +500,7 @@ Plan planFromJson(const json &doc, const std::string &origin) {
   readStages(r, doc, p);
   readRanks(r, doc, p);
   readPredicted(r, doc, p);
-  p.alternatives =
-      r.each<Alternative>(doc, root, "alternatives",
-                          [&](const json &e, const json::json_pointer &ip) {
-                            Alternative a;
-                            a.knob = r.str(e, ip, "knob");
-                            a.value = r.str(e, ip, "value");
-                            a.feasible = r.flag(e, ip, "feasible");
-                            a.stepTime = r.num(e, ip, "step_time_s");
-                            a.peakMemory = r.num(e, ip, "peak_memory_bytes");
-                            a.deltaTime = r.num(e, ip, "delta_time_s");
-                            a.deltaMemory = r.num(e, ip, "delta_memory_bytes");
-                            a.reason = r.str(e, ip, "reason");
-                            return a;
-                          });
+  p.alternatives = membersOf(r, doc, "alternatives", kAlternativeFields);
   if (doc.contains("optimizer") || doc.contains("kfac")) {
     if (!doc.contains("optimizer") || !doc.contains("kfac") ||
         r.str(doc, root, "optimizer") != "kfac")

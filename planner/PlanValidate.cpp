@@ -40,6 +40,13 @@ struct Checker {
     if (v < 0)
       fail(where, "must not be negative, got " + fmtNumber(v));
   }
+  /// Each {key, value} as a quantity at `at` / key.
+  void quantities(
+      const Pointer &at,
+      std::initializer_list<std::pair<const char *, double>> fields) const {
+    for (auto [key, v] : fields)
+      quantity(v, at / key);
+  }
   /// A plan's string as a message shows it: JSON-quoted (control bytes
   /// escaped, so the message stays one line), at most 64 bytes of it.
   static std::string shown(const std::string &text) {
@@ -307,38 +314,21 @@ void checkNumbers(const Plan &p, const Checker &c) {
     const DeviceTimes &t = p.devices[i];
     for (auto [key, v] : t.jsonFields())
       c.quantity(v, at / key);
-    const Pointer m = at / "memory";
-    c.quantity(t.memoryParts.state.weights, m / "weights");
-    c.quantity(t.memoryParts.state.gradients, m / "gradients");
-    c.quantity(t.memoryParts.state.optimizer, m / "optimizer");
-    c.quantity(t.memoryParts.activations, m / "activations");
-    c.quantity(t.memoryParts.workspace, m / "workspace");
-    c.quantity(t.memoryParts.overhead, m / "overhead");
-    c.quantity(t.memoryParts.host, m / "host");
+    const auto &m = t.memoryParts;
+    c.quantities(at / "memory", {{"weights", m.state.weights},
+                                 {"gradients", m.state.gradients},
+                                 {"optimizer", m.state.optimizer},
+                                 {"activations", m.activations},
+                                 {"workspace", m.workspace},
+                                 {"overhead", m.overhead},
+                                 {"host", m.host}});
   }
   const Pointer pr = root / "predicted";
   const Prediction &q = p.predicted;
-  for (auto [key, v] : std::initializer_list<std::pair<const char *, double>>{
-           {"step_time_s", q.stepTime},
-           {"tflops_per_gpu", q.tflopsPerGpu},
-           {"hardware_tflops_per_gpu", q.hardwareTflopsPerGpu},
-           {"mfu", q.mfu},
-           {"bubble_fraction", q.bubbleFraction},
-           {"peak_memory_bytes", q.peakMemory},
-           {"peak_allocated_bytes", q.peakAllocated},
-           {"peak_host_memory_bytes", q.peakHostMemory},
-           {"memory_margin_bytes", q.memoryMargin},
-           {"model_flops_per_step", q.modelFlopsPerStep}})
-    c.quantity(v, pr / key);
-  const Pointer bd = pr / "breakdown_s";
-  for (auto [key, v] : std::initializer_list<std::pair<const char *, double>>{
-           {"compute", q.compute},
-           {"tp_comm", q.tpComm},
-           {"p2p", q.p2p},
-           {"bubble", q.bubble},
-           {"grad_sync_exposed", q.gradSync},
-           {"optimizer", q.optimizer}})
-    c.quantity(v, bd / key);
+  for (const auto &f : Prediction::numbers(q))
+    c.quantity(*f.value, pr / f.key);
+  for (const auto &f : Prediction::breakdown(q))
+    c.quantity(*f.value, pr / "breakdown_s" / f.key);
   for (const auto &[kind, t] : q.opKinds) {
     c.quantity(t[0], pr / "op_kinds_s" / kind / "forward");
     c.quantity(t[1], pr / "op_kinds_s" / kind / "backward");

@@ -10,6 +10,7 @@
 #include "planner/Search.h"
 
 #include "planner/Planner.h"
+#include "support/EnumNames.h"
 
 #include <algorithm>
 #include <chrono>
@@ -25,26 +26,22 @@ std::string axisOrderName(AxisOrder o) {
   return o == AxisOrder::TensorInner ? "pp,dp,tp" : "pp,tp,dp";
 }
 
+namespace {
+constexpr EnumName<cost::Recompute> kRecomputeNames[] = {
+    {cost::Recompute::None, "none"},
+    {cost::Recompute::Selective, "selective"},
+    {cost::Recompute::Full, "full"}};
+} // namespace
+
 std::string recomputeName(cost::Recompute r) {
-  switch (r) {
-  case cost::Recompute::None:
-    return "none";
-  case cost::Recompute::Selective:
-    return "selective";
-  case cost::Recompute::Full:
-    return "full";
-  }
-  return "none";
+  return std::string(nameOf(kRecomputeNames, r));
 }
 
 bool parseRecompute(const std::string &s, cost::Recompute &out) {
-  for (cost::Recompute r : {cost::Recompute::None, cost::Recompute::Selective,
-                            cost::Recompute::Full})
-    if (s == recomputeName(r)) {
-      out = r;
-      return true;
-    }
-  return false;
+  std::optional<cost::Recompute> r = parseName(kRecomputeNames, s);
+  if (r)
+    out = *r;
+  return bool(r);
 }
 
 bool selectiveRecomputes(const std::string &kind, bool fusedAttention) {

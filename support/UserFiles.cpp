@@ -20,18 +20,15 @@ namespace {
 
 /// What a non-regular file is, for messages ("a character device").
 const char *kindOf(mode_t mode) {
-  if (S_ISDIR(mode))
-    return "a directory";
-  if (S_ISCHR(mode))
-    return "a character device";
-  if (S_ISBLK(mode))
-    return "a block device";
-  if (S_ISFIFO(mode))
-    return "a FIFO";
-  if (S_ISSOCK(mode))
-    return "a socket";
-  if (S_ISLNK(mode))
-    return "a symbolic link";
+  static constexpr struct {
+    mode_t type; // an S_IFMT value
+    const char *name;
+  } kKinds[] = {{S_IFDIR, "a directory"},    {S_IFCHR, "a character device"},
+                {S_IFBLK, "a block device"}, {S_IFIFO, "a FIFO"},
+                {S_IFSOCK, "a socket"},      {S_IFLNK, "a symbolic link"}};
+  for (const auto &k : kKinds)
+    if ((mode & S_IFMT) == k.type)
+      return k.name;
   return "not a regular file";
 }
 

@@ -8,10 +8,12 @@
 #include "cost_model/pipeline/PipeFisher.h"
 #include "cost_model/pipeline/PipeFisherFluid.h"
 
+#include "support/EnumNames.h"
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -20,35 +22,29 @@
 
 namespace autoddl::pipeline {
 
+namespace {
+constexpr EnumName<KfacItemKind> kKfacItemNames[] = {
+    {KfacItemKind::CurvatureA, "curv_A"},
+    {KfacItemKind::CurvatureG, "curv_G"},
+    {KfacItemKind::ReduceA, "reduce_A"},
+    {KfacItemKind::ReduceG, "reduce_G"},
+    {KfacItemKind::InvertA, "inv_A"},
+    {KfacItemKind::InvertG, "inv_G"},
+    {KfacItemKind::Precondition, "precond"}};
+constexpr EnumName<KfacFilling> kKfacFillingNames[] = {
+    {KfacFilling::Items, "items"}, {KfacFilling::Fluid, "fluid"}};
+} // namespace
+
 std::string_view kfacItemName(KfacItemKind kind) {
-  switch (kind) {
-  case KfacItemKind::CurvatureA:
-    return "curv_A";
-  case KfacItemKind::CurvatureG:
-    return "curv_G";
-  case KfacItemKind::ReduceA:
-    return "reduce_A";
-  case KfacItemKind::ReduceG:
-    return "reduce_G";
-  case KfacItemKind::InvertA:
-    return "inv_A";
-  case KfacItemKind::InvertG:
-    return "inv_G";
-  case KfacItemKind::Precondition:
-    return "precond";
-  }
-  return "?";
+  return nameOf(kKfacItemNames, kind);
 }
 
 std::string_view kfacFillingName(KfacFilling filling) {
-  return filling == KfacFilling::Fluid ? "fluid" : "items";
+  return nameOf(kKfacFillingNames, filling);
 }
 
 std::optional<KfacFilling> parseKfacFilling(std::string_view name) {
-  for (KfacFilling f : {KfacFilling::Items, KfacFilling::Fluid})
-    if (name == kfacFillingName(f))
-      return f;
-  return std::nullopt;
+  return parseName(kKfacFillingNames, name);
 }
 
 namespace {

@@ -5,24 +5,19 @@
 //
 //===----------------------------------------------------------------------===//
 #include "cost_model/pipeline/Schedule.h"
+#include "support/EnumNames.h"
 
 #include <algorithm>
-#include <array>
 
 namespace autoddl::pipeline {
 namespace {
 
-struct NamedKind {
-  std::string_view name;
-  ScheduleKind kind;
-};
-constexpr std::array<NamedKind, 5> kScheduleNames = {{
-    {"gpipe", ScheduleKind::GPipe},
-    {"1f1b", ScheduleKind::OneFOneB},
-    {"interleaved", ScheduleKind::Interleaved},
-    {"chimera", ScheduleKind::Chimera},
-    {"zb-h1", ScheduleKind::ZeroBubbleH1},
-}};
+constexpr EnumName<ScheduleKind> kScheduleNames[] = {
+    {ScheduleKind::GPipe, "gpipe"},
+    {ScheduleKind::OneFOneB, "1f1b"},
+    {ScheduleKind::Interleaved, "interleaved"},
+    {ScheduleKind::Chimera, "chimera"},
+    {ScheduleKind::ZeroBubbleH1, "zb-h1"}};
 
 Instruction makeOp(OpKind kind, int microbatch, int stage, int chunk = 0,
                    Direction direction = Direction::Down) {
@@ -186,28 +181,14 @@ std::string str(long long value) { return std::to_string(value); }
 } // namespace
 
 std::string_view scheduleName(ScheduleKind kind) {
-  for (const NamedKind &entry : kScheduleNames)
-    if (entry.kind == kind)
-      return entry.name;
-  return "?";
+  return nameOf(kScheduleNames, kind);
 }
 
 std::optional<ScheduleKind> parseScheduleName(std::string_view name) {
-  for (const NamedKind &entry : kScheduleNames)
-    if (entry.name == name)
-      return entry.kind;
-  return std::nullopt;
+  return parseName(kScheduleNames, name);
 }
 
-std::string validScheduleNames() {
-  std::string names;
-  for (const NamedKind &entry : kScheduleNames) {
-    if (!names.empty())
-      names += ", ";
-    names += entry.name;
-  }
-  return names;
-}
+std::string validScheduleNames() { return joinNames(kScheduleNames); }
 
 std::string_view opKindLetter(OpKind kind) {
   switch (kind) {

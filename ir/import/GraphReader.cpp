@@ -41,6 +41,18 @@ const json &array(JsonFields &f, const std::string &key, bool required) {
   return *v;
 }
 
+/// Each element of f's array `key`, read by `read(element, index)` as a strict
+/// (no nulls, no unknown fields) JsonFields.
+template <class Read>
+void eachObject(JsonFields &f, const std::string &key, bool required,
+                Read read) {
+  const json &a = array(f, key, required);
+  for (size_t i = 0; i < a.size(); ++i) {
+    JsonFields e(a[i], f.pointer() / key / i, f.originName(), true);
+    read(e, i);
+  }
+}
+
 ops::Shape readShape(JsonFields &f) {
   const json *v = f.find("shape");
   if (!v)
@@ -219,9 +231,7 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
   const std::string &origin = doc.originName();
 
   GraphBuilder b(o.name, "graph", g.place());
-  const json &inputs = array(g, "inputs", true);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    JsonFields f(inputs[i], g.pointer() / "inputs" / i, origin, true);
+  eachObject(g, "inputs", true, [&](JsonFields &f, size_t) {
     std::string name = f.string("name");
     ops::Shape shape = readShape(f);
     std::string dtype = f.string("dtype", "f32");
@@ -244,10 +254,8 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
     } else {
       b.input(name, shape, *t);
     }
-  }
-  const json &params = array(g, "params", false);
-  for (size_t i = 0; i < params.size(); ++i) {
-    JsonFields f(params[i], g.pointer() / "params" / i, origin, true);
+  });
+  eachObject(g, "params", false, [&](JsonFields &f, size_t) {
     std::string name = f.string("name");
     ops::Shape shape = readShape(f);
     std::string init = f.string("init", "normal");
@@ -255,16 +263,14 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
     f.rejectUnknown();
     b.setPlace(f.place());
     b.param(name, shape, init, std);
-  }
+  });
 
-  const json &opsJson = array(g, "ops", true);
-  if (opsJson.empty())
+  if (array(g, "ops", true).empty())
     g.fail("ops", "expected at least one op");
   std::vector<RawOp> raw;
   std::map<std::string, size_t> producer;
   std::set<std::string> opNames;
-  for (size_t i = 0; i < opsJson.size(); ++i) {
-    JsonFields f(opsJson[i], g.pointer() / "ops" / i, origin, true);
+  eachObject(g, "ops", true, [&](JsonFields &f, size_t i) {
     raw.push_back(readOp(f));
     const RawOp &op = raw.back();
     if (!opNames.insert(op.name).second)
@@ -272,7 +278,7 @@ ModelGraph readGraph(JsonFields &doc, const BuildOptions &options) {
     if (b.find(op.output) >= 0 || producer.count(op.output))
       f.fail("outputs", "tensor '" + op.output + "' is already defined");
     producer[op.output] = i;
-  }
+  });
   for (const RawOp &op : raw)
     for (size_t k = 0; k < op.inputs.size(); ++k)
       if (b.find(op.inputs[k]) < 0 && !producer.count(op.inputs[k]))

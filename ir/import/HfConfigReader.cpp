@@ -48,10 +48,29 @@ void refuseFlag(JsonFields &f, const std::string &key, bool unsupported,
     f.fail(key, "expected true or false, got " + describe(*v));
 }
 
+// Refuses any value of the string field `key` but `only` (its default).
+void refuseOtherThan(JsonFields &f, const std::string &key,
+                     const std::string &only, const std::string &why) {
+  std::string v = f.string(key, only);
+  if (v != only)
+    f.fail(key, key + " '" + v + "' is not supported" + why);
+}
+
 void refuseNonNull(JsonFields &f, const std::string &key,
                    const std::string &why) {
   if (const json *v = f.find(key))
     f.fail(key, key + " is not supported (got " + describe(*v) + "): " + why);
+}
+
+// Llama's and BERT's names (PretrainedConfig's); they differ only in the
+// norm's epsilon. The configs' defaults are LlamaConfig's and BertConfig's.
+TransformerKeys hfKeys(const char *epsilon) {
+  return {"vocab_size",          "max_position_embeddings",
+          "hidden_size",         "num_hidden_layers",
+          "num_attention_heads", epsilon,
+          "initializer_range",   nullptr,
+          "tie_word_embeddings", "hidden_act",
+          "num_key_value_heads"};
 }
 
 ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
@@ -61,45 +80,22 @@ ModelGraph readGpt2(JsonFields &f, const BuildOptions &o) {
              "per-layer attention scaling");
   refuseFlag(f, "scale_attn_weights", false,
              "attention without 1/sqrt(head_dim) scaling");
-  GptConfig c; // GPT2Config's defaults
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("n_positions", c.maxPositions);
-  c.hidden = f.positive("n_embd", c.hidden);
-  c.layers = f.positive("n_layer", c.layers);
-  c.heads = f.positive("n_head", c.heads);
-  c.ffnHidden = f.positive("n_inner", 0); // None: 4·n_embd
-  c.epsilon = f.positiveReal("layer_norm_epsilon", c.epsilon);
-  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
-  c.tiedHead = f.flag("tie_word_embeddings", true);
-  c.activation = f.string("activation_function", c.activation);
-  return buildGpt(c, o);
+  // GPT2Config's names (it predates PretrainedConfig's); its defaults are
+  // GptConfig's.
+  return buildGpt(
+      readGptConfig(f,
+                    {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head",
+                     "layer_norm_epsilon", "initializer_range", "n_inner",
+                     "tie_word_embeddings", "activation_function", nullptr}),
+      o);
 }
 
 ModelGraph readLlama(JsonFields &f, const BuildOptions &o) {
   architecture(f, "LlamaForCausalLM", {"LlamaForCausalLM"});
   refuseNonNull(f, "rope_scaling",
                 "only plain rotary embeddings (rope_scaling null) are built");
-  std::string act = f.string("hidden_act", "silu");
-  if (act != "silu")
-    f.fail("hidden_act",
-           "hidden_act '" + act +
-               "' is not supported: the llama MLP is SwiGLU (silu)");
-  LlamaConfig c; // LlamaConfig's defaults
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.layers = f.positive("num_hidden_layers", c.layers);
-  c.heads = f.positive("num_attention_heads", c.heads);
-  c.kvHeads = f.positive("num_key_value_heads", 0); // None: num_attention_heads
-  c.headDim = f.positive("head_dim", 0);            // None: hidden / heads
-  c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
-  c.epsilon = f.positiveReal("rms_norm_eps", c.epsilon);
-  c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
-  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
-  c.tiedHead = f.flag("tie_word_embeddings", false);
-  c.attentionBias = f.flag("attention_bias", false);
-  c.mlpBias = f.flag("mlp_bias", false);
-  return buildLlama(c, o);
+  refuseOtherThan(f, "hidden_act", "silu", ": the llama MLP is SwiGLU (silu)");
+  return buildLlama(readLlamaConfig(f, hfKeys("rms_norm_eps")), o);
 }
 
 ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
@@ -107,22 +103,9 @@ ModelGraph readBert(JsonFields &f, const BuildOptions &o) {
       architecture(f, "BertForMaskedLM", {"BertForMaskedLM", "BertModel"});
   refuseFlag(f, "is_decoder", true, "bert as a causal decoder");
   refuseFlag(f, "add_cross_attention", true, "cross-attention layers");
-  std::string pos = f.string("position_embedding_type", "absolute");
-  if (pos != "absolute")
-    f.fail("position_embedding_type",
-           "position_embedding_type '" + pos +
-               "' is not supported (only \"absolute\")");
-  BertConfig c; // BertConfig's defaults
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.layers = f.positive("num_hidden_layers", c.layers);
-  c.heads = f.positive("num_attention_heads", c.heads);
-  c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.maxPositions = f.positive("max_position_embeddings", c.maxPositions);
-  c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
-  c.epsilon = f.positiveReal("layer_norm_eps", c.epsilon);
-  c.initStd = f.nonNegativeReal("initializer_range", 0.02);
-  c.activation = f.string("hidden_act", c.activation);
+  refuseOtherThan(f, "position_embedding_type", "absolute",
+                  " (only \"absolute\")");
+  BertConfig c = readBertConfig(f, hfKeys("layer_norm_eps"));
   c.head = arch == "BertModel" ? "pooler" : "mlm";
   return buildBert(c, o);
 }

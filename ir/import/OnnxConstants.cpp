@@ -433,38 +433,13 @@ void addShapeEvaluators(std::map<std::string, Eval> &table) {
   table.insert({
       {"Unsqueeze",
        [](auto &n, auto &in) {
-         std::vector<int64_t> axes = axesOf(n, in);
-         int64_t r = in[0]->shape.size() + axes.size();
-         std::vector<bool> added(r, false);
-         for (int64_t a : axes) {
-           int64_t k = axisOf(a, r);
-           if (added[k])
-             bad("an Unsqueeze axis is repeated");
-           added[k] = true;
-         }
-         std::vector<int64_t> shape;
-         size_t from = 0;
-         for (int64_t d = 0; d < r; ++d)
-           shape.push_back(added[d] ? 1 : in[0]->shape.at(from++));
-         return reshape(*in[0], shape, true);
+         return reshape(*in[0], unsqueezedShape(in[0]->shape, axesOf(n, in)),
+                        true);
        }},
       {"Squeeze",
        [](auto &n, auto &in) {
-         std::vector<int64_t> axes = axesOf(n, in);
-         int64_t r = in[0]->shape.size();
-         std::vector<bool> drop(r, axes.empty());
-         for (int64_t a : axes) {
-           int64_t k = axisOf(a, r);
-           if (in[0]->shape[k] != 1)
-             bad("Squeeze of an axis of size " +
-                 std::to_string(in[0]->shape[k]));
-           drop[k] = true;
-         }
-         std::vector<int64_t> shape;
-         for (int64_t d = 0; d < r; ++d)
-           if (!drop[d] || in[0]->shape[d] != 1)
-             shape.push_back(in[0]->shape[d]);
-         return reshape(*in[0], shape, true);
+         return reshape(*in[0], squeezedShape(in[0]->shape, axesOf(n, in)),
+                        true);
        }},
       {"Reshape",
        [](auto &n, auto &in) {
@@ -649,6 +624,42 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
 }
 
 int64_t onnxAxis(int64_t axis, int64_t rank) { return axisOf(axis, rank); }
+
+std::vector<int64_t> unsqueezedShape(const std::vector<int64_t> &x,
+                                     const std::vector<int64_t> &axes) {
+  int64_t r = x.size() + axes.size();
+  std::vector<bool> added(r, false);
+  for (int64_t a : axes) {
+    int64_t k = axisOf(a, r);
+    if (added[k])
+      bad("an Unsqueeze axis is repeated");
+    added[k] = true;
+  }
+  std::vector<int64_t> out;
+  size_t from = 0;
+  for (int64_t d = 0; d < r; ++d)
+    out.push_back(added[d] ? 1 : x.at(from++));
+  return out;
+}
+
+std::vector<int64_t> squeezedShape(const std::vector<int64_t> &x,
+                                   const std::vector<int64_t> &axes) {
+  int64_t r = x.size();
+  std::vector<bool> drop(r, false);
+  for (int64_t d = 0; d < r; ++d)
+    drop[d] = axes.empty() && x[d] == 1;
+  for (int64_t a : axes) {
+    int64_t k = axisOf(a, r);
+    if (x[k] != 1)
+      bad("Squeeze of an axis of size " + std::to_string(x[k]));
+    drop[k] = true;
+  }
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < r; ++d)
+    if (!drop[d])
+      out.push_back(x[d]);
+  return out;
+}
 
 bool canEvaluate(const std::string &op) { return evaluators().count(op) != 0; }
 

@@ -65,6 +65,12 @@ std::vector<int64_t> broadcastShapes(const std::vector<int64_t> &a,
                                      const std::vector<int64_t> &b);
 /// A possibly negative axis of a tensor of rank `rank`, in [0, rank).
 int64_t onnxAxis(int64_t axis, int64_t rank);
+/// Unsqueeze's and Squeeze's result shapes (axes possibly negative; Squeeze
+/// with no axes drops every dimension of 1).
+std::vector<int64_t> unsqueezedShape(const std::vector<int64_t> &x,
+                                     const std::vector<int64_t> &axes);
+std::vector<int64_t> squeezedShape(const std::vector<int64_t> &x,
+                                   const std::vector<int64_t> &axes);
 /// What Slice reads of a tensor of shape `in`: per dimension the first
 /// index, the step and the count (axes and steps may be empty: defaults).
 using SliceWindow = onnx_kernels::Window;

@@ -56,6 +56,37 @@ bool isFloat(int32_t type) {
          type == T::BFLOAT16;
 }
 
+/// f(V{}) with V the C++ type an element of ONNX `type` holds in raw bytes
+/// (bool as a uint8_t); `otherwise` for a type that has none here (float16,
+/// strings, ...). One list of the element types for width, load and wrap.
+template <class F, class R> R byElementType(int32_t type, F f, R otherwise) {
+  switch (type) {
+  case T::FLOAT:
+    return f(float{});
+  case T::DOUBLE:
+    return f(double{});
+  case T::INT64:
+    return f(int64_t{});
+  case T::UINT64:
+    return f(uint64_t{});
+  case T::INT32:
+    return f(int32_t{});
+  case T::UINT32:
+    return f(uint32_t{});
+  case T::INT16:
+    return f(int16_t{});
+  case T::UINT16:
+    return f(uint16_t{});
+  case T::INT8:
+    return f(int8_t{});
+  case T::UINT8:
+  case T::BOOL:
+    return f(uint8_t{});
+  default:
+    return otherwise;
+  }
+}
+
 // Rounds v to what an element of `type` holds (ONNX Cast: floats to
 // integers truncate toward zero, integers wrap to their width).
 Value fit(int32_t type, Value v) {
@@ -78,46 +109,14 @@ Value fit(int32_t type, Value v) {
   if (t <= -9223372036854775808.0L)
     t = -9223372036854775808.0L;
   int64_t i = (int64_t)t;
-  switch (type) {
-  case T::INT8:
-    return (int8_t)i;
-  case T::UINT8:
-    return (uint8_t)i;
-  case T::INT16:
-    return (int16_t)i;
-  case T::UINT16:
-    return (uint16_t)i;
-  case T::INT32:
-    return (int32_t)i;
-  case T::UINT32:
-    return (uint32_t)i;
-  case T::UINT64:
-    return (Value)(uint64_t)i;
-  default:
-    return i;
-  }
+  // Integers wrap to their width (ONNX Cast).
+  return byElementType(
+      type, [&](auto e) -> Value { return (decltype(e))i; }, Value(i));
 }
 
 int64_t width(int32_t type) {
-  switch (type) {
-  case T::BOOL:
-  case T::INT8:
-  case T::UINT8:
-    return 1;
-  case T::INT16:
-  case T::UINT16:
-    return 2;
-  case T::FLOAT:
-  case T::INT32:
-  case T::UINT32:
-    return 4;
-  case T::DOUBLE:
-  case T::INT64:
-  case T::UINT64:
-    return 8;
-  default:
-    return 0;
-  }
+  return byElementType(
+      type, [](auto e) { return int64_t(sizeof e); }, int64_t(0));
 }
 
 } // namespace host
@@ -133,28 +132,8 @@ template <typename V> Value load(const char *p) {
 }
 
 Value fromBytes(int32_t type, const char *p) {
-  switch (type) {
-  case T::FLOAT:
-    return load<float>(p);
-  case T::DOUBLE:
-    return load<double>(p);
-  case T::INT64:
-    return load<int64_t>(p);
-  case T::UINT64:
-    return load<uint64_t>(p);
-  case T::INT32:
-    return load<int32_t>(p);
-  case T::UINT32:
-    return load<uint32_t>(p);
-  case T::INT16:
-    return load<int16_t>(p);
-  case T::UINT16:
-    return load<uint16_t>(p);
-  case T::INT8:
-    return load<int8_t>(p);
-  default: // UINT8, BOOL
-    return load<uint8_t>(p);
-  }
+  return byElementType(
+      type, [&](auto e) { return load<decltype(e)>(p); }, load<uint8_t>(p));
 }
 
 } // namespace

@@ -99,41 +99,12 @@ std::vector<int64_t> concatShape(const onnx::NodeProto &n,
 
 std::vector<int64_t> unsqueezeShape(const onnx::NodeProto &n,
                                     const std::vector<PrimitiveInput> &in) {
-  std::vector<int64_t> ax = axes(n, in);
-  int64_t r = in[0].shape.size() + ax.size();
-  std::vector<bool> added(r, false);
-  for (int64_t a : ax) {
-    int64_t k = onnxAxis(a, r);
-    if (added[k])
-      bad("an Unsqueeze axis is repeated");
-    added[k] = true;
-  }
-  std::vector<int64_t> out;
-  size_t from = 0;
-  for (int64_t d = 0; d < r; ++d)
-    out.push_back(added[d] ? 1 : in[0].shape.at(from++));
-  return out;
+  return unsqueezedShape(in[0].shape, axes(n, in));
 }
 
 std::vector<int64_t> squeezeShape(const onnx::NodeProto &n,
                                   const std::vector<PrimitiveInput> &in) {
-  const std::vector<int64_t> &x = in[0].shape;
-  std::vector<int64_t> ax = axes(n, in);
-  int64_t r = x.size();
-  std::vector<bool> drop(r, false);
-  for (int64_t d = 0; d < r; ++d)
-    drop[d] = ax.empty() && x[d] == 1;
-  for (int64_t a : ax) {
-    int64_t k = onnxAxis(a, r);
-    if (x[k] != 1)
-      bad("Squeeze of an axis of size " + std::to_string(x[k]));
-    drop[k] = true;
-  }
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < r; ++d)
-    if (!drop[d])
-      out.push_back(x[d]);
-  return out;
+  return squeezedShape(in[0].shape, axes(n, in));
 }
 
 std::vector<int64_t> reshapeShape(const onnx::NodeProto &n,

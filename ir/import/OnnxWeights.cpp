@@ -93,9 +93,7 @@ std::vector<ParameterValues> readOnnxWeights(const std::string &path,
       throw UserError(where + "not float32");
     if (ops::Shape(t.dims().begin(), t.dims().end()) != p.shape)
       throw UserError(where + "its shape differs from the parameter's");
-    int64_t n = 1;
-    for (int64_t d : p.shape)
-      n *= d;
+    const int64_t n = ops::numElements(p.shape);
     const std::string bytes = tensorBytes(path, t, n);
     if (int64_t(bytes.size()) != n * 4)
       throw UserError(where + "holds " + std::to_string(bytes.size()) +

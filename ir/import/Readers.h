@@ -7,6 +7,21 @@
 
 namespace autoddl::import {
 
+/// How one format spells TransformerShape's fields.
+/// How one format spells the transformer families' fields: the shared ones
+/// (TransformerShape's) and those the families spell differently (a family
+/// reads only its own).
+struct TransformerKeys {
+  const char *vocabSize, *maxPositions, *hidden, *layers, *heads, *epsilon,
+      *initStd;
+  const char *ffnHidden, *tiedHead, *activation, *kvHeads;
+};
+/// A family's config from the fields `keys` names (the rest spelt alike in
+/// both formats); an absent field keeps the config's default.
+GptConfig readGptConfig(JsonFields &f, const TransformerKeys &keys);
+LlamaConfig readLlamaConfig(JsonFields &f, const TransformerKeys &keys);
+BertConfig readBertConfig(JsonFields &f, const TransformerKeys &keys);
+
 /// A Hugging Face config.json (lenient: unknown fields are ignored).
 ModelGraph readHfConfig(JsonFields &doc, const BuildOptions &o);
 /// {"template": ..., "config": {...}} (strict).

@@ -14,59 +14,31 @@ namespace autoddl::import {
 
 namespace {
 
+// The template format names a field alike in every family.
+const TransformerKeys kTemplateKeys{
+    "vocab_size",     "max_positions", "hidden_size", "num_layers",
+    "num_heads",      "norm_epsilon",  "init_std",    "ffn_hidden_size",
+    "tie_embeddings", "activation",    "num_kv_heads"};
+
 std::vector<int64_t> sizes(JsonFields &f, const std::string &key,
                            std::vector<int64_t> fallback) {
   return f.has(key) ? f.positiveList(key) : fallback;
 }
 
 ModelGraph gpt(JsonFields &f, const BuildOptions &o) {
-  GptConfig c;
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("max_positions", c.maxPositions);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.layers = f.positive("num_layers", c.layers);
-  c.heads = f.positive("num_heads", c.heads);
-  c.ffnHidden = f.positive("ffn_hidden_size", 0);
-  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
-  c.initStd = f.nonNegativeReal("init_std", c.initStd);
-  c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
-  c.activation = f.string("activation", c.activation);
+  GptConfig c = readGptConfig(f, kTemplateKeys);
   f.rejectUnknown();
   return buildGpt(c, o);
 }
 
 ModelGraph llama(JsonFields &f, const BuildOptions &o) {
-  LlamaConfig c;
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("max_positions", c.maxPositions);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.layers = f.positive("num_layers", c.layers);
-  c.heads = f.positive("num_heads", c.heads);
-  c.kvHeads = f.positive("num_kv_heads", 0);
-  c.headDim = f.positive("head_dim", 0);
-  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
-  c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
-  c.initStd = f.nonNegativeReal("init_std", c.initStd);
-  c.tiedHead = f.flag("tie_embeddings", c.tiedHead);
-  c.attentionBias = f.flag("attention_bias", c.attentionBias);
-  c.mlpBias = f.flag("mlp_bias", c.mlpBias);
+  LlamaConfig c = readLlamaConfig(f, kTemplateKeys);
   f.rejectUnknown();
   return buildLlama(c, o);
 }
 
 ModelGraph bert(JsonFields &f, const BuildOptions &o) {
-  BertConfig c;
-  c.vocabSize = f.positive("vocab_size", c.vocabSize);
-  c.maxPositions = f.positive("max_positions", c.maxPositions);
-  c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
-  c.hidden = f.positive("hidden_size", c.hidden);
-  c.layers = f.positive("num_layers", c.layers);
-  c.heads = f.positive("num_heads", c.heads);
-  c.intermediate = f.positive("intermediate_size", c.intermediate);
-  c.epsilon = f.positiveReal("norm_epsilon", c.epsilon);
-  c.initStd = f.nonNegativeReal("init_std", c.initStd);
-  c.activation = f.string("activation", c.activation);
+  BertConfig c = readBertConfig(f, kTemplateKeys);
   c.head = f.string("head", c.head);
   if (c.head != "mlm" && c.head != "pooler")
     f.fail("head", "expected \"mlm\" or \"pooler\", got \"" + c.head + "\"");
@@ -149,6 +121,50 @@ ModelGraph gat(JsonFields &f, const BuildOptions &o) {
 }
 
 } // namespace
+
+namespace {
+void readShape(JsonFields &f, const TransformerKeys &keys,
+               TransformerShape &c) {
+  c.vocabSize = f.positive(keys.vocabSize, c.vocabSize);
+  c.maxPositions = f.positive(keys.maxPositions, c.maxPositions);
+  c.hidden = f.positive(keys.hidden, c.hidden);
+  c.layers = f.positive(keys.layers, c.layers);
+  c.heads = f.positive(keys.heads, c.heads);
+  c.epsilon = f.positiveReal(keys.epsilon, c.epsilon);
+  c.initStd = f.nonNegativeReal(keys.initStd, c.initStd);
+}
+} // namespace
+
+GptConfig readGptConfig(JsonFields &f, const TransformerKeys &keys) {
+  GptConfig c;
+  readShape(f, keys, c);
+  c.ffnHidden = f.positive(keys.ffnHidden, 0); // 0: 4·hidden
+  c.tiedHead = f.flag(keys.tiedHead, c.tiedHead);
+  c.activation = f.string(keys.activation, c.activation);
+  return c;
+}
+
+LlamaConfig readLlamaConfig(JsonFields &f, const TransformerKeys &keys) {
+  LlamaConfig c;
+  readShape(f, keys, c);
+  c.intermediate = f.positive("intermediate_size", c.intermediate);
+  c.kvHeads = f.positive(keys.kvHeads, 0); // 0: the attention heads
+  c.headDim = f.positive("head_dim", 0);   // 0: hidden / heads
+  c.ropeTheta = f.positiveReal("rope_theta", c.ropeTheta);
+  c.tiedHead = f.flag(keys.tiedHead, c.tiedHead);
+  c.attentionBias = f.flag("attention_bias", c.attentionBias);
+  c.mlpBias = f.flag("mlp_bias", c.mlpBias);
+  return c;
+}
+
+BertConfig readBertConfig(JsonFields &f, const TransformerKeys &keys) {
+  BertConfig c;
+  readShape(f, keys, c);
+  c.typeVocabSize = f.positive("type_vocab_size", c.typeVocabSize);
+  c.intermediate = f.positive("intermediate_size", c.intermediate);
+  c.activation = f.string(keys.activation, c.activation);
+  return c;
+}
 
 ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
   doc.refuseNulls(); // our format: a null is a mistake, not a default

@@ -26,34 +26,35 @@ struct BuildOptions {
   std::string loss;  // an ONNX model's --loss (checkLossName); "": default
 };
 
+/// The fields every transformer family has; each family's config sets its
+/// own defaults (the Hugging Face class's) and both readers fill them through
+/// read{Gpt,Llama,Bert}Config with their format's key names.
+struct TransformerShape {
+  int64_t vocabSize;
+  int64_t maxPositions;
+  int64_t hidden;
+  int64_t layers;
+  int64_t heads;
+  double epsilon; // the norms' epsilon
+  double initStd;
+};
+
 /// GPT-2 / GPT-3: learned positions, pre-LayerNorm, GELU MLP, fused qkv
 /// (Conv1D weights [in, out]), tied or untied LM head.
-struct GptConfig {
-  int64_t vocabSize = 50257;
-  int64_t maxPositions = 1024;
-  int64_t hidden = 768;
-  int64_t layers = 12;
-  int64_t heads = 12;
+struct GptConfig : TransformerShape {
+  GptConfig() : TransformerShape{50257, 1024, 768, 12, 12, 1e-5, 0.02} {}
   int64_t ffnHidden = 0; // 0: 4·hidden
-  double epsilon = 1e-5;
-  double initStd = 0.02;
   bool tiedHead = true;
   std::string activation = "gelu_new"; // gelu_new | gelu | relu | silu
 };
 
 /// Llama: RMSNorm, SwiGLU MLP, rotary positions, grouped-query attention.
-struct LlamaConfig {
-  int64_t vocabSize = 32000;
-  int64_t maxPositions = 2048;
-  int64_t hidden = 4096;
+struct LlamaConfig : TransformerShape {
+  LlamaConfig() : TransformerShape{32000, 2048, 4096, 32, 32, 1e-6, 0.02} {}
   int64_t intermediate = 11008;
-  int64_t layers = 32;
-  int64_t heads = 32;
   int64_t kvHeads = 0; // 0: heads (no grouping)
   int64_t headDim = 0; // 0: hidden / heads
-  double epsilon = 1e-6;
   double ropeTheta = 10000.0;
-  double initStd = 0.02;
   bool tiedHead = false;
   bool attentionBias = false;
   bool mlpBias = false;
@@ -61,16 +62,10 @@ struct LlamaConfig {
 
 /// BERT encoder with either the masked-LM head (BertForMaskedLM) or the pooler
 /// (BertModel).
-struct BertConfig {
-  int64_t vocabSize = 30522;
-  int64_t maxPositions = 512;
+struct BertConfig : TransformerShape {
+  BertConfig() : TransformerShape{30522, 512, 768, 12, 12, 1e-12, 0.02} {}
   int64_t typeVocabSize = 2;
-  int64_t hidden = 768;
-  int64_t layers = 12;
-  int64_t heads = 12;
   int64_t intermediate = 3072;
-  double epsilon = 1e-12;
-  double initStd = 0.02;
   std::string activation = "gelu";
   std::string head = "mlm"; // "mlm" (BertForMaskedLM) | "pooler" (BertModel)
 };

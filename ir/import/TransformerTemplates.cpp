@@ -39,6 +39,17 @@ ops::Attrs attentionAttrs(int64_t heads, int64_t kvHeads, int64_t headDim,
 
 ops::Attrs eps(double e) { return {{"epsilon", e}}; }
 
+/// A causal LM's tail: lm_head (the embedding `embed` when tied, else its own
+/// [V, C] weight) over `x`, and the cross-entropy with `targets`.
+int lmHeadLoss(GraphBuilder &b, int x, int embed, bool tied, int64_t V,
+               int64_t C, double initStd, int targets) {
+  int head =
+      tied ? embed : b.param("lm_head.weight", {V, C}, "normal", initStd);
+  int logits =
+      b.op("linear", "lm_head", {x, head}, {{"transpose_weight", true}});
+  return b.op("cross_entropy", "loss", {logits, targets});
+}
+
 } // namespace
 
 ModelGraph buildGpt(const GptConfig &c, const BuildOptions &o) {
@@ -104,11 +115,7 @@ ModelGraph buildGpt(const GptConfig &c, const BuildOptions &o) {
             b.param("transformer.ln_f.bias", {C}, "zeros")},
            eps(c.epsilon));
   // GPT2LMHeadModel: lm_head.weight is wte's storage when tied (one tensor).
-  int head =
-      c.tiedHead ? wte : b.param("lm_head.weight", {V, C}, "normal", c.initStd);
-  int logits =
-      b.op("linear", "lm_head", {x, head}, {{"transpose_weight", true}});
-  int loss = b.op("cross_entropy", "loss", {logits, targets});
+  int loss = lmHeadLoss(b, x, wte, c.tiedHead, V, C, c.initStd, targets);
   return b.finish(loss, c.layers, B, T);
 }
 
@@ -172,11 +179,7 @@ ModelGraph buildLlama(const LlamaConfig &c, const BuildOptions &o) {
   b.setLayer(-1);
   x = b.op("rmsnorm", "norm", {x, b.param("model.norm.weight", {C}, "ones")},
            rms);
-  int head =
-      c.tiedHead ? embed : b.param("lm_head.weight", {V, C}, "normal", sd);
-  int logits =
-      b.op("linear", "lm_head", {x, head}, {{"transpose_weight", true}});
-  int loss = b.op("cross_entropy", "loss", {logits, targets});
+  int loss = lmHeadLoss(b, x, embed, c.tiedHead, V, C, sd, targets);
   return b.finish(loss, c.layers, B, T);
 }
 

@@ -314,6 +314,34 @@ struct Builder {
   void insertTransfers(Block &body, std::map<unsigned, int> &argStage) {
     int64_t channel = 0;
     OpBuilder b(&ctx);
+    // sbp.send and sbp.recv carry the same attributes: the peer stage, the
+    // channel, their own stage's placement and the layout on the wire (the
+    // send's operand, the recv's result).
+    auto transfer = [&](StringRef name, Location loc, Value v,
+                        sbp::NdSbpAttr layout, int own, int peer,
+                        int64_t channel) {
+      bool isSend = name == "sbp.send";
+      OperationState st(loc, name);
+      if (isSend)
+        st.addOperands(v);
+      else
+        st.addTypes(v.getType());
+      st.addAttribute("stage", b.getI64IntegerAttr(peer));
+      st.addAttribute("channel", b.getI64IntegerAttr(channel));
+      st.addAttribute(sbp::kPlacementAttr, placement(own));
+      if (layout) {
+        SbpSignature perAxis[2];
+        for (unsigned a = 0; a < 2; ++a) {
+          if (isSend)
+            perAxis[a].inputs.push_back(layout.getAxis(a));
+          else
+            perAxis[a].outputs.push_back(layout.getAxis(a));
+        }
+        st.addAttribute(sbp::kSignatureAttr,
+                        sbp::buildSignature(&ctx, mesh(own), perAxis));
+      }
+      return b.create(st);
+    };
     auto crossStages = [&](Value v, int from, Operation *after) {
       std::map<int, Operation *> firstUse; // stage -> first reader there
       for (OpOperand &u : v.getUses()) {
@@ -330,33 +358,11 @@ struct Builder {
           b.setInsertionPointAfter(after);
         else
           b.setInsertionPointToStart(&body);
-        OperationState send(user->getLoc(), "sbp.send");
-        send.addOperands(v);
-        send.addAttribute("stage", b.getI64IntegerAttr(stage));
-        send.addAttribute("channel", b.getI64IntegerAttr(channel));
-        send.addAttribute(sbp::kPlacementAttr, placement(from));
-        if (layout) {
-          SbpSignature perAxis[2];
-          for (unsigned a = 0; a < 2; ++a)
-            perAxis[a].inputs.push_back(layout.getAxis(a));
-          send.addAttribute(sbp::kSignatureAttr,
-                            sbp::buildSignature(&ctx, mesh(from), perAxis));
-        }
-        Operation *s = b.create(send);
+        Operation *s = transfer("sbp.send", user->getLoc(), v, layout, from,
+                                stage, channel);
         b.setInsertionPoint(user);
-        OperationState recv(user->getLoc(), "sbp.recv");
-        recv.addTypes(v.getType());
-        recv.addAttribute("stage", b.getI64IntegerAttr(from));
-        recv.addAttribute("channel", b.getI64IntegerAttr(channel));
-        recv.addAttribute(sbp::kPlacementAttr, placement(stage));
-        if (layout) {
-          SbpSignature perAxis[2];
-          for (unsigned a = 0; a < 2; ++a)
-            perAxis[a].outputs.push_back(layout.getAxis(a));
-          recv.addAttribute(sbp::kSignatureAttr,
-                            sbp::buildSignature(&ctx, mesh(stage), perAxis));
-        }
-        Operation *r = b.create(recv);
+        Operation *r = transfer("sbp.recv", user->getLoc(), v, layout, stage,
+                                from, channel);
         stageOf[r] = stage;
         // A structured binding is captured by copy under its own name: C++17
         // lambdas cannot capture it (clang refuses; the sanitize build is

@@ -6,32 +6,30 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/ops/OpSemantics.h"
+#include "support/EnumNames.h"
 
 namespace autoddl::ops {
 
-std::string_view dtypeName(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  case DType::I32:
-    return "i32";
-  case DType::I64:
-    return "i64";
-  case DType::Bool:
-    return "i1";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::F32, "f32"}, {DType::BF16, "bf16"}, {DType::F16, "f16"},
+    {DType::I32, "i32"}, {DType::I64, "i64"},   {DType::Bool, "i1"}};
+
+constexpr EnumName<AttrKind> kAttrKindNames[] = {
+    {AttrKind::I64, "i64"},
+    {AttrKind::F64, "f64"},
+    {AttrKind::Bool, "bool"},
+    {AttrKind::Str, "str"},
+    {AttrKind::I64Array, "i64 array"}};
+} // namespace
+
+std::string_view dtypeName(DType t) { return nameOf(kDTypeNames, t); }
 
 std::optional<DType> parseDType(std::string_view s) {
-  for (DType t : {DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64})
-    if (dtypeName(t) == s)
-      return t;
-  return std::nullopt;
+  std::optional<DType> t = parseName(kDTypeNames, s);
+  if (t == DType::Bool) // a mask, never a model input's type
+    return std::nullopt;
+  return t;
 }
 
 int64_t dtypeBytes(DType t) {
@@ -50,21 +48,7 @@ int64_t dtypeBytes(DType t) {
   return 0;
 }
 
-std::string_view attrKindName(AttrKind k) {
-  switch (k) {
-  case AttrKind::I64:
-    return "i64";
-  case AttrKind::F64:
-    return "f64";
-  case AttrKind::Bool:
-    return "bool";
-  case AttrKind::Str:
-    return "str";
-  case AttrKind::I64Array:
-    return "i64 array";
-  }
-  return "?";
-}
+std::string_view attrKindName(AttrKind k) { return nameOf(kAttrKindNames, k); }
 
 namespace {
 

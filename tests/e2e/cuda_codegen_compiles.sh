@@ -8,12 +8,8 @@
 set -euo pipefail
 autoddl=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
-cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
-mpi_inc=$(mpicc --showme:incdirs 2>/dev/null | cut -d' ' -f1 || true)
-if [ ! -f "$cuda_inc/cuda_runtime.h" ] || [ ! -f "$cuda_inc/nccl.h" ] || [ -z "$mpi_inc" ]; then
-  echo "skipped: no CUDA/NCCL headers in $cuda_inc or no MPI"
-  exit 77
-fi
+. "$here/cuda_syntax.sh"
+require_cuda
 rm -rf "$work" && mkdir -p "$work"
 cases=(
   "dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b 1"
@@ -55,10 +51,7 @@ for c in "${cases[@]}"; do
   modelArg=()
   [ -f "$model" ] && modelArg=(--model "$model")
   "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" "${modelArg[@]}" >/dev/null
-  for def in "" "-DAUTODDL_FP32=1"; do
-    c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter $def \
-      -DOMPI_SKIP_MPICXX=1 -I "$w/p/runtime" -I "$cuda_inc" -I "$mpi_inc" "$w/p/train.cpp"
-  done
+  compile_train_cuda "$w/p"
   echo "$name: train.cpp compiles (bf16, fp32)"
 done
 # The harness the programs hand themselves to (backends/cuda/harness over backends/common/harness),

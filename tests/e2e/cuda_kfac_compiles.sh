@@ -9,15 +9,9 @@
 set -euo pipefail
 autoddl=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
-cuda=${CUDA_HOME:-/usr/local/cuda}
-cuda_inc=$cuda/include
+. "$here/cuda_syntax.sh"
+require_cuda cusolverDn.h nvcc
 nvcc=$cuda/bin/nvcc
-mpi_inc=$(mpicc --showme:incdirs 2>/dev/null | cut -d' ' -f1 || true)
-if [ ! -f "$cuda_inc/cuda_runtime.h" ] || [ ! -f "$cuda_inc/nccl.h" ] || [ ! -x "$nvcc" ] ||
-  [ ! -f "$cuda_inc/cusolverDn.h" ] || [ -z "$mpi_inc" ]; then
-  echo "skipped: no CUDA/NCCL/cuSOLVER headers or nvcc in $cuda, or no MPI"
-  exit 77
-fi
 rm -rf "$work" && mkdir -p "$work"
 cases=(
   "one tiny-gpt 1 tp=1,pp=1,dp=1 0 sgd"
@@ -36,10 +30,7 @@ for c in "${cases[@]}"; do
   grep -q 'backends/cuda/harness/KfacRun.h' "$w/p/train.cpp"
   grep -q 'kfac_curvature_G(' "$w/p/train.cpp"
   grep -q 'CUDA::cusolver' "$w/p/runtime/backends/cuda/StandaloneRuntime.cmake"
-  for def in "" "-DAUTODDL_FP32=1"; do
-    c++ -std=c++17 -fsyntax-only -Wall -Wextra -Werror -Wno-unused-parameter $def \
-      -DOMPI_SKIP_MPICXX=1 -I "$w/p/runtime" -I "$cuda_inc" -I "$mpi_inc" "$w/p/train.cpp"
-  done
+  compile_train_cuda "$w/p"
   echo "$name: train.cpp compiles (bf16, fp32)"
 done
 # (The harness, KfacRun.cpp among it, is compiled by e2e.cuda_codegen_compiles.)

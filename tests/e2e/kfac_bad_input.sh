@@ -32,20 +32,19 @@ plan "$w/first.json"
 build "$w/kfac"
 build "$w/first"
 k="$w/kfac/build/train" f="$w/first/build/train"
-expect_error "damping 0" "--kfac-damping: expected a finite number > 0, got 0" \
-  "$k" --steps 1 --kfac-damping 0
-expect_error "damping -1" "--kfac-damping: expected a finite number > 0, got -1" \
-  "$k" --steps 1 --kfac-damping -1
-expect_error "damping not a number" "--kfac-damping: expected a number" \
-  "$k" --steps 1 --kfac-damping x
-expect_error "refresh 0" "--kfac-refresh: expected a number of steps >= 1" \
-  "$k" --steps 1 --kfac-refresh 0
-expect_error "refresh negative" "--kfac-refresh: expected a non-negative integer" \
-  "$k" --steps 1 --kfac-refresh -2
-expect_error "unknown rule" "--kfac-rule: expected sgd or lamb, got adam" \
-  "$k" --steps 1 --kfac-rule adam
-expect_error "kfac flag under adamw" "need --optimizer kfac" \
-  "$k" --steps 1 --optimizer adamw --kfac-refresh 2
+# The K-FAC program's refusals of its flags: FLAGS|MESSAGE.
+while IFS='|' read -r flags pattern; do
+  # shellcheck disable=SC2086 # FLAGS are words
+  expect_error "$flags" "$pattern" "$k" --steps 1 $flags </dev/null
+done <<'CASES'
+--kfac-damping 0|--kfac-damping: expected a finite number > 0, got 0
+--kfac-damping -1|--kfac-damping: expected a finite number > 0, got -1
+--kfac-damping x|--kfac-damping: expected a number
+--kfac-refresh 0|--kfac-refresh: expected a number of steps >= 1
+--kfac-refresh -2|--kfac-refresh: expected a non-negative integer
+--kfac-rule adam|--kfac-rule: expected sgd or lamb, got adam
+--optimizer adamw --kfac-refresh 2|need --optimizer kfac
+CASES
 expect_error "kfac on a first-order program" "generated from a first-order plan" \
   "$f" --steps 1 --optimizer kfac
 # The CUDA program of a K-FAC plan generates (its build: e2e.cuda_kfac_compiles).

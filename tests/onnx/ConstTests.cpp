@@ -86,10 +86,6 @@ std::string compare(const HostTensor &got, const HostTensor &want) {
   return "";
 }
 
-struct Count {
-  int passed = 0, skipped = 0, failed = 0;
-};
-
 // Runs one test folder; returns "" (passed), "skip: ..." or the failure.
 std::string runTest(const std::string &dir, const onnx::ModelProto &model) {
   const onnx::NodeProto &n = model.graph().node(0);
@@ -164,48 +160,14 @@ int main(int argc, char **argv) {
     std::cerr << "usage: onnx_const_tests <node dir>\n";
     return 2;
   }
-  std::string root = argv[1];
-  std::map<std::string, Count> counts;
-  for (const char *op : kOps)
-    counts[op];
-  std::vector<std::string> names;
-  if (!nodeTestNames(root, names)) {
-    std::cerr << root << ": cannot open\n";
-    return 1;
-  }
-  int failures = 0;
-  for (const std::string &name : names) {
-    std::string dir = root + "/" + name;
-    onnx::ModelProto model;
-    if (!model.ParseFromString(readBytes(dir + "/model.onnx")) ||
-        model.graph().node_size() != 1)
-      continue; // expanded (function) tests and multi-node graphs
-    const std::string &op = model.graph().node(0).op_type();
-    auto c = counts.find(op);
-    if (c == counts.end())
-      continue;
-    std::string r = runTest(dir, model);
-    if (r.empty()) {
-      ++c->second.passed;
-    } else if (r.rfind("skip: ", 0) == 0) {
-      ++c->second.skipped;
-      std::cout << "  skipped " << name << " (" << r.substr(6) << ")\n";
-    } else {
-      ++c->second.failed;
-      ++failures;
-      std::cout << "  FAILED " << name << ": " << r << "\n";
-    }
-  }
-  int total = 0;
-  for (const auto &[op, c] : counts) {
-    std::cout << op << ": " << c.passed << " passed, " << c.skipped
-              << " skipped, " << c.failed << " failed\n";
-    total += c.passed;
-    if (c.passed == 0) {
-      std::cout << "  FAILED: no test of " << op << " passed\n";
-      ++failures;
-    }
-  }
-  std::cout << total << " node tests passed\n";
+  const std::vector<std::string> ops(std::begin(kOps), std::end(kOps));
+  const int failures = runNodeTests(
+      argv[1], ops,
+      [&](const onnx::NodeProto &n) {
+        return std::find(ops.begin(), ops.end(), n.op_type()) != ops.end();
+      },
+      [](const std::string &dir, const onnx::ModelProto &model) {
+        return runTest(dir, model);
+      });
   return failures ? 1 : 0;
 }

@@ -64,12 +64,7 @@ std::vector<float> values(const onnx::TensorProto &t) {
   return out;
 }
 
-int64_t numel(const ops::Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
+using ops::numElements;
 
 // Which inputs of a node an export stores as initializers (weights).
 bool isWeight(const std::string &op, int i, int rank) {
@@ -103,7 +98,7 @@ std::vector<float> execute(const ModelGraph &g,
     auto shape = [&](int i) { return g.tensors[o.operands[i]].shape; };
     int r = o.results[0];
     const ops::Shape &os = g.tensors[r].shape;
-    std::vector<float> out(numel(os));
+    std::vector<float> out(numElements(os));
     const ops::Shape x = shape(0);
     auto i64 = [&](const char *k) { return std::get<int64_t>(o.attrs.at(k)); };
     if (o.kind == "linear") {
@@ -111,26 +106,26 @@ std::vector<float> execute(const ModelGraph &g,
       ops::Shape w = shape(1);
       int64_t K = x.back(), O = t ? w[0] : w[1];
       rt::linear_forward(out.data(), in(0), in(1),
-                         o.operands.size() > 2 ? in(2) : nullptr, numel(x) / K,
-                         K, O, t);
+                         o.operands.size() > 2 ? in(2) : nullptr,
+                         numElements(x) / K, K, O, t);
     } else if (o.kind == "matmul") {
       ops::Shape b = shape(1);
       size_t n = x.size();
       bool t = std::get<bool>(o.attrs.at("transpose_b"));
       rt::matmul_forward(out.data(), in(0), in(1),
-                         numel(x) / (x[n - 2] * x[n - 1]), x[n - 2], x[n - 1],
-                         t ? b[n - 2] : b[n - 1], t);
+                         numElements(x) / (x[n - 2] * x[n - 1]), x[n - 2],
+                         x[n - 1], t ? b[n - 2] : b[n - 1], t);
     } else if (o.kind == "add") {
-      rt::add_forward(out.data(), in(0), in(1), numel(x));
+      rt::add_forward(out.data(), in(0), in(1), numElements(x));
     } else if (o.kind == "mul") {
-      rt::mul_forward(out.data(), in(0), in(1), numel(x));
+      rt::mul_forward(out.data(), in(0), in(1), numElements(x));
     } else if (o.kind == "bias_add") {
-      rt::bias_add_forward(out.data(), in(0), in(1), numel(x) / x.back(),
+      rt::bias_add_forward(out.data(), in(0), in(1), numElements(x) / x.back(),
                            x.back());
     } else if (o.kind == "relu") {
-      rt::relu_forward(out.data(), in(0), numel(x));
+      rt::relu_forward(out.data(), in(0), numElements(x));
     } else if (o.kind == "gelu") {
-      rt::gelu_forward(out.data(), in(0), numel(x),
+      rt::gelu_forward(out.data(), in(0), numElements(x),
                        std::get<std::string>(o.attrs.at("approximate")) ==
                            "tanh");
     } else if (o.kind == "softmax") {
@@ -144,7 +139,7 @@ std::vector<float> execute(const ModelGraph &g,
         inner *= x[i];
       rt::softmax_forward(out.data(), in(0), outer, x[a], inner);
     } else if (o.kind == "layernorm") {
-      int64_t C = x.back(), N = numel(x) / C;
+      int64_t C = x.back(), N = numElements(x) / C;
       std::vector<float> mean(N), rstd(N);
       rt::layernorm_forward(out.data(), mean.data(), rstd.data(), in(0), in(1),
                             o.operands.size() > 2 ? in(2) : nullptr, N, C,
@@ -220,8 +215,8 @@ int main(int argc, char **argv) {
     bool intOk = true;
     for (int i = 0; i < g->input_size(); ++i) {
       onnx::TensorProto t;
-      t.ParseFromString(
-          readBytes(dir + "/test_data_set_0/input_" + std::to_string(i) + ".pb"));
+      t.ParseFromString(readBytes(dir + "/test_data_set_0/input_" +
+                                  std::to_string(i) + ".pb"));
       if (t.data_type() != onnx::TensorProto::FLOAT &&
           t.data_type() != onnx::TensorProto::INT64) {
         intOk = false; // the importer reads float32 and integer ids only

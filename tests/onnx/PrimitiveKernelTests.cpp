@@ -127,49 +127,15 @@ std::string runNodeTest(const std::string &dir, const onnx::GraphProto &g) {
 }
 
 int nodeTests(const std::string &root) {
-  std::map<std::string, int> passed, skipped;
-  std::vector<std::string> names;
-  if (!nodeTestNames(root, names)) {
-    std::cerr << root << ": cannot open\n";
-    return 1;
-  }
-  int failures = 0;
-  for (const std::string &name : names) {
-    onnx::ModelProto model;
-    if (!model.ParseFromString(readBytes(root + "/" + name + "/model.onnx")) ||
-        model.graph().node_size() != 1)
-      continue; // expanded (function) tests and multi-node graphs
-    const onnx::NodeProto &n = model.graph().node(0);
-    if (!n.domain().empty() || !primitiveSupported(n.op_type()))
-      continue;
-    std::string r = runNodeTest(root + "/" + name, model.graph());
-    if (r.empty()) {
-      ++passed[n.op_type()];
-    } else if (r.rfind("skip: ", 0) == 0) {
-      ++skipped[n.op_type()];
-      std::cout << "  skipped " << name << " (" << r.substr(6) << ")\n";
-    } else {
-      ++failures;
-      std::cout << "  FAILED " << name << ": " << r << "\n";
-    }
-  }
-  int total = 0;
-  std::set<std::string> ops;
-  for (auto &[op, c] : passed)
-    ops.insert(op);
-  for (auto &[op, c] : skipped)
-    ops.insert(op);
-  for (const std::string &op : ops) {
-    std::cout << op << ": " << passed[op] << " passed, " << skipped[op]
-              << " skipped\n";
-    total += passed[op];
-    if (passed[op] == 0) {
-      std::cout << "  FAILED: no node test of " << op << " passed\n";
-      ++failures;
-    }
-  }
-  std::cout << total << " node tests passed\n";
-  return failures;
+  const int failures = runNodeTests(
+      root, {},
+      [](const onnx::NodeProto &n) {
+        return n.domain().empty() && primitiveSupported(n.op_type());
+      },
+      [](const std::string &dir, const onnx::ModelProto &model) {
+        return runNodeTest(dir, model.graph());
+      });
+  return failures < 0 ? 1 : failures;
 }
 
 // ---- Backward against finite differences -----------------------------------

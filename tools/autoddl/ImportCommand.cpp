@@ -50,13 +50,6 @@ std::string grouped(int64_t n) {
   return out;
 }
 
-int64_t elements(const ops::Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
 // Parameters grouped by the kind of the first op that reads them (a tied
 // embedding counts under "embedding", where it is first used).
 std::map<std::string, int64_t> paramsByOpKind(const ModelGraph &g) {
@@ -66,7 +59,7 @@ std::map<std::string, int64_t> paramsByOpKind(const ModelGraph &g) {
     for (int t : op.operands)
       if (g.tensors[t].role == TensorRole::Parameter && !counted[t]) {
         counted[t] = true;
-        out[op.kind] += elements(g.tensors[t].shape);
+        out[op.kind] += ops::numElements(g.tensors[t].shape);
       }
   return out;
 }

@@ -65,7 +65,7 @@ struct ValidateArgs {
   std::string plan, measured, traceOut, model, cluster, fitCluster, graphRun;
   bool json = false;
   int64_t steps = 10;
-  double stepTolerance = 0.15; // issue 6: within 15% after calibration
+  double stepTolerance = 0.15;   // issue 6: within 15% after calibration
   double memoryTolerance = 0.10; // issue 27: within 10%
 };
 
@@ -81,18 +81,29 @@ std::optional<double> optNumber(const json &j, const char *key,
   return j.at(key).get<double>();
 }
 
+/// The kinds either side has a row for, in order: a kind only predicted or
+/// only measured still gets its row.
+template <class A, class B>
+std::set<std::string> keysOfEither(const A &a, const B &b) {
+  std::set<std::string> keys;
+  for (const auto &kv : a)
+    keys.insert(kv.first);
+  for (const auto &kv : b)
+    keys.insert(kv.first);
+  return keys;
+}
+
 /// Per kind {forward, backward, calls} of a metrics.json object such as
 /// "op_kinds"; empty when absent.
 std::map<std::string, std::array<double, 3>>
 kindTimes(const json &metrics, const char *key, const std::string &origin) {
   std::map<std::string, std::array<double, 3>> out;
-  if (!metrics.contains(key))
+  const json *kinds =
+      optionalMetric(metrics, key, origin, &json::is_object, "an object");
+  if (!kinds)
     return out;
-  const json &kinds = metrics.at(key);
   const json::json_pointer at = json::json_pointer("/") / key;
-  if (!kinds.is_object())
-    throw UserError(jsonPlace(origin, at) + "expected an object");
-  for (const auto &[kind, t] : kinds.items()) {
+  for (const auto &[kind, t] : kinds->items()) {
     if (!t.is_object())
       throw UserError(jsonPlace(origin, at / kind) + "expected an object");
     std::array<double, 3> v{};
@@ -389,15 +400,10 @@ void run(const ValidateArgs &a) {
     if (device < plan.predicted.opKindsByDevice.size())
       predictedKinds = plan.predicted.opKindsByDevice[device];
   }
-  std::set<std::string> kinds;
-  for (const auto &kv : predictedKinds)
-    kinds.insert(kv.first);
-  for (const auto &kv : measuredOps)
-    kinds.insert(kv.first);
   std::vector<Row> ops;
   double apeSum = 0;
   int apeCount = 0;
-  for (const std::string &k : kinds) {
+  for (const std::string &k : keysOfEither(predictedKinds, measuredOps)) {
     Row r;
     r.kind = k;
     auto p = predictedKinds.find(k);
@@ -433,13 +439,8 @@ void run(const ValidateArgs &a) {
       share[u.collective] += u.time * double(u.perStep);
       shareTotal += u.time * double(u.perStep);
     }
-  std::set<std::string> commKinds;
-  for (const auto &kv : share)
-    commKinds.insert(kv.first);
-  for (const auto &kv : measuredComm)
-    commKinds.insert(kv.first);
   std::vector<Row> comms;
-  for (const std::string &k : commKinds) {
+  for (const std::string &k : keysOfEither(share, measuredComm)) {
     Row r;
     r.kind = k;
     auto s = share.find(k);

@@ -17,12 +17,12 @@ namespace {
 std::vector<double> perRank(const json &metrics, const char *key,
                             const std::string &origin) {
   std::vector<double> out;
-  if (!metrics.contains(key))
+  const json *field = optionalMetric(metrics, key, origin, &json::is_array,
+                                     "an array (per rank)");
+  if (!field)
     return out;
-  const json &a = metrics.at(key);
+  const json &a = *field;
   const json::json_pointer at = json::json_pointer("/") / key;
-  if (!a.is_array())
-    throw UserError(jsonPlace(origin, at) + "expected an array (per rank)");
   for (size_t i = 0; i < a.size(); ++i) {
     if (!a[i].is_number() || a[i].get<double>() < 0)
       throw UserError(jsonPlace(origin, at / i) +
@@ -31,6 +31,23 @@ std::vector<double> perRank(const json &metrics, const char *key,
   }
   return out;
 }
+
+} // namespace
+
+const json *optionalMetric(const json &metrics, const char *key,
+                           const std::string &origin,
+                           bool (json::*is)() const noexcept,
+                           const char *what) {
+  if (!metrics.contains(key))
+    return nullptr;
+  const json &v = metrics.at(key);
+  if (!(v.*is)())
+    throw UserError(jsonPlace(origin, json::json_pointer("/") / key) +
+                    "expected " + what);
+  return &v;
+}
+
+namespace {
 
 std::optional<double> rel(double predicted, double measured) {
   if (!(measured > 0))
@@ -64,9 +81,9 @@ std::vector<MemoryRow> memoryRows(const planner::Plan &plan,
   const planner::Knobs &k = plan.knobs;
   const int ranks = k.pp * k.dp * k.tp;
   if (static_cast<int>(peak.size()) != ranks)
-    throw UserError(jsonPlace(origin, json::json_pointer("/peak_memory_bytes")) +
-                    fmt::format("{} ranks, the plan has {}", peak.size(),
-                                ranks));
+    throw UserError(
+        jsonPlace(origin, json::json_pointer("/peak_memory_bytes")) +
+        fmt::format("{} ranks, the plan has {}", peak.size(), ranks));
   for (int r = 0; r < ranks; ++r) {
     MemoryRow row;
     row.rank = r;
@@ -97,10 +114,10 @@ std::string memoryText(const std::vector<MemoryRow> &rows, double tolerance) {
   if (rows.empty())
     return "\nmemory: (the run reports no peak_memory_bytes, or the plan "
            "predates the modelled allocation: plan it again)\n";
-  std::string s = fmt::format(
-      "\n{:<6} {:>6} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}\n", "rank",
-      "device", "pred GiB", "meas GiB", "error", "pred used", "meas used",
-      "error");
+  std::string s =
+      fmt::format("\n{:<6} {:>6} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}\n",
+                  "rank", "device", "pred GiB", "meas GiB", "error",
+                  "pred used", "meas used", "error");
   for (const MemoryRow &r : rows)
     s += fmt::format("{:<6} {:>6} {:>12} {:>12} {:>8} {:>12} {:>12} {:>8}\n",
                      r.rank, r.device, gib(r.predicted), gib(r.measured),
@@ -111,10 +128,8 @@ std::string memoryText(const std::vector<MemoryRow> &rows, double tolerance) {
        "cudaMemGetInfo, against the prediction with estimated overheads)\n";
   const std::optional<double> worst = worstMemoryError(rows);
   if (worst)
-    s += fmt::format("memory within {:.0f}%: {} (worst {})\n",
-                     tolerance * 100,
-                     std::fabs(*worst) <= tolerance ? "yes" : "no",
-                     pct(worst));
+    s += fmt::format("memory within {:.0f}%: {} (worst {})\n", tolerance * 100,
+                     std::fabs(*worst) <= tolerance ? "yes" : "no", pct(worst));
   return s;
 }
 
@@ -133,8 +148,8 @@ json memoryJson(const std::vector<MemoryRow> &rows, double tolerance) {
   return {{"ranks", ranks},
           {"worst_error", numOrNull(worst)},
           {"tolerance", tolerance},
-          {"within_tolerance", worst ? json(std::fabs(*worst) <= tolerance)
-                                     : json(nullptr)}};
+          {"within_tolerance",
+           worst ? json(std::fabs(*worst) <= tolerance) : json(nullptr)}};
 }
 
 } // namespace autoddl::cli

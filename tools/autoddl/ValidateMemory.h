@@ -1,4 +1,5 @@
-//===- ValidateMemory.h - `autoddl validate`: predicted vs measured peak ---===//
+//===- ValidateMemory.h - `autoddl validate`: predicted vs measured peak
+//---===//
 //
 // Per rank of a run: the plan's predicted peak of what the program's
 // allocation wrapper counts (pipeline_ranks[].memory.allocated of the rank's
@@ -27,6 +28,14 @@ struct MemoryRow {
   std::optional<double> error, usedError; // (pred - meas) / meas
 };
 
+/// metrics.json's field `key` if present (else null); one that fails `is`
+/// throws UserError "<origin>: at /<key>: expected <what>".
+const nlohmann::json *optionalMetric(const nlohmann::json &metrics,
+                                     const char *key, const std::string &origin,
+                                     bool (nlohmann::json::*is)()
+                                         const noexcept,
+                                     const char *what);
+
 /// One row per rank of metrics.json's peak_memory_bytes; bad input (not an
 /// array of non-negative numbers, a rank count that is not the plan's)
 /// throws UserError naming the place. Empty when the plan predates the
@@ -40,7 +49,6 @@ std::optional<double> worstMemoryError(const std::vector<MemoryRow> &rows);
 
 /// The text table and its JSON form.
 std::string memoryText(const std::vector<MemoryRow> &rows, double tolerance);
-nlohmann::json memoryJson(const std::vector<MemoryRow> &rows,
-                          double tolerance);
+nlohmann::json memoryJson(const std::vector<MemoryRow> &rows, double tolerance);
 
 } // namespace autoddl::cli

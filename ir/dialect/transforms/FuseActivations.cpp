@@ -145,15 +145,8 @@ struct SiluSwiglu : OpRewritePattern<SiluOp> {
 };
 
 struct FuseActivationsPass
-    : impl::FuseActivationsPassBase<FuseActivationsPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<ErfGelu, TanhGelu, SigmoidSilu, SiluSwiglu>(&getContext());
-    if (failed(applyFusion(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
+    : FusionPass<FuseActivationsPass, impl::FuseActivationsPassBase, ErfGelu,
+                 TanhGelu, SigmoidSilu, SiluSwiglu> {};
 
 } // namespace
 

@@ -45,40 +45,39 @@ Value kvSource(Value v4, int64_t &heads) {
   return headSource(v4, heads);
 }
 
-/// Whether `c` is a causal mask over its last two dims [T,T]: 0 on and below
-/// the diagonal, at most -1e4 (or -inf) above it.
-bool isCausalAdditive(Value c) {
+/// Whether `c` is a dense constant `Attr` over [.., T, T] whose every element
+/// passes `ok(element, on or below the diagonal)`.
+template <class Attr, class Element, class Ok>
+bool isCausalConstant(Value c, Ok ok) {
   auto k = c ? c.getDefiningOp<ConstantOp>() : nullptr;
-  auto dense = k ? dyn_cast<DenseFPElementsAttr>(k.getValue()) : nullptr;
+  auto dense = k ? dyn_cast<Attr>(k.getValue()) : nullptr;
   ArrayRef<int64_t> s = dense ? shapeOf(c) : ArrayRef<int64_t>{};
   if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
     return false;
   int64_t t = s.back(), idx = 0;
-  for (const APFloat &v : dense.getValues<APFloat>()) {
+  for (const Element &v : dense.template getValues<Element>()) {
     int64_t i = (idx / t) % t, j = idx % t;
-    double d = v.convertToDouble();
-    if (j <= i ? d != 0 : !(d <= -1e4))
+    if (!ok(v, j <= i))
       return false;
     ++idx;
   }
   return true;
 }
 
+/// Whether `c` is a causal mask over its last two dims [T,T]: 0 on and below
+/// the diagonal, at most -1e4 (or -inf) above it.
+bool isCausalAdditive(Value c) {
+  return isCausalConstant<DenseFPElementsAttr, APFloat>(
+      c, [](const APFloat &v, bool kept) {
+        double d = v.convertToDouble();
+        return kept ? d == 0 : d <= -1e4;
+      });
+}
+
 /// Whether `c` is a lower-triangular boolean [.., T, T] constant.
 bool isCausalCondition(Value c) {
-  auto k = c ? c.getDefiningOp<ConstantOp>() : nullptr;
-  auto dense = k ? dyn_cast<DenseIntElementsAttr>(k.getValue()) : nullptr;
-  ArrayRef<int64_t> s = dense ? shapeOf(c) : ArrayRef<int64_t>{};
-  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
-    return false;
-  int64_t t = s.back(), idx = 0;
-  for (const APInt &v : dense.getValues<APInt>()) {
-    int64_t i = (idx / t) % t, j = idx % t;
-    if (v.isZero() == (j <= i))
-      return false;
-    ++idx;
-  }
-  return true;
+  return isCausalConstant<DenseIntElementsAttr, APInt>(
+      c, [](const APInt &v, bool kept) { return v.isZero() != kept; });
 }
 
 /// `v` without a Mul by a scalar constant (torch's SDPA export scales Q and
@@ -106,8 +105,7 @@ Value mergedHeadsTranspose(Value kt) {
                     out = shapeOf(kt);
   if (k4.size() != 4 || m3.size() != 3 || out.size() != 4 ||
       m3[0] != k4[0] * k4[1] || m3[1] != k4[2] || m3[2] != k4[3] ||
-      out[0] != k4[0] || out[1] != k4[1] || out[2] != k4[3] ||
-      out[3] != k4[2])
+      out[0] != k4[0] || out[1] != k4[1] || out[2] != k4[3] || out[3] != k4[2])
     return nullptr;
   return k;
 }
@@ -252,7 +250,8 @@ Value lastAxisSlice(Value v, int64_t &start, int64_t &end) {
   const int64_t rank = int64_t(shapeOf(src).size());
   if (!st || !en || !ax || st->size() != 1 || en->size() != 1 ||
       ax->size() != 1 || ((*ax)[0] != rank - 1 && (*ax)[0] != -1) ||
-      (p.getInputs().size() == 5 && (!steps || *steps != SmallVector<int64_t>{1})))
+      (p.getInputs().size() == 5 &&
+       (!steps || *steps != SmallVector<int64_t>{1})))
     return nullptr;
   start = (*st)[0];
   end = std::min((*en)[0], shapeOf(src).back());
@@ -287,15 +286,9 @@ struct PackedQkvAttention : OpRewritePattern<AttentionOp> {
   }
 };
 
-struct FuseAttentionPass : impl::FuseAttentionPassBase<FuseAttentionPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<DecomposedAttention, PackedQkvAttention>(&getContext());
-    if (failed(applyFusion(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
+struct FuseAttentionPass
+    : FusionPass<FuseAttentionPass, impl::FuseAttentionPassBase,
+                 DecomposedAttention, PackedQkvAttention> {};
 
 } // namespace
 

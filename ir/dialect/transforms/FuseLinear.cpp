@@ -62,15 +62,8 @@ struct FlattenedLinear : OpRewritePattern<ReshapeOp> {
   }
 };
 
-struct FuseLinearPass : impl::FuseLinearPassBase<FuseLinearPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<IdentityReshape, FlattenedLinear>(&getContext());
-    if (failed(applyFusion(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
+struct FuseLinearPass : FusionPass<FuseLinearPass, impl::FuseLinearPassBase,
+                                   IdentityReshape, FlattenedLinear> {};
 
 } // namespace
 

@@ -118,15 +118,8 @@ struct DecomposedNorm : OpRewritePattern<PrimitiveOp> {
   }
 };
 
-struct FuseNormsPass : impl::FuseNormsPassBase<FuseNormsPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<DecomposedNorm>(&getContext());
-    if (failed(applyFusion(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
+struct FuseNormsPass
+    : FusionPass<FuseNormsPass, impl::FuseNormsPassBase, DecomposedNorm> {};
 
 } // namespace
 

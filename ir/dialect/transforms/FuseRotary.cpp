@@ -152,15 +152,8 @@ struct RotateHalf : OpRewritePattern<PrimitiveOp> {
   }
 };
 
-struct FuseRotaryPass : impl::FuseRotaryPassBase<FuseRotaryPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    patterns.add<RotateHalf>(&getContext());
-    if (failed(applyFusion(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
+struct FuseRotaryPass
+    : FusionPass<FuseRotaryPass, impl::FuseRotaryPassBase, RotateHalf> {};
 
 } // namespace
 

@@ -63,6 +63,21 @@ mlir::Value headSource(mlir::Value v4, int64_t &heads);
 mlir::LogicalResult applyFusion(mlir::ModuleOp module,
                                 mlir::RewritePatternSet &&patterns);
 
+/// The body every sbp-fuse-* pass shares: `Patterns` applied by applyFusion.
+/// `GeneratedBase` is the pass's tablegen'd impl::<Name>PassBase; `Derived`
+/// the pass itself (its friend create<Name>Pass makes a Derived):
+///   struct FuseXPass : FusionPass<FuseXPass, impl::FuseXPassBase, P1, P2> {};
+template <class Derived, template <class> class GeneratedBase,
+          class... Patterns>
+struct FusionPass : GeneratedBase<Derived> {
+  void runOnOperation() override {
+    mlir::RewritePatternSet patterns(&this->getContext());
+    patterns.add<Patterns...>(&this->getContext());
+    if (mlir::failed(applyFusion(this->getOperation(), std::move(patterns))))
+      this->signalPassFailure();
+  }
+};
+
 /// The rank and shape of a ranked tensor value.
 llvm::ArrayRef<int64_t> shapeOf(mlir::Value v);
 

@@ -58,20 +58,23 @@ calib::Measurements fixture(const std::string &gpu, int nodes, int gpus) {
     r.timeUs = 2.0 * s.m * s.n * s.k / 600e12 * 1e6; // 600 TFLOP/s
     m.gemms.push_back(r);
   }
-  if (gpus > 1) {
-    m.hasIntra = true;
-    m.intra.ranks = gpus;
-    m.intra.allReduce = series(14.0, 292.0);
-    m.intra.allGather = series(13.0, 292.0);
-    m.intra.sendRecv = series(13.0, 377.0);
-  }
-  if (nodes > 1) {
-    m.hasInter = true;
-    m.inter.ranks = nodes;
-    m.inter.allReduce = series(20.0, 40.0);
-    m.inter.allGather = series(17.0, 40.0);
-    m.inter.sendRecv = series(16.0, 45.0);
-  }
+  // Per link: all_reduce and all_gather latencies (us) at one algbw, then
+  // send_recv's latency and bandwidth.
+  auto link = [](int ranks, double reduceUs, double gatherUs, double GBps,
+                 double sendUs, double sendGBps) {
+    calib::GroupSeries g;
+    g.ranks = ranks;
+    g.allReduce = series(reduceUs, GBps);
+    g.allGather = series(gatherUs, GBps);
+    g.sendRecv = series(sendUs, sendGBps);
+    return g;
+  };
+  m.hasIntra = gpus > 1;
+  if (m.hasIntra)
+    m.intra = link(gpus, 14.0, 13.0, 292.0, 13.0, 377.0);
+  m.hasInter = nodes > 1;
+  if (m.hasInter)
+    m.inter = link(nodes, 20.0, 17.0, 40.0, 16.0, 45.0);
   return m;
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace autoddl::cost {
 namespace {
 
@@ -11,11 +13,23 @@ using test::toyCluster;
 
 constexpr double us = 1e-6;
 
-const CollectiveEstimate *candidate(const CollectiveCost &c, Algorithm a) {
+constexpr double S = 800e6; // the worked cases' message, bytes
+
+/// `op` on S bytes over `group` of the toy cluster.
+CollectiveCost priced(Collective op, GroupPlacement group) {
+  return collectiveCost(toyCluster(), op, S, group);
+}
+
+/// Algorithm `a`'s estimate among c's candidates; a failure (and NaN times)
+/// when the cost model did not price it.
+CollectiveEstimate candidate(const CollectiveCost &c, Algorithm a) {
   for (const CollectiveEstimate &e : c.candidates)
     if (e.algorithm == a)
-      return &e;
-  return nullptr;
+      return e;
+  ADD_FAILURE() << "no candidate for algorithm " << int(a);
+  CollectiveEstimate none;
+  none.time = none.latency = std::nan("");
+  return none;
 }
 
 TEST(BusBandwidth, FactorsOfNcclTests) {
@@ -29,15 +43,12 @@ TEST(BusBandwidth, FactorsOfNcclTests) {
 }
 
 TEST(Collectives, RingAllReduceInsideANode) {
-  Cluster c = toyCluster();
-  double S = 800e6;
-  CollectiveCost r = collectiveCost(c, Collective::AllReduce, S, {8, 1});
-  const CollectiveEstimate *ring = candidate(r, Algorithm::Ring);
-  ASSERT_NE(ring, nullptr);
+  CollectiveCost r = priced(Collective::AllReduce, {8, 1});
+  CollectiveEstimate ring = candidate(r, Algorithm::Ring);
   // Ring: overhead + 2(n-1) steps * α1 = 10 + 14 * 1 = 24 us, plus
   // 2(n-1)/n * S / B1 = 1.75 * 800e6 / 100e9 = 14 ms.
-  EXPECT_NEAR(ring->latency, 24 * us, 1e-12);
-  EXPECT_NEAR(ring->time, 24 * us + 14e-3, 1e-12);
+  EXPECT_NEAR(ring.latency, 24 * us, 1e-12);
+  EXPECT_NEAR(ring.time, 24 * us + 14e-3, 1e-12);
   // Inside one node the ring is the best (tree moves 2S instead of 1.75S).
   EXPECT_EQ(r.best.algorithm, Algorithm::Ring);
   // busbw = S/t * 2(n-1)/n: below B1 = 100 GB/s only by the 24 us latency
@@ -47,45 +58,36 @@ TEST(Collectives, RingAllReduceInsideANode) {
 }
 
 TEST(Collectives, RingAllReduceAcrossNodesUsesTheNodesNics) {
-  Cluster c = toyCluster();
-  double S = 800e6;
-  CollectiveCost r = collectiveCost(c, Collective::AllReduce, S, {8, 2});
-  const CollectiveEstimate *ring = candidate(r, Algorithm::Ring);
-  ASSERT_NE(ring, nullptr);
+  CollectiveCost r = priced(Collective::AllReduce, {8, 2});
+  CollectiveEstimate ring = candidate(r, Algorithm::Ring);
   // n = 16: 30 steps, 2(N-1) = 2 of them cross nodes (NCCL tuning.cc):
   // 10 + 28 * 1 + 2 * 5 = 48 us. Bandwidth: the ring crosses each node boundary
   // once per channel, so min(B1 = 100, 8 NICs * 10 = 80) GB/s: 2 * 15/16 *
   // 800e6 / 80e9 = 18.75 ms.
-  EXPECT_NEAR(ring->latency, 48 * us, 1e-12);
-  EXPECT_NEAR(ring->time, 48 * us + 18.75e-3, 1e-12);
+  EXPECT_NEAR(ring.latency, 48 * us, 1e-12);
+  EXPECT_NEAR(ring.time, 48 * us + 18.75e-3, 1e-12);
 }
 
 TEST(Collectives, TreeAllReduce) {
-  Cluster c = toyCluster();
-  double S = 800e6;
-  CollectiveCost r = collectiveCost(c, Collective::AllReduce, S, {8, 4});
-  const CollectiveEstimate *tree = candidate(r, Algorithm::Tree);
-  ASSERT_NE(tree, nullptr);
+  CollectiveCost r = priced(Collective::AllReduce, {8, 4});
+  CollectiveEstimate tree = candidate(r, Algorithm::Tree);
   // Chain of g = 8 inside the node, double binary tree over N = 4 nodes:
   // 10 + 2 * ((8-1) * 1 + log2(4) * 5) = 10 + 2 * 17 = 44 us. Bandwidth: the
   // pipelined tree sends S up and S down, 2S / min(100, 80) GB/s = 20 ms.
-  EXPECT_NEAR(tree->latency, 44 * us, 1e-12);
-  EXPECT_NEAR(tree->time, 44 * us + 20e-3, 1e-12);
+  EXPECT_NEAR(tree.latency, 44 * us, 1e-12);
+  EXPECT_NEAR(tree.time, 44 * us + 20e-3, 1e-12);
 }
 
 TEST(Collectives, HierarchicalAllReduceIsThreeCalls) {
-  Cluster c = toyCluster();
-  double S = 800e6;
-  CollectiveCost r = collectiveCost(c, Collective::AllReduce, S, {8, 2});
-  const CollectiveEstimate *h = candidate(r, Algorithm::Hierarchical);
-  ASSERT_NE(h, nullptr);
+  CollectiveCost r = priced(Collective::AllReduce, {8, 2});
+  CollectiveEstimate h = candidate(r, Algorithm::Hierarchical);
   // reduce_scatter in the node: 10 + 7 * 1 us + 7/8 * S / 100e9 = 17 us + 7 ms.
   // all_reduce across 2 nodes on S/8 = 100e6, one GPU per node per group, 8
   // groups sharing 80 GB/s -> 10 GB/s each; ring: 10 + 2 * 5 us + 2 * 1/2 *
   // 100e6 / 10e9 = 20 us + 10 ms (tree: 20 us + 20 ms, so ring). all_gather in
   // the node: 17 us + 7 ms.
-  EXPECT_NEAR(h->latency, (17 + 20 + 17) * us, 1e-12);
-  EXPECT_NEAR(h->time, (17 + 20 + 17) * us + 24e-3, 1e-12);
+  EXPECT_NEAR(h.latency, (17 + 20 + 17) * us, 1e-12);
+  EXPECT_NEAR(h.time, (17 + 20 + 17) * us + 24e-3, 1e-12);
 }
 
 TEST(Collectives, TreeWinsForTinyMultiNodeMessages) {
@@ -95,8 +97,8 @@ TEST(Collectives, TreeWinsForTinyMultiNodeMessages) {
   // middle all_reduce over 4 nodes takes the tree: 10 + 2 * 2 * 5 = 30 us).
   CollectiveCost r = collectiveCost(c, Collective::AllReduce, 1024, {8, 4});
   EXPECT_EQ(r.best.algorithm, Algorithm::Tree);
-  EXPECT_NEAR(candidate(r, Algorithm::Ring)->latency, 96 * us, 1e-12);
-  EXPECT_NEAR(candidate(r, Algorithm::Hierarchical)->latency, 64 * us, 1e-12);
+  EXPECT_NEAR(candidate(r, Algorithm::Ring).latency, 96 * us, 1e-12);
+  EXPECT_NEAR(candidate(r, Algorithm::Hierarchical).latency, 64 * us, 1e-12);
 }
 
 TEST(Collectives, RingWinsForBigMessagesWhenEveryGpuHasANic) {
@@ -117,14 +119,13 @@ TEST(Collectives, HierarchicalWinsForBigMessagesWhenNodesHaveOneNic) {
   CollectiveCost r = collectiveCost(c, Collective::AllReduce, 1e9, {8, 4});
   EXPECT_EQ(r.best.algorithm, Algorithm::Hierarchical);
   EXPECT_NEAR(r.best.time - r.best.latency, 167.5e-3, 1e-9);
-  EXPECT_NEAR(candidate(r, Algorithm::Ring)->time -
-                  candidate(r, Algorithm::Ring)->latency,
+  EXPECT_NEAR(candidate(r, Algorithm::Ring).time -
+                  candidate(r, Algorithm::Ring).latency,
               193.75e-3, 1e-9);
 }
 
 TEST(Collectives, AllGatherAndReduceScatterRing) {
   Cluster c = toyCluster();
-  double S = 800e6;
   // (n-1) steps and (n-1)/n * S: 10 + 7 * 1 us + 7/8 * 800e6 / 100e9 = 17 us +
   // 7 ms.
   for (Collective op : {Collective::AllGather, Collective::ReduceScatter}) {
@@ -137,23 +138,20 @@ TEST(Collectives, AllGatherAndReduceScatterRing) {
 }
 
 TEST(Collectives, HierarchicalAllGather) {
-  Cluster c = toyCluster();
-  double S = 800e6;
-  CollectiveCost r = collectiveCost(c, Collective::AllGather, S, {8, 2});
-  const CollectiveEstimate *h = candidate(r, Algorithm::Hierarchical);
-  ASSERT_NE(h, nullptr);
+  CollectiveCost r = priced(Collective::AllGather, {8, 2});
+  CollectiveEstimate h = candidate(r, Algorithm::Hierarchical);
   // Across nodes on S/8 = 100e6 at 10 GB/s per GPU: 10 + 5 us + 1/2 *
   // 100e6/10e9 = 15 us + 5 ms; then in the node on S: 17 us + 7 ms.
-  EXPECT_NEAR(h->time, 32 * us + 12e-3, 1e-12);
+  EXPECT_NEAR(h.time, 32 * us + 12e-3, 1e-12);
   // Flat ring: 10 + 14 * 1 + 1 * 5 = 29 us, 15/16 * S / 80e9 = 9.375 ms:
   // cheaper.
-  EXPECT_NEAR(candidate(r, Algorithm::Ring)->time, 29 * us + 9.375e-3, 1e-12);
+  EXPECT_NEAR(candidate(r, Algorithm::Ring).time, 29 * us + 9.375e-3, 1e-12);
   EXPECT_EQ(r.best.algorithm, Algorithm::Ring);
 }
 
 TEST(Collectives, AllToAll) {
   Cluster c = toyCluster();
-  double S = 800e6; // each rank's send buffer; S/n to each peer
+  // S: each rank's send buffer; S/n to each peer.
   // Inside a node: 10 + 7 * 1 us; (n-1)/n * S over NVLink: 7/8 * 800e6 / 100e9
   // = 7 ms.
   CollectiveCost in = collectiveCost(c, Collective::AllToAll, S, {8, 1});
@@ -167,12 +165,12 @@ TEST(Collectives, AllToAll) {
 
 TEST(Collectives, SendRecv) {
   Cluster c = toyCluster();
-  double S = 100e6;
+  double bytes = 100e6;
   // Same node: 10 + 1 us + 100e6 / 100e9 = 1 ms.
-  EXPECT_NEAR(collectiveCost(c, Collective::SendRecv, S, {2, 1}).best.time,
+  EXPECT_NEAR(collectiveCost(c, Collective::SendRecv, bytes, {2, 1}).best.time,
               11 * us + 1e-3, 1e-12);
   // Across nodes: the GPU's share of the NICs, 80/8 = 10 GB/s: 15 us + 10 ms.
-  EXPECT_NEAR(collectiveCost(c, Collective::SendRecv, S, {1, 2}).best.time,
+  EXPECT_NEAR(collectiveCost(c, Collective::SendRecv, bytes, {1, 2}).best.time,
               15 * us + 10e-3, 1e-12);
 }
 
@@ -227,23 +225,24 @@ TEST(Placement, MeshAxesOnTheHierarchy) {
   Cluster c = toyCluster();
   GroupPlacement p;
   std::string err;
-  // [4, 8]: the inner axis (stride 1, size 8) fills a node; the outer (stride
-  // 8) takes one GPU of each of 4 nodes.
-  ASSERT_TRUE(placeMeshAxis(c, {4, 8}, 1, p, err));
-  EXPECT_EQ(p.gpusPerNode, 8);
-  EXPECT_EQ(p.nodes, 1);
-  ASSERT_TRUE(placeMeshAxis(c, {4, 8}, 0, p, err));
-  EXPECT_EQ(p.gpusPerNode, 1);
-  EXPECT_EQ(p.nodes, 4);
-  // [8, 4]: the outer axis has stride 4: 8/4 = 2 of its members per node, 4
-  // nodes.
-  ASSERT_TRUE(placeMeshAxis(c, {8, 4}, 0, p, err));
-  EXPECT_EQ(p.gpusPerNode, 2);
-  EXPECT_EQ(p.nodes, 4);
-  // [2, 16]: the inner axis (16 > 8) spans 2 nodes of 8.
-  ASSERT_TRUE(placeMeshAxis(c, {2, 16}, 1, p, err));
-  EXPECT_EQ(p.gpusPerNode, 8);
-  EXPECT_EQ(p.nodes, 2);
+  struct Case {
+    std::vector<int64_t> mesh;
+    int axis, gpusPerNode, nodes;
+  };
+  for (const Case &k : std::vector<Case>{
+           // [4, 8]: the inner axis (stride 1, size 8) fills a node; the
+           // outer (stride 8) takes one GPU of each of 4 nodes.
+           {{4, 8}, 1, 8, 1},
+           {{4, 8}, 0, 1, 4},
+           // [8, 4]: the outer axis has stride 4: 8/4 = 2 of its members per
+           // node, 4 nodes.
+           {{8, 4}, 0, 2, 4},
+           // [2, 16]: the inner axis (16 > 8) spans 2 nodes of 8.
+           {{2, 16}, 1, 8, 2}}) {
+    ASSERT_TRUE(placeMeshAxis(c, k.mesh, k.axis, p, err)) << err;
+    EXPECT_EQ(p.gpusPerNode, k.gpusPerNode) << k.mesh[0] << "x" << k.mesh[1];
+    EXPECT_EQ(p.nodes, k.nodes) << k.mesh[0] << "x" << k.mesh[1];
+  }
   // [2, 6] on nodes of 8: the outer axis has stride 6, so its group {0, 6}..{5,
   // 11} straddles nodes 0 and 1 unevenly.
   Cluster big = withNodes(c, 2);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,6 +36,25 @@ constexpr double kActTol = 1e-2;
 // same bf16-representable inputs differs only by fp32 summation order.
 constexpr double kFloatTol = 1e-4;
 #endif
+
+/// A check's `[--seed N]` command line: true with the seed (a fresh one unless
+/// given), printed after the check's `name` and mode; false after printing the
+/// usage, with the exit code in `status` (0 for --help, 2 otherwise).
+inline bool seed_from_args(int argc, char **argv, const char *name,
+                           unsigned &seed, int &status) {
+  seed = std::random_device{}();
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+      seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    } else {
+      std::printf("usage: %s [--seed N]\n", argv[0]);
+      status = std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
+      return false;
+    }
+  }
+  std::printf("%s (%s), seed %u\n", name, kMode, seed);
+  return true;
+}
 
 inline float round_act(float v) { return float(act_t(v)); }
 

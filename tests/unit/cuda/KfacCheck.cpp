@@ -240,8 +240,7 @@ void check_async_refresh(int64_t in, int64_t out) {
   const std::string shape =
       " in=" + std::to_string(in) + " out=" + std::to_string(out);
   const rt::KfacLayer &a1 = async[1];
-  expect("async refresh: all fp32, the same damping, timed where asked" +
-             shape,
+  expect("async refresh: all fp32, the same damping, timed where asked" + shape,
          o[0] == rt::KfacInverseOutcome::Fp32 &&
              o[1] == rt::KfacInverseOutcome::Fp32 &&
              o[2] == rt::KfacInverseOutcome::Fp32 &&
@@ -557,16 +556,10 @@ int run_nccl_ranks(unsigned seed) {
 } // namespace
 
 int main(int argc, char **argv) {
-  unsigned seed = std::random_device{}();
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-      seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
-    else {
-      std::printf("usage: %s [--seed N]\n", argv[0]);
-      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
-    }
-  }
-  std::printf("KfacCheck (%s), seed %u\n", kMode, seed);
+  unsigned seed = 0;
+  int status = 0;
+  if (!seed_from_args(argc, argv, "KfacCheck", seed, status))
+    return status;
   const int ncclResult = run_nccl_ranks(seed + 1);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

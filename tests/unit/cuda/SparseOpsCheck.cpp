@@ -166,21 +166,15 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
 } // namespace
 
 int main(int argc, char **argv) {
-  unsigned seed = std::random_device{}();
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-      seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
-    else {
-      std::printf("usage: %s [--seed N]\n", argv[0]);
-      return 2;
-    }
-  }
+  unsigned seed = 0;
+  int status = 0;
+  if (!seed_from_args(argc, argv, "SparseOpsCheck", seed, status))
+    return status;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SparseOpsCheck: no CUDA device, skipped\n");
     return 77;
   }
-  std::printf("SparseOpsCheck (%s), seed %u\n", kMode, seed);
   gRng.seed(seed);
   check_graph(1000, 1000, 8, 16);
   check_graph(2708, 2708, 5, 7);  // gcn-cora's shape, 7 classes

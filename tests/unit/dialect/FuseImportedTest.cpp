@@ -280,39 +280,36 @@ TEST(FuseImportedTest, ListsUnfusedLayersAlikeWhateverTheNodeOrder) {
   EXPECT_EQ(layer1, layer0);
 }
 
-TEST(FuseImportedTest, RefusesAPrimitiveWithoutAKernel) {
+/// x [2,3] through one primitive `type` (f32 [2,3]) into the loss with
+/// targets t [2]: a graph whose only question is that primitive.
+ModelGraph onePrimitive(const std::string &type, const std::string &name,
+                        ops::Attrs attrs = {}, int position = -1) {
   Onnx o;
   int x = o.b.input("x", {2, 3});
   int t = o.b.input("t", {2}, DType::I32);
-  int e = o.prim("Atan", "atan", {x}, {2, 3}, {}, 7);
+  int e = o.prim(type, name, {x}, {2, 3}, std::move(attrs), position);
   int loss = o.b.op("cross_entropy", "loss", {e, t});
-  ModelGraph g = o.b.finish(loss, 0, 2, 0);
-  expectRefused(g, "m.onnx: node 'atan' (Atan, position 7): Atan is outside "
-                   "the model vocabulary, no sbp-fuse pattern recognised it "
-                   "and it has no kernel");
+  return o.b.finish(loss, 0, 2, 0);
+}
+
+TEST(FuseImportedTest, RefusesAPrimitiveWithoutAKernel) {
+  expectRefused(onePrimitive("Atan", "atan", {}, 7),
+                "m.onnx: node 'atan' (Atan, position 7): Atan is outside "
+                "the model vocabulary, no sbp-fuse pattern recognised it "
+                "and it has no kernel");
 }
 
 TEST(FuseImportedTest, RefusesAFormItsKernelDoesNotRun) {
-  Onnx o;
-  int x = o.b.input("x", {2, 3});
-  int t = o.b.input("t", {2}, DType::I32);
-  int e = o.prim("Cast", "cast", {x}, {2, 3}, {{"to", int64_t(7)}}, 4);
-  int loss = o.b.op("cross_entropy", "loss", {e, t});
-  ModelGraph g = o.b.finish(loss, 0, 2, 0);
-  expectRefused(g, "m.onnx: node 'cast' (Cast, position 4): Cast is outside "
-                   "the model vocabulary, no sbp-fuse pattern recognised it "
-                   "and its kernel does not run it: Cast to a type other than "
-                   "float");
+  expectRefused(onePrimitive("Cast", "cast", {{"to", int64_t(7)}}, 4),
+                "m.onnx: node 'cast' (Cast, position 4): Cast is outside "
+                "the model vocabulary, no sbp-fuse pattern recognised it "
+                "and its kernel does not run it: Cast to a type other than "
+                "float");
 }
 
 TEST(FuseImportedTest, PositionDefaultsToTheOpIndex) {
-  Onnx o;
-  int x = o.b.input("x", {2, 3});
-  int t = o.b.input("t", {2}, DType::I32);
-  int e = o.prim("Atan", "atan", {x}, {2, 3}); // no position given
-  int loss = o.b.op("cross_entropy", "loss", {e, t});
-  ModelGraph g = o.b.finish(loss, 0, 2, 0);
-  FusedGraph fused = fuseImported(g);
+  // No position given.
+  FusedGraph fused = fuseImported(onePrimitive("Atan", "atan"));
   EXPECT_EQ(fused.primitiveName, "atan");
   EXPECT_EQ(fused.primitiveType, "Atan");
   EXPECT_EQ(fused.primitivePosition, 0);

@@ -58,6 +58,69 @@ std::string describe(const PipeFisherInput &in, const DeviceFill &fill,
   return text;
 }
 
+/// OneFOneBTwoStagesByHand's schedule and times: 1F1B over 2 stages, 2
+/// micro-batches, forward 1 and backward 2 a stage.
+Schedule handSchedule() {
+  return makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+}
+StageTimes handTimes() { return StageTimes::uniform(2, 1, 2); }
+
+/// A K-FAC input that packs items into gaps they fill exactly (no margin).
+PipeFisherInput noMargin() {
+  PipeFisherInput in;
+  in.margin = 0;
+  return in;
+}
+
+/// OneFOneBTwoStagesByHand's input: one layer a stage (s0, s1), curvature 0.5
+/// per factor and micro-batch, inversion 1, no margin.
+PipeFisherInput handInput() {
+  PipeFisherInput in = noMargin();
+  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
+  return in;
+}
+
+/// Each device's refresh interval K_d, and the plan's K.
+void expectRefreshSteps(const PipeFisherResult &r,
+                        const std::vector<int> &perDevice, int overall) {
+  ASSERT_EQ(r.devices.size(), perDevice.size());
+  for (size_t d = 0; d < perDevice.size(); ++d)
+    EXPECT_EQ(r.devices[d].refreshSteps, perDevice[d]) << "device " << d;
+  EXPECT_EQ(r.refreshSteps, overall);
+}
+
+/// The schedules the properties below hold on, each with 4 stages and 8
+/// micro-batches (interleaved: 2 chunks a stage).
+constexpr ScheduleKind kEverySchedule[] = {
+    ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
+    ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera};
+constexpr int kStages = 4, kMicroBatches = 8;
+Schedule everyScheduleCase(ScheduleKind kind) {
+  return makeSchedule(config(kind, kStages, kMicroBatches,
+                             kind == ScheduleKind::Interleaved ? 2 : 1));
+}
+
+/// One K-FAC layer per model stage of `s` (Chimera: and its up copy),
+/// curvature 0.1, inversion 0.7 and no reduction (one holder each: every item
+/// is the thread's).
+PipeFisherInput layerPerStage(const Schedule &s, ScheduleKind kind) {
+  PipeFisherInput in;
+  for (int st = 0; st < s.modelStages(); ++st) {
+    in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
+    if (kind == ScheduleKind::Chimera)
+      in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0, 0.25,
+                                Direction::Up));
+  }
+  return in;
+}
+
+/// packKfac's refusal of `in` ("" when it packs).
+std::string packError(const Schedule &s, const SimulationResult &sim,
+                      const PipeFisherInput &in) {
+  OrError<PipeFisherResult> r = packKfac(s, sim, in);
+  return r ? "" : r.error();
+}
+
 PipeFisherResult pack(const Schedule &schedule, const StageTimes &times,
                       const PipeFisherInput &in) {
   OrError<SimulationResult> sim = simulate(schedule, times);
@@ -80,11 +143,9 @@ PipeFisherResult pack(const Schedule &schedule, const StageTimes &times,
 // curvature pieces in priority order (A before G), leaving no room for an
 // inversion. Step 1: inv_A in [0,1), inv_G in [7,8). K = 2.
 TEST(PipeFisher, OneFOneBTwoStagesByHand) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
-  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  Schedule s = handSchedule();
+  PipeFisherInput in = handInput();
+  PipeFisherResult r = pack(s, handTimes(), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
@@ -121,21 +182,10 @@ TEST(PipeFisher, OneFOneBTwoStagesByHand) {
 // its factor's reduction ends, a reduction after all of its curvature, and
 // curvature of micro-batch j in step 0 after its forward / backward.
 TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
-  for (ScheduleKind kind :
-       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
-        ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera}) {
-    const int p = 4, m = 8;
-    Schedule s = makeSchedule(
-        config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
-    PipeFisherInput in;
-    for (int st = 0; st < s.modelStages(); ++st) {
-      // No reduction (one holder each): every item is the thread's.
-      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
-      if (kind == ScheduleKind::Chimera)
-        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0,
-                                  0.25, Direction::Up));
-    }
-    StageTimes times = StageTimes::uniform(p, 1, 2, 1);
+  for (ScheduleKind kind : kEverySchedule) {
+    Schedule s = everyScheduleCase(kind);
+    PipeFisherInput in = layerPerStage(s, kind);
+    StageTimes times = StageTimes::uniform(kStages, 1, 2, 1);
     OrError<SimulationResult> sim = simulate(s, times);
     ASSERT_TRUE(bool(sim));
     PipeFisherResult r = *packKfac(s, *sim, in);
@@ -200,7 +250,8 @@ TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
       for (const PlacedItem &item : fill.items)
         curvature += item.kind == KfacItemKind::CurvatureA ||
                      item.kind == KfacItemKind::CurvatureG;
-    const size_t perLayer = kind == ScheduleKind::Chimera ? m / 2 : m;
+    const size_t perLayer =
+        kind == ScheduleKind::Chimera ? kMicroBatches / 2 : kMicroBatches;
     EXPECT_EQ(curvature, 2 * perLayer * in.layers.size()) << scheduleName(kind);
   }
 }
@@ -213,12 +264,11 @@ TEST(PipeFisher, DependenciesHoldOnEverySchedule) {
 // in priority, does not fit); inv_A forced at [9,14) of step 1. K = 2, the
 // forced tail 5 is paid once per refresh: step = 9 + 0.25 + 5 / 2.
 TEST(PipeFisher, SpillsToLaterStepsThenForcesWhatNeverFits) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  Schedule s = handSchedule();
+  PipeFisherInput in = noMargin();
   in.layers = {layer("s0", 0, 0.5, 5), layer("s1", 1, 0.5, 5)};
   in.layers[0].invert[1] = in.layers[1].invert[1] = 1;
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
             "curv_G:1@1[2,2.5) inv_G:s0@1[2.5,3.5) inv_A:s0@1[9,14)*");
@@ -240,12 +290,10 @@ TEST(PipeFisher, SpillsToLaterStepsThenForcesWhatNeverFits) {
 // inv_G; device 1: both inversions) is forced after its makespan 9, in
 // priority order, and K stays 1 although the bubbles would spread it over 2.
 TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  Schedule s = handSchedule();
+  PipeFisherInput in = handInput();
   in.refreshSteps = 1;
-  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(r.refreshSteps, 1);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
@@ -257,7 +305,7 @@ TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
   EXPECT_DOUBLE_EQ(r.stepTime, 9 + 0.25 + 2);
   // A pin beyond maxSteps, or negative, is refused.
   in.refreshSteps = -1;
-  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  OrError<SimulationResult> sim = simulate(s, handTimes());
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
 }
 
@@ -282,11 +330,11 @@ TEST(PipeFisher, NothingFitsGoesToTheStepEnd) {
 // The margin: with pipe-fisher's 5 %, a 1-long inversion no longer fits a
 // 1-long gap, so device 0's inv_A moves from [3,4) of step 0 to step 1.
 TEST(PipeFisher, MarginKeepsExactFitsOut) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  Schedule s = handSchedule();
   PipeFisherInput in;
   in.margin = 0.05;
   in.layers = {layer("s0", 0, 0.5, 1)};
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(describe(in, r.devices[0]).find("inv_A:s0@0"), std::string::npos);
   EXPECT_NE(describe(in, r.devices[0]).find("inv_A:s0@1[2.5,3.5)"),
             std::string::npos);
@@ -303,8 +351,7 @@ TEST(PipeFisher, MarginKeepsExactFitsOut) {
 // (stage 0 and 1 copies): 2 x (2 x 0.25 + 2 x 0.5 + 2 x 1) = 7.
 TEST(PipeFisher, ChimeraCopiesSeeTheirOwnMicroBatchesAndReduce) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  PipeFisherInput in = noMargin();
   in.layers = {layer("d0", 0, 0.25, 1, 0.5, 0), layer("d1", 1, 0.25, 1, 0.5, 0),
                layer("u0", 0, 0.25, 1, 0.5, 0, Direction::Up),
                layer("u1", 1, 0.25, 1, 0.5, 0, Direction::Up)};
@@ -333,8 +380,7 @@ TEST(PipeFisher, ChimeraCopiesSeeTheirOwnMicroBatchesAndReduce) {
 // most 1 long and fits some gap, so nothing is forced.
 TEST(PipeFisher, ChimeraSpreadsARefreshOverSteps) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
-  PipeFisherInput in;
-  in.margin = 0;
+  PipeFisherInput in = noMargin();
   for (int st = 0; st < 4; ++st) {
     in.layers.push_back(layer("d" + std::to_string(st), st, 0.5, 1, 0, 0));
     in.layers.push_back(
@@ -379,8 +425,7 @@ std::vector<KfacLayerWork> mirroredChimeraLayers() {
 // device 3's (3), which then takes device 0's K; devices 1 and 2 keep 3.
 TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
-  PipeFisherInput in;
-  in.margin = 0;
+  PipeFisherInput in = noMargin();
   in.layers = mirroredChimeraLayers();
   OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(4, 1, 2));
   ASSERT_TRUE(bool(sim));
@@ -412,9 +457,7 @@ TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
   EXPECT_EQ(pinned->devices[1].refreshSteps, 3);
   EXPECT_EQ(pinned->refreshSteps, 3);
   in.deviceRefreshSteps = {2, 3, 2, 2};
-  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(bad));
-  EXPECT_EQ(bad.error(),
+  EXPECT_EQ(packError(s, *sim, in),
             "k-fac layer 'L1' is on devices 1 and 2, pinned to different "
             "refresh intervals (3 and 2): copies of a layer share one K");
 }
@@ -433,21 +476,18 @@ TEST(PipeFisher, ChimeraMirroredDevicesShareTheirK) {
 //   overall: (7.75 / 1 + 16.5 / 2) / (2 x 9.25) = 16 / 18.5
 // (one K = 2 for both would give device 0 14 / 18.5).
 TEST(PipeFisher, EachDeviceRefreshesOnItsOwnK) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  Schedule s = handSchedule();
+  PipeFisherInput in = noMargin();
   in.layers = {layer("s0", 0, 0.25, 0.5), layer("s1", 1, 0.5, 1)};
   in.layers[0].curvature[1] = 0;
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]), "curv_A:0@0[2,2.25) "
                                         "curv_A:1@0[2.25,2.5) "
                                         "inv_A:s0@0[2.5,3) inv_G:s0@0[3,3.5)");
   EXPECT_EQ(r.devices[0].steps, 1);
-  EXPECT_EQ(r.devices[0].refreshSteps, 1);
   EXPECT_EQ(r.devices[1].steps, 2);
-  EXPECT_EQ(r.devices[1].refreshSteps, 2);
-  EXPECT_EQ(r.refreshSteps, 2);
+  expectRefreshSteps(r, {1, 2}, 2);
   EXPECT_DOUBLE_EQ(r.stepTime, 9.25);
   EXPECT_NEAR(r.devices[0].utilisationAfter, 7.75 / 9.25, 1e-12);
   EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 18.5, 1e-12);
@@ -466,63 +506,55 @@ TEST(PipeFisher, EachDeviceRefreshesOnItsOwnK) {
 //   step = 9 + 0.25 + max(1.5 / 1, 0 / 2) = 10.75 (one K = 2: 10);
 //   device 0: (6 + 4 + 0.25) / 10.75; device 1: (12 + 4 + 0.5) / (2 x 10.75).
 TEST(PipeFisher, PerDevicePinForcesEachDeviceOnItsOwnK) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  Schedule s = handSchedule();
+  PipeFisherInput in = handInput();
   in.deviceRefreshSteps = {1, 2};
   in.refreshSteps = 5; // overridden by the per-device pin
-  in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
             "curv_G:0@0[6,6.5) curv_G:1@0[9,9.5)* inv_G:s0@0[9.5,10.5)*");
-  EXPECT_EQ(r.devices[0].refreshSteps, 1);
+  expectRefreshSteps(r, {1, 2}, 2);
   EXPECT_DOUBLE_EQ(r.devices[0].forced, 1.5);
-  EXPECT_EQ(r.devices[1].refreshSteps, 2);
   EXPECT_DOUBLE_EQ(r.devices[1].forced, 0);
-  EXPECT_EQ(r.refreshSteps, 2);
   EXPECT_DOUBLE_EQ(r.stepTime, 10.75);
   EXPECT_NEAR(r.devices[0].utilisationAfter, 10.25 / 10.75, 1e-12);
   EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 21.5, 1e-12);
   // A pin longer than the span (device 1 pinned to 3 needs 2) keeps K_d 3.
   in.deviceRefreshSteps = {1, 3};
-  r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  r = pack(s, handTimes(), in);
   EXPECT_EQ(r.devices[1].steps, 2);
   EXPECT_EQ(r.devices[1].refreshSteps, 3);
   EXPECT_EQ(r.refreshSteps, 3);
 }
 
 TEST(PipeFisher, RejectsABadPerDevicePin) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  Schedule s = handSchedule();
+  OrError<SimulationResult> sim = simulate(s, handTimes());
   ASSERT_TRUE(bool(sim));
   PipeFisherInput in;
   in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
   in.deviceRefreshSteps = {2};
-  OrError<PipeFisherResult> r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(), "pinned refresh intervals: expected one per pipeline "
-                       "device (2), got 1");
+  EXPECT_EQ(packError(s, *sim, in),
+            "pinned refresh intervals: expected one per pipeline "
+            "device (2), got 1");
   in.deviceRefreshSteps = {2, 0};
-  r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(),
+  EXPECT_EQ(packError(s, *sim, in),
             "a pinned refresh interval must be 1..4096 steps, got 0 for "
             "device 1");
 }
 
 TEST(PipeFisher, RejectsBadInput) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
+  Schedule s = handSchedule();
+  OrError<SimulationResult> sim = simulate(s, handTimes());
   PipeFisherInput in;
   in.layers = {layer("x", 0, -1, 1)};
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
   in.layers = {layer("x", 2, 1, 1)};
-  OrError<PipeFisherResult> r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(), "k-fac layer 'x' is on stage 2, which the schedule "
-                       "does not run");
+  EXPECT_EQ(packError(s, *sim, in),
+            "k-fac layer 'x' is on stage 2, which the schedule "
+            "does not run");
   in.layers = {layer("x", 0, 1, 1, 0, 0, Direction::Up)};
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
   // OneFOneBTwoStagesByHand needs K = 2: a one-step limit refuses it, a
@@ -530,9 +562,8 @@ TEST(PipeFisher, RejectsBadInput) {
   in.margin = 0;
   in.layers = {layer("s0", 0, 0.5, 1), layer("s1", 1, 0.5, 1)};
   in.maxSteps = 1;
-  r = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(r));
-  EXPECT_EQ(r.error(), "the k-fac refresh on stage 0 needs more than 1 steps");
+  EXPECT_EQ(packError(s, *sim, in),
+            "the k-fac refresh on stage 0 needs more than 1 steps");
   in.maxSteps = 2;
   EXPECT_TRUE(bool(packKfac(s, *sim, in)));
 }
@@ -568,12 +599,11 @@ std::string piecesOf(const PipeFisherInput &in, const DeviceFill &fill,
 // Whole items (PipeFisher): no gap holds 2.5, so step 2 places nothing and
 // both inversions are forced after step 1 (K = 2, step 9 + 0.25 + 5 / 2).
 TEST(PipeFisherFluid, SplitsAnItemTooBigForAnyGapWhereItemsForceIt) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  Schedule s = handSchedule();
+  PipeFisherInput in = noMargin();
   in.layers = {layer("s0", 0, 0.5, 2.5)};
   in.filling = KfacFilling::Fluid;
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(r.filling, KfacFilling::Fluid);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
@@ -590,15 +620,13 @@ TEST(PipeFisherFluid, SplitsAnItemTooBigForAnyGapWhereItemsForceIt) {
   EXPECT_NEAR(r.devices[0].utilisationAfter, (18 + 7 + 0.75) / 27.75, 1e-12);
   // Unpinned, a queue longer than maxSteps is refused as in Items.
   in.maxSteps = 2;
-  OrError<SimulationResult> sim = simulate(s, StageTimes::uniform(2, 1, 2));
-  OrError<PipeFisherResult> bad = packKfac(s, *sim, in);
-  ASSERT_FALSE(bool(bad));
-  EXPECT_EQ(bad.error(),
+  OrError<SimulationResult> sim = simulate(s, handTimes());
+  EXPECT_EQ(packError(s, *sim, in),
             "the k-fac refresh on stage 0 needs more than 2 steps");
   in.maxSteps = 4096;
 
   in.filling = KfacFilling::Items;
-  PipeFisherResult items = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult items = pack(s, handTimes(), in);
   EXPECT_EQ(items.refreshSteps, 2);
   EXPECT_DOUBLE_EQ(items.devices[0].forced, 5);
   EXPECT_DOUBLE_EQ(items.stepTime, 9 + 0.25 + 5.0 / 2);
@@ -611,20 +639,19 @@ TEST(PipeFisherFluid, SplitsAnItemTooBigForAnyGapWhereItemsForceIt) {
 // [2.5,4) and [6,7): inv_G takes [2,2.5) of step 2 (K = 3). Whole items put
 // inv_G first, into [2.5,3) of step 1, and force inv_A (K = 2).
 TEST(PipeFisherFluid, TheHeadOfTheQueueBlocksTheItemsBehindIt) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
-  PipeFisherInput in;
-  in.margin = 0;
+  Schedule s = handSchedule();
+  PipeFisherInput in = noMargin();
   in.layers = {layer("s0", 0, 0.5, 2.5)};
   in.layers[0].invert[1] = 0.5;
   in.filling = KfacFilling::Fluid;
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
             "curv_G:1@1[2,2.5) inv_A:s0@1[2.5,7) inv_G:s0@2[2,2.5)");
   EXPECT_EQ(r.refreshSteps, 3);
   EXPECT_TRUE(r.unfitted.empty());
   in.filling = KfacFilling::Items;
-  PipeFisherResult items = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult items = pack(s, handTimes(), in);
   EXPECT_EQ(describe(in, items.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
             "curv_G:1@1[2,2.5) inv_G:s0@1[2.5,3) inv_A:s0@1[9,11.5)*");
@@ -637,13 +664,13 @@ TEST(PipeFisherFluid, TheHeadOfTheQueueBlocksTheItemsBehindIt) {
 // work (no margin outside a gap), and all of inv_G (1.5) are forced after
 // the makespan of step 1 = K - 1: forced 1.75; step 9 + 0.25 + 1.75 / 2.
 TEST(PipeFisherFluid, PinnedKForcesTheRemainderAtItsLastStep) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 2));
+  Schedule s = handSchedule();
   PipeFisherInput in;
   in.margin = 1;
   in.refreshSteps = 2;
   in.layers = {layer("s0", 0, 0.25, 1.5)};
   in.filling = KfacFilling::Fluid;
-  PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(describe(in, r.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
             "curv_G:1@1[2,2.5) inv_A:s0@1[9,9.25)* inv_G:s0@1[9.25,10.75)*");
@@ -660,7 +687,7 @@ TEST(PipeFisherFluid, PinnedKForcesTheRemainderAtItsLastStep) {
             std::string::npos);
   // Pinned to 1: everything after step 0's curvature is forced at its end.
   in.refreshSteps = 1;
-  PipeFisherResult one = pack(s, StageTimes::uniform(2, 1, 2), in);
+  PipeFisherResult one = pack(s, handTimes(), in);
   EXPECT_EQ(describe(in, one.devices[0]),
             "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
             "curv_G:1@0[9,9.25)* inv_A:s0@0[9.25,10.75)* "
@@ -673,8 +700,7 @@ TEST(PipeFisherFluid, PinnedKForcesTheRemainderAtItsLastStep) {
 // same packing as Items, and says so.
 TEST(PipeFisherFluid, CollectiveItemsFallBackToWholeItems) {
   Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 4));
-  PipeFisherInput in;
-  in.margin = 0;
+  PipeFisherInput in = noMargin();
   in.layers = mirroredChimeraLayers();
   PipeFisherResult items = pack(s, StageTimes::uniform(4, 1, 2), in);
   in.filling = KfacFilling::Fluid;
@@ -692,11 +718,9 @@ TEST(PipeFisherFluid, CollectiveItemsFallBackToWholeItems) {
   PipeFisherInput dp;
   dp.filling = KfacFilling::Fluid;
   dp.layers = {layer("a", 0, 0.5, 2, 0.25), layer("b", 1, 0.5, 2)};
-  EXPECT_EQ(pack(one, StageTimes::uniform(2, 1, 2), dp).filling,
-            KfacFilling::Items);
+  EXPECT_EQ(pack(one, handTimes(), dp).filling, KfacFilling::Items);
   dp.layers[0].reduce[0] = dp.layers[0].reduce[1] = 0;
-  EXPECT_EQ(pack(one, StageTimes::uniform(2, 1, 2), dp).filling,
-            KfacFilling::Fluid);
+  EXPECT_EQ(pack(one, handTimes(), dp).filling, KfacFilling::Fluid);
 }
 
 // On every schedule: each fluid item runs, without margin loss, as pieces
@@ -705,23 +729,12 @@ TEST(PipeFisherFluid, CollectiveItemsFallBackToWholeItems) {
 // one before); curvature A never before its forward; unpinned, nothing is
 // forced. Fails if a piece leaves its gap, overlaps another or is lost.
 TEST(PipeFisherFluid, PiecesStayInGapsInQueueOrderOnEverySchedule) {
-  for (ScheduleKind kind :
-       {ScheduleKind::GPipe, ScheduleKind::OneFOneB, ScheduleKind::Interleaved,
-        ScheduleKind::ZeroBubbleH1, ScheduleKind::Chimera}) {
-    const int p = 4, m = 8;
-    Schedule s = makeSchedule(
-        config(kind, p, m, kind == ScheduleKind::Interleaved ? 2 : 1));
-    PipeFisherInput in;
+  for (ScheduleKind kind : kEverySchedule) {
+    Schedule s = everyScheduleCase(kind);
+    PipeFisherInput in = layerPerStage(s, kind);
     in.filling = KfacFilling::Fluid;
-    for (int st = 0; st < s.modelStages(); ++st) {
-      // No reduction (one holder each): every item is the thread's.
-      in.layers.push_back(layer("L" + std::to_string(st), st, 0.1, 0.7));
-      if (kind == ScheduleKind::Chimera)
-        in.layers.push_back(layer("U" + std::to_string(st), st, 0.1, 0.7, 0,
-                                  0.25, Direction::Up));
-    }
     OrError<SimulationResult> sim =
-        simulate(s, StageTimes::uniform(p, 1, 2, 1));
+        simulate(s, StageTimes::uniform(kStages, 1, 2, 1));
     ASSERT_TRUE(bool(sim));
     OrError<PipeFisherResult> r = packKfac(s, *sim, in);
     ASSERT_TRUE(bool(r)) << r.error();

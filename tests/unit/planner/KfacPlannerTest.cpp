@@ -261,6 +261,12 @@ std::string readError(const nlohmann::json &doc) {
   return "";
 }
 
+/// Reading `doc` fails with a message containing `part`.
+void expectReadError(const nlohmann::json &doc, const std::string &part) {
+  const std::string error = readError(doc);
+  EXPECT_NE(error.find(part), std::string::npos) << error;
+}
+
 // Plans written before per-device K have no kfac.layers[].refresh_steps or
 // kfac.devices[].refresh_steps: they read as the plan's K. Bad values (0, more
 // than kfac.refresh_steps) and an item outside its device's refresh are
@@ -287,19 +293,14 @@ TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
 
   nlohmann::json bad = doc;
   bad["kfac"]["layers"][1]["refresh_steps"] = 0;
-  EXPECT_NE(readError(bad).find("/kfac/layers/1/refresh_steps"),
-            std::string::npos)
-      << readError(bad);
-  EXPECT_NE(readError(bad).find("got 0"), std::string::npos);
+  expectReadError(bad, "/kfac/layers/1/refresh_steps");
+  expectReadError(bad, "got 0");
   bad = doc;
   bad["kfac"]["devices"][0]["refresh_steps"] = K + 1;
-  EXPECT_NE(readError(bad).find("/kfac/devices/0/refresh_steps"),
-            std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "/kfac/devices/0/refresh_steps");
   bad = doc;
   bad["kfac"]["devices"][0]["refresh_steps"] = "2";
-  EXPECT_NE(readError(bad).find("expected an integer"), std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "expected an integer");
   // Device 0 pinned to one step cannot hold an item of step 1.
   bad = doc;
   for (auto &l : bad["kfac"]["layers"])
@@ -307,16 +308,12 @@ TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
   for (auto &d : bad["kfac"]["devices"])
     d["refresh_steps"] = d["steps"] = 1;
   bad["kfac"]["devices"][0]["items"][0]["step"] = 1;
-  EXPECT_NE(readError(bad).find("/kfac/devices/0/items/0/step"),
-            std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "/kfac/devices/0/items/0/step");
   // A device's K below the steps its refresh spans.
   bad = doc;
   bad["kfac"]["devices"][0]["steps"] = 2;
   bad["kfac"]["devices"][0]["refresh_steps"] = 1;
-  EXPECT_NE(readError(bad).find("expected at least the device's steps (2)"),
-            std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "expected at least the device's steps (2)");
   // Two copies of one layer (Chimera's pipelines) on different K.
   ASSERT_GT(K, 1); // this plan's refresh spans steps: the checks below apply
   bad = doc;
@@ -324,18 +321,14 @@ TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
   copy["refresh_steps"] = int(copy.value("refresh_steps", K)) == 1 ? 2 : 1;
   bad["kfac"]["layers"].push_back(copy);
   const size_t n = bad["kfac"]["layers"].size() - 1;
-  EXPECT_NE(readError(bad).find("/kfac/layers/" + std::to_string(n)),
-            std::string::npos)
-      << readError(bad);
-  EXPECT_NE(readError(bad).find("a copy of layer"), std::string::npos);
+  expectReadError(bad, "/kfac/layers/" + std::to_string(n));
+  expectReadError(bad, "a copy of layer");
   // An item of a layer whose K is not its device's.
   bad = doc;
   const int layer = bad["kfac"]["devices"][0]["items"][0]["layer"];
   const int devK = bad["kfac"]["devices"][0].value("refresh_steps", K);
   bad["kfac"]["layers"][size_t(layer)]["refresh_steps"] = devK == 1 ? 2 : 1;
-  EXPECT_NE(readError(bad).find("/kfac/devices/0/items/0/layer"),
-            std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "/kfac/devices/0/items/0/layer");
 }
 
 // `--kfac-fill fluid` (PlannerOptions::kfacFilling) reaches the packer and
@@ -385,11 +378,8 @@ TEST(Kfac, FluidFillingIsRecordedAndNeedsNoLongerK) {
             pipeline::KfacFilling::Items);
   nlohmann::json bad = doc;
   bad["kfac"]["fill"] = "thread";
-  EXPECT_NE(readError(bad).find("/kfac/fill"), std::string::npos)
-      << readError(bad);
-  EXPECT_NE(readError(bad).find("expected \"items\" or \"fluid\""),
-            std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "/kfac/fill");
+  expectReadError(bad, "expected \"items\" or \"fluid\"");
   // A piece outside its device's refresh is refused, naming it.
   bad = doc;
   for (auto &it : bad["kfac"]["devices"][0]["items"])
@@ -397,9 +387,7 @@ TEST(Kfac, FluidFillingIsRecordedAndNeedsNoLongerK) {
       it["pieces"][0][0] = 99;
       break;
     }
-  EXPECT_NE(readError(bad).find("/pieces/0: expected [step, start_s, end_s]"),
-            std::string::npos)
-      << readError(bad);
+  expectReadError(bad, "/pieces/0: expected [step, start_s, end_s]");
 }
 
 TEST(Kfac, DampingMustBePositive) {

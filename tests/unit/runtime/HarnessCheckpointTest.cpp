@@ -106,6 +106,13 @@ int worldRank() {
   return rank;
 }
 
+/// Once every rank is done with the checkpoint directory, rank 0 removes it.
+void removeCheckpoints(const std::string &dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (worldRank() == 0)
+    std::filesystem::remove_all(dir);
+}
+
 /// A directory every rank names the same (rank 0's pid), removed after.
 std::string sharedDir(const char *name) {
   int pid = int(getpid());
@@ -150,11 +157,7 @@ TEST(HarnessCheckpoint, RoundTripUnderTheSameSplit) {
       EXPECT_EQ(b.params[k].m, saved.params[k].m) << k;
       EXPECT_EQ(b.params[k].v, saved.params[k].v) << k;
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-      std::filesystem::remove_all(o.save);
+    removeCheckpoints(o.save);
   }
 }
 
@@ -197,11 +200,7 @@ TEST(HarnessCheckpoint, ParametersResumeUnderAnotherSplit) {
                        "\"adamw\", but this run trains with --optimizer sgd "
                        "(resume with --optimizer \"adamw\")");
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0)
-    std::filesystem::remove_all(o.save);
+  removeCheckpoints(o.save);
 }
 
 // transformers' from_pretrained loads model.safetensors with no unexpected
@@ -228,9 +227,7 @@ TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
   EXPECT_EQ(read_file(dir + "/config.json"), b.spec.hf_config);
   // A checkpoint whose step is not a count is refused in one line.
   MPI_Barrier(MPI_COMM_WORLD);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) {
+  if (worldRank() == 0) {
     std::vector<NamedTensor> t;
     for (const auto &[name, tensor] : model.tensors)
       t.push_back({name, tensor.shape, tensor.data});
@@ -246,9 +243,7 @@ TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
               dir + "/model.safetensors: the step in its metadata is \"-3\", "
                     "not a step count");
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0)
-    std::filesystem::remove_all(o.save);
+  removeCheckpoints(o.save);
 }
 
 // The writer thread writes what was gathered at the save, not what training
@@ -358,9 +353,7 @@ TEST(HarnessCheckpoint, NewestCompleteCheckpoint) {
               0u)
         << e.what();
   }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0)
-    std::filesystem::remove_all(o.save);
+  removeCheckpoints(o.save);
 }
 
 TEST(HarnessSetupError, OnlyTheLowestBadRankReports) {

@@ -136,6 +136,17 @@ double bound(DataType t, bool merged, int64_t terms, double absSum,
          out * std::abs(ref) + underflow;
 }
 
+/// The window format's options of a case.
+cuda::PreprocessOptions options(float threshold, int32_t partBlocks,
+                                cuda::RowOrder order, bool exactFp32 = false) {
+  cuda::PreprocessOptions opt;
+  opt.fillThreshold = threshold;
+  opt.partBlocks = partBlocks;
+  opt.rowOrder = order;
+  opt.exactFp32 = exactFp32;
+  return opt;
+}
+
 void runSpmmCase(const Shape &s, DataType t, float threshold,
                  int32_t partBlocks, int64_t n, uint32_t seed, bool padded,
                  cuda::RowOrder order) {
@@ -147,10 +158,7 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   const CsrMatrix<double> a = randomMatrix(s, t, rng);
   DeviceCsr d;
   upload(a, t, d);
-  cuda::PreprocessOptions opt;
-  opt.fillThreshold = threshold;
-  opt.partBlocks = partBlocks;
-  opt.rowOrder = order;
+  const cuda::PreprocessOptions opt = options(threshold, partBlocks, order);
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       d.val, t, opt, f));
@@ -240,11 +248,8 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
   const CsrMatrix<double> a = randomMatrix(s, t, rng);
   DeviceCsr d;
   upload(a, t, d);
-  cuda::PreprocessOptions opt;
-  opt.fillThreshold = threshold;
-  opt.partBlocks = partBlocks;
-  opt.rowOrder = order;
-  opt.exactFp32 = exactFp32;
+  const cuda::PreprocessOptions opt =
+      options(threshold, partBlocks, order, exactFp32);
   cuda::WindowFormat f;
   ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
                                       nullptr, t, opt, f));

@@ -218,20 +218,16 @@ TEST_F(ValidateCli, MergedTraceHoldsBoth) {
 // tp_comm 3e-4 s: 2e-4 s and 1e-4 s predicted.
 TEST_F(ValidateCli, CollectiveSharesOfTpComm) {
   json p = readJson(plan());
-  p["collectives"].push_back({{"where", "h.0.attn.proj"},
-                              {"phase", "forward"},
-                              {"collective", "all_reduce"},
-                              {"axis", "tp"},
-                              {"bytes", 4096.0},
-                              {"time_s", 1e-5},
-                              {"per_step", 4}});
-  p["collectives"].push_back({{"where", "h.0.attn.qkv"},
-                              {"phase", "forward"},
-                              {"collective", "all_gather"},
-                              {"axis", "tp"},
-                              {"bytes", 4096.0},
-                              {"time_s", 2e-5},
-                              {"per_step", 1}});
+  // A forward tp collective of 4 KiB in the plan's collectives table.
+  auto tpForward = [](const char *where, const char *collective, double time,
+                      int perStep) {
+    return json{{"where", where},           {"phase", "forward"},
+                {"collective", collective}, {"axis", "tp"},
+                {"bytes", 4096.0},          {"time_s", time},
+                {"per_step", perStep}};
+  };
+  p["collectives"].push_back(tpForward("h.0.attn.proj", "all_reduce", 1e-5, 4));
+  p["collectives"].push_back(tpForward("h.0.attn.qkv", "all_gather", 2e-5, 1));
   p["predicted"]["breakdown_s"]["tp_comm"] = 3e-4;
   writeJson(plan(), p);
   const std::string run = measuredCopy([](json &m) {
@@ -389,8 +385,8 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
   EXPECT_TRUE(step.at("graphed").get<bool>());
   EXPECT_NEAR(step.at("measured_s").get<double>(), 0.85 * eagerStep, 1e-12);
   EXPECT_LT(std::fabs(step.at("error").get<double>()), 0.03);
-  CliRun ve = cli("validate '" + dir_ + "/graph-plan.json' --measured " +
-                  kFixture);
+  CliRun ve =
+      cli("validate '" + dir_ + "/graph-plan.json' --measured " + kFixture);
   ASSERT_EQ(ve.status, 0) << ve.err;
   EXPECT_NE(ve.out.find("this run's step ran eagerly"), std::string::npos)
       << ve.out;
@@ -538,11 +534,11 @@ TEST_F(ValidateCli, MemoryErrorBesideTheStepError) {
             std::string::npos)
       << t.out;
   // A rank count that is not the plan's, and a bad tolerance: one line each.
-  const std::string two = measuredCopy(
-      [&](json &m) { m["peak_memory_bytes"] = json::array({meas, meas}); });
-  expectOneLineError(
-      cli("validate '" + plan() + "' --measured '" + two + "'"),
-      "/peak_memory_bytes: 2 ranks, the plan has 1");
+  const std::string two = measuredCopy([&](json &m) {
+    m["peak_memory_bytes"] = json::array({meas, meas});
+  });
+  expectOneLineError(cli("validate '" + plan() + "' --measured '" + two + "'"),
+                     "/peak_memory_bytes: 2 ranks, the plan has 1");
   expectOneLineError(cli("validate '" + plan() + "' --measured " + kFixture +
                          " --memory-tolerance -1"),
                      "--memory-tolerance: expected a non-negative");
