@@ -143,12 +143,9 @@ public:
       throw std::invalid_argument("--data: a classification model trains on "
                                   "synthetic class prototypes generated from "
                                   "--seed");
+    check_data_flags(s_, o.data, o.graph);
     if (s_.graph_model()) {
-      if (!o.data.empty())
-        throw std::invalid_argument("--data: a graph model trains on a "
-                                    "planted-community graph generated from "
-                                    "--seed");
-      graph = graph_shard(s_, seed, g.rdp);
+      graph = graph_shard(s_, seed, g.rdp, o.graph);
       adjacency.rows = int32_t(graph.rows);
       adjacency.cols = int32_t(s_.nodes);
       adjacency.rowPtr = graph.row_ptr;
@@ -183,6 +180,8 @@ public:
     if (o.trace)
       set_comm_trace(&trace);
     m.info["backend"] = "cpu";
+    if (s_.graph_model())
+      graph_info(graph, m.info);
   }
 
   void run_step(int64_t step) override {
