@@ -171,6 +171,28 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
 }
 
+TEST(HarnessOptions, GraphFilesComeTogetherAndOnlyForGraphModels) {
+  const Options o = parse({"--graph-adjacency", "a.npz", "--graph-features",
+                           "x.npy", "--graph-labels", "y.npy"});
+  EXPECT_EQ(o.graph.adjacency, "a.npz");
+  EXPECT_EQ(o.graph.features, "x.npy");
+  EXPECT_EQ(o.graph.labels, "y.npy");
+  EXPECT_EQ(
+      parseError({"--graph-adjacency", "a.npz", "--graph-labels", "y.npy"}),
+      "--graph-features: missing (a graph read from files needs "
+      "--graph-adjacency, --graph-features and --graph-labels)");
+  EXPECT_EQ(parseError({"--graph-labels", "y.npy"})
+                .rfind("--graph-adjacency: missing", 0),
+            0u);
+  ProgramSpec s;
+  EXPECT_THROW(check_data_flags(s, "", o.graph), std::invalid_argument);
+  EXPECT_NO_THROW(check_data_flags(s, "tokens.bin", GraphFileNames{}));
+  s.data = DataKind::Graph;
+  EXPECT_NO_THROW(check_data_flags(s, "", o.graph));
+  EXPECT_THROW(check_data_flags(s, "tokens.bin", GraphFileNames{}),
+               std::invalid_argument);
+}
+
 // --help lists every flag parse_options takes, and a backend's own; the
 // unknown-flag message names the same flags.
 TEST(HarnessOptions, HelpListsEveryFlag) {
