@@ -273,8 +273,11 @@ PlantedGraph community_graph(uint64_t seed, int64_t nodes, int64_t nnz,
   CandidateRows rows;
   std::vector<uint8_t> first; // candidate e is a kept pair's first draw
   uint64_t count = pairs + pairs / 8 + 64, cutoff = 0;
+  // Candidate indices are 32-bit, and a graph needing 64 draws an edge is
+  // too close to complete for a power law (memory grows with the draws).
+  const uint64_t most = std::min((uint64_t(1) << 32) - 1, 64 * pairs + 4096);
   while (pairs > 0) {
-    if (count >= (uint64_t(1) << 32))
+    if (count > most)
       throw std::invalid_argument("graph of " + std::to_string(nodes) +
                                   " nodes and nnz " + std::to_string(nnz) +
                                   ": too dense to draw distinct edges from a "

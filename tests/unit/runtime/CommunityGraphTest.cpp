@@ -115,6 +115,13 @@ TEST(CommunityGraph, RefusesImpossibleCounts) {
   EXPECT_THROW(community_graph(1, 10, 101, 2, 2, 0, 10), std::invalid_argument);
   EXPECT_THROW(community_graph(1, 100000, int64_t(1) << 31, 2, 2, 0, 0),
                std::invalid_argument);
+  // Every pair an edge: a power law never draws them all; refused, not a
+  // loop without end.
+  EXPECT_THROW(community_graph(1, 300, 300 * 300, 2, 2, 0, 0),
+               std::invalid_argument);
+  // Half the pairs: drawn.
+  EXPECT_EQ(community_graph(1, 300, 300 + 300 * 299 / 2, 2, 2, 0, 0).nnz(),
+            300 + 300 * 299 / 2);
 }
 
 // Seconds for a 1M-node, 10M-entry graph (AUTODDL_GRAPH_BENCH=1; printed, not
