@@ -243,13 +243,15 @@ void check_shape(const NpyArray &a, const std::vector<int64_t> &want) {
   }
 }
 
-/// Rows' column lists from (row, column) pairs, each index checked.
+/// Rows' column lists from (row, column) pairs, each index checked; `where()`
+/// names the place only when one is out of range.
 struct Entries {
   std::vector<std::vector<int32_t>> rows;
-  void add(const std::string &where, int64_t i, int64_t j, int64_t nodes) {
+  template <class Where>
+  void add(const Where &where, int64_t i, int64_t j, int64_t nodes) {
     if (i < 0 || i >= nodes || j < 0 || j >= nodes)
-      fail(where, "index (" + std::to_string(i) + ", " + std::to_string(j) +
-                      ") out of range [0, " + std::to_string(nodes) + ")");
+      fail(where(), "index (" + std::to_string(i) + ", " + std::to_string(j) +
+                        ") out of range [0, " + std::to_string(nodes) + ")");
     rows[size_t(i)].push_back(int32_t(j));
   }
 };
@@ -287,8 +289,8 @@ void read_npz_adjacency(const std::string &path, int64_t nodes, Entries &e) {
                              ") outside [0, " + std::to_string(idx->count) +
                              ") or decreasing");
       for (int64_t k = b; k < en; ++k)
-        e.add(idx->where + ": entry " + std::to_string(k), i, idx->integer(k),
-              nodes);
+        e.add([&] { return idx->where + ": entry " + std::to_string(k); }, i,
+              idx->integer(k), nodes);
     }
     return;
   }
@@ -311,16 +313,14 @@ void read_npz_adjacency(const std::string &path, int64_t nodes, Entries &e) {
   integers(*row);
   integers(*col);
   for (int64_t k = 0; k < count; ++k)
-    e.add(row->where + ": edge " + std::to_string(k), row->integer(k),
-          col->integer(stride + k), nodes);
+    e.add([&] { return row->where + ": edge " + std::to_string(k); },
+          row->integer(k), col->integer(stride + k), nodes);
 }
 
 void read_mtx_adjacency(const std::string &path, int64_t nodes, Entries &e) {
   require_regular_file(path, "graph adjacency");
-  std::istringstream in(read_file(path));
-  std::string line;
-  std::getline(in, line);
-  std::istringstream head(line);
+  const std::string text = read_file(path);
+  std::istringstream head(text.substr(0, text.find('\n')));
   std::string banner, object, format, field, symmetry;
   head >> banner >> object >> format >> field >> symmetry;
   for (std::string *s : {&object, &format, &field, &symmetry})
@@ -334,32 +334,53 @@ void read_mtx_adjacency(const std::string &path, int64_t nodes, Entries &e) {
   if (symmetry != "general" && symmetry != "symmetric")
     fail(path + ": line 1",
          "symmetry '" + symmetry + "' not supported (general or symmetric)");
-  int64_t lineNo = 1, r = 0, c = 0, count = -1;
-  for (int64_t k = 0; std::getline(in, line);) {
-    ++lineNo;
-    if (line.empty() || line[0] == '%')
-      continue;
-    std::istringstream l(line);
-    const std::string where = path + ": line " + std::to_string(lineNo);
-    if (count < 0) {
-      if (!(l >> r >> c >> count) || r != nodes || c != nodes || count < 0)
-        fail(where, "expected the size line '" + std::to_string(nodes) + " " +
-                        std::to_string(nodes) +
-                        " ENTRIES' (the model's "
-                        "nodes)");
-      continue;
+  // Lines parsed in place (strtoll): a Reddit-sized file has 10^8 of them.
+  int64_t lineNo = 1, count = -1, k = 0;
+  const char *p = text.c_str() + std::min(text.size(), text.find('\n') + 1);
+  const char *end = text.c_str() + text.size();
+  for (; p < end; ++lineNo) {
+    const char *eol = static_cast<const char *>(std::memchr(p, '\n', end - p));
+    if (!eol)
+      eol = end;
+    auto where = [&] { return path + ": line " + std::to_string(lineNo + 1); };
+    const char *q = p;
+    while (q < eol && (*q == ' ' || *q == '\t' || *q == '\r'))
+      ++q;
+    if (q < eol && *q != '%') {
+      int64_t v[3] = {0, 0, 0};
+      const int want = count < 0 ? 3 : 2;
+      for (int n = 0; n < want; ++n) {
+        char *next = nullptr;
+        v[n] = std::strtoll(q, &next, 10);
+        if (next == q || next > eol)
+          fail(where(), count < 0 ? "expected the size line '" +
+                                        std::to_string(nodes) + " " +
+                                        std::to_string(nodes) + " ENTRIES'"
+                                  : "expected 'ROW COLUMN' (1-based)");
+        q = next;
+      }
+      if (count < 0) {
+        if (v[0] != nodes || v[1] != nodes || v[2] < 0)
+          fail(where(), "expected the size line '" + std::to_string(nodes) +
+                            " " + std::to_string(nodes) +
+                            " ENTRIES' (the model's nodes)");
+        count = v[2];
+      } else {
+        if (++k > count)
+          fail(where(),
+               "more entries than the size line's " + std::to_string(count));
+        e.add(where, v[0] - 1, v[1] - 1, nodes);
+        if (symmetry == "symmetric" && v[0] != v[1])
+          e.add(where, v[1] - 1, v[0] - 1, nodes);
+      }
     }
-    int64_t i = 0, j = 0;
-    if (!(l >> i >> j))
-      fail(where, "expected 'ROW COLUMN' (1-based)");
-    if (++k > count)
-      fail(where, "more entries than the size line's " + std::to_string(count));
-    e.add(where, i - 1, j - 1, nodes);
-    if (symmetry == "symmetric" && i != j)
-      e.add(where, j - 1, i - 1, nodes);
+    p = eol + 1;
   }
   if (count < 0)
     fail(path, "no size line");
+  if (k < count)
+    fail(path, std::to_string(k) + " entries, the size line says " +
+                   std::to_string(count));
 }
 
 } // namespace

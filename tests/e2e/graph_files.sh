@@ -100,6 +100,7 @@ npz(w + "/adj_range.npz", far)
 npz(w + "/adj_zip.npz", csr, zipfile.ZIP_DEFLATED)
 mtx = open(w + "/adj.mtx").read().splitlines()
 open(w + "/adj_size.mtx", "w").write("\n".join(mtx[:2] + ["%d %d %d" % (N + 1, N + 1, len(edges))] + mtx[3:]) + "\n")
+open(w + "/adj_short.mtx", "w").write("\n".join(mtx[:-1]) + "\n")
 open(w + "/adj_far.mtx", "w").write("\n".join(mtx[:5] + ["%d 1" % (N + 1)] + mtx[6:]) + "\n")
 PY
 echo "ok: graph files written"
@@ -130,4 +131,5 @@ expect_error "column out of range" "adj_range.npz: member indices.npy: entry 7: 
 expect_error "compressed npz" "adj_zip.npz: member indptr.npy: compressed" "${ok_x[@]}" "${ok_y[@]}" --graph-adjacency "$w/adj_zip.npz"
 expect_error "mtx of other nodes" "adj_size.mtx: line 3: expected the size line" "${ok_x[@]}" "${ok_y[@]}" --graph-adjacency "$w/adj_size.mtx"
 expect_error "mtx entry out of range" "adj_far.mtx: line 6: index (2708, 0) out of range" "${ok_x[@]}" "${ok_y[@]}" --graph-adjacency "$w/adj_far.mtx"
+expect_error "mtx short of entries" "adj_short.mtx: 4999 entries, the size line says 5000" "${ok_x[@]}" "${ok_y[@]}" --graph-adjacency "$w/adj_short.mtx"
 echo "PASS"
