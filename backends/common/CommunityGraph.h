@@ -1,7 +1,7 @@
 // The graph a graph model (gcn, gat) trains on: either generated with the
 // model's own node count and stored entries (a degree-corrected stochastic
 // block model: power-law degrees, planted communities) or read from a user's
-// files (GraphFiles.h). docs/runtime.md "Community graph".
+// files (UserGraph.h). docs/runtime.md "Community graph".
 //
 // Generation is part of the plan-invariance contract (DESIGN §6): the graph is
 // a pure function of (seed, nodes, nnz, features, classes), independent of the

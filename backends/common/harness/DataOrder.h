@@ -10,7 +10,7 @@
 #define AUTODDL_BACKENDS_COMMON_HARNESS_DATAORDER_H
 
 #include "backends/common/Data.h"
-#include "backends/common/GraphFiles.h"
+#include "backends/common/UserGraph.h"
 #include "backends/common/harness/Spec.h"
 
 #include <map>
@@ -71,7 +71,7 @@ struct GraphShard {
   std::vector<float> values;                               // nnz
   const float *features() const { return graph.x.data(); } // [rows, features]
 };
-/// The graph is read from `files` when given (GraphFiles.h; throws
+/// The graph is read from `files` when given (UserGraph.h; throws
 /// std::runtime_error naming the file and place), else generated (throws
 /// std::invalid_argument when the spec's graph_nnz cannot be).
 GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp,

@@ -35,8 +35,9 @@ TEST(CommunityGraph, ExactEntriesSymmetricSortedWithSelfLoops) {
     ASSERT_GE(entry(g, i, i), 0) << "self loop of " << i;
     for (int32_t e = g.row_ptr[i]; e < g.row_ptr[i + 1]; ++e) {
       const int32_t j = g.col_idx[e];
-      if (e > g.row_ptr[i])
+      if (e > g.row_ptr[i]) {
         ASSERT_LT(g.col_idx[e - 1], j); // sorted, no duplicates
+      }
       const int32_t back = entry(g, j, i);
       ASSERT_GE(back, 0) << i << "->" << j << " without " << j << "->" << i;
       // D^-1/2 (A + I) D^-1/2 is symmetric.

@@ -2,14 +2,14 @@
 // docs/model-format.md "A graph from files".
 //
 // Adjacency: a .npz of numpy arrays (scipy.sparse.save_npz's CSR, indptr and
-// indices, or COO, row and col; or an edge list, edge_index [2, E]) or a
-// Matrix Market .mtx (coordinate; pattern, integer or real; general or
-// symmetric). Features: a .npy (or a .npz holding one array) of float32 or
-// float64 [nodes, features]; labels: the same of integers [nodes] in [0,
-// classes). npz members must be stored (np.savez), not deflated
+// indices, or COO, row and col; or an edge list, edge_index [2, E]), or any
+// other file as GraphFile.h reads it: Matrix Market (.mtx) or a text edge
+// list ("u v" a line, 0-based). Features: a .npy (or a .npz holding one array)
+// of float32 or float64 [nodes, features]; labels: the same of integers [nodes]
+// in [0, classes). npz members must be stored (np.savez), not deflated
 // (np.savez_compressed).
-#ifndef AUTODDL_BACKENDS_COMMON_GRAPHFILES_H
-#define AUTODDL_BACKENDS_COMMON_GRAPHFILES_H
+#ifndef AUTODDL_BACKENDS_COMMON_USERGRAPH_H
+#define AUTODDL_BACKENDS_COMMON_USERGRAPH_H
 
 #include "backends/common/CommunityGraph.h"
 
@@ -41,4 +41,4 @@ PlantedGraph read_graph_files(const GraphFileNames &files, int64_t nodes,
 
 } // namespace autoddl::rt
 
-#endif // AUTODDL_BACKENDS_COMMON_GRAPHFILES_H
+#endif // AUTODDL_BACKENDS_COMMON_USERGRAPH_H

@@ -1,7 +1,8 @@
-// A user's graph from .npy/.npz/.mtx files (see GraphFiles.h).
-#include "backends/common/GraphFiles.h"
+// A user's graph from .npy/.npz/.mtx files (see UserGraph.h).
+#include "backends/common/UserGraph.h"
 
 #include "backends/common/FileIo.h"
+#include "backends/common/GraphFile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -317,70 +318,22 @@ void read_npz_adjacency(const std::string &path, int64_t nodes, Entries &e) {
           row->integer(k), col->integer(stride + k), nodes);
 }
 
-void read_mtx_adjacency(const std::string &path, int64_t nodes, Entries &e) {
+/// A Matrix Market file or an edge list (GraphFile.h) as the adjacency.
+void read_pattern_adjacency(const std::string &path, int64_t nodes,
+                            Entries &e) {
   require_regular_file(path, "graph adjacency");
-  const std::string text = read_file(path);
-  std::istringstream head(text.substr(0, text.find('\n')));
-  std::string banner, object, format, field, symmetry;
-  head >> banner >> object >> format >> field >> symmetry;
-  for (std::string *s : {&object, &format, &field, &symmetry})
-    std::transform(s->begin(), s->end(), s->begin(), ::tolower);
-  if (banner != "%%MatrixMarket" || object != "matrix" ||
-      format != "coordinate")
-    fail(path + ": line 1", "expected '%%MatrixMarket matrix coordinate ...'");
-  if (field != "pattern" && field != "integer" && field != "real")
-    fail(path + ": line 1",
-         "field '" + field + "' not supported (pattern, integer or real)");
-  if (symmetry != "general" && symmetry != "symmetric")
-    fail(path + ": line 1",
-         "symmetry '" + symmetry + "' not supported (general or symmetric)");
-  // Lines parsed in place (strtoll): a Reddit-sized file has 10^8 of them.
-  int64_t lineNo = 1, count = -1, k = 0;
-  const char *p = text.c_str() + std::min(text.size(), text.find('\n') + 1);
-  const char *end = text.c_str() + text.size();
-  for (; p < end; ++lineNo) {
-    const char *eol = static_cast<const char *>(std::memchr(p, '\n', end - p));
-    if (!eol)
-      eol = end;
-    auto where = [&] { return path + ": line " + std::to_string(lineNo + 1); };
-    const char *q = p;
-    while (q < eol && (*q == ' ' || *q == '\t' || *q == '\r'))
-      ++q;
-    if (q < eol && *q != '%') {
-      int64_t v[3] = {0, 0, 0};
-      const int want = count < 0 ? 3 : 2;
-      for (int n = 0; n < want; ++n) {
-        char *next = nullptr;
-        v[n] = std::strtoll(q, &next, 10);
-        if (next == q || next > eol)
-          fail(where(), count < 0 ? "expected the size line '" +
-                                        std::to_string(nodes) + " " +
-                                        std::to_string(nodes) + " ENTRIES'"
-                                  : "expected 'ROW COLUMN' (1-based)");
-        q = next;
-      }
-      if (count < 0) {
-        if (v[0] != nodes || v[1] != nodes || v[2] < 0)
-          fail(where(), "expected the size line '" + std::to_string(nodes) +
-                            " " + std::to_string(nodes) +
-                            " ENTRIES' (the model's nodes)");
-        count = v[2];
-      } else {
-        if (++k > count)
-          fail(where(),
-               "more entries than the size line's " + std::to_string(count));
-        e.add(where, v[0] - 1, v[1] - 1, nodes);
-        if (symmetry == "symmetric" && v[0] != v[1])
-          e.add(where, v[1] - 1, v[0] - 1, nodes);
-      }
-    }
-    p = eol + 1;
-  }
-  if (count < 0)
-    fail(path, "no size line");
-  if (k < count)
-    fail(path, std::to_string(k) + " entries, the size line says " +
-                   std::to_string(count));
+  GraphFile f = readGraphFile(path);
+  // A Matrix Market file's size line is the graph's; an edge list's largest
+  // id + 1 may fall short of it (isolated nodes at the end).
+  const bool mtx = f.params.rfind("Matrix Market", 0) == 0;
+  if (mtx ? f.rows != nodes : f.rows > nodes)
+    fail(path, (mtx ? "a " + std::to_string(f.rows) + " x " +
+                          std::to_string(f.rows) + " matrix"
+                    : "node ids up to " + std::to_string(f.rows - 1)) +
+                   ", the model has " + std::to_string(nodes) + " nodes");
+  for (const auto &[i, j] : f.entries)
+    e.rows[i].push_back(int32_t(j));
+  f.entries = {};
 }
 
 } // namespace
@@ -431,12 +384,10 @@ PlantedGraph read_graph_files(const GraphFileNames &files, int64_t nodes,
   }
   Entries e;
   e.rows.resize(size_t(nodes));
-  if (ends_with(files.adjacency, ".mtx"))
-    read_mtx_adjacency(files.adjacency, nodes, e);
-  else if (ends_with(files.adjacency, ".npz"))
+  if (ends_with(files.adjacency, ".npz"))
     read_npz_adjacency(files.adjacency, nodes, e);
-  else
-    fail(files.adjacency, "expected a .npz or .mtx adjacency");
+  else // .mtx, or an edge list
+    read_pattern_adjacency(files.adjacency, nodes, e);
   g.row_ptr.assign(size_t(nodes + 1), 0);
   for (int64_t i = 0; i < nodes; ++i) {
     std::vector<int32_t> &r = e.rows[size_t(i)];
