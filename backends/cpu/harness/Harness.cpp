@@ -17,6 +17,7 @@
 #include <map>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace autoddl::rt::harness {
 
@@ -79,6 +80,7 @@ void out_of_host_memory() {
 }
 
 TokenSource tokens;
+// Labels and features; this rank's rows of the adjacency move to `adjacency`.
 GraphShard graph;
 Csr adjacency;
 
@@ -148,9 +150,10 @@ public:
       graph = graph_shard(s_, seed, g.rdp, o.graph);
       adjacency.rows = int32_t(graph.rows);
       adjacency.cols = int32_t(s_.nodes);
-      adjacency.rowPtr = graph.row_ptr;
-      adjacency.colIdx = graph.col_idx;
-      adjacency.values = graph.values;
+      // Moved, not copied: a Reddit-sized adjacency is about 1 GB.
+      adjacency.rowPtr = std::move(graph.row_ptr);
+      adjacency.colIdx = std::move(graph.col_idx);
+      adjacency.values = std::move(graph.values);
     } else if (!o.data.empty()) {
       tokens.open(o.data, s_.vocab);
     }
