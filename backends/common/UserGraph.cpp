@@ -9,11 +9,16 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
+
+#ifdef AUTODDL_HAVE_ZLIB
+#include <zlib.h>
+#endif
 
 namespace autoddl::rt {
 
@@ -142,8 +147,40 @@ NpyArray parse_npy(const std::string &where, const unsigned char *p,
 
 /// The members of a .npz (a zip of .npy files, ZIP64 included), by name
 /// without ".npy"; each must be stored, not deflated.
-std::map<std::string, NpyArray> parse_npz(const std::string &path,
-                                          const std::string &bytes) {
+#ifdef AUTODDL_HAVE_ZLIB
+/// Inflates a raw DEFLATE stream of `csize` bytes into exactly `size` bytes
+/// (zlib; the stream may exceed zlib's 32-bit counts, so it is fed in parts).
+std::vector<unsigned char> inflate_member(const std::string &where,
+                                          const unsigned char *in,
+                                          uint64_t csize, uint64_t size) {
+  std::vector<unsigned char> out(size);
+  z_stream z{};
+  if (inflateInit2(&z, -MAX_WBITS) != Z_OK)
+    fail(where, "zlib could not start inflating");
+  z.next_in = const_cast<unsigned char *>(in);
+  z.next_out = out.data();
+  uint64_t inLeft = csize, outLeft = size;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    const uInt ai = uInt(std::min<uint64_t>(inLeft, 1u << 30)),
+               ao = uInt(std::min<uint64_t>(outLeft, 1u << 30));
+    z.avail_in = ai;
+    z.avail_out = ao;
+    rc = inflate(&z, Z_NO_FLUSH);
+    inLeft -= ai - z.avail_in;
+    outLeft -= ao - z.avail_out;
+  }
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END || outLeft != 0)
+    fail(where, "deflated data corrupt or shorter than its " +
+                    std::to_string(size) + " bytes");
+  return out;
+}
+#endif
+
+std::map<std::string, NpyArray>
+parse_npz(const std::string &path, const std::string &bytes,
+          std::deque<std::vector<unsigned char>> &inflated) {
   const auto *b = reinterpret_cast<const unsigned char *>(bytes.data());
   const uint64_t n = bytes.size();
   int64_t eocd = int64_t(n) - 22;
@@ -186,18 +223,31 @@ std::map<std::string, NpyArray> parse_npz(const std::string &path,
         }
     }
     const std::string where = path + ": member " + name;
-    if (method != 0)
-      fail(where, "compressed (np.savez_compressed); save with np.savez");
     if (local + 30 > n || le(b + local, 4) != 0x04034b50)
       fail(where, "local header missing");
     const uint64_t data =
         local + 30 + le(b + local + 26, 2) + le(b + local + 28, 2);
-    if (data + size > n || csize != size)
+    if (data + csize > n || (method == 0 && csize != size))
       fail(where, "runs past the end of the file");
+    const unsigned char *array = b + data;
+    if (method == 8) { // np.savez_compressed, scipy's save_npz by default
+#ifdef AUTODDL_HAVE_ZLIB
+      array = inflated.emplace_back(inflate_member(where, array, csize, size))
+                  .data();
+#else
+      (void)inflated;
+      fail(where, "deflated (np.savez_compressed, scipy's save_npz default) "
+                  "and this program was built without zlib; save with "
+                  "np.savez or save_npz(..., compressed=False)");
+#endif
+    } else if (method != 0) {
+      fail(where, "zip method " + std::to_string(method) +
+                      " (neither stored nor deflated)");
+    }
     std::string key = name;
     if (ends_with(key, ".npy"))
       key.resize(key.size() - 4);
-    out.emplace(key, parse_npy(where, b + data, size));
+    out.emplace(key, parse_npy(where, array, size));
     at += 46 + nameLen + extraLen + commentLen;
   }
   return out;
@@ -206,7 +256,8 @@ std::map<std::string, NpyArray> parse_npz(const std::string &path,
 /// A file read whole and the arrays in it.
 struct ArrayFile {
   std::string bytes;
-  std::map<std::string, NpyArray> arrays;
+  std::deque<std::vector<unsigned char>> inflated; // deflated members, inflated
+  std::map<std::string, NpyArray> arrays;          // into bytes or inflated
 };
 
 ArrayFile open_arrays(const std::string &path, const char *what) {
@@ -214,7 +265,7 @@ ArrayFile open_arrays(const std::string &path, const char *what) {
   ArrayFile f;
   f.bytes = read_file(path);
   if (ends_with(path, ".npz"))
-    f.arrays = parse_npz(path, f.bytes);
+    f.arrays = parse_npz(path, f.bytes, f.inflated);
   else
     f.arrays.emplace(
         "",

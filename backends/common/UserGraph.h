@@ -6,8 +6,9 @@
 // other file as GraphFile.h reads it: Matrix Market (.mtx) or a text edge
 // list ("u v" a line, 0-based). Features: a .npy (or a .npz holding one array)
 // of float32 or float64 [nodes, features]; labels: the same of integers [nodes]
-// in [0, classes). npz members must be stored (np.savez), not deflated
-// (np.savez_compressed).
+// in [0, classes). npz members stored (np.savez) or deflated
+// (np.savez_compressed, scipy's save_npz), the latter inflated by zlib where
+// the runtime is built with it (AUTODDL_HAVE_ZLIB).
 #ifndef AUTODDL_BACKENDS_COMMON_USERGRAPH_H
 #define AUTODDL_BACKENDS_COMMON_USERGRAPH_H
 
