@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #ifdef AUTODDL_HAVE_ZLIB
@@ -51,6 +52,14 @@ struct NpyArray {
   std::vector<int64_t> shape;
   const unsigned char *data = nullptr;
   int64_t count = 1;
+  // An .npz member this reader cannot take (scipy's "format" string, say):
+  // why, reported only if the member is used.
+  std::string error;
+  const NpyArray &used() const {
+    if (!error.empty())
+      throw std::runtime_error(error);
+    return *this;
+  }
 
   double real(int64_t i) const {
     const unsigned char *p = data + i * size;
@@ -247,7 +256,14 @@ parse_npz(const std::string &path, const std::string &bytes,
     std::string key = name;
     if (ends_with(key, ".npy"))
       key.resize(key.size() - 4);
-    out.emplace(key, parse_npy(where, array, size));
+    try {
+      out.emplace(key, parse_npy(where, array, size));
+    } catch (const std::runtime_error &e) {
+      NpyArray unusable;
+      unusable.where = where;
+      unusable.error = e.what();
+      out.emplace(key, std::move(unusable));
+    }
     at += 46 + nameLen + extraLen + commentLen;
   }
   return out;
@@ -280,7 +296,7 @@ ArrayFile open_arrays(const std::string &path, const char *what) {
 const NpyArray &only_array(const ArrayFile &f, const std::string &path) {
   if (f.arrays.size() != 1)
     fail(path, "expected one array, found " + std::to_string(f.arrays.size()));
-  return f.arrays.begin()->second;
+  return f.arrays.begin()->second.used();
 }
 
 void check_shape(const NpyArray &a, const std::vector<int64_t> &want) {
@@ -312,7 +328,7 @@ void read_npz_adjacency(const std::string &path, int64_t nodes, Entries &e) {
   const ArrayFile f = open_arrays(path, "graph adjacency");
   auto get = [&](const char *k) -> const NpyArray * {
     const auto it = f.arrays.find(k);
-    return it == f.arrays.end() ? nullptr : &it->second;
+    return it == f.arrays.end() ? nullptr : &it->second.used();
   };
   auto integers = [&](const NpyArray &a) {
     if (a.kind == 'f' || a.kind == 'b')

@@ -77,7 +77,7 @@ for r in rows:
     indptr.append(len(indices))
 open(w + "/entries.txt", "w").write(str(len(indices) + N))  # + self loops
 csr = {"indptr": npy("q", "<i8", [N + 1], indptr), "indices": npy("i", "<i4", [len(indices)], indices),
-       "format": npy("B", "|u1", [3], b"csr"), "shape": npy("q", "<i8", [2], [N, N])}
+       "format": npy("B", "|S3", [], b"csr"), "shape": npy("q", "<i8", [2], [N, N])}
 npz(w + "/adj.npz", csr)
 src = [i for i, j in sorted(edges)] + [j for i, j in sorted(edges)]
 dst = [j for i, j in sorted(edges)] + [i for i, j in sorted(edges)]
