@@ -272,16 +272,11 @@ PlantedGraph community_graph(uint64_t seed, int64_t nodes, int64_t nnz,
   // `pairs` (by the index of their first draw) are the edges.
   CandidateRows rows;
   std::vector<uint8_t> first; // candidate e is a kept pair's first draw
-  uint64_t count = pairs + pairs / 8 + 64, cutoff = 0;
   // Candidate indices are 32-bit, and a graph needing 64 draws an edge is
   // too close to complete for a power law (memory grows with the draws).
   const uint64_t most = std::min((uint64_t(1) << 32) - 1, 64 * pairs + 4096);
+  uint64_t count = std::min(most, pairs + pairs / 8 + 64), cutoff = 0;
   while (pairs > 0) {
-    if (count > most)
-      throw std::invalid_argument("graph of " + std::to_string(nodes) +
-                                  " nodes and nnz " + std::to_string(nnz) +
-                                  ": too dense to draw distinct edges from a "
-                                  "power law; give fewer stored entries");
     rows = candidate_rows(stream, nodes, count, threads);
     first.assign(count, 0);
     for_chunks(
@@ -303,9 +298,16 @@ PlantedGraph community_graph(uint64_t seed, int64_t nodes, int64_t nnz,
       cutoff = e; // candidates [0, cutoff) hold exactly `pairs` first draws
       break;
     }
-    count = std::max(count * 2,
-                     uint64_t(double(count) * double(pairs) /
-                              double(std::max<uint64_t>(1, distinct)) * 1.25));
+    if (count == most)
+      throw std::invalid_argument("graph of " + std::to_string(nodes) +
+                                  " nodes and nnz " + std::to_string(nnz) +
+                                  ": too dense to draw distinct edges from a "
+                                  "power law; give fewer stored entries");
+    count = std::min(
+        most,
+        std::max(count * 2,
+                 uint64_t(double(count) * double(pairs) /
+                          double(std::max<uint64_t>(1, distinct)) * 1.25)));
   }
 
   // The CSR: each row's kept neighbours and its self loop, in column order.
