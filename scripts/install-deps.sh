@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build ccache g++ clang lld libclang-rt-14-dev
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev
-  libopenmpi-dev openmpi-bin libopenblas-dev
+  libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev
   libonnx-dev libonnx-testdata libprotobuf-dev protobuf-compiler
   python3
 )

@@ -1,5 +1,5 @@
-// Deterministic training data: token files, synthetic tokens, synthetic
-// classification samples, and a planted-community graph.
+// Deterministic training data: token files, synthetic tokens and synthetic
+// classification samples (a graph model's graph: CommunityGraph.h).
 //
 // The data order is part of the plan-invariance contract (DESIGN §6,
 // docs/runtime.md): which tokens form global sample b of step s depends only on
@@ -7,6 +7,8 @@
 // the batch reads exactly its rows of the single-rank batch.
 #ifndef AUTODDL_BACKENDS_COMMON_DATA_H
 #define AUTODDL_BACKENDS_COMMON_DATA_H
+
+#include "backends/common/CommunityGraph.h" // graph models' data
 
 #include <cstdint>
 #include <string>
@@ -53,40 +55,6 @@ private:
 void synthetic_tokens(uint64_t seed, int64_t step, int64_t B, int64_t T,
                       int64_t V, int64_t b0, int64_t nb, int32_t *inputs,
                       int32_t *targets);
-
-/// A graph with planted communities (stochastic block model) for gcn, generated
-/// from a seed. Node i belongs to community labels[i] (uniform over K, keyed by
-/// i); each unordered pair {i, j} is an edge with probability p_in (same
-/// community) or p_out (different), keyed by the pair. Features: x[i] = signal
-/// * mu[labels[i]] + N(0, 1) noise, where mu[c] is a fixed N(0, 1) vector per
-/// community, so features correlate with the community and accuracy means
-/// something. The adjacency is returned GCN-normalised, D^-1/2 (A + I) D^-1/2
-/// (Kipf & Welling), as CSR with sorted columns. The even nodes are the
-/// training nodes (their labels are in the loss), the odd ones held out (their
-/// accuracy measures generalisation); labels are independent of the index, so
-/// the split is a uniform half, and every block of an even number of
-/// consecutive nodes (a data-parallel rank's) holds as many of each.
-struct PlantedGraph {
-  int64_t nodes = 0, features = 0, classes = 0;
-  std::vector<int32_t> row_ptr; // nodes + 1
-  std::vector<int32_t> col_idx; // nnz (self loops included)
-  std::vector<float> values;    // nnz, normalised weights
-  std::vector<float> x;         // [nodes, features]
-  std::vector<int32_t> labels;  // [nodes]
-};
-/// Whether node i is a training node (else held out).
-constexpr bool planted_graph_trains(int64_t i) { return i % 2 == 0; }
-/// The number of training nodes of a graph of `nodes` nodes.
-constexpr int64_t planted_graph_training_nodes(int64_t nodes) {
-  return (nodes + 1) / 2;
-}
-/// Labels for the loss (training nodes; -1, outside the loss, for held-out
-/// ones) or, with `heldout`, for the held-out accuracy (the reverse).
-std::vector<int32_t> planted_graph_split_labels(const PlantedGraph &g,
-                                                bool heldout);
-PlantedGraph planted_graph(uint64_t seed, int64_t nodes, int64_t features,
-                           int64_t classes, double p_in, double p_out,
-                           double signal = 1.0);
 
 /// Synthetic classification samples (mlp, vgg), keyed by (seed, global sample
 /// index g = step*B + b) like synthetic_tokens, so the data is plan-invariant.

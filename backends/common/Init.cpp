@@ -1,40 +1,15 @@
 // Plan-invariant parameter initialisation (see Init.h).
 #include "backends/common/Init.h"
 
+#include "backends/common/Parallel.h" // for_chunks
 #include "backends/common/Philox.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 namespace autoddl::rt {
-
-namespace {
-
-/// Runs body(begin, end) over [0, n) in contiguous chunks on the machine's
-/// hardware threads. Every element is keyed by its own global index, so the
-/// values do not depend on the split; a 1.5B-parameter model initialises in
-/// seconds instead of a minute on one thread.
-template <class Body> void for_chunks(int64_t n, Body body) {
-  constexpr int64_t kMinPerThread = int64_t(1) << 20;
-  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t threads =
-      std::min(hw, (n + kMinPerThread - 1) / kMinPerThread);
-  if (threads <= 1) {
-    body(int64_t(0), n);
-    return;
-  }
-  const int64_t chunk = (n + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (int64_t b = 0; b < n; b += chunk)
-    pool.emplace_back(body, b, std::min(n, b + chunk));
-  for (std::thread &t : pool)
-    t.join();
-}
-
-} // namespace
 
 Slice Slice::whole(const Shape &full) {
   return Slice{full, Shape(full.size(), 0), full};

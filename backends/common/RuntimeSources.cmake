@@ -3,7 +3,8 @@
 # harness's shared host part (backends/common/harness). Sets AUTODDL_SHARED_RUNTIME_SOURCES from
 # ${_rt}, the directory holding the runtime's backends/.
 set(AUTODDL_SHARED_RUNTIME_SOURCES
-  ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/MiniJson.cpp
+  ${_rt}/common/Init.cpp ${_rt}/common/Data.cpp ${_rt}/common/CommunityGraph.cpp
+  ${_rt}/common/GraphFile.cpp ${_rt}/common/UserGraph.cpp ${_rt}/common/MiniJson.cpp
   ${_rt}/common/FileIo.cpp ${_rt}/common/Safetensors.cpp ${_rt}/common/Metrics.cpp
   ${_rt}/common/Trace.cpp
   ${_rt}/host/Mesh.cpp ${_rt}/host/Checkpoint.cpp ${_rt}/host/RunReport.cpp

@@ -33,6 +33,11 @@ else()
   find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
   target_link_libraries(autoddl_cpu_runtime PUBLIC Threads::Threads)
   target_link_libraries(autoddl_cpu_runtime PUBLIC MPI::MPI_C ${BLAS_LIBRARIES})
+  find_package(ZLIB) # where found: a user's deflated .npz graph members (UserGraph.cpp)
+  if(ZLIB_FOUND)
+    target_compile_definitions(autoddl_cpu_runtime PRIVATE AUTODDL_HAVE_ZLIB=1)
+    target_link_libraries(autoddl_cpu_runtime PUBLIC ZLIB::ZLIB)
+  endif()
   set(_scope PUBLIC)
 endif()
 target_include_directories(autoddl_cpu_runtime ${_scope} ${AUTODDL_RUNTIME_ROOT})
@@ -41,7 +46,8 @@ target_compile_definitions(autoddl_cpu_runtime ${_scope} OMPI_SKIP_MPICXX=1 MPIC
 
 # AUTODDL_EXPORT_RUNTIME=ON: also write autoddl_cpu_runtime.cmake into the build directory, for
 # projects configured with AUTODDL_PREBUILT_RUNTIME pointing here. It declares the archive with the
-# usage requirements of MPI::MPI_C and Threads::Threads and the BLAS libraries copied as found here.
+# usage requirements of MPI::MPI_C and Threads::Threads and the BLAS (and zlib) libraries copied as
+# found here.
 if(AUTODDL_EXPORT_RUNTIME AND NOT AUTODDL_PREBUILT_RUNTIME)
   set_target_properties(autoddl_cpu_runtime PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
   set(_props INTERFACE_INCLUDE_DIRECTORIES INTERFACE_COMPILE_DEFINITIONS INTERFACE_COMPILE_OPTIONS
@@ -64,6 +70,9 @@ if(AUTODDL_EXPORT_RUNTIME AND NOT AUTODDL_PREBUILT_RUNTIME)
     endforeach()
   endwhile()
   list(APPEND _export_INTERFACE_LINK_LIBRARIES ${BLAS_LIBRARIES})
+  if(ZLIB_FOUND) # an imported target: its library path, as BLAS's
+    list(APPEND _export_INTERFACE_LINK_LIBRARIES ${ZLIB_LIBRARIES})
+  endif()
   set(_text "add_library(autoddl_cpu_runtime_prebuilt STATIC IMPORTED)\n")
   string(APPEND _text "set_target_properties(autoddl_cpu_runtime_prebuilt PROPERTIES\n"
     "  IMPORTED_LOCATION \"${CMAKE_BINARY_DIR}/${CMAKE_STATIC_LIBRARY_PREFIX}autoddl_cpu_runtime"

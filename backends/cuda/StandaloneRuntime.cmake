@@ -43,6 +43,11 @@ target_compile_options(autoddl_cuda_runtime PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
 find_package(Threads REQUIRED) # Init.cpp fills large parameters on the hardware threads
 target_link_libraries(autoddl_cuda_runtime PUBLIC Threads::Threads)
+find_package(ZLIB) # where found: a user's deflated .npz graph members (UserGraph.cpp)
+if(ZLIB_FOUND)
+  target_compile_definitions(autoddl_cuda_runtime PRIVATE AUTODDL_HAVE_ZLIB=1)
+  target_link_libraries(autoddl_cuda_runtime PUBLIC ZLIB::ZLIB)
+endif()
 target_link_libraries(autoddl_cuda_runtime PUBLIC CUDA::cudart CUDA::cublasLt CUDA::cusolver
   ${AUTODDL_NCCL_LIBRARY})
 # cuDNN's fused attention where libcudnn is found (the CUDA toolkit's, CUDNN_HOME's, or the

@@ -3,7 +3,7 @@
 // deduplicated and turned into CSR.
 #include "bench/spmm/BenchCommon.h"
 #include "bench/spmm/Graphs.h"
-#include "bench/spmm/GraphFile.h"
+#include "backends/common/GraphFile.h"
 
 #include <chrono>
 #include <cmath>
@@ -12,6 +12,8 @@
 #include <iterator>
 
 namespace autoddl::bench {
+using rt::GraphFile; // the reader the programs share (backends/common)
+using rt::readGraphFile;
 namespace {
 
 constexpr uint64_t kNoEdge = ~0ull;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes graphs of kinds the benchmark's suite does not generate, as files for
-`spmm_bench --graph` (bench/spmm/GraphFile.h), to check the kernels away from the suite:
+`spmm_bench --graph` (backends/common/GraphFile.h), to check the kernels away from the suite:
 
   ba-200k-m8.txt     Barabasi-Albert preferential attachment, 200,000 vertices, 8 edges each,
                      both directions (edge list): hubs grown, not drawn from a degree profile

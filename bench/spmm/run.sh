@@ -30,7 +30,7 @@ compile() { # source object [extra flags]
 
 srcs=(backends/cuda/sparse/WindowFormat.cu backends/cuda/sparse/SpmmKernels.cu
       backends/cuda/sparse/SddmmKernels.cu backends/cpu/sparse/SparseReference.cpp
-      bench/spmm/Graphs.cu bench/spmm/GraphFile.cpp bench/spmm/CusparseBaseline.cu)
+      bench/spmm/Graphs.cu backends/common/GraphFile.cpp bench/spmm/CusparseBaseline.cu)
 pids=()
 for s in "${srcs[@]}"; do
   compile "$s" "$build/$(basename "$s").o" & pids+=($!)

@@ -380,6 +380,11 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
     consts += fmt::format("constexpr int64_t kNodes = {}, kFeatures = {}, "
                           "kClasses = {};\n",
                           fs[0], fs[1], classes);
+    // The stored entries the plan priced: the generated graph has as many.
+    consts += fmt::format(
+        "constexpr int64_t kGraphNnz = {}; // adjacency entries, self loops "
+        "included\n",
+        g_.tensors[size_t(findInput("adjacency"))].nnz);
     consts += "// The loss is the mean over the graph's training nodes (the "
               "even ones,\n// backends/common/Data.h); the odd ones are held "
               "out, for the held-out accuracy.\nconstexpr int64_t kLossCount "
@@ -504,7 +509,7 @@ std::string Emitter::specText() const {
   out += "  s.zero = kZero;\n  s.loss_rows_on_tp = kLossRowsOnTp;\n"
          "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
   if (graphModel_)
-    out += "  s.held_out_count = kHeldOutCount;\n";
+    out += "  s.held_out_count = kHeldOutCount;\n  s.graph_nnz = kGraphNnz;\n";
   if (classModel_)
     out += "  s.class_batch = kClassBatch;\n";
   out += "  s.nodes = kNodes;\n  s.features = kFeatures;\n"

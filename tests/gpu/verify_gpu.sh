@@ -12,7 +12,7 @@
 # 20 AdamW steps (lr 1e-3) on the programs' synthetic tokens, each on 1 GPU, and dp=2, tp=2
 # (Megatron column/row linears; also a tied table split by vocabulary), ZeRO-1 dp=2 and pp=2
 # under gpipe, 1f1b, interleaved, zb-h1 and chimera on 2 GPUs; graph models (gcn and gat at
-# Cora's sizes on the programs' planted-community graph, global batch 1: the whole graph) through
+# Cora's sizes on the programs' generated community graph, global batch 1: the whole graph) through
 # the W8 sparse kernels on 1 GPU, tp=2 and dp=2
 # (dp splits the nodes); dp=2 x tp=2 on 4 GPUs with gradients partial over tp in their own dp x tp
 # buckets. Every case builds twice from one runtime build per mode: -DAUTODDL_FP32=ON

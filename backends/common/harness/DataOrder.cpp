@@ -2,6 +2,8 @@
 #include "backends/common/harness/DataOrder.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <utility>
 
 namespace autoddl::rt::harness {
 
@@ -48,19 +50,29 @@ void class_samples(const ProgramSpec &s, uint64_t seed, int64_t step,
     std::copy(ys.begin(), ys.end(), labels);
 }
 
-GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp) {
+GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp,
+                       const GraphFileNames &files) {
   GraphShard r;
-  // Average degree about 10 inside a community, 1 across.
-  const double pin = std::min(1.0, 10.0 * double(s.classes) / double(s.nodes));
-  const double pout = std::min(1.0, 1.0 / double(s.nodes));
-  r.graph = planted_graph(seed, s.nodes, s.features, s.classes, pin, pout, 1.0);
-  r.train_labels = planted_graph_split_labels(r.graph, false);
-  r.heldout_labels = planted_graph_split_labels(r.graph, true);
   // dp splits the nodes: this rank's block of rows (all of them when dp is
   // 1), its adjacency the CSR of those rows with every node as a column.
   r.rows = s.nodes / s.dp;
   r.node0 = rdp * r.rows;
-  const PlantedGraph &g = r.graph;
+  r.source = files.given() ? files.adjacency : "generated";
+  r.graph = files.given()
+                ? read_graph_files(files, s.nodes, s.features, s.classes,
+                                   r.node0, r.rows)
+                : community_graph(seed, s.nodes, s.graph_nnz, s.features,
+                                  s.classes, r.node0, r.rows);
+  r.train_labels = planted_graph_split_labels(r.graph, false);
+  r.heldout_labels = planted_graph_split_labels(r.graph, true);
+  PlantedGraph &g = r.graph;
+  r.graph_nnz = g.nnz();
+  if (r.rows == s.nodes) { // one rank: the whole adjacency, not copied
+    r.row_ptr = std::move(g.row_ptr);
+    r.col_idx = std::move(g.col_idx);
+    r.values = std::move(g.values);
+    return r;
+  }
   const int32_t e0 = g.row_ptr[size_t(r.node0)],
                 e1 = g.row_ptr[size_t(r.node0 + r.rows)];
   r.row_ptr.assign(g.row_ptr.begin() + r.node0,
@@ -69,11 +81,30 @@ GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp) {
     p -= e0;
   r.col_idx.assign(g.col_idx.begin() + e0, g.col_idx.begin() + e1);
   r.values.assign(g.values.begin() + e0, g.values.begin() + e1);
+  g.row_ptr = {};
+  g.col_idx = {};
+  g.values = {};
   return r;
 }
 
-const float *GraphShard::features() const {
-  return graph.x.data() + node0 * graph.features;
+void graph_info(const GraphShard &shard,
+                std::map<std::string, std::string> &info) {
+  info["graph_nodes"] = std::to_string(shard.graph.nodes);
+  info["graph_adjacency_entries"] = std::to_string(shard.graph_nnz);
+  info["graph_source"] = shard.source;
+}
+
+void check_data_flags(const ProgramSpec &s, const std::string &data,
+                      const GraphFileNames &graph) {
+  if (s.graph_model() && !data.empty())
+    throw std::invalid_argument("--data: a graph model trains on a graph "
+                                "generated from --seed or read with "
+                                "--graph-adjacency/--graph-features/"
+                                "--graph-labels");
+  if (!s.graph_model() && graph.given())
+    throw std::invalid_argument("--graph-adjacency/--graph-features/"
+                                "--graph-labels: only a graph model (gcn, "
+                                "gat) trains on a graph");
 }
 
 int64_t count_correct(const float *logits, const int32_t *labels, int64_t N,

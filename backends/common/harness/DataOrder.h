@@ -10,8 +10,10 @@
 #define AUTODDL_BACKENDS_COMMON_HARNESS_DATAORDER_H
 
 #include "backends/common/Data.h"
+#include "backends/common/UserGraph.h"
 #include "backends/common/harness/Spec.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,21 +53,40 @@ constexpr double kClassNoise = 4.0;
 void class_samples(const ProgramSpec &s, uint64_t seed, int64_t step,
                    int64_t rdp, int64_t mb, float *x, int32_t *labels);
 
-/// A graph model's data on dp rank rdp: the planted-community graph
-/// (generated from the seed), and this rank's block of nodes [node0, node0 +
-/// rows) with its rows of the adjacency (every node a column, edge indices
-/// from 0), features and labels.
+/// A graph model's data on dp rank rdp: the graph (generated from the seed with
+/// the spec's nodes and graph_nnz, docs/runtime.md "Community graph"), and
+/// this rank's block of nodes [node0, node0 + rows) with its rows of the
+/// adjacency (every node a column, edge indices from 0), features and labels.
 struct GraphShard {
+  // The whole graph's labels and node count; its adjacency is given up once
+  // this rank's rows are copied out, its features are this rank's rows.
   PlantedGraph graph;
+  int64_t graph_nnz = 0; // the whole adjacency's stored entries
+  std::string source;    // "generated" or the adjacency file
   // Labels for the loss (-1 at held-out nodes) and for the held-out accuracy
   // (-1 at training nodes), of every node: planted_graph_split_labels.
   std::vector<int32_t> train_labels, heldout_labels;
   int64_t node0 = 0, rows = 0;
-  std::vector<int32_t> row_ptr, col_idx; // rows + 1, nnz
-  std::vector<float> values;             // nnz
-  const float *features() const;         // [rows, features]
+  std::vector<int32_t> row_ptr, col_idx;                   // rows + 1, nnz
+  std::vector<float> values;                               // nnz
+  const float *features() const { return graph.x.data(); } // [rows, features]
 };
-GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp);
+/// The graph is read from `files` when given (UserGraph.h; throws
+/// std::runtime_error naming the file and place), else generated (throws
+/// std::invalid_argument when the spec's graph_nnz cannot be).
+GraphShard graph_shard(const ProgramSpec &s, uint64_t seed, int64_t rdp,
+                       const GraphFileNames &files = {});
+
+/// Refuses --data for a graph model and --graph-* for any other
+/// (std::invalid_argument naming the flag).
+void check_data_flags(const ProgramSpec &s, const std::string &data,
+                      const GraphFileNames &graph);
+
+/// metrics.json info entries of the graph a run trains: "graph_nodes",
+/// "graph_adjacency_entries" (the whole adjacency's stored entries, self
+/// loops included) and "graph_source" ("generated" or the adjacency file).
+void graph_info(const GraphShard &shard,
+                std::map<std::string, std::string> &info);
 
 /// Rows of logits[N, V] whose largest logit (the first on ties) is the label
 /// (labels < 0 never count); rows ld apart when ld > V (a padded vocabulary,

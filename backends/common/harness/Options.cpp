@@ -73,6 +73,12 @@ constexpr FlagHelp kFlags[] = {
                   "the checkpoint's)"},
     {"--data FILE", "token file: .bin (uint16) or any file read as bytes "
                     "(default synthetic data)"},
+    {"--graph-adjacency FILE", "a graph model's own adjacency: .npz (CSR or "
+                               "edge list) or .mtx (default generated)"},
+    {"--graph-features FILE", "with --graph-adjacency: .npy or .npz "
+                              "[nodes, features] floats"},
+    {"--graph-labels FILE", "with --graph-adjacency: .npy or .npz [nodes] "
+                            "integer labels"},
     {"--out DIR", "write metrics.json (and trace.json) there; a folder "
                   "holding an earlier run's is refused"},
     {"--overwrite", "--out may replace an earlier run's metrics.json and "
@@ -193,6 +199,12 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.steps = integer(0, kMaxSteps);
     else if (a == "--data")
       o.data = path();
+    else if (a == "--graph-adjacency")
+      o.graph.adjacency = path();
+    else if (a == "--graph-features")
+      o.graph.features = path();
+    else if (a == "--graph-labels")
+      o.graph.labels = path();
     else if (a == "--out")
       o.out = path();
     else if (a == "--trace")
@@ -280,6 +292,10 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if ((save_every_given || o.save_initial || o.save_sync) && o.save.empty())
     throw std::invalid_argument(
         "--save-every/--save-initial/--save-sync need --save DIR");
+  if (const std::string m = o.graph.missing(); !m.empty())
+    throw std::invalid_argument(m + ": missing (a graph read from files needs "
+                                "--graph-adjacency, --graph-features and "
+                                "--graph-labels)");
   if (o.resume == "auto" && o.save.empty())
     throw std::invalid_argument("--resume auto: needs --save DIR (the folder "
                                 "whose newest checkpoint it resumes)");

@@ -8,6 +8,8 @@
 #ifndef AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
 #define AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
 
+#include "backends/common/UserGraph.h" // GraphFileNames
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -17,6 +19,8 @@ namespace autoddl::rt::harness {
 struct Options {
   int64_t steps = 10;
   std::string data, out, save, resume, optimizer = "adamw";
+  // --graph-*: a graph model's own graph (UserGraph.h); else generated.
+  GraphFileNames graph;
   // --init FILE: a model.safetensors whose tensors replace the initial
   // parameters (full tensors under the model's names; optimizer state fresh).
   std::string init;

@@ -37,6 +37,9 @@ struct ProgramSpec {
   // Classifiers and graph models: samples per micro-batch (classifiers),
   // nodes (graph models), features of one sample or node, classes.
   int64_t class_batch = 0, nodes = 0, features = 0, classes = 0;
+  // Graph models: the adjacency's stored entries the plan priced (self loops
+  // included), which the generated graph has.
+  int64_t graph_nnz = 0;
   // CUDA only: the MFU's numerator and denominator, and whether the step
   // may run as one CUDA graph.
   double model_flops_per_step = 0, peak_flops_per_gpu = 0;

@@ -17,6 +17,7 @@
 #include <map>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace autoddl::rt::harness {
 
@@ -79,6 +80,7 @@ void out_of_host_memory() {
 }
 
 TokenSource tokens;
+// Labels and features; this rank's rows of the adjacency move to `adjacency`.
 GraphShard graph;
 Csr adjacency;
 
@@ -143,17 +145,15 @@ public:
       throw std::invalid_argument("--data: a classification model trains on "
                                   "synthetic class prototypes generated from "
                                   "--seed");
+    check_data_flags(s_, o.data, o.graph);
     if (s_.graph_model()) {
-      if (!o.data.empty())
-        throw std::invalid_argument("--data: a graph model trains on a "
-                                    "planted-community graph generated from "
-                                    "--seed");
-      graph = graph_shard(s_, seed, g.rdp);
+      graph = graph_shard(s_, seed, g.rdp, o.graph);
       adjacency.rows = int32_t(graph.rows);
       adjacency.cols = int32_t(s_.nodes);
-      adjacency.rowPtr = graph.row_ptr;
-      adjacency.colIdx = graph.col_idx;
-      adjacency.values = graph.values;
+      // Moved, not copied: a Reddit-sized adjacency is about 1 GB.
+      adjacency.rowPtr = std::move(graph.row_ptr);
+      adjacency.colIdx = std::move(graph.col_idx);
+      adjacency.values = std::move(graph.values);
     } else if (!o.data.empty()) {
       tokens.open(o.data, s_.vocab);
     }
@@ -183,6 +183,8 @@ public:
     if (o.trace)
       set_comm_trace(&trace);
     m.info["backend"] = "cpu";
+    if (s_.graph_model())
+      graph_info(graph, m.info);
   }
 
   void run_step(int64_t step) override {

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <stdexcept>
 #include <utility>
 
@@ -32,8 +33,9 @@ namespace {
 
 TokenSource tokens;
 Csr adjacency;
-DeviceBuffer<act_t> graph_x;                    // [nodes / dp, features]
-DeviceBuffer<int32_t> graph_y, graph_y_heldout; // [nodes / dp]
+DeviceBuffer<act_t> graph_x;                      // [nodes / dp, features]
+DeviceBuffer<int32_t> graph_y, graph_y_heldout;   // [nodes / dp]
+std::map<std::string, std::string> graph_metrics; // graph_info's entries
 
 /// Page-locked host staging for one micro-batch's tokens (which: 0 ids, 1
 /// targets), so that their copies run asynchronously on the compute stream;
@@ -57,9 +59,11 @@ Staging &staging(int64_t mb, int which) {
   return st;
 }
 
-/// The planted graph of the CPU program, this dp rank's block on the device.
-void load_graph(const ProgramSpec &s) {
-  const GraphShard shard = graph_shard(s, seed, g.rdp);
+/// The CPU program's graph (generated or read from `files`), this dp rank's
+/// block on the device.
+void load_graph(const ProgramSpec &s, const GraphFileNames &files) {
+  const GraphShard shard = graph_shard(s, seed, g.rdp, files);
+  graph_info(shard, graph_metrics);
   const int64_t n = shard.rows;
   adjacency = csr_to_device(int32_t(n), int32_t(s.nodes), shard.row_ptr,
                             shard.col_idx, shard.values);
@@ -207,12 +211,9 @@ public:
     g.pp = axis_comm(0);
     g.dp = axis_comm(axes.dp);
     g.tp = axis_comm(axes.tp);
+    check_data_flags(s_, o.data, o.graph);
     if (s_.graph_model()) {
-      if (!o.data.empty())
-        throw std::invalid_argument("--data: a graph model trains on a "
-                                    "planted-community graph generated from "
-                                    "--seed");
-      load_graph(s_);
+      load_graph(s_, o.graph);
     } else if (!o.data.empty()) {
       tokens.open(o.data, s_.vocab);
     }
@@ -258,6 +259,7 @@ public:
     trace.set_enabled(o.trace);
     if (s_.graph_model()) // this rank's adjacency in the W8 format
       m.info["adjacency_w8"] = describe(adjacency);
+    m.info.insert(graph_metrics.begin(), graph_metrics.end());
     m.info["backend"] = "cuda";
 #ifdef AUTODDL_FP32
     m.info["precision"] = "fp32";

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -168,6 +169,28 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
                                parseError({"--data"}), huge})
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
+}
+
+TEST(HarnessOptions, GraphFilesComeTogetherAndOnlyForGraphModels) {
+  const Options o = parse({"--graph-adjacency", "a.npz", "--graph-features",
+                           "x.npy", "--graph-labels", "y.npy"});
+  EXPECT_EQ(o.graph.adjacency, "a.npz");
+  EXPECT_EQ(o.graph.features, "x.npy");
+  EXPECT_EQ(o.graph.labels, "y.npy");
+  EXPECT_EQ(
+      parseError({"--graph-adjacency", "a.npz", "--graph-labels", "y.npy"}),
+      "--graph-features: missing (a graph read from files needs "
+      "--graph-adjacency, --graph-features and --graph-labels)");
+  EXPECT_EQ(parseError({"--graph-labels", "y.npy"})
+                .rfind("--graph-adjacency: missing", 0),
+            0u);
+  ProgramSpec s;
+  EXPECT_THROW(check_data_flags(s, "", o.graph), std::invalid_argument);
+  EXPECT_NO_THROW(check_data_flags(s, "tokens.bin", GraphFileNames{}));
+  s.data = DataKind::Graph;
+  EXPECT_NO_THROW(check_data_flags(s, "", o.graph));
+  EXPECT_THROW(check_data_flags(s, "tokens.bin", GraphFileNames{}),
+               std::invalid_argument);
 }
 
 // --help lists every flag parse_options takes, and a backend's own; the
@@ -384,10 +407,14 @@ TEST(HarnessData, ClassSamplesAreTheirBlockOfTheGlobalBatch) {
 TEST(HarnessData, GraphShardsPartitionTheRowsAndEdges) {
   ProgramSpec s;
   s.data = DataKind::Graph;
-  s.dp = 2;
   s.nodes = 40;
+  s.graph_nnz = 200;
   s.features = 3;
   s.classes = 4;
+  const GraphShard whole = graph_shard(s, 11, 0);
+  EXPECT_EQ(whole.graph_nnz, 200);
+  EXPECT_EQ(whole.col_idx.size(), 200u);
+  s.dp = 2;
   const GraphShard a = graph_shard(s, 11, 0), b = graph_shard(s, 11, 1);
   EXPECT_EQ(a.rows, 20);
   EXPECT_EQ(b.node0, 20);
@@ -395,16 +422,24 @@ TEST(HarnessData, GraphShardsPartitionTheRowsAndEdges) {
   EXPECT_EQ(a.row_ptr.front(), 0);
   EXPECT_EQ(b.row_ptr.front(), 0);
   EXPECT_EQ(size_t(a.row_ptr.back()), a.col_idx.size());
-  EXPECT_EQ(a.col_idx.size() + b.col_idx.size(), a.graph.col_idx.size());
+  EXPECT_EQ(a.col_idx.size() + b.col_idx.size(), 200u);
   EXPECT_EQ(a.values.size(), a.col_idx.size());
-  // b's edges are the whole graph's from its first row on.
-  const size_t e0 = size_t(a.graph.row_ptr[20]);
-  EXPECT_EQ(b.col_idx, std::vector<int32_t>(a.graph.col_idx.begin() + long(e0),
-                                            a.graph.col_idx.end()));
-  EXPECT_EQ(b.features(), b.graph.x.data() + 20 * 3);
+  // b's edges are the whole graph's from its first row on, and its features
+  // the whole graph's rows 20..39.
+  const size_t e0 = size_t(whole.row_ptr[20]);
+  EXPECT_EQ(b.col_idx, std::vector<int32_t>(whole.col_idx.begin() + long(e0),
+                                            whole.col_idx.end()));
+  EXPECT_EQ(b.values, std::vector<float>(whole.values.begin() + long(e0),
+                                         whole.values.end()));
+  EXPECT_EQ(b.graph.x, std::vector<float>(whole.graph.x.begin() + 20 * 3,
+                                          whole.graph.x.end()));
   EXPECT_EQ(a.train_labels.size(), 40u);
   EXPECT_EQ(a.train_labels[1], -1); // odd nodes are held out
   EXPECT_EQ(a.heldout_labels[0], -1);
+  std::map<std::string, std::string> info;
+  graph_info(a, info);
+  EXPECT_EQ(info["graph_nodes"], "40");
+  EXPECT_EQ(info["graph_adjacency_entries"], "200");
 }
 
 TEST(HarnessData, CountCorrectSkipsPaddingAndUnlabelledRows) {

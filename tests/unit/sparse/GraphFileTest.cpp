@@ -1,7 +1,7 @@
-// The benchmark's graph-file reader (bench/spmm/GraphFile.h): Matrix Market
+// The graph-file reader (backends/common/GraphFile.h): Matrix Market
 // coordinate files and edge lists, and a message naming the file and line for
 // each kind of bad input.
-#include "bench/spmm/GraphFile.h"
+#include "backends/common/GraphFile.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-using autoddl::bench::GraphFile;
-using autoddl::bench::readGraphFile;
+using autoddl::rt::GraphFile;
+using autoddl::rt::readGraphFile;
 using Entries = std::vector<std::pair<uint32_t, uint32_t>>;
 
 namespace {

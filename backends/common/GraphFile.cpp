@@ -1,5 +1,5 @@
 // Graphs from Matrix Market files and edge lists (GraphFile.h).
-#include "bench/spmm/GraphFile.h"
+#include "backends/common/GraphFile.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace autoddl::bench {
+namespace autoddl::rt {
 
 namespace {
 
@@ -166,4 +166,4 @@ GraphFile readGraphFile(const std::string &path) {
   return readEdgeList(path, in, std::move(first));
 }
 
-} // namespace autoddl::bench
+} // namespace autoddl::rt

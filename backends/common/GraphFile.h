@@ -1,15 +1,16 @@
-// Graphs from files, for running the benchmark on graphs outside its suite
-// (`spmm_bench --graph FILE`): Matrix Market coordinate files (SuiteSparse's
-// .mtx) and plain edge lists (SNAP's .txt: one "u v" pair per line).
-#ifndef AUTODDL_BENCH_SPMM_GRAPHFILE_H
-#define AUTODDL_BENCH_SPMM_GRAPHFILE_H
+// Sparsity patterns from files: Matrix Market coordinate files (SuiteSparse's
+// .mtx) and plain edge lists (SNAP's .txt: one "u v" pair per line). Read by
+// the sparse benchmark (`spmm_bench --graph FILE`) and by a graph model's
+// program for a user's adjacency (UserGraph.h).
+#ifndef AUTODDL_BACKENDS_COMMON_GRAPHFILE_H
+#define AUTODDL_BACKENDS_COMMON_GRAPHFILE_H
 
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace autoddl::bench {
+namespace autoddl::rt {
 
 /// The entries of a square sparsity pattern, as read (duplicates and self
 /// loops kept; the benchmark's CSR builder merges duplicates).
@@ -31,6 +32,6 @@ struct GraphFile {
 /// fewer or more entries than the header says, ids of 2^31 or more).
 GraphFile readGraphFile(const std::string &path);
 
-} // namespace autoddl::bench
+} // namespace autoddl::rt
 
-#endif // AUTODDL_BENCH_SPMM_GRAPHFILE_H
+#endif // AUTODDL_BACKENDS_COMMON_GRAPHFILE_H
