@@ -101,6 +101,24 @@ struct In : Reader {
   }
 };
 
+/// Each layer's K, read from its device's items (kfacFromJson): a layer no
+/// item names takes the plan's K; the copies of a layer (Chimera's two
+/// pipelines), which reduce together, must share one.
+void layerRefresh(KfacPlan &p, const In &r, const Pointer &at) {
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    KfacLayerPlan &l = p.layers[i];
+    if (l.refreshSteps == 0)
+      l.refreshSteps = p.refreshSteps;
+    for (size_t o = 0; o < i; ++o)
+      if (p.layers[o].name == l.name &&
+          p.layers[o].refreshSteps != l.refreshSteps)
+        r.fail(at / "layers" / i,
+               "a copy of layer " + l.name + " refreshes every " +
+                   std::to_string(p.layers[o].refreshSteps) +
+                   " steps, this one every " + std::to_string(l.refreshSteps));
+  }
+}
+
 } // namespace
 
 KfacPlan kfacFromJson(const json &j, const std::string &origin,
@@ -233,19 +251,7 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     }
     p.devices.push_back(std::move(d));
   }
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    KfacLayerPlan &l = p.layers[i];
-    if (l.refreshSteps == 0) // no device's items name it
-      l.refreshSteps = p.refreshSteps;
-    // Copies of a layer (Chimera's two pipelines) reduce together: one K.
-    for (size_t o = 0; o < i; ++o)
-      if (p.layers[o].name == l.name &&
-          p.layers[o].refreshSteps != l.refreshSteps)
-        r.fail(at / "layers" / i,
-               "a copy of layer " + l.name + " refreshes every " +
-                   std::to_string(p.layers[o].refreshSteps) +
-                   " steps, this one every " + std::to_string(l.refreshSteps));
-  }
+  layerRefresh(p, r, at);
   const json &unfitted = r.array(j, at, "unfitted");
   for (size_t i = 0; i < unfitted.size(); ++i) {
     if (!unfitted[i].is_string())

@@ -406,6 +406,7 @@ private:
     return it == members_.end() ? none : it->second;
   }
   std::string stageStructText(const StagePlan &p);
+  std::set<std::string> perSetGradients(const StagePlan &p);
   /// The per-set buffer the gradient of output t, sent to the next stage,
   /// is received into where the sets share gradients (Stage.cpp).
   std::string receivedGrad(int t) const {

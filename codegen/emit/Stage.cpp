@@ -110,6 +110,25 @@ Emitter::StagePlan Emitter::planStage(int stage) {
 
 /// struct Stage<k> (and its layer struct), the per-micro-batch results and
 /// inputs kept apart from the sets, and the recomputation's declarations.
+/// The gradients of stage p that its sets do not share (StageSets.h), where
+/// the plan's schedule lets them share (pipeline::setsShareGradients, which
+/// the memory model counts by): the one of its received input, which a send
+/// reads. The gradients of its outputs are received, one a set, into buffers
+/// of their own (receivedGrad, added here), which the backward copies into
+/// the shared ones first: a receive may be posted while another
+/// micro-batch's backward still reads them.
+std::set<std::string> Emitter::perSetGradients(const StagePlan &p) {
+  std::set<std::string> perSet;
+  for (int t : p.in)
+    perSet.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
+  if (shareGrads_)
+    for (int t : p.sendOut)
+      addMember(p.stage, {receivedGrad(t), 0,
+                          "the gradient received from the next stage", false,
+                          false, false, elems(t, L_.tensors[size_t(t)])});
+  return perSet;
+}
+
 std::string Emitter::stageStructText(const StagePlan &p) {
   [[maybe_unused]] const auto &[stage, steps, in, sendOut, inputs, sl, rc,
                                 hasLoss] = p;
@@ -132,21 +151,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
   out += fmt::format("// One micro-batch's activations on stage {} (local "
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
-  // The gradients the stage's sets share (StageSets.h), where the plan's
-  // schedule lets them (pipeline::setsShareGradients, which the memory model
-  // counts by): all but the one of its received input, which a send reads.
-  // The gradients of its outputs are received, one a set, into buffers of
-  // their own (receivedGrad), which the backward copies into the shared ones
-  // first: a receive may be posted while another micro-batch's backward
-  // still reads them.
-  std::set<std::string> perSet;
-  for (int t : p.in)
-    perSet.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
-  if (shareGrads_)
-    for (int t : p.sendOut)
-      addMember(stage, {receivedGrad(t), 0,
-                        "the gradient received from the next stage", false,
-                        false, false, elems(t, L_.tensors[size_t(t)])});
+  const std::set<std::string> perSet = perSetGradients(p);
   // A recomputed layer holds only its kept members, the scratch only the
   // others (`held`, set by the constructor before the members).
   auto decl = [&](const Member &m, const std::string &name,
