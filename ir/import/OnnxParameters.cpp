@@ -139,7 +139,10 @@ std::string OnnxLowering::tiedTable(const onnx::NodeProto &n,
     std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
     return v;
   };
-  for (const auto &[name, t] : consts) {
+  for (const auto &entry : consts) {
+    // Named, not a structured binding: the lambda below captures it.
+    const auto &name = entry.first;
+    const auto &t = entry.second;
     auto users = consumers.find(name);
     if (name == w || t->dims_size() != 2 || t->dims(0) != cols ||
         t->dims(1) != rows || t->data_type() != onnx::TensorProto::FLOAT ||
