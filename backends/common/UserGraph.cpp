@@ -23,16 +23,6 @@
 
 namespace autoddl::rt {
 
-std::string GraphFileNames::missing() const {
-  if (!given())
-    return "";
-  if (adjacency.empty())
-    return "--graph-adjacency";
-  if (features.empty())
-    return "--graph-features";
-  return labels.empty() ? "--graph-labels" : "";
-}
-
 namespace {
 
 [[noreturn]] void fail(const std::string &where, const std::string &cause) {

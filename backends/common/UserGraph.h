@@ -25,8 +25,17 @@ struct GraphFileNames {
   bool given() const {
     return !adjacency.empty() || !features.empty() || !labels.empty();
   }
-  /// The flag of the first file missing when some are given, else "".
-  std::string missing() const;
+  /// The flag of the first file missing when some are given, else "" (here:
+  /// the flag parser, which the flags fuzzer links alone, reads it).
+  std::string missing() const {
+    if (!given())
+      return "";
+    if (adjacency.empty())
+      return "--graph-adjacency";
+    if (features.empty())
+      return "--graph-features";
+    return labels.empty() ? "--graph-labels" : "";
+  }
 };
 
 /// Reads a user's graph of exactly `nodes` nodes, `features` features and
