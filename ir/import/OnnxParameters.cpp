@@ -136,7 +136,8 @@ std::string OnnxLowering::tiedTable(const onnx::NodeProto &n,
                                 ? externalBytes(t, &n)
                                 : t.raw_data();
     std::vector<float> v(raw.size() / sizeof(float));
-    std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
+    if (!v.empty()) // an empty vector's data() may be null: no memcpy
+      std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
     return v;
   };
   for (const auto &entry : consts) {
