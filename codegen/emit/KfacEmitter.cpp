@@ -332,7 +332,8 @@ std::string Emitter::kfacProgramText() const {
            foldBlocks(rows, "  ", true, &plain);
   }
   if (target_.kfacBubbleItems) // Schedule.cpp
-    out += "  k.items_at = kfac_items_at;\n  k.saves = kfac_saves;\n";
+    out += "  k.items_at = kfac_items_at;\n  k.saves = kfac_saves;\n"
+           "  k.tail_phase = kfac_tail_phase;\n";
   out += "  return k;\n}\n\n";
   return out;
 }

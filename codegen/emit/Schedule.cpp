@@ -111,6 +111,15 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     out += fmt::format("  case {}:\n    return {};\n", d, any);
   }
   out += "  }\n  (void)phase;\n  return false;\n}\n";
+  // Per device, the step of its cycle whose end runs what the bubbles leave
+  // (KfacProgram::tail_phase): the plan's last placing step.
+  out += "\n// The step of this device's refresh cycle whose end runs what its "
+         "bubbles leave.\nstatic int64_t kfac_tail_phase() {\n  switch "
+         "(g.rpp) {\n";
+  for (const planner::KfacDevicePlan &dev : plan_.kfac->devices)
+    out += fmt::format("  case {}:\n    return {};\n", dev.device,
+                       std::max(0, dev.steps - 1));
+  out += "  }\n  return -1;\n}\n";
   // Over every device: the layers with curvature items of a later step
   // (KfacProgram::saves).
   std::set<int> saves;

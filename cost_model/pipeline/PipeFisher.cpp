@@ -308,8 +308,8 @@ std::optional<std::string> KfacPacking::assignLayers() {
 }
 
 /// Device d's items in priority order: kind, then layer, then micro-batch;
-/// a reduction after its factor's curvature, an inversion after its
-/// reduction (or its curvature where there is none).
+/// a reduction after its factor's curvature, an inversion after both
+/// factors' reductions (or curvatures where there are none).
 std::vector<Item> KfacPacking::buildItems(int d) const {
   std::vector<Item> items;
   const std::vector<int> &layers = layersOf_[d];
@@ -356,8 +356,16 @@ std::vector<Item> KfacPacking::buildItems(int d) const {
       const int l = layers[i];
       if (in_.layers[l].invert[f] <= 0)
         continue;
-      std::vector<int> deps =
-          reduce[i][f] >= 0 ? std::vector<int>{reduce[i][f]} : curv[i][f];
+      // Both factors: the damping π reads the traces of A and G
+      // (backends/common/KfacRules.h), so the runtime inverts either only
+      // once both are reduced.
+      std::vector<int> deps;
+      for (int h = 0; h < 2; ++h) {
+        if (reduce[i][h] >= 0)
+          deps.push_back(reduce[i][h]);
+        else
+          deps.insert(deps.end(), curv[i][h].begin(), curv[i][h].end());
+      }
       items.push_back({f == 0 ? KfacItemKind::InvertA : KfacItemKind::InvertG,
                        l, -1, in_.layers[l].invert[f], 0, std::move(deps)});
     }

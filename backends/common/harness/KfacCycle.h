@@ -7,7 +7,9 @@
 // layer (dp replicas, tp on split rows, Chimera's mirrored devices), then
 // inverted (after both reductions: π reads both), in the bubbles where the
 // plan placed the items or, for what is left, at the end of step s+K-1 in
-// layer-table order; the inverses are installed at the start of step s+K.
+// layer-table order (or at the end of the earlier step where the plan put
+// that tail: finish_tail); the inverses are installed at the start of step
+// s+K.
 //
 //   open -> reduced (A, G) -> inverted (A, G) -> waiting -> installed
 //
@@ -201,6 +203,27 @@ protected:
     std::vector<size_t> ending;
     for (size_t i = 0; i < cycle_.size(); ++i)
       if (cycle_[i].open && (next < 0 || next % this->refresh_[i] == 0))
+        ending.push_back(i);
+    if (ending.empty())
+      return;
+    self().finishing(ending);
+    for (size_t i : ending)
+      close_cycle(i);
+  }
+  /// At the end of the step of its cycle where the plan put the tail
+  /// (KfacProgramOf::tail_phase) when that is before the cycle's last step:
+  /// the cycles of this rank's layers closed now, in layer-table order, not
+  /// at s+K-1 (the same sums: no number changes). Layers held by several
+  /// pipeline devices (Chimera's mirrored copies) keep their cycle's end, the
+  /// one step both devices share.
+  void finish_tail() {
+    if (!this->tail_phase_ || phase() < 0 ||
+        phase() != this->tail_phase_() || phase() >= this->rank_refresh_ - 1)
+      return;
+    std::vector<size_t> ending;
+    for (size_t i = 0; i < cycle_.size(); ++i)
+      if (cycle_[i].open && this->specs_[i].weight->held &&
+          self().device_replicas(i) == 1)
         ending.push_back(i);
     if (ending.empty())
       return;

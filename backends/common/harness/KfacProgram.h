@@ -57,6 +57,13 @@ template <typename ParamT> struct KfacProgramOf {
   // unknown). The CUDA program finishes a cycle early only where no placed
   // item of the layer is left on any device holding it.
   bool (*saves)(int layer) = nullptr;
+  // The step (0..K-1) of this rank's pipeline device's refresh cycle whose
+  // end runs what the bubbles leave of a cycle: the plan's last placing step
+  // (plan.json kfac.devices[].steps - 1), where the plan prices that tail
+  // (null: the cycle's last step, K-1). Where it comes before K-1 (one GPU,
+  // dp only: step 0), the inversions launched there overlap the cycle's
+  // remaining steps until the install at s+K.
+  int64_t (*tail_phase)() = nullptr;
 };
 
 /// The run's K-FAC configuration: the flags over the plan's values. Throws
@@ -138,6 +145,7 @@ public:
     dp_ = s.dp;
     tp_ = s.tp;
     zero_ = s.zero;
+    tail_phase_ = p.tail_phase;
   }
   /// Before the step's schedule: which layers accumulate factors this step
   /// (each on its own K), and whether any held layer does.
@@ -168,6 +176,7 @@ protected:
   std::vector<int64_t> refresh_; // per layer: its K
   std::vector<bool> layer_due_;  // per layer: a refresh step of it
   int64_t rank_refresh_ = 1;
+  int64_t (*tail_phase_)() = nullptr; // KfacProgramOf::tail_phase
   KfacStats stats_;
   bool due_ = false;
   int64_t dp_ = 1, tp_ = 1;

@@ -487,8 +487,10 @@ void KfacRun::invert_item(int layer, bool g) {
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // The cycle's last step (t = step + 1): what is left of it, so that its
-  // inverses are ready to install at the next step.
+  // inverses are ready to install at the next step; or the earlier step
+  // where the plan put that tail.
   finish_cycle(t);
+  finish_tail();
   // Preconditioning of the K-FAC layers' gradients, in place.
   std::vector<float> dw, db;
   for (size_t i = 0; i < specs_.size(); ++i) {

@@ -241,6 +241,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // order) and their inversions queued on the side stream, installed at t.
   finish_cycle(t);
   finish_unplaced();
+  finish_tail();
   // Preconditioning of the K-FAC layers' gradients, in place.
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];

@@ -12,8 +12,11 @@
 // the bubbles of steps s..s+K-1, reduce a factor over every rank holding the
 // layer (NCCL, on the compute stream: dp replicas, tp, Chimera's mirrored
 // pipelines at the step's end) and queue its inversion (cuSOLVER Cholesky)
-// on a low-priority side stream. What is left runs at the end of step
-// s+K-1 in layer-table order, or already at the end of step s for a layer
+// on a low-priority side stream. What is left runs at the end of the step
+// where the plan put the tail (s+K-1 when the bubbles fill the cycle; s when
+// they hold nothing, so the inversions overlap the cycle's other steps:
+// KfacCycle.h finish_tail) in layer-table order, or already at the end of
+// step s for a layer
 // no placed item of which can still run (a rank without a phase, or
 // Chimera's mirrored copies, whose reductions the bubbles leave; neither
 // with operands kept for a later step), and at the start of step s+K the

@@ -135,10 +135,12 @@ PipeFisherResult pack(const Schedule &schedule, const StageTimes &times,
 //   device 1: F0 [1,2) B0 [2,4) F1 [4,5) B1 [5,7)   idle [0,1) [7,9)
 // One layer per stage; curvature 0.5 per factor and micro-batch, inversion 1
 // per factor, no reduction (one replica), precondition 0.25.
+// An inversion waits for both factors (the damping π reads both traces).
 // Device 0, step 0: gap [2,4): curv_A of mb 0 (ready at 1) and mb 1 (ready at
-// 2) fill [2,3); inv_A then has both and fits [3,4) exactly. Gap [6,7): only
-// curv_G of mb 0 is ready (B0 ended at 6); mb 1's ends at 9. Step 1 (every
-// curvature ready): curv_G of mb 1 at [2,2.5), inv_G [2.5,3.5). K = 2.
+// 2) fill [2,3); inv_A waits for G. Gap [6,7): only curv_G of mb 0 is ready
+// (B0 ended at 6); mb 1's ends at 9. Step 1 (every curvature ready): curv_G of
+// mb 1 at [2,2.5), inv_A [2.5,3.5); inv_G, 1 long, next fits the gap [6,7).
+// K = 2.
 // Device 1, step 0: gap [0,1) has nothing ready; gap [7,9) takes all four
 // curvature pieces in priority order (A before G), leaving no room for an
 // inversion. Step 1: inv_A in [0,1), inv_G in [7,8). K = 2.
@@ -148,8 +150,8 @@ TEST(PipeFisher, OneFOneBTwoStagesByHand) {
   PipeFisherResult r = pack(s, handTimes(), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]),
-            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
-            "curv_G:0@0[6,6.5) curv_G:1@1[2,2.5) inv_G:s0@1[2.5,3.5)");
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@1[2,2.5) inv_A:s0@1[2.5,3.5) inv_G:s0@1[6,7)");
   EXPECT_EQ(describe(in, r.devices[1]),
             "curv_A:0@0[7,7.5) curv_A:1@0[7.5,8) curv_G:0@0[8,8.5) "
             "curv_G:1@0[8.5,9) inv_A:s1@1[0,1) inv_G:s1@1[7,8)");
@@ -287,8 +289,9 @@ TEST(PipeFisher, SpillsToLaterStepsThenForcesWhatNeverFits) {
 
 // The hand case above with K pinned to 1 (`--kfac-refresh 1`): step 0 places
 // what it placed there; what it left for step 1 (device 0: curv_G of mb 1,
-// inv_G; device 1: both inversions) is forced after its makespan 9, in
-// priority order, and K stays 1 although the bubbles would spread it over 2.
+// both inversions, 2.5; device 1: both inversions, 2) is forced after its
+// makespan 9, in priority order, and K stays 1 although the bubbles would
+// spread it over 2.
 TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
   Schedule s = handSchedule();
   PipeFisherInput in = handInput();
@@ -296,13 +299,13 @@ TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
   PipeFisherResult r = pack(s, handTimes(), in);
   EXPECT_EQ(r.refreshSteps, 1);
   EXPECT_EQ(describe(in, r.devices[0]),
-            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
-            "curv_G:0@0[6,6.5) curv_G:1@0[9,9.5)* inv_G:s0@0[9.5,10.5)*");
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@0[9,9.5)* inv_A:s0@0[9.5,10.5)* inv_G:s0@0[10.5,11.5)*");
   EXPECT_EQ(describe(in, r.devices[1]),
             "curv_A:0@0[7,7.5) curv_A:1@0[7.5,8) curv_G:0@0[8,8.5) "
             "curv_G:1@0[8.5,9) inv_A:s1@0[9,10)* inv_G:s1@0[10,11)*");
-  // makespan + precondition + the largest forced tail (device 1's 2) / K.
-  EXPECT_DOUBLE_EQ(r.stepTime, 9 + 0.25 + 2);
+  // makespan + precondition + the largest forced tail (device 0's 2.5) / K.
+  EXPECT_DOUBLE_EQ(r.stepTime, 9 + 0.25 + 2.5);
   // A pin beyond maxSteps, or negative, is refused.
   in.refreshSteps = -1;
   OrError<SimulationResult> sim = simulate(s, handTimes());
@@ -500,11 +503,11 @@ TEST(PipeFisher, EachDeviceRefreshesOnItsOwnK) {
 }
 
 // `--kfac-refresh 1,2` on the hand case (s0, s1: curvature 0.5, inversion 1):
-// device 0 pinned to 1 forces what its step 1 held (curv_G mb 1, inv_G: 1.5,
-// as in PinnedRefreshForcesWhatItsStepsDoNotHold); device 1 keeps its 2 steps,
-// nothing forced. The tail is paid every K_0 = 1 steps:
-//   step = 9 + 0.25 + max(1.5 / 1, 0 / 2) = 10.75 (one K = 2: 10);
-//   device 0: (6 + 4 + 0.25) / 10.75; device 1: (12 + 4 + 0.5) / (2 x 10.75).
+// device 0 pinned to 1 forces what its step 1 held (curv_G mb 1, both
+// inversions: 2.5, as in PinnedRefreshForcesWhatItsStepsDoNotHold); device 1
+// keeps its 2 steps, nothing forced. The tail is paid every K_0 = 1 steps:
+//   step = 9 + 0.25 + max(2.5 / 1, 0 / 2) = 11.75 (one K = 2: 10);
+//   device 0: (6 + 4 + 0.25) / 11.75; device 1: (12 + 4 + 0.5) / (2 x 11.75).
 TEST(PipeFisher, PerDevicePinForcesEachDeviceOnItsOwnK) {
   Schedule s = handSchedule();
   PipeFisherInput in = handInput();
@@ -513,14 +516,14 @@ TEST(PipeFisher, PerDevicePinForcesEachDeviceOnItsOwnK) {
   PipeFisherResult r = pack(s, handTimes(), in);
   ASSERT_EQ(r.devices.size(), 2u);
   EXPECT_EQ(describe(in, r.devices[0]),
-            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) inv_A:s0@0[3,4) "
-            "curv_G:0@0[6,6.5) curv_G:1@0[9,9.5)* inv_G:s0@0[9.5,10.5)*");
+            "curv_A:0@0[2,2.5) curv_A:1@0[2.5,3) curv_G:0@0[6,6.5) "
+            "curv_G:1@0[9,9.5)* inv_A:s0@0[9.5,10.5)* inv_G:s0@0[10.5,11.5)*");
   expectRefreshSteps(r, {1, 2}, 2);
-  EXPECT_DOUBLE_EQ(r.devices[0].forced, 1.5);
+  EXPECT_DOUBLE_EQ(r.devices[0].forced, 2.5);
   EXPECT_DOUBLE_EQ(r.devices[1].forced, 0);
-  EXPECT_DOUBLE_EQ(r.stepTime, 10.75);
-  EXPECT_NEAR(r.devices[0].utilisationAfter, 10.25 / 10.75, 1e-12);
-  EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 21.5, 1e-12);
+  EXPECT_DOUBLE_EQ(r.stepTime, 11.75);
+  EXPECT_NEAR(r.devices[0].utilisationAfter, 10.25 / 11.75, 1e-12);
+  EXPECT_NEAR(r.devices[1].utilisationAfter, 16.5 / 23.5, 1e-12);
   // A pin longer than the span (device 1 pinned to 3 needs 2) keeps K_d 3.
   in.deviceRefreshSteps = {1, 3};
   r = pack(s, handTimes(), in);
