@@ -2,12 +2,13 @@
 // backends/cpu/kfac/Kfac.h with device pointers: factors from act_t operands
 // (bf16; fp32 under AUTODDL_FP32) by cuBLASLt GEMMs with fp32 accumulation
 // into fp32 factors; their reduction over NCCL communicators; damped inverses
-// by cuSOLVER Cholesky (potrf + potri) in fp32, retried in fp64, else the
-// previous inverse kept (the rules of backends/common/KfacRules.h);
-// preconditioning by fp32 GEMMs (CUBLAS_COMPUTE_32F; TF32 in the bf16 build,
-// within its 2e-2 bound, never under AUTODDL_FP32); the first-order
-// rules on the preconditioned gradient. Everything runs on compute_stream()
-// but kfac_inverse_launch's inversions, on a side stream.
+// by cuSOLVER Cholesky (potrf, then potrs on an identity) in fp32, retried in
+// fp64, else the previous inverse kept (the rules of
+// backends/common/KfacRules.h); preconditioning by fp32 GEMMs
+// (CUBLAS_COMPUTE_32F; TF32 in the bf16 build, within its 2e-2 bound, never
+// under AUTODDL_FP32); the first-order rules on the preconditioned gradient.
+// Everything runs on compute_stream() but kfac_inverse_launch's inversions, on
+// a side stream.
 //
 // Communicators are plain ncclComm_t (null: this rank alone), so this code
 // needs neither MPI nor Comm.h; a generated program passes its Comm's .nccl.
@@ -68,7 +69,7 @@ void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
 void kfac_inverse_reserve(const KfacLayer *layers, int64_t n);
 /// Queues the damped fp32 Cholesky inverse of factor f (0: A, 1: G) of
 /// layer `slot` into its A_next / G_next, its status words (potrf's and
-/// potri's info, a non-finite count) staying on the device. `damp`: first
+/// potrs's info, a non-finite count) staying on the device. `damp`: first
 /// the layer's damping from both factors' traces (computed on the device,
 /// the same double operations as kfac_damping): the layer's first factor of
 /// a refresh, once both are reduced. The factors must stay unchanged until

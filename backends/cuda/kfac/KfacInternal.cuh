@@ -64,7 +64,8 @@ enum WorkspaceSlot : int {
   kFp64 = 4,    // the fp64 retry's matrix
   kBias = 5,    // a gathered bias gradient
   kReduce = 6,  // partial sums of the LAMB norms
-  kSlots = 7
+  kRhs = 7,     // the identity potrs solves into (the inverse)
+  kSlots = 8
 };
 
 /// x[n] *= s on compute_stream().

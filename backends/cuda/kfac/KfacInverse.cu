@@ -1,6 +1,7 @@
 // Damped factor inverses on the GPU (Kfac.h): cuSOLVER Cholesky (potrf +
-// potri) in fp32, the fp64 retry, the keep-previous policy of KfacRules.h, the
-// refresh of a layer, and the asynchronous refresh on a side stream.
+// potrs on an identity) in fp32, the fp64 retry, the keep-previous policy of
+// KfacRules.h, the refresh of a layer, and the asynchronous refresh on a side
+// stream.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
@@ -62,7 +63,7 @@ cusolverDnHandle_t solver() {
   return h;
 }
 
-/// Status words on the device: potrf's info, potri's info, a non-finite
+/// Status words on the device: potrf's info, potrs's info, a non-finite
 /// count. Zeroed before each inversion.
 int *status_words() {
   static auto *words = new DeviceBuffer<int>(3); // never destroyed (workspace)
@@ -84,8 +85,8 @@ __global__ void load_damped_kernel(T *m, const float *F, int64_t d, double diag,
   }
 }
 
-/// inv (fp32) = the symmetric matrix whose row-major upper triangle potri
-/// wrote (its column-major lower one); counts non-finite results.
+/// inv (fp32) = the symmetric matrix of m's row-major upper triangle (so
+/// exactly symmetric); counts non-finite results.
 template <class T>
 __global__ void mirror_kernel(float *inv, const T *m, int64_t d, int *bad) {
   const int64_t n = d * d, stride = int64_t(gridDim.x) * blockDim.x;
@@ -119,31 +120,47 @@ void potrf(cusolverDnHandle_t h, int n, double *a, double *work, int lwork,
   AUTODDL_CUSOLVER_CHECK(
       cusolverDnDpotrf(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
 }
-void potri(cusolverDnHandle_t h, int n, float *a, float *work, int lwork,
-           int *info) {
+void potrs(cusolverDnHandle_t h, int n, const float *a, float *b, int *info) {
   AUTODDL_CUSOLVER_CHECK(
-      cusolverDnSpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
+      cusolverDnSpotrs(h, CUBLAS_FILL_MODE_LOWER, n, n, a, n, b, n, info));
 }
-void potri(cusolverDnHandle_t h, int n, double *a, double *work, int lwork,
-           int *info) {
+void potrs(cusolverDnHandle_t h, int n, const double *a, double *b, int *info) {
   AUTODDL_CUSOLVER_CHECK(
-      cusolverDnDpotri(h, CUBLAS_FILL_MODE_LOWER, n, a, n, work, lwork, info));
+      cusolverDnDpotrs(h, CUBLAS_FILL_MODE_LOWER, n, n, a, n, b, n, info));
 }
 int work_size(cusolverDnHandle_t h, int n, float *a) {
-  int lf = 0, li = 0;
+  int lf = 0;
   AUTODDL_CUSOLVER_CHECK(
       cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &lf));
-  AUTODDL_CUSOLVER_CHECK(
-      cusolverDnSpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &li));
-  return lf > li ? lf : li;
+  return lf;
 }
 int work_size(cusolverDnHandle_t h, int n, double *a) {
-  int lf = 0, li = 0;
+  int lf = 0;
   AUTODDL_CUSOLVER_CHECK(
       cusolverDnDpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &lf));
-  AUTODDL_CUSOLVER_CHECK(
-      cusolverDnDpotri_bufferSize(h, CUBLAS_FILL_MODE_LOWER, n, a, n, &li));
-  return lf > li ? lf : li;
+  return lf;
+}
+
+template <class T> __global__ void identity_kernel(T *b, int64_t d) {
+  const int64_t n = d * d, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride)
+    b[k] = k / d == k % d ? T(1) : T(0);
+}
+
+/// b = a^-1 for the SPD n x n `a` (overwritten by its Cholesky factor):
+/// potrf, then potrs on an identity. Not potri: on an H100 it took 7.8 ms
+/// at n = 3072 where potrf + potrs take 4.8 ms, the same accuracy
+/// (bench/results/pipefisher/2026-12-06-h100-inverse/). info[0]: potrf's,
+/// info[1]: potrs's.
+template <class T>
+void cholesky_solve_inverse(cusolverDnHandle_t h, cudaStream_t s, int n, T *a,
+                            T *b, T *work, int lwork, int *info) {
+  potrf(h, n, a, work, lwork, info);
+  const int64_t d = n;
+  identity_kernel<T><<<detail::grid_for(d * d, 256), 256, 0, s>>>(b, d);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  potrs(h, n, a, b, info + 1);
 }
 
 /// The Cholesky inverse in precision T (the row-major symmetric matrix is
@@ -157,6 +174,7 @@ bool cholesky_inverse(float *inv, const float *F, int64_t d, double diag,
                                 " is too large for cuSOLVER's int");
   const int n = int(d);
   auto *m = static_cast<T *>(workspace(slot, d * d * int64_t(sizeof(T))));
+  auto *b = static_cast<T *>(workspace(kRhs, d * d * int64_t(sizeof(T))));
   int *words = status_words();
   AUTODDL_CUDA_CHECK(
       cudaMemsetAsync(words, 0, 3 * sizeof(int), compute_stream()));
@@ -168,9 +186,8 @@ bool cholesky_inverse(float *inv, const float *F, int64_t d, double diag,
   const int lwork = work_size(h, n, m);
   auto *work = static_cast<T *>(
       workspace(kSolver, int64_t(lwork > 0 ? lwork : 1) * int64_t(sizeof(T))));
-  potrf(h, n, m, work, lwork, words);
-  potri(h, n, m, work, lwork, words + 1);
-  mirror_kernel<T><<<grid, 256, 0, compute_stream()>>>(inv, m, d, words + 2);
+  cholesky_solve_inverse<T>(h, compute_stream(), n, m, b, work, lwork, words);
+  mirror_kernel<T><<<grid, 256, 0, compute_stream()>>>(inv, b, d, words + 2);
   AUTODDL_CUDA_CHECK_LAUNCH();
   int host[3] = {0, 0, 0};
   copy_to_host(host, words, 3 * int64_t(sizeof(int)));
@@ -249,9 +266,11 @@ __global__ void mirror_inplace_kernel(float *m, int64_t d, int *bad) {
 struct AsyncRefresh {
   cudaStream_t side = nullptr;
   cusolverDnHandle_t solver = nullptr;
-  DeviceBuffer<int> status;     // per slot: A's potrf, potri, non-finite; G's
+  DeviceBuffer<int> status;     // per slot: A's potrf, potrs, non-finite; G's
   DeviceBuffer<double> damping; // per slot: pi, a, g
   DeviceBuffer<float> work;     // cuSOLVER's, the largest factor's
+  DeviceBuffer<float> factor;   // the damped factor, then its Cholesky factor
+                                // (one: the side stream runs one at a time)
   std::vector<cudaEvent_t> ready, done;        // per factor
   std::vector<cudaEvent_t> anchor, start, end; // per factor, when timed
   std::vector<bool> timed;                     // per factor
@@ -261,7 +280,7 @@ struct AsyncRefresh {
   // The side stream's work is queued by a host thread of its own, task by
   // task in launch order: queueing it from the program's thread held that
   // thread (a refresh step measured as long at K = 20 as at K = 10, ~48 ms),
-  // most likely in potri's host-side part, and a launch now sits between
+  // most likely in the solver's host-side part, and a launch now sits between
   // the stages' calls. An exception of a task is rethrown on the program's
   // thread by the next launch or finish (escaping the thread it would end
   // the program without its one-line message; a failed CUDA check reports
@@ -377,9 +396,10 @@ void kfac_inverse_reserve(const KfacLayer *layers, int64_t n) {
   a.init();
   a.idle();
   AUTODDL_CUDA_CHECK(cudaStreamSynchronize(a.side)); // nothing in flight
-  int64_t lwork = 1;
+  int64_t lwork = 1, largest = 1;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d : {layers[i].in, layers[i].out}) {
+      largest = std::max(largest, d * d);
       if (d > INT_MAX / 2)
         throw std::invalid_argument("kfac: factor dimension " +
                                     std::to_string(d) +
@@ -390,6 +410,8 @@ void kfac_inverse_reserve(const KfacLayer *layers, int64_t n) {
     }
   if (a.work.size() < lwork)
     a.work = DeviceBuffer<float>(lwork);
+  if (a.factor.size() < largest)
+    a.factor = DeviceBuffer<float>(largest);
   if (a.status.size() < 6 * n)
     a.status = DeviceBuffer<int>(std::max<int64_t>(6 * n, 6));
   if (a.damping.size() < 3 * n)
@@ -432,12 +454,12 @@ void kfac_inverse_launch(KfacLayer &l, int64_t slot, int f, double damping,
       AUTODDL_CUDA_CHECK(cudaEventRecord(a.start[size_t(k)], a.side));
     const int n = int(d);
     const unsigned grid = detail::grid_for(d * d, 256);
-    load_damped_at_kernel<<<grid, 256, 0, a.side>>>(m, F, d, dp + 1 + f,
+    float *factor = a.factor.data();
+    load_damped_at_kernel<<<grid, 256, 0, a.side>>>(factor, F, d, dp + 1 + f,
                                                     words + 2);
     AUTODDL_CUDA_CHECK_LAUNCH();
-    const int lwork = int(a.work.size());
-    potrf(a.solver, n, m, a.work.data(), lwork, words);
-    potri(a.solver, n, m, a.work.data(), lwork, words + 1);
+    cholesky_solve_inverse<float>(a.solver, a.side, n, factor, m, a.work.data(),
+                                  int(a.work.size()), words);
     mirror_inplace_kernel<<<grid, 256, 0, a.side>>>(m, d, words + 2);
     AUTODDL_CUDA_CHECK_LAUNCH();
     if (timed)
