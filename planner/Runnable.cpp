@@ -44,11 +44,14 @@ std::string RunnableConfigurations::refusal(const Knobs &k, bool kfac) const {
                   "than it is priced with (zero 0 or 1)";
   if (k.zero > 0 && k.dp < 2)
     return zero + " needs dp > 1";
-  // K-FAC's curvature reads a layer's saved input and output gradient after
-  // the layer's backward (codegen/emit/KfacEmitter.cpp).
-  if (kfac && k.recompute != cost::Recompute::None)
+  // K-FAC's curvature reads a linear's input and output gradient outside the
+  // layer's backward (codegen/emit/KfacEmitter.cpp): kept under selective
+  // recomputation (it reruns an attention's scores only), in the stage's
+  // scratch under full (codegen/emit/Recompute.cpp).
+  if (kfac && k.recompute == cost::Recompute::Full)
     return rc + " with the kfac optimizer: its factors read a layer's "
-                "buffers outside the layer's backward (recompute none)";
+                "linear inputs, which full recomputation keeps only inside "
+                "the layer's backward (recompute none or selective)";
   // ZB-H1's weight-gradient half runs after the input-gradient half that
   // reruns a layer, reading buffers the next rerun overwrites
   // (codegen/emit/Recompute.cpp).
