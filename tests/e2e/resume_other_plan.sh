@@ -3,7 +3,8 @@
 # parameters and the AdamW moments, ZeRO's shards included) under the model's names, each rank
 # writing its own blocks, so any plan of the same model resumes them, each rank reading its block.
 #  - tiny-gpt saved under dp2 + ZeRO-1 resumes under tp2 x pp2 (Megatron's splits, 1F1B), and the
-#    reverse; `--resume auto` too. The resumed run's losses equal the writing plan's own (resuming
+#    reverse; `--resume auto` too; a 4-layer GPT saved under interleaved pp2 (2 chunks: device 0
+#    holds layers 0 and 2) resumes under 1F1B (layers 0 and 1). The resumed run's losses equal the writing plan's own (resuming
 #    under the original plan is exact, so its losses are the uninterrupted run's) within the
 #    verify matrix's fp32 bound (relative 1e-5, driver/Verify.cpp);
 #  - the tensors are the same files whichever plan wrote them: both plans' step-3 parameters and
@@ -11,8 +12,8 @@
 #  - bad input under the other plan: another model, another vocabulary, a truncated optimizer
 #    file, an older plan-specific ZeRO layout: one line naming the file, exit status 1..123,
 #    nothing written or overwritten.
-# The plans are e2e.verify.zero1_dp2's and e2e.verify.tp2_pp2's: their builds are in the cache
-# (AUTODDL_CACHE). ~30 s on 2 cores once built.
+# The plans are e2e.verify.zero1_dp2's, tp2_pp2's, pp2_interleaved's and pp2_1f1b_layer_loop's:
+# their builds are in the cache (AUTODDL_CACHE). ~30 s on 2 cores once built.
 # Usage: resume_other_plan.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -20,19 +21,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$w" && mkdir -p "$w"
 . "$here/checkpoint_lib.sh"
 
-# plan NAME RANKS FIX MEGATRON: the verify matrix's plan of tiny-gpt (the same bytes, one build).
+# plan NAME MODEL RANKS FIX MEGATRON: the verify matrix's plan (the same bytes, one build).
 plan() {
-  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus "$2" --global-batch 8 --seq 16 \
-    --fix "$3" --no-why -o "$w/$1.json" > /dev/null || fail "plan $1"
-  python3 "$here/../lit/codegen/megatron.py" "$w/$1.json" --level "$4" || fail "megatron.py $1"
+  "$autoddl" plan "$2" --cluster dgx-h100-ndr --gpus "$3" --global-batch 8 --seq 16 \
+    --fix "$4" --no-why -o "$w/$1.json" > /dev/null || fail "plan $1"
+  python3 "$here/../lit/codegen/megatron.py" "$w/$1.json" --level "$5" || fail "megatron.py $1"
 }
-plan zero 2 tp=1,pp=1,dp=2,zero=1 0
-plan tp2pp2 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 1
+plan zero tiny-gpt 2 tp=1,pp=1,dp=2,zero=1 0
+plan tp2pp2 tiny-gpt 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 1
+# Four layers: interleaved (device 0 runs layers 0 and 2) and 1F1B (layers 0 and 1).
+plan interleaved "$here/gpt-4layer.json" 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0
+plan loop "$here/gpt-4layer.json" 2 tp=1,pp=2,dp=1,microbatch=1,schedule=1f1b 0
 # run PLAN OUT TRAINING-FLAGS...: 6 steps through the driver (its build cached), quietly.
 run() {
-  local p=$1 out=$2; shift 2
-  "$autoddl" run "$w/$p.json" --steps 6 --out "$w/$out" -- --quiet "$@" > "$w/$out.log" 2>&1 ||
-    { cat "$w/$out.log"; fail "run $out"; }
+  local p=$1 out=$2 model=()
+  shift 2
+  case $p in interleaved | loop) model=(--model "$here/gpt-4layer.json") ;; esac
+  "$autoddl" run "$w/$p.json" "${model[@]}" --steps 6 --out "$w/$out" -- --quiet "$@" \
+    > "$w/$out.log" 2>&1 || { cat "$w/$out.log"; fail "run $out"; }
 }
 run zero full_zero --save "$w/ck_zero" --save-every 3
 run tp2pp2 full_tp2pp2 --save "$w/ck_tp2pp2" --save-every 3
@@ -72,6 +78,11 @@ run zero zero_from_tp2pp2 --resume "$w/ck_tp2pp2/step-3"
 losses_match "$w/full_tp2pp2/metrics.json" "$w/zero_from_tp2pp2/metrics.json" 1e-5 ||
   fail "dp2 + ZeRO-1 resumed from the tp2 x pp2 checkpoint: other losses"
 echo "ok: a tp2 x pp2 checkpoint resumes under dp2 + ZeRO-1"
+run interleaved full_interleaved --save "$w/ck_interleaved" --save-every 3
+run loop loop_from_interleaved --resume "$w/ck_interleaved/step-3"
+losses_match "$w/full_interleaved/metrics.json" "$w/loop_from_interleaved/metrics.json" 1e-5 ||
+  fail "1F1B resumed from the interleaved checkpoint: other losses"
+echo "ok: an interleaved pp2 x 2 chunks checkpoint resumes under 1F1B (other layers a device)"
 mkdir -p "$w/auto" && cp -r "$w/ck_zero/step-3" "$w/auto/"
 run tp2pp2 auto_run --save "$w/auto" --resume auto
 grep -q "^--resume auto: resuming from $w/auto/step-3$" "$w/auto_run.log" ||
