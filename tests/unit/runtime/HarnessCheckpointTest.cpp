@@ -92,6 +92,8 @@ public:
     for (HostParam &p : params)
       add_checkpoint_entries(e, p, p.value.data(), p.m.data(), p.v.data(),
                              with_state, spec, rtp, rdp);
+    if (with_state && !kfac_inverse.empty()) // as KfacRun's entries
+      e.push_back({"w.kfac_A_inv", Slice::whole({2, 2}), kfac_inverse.data()});
     return e;
   }
   void copy_params(bool to_host) override { ++(to_host ? saves : loads); }
@@ -101,6 +103,7 @@ public:
   ProgramSpec spec;
   int64_t rtp = 0, rdp = 0;
   HostParam params[2];
+  std::vector<float> kfac_inverse; // a K-FAC run's (else empty)
   int saves = 0, loads = 0;
 };
 
@@ -238,6 +241,43 @@ TEST(HarnessCheckpoint, ZeroStateResumesUnderAnotherPlan) {
     EXPECT_EQ(back.params[k].m, sharded.params[k].m) << k;
     EXPECT_EQ(back.params[k].v, sharded.params[k].v) << k;
   }
+  removeCheckpoints(o.save);
+}
+
+// K-FAC's inverses are kept per plan (the layers' factor blocks and the
+// refresh cycle the plan chose): another plan refuses them in one line.
+TEST(HarnessCheckpoint, KfacStateRefusedUnderAnotherPlan) {
+  HostBackend split = filled(2, 0, 1.0f);
+  split.kfac_inverse.assign(4, 0.5f);
+  Options o;
+  o.save = sharedDir("kfac");
+  o.optimizer = "kfac";
+  save_checkpoint(o, 2, split.spec, split);
+  MPI_Barrier(MPI_COMM_WORLD);
+  HostBackend same = filled(2, 0, 0.0f);
+  same.kfac_inverse.assign(4, 0.0f);
+  EXPECT_EQ(load_checkpoint(o.save + "/step-2", same.spec, same, "kfac"), 2);
+  EXPECT_EQ(same.kfac_inverse, split.kfac_inverse);
+  HostBackend whole = filled(1, 0, 0.0f);
+  whole.kfac_inverse.assign(4, 0.0f);
+  try {
+    load_checkpoint(o.save + "/step-2", whole.spec, whole, "kfac");
+    ADD_FAILURE() << "resumed K-FAC inverses under another plan";
+  } catch (const std::runtime_error &e) {
+    const std::string dir = o.save + "/step-2";
+    EXPECT_EQ(std::string(e.what()),
+              dir +
+                  "/optimizer.safetensors: K-FAC inverses of plan \"tp=2 "
+                  "pp=1 dp=" +
+                  std::to_string(split.spec.dp) +
+                  " zero=0 stages=1\", stored per plan; this run's plan is "
+                  "\"tp=1 pp=1 dp=" +
+                  std::to_string(whole.spec.dp) +
+                  " zero=0 stages=1\": resume under that plan, or start "
+                  "from the parameters with --init " +
+                  dir + "/model.safetensors");
+  }
+  EXPECT_EQ(whole.kfac_inverse, std::vector<float>(4, 0.0f)); // nothing read
   removeCheckpoints(o.save);
 }
 
