@@ -316,8 +316,8 @@ std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
 void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                             const ParamBlock &p, float *value, float *m,
                             float *v, bool with_state, const ProgramSpec &s,
-                            int64_t rtp, int64_t rdp) {
-  (void)rtp;
+                            int64_t /*rtp: p.slice says the block*/,
+                            int64_t rdp) {
   e.push_back({p.name, p.slice, p.held ? value : nullptr, p.full});
   if (!with_state)
     return;
