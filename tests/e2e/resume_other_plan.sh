@@ -4,7 +4,8 @@
 # writing its own blocks, so any plan of the same model resumes them, each rank reading its block.
 #  - tiny-gpt saved under dp2 + ZeRO-1 resumes under tp2 x pp2 (Megatron's splits, 1F1B), and the
 #    reverse; `--resume auto` too; a 4-layer GPT saved under interleaved pp2 (2 chunks: device 0
-#    holds layers 0 and 2) resumes under 1F1B (layers 0 and 1). The resumed run's losses equal the writing plan's own (resuming
+#    holds layers 0 and 2) resumes under 1F1B (layers 0 and 1); a vocabulary of 251 rows over
+#    tp2 with ZeRO-1 (the short block's shard padded) resumes under tp2 alone. The resumed run's losses equal the writing plan's own (resuming
 #    under the original plan is exact, so its losses are the uninterrupted run's) within the
 #    verify matrix's fp32 bound (relative 1e-5, driver/Verify.cpp);
 #  - the tensors are the same files whichever plan wrote them: both plans' step-3 parameters and
@@ -12,8 +13,8 @@
 #  - bad input under the other plan: another model, another vocabulary, a truncated optimizer
 #    file, an older plan-specific ZeRO layout: one line naming the file, exit status 1..123,
 #    nothing written or overwritten.
-# The plans are e2e.verify.zero1_dp2's, tp2_pp2's, pp2_interleaved's and pp2_1f1b_layer_loop's:
-# their builds are in the cache (AUTODDL_CACHE). ~30 s on 2 cores once built.
+# The plans are e2e.verify's zero1_dp2, tp2_pp2, pp2_interleaved, pp2_1f1b_layer_loop,
+# odd_vocab_dp2_tp2_zero1 and odd_vocab_tp2: their builds are in the cache (AUTODDL_CACHE). ~30 s on 2 cores once built.
 # Usage: resume_other_plan.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -32,11 +33,18 @@ plan tp2pp2 tiny-gpt 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b 1
 # Four layers: interleaved (device 0 runs layers 0 and 2) and 1F1B (layers 0 and 1).
 plan interleaved "$here/gpt-4layer.json" 2 tp=1,pp=2,dp=1,microbatch=2,schedule=interleaved,chunks=2 0
 plan loop "$here/gpt-4layer.json" 2 tp=1,pp=2,dp=1,microbatch=1,schedule=1f1b 0
+# A vocabulary tp does not divide (251 rows: 126 + 125), the table vocab-parallel: the short
+# block's ZeRO shard ends in padding that is in no file.
+plan odd_zero "$here/gpt-odd-vocab.json" 4 tp=2,pp=1,dp=2,zero=1 2
+plan odd_tp2 "$here/gpt-odd-vocab.json" 2 tp=2,pp=1,dp=1 2
 # run PLAN OUT TRAINING-FLAGS...: 6 steps through the driver (its build cached), quietly.
 run() {
   local p=$1 out=$2 model=()
   shift 2
-  case $p in interleaved | loop) model=(--model "$here/gpt-4layer.json") ;; esac
+  case $p in
+  interleaved | loop) model=(--model "$here/gpt-4layer.json") ;;
+  odd_*) model=(--model "$here/gpt-odd-vocab.json") ;;
+  esac
   "$autoddl" run "$w/$p.json" "${model[@]}" --steps 6 --out "$w/$out" -- --quiet "$@" \
     > "$w/$out.log" 2>&1 || { cat "$w/$out.log"; fail "run $out"; }
 }
@@ -83,6 +91,11 @@ run loop loop_from_interleaved --resume "$w/ck_interleaved/step-3"
 losses_match "$w/full_interleaved/metrics.json" "$w/loop_from_interleaved/metrics.json" 1e-5 ||
   fail "1F1B resumed from the interleaved checkpoint: other losses"
 echo "ok: an interleaved pp2 x 2 chunks checkpoint resumes under 1F1B (other layers a device)"
+run odd_zero full_odd_zero --save "$w/ck_odd_zero" --save-every 3
+run odd_tp2 odd_tp2_from_zero --resume "$w/ck_odd_zero/step-3"
+losses_match "$w/full_odd_zero/metrics.json" "$w/odd_tp2_from_zero/metrics.json" 1e-5 ||
+  fail "tp2 resumed from the odd vocabulary's dp2 x tp2 + ZeRO-1 checkpoint: other losses"
+echo "ok: an odd vocabulary's dp2 x tp2 + ZeRO-1 checkpoint resumes under tp2 alone"
 mkdir -p "$w/auto" && cp -r "$w/ck_zero/step-3" "$w/auto/"
 run tp2pp2 auto_run --save "$w/auto" --resume auto
 grep -q "^--resume auto: resuming from $w/auto/step-3$" "$w/auto_run.log" ||
