@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -122,15 +123,30 @@ std::string markerPath(const std::string &tmp, int r) {
 }
 
 /// Rank 0: waits until every other rank left its marker; throws the first
-/// error one reports. The markers are removed.
+/// error one reports. The markers are removed. The ranks write alike amounts
+/// at once, so a rank still writing AUTODDL_WATCHDOG_TIMEOUT seconds (default
+/// 600; 0: no limit) after rank 0 is done is stuck or gone: a dead peer
+/// cannot leave rank 0 waiting here for ever once the steps are over.
 void waitForRanks(const std::string &tmp, int ranks) {
   namespace fs = std::filesystem;
+  const char *env = std::getenv("AUTODDL_WATCHDOG_TIMEOUT");
+  const double limit = env && *env ? std::atof(env) : 600.0;
+  Timer waited;
   std::string error;
   for (int r = 1; r < ranks; ++r) {
     const std::string marker = markerPath(tmp, r);
     std::error_code ec;
-    while (!fs::exists(marker, ec))
+    while (!fs::exists(marker, ec)) {
+      if (limit > 0 && waited.seconds() > limit) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", limit);
+        throw std::runtime_error(
+            tmp + ": rank " + std::to_string(r) +
+            " did not finish writing its part of the checkpoint within " +
+            seconds + " s of rank 0 (AUTODDL_WATCHDOG_TIMEOUT)");
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
     const std::string text = read_file(marker);
     if (error.empty() && !text.empty())
       error = text;

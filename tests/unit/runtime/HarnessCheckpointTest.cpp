@@ -397,6 +397,34 @@ TEST(HarnessCheckpoint, OlderFolderWithOtherFilesIsNotReplaced) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// Rank 0 renames a folder only once every rank left its marker; a rank that
+// never does (gone) ends the wait after AUTODDL_WATCHDOG_TIMEOUT, naming it,
+// and no step-N appears.
+TEST(HarnessCheckpoint, RankThatNeverWritesIsNamed) {
+  const Options o = savingInto("gone");
+  if (worldRank() == 0) {
+    make_directories(o.save);
+    CheckpointFolder f;
+    f.dir = o.save + "/step-1";
+    f.ranks = 2; // rank 1 of this pretend run never writes
+    ::setenv("AUTODDL_WATCHDOG_TIMEOUT", "0.2", 1);
+    try {
+      write_checkpoint_folder(f);
+      ADD_FAILURE() << "renamed a folder rank 1 never wrote";
+    } catch (const std::runtime_error &e) {
+      EXPECT_EQ(std::string(e.what()),
+                o.save + "/.step-1.tmp: rank 1 did not finish writing its "
+                         "part of the checkpoint within 0.2 s of rank 0 "
+                         "(AUTODDL_WATCHDOG_TIMEOUT)");
+    }
+    ::unsetenv("AUTODDL_WATCHDOG_TIMEOUT");
+    EXPECT_FALSE(std::filesystem::exists(o.save + "/step-1"));
+    EXPECT_FALSE(std::filesystem::exists(o.save + "/.step-1.tmp"));
+    std::filesystem::remove_all(o.save);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // --resume auto: the newest step-N whose files are whole; a newer truncated
 // one and a killed write's temporary folder are passed over; a folder with
 // only incomplete checkpoints is refused naming the file.
