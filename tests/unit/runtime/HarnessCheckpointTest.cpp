@@ -129,6 +129,16 @@ std::string sharedDir(const char *name) {
       .string();
 }
 
+/// `f` throws std::runtime_error saying exactly `what`.
+template <typename F> void expectError(F f, const std::string &what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected: " << what;
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()), what);
+  }
+}
+
 /// Model "tiny" split over `tp`, filled with `salt`.
 HostBackend filled(int64_t tp, int zero, float salt) {
   HostBackend b("tiny", tp, zero);
@@ -260,23 +270,17 @@ TEST(HarnessCheckpoint, KfacStateRefusedUnderAnotherPlan) {
   EXPECT_EQ(same.kfac_inverse, split.kfac_inverse);
   HostBackend whole = filled(1, 0, 0.0f);
   whole.kfac_inverse.assign(4, 0.0f);
-  try {
-    load_checkpoint(o.save + "/step-2", whole.spec, whole, "kfac");
-    ADD_FAILURE() << "resumed K-FAC inverses under another plan";
-  } catch (const std::runtime_error &e) {
-    const std::string dir = o.save + "/step-2";
-    EXPECT_EQ(std::string(e.what()),
-              dir +
-                  "/optimizer.safetensors: K-FAC inverses of plan \"tp=2 "
-                  "pp=1 dp=" +
-                  std::to_string(split.spec.dp) +
-                  " zero=0 stages=1\", stored per plan; this run's plan is "
-                  "\"tp=1 pp=1 dp=" +
-                  std::to_string(whole.spec.dp) +
-                  " zero=0 stages=1\": resume under that plan, or start "
-                  "from the parameters with --init " +
-                  dir + "/model.safetensors");
-  }
+  const std::string dir = o.save + "/step-2";
+  expectError(
+      [&] { load_checkpoint(dir, whole.spec, whole, "kfac"); },
+      dir + "/optimizer.safetensors: K-FAC inverses of plan \"tp=2 pp=1 dp=" +
+          std::to_string(split.spec.dp) +
+          " zero=0 stages=1\", stored per plan; this run's plan is \"tp=1 "
+          "pp=1 dp=" +
+          std::to_string(whole.spec.dp) +
+          " zero=0 stages=1\": resume under that plan, or start from the "
+          "parameters with --init " +
+          dir + "/model.safetensors");
   EXPECT_EQ(whole.kfac_inverse, std::vector<float>(4, 0.0f)); // nothing read
   removeCheckpoints(o.save);
 }
@@ -408,15 +412,10 @@ TEST(HarnessCheckpoint, RankThatNeverWritesIsNamed) {
     f.dir = o.save + "/step-1";
     f.ranks = 2; // rank 1 of this pretend run never writes
     ::setenv("AUTODDL_WATCHDOG_TIMEOUT", "0.2", 1);
-    try {
-      write_checkpoint_folder(f);
-      ADD_FAILURE() << "renamed a folder rank 1 never wrote";
-    } catch (const std::runtime_error &e) {
-      EXPECT_EQ(std::string(e.what()),
+    expectError([&] { write_checkpoint_folder(f); },
                 o.save + "/.step-1.tmp: rank 1 did not finish writing its "
                          "part of the checkpoint within 0.2 s of rank 0 "
                          "(AUTODDL_WATCHDOG_TIMEOUT)");
-    }
     ::unsetenv("AUTODDL_WATCHDOG_TIMEOUT");
     EXPECT_FALSE(std::filesystem::exists(o.save + "/step-1"));
     EXPECT_FALSE(std::filesystem::exists(o.save + "/.step-1.tmp"));
