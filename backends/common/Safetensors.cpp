@@ -18,23 +18,24 @@ static bool hostIsLittleEndian() {
   return b == 1;
 }
 
-void safetensors_write(const std::string &path,
-                       const std::vector<NamedTensor> &tensors,
-                       const std::map<std::string, std::string> &metadata) {
+SafetensorsIndex
+safetensors_layout(const std::string &path,
+                   const std::vector<std::pair<std::string, Shape>> &tensors,
+                   const std::map<std::string, std::string> &metadata) {
   if (!hostIsLittleEndian())
     throw std::runtime_error(
         path + ": safetensors writing assumes a little-endian host");
-  std::vector<const NamedTensor *> order;
-  for (const NamedTensor &t : tensors)
+  std::vector<const std::pair<std::string, Shape> *> order;
+  for (const auto &t : tensors)
     order.push_back(&t);
   std::sort(order.begin(), order.end(),
-            [](auto *a, auto *b) { return a->name < b->name; });
+            [](auto *a, auto *b) { return a->first < b->first; });
   for (size_t i = 0; i < order.size(); ++i) {
-    if (order[i]->name == "__metadata__" || order[i]->name.empty())
+    if (order[i]->first == "__metadata__" || order[i]->first.empty())
       throw std::runtime_error(path + ": invalid tensor name \"" +
-                               order[i]->name + "\"");
-    if (i > 0 && order[i]->name == order[i - 1]->name)
-      throw std::runtime_error(path + ": tensor \"" + order[i]->name +
+                               order[i]->first + "\"");
+    if (i > 0 && order[i]->first == order[i - 1]->first)
+      throw std::runtime_error(path + ": tensor \"" + order[i]->first +
                                "\" given twice");
   }
   Json header = Json::obj();
@@ -44,12 +45,13 @@ void safetensors_write(const std::string &path,
       meta.set(kv.first, Json::of(kv.second));
     header.set("__metadata__", std::move(meta));
   }
-  std::vector<FileChunk> chunks(2); // length, header; then data
+  SafetensorsIndex out;
+  out.metadata = metadata;
   int64_t offset = 0;
-  for (const NamedTensor *t : order) {
-    const int64_t bytes = numel(t->shape) * int64_t(sizeof(float));
+  for (const auto *t : order) {
+    const int64_t bytes = numel(t->second) * int64_t(sizeof(float));
     Json shape = Json::arr();
-    for (int64_t d : t->shape)
+    for (int64_t d : t->second)
       shape.push(Json::of(d));
     Json entry = Json::obj();
     entry.set("dtype", Json::of(std::string("F32")));
@@ -58,18 +60,38 @@ void safetensors_write(const std::string &path,
         "data_offsets",
         std::move(
             Json::arr().push(Json::of(offset)).push(Json::of(offset + bytes))));
-    header.set(t->name, std::move(entry));
+    header.set(t->first, std::move(entry));
+    out.tensors[t->first] = {t->second, uint64_t(offset)};
     offset += bytes;
-    if (bytes > 0)
-      chunks.push_back({t->data, size_t(bytes)});
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
-  unsigned char length[8];
+  out.head.resize(8);
   for (int i = 0; i < 8; ++i)
-    length[i] = (uint64_t(text.size()) >> (8 * i)) & 0xFF;
-  chunks[0] = {length, 8};
-  chunks[1] = {text.data(), text.size()};
+    out.head[size_t(i)] = char((uint64_t(text.size()) >> (8 * i)) & 0xFF);
+  out.head += text;
+  for (auto &kv : out.tensors)
+    kv.second.offset += out.head.size();
+  out.size = out.head.size() + uint64_t(offset);
+  return out;
+}
+
+void safetensors_write(const std::string &path,
+                       const std::vector<NamedTensor> &tensors,
+                       const std::map<std::string, std::string> &metadata) {
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (const NamedTensor &t : tensors)
+    shapes.push_back({t.name, t.shape});
+  const SafetensorsIndex index = safetensors_layout(path, shapes, metadata);
+  std::vector<const NamedTensor *> order;
+  for (const NamedTensor &t : tensors)
+    order.push_back(&t);
+  std::sort(order.begin(), order.end(),
+            [](auto *a, auto *b) { return a->name < b->name; });
+  std::vector<FileChunk> chunks{{index.head.data(), index.head.size()}};
+  for (const NamedTensor *t : order)
+    if (numel(t->shape) > 0)
+      chunks.push_back({t->data, size_t(numel(t->shape)) * sizeof(float)});
   write_file_atomically(path, chunks);
 }
 
@@ -81,7 +103,8 @@ namespace {
 /// file holds. With `data` (the bytes after the header) the tensors are
 /// copied into `file`; without, only checked.
 void parseFile(const std::string &path, std::string_view head, uint64_t size,
-               const char *data, SafetensorsFile &file) {
+               const char *data, SafetensorsFile &file,
+               SafetensorsIndex *index = nullptr) {
   auto bad = [&](const std::string &cause) {
     return std::runtime_error(path + ": " + cause);
   };
@@ -137,6 +160,8 @@ void parseFile(const std::string &path, std::string_view head, uint64_t size,
                 " has " + std::to_string(e.integer - b.integer) +
                 " bytes of data");
     ranges.push_back({b.integer, e.integer});
+    if (index)
+      index->tensors[name] = {dims, 8 + n + uint64_t(b.integer)};
     Tensor t = Tensor::zeros(data ? dims : Shape{0});
     if (data && t.numel() > 0)
       std::memcpy(t.data, data + b.integer, size_t(e.integer - b.integer));
@@ -163,7 +188,7 @@ SafetensorsFile safetensors_read(const std::string &path) {
   return file;
 }
 
-std::map<std::string, std::string> safetensors_check(const std::string &path) {
+SafetensorsIndex safetensors_index(const std::string &path) {
   require_regular_file(path, "safetensors file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
@@ -182,8 +207,16 @@ std::map<std::string, std::string> safetensors_check(const std::string &path) {
   if (!in)
     throw std::runtime_error(path + ": read error");
   SafetensorsFile file;
-  parseFile(path, head, size, nullptr, file);
-  return file.metadata;
+  SafetensorsIndex index;
+  parseFile(path, head, size, nullptr, file, &index);
+  index.metadata = std::move(file.metadata);
+  index.head = std::move(head);
+  index.size = size;
+  return index;
+}
+
+std::map<std::string, std::string> safetensors_check(const std::string &path) {
+  return safetensors_index(path).metadata;
 }
 
 } // namespace autoddl::rt

@@ -47,6 +47,32 @@ SafetensorsFile safetensors_read(const std::string &path);
 /// returns the metadata. Throws std::runtime_error("PATH: cause").
 std::map<std::string, std::string> safetensors_check(const std::string &path);
 
+/// Where each tensor of a file lies: what a rank reads or writes its block of
+/// a tensor by (pread/pwrite at `offset` + 4 * element), without the rest.
+struct SafetensorsIndex {
+  struct Entry {
+    Shape shape;
+    uint64_t offset = 0; // of its first byte in the file
+  };
+  std::map<std::string, Entry> tensors;
+  std::map<std::string, std::string> metadata;
+  std::string head;  // the file's first bytes: the length and the header
+  uint64_t size = 0; // of the whole file
+};
+
+/// The index of `path`, its header read and checked as safetensors_check
+/// does. Throws std::runtime_error("PATH: cause").
+SafetensorsIndex safetensors_index(const std::string &path);
+
+/// The index of the file safetensors_write would write for tensors of these
+/// names and shapes (its `head` the bytes before the data, the same on every
+/// rank that computes it). Throws std::runtime_error("PATH: cause") on an
+/// invalid or repeated name.
+SafetensorsIndex
+safetensors_layout(const std::string &path,
+                   const std::vector<std::pair<std::string, Shape>> &tensors,
+                   const std::map<std::string, std::string> &metadata);
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_COMMON_SAFETENSORS_H

@@ -7,7 +7,9 @@
 #include "backends/host/MpiCheck.h"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -19,52 +21,40 @@ namespace autoddl::rt {
 
 namespace {
 
-/// Rank 0 receives every other rank's block of one tensor (rank 0's own is
-/// added by the caller).
-void gatherTensor(const CheckpointEntry &e, GatheredFile &out, MPI_Comm comm) {
-  const int p = comm_size(comm), r = comm_rank(comm);
-  const size_t rank = e.slice.full.size();
-  // header: held flag, then offset and local size per dimension
-  std::vector<int64_t> header(1 + 2 * rank, 0);
-  if (e.data && r != 0) {
-    header[0] = 1;
-    for (size_t d = 0; d < rank; ++d) {
-      header[1 + d] = e.slice.offset[d];
-      header[1 + rank + d] = e.slice.local[d];
+/// Calls f(global, k, count) for each run of an entry's held elements that is
+/// contiguous both in the tensor (from row-major element `global`) and in
+/// entry.data (from element `k`), adjacent runs merged.
+template <typename F> void forEachRun(const CheckpointEntry &e, F f) {
+  const Slice &s = e.slice;
+  const int64_t end = std::min(s.numel(), e.flat_begin + e.held_count());
+  const int64_t inner = s.local.empty() ? 1 : s.local.back();
+  uint64_t runGlobal = 0;
+  int64_t runK = 0, runCount = 0;
+  for (int64_t k = e.flat_begin; inner > 0 && k < end;) {
+    const int64_t len = std::min(end, (k / inner + 1) * inner) - k;
+    const uint64_t g = slice_global_index(s, k);
+    if (runCount > 0 && g == runGlobal + uint64_t(runCount)) {
+      runCount += len;
+    } else {
+      if (runCount > 0)
+        f(runGlobal, runK, runCount);
+      runGlobal = g, runK = k - e.flat_begin, runCount = len;
     }
+    k += len;
   }
-  std::vector<int64_t> headers(r == 0 ? header.size() * p : 0);
-  mpiCheck(MPI_Gather(header.data(), int(header.size()), MPI_INT64_T,
-                      headers.data(), int(header.size()), MPI_INT64_T, 0,
-                      comm));
-  const int count = e.data && r != 0 ? int(e.slice.numel()) : 0;
-  std::vector<int> counts(size_t(r == 0 ? p : 0)), displs(counts.size(), 0);
-  mpiCheck(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
-  std::vector<float> blocks;
-  if (r == 0) {
-    for (int q = 1; q < p; ++q)
-      displs[q] = displs[q - 1] + counts[q - 1];
-    blocks.resize(size_t(displs[p - 1] + counts[p - 1]));
-  }
-  mpiCheck(MPI_Gatherv(e.data, count, MPI_FLOAT, blocks.data(), counts.data(),
-                       displs.data(), MPI_FLOAT, 0, comm));
-  if (r != 0 || blocks.empty())
-    return;
-  out.owned.push_back(std::move(blocks));
-  GatheredFile::Tensor &t = out.tensors.back();
-  for (int q = 1; q < p; ++q) {
-    const int64_t *h = headers.data() + q * header.size();
-    if (!h[0])
-      continue;
-    t.blocks.push_back({e.slice.full, Shape(h + 1, h + 1 + rank),
-                        Shape(h + 1 + rank, h + 1 + 2 * rank)});
-    t.data.push_back(out.owned.back().data() + displs[q]);
-  }
+  if (runCount > 0)
+    f(runGlobal, runK, runCount);
 }
 
-bool coversAll(const Slice &s) {
-  return s.local == s.full && std::all_of(s.offset.begin(), s.offset.end(),
-                                          [](int64_t o) { return o == 0; });
+/// The elements of the tensor an entry holds (its padding not counted).
+int64_t realCount(const CheckpointEntry &e) {
+  return std::max<int64_t>(
+      0,
+      std::min(e.slice.numel(), e.flat_begin + e.held_count()) - e.flat_begin);
+}
+
+std::runtime_error ioError(const std::string &path, const char *what) {
+  return std::runtime_error(path + ": " + what + ": " + std::strerror(errno));
 }
 
 void fsyncDir(const std::string &dir) {
@@ -101,87 +91,244 @@ void checkReplaceable(const std::filesystem::path &dir) {
   }
 }
 
-} // namespace
-
-GatheredFile
-checkpoint_gather(const std::string &name,
-                  const std::vector<CheckpointEntry> &entries,
-                  const std::map<std::string, std::string> &metadata,
-                  MPI_Comm comm, bool own_stable) {
-  const bool root = comm_rank(comm) == 0;
-  GatheredFile out;
-  out.name = name;
-  out.metadata = metadata;
-  for (const CheckpointEntry &e : entries) {
-    if (root) {
-      out.tensors.push_back({e.name, e.file_shape(), {}, {}});
-      if (e.data) {
-        const float *own = e.data;
-        if (!own_stable) {
-          out.owned.emplace_back(e.data, e.data + e.slice.numel());
-          own = out.owned.back().data();
-        }
-        out.tensors.back().blocks.push_back(e.slice);
-        out.tensors.back().data.push_back(own);
-      }
-    }
-    gatherTensor(e, out, comm);
-  }
-  return out;
+std::string tmpFolder(const std::string &dir) {
+  namespace fs = std::filesystem;
+  const fs::path d(dir);
+  const fs::path parent = d.parent_path().empty() ? "." : d.parent_path();
+  return (parent / ("." + d.filename().string() + ".tmp")).string();
 }
 
-void GatheredFile::write(const std::string &path) const {
-  std::vector<std::vector<float>> fulls;
-  std::vector<NamedTensor> named;
-  fulls.reserve(tensors.size());
-  for (const Tensor &t : tensors) {
-    // One rank holding the whole tensor (one rank, or replicated): its
-    // block is the tensor, written as it is.
-    auto whole = std::find_if(t.blocks.begin(), t.blocks.end(), coversAll);
-    if (whole != t.blocks.end()) {
-      named.push_back(
-          {t.name, t.shape, t.data[size_t(whole - t.blocks.begin())]});
-      continue;
-    }
-    const Shape &full = t.blocks.empty() ? t.shape : t.blocks[0].full;
-    fulls.emplace_back(size_t(numel(full)), 0.0f);
-    std::vector<float> &f = fulls.back();
-    std::vector<char> covered(f.size(), 0);
-    for (size_t b = 0; b < t.blocks.size(); ++b) {
-      const Slice &s = t.blocks[b];
-      // Row-major blocks: runs of the innermost dimension are contiguous in
-      // both the block and the tensor.
-      const int64_t run = s.local.empty() ? 1 : s.local.back();
-      for (int64_t k = 0; run > 0 && k < s.numel(); k += run) {
-        const uint64_t g = slice_global_index(s, k);
-        std::memcpy(f.data() + g, t.data[b] + k, size_t(run) * sizeof(float));
-        std::memset(covered.data() + g, 1, size_t(run));
-      }
-    }
-    if (std::find(covered.begin(), covered.end(), 0) != covered.end())
-      throw std::runtime_error(path + ": tensor \"" + t.name +
-                               "\" is not fully held by any rank");
-    named.push_back({t.name, t.shape, f.data()});
+/// Rank 0's part of prepare_checkpoint_folder.
+void makeTmpFolder(const CheckpointFolder &folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string tmp = tmpFolder(folder.dir);
+  if (fs::exists(fs::symlink_status(folder.dir, ec)))
+    checkReplaceable(folder.dir);
+  fs::remove_all(tmp, ec); // a killed run's leftover
+  try {
+    make_directories(tmp);
+    for (const ShardedFile &f : folder.files)
+      f.create(tmp + "/" + f.name);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
   }
-  safetensors_write(path, named, metadata);
+}
+
+/// The marker rank r leaves in the temporary folder once its part is written
+/// and synced: empty, or its error.
+std::string markerPath(const std::string &tmp, int r) {
+  return tmp + "/.done-" + std::to_string(r);
+}
+
+/// Rank 0: waits until every other rank left its marker; throws the first
+/// error one reports. The markers are removed. The ranks write alike amounts
+/// at once, so a rank still writing AUTODDL_WATCHDOG_TIMEOUT seconds (default
+/// 600; 0: no limit) after rank 0 is done is stuck or gone: a dead peer
+/// cannot leave rank 0 waiting here for ever once the steps are over.
+void waitForRanks(const std::string &tmp, int ranks) {
+  namespace fs = std::filesystem;
+  const char *env = std::getenv("AUTODDL_WATCHDOG_TIMEOUT");
+  const double limit = env && *env ? std::atof(env) : 600.0;
+  Timer waited;
+  std::string error;
+  for (int r = 1; r < ranks; ++r) {
+    const std::string marker = markerPath(tmp, r);
+    std::error_code ec;
+    while (!fs::exists(marker, ec)) {
+      if (limit > 0 && waited.seconds() > limit) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%g", limit);
+        throw std::runtime_error(
+            tmp + ": rank " + std::to_string(r) +
+            " did not finish writing its part of the checkpoint within " +
+            seconds + " s of rank 0 (AUTODDL_WATCHDOG_TIMEOUT)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const std::string text = read_file(marker);
+    if (error.empty() && !text.empty())
+      error = text;
+    fs::remove(marker, ec);
+  }
+  if (!error.empty())
+    throw std::runtime_error(error);
+}
+
+} // namespace
+
+void ShardedFile::create(const std::string &path) const {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw ioError(path, "cannot create");
+  const bool ok = ::write(fd, layout.head.data(), layout.head.size()) ==
+                      ssize_t(layout.head.size()) &&
+                  ::ftruncate(fd, off_t(layout.size)) == 0;
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  if (!ok)
+    throw ioError(path, "cannot write");
+}
+
+void ShardedFile::write(const std::string &path) const {
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  if (fd < 0)
+    throw ioError(path, "cannot open for writing");
+  for (const Run &run : runs) {
+    const char *p = reinterpret_cast<const char *>(run.data);
+    size_t left = size_t(run.count) * sizeof(float);
+    off_t at = off_t(run.offset);
+    while (left > 0) {
+      const ssize_t n = ::pwrite(fd, p, left, at);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0) {
+        const int err = errno;
+        ::close(fd);
+        errno = n == 0 ? ENOSPC : err;
+        throw ioError(path, "write error");
+      }
+      p += n, left -= size_t(n), at += n;
+    }
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    throw ioError(path, "cannot sync");
+  }
+  ::close(fd);
+}
+
+ShardedFile checkpoint_shard(const std::string &name,
+                             const std::vector<CheckpointEntry> &entries,
+                             const std::map<std::string, std::string> &metadata,
+                             MPI_Comm comm, bool own_stable) {
+  const int p = comm_size(comm), r = comm_rank(comm);
+  // Per entry: held, the flat range [begin, end) of real elements, offset
+  // and local size per dimension: every rank's, to find which distinct
+  // blocks exist and which rank writes each (the lowest holding it).
+  std::vector<int64_t> mine;
+  for (const CheckpointEntry &e : entries) {
+    const int64_t real = e.data ? realCount(e) : 0;
+    mine.push_back(real > 0);
+    mine.push_back(real > 0 ? e.flat_begin : 0);
+    mine.push_back(real > 0 ? e.flat_begin + real : 0);
+    for (const Shape *dims : {&e.slice.offset, &e.slice.local})
+      for (int64_t d : *dims)
+        mine.push_back(real > 0 ? d : 0);
+  }
+  const size_t n = mine.size();
+  std::vector<int64_t> all(n * size_t(p));
+  mpiCheck(MPI_Allgather(mine.data(), int(n), MPI_INT64_T, all.data(), int(n),
+                         MPI_INT64_T, comm));
+  ShardedFile out;
+  out.name = name;
+  std::vector<std::pair<std::string, Shape>> shapes;
+  for (const CheckpointEntry &e : entries)
+    shapes.push_back({e.name, e.file_shape()});
+  out.layout = safetensors_layout(name, shapes, metadata);
+  size_t pos = 0;
+  for (const CheckpointEntry &e : entries) {
+    const size_t width = 3 + 2 * e.slice.full.size();
+    int64_t covered = 0;
+    bool writes = false;
+    for (int q = 0; q < p; ++q) {
+      const int64_t *d = all.data() + size_t(q) * n + pos;
+      bool seen = !d[0];
+      for (int o = 0; o < q && !seen; ++o)
+        seen = std::equal(d, d + width, all.data() + size_t(o) * n + pos);
+      if (seen)
+        continue;
+      covered += d[2] - d[1];
+      writes = writes || q == r;
+    }
+    pos += width;
+    if (covered != numel(e.slice.full))
+      throw std::runtime_error(name + ": tensor \"" + e.name +
+                               "\" is not fully held by any rank");
+    if (!writes)
+      continue;
+    const float *src = e.data;
+    if (!own_stable) {
+      out.owned.emplace_back(e.data, e.data + e.held_count());
+      src = out.owned.back().data();
+    }
+    const uint64_t base = out.layout.tensors.at(e.name).offset;
+    forEachRun(e, [&](uint64_t g, int64_t k, int64_t count) {
+      out.runs.push_back({base + g * sizeof(float), src + k, count});
+    });
+  }
+  return out;
 }
 
 void checkpoint_save(const std::string &path,
                      const std::vector<CheckpointEntry> &entries,
                      const std::map<std::string, std::string> &metadata,
                      MPI_Comm comm) {
-  GatheredFile f = checkpoint_gather("", entries, metadata, comm, true);
-  if (comm_rank(comm) == 0)
-    f.write(path);
+  const int r = comm_rank(comm);
+  ShardedFile f;
+  try {
+    f = checkpoint_shard(path, entries, metadata, comm, true);
+  } catch (const std::exception &) {
+    if (r == 0) // found alike on every rank: reported once
+      throw;
+    return;
+  }
+  const std::string tmp = path + ".tmp.shards";
+  std::string error;
+  if (r == 0) {
+    try {
+      f.create(tmp);
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+  }
+  int ok = error.empty();
+  mpiCheck(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+  if (ok) {
+    try {
+      f.write(tmp);
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    int mineOk = error.empty();
+    mpiCheck(MPI_Allreduce(&mineOk, &ok, 1, MPI_INT, MPI_MIN, comm));
+  }
+  if (r != 0) {
+    if (!error.empty())
+      throw std::runtime_error(error);
+    return;
+  }
+  std::error_code ec;
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0)
+    error = path + ": cannot rename " + tmp + " to it: " + std::strerror(errno);
+  if (!ok || !error.empty()) {
+    std::filesystem::remove(tmp, ec);
+    throw std::runtime_error(error.empty() ? path + ": a rank could not write "
+                                                    "its part"
+                                           : error);
+  }
+  const std::filesystem::path parent =
+      std::filesystem::path(path).parent_path();
+  fsyncDir(parent.empty() ? "." : parent.string());
 }
 
 std::map<std::string, std::string>
 checkpoint_load(const std::string &path,
                 const std::vector<CheckpointEntry> &entries) {
-  const SafetensorsFile file = safetensors_read(path);
+  const SafetensorsIndex index = safetensors_index(path);
+  checkpoint_load(path, index, entries);
+  return index.metadata;
+}
+
+void checkpoint_load(const std::string &path, const SafetensorsIndex &index,
+                     const std::vector<CheckpointEntry> &entries) {
   for (const CheckpointEntry &e : entries) {
-    auto it = file.tensors.find(e.name);
-    if (it == file.tensors.end())
+    auto it = index.tensors.find(e.name);
+    if (it == index.tensors.end())
       throw std::runtime_error(path + ": no tensor \"" + e.name +
                                "\": a checkpoint of another model?");
     if (it->second.shape != e.file_shape())
@@ -189,42 +336,105 @@ checkpoint_load(const std::string &path,
                                shape_str(it->second.shape) +
                                ", the model needs " +
                                shape_str(e.file_shape()));
-    if (!e.data)
-      continue;
-    for (int64_t k = 0; k < e.slice.numel(); ++k)
-      e.data[k] = it->second.data[slice_global_index(e.slice, k)];
   }
-  return file.metadata;
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw ioError(path, "cannot open");
+  std::string error;
+  for (const CheckpointEntry &e : entries) {
+    if (!e.data || !error.empty())
+      continue;
+    std::fill(e.data, e.data + e.held_count(), 0.0f); // ZeRO's padding
+    const uint64_t base = index.tensors.at(e.name).offset;
+    forEachRun(e, [&](uint64_t g, int64_t k, int64_t count) {
+      char *p = reinterpret_cast<char *>(e.data + k);
+      size_t left = size_t(count) * sizeof(float);
+      off_t at = off_t(base + g * sizeof(float));
+      while (left > 0 && error.empty()) {
+        const ssize_t got = ::pread(fd, p, left, at);
+        if (got < 0 && errno == EINTR)
+          continue;
+        if (got <= 0)
+          error = path + ": read error (" +
+                  (got == 0 ? std::string("the file is shorter than its "
+                                          "header says")
+                            : std::string(std::strerror(errno))) +
+                  ")";
+        else
+          p += got, left -= size_t(got), at += got;
+      }
+    });
+  }
+  ::close(fd);
+  if (!error.empty())
+    throw std::runtime_error(error);
+}
+
+void prepare_checkpoint_folder(CheckpointFolder &folder, MPI_Comm comm) {
+  folder.rank = comm_rank(comm);
+  folder.ranks = comm_size(comm);
+  folder.prepared = true;
+  if (folder.rank == 0) {
+    try {
+      makeTmpFolder(folder);
+    } catch (const std::exception &e) {
+      folder.error = e.what();
+    }
+  }
+  int ok = folder.error.empty();
+  mpiCheck(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+  if (!ok && folder.rank != 0)
+    folder.files.clear(), folder.ready = nullptr, folder.skip = true;
 }
 
 void write_checkpoint_folder(const CheckpointFolder &folder) {
   namespace fs = std::filesystem;
+  if (!folder.error.empty())
+    throw std::runtime_error(folder.error);
+  if (folder.skip)
+    return;
   const fs::path dir(folder.dir);
   const fs::path parent = dir.parent_path().empty() ? "." : dir.parent_path();
   const std::string base = dir.filename().string();
-  const std::string tmp = (parent / ("." + base + ".tmp")).string();
+  const std::string tmp = tmpFolder(folder.dir);
   const char *kill = std::getenv("AUTODDL_TEST_KILL_CHECKPOINT_WRITE");
-  const bool killHere = kill && base == "step-" + std::string(kill);
+  const bool killHere =
+      kill && base == "step-" + std::string(kill) && folder.rank == 0;
+  if (!folder.prepared)
+    makeTmpFolder(folder); // one rank alone
   std::error_code ec;
-  const bool replace = fs::exists(fs::symlink_status(dir, ec));
-  if (replace)
-    checkReplaceable(dir);
-  fs::remove_all(tmp, ec); // a killed run's leftover
+  if (folder.rank != 0) {
+    std::string error;
+    try {
+      if (folder.ready)
+        folder.ready();
+      for (const ShardedFile &f : folder.files)
+        f.write(tmp + "/" + f.name);
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    // Rank 0 renames the folder only when every rank said it is done.
+    write_file_atomically(markerPath(tmp, folder.rank), error);
+    if (!error.empty())
+      throw std::runtime_error(error);
+    return;
+  }
   try {
-    make_directories(tmp);
     if (folder.ready)
       folder.ready();
-    for (const GatheredFile &f : folder.files) {
+    for (const ShardedFile &f : folder.files) {
       f.write(tmp + "/" + f.name);
       if (killHere) // tests: a crash mid-write (Checkpoint.h)
         std::raise(SIGKILL);
     }
+    waitForRanks(tmp, folder.ranks);
     for (const auto &[name, text] : folder.texts)
       write_file_atomically(tmp + "/" + name, text);
     fsyncDir(tmp);
     // rename() replaces only an empty folder: an older step-N (a run
     // resumed before it) moves aside first.
-    if (replace) {
+    if (fs::exists(fs::symlink_status(dir, ec))) {
+      checkReplaceable(dir);
       const fs::path old = parent / ("." + base + ".old");
       fs::remove_all(old, ec);
       if (::rename(folder.dir.c_str(), old.c_str()) != 0)

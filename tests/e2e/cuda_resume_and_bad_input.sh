@@ -6,7 +6,7 @@
 #  - the CPU program of the same plan resumes the GPU checkpoint: its losses of steps 3..5 are
 #    within 1e-4 relative of the GPU run's (same format and names on both backends);
 #  - asynchronous checkpoints (the default; issue 46) hold the bytes --save-sync writes, on 2 ranks
-#    (the gather waits for the copy) and on one (the writer thread waits for it, the next update
+#    (each rank's writer thread waits for its copy) and on one (likewise; the next update
 #    waits for the copy on its stream), and a one-GPU run resumes its asynchronous checkpoint
 #    exactly;
 #  - a rank count other than the plan's, a missing data file, a checkpoint of another model: a
@@ -80,6 +80,6 @@ print("one GPU, steps 2..5:", full["loss"][2:], resumed["loss"])
 sys.exit(0 if full["loss"][2:] == resumed["loss"] and len(full["checkpoints"]) == 3 else 1)
 PY
 echo "ok: one GPU: asynchronous checkpoints equal synchronous ones and resume exactly"
-expect_error "checkpoint of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
+expect_error "checkpoint of another model" "a checkpoint of model \"tiny-gpt\", not tiny-llama" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
 [ "$(md5sum "$ck")" = "$sum_before" ] || fail "the checkpoint changed"
 echo "ok: nothing overwritten"

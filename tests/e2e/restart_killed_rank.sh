@@ -15,28 +15,7 @@ set -uo pipefail
 autoddl=$1 w=$2
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$w" && mkdir -p "$w"
-fail() { echo "FAIL: $*"; exit 1; }
-# losses_equal FULL RESUMED: RESUMED's losses (from its first step on) are FULL's, bit for bit.
-losses_equal() {
-  python3 - "$1" "$2" <<'PY'
-import json, sys
-full, resumed = (json.load(open(p)) for p in sys.argv[1:3])
-first = int(resumed["info"]["first_step"])
-print(f"  steps {first}..: uninterrupted {full['loss'][first:]}")
-print(f"  steps {first}..: resumed       {resumed['loss']}")
-sys.exit(0 if first > 0 and resumed["loss"] == full["loss"][first:] else 1)
-PY
-}
-# expect_error WHAT PATTERN CMD...: CMD exits with a status in 1..123 and prints PATTERN.
-expect_error() {
-  local what=$1 pattern=$2; shift 2
-  "$@" > "$w/err.txt" 2>&1
-  local rc=$?
-  { [ "$rc" -ge 1 ] && [ "$rc" -le 123 ]; } || { cat "$w/err.txt"; fail "$what: exit status $rc"; }
-  grep -qF -- "$pattern" "$w/err.txt" || { cat "$w/err.txt"; fail "$what: no \"$pattern\" in the message"; }
-  [ "$(grep -c "error:" "$w/err.txt")" = 1 ] || { cat "$w/err.txt"; fail "$what: not one error line"; }
-  echo "ok: $what -> $(grep -m1 -F -- "$pattern" "$w/err.txt")"
-}
+. "$here/checkpoint_lib.sh"
 
 "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 2 --global-batch 8 --seq 16 \
   --fix tp=1,pp=1,dp=2 --no-why -o "$w/plan.json" > /dev/null || fail plan
@@ -76,7 +55,7 @@ grep -q "restart 1 of 1 from the newest checkpoint under $w/ck" "$w/restart.log"
 grep -q "^--resume auto: resuming from $w/ck/step-[24]$" "$w/restart.log" ||
   { cat "$w/restart.log"; fail "the restart did not resume step-2 or step-4"; }
 [ $(($(date +%s) - start)) -lt 120 ] || fail "the killed job took over 120 s to come back"
-losses_equal "$w/full/metrics.json" "$w/restarted/metrics.json" || fail "restarted losses differ"
+losses_match "$w/full/metrics.json" "$w/restarted/metrics.json" || fail "restarted losses differ"
 echo "ok: a killed rank ends the job, naming the rank; the restart's losses are the uninterrupted run's"
 
 # The writer killed after the first file of step-4: step-2 stays complete and is resumed exactly.
@@ -88,24 +67,18 @@ mpi --save "$w/ck_cut" --save-every 2 --resume auto --out "$w/after_cut" > "$w/a
   { cat "$w/after_cut.log"; fail "resuming after the killed write"; }
 grep -q "^--resume auto: resuming from $w/ck_cut/step-2$" "$w/after_cut.log" ||
   { cat "$w/after_cut.log"; fail "--resume auto did not take step-2"; }
-losses_equal "$w/full/metrics.json" "$w/after_cut/metrics.json" || fail "losses after the killed write differ"
+losses_match "$w/full/metrics.json" "$w/after_cut/metrics.json" || fail "losses after the killed write differ"
 echo "ok: a writer killed mid-write leaves the previous checkpoint complete and loadable"
 
 # Bad input. Each checkpoint below is a copy of step-6, altered; nothing may change.
 bad=$w/bad && mkdir -p "$bad"
 cp -r "$w/ck_full/step-6" "$bad/truncated"
 head -c 3000 "$w/ck_full/step-6/model.safetensors" > "$bad/truncated/model.safetensors"
-python3 - "$w/ck_full/step-6" "$bad" <<'PY' || fail "making the altered checkpoints"
+python3 - "$w/ck_full/step-6" "$bad" "$here" <<'PY' || fail "making the altered checkpoints"
 import json, os, shutil, struct, sys
-src, bad = sys.argv[1:3]
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    return json.loads(b[8:8 + n]), b[8 + n:]
-def write(path, head, data):
-    text = json.dumps(head).encode()
-    text += b" " * (-len(text) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data)
+src, bad, here = sys.argv[1:4]
+sys.path.insert(0, here)
+from safetensors_io import read, write
 head, data = read(f"{src}/model.safetensors")
 # Another vocabulary: the token embedding one row longer (the data appended at the end).
 emb = next(k for k in head if k != "__metadata__" and "wte" in k)

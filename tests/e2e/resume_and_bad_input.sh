@@ -83,7 +83,7 @@ expect_error "run with another rank count" "runs on 2 ranks" "$autoddl" run "$w/
   -o "$w/llama.json" > /dev/null || fail "plan llama"
 "$autoddl" codegen "$w/llama.json" -o "$w/llama" > /dev/null || fail "codegen llama"
 build "$w/llama"
-expect_error "checkpoint of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
+expect_error "checkpoint of another model" "a checkpoint of model \"tiny-gpt\", not tiny-llama" mpi -np 1 "$w/llama/build/train" --steps 4 --resume "$w/ck/step-3"
 expect_error "--init of another model" "another model" mpi -np 1 "$w/llama/build/train" --steps 1 --init "$ck"
 [ "$(md5sum "$ck")" = "$sum_before" ] || fail "the checkpoint changed"
 echo "ok: nothing overwritten"

@@ -2,6 +2,7 @@
 #include "backends/common/harness/ProgramRun.h"
 
 #include "backends/common/FileIo.h"
+#include "backends/common/Safetensors.h"
 #include "backends/host/MpiCheck.h"
 
 #include <cerrno>
@@ -39,9 +40,33 @@ void split_entries(std::vector<CheckpointEntry> all,
     (is_optimizer_state(e.name) ? state : params).push_back(std::move(e));
 }
 
-/// The folder of a checkpoint: the state snapshotted into host memory and
-/// gathered to rank 0 (collective), its files named as load_checkpoint reads
-/// them. `async`: the backend's copy may still run (folder.ready waits).
+/// The plan a checkpoint was written under (its metadata; resuming under
+/// another plan of the same model is allowed but for K-FAC's inverses).
+std::string plan_string(const ProgramSpec &s) {
+  return "tp=" + std::to_string(s.tp) + " pp=" + std::to_string(s.pp) +
+         " dp=" + std::to_string(s.dp) + " zero=" + std::to_string(s.zero) +
+         " stages=" + std::to_string(s.stages);
+}
+
+/// The metadata both files of a checkpoint carry: what a load checks before
+/// reading a tensor (the model, its vocabulary, the data position).
+std::map<std::string, std::string> manifest(const ProgramSpec &s,
+                                            int64_t steps_done) {
+  std::map<std::string, std::string> m = {
+      {"model", s.model_name},
+      {"step", std::to_string(steps_done)},
+      {"plan", plan_string(s)},
+      {"layout", "full"},
+      {"samples", std::to_string(steps_done * s.global_batch)}};
+  if (s.data == DataKind::Tokens)
+    m["vocab"] = std::to_string(s.vocab);
+  return m;
+}
+
+/// The folder of a checkpoint: the state snapshotted into host memory, this
+/// rank's part of each file, its files named as load_checkpoint reads them,
+/// and the temporary folder made (collective). `async`: the backend's copy
+/// may still run (folder.ready waits, on the writer thread).
 CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
                                  const ProgramSpec &s, Backend &b, bool async) {
   std::vector<CheckpointEntry> params, state;
@@ -49,37 +74,30 @@ CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
   CheckpointFolder f;
   f.dir = o.save + "/step-" + std::to_string(steps_done);
   f.ready = b.snapshot(async);
-  int ranks = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  if (ranks > 1 && f.ready) { // the gather reads the copies now
-    f.ready();
-    f.ready = nullptr;
-  }
-  const std::string step = std::to_string(steps_done);
-  // Rank 0's own blocks are written from the backend's buffers when they are
-  // copies (kept until the next save, which waits for this write first);
-  // the CPU program's are its training state, copied here.
+  // Each rank's own blocks are written from the backend's buffers when they
+  // are copies (kept until the next save, which waits for this write
+  // first); the CPU program's are its training state, copied here.
   const bool stable = b.entries_are_copies();
   // model.safetensors holds the parameters only, under the model's own
   // (Hugging Face) names, with the metadata transformers' loader expects
   // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
-  f.files.push_back(checkpoint_gather(
-      "model.safetensors", params,
-      {{"format", "pt"}, {"model", s.model_name}, {"step", step}},
-      MPI_COMM_WORLD, stable));
-  f.files.push_back(checkpoint_gather("optimizer.safetensors", state,
-                                      {{"format", "autoddl"},
-                                       {"model", s.model_name},
-                                       {"step", step},
-                                       {"optimizer", o.optimizer}},
-                                      MPI_COMM_WORLD, stable));
+  std::map<std::string, std::string> meta = manifest(s, steps_done);
+  meta["format"] = "pt";
+  f.files.push_back(checkpoint_shard("model.safetensors", params, meta,
+                                     MPI_COMM_WORLD, stable));
+  meta["format"] = "autoddl";
+  meta["optimizer"] = o.optimizer;
+  f.files.push_back(checkpoint_shard("optimizer.safetensors", state, meta,
+                                     MPI_COMM_WORLD, stable));
   if (s.hf_config && *s.hf_config)
     f.texts.push_back({"config.json", s.hf_config});
+  prepare_checkpoint_folder(f, MPI_COMM_WORLD);
   return f;
 }
 
 /// --save's checkpoints during a run: each snapshotted at its step and
-/// written by rank 0's CheckpointWriter, on its thread unless --save-sync.
+/// written by every rank's CheckpointWriter (its part; rank 0 renames the
+/// folder), on its thread unless --save-sync.
 /// A save finding the previous write in flight waits for it (said on
 /// stdout); finish() waits for the last. Their timings go to metrics.json.
 class Checkpointer {
@@ -102,19 +120,19 @@ public:
       std::printf("checkpoint step-%lld: the write of %s is still in flight; "
                   "waiting for it\n",
                   (long long)steps_done, busy.c_str());
-    if (root_)
-      t.waited_seconds = writer_.wait();
+    // Every rank's previous part must be written before its buffers are
+    // overwritten by this snapshot.
+    t.waited_seconds = writer_.wait();
     CheckpointFolder f = snapshot_folder(o_, steps_done, s_, b_, t.async);
-    if (root_)
-      writer_.start(std::move(f), t.async);
+    writer_.start(std::move(f), t.async);
     t.stall_seconds = stall.seconds();
     m_.checkpoints.push_back(t);
   }
 
   void finish() {
+    writer_.wait();
     if (!root_)
       return;
-    writer_.wait();
     const std::vector<CheckpointWriter::Done> done = writer_.done();
     for (size_t i = 0; i < done.size() && i < m_.checkpoints.size(); ++i)
       m_.checkpoints[i].write_seconds = done[i].write_seconds;
@@ -172,7 +190,8 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     // then does not idle while the host launches it); it does not touch the
     // loss the forward passes wrote.
     b.optimizer_step(o, step + 1);
-    const double loss = b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
+    const double loss =
+        b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
     if (!std::isfinite(loss)) {
       char buf[160];
       std::snprintf(buf, sizeof buf,
@@ -297,32 +316,45 @@ std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
 void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                             const ParamBlock &p, float *value, float *m,
                             float *v, bool with_state, const ProgramSpec &s,
-                            int64_t rtp, int64_t rdp) {
+                            int64_t /*rtp: p.slice says the block*/,
+                            int64_t rdp) {
   e.push_back({p.name, p.slice, p.held ? value : nullptr, p.full});
   if (!with_state)
     return;
-  Slice state = p.slice;
-  Shape state_shape = p.full; // the file's shape (slice.full may be a view)
-  std::string suffix;
-  if (s.zero) {
-    state =
-        Slice::whole({s.tp * p.padded}).split(0, s.tp, rtp).split(0, s.dp, rdp);
-    state_shape = state.full;
-    suffix = ".zero";
-  }
-  e.push_back(
-      {p.name + ".exp_avg" + suffix, state, p.held ? m : nullptr, state_shape});
-  e.push_back({p.name + ".exp_avg_sq" + suffix, state, p.held ? v : nullptr,
-               state_shape});
+  // The moments are the parameter's full tensors whatever the plan; a ZeRO
+  // shard is the flat range [rdp * padded / dp, ...) of the rank's tp block
+  // (its tail past the block's n elements padding), so any plan loads it.
+  const int64_t begin = s.zero ? rdp * (p.padded / s.dp) : 0;
+  const int64_t count = s.zero ? p.padded / s.dp : -1;
+  e.push_back({p.name + ".exp_avg", p.slice, p.held ? m : nullptr, p.full,
+               begin, count});
+  e.push_back({p.name + ".exp_avg_sq", p.slice, p.held ? v : nullptr, p.full,
+               begin, count});
 }
 
 void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
                      Backend &b) {
-  CheckpointFolder f = snapshot_folder(o, steps_done, s, b, false);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0)
-    write_checkpoint_folder(f);
+  write_checkpoint_folder(snapshot_folder(o, steps_done, s, b, false));
+}
+
+/// The checks of a checkpoint file's metadata that need no tensor: another
+/// model, another vocabulary (one line, before any tensor is read).
+void check_manifest(const std::string &file,
+                    const std::map<std::string, std::string> &meta,
+                    const ProgramSpec &s) {
+  auto get = [&](const char *key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  if (get("model") != s.model_name)
+    throw std::runtime_error(file + ": a checkpoint of model " +
+                             quote_value(get("model")) + ", not " +
+                             s.model_name);
+  if (s.data == DataKind::Tokens && meta.count("vocab") &&
+      get("vocab") != std::to_string(s.vocab))
+    throw std::runtime_error(file + ": a checkpoint of a vocabulary of " +
+                             get("vocab") + " tokens; this model's has " +
+                             std::to_string(s.vocab));
 }
 
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
@@ -330,11 +362,12 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
   std::vector<CheckpointEntry> params, state;
   split_entries(b.checkpoint_entries(true), params, state);
   const std::string model_file = dir + "/model.safetensors";
-  auto meta = checkpoint_load(model_file, params);
-  if (meta["model"] != s.model_name)
-    throw std::runtime_error(model_file + ": a checkpoint of model " +
-                             quote_value(meta["model"]) + ", not " +
-                             s.model_name);
+  const std::string state_file = dir + "/optimizer.safetensors";
+  // Both headers are read and checked before any block is: a bad file is
+  // refused with nothing loaded.
+  const SafetensorsIndex model = safetensors_index(model_file);
+  check_manifest(model_file, model.metadata, s);
+  auto meta = model.metadata;
   auto it = meta.find("step");
   if (it == meta.end())
     throw std::runtime_error(model_file + ": no step in metadata");
@@ -345,8 +378,15 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
   if (v.empty() || *end || errno == ERANGE || step < 0)
     throw std::runtime_error(model_file + ": the step in its metadata is " +
                              quote_value(v) + ", not a step count");
-  const std::string state_file = dir + "/optimizer.safetensors";
-  auto state_meta = checkpoint_load(state_file, state);
+  if (meta.count("samples") &&
+      meta["samples"] != std::to_string(step * s.global_batch))
+    throw std::runtime_error(
+        model_file + ": its data position is sample " + meta["samples"] +
+        " after step " + v + "; this plan's global batch of " +
+        std::to_string(s.global_batch) + " would read other data");
+  const SafetensorsIndex opt = safetensors_index(state_file);
+  auto state_meta = opt.metadata;
+  check_manifest(state_file, state_meta, s);
   // SGD's momentum and AdamW's moments have the same shapes: only the
   // metadata tells them apart (a checkpoint without it predates the field).
   if (auto saved = state_meta.find("optimizer");
@@ -359,6 +399,29 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
     throw std::runtime_error(state_file + ": of step " +
                              quote_value(state_meta["step"]) + ", but " +
                              model_file + " is of step " + v);
+  for (const auto &[name, t] : opt.tensors) {
+    // Before this format, ZeRO state was saved flat in its plan's layout.
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".zero") == 0)
+      throw std::runtime_error(
+          state_file + ": ZeRO state in an older plan-specific layout (\"" +
+          name +
+          "\"), which this program does not read; resume it with "
+          "the autoddl that wrote it, or start from its parameters "
+          "with --init " +
+          model_file);
+    // K-FAC's inverses are of the layers' blocks as the writing plan's
+    // ranks computed them, not full logical tensors.
+    if (name.find(".kfac_") != std::string::npos && state_meta.count("plan") &&
+        state_meta["plan"] != plan_string(s))
+      throw std::runtime_error(
+          state_file + ": K-FAC inverses of plan \"" + state_meta["plan"] +
+          "\", stored per plan; this run's plan is \"" + plan_string(s) +
+          "\": resume under that plan, or start from the parameters with "
+          "--init " +
+          model_file);
+  }
+  checkpoint_load(model_file, model, params);
+  checkpoint_load(state_file, opt, state);
   b.copy_params(false);
   return step;
 }

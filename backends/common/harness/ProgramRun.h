@@ -133,7 +133,9 @@ std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
 /// Appends a parameter's checkpoint entries (its value and, with_state, its
 /// AdamW moments) over host buffers (null where not held): the same names
 /// and layout for both backends, so either resumes the other's checkpoints.
-/// ZeRO state is saved flat: [tp * padded], block (tp, dp).
+/// The moments are full tensors of the parameter's shape under every plan
+/// (a ZeRO shard: the flat range of the tp block this dp rank owns), so any
+/// plan of the model resumes them.
 void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
                             const ParamBlock &p, float *value, float *m,
                             float *v, bool with_state, const ProgramSpec &s,

@@ -66,13 +66,17 @@ public:
             row + (p.slice.offset.empty() ? 0 : p.slice.offset[0]);
         p.value[size_t(i)] = salt + float(r * fullCols + col);
       }
-      // Replicated state is the same on every rank holding it; ZeRO state is
-      // each rank's own shard.
-      const int64_t key = spec.zero                ? rtp + 10 * rdp
+      // Replicated state is the same on every rank holding it (a replicated
+      // parameter's on every tp rank); ZeRO state is each dp rank's shard.
+      const int64_t key = spec.zero ? (p.split_dim < 0 ? 0 : rtp) + 10 * rdp
                           : p.slice.offset.empty() ? 0
                                                    : p.slice.offset[0];
       for (size_t i = 0; i < p.m.size(); ++i) {
-        p.m[i] = salt + 0.5f * float(i + 100 * size_t(key));
+        // A ZeRO shard's tail past the block's n elements is padding, zero
+        // in a run (its gradient is) and not in the checkpoint.
+        const bool pad =
+            spec.zero && rdp * int64_t(p.m.size()) + int64_t(i) >= p.n;
+        p.m[i] = pad ? 0.0f : salt + 0.5f * float(i + 100 * size_t(key));
         p.v[i] = 2 * p.m[i];
       }
     }
@@ -88,6 +92,8 @@ public:
     for (HostParam &p : params)
       add_checkpoint_entries(e, p, p.value.data(), p.m.data(), p.v.data(),
                              with_state, spec, rtp, rdp);
+    if (with_state && !kfac_inverse.empty()) // as KfacRun's entries
+      e.push_back({"w.kfac_A_inv", Slice::whole({2, 2}), kfac_inverse.data()});
     return e;
   }
   void copy_params(bool to_host) override { ++(to_host ? saves : loads); }
@@ -97,6 +103,7 @@ public:
   ProgramSpec spec;
   int64_t rtp = 0, rdp = 0;
   HostParam params[2];
+  std::vector<float> kfac_inverse; // a K-FAC run's (else empty)
   int saves = 0, loads = 0;
 };
 
@@ -120,6 +127,16 @@ std::string sharedDir(const char *name) {
   return (std::filesystem::temp_directory_path() /
           ("autoddl_harness_" + std::string(name) + std::to_string(pid)))
       .string();
+}
+
+/// `f` throws std::runtime_error saying exactly `what`.
+template <typename F> void expectError(F f, const std::string &what) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected: " << what;
+  } catch (const std::runtime_error &e) {
+    EXPECT_EQ(std::string(e.what()), what);
+  }
 }
 
 /// Model "tiny" split over `tp`, filled with `salt`.
@@ -203,6 +220,71 @@ TEST(HarnessCheckpoint, ParametersResumeUnderAnotherSplit) {
   removeCheckpoints(o.save);
 }
 
+// The AdamW moments are full tensors under every plan: ZeRO shards saved under
+// tp2 load into whole tensors (tp1, no ZeRO), and saved again from there they
+// load back into the same shards, padding zero.
+TEST(HarnessCheckpoint, ZeroStateResumesUnderAnotherPlan) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  HostBackend sharded = filled(2, 1, 4.0f);
+  Options o;
+  o.save = sharedDir("zero");
+  save_checkpoint(o, 5, sharded.spec, sharded);
+  MPI_Barrier(MPI_COMM_WORLD);
+  HostBackend whole = filled(1, 0, -1.0f);
+  EXPECT_EQ(load_checkpoint(o.save + "/step-5", whole.spec, whole, "adamw"), 5);
+  // w [5, 6] over tp2: rows 0..2 (18 elements) on tp rank 0, rows 3..4 on
+  // tp rank 1; each block's flat elements in dp shards of padded / dp.
+  const HostParam &w = whole.params[0];
+  const int64_t shard = sharded.params[0].padded / sharded.spec.dp;
+  for (int64_t g = 0; g < 30; ++g) {
+    const int64_t t = g < 18 ? 0 : 1, k = g - 18 * t;
+    const int64_t key = t + 10 * (k / shard);
+    EXPECT_EQ(w.m[size_t(g)], 4.0f + 0.5f * float(k % shard + 100 * key)) << g;
+  }
+  save_checkpoint(o, 6, whole.spec, whole);
+  MPI_Barrier(MPI_COMM_WORLD);
+  HostBackend back = filled(2, 1, 9.0f);
+  EXPECT_EQ(load_checkpoint(o.save + "/step-6", back.spec, back, "adamw"), 6);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(back.params[k].value, sharded.params[k].value) << k;
+    EXPECT_EQ(back.params[k].m, sharded.params[k].m) << k;
+    EXPECT_EQ(back.params[k].v, sharded.params[k].v) << k;
+  }
+  removeCheckpoints(o.save);
+}
+
+// K-FAC's inverses are kept per plan (the layers' factor blocks and the
+// refresh cycle the plan chose): another plan refuses them in one line.
+TEST(HarnessCheckpoint, KfacStateRefusedUnderAnotherPlan) {
+  HostBackend split = filled(2, 0, 1.0f);
+  split.kfac_inverse.assign(4, 0.5f);
+  Options o;
+  o.save = sharedDir("kfac");
+  o.optimizer = "kfac";
+  save_checkpoint(o, 2, split.spec, split);
+  MPI_Barrier(MPI_COMM_WORLD);
+  HostBackend same = filled(2, 0, 0.0f);
+  same.kfac_inverse.assign(4, 0.0f);
+  EXPECT_EQ(load_checkpoint(o.save + "/step-2", same.spec, same, "kfac"), 2);
+  EXPECT_EQ(same.kfac_inverse, split.kfac_inverse);
+  HostBackend whole = filled(1, 0, 0.0f);
+  whole.kfac_inverse.assign(4, 0.0f);
+  const std::string dir = o.save + "/step-2";
+  expectError(
+      [&] { load_checkpoint(dir, whole.spec, whole, "kfac"); },
+      dir + "/optimizer.safetensors: K-FAC inverses of plan \"tp=2 pp=1 dp=" +
+          std::to_string(split.spec.dp) +
+          " zero=0 stages=1\", stored per plan; this run's plan is \"tp=1 "
+          "pp=1 dp=" +
+          std::to_string(whole.spec.dp) +
+          " zero=0 stages=1\": resume under that plan, or start from the "
+          "parameters with --init " +
+          dir + "/model.safetensors");
+  EXPECT_EQ(whole.kfac_inverse, std::vector<float>(4, 0.0f)); // nothing read
+  removeCheckpoints(o.save);
+}
+
 // transformers' from_pretrained loads model.safetensors with no unexpected
 // keys: parameters only, "format": "pt"; the AdamW moments are in
 // optimizer.safetensors; config.json is the model's Hugging Face config.
@@ -246,34 +328,40 @@ TEST(HarnessCheckpoint, ParametersApartFromOptimizerState) {
   removeCheckpoints(o.save);
 }
 
-// The writer thread writes what was gathered at the save, not what training
-// changed after it: the same bytes as a synchronous save of that moment.
+// The writer thread writes what was snapshotted at the save, not what training
+// changed after it: the same bytes as a synchronous save of that moment. Every
+// rank writes its own blocks; rank 0 renames the folder once all have.
 TEST(HarnessCheckpoint, AsyncWriteHoldsTheSnapshot) {
   const int rank = worldRank();
   HostBackend b = filled(2, 1, 5.0f);
   const Options o = savingInto("sync");
   save_checkpoint(o, 2, b.spec, b);
   std::vector<CheckpointEntry> all = b.checkpoint_entries(true);
+  if (rank == 0)
+    make_directories(o.save + "_async");
+  MPI_Barrier(MPI_COMM_WORLD);
   CheckpointFolder f;
   f.dir = o.save + "_async/step-2";
-  f.files.push_back(checkpoint_gather(
+  f.files.push_back(checkpoint_shard(
       "model.safetensors", {all[0], all[3]},
-      {{"format", "pt"}, {"model", "tiny"}, {"step", "2"}}, MPI_COMM_WORLD,
+      safetensors_index(o.save + "/step-2/model.safetensors").metadata,
+      MPI_COMM_WORLD,
       /*own_stable=*/false));
   int readies = 0;
   f.ready = [&] { ++readies; };
+  prepare_checkpoint_folder(f, MPI_COMM_WORLD);
   b.fill(-7.0f); // training goes on: the snapshot must not see it
   CheckpointWriter writer;
+  writer.start(std::move(f), /*async=*/true);
+  std::string dir;
+  writer.wait();
+  EXPECT_FALSE(writer.busy(&dir));
+  EXPECT_EQ(readies, 1);
+  ASSERT_EQ(writer.done().size(), 1u);
+  EXPECT_EQ(writer.done()[0].dir, o.save + "_async/step-2");
+  EXPECT_GE(writer.done()[0].write_seconds, 0.0);
+  MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) {
-    make_directories(o.save + "_async");
-    writer.start(std::move(f), /*async=*/true);
-    std::string dir;
-    writer.wait();
-    EXPECT_FALSE(writer.busy(&dir));
-    EXPECT_EQ(readies, 1);
-    ASSERT_EQ(writer.done().size(), 1u);
-    EXPECT_EQ(writer.done()[0].dir, o.save + "_async/step-2");
-    EXPECT_GE(writer.done()[0].write_seconds, 0.0);
     EXPECT_EQ(read_file(o.save + "_async/step-2/model.safetensors"),
               read_file(o.save + "/step-2/model.safetensors"));
     EXPECT_FALSE(std::filesystem::exists(o.save + "_async/.step-2.tmp"));
@@ -295,7 +383,9 @@ TEST(HarnessCheckpoint, OlderFolderWithOtherFilesIsNotReplaced) {
   if (rank == 0) {
     write_file_atomically(o.save + "/step-3/notes.txt", "mine\n");
     try {
-      write_checkpoint_folder({o.save + "/step-3", {}, {}, nullptr});
+      CheckpointFolder f;
+      f.dir = o.save + "/step-3";
+      write_checkpoint_folder(f);
       ADD_FAILURE() << "replaced a folder holding the user's file";
     } catch (const std::runtime_error &e) {
       EXPECT_EQ(std::string(e.what()),
@@ -306,6 +396,29 @@ TEST(HarnessCheckpoint, OlderFolderWithOtherFilesIsNotReplaced) {
     }
     EXPECT_EQ(read_file(o.save + "/step-3/notes.txt"), "mine\n");
     EXPECT_FALSE(std::filesystem::exists(o.save + "/.step-3.tmp"));
+    std::filesystem::remove_all(o.save);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// Rank 0 renames a folder only once every rank left its marker; a rank that
+// never does (gone) ends the wait after AUTODDL_WATCHDOG_TIMEOUT, naming it,
+// and no step-N appears.
+TEST(HarnessCheckpoint, RankThatNeverWritesIsNamed) {
+  const Options o = savingInto("gone");
+  if (worldRank() == 0) {
+    make_directories(o.save);
+    CheckpointFolder f;
+    f.dir = o.save + "/step-1";
+    f.ranks = 2; // rank 1 of this pretend run never writes
+    ::setenv("AUTODDL_WATCHDOG_TIMEOUT", "0.2", 1);
+    expectError([&] { write_checkpoint_folder(f); },
+                o.save + "/.step-1.tmp: rank 1 did not finish writing its "
+                         "part of the checkpoint within 0.2 s of rank 0 "
+                         "(AUTODDL_WATCHDOG_TIMEOUT)");
+    ::unsetenv("AUTODDL_WATCHDOG_TIMEOUT");
+    EXPECT_FALSE(std::filesystem::exists(o.save + "/step-1"));
+    EXPECT_FALSE(std::filesystem::exists(o.save + "/.step-1.tmp"));
     std::filesystem::remove_all(o.save);
   }
   MPI_Barrier(MPI_COMM_WORLD);

@@ -7,6 +7,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <filesystem>
 #include <sys/resource.h>
@@ -61,6 +62,37 @@ TEST(Safetensors, RoundTripKeepsNamesShapesValuesAndMetadata) {
   EXPECT_NE(bytes.find("\"ln_f.bias\":{\"dtype\":\"F32\",\"shape\":[1],\"data_"
                        "offsets\":[0,4]}"),
             std::string::npos);
+}
+
+// What each rank of a checkpoint writes by: the layout every rank computes is
+// the written file's, and the index of a file says where each tensor lies.
+TEST(Safetensors, LayoutAndIndexLocateEveryTensor) {
+  const std::string path = tempDir() + "/layout.safetensors";
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-0.5f}, c;
+  safetensors_write(path,
+                    {{"z", {2, 3}, a.data()},
+                     {"b", {1}, b.data()},
+                     {"empty", {0, 4}, c.data()}},
+                    {{"step", "4"}});
+  const SafetensorsIndex layout = safetensors_layout(
+      path, {{"z", {2, 3}}, {"b", {1}}, {"empty", {0, 4}}}, {{"step", "4"}});
+  const SafetensorsIndex index = safetensors_index(path);
+  const std::string bytes = read_file(path);
+  EXPECT_EQ(layout.size, bytes.size());
+  EXPECT_EQ(index.size, bytes.size());
+  EXPECT_EQ(layout.head, bytes.substr(0, layout.head.size()));
+  EXPECT_EQ(index.head, layout.head);
+  EXPECT_EQ(index.metadata.at("step"), "4");
+  for (const auto &[name, where] : layout.tensors) {
+    ASSERT_TRUE(index.tensors.count(name)) << name;
+    EXPECT_EQ(index.tensors.at(name).offset, where.offset) << name;
+    EXPECT_EQ(index.tensors.at(name).shape, where.shape) << name;
+  }
+  float z5 = 0;
+  std::memcpy(&z5, bytes.data() + index.tensors.at("z").offset + 5 * 4, 4);
+  EXPECT_EQ(z5, 6.0f);
+  EXPECT_THROW(safetensors_layout(path, {{"a", {1}}, {"a", {2}}}, {}),
+               std::runtime_error); // a name given twice
 }
 
 TEST(Safetensors, BadFilesAreClearErrors) {
