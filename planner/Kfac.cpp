@@ -273,7 +273,11 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
                              ? static_cast<int>(schedule.devices[d].size())
                              : 0;
     for (const pipeline::PlacedItem &it : f.items) {
-      const int slot = it.forced ? listSize : slotOf(ends[d], it.start);
+      // A forced curvature item: where its operand is made (its start).
+      const bool curvature = it.kind == pipeline::KfacItemKind::CurvatureA ||
+                             it.kind == pipeline::KfacItemKind::CurvatureG;
+      const int slot =
+          it.forced && !curvature ? listSize : slotOf(ends[d], it.start);
       KfacItemPlacement placed{std::string(pipeline::kfacItemName(it.kind)),
                                it.layer,
                                it.microbatch,

@@ -23,12 +23,10 @@ const std::vector<int> &Planner::activationSets(const Knobs &k) const {
   std::vector<int> counts(size_t(k.pp * v), int(k.microbatches));
   pipeline::ScheduleConfig sc{k.schedule, k.pp,
                               static_cast<int>(k.microbatches), v};
-  // K-FAC plans keep every micro-batch's set for the step (its curvature
-  // reads them when a filling thread gets to it; codegen alike).
+  // K-FAC plans too: their curvature reads a set where its operand is made,
+  // or a copy made there (counted in the K-FAC state; codegen alike).
   if (auto sched = pipeline::generateSchedule(sc))
-    if (auto sets = pipeline::countActivationSets(
-            *sched, kfac ? pipeline::stepEndReads(*sched)
-                         : std::vector<pipeline::SetRead>{}))
+    if (auto sets = pipeline::countActivationSets(*sched))
       counts = *std::move(sets);
   return setsMemo.emplace(key, std::move(counts)).first->second;
 }

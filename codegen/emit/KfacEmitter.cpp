@@ -215,21 +215,36 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch, row, g);
       return;
     }
+    // A forced one where its operand is made (PipeFisher.cpp force).
     const size_t slot =
-        it.step == 0 && !it.forced ? slotAt(it, dep + 1) : list.size();
-    curvature(d, slot, st, it.microbatch, row, g);
+        it.step == 0 || it.forced ? slotAt(it, dep + 1) : list.size();
+    // Later in the refresh step than its producer: from a copy made at the
+    // producer, so the micro-batch's set is free for the next micro-batch
+    // (the sets are those of a first-order plan; the plan's K-FAC memory
+    // counts the copies, kfac.devices[].saved_bytes).
+    if (slot != dep + 1 && target_.kfacBubbleItems)
+      deferred(d, dep + 1, 0, slot, st, it.microbatch, row, g);
+    else
+      curvature(d, slot, st, it.microbatch, row, g);
   });
   // Every factor of every micro-batch a device runs, whatever the plan
-  // lists (a single-rank run of a copied plan): the rest at the step's end.
+  // lists (a single-rank run of a copied plan): the rest right after the
+  // instruction that produces its operand, while the set holds it.
   for (int d = 0; d < s.numDevices(); ++d) {
     const auto &list = s.devices[size_t(d)];
-    for (const auto &ins : list) {
-      if (ins.kind != pipeline::OpKind::Forward)
-        continue;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto &ins = list[i];
+      // A after the forward; G after the last backward part (B, or W
+      // after it: the next instruction is not this micro-batch's W).
+      const bool last = i + 1 == list.size() ||
+                        list[i + 1].stage != ins.stage ||
+                        list[i + 1].microbatch != ins.microbatch ||
+                        list[i + 1].kind == pipeline::OpKind::Forward;
       for (size_t row = 0; row < kfacStage_.size(); ++row)
         for (bool g : {false, true})
-          if (kfacStage_[row] == ins.stage)
-            curvature(d, list.size(), ins.stage, ins.microbatch, int(row), g);
+          if (kfacStage_[row] == ins.stage &&
+              g == (ins.kind != pipeline::OpKind::Forward) && (!g || last))
+            curvature(d, i + 1, ins.stage, ins.microbatch, int(row), g);
     }
   }
   if (!target_.kfacBubbleItems)

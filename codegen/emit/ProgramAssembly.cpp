@@ -238,14 +238,12 @@ std::string Emitter::emit() {
   planResidualFusion();
   planLayerParams();
   const std::string stagesText = stagesCode(stages);
-  // The activation sets. K-FAC's curvature reads its micro-batch's set
-  // where a filling thread gets to it (the CPU programs' default), at the
-  // latest by the step's end: a K-FAC plan keeps every micro-batch's set for
-  // the step, as the memory model counts (Search.cpp activationSets).
-  const std::vector<pipeline::SetRead> reads =
-      plan_.kfac ? pipeline::stepEndReads(*sched)
-                 : std::vector<pipeline::SetRead>{};
-  auto sets = pipeline::assignActivationSets(*sched, reads);
+  // The activation sets, a first-order plan's under K-FAC too: its
+  // curvature reads a micro-batch's set right after the instruction that
+  // produced the operand, or a copy made there (kfacPlacement); a CPU
+  // filling thread's queued reads are copied before the set is taken again
+  // (kfac_release). The memory model counts the same (StageMemory.cpp).
+  auto sets = pipeline::assignActivationSets(*sched);
   if (!sets)
     throw UserError("codegen: " + sets.error());
   sets_ = *std::move(sets);

@@ -87,7 +87,8 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   if (plan_.kfac)
     out += "// The backend's K-FAC calls the tables' K-FAC entries make.\n"
            "static const KfacSteps kKfacSteps = {kfac_due, kfac_phase, "
-           "kfac_curvature_saved, kfac_reduce, kfac_invert};\n";
+           "kfac_curvature_saved, kfac_reduce, kfac_invert, "
+           "kfac_release};\n";
   out += fmt::format("\nstatic void run_schedule(int64_t step) {{\n  "
                      "run_instructions(kDevices[g.rpp], kStageFunctions, {}, "
                      "step);\n}}\n",

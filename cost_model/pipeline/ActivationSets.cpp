@@ -267,15 +267,6 @@ countActivationSets(const Schedule &s, const std::vector<SetRead> &reads) {
   return count;
 }
 
-std::vector<SetRead> stepEndReads(const Schedule &schedule) {
-  std::vector<SetRead> reads;
-  for (size_t d = 0; d < schedule.devices.size(); ++d)
-    for (const Instruction &ins : schedule.devices[d])
-      reads.push_back({static_cast<int>(d), ins.stage, ins.microbatch,
-                       schedule.devices[d].size()});
-  return reads;
-}
-
 bool setsShareGradients(ScheduleKind kind, bool laterReads) {
   return kind != ScheduleKind::ZeroBubbleH1 && !laterReads;
 }

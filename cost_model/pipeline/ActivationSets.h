@@ -55,12 +55,6 @@ struct ActivationSets {
   std::vector<std::vector<SetTake>> takes;
 };
 
-/// A read of every (stage, micro-batch) each device runs, at its list's end:
-/// what K-FAC's curvature does where a filling thread runs it whenever the
-/// rank has time (the CPU programs' default; their threads finish by the
-/// step's end), so every micro-batch keeps its own set for the step.
-std::vector<SetRead> stepEndReads(const Schedule &schedule);
-
 /// Assigns micro-batches to sets: per device and stage, in the order of the
 /// takes, the lowest set given back before the take (a set given back by
 /// instruction i is free for a take at i + 1 or later; one read at slot s is

@@ -130,7 +130,10 @@ struct DevicePacker {
   }
 
   /// Appends every remaining item after the makespan of `step`, in priority
-  /// order as their dependencies allow. Returns the appended time.
+  /// order as their dependencies allow. Returns the appended time. A forced
+  /// curvature item runs where its operand is made, in the refresh step (the
+  /// programs read it there, so no copy outlives it and the micro-batch's
+  /// activations need not either); its time is appended all the same.
   double force(int step) {
     double cursor = makespan;
     bool progress = true;
@@ -139,6 +142,13 @@ struct DevicePacker {
       for (Item &item : items) {
         if (item.placed)
           continue;
+        if (item.kind == KfacItemKind::CurvatureA ||
+            item.kind == KfacItemKind::CurvatureG) {
+          place(item, 0, item.ready, true);
+          cursor += item.duration;
+          progress = true;
+          continue;
+        }
         if (!depsDone(item, step * period + cursor))
           continue;
         place(item, step, cursor, true);

@@ -78,6 +78,9 @@ struct KfacSteps {
   void (*saved)(int layer, int mb, bool g);
   void (*reduce)(int layer, bool g);
   void (*invert)(int layer, bool g);
+  // Before a set is taken again on a refresh step: a filling thread's queued
+  // reads of the sets copied (CPU; the CUDA program reads in stream order).
+  void (*release)();
 };
 
 /// A device's table.
@@ -111,6 +114,8 @@ inline void run_instructions(InstructionList list, const StageFunctions *stages,
       s->backward_weight(step, in.mb, in.dir);
       break;
     case kReuse:
+      if (kfac && kfac->due())
+        kfac->release();
       s->reuse(in.mb, in.dir);
       break;
     case kCurvA:

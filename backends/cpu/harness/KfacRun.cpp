@@ -194,12 +194,7 @@ void KfacRun::end_schedule() {
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   if (fill_thread_)
     lock.lock();
-  for (Queued &q : queue_)
-    if (q.kind == Queued::Curvature && q.copy.empty()) {
-      const KfacLayer &l = layers_[size_t(q.layer)];
-      q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
-      q.v = nullptr;
-    }
+  copy_live();
   for (size_t i = 0; fill_waits_ && i < specs_.size(); ++i)
     if (specs_[i].weight->held && due(i) && is_open(i) && local_refresh(i))
       for (Queued::Kind k : {Queued::Reduce, Queued::Invert})
@@ -211,6 +206,27 @@ void KfacRun::end_schedule() {
     if (running_live_)
       await_filler(lock, [&] { return !running_live_; });
   }
+}
+
+void KfacRun::release_live() {
+  if (!fill_waits_)
+    return; // nothing queued: every item ran at its place
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (fill_thread_)
+    lock.lock();
+  copy_live();
+  if (fill_thread_ && running_live_)
+    await_filler(lock, [&] { return !running_live_; });
+}
+
+// (mu_ held where a thread fills.)
+void KfacRun::copy_live() {
+  for (Queued &q : queue_)
+    if (q.kind == Queued::Curvature && q.copy.empty()) {
+      const KfacLayer &l = layers_[size_t(q.layer)];
+      q.copy.assign(q.v, q.v + q.rows * (q.g ? l.out : l.in));
+      q.v = nullptr;
+    }
 }
 
 // Strict queue order: the calls of `placed`, in its order.

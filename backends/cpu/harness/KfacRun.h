@@ -69,6 +69,9 @@ public:
   /// After the step's schedule: the queued curvature items of live
   /// activation buffers (the next step overwrites them) take a copy.
   void end_schedule();
+  /// Before an activation set is taken again: the same copies (the set's
+  /// next micro-batch overwrites it), and a running item reading one ends.
+  void release_live();
   /// Stops the filling thread (after draining its queue).
   ~KfacRun();
   /// The base's setup, and the pending inverses of the held layers.
@@ -97,6 +100,8 @@ public:
   void restored();
 
 private:
+  // The queued curvature items of live buffers take a copy of their operand.
+  void copy_live();
   // One factor's curvature of a micro-batch: A from the layer's input (its
   // rows counted once), G (g_side) from its output gradient.
   void curvature(int layer, const float *v, int64_t rows, bool g_side);
@@ -210,6 +215,7 @@ inline void kfac_invert(int layer, bool g) {
   kfac.invert_item(layer, g);
   progress_sends();
 }
+inline void kfac_release() { kfac.release_live(); }
 
 } // namespace autoddl::rt::harness
 

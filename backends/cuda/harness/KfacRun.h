@@ -167,6 +167,8 @@ inline void kfac_curvature_saved(int layer, int mb, bool g) {
 inline int64_t kfac_phase() { return kfac.phase(); }
 inline void kfac_reduce(int layer, bool g) { kfac.reduce_item(layer, g); }
 inline void kfac_invert(int layer, bool g) { kfac.invert_item(layer, g); }
+// The curvature GEMMs read a set in stream order, before the next writer.
+inline void kfac_release() {}
 
 } // namespace autoddl::rt::harness
 

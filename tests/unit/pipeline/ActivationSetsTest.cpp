@@ -18,6 +18,16 @@ namespace {
 using testing::config;
 using testing::makeSchedule;
 
+/// A read of every (stage, micro-batch) each device runs, at its list's end.
+std::vector<SetRead> stepEndReads(const Schedule &schedule) {
+  std::vector<SetRead> reads;
+  for (size_t d = 0; d < schedule.devices.size(); ++d)
+    for (const Instruction &ins : schedule.devices[d])
+      reads.push_back({static_cast<int>(d), ins.stage, ins.microbatch,
+                       schedule.devices[d].size()});
+  return reads;
+}
+
 ActivationSets setsOf(const Schedule &s, const std::vector<SetRead> &r = {}) {
   auto sets = assignActivationSets(s, r);
   EXPECT_TRUE(sets) << sets.error();

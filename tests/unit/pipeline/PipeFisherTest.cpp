@@ -312,9 +312,11 @@ TEST(PipeFisher, PinnedRefreshForcesWhatItsStepsDoNotHold) {
   EXPECT_FALSE(bool(packKfac(s, *sim, in)));
 }
 
-// One stage: no bubble at all, so the whole refresh runs at the step's end
-// (K = 1), in priority order: curvature A, G, then the inversions. p = 1, m =
-// 2, f = 1, b = 2: makespan 6; tail 4 x 0.5 + 2 x 1 = 4.
+// One stage: no bubble at all, so the whole refresh is forced (K = 1): the
+// curvature where its operand is made (F0 ends at 1, B0 at 3, F1 at 4, B1 at
+// 6; recorded there, priced in the tail), then the inversions at the step's
+// end in priority order. p = 1, m = 2, f = 1, b = 2: makespan 6; tail
+// 4 x 0.5 + 2 x 1 = 4.
 TEST(PipeFisher, NothingFitsGoesToTheStepEnd) {
   Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 1, 2));
   PipeFisherInput in;
@@ -322,8 +324,8 @@ TEST(PipeFisher, NothingFitsGoesToTheStepEnd) {
   PipeFisherResult r = pack(s, StageTimes::uniform(1, 1, 2), in);
   EXPECT_EQ(r.refreshSteps, 1);
   EXPECT_EQ(describe(in, r.devices[0]),
-            "curv_A:0@0[6,6.5)* curv_A:1@0[6.5,7)* curv_G:0@0[7,7.5)* "
-            "curv_G:1@0[7.5,8)* inv_A:x@0[8,9)* inv_G:x@0[9,10)*");
+            "curv_A:0@0[1,1.5)* curv_G:0@0[3,3.5)* curv_A:1@0[4,4.5)* "
+            "curv_G:1@0[6,6.5)* inv_A:x@0[8,9)* inv_G:x@0[9,10)*");
   EXPECT_DOUBLE_EQ(r.stepTime, 6 + 0.25 + 4);
   EXPECT_EQ(r.unfitted.size(), 6u);
   EXPECT_DOUBLE_EQ(r.devices[0].utilisationBefore, 1.0);
@@ -346,8 +348,8 @@ TEST(PipeFisher, MarginKeepsExactFitsOut) {
 // Chimera, p = 2, m = 2, f = b = 1 (worker rule of docs/pipeline-simulator.md):
 //   device 0: F0 [0,1) f1 [1,2) b1 [2,3) B0 [3,4)
 //   device 1: f1 [0,1) F0 [1,2) B0 [2,3) b1 [3,4)
-// (lower case: the up pipeline, micro-batch 1). No bubble, so everything runs
-// at the step end. Stage 0's down copy is on device 0 and sees micro-batch 0
+// (lower case: the up pipeline, micro-batch 1). No bubble, so everything is
+// forced: the curvature where its operand is made, the rest at the step end. Stage 0's down copy is on device 0 and sees micro-batch 0
 // only; its up copy is on device 1 and sees micro-batch 1 only; both reduce
 // their factors with each other (the mirrored pipeline): 0.5 each, after the
 // curvature and before the inversion. Tail per device for its two layers
@@ -360,8 +362,8 @@ TEST(PipeFisher, ChimeraCopiesSeeTheirOwnMicroBatchesAndReduce) {
                layer("u1", 1, 0.25, 1, 0.5, 0, Direction::Up)};
   PipeFisherResult r = pack(s, StageTimes::uniform(2, 1, 1), in);
   EXPECT_EQ(describe(in, r.devices[0]),
-            "curv_A:0@0[4,4.25)* curv_A:1@0[4.25,4.5)* curv_G:0@0[4.5,4.75)* "
-            "curv_G:1@0[4.75,5)* reduce_A:d0@0[5,5.5)* reduce_A:u1@0[5.5,6)* "
+            "curv_A:0@0[1,1.25)* curv_A:1@0[2,2.25)* curv_G:1@0[3,3.25)* "
+            "curv_G:0@0[4,4.25)* reduce_A:d0@0[5,5.5)* reduce_A:u1@0[5.5,6)* "
             "reduce_G:d0@0[6,6.5)* reduce_G:u1@0[6.5,7)* inv_A:d0@0[7,8)* "
             "inv_A:u1@0[8,9)* inv_G:d0@0[9,10)* inv_G:u1@0[10,11)*");
   // Device 0 holds d0 (down, micro-batch 0) and u1 (up, micro-batch 1).
