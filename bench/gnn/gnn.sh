@@ -12,12 +12,13 @@
 #   GRAPHS   graphs to run (default "ogbn-arxiv reddit ogbn-products")
 #   MODELS   models (default "gcn sage"; "gat-dot", our dot-product gat against PyG's
 #            TransformerConv, also stages; it is costly for PyG on the large graphs)
-#   EPOCHS   full-graph steps a run trains, both sides (default 100); LR (default 0.01, Adam /
+#   EPOCHS   full-graph steps a run trains, both sides (default 50); LR (default 0.01, Adam /
 #            AdamW without weight decay on both sides); WARMUP epochs left out of the timing (5)
 #   GDIR     where the graph files go on the GPU machine (default DIR-graphs; ~3.5 GB for all)
 #   PEER_BUDGET_S  seconds the peer may spend choosing among its eager variants per graph and
 #            model (default 20); torch.compile is tried on the fastest eager one for every model
-#            on the first graph, and on later graphs for the models where it won on the first
+#            on the first graph; PEER_COMPILE=all: on later graphs too, for the models where it
+#            won on the first (each compilation costs tens of seconds)
 # Results in $OUT (or DIR/results): gnn.json (one record per graph and model: our step and
 # accuracy, the peer's winning variant with its epoch and accuracy, every variant tried), gnn.txt
 # (the table), the logs, each program's metrics.json and the peer's JSON per graph.
@@ -74,7 +75,8 @@ JSON
 device)
   dir=$(realpath "$dir")
   out=${OUT:-$dir/results} gdir=${GDIR:-$dir-graphs} b=$dir-build
-  epochs=${EPOCHS:-100} lr=${LR:-0.01} warmup=${WARMUP:-5}
+  epochs=${EPOCHS:-50} lr=${LR:-0.01} warmup=${WARMUP:-5}
+  export NCCL_NVLS_ENABLE=0
   graphs=${GRAPHS:-$(cat "$dir/graphs.txt")} models=${MODELS:-$(cat "$dir/models.txt")}
   mkdir -p "$out" "$b" "$gdir"
   t0=$(date +%s)
@@ -87,7 +89,8 @@ device)
     [ -s "$gdir/$gname/graph.json" ] || "$b/autoddl-graph" --like "$gname" -o "$gdir/$gname"
   done) >"$out/graphs.log" 2>&1 &
   gen=$!
-  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir"/src/* >"$dir/src/CMakeLists.txt"
+  # The projects' folders only (a CMakeLists.txt of an earlier call is not one).
+  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir"/src/*/ >"$dir/src/CMakeLists.txt"
   { cmake -S "$dir/src" -B "$b/build" -DCMAKE_BUILD_TYPE=Release &&
     nice cmake --build "$b/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
     { tail -20 "$out/build.log"; exit 1; }
@@ -104,10 +107,12 @@ device)
         echo "gnn.sh: ours $m on $gname failed (see $out/ours-$m-$gname.log)" >&2
     done
     echo "gnn.sh: ours on $gname done at $(($(date +%s) - t0)) s"
-    # torch.compile (tens of seconds to compile) is tried on the first graph for every model,
-    # then only for the models where it won there.
+    # torch.compile (tens of seconds to compile) is tried on the first graph for every model;
+    # with PEER_COMPILE=all, on the later graphs too for the models where it won there.
     if [ -z "${compile+x}" ]; then
       compile=$models
+    elif [ "${PEER_COMPILE:-first}" != all ]; then
+      compile=""
     elif [ -z "${compile_decided:-}" ]; then
       compile=$(python3 -c 'import json, sys
 m = json.load(open(sys.argv[1]))["models"]

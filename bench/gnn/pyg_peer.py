@@ -51,11 +51,14 @@ def load_graph(d):
 
 
 class Net(torch.nn.Module):
-    def __init__(self, kind, f, h, c):
+    def __init__(self, kind, f, h, c, sparse):
         super().__init__()
-        if kind == "gcn":  # the adjacency passed is already D^-1/2 (A + I) D^-1/2
+        if kind == "gcn" and sparse:  # the adjacency is already D^-1/2 (A + I) D^-1/2
             self.conv1 = GCNConv(f, h, normalize=False)
             self.conv2 = GCNConv(h, c, normalize=False)
+        elif kind == "gcn":  # an edge_index: normalised by PyG once (cached)
+            self.conv1 = GCNConv(f, h, cached=True)
+            self.conv2 = GCNConv(h, c, cached=True)
         elif kind == "sage":
             self.conv1 = SAGEConv(f, h, aggr="mean")
             self.conv2 = SAGEConv(h, c, aggr="mean")
@@ -99,7 +102,7 @@ def train(kind, variant, g, epochs, lr, warmup):
     adj = adjacencies(kind, fmt, dtype, g, dev)
     x = g["x"].to(dtype)
     torch.manual_seed(0)
-    model = Net(kind, x.shape[1], HIDDEN, g["classes"]).to(dev)
+    model = Net(kind, x.shape[1], HIDDEN, g["classes"], fmt != "edge_index").to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     fwd = torch.compile(model) if comp == "compile" else model
     y_train = g["y_train"]

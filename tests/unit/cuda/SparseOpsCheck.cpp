@@ -123,7 +123,7 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
                  download(dgv.data(), nnz), gv);
   }
   { // sage's mean: the reference's spmm with 1 / (the row's entries)
-    std::vector<float> means(size_t(nnz)), want(size_t(rows * F));
+    std::vector<float> means(static_cast<size_t>(nnz)), want(size_t(rows * F));
     for (int32_t i = 0; i < rows; ++i)
       for (int32_t e = a.rowPtr[i]; e < a.rowPtr[i + 1]; ++e)
         means[size_t(e)] = 1.0f / float(a.rowPtr[i + 1] - a.rowPtr[i]);
