@@ -185,14 +185,25 @@ ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
   o.place = config.place();
   using Reader = ModelGraph (*)(JsonFields &, const BuildOptions &);
   static const std::pair<const char *, Reader> readers[] = {
-      {"gpt", gpt}, {"llama", llama}, {"bert", bert}, {"mlp", mlp},
-      {"vgg", vgg}, {"gcn", gcn},     {"gat", gat},   {"sage", sage}};
+      {"gpt", gpt},
+      {"llama", llama},
+      {"bert", bert},
+      {"mlp", mlp},
+      {"vgg", vgg},
+      {"gcn", gcn},
+      {"gat", gat},
+      {"sage", sage},
+      // gat's dot-product attention is PyG's TransformerConv (one head, no
+      // root weight), not GATConv's additive attention: the name that says so.
+      {"transformer_conv", gat}};
   for (const auto &[name, read] : readers)
     if (kind == name)
       return read(config, o);
-  doc.fail("template",
-           "unknown template '" + kind +
-               "' (expected gpt, llama, bert, mlp, vgg, gcn, gat or sage)");
+  doc.fail(
+      "template",
+      "unknown template '" + kind +
+          "' (expected gpt, llama, bert, mlp, vgg, gcn, gat, transformer_conv "
+          "or sage)");
 }
 
 } // namespace autoddl::import
