@@ -212,11 +212,8 @@ def main():
         if a.variants:
             cands = [tuple(v.split("/")) for v in a.variants.split(",")]
         tried, t_start = [], time.time()
-        while cands:
-            v = cands.pop(0)
-            if tried and time.time() - t_start > a.budget_s and v[2] != "compile":
-                tried.append({"variant": "/".join(v), "skipped": "budget"})
-                continue
+
+        def attempt(v):
             try:
                 r = train(kind, v, g, a.select_epochs, a.lr, 3)
                 r["ok"] = True
@@ -229,26 +226,36 @@ def main():
             print(f"pyg_peer: {kind} {r['variant']}: "
                   + (f"{r['epoch_ms_median']:.2f} ms/epoch" if r.get("ok") else r["error"]),
                   flush=True)
-            if not cands and kind in a.compile and v[2] == "eager":
-                ok = [r for r in tried if r.get("ok")]
-                if ok:  # the fastest eager configuration, compiled
-                    best = min(ok, key=lambda r: r["epoch_ms_median"])["variant"].split("/")
-                    cands.append((best[0], best[1], "compile"))
+
+        for v in cands:
+            if tried and time.time() - t_start > a.budget_s:
+                tried.append({"variant": "/".join(v), "skipped": "budget"})
+                continue
+            attempt(v)
+        ok = [r for r in tried if r.get("ok")]
+        if kind in a.compile and ok and not a.variants:  # the fastest eager one, compiled
+            best = min(ok, key=lambda r: r["epoch_ms_median"])["variant"].split("/")
+            attempt((best[0], best[1], "compile"))
         ok = [r for r in tried if r.get("ok")]
         rec = {"variants": tried}
         if ok:
             best = min(ok, key=lambda r: r["epoch_ms_median"])
-            full = train(kind, tuple(best["variant"].split("/")), g, a.epochs, a.lr, a.warmup)
-            full["ok"] = True
-            rec.update({"winner": best["variant"], "run": full})
-            print(f"pyg_peer: {kind}: {best['variant']} won; {a.epochs} epochs: "
-                  f"{full['epoch_ms_median']:.2f} ms/epoch (median), held-out accuracy "
-                  f"{full['heldout_accuracy_last_forward']:.4f}", flush=True)
+            try:
+                full = train(kind, tuple(best["variant"].split("/")), g, a.epochs, a.lr,
+                             a.warmup)
+                full["ok"] = True
+                rec.update({"winner": best["variant"], "run": full})
+                print(f"pyg_peer: {kind}: {best['variant']} won; {a.epochs} epochs: "
+                      f"{full['epoch_ms_median']:.2f} ms/epoch (median), held-out accuracy "
+                      f"{full['heldout_accuracy_last_forward']:.4f}", flush=True)
+            except Exception as e:
+                rec["run_error"] = f"{type(e).__name__}: {e}"[:300]
+                traceback.print_exc(limit=2)
         torch.cuda.empty_cache()
         result["models"][kind] = rec
-    result["total_seconds"] = time.time() - t0
-    with open(a.out, "w") as f:
-        json.dump(result, f, indent=1)
+        result["total_seconds"] = time.time() - t0
+        with open(a.out, "w") as f:  # after each model: a later failure keeps the earlier
+            json.dump(result, f, indent=1)
     return 0 if all("run" in m for m in result["models"].values()) else 1
 
 

@@ -55,6 +55,8 @@ same = all(abs(x - y) <= 1e-7 * abs(x) for x, y in zip(a["loss"], b["loss"]))
 sys.exit(0 if same and all(a["info"][k] == b["info"][k] for k in keys) else 1)
 PY
 echo "ok: the program trains the files as its own generated graph"
+# "FLAGS|EXPECTED": the flags are split into words on purpose (no quoting inside them).
+# shellcheck disable=SC2089,SC2090
 for bad in "--like cora -o $w/x|--like: unknown graph 'cora'" "--nodes 5 -o $w/x|--nnz: required" \
   "--like reddit|-o: the output folder is required" "--nodes -3 -o $w/x|--nodes: '-3' is not"; do
   rc=0; "$tool" ${bad%%|*} > "$w/bad.log" 2>&1 || rc=$?
