@@ -9,8 +9,12 @@ and optimizer (Adam = AdamW without weight decay, LR).
 
 For each model it first times the configurations a competent PyG user would try, each a few
 epochs (adjacency: a cached torch.sparse_csr_tensor, torch_sparse's SparseTensor where installed,
-or a plain edge_index; fp32 or bf16 autocast with bf16 adjacency values; eager or torch.compile),
-within --budget-s; the fastest that ran then trains from fresh weights for --epochs epochs: its
+PyG's EdgeIndex sorted by target (fused sparse matmul where the layer supports it), or a plain
+edge_index where its per-edge messages fit; fp32 or bf16 autocast with bf16 adjacency values;
+eager, and torch.compile for the fastest eager one where asked), within --budget-s. Each
+variant's first forward must equal the fp32 CSR one's (same seeded weights; relative error below
+1e-3, 5e-2 in bf16), so that no layout PyG reads differently wins. The fastest that ran then
+trains from fresh weights for --epochs epochs: its
 per-epoch time (CUDA events around forward, backward and optimizer step, after --warmup epochs)
 and its held-out accuracy (of the last training forward, as our program reports it, and of one
 eval forward after the last update). Every variant tried is recorded with its time or its error.
@@ -29,6 +33,11 @@ import torch.nn.functional as F
 
 import torch_geometric
 from torch_geometric.nn import GCNConv, SAGEConv, TransformerConv
+
+try:  # PyG >= 2.5: an edge_index that knows it is sorted and caches its CSR/CSC
+    from torch_geometric import EdgeIndex
+except ImportError:  # pragma: no cover - depends on the version
+    EdgeIndex = None
 
 try:  # optional: PyG's fastest sparse path where the wheel is there
     import torch_sparse  # noqa: F401
@@ -75,9 +84,12 @@ class Net(torch.nn.Module):
 def adjacencies(kind, fmt, dtype, g, dev):
     """The adjacency in the layout `fmt` (transposed as PyG's adj_t; ours is symmetric)."""
     indptr, indices, n = g["indptr"], g["indices"], g["n"]
-    if fmt == "edge_index":
+    if fmt in ("edge_index", "edge_index_t"):
         rows = torch.repeat_interleave(torch.arange(n, device=dev), indptr[1:] - indptr[:-1])
-        return torch.stack([indices, rows])  # sources, then targets
+        ei = torch.stack([indices, rows])  # sources, then targets (sorted: CSR order)
+        if fmt == "edge_index":
+            return ei
+        return EdgeIndex(ei, sparse_size=(n, n), sort_order="col")
     if kind == "gcn":
         deg = (indptr[1:] - indptr[:-1]).to(torch.float32)
         dinv = deg.pow(-0.5)
@@ -93,6 +105,19 @@ def adjacencies(kind, fmt, dtype, g, dev):
     raise ValueError(fmt)
 
 
+def reference_logits(kind, g):
+    """The first forward of the fp32 CSR variant (the seeded weights), or None if it fails."""
+    try:
+        adj = adjacencies(kind, "csr", torch.float32, g, g["x"].device)
+        torch.manual_seed(0)
+        model = Net(kind, g["x"].shape[1], HIDDEN, g["classes"], True).to(g["x"].device)
+        with torch.no_grad():
+            return model(g["x"], adj).float()
+    except Exception:
+        traceback.print_exc(limit=2)
+        return None
+
+
 def train(kind, variant, g, epochs, lr, warmup):
     """Trains `epochs` epochs from seeded weights; returns the record (times in ms)."""
     fmt, prec, comp = variant
@@ -102,7 +127,21 @@ def train(kind, variant, g, epochs, lr, warmup):
     adj = adjacencies(kind, fmt, dtype, g, dev)
     x = g["x"].to(dtype)
     torch.manual_seed(0)
-    model = Net(kind, x.shape[1], HIDDEN, g["classes"], fmt != "edge_index").to(dev)
+    model = Net(kind, x.shape[1], HIDDEN, g["classes"], not fmt.startswith("edge_index"))
+    model = model.to(dev)
+    # The same function as the reference (fp32 CSR, the same seeded weights) before any update:
+    # a layout that PyG would read otherwise (weights dropped, a transpose) is refused.
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+        out0 = model(x, adj).float()
+    if kind not in g["reference"]:
+        g["reference"][kind] = reference_logits(kind, g)
+    ref = g["reference"][kind]
+    if ref is not None:
+        err = ((out0 - ref).norm() / ref.norm()).item()
+        if not err < (5e-2 if bf16 else 1e-3):
+            raise ValueError(f"first forward differs from the fp32 CSR one: relative error "
+                             f"{err:.3g}")
+    del out0
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     fwd = torch.compile(model) if comp == "compile" else model
     y_train = g["y_train"]
@@ -159,6 +198,8 @@ def variants(kind, g):
     # A plain edge_index materialises a message per edge: [E, 256] floats, which does not fit a
     # Reddit-sized graph; tried where it fits comfortably (and always for attention, which needs
     # per-edge scores anyway).
+    if EdgeIndex is not None:
+        fmts.append("edge_index_t")  # fused sparse matmul where the layer supports it
     if kind == "gat-dot" or g["nnz"] * HIDDEN * 4 < 8e9:
         fmts.append("edge_index")
     if kind == "gat-dot":
@@ -196,6 +237,7 @@ def main():
         "x": torch.from_numpy(x).to(dev), "y": yt,
         "train": nodes[0::2], "heldout": nodes[1::2],  # the programs' split
         "y_train": torch.where(nodes % 2 == 0, yt, torch.full_like(yt, -1)),
+        "reference": {},  # per model: the fp32 CSR variant's first logits
     }
     del x
     load_s = time.time() - t0
