@@ -15,6 +15,8 @@
 #   EPOCHS   full-graph steps a run trains, both sides (default 50); LR (default 0.01, Adam /
 #            AdamW without weight decay on both sides); WARMUP epochs left out of the timing (5)
 #   GDIR     where the graph files go on the GPU machine (default DIR-graphs; ~3.5 GB for all)
+#   DEADLINE_S  no graph is started after DEADLINE_S - 90 seconds (default 530: the table is
+#            written within a 10-minute call)
 #   PEER_BUDGET_S  seconds the peer may spend choosing among its eager variants per graph and
 #            model (default 20); torch.compile is tried on the fastest eager one for every model
 #            on the first graph; PEER_COMPILE=all: on later graphs too, for the models where it
@@ -98,7 +100,14 @@ device)
   wait $gen || { cat "$out/graphs.log"; exit 1; }
   cat "$out/graphs.log"
   echo "gnn.sh: graphs ready at $(($(date +%s) - t0)) s"
+  deadline=${DEADLINE_S:-530} done_graphs=""
   for gname in $graphs; do
+    # A graph takes up to ~90 s (both sides): none is started past the deadline, so that the
+    # table of the graphs done is written within a 10-minute device call.
+    if [ $(($(date +%s) - t0)) -gt $((deadline - 90)) ]; then
+      echo "gnn.sh: $gname skipped: $(($(date +%s) - t0)) s spent, deadline $deadline s" >&2
+      continue
+    fi
     gf=(--graph-adjacency "$gdir/$gname/adjacency.npz" --graph-features "$gdir/$gname/features.npy"
       --graph-labels "$gdir/$gname/labels.npy")
     for m in $models; do
@@ -127,9 +136,12 @@ print(" ".join(k for k, r in m.items() if r.get("winner", "").endswith("/compile
       echo "gnn.sh: the peer on $gname failed (see $out/pyg-$gname.log)" >&2
     tail -n 3 "$out/pyg-$gname.log"
     echo "gnn.sh: peer on $gname done at $(($(date +%s) - t0)) s"
+    done_graphs="$done_graphs $gname"
+    # The table so far (a call cut short keeps it).
+    python3 "$root/bench/gnn/gnn_table.py" --stage "$dir" --out "$out" --warmup "$warmup" \
+      --graphs $done_graphs --models $models >"$out/gnn.txt"
   done
-  python3 "$root/bench/gnn/gnn_table.py" --stage "$dir" --out "$out" --warmup "$warmup" \
-    --graphs $graphs --models $models | tee "$out/gnn.txt"
+  cat "$out/gnn.txt" 2>/dev/null || echo "gnn.sh: no graph done" >&2
   echo "gnn.sh: total $(($(date +%s) - t0)) s"
   ;;
 *) echo "gnn.sh: unknown mode $mode (stage or device)" >&2; exit 2 ;;
