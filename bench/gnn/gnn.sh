@@ -44,7 +44,7 @@ like() {
 template() {
   case $1 in
   gcn | sage) echo "$1" ;;
-  gat-dot) echo gat ;;
+  gat-dot) echo transformer_conv ;;
   *) echo "gnn.sh: unknown model $1" >&2; exit 2 ;;
   esac
 }
