@@ -95,7 +95,8 @@ planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers,
   // ONNX export): a micro-batch is one instance of the graph, so the one rank
   // runs the global batch as that many.
   if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
-      plan.modelFamily == "gat" || staticBatch > 0) {
+      plan.modelFamily == "gat" || plan.modelFamily == "sage" ||
+      staticBatch > 0) {
     p.knobs.microbatch = plan.knobs.microbatch;
     p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
   }

@@ -84,7 +84,7 @@ void checkMesh(const Plan &p, const Checker &c) {
   // graph has a sparse adjacency is the model's to say, so its plans may
   // follow either rule.
   const bool nodeSplit = p.modelFamily == "gcn" || p.modelFamily == "gat" ||
-                         p.modelFamily == "graph";
+                         p.modelFamily == "sage" || p.modelFamily == "graph";
   if (perReplica * k.dp != p.globalBatch &&
       !(nodeSplit && perReplica == p.globalBatch))
     c.fail(root / "microbatches",

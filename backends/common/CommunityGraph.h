@@ -1,4 +1,4 @@
-// The graph a graph model (gcn, gat) trains on: either generated with the
+// The graph a graph model (gcn, gat, sage) trains on: either generated with the
 // model's own node count and stored entries (a degree-corrected stochastic
 // block model: power-law degrees, planted communities) or read from a user's
 // files (UserGraph.h). docs/runtime.md "Community graph".

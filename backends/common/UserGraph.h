@@ -1,4 +1,4 @@
-// A user's own graph for a graph model (gcn, gat), read from files:
+// A user's own graph for a graph model (gcn, gat, sage), read from files:
 // docs/model-format.md "A graph from files".
 //
 // Adjacency: a .npz of numpy arrays (scipy.sparse.save_npz's CSR, indptr and

@@ -1,7 +1,7 @@
 //===- SparseEmitter.cpp - graph ops --------------------------------------===//
 //
-// spmm (adjacency or activation values), sddmm and edge_softmax of the
-// graph models.
+// spmm (adjacency or activation values; sum or, sage's, mean over a row's
+// entries), sddmm and edge_softmax of the graph models.
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -49,6 +49,15 @@ void Emitter::emitSpmm(OpCall &c) {
   }
   const int64_t Fl = lastDim(ys);
   gatherNodes(1);
+  if (attrOr<std::string>(op, "reduce", "sum") == "mean") {
+    // sage: the mean over each row's stored entries (D^-1 A), whatever the
+    // adjacency's own (GCN-normalised) values.
+    F(fmt::format("spmm_mean_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
+    if (!isInput(op.operands[1]))
+      BI(fmt::format("spmm_mean_backward({}, {}, {}, {});", dx[1], x[0], dy,
+                     Fl));
+    return;
+  }
   F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
   if (!isInput(op.operands[1]))
     BI(fmt::format("spmm_backward({}, nullptr, {}, {}, {}, {});", dx[1], x[0],

@@ -1,4 +1,4 @@
-//===- OtherTemplates.cpp - mlp, vgg, gcn and gat ------------------------===//
+//===- OtherTemplates.cpp - mlp, vgg, gcn, gat and sage ------------------===//
 #include "ir/import/JsonFields.h"
 #include "ir/import/TemplateSupport.h"
 
@@ -100,13 +100,15 @@ ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o) {
 
 namespace {
 
-/// A whole-graph model (gcn, gat): inputs features [N, F], adjacency [N, N]
-/// (sparse) and targets [N]; `layer(i, x, in, out)` builds layer i's
-/// convolution up to (not including) its bias; each layer then adds its bias,
-/// hidden layers a relu, and the loss is the cross-entropy over all nodes.
+/// A whole-graph model (gcn, gat, sage): inputs features [N, F], adjacency
+/// [N, N] (sparse) and targets [N]; `layer(i, x, in, out)` builds layer i's
+/// convolution up to (not including) its bias; each layer then adds its bias
+/// (parameter conv<i><biasName>), hidden layers a relu, and the loss is the
+/// cross-entropy over all nodes.
 template <typename Layer>
 ModelGraph buildGraphModel(const GcnConfig &c, const BuildOptions &o,
-                           const std::string &family, Layer layer) {
+                           const std::string &family, Layer layer,
+                           const std::string &biasName = ".bias") {
   requireNoSeq(o, family);
   require(o.batch == 1, o,
           "a " + family +
@@ -126,7 +128,7 @@ ModelGraph buildGraphModel(const GcnConfig &c, const BuildOptions &o,
     const std::string n = "conv" + std::to_string(i + 1);
     x = layer(b, n, adj, x, in, widths[i]);
     x = b.op("bias_add", n + ".add_bias",
-             {x, b.param(n + ".bias", {widths[i]}, "zeros")});
+             {x, b.param(n + biasName, {widths[i]}, "zeros")});
     if (i + 1 < widths.size())
       x = b.op("relu", n + ".act", {x});
     in = widths[i];
@@ -174,6 +176,31 @@ ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o) {
                       {"scale", 1.0 / std::sqrt(static_cast<double>(out))}});
         return b.op("spmm", n + ".propagate", {a, v}, {{"nnz", c.nnz}});
       });
+}
+
+ModelGraph buildSage(const GcnConfig &c, const BuildOptions &o) {
+  return buildGraphModel(
+      c, o, "sage",
+      [&](GraphBuilder &b, const std::string &n, int adj, int x, int64_t in,
+          int64_t out) {
+        // PyG SAGEConv (aggr "mean"): lin_l(mean_j x_j) + lin_r(x_i), lin_l's
+        // bias added after the sum. The mean is linear, so lin_l runs first
+        // where it narrows the rows (out < in): the spmm then moves out
+        // features a node instead of in, the same function.
+        int agg;
+        if (out < in) {
+          int l = glorotLinear(b, n + ".lin_l", x, in, out);
+          agg = b.op("spmm", n + ".propagate", {adj, l},
+                     {{"nnz", c.nnz}, {"reduce", std::string("mean")}});
+        } else {
+          int m = b.op("spmm", n + ".propagate", {adj, x},
+                       {{"nnz", c.nnz}, {"reduce", std::string("mean")}});
+          agg = glorotLinear(b, n + ".lin_l", m, in, out);
+        }
+        int r = glorotLinear(b, n + ".lin_r", x, in, out);
+        return b.op("add", n + ".add_root", {agg, r});
+      },
+      ".lin_l.bias");
 }
 
 } // namespace autoddl::import

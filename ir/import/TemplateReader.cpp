@@ -95,7 +95,7 @@ ModelGraph vgg(JsonFields &f, const BuildOptions &o) {
   return buildVgg(c, o);
 }
 
-/// gcn and gat: the graph's size, the layer widths and the classes.
+/// gcn, gat and sage: the graph's size, the layer widths and the classes.
 GcnConfig graphConfig(JsonFields &f) {
   GcnConfig c;
   c.numNodes = f.positive("num_nodes", c.numNodes);
@@ -118,6 +118,10 @@ ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
 
 ModelGraph gat(JsonFields &f, const BuildOptions &o) {
   return buildGat(graphConfig(f), o);
+}
+
+ModelGraph sage(JsonFields &f, const BuildOptions &o) {
+  return buildSage(graphConfig(f), o);
 }
 
 } // namespace
@@ -181,14 +185,25 @@ ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
   o.place = config.place();
   using Reader = ModelGraph (*)(JsonFields &, const BuildOptions &);
   static const std::pair<const char *, Reader> readers[] = {
-      {"gpt", gpt}, {"llama", llama}, {"bert", bert}, {"mlp", mlp},
-      {"vgg", vgg}, {"gcn", gcn},     {"gat", gat}};
+      {"gpt", gpt},
+      {"llama", llama},
+      {"bert", bert},
+      {"mlp", mlp},
+      {"vgg", vgg},
+      {"gcn", gcn},
+      {"gat", gat},
+      {"sage", sage},
+      // gat's dot-product attention is PyG's TransformerConv (one head, no
+      // root weight), not GATConv's additive attention: the name that says so.
+      {"transformer_conv", gat}};
   for (const auto &[name, read] : readers)
     if (kind == name)
       return read(config, o);
-  doc.fail("template",
-           "unknown template '" + kind +
-               "' (expected gpt, llama, bert, mlp, vgg, gcn or gat)");
+  doc.fail(
+      "template",
+      "unknown template '" + kind +
+          "' (expected gpt, llama, bert, mlp, vgg, gcn, gat, transformer_conv "
+          "or sage)");
 }
 
 } // namespace autoddl::import

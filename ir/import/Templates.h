@@ -114,5 +114,10 @@ ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o);
 /// H' = act(spmm(att, v) + b); the adjacency's pattern only (its values are
 /// not used). The same fields as gcn.
 ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o);
+/// GraphSAGE with the mean aggregator, as PyG's SAGEConv(aggr="mean"): per
+/// layer H' = act(lin_l(mean_{j in N(i)} H_j) + lin_r(H_i)), lin_l with a
+/// bias, lin_r without; N(i) the adjacency row's stored entries (self loop
+/// included: the programs add one to every row). The same fields as gcn.
+ModelGraph buildSage(const GcnConfig &c, const BuildOptions &o);
 
 } // namespace autoddl::import

@@ -91,6 +91,7 @@ const AttrSpec kAttrSpecs[] = {
     {"reshape", "shape", AttrKind::I64Array, true},
     {"transpose", "perm", AttrKind::I64Array, true},
     {"spmm", "nnz", AttrKind::I64, true},
+    {"spmm", "reduce", AttrKind::Str, false},
     {"sddmm", "nnz", AttrKind::I64, true},
     {"edge_softmax", "nnz", AttrKind::I64, true},
     {"edge_softmax", "scale", AttrKind::F64, false},
@@ -180,6 +181,8 @@ Attrs withDefaults(std::string_view kind, const Attrs &attrs) {
     fill("start_dim", int64_t{1});
   else if (kind == "edge_softmax")
     fill("scale", 1.0);
+  else if (kind == "spmm")
+    fill("reduce", std::string("sum"));
   return out;
 }
 

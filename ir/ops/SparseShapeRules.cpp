@@ -30,6 +30,13 @@ Results inferSpmm(Rule &r) {
       !checkNnz(r, adj.shape) ||
       !r.dimEq("rows of x (columns of adj)", x.shape[0], adj.shape[1]))
     return {};
+  // sum: adj's values times x; mean (sage): the mean of x over each row's
+  // stored entries.
+  const std::string &reduce = r.str("reduce");
+  if (reduce != "sum" && reduce != "mean")
+    return r.fail("expected reduce \"sum\" or \"mean\", got \"" + reduce +
+                  "\""),
+           Results{};
   return {{{adj.shape[0], x.shape[1]}, x.dtype}};
 }
 

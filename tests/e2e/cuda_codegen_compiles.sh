@@ -27,6 +27,7 @@ cases=(
   "rows_batch_llama_tp2 tiny-llama 2 tp=2,pp=1,dp=1 batch"
   "ulysses_gpt_dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b sequence"
   "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
+  "sage_dp2 $here/sage-widening.json 2 tp=1,pp=1,dp=2 0"
   "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
   "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
   # Recomputation: every layer of both stages, Megatron's linears (collectives in the rerun), and
@@ -38,7 +39,7 @@ for c in "${cases[@]}"; do
   read -r name model gpus fix mega recompute <<<"$c"
   w=$work/$name && mkdir -p "$w"
   batchArgs=(--global-batch 8 --seq 16)
-  case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac # whole graph
+  case "$(basename "$model")" in gcn* | gat* | sage*) batchArgs=(--global-batch 1) ;; esac # whole graph
   "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
     --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
   # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split);

@@ -2,7 +2,7 @@
 # One CUDA case of the e2e matrix: plan MODEL for RANKS GPUs with the knobs pinned by FIX, then
 # `autoddl verify --backend cuda` runs the plan on its GPUs and the model on one GPU and compares
 # every step's loss and the final parameters (bf16: 2e-2 / 5e-2; with FP32=1 the --fp32 build,
-# 1e-4 / 1e-3). Token models plan global batch 8, sequence 64; graph models (gcn*, gat*) train on
+# 1e-4 / 1e-3). Token models plan global batch 8, sequence 64; graph models (gcn*, gat*, sage*) train on
 # their whole graph (global batch 1). Exits 77 (skipped) on a machine with fewer than RANKS GPUs.
 # Usage: [FP32=1] [MEGATRON=1|2|3|batch|sequence] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
 set -euo pipefail
@@ -14,7 +14,7 @@ if [ "${gpus:-0}" -lt "$ranks" ]; then
 fi
 rm -rf "$work" && mkdir -p "$work"
 batchArgs=(--global-batch 8 --seq 64)
-case "$(basename "$model")" in gcn* | gat*) batchArgs=(--global-batch 1) ;; esac
+case "$(basename "$model")" in gcn* | gat* | sage*) batchArgs=(--global-batch 1) ;; esac
 "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$ranks" "${batchArgs[@]}" \
   --fix "$fix" --no-why -o "$work/plan.json" >"$work/plan.txt"
 # MEGATRON: 1-3, batch or sequence (tests/lit/codegen/megatron.py --level)

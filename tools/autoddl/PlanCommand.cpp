@@ -169,8 +169,8 @@ planner::FixedKnobs parseFix(const std::string &text) {
 /// config.json files do; a gcn or gat (whole graph, --batch must be 1) and an
 /// explicit graph (fixed shapes) do not (docs/model-format.md).
 bool scalesWithBatch(const ModelGraph &g) {
-  return g.family != "gcn" && g.family != "gat" && g.family != "graph" &&
-         g.staticBatch == 0;
+  return g.family != "gcn" && g.family != "gat" && g.family != "sage" &&
+         g.family != "graph" && g.staticBatch == 0;
 }
 
 /// An ONNX export with a static batch S: every plan's micro-batch is S, so

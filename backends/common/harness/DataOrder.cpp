@@ -104,7 +104,7 @@ void check_data_flags(const ProgramSpec &s, const std::string &data,
   if (!s.graph_model() && graph.given())
     throw std::invalid_argument("--graph-adjacency/--graph-features/"
                                 "--graph-labels: only a graph model (gcn, "
-                                "gat) trains on a graph");
+                                "gat, sage) trains on a graph");
 }
 
 int64_t count_correct(const float *logits, const int32_t *labels, int64_t N,

@@ -74,6 +74,46 @@ inline void sddmm_backward(float *dx, float *dy, const Csr &mask,
     }
 }
 
+/// y[N,F] = D^-1 A x[M,F]: row i the mean of x over row i's stored entries
+/// (sage's mean aggregator; adj's own values are not used; an empty row is
+/// 0).
+inline void spmm_mean_forward(float *y, const Csr &adj, const float *x,
+                              int64_t F) {
+  for (int32_t i = 0; i < adj.rows; ++i) {
+    float *out = y + int64_t(i) * F;
+    std::fill(out, out + F, 0.0f);
+    const int32_t e0 = adj.rowPtr[i], e1 = adj.rowPtr[i + 1];
+    for (int32_t e = e0; e < e1; ++e) {
+      const float *in = x + int64_t(adj.colIdx[e]) * F;
+      for (int64_t f = 0; f < F; ++f)
+        out[f] += in[f];
+    }
+    if (e1 > e0) {
+      const float inv = 1.0f / float(e1 - e0);
+      for (int64_t f = 0; f < F; ++f)
+        out[f] *= inv;
+    }
+  }
+}
+
+/// dx[M,F] += (D^-1 A)^T dy: each entry (i, j) adds dy[i,:] / deg(i) to
+/// dx[j,:].
+inline void spmm_mean_backward(float *dx, const Csr &adj, const float *dy,
+                               int64_t F) {
+  for (int32_t i = 0; i < adj.rows; ++i) {
+    const int32_t e0 = adj.rowPtr[i], e1 = adj.rowPtr[i + 1];
+    if (e1 == e0)
+      continue;
+    const float inv = 1.0f / float(e1 - e0);
+    const float *g = dy + int64_t(i) * F;
+    for (int32_t e = e0; e < e1; ++e) {
+      float *d = dx + int64_t(adj.colIdx[e]) * F;
+      for (int64_t f = 0; f < F; ++f)
+        d[f] += inv * g[f];
+    }
+  }
+}
+
 /// y[N,F] = A x[M,F], where A has `pattern`'s stored entries with `values`
 /// [nnz] (an activation, e.g. edge_softmax's result) instead of its own.
 inline void spmm_values_forward(float *y, const Csr &pattern,

@@ -64,6 +64,18 @@ __device__ void for_rows_by_warp(const int32_t *__restrict__ rowPtr,
     f(lane, rowPtr[i], rowPtr[i + 1]);
 }
 
+/// out[e] = 1 / (stored entries of e's row), in CSR order: the values of
+/// D^-1 A (sage's mean).
+__global__ void row_mean_kernel(act_t *__restrict__ out,
+                                const int32_t *__restrict__ rowPtr,
+                                int32_t rows) {
+  for_rows_by_warp(rowPtr, rows, [&](int lane, int32_t first, int32_t end) {
+    const act_t v = detail::from_float<act_t>(1.0f / float(end - first));
+    for (int32_t e = first + lane; e < end; e += 32)
+      out[e] = v;
+  });
+}
+
 /// The softmax of scale * scores over each row's entries.
 __global__ void edge_softmax_kernel(act_t *__restrict__ out,
                                     const int32_t *__restrict__ rowPtr,
@@ -332,6 +344,50 @@ void sddmm_backward(act_t *dx, act_t *dy, const Csr &mask, const act_t *dout,
     spmm_add(dx, mask, mask.a, scatter(mask.a, dout, mask.entries), y, K);
   if (dy)
     spmm_add(dy, mask, mask.at, scatter(mask.at, dout, mask.entries), x, K);
+}
+
+namespace {
+
+/// adj.mean_a and adj.mean_at: D^-1 A's values in A's and A^T's W8 layouts,
+/// on the first call (buffers zero-filled, so the layouts' padding is 0).
+void build_means(const Csr &adj) {
+  if (adj.mean_a.size() || !adj.entries)
+    return;
+  DeviceBuffer<act_t> csr(adj.entries);
+  row_mean_kernel<<<detail::grid_for(int64_t(adj.rows) * 32, 256), 256, 0,
+                    compute_stream()>>>(csr.data(), adj.row_ptr.data(),
+                                        adj.rows);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  auto layout = [&](const SparseFormat &f) {
+    DeviceBuffer<act_t> v(block_slots(f.w8) + f.w8.numCudaEntries);
+    scatter_kernel<<<detail::grid_for(adj.entries, 256), 256, 0,
+                     compute_stream()>>>(v.data(), csr.data(), f.pos.data(),
+                                         adj.entries);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    return v;
+  };
+  adj.mean_a = layout(adj.a);
+  adj.mean_at = layout(adj.at);
+  // csr is freed on return: the kernels above must be done with it.
+  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+} // namespace
+
+void spmm_mean_forward(act_t *y, const Csr &adj, const act_t *x, int64_t F) {
+  build_means(adj);
+  if (!adj.entries) { // no entries: every row's mean is 0
+    AUTODDL_CUDA_CHECK(cudaMemsetAsync(
+        y, 0, size_t(adj.rows) * size_t(F) * sizeof(act_t), compute_stream()));
+    return;
+  }
+  run_spmm(adj.a, adj.mean_a.data(), x, F, y);
+}
+
+void spmm_mean_backward(act_t *dx, const Csr &adj, const act_t *dy, int64_t F) {
+  build_means(adj);
+  if (dx && adj.entries)
+    spmm_add(dx, adj, adj.at, adj.mean_at.data(), dy, F);
 }
 
 void spmm_values_forward(act_t *y, const Csr &adj, const act_t *values,

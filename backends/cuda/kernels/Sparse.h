@@ -50,6 +50,9 @@ struct Csr {
   // entries, so CSR-order values of A scatter into A^T's layout directly.
   SparseFormat at;
   mutable DeviceBuffer<act_t> scratch; // a product before it is added
+  // The row means' values 1 / deg(i) in A's and A^T's W8 layouts (sage's
+  // spmm_mean_*), built on first use.
+  mutable DeviceBuffer<act_t> mean_a, mean_at;
 
   /// Stored entries: the length of a value array on this pattern.
   int64_t nnz() const { return entries; }
@@ -84,6 +87,15 @@ void sddmm_forward(act_t *out, const Csr &mask, const act_t *x, const act_t *y,
 /// (row j). dout is in CSR order.
 void sddmm_backward(act_t *dx, act_t *dy, const Csr &mask, const act_t *dout,
                     const act_t *x, const act_t *y, int64_t K);
+
+/// y[N,F] = D^-1 A x[M,F]: row i the mean of x over row i's stored entries
+/// (sage's mean aggregator; adj's own values are not used). The values 1 /
+/// deg(i) in both W8 layouts are built on the first call (the first step runs
+/// eagerly, so a step graph captures none of it) and kept in adj.
+void spmm_mean_forward(act_t *y, const Csr &adj, const act_t *x, int64_t F);
+
+/// dx[M,F] += (D^-1 A)^T dy.
+void spmm_mean_backward(act_t *dx, const Csr &adj, const act_t *dy, int64_t F);
 
 /// y[N,F] = S x[M,F] where S has adj's pattern and the values [nnz] (CSR
 /// order, e.g. attention weights); the values of adj itself are not used.

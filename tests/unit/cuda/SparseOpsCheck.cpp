@@ -122,6 +122,27 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
     gOk &= check(tag + " spmm_values_backward dvalues",
                  download(dgv.data(), nnz), gv);
   }
+  { // sage's mean: the reference's spmm with 1 / (the row's entries)
+    std::vector<float> means(static_cast<size_t>(nnz)), want(size_t(rows * F));
+    for (int32_t i = 0; i < rows; ++i)
+      for (int32_t e = a.rowPtr[i]; e < a.rowPtr[i + 1]; ++e)
+        means[size_t(e)] = 1.0f / float(a.rowPtr[i + 1] - a.rowPtr[i]);
+    ref::spmm_mean_forward(want.data(), a, x.data(), F);
+    rt::DeviceBuffer<act_t> y(rows * F);
+    rt::spmm_mean_forward(y.data(), d, dx.data(), F);
+    gOk &=
+        check(tag + " spmm_mean_forward", download(y.data(), rows * F), want);
+    std::vector<float> gx = random_values(gRng, int64_t(cols) * F, -1, 1);
+    auto dgx = dev(gx);
+    ref::spmm_mean_backward(gx.data(), a, dy.data(), F);
+    rt::spmm_mean_backward(dgx.data(), d, ddy.data(), F);
+    gOk &= check(tag + " spmm_mean_backward dx", download(dgx.data(), cols * F),
+                 gx);
+    std::vector<float> viaValues(size_t(rows * F));
+    ref::spmm_values_forward(viaValues.data(), a, means.data(), x.data(), F);
+    gOk &= check(tag + " spmm_mean_forward = spmm_values with 1/deg", viaValues,
+                 want);
+  }
   { // sddmm: x [rows, K], y [cols, K]
     std::vector<float> want(static_cast<size_t>(nnz));
     ref::sddmm_forward(want.data(), a, xr.data(), x.data(), F);

@@ -118,6 +118,14 @@ TEST(ImportParams, VisionGraphAndMlp) {
   EXPECT_EQ(load("gcn-cora").parameterCount(), 23063);
   // GAT on Cora's sizes: q, k, v per layer, 3·1433·16 + 16 + 3·16·7 + 7.
   EXPECT_EQ(load("gat-cora").parameterCount(), 69143);
+  // GraphSAGE on Cora's sizes (PyG SAGEConv): lin_l (with bias) and lin_r
+  // per layer, 2·1433·16 + 16 + 2·16·7 + 7 = 46,103.
+  EXPECT_EQ(load("sage-cora").parameterCount(), 46103);
+  // transformer_conv: gat's name that says what it computes, the same model.
+  ModelGraph tc = import::importModelText(
+      R"({"template": "transformer_conv"})", "t.json", "t", {});
+  EXPECT_EQ(tc.parameterCount(), 69143);
+  EXPECT_EQ(tc.family, "gat");
   // MLP 784-1024-1024-10 with biases: 803,840 + 1,049,600 + 10,250 = 1,863,690.
   EXPECT_EQ(load("mlp-mnist").parameterCount(), 1863690);
   // tiny-gpt template: gptParams(256, 64, 64, 2) = 120,576.

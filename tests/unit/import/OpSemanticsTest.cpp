@@ -107,6 +107,14 @@ TEST(OpSemantics, SparseOps) {
   EXPECT_EQ(s.results[0].shape, (Shape{4, 5}));
   auto bad = inferResultTypes("spmm", ops, {{"nnz", int64_t{-1}}});
   EXPECT_NE(bad.error.find("nnz"), std::string::npos) << bad.error;
+  // reduce: sum (the default) or mean (sage), the same shape and FLOPs.
+  Attrs mean{{"nnz", int64_t{13264}}, {"reduce", std::string("mean")}};
+  EXPECT_TRUE(inferResultTypes("spmm", ops, mean).ok());
+  auto max = inferResultTypes(
+      "spmm", ops, {{"nnz", int64_t{13264}}, {"reduce", std::string("max")}});
+  EXPECT_NE(max.error.find("reduce \"sum\" or \"mean\", got \"max\""),
+            std::string::npos)
+      << max.error;
   // edge_softmax: scores of mask's shape, 6·nnz FLOPs, scale defaults to 1.
   Attrs e{{"nnz", int64_t{7}}};
   std::vector<ValueType> eops{f32({4, 5}), f32({4, 5})};

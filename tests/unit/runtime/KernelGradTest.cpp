@@ -738,4 +738,19 @@ TEST(Kernels, EdgeSoftmaxAndSpmmWithValues) {
                              x.data(), F);
       },
       {{"x", &x, &dx}, {"values", &vals, &dvals}});
+  // sage's mean: spmm_values with 1 / (the row's entries) as the values, an
+  // empty row 0 (a's own values, here none, are not used), and its gradient.
+  const Vec means = {0.5f, 0.5f, 1.0f, 1.0f / 3, 1.0f / 3, 1.0f / 3};
+  spmm_values_forward(want.data(), a, means.data(), x.data(), F);
+  spmm_mean_forward(got.data(), a, x.data(), F);
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_FLOAT_EQ(got[i], want[i]) << i;
+  Vec dxm;
+  expectGradients(
+      [&](Vec &o) {
+        o.resize(4 * F);
+        spmm_mean_forward(o.data(), a, x.data(), F);
+      },
+      [&](const Vec &g) { spmm_mean_backward(dxm.data(), a, g.data(), F); },
+      {{"x", &x, &dxm}});
 }
