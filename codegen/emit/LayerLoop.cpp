@@ -273,6 +273,23 @@ std::string Emitter::paramsText() const {
   return out;
 }
 
+std::vector<int> Emitter::paramOrder() const {
+  std::set<int> inArray;
+  for (const LayerArray &arr : layerArrays_)
+    for (const auto &ts : arr.params)
+      inArray.insert(ts.begin(), ts.end());
+  std::vector<int> order;
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    auto ai = arrayOfParam_.find(int(t));
+    if (ai != arrayOfParam_.end()) // the layer loop: a layer's rows at a time
+      for (const auto &layer : layerArrays_[size_t(ai->second)].params)
+        order.insert(order.end(), layer.begin(), layer.end());
+    else if (isParam(int(t)) && !inArray.count(int(t)))
+      order.push_back(int(t));
+  }
+  return order;
+}
+
 std::string StageLayers::rename(const std::string &text) const {
   if (memberOf.empty())
     return text;
