@@ -11,7 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
-#include "codegen/emit/NumberFold.h" // identChar
+#include "codegen/emit/NumberFold.h" // identChar, numbersOut
+
+#include <functional>
 
 namespace autoddl::codegen::emit {
 
@@ -428,9 +430,38 @@ std::string Emitter::foldLayers(const StageLayers &sl,
     text[j] = sl.rename(text[j]);
     form[j] = canonicalLayerText(sl, j, text[j]);
   }
-  auto emitRun = [&](size_t b, size_t e) { // layers [b, e)
+  // The forms with their standalone numbers as marks: layers whose forms
+  // differ in numbers that are lines of l only (a gradient bucket's index)
+  // read the same.
+  std::vector<std::vector<long>> numbers(n);
+  for (size_t j = 0; j < n; ++j)
+    form[j] = numbersOut(form[j], numbers[j]);
+  std::function<void(size_t, size_t)> emitRun = [&](size_t b,
+                                                    size_t e) { // [b, e)
+    std::vector<int> xs;
+    for (size_t j = b; j < e; ++j)
+      xs.push_back(int(j));
+    const std::string body =
+        e - b == 1
+            ? std::string()
+            : numbersIn(form[b], xs,
+                        {numbers.begin() + long(b), numbers.begin() + long(e)},
+                        "l");
     if (e - b == 1) {
       out += text[b];
+      return;
+    }
+    if (body.empty()) { // numbers that follow no line: the runs of equal ones
+      std::vector<std::pair<size_t, size_t>> same;
+      for (size_t j = b; j < e; ++j)
+        if (!same.empty() && numbers[j] == numbers[same.back().first])
+          same.back().second = j + 1;
+        else
+          same.push_back({j, j + 1});
+      if (backward)
+        std::reverse(same.begin(), same.end());
+      for (auto [b2, e2] : same)
+        emitRun(b2, e2);
       return;
     }
     out += backward
@@ -440,7 +471,7 @@ std::string Emitter::foldLayers(const StageLayers &sl,
                : fmt::format("  for (size_t l = {}; l < {}; ++l) {{ // "
                              "layers {}..{}\n",
                              b, e, sl.spans[b].layer, sl.spans[e - 1].layer);
-    out += indent(form[b]) + "  }\n";
+    out += indent(body) + "  }\n";
   };
   // Layer 0 reads the stage's input where the others read the layer
   // before's: where that is the only difference, the loop's form reads

@@ -51,6 +51,21 @@ std::string foldBlocks(const std::vector<std::string> &blocks,
                        const std::string &indent, bool anyOrder,
                        const std::vector<std::string> *asIs = nullptr);
 
+/// `text` with each number that stands alone (not in an identifier, a
+/// string, a float, a template argument or a loop index's offset `l - 1`)
+/// as a mark ('\1', or '\2' in a comment), its value appended to `numbers`:
+/// texts that differ in such numbers only then read the same.
+std::string numbersOut(const std::string &text, std::vector<long> &numbers);
+
+/// `marked` (numbersOut's text, the same for every repeat) with its k-th
+/// mark as a number of the repeats `values[r][k]`, the repeat r being at
+/// `xs[r]` of `var`: a number equal in all as it is, the others as an exact
+/// line of `var` (linearIn; in a comment "*" where none fits); "" where one
+/// outside a comment follows no line.
+std::string numbersIn(const std::string &marked, const std::vector<int> &xs,
+                      const std::vector<std::vector<long>> &values,
+                      const std::string &var);
+
 /// A name with its first all-digit dotted component (a layer's index) cut
 /// out: "h.3.ln_1" -> {"h.", ".ln_1", 3}; without one, {name, "", -1}.
 struct LayerName {
