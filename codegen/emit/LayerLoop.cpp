@@ -97,6 +97,23 @@ std::string withStageInput(const std::string &first,
   return p0 == first.size() && !inputOf.empty() ? out : "";
 }
 
+/// The runs [b, e) of consecutive indices of [begin, end) whose `keys` are
+/// equal, in order or last first.
+template <class Key>
+std::vector<std::pair<size_t, size_t>> equalRuns(size_t begin, size_t end,
+                                                 bool lastFirst,
+                                                 const std::vector<Key> &keys) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t j = begin; j < end; ++j)
+    if (!runs.empty() && keys[j] == keys[runs.back().first])
+      runs.back().second = j + 1;
+    else
+      runs.push_back({j, j + 1});
+  if (lastFirst)
+    std::reverse(runs.begin(), runs.end());
+  return runs;
+}
+
 } // namespace
 
 void Emitter::planLayerParams() {
@@ -452,15 +469,7 @@ std::string Emitter::foldLayers(const StageLayers &sl,
       return;
     }
     if (body.empty()) { // numbers that follow no line: the runs of equal ones
-      std::vector<std::pair<size_t, size_t>> same;
-      for (size_t j = b; j < e; ++j)
-        if (!same.empty() && numbers[j] == numbers[same.back().first])
-          same.back().second = j + 1;
-        else
-          same.push_back({j, j + 1});
-      if (backward)
-        std::reverse(same.begin(), same.end());
-      for (auto [b2, e2] : same)
+      for (auto [b2, e2] : equalRuns(b, e, backward, numbers))
         emitRun(b2, e2);
       return;
     }
@@ -484,16 +493,7 @@ std::string Emitter::foldLayers(const StageLayers &sl,
     if (!merged.empty())
       form[0] = merged;
   }
-  // The runs of equal forms.
-  std::vector<std::pair<size_t, size_t>> runs;
-  for (size_t j = 0; j < n; ++j)
-    if (!runs.empty() && form[j] == form[runs.back().first])
-      runs.back().second = j + 1;
-    else
-      runs.push_back({j, j + 1});
-  if (backward)
-    std::reverse(runs.begin(), runs.end());
-  for (auto [b, e] : runs)
+  for (auto [b, e] : equalRuns(0, n, backward, form)) // runs of equal forms
     emitRun(b, e);
   return out;
 }
