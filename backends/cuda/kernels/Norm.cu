@@ -28,19 +28,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const act_t *xr = x + row * C;
   act_t *o = out + row * C;
   float s = 0.0f;
-  for_row<V>(
-      xr, C, lane, 32,
-      [&](int64_t j) {
-        float v[V];
-        load_floats<act_t, V>(v, xr + j);
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          s += kRms ? v[i] * v[i] : v[i];
-      },
-      [&](int64_t j) {
-        const float v = to_float(xr[j]);
-        s += kRms ? v * v : v;
-      });
+  for_row_values<V>(xr, C, lane, 32, [&](float v) { s += kRms ? v * v : v; });
   s = warp_sum(s);
   float m = 0.0f, r;
   if (kRms) {
@@ -48,19 +36,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   } else {
     m = s / float(C);
     float q = 0.0f; // two-pass variance: no cancellation
-    for_row<V>(
-        xr, C, lane, 32,
-        [&](int64_t j) {
-          float v[V];
-          load_floats<act_t, V>(v, xr + j);
-#pragma unroll
-          for (int i = 0; i < V; ++i)
-            q += (v[i] - m) * (v[i] - m);
-        },
-        [&](int64_t j) {
-          const float d = to_float(xr[j]) - m;
-          q += d * d;
-        });
+    for_row_values<V>(xr, C, lane, 32,
+                      [&](float v) { q += (v - m) * (v - m); });
     q = warp_sum(q);
     r = 1.0f / sqrtf(q / float(C) + eps);
   }
@@ -356,14 +333,11 @@ void launch_backward(act_t *dx, float *dgamma, float *dbeta, const act_t *dout,
   constexpr int V = kPack<act_t>;
   const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
   if (dx) {
-    if (C % V == 0 && same_alignment(x, dout, gamma, dx))
-      norm_backward_dx_kernel<V, kRms>
+    with_pack<V>(C % V == 0 && same_alignment(x, dout, gamma, dx), [&](auto w) {
+      norm_backward_dx_kernel<decltype(w)::value, kRms>
           <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
                                                          mean, rstd, N, C);
-    else
-      norm_backward_dx_kernel<1, kRms>
-          <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
-                                                         mean, rstd, N, C);
+    });
     AUTODDL_CUDA_CHECK_LAUNCH();
   }
   if (dgamma || dbeta) {
