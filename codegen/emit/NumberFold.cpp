@@ -123,24 +123,8 @@ std::string foldBlocks(const std::vector<std::string> &blocks,
       groups.push_back(members);
       continue;
     }
-    const Segments &s0 = segs[members.front()];
-    for (size_t k = 0; k < s0.runs.size(); ++k) {
-      if (!s0.digits(k))
-        continue;
-      std::map<std::string, std::vector<size_t>> parts;
-      for (size_t b : members)
-        parts[segs[b].runs[k]].push_back(b);
-      if (parts.size() < 2 || parts.size() == members.size())
-        continue;
-      if (std::all_of(parts.begin(), parts.end(), [&](const auto &p) {
-            return p.second.size() < 2 || folds(p.second);
-          })) {
-        for (const auto &[v, part] : parts)
-          if (part.size() >= 2)
-            groups.push_back(part);
-        break;
-      }
-    }
+    for (auto &part : splitByNumber(members, segs, folds))
+      groups.push_back(std::move(part));
   }
   std::sort(groups.begin(), groups.end()); // by their first block
   // Per loop (its first block): its trip count and body; with anyOrder,

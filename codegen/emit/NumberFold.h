@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,38 @@ struct Segments {
   /// differ in numbers only.
   std::string shape() const;
 };
+
+/// Where `members` (indices into `segs`, of one shape) cannot fold as one
+/// group: the parts of two or more of them that share the value of one
+/// number (one digit run), when every part `fits`; the first number that so
+/// splits them, or none ({}). A layer's ln_1 / ln_2 blocks apart, stages of
+/// 3 layers apart from those of 2.
+template <class I, class Fits>
+std::vector<std::vector<I>> splitByNumber(const std::vector<I> &members,
+                                          const std::vector<Segments> &segs,
+                                          Fits fits) {
+  const Segments &s0 = segs[size_t(members.front())];
+  for (size_t k = 0; k < s0.runs.size(); ++k) {
+    if (!s0.digits(k))
+      continue;
+    std::map<std::string, std::vector<I>> parts;
+    for (I m : members)
+      parts[segs[size_t(m)].runs[k]].push_back(m);
+    if (parts.size() < 2 || parts.size() == members.size())
+      continue;
+    std::vector<std::vector<I>> out;
+    bool all = true;
+    for (const auto &part : parts) {
+      if (part.second.size() < 2)
+        continue;
+      all = all && fits(part.second);
+      out.push_back(part.second);
+    }
+    if (all)
+      return out;
+  }
+  return {};
+}
 
 /// v = a * x + c over the points (xs, values), exact, rendered with x named
 /// `var` (in a comment as "{...}", else parenthesized unless bare); "" if
