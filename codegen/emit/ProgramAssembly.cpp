@@ -507,6 +507,9 @@ std::string Emitter::prelude() const {
          (primitives ? "#include \"backends/common/OnnxPrimitive.h\" // an "
                        "ONNX import's unfused primitives\n"
                      : "") +
+         (g_.hfConfig.empty() ? ""
+                              : "#include \"backends/common/MiniJson.h\" // "
+                                "json_indented: the model's config.json\n") +
          target_.preludeTail;
 }
 
