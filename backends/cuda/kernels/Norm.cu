@@ -16,6 +16,24 @@ using namespace detail;
 
 constexpr int kWarps = 8; // rows per block
 
+/// out[0, V) = the pack v (of a row with mean m, 1/std r) normalised, times
+/// gamma[0, V) (plus beta, where given and not RMSNorm): both forwards' last
+/// step.
+template <int V, bool kRms>
+__device__ __forceinline__ void
+norm_store_pack(act_t *out, float (&v)[V], const act_t *gamma,
+                const act_t *beta, float m, float r) {
+  float g[V], b[V];
+  load_floats<act_t, V>(g, gamma);
+  if (!kRms && beta)
+    load_floats<act_t, V>(b, beta);
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    v[i] =
+        kRms ? v[i] * r * g[i] : (v[i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
+  store_floats<act_t, V>(out, v);
+}
+
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
     norm_forward_kernel(act_t *out, float *mean, float *rstd, const act_t *x,
@@ -44,16 +62,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   for_row<V>(
       xr, C, lane, 32,
       [&](int64_t j) {
-        float v[V], g[V], b[V];
+        float v[V];
         load_floats<act_t, V>(v, xr + j);
-        load_floats<act_t, V>(g, gamma + j);
-        if (!kRms && beta)
-          load_floats<act_t, V>(b, beta + j);
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          v[i] = kRms ? v[i] * r * g[i]
-                      : (v[i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
-        store_floats<act_t, V>(o + j, v);
+        norm_store_pack<V, kRms>(o + j, v, gamma + j, beta ? beta + j : nullptr,
+                                 m, r);
       },
       [&](int64_t j) {
         const float v = to_float(xr[j]), g = to_float(gamma[j]);
@@ -116,15 +128,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int64_t k = lane + 32 * p;
     if (k >= packs)
       continue;
-    float g[V], b[V];
-    load_floats<act_t, V>(g, gamma + k * V);
-    if (!kRms && beta)
-      load_floats<act_t, V>(b, beta + k * V);
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      v[p][i] = kRms ? v[p][i] * r * g[i]
-                     : (v[p][i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
-    store_floats<act_t, V>(out + row * C + k * V, v[p]);
+    norm_store_pack<V, kRms>(out + row * C + k * V, v[p], gamma + k * V,
+                             beta ? beta + k * V : nullptr, m, r);
   }
   if (lane == 0) {
     if (!kRms)
