@@ -140,6 +140,11 @@ __device__ __forceinline__ void for_row_values(const T *row, int64_t L,
       [&](int64_t j) { op(to_float(row[j])); });
 }
 
+/// Kernels that run one warp a row, W warps a block: this warp's row.
+template <int W> __device__ __forceinline__ int64_t warp_row() {
+  return int64_t(blockIdx.x) * W + (threadIdx.x >> 5);
+}
+
 /// A kernel templated on its pack width, launched at width V where `packed`
 /// (the data allow it) and element by element otherwise:
 /// launch(std::integral_constant<int, V or 1>), the lambda reading the width

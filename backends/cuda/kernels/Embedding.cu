@@ -18,7 +18,7 @@ __global__ void embedding_forward_kernel(act_t *out, const int32_t *ids,
                                          const act_t *table, int64_t N,
                                          int64_t C, int64_t v0, int64_t Vl) {
   const int lane = threadIdx.x & 31;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t n = warp_row<kWarps>();
   if (n >= N)
     return;
   const int64_t row = int64_t(ids[n]) - v0;
@@ -42,7 +42,7 @@ __global__ void embedding_backward_kernel(float *dtable, const act_t *dout,
                                           const int32_t *ids, int64_t N,
                                           int64_t C, int64_t v0, int64_t Vl) {
   const int lane = threadIdx.x & 31;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t n = warp_row<kWarps>();
   if (n >= N)
     return;
   const int64_t row = int64_t(ids[n]) - v0;

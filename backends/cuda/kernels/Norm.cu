@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                         const act_t *gamma, const act_t *beta, int64_t N,
                         int64_t C, float eps) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row = warp_row<kWarps>();
   if (row >= N)
     return;
   const act_t *xr = x + row * C;
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                                float eps) {
   constexpr int V = kPack<act_t>;
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row = warp_row<kWarps>();
   if (row >= N)
     return;
   const int64_t packs = C / V;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                             const act_t *gamma, const float *mean,
                             const float *rstd, int64_t N, int64_t C) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row = warp_row<kWarps>();
   if (row >= N)
     return;
   const act_t *xr = x + row * C, *gr = dout + row * C;
