@@ -4,6 +4,7 @@
 #include "ir/import/ModelImporter.h"
 #include "ir/lower/FuseImported.h"
 #include "planner/PlanValidate.h"
+#include "support/EmbeddedFiles.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
@@ -17,13 +18,6 @@
 #include <unistd.h>
 
 namespace autoddl::codegen {
-
-struct EmbeddedFile {
-  const char *path;
-  const char *text;
-};
-extern const EmbeddedFile kRuntimeFiles[];
-extern const size_t kNumRuntimeFiles;
 
 namespace fs = std::filesystem;
 
@@ -106,7 +100,7 @@ Backend parseBackend(const std::string &name) {
 ProjectFiles runtimeSources(Backend backend) {
   ProjectFiles files;
   for (size_t i = 0; i < kNumRuntimeFiles; ++i) {
-    const std::string path = kRuntimeFiles[i].path;
+    const std::string path = kRuntimeFiles[i].name;
     if (startsWith(path, "backends/cuda/") && backend != Backend::Cuda)
       continue;
     files["runtime/" + path] = kRuntimeFiles[i].text;

@@ -35,10 +35,9 @@ Slice Slice::split_padded(int64_t dim, int64_t parts, int64_t index) const {
     throw std::invalid_argument("split dimension " + std::to_string(dim) +
                                 " out of range for " + shape_str(full));
   if (parts <= 0 || index < 0 || index >= parts)
-    throw std::invalid_argument("cannot split dimension " +
-                                std::to_string(dim) + " into " +
-                                std::to_string(parts) + " parts (part " +
-                                std::to_string(index) + ")");
+    throw std::invalid_argument(
+        "cannot split dimension " + std::to_string(dim) + " into " +
+        std::to_string(parts) + " parts (part " + std::to_string(index) + ")");
   const int64_t part = padded_part(local[dim], parts);
   Slice s = *this;
   s.local[dim] = std::clamp<int64_t>(local[dim] - index * part, 0, part);
@@ -57,28 +56,34 @@ float init_normal_at(uint64_t seed, std::string_view name, uint64_t index,
   return float(mean + std * philox_normal(w));
 }
 
-void init_normal(float *out, const Slice &slice, uint64_t seed,
-                 std::string_view name, float mean, float std) {
+namespace {
+
+/// out[k] = value(the counter words of the slice's k-th element, by its
+/// global index), over the slice's elements in parallel chunks.
+template <class F>
+void init_slice(float *out, const Slice &slice, uint64_t seed,
+                std::string_view name, F value) {
   const uint64_t stream = fnv1a64(name);
   for_chunks(slice.numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const PhiloxCounter w =
-          philox_words(seed, stream, slice_global_index(slice, k));
-      out[k] = float(mean + std * philox_normal(w));
-    }
+    for (int64_t k = begin; k < end; ++k)
+      out[k] = value(philox_words(seed, stream, slice_global_index(slice, k)));
+  });
+}
+
+} // namespace
+
+void init_normal(float *out, const Slice &slice, uint64_t seed,
+                 std::string_view name, float mean, float std) {
+  init_slice(out, slice, seed, name, [&](const PhiloxCounter &w) {
+    return float(mean + std * philox_normal(w));
   });
 }
 
 void init_uniform(float *out, const Slice &slice, uint64_t seed,
                   std::string_view name, float lo, float hi) {
-  const uint64_t stream = fnv1a64(name);
-  for_chunks(slice.numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const PhiloxCounter w =
-          philox_words(seed, stream, slice_global_index(slice, k));
-      const float v = float(lo + (double(hi) - lo) * u32_to_unit(w[0]));
-      out[k] = v < hi ? v : std::nextafter(hi, lo); // rounding may reach hi
-    }
+  init_slice(out, slice, seed, name, [&](const PhiloxCounter &w) {
+    const float v = float(lo + (double(hi) - lo) * u32_to_unit(w[0]));
+    return v < hi ? v : std::nextafter(hi, lo); // rounding may reach hi
   });
 }
 

@@ -352,4 +352,41 @@ Json json_parse(std::string_view text, const std::string &what) {
   return Parser(text, what).parseDocument();
 }
 
+std::string json_indented(std::string_view compact) {
+  std::string out;
+  int depth = 0;
+  bool quoted = false, escaped = false;
+  auto newline = [&] { out += "\n" + std::string(size_t(2 * depth), ' '); };
+  for (size_t i = 0; i < compact.size(); ++i) {
+    const char c = compact[i];
+    if (quoted) { // a string's bytes as they are
+      out += c;
+      quoted = !(c == '"' && !escaped);
+      escaped = !escaped && c == '\\';
+      continue;
+    }
+    const bool empty = i + 1 < compact.size() &&
+                       (compact[i + 1] == ']' || compact[i + 1] == '}');
+    if ((c == '[' || c == '{') && empty) {
+      out += c;
+      out += compact[++i];
+    } else if (c == '[' || c == '{') {
+      out += c;
+      ++depth;
+      newline();
+    } else if (c == ']' || c == '}') {
+      --depth;
+      newline();
+      out += c;
+    } else if (c == ',') {
+      out += c;
+      newline();
+    } else {
+      out += c == ':' ? ": " : std::string(1, c);
+      quoted = c == '"';
+    }
+  }
+  return out + "\n";
+}
+
 } // namespace autoddl::rt

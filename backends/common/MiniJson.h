@@ -61,6 +61,13 @@ Json json_parse(std::string_view text, const std::string &what);
 /// `s` as a JSON string literal, quotes included.
 std::string json_quote(std::string_view s);
 
+/// Compact JSON text (no white space outside strings) laid out one member or
+/// element a line, two spaces an indent level, `"key": value`, `{}` and `[]`
+/// when empty, a line break at the end: the layout of nlohmann's dump(2), in
+/// which the importer keeps a model's config.json. A generated program holds
+/// the config compact (one source line) and saves it beside checkpoints so.
+std::string json_indented(std::string_view compact);
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_COMMON_MINIJSON_H

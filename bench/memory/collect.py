@@ -17,18 +17,8 @@ import sys
 import tarfile
 import tempfile
 
-
-def fail(msg):
-    print(f"collect.py: {msg}", file=sys.stderr)
-    sys.exit(1)
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from scriptio import fail, load  # noqa: E402
 
 
 def rows_of(projects, results, tol):

@@ -20,16 +20,15 @@ Exit 1 when a device's error exceeds the tolerance (default 0.01), or on bad
 input (one line naming the file)."""
 import argparse
 import json
+import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from scriptio import fail  # noqa: E402
+
 CUDA = {"act_t": 2, "float": 4, "int32_t": 4}
 CPU = {"float": 4, "int32_t": 4}
-
-
-def fail(msg):
-    print(f"declared_buffers.py: {msg}", file=sys.stderr)
-    sys.exit(1)
 
 
 def main():

@@ -14,22 +14,13 @@ usage: kfac_gpu_fit.py PLAN TRACE [--warmup 2] [--cluster IN -o OUT --source TEX
 """
 import argparse
 import json
+import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from scriptio import fail, load  # noqa: E402
+
 GROUPS = {"curv": "curvature", "inv": "inversion", "precond": "precondition"}
-
-
-def fail(msg):
-    print(f"kfac_gpu_fit.py: {msg}", file=sys.stderr)
-    sys.exit(1)
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
 
 
 def main():

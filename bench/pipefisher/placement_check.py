@@ -20,23 +20,14 @@ the file).
 """
 import argparse
 import json
+import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from scriptio import fail, load  # noqa: E402
+
 INSTRUCTION = re.compile(r"^[FBW]\d+$")
-
-
-def fail(msg):
-    print(f"placement_check.py: {msg}", file=sys.stderr)
-    sys.exit(1)
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
 
 
 def device_of_rank(plan, rank):

@@ -421,6 +421,8 @@ private:
   void planLayerParams();
   /// struct Params and param_specs(), the layer tables as loops.
   std::string paramsText() const;
+  /// The parameter tensors in the order of param_specs()'s rows.
+  std::vector<int> paramOrder() const;
   /// The stage's layers as a table, or none where their members differ.
   StageLayers planStageLayers(int stage,
                               const std::vector<LayerSpan> &spans) const;

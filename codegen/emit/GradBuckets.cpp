@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
-#include "codegen/emit/NumberFold.h"
+#include "codegen/emit/SourceText.h"
 
 namespace autoddl::codegen::emit {
 
@@ -84,8 +84,10 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
   return after;
 }
 
-/// The cuda program's configure_grad_sync(): each bucket's gradients and how
-/// many backward passes (micro-batches) complete it on the device holding it.
+/// The cuda program's configure_grad_sync(): tables the harness walks
+/// (configure_grad_buckets): each parameter's bucket, and each bucket's stage,
+/// the backward passes (micro-batches) that complete it on the device holding
+/// it, and whether it sums over dp x tp.
 std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
   std::string out =
       "// Data-parallel gradient buckets (~25 MiB of fp32 gradients each, in "
@@ -98,14 +100,12 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
     out += "  grad_sync.configure(g.dp, {}, {});\n}\n\n";
     return out;
   }
-  out +=
-      "  std::vector<std::vector<std::pair<float *, int64_t>>> "
-      "buckets(kBuckets);\n  std::vector<int> expected(kBuckets, 0);\n"
-      "  auto add = [&](Param &p, int b) {\n    buckets[size_t(b)].push_back("
-      "{p.grad.data(), p.n});\n    p.bucket = b;\n  };\n";
-  std::vector<std::string> blocks;
+  std::map<int, size_t> bucketOf;
+  std::vector<std::string> rows;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket &k = buckets_[b];
+    for (int t : k.params)
+      bucketOf[t] = b;
     int count = 0;
     for (const auto &dev : sched.devices)
       for (const auto &ins : dev)
@@ -114,37 +114,26 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
              ins.kind ==
                  (k.weightPart ? OpKind::WeightGradient : OpKind::Backward)))
           ++count;
-    std::string block = fmt::format("  if (holds_stage({})) {{ // stage {}\n",
-                                    k.stage, k.stage);
-    // A bucket's gradients in their order; a layer table's runs as a loop.
-    std::vector<std::string> adds;
-    for (int t : k.params)
-      adds.push_back(fmt::format("    add(P.{}, {});\n", names_[size_t(t)], b));
-    block += foldRuns(adds, "    ", "l");
-    blocks.push_back(block +
-                     fmt::format("    expected[{}] = {};\n  }}\n", b, count));
+    rows.push_back(fmt::format("{{{}, {}, {}}}", k.stage, count,
+                               k.tpPartial ? "true" : "false"));
   }
-  // Buckets of one shape (a layer's, per layer) as a loop: each bucket is
-  // filled on its own, so the order between them does not matter.
-  out += foldBlocks(blocks, "  ", true);
-  out += "  grad_sync.configure(g.dp, std::move(buckets), "
-         "std::move(expected));\n";
-  bool anyPartial = false;
-  for (const Bucket &k : buckets_)
-    anyPartial |= k.tpPartial;
-  if (anyPartial) {
-    // Collective over the world: every rank splits, whatever it holds.
-    out += "  // Gradients partial over tp as well: one all-reduce over the "
-           "stage's dp x tp ranks.\n  static const Comm dp_tp = comm_split("
-           "int(g.rpp), world().rank);\n";
-    std::vector<std::string> comms;
-    for (size_t b = 0; b < buckets_.size(); ++b)
-      if (buckets_[b].tpPartial)
-        comms.push_back(
-            fmt::format("  grad_sync.set_bucket_comm({}, dp_tp);\n", b));
-    out += foldRuns(comms, "  ", "b");
+  std::vector<std::string> of;
+  for (int t : paramOrder()) {
+    auto it = bucketOf.find(t);
+    of.push_back(it == bucketOf.end() ? "-1" : std::to_string(it->second));
   }
-  out += "}\n\n";
+  const std::string ofDecl = "  static const int kBucketOf[] = {";
+  const std::string rowsDecl =
+      "  static const GradBucket kGradBuckets[kBuckets] = {";
+  out += "  // Per row of param_specs(): the bucket of its gradient (-1: none, "
+         "the optimizer step\n  // sums it).\n" +
+         ofDecl + wrapList(of, ofDecl.size(), "      ") +
+         "};\n  // Per bucket: the stage whose backward fills it, the backward "
+         "passes that complete\n  // it, whether it sums over dp x tp.\n" +
+         rowsDecl + wrapList(rows, rowsDecl.size(), "      ") +
+         "};\n  static const std::vector<ParamSpec> specs = param_specs();\n"
+         "  configure_grad_buckets(specs, kBucketOf, kGradBuckets, "
+         "kBuckets);\n}\n\n";
   return out;
 }
 

@@ -11,7 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
-#include "codegen/emit/NumberFold.h" // identChar
+#include "codegen/emit/NumberFold.h" // identChar, numbersOut
+
+#include <functional>
 
 namespace autoddl::codegen::emit {
 
@@ -93,6 +95,23 @@ std::string withStageInput(const std::string &first,
     p1 = e1;
   }
   return p0 == first.size() && !inputOf.empty() ? out : "";
+}
+
+/// The runs [b, e) of consecutive indices of [begin, end) whose `keys` are
+/// equal, in order or last first.
+template <class Key>
+std::vector<std::pair<size_t, size_t>> equalRuns(size_t begin, size_t end,
+                                                 bool lastFirst,
+                                                 const std::vector<Key> &keys) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t j = begin; j < end; ++j)
+    if (!runs.empty() && keys[j] == keys[runs.back().first])
+      runs.back().second = j + 1;
+    else
+      runs.push_back({j, j + 1});
+  if (lastFirst)
+    std::reverse(runs.begin(), runs.end());
+  return runs;
 }
 
 } // namespace
@@ -273,6 +292,23 @@ std::string Emitter::paramsText() const {
   return out;
 }
 
+std::vector<int> Emitter::paramOrder() const {
+  std::set<int> inArray;
+  for (const LayerArray &arr : layerArrays_)
+    for (const auto &ts : arr.params)
+      inArray.insert(ts.begin(), ts.end());
+  std::vector<int> order;
+  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+    auto ai = arrayOfParam_.find(int(t));
+    if (ai != arrayOfParam_.end()) // the layer loop: a layer's rows at a time
+      for (const auto &layer : layerArrays_[size_t(ai->second)].params)
+        order.insert(order.end(), layer.begin(), layer.end());
+    else if (isParam(int(t)) && !inArray.count(int(t)))
+      order.push_back(int(t));
+  }
+  return order;
+}
+
 std::string StageLayers::rename(const std::string &text) const {
   if (memberOf.empty())
     return text;
@@ -411,9 +447,30 @@ std::string Emitter::foldLayers(const StageLayers &sl,
     text[j] = sl.rename(text[j]);
     form[j] = canonicalLayerText(sl, j, text[j]);
   }
-  auto emitRun = [&](size_t b, size_t e) { // layers [b, e)
+  // The forms with their standalone numbers as marks: layers whose forms
+  // differ in numbers that are lines of l only (a gradient bucket's index)
+  // read the same.
+  std::vector<std::vector<long>> numbers(n);
+  for (size_t j = 0; j < n; ++j)
+    form[j] = numbersOut(form[j], numbers[j]);
+  std::function<void(size_t, size_t)> emitRun = [&](size_t b,
+                                                    size_t e) { // [b, e)
+    std::vector<int> xs;
+    for (size_t j = b; j < e; ++j)
+      xs.push_back(int(j));
+    const std::string body =
+        e - b == 1
+            ? std::string()
+            : numbersIn(form[b], xs,
+                        {numbers.begin() + long(b), numbers.begin() + long(e)},
+                        "l");
     if (e - b == 1) {
       out += text[b];
+      return;
+    }
+    if (body.empty()) { // numbers that follow no line: the runs of equal ones
+      for (auto [b2, e2] : equalRuns(b, e, backward, numbers))
+        emitRun(b2, e2);
       return;
     }
     out += backward
@@ -423,7 +480,7 @@ std::string Emitter::foldLayers(const StageLayers &sl,
                : fmt::format("  for (size_t l = {}; l < {}; ++l) {{ // "
                              "layers {}..{}\n",
                              b, e, sl.spans[b].layer, sl.spans[e - 1].layer);
-    out += indent(form[b]) + "  }\n";
+    out += indent(body) + "  }\n";
   };
   // Layer 0 reads the stage's input where the others read the layer
   // before's: where that is the only difference, the loop's form reads
@@ -436,16 +493,7 @@ std::string Emitter::foldLayers(const StageLayers &sl,
     if (!merged.empty())
       form[0] = merged;
   }
-  // The runs of equal forms.
-  std::vector<std::pair<size_t, size_t>> runs;
-  for (size_t j = 0; j < n; ++j)
-    if (!runs.empty() && form[j] == form[runs.back().first])
-      runs.back().second = j + 1;
-    else
-      runs.push_back({j, j + 1});
-  if (backward)
-    std::reverse(runs.begin(), runs.end());
-  for (auto [b, e] : runs)
+  for (auto [b, e] : equalRuns(0, n, backward, form)) // runs of equal forms
     emitRun(b, e);
   return out;
 }

@@ -123,24 +123,8 @@ std::string foldBlocks(const std::vector<std::string> &blocks,
       groups.push_back(members);
       continue;
     }
-    const Segments &s0 = segs[members.front()];
-    for (size_t k = 0; k < s0.runs.size(); ++k) {
-      if (!s0.digits(k))
-        continue;
-      std::map<std::string, std::vector<size_t>> parts;
-      for (size_t b : members)
-        parts[segs[b].runs[k]].push_back(b);
-      if (parts.size() < 2 || parts.size() == members.size())
-        continue;
-      if (std::all_of(parts.begin(), parts.end(), [&](const auto &p) {
-            return p.second.size() < 2 || folds(p.second);
-          })) {
-        for (const auto &[v, part] : parts)
-          if (part.size() >= 2)
-            groups.push_back(part);
-        break;
-      }
-    }
+    for (auto &part : splitByNumber(members, segs, folds))
+      groups.push_back(std::move(part));
   }
   std::sort(groups.begin(), groups.end()); // by their first block
   // Per loop (its first block): its trip count and body; with anyOrder,
@@ -176,6 +160,68 @@ std::string foldBlocks(const std::vector<std::string> &blocks,
     if (it != loops.end())
       out += fmt::format("{}for (int i = 0; i < {}; ++i) {{\n{}{}}}\n", indent,
                          it->second.first, it->second.second, indent);
+  }
+  return out;
+}
+
+std::string numbersOut(const std::string &text, std::vector<long> &numbers) {
+  std::string out;
+  bool comment = false, quoted = false;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '\n')
+      comment = quoted = false;
+    else if (!comment && c == '"')
+      quoted = !quoted;
+    else if (!quoted && text.compare(i, 2, "//") == 0)
+      comment = true;
+    size_t e = i;
+    while (e < text.size() && std::isdigit(static_cast<unsigned char>(text[e])))
+      ++e;
+    const bool alone = e > i && !quoted &&
+                       (i == 0 || !identChar(text[i - 1])) &&
+                       (e == text.size() || !identChar(text[e])) &&
+                       (i == 0 || (text[i - 1] != '.' && text[i - 1] != '<')) &&
+                       (e == text.size() || text[e] != '.') &&
+                       (i < 4 || (text.compare(i - 4, 4, "l - ") != 0 &&
+                                  text.compare(i - 4, 4, "l + ") != 0));
+    if (!alone) {
+      out.append(text, i, std::max(e, i + 1) - i);
+      i = std::max(e, i + 1);
+      continue;
+    }
+    numbers.push_back(std::stol(text.substr(i, e - i)));
+    out += comment ? '\2' : '\1';
+    i = e;
+  }
+  return out;
+}
+
+std::string numbersIn(const std::string &marked, const std::vector<int> &xs,
+                      const std::vector<std::vector<long>> &values,
+                      const std::string &var) {
+  std::string out;
+  size_t k = 0;
+  for (char c : marked) {
+    if (c != '\1' && c != '\2') {
+      out += c;
+      continue;
+    }
+    std::vector<long> vs;
+    for (const auto &v : values)
+      vs.push_back(v[k]);
+    ++k;
+    if (std::all_of(vs.begin(), vs.end(),
+                    [&](long v) { return v == vs.front(); })) {
+      out += std::to_string(vs.front());
+      continue;
+    }
+    // In a comment too as "(5 - l)": a stage template's "{...}" may
+    // surround its numbers.
+    const std::string ex = linearIn(xs, vs, var, false);
+    if (ex.empty() && c == '\1')
+      return "";
+    out += ex.empty() ? "*" : ex;
   }
   return out;
 }

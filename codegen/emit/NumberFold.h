@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cctype>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,38 @@ struct Segments {
   std::string shape() const;
 };
 
+/// Where `members` (indices into `segs`, of one shape) cannot fold as one
+/// group: the parts of two or more of them that share the value of one
+/// number (one digit run), when every part `fits`; the first number that so
+/// splits them, or none ({}). A layer's ln_1 / ln_2 blocks apart, stages of
+/// 3 layers apart from those of 2.
+template <class I, class Fits>
+std::vector<std::vector<I>> splitByNumber(const std::vector<I> &members,
+                                          const std::vector<Segments> &segs,
+                                          Fits fits) {
+  const Segments &s0 = segs[size_t(members.front())];
+  for (size_t k = 0; k < s0.runs.size(); ++k) {
+    if (!s0.digits(k))
+      continue;
+    std::map<std::string, std::vector<I>> parts;
+    for (I m : members)
+      parts[segs[size_t(m)].runs[k]].push_back(m);
+    if (parts.size() < 2 || parts.size() == members.size())
+      continue;
+    std::vector<std::vector<I>> out;
+    bool all = true;
+    for (const auto &part : parts) {
+      if (part.second.size() < 2)
+        continue;
+      all = all && fits(part.second);
+      out.push_back(part.second);
+    }
+    if (all)
+      return out;
+  }
+  return {};
+}
+
 /// v = a * x + c over the points (xs, values), exact, rendered with x named
 /// `var` (in a comment as "{...}", else parenthesized unless bare); "" if
 /// the values follow no such line.
@@ -50,6 +83,21 @@ std::string linearIn(const std::vector<int> &xs,
 std::string foldBlocks(const std::vector<std::string> &blocks,
                        const std::string &indent, bool anyOrder,
                        const std::vector<std::string> *asIs = nullptr);
+
+/// `text` with each number that stands alone (not in an identifier, a
+/// string, a float, a template argument or a loop index's offset `l - 1`)
+/// as a mark ('\1', or '\2' in a comment), its value appended to `numbers`:
+/// texts that differ in such numbers only then read the same.
+std::string numbersOut(const std::string &text, std::vector<long> &numbers);
+
+/// `marked` (numbersOut's text, the same for every repeat) with its k-th
+/// mark as a number of the repeats `values[r][k]`, the repeat r being at
+/// `xs[r]` of `var`: a number equal in all as it is, the others as an exact
+/// line of `var` (linearIn; in a comment "*" where none fits); "" where one
+/// outside a comment follows no line.
+std::string numbersIn(const std::string &marked, const std::vector<int> &xs,
+                      const std::vector<std::vector<long>> &values,
+                      const std::string &var);
 
 /// A name with its first all-digit dotted component (a layer's index) cut
 /// out: "h.3.ln_1" -> {"h.", ".ln_1", 3}; without one, {name, "", -1}.

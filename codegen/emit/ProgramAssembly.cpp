@@ -10,6 +10,8 @@
 #include "codegen/emit/NumberFold.h"
 #include "planner/Runnable.h"
 
+#include <cctype>
+
 namespace autoddl::codegen::emit {
 
 namespace {
@@ -48,6 +50,25 @@ foldByLayer(const std::vector<std::pair<std::string, std::string>> &lines) {
              : fmt::format("{}{{{}..{}}}{}", n.before, n.index, gr.last,
                            n.after),
          gr.rest});
+  }
+  return out;
+}
+
+/// JSON text without the white space outside its strings: the model's
+/// config.json on one source line; the program lays it out again as the
+/// importer wrote it (json_indented, backends/common/MiniJson.h).
+std::string compactJson(std::string_view text) {
+  std::string out;
+  bool quoted = false, escaped = false;
+  for (char c : text) {
+    if (quoted) { // a string's bytes as they are, to its closing quote
+      out += c;
+      quoted = !(c == '"' && !escaped);
+      escaped = !escaped && c == '\\';
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      out += c;
+      quoted = c == '"';
+    }
   }
   return out;
 }
@@ -354,8 +375,9 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
       ";\n";
   if (!g_.hfConfig.empty())
     consts += "// The Hugging Face config.json of the model, saved beside "
-              "checkpoints.\nconstexpr const char *kHfConfig =\n    " +
-              cStringLiteral(g_.hfConfig) + ";\n";
+              "checkpoints\n// (compact here, laid out again to save it).\n"
+              "constexpr const char *kHfConfig = " +
+              cStringLiteral(compactJson(g_.hfConfig)) + ";\n";
   if (target_.reportsMfu) {
     consts +=
         fmt::format("// Model FLOPs of one step (forward + backward, the "
@@ -483,6 +505,9 @@ std::string Emitter::prelude() const {
          (primitives ? "#include \"backends/common/OnnxPrimitive.h\" // an "
                        "ONNX import's unfused primitives\n"
                      : "") +
+         (g_.hfConfig.empty() ? ""
+                              : "#include \"backends/common/MiniJson.h\" // "
+                                "json_indented: the model's config.json\n") +
          target_.preludeTail;
 }
 
@@ -503,7 +528,8 @@ std::string Emitter::specText() const {
          : classModel_ ? "  s.data = DataKind::Classes;\n"
                        : "  s.data = DataKind::Tokens;\n";
   if (!g_.hfConfig.empty())
-    out += "  s.hf_config = kHfConfig;\n";
+    out += "  static const std::string hf_config = "
+           "json_indented(kHfConfig);\n  s.hf_config = hf_config.c_str();\n";
   out += "  s.zero = kZero;\n  s.loss_rows_on_tp = kLossRowsOnTp;\n"
          "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
   if (graphModel_)

@@ -14,6 +14,26 @@
 
 namespace autoddl::codegen::emit {
 
+namespace {
+
+/// "`var` is one of `values`" as a condition, runs of consecutive values as
+/// ranges: "(phase >= 1 && phase <= 36) || phase == 40".
+std::string oneOf(const std::string &var, const std::set<int> &values) {
+  std::string out;
+  for (auto it = values.begin(); it != values.end();) {
+    const int lo = *it;
+    int hi = lo;
+    while (++it != values.end() && *it == hi + 1)
+      ++hi;
+    out += out.empty() ? "" : " || ";
+    out += lo == hi ? fmt::format("{} == {}", var, lo)
+                    : fmt::format("({0} >= {1} && {0} <= {2})", var, lo, hi);
+  }
+  return out;
+}
+
+} // namespace
+
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
   std::string out;
   const auto kfacAt = kfacPlacement(s); // K-FAC items, where placed
@@ -105,12 +125,8 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   out += "\n// Whether this device has K-FAC items in step `phase` (> 0) of "
          "its refresh cycle.\nstatic bool kfac_items_at(int64_t phase) {\n"
          "  switch (g.rpp) {\n";
-  for (const auto &[d, set] : phases) {
-    std::string any;
-    for (int ph : set)
-      any += fmt::format("{}phase == {}", any.empty() ? "" : " || ", ph);
-    out += fmt::format("  case {}:\n    return {};\n", d, any);
-  }
+  for (const auto &[d, set] : phases)
+    out += fmt::format("  case {}:\n    return {};\n", d, oneOf("phase", set));
   out += "  }\n  (void)phase;\n  return false;\n}\n";
   // Per device, the step of its cycle whose end runs what the bubbles leave
   // (KfacProgram::tail_phase): the plan's last placing step.
@@ -128,9 +144,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     for (const KfacCall &c : calls)
       if (c.saved >= 0)
         saves.insert(c.saved);
-  std::string any;
-  for (int row : saves)
-    any += fmt::format("{}layer == {}", any.empty() ? "" : " || ", row);
+  const std::string any = oneOf("layer", saves);
   out += fmt::format(
       "\n// Whether a pipeline device keeps operands of this K-FAC layer's "
       "curvature for a later\n// step of its refresh cycle.\nstatic bool "

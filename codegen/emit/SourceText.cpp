@@ -86,6 +86,24 @@ std::string cStringLiteral(std::string_view text) {
   return r + "\"";
 }
 
+std::string wrapList(const std::vector<std::string> &items, size_t start,
+                     const std::string &indent, size_t width) {
+  std::string out;
+  size_t line = start;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i && line + items[i].size() + 2 >= width) { // ", " or "," and "};"
+      out += ",\n" + indent;
+      line = indent.size();
+    } else if (i) {
+      out += ", ";
+      line += 2;
+    }
+    out += items[i];
+    line += items[i].size();
+  }
+  return out;
+}
+
 std::string commentText(std::string_view text, size_t maxBytes) {
   const std::string_view head = text.substr(0, maxBytes);
   std::string r;

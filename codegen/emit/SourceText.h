@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace autoddl::codegen::emit {
 
@@ -23,6 +24,12 @@ namespace autoddl::codegen::emit {
 /// trigraphs) escaped as three octal digits or \" \\; a line break also
 /// starts a new source line of the (concatenated) literal.
 std::string cStringLiteral(std::string_view text);
+
+/// `items` joined by ", " into lines of at most `width` characters (but for
+/// an item longer than that), the first from column `start`, the others
+/// starting with `indent`: a long table of numbers as a few source lines.
+std::string wrapList(const std::vector<std::string> &items, size_t start,
+                     const std::string &indent, size_t width = 100);
 
 /// `text` for a comment: printable ASCII only, every other byte, a
 /// backslash, the second '?' of "??" and the '/' of "*/" written as <hh>

@@ -5,8 +5,24 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/NumberFold.h"
 
 namespace autoddl::codegen::emit {
+
+namespace {
+
+/// "  (void)name;\n" for a parameter `body` never names (a function some
+/// stages leave it unused in); "" where it is used.
+std::string voidIfUnused(const std::string &body, const std::string &name) {
+  for (size_t at = body.find(name); at != std::string::npos;
+       at = body.find(name, at + 1))
+    if ((at == 0 || !identChar(body[at - 1])) &&
+        (at + name.size() == body.size() || !identChar(body[at + name.size()])))
+      return "";
+  return "  (void)" + name + ";\n";
+}
+
+} // namespace
 
 /// Activations crossing into `stage` from earlier stages (produced before it,
 /// consumed on it or later), in tensor order.
@@ -494,8 +510,7 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
   out += target_.gradZeroSet ? indent(someLayers) : someLayers;
   if (target_.gradZeroSet)
     out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
-  out += "  (void)a;\n}\n\n";
-
+  out += voidIfUnused(out.substr(out.find(") {\n")), "a") + "}\n\n";
   return out;
 }
 
@@ -540,11 +555,11 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
     return fmt::format(fmt::runtime(target_.timedCall), fmt::arg("call", call),
                        fmt::arg("letter", letter));
   };
-  out += recvList(in, false, stage - 1, stage - 1, "kActivation");
-  out +=
+  std::string body = recvList(in, false, stage - 1, stage - 1, "kActivation");
+  body +=
       timed(fmt::format("stage{}_forward_compute(a, step, mb);", stage), "F");
-  out += sendList(sendOut, false, stage + 1, stage, "kActivation");
-  out += "  (void)dir;\n}\n\n";
+  body += sendList(sendOut, false, stage + 1, stage, "kActivation");
+  out += body + voidIfUnused(body, "dir") + "}\n\n";
   std::vector<const char *> parts = {"backward"};
   if (splitBackward_)
     parts = {"backward_input", "backward_weight"};
@@ -554,15 +569,16 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
         "static void stage{0}_{1}(int64_t, int mb, Direction "
         "dir) {{\n  Stage{0} &a = stage{0}[size_t(kSetOf[{0}][mb])];\n",
         stage, part);
+    std::string body;
     if (!weightOnly) {
-      out += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
-      out += recvList(sendOut, true, stage + 1, stage, "kGradient");
+      body += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
+      body += recvList(sendOut, true, stage + 1, stage, "kGradient");
     }
-    out += timed(fmt::format("stage{}_{}_compute(a);", stage, part),
-                 weightOnly ? "W" : "B");
+    body += timed(fmt::format("stage{}_{}_compute(a);", stage, part),
+                  weightOnly ? "W" : "B");
     if (!weightOnly)
-      out += sendList(in, true, stage - 1, stage - 1, "kGradient");
-    out += "  (void)dir;\n}\n\n";
+      body += sendList(in, true, stage - 1, stage - 1, "kGradient");
+    out += body + voidIfUnused(body, "dir") + "}\n\n";
   }
   // Before a micro-batch takes the set another used (Schedule.cpp, from
   // sets_.takes): every one of that one's sends out of the set is done (on

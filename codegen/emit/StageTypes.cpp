@@ -168,15 +168,31 @@ StageTypes foldStages(const std::vector<std::string> &texts,
   for (int s = 0; s < n; ++s)
     if (eligible[size_t(s)])
       byShape[segs[size_t(s)].shape()].push_back(s);
-  std::map<int, std::string> shared; // representative -> its template
+  // The groups of one shape; where one cannot share a template (a number
+  // in the struct, such as its layer count, or one that follows no line of
+  // S), its stages split by the value of one number (stages of 4 layers
+  // apart from those of 3), each part a template where it can.
+  std::vector<std::vector<int>> groups;
+  auto templates = [&](const std::vector<int> &g) {
+    return !templateOf(g, segs, texts[size_t(g.front())],
+                       members[size_t(g.front())])
+                .empty();
+  };
   for (const auto &[shape, group] : byShape) {
     if (group.size() < 2)
       continue;
+    if (templates(group)) {
+      groups.push_back(group);
+      continue;
+    }
+    for (auto &part : splitByNumber(group, segs, templates))
+      groups.push_back(std::move(part));
+  }
+  std::map<int, std::string> shared; // representative -> its template
+  for (const std::vector<int> &group : groups) {
     const int r = group.front();
     std::string t =
         templateOf(group, segs, texts[size_t(r)], members[size_t(r)]);
-    if (t.empty())
-      continue;
     std::string list;
     for (int s : group) {
       list += (list.empty() ? "" : ", ") + std::to_string(s);

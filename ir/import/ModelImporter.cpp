@@ -3,6 +3,7 @@
 
 #include "ir/import/Readers.h"
 #include "ir/lower/FuseImported.h"
+#include "support/EmbeddedFiles.h"
 #include "support/JsonFile.h"
 #include "support/UserError.h"
 #include "support/UserFiles.h"
@@ -12,14 +13,6 @@
 #include <sys/stat.h>
 
 namespace autoddl::import {
-
-// Generated from examples/models/*.json at build time (EmbedModels.cmake).
-struct BuiltinModel {
-  const char *name;
-  const char *text;
-};
-extern const BuiltinModel kBuiltinModels[];
-extern const size_t kNumBuiltinModels;
 
 namespace {
 

@@ -34,6 +34,9 @@ cases=(
   # the first of a stage's two layers (a recomputed layer beside the loop of the others).
   "recompute_full_dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b,recompute=full 1 9"
   "recompute_first_layer $here/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 1"
+  # A Hugging Face config (kept compact, laid out again at save: json_indented), six layers a
+  # stage, each closing its own gradient bucket inside the layer loop.
+  "hf_gpt2_dp2_pp2 gpt2 4 tp=1,pp=2,dp=2,microbatch=2,schedule=1f1b,zero=0 0"
 )
 for c in "${cases[@]}"; do
   read -r name model gpus fix mega recompute <<<"$c"

@@ -5,6 +5,7 @@
 #ifndef AUTODDL_BACKENDS_CPU_KERNELS_ATTENTION_H
 #define AUTODDL_BACKENDS_CPU_KERNELS_ATTENTION_H
 
+#include "backends/common/AttentionViews.h"
 #include "backends/cpu/kernels/Linear.h"
 
 #include <cmath>
@@ -13,32 +14,9 @@
 
 namespace autoddl::rt {
 
-/// Where q, k, v live. Row (b, t) of q is q + (b*T + t) * q_stride, head h at
-/// column h*D; k and v rows use kv_stride, kv head g at column g*D.
-///   separate tensors: q [B,T,H*D] (q_stride = H*D), k, v [B,T,G*D] (kv_stride
-///   = G*D); fused qkv [B,T,(H+2G)*D] laid out [q | k | v]: q = qkv, k = qkv +
-///   H*D, v = qkv + (H+G)*D, q_stride = kv_stride = (H+2G)*D
-///   (attention_qkv_views below).
-struct AttentionViews {
-  const float *q, *k, *v;
-  int64_t q_stride, kv_stride;
-};
-/// The same for gradients (written with +=).
-struct AttentionGradViews {
-  float *dq, *dk, *dv;
-  int64_t q_stride, kv_stride;
-};
-
-inline AttentionViews attention_qkv_views(const float *qkv, int64_t H,
-                                          int64_t G, int64_t D) {
-  const int64_t s = (H + 2 * G) * D;
-  return {qkv, qkv + H * D, qkv + (H + G) * D, s, s};
-}
-inline AttentionGradViews attention_qkv_grad_views(float *dqkv, int64_t H,
-                                                   int64_t G, int64_t D) {
-  const int64_t s = (H + 2 * G) * D;
-  return {dqkv, dqkv + H * D, dqkv + (H + G) * D, s, s};
-}
+/// Where q, k, v live (backends/common/AttentionViews.h).
+using AttentionViews = AttentionViewsOf<float>;
+using AttentionGradViews = AttentionGradViewsOf<float>;
 
 /// out[B,T,H*D] = softmax(q k^T / sqrt(D) (+ causal mask)) v for each head h,
 /// using kv head g = h / (H/G) (G divides H); saves the probabilities

@@ -106,6 +106,36 @@ void pipe_recv_fence() { pipe.fence_receives(); }
 
 bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
 
+void configure_grad_buckets(const std::vector<ParamSpec> &params,
+                            const int *bucket_of, const GradBucket *buckets,
+                            int count) {
+  std::vector<std::vector<std::pair<float *, int64_t>>> grads(
+      static_cast<size_t>(count));
+  std::vector<int> expected(size_t(count), 0);
+  for (int b = 0; b < count; ++b)
+    if (holds_stage(buckets[b].stage))
+      expected[size_t(b)] = buckets[b].expected;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int b = bucket_of[i];
+    if (b < 0 || !holds_stage(buckets[b].stage))
+      continue;
+    Param &p = *params[i].p;
+    grads[size_t(b)].push_back({p.grad.data(), p.n});
+    p.bucket = b;
+  }
+  grad_sync.configure(g.dp, std::move(grads), std::move(expected));
+  bool over_tp = false;
+  for (int b = 0; b < count; ++b)
+    over_tp |= buckets[b].over_tp;
+  if (!over_tp)
+    return;
+  // Collective over the world: every rank splits, whatever it holds.
+  static const Comm dp_tp = comm_split(int(g.rpp), world().rank);
+  for (int b = 0; b < count; ++b)
+    if (buckets[b].over_tp)
+      grad_sync.set_bucket_comm(b, dp_tp);
+}
+
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
   const ProgramSpec &s = program_spec();
   Staging &in = staging(mb, 0), &out = staging(mb, 1);

@@ -90,6 +90,24 @@ void pipe_recv_fence();
 /// Whether this rank's pipeline device runs `stage`.
 bool holds_stage(int64_t stage);
 
+/// One data-parallel gradient bucket of a generated program: the model stage
+/// whose backward fills it, the backward passes (micro-batches) that complete
+/// it, and whether its gradients are partial over tp as well (summed over the
+/// stage's dp x tp ranks at once).
+struct GradBucket {
+  int stage, expected;
+  bool over_tp;
+};
+
+/// Configures grad_sync from a generated program's tables: `bucket_of[i]` is
+/// the bucket of params[i]'s gradient (-1: none), `buckets` the `count`
+/// buckets. A rank fills the buckets of the stages it runs, each with its
+/// gradients in table order (each tensor is its own all-reduce). Collective
+/// over the world when any bucket is over tp.
+void configure_grad_buckets(const std::vector<ParamSpec> &params,
+                            const int *bucket_of, const GradBucket *buckets,
+                            int count);
+
 /// Micro-batch mb of this dp rank's block of the step's global batch
 /// (DataOrder.h): read on the host into page-locked buffers, copied on the
 /// compute stream into ids and targets (device; either may be null).

@@ -15,36 +15,16 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
 
+#include "backends/common/AttentionViews.h"
 #include "backends/cuda/Runtime.h"
 
 #include <cstdint>
 
 namespace autoddl::rt {
 
-/// Where q, k, v live (device pointers). Row (b, t) of q is q + (b*T + t) *
-/// q_stride, head h at column h*D; k and v rows use kv_stride, kv head g at
-/// column g*D. Separate tensors: q [B,T,H*D], k, v [B,T,G*D]; fused qkv
-/// [B,T,(H+2G)*D] laid out [q | k | v] (attention_qkv_views).
-struct AttentionViews {
-  const act_t *q, *k, *v;
-  int64_t q_stride, kv_stride;
-};
-/// The same for gradients (written with +=).
-struct AttentionGradViews {
-  act_t *dq, *dk, *dv;
-  int64_t q_stride, kv_stride;
-};
-
-inline AttentionViews attention_qkv_views(const act_t *qkv, int64_t H,
-                                          int64_t G, int64_t D) {
-  const int64_t s = (H + 2 * G) * D;
-  return {qkv, qkv + H * D, qkv + (H + G) * D, s, s};
-}
-inline AttentionGradViews attention_qkv_grad_views(act_t *dqkv, int64_t H,
-                                                   int64_t G, int64_t D) {
-  const int64_t s = (H + 2 * G) * D;
-  return {dqkv, dqkv + H * D, dqkv + (H + G) * D, s, s};
-}
+/// Where q, k, v live, device pointers (backends/common/AttentionViews.h).
+using AttentionViews = AttentionViewsOf<act_t>;
+using AttentionGradViews = AttentionGradViewsOf<act_t>;
 
 /// out[B,T,H*D] = softmax(q k^T / sqrt(D) (+ causal mask)) v for each head h,
 /// using kv head g = h / (H/G) (G divides H); lse[B,H,T] = log sum_s

@@ -8,6 +8,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 namespace autoddl::rt::detail {
 
@@ -120,6 +121,39 @@ __device__ __forceinline__ void for_row(const T *row, int64_t L, int64_t tid,
     vec(head + k * V);
   for (int64_t j = head + packs * V + tid; j < L; j += nth)
     one(j);
+}
+
+/// for_row reading a row's values: op(v) for each element of [0, L) as a
+/// float (the packs loaded 16 bytes at a time), in for_row's order.
+template <int V, class T, class F>
+__device__ __forceinline__ void for_row_values(const T *row, int64_t L,
+                                               int64_t tid, int64_t nth, F op) {
+  for_row<V>(
+      row, L, tid, nth,
+      [&](int64_t j) {
+        float v[V];
+        load_floats<T, V>(v, row + j);
+#pragma unroll
+        for (int i = 0; i < V; ++i)
+          op(v[i]);
+      },
+      [&](int64_t j) { op(to_float(row[j])); });
+}
+
+/// Kernels that run one warp a row, W warps a block: this warp's row.
+template <int W> __device__ __forceinline__ int64_t warp_row() {
+  return int64_t(blockIdx.x) * W + (threadIdx.x >> 5);
+}
+
+/// A kernel templated on its pack width, launched at width V where `packed`
+/// (the data allow it) and element by element otherwise:
+/// launch(std::integral_constant<int, V or 1>), the lambda reading the width
+/// as decltype(w)::value.
+template <int V, class F> void with_pack(bool packed, F launch) {
+  if (packed)
+    launch(std::integral_constant<int, V>{});
+  else
+    launch(std::integral_constant<int, 1>{});
 }
 
 /// True when every pointer has the same address modulo 16 as `first` (or is

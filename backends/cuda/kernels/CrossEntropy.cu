@@ -131,16 +131,8 @@ __global__ void __launch_bounds__(kThreads)
                      int64_t ld) {
   const act_t *row = logits + int64_t(blockIdx.x) * ld;
   float m = -INFINITY;
-  for_row<V>(
-      row, L, threadIdx.x, blockDim.x,
-      [&](int64_t j) {
-        float v[V];
-        load_floats<act_t, V>(v, row + j);
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          m = fmaxf(m, v[i]);
-      },
-      [&](int64_t j) { m = fmaxf(m, to_float(row[j])); });
+  for_row_values<V>(row, L, threadIdx.x, blockDim.x,
+                    [&](float v) { m = fmaxf(m, v); });
   // A max is a (max, sum) combination with the sums ignored.
   m = block_max_sum(MaxSum{m, 0.0f}).m;
   if (threadIdx.x == 0)
@@ -157,16 +149,8 @@ __global__ void __launch_bounds__(kThreads)
   const act_t *row = logits + n * ld;
   const float m = gmax[n];
   float s = 0.0f;
-  for_row<V>(
-      row, L, threadIdx.x, blockDim.x,
-      [&](int64_t j) {
-        float v[V];
-        load_floats<act_t, V>(v, row + j);
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          s += expf(v[i] - m);
-      },
-      [&](int64_t j) { s += expf(to_float(row[j]) - m); });
+  for_row_values<V>(row, L, threadIdx.x, blockDim.x,
+                    [&](float v) { s += expf(v - m); });
   s = block_sum(s, scratch);
   if (threadIdx.x == 0) {
     sums[n] = s;
@@ -268,16 +252,12 @@ void crossentropy_backward(act_t *dlogits, const act_t *logits,
   if (N == 0 || !dlogits)
     return;
   ld = ld ? ld : V;
-  if (rows_vectorisable(logits, dlogits))
-    crossentropy_backward_kernel<kPack<act_t>>
+  with_pack<kPack<act_t>>(rows_vectorisable(logits, dlogits), [&](auto w) {
+    crossentropy_backward_kernel<decltype(w)::value>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
             dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale,
             accumulate);
-  else
-    crossentropy_backward_kernel<1>
-        <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale,
-            accumulate);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -322,16 +302,12 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
   if (N == 0 || !dlogits)
     return;
   ld = ld ? ld : Vl;
-  if (rows_vectorisable(logits, dlogits))
-    crossentropy_backward_kernel<kPack<act_t>>
+  with_pack<kPack<act_t>>(rows_vectorisable(logits, dlogits), [&](auto w) {
+    crossentropy_backward_kernel<decltype(w)::value>
         <<<unsigned(N), kThreads, 0, compute_stream()>>>(
             dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale,
             accumulate);
-  else
-    crossentropy_backward_kernel<1>
-        <<<unsigned(N), kThreads, 0, compute_stream()>>>(
-            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale,
-            accumulate);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,7 +18,7 @@ __global__ void embedding_forward_kernel(act_t *out, const int32_t *ids,
                                          const act_t *table, int64_t N,
                                          int64_t C, int64_t v0, int64_t Vl) {
   const int lane = threadIdx.x & 31;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t n = warp_row<kWarps>();
   if (n >= N)
     return;
   const int64_t row = int64_t(ids[n]) - v0;
@@ -42,7 +42,7 @@ __global__ void embedding_backward_kernel(float *dtable, const act_t *dout,
                                           const int32_t *ids, int64_t N,
                                           int64_t C, int64_t v0, int64_t Vl) {
   const int lane = threadIdx.x & 31;
-  const int64_t n = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t n = warp_row<kWarps>();
   if (n >= N)
     return;
   const int64_t row = int64_t(ids[n]) - v0;
@@ -141,12 +141,11 @@ void embedding_forward(act_t *out, const int32_t *ids, const act_t *table,
     return;
   constexpr int V = kPack<act_t>;
   const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
-  if (C % V == 0 && same_alignment(out, table))
-    embedding_forward_kernel<V><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
-        out, ids, table, N, C, v0, Vl);
-  else
-    embedding_forward_kernel<1><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
-        out, ids, table, N, C, v0, Vl);
+  with_pack<V>(C % V == 0 && same_alignment(out, table), [&](auto w) {
+    embedding_forward_kernel<decltype(w)::value>
+        <<<blocks, 32 * kWarps, 0, compute_stream()>>>(out, ids, table, N, C,
+                                                       v0, Vl);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -156,12 +155,11 @@ void embedding_backward(float *dtable, const act_t *dout, const int32_t *ids,
     return;
   constexpr int V = kPack<act_t>;
   const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
-  if (C % V == 0)
-    embedding_backward_kernel<V><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
-        dtable, dout, ids, N, C, v0, Vl);
-  else
-    embedding_backward_kernel<1><<<blocks, 32 * kWarps, 0, compute_stream()>>>(
-        dtable, dout, ids, N, C, v0, Vl);
+  with_pack<V>(C % V == 0, [&](auto w) {
+    embedding_backward_kernel<decltype(w)::value>
+        <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dtable, dout, ids, N, C,
+                                                       v0, Vl);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -174,14 +172,12 @@ void positional_forward(act_t *out, const act_t *x, const act_t *table,
   const auto a16 = [](const void *p) {
     return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
   };
-  if (C % V == 0 && a16(x) && a16(out) && a16(table))
-    positional_forward_kernel<V>
-        <<<grid_for(n / V, 256), 256, 0, compute_stream()>>>(out, x, table, n,
+  with_pack<V>(C % V == 0 && a16(x) && a16(out) && a16(table), [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    positional_forward_kernel<W>
+        <<<grid_for(n / W, 256), 256, 0, compute_stream()>>>(out, x, table, n,
                                                              T, C, t0);
-  else
-    positional_forward_kernel<1>
-        <<<grid_for(n, 256), 256, 0, compute_stream()>>>(out, x, table, n, T, C,
-                                                         t0);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -485,12 +485,13 @@ void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
   if (n == 0)
     return;
   constexpr int V = kPack<act_t>;
-  if (O % V == 0 && aligned16(out) && aligned16(x) && aligned16(bias))
-    bias_add_kernel<V><<<grid_for(n / V, 256), 256, 0, compute_stream()>>>(
-        out, x, bias, n, O);
-  else
-    bias_add_kernel<1>
-        <<<grid_for(n, 256), 256, 0, compute_stream()>>>(out, x, bias, n, O);
+  with_pack<V>(O % V == 0 && aligned16(out) && aligned16(x) && aligned16(bias),
+               [&](auto w) {
+                 constexpr int W = decltype(w)::value;
+                 bias_add_kernel<W>
+                     <<<grid_for(n / W, 256), 256, 0, compute_stream()>>>(
+                         out, x, bias, n, O);
+               });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

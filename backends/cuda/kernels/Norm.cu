@@ -16,31 +16,37 @@ using namespace detail;
 
 constexpr int kWarps = 8; // rows per block
 
+/// out[0, V) = the pack v (of a row with mean m, 1/std r) normalised, times
+/// gamma[0, V) (plus beta, where given and not RMSNorm): both forwards' last
+/// step.
+template <int V, bool kRms>
+__device__ __forceinline__ void
+norm_store_pack(act_t *out, float (&v)[V], const act_t *gamma,
+                const act_t *beta, float m, float r) {
+  float g[V], b[V];
+  load_floats<act_t, V>(g, gamma);
+  if (!kRms && beta)
+    load_floats<act_t, V>(b, beta);
+#pragma unroll
+  for (int i = 0; i < V; ++i)
+    v[i] =
+        kRms ? v[i] * r * g[i] : (v[i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
+  store_floats<act_t, V>(out, v);
+}
+
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
     norm_forward_kernel(act_t *out, float *mean, float *rstd, const act_t *x,
                         const act_t *gamma, const act_t *beta, int64_t N,
                         int64_t C, float eps) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row = warp_row<kWarps>();
   if (row >= N)
     return;
   const act_t *xr = x + row * C;
   act_t *o = out + row * C;
   float s = 0.0f;
-  for_row<V>(
-      xr, C, lane, 32,
-      [&](int64_t j) {
-        float v[V];
-        load_floats<act_t, V>(v, xr + j);
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          s += kRms ? v[i] * v[i] : v[i];
-      },
-      [&](int64_t j) {
-        const float v = to_float(xr[j]);
-        s += kRms ? v * v : v;
-      });
+  for_row_values<V>(xr, C, lane, 32, [&](float v) { s += kRms ? v * v : v; });
   s = warp_sum(s);
   float m = 0.0f, r;
   if (kRms) {
@@ -48,35 +54,18 @@ __global__ void __launch_bounds__(32 * kWarps)
   } else {
     m = s / float(C);
     float q = 0.0f; // two-pass variance: no cancellation
-    for_row<V>(
-        xr, C, lane, 32,
-        [&](int64_t j) {
-          float v[V];
-          load_floats<act_t, V>(v, xr + j);
-#pragma unroll
-          for (int i = 0; i < V; ++i)
-            q += (v[i] - m) * (v[i] - m);
-        },
-        [&](int64_t j) {
-          const float d = to_float(xr[j]) - m;
-          q += d * d;
-        });
+    for_row_values<V>(xr, C, lane, 32,
+                      [&](float v) { q += (v - m) * (v - m); });
     q = warp_sum(q);
     r = 1.0f / sqrtf(q / float(C) + eps);
   }
   for_row<V>(
       xr, C, lane, 32,
       [&](int64_t j) {
-        float v[V], g[V], b[V];
+        float v[V];
         load_floats<act_t, V>(v, xr + j);
-        load_floats<act_t, V>(g, gamma + j);
-        if (!kRms && beta)
-          load_floats<act_t, V>(b, beta + j);
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          v[i] = kRms ? v[i] * r * g[i]
-                      : (v[i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
-        store_floats<act_t, V>(o + j, v);
+        norm_store_pack<V, kRms>(o + j, v, gamma + j, beta ? beta + j : nullptr,
+                                 m, r);
       },
       [&](int64_t j) {
         const float v = to_float(xr[j]), g = to_float(gamma[j]);
@@ -101,7 +90,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                                float eps) {
   constexpr int V = kPack<act_t>;
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row = warp_row<kWarps>();
   if (row >= N)
     return;
   const int64_t packs = C / V;
@@ -139,15 +128,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int64_t k = lane + 32 * p;
     if (k >= packs)
       continue;
-    float g[V], b[V];
-    load_floats<act_t, V>(g, gamma + k * V);
-    if (!kRms && beta)
-      load_floats<act_t, V>(b, beta + k * V);
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      v[p][i] = kRms ? v[p][i] * r * g[i]
-                     : (v[p][i] - m) * r * g[i] + (beta ? b[i] : 0.0f);
-    store_floats<act_t, V>(out + row * C + k * V, v[p]);
+    norm_store_pack<V, kRms>(out + row * C + k * V, v[p], gamma + k * V,
+                             beta ? beta + k * V : nullptr, m, r);
   }
   if (lane == 0) {
     if (!kRms)
@@ -164,7 +146,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                             const act_t *gamma, const float *mean,
                             const float *rstd, int64_t N, int64_t C) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t row = warp_row<kWarps>();
   if (row >= N)
     return;
   const act_t *xr = x + row * C, *gr = dout + row * C;
@@ -356,14 +338,11 @@ void launch_backward(act_t *dx, float *dgamma, float *dbeta, const act_t *dout,
   constexpr int V = kPack<act_t>;
   const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
   if (dx) {
-    if (C % V == 0 && same_alignment(x, dout, gamma, dx))
-      norm_backward_dx_kernel<V, kRms>
+    with_pack<V>(C % V == 0 && same_alignment(x, dout, gamma, dx), [&](auto w) {
+      norm_backward_dx_kernel<decltype(w)::value, kRms>
           <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
                                                          mean, rstd, N, C);
-    else
-      norm_backward_dx_kernel<1, kRms>
-          <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dx, dout, x, gamma,
-                                                         mean, rstd, N, C);
+    });
     AUTODDL_CUDA_CHECK_LAUNCH();
   }
   if (dgamma || dbeta) {

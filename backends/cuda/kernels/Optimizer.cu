@@ -113,12 +113,13 @@ void adamw_step(float *params, const float *grads, float *m, float *v,
                        float(c.eps)};
   const bool vec = aligned16(params) && aligned16(grads) && aligned16(m) &&
                    aligned16(v) && (!work || pack4_aligned(params, work));
-  if (vec)
-    adamw_kernel<4><<<grid_for(n / 4 + 1, 256), 256, 0, compute_stream()>>>(
-        params, grads, m, v, work, n, s);
-  else
-    adamw_kernel<1><<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        params, grads, m, v, work, n, s);
+  // A thread a pack of W (one more for the tail past the last whole pack).
+  with_pack<4>(vec, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    adamw_kernel<W>
+        <<<grid_for(n / W + (W > 1), 256), 256, 0, compute_stream()>>>(
+            params, grads, m, v, work, n, s);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -130,14 +131,12 @@ void sgd_step(float *params, const float *grads, float *momentum_buf, int64_t n,
   const bool vec = aligned16(params) && aligned16(grads) &&
                    (momentum == 0.0f || aligned16(momentum_buf)) &&
                    (!work || pack4_aligned(params, work));
-  if (vec)
-    sgd_kernel<4><<<grid_for(n / 4 + 1, 256), 256, 0, compute_stream()>>>(
+  with_pack<4>(vec, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    sgd_kernel<W><<<grid_for(n / W + (W > 1), 256), 256, 0, compute_stream()>>>(
         params, grads, momentum_buf, work, n, lr, momentum, weight_decay,
         step == 1);
-  else
-    sgd_kernel<1><<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        params, grads, momentum_buf, work, n, lr, momentum, weight_decay,
-        step == 1);
+  });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -14,7 +14,7 @@ __global__ void softmax_forward_kernel(act_t *out, const act_t *x,
                                        int64_t lines, int64_t L,
                                        int64_t inner) {
   const int lane = threadIdx.x & 31;
-  const int64_t line = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t line = warp_row<kWarps>();
   if (line >= lines)
     return;
   const int64_t base = (line / inner) * L * inner + line % inner;
@@ -33,7 +33,7 @@ __global__ void softmax_backward_kernel(act_t *dx, const act_t *y,
                                         const act_t *dout, int64_t lines,
                                         int64_t L, int64_t inner) {
   const int lane = threadIdx.x & 31;
-  const int64_t line = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t line = warp_row<kWarps>();
   if (line >= lines)
     return;
   const int64_t base = (line / inner) * L * inner + line % inner;

@@ -35,6 +35,14 @@
 // pointers; identical signatures under AUTODDL_FP32), so the reference lives
 // in its own namespace. Its standard includes are already in, so their guards
 // keep them out of it.
+// The views (backends/common/AttentionViews.h, templates over the element
+// type) are already in too: the reference uses them as they are.
+namespace cpu::autoddl::rt {
+using ::autoddl::rt::attention_qkv_grad_views;
+using ::autoddl::rt::attention_qkv_views;
+using ::autoddl::rt::AttentionGradViewsOf;
+using ::autoddl::rt::AttentionViewsOf;
+} // namespace cpu::autoddl::rt
 namespace cpu {
 #include "backends/cpu/kernels/Attention.h"
 } // namespace cpu

@@ -236,6 +236,27 @@ TEST(MiniJson, RoundTripAndErrorsWithLocation) {
   EXPECT_THROW(json_parse(std::string(1000, '['), "deep"), std::runtime_error);
 }
 
+// A generated program keeps the model's config.json compact and saves it in
+// the layout the importer wrote (nlohmann's dump(2)): strings kept byte for
+// byte, empty containers on one line.
+TEST(MiniJson, IndentedRestoresTheImportersLayout) {
+  const std::string compact =
+      "{\"a\":[1,{\"b\":\"x,\\\"}:[\"}],\"e\":[],\"o\":{},\"n\":1e-05,"
+      "\"z\":null}";
+  EXPECT_EQ(json_indented(compact), "{\n"
+                                    "  \"a\": [\n"
+                                    "    1,\n"
+                                    "    {\n"
+                                    "      \"b\": \"x,\\\"}:[\"\n"
+                                    "    }\n"
+                                    "  ],\n"
+                                    "  \"e\": [],\n"
+                                    "  \"o\": {},\n"
+                                    "  \"n\": 1e-05,\n"
+                                    "  \"z\": null\n"
+                                    "}\n");
+}
+
 TEST(Metrics, JsonHasLossListAndThroughput) {
   RunMetrics m;
   m.loss = {4.5, 4.25};
