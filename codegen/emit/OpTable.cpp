@@ -35,20 +35,15 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
   }
   if (findInput(g, "input_ids") >= 0 || findInput(g, "adjacency") >= 0)
     return "";
+  // A classifier: its samples and labels are fed by load_samples (both
+  // harnesses); its image ops (conv2d, pool2d, ...) are refused above where
+  // the backend lacks them.
   const auto [input, targets] = classifierInputs(g);
   if (input < 0 || targets < 0)
     return "model " + g.name +
            " has neither input_ids, adjacency nor one f32 input with the "
            "class labels of a cross_entropy or squared_error; the " +
-           (cuda ? "cuda backend feeds token and graph models"
-                 : "cpu backend feeds token, graph and classification models") +
-           " only";
-  if (cuda)
-    return "model " + g.name + " is a classification model (" +
-           g.tensors[size_t(input)].name + " and " +
-           g.tensors[size_t(targets)].name +
-           "); the cuda backend runs token and graph models only (use "
-           "--backend cpu)";
+           name + " backend feeds token, graph and classification models only";
   return "";
 }
 
@@ -171,15 +166,16 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       // ImageEmitter.cpp
       {"conv2d", {&Emitter::emitConv2d, CudaRuns::No}},
       {"pool2d", {&Emitter::emitPool2d, CudaRuns::No}},
-      {"flatten", {&Emitter::emitFlatten, CudaRuns::No}},
-      {"reshape", {&Emitter::emitFlatten, CudaRuns::No}},
-      {"transpose", {&Emitter::emitTranspose, CudaRuns::No}},
+      {"flatten", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
+      {"reshape", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
+      {"transpose", {&Emitter::emitTranspose, CudaRuns::OnActivations}},
       // SparseEmitter.cpp
       {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
       {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
       {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
       // PrimitiveEmitter.cpp
-      {"primitive", {&Emitter::emitPrimitive, CudaRuns::No}},
+      // (parameters too: kernels/Primitive.h writes their fp32 gradients)
+      {"primitive", {&Emitter::emitPrimitive, CudaRuns::WithWeights}},
   };
   return table;
 }

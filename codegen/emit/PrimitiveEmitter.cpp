@@ -76,6 +76,18 @@ void Emitter::emitPrimitive(OpCall &c) {
       !e.empty())
     throw UserError(where + ": " + e);
 
+  // The CUDA kernels' own limits (OnnxPrimitive.h primitiveCudaRefusal).
+  if (target_.devicePrimitives) {
+    std::vector<onnx_kernels::OperandRole> roles;
+    for (int t : op.operands)
+      roles.push_back(isParam(t)   ? onnx_kernels::OperandRole::Parameter
+                      : isConst(t) ? onnx_kernels::OperandRole::Constant
+                                   : onnx_kernels::OperandRole::Activation);
+    if (std::string e = onnx_kernels::primitiveCudaRefusal(prim, roles);
+        !e.empty())
+      throw UserError(where + ": " + e + " (use --backend cpu)");
+  }
+
   // A primitive mixing samples under dp or micro-batches: refused by
   // planner/Runnable.h.
   for (size_t j = 0; j < op.operands.size(); ++j)
@@ -131,10 +143,16 @@ void Emitter::emitPrimitive(OpCall &c) {
                    name, cStringLiteral(type), ints, floats, lists, shapes,
                    listLiteral(ys), constArgs);
 
-  // The step: operands in ONNX order (an index input is not read).
+  // The step: operands in ONNX order (an index input is not read). On the
+  // device a constant is read from its uploaded copy.
   std::string in, din;
   for (size_t j = 0; j < x.size(); ++j) {
-    in += (j ? ", " : "") + (prim.data[j] ? x[j] : std::string("nullptr"));
+    std::string v = prim.data[j] ? x[j] : std::string("nullptr");
+    if (prim.data[j] && target_.devicePrimitives && isConst(op.operands[j]))
+      v = fmt::format("primitive_constant({}, {})", v,
+                      std::max<size_t>(
+                          1, g_.tensors[size_t(op.operands[j])].values.size()));
+    in += (j ? ", " : "") + v;
     din += (j ? ", " : "") +
            (prim.differentiable[j] ? dx[j] : std::string("nullptr"));
   }
@@ -161,11 +179,15 @@ void Emitter::emitPrimitive(OpCall &c) {
         "step), (int64_t(g.rdp) * kMicroBatches + mb) * {} * {}}}",
         cStringLiteral(op.name), samples, onnx_kernels::numel(ys) / samples);
   }
-  F(fmt::format("onnx_prim::primitive_forward<float>({}, {{{}}}, {}{});", name,
-                in, y, key));
-  BI(fmt::format("onnx_prim::primitive_backward<float>({}, {{{}}}, {{{}}}, {}, "
-                 "{});",
-                 name, din, in, y, dy));
+  // The device's entry points (kernels/Primitive.h) take PrimRefs, the
+  // host's templates float pointers: the same arguments.
+  const char *call = target_.devicePrimitives ? "autoddl::rt::primitive_"
+                                              : "onnx_prim::primitive_";
+  const char *elem = target_.devicePrimitives ? "" : "<float>";
+  F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
+                key));
+  BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,
+                 din, in, y, dy));
 }
 
 } // namespace autoddl::codegen::emit
