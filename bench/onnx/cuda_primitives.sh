@@ -16,14 +16,16 @@
 #                               --loss squared_error
 #   mlp-dropout                 train-mlp-ts: a train-mode Dropout primitive (the CPU's mask)
 #   static-gpt                  GPT-2 by dynamo's default optimizer (static batch, primitives)
+#   cnn, vgg                    CNN classifiers (conv2d, pool2d: kernels/Conv.h): dynamo's
+#                               static-batch export and tiny-vgg (TorchScript)
 # device builds the projects on one shared runtime twice (bf16 and --fp32, in parallel, with the
 # primitive check linked to each), runs each program STEPS steps per precision and compares every
 # step's loss with the CPU program's: relative error at most 1e-4 (fp32: the same math in another
 # summation order, the CPU primitives summing in double) and 3e-2 (bf16 activations and their
 # gradients, fp32 master weights: verify_cuda.sh's bf16 bound 2e-2 with a margin for the bf16
 # primitives' intermediate roundings). Then PrimitiveCheck (tests/unit/cuda/PrimitiveCheck.cpp)
-# in both precisions: every op type forward and backward against the CPU kernels, bounds
-# 1e-2 (bf16) and 1e-5 (fp32) relative in the norm. Results to $OUT (or DIR/results): logs,
+# in both precisions: every op type forward and backward against the CPU kernels, conv2d and
+# pool2d against direct sums, bounds 1e-2 (bf16) and 1e-5 (fp32) relative in the norm. Results to $OUT (or DIR/results): logs,
 # metrics.json per run, losses.txt (the table) and the checks' output. Exit 1 on any failure.
 # Time on one H100 (16 cores): the two runtime builds ~3-4 min in parallel (most of it the
 # attention kernels), the runs and checks ~30 s.
@@ -42,6 +44,8 @@ cases=(
   "mlp-se tiny-mlp.onnx - --loss squared_error"
   "mlp-dropout train-mlp-ts.onnx -"
   "static-gpt static-gpt.onnx -"
+  "cnn static-cnn-dynamo.onnx -"
+  "vgg tiny-vgg.onnx -"
 )
 case $mode in
 stage)

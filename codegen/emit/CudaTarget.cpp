@@ -48,7 +48,9 @@ const Target &cudaTarget() {
 #include "backends/cuda/kernels/Softmax.h"      // softmax
 #include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
 )",
-      /*imageIncludes=*/"",
+      /*imageIncludes=*/
+      R"(#include "backends/cuda/kernels/Conv.h"        // conv2d, pool2d
+)",
       /*preludeTail=*/R"(
 #include <cstdint>
 #include <utility>

@@ -1,7 +1,7 @@
 //===- ImageEmitter.cpp - image ops ---------------------------------------===//
 //
-// conv2d, pool2d (CPU backend), flatten / reshape and transpose (both:
-// backends/cuda/kernels/Shape.h on the GPU).
+// conv2d, pool2d, flatten / reshape and transpose: the same calls on both
+// backends (backends/{cpu,cuda}/kernels/Conv.h, Shape.h).
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//

@@ -36,8 +36,7 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
   if (findInput(g, "input_ids") >= 0 || findInput(g, "adjacency") >= 0)
     return "";
   // A classifier: its samples and labels are fed by load_samples (both
-  // harnesses); its image ops (conv2d, pool2d, ...) are refused above where
-  // the backend lacks them.
+  // harnesses).
   const auto [input, targets] = classifierInputs(g);
   if (input < 0 || targets < 0)
     return "model " + g.name +
@@ -164,8 +163,8 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       // AttentionEmitter.cpp
       {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp
-      {"conv2d", {&Emitter::emitConv2d, CudaRuns::No}},
-      {"pool2d", {&Emitter::emitPool2d, CudaRuns::No}},
+      {"conv2d", {&Emitter::emitConv2d, CudaRuns::WithWeights}},
+      {"pool2d", {&Emitter::emitPool2d, CudaRuns::OnActivations}},
       {"flatten", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
       {"reshape", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
       {"transpose", {&Emitter::emitTranspose, CudaRuns::OnActivations}},

@@ -7,8 +7,11 @@
 // gradient; parameter: act_t with an fp32 gradient; constant: fp32, no
 // gradient). Inputs are act_t-representable, so the CPU computes on the
 // values the GPU reads; the bounds are KernelCheckUtil.h's (bf16: 1e-2
-// relative in the norm, fp32: 1e-5). Exits 77 without a GPU.
+// relative in the norm, fp32: 1e-5). Then conv2d and pool2d (kernels/Conv.h)
+// against direct loops in double (the CPU kernels' definitions). Exits 77
+// without a GPU.
 #include "backends/common/OnnxPrimitive.h"
+#include "backends/cuda/kernels/Conv.h"
 #include "backends/cuda/kernels/Primitive.h"
 #include "tests/unit/cuda/KernelCheckUtil.h"
 
@@ -133,6 +136,120 @@ void check(const std::string &label, const std::string &op,
   gFailures += good ? 0 : 1;
 }
 
+/// conv2d forward and backward (dx, dw, dbias) against direct sums.
+void checkConv(const rt::Conv2dShape &s) {
+  const int64_t Ho = s.Ho(), Wo = s.Wo(), nx = s.B * s.Cin * s.H * s.W,
+                nw = s.Cout * s.Cin * s.kh * s.kw, ny = s.B * s.Cout * Ho * Wo;
+  const auto x = random_values(gRng, nx, -1, 1),
+             w = random_values(gRng, nw, -1, 1),
+             b = random_values(gRng, s.Cout, -1, 1),
+             dy = random_values(gRng, ny, -1, 1);
+  std::vector<double> y(static_cast<size_t>(ny)), dx(static_cast<size_t>(nx)),
+      dw(static_cast<size_t>(nw)), db(size_t(s.Cout));
+  auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t v) {
+    return ((n * s.Cin + c) * s.H + h) * s.W + v;
+  };
+  for (int64_t n = 0; n < s.B; ++n)
+    for (int64_t o = 0; o < s.Cout; ++o)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const size_t yi = size_t(((n * s.Cout + o) * Ho + oh) * Wo + ow);
+          double acc = b[size_t(o)];
+          db[size_t(o)] += dy[yi];
+          for (int64_t c = 0; c < s.Cin; ++c)
+            for (int64_t i = 0; i < s.kh; ++i)
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t h = oh * s.stride - s.padding + i,
+                              v = ow * s.stride - s.padding + j;
+                if (h < 0 || h >= s.H || v < 0 || v >= s.W)
+                  continue;
+                const size_t wi =
+                    size_t(((o * s.Cin + c) * s.kh + i) * s.kw + j);
+                acc += double(w[wi]) * x[size_t(xi(n, c, h, v))];
+                dx[size_t(xi(n, c, h, v))] += double(w[wi]) * dy[yi];
+                dw[wi] += double(x[size_t(xi(n, c, h, v))]) * dy[yi];
+              }
+          y[yi] = acc;
+        }
+  rt::DeviceBuffer<act_t> X(nx), Wt(nw), B(s.Cout), Y(ny), DY(ny), DX(nx);
+  rt::DeviceBuffer<float> DW(nw), DB(s.Cout);
+  upload(X.data(), x);
+  upload(Wt.data(), w);
+  upload(B.data(), b);
+  upload(DY.data(), dy);
+  rt::conv2d_forward(Y.data(), X.data(), Wt.data(), B.data(), s);
+  rt::conv2d_backward(DX.data(), nullptr, nullptr, DY.data(), X.data(),
+                      Wt.data(), s);
+  rt::conv2d_backward(nullptr, DW.data(), DB.data(), DY.data(), X.data(),
+                      Wt.data(), s);
+  rt::synchronize();
+  auto f = [](const std::vector<double> &v) {
+    return std::vector<float>(v.begin(), v.end());
+  };
+  const std::string label =
+      "conv2d " + std::to_string(s.Cin) + "->" + std::to_string(s.Cout) + " k" +
+      std::to_string(s.kh) + " s" + std::to_string(s.stride) + " p" +
+      std::to_string(s.padding);
+  bool good = report(label + " forward",
+                     rel_error(download(Y.data(), ny), f(y)), kActTol);
+  good = report(label + " dx", rel_error(download(DX.data(), nx), f(dx)),
+                kActTol) &&
+         good;
+  std::vector<float> gw(static_cast<size_t>(nw)),
+      gb(static_cast<size_t>(s.Cout));
+  rt::copy_to_host(gw.data(), DW.data(), nw * int64_t(sizeof(float)));
+  rt::copy_to_host(gb.data(), DB.data(), s.Cout * int64_t(sizeof(float)));
+  good = report(label + " dw (fp32)", rel_error(gw, f(dw)), kActTol) && good;
+  good = report(label + " dbias (fp32)", rel_error(gb, f(db)), kActTol) && good;
+  gFailures += good ? 0 : 1;
+}
+
+/// pool2d forward and backward against the CPU kernels' definition (max: to
+/// the window's first maximum).
+void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
+               bool isMax) {
+  const int64_t Ho = (H - k) / st + 1, Wo = (W - k) / st + 1;
+  const auto x = random_values(gRng, N * H * W, -1, 1),
+             dy = random_values(gRng, N * Ho * Wo, -1, 1);
+  std::vector<float> y(size_t(N * Ho * Wo)), dx(size_t(N * H * W), 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        int64_t best = -1;
+        double acc = 0;
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t at = (n * H + oh * st + i) * W + ow * st + j;
+            if (best < 0 || x[size_t(at)] > x[size_t(best)])
+              best = at;
+            acc += x[size_t(at)];
+          }
+        const size_t yi = size_t((n * Ho + oh) * Wo + ow);
+        y[yi] = isMax ? x[size_t(best)] : float(acc / double(k * k));
+        for (int64_t i = 0; i < k && !isMax; ++i)
+          for (int64_t j = 0; j < k; ++j)
+            dx[size_t((n * H + oh * st + i) * W + ow * st + j)] +=
+                dy[yi] / float(k * k);
+        if (isMax)
+          dx[size_t(best)] += dy[yi];
+      }
+  rt::DeviceBuffer<act_t> X(N * H * W), Y(N * Ho * Wo), DY(N * Ho * Wo),
+      DX(N * H * W);
+  upload(X.data(), x);
+  upload(DY.data(), dy);
+  rt::pool2d_forward(Y.data(), X.data(), N, H, W, k, st, isMax);
+  rt::pool2d_backward(DX.data(), X.data(), DY.data(), N, H, W, k, st, isMax);
+  rt::synchronize();
+  const std::string label = std::string(isMax ? "maxpool" : "avgpool") + " k" +
+                            std::to_string(k) + " s" + std::to_string(st);
+  bool good = report(label + " forward",
+                     rel_error(download(Y.data(), N * Ho * Wo), y), kActTol);
+  good = report(label + " dx", rel_error(download(DX.data(), N * H * W), dx),
+                kActTol) &&
+         good;
+  gFailures += good ? 0 : 1;
+}
+
 ok::PrimitiveAttrs ints(std::map<std::string, int64_t> m) {
   ok::PrimitiveAttrs a;
   a.ints = std::move(m);
@@ -212,6 +329,12 @@ void checkAll() {
   // A training Dropout: the CPU program's mask.
   check("Dropout train 0.3", "Dropout", none,
         {{{4, 64}}, {{}, 'i', {0.3}}, {{}, 'i', {1}}}, {4, 64});
+  // conv2d and pool2d (CNN exports, the VGG template).
+  checkConv({2, 3, 9, 11, 5, 3, 3, 1, 1});
+  checkConv({3, 4, 12, 10, 6, 3, 2, 2, 0});
+  checkPool(6, 8, 10, 2, 2, true);
+  checkPool(5, 9, 7, 3, 2, true);
+  checkPool(5, 9, 7, 3, 1, false);
 }
 
 } // namespace
