@@ -27,6 +27,7 @@
 # in both precisions: every op type forward and backward against the CPU kernels, conv2d and
 # pool2d against direct sums, bounds 1e-2 (bf16) and 1e-5 (fp32) relative in the norm. Results to $OUT (or DIR/results): logs,
 # metrics.json per run, losses.txt (the table) and the checks' output. Exit 1 on any failure.
+# PRECISIONS="fp32" (or "bf16") builds and runs one precision only (half the build).
 # Time on one H100 (16 cores): the two runtime builds ~3-4 min in parallel (most of it the
 # attention kernels), the runs and checks ~30 s.
 set -euo pipefail
@@ -70,6 +71,7 @@ stage)
 device)
   dir=$(realpath "$dir")
   out=${OUT:-$dir/results}
+  precs=${PRECISIONS:-bf16 fp32}
   mkdir -p "$out"
   export NCCL_NVLS_ENABLE=0
   [ -f "$root/bench/cuda/cudnn_env.sh" ] && source "$root/bench/cuda/cudnn_env.sh"
@@ -83,7 +85,8 @@ device)
     named+=("$dir/build/projects/$n")
   done
   start=$(date +%s)
-  for prec in bf16 fp32; do
+  jobs=$(($(nproc) / $(echo "$precs" | wc -w))) # the builds share the cores
+  for prec in $precs; do
     src=$dir/build/src-$prec
     mkdir -p "$src"
     {
@@ -95,7 +98,7 @@ device)
     fp32=OFF
     [ $prec = fp32 ] && fp32=ON
     { cmake -S "$src" -B "$dir/build/$prec" -DCMAKE_BUILD_TYPE=Release -DAUTODDL_FP32=$fp32 &&
-      nice cmake --build "$dir/build/$prec" -j "$(($(nproc) / 2))"; } >"$out/build-$prec.log" 2>&1 &
+      nice cmake --build "$dir/build/$prec" -j "$jobs"; } >"$out/build-$prec.log" 2>&1 &
   done
   for job in $(jobs -p); do
     wait "$job" || { tail -20 "$out"/build-*.log; echo "cuda_primitives.sh: build failed" >&2; exit 1; }
@@ -111,20 +114,20 @@ device)
   fails=0
   for c in "${cases[@]}"; do
     n=${c%% *}
-    for prec in bf16 fp32; do
+    for prec in $precs; do
       run "$dir/build/$prec/train_$n" --steps "$steps" --out "$out/$n-$prec" --overwrite --quiet \
         >"$out/$n-$prec.log" 2>&1 || { tail -5 "$out/$n-$prec.log"; echo "FAIL: $n ($prec): the run failed"; fails=$((fails + 1)); }
     done
   done
-  python3 - "$dir" "$out" "${cases[@]%% *}" <<'PY' | tee "$out/losses.txt" || fails=$((fails + 1))
+  python3 - "$dir" "$out" "$precs" "${cases[@]%% *}" <<'PY' | tee "$out/losses.txt" || fails=$((fails + 1))
 import json, os, sys
-d, out, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+d, out, precs, names = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
 bound = {"fp32": 1e-4, "bf16": 3e-2}
 bad = 0
 print(f"{'case':14s} {'prec':5s} {'worst_rel':>9s} {'bound':>6s}  losses (cuda | cpu)")
 for n in names:
     cpu = json.load(open(f"{d}/{n}/cpu/metrics.json"))["loss"]
-    for p in ("bf16", "fp32"):
+    for p in precs:
         path = f"{out}/{n}-{p}/metrics.json"
         if not os.path.exists(path):
             print(f"{n:14s} {p:5s} no metrics.json  FAIL"); bad += 1; continue
@@ -136,7 +139,7 @@ for n in names:
               + " | " + " ".join(f"{x:.5f}" for x in cpu) + ("" if ok else "  FAIL"))
 sys.exit(1 if bad else 0)
 PY
-  for prec in bf16 fp32; do
+  for prec in $precs; do
     "$dir/build/$prec/primitive_check" --seed 1 >"$out/primitive_check-$prec.txt" 2>&1 ||
       { grep FAIL "$out/primitive_check-$prec.txt" || tail -3 "$out/primitive_check-$prec.txt"; fails=$((fails + 1)); }
     tail -1 "$out/primitive_check-$prec.txt"
