@@ -126,13 +126,19 @@ __device__ __forceinline__ void offsets(const Space &s, unsigned mask,
   }
 }
 
+/// flat: every ref is row-major over the space (elementwise on equal
+/// shapes, the common case): element k is at base + k, no index arithmetic.
 __global__ void map_kernel(Space s, int64_t n, OpArgs o, Ref out, Ref a, Ref b,
-                           Ref c, bool acc) {
+                           Ref c, bool acc, bool flat) {
   const Ref *const r[4] = {&out, &a, &b, &c};
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[4] = {out.base, a.base, b.base, c.base};
-    offsets(s, 0u, 0u, k, r, off);
+    if (flat)
+      for (int q = 0; q < 4; ++q)
+        off[q] += k;
+    else
+      offsets(s, 0u, 0u, k, r, off);
     const float va = a.p ? ld(a, off[1]) : 0.0f;
     const float vb = b.p ? ld(b, off[2]) : 0.0f;
     const float vc = c.p ? ld(c, off[3]) : 0.0f;
@@ -330,8 +336,13 @@ void map(const Dims &shape, const OpArgs &o, const Ref &out, const Ref &a,
   const int64_t n = ok::numel(shape);
   if (!out.p || n == 0)
     return;
-  map_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(space(shape), n, o,
-                                                             out, a, b, c, acc);
+  const Dims rowMajor = ok::stridesOf(shape);
+  bool flat = true;
+  for (const Ref *r : {&out, &a, &b, &c})
+    for (size_t d = 0; d < shape.size() && r->p; ++d)
+      flat = flat && (shape[d] == 1 || r->st[d] == rowMajor[d]);
+  map_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
+      space(shape), n, o, out, a, b, c, acc, flat);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 unsigned blocksFor(int64_t warps) {
