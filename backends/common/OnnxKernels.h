@@ -449,7 +449,7 @@ void softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
   });
 }
 
-/// LogSoftmax over `axis`: y = x - max - log(sum exp(x - max)).
+/// LogSoftmax over `axis`: y = (x - max) - log(sum exp(x - max)).
 template <typename T>
 void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
   forEachLine(xs, axis, [&](int64_t L, auto at) {
@@ -457,9 +457,11 @@ void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
     double sum = 0;
     for (int64_t l = 0; l < L; ++l)
       sum += double(std::exp(x[at(l)] - mx));
-    const T shift = mx + T(std::log(sum));
+    // (x - max) - log(sum): the max subtracted first, so a large x keeps
+    // its fractional digits in float (as the CUDA kernel).
+    const T logSum = T(std::log(sum));
     for (int64_t l = 0; l < L; ++l)
-      y[at(l)] = x[at(l)] - shift;
+      y[at(l)] = (x[at(l)] - mx) - logSum;
   });
 }
 /// dx += dy - softmax(x) sum_l dy, from the forward output y (softmax = e^y).

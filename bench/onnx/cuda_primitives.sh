@@ -25,7 +25,10 @@
 # gradients, fp32 master weights: verify_cuda.sh's bf16 bound 2e-2 with a margin for the bf16
 # primitives' intermediate roundings). Then PrimitiveCheck (tests/unit/cuda/PrimitiveCheck.cpp)
 # in both precisions: every op type forward and backward against the CPU kernels, conv2d and
-# pool2d against direct sums, bounds 1e-2 (bf16) and 1e-5 (fp32) relative in the norm. Results to $OUT (or DIR/results): logs,
+# pool2d against direct sums, bounds 1e-2 (bf16) and 1e-5 (fp32) relative in the norm; and (fp32
+# build) ONNX's node tests of libonnx-testdata that the CPU kernels pass (stage writes them with
+# tests/onnx/onnx_primitive_kernels NODE_DIR DUMP; NODE_TESTS names that binary), each output
+# within 1e-4 relative + 1e-5. Results to $OUT (or DIR/results): logs,
 # metrics.json per run, losses.txt (the table) and the checks' output. Exit 1 on any failure.
 # PRECISIONS="fp32" (or "bf16") builds and runs one precision only (half the build).
 # Time on one H100 (16 cores): the two runtime builds ~3-4 min in parallel (most of it the
@@ -53,6 +56,11 @@ stage)
   autoddl=${3:-$root/build/tools/autoddl/autoddl}
   [ -x "$autoddl" ] || { echo "cuda_primitives.sh: $autoddl is not an executable autoddl" >&2; exit 2; }
   mkdir -p "$dir"
+  # ONNX's node tests the CPU kernels pass (libonnx-testdata), for the GPU.
+  nodeTests=${NODE_TESTS:-$(dirname "$autoddl")/../../tests/onnx/onnx_primitive_kernels}
+  "$nodeTests" /usr/share/libonnx-testdata/data/node "$dir/node_tests.txt" >"$dir/node_tests.log" 2>&1 ||
+    { tail -5 "$dir/node_tests.log"; echo "cuda_primitives.sh: $nodeTests failed" >&2; exit 1; }
+  echo "node tests: $(grep -c '^T ' "$dir/node_tests.txt") the CPU passes, for the GPU"
   for c in "${cases[@]}"; do
     read -r name model skip extra <<<"$c"
     [ "$skip" = - ] && skip=
@@ -140,8 +148,10 @@ for n in names:
 sys.exit(1 if bad else 0)
 PY
   for prec in $precs; do
-    "$dir/build/$prec/primitive_check" --seed 1 >"$out/primitive_check-$prec.txt" 2>&1 ||
+    "$dir/build/$prec/primitive_check" --node-tests "$dir/node_tests.txt" --seed 1 \
+      >"$out/primitive_check-$prec.txt" 2>&1 ||
       { grep FAIL "$out/primitive_check-$prec.txt" || tail -3 "$out/primitive_check-$prec.txt"; fails=$((fails + 1)); }
+    grep "^node tests" "$out/primitive_check-$prec.txt" || true
     tail -1 "$out/primitive_check-$prec.txt"
   done
   echo "cuda_primitives.sh: $(($(date +%s) - start)) s on the device"

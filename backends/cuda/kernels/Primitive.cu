@@ -240,11 +240,13 @@ __global__ void line_kernel(Space s, unsigned red, int64_t lines, int64_t L,
     for (int64_t l = lane; l < L; l += 32)
       ms = max_sum_combine(ms, MaxSum{ld(x, at(l, 0)), 1.0f});
     ms = warp_max_sum(ms);
-    const float shift = ms.m + logf(ms.s);
+    // (x - max) - log(sum): the max subtracted first, so a large x (ONNX's
+    // test_logsoftmax_large_number, ~1e4) keeps its fractional digits.
+    const float logSum = logf(ms.s);
     for (int64_t l = lane; l < L; l += 32) {
-      const float v = ld(x, at(l, 0));
-      put(y, at(l, 1),
-          mode == Line::SoftmaxF ? expf(v - ms.m) / ms.s : v - shift, false);
+      const float v = ld(x, at(l, 0)) - ms.m;
+      put(y, at(l, 1), mode == Line::SoftmaxF ? expf(v) / ms.s : v - logSum,
+          false);
     }
     return;
   }

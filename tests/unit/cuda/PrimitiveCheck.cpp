@@ -8,13 +8,15 @@
 // gradient). Inputs are act_t-representable, so the CPU computes on the
 // values the GPU reads; the bounds are KernelCheckUtil.h's (bf16: 1e-2
 // relative in the norm, fp32: 1e-5). Then conv2d and pool2d (kernels/Conv.h)
-// against direct loops in double (the CPU kernels' definitions). Exits 77
-// without a GPU.
+// against direct loops in double (the CPU kernels' definitions); with
+// --node-tests FILE, ONNX's node tests the CPU passes (nodeTests). Exits 77
+// without a GPU. Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
 #include "backends/common/OnnxPrimitive.h"
 #include "backends/cuda/kernels/Conv.h"
 #include "backends/cuda/kernels/Primitive.h"
 #include "tests/unit/cuda/KernelCheckUtil.h"
 
+#include <fstream>
 #include <map>
 #include <memory>
 
@@ -337,6 +339,112 @@ void checkAll() {
   checkPool(5, 9, 7, 3, 1, false);
 }
 
+/// ONNX's node tests on the GPU: the records tests/onnx/PrimitiveKernelTests
+/// writes of every node test the CPU kernels pass (its DUMP argument), run
+/// through primitive_forward in the fp32 build (the operands as fp32
+/// buffers; bf16 would round the tests' inputs), against the expected
+/// result: 1e-4 relative + 1e-5 (the CPU's fp64 check: 1e-5 + 1e-6).
+int nodeTests(const char *path) {
+#ifndef AUTODDL_FP32
+  std::printf("node tests: run by the fp32 build only (%s)\n", path);
+  return 0;
+#else
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("node tests: cannot read %s  FAIL\n", path);
+    return 1;
+  }
+  // Values through strtod: "nan" and "inf" too, which operator>> refuses.
+  auto number = [&in] {
+    std::string t;
+    in >> t;
+    return std::strtod(t.c_str(), nullptr);
+  };
+  auto readTensor = [&in, &number](Dims &shape, std::vector<double> &v) {
+    size_t rank = 0, n = 0;
+    in >> rank;
+    shape.assign(rank, 0);
+    for (int64_t &d : shape)
+      in >> d;
+    in >> n;
+    v.assign(n, 0.0);
+    for (double &x : v)
+      x = number();
+  };
+  int passed = 0, failed = 0;
+  std::string tag, test, op;
+  while (in >> tag) {
+    if (tag != "T") {
+      std::printf("node tests: %s: a record starts with %s  FAIL\n", path,
+                  tag.c_str());
+      return 1;
+    }
+    in >> test >> op;
+    ok::PrimitiveAttrs attrs;
+    std::vector<Dims> shapes;
+    std::vector<std::vector<double>> values;
+    Dims yShape;
+    std::vector<double> want;
+    while (in >> tag && tag != "E") {
+      std::string name;
+      if (tag == "I") {
+        in >> name >> attrs.ints[name];
+      } else if (tag == "F") {
+        in >> name;
+        attrs.floats[name] = number();
+      } else if (tag == "L") {
+        size_t n = 0;
+        in >> name >> n;
+        Dims &l = attrs.lists[name];
+        l.assign(n, 0);
+        for (int64_t &x : l)
+          in >> x;
+      } else if (tag == "X") {
+        shapes.emplace_back();
+        values.emplace_back();
+        readTensor(shapes.back(), values.back());
+      } else {
+        readTensor(yShape, want);
+      }
+    }
+    ok::Primitive p;
+    std::string why = ok::makePrimitive(p, op, attrs, shapes, yShape, values);
+    std::vector<std::unique_ptr<DevArray>> xd(shapes.size());
+    std::vector<rt::PrimRef> xg(shapes.size());
+    for (size_t k = 0; k < shapes.size() && why.empty(); ++k) {
+      if (!p.data[k] || values[k].empty())
+        continue;
+      xd[k] = std::make_unique<DevArray>(int64_t(values[k].size()), true);
+      xd[k]->put(std::vector<float>(values[k].begin(), values[k].end()));
+      xg[k] = xd[k]->ref();
+    }
+    std::vector<float> got;
+    if (why.empty()) {
+      DevArray y(int64_t(want.size()), false);
+      rt::primitive_forward(p, xg, y.ref());
+      rt::synchronize();
+      got = y.get();
+      for (size_t i = 0; i < want.size() && why.empty(); ++i) {
+        const double w = want[i], g = got[i];
+        if (std::isnan(w) ? !std::isnan(g)
+                          : !(std::fabs(g - w) <= 1e-4 * std::fabs(w) + 1e-5))
+          why = "element " + std::to_string(i) + ": " + std::to_string(g) +
+                ", expected " + std::to_string(w);
+      }
+    }
+    if (why.empty()) {
+      ++passed;
+    } else {
+      ++failed;
+      std::printf("node test %s (%s): %s  FAIL\n", test.c_str(), op.c_str(),
+                  why.c_str());
+    }
+  }
+  std::printf("node tests: %d passed on the GPU, %d failed (of the CPU's)\n",
+              passed, failed);
+  return failed || passed == 0 ? 1 : 0;
+#endif
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -347,10 +455,20 @@ int main(int argc, char **argv) {
     std::printf("PrimitiveCheck: no CUDA device, skipped\n");
     return 77;
   }
+  // --node-tests FILE (tests/onnx/PrimitiveKernelTests' DUMP) first.
+  const char *nodeFile = nullptr;
+  if (argc >= 3 && std::strcmp(argv[1], "--node-tests") == 0) {
+    nodeFile = argv[2];
+    argv[2] = argv[0];
+    argc -= 2;
+    argv += 2;
+  }
   if (!seed_from_args(argc, argv, "PrimitiveCheck", seed, status))
     return status;
   gRng.seed(seed);
   checkAll();
+  if (nodeFile)
+    gFailures += nodeTests(nodeFile);
   std::printf("PrimitiveCheck (%s): %s\n", kMode,
               gFailures ? "FAILED" : "all passed");
   return gFailures ? 1 : 0;
