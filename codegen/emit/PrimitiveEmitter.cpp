@@ -76,18 +76,6 @@ void Emitter::emitPrimitive(OpCall &c) {
       !e.empty())
     throw UserError(where + ": " + e);
 
-  // The CUDA kernels' own limits (OnnxPrimitive.h primitiveCudaRefusal).
-  if (target_.devicePrimitives) {
-    std::vector<onnx_kernels::OperandRole> roles;
-    for (int t : op.operands)
-      roles.push_back(isParam(t)   ? onnx_kernels::OperandRole::Parameter
-                      : isConst(t) ? onnx_kernels::OperandRole::Constant
-                                   : onnx_kernels::OperandRole::Activation);
-    if (std::string e = onnx_kernels::primitiveCudaRefusal(prim, roles);
-        !e.empty())
-      throw UserError(where + ": " + e + " (use --backend cpu)");
-  }
-
   // A primitive mixing samples under dp or micro-batches: refused by
   // planner/Runnable.h.
   for (size_t j = 0; j < op.operands.size(); ++j)
