@@ -5,10 +5,11 @@
 #   bash bench/onnx/cuda_primitives.sh stage DIR [AUTODDL]   # here: plans, CPU runs, CUDA projects
 #   bash bench/onnx/cuda_primitives.sh device DIR            # GPU machine: build, run, compare
 #
-# stage plans each case for one GPU (tp=1, pp=1, dp=1, global batch 8), trains it with the CPU
-# program here (`autoddl run`, STEPS steps, default 8: its metrics.json is the reference) and
-# generates its CUDA project into DIR/<case>/ (DIR ignored by git: .gpu/<name>, named in the
-# device tool's carry). The cases:
+# stage plans each case (one GPU, or the ranks and --fix the case names; global batch 8), trains
+# it with the CPU program here (`autoddl run`, STEPS steps, default 8: its metrics.json is the
+# reference), generates its CUDA project into DIR/<case>/ (DIR ignored by git: .gpu/<name>, named
+# in the device tool's carry; ~13 MB) and writes the node tests below. ~1 min with the build
+# cache warm. The cases:
 #   gpt-unfused, llama-unfused  tiny-gpt / tiny-llama exports with attention, rotary, norms and
 #                               activations left as ONNX primitives (AUTODDL_FUSE_SKIP; 16 and 79
 #                               primitives of 14 op types, a captured step graph)
@@ -18,6 +19,8 @@
 #   static-gpt                  GPT-2 by dynamo's default optimizer (static batch, primitives)
 #   cnn, vgg                    CNN classifiers (conv2d, pool2d: kernels/Conv.h): dynamo's
 #                               static-batch export and tiny-vgg (TorchScript)
+#   gpt-unfused-tp2-pp2,        4, 4 and 2 ranks on the one GPU (AUTODDL_SHARE_GPU=1, under
+#   mlp-tp2-dp2, mlp-dropout-dp2  mpirun): the same plans' CPU programs as reference
 # device builds the projects on one shared runtime twice (bf16 and --fp32, in parallel, with the
 # primitive check linked to each), runs each program STEPS steps per precision and compares every
 # step's loss with the CPU program's: relative error at most 1e-4 (fp32: the same math in another
@@ -28,11 +31,13 @@
 # pool2d against direct sums, bounds 1e-2 (bf16) and 1e-5 (fp32) relative in the norm; and (fp32
 # build) ONNX's node tests of libonnx-testdata that the CPU kernels pass (stage writes them with
 # tests/onnx/onnx_primitive_kernels NODE_DIR DUMP; NODE_TESTS names that binary), each output
-# within 1e-4 relative + 1e-5. Results to $OUT (or DIR/results): logs,
-# metrics.json per run, losses.txt (the table) and the checks' output. Exit 1 on any failure.
+# within 1e-4 relative + 1e-5. Results to $OUT (or DIR/results): logs, metrics.json per run,
+# losses.txt (the table) and the checks' output. Exit 1 on any failure.
 # PRECISIONS="fp32" (or "bf16") builds and runs one precision only (half the build).
-# Time on one H100 (16 cores): the two runtime builds ~3-4 min in parallel (most of it the
-# attention kernels), the runs and checks ~30 s.
+# Time on one H100 (16 cores), not yet measured: the two runtime builds in parallel, 8 jobs each,
+# ~3 min (a project's runtime on one core here: ~11 min, most of it the attention kernels); 22
+# runs of 8 steps ~1.5 min (each a few seconds of start-up, the shared-GPU ones NCCL over
+# sockets); the checks ~10 s. Over 5 minutes: PRECISIONS=fp32 first, bf16 in a second call.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: cuda_primitives.sh stage DIR [AUTODDL] | device DIR}
@@ -41,15 +46,21 @@ steps=${STEPS:-8}
 unfused=sbp-fuse-attention,sbp-fuse-rotary,sbp-fuse-norms,sbp-fuse-activations
 exports=$root/tests/onnx/exports
 cases=(
-  # name model skip plan-flags...
-  "gpt-unfused tiny-gpt.onnx $unfused --seq 16"
-  "llama-unfused tiny-llama.onnx $unfused --seq 16"
-  "mlp-ce static-mlp-ts.onnx -"
-  "mlp-se tiny-mlp.onnx - --loss squared_error"
-  "mlp-dropout train-mlp-ts.onnx -"
-  "static-gpt static-gpt.onnx -"
-  "cnn static-cnn-dynamo.onnx -"
-  "vgg tiny-vgg.onnx -"
+  # name model skip ranks fix plan-flags...
+  "gpt-unfused tiny-gpt.onnx $unfused 1 tp=1,pp=1,dp=1 --seq 16"
+  "llama-unfused tiny-llama.onnx $unfused 1 tp=1,pp=1,dp=1 --seq 16"
+  "mlp-ce static-mlp-ts.onnx - 1 tp=1,pp=1,dp=1"
+  "mlp-se tiny-mlp.onnx - 1 tp=1,pp=1,dp=1 --loss squared_error"
+  "mlp-dropout train-mlp-ts.onnx - 1 tp=1,pp=1,dp=1"
+  "static-gpt static-gpt.onnx - 1 tp=1,pp=1,dp=1"
+  "cnn static-cnn-dynamo.onnx - 1 tp=1,pp=1,dp=1"
+  "vgg tiny-vgg.onnx - 1 tp=1,pp=1,dp=1"
+  # Ranks sharing the one GPU (AUTODDL_SHARE_GPU: NCCL over loopback sockets; for function):
+  # the unfused export under tp x pp (primitives whole on the tp axis), a classifier under
+  # Megatron tp x dp, the dropout classifier under dp (each rank its samples' mask).
+  "gpt-unfused-tp2-pp2 tiny-gpt.onnx $unfused 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b --seq 16"
+  "mlp-tp2-dp2 tiny-mlp.onnx - 4 tp=2,pp=1,dp=2"
+  "mlp-dropout-dp2 train-mlp-ts.onnx - 2 tp=1,pp=1,dp=2"
 )
 case $mode in
 stage)
@@ -62,14 +73,16 @@ stage)
     { tail -5 "$dir/node_tests.log"; echo "cuda_primitives.sh: $nodeTests failed" >&2; exit 1; }
   echo "node tests: $(grep -c '^T ' "$dir/node_tests.txt") the CPU passes, for the GPU"
   for c in "${cases[@]}"; do
-    read -r name model skip extra <<<"$c"
+    read -r name model skip ranks fix extra <<<"$c"
     [ "$skip" = - ] && skip=
     rm -rf "${dir:?}/$name" && mkdir -p "$dir/$name"
+    echo "$ranks" >"$dir/$name/ranks"
     # shellcheck disable=SC2086 # extra: plan flags
-    AUTODDL_FUSE_SKIP=$skip "$autoddl" plan "$exports/$model" --cluster dgx-h100-ndr --gpus 1 \
-      --global-batch 8 $extra --fix tp=1,pp=1,dp=1 --no-why -o "$dir/$name/plan.json" >/dev/null
+    AUTODDL_FUSE_SKIP=$skip "$autoddl" plan "$exports/$model" --cluster dgx-h100-ndr \
+      --gpus "$ranks" --global-batch 8 $extra --fix "$fix" --no-why -o "$dir/$name/plan.json" \
+      >/dev/null
     AUTODDL_FUSE_SKIP=$skip "$autoddl" run "$dir/$name/plan.json" --model "$exports/$model" \
-      --ranks 1 --steps "$steps" --out "$dir/$name/cpu" >"$dir/$name/cpu.log" 2>&1 ||
+      --ranks "$ranks" --steps "$steps" --out "$dir/$name/cpu" >"$dir/$name/cpu.log" 2>&1 ||
       { tail -5 "$dir/$name/cpu.log"; echo "cuda_primitives.sh: $name: the CPU run failed" >&2; exit 1; }
     AUTODDL_FUSE_SKIP=$skip "$autoddl" codegen "$dir/$name/plan.json" --backend cuda \
       --model "$exports/$model" -o "$dir/$name/cuda" >/dev/null
@@ -112,18 +125,24 @@ device)
     wait "$job" || { tail -20 "$out"/build-*.log; echo "cuda_primitives.sh: build failed" >&2; exit 1; }
   done
   echo "cuda_primitives.sh: built in $(($(date +%s) - start)) s"
-  run() { # executable args...
+  run() { # ranks executable args...
+    local np=$1
+    shift
     if command -v mpirun >/dev/null; then
-      mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE "$@"
-    else
+      mpirun --allow-run-as-root --oversubscribe -np "$np" -x NCCL_NVLS_ENABLE \
+        -x AUTODDL_SHARE_GPU=1 "$@"
+    elif [ "$np" = 1 ]; then
       "$@"
+    else
+      echo "no mpirun: $np ranks not started"
+      return 1
     fi
   }
   fails=0
   for c in "${cases[@]}"; do
     n=${c%% *}
     for prec in $precs; do
-      run "$dir/build/$prec/train_$n" --steps "$steps" --out "$out/$n-$prec" --overwrite --quiet \
+      run "$(cat "$dir/$n/ranks")" "$dir/build/$prec/train_$n" --steps "$steps" --out "$out/$n-$prec" --overwrite --quiet \
         >"$out/$n-$prec.log" 2>&1 || { tail -5 "$out/$n-$prec.log"; echo "FAIL: $n ($prec): the run failed"; fails=$((fails + 1)); }
     done
   done
