@@ -11,6 +11,38 @@
 
 namespace autoddl::codegen::emit {
 
+namespace {
+
+/// A primitive's form the CUDA kernels do not run (OnnxPrimitive.h
+/// primitiveCudaRefusal: the rank, a MatMul's operand roles): the model's
+/// property, whatever the plan; "" for any other op. A form no backend runs
+/// is the emitter's refusal.
+std::string cudaPrimitiveRefusal(const ModelGraph &g, const OpDef &op) {
+  if (op.kind != "primitive")
+    return "";
+  std::vector<onnx_kernels::OperandRole> roles;
+  std::vector<ops::Shape> in;
+  for (int t : op.operands) {
+    const TensorDef &d = g.tensors[size_t(t)];
+    in.push_back(d.shape);
+    roles.push_back(d.role == TensorRole::Parameter
+                        ? onnx_kernels::OperandRole::Parameter
+                    : d.role == TensorRole::Constant
+                        ? onnx_kernels::OperandRole::Constant
+                        : onnx_kernels::OperandRole::Activation);
+  }
+  onnx_kernels::Primitive prim;
+  if (!resolvePrimitive(prim, g, op, in, g.tensors[size_t(op.results[0])].shape)
+           .empty())
+    return "";
+  const std::string e = onnx_kernels::primitiveCudaRefusal(prim, roles);
+  return e.empty() ? ""
+                   : "op " + op.name + " (" + kindLabel(op) + "): " + e +
+                         " (use --backend cpu)";
+}
+
+} // namespace
+
 std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
   const bool cuda = backend == Backend::Cuda;
   const std::string name = cuda ? "cuda" : "cpu";
@@ -25,31 +57,8 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
     if (entry->second.cuda == CudaRuns::No)
       return "op " + op.name + " (" + kindLabel(op) +
              ") is not supported by the cuda backend yet (use --backend cpu)";
-    // A primitive's form the CUDA kernels do not run (OnnxPrimitive.h
-    // primitiveCudaRefusal: the rank, a MatMul's operand roles): the
-    // model's property, whatever the plan. A form no backend runs is the
-    // emitter's refusal.
-    if (op.kind == "primitive") {
-      std::vector<onnx_kernels::OperandRole> roles;
-      std::vector<ops::Shape> in;
-      for (int t : op.operands) {
-        const TensorDef &d = g.tensors[size_t(t)];
-        in.push_back(d.shape);
-        roles.push_back(d.role == TensorRole::Parameter
-                            ? onnx_kernels::OperandRole::Parameter
-                        : d.role == TensorRole::Constant
-                            ? onnx_kernels::OperandRole::Constant
-                            : onnx_kernels::OperandRole::Activation);
-      }
-      onnx_kernels::Primitive prim;
-      if (resolvePrimitive(prim, g, op, in,
-                           g.tensors[size_t(op.results[0])].shape)
-              .empty())
-        if (std::string e = onnx_kernels::primitiveCudaRefusal(prim, roles);
-            !e.empty())
-          return "op " + op.name + " (" + kindLabel(op) + "): " + e +
-                 " (use --backend cpu)";
-    }
+    if (std::string e = cudaPrimitiveRefusal(g, op); !e.empty())
+      return e;
     // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
     // only where a layer has weights; elsewhere a parameter operand would
     // need an activation-typed gradient.
