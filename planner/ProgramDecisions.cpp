@@ -30,6 +30,13 @@ GraphUses::GraphUses(const ModelGraph &g)
 }
 
 bool stepRunsAsGraph(const ModelGraph &g) {
+  // A training Dropout primitive keys its mask by the step, a host value a
+  // captured graph would freeze (the importer keeps only a training Dropout
+  // as a primitive).
+  for (const OpDef &op : g.ops)
+    if (op.kind == "primitive" &&
+        attrOr<std::string>(op, "op_type", "") == "Dropout")
+      return false;
   return hasInput(g, "input_ids") && !hasInput(g, "adjacency");
 }
 

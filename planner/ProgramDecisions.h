@@ -37,7 +37,7 @@ struct GraphUses {
 /// graph after the first step (backends/cuda/StepGraph.h): a token model's
 /// step, on every mesh (its collectives and pipeline transfers are captured
 /// with the kernels); not a graph model's, whose accuracy count is read back
-/// inside the step.
+/// inside the step, nor one with a training Dropout primitive.
 bool stepRunsAsGraph(const ModelGraph &g);
 
 /// Whether the programs split `size` elements over `tp` ranks: into equal

@@ -12,6 +12,7 @@
 #ifndef AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
 #define AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
 
+#include "backends/common/OnnxScalar.h"
 #include "backends/common/Philox.h"
 
 #include <algorithm>
@@ -111,119 +112,7 @@ inline Dims broadcastIndex(const Dims &in, const Dims &out) {
   });
 }
 
-// ---- Elementwise unary -----------------------------------------------------
-
-enum class Unary {
-  Identity, // also Reshape, Flatten, Squeeze, Unsqueeze, Cast to float
-  Relu,
-  Sigmoid,
-  Tanh,
-  Exp,
-  Log,
-  Neg,
-  Sqrt,
-  Reciprocal,
-  Erf,
-  Abs,
-  Softplus,
-  Sin,
-  Cos,
-  IsNaN, // 1 or 0 (a boolean result held as 0/1), no gradient
-  // Piecewise constant: no gradient.
-  Ceil,
-  Floor,
-  Round, // half to even, as ONNX
-  Sign,
-  Not // a boolean held as 0/1
-};
-
-template <typename T> T unaryValue(Unary op, T x) {
-  switch (op) {
-  case Unary::Identity:
-    return x;
-  case Unary::Relu:
-    return x > T(0) ? x : T(0);
-  case Unary::Sigmoid:
-    return T(1) / (T(1) + std::exp(-x));
-  case Unary::Tanh:
-    return std::tanh(x);
-  case Unary::Exp:
-    return std::exp(x);
-  case Unary::Log:
-    return std::log(x);
-  case Unary::Neg:
-    return -x;
-  case Unary::Sqrt:
-    return std::sqrt(x);
-  case Unary::Reciprocal:
-    return T(1) / x;
-  case Unary::Erf:
-    return std::erf(x);
-  case Unary::Abs:
-    return std::fabs(x);
-  case Unary::Softplus: // log(1 + e^x), without overflow for large x
-    return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  case Unary::Sin:
-    return std::sin(x);
-  case Unary::Cos:
-    return std::cos(x);
-  case Unary::IsNaN:
-    return std::isnan(x) ? T(1) : T(0);
-  case Unary::Ceil:
-    return std::ceil(x);
-  case Unary::Floor:
-    return std::floor(x);
-  case Unary::Round:
-    return std::nearbyint(x); // the default rounding mode: to even
-  case Unary::Sign:
-    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-  case Unary::Not:
-    return x != T(0) ? T(0) : T(1);
-  }
-  return x;
-}
-
-/// dy/dx at x, given y = f(x).
-template <typename T> T unaryDerivative(Unary op, T x, T y) {
-  switch (op) {
-  case Unary::Identity:
-    return T(1);
-  case Unary::Relu:
-    return x > T(0) ? T(1) : T(0);
-  case Unary::Sigmoid:
-    return y * (T(1) - y);
-  case Unary::Tanh:
-    return T(1) - y * y;
-  case Unary::Exp:
-    return y;
-  case Unary::Log:
-    return T(1) / x;
-  case Unary::Neg:
-    return T(-1);
-  case Unary::Sqrt:
-    return T(0.5) / y;
-  case Unary::Reciprocal:
-    return -y * y;
-  case Unary::Erf: // 2/sqrt(pi) e^(-x^2)
-    return T(1.1283791670955126) * std::exp(-x * x);
-  case Unary::Abs:
-    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-  case Unary::Softplus:
-    return T(1) / (T(1) + std::exp(-x));
-  case Unary::Sin:
-    return std::cos(x);
-  case Unary::Cos:
-    return -std::sin(x);
-  case Unary::IsNaN:
-  case Unary::Ceil:
-  case Unary::Floor:
-  case Unary::Round:
-  case Unary::Sign:
-  case Unary::Not:
-    return T(0);
-  }
-  return T(1);
-}
+// ---- Elementwise unary (formulas in OnnxScalar.h) ----------------------
 
 /// y[n] = f(x).
 template <typename T>
@@ -241,62 +130,7 @@ void unary_backward(Unary op, T *dx, const T *x, const T *y, const T *dy,
     dx[i] += dy[i] * unaryDerivative(op, x[i], y[i]);
 }
 
-// ---- Elementwise binary, numpy broadcasting --------------------------------
-
-enum class Binary {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Max, // the gradient to the larger (to a on a tie)
-  Min, // the gradient to the smaller (to a on a tie)
-  // Booleans held as 0/1: no gradient.
-  Equal,
-  Greater,
-  GreaterOrEqual,
-  Less,
-  LessOrEqual,
-  And,
-  Or,
-  Xor
-};
-
-template <typename T> T binaryValue(Binary op, T a, T b) {
-  switch (op) {
-  case Binary::Add:
-    return a + b;
-  case Binary::Sub:
-    return a - b;
-  case Binary::Mul:
-    return a * b;
-  case Binary::Div:
-    return a / b;
-  case Binary::Pow:
-    return std::pow(a, b);
-  case Binary::Max:
-    return a >= b ? a : b;
-  case Binary::Min:
-    return a <= b ? a : b;
-  case Binary::Equal:
-    return T(a == b);
-  case Binary::Greater:
-    return T(a > b);
-  case Binary::GreaterOrEqual:
-    return T(a >= b);
-  case Binary::Less:
-    return T(a < b);
-  case Binary::LessOrEqual:
-    return T(a <= b);
-  case Binary::And:
-    return T(a != T(0) && b != T(0));
-  case Binary::Or:
-    return T(a != T(0) || b != T(0));
-  case Binary::Xor:
-    return T((a != T(0)) != (b != T(0)));
-  }
-  return a;
-}
+// ---- Elementwise binary, numpy broadcasting (OnnxScalar.h) ---------------
 
 /// y[ys] = a[as] op b[bs], a and b broadcast to ys.
 template <typename T>
@@ -313,37 +147,8 @@ void binary_backward(Binary op, T *da, T *db, const T *a, const Dims &as,
                      const T *b, const Dims &bs, const T *dy, const Dims &ys) {
   const Dims ia = broadcastIndex(as, ys), ib = broadcastIndex(bs, ys);
   for (size_t k = 0; k < ia.size(); ++k) {
-    const T x = a[ia[k]], z = b[ib[k]], g = dy[k];
-    T ga = g, gb = g;
-    switch (op) {
-    case Binary::Add:
-      break;
-    case Binary::Sub:
-      gb = -g;
-      break;
-    case Binary::Mul:
-      ga = g * z;
-      gb = g * x;
-      break;
-    case Binary::Div:
-      ga = g / z;
-      gb = -g * x / (z * z);
-      break;
-    case Binary::Pow: // d/da = b a^(b-1); d/db = a^b ln a (only where asked)
-      ga = g * z * std::pow(x, z - T(1));
-      gb = db ? g * std::pow(x, z) * std::log(x) : T(0);
-      break;
-    case Binary::Max:
-      ga = x >= z ? g : T(0);
-      gb = x >= z ? T(0) : g;
-      break;
-    case Binary::Min:
-      ga = x <= z ? g : T(0);
-      gb = x <= z ? T(0) : g;
-      break;
-    default: // booleans
-      ga = gb = T(0);
-    }
+    T ga, gb;
+    binaryGrad(op, a[ia[k]], b[ib[k]], dy[k], db != nullptr, &ga, &gb);
     if (da)
       da[ia[k]] += ga;
     if (db)
@@ -644,7 +449,7 @@ void softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
   });
 }
 
-/// LogSoftmax over `axis`: y = x - max - log(sum exp(x - max)).
+/// LogSoftmax over `axis`: y = (x - max) - log(sum exp(x - max)).
 template <typename T>
 void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
   forEachLine(xs, axis, [&](int64_t L, auto at) {
@@ -652,9 +457,11 @@ void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
     double sum = 0;
     for (int64_t l = 0; l < L; ++l)
       sum += double(std::exp(x[at(l)] - mx));
-    const T shift = mx + T(std::log(sum));
+    // (x - max) - log(sum): the max subtracted first, so a large x keeps
+    // its fractional digits in float (as the CUDA kernel).
+    const T logSum = T(std::log(sum));
     for (int64_t l = 0; l < L; ++l)
-      y[at(l)] = x[at(l)] - shift;
+      y[at(l)] = (x[at(l)] - mx) - logSum;
   });
 }
 /// dx += dy - softmax(x) sum_l dy, from the forward output y (softmax = e^y).

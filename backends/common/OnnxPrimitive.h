@@ -54,7 +54,7 @@ struct Primitive {
   int64_t axis = 0; // Softmax, LogSoftmax, Concat
   Dims perm, axes;  // Transpose; Reduce (non-negative)
   Reduce reduce = Reduce::Sum;
-  Window window; // Slice
+  Window window;    // Slice
   double ratio = 0; // Dropout (training_mode true)
 };
 
@@ -225,12 +225,16 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
     p.kind = op == "Softmax" ? Primitive::Kind::Softmax
                              : Primitive::Kind::LogSoftmax;
     p.axis = axisIn(intAttr("axis", -1), int64_t(in[0].size()));
-    return axisOk(p.axis, int64_t(in[0].size())) ? "" : op + "'s axis is out of range";
+    return axisOk(p.axis, int64_t(in[0].size()))
+               ? ""
+               : op + "'s axis is out of range";
   }
   if (op == "Concat") {
     p.kind = Primitive::Kind::Concat;
     p.axis = axisIn(intAttr("axis", 0), int64_t(in[0].size()));
-    return axisOk(p.axis, int64_t(in[0].size())) ? "" : "Concat's axis is out of range";
+    return axisOk(p.axis, int64_t(in[0].size()))
+               ? ""
+               : "Concat's axis is out of range";
   }
   if (op == "Dropout") {
     // An absent or false training_mode is the identity (the importer passes
@@ -314,6 +318,44 @@ inline Primitive onnxPrimitive(const std::string &op,
     std::abort();
   }
   return p;
+}
+
+/// The ranks the CUDA kernels index (backends/cuda/kernels/Primitive.h).
+constexpr int kPrimitiveMaxRank = 8;
+
+/// What an operand of a primitive is in the generated program.
+enum class OperandRole { Activation, Parameter, Constant };
+
+/// "" or why the CUDA backend does not run p whose operands are `roles`
+/// (ONNX order): a rank above kPrimitiveMaxRank; a MatMul whose operand is a
+/// model constant (cuBLASLt reads act_t, constants are held fp32), whose
+/// first operand is a parameter, or whose parameter is not a [K, N] weight
+/// (a parameter's gradient is fp32: the linear layer's GEMM writes it); a
+/// training Dropout of anything but an activation (kernels/Dropout.h).
+/// Codegen refuses the op with this reason; the CUDA kernels assume it.
+inline std::string primitiveCudaRefusal(const Primitive &p,
+                                        const std::vector<OperandRole> &roles) {
+  bool high = p.out.size() > size_t(kPrimitiveMaxRank);
+  for (const Dims &s : p.in)
+    high = high || s.size() > size_t(kPrimitiveMaxRank);
+  if (high)
+    return "a rank above " + std::to_string(kPrimitiveMaxRank) +
+           " (the cuda kernels' index)";
+  if (p.kind == Primitive::Kind::Dropout && !roles.empty() &&
+      roles[0] != OperandRole::Activation)
+    return "a training Dropout of a parameter or constant does not run on "
+           "cuda";
+  if (p.kind != Primitive::Kind::Matmul || roles.size() < 2)
+    return "";
+  if (roles[0] == OperandRole::Constant || roles[1] == OperandRole::Constant)
+    return "a MatMul of a model constant does not run on cuda (held fp32, "
+           "its GEMM reads act_t)";
+  if (roles[0] == OperandRole::Parameter)
+    return "a MatMul whose first operand is a parameter does not run on cuda";
+  if (roles[1] == OperandRole::Parameter && p.in[1].size() != 2)
+    return "a MatMul of a parameter that is not a [K, N] weight does not run "
+           "on cuda";
+  return "";
 }
 
 /// The forward of p: operands in ONNX order (index inputs may be null), y the

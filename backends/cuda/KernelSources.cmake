@@ -5,6 +5,7 @@ set(AUTODDL_CUDA_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/Runtime.cu
   ${AUTODDL_CUDA_DIR}/StepGraph.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Conv.cu
   ${AUTODDL_CUDA_DIR}/kernels/CrossEntropy.cu
   ${AUTODDL_CUDA_DIR}/kernels/Dropout.cu
   ${AUTODDL_CUDA_DIR}/kernels/Elementwise.cu
@@ -13,6 +14,7 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/kernels/Linear.cu
   ${AUTODDL_CUDA_DIR}/kernels/Norm.cu
   ${AUTODDL_CUDA_DIR}/kernels/Optimizer.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Primitive.cu
   ${AUTODDL_CUDA_DIR}/kernels/Reduce.cu
   ${AUTODDL_CUDA_DIR}/kernels/Shape.cu
   ${AUTODDL_CUDA_DIR}/kernels/Softmax.cu

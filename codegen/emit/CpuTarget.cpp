@@ -75,6 +75,7 @@ using namespace autoddl::rt::harness;
       /*kfacBubbleItems=*/true,
       /*progressCall=*/"  progress_sends();\n",
       /*copyElements=*/"  std::copy_n({src}, {n}, {dst});\n",
+      /*devicePrimitives=*/false,
   };
   return target;
 }

@@ -42,11 +42,15 @@ const Target &cudaTarget() {
 #include "backends/cuda/kernels/Embedding.h"    // embedding, positional, rotary
 #include "backends/cuda/kernels/Linear.h"       // linear, matmul, bias_add (cuBLASLt)
 #include "backends/cuda/kernels/Norm.h"         // layernorm, rmsnorm
+#include "backends/cuda/kernels/Primitive.h"    // an ONNX import's primitives
 #include "backends/cuda/kernels/Reduce.h"       // sum_to_host, cast_to_act
+#include "backends/cuda/kernels/Shape.h"        // transpose (flatten, reshape: copies)
 #include "backends/cuda/kernels/Softmax.h"      // softmax
 #include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
 )",
-      /*imageIncludes=*/"",
+      /*imageIncludes=*/
+      R"(#include "backends/cuda/kernels/Conv.h"        // conv2d, pool2d
+)",
       /*preludeTail=*/R"(
 #include <cstdint>
 #include <utility>
@@ -88,6 +92,7 @@ using autoddl::rt::harness::pipe; // not POSIX pipe()
       /*progressCall=*/"",
       /*copyElements=*/
       "  copy_on_device({dst}, {src}, {n} * int64_t(sizeof(act_t)));\n",
+      /*devicePrimitives=*/true,
   };
   return target;
 }

@@ -1,6 +1,7 @@
 //===- ImageEmitter.cpp - image ops ---------------------------------------===//
 //
-// conv2d, pool2d, flatten / reshape and transpose (CPU backend).
+// conv2d, pool2d, flatten / reshape and transpose: the same calls on both
+// backends (backends/{cpu,cuda}/kernels/Conv.h, Shape.h).
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -50,8 +51,12 @@ void Emitter::emitPool2d(OpCall &c) {
 void Emitter::emitFlatten(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  F(fmt::format("std::copy_n({}, {}, {}); // the same row-major elements", x[0],
-                n, y));
+  // The same row-major elements: the target's copy (a stream copy on cuda).
+  std::string copy =
+      fmt::format(fmt::runtime(target_.copyElements), fmt::arg("dst", y),
+                  fmt::arg("src", x[0]), fmt::arg("n", n));
+  F(copy.substr(2, copy.size() - 3)); // F indents and ends the line
+
   if (!isInput(op.operands[0]))
     BI(fmt::format("add_into({}, {}, {});", dx[0], dy, n));
 }

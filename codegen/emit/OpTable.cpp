@@ -7,7 +7,41 @@
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
 
+#include "ir/import/ResolvePrimitive.h"
+
 namespace autoddl::codegen::emit {
+
+namespace {
+
+/// A primitive's form the CUDA kernels do not run (OnnxPrimitive.h
+/// primitiveCudaRefusal: the rank, a MatMul's operand roles): the model's
+/// property, whatever the plan; "" for any other op. A form no backend runs
+/// is the emitter's refusal.
+std::string cudaPrimitiveRefusal(const ModelGraph &g, const OpDef &op) {
+  if (op.kind != "primitive")
+    return "";
+  std::vector<onnx_kernels::OperandRole> roles;
+  std::vector<ops::Shape> in;
+  for (int t : op.operands) {
+    const TensorDef &d = g.tensors[size_t(t)];
+    in.push_back(d.shape);
+    roles.push_back(d.role == TensorRole::Parameter
+                        ? onnx_kernels::OperandRole::Parameter
+                    : d.role == TensorRole::Constant
+                        ? onnx_kernels::OperandRole::Constant
+                        : onnx_kernels::OperandRole::Activation);
+  }
+  onnx_kernels::Primitive prim;
+  if (!resolvePrimitive(prim, g, op, in, g.tensors[size_t(op.results[0])].shape)
+           .empty())
+    return "";
+  const std::string e = onnx_kernels::primitiveCudaRefusal(prim, roles);
+  return e.empty() ? ""
+                   : "op " + op.name + " (" + kindLabel(op) + "): " + e +
+                         " (use --backend cpu)";
+}
+
+} // namespace
 
 std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
   const bool cuda = backend == Backend::Cuda;
@@ -23,6 +57,8 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
     if (entry->second.cuda == CudaRuns::No)
       return "op " + op.name + " (" + kindLabel(op) +
              ") is not supported by the cuda backend yet (use --backend cpu)";
+    if (std::string e = cudaPrimitiveRefusal(g, op); !e.empty())
+      return e;
     // The CUDA kernels take parameters (act_t working copy, fp32 gradient)
     // only where a layer has weights; elsewhere a parameter operand would
     // need an activation-typed gradient.
@@ -35,20 +71,14 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
   }
   if (findInput(g, "input_ids") >= 0 || findInput(g, "adjacency") >= 0)
     return "";
+  // A classifier: its samples and labels are fed by load_samples (both
+  // harnesses).
   const auto [input, targets] = classifierInputs(g);
   if (input < 0 || targets < 0)
     return "model " + g.name +
            " has neither input_ids, adjacency nor one f32 input with the "
            "class labels of a cross_entropy or squared_error; the " +
-           (cuda ? "cuda backend feeds token and graph models"
-                 : "cpu backend feeds token, graph and classification models") +
-           " only";
-  if (cuda)
-    return "model " + g.name + " is a classification model (" +
-           g.tensors[size_t(input)].name + " and " +
-           g.tensors[size_t(targets)].name +
-           "); the cuda backend runs token and graph models only (use "
-           "--backend cpu)";
+           name + " backend feeds token, graph and classification models only";
   return "";
 }
 
@@ -169,17 +199,18 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       // AttentionEmitter.cpp
       {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp
-      {"conv2d", {&Emitter::emitConv2d, CudaRuns::No}},
-      {"pool2d", {&Emitter::emitPool2d, CudaRuns::No}},
-      {"flatten", {&Emitter::emitFlatten, CudaRuns::No}},
-      {"reshape", {&Emitter::emitFlatten, CudaRuns::No}},
-      {"transpose", {&Emitter::emitTranspose, CudaRuns::No}},
+      {"conv2d", {&Emitter::emitConv2d, CudaRuns::WithWeights}},
+      {"pool2d", {&Emitter::emitPool2d, CudaRuns::OnActivations}},
+      {"flatten", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
+      {"reshape", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
+      {"transpose", {&Emitter::emitTranspose, CudaRuns::OnActivations}},
       // SparseEmitter.cpp
       {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
       {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
       {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
       // PrimitiveEmitter.cpp
-      {"primitive", {&Emitter::emitPrimitive, CudaRuns::No}},
+      // (parameters too: kernels/Primitive.h writes their fp32 gradients)
+      {"primitive", {&Emitter::emitPrimitive, CudaRuns::WithWeights}},
   };
   return table;
 }

@@ -131,10 +131,16 @@ void Emitter::emitPrimitive(OpCall &c) {
                    name, cStringLiteral(type), ints, floats, lists, shapes,
                    listLiteral(ys), constArgs);
 
-  // The step: operands in ONNX order (an index input is not read).
+  // The step: operands in ONNX order (an index input is not read). On the
+  // device a constant is read from its uploaded copy.
   std::string in, din;
   for (size_t j = 0; j < x.size(); ++j) {
-    in += (j ? ", " : "") + (prim.data[j] ? x[j] : std::string("nullptr"));
+    std::string v = prim.data[j] ? x[j] : std::string("nullptr");
+    if (prim.data[j] && target_.devicePrimitives && isConst(op.operands[j]))
+      v = fmt::format("primitive_constant({}, {})", v,
+                      std::max<size_t>(
+                          1, g_.tensors[size_t(op.operands[j])].values.size()));
+    in += (j ? ", " : "") + v;
     din += (j ? ", " : "") +
            (prim.differentiable[j] ? dx[j] : std::string("nullptr"));
   }
@@ -161,11 +167,15 @@ void Emitter::emitPrimitive(OpCall &c) {
         "step), (int64_t(g.rdp) * kMicroBatches + mb) * {} * {}}}",
         cStringLiteral(op.name), samples, onnx_kernels::numel(ys) / samples);
   }
-  F(fmt::format("onnx_prim::primitive_forward<float>({}, {{{}}}, {}{});", name,
-                in, y, key));
-  BI(fmt::format("onnx_prim::primitive_backward<float>({}, {{{}}}, {{{}}}, {}, "
-                 "{});",
-                 name, din, in, y, dy));
+  // The device's entry points (kernels/Primitive.h) take PrimRefs, the
+  // host's templates float pointers: the same arguments.
+  const char *call = target_.devicePrimitives ? "autoddl::rt::primitive_"
+                                              : "onnx_prim::primitive_";
+  const char *elem = target_.devicePrimitives ? "" : "<float>";
+  F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
+                key));
+  BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,
+                 din, in, y, dy));
 }
 
 } // namespace autoddl::codegen::emit

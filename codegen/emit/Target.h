@@ -102,6 +102,11 @@ struct Target {
   // Copying n act_t elements on the program's stream: fmt format with
   // {dst}, {src} (pointers) and {n}.
   const char *copyElements;
+  // An ONNX import's primitives run through the backend's device kernels
+  // (backends/cuda/kernels/Primitive.h: operands as PrimRef, a constant's
+  // values uploaded once by primitive_constant), else through
+  // OnnxPrimitive.h's host templates on float.
+  bool devicePrimitives;
 };
 
 const Target &cpuTarget();

@@ -2,7 +2,7 @@
 # The plan-program contract (DESIGN.md §5b, planner/Runnable.h) as a property: every plan the
 # planner returns on a grid of models (built-in, HF-style, graph, an ONNX export) x GPU counts x
 # the H100 and A100 presets x optimizers x batches generates for both backends, unless codegen
-# says the backend does not run the model at all (a classifier on cuda: no plan changes that). A
+# says the backend does not run the model at all (a CNN on cuda: no plan changes that). A
 # case may fail to plan only with "no plan fits" (memory) or "no parallel configuration applies";
 # then a few small free plans are built and run for 2 steps on the CPU under mpirun.
 # Usage: plans_generate.sh AUTODDL WORKDIR

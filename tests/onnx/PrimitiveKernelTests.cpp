@@ -13,7 +13,10 @@
 //   sum(w * forward(x)) (1e-6 relative).
 // - a training Dropout, whose mask ONNX leaves to the runtime: its
 //   counter-based mask's rate, offsets and backward (dropoutTests).
-// Usage: onnx_primitive_kernels <libonnx-testdata node dir>
+// Usage: onnx_primitive_kernels <libonnx-testdata node dir> [DUMP]
+// With DUMP, every passing node test is written there as a record that
+// tests/unit/cuda/PrimitiveCheck.cpp --node-tests runs on the GPU (format at
+// dumpRecord).
 //
 //===----------------------------------------------------------------------===//
 #include "backends/common/OnnxPrimitive.h"
@@ -25,6 +28,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -51,6 +56,50 @@ PrimitiveAttrs attrsOf(const onnx::NodeProto &n) {
       a.lists[at.name()] = Dims(at.ints().begin(), at.ints().end());
   }
   return a;
+}
+
+std::ofstream gDump; // the passing node tests, for the GPU (DUMP)
+
+void dumpTensor(char tag, const Dims &shape, const std::vector<double> &v) {
+  gDump << tag << ' ' << shape.size();
+  for (int64_t d : shape)
+    gDump << ' ' << d;
+  gDump << ' ' << v.size();
+  char buf[32];
+  for (double x : v) {
+    std::snprintf(buf, sizeof buf, " %.17g", x);
+    gDump << buf;
+  }
+  gDump << '\n';
+}
+
+/// One passing test: "T <test> <op>", its attributes ("I name v",
+/// "F name v", "L name n v..."), each operand ("X rank dims... n values...",
+/// an omitted one rank 0 with no values), the expected result ("Y ...") and
+/// "E".
+void dumpRecord(const std::string &dir, const onnx::NodeProto &n,
+                const PrimitiveAttrs &a, const std::vector<Dims> &shapes,
+                const std::vector<std::vector<double>> &values,
+                const Dims &outShape, const std::vector<double> &want) {
+  gDump << "T " << dir.substr(dir.find_last_of('/') + 1) << ' ' << n.op_type()
+        << '\n';
+  char buf[64];
+  for (const auto &[k, v] : a.ints)
+    gDump << "I " << k << ' ' << v << '\n';
+  for (const auto &[k, v] : a.floats) {
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    gDump << "F " << k << ' ' << buf << '\n';
+  }
+  for (const auto &[k, v] : a.lists) {
+    gDump << "L " << k << ' ' << v.size();
+    for (int64_t x : v)
+      gDump << ' ' << x;
+    gDump << '\n';
+  }
+  for (size_t k = 0; k < shapes.size(); ++k)
+    dumpTensor('X', shapes[k], values[k]);
+  dumpTensor('Y', outShape, want);
+  gDump << "E\n";
 }
 
 // Runs one node test; "" (passed), "skip: ..." or the failure.
@@ -123,6 +172,9 @@ std::string runNodeTest(const std::string &dir, const onnx::GraphProto &g) {
       return m.str();
     }
   }
+  if (gDump.is_open())
+    dumpRecord(dir, n, attrsOf(n), shapes, values, want.shape,
+               std::vector<double>(want.data.begin(), want.data.end()));
   return "";
 }
 
@@ -379,9 +431,16 @@ int dropoutTests() {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    std::cerr << "usage: onnx_primitive_kernels <node dir>\n";
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: onnx_primitive_kernels <node dir> [DUMP]\n";
     return 2;
+  }
+  if (argc == 3) {
+    gDump.open(argv[2]);
+    if (!gDump) {
+      std::cerr << argv[2] << ": cannot write\n";
+      return 2;
+    }
   }
   const int failures = nodeTests(argv[1]) + finiteDifferences() +
                        malformedForms() + dropoutTests();

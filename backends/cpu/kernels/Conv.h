@@ -4,6 +4,7 @@
 #ifndef AUTODDL_BACKENDS_CPU_KERNELS_CONV_H
 #define AUTODDL_BACKENDS_CPU_KERNELS_CONV_H
 
+#include "backends/common/ConvShape.h" // Conv2dShape
 #include "backends/cpu/kernels/Linear.h"
 
 #include <cmath>
@@ -11,12 +12,6 @@
 #include <vector>
 
 namespace autoddl::rt {
-
-struct Conv2dShape {
-  int64_t B, Cin, H, W, Cout, kh, kw, stride, padding;
-  int64_t Ho() const { return (H + 2 * padding - kh) / stride + 1; }
-  int64_t Wo() const { return (W + 2 * padding - kw) / stride + 1; }
-};
 
 /// col[Cin*kh*kw, Ho*Wo] from one image x[Cin,H,W] (zeros outside the padded
 /// border).

@@ -151,6 +151,21 @@ void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
   }
 }
 
+void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
+  const ProgramSpec &s = program_spec();
+  std::vector<float> hx(size_t(s.class_batch * s.features));
+  std::vector<int32_t> hy(size_t(s.class_batch));
+  class_samples(s, seed, step, g.rdp, mb, hx.data(), hy.data());
+  if (x) { // through fp32 on the device: cast_to_act rounds as the kernels do
+    DeviceBuffer<float> f(int64_t(hx.size()));
+    copy_to_device(f.data(), hx.data(), f.size() * int64_t(sizeof(float)));
+    cast_to_act(x, f.data(), f.size());
+    synchronize(); // f is freed on return
+  }
+  if (labels)
+    copy_to_device(labels, hy.data(), int64_t(hy.size() * sizeof(int32_t)));
+}
+
 const Csr &graph_adjacency() { return adjacency; }
 const act_t *graph_features() { return graph_x.data(); }
 const int32_t *graph_labels() { return graph_y.data(); }

@@ -112,6 +112,11 @@ void configure_grad_buckets(const std::vector<ParamSpec> &params,
 /// (DataOrder.h): read on the host into page-locked buffers, copied on the
 /// compute stream into ids and targets (device; either may be null).
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets);
+/// The same for a classifier's samples ([class_batch, features], as act_t)
+/// and labels: the CPU program's synthetic classes (DataOrder.h
+/// class_samples), copied synchronously (a classifier's step is not a
+/// captured graph: its accuracy reads the logits back).
+void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels);
 
 /// A graph model's data on the device (the CPU program's planted graph): the
 /// adjacency as the W8 formats of A and A^T (kernels/Sparse.h), this dp

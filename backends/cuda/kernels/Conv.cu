@@ -1,0 +1,206 @@
+// conv2d and pool2d on the GPU (Conv.h). A convolution is the linear layer
+// colT[B*Ho*Wo, K] W^T (K = Cin*kh*kw, W [Cout, K]) of its im2col rows, whose
+// [B, Ho*Wo, Cout] result is permuted to NCHW; its backward permutes dout the
+// other way and runs the linear's backward (dcolT, dW fp32, dbias fp32), then
+// col2im gathers dcolT into dx.
+#include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/Conv.h"
+#include "backends/cuda/kernels/Linear.h"
+#include "backends/cuda/kernels/Shape.h"
+
+namespace autoddl::rt {
+namespace {
+using namespace detail;
+
+constexpr int kThreads = 256;
+
+/// colT[(b*Ho + oh)*Wo + ow, (c*kh + i)*kw + j] = x[b, c, ih, iw] (0 outside
+/// the padded border), ih = oh*stride - padding + i (iw likewise).
+__global__ void im2col_rows_kernel(act_t *colT, const act_t *x, Conv2dShape s,
+                                   int64_t Ho, int64_t Wo, int64_t total) {
+  const int64_t K = s.Cin * s.kh * s.kw;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t k = e % K, row = e / K;
+    const int64_t j = k % s.kw, i = (k / s.kw) % s.kh, c = k / (s.kw * s.kh);
+    const int64_t ow = row % Wo, oh = (row / Wo) % Ho, b = row / (Wo * Ho);
+    const int64_t ih = oh * s.stride - s.padding + i;
+    const int64_t iw = ow * s.stride - s.padding + j;
+    colT[e] = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W
+                  ? x[((b * s.Cin + c) * s.H + ih) * s.W + iw]
+                  : from_float<act_t>(0.0f);
+  }
+}
+
+/// dx[b, c, h, w] += the sum of dcolT over the (output pixel, kernel tap)
+/// pairs that read it: the transpose of im2col, one thread an element.
+__global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
+                                   int64_t Ho, int64_t Wo, int64_t total) {
+  const int64_t K = s.Cin * s.kh * s.kw;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t w = e % s.W, h = (e / s.W) % s.H,
+                  c = (e / (s.W * s.H)) % s.Cin, b = e / (s.W * s.H * s.Cin);
+    float acc = 0.0f;
+    for (int64_t i = 0; i < s.kh; ++i) {
+      const int64_t th = h + s.padding - i; // = oh * stride
+      if (th < 0 || th % s.stride || th / s.stride >= Ho)
+        continue;
+      for (int64_t j = 0; j < s.kw; ++j) {
+        const int64_t tw = w + s.padding - j;
+        if (tw < 0 || tw % s.stride || tw / s.stride >= Wo)
+          continue;
+        const int64_t row = (b * Ho + th / s.stride) * Wo + tw / s.stride;
+        acc += to_float(dcolT[row * K + (c * s.kh + i) * s.kw + j]);
+      }
+    }
+    dx[e] = from_float<act_t>(to_float(dx[e]) + acc);
+  }
+}
+
+/// The first maximum of window (oh, ow) of plane n (the CPU's order: rows,
+/// then columns, a later element only where strictly larger), as an offset.
+__device__ int64_t window_max_at(const act_t *x, int64_t n, int64_t H,
+                                 int64_t W, int64_t kernel, int64_t stride,
+                                 int64_t oh, int64_t ow) {
+  int64_t best = -1;
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < kernel; ++i)
+    for (int64_t j = 0; j < kernel; ++j) {
+      const int64_t at = (n * H + oh * stride + i) * W + ow * stride + j;
+      const float v = to_float(x[at]);
+      if (best < 0 || v > mx) {
+        mx = v;
+        best = at;
+      }
+    }
+  return best;
+}
+
+__global__ void pool_forward_kernel(act_t *out, const act_t *x, int64_t N,
+                                    int64_t H, int64_t W, int64_t kernel,
+                                    int64_t stride, bool is_max, int64_t Ho,
+                                    int64_t Wo) {
+  const int64_t total = N * Ho * Wo;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ow = e % Wo, oh = (e / Wo) % Ho, n = e / (Wo * Ho);
+    float acc = 0.0f;
+    if (is_max) {
+      acc = to_float(x[window_max_at(x, n, H, W, kernel, stride, oh, ow)]);
+    } else {
+      for (int64_t i = 0; i < kernel; ++i)
+        for (int64_t j = 0; j < kernel; ++j)
+          acc += to_float(x[(n * H + oh * stride + i) * W + ow * stride + j]);
+      acc /= float(kernel * kernel);
+    }
+    out[e] = from_float<act_t>(acc);
+  }
+}
+
+/// dx[n, h, w] += the gradients of the windows holding it (max: of those
+/// whose first maximum it is).
+__global__ void pool_backward_kernel(act_t *dx, const act_t *x,
+                                     const act_t *dout, int64_t N, int64_t H,
+                                     int64_t W, int64_t kernel, int64_t stride,
+                                     bool is_max, int64_t Ho, int64_t Wo) {
+  const int64_t total = N * H * W;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t w = e % W, h = (e / W) % H, n = e / (W * H);
+    float acc = 0.0f;
+    // Windows oh with oh*stride <= h < oh*stride + kernel (ow likewise).
+    const int64_t oh0 = h >= kernel ? (h - kernel) / stride + 1 : 0;
+    const int64_t ow0 = w >= kernel ? (w - kernel) / stride + 1 : 0;
+    for (int64_t oh = oh0; oh < Ho && oh * stride <= h; ++oh)
+      for (int64_t ow = ow0; ow < Wo && ow * stride <= w; ++ow) {
+        const float g = to_float(dout[(n * Ho + oh) * Wo + ow]);
+        if (!is_max)
+          acc += g / float(kernel * kernel);
+        else if (window_max_at(x, n, H, W, kernel, stride, oh, ow) == e)
+          acc += g;
+      }
+    dx[e] = from_float<act_t>(to_float(dx[e]) + acc);
+  }
+}
+
+/// The scratch of a convolution's GEMMs: the im2col rows, and (backward)
+/// the output gradient permuted to rows and the rows' gradient.
+struct ConvScratch {
+  act_t *colT, *doutT, *dcolT;
+};
+ConvScratch conv_scratch(const Conv2dShape &s, bool backward) {
+  const int64_t rows = s.B * s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
+  const int64_t n = rows * K + (backward ? rows * (s.Cout + K) : 0);
+  auto *p = static_cast<act_t *>(scratch(3, n * int64_t(sizeof(act_t))));
+  return {p, p + rows * K, p + rows * K + rows * s.Cout};
+}
+
+void im2col_rows(act_t *colT, const act_t *x, const Conv2dShape &s) {
+  const int64_t total = s.B * s.Ho() * s.Wo() * s.Cin * s.kh * s.kw;
+  if (total == 0)
+    return;
+  im2col_rows_kernel<<<grid_for(total, kThreads), kThreads, 0,
+                       compute_stream()>>>(colT, x, s, s.Ho(), s.Wo(), total);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace
+
+void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
+                    const act_t *bias, const Conv2dShape &s) {
+  const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
+  if (s.B * P * s.Cout == 0)
+    return;
+  const ConvScratch c = conv_scratch(s, true); // one size for both passes
+  im2col_rows(c.colT, x, s);
+  // outT[B*P, Cout] = colT W^T + bias, then [B, P, Cout] -> [B, Cout, P].
+  linear_forward(c.doutT, c.colT, w, bias, s.B * P, K, s.Cout, true);
+  permute_copy(out, c.doutT, {s.B, P, s.Cout}, {0, 2, 1}, false);
+}
+
+void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
+                     const act_t *x, const act_t *w, const Conv2dShape &s) {
+  const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
+  if (s.B * P * s.Cout == 0 || (!dx && !dw && !dbias))
+    return;
+  const ConvScratch c = conv_scratch(s, true);
+  permute_copy(c.doutT, dout, {s.B, s.Cout, P}, {0, 2, 1}, false);
+  if (dw)
+    im2col_rows(c.colT, x, s);
+  // dcolT = doutT W (stored), dW += doutT^T colT, dbias += column sums.
+  linear_backward(dx ? c.dcolT : nullptr, dw, dbias, c.doutT, c.colT, w,
+                  s.B * P, K, s.Cout, true, false);
+  if (!dx)
+    return;
+  const int64_t total = s.B * s.Cin * s.H * s.W;
+  col2im_rows_kernel<<<grid_for(total, kThreads), kThreads, 0,
+                       compute_stream()>>>(dx, c.dcolT, s, s.Ho(), s.Wo(),
+                                           total);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void pool2d_forward(act_t *out, const act_t *x, int64_t N, int64_t H, int64_t W,
+                    int64_t kernel, int64_t stride, bool is_max) {
+  const int64_t Ho = (H - kernel) / stride + 1, Wo = (W - kernel) / stride + 1;
+  if (N * Ho * Wo <= 0)
+    return;
+  pool_forward_kernel<<<grid_for(N * Ho * Wo, kThreads), kThreads, 0,
+                        compute_stream()>>>(out, x, N, H, W, kernel, stride,
+                                            is_max, Ho, Wo);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void pool2d_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t N,
+                     int64_t H, int64_t W, int64_t kernel, int64_t stride,
+                     bool is_max) {
+  const int64_t Ho = (H - kernel) / stride + 1, Wo = (W - kernel) / stride + 1;
+  if (!dx || N * H * W <= 0)
+    return;
+  pool_backward_kernel<<<grid_for(N * H * W, kThreads), kThreads, 0,
+                         compute_stream()>>>(dx, x, dout, N, H, W, kernel,
+                                             stride, is_max, Ho, Wo);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace autoddl::rt

@@ -1,0 +1,62 @@
+// An ONNX import's unfused primitives on the GPU: the Primitive that
+// backends/common/OnnxPrimitive.h resolves (the same resolution as the CPU
+// program's), run forward and backward by generic strided kernels whose
+// scalar formulas are backends/common/OnnxScalar.h's (the CPU kernels'),
+// and MatMul through cuBLASLt (Linear.h). Conventions as OnnxKernels.h:
+// forward overwrites, backward accumulates (+=) and skips a null gradient.
+// Math in fp32, reductions summed in fp32 (the CPU sums in double).
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_PRIMITIVE_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_PRIMITIVE_H
+
+#include "backends/common/OnnxPrimitive.h"
+#include "backends/cuda/Runtime.h"
+
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+namespace autoddl::rt {
+
+/// One operand or gradient of a primitive on the device: act_t (activations,
+/// their gradients, parameters' working copies) or fp32 (the model's
+/// constants, parameters' gradients). Null: absent (an index input, a
+/// gradient not wanted).
+struct PrimRef {
+  void *p = nullptr;
+  bool f32 = false;
+  PrimRef() = default;
+  PrimRef(std::nullptr_t) {}
+  template <class T>
+  PrimRef(T *ptr)
+      : p(const_cast<std::remove_const_t<T> *>(ptr)),
+        f32(std::is_same_v<std::remove_const_t<T>, float>) {
+    static_assert(std::is_same_v<std::remove_const_t<T>, float> ||
+                      std::is_same_v<std::remove_const_t<T>, act_t>,
+                  "a primitive's operands are act_t or float");
+  }
+};
+
+/// Ranks the kernels take (the strided index of up to this many axes);
+/// onnx_kernels::primitiveCudaRefusal names what they do not run.
+using onnx_kernels::kPrimitiveMaxRank;
+
+/// The forward of p on compute_stream(): operands in ONNX order (index
+/// inputs null), y the result; `key` keys a training Dropout's mask (the
+/// same elements as the CPU program drops).
+void primitive_forward(const onnx_kernels::Primitive &p,
+                       const std::vector<PrimRef> &x, PrimRef y,
+                       const onnx_kernels::DropoutKey &key = {});
+/// The backward of p: dx[k] += the vector-Jacobian product for operand k
+/// (null: not wanted), from the operands x, the result y and its gradient dy.
+void primitive_backward(const onnx_kernels::Primitive &p,
+                        const std::vector<PrimRef> &dx,
+                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy);
+
+/// A model constant's n values on the device (fp32), uploaded at the first
+/// call for `host` (a step's first, eager run: never inside a graph
+/// capture) and kept for the process.
+const float *primitive_constant(const float *host, int64_t n);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_PRIMITIVE_H

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# ONNX exports on the CUDA backend where there is no GPU (issue 45 items 1-3): codegen --backend
+# cuda accepts an unfused export (its attention, rotary embeddings, norms and activations left as
+# ONNX primitives: kernels/Primitive.h), MLP classifiers (cross_entropy, squared_error, a
+# train-mode Dropout) and CNNs (conv2d, pool2d: kernels/Conv.h), also under tp x pp x dp; one
+# generated train.cpp of each kind compiles against the runtime headers (bf16 and --fp32,
+# -Werror), and the project's kernels/Primitive.cu and Conv.cu compile with nvcc in both
+# precisions. ~1 min on two cores, no GPU; exits 77 without the CUDA headers, nvcc or MPI.
+# A primitive the CUDA kernels do not run (models/rank9.txtpb: a rank-9 Sin) is refused in one
+# line naming the op, and generated for the CPU.
+# Usage: cuda_compiles.sh AUTODDL EXPORTS_DIR WORK_DIR PROTOC ONNX_INCLUDE_DIR
+set -euo pipefail
+autoddl=$1 dir=$2 work=$3 protoc=$4 inc=$5
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../e2e/cuda_syntax.sh"
+require_cuda nvcc
+rm -rf "$work" && mkdir -p "$work"
+unfused=sbp-fuse-attention,sbp-fuse-rotary,sbp-fuse-norms,sbp-fuse-activations
+cases=(
+  # name compile? model skip gpus fix extra-plan-args... (compile 0: generated only, which
+  # keeps the test near a minute on CI's two cores)
+  "gpt-unfused 1 tiny-gpt.onnx $unfused 1 tp=1 --seq 16"
+  "llama-unfused 1 tiny-llama.onnx $unfused 1 tp=1 --seq 16"
+  "gpt-unfused-tp2-pp2 0 tiny-gpt.onnx $unfused 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b --seq 16"
+  "mlp-ce 1 static-mlp-ts.onnx - 1 tp=1"
+  "mlp-se 0 tiny-mlp.onnx - 1 tp=1 --loss squared_error"
+  # Megatron's linears and the vocab-parallel loss of a classifier (its accuracy gathered).
+  "mlp-ce-tp2-dp2 1 tiny-mlp.onnx - 4 tp=2,pp=1,dp=2"
+  "mlp-dropout 0 train-mlp-ts.onnx - 1 tp=1"
+  # CNNs: conv2d and pool2d (kernels/Conv.h), dynamo's and TorchScript's exports, dp=2.
+  "cnn 1 static-cnn-dynamo.onnx - 1 tp=1"
+  "vgg-dp2 0 tiny-vgg.onnx - 2 tp=1,pp=1,dp=2"
+)
+for c in "${cases[@]}"; do
+  read -r name compile model skip gpus fix extra <<<"$c"
+  [ "$skip" = - ] && skip=
+  w=$work/$name
+  # shellcheck disable=SC2086 # extra: plan flags
+  AUTODDL_FUSE_SKIP=$skip "$autoddl" plan "$dir/$model" --cluster dgx-h100-ndr --gpus "$gpus" \
+    --global-batch 8 --fix "$fix" $extra --no-why -o "$w.json" >/dev/null
+  AUTODDL_FUSE_SKIP=$skip "$autoddl" codegen "$w.json" --backend cuda -o "$w" >/dev/null
+  n=$(grep -c "autoddl::rt::primitive_forward" "$w/train.cpp" || true)
+  case $name in
+  *-unfused*) [ "$n" -gt 0 ] || { echo "FAIL: $name runs no primitive on cuda"; exit 1; } ;;
+  esac
+  if [ "$compile" = 1 ]; then
+    compile_train_cuda "$w"
+    echo "ok: $name: cuda train.cpp compiles (bf16, fp32), $n primitives"
+  else
+    echo "ok: $name: cuda train.cpp generated, $n primitives"
+  fi
+done
+# The primitive and convolution kernels as a project carries them, both precisions.
+rt=$work/gpt-unfused/runtime
+for k in Primitive Conv; do
+  for def in "" "-DAUTODDL_FP32=1"; do
+    "$cuda/bin/nvcc" -std=c++17 $def --expt-relaxed-constexpr -arch=sm_90 -I "$rt" \
+      -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter \
+      -c "$rt/backends/cuda/kernels/$k.cu" -o "$work/$k$def.o"
+  done
+  echo "ok: kernels/$k.cu compiles (bf16, fp32)"
+done
+# The CUDA kernels' refusal (OnnxPrimitive.h primitiveCudaRefusal): one line, exit 1-123.
+"$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/rank9.txtpb" \
+  >"$work/rank9.onnx" 2>/dev/null # as onnx_import.sh: protoc's own include path holds it
+"$autoddl" plan "$work/rank9.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 8 --no-why \
+  -o "$work/rank9.json" >/dev/null
+"$autoddl" codegen "$work/rank9.json" --backend cpu -o "$work/rank9-cpu" >/dev/null
+rc=0
+out=$("$autoddl" codegen "$work/rank9.json" --backend cuda -o "$work/rank9" 2>&1 >/dev/null) || rc=$?
+if [ "$rc" -lt 1 ] || [ "$rc" -gt 123 ] || [ "$(printf '%s\n' "$out" | wc -l)" -ne 1 ] ||
+  [[ "$out" != *"op /s (ONNX Sin, position 0): a rank above 8"* ]]; then
+  echo "FAIL: rank9: exit $rc: $out"
+  exit 1
+fi
+echo "ok: refused: $out"
+echo "cuda_compiles: all passed"

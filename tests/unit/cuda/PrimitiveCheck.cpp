@@ -1,0 +1,475 @@
+// The ONNX primitives on the GPU (backends/cuda/kernels/Primitive.h) against
+// the CPU kernels (backends/common/OnnxPrimitive.h, whose forwards pass
+// ONNX's node tests and whose backwards match fp64 finite differences:
+// tests/onnx/PrimitiveKernelTests.cpp). Every op type the CPU runs, forward
+// and backward, on broadcasting, strided and batched shapes, with operands
+// in each role a program gives them (activation: act_t with an act_t
+// gradient; parameter: act_t with an fp32 gradient; constant: fp32, no
+// gradient). Inputs are act_t-representable, so the CPU computes on the
+// values the GPU reads; the bounds are KernelCheckUtil.h's (bf16: 1e-2
+// relative in the norm, fp32: 1e-5). Then conv2d and pool2d (kernels/Conv.h)
+// against direct loops in double (the CPU kernels' definitions); with
+// --node-tests FILE, ONNX's node tests the CPU passes (nodeTests). Exits 77
+// without a GPU. Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
+#include "backends/common/OnnxPrimitive.h"
+#include "backends/cuda/kernels/Conv.h"
+#include "backends/cuda/kernels/Primitive.h"
+#include "tests/unit/cuda/KernelCheckUtil.h"
+
+#include <fstream>
+#include <map>
+#include <memory>
+
+namespace {
+
+using namespace kcheck;
+namespace ok = autoddl::onnx_kernels;
+using ok::Dims;
+
+std::mt19937 gRng;
+
+/// One operand: its shape, its role (a, p, c; i: an index input with the
+/// given values) and the range of its random values.
+struct Operand {
+  Dims shape;
+  char role = 'a';
+  std::vector<double> index = {};
+  float lo = -1.0f, hi = 1.0f;
+};
+
+/// A device buffer of n elements of act_t or float, read back as floats.
+struct DevArray {
+  std::unique_ptr<rt::DeviceBuffer<act_t>> act;
+  std::unique_ptr<rt::DeviceBuffer<float>> f32;
+  int64_t n = 0;
+  DevArray(int64_t count, bool fp32) : n(count) {
+    if (fp32)
+      f32 = std::make_unique<rt::DeviceBuffer<float>>(std::max<int64_t>(1, n));
+    else
+      act = std::make_unique<rt::DeviceBuffer<act_t>>(std::max<int64_t>(1, n));
+  }
+  rt::PrimRef ref() const {
+    return f32 ? rt::PrimRef(f32->data()) : rt::PrimRef(act->data());
+  }
+  void put(const std::vector<float> &v) {
+    if (f32)
+      rt::copy_to_device(f32->data(), v.data(),
+                         int64_t(v.size() * sizeof(float)));
+    else
+      upload(act->data(), v);
+  }
+  std::vector<float> get() const {
+    if (f32) {
+      std::vector<float> v(static_cast<size_t>(n));
+      rt::copy_to_host(v.data(), f32->data(), n * int64_t(sizeof(float)));
+      return v;
+    }
+    return download(act->data(), n);
+  }
+};
+
+int gFailures = 0;
+
+/// Runs op on the CPU and the GPU and compares y and every operand's
+/// gradient.
+void check(const std::string &label, const std::string &op,
+           const ok::PrimitiveAttrs &attrs, const std::vector<Operand> &ops,
+           const Dims &out) {
+  std::vector<Dims> in;
+  std::vector<std::vector<double>> consts;
+  for (const Operand &o : ops) {
+    in.push_back(o.shape);
+    consts.push_back(o.index);
+  }
+  ok::Primitive p;
+  if (std::string e = ok::makePrimitive(p, op, attrs, in, out, consts);
+      !e.empty()) {
+    std::printf("%s %s: makePrimitive: %s  FAIL\n", kMode, label.c_str(),
+                e.c_str());
+    ++gFailures;
+    return;
+  }
+  const size_t k = ops.size();
+  const int64_t ny = ok::numel(out);
+  std::vector<std::vector<float>> xv(k);
+  std::vector<std::unique_ptr<DevArray>> xd(k), dxd(k);
+  std::vector<const float *> xc(k, nullptr);
+  std::vector<rt::PrimRef> xg(k), dxg(k);
+  std::vector<std::vector<float>> dxc(k);
+  std::vector<float *> dxcp(k, nullptr);
+  for (size_t j = 0; j < k; ++j) {
+    if (!p.data[j])
+      continue;
+    const int64_t n = ok::numel(ops[j].shape);
+    xv[j] = random_values(gRng, n, ops[j].lo, ops[j].hi);
+    if (op == "Where" && j == 0)
+      for (float &c : xv[j])
+        c = c > 0 ? 1.0f : 0.0f;
+    xd[j] = std::make_unique<DevArray>(n, ops[j].role == 'c');
+    xd[j]->put(xv[j]);
+    xc[j] = xv[j].data();
+    xg[j] = xd[j]->ref();
+    if (p.differentiable[j] && ops[j].role != 'c') {
+      dxc[j].assign(size_t(n), 0.0f);
+      dxcp[j] = dxc[j].data();
+      dxd[j] = std::make_unique<DevArray>(n, ops[j].role == 'p');
+      dxd[j]->put(dxc[j]);
+      dxg[j] = dxd[j]->ref();
+    }
+  }
+  const std::vector<float> dy = random_values(gRng, ny, -1.0f, 1.0f);
+  const ok::DropoutKey key{7, 3, 11};
+  std::vector<float> y(static_cast<size_t>(ny));
+  ok::primitive_forward<float>(p, xc, y.data(), key);
+  ok::primitive_backward<float>(p, dxcp, xc, y.data(), dy.data());
+
+  DevArray yd(ny, false), dyd(ny, false);
+  poison(yd.act->data(), std::max<int64_t>(1, ny) * int64_t(sizeof(act_t)));
+  dyd.put(dy);
+  rt::primitive_forward(p, xg, yd.ref(), key);
+  rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
+  rt::synchronize();
+  bool good = report(label + " forward", rel_error(yd.get(), y), kActTol);
+  for (size_t j = 0; j < k; ++j)
+    if (dxd[j])
+      good = report(label + " d" + std::to_string(j) + " (" + ops[j].role + ")",
+                    rel_error(dxd[j]->get(), dxc[j]), kActTol) &&
+             good;
+  gFailures += good ? 0 : 1;
+}
+
+/// conv2d forward and backward (dx, dw, dbias) against direct sums.
+void checkConv(const rt::Conv2dShape &s) {
+  const int64_t Ho = s.Ho(), Wo = s.Wo(), nx = s.B * s.Cin * s.H * s.W,
+                nw = s.Cout * s.Cin * s.kh * s.kw, ny = s.B * s.Cout * Ho * Wo;
+  const auto x = random_values(gRng, nx, -1, 1),
+             w = random_values(gRng, nw, -1, 1),
+             b = random_values(gRng, s.Cout, -1, 1),
+             dy = random_values(gRng, ny, -1, 1);
+  std::vector<double> y(static_cast<size_t>(ny)), dx(static_cast<size_t>(nx)),
+      dw(static_cast<size_t>(nw)), db(size_t(s.Cout));
+  auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t v) {
+    return ((n * s.Cin + c) * s.H + h) * s.W + v;
+  };
+  for (int64_t n = 0; n < s.B; ++n)
+    for (int64_t o = 0; o < s.Cout; ++o)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const size_t yi = size_t(((n * s.Cout + o) * Ho + oh) * Wo + ow);
+          double acc = b[size_t(o)];
+          db[size_t(o)] += dy[yi];
+          for (int64_t c = 0; c < s.Cin; ++c)
+            for (int64_t i = 0; i < s.kh; ++i)
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t h = oh * s.stride - s.padding + i,
+                              v = ow * s.stride - s.padding + j;
+                if (h < 0 || h >= s.H || v < 0 || v >= s.W)
+                  continue;
+                const size_t wi =
+                    size_t(((o * s.Cin + c) * s.kh + i) * s.kw + j);
+                acc += double(w[wi]) * x[size_t(xi(n, c, h, v))];
+                dx[size_t(xi(n, c, h, v))] += double(w[wi]) * dy[yi];
+                dw[wi] += double(x[size_t(xi(n, c, h, v))]) * dy[yi];
+              }
+          y[yi] = acc;
+        }
+  rt::DeviceBuffer<act_t> X(nx), Wt(nw), B(s.Cout), Y(ny), DY(ny), DX(nx);
+  rt::DeviceBuffer<float> DW(nw), DB(s.Cout);
+  upload(X.data(), x);
+  upload(Wt.data(), w);
+  upload(B.data(), b);
+  upload(DY.data(), dy);
+  rt::conv2d_forward(Y.data(), X.data(), Wt.data(), B.data(), s);
+  rt::conv2d_backward(DX.data(), nullptr, nullptr, DY.data(), X.data(),
+                      Wt.data(), s);
+  rt::conv2d_backward(nullptr, DW.data(), DB.data(), DY.data(), X.data(),
+                      Wt.data(), s);
+  rt::synchronize();
+  auto f = [](const std::vector<double> &v) {
+    return std::vector<float>(v.begin(), v.end());
+  };
+  const std::string label =
+      "conv2d " + std::to_string(s.Cin) + "->" + std::to_string(s.Cout) + " k" +
+      std::to_string(s.kh) + " s" + std::to_string(s.stride) + " p" +
+      std::to_string(s.padding);
+  bool good = report(label + " forward",
+                     rel_error(download(Y.data(), ny), f(y)), kActTol);
+  good = report(label + " dx", rel_error(download(DX.data(), nx), f(dx)),
+                kActTol) &&
+         good;
+  std::vector<float> gw(static_cast<size_t>(nw)),
+      gb(static_cast<size_t>(s.Cout));
+  rt::copy_to_host(gw.data(), DW.data(), nw * int64_t(sizeof(float)));
+  rt::copy_to_host(gb.data(), DB.data(), s.Cout * int64_t(sizeof(float)));
+  good = report(label + " dw (fp32)", rel_error(gw, f(dw)), kActTol) && good;
+  good = report(label + " dbias (fp32)", rel_error(gb, f(db)), kActTol) && good;
+  gFailures += good ? 0 : 1;
+}
+
+/// pool2d forward and backward against the CPU kernels' definition (max: to
+/// the window's first maximum).
+void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
+               bool isMax) {
+  const int64_t Ho = (H - k) / st + 1, Wo = (W - k) / st + 1;
+  const auto x = random_values(gRng, N * H * W, -1, 1),
+             dy = random_values(gRng, N * Ho * Wo, -1, 1);
+  std::vector<float> y(size_t(N * Ho * Wo)), dx(size_t(N * H * W), 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        int64_t best = -1;
+        double acc = 0;
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t at = (n * H + oh * st + i) * W + ow * st + j;
+            if (best < 0 || x[size_t(at)] > x[size_t(best)])
+              best = at;
+            acc += x[size_t(at)];
+          }
+        const size_t yi = size_t((n * Ho + oh) * Wo + ow);
+        y[yi] = isMax ? x[size_t(best)] : float(acc / double(k * k));
+        for (int64_t i = 0; i < k && !isMax; ++i)
+          for (int64_t j = 0; j < k; ++j)
+            dx[size_t((n * H + oh * st + i) * W + ow * st + j)] +=
+                dy[yi] / float(k * k);
+        if (isMax)
+          dx[size_t(best)] += dy[yi];
+      }
+  rt::DeviceBuffer<act_t> X(N * H * W), Y(N * Ho * Wo), DY(N * Ho * Wo),
+      DX(N * H * W);
+  upload(X.data(), x);
+  upload(DY.data(), dy);
+  rt::pool2d_forward(Y.data(), X.data(), N, H, W, k, st, isMax);
+  rt::pool2d_backward(DX.data(), X.data(), DY.data(), N, H, W, k, st, isMax);
+  rt::synchronize();
+  const std::string label = std::string(isMax ? "maxpool" : "avgpool") + " k" +
+                            std::to_string(k) + " s" + std::to_string(st);
+  bool good = report(label + " forward",
+                     rel_error(download(Y.data(), N * Ho * Wo), y), kActTol);
+  good = report(label + " dx", rel_error(download(DX.data(), N * H * W), dx),
+                kActTol) &&
+         good;
+  gFailures += good ? 0 : 1;
+}
+
+ok::PrimitiveAttrs ints(std::map<std::string, int64_t> m) {
+  ok::PrimitiveAttrs a;
+  a.ints = std::move(m);
+  return a;
+}
+
+void checkAll() {
+  const ok::PrimitiveAttrs none;
+  // Elementwise unary: every op of the family (positive inputs where the
+  // function needs them).
+  for (const char *u : {"Identity", "Relu", "Sigmoid", "Tanh", "Exp", "Neg",
+                        "Erf", "Abs", "Softplus", "Sin", "Cos", "IsNaN", "Ceil",
+                        "Floor", "Round", "Sign", "Not", "Cast"})
+    check(u, u, none, {{{3, 5, 7}}}, {3, 5, 7});
+  for (const char *u : {"Log", "Sqrt", "Reciprocal"})
+    check(u, u, none, {{{3, 5, 7}, 'a', {}, 0.5f, 2.0f}}, {3, 5, 7});
+  check("Reshape", "Reshape", none, {{{2, 6}}, {{2}, 'i', {3, 4}}}, {3, 4});
+  // Binary: broadcasting both ways, a scalar, and each role.
+  for (const char *b :
+       {"Add", "Sub", "Mul", "Div", "Max", "Min", "Equal", "Greater",
+        "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor"}) {
+    check(std::string(b) + " [4,1,6]x[5,1]", b, none, {{{4, 1, 6}}, {{5, 1}}},
+          {4, 5, 6});
+    check(std::string(b) + " [2,3,4]x[]", b, none, {{{2, 3, 4}}, {{}}},
+          {2, 3, 4});
+  }
+  check("Pow", "Pow", none,
+        {{{4, 1, 6}, 'a', {}, 0.5f, 2.0f}, {{5, 1}, 'a', {}, -1.5f, 1.5f}},
+        {4, 5, 6});
+  check("Add bias (p)", "Add", none, {{{8, 6}}, {{6}, 'p'}}, {8, 6});
+  check("Mul scale (p) [33,40]", "Mul", none, {{{40}, 'p'}, {{33, 40}}},
+        {33, 40});
+  check("Add constant (c)", "Add", none, {{{8, 6}}, {{8, 6}, 'c'}}, {8, 6});
+  check("Where", "Where", none, {{{1, 5, 1}, 'c'}, {{4, 5, 6}}, {{6}}},
+        {4, 5, 6});
+  // Data movement.
+  check("Expand", "Expand", none, {{{3, 1}}, {{3}, 'i', {2, 3, 4}}}, {2, 3, 4});
+  ok::PrimitiveAttrs perm;
+  perm.lists["perm"] = {0, 2, 3, 1};
+  check("Transpose", "Transpose", perm, {{{2, 3, 4, 5}}}, {2, 4, 5, 3});
+  check("Slice steps 2,-2", "Slice", none,
+        {{{6, 8}},
+         {{2}, 'i', {1, 7}},
+         {{2}, 'i', {6, 0}},
+         {{2}, 'i', {0, 1}},
+         {{2}, 'i', {2, -2}}},
+        {3, 4});
+  check("Concat axis 1", "Concat", ints({{"axis", 1}}),
+        {{{2, 3, 4}}, {{2, 1, 4}}, {{2, 2, 4}}}, {2, 6, 4});
+  // Reductions (attribute axes and the opset-13 axes input).
+  ok::PrimitiveAttrs ax1 = ints({{"keepdims", 1}});
+  ax1.lists["axes"] = {1};
+  check("ReduceSum axis 1", "ReduceSum", ax1, {{{3, 40, 5}}}, {3, 1, 5});
+  check("ReduceMean axes 0,2 (input)", "ReduceMean", ints({{"keepdims", 0}}),
+        {{{3, 4, 5}}, {{2}, 'i', {0, -1}}}, {4});
+  ok::PrimitiveAttrs ax2;
+  ax2.lists["axes"] = {2};
+  check("ReduceMax axis 2", "ReduceMax", ax2, {{{3, 4, 37}}}, {3, 4, 1});
+  check("ReduceSum all", "ReduceSum", ints({{"keepdims", 0}}), {{{7, 9}}}, {});
+  // Softmax and LogSoftmax: a middle axis and a line longer than a warp.
+  check("Softmax axis 1", "Softmax", ints({{"axis", 1}}), {{{3, 7, 4}}},
+        {3, 7, 4});
+  check("LogSoftmax axis -1", "LogSoftmax", none, {{{5, 70}}}, {5, 70});
+  check("Softmax [4,50]", "Softmax", none, {{{4, 50}}}, {4, 50});
+  // MatMul: a matrix b (rows folded), batched, broadcast batch, 1-D
+  // operands, and a parameter weight (its fp32 gradient: the linear GEMM).
+  check("MatMul [2,3,4,5]x[5,6]", "MatMul", none, {{{2, 3, 4, 5}}, {{5, 6}}},
+        {2, 3, 4, 6});
+  check("MatMul [3,4,5]x[3,5,2]", "MatMul", none, {{{3, 4, 5}}, {{3, 5, 2}}},
+        {3, 4, 2});
+  check("MatMul [2,1,4,5]x[3,5,6]", "MatMul", none,
+        {{{2, 1, 4, 5}}, {{3, 5, 6}}}, {2, 3, 4, 6});
+  check("MatMul [5]x[5,3]", "MatMul", none, {{{5}}, {{5, 3}}}, {3});
+  check("MatMul [4,5]x[5]", "MatMul", none, {{{4, 5}}, {{5}}}, {4});
+  check("MatMul [6,4,5]x W[5,3] (p)", "MatMul", none,
+        {{{6, 4, 5}}, {{5, 3}, 'p'}}, {6, 4, 3});
+  // A training Dropout: the CPU program's mask.
+  check("Dropout train 0.3", "Dropout", none,
+        {{{4, 64}}, {{}, 'i', {0.3}}, {{}, 'i', {1}}}, {4, 64});
+  // conv2d and pool2d (CNN exports, the VGG template).
+  checkConv({2, 3, 9, 11, 5, 3, 3, 1, 1});
+  checkConv({3, 4, 12, 10, 6, 3, 2, 2, 0});
+  checkPool(6, 8, 10, 2, 2, true);
+  checkPool(5, 9, 7, 3, 2, true);
+  checkPool(5, 9, 7, 3, 1, false);
+}
+
+/// ONNX's node tests on the GPU: the records tests/onnx/PrimitiveKernelTests
+/// writes of every node test the CPU kernels pass (its DUMP argument), run
+/// through primitive_forward in the fp32 build (the operands as fp32
+/// buffers; bf16 would round the tests' inputs), against the expected
+/// result: 1e-4 relative + 1e-5 (the CPU's fp64 check: 1e-5 + 1e-6).
+int nodeTests(const char *path) {
+#ifndef AUTODDL_FP32
+  std::printf("node tests: run by the fp32 build only (%s)\n", path);
+  return 0;
+#else
+  std::ifstream in(path);
+  if (!in) {
+    std::printf("node tests: cannot read %s  FAIL\n", path);
+    return 1;
+  }
+  // Values through strtod: "nan" and "inf" too, which operator>> refuses.
+  auto number = [&in] {
+    std::string t;
+    in >> t;
+    return std::strtod(t.c_str(), nullptr);
+  };
+  auto readTensor = [&in, &number](Dims &shape, std::vector<double> &v) {
+    size_t rank = 0, n = 0;
+    in >> rank;
+    shape.assign(rank, 0);
+    for (int64_t &d : shape)
+      in >> d;
+    in >> n;
+    v.assign(n, 0.0);
+    for (double &x : v)
+      x = number();
+  };
+  int passed = 0, failed = 0;
+  std::string tag, test, op;
+  while (in >> tag) {
+    if (tag != "T") {
+      std::printf("node tests: %s: a record starts with %s  FAIL\n", path,
+                  tag.c_str());
+      return 1;
+    }
+    in >> test >> op;
+    ok::PrimitiveAttrs attrs;
+    std::vector<Dims> shapes;
+    std::vector<std::vector<double>> values;
+    Dims yShape;
+    std::vector<double> want;
+    while (in >> tag && tag != "E") {
+      std::string name;
+      if (tag == "I") {
+        in >> name >> attrs.ints[name];
+      } else if (tag == "F") {
+        in >> name;
+        attrs.floats[name] = number();
+      } else if (tag == "L") {
+        size_t n = 0;
+        in >> name >> n;
+        Dims &l = attrs.lists[name];
+        l.assign(n, 0);
+        for (int64_t &x : l)
+          in >> x;
+      } else if (tag == "X") {
+        shapes.emplace_back();
+        values.emplace_back();
+        readTensor(shapes.back(), values.back());
+      } else {
+        readTensor(yShape, want);
+      }
+    }
+    ok::Primitive p;
+    std::string why = ok::makePrimitive(p, op, attrs, shapes, yShape, values);
+    std::vector<std::unique_ptr<DevArray>> xd(shapes.size());
+    std::vector<rt::PrimRef> xg(shapes.size());
+    for (size_t k = 0; k < shapes.size() && why.empty(); ++k) {
+      if (!p.data[k] || values[k].empty())
+        continue;
+      xd[k] = std::make_unique<DevArray>(int64_t(values[k].size()), true);
+      xd[k]->put(std::vector<float>(values[k].begin(), values[k].end()));
+      xg[k] = xd[k]->ref();
+    }
+    std::vector<float> got;
+    if (why.empty()) {
+      DevArray y(int64_t(want.size()), false);
+      rt::primitive_forward(p, xg, y.ref());
+      rt::synchronize();
+      got = y.get();
+      for (size_t i = 0; i < want.size() && why.empty(); ++i) {
+        const double w = want[i], g = got[i];
+        if (std::isnan(w) ? !std::isnan(g)
+                          : !(std::fabs(g - w) <= 1e-4 * std::fabs(w) + 1e-5))
+          why = "element " + std::to_string(i) + ": " + std::to_string(g) +
+                ", expected " + std::to_string(w);
+      }
+    }
+    if (why.empty()) {
+      ++passed;
+    } else {
+      ++failed;
+      std::printf("node test %s (%s): %s  FAIL\n", test.c_str(), op.c_str(),
+                  why.c_str());
+    }
+  }
+  std::printf("node tests: %d passed on the GPU, %d failed (of the CPU's)\n",
+              passed, failed);
+  return failed || passed == 0 ? 1 : 0;
+#endif
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  unsigned seed = 0;
+  int status = 0;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("PrimitiveCheck: no CUDA device, skipped\n");
+    return 77;
+  }
+  // --node-tests FILE (tests/onnx/PrimitiveKernelTests' DUMP) first.
+  const char *nodeFile = nullptr;
+  if (argc >= 3 && std::strcmp(argv[1], "--node-tests") == 0) {
+    nodeFile = argv[2];
+    argv[2] = argv[0];
+    argc -= 2;
+    argv += 2;
+  }
+  if (!seed_from_args(argc, argv, "PrimitiveCheck", seed, status))
+    return status;
+  gRng.seed(seed);
+  checkAll();
+  if (nodeFile)
+    gFailures += nodeTests(nodeFile);
+  std::printf("PrimitiveCheck (%s): %s\n", kMode,
+              gFailures ? "FAILED" : "all passed");
+  return gFailures ? 1 : 0;
+}
