@@ -3,6 +3,9 @@
 
 #include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
+#include "backends/common/harness/Anomalies.h"
+#include "backends/common/harness/DataOrder.h"
+#include "backends/host/CommStats.h"
 #include "backends/host/MpiCheck.h"
 
 #include <cerrno>
@@ -10,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <sys/stat.h>
 
@@ -21,6 +25,10 @@ double Backend::world_sum(double count, int) {
   mpiCheck(MPI_Allreduce(MPI_IN_PLACE, &count, 1, MPI_DOUBLE, MPI_SUM,
                          MPI_COMM_WORLD));
   return count;
+}
+
+double Backend::work_clock() {
+  return process_cpu_seconds() - comm_cpu_seconds();
 }
 
 namespace {
@@ -49,7 +57,9 @@ std::string plan_string(const ProgramSpec &s) {
 }
 
 /// The metadata both files of a checkpoint carry: what a load checks before
-/// reading a tensor (the model, its vocabulary, the data position).
+/// reading a tensor (the model, its vocabulary, the data position: the
+/// global batches read, the skipped ones included, and how many were
+/// skipped, so a resumed run reads what the writing run would have read).
 std::map<std::string, std::string> manifest(const ProgramSpec &s,
                                             int64_t steps_done) {
   std::map<std::string, std::string> m = {
@@ -57,7 +67,8 @@ std::map<std::string, std::string> manifest(const ProgramSpec &s,
       {"step", std::to_string(steps_done)},
       {"plan", plan_string(s)},
       {"layout", "full"},
-      {"samples", std::to_string(steps_done * s.global_batch)}};
+      {"samples", std::to_string(data_batch(steps_done) * s.global_batch)},
+      {"data_skipped", std::to_string(data_skip())}};
   if (s.data == DataKind::Tokens)
     m["vocab"] = std::to_string(s.vocab);
   return m;
@@ -129,6 +140,8 @@ public:
     m_.checkpoints.push_back(t);
   }
 
+  /// Waits for the write in flight (the last one at the run's end, or before
+  /// a rollback reads the newest checkpoint) and notes the write times.
   void finish() {
     writer_.wait();
     if (!root_)
@@ -159,11 +172,84 @@ int64_t test_kill_step(int rank, int64_t first_step) {
   return step;
 }
 
+/// Why a run stops at step `step` (0-based) whose loss is not finite.
+std::string diverged_line(int64_t step, double loss) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "step %lld: the loss is %s: training diverged (try a "
+                "lower --lr); no outputs or checkpoint written",
+                (long long)step + 1, std::isnan(loss) ? "nan" : "inf");
+  return buf;
+}
+
+/// --on-nan rollback after step `step` (0-based) gave a non-finite loss (on
+/// every rank alike: the loss is summed over the world): waits for the write
+/// in flight, reloads the newest complete checkpoint under --save (step C)
+/// and skips the global data batches read since it, the bad one included, so
+/// step C reads the batch after the bad one. Said in one line on rank 0 and
+/// noted in `log`. Returns C, or -1 with `why` set when it cannot (no
+/// rollbacks left, no complete checkpoint).
+int64_t roll_back(const Options &o, const ProgramSpec &s, Backend &b,
+                  int64_t step, double loss, Checkpointer &saver,
+                  RollbackLog &log, std::string &why) {
+  why = diverged_line(step, loss);
+  if (log.count >= o.on_nan_retries) {
+    why += "; --on-nan rollback: the " + std::to_string(o.on_nan_retries) +
+           " rollbacks of --on-nan-retries are spent";
+    return -1;
+  }
+  saver.finish();
+  // Rank 0 picks the checkpoint for every rank: another rank's writer may
+  // be done before rank 0 renamed the folder of the last save.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string dir, error;
+  if (rank == 0) {
+    std::vector<std::string> incomplete;
+    try {
+      dir = newest_checkpoint(o.save, incomplete);
+      if (dir.empty())
+        error = "no checkpoint under " + o.save +
+                " to reload (save one with --save-every)";
+    } catch (const std::runtime_error &e) {
+      error = e.what();
+    }
+  }
+  std::string picked = error.empty() ? "+" + dir : "-" + error;
+  int64_t size = int64_t(picked.size());
+  mpiCheck(MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+  picked.resize(size_t(size));
+  mpiCheck(MPI_Bcast(picked.data(), int(size), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (picked[0] == '-') {
+    why += "; --on-nan rollback: " + picked.substr(1);
+    return -1;
+  }
+  dir = picked.substr(1);
+  const int64_t bad = data_batch(step);
+  const int64_t c = load_checkpoint(dir, s, b, o.optimizer);
+  const int64_t from = data_batch(c); // the checkpoint's skip, now loaded
+  set_data_skip(bad + 1 - c);
+  char entry[512];
+  std::snprintf(entry, sizeof entry,
+                "step %lld: loss %s; reloaded %s (step %lld); data batches "
+                "%lld-%lld skipped",
+                (long long)step + 1, std::isnan(loss) ? "nan" : "inf",
+                dir.c_str(), (long long)c, (long long)from, (long long)bad);
+  log.add(entry);
+  if (rank == 0) {
+    std::printf("--on-nan rollback %lld of %lld: %s\n", (long long)log.count,
+                (long long)o.on_nan_retries, entry);
+    std::fflush(stdout);
+  }
+  return c;
+}
+
 /// The steps: each runs the schedule and the optimizer, prints its loss (and
 /// accuracy) on rank 0 and saves a checkpoint every --save-every steps (and
 /// after the last step under --save). Returns "" or, when the loss stops
-/// being finite, why the run stopped (every rank sees the same summed loss,
-/// so every rank stops at the same step).
+/// being finite (and --on-nan rollback cannot go back), why the run stopped
+/// (every rank sees the same summed loss, so every rank stops at the same
+/// step).
 std::string train(const ProgramSpec &s, const StepCounts &counts,
                   const Options &o, int64_t first_step, Backend &b) {
   int rank = 0;
@@ -180,25 +266,44 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   if (o.save_initial && first_step == 0)
     saver.save(0);
   const int64_t kill_at = test_kill_step(rank, first_step);
+  const int64_t slow_ms = test_slow_milliseconds(rank);
+  const int64_t nan_batch = test_nan_data_batch();
+  StragglerWatch stragglers(o.straggler_factor, o.straggler_window);
+  RollbackLog rollbacks;
   double accuracy = 0, heldout_accuracy = 0; // of the last step
   for (int64_t step = first_step; step < o.steps; ++step) {
     if (step == kill_at) // tests only: a rank lost mid-run
       std::raise(SIGKILL);
     Timer timer;
+    const double work_before = b.work_clock();
+    if (slow_ms > 0) // tests only: a slow rank
+      spin_for_test(slow_ms);
     b.run_step(step);
     // The update is queued before the host waits for the loss (a device
     // then does not idle while the host launches it); it does not touch the
     // loss the forward passes wrote.
     b.optimizer_step(o, step + 1);
-    const double loss =
-        b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
+    double loss = b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
+    if (data_batch(step) == nan_batch) // tests only: a bad batch
+      loss = std::numeric_limits<double>::quiet_NaN();
     if (!std::isfinite(loss)) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "step %lld: the loss is %s: training diverged (try a "
-                    "lower --lr); no outputs or checkpoint written",
-                    (long long)step + 1, std::isnan(loss) ? "nan" : "inf");
-      return buf;
+      if (!o.on_nan_rollback)
+        return diverged_line(step, loss);
+      std::string why;
+      const int64_t c = roll_back(o, s, b, step, loss, saver, rollbacks, why);
+      if (c < 0)
+        return why;
+      // metrics.json's losses are those of the steps the final state went
+      // through: the rolled-back steps' are dropped (rollback_log names
+      // them).
+      if (c < first_step) {
+        first_step = c;
+        metrics.info["first_step"] = std::to_string(c);
+      }
+      metrics.loss.resize(size_t(c - first_step));
+      metrics.step_seconds.resize(size_t(c - first_step));
+      step = c - 1;
+      continue;
     }
     if (counts.correct)
       accuracy = b.world_sum(counts.correct(), 1) / double(s.loss_count);
@@ -208,6 +313,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     b.end_step(step);
     const double seconds = timer.seconds();
     b.after_step(o, step, first_step);
+    stragglers.add(step, b.work_clock() - work_before);
     metrics.loss.push_back(loss);
     metrics.step_seconds.push_back(seconds);
     if (root && !o.quiet) {
@@ -234,6 +340,11 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   if (!o.save.empty() && o.steps > first_step && !saved_last)
     saver.save(o.steps);
   saver.finish(); // the last write ends before the run reports
+  stragglers.finish(metrics.info);
+  if (o.on_nan_rollback)
+    rollbacks.fill(metrics.info);
+  if (data_skip() > 0)
+    metrics.info["data_skipped"] = std::to_string(data_skip());
   if (counts.correct)
     metrics.info["accuracy"] = std::to_string(accuracy);
   if (counts.heldout_correct)
@@ -378,11 +489,24 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
   if (v.empty() || *end || errno == ERANGE || step < 0)
     throw std::runtime_error(model_file + ": the step in its metadata is " +
                              quote_value(v) + ", not a step count");
+  // The global batches skipped before this step (--data-skip, --on-nan
+  // rollback); a checkpoint without the field predates it (none skipped).
+  long long skipped = 0;
+  if (meta.count("data_skipped")) {
+    const std::string &d = meta["data_skipped"];
+    errno = 0;
+    skipped = std::strtoll(d.c_str(), &end, 10);
+    if (d.empty() || *end || errno == ERANGE || skipped < 0)
+      throw std::runtime_error(model_file +
+                               ": data_skipped in its metadata is " +
+                               quote_value(d) + ", not a count of batches");
+  }
   if (meta.count("samples") &&
-      meta["samples"] != std::to_string(step * s.global_batch))
+      meta["samples"] != std::to_string((step + skipped) * s.global_batch))
     throw std::runtime_error(
         model_file + ": its data position is sample " + meta["samples"] +
-        " after step " + v + "; this plan's global batch of " +
+        " after step " + v + " (" + std::to_string(skipped) +
+        " batches skipped); this plan's global batch of " +
         std::to_string(s.global_batch) + " would read other data");
   const SafetensorsIndex opt = safetensors_index(state_file);
   auto state_meta = opt.metadata;
@@ -423,6 +547,7 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
   checkpoint_load(model_file, model, params);
   checkpoint_load(state_file, opt, state);
   b.copy_params(false);
+  set_data_skip(skipped);
   return step;
 }
 
@@ -455,8 +580,13 @@ void resolve_resume_auto(Options &o) {
 int64_t load_start(Options &o, const ProgramSpec &s, Backend &b) {
   if (o.resume == "auto")
     resolve_resume_auto(o);
-  if (!o.resume.empty())
-    return load_checkpoint(o.resume, s, b, o.optimizer);
+  set_data_skip(0);
+  if (!o.resume.empty()) {
+    const int64_t step = load_checkpoint(o.resume, s, b, o.optimizer);
+    set_data_skip(data_skip() + o.data_skip); // the checkpoint's, and more
+    return step;
+  }
+  set_data_skip(o.data_skip);
   if (o.init.empty())
     return 0;
   // Any model.safetensors with the model's tensors under its names (another
