@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace autoddl::rt {
 
@@ -36,7 +37,8 @@ void delta_decode(const BitmaskDelta &d, const float *base, float *out) {
         (d.mask[size_t(i / 8)] >> (i % 8)) & 1u ? d.changed[next++] : base[i];
 }
 
-ClusterQuantized cluster_quantize(const float *x, int64_t n) {
+ClusterQuantized cluster_quantize(const float *x, int64_t n,
+                                  int lloyd_iterations) {
   ClusterQuantized q;
   q.n = n;
   q.codes.resize(size_t(n));
@@ -45,27 +47,51 @@ ClusterQuantized cluster_quantize(const float *x, int64_t n) {
     const int64_t len = std::min(kClusterChunk, n - c0);
     sorted.assign(x + c0, x + c0 + len);
     std::sort(sorted.begin(), sorted.end());
-    // Bin k holds sorted[len*k/L, len*(k+1)/L), at least one value (a chunk
-    // shorter than L repeats values over bins, and so centroids).
-    const size_t first = q.centroids.size();
-    for (int k = 0; k < kClusterLevels; ++k) {
-      const int64_t b = len * k / kClusterLevels;
-      const int64_t e = std::max(b + 1, len * (k + 1) / kClusterLevels);
-      double sum = 0;
-      for (int64_t i = b; i < e; ++i)
-        sum += sorted[size_t(i)];
-      q.centroids.push_back(float(sum / double(e - b)));
+    // Start: bin k holds sorted[len*k/L, len*(k+1)/L), at least one value
+    // (a chunk shorter than L repeats values over bins, and so centroids).
+    std::vector<int64_t> begin(kClusterLevels + 1);
+    for (int k = 0; k < kClusterLevels; ++k)
+      begin[size_t(k)] = std::min(len - 1, len * k / kClusterLevels);
+    begin[kClusterLevels] = len;
+    std::vector<double> prefix(size_t(len) + 1, 0.0);
+    for (int64_t i = 0; i < len; ++i)
+      prefix[size_t(i) + 1] = prefix[size_t(i)] + double(sorted[size_t(i)]);
+    std::vector<float> cent(kClusterLevels);
+    auto means = [&] {
+      for (int k = 0; k < kClusterLevels; ++k) {
+        const int64_t b = begin[size_t(k)],
+                      e = std::max(b + 1, begin[size_t(k) + 1]);
+        if (e <= len && b < e) // an empty cluster keeps its centroid
+          cent[size_t(k)] =
+              float((prefix[size_t(e)] - prefix[size_t(b)]) / double(e - b));
+      }
+    };
+    means();
+    // Lloyd's iterations in one dimension: each cluster is the values
+    // nearer its centroid than its neighbours' (a range of the sorted
+    // chunk, cut at the midpoints), its centroid their mean. Each lowers
+    // the squared error or leaves it.
+    for (int it = 0; it < lloyd_iterations; ++it) {
+      for (int k = 1; k < kClusterLevels; ++k) {
+        const float mid = 0.5f * (cent[size_t(k) - 1] + cent[size_t(k)]);
+        begin[size_t(k)] = std::upper_bound(sorted.begin(), sorted.end(), mid) -
+                           sorted.begin();
+      }
+      means();
     }
-    const float *cent = q.centroids.data() + first;
+    // Ascending (an empty cluster kept its centroid, which its neighbours'
+    // may have passed): the codes' search needs the order.
+    std::sort(cent.begin(), cent.end());
+    q.centroids.insert(q.centroids.end(), cent.begin(), cent.end());
+    const float *c = cent.data();
     for (int64_t i = 0; i < len; ++i) {
       const float v = x[c0 + i];
       // The nearest centroid: the first >= v or the one before it.
-      const float *hi = std::lower_bound(cent, cent + kClusterLevels, v);
-      int k = int(hi - cent);
-      if (k == kClusterLevels || (k > 0 && v - cent[k - 1] <= cent[k] - v))
+      int k = int(std::lower_bound(c, c + kClusterLevels, v) - c);
+      if (k == kClusterLevels || (k > 0 && v - c[k - 1] <= c[k] - v))
         --k;
       q.codes[size_t(c0 + i)] = uint8_t(k);
-      q.max_error = std::max(q.max_error, double(std::fabs(v - cent[k])));
+      q.max_error = std::max(q.max_error, double(std::fabs(v - c[k])));
     }
   }
   return q;

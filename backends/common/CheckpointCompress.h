@@ -9,11 +9,13 @@
 //    value is exact or stored).
 //  - Cluster quantization of an optimizer moment: in chunks of
 //    kClusterChunk elements, kClusterLevels centroids and one byte per element
-//    naming its centroid. The centroids are the means of the chunk's sorted
-//    values in kClusterLevels bins of equal count (quantile clusters: dense
-//    where the values are), each element coded by the nearest centroid. Its
-//    error is at most the width of the element's bin (largest - smallest
-//    value in it): `max_error` reports the largest over the tensor.
+//    naming its nearest centroid. The centroids start as the means of the
+//    chunk's sorted values in kClusterLevels bins of equal count (quantile
+//    clusters: dense where the values are), then Lloyd's iterations (1-D
+//    k-means: each cluster the values nearer its centroid than the others,
+//    the centroid their mean) lower the squared error, most of it in the
+//    tails, where the quantile bins of a heavy-tailed moment are widest.
+//    `max_error` reports the largest |x - decoded x|.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_COMMON_CHECKPOINTCOMPRESS_H
@@ -53,7 +55,8 @@ struct ClusterQuantized {
   }
 };
 
-ClusterQuantized cluster_quantize(const float *x, int64_t n);
+ClusterQuantized cluster_quantize(const float *x, int64_t n,
+                                  int lloyd_iterations = 32);
 void cluster_dequantize(const ClusterQuantized &q, float *out);
 
 } // namespace autoddl::rt

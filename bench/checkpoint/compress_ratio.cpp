@@ -62,6 +62,13 @@ int main(int argc, char **argv) {
         if (!m && !v)
           continue; // K-FAC's inverses: not moments
         const ClusterQuantized q = cluster_quantize(t.data, t.numel());
+        mraw += 4.0 * double(t.numel());
+        // A tensor its centroids would outweigh (a bias, a norm's scale)
+        // stays raw, exact.
+        if (q.bytes() >= 4 * t.numel()) {
+          quant += 4.0 * double(t.numel());
+          continue;
+        }
         std::vector<float> back(size_t(t.numel()));
         cluster_dequantize(q, back.data());
         double err = 0, norm = 0;
@@ -72,7 +79,6 @@ int main(int argc, char **argv) {
         }
         const double rel = norm > 0 ? std::sqrt(err / norm) : 0;
         (v ? v_rel : m_rel) = std::max(v ? v_rel : m_rel, rel);
-        mraw += 4.0 * double(t.numel());
         quant += double(q.bytes());
       }
       const double seconds = std::chrono::duration<double>(
