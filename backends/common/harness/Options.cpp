@@ -102,6 +102,11 @@ constexpr FlagHelp kFlags[] = {
                                "and skips the data since it"},
     {"--on-nan-retries R", "with --on-nan rollback: at most R rollbacks "
                            "(default 2)"},
+    {"--checkpoint-compress", "with --save: saves between full ones as "
+                              "BitSnap deltas (parameters) and quantized "
+                              "moments"},
+    {"--checkpoint-full-every M", "with --checkpoint-compress: every M-th "
+                                  "save full (default 4)"},
     {"--data-skip K", "skip K more global batches of data from the first "
                       "step on (to replay a rollback)"},
     {"--lr X", "learning rate (default 1e-3; 0 evaluates)"},
@@ -158,7 +163,8 @@ std::string usage(const std::string &program, const std::string &model,
 
 Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   Options o;
-  bool save_every_given = false, on_nan_retries_given = false;
+  bool save_every_given = false, on_nan_retries_given = false,
+       full_every_given = false;
   if (kfac)
     o.optimizer = "kfac";
   bool kfacFlag = false;
@@ -251,6 +257,11 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
     } else if (a == "--on-nan-retries") {
       o.on_nan_retries = integer(0, kMaxSteps);
       on_nan_retries_given = true;
+    } else if (a == "--checkpoint-compress")
+      o.checkpoint_compress = true;
+    else if (a == "--checkpoint-full-every") {
+      o.checkpoint_full_every = integer(1, kMaxSteps);
+      full_every_given = true;
     } else if (a == "--data-skip")
       o.data_skip = integer(0, kMaxSteps);
     else if (a == "--lr")
@@ -330,6 +341,11 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   if (o.on_nan_rollback && o.save.empty())
     throw std::invalid_argument("--on-nan rollback: needs --save DIR (the "
                                 "folder whose newest checkpoint it reloads)");
+  if (o.checkpoint_compress && o.save.empty())
+    throw std::invalid_argument("--checkpoint-compress: needs --save DIR");
+  if (full_every_given && !o.checkpoint_compress)
+    throw std::invalid_argument("--checkpoint-full-every: needs "
+                                "--checkpoint-compress");
   if (on_nan_retries_given && !o.on_nan_rollback)
     throw std::invalid_argument("--on-nan-retries: needs --on-nan rollback");
   if (o.resume == "auto" && o.save.empty())

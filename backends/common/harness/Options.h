@@ -42,6 +42,11 @@ struct Options {
   int64_t straggler_window = 10;
   bool on_nan_rollback = false;
   int64_t on_nan_retries = 2, data_skip = 0;
+  // --checkpoint-compress: saves between full ones (every
+  // --checkpoint-full-every M saves) as BitSnap deltas
+  // (CompressedCheckpoint.h).
+  bool checkpoint_compress = false;
+  int64_t checkpoint_full_every = 4;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
   uint64_t seed = 1234; // --seed: initial weights and synthetic data
   // --optimizer kfac (a program generated from a K-FAC plan): the plan's

@@ -4,6 +4,7 @@
 #include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
 #include "backends/common/harness/Anomalies.h"
+#include "backends/common/harness/CompressedCheckpoint.h"
 #include "backends/common/harness/DataOrder.h"
 #include "backends/host/CommStats.h"
 #include "backends/host/MpiCheck.h"
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <sys/stat.h>
 
@@ -74,17 +76,69 @@ std::map<std::string, std::string> manifest(const ProgramSpec &s,
   return m;
 }
 
+/// A --checkpoint-compress save between full ones: this rank's part of
+/// bitsnap.safetensors (CompressedCheckpoint.h), its size exchanged first
+/// (one MPI_Allgather) so every rank computes the same header.
+CheckpointFolder compressed_folder(const Options &o, int64_t steps_done,
+                                   const ProgramSpec &s,
+                                   const std::vector<CheckpointEntry> &params,
+                                   const std::vector<CheckpointEntry> &state,
+                                   CompressState &compress,
+                                   CheckpointFolder f) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::vector<CheckpointEntry> all = params;
+  all.insert(all.end(), state.begin(), state.end());
+  const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
+  std::vector<float> blob = compress.encode(all, blocks, rank);
+  double bytes[2] = {compress.raw_bytes, compress.encoded_bytes};
+  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_DOUBLE, MPI_SUM,
+                         MPI_COMM_WORLD));
+  compress.raw_bytes = bytes[0]; // every rank's part: the folder's
+  compress.encoded_bytes = bytes[1];
+  const int64_t mine = int64_t(blob.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(ranks));
+  mpiCheck(MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T,
+                         MPI_COMM_WORLD));
+  std::vector<CheckpointEntry> parts;
+  for (int r = 0; r < ranks; ++r)
+    parts.push_back({"part." + std::to_string(r),
+                     Slice::whole({sizes[size_t(r)]}),
+                     r == rank ? blob.data() : nullptr});
+  std::map<std::string, std::string> meta = manifest(s, steps_done);
+  meta["format"] = "autoddl-bitsnap";
+  meta["optimizer"] = o.optimizer;
+  meta["base"] = compress.base_name();
+  meta["ranks"] = std::to_string(ranks);
+  // Copied (not stable): the blob is this call's.
+  f.files.push_back(
+      checkpoint_shard(kBitsnapFile, parts, meta, MPI_COMM_WORLD, false));
+  prepare_checkpoint_folder(f, MPI_COMM_WORLD);
+  return f;
+}
+
 /// The folder of a checkpoint: the state snapshotted into host memory, this
 /// rank's part of each file, its files named as load_checkpoint reads them,
 /// and the temporary folder made (collective). `async`: the backend's copy
 /// may still run (folder.ready waits, on the writer thread).
 CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
-                                 const ProgramSpec &s, Backend &b, bool async) {
+                                 const ProgramSpec &s, Backend &b, bool async,
+                                 CompressState *compress = nullptr) {
   std::vector<CheckpointEntry> params, state;
   split_entries(b.checkpoint_entries(true), params, state);
   CheckpointFolder f;
   f.dir = o.save + "/step-" + std::to_string(steps_done);
   f.ready = b.snapshot(async);
+  if (compress) { // the encoding reads the snapshot: here, in the stall
+    if (f.ready)
+      f.ready();
+    f.ready = {};
+    if (!compress->next_is_full(o.checkpoint_full_every))
+      return compressed_folder(o, steps_done, s, params, state, *compress,
+                               std::move(f));
+    compress->full_saved(f.dir, params);
+  }
   // Each rank's own blocks are written from the backend's buffers when they
   // are copies (kept until the next save, which waits for this write
   // first); the CPU program's are its training state, copied here.
@@ -134,7 +188,18 @@ public:
     // Every rank's previous part must be written before its buffers are
     // overwritten by this snapshot.
     t.waited_seconds = writer_.wait();
-    CheckpointFolder f = snapshot_folder(o_, steps_done, s_, b_, t.async);
+    CheckpointFolder f =
+        snapshot_folder(o_, steps_done, s_, b_, t.async,
+                        o_.checkpoint_compress ? &compress_ : nullptr);
+    if (o_.checkpoint_compress && compress_.encoded_bytes > 0) {
+      char note[160];
+      std::snprintf(note, sizeof note, "step-%lld: %.2fx (%.3f of %.3f MB)",
+                    (long long)steps_done,
+                    compress_.raw_bytes / compress_.encoded_bytes,
+                    compress_.encoded_bytes / 1e6, compress_.raw_bytes / 1e6);
+      compressed_ += (compressed_.empty() ? "" : "; ") + std::string(note);
+      compress_.encoded_bytes = 0;
+    }
     writer_.start(std::move(f), t.async);
     t.stall_seconds = stall.seconds();
     m_.checkpoints.push_back(t);
@@ -142,6 +207,11 @@ public:
 
   /// Waits for the write in flight (the last one at the run's end, or before
   /// a rollback reads the newest checkpoint) and notes the write times.
+  /// After a rollback: the next save is a full one (the base in memory may
+  /// be newer than the state reloaded, and a later save could replace its
+  /// folder).
+  void restart_compression() { compress_ = CompressState(); }
+
   void finish() {
     writer_.wait();
     if (!root_)
@@ -158,6 +228,12 @@ private:
   RunMetrics &m_;
   bool root_ = false;
   CheckpointWriter writer_;
+  CompressState compress_;
+
+public:
+  /// Rank 0's compressed saves: "step-N: ratio (stored of raw MB)", its own
+  /// part's (metrics.json info.checkpoint_compress).
+  std::string compressed_;
 };
 
 /// AUTODDL_TEST_KILL_RANK=R:S (tests only): rank R kills itself (SIGKILL)
@@ -300,6 +376,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
         first_step = c;
         metrics.info["first_step"] = std::to_string(c);
       }
+      saver.restart_compression();
       metrics.loss.resize(size_t(c - first_step));
       metrics.step_seconds.resize(size_t(c - first_step));
       step = c - 1;
@@ -340,6 +417,9 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   if (!o.save.empty() && o.steps > first_step && !saved_last)
     saver.save(o.steps);
   saver.finish(); // the last write ends before the run reports
+  if (o.checkpoint_compress)
+    metrics.info["checkpoint_compress"] =
+        saver.compressed_.empty() ? "no compressed save" : saver.compressed_;
   stragglers.finish(metrics.info);
   if (o.on_nan_rollback)
     rollbacks.fill(metrics.info);
@@ -468,8 +548,75 @@ void check_manifest(const std::string &file,
                              std::to_string(s.vocab));
 }
 
+namespace {
+
+/// A --checkpoint-compress folder: its base (a full checkpoint beside it)
+/// loaded first, then this rank's part decoded on top. Same plan only.
+int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
+                        Backend &b, const std::string &optimizer) {
+  const std::string file = dir + "/" + kBitsnapFile;
+  const SafetensorsIndex index = safetensors_index(file);
+  check_manifest(file, index.metadata, s);
+  auto meta = index.metadata;
+  if (meta["plan"] != plan_string(s))
+    throw std::runtime_error(
+        file + ": a compressed checkpoint of plan \"" + meta["plan"] +
+        "\", stored per rank; this run's plan is \"" + plan_string(s) +
+        "\": resume it under that plan, or resume its full base " +
+        meta["base"] + " under any plan");
+  const std::string base =
+      dir.substr(0, dir.find_last_of('/') + 1) + meta["base"];
+  const std::string base_model = base + "/model.safetensors";
+  struct stat st;
+  if (meta["base"].empty() || ::stat(base_model.c_str(), &st) != 0)
+    throw std::runtime_error(file + ": its base " + base_model +
+                             " is missing (a compressed checkpoint holds the "
+                             "changes since that full one)");
+  load_checkpoint(base, s, b, optimizer);
+  std::vector<CheckpointEntry> all, state;
+  split_entries(b.checkpoint_entries(true), all, state);
+  all.insert(all.end(), state.begin(), state.end());
+  const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::set<int> writers; // the parts holding this rank's blocks
+  for (int w : blocks.writer[size_t(rank)])
+    if (w >= 0)
+      writers.insert(w);
+  for (int w : writers) {
+    const std::string name = "part." + std::to_string(w);
+    auto part = index.tensors.find(name);
+    if (part == index.tensors.end() || part->second.shape.size() != 1)
+      throw std::runtime_error(file + ": no tensor \"" + name +
+                               "\" (written by another number of ranks)");
+    std::vector<float> blob(size_t(part->second.shape[0]));
+    checkpoint_load(file, index,
+                    {{name, Slice::whole(part->second.shape), blob.data()}});
+    decode_part(file, blob, w, all, blocks, rank);
+  }
+  b.copy_params(false);
+  int64_t counts[2];
+  const char *keys[2] = {"step", "data_skipped"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string &v = meta[keys[i]];
+    char *end = nullptr;
+    errno = 0;
+    counts[i] = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno == ERANGE || counts[i] < 0)
+      throw std::runtime_error(file + ": " + keys[i] + " in its metadata is " +
+                               quote_value(v) + ", not a count");
+  }
+  set_data_skip(counts[1]);
+  return counts[0];
+}
+
+} // namespace
+
 int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
                         Backend &b, const std::string &optimizer) {
+  struct stat st;
+  if (::stat((dir + "/" + kBitsnapFile).c_str(), &st) == 0)
+    return load_compressed(dir, s, b, optimizer);
   std::vector<CheckpointEntry> params, state;
   split_entries(b.checkpoint_entries(true), params, state);
   const std::string model_file = dir + "/model.safetensors";
