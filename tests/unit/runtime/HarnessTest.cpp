@@ -201,6 +201,15 @@ TEST(HarnessOptions, AnomalyFlags) {
             "checkpoint it reloads)");
   EXPECT_EQ(parseError({"--on-nan-retries", "1"}),
             "--on-nan-retries: needs --on-nan rollback");
+  const Options z = parse({"--save", "ck", "--checkpoint-compress",
+                           "--checkpoint-full-every", "3"});
+  EXPECT_TRUE(z.checkpoint_compress);
+  EXPECT_EQ(z.checkpoint_full_every, 3);
+  EXPECT_EQ(d.checkpoint_full_every, 4);
+  EXPECT_EQ(parseError({"--checkpoint-compress"}),
+            "--checkpoint-compress: needs --save DIR");
+  EXPECT_EQ(parseError({"--save", "ck", "--checkpoint-full-every", "2"}),
+            "--checkpoint-full-every: needs --checkpoint-compress");
   EXPECT_EQ(parseError({"--data-skip", "-1"}),
             "--data-skip: \"-1\" is out of range (0 to 1099511627776)");
 }
