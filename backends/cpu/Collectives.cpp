@@ -24,11 +24,11 @@ public:
   Record(const char *kind, int64_t bytes)
       : kind_(kind), bytes_(bytes), trace_(comm_trace()),
         traceStart_(trace_ ? trace_->now_us() : 0),
-        cpuStart_(process_cpu_seconds()) {}
+        cpuStart_(thread_cpu_seconds()) {}
   ~Record() {
     // The straggler check's work time leaves out the CPU MPI spent polling
     // (harness/Anomalies.h).
-    comm_add_cpu_seconds(process_cpu_seconds() - cpuStart_);
+    comm_add_cpu_seconds(thread_cpu_seconds() - cpuStart_);
     CollectiveStat &s = comm_stats()[kind_];
     s.calls += 1;
     s.bytes += bytes_;

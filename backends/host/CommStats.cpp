@@ -16,16 +16,16 @@ void comm_count(const char *kind, int64_t bytes) {
   s.bytes += bytes;
 }
 
-double process_cpu_seconds() {
+double thread_cpu_seconds() {
   timespec t{};
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) != 0)
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0)
     return 0;
   return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
-static double gCommCpu = 0;
-double comm_cpu_seconds() { return gCommCpu; }
-void comm_add_cpu_seconds(double seconds) { gCommCpu += seconds; }
+static thread_local double tCommCpu = 0;
+double comm_cpu_seconds() { return tCommCpu; }
+void comm_add_cpu_seconds(double seconds) { tCommCpu += seconds; }
 
 static TraceRecorder *gCommTrace = nullptr;
 void set_comm_trace(TraceRecorder *recorder) { gCommTrace = recorder; }

@@ -22,7 +22,8 @@ namespace autoddl::rt::harness {
 constexpr double kStragglerMinExcess = 5e-3;
 
 /// The straggler check. Each rank notes its work per step (Backend::
-/// work_clock: on the CPU its CPU time less that spent in the collectives,
+/// work_clock: on the CPU its step thread's CPU time less that spent in the
+/// collectives,
 /// where MPI polls while waiting for a slow peer; wall time would be the
 /// same on every rank, each waiting for the slowest, and would name a rank
 /// the OS merely descheduled on a loaded machine). Every `window` steps the
@@ -62,8 +63,8 @@ private:
 /// milliseconds of CPU time more in each step's work, as a slow node would
 /// (spin_for_test). 0: not here.
 int64_t test_slow_milliseconds(int rank);
-/// Burns `ms` milliseconds of this process's CPU time (a sleep would be no
-/// work: the straggler check counts CPU time).
+/// Burns `ms` milliseconds of the calling thread's CPU time (a sleep would be
+/// no work: the straggler check counts CPU time).
 void spin_for_test(int64_t ms);
 
 /// The test hook AUTODDL_TEST_NAN_DATA=B (tests only): the loss of the step

@@ -28,7 +28,7 @@ double Backend::world_sum(double count, int) {
 }
 
 double Backend::work_clock() {
-  return process_cpu_seconds() - comm_cpu_seconds();
+  return thread_cpu_seconds() - comm_cpu_seconds();
 }
 
 namespace {
