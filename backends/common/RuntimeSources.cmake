@@ -11,4 +11,7 @@ set(AUTODDL_SHARED_RUNTIME_SOURCES
   ${_rt}/host/CommStats.cpp
   ${_rt}/common/harness/Spec.cpp ${_rt}/common/harness/Options.cpp
   ${_rt}/common/harness/ParamTable.cpp ${_rt}/common/harness/DataOrder.cpp
-  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp)
+  ${_rt}/common/harness/Pipeline.cpp ${_rt}/common/harness/ProgramRun.cpp
+  ${_rt}/common/harness/RunCheckpoint.cpp ${_rt}/common/harness/Anomalies.cpp
+  ${_rt}/common/harness/CompressedCheckpoint.cpp
+  ${_rt}/common/CheckpointCompress.cpp)

@@ -83,7 +83,8 @@ void checkReplaceable(const std::filesystem::path &dir) {
       throw std::runtime_error(path + ": a link; refusing to replace " +
                                dir.string() + " (written whole)");
     if (name != "model.safetensors" && name != "optimizer.safetensors" &&
-        name != "config.json" && name.find(".tmp.") == std::string::npos)
+        name != "bitsnap.safetensors" && name != "config.json" &&
+        name.find(".tmp.") == std::string::npos)
       throw std::runtime_error(path +
                                ": not a file of a checkpoint; refusing "
                                "to replace " +
@@ -202,11 +203,9 @@ void ShardedFile::write(const std::string &path) const {
   ::close(fd);
 }
 
-ShardedFile checkpoint_shard(const std::string &name,
-                             const std::vector<CheckpointEntry> &entries,
-                             const std::map<std::string, std::string> &metadata,
-                             MPI_Comm comm, bool own_stable) {
-  const int p = comm_size(comm), r = comm_rank(comm);
+CheckpointBlocks checkpoint_blocks(const std::vector<CheckpointEntry> &entries,
+                                   MPI_Comm comm) {
+  const int p = comm_size(comm);
   // Per entry: held, the flat range [begin, end) of real elements, offset
   // and local size per dimension: every rank's, to find which distinct
   // blocks exist and which rank writes each (the lowest holding it).
@@ -224,28 +223,47 @@ ShardedFile checkpoint_shard(const std::string &name,
   std::vector<int64_t> all(n * size_t(p));
   mpiCheck(MPI_Allgather(mine.data(), int(n), MPI_INT64_T, all.data(), int(n),
                          MPI_INT64_T, comm));
+  CheckpointBlocks b;
+  b.writer.assign(size_t(p), std::vector<int>(entries.size(), -1));
+  b.real.assign(size_t(p), std::vector<int64_t>(entries.size(), 0));
+  size_t pos = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const size_t width = 3 + 2 * entries[i].slice.full.size();
+    for (int q = 0; q < p; ++q) {
+      const int64_t *d = all.data() + size_t(q) * n + pos;
+      if (!d[0])
+        continue;
+      b.real[size_t(q)][i] = d[2] - d[1];
+      int o = 0;
+      while (o < q &&
+             !std::equal(d, d + width, all.data() + size_t(o) * n + pos))
+        ++o;
+      b.writer[size_t(q)][i] = o;
+    }
+    pos += width;
+  }
+  return b;
+}
+
+ShardedFile checkpoint_shard(const std::string &name,
+                             const std::vector<CheckpointEntry> &entries,
+                             const std::map<std::string, std::string> &metadata,
+                             MPI_Comm comm, bool own_stable) {
+  const int r = comm_rank(comm);
+  const CheckpointBlocks blocks = checkpoint_blocks(entries, comm);
   ShardedFile out;
   out.name = name;
   std::vector<std::pair<std::string, Shape>> shapes;
   for (const CheckpointEntry &e : entries)
     shapes.push_back({e.name, e.file_shape()});
   out.layout = safetensors_layout(name, shapes, metadata);
-  size_t pos = 0;
-  for (const CheckpointEntry &e : entries) {
-    const size_t width = 3 + 2 * e.slice.full.size();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const CheckpointEntry &e = entries[i];
     int64_t covered = 0;
-    bool writes = false;
-    for (int q = 0; q < p; ++q) {
-      const int64_t *d = all.data() + size_t(q) * n + pos;
-      bool seen = !d[0];
-      for (int o = 0; o < q && !seen; ++o)
-        seen = std::equal(d, d + width, all.data() + size_t(o) * n + pos);
-      if (seen)
-        continue;
-      covered += d[2] - d[1];
-      writes = writes || q == r;
-    }
-    pos += width;
+    for (size_t q = 0; q < blocks.writer.size(); ++q)
+      if (blocks.writer[q][i] == int(q))
+        covered += blocks.real[q][i];
+    const bool writes = blocks.writer[size_t(r)][i] == r;
     if (covered != numel(e.slice.full))
       throw std::runtime_error(name + ": tensor \"" + e.name +
                                "\" is not fully held by any rank");
@@ -533,6 +551,12 @@ std::string newest_checkpoint(const std::string &save_dir,
   std::sort(steps.rbegin(), steps.rend());
   for (const auto &[step, dir] : steps) {
     try {
+      // A compressed one (--checkpoint-compress) holds bitsnap.safetensors
+      // only; its base is checked when it is loaded.
+      if (fs::exists(dir + "/bitsnap.safetensors", ec)) {
+        safetensors_check(dir + "/bitsnap.safetensors");
+        return dir;
+      }
       for (const char *file : {"/model.safetensors", "/optimizer.safetensors"})
         safetensors_check(dir + file);
       return dir;

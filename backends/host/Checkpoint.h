@@ -70,6 +70,18 @@ struct ShardedFile {
   void write(const std::string &path) const;
 };
 
+/// Who writes which block of a checkpoint: writer[q][i] is the lowest rank
+/// holding the same block of entry i as rank q (q itself when no lower rank
+/// does; -1 where q holds none of it), real[q][i] the real elements of q's
+/// block (ZeRO padding left out). Collective over `comm`: one MPI_Allgather
+/// of the blocks' places, no data.
+struct CheckpointBlocks {
+  std::vector<std::vector<int>> writer;
+  std::vector<std::vector<int64_t>> real;
+};
+CheckpointBlocks checkpoint_blocks(const std::vector<CheckpointEntry> &entries,
+                                   MPI_Comm comm);
+
 /// This rank's part of a checkpoint file of `entries` (collective over
 /// `comm`: the ranks exchange which blocks they hold, not the data). Its own
 /// blocks are referenced (`own_stable`: the caller keeps them unchanged until

@@ -17,6 +17,13 @@ CommStats &comm_stats();
 /// One call of `kind` moving `bytes` of this rank's buffer, counted (its time
 /// is the caller's to add, where it has one).
 void comm_count(const char *kind, int64_t bytes);
+/// CPU seconds of the calling thread so far (CLOCK_THREAD_CPUTIME_ID).
+double thread_cpu_seconds();
+/// The calling thread's CPU seconds spent inside the CPU collectives so far
+/// (MPI polls while it waits for a peer: CPU time that is not the rank's
+/// work). Kept per thread: the step loop's thread reads its own.
+double comm_cpu_seconds();
+void comm_add_cpu_seconds(double seconds);
 /// When set (not null), the CPU collectives also record a trace event per
 /// call on tid 1 ("comm"); the CUDA program traces its communication by
 /// device events instead and sets none.

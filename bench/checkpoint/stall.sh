@@ -30,29 +30,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: stall.sh stage DIR [AUTODDL] | device DIR}
 dir=${2:?DIR}
 models=${MODELS:-gpt2-medium gpt2-xl}
+. "$root/bench/checkpoint/lib.sh"
 case $mode in
 stage)
-  autoddl=${3:-$root/build/tools/autoddl/autoddl}
-  [ -x "$autoddl" ] || { echo "stall.sh: $autoddl is not an executable autoddl" >&2; exit 2; }
-  mkdir -p "$dir"
-  for m in $models; do
-    rm -rf "${dir:?}/$m"
-    "$autoddl" plan "$m" --cluster dgx-h100-ndr --gpus 1 --global-batch 8 --seq 1024 --no-why \
-      -o "$dir/$m.plan.json" >"$dir/$m.plan.txt"
-    "$autoddl" codegen "$dir/$m.plan.json" --backend cuda -o "$dir/$m" >/dev/null
-    echo "$m: $(grep -m1 predicted "$dir/$m.plan.txt" | sed 's/^ *//')"
-  done
+  stage_projects stall.sh "${3:-}"
   ;;
 device)
-  steps=${STEPS:-10} every=${EVERY:-5} ck=${CKPT:-$dir/ck} out=${OUT:-$dir/results}
-  dir=$(realpath "$dir")
-  mkdir -p "$out" "$ck"
-  source "$root/bench/cuda/cudnn_env.sh" # the programs' attention loads libcudnn
-  export NCCL_NVLS_ENABLE=0
-  # Beside DIR (ignored by git, not in the carry, which replaces DIR each call): a warm device
-  # machine keeps it between calls.
-  build=${dir%/}-build
-  mkdir -p "$build/src"
+  device_env 10
   # The projects copied there file by file where they changed: the carry rewrites DIR each call
   # (new times), the copies keep theirs, so CMake rebuilds only what changed.
   projects=()

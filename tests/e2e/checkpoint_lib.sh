@@ -1,5 +1,5 @@
-# Shared by the checkpoint tests (restart_killed_rank.sh, resume_other_plan.sh); sourced with $w
-# (the work folder) set.
+# Shared by the checkpoint tests (restart_killed_rank.sh, resume_other_plan.sh, anomalies.sh);
+# sourced with $w (the work folder), $autoddl and $here set.
 fail() { echo "FAIL: $*"; exit 1; }
 # expect_error WHAT PATTERN CMD...: CMD exits with a status in 1..123 and prints PATTERN, in one
 # error line.
@@ -27,4 +27,10 @@ ok = first > 0 and len(got) == len(want) > 0 and all(
     a == b if tol == 0 else abs(a - b) <= tol * abs(a) for a, b in zip(want, got))
 sys.exit(0 if ok else 1)
 PY
+}
+# plan_dp2: $w/plan.json, e2e.verify.dp2's plan (the same bytes: its build in the cache).
+plan_dp2() {
+  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 2 --global-batch 8 --seq 16 \
+    --fix tp=1,pp=1,dp=2 --no-why -o "$w/plan.json" > /dev/null || fail plan
+  python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level 0 || fail megatron.py
 }

@@ -17,9 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$w" && mkdir -p "$w"
 . "$here/checkpoint_lib.sh"
 
-"$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 2 --global-batch 8 --seq 16 \
-  --fix tp=1,pp=1,dp=2 --no-why -o "$w/plan.json" > /dev/null || fail plan
-python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level 0 || fail megatron.py
+plan_dp2
 run() { "$autoddl" run "$w/plan.json" --steps 8 "$@"; }
 
 # The uninterrupted run, asynchronous checkpoints every 2 steps; and the same with --save-sync.

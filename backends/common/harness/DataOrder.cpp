@@ -7,6 +7,16 @@
 
 namespace autoddl::rt::harness {
 
+namespace {
+// Set by the run (ProgramRun.cpp) at its start and at each rollback; read by
+// the data loads of the generated code's steps.
+int64_t gDataSkip = 0;
+} // namespace
+
+int64_t data_batch(int64_t step) { return step + gDataSkip; }
+int64_t data_skip() { return gDataSkip; }
+void set_data_skip(int64_t batches) { gDataSkip = batches; }
+
 int64_t token_block_start(const ProgramSpec &s, int64_t rdp, int64_t mb) {
   return rdp * (s.micro_batches * s.micro_batch) + mb * s.micro_batch;
 }

@@ -20,6 +20,15 @@
 
 namespace autoddl::rt::harness {
 
+/// The data batch step `step` reads: the step plus the global batches skipped
+/// before it (--data-skip, the windows --on-nan rollback skipped; recorded in
+/// each checkpoint as `data_skipped`, docs/codegen.md). Both backends' data
+/// loads go through it; a graph model's data is the same every step.
+int64_t data_batch(int64_t step);
+/// The global batches skipped so far (0 unless set).
+int64_t data_skip();
+void set_data_skip(int64_t batches);
+
 /// The first sample of micro-batch `mb` of dp rank `rdp` in the step's global
 /// batch of a language model: this dp rank's block, then mb inside it.
 int64_t token_block_start(const ProgramSpec &s, int64_t rdp, int64_t mb);

@@ -93,6 +93,22 @@ constexpr FlagHelp kFlags[] = {
                             "auto: the newest complete one under --save DIR "
                             "(none: start fresh)"},
     {"--init FILE", "initial parameters from a model.safetensors"},
+    {"--straggler-factor F", "name a rank whose step work is above F x the "
+                             "median rank's (default 1.5; 0: off)"},
+    {"--straggler-window N", "compare the ranks every N steps, on each one's "
+                             "median over them (default 10)"},
+    {"--on-nan stop|rollback", "a non-finite loss stops the run (default), "
+                               "or reloads the newest checkpoint under --save "
+                               "and skips the data since it"},
+    {"--on-nan-retries R", "with --on-nan rollback: at most R rollbacks "
+                           "(default 2)"},
+    {"--checkpoint-compress", "with --save: saves between full ones as "
+                              "BitSnap deltas (parameters) and quantized "
+                              "moments"},
+    {"--checkpoint-full-every M", "with --checkpoint-compress: every M-th "
+                                  "save full (default 4)"},
+    {"--data-skip K", "skip K more global batches of data from the first "
+                      "step on (to replay a rollback)"},
     {"--lr X", "learning rate (default 1e-3; 0 evaluates)"},
     {"--weight-decay X", "decoupled weight decay (default 0)"},
     {"--optimizer NAME", "adamw (default), sgd, or kfac for a K-FAC plan"},
@@ -147,7 +163,8 @@ std::string usage(const std::string &program, const std::string &model,
 
 Options parse_options(int argc, char **argv, bool zero, bool kfac) {
   Options o;
-  bool save_every_given = false;
+  bool save_every_given = false, on_nan_retries_given = false,
+       full_every_given = false;
   if (kfac)
     o.optimizer = "kfac";
   bool kfacFlag = false;
@@ -222,6 +239,31 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.resume = path();
     else if (a == "--init")
       o.init = path();
+    else if (a == "--straggler-factor") {
+      o.straggler_factor = real();
+      if (o.straggler_factor != 0 && o.straggler_factor <= 1)
+        throw std::invalid_argument("--straggler-factor: expected 0 (off) or "
+                                    "a factor > 1, got " +
+                                    echo_value(argv[i]));
+    } else if (a == "--straggler-window")
+      o.straggler_window = integer(1, kMaxSteps);
+    else if (a == "--on-nan") {
+      const std::string v = next();
+      if (v != "stop" && v != "rollback")
+        throw std::invalid_argument("--on-nan: expected stop or rollback, "
+                                    "got " +
+                                    echo_value(v));
+      o.on_nan_rollback = v == "rollback";
+    } else if (a == "--on-nan-retries") {
+      o.on_nan_retries = integer(0, kMaxSteps);
+      on_nan_retries_given = true;
+    } else if (a == "--checkpoint-compress")
+      o.checkpoint_compress = true;
+    else if (a == "--checkpoint-full-every") {
+      o.checkpoint_full_every = integer(1, kMaxSteps);
+      full_every_given = true;
+    } else if (a == "--data-skip")
+      o.data_skip = integer(0, kMaxSteps);
     else if (a == "--lr")
       o.lr = real(); // 0 is allowed: evaluating a checkpoint
     else if (a == "--weight-decay")
@@ -294,8 +336,18 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
         "--save-every/--save-initial/--save-sync need --save DIR");
   if (const std::string m = o.graph.missing(); !m.empty())
     throw std::invalid_argument(m + ": missing (a graph read from files needs "
-                                "--graph-adjacency, --graph-features and "
-                                "--graph-labels)");
+                                    "--graph-adjacency, --graph-features and "
+                                    "--graph-labels)");
+  if (o.on_nan_rollback && o.save.empty())
+    throw std::invalid_argument("--on-nan rollback: needs --save DIR (the "
+                                "folder whose newest checkpoint it reloads)");
+  if (o.checkpoint_compress && o.save.empty())
+    throw std::invalid_argument("--checkpoint-compress: needs --save DIR");
+  if (full_every_given && !o.checkpoint_compress)
+    throw std::invalid_argument("--checkpoint-full-every: needs "
+                                "--checkpoint-compress");
+  if (on_nan_retries_given && !o.on_nan_rollback)
+    throw std::invalid_argument("--on-nan-retries: needs --on-nan rollback");
   if (o.resume == "auto" && o.save.empty())
     throw std::invalid_argument("--resume auto: needs --save DIR (the folder "
                                 "whose newest checkpoint it resumes)");

@@ -32,6 +32,21 @@ struct Options {
   bool save_sync = false;
   // --overwrite: --out may replace an earlier run's metrics.json/trace.json.
   bool overwrite = false;
+  // Anomalies (docs/codegen.md "Anomalies"). --straggler-factor F (0: off)
+  // and --straggler-window N: a rank whose median work time over N steps is
+  // above F x the median rank's is named. --on-nan stop|rollback and
+  // --on-nan-retries R: a non-finite loss stops the run, or reloads the
+  // newest checkpoint under --save and skips the data since it, at most R
+  // times. --data-skip K: K more global batches skipped from the first step.
+  double straggler_factor = 1.5;
+  int64_t straggler_window = 10;
+  bool on_nan_rollback = false;
+  int64_t on_nan_retries = 2, data_skip = 0;
+  // --checkpoint-compress: saves between full ones (every
+  // --checkpoint-full-every M saves) as BitSnap deltas
+  // (CompressedCheckpoint.h).
+  bool checkpoint_compress = false;
+  int64_t checkpoint_full_every = 4;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
   uint64_t seed = 1234; // --seed: initial weights and synthetic data
   // --optimizer kfac (a program generated from a K-FAC plan): the plan's

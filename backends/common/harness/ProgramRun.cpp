@@ -2,7 +2,10 @@
 #include "backends/common/harness/ProgramRun.h"
 
 #include "backends/common/FileIo.h"
-#include "backends/common/Safetensors.h"
+#include "backends/common/harness/Anomalies.h"
+#include "backends/common/harness/DataOrder.h"
+#include "backends/common/harness/RunCheckpoint.h"
+#include "backends/host/CommStats.h"
 #include "backends/host/MpiCheck.h"
 
 #include <cerrno>
@@ -10,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <sys/stat.h>
 
@@ -23,129 +27,11 @@ double Backend::world_sum(double count, int) {
   return count;
 }
 
+double Backend::work_clock() {
+  return thread_cpu_seconds() - comm_cpu_seconds();
+}
+
 namespace {
-
-/// Optimizer state entries (add_checkpoint_entries' AdamW moments, K-FAC's
-/// inverses: kfac_inverse_entry): they go to optimizer.safetensors, the
-/// parameters to model.safetensors.
-bool is_optimizer_state(const std::string &name) {
-  return name.find(".exp_avg") != std::string::npos ||
-         name.find(".kfac_") != std::string::npos;
-}
-
-void split_entries(std::vector<CheckpointEntry> all,
-                   std::vector<CheckpointEntry> &params,
-                   std::vector<CheckpointEntry> &state) {
-  for (CheckpointEntry &e : all)
-    (is_optimizer_state(e.name) ? state : params).push_back(std::move(e));
-}
-
-/// The plan a checkpoint was written under (its metadata; resuming under
-/// another plan of the same model is allowed but for K-FAC's inverses).
-std::string plan_string(const ProgramSpec &s) {
-  return "tp=" + std::to_string(s.tp) + " pp=" + std::to_string(s.pp) +
-         " dp=" + std::to_string(s.dp) + " zero=" + std::to_string(s.zero) +
-         " stages=" + std::to_string(s.stages);
-}
-
-/// The metadata both files of a checkpoint carry: what a load checks before
-/// reading a tensor (the model, its vocabulary, the data position).
-std::map<std::string, std::string> manifest(const ProgramSpec &s,
-                                            int64_t steps_done) {
-  std::map<std::string, std::string> m = {
-      {"model", s.model_name},
-      {"step", std::to_string(steps_done)},
-      {"plan", plan_string(s)},
-      {"layout", "full"},
-      {"samples", std::to_string(steps_done * s.global_batch)}};
-  if (s.data == DataKind::Tokens)
-    m["vocab"] = std::to_string(s.vocab);
-  return m;
-}
-
-/// The folder of a checkpoint: the state snapshotted into host memory, this
-/// rank's part of each file, its files named as load_checkpoint reads them,
-/// and the temporary folder made (collective). `async`: the backend's copy
-/// may still run (folder.ready waits, on the writer thread).
-CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
-                                 const ProgramSpec &s, Backend &b, bool async) {
-  std::vector<CheckpointEntry> params, state;
-  split_entries(b.checkpoint_entries(true), params, state);
-  CheckpointFolder f;
-  f.dir = o.save + "/step-" + std::to_string(steps_done);
-  f.ready = b.snapshot(async);
-  // Each rank's own blocks are written from the backend's buffers when they
-  // are copies (kept until the next save, which waits for this write
-  // first); the CPU program's are its training state, copied here.
-  const bool stable = b.entries_are_copies();
-  // model.safetensors holds the parameters only, under the model's own
-  // (Hugging Face) names, with the metadata transformers' loader expects
-  // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
-  std::map<std::string, std::string> meta = manifest(s, steps_done);
-  meta["format"] = "pt";
-  f.files.push_back(checkpoint_shard("model.safetensors", params, meta,
-                                     MPI_COMM_WORLD, stable));
-  meta["format"] = "autoddl";
-  meta["optimizer"] = o.optimizer;
-  f.files.push_back(checkpoint_shard("optimizer.safetensors", state, meta,
-                                     MPI_COMM_WORLD, stable));
-  if (s.hf_config && *s.hf_config)
-    f.texts.push_back({"config.json", s.hf_config});
-  prepare_checkpoint_folder(f, MPI_COMM_WORLD);
-  return f;
-}
-
-/// --save's checkpoints during a run: each snapshotted at its step and
-/// written by every rank's CheckpointWriter (its part; rank 0 renames the
-/// folder), on its thread unless --save-sync.
-/// A save finding the previous write in flight waits for it (said on
-/// stdout); finish() waits for the last. Their timings go to metrics.json.
-class Checkpointer {
-public:
-  Checkpointer(const Options &o, const ProgramSpec &s, Backend &b,
-               RunMetrics &m)
-      : o_(o), s_(s), b_(b), m_(m) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    root_ = rank == 0;
-  }
-
-  void save(int64_t steps_done) {
-    Timer stall;
-    CheckpointTiming t;
-    t.step = steps_done;
-    t.async = !o_.save_sync;
-    std::string busy;
-    if (root_ && writer_.busy(&busy) && !o_.quiet)
-      std::printf("checkpoint step-%lld: the write of %s is still in flight; "
-                  "waiting for it\n",
-                  (long long)steps_done, busy.c_str());
-    // Every rank's previous part must be written before its buffers are
-    // overwritten by this snapshot.
-    t.waited_seconds = writer_.wait();
-    CheckpointFolder f = snapshot_folder(o_, steps_done, s_, b_, t.async);
-    writer_.start(std::move(f), t.async);
-    t.stall_seconds = stall.seconds();
-    m_.checkpoints.push_back(t);
-  }
-
-  void finish() {
-    writer_.wait();
-    if (!root_)
-      return;
-    const std::vector<CheckpointWriter::Done> done = writer_.done();
-    for (size_t i = 0; i < done.size() && i < m_.checkpoints.size(); ++i)
-      m_.checkpoints[i].write_seconds = done[i].write_seconds;
-  }
-
-private:
-  const Options &o_;
-  const ProgramSpec &s_;
-  Backend &b_;
-  RunMetrics &m_;
-  bool root_ = false;
-  CheckpointWriter writer_;
-};
 
 /// AUTODDL_TEST_KILL_RANK=R:S (tests only): rank R kills itself (SIGKILL)
 /// before step S (0-based) of a run that started at step 0 (not of the run
@@ -159,11 +45,84 @@ int64_t test_kill_step(int rank, int64_t first_step) {
   return step;
 }
 
+/// Why a run stops at step `step` (0-based) whose loss is not finite.
+std::string diverged_line(int64_t step, double loss) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "step %lld: the loss is %s: training diverged (try a "
+                "lower --lr); no outputs or checkpoint written",
+                (long long)step + 1, std::isnan(loss) ? "nan" : "inf");
+  return buf;
+}
+
+/// --on-nan rollback after step `step` (0-based) gave a non-finite loss (on
+/// every rank alike: the loss is summed over the world): waits for the write
+/// in flight, reloads the newest complete checkpoint under --save (step C)
+/// and skips the global data batches read since it, the bad one included, so
+/// step C reads the batch after the bad one. Said in one line on rank 0 and
+/// noted in `log`. Returns C, or -1 with `why` set when it cannot (no
+/// rollbacks left, no complete checkpoint).
+int64_t roll_back(const Options &o, const ProgramSpec &s, Backend &b,
+                  int64_t step, double loss, Checkpointer &saver,
+                  RollbackLog &log, std::string &why) {
+  why = diverged_line(step, loss);
+  if (log.count >= o.on_nan_retries) {
+    why += "; --on-nan rollback: the " + std::to_string(o.on_nan_retries) +
+           " rollbacks of --on-nan-retries are spent";
+    return -1;
+  }
+  saver.finish();
+  // Rank 0 picks the checkpoint for every rank: another rank's writer may
+  // be done before rank 0 renamed the folder of the last save.
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string dir, error;
+  if (rank == 0) {
+    std::vector<std::string> incomplete;
+    try {
+      dir = newest_checkpoint(o.save, incomplete);
+      if (dir.empty())
+        error = "no checkpoint under " + o.save +
+                " to reload (save one with --save-every)";
+    } catch (const std::runtime_error &e) {
+      error = e.what();
+    }
+  }
+  std::string picked = error.empty() ? "+" + dir : "-" + error;
+  int64_t size = int64_t(picked.size());
+  mpiCheck(MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
+  picked.resize(size_t(size));
+  mpiCheck(MPI_Bcast(picked.data(), int(size), MPI_CHAR, 0, MPI_COMM_WORLD));
+  if (picked[0] == '-') {
+    why += "; --on-nan rollback: " + picked.substr(1);
+    return -1;
+  }
+  dir = picked.substr(1);
+  const int64_t bad = data_batch(step);
+  const int64_t c = load_checkpoint(dir, s, b, o.optimizer);
+  const int64_t from = data_batch(c); // the checkpoint's skip, now loaded
+  set_data_skip(bad + 1 - c);
+  char entry[512];
+  std::snprintf(entry, sizeof entry,
+                "step %lld: loss %s; reloaded %s (step %lld); data batches "
+                "%lld-%lld skipped",
+                (long long)step + 1, std::isnan(loss) ? "nan" : "inf",
+                dir.c_str(), (long long)c, (long long)from, (long long)bad);
+  log.add(entry);
+  if (rank == 0) {
+    std::printf("--on-nan rollback %lld of %lld: %s\n", (long long)log.count,
+                (long long)o.on_nan_retries, entry);
+    std::fflush(stdout);
+  }
+  return c;
+}
+
 /// The steps: each runs the schedule and the optimizer, prints its loss (and
 /// accuracy) on rank 0 and saves a checkpoint every --save-every steps (and
 /// after the last step under --save). Returns "" or, when the loss stops
-/// being finite, why the run stopped (every rank sees the same summed loss,
-/// so every rank stops at the same step).
+/// being finite (and --on-nan rollback cannot go back), why the run stopped
+/// (every rank sees the same summed loss, so every rank stops at the same
+/// step).
 std::string train(const ProgramSpec &s, const StepCounts &counts,
                   const Options &o, int64_t first_step, Backend &b) {
   int rank = 0;
@@ -180,25 +139,45 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   if (o.save_initial && first_step == 0)
     saver.save(0);
   const int64_t kill_at = test_kill_step(rank, first_step);
+  const int64_t slow_ms = test_slow_milliseconds(rank);
+  const int64_t nan_batch = test_nan_data_batch();
+  StragglerWatch stragglers(o.straggler_factor, o.straggler_window);
+  RollbackLog rollbacks;
   double accuracy = 0, heldout_accuracy = 0; // of the last step
   for (int64_t step = first_step; step < o.steps; ++step) {
     if (step == kill_at) // tests only: a rank lost mid-run
       std::raise(SIGKILL);
     Timer timer;
+    const double work_before = b.work_clock();
+    if (slow_ms > 0) // tests only: a slow rank
+      spin_for_test(slow_ms);
     b.run_step(step);
     // The update is queued before the host waits for the loss (a device
     // then does not idle while the host launches it); it does not touch the
     // loss the forward passes wrote.
     b.optimizer_step(o, step + 1);
-    const double loss =
-        b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
+    double loss = b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
+    if (data_batch(step) == nan_batch) // tests only: a bad batch
+      loss = std::numeric_limits<double>::quiet_NaN();
     if (!std::isfinite(loss)) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "step %lld: the loss is %s: training diverged (try a "
-                    "lower --lr); no outputs or checkpoint written",
-                    (long long)step + 1, std::isnan(loss) ? "nan" : "inf");
-      return buf;
+      if (!o.on_nan_rollback)
+        return diverged_line(step, loss);
+      std::string why;
+      const int64_t c = roll_back(o, s, b, step, loss, saver, rollbacks, why);
+      if (c < 0)
+        return why;
+      // metrics.json's losses are those of the steps the final state went
+      // through: the rolled-back steps' are dropped (rollback_log names
+      // them).
+      if (c < first_step) {
+        first_step = c;
+        metrics.info["first_step"] = std::to_string(c);
+      }
+      saver.restart_compression();
+      metrics.loss.resize(size_t(c - first_step));
+      metrics.step_seconds.resize(size_t(c - first_step));
+      step = c - 1;
+      continue;
     }
     if (counts.correct)
       accuracy = b.world_sum(counts.correct(), 1) / double(s.loss_count);
@@ -208,6 +187,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     b.end_step(step);
     const double seconds = timer.seconds();
     b.after_step(o, step, first_step);
+    stragglers.add(step, b.work_clock() - work_before);
     metrics.loss.push_back(loss);
     metrics.step_seconds.push_back(seconds);
     if (root && !o.quiet) {
@@ -234,6 +214,14 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   if (!o.save.empty() && o.steps > first_step && !saved_last)
     saver.save(o.steps);
   saver.finish(); // the last write ends before the run reports
+  if (o.checkpoint_compress)
+    metrics.info["checkpoint_compress"] =
+        saver.compressed().empty() ? "no compressed save" : saver.compressed();
+  stragglers.finish(metrics.info);
+  if (o.on_nan_rollback)
+    rollbacks.fill(metrics.info);
+  if (data_skip() > 0)
+    metrics.info["data_skipped"] = std::to_string(data_skip());
   if (counts.correct)
     metrics.info["accuracy"] = std::to_string(accuracy);
   if (counts.heldout_correct)
@@ -311,162 +299,6 @@ std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
   rdp = mesh->coord(axes.dp);
   rtp = mesh->coord(axes.tp);
   return mesh;
-}
-
-void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
-                            const ParamBlock &p, float *value, float *m,
-                            float *v, bool with_state, const ProgramSpec &s,
-                            int64_t /*rtp: p.slice says the block*/,
-                            int64_t rdp) {
-  e.push_back({p.name, p.slice, p.held ? value : nullptr, p.full});
-  if (!with_state)
-    return;
-  // The moments are the parameter's full tensors whatever the plan; a ZeRO
-  // shard is the flat range [rdp * padded / dp, ...) of the rank's tp block
-  // (its tail past the block's n elements padding), so any plan loads it.
-  const int64_t begin = s.zero ? rdp * (p.padded / s.dp) : 0;
-  const int64_t count = s.zero ? p.padded / s.dp : -1;
-  e.push_back({p.name + ".exp_avg", p.slice, p.held ? m : nullptr, p.full,
-               begin, count});
-  e.push_back({p.name + ".exp_avg_sq", p.slice, p.held ? v : nullptr, p.full,
-               begin, count});
-}
-
-void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
-                     Backend &b) {
-  write_checkpoint_folder(snapshot_folder(o, steps_done, s, b, false));
-}
-
-/// The checks of a checkpoint file's metadata that need no tensor: another
-/// model, another vocabulary (one line, before any tensor is read).
-void check_manifest(const std::string &file,
-                    const std::map<std::string, std::string> &meta,
-                    const ProgramSpec &s) {
-  auto get = [&](const char *key) {
-    auto it = meta.find(key);
-    return it == meta.end() ? std::string() : it->second;
-  };
-  if (get("model") != s.model_name)
-    throw std::runtime_error(file + ": a checkpoint of model " +
-                             quote_value(get("model")) + ", not " +
-                             s.model_name);
-  if (s.data == DataKind::Tokens && meta.count("vocab") &&
-      get("vocab") != std::to_string(s.vocab))
-    throw std::runtime_error(file + ": a checkpoint of a vocabulary of " +
-                             get("vocab") + " tokens; this model's has " +
-                             std::to_string(s.vocab));
-}
-
-int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
-                        Backend &b, const std::string &optimizer) {
-  std::vector<CheckpointEntry> params, state;
-  split_entries(b.checkpoint_entries(true), params, state);
-  const std::string model_file = dir + "/model.safetensors";
-  const std::string state_file = dir + "/optimizer.safetensors";
-  // Both headers are read and checked before any block is: a bad file is
-  // refused with nothing loaded.
-  const SafetensorsIndex model = safetensors_index(model_file);
-  check_manifest(model_file, model.metadata, s);
-  auto meta = model.metadata;
-  auto it = meta.find("step");
-  if (it == meta.end())
-    throw std::runtime_error(model_file + ": no step in metadata");
-  const std::string &v = it->second;
-  char *end = nullptr;
-  errno = 0;
-  const long long step = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno == ERANGE || step < 0)
-    throw std::runtime_error(model_file + ": the step in its metadata is " +
-                             quote_value(v) + ", not a step count");
-  if (meta.count("samples") &&
-      meta["samples"] != std::to_string(step * s.global_batch))
-    throw std::runtime_error(
-        model_file + ": its data position is sample " + meta["samples"] +
-        " after step " + v + "; this plan's global batch of " +
-        std::to_string(s.global_batch) + " would read other data");
-  const SafetensorsIndex opt = safetensors_index(state_file);
-  auto state_meta = opt.metadata;
-  check_manifest(state_file, state_meta, s);
-  // SGD's momentum and AdamW's moments have the same shapes: only the
-  // metadata tells them apart (a checkpoint without it predates the field).
-  if (auto saved = state_meta.find("optimizer");
-      saved != state_meta.end() && saved->second != optimizer)
-    throw std::runtime_error(
-        state_file + ": optimizer state of " + quote_value(saved->second) +
-        ", but this run trains with --optimizer " + optimizer +
-        " (resume with --optimizer " + quote_value(saved->second) + ")");
-  if (state_meta["step"] != v)
-    throw std::runtime_error(state_file + ": of step " +
-                             quote_value(state_meta["step"]) + ", but " +
-                             model_file + " is of step " + v);
-  for (const auto &[name, t] : opt.tensors) {
-    // Before this format, ZeRO state was saved flat in its plan's layout.
-    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".zero") == 0)
-      throw std::runtime_error(
-          state_file + ": ZeRO state in an older plan-specific layout (\"" +
-          name +
-          "\"), which this program does not read; resume it with "
-          "the autoddl that wrote it, or start from its parameters "
-          "with --init " +
-          model_file);
-    // K-FAC's inverses are of the layers' blocks as the writing plan's
-    // ranks computed them, not full logical tensors.
-    if (name.find(".kfac_") != std::string::npos && state_meta.count("plan") &&
-        state_meta["plan"] != plan_string(s))
-      throw std::runtime_error(
-          state_file + ": K-FAC inverses of plan \"" + state_meta["plan"] +
-          "\", stored per plan; this run's plan is \"" + plan_string(s) +
-          "\": resume under that plan, or start from the parameters with "
-          "--init " +
-          model_file);
-  }
-  checkpoint_load(model_file, model, params);
-  checkpoint_load(state_file, opt, state);
-  b.copy_params(false);
-  return step;
-}
-
-/// --resume auto: the newest complete checkpoint under --save (none: a fresh
-/// start), said on rank 0 in one line; skipped incomplete ones one line each.
-void resolve_resume_auto(Options &o) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::vector<std::string> skipped;
-  std::string dir;
-  try {
-    dir = newest_checkpoint(o.save, skipped);
-  } catch (const std::runtime_error &e) {
-    throw std::runtime_error(std::string("--resume auto: ") + e.what());
-  }
-  if (rank == 0) {
-    for (const std::string &why : skipped)
-      std::printf("--resume auto: skipping an incomplete checkpoint: %s\n",
-                  why.c_str());
-    if (dir.empty())
-      std::printf("--resume auto: no checkpoint under %s; starting fresh\n",
-                  o.save.c_str());
-    else
-      std::printf("--resume auto: resuming from %s\n", dir.c_str());
-    std::fflush(stdout);
-  }
-  o.resume = dir;
-}
-
-int64_t load_start(Options &o, const ProgramSpec &s, Backend &b) {
-  if (o.resume == "auto")
-    resolve_resume_auto(o);
-  if (!o.resume.empty())
-    return load_checkpoint(o.resume, s, b, o.optimizer);
-  if (o.init.empty())
-    return 0;
-  // Any model.safetensors with the model's tensors under its names (another
-  // run's, transformers' save_pretrained, autoddl's --weights onnx): extra
-  // tensors are ignored, a missing one or another shape is refused by name.
-  std::vector<CheckpointEntry> params, state;
-  split_entries(b.checkpoint_entries(false), params, state);
-  checkpoint_load(o.init, params);
-  b.copy_params(false);
-  return 0;
 }
 
 bool report_setup_error(bool bad, const std::string &message) {

@@ -83,6 +83,14 @@ public:
   virtual void end_step(int64_t) {}
   /// After the step's time is read.
   virtual void after_step(const Options &, int64_t, int64_t) {}
+  /// Seconds of this rank's own work so far, for the straggler check
+  /// (Anomalies.h), which takes its growth over each step: by default the
+  /// CPU time of the thread running the steps less its time in the
+  /// collectives (MPI polls while it waits for a slow peer; a rank the OS
+  /// descheduled has no CPU time to show for it; the checkpoint writer's and
+  /// K-FAC's filling threads are not counted), right for the CPU program; a
+  /// device backend may count its device's work instead.
+  virtual double work_clock();
   /// The parameters (and optimizer state) as checkpoint entries, and the
   /// copies between them and the buffers the program trains (to_host:
   /// before a save; else after a load).

@@ -109,11 +109,11 @@ void slice_backward_gather(float *dfull, const float *dshard,
 bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
 
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
-  tokens.read(program_spec(), seed, step, g.rdp, mb, ids, targets);
+  tokens.read(program_spec(), seed, data_batch(step), g.rdp, mb, ids, targets);
 }
 
 void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels) {
-  class_samples(program_spec(), seed, step, g.rdp, mb, x, labels);
+  class_samples(program_spec(), seed, data_batch(step), g.rdp, mb, x, labels);
 }
 
 const Csr &graph_adjacency() { return adjacency; }

@@ -139,7 +139,7 @@ void configure_grad_buckets(const std::vector<ParamSpec> &params,
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
   const ProgramSpec &s = program_spec();
   Staging &in = staging(mb, 0), &out = staging(mb, 1);
-  tokens.read(s, seed, step, g.rdp, mb, in.host, out.host);
+  tokens.read(s, seed, data_batch(step), g.rdp, mb, in.host, out.host);
   const size_t bytes = size_t(s.micro_batch * s.seq) * sizeof(int32_t);
   for (auto [dst, src] :
        {std::pair<int32_t *, Staging *>{ids, &in}, {targets, &out}}) {
@@ -402,6 +402,21 @@ public:
 
   void after_step(const Options &o, int64_t step, int64_t first) override {
     op_profile_finish_step(step > first || o.steps - first < 2);
+  }
+
+  /// Under --profile, the device time of the kernels so far (the op scopes
+  /// but the tensor-parallel collectives', resolved after each step): a
+  /// slow GPU's own work, which its peers' step time hides (they wait for it
+  /// inside NCCL kernels). Without it the host's CPU time, which finds a slow
+  /// host only (docs/codegen.md "Anomalies").
+  double work_clock() override {
+    if (!op_profile_enabled())
+      return Backend::work_clock();
+    double total = 0;
+    for (const auto &[kind, t] : op_profile_totals())
+      if (kind.rfind("comm:", 0) != 0)
+        total += t.forward_s + t.backward_s;
+    return total;
   }
 
   /// Over the host copies (copy_params moves the device state into them).

@@ -96,9 +96,9 @@ TEST(HarnessOptions, KfacFlags) {
   EXPECT_EQ(d.optimizer, "kfac");
   EXPECT_TRUE(std::isnan(d.kfac_damping));
   EXPECT_EQ(d.kfac_refresh, 0);
-  const Options o = parse({"--kfac-damping", "0.01", "--kfac-refresh", "5",
-                           "--kfac-rule", "lamb"},
-                          false, true);
+  const Options o = parse(
+      {"--kfac-damping", "0.01", "--kfac-refresh", "5", "--kfac-rule", "lamb"},
+      false, true);
   EXPECT_EQ(o.kfac_damping, 0.01);
   EXPECT_EQ(o.kfac_refresh, 5);
   EXPECT_EQ(o.kfac_rule, "lamb");
@@ -117,9 +117,9 @@ TEST(HarnessOptions, KfacFlags) {
   EXPECT_EQ(parseError({"--optimizer", "kfac"}),
             "--optimizer kfac: this program was generated from a first-order "
             "plan (plan with --optimizer kfac)");
-  EXPECT_EQ(parseError({"--optimizer", "sgd", "--kfac-refresh", "2"}, false,
-                       true),
-            "--kfac-damping/--kfac-refresh/--kfac-rule need --optimizer kfac");
+  EXPECT_EQ(
+      parseError({"--optimizer", "sgd", "--kfac-refresh", "2"}, false, true),
+      "--kfac-damping/--kfac-refresh/--kfac-rule need --optimizer kfac");
 }
 
 TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
@@ -146,8 +146,9 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--data"}), "--data: missing value");
   EXPECT_EQ(parseError({"--optimizer", "adam"}),
             "--optimizer: expected adamw, sgd or kfac, got \"adam\"");
-  EXPECT_EQ(parseError({"--optimizer", "sgd"}, /*zero=*/true),
-            "--optimizer sgd: the plan shards the optimizer state (ZeRO); use adamw");
+  EXPECT_EQ(
+      parseError({"--optimizer", "sgd"}, /*zero=*/true),
+      "--optimizer sgd: the plan shards the optimizer state (ZeRO); use adamw");
   EXPECT_EQ(parseError({"--save-every", "2"}),
             "--save-every/--save-initial/--save-sync need --save DIR");
   EXPECT_EQ(parseError({"--save-sync"}),
@@ -165,10 +166,62 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   // A control byte in an argument is shown escaped (flags_fuzzer found it).
   EXPECT_EQ(parseError({"--optimizer", "a\nb"}),
             "--optimizer: expected adamw, sgd or kfac, got \"a\\x0ab\"");
-  for (const std::string &m : {unknown, parseError({"--lr", "x"}),
-                               parseError({"--data"}), huge})
+  for (const std::string &m :
+       {unknown, parseError({"--lr", "x"}), parseError({"--data"}), huge})
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
+}
+
+// The anomaly flags (docs/codegen.md "Anomalies"): defaults, values, and
+// each bad one refused in one line naming the flag.
+TEST(HarnessOptions, AnomalyFlags) {
+  const Options d = parse({});
+  EXPECT_DOUBLE_EQ(d.straggler_factor, 1.5);
+  EXPECT_EQ(d.straggler_window, 10);
+  EXPECT_FALSE(d.on_nan_rollback);
+  EXPECT_EQ(d.on_nan_retries, 2);
+  EXPECT_EQ(d.data_skip, 0);
+  const Options o = parse({"--straggler-factor", "0", "--straggler-window", "4",
+                           "--save", "ck", "--on-nan", "rollback",
+                           "--on-nan-retries", "0", "--data-skip", "3"});
+  EXPECT_DOUBLE_EQ(o.straggler_factor, 0);
+  EXPECT_EQ(o.straggler_window, 4);
+  EXPECT_TRUE(o.on_nan_rollback);
+  EXPECT_EQ(o.on_nan_retries, 0);
+  EXPECT_EQ(o.data_skip, 3);
+  EXPECT_FALSE(parse({"--on-nan", "stop"}).on_nan_rollback);
+  EXPECT_EQ(parseError({"--straggler-factor", "1"}),
+            "--straggler-factor: expected 0 (off) or a factor > 1, got 1");
+  EXPECT_EQ(parseError({"--straggler-window", "0"}),
+            "--straggler-window: \"0\" is out of range (1 to 1099511627776)");
+  EXPECT_EQ(parseError({"--on-nan", "skip"}),
+            "--on-nan: expected stop or rollback, got skip");
+  EXPECT_EQ(parseError({"--on-nan", "rollback"}),
+            "--on-nan rollback: needs --save DIR (the folder whose newest "
+            "checkpoint it reloads)");
+  EXPECT_EQ(parseError({"--on-nan-retries", "1"}),
+            "--on-nan-retries: needs --on-nan rollback");
+  const Options z = parse({"--save", "ck", "--checkpoint-compress",
+                           "--checkpoint-full-every", "3"});
+  EXPECT_TRUE(z.checkpoint_compress);
+  EXPECT_EQ(z.checkpoint_full_every, 3);
+  EXPECT_EQ(d.checkpoint_full_every, 4);
+  EXPECT_EQ(parseError({"--checkpoint-compress"}),
+            "--checkpoint-compress: needs --save DIR");
+  EXPECT_EQ(parseError({"--save", "ck", "--checkpoint-full-every", "2"}),
+            "--checkpoint-full-every: needs --checkpoint-compress");
+  EXPECT_EQ(parseError({"--data-skip", "-1"}),
+            "--data-skip: \"-1\" is out of range (0 to 1099511627776)");
+}
+
+// Step s reads batch s + the batches skipped so far (a rollback's window).
+TEST(HarnessData, SkippedBatchesShiftTheDataOfEveryLaterStep) {
+  set_data_skip(0);
+  EXPECT_EQ(data_batch(5), 5);
+  set_data_skip(3);
+  EXPECT_EQ(data_batch(4), 7);
+  EXPECT_EQ(data_skip(), 3);
+  set_data_skip(0);
 }
 
 TEST(HarnessOptions, GraphFilesComeTogetherAndOnlyForGraphModels) {
@@ -243,8 +296,8 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
 }
 
 TEST(HarnessOptions, OutputFoldersAreCheckedWithoutCreatingThem) {
-  const std::string base = ::testing::TempDir() + "autoddl_outdir_" +
-                           std::to_string(::getpid());
+  const std::string base =
+      ::testing::TempDir() + "autoddl_outdir_" + std::to_string(::getpid());
   EXPECT_NO_THROW(check_output_dir(base + "/a/b", "--out"));
   EXPECT_FALSE(std::filesystem::exists(base)); // nothing created
   try {

@@ -1,0 +1,106 @@
+//===- CheckpointCompress.cpp - BitSnap's encodings of checkpoint tensors -===//
+#include "backends/common/CheckpointCompress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace autoddl::rt {
+
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+} // namespace
+
+BitmaskDelta delta_encode(const float *base, const float *value, int64_t n) {
+  BitmaskDelta d;
+  d.n = n;
+  d.mask.assign(size_t((n + 7) / 8), 0);
+  for (int64_t i = 0; i < n; ++i)
+    if (bits_of(base[i]) != bits_of(value[i])) { // -0 vs 0, NaN payloads
+      d.mask[size_t(i / 8)] |= uint8_t(1u << (i % 8));
+      d.changed.push_back(value[i]);
+    }
+  return d;
+}
+
+void delta_decode(const BitmaskDelta &d, const float *base, float *out) {
+  size_t next = 0;
+  for (int64_t i = 0; i < d.n; ++i)
+    out[i] =
+        (d.mask[size_t(i / 8)] >> (i % 8)) & 1u ? d.changed[next++] : base[i];
+}
+
+ClusterQuantized cluster_quantize(const float *x, int64_t n,
+                                  int lloyd_iterations) {
+  ClusterQuantized q;
+  q.n = n;
+  q.codes.resize(size_t(n));
+  std::vector<float> sorted;
+  for (int64_t c0 = 0; c0 < n; c0 += kClusterChunk) {
+    const int64_t len = std::min(kClusterChunk, n - c0);
+    sorted.assign(x + c0, x + c0 + len);
+    std::sort(sorted.begin(), sorted.end());
+    // Start: bin k holds sorted[len*k/L, len*(k+1)/L), at least one value
+    // (a chunk shorter than L repeats values over bins, and so centroids).
+    std::vector<int64_t> begin(kClusterLevels + 1);
+    for (int k = 0; k < kClusterLevels; ++k)
+      begin[size_t(k)] = std::min(len - 1, len * k / kClusterLevels);
+    begin[kClusterLevels] = len;
+    std::vector<double> prefix(size_t(len) + 1, 0.0);
+    for (int64_t i = 0; i < len; ++i)
+      prefix[size_t(i) + 1] = prefix[size_t(i)] + double(sorted[size_t(i)]);
+    std::vector<float> cent(kClusterLevels);
+    auto means = [&] {
+      for (int k = 0; k < kClusterLevels; ++k) {
+        const int64_t b = begin[size_t(k)],
+                      e = std::max(b + 1, begin[size_t(k) + 1]);
+        if (e <= len && b < e) // an empty cluster keeps its centroid
+          cent[size_t(k)] =
+              float((prefix[size_t(e)] - prefix[size_t(b)]) / double(e - b));
+      }
+    };
+    means();
+    // Lloyd's iterations in one dimension: each cluster is the values
+    // nearer its centroid than its neighbours' (a range of the sorted
+    // chunk, cut at the midpoints), its centroid their mean. Each lowers
+    // the squared error or leaves it.
+    for (int it = 0; it < lloyd_iterations; ++it) {
+      for (int k = 1; k < kClusterLevels; ++k) {
+        const float mid = 0.5f * (cent[size_t(k) - 1] + cent[size_t(k)]);
+        begin[size_t(k)] = std::upper_bound(sorted.begin(), sorted.end(), mid) -
+                           sorted.begin();
+      }
+      means();
+    }
+    // Ascending (an empty cluster kept its centroid, which its neighbours'
+    // may have passed): the codes' search needs the order.
+    std::sort(cent.begin(), cent.end());
+    q.centroids.insert(q.centroids.end(), cent.begin(), cent.end());
+    const float *c = cent.data();
+    for (int64_t i = 0; i < len; ++i) {
+      const float v = x[c0 + i];
+      // The nearest centroid: the first >= v or the one before it.
+      int k = int(std::lower_bound(c, c + kClusterLevels, v) - c);
+      if (k == kClusterLevels || (k > 0 && v - c[k - 1] <= c[k] - v))
+        --k;
+      q.codes[size_t(c0 + i)] = uint8_t(k);
+      q.max_error = std::max(q.max_error, double(std::fabs(v - c[k])));
+    }
+  }
+  return q;
+}
+
+void cluster_dequantize(const ClusterQuantized &q, float *out) {
+  for (int64_t i = 0; i < q.n; ++i)
+    out[i] = q.centroids[size_t(i / kClusterChunk) * kClusterLevels +
+                         q.codes[size_t(i)]];
+}
+
+} // namespace autoddl::rt

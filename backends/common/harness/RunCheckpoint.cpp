@@ -1,0 +1,438 @@
+//===- RunCheckpoint.cpp - a run's checkpoints: saved, compressed, loaded
+//--===//
+#include "backends/common/harness/RunCheckpoint.h"
+
+#include "backends/common/Safetensors.h"
+#include "backends/common/harness/DataOrder.h"
+#include "backends/host/MpiCheck.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+#include <sys/stat.h>
+
+#include <mpi.h>
+
+namespace autoddl::rt::harness {
+
+namespace {
+
+/// Optimizer state entries (add_checkpoint_entries' AdamW moments, K-FAC's
+/// inverses: kfac_inverse_entry): they go to optimizer.safetensors, the
+/// parameters to model.safetensors.
+bool is_optimizer_state(const std::string &name) {
+  return name.find(".exp_avg") != std::string::npos ||
+         name.find(".kfac_") != std::string::npos;
+}
+
+void split_entries(std::vector<CheckpointEntry> all,
+                   std::vector<CheckpointEntry> &params,
+                   std::vector<CheckpointEntry> &state) {
+  for (CheckpointEntry &e : all)
+    (is_optimizer_state(e.name) ? state : params).push_back(std::move(e));
+}
+
+/// The plan a checkpoint was written under (its metadata; resuming under
+/// another plan of the same model is allowed but for K-FAC's inverses).
+std::string plan_string(const ProgramSpec &s) {
+  return "tp=" + std::to_string(s.tp) + " pp=" + std::to_string(s.pp) +
+         " dp=" + std::to_string(s.dp) + " zero=" + std::to_string(s.zero) +
+         " stages=" + std::to_string(s.stages);
+}
+
+/// The metadata both files of a checkpoint carry: what a load checks before
+/// reading a tensor (the model, its vocabulary, the data position: the
+/// global batches read, the skipped ones included, and how many were
+/// skipped, so a resumed run reads what the writing run would have read).
+std::map<std::string, std::string> manifest(const ProgramSpec &s,
+                                            int64_t steps_done) {
+  std::map<std::string, std::string> m = {
+      {"model", s.model_name},
+      {"step", std::to_string(steps_done)},
+      {"plan", plan_string(s)},
+      {"layout", "full"},
+      {"samples", std::to_string(data_batch(steps_done) * s.global_batch)},
+      {"data_skipped", std::to_string(data_skip())}};
+  if (s.data == DataKind::Tokens)
+    m["vocab"] = std::to_string(s.vocab);
+  return m;
+}
+
+/// A --checkpoint-compress save between full ones: this rank's part of
+/// bitsnap.safetensors (CompressedCheckpoint.h), its size exchanged first
+/// (one MPI_Allgather) so every rank computes the same header.
+CheckpointFolder compressed_folder(const Options &o, int64_t steps_done,
+                                   const ProgramSpec &s,
+                                   const std::vector<CheckpointEntry> &params,
+                                   const std::vector<CheckpointEntry> &state,
+                                   CompressState &compress,
+                                   CheckpointFolder f) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  std::vector<CheckpointEntry> all = params;
+  all.insert(all.end(), state.begin(), state.end());
+  const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
+  std::vector<float> blob = compress.encode(all, blocks, rank);
+  double bytes[2] = {compress.raw_bytes, compress.encoded_bytes};
+  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_DOUBLE, MPI_SUM,
+                         MPI_COMM_WORLD));
+  compress.raw_bytes = bytes[0]; // every rank's part: the folder's
+  compress.encoded_bytes = bytes[1];
+  const int64_t mine = int64_t(blob.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(ranks));
+  mpiCheck(MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T,
+                         MPI_COMM_WORLD));
+  std::vector<CheckpointEntry> parts;
+  for (int r = 0; r < ranks; ++r)
+    parts.push_back({"part." + std::to_string(r),
+                     Slice::whole({sizes[size_t(r)]}),
+                     r == rank ? blob.data() : nullptr});
+  std::map<std::string, std::string> meta = manifest(s, steps_done);
+  meta["format"] = "autoddl-bitsnap";
+  meta["optimizer"] = o.optimizer;
+  meta["base"] = compress.base_name();
+  meta["ranks"] = std::to_string(ranks);
+  // Copied (not stable): the blob is this call's.
+  f.files.push_back(
+      checkpoint_shard(kBitsnapFile, parts, meta, MPI_COMM_WORLD, false));
+  prepare_checkpoint_folder(f, MPI_COMM_WORLD);
+  return f;
+}
+
+/// The folder of a checkpoint: the state snapshotted into host memory, this
+/// rank's part of each file, its files named as load_checkpoint reads them,
+/// and the temporary folder made (collective). `async`: the backend's copy
+/// may still run (folder.ready waits, on the writer thread).
+CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
+                                 const ProgramSpec &s, Backend &b, bool async,
+                                 CompressState *compress = nullptr) {
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(true), params, state);
+  CheckpointFolder f;
+  f.dir = o.save + "/step-" + std::to_string(steps_done);
+  f.ready = b.snapshot(async);
+  if (compress) { // the encoding reads the snapshot: here, in the stall
+    if (f.ready)
+      f.ready();
+    f.ready = {};
+    if (!compress->next_is_full(o.checkpoint_full_every))
+      return compressed_folder(o, steps_done, s, params, state, *compress,
+                               std::move(f));
+    compress->full_saved(f.dir, params);
+  }
+  // Each rank's own blocks are written from the backend's buffers when they
+  // are copies (kept until the next save, which waits for this write
+  // first); the CPU program's are its training state, copied here.
+  const bool stable = b.entries_are_copies();
+  // model.safetensors holds the parameters only, under the model's own
+  // (Hugging Face) names, with the metadata transformers' loader expects
+  // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
+  std::map<std::string, std::string> meta = manifest(s, steps_done);
+  meta["format"] = "pt";
+  f.files.push_back(checkpoint_shard("model.safetensors", params, meta,
+                                     MPI_COMM_WORLD, stable));
+  meta["format"] = "autoddl";
+  meta["optimizer"] = o.optimizer;
+  f.files.push_back(checkpoint_shard("optimizer.safetensors", state, meta,
+                                     MPI_COMM_WORLD, stable));
+  if (s.hf_config && *s.hf_config)
+    f.texts.push_back({"config.json", s.hf_config});
+  prepare_checkpoint_folder(f, MPI_COMM_WORLD);
+  return f;
+}
+
+} // namespace
+
+Checkpointer::Checkpointer(const Options &o, const ProgramSpec &s, Backend &b,
+                           RunMetrics &m)
+    : o_(o), s_(s), b_(b), m_(m) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  root_ = rank == 0;
+}
+
+void Checkpointer::save(int64_t steps_done) {
+  Timer stall;
+  CheckpointTiming t;
+  t.step = steps_done;
+  t.async = !o_.save_sync;
+  std::string busy;
+  if (root_ && writer_.busy(&busy) && !o_.quiet)
+    std::printf("checkpoint step-%lld: the write of %s is still in flight; "
+                "waiting for it\n",
+                (long long)steps_done, busy.c_str());
+  // Every rank's previous part must be written before its buffers are
+  // overwritten by this snapshot.
+  t.waited_seconds = writer_.wait();
+  CheckpointFolder f =
+      snapshot_folder(o_, steps_done, s_, b_, t.async,
+                      o_.checkpoint_compress ? &compress_ : nullptr);
+  if (o_.checkpoint_compress && compress_.encoded_bytes > 0) {
+    char note[160];
+    std::snprintf(note, sizeof note, "step-%lld: %.2fx (%.3f of %.3f MB)",
+                  (long long)steps_done,
+                  compress_.raw_bytes / compress_.encoded_bytes,
+                  compress_.encoded_bytes / 1e6, compress_.raw_bytes / 1e6);
+    compressed_ += (compressed_.empty() ? "" : "; ") + std::string(note);
+    compress_.encoded_bytes = 0;
+  }
+  writer_.start(std::move(f), t.async);
+  t.stall_seconds = stall.seconds();
+  m_.checkpoints.push_back(t);
+}
+
+void Checkpointer::finish() {
+  writer_.wait();
+  if (!root_)
+    return;
+  const std::vector<CheckpointWriter::Done> done = writer_.done();
+  for (size_t i = 0; i < done.size() && i < m_.checkpoints.size(); ++i)
+    m_.checkpoints[i].write_seconds = done[i].write_seconds;
+}
+
+void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
+                            const ParamBlock &p, float *value, float *m,
+                            float *v, bool with_state, const ProgramSpec &s,
+                            int64_t /*rtp: p.slice says the block*/,
+                            int64_t rdp) {
+  e.push_back({p.name, p.slice, p.held ? value : nullptr, p.full});
+  if (!with_state)
+    return;
+  // The moments are the parameter's full tensors whatever the plan; a ZeRO
+  // shard is the flat range [rdp * padded / dp, ...) of the rank's tp block
+  // (its tail past the block's n elements padding), so any plan loads it.
+  const int64_t begin = s.zero ? rdp * (p.padded / s.dp) : 0;
+  const int64_t count = s.zero ? p.padded / s.dp : -1;
+  e.push_back({p.name + ".exp_avg", p.slice, p.held ? m : nullptr, p.full,
+               begin, count});
+  e.push_back({p.name + ".exp_avg_sq", p.slice, p.held ? v : nullptr, p.full,
+               begin, count});
+}
+
+void save_checkpoint(const Options &o, int64_t steps_done, const ProgramSpec &s,
+                     Backend &b) {
+  write_checkpoint_folder(snapshot_folder(o, steps_done, s, b, false));
+}
+
+/// The checks of a checkpoint file's metadata that need no tensor: another
+/// model, another vocabulary (one line, before any tensor is read).
+void check_manifest(const std::string &file,
+                    const std::map<std::string, std::string> &meta,
+                    const ProgramSpec &s) {
+  auto get = [&](const char *key) {
+    auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  if (get("model") != s.model_name)
+    throw std::runtime_error(file + ": a checkpoint of model " +
+                             quote_value(get("model")) + ", not " +
+                             s.model_name);
+  if (s.data == DataKind::Tokens && meta.count("vocab") &&
+      get("vocab") != std::to_string(s.vocab))
+    throw std::runtime_error(file + ": a checkpoint of a vocabulary of " +
+                             get("vocab") + " tokens; this model's has " +
+                             std::to_string(s.vocab));
+}
+
+namespace {
+
+/// A --checkpoint-compress folder: its base (a full checkpoint beside it)
+/// loaded first, then this rank's part decoded on top. Same plan only.
+int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
+                        Backend &b, const std::string &optimizer) {
+  const std::string file = dir + "/" + kBitsnapFile;
+  const SafetensorsIndex index = safetensors_index(file);
+  check_manifest(file, index.metadata, s);
+  auto meta = index.metadata;
+  if (meta["plan"] != plan_string(s))
+    throw std::runtime_error(
+        file + ": a compressed checkpoint of plan \"" + meta["plan"] +
+        "\", stored per rank; this run's plan is \"" + plan_string(s) +
+        "\": resume it under that plan, or resume its full base " +
+        meta["base"] + " under any plan");
+  const std::string base =
+      dir.substr(0, dir.find_last_of('/') + 1) + meta["base"];
+  const std::string base_model = base + "/model.safetensors";
+  struct stat st;
+  if (meta["base"].empty() || ::stat(base_model.c_str(), &st) != 0)
+    throw std::runtime_error(file + ": its base " + base_model +
+                             " is missing (a compressed checkpoint holds the "
+                             "changes since that full one)");
+  load_checkpoint(base, s, b, optimizer);
+  std::vector<CheckpointEntry> all, state;
+  split_entries(b.checkpoint_entries(true), all, state);
+  all.insert(all.end(), state.begin(), state.end());
+  const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::set<int> writers; // the parts holding this rank's blocks
+  for (int w : blocks.writer[size_t(rank)])
+    if (w >= 0)
+      writers.insert(w);
+  for (int w : writers) {
+    const std::string name = "part." + std::to_string(w);
+    auto part = index.tensors.find(name);
+    if (part == index.tensors.end() || part->second.shape.size() != 1)
+      throw std::runtime_error(file + ": no tensor \"" + name +
+                               "\" (written by another number of ranks)");
+    std::vector<float> blob(size_t(part->second.shape[0]));
+    checkpoint_load(file, index,
+                    {{name, Slice::whole(part->second.shape), blob.data()}});
+    decode_part(file, blob, w, all, blocks, rank);
+  }
+  b.copy_params(false);
+  int64_t counts[2];
+  const char *keys[2] = {"step", "data_skipped"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string &v = meta[keys[i]];
+    char *end = nullptr;
+    errno = 0;
+    counts[i] = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || errno == ERANGE || counts[i] < 0)
+      throw std::runtime_error(file + ": " + keys[i] + " in its metadata is " +
+                               quote_value(v) + ", not a count");
+  }
+  set_data_skip(counts[1]);
+  return counts[0];
+}
+
+} // namespace
+
+int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
+                        Backend &b, const std::string &optimizer) {
+  struct stat st;
+  if (::stat((dir + "/" + kBitsnapFile).c_str(), &st) == 0)
+    return load_compressed(dir, s, b, optimizer);
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(true), params, state);
+  const std::string model_file = dir + "/model.safetensors";
+  const std::string state_file = dir + "/optimizer.safetensors";
+  // Both headers are read and checked before any block is: a bad file is
+  // refused with nothing loaded.
+  const SafetensorsIndex model = safetensors_index(model_file);
+  check_manifest(model_file, model.metadata, s);
+  auto meta = model.metadata;
+  auto it = meta.find("step");
+  if (it == meta.end())
+    throw std::runtime_error(model_file + ": no step in metadata");
+  const std::string &v = it->second;
+  char *end = nullptr;
+  errno = 0;
+  const long long step = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno == ERANGE || step < 0)
+    throw std::runtime_error(model_file + ": the step in its metadata is " +
+                             quote_value(v) + ", not a step count");
+  // The global batches skipped before this step (--data-skip, --on-nan
+  // rollback); a checkpoint without the field predates it (none skipped).
+  long long skipped = 0;
+  if (meta.count("data_skipped")) {
+    const std::string &d = meta["data_skipped"];
+    errno = 0;
+    skipped = std::strtoll(d.c_str(), &end, 10);
+    if (d.empty() || *end || errno == ERANGE || skipped < 0)
+      throw std::runtime_error(model_file +
+                               ": data_skipped in its metadata is " +
+                               quote_value(d) + ", not a count of batches");
+  }
+  if (meta.count("samples") &&
+      meta["samples"] != std::to_string((step + skipped) * s.global_batch))
+    throw std::runtime_error(
+        model_file + ": its data position is sample " + meta["samples"] +
+        " after step " + v + " (" + std::to_string(skipped) +
+        " batches skipped); this plan's global batch of " +
+        std::to_string(s.global_batch) + " would read other data");
+  const SafetensorsIndex opt = safetensors_index(state_file);
+  auto state_meta = opt.metadata;
+  check_manifest(state_file, state_meta, s);
+  // SGD's momentum and AdamW's moments have the same shapes: only the
+  // metadata tells them apart (a checkpoint without it predates the field).
+  if (auto saved = state_meta.find("optimizer");
+      saved != state_meta.end() && saved->second != optimizer)
+    throw std::runtime_error(
+        state_file + ": optimizer state of " + quote_value(saved->second) +
+        ", but this run trains with --optimizer " + optimizer +
+        " (resume with --optimizer " + quote_value(saved->second) + ")");
+  if (state_meta["step"] != v)
+    throw std::runtime_error(state_file + ": of step " +
+                             quote_value(state_meta["step"]) + ", but " +
+                             model_file + " is of step " + v);
+  for (const auto &[name, t] : opt.tensors) {
+    // Before this format, ZeRO state was saved flat in its plan's layout.
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".zero") == 0)
+      throw std::runtime_error(
+          state_file + ": ZeRO state in an older plan-specific layout (\"" +
+          name +
+          "\"), which this program does not read; resume it with "
+          "the autoddl that wrote it, or start from its parameters "
+          "with --init " +
+          model_file);
+    // K-FAC's inverses are of the layers' blocks as the writing plan's
+    // ranks computed them, not full logical tensors.
+    if (name.find(".kfac_") != std::string::npos && state_meta.count("plan") &&
+        state_meta["plan"] != plan_string(s))
+      throw std::runtime_error(
+          state_file + ": K-FAC inverses of plan \"" + state_meta["plan"] +
+          "\", stored per plan; this run's plan is \"" + plan_string(s) +
+          "\": resume under that plan, or start from the parameters with "
+          "--init " +
+          model_file);
+  }
+  checkpoint_load(model_file, model, params);
+  checkpoint_load(state_file, opt, state);
+  b.copy_params(false);
+  set_data_skip(skipped);
+  return step;
+}
+
+/// --resume auto: the newest complete checkpoint under --save (none: a fresh
+/// start), said on rank 0 in one line; skipped incomplete ones one line each.
+void resolve_resume_auto(Options &o) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::vector<std::string> skipped;
+  std::string dir;
+  try {
+    dir = newest_checkpoint(o.save, skipped);
+  } catch (const std::runtime_error &e) {
+    throw std::runtime_error(std::string("--resume auto: ") + e.what());
+  }
+  if (rank == 0) {
+    for (const std::string &why : skipped)
+      std::printf("--resume auto: skipping an incomplete checkpoint: %s\n",
+                  why.c_str());
+    if (dir.empty())
+      std::printf("--resume auto: no checkpoint under %s; starting fresh\n",
+                  o.save.c_str());
+    else
+      std::printf("--resume auto: resuming from %s\n", dir.c_str());
+    std::fflush(stdout);
+  }
+  o.resume = dir;
+}
+
+int64_t load_start(Options &o, const ProgramSpec &s, Backend &b) {
+  if (o.resume == "auto")
+    resolve_resume_auto(o);
+  set_data_skip(0);
+  if (!o.resume.empty()) {
+    const int64_t step = load_checkpoint(o.resume, s, b, o.optimizer);
+    set_data_skip(data_skip() + o.data_skip); // the checkpoint's, and more
+    return step;
+  }
+  set_data_skip(o.data_skip);
+  if (o.init.empty())
+    return 0;
+  // Any model.safetensors with the model's tensors under its names (another
+  // run's, transformers' save_pretrained, autoddl's --weights onnx): extra
+  // tensors are ignored, a missing one or another shape is refused by name.
+  std::vector<CheckpointEntry> params, state;
+  split_entries(b.checkpoint_entries(false), params, state);
+  checkpoint_load(o.init, params);
+  b.copy_params(false);
+  return 0;
+}
+
+} // namespace autoddl::rt::harness

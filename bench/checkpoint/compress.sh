@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Compressed checkpoints (BitSnap, --checkpoint-compress; issue 46 item 4) of GPT-2 124M and 355M
+# trained on one GPU. Per model, three runs:
+#  - exact: STEPS steps, a full checkpoint every EVERY steps; compress_ratio
+#    (bench/checkpoint/compress_ratio.cpp, on the host) then says what each later checkpoint
+#    would take against the first: parameter delta ratio and share changed, moment quantization
+#    ratio and relative L2 error, encoding time;
+#  - compressed: the same with --checkpoint-compress --checkpoint-full-every FULL (default 4):
+#    metrics.json's info.checkpoint_compress (each compressed save's ratio) and checkpoints
+#    (stall and write times) against the exact run's, and the folders' sizes on disk;
+#  - resumed: from the compressed run's first compressed checkpoint (step 2*EVERY) and from the
+#    exact run's checkpoint of that step, to STEPS: the two loss curves side by side.
+#
+#   bash bench/checkpoint/compress.sh stage DIR [AUTODDL]   # here: plans and CUDA projects into DIR
+#   bash bench/checkpoint/compress.sh device DIR            # GPU machine: build, train, measure
+#
+# stage plans gpt2 and gpt2-medium for one GPU (global batch 8, seq 1024) and generates their CUDA
+# projects into DIR/<model>/ (DIR ignored by git, named in the device tool's carry). device builds
+# them on one shared runtime (bench/cuda/shared_runtime_cmake.sh), trains each STEPS steps
+# (default 20) with --save-every EVERY (default 5) on DATA (a .bin token file; default synthetic
+# tokens, say which in the results) for the three runs above. Checkpoints go to CKPT (default
+# DIR/ck; 124M: 1.5 GB each, 355M: 4.3 GB), removed after each model. Results to $OUT (or DIR/results): each run's metrics.json and log, and compress.txt.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: compress.sh stage DIR [AUTODDL] | device DIR}
+dir=${2:?DIR}
+models=${MODELS:-gpt2 gpt2-medium}
+. "$root/bench/checkpoint/lib.sh"
+case $mode in
+stage)
+  stage_projects compress.sh "${3:-}"
+  ;;
+device)
+  device_env 20
+  projects=()
+  for m in $models; do projects+=("$dir/$m"); done
+  bash "$root/bench/cuda/shared_runtime_cmake.sh" "${projects[@]}" >"$build/src/CMakeLists.txt"
+  echo "compress.sh: building ${projects[*]} (log $out/build.log)"
+  { cmake -S "$build/src" -B "$build/build" -DCMAKE_BUILD_TYPE=Release &&
+    nice cmake --build "$build/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
+    { tail -20 "$out/build.log"; exit 1; }
+  c++ -O2 -std=c++17 -I "$root" "$root/bench/checkpoint/compress_ratio.cpp" \
+    "$root"/backends/common/{CheckpointCompress,Safetensors,FileIo,MiniJson}.cpp \
+    -o "$build/compress_ratio"
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+  data=()
+  [ -n "${DATA:-}" ] && data=(--data "$DATA")
+  echo "data: ${DATA:-synthetic tokens}" | tee "$out/compress.txt"
+  full=${FULL:-4}
+  train() { # NAME ARGS...: one run of model $m, its metrics.json and log under $out
+    local name=$1
+    shift
+    echo "compress.sh: $m $name"
+    mpirun --allow-run-as-root -np 1 -x NCCL_NVLS_ENABLE "$build/build/train_$m" --steps "$steps" \
+      --out "$out/$m-$name" --overwrite --quiet "${data[@]}" "$@" >"$out/$m-$name.log" 2>&1 ||
+      { tail -20 "$out/$m-$name.log"; exit 1; }
+  }
+  for m in $models; do
+    rm -rf "${ck:?}/$m" "${ck:?}/$m-z"
+    train exact --save "$ck/$m" --save-every "$every"
+    later=()
+    for ((s = 2 * every; s <= steps; s += every)); do later+=("$ck/$m/step-$s"); done
+    echo "$m: against $ck/$m/step-$every" | tee -a "$out/compress.txt"
+    "$build/compress_ratio" "$ck/$m/step-$every" "${later[@]}" | tee -a "$out/compress.txt"
+    train compressed --save "$ck/$m-z" --save-every "$every" --checkpoint-compress \
+      --checkpoint-full-every "$full"
+    du -sb "$ck/$m"/step-* "$ck/$m-z"/step-* | tee -a "$out/compress.txt"
+    train resumed-exact --resume "$ck/$m/step-$((2 * every))"
+    train resumed-compressed --resume "$ck/$m-z/step-$((2 * every))"
+    python3 - "$out" "$m" <<'PY' | tee -a "$out/compress.txt"
+import json, sys
+out, m = sys.argv[1:3]
+r = {k: json.load(open(f"{out}/{m}-{k}/metrics.json")) for k in
+     ("exact", "compressed", "resumed-exact", "resumed-compressed")}
+print(f"{m}: {r['compressed']['info'].get('checkpoint_compress')}")
+for k in ("exact", "compressed"):
+    c = r[k]["checkpoints"]
+    print(f"{m} {k:10s} stall_ms " + " ".join(f"{x['stall_seconds'] * 1e3:.1f}" for x in c) +
+          "  write_s " + " ".join(f"{x['write_seconds']:.2f}" for x in c))
+first = int(r["resumed-exact"]["info"]["first_step"])
+print(f"{m}: loss from step {first + 1}: exact resume vs compressed resume (relative difference)")
+for i, (a, b) in enumerate(zip(r["resumed-exact"]["loss"], r["resumed-compressed"]["loss"])):
+    print(f"  {first + i + 1:5d} {a:.6f} {b:.6f} {abs(a - b) / abs(a):.2e}")
+PY
+    rm -rf "${ck:?}/$m" "${ck:?}/$m-z"
+  done
+  ;;
+*) echo "compress.sh: unknown mode $mode (stage or device)" >&2; exit 2 ;;
+esac

@@ -1,0 +1,99 @@
+// What a BitSnap checkpoint of DIR would store (issue 46 item 4), with
+// backends/common/CheckpointCompress.h's encodings: the parameters
+// (model.safetensors) as a bitmask-sparse delta against BASE's, the AdamW
+// moments (optimizer.safetensors, *.exp_avg / *.exp_avg_sq) cluster-quantized.
+// One line per DIR: bytes raw and encoded, the ratio, the share of parameters
+// changed since BASE, and the quantization's error: the largest over the
+// moments of ||q(x) - x|| / ||x|| (L2, per tensor), for m and for v apart.
+// Lossless delta: no error.
+//
+//   c++ -O2 -std=c++17 -I ROOT bench/checkpoint/compress_ratio.cpp (and)
+//     ROOT/backends/common/{CheckpointCompress,Safetensors,FileIo,MiniJson}.cpp
+//   ./a.out BASE/step-K DIR/step-M ...
+#include "backends/common/CheckpointCompress.h"
+#include "backends/common/Safetensors.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace autoddl::rt;
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s BASE_STEP_DIR STEP_DIR...\n", argv[0]);
+    return 2;
+  }
+  try {
+    const SafetensorsFile base =
+        safetensors_read(std::string(argv[1]) + "/model.safetensors");
+    std::printf("%-40s %10s %10s %7s %8s %10s %10s %7s %9s %9s %7s %9s\n",
+                "folder", "param_MB", "delta_MB", "ratio", "changed",
+                "moment_MB", "quant_MB", "ratio", "m_relerr", "v_relerr",
+                "total", "encode_s");
+    for (int a = 2; a < argc; ++a) {
+      const std::string dir = argv[a];
+      const SafetensorsFile model =
+          safetensors_read(dir + "/model.safetensors");
+      const SafetensorsFile opt =
+          safetensors_read(dir + "/optimizer.safetensors");
+      const auto start = std::chrono::steady_clock::now();
+      double raw = 0, delta = 0, changed = 0, count = 0;
+      for (const auto &[name, t] : model.tensors) {
+        auto b = base.tensors.find(name);
+        if (b == base.tensors.end() || b->second.numel() != t.numel())
+          throw std::runtime_error(argv[1] + std::string(": no tensor \"") +
+                                   name + "\" of the shape in " + dir);
+        const BitmaskDelta d = delta_encode(b->second.data, t.data, t.numel());
+        raw += 4.0 * double(t.numel());
+        delta += double(d.bytes());
+        changed += double(d.changed.size());
+        count += double(t.numel());
+      }
+      double mraw = 0, quant = 0, m_rel = 0, v_rel = 0;
+      for (const auto &[name, t] : opt.tensors) {
+        const bool v = name.size() > 11 &&
+                       name.compare(name.size() - 11, 11, ".exp_avg_sq") == 0;
+        const bool m = !v && name.size() > 8 &&
+                       name.compare(name.size() - 8, 8, ".exp_avg") == 0;
+        if (!m && !v)
+          continue; // K-FAC's inverses: not moments
+        const ClusterQuantized q = cluster_quantize(t.data, t.numel());
+        mraw += 4.0 * double(t.numel());
+        // A tensor its centroids would outweigh (a bias, a norm's scale)
+        // stays raw, exact.
+        if (q.bytes() >= 4 * t.numel()) {
+          quant += 4.0 * double(t.numel());
+          continue;
+        }
+        std::vector<float> back(size_t(t.numel()));
+        cluster_dequantize(q, back.data());
+        double err = 0, norm = 0;
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          const double d = double(back[size_t(i)]) - double(t.data[i]);
+          err += d * d;
+          norm += double(t.data[i]) * double(t.data[i]);
+        }
+        const double rel = norm > 0 ? std::sqrt(err / norm) : 0;
+        (v ? v_rel : m_rel) = std::max(v ? v_rel : m_rel, rel);
+        quant += double(q.bytes());
+      }
+      const double seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+      std::printf("%-40s %10.2f %10.2f %6.1fx %7.2f%% %10.2f %10.2f %6.1fx "
+                  "%9.2e %9.2e %6.1fx %9.2f\n",
+                  dir.c_str(), raw / 1e6, delta / 1e6, raw / delta,
+                  100 * changed / count, mraw / 1e6, quant / 1e6,
+                  quant > 0 ? mraw / quant : 0, m_rel, v_rel,
+                  (raw + mraw) / (delta + quant), seconds);
+    }
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
