@@ -42,6 +42,21 @@ std::string kfacEntry(const std::string &work, int stage, int mb, int row,
                      phase ? ", " + std::to_string(phase) : "");
 }
 
+/// The instruction of `list` after which (stage, micro-batch)'s operand of a
+/// K-FAC factor exists: its forward for A; for G its last backward part (B,
+/// or W after it). list.size() where the list does not run it.
+size_t operandProducer(const std::vector<pipeline::Instruction> &list,
+                       int stage, int mb, bool g) {
+  size_t dep = list.size();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const pipeline::Instruction &ins = list[i];
+    if (ins.microbatch == mb && ins.stage == stage &&
+        (ins.kind == pipeline::OpKind::Forward) != g)
+      dep = i;
+  }
+  return dep;
+}
+
 } // namespace
 
 void Emitter::checkKfac() const {
@@ -200,15 +215,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       return;
     const int st = kfacStage_[size_t(row)];
     // The instruction after which the item's inputs exist on d.
-    size_t dep = list.size();
-    for (size_t i = 0; i < list.size(); ++i) {
-      const auto &ins = list[i];
-      if (ins.microbatch != it.microbatch || ins.stage != st)
-        continue;
-      if ((!g && ins.kind == pipeline::OpKind::Forward) ||
-          (g && ins.kind != pipeline::OpKind::Forward))
-        dep = i; // for G: the last backward part (B, or W after it)
-    }
+    const size_t dep = operandProducer(list, st, it.microbatch, g);
     if (dep == list.size()) // not this device's (a copied plan's items)
       return;
     if (it.step > 0 && !it.forced && target_.kfacBubbleItems) {
@@ -232,20 +239,14 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
   // instruction that produces its operand, while the set holds it.
   for (int d = 0; d < s.numDevices(); ++d) {
     const auto &list = s.devices[size_t(d)];
-    for (size_t i = 0; i < list.size(); ++i) {
-      const auto &ins = list[i];
-      // A after the forward; G after the last backward part (B, or W
-      // after it: the next instruction is not this micro-batch's W).
-      const bool last = i + 1 == list.size() ||
-                        list[i + 1].stage != ins.stage ||
-                        list[i + 1].microbatch != ins.microbatch ||
-                        list[i + 1].kind == pipeline::OpKind::Forward;
+    for (const auto &ins : list)
       for (size_t row = 0; row < kfacStage_.size(); ++row)
         for (bool g : {false, true})
-          if (kfacStage_[row] == ins.stage &&
-              g == (ins.kind != pipeline::OpKind::Forward) && (!g || last))
-            curvature(d, i + 1, ins.stage, ins.microbatch, int(row), g);
-    }
+          if (ins.kind == pipeline::OpKind::Forward &&
+              kfacStage_[row] == ins.stage)
+            curvature(d,
+                      operandProducer(list, ins.stage, ins.microbatch, g) + 1,
+                      ins.stage, ins.microbatch, int(row), g);
   }
   if (!target_.kfacBubbleItems)
     return at;
