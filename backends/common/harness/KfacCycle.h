@@ -200,15 +200,9 @@ protected:
   /// see one order (the layers ending at a step are the same on every rank:
   /// K is the layer's).
   void finish_cycle(int64_t next) {
-    std::vector<size_t> ending;
-    for (size_t i = 0; i < cycle_.size(); ++i)
-      if (cycle_[i].open && (next < 0 || next % this->refresh_[i] == 0))
-        ending.push_back(i);
-    if (ending.empty())
-      return;
-    self().finishing(ending);
-    for (size_t i : ending)
-      close_cycle(i);
+    close_cycles([&](size_t i) {
+      return next < 0 || next % this->refresh_[i] == 0;
+    });
   }
   /// At the end of the step of its cycle where the plan put the tail
   /// (KfacProgramOf::tail_phase) when that is before the cycle's last step:
@@ -220,10 +214,16 @@ protected:
     if (!this->tail_phase_ || phase() < 0 ||
         phase() != this->tail_phase_() || phase() >= this->rank_refresh_ - 1)
       return;
+    close_cycles([&](size_t i) {
+      return this->specs_[i].weight->held && self().device_replicas(i) == 1;
+    });
+  }
+  /// Closes the open cycles of the layers `pick` names, in layer-table order,
+  /// after the backend's finishing(ending).
+  template <typename Pick> void close_cycles(Pick pick) {
     std::vector<size_t> ending;
     for (size_t i = 0; i < cycle_.size(); ++i)
-      if (cycle_[i].open && this->specs_[i].weight->held &&
-          self().device_replicas(i) == 1)
+      if (cycle_[i].open && pick(i))
         ending.push_back(i);
     if (ending.empty())
       return;
