@@ -185,6 +185,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     KfacDevicePlan d;
     d.device = r.integer(dj, dp, "device");
     d.steps = r.integer(dj, dp, "steps");
+    // The programs run the device's leftover K-FAC work at the end of its
+    // step steps - 1 (kfac_tail_phase).
+    if (d.steps < 1)
+      r.fail(dp / "steps", "expected at least 1 step, got " +
+                               std::to_string(d.steps));
     d.refreshSteps = r.refresh(dj, dp, p.refreshSteps);
     if (d.refreshSteps < d.steps)
       r.fail(dp / "refresh_steps", "expected at least the device's steps (" +
