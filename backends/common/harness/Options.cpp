@@ -122,11 +122,32 @@ constexpr FlagHelp kFlags[] = {
 
 } // namespace
 
-std::string flag_summary() {
-  std::string r;
-  for (const FlagHelp &f : kFlags)
-    r += (r.empty() ? "" : " ") + std::string(f.flag);
-  return r;
+std::string nearest_flag(const std::string &unknown) {
+  // Levenshtein distance over a bounded prefix (an argument may be huge).
+  const std::string a = unknown.substr(0, 64);
+  std::string best;
+  size_t bestCost = a.size() / 3 + 1;
+  for (const FlagHelp &f : kFlags) {
+    const std::string b(f.flag, std::strcspn(f.flag, " "));
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j)
+      row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                           diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[b.size()] < bestCost) {
+      bestCost = row[b.size()];
+      best = b;
+    }
+  }
+  return best;
 }
 
 bool wants_help(int argc, char **argv) {
@@ -307,9 +328,13 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
     else if (a == "--overwrite")
       o.overwrite = true;
     else
-      throw std::invalid_argument("unknown flag " + quote_value(a) +
-                                  " (flags: " + flag_summary() +
-                                  "; --help describes them)");
+    {
+      const std::string near = nearest_flag(a);
+      throw std::invalid_argument(
+          "unknown flag " + quote_value(a) +
+          (near.empty() ? " (" : " (did you mean " + near + "? ") +
+          "--help lists the flags)");
+    }
   }
   if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "kfac")
     throw std::invalid_argument("--optimizer: expected adamw, sgd or kfac, "

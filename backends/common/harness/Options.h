@@ -71,8 +71,10 @@ bool wants_help(int argc, char **argv);
 std::string usage(const std::string &program, const std::string &model,
                   const std::string &backend_flags);
 
-/// The flags' spellings on one line (the unknown-flag message).
-std::string flag_summary();
+/// The known flag nearest to `unknown` in edit distance ("--steps" for
+/// "--stpes"), "" when none is within a third of its length (the
+/// unknown-flag message names it; listing every flag made that line too long).
+std::string nearest_flag(const std::string &unknown);
 
 /// `v` in double quotes, its first 80 bytes only when longer (for messages).
 std::string quote_value(const std::string &v);
