@@ -146,8 +146,9 @@ std::string Emitter::kfacStageFunction(int st) const {
 ///   accumulated where the plan placed it (kfac_curvature_saved); a target
 ///   without it runs such items at the refresh step's end. An item of the
 ///   refresh step reads the set in place only right after that forward or
-///   backward; placed later (or forced), it reads a copy taken there, so a
-///   K-FAC plan keeps a first-order plan's activation sets. Either way every
+///   backward (where a forced one runs); placed later, it reads a copy
+///   taken there, so a K-FAC plan keeps a first-order plan's activation
+///   sets. Either way every
 ///   plan's factors come from the refresh step's micro-batches, as on one
 ///   rank.
 /// - Reductions and inversions (a target with kfacBubbleItems): in the step
