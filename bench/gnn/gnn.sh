@@ -86,7 +86,7 @@ device)
   # The graph writer: the runtime's own generator, one g++ line (no CMake needed), and the graphs
   # written while the programs build (both use every core; the build is the longer).
   g++ -O2 -std=c++17 -pthread -I"$root" -o "$b/autoddl-graph" "$root"/tools/autoddl-graph/*.cpp \
-    "$root/backends/common/CommunityGraph.cpp" "$root/backends/common/FileIo.cpp"
+    "$root/backends/common/CommunityGraph.cpp" "$root/backends/common/FileIo.cpp" -lz
   (for gname in $graphs; do
     [ -s "$gdir/$gname/graph.json" ] || "$b/autoddl-graph" --like "$gname" -o "$gdir/$gname"
   done) >"$out/graphs.log" 2>&1 &

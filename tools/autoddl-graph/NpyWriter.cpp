@@ -3,30 +3,13 @@
 
 #include "backends/common/FileIo.h"
 
-#include <array>
 #include <stdexcept>
+
+#include <zlib.h> // crc32_z: the member's zip CRC
 
 namespace autoddl::graphtool {
 
 namespace {
-
-/// Slicing-by-4 tables: a graph's index array is hundreds of MB.
-const std::array<std::array<uint32_t, 256>, 4> &crcTables() {
-  static const auto tables = [] {
-    std::array<std::array<uint32_t, 256>, 4> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; ++i)
-      for (size_t k = 1; k < 4; ++k)
-        t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
-    return t;
-  }();
-  return tables;
-}
 
 void put16(std::string &s, uint32_t v) {
   s += char(v & 0xFF);
@@ -38,21 +21,6 @@ void put32(std::string &s, uint32_t v) {
 }
 
 } // namespace
-
-uint32_t crc32(uint32_t crc, const void *bytes, size_t n) {
-  const auto &t = crcTables();
-  const auto *p = static_cast<const unsigned char *>(bytes);
-  crc = ~crc;
-  for (; n >= 4; n -= 4, p += 4) {
-    crc ^= uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 |
-           uint32_t(p[3]) << 24;
-    crc = t[3][crc & 0xFF] ^ t[2][(crc >> 8) & 0xFF] ^
-          t[1][(crc >> 16) & 0xFF] ^ t[0][crc >> 24];
-  }
-  for (; n; --n, ++p)
-    crc = t[0][(crc ^ *p) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
 
 std::string npyHeader(const NpyArray &a) {
   std::string shape;
@@ -90,8 +58,9 @@ void writeNpz(const std::string &path,
     if (size >= 0xFFFFFFFFull || offset >= 0xFFFFFFFFull)
       throw std::runtime_error(path + ": member " + file +
                                ": 4 GiB or more (no ZIP64 here)");
-    const uint32_t crc =
-        crc32(crc32(0, npy.data(), npy.size()), a.data, a.bytes);
+    const uint32_t crc = uint32_t(crc32_z(
+        crc32_z(0, reinterpret_cast<const Bytef *>(npy.data()), npy.size()),
+        static_cast<const Bytef *>(a.data), a.bytes));
     auto common = [&](std::string &s) { // version .. name length
       put16(s, 20);                     // version needed: 2.0
       put16(s, 0);                      // flags

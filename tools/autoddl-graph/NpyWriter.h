@@ -32,9 +32,6 @@ void writeNpy(const std::string &path, const NpyArray &a);
 void writeNpz(const std::string &path,
               const std::vector<std::pair<std::string, NpyArray>> &members);
 
-/// The CRC-32 (zip's, polynomial 0xEDB88320) of `bytes`, continued from `crc`.
-uint32_t crc32(uint32_t crc, const void *bytes, size_t n);
-
 } // namespace autoddl::graphtool
 
 #endif // AUTODDL_TOOLS_AUTODDL_GRAPH_NPYWRITER_H
