@@ -15,6 +15,7 @@
 #include "codegen/emit/Emitter.h"
 #include "codegen/emit/NumberFold.h"
 
+#include <regex>
 #include <tuple>
 
 namespace autoddl::codegen::emit {
@@ -110,27 +111,108 @@ void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
   }
 }
 
+namespace {
+
+/// A K-FAC case with its layer taken out of its operands ("a.layers[7].ln_1"
+/// becomes "a.layers[l].ln_1"): the layer, or -1 where the operands name no
+/// layer or two.
+struct CaseShape {
+  int layer = -1;
+  std::string x, dy;
+};
+
+CaseShape caseShape(const std::string &x, const std::string &dy) {
+  static const std::regex layerRef(R"(a\.layers\[(\d+)\])");
+  CaseShape shape;
+  auto fold = [&](const std::string &in, std::string &out) {
+    for (std::sregex_iterator m(in.begin(), in.end(), layerRef), end; m != end;
+         ++m) {
+      int layer = std::stoi((*m)[1].str());
+      if (shape.layer >= 0 && layer != shape.layer)
+        return false;
+      shape.layer = layer;
+    }
+    out = std::regex_replace(in, layerRef, "a.layers[l]");
+    return true;
+  };
+  if (!fold(x, shape.x) || !fold(dy, shape.dy))
+    shape.layer = -1;
+  return shape;
+}
+
+} // namespace
+
 /// Per stage, a K-FAC layer's operand for micro-batch mb (factor A's input
 /// or G's output gradient), handed to kfac_operand: accumulated now, or
 /// with `save` kept for a curvature item the plan put in a later step of
 /// the cycle (kfacPlacement). It reads the micro-batch's activation set (kept
 /// until its last read: the reads are inputs of
-/// pipeline::assignActivationSets).
+/// pipeline::assignActivationSets). Consecutive layers with the same operands
+/// are one block indexed by the layer, so the function does not grow with
+/// depth.
 std::string Emitter::kfacStageFunction(int st) const {
   auto it = kfacCases_.find(st);
   if (it == kfacCases_.end())
     return "";
+  const std::vector<KfacCase> &cases = it->second;
+  std::vector<CaseShape> shapes;
+  for (const KfacCase &c : cases)
+    shapes.push_back(caseShape(c.x, c.dy));
+  // Cases i..i+P-1 (one layer) and the P after them match when the next
+  // layer has the same operands, rows and consecutive K-FAC rows.
+  auto sameGroup = [&](size_t i, size_t j, size_t period) {
+    for (size_t k = 0; k < period; ++k) {
+      const size_t a = i + k, b = j + k;
+      if (b >= cases.size() || shapes[b].layer != shapes[j].layer ||
+          shapes[b].x != shapes[a].x || shapes[b].dy != shapes[a].dy ||
+          cases[b].rows != cases[a].rows ||
+          cases[b].row != cases[a].row + int(j - i))
+        return false;
+    }
+    return true;
+  };
   std::string out = fmt::format(
       "// K-FAC on stage {0}: a layer's operand for factor A (its input) or "
       "G (its output gradient).\nstatic void stage{0}_kfac(int mb, int "
       "layer, bool g, bool save) {{\n  Stage{0} &a = "
-      "stage{0}[size_t(kSetOf[{0}][mb])];\n  switch (layer) {{\n",
+      "stage{0}[size_t(kSetOf[{0}][mb])];\n",
       st);
-  for (const KfacCase &c : it->second)
-    out += fmt::format("  case {0}:\n    return kfac_operand(mb, {0}, g, "
-                       "save, {1}, {2}, {3});\n",
-                       c.row, c.x, c.dy, c.rows);
-  return out + "  }\n  (void)a;\n}\n\n";
+  std::string single;
+  for (size_t i = 0; i < cases.size();) {
+    size_t period = 0;
+    while (shapes[i].layer >= 0 && i + period < cases.size() &&
+           shapes[i + period].layer == shapes[i].layer)
+      ++period;
+    size_t groups = 1;
+    while (period > 0 &&
+           sameGroup(i, i + groups * period, period) &&
+           shapes[i + groups * period].layer == shapes[i].layer + int(groups))
+      ++groups;
+    if (groups < 2) {
+      const KfacCase &c = cases[i++];
+      single += fmt::format("  case {0}:\n    return kfac_operand(mb, {0}, "
+                            "g, save, {1}, {2}, {3});\n",
+                            c.row, c.x, c.dy, c.rows);
+      continue;
+    }
+    const int first = cases[i].row;
+    out += fmt::format(
+        "  if (layer >= {0} && layer < {1}) {{ // layers {2}..{3}\n"
+        "    const int l = {2} + (layer - {0}) / {4};\n"
+        "    switch ((layer - {0}) % {4}) {{\n",
+        first, first + int(groups * period), shapes[i].layer,
+        shapes[i].layer + int(groups) - 1, period);
+    for (size_t k = 0; k < period; ++k)
+      out += fmt::format("    case {0}:\n      return kfac_operand(mb, layer, "
+                         "g, save, {1}, {2}, {3});\n",
+                         k, shapes[i + k].x, shapes[i + k].dy,
+                         cases[i + k].rows);
+    out += "    }\n  }\n";
+    i += groups * period;
+  }
+  if (!single.empty())
+    out += "  switch (layer) {\n" + single + "  }\n";
+  return out + "  (void)a;\n}\n\n";
 }
 
 /// Where each device runs its K-FAC items: the plan's placement
