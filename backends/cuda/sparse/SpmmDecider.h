@@ -38,9 +38,9 @@ inline float variantFillThreshold(SpmmVariant v) {
 /// the output's, the columns index the gathered dense rows).
 struct SpmmFeatures {
   int64_t rows = 0, cols = 0, nnz = 0;
-  int64_t maxDegree = 0;   // stored entries of the longest row
-  double meanDegree = 0;   // nnz / rows
-  double degreeSkew = 0;   // maxDegree / meanDegree (1: regular; 0: empty)
+  int64_t maxDegree = 0;      // stored entries of the longest row
+  double meanDegree = 0;      // nnz / rows
+  double degreeSkew = 0;      // maxDegree / meanDegree (1: regular; 0: empty)
   int64_t naturalVectors = 0; // distinct (window of rows 8w..8w+7, column)
   double windowFill = 0;      // nnz / naturalVectors, in [1, 8]
 };
@@ -50,8 +50,7 @@ struct SpmmFeatures {
 /// per-column stamp of the last window that used it, O(nnz + cols) time and
 /// O(cols) memory.
 inline SpmmFeatures spmmFeatures(int64_t rows, int64_t cols,
-                                 const int32_t *rowPtr,
-                                 const int32_t *colIdx) {
+                                 const int32_t *rowPtr, const int32_t *colIdx) {
   SpmmFeatures f;
   f.rows = rows;
   f.cols = cols;
