@@ -2,8 +2,10 @@
 //   bench/spmm/fit_decider.py
 // (docs/sparse-kernels.md "The decider").
 //
-// Fitted on bench/results/spmm/2026-12-01-suite/sparse_h200.json (260 cases); held out: bench/results/spmm/2026-12-01-held-out/sparse_h200_held_out.json.
-// Features searched: half, width, skew, fill; right = within 5 % of the faster variant.
+// Fitted on bench/results/spmm/2026-12-01-suite/sparse_h200.json (260 cases);
+//   held out: bench/results/spmm/2026-12-01-held-out/sparse_h200_held_out.json.
+// Features searched: half, width, skew, fill; right = within 5 % of the faster
+//   variant.
 // spmm:
 //   skew <= 7.152:
 //     hybrid
