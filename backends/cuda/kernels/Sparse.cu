@@ -203,19 +203,6 @@ void build_format(const SparseFormat &f, const SparseFormat::Pending &p) {
   f.values = DeviceBuffer<act_t>(block_slots(f.w8) + f.w8.numCudaEntries);
 }
 
-#ifndef AUTODDL_FP32
-int64_t l2_bytes() {
-  static const int64_t bytes = [] {
-    int device = 0, value = 0;
-    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
-    AUTODDL_CUDA_CHECK(
-        cudaDeviceGetAttribute(&value, cudaDevAttrL2CacheSize, device));
-    return int64_t(value);
-  }();
-  return bytes;
-}
-#endif
-
 /// Builds f at its first use (op and width of that use), in the variant the
 /// decider picks unless AUTODDL_SPMM_VARIANT forced one. The first step runs
 /// eagerly, so no step graph captures the build.
@@ -231,7 +218,7 @@ void ensure_built(const SparseFormat &f, bool sddmm, int64_t width) {
     sp::SpmmQuery q;
     q.sddmm = sddmm;
     q.width = width;
-    q.l2Bytes = l2_bytes();
+    q.l2Bytes = detail::l2_cache_bytes();
     f.variant = sp::decideVariant(f.features, q);
   }
   std::snprintf(why, sizeof why,
