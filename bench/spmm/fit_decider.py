@@ -13,8 +13,13 @@ Features: a graph's "features" object when the benchmark wrote one (spmmFeatures
 the runtime calls); for result files written before it, the same definitions from the graph's
 recorded fields: rows, nnz, max_degree (of rows) and the formats' natural_vectors.
 
+Result files the benchmark wrote with the decider in place also hold each case's recorded pick
+("decider": what the shipped tree chose on the GPU); the report judges those picks too.
+
 Usage: bench/spmm/fit_decider.py [--suite JSON] [--held-out JSON] [--out HEADER] [--check]
+                                 [--dry-run]
   --check: fit and report, write nothing (exit 1 if the header is not what the fit gives).
+  --dry-run: fit and report, write nothing (bench/spmm/decider.sh on new data).
 """
 import argparse
 import json
@@ -61,8 +66,9 @@ def load(path, split):
              "x_l2": g["cols"] * c["width"] * (2 if half else 4) / l2}
         # One variant only: the matrix has no window below the hybrid threshold, both are one.
         times = {"hybrid": ms["hybrid"], "tc": ms.get("all-tc", ms["hybrid"])}
+        recorded = {"hybrid": "hybrid", "all-tc": "tc"}.get(c.get("decider"))
         cases.append({"graph": c["graph"], "split": split, "op": c["op"],
-                      "prec": c["precision"], "x": x, "times": times})
+                      "prec": c["precision"], "x": x, "times": times, "recorded": recorded})
     return cases
 
 
@@ -186,6 +192,7 @@ def main():
     ap.add_argument("--held-out", default=HELD_OUT)
     ap.add_argument("--out", default=HEADER)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
     suite, held = load(a.suite, "suite"), load(a.held_out, "held-out")
     tree = fit(suite)
@@ -199,6 +206,12 @@ def main():
             sub = [c for c in cases if op is None or c["op"] == op]
             ok, n = right(tree, sub)
             report.append(f"{name} {op or 'all'}: {ok}/{n} right ({100 * ok / n:.1f} %)")
+    for name, cases in (("suite", suite), ("held-out", held)):
+        rec = [c for c in cases if c["recorded"]]
+        if rec:
+            ok = sum(slowdown(c, c["recorded"]) <= SLOWER for c in rec)
+            report.append(f"{name}: the shipped decider's recorded picks: {ok}/{len(rec)} right "
+                          f"({100 * ok / len(rec):.1f} %)")
     wrong = [c for c in held if slowdown(c, pick(tree, c)) > SLOWER]
     for c in wrong:
         report.append(f"  held-out miss: {c['graph']} {c['op']} {c['prec']} {int(c['x']['width'])}: "
@@ -217,6 +230,8 @@ def main():
         if v != d)
     text = header(tree, report, command)
     path = os.path.join(ROOT, a.out)
+    if a.dry_run:
+        return
     if a.check:
         same = os.path.exists(path) and open(path).read() == text
         print(f"{a.out}: {'matches the fit' if same else 'differs from the fit'}")
