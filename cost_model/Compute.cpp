@@ -314,8 +314,8 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
     auto rate = [&](std::string_view op) {
       const std::string variant =
           std::string(op) + "." +
-          sparse::variantName(sparseVariant(op == "sddmm", operands[0].shape,
-                                            nnz, width, p));
+          sparse::variantName(
+              sparseVariant(op == "sddmm", operands[0].shape, nnz, width, p));
       const double r = sparseFlopRate(c, variant, p, width);
       return r > 0 ? r : sparseFlopRate(c, op, p, width);
     };

@@ -76,10 +76,10 @@ KernelCost roofline(const Cluster &c, double flops, double bytes,
 
 /// FLOP/s of sparse op `op` ("spmm", "sddmm", or one variant's:
 /// "spmm.hybrid", "spmm.all-tc", "sddmm.hybrid", "sddmm.all-tc") at feature
-/// width `width` from c.sparseRates: linear in the width between measured widths, the nearest
-/// measured width's rate outside them. A precision without an entry uses its
-/// twin (bf16 <-> fp16, tf32 <-> fp32: the same tensor-core rate). 0 when the
-/// table has no entry.
+/// width `width` from c.sparseRates: linear in the width between measured
+/// widths, the nearest measured width's rate outside them. A precision without
+/// an entry uses its twin (bf16 <-> fp16, tf32 <-> fp32: the same tensor-core
+/// rate). 0 when the table has no entry.
 double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
                       double width);
 
