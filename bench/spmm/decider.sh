@@ -4,12 +4,12 @@
 # graph's features (SpmmDecider.h's spmmFeatures, what the runtime computes) and the shipped
 # decider's pick recorded per case, then the fit's report on that data.
 #
-#   bash bench/spmm/decider.sh stage DIR    # here: the held-out graph files into DIR/graphs
-#                                           # (bench/spmm/held_out_graphs.py, about a minute)
+#   bash bench/spmm/decider.sh stage DIR    # the held-out graph files into DIR/graphs
+#                                           # (bench/spmm/held_out_graphs.py, seconds; 160 MB)
 #   bash bench/spmm/decider.sh device DIR   # GPU machine (sm_90): held-out graphs, then the suite
 #
-# DIR is carried to the GPU machine. Results: DIR/held-out and DIR/suite (sparse_h200.json,
-# bench.log: run.sh's), DIR/fit.txt: the shipped decider's recorded picks on both files (the
+# device writes DIR/graphs itself where it is missing (too large to carry). Results:
+# DIR/held-out and DIR/suite (sparse_h200.json, bench.log: run.sh's), DIR/fit.txt: the shipped decider's recorded picks on both files (the
 # fraction within 5 % of the faster variant) and a refit on the new suite, judged on the new
 # held-out file. Nothing is rewritten: to ship a refit, run
 #   bench/spmm/fit_decider.py --suite DIR/suite/sparse_h200.json \
@@ -26,6 +26,7 @@ stage)
   ls -l "$dir/graphs"
   ;;
 device)
+  [ -d "$dir/graphs" ] || python3 "$root/bench/spmm/held_out_graphs.py" "$dir/graphs"
   files=$(ls "$dir"/graphs/*.txt "$dir"/graphs/*.mtx | paste -sd, -)
   cd "$root"
   OUT="$dir/held-out" bash bench/spmm/run.sh --time-ms "${TIME_MS:-25}" --graph "$files"
