@@ -9,9 +9,9 @@
 #   bash bench/spmm/decider.sh device DIR   # GPU machine (sm_90): held-out graphs, then the suite
 #
 # device writes DIR/graphs itself where it is missing (too large to carry). Results:
-# DIR/held-out and DIR/suite (sparse_h200.json, bench.log: run.sh's), DIR/fit.txt: the shipped decider's recorded picks on both files (the
-# fraction within 5 % of the faster variant) and a refit on the new suite, judged on the new
-# held-out file. Nothing is rewritten: to ship a refit, run
+# DIR/held-out and DIR/suite (sparse_h200.json, bench.log: run.sh's), DIR/fit.txt: the shipped
+# decider's recorded picks on both files (the fraction within 5 % of the faster variant) and a
+# refit on the new suite, judged on the new held-out file. Nothing is rewritten: to ship a refit, run
 #   bench/spmm/fit_decider.py --suite DIR/suite/sparse_h200.json \
 #     --held-out DIR/held-out/sparse_h200.json
 # and commit the two result folders with the header it writes. Env: TIME_MS (timed work per
