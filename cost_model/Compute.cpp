@@ -193,6 +193,19 @@ bool calibrated(const Cluster &c, std::string_view op, Precision p,
   return false;
 }
 
+sparse::SpmmVariant sparseVariant(bool sddmm,
+                                  const std::vector<int64_t> &adjacency,
+                                  double nnz, double width, Precision p) {
+  sparse::SpmmQuery q;
+  q.sddmm = sddmm;
+  q.halfData = p == Precision::BF16 || p == Precision::FP16;
+  q.width = static_cast<int64_t>(width);
+  const int64_t rows = adjacency.empty() ? 0 : adjacency[0];
+  const int64_t cols = adjacency.size() > 1 ? adjacency[1] : rows;
+  return sparse::decideVariant(
+      sparse::powerLawFeatures(rows, cols, static_cast<int64_t>(nnz)), q);
+}
+
 double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
                       double width) {
   auto find = [&](Precision q) -> const SparseRate * {
@@ -294,10 +307,20 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
     // dY = dOutᵀ·X, two spmm of the same FLOPs each.
     double factor = kind == "spmm" ? 1.0 : 2.0;
     const double width = static_cast<double>(operands[1].shape.back());
-    const double fwdRate = sparseFlopRate(c, kind, p, width);
-    const double bwdRate = sparseFlopRate(c, "spmm", p, width);
-    // The measured throughput of the cluster's sparse kernels at this width
-    // (the benchmark's median over its graphs), else the roofline.
+    // The measured throughput of the format variant the CUDA program's
+    // decider picks for this op and width (sparseVariant), else of the
+    // faster variant per case, at this width (the benchmark's median over its
+    // graphs); else the roofline. The backward products are spmm.
+    auto rate = [&](std::string_view op) {
+      const std::string variant =
+          std::string(op) + "." +
+          sparse::variantName(
+              sparseVariant(op == "sddmm", operands[0].shape, nnz, width, p));
+      const double r = sparseFlopRate(c, variant, p, width);
+      return r > 0 ? r : sparseFlopRate(c, op, p, width);
+    };
+    const double fwdRate = rate(kind);
+    const double bwdRate = rate("spmm");
     auto measured = [&](double flops, double bytes, double rate) {
       KernelCost kc = roofline(c, flops, bytes, c.gemmEfficiency, p);
       kc.time = std::max(flops / rate, c.kernelLaunch);

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "backends/cuda/sparse/SpmmDecider.h"
 #include "cost_model/Cluster.h"
 #include "ir/ops/OpSemantics.h"
 
@@ -73,13 +74,25 @@ double gemmEfficiency(const Cluster &c, double m, double n, double k,
 KernelCost roofline(const Cluster &c, double flops, double bytes,
                     double efficiency, Precision p);
 
-/// FLOP/s of sparse op `op` ("spmm", "sddmm") at feature width `width` from
-/// c.sparseRates: linear in the width between measured widths, the nearest
-/// measured width's rate outside them. A precision without an entry uses its
-/// twin (bf16 <-> fp16, tf32 <-> fp32: the same tensor-core rate). 0 when the
-/// table has no entry.
+/// FLOP/s of sparse op `op` ("spmm", "sddmm", or one variant's:
+/// "spmm.hybrid", "spmm.all-tc", "sddmm.hybrid", "sddmm.all-tc") at feature
+/// width `width` from c.sparseRates: linear in the width between measured
+/// widths, the nearest measured width's rate outside them. A precision without
+/// an entry uses its twin (bf16 <-> fp16, tf32 <-> fp32: the same tensor-core
+/// rate). 0 when the table has no entry.
 double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
                       double width);
+
+/// The W8 format variant (hybrid or all-tc) the CUDA program's decider
+/// (backends/cuda/sparse/SpmmDecider.h) picks for an spmm or sddmm of this
+/// width on an adjacency of this shape and nnz. The planner does not know the
+/// degree distribution of the graph a program will load: it assumes the
+/// generated graphs' (power-law, rows in random order: powerLawFeatures).
+/// The cluster file has no L2 size, so the L2-fit feature is 0 (the fitted
+/// trees do not split on it).
+sparse::SpmmVariant sparseVariant(bool sddmm,
+                                  const std::vector<int64_t> &adjacency,
+                                  double nnz, double width, Precision p);
 
 /// Looks up (op, precision, shape) in c.calibration; returns true and sets
 /// `time` (seconds) when an entry gives a time, or `efficiency` when it gives

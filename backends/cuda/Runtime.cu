@@ -38,8 +38,8 @@ std::atomic<double> gPredictedPeak{0};
                 "GiB in use on the device; %s",
                 cudaGetErrorName(err), static_cast<long long>(bytes),
                 double(bytes) / gib, gAllocContext.load(),
-                double(gCurrentBytes.load()) / gib,
-                double(total - free) / gib, double(total) / gib, pred);
+                double(gCurrentBytes.load()) / gib, double(total - free) / gib,
+                double(total) / gib, pred);
   cuda_fail(what, "cudaMalloc", __FILE__, __LINE__);
 }
 } // namespace
@@ -87,7 +87,8 @@ void *device_alloc(int64_t bytes) {
   const int64_t now = gCurrentBytes.fetch_add(bytes) + bytes;
   int64_t peak = gPeakBytes.load();
   bool raised = false;
-  while (now > peak && !(raised = gPeakBytes.compare_exchange_weak(peak, now))) {
+  while (now > peak &&
+         !(raised = gPeakBytes.compare_exchange_weak(peak, now))) {
   }
   if (raised) { // the device's use at the counted peak (a host call, no sync)
     size_t free = 0, total = 0;
@@ -105,15 +106,24 @@ void device_free(void *ptr, int64_t bytes) {
     cuda_fail_error(err, "cudaFree(ptr)", __FILE__, __LINE__);
 }
 
+namespace {
+int current_device_attribute(cudaDeviceAttr attr) {
+  int device = 0, n = 0;
+  AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+  AUTODDL_CUDA_CHECK(cudaDeviceGetAttribute(&n, attr, device));
+  return n;
+}
+} // namespace
+
 int sm_count() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
-    AUTODDL_CUDA_CHECK(
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }();
+  static const int count =
+      current_device_attribute(cudaDevAttrMultiProcessorCount);
   return count;
+}
+
+int64_t l2_cache_bytes() {
+  static const int64_t bytes = current_device_attribute(cudaDevAttrL2CacheSize);
+  return bytes;
 }
 
 void *scratch(int slot, int64_t bytes) {

@@ -11,6 +11,7 @@
 // default 0, the format's own choice. --graph: these graphs instead of the
 // suite, Matrix Market files or edge lists, GraphFile.h)
 #include "backends/cpu/sparse/SparseReference.h"
+#include "backends/cuda/sparse/SpmmDecider.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 #include "bench/spmm/BenchCommon.h"
 #include "bench/spmm/CusparseBaseline.h"
@@ -384,8 +385,8 @@ struct Case {
   double floorMs = 0, gatherFloorMs = 0;
   std::string cusparseAlgMs; // JSON members: median ms of every algorithm
   double preprocessMs = 0;
-  std::string variant;   // the format variant timed as "ours" (the faster one)
-  std::string variantMs; // JSON members: median ms of every variant
+  std::string variant, decider; // timed as "ours" (the faster); the decider's
+  std::string variantMs;        // JSON members: median ms of every variant
   CheckResult check;
 };
 
@@ -484,8 +485,7 @@ int main(int argc, char **argv) {
           opt.graphFiles.push_back(list.substr(p, q - p));
         p = q + 1;
       }
-    }
-    else if (a == "--widths") {
+    } else if (a == "--widths") {
       opt.widths.clear();
       std::string w = next();
       for (size_t p = 0; p < w.size();) {
@@ -505,6 +505,7 @@ int main(int argc, char **argv) {
   CUDA_CHECK(cudaDriverGetVersion(&driverVersion));
   std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  const int64_t l2 = prop.l2CacheSize; // the decider's L2-fit feature
 
   std::vector<Case> cases;
   std::vector<std::string> graphJson;
@@ -560,20 +561,19 @@ int main(int argc, char **argv) {
     std::fprintf(
         f,
         "  \"method\": \"FLOPs 2*nnz*N (SpMM) and 2*nnz*K (SDDMM), nnz = "
-        "stored "
-        "entries after merging duplicates; median of CUDA-event timings after "
-        "2 "
-        "warm-up runs; cuSPARSE SpMM: cusparse_ms is the better of its "
+        "stored entries after merging duplicates; median of CUDA-event timings "
+        "after 2 warm-up runs; cuSPARSE SpMM: cusparse_ms is the better of its "
         "default and CSR_ALG2 algorithms (the issue's baseline) and speedup is "
         "against it; CSR_ALG3 is timed too (cusparse_algorithm_ms) and "
-        "speedup_incl_alg3 / geomean_incl_csr_alg3 are against the best of "
-        "all three; buffer sizing and preprocess outside the timed region; "
-        "our preprocessing timed separately (preprocess_ms); ours = the "
-        "faster of two W8 format variants per case (hybrid: windows with "
-        "fewer than fill_threshold nonzeros per 8x1 vector on CUDA cores; "
-        "all-tc: every window on tensor cores), both times in variant_ms, as "
-        "cuSPARSE gets the best of its algorithms; results checked against an "
-        "fp64 CPU reference before timing\",\n");
+        "speedup_incl_alg3 / geomean_incl_csr_alg3 are against the best of all "
+        "three; buffer sizing and preprocess outside the timed region; our "
+        "preprocessing timed separately (preprocess_ms); ours = the faster of "
+        "two W8 format variants per case (hybrid: windows with fewer than "
+        "fill_threshold nonzeros per 8x1 vector on CUDA cores; all-tc: every "
+        "window on tensor cores), both times in variant_ms, as cuSPARSE gets "
+        "the best of its algorithms; decider: the variant SpmmDecider.h picks "
+        "from the graph's features (its fit's data); "
+        "results checked against an fp64 CPU reference before timing\",\n");
     std::fprintf(f, "  \"fill_threshold\": %g,\n", opt.threshold);
     std::fprintf(f, "  \"graphs\": [\n");
     for (size_t i = 0; i < graphJson.size(); ++i)
@@ -585,15 +585,13 @@ int main(int argc, char **argv) {
       std::fprintf(
           f,
           "    {\"graph\": \"%s\", \"op\": \"%s\", \"precision\": \"%s\", "
-          "\"width\": %lld, "
-          "\"rows\": %d, \"nnz\": %lld, \"ms\": %.5f, \"gflops\": %.1f, "
-          "\"cusparse_ms\": %.5f, \"cusparse_gflops\": %.1f, "
-          "\"cusparse_algorithm\": "
-          "\"%s\", \"cusparse_precision\": \"%s\", \"cusparse_note\": \"%s\", "
-          "\"speedup\": %.3f, \"speedup_incl_alg3\": %.3f, "
-          "\"floor_ms\": %.5f, \"gather_floor_ms\": %.5f, "
-          "\"cusparse_algorithm_ms\": {%s}, \"variant\": \"%s\", "
-          "\"variant_ms\": {%s}, "
+          "\"width\": %lld, \"rows\": %d, \"nnz\": %lld, \"ms\": %.5f, "
+          "\"gflops\": %.1f, \"cusparse_ms\": %.5f, \"cusparse_gflops\": %.1f, "
+          "\"cusparse_algorithm\": \"%s\", \"cusparse_precision\": \"%s\", "
+          "\"cusparse_note\": \"%s\", \"speedup\": %.3f, "
+          "\"speedup_incl_alg3\": %.3f, \"floor_ms\": %.5f, "
+          "\"gather_floor_ms\": %.5f, \"cusparse_algorithm_ms\": {%s}, "
+          "\"variant\": \"%s\", \"decider\": \"%s\", \"variant_ms\": {%s}, "
           "\"preprocess_ms\": %.3f, \"check\": {\"passed\": %s, "
           "\"max_error_over_bound\": %.4g, \"rel_error\": %.3g, \"elements\": "
           "%lld, "
@@ -603,9 +601,10 @@ int main(int argc, char **argv) {
           c.cusparseMs, c.cusparseGflops, c.cusparseAlg.c_str(),
           c.cusparsePrecision.c_str(), jsonEscape(c.cusparseNote).c_str(),
           c.speedup, c.speedupAll, c.floorMs, c.gatherFloorMs,
-          c.cusparseAlgMs.c_str(), c.variant.c_str(), c.variantMs.c_str(),
-          c.preprocessMs, c.check.passed() ? "true" : "false",
-          c.check.maxBoundRatio, c.check.relErr, (long long)c.check.checked,
+          c.cusparseAlgMs.c_str(), c.variant.c_str(), c.decider.c_str(),
+          c.variantMs.c_str(), c.preprocessMs,
+          c.check.passed() ? "true" : "false", c.check.maxBoundRatio,
+          c.check.relErr, (long long)c.check.checked,
           (unsigned long long)c.check.nonFinite,
           i + 1 < cases.size() ? "," : "");
     }
@@ -637,9 +636,8 @@ int main(int argc, char **argv) {
     std::rename((opt.out + ".tmp").c_str(), opt.out.c_str());
   };
   const auto benchStart = std::chrono::steady_clock::now();
-  const auto specs = opt.graphFiles.empty()
-                         ? benchSuite(opt.dataDir, opt.quick)
-                         : fileGraphs(opt.graphFiles);
+  const auto specs = opt.graphFiles.empty() ? benchSuite(opt.dataDir, opt.quick)
+                                            : fileGraphs(opt.graphFiles);
   int graphIndex = -1;
   uint64_t seed = 0x5eed0000;
   for (const GraphSpec &spec : specs) {
@@ -661,9 +659,9 @@ int main(int argc, char **argv) {
       for (int32_t c : h.col)
         h.touchedCols += !seen[c], seen[c] = 1;
     }
-    int32_t maxDeg = 0;
-    for (int32_t r = 0; r < g.rows; ++r)
-      maxDeg = std::max(maxDeg, h.rowPtr[r + 1] - h.rowPtr[r]);
+    const sparse::SpmmFeatures feat = // the decider's (SpmmDecider.h)
+        sparse::spmmFeatures(g.rows, g.rows, h.rowPtr.data(), h.col.data());
+    const int32_t maxDeg = int32_t(feat.maxDegree);
     std::printf(
         "\n== %s: %d rows, %lld nnz (max degree %d), generated in %.2f s; %s\n",
         g.name.c_str(), g.rows, (long long)g.nnz, maxDeg, g.generateSeconds,
@@ -674,9 +672,12 @@ int main(int argc, char **argv) {
       std::snprintf(
           buf, sizeof buf,
           "{\"name\": \"%s\", \"kind\": \"%s\", \"rows\": %d, \"nnz\": %lld, "
-          "\"max_degree\": %d, \"params\": \"%s\", \"formats\": [",
+          "\"max_degree\": %d, \"params\": \"%s\", \"features\": {\"cols\": "
+          "%d, \"mean_degree\": %.6g, \"degree_skew\": %.6g, \"window_fill\": "
+          "%.6g}, \"formats\": [",
           g.name.c_str(), g.kind.c_str(), g.rows, (long long)g.nnz, maxDeg,
-          jsonEscape(g.params).c_str());
+          jsonEscape(g.params).c_str(), g.rows, feat.meanDegree,
+          feat.degreeSkew, feat.windowFill);
       gj = buf;
     }
     const std::vector<DataType> dtypes = {DataType::F32, DataType::F16,
@@ -723,13 +724,11 @@ int main(int argc, char **argv) {
         std::snprintf(
             buf, sizeof buf,
             "%s{\"precision\": \"%s\", \"variant\": \"%s\", \"preprocess_ms\": "
-            "%.3f, "
-            "\"windows\": %d, \"tc_windows\": %d, \"blocks\": %d, \"vectors\": "
-            "%lld, "
-            "\"tc_entries\": %lld, \"cuda_entries\": %lld, \"parts\": %d, "
-            "\"split_windows\": %d, \"part_blocks\": %d, \"sddmm_slices\": %d, "
-            "\"fill_threshold\": "
-            "%g, \"clustered_rows\": %s, \"natural_vectors\": %lld, "
+            "%.3f, \"windows\": %d, \"tc_windows\": %d, \"blocks\": %d, "
+            "\"vectors\": %lld, \"tc_entries\": %lld, \"cuda_entries\": %lld, "
+            "\"parts\": %d, \"split_windows\": %d, \"part_blocks\": %d, "
+            "\"sddmm_slices\": %d, \"fill_threshold\": %g, \"clustered_rows\": "
+            "%s, \"natural_vectors\": %lld, "
             "\"clustered_vectors\": %lld}",
             firstFormat ? "" : ", ", sparse::cuda::dataTypeName(t),
             v.name.c_str(), v.preMs, fmt.numWindows, fmt.numTcWindows,
@@ -741,11 +740,9 @@ int main(int argc, char **argv) {
         gj += buf;
         firstFormat = false;
         std::printf(
-            "  %s %s: preprocess %.2f ms; %d/%d windows on tensor "
-            "cores, %d blocks "
-            "(%.1f%% of their 64 slots filled), %lld CUDA-core "
-            "entries, %d parts, "
-            "%d split; %s rows (vectors natural %lld, clustered "
+            "  %s %s: preprocess %.2f ms; %d/%d windows on tensor cores, %d "
+            "blocks (%.1f%% of their 64 slots filled), %lld CUDA-core entries, "
+            "%d parts, %d split; %s rows (vectors natural %lld, clustered "
             "%lld)\n",
             sparse::cuda::dataTypeName(t), v.name.c_str(), v.preMs,
             fmt.numTcWindows, fmt.numWindows, fmt.numBlocks,
@@ -757,6 +754,10 @@ int main(int argc, char **argv) {
             (long long)fmt.naturalVectors, (long long)fmt.clusteredVectors);
         variants.push_back(std::move(v));
       }
+      auto decide = [&](bool sddmm, int64_t n) { // recorded, not run
+        const sparse::SpmmQuery q{sddmm, t != DataType::F32, n, l2};
+        return sparse::variantName(sparse::decideVariant(feat, q));
+      };
       auto variantNote = [&](const std::vector<double> &ms) {
         std::string note;
         for (size_t i = 0; i < variants.size(); ++i) {
@@ -780,7 +781,7 @@ int main(int argc, char **argv) {
           Case c;
           c.graph = g.name, c.op = "spmm",
           c.precision = sparse::cuda::dataTypeName(t);
-          c.width = n, c.nnz = g.nnz, c.rows = g.rows;
+          c.width = n, c.nnz = g.nnz, c.rows = g.rows, c.decider = decide(0, n);
           std::vector<double> ms;
           for (size_t vi = 0; vi < variants.size(); ++vi) {
             const sparse::cuda::WindowFormat &fmt = variants[vi].fmt;
@@ -848,9 +849,8 @@ int main(int argc, char **argv) {
           c.speedupAll = base.ok ? base.ms / c.ms : 0;
           cases.push_back(c);
           std::printf("  spmm  %-4s N=%-3d ours(%s) %8.3f ms %7.0f GF/s | "
-                      "cusparse(%s %s) "
-                      "%8.3f ms %7.0f GF/s | x%.2f (x%.2f incl. ALG3) | floor "
-                      "%.3f, no-reuse %.3f ms | check "
+                      "cusparse(%s %s) %8.3f ms %7.0f GF/s | x%.2f (x%.2f "
+                      "incl. ALG3) | floor %.3f, no-reuse %.3f ms | check "
                       "%s (bound ratio %.3f, rel %.2e) {%s} {%s}\n",
                       c.precision.c_str(), n, c.variant.c_str(), c.ms, c.gflops,
                       c.cusparsePrecision.c_str(), c.cusparseAlg.c_str(),
@@ -876,7 +876,7 @@ int main(int argc, char **argv) {
           Case c;
           c.graph = g.name, c.op = "sddmm",
           c.precision = sparse::cuda::dataTypeName(t);
-          c.width = k, c.nnz = g.nnz, c.rows = g.rows;
+          c.width = k, c.nnz = g.nnz, c.rows = g.rows, c.decider = decide(1, k);
           std::vector<double> ms;
           for (size_t vi = 0; vi < variants.size(); ++vi) {
             const sparse::cuda::WindowFormat &fmt = variants[vi].fmt;
@@ -933,17 +933,16 @@ int main(int argc, char **argv) {
           c.speedup = base.ok ? base.ms / c.ms : 0;
           c.speedupAll = c.speedup;
           cases.push_back(c);
-          std::printf("  sddmm %-4s K=%-3lld ours(%s) %8.3f ms %7.0f GF/s | "
-                      "cusparse(%s %s) "
-                      "%8.3f ms %7.0f GF/s | x%.2f | floor %.3f, no-reuse "
-                      "%.3f ms | check %s (bound ratio %.3f, rel %.2e) "
-                      "{%s}\n",
-                      c.precision.c_str(), (long long)k, c.variant.c_str(),
-                      c.ms, c.gflops, c.cusparsePrecision.c_str(),
-                      c.cusparseAlg.c_str(), c.cusparseMs, c.cusparseGflops,
-                      c.speedup, c.floorMs, c.gatherFloorMs,
-                      c.check.passed() ? "ok" : "FAILED", c.check.maxBoundRatio,
-                      c.check.relErr, c.variantMs.c_str());
+          std::printf(
+              "  sddmm %-4s K=%-3lld ours(%s) %8.3f ms %7.0f GF/s | "
+              "cusparse(%s %s) %8.3f ms %7.0f GF/s | x%.2f | floor %.3f, "
+              "no-reuse %.3f ms | check %s (bound ratio %.3f, rel %.2e) "
+              "{%s}\n",
+              c.precision.c_str(), (long long)k, c.variant.c_str(), c.ms,
+              c.gflops, c.cusparsePrecision.c_str(), c.cusparseAlg.c_str(),
+              c.cusparseMs, c.cusparseGflops, c.speedup, c.floorMs,
+              c.gatherFloorMs, c.check.passed() ? "ok" : "FAILED",
+              c.check.maxBoundRatio, c.check.relErr, c.variantMs.c_str());
           CUDA_CHECK(cudaFree(x));
           CUDA_CHECK(cudaFree(y));
           CUDA_CHECK(cudaFree(cv));

@@ -3,9 +3,11 @@
 "Sparse throughput") into the H200 cluster presets from the benchmark's result file.
 
 Per (op, precision, feature width): the median GFLOP/s of our kernels over the benchmark's
-graphs (the "cases" of bench/results/spmm/2026-12-01-suite/sparse_h200.json, the default). The
-cost model prices spmm/sddmm from it (docs/cost-model.md "Sparse ops"). Re-running it after a new
-benchmark run (give its result file) rewrites the table.
+graphs (the "cases" of bench/results/spmm/2026-12-01-suite/sparse_h200.json, the default): "spmm"
+and "sddmm" of the faster format variant per case, "spmm.hybrid", "spmm.all-tc", ... of each
+variant (its time in variant_ms; a graph with one variant gives both the same). The cost model
+prices spmm/sddmm at the rate of the variant the decider picks (docs/cost-model.md "Sparse ops").
+Re-running it after a new benchmark run (give its result file) rewrites the table.
 
 Usage: bench/spmm/sparse_table.py [RESULT_JSON] [CLUSTER_JSON...]
 """
@@ -19,6 +21,7 @@ RESULT = os.path.join(ROOT, "bench/results/spmm/2026-12-01-suite/sparse_h200.jso
 CLUSTERS = [os.path.join(ROOT, "examples/clusters", f + ".json")
             for f in ("h200x2-nvlink", "h200-calibrated", "dgx-h200-ndr")]
 KEY = '"sparse_gflops": {'
+OPS = ("spmm", "sddmm", "spmm.hybrid", "spmm.all-tc", "sddmm.hybrid", "sddmm.all-tc")
 
 
 def table(result_path):
@@ -27,6 +30,11 @@ def table(result_path):
     for case in doc["cases"]:
         key = (case["op"], case["precision"], int(case["width"]))
         rates.setdefault(key, []).append(float(case["gflops"]))
+        flops = 2.0 * case["nnz"] * case["width"]
+        ms = case["variant_ms"]
+        for variant in ("hybrid", "all-tc"):
+            key = (case["op"] + "." + variant, case["precision"], int(case["width"]))
+            rates.setdefault(key, []).append(flops / ms.get(variant, ms["hybrid"]) / 1e6)
     out = {}
     for (op, prec, width), values in sorted(rates.items()):
         out.setdefault(op, {}).setdefault(prec, []).append(
@@ -43,7 +51,7 @@ def block(tab, source, indent):
     """The table as JSON text at `indent`, one precision per line."""
     pad, inner = " " * indent, " " * (indent + 2)
     lines = [pad + KEY]
-    for op in ("spmm", "sddmm"):
+    for op in OPS:
         if op not in tab:
             continue
         lines.append(inner + json.dumps(op) + ": {")

@@ -184,12 +184,14 @@ void readKfacTimeScales(const json &v, const Ptr &where,
 }
 
 /// gpu.sparse_gflops: {"spmm": {"fp32": [[width, GFLOP/s], ...], ...},
-/// "sddmm": {...}, "source": ...}, widths ascending.
+/// "sddmm": {...}, and each format variant's ("spmm.hybrid", "spmm.all-tc",
+/// "sddmm.hybrid", "sddmm.all-tc"), "source": ...}, widths ascending.
 std::vector<SparseRate> readSparseRates(const json &v, const Ptr &where,
                                         const std::string &origin) {
   ObjectReader table(v, where, origin);
   std::vector<SparseRate> rates;
-  for (const char *op : {"spmm", "sddmm"}) {
+  for (const char *op : {"spmm", "sddmm", "spmm.hybrid", "spmm.all-tc",
+                         "sddmm.hybrid", "sddmm.all-tc"}) {
     if (!table.has(op))
       continue;
     const json &byPrecision = table.get(op);

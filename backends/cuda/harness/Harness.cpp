@@ -302,8 +302,6 @@ public:
 
   void begin_run(const Options &o, RunMetrics &m) override {
     trace.set_enabled(o.trace);
-    if (s_.graph_model()) // this rank's adjacency in the W8 format
-      m.info["adjacency_w8"] = describe(adjacency);
     m.info.insert(graph_metrics.begin(), graph_metrics.end());
     m.info["backend"] = "cuda";
 #ifdef AUTODDL_FP32
@@ -511,6 +509,10 @@ public:
   bool entries_are_copies() const override { return true; }
 
   void write_outputs(const Options &o, RunMetrics &m) override {
+    // This rank's adjacency in the W8 formats, each built at its first use in
+    // the variant the decider picked (kernels/Sparse.h).
+    if (s_.graph_model())
+      m.info["adjacency_w8"] = describe(adjacency);
     m.info["cuda_graph"] = !graph_off_.empty() ? "off: " + graph_off_
                            : step_graph_.failed()
                                ? std::string("off: the capture failed")

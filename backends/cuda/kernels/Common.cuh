@@ -170,6 +170,8 @@ inline bool same_alignment(const void *first, const void *p, Rest... rest) {
 
 /// Streaming multiprocessors of the current device (cached).
 int sm_count();
+/// The current device's L2 cache bytes (cached).
+int64_t l2_cache_bytes();
 /// Blocks for a grid-stride loop over `work` items with `threads` per block.
 inline unsigned grid_for(int64_t work, int threads) {
   int64_t b = (work + threads - 1) / threads;

@@ -6,6 +6,8 @@
 #include "backends/cuda/kernels/Reduce.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -14,12 +16,14 @@ namespace autoddl::rt {
 namespace {
 
 namespace sc = autoddl::sparse::cuda;
+namespace sp = autoddl::sparse;
 
 constexpr sc::DataType kActType =
     std::is_same_v<act_t, float> ? sc::DataType::F32 : sc::DataType::BF16;
 
-sc::PreprocessOptions format_options() {
+sc::PreprocessOptions format_options(sp::SpmmVariant v) {
   sc::PreprocessOptions o;
+  o.fillThreshold = sp::variantFillThreshold(v);
 #ifdef AUTODDL_FP32
   // Every window on CUDA cores: fp32 FMAs instead of TF32 tensor cores, so
   // the --fp32 build matches the CPU backend tightly.
@@ -173,40 +177,69 @@ std::vector<int64_t> value_positions(const sc::WindowFormat &w,
   return pos;
 }
 
-/// The W8 format of a host CSR matrix, built on the GPU, with its position map
-/// (order: indexed by the entries of `order`'s CSR when given, else its own).
-void build_format(SparseFormat &f, int32_t rows, int32_t cols,
-                  const std::vector<int32_t> &rowPtr,
-                  const std::vector<int32_t> &colIdx,
-                  const std::vector<float> &values,
-                  const std::vector<int32_t> *order) {
-  const int64_t nnz = int64_t(colIdx.size());
-  DeviceBuffer<int32_t> dRow(rows + 1), dCol(nnz);
+/// The W8 format of a host CSR matrix in f.variant, built on the GPU, with
+/// its position map (indexed by the entries of A when p.order is given: A^T).
+void build_format(const SparseFormat &f, const SparseFormat::Pending &p) {
+  const int64_t nnz = int64_t(p.colIdx.size());
+  DeviceBuffer<int32_t> dRow(p.rows + 1), dCol(nnz);
   DeviceBuffer<float> dVal32(nnz);
   DeviceBuffer<act_t> dVal(nnz);
-  copy_to_device(dRow.data(), rowPtr.data(), (rows + 1) * int64_t(4));
-  copy_to_device(dCol.data(), colIdx.data(), nnz * int64_t(4));
-  copy_to_device(dVal32.data(), values.data(), nnz * int64_t(4));
+  copy_to_device(dRow.data(), p.rowPtr.data(), (p.rows + 1) * int64_t(4));
+  copy_to_device(dCol.data(), p.colIdx.data(), nnz * int64_t(4));
+  copy_to_device(dVal32.data(), p.values.data(), nnz * int64_t(4));
   cast_to_act(dVal.data(), dVal32.data(), nnz);
   AUTODDL_CUDA_CHECK(sc::buildWindowFormat(
-      rows, cols, nnz, dRow.data(), dCol.data(), dVal.data(), kActType,
-      format_options(), f.w8, compute_stream()));
-  std::vector<int64_t> pos = value_positions(f.w8, rowPtr, colIdx);
-  if (order) { // pos of entry order[e] of this matrix, for entry e
-    std::vector<int64_t> p(pos.size());
-    for (size_t e = 0; e < p.size(); ++e)
-      p[e] = pos[size_t((*order)[e])];
-    pos.swap(p);
+      p.rows, p.cols, nnz, dRow.data(), dCol.data(), dVal.data(), kActType,
+      format_options(f.variant), f.w8, compute_stream()));
+  std::vector<int64_t> pos = value_positions(f.w8, p.rowPtr, p.colIdx);
+  if (!p.order.empty()) { // pos of entry order[e] of this matrix, for entry e
+    std::vector<int64_t> q(pos.size());
+    for (size_t e = 0; e < q.size(); ++e)
+      q[e] = pos[size_t(p.order[e])];
+    pos.swap(q);
   }
   f.pos = DeviceBuffer<int64_t>(nnz);
   copy_to_device(f.pos.data(), pos.data(), nnz * int64_t(sizeof(int64_t)));
   f.values = DeviceBuffer<act_t>(block_slots(f.w8) + f.w8.numCudaEntries);
 }
 
+/// Builds f at its first use (op and width of that use), in the variant the
+/// decider picks unless AUTODDL_SPMM_VARIANT forced one. The first step runs
+/// eagerly, so no step graph captures the build.
+void ensure_built(const SparseFormat &f, bool sddmm, int64_t width) {
+  if (!f.pending)
+    return;
+  char why[256];
+#ifdef AUTODDL_FP32
+  (void)sddmm, (void)width;
+  std::snprintf(why, sizeof why, "every window on CUDA cores (fp32 build)");
+#else
+  if (!f.forced) {
+    sp::SpmmQuery q;
+    q.sddmm = sddmm;
+    q.width = width;
+    q.l2Bytes = detail::l2_cache_bytes();
+    f.variant = sp::decideVariant(f.features, q);
+  }
+  std::snprintf(why, sizeof why,
+                "%s %s; first use %s width %lld; degree skew %.3g, window "
+                "fill %.3g, mean degree %.3g",
+                sp::variantName(f.variant),
+                f.forced ? "forced by AUTODDL_SPMM_VARIANT" : "decided",
+                sddmm ? "sddmm" : "spmm", (long long)width,
+                f.features.degreeSkew, f.features.windowFill,
+                f.features.meanDegree);
+#endif
+  f.decision = why;
+  build_format(f, *f.pending);
+  f.pending.reset();
+}
+
 /// Y[rows, n] = A X with the format's own values, or with `values` (the W8
 /// value layout: blocks, then CUDA-core entries) in their place.
 void run_spmm(const SparseFormat &f, const act_t *values, const act_t *x,
               int64_t n, act_t *y) {
+  ensure_built(f, false, n);
   sc::WindowFormat &w = f.w8;
   const size_t bytes = sc::spmmWorkspaceBytes(w, n);
   if (bytes > size_t(f.ws.size()))
@@ -223,8 +256,11 @@ void run_spmm(const SparseFormat &f, const act_t *values, const act_t *x,
   AUTODDL_CUDA_CHECK(err);
 }
 
-/// CSR-order values [nnz] -> the format's value scratch (W8 layout).
-const act_t *scatter(const SparseFormat &f, const act_t *values, int64_t nnz) {
+/// CSR-order values [nnz] -> the format's value scratch (W8 layout), for an
+/// spmm of width n.
+const act_t *scatter(const SparseFormat &f, const act_t *values, int64_t nnz,
+                     int64_t n) {
+  ensure_built(f, false, n);
   scatter_kernel<<<detail::grid_for(nnz, 256), 256, 0, compute_stream()>>>(
       f.values.data(), values, f.pos.data(), nnz);
   AUTODDL_CUDA_CHECK_LAUNCH();
@@ -252,6 +288,7 @@ void spmm_add(act_t *out, const Csr &m, const SparseFormat &f,
 /// order (through the W8 value scratch).
 void sddmm_csr(act_t *out, const Csr &m, const act_t *a, const act_t *b,
                int64_t k, bool add) {
+  ensure_built(m.a, true, k);
   const sc::WindowFormat &w = m.a.w8;
   act_t *vals = m.a.values.data();
   AUTODDL_CUDA_CHECK(sc::sddmm(w, a, k, b, k, k, vals, vals + block_slots(w),
@@ -301,13 +338,33 @@ Csr csr_to_device(int32_t rows, int32_t cols,
       tVal[size_t(t)] = values[size_t(e)];
       transposed[size_t(e)] = t;
     }
-  build_format(m.a, rows, cols, rowPtr, colIdx, values, nullptr);
-  build_format(m.at, cols, rows, tPtr, tCol, tVal, &transposed);
+  bool forced = false;
+  sp::SpmmVariant variant = sp::SpmmVariant::Hybrid;
+  std::string error;
+  if (!sp::variantOverride(std::getenv("AUTODDL_SPMM_VARIANT"), forced, variant,
+                           error))
+    throw std::invalid_argument(error);
+  auto pend = [&](SparseFormat &f, int32_t r, int32_t c,
+                  std::vector<int32_t> ptr, std::vector<int32_t> col,
+                  std::vector<float> val, std::vector<int32_t> order) {
+    f.features = sp::spmmFeatures(r, c, ptr.data(), col.data());
+    f.forced = forced;
+    f.variant = variant;
+    f.pending = std::make_unique<SparseFormat::Pending>(
+        SparseFormat::Pending{r, c, std::move(ptr), std::move(col),
+                              std::move(val), std::move(order)});
+  };
+  pend(m.a, rows, cols, rowPtr, colIdx, values, {});
+  pend(m.at, cols, rows, std::move(tPtr), std::move(tCol), std::move(tVal),
+       std::move(transposed));
   return m;
 }
 
 std::string describe(const Csr &m) {
-  auto one = [](const char *name, const sc::WindowFormat &w) {
+  auto one = [](const char *name, const SparseFormat &f) {
+    if (f.pending)
+      return std::string(name) + ": not built (not used)";
+    const sc::WindowFormat &w = f.w8;
     return std::string(name) + ": " + std::to_string(w.rows) + " x " +
            std::to_string(w.cols) + ", " + std::to_string(w.nnz) +
            " entries; windows " + std::to_string(w.numWindows) +
@@ -315,9 +372,9 @@ std::string describe(const Csr &m) {
            std::to_string(w.numBlocks) + " holding " +
            std::to_string(w.numTcEntries) + " entries, CUDA-core entries " +
            std::to_string(w.numCudaEntries) + ", rows " +
-           (w.clustered ? "clustered" : "natural");
+           (w.clustered ? "clustered" : "natural") + "; variant " + f.decision;
   };
-  return one("A", m.a.w8) + "; " + one("A^T", m.at.w8);
+  return one("A", m.a) + "; " + one("A^T", m.at);
 }
 
 void spmm_forward(act_t *y, const Csr &adj, const act_t *x, int64_t F) {
@@ -341,18 +398,21 @@ void sddmm_backward(act_t *dx, act_t *dy, const Csr &mask, const act_t *dout,
                     const act_t *x, const act_t *y, int64_t K) {
   // dx = D y and dy = D^T x, D the mask's pattern with the values dout.
   if (dx)
-    spmm_add(dx, mask, mask.a, scatter(mask.a, dout, mask.entries), y, K);
+    spmm_add(dx, mask, mask.a, scatter(mask.a, dout, mask.entries, K), y, K);
   if (dy)
-    spmm_add(dy, mask, mask.at, scatter(mask.at, dout, mask.entries), x, K);
+    spmm_add(dy, mask, mask.at, scatter(mask.at, dout, mask.entries, K), x, K);
 }
 
 namespace {
 
 /// adj.mean_a and adj.mean_at: D^-1 A's values in A's and A^T's W8 layouts,
-/// on the first call (buffers zero-filled, so the layouts' padding is 0).
-void build_means(const Csr &adj) {
+/// on the first call (buffers zero-filled, so the layouts' padding is 0); the
+/// formats are built for an spmm of width F if they are not yet.
+void build_means(const Csr &adj, int64_t F) {
   if (adj.mean_a.size() || !adj.entries)
     return;
+  ensure_built(adj.a, false, F);
+  ensure_built(adj.at, false, F);
   DeviceBuffer<act_t> csr(adj.entries);
   row_mean_kernel<<<detail::grid_for(int64_t(adj.rows) * 32, 256), 256, 0,
                     compute_stream()>>>(csr.data(), adj.row_ptr.data(),
@@ -375,7 +435,7 @@ void build_means(const Csr &adj) {
 } // namespace
 
 void spmm_mean_forward(act_t *y, const Csr &adj, const act_t *x, int64_t F) {
-  build_means(adj);
+  build_means(adj, F);
   if (!adj.entries) { // no entries: every row's mean is 0
     AUTODDL_CUDA_CHECK(cudaMemsetAsync(
         y, 0, size_t(adj.rows) * size_t(F) * sizeof(act_t), compute_stream()));
@@ -385,21 +445,21 @@ void spmm_mean_forward(act_t *y, const Csr &adj, const act_t *x, int64_t F) {
 }
 
 void spmm_mean_backward(act_t *dx, const Csr &adj, const act_t *dy, int64_t F) {
-  build_means(adj);
+  build_means(adj, F);
   if (dx && adj.entries)
     spmm_add(dx, adj, adj.at, adj.mean_at.data(), dy, F);
 }
 
 void spmm_values_forward(act_t *y, const Csr &adj, const act_t *values,
                          const act_t *x, int64_t F) {
-  run_spmm(adj.a, scatter(adj.a, values, adj.entries), x, F, y);
+  run_spmm(adj.a, scatter(adj.a, values, adj.entries, F), x, F, y);
 }
 
 void spmm_values_backward(act_t *dx, act_t *dvalues, const Csr &adj,
                           const act_t *values, const act_t *dy, const act_t *x,
                           int64_t F) {
   if (dx)
-    spmm_add(dx, adj, adj.at, scatter(adj.at, values, adj.entries), dy, F);
+    spmm_add(dx, adj, adj.at, scatter(adj.at, values, adj.entries, F), dy, F);
   if (dvalues)
     sddmm_csr(dvalues, adj, dy, x, F, true);
 }

@@ -16,13 +16,21 @@
 // Precision: bf16 data on bf16 tensor cores with fp32 accumulation; under
 // AUTODDL_FP32 every window takes the CUDA-core path (fp32 FMAs, no TF32
 // rounding), so the --fp32 build matches the CPU backend tightly.
+//
+// Format variant (bf16): each format is built at its first use, in the
+// variant the decider (backends/cuda/sparse/SpmmDecider.h) picks from the
+// matrix's features (computed at setup) and that use's op and width; later
+// uses of the format keep it. AUTODDL_SPMM_VARIANT=hybrid|tc forces one.
+// Nothing is timed (docs/sparse-kernels.md "The decider").
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_SPARSE_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_SPARSE_H
 
 #include "backends/cuda/Runtime.h"
+#include "backends/cuda/sparse/SpmmDecider.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,11 +41,25 @@ namespace autoddl::rt {
 /// else entry pos[e] - numBlocks * 64 of the CUDA-core list.
 struct SparseFormat {
   // mutable: a call with activation values points its value arrays at them
-  // for the launch (the kernels read the pointers when launched).
+  // for the launch (the kernels read the pointers when launched); the format
+  // is built at the first use, through a const Csr.
   mutable autoddl::sparse::cuda::WindowFormat w8;
-  DeviceBuffer<int64_t> pos;          // [nnz], CSR entry -> value slot
+  mutable DeviceBuffer<int64_t> pos;  // [nnz], CSR entry -> value slot
   mutable DeviceBuffer<uint8_t> ws;   // spmm workspace (zero between calls)
   mutable DeviceBuffer<act_t> values; // activation values in W8 layout
+  /// The host CSR the format is built from, until its first use.
+  struct Pending {
+    int32_t rows = 0, cols = 0;
+    std::vector<int32_t> rowPtr, colIdx;
+    std::vector<float> values;
+    std::vector<int32_t> order; // A^T: its entry of each entry of A
+  };
+  mutable std::unique_ptr<Pending> pending;
+  autoddl::sparse::SpmmFeatures features; // of this matrix, at setup
+  bool forced = false; // AUTODDL_SPMM_VARIANT set the variant
+  mutable autoddl::sparse::SpmmVariant variant =
+      autoddl::sparse::SpmmVariant::Hybrid;
+  mutable std::string decision; // the pick and why, for describe()
 };
 
 /// A sparse matrix on the device: the CUDA counterpart of the CPU Csr.
@@ -59,12 +81,15 @@ struct Csr {
 };
 
 /// One line on how the W8 formats split the matrix (windows on tensor cores,
-/// blocks, CUDA-core entries, row order) for A and A^T: metrics.json.
+/// blocks, CUDA-core entries, row order) and which variant each runs and why
+/// (the decider's features and pick), for A and A^T: metrics.json. A format
+/// not used yet is "not built".
 std::string describe(const Csr &m);
 
 /// Uploads a host CSR matrix (rowPtr [rows + 1], colIdx and values [nnz];
-/// columns sorted within a row, no duplicates) and builds both formats on the
-/// GPU. Throws std::invalid_argument on a malformed matrix.
+/// columns sorted within a row, no duplicates) and computes the features of A
+/// and A^T; each format is built on the GPU at its first use. Throws
+/// std::invalid_argument on a malformed matrix or a bad AUTODDL_SPMM_VARIANT.
 Csr csr_to_device(int32_t rows, int32_t cols,
                   const std::vector<int32_t> &rowPtr,
                   const std::vector<int32_t> &colIdx,

@@ -318,5 +318,48 @@ TEST(Optimizer, AdamWStepIsMemoryBound) {
   EXPECT_NEAR(optimizerStep(c, 1e9, Optimizer::SGD, false).time, 12e-3, 1e-12);
 }
 
+TEST(SparseRates, PricedAtTheDecidersVariant) {
+  // The planner assumes a power-law graph (SpmmDecider.h's powerLawFeatures:
+  // skew 40.6, window fill 1): the decider sends spmm to all-tc at every
+  // width and sddmm to hybrid (fill <= 1.27).
+  Cluster c = toyCluster();
+  const int64_t nnz = 1 << 20;
+  const std::vector<int64_t> adj{4096, 4096};
+  for (Precision p : {Precision::BF16, Precision::FP32}) {
+    EXPECT_EQ(sparseVariant(false, adj, nnz, 48, p),
+              sparse::SpmmVariant::TensorCore);
+    EXPECT_EQ(sparseVariant(true, adj, nnz, 32, p),
+              sparse::SpmmVariant::Hybrid);
+  }
+  std::vector<ValueType> in{{adj, DType::F32}, {{4096, 48}, DType::F32}};
+  std::vector<ValueType> out{{{4096, 48}, DType::F32}};
+  ops::Attrs attrs{{"nnz", nnz}};
+  auto at = [](double rate) -> std::vector<std::pair<double, double>> {
+    return {{32, rate}, {64, rate}};
+  };
+  c.sparseRates.push_back({"spmm", Precision::FP16, at(1e12)});
+  c.sparseRates.push_back({"spmm.hybrid", Precision::FP16, at(2e12)});
+  c.sparseRates.push_back({"spmm.all-tc", Precision::FP16, at(3e12)});
+  c.sparseRates.push_back({"sddmm.hybrid", Precision::FP16, at(4e12)});
+  c.sparseRates.push_back({"sddmm.all-tc", Precision::FP16, at(5e12)});
+  const double flops = 2.0 * nnz * 48;
+  OpCost spmm =
+      opCost(c, "spmm", in, out, attrs, {false, false}, Precision::BF16);
+  EXPECT_NEAR(spmm.forward.time, flops / 3e12, 1e-15);      // all-tc
+  EXPECT_NEAR(spmm.backwardData.time, flops / 3e12, 1e-15); // Aᵀ·dY
+  OpCost sddmm = opCost(c, "sddmm", {in[0], in[1], in[1]}, {in[0]}, attrs,
+                        {false, false, false}, Precision::BF16);
+  EXPECT_NEAR(sddmm.forward.time, flops / 4e12, 1e-15); // hybrid
+  // Its two backward products are spmm: the spmm variant's rate.
+  EXPECT_NEAR(sddmm.backwardData.time, 2 * flops / 3e12, 1e-15);
+  // A table without the variants: the faster variant's rates ("spmm").
+  Cluster plain = toyCluster();
+  plain.sparseRates.push_back({"spmm", Precision::FP16, at(1e12)});
+  EXPECT_NEAR(
+      opCost(plain, "spmm", in, out, attrs, {false, false}, Precision::BF16)
+          .forward.time,
+      flops / 1e12, 1e-15);
+}
+
 } // namespace
 } // namespace autoddl::cost

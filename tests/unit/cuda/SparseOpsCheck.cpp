@@ -2,8 +2,10 @@
 // with activation values, sddmm, edge softmax; forward and backward) against
 // the CPU kernels of backends/cpu/kernels/Sparse.h on fresh random graphs
 // (seed printed; --seed N repeats a run): square and row-block (rectangular)
-// adjacencies, empty rows, a dense row, feature widths 7, 16 and 64. Built
-// twice: bf16 (tensor cores) and -DAUTODDL_FP32 (CUDA cores, fp32 FMAs).
+// adjacencies, empty rows, a dense row, feature widths 7, 16 and 64; each in
+// the decider's format variant and in both forced ones (AUTODDL_SPMM_VARIANT
+// hybrid, tc), which describe() must name. Built twice: bf16 (tensor cores)
+// and -DAUTODDL_FP32 (CUDA cores, fp32 FMAs).
 // Error measure and bounds as KernelCheck (KernelCheckUtil.h): act_t results
 // 1e-2 (bf16) / 1e-5 (fp32) relative in the norm. Backward outputs start from
 // random values (the kernels add). Exit 0 pass, 1 fail, 77 no GPU.
@@ -13,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,7 @@ namespace ref = cpu::autoddl::rt;
 
 std::mt19937 gRng;
 bool gOk = true;
+std::string gVariant = "auto"; // AUTODDL_SPMM_VARIANT of this pass
 
 /// A random rows x cols CSR with sorted distinct columns: degree uniform in
 /// [0, 2 * avgDegree], every 7th row empty, row 1 dense.
@@ -80,9 +84,9 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
   const int64_t nnz = a.nnz();
   const rt::Csr d =
       rt::csr_to_device(a.rows, a.cols, a.rowPtr, a.colIdx, a.values);
-  const std::string tag = std::to_string(rows) + "x" + std::to_string(cols) +
-                          " nnz " + std::to_string(nnz) + " F " +
-                          std::to_string(F) + ":";
+  const std::string tag = gVariant + " " + std::to_string(rows) + "x" +
+                          std::to_string(cols) + " nnz " + std::to_string(nnz) +
+                          " F " + std::to_string(F) + ":";
   const std::vector<float> x = random_values(gRng, int64_t(cols) * F, -1, 1),
                            dy = random_values(gRng, int64_t(rows) * F, -1, 1),
                            xr = random_values(gRng, int64_t(rows) * F, -1, 1),
@@ -182,6 +186,24 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
     rt::edge_softmax_backward(dg.data(), d, dwant.data(), dd.data(), scale);
     gOk &= check(tag + " edge_softmax_backward", download(dg.data(), nnz), g);
   }
+  // Both formats were used: each names its variant and why.
+  const std::string desc = rt::describe(d);
+#ifdef AUTODDL_FP32
+  const std::string want = "variant every window on CUDA cores";
+#else
+  const std::string want = gVariant == "auto"     ? " decided; first use"
+                           : gVariant == "hybrid" ? "variant hybrid forced"
+                                                  : "variant all-tc forced";
+#endif
+  size_t seen = 0;
+  for (size_t at = desc.find(want); at != std::string::npos;
+       at = desc.find(want, at + 1))
+    ++seen;
+  if (seen != 2) {
+    std::printf("FAIL %s describe() names \"%s\" %zu times, not twice: %s\n",
+                tag.c_str(), want.c_str(), seen, desc.c_str());
+    gOk = false;
+  }
 }
 
 } // namespace
@@ -197,10 +219,23 @@ int main(int argc, char **argv) {
     return 77;
   }
   gRng.seed(seed);
-  check_graph(1000, 1000, 8, 16);
-  check_graph(2708, 2708, 5, 7);  // gcn-cora's shape, 7 classes
-  check_graph(37, 37, 30, 64);    // rows not a multiple of 8, dense
-  check_graph(300, 1000, 10, 16); // a row block of a larger graph (dp)
+  for (const char *variant : {"auto", "hybrid", "tc"}) {
+    setenv("AUTODDL_SPMM_VARIANT", variant, 1);
+    gVariant = variant;
+    check_graph(1000, 1000, 8, 16);
+    check_graph(2708, 2708, 5, 7);  // gcn-cora's shape, 7 classes
+    check_graph(37, 37, 30, 64);    // rows not a multiple of 8, dense
+    check_graph(300, 1000, 10, 16); // a row block of a larger graph (dp)
+  }
+  setenv("AUTODDL_SPMM_VARIANT", "all-tc", 1); // not a variant's name here
+  try {
+    rt::csr_to_device(1, 1, {0, 1}, {0}, {1.0f});
+    std::printf("FAIL AUTODDL_SPMM_VARIANT=all-tc was accepted\n");
+    gOk = false;
+  } catch (const std::invalid_argument &e) {
+    std::printf("ok   bad AUTODDL_SPMM_VARIANT: %s\n", e.what());
+  }
+  unsetenv("AUTODDL_SPMM_VARIANT");
   std::printf("SparseOpsCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
   return gOk ? 0 : 1;
 }
