@@ -208,11 +208,14 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
     const std::vector<size_t> residual =
         fusedGelu ? std::vector<size_t>{} : residualGemmOperands(g, uses, gi);
     fusedOperand_.push_back(residual.empty() ? -1 : int(residual.front()));
-    // The dense operand whose rows spmm (x) and sddmm (y) read for every
-    // node: all-gathered over dp under a node split.
-    const size_t allNodes = op.kind == "spmm"    ? 1
-                            : op.kind == "sddmm" ? 2
-                                                 : op.operands.size();
+    // The dense operands whose rows spmm (x), sddmm (y) and gat_aggregate
+    // (s_src, h) read for every node: all-gathered over dp under a node split.
+    auto allNodes = [&](size_t k) {
+      return op.kind == "spmm"            ? k == 1
+             : op.kind == "sddmm"         ? k == 2
+             : op.kind == "gat_aggregate" ? k >= 2
+                                          : false;
+    };
     for (const Signature &s : sg_.ops[i].sigs) {
       auto local = [&](int t, const Sbp &l, bool every = false) {
         std::vector<int64_t> sh = sg_.shapeAt(t, b_);
@@ -226,12 +229,12 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       std::vector<bool> isParam;
       double gathered = 0; // bytes all-gathered over dp (node split)
       for (size_t k = 0; k < op.operands.size(); ++k) {
-        const bool every = nodeSplit && k == allNodes;
+        const bool every = nodeSplit && allNodes(k);
         in.push_back(local(op.operands[k], s.operands[k], every));
         isParam.push_back(g.tensors[op.operands[k]].role ==
                           TensorRole::Parameter);
         if (every)
-          gathered = prod(in.back().shape) * o_.activationElementBytes;
+          gathered += prod(in.back().shape) * o_.activationElementBytes;
       }
       Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
       out.push_back(local(op.results.front(), r));
