@@ -4,6 +4,7 @@
 #include "backends/cuda/kernels/Common.cuh"
 
 #include <cfloat>
+#include <stdexcept>
 
 namespace autoddl::rt {
 
@@ -220,6 +221,15 @@ unsigned row_blocks(int32_t rows) {
   return detail::grid_for(int64_t(rows) * 32, kThreads);
 }
 
+/// The adjacency's device column indices, which the harness uploads for a
+/// program with GATConv's ops (ProgramSpec::graph_columns).
+const int32_t *columns(const Csr &adj) {
+  if (adj.col_idx.size() != adj.nnz())
+    throw std::logic_error("gat_aggregate: the adjacency's column indices are "
+                           "not on the device (ProgramSpec::graph_columns)");
+  return adj.col_idx.data();
+}
+
 } // namespace
 
 void head_dot_forward(act_t *s, const act_t *x, const act_t *att, int64_t N,
@@ -251,7 +261,7 @@ void gat_aggregate_forward(act_t *out, const Csr &adj, const act_t *s_dst,
   const size_t smem = size_t(kThreads / 32) * 2 * size_t(H) * sizeof(float);
   gat_forward_kernel<<<row_blocks(adj.rows), kThreads, smem,
                        compute_stream()>>>(out, adj.row_ptr.data(),
-                                           adj.col_idx.data(), s_dst, s_src, x,
+                                           columns(adj), s_dst, s_src, x,
                                            adj.rows, H, C, slope);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
@@ -274,8 +284,8 @@ void gat_aggregate_backward(act_t *ds_dst, act_t *ds_src, act_t *dx,
   const size_t smem = size_t(kThreads / 32) * 3 * size_t(H) * sizeof(float);
   gat_backward_kernel<<<row_blocks(adj.rows), kThreads, smem,
                         compute_stream()>>>(
-      ds_dst, ds32, dx32, adj.row_ptr.data(), adj.col_idx.data(), s_dst, s_src,
-      x, dy, adj.rows, H, C, slope);
+      ds_dst, ds32, dx32, adj.row_ptr.data(), columns(adj), s_dst, s_src, x, dy,
+      adj.rows, H, C, slope);
   AUTODDL_CUDA_CHECK_LAUNCH();
   if (dx) {
     add_f32_kernel<<<detail::grid_for(nx, kThreads), kThreads, 0,

@@ -284,8 +284,6 @@ Csr csr_to_device(int32_t rows, int32_t cols,
   m.entries = int64_t(colIdx.size());
   m.row_ptr = DeviceBuffer<int32_t>(rows + 1);
   copy_to_device(m.row_ptr.data(), rowPtr.data(), (rows + 1) * int64_t(4));
-  m.col_idx = DeviceBuffer<int32_t>(m.entries);
-  copy_to_device(m.col_idx.data(), colIdx.data(), m.entries * int64_t(4));
   // A^T on the host (counting sort by column; rows stay sorted), and which
   // entry of A^T each entry of A is.
   std::vector<int32_t> tPtr(size_t(cols) + 1, 0), tCol(colIdx.size()),

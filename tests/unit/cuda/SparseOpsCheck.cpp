@@ -81,8 +81,10 @@ rt::DeviceBuffer<act_t> dev(const std::vector<float> &v) {
 void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
   const ref::Csr a = random_graph(rows, cols, avgDegree);
   const int64_t nnz = a.nnz();
-  const rt::Csr d =
-      rt::csr_to_device(a.rows, a.cols, a.rowPtr, a.colIdx, a.values);
+  rt::Csr d = rt::csr_to_device(a.rows, a.cols, a.rowPtr, a.colIdx, a.values);
+  // GATConv's kernels read the columns (the harness uploads them alike).
+  d.col_idx = rt::DeviceBuffer<int32_t>(nnz);
+  upload(d.col_idx.data(), a.colIdx);
   const std::string tag = std::to_string(rows) + "x" + std::to_string(cols) +
                           " nnz " + std::to_string(nnz) + " F " +
                           std::to_string(F) + ":";
