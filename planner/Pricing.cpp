@@ -60,7 +60,7 @@ int64_t intAttr(const ops::Attrs &attrs, const char *name, int64_t dflt) {
 /// "per-position loss"; all fp32) and the CUDA runtime's grow-only workspace
 /// of its backward (kernels/Attention.cu, AttentionCudnn.cu: an fp32 dQ
 /// accumulator and one fp32 per row; the cross-entropy writes its gradient in
-/// place and needs none).
+/// place and needs none; kernels/GatAttention.cu: the sources' fp32 sums).
 void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
                     const std::vector<ops::ValueType> &out,
                     const ops::Attrs &attrs, const cost::KernelOptions &kernels,
@@ -83,6 +83,13 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
       hostScores = 4.0 * b * heads * s * s;
     if (kernels.attention == cost::AttentionKernel::Fused)
       workspace = 4.0 * prod(out[0].shape) + 4.0 * b * heads * s;
+  } else if (k == "gat_aggregate" && in.size() == 4) {
+    // dh and ds_src of every source node in fp32, and the adjacency's int32
+    // columns the CUDA program keeps for these kernels: one buffer each for
+    // the program, as the largest workspace is (the columns are not one, but
+    // every gat_aggregate needs them, so the maximum counts them once).
+    workspace = 4.0 * (prod(in[3].shape) + prod(in[2].shape)) +
+                4.0 * static_cast<double>(intAttr(attrs, "nnz", 0));
   }
 }
 
