@@ -121,9 +121,9 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
 
 const std::set<std::string> kSupported = {
     "embedding", "positional", "rotary", "linear", "matmul", "bias_add", "add",
-    "mul", "gelu", "relu", "silu", "swiglu", "layernorm", "rmsnorm", "softmax",
-    "attention", "cross_entropy", "squared_error", "spmm", "sddmm",
-    "edge_softmax",
+    "mul", "gelu", "relu", "silu", "elu", "swiglu", "layernorm", "rmsnorm",
+    "softmax", "attention", "cross_entropy", "squared_error", "spmm", "sddmm",
+    "edge_softmax", "head_dot", "gat_aggregate",
     // Image ops: always replicated over tp (no case below splits them).
     "conv2d", "pool2d", "flatten", "reshape", "transpose",
     // An ONNX import's unfused primitive: replicated over tp, too.
@@ -188,6 +188,8 @@ private:
   void layBiasAdd(const OpAt &o);
   void laySpmm(const OpAt &o);
   void laySddmm(const OpAt &o);
+  void layHeadDot(const OpAt &o);
+  void layGatAggregate(const OpAt &o);
   void layLoss(const OpAt &o);
   void layImageOp(const OpAt &o);
   void scatterRowsOfRowLinear(size_t i);
@@ -318,10 +320,13 @@ LayoutBuilder::kindRules() {
       {"gelu", &LayoutBuilder::layElementwise},
       {"relu", &LayoutBuilder::layElementwise},
       {"silu", &LayoutBuilder::layElementwise},
+      {"elu", &LayoutBuilder::layElementwise},
       {"swiglu", &LayoutBuilder::layElementwise},
       {"bias_add", &LayoutBuilder::layBiasAdd},
       {"spmm", &LayoutBuilder::laySpmm},
       {"sddmm", &LayoutBuilder::laySddmm},
+      {"head_dot", &LayoutBuilder::layHeadDot},
+      {"gat_aggregate", &LayoutBuilder::layGatAggregate},
       {"cross_entropy", &LayoutBuilder::layLoss},
       {"squared_error", &LayoutBuilder::layLoss},
       {"conv2d", &LayoutBuilder::layImageOp},
@@ -523,6 +528,29 @@ void LayoutBuilder::laySddmm(const OpAt &o) {
     o.p.mode = OpMode::Local;
     o.p.operands[1] = lay(o.op, 1);
     o.p.operands[2] = lay(o.op, 2);
+  }
+}
+
+// GATConv by heads: x's columns split into whole heads (tp divides the heads)
+// with att's rows, each rank its heads' terms; gat_aggregate on them is local
+// too (a head's softmax and messages are its own). Otherwise replicated.
+void LayoutBuilder::layHeadDot(const OpAt &o) {
+  if (lay(o.op, 0) == TpLayout{1} && divisible(shape(o.op, 1)[0]) &&
+      splittableParam(o.op.operands[1])) {
+    o.p.mode = OpMode::Local;
+    o.p.operands[0] = lay(o.op, 0);
+    o.p.operands[1] = TpLayout{0};
+    o.p.result = TpLayout{1};
+  }
+}
+
+void LayoutBuilder::layGatAggregate(const OpAt &o) {
+  if (lay(o.op, 1) == TpLayout{1} && lay(o.op, 2) == TpLayout{1} &&
+      lay(o.op, 3) == TpLayout{1} && divisible(shape(o.op, 1)[1])) {
+    o.p.mode = OpMode::Local;
+    for (size_t k = 1; k < 4; ++k)
+      o.p.operands[k] = lay(o.op, k);
+    o.p.result = TpLayout{1};
   }
 }
 

@@ -284,8 +284,9 @@ OpCost fusedAttentionCost(const Cluster &c, std::string_view kind,
   return out;
 }
 
-/// spmm, sddmm and edge_softmax: nnz stored values plus 4-byte column indices
-/// (CSR) are read; the measured sparse rates where the cluster has them.
+/// spmm, sddmm, edge_softmax and gat_aggregate: nnz stored values plus 4-byte
+/// column indices (CSR) are read; the measured sparse rates where the cluster
+/// has them.
 OpCost sparseOpCost(const Cluster &c, std::string_view kind,
                     const std::vector<int64_t> &key,
                     const std::vector<ops::ValueType> &operands,
@@ -349,6 +350,22 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
     out.forward = streamKernel(c, kind, key, fwdFlops, rows + 2 * v, p);
     out.backwardData =
         streamKernel(c, kind, key, 2.0 * fwdFlops, rows + 3 * v, p);
+    return out;
+  }
+  if (kind == "gat_aggregate") {
+    // CUDA-core kernels (backends/cuda/kernels/GatAttention.cu): per edge the
+    // column index, both heads' terms and the source's H·C features are read
+    // (an L2-resident gather at best: priced as streamed), each row written
+    // once. Backward recomputes the softmax and reads the rows of h and dY
+    // again, scattering dh and ds_src: about three times the bytes.
+    const double heads = static_cast<double>(operands[1].shape[1]);
+    const double width = static_cast<double>(operands[3].shape[1]);
+    const double e = elemBytes(operands[3], p);
+    const double rows = static_cast<double>(operands[0].shape[0]) * 4.0;
+    const double bytes = rows + nnz * (4.0 + (2.0 * heads + width) * e);
+    out.forward = streamKernel(c, kind, key, fwdFlops, bytes + outBytes, p);
+    out.backwardData = streamKernel(c, kind, key, 2.0 * fwdFlops,
+                                    3.0 * bytes + 2.0 * outBytes, p);
     return out;
   }
 
@@ -441,7 +458,8 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   if (kind == "attention")
     return fusedAttentionCost(c, kind, key, fwdFlops, inBytes, outBytes,
                               results, attrs, p);
-  if (kind == "spmm" || kind == "sddmm" || kind == "edge_softmax")
+  if (kind == "spmm" || kind == "sddmm" || kind == "edge_softmax" ||
+      kind == "gat_aggregate")
     return sparseOpCost(c, kind, key, operands, results, attrs,
                         operands.size() > 1 && isParam(1), fwdFlops, outBytes,
                         p);

@@ -4,6 +4,7 @@
 #include "backends/common/FileIo.h"
 #include "backends/common/Safetensors.h"
 #include "driver/Build.h"
+#include "ir/import/ModelGraph.h"
 #include "ir/import/OnnxWeights.h"
 #include "planner/PlanJson.h"
 #include "support/UserError.h"
@@ -91,11 +92,10 @@ planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers,
   p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
   p.knobs.microbatch = plan.globalBatch;
   p.knobs.microbatches = 1;
-  // Fixed-shape models (an explicit op graph, a gcn or gat, a static-batch
+  // Fixed-shape models (an explicit op graph, a graph template, a static-batch
   // ONNX export): a micro-batch is one instance of the graph, so the one rank
   // runs the global batch as that many.
-  if (plan.modelFamily == "graph" || plan.modelFamily == "gcn" ||
-      plan.modelFamily == "gat" || plan.modelFamily == "sage" ||
+  if (plan.modelFamily == "graph" || graphTemplateFamily(plan.modelFamily) ||
       staticBatch > 0) {
     p.knobs.microbatch = plan.knobs.microbatch;
     p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;

@@ -168,8 +168,8 @@ Assignment megatronStart(const PricingContext &ctx) {
       pick = findSig(op, splitLast(def.operands[0]) ? "row" : "column");
     else if (k == "attention" || k == "rotary")
       pick = findSig(op, "heads");
-    else if (k == "gelu" || k == "relu" || k == "silu" || k == "swiglu" ||
-             k == "mul") {
+    else if (k == "gelu" || k == "relu" || k == "silu" || k == "elu" ||
+             k == "swiglu" || k == "mul") {
       bool all = true;
       for (int t : def.operands)
         all &= splitLast(t);

@@ -83,8 +83,8 @@ void checkMesh(const Plan &p, const Checker &c) {
   // runs each instance (planner/Search.cpp, graphNodes). Whether an explicit
   // graph has a sparse adjacency is the model's to say, so its plans may
   // follow either rule.
-  const bool nodeSplit = p.modelFamily == "gcn" || p.modelFamily == "gat" ||
-                         p.modelFamily == "sage" || p.modelFamily == "graph";
+  const bool nodeSplit =
+      graphTemplateFamily(p.modelFamily) || p.modelFamily == "graph";
   if (perReplica * k.dp != p.globalBatch &&
       !(nodeSplit && perReplica == p.globalBatch))
     c.fail(root / "microbatches",

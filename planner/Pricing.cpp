@@ -60,7 +60,7 @@ int64_t intAttr(const ops::Attrs &attrs, const char *name, int64_t dflt) {
 /// "per-position loss"; all fp32) and the CUDA runtime's grow-only workspace
 /// of its backward (kernels/Attention.cu, AttentionCudnn.cu: an fp32 dQ
 /// accumulator and one fp32 per row; the cross-entropy writes its gradient in
-/// place and needs none).
+/// place and needs none; kernels/GatAttention.cu: the sources' fp32 sums).
 void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
                     const std::vector<ops::ValueType> &out,
                     const ops::Attrs &attrs, const cost::KernelOptions &kernels,
@@ -83,6 +83,13 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
       hostScores = 4.0 * b * heads * s * s;
     if (kernels.attention == cost::AttentionKernel::Fused)
       workspace = 4.0 * prod(out[0].shape) + 4.0 * b * heads * s;
+  } else if (k == "gat_aggregate" && in.size() == 4) {
+    // dh and ds_src of every source node in fp32, and the adjacency's int32
+    // columns the CUDA program keeps for these kernels: one buffer each for
+    // the program, as the largest workspace is (the columns are not one, but
+    // every gat_aggregate needs them, so the maximum counts them once).
+    workspace = 4.0 * (prod(in[3].shape) + prod(in[2].shape)) +
+                4.0 * static_cast<double>(intAttr(attrs, "nnz", 0));
   }
 }
 
@@ -208,11 +215,14 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
     const std::vector<size_t> residual =
         fusedGelu ? std::vector<size_t>{} : residualGemmOperands(g, uses, gi);
     fusedOperand_.push_back(residual.empty() ? -1 : int(residual.front()));
-    // The dense operand whose rows spmm (x) and sddmm (y) read for every
-    // node: all-gathered over dp under a node split.
-    const size_t allNodes = op.kind == "spmm"    ? 1
-                            : op.kind == "sddmm" ? 2
-                                                 : op.operands.size();
+    // The dense operands whose rows spmm (x), sddmm (y) and gat_aggregate
+    // (s_src, h) read for every node: all-gathered over dp under a node split.
+    auto allNodes = [&](size_t k) {
+      return op.kind == "spmm"            ? k == 1
+             : op.kind == "sddmm"         ? k == 2
+             : op.kind == "gat_aggregate" ? k >= 2
+                                          : false;
+    };
     for (const Signature &s : sg_.ops[i].sigs) {
       auto local = [&](int t, const Sbp &l, bool every = false) {
         std::vector<int64_t> sh = sg_.shapeAt(t, b_);
@@ -226,12 +236,12 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       std::vector<bool> isParam;
       double gathered = 0; // bytes all-gathered over dp (node split)
       for (size_t k = 0; k < op.operands.size(); ++k) {
-        const bool every = nodeSplit && k == allNodes;
+        const bool every = nodeSplit && allNodes(k);
         in.push_back(local(op.operands[k], s.operands[k], every));
         isParam.push_back(g.tensors[op.operands[k]].role ==
                           TensorRole::Parameter);
         if (every)
-          gathered = prod(in.back().shape) * o_.activationElementBytes;
+          gathered += prod(in.back().shape) * o_.activationElementBytes;
       }
       Sbp r = s.result.kind == Sbp::Partial ? Sbp::broadcast() : s.result;
       out.push_back(local(op.results.front(), r));

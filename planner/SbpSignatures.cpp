@@ -159,7 +159,7 @@ bool splitAll(const Ctx &c, const OpDef &op, int64_t dimFromEnd, bool useBatch,
 
 bool isElementwise(std::string_view k) {
   return k == "add" || k == "mul" || k == "gelu" || k == "relu" ||
-         k == "silu" || k == "swiglu";
+         k == "silu" || k == "elu" || k == "swiglu";
 }
 
 bool takesSequenceSplit(std::string_view k) {

@@ -10,8 +10,9 @@
 #
 # DIR is ignored by git (.gpu/gnn) and carried to the GPU machine. Environment:
 #   GRAPHS   graphs to run (default "ogbn-arxiv reddit ogbn-products")
-#   MODELS   models (default "gcn sage"; "gat-dot", our dot-product gat against PyG's
-#            TransformerConv, also stages; it is costly for PyG on the large graphs)
+#   MODELS   models (default "gcn sage"; "gat", ours against PyG's GATConv, 8 heads x 8, and
+#            "transformer_conv", our dot-product attention against PyG's TransformerConv, also
+#            stage; both are costly for PyG on the large graphs: per-edge tensors)
 #   EPOCHS   full-graph steps a run trains, both sides (default 50); LR (default 0.01, Adam /
 #            AdamW without weight decay on both sides); WARMUP epochs left out of the timing (5)
 #   GDIR     where the graph files go on the GPU machine (default DIR-graphs; ~3.5 GB for all)
@@ -43,8 +44,7 @@ like() {
 # template MODEL: the autoddl template of a bench model name.
 template() {
   case $1 in
-  gcn | sage) echo "$1" ;;
-  gat-dot) echo transformer_conv ;;
+  gcn | sage | gat | transformer_conv) echo "$1" ;;
   *) echo "gnn.sh: unknown model $1" >&2; exit 2 ;;
   esac
 }
@@ -58,10 +58,13 @@ stage)
     read -r n nnz f c <<<"$(like "$gname")"
     for m in $models; do
       name=$m-$gname
+      # gat: PyG's GAT example's widths (8 heads of 8, concatenated); the others hidden 256.
+      width='"hidden_sizes": [256]' what="hidden 256"
+      [ "$m" = gat ] && width='"hidden_sizes": [8], "heads": 8' what="8 heads x 8"
       cat >"$dir/models/$name.json" <<JSON
 {"template": "$(template "$m")", "name": "$name",
- "description": "bench/gnn: 2-layer $m, hidden 256, on a graph with $gname's statistics",
- "config": {"num_nodes": $n, "nnz": $nnz, "in_features": $f, "hidden_sizes": [256],
+ "description": "bench/gnn: 2-layer $m, $what, on a graph with $gname's statistics",
+ "config": {"num_nodes": $n, "nnz": $nnz, "in_features": $f, $width,
             "num_classes": $c}}
 JSON
       "$autoddl" plan "$dir/models/$name.json" --cluster dgx-h100-ndr --gpus 1 --global-batch 1 \

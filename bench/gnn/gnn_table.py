@@ -31,7 +31,7 @@ def main():
     ap.add_argument("--models", nargs="+", required=True)
     a = ap.parse_args()
     rows, lines = [], []
-    head = (f"{'graph':14s} {'model':8s} {'ours ms':>8s} {'plan ms':>8s} {'PyG ms':>8s} "
+    head = (f"{'graph':14s} {'model':16s} {'ours ms':>8s} {'plan ms':>8s} {'PyG ms':>8s} "
             f"{'speedup':>8s} {'ours acc':>9s} {'PyG acc':>8s} {'d pts':>6s}  PyG variant")
     lines.append(head)
     for g in a.graphs:
@@ -78,7 +78,7 @@ def main():
 
             def f(key, fmt, width):
                 return format(rec[key], fmt).rjust(width) if key in rec else "-".rjust(width)
-            lines.append(f"{g:14s} {m:8s} {f('ours_epoch_ms', '.2f', 8)} "
+            lines.append(f"{g:14s} {m:16s} {f('ours_epoch_ms', '.2f', 8)} "
                          f"{f('plan_step_ms', '.2f', 8)} {f('pyg_epoch_ms', '.2f', 8)} "
                          f"{f('speedup', '.2f', 8)} {f('ours_heldout_accuracy', '.4f', 9)} "
                          f"{f('pyg_heldout_accuracy', '.4f', 8)} {f('accuracy_points', '+.2f', 6)}"

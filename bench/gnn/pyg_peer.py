@@ -2,7 +2,9 @@
 """The PyTorch Geometric side of bench/gnn (issue 50 item 1).
 
 Trains a 2-layer GCN / GraphSAGE (mean) / dot-product graph attention (TransformerConv, the peer
-of our `gat`) with hidden 256 on the whole graph that autoddl-graph wrote (DIR/adjacency.npz,
+of our `transformer_conv`) with hidden 256, or GAT (GATConv, the peer of our `gat`: 8 heads x 8
+concatenated, elu, a one-head output layer, as PyG's GAT example without its dropout) on the
+whole graph that autoddl-graph wrote (DIR/adjacency.npz,
 features.npy, labels.npy, graph.json; the same files our program reads), with the programs'
 split (even nodes train, odd nodes held out), loss (cross-entropy, mean over the training nodes)
 and optimizer (Adam = AdamW without weight decay, LR).
@@ -32,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_geometric
-from torch_geometric.nn import GCNConv, SAGEConv, TransformerConv
+from torch_geometric.nn import GATConv, GCNConv, SAGEConv, TransformerConv
 
 try:  # PyG >= 2.5: an edge_index that knows it is sorted and caches its CSR/CSC
     from torch_geometric import EdgeIndex
@@ -46,6 +48,7 @@ except ImportError:  # pragma: no cover - depends on the machine
     SparseTensor = None
 
 HIDDEN = 256
+GAT_HEADS, GAT_HIDDEN = 8, 8  # gat: 8 heads of 8 features in the hidden layer (PyG's GAT example)
 
 
 def load_graph(d):
@@ -71,14 +74,22 @@ class Net(torch.nn.Module):
         elif kind == "sage":
             self.conv1 = SAGEConv(f, h, aggr="mean")
             self.conv2 = SAGEConv(h, c, aggr="mean")
-        elif kind == "gat-dot":  # softmax(q.k / sqrt(d)) over the neighbours, sum of v
+        elif kind == "transformer_conv":  # softmax(q.k / sqrt(d)) over the neighbours, sum of v
             self.conv1 = TransformerConv(f, h, heads=1, root_weight=False)
             self.conv2 = TransformerConv(h, c, heads=1, root_weight=False)
+        elif kind == "gat":
+            # Additive attention, LeakyReLU 0.2, the heads concatenated, then one head (concat=False,
+            # as PyG's GAT example). The graph files hold exactly one self loop per node, which is
+            # what GATConv's default add_self_loops makes of any graph: not added a second time.
+            self.conv1 = GATConv(f, GAT_HIDDEN, heads=GAT_HEADS, add_self_loops=False)
+            self.conv2 = GATConv(GAT_HEADS * GAT_HIDDEN, c, heads=1, concat=False,
+                                 add_self_loops=False)
         else:
             raise ValueError(kind)
+        self.act = F.elu if kind == "gat" else F.relu  # the activation between the layers
 
     def forward(self, x, adj):
-        return self.conv2(self.conv1(x, adj).relu(), adj)
+        return self.conv2(self.act(self.conv1(x, adj)), adj)
 
 
 def adjacencies(kind, fmt, dtype, g, dev):
@@ -198,11 +209,12 @@ def variants(kind, g):
     # A plain edge_index materialises a message per edge: [E, 256] floats, which does not fit a
     # Reddit-sized graph; tried where it fits comfortably (and always for attention, which needs
     # per-edge scores anyway).
+    attention = kind in ("transformer_conv", "gat")
     if EdgeIndex is not None:
         fmts.append("edge_index_t")  # fused sparse matmul where the layer supports it
-    if kind == "gat-dot" or g["nnz"] * HIDDEN * 4 < 8e9:
+    if attention or g["nnz"] * HIDDEN * 4 < 8e9:
         fmts.append("edge_index")
-    if kind == "gat-dot":
+    if attention:
         fmts = ["edge_index"] + [f for f in fmts if f != "edge_index"]
     return [(f, p, "eager") for p in ("bf16", "fp32") for f in fmts]
 
@@ -247,7 +259,8 @@ def main():
         "graph": meta, "graph_dir": a.graph, "load_seconds": load_s,
         "torch": torch.__version__, "torch_geometric": torch_geometric.__version__,
         "torch_sparse": SparseTensor is not None, "device": torch.cuda.get_device_name(),
-        "epochs": a.epochs, "lr": a.lr, "warmup": a.warmup, "hidden": HIDDEN, "models": {},
+        "epochs": a.epochs, "lr": a.lr, "warmup": a.warmup, "hidden": HIDDEN,
+        "gat_heads_hidden": [GAT_HEADS, GAT_HIDDEN], "models": {},
     }
     for kind in a.models:
         cands = variants(kind, g)

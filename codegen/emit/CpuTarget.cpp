@@ -33,7 +33,8 @@ const Target &cpuTarget() {
 #include "backends/cpu/Collectives.h"      // all_reduce/all_gather/slice, send/recv
 #include "backends/cpu/kernels/Attention.h"    // attention_forward/_backward
 #include "backends/cpu/kernels/CrossEntropy.h" // crossentropy_forward/_backward
-#include "backends/cpu/kernels/Elementwise.h"  // add, mul, gelu, relu, silu, swiglu
+#include "backends/cpu/kernels/Elementwise.h"  // add, mul, gelu, relu, elu, silu, swiglu
+#include "backends/cpu/kernels/GatAttention.h" // head_dot, gat_aggregate
 #include "backends/cpu/kernels/Embedding.h"    // embedding, positional, rotary
 #include "backends/cpu/kernels/Linear.h"       // linear, matmul, bias_add
 #include "backends/cpu/kernels/Norm.h"         // layernorm, rmsnorm

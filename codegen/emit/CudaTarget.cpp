@@ -47,6 +47,7 @@ const Target &cudaTarget() {
 #include "backends/cuda/kernels/Shape.h"        // transpose (flatten, reshape: copies)
 #include "backends/cuda/kernels/Softmax.h"      // softmax
 #include "backends/cuda/kernels/Sparse.h"       // spmm, sddmm (W8 tensor-core kernels)
+#include "backends/cuda/kernels/GatAttention.h" // head_dot, gat_aggregate (CUDA cores)
 )",
       /*imageIncludes=*/
       R"(#include "backends/cuda/kernels/Conv.h"        // conv2d, pool2d

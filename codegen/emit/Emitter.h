@@ -371,6 +371,8 @@ private:
   void emitSpmm(OpCall &c);
   void emitSddmm(OpCall &c);
   void emitEdgeSoftmax(OpCall &c);
+  void emitHeadDot(OpCall &c);
+  void emitGatAggregate(OpCall &c);
   void emitPrimitive(OpCall &c);
   int64_t vocab() const;
   void planVocabPadding();

@@ -188,6 +188,7 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       {"gelu", {&Emitter::emitGelu, CudaRuns::OnActivations}},
       {"relu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
       {"silu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
+      {"elu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
       {"swiglu", {&Emitter::emitSwiglu, CudaRuns::OnActivations}},
       // NormEmitter.cpp
       {"layernorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
@@ -208,6 +209,8 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
       {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
       {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
+      {"head_dot", {&Emitter::emitHeadDot, CudaRuns::WithWeights}},
+      {"gat_aggregate", {&Emitter::emitGatAggregate, CudaRuns::OnActivations}},
       // PrimitiveEmitter.cpp
       // (parameters too: kernels/Primitive.h writes their fp32 gradients)
       {"primitive", {&Emitter::emitPrimitive, CudaRuns::WithWeights}},

@@ -534,6 +534,10 @@ std::string Emitter::specText() const {
          "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
   if (graphModel_)
     out += "  s.held_out_count = kHeldOutCount;\n  s.graph_nnz = kGraphNnz;\n";
+  if (graphModel_ && std::any_of(g_.ops.begin(), g_.ops.end(), [](auto &op) {
+        return op.kind == "gat_aggregate";
+      }))
+    out += "  s.graph_columns = true; // gat_aggregate reads them\n";
   if (classModel_)
     out += "  s.class_batch = kClassBatch;\n";
   out += "  s.nodes = kNodes;\n  s.features = kFeatures;\n"

@@ -1,7 +1,8 @@
 //===- SparseEmitter.cpp - graph ops --------------------------------------===//
 //
 // spmm (adjacency or activation values; sum or, sage's, mean over a row's
-// entries), sddmm and edge_softmax of the graph models.
+// entries), sddmm and edge_softmax of the graph models, and GATConv's
+// head_dot and gat_aggregate.
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -89,6 +90,35 @@ void Emitter::emitEdgeSoftmax(OpCall &c) {
   if (!isInput(op.operands[1]))
     BI(fmt::format("edge_softmax_backward({}, {}, {}, {}, {}f);", dx[1], x[0],
                    y, dy, scale));
+}
+
+/// head_dot (GATConv's per-node terms a·Wh of each head)
+void Emitter::emitHeadDot(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const int64_t H = xs[1][0], C = xs[1][1], N = xs[0][0];
+  F(fmt::format("head_dot_forward({}, {}, {}, {}, {}, {});", y, x[0], x[1], N,
+                H, C));
+  BI(fmt::format("head_dot_backward({}, {}, {}, {}, {}, {}, {}, {});", dx[0],
+                 dx[1], dy, x[0], x[1], N, H, C));
+}
+
+/// gat_aggregate (GATConv's attention and messages; the backward recomputes
+/// the softmax from s_dst and s_src rather than keeping nnz·H weights)
+void Emitter::emitGatAggregate(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  const int64_t H = lastDim(xs[1]), HC = lastDim(xs[3]);
+  const std::string slope =
+      fmtDouble(attrOr<double>(op, "negative_slope", 0.2));
+  gatherNodes(2); // s_src and h: every source node's rows
+  gatherNodes(3);
+  F(fmt::format("gat_aggregate_forward({}, {}, {}, {}, {}, {}, {}, {}f);", y,
+                x[0], x[1], x[2], x[3], H, HC / H, slope));
+  BI(fmt::format("gat_aggregate_backward({}, {}, {}, {}, {}, {}, {}, {}, {}, "
+                 "{}, {}f);",
+                 dx[1], dx[2], dx[3], x[0], x[1], x[2], x[3], dy, H, HC / H,
+                 slope));
 }
 
 } // namespace autoddl::codegen::emit

@@ -150,6 +150,7 @@ def Sbp_GeluOp : Sbp_ModelOp<"gelu"> {
 }
 def Sbp_ReluOp : Sbp_UnaryOp<"relu", "max(x, 0)">;
 def Sbp_SiluOp : Sbp_UnaryOp<"silu", "x * sigmoid(x)">;
+def Sbp_EluOp : Sbp_UnaryOp<"elu", "x if x > 0 else exp(x) - 1">;
 
 def Sbp_SwigluOp : Sbp_ModelOp<"swiglu"> {
   let summary = "silu(gate) * up";
@@ -241,6 +242,25 @@ def Sbp_EdgeSoftmaxOp : Sbp_ModelOp<"edge_softmax"> {
   }];
   let arguments = (ins AnyRankedTensor:$mask, AnyRankedTensor:$scores,
                    I64Attr:$nnz, OptionalAttr<F64Attr>:$scale);
+}
+
+def Sbp_HeadDotOp : Sbp_ModelOp<"head_dot"> {
+  let summary = "per head h: x [N,H*C] head h's C columns dotted with att[h]";
+  let description = [{
+    GATConv's per-node attention terms a·(W h): the result is [N,H].
+  }];
+  let arguments = (ins AnyRankedTensor:$x, AnyRankedTensor:$att);
+}
+
+def Sbp_GatAggregateOp : Sbp_ModelOp<"gat_aggregate"> {
+  let summary = "GATConv's attention and messages over adj's stored entries";
+  let description = [{
+    out[i, head h] = sum over row i's entries j of alpha_ijh h[j, head h],
+    alpha the softmax over the row of LeakyReLU(s_src[j,h] + s_dst[i,h]).
+  }];
+  let arguments = (ins AnyRankedTensor:$adj, AnyRankedTensor:$s_dst,
+                   AnyRankedTensor:$s_src, AnyRankedTensor:$h, I64Attr:$nnz,
+                   OptionalAttr<F64Attr>:$negative_slope);
 }
 
 //===----------------------------------------------------------------------===//

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace autoddl {
@@ -78,10 +79,17 @@ template <typename T> T attrOr(const OpDef &op, const char *name, T dflt) {
   return dflt;
 }
 
+/// Whether `family` is a whole-graph template (gcn, gat, transformer_conv,
+/// sage): fixed shapes, dp splits the nodes.
+inline bool graphTemplateFamily(std::string_view family) {
+  return family == "gcn" || family == "gat" || family == "transformer_conv" ||
+         family == "sage";
+}
+
 struct ModelGraph {
   std::string name;   // e.g. "gpt2", "llama-2-7b", or the file's stem
   std::string family; // "gpt", "llama", "bert", "mlp", "vgg", "gcn", "gat",
-                      // "graph"
+                      // "transformer_conv", "sage", "graph"
   std::vector<TensorDef> tensors;
   std::vector<OpDef> ops; // topological order
   int loss = -1;          // tensor index of the scalar loss

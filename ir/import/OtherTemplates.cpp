@@ -1,4 +1,4 @@
-//===- OtherTemplates.cpp - mlp, vgg, gcn, gat and sage ------------------===//
+//===- OtherTemplates.cpp - mlp, vgg and the graph models ----------------===//
 #include "ir/import/JsonFields.h"
 #include "ir/import/TemplateSupport.h"
 
@@ -100,15 +100,18 @@ ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o) {
 
 namespace {
 
-/// A whole-graph model (gcn, gat, sage): inputs features [N, F], adjacency
-/// [N, N] (sparse) and targets [N]; `layer(i, x, in, out)` builds layer i's
-/// convolution up to (not including) its bias; each layer then adds its bias
-/// (parameter conv<i><biasName>), hidden layers a relu, and the loss is the
-/// cross-entropy over all nodes.
+/// A whole-graph model (gcn, gat, transformer_conv, sage): inputs features
+/// [N, F], adjacency [N, N] (sparse) and targets [N]; `layer(i, x, in, out)`
+/// builds layer i's convolution up to (not including) its bias; each layer
+/// then adds its bias (parameter conv<i><biasName>), hidden layers the
+/// activation `act`, and the loss is the cross-entropy over all nodes.
+/// Hidden layer i is widths[i] wide, the output layer num_classes.
 template <typename Layer>
 ModelGraph buildGraphModel(const GcnConfig &c, const BuildOptions &o,
                            const std::string &family, Layer layer,
-                           const std::string &biasName = ".bias") {
+                           const std::string &biasName = ".bias",
+                           const char *act = "relu",
+                           std::vector<int64_t> widths = {}) {
   requireNoSeq(o, family);
   require(o.batch == 1, o,
           "a " + family +
@@ -120,7 +123,8 @@ ModelGraph buildGraphModel(const GcnConfig &c, const BuildOptions &o,
   int x = b.input("features", {N, c.inFeatures});
   int adj = b.sparseInput("adjacency", {N, N}, c.nnz);
   int targets = b.input("targets", {N}, ops::DType::I32);
-  std::vector<int64_t> widths = c.hiddenSizes;
+  if (widths.empty())
+    widths = c.hiddenSizes;
   widths.push_back(c.numClasses);
   int64_t in = c.inFeatures;
   for (size_t i = 0; i < widths.size(); ++i) {
@@ -130,7 +134,7 @@ ModelGraph buildGraphModel(const GcnConfig &c, const BuildOptions &o,
     x = b.op("bias_add", n + ".add_bias",
              {x, b.param(n + biasName, {widths[i]}, "zeros")});
     if (i + 1 < widths.size())
-      x = b.op("relu", n + ".act", {x});
+      x = b.op(act, n + ".act", {x});
     in = widths[i];
   }
   b.setLayer(-1);
@@ -159,9 +163,9 @@ ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o) {
       });
 }
 
-ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o) {
+ModelGraph buildTransformerConv(const GcnConfig &c, const BuildOptions &o) {
   return buildGraphModel(
-      c, o, "gat",
+      c, o, "transformer_conv",
       [&](GraphBuilder &b, const std::string &n, int adj, int x, int64_t in,
           int64_t out) {
         // Dot-product attention on the graph (one head, as a Transformer's
@@ -176,6 +180,37 @@ ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o) {
                       {"scale", 1.0 / std::sqrt(static_cast<double>(out))}});
         return b.op("spmm", n + ".propagate", {a, v}, {{"nnz", c.nnz}});
       });
+}
+
+ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o) {
+  // Hidden layers: `heads` heads of hidden_sizes[i] channels, concatenated.
+  std::vector<int64_t> widths;
+  for (int64_t h : c.hiddenSizes)
+    widths.push_back(h * c.heads);
+  const size_t layers = c.hiddenSizes.size() + 1;
+  size_t at = 0; // the layer being built
+  return buildGraphModel(
+      c, o, "gat",
+      [&](GraphBuilder &b, const std::string &n, int adj, int x, int64_t in,
+          int64_t out) {
+        // PyG GATConv: lin (glorot, no bias), the per-node terms a·Wh of each
+        // head, then attention and messages over the adjacency's pattern. The
+        // output layer has one head (concat=False over one head: itself).
+        const int64_t heads = ++at < layers ? c.heads : 1;
+        const int64_t channels = out / heads;
+        int h = glorotLinear(b, n + ".lin", x, in, out);
+        const double glorot =
+            std::sqrt(2.0 / static_cast<double>(heads + channels));
+        int src = b.op(
+            "head_dot", n + ".alpha_src",
+            {h, b.param(n + ".att_src", {heads, channels}, "normal", glorot)});
+        int dst = b.op(
+            "head_dot", n + ".alpha_dst",
+            {h, b.param(n + ".att_dst", {heads, channels}, "normal", glorot)});
+        return b.op("gat_aggregate", n + ".propagate", {adj, dst, src, h},
+                    {{"nnz", c.nnz}, {"negative_slope", 0.2}});
+      },
+      ".bias", "elu", widths);
 }
 
 ModelGraph buildSage(const GcnConfig &c, const BuildOptions &o) {

@@ -95,14 +95,19 @@ ModelGraph vgg(JsonFields &f, const BuildOptions &o) {
   return buildVgg(c, o);
 }
 
-/// gcn, gat and sage: the graph's size, the layer widths and the classes.
-GcnConfig graphConfig(JsonFields &f) {
+/// gcn, gat, transformer_conv and sage: the graph's size, the layer widths and
+/// the classes (gat: and its heads).
+GcnConfig graphConfig(JsonFields &f, bool heads = false) {
   GcnConfig c;
+  if (heads) // PyG's GAT example: 8 heads of 8 features
+    c.hiddenSizes = {8};
   c.numNodes = f.positive("num_nodes", c.numNodes);
   c.nnz = f.positive("nnz", c.nnz);
   c.inFeatures = f.positive("in_features", c.inFeatures);
   c.hiddenSizes = sizes(f, "hidden_sizes", c.hiddenSizes);
   c.numClasses = f.positive("num_classes", c.numClasses);
+  if (heads)
+    c.heads = f.positive("heads", c.heads);
   f.rejectUnknown();
   if ((__int128)c.numNodes * c.numNodes < c.nnz)
     f.fail("nnz", "expected at most num_nodes^2 = " +
@@ -117,7 +122,11 @@ ModelGraph gcn(JsonFields &f, const BuildOptions &o) {
 }
 
 ModelGraph gat(JsonFields &f, const BuildOptions &o) {
-  return buildGat(graphConfig(f), o);
+  return buildGat(graphConfig(f, true), o);
+}
+
+ModelGraph transformerConv(JsonFields &f, const BuildOptions &o) {
+  return buildTransformerConv(graphConfig(f), o);
 }
 
 ModelGraph sage(JsonFields &f, const BuildOptions &o) {
@@ -193,9 +202,9 @@ ModelGraph readTemplate(JsonFields &doc, const BuildOptions &options) {
       {"gcn", gcn},
       {"gat", gat},
       {"sage", sage},
-      // gat's dot-product attention is PyG's TransformerConv (one head, no
-      // root weight), not GATConv's additive attention: the name that says so.
-      {"transformer_conv", gat}};
+      // Dot-product graph attention, PyG's TransformerConv (one head, no root
+      // weight); gat is GATConv's additive attention.
+      {"transformer_conv", transformerConv}};
   for (const auto &[name, read] : readers)
     if (kind == name)
       return read(config, o);

@@ -100,6 +100,9 @@ struct GcnConfig {
   int64_t inFeatures = 1433;
   std::vector<int64_t> hiddenSizes = {16};
   int64_t numClasses = 7;
+  // gat only: the attention heads of each hidden layer (concatenated; the
+  // output layer has one head, as PyG's GAT example).
+  int64_t heads = 8;
   // Weights are glorot-initialised as in PyG, so there is no init_std.
 };
 
@@ -109,10 +112,17 @@ ModelGraph buildBert(const BertConfig &c, const BuildOptions &o);
 ModelGraph buildMlp(const MlpConfig &c, const BuildOptions &o);
 ModelGraph buildVgg(const VggConfig &c, const BuildOptions &o);
 ModelGraph buildGcn(const GcnConfig &c, const BuildOptions &o);
-/// Graph attention (dot-product, one head): per layer q, k, v = x·W (no
-/// bias), scores = sddmm(adj, q, k), att = edge_softmax(adj, scores / √d),
-/// H' = act(spmm(att, v) + b); the adjacency's pattern only (its values are
-/// not used). The same fields as gcn.
+/// Dot-product graph attention, PyG's TransformerConv (one head, no root
+/// weight): per layer q, k, v = x·W (no bias), scores = sddmm(adj, q, k),
+/// att = edge_softmax(adj, scores / √d), H' = relu(spmm(att, v) + b); the
+/// adjacency's pattern only (its values are not used). The fields of gcn.
+ModelGraph buildTransformerConv(const GcnConfig &c, const BuildOptions &o);
+/// Graph attention as PyG's GATConv: per layer Wh = lin(x) (no bias), per head
+/// e_ij = LeakyReLU_0.2(att_src·Wh_j + att_dst·Wh_i), alpha the softmax of e
+/// over row i's stored entries (self loops included), H' = sum_j alpha_ij Wh_j
+/// per head, the heads concatenated (hidden layers: `heads` heads of
+/// hidden_sizes[i] channels) or one head (the output layer, concat=False),
+/// plus a bias, elu between layers. The fields of gcn and `heads`.
 ModelGraph buildGat(const GcnConfig &c, const BuildOptions &o);
 /// GraphSAGE with the mean aggregator, as PyG's SAGEConv(aggr="mean"): per
 /// layer H' = act(lin_l(mean_{j in N(i)} H_j) + lin_r(H_i)), lin_l with a

@@ -36,6 +36,14 @@ Wide wideFlops(std::string_view kind, const std::vector<ValueType> &operands,
     return mul(2, get("nnz"), operands[1].shape[1]); // 2·nnz·K
   if (kind == "edge_softmax")
     return mul(6, get("nnz")); // scale, max, subtract, exp, sum, divide
+  if (kind == "head_dot")
+    return mul(2, operands[0].shape[0], operands[0].shape[1]); // 2·N·H·C
+  if (kind == "gat_aggregate") {
+    // Per edge and head: add, LeakyReLU, max, subtract, exp, sum, divide (7);
+    // per edge and feature a multiply-add (2·nnz·H·C).
+    const Wide heads = operands[1].shape[1], width = operands[3].shape[1];
+    return mul(7, get("nnz"), heads) + mul(2, get("nnz"), width);
+  }
   if (kind == "conv2d") {
     // 2·B·Cout·H'·W'·Cin·kh·kw, + B·Cout·H'·W' for the bias.
     const Shape &w = operands[1].shape;
@@ -46,7 +54,7 @@ Wide wideFlops(std::string_view kind, const std::vector<ValueType> &operands,
     return mul(outElems, get("kernel"),
                get("kernel")); // one op per window element
   if (kind == "positional" || kind == "bias_add" || kind == "add" ||
-      kind == "mul" || kind == "relu")
+      kind == "mul" || kind == "relu" || kind == "elu")
     return outElems; // one add, multiply or compare per element
   if (kind == "silu")
     return mul(4, outElems); // exp, add, divide, multiply

@@ -45,6 +45,7 @@ const RuleEntry kRules[] = {
     {"gelu", inferGelu},
     {"relu", inferUnary},
     {"silu", inferUnary},
+    {"elu", inferUnary},
     {"swiglu", inferSwiglu},
     {"layernorm", inferNorm},
     {"rmsnorm", inferNorm},
@@ -60,6 +61,8 @@ const RuleEntry kRules[] = {
     {"spmm", inferSpmm},
     {"sddmm", inferSddmm},
     {"edge_softmax", inferEdgeSoftmax},
+    {"head_dot", inferHeadDot},
+    {"gat_aggregate", inferGatAggregate},
 };
 
 } // namespace

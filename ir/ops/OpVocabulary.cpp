@@ -95,6 +95,8 @@ const AttrSpec kAttrSpecs[] = {
     {"sddmm", "nnz", AttrKind::I64, true},
     {"edge_softmax", "nnz", AttrKind::I64, true},
     {"edge_softmax", "scale", AttrKind::F64, false},
+    {"gat_aggregate", "nnz", AttrKind::I64, true},
+    {"gat_aggregate", "negative_slope", AttrKind::F64, false},
 };
 
 OpInfo makeInfo(std::string_view kind, int minOperands, int maxOperands) {
@@ -107,19 +109,21 @@ OpInfo makeInfo(std::string_view kind, int minOperands, int maxOperands) {
 
 std::vector<OpInfo> buildOps() {
   std::vector<OpInfo> ops = {
-      makeInfo("parameter", 0, 0),  makeInfo("embedding", 2, 2),
-      makeInfo("positional", 2, 2), makeInfo("rotary", 1, 1),
-      makeInfo("linear", 2, 3),     makeInfo("matmul", 2, 2),
-      makeInfo("bias_add", 2, 2),   makeInfo("add", 2, 2),
-      makeInfo("mul", 2, 2),        makeInfo("gelu", 1, 1),
-      makeInfo("relu", 1, 1),       makeInfo("silu", 1, 1),
-      makeInfo("swiglu", 2, 2),     makeInfo("layernorm", 2, 3),
-      makeInfo("rmsnorm", 2, 2),    makeInfo("softmax", 1, 1),
-      makeInfo("attention", 1, 3),  makeInfo("cross_entropy", 2, 2),
-      makeInfo("conv2d", 2, 3),     makeInfo("pool2d", 1, 1),
-      makeInfo("flatten", 1, 1),    makeInfo("reshape", 1, 1),
-      makeInfo("transpose", 1, 1),  makeInfo("spmm", 2, 2),
-      makeInfo("sddmm", 3, 3),      makeInfo("edge_softmax", 2, 2),
+      makeInfo("parameter", 0, 0),     makeInfo("embedding", 2, 2),
+      makeInfo("positional", 2, 2),    makeInfo("rotary", 1, 1),
+      makeInfo("linear", 2, 3),        makeInfo("matmul", 2, 2),
+      makeInfo("bias_add", 2, 2),      makeInfo("add", 2, 2),
+      makeInfo("mul", 2, 2),           makeInfo("gelu", 1, 1),
+      makeInfo("relu", 1, 1),          makeInfo("silu", 1, 1),
+      makeInfo("elu", 1, 1),           makeInfo("swiglu", 2, 2),
+      makeInfo("layernorm", 2, 3),     makeInfo("rmsnorm", 2, 2),
+      makeInfo("softmax", 1, 1),       makeInfo("attention", 1, 3),
+      makeInfo("cross_entropy", 2, 2), makeInfo("conv2d", 2, 3),
+      makeInfo("pool2d", 1, 1),        makeInfo("flatten", 1, 1),
+      makeInfo("reshape", 1, 1),       makeInfo("transpose", 1, 1),
+      makeInfo("spmm", 2, 2),          makeInfo("sddmm", 3, 3),
+      makeInfo("edge_softmax", 2, 2),  makeInfo("head_dot", 2, 2),
+      makeInfo("gat_aggregate", 4, 4),
   };
   // --loss squared_error's loss (docs/model-format.md "The loss").
   ops.push_back(makeInfo("squared_error", 2, 2));
@@ -181,6 +185,8 @@ Attrs withDefaults(std::string_view kind, const Attrs &attrs) {
     fill("start_dim", int64_t{1});
   else if (kind == "edge_softmax")
     fill("scale", 1.0);
+  else if (kind == "gat_aggregate")
+    fill("negative_slope", 0.2);
   else if (kind == "spmm")
     fill("reduce", std::string("sum"));
   return out;

@@ -246,6 +246,16 @@ std::optional<Rules> imageShapeGraphRules(std::string_view kind,
   // together, so only rows split (each device its own nodes' attention).
   if (kind == "edge_softmax")
     return Rules{{L::Rows, {S(0), S(0)}, S(0)}};
+  // x [N,H*C], att [H,C] -> [N,H]: nodes; whole heads (x's columns at the
+  // head's granule with att's rows).
+  if (kind == "head_dot")
+    return Rules{{L::Rows, {S(0), B}, S(0)}, {L::Hidden, {S(1), S(0)}, S(1)}};
+  // adj [N,M], s_dst [N,H], s_src [M,H], h [M,H*C] -> [N,H*C]: the
+  // destination nodes' rows (sources whole); whole heads (each head's
+  // softmax and messages are its own).
+  if (kind == "gat_aggregate")
+    return Rules{{L::Rows, {S(0), S(0), B, B}, S(0)},
+                 {L::Hidden, {B, S(1), S(1), S(1)}, S(1)}};
   return std::nullopt;
 }
 
@@ -310,7 +320,7 @@ std::vector<SbpRule> sbpRules(std::string_view kind,
   }
   // Non-linear elementwise ops: any split, no partial (OneFlow
   // math_unary_elementwise_op.cpp).
-  if (kind == "gelu" || kind == "relu" || kind == "silu")
+  if (kind == "gelu" || kind == "relu" || kind == "silu" || kind == "elu")
     return splitEveryDim(r, 1);
   if (kind == "swiglu")
     return splitEveryDim(r, 2);

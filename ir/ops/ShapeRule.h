@@ -174,6 +174,8 @@ Results inferTranspose(Rule &r);
 Results inferSpmm(Rule &r);
 Results inferSddmm(Rule &r);
 Results inferEdgeSoftmax(Rule &r);
+Results inferHeadDot(Rule &r);
+Results inferGatAggregate(Rule &r);
 
 /// Forward FLOPs in __int128 (ForwardFlops.cpp), so that inference can refuse
 /// ops whose count does not fit in int64 instead of wrapping.

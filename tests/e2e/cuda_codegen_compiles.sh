@@ -28,8 +28,9 @@ cases=(
   "ulysses_gpt_dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b sequence"
   "gcn gcn-cora 1 tp=1,pp=1,dp=1 0"
   "sage_dp2 $here/sage-widening.json 2 tp=1,pp=1,dp=2 0"
-  "gat $here/../../examples/models/gat-cora.json 1 tp=1,pp=1,dp=1 0"
-  "gat_dp2 $here/../../examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
+  "transformer_conv $here/../../examples/models/transformer_conv-cora.json 1 tp=1,pp=1,dp=1 0"
+  # GATConv: the nodes split over dp (s_src and h gathered), the heads over tp.
+  "gat_dp2_tp2 $here/../../examples/models/gat-cora.json 4 tp=2,pp=1,dp=2 1"
   # Recomputation: every layer of both stages, Megatron's linears (collectives in the rerun), and
   # the first of a stage's two layers (a recomputed layer beside the loop of the others).
   "recompute_full_dp2_tp2_pp2 tiny-gpt 8 tp=2,pp=2,dp=2,microbatch=2,schedule=1f1b,recompute=full 1 9"
@@ -42,7 +43,7 @@ for c in "${cases[@]}"; do
   read -r name model gpus fix mega recompute <<<"$c"
   w=$work/$name && mkdir -p "$w"
   batchArgs=(--global-batch 8 --seq 16)
-  case "$(basename "$model")" in gcn* | gat* | sage*) batchArgs=(--global-batch 1) ;; esac # whole graph
+  case "$(basename "$model")" in gcn* | gat* | transformer_conv* | sage*) batchArgs=(--global-batch 1) ;; esac # whole graph
   "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
     --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
   # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split);

@@ -24,7 +24,7 @@ cases() {
         # 512 sequences only first-order: K-FAC's packing of 128 micro-batches per step takes
         # minutes of planning (docs/planner.md "What the programs run").
         [ $((i % 3)) = 2 ] && [ "$opt" = adamw ] && b=512
-        case "$m" in gcn-*|gat-*) b=1 ;; *.onnx) extra="--seq 64" ;; esac
+        case "$m" in gcn-*|gat-*|transformer_conv-*) b=1 ;; *.onnx) extra="--seq 64" ;; esac
         echo "c$i $m $cl $g $b $opt${extra:+ $extra}" # no trailing blank: xargs -L
         i=$((i + 1))
       done

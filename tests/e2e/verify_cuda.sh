@@ -14,7 +14,7 @@ if [ "${gpus:-0}" -lt "$ranks" ]; then
 fi
 rm -rf "$work" && mkdir -p "$work"
 batchArgs=(--global-batch 8 --seq 64)
-case "$(basename "$model")" in gcn* | gat* | sage*) batchArgs=(--global-batch 1) ;; esac
+case "$(basename "$model")" in gcn* | gat* | transformer_conv* | sage*) batchArgs=(--global-batch 1) ;; esac
 "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$ranks" "${batchArgs[@]}" \
   --fix "$fix" --no-why -o "$work/plan.json" >"$work/plan.txt"
 # MEGATRON: 1-3, batch or sequence (tests/lit/codegen/megatron.py --level)

@@ -23,7 +23,7 @@ kfacArg=()
 [ -n "${KFAC:-}" ] && kfacArg=(--optimizer kfac --kfac-rule "$KFAC" --kfac-overhead 0)
 # KFAC_REFRESH: plan --kfac-refresh (K, or one K per pipeline device).
 [ -n "${KFAC_REFRESH:-}" ] && kfacArg+=(--kfac-refresh "$KFAC_REFRESH")
-case "$model" in gcn*|gat*|*sage*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac
+case "$(basename "$model")" in gcn*|gat*|transformer_conv*|*sage*|mlp*|*vgg*|*image-ops*|*odd-classes*) ;; *) seqArg=(--seq 16) ;; esac
 "$autoddl" plan "$model" --cluster dgx-h100-ndr --gpus "$ranks" --global-batch "$batch" \
   "${seqArg[@]}" "${kfacArg[@]}" --fix "$fix" --no-why -o "$work/plan.json" > "$work/plan.txt"
 python3 "$(dirname "$0")/../lit/codegen/megatron.py" "$work/plan.json" --level "${MEGATRON:-0}"

@@ -166,11 +166,11 @@ planner::FixedKnobs parseFix(const std::string &text) {
 }
 
 /// Whether the importer builds the model at any batch size: templates and
-/// config.json files do; a gcn or gat (whole graph, --batch must be 1) and an
-/// explicit graph (fixed shapes) do not (docs/model-format.md).
+/// config.json files do; a graph template (whole graph, --batch must be 1)
+/// and an explicit graph (fixed shapes) do not (docs/model-format.md).
 bool scalesWithBatch(const ModelGraph &g) {
-  return g.family != "gcn" && g.family != "gat" && g.family != "sage" &&
-         g.family != "graph" && g.staticBatch == 0;
+  return !graphTemplateFamily(g.family) && g.family != "graph" &&
+         g.staticBatch == 0;
 }
 
 /// An ONNX export with a static batch S: every plan's micro-batch is S, so

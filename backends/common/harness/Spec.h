@@ -40,6 +40,10 @@ struct ProgramSpec {
   // Graph models: the adjacency's stored entries the plan priced (self loops
   // included), which the generated graph has.
   int64_t graph_nnz = 0;
+  // CUDA graph models whose ops read the adjacency's column indices directly
+  // (GATConv's kernels, backends/cuda/kernels/GatAttention.h): the device Csr
+  // keeps them ([nnz] int32), which the others do without.
+  bool graph_columns = false;
   // CUDA only: the MFU's numerator and denominator, and whether the step
   // may run as one CUDA graph.
   double model_flops_per_step = 0, peak_flops_per_gpu = 0;

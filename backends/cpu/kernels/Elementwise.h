@@ -98,6 +98,18 @@ inline void relu_backward(float *dx, const float *x, const float *dout,
       dx[i] += dout[i];
 }
 
+/// out[n] = x if x > 0 else exp(x) - 1 (ELU, alpha 1: PyG's GAT example).
+inline void elu_forward(float *out, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = x[i] > 0.0f ? x[i] : std::expm1(x[i]);
+}
+/// dx[n] += dout * (1 if x > 0 else exp(x)).
+inline void elu_backward(float *dx, const float *x, const float *dout,
+                         int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] += x[i] > 0.0f ? dout[i] : dout[i] * std::exp(x[i]);
+}
+
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
 /// out[n] = x * sigmoid(x).

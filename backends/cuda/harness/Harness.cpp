@@ -67,6 +67,11 @@ void load_graph(const ProgramSpec &s, const GraphFileNames &files) {
   const int64_t n = shard.rows;
   adjacency = csr_to_device(int32_t(n), int32_t(s.nodes), shard.row_ptr,
                             shard.col_idx, shard.values);
+  if (s.graph_columns) { // GATConv's kernels walk the rows' columns
+    adjacency.col_idx = DeviceBuffer<int32_t>(adjacency.nnz());
+    copy_to_device(adjacency.col_idx.data(), shard.col_idx.data(),
+                   adjacency.nnz() * int64_t(sizeof(int32_t)));
+  }
   DeviceBuffer<float> x(n * s.features);
   copy_to_device(x.data(), shard.features(), x.size() * int64_t(sizeof(float)));
   graph_x = DeviceBuffer<act_t>(x.size());

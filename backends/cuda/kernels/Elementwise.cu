@@ -87,6 +87,16 @@ struct ReluBackward { // x = (x, dout)
     y[0] = x[0] > 0.0f ? x[1] : 0.0f;
   }
 };
+struct Elu {
+  __device__ void operator()(const float (&x)[1], float (&y)[1]) const {
+    y[0] = x[0] > 0.0f ? x[0] : expm1f(x[0]);
+  }
+};
+struct EluBackward { // x = (x, dout)
+  __device__ void operator()(const float (&x)[2], float (&y)[1]) const {
+    y[0] = x[0] > 0.0f ? x[1] : x[1] * expf(x[0]);
+  }
+};
 struct Silu {
   __device__ void operator()(const float (&x)[1], float (&y)[1]) const {
     y[0] = x[0] * sigmoidf(x[0]);
@@ -152,6 +162,12 @@ void relu_forward(act_t *out, const act_t *x, int64_t n) {
 }
 void relu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n) {
   launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {true}}, n, ReluBackward{});
+}
+void elu_forward(act_t *out, const act_t *x, int64_t n) {
+  launch_map(MapArgs<act_t, 1, 1>{{x}, {out}, {false}}, n, Elu{});
+}
+void elu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n) {
+  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {true}}, n, EluBackward{});
 }
 void silu_forward(act_t *out, const act_t *x, int64_t n) {
   launch_map(MapArgs<act_t, 1, 1>{{x}, {out}, {false}}, n, Silu{});

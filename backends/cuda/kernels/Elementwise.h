@@ -39,6 +39,10 @@ void gelu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n,
 void relu_forward(act_t *out, const act_t *x, int64_t n);
 /// dx[n] += dout where x > 0.
 void relu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n);
+/// out[n] = x if x > 0 else exp(x) - 1 (ELU, alpha 1).
+void elu_forward(act_t *out, const act_t *x, int64_t n);
+/// dx[n] += dout * (1 if x > 0 else exp(x)).
+void elu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n);
 /// out[n] = x * sigmoid(x).
 void silu_forward(act_t *out, const act_t *x, int64_t n);
 /// dx[n] += dout * (s + x s (1 - s)), s = sigmoid(x).

@@ -75,6 +75,11 @@ struct Csr {
   // The row means' values 1 / deg(i) in A's and A^T's W8 layouts (sage's
   // spmm_mean_*), built on first use.
   mutable DeviceBuffer<act_t> mean_a, mean_at;
+  // The CUDA-core GATConv kernels (GatAttention.cu): the columns [nnz] (set
+  // by the harness where the program has them: ProgramSpec::graph_columns),
+  // and the fp32 sums their backward scatters into.
+  DeviceBuffer<int32_t> col_idx;
+  mutable DeviceBuffer<float> f32_scratch;
 
   /// Stored entries: the length of a value array on this pattern.
   int64_t nnz() const { return entries; }

@@ -1,14 +1,15 @@
 // SparseOpsCheck: the graph ops of backends/cuda/kernels/Sparse.h (spmm, spmm
-// with activation values, sddmm, edge softmax; forward and backward) against
-// the CPU kernels of backends/cpu/kernels/Sparse.h on fresh random graphs
-// (seed printed; --seed N repeats a run): square and row-block (rectangular)
-// adjacencies, empty rows, a dense row, feature widths 7, 16 and 64; each in
-// the decider's format variant and in both forced ones (AUTODDL_SPMM_VARIANT
-// hybrid, tc), which describe() must name. Built twice: bf16 (tensor cores)
-// and -DAUTODDL_FP32 (CUDA cores, fp32 FMAs).
-// Error measure and bounds as KernelCheck (KernelCheckUtil.h): act_t results
-// 1e-2 (bf16) / 1e-5 (fp32) relative in the norm. Backward outputs start from
-// random values (the kernels add). Exit 0 pass, 1 fail, 77 no GPU.
+// with activation values, sddmm, edge softmax; forward and backward) and
+// GatAttention.h (GATConv's head_dot and gat_aggregate) against the CPU
+// kernels of backends/cpu/kernels/{Sparse,GatAttention}.h on fresh random
+// graphs (seed printed; --seed N repeats a run): square and row-block
+// (rectangular) adjacencies, empty rows, a dense row, feature widths 7, 16
+// and 64; each in the decider's format variant and in both forced ones
+// (AUTODDL_SPMM_VARIANT hybrid, tc), which describe() must name. Built
+// twice: bf16 (tensor cores) and -DAUTODDL_FP32 (CUDA cores, fp32 FMAs).
+// Error measure and bounds as KernelCheck (KernelCheckUtil.h): act_t
+// results 1e-2 (bf16) / 1e-5 (fp32) relative in the norm. Backward outputs
+// start from random values (the kernels add). Exit 0 pass, 1 fail, 77 no GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -26,9 +27,11 @@ namespace cpu {
 namespace autoddl {
 namespace sparse = ::autoddl::sparse;
 }
+#include "backends/cpu/kernels/GatAttention.h"
 #include "backends/cpu/kernels/Sparse.h"
 } // namespace cpu
 
+#include "backends/cuda/kernels/GatAttention.h"
 #include "backends/cuda/kernels/Sparse.h"
 #include "tests/unit/cuda/KernelCheckUtil.h"
 
@@ -82,8 +85,10 @@ rt::DeviceBuffer<act_t> dev(const std::vector<float> &v) {
 void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
   const ref::Csr a = random_graph(rows, cols, avgDegree);
   const int64_t nnz = a.nnz();
-  const rt::Csr d =
-      rt::csr_to_device(a.rows, a.cols, a.rowPtr, a.colIdx, a.values);
+  rt::Csr d = rt::csr_to_device(a.rows, a.cols, a.rowPtr, a.colIdx, a.values);
+  // GATConv's kernels read the columns (the harness uploads them alike).
+  d.col_idx = rt::DeviceBuffer<int32_t>(nnz);
+  upload(d.col_idx.data(), a.colIdx);
   const std::string tag = gVariant + " " + std::to_string(rows) + "x" +
                           std::to_string(cols) + " nnz " + std::to_string(nnz) +
                           " F " + std::to_string(F) + ":";
@@ -185,6 +190,54 @@ void check_graph(int32_t rows, int32_t cols, int avgDegree, int64_t F) {
     ref::edge_softmax_backward(g.data(), a, outAct.data(), dout.data(), scale);
     rt::edge_softmax_backward(dg.data(), d, dwant.data(), dd.data(), scale);
     gOk &= check(tag + " edge_softmax_backward", download(dg.data(), nnz), g);
+  }
+  { // GATConv: H heads of C (8 heads where F allows), x [cols, F] the sources
+    const int64_t H = F % 8 == 0 ? 8 : 1, C = F / H;
+    const std::vector<float> att = random_values(gRng, H * C, -1, 1),
+                             sDst = random_values(gRng, rows * H, -2, 2),
+                             sSrc = random_values(gRng, cols * H, -2, 2);
+    auto datt = dev(att), dsd = dev(sDst), dss = dev(sSrc);
+    std::vector<float> s(size_t(cols * H));
+    ref::head_dot_forward(s.data(), x.data(), att.data(), cols, H, C);
+    rt::DeviceBuffer<act_t> sd(cols * H);
+    rt::head_dot_forward(sd.data(), dx.data(), datt.data(), cols, H, C);
+    gOk &= check(tag + " head_dot_forward", download(sd.data(), cols * H), s);
+    std::vector<float> gx = random_values(gRng, cols * F, -1, 1),
+                       ga = random_values(gRng, H * C, -1, 1);
+    auto dgx = dev(gx);
+    rt::DeviceBuffer<float> dga(H * C);
+    upload(dga.data(), ga);
+    ref::head_dot_backward(gx.data(), ga.data(), sSrc.data(), x.data(),
+                           att.data(), cols, H, C);
+    rt::head_dot_backward(dgx.data(), dga.data(), dss.data(), dx.data(),
+                          datt.data(), cols, H, C);
+    gOk &= check(tag + " head_dot_backward dx", download(dgx.data(), cols * F),
+                 gx);
+    gOk &=
+        check(tag + " head_dot_backward datt", download(dga.data(), H * C), ga);
+    std::vector<float> want(size_t(rows * F));
+    ref::gat_aggregate_forward(want.data(), a, sDst.data(), sSrc.data(),
+                               x.data(), H, C, 0.2f);
+    rt::DeviceBuffer<act_t> y(rows * F);
+    rt::gat_aggregate_forward(y.data(), d, dsd.data(), dss.data(), dx.data(), H,
+                              C, 0.2f);
+    gOk &= check(tag + " gat_aggregate_forward", download(y.data(), rows * F),
+                 want);
+    std::vector<float> g1 = random_values(gRng, rows * H, -1, 1),
+                       g2 = random_values(gRng, cols * H, -1, 1),
+                       g3 = random_values(gRng, cols * F, -1, 1);
+    auto dg1 = dev(g1), dg2 = dev(g2), dg3 = dev(g3);
+    ref::gat_aggregate_backward(g1.data(), g2.data(), g3.data(), a, sDst.data(),
+                                sSrc.data(), x.data(), dy.data(), H, C, 0.2f);
+    rt::gat_aggregate_backward(dg1.data(), dg2.data(), dg3.data(), d,
+                               dsd.data(), dss.data(), dx.data(), ddy.data(), H,
+                               C, 0.2f);
+    gOk &= check(tag + " gat_aggregate_backward ds_dst",
+                 download(dg1.data(), rows * H), g1);
+    gOk &= check(tag + " gat_aggregate_backward ds_src",
+                 download(dg2.data(), cols * H), g2);
+    gOk &= check(tag + " gat_aggregate_backward dx",
+                 download(dg3.data(), cols * F), g3);
   }
   // Both formats were used: each names its variant and why.
   const std::string desc = rt::describe(d);

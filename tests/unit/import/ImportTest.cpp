@@ -116,16 +116,31 @@ TEST(ImportParams, VisionGraphAndMlp) {
   EXPECT_EQ(load("vgg16").numLayers, 16);
   // GCN on Cora (PyG GCNConv): 1433·16 + 16 + 16·7 + 7 = 23,063.
   EXPECT_EQ(load("gcn-cora").parameterCount(), 23063);
-  // GAT on Cora's sizes: q, k, v per layer, 3·1433·16 + 16 + 3·16·7 + 7.
-  EXPECT_EQ(load("gat-cora").parameterCount(), 69143);
+  // GAT on Cora (PyG GATConv, its GAT example: 8 heads x 8, then one head):
+  // lin 1433·64, att_src and att_dst 64 each, bias 64; lin 64·7, att 7 + 7,
+  // bias 7 = 92,373.
+  EXPECT_EQ(load("gat-cora").parameterCount(), 92373);
   // GraphSAGE on Cora's sizes (PyG SAGEConv): lin_l (with bias) and lin_r
   // per layer, 2·1433·16 + 16 + 2·16·7 + 7 = 46,103.
   EXPECT_EQ(load("sage-cora").parameterCount(), 46103);
-  // transformer_conv: gat's name that says what it computes, the same model.
-  ModelGraph tc = import::importModelText(
-      R"({"template": "transformer_conv"})", "t.json", "t", {});
+  // transformer_conv on Cora's sizes (PyG TransformerConv, one head, no root
+  // weight): q, k, v per layer, 3·1433·16 + 16 + 3·16·7 + 7.
+  EXPECT_EQ(load("transformer_conv-cora").parameterCount(), 69143);
+  ModelGraph tc = import::importModelText(R"({"template": "transformer_conv"})",
+                                          "t.json", "t", {});
   EXPECT_EQ(tc.parameterCount(), 69143);
-  EXPECT_EQ(tc.family, "gat");
+  EXPECT_EQ(tc.family, "transformer_conv");
+  // gat's heads: 4 heads of 8 (gat's default width) in the hidden layer, at
+  // the other defaults (Cora's sizes): 1433·32 + 3·32 + 32·7 + 3·7.
+  ModelGraph gat4 = import::importModelText(
+      R"({"template": "gat", "config": {"heads": 4}})", "t.json", "t", {});
+  EXPECT_EQ(gat4.parameterCount(), 1433 * 32 + 3 * 32 + 32 * 7 + 3 * 7);
+  EXPECT_EQ(gat4.family, "gat");
+  // heads is gat's field only.
+  EXPECT_THROW(
+      import::importModelText(R"({"template": "gcn", "config": {"heads": 4}})",
+                              "t.json", "t", {}),
+      UserError);
   // MLP 784-1024-1024-10 with biases: 803,840 + 1,049,600 + 10,250 = 1,863,690.
   EXPECT_EQ(load("mlp-mnist").parameterCount(), 1863690);
   // tiny-gpt template: gptParams(256, 64, 64, 2) = 120,576.

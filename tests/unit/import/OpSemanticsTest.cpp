@@ -11,15 +11,17 @@ ValueType f32(Shape s) { return {std::move(s), DType::F32}; }
 ValueType i32(Shape s) { return {std::move(s), DType::I32}; }
 
 TEST(OpSemantics, EveryDocumentedOpIsKnown) {
-  // docs/ir.md's table lists 26 model ops (add and mul, gelu/relu/silu share
-  // rows).
+  // docs/ir.md's table lists these 30 op kinds (add and mul, gelu, relu,
+  // silu and elu share rows).
   const char *kinds[] = {
-      "parameter",    "embedding",    "positional",    "rotary",    "linear",
-      "matmul",       "bias_add",     "add",           "mul",       "gelu",
-      "relu",         "silu",         "swiglu",        "layernorm", "rmsnorm",
-      "softmax",      "attention",    "cross_entropy", "conv2d",    "pool2d",
-      "flatten",      "reshape",      "transpose",     "spmm",      "sddmm",
-      "edge_softmax", "squared_error"};
+      "parameter",     "embedding",    "positional",    "rotary",
+      "linear",        "matmul",       "bias_add",      "add",
+      "mul",           "gelu",         "relu",          "silu",
+      "elu",           "swiglu",       "layernorm",     "rmsnorm",
+      "softmax",       "attention",    "cross_entropy", "conv2d",
+      "pool2d",        "flatten",      "reshape",       "transpose",
+      "spmm",          "sddmm",        "edge_softmax",  "head_dot",
+      "gat_aggregate", "squared_error"};
   for (const char *k : kinds)
     EXPECT_NE(lookupOp(k), nullptr) << k;
   EXPECT_EQ(allOps().size(), std::size(kinds));
@@ -125,6 +127,38 @@ TEST(OpSemantics, SparseOps) {
   auto wrong = inferResultTypes("edge_softmax", {f32({4, 5}), f32({4, 3})}, e);
   EXPECT_NE(wrong.error.find("columns of scores"), std::string::npos)
       << wrong.error;
+}
+
+TEST(OpSemantics, GatOps) {
+  // head_dot: x [N, H*C], att [H, C] -> [N, H], 2·N·H·C FLOPs.
+  std::vector<ValueType> hops{f32({6, 8}), f32({2, 4})};
+  auto h = inferResultTypes("head_dot", hops, {});
+  ASSERT_TRUE(h.ok()) << h.error;
+  EXPECT_EQ(h.results[0].shape, (Shape{6, 2}));
+  EXPECT_EQ(forwardFlops("head_dot", hops, h.results, {}), 2 * 6 * 8);
+  auto badAtt = inferResultTypes("head_dot", {f32({6, 8}), f32({3, 4})}, {});
+  EXPECT_NE(badAtt.error.find("heads x channels of att"), std::string::npos)
+      << badAtt.error;
+  // gat_aggregate: adj [N,M], s_dst [N,H], s_src [M,H], h [M,H*C] ->
+  // [N,H*C]; 7·nnz·H + 2·nnz·H·C FLOPs; negative_slope defaults to 0.2.
+  Attrs a{{"nnz", int64_t{9}}};
+  std::vector<ValueType> gops{f32({4, 6}), f32({4, 2}), f32({6, 2}),
+                              f32({6, 8})};
+  auto g = inferResultTypes("gat_aggregate", gops, a);
+  ASSERT_TRUE(g.ok()) << g.error;
+  EXPECT_EQ(g.results[0].shape, (Shape{4, 8}));
+  EXPECT_EQ(forwardFlops("gat_aggregate", gops, g.results, a),
+            7 * 9 * 2 + 2 * 9 * 8);
+  EXPECT_EQ(
+      std::get<double>(withDefaults("gat_aggregate", a).at("negative_slope")),
+      0.2);
+  auto odd = inferResultTypes(
+      "gat_aggregate", {f32({4, 6}), f32({4, 3}), f32({6, 3}), f32({6, 8})}, a);
+  EXPECT_NE(odd.error.find("multiple of the 3 heads"), std::string::npos)
+      << odd.error;
+  auto rows = inferResultTypes(
+      "gat_aggregate", {f32({4, 6}), f32({4, 2}), f32({5, 2}), f32({6, 8})}, a);
+  EXPECT_NE(rows.error.find("rows of s_src"), std::string::npos) << rows.error;
 }
 
 TEST(OpSemantics, EmbeddingCrossEntropy) {

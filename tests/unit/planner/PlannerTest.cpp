@@ -587,7 +587,8 @@ TEST(FixedShapes, GraphDataParallelismSplitsTheNodes) {
   // its compute is below the single rank's, and spmm's all-gather of the
   // features (and the reduce-scatter of their gradient) is priced.
   import::ImportOptions io;
-  for (const char *name : {"gcn-cora", "gat-cora", "sage-cora"}) {
+  for (const char *name :
+       {"gcn-cora", "gat-cora", "transformer_conv-cora", "sage-cora"}) {
     ModelGraph g = import::importModel(name, io);
     PlannerOptions o;
     o.globalBatch = 1;
