@@ -120,6 +120,20 @@ inline cublasLtMatmulPreference_t lt_preference(int32_t align) {
   return pref;
 }
 
+/// The cuBLASLt epilogue of an epilogue kind as Linear.cu's Epi and Fp8.h's
+/// Fp8Epi number them (0: none, 1: GELU with the pre-activation to aux, 2:
+/// times the GELU derivative at aux), with a bias where `bias`.
+inline cublasLtEpilogue_t lt_epilogue(int32_t kind, bool bias) {
+  switch (kind) {
+  case 1:
+    return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  case 2:
+    return CUBLASLT_EPILOGUE_DGELU;
+  default:
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
 } // namespace autoddl::rt::detail
 
 #endif // AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H

@@ -1,0 +1,196 @@
+// The linears in FP8 (Fp8.h): which run so, their casts and GEMMs.
+//
+// Per call (one linear, one micro-batch), with tw (w stored [O,K]):
+//   forward   x -> xq[N,K] E4M3 (records x's amax), w -> wq[O,K] E4M3
+//             (records W's; transposed from [K,O] when !tw);
+//             out[N,O] = xq wq^T (+ bias, GELU or residual epilogue).
+//   input gradient   dY -> dyq[N,O] E5M2 (dY's scale, not recorded),
+//             w -> wt[K,O] E4M3 (W's scale, not recorded);
+//             dx[N,K] (+)= dyq wt^T (DGELU epilogue through a fused GELU).
+//   weight gradient  dY -> dyT[O,N] E5M2 (records dY's amax: the weight
+//             gradient runs for every trainable linear, the input gradient
+//             not for one reading a model input), x -> xT[K,N] E4M3 (not
+//             recorded);
+//             dw[O,K] += dyT xT^T, or dw[K,O] += xT dyT^T (fp32).
+// Nothing FP8 outlives a call: the backward re-casts x and W from the bf16
+// copies the program keeps anyway, so an fp8 plan holds no more activation
+// memory than the bf16 one, only this file's scratch (the largest call's
+// casts). Transformer Engine keeps the forward's FP8 copies instead, and
+// casts a weight once per step, not per micro-batch: faster, more memory.
+#include "backends/common/Fp8Rule.h"
+#include "backends/cuda/kernels/Fp8.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+namespace autoddl::rt {
+namespace {
+
+enum Role { kX = 0, kW = 1, kDy = 2, kRoles = 3 };
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<const act_t *, int64_t> index; // weight -> first meta
+  DeviceBuffer<Fp8Meta> metas;                      // kRoles per linear
+  int64_t capacity = 0;
+};
+Registry &registry() {
+  static auto *r = new Registry(); // never destroyed (see LtPlanCache)
+  return *r;
+}
+
+/// The casts' outputs: four growing buffers (x, w, dY, dY^T), each with the
+/// 1/scale its cast used (one float, 256 bytes in so the data stays
+/// aligned).
+struct Slot {
+  DeviceBuffer<unsigned char> buf;
+  void *data(int64_t bytes) {
+    if (buf.size() < bytes + 256) {
+      AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+      buf = DeviceBuffer<unsigned char>(bytes + 256);
+    }
+    return buf.data() + 256;
+  }
+  float *scaleInv() { return reinterpret_cast<float *>(buf.data()); }
+};
+enum SlotId { kSx = 0, kSw = 1, kSdy = 2, kSdyT = 3 };
+Slot &slot(int i) {
+  static auto *slots = new Slot[4];
+  return slots[i];
+}
+
+bool device_has_fp8() {
+  static const bool has = [] {
+    int device = 0, major = 0, minor = 0;
+    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+    AUTODDL_CUDA_CHECK(cudaDeviceGetAttribute(
+        &major, cudaDevAttrComputeCapabilityMajor, device));
+    AUTODDL_CUDA_CHECK(cudaDeviceGetAttribute(
+        &minor, cudaDevAttrComputeCapabilityMinor, device));
+    const bool ok = major * 10 + minor >= 89;
+    if (!ok && fp8_registered_linears() > 0)
+      std::fprintf(stderr,
+                   "autoddl: note: compute capability %d.%d has no "
+                   "FP8 tensor cores; the fp8 plan's linears run in "
+                   "bf16\n",
+                   major, minor);
+    return ok;
+  }();
+  return has;
+}
+
+bool fp8_switched_on() {
+  static const bool on = [] {
+    const char *e = std::getenv("AUTODDL_FP8");
+    return !(e && *e == '0');
+  }();
+  return on;
+}
+
+/// Casts w to the [O,K] (forRows: the forward's b) or [K,O] (the input
+/// gradient's b) layout, whichever way it is stored.
+void cast_weight(void *dst, const act_t *w, int64_t K, int64_t O, bool tw,
+                 bool toOK, Fp8Meta *meta, bool record) {
+  const int64_t R = tw ? O : K, C = tw ? K : O; // as stored
+  const bool asIs = tw == toOK;
+  fp8_cast(asIs ? dst : nullptr, asIs ? nullptr : dst, slot(kSw).scaleInv(), w,
+           R, C, Fp8Format::E4M3, meta, record);
+}
+} // namespace
+
+void fp8_register_linear(const act_t *w) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (r.index.count(w))
+    return;
+  const int64_t n = int64_t(r.index.size());
+  if ((n + 1) * kRoles > r.capacity) { // grow (before the first step only)
+    const int64_t cap = std::max<int64_t>(64, 2 * r.capacity);
+    DeviceBuffer<Fp8Meta> grown(cap);
+    fp8_meta_init(grown.data(), cap);
+    if (r.capacity > 0)
+      copy_on_device(grown.data(), r.metas.data(),
+                     r.capacity * int64_t(sizeof(Fp8Meta)));
+    synchronize();
+    r.metas = std::move(grown);
+    r.capacity = cap;
+  }
+  r.index.emplace(w, n * kRoles);
+}
+
+int64_t fp8_registered_linears() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return int64_t(r.index.size());
+}
+
+Fp8Meta *fp8_linear_metas(const act_t *w) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.index.find(w);
+  return it == r.index.end() ? nullptr : r.metas.data() + it->second;
+}
+
+bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
+#ifdef AUTODDL_FP32
+  constexpr bool kBuild = false; // the fp32 build checks against the CPU
+#else
+  constexpr bool kBuild = true;
+#endif
+  return kBuild && fp8RunsLinear(N, K, O) && fp8_switched_on() &&
+         fp8_linear_metas(w) != nullptr && device_has_fp8();
+}
+
+bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
+                        const act_t *bias, int64_t N, int64_t K, int64_t O,
+                        bool tw, Fp8Epi epi, act_t *pre,
+                        const act_t *residual) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  void *xq = slot(kSx).data(N * K), *wq = slot(kSw).data(K * O);
+  fp8_cast(xq, nullptr, slot(kSx).scaleInv(), x, N, K, Fp8Format::E4M3, m + kX,
+           true);
+  cast_weight(wq, w, K, O, tw, true, m + kW, true);
+  // GeluAux: out = gelu(pre) with the pre-activation to aux; a residual is
+  // C, read with beta 1.
+  const bool gelu = epi == Fp8Epi::GeluAux;
+  return fp8_gemm(N, O, K, xq, Fp8Format::E4M3, slot(kSx).scaleInv(), wq,
+                  Fp8Format::E4M3, slot(kSw).scaleInv(), residual ? 1.0f : 0.0f,
+                  out, false, bias, residual, epi, gelu ? pre : nullptr,
+                  gelu ? O : 0, true);
+}
+
+bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
+                            int64_t N, int64_t K, int64_t O, bool tw,
+                            bool accumulate, const act_t *gelu_pre) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  void *dyq = slot(kSdy).data(N * O), *wt = slot(kSw).data(K * O);
+  fp8_cast(dyq, nullptr, slot(kSdy).scaleInv(), dout, N, O, Fp8Format::E5M2,
+           m + kDy, false);
+  cast_weight(wt, w, K, O, tw, false, m + kW, false);
+  const bool dgelu = gelu_pre != nullptr;
+  return fp8_gemm(
+      N, K, O, dyq, Fp8Format::E5M2, slot(kSdy).scaleInv(), wt, Fp8Format::E4M3,
+      slot(kSw).scaleInv(), accumulate ? 1.0f : 0.0f, dx, false, nullptr,
+      nullptr, dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre, dgelu ? K : 0);
+}
+
+bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
+                            const act_t *w, int64_t N, int64_t K, int64_t O,
+                            bool tw) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  void *dyT = slot(kSdyT).data(N * O), *xT = slot(kSx).data(N * K);
+  fp8_cast(nullptr, dyT, slot(kSdyT).scaleInv(), dout, N, O, Fp8Format::E5M2,
+           m + kDy, true);
+  fp8_cast(nullptr, xT, slot(kSx).scaleInv(), x, N, K, Fp8Format::E4M3, m + kX,
+           false);
+  if (tw) // dw[O,K] += dyT[O,N] xT[K,N]^T
+    return fp8_gemm(O, K, N, dyT, Fp8Format::E5M2, slot(kSdyT).scaleInv(), xT,
+                    Fp8Format::E4M3, slot(kSx).scaleInv(), 1.0f, dw, true);
+  // dw[K,O] += xT[K,N] dyT[O,N]^T
+  return fp8_gemm(K, O, N, xT, Fp8Format::E4M3, slot(kSx).scaleInv(), dyT,
+                  Fp8Format::E5M2, slot(kSdyT).scaleInv(), 1.0f, dw, true);
+}
+
+} // namespace autoddl::rt
