@@ -14,12 +14,6 @@ namespace autoddl::rt {
 namespace {
 using namespace detail;
 
-#ifdef AUTODDL_FP32
-constexpr cudaDataType_t kActType = CUDA_R_32F;
-#else
-constexpr cudaDataType_t kActType = CUDA_R_16BF;
-#endif
-
 cudaDataType_t fp8_type(Fp8Format f) {
   return f == Fp8Format::E4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }

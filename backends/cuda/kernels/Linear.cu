@@ -22,12 +22,6 @@ namespace autoddl::rt {
 namespace {
 using namespace detail;
 
-#ifdef AUTODDL_FP32
-constexpr cudaDataType_t kActType = CUDA_R_32F;
-#else
-constexpr cudaDataType_t kActType = CUDA_R_16BF;
-#endif
-
 /// An epilogue beyond the bias: GELU (tanh) of the result with the result
 /// before it written to aux (the pre-activation the backward needs), or the
 /// result times the GELU derivative at aux (the backward through the GELU).

@@ -17,6 +17,13 @@
 
 namespace autoddl::rt::detail {
 
+/// act_t as cuBLASLt names it.
+#ifdef AUTODDL_FP32
+constexpr cudaDataType_t kActType = CUDA_R_32F;
+#else
+constexpr cudaDataType_t kActType = CUDA_R_16BF;
+#endif
+
 /// FNV-1a over the bytes of a plan key (a struct of plain fields, compared
 /// with memcmp; no padding between them).
 template <class Key> struct LtKeyHash {
