@@ -40,6 +40,20 @@ inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O) {
   return n * k * o >= kFp8MinIntensity * (6 * n * k + 6 * k * o + 4 * n * o);
 }
 
+/// Bytes of the CUDA runtime's FP8 scratch for one FP8 linear: each of its
+/// GEMMs casts two operands into one grow-only buffer (x and W; dY and W^T;
+/// dY^T and x^T), the 1/scales in 256 bytes before them and the second
+/// operand 256-byte aligned (backends/cuda/kernels/Fp8Linear.cu).
+inline double fp8Scratch(int64_t N, int64_t K, int64_t O) {
+  const double nk = double(N) * double(K), ko = double(K) * double(O),
+               no = double(N) * double(O);
+  const double pairs[] = {nk + ko, no + ko, no + nk};
+  double m = 0;
+  for (double p : pairs)
+    m = p > m ? p : m;
+  return m + 512;
+}
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_COMMON_FP8RULE_H

@@ -14,9 +14,10 @@
 //             dw[O,K] += dyT xT^T, or dw[K,O] += xT dyT^T (fp32).
 // Nothing FP8 outlives a call: the backward re-casts x and W from the bf16
 // copies the program keeps anyway, so an fp8 plan holds no more activation
-// memory than the bf16 one, only this file's scratch (the largest call's
-// casts). Transformer Engine keeps the forward's FP8 copies instead, and
-// casts a weight once per step, not per micro-batch: faster, more memory.
+// memory than the bf16 one, only this file's scratch (the largest call's two
+// operands) and three 88-byte metas per linear. Transformer Engine keeps the
+// forward's FP8 copies instead, and casts a weight once per step, not per
+// micro-batch: faster, more memory.
 #include "backends/common/Fp8Rule.h"
 #include "backends/cuda/kernels/Fp8.h"
 
@@ -41,24 +42,24 @@ Registry &registry() {
   return *r;
 }
 
-/// The casts' outputs: four growing buffers (x, w, dY, dY^T), each with the
-/// 1/scale its cast used (one float, 256 bytes in so the data stays
-/// aligned).
-struct Slot {
-  DeviceBuffer<unsigned char> buf;
-  void *data(int64_t bytes) {
-    if (buf.size() < bytes + 256) {
-      AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
-      buf = DeviceBuffer<unsigned char>(bytes + 256);
-    }
-    return buf.data() + 256;
-  }
-  float *scaleInv() { return reinterpret_cast<float *>(buf.data()); }
+/// A GEMM's two FP8 operands and the 1/scale each cast used, carved from
+/// one grow-only buffer: the scales in its first 256 bytes, then a, then b
+/// (256-byte aligned). So the scratch an fp8 program holds is the largest
+/// call's a + b (fp8Scratch in backends/common/Fp8Rule.h, as priced).
+struct Operands {
+  void *a, *b;
+  float *sa, *sb;
 };
-enum SlotId { kSx = 0, kSw = 1, kSdy = 2, kSdyT = 3 };
-Slot &slot(int i) {
-  static auto *slots = new Slot[4];
-  return slots[i];
+Operands operands(int64_t bytesA, int64_t bytesB) {
+  static auto *buf = new DeviceBuffer<unsigned char>(); // never destroyed
+  const int64_t offB = 256 + (bytesA + 255) / 256 * 256;
+  if (buf->size() < offB + bytesB) {
+    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    *buf = DeviceBuffer<unsigned char>(offB + bytesB);
+  }
+  unsigned char *base = buf->data();
+  return {base + 256, base + offB, reinterpret_cast<float *>(base),
+          reinterpret_cast<float *>(base) + 1};
 }
 
 bool device_has_fp8() {
@@ -91,12 +92,12 @@ bool fp8_switched_on() {
 
 /// Casts w to the [O,K] (forRows: the forward's b) or [K,O] (the input
 /// gradient's b) layout, whichever way it is stored.
-void cast_weight(void *dst, const act_t *w, int64_t K, int64_t O, bool tw,
-                 bool toOK, Fp8Meta *meta, bool record) {
+void cast_weight(void *dst, float *scaleInv, const act_t *w, int64_t K,
+                 int64_t O, bool tw, bool toOK, Fp8Meta *meta, bool record) {
   const int64_t R = tw ? O : K, C = tw ? K : O; // as stored
   const bool asIs = tw == toOK;
-  fp8_cast(asIs ? dst : nullptr, asIs ? nullptr : dst, slot(kSw).scaleInv(), w,
-           R, C, Fp8Format::E4M3, meta, record);
+  fp8_cast(asIs ? dst : nullptr, asIs ? nullptr : dst, scaleInv, w, R, C,
+           Fp8Format::E4M3, meta, record);
 }
 } // namespace
 
@@ -148,49 +149,44 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
                         bool tw, Fp8Epi epi, act_t *pre,
                         const act_t *residual) {
   Fp8Meta *m = fp8_linear_metas(w);
-  void *xq = slot(kSx).data(N * K), *wq = slot(kSw).data(K * O);
-  fp8_cast(xq, nullptr, slot(kSx).scaleInv(), x, N, K, Fp8Format::E4M3, m + kX,
-           true);
-  cast_weight(wq, w, K, O, tw, true, m + kW, true);
+  const Operands q = operands(N * K, K * O); // x[N,K], w[O,K]
+  fp8_cast(q.a, nullptr, q.sa, x, N, K, Fp8Format::E4M3, m + kX, true);
+  cast_weight(q.b, q.sb, w, K, O, tw, true, m + kW, true);
   // GeluAux: out = gelu(pre) with the pre-activation to aux; a residual is
   // C, read with beta 1.
   const bool gelu = epi == Fp8Epi::GeluAux;
-  return fp8_gemm(N, O, K, xq, Fp8Format::E4M3, slot(kSx).scaleInv(), wq,
-                  Fp8Format::E4M3, slot(kSw).scaleInv(), residual ? 1.0f : 0.0f,
-                  out, false, bias, residual, epi, gelu ? pre : nullptr,
-                  gelu ? O : 0, true);
+  return fp8_gemm(N, O, K, q.a, Fp8Format::E4M3, q.sa, q.b, Fp8Format::E4M3,
+                  q.sb, residual ? 1.0f : 0.0f, out, false, bias, residual, epi,
+                  gelu ? pre : nullptr, gelu ? O : 0, true);
 }
 
 bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
                             int64_t N, int64_t K, int64_t O, bool tw,
                             bool accumulate, const act_t *gelu_pre) {
   Fp8Meta *m = fp8_linear_metas(w);
-  void *dyq = slot(kSdy).data(N * O), *wt = slot(kSw).data(K * O);
-  fp8_cast(dyq, nullptr, slot(kSdy).scaleInv(), dout, N, O, Fp8Format::E5M2,
-           m + kDy, false);
-  cast_weight(wt, w, K, O, tw, false, m + kW, false);
+  const Operands q = operands(N * O, K * O); // dY[N,O], w^T[K,O]
+  fp8_cast(q.a, nullptr, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, false);
+  cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, false);
   const bool dgelu = gelu_pre != nullptr;
-  return fp8_gemm(
-      N, K, O, dyq, Fp8Format::E5M2, slot(kSdy).scaleInv(), wt, Fp8Format::E4M3,
-      slot(kSw).scaleInv(), accumulate ? 1.0f : 0.0f, dx, false, nullptr,
-      nullptr, dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre, dgelu ? K : 0);
+  return fp8_gemm(N, K, O, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
+                  q.sb, accumulate ? 1.0f : 0.0f, dx, false, nullptr, nullptr,
+                  dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
+                  dgelu ? K : 0);
 }
 
 bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
                             const act_t *w, int64_t N, int64_t K, int64_t O,
                             bool tw) {
   Fp8Meta *m = fp8_linear_metas(w);
-  void *dyT = slot(kSdyT).data(N * O), *xT = slot(kSx).data(N * K);
-  fp8_cast(nullptr, dyT, slot(kSdyT).scaleInv(), dout, N, O, Fp8Format::E5M2,
-           m + kDy, true);
-  fp8_cast(nullptr, xT, slot(kSx).scaleInv(), x, N, K, Fp8Format::E4M3, m + kX,
-           false);
-  if (tw) // dw[O,K] += dyT[O,N] xT[K,N]^T
-    return fp8_gemm(O, K, N, dyT, Fp8Format::E5M2, slot(kSdyT).scaleInv(), xT,
-                    Fp8Format::E4M3, slot(kSx).scaleInv(), 1.0f, dw, true);
-  // dw[K,O] += xT[K,N] dyT[O,N]^T
-  return fp8_gemm(K, O, N, xT, Fp8Format::E4M3, slot(kSx).scaleInv(), dyT,
-                  Fp8Format::E5M2, slot(kSdyT).scaleInv(), 1.0f, dw, true);
+  const Operands q = operands(N * O, N * K); // dY^T[O,N], x^T[K,N]
+  fp8_cast(nullptr, q.a, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, false);
+  if (tw) // dw[O,K] += dY^T[O,N] (x^T[K,N])^T
+    return fp8_gemm(O, K, N, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, 1.0f, dw, true);
+  // dw[K,O] += x^T[K,N] (dY^T[O,N])^T
+  return fp8_gemm(K, O, N, q.b, Fp8Format::E4M3, q.sb, q.a, Fp8Format::E5M2,
+                  q.sa, 1.0f, dw, true);
 }
 
 } // namespace autoddl::rt
