@@ -84,7 +84,8 @@ int64_t fp8_gemm_plan_cache_size();
 /// (fp8_register_linear), on a device with FP8 tensor cores (compute
 /// capability >= 8.9), in the bf16 build, and the shape passes the one rule
 /// of backends/common/Fp8Rule.h (fp8RunsLinear: sizes multiples of 16, the
-/// GEMMs large enough to pay for the casts). AUTODDL_FP8=0 turns FP8 off.
+/// GEMMs large enough to pay for the casts). AUTODDL_FP8=0 turns FP8 off,
+/// AUTODDL_FP8=all runs every aligned registered linear in FP8.
 bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O);
 
 /// Marks the linear whose weight (the act_t working copy) is `w` as an FP8

@@ -23,6 +23,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -82,12 +83,19 @@ bool device_has_fp8() {
   return has;
 }
 
-bool fp8_switched_on() {
-  static const bool on = [] {
+/// AUTODDL_FP8: "0" off, "all" every aligned registered linear (to measure
+/// the rule, or train a small model in FP8), else the rule.
+enum class Fp8Switch { Off, Rule, All };
+Fp8Switch fp8_switch() {
+  static const Fp8Switch v = [] {
     const char *e = std::getenv("AUTODDL_FP8");
-    return !(e && *e == '0');
+    if (e && std::strcmp(e, "0") == 0)
+      return Fp8Switch::Off;
+    if (e && std::strcmp(e, "all") == 0)
+      return Fp8Switch::All;
+    return Fp8Switch::Rule;
   }();
-  return on;
+  return v;
 }
 
 /// Casts w to the [O,K] (forRows: the forward's b) or [K,O] (the input
@@ -140,7 +148,10 @@ bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
 #else
   constexpr bool kBuild = true;
 #endif
-  return kBuild && fp8RunsLinear(N, K, O) && fp8_switched_on() &&
+  const Fp8Switch on = fp8_switch();
+  const bool shape = on == Fp8Switch::All ? fp8Aligned(N, K, O)
+                                          : fp8RunsLinear(N, K, O);
+  return kBuild && on != Fp8Switch::Off && shape &&
          fp8_linear_metas(w) != nullptr && device_has_fp8();
 }
 
