@@ -64,8 +64,8 @@ Fp8Plan build_plan(const Fp8Key &key) {
   set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, stand);
   if (Fp8Epi(key.epi) != Fp8Epi::None) {
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.auxLd);
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
-             int32_t(kActType));
+    // aux (the pre-activation, or dgelu's input) has D's type, cuBLASLt's
+    // default where D is not FP8.
     const void *aux = reinterpret_cast<const void *>(uintptr_t(key.align));
     set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
