@@ -89,9 +89,13 @@ int64_t fp8_gemm_plan_cache_size();
 bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O);
 
 /// Marks the linear whose weight (the act_t working copy) is `w` as an FP8
-/// linear and gives it three metas (input, weight, output gradient). Call
-/// before the first step (allocates).
+/// linear and gives it three metas (input, weight, output gradient); a
+/// weight registered before has its scaling restarted. Call before the
+/// first step (allocates).
 void fp8_register_linear(const act_t *w);
+/// Forgets every registered linear (tests: a freed weight's address may
+/// come back as another tensor's).
+void fp8_clear_linears();
 /// Registered linears (tests, the program's report).
 int64_t fp8_registered_linears();
 /// The metas of w's linear ([input, weight, output gradient]), or null.

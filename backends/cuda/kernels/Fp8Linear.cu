@@ -112,8 +112,10 @@ void cast_weight(void *dst, float *scaleInv, const act_t *w, int64_t K,
 void fp8_register_linear(const act_t *w) {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (r.index.count(w))
+  if (auto it = r.index.find(w); it != r.index.end()) {
+    fp8_meta_init(r.metas.data() + it->second, kRoles); // scaling restarts
     return;
+  }
   const int64_t n = int64_t(r.index.size());
   if ((n + 1) * kRoles > r.capacity) { // grow (before the first step only)
     const int64_t cap = std::max<int64_t>(64, 2 * r.capacity);
@@ -126,7 +128,14 @@ void fp8_register_linear(const act_t *w) {
     r.metas = std::move(grown);
     r.capacity = cap;
   }
+  fp8_meta_init(r.metas.data() + n * kRoles, kRoles); // a cleared slot's too
   r.index.emplace(w, n * kRoles);
+}
+
+void fp8_clear_linears() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.index.clear();
 }
 
 int64_t fp8_registered_linears() {
@@ -149,8 +158,8 @@ bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
   constexpr bool kBuild = true;
 #endif
   const Fp8Switch on = fp8_switch();
-  const bool shape = on == Fp8Switch::All ? fp8Aligned(N, K, O)
-                                          : fp8RunsLinear(N, K, O);
+  const bool shape =
+      on == Fp8Switch::All ? fp8Aligned(N, K, O) : fp8RunsLinear(N, K, O);
   return kBuild && on != Fp8Switch::Off && shape &&
          fp8_linear_metas(w) != nullptr && device_has_fp8();
 }

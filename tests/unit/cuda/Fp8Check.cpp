@@ -198,6 +198,7 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
   auto dy = random_values(gRng, N * O, -1e-3f, 1e-3f);
   const auto w = tw ? wOK : transposed(wOK, O, K);
   DevAct dX(x), dW(w), dDy(dy);
+  rt::fp8_clear_linears();
   rt::fp8_register_linear(dW.p);
   DevAlloc out(N * O), dxOut(N * K);
   expect(report(
@@ -243,6 +244,7 @@ void check_dispatch() {
   auto w = random_values(gRng, O * K, -0.05f, 0.05f);
   DevAct dX(x), dW(w), dU(w);
   DevAlloc out(N * O);
+  rt::fp8_clear_linears();
   rt::fp8_register_linear(dW.p);
   const int64_t before = rt::fp8_gemm_plan_cache_size();
   rt::linear_forward(out.p, dX.p, dU.p, nullptr, N, K, O, true);
