@@ -12,6 +12,8 @@
 // - the dispatch rule (backends/common/Fp8Rule.h): an eligible registered
 //   linear runs in FP8, an unregistered or odd one in bf16.
 // Exits 77 without a CUDA device, or one without FP8 tensor cores (< 8.9).
+// `Fp8Check --bench` times a linear's three GEMMs in bf16 and in FP8 (with
+// the casts) at GPT-2 and 7B shapes beside the size rule's verdict.
 #include <cblas.h>
 
 #include "backends/common/Fp8Rule.h"
@@ -270,6 +272,75 @@ void check_dispatch() {
       rel_error(download(outo.p, Nodd * O), gemm_tn(xo, wo, Nodd, O, Kodd)),
       kActTol));
 }
+/// Milliseconds per call of `fn`: the median of 5 runs of 10 after a
+/// warm-up call (plans, autotuning, the casts' priming).
+template <class Fn> float time_ms(Fn fn) {
+  fn();
+  cudaEvent_t a, b;
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&a));
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = 0; r < 5; ++r) {
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a, rt::compute_stream()));
+    for (int i = 0; i < 10; ++i)
+      fn();
+    AUTODDL_CUDA_CHECK(cudaEventRecord(b, rt::compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / 10);
+  }
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(a));
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[2];
+}
+
+/// --bench: one linear's three GEMMs (forward, input and weight gradient) in
+/// bf16 and in FP8 with its casts, at GPT-2 and 7B shapes, beside the size
+/// rule's verdict (backends/common/Fp8Rule.h): the data to set
+/// kFp8MinIntensity from. Milliseconds per linear and micro-batch.
+void bench() {
+  struct Shape {
+    int64_t N, K, O;
+  };
+  const Shape shapes[] = {
+      {16384, 768, 768},   {16384, 768, 2304},  {16384, 768, 3072},
+      {16384, 3072, 768},  {16384, 1024, 1024}, {16384, 1024, 3072},
+      {16384, 1024, 4096}, {16384, 1280, 1280}, {16384, 1280, 5120},
+      {8192, 1600, 1600},  {8192, 1600, 4800},  {8192, 1600, 6400},
+      {8192, 6400, 1600},  {4096, 4096, 4096},  {4096, 4096, 11008},
+      {1024, 4096, 4096}};
+  std::printf("%-20s %9s %9s %9s %7s %s\n", "N x K x O", "intensity", "bf16 ms",
+              "fp8 ms", "fp8 x", "rule");
+  for (const Shape &sh : shapes) {
+    const int64_t N = sh.N, K = sh.K, O = sh.O;
+    auto x = random_values(gRng, N * K, -1, 1);
+    auto w = random_values(gRng, O * K, -0.05f, 0.05f);
+    auto dy = random_values(gRng, N * O, -1e-3f, 1e-3f);
+    DevAct dX(x), dW(w), dWb(w), dDy(dy); // dWb: unregistered, bf16
+    DevAlloc out(N * O), dxo(N * K);
+    DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW.p);
+    const float tb = time_ms([&] {
+      rt::linear_forward(out.p, dX.p, dWb.p, nullptr, N, K, O, true);
+      rt::linear_backward(dxo.p, dw.p, nullptr, dDy.p, dX.p, dWb.p, N, K, O,
+                          true, false);
+    });
+    const float t8 = time_ms([&] {
+      rt::fp8_linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
+      rt::fp8_linear_backward_dx(dxo.p, dDy.p, dW.p, N, K, O, true, false);
+      rt::fp8_linear_backward_dw(dw.p, dDy.p, dX.p, dW.p, N, K, O, true);
+    });
+    const double n = double(N), k = double(K), o = double(O);
+    const std::string name =
+        std::to_string(N) + "x" + std::to_string(K) + "x" + std::to_string(O);
+    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %s\n", name.c_str(),
+                n * k * o / (n * k + k * o + n * o), tb, t8, tb / t8,
+                autoddl::rt::fp8RunsLinear(N, K, O) ? "fp8" : "bf16");
+  }
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -284,6 +355,11 @@ int main(int argc, char **argv) {
     std::printf("Fp8Check: compute capability %d.%d has no FP8, skipped\n",
                 major, minor);
     return 77;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--bench") == 0) {
+    gRng.seed(1);
+    bench();
+    return 0;
   }
   unsigned seed = 0;
   int status = 0;
