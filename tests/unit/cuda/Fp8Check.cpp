@@ -234,8 +234,8 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
 /// The size rule through Linear.h: a registered eligible linear runs FP8
 /// GEMMs (new FP8 plans), an unregistered one and an odd one do not.
 void check_dispatch() {
-  const int64_t N = 2048, K = 2048, O = 4096, Nodd = 100, Kodd = 37;
-  expect(report("rule: 2048x2048x4096 in FP8, 16384x768x768 not",
+  const int64_t N = 2048, K = 2048, O = 2048, Nodd = 100, Kodd = 37;
+  expect(report("rule: 2048x2048x2048 in FP8, 16384x768x768 not",
                 autoddl::rt::fp8RunsLinear(N, K, O) &&
                         !autoddl::rt::fp8RunsLinear(16384, 768, 768) &&
                         !autoddl::rt::fp8RunsLinear(Nodd, Kodd, O)
@@ -253,7 +253,7 @@ void check_dispatch() {
   const int64_t unregistered = rt::fp8_gemm_plan_cache_size() - before;
   rt::linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
   const int64_t registered = rt::fp8_gemm_plan_cache_size() - before;
-  report2("dispatch 2048x2048x4096 forward", download(out.p, N * O),
+  report2("dispatch 2048x2048x2048 forward", download(out.p, N * O),
           gemm_tn(quantized(x, Fp8Format::E4M3), quantized(w, Fp8Format::E4M3),
                   N, O, K),
           gemm_tn(x, w, N, O, K), 0.06);
@@ -268,7 +268,7 @@ void check_dispatch() {
   expect(report("dispatch: FP8 plans made (unregistered, registered, odd)",
                 unregistered == 0 && registered == 1 && odd == 0 ? 0 : 1, 0));
   expect(report(
-      "dispatch odd 100x37x4096 forward (bf16)",
+      "dispatch odd 100x37x2048 forward (bf16)",
       rel_error(download(outo.p, Nodd * O), gemm_tn(xo, wo, Nodd, O, Kodd)),
       kActTol));
 }
