@@ -67,13 +67,14 @@ enum class Fp8Epi : int32_t { None = 0, GeluAux = 1, DGelu = 2 };
 /// a, b fp8 of formats fa, fb (not both E5M2), their rows K apart; C is D
 /// unless `c` (act_t, D's layout) is given; D is act_t, or fp32 when dFloat.
 /// fastAccum: Hopper's faster, less exact accumulation (TE's forward).
-/// Returns false, having done nothing, where cuBLASLt has no FP8 algorithm.
+/// Returns false, having done nothing, where cuBLASLt has no FP8 algorithm;
+/// `probe`: only says so (the operands need not hold data yet).
 bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
               const float *sa, const void *b, Fp8Format fb, const float *sb,
               float beta, void *d, bool dFloat, const act_t *bias = nullptr,
               const act_t *c = nullptr, Fp8Epi epi = Fp8Epi::None,
               const void *aux = nullptr, int64_t auxLd = 0,
-              bool fastAccum = false);
+              bool fastAccum = false, bool probe = false);
 
 /// Number of distinct FP8 GEMM plans cached (tests).
 int64_t fp8_gemm_plan_cache_size();

@@ -164,20 +164,28 @@ bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
          fp8_linear_metas(w) != nullptr && device_has_fp8();
 }
 
+// Each asks cuBLASLt for its GEMM's plan first (cached), so a GEMM with no
+// FP8 algorithm costs no casts before the caller's bf16 one.
+
 bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
                         const act_t *bias, int64_t N, int64_t K, int64_t O,
                         bool tw, Fp8Epi epi, act_t *pre,
                         const act_t *residual) {
   Fp8Meta *m = fp8_linear_metas(w);
   const Operands q = operands(N * K, K * O); // x[N,K], w[O,K]
-  fp8_cast(q.a, nullptr, q.sa, x, N, K, Fp8Format::E4M3, m + kX, true);
-  cast_weight(q.b, q.sb, w, K, O, tw, true, m + kW, true);
   // GeluAux: out = gelu(pre) with the pre-activation to aux; a residual is
   // C, read with beta 1.
   const bool gelu = epi == Fp8Epi::GeluAux;
-  return fp8_gemm(N, O, K, q.a, Fp8Format::E4M3, q.sa, q.b, Fp8Format::E4M3,
-                  q.sb, residual ? 1.0f : 0.0f, out, false, bias, residual, epi,
-                  gelu ? pre : nullptr, gelu ? O : 0, true);
+  auto gemm = [&](bool probe) {
+    return fp8_gemm(N, O, K, q.a, Fp8Format::E4M3, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, residual ? 1.0f : 0.0f, out, false, bias, residual,
+                    epi, gelu ? pre : nullptr, gelu ? O : 0, true, probe);
+  };
+  if (!gemm(true))
+    return false;
+  fp8_cast(q.a, nullptr, q.sa, x, N, K, Fp8Format::E4M3, m + kX, true);
+  cast_weight(q.b, q.sb, w, K, O, tw, true, m + kW, true);
+  return gemm(false);
 }
 
 bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
@@ -185,13 +193,18 @@ bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
                             bool accumulate, const act_t *gelu_pre) {
   Fp8Meta *m = fp8_linear_metas(w);
   const Operands q = operands(N * O, K * O); // dY[N,O], w^T[K,O]
+  const bool dgelu = gelu_pre != nullptr;
+  auto gemm = [&](bool probe) {
+    return fp8_gemm(N, K, O, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, accumulate ? 1.0f : 0.0f, dx, false, nullptr, nullptr,
+                    dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
+                    dgelu ? K : 0, false, probe);
+  };
+  if (!gemm(true))
+    return false;
   fp8_cast(q.a, nullptr, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, false);
   cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, false);
-  const bool dgelu = gelu_pre != nullptr;
-  return fp8_gemm(N, K, O, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
-                  q.sb, accumulate ? 1.0f : 0.0f, dx, false, nullptr, nullptr,
-                  dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
-                  dgelu ? K : 0);
+  return gemm(false);
 }
 
 bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
@@ -199,14 +212,20 @@ bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
                             bool tw) {
   Fp8Meta *m = fp8_linear_metas(w);
   const Operands q = operands(N * O, N * K); // dY^T[O,N], x^T[K,N]
+  // tw: dw[O,K] += dY^T[O,N] (x^T[K,N])^T; else dw[K,O] += x^T (dY^T)^T.
+  auto gemm = [&](bool probe) {
+    return tw ? fp8_gemm(O, K, N, q.a, Fp8Format::E5M2, q.sa, q.b,
+                         Fp8Format::E4M3, q.sb, 1.0f, dw, true, nullptr,
+                         nullptr, Fp8Epi::None, nullptr, 0, false, probe)
+              : fp8_gemm(K, O, N, q.b, Fp8Format::E4M3, q.sb, q.a,
+                         Fp8Format::E5M2, q.sa, 1.0f, dw, true, nullptr,
+                         nullptr, Fp8Epi::None, nullptr, 0, false, probe);
+  };
+  if (!gemm(true))
+    return false;
   fp8_cast(nullptr, q.a, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
   fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, false);
-  if (tw) // dw[O,K] += dY^T[O,N] (x^T[K,N])^T
-    return fp8_gemm(O, K, N, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
-                    q.sb, 1.0f, dw, true);
-  // dw[K,O] += x^T[K,N] (dY^T[O,N])^T
-  return fp8_gemm(K, O, N, q.b, Fp8Format::E4M3, q.sb, q.a, Fp8Format::E5M2,
-                  q.sa, 1.0f, dw, true);
+  return gemm(false);
 }
 
 } // namespace autoddl::rt
