@@ -11,7 +11,8 @@ namespace {
 constexpr EnumName<Precision> kPrecisionNames[] = {{Precision::FP32, "fp32"},
                                                    {Precision::TF32, "tf32"},
                                                    {Precision::BF16, "bf16"},
-                                                   {Precision::FP16, "fp16"}};
+                                                   {Precision::FP16, "fp16"},
+                                                   {Precision::FP8, "fp8"}};
 static_assert(std::size(kPrecisionNames) == kNumPrecisions);
 } // namespace
 
@@ -28,6 +29,8 @@ bool parsePrecision(std::string_view s, Precision &out) {
 
 double Cluster::peakFlops(Precision p) const {
   double v = peak[static_cast<int>(p)];
+  if (v <= 0 && p == Precision::FP8)
+    return peakFlops(Precision::BF16);
   return v > 0 ? v : peak[static_cast<int>(Precision::FP32)];
 }
 

@@ -21,10 +21,20 @@
 namespace autoddl::cost {
 
 /// The arithmetic a kernel runs in; each has its own peak on a GPU.
-enum class Precision { FP32, TF32, BF16, FP16 };
-constexpr int kNumPrecisions = 4;
-std::string_view precisionName(Precision p); // "fp32", "tf32", "bf16", "fp16"
+/// FP8: Hopper's E4M3/E5M2 tensor-core GEMMs (a plan precision: its eligible
+/// transformer-block linears run in FP8, everything else in bf16;
+/// docs/cost-model.md "FP8").
+enum class Precision { FP32, TF32, BF16, FP16, FP8 };
+constexpr int kNumPrecisions = 5;
+/// "fp32", "tf32", "bf16", "fp16", "fp8"
+std::string_view precisionName(Precision p);
 bool parsePrecision(std::string_view s, Precision &out);
+/// What a plan of precision `p` runs outside its FP8 GEMMs: bf16 for fp8,
+/// else `p`. Also the peak MFU is quoted against for an fp8 plan (MFU is
+/// not defined when two peaks mix; the bf16 one is the conservative base).
+inline Precision bulkPrecision(Precision p) {
+  return p == Precision::FP8 ? Precision::BF16 : p;
+}
 
 /// One class of link. For the intra-node class `bandwidth` is what one GPU
 /// attains in one direction inside a ring (the nccl-tests bus bandwidth of a
@@ -92,7 +102,8 @@ struct Cluster {
   int nodes = 1;
   int smCount = 1;
   /// Dense peak FLOP/s by Precision (index = enum value); 0 = not supported, in
-  /// which case that precision runs at the fp32 peak (see peakFlops()).
+  /// which case that precision runs at the fp32 peak (fp8: at the bf16 peak,
+  /// as the programs run it in bf16 there; see peakFlops()).
   std::array<double, kNumPrecisions> peak{};
   double hbmBytes = 0;     // memory capacity per GPU
   double hbmBandwidth = 0; // bytes/s, datasheet
@@ -120,7 +131,7 @@ struct Cluster {
 
   int worldSize() const { return gpusPerNode * nodes; }
   /// The peak of `p`, or the fp32 peak where the GPU lacks `p` (e.g. bf16 on
-  /// P100).
+  /// P100); fp8 where the GPU lacks it: the bf16 peak.
   double peakFlops(Precision p) const;
   /// Bytes/s the NICs of one node give the `gpusInGroup` GPUs of that node that
   /// belong to one communication group, when all G GPUs of the node communicate

@@ -24,7 +24,11 @@ double numel(const ops::ValueType &v) {
 double elemBytes(const ops::ValueType &v, Precision p) {
   if (v.dtype == ops::DType::I32 || v.dtype == ops::DType::I64)
     return static_cast<double>(ops::dtypeBytes(v.dtype));
-  return p == Precision::BF16 || p == Precision::FP16 ? 2.0 : 4.0;
+  // FP8: a linear's activations and output stay bf16 in memory; its casts
+  // are priced apart (planner/Pricing.cpp).
+  return p == Precision::BF16 || p == Precision::FP16 || p == Precision::FP8
+             ? 2.0
+             : 4.0;
 }
 
 double bytesOf(const ops::ValueType &v, Precision p) {

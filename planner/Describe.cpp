@@ -53,10 +53,11 @@ struct Describer {
     plan.gpu = c.gpuModel;
     plan.nodes = c.nodes;
     plan.gpusPerNode = c.gpusPerNode;
-    plan.peakFlops = c.peakFlops(pl.o.precision);
+    plan.peakFlops = c.peakFlops(cost::bulkPrecision(pl.o.precision));
     plan.memoryCapacity = pl.capacity;
     plan.globalBatch = pl.o.globalBatch;
     plan.stack = pl.o.stack;
+    plan.precision = pl.o.precision;
     plan.knobs = k;
     plan.axisLinks = {linkOf(c, pc.ppGroup()), linkOf(c, pc.dpGroup()),
                       linkOf(c, pc.tpGroup())};

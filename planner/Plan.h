@@ -351,6 +351,10 @@ struct Plan {
   double peakFlops = 0, memoryCapacity = 0;
   int64_t globalBatch = 0;
   std::string stack = "modern"; // training stack priced (PlannerOptions)
+  /// The precision the plan was priced in and the programs run
+  /// (PlannerOptions::precision): bf16, or fp8 (the eligible block linears'
+  /// GEMMs in FP8: backends/common/Fp8Rule.h).
+  cost::Precision precision = cost::Precision::BF16;
   Knobs knobs;
   std::vector<std::string>
       axisLinks; // per axis of ("pp","dp","tp"): "nvlink", "infiniband",

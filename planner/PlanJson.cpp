@@ -121,6 +121,9 @@ ojson headerJson(const Plan &p) {
       {"peak_flops", p.peakFlops}, {"memory_bytes", p.memoryCapacity}};
   j["global_batch"] = p.globalBatch;
   j["stack"] = p.stack;
+  // Written where it is not the default, so bf16 plans read as before.
+  if (p.precision != cost::Precision::BF16)
+    j["precision"] = std::string(cost::precisionName(p.precision));
   const Knobs &k = p.knobs;
   ojson mesh;
   mesh["axes"] = {"pp", "dp", "tp"};
@@ -276,6 +279,14 @@ void readHeader(const Reader &r, const json &doc, Plan &p) {
   p.globalBatch = r.integer(doc, root, "global_batch");
   if (doc.contains("stack"))
     p.stack = r.str(doc, root, "stack");
+  if (doc.contains("precision")) {
+    const std::string prec = r.str(doc, root, "precision");
+    if (!cost::parsePrecision(prec, p.precision) ||
+        (p.precision != cost::Precision::BF16 &&
+         p.precision != cost::Precision::FP8))
+      r.fail(root / "precision",
+             "expected \"bf16\" or \"fp8\", got \"" + prec + "\"");
+  }
   const json &mesh = r.at(doc, root, "mesh");
   const auto meshp = root / "mesh";
   Knobs &k = p.knobs;

@@ -84,6 +84,9 @@ std::string planSummary(const Plan &p) {
                   "zero={}\n",
                   k.tp, k.pp, k.dp, k.microbatch, p.globalBatch, k.microbatches,
                   scheduleText(k), recomputeName(k.recompute), k.zero);
+  if (p.precision == cost::Precision::FP8)
+    s += "  precision: fp8 (the transformer blocks' large linears' GEMMs in "
+         "FP8, the rest bf16; MFU against the bf16 peak: docs/fp8.md)\n";
   if (p.axisLinks.size() == 3)
     s += fmt::format("  mesh {} (outermost first): pp on {}, dp on {}, tp on "
                      "{}\n",

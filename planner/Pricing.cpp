@@ -3,6 +3,8 @@
 
 #include "planner/ProgramDecisions.h"
 
+#include "backends/common/Fp8Rule.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string_view>
@@ -91,6 +93,37 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
     workspace = 4.0 * (prod(in[3].shape) + prod(in[2].shape)) +
                 4.0 * static_cast<double>(intAttr(attrs, "nnz", 0));
   }
+}
+
+/// Whether `op` runs its GEMMs in FP8 in a plan of precision `p`: a linear
+/// of a repeated block (a transformer layer: not the embedding or the head)
+/// whose local shape passes backends/common/Fp8Rule.h's rule, as the CUDA
+/// runtime decides for the weights codegen registers (fp8Linear in
+/// ProgramDecisions.h).
+bool runsInFp8(const OpDef &op, const std::vector<ops::ValueType> &in,
+               const ops::ValueType &out, cost::Precision p) {
+  if (p != cost::Precision::FP8 || !fp8Linear(op) || in.empty() ||
+      in[0].shape.empty() || out.shape.empty())
+    return false;
+  const int64_t K = in[0].shape.back(), O = out.shape.back();
+  const int64_t N = K > 0 ? int64_t(prod(in[0].shape)) / K : 0;
+  return rt::fp8RunsLinear(N, K, O);
+}
+
+/// An FP8 linear's casts (memory-bound passes over x, W and dY, Fp8Rule.h)
+/// added to its forward, input- and weight-gradient times; their scratch is
+/// its workspace.
+void addFp8Casts(const cost::Cluster &c, const ops::ValueType &x,
+                 const ops::ValueType &y, double &forward, double &backward,
+                 double &wgrad, double &workspace) {
+  const int64_t K = x.shape.back(), O = y.shape.back();
+  const int64_t N = int64_t(prod(x.shape)) / K;
+  const rt::Fp8CastBytes b = rt::fp8CastBytes(N, K, O);
+  const double bw = c.hbmBandwidth * c.hbmEfficiency;
+  forward += b.forward / bw;
+  backward += (b.inputGrad + b.weightGrad) / bw; // backward holds wgrad
+  wgrad += b.weightGrad / bw;
+  workspace = std::max(workspace, rt::fp8Scratch(N, K, O));
 }
 
 } // namespace
@@ -263,8 +296,13 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
             if (auto *v = std::get_if<int64_t>(&it->second))
               *v /= tp_;
         }
-      cost::OpCost oc = cost::opCost(c_, op.kind, in, out, attrs, isParam,
-                                     o_.precision, kernels);
+      // An fp8 plan runs the block linears that pass the size rule in FP8
+      // (plus their casts), everything else in bf16.
+      const bool fp8 = runsInFp8(op, in, out[0], o_.precision);
+      const cost::Precision bulk = cost::bulkPrecision(o_.precision);
+      cost::OpCost oc =
+          cost::opCost(c_, op.kind, in, out, attrs, isParam,
+                       fp8 ? cost::Precision::FP8 : bulk, kernels);
       OpSigCost sc;
       sc.forward = oc.forward.time;
       sc.backward = oc.backward();
@@ -274,7 +312,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
         // an SDDMM of dY and x on the same pattern.
         sc.backward +=
             cost::opCost(c_, "sddmm", {in[0], out[0], in[1]}, {in[0]}, attrs,
-                         {false, false, false}, o_.precision, kernels)
+                         {false, false, false}, bulk, kernels)
                 .forward.time;
       sc.wgrad = oc.backwardWeight.time;
       if (fusedGelu) {
@@ -287,7 +325,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
         sc.forward = bytes / (c_.hbmBandwidth * c_.hbmEfficiency);
         // The residual's gradient += the sum's: an add of one operand.
         sc.backward = cost::opCost(c_, "add", {out[0]}, out, attrs, {false},
-                                   o_.precision, kernels)
+                                   bulk, kernels)
                           .backward();
       }
       sc.savedInternal = oc.savedInternal;
@@ -304,6 +342,9 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                        .best.time;
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
+      if (fp8)
+        addFp8Casts(c_, in[0], out[0], sc.forward, sc.backward, sc.wgrad,
+                    sc.workspace);
       opCost_[i].push_back(sc);
     }
   }

@@ -105,4 +105,6 @@ std::vector<size_t> residualGemmOperands(const ModelGraph &g,
   return out;
 }
 
+bool fp8Linear(const OpDef &op) { return op.kind == "linear" && op.layer >= 0; }
+
 } // namespace autoddl::planner

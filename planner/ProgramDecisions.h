@@ -33,6 +33,15 @@ struct GraphUses {
   std::vector<std::vector<size_t>> readers;
 };
 
+/// Whether the generated CUDA program of an fp8 plan registers `op` as an
+/// FP8 linear (codegen/emit/ProgramAssembly.cpp): a linear of a repeated
+/// block (a transformer layer's qkv, attention projection, MLP fc and proj;
+/// not the embedding or the LM head, nor a model without blocks). The
+/// runtime then runs it in FP8 where its local shape passes
+/// backends/common/Fp8Rule.h's fp8RunsLinear, which the pricing applies to
+/// the same shape.
+bool fp8Linear(const OpDef &op);
+
 /// Whether the generated CUDA program runs forward and backward as one CUDA
 /// graph after the first step (backends/cuda/StepGraph.h): a token model's
 /// step, on every mesh (its collectives and pipeline transfers are captured

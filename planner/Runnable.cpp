@@ -24,6 +24,16 @@ RunnableConfigurations::RunnableConfigurations(const ModelGraph &g)
     }
 }
 
+std::string RunnableConfigurations::precisionRefusal(cost::Precision p,
+                                                     bool cpuBackend) {
+  // backends/cpu computes in fp32; backends/cuda/kernels/Fp8.h is the FP8.
+  if (cpuBackend && p == cost::Precision::FP8)
+    return "precision fp8: the CPU programs compute in fp32 and have no FP8 "
+           "GEMMs (generate it with --backend cuda, or plan with --precision "
+           "bf16)";
+  return "";
+}
+
 std::string RunnableConfigurations::refusal(const Knobs &k, bool kfac) const {
   using pipeline::ScheduleKind;
   const std::string zero = "zero=" + std::to_string(k.zero);

@@ -44,10 +44,19 @@ public:
   /// them.
   std::string refusal(const Knobs &k, bool kfac) const;
 
+  /// Why the generated programs of a backend (CUDA, or the CPU's when
+  /// `cpuBackend`) do not run a plan priced in precision `p`; "" when they
+  /// do. The CPU programs compute in fp32 (a bf16 plan runs there in fp32,
+  /// within verify's tolerance); an fp8 plan prices FP8 GEMMs only the CUDA
+  /// programs run. The planner knows no backend and plans for GPUs: it
+  /// returns fp8 only when asked (`--precision fp8` or `auto`), and codegen
+  /// refuses such a plan for the CPU with this one reason.
+  static std::string precisionRefusal(cost::Precision p, bool cpuBackend);
+
 private:
-  int64_t graphNodes_ = 0;    // a graph model's nodes (dp splits them), else 0
-  std::string sampleMixing_;  // the first primitive mixing samples, or ""
-  std::string dropout_;       // the first training Dropout primitive, or ""
+  int64_t graphNodes_ = 0;   // a graph model's nodes (dp splits them), else 0
+  std::string sampleMixing_; // the first primitive mixing samples, or ""
+  std::string dropout_;      // the first training Dropout primitive, or ""
 };
 
 } // namespace autoddl::planner

@@ -353,7 +353,7 @@ KfacCandidate Planner::kfacCandidate(const Knobs &k, const PricingContext &pc,
               : static_cast<double>(k.microbatch),
           pc.dpGroup(),
           pc.ppGroup(),
-          o.precision};
+          cost::bulkPrecision(o.precision)};
 }
 
 bool Planner::addKfac(const Knobs &k, const PricingContext &pc,
@@ -533,7 +533,8 @@ Priced Planner::price(const Candidate &cand, double bound) {
   p.tflopsPerGpu = p.modelFlopsPerStep / step / world / 1e12;
   p.hardwareTflopsPerGpu =
       (p.modelFlopsPerStep + recomputeFlops) / step / world / 1e12;
-  p.mfu = p.tflopsPerGpu * 1e12 / c.peakFlops(o.precision);
+  p.mfu =
+      p.tflopsPerGpu * 1e12 / c.peakFlops(cost::bulkPrecision(o.precision));
   p.bubbleFraction = ends.bubbleFraction;
   p.peakMemory = r.peakMemory;
   for (const DeviceTimes &dt : d.devices) {

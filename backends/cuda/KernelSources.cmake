@@ -10,6 +10,9 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/kernels/Dropout.cu
   ${AUTODDL_CUDA_DIR}/kernels/Elementwise.cu
   ${AUTODDL_CUDA_DIR}/kernels/Embedding.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Fp8Cast.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Fp8Gemm.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Fp8Linear.cu
   ${AUTODDL_CUDA_DIR}/kernels/GatAttention.cu
   ${AUTODDL_CUDA_DIR}/kernels/Init.cu
   ${AUTODDL_CUDA_DIR}/kernels/Linear.cu

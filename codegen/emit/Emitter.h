@@ -467,6 +467,7 @@ private:
   std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;
+  std::string fp8Weights() const; // main()'s FP8 linears (fp8 plans)
   // K-FAC plans (KfacEmitter.cpp).
   void checkKfac() const;
   void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,

@@ -559,6 +559,30 @@ std::string Emitter::specText() const {
   return out;
 }
 
+/// An fp8 plan's FP8 linears for main(): the weights of the transformer
+/// blocks' linears (planner::fp8Linear), which the CUDA harness registers;
+/// the runtime's size rule (backends/common/Fp8Rule.h) then picks which run
+/// in FP8, as the plan priced them. Empty for other plans (codegen refuses
+/// an fp8 plan for the CPU: planner/Runnable.h).
+std::string Emitter::fp8Weights() const {
+  if (plan_.precision != cost::Precision::FP8)
+    return "";
+  std::string names;
+  int64_t count = 0;
+  for (const OpDef &op : g_.ops)
+    if (planner::fp8Linear(op) && op.operands.size() > 1) {
+      names += fmt::format("{}\n      \"{}\"", count ? "," : "",
+                           g_.tensors[size_t(op.operands[1])].name);
+      ++count;
+    }
+  if (count == 0)
+    return "  // fp8 plan: no linear in a repeated block, so none in FP8\n";
+  return fmt::format("  // fp8 plan: the {} transformer-block linears whose "
+                     "GEMMs may run in FP8 (kernels/Fp8.h)\n"
+                     "  program.fp8_weights = {{{}}};\n",
+                     count, names);
+}
+
 /// main(): hands the plan's spec, parameter table, stages and schedule to
 /// the harness, which runs them (backends/common/harness/ProgramRun.h).
 std::string Emitter::programMain() const {
@@ -585,6 +609,7 @@ std::string Emitter::programMain() const {
   if (plan_.kfac)
     out += "  static const KfacProgram kfac_layers = kfac_program();\n"
            "  program.kfac = &kfac_layers;\n";
+  out += fp8Weights();
   out += "  return run_program(argc, argv, program);\n}\n";
   return out;
 }
@@ -601,9 +626,12 @@ std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
     throw UserError("codegen: " + why);
   // The one contract (planner/Runnable.h): what it refuses is all codegen
   // refuses of a configuration.
-  if (std::string why = planner::RunnableConfigurations(model).refusal(
-          plan.knobs, plan.kfac.has_value());
-      !why.empty())
+  std::string why = planner::RunnableConfigurations(model).refusal(
+      plan.knobs, plan.kfac.has_value());
+  if (why.empty())
+    why = planner::RunnableConfigurations::precisionRefusal(
+        plan.precision, backend == Backend::Cpu);
+  if (!why.empty())
     throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
                     ": the generated programs do not run this plan: " + why);
   Emitter e(plan, model, backend);

@@ -203,7 +203,7 @@ std::vector<SparseRate> readSparseRates(const json &v, const Ptr &where,
       SparseRate r;
       r.op = op;
       if (!parsePrecision(it.key(), r.precision))
-        table.fail(at, "expected a precision (fp32, tf32, bf16, fp16), got \"" +
+        table.fail(at, "expected a precision (fp32, tf32, bf16, fp16, fp8), got \"" +
                            it.key() + "\"");
       const json &pts = it.value();
       if (!pts.is_array() || pts.empty())
@@ -346,7 +346,7 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
       std::string prec = e.string("precision");
       if (!parsePrecision(prec, entry.precision))
         e.fail(e.at("precision"),
-               "expected one of fp32, tf32, bf16, fp16, got \"" + prec + "\"");
+               "expected one of fp32, tf32, bf16, fp16, fp8, got \"" + prec + "\"");
       const json &shape = e.get("shape");
       if (!shape.is_array() || shape.empty())
         e.fail(e.at("shape"),

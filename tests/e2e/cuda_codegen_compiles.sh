@@ -59,6 +59,22 @@ for c in "${cases[@]}"; do
   compile_train_cuda "$w/p"
   echo "$name: train.cpp compiles (bf16, fp32)"
 done
+# An fp8 plan (--precision fp8): its block linears' weights handed to the harness
+# (program.fp8_weights), the program compiling as the others; the CPU backend refuses it in one
+# line (planner/Runnable.h precisionRefusal).
+w=$work/fp8_dp2 && mkdir -p "$w"
+"$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 --seq 16 \
+  --fix tp=1,pp=1,dp=2 --precision fp8 --no-why -o "$w/plan.json" >/dev/null
+grep -q '"precision": "fp8"' "$w/plan.json"
+"$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" >/dev/null
+grep -q 'program.fp8_weights = {' "$w/p/train.cpp"
+compile_train_cuda "$w/p"
+if "$autoddl" codegen "$w/plan.json" --backend cpu -o "$w/cpu" 2>"$w/cpu.err"; then
+  echo "the CPU backend generated an fp8 plan" >&2
+  exit 1
+fi
+grep -q 'precision fp8: the CPU programs' "$w/cpu.err" && [ "$(wc -l <"$w/cpu.err")" -eq 1 ]
+echo "fp8_dp2: train.cpp compiles (bf16, fp32); the CPU backend refuses it"
 # The harness the programs hand themselves to (backends/cuda/harness over backends/common/harness),
 # as a project carries it, under the same flags.
 rt=$work/${cases[0]%% *}/p/runtime

@@ -427,7 +427,7 @@ void runOp(const OpOptions &o) {
     throw UserError("--kind: \"" + o.kind + "\" is not an op of docs/ir.md");
   cost::Precision precision;
   if (!cost::parsePrecision(o.precision, precision))
-    throw UserError("--precision: expected fp32, tf32, bf16 or fp16, got \"" +
+    throw UserError("--precision: expected fp32, tf32, bf16, fp16 or fp8, got \"" +
                     o.precision + "\"");
   std::vector<ops::ValueType> operands = parseOperands(o.inputs);
   ops::Attrs attrs = parseAttrs(o.kind, o.attrs);
@@ -534,7 +534,7 @@ void registerCostCommand(CLI::App &app) {
                  "indices of operands that are trainable parameters, e.g. 1,2");
   op->add_option("--attr", oo->attrs, "attribute name=value (repeatable)");
   op->add_option("--precision", oo->precision,
-                 "fp32, tf32, bf16 (default) or fp16");
+                 "fp32, tf32, bf16 (default), fp16 or fp8");
   oo->add(op);
   op->add_flag("--json", oo->asJson, "print a JSON object");
   op->callback([oo] { runOp(*oo); });

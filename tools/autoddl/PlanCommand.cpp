@@ -8,7 +8,7 @@
 //                 [--kfac-overhead PERCENT]
 //                 [--kfac-fill items|fluid]]
 //                [-o plan.json] [--json]
-//                [--no-why]
+//                [--precision bf16|fp8|auto] [--no-why]
 //
 // Prints a summary in Megatron's vocabulary (or, with --json, the plan
 // document); -o writes plan.json (docs/plan-format.md). When no configuration
@@ -50,9 +50,10 @@ struct PlanArgs {
                                    tpMode = "any", optimizer = "adamw";
   double kfacDamping = 1e-3;
   std::string kfacRule = "sgd";
-  std::string kfacRefresh;  // K or K0,K1,...; empty: set by the bubbles
-  std::string kfacFill;     // items or fluid; empty: items
-  std::string kfacOverhead; // percent of the first-order step; empty: 5
+  std::string kfacRefresh;        // K or K0,K1,...; empty: set by the bubbles
+  std::string kfacFill;           // items or fluid; empty: items
+  std::string kfacOverhead;       // percent of the first-order step; empty: 5
+  std::string precision = "bf16"; // bf16, fp8 or auto
   // Given on the command line (the defaults above are no choice of the
   // user's): K-FAC's flags need --optimizer kfac, whatever their value.
   bool kfacDampingGiven = false, kfacRuleGiven = false;
@@ -272,6 +273,30 @@ std::string annotatedIr(const ModelGraph &g, const planner::Plan &p) {
   return s;
 }
 
+/// The precisions `--precision` asks to plan in: bf16, fp8 (refused on a
+/// GPU without an FP8 peak in its cluster file: the programs would run it
+/// in bf16), or auto (bf16, and fp8 where the GPU has it: the faster plan
+/// wins).
+std::vector<cost::Precision> planPrecisions(const std::string &text,
+                                            const cost::Cluster &c) {
+  const bool hasFp8 = c.peak[static_cast<int>(cost::Precision::FP8)] > 0;
+  if (text == "auto")
+    return hasFp8 ? std::vector<cost::Precision>{cost::Precision::BF16,
+                                                 cost::Precision::FP8}
+                  : std::vector<cost::Precision>{cost::Precision::BF16};
+  cost::Precision p;
+  if (!cost::parsePrecision(text, p) ||
+      (p != cost::Precision::BF16 && p != cost::Precision::FP8))
+    throw UserError("--precision: expected bf16, fp8 or auto, got \"" + text +
+                    "\"");
+  if (p == cost::Precision::FP8 && !hasFp8)
+    throw UserError("--precision fp8: the " + c.gpuModel + " of cluster " +
+                    c.name +
+                    " has no FP8 peak (gpu.peak_tflops.fp8 in its cluster "
+                    "file); plan it in bf16");
+  return {p};
+}
+
 void run(const PlanArgs &a) {
   if (a.globalBatch < 1)
     throw UserError("--global-batch: expected at least 1, got " +
@@ -383,10 +408,22 @@ void run(const PlanArgs &a) {
                       a.kfacOverhead + "\"");
     opts.kfacOverhead = pct / 100;
   }
-  auto outcome = planner::plan(g1, g2, cluster, opts);
-  if (!outcome)
-    throw UserError("plan: " + outcome.error());
-  planner::PlanOutcome result = *std::move(outcome);
+  const std::vector<cost::Precision> precisions =
+      planPrecisions(a.precision, cluster);
+  planner::PlanOutcome result = planner::Infeasible{};
+  bool have = false;
+  for (cost::Precision prec : precisions) { // auto: the faster feasible one
+    opts.precision = prec;
+    auto outcome = planner::plan(g1, g2, cluster, opts);
+    if (!outcome)
+      throw UserError("plan: " + outcome.error());
+    const auto *p = std::get_if<planner::Plan>(&*outcome);
+    const auto *best = std::get_if<planner::Plan>(&result);
+    if (!have ||
+        (p && (!best || p->predicted.stepTime < best->predicted.stepTime)))
+      result = *std::move(outcome);
+    have = true;
+  }
   if (const auto *inf = std::get_if<planner::Infeasible>(&result))
     throw UserError(planner::infeasibleReport(*inf));
   planner::Plan &p = std::get<planner::Plan>(result);
@@ -497,6 +534,10 @@ void registerPlanCommand(CLI::App &app) {
                       "programs: sgd (momentum SGD, default) or lamb");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
+  cmd->add_option("--precision", args->precision,
+                  "bf16 (default); fp8: the transformer blocks' large "
+                  "linears in FP8 on Hopper (docs/cost-model.md, FP8); "
+                  "auto: the faster of the two");
   cmd->add_flag("--json", args->json, "print the plan document");
   cmd->add_flag("--no-why", args->noWhy,
                 "skip pricing the neighbouring choices (inspect --why)");

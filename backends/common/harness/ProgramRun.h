@@ -56,6 +56,10 @@ template <typename ParamT> struct ProgramOf {
   void (*configure_grad_sync)() = nullptr;           // the gradient buckets
   void (*preload_inputs)(int64_t step) = nullptr;    // ahead of a step graph
   int64_t (*device_numel)(const ParamT &) = nullptr; // a padded vocabulary
+  // An fp8 plan's FP8 linears (planner/ProgramDecisions.h fp8Linear), by
+  // their weight's name: the CUDA harness registers their working copies
+  // (kernels/Fp8.h), whose GEMMs then run in FP8 where the size rule says.
+  std::vector<const char *> fp8_weights;
 };
 
 /// One backend's part of a run. Every call is made on every rank.

@@ -8,6 +8,7 @@
 #include "backends/cuda/StepGraph.h"
 #include "backends/cuda/Zero.h"
 #include "backends/cuda/kernels/Elementwise.h"
+#include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/Init.h"
 #include "backends/cuda/kernels/Optimizer.h"
 #include "backends/cuda/kernels/Reduce.h"
@@ -283,6 +284,7 @@ public:
         param_grad_zeros_.add(ps.p->grad.data(),
                               ps.p->device_n * int64_t(sizeof(float)));
     param_grad_zeros_.seal();
+    register_fp8_linears();
     lap("parameters");
     set_allocation_context("the stages' buffers (activations and their "
                            "gradients, one set per micro-batch in flight)");
@@ -579,6 +581,27 @@ private:
     if (o.trace || op_profile_enabled())
       return "off under --trace and --profile (they time each op)";
     return "";
+  }
+
+  /// An fp8 plan's FP8 linears (Program::fp8_weights): their working copies
+  /// registered with kernels/Fp8.h, whose linears then run their GEMMs in
+  /// FP8 where the size rule says. Their amax histories are not saved in
+  /// checkpoints: a resumed run restarts them (primed from its first
+  /// tensors), so it continues within FP8's noise, not bit for bit.
+  void register_fp8_linears() {
+    if (p_.fp8_weights.empty())
+      return;
+    std::map<std::string, const ParamSpec *> byName;
+    for (const ParamSpec &ps : p_.params)
+      byName[ps.name] = &ps;
+    for (const char *name : p_.fp8_weights) {
+      auto it = byName.find(name);
+      if (it == byName.end())
+        throw std::runtime_error(std::string("fp8 weight ") + name +
+                                 " is not a parameter of the program");
+      if (it->second->p->held)
+        fp8_register_linear(it->second->p->work.data());
+    }
   }
 
   void init_params() {

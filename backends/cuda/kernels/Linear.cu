@@ -8,6 +8,7 @@
 // again without changing the result (gemm_tune below) and keeps the fastest.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Elementwise.h"
+#include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "backends/cuda/kernels/LtPlan.h"
 
@@ -21,16 +22,10 @@ namespace autoddl::rt {
 namespace {
 using namespace detail;
 
-#ifdef AUTODDL_FP32
-constexpr cudaDataType_t kActType = CUDA_R_32F;
-#else
-constexpr cudaDataType_t kActType = CUDA_R_16BF;
-#endif
-
 /// An epilogue beyond the bias: GELU (tanh) of the result with the result
 /// before it written to aux (the pre-activation the backward needs), or the
 /// result times the GELU derivative at aux (the backward through the GELU).
-enum class Epi : int32_t { None = 0, GeluAux = 1, DGelu = 2 };
+enum class Epi : int32_t { None = 0, GeluAux = 1, DGelu = 2 }; // lt_epilogue
 struct EpiArgs {
   Epi kind = Epi::None;
   const void *aux = nullptr;
@@ -76,19 +71,7 @@ GemmPlan build_plan(const GemmKey &key) {
       p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
-  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  switch (Epi(key.epi)) {
-  case Epi::None:
-    epi = key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    break;
-  case Epi::GeluAux:
-    epi =
-        key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    break;
-  case Epi::DGelu:
-    epi = CUBLASLT_EPILOGUE_DGELU;
-    break;
-  }
+  const cublasLtEpilogue_t epi = lt_epilogue(key.epi, key.bias != 0);
   AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
       p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (key.bias) {
@@ -515,6 +498,9 @@ void linear_forward(act_t *out, const act_t *x, const act_t *w,
       bias_add_forward(out, out, bias, N, O);
     return;
   }
+  if (fp8_linear_eligible(w, N, K, O) &&
+      fp8_linear_forward(out, x, w, bias, N, K, O, transpose_weight))
+    return;
   gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
        0.0f, out, O, false, bias);
 }
@@ -524,6 +510,10 @@ void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x, const act_t *w,
                          bool transpose_weight) {
   // cuBLASLt wants the aux rows' stride a multiple of 8 elements.
   static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
+  if (!off && fp8_linear_eligible(w, N, K, O) &&
+      fp8_linear_forward(out, x, w, bias, N, K, O, transpose_weight,
+                         Fp8Epi::GeluAux, pre))
+    return;
   if (K > 0 && O % 8 == 0 && !off &&
       gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
            0.0f, out, O, false, bias, 1, 0, 0, 0, {Epi::GeluAux, pre, O}))
@@ -537,6 +527,10 @@ void linear_residual_forward(act_t *out, const act_t *residual, const act_t *x,
                              int64_t K, int64_t O, bool transpose_weight) {
   // cuBLASLt reads C (the residual) and writes D (out): beta = 1.
   static const bool off = switched_off("AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE");
+  if (out != residual && !off && fp8_linear_eligible(w, N, K, O) &&
+      fp8_linear_forward(out, x, w, bias, N, K, O, transpose_weight,
+                         Fp8Epi::None, nullptr, residual))
+    return;
   if (K > 0 && out != residual && !off &&
       gemm(false, transpose_weight, N, O, K, x, K, w, transpose_weight ? K : O,
            1.0f, const_cast<act_t *>(residual), O, false, bias, 1, 0, 0, 0, {},
@@ -552,6 +546,11 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
   if (N == 0 || K == 0)
     return;
   static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
+  const bool fp8 = fp8_linear_eligible(w, N, K, O);
+  if (!off && fp8 &&
+      fp8_linear_backward_dx(dpre, dout, w, N, K, O, transpose_weight, false,
+                             pre))
+    return;
   if (O > 0 && K % 8 == 0 && !off &&
       gemm(false, !transpose_weight, N, K, O, dout, O, w,
            transpose_weight ? K : O, 0.0f, dpre, K, false, nullptr, 1, 0, 0, 0,
@@ -559,10 +558,11 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
     return;
   // Unfused: dx of the linear into scratch slot 2, then through the GELU.
   auto *dg = static_cast<act_t *>(scratch(2, N * K * int64_t(sizeof(act_t))));
-  if (O > 0)
+  if (O > 0 && !(fp8 && fp8_linear_backward_dx(dg, dout, w, N, K, O,
+                                               transpose_weight, false)))
     gemm(false, !transpose_weight, N, K, O, dout, O, w,
          transpose_weight ? K : O, 0.0f, dg, K, false);
-  else
+  else if (O == 0)
     zero(dg, N * K * int64_t(sizeof(act_t)));
   zero(dpre, N * K * int64_t(sizeof(act_t)));
   gelu_backward(dpre, pre, dg, N * K, true);
@@ -571,6 +571,14 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
 void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
                      const act_t *x, const act_t *w, int64_t N, int64_t K,
                      int64_t O, bool transpose_weight, bool accumulate_dx) {
+  const bool fp8 = O > 0 && fp8_linear_eligible(w, N, K, O);
+  if (fp8 && dx &&
+      fp8_linear_backward_dx(dx, dout, w, N, K, O, transpose_weight,
+                             accumulate_dx))
+    dx = nullptr; // done
+  if (fp8 && dw &&
+      fp8_linear_backward_dw(dw, dout, x, w, N, K, O, transpose_weight))
+    dw = nullptr; // done
   if (O > 0) {
     if (dx) // dx[N,K] (+)= dout[N,O] (w[O,K] as is, or w[K,O] transposed)
       gemm(false, !transpose_weight, N, K, O, dout, O, w,

@@ -17,6 +17,13 @@
 
 namespace autoddl::rt::detail {
 
+/// act_t as cuBLASLt names it.
+#ifdef AUTODDL_FP32
+constexpr cudaDataType_t kActType = CUDA_R_32F;
+#else
+constexpr cudaDataType_t kActType = CUDA_R_16BF;
+#endif
+
 /// FNV-1a over the bytes of a plan key (a struct of plain fields, compared
 /// with memcmp; no padding between them).
 template <class Key> struct LtKeyHash {
@@ -118,6 +125,20 @@ inline cublasLtMatmulPreference_t lt_preference(int32_t align) {
     AUTODDL_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof al));
   return pref;
+}
+
+/// The cuBLASLt epilogue of an epilogue kind as Linear.cu's Epi and Fp8.h's
+/// Fp8Epi number them (0: none, 1: GELU with the pre-activation to aux, 2:
+/// times the GELU derivative at aux), with a bias where `bias`.
+inline cublasLtEpilogue_t lt_epilogue(int32_t kind, bool bias) {
+  switch (kind) {
+  case 1:
+    return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  case 2:
+    return CUBLASLT_EPILOGUE_DGELU;
+  default:
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
 }
 
 } // namespace autoddl::rt::detail

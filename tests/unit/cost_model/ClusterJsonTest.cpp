@@ -348,7 +348,7 @@ TEST_F(ClusterJsonTest, CalibrationEntries) {
   doc["calibration"][0]["efficiency"] = 0.7; // both given
   EXPECT_NE(errorOf(doc).find("exactly one of"), std::string::npos);
   doc["calibration"][0].erase("efficiency");
-  doc["calibration"][0]["precision"] = "fp8";
+  doc["calibration"][0]["precision"] = "fp4";
   EXPECT_NE(errorOf(doc).find("/calibration/0/precision: expected one of"),
             std::string::npos);
 }

@@ -1,0 +1,79 @@
+// Which linears of an fp8 plan run their GEMMs in FP8 (docs/codegen.md
+// "FP8"): the one rule the CUDA runtime (backends/cuda/kernels/Fp8Linear.cu)
+// runs and the planner prices (cost_model's GEMM pricing through
+// planner/Pricing.cpp). Header-only, plain C++17, so codegen copies it with
+// backends/common.
+#ifndef AUTODDL_BACKENDS_COMMON_FP8RULE_H
+#define AUTODDL_BACKENDS_COMMON_FP8RULE_H
+
+#include <cstdint>
+
+namespace autoddl::rt {
+
+/// The bytes the casts of one FP8 linear move per micro-batch (N rows, K
+/// input, O output features), as backends/cuda/kernels/Fp8Linear.cu runs
+/// them: each cast reads bf16 (2 bytes) and writes fp8 (1). The forward
+/// casts x and W, the input gradient dY and W (transposed), the weight
+/// gradient dY and x (both transposed).
+struct Fp8CastBytes {
+  double forward, inputGrad, weightGrad;
+};
+inline Fp8CastBytes fp8CastBytes(int64_t N, int64_t K, int64_t O) {
+  const double nk = double(N) * double(K), ko = double(K) * double(O),
+               no = double(N) * double(O);
+  return {3 * (nk + ko), 3 * (no + ko), 3 * (no + nk)};
+}
+
+/// FP8 pays where the time its three GEMMs save (6 N K O flops at twice the
+/// bf16 rate) exceeds the time of its casts, which are memory-bound
+/// (fp8CastBytes: 6 (NK + KO + NO) bytes). On an H100 SXM (989 bf16 TFLOP/s
+/// dense, 3.35 TB/s) that is
+///   6 N K O (1/989e12 - 1/1979e12) > 6 (NK + KO + NO) / 3.35e12
+/// i.e. N K O / (NK + KO + NO) > ~590 elements (with the efficiency
+/// measured for bf16 GEMMs, 0.8, one assumed for FP8 ones, 0.65, and casts
+/// at 0.8 of the bandwidth: ~650); the H200's faster memory lowers the bar,
+/// so one constant serves Hopper. At 16k tokens GPT-2 124M's block linears
+/// fall short (qkv 556, fc and proj 592, the attention projection 375) and
+/// run in bf16; gpt2-medium runs qkv (734), fc and proj (780) in FP8, its
+/// attention projection (496) in bf16; gpt2-xl at 8k tokens runs all four
+/// (729-1107); a 7B layer (4096 wide) all, at 1k tokens too (683).
+/// Transformer Engine fuses the casts into the LayerNorm and GELU before the
+/// GEMMs, which lowers this bar a lot; the runtime does not (yet).
+constexpr double kFp8MinIntensity = 600;
+
+/// cuBLASLt's FP8 GEMMs want every dimension (rows, leading dimensions) a
+/// multiple of 16 elements.
+constexpr int64_t kFp8Align = 16;
+
+/// Whether N, K, O suit cuBLASLt's FP8 kernels at all.
+inline bool fp8Aligned(int64_t N, int64_t K, int64_t O) {
+  return N > 0 && K > 0 && O > 0 && N % kFp8Align == 0 &&
+         K % kFp8Align == 0 && O % kFp8Align == 0;
+}
+
+/// Whether an FP8 linear of N rows, K input and O output features runs in
+/// FP8 (the rest of its plan's precision: bf16).
+inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O) {
+  if (!fp8Aligned(N, K, O))
+    return false;
+  const double n = double(N), k = double(K), o = double(O);
+  return n * k * o >= kFp8MinIntensity * (n * k + k * o + n * o);
+}
+
+/// Bytes of the CUDA runtime's FP8 scratch for one FP8 linear: each of its
+/// GEMMs casts two operands into one grow-only buffer (x and W; dY and W^T;
+/// dY^T and x^T), the 1/scales in 256 bytes before them and the second
+/// operand 256-byte aligned (backends/cuda/kernels/Fp8Linear.cu).
+inline double fp8Scratch(int64_t N, int64_t K, int64_t O) {
+  const double nk = double(N) * double(K), ko = double(K) * double(O),
+               no = double(N) * double(O);
+  const double pairs[] = {nk + ko, no + ko, no + nk};
+  double m = 0;
+  for (double p : pairs)
+    m = p > m ? p : m;
+  return m + 512;
+}
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_COMMON_FP8RULE_H

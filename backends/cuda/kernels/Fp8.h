@@ -1,0 +1,123 @@
+// FP8 GEMMs for the linears of a plan whose precision is fp8 (Hopper and
+// Ada; docs/codegen.md "FP8"): Transformer Engine's delayed scaling.
+//
+// - Formats: E4M3 (max 448) for weights and activations in the forward, E5M2
+//   (max 57344) for output gradients in the backward.
+// - Scaling: per tensor. Each tensor role (a linear's input, weight, output
+//   gradient) has an Fp8Meta on the device: the scale its casts multiply by,
+//   the amax history of its last kFp8AmaxHistory recorded casts, and the
+//   amax of the cast now running. A recording cast computes the amax of the
+//   tensor it casts; its last block then pushes that amax into the history
+//   and sets scale = fmax / max(history) for the next cast (delayed: a cast
+//   uses the scale of the tensors before it, so it needs no second pass).
+//   The first cast of a meta is primed: an amax pass records the tensor's
+//   amax and sets the scale from it before it is cast (a host decision, so
+//   it runs in the program's first, eager step, never in a captured one).
+// - cuBLASLt's FP8 kernels take the "TN" form only (both operands with the
+//   reduced dimension contiguous): row-major D[M,N] = a[M,K] b[N,K]^T. The
+//   backward's GEMMs reduce over the other dimension of x, W and dY, so the
+//   cast kernel writes a transposed copy in the same pass (as TE does).
+// - The product is descaled in the GEMM: D = (1/sa)(1/sb) a b^T (+ bias)
+//   + beta D, through CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER, the 1/scale
+//   each cast wrote next to its output. D is act_t (bf16) or fp32 (weight
+//   gradients, accumulated with beta = 1).
+#ifndef AUTODDL_BACKENDS_CUDA_KERNELS_FP8_H
+#define AUTODDL_BACKENDS_CUDA_KERNELS_FP8_H
+
+#include "backends/cuda/Runtime.h"
+
+#include <cstdint>
+
+namespace autoddl::rt {
+
+enum class Fp8Format : int32_t { E4M3 = 0, E5M2 = 1 };
+/// The largest finite value of a format (448, 57344).
+float fp8_max(Fp8Format f);
+
+constexpr int kFp8AmaxHistory = 16;
+
+/// The delayed-scaling state of one tensor role, on the device. Zero-filled
+/// is not valid: fp8_meta_init sets scale 1.
+struct Fp8Meta {
+  float scale;         // the casts multiply by this
+  float scaleInv;      // 1 / scale
+  float amax;          // of the recording cast now running (reset after)
+  int32_t pos;         // the history slot the next amax goes to
+  uint32_t blocksDone; // the recording cast's blocks that finished
+  int32_t recorded;    // amaxes recorded so far (saturates)
+  float history[kFp8AmaxHistory];
+};
+
+/// Sets `count` metas on the device to scale 1, an empty history.
+void fp8_meta_init(Fp8Meta *metas, int64_t count);
+
+/// Casts src[R,C] (act_t, row-major) to `f` at meta's scale: out[R,C] and/or
+/// outT[C,R] (either may be null), and writes the 1/scale it used to
+/// *scaleInvOut (a device float the GEMM reads). record: the cast's amax
+/// enters meta's history and the scale is updated (Fp8Meta).
+void fp8_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
+              int64_t R, int64_t C, Fp8Format f, Fp8Meta *meta, bool record);
+
+/// What an FP8 GEMM's epilogue adds beyond a bias: none, GELU with the
+/// pre-activation written to aux (act_t, aux row stride auxLd), or the
+/// product times gelu'(aux).
+enum class Fp8Epi : int32_t { None = 0, GeluAux = 1, DGelu = 2 };
+
+/// Row-major D[M,N] = (*sa)(*sb) a[M,K] b[N,K]^T (+ bias[N]) (+ beta C);
+/// a, b fp8 of formats fa, fb (not both E5M2), their rows K apart; C is D
+/// unless `c` (act_t, D's layout) is given; D is act_t, or fp32 when dFloat.
+/// fastAccum: Hopper's faster, less exact accumulation (TE's forward).
+/// Returns false, having done nothing, where cuBLASLt has no FP8 algorithm;
+/// `probe`: only says so (the operands need not hold data yet).
+bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
+              const float *sa, const void *b, Fp8Format fb, const float *sb,
+              float beta, void *d, bool dFloat, const act_t *bias = nullptr,
+              const act_t *c = nullptr, Fp8Epi epi = Fp8Epi::None,
+              const void *aux = nullptr, int64_t auxLd = 0,
+              bool fastAccum = false, bool probe = false);
+
+/// Number of distinct FP8 GEMM plans cached (tests).
+int64_t fp8_gemm_plan_cache_size();
+
+// ---- the linears (Linear.cu dispatches here) ----
+
+/// Whether the linear of weight `w` runs in FP8: registered
+/// (fp8_register_linear), on a device with FP8 tensor cores (compute
+/// capability >= 8.9), in the bf16 build, and the shape passes the one rule
+/// of backends/common/Fp8Rule.h (fp8RunsLinear: sizes multiples of 16, the
+/// GEMMs large enough to pay for the casts). AUTODDL_FP8=0 turns FP8 off,
+/// AUTODDL_FP8=all runs every aligned registered linear in FP8.
+bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O);
+
+/// Marks the linear whose weight (the act_t working copy) is `w` as an FP8
+/// linear and gives it three metas (input, weight, output gradient); a
+/// weight registered before has its scaling restarted. Call before the
+/// first step (allocates).
+void fp8_register_linear(const act_t *w);
+/// Forgets every registered linear (tests: a freed weight's address may
+/// come back as another tensor's).
+void fp8_clear_linears();
+/// Registered linears (tests, the program's report).
+int64_t fp8_registered_linears();
+/// The metas of w's linear ([input, weight, output gradient]), or null.
+Fp8Meta *fp8_linear_metas(const act_t *w);
+
+/// The FP8 counterparts of Linear.h's functions, same arguments and
+/// conventions, for an eligible linear; each returns false, having done
+/// nothing, where cuBLASLt has no FP8 algorithm for one of its GEMMs (the
+/// caller then runs the bf16 one).
+bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
+                        const act_t *bias, int64_t N, int64_t K, int64_t O,
+                        bool transpose_weight, Fp8Epi epi = Fp8Epi::None,
+                        act_t *pre = nullptr, const act_t *residual = nullptr);
+bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
+                            int64_t N, int64_t K, int64_t O,
+                            bool transpose_weight, bool accumulate,
+                            const act_t *gelu_pre = nullptr);
+bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
+                            const act_t *w, int64_t N, int64_t K, int64_t O,
+                            bool transpose_weight);
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_CUDA_KERNELS_FP8_H

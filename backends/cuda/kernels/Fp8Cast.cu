@@ -1,0 +1,175 @@
+// The FP8 cast with its amax and the delayed-scaling update (Fp8.h).
+// One kernel reads a bf16 tensor once and writes it in FP8 as it is and/or
+// transposed (through a shared-memory tile), at the meta's current scale; a
+// recording cast also reduces its |x| maximum into the meta, and its last
+// block (the threadFenceReduction pattern) moves that amax into the history
+// and sets the scale for the next cast. So a cast is one launch, and a step
+// graph replays it unchanged (no host state takes part after the priming).
+#include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/Fp8.h"
+
+#include <cuda_fp8.h>
+
+#include <mutex>
+#include <unordered_set>
+
+namespace autoddl::rt {
+namespace {
+using namespace detail;
+
+constexpr int kTile = 32, kRowsPerPass = 8; // a 32 x 8 block walks 32 x 32
+
+__global__ void meta_init_kernel(Fp8Meta *metas, int64_t count) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count)
+    return;
+  Fp8Meta &m = metas[i];
+  m.scale = 1.0f;
+  m.scaleInv = 1.0f;
+  m.amax = 0.0f;
+  m.pos = 0;
+  m.blocksDone = 0;
+  m.recorded = 0;
+  for (int h = 0; h < kFp8AmaxHistory; ++h)
+    m.history[h] = 0.0f;
+}
+
+/// The history takes the amax just recorded; the scale follows the history's
+/// maximum (Transformer Engine's "max" algorithm, margin 0). An all-zero or
+/// non-finite maximum keeps the scale.
+__device__ void update_scale(Fp8Meta *meta, float fmax) {
+  const float a = atomicExch(&meta->amax, 0.0f);
+  meta->history[meta->pos] = a;
+  meta->pos = (meta->pos + 1) % kFp8AmaxHistory;
+  if (meta->recorded < kFp8AmaxHistory)
+    ++meta->recorded;
+  float m = 0.0f;
+  for (int h = 0; h < kFp8AmaxHistory; ++h)
+    m = fmaxf(m, meta->history[h]);
+  if (m > 0.0f && isfinite(m)) {
+    const float s = fmax / m;
+    if (isfinite(s)) {
+      meta->scale = s;
+      meta->scaleInv = 1.0f / s;
+    }
+  }
+  meta->blocksDone = 0;
+}
+
+template <class F8>
+__global__ void __launch_bounds__(kTile *kRowsPerPass)
+    cast_kernel(F8 *out, F8 *outT, float *scaleInvOut, const act_t *src,
+                int64_t R, int64_t C, Fp8Meta *meta, bool record, float fmax,
+                int64_t colTiles, int64_t tiles) {
+  __shared__ float tile[kTile][kTile + 1];
+  __shared__ float warpMax[kRowsPerPass];
+  __shared__ bool lastBlock;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const float scale = meta->scale;
+  if (blockIdx.x == 0 && tx == 0 && ty == 0 && scaleInvOut)
+    *scaleInvOut = meta->scaleInv;
+  float amax = 0.0f;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t r0 = (t / colTiles) * kTile, c0 = (t % colTiles) * kTile;
+    for (int i = ty; i < kTile; i += kRowsPerPass) {
+      const int64_t r = r0 + i, c = c0 + tx;
+      float v = 0.0f;
+      if (r < R && c < C) {
+        v = to_float(src[r * C + c]);
+        amax = fmaxf(amax, fabsf(v));
+        if (out)
+          out[r * C + c] = F8(v * scale);
+      }
+      tile[i][tx] = v;
+    }
+    if (outT) {
+      __syncthreads();
+      for (int i = ty; i < kTile; i += kRowsPerPass) {
+        const int64_t c = c0 + i, r = r0 + tx; // outT[c, r] = src[r, c]
+        if (r < R && c < C)
+          outT[c * R + r] = F8(tile[tx][i] * scale);
+      }
+      __syncthreads();
+    }
+  }
+  if (!record)
+    return;
+  for (int o = 16; o > 0; o /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (tx == 0)
+    warpMax[ty] = amax;
+  __syncthreads();
+  if (tx == 0 && ty == 0) {
+    for (int w = 1; w < kRowsPerPass; ++w)
+      amax = fmaxf(amax, warpMax[w]);
+    // Non-negative floats order as their bit patterns.
+    atomicMax(reinterpret_cast<unsigned int *>(&meta->amax),
+              __float_as_uint(amax));
+    __threadfence();
+    lastBlock = atomicAdd(&meta->blocksDone, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (lastBlock && tx == 0 && ty == 0) {
+    __threadfence();
+    update_scale(meta, fmax);
+  }
+}
+
+template <class F8>
+void launch_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
+                 int64_t R, int64_t C, Fp8Meta *meta, bool record, float fmax) {
+  const int64_t colTiles = (C + kTile - 1) / kTile;
+  const int64_t tiles = colTiles * ((R + kTile - 1) / kTile);
+  const int64_t cap = int64_t(sm_count()) * 16;
+  const unsigned grid = unsigned(tiles < cap ? tiles : cap);
+  cast_kernel<F8><<<grid, dim3(kTile, kRowsPerPass), 0, compute_stream()>>>(
+      static_cast<F8 *>(out), static_cast<F8 *>(outT), scaleInvOut, src, R, C,
+      meta, record, fmax, colTiles, tiles);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+/// Metas whose first recording cast has run (the priming pass is host
+/// logic: it runs in the first, eager step, never in a captured one);
+/// fp8_meta_init forgets them again.
+std::mutex gPrimedMu;
+std::unordered_set<const Fp8Meta *> &primed() {
+  static auto *set = new std::unordered_set<const Fp8Meta *>();
+  return *set;
+}
+bool first_record(const Fp8Meta *meta) {
+  std::lock_guard<std::mutex> lock(gPrimedMu);
+  return primed().insert(meta).second;
+}
+} // namespace
+
+float fp8_max(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0f : 57344.0f; }
+
+void fp8_meta_init(Fp8Meta *metas, int64_t count) {
+  if (count <= 0)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(gPrimedMu);
+    for (int64_t i = 0; i < count; ++i)
+      primed().erase(metas + i);
+  }
+  meta_init_kernel<<<unsigned((count + 127) / 128), 128, 0, compute_stream()>>>(
+      metas, count);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
+              int64_t R, int64_t C, Fp8Format f, Fp8Meta *meta, bool record) {
+  if (R <= 0 || C <= 0)
+    return;
+  const float fmax = fp8_max(f);
+  auto launch = f == Fp8Format::E4M3 ? launch_cast<__nv_fp8_e4m3>
+                                     : launch_cast<__nv_fp8_e5m2>;
+  // The first cast of a meta has no history to scale by (scale 1 would
+  // flush a weight's ~0.02 or a gradient's ~1e-5 to zero): an amax pass
+  // sets the scale from this tensor first.
+  if (first_record(meta))
+    launch(nullptr, nullptr, nullptr, src, R, C, meta, true, fmax);
+  launch(out, outT, scaleInvOut, src, R, C, meta, record, fmax);
+}
+
+} // namespace autoddl::rt

@@ -1,0 +1,231 @@
+// The linears in FP8 (Fp8.h): which run so, their casts and GEMMs.
+//
+// Per call (one linear, one micro-batch), with tw (w stored [O,K]):
+//   forward   x -> xq[N,K] E4M3 (records x's amax), w -> wq[O,K] E4M3
+//             (records W's; transposed from [K,O] when !tw);
+//             out[N,O] = xq wq^T (+ bias, GELU or residual epilogue).
+//   input gradient   dY -> dyq[N,O] E5M2 (dY's scale, not recorded),
+//             w -> wt[K,O] E4M3 (W's scale, not recorded);
+//             dx[N,K] (+)= dyq wt^T (DGELU epilogue through a fused GELU).
+//   weight gradient  dY -> dyT[O,N] E5M2 (records dY's amax: the weight
+//             gradient runs for every trainable linear, the input gradient
+//             not for one reading a model input), x -> xT[K,N] E4M3 (not
+//             recorded);
+//             dw[O,K] += dyT xT^T, or dw[K,O] += xT dyT^T (fp32).
+// Nothing FP8 outlives a call: the backward re-casts x and W from the bf16
+// copies the program keeps anyway, so an fp8 plan holds no more activation
+// memory than the bf16 one, only this file's scratch (the largest call's two
+// operands) and three 88-byte metas per linear. Transformer Engine keeps the
+// forward's FP8 copies instead, and casts a weight once per step, not per
+// micro-batch: faster, more memory.
+#include "backends/common/Fp8Rule.h"
+#include "backends/cuda/kernels/Fp8.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace autoddl::rt {
+namespace {
+
+enum Role { kX = 0, kW = 1, kDy = 2, kRoles = 3 };
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<const act_t *, int64_t> index; // weight -> first meta
+  DeviceBuffer<Fp8Meta> metas;                      // kRoles per linear
+  int64_t capacity = 0;
+};
+Registry &registry() {
+  static auto *r = new Registry(); // never destroyed (see LtPlanCache)
+  return *r;
+}
+
+/// A GEMM's two FP8 operands and the 1/scale each cast used, carved from
+/// one grow-only buffer: the scales in its first 256 bytes, then a, then b
+/// (256-byte aligned). So the scratch an fp8 program holds is the largest
+/// call's a + b (fp8Scratch in backends/common/Fp8Rule.h, as priced).
+struct Operands {
+  void *a, *b;
+  float *sa, *sb;
+};
+Operands operands(int64_t bytesA, int64_t bytesB) {
+  static auto *buf = new DeviceBuffer<unsigned char>(); // never destroyed
+  const int64_t offB = 256 + (bytesA + 255) / 256 * 256;
+  if (buf->size() < offB + bytesB) {
+    AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+    *buf = DeviceBuffer<unsigned char>(offB + bytesB);
+  }
+  unsigned char *base = buf->data();
+  return {base + 256, base + offB, reinterpret_cast<float *>(base),
+          reinterpret_cast<float *>(base) + 1};
+}
+
+bool device_has_fp8() {
+  static const bool has = [] {
+    int device = 0, major = 0, minor = 0;
+    AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+    AUTODDL_CUDA_CHECK(cudaDeviceGetAttribute(
+        &major, cudaDevAttrComputeCapabilityMajor, device));
+    AUTODDL_CUDA_CHECK(cudaDeviceGetAttribute(
+        &minor, cudaDevAttrComputeCapabilityMinor, device));
+    const bool ok = major * 10 + minor >= 89;
+    if (!ok && fp8_registered_linears() > 0)
+      std::fprintf(stderr,
+                   "autoddl: note: compute capability %d.%d has no "
+                   "FP8 tensor cores; the fp8 plan's linears run in "
+                   "bf16\n",
+                   major, minor);
+    return ok;
+  }();
+  return has;
+}
+
+/// AUTODDL_FP8: "0" off, "all" every aligned registered linear (to measure
+/// the rule, or train a small model in FP8), else the rule.
+enum class Fp8Switch { Off, Rule, All };
+Fp8Switch fp8_switch() {
+  static const Fp8Switch v = [] {
+    const char *e = std::getenv("AUTODDL_FP8");
+    if (e && std::strcmp(e, "0") == 0)
+      return Fp8Switch::Off;
+    if (e && std::strcmp(e, "all") == 0)
+      return Fp8Switch::All;
+    return Fp8Switch::Rule;
+  }();
+  return v;
+}
+
+/// Casts w to the [O,K] (forRows: the forward's b) or [K,O] (the input
+/// gradient's b) layout, whichever way it is stored.
+void cast_weight(void *dst, float *scaleInv, const act_t *w, int64_t K,
+                 int64_t O, bool tw, bool toOK, Fp8Meta *meta, bool record) {
+  const int64_t R = tw ? O : K, C = tw ? K : O; // as stored
+  const bool asIs = tw == toOK;
+  fp8_cast(asIs ? dst : nullptr, asIs ? nullptr : dst, scaleInv, w, R, C,
+           Fp8Format::E4M3, meta, record);
+}
+} // namespace
+
+void fp8_register_linear(const act_t *w) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (auto it = r.index.find(w); it != r.index.end()) {
+    fp8_meta_init(r.metas.data() + it->second, kRoles); // scaling restarts
+    return;
+  }
+  const int64_t n = int64_t(r.index.size());
+  if ((n + 1) * kRoles > r.capacity) { // grow (before the first step only)
+    const int64_t cap = std::max<int64_t>(64, 2 * r.capacity);
+    DeviceBuffer<Fp8Meta> grown(cap);
+    fp8_meta_init(grown.data(), cap);
+    if (r.capacity > 0)
+      copy_on_device(grown.data(), r.metas.data(),
+                     r.capacity * int64_t(sizeof(Fp8Meta)));
+    synchronize();
+    r.metas = std::move(grown);
+    r.capacity = cap;
+  }
+  fp8_meta_init(r.metas.data() + n * kRoles, kRoles); // a cleared slot's too
+  r.index.emplace(w, n * kRoles);
+}
+
+void fp8_clear_linears() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.index.clear();
+}
+
+int64_t fp8_registered_linears() {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return int64_t(r.index.size());
+}
+
+Fp8Meta *fp8_linear_metas(const act_t *w) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.index.find(w);
+  return it == r.index.end() ? nullptr : r.metas.data() + it->second;
+}
+
+bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
+#ifdef AUTODDL_FP32
+  constexpr bool kBuild = false; // the fp32 build checks against the CPU
+#else
+  constexpr bool kBuild = true;
+#endif
+  const Fp8Switch on = fp8_switch();
+  const bool shape =
+      on == Fp8Switch::All ? fp8Aligned(N, K, O) : fp8RunsLinear(N, K, O);
+  return kBuild && on != Fp8Switch::Off && shape &&
+         fp8_linear_metas(w) != nullptr && device_has_fp8();
+}
+
+// Each asks cuBLASLt for its GEMM's plan first (cached), so a GEMM with no
+// FP8 algorithm costs no casts before the caller's bf16 one.
+
+bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
+                        const act_t *bias, int64_t N, int64_t K, int64_t O,
+                        bool tw, Fp8Epi epi, act_t *pre,
+                        const act_t *residual) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  const Operands q = operands(N * K, K * O); // x[N,K], w[O,K]
+  // GeluAux: out = gelu(pre) with the pre-activation to aux; a residual is
+  // C, read with beta 1.
+  const bool gelu = epi == Fp8Epi::GeluAux;
+  auto gemm = [&](bool probe) {
+    return fp8_gemm(N, O, K, q.a, Fp8Format::E4M3, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, residual ? 1.0f : 0.0f, out, false, bias, residual,
+                    epi, gelu ? pre : nullptr, gelu ? O : 0, true, probe);
+  };
+  if (!gemm(true))
+    return false;
+  fp8_cast(q.a, nullptr, q.sa, x, N, K, Fp8Format::E4M3, m + kX, true);
+  cast_weight(q.b, q.sb, w, K, O, tw, true, m + kW, true);
+  return gemm(false);
+}
+
+bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
+                            int64_t N, int64_t K, int64_t O, bool tw,
+                            bool accumulate, const act_t *gelu_pre) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  const Operands q = operands(N * O, K * O); // dY[N,O], w^T[K,O]
+  const bool dgelu = gelu_pre != nullptr;
+  auto gemm = [&](bool probe) {
+    return fp8_gemm(N, K, O, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, accumulate ? 1.0f : 0.0f, dx, false, nullptr, nullptr,
+                    dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
+                    dgelu ? K : 0, false, probe);
+  };
+  if (!gemm(true))
+    return false;
+  fp8_cast(q.a, nullptr, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, false);
+  cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, false);
+  return gemm(false);
+}
+
+bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
+                            const act_t *w, int64_t N, int64_t K, int64_t O,
+                            bool tw) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  const Operands q = operands(N * O, N * K); // dY^T[O,N], x^T[K,N]
+  // tw: dw[O,K] += dY^T[O,N] (x^T[K,N])^T; else dw[K,O] += x^T (dY^T)^T.
+  auto gemm = [&](bool probe) {
+    return tw ? fp8_gemm(O, K, N, q.a, Fp8Format::E5M2, q.sa, q.b,
+                         Fp8Format::E4M3, q.sb, 1.0f, dw, true, nullptr,
+                         nullptr, Fp8Epi::None, nullptr, 0, false, probe)
+              : fp8_gemm(K, O, N, q.b, Fp8Format::E4M3, q.sb, q.a,
+                         Fp8Format::E5M2, q.sa, 1.0f, dw, true, nullptr,
+                         nullptr, Fp8Epi::None, nullptr, 0, false, probe);
+  };
+  if (!gemm(true))
+    return false;
+  fp8_cast(nullptr, q.a, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, false);
+  return gemm(false);
+}
+
+} // namespace autoddl::rt

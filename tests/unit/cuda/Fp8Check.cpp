@@ -1,0 +1,383 @@
+// The FP8 GEMM module (backends/cuda/kernels/Fp8.h) on the GPU:
+// - the cast: bytes equal to the host's fp8 rounding of x * scale (as is and
+//   transposed, odd shapes), the amax history and the delayed scale (primed
+//   on the first cast, delayed after it, the history rolling its maximum
+//   out), a non-recording cast changing nothing;
+// - the linears' three GEMMs (forward E4M3 x E4M3, input gradient E5M2 x
+//   E4M3, weight gradient E5M2 x E4M3 into fp32) at GPT-2's linear sizes and
+//   an odd one, against an fp32 GEMM (OpenBLAS) on the fp8-rounded inputs
+//   (bound 1e-2: bf16 output rounding and Hopper's accumulation) and on the
+//   unrounded ones (bound 0.06 for E4M3 x E4M3, 0.1 with E5M2: the formats'
+//   rounding, ~2^-4 and ~2^-3 relative per element);
+// - the dispatch rule (backends/common/Fp8Rule.h): an eligible registered
+//   linear runs in FP8, an unregistered or odd one in bf16.
+// Exits 77 without a CUDA device, or one without FP8 tensor cores (< 8.9).
+// `Fp8Check --bench` times a linear's three GEMMs in bf16 and in FP8 (with
+// the casts) at GPT-2 and 7B shapes beside the size rule's verdict.
+#include <cblas.h>
+
+#include "backends/common/Fp8Rule.h"
+#include "backends/cuda/kernels/Fp8.h"
+#include "backends/cuda/kernels/Linear.h"
+#include "tests/unit/cuda/KernelCheckUtil.h"
+
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+namespace {
+using namespace kcheck;
+using rt::Fp8Format;
+using rt::Fp8Meta;
+
+std::mt19937 gRng;
+int gFailures = 0;
+
+void expect(bool ok) { gFailures += ok ? 0 : 1; }
+
+/// Device copies: of host values (rounded to act_t, or fp32), or a poisoned
+/// act_t output.
+struct DevAct {
+  rt::DeviceBuffer<act_t> buf;
+  act_t *p;
+  explicit DevAct(const std::vector<float> &v)
+      : buf(int64_t(v.size())), p(buf.data()) {
+    upload(p, v);
+  }
+};
+struct DevFloat {
+  rt::DeviceBuffer<float> buf;
+  float *p;
+  explicit DevFloat(const std::vector<float> &v)
+      : buf(int64_t(v.size())), p(buf.data()) {
+    upload(p, v);
+  }
+};
+struct DevAlloc {
+  rt::DeviceBuffer<act_t> buf;
+  act_t *p;
+  explicit DevAlloc(int64_t n) : buf(n), p(buf.data()) {
+    poison(p, n * int64_t(sizeof(act_t)));
+  }
+};
+
+float fp8_round(float v, Fp8Format f) {
+  return f == Fp8Format::E4M3 ? float(__nv_fp8_e4m3(v))
+                              : float(__nv_fp8_e5m2(v));
+}
+unsigned char fp8_bits(float v, Fp8Format f) {
+  return f == Fp8Format::E4M3 ? __nv_fp8_e4m3(v).__x : __nv_fp8_e5m2(v).__x;
+}
+float amax_of(const std::vector<float> &v) {
+  float m = 0;
+  for (float x : v)
+    m = std::max(m, std::fabs(x));
+  return m;
+}
+/// v rounded through fp8 at the scale fmax / amax(v) and back.
+std::vector<float> quantized(const std::vector<float> &v, Fp8Format f) {
+  const float s = rt::fp8_max(f) / amax_of(v);
+  std::vector<float> q(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    q[i] = fp8_round(v[i] * s, f) / s;
+  return q;
+}
+Fp8Meta download_meta(const Fp8Meta *m) {
+  Fp8Meta h;
+  rt::copy_to_host(&h, m, int64_t(sizeof h));
+  return h;
+}
+std::vector<unsigned char> download_bytes(const void *p, int64_t n) {
+  std::vector<unsigned char> b(static_cast<size_t>(n));
+  rt::copy_to_host(b.data(), p, n);
+  return b;
+}
+
+/// One cast of x (R x C) at meta's scale `s`: out and outT against the host.
+bool cast_matches(const std::vector<float> &x, int64_t R, int64_t C, float s,
+                  Fp8Format f, const void *out, const void *outT) {
+  const auto a = download_bytes(out, R * C), t = download_bytes(outT, R * C);
+  int64_t bad = 0;
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c) {
+      const unsigned char want = fp8_bits(x[size_t(r * C + c)] * s, f);
+      bad += a[size_t(r * C + c)] != want;
+      bad += t[size_t(c * R + r)] != want;
+    }
+  return bad == 0;
+}
+
+void check_cast(int64_t R, int64_t C, Fp8Format f) {
+  const std::string tag = std::string(f == Fp8Format::E4M3 ? "E4M3" : "E5M2") +
+                          " cast " + std::to_string(R) + "x" +
+                          std::to_string(C);
+  const float fmax = rt::fp8_max(f);
+  auto x = random_values(gRng, R * C, -3, 3);
+  rt::DeviceBuffer<Fp8Meta> meta(1);
+  rt::fp8_meta_init(meta.data(), 1);
+  rt::DeviceBuffer<unsigned char> out(R * C), outT(R * C);
+  rt::DeviceBuffer<float> sinv(1);
+  DevAct dx(x);
+  // First cast: primed, so it casts at fmax / amax(x).
+  rt::fp8_cast(out.data(), outT.data(), sinv.data(), dx.p, R, C, f, meta.data(),
+               true);
+  const float a = amax_of(x);
+  Fp8Meta m = download_meta(meta.data());
+  float used = 0;
+  rt::copy_to_host(&used, sinv.data(), 4);
+  bool ok = cast_matches(x, R, C, fmax / a, f, out.data(), outT.data());
+  ok &= m.history[0] == a && m.history[1] == a && m.pos == 2 &&
+        m.recorded == 2 && m.amax == 0 && m.blocksDone == 0;
+  ok &= std::fabs(m.scale - fmax / a) <= 1e-6f * m.scale &&
+        std::fabs(used - a / fmax) <= 1e-6f * used;
+  expect(report(tag + " primed: bytes, amax, scale", ok ? 0 : 1, 0));
+  // Delayed: 2x is cast at the old scale (saturating), then raises amax.
+  std::vector<float> x2(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    x2[i] = 2 * x[i];
+  DevAct dx2(x2);
+  rt::fp8_cast(out.data(), outT.data(), sinv.data(), dx2.p, R, C, f,
+               meta.data(), true);
+  m = download_meta(meta.data());
+  ok = cast_matches(x2, R, C, fmax / a, f, out.data(), outT.data());
+  ok &= m.history[2] == 2 * a && m.pos == 3 &&
+        std::fabs(m.scale - fmax / (2 * a)) <= 1e-6f * m.scale;
+  expect(report(tag + " delayed scale, saturation", ok ? 0 : 1, 0));
+  // A non-recording cast leaves the meta as it is.
+  rt::fp8_cast(out.data(), nullptr, sinv.data(), dx.p, R, C, f, meta.data(),
+               false);
+  const Fp8Meta same = download_meta(meta.data());
+  expect(report(tag + " non-recording keeps the meta",
+                std::memcmp(&same, &m, sizeof m) == 0 ? 0 : 1, 0));
+  // kFp8AmaxHistory casts of x / 2 roll 2a out: the scale follows a / 2.
+  std::vector<float> xh(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xh[i] = x[i] / 2;
+  DevAct dxh(xh);
+  for (int i = 0; i < rt::kFp8AmaxHistory; ++i)
+    rt::fp8_cast(out.data(), nullptr, sinv.data(), dxh.p, R, C, f, meta.data(),
+                 true);
+  m = download_meta(meta.data());
+  expect(report(tag + " history rolls over",
+                std::fabs(m.scale - fmax / (a / 2)) / m.scale, 1e-6));
+}
+
+/// Row-major C[M,N] = A B^T (A [M,K], B [N,K]) in fp32 (OpenBLAS).
+std::vector<float> gemm_tn(const std::vector<float> &A,
+                           const std::vector<float> &B, int64_t M, int64_t N,
+                           int64_t K) {
+  std::vector<float> C(size_t(M * N));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(M), int(N), int(K),
+              1.0f, A.data(), int(K), B.data(), int(K), 0.0f, C.data(), int(N));
+  return C;
+}
+std::vector<float> transposed(const std::vector<float> &v, int64_t R,
+                              int64_t C) {
+  std::vector<float> t(v.size());
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < C; ++c)
+      t[size_t(c * R + r)] = v[size_t(r * C + c)];
+  return t;
+}
+
+/// The two bounds of a GEMM result: against the rounded and the unrounded
+/// inputs' product.
+void report2(const std::string &tag, const std::vector<float> &got,
+             const std::vector<float> &rounded, const std::vector<float> &exact,
+             double exactTol) {
+  expect(report(tag + " vs fp8-rounded inputs", rel_error(got, rounded), 1e-2));
+  expect(report(tag + " vs unrounded inputs", rel_error(got, exact), exactTol));
+}
+
+/// Forward, input and weight gradient of one FP8 linear (weight [O,K] when
+/// tw, else [K,O]), called directly (not through the size rule).
+void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
+  const std::string tag = "fp8 linear " + std::to_string(N) + "x" +
+                          std::to_string(K) + "x" + std::to_string(O) +
+                          (tw ? " wT" : " w");
+  auto x = random_values(gRng, N * K, -1, 1);
+  auto wOK = random_values(gRng, O * K, -0.05f, 0.05f); // [O,K]
+  auto dy = random_values(gRng, N * O, -1e-3f, 1e-3f);
+  const auto w = tw ? wOK : transposed(wOK, O, K);
+  DevAct dX(x), dW(w), dDy(dy);
+  rt::fp8_clear_linears();
+  rt::fp8_register_linear(dW.p);
+  DevAlloc out(N * O), dxOut(N * K);
+  expect(report(
+      tag + " forward ran",
+      rt::fp8_linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, tw) ? 0 : 1,
+      0));
+  const auto xq = quantized(x, Fp8Format::E4M3),
+             wq = quantized(wOK, Fp8Format::E4M3),
+             dyq = quantized(dy, Fp8Format::E5M2);
+  report2(tag + " forward", download(out.p, N * O), gemm_tn(xq, wq, N, O, K),
+          gemm_tn(x, wOK, N, O, K), 0.06);
+  // dx[N,K] = dy[N,O] W[O,K] = dy (W^T)^T.
+  expect(rt::fp8_linear_backward_dx(dxOut.p, dDy.p, dW.p, N, K, O, tw, false));
+  report2(tag + " input gradient", download(dxOut.p, N * K),
+          gemm_tn(dyq, transposed(wq, O, K), N, K, O),
+          gemm_tn(dy, transposed(wOK, O, K), N, K, O), 0.1);
+  // dw (+)= dy^T x: [O,K] = dy^T (x^T)^T, or its transpose.
+  std::vector<float> zeros(size_t(O * K), 0.0f);
+  DevFloat dw(zeros);
+  expect(rt::fp8_linear_backward_dw(dw.p, dDy.p, dX.p, dW.p, N, K, O, tw));
+  auto want = gemm_tn(transposed(dyq, N, O), transposed(xq, N, K), O, K, N);
+  auto exact = gemm_tn(transposed(dy, N, O), transposed(x, N, K), O, K, N);
+  if (!tw) {
+    want = transposed(want, O, K);
+    exact = transposed(exact, O, K);
+  }
+  report2(tag + " weight gradient (fp32)", download(dw.p, O * K), want, exact,
+          0.1);
+}
+
+/// The size rule through Linear.h: a registered eligible linear runs FP8
+/// GEMMs (new FP8 plans), an unregistered one and an odd one do not.
+void check_dispatch() {
+  const int64_t N = 2048, K = 2048, O = 2048, Nodd = 100, Kodd = 37;
+  expect(report("rule: 2048x2048x2048 in FP8, 16384x768x768 not",
+                autoddl::rt::fp8RunsLinear(N, K, O) &&
+                        !autoddl::rt::fp8RunsLinear(16384, 768, 768) &&
+                        !autoddl::rt::fp8RunsLinear(Nodd, Kodd, O)
+                    ? 0
+                    : 1,
+                0));
+  auto x = random_values(gRng, N * K, -1, 1);
+  auto w = random_values(gRng, O * K, -0.05f, 0.05f);
+  DevAct dX(x), dW(w), dU(w);
+  DevAlloc out(N * O);
+  rt::fp8_clear_linears();
+  rt::fp8_register_linear(dW.p);
+  const int64_t before = rt::fp8_gemm_plan_cache_size();
+  rt::linear_forward(out.p, dX.p, dU.p, nullptr, N, K, O, true);
+  const int64_t unregistered = rt::fp8_gemm_plan_cache_size() - before;
+  rt::linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
+  const int64_t registered = rt::fp8_gemm_plan_cache_size() - before;
+  report2("dispatch 2048x2048x2048 forward", download(out.p, N * O),
+          gemm_tn(quantized(x, Fp8Format::E4M3), quantized(w, Fp8Format::E4M3),
+                  N, O, K),
+          gemm_tn(x, w, N, O, K), 0.06);
+  // An odd registered linear: bf16, its FP8 plans untouched.
+  auto xo = random_values(gRng, Nodd * Kodd, -1, 1);
+  auto wo = random_values(gRng, O * Kodd, -0.05f, 0.05f);
+  DevAct dXo(xo), dWo(wo);
+  DevAlloc outo(Nodd * O);
+  rt::fp8_register_linear(dWo.p);
+  rt::linear_forward(outo.p, dXo.p, dWo.p, nullptr, Nodd, Kodd, O, true);
+  const int64_t odd = rt::fp8_gemm_plan_cache_size() - before - registered;
+  expect(report("dispatch: FP8 plans made (unregistered, registered, odd)",
+                unregistered == 0 && registered == 1 && odd == 0 ? 0 : 1, 0));
+  expect(report(
+      "dispatch odd 100x37x2048 forward (bf16)",
+      rel_error(download(outo.p, Nodd * O), gemm_tn(xo, wo, Nodd, O, Kodd)),
+      kActTol));
+}
+/// Milliseconds per call of `fn`: the median of 5 runs of 10 after a
+/// warm-up call (plans, autotuning, the casts' priming).
+template <class Fn> float time_ms(Fn fn) {
+  fn();
+  cudaEvent_t a, b;
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&a));
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = 0; r < 5; ++r) {
+    AUTODDL_CUDA_CHECK(cudaEventRecord(a, rt::compute_stream()));
+    for (int i = 0; i < 10; ++i)
+      fn();
+    AUTODDL_CUDA_CHECK(cudaEventRecord(b, rt::compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / 10);
+  }
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(a));
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ms.begin(), ms.end());
+  return ms[2];
+}
+
+/// --bench: one linear's three GEMMs (forward, input and weight gradient) in
+/// bf16 and in FP8 with its casts, at GPT-2 and 7B shapes, beside the size
+/// rule's verdict (backends/common/Fp8Rule.h): the data to set
+/// kFp8MinIntensity from. Milliseconds per linear and micro-batch.
+void bench() {
+  struct Shape {
+    int64_t N, K, O;
+  };
+  const Shape shapes[] = {
+      {16384, 768, 768},   {16384, 768, 2304},  {16384, 768, 3072},
+      {16384, 3072, 768},  {16384, 1024, 1024}, {16384, 1024, 3072},
+      {16384, 1024, 4096}, {16384, 1280, 1280}, {16384, 1280, 5120},
+      {8192, 1600, 1600},  {8192, 1600, 4800},  {8192, 1600, 6400},
+      {8192, 6400, 1600},  {4096, 4096, 4096},  {4096, 4096, 11008},
+      {1024, 4096, 4096}};
+  std::printf("%-20s %9s %9s %9s %7s %s\n", "N x K x O", "intensity", "bf16 ms",
+              "fp8 ms", "fp8 x", "rule");
+  for (const Shape &sh : shapes) {
+    const int64_t N = sh.N, K = sh.K, O = sh.O;
+    auto x = random_values(gRng, N * K, -1, 1);
+    auto w = random_values(gRng, O * K, -0.05f, 0.05f);
+    auto dy = random_values(gRng, N * O, -1e-3f, 1e-3f);
+    DevAct dX(x), dW(w), dWb(w), dDy(dy); // dWb: unregistered, bf16
+    DevAlloc out(N * O), dxo(N * K);
+    DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW.p);
+    const float tb = time_ms([&] {
+      rt::linear_forward(out.p, dX.p, dWb.p, nullptr, N, K, O, true);
+      rt::linear_backward(dxo.p, dw.p, nullptr, dDy.p, dX.p, dWb.p, N, K, O,
+                          true, false);
+    });
+    const float t8 = time_ms([&] {
+      rt::fp8_linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
+      rt::fp8_linear_backward_dx(dxo.p, dDy.p, dW.p, N, K, O, true, false);
+      rt::fp8_linear_backward_dw(dw.p, dDy.p, dX.p, dW.p, N, K, O, true);
+    });
+    const double n = double(N), k = double(K), o = double(O);
+    const std::string name =
+        std::to_string(N) + "x" + std::to_string(K) + "x" + std::to_string(O);
+    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %s\n", name.c_str(),
+                n * k * o / (n * k + k * o + n * o), tb, t8, tb / t8,
+                autoddl::rt::fp8RunsLinear(N, K, O) ? "fp8" : "bf16");
+  }
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  int devices = 0, major = 0, minor = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("Fp8Check: no CUDA device, skipped\n");
+    return 77;
+  }
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (major * 10 + minor < 89) {
+    std::printf("Fp8Check: compute capability %d.%d has no FP8, skipped\n",
+                major, minor);
+    return 77;
+  }
+  if (argc == 2 && std::strcmp(argv[1], "--bench") == 0) {
+    gRng.seed(1);
+    bench();
+    return 0;
+  }
+  unsigned seed = 0;
+  int status = 0;
+  if (!seed_from_args(argc, argv, "Fp8Check", seed, status))
+    return status;
+  gRng.seed(seed);
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    check_cast(64, 96, f);
+    check_cast(37, 53, f); // partial tiles
+  }
+  // GPT-2's block linears at 1024 tokens (qkv, attention projection, fc,
+  // proj), the weight stored both ways, and an odd size (multiples of 16).
+  check_linear(1024, 768, 2304, true);
+  check_linear(1024, 768, 768, false);
+  check_linear(1024, 768, 3072, true);
+  check_linear(1024, 3072, 768, true);
+  check_linear(272, 400, 1040, false);
+  check_dispatch();
+  std::printf("Fp8Check: %s\n", gFailures ? "FAILED" : "all passed");
+  return gFailures ? 1 : 0;
+}

@@ -1,0 +1,146 @@
+//===- Fp8PlanTest.cpp - fp8 as a plan precision --------------------------===//
+//
+// The size rule the runtime runs and the pricing prices
+// (backends/common/Fp8Rule.h), the FP8 peak of the cluster presets, which
+// linears an fp8 plan hands to FP8 (ProgramDecisions.h fp8Linear), the
+// planner's prices of fp8 plans against bf16 ones on real models, plan.json's
+// "precision", and the CPU backend's refusal (Runnable.h).
+//
+//===----------------------------------------------------------------------===//
+#include "backends/common/Fp8Rule.h"
+#include "cost_model/io/ClusterJson.h"
+#include "ir/import/ModelImporter.h"
+#include "planner/PlanJson.h"
+#include "planner/ProgramDecisions.h"
+#include "planner/Runnable.h"
+#include "planner/Search.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace autoddl;
+using namespace autoddl::planner;
+
+namespace {
+
+TEST(Fp8Rule, GptSizesAsDocumented) {
+  using rt::fp8RunsLinear;
+  // GPT-2 124M at 16k tokens: every block linear short of the bar.
+  EXPECT_FALSE(fp8RunsLinear(16384, 768, 2304));
+  EXPECT_FALSE(fp8RunsLinear(16384, 768, 3072));
+  EXPECT_FALSE(fp8RunsLinear(16384, 3072, 768));
+  EXPECT_FALSE(fp8RunsLinear(16384, 768, 768));
+  // gpt2-medium: qkv, fc, proj yes; the attention projection no.
+  EXPECT_TRUE(fp8RunsLinear(16384, 1024, 3072));
+  EXPECT_TRUE(fp8RunsLinear(16384, 1024, 4096));
+  EXPECT_FALSE(fp8RunsLinear(16384, 1024, 1024));
+  // gpt2-xl at 8k tokens, a 7B layer at 1k tokens: all.
+  EXPECT_TRUE(fp8RunsLinear(8192, 1600, 1600));
+  EXPECT_TRUE(fp8RunsLinear(1024, 4096, 4096));
+  // Not a multiple of 16 (cuBLASLt's FP8 alignment), however large.
+  EXPECT_FALSE(fp8RunsLinear(8192, 4096, 50257));
+  EXPECT_FALSE(fp8RunsLinear(8193, 4096, 4096));
+  const rt::Fp8CastBytes b = rt::fp8CastBytes(2, 3, 5);
+  EXPECT_DOUBLE_EQ(b.forward, 3 * (6 + 15));
+  EXPECT_DOUBLE_EQ(b.inputGrad, 3 * (10 + 15));
+  EXPECT_DOUBLE_EQ(b.weightGrad, 3 * (10 + 6));
+  EXPECT_DOUBLE_EQ(rt::fp8Scratch(2, 3, 5), 25 + 512); // dY and W^T
+}
+
+TEST(Fp8Cluster, HopperPresetsHaveTwiceTheBf16Peak) {
+  for (const char *name : {"dgx-h100-ndr", "dgx-h200-ndr", "h200x2-nvlink"}) {
+    const cost::Cluster c = cost::loadCluster(name);
+    EXPECT_DOUBLE_EQ(c.peakFlops(cost::Precision::FP8), 1979e12) << name;
+    EXPECT_DOUBLE_EQ(c.peakFlops(cost::Precision::FP8),
+                     2 * c.peakFlops(cost::Precision::BF16))
+        << name;
+  }
+  // No FP8 on an A100: an fp8 price falls back to bf16, not fp32.
+  const cost::Cluster a100 = cost::loadCluster("dgx-a100-hdr");
+  EXPECT_DOUBLE_EQ(a100.peakFlops(cost::Precision::FP8), 312e12);
+  cost::Precision p = cost::Precision::BF16;
+  ASSERT_TRUE(cost::parsePrecision("fp8", p));
+  EXPECT_EQ(p, cost::Precision::FP8);
+  EXPECT_EQ(cost::precisionName(p), "fp8");
+  EXPECT_EQ(cost::bulkPrecision(p), cost::Precision::BF16);
+}
+
+TEST(Fp8Decisions, TheBlockLinearsOnly) {
+  import::ImportOptions io;
+  io.batch = 1;
+  const ModelGraph g = import::importModel("gpt2", io);
+  int fp8 = 0, layers = 0;
+  for (const OpDef &op : g.ops) {
+    fp8 += fp8Linear(op);
+    layers += op.kind == "attention";
+    if (op.kind == "linear" && op.layer < 0) // the tied LM head
+      EXPECT_FALSE(fp8Linear(op)) << op.name;
+  }
+  EXPECT_EQ(fp8, 4 * layers); // qkv, attention projection, fc, proj
+}
+
+Plan planOf(const char *model, int64_t batch, int64_t microbatch,
+            cost::Precision precision) {
+  import::ImportOptions io;
+  io.batch = 1;
+  const ModelGraph g1 = import::importModel(model, io);
+  io.batch = 2;
+  const ModelGraph g2 = import::importModel(model, io);
+  cost::Cluster c = cost::loadCluster("dgx-h100-ndr");
+  c.gpusPerNode = 1;
+  c = cost::withNodes(c, 1);
+  PlannerOptions o;
+  o.globalBatch = batch;
+  o.fixed.microbatch = microbatch;
+  o.explain = false;
+  o.precision = precision;
+  auto r = plan(g1, g2, c, o);
+  EXPECT_TRUE(static_cast<bool>(r)) << r.error();
+  const Plan *p = r ? std::get_if<Plan>(&*r) : nullptr;
+  EXPECT_NE(p, nullptr);
+  return p ? *p : Plan{};
+}
+
+TEST(Fp8Plan, LargeModelFasterSmallModelUnchanged) {
+  const Plan xl16 = planOf("gpt2-xl", 16, 8, cost::Precision::BF16);
+  const Plan xl8 = planOf("gpt2-xl", 16, 8, cost::Precision::FP8);
+  EXPECT_EQ(xl8.precision, cost::Precision::FP8);
+  // Every block linear in FP8 (with its casts): faster, by less than the
+  // GEMMs' 2x (attention, norms, the head stay bf16).
+  const double speedup = xl16.predicted.stepTime / xl8.predicted.stepTime;
+  EXPECT_GT(speedup, 1.05);
+  EXPECT_LT(speedup, 1.6);
+  // The casts' scratch is counted; the MFU stays against the bf16 peak.
+  EXPECT_GT(xl8.predicted.peakAllocated, xl16.predicted.peakAllocated);
+  EXPECT_DOUBLE_EQ(xl8.peakFlops, xl16.peakFlops);
+  // GPT-2 124M: no block linear passes the rule: priced as bf16.
+  const Plan s16 = planOf("gpt2", 16, 16, cost::Precision::BF16);
+  const Plan s8 = planOf("gpt2", 16, 16, cost::Precision::FP8);
+  EXPECT_DOUBLE_EQ(s8.predicted.stepTime, s16.predicted.stepTime);
+}
+
+TEST(Fp8Plan, JsonRecordsThePrecision) {
+  const Plan p = planOf("gpt2", 16, 16, cost::Precision::FP8);
+  const std::string text = planToText(p);
+  EXPECT_NE(text.find("\"precision\": \"fp8\""), std::string::npos);
+  const Plan q = planFromJson(nlohmann::json::parse(text), "plan.json");
+  EXPECT_EQ(q.precision, cost::Precision::FP8);
+  EXPECT_EQ(planToText(q), text);
+  // A bf16 plan reads as before: no field.
+  const Plan b = planOf("gpt2", 16, 16, cost::Precision::BF16);
+  EXPECT_EQ(planToText(b).find("\"precision\""), std::string::npos);
+  // A precision the programs do not run is refused.
+  nlohmann::json bad = nlohmann::json::parse(text);
+  bad["precision"] = "fp16";
+  EXPECT_ANY_THROW(planFromJson(bad, "plan.json"));
+}
+
+TEST(Fp8Plan, TheCpuProgramsRefuseFp8) {
+  using R = RunnableConfigurations;
+  EXPECT_NE(R::precisionRefusal(cost::Precision::FP8, true), "");
+  EXPECT_EQ(R::precisionRefusal(cost::Precision::FP8, false), "");
+  EXPECT_EQ(R::precisionRefusal(cost::Precision::BF16, true), "");
+}
+
+} // namespace
