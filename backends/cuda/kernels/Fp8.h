@@ -34,7 +34,7 @@ enum class Fp8Format : int32_t { E4M3 = 0, E5M2 = 1 };
 /// The largest finite value of a format (448, 57344).
 float fp8_max(Fp8Format f);
 
-constexpr int kFp8AmaxHistory = 16;
+constexpr int kFp8AmaxHistory = 32;
 
 /// The delayed-scaling state of one tensor role, on the device. Zero-filled
 /// is not valid: fp8_meta_init sets scale 1.

@@ -1,21 +1,22 @@
 // The linears in FP8 (Fp8.h): which run so, their casts and GEMMs.
 //
 // Per call (one linear, one micro-batch), with tw (w stored [O,K]):
-//   forward   x -> xq[N,K] E4M3 (records x's amax), w -> wq[O,K] E4M3
-//             (records W's; transposed from [K,O] when !tw);
-//             out[N,O] = xq wq^T (+ bias, GELU or residual epilogue).
-//   input gradient   dY -> dyq[N,O] E5M2 (dY's scale, not recorded),
-//             w -> wt[K,O] E4M3 (W's scale, not recorded);
-//             dx[N,K] (+)= dyq wt^T (DGELU epilogue through a fused GELU).
-//   weight gradient  dY -> dyT[O,N] E5M2 (records dY's amax: the weight
-//             gradient runs for every trainable linear, the input gradient
-//             not for one reading a model input), x -> xT[K,N] E4M3 (not
-//             recorded);
-//             dw[O,K] += dyT xT^T, or dw[K,O] += xT dyT^T (fp32).
+//   forward          x -> xq[N,K] E4M3, w -> wq[O,K] E4M3 (transposed from
+//                    [K,O] when !tw); out[N,O] = xq wq^T (+ bias, GELU or
+//                    residual epilogue).
+//   input gradient   dY -> dyq[N,O] E5M2, w -> wt[K,O] E4M3;
+//                    dx[N,K] (+)= dyq wt^T (DGELU epilogue through a GELU).
+//   weight gradient  dY -> dyT[O,N] E5M2, x -> xT[K,N] E4M3;
+//                    dw[O,K] += dyT xT^T, or dw[K,O] += xT dyT^T (fp32).
+// Every cast records its tensor's amax: a GEMM that falls back to bf16 (no
+// FP8 algorithm for its epilogue) must not leave the other GEMMs' casts of
+// the same tensor on a stale scale. So a tensor enters its history once per
+// GEMM that casts it (x and W twice a micro-batch, dY twice), and the 32
+// entries span 16 micro-batches.
 // Nothing FP8 outlives a call: the backward re-casts x and W from the bf16
 // copies the program keeps anyway, so an fp8 plan holds no more activation
 // memory than the bf16 one, only this file's scratch (the largest call's two
-// operands) and three 88-byte metas per linear. Transformer Engine keeps the
+// operands) and three 152-byte metas per linear. Transformer Engine keeps the
 // forward's FP8 copies instead, and casts a weight once per step, not per
 // micro-batch: faster, more memory.
 #include "backends/common/Fp8Rule.h"
@@ -202,8 +203,8 @@ bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
   };
   if (!gemm(true))
     return false;
-  fp8_cast(q.a, nullptr, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, false);
-  cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, false);
+  fp8_cast(q.a, nullptr, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, true);
   return gemm(false);
 }
 
@@ -224,7 +225,7 @@ bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
   if (!gemm(true))
     return false;
   fp8_cast(nullptr, q.a, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
-  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, false);
+  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
   return gemm(false);
 }
 
