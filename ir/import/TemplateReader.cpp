@@ -109,6 +109,10 @@ GcnConfig graphConfig(JsonFields &f, bool heads = false) {
   if (heads)
     c.heads = f.positive("heads", c.heads);
   f.rejectUnknown();
+  for (int64_t h : c.hiddenSizes) // gat's hidden layers are heads x h wide
+    if (heads && (__int128)h * c.heads > (int64_t(1) << 40))
+      f.fail("heads", "expected heads x hidden_sizes[i] <= 2^40, got " +
+                          std::to_string(c.heads) + " x " + std::to_string(h));
   if ((__int128)c.numNodes * c.numNodes < c.nnz)
     f.fail("nnz", "expected at most num_nodes^2 = " +
                       std::to_string((int64_t)std::min<__int128>(

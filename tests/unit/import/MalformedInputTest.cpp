@@ -185,6 +185,12 @@ TEST(Malformed, ZeroNegativeOverflowingSizes) {
                         "expected a positive integer, got 0"});
   expectError(R"({"template": "gcn", "config": {"num_nodes": 3, "nnz": 10}})",
               {"at /config/nnz:", "at most num_nodes^2"});
+  // gat's hidden width is heads x hidden_sizes[i]: its product is bounded.
+  expectError(
+      R"({"template": "gat", "config": {"heads": 4611686018427387904}})",
+      {"at /config/heads:", "expected heads x hidden_sizes[i] <= 2^40"});
+  expectError(R"({"template": "gat", "config": {"heads": 0}})",
+              {"at /config/heads:", "expected a positive integer, got 0"});
 }
 
 TEST(Malformed, ShapeRelations) {
