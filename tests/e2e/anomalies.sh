@@ -10,12 +10,8 @@
 #  - no checkpoint to reload, no rollbacks left, bad flags: one line each, exit status 1..123.
 # Usage: anomalies.sh AUTODDL WORKDIR
 set -uo pipefail
-autoddl=$1 w=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$w" && mkdir -p "$w"
-. "$here/checkpoint_lib.sh"
-
-plan_dp2
+. "$(dirname "$0")/checkpoint_lib.sh"
+checkpoint_test "$@" dp2
 
 # A normal run (12 steps, the ranks compared every 4): nobody named.
 "$autoddl" run "$w/plan.json" --steps 12 --out "$w/normal" -- --quiet --straggler-window 4 \

@@ -1,5 +1,6 @@
-# Shared by the checkpoint tests (restart_killed_rank.sh, resume_other_plan.sh, anomalies.sh);
-# sourced with $w (the work folder), $autoddl and $here set.
+# Shared by the checkpoint tests (restart_killed_rank.sh, resume_other_plan.sh, anomalies.sh,
+# compressed_checkpoint.sh): each sources it and calls checkpoint_test AUTODDL WORKDIR [dp2].
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 fail() { echo "FAIL: $*"; exit 1; }
 # expect_error WHAT PATTERN CMD...: CMD exits with a status in 1..123 and prints PATTERN, in one
 # error line.
@@ -33,4 +34,11 @@ plan_dp2() {
   "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 2 --global-batch 8 --seq 16 \
     --fix tp=1,pp=1,dp=2 --no-why -o "$w/plan.json" > /dev/null || fail plan
   python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level 0 || fail megatron.py
+}
+# checkpoint_test AUTODDL WORKDIR [dp2]: $autoddl and $w set, $w emptied; with dp2, plan_dp2.
+checkpoint_test() {
+  autoddl=$1 w=$2
+  rm -rf "$w" && mkdir -p "$w"
+  [ "${3:-}" = dp2 ] && plan_dp2
+  return 0
 }

@@ -12,11 +12,8 @@
 #    naming the file, exit status 1..123; the full base resumes under that plan.
 # Usage: compressed_checkpoint.sh AUTODDL WORKDIR
 set -uo pipefail
-autoddl=$1 w=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$w" && mkdir -p "$w"
-. "$here/checkpoint_lib.sh"
-plan_dp2
+. "$(dirname "$0")/checkpoint_lib.sh"
+checkpoint_test "$@" dp2
 
 "$autoddl" run "$w/plan.json" --steps 8 --out "$w/full" -- --quiet --save "$w/ck" --save-every 2 \
   > "$w/full.log" 2>&1 || { cat "$w/full.log"; fail "uncompressed run"; }

@@ -12,12 +12,9 @@
 #    naming the file, exit status 1..123, nothing written or overwritten.
 # Usage: restart_killed_rank.sh AUTODDL WORKDIR
 set -uo pipefail
-autoddl=$1 w=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$w" && mkdir -p "$w"
-. "$here/checkpoint_lib.sh"
+. "$(dirname "$0")/checkpoint_lib.sh"
+checkpoint_test "$@" dp2
 
-plan_dp2
 run() { "$autoddl" run "$w/plan.json" --steps 8 "$@"; }
 
 # The uninterrupted run, asynchronous checkpoints every 2 steps; and the same with --save-sync.

@@ -17,10 +17,8 @@
 # odd_vocab_dp2_tp2_zero1 and odd_vocab_tp2: their builds are in the cache (AUTODDL_CACHE). ~30 s on 2 cores once built.
 # Usage: resume_other_plan.sh AUTODDL WORKDIR
 set -uo pipefail
-autoddl=$1 w=$2
-here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$w" && mkdir -p "$w"
-. "$here/checkpoint_lib.sh"
+. "$(dirname "$0")/checkpoint_lib.sh"
+checkpoint_test "$@"
 
 # plan NAME MODEL RANKS FIX MEGATRON: the verify matrix's plan (the same bytes, one build).
 plan() {
