@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "backends/cuda/kernels/LtPlan.h"
+#include "backends/cuda/kernels/TiledGemm.cuh"
 
 #include <cstdio>
 #include <cstdlib>
@@ -202,7 +203,7 @@ bool gemm_tune(GemmPlan &plan, const act_t *A, const act_t *B, float beta,
   return true;
 }
 
-constexpr int kTile = 16;
+constexpr int kTile = kTiledGemmTile;
 
 /// A plain tiled GEMM for the shapes cuBLASLt has no algorithm for (row-major,
 /// the arguments of gemm() below; blockIdx.z is the batch).
@@ -212,32 +213,12 @@ gemm_fallback_kernel(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                      const act_t *A, int64_t lda, const act_t *B, int64_t ldb,
                      float beta, TC *C, int64_t ldc, const act_t *bias,
                      int64_t sA, int64_t sB, int64_t sC) {
-  __shared__ float as[kTile][kTile + 1], bs[kTile][kTile + 1];
   A += int64_t(blockIdx.z) * sA;
   B += int64_t(blockIdx.z) * sB;
   C += int64_t(blockIdx.z) * sC;
   const int64_t i = int64_t(blockIdx.y) * kTile + threadIdx.y;
   const int64_t j = int64_t(blockIdx.x) * kTile + threadIdx.x;
-  float acc = 0.0f;
-  for (int64_t p0 = 0; p0 < K; p0 += kTile) {
-    const int64_t ia = int64_t(blockIdx.y) * kTile + threadIdx.y,
-                  pa = p0 + threadIdx.x;
-    as[threadIdx.y][threadIdx.x] =
-        ia < M && pa < K
-            ? to_float(transA ? A[pa * lda + ia] : A[ia * lda + pa])
-            : 0.0f;
-    const int64_t pb = p0 + threadIdx.y,
-                  jb = int64_t(blockIdx.x) * kTile + threadIdx.x;
-    bs[threadIdx.y][threadIdx.x] =
-        pb < K && jb < N
-            ? to_float(transB ? B[jb * ldb + pb] : B[pb * ldb + jb])
-            : 0.0f;
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < kTile; ++q)
-      acc += as[threadIdx.y][q] * bs[q][threadIdx.x];
-    __syncthreads();
-  }
+  const float acc = tiled_gemm_sum(transA, transB, M, N, K, A, lda, B, ldb);
   if (i < M && j < N) {
     TC *c = C + i * ldc + j;
     float v = acc + (bias ? to_float(bias[j]) : 0.0f);

@@ -3,6 +3,7 @@
 // parallelism), the factor all-reduce, and the helpers of KfacInternal.cuh.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/LtPlan.h"
+#include "backends/cuda/kernels/TiledGemm.cuh"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
 
@@ -64,7 +65,7 @@ Plan build(const Key &key) {
   return p;
 }
 
-constexpr int kTile = 16;
+constexpr int kTile = detail::kTiledGemmTile;
 
 /// The tiled GEMM for shapes cuBLASLt has no algorithm for (row-major, the
 /// arguments of gemm()).
@@ -73,26 +74,10 @@ __global__ void gemm_tiled_kernel(bool transA, bool transB, int64_t M,
                                   int64_t N, int64_t K, float alpha, const T *A,
                                   int64_t lda, const T *B, int64_t ldb,
                                   float beta, float *C, int64_t ldc) {
-  __shared__ float as[kTile][kTile + 1], bs[kTile][kTile + 1];
   const int64_t i = int64_t(blockIdx.y) * kTile + threadIdx.y;
   const int64_t j = int64_t(blockIdx.x) * kTile + threadIdx.x;
-  float acc = 0.0f;
-  for (int64_t p0 = 0; p0 < K; p0 += kTile) {
-    const int64_t pa = p0 + threadIdx.x, pb = p0 + threadIdx.y;
-    as[threadIdx.y][threadIdx.x] =
-        i < M && pa < K
-            ? detail::to_float(transA ? A[pa * lda + i] : A[i * lda + pa])
-            : 0.0f;
-    bs[threadIdx.y][threadIdx.x] =
-        pb < K && j < N
-            ? detail::to_float(transB ? B[j * ldb + pb] : B[pb * ldb + j])
-            : 0.0f;
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < kTile; ++q)
-      acc += as[threadIdx.y][q] * bs[q][threadIdx.x];
-    __syncthreads();
-  }
+  const float acc =
+      detail::tiled_gemm_sum(transA, transB, M, N, K, A, lda, B, ldb);
   if (i < M && j < N) {
     float *c = C + i * ldc + j;
     *c = alpha * acc + (beta != 0.0f ? beta * *c : 0.0f);
