@@ -635,7 +635,13 @@ std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
     throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
                     ": the generated programs do not run this plan: " + why);
   Emitter e(plan, model, backend);
-  return e.emit();
+  // Sections end and begin with a blank line of their own: one between them.
+  // (No generated string literal holds a raw newline.)
+  std::string text = e.emit();
+  for (size_t at = text.find("\n\n\n"); at != std::string::npos;
+       at = text.find("\n\n\n", at))
+    text.erase(at, 1);
+  return text;
 }
 
 std::string backendRefusal(const ModelGraph &model, Backend backend) {

@@ -9,6 +9,7 @@
 #include "codegen/emit/Emitter.h"
 #include "planner/ProgramDecisions.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -122,21 +123,48 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     for (const KfacCall &c : calls)
       if (c.phase > 0)
         phases[slot.first].insert(c.phase);
-  out += "\n// Whether this device has K-FAC items in step `phase` (> 0) of "
-         "its refresh cycle.\nstatic bool kfac_items_at(int64_t phase) {\n"
-         "  switch (g.rpp) {\n";
-  for (const auto &[d, set] : phases)
-    out += fmt::format("  case {}:\n    return {};\n", d, oneOf("phase", set));
-  out += "  }\n  (void)phase;\n  return false;\n}\n";
   // Per device, the step of its cycle whose end runs what the bubbles leave
   // (KfacProgram::tail_phase): the plan's last placing step.
-  out += "\n// The step of this device's refresh cycle whose end runs what its "
-         "bubbles leave.\nstatic int64_t kfac_tail_phase() {\n  switch "
-         "(g.rpp) {\n";
+  std::map<int, int> tail;
   for (const planner::KfacDevicePlan &dev : plan_.kfac->devices)
-    out += fmt::format("  case {}:\n    return {};\n", dev.device,
-                       std::max(0, dev.steps - 1));
-  out += "  }\n  return -1;\n}\n";
+    tail[dev.device] = std::max(0, dev.steps - 1);
+  const bool ranges = std::all_of(phases.begin(), phases.end(), [](auto &e) {
+    return *e.second.rbegin() - *e.second.begin() + 1 == int(e.second.size());
+  });
+  if (ranges) { // the usual: one table
+    std::string rows;
+    for (int d = 0; d < p; ++d) {
+      auto it = phases.find(d);
+      auto t = tail.find(d);
+      rows += fmt::format("{}{{{}, {}, {}}}", d ? ", " : "",
+                          it == phases.end() ? 1 : *it->second.begin(),
+                          it == phases.end() ? 0 : *it->second.rbegin(),
+                          t == tail.end() ? -1 : t->second);
+    }
+    out += fmt::format(
+        "\n// Per pipeline device: the first and last step (> 0) of its "
+        "refresh "
+        "cycle with K-FAC\n// items (none: 1, 0), and the step whose end runs "
+        "what its bubbles leave.\nstatic const int kKfacCycle[kPP][3] = {{{}}};"
+        "\nstatic bool kfac_items_at(int64_t phase) {{\n  return phase >= "
+        "kKfacCycle[g.rpp][0] && phase <= kKfacCycle[g.rpp][1];\n}}\nstatic "
+        "int64_t kfac_tail_phase() {{ return kKfacCycle[g.rpp][2]; }}\n",
+        rows);
+  } else {
+    out += "\n// Whether this device has K-FAC items in step `phase` (> 0) of "
+           "its refresh cycle.\nstatic bool kfac_items_at(int64_t phase) {\n"
+           "  switch (g.rpp) {\n";
+    for (const auto &[d, set] : phases)
+      out +=
+          fmt::format("  case {}:\n    return {};\n", d, oneOf("phase", set));
+    out += "  }\n  (void)phase;\n  return false;\n}\n";
+    out += "\n// The step of this device's refresh cycle whose end runs what "
+           "its bubbles leave.\nstatic int64_t kfac_tail_phase() {\n  switch "
+           "(g.rpp) {\n";
+    for (const auto &[d, t] : tail)
+      out += fmt::format("  case {}:\n    return {};\n", d, t);
+    out += "  }\n  return -1;\n}\n";
+  }
   // Over every device: the layers with curvature items of a later step
   // (KfacProgram::saves).
   std::set<int> saves;
