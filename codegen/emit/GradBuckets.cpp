@@ -97,7 +97,7 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
   out += fmt::format("constexpr int kBuckets = {};\n", buckets_.size());
   out += "static void configure_grad_sync() {\n";
   if (buckets_.empty()) {
-    out += "  grad_sync.configure(g.dp, {}, {});\n}\n\n";
+    out += "  grad_sync.configure(g.dp, {}, {});\n}\n";
     return out;
   }
   std::map<int, size_t> bucketOf;
@@ -133,7 +133,7 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
          rowsDecl + wrapList(rows, rowsDecl.size(), "      ") +
          "};\n  static const std::vector<ParamSpec> specs = param_specs();\n"
          "  configure_grad_buckets(specs, kBucketOf, kGradBuckets, "
-         "kBuckets);\n}\n\n";
+         "kBuckets);\n}\n";
   return out;
 }
 

@@ -586,7 +586,8 @@ std::string Emitter::fp8Weights() const {
 /// main(): hands the plan's spec, parameter table, stages and schedule to
 /// the harness, which runs them (backends/common/harness/ProgramRun.h).
 std::string Emitter::programMain() const {
-  std::string out = "\n} // namespace\n\nint main(int argc, char **argv) {\n"
+  // After plan_spec() (and kfac_program()), which end with a blank line.
+  std::string out = "} // namespace\n\nint main(int argc, char **argv) {\n"
                     "  Program program;\n  program.spec = plan_spec();\n"
                     "  program.params = param_specs();\n"
                     "  program.allocate_stages = allocate_stages;\n"
@@ -635,13 +636,7 @@ std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
     throw UserError((plan.origin.empty() ? "plan" : plan.origin) +
                     ": the generated programs do not run this plan: " + why);
   Emitter e(plan, model, backend);
-  // Sections end and begin with a blank line of their own: one between them.
-  // (No generated string literal holds a raw newline.)
-  std::string text = e.emit();
-  for (size_t at = text.find("\n\n\n"); at != std::string::npos;
-       at = text.find("\n\n\n", at))
-    text.erase(at, 1);
-  return text;
+  return e.emit();
 }
 
 std::string backendRefusal(const ModelGraph &model, Backend backend) {
