@@ -22,6 +22,7 @@
 #include "backends/common/Fp8Rule.h"
 #include "backends/cuda/kernels/Fp8.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,9 @@ struct Registry {
   std::unordered_map<const act_t *, int64_t> index; // weight -> first meta
   DeviceBuffer<Fp8Meta> metas;                      // kRoles per linear
   int64_t capacity = 0;
+  // index.size(), read without the lock: a bf16 plan's linears (none
+  // registered) skip the lookup on every call.
+  std::atomic<int64_t> count{0};
 };
 Registry &registry() {
   static auto *r = new Registry(); // never destroyed (see LtPlanCache)
@@ -131,19 +135,17 @@ void fp8_register_linear(const act_t *w) {
   }
   fp8_meta_init(r.metas.data() + n * kRoles, kRoles); // a cleared slot's too
   r.index.emplace(w, n * kRoles);
+  r.count.store(int64_t(r.index.size()));
 }
 
 void fp8_clear_linears() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.index.clear();
+  r.count.store(0);
 }
 
-int64_t fp8_registered_linears() {
-  Registry &r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  return int64_t(r.index.size());
-}
+int64_t fp8_registered_linears() { return registry().count.load(); }
 
 Fp8Meta *fp8_linear_metas(const act_t *w) {
   Registry &r = registry();
@@ -162,6 +164,7 @@ bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
   const bool shape =
       on == Fp8Switch::All ? fp8Aligned(N, K, O) : fp8RunsLinear(N, K, O);
   return kBuild && on != Fp8Switch::Off && shape &&
+         registry().count.load(std::memory_order_relaxed) > 0 &&
          fp8_linear_metas(w) != nullptr && device_has_fp8();
 }
 
