@@ -133,10 +133,21 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f;
   const void *cIn = c ? static_cast<const void *>(c) : d;
-  AUTODDL_CUBLAS_CHECK(
+  const cublasStatus_t st =
       cublasLtMatmul(cublaslt(), plan.desc, &alpha, b, plan.a, a, plan.b, &beta,
                      cIn, plan.d, d, plan.d, &plan.algo, cublaslt_workspace(),
-                     size_t(kCublasLtWorkspaceBytes), compute_stream()));
+                     size_t(kCublasLtWorkspaceBytes), compute_stream());
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+    // The heuristic's algorithm refused these operands (nothing launched):
+    // the caller runs this GEMM in bf16, now and for every later call.
+    std::fprintf(stderr,
+                 "autoddl: note: cuBLASLt refused the FP8 GEMM m=%lld n=%lld "
+                 "k=%lld epilogue %d at run time; running it in bf16\n",
+                 (long long)key.m, (long long)key.n, (long long)key.k, key.epi);
+    plans().update(key, [](Fp8Plan &p) { p.found = false; });
+    return false;
+  }
+  AUTODDL_CUBLAS_CHECK(st);
   return true;
 }
 

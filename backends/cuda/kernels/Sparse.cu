@@ -277,6 +277,7 @@ void gather(act_t *dst, const SparseFormat &f, int64_t nnz, bool add) {
 /// out[rows, n] += A X (values as run_spmm), through the scratch buffer.
 void spmm_add(act_t *out, const Csr &m, const SparseFormat &f,
               const act_t *values, const act_t *x, int64_t n) {
+  ensure_built(f, false, n); // f.w8.rows is 0 until the format is built
   const int64_t count = int64_t(f.w8.rows) * n;
   if (m.scratch.size() < count)
     m.scratch = DeviceBuffer<act_t>(count);
