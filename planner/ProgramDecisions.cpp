@@ -8,16 +8,6 @@
 #include <string>
 
 namespace autoddl::planner {
-namespace {
-
-bool hasInput(const ModelGraph &g, const char *name) {
-  for (const TensorDef &t : g.tensors)
-    if (t.role == TensorRole::Input && t.name == name)
-      return true;
-  return false;
-}
-
-} // namespace
 
 GraphUses::GraphUses(const ModelGraph &g)
     : producer(g.tensors.size(), -1), readers(g.tensors.size()) {
@@ -37,7 +27,7 @@ bool stepRunsAsGraph(const ModelGraph &g) {
     if (op.kind == "primitive" &&
         attrOr<std::string>(op, "op_type", "") == "Dropout")
       return false;
-  return hasInput(g, "input_ids") && !hasInput(g, "adjacency");
+  return true;
 }
 
 bool unevenVocabSplitRuns(int64_t size, int tp) {

@@ -43,10 +43,10 @@ struct GraphUses {
 bool fp8Linear(const OpDef &op);
 
 /// Whether the generated CUDA program runs forward and backward as one CUDA
-/// graph after the first step (backends/cuda/StepGraph.h): a token model's
+/// graph after the first step (backends/cuda/StepGraph.h): every model's
 /// step, on every mesh (its collectives and pipeline transfers are captured
-/// with the kernels); not a graph model's, whose accuracy count is read back
-/// inside the step, nor one with a training Dropout primitive.
+/// with the kernels, accuracy counts stay on the device until the step
+/// ends), but one with a training Dropout primitive.
 bool stepRunsAsGraph(const ModelGraph &g);
 
 /// Whether the programs split `size` elements over `tp` ranks: into equal

@@ -360,6 +360,13 @@ private:
   void emitSoftmax(OpCall &c);
   void emitCrossEntropy(OpCall &c);
   void emitSquaredError(OpCall &c);
+  // The accuracy counts: the activation set's (`comment`) or the results'
+  // members, a counting call's text ("a.correct" counting scores against
+  // labels, or the held-out nodes' count), and the host value of one after
+  // the step.
+  std::string correctMembers(bool comment) const;
+  std::string countCorrect(bool heldout, const std::string &args) const;
+  std::string correctRead(bool heldout) const;
   void emitRowsAccuracy(const std::function<void(std::string)> &F,
                         const std::string &scores, const std::string &labels,
                         int64_t N, int64_t V);

@@ -113,12 +113,12 @@ void Emitter::emitCrossEntropy(OpCall &c) {
     F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
                   "the accuracy",
                   whole, x[0], shapeInit({N, V})));
-    F(fmt::format("a.correct = count_correct(a.{}.data(), {}, {}, {}{});",
-                  whole, x[1], N, Vf, ldG));
+    F(countCorrect(false, fmt::format("a.{}.data(), {}, {}, {}{}", whole, x[1],
+                                      N, Vf, ldG)));
     if (graphModel_)
-      F(fmt::format("a.correct_heldout = count_correct(a.{}.data(), "
-                    "graph_heldout_labels(), {}, {}{});",
-                    whole, N, Vf, ldG));
+      F(countCorrect(true, fmt::format("a.{}.data(), graph_heldout_labels(), "
+                                       "{}, {}{}",
+                                       whole, N, Vf, ldG)));
   } else {
     emitRowsAccuracy(F, x[0], x[1], N, V);
   }
@@ -131,12 +131,44 @@ void Emitter::emitRowsAccuracy(const std::function<void(std::string)> &F,
                                int64_t V) {
   if (!reportsAccuracy())
     return;
-  F(fmt::format("a.correct = count_correct({}, {}, {}, {});", scores, labels, N,
-                V));
+  F(countCorrect(false, fmt::format("{}, {}, {}, {}", scores, labels, N, V)));
   if (graphModel_)
-    F(fmt::format("a.correct_heldout = count_correct({}, "
-                  "graph_heldout_labels(), {}, {});",
-                  scores, N, V));
+    F(countCorrect(true, fmt::format("{}, graph_heldout_labels(), {}, {}",
+                                     scores, N, V)));
+}
+
+std::string Emitter::correctMembers(bool comment) const {
+  if (target_.lossSumOnDevice) // counted on the device, read after the step
+    return fmt::format("  DeviceBuffer<unsigned long long> correct{{{}}};{}\n",
+                       graphModel_ ? 2 : 1,
+                       !comment       ? ""
+                       : graphModel_ ? " // samples whose largest logit is the "
+                                       "label; the same over the held-out nodes"
+                                     : " // samples whose largest logit is the "
+                                       "label");
+  std::string out = comment ? "  int64_t correct = 0; // samples whose largest "
+                              "logit is the label\n"
+                            : "  int64_t correct = 0;\n";
+  if (graphModel_)
+    out += comment ? "  int64_t correct_heldout = 0; // the same over the "
+                     "held-out nodes\n"
+                   : "  int64_t correct_heldout = 0;\n";
+  return out;
+}
+
+std::string Emitter::countCorrect(bool heldout, const std::string &args) const {
+  if (target_.lossSumOnDevice)
+    return fmt::format("count_correct(a.correct.data(){}, {});",
+                       heldout ? " + 1" : "", args);
+  return fmt::format("a.correct{} = count_correct({});",
+                     heldout ? "_heldout" : "", args);
+}
+
+std::string Emitter::correctRead(bool heldout) const {
+  if (target_.lossSumOnDevice)
+    return fmt::format("double(counter_to_host(a.correct.data(){}))",
+                       heldout ? " + 1" : "");
+  return heldout ? "double(a.correct_heldout)" : "double(a.correct)";
 }
 
 /// squared_error: scores [N,C] against the one-hot of labels [N], on whole or

@@ -455,15 +455,15 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
         "// This rank's share of the step's correctly classified samples (as "
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
         "0;\n  if (kLossRowsOnTp || g.rtp == 0)\n    for (const auto &a : "
-        "{})\n      sum += double(a.correct);\n  return sum;\n}}\n\n",
-        lastStage);
+        "{})\n      sum += {};\n  return sum;\n}}\n\n",
+        lastStage, correctRead(false));
   if (graphModel_)
     glue += fmt::format(
         "// The same over the graph's held-out nodes.\nstatic double "
         "local_heldout_correct() {{\n  double sum = 0;\n  if (g.rtp == 0)\n "
-        "   for (const auto &a : {})\n      sum += "
-        "double(a.correct_heldout);\n  return sum;\n}}\n\n",
-        lastStage);
+        "   for (const auto &a : {})\n      sum += {};\n  return "
+        "sum;\n}}\n\n",
+        lastStage, correctRead(true));
   glue += schedules(sched);
   // After the stages' table: each stage allocates (frees) its own sets.
   glue += "\n// The activation sets of the stages this rank runs.\nstatic void "

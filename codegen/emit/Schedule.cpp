@@ -183,8 +183,8 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
 
 /// The CUDA program's step graph (backends/cuda/StepGraph.h): whether this
 /// plan's forward and backward qualify, and the input loads that run ahead of
-/// the graph. Every plan does but one with an accuracy count (copied to the
-/// host inside the step): tensor-parallel collectives run on the compute
+/// the graph. Every plan does but one with a training Dropout primitive
+/// (planner::stepRunsAsGraph): tensor-parallel collectives run on the compute
 /// stream, and the pipeline links' transfers and the gradient buckets'
 /// all-reduces on streams forked from it and joined back before the body
 /// ends, so the capture holds them with the kernels.
@@ -196,8 +196,8 @@ std::string Emitter::stepGraphGlue() const {
       "{};\n\n",
       graphable ? "yes (collectives and pipeline transfers are captured with "
                   "the kernels)"
-                : "not for this plan (its accuracy count is read inside the "
-                  "step)",
+                : "not for this plan (a training Dropout keys its mask by the "
+                  "step, a host value)",
       graphable ? "true" : "false");
   out += "// The inputs of every micro-batch this rank runs, loaded ahead of "
          "a step graph\n// (copied into the micro-batch's activation set in "

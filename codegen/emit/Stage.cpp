@@ -229,11 +229,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
   if (hasLoss && !target_.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && reportsAccuracy())
-    out += "  int64_t correct = 0; // samples whose largest logit is the "
-           "label\n";
-  if (hasLoss && graphModel_)
-    out += "  int64_t correct_heldout = 0; // the same over the held-out "
-           "nodes\n";
+    out += correctMembers(true);
   if (target_.gradZeroSet)
     out += fmt::format("  ZeroSet grad_zeros; // the gradients "
                        "stage{}_zero_grads clears, one launch\n",
@@ -255,9 +251,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     std::string fields = target_.lossSumOnDevice ? memberDecl("losses")
                                                  : "  double loss_sum = 0;\n";
     if (reportsAccuracy())
-      fields += "  int64_t correct = 0;\n";
-    if (graphModel_)
-      fields += "  int64_t correct_heldout = 0;\n";
+      fields += correctMembers(false);
     out += fmt::format("// What the step reads of each micro-batch's loss, "
                        "kept apart from its activation set.\nstruct "
                        "Stage{0}Results {{\n{1}}};\nstatic "
@@ -360,10 +354,13 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
                ? "  copy_on_device(r.losses.data(), a.losses.data(), "
                  "a.losses.size() * int64_t(sizeof(float)));\n"
                : "  r.loss_sum = a.loss_sum;\n";
-    if (reportsAccuracy())
-      out += "  r.correct = a.correct;\n";
-    if (graphModel_)
-      out += "  r.correct_heldout = a.correct_heldout;\n";
+    if (reportsAccuracy() && target_.lossSumOnDevice)
+      out += "  copy_on_device(r.correct.data(), a.correct.data(), "
+             "a.correct.size() * int64_t(sizeof(unsigned long long)));\n";
+    else if (reportsAccuracy())
+      out += graphModel_ ? "  r.correct = a.correct;\n  r.correct_heldout = "
+                           "a.correct_heldout;\n"
+                         : "  r.correct = a.correct;\n";
   }
   out += "}\n\n";
 

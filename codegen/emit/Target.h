@@ -37,8 +37,9 @@ struct Target {
   // than the probabilities [B, H, T, T], and its backward may store its
   // input gradients.
   bool attentionSavesLse;
-  // The loss is summed on the device at the end of the step (sum_to_host)
-  // rather than by each forward pass on the host.
+  // The loss is summed and the accuracy counted on the device, read after
+  // the step (sum_to_host, counter_to_host), rather than by each forward
+  // pass on the host: nothing in the step waits for the host.
   bool lossSumOnDevice;
   // Scratch buffers of a backward (partial sums before their all-reduce)
   // are stage members, zeroed where used (no allocation in a captured step),

@@ -311,17 +311,21 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
-int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
-                      int64_t V, int64_t ld) {
+void count_correct(unsigned long long *count, const act_t *logits,
+                   const int32_t *labels, int64_t N, int64_t V, int64_t ld) {
+  AUTODDL_CUDA_CHECK(
+      cudaMemsetAsync(count, 0, sizeof(unsigned long long), compute_stream()));
   if (N <= 0 || V <= 0)
-    return 0;
+    return;
   ld = ld ? ld : V;
-  DeviceBuffer<unsigned long long> count(1); // zero-filled
   count_correct_kernel<<<grid_for(N * 32, 256), 256, 0, compute_stream()>>>(
-      count.data(), logits, labels, N, V, ld);
+      count, logits, labels, N, V, ld);
   AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+int64_t counter_to_host(const unsigned long long *count) {
   unsigned long long host = 0;
-  copy_to_host(&host, count.data(), sizeof(host));
+  copy_to_host(&host, count, sizeof(host));
   return int64_t(host);
 }
 

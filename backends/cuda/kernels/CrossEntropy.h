@@ -40,10 +40,16 @@ void squared_error_backward(act_t *dscores, const act_t *scores,
 
 /// Rows of logits [N,V] whose first largest element is at labels[n] (the
 /// CPU program's count_correct: std::max_element); rows with a negative label
-/// are not counted; rows ld apart when ld > V (a padded vocabulary).
-/// Synchronous: the accuracy of classifiers and graph models.
-int64_t count_correct(const act_t *logits, const int32_t *labels, int64_t N,
-                      int64_t V, int64_t ld = 0);
+/// are not counted; rows ld apart when ld > V (a padded vocabulary). The
+/// count goes to the device counter *count (set, not added to), enqueued on
+/// the compute stream: the accuracy of classifiers and graph models, read
+/// after the step (counter_to_host), so a step graph can capture it.
+void count_correct(unsigned long long *count, const act_t *logits,
+                   const int32_t *labels, int64_t N, int64_t V,
+                   int64_t ld = 0);
+
+/// A device counter's value (synchronises the compute stream).
+int64_t counter_to_host(const unsigned long long *count);
 
 /// Vocab-parallel step 1: local_max[N] = row max of the local logits [N,Vl].
 void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,

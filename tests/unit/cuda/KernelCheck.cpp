@@ -206,6 +206,8 @@ int main(int argc, char **argv) {
   check_crossentropy_strided(9, 1000);   // ld 1024; shards 512, 512
   check_squared_error(64, 10);
   check_squared_error(5, 1000);
+  check_count_correct(1000, 10, 10);
+  check_count_correct(65, 50257, 50304); // a padded vocabulary's rows
   check_adamw((1 << 20) + 5, 0);
   check_adamw(1001, 1);
   check_sgd(100003, 0.9f);

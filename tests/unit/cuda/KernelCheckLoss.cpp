@@ -54,6 +54,42 @@ void check_squared_error(int64_t N, int64_t C) {
       });
 }
 
+// The accuracy count (count_correct into a device counter, set not added):
+// rows ld apart, ties (the first maximum wins), labels outside the count.
+
+void check_count_correct(int64_t N, int64_t V, int64_t ld) {
+  const std::string tag = "count_correct " + shape({N, V}) + " ld " +
+                          std::to_string(ld);
+  // Few distinct values: ties in most rows.
+  std::vector<float> logits(size_t(N * ld), -100.0f);
+  std::uniform_int_distribution<int> level(0, 3);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t v = 0; v < V; ++v)
+      logits[size_t(n * ld + v)] = float(level(gRng));
+  std::vector<int32_t> labels = loss_targets(N, V);
+  for (int64_t n = 0; n < N; n += 3) // rows with a right answer
+    if (labels[size_t(n)] >= 0)
+      logits[size_t(n * ld + labels[size_t(n)])] = 9.0f;
+  int64_t want = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const float *row = logits.data() + n * ld;
+    if (labels[size_t(n)] >= 0 &&
+        std::max_element(row, row + V) - row == labels[size_t(n)])
+      ++want;
+  }
+  DevAct dl(logits);
+  rt::DeviceBuffer<int32_t> dt(N);
+  upload(dt.data(), labels);
+  rt::DeviceBuffer<unsigned long long> count(1);
+  rt::count_correct(count.data(), dl.p, dt.data(), N, V, ld);
+  rt::count_correct(count.data(), dl.p, dt.data(), N, V, ld); // set, not add
+  const int64_t got = rt::counter_to_host(count.data());
+  const bool ok = got == want;
+  std::printf("%s %s: %lld of %lld rows (want %lld)\n", ok ? "ok  " : "FAIL",
+              tag.c_str(), (long long)got, (long long)N, (long long)want);
+  gOk &= ok;
+}
+
 // ---- cross-entropy ----
 
 void check_crossentropy(int64_t N, int64_t V) {

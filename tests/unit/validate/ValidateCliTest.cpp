@@ -391,8 +391,9 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
   EXPECT_NE(ve.out.find("this run's step ran eagerly"), std::string::npos)
       << ve.out;
   // The same model on two GPUs (dp=2) is graphed too (its gradient buckets'
-  // all-reduces are captured with the kernels); a graph model, which reads
-  // its accuracy back inside the step, is not.
+  // all-reduces are captured with the kernels), and so is a graph model (its
+  // accuracy counts stay on the device); a model with a training Dropout
+  // primitive (its mask keyed by the step) is not.
   CliRun p2 = cli("plan tiny-gpt --cluster '" + fitted +
                   "' --gpus 2 --global-batch 16 --seq 16 --fix tp=1,pp=1,dp=2 "
                   "--no-why -o '" +
@@ -405,7 +406,15 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
                   "' --gpus 1 --global-batch 1 --no-why -o '" + dir_ +
                   "/gcn-plan.json'");
   ASSERT_EQ(pg.status, 0) << pg.err;
-  EXPECT_FALSE(readJson(dir_ + "/gcn-plan.json")
+  EXPECT_TRUE(readJson(dir_ + "/gcn-plan.json")
+                  .at("predicted")
+                  .at("step_graph")
+                  .get<bool>());
+  CliRun pd = cli("plan tests/onnx/exports/train-mlp-ts.onnx --cluster '" +
+                  fitted + "' --gpus 1 --global-batch 8 --no-why -o '" + dir_ +
+                  "/dropout-plan.json'");
+  ASSERT_EQ(pd.status, 0) << pd.err;
+  EXPECT_FALSE(readJson(dir_ + "/dropout-plan.json")
                    .at("predicted")
                    .at("step_graph")
                    .get<bool>());
