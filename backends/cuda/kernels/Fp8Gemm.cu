@@ -45,6 +45,25 @@ void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
       cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value));
 }
 
+/// The heuristic's first algorithm for p's descriptors (as they are set now)
+/// into p.algo; false where there is none (NOT_SUPPORTED: no FP8 kernel for
+/// this device or problem).
+bool heuristic(Fp8Plan &p, int32_t align) {
+  cublasLtMatmulPreference_t pref = lt_preference(align);
+  cublasLtMatmulHeuristicResult_t result = {};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      cublaslt(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
+    AUTODDL_CUBLAS_CHECK(st);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0 ||
+      result.state != CUBLAS_STATUS_SUCCESS)
+    return false;
+  p.algo = result.algo;
+  return true;
+}
+
 Fp8Plan build_plan(const Fp8Key &key) {
   Fp8Plan p;
   AUTODDL_CUBLAS_CHECK(
@@ -73,20 +92,8 @@ Fp8Plan build_plan(const Fp8Key &key) {
   p.a = lt_layout(cudaDataType_t(key.typeA), key.k, key.m, key.lda);
   p.b = lt_layout(cudaDataType_t(key.typeB), key.k, key.n, key.ldb);
   p.d = lt_layout(cudaDataType_t(key.typeD), key.m, key.n, key.ldc);
-  cublasLtMatmulPreference_t pref = lt_preference(key.align);
-  cublasLtMatmulHeuristicResult_t result = {};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      cublaslt(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  // NOT_SUPPORTED: no FP8 kernel for this device or problem.
-  if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
-    AUTODDL_CUBLAS_CHECK(st);
-  if (st == CUBLAS_STATUS_SUCCESS && found > 0 &&
-      result.state == CUBLAS_STATUS_SUCCESS) {
-    p.found = true;
-    p.algo = result.algo;
-  } else {
+  p.found = heuristic(p, key.align);
+  if (!p.found) {
     std::fprintf(stderr,
                  "autoddl: note: no cuBLASLt FP8 algorithm for GEMM m=%lld "
                  "n=%lld k=%lld epilogue %d; running it in bf16\n",
@@ -133,17 +140,33 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
     set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f;
   const void *cIn = c ? static_cast<const void *>(c) : d;
-  const cublasStatus_t st =
-      cublasLtMatmul(cublaslt(), plan.desc, &alpha, b, plan.a, a, plan.b, &beta,
-                     cIn, plan.d, d, plan.d, &plan.algo, cublaslt_workspace(),
-                     size_t(kCublasLtWorkspaceBytes), compute_stream());
+  auto run = [&] {
+    return cublasLtMatmul(cublaslt(), plan.desc, &alpha, b, plan.a, a, plan.b,
+                          &beta, cIn, plan.d, d, plan.d, &plan.algo,
+                          cublaslt_workspace(), size_t(kCublasLtWorkspaceBytes),
+                          compute_stream());
+  };
+  cublasStatus_t st = run();
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED && heuristic(plan, key.align)) {
+    // The algorithm chosen with stand-in scale pointers refused the real
+    // ones: asked again with them set, kept if it runs.
+    st = run();
+    if (st == CUBLAS_STATUS_SUCCESS)
+      plans().update(key, [&](Fp8Plan &p) { p.algo = plan.algo; });
+  }
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
-    // The heuristic's algorithm refused these operands (nothing launched):
-    // the caller runs this GEMM in bf16, now and for every later call.
+    // Nothing launched: the caller runs this GEMM in bf16, now and for every
+    // later call. cuBLASLt's own check of the algorithm says more.
+    cublasLtMatmulHeuristicResult_t check = {};
+    const cublasStatus_t cs =
+        cublasLtMatmulAlgoCheck(cublaslt(), plan.desc, plan.a, plan.b, plan.d,
+                                plan.d, &plan.algo, &check);
     std::fprintf(stderr,
                  "autoddl: note: cuBLASLt refused the FP8 GEMM m=%lld n=%lld "
-                 "k=%lld epilogue %d at run time; running it in bf16\n",
-                 (long long)key.m, (long long)key.n, (long long)key.k, key.epi);
+                 "k=%lld epilogue %d at run time (its algorithm check: %s, "
+                 "workspace %zu bytes); running it in bf16\n",
+                 (long long)key.m, (long long)key.n, (long long)key.k, key.epi,
+                 cublasLtGetStatusName(cs), check.workspaceSize);
     plans().update(key, [](Fp8Plan &p) { p.found = false; });
     return false;
   }

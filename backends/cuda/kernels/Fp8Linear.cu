@@ -64,8 +64,9 @@ Operands operands(int64_t bytesA, int64_t bytesB) {
     *buf = DeviceBuffer<unsigned char>(offB + bytesB);
   }
   unsigned char *base = buf->data();
+  // Each scale 128 bytes from the other (cuBLASLt reads them as operands).
   return {base + 256, base + offB, reinterpret_cast<float *>(base),
-          reinterpret_cast<float *>(base) + 1};
+          reinterpret_cast<float *>(base + 128)};
 }
 
 bool device_has_fp8() {
