@@ -36,15 +36,7 @@ double storedToDouble(DataType t, const void *p) {
 }
 
 const char *dataTypeName(DataType t) {
-  switch (t) {
-  case DataType::F32:
-    return "fp32";
-  case DataType::F16:
-    return "fp16";
-  case DataType::BF16:
-    return "bf16";
-  }
-  return "?";
+  return t == DataType::F32 ? "fp32" : t == DataType::F16 ? "fp16" : "bf16";
 }
 
 WindowFormat::WindowFormat(WindowFormat &&other) noexcept {
@@ -93,11 +85,13 @@ constexpr int kWindowShift = 34; // col < 2^31 fits in bits 3..33
 /// Device buffers freed at scope exit.
 struct Scratch {
   std::vector<void *> ptrs;
+  int64_t bytes = 0; // held now: WindowFormat::buildScratchBytes at the end
   template <typename T> cudaError_t alloc(T *&p, size_t count) {
     void *raw = nullptr;
-    cudaError_t err = cudaMalloc(&raw, std::max<size_t>(count, 1) * sizeof(T));
+    const size_t n = std::max<size_t>(count, 1) * sizeof(T);
+    cudaError_t err = cudaMalloc(&raw, n);
     if (err == cudaSuccess)
-      ptrs.push_back(raw);
+      ptrs.push_back(raw), bytes += int64_t(n);
     p = static_cast<T *>(raw);
     return err;
   }
@@ -725,6 +719,7 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
         f.numTcVectors += hostVecStart[w + 1] - hostVecStart[w];
       }
   }
+  f.buildScratchBytes = s.bytes;
   out = std::move(f);
   return cudaSuccess;
 }
