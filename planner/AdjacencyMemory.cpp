@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "planner/AdjacencyMemory.h"
 
+#include "backends/common/DegreeLaw.h"
 #include "cost_model/Compute.h"
 
 #include <algorithm>
@@ -23,6 +24,37 @@ struct FormatBytes {
   double slots = 0; // value slots: tensor-core blocks x 64 + CUDA-core entries
   double held() const { return w8 + positions + values + workspace; }
 };
+
+/// Windows the builder cuts into several parts: those holding more than
+/// 8 partBlocks entries. The planner knows no degrees; it takes the generated
+/// graphs' law (DegreeLaw.h: classes communities of equal size, every edge end
+/// drawn by rank over one's members; the node of rank k expects
+/// (nnz - nodes) / classes * share(k) entries besides its self loop, scaled
+/// to this format's mean degree) and rows of like degree sharing a window, as
+/// the builder's clustered order groups them (random windows split fewer):
+/// the windows of the rows expecting more than partBlocks entries.
+double splitWindows(const AdjacencyUse &u, const FormatUse &f,
+                    double partBlocks) {
+  const double windows = std::ceil(double(f.rows) / 8);
+  if (u.nodes <= 0 || u.graphNnz <= u.nodes || f.rows <= 0)
+    return 0;
+  const int64_t classes = std::max<int64_t>(1, u.classes);
+  const int64_t m = std::max<int64_t>(1, u.nodes / classes);
+  const double ends = double(u.graphNnz - u.nodes) / double(classes);
+  const rt::PowerLaw law =
+      rt::community_law(m, rt::kCommunityEdgeFraction * ends);
+  const double scale =
+      (double(u.nnz) / double(f.rows)) / (double(u.graphNnz) / double(u.nodes));
+  auto degree = [&](double k) { return (1 + ends * law.share(k)) * scale; };
+  double lo = 0, hi = double(m); // degree(k) > partBlocks for k < lo
+  if (degree(0) <= partBlocks)
+    return 0;
+  while (hi - lo > 0.5) {
+    const double mid = std::floor((lo + hi) / 2);
+    (degree(mid) > partBlocks ? lo : hi) = mid == lo ? hi : mid;
+  }
+  return std::ceil(windows * std::min(1.0, lo / double(m)));
+}
 
 FormatBytes formatBytes(const AdjacencyUse &u, const FormatUse &f) {
   FormatBytes b;
@@ -50,7 +82,8 @@ FormatBytes formatBytes(const AdjacencyUse &u, const FormatUse &f) {
   const double partBlocks =
       std::max(16.0, std::ceil(work / (128.0 * std::max(1, u.smCount))));
   const double parts = windows + std::ceil(work / partBlocks);
-  const double split = std::min(windows, std::floor(work / (partBlocks + 1)));
+  const double split = std::min({windows, std::floor(work / (partBlocks + 1)),
+                                 splitWindows(u, f, partBlocks)});
   // The format's arrays (WindowFormat.h): parts (16 B), split windows and
   // their part counts (4 + 4 B), per block 8 column ids, a 64-bit mask and
   // 64 values, per CUDA-core entry its column/row id and value, the CUDA-core
@@ -99,6 +132,14 @@ AdjacencyUse adjacencyUse(const ModelGraph &g, int adj, int dp, double actBytes,
   u.nnz = (t.nnz + dp - 1) / std::max(1, dp);
   u.actBytes = actBytes;
   u.smCount = c.smCount;
+  u.nodes = u.cols;
+  u.graphNnz = t.nnz;
+  // The generated graph's communities are the model's classes: the width of
+  // the loss's logits.
+  for (const OpDef &op : g.ops)
+    if (op.kind == "cross_entropy" && !op.operands.empty() &&
+        !g.tensors[size_t(op.operands[0])].shape.empty())
+      u.classes = g.tensors[size_t(op.operands[0])].shape.back();
   std::vector<Use> forward, backward;
   for (const OpDef &op : g.ops) {
     if (op.operands.size() < 2 || g.sparsePattern(op.operands[0]) != adj)

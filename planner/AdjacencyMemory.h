@@ -32,6 +32,9 @@ struct FormatUse {
 /// of the products spmm_add computes through the scratch, in backward order.
 struct AdjacencyUse {
   int64_t rows = 0, cols = 0, nnz = 0; // this rank's rows of A
+  // The whole graph and its communities (the model's classes), for the
+  // degree law of the generated graphs (backends/common/DegreeLaw.h).
+  int64_t nodes = 0, graphNnz = 0, classes = 1;
   double actBytes = 2; // act_t: 2 (bf16); 4: the --fp32 build (all CUDA cores)
   int smCount = 132;   // the GPU's SMs: how finely the builder cuts work
   FormatUse a, at;

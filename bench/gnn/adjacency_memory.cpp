@@ -2,9 +2,11 @@
 // allocation, as the planner prices them (planner/AdjacencyMemory.h): the
 // per-allocation table of bench/results/gnn/2026-12-06-memory-model.
 //
-//   build/planner/autoddl_adjacency_memory MODEL.json [CLUSTER [DP]]
+//   build/planner/autoddl_adjacency_memory MODEL.json [CLUSTER [DP [VARIANT]]]
 //
 // One line of JSON per precision (act_t bf16, and the --fp32 build), bytes.
+// VARIANT: auto (the decider's pick, as the planner prices it), or hybrid /
+// tc for both formats (as AUTODDL_SPMM_VARIANT forces them).
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
 #include "planner/AdjacencyMemory.h"
@@ -17,8 +19,12 @@
 using namespace autoddl;
 
 int main(int argc, char **argv) {
-  if (argc < 2 || argc > 4) {
-    std::fprintf(stderr, "usage: %s MODEL.json [CLUSTER [DP]]\n", argv[0]);
+  const std::string variant = argc > 4 ? argv[4] : "auto";
+  if (argc < 2 || argc > 5 ||
+      (variant != "auto" && variant != "hybrid" && variant != "tc")) {
+    std::fprintf(stderr,
+                 "usage: %s MODEL.json [CLUSTER [DP [auto|hybrid|tc]]]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -38,8 +44,10 @@ int main(int argc, char **argv) {
       return 1;
     }
     for (double eb : {2.0, 4.0}) {
-      const planner::AdjacencyUse u =
+      planner::AdjacencyUse u =
           planner::adjacencyUse(g, adj, dp, eb, c, cost::Precision::BF16);
+      if (variant != "auto")
+        u.a.tensorCores = u.at.tensorCores = variant == "tc";
       const planner::AdjacencyBytes b = planner::adjacencyBytes(u);
       std::printf(
           "{\"model\": \"%s\", \"act_bytes\": %g, \"dp\": %d, \"variant_a\": "
