@@ -432,12 +432,12 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   if (E.input) {
     // The data loader hands every rank its layout directly; the programs
     // keep each micro-batch's ids / targets (4-byte elements). The CUDA
-    // program of a graph model keeps its adjacency in W8 formats (their
-    // peak: AdjacencyMemory.h), its features as act_t and its labels twice
-    // (training and held-out, backends/cuda/harness/Harness.cpp).
+    // program of a graph model keeps its adjacency in W8 formats (a memory
+    // part of its own, Aggregate::graphBytes), its features as act_t and its
+    // labels twice (training and held-out, backends/cuda/harness/Harness.cpp).
     r.program = r.host = elems_[slot_[t]] * 4;
     if (t == adjacency_)
-      r.program = adjacencyBytes_;
+      r.program = 0;
     else if (adjacency_ >= 0 && g.nodeRows(t))
       r.program = elems_[slot_[t]] * (g.tensors[t].dtype == ops::DType::I32
                                           ? 8
@@ -670,6 +670,7 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     }
   }
   agg.objective = objective(a);
+  agg.graphBytes = adjacencyBytes_;
   return agg;
 }
 

@@ -69,6 +69,9 @@ struct SegmentCost {
 struct Aggregate {
   std::array<SegmentCost, 3> seg; // indexed by Segment
   double objective = 0;
+  /// A graph model's adjacency on the GPU at its peak (AdjacencyMemory.h):
+  /// every rank loads the graph; 0 for other models.
+  double graphBytes = 0;
 };
 
 class PricingContext {
