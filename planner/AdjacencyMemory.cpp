@@ -102,18 +102,22 @@ FormatBytes formatBytes(const AdjacencyUse &u, const FormatUse &f) {
   // On the device while the format builds: row pointers, columns and act_t
   // values (the fp32 values are cast and freed before the build).
   b.staging = 4 * (rows + 1) + (4 + eb) * n;
-  // The builder's scratch, held until it returns. Per row order it tried:
-  // 64-bit keys and fp32 values, unsorted and sorted (8 + 8 + 4 + 4 B), cub's
-  // alternate buffers for the radix sort (8 + 4 B), head flags and vector ids
-  // (4 + 4 B): 44 B an entry. The program's Auto order sorts the natural and
-  // the clustered order (more than one window) and keeps both, with the
-  // clustering's per-column (32 B) and per-row (44 B) keys. Then counts and
-  // scans per window (40 B), and the CUDA-core entries re-sorted by row
+  // The builder's scratch (WindowFormat.cu, BuildScratch.cuh), on top of
+  // the format's arrays at its peak. Sorting one row order holds 64-bit keys
+  // and fp32 values unsorted and sorted and cub's alternate buffers
+  // (8 + 4 + 8 + 4 + 12 B an entry); once merged, the keys, values, vector
+  // heads and ids (20 B). The program's Auto order sorts the natural and the
+  // clustered order (more than one window) with the clustering's per-column
+  // (32 B) and per-row (44 B) keys: 20 + 36 B an entry while the second
+  // sorts. The order not kept is freed; then per window 40 B of counts and
+  // scans, the format's arrays, and the CUDA-core entries re-sorted by row
   // (keys and values in and out, alternates: 36 B each). cub's histograms
   // and tile states (under 1 B an entry) are left out.
   const bool twoOrders = windows > 1 && n > 0;
-  b.build = (twoOrders ? 88 * n + 32 * cols + 44 * rows : 44 * n) +
-            40 * windows + 36 * cuda;
+  const double keys = twoOrders ? 32 * cols + 44 * rows : 0;
+  const double sorting = (twoOrders ? 56 * n : 36 * n) + keys;
+  const double tail = 20 * n + keys + 40 * windows + 36 * cuda;
+  b.build = std::max(sorting - b.w8, tail);
   return b;
 }
 

@@ -86,8 +86,9 @@ struct WindowFormat {
   bool clustered = false; // rows were reordered (dRowOfSlot is set)
   /// Vectors of the natural and the clustered order (0 where not computed).
   int64_t naturalVectors = 0, clusteredVectors = 0;
-  /// Device bytes of scratch the build held (sorts, scans; freed before it
-  /// returned) on top of the format's own arrays: its transient peak.
+  /// The most device bytes the build held at once (sorts, scans; all freed
+  /// before it returned), less the format's own arrays: its transient peak
+  /// on top of them.
   int64_t buildScratchBytes = 0;
 
   WindowPart *dParts = nullptr;
