@@ -115,12 +115,17 @@ struct RankMemory {
   ModelStateBytes state;
   double activations = 0;
   double workspace = 0;
+  /// A graph model's adjacency as the CUDA program holds it at its peak
+  /// (planner/AdjacencyMemory.h); 0 for other models.
+  double graph = 0;
   double overhead = 0; // not counted by the program's wrapper (estimates)
   /// The CPU backend's host bytes for the same rank (fp32, unfused kernels);
   /// not part of total().
   double host = 0;
   /// What the program's allocation wrapper counts (peak_memory_bytes).
-  double allocated() const { return state.total() + activations + workspace; }
+  double allocated() const {
+    return state.total() + activations + workspace + graph;
+  }
   double total() const { return allocated() + overhead; }
 };
 

@@ -24,6 +24,8 @@ ojson memoryJson(const cost::RankMemory &m) {
   j["optimizer"] = m.state.optimizer;
   j["activations"] = m.activations;
   j["workspace"] = m.workspace;
+  if (m.graph > 0)
+    j["graph"] = m.graph;
   j["overhead"] = m.overhead;
   j["allocated"] = m.allocated();
   j["host"] = m.host;
@@ -428,6 +430,8 @@ void readRanks(const Reader &r, const json &doc, Plan &p) {
     t.memoryParts.state.optimizer = r.num(m, mp2, "optimizer");
     t.memoryParts.activations = r.num(m, mp2, "activations");
     t.memoryParts.workspace = r.num(m, mp2, "workspace");
+    if (m.contains("graph")) // graph models only
+      t.memoryParts.graph = r.num(m, mp2, "graph");
     if (m.contains("overhead")) // absent in older plans
       t.memoryParts.overhead = r.num(m, mp2, "overhead");
     if (m.contains("host"))

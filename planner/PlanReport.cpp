@@ -107,6 +107,11 @@ std::string planSummary(const Plan &p) {
                      gib(pr.peakAllocated), gib(pr.memoryMargin),
                      gib(pr.peakHostMemory));
   s += inFlightLine(p);
+  if (!p.devices.empty() && p.devices[0].memoryParts.graph > 0)
+    s += fmt::format("  graph: the adjacency's W8 formats hold {:.2f} GiB at "
+                     "their peak (A^T's build in the first step; "
+                     "docs/sparse-kernels.md \"Memory\")\n",
+                     gib(p.devices[0].memoryParts.graph));
   if (k.recompute != cost::Recompute::None) {
     // "r/n" per stage, runs of equal entries as "r/n x count".
     std::string per, last;

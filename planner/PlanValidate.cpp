@@ -320,6 +320,7 @@ void checkNumbers(const Plan &p, const Checker &c) {
                                  {"optimizer", m.state.optimizer},
                                  {"activations", m.activations},
                                  {"workspace", m.workspace},
+                                 {"graph", m.graph},
                                  {"overhead", m.overhead},
                                  {"host", m.host}});
   }

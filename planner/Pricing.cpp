@@ -1,6 +1,7 @@
 //===- Pricing.cpp - costs of an SBP assignment (docs/planner.md) --------===//
 #include "planner/Pricing.h"
 
+#include "planner/AdjacencyMemory.h"
 #include "planner/ProgramDecisions.h"
 
 #include "backends/common/Fp8Rule.h"
@@ -207,6 +208,14 @@ void PricingContext::sizeTensors() {
     for (int t : g.ops[op.op].results)
       addSlot(t);
   }
+  for (size_t t = 0; t < g.tensors.size() && nodes > 0; ++t)
+    if (g.tensors[t].role == TensorRole::Input && g.tensors[t].sparse) {
+      adjacency_ = int(t);
+      adjacencyBytes_ = adjacencyBytes(adjacencyUse(g, adjacency_, dp_,
+                                                    o_.activationElementBytes,
+                                                    c_, o_.precision))
+                            .peak;
+    }
   boxCache_.assign(elems_.size(), {});
   for (auto &row : boxCache_)
     row.fill(-1);
@@ -422,8 +431,17 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   const ModelGraph &g = *sg_.graph;
   if (E.input) {
     // The data loader hands every rank its layout directly; the programs
-    // keep each micro-batch's ids / targets (4-byte elements).
+    // keep each micro-batch's ids / targets (4-byte elements). The CUDA
+    // program of a graph model keeps its adjacency in W8 formats (a memory
+    // part of its own, Aggregate::graphBytes), its features as act_t and its
+    // labels twice (training and held-out, backends/cuda/harness/Harness.cpp).
     r.program = r.host = elems_[slot_[t]] * 4;
+    if (t == adjacency_)
+      r.program = 0;
+    else if (adjacency_ >= 0 && g.nodeRows(t))
+      r.program = elems_[slot_[t]] * (g.tensors[t].dtype == ops::DType::I32
+                                          ? 8
+                                          : o_.activationElementBytes);
     return r;
   }
   auto sigOf = [&](int op) -> const Signature & {
@@ -652,6 +670,7 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     }
   }
   agg.objective = objective(a);
+  agg.graphBytes = adjacencyBytes_;
   return agg;
 }
 

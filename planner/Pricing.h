@@ -69,6 +69,9 @@ struct SegmentCost {
 struct Aggregate {
   std::array<SegmentCost, 3> seg; // indexed by Segment
   double objective = 0;
+  /// A graph model's adjacency on the GPU at its peak (AdjacencyMemory.h):
+  /// every rank loads the graph; 0 for other models.
+  double graphBytes = 0;
 };
 
 class PricingContext {
@@ -182,7 +185,11 @@ private:
   // Only the tensors of the collapsed graph are priced: slot_ maps a model
   // tensor to its row in elems_ / boxCache_ (-1: not in the collapsed graph).
   std::vector<int> slot_;
-  std::vector<double> elems_;                    // elements at micro-batch b
+  std::vector<double> elems_; // elements at micro-batch b
+  // A graph model's sparse input, and the CUDA program's bytes for it at
+  // their peak (AdjacencyMemory.h); -1 and 0 for other models.
+  int adjacency_ = -1;
+  double adjacencyBytes_ = 0;
   std::vector<std::array<double, 64>> boxCache_; // (from,to) -> s, -1 = unknown
   mutable std::map<std::tuple<int, double, int, int>, double> bucketMemo_;
   double memoryWeight_ = 0;

@@ -209,6 +209,7 @@ Infeasible infeasible(Planner &pl, const std::vector<Candidate> &cands) {
       {inf.parts.state.optimizer, "optimizer state"},
       {inf.parts.activations, "activations"},
       {inf.parts.workspace, "workspace"},
+      {inf.parts.graph, "the graph's adjacency (W8 formats and their build)"},
       {p.kfacPeak, "K-FAC state (saved inputs and output gradients, "
                    "factors, inverses)"}};
   double top = -1;

@@ -142,6 +142,7 @@ cost::RankMemory Planner::programMemory(const Knobs &k, const DevicePlan &d,
   m.state = cost::modelStateBytes(si);
   m.activations = acts + scratches * lb.scratch;
   m.workspace = ws + cost::kCublasLtWorkspaceBytes;
+  m.graph = agg.graphBytes;
   const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
   m.overhead =
       o.cudaOverheads

@@ -65,6 +65,22 @@ void cuda_fail(const char *what, const char *call, const char *file, int line) {
 }
 
 namespace detail {
+namespace {
+/// The counted peak is at least `now` bytes.
+void raise_peak(int64_t now) {
+  int64_t peak = gPeakBytes.load();
+  bool raised = false;
+  while (now > peak &&
+         !(raised = gPeakBytes.compare_exchange_weak(peak, now))) {
+  }
+  if (raised) { // the device's use at the counted peak (a host call, no sync)
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess)
+      gPeakUsedBytes.store(int64_t(total - free));
+  }
+}
+} // namespace
+
 void cuda_fail_error(cudaError_t err, const char *call, const char *file,
                      int line) {
   char what[512];
@@ -84,22 +100,22 @@ void *device_alloc(int64_t bytes) {
   // zeros (the compute stream does not synchronise with the legacy stream).
   AUTODDL_CUDA_CHECK(cudaMemsetAsync(p, 0, size_t(bytes), compute_stream()));
   AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
-  const int64_t now = gCurrentBytes.fetch_add(bytes) + bytes;
-  int64_t peak = gPeakBytes.load();
-  bool raised = false;
-  while (now > peak &&
-         !(raised = gPeakBytes.compare_exchange_weak(peak, now))) {
-  }
-  if (raised) { // the device's use at the counted peak (a host call, no sync)
-    size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) == cudaSuccess)
-      gPeakUsedBytes.store(int64_t(total - free));
-  }
+  count_held_bytes(bytes);
   return p;
 }
 
+void count_held_bytes(int64_t delta) {
+  const int64_t now = gCurrentBytes.fetch_add(delta) + delta;
+  if (delta > 0)
+    raise_peak(now);
+}
+
+void count_transient_bytes(int64_t bytes) {
+  raise_peak(gCurrentBytes.load() + bytes);
+}
+
 void device_free(void *ptr, int64_t bytes) {
-  gCurrentBytes.fetch_sub(bytes);
+  count_held_bytes(-bytes);
   const cudaError_t err = cudaFree(ptr);
   // At process exit the runtime may be unloaded before static buffers die.
   if (err != cudaSuccess && err != cudaErrorCudartUnloading)

@@ -64,7 +64,37 @@ namespace detail {
                                   const char *file, int line);
 void *device_alloc(int64_t bytes); // zero-filled, counted in peak bytes
 void device_free(void *ptr, int64_t bytes);
+/// Counts `delta` bytes held (< 0: released) by memory a library allocates
+/// itself (the W8 formats of backends/cuda/sparse), as device_alloc counts
+/// its own, so that peak_device_bytes() is every byte the program holds.
+void count_held_bytes(int64_t delta);
+/// Raises the peak to the bytes held now plus `bytes` that a library call
+/// held and freed before it returned (the W8 builder's scratch).
+void count_transient_bytes(int64_t bytes);
 } // namespace detail
+
+/// Bytes counted with detail::count_held_bytes for as long as this lives
+/// (move-only: the bytes move with the memory they stand for).
+class HeldBytes {
+public:
+  HeldBytes() = default;
+  explicit HeldBytes(int64_t n) : n_(n) { detail::count_held_bytes(n); }
+  HeldBytes(const HeldBytes &) = delete;
+  HeldBytes &operator=(const HeldBytes &) = delete;
+  HeldBytes(HeldBytes &&o) noexcept : n_(std::exchange(o.n_, 0)) {}
+  HeldBytes &operator=(HeldBytes &&o) noexcept {
+    if (this != &o) {
+      detail::count_held_bytes(-n_);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~HeldBytes() { detail::count_held_bytes(-n_); }
+  int64_t bytes() const { return n_; }
+
+private:
+  int64_t n_ = 0;
+};
 
 /// The stream every kernel launches on (created on first use, non-blocking).
 cudaStream_t compute_stream();
@@ -155,7 +185,8 @@ void copy_to_host(void *dst, const void *src, int64_t bytes);
 /// Waits for compute_stream().
 void synchronize();
 /// High-water mark of bytes held by DeviceBuffers (and the cuBLASLt
-/// workspace) in this process.
+/// workspace, and what count_held_bytes / count_transient_bytes report: the
+/// W8 formats and their builder's scratch) in this process.
 int64_t peak_device_bytes();
 /// Bytes held now.
 int64_t current_device_bytes();

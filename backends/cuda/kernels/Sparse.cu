@@ -37,23 +37,43 @@ int64_t block_slots(const sc::WindowFormat &w) {
   return int64_t(w.numBlocks) * 64;
 }
 
+template <class Index>
 __global__ void scatter_kernel(act_t *__restrict__ dst,
                                const act_t *__restrict__ src,
-                               const int64_t *__restrict__ pos, int64_t nnz) {
+                               const Index *__restrict__ pos, int64_t nnz) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < nnz;
        e += int64_t(gridDim.x) * blockDim.x)
     dst[pos[e]] = src[e];
 }
 
-__global__ void gather_kernel(act_t *__restrict__ dst,
-                              const act_t *__restrict__ src,
-                              const int64_t *__restrict__ pos, int64_t nnz,
-                              bool add) {
+template <class Index>
+__global__ void
+gather_kernel(act_t *__restrict__ dst, const act_t *__restrict__ src,
+              const Index *__restrict__ pos, int64_t nnz, bool add) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < nnz;
        e += int64_t(gridDim.x) * blockDim.x) {
     const float v = detail::to_float(src[pos[e]]);
     dst[e] = detail::from_float<act_t>(add ? detail::to_float(dst[e]) + v : v);
   }
+}
+
+/// launch(pos) with f's position map, of whichever width it is.
+template <class Launch>
+void with_positions(const SparseFormat &f, Launch launch) {
+  if (f.pos64.size())
+    launch(f.pos64.data());
+  else
+    launch(f.pos.data());
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+/// dst[pos[e]] = src[e] for the nnz entries of f.
+void scatter_values(act_t *dst, const act_t *src, const SparseFormat &f,
+                    int64_t nnz) {
+  with_positions(f, [&](const auto *pos) {
+    scatter_kernel<<<detail::grid_for(nnz, 256), 256, 0, compute_stream()>>>(
+        dst, src, pos, nnz);
+  });
 }
 
 /// f(lane, first, end) for each row of the matrix this warp owns: one warp per
@@ -179,18 +199,30 @@ std::vector<int64_t> value_positions(const sc::WindowFormat &w,
 
 /// The W8 format of a host CSR matrix in f.variant, built on the GPU, with
 /// its position map (indexed by the entries of A when p.order is given: A^T).
+/// The device bytes at its peak: the CSR staging (4 (rows + 1) + (4 + act)
+/// nnz; the fp32 values are freed before the build), the builder's scratch
+/// and the format's arrays, on top of what the program holds
+/// (docs/sparse-kernels.md "Memory"; planner::graphAdjacencyBytes prices it).
 void build_format(const SparseFormat &f, const SparseFormat::Pending &p) {
   const int64_t nnz = int64_t(p.colIdx.size());
-  DeviceBuffer<int32_t> dRow(p.rows + 1), dCol(nnz);
-  DeviceBuffer<float> dVal32(nnz);
-  DeviceBuffer<act_t> dVal(nnz);
-  copy_to_device(dRow.data(), p.rowPtr.data(), (p.rows + 1) * int64_t(4));
-  copy_to_device(dCol.data(), p.colIdx.data(), nnz * int64_t(4));
-  copy_to_device(dVal32.data(), p.values.data(), nnz * int64_t(4));
-  cast_to_act(dVal.data(), dVal32.data(), nnz);
-  AUTODDL_CUDA_CHECK(sc::buildWindowFormat(
-      p.rows, p.cols, nnz, dRow.data(), dCol.data(), dVal.data(), kActType,
-      format_options(f.variant), f.w8, compute_stream()));
+  {
+    DeviceBuffer<int32_t> dRow(p.rows + 1), dCol(nnz);
+    DeviceBuffer<act_t> dVal(nnz);
+    {
+      DeviceBuffer<float> dVal32(nnz);
+      copy_to_device(dVal32.data(), p.values.data(), nnz * int64_t(4));
+      cast_to_act(dVal.data(), dVal32.data(), nnz);
+      synchronize(); // the cast is done with dVal32 before it is freed
+    }
+    copy_to_device(dRow.data(), p.rowPtr.data(), (p.rows + 1) * int64_t(4));
+    copy_to_device(dCol.data(), p.colIdx.data(), nnz * int64_t(4));
+    AUTODDL_CUDA_CHECK(sc::buildWindowFormat(
+        p.rows, p.cols, nnz, dRow.data(), dCol.data(), dVal.data(), kActType,
+        format_options(f.variant), f.w8, compute_stream()));
+    // The build returns synchronised: the staging is free to go.
+    f.w8_bytes = HeldBytes(sc::deviceBytes(f.w8));
+    detail::count_transient_bytes(f.w8.buildScratchBytes);
+  }
   std::vector<int64_t> pos = value_positions(f.w8, p.rowPtr, p.colIdx);
   if (!p.order.empty()) { // pos of entry order[e] of this matrix, for entry e
     std::vector<int64_t> q(pos.size());
@@ -198,9 +230,16 @@ void build_format(const SparseFormat &f, const SparseFormat::Pending &p) {
       q[e] = pos[size_t(p.order[e])];
     pos.swap(q);
   }
-  f.pos = DeviceBuffer<int64_t>(nnz);
-  copy_to_device(f.pos.data(), pos.data(), nnz * int64_t(sizeof(int64_t)));
-  f.values = DeviceBuffer<act_t>(block_slots(f.w8) + f.w8.numCudaEntries);
+  const int64_t slots = block_slots(f.w8) + f.w8.numCudaEntries;
+  if (slots <= INT32_MAX) {
+    const std::vector<int32_t> pos32(pos.begin(), pos.end());
+    f.pos = DeviceBuffer<int32_t>(nnz);
+    copy_to_device(f.pos.data(), pos32.data(), nnz * int64_t(4));
+  } else {
+    f.pos64 = DeviceBuffer<int64_t>(nnz);
+    copy_to_device(f.pos64.data(), pos.data(), nnz * int64_t(8));
+  }
+  f.values = DeviceBuffer<act_t>(slots);
 }
 
 /// Builds f at its first use (op and width of that use), in the variant the
@@ -261,17 +300,16 @@ void run_spmm(const SparseFormat &f, const act_t *values, const act_t *x,
 const act_t *scatter(const SparseFormat &f, const act_t *values, int64_t nnz,
                      int64_t n) {
   ensure_built(f, false, n);
-  scatter_kernel<<<detail::grid_for(nnz, 256), 256, 0, compute_stream()>>>(
-      f.values.data(), values, f.pos.data(), nnz);
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  scatter_values(f.values.data(), values, f, nnz);
   return f.values.data();
 }
 
 /// dst[nnz] (+)= the format's value scratch, back in CSR order.
 void gather(act_t *dst, const SparseFormat &f, int64_t nnz, bool add) {
-  gather_kernel<<<detail::grid_for(nnz, 256), 256, 0, compute_stream()>>>(
-      dst, f.values.data(), f.pos.data(), nnz, add);
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  with_positions(f, [&](const auto *pos) {
+    gather_kernel<<<detail::grid_for(nnz, 256), 256, 0, compute_stream()>>>(
+        dst, f.values.data(), pos, nnz, add);
+  });
 }
 
 /// out[rows, n] += A X (values as run_spmm), through the scratch buffer.
@@ -421,10 +459,7 @@ void build_means(const Csr &adj, int64_t F) {
   AUTODDL_CUDA_CHECK_LAUNCH();
   auto layout = [&](const SparseFormat &f) {
     DeviceBuffer<act_t> v(block_slots(f.w8) + f.w8.numCudaEntries);
-    scatter_kernel<<<detail::grid_for(adj.entries, 256), 256, 0,
-                     compute_stream()>>>(v.data(), csr.data(), f.pos.data(),
-                                         adj.entries);
-    AUTODDL_CUDA_CHECK_LAUNCH();
+    scatter_values(v.data(), csr.data(), f, adj.entries);
     return v;
   };
   adj.mean_a = layout(adj.a);

@@ -44,7 +44,11 @@ struct SparseFormat {
   // for the launch (the kernels read the pointers when launched); the format
   // is built at the first use, through a const Csr.
   mutable autoddl::sparse::cuda::WindowFormat w8;
-  mutable DeviceBuffer<int64_t> pos;  // [nnz], CSR entry -> value slot
+  mutable HeldBytes w8_bytes; // w8's arrays, in the counted device bytes
+  // [nnz], CSR entry -> value slot: 4 bytes an entry while the slots
+  // (numBlocks * 64 + CUDA-core entries) fit an int32, else pos64.
+  mutable DeviceBuffer<int32_t> pos;
+  mutable DeviceBuffer<int64_t> pos64;
   mutable DeviceBuffer<uint8_t> ws;   // spmm workspace (zero between calls)
   mutable DeviceBuffer<act_t> values; // activation values in W8 layout
   /// The host CSR the format is built from, until its first use.

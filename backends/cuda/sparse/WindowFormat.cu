@@ -6,6 +6,7 @@
 // ids; find each window's first entry and vector; choose tensor cores or CUDA
 // cores per window; scan block and entry counts; cut windows into parts;
 // scatter entries into blocks (B-fragment order) or the CUDA-core entry list.
+#include "backends/cuda/sparse/BuildScratch.cuh"
 #include "backends/cuda/sparse/DeviceHelpers.cuh"
 #include "backends/cuda/sparse/WindowFormat.h"
 
@@ -36,15 +37,7 @@ double storedToDouble(DataType t, const void *p) {
 }
 
 const char *dataTypeName(DataType t) {
-  switch (t) {
-  case DataType::F32:
-    return "fp32";
-  case DataType::F16:
-    return "fp16";
-  case DataType::BF16:
-    return "bf16";
-  }
-  return "?";
+  return t == DataType::F32 ? "fp32" : t == DataType::F16 ? "fp16" : "bf16";
 }
 
 WindowFormat::WindowFormat(WindowFormat &&other) noexcept {
@@ -79,33 +72,14 @@ void WindowFormat::release() {
 namespace {
 
 using detail::Elem;
+using detail::exclusiveScan;
+using detail::gridFor;
+using detail::readBack;
+using detail::Scratch;
+using detail::sortPairs;
 
 constexpr int kColShift = 3;
 constexpr int kWindowShift = 34; // col < 2^31 fits in bits 3..33
-
-#define AUTODDL_TRY(expr)                                                      \
-  do {                                                                         \
-    cudaError_t err_ = (expr);                                                 \
-    if (err_ != cudaSuccess)                                                   \
-      return err_;                                                             \
-  } while (0)
-
-/// Device buffers freed at scope exit.
-struct Scratch {
-  std::vector<void *> ptrs;
-  template <typename T> cudaError_t alloc(T *&p, size_t count) {
-    void *raw = nullptr;
-    cudaError_t err = cudaMalloc(&raw, std::max<size_t>(count, 1) * sizeof(T));
-    if (err == cudaSuccess)
-      ptrs.push_back(raw);
-    p = static_cast<T *>(raw);
-    return err;
-  }
-  ~Scratch() {
-    for (void *p : ptrs)
-      cudaFree(p);
-  }
-};
 
 __global__ void expandKernel(int32_t rows, int32_t cols, const int32_t *rowPtr,
                              const int32_t *colIdx, const void *val,
@@ -383,41 +357,6 @@ __global__ void cudaEntryKernel(int64_t n, int32_t rows, DataType dtype,
       rowPtr[q] = int32_t(n);
 }
 
-unsigned gridFor(int64_t n, int threads) {
-  return unsigned(std::max<int64_t>(1, (n + threads - 1) / threads));
-}
-
-template <typename T>
-cudaError_t exclusiveScan(Scratch &scratch, const T *in, T *out, int32_t n,
-                          cudaStream_t stream) {
-  size_t bytes = 0;
-  AUTODDL_TRY(
-      cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, n, stream));
-  uint8_t *tmp;
-  AUTODDL_TRY(scratch.alloc(tmp, bytes));
-  return cub::DeviceScan::ExclusiveSum(tmp, bytes, in, out, n, stream);
-}
-
-template <typename K, typename V>
-cudaError_t sortPairs(Scratch &scratch, const K *keysIn, K *keysOut,
-                      const V *valsIn, V *valsOut, int64_t n, int endBit,
-                      cudaStream_t stream) {
-  size_t bytes = 0;
-  AUTODDL_TRY(cub::DeviceRadixSort::SortPairs(
-      nullptr, bytes, keysIn, keysOut, valsIn, valsOut, n, 0, endBit, stream));
-  uint8_t *tmp;
-  AUTODDL_TRY(scratch.alloc(tmp, bytes));
-  return cub::DeviceRadixSort::SortPairs(tmp, bytes, keysIn, keysOut, valsIn,
-                                         valsOut, n, 0, endBit, stream);
-}
-
-template <typename T>
-cudaError_t readBack(const T *dPtr, T &value, cudaStream_t stream) {
-  AUTODDL_TRY(
-      cudaMemcpyAsync(&value, dPtr, sizeof(T), cudaMemcpyDeviceToHost, stream));
-  return cudaStreamSynchronize(stream);
-}
-
 } // namespace
 
 cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
@@ -472,8 +411,9 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
     AUTODDL_TRY(readBack(badIndex, bad, stream));
     if (bad)
       return cudaErrorInvalidValue;
+    uint8_t *sortTmp = nullptr;
     AUTODDL_TRY(sortPairs(s, keys, sortedKeys, vals, sortedVals, nnzIn, endBit,
-                          stream));
+                          stream, &sortTmp));
     // 2. Merge duplicates: keys/vals now hold the distinct entries.
     int64_t *numRuns;
     AUTODDL_TRY(s.alloc(numRuns, 1));
@@ -489,8 +429,12 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
           ::cuda::std::plus<float>{}, nnzIn, stream));
     }
     int64_t n = 0;
-    if (nnzIn > 0)
+    if (nnzIn > 0) { // the merge is done: the sorted copies and the sort go
       AUTODDL_TRY(readBack(numRuns, n, stream));
+      for (const void *p : {(const void *)sortedKeys, (const void *)sortedVals,
+                            (const void *)sortTmp})
+        s.free(p);
+    }
     // 3. Vectors: heads and inclusive vector ids.
     int32_t *head, *vecIdIncl;
     AUTODDL_TRY(s.alloc(head, n));
@@ -568,6 +512,11 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
                 (options.rowOrder == RowOrder::Clustered ||
                  double(clustered.vectors) < 0.95 * double(natural.vectors));
   const Entries &chosen = f.clustered ? clustered : natural;
+  for (const Entries *e : {&natural, &clustered}) // the other order's: done
+    if (e != &chosen)
+      for (const void *p : {(const void *)e->keys, (const void *)e->vals,
+                            (const void *)e->head, (const void *)e->vecIdIncl})
+        s.free(p);
   uint64_t *keys = chosen.keys;
   float *vals = chosen.vals;
   int32_t *head = chosen.head, *vecIdIncl = chosen.vecIdIncl;
@@ -685,6 +634,7 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
         f.dSplitParts);
   AUTODDL_TRY(cudaGetLastError());
   AUTODDL_TRY(cudaMalloc(&f.dCudaRowPtr, sizeof(int32_t) * (size_t(rows) + 1)));
+  s.hold(deviceBytes(f)); // the format's arrays, for the build's peak
   uint64_t *cudaKeys, *cudaKeysSorted;
   float *cudaVals, *cudaValsSorted;
   AUTODDL_TRY(s.alloc(cudaKeys, totalCuda));
@@ -725,6 +675,7 @@ cudaError_t buildWindowFormat(int32_t rows, int32_t cols, int64_t nnzIn,
         f.numTcVectors += hostVecStart[w + 1] - hostVecStart[w];
       }
   }
+  f.buildScratchBytes = s.peak - deviceBytes(f);
   out = std::move(f);
   return cudaSuccess;
 }

@@ -86,6 +86,10 @@ struct WindowFormat {
   bool clustered = false; // rows were reordered (dRowOfSlot is set)
   /// Vectors of the natural and the clustered order (0 where not computed).
   int64_t naturalVectors = 0, clusteredVectors = 0;
+  /// The most device bytes the build held at once (sorts, scans; all freed
+  /// before it returned), less the format's own arrays: its transient peak
+  /// on top of them.
+  int64_t buildScratchBytes = 0;
 
   WindowPart *dParts = nullptr;
   int32_t *dSplitWindows = nullptr; // split slot -> window
@@ -110,6 +114,20 @@ struct WindowFormat {
   ~WindowFormat();
   void release();
 };
+
+/// Device bytes the format's own arrays hold, as buildWindowFormat allocates
+/// them (each array at least one element).
+inline int64_t deviceBytes(const WindowFormat &f) {
+  auto atLeast1 = [](int64_t n) { return n > 0 ? n : int64_t(1); };
+  const int64_t eb = f.dtype == DataType::F32 ? 4 : 2;
+  const int64_t blocks = atLeast1(f.numBlocks),
+                ents = atLeast1(f.numCudaEntries);
+  return int64_t(sizeof(WindowPart)) * atLeast1(f.numParts) +
+         8 * atLeast1(f.numSplitWindows) + // split windows and parts
+         blocks * (4 * 8 + 8 + 64 * eb) +  // columns, mask, values
+         ents * (4 + eb) + 4 * (int64_t(f.rows) + 1) + // entries, row ptr
+         (f.dRowOfSlot ? 4 * 8 * int64_t(f.numWindows) : 0);
+}
 
 /// Builds the W8 format from a CSR matrix on the device (entirely on the GPU:
 /// radix sort, merge of duplicates, scans). dVal holds nnz values of `dtype`,

@@ -416,6 +416,18 @@ TEST_F(SparseCuda, BadColumnIndexIsRejected) {
   cudaFree(dRowPtr), cudaFree(dCol);
 }
 
+/// A random matrix of shape s (seed 7, values of type t) and its W8 format
+/// built with the default options.
+void buildRandom(const Shape &s, DataType t, CsrMatrix<double> &a,
+                 cuda::WindowFormat &f) {
+  std::mt19937 rng(7);
+  a = randomMatrix(s, t, rng);
+  DeviceCsr d;
+  upload(a, t, d);
+  ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
+                                      d.val, t, {}, f));
+}
+
 /// Builds the format of an all-ones pattern given as column lists per row.
 void buildPattern(const std::vector<std::vector<int32_t>> &rowCols,
                   int32_t cols, cuda::RowOrder order, cuda::WindowFormat &f) {
@@ -468,6 +480,27 @@ TEST_F(SparseCuda, AutoRowOrderGroupsRowsSharingColumns) {
     EXPECT_EQ(dec[i].row, some[i / 16]);
 }
 
+TEST_F(SparseCuda, BuildReportsItsTransientPeak) {
+  // 4096 x 4096, 16 random columns a row: the Auto order sorts both orders.
+  // The build frees each order's sorted copy and its sort storage once
+  // merged, and the order it does not keep before the format's arrays: its
+  // scratch peaks at about 56 B an entry while the second order sorts, or at
+  // 20 B an entry and 36 a CUDA-core entry at the end (docs/sparse-kernels.md
+  // "Memory"); keeping everything to the end held 88 + 36.
+  CsrMatrix<double> a;
+  cuda::WindowFormat f;
+  buildRandom({4096, 4096, 16, false, false, false, false}, DataType::F16, a,
+              f);
+  const int64_t n = a.nnz(), windows = f.numWindows;
+  EXPECT_GE(f.buildScratchBytes, 36 * n); // one order's sort at least
+  EXPECT_LE(f.buildScratchBytes, std::max(56 * n + 32 * 4096 + 44 * 4096,
+                                          20 * n + 36 * f.numCudaEntries) +
+                                     40 * windows +
+                                     (int64_t(1) << 20)); // cub's own, small
+  // The arrays as allocated: every CUDA-core entry 6 B, parts 16 B.
+  EXPECT_GE(cuda::deviceBytes(f), 6 * f.numCudaEntries + 16 * f.numParts);
+}
+
 TEST_F(SparseCuda, AutoRowOrderKeepsTridiagonalNatural) {
   // Tridiagonal 64 x 64: window w's vectors are columns 8w-1 ... 8w+8, clipped:
   // 8 x 10 - 2 = 78. The clustered order (rows by their lowest-ranked columns)
@@ -487,14 +520,9 @@ TEST_F(SparseCuda, AutoRowOrderKeepsTridiagonalNatural) {
 }
 
 TEST_F(SparseCuda, DecodeReturnsMergedEntries) {
-  std::mt19937 rng(7);
-  const Shape s{64, 64, 10, true, false, true, true};
-  const CsrMatrix<double> a = randomMatrix(s, DataType::F32, rng);
-  DeviceCsr d;
-  upload(a, DataType::F32, d);
+  CsrMatrix<double> a;
   cuda::WindowFormat f;
-  ASSERT_CUDA(cuda::buildWindowFormat(a.rows, a.cols, a.nnz(), d.rowPtr, d.col,
-                                      d.val, DataType::F32, {}, f));
+  buildRandom({64, 64, 10, true, false, true, true}, DataType::F32, a, f);
   std::vector<cuda::DecodedEntry> dec;
   ASSERT_CUDA(cuda::decodeWindowFormat(f, f.dBlockVals, f.dEntVals, dec));
   const CsrMatrix<double> canon = canonicalizeCsr(a);

@@ -1,0 +1,62 @@
+// The degree law of the generated community graphs (CommunityGraph.h): the
+// power law an edge end follows over a community's members. One home for it:
+// the generator draws from it, the planner estimates the degrees it gives
+// (planner/AdjacencyMemory.cpp: how many windows the W8 builder splits).
+#ifndef AUTODDL_BACKENDS_COMMON_DEGREELAW_H
+#define AUTODDL_BACKENDS_COMMON_DEGREELAW_H
+
+#include "backends/common/CommunityGraph.h"
+#include "backends/common/Philox.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace autoddl::rt {
+
+/// The power law over a community's n members: density proportional to
+/// (x + x0)^-kDegreeExponent on [0, n), sampled by inverting its CDF, x =
+/// (x0^a + u span)^(1/a) - x0 with a = 1 - kDegreeExponent = 0.4, so 1/a =
+/// 2.5 and a draw is y^2 sqrt(y): no table, no pow. x0 >= 1 caps the largest
+/// expected degree.
+struct PowerLaw {
+  static constexpr double a = 1 - kDegreeExponent;
+  static_assert(a > 0.39999 && a < 0.40001, "rank() computes y^(1/a) as y^2.5");
+  double x0a = 1, span = 0, x0 = 1;
+  int64_t n = 1;
+  PowerLaw() = default;
+  PowerLaw(int64_t size, double offset) : x0(offset), n(size) {
+    x0a = std::pow(x0, a);
+    span = std::pow(double(n) + x0, a) - x0a;
+  }
+  /// Share of the draws landing on the member of rank k (from 0).
+  double share(double k) const {
+    return (std::pow(k + 1 + x0, a) - std::pow(k + x0, a)) / span;
+  }
+  double top_share() const { return share(0); }
+  int64_t rank(uint32_t word) const {
+    const double y = x0a + u32_to_unit(word) * span;
+    const double x = y * y * std::sqrt(y) - x0;
+    return std::min<int64_t>(n - 1, std::max<int64_t>(0, int64_t(x)));
+  }
+};
+
+/// The smallest offset (from 1 up) at which the first member of a community
+/// whose edges inside it have `draws` ends expects at most half of the
+/// community as neighbours there: dense graphs (Reddit's average degree is
+/// about 490) would otherwise draw their hubs' pairs over and over.
+inline PowerLaw community_law(int64_t n, double draws) {
+  const double cap = std::max(1.0, double(n) / 2);
+  double lo = 1, hi = std::max(1.0, double(n));
+  if (PowerLaw(n, lo).top_share() * draws <= cap)
+    return PowerLaw(n, lo);
+  for (int it = 0; it < 60; ++it) { // bisection on a log scale
+    const double mid = std::sqrt(lo * hi);
+    (PowerLaw(n, mid).top_share() * draws <= cap ? hi : lo) = mid;
+  }
+  return PowerLaw(n, hi);
+}
+
+} // namespace autoddl::rt
+
+#endif // AUTODDL_BACKENDS_COMMON_DEGREELAW_H
