@@ -13,12 +13,12 @@ namespace autoddl::codegen::emit {
 void Emitter::emitAdd(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  if (linearOperandOfAdd_.count(i)) {
-    const size_t lk = linearOperandOfAdd_.at(i);
+  if (cx_.linearOperandOfAdd.count(i)) {
+    const size_t lk = cx_.linearOperandOfAdd.at(i);
     F("// in the GEMM of its linear operand (linear_residual_forward)");
     BI("// the linear operand's gradient is this sum's (its backward reads "
        "it)");
-    if (!isInput(op.operands[1 - lk]))
+    if (!cx_.isInput(op.operands[1 - lk]))
       BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
     return;
   }
@@ -39,7 +39,7 @@ void Emitter::emitMul(OpCall &c) {
 void Emitter::emitGelu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  if (fusedGelus_.count(i)) {
+  if (cx_.fusedGelus.count(i)) {
     F("// in the GEMM epilogue of its producer (linear_gelu_forward)");
     BI("// in the input-gradient GEMM of its consumer (linear_backward_dgelu)");
     return;

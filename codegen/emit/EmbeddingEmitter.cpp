@@ -13,7 +13,7 @@ namespace autoddl::codegen::emit {
 void Emitter::emitEmbedding(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const int64_t N = numel(xs[0]), C = xs[1][1], V = full(op.operands[1])[0];
+  const int64_t N = numel(xs[0]), C = xs[1][1], V = cx_.full(op.operands[1])[0];
   if (p.mode == OpMode::VocabTable) {
     const int64_t Vl = xs[1][0];
     F(fmt::format("embedding_forward({}, {}, {}, {}, {}, g.rtp * {}, {});", y,

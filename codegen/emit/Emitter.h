@@ -1,20 +1,22 @@
 //===- Emitter.h - the train.cpp emitter, shared by its units --*- C++ -*-===//
 //
-// The emitter of a plan's training program (docs/codegen.md), split by job:
-// stage layout (StageLayout.cpp), a stage's functions (Stage.cpp), the ops
-// (OpEmitters.cpp), gradient buckets (GradBuckets.cpp), the schedule
-// (Schedule.cpp), identical layers as a loop (LayerLoop.cpp) and the
-// program's assembly (ProgramAssembly.cpp); the
-// fusion and padding decisions stay in codegen/TrainProgram.cpp. Internal to
-// autoddl_codegen: callers use emitTrainProgram (CpuCodegen.h).
+// The emitter of a plan's training program (docs/codegen.md "The emitter's
+// parts"). What every part reads is the EmitContext (EmitContext.h: the
+// plan, graph, layouts, target and the fusion, padding and layer-table
+// decisions, fixed before any code is emitted); the parts own what they
+// write: KfacEmitter its layer table, Emitter the stage members, buckets
+// and activation sets. Emitter's units, by job: stage layout
+// (StageLayout.cpp), a stage's functions (Stage.cpp), the op emitters (one
+// file per family, OpTable.cpp), gradient buckets (GradBuckets.cpp), the
+// schedule (Schedule.cpp), identical layers as a loop (LayerLoop.cpp) and
+// the program's assembly (ProgramAssembly.cpp). Internal to autoddl_codegen:
+// callers use emitTrainProgram (CpuCodegen.h).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "codegen/CpuCodegen.h"
-#include "codegen/Layout.h"
-#include "codegen/emit/SourceText.h"
-#include "codegen/emit/Target.h"
+#include "codegen/emit/EmitContext.h"
+#include "codegen/emit/KfacEmitter.h"
 
 #include "cost_model/pipeline/ActivationSets.h"
 #include "cost_model/pipeline/Schedule.h"
@@ -36,71 +38,6 @@
 #include <vector>
 
 namespace autoddl::codegen::emit {
-
-using pipeline::Direction;
-using pipeline::OpKind;
-
-inline std::string shapeStr(const std::vector<int64_t> &s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-inline std::string shapeInit(const std::vector<int64_t> &s) {
-  std::string r = "Shape{";
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "}";
-}
-
-inline int64_t lastDim(const std::vector<int64_t> &v) { return v.back(); }
-
-inline int64_t numel(const std::vector<int64_t> &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-/// Adds two spaces before every line of `s`.
-inline std::string indent(const std::string &s) {
-  std::string r;
-  size_t b = 0;
-  while (b < s.size()) {
-    size_t e = s.find('\n', b);
-    e = e == std::string::npos ? s.size() : e + 1;
-    r += "  " + s.substr(b, e - b);
-    b = e;
-  }
-  return r;
-}
-
-inline std::string fmtDouble(double v) {
-  std::string s = fmt::format("{:.17g}", v);
-  if (s.find_first_of(".eEn") == std::string::npos)
-    s += ".0";
-  return s;
-}
-
-/// An op's kind as messages name it: an ONNX import's primitive by its ONNX
-/// type and its node's position ("ONNX Pow, position 138").
-inline std::string kindLabel(const OpDef &op) {
-  if (op.kind != "primitive")
-    return op.kind;
-  return "ONNX " + attrOr<std::string>(op, "op_type", "?") +
-         (op.position >= 0 ? ", position " + std::to_string(op.position) : "");
-}
-
-/// What one step of a stage emits: forward lines, and the backward lines of
-/// its input-gradient and weight-gradient halves.
-struct Step {
-  std::vector<std::string> fwd, bwdInput, bwdWeight;
-  // Parameters whose gradient the input / weight half writes.
-  std::vector<int> paramsInput, paramsWeight;
-  int op = -1; // the model op whose own step this is; -1 for a conversion
-};
-
 /// Wraps each call of a CUDA step in an OpScope (StageLayout.cpp).
 void profileScopes(Step &s, const std::string &kind);
 
@@ -117,33 +54,6 @@ struct Bucket {
   // over the stage's dp x tp group in one all-reduce.
   bool tpPartial = false;
   std::vector<int> params;
-};
-
-/// One op being emitted (Emitter::emitOp): its operands in the layouts its
-/// plan reads them in (values x, gradients dx, local shapes xs), its result
-/// (value y, gradient dy, local shape ys of n elements), and the step its
-/// lines go into. The op emitters unpack it with one structured binding.
-struct OpCall {
-  size_t i; // the op's index in the model graph
-  const OpDef &op;
-  const OpPlan &p;
-  int st;               // its pipeline stage
-  const std::string &k; // its kind
-  std::vector<std::string> x, dx;
-  std::vector<std::vector<int64_t>> xs;
-  int r; // its result tensor
-  std::vector<int64_t> ys;
-  std::string y, dy;
-  int64_t n;
-  Step s;
-  std::vector<Step> &steps;
-  // Append a line to the forward, the input-gradient or the weight-gradient
-  // half of the step.
-  std::function<void(std::string)> F, BI, BW;
-  // The first position of an op run on a sequence split (T positions a rank).
-  std::function<std::string(const OpPlan &, int64_t)> sequenceOffset;
-  // spmm's x and sddmm's y: every node's rows, when dp splits the nodes.
-  std::function<void(size_t)> gatherNodes;
 };
 
 /// A float buffer of a stage struct.
@@ -215,21 +125,7 @@ StageTypes foldStages(const std::vector<std::string> &texts,
 class Emitter {
 public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
-      : plan_(plan), g_(g),
-        L_(chooseLayout(plan, g, backend == Backend::Cuda ? "cuda" : "cpu")),
-        tp_(plan.knobs.tp), cuda_(backend == Backend::Cuda),
-        target_(cuda_ ? cudaTarget() : cpuTarget()) {
-    nameTensors();
-    producer_.assign(g.tensors.size(), -1);
-    for (size_t i = 0; i < g.ops.size(); ++i)
-      for (int r : g.ops[i].results)
-        producer_[size_t(r)] = int(i);
-    tokenModel_ = findInput(g, "input_ids") >= 0;
-    graphModel_ = findInput(g, "adjacency") >= 0;
-    if (!tokenModel_ && !graphModel_)
-      std::tie(classInput_, classTargets_) = classifierInputs(g);
-    classModel_ = classInput_ >= 0 && classTargets_ >= 0;
-  }
+      : cx_(plan, g, backend), kfac_(cx_) {}
 
   std::string emit();
 
@@ -239,88 +135,7 @@ public:
   static std::string backendRefusal(const ModelGraph &g, Backend backend);
 
 private:
-  /// Whether the program reports the training accuracy (classifiers and
-  /// graph models, whose losses are over labelled samples or nodes).
-  bool reportsAccuracy() const { return classModel_ || graphModel_; }
-  /// A classification model (mlp, vgg, an explicit graph): its one dense f32
-  /// input (images or features) and the i32 input holding the labels of its
-  /// cross_entropy; -1 for what it lacks.
-  static std::pair<int, int> classifierInputs(const ModelGraph &g) {
-    int input = -1, targets = -1;
-    for (size_t t = 0; t < g.tensors.size(); ++t) {
-      const TensorDef &td = g.tensors[t];
-      if (td.role != TensorRole::Input || td.sparse ||
-          td.dtype != ops::DType::F32)
-        continue;
-      if (input >= 0) // several: not a classifier this program feeds
-        return {-1, -1};
-      input = int(t);
-    }
-    for (const OpDef &op : g.ops)
-      if ((op.kind == "cross_entropy" || op.kind == "squared_error") &&
-          op.operands.size() == 2 &&
-          g.tensors[size_t(op.operands[1])].role == TensorRole::Input)
-        targets = op.operands[1];
-    return {input, targets};
-  }
-  static int findInput(const ModelGraph &g, const std::string &name) {
-    for (size_t t = 0; t < g.tensors.size(); ++t)
-      if (g.tensors[t].role == TensorRole::Input && g.tensors[t].name == name)
-        return int(t);
-    return -1;
-  }
-  int findInput(const std::string &name) const { return findInput(g_, name); }
-  bool isParam(int t) const {
-    return g_.tensors[size_t(t)].role == TensorRole::Parameter;
-  }
-  bool isInput(int t) const {
-    return g_.tensors[size_t(t)].role == TensorRole::Input;
-  }
-  /// A buffer of an ONNX import (read by primitives): a static array of the
-  /// program, whole on every rank, without a gradient.
-  bool isConst(int t) const {
-    return g_.tensors[size_t(t)].role == TensorRole::Constant;
-  }
-  /// Tensor t's name as a comment may carry it (SourceText.h).
-  std::string note(int t) const {
-    return commentText(g_.tensors[size_t(t)].name);
-  }
-  const std::vector<int64_t> &full(int t) const {
-    return g_.tensors[size_t(t)].shape;
-  }
-  /// Local shape: tp layout l, and a graph model's own nodes' rows under dp.
-  std::vector<int64_t> local(int t, TpLayout l) const {
-    std::vector<int64_t> s = localShape(full(t), l, tp_);
-    if (nodeSplit() && g_.nodeRows(t))
-      s[0] /= plan_.knobs.dp;
-    return s;
-  }
-  /// dp splits a graph model's nodes: each dp rank owns a block of rows.
-  bool nodeSplit() const { return graphModel_ && plan_.knobs.dp > 1; }
   std::string allNodes(int stage, int t, TpLayout l, std::vector<Step> &steps);
-  /// The stage-struct member holding tensor t in layout l.
-  std::string bufName(int t, TpLayout l) const {
-    if (l == L_.tensors[size_t(t)])
-      return names_[size_t(t)];
-    return names_[size_t(t)] +
-           (l.split() ? "_s" + std::to_string(l.dim) +
-                            (l.segments > 1 ? "x" + std::to_string(l.segments)
-                                            : std::string())
-                      : "_full");
-  }
-  std::string val(int t, TpLayout l) const;
-  std::string grad(int t, TpLayout l) const;
-  /// Elements of tensor t in layout l: a number, or for a sparse activation
-  /// the stored entries of its adjacency (known once the graph is built).
-  std::string elems(int t, TpLayout l) const {
-    const int pattern = g_.sparsePattern(t);
-    if (pattern >= 0 && !isInput(t))
-      return val(pattern, TpLayout{}) + ".nnz()";
-    return std::to_string(numel(local(t, l)));
-  }
-  /// names_: each tensor's identifier, unique, and none another's derived
-  /// buffer name ("x_full", "d_x": StageLayout.cpp).
-  void nameTensors();
   void addMember(int stage, const Member &m);
   void addTensor(int stage, int t, TpLayout l, bool withGrad);
   std::string ensureLayout(int stage, int t, TpLayout want,
@@ -381,20 +196,6 @@ private:
   void emitHeadDot(OpCall &c);
   void emitGatAggregate(OpCall &c);
   void emitPrimitive(OpCall &c);
-  int64_t vocab() const;
-  void planVocabPadding();
-  void planGeluFusion();
-  /// Per tensor, the ops reading it (once per operand slot).
-  std::vector<std::vector<size_t>> readers() const {
-    std::vector<std::vector<size_t>> r(g_.tensors.size());
-    for (size_t i = 0; i < g_.ops.size(); ++i)
-      for (int t : g_.ops[i].operands)
-        r[size_t(t)].push_back(i);
-    return r;
-  }
-  void planResidualFusion();
-  bool storesGrad(size_t i, int t, TpLayout l, const std::string &dx) const;
-  bool gathersPartialGrads(int t) const;
   std::string vocabPaddingText() const;
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
@@ -419,15 +220,13 @@ private:
   /// The per-set buffer the gradient of output t, sent to the next stage,
   /// is received into where the sets share gradients (Stage.cpp).
   std::string receivedGrad(int t) const {
-    return "d_" + bufName(t, L_.tensors[size_t(t)]) + "_received";
+    return "d_" + cx_.bufName(t, cx_.L.tensors[size_t(t)]) + "_received";
   }
   std::string stageForwardText(const StagePlan &p) const;
   std::string stageBackwardText(const StagePlan &p);
   std::string stageZeroGradsText(const StagePlan &p) const;
   std::string stageInstructionsText(const StagePlan &p) const;
   std::string stageSetsText(const StagePlan &p) const;
-  /// Groups the layers' parameters into tables (LayerLoop.cpp).
-  void planLayerParams();
   /// struct Params and param_specs(), the layer tables as loops.
   std::string paramsText() const;
   /// The parameter tensors in the order of param_specs()'s rows.
@@ -475,43 +274,14 @@ private:
   std::string specText() const;
   std::string programMain() const;
   std::string fp8Weights() const; // main()'s FP8 linears (fp8 plans)
-  // K-FAC plans (KfacEmitter.cpp).
-  void checkKfac() const;
-  void emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
-                         int64_t in, int64_t out, bool tw);
-  std::string kfacProgramText() const;
-  /// Stage `st`'s K-FAC operand function (empty without K-FAC layers).
-  std::string kfacStageFunction(int st) const;
-  // A K-FAC item placed on a device: run in the refresh cycle's step `phase`
-  // (0: the refresh step), in the canonical order of `key` within its slot;
-  // `entry`, its instruction-table entry (ScheduleTable.h).
-  struct KfacCall {
-    int phase;
-    std::tuple<int, int, int> key; // kind (curvature, reduce, invert), row, G
-    std::string entry;
-    int saved = -1; // kfac_curvature_saved's layer row
-  };
-  // (device, slot) -> calls; slot k: before instruction k, k = the list's
-  // length: after the last.
-  std::map<std::pair<int, size_t>, std::vector<KfacCall>>
-  kfacPlacement(const pipeline::Schedule &s) const;
   std::string params() const;
   std::string schedules(const pipeline::Schedule &s) const;
 
-  const planner::Plan &plan_;
-  const ModelGraph &g_;
-  ModelLayout L_;
-  int tp_;
-  bool cuda_ = false; // emit the CUDA program (device buffers, NCCL)
-  // What the backend's program offers the op emitters (Target.h).
-  const Target &target_;
-  std::vector<std::string> names_;
-  std::vector<int> producer_;
-  bool tokenModel_ = false, graphModel_ = false;
-  // An image or feature classifier (mlp, vgg): synthetic class prototypes.
-  bool classModel_ = false;
-  int classInput_ = -1;   // its images / features input
-  int classTargets_ = -1; // its class labels
+  // What every part reads (EmitContext.h; const: never written here).
+  const EmitContext cx_;
+  // The K-FAC layer table and its placement (KfacEmitter.h): written only by
+  // the linears' emitter (emitLinear), read by the stages and the schedule.
+  KfacEmitter kfac_;
   // Per stage: struct members (in order, unique), and buffers already there.
   std::map<int, std::vector<Member>> members_;
   std::map<int, std::set<std::string>> memberSet_;
@@ -537,49 +307,7 @@ private:
   double lossScale_ = 0;
   int64_t lossCount_ = 0;
   bool lossRowsSplit_ = false; // every tp rank holds some positions' losses
-  // cuda: the padded vocabulary. Per parameter, its local rows padded to a
-  // multiple of 64 (the device holds them, the padding rows zero); per
-  // logits tensor, its last dimension padded alike (the rows' stride).
-  std::map<int, int64_t> padRows_, padCols_;
-  // cuda: linear -> tanh GELU -> linear chains run in the two GEMMs
-  // (planGeluFusion): per GELU op its first linear, per first linear its
-  // GELU, per second linear the GELU whose input gradient it writes.
-  std::map<size_t, size_t> geluOfFc1_, geluOfFc2_;
-  std::set<size_t> fusedGelus_;
-  // cuda: a linear whose output only a residual add reads writes the sum
-  // (planResidualFusion): per linear its add, per add the operand index of
-  // that linear's output.
-  std::map<size_t, size_t> addOfLinear_;
-  std::map<size_t, size_t> linearOperandOfAdd_;
-  // The ops reading each tensor (readers(), once per emit), and on cuda the
-  // activation gradient buffers ("a.d_...data()") one backward call writes
-  // whole by storing (=): never zeroed (storesGrad).
-  std::vector<std::vector<size_t>> users_;
-  /// A table of identical layers' parameters: P.<name>[j].<member> holds
-  /// parameter params[j][k] of model layer layers[j].
-  struct LayerArray {
-    std::string name;
-    std::vector<int> layers;
-    std::vector<std::string> members;
-    std::vector<std::vector<int>> params;
-  };
-  std::vector<LayerArray> layerArrays_;
-  std::map<int, int> arrayOfParam_; // first parameter -> its table
   std::set<std::string> storedGrads_;
-  // K-FAC: per linear op its row of the layer table, and the rows.
-  std::map<size_t, int> kfacIndex_;
-  std::vector<std::string> kfacRows_;     // each row's fields after its name
-  std::vector<std::string> kfacRowNames_; // each row's op name
-  std::map<std::string, int> kfacByName_; // op name -> row
-  std::vector<int> kfacStage_;            // per row: its model stage
-  // Per model stage, the cases of its curvature function: a layer's row, its
-  // input (factor A's operand), output gradient (G's) and rows.
-  struct KfacCase {
-    int row;
-    std::string x, dy;
-    int64_t rows;
-  };
-  std::map<int, std::vector<KfacCase>> kfacCases_;
 };
 
 } // namespace autoddl::codegen::emit

@@ -60,8 +60,8 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
     for (const auto &pos : seq) {
       const Step &st = steps[pos.first];
       for (int t : pos.second ? st.paramsWeight : st.paramsInput) {
-        const int k = L_.tpPartialGrads.count(t) ? 1 : 0;
-        if (k == 0 && plan_.knobs.dp == 1) // nothing to sum
+        const int k = cx_.L.tpPartialGrads.count(t) ? 1 : 0;
+        if (k == 0 && cx_.plan.knobs.dp == 1) // nothing to sum
           continue;
         Bucket &b = open[k];
         auto it = last.find(t);
@@ -70,7 +70,7 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
           continue;
         b.params.push_back(t);
         b.weightPart = splitBackward_ && pos.second;
-        bytes[k] += 4 * numel(local(t, L_.tensors[size_t(t)]));
+        bytes[k] += 4 * numel(cx_.local(t, cx_.L.tensors[size_t(t)]));
         closeAt[k] = pos;
       }
       for (int k = 0; k < 2; ++k)

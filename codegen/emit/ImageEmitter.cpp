@@ -23,7 +23,7 @@ void Emitter::emitConv2d(OpCall &c) {
   const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
   F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
                 shape));
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("conv2d_backward({}, nullptr, nullptr, {}, {}, {}, {});",
                    dx[0], dy, x[0], x[1], shape));
   BW(fmt::format("conv2d_backward(nullptr, {}, {}, {}, {}, {}, {});", dx[1], db,
@@ -41,7 +41,7 @@ void Emitter::emitPool2d(OpCall &c) {
                 stride = attrOr<int64_t>(op, "stride", kernel);
   F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
                 a[0] * a[1], a[2], a[3], kernel, stride, isMax));
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {});",
                    dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
                    isMax));
@@ -53,11 +53,11 @@ void Emitter::emitFlatten(OpCall &c) {
          sequenceOffset, gatherNodes] = c;
   // The same row-major elements: the target's copy (a stream copy on cuda).
   std::string copy =
-      fmt::format(fmt::runtime(target_.copyElements), fmt::arg("dst", y),
+      fmt::format(fmt::runtime(cx_.target.copyElements), fmt::arg("dst", y),
                   fmt::arg("src", x[0]), fmt::arg("n", n));
   F(copy.substr(2, copy.size() - 3)); // F indents and ends the line
 
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("add_into({}, {}, {});", dx[0], dy, n));
 }
 
@@ -69,7 +69,7 @@ void Emitter::emitTranspose(OpCall &c) {
       shapeInit(attrOr<std::vector<int64_t>>(op, "perm", {}));
   F(fmt::format("transpose_forward({}, {}, {}, {});", y, x[0], shapeInit(xs[0]),
                 perm));
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("transpose_backward({}, {}, {}, {});", dx[0], dy,
                    shapeInit(xs[0]), perm));
 }

@@ -33,26 +33,26 @@ void Emitter::emitCrossEntropy(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V,
-                Vf = full(op.operands[0]).back();
+                Vf = cx_.full(op.operands[0]).back();
   // A vocabulary tp does not divide: every rank's logits are V = ceil(Vf /
   // tp) columns from column g.rtp * V, of which the last rank's tail is
   // padding (Layout.cpp paddedVocab); the kernels read the real ones.
-  const bool uneven = p.mode == OpMode::VocabLoss && Vf % tp_ != 0;
+  const bool uneven = p.mode == OpMode::VocabLoss && Vf % cx_.tp != 0;
   const std::string cols =
       uneven ? fmt::format("std::min<int64_t>({}, {} - g.rtp * {})", V, Vf, V)
              : std::to_string(V);
-  auto pad = padCols_.find(op.operands[0]);
+  auto pad = cx_.padCols.find(op.operands[0]);
   // The row stride of padded logits (an extra kernel argument).
-  const std::string ld = pad != padCols_.end()
+  const std::string ld = pad != cx_.padCols.end()
                              ? fmt::format(", {}", pad->second)
                          : uneven ? fmt::format(", {}", V)
                                   : std::string();
   // On split rows (batch or sequence) each tp rank holds N of the
   // micro-batch's tp * N positions.
   lossRowsSplit_ = p.mode == OpMode::Local;
-  lossCount_ = lossRowsSplit_ ? N * tp_ : N;
+  lossCount_ = lossRowsSplit_ ? N * cx_.tp : N;
   // cuda: dlogits this loss alone writes are stored (=), never zeroed.
-  const bool storeDx = storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+  const bool storeDx = cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
   if (storeDx)
     storedGrads_.insert(dx[0]);
   const std::string ldStore =
@@ -95,27 +95,27 @@ void Emitter::emitCrossEntropy(OpCall &c) {
                    "{}, kLossScale{});",
                    dx[0], x[0], x[1], N, V, ldStore));
   }
-  if (!target_.lossSumOnDevice) { // summed on the device at the step's end
+  if (!cx_.target.lossSumOnDevice) { // summed on the device at the step's end
     F("a.loss_sum = 0;");
     F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
     F("  a.loss_sum += a.losses[size_t(i)];");
   }
-  if (reportsAccuracy() && p.mode == OpMode::VocabLoss) {
+  if (cx_.reportsAccuracy() && p.mode == OpMode::VocabLoss) {
     // Gathered: tp * V columns a row, the padding (uneven) at the end.
-    const int64_t Vg = V * tp_;
-    const std::string whole = names_[size_t(op.operands[0])] + "_whole";
+    const int64_t Vg = V * cx_.tp;
+    const std::string whole = cx_.names[size_t(op.operands[0])] + "_whole";
     const std::string ldG = Vg != Vf ? fmt::format(", {}", Vg) : "";
-    if (pad != padCols_.end())
+    if (pad != cx_.padCols.end())
       throw std::logic_error("codegen: the accuracy of padded logits");
     addMember(st,
               {whole, N * Vg, shapeStr({N, Vg}) + " gathered logits (accuracy)",
-               false, false, !target_.actBuffers});
+               false, false, !cx_.target.actBuffers});
     F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
                   "the accuracy",
                   whole, x[0], shapeInit({N, V})));
     F(countCorrect(false, fmt::format("a.{}.data(), {}, {}, {}{}", whole, x[1],
                                       N, Vf, ldG)));
-    if (graphModel_)
+    if (cx_.graphModel)
       F(countCorrect(true, fmt::format("a.{}.data(), graph_heldout_labels(), "
                                        "{}, {}{}",
                                        whole, N, Vf, ldG)));
@@ -129,27 +129,28 @@ void Emitter::emitRowsAccuracy(const std::function<void(std::string)> &F,
                                const std::string &scores,
                                const std::string &labels, int64_t N,
                                int64_t V) {
-  if (!reportsAccuracy())
+  if (!cx_.reportsAccuracy())
     return;
   F(countCorrect(false, fmt::format("{}, {}, {}, {}", scores, labels, N, V)));
-  if (graphModel_)
-    F(countCorrect(true, fmt::format("{}, graph_heldout_labels(), {}, {}",
-                                     scores, N, V)));
+  if (cx_.graphModel)
+    F(countCorrect(
+        true, fmt::format("{}, graph_heldout_labels(), {}, {}", scores, N, V)));
 }
 
 std::string Emitter::correctMembers(bool comment) const {
-  if (target_.lossSumOnDevice) // counted on the device, read after the step
+  if (cx_.target.lossSumOnDevice) // counted on the device, read after the step
     return fmt::format("  DeviceBuffer<unsigned long long> correct{{{}}};{}\n",
-                       graphModel_ ? 2 : 1,
-                       !comment       ? ""
-                       : graphModel_ ? " // samples whose largest logit is the "
-                                       "label; the same over the held-out nodes"
-                                     : " // samples whose largest logit is the "
-                                       "label");
+                       cx_.graphModel ? 2 : 1,
+                       !comment ? ""
+                       : cx_.graphModel
+                           ? " // samples whose largest logit is the "
+                             "label; the same over the held-out nodes"
+                           : " // samples whose largest logit is the "
+                             "label");
   std::string out = comment ? "  int64_t correct = 0; // samples whose largest "
                               "logit is the label\n"
                             : "  int64_t correct = 0;\n";
-  if (graphModel_)
+  if (cx_.graphModel)
     out += comment ? "  int64_t correct_heldout = 0; // the same over the "
                      "held-out nodes\n"
                    : "  int64_t correct_heldout = 0;\n";
@@ -157,7 +158,7 @@ std::string Emitter::correctMembers(bool comment) const {
 }
 
 std::string Emitter::countCorrect(bool heldout, const std::string &args) const {
-  if (target_.lossSumOnDevice)
+  if (cx_.target.lossSumOnDevice)
     return fmt::format("count_correct(a.correct.data(){}, {});",
                        heldout ? " + 1" : "", args);
   return fmt::format("a.correct{} = count_correct({});",
@@ -165,7 +166,7 @@ std::string Emitter::countCorrect(bool heldout, const std::string &args) const {
 }
 
 std::string Emitter::correctRead(bool heldout) const {
-  if (target_.lossSumOnDevice)
+  if (cx_.target.lossSumOnDevice)
     return fmt::format("double(counter_to_host(a.correct.data(){}))",
                        heldout ? " + 1" : "");
   return heldout ? "double(a.correct_heldout)" : "double(a.correct)";
@@ -178,16 +179,16 @@ void Emitter::emitSquaredError(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t C = lastDim(xs[0]), N = numel(xs[0]) / C;
-  if (padCols_.count(op.operands[0]))
+  if (cx_.padCols.count(op.operands[0]))
     throw std::logic_error("codegen: squared_error on padded scores");
   lossRowsSplit_ = p.mode == OpMode::Local;
-  lossCount_ = lossRowsSplit_ ? N * tp_ : N;
+  lossCount_ = lossRowsSplit_ ? N * cx_.tp : N;
   addMember(st, {"losses", N, "[N] per-row loss", false, false, true});
   F(fmt::format("squared_error_forward(a.losses.data(), {}, {}, {}, {});", x[0],
                 x[1], N, C));
   BI(fmt::format("squared_error_backward({}, {}, {}, {}, {}, kLossScale);",
                  dx[0], x[0], x[1], N, C));
-  if (!target_.lossSumOnDevice) {
+  if (!cx_.target.lossSumOnDevice) {
     F("a.loss_sum = 0;");
     F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
     F("  a.loss_sum += a.losses[size_t(i)];");

@@ -14,7 +14,7 @@ void Emitter::emitNorm(OpCall &c) {
          sequenceOffset, gatherNodes] = c;
   const int64_t C = lastDim(ys), N = n / C;
   const std::string eps = fmtDouble(attrOr<double>(op, "epsilon", 1e-5));
-  const std::string base = names_[size_t(r)];
+  const std::string base = cx_.names[size_t(r)];
   addMember(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
   if (k == "layernorm") {
     addMember(st, {base + "_mean", N, "[N] saved mean", false, false, true});

@@ -69,11 +69,12 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
                g.tensors[size_t(t)].name + " as an operand; the cuda backend " +
                "runs " + op.kind + " on activations only (use --backend cpu)";
   }
-  if (findInput(g, "input_ids") >= 0 || findInput(g, "adjacency") >= 0)
+  if (EmitContext::findInput(g, "input_ids") >= 0 ||
+      EmitContext::findInput(g, "adjacency") >= 0)
     return "";
   // A classifier: its samples and labels are fed by load_samples (both
   // harnesses).
-  const auto [input, targets] = classifierInputs(g);
+  const auto [input, targets] = EmitContext::classifierInputs(g);
   if (input < 0 || targets < 0)
     return "model " + g.name +
            " has neither input_ids, adjacency nor one f32 input with the "
@@ -84,26 +85,26 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
 
 /// Emits op i (with the conversions its operands need) into `steps`.
 void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
-  const OpDef &op = g_.ops[i];
-  const OpPlan &p = L_.ops[i];
+  const OpDef &op = cx_.g.ops[i];
+  const OpPlan &p = cx_.L.ops[i];
   const int st = p.stage;
   std::vector<std::string> x(op.operands.size()), dx(op.operands.size());
   std::vector<std::vector<int64_t>> xs(op.operands.size());
   for (size_t k = 0; k < op.operands.size(); ++k) {
     const int t = op.operands[k];
     x[k] = ensureLayout(st, t, p.operands[k], steps);
-    dx[k] = grad(t, p.operands[k]);
-    xs[k] = local(t, p.operands[k]);
+    dx[k] = cx_.grad(t, p.operands[k]);
+    xs[k] = cx_.local(t, p.operands[k]);
   }
   const int r = op.results[0];
   // A fused GELU's output gradient is never formed (planGeluFusion); a
   // linear whose GEMM writes its sum with a residual (planResidualFusion)
   // has neither output nor gradient buffer.
-  if (!addOfLinear_.count(i))
-    addTensor(st, r, p.result, !fusedGelus_.count(i));
-  const std::vector<int64_t> ys = local(r, p.result);
-  const std::string y = full(r).empty() ? "" : val(r, p.result);
-  std::string dy = full(r).empty() ? "" : grad(r, p.result);
+  if (!cx_.addOfLinear.count(i))
+    addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
+  const std::vector<int64_t> ys = cx_.local(r, p.result);
+  const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);
+  std::string dy = cx_.full(r).empty() ? "" : cx_.grad(r, p.result);
   const int64_t n = numel(ys);
   Step s;
   // The comment line: name, kind, mode, operand and result shapes.
@@ -145,7 +146,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     if (all == c.x[k])
       return;
     c.x[k] = all;
-    c.dx[k] = isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
+    c.dx[k] =
+        cx_.isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
   };
   if (e)
     (this->*e->emit)(c);
@@ -158,14 +160,14 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     return false;
   };
   for (size_t k = 0; k < op.operands.size(); ++k) {
-    if (!isParam(op.operands[k]))
+    if (!cx_.isParam(op.operands[k]))
       continue;
     if (writes(c.s.bwdWeight, c.dx[k]))
       c.s.paramsWeight.push_back(op.operands[k]);
     else if (writes(c.s.bwdInput, c.dx[k]))
       c.s.paramsInput.push_back(op.operands[k]);
   }
-  if (target_.opProfiling)
+  if (cx_.target.opProfiling)
     profileScopes(c.s, k);
   steps.push_back(std::move(c.s));
 }

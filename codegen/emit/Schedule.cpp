@@ -37,7 +37,7 @@ std::string oneOf(const std::string &var, const std::set<int> &values) {
 
 std::string Emitter::schedules(const pipeline::Schedule &s) const {
   std::string out;
-  const auto kfacAt = kfacPlacement(s); // K-FAC items, where placed
+  const auto kfacAt = kfac_.placement(s); // K-FAC items, where placed
   out += "// Each model stage's functions, for the instruction tables "
          "(ScheduleTable.h).\nstatic const StageFunctions "
          "kStageFunctions[kStages] = {\n";
@@ -45,13 +45,13 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     auto fn = [&](const char *name, bool has) {
       return has ? stageTypes_.fn(st, name) : std::string("nullptr");
     };
-    const bool kfac = kfacCases_.count(st) > 0;
+    const bool kfac = kfac_.onStage(st);
     out += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}}},\n",
                        fn("forward", true), fn("backward", !splitBackward_),
                        fn("backward_input", splitBackward_),
                        fn("backward_weight", splitBackward_), fn("reuse", true),
                        fn("kfac", kfac), fn("allocate", true),
-                       fn("free", target_.freesBuffers));
+                       fn("free", cx_.target.freesBuffers));
   }
   out += "};\n\n";
   // Slot i's K-FAC entries (before instruction i), in the order of the
@@ -60,7 +60,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
     std::string line;
     auto it = kfacAt.find({d, i});
     if (it != kfacAt.end())
-      for (const KfacCall &c : it->second)
+      for (const KfacEmitter::Call &c : it->second)
         line += c.entry + ", ";
     return line;
   };
@@ -105,7 +105,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
         fmt::format("{}{{kDevice{}, sizeof(kDevice{}) / sizeof(Instruction)}}",
                     d ? ", " : "", d, d);
   out += "};\n";
-  if (plan_.kfac)
+  if (cx_.plan.kfac)
     out += "// The backend's K-FAC calls the tables' K-FAC entries make.\n"
            "static const KfacSteps kKfacSteps = {kfac_due, kfac_phase, "
            "kfac_curvature_saved, kfac_reduce, kfac_invert, "
@@ -113,20 +113,20 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   out += fmt::format("\nstatic void run_schedule(int64_t step) {{\n  "
                      "run_instructions(kDevices[g.rpp], kStageFunctions, {}, "
                      "step);\n}}\n",
-                     plan_.kfac ? "&kKfacSteps" : "nullptr");
-  if (!plan_.kfac || !target_.kfacBubbleItems)
+                     cx_.plan.kfac ? "&kKfacSteps" : "nullptr");
+  if (!cx_.plan.kfac || !cx_.target.kfacBubbleItems)
     return out;
   // Per device, the steps of the cycle after the refresh step that hold
   // K-FAC items (KfacProgram::items_at).
   std::map<int, std::set<int>> phases;
   for (const auto &[slot, calls] : kfacAt)
-    for (const KfacCall &c : calls)
+    for (const KfacEmitter::Call &c : calls)
       if (c.phase > 0)
         phases[slot.first].insert(c.phase);
   // Per device, the step of its cycle whose end runs what the bubbles leave
   // (KfacProgram::tail_phase): the plan's last placing step.
   std::map<int, int> tail;
-  for (const planner::KfacDevicePlan &dev : plan_.kfac->devices)
+  for (const planner::KfacDevicePlan &dev : cx_.plan.kfac->devices)
     tail[dev.device] = std::max(0, dev.steps - 1);
   const bool ranges = std::all_of(phases.begin(), phases.end(), [](auto &e) {
     return *e.second.rbegin() - *e.second.begin() + 1 == int(e.second.size());
@@ -169,7 +169,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   // (KfacProgram::saves).
   std::set<int> saves;
   for (const auto &[slot, calls] : kfacAt)
-    for (const KfacCall &c : calls)
+    for (const KfacEmitter::Call &c : calls)
       if (c.saved >= 0)
         saves.insert(c.saved);
   const std::string any = oneOf("layer", saves);
@@ -189,7 +189,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
 /// all-reduces on streams forked from it and joined back before the body
 /// ends, so the capture holds them with the kernels.
 std::string Emitter::stepGraphGlue() const {
-  const bool graphable = planner::stepRunsAsGraph(g_);
+  const bool graphable = planner::stepRunsAsGraph(cx_.g);
   std::string out = fmt::format(
       "\n// Whether forward and backward run as one CUDA graph after the "
       "first step (StepGraph.h):\n// {}.\nconstexpr bool kStepGraphable = "
