@@ -25,13 +25,13 @@ void Emitter::emitAttention(OpCall &c) {
   const std::string base = cx_.names[size_t(r)];
   if (cx_.target.attentionSavesLse) // FlashAttention-style: the log-sum-exp,
                                     // not the probabilities
-    addMember(st,
-              {base + "_lse", B * H * T,
-               shapeStr({B, H, T}) + " saved log-sum-exp", false, false, true});
+    members_.add(st, {base + "_lse", B * H * T,
+                      shapeStr({B, H, T}) + " saved log-sum-exp", false, false,
+                      true});
   else
-    addMember(st,
-              {base + "_att", B * H * T * T,
-               shapeStr({B, H, T, T}) + " saved probabilities", false, false});
+    members_.add(st, {base + "_att", B * H * T * T,
+                      shapeStr({B, H, T, T}) + " saved probabilities", false,
+                      false});
   std::string views, gviews;
   if (op.operands.size() == 1) {
     views = fmt::format("attention_qkv_views({}, {}, {}, {})", x[0], H, G, D);

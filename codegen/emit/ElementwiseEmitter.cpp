@@ -1,7 +1,7 @@
 //===- ElementwiseEmitter.cpp - elementwise ops ---------------------------===//
 //
 // add (and the residual add fused into a linear), mul, gelu (and the GELU
-// fused into two linears), relu, silu and swiglu.
+// fused into two linears), relu, silu, swiglu, and softmax.
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -67,6 +67,25 @@ void Emitter::emitSwiglu(OpCall &c) {
   F(fmt::format("swiglu_forward({}, {}, {}, {});", y, x[0], x[1], n));
   BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], x[0],
                  x[1], dy, n));
+}
+
+/// softmax
+void Emitter::emitSoftmax(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  int64_t axis = attrOr<int64_t>(op, "axis", -1);
+  if (axis < 0)
+    axis += int64_t(ys.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= ys[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < ys.size(); ++d)
+    inner *= ys[d];
+  const int64_t Ln = ys[size_t(axis)];
+  F(fmt::format("softmax_forward({}, {}, {}, {}, {});", y, x[0], outer, Ln,
+                inner));
+  BI(fmt::format("softmax_backward({}, {}, {}, {}, {}, {});", dx[0], y, dy,
+                 outer, Ln, inner));
 }
 
 } // namespace autoddl::codegen::emit

@@ -17,6 +17,8 @@
 
 #include "codegen/emit/EmitContext.h"
 #include "codegen/emit/KfacEmitter.h"
+#include "codegen/emit/LossEmitter.h"
+#include "codegen/emit/StageMembers.h"
 
 #include "cost_model/pipeline/ActivationSets.h"
 #include "cost_model/pipeline/Schedule.h"
@@ -54,19 +56,6 @@ struct Bucket {
   // over the stage's dp x tp group in one all-reduce.
   bool tpPartial = false;
   std::vector<int> params;
-};
-
-/// A float buffer of a stage struct.
-struct Member {
-  std::string name;
-  int64_t size = 0;
-  std::string comment;
-  bool i32 = false;
-  bool grad = false; // a gradient buffer (zeroed before each backward)
-  bool stat = false; // fp32 statistics (act_t activations otherwise, on cuda)
-  // Set for a size known at run time only (a sparse activation: the graph's
-  // stored entries): the expression replaces `size`.
-  std::string sizeExpr = {};
 };
 
 /// The ops of one layer on a stage: its steps and the stage members its
@@ -125,7 +114,7 @@ StageTypes foldStages(const std::vector<std::string> &texts,
 class Emitter {
 public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
-      : cx_(plan, g, backend), kfac_(cx_) {}
+      : cx_(plan, g, backend) {}
 
   std::string emit();
 
@@ -136,7 +125,6 @@ public:
 
 private:
   std::string allNodes(int stage, int t, TpLayout l, std::vector<Step> &steps);
-  void addMember(int stage, const Member &m);
   void addTensor(int stage, int t, TpLayout l, bool withGrad);
   std::string ensureLayout(int stage, int t, TpLayout want,
                            std::vector<Step> &steps);
@@ -153,7 +141,7 @@ private:
   /// gradient).
   enum class CudaRuns { No, OnActivations, WithWeights };
   struct OpEntry {
-    void (Emitter::*emit)(OpCall &);
+    std::function<void(Emitter &, OpCall &)> emit;
     CudaRuns cuda;
   };
   /// Every op kind the programs run, with its emitter: the one table.
@@ -173,18 +161,6 @@ private:
   void emitSwiglu(OpCall &c);
   void emitNorm(OpCall &c);
   void emitSoftmax(OpCall &c);
-  void emitCrossEntropy(OpCall &c);
-  void emitSquaredError(OpCall &c);
-  // The accuracy counts: the activation set's (`comment`) or the results'
-  // members, a counting call's text ("a.correct" counting scores against
-  // labels, or the held-out nodes' count), and the host value of one after
-  // the step.
-  std::string correctMembers(bool comment) const;
-  std::string countCorrect(bool heldout, const std::string &args) const;
-  std::string correctRead(bool heldout) const;
-  void emitRowsAccuracy(const std::function<void(std::string)> &F,
-                        const std::string &scores, const std::string &labels,
-                        int64_t N, int64_t V);
   void emitAttention(OpCall &c);
   void emitConv2d(OpCall &c);
   void emitPool2d(OpCall &c);
@@ -209,12 +185,6 @@ private:
     bool hasLoss;
   };
   StagePlan planStage(int stage);
-  /// Stage st's members (none yet: empty).
-  const std::vector<Member> &stageMembers(int st) const {
-    static const std::vector<Member> none;
-    auto it = members_.find(st);
-    return it == members_.end() ? none : it->second;
-  }
   std::string stageStructText(const StagePlan &p);
   std::set<std::string> perSetGradients(const StagePlan &p);
   /// The per-set buffer the gradient of output t, sent to the next stage,
@@ -281,10 +251,9 @@ private:
   const EmitContext cx_;
   // The K-FAC layer table and its placement (KfacEmitter.h): written only by
   // the linears' emitter (emitLinear), read by the stages and the schedule.
-  KfacEmitter kfac_;
-  // Per stage: struct members (in order, unique), and buffers already there.
-  std::map<int, std::vector<Member>> members_;
-  std::map<int, std::set<std::string>> memberSet_;
+  KfacEmitter kfac_{cx_};
+  // Per stage: struct members, and buffers already converted there.
+  StageMembers members_;
   std::map<std::pair<int, std::string>, bool> converted_;
   // File-scope declarations of the ONNX primitives (PrimitiveEmitter.cpp):
   // the constants they read and each op's resolved Primitive.
@@ -304,10 +273,11 @@ private:
   }
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
   std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial
-  double lossScale_ = 0;
-  int64_t lossCount_ = 0;
-  bool lossRowsSplit_ = false; // every tp rank holds some positions' losses
+  // cuda: the activation gradient buffers ("a.d_...data()") one backward
+  // call writes whole by storing (=): never zeroed (storesGrad).
   std::set<std::string> storedGrads_;
+  // The loss and accuracy (LossEmitter.h): adds members, stores dlogits.
+  LossEmitter loss_{cx_, members_, storedGrads_};
 };
 
 } // namespace autoddl::codegen::emit

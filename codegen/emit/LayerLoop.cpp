@@ -343,7 +343,7 @@ Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
   // One layer is a table too where it recomputes (Recompute.cpp).
   if (spans.empty() || (spans.size() < 2 && recomputedLayers(stage) == 0))
     return sl;
-  const std::vector<Member> &ms = members_.at(stage);
+  const std::vector<Member> &ms = members_.of(stage);
   auto canonOf = [](const std::string &m, int l, std::string &group) {
     auto [a, b] = splitAtLayer(m, l);
     if (a.empty() || b.empty())

@@ -137,10 +137,10 @@ void Emitter::emitLinear(OpCall &c) {
   const std::string dyRows = dy;
   if (scatters) {
     const std::string whole = cx_.names[size_t(r)] + "_whole";
-    addMember(st, {whole, g.N * lastDim(ys),
-                   shapeStr(cx_.local(r, TpLayout{})) +
-                       " partial sum, then the gathered output gradient",
-                   false, false});
+    members_.add(st, {whole, g.N * lastDim(ys),
+                      shapeStr(cx_.local(r, TpLayout{})) +
+                          " partial sum, then the gathered output gradient",
+                      false, false});
     dy = "a." + whole + ".data()";
   }
   auto pad = cx_.padRows.find(op.operands[1]);
@@ -213,9 +213,9 @@ void Emitter::emitLinear(OpCall &c) {
                                                        : ColumnDx::LocalVector;
       const std::string scratch = cx_.names[size_t(r)] + "_dx_partial";
       if (how == ColumnDx::StageScratch)
-        addMember(st, {scratch, g.N * g.K,
-                       shapeStr({g.N, g.K}) + " partial input gradient", false,
-                       false});
+        members_.add(st, {scratch, g.N * g.K,
+                          shapeStr({g.N, g.K}) + " partial input gradient",
+                          false, false});
       emitColumnInputGradient(c, g, how, scratch);
     } else {
       emitPlainInputGradient(c, g);

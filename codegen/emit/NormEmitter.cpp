@@ -15,9 +15,9 @@ void Emitter::emitNorm(OpCall &c) {
   const int64_t C = lastDim(ys), N = n / C;
   const std::string eps = fmtDouble(attrOr<double>(op, "epsilon", 1e-5));
   const std::string base = cx_.names[size_t(r)];
-  addMember(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
+  members_.add(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
   if (k == "layernorm") {
-    addMember(st, {base + "_mean", N, "[N] saved mean", false, false, true});
+    members_.add(st, {base + "_mean", N, "[N] saved mean", false, false, true});
     const std::string beta = op.operands.size() > 2 ? x[2] : "nullptr";
     const std::string dbeta = op.operands.size() > 2 ? dx[2] : "nullptr";
     F(fmt::format("layernorm_forward({}, a.{}_mean.data(), a.{}_rstd.data(), "

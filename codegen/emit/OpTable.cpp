@@ -150,7 +150,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         cx_.isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
   };
   if (e)
-    (this->*e->emit)(c);
+    e->emit(*this, c);
   // Which half writes each parameter's gradient (for the gradient buckets).
   auto writes = [](const std::vector<std::string> &lines,
                    const std::string &g) {
@@ -192,13 +192,17 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       {"silu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
       {"elu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
       {"swiglu", {&Emitter::emitSwiglu, CudaRuns::OnActivations}},
+      {"softmax", {&Emitter::emitSoftmax, CudaRuns::OnActivations}},
       // NormEmitter.cpp
       {"layernorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
       {"rmsnorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
-      // LossEmitter.cpp
-      {"softmax", {&Emitter::emitSoftmax, CudaRuns::OnActivations}},
-      {"cross_entropy", {&Emitter::emitCrossEntropy, CudaRuns::OnActivations}},
-      {"squared_error", {&Emitter::emitSquaredError, CudaRuns::OnActivations}},
+      // LossEmitter.h: the loss emitter's own state (LossEmitter.cpp)
+      {"cross_entropy",
+       {[](Emitter &e, OpCall &c) { e.loss_.crossEntropy(c); },
+        CudaRuns::OnActivations}},
+      {"squared_error",
+       {[](Emitter &e, OpCall &c) { e.loss_.squaredError(c); },
+        CudaRuns::OnActivations}},
       // AttentionEmitter.cpp
       {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp

@@ -304,7 +304,7 @@ std::string Emitter::stagesCode(int stages) {
     std::vector<std::set<std::string>> memberNames(static_cast<size_t>(stages));
     std::vector<bool> eligible(static_cast<size_t>(stages));
     for (int s = 0; s < stages; ++s) {
-      for (const Member &m : members_[s])
+      for (const Member &m : members_.of(s))
         memberNames[size_t(s)].insert(m.name);
       eligible[size_t(s)] =
           !inputStages_.count(s) && s != lossStage_ && !scratchStages_.count(s);
@@ -325,7 +325,7 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
     maxBoundary =
         std::max(maxBoundary, int(boundaryTensors(cx_.g, cx_.L, s).size()));
 
-  const int64_t globalCount = lossCount_ * k.microbatches * k.dp;
+  const int64_t globalCount = loss_.count() * k.microbatches * k.dp;
   std::string consts;
   consts += "// ---- the plan ----\n";
   consts += fmt::format("constexpr int64_t kPP = {}, kDP = {}, kTP = {};\n",
@@ -360,7 +360,7 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
                         counts, setOf);
   consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
                         "by rows (batch, sequence) over tp\n",
-                        lossRowsSplit_ ? "true" : "false");
+                        loss_.rowsSplit() ? "true" : "false");
   consts += fmt::format("constexpr int kMaxBoundary = {}; // tensors crossing "
                         "one stage boundary\n",
                         maxBoundary);
@@ -456,14 +456,14 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
         "0;\n  if (kLossRowsOnTp || g.rtp == 0)\n    for (const auto &a : "
         "{})\n      sum += {};\n  return sum;\n}}\n\n",
-        lastStage, correctRead(false));
+        lastStage, loss_.correctRead(false));
   if (cx_.graphModel)
     glue += fmt::format(
         "// The same over the graph's held-out nodes.\nstatic double "
         "local_heldout_correct() {{\n  double sum = 0;\n  if (g.rtp == 0)\n "
         "   for (const auto &a : {})\n      sum += {};\n  return "
         "sum;\n}}\n\n",
-        lastStage, correctRead(true));
+        lastStage, loss_.correctRead(true));
   glue += schedules(sched);
   // After the stages' table: each stage allocates (frees) its own sets.
   glue += "\n// The activation sets of the stages this rank runs.\nstatic void "

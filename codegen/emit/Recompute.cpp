@@ -78,7 +78,7 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
                              /*fusedAttention=*/cx_.target.attentionSavesLse));
   };
   // Per layer, the text of its rerun steps, and of everything else.
-  const std::vector<Member> &ms = members_.at(stage);
+  const std::vector<Member> &ms = members_.of(stage);
   const size_t width = sl.canon.size();
   rc.scratch.assign(width, true);
   std::vector<std::string> rerunFwd(sl.spans.size());
@@ -135,7 +135,7 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
     if (!rc.scratch[k])
       continue;
     swaps += fmt::format("  std::swap(y.{0}, s.{0});\n", sl.canon[k]);
-    if (members_.at(stage)[sl.spans[0].memberBegin + k].grad)
+    if (members_.of(stage)[sl.spans[0].memberBegin + k].grad)
       zeros +=
           fmt::format(fmt::runtime(cx_.target.zeroBuffer), "y." + sl.canon[k]);
   }

@@ -32,8 +32,8 @@ void Emitter::emitSpmm(OpCall &c) {
          "(P -> B)");
       if (cx_.target.scratchInStage) {
         const std::string part = cx_.names[size_t(r)] + "_dvalues_partial";
-        addMember(st, {part, 0, "[nnz] partial gradient of the values", false,
-                       false, false, nnz});
+        members_.add(st, {part, 0, "[nnz] partial gradient of the values",
+                          false, false, false, nnz});
         BI(fmt::format("  act_t *partial = a.{}.data();", part));
         BI(fmt::format("  zero(partial, {} * sizeof(act_t));", nnz));
       } else {

@@ -77,11 +77,11 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       for (const LayerSpan &sp : spans)
         layersContiguous = layersContiguous && sp.layer != layer;
       spans.push_back({layer, steps.size(), steps.size(),
-                       members_[stage].size(), members_[stage].size()});
+                       members_.of(stage).size(), members_.of(stage).size()});
     }
     const bool inLayer = layer >= 0 && spans.back().layer == layer &&
                          spans.back().stepEnd == steps.size() &&
-                         spans.back().memberEnd == members_[stage].size();
+                         spans.back().memberEnd == members_.of(stage).size();
     for (int t : cx_.g.ops[i].operands)
       if (cx_.isInput(t) && !cx_.graphModel &&
           std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
@@ -94,7 +94,7 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       steps.back().op = int(i);
     if (layer >= 0 && inLayer) {
       spans.back().stepEnd = steps.size();
-      spans.back().memberEnd = members_[stage].size();
+      spans.back().memberEnd = members_.of(stage).size();
     } else if (layer >= 0) {
       layersContiguous = false;
     }
@@ -136,10 +136,10 @@ std::set<std::string> Emitter::perSetGradients(const StagePlan &p) {
     perSet.insert("d_" + cx_.bufName(t, cx_.L.tensors[size_t(t)]));
   if (shareGrads_)
     for (int t : p.sendOut)
-      addMember(p.stage,
-                {receivedGrad(t), 0,
-                 "the gradient received from the next stage", false, false,
-                 false, cx_.elems(t, cx_.L.tensors[size_t(t)])});
+      members_.add(p.stage,
+                   {receivedGrad(t), 0,
+                    "the gradient received from the next stage", false, false,
+                    false, cx_.elems(t, cx_.L.tensors[size_t(t)])});
   return perSet;
 }
 
@@ -198,7 +198,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     if (rc.any())
       out += "  LayerBuffers held = LayerBuffers::All;\n";
     for (size_t k = 0; k < sl.canon.size(); ++k)
-      out += decl(members_[stage][sl.spans[0].memberBegin + k], sl.canon[k],
+      out += decl(members_.of(stage)[sl.spans[0].memberBegin + k], sl.canon[k],
                   !rc.any()       ? nullptr
                   : rc.scratch[k] ? "Kept"
                                   : "Scratch");
@@ -209,7 +209,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     out += "};\n\n";
   }
   out += fmt::format("struct Stage{} {{\n", stage);
-  for (const Member &m : members_[stage])
+  for (const Member &m : members_.of(stage))
     if (!sl.memberOf.count(m.name))
       out += decl(m, m.name);
   if (sl.folded() && rc.any()) {
@@ -229,7 +229,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
   if (hasLoss && !cx_.target.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && cx_.reportsAccuracy())
-    out += correctMembers(true);
+    out += loss_.correctMembers(true);
   if (cx_.target.gradZeroSet)
     out += fmt::format("  ZeroSet grad_zeros; // the gradients "
                        "stage{}_zero_grads clears, one launch\n",
@@ -241,7 +241,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                   "devices running stage {0}\n\n",
                   stage);
   auto memberDecl = [&](const std::string &name) {
-    for (const Member &m : members_[p.stage])
+    for (const Member &m : members_.of(p.stage))
       if (m.name == name)
         return decl(m, m.name);
     return std::string();
@@ -252,7 +252,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                              ? memberDecl("losses")
                              : "  double loss_sum = 0;\n";
     if (cx_.reportsAccuracy())
-      fields += correctMembers(false);
+      fields += loss_.correctMembers(false);
     out += fmt::format("// What the step reads of each micro-batch's loss, "
                        "kept apart from its activation set.\nstruct "
                        "Stage{0}Results {{\n{1}}};\nstatic "
@@ -470,15 +470,15 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
   for (size_t k = 0; k < sl.canon.size(); ++k) {
     std::vector<size_t> zeroed, skipped;
     for (size_t j = 0; j < sl.spans.size(); ++j)
-      (zeroes(stageMembers(stage)[sl.spans[j].memberBegin + k].name) ? zeroed
-                                                                     : skipped)
+      (zeroes(members_.of(stage)[sl.spans[j].memberBegin + k].name) ? zeroed
+                                                                    : skipped)
           .push_back(j);
-    if (!stageMembers(stage)[sl.spans[0].memberBegin + k].grad)
+    if (!members_.of(stage)[sl.spans[0].memberBegin + k].grad)
       continue;
     if (skipped.empty()) {
       allLayers.insert(k);
       for (const LayerSpan &sp : sl.spans)
-        loopZeroed.insert(stageMembers(stage)[sp.memberBegin + k].name);
+        loopZeroed.insert(members_.of(stage)[sp.memberBegin + k].name);
     } else if (zeroed.size() >= 2) {
       std::string skip;
       for (size_t j : skipped) {
@@ -486,8 +486,7 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
         zeroed.push_back(j); // named in the guard, not in a line of its own
       }
       for (size_t j = 0; j < sl.spans.size(); ++j)
-        loopZeroed.insert(
-            stageMembers(stage)[sl.spans[j].memberBegin + k].name);
+        loopZeroed.insert(members_.of(stage)[sl.spans[j].memberBegin + k].name);
       std::string line = zeroLine("a.layers[l]." + sl.canon[k]);
       line.erase(0, line.find_first_not_of(' '));
       someLayers +=
@@ -496,7 +495,7 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
                       sl.spans.size(), skip, line);
     }
   }
-  for (const Member &m : stageMembers(stage))
+  for (const Member &m : members_.of(stage))
     if (m.grad && zeroes(m.name) && !loopZeroed.count(m.name))
       out += zeroLine("a." + m.name);
   if (!allLayers.empty()) {

@@ -53,11 +53,6 @@ void profileScopes(Step &s, const std::string &kind) {
   wrap(s.bwdWeight, "kOpBackward");
 }
 
-void Emitter::addMember(int stage, const Member &m) {
-  if (memberSet_[stage].insert(m.name).second)
-    members_[stage].push_back(m);
-}
-
 void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
   if (cx_.isParam(t) || cx_.isConst(t))
     return;
@@ -66,10 +61,10 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     if (cx_.graphModel)
       return;
     const bool i32 = td.dtype == ops::DType::I32;
-    addMember(stage,
-              {cx_.names[size_t(t)], numel(td.shape),
-               shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + cx_.note(t),
-               i32, false});
+    members_.add(
+        stage, {cx_.names[size_t(t)], numel(td.shape),
+                shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + cx_.note(t),
+                i32, false});
     return;
   }
   if (td.shape.empty())
@@ -78,11 +73,11 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     const std::string c =
         "[nnz] " + cx_.note(t) + " at the stored entries of " +
         cx_.note(cx_.g.sparsePattern(t)) + " (" + l.str() + ")";
-    addMember(stage,
-              {cx_.bufName(t, l), 0, c, false, false, false, cx_.elems(t, l)});
+    members_.add(
+        stage, {cx_.bufName(t, l), 0, c, false, false, false, cx_.elems(t, l)});
     if (withGrad)
-      addMember(stage, {"d_" + cx_.bufName(t, l), 0, "gradient", false, true,
-                        false, cx_.elems(t, l)});
+      members_.add(stage, {"d_" + cx_.bufName(t, l), 0, "gradient", false, true,
+                           false, cx_.elems(t, l)});
     return;
   }
   std::vector<int64_t> ls = cx_.local(t, l);
@@ -93,10 +88,10 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
         ", the vocabulary padded (zero columns)";
   }
-  addMember(stage, {cx_.bufName(t, l), numel(ls), c, false, false});
+  members_.add(stage, {cx_.bufName(t, l), numel(ls), c, false, false});
   if (withGrad)
-    addMember(stage,
-              {"d_" + cx_.bufName(t, l), numel(ls), "gradient", false, true});
+    members_.add(
+        stage, {"d_" + cx_.bufName(t, l), numel(ls), "gradient", false, true});
 }
 
 /// Under a node split, the rows of every node of tensor t (which each dp rank
@@ -112,10 +107,10 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
   const int64_t cols = numel(ls) / ls[0], rows = ls[0] * cx_.plan.knobs.dp;
   if (!converted_[{stage, name}]) {
     converted_[{stage, name}] = true;
-    addMember(stage, {name, rows * cols,
-                      shapeStr({rows, cols}) + " " + cx_.note(t) +
-                          " of every node (gathered over dp)",
-                      false, false});
+    members_.add(stage, {name, rows * cols,
+                         shapeStr({rows, cols}) + " " + cx_.note(t) +
+                             " of every node (gathered over dp)",
+                         false, false});
     Step s;
     s.fwd.push_back(fmt::format(
         "  // {}: every node's rows for spmm/sddmm: all-gather over dp",
@@ -124,8 +119,8 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
                                 "g.dp);",
                                 name, cx_.val(t, l), shapeInit(ls)));
     if (!cx_.isInput(t)) {
-      addMember(stage,
-                {"d_" + name, rows * cols, "gradient (partial)", false, true});
+      members_.add(
+          stage, {"d_" + name, rows * cols, "gradient (partial)", false, true});
       s.bwdInput.push_back(fmt::format(
           "  // {}: the gathered copy's gradient is partial on every dp rank: "
           "reduce-scatter",
@@ -156,11 +151,11 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
     if (!converted_[key]) {
       converted_[key] = true;
       const bool i32 = td.dtype == ops::DType::I32;
-      addMember(stage,
-                {name, numel(cx_.local(t, want)),
-                 shapeStr(cx_.local(t, want)) + (i32 ? " i32, " : " f32, ") +
-                     cx_.note(t) + " " + want.str(),
-                 i32, false});
+      members_.add(stage,
+                   {name, numel(cx_.local(t, want)),
+                    shapeStr(cx_.local(t, want)) + (i32 ? " i32, " : " f32, ") +
+                        cx_.note(t) + " " + want.str(),
+                    i32, false});
       Step s;
       s.fwd.push_back(fmt::format("  // {}: this tp rank's {} (local slice)",
                                   cx_.note(t), want.str()));
