@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/EmitContext.h"
+#include "codegen/emit/OpTable.h"
 
 #include <regex>
 
@@ -77,8 +78,7 @@ std::pair<int, int> EmitContext::classifierInputs(const ModelGraph &g) {
     input = int(t);
   }
   for (const OpDef &op : g.ops)
-    if ((op.kind == "cross_entropy" || op.kind == "squared_error") &&
-        op.operands.size() == 2 &&
+    if (opHas(op.kind, kLabelledLoss) && op.operands.size() == 2 &&
         g.tensors[size_t(op.operands[1])].role == TensorRole::Input)
       targets = op.operands[1];
   return {input, targets};

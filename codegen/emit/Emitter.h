@@ -18,6 +18,7 @@
 #include "codegen/emit/EmitContext.h"
 #include "codegen/emit/KfacEmitter.h"
 #include "codegen/emit/LossEmitter.h"
+#include "codegen/emit/OpTable.h"
 #include "codegen/emit/StageMembers.h"
 
 #include "cost_model/pipeline/ActivationSets.h"
@@ -133,19 +134,8 @@ private:
   std::string gradSyncConfig(const pipeline::Schedule &s) const;
   std::string stepGraphGlue() const;
   void emitOp(size_t i, std::vector<Step> &steps);
-  /// An op kind's emitter (OpTable.cpp): its lines, and what the CUDA program
-  /// allows of it.
-  /// What the CUDA program runs of an op kind: nothing yet (image ops), the
-  /// op on activations only, or also with parameter operands (the ops of
-  /// layers with weights, which take the act_t working copy and the fp32
-  /// gradient).
-  enum class CudaRuns { No, OnActivations, WithWeights };
-  struct OpEntry {
-    std::function<void(Emitter &, OpCall &)> emit;
-    CudaRuns cuda;
-  };
-  /// Every op kind the programs run, with its emitter: the one table.
-  static const std::map<std::string, OpEntry> &opTable();
+  // The op table's entries call the op emitters (OpTable.h).
+  friend const std::map<std::string, OpEntry> &opTable();
   // The op emitters, one a kind, in one file per family
   // (EmbeddingEmitter.cpp, LinearEmitter.cpp, ...).
   void emitEmbedding(OpCall &c);

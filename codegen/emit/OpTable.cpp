@@ -5,6 +5,7 @@
 // an op's operands to the layouts its plan reads and calls its emitter.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/emit/OpTable.h"
 #include "codegen/emit/Emitter.h"
 
 #include "ir/import/ResolvePrimitive.h"
@@ -172,7 +173,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   steps.push_back(std::move(c.s));
 }
 
-const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
+const std::map<std::string, OpEntry> &opTable() {
   // Adding an op: its emitter in the family's file, a line here, its kernel
   // in backends/ (docs/codegen.md "Adding an op").
   static const std::map<std::string, OpEntry> table = {
@@ -199,29 +200,44 @@ const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
       // LossEmitter.h: the loss emitter's own state (LossEmitter.cpp)
       {"cross_entropy",
        {[](Emitter &e, OpCall &c) { e.loss_.crossEntropy(c); },
-        CudaRuns::OnActivations}},
+        CudaRuns::OnActivations, kLabelledLoss}},
       {"squared_error",
        {[](Emitter &e, OpCall &c) { e.loss_.squaredError(c); },
-        CudaRuns::OnActivations}},
+        CudaRuns::OnActivations, kLabelledLoss}},
       // AttentionEmitter.cpp
       {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp
-      {"conv2d", {&Emitter::emitConv2d, CudaRuns::WithWeights}},
-      {"pool2d", {&Emitter::emitPool2d, CudaRuns::OnActivations}},
+      {"conv2d", {&Emitter::emitConv2d, CudaRuns::WithWeights, kImageKernels}},
+      {"pool2d",
+       {&Emitter::emitPool2d, CudaRuns::OnActivations, kImageKernels}},
       {"flatten", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
       {"reshape", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
-      {"transpose", {&Emitter::emitTranspose, CudaRuns::OnActivations}},
+      {"transpose",
+       {&Emitter::emitTranspose, CudaRuns::OnActivations, kImageKernels}},
       // SparseEmitter.cpp
       {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
       {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
       {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
       {"head_dot", {&Emitter::emitHeadDot, CudaRuns::WithWeights}},
-      {"gat_aggregate", {&Emitter::emitGatAggregate, CudaRuns::OnActivations}},
+      {"gat_aggregate",
+       {&Emitter::emitGatAggregate, CudaRuns::OnActivations, kGraphColumns}},
       // PrimitiveEmitter.cpp
       // (parameters too: kernels/Primitive.h writes their fp32 gradients)
-      {"primitive", {&Emitter::emitPrimitive, CudaRuns::WithWeights}},
+      {"primitive",
+       {&Emitter::emitPrimitive, CudaRuns::WithWeights, kPrimitives}},
   };
   return table;
+}
+
+bool opHas(const std::string &kind, OpTrait trait) {
+  const auto &table = opTable();
+  const auto it = table.find(kind);
+  return it != table.end() && (it->second.traits & trait) != 0;
+}
+
+bool anyOpHas(const ModelGraph &g, OpTrait trait) {
+  return std::any_of(g.ops.begin(), g.ops.end(),
+                     [&](const OpDef &op) { return opHas(op.kind, trait); });
 }
 
 } // namespace autoddl::codegen::emit

@@ -394,8 +394,7 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
     const auto &fs = cx_.full(x);
     int64_t classes = 0;
     for (size_t i = 0; i < cx_.g.ops.size(); ++i)
-      if (cx_.g.ops[i].kind == "cross_entropy" ||
-          cx_.g.ops[i].kind == "squared_error")
+      if (opHas(cx_.g.ops[i].kind, kLabelledLoss))
         classes = cx_.full(cx_.g.ops[i].operands[0]).back();
     consts += fmt::format("constexpr int64_t kNodes = {}, kFeatures = {}, "
                           "kClasses = {};\n",
@@ -415,7 +414,7 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
     const auto &xs = cx_.full(cx_.classInput);
     int64_t classes = 0;
     for (const OpDef &op : cx_.g.ops)
-      if (op.kind == "cross_entropy" || op.kind == "squared_error")
+      if (opHas(op.kind, kLabelledLoss))
         classes = cx_.full(op.operands[0]).back();
     consts += fmt::format(
         "// Samples per micro-batch (the leading dimension of {} {}; an "
@@ -489,16 +488,9 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
 std::string Emitter::prelude() const {
   // A classifier, or a token model with image ops (an ONNX export's head
   // reshapes), needs their kernels too.
-  const bool imageOps =
-      cx_.classModel ||
-      std::any_of(cx_.g.ops.begin(), cx_.g.ops.end(), [](const OpDef &o) {
-        return o.kind == "transpose" || o.kind == "conv2d" ||
-               o.kind == "pool2d";
-      });
+  const bool imageOps = cx_.classModel || anyOpHas(cx_.g, kImageKernels);
   const char *kfacInclude = cx_.plan.kfac ? cx_.target.kfacInclude : "";
-  const bool primitives =
-      std::any_of(cx_.g.ops.begin(), cx_.g.ops.end(),
-                  [](const OpDef &o) { return o.kind == "primitive"; });
+  const bool primitives = anyOpHas(cx_.g, kPrimitives);
   return std::string(cx_.target.includes) +
          "#include \"backends/common/harness/ScheduleTable.h\" // the "
          "schedule as instruction tables\n" +
@@ -535,9 +527,7 @@ std::string Emitter::specText() const {
          "  s.max_boundary = kMaxBoundary;\n  s.loss_count = kLossCount;\n";
   if (cx_.graphModel)
     out += "  s.held_out_count = kHeldOutCount;\n  s.graph_nnz = kGraphNnz;\n";
-  if (cx_.graphModel &&
-      std::any_of(cx_.g.ops.begin(), cx_.g.ops.end(),
-                  [](auto &op) { return op.kind == "gat_aggregate"; }))
+  if (cx_.graphModel && anyOpHas(cx_.g, kGraphColumns))
     out += "  s.graph_columns = true; // gat_aggregate reads them\n";
   if (cx_.classModel)
     out += "  s.class_batch = kClassBatch;\n";
