@@ -19,7 +19,9 @@
 #include "codegen/emit/KfacEmitter.h"
 #include "codegen/emit/LossEmitter.h"
 #include "codegen/emit/OpTable.h"
+#include "codegen/emit/ScheduleEmitter.h"
 #include "codegen/emit/StageMembers.h"
+#include "codegen/emit/StageTypes.h"
 
 #include "cost_model/pipeline/ActivationSets.h"
 #include "cost_model/pipeline/Schedule.h"
@@ -91,26 +93,6 @@ struct StageRecompute {
   std::vector<std::string> before, rerun, after; // per layer, flat names
   bool any() const { return layers > 0; }
 };
-
-/// Stages whose code differs in numbers only, as one template over the
-/// stage S (StageTypes.cpp).
-struct StageTypes {
-  std::vector<int> typeOf;     // per stage: the stage whose names it shares
-  std::vector<bool> templated; // per stage: runs an instance of a template
-  std::string text;            // every stage's code
-  /// Stage s's function `name`: "stage5_forward" or "stage1_forward<5>".
-  std::string fn(int s, const std::string &name) const {
-    const int r = typeOf[size_t(s)];
-    return templated[size_t(s)] ? fmt::format("stage{}_{}<{}>", r, name, s)
-                                : fmt::format("stage{}_{}", s, name);
-  }
-};
-
-/// Folds `texts` (per stage, its code; `members`, its struct's member names)
-/// where the stages marked eligible read the same but for numbers.
-StageTypes foldStages(const std::vector<std::string> &texts,
-                      const std::vector<std::set<std::string>> &members,
-                      const std::vector<bool> &eligible);
 
 class Emitter {
 public:
@@ -235,7 +217,6 @@ private:
   std::string programMain() const;
   std::string fp8Weights() const; // main()'s FP8 linears (fp8 plans)
   std::string params() const;
-  std::string schedules(const pipeline::Schedule &s) const;
 
   // What every part reads (EmitContext.h; const: never written here).
   const EmitContext cx_;

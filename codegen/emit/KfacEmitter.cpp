@@ -245,9 +245,9 @@ std::string KfacEmitter::stageFunction(int st) const {
 ///   curvature, then reductions, then inversions, each in layer-table order, A
 ///   before G, so every rank of a communicator (dp and tp replicas run the same
 ///   list) issues its collectives in one order.
-std::map<std::pair<int, size_t>, std::vector<KfacEmitter::Call>>
+KfacEmitter::Placement
 KfacEmitter::placement(const pipeline::Schedule &s) const {
-  std::map<std::pair<int, size_t>, std::vector<Call>> at;
+  Placement at;
   if (!cx_.plan.kfac)
     return at;
   // The plan's instruction slot, never before `from` (where the item's

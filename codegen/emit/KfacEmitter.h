@@ -51,8 +51,8 @@ public:
   };
   // (device, slot) -> calls; slot k: before instruction k, k = the list's
   // length: after the last.
-  std::map<std::pair<int, size_t>, std::vector<Call>>
-  placement(const pipeline::Schedule &s) const;
+  using Placement = std::map<std::pair<int, size_t>, std::vector<Call>>;
+  Placement placement(const pipeline::Schedule &s) const;
   /// kfac_program(): the plan's settings and the layer table, its rows as
   /// loops over a layer index where `layerTables` (LayerLoop.cpp).
   std::string programText(bool layerTables) const;

@@ -463,7 +463,8 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
         "   for (const auto &a : {})\n      sum += {};\n  return "
         "sum;\n}}\n\n",
         lastStage, loss_.correctRead(true));
-  glue += schedules(sched);
+  glue += ScheduleEmitter(cx_, kfac_, stageTypes_, sets_, splitBackward_)
+              .text(sched);
   // After the stages' table: each stage allocates (frees) its own sets.
   glue += "\n// The activation sets of the stages this rank runs.\nstatic void "
           "allocate_stages() {\n  for (int s = 0; s < kStages; ++s)\n    if "

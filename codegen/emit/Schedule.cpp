@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/ScheduleEmitter.h"
 #include "planner/ProgramDecisions.h"
 
 #include <algorithm>
@@ -35,15 +36,16 @@ std::string oneOf(const std::string &var, const std::set<int> &values) {
 
 } // namespace
 
-std::string Emitter::schedules(const pipeline::Schedule &s) const {
-  std::string out;
-  const auto kfacAt = kfac_.placement(s); // K-FAC items, where placed
-  out += "// Each model stage's functions, for the instruction tables "
-         "(ScheduleTable.h).\nstatic const StageFunctions "
-         "kStageFunctions[kStages] = {\n";
+/// kStageFunctions: each model stage's functions (nullptr: none).
+std::string
+ScheduleEmitter::stageFunctionsText(const pipeline::Schedule &s) const {
+  std::string out =
+      "// Each model stage's functions, for the instruction tables "
+      "(ScheduleTable.h).\nstatic const StageFunctions "
+      "kStageFunctions[kStages] = {\n";
   for (int st = 0; st < s.modelStages(); ++st) {
     auto fn = [&](const char *name, bool has) {
-      return has ? stageTypes_.fn(st, name) : std::string("nullptr");
+      return has ? types_.fn(st, name) : std::string("nullptr");
     };
     const bool kfac = kfac_.onStage(st);
     out += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}}},\n",
@@ -54,6 +56,14 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
                        fn("free", cx_.target.freesBuffers));
   }
   out += "};\n\n";
+  return out;
+}
+
+/// kDevice<d>: each pipeline device's instructions with the K-FAC items
+/// placed before them and the activation sets they take; run_schedule.
+std::string ScheduleEmitter::deviceTablesText(const pipeline::Schedule &s,
+                                              const Placement &kfacAt) const {
+  std::string out;
   // Slot i's K-FAC entries (before instruction i), in the order of the
   // placement.
   auto kfacEntries = [&](int d, size_t i) {
@@ -114,8 +124,14 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
                      "run_instructions(kDevices[g.rpp], kStageFunctions, {}, "
                      "step);\n}}\n",
                      cx_.plan.kfac ? "&kKfacSteps" : "nullptr");
-  if (!cx_.plan.kfac || !cx_.target.kfacBubbleItems)
-    return out;
+  return out;
+}
+
+/// K-FAC's refresh cycle as the tables' items place it (a target with
+/// kfacBubbleItems): the steps with items, the tail step, the saved layers.
+std::string ScheduleEmitter::kfacCycleText(int p,
+                                           const Placement &kfacAt) const {
+  std::string out;
   // Per device, the steps of the cycle after the refresh step that hold
   // K-FAC items (KfacProgram::items_at).
   std::map<int, std::set<int>> phases;
@@ -179,6 +195,14 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
       "kfac_saves(int layer) {{\n  return {};\n}}\n",
       any.empty() ? "(void)layer, false" : any);
   return out;
+}
+
+std::string ScheduleEmitter::text(const pipeline::Schedule &s) const {
+  const Placement kfacAt = kfac_.placement(s); // K-FAC items, where placed
+  std::string out = stageFunctionsText(s) + deviceTablesText(s, kfacAt);
+  if (!cx_.plan.kfac || !cx_.target.kfacBubbleItems)
+    return out;
+  return out + kfacCycleText(s.numDevices(), kfacAt);
 }
 
 /// The CUDA program's step graph (backends/cuda/StepGraph.h): whether this
