@@ -5,12 +5,12 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// attention
-void Emitter::emitAttention(OpCall &c) {
+void OpEmitters::emitAttention(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t D = attrOr<int64_t>(op, "head_dim", 1);

@@ -5,12 +5,12 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// add
-void Emitter::emitAdd(OpCall &c) {
+void OpEmitters::emitAdd(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   if (cx_.linearOperandOfAdd.count(i)) {
@@ -27,7 +27,7 @@ void Emitter::emitAdd(OpCall &c) {
 }
 
 /// mul
-void Emitter::emitMul(OpCall &c) {
+void OpEmitters::emitMul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("mul_forward({}, {}, {}, {});", y, x[0], x[1], n));
@@ -36,7 +36,7 @@ void Emitter::emitMul(OpCall &c) {
 }
 
 /// gelu
-void Emitter::emitGelu(OpCall &c) {
+void OpEmitters::emitGelu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   if (cx_.fusedGelus.count(i)) {
@@ -53,7 +53,7 @@ void Emitter::emitGelu(OpCall &c) {
 }
 
 /// relu, silu
-void Emitter::emitReluSilu(OpCall &c) {
+void OpEmitters::emitReluSilu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));
@@ -61,7 +61,7 @@ void Emitter::emitReluSilu(OpCall &c) {
 }
 
 /// swiglu
-void Emitter::emitSwiglu(OpCall &c) {
+void OpEmitters::emitSwiglu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("swiglu_forward({}, {}, {}, {});", y, x[0], x[1], n));
@@ -70,7 +70,7 @@ void Emitter::emitSwiglu(OpCall &c) {
 }
 
 /// softmax
-void Emitter::emitSoftmax(OpCall &c) {
+void OpEmitters::emitSoftmax(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   int64_t axis = attrOr<int64_t>(op, "axis", -1);

@@ -17,8 +17,7 @@
 
 #include "codegen/emit/EmitContext.h"
 #include "codegen/emit/KfacEmitter.h"
-#include "codegen/emit/LossEmitter.h"
-#include "codegen/emit/OpTable.h"
+#include "codegen/emit/OpEmitters.h"
 #include "codegen/emit/ScheduleEmitter.h"
 #include "codegen/emit/StageMembers.h"
 #include "codegen/emit/StageTypes.h"
@@ -116,34 +115,6 @@ private:
   std::string gradSyncConfig(const pipeline::Schedule &s) const;
   std::string stepGraphGlue() const;
   void emitOp(size_t i, std::vector<Step> &steps);
-  // The op table's entries call the op emitters (OpTable.h).
-  friend const std::map<std::string, OpEntry> &opTable();
-  // The op emitters, one a kind, in one file per family
-  // (EmbeddingEmitter.cpp, LinearEmitter.cpp, ...).
-  void emitEmbedding(OpCall &c);
-  void emitPositional(OpCall &c);
-  void emitRotary(OpCall &c);
-  void emitLinear(OpCall &c);
-  void emitMatmul(OpCall &c);
-  void emitBiasAdd(OpCall &c);
-  void emitAdd(OpCall &c);
-  void emitMul(OpCall &c);
-  void emitGelu(OpCall &c);
-  void emitReluSilu(OpCall &c);
-  void emitSwiglu(OpCall &c);
-  void emitNorm(OpCall &c);
-  void emitSoftmax(OpCall &c);
-  void emitAttention(OpCall &c);
-  void emitConv2d(OpCall &c);
-  void emitPool2d(OpCall &c);
-  void emitFlatten(OpCall &c);
-  void emitTranspose(OpCall &c);
-  void emitSpmm(OpCall &c);
-  void emitSddmm(OpCall &c);
-  void emitEdgeSoftmax(OpCall &c);
-  void emitHeadDot(OpCall &c);
-  void emitGatAggregate(OpCall &c);
-  void emitPrimitive(OpCall &c);
   std::string vocabPaddingText() const;
   std::string tpPartialGradsText() const;
   void emitStage(int stage, std::string &out);
@@ -226,11 +197,6 @@ private:
   // Per stage: struct members, and buffers already converted there.
   StageMembers members_;
   std::map<std::pair<int, std::string>, bool> converted_;
-  // File-scope declarations of the ONNX primitives (PrimitiveEmitter.cpp):
-  // the constants they read and each op's resolved Primitive.
-  std::string primitiveDecls_;
-  std::set<int> declaredConsts_;
-  IdentTable primitiveNames_;  // their resolutions' names (prim_<op>)
   bool splitBackward_ = false; // zero-bubble: B and W apart
   bool shareGrads_ = false;    // the sets of a stage share inner gradients
   // The activation sets each stage allocates and the micro-batch each holds
@@ -247,8 +213,9 @@ private:
   // cuda: the activation gradient buffers ("a.d_...data()") one backward
   // call writes whole by storing (=): never zeroed (storesGrad).
   std::set<std::string> storedGrads_;
-  // The loss and accuracy (LossEmitter.h): adds members, stores dlogits.
-  LossEmitter loss_{cx_, members_, storedGrads_};
+  // The op emitters (OpEmitters.h): add members, store gradients, fill
+  // K-FAC's layer table.
+  OpEmitters ops_{cx_, members_, storedGrads_, kfac_};
 };
 
 } // namespace autoddl::codegen::emit

@@ -5,12 +5,12 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// conv2d
-void Emitter::emitConv2d(OpCall &c) {
+void OpEmitters::emitConv2d(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   // Replicated over tp: every rank convolves its whole micro-batch.
@@ -31,7 +31,7 @@ void Emitter::emitConv2d(OpCall &c) {
 }
 
 /// pool2d
-void Emitter::emitPool2d(OpCall &c) {
+void OpEmitters::emitPool2d(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const auto &a = xs[0];
@@ -48,7 +48,7 @@ void Emitter::emitPool2d(OpCall &c) {
 }
 
 /// flatten, reshape
-void Emitter::emitFlatten(OpCall &c) {
+void OpEmitters::emitFlatten(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   // The same row-major elements: the target's copy (a stream copy on cuda).
@@ -62,7 +62,7 @@ void Emitter::emitFlatten(OpCall &c) {
 }
 
 /// transpose
-void Emitter::emitTranspose(OpCall &c) {
+void OpEmitters::emitTranspose(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string perm =

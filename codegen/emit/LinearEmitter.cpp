@@ -5,7 +5,7 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 #include <optional>
 
@@ -118,7 +118,7 @@ void emitColumnInputGradient(OpCall &c, const LinearGemm &g, ColumnDx how,
 } // namespace
 
 /// linear
-void Emitter::emitLinear(OpCall &c) {
+void OpEmitters::emitLinear(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const bool tw = attrOr<bool>(op, "transpose_weight", false);
@@ -230,7 +230,7 @@ void Emitter::emitLinear(OpCall &c) {
 }
 
 /// matmul
-void Emitter::emitMatmul(OpCall &c) {
+void OpEmitters::emitMatmul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const bool tb = attrOr<bool>(op, "transpose_b", false);
@@ -245,7 +245,7 @@ void Emitter::emitMatmul(OpCall &c) {
 }
 
 /// bias_add
-void Emitter::emitBiasAdd(OpCall &c) {
+void OpEmitters::emitBiasAdd(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t O = lastDim(ys), N = n / O;

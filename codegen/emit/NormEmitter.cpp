@@ -4,12 +4,12 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// layernorm, rmsnorm
-void Emitter::emitNorm(OpCall &c) {
+void OpEmitters::emitNorm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t C = lastDim(ys), N = n / C;

@@ -151,7 +151,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
         cx_.isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
   };
   if (e)
-    e->emit(*this, c);
+    e->emit(ops_, c);
   // Which half writes each parameter's gradient (for the gradient buckets).
   auto writes = [](const std::vector<std::string> &lines,
                    const std::string &g) {
@@ -178,53 +178,54 @@ const std::map<std::string, OpEntry> &opTable() {
   // in backends/ (docs/codegen.md "Adding an op").
   static const std::map<std::string, OpEntry> table = {
       // EmbeddingEmitter.cpp
-      {"embedding", {&Emitter::emitEmbedding, CudaRuns::WithWeights}},
-      {"positional", {&Emitter::emitPositional, CudaRuns::WithWeights}},
-      {"rotary", {&Emitter::emitRotary, CudaRuns::OnActivations}},
+      {"embedding", {&OpEmitters::emitEmbedding, CudaRuns::WithWeights}},
+      {"positional", {&OpEmitters::emitPositional, CudaRuns::WithWeights}},
+      {"rotary", {&OpEmitters::emitRotary, CudaRuns::OnActivations}},
       // LinearEmitter.cpp
-      {"linear", {&Emitter::emitLinear, CudaRuns::WithWeights}},
-      {"matmul", {&Emitter::emitMatmul, CudaRuns::OnActivations}},
-      {"bias_add", {&Emitter::emitBiasAdd, CudaRuns::WithWeights}},
+      {"linear", {&OpEmitters::emitLinear, CudaRuns::WithWeights}},
+      {"matmul", {&OpEmitters::emitMatmul, CudaRuns::OnActivations}},
+      {"bias_add", {&OpEmitters::emitBiasAdd, CudaRuns::WithWeights}},
       // ElementwiseEmitter.cpp
-      {"add", {&Emitter::emitAdd, CudaRuns::OnActivations}},
-      {"mul", {&Emitter::emitMul, CudaRuns::OnActivations}},
-      {"gelu", {&Emitter::emitGelu, CudaRuns::OnActivations}},
-      {"relu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
-      {"silu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
-      {"elu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
-      {"swiglu", {&Emitter::emitSwiglu, CudaRuns::OnActivations}},
-      {"softmax", {&Emitter::emitSoftmax, CudaRuns::OnActivations}},
+      {"add", {&OpEmitters::emitAdd, CudaRuns::OnActivations}},
+      {"mul", {&OpEmitters::emitMul, CudaRuns::OnActivations}},
+      {"gelu", {&OpEmitters::emitGelu, CudaRuns::OnActivations}},
+      {"relu", {&OpEmitters::emitReluSilu, CudaRuns::OnActivations}},
+      {"silu", {&OpEmitters::emitReluSilu, CudaRuns::OnActivations}},
+      {"elu", {&OpEmitters::emitReluSilu, CudaRuns::OnActivations}},
+      {"swiglu", {&OpEmitters::emitSwiglu, CudaRuns::OnActivations}},
+      {"softmax", {&OpEmitters::emitSoftmax, CudaRuns::OnActivations}},
       // NormEmitter.cpp
-      {"layernorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
-      {"rmsnorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
+      {"layernorm", {&OpEmitters::emitNorm, CudaRuns::WithWeights}},
+      {"rmsnorm", {&OpEmitters::emitNorm, CudaRuns::WithWeights}},
       // LossEmitter.h: the loss emitter's own state (LossEmitter.cpp)
       {"cross_entropy",
-       {[](Emitter &e, OpCall &c) { e.loss_.crossEntropy(c); },
+       {[](OpEmitters &e, OpCall &c) { e.loss_.crossEntropy(c); },
         CudaRuns::OnActivations, kLabelledLoss}},
       {"squared_error",
-       {[](Emitter &e, OpCall &c) { e.loss_.squaredError(c); },
+       {[](OpEmitters &e, OpCall &c) { e.loss_.squaredError(c); },
         CudaRuns::OnActivations, kLabelledLoss}},
       // AttentionEmitter.cpp
-      {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
+      {"attention", {&OpEmitters::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp
-      {"conv2d", {&Emitter::emitConv2d, CudaRuns::WithWeights, kImageKernels}},
+      {"conv2d",
+       {&OpEmitters::emitConv2d, CudaRuns::WithWeights, kImageKernels}},
       {"pool2d",
-       {&Emitter::emitPool2d, CudaRuns::OnActivations, kImageKernels}},
-      {"flatten", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
-      {"reshape", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
+       {&OpEmitters::emitPool2d, CudaRuns::OnActivations, kImageKernels}},
+      {"flatten", {&OpEmitters::emitFlatten, CudaRuns::OnActivations}},
+      {"reshape", {&OpEmitters::emitFlatten, CudaRuns::OnActivations}},
       {"transpose",
-       {&Emitter::emitTranspose, CudaRuns::OnActivations, kImageKernels}},
+       {&OpEmitters::emitTranspose, CudaRuns::OnActivations, kImageKernels}},
       // SparseEmitter.cpp
-      {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
-      {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
-      {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
-      {"head_dot", {&Emitter::emitHeadDot, CudaRuns::WithWeights}},
+      {"spmm", {&OpEmitters::emitSpmm, CudaRuns::OnActivations}},
+      {"sddmm", {&OpEmitters::emitSddmm, CudaRuns::OnActivations}},
+      {"edge_softmax", {&OpEmitters::emitEdgeSoftmax, CudaRuns::OnActivations}},
+      {"head_dot", {&OpEmitters::emitHeadDot, CudaRuns::WithWeights}},
       {"gat_aggregate",
-       {&Emitter::emitGatAggregate, CudaRuns::OnActivations, kGraphColumns}},
+       {&OpEmitters::emitGatAggregate, CudaRuns::OnActivations, kGraphColumns}},
       // PrimitiveEmitter.cpp
       // (parameters too: kernels/Primitive.h writes their fp32 gradients)
       {"primitive",
-       {&Emitter::emitPrimitive, CudaRuns::WithWeights, kPrimitives}},
+       {&OpEmitters::emitPrimitive, CudaRuns::WithWeights, kPrimitives}},
   };
   return table;
 }

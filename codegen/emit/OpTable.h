@@ -15,7 +15,7 @@
 
 namespace autoddl::codegen::emit {
 
-class Emitter;
+class OpEmitters;
 
 /// What the CUDA program runs of an op kind: nothing yet (image ops), the
 /// op on activations only, or also with parameter operands (the ops of
@@ -34,7 +34,7 @@ enum OpTrait : unsigned {
 };
 
 struct OpEntry {
-  std::function<void(Emitter &, OpCall &)> emit; // appends the op's step
+  std::function<void(OpEmitters &, OpCall &)> emit; // appends the op's step
   CudaRuns cuda;
   unsigned traits = 0; // OpTrait bits
 };

@@ -9,7 +9,7 @@
 // each rank runs it on its own samples. Registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 #include "ir/import/ResolvePrimitive.h"
 
@@ -50,7 +50,7 @@ std::string listLiteral(const std::vector<int64_t> &v) {
 } // namespace
 
 /// primitive
-void Emitter::emitPrimitive(OpCall &c) {
+void OpEmitters::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string type = attrOr<std::string>(op, "op_type", "");

@@ -274,9 +274,9 @@ std::string Emitter::emit() {
   const std::string consts = constsText(*sched);
 
   const std::string glue = stepGlue(*sched);
-  return header() + prelude() + consts + primitiveDecls_ + params + stagesText +
-         glue + specText() + kfac_.programText(!cx_.layerArrays.empty()) +
-         programMain();
+  return header() + prelude() + consts + ops_.primitiveDecls() + params +
+         stagesText + glue + specText() +
+         kfac_.programText(!cx_.layerArrays.empty()) + programMain();
 }
 
 /// Every stage's struct and functions, identical ones as one template
@@ -325,7 +325,7 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
     maxBoundary =
         std::max(maxBoundary, int(boundaryTensors(cx_.g, cx_.L, s).size()));
 
-  const int64_t globalCount = loss_.count() * k.microbatches * k.dp;
+  const int64_t globalCount = ops_.loss().count() * k.microbatches * k.dp;
   std::string consts;
   consts += "// ---- the plan ----\n";
   consts += fmt::format("constexpr int64_t kPP = {}, kDP = {}, kTP = {};\n",
@@ -360,7 +360,7 @@ std::string Emitter::constsText(const pipeline::Schedule &sched) const {
                         counts, setOf);
   consts += fmt::format("constexpr bool kLossRowsOnTp = {}; // the loss split "
                         "by rows (batch, sequence) over tp\n",
-                        loss_.rowsSplit() ? "true" : "false");
+                        ops_.loss().rowsSplit() ? "true" : "false");
   consts += fmt::format("constexpr int kMaxBoundary = {}; // tensors crossing "
                         "one stage boundary\n",
                         maxBoundary);
@@ -455,14 +455,14 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
         "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
         "0;\n  if (kLossRowsOnTp || g.rtp == 0)\n    for (const auto &a : "
         "{})\n      sum += {};\n  return sum;\n}}\n\n",
-        lastStage, loss_.correctRead(false));
+        lastStage, ops_.loss().correctRead(false));
   if (cx_.graphModel)
     glue += fmt::format(
         "// The same over the graph's held-out nodes.\nstatic double "
         "local_heldout_correct() {{\n  double sum = 0;\n  if (g.rtp == 0)\n "
         "   for (const auto &a : {})\n      sum += {};\n  return "
         "sum;\n}}\n\n",
-        lastStage, loss_.correctRead(true));
+        lastStage, ops_.loss().correctRead(true));
   glue += ScheduleEmitter(cx_, kfac_, stageTypes_, sets_, splitBackward_)
               .text(sched);
   // After the stages' table: each stage allocates (frees) its own sets.

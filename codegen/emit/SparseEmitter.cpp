@@ -6,12 +6,12 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// spmm
-void Emitter::emitSpmm(OpCall &c) {
+void OpEmitters::emitSpmm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   if (!cx_.isInput(op.operands[0])) {
@@ -66,7 +66,7 @@ void Emitter::emitSpmm(OpCall &c) {
 }
 
 /// sddmm
-void Emitter::emitSddmm(OpCall &c) {
+void OpEmitters::emitSddmm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t K = lastDim(xs[1]);
@@ -81,7 +81,7 @@ void Emitter::emitSddmm(OpCall &c) {
 }
 
 /// edge_softmax
-void Emitter::emitEdgeSoftmax(OpCall &c) {
+void OpEmitters::emitEdgeSoftmax(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string scale = fmtDouble(attrOr<double>(op, "scale", 1.0));
@@ -93,7 +93,7 @@ void Emitter::emitEdgeSoftmax(OpCall &c) {
 }
 
 /// head_dot (GATConv's per-node terms a·Wh of each head)
-void Emitter::emitHeadDot(OpCall &c) {
+void OpEmitters::emitHeadDot(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t H = xs[1][0], C = xs[1][1], N = xs[0][0];
@@ -105,7 +105,7 @@ void Emitter::emitHeadDot(OpCall &c) {
 
 /// gat_aggregate (GATConv's attention and messages; the backward recomputes
 /// the softmax from s_dst and s_src rather than keeping nnz·H weights)
-void Emitter::emitGatAggregate(OpCall &c) {
+void OpEmitters::emitGatAggregate(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t H = lastDim(xs[1]), HC = lastDim(xs[3]);

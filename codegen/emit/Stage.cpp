@@ -229,7 +229,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
   if (hasLoss && !cx_.target.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
   if (hasLoss && cx_.reportsAccuracy())
-    out += loss_.correctMembers(true);
+    out += ops_.loss().correctMembers(true);
   if (cx_.target.gradZeroSet)
     out += fmt::format("  ZeroSet grad_zeros; // the gradients "
                        "stage{}_zero_grads clears, one launch\n",
@@ -252,7 +252,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                              ? memberDecl("losses")
                              : "  double loss_sum = 0;\n";
     if (cx_.reportsAccuracy())
-      fields += loss_.correctMembers(false);
+      fields += ops_.loss().correctMembers(false);
     out += fmt::format("// What the step reads of each micro-batch's loss, "
                        "kept apart from its activation set.\nstruct "
                        "Stage{0}Results {{\n{1}}};\nstatic "
