@@ -210,7 +210,7 @@ std::string Emitter::tpPartialGradsText() const {
                     "rank's gradient is its rows' part, summed over tp\n// "
                     "before the optimizer step.\n"
                     "static bool grad_partial_over_tp(const Param &p) {\n";
-  const std::vector<int> all = paramOrder();
+  const std::vector<int> all = layers_.paramOrder();
   if (!all.empty() && std::all_of(all.begin(), all.end(), [&](int t) {
         return cx_.L.tpPartialGrads.count(t) > 0;
       }))

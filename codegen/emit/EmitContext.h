@@ -180,6 +180,9 @@ struct EmitContext {
   std::map<int, int> arrayOfParam; // first parameter -> its table
 
   int64_t vocab() const;
+  /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its
+  /// first ones; 0 without recomputation; Recompute.cpp).
+  int recomputedLayers(int stage) const;
   /// Whether op i's backward stores its input gradient of t (held in dx)
   /// instead of adding to it, and whether t's conversion gathers the
   /// partial gradients of its readers (TrainProgram.cpp).

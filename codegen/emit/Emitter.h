@@ -17,7 +17,9 @@
 
 #include "codegen/emit/EmitContext.h"
 #include "codegen/emit/KfacEmitter.h"
+#include "codegen/emit/LayerLoops.h"
 #include "codegen/emit/OpEmitters.h"
+#include "codegen/emit/Recompute.h"
 #include "codegen/emit/ScheduleEmitter.h"
 #include "codegen/emit/StageMembers.h"
 #include "codegen/emit/StageTypes.h"
@@ -58,39 +60,6 @@ struct Bucket {
   // over the stage's dp x tp group in one all-reduce.
   bool tpPartial = false;
   std::vector<int> params;
-};
-
-/// The ops of one layer on a stage: its steps and the stage members its
-/// ops added (LayerLoop.cpp).
-struct LayerSpan {
-  int layer = -1;
-  size_t stepBegin = 0, stepEnd = 0, memberBegin = 0, memberEnd = 0;
-};
-
-/// A stage's layers as a table a.layers[j] of struct Stage<k>Layer: its
-/// members' names in that struct, and per flat member its layer and index.
-struct StageLayers {
-  std::vector<LayerSpan> spans;
-  std::vector<std::string> canon;
-  std::string group; // the layers' name in the model ("h")
-  std::map<std::string, std::pair<int, size_t>> memberOf;
-  bool folded() const { return !spans.empty(); }
-  /// `text` with every "a.<member of a layer>" as "a.layers[j].<name>".
-  std::string rename(const std::string &text) const;
-};
-
-/// Activation recomputation on a stage (Recompute.cpp): its first `layers`
-/// layers keep only the members the rest of the stage reads, the others
-/// (`scratch`, per member of Stage<k>Layer) live in one stage-wide scratch
-/// layer: each such layer's forward and backward run between `before[j]`
-/// and `after[j]` (the scratch swapped in and out), its backward after
-/// `rerun[j]` (the scratch's gradients cleared, the forward of its rerun
-/// steps again).
-struct StageRecompute {
-  size_t layers = 0;
-  std::vector<bool> scratch;
-  std::vector<std::string> before, rerun, after; // per layer, flat names
-  bool any() const { return layers > 0; }
 };
 
 class Emitter {
@@ -140,49 +109,13 @@ private:
   std::string stageZeroGradsText(const StagePlan &p) const;
   std::string stageInstructionsText(const StagePlan &p) const;
   std::string stageSetsText(const StagePlan &p) const;
-  /// struct Params and param_specs(), the layer tables as loops.
-  std::string paramsText() const;
-  /// The parameter tensors in the order of param_specs()'s rows.
-  std::vector<int> paramOrder() const;
-  /// The stage's layers as a table, or none where their members differ.
-  StageLayers planStageLayers(int stage,
-                              const std::vector<LayerSpan> &spans) const;
-  std::string canonicalLayerText(const StageLayers &sl, size_t j,
-                                 const std::string &text) const;
-  /// The layers' forward or backward lines (stepText per step), the layers
-  /// after the first as loops where their lines read the same.
-  std::string foldLayers(const StageLayers &sl,
-                         const std::vector<std::string> &stepText,
-                         bool backward,
-                         const StageRecompute *rc = nullptr) const;
-  /// A stage function's lines: the steps before the layers, the layers
-  /// (foldLayers), the steps after; the backward last step first.
-  std::string layerOrdered(const StageLayers &sl,
-                           const std::vector<std::string> &stepText,
-                           bool backward,
-                           const StageRecompute *rc = nullptr) const;
-  /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its
-  /// first ones; 0 without recomputation).
-  int recomputedLayers(int stage) const;
-  /// What `stage` recomputes, and how (Recompute.cpp); `outside` is the
-  /// stage's text outside its steps that names members (its transfers).
-  StageRecompute planRecompute(int stage, const StageLayers &sl,
-                               const std::vector<Step> &steps,
-                               const std::string &outside) const;
-  /// The declarations and functions of a stage's recomputation: the layer
-  /// struct's constructor, the scratch, stage<k>_recompute_begin/_end.
-  std::string recomputeText(int stage, const StageLayers &sl,
-                            const StageRecompute &rc) const;
-  std::set<int> scratchStages_; // stages with a recompute scratch layer
-  StageTypes stageTypes_;       // which stages share one template
+  StageTypes stageTypes_; // which stages share one template
   std::string header() const;
   std::string stagesCode(int stages);
   std::string constsText(const pipeline::Schedule &sched) const;
   std::string stepGlue(const pipeline::Schedule &sched);
   std::string paramListText() const;
   double collectiveBytes(const planner::CollectiveUse &c) const;
-  /// The header's account of what the program recomputes (Recompute.cpp).
-  std::string recomputeSummary() const;
   std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;
@@ -196,6 +129,10 @@ private:
   KfacEmitter kfac_{cx_};
   // Per stage: struct members, and buffers already converted there.
   StageMembers members_;
+  // The layers as tables and loops (LayerLoops.h); reads the members.
+  const LayerLoops layers_{cx_, members_};
+  // Activation recomputation (Recompute.h): which stages have a scratch.
+  Recomputation recompute_{cx_, members_};
   std::map<std::pair<int, std::string>, bool> converted_;
   bool splitBackward_ = false; // zero-bubble: B and W apart
   bool shareGrads_ = false;    // the sets of a stage share inner gradients

@@ -118,7 +118,7 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
                                k.tpPartial ? "true" : "false"));
   }
   std::vector<std::string> of;
-  for (int t : paramOrder()) {
+  for (int t : layers_.paramOrder()) {
     auto it = bucketOf.find(t);
     of.push_back(it == bucketOf.end() ? "-1" : std::to_string(it->second));
   }

@@ -10,7 +10,7 @@
 // lines then read the same. A layer whose lines differ stays unrolled.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/LayerLoops.h"
 #include "codegen/emit/NumberFold.h" // identChar, numbersOut
 
 #include <functional>
@@ -198,8 +198,7 @@ void EmitContext::planLayerParams() {
   }
 }
 
-std::string Emitter::paramsText() const {
-  const std::vector<uint64_t> &mask = deviceMask_;
+std::string LayerLoops::paramsText(const std::vector<uint64_t> &mask) const {
   std::string types, params, table;
   auto spec = [&](size_t t, const std::string &ref, const std::string &name,
                   const std::string &devices) {
@@ -293,7 +292,7 @@ std::string Emitter::paramsText() const {
   return out;
 }
 
-std::vector<int> Emitter::paramOrder() const {
+std::vector<int> LayerLoops::paramOrder() const {
   std::set<int> inArray;
   for (const LayerArray &arr : cx_.layerArrays)
     for (const auto &ts : arr.params)
@@ -338,10 +337,11 @@ std::string StageLayers::rename(const std::string &text) const {
 }
 
 StageLayers
-Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
+LayerLoops::planStageLayers(int stage,
+                            const std::vector<LayerSpan> &spans) const {
   StageLayers sl;
   // One layer is a table too where it recomputes (Recompute.cpp).
-  if (spans.empty() || (spans.size() < 2 && recomputedLayers(stage) == 0))
+  if (spans.empty() || (spans.size() < 2 && cx_.recomputedLayers(stage) == 0))
     return sl;
   const std::vector<Member> &ms = members_.of(stage);
   auto canonOf = [](const std::string &m, int l, std::string &group) {
@@ -394,8 +394,8 @@ Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
   return sl;
 }
 
-std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
-                                        const std::string &text) const {
+std::string LayerLoops::canonicalLayerText(const StageLayers &sl, size_t j,
+                                           const std::string &text) const {
   std::string r = text;
   const int layer = sl.spans[j].layer;
   replaceWord(r, fmt::format("a.layers[{}].", j), "a.layers[l].");
@@ -431,9 +431,10 @@ std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
   return r;
 }
 
-std::string Emitter::foldLayers(const StageLayers &sl,
-                                const std::vector<std::string> &stepText,
-                                bool backward, const StageRecompute *rc) const {
+std::string LayerLoops::foldLayers(const StageLayers &sl,
+                                   const std::vector<std::string> &stepText,
+                                   bool backward,
+                                   const StageRecompute *rc) const {
   std::string out;
   // Per layer, its lines (renamed), and from the second layer on their
   // canonical form: equal forms run as one loop.
@@ -500,10 +501,10 @@ std::string Emitter::foldLayers(const StageLayers &sl,
   return out;
 }
 
-std::string Emitter::layerOrdered(const StageLayers &sl,
-                                  const std::vector<std::string> &stepText,
-                                  bool backward,
-                                  const StageRecompute *rc) const {
+std::string LayerLoops::layerOrdered(const StageLayers &sl,
+                                     const std::vector<std::string> &stepText,
+                                     bool backward,
+                                     const StageRecompute *rc) const {
   std::string before, after;
   const size_t b = sl.folded() ? sl.spans.front().stepBegin : stepText.size();
   const size_t e = sl.folded() ? sl.spans.back().stepEnd : stepText.size();

@@ -131,7 +131,7 @@ std::string Emitter::header() const {
       k.chunks > 1 ? " (" + std::to_string(k.chunks) + " chunks)" : "", k.zero,
       k.recompute != cost::Recompute::None
           ? ", recompute " + planner::recomputeName(k.recompute) +
-                recomputeSummary()
+                recompute_.summary()
           : "");
   if (!cx_.padRows.empty())
     h += fmt::format(
@@ -266,7 +266,7 @@ std::string Emitter::emit() {
   if (!sets)
     throw UserError("codegen: " + sets.error());
   sets_ = *std::move(sets);
-  std::string params = paramsText();
+  std::string params = layers_.paramsText(deviceMask_);
   if (cx_.target.paddedParams)
     params += vocabPaddingText();
   params += tpPartialGradsText();
@@ -306,8 +306,8 @@ std::string Emitter::stagesCode(int stages) {
     for (int s = 0; s < stages; ++s) {
       for (const Member &m : members_.of(s))
         memberNames[size_t(s)].insert(m.name);
-      eligible[size_t(s)] =
-          !inputStages_.count(s) && s != lossStage_ && !scratchStages_.count(s);
+      eligible[size_t(s)] = !inputStages_.count(s) && s != lossStage_ &&
+                            !recompute_.hasScratch(s);
     }
     stageTypes_ = foldStages(stageText, memberNames, eligible);
     stagesText += stageTypes_.text;

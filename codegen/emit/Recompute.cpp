@@ -16,7 +16,7 @@
 // "Recomputation"; memory: docs/cost-model.md §5.4).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/Recompute.h"
 
 namespace autoddl::codegen::emit {
 
@@ -48,20 +48,20 @@ std::string lines(const std::vector<std::string> &ls) {
 
 } // namespace
 
-int Emitter::recomputedLayers(int stage) const {
-  if (cx_.plan.knobs.recompute == cost::Recompute::None)
+int EmitContext::recomputedLayers(int stage) const {
+  if (plan.knobs.recompute == cost::Recompute::None)
     return 0;
-  for (const planner::StageInfo &st : cx_.plan.stages)
+  for (const planner::StageInfo &st : plan.stages)
     if (st.stage == stage)
       return st.recomputeLayers;
   return 0;
 }
 
-StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
-                                      const std::vector<Step> &steps,
-                                      const std::string &outside) const {
+StageRecompute Recomputation::plan(int stage, const StageLayers &sl,
+                                   const std::vector<Step> &steps,
+                                   const std::string &outside) const {
   StageRecompute rc;
-  const int n = recomputedLayers(stage);
+  const int n = cx_.recomputedLayers(stage);
   if (n <= 0)
     return rc;
   if (!sl.folded())
@@ -128,8 +128,8 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
   return rc;
 }
 
-std::string Emitter::recomputeText(int stage, const StageLayers &sl,
-                                   const StageRecompute &rc) const {
+std::string Recomputation::text(int stage, const StageLayers &sl,
+                                const StageRecompute &rc) {
   std::string swaps, zeros;
   for (size_t k = 0; k < sl.canon.size(); ++k) {
     if (!rc.scratch[k])
@@ -149,6 +149,7 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
                 "stage{}_clear_scratch_grads(Stage{}Layer "
                 "&y) {{\n{}}}\n\n",
                 stage, stage, zeros);
+  scratch_.insert(stage);
   return fmt::format(
       "// The buffers a recomputed layer of stage {0} drops, held once for the "
       "stage\n// (allocate_stages): a recomputed layer swaps them in for its "
@@ -160,8 +161,8 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
       stage, swaps, clear);
 }
 
-std::string Emitter::recomputeSummary() const {
-  if (scratchStages_.empty())
+std::string Recomputation::summary() const {
+  if (scratch_.empty())
     return " (nothing to rerun: " +
            std::string(cx_.target.attentionSavesLse
                            ? "the fused attention keeps only its log-sum-exp"
@@ -170,7 +171,7 @@ std::string Emitter::recomputeSummary() const {
   std::string r;
   for (const planner::StageInfo &st : cx_.plan.stages)
     r += fmt::format("{}{} of stage {}", r.empty() ? "" : ", ",
-                     scratchStages_.count(st.stage) ? st.recomputeLayers : 0,
+                     scratch_.count(st.stage) ? st.recomputeLayers : 0,
                      st.stage);
   return ": the first layers rerun their forward in the backward (" + r + ")";
 }

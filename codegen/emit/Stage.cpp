@@ -62,7 +62,7 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       continue;
     const int layer = cx_.g.ops[i].layer;
     if (layer >= 0 && (spans.empty() || spans.back().layer != layer) &&
-        recomputedLayers(stage) > 0) {
+        cx_.recomputedLayers(stage) > 0) {
       // A recomputing stage's layers must be one table (Recompute.cpp): the
       // layer's first op's operands from outside it (the stage's input in
       // another layout) are converted before the layer, not inside it.
@@ -100,14 +100,14 @@ Emitter::StagePlan Emitter::planStage(int stage) {
     }
   }
   const StageLayers sl =
-      layersContiguous ? planStageLayers(stage, spans) : StageLayers{};
+      layersContiguous ? layers_.planStageLayers(stage, spans) : StageLayers{};
   // The members the pipeline transfers name, for what recomputation keeps.
   std::string transfers;
   for (const std::vector<int> &ts : {in, sendOut})
     for (int t : ts)
       transfers += cx_.val(t, cx_.L.tensors[size_t(t)]) + " " +
                    cx_.grad(t, cx_.L.tensors[size_t(t)]) + "\n";
-  const StageRecompute rc = planRecompute(stage, sl, steps, transfers);
+  const StageRecompute rc = recompute_.plan(stage, sl, steps, transfers);
   // K-FAC's curvature calls read the layers' buffers under their table
   // names too (KfacEmitter.cpp).
   // (find, not []: a stage without K-FAC layers gets no stage<k>_kfac.)
@@ -185,7 +185,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                        fmt::arg("size", size), fmt::arg("comment", m.comment));
   };
   std::string layerStruct;
-  if (rc.any() && scratchStages_.empty())
+  if (rc.any() && !recompute_.anyScratch())
     out += "// Which buffers of a layer a Stage<k>Layer holds: all; those a "
            "recomputed layer\n// keeps (the rest of its stage reads them); or "
            "the others, the stage's scratch.\nenum class LayerBuffers { All, "
@@ -273,8 +273,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                        stage, fields);
   }
   if (rc.any()) {
-    out += recomputeText(stage, sl, rc);
-    scratchStages_.insert(stage);
+    out += recompute_.text(stage, sl, rc);
   }
 
   return out;
@@ -348,7 +347,7 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
   for (std::string &t : fwdText)
     if (!t.empty())
       t += cx_.target.progressCall;
-  out += layerOrdered(sl, fwdText, false, &rc);
+  out += layers_.layerOrdered(sl, fwdText, false, &rc);
   if (hasLoss) {
     out += fmt::format("  Stage{0}Results &r = stage{0}_results[size_t(mb)];\n",
                        stage);
@@ -420,7 +419,7 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
       if (!text[i].empty())
         text[i] += cx_.target.progressCall;
     }
-    out += layerOrdered(p.sl, text, true, &p.rc) + "}\n\n";
+    out += layers_.layerOrdered(p.sl, text, true, &p.rc) + "}\n\n";
   };
   if (splitBackward_) {
     emitBackward("backward_input_compute", true, false);
@@ -606,7 +605,7 @@ std::string Emitter::stageSetsText(const StagePlan &p) const {
   std::vector<std::pair<std::string, std::string>> held = {
       {fmt::format("stage{}", stage),
        fmt::format("resize(size_t(kSets[{}]))", stage)}};
-  if (scratchStages_.count(stage))
+  if (recompute_.hasScratch(stage))
     held.push_back({fmt::format("stage{}_scratch", stage),
                     "emplace_back(LayerBuffers::Scratch)"});
   if (inputStages_.count(stage))
