@@ -5,11 +5,11 @@
 // output gradient of a micro-batch to kfac_curvature_A / _G (the target's
 // KfacRun.h: backends/cpu/harness on host floats, backends/cuda/harness on
 // act_t device buffers), called where the plan placed the items
-// (kfacPlacement), as are the refresh cycle's reductions and inversions
-// (kfac_reduce / kfac_invert, where the target has them); the program carries
-// the layer table (weight, bias, unsplit dimensions, the layer's refresh
-// interval: its pipeline device's K) and the plan's damping, longest refresh
-// interval and rule as the defaults of its flags.
+// (KfacEmitter::placement), as are the refresh cycle's reductions and
+// inversions (kfac_reduce / kfac_invert, where the target has them); the
+// program carries the layer table (weight, bias, unsplit dimensions, the
+// layer's refresh interval: its pipeline device's K) and the plan's damping,
+// longest refresh interval and rule as the defaults of its flags.
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/KfacEmitter.h"
@@ -148,8 +148,8 @@ CaseShape caseShape(const std::string &x, const std::string &dy) {
 /// Per stage, a K-FAC layer's operand for micro-batch mb (factor A's input
 /// or G's output gradient), handed to kfac_operand: accumulated now, or
 /// with `save` kept for a curvature item the plan put in a later step of
-/// the cycle (kfacPlacement). It reads the micro-batch's activation set (kept
-/// until its last read: the reads are inputs of
+/// the cycle (KfacEmitter::placement). It reads the micro-batch's activation
+/// set (kept until its last read: the reads are inputs of
 /// pipeline::assignActivationSets). Consecutive layers with the same operands
 /// are one block indexed by the layer, so the function does not grow with
 /// depth.

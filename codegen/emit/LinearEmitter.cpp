@@ -225,7 +225,7 @@ void OpEmitters::emitLinear(OpCall &c) {
                    g.dw, g.db, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
   }
   // dy: the whole output gradient (tp > 1 column-parallel: refused by
-  // checkKfac).
+  // KfacEmitter).
   kfac_.record(c, g.dy, g.N, g.K, g.O, tw);
 }
 

@@ -259,7 +259,7 @@ std::string Emitter::emit() {
   const std::string stagesText = stagesCode(stages);
   // The activation sets, a first-order plan's under K-FAC too: its
   // curvature reads a micro-batch's set right after the instruction that
-  // produced the operand, or a copy made there (kfacPlacement); a CPU
+  // produced the operand, or a copy made there (KfacEmitter::placement); a CPU
   // filling thread's queued reads are copied before the set is taken again
   // (kfac_release). The memory model counts the same (StageMemory.cpp).
   auto sets = pipeline::assignActivationSets(*sched);
