@@ -16,6 +16,7 @@
 #pragma once
 
 #include "codegen/emit/EmitContext.h"
+#include "codegen/emit/GradBuckets.h"
 #include "codegen/emit/KfacEmitter.h"
 #include "codegen/emit/LayerLoops.h"
 #include "codegen/emit/OpEmitters.h"
@@ -51,17 +52,6 @@ void profileScopes(Step &s, const std::string &kind);
 std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
                                  int stage);
 
-/// A data-parallel gradient bucket of the cuda program: parameters whose
-/// gradients are complete after one point of a stage's backward.
-struct Bucket {
-  int stage = 0;
-  bool weightPart = false; // completes in the weight-gradient half (zb-h1)
-  // Gradients partial over tp as well (ModelLayout::tpPartialGrads): summed
-  // over the stage's dp x tp group in one all-reduce.
-  bool tpPartial = false;
-  std::vector<int> params;
-};
-
 class Emitter {
 public:
   Emitter(const planner::Plan &plan, const ModelGraph &g, Backend backend)
@@ -79,9 +69,6 @@ private:
   void addTensor(int stage, int t, TpLayout l, bool withGrad);
   std::string ensureLayout(int stage, int t, TpLayout want,
                            std::vector<Step> &steps);
-  std::map<std::pair<size_t, bool>, std::vector<int>>
-  assignBuckets(int stage, const std::vector<Step> &steps);
-  std::string gradSyncConfig(const pipeline::Schedule &s) const;
   std::string stepGraphGlue() const;
   void emitOp(size_t i, std::vector<Step> &steps);
   std::string vocabPaddingText() const;
@@ -146,7 +133,9 @@ private:
     return fmt::format("stage{0}[size_t(kSetOf[{0}][{1}])]", stage, mb);
   }
   std::vector<uint64_t> deviceMask_; // per tensor: pipeline devices holding it
-  std::vector<Bucket> buckets_;      // cuda, no ZeRO, dp > 1 or tp-partial
+  // The gradient buckets (GradBuckets.h): cuda, no ZeRO, dp > 1 or
+  // tp-partial.
+  GradBuckets buckets_{cx_, layers_};
   // cuda: the activation gradient buffers ("a.d_...data()") one backward
   // call writes whole by storing (=): never zeroed (storesGrad).
   std::set<std::string> storedGrads_;

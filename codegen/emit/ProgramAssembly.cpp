@@ -474,7 +474,7 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
             "free_stages() {\n  for (const StageFunctions &s : "
             "kStageFunctions)\n    s.free();\n}\n";
   if (cx_.target.gradBuckets)
-    glue += "\n" + gradSyncConfig(sched);
+    glue += "\n" + buckets_.configText(sched);
   if (cx_.target.stepGraph)
     glue += stepGraphGlue();
 

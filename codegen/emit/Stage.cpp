@@ -379,7 +379,7 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
   // gradients partial over tp even when dp = 1.
   if (cx_.target.gradBuckets && cx_.plan.knobs.zero == 0 &&
       (cx_.plan.knobs.dp > 1 || !cx_.L.tpPartialGrads.empty()))
-    ready = assignBuckets(stage, steps);
+    ready = buckets_.assign(stage, steps, splitBackward_, deviceMask_);
   auto readyLines = [&](size_t i, bool weight) {
     std::string r;
     auto it = ready.find({i, weight});
