@@ -22,6 +22,7 @@
 #include "codegen/emit/OpEmitters.h"
 #include "codegen/emit/Recompute.h"
 #include "codegen/emit/ScheduleEmitter.h"
+#include "codegen/emit/StageBuffers.h"
 #include "codegen/emit/StageMembers.h"
 #include "codegen/emit/StageTypes.h"
 
@@ -45,9 +46,6 @@
 #include <vector>
 
 namespace autoddl::codegen::emit {
-/// Wraps each call of a CUDA step in an OpScope (StageLayout.cpp).
-void profileScopes(Step &s, const std::string &kind);
-
 /// Activations crossing into `stage` from earlier stages (Stage.cpp).
 std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
                                  int stage);
@@ -65,10 +63,6 @@ public:
   static std::string backendRefusal(const ModelGraph &g, Backend backend);
 
 private:
-  std::string allNodes(int stage, int t, TpLayout l, std::vector<Step> &steps);
-  void addTensor(int stage, int t, TpLayout l, bool withGrad);
-  std::string ensureLayout(int stage, int t, TpLayout want,
-                           std::vector<Step> &steps);
   std::string stepGraphGlue() const;
   void emitOp(size_t i, std::vector<Step> &steps);
   std::string vocabPaddingText() const;
@@ -114,13 +108,14 @@ private:
   // The K-FAC layer table and its placement (KfacEmitter.h): written only by
   // the linears' emitter (emitLinear), read by the stages and the schedule.
   KfacEmitter kfac_{cx_};
-  // Per stage: struct members, and buffers already converted there.
+  // Per stage: struct members.
   StageMembers members_;
+  // A stage's tensors and converted copies as members (StageBuffers.h).
+  StageBuffers buffers_{cx_, members_};
   // The layers as tables and loops (LayerLoops.h); reads the members.
   const LayerLoops layers_{cx_, members_};
   // Activation recomputation (Recompute.h): which stages have a scratch.
   Recomputation recompute_{cx_, members_};
-  std::map<std::pair<int, std::string>, bool> converted_;
   bool splitBackward_ = false; // zero-bubble: B and W apart
   bool shareGrads_ = false;    // the sets of a stage share inner gradients
   // The activation sets each stage allocates and the micro-batch each holds

@@ -93,7 +93,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   std::vector<std::vector<int64_t>> xs(op.operands.size());
   for (size_t k = 0; k < op.operands.size(); ++k) {
     const int t = op.operands[k];
-    x[k] = ensureLayout(st, t, p.operands[k], steps);
+    x[k] = buffers_.ensureLayout(st, t, p.operands[k], steps);
     dx[k] = cx_.grad(t, p.operands[k]);
     xs[k] = cx_.local(t, p.operands[k]);
   }
@@ -102,7 +102,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   // linear whose GEMM writes its sum with a residual (planResidualFusion)
   // has neither output nor gradient buffer.
   if (!cx_.addOfLinear.count(i))
-    addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
+    buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
   const std::vector<int64_t> ys = cx_.local(r, p.result);
   const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);
   std::string dy = cx_.full(r).empty() ? "" : cx_.grad(r, p.result);
@@ -143,7 +143,7 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   };
   c.gatherNodes = [this, &c](size_t k) {
     const std::string all =
-        allNodes(c.st, c.op.operands[k], c.p.operands[k], c.steps);
+        buffers_.allNodes(c.st, c.op.operands[k], c.p.operands[k], c.steps);
     if (all == c.x[k])
       return;
     c.x[k] = all;

@@ -52,7 +52,7 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       stage + 1 < cx_.L.numStages ? boundaryTensors(cx_.g, cx_.L, stage + 1)
                                   : std::vector<int>{};
   for (int t : in)
-    addTensor(stage, t, cx_.L.tensors[size_t(t)], true);
+    buffers_.addTensor(stage, t, cx_.L.tensors[size_t(t)], true);
   std::vector<int> inputs;
   // The steps and members of each layer's ops, for the layer loop.
   std::vector<LayerSpan> spans;
@@ -70,7 +70,7 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       for (size_t k = 0; k < op.operands.size(); ++k) {
         const int t = op.operands[k], from = cx_.producer[size_t(t)];
         if (from >= 0 && cx_.g.ops[size_t(from)].layer != layer)
-          ensureLayout(stage, t, cx_.L.ops[i].operands[k], steps);
+          buffers_.ensureLayout(stage, t, cx_.L.ops[i].operands[k], steps);
       }
     }
     if (layer >= 0 && (spans.empty() || spans.back().layer != layer)) {
@@ -86,7 +86,7 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       if (cx_.isInput(t) && !cx_.graphModel &&
           std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
         inputs.push_back(t);
-        addTensor(stage, t, TpLayout{}, false);
+        buffers_.addTensor(stage, t, TpLayout{}, false);
       }
     const size_t before = steps.size();
     emitOp(i, steps);

@@ -1,10 +1,11 @@
 //===- StageLayout.cpp - buffers and tensor layouts of a stage ------------===//
 //
-// A stage's struct members (activations, gradients, converted copies), the
-// names ops read them by, and the tp layout conversions between them.
+// StageBuffers (StageBuffers.h): a stage's struct members (activations,
+// gradients, converted copies) and the tp layout conversions between them;
+// the names ops read them by are the context's (EmitContext.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/StageBuffers.h"
 
 namespace autoddl::codegen::emit {
 
@@ -53,7 +54,7 @@ void profileScopes(Step &s, const std::string &kind) {
   wrap(s.bwdWeight, "kOpBackward");
 }
 
-void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
+void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
   if (cx_.isParam(t) || cx_.isConst(t))
     return;
   const auto &td = cx_.g.tensors[size_t(t)];
@@ -98,8 +99,8 @@ void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
 /// holds for its own nodes): all-gathered over dp once, before spmm or sddmm
 /// reads them; the gradient of the gathered copy is partial on every rank and
 /// is reduce-scattered back. Otherwise t as it is.
-std::string Emitter::allNodes(int stage, int t, TpLayout l,
-                              std::vector<Step> &steps) {
+std::string StageBuffers::allNodes(int stage, int t, TpLayout l,
+                                   std::vector<Step> &steps) {
   if (!cx_.nodeSplit() || !cx_.g.nodeRows(t) || cx_.g.sparsePattern(t) >= 0)
     return cx_.val(t, l);
   const std::string name = cx_.bufName(t, l) + "_nodes";
@@ -138,8 +139,8 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
 
 /// Makes tensor t available in layout `want` on `stage`, emitting the
 /// conversion once (a converted copy shared by every consumer).
-std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
-                                  std::vector<Step> &steps) {
+std::string StageBuffers::ensureLayout(int stage, int t, TpLayout want,
+                                       std::vector<Step> &steps) {
   TpLayout have = cx_.L.tensors[size_t(t)];
   if (cx_.isInput(t) && want.split() && !cx_.graphModel) {
     // An input read on split rows (batch or sequence): this rank's slice of
