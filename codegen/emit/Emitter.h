@@ -55,11 +55,6 @@ public:
 
   std::string emit();
 
-  /// Why `backend` does not run model `g` whatever the plan (an op kind, an
-  /// op reading a parameter where the CUDA kernels take none, a model it does
-  /// not feed), or "" (codegen::backendRefusal; OpTable.cpp).
-  static std::string backendRefusal(const ModelGraph &g, Backend backend);
-
 private:
   // Stage.cpp: a stage's code, from what planStage gathers.
   struct StagePlan {

@@ -44,7 +44,7 @@ std::string cudaPrimitiveRefusal(const ModelGraph &g, const OpDef &op) {
 
 } // namespace
 
-std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
+std::string opsRefusal(const ModelGraph &g, Backend backend) {
   const bool cuda = backend == Backend::Cuda;
   const std::string name = cuda ? "cuda" : "cpu";
   const auto &table = opTable();

@@ -45,5 +45,9 @@ const std::map<std::string, OpEntry> &opTable();
 bool opHas(const std::string &kind, OpTrait trait);
 /// Whether an op of g has `trait`.
 bool anyOpHas(const ModelGraph &g, OpTrait trait);
+/// Why `backend` does not run model `g` whatever the plan (an op kind, an
+/// op reading a parameter where the CUDA kernels take none, a model it does
+/// not feed), or "" (codegen::backendRefusal).
+std::string opsRefusal(const ModelGraph &g, Backend backend);
 
 } // namespace autoddl::codegen::emit

@@ -632,7 +632,7 @@ std::string emitTrainProgram(const planner::Plan &plan, const ModelGraph &model,
 }
 
 std::string backendRefusal(const ModelGraph &model, Backend backend) {
-  return Emitter::backendRefusal(model, backend);
+  return emit::opsRefusal(model, backend);
 }
 
 std::string emitCpuTrainProgram(const planner::Plan &plan,
