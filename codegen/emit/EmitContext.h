@@ -132,9 +132,11 @@ struct LayerArray {
   std::vector<std::vector<int>> params;
 };
 
-/// The read-only context (see the file comment). Every member is fixed by
-/// the constructor; the accessors below are the one place the emitter's
-/// parts look tensors up.
+/// The read-only context (see the file comment). Every member is written by
+/// the constructor only (the members not declared const by its plan*
+/// passes): the Emitter holds it const and the parts take a const
+/// reference. The accessors below are the one place the parts look tensors
+/// up.
 struct EmitContext {
   EmitContext(const planner::Plan &plan, const ModelGraph &g, Backend backend);
 
