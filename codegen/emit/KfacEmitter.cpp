@@ -217,53 +217,54 @@ std::string KfacEmitter::stageFunction(int st) const {
   return out + "  (void)a;\n}\n\n";
 }
 
-/// Where each device runs its K-FAC items: the plan's placement
-/// (kfac.devices[].items: the step of the refresh cycle and the instruction
-/// slot of the device's list, recorded by the planner; DESIGN.md §5b), moved
-/// later only where an item's inputs do not exist yet.
-/// - Curvature: in the refresh step, never before the item's micro-batch has
-///   run the forward (A) or the backward (G) of the layer's stage. An item the
-///   plan spreads over a later step of the cycle (a target with
-///   kfacBubbleItems): its operand is copied right after that forward or
-///   backward of the refresh step (the micro-batch's buffers are overwritten
-///   in the next step; the plan's memory counts the saved operands) and
-///   accumulated where the plan placed it (kfac_curvature_saved); a target
-///   without it runs such items at the refresh step's end. An item of the
-///   refresh step reads the set in place only right after that forward or
-///   backward (where a forced one runs); placed later, it reads a copy
-///   taken there, so a K-FAC plan keeps a first-order plan's activation
-///   sets. Either way every
-///   plan's factors come from the refresh step's micro-batches, as on one
-///   rank.
-/// - Reductions and inversions (a target with kfacBubbleItems): in the step
-///   of the cycle the plan says, at its place; in the refresh step not before
-///   the layer's curvature on this device, an inversion not before its
-///   layer's reductions (π reads both factors); forced ones at their step's
-///   end. None for a layer two pipeline devices hold (Chimera's mirrored
-///   copies): the runtimes reduce it over both devices, which run different
-///   lists, at the cycle's end only, and invert it after. Within a slot:
-///   curvature, then reductions, then inversions, each in layer-table order, A
-///   before G, so every rank of a communicator (dp and tp replicas run the same
-///   list) issues its collectives in one order.
-KfacEmitter::Placement
-KfacEmitter::placement(const pipeline::Schedule &s) const {
+namespace {
+
+/// The plan's instruction slot of item `it`, never before `from` (where the
+/// item's inputs exist on the device): the planner's placement, not
+/// re-simulated.
+size_t slotAt(const planner::KfacItemPlacement &it, size_t from) {
+  return std::max(from, size_t(it.slot));
+}
+
+/// fn(device, its list, item) over the plan's items of the schedule's
+/// devices.
+template <class Fn>
+void forEachItem(const planner::KfacPlan &kfac, const pipeline::Schedule &s,
+                 Fn fn) {
+  for (const planner::KfacDevicePlan &dp : kfac.devices)
+    if (dp.device >= 0 && dp.device < s.numDevices())
+      for (const planner::KfacItemPlacement &it : dp.items)
+        fn(dp.device, s.devices[size_t(dp.device)], it);
+}
+
+} // namespace
+
+/// The placement being built: the calls per (device, slot), the curvature
+/// items placed so far and, per device, row and factor, the latest (phase,
+/// slot) of its curvature (which its reduction waits for).
+struct KfacEmitter::Placing {
   Placement at;
-  if (!cx_.plan.kfac)
-    return at;
-  // The plan's instruction slot, never before `from` (where the item's
-  // inputs exist on the device): the planner's placement, not re-simulated.
-  auto slotAt = [](const planner::KfacItemPlacement &it, size_t from) {
-    return std::max(from, size_t(it.slot));
-  };
-  auto rowOf = [&](int layer) {
-    if (layer < 0 || size_t(layer) >= cx_.plan.kfac->layers.size())
-      return -1;
-    auto r = byName_.find(cx_.plan.kfac->layers[size_t(layer)].name);
-    return r == byName_.end() ? -1 : r->second;
-  };
   std::set<std::tuple<int, int, int, bool>> done; // device, row, mb, G
-  // Device, row, G: the latest (phase, slot) of the factor's curvature.
   std::map<std::tuple<int, int, bool>, std::pair<int, size_t>> curvAt;
+};
+
+/// The layer table's row of the plan's K-FAC layer `layer`, or -1.
+int KfacEmitter::rowOf(int layer) const {
+  if (layer < 0 || size_t(layer) >= cx_.plan.kfac->layers.size())
+    return -1;
+  auto r = byName_.find(cx_.plan.kfac->layers[size_t(layer)].name);
+  return r == byName_.end() ? -1 : r->second;
+}
+
+/// The curvature items: the plan's, then every factor of every micro-batch
+/// the plan does not list (placement's comment says where).
+void KfacEmitter::placeCurvature(const pipeline::Schedule &s,
+                                 Placing &p) const {
+  // References, not a structured binding: the lambdas capture them.
+  Placement &at = p.at;
+  auto &done = p.done;
+  auto &curvAt = p.curvAt;
+  auto eachItem = [&](auto fn) { forEachItem(*cx_.plan.kfac, s, fn); };
   auto curvature = [&](int d, size_t slot, int st, int mb, int row, bool g) {
     if (!done.insert({d, row, mb, g}).second)
       return;
@@ -287,14 +288,6 @@ KfacEmitter::placement(const pipeline::Schedule &s) const {
          {0, 0, 0},
          kfacEntry(g ? "kSavedG" : "kSavedA", -1, mb, row, phase),
          row});
-  };
-  // fn(device, its list, item) over the plan's items of this schedule's
-  // devices.
-  auto eachItem = [&](auto fn) {
-    for (const planner::KfacDevicePlan &dp : cx_.plan.kfac->devices)
-      if (dp.device >= 0 && dp.device < s.numDevices())
-        for (const planner::KfacItemPlacement &it : dp.items)
-          fn(dp.device, s.devices[size_t(dp.device)], it);
   };
   eachItem([&](int d, const auto &list, const auto &it) {
     const bool g = it.item == "curv_G";
@@ -335,8 +328,15 @@ KfacEmitter::placement(const pipeline::Schedule &s) const {
                       operandProducer(list, ins.stage, ins.microbatch, g) + 1,
                       ins.stage, ins.microbatch, int(row), g);
   }
-  if (!cx_.target.kfacBubbleItems)
-    return at;
+}
+
+/// The reductions and inversions (a target with kfacBubbleItems), after the
+/// curvature they read.
+void KfacEmitter::placeReductions(const pipeline::Schedule &s,
+                                  Placing &p) const {
+  Placement &at = p.at;
+  const auto &curvAt = p.curvAt;
+  auto eachItem = [&](auto fn) { forEachItem(*cx_.plan.kfac, s, fn); };
   // Reductions first, then inversions (which wait for them): per device,
   // row and item, the (phase, slot) it runs at.
   std::map<std::tuple<int, int, int>, std::pair<int, size_t>> placed;
@@ -386,6 +386,46 @@ KfacEmitter::placement(const pipeline::Schedule &s) const {
                      -1, -1, row, where.first)});
     });
   }
+}
+
+/// Where each device runs its K-FAC items: the plan's placement
+/// (kfac.devices[].items: the step of the refresh cycle and the instruction
+/// slot of the device's list, recorded by the planner; DESIGN.md §5b), moved
+/// later only where an item's inputs do not exist yet.
+/// - Curvature: in the refresh step, never before the item's micro-batch has
+///   run the forward (A) or the backward (G) of the layer's stage. An item the
+///   plan spreads over a later step of the cycle (a target with
+///   kfacBubbleItems): its operand is copied right after that forward or
+///   backward of the refresh step (the micro-batch's buffers are overwritten
+///   in the next step; the plan's memory counts the saved operands) and
+///   accumulated where the plan placed it (kfac_curvature_saved); a target
+///   without it runs such items at the refresh step's end. An item of the
+///   refresh step reads the set in place only right after that forward or
+///   backward (where a forced one runs); placed later, it reads a copy
+///   taken there, so a K-FAC plan keeps a first-order plan's activation
+///   sets. Either way every
+///   plan's factors come from the refresh step's micro-batches, as on one
+///   rank.
+/// - Reductions and inversions (a target with kfacBubbleItems): in the step
+///   of the cycle the plan says, at its place; in the refresh step not before
+///   the layer's curvature on this device, an inversion not before its
+///   layer's reductions (π reads both factors); forced ones at their step's
+///   end. None for a layer two pipeline devices hold (Chimera's mirrored
+///   copies): the runtimes reduce it over both devices, which run different
+///   lists, at the cycle's end only, and invert it after. Within a slot:
+///   curvature, then reductions, then inversions, each in layer-table order, A
+///   before G, so every rank of a communicator (dp and tp replicas run the same
+///   list) issues its collectives in one order.
+KfacEmitter::Placement
+KfacEmitter::placement(const pipeline::Schedule &s) const {
+  if (!cx_.plan.kfac)
+    return {};
+  Placing p;
+  placeCurvature(s, p);
+  if (!cx_.target.kfacBubbleItems)
+    return p.at;
+  placeReductions(s, p);
+  Placement &at = p.at;
   for (auto &[slot, calls] : at)
     std::stable_sort(
         calls.begin(), calls.end(), [](const Call &a, const Call &b) {

@@ -58,6 +58,11 @@ public:
   std::string programText(bool layerTables) const;
 
 private:
+  struct Placing;
+  int rowOf(int layer) const;
+  void placeCurvature(const pipeline::Schedule &s, Placing &p) const;
+  void placeReductions(const pipeline::Schedule &s, Placing &p) const;
+
   const EmitContext &cx_;
   // Per linear op its row of the layer table, and the rows.
   std::map<size_t, int> index_;
