@@ -2,7 +2,9 @@
 //
 // The emitter's decisions that change what the program computes where:
 // GEMM epilogue fusions, stored (not added) gradients, the padded vocabulary.
-// The rest of the emitter lives in codegen/emit/ (Emitter.h says where).
+// Made once by EmitContext's constructor (the plan* passes) and read by every
+// part after; the texts that report them are the Emitter's (the end of this
+// file). The rest of the emitter lives in codegen/emit/ (Emitter.h says where).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
@@ -12,7 +14,7 @@
 namespace autoddl::codegen::emit {
 
 /// Vocabulary of a token model: rows of the first embedding table.
-int64_t Emitter::vocab() const { return g_.vocabularyRows(); }
+int64_t EmitContext::vocab() const { return g.vocabularyRows(); }
 
 /// The CUDA program runs a tanh GELU between two linears (an MLP block) in
 /// their GEMMs' epilogues: the first linear's GEMM writes gelu(pre) and pre
@@ -24,26 +26,26 @@ int64_t Emitter::vocab() const { return g_.vocabularyRows(); }
 /// one stage in the layouts they hand on (no conversion between); the first
 /// linear not row-parallel (its all-reduce and bias follow the GEMM), the
 /// second's input gradient complete on the rank (not column-parallel).
-void Emitter::planGeluFusion() {
-  if (!cuda_)
+void EmitContext::planGeluFusion() {
+  if (!cuda)
     return;
-  const planner::GraphUses uses(g_);
-  for (size_t i = 0; i < g_.ops.size(); ++i) {
+  const planner::GraphUses uses(g);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
     planner::GeluChain chain; // the graph's part (planner/ProgramDecisions.h)
-    if (!planner::geluEpilogueChain(g_, uses, i, chain))
+    if (!planner::geluEpilogueChain(g, uses, i, chain))
       continue;
     const size_t fc1 = chain.fc1, fc2 = chain.fc2;
-    const OpDef &second = g_.ops[fc2];
-    const OpPlan &p1 = L_.ops[fc1], &pg = L_.ops[i], &p2 = L_.ops[fc2];
+    const OpDef &second = g.ops[fc2];
+    const OpPlan &p1 = L.ops[fc1], &pg = L.ops[i], &p2 = L.ops[fc2];
     if (p1.stage != pg.stage || pg.stage != p2.stage ||
         !(pg.operands[0] == p1.result) || !(p2.operands[0] == pg.result) ||
         p1.mode == OpMode::Row || p2.mode == OpMode::Column ||
-        padRows_.count(g_.ops[fc1].operands[1]) ||
-        padRows_.count(second.operands[1]))
+        padRows.count(g.ops[fc1].operands[1]) ||
+        padRows.count(second.operands[1]))
       continue;
-    fusedGelus_.insert(i);
-    geluOfFc1_[fc1] = i;
-    geluOfFc2_[fc2] = i;
+    fusedGelus.insert(i);
+    geluOfFc1[fc1] = i;
+    geluOfFc2[fc2] = i;
   }
 }
 
@@ -57,26 +59,26 @@ void Emitter::planGeluFusion() {
 /// layouts it is made in; the residual made before the linear (or an input)
 /// and read in its own layout; the linear not row-parallel (its all-reduce
 /// and bias follow the GEMM).
-void Emitter::planResidualFusion() {
-  if (!cuda_)
+void EmitContext::planResidualFusion() {
+  if (!cuda)
     return;
-  const planner::GraphUses uses(g_);
-  for (size_t i = 0; i < g_.ops.size(); ++i) {
-    const OpDef &add = g_.ops[i];
+  const planner::GraphUses uses(g);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const OpDef &add = g.ops[i];
     // The graph's part (planner/ProgramDecisions.h), then the layouts'.
-    for (size_t k : planner::residualGemmOperands(g_, uses, i)) {
+    for (size_t k : planner::residualGemmOperands(g, uses, i)) {
       const int t = add.operands[k], res = add.operands[1 - k];
-      const int lin = producer_[size_t(t)];
-      if (addOfLinear_.count(size_t(lin)))
+      const int lin = producer[size_t(t)];
+      if (addOfLinear.count(size_t(lin)))
         continue;
-      const OpPlan &pl = L_.ops[size_t(lin)], &pa = L_.ops[i];
+      const OpPlan &pl = L.ops[size_t(lin)], &pa = L.ops[i];
       if (pl.stage != pa.stage || pl.mode == OpMode::Row ||
           !(pa.operands[k] == pl.result) ||
-          !(pa.operands[1 - k] == L_.tensors[size_t(res)]) ||
-          padRows_.count(g_.ops[size_t(lin)].operands[1]))
+          !(pa.operands[1 - k] == L.tensors[size_t(res)]) ||
+          padRows.count(g.ops[size_t(lin)].operands[1]))
         continue;
-      addOfLinear_[size_t(lin)] = i;
-      linearOperandOfAdd_[i] = k;
+      addOfLinear[size_t(lin)] = i;
+      linearOperandOfAdd[i] = k;
       break;
     }
   }
@@ -88,19 +90,19 @@ void Emitter::planResidualFusion() {
 /// into the copy's gradient as they are and the conversion's backward
 /// reduce-scatters it onto t's rows, where otherwise each linear all-reduces
 /// its partial and the conversion keeps its rows (twice the volume).
-bool Emitter::gathersPartialGrads(int t) const {
-  const TpLayout have = L_.tensors[size_t(t)];
+bool EmitContext::gathersPartialGrads(int t) const {
+  const TpLayout have = L.tensors[size_t(t)];
   if (!have.split() || have.segments > 1 || isParam(t) || isInput(t))
     return false;
   bool any = false;
-  for (size_t i : users_[size_t(t)])
-    for (size_t k = 0; k < g_.ops[i].operands.size(); ++k) {
-      if (g_.ops[i].operands[k] != t)
+  for (size_t i : users[size_t(t)])
+    for (size_t k = 0; k < g.ops[i].operands.size(); ++k) {
+      if (g.ops[i].operands[k] != t)
         continue;
-      const TpLayout l = L_.ops[i].operands[k];
+      const TpLayout l = L.ops[i].operands[k];
       if (l == have)
         continue;
-      if (l.split() || L_.ops[i].mode != OpMode::Column || k != 0)
+      if (l.split() || L.ops[i].mode != OpMode::Column || k != 0)
         return false;
       any = true;
     }
@@ -112,14 +114,14 @@ bool Emitter::gathersPartialGrads(int t) const {
 /// t is an activation that op i alone reads, once, in t's own layout (no
 /// conversion writes the buffer too), on the stage that makes t (its
 /// gradient is not received), and dx is that layout's gradient buffer.
-bool Emitter::storesGrad(size_t i, int t, TpLayout l,
-                         const std::string &dx) const {
-  if (!cuda_ || isParam(t) || isInput(t) || t == g_.loss ||
-      !(l == L_.tensors[size_t(t)]) || dx != grad(t, l))
+bool EmitContext::storesGrad(size_t i, int t, TpLayout l,
+                             const std::string &dx) const {
+  if (!cuda || isParam(t) || isInput(t) || t == g.loss ||
+      !(l == L.tensors[size_t(t)]) || dx != grad(t, l))
     return false;
-  const int p = producer_[size_t(t)];
-  return p >= 0 && L_.ops[size_t(p)].stage == L_.ops[i].stage &&
-         users_[size_t(t)] == std::vector<size_t>{i};
+  const int p = producer[size_t(t)];
+  return p >= 0 && L.ops[size_t(p)].stage == L.ops[i].stage &&
+         users[size_t(t)] == std::vector<size_t>{i};
 }
 
 /// The CUDA program holds a vocabulary-sized parameter whose leading dimension
@@ -132,19 +134,19 @@ bool Emitter::storesGrad(size_t i, int t, TpLayout l,
 /// reads the first V columns of rows Vp apart). The padding rows are zero and
 /// stay zero: zero logits columns, zero dlogits columns, zero weight
 /// gradient rows, and the optimizer updates the real elements only.
-void Emitter::planVocabPadding() {
-  const int64_t V = g_.vocabularyRows();
-  if (!cuda_ || V <= 0)
+void EmitContext::planVocabPadding() {
+  const int64_t V = g.vocabularyRows();
+  if (!cuda || V <= 0)
     return;
-  const planner::GraphUses graphUses(g_);
-  std::vector<std::vector<std::pair<size_t, size_t>>> uses(g_.tensors.size());
-  for (size_t i = 0; i < g_.ops.size(); ++i)
-    for (size_t k = 0; k < g_.ops[i].operands.size(); ++k)
-      uses[size_t(g_.ops[i].operands[k])].push_back({i, k});
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+  const planner::GraphUses graphUses(g);
+  std::vector<std::vector<std::pair<size_t, size_t>>> uses(g.tensors.size());
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (size_t k = 0; k < g.ops[i].operands.size(); ++k)
+      uses[size_t(g.ops[i].operands[k])].push_back({i, k});
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
     if (!isParam(int(t)) || full(int(t)).size() != 2 || full(int(t))[0] != V)
       continue;
-    const TpLayout l = L_.tensors[t];
+    const TpLayout l = L.tensors[t];
     const int64_t rows = local(int(t), l)[0];
     const int64_t padded = planner::paddedVocabRows(rows);
     if (padded == rows || uses[t].empty())
@@ -152,20 +154,20 @@ void Emitter::planVocabPadding() {
     bool ok = true;
     std::vector<int> logits;
     for (auto [i, k] : uses[t]) {
-      const OpDef &op = g_.ops[i];
-      const OpPlan &p = L_.ops[i];
+      const OpDef &op = g.ops[i];
+      const OpPlan &p = L.ops[i];
       if (!(p.operands[k] == l) || k != 1)
         ok = false;
       else if (op.kind == "embedding")
         continue;
-      else if (!planner::logitsOnlyToLoss(g_, graphUses, op))
+      else if (!planner::logitsOnlyToLoss(g, graphUses, op))
         ok = false; // the graph's part (planner/ProgramDecisions.h)
       else {
         const int r = op.results[0];
-        const TpLayout rl = L_.tensors[size_t(r)];
+        const TpLayout rl = L.tensors[size_t(r)];
         ok &= p.result == rl && local(r, rl).back() == rows;
         for (auto [c, ck] : uses[size_t(r)]) {
-          const OpPlan &cp = L_.ops[c];
+          const OpPlan &cp = L.ops[c];
           ok &= cp.stage == p.stage && cp.operands[0] == rl;
         }
         logits.push_back(r);
@@ -175,9 +177,9 @@ void Emitter::planVocabPadding() {
     }
     if (!ok)
       continue;
-    padRows_[int(t)] = padded;
+    padRows[int(t)] = padded;
     for (int r : logits)
-      padCols_[r] = padded;
+      padCols[r] = padded;
   }
 }
 
@@ -189,11 +191,11 @@ std::string Emitter::vocabPaddingText() const {
       "vocabulary padded\n// to a multiple of 64 rows per rank (the header "
       "says why; the padding rows stay zero).\n"
       "static int64_t device_numel(const Param &p) {\n";
-  for (const auto &[t, rows] : padRows_) {
-    const std::vector<int64_t> ls = local(t, L_.tensors[size_t(t)]);
+  for (const auto &[t, rows] : cx_.padRows) {
+    const std::vector<int64_t> ls = cx_.local(t, cx_.L.tensors[size_t(t)]);
     out += fmt::format("  if (&p == &P.{}) // {} held as {}\n    return {};\n",
-                       names_[size_t(t)], shapeStr(ls), shapeStr({rows, ls[1]}),
-                       rows * ls[1]);
+                       cx_.names[size_t(t)], shapeStr(ls),
+                       shapeStr({rows, ls[1]}), rows * ls[1]);
   }
   out += "  return p.n;\n}\n\n";
   return out;
@@ -208,18 +210,18 @@ std::string Emitter::tpPartialGradsText() const {
                     "rank's gradient is its rows' part, summed over tp\n// "
                     "before the optimizer step.\n"
                     "static bool grad_partial_over_tp(const Param &p) {\n";
-  const std::vector<int> all = paramOrder();
+  const std::vector<int> all = layers_.paramOrder();
   if (!all.empty() && std::all_of(all.begin(), all.end(), [&](int t) {
-        return L_.tpPartialGrads.count(t) > 0;
+        return cx_.L.tpPartialGrads.count(t) > 0;
       }))
     return out + "  (void)p;\n  return true; // every parameter\n}\n\n";
   std::vector<std::string> checks; // a layer table's as a loop over it
-  for (int t : L_.tpPartialGrads)
+  for (int t : cx_.L.tpPartialGrads)
     checks.push_back(fmt::format("  if (&p == &P.{})\n    return true;\n",
-                                 names_[size_t(t)]));
+                                 cx_.names[size_t(t)]));
   out += foldBlocks(checks, "  ", true);
-  out += L_.tpPartialGrads.empty() ? "  (void)p;\n  return false;\n}\n\n"
-                                   : "  return false;\n}\n\n";
+  out += cx_.L.tpPartialGrads.empty() ? "  (void)p;\n  return false;\n}\n\n"
+                                      : "  return false;\n}\n\n";
   return out;
 }
 

@@ -5,33 +5,33 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// attention
-void Emitter::emitAttention(OpCall &c) {
+void OpEmitters::emitAttention(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t D = attrOr<int64_t>(op, "head_dim", 1);
   int64_t H = attrOr<int64_t>(op, "num_heads", 1);
   int64_t G = attrOr<int64_t>(op, "num_kv_heads", H);
   if (p.mode == OpMode::HeadSplit) {
-    H /= tp_;
-    G /= tp_;
+    H /= cx_.tp;
+    G /= cx_.tp;
   }
   const bool causal = attrOr<bool>(op, "causal", true);
   const int64_t B = ys[0], T = ys[1];
-  const std::string base = names_[size_t(r)];
-  if (target_.attentionSavesLse) // FlashAttention-style: the log-sum-exp, not
-                                 // the probabilities
-    addMember(st,
-              {base + "_lse", B * H * T,
-               shapeStr({B, H, T}) + " saved log-sum-exp", false, false, true});
+  const std::string base = cx_.names[size_t(r)];
+  if (cx_.target.attentionSavesLse) // FlashAttention-style: the log-sum-exp,
+                                    // not the probabilities
+    members_.add(st, {base + "_lse", B * H * T,
+                      shapeStr({B, H, T}) + " saved log-sum-exp", false, false,
+                      true});
   else
-    addMember(st,
-              {base + "_att", B * H * T * T,
-               shapeStr({B, H, T, T}) + " saved probabilities", false, false});
+    members_.add(st, {base + "_att", B * H * T * T,
+                      shapeStr({B, H, T, T}) + " saved probabilities", false,
+                      false});
   std::string views, gviews;
   if (op.operands.size() == 1) {
     views = fmt::format("attention_qkv_views({}, {}, {}, {})", x[0], H, G, D);
@@ -44,11 +44,11 @@ void Emitter::emitAttention(OpCall &c) {
                          dx[1], dx[2], H * D, G * D);
   }
   const char *causalS = causal ? "true" : "false";
-  if (target_.attentionSavesLse) {
+  if (cx_.target.attentionSavesLse) {
     // Input gradients this attention alone writes are stored.
     bool store = true;
     for (size_t k = 0; k < op.operands.size(); ++k)
-      store = store && storesGrad(i, op.operands[k], p.operands[k], dx[k]);
+      store = store && cx_.storesGrad(i, op.operands[k], p.operands[k], dx[k]);
     if (store)
       storedGrads_.insert(dx.begin(), dx.end());
     F(fmt::format("attention_forward({}, a.{}_lse.data(), {}, {}, {}, {}, "

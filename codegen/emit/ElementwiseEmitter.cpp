@@ -1,24 +1,24 @@
 //===- ElementwiseEmitter.cpp - elementwise ops ---------------------------===//
 //
 // add (and the residual add fused into a linear), mul, gelu (and the GELU
-// fused into two linears), relu, silu and swiglu.
+// fused into two linears), relu, silu, swiglu, and softmax.
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// add
-void Emitter::emitAdd(OpCall &c) {
+void OpEmitters::emitAdd(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  if (linearOperandOfAdd_.count(i)) {
-    const size_t lk = linearOperandOfAdd_.at(i);
+  if (cx_.linearOperandOfAdd.count(i)) {
+    const size_t lk = cx_.linearOperandOfAdd.at(i);
     F("// in the GEMM of its linear operand (linear_residual_forward)");
     BI("// the linear operand's gradient is this sum's (its backward reads "
        "it)");
-    if (!isInput(op.operands[1 - lk]))
+    if (!cx_.isInput(op.operands[1 - lk]))
       BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
     return;
   }
@@ -27,7 +27,7 @@ void Emitter::emitAdd(OpCall &c) {
 }
 
 /// mul
-void Emitter::emitMul(OpCall &c) {
+void OpEmitters::emitMul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("mul_forward({}, {}, {}, {});", y, x[0], x[1], n));
@@ -36,10 +36,10 @@ void Emitter::emitMul(OpCall &c) {
 }
 
 /// gelu
-void Emitter::emitGelu(OpCall &c) {
+void OpEmitters::emitGelu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  if (fusedGelus_.count(i)) {
+  if (cx_.fusedGelus.count(i)) {
     F("// in the GEMM epilogue of its producer (linear_gelu_forward)");
     BI("// in the input-gradient GEMM of its consumer (linear_backward_dgelu)");
     return;
@@ -53,7 +53,7 @@ void Emitter::emitGelu(OpCall &c) {
 }
 
 /// relu, silu
-void Emitter::emitReluSilu(OpCall &c) {
+void OpEmitters::emitReluSilu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));
@@ -61,12 +61,31 @@ void Emitter::emitReluSilu(OpCall &c) {
 }
 
 /// swiglu
-void Emitter::emitSwiglu(OpCall &c) {
+void OpEmitters::emitSwiglu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("swiglu_forward({}, {}, {}, {});", y, x[0], x[1], n));
   BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], x[0],
                  x[1], dy, n));
+}
+
+/// softmax
+void OpEmitters::emitSoftmax(OpCall &c) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  int64_t axis = attrOr<int64_t>(op, "axis", -1);
+  if (axis < 0)
+    axis += int64_t(ys.size());
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= ys[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < ys.size(); ++d)
+    inner *= ys[d];
+  const int64_t Ln = ys[size_t(axis)];
+  F(fmt::format("softmax_forward({}, {}, {}, {}, {});", y, x[0], outer, Ln,
+                inner));
+  BI(fmt::format("softmax_backward({}, {}, {}, {}, {}, {});", dx[0], y, dy,
+                 outer, Ln, inner));
 }
 
 } // namespace autoddl::codegen::emit

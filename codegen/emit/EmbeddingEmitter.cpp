@@ -5,15 +5,15 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// embedding
-void Emitter::emitEmbedding(OpCall &c) {
+void OpEmitters::emitEmbedding(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const int64_t N = numel(xs[0]), C = xs[1][1], V = full(op.operands[1])[0];
+  const int64_t N = numel(xs[0]), C = xs[1][1], V = cx_.full(op.operands[1])[0];
   if (p.mode == OpMode::VocabTable) {
     const int64_t Vl = xs[1][0];
     F(fmt::format("embedding_forward({}, {}, {}, {}, {}, g.rtp * {}, {});", y,
@@ -30,7 +30,7 @@ void Emitter::emitEmbedding(OpCall &c) {
 }
 
 /// positional
-void Emitter::emitPositional(OpCall &c) {
+void OpEmitters::emitPositional(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t B = xs[0][0], T = xs[0][1], C = xs[0][2];
@@ -42,7 +42,7 @@ void Emitter::emitPositional(OpCall &c) {
 }
 
 /// rotary
-void Emitter::emitRotary(OpCall &c) {
+void OpEmitters::emitRotary(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t B = xs[0][0], T = xs[0][1],

@@ -4,7 +4,7 @@
 // and the runtime configuration (GradSync) that all-reduces them.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/GradBuckets.h"
 #include "codegen/emit/SourceText.h"
 
 namespace autoddl::codegen::emit {
@@ -17,17 +17,19 @@ namespace autoddl::codegen::emit {
 /// pipeline devices (tied, Chimera) are left to the optimizer step, which sums
 /// them over their devices first.
 std::map<std::pair<size_t, bool>, std::vector<int>>
-Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
+GradBuckets::assign(int stage, const std::vector<Step> &steps,
+                    bool splitBackward,
+                    const std::vector<uint64_t> &deviceMask) {
   std::map<std::pair<size_t, bool>, std::vector<int>> after;
   constexpr int64_t kBucketBytes = int64_t(25) << 20;
   // The execution order of the backward halves: (step index, weight half).
   std::vector<std::vector<std::pair<size_t, bool>>> sequences(1);
   for (size_t i = steps.size(); i-- > 0;) {
     sequences[0].push_back({i, false});
-    if (!splitBackward_)
+    if (!splitBackward)
       sequences[0].push_back({i, true});
   }
-  if (splitBackward_) {
+  if (splitBackward) {
     sequences.emplace_back();
     for (size_t i = steps.size(); i-- > 0;)
       sequences[1].push_back({i, true});
@@ -39,7 +41,7 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
     for (const auto &pos : seq) {
       const Step &st = steps[pos.first];
       for (int t : pos.second ? st.paramsWeight : st.paramsInput)
-        if (__builtin_popcountll(deviceMask_[size_t(t)]) == 1)
+        if (__builtin_popcountll(deviceMask[size_t(t)]) == 1)
           last[t] = pos;
     }
   for (const auto &seq : sequences) {
@@ -60,8 +62,8 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
     for (const auto &pos : seq) {
       const Step &st = steps[pos.first];
       for (int t : pos.second ? st.paramsWeight : st.paramsInput) {
-        const int k = L_.tpPartialGrads.count(t) ? 1 : 0;
-        if (k == 0 && plan_.knobs.dp == 1) // nothing to sum
+        const int k = cx_.L.tpPartialGrads.count(t) ? 1 : 0;
+        if (k == 0 && cx_.plan.knobs.dp == 1) // nothing to sum
           continue;
         Bucket &b = open[k];
         auto it = last.find(t);
@@ -69,8 +71,8 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
             std::find(b.params.begin(), b.params.end(), t) != b.params.end())
           continue;
         b.params.push_back(t);
-        b.weightPart = splitBackward_ && pos.second;
-        bytes[k] += 4 * numel(local(t, L_.tensors[size_t(t)]));
+        b.weightPart = splitBackward && pos.second;
+        bytes[k] += 4 * numel(cx_.local(t, cx_.L.tensors[size_t(t)]));
         closeAt[k] = pos;
       }
       for (int k = 0; k < 2; ++k)
@@ -88,7 +90,7 @@ Emitter::assignBuckets(int stage, const std::vector<Step> &steps) {
 /// (configure_grad_buckets): each parameter's bucket, and each bucket's stage,
 /// the backward passes (micro-batches) that complete it on the device holding
 /// it, and whether it sums over dp x tp.
-std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
+std::string GradBuckets::configText(const pipeline::Schedule &sched) const {
   std::string out =
       "// Data-parallel gradient buckets (~25 MiB of fp32 gradients each, in "
       "the order backward\n// completes them): all-reduced on their own stream "
@@ -118,7 +120,7 @@ std::string Emitter::gradSyncConfig(const pipeline::Schedule &sched) const {
                                k.tpPartial ? "true" : "false"));
   }
   std::vector<std::string> of;
-  for (int t : paramOrder()) {
+  for (int t : layers_.paramOrder()) {
     auto it = bucketOf.find(t);
     of.push_back(it == bucketOf.end() ? "-1" : std::to_string(it->second));
   }

@@ -5,12 +5,12 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// conv2d
-void Emitter::emitConv2d(OpCall &c) {
+void OpEmitters::emitConv2d(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   // Replicated over tp: every rank convolves its whole micro-batch.
@@ -23,7 +23,7 @@ void Emitter::emitConv2d(OpCall &c) {
   const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
   F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
                 shape));
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("conv2d_backward({}, nullptr, nullptr, {}, {}, {}, {});",
                    dx[0], dy, x[0], x[1], shape));
   BW(fmt::format("conv2d_backward(nullptr, {}, {}, {}, {}, {}, {});", dx[1], db,
@@ -31,7 +31,7 @@ void Emitter::emitConv2d(OpCall &c) {
 }
 
 /// pool2d
-void Emitter::emitPool2d(OpCall &c) {
+void OpEmitters::emitPool2d(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const auto &a = xs[0];
@@ -41,35 +41,35 @@ void Emitter::emitPool2d(OpCall &c) {
                 stride = attrOr<int64_t>(op, "stride", kernel);
   F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
                 a[0] * a[1], a[2], a[3], kernel, stride, isMax));
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {});",
                    dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
                    isMax));
 }
 
 /// flatten, reshape
-void Emitter::emitFlatten(OpCall &c) {
+void OpEmitters::emitFlatten(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   // The same row-major elements: the target's copy (a stream copy on cuda).
   std::string copy =
-      fmt::format(fmt::runtime(target_.copyElements), fmt::arg("dst", y),
+      fmt::format(fmt::runtime(cx_.target.copyElements), fmt::arg("dst", y),
                   fmt::arg("src", x[0]), fmt::arg("n", n));
   F(copy.substr(2, copy.size() - 3)); // F indents and ends the line
 
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("add_into({}, {}, {});", dx[0], dy, n));
 }
 
 /// transpose
-void Emitter::emitTranspose(OpCall &c) {
+void OpEmitters::emitTranspose(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string perm =
       shapeInit(attrOr<std::vector<int64_t>>(op, "perm", {}));
   F(fmt::format("transpose_forward({}, {}, {}, {});", y, x[0], shapeInit(xs[0]),
                 perm));
-  if (!isInput(op.operands[0]))
+  if (!cx_.isInput(op.operands[0]))
     BI(fmt::format("transpose_backward({}, {}, {}, {});", dx[0], dy,
                    shapeInit(xs[0]), perm));
 }

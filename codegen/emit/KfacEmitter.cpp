@@ -5,17 +5,19 @@
 // output gradient of a micro-batch to kfac_curvature_A / _G (the target's
 // KfacRun.h: backends/cpu/harness on host floats, backends/cuda/harness on
 // act_t device buffers), called where the plan placed the items
-// (kfacPlacement), as are the refresh cycle's reductions and inversions
-// (kfac_reduce / kfac_invert, where the target has them); the program carries
-// the layer table (weight, bias, unsplit dimensions, the layer's refresh
-// interval: its pipeline device's K) and the plan's damping, longest refresh
-// interval and rule as the defaults of its flags.
+// (KfacEmitter::placement), as are the refresh cycle's reductions and
+// inversions (kfac_reduce / kfac_invert, where the target has them); the
+// program carries the layer table (weight, bias, unsplit dimensions, the
+// layer's refresh interval: its pipeline device's K) and the plan's damping,
+// longest refresh interval and rule as the defaults of its flags.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/KfacEmitter.h"
 #include "codegen/emit/NumberFold.h"
 
+#include <algorithm>
 #include <regex>
+#include <set>
 #include <tuple>
 
 namespace autoddl::codegen::emit {
@@ -60,54 +62,55 @@ size_t operandProducer(const std::vector<pipeline::Instruction> &list,
 
 } // namespace
 
-void Emitter::checkKfac() const {
-  if (!plan_.kfac)
+void KfacEmitter::check() const {
+  if (!cx_.plan.kfac)
     return;
-  if (plan_.kfac->layers.empty())
+  if (cx_.plan.kfac->layers.empty())
     throw UserError("codegen: the K-FAC plan lists no linear layer to "
                     "precondition");
 }
 
-void Emitter::emitKfacCurvature(OpCall &c, const std::string &dy, int64_t rows,
-                                int64_t in, int64_t out, bool tw) {
-  if (!plan_.kfac)
+void KfacEmitter::record(const OpCall &c, const std::string &dy, int64_t rows,
+                         int64_t in, int64_t out, bool tw) {
+  if (!cx_.plan.kfac)
     return;
   if (c.p.mode != OpMode::Replicated && c.p.mode != OpMode::Column &&
       c.p.mode != OpMode::Row && c.p.mode != OpMode::Local)
     throw UserError("codegen: K-FAC layer " + c.op.name +
                     ": a linear of this tensor-parallel mode is not "
                     "preconditioned by the generated programs");
-  const auto &layers = plan_.kfac->layers;
+  const auto &layers = cx_.plan.kfac->layers;
   auto it = std::find_if(
       layers.begin(), layers.end(),
       [&](const planner::KfacLayerPlan &l) { return l.name == c.op.name; });
   if (it == layers.end())
     return;
-  auto [pos, isNew] = kfacIndex_.emplace(c.i, int(kfacRows_.size()));
+  auto [pos, isNew] = index_.emplace(c.i, int(rows_.size()));
   if (isNew) {
     const std::string bias = c.op.operands.size() > 2
-                                 ? "&" + paramOf(c.x[2], target_.paramValue)
+                                 ? "&" + paramOf(c.x[2], cx_.target.paramValue)
                                  : std::string("nullptr");
     // The unsplit dimensions; a weight read whole on split rows
     // (tpPartialGrads) gives factors of this rank's rows, meaned over tp.
     const bool col = c.p.mode == OpMode::Column, row = c.p.mode == OpMode::Row;
     const bool rowsOverTp =
-        tp_ > 1 && L_.tpPartialGrads.count(c.op.operands[1]) > 0;
+        cx_.tp > 1 && cx_.L.tpPartialGrads.count(c.op.operands[1]) > 0;
     // The last field: the layer's refresh interval, its device's K_d (every
     // copy of a layer shares it: PipeFisher.h).
-    kfacRowNames_.push_back(c.op.name);
-    kfacRows_.push_back(fmt::format(
-        "&{}, {}, {}, {}, {}, {}, {}, {}", paramOf(c.x[1], target_.paramValue),
-        bias, row ? in * tp_ : in, col ? out * tp_ : out, tw ? "true" : "false",
+    rowNames_.push_back(c.op.name);
+    rows_.push_back(fmt::format(
+        "&{}, {}, {}, {}, {}, {}, {}, {}",
+        paramOf(c.x[1], cx_.target.paramValue), bias, row ? in * cx_.tp : in,
+        col ? out * cx_.tp : out, tw ? "true" : "false",
         col   ? "KfacSplit::Out"
         : row ? "KfacSplit::In"
               : "KfacSplit::None",
         rowsOverTp ? "true" : "false", it->refreshSteps));
   }
   if (isNew) {
-    kfacByName_[c.op.name] = pos->second;
-    kfacStage_.push_back(c.st);
-    kfacCases_[c.st].push_back({pos->second, c.x[0], dy, rows});
+    byName_[c.op.name] = pos->second;
+    stage_.push_back(c.st);
+    cases_[c.st].push_back({pos->second, c.x[0], dy, rows});
   }
 }
 
@@ -145,18 +148,18 @@ CaseShape caseShape(const std::string &x, const std::string &dy) {
 /// Per stage, a K-FAC layer's operand for micro-batch mb (factor A's input
 /// or G's output gradient), handed to kfac_operand: accumulated now, or
 /// with `save` kept for a curvature item the plan put in a later step of
-/// the cycle (kfacPlacement). It reads the micro-batch's activation set (kept
-/// until its last read: the reads are inputs of
+/// the cycle (KfacEmitter::placement). It reads the micro-batch's activation
+/// set (kept until its last read: the reads are inputs of
 /// pipeline::assignActivationSets). Consecutive layers with the same operands
 /// are one block indexed by the layer, so the function does not grow with
 /// depth.
-std::string Emitter::kfacStageFunction(int st) const {
-  auto it = kfacCases_.find(st);
-  if (it == kfacCases_.end())
+std::string KfacEmitter::stageFunction(int st) const {
+  auto it = cases_.find(st);
+  if (it == cases_.end())
     return "";
-  const std::vector<KfacCase> &cases = it->second;
+  const std::vector<Case> &cases = it->second;
   std::vector<CaseShape> shapes;
-  for (const KfacCase &c : cases)
+  for (const Case &c : cases)
     shapes.push_back(caseShape(c.x, c.dy));
   // Cases i..i+P-1 (one layer) and the P after them match when the next
   // layer has the same operands, rows and consecutive K-FAC rows.
@@ -184,29 +187,28 @@ std::string Emitter::kfacStageFunction(int st) const {
            shapes[i + period].layer == shapes[i].layer)
       ++period;
     size_t groups = 1;
-    while (period > 0 &&
-           sameGroup(i, i + groups * period, period) &&
+    while (period > 0 && sameGroup(i, i + groups * period, period) &&
            shapes[i + groups * period].layer == shapes[i].layer + int(groups))
       ++groups;
     if (groups < 2) {
-      const KfacCase &c = cases[i++];
+      const Case &c = cases[i++];
       single += fmt::format("  case {0}:\n    return kfac_operand(mb, {0}, "
                             "g, save, {1}, {2}, {3});\n",
                             c.row, c.x, c.dy, c.rows);
       continue;
     }
     const int first = cases[i].row;
-    out += fmt::format(
-        "  if (layer >= {0} && layer < {1}) {{ // layers {2}..{3}\n"
-        "    const int l = {2} + (layer - {0}) / {4};\n"
-        "    switch ((layer - {0}) % {4}) {{\n",
-        first, first + int(groups * period), shapes[i].layer,
-        shapes[i].layer + int(groups) - 1, period);
+    out +=
+        fmt::format("  if (layer >= {0} && layer < {1}) {{ // layers {2}..{3}\n"
+                    "    const int l = {2} + (layer - {0}) / {4};\n"
+                    "    switch ((layer - {0}) % {4}) {{\n",
+                    first, first + int(groups * period), shapes[i].layer,
+                    shapes[i].layer + int(groups) - 1, period);
     for (size_t k = 0; k < period; ++k)
-      out += fmt::format("    case {0}:\n      return kfac_operand(mb, layer, "
-                         "g, save, {1}, {2}, {3});\n",
-                         k, shapes[i + k].x, shapes[i + k].dy,
-                         cases[i + k].rows);
+      out +=
+          fmt::format("    case {0}:\n      return kfac_operand(mb, layer, "
+                      "g, save, {1}, {2}, {3});\n",
+                      k, shapes[i + k].x, shapes[i + k].dy, cases[i + k].rows);
     out += "    }\n  }\n";
     i += groups * period;
   }
@@ -215,53 +217,54 @@ std::string Emitter::kfacStageFunction(int st) const {
   return out + "  (void)a;\n}\n\n";
 }
 
-/// Where each device runs its K-FAC items: the plan's placement
-/// (kfac.devices[].items: the step of the refresh cycle and the instruction
-/// slot of the device's list, recorded by the planner; DESIGN.md §5b), moved
-/// later only where an item's inputs do not exist yet.
-/// - Curvature: in the refresh step, never before the item's micro-batch has
-///   run the forward (A) or the backward (G) of the layer's stage. An item the
-///   plan spreads over a later step of the cycle (a target with
-///   kfacBubbleItems): its operand is copied right after that forward or
-///   backward of the refresh step (the micro-batch's buffers are overwritten
-///   in the next step; the plan's memory counts the saved operands) and
-///   accumulated where the plan placed it (kfac_curvature_saved); a target
-///   without it runs such items at the refresh step's end. An item of the
-///   refresh step reads the set in place only right after that forward or
-///   backward (where a forced one runs); placed later, it reads a copy
-///   taken there, so a K-FAC plan keeps a first-order plan's activation
-///   sets. Either way every
-///   plan's factors come from the refresh step's micro-batches, as on one
-///   rank.
-/// - Reductions and inversions (a target with kfacBubbleItems): in the step
-///   of the cycle the plan says, at its place; in the refresh step not before
-///   the layer's curvature on this device, an inversion not before its
-///   layer's reductions (π reads both factors); forced ones at their step's
-///   end. None for a layer two pipeline devices hold (Chimera's mirrored
-///   copies): the runtimes reduce it over both devices, which run different
-///   lists, at the cycle's end only, and invert it after. Within a slot:
-///   curvature, then reductions, then inversions, each in layer-table order, A
-///   before G, so every rank of a communicator (dp and tp replicas run the same
-///   list) issues its collectives in one order.
-std::map<std::pair<int, size_t>, std::vector<Emitter::KfacCall>>
-Emitter::kfacPlacement(const pipeline::Schedule &s) const {
-  std::map<std::pair<int, size_t>, std::vector<KfacCall>> at;
-  if (!plan_.kfac)
-    return at;
-  // The plan's instruction slot, never before `from` (where the item's
-  // inputs exist on the device): the planner's placement, not re-simulated.
-  auto slotAt = [](const planner::KfacItemPlacement &it, size_t from) {
-    return std::max(from, size_t(it.slot));
-  };
-  auto rowOf = [&](int layer) {
-    if (layer < 0 || size_t(layer) >= plan_.kfac->layers.size())
-      return -1;
-    auto r = kfacByName_.find(plan_.kfac->layers[size_t(layer)].name);
-    return r == kfacByName_.end() ? -1 : r->second;
-  };
+namespace {
+
+/// The plan's instruction slot of item `it`, never before `from` (where the
+/// item's inputs exist on the device): the planner's placement, not
+/// re-simulated.
+size_t slotAt(const planner::KfacItemPlacement &it, size_t from) {
+  return std::max(from, size_t(it.slot));
+}
+
+/// fn(device, its list, item) over the plan's items of the schedule's
+/// devices.
+template <class Fn>
+void forEachItem(const planner::KfacPlan &kfac, const pipeline::Schedule &s,
+                 Fn fn) {
+  for (const planner::KfacDevicePlan &dp : kfac.devices)
+    if (dp.device >= 0 && dp.device < s.numDevices())
+      for (const planner::KfacItemPlacement &it : dp.items)
+        fn(dp.device, s.devices[size_t(dp.device)], it);
+}
+
+} // namespace
+
+/// The placement being built: the calls per (device, slot), the curvature
+/// items placed so far and, per device, row and factor, the latest (phase,
+/// slot) of its curvature (which its reduction waits for).
+struct KfacEmitter::Placing {
+  Placement at;
   std::set<std::tuple<int, int, int, bool>> done; // device, row, mb, G
-  // Device, row, G: the latest (phase, slot) of the factor's curvature.
   std::map<std::tuple<int, int, bool>, std::pair<int, size_t>> curvAt;
+};
+
+/// The layer table's row of the plan's K-FAC layer `layer`, or -1.
+int KfacEmitter::rowOf(int layer) const {
+  if (layer < 0 || size_t(layer) >= cx_.plan.kfac->layers.size())
+    return -1;
+  auto r = byName_.find(cx_.plan.kfac->layers[size_t(layer)].name);
+  return r == byName_.end() ? -1 : r->second;
+}
+
+/// The curvature items: the plan's, then every factor of every micro-batch
+/// the plan does not list (placement's comment says where).
+void KfacEmitter::placeCurvature(const pipeline::Schedule &s,
+                                 Placing &p) const {
+  // References, not a structured binding: the lambdas capture them.
+  Placement &at = p.at;
+  auto &done = p.done;
+  auto &curvAt = p.curvAt;
+  auto eachItem = [&](auto fn) { forEachItem(*cx_.plan.kfac, s, fn); };
   auto curvature = [&](int d, size_t slot, int st, int mb, int row, bool g) {
     if (!done.insert({d, row, mb, g}).second)
       return;
@@ -286,25 +289,17 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
          kfacEntry(g ? "kSavedG" : "kSavedA", -1, mb, row, phase),
          row});
   };
-  // fn(device, its list, item) over the plan's items of this schedule's
-  // devices.
-  auto eachItem = [&](auto fn) {
-    for (const planner::KfacDevicePlan &dp : plan_.kfac->devices)
-      if (dp.device >= 0 && dp.device < s.numDevices())
-        for (const planner::KfacItemPlacement &it : dp.items)
-          fn(dp.device, s.devices[size_t(dp.device)], it);
-  };
   eachItem([&](int d, const auto &list, const auto &it) {
     const bool g = it.item == "curv_G";
     const int row = rowOf(it.layer);
     if ((it.item != "curv_A" && !g) || it.microbatch < 0 || row < 0)
       return;
-    const int st = kfacStage_[size_t(row)];
+    const int st = stage_[size_t(row)];
     // The instruction after which the item's inputs exist on d.
     const size_t dep = operandProducer(list, st, it.microbatch, g);
     if (dep == list.size()) // not this device's (a copied plan's items)
       return;
-    if (it.step > 0 && !it.forced && target_.kfacBubbleItems) {
+    if (it.step > 0 && !it.forced && cx_.target.kfacBubbleItems) {
       deferred(d, dep + 1, it.step, slotAt(it, 0), st, it.microbatch, row, g);
       return;
     }
@@ -315,7 +310,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
     // producer, so the micro-batch's set is free for the next micro-batch
     // (the sets are those of a first-order plan; the plan's K-FAC memory
     // counts the copies, kfac.devices[].saved_bytes).
-    if (slot != dep + 1 && target_.kfacBubbleItems)
+    if (slot != dep + 1 && cx_.target.kfacBubbleItems)
       deferred(d, dep + 1, 0, slot, st, it.microbatch, row, g);
     else
       curvature(d, slot, st, it.microbatch, row, g);
@@ -326,16 +321,22 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
   for (int d = 0; d < s.numDevices(); ++d) {
     const auto &list = s.devices[size_t(d)];
     for (const auto &ins : list)
-      for (size_t row = 0; row < kfacStage_.size(); ++row)
+      for (size_t row = 0; row < stage_.size(); ++row)
         for (bool g : {false, true})
-          if (ins.kind == pipeline::OpKind::Forward &&
-              kfacStage_[row] == ins.stage)
+          if (ins.kind == pipeline::OpKind::Forward && stage_[row] == ins.stage)
             curvature(d,
                       operandProducer(list, ins.stage, ins.microbatch, g) + 1,
                       ins.stage, ins.microbatch, int(row), g);
   }
-  if (!target_.kfacBubbleItems)
-    return at;
+}
+
+/// The reductions and inversions (a target with kfacBubbleItems), after the
+/// curvature they read.
+void KfacEmitter::placeReductions(const pipeline::Schedule &s,
+                                  Placing &p) const {
+  Placement &at = p.at;
+  const auto &curvAt = p.curvAt;
+  auto eachItem = [&](auto fn) { forEachItem(*cx_.plan.kfac, s, fn); };
   // Reductions first, then inversions (which wait for them): per device,
   // row and item, the (phase, slot) it runs at.
   std::map<std::tuple<int, int, int>, std::pair<int, size_t>> placed;
@@ -348,7 +349,7 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
       if (kind != pass + 1 || row < 0)
         return;
       const int f = it.item.back() == 'G' ? 1 : 0;
-      const int st = kfacStage_[size_t(row)];
+      const int st = stage_[size_t(row)];
       auto holds = [&](const std::vector<pipeline::Instruction> &l) {
         return std::any_of(l.begin(), l.end(),
                            [&](const auto &ins) { return ins.stage == st; });
@@ -385,16 +386,56 @@ Emitter::kfacPlacement(const pipeline::Schedule &s) const {
                      -1, -1, row, where.first)});
     });
   }
+}
+
+/// Where each device runs its K-FAC items: the plan's placement
+/// (kfac.devices[].items: the step of the refresh cycle and the instruction
+/// slot of the device's list, recorded by the planner; DESIGN.md §5b), moved
+/// later only where an item's inputs do not exist yet.
+/// - Curvature: in the refresh step, never before the item's micro-batch has
+///   run the forward (A) or the backward (G) of the layer's stage. An item the
+///   plan spreads over a later step of the cycle (a target with
+///   kfacBubbleItems): its operand is copied right after that forward or
+///   backward of the refresh step (the micro-batch's buffers are overwritten
+///   in the next step; the plan's memory counts the saved operands) and
+///   accumulated where the plan placed it (kfac_curvature_saved); a target
+///   without it runs such items at the refresh step's end. An item of the
+///   refresh step reads the set in place only right after that forward or
+///   backward (where a forced one runs); placed later, it reads a copy
+///   taken there, so a K-FAC plan keeps a first-order plan's activation
+///   sets. Either way every
+///   plan's factors come from the refresh step's micro-batches, as on one
+///   rank.
+/// - Reductions and inversions (a target with kfacBubbleItems): in the step
+///   of the cycle the plan says, at its place; in the refresh step not before
+///   the layer's curvature on this device, an inversion not before its
+///   layer's reductions (π reads both factors); forced ones at their step's
+///   end. None for a layer two pipeline devices hold (Chimera's mirrored
+///   copies): the runtimes reduce it over both devices, which run different
+///   lists, at the cycle's end only, and invert it after. Within a slot:
+///   curvature, then reductions, then inversions, each in layer-table order, A
+///   before G, so every rank of a communicator (dp and tp replicas run the same
+///   list) issues its collectives in one order.
+KfacEmitter::Placement
+KfacEmitter::placement(const pipeline::Schedule &s) const {
+  if (!cx_.plan.kfac)
+    return {};
+  Placing p;
+  placeCurvature(s, p);
+  if (!cx_.target.kfacBubbleItems)
+    return p.at;
+  placeReductions(s, p);
+  Placement &at = p.at;
   for (auto &[slot, calls] : at)
     std::stable_sort(
-        calls.begin(), calls.end(), [](const KfacCall &a, const KfacCall &b) {
+        calls.begin(), calls.end(), [](const Call &a, const Call &b) {
           return std::tie(a.phase, a.key) < std::tie(b.phase, b.key);
         });
   return at;
 }
 
-std::string Emitter::kfacProgramText() const {
-  if (!plan_.kfac)
+std::string KfacEmitter::programText(bool layerTables) const {
+  if (!cx_.plan.kfac)
     return "";
   std::string out =
       "// K-FAC (the plan's optimizer): damping, refresh interval K and rule "
@@ -405,35 +446,35 @@ std::string Emitter::kfacProgramText() const {
       "longest).\nstatic KfacProgram kfac_program() {\n  KfacProgram k;\n";
   out += fmt::format("  k.damping = {};\n  k.refresh = {};\n  k.rule = "
                      "{};\n",
-                     fmtDouble(plan_.kfac->damping), plan_.kfac->refreshSteps,
-                     cStringLiteral(plan_.kfac->rule));
-  if (layerArrays_.empty()) {
+                     fmtDouble(cx_.plan.kfac->damping),
+                     cx_.plan.kfac->refreshSteps,
+                     cStringLiteral(cx_.plan.kfac->rule));
+  if (!layerTables) {
     out += "  k.layers = {\n";
-    for (size_t r = 0; r < kfacRows_.size(); ++r)
-      out += fmt::format("      {{{}, {}}},\n",
-                         cStringLiteral(kfacRowNames_[r]), kfacRows_[r]);
+    for (size_t r = 0; r < rows_.size(); ++r)
+      out += fmt::format("      {{{}, {}}},\n", cStringLiteral(rowNames_[r]),
+                         rows_[r]);
     out += "  };\n";
   } else {
     // Rows by index, a layer's name from its index (param_name keeps it):
     // a layer table's rows, alike but for their layer, as loops.
     std::vector<std::string> rows, plain;
-    for (size_t r = 0; r < kfacRows_.size(); ++r) {
+    for (size_t r = 0; r < rows_.size(); ++r) {
       plain.push_back(fmt::format("  k.layers[{}] = {{{}, {}}};\n", r,
-                                  cStringLiteral(kfacRowNames_[r]),
-                                  kfacRows_[r]));
-      const LayerName n = splitLayerIndex(kfacRowNames_[r]);
+                                  cStringLiteral(rowNames_[r]), rows_[r]));
+      const LayerName n = splitLayerIndex(rowNames_[r]);
       const std::string name =
-          n.index < 0 ? cStringLiteral(kfacRowNames_[r])
+          n.index < 0 ? cStringLiteral(rowNames_[r])
                       : fmt::format("param_name({} + std::to_string({}) + {})",
                                     cStringLiteral(n.before), n.index,
                                     cStringLiteral(n.after));
       rows.push_back(
-          fmt::format("  k.layers[{}] = {{{}, {}}};\n", r, name, kfacRows_[r]));
+          fmt::format("  k.layers[{}] = {{{}, {}}};\n", r, name, rows_[r]));
     }
     out += fmt::format("  k.layers.resize({});\n", rows.size()) +
            foldBlocks(rows, "  ", true, &plain);
   }
-  if (target_.kfacBubbleItems) // Schedule.cpp
+  if (cx_.target.kfacBubbleItems) // Schedule.cpp
     out += "  k.items_at = kfac_items_at;\n  k.saves = kfac_saves;\n"
            "  k.tail_phase = kfac_tail_phase;\n";
   out += "  return k;\n}\n\n";

@@ -10,7 +10,7 @@
 // lines then read the same. A layer whose lines differ stays unrolled.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/LayerLoops.h"
 #include "codegen/emit/NumberFold.h" // identChar, numbersOut
 
 #include <functional>
@@ -116,10 +116,10 @@ std::vector<std::pair<size_t, size_t>> equalRuns(size_t begin, size_t end,
 
 } // namespace
 
-void Emitter::planLayerParams() {
+void EmitContext::planLayerParams() {
   // A parameter belongs to layer l when only ops of layer l read it.
-  std::vector<int> layerOf(g_.tensors.size(), -2);
-  for (const OpDef &op : g_.ops)
+  std::vector<int> layerOf(g.tensors.size(), -2);
+  for (const OpDef &op : g.ops)
     for (int t : op.operands)
       if (isParam(t)) {
         int &lo = layerOf[size_t(t)];
@@ -128,13 +128,13 @@ void Emitter::planLayerParams() {
   // Per array name, per layer, its parameters in tensor order.
   std::map<std::string, std::map<int, std::vector<int>>> groups;
   std::vector<int> order; // the parameters in tensor order
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
+  for (size_t t = 0; t < g.tensors.size(); ++t) {
     if (!isParam(int(t)))
       continue;
     order.push_back(int(t));
     if (layerOf[t] < 0)
       continue;
-    auto [a, b] = splitAtLayer(names_[t], layerOf[t]);
+    auto [a, b] = splitAtLayer(names[t], layerOf[t]);
     if (!a.empty() && !b.empty())
       groups[a][layerOf[t]].push_back(int(t));
   }
@@ -149,15 +149,15 @@ void Emitter::planLayerParams() {
     for (auto &[l, ts] : byLayer) {
       same = same && ts.size() == first.size();
       for (size_t k = 0; same && k < ts.size(); ++k) {
-        const TensorDef &x = g_.tensors[size_t(ts[k])],
-                        &y = g_.tensors[size_t(first[k])];
-        same =
-            splitAtLayer(names_[size_t(ts[k])], l).second ==
-                splitAtLayer(names_[size_t(first[k])], byLayer.begin()->first)
-                    .second &&
-            x.shape == y.shape && x.init == y.init && x.initStd == y.initStd &&
-            L_.tensors[size_t(ts[k])] == L_.tensors[size_t(first[k])] &&
-            !padRows_.count(ts[k]);
+        const TensorDef &x = g.tensors[size_t(ts[k])],
+                        &y = g.tensors[size_t(first[k])];
+        same = splitAtLayer(names[size_t(ts[k])], l).second ==
+                   splitAtLayer(names[size_t(first[k])], byLayer.begin()->first)
+                       .second &&
+               x.shape == y.shape && x.init == y.init &&
+               x.initStd == y.initStd &&
+               L.tensors[size_t(ts[k])] == L.tensors[size_t(first[k])] &&
+               !padRows.count(ts[k]);
       }
       flat.insert(flat.end(), ts.begin(), ts.end());
     }
@@ -169,12 +169,12 @@ void Emitter::planLayerParams() {
     IdentTable cxx;
     for (int t : order)
       if (std::find(flat.begin(), flat.end(), t) == flat.end())
-        cxx.take(names_[size_t(t)]);
+        cxx.take(names[size_t(t)]);
     same = same && cxx.free(array);
     IdentTable memberNames;
     for (int t : first) {
       const std::string m =
-          splitAtLayer(names_[size_t(t)], byLayer.begin()->first).second;
+          splitAtLayer(names[size_t(t)], byLayer.begin()->first).second;
       same = same && memberNames.free(m);
       memberNames.take(m);
     }
@@ -188,42 +188,42 @@ void Emitter::planLayerParams() {
     }
     for (int t : first)
       arr.members.push_back(
-          splitAtLayer(names_[size_t(t)], byLayer.begin()->first).second);
+          splitAtLayer(names[size_t(t)], byLayer.begin()->first).second);
     for (size_t j = 0; j < arr.params.size(); ++j)
       for (size_t k = 0; k < arr.members.size(); ++k)
-        names_[size_t(arr.params[j][k])] =
+        names[size_t(arr.params[j][k])] =
             fmt::format("{}[{}].{}", array, j, arr.members[k]);
-    arrayOfParam_[arr.params.front().front()] = int(layerArrays_.size());
-    layerArrays_.push_back(std::move(arr));
+    arrayOfParam[arr.params.front().front()] = int(layerArrays.size());
+    layerArrays.push_back(std::move(arr));
   }
 }
 
-std::string Emitter::paramsText() const {
-  const std::vector<uint64_t> &mask = deviceMask_;
+std::string LayerLoops::paramsText(const std::vector<uint64_t> &mask) const {
   std::string types, params, table;
   auto spec = [&](size_t t, const std::string &ref, const std::string &name,
                   const std::string &devices) {
-    const auto &td = g_.tensors[t];
+    const auto &td = cx_.g.tensors[t];
     // A packed q|k|v split per segment names its segment count last.
     const std::string segments =
-        L_.tensors[t].segments > 1 ? fmt::format(", {}", L_.tensors[t].segments)
-                                   : std::string();
+        cx_.L.tensors[t].segments > 1
+            ? fmt::format(", {}", cx_.L.tensors[t].segments)
+            : std::string();
     return fmt::format("{{&P.{}, {}, {}, {}, {}, {}, {}{}}}", ref, name,
-                       shapeInit(td.shape), L_.tensors[t].dim,
+                       shapeInit(td.shape), cx_.L.tensors[t].dim,
                        cStringLiteral(td.init.empty() ? "normal" : td.init),
                        fmtDouble(td.initStd), devices, segments);
   };
   std::set<int> inArray;
-  for (const LayerArray &arr : layerArrays_)
+  for (const LayerArray &arr : cx_.layerArrays)
     for (const auto &ts : arr.params)
       inArray.insert(ts.begin(), ts.end());
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
-    if (!isParam(int(t)))
+  for (size_t t = 0; t < cx_.g.tensors.size(); ++t) {
+    if (!cx_.isParam(int(t)))
       continue;
-    const auto &td = g_.tensors[t];
-    auto ai = arrayOfParam_.find(int(t));
-    if (ai != arrayOfParam_.end()) {
-      const LayerArray &arr = layerArrays_[size_t(ai->second)];
+    const auto &td = cx_.g.tensors[t];
+    auto ai = cx_.arrayOfParam.find(int(t));
+    if (ai != cx_.arrayOfParam.end()) {
+      const LayerArray &arr = cx_.layerArrays[size_t(ai->second)];
       const std::string type = "LayerParams_" + arr.name;
       types += fmt::format("// The parameters of one of the layers {}[0..{}].\n"
                            "struct {} {{\n",
@@ -239,9 +239,9 @@ std::string Emitter::paramsText() const {
                       arr.name, arr.layers.front(), masks, arr.params.size());
       for (size_t k = 0; k < arr.members.size(); ++k) {
         const size_t p0 = size_t(arr.params[0][k]);
-        const auto &d0 = g_.tensors[p0];
+        const auto &d0 = cx_.g.tensors[p0];
         types += fmt::format("  Param {}; // {} {}\n", arr.members[k],
-                             shapeStr(d0.shape), L_.tensors[p0].str());
+                             shapeStr(d0.shape), cx_.L.tensors[p0].str());
         // The full name with the layer's number in place of layer 0's.
         const std::string tok = "." + std::to_string(arr.layers.front()) + ".";
         const size_t at = d0.name.find(tok);
@@ -266,10 +266,10 @@ std::string Emitter::paramsText() const {
     }
     if (inArray.count(int(t)))
       continue;
-    params += fmt::format("  Param {}; // {} {}\n", names_[t],
-                          shapeStr(td.shape), L_.tensors[t].str());
+    params += fmt::format("  Param {}; // {} {}\n", cx_.names[t],
+                          shapeStr(td.shape), cx_.L.tensors[t].str());
     table += "  specs.push_back(" +
-             spec(t, names_[t], cStringLiteral(td.name),
+             spec(t, cx_.names[t], cStringLiteral(td.name),
                   fmt::format("{:#x}", mask[t])) +
              ");\n";
   }
@@ -277,7 +277,7 @@ std::string Emitter::paramsText() const {
   out += "// Every parameter of the model; a rank holds those of the stages it "
          "runs.\nstruct Params {\n" +
          params + "};\nstatic Params P;\n\n";
-  if (!layerArrays_.empty())
+  if (!cx_.layerArrays.empty())
     out +=
         "// A layer parameter's name, kept for the program's run (a char\n"
         "// vector's buffer stays where it is when the outer vector grows).\n"
@@ -292,18 +292,19 @@ std::string Emitter::paramsText() const {
   return out;
 }
 
-std::vector<int> Emitter::paramOrder() const {
+std::vector<int> LayerLoops::paramOrder() const {
   std::set<int> inArray;
-  for (const LayerArray &arr : layerArrays_)
+  for (const LayerArray &arr : cx_.layerArrays)
     for (const auto &ts : arr.params)
       inArray.insert(ts.begin(), ts.end());
   std::vector<int> order;
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
-    auto ai = arrayOfParam_.find(int(t));
-    if (ai != arrayOfParam_.end()) // the layer loop: a layer's rows at a time
-      for (const auto &layer : layerArrays_[size_t(ai->second)].params)
+  for (size_t t = 0; t < cx_.g.tensors.size(); ++t) {
+    auto ai = cx_.arrayOfParam.find(int(t));
+    if (ai !=
+        cx_.arrayOfParam.end()) // the layer loop: a layer's rows at a time
+      for (const auto &layer : cx_.layerArrays[size_t(ai->second)].params)
         order.insert(order.end(), layer.begin(), layer.end());
-    else if (isParam(int(t)) && !inArray.count(int(t)))
+    else if (cx_.isParam(int(t)) && !inArray.count(int(t)))
       order.push_back(int(t));
   }
   return order;
@@ -336,12 +337,13 @@ std::string StageLayers::rename(const std::string &text) const {
 }
 
 StageLayers
-Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
+LayerLoops::planStageLayers(int stage,
+                            const std::vector<LayerSpan> &spans) const {
   StageLayers sl;
   // One layer is a table too where it recomputes (Recompute.cpp).
-  if (spans.empty() || (spans.size() < 2 && recomputedLayers(stage) == 0))
+  if (spans.empty() || (spans.size() < 2 && cx_.recomputedLayers(stage) == 0))
     return sl;
-  const std::vector<Member> &ms = members_.at(stage);
+  const std::vector<Member> &ms = members_.of(stage);
   auto canonOf = [](const std::string &m, int l, std::string &group) {
     auto [a, b] = splitAtLayer(m, l);
     if (a.empty() || b.empty())
@@ -392,15 +394,15 @@ Emitter::planStageLayers(int stage, const std::vector<LayerSpan> &spans) const {
   return sl;
 }
 
-std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
-                                        const std::string &text) const {
+std::string LayerLoops::canonicalLayerText(const StageLayers &sl, size_t j,
+                                           const std::string &text) const {
   std::string r = text;
   const int layer = sl.spans[j].layer;
   replaceWord(r, fmt::format("a.layers[{}].", j), "a.layers[l].");
   replaceWord(r, fmt::format("a.layers[{}])", j), "a.layers[l])");
   if (j)
     replaceWord(r, fmt::format("a.layers[{}].", j - 1), "a.layers[l - 1].");
-  for (const LayerArray &arr : layerArrays_) {
+  for (const LayerArray &arr : cx_.layerArrays) {
     const int J = layer - arr.layers.front();
     if (J < 0 || J >= int(arr.layers.size()))
       continue;
@@ -429,9 +431,10 @@ std::string Emitter::canonicalLayerText(const StageLayers &sl, size_t j,
   return r;
 }
 
-std::string Emitter::foldLayers(const StageLayers &sl,
-                                const std::vector<std::string> &stepText,
-                                bool backward, const StageRecompute *rc) const {
+std::string LayerLoops::foldLayers(const StageLayers &sl,
+                                   const std::vector<std::string> &stepText,
+                                   bool backward,
+                                   const StageRecompute *rc) const {
   std::string out;
   // Per layer, its lines (renamed), and from the second layer on their
   // canonical form: equal forms run as one loop.
@@ -498,10 +501,10 @@ std::string Emitter::foldLayers(const StageLayers &sl,
   return out;
 }
 
-std::string Emitter::layerOrdered(const StageLayers &sl,
-                                  const std::vector<std::string> &stepText,
-                                  bool backward,
-                                  const StageRecompute *rc) const {
+std::string LayerLoops::layerOrdered(const StageLayers &sl,
+                                     const std::vector<std::string> &stepText,
+                                     bool backward,
+                                     const StageRecompute *rc) const {
   std::string before, after;
   const size_t b = sl.folded() ? sl.spans.front().stepBegin : stepText.size();
   const size_t e = sl.folded() ? sl.spans.back().stepEnd : stepText.size();

@@ -5,7 +5,7 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 #include <optional>
 
@@ -118,7 +118,7 @@ void emitColumnInputGradient(OpCall &c, const LinearGemm &g, ColumnDx how,
 } // namespace
 
 /// linear
-void Emitter::emitLinear(OpCall &c) {
+void OpEmitters::emitLinear(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const bool tw = attrOr<bool>(op, "transpose_weight", false);
@@ -136,68 +136,70 @@ void Emitter::emitLinear(OpCall &c) {
   const bool scatters = p.mode == OpMode::Row && p.result.split();
   const std::string dyRows = dy;
   if (scatters) {
-    const std::string whole = names_[size_t(r)] + "_whole";
-    addMember(st, {whole, g.N * lastDim(ys),
-                   shapeStr(local(r, TpLayout{})) +
-                       " partial sum, then the gathered output gradient",
-                   false, false});
+    const std::string whole = cx_.names[size_t(r)] + "_whole";
+    members_.add(st, {whole, g.N * lastDim(ys),
+                      shapeStr(cx_.local(r, TpLayout{})) +
+                          " partial sum, then the gathered output gradient",
+                      false, false});
     dy = "a." + whole + ".data()";
   }
-  auto pad = padRows_.find(op.operands[1]);
-  g.O = pad != padRows_.end() ? pad->second : lastDim(ys);
-  if (pad != padRows_.end())
+  auto pad = cx_.padRows.find(op.operands[1]);
+  g.O = pad != cx_.padRows.end() ? pad->second : lastDim(ys);
+  if (pad != cx_.padRows.end())
     F(fmt::format("// the vocabulary padded: {} output features, the last "
                   "{} zero",
                   g.O, g.O - lastDim(ys)));
   g.b = op.operands.size() > 2 ? x[2] : "nullptr";
   g.db = op.operands.size() > 2 ? dx[2] : "nullptr";
-  g.needDx = !isInput(op.operands[0]);
+  g.needDx = !cx_.isInput(op.operands[0]);
   // The sum's gradient is this linear's output's (planResidualFusion).
   std::string residualForward;
-  if (addOfLinear_.count(i)) {
-    const size_t ai = addOfLinear_.at(i), lk = linearOperandOfAdd_.at(ai);
-    const OpDef &add = g_.ops[ai];
+  if (cx_.addOfLinear.count(i)) {
+    const size_t ai = cx_.addOfLinear.at(i), lk = cx_.linearOperandOfAdd.at(ai);
+    const OpDef &add = cx_.g.ops[ai];
     const int res = add.operands[1 - lk], sum = add.results[0];
-    dy = grad(sum, L_.ops[ai].result);
+    dy = cx_.grad(sum, cx_.L.ops[ai].result);
     residualForward = fmt::format(
         "linear_residual_forward({}, {}, {}, {}, {}, {}, {}, {}, {}); // and "
         "{}",
-        val(sum, L_.ops[ai].result), val(res, L_.ops[ai].operands[1 - lk]), g.x,
-        g.w, g.b, g.N, g.K, g.O, g.tw, commentText(add.name));
+        cx_.val(sum, cx_.L.ops[ai].result),
+        cx_.val(res, cx_.L.ops[ai].operands[1 - lk]), g.x, g.w, g.b, g.N, g.K,
+        g.O, g.tw, commentText(add.name));
   }
   g.dy = dy;
   // The input gradient through a fused GELU (planGeluFusion): pre's
   // gradient, written whole by this GEMM.
-  if (g.needDx && geluOfFc2_.count(i)) {
-    const size_t gi = geluOfFc2_.at(i);
-    const int pre = g_.ops[gi].operands[0];
-    const TpLayout lp = L_.ops[gi].operands[0];
+  if (g.needDx && cx_.geluOfFc2.count(i)) {
+    const size_t gi = cx_.geluOfFc2.at(i);
+    const int pre = cx_.g.ops[gi].operands[0];
+    const TpLayout lp = cx_.L.ops[gi].operands[0];
     g.dgelu = fmt::format("linear_backward_dgelu({}, {}, {}, {}, {}, {}, {}, "
                           "{}); // through {}",
-                          grad(pre, lp), g.dy, g.w, val(pre, lp), g.N, g.K, g.O,
-                          g.tw, commentText(g_.ops[gi].name));
-    storedGrads_.insert(grad(pre, lp)); // its only writer, storing
+                          cx_.grad(pre, lp), g.dy, g.w, cx_.val(pre, lp), g.N,
+                          g.K, g.O, g.tw, commentText(cx_.g.ops[gi].name));
+    storedGrads_.insert(cx_.grad(pre, lp)); // its only writer, storing
   }
   // An input gradient this linear alone writes is stored (beta = 0); not
   // the column-parallel one, added from its all-reduced partial.
   const bool storeDx = g.needDx && g.dgelu.empty() &&
                        p.mode != OpMode::Column &&
-                       storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+                       cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
   g.store = storeDx ? ", false" : "";
   if (storeDx)
     storedGrads_.insert(dx[0]);
   if (p.mode == OpMode::Row) {
     std::optional<std::string> scatter;
     if (scatters)
-      scatter = shapeInit(local(r, TpLayout{}));
+      scatter = shapeInit(cx_.local(r, TpLayout{}));
     emitRowParallel(c, g, y, dyRows, scatter, p.result, ys);
   } else {
-    if (geluOfFc1_.count(i)) {
-      const size_t gi = geluOfFc1_.at(i);
+    if (cx_.geluOfFc1.count(i)) {
+      const size_t gi = cx_.geluOfFc1.at(i);
       F(fmt::format("linear_gelu_forward({}, {}, {}, {}, {}, {}, {}, {}, "
                     "{}); // and {}",
-                    val(g_.ops[gi].results[0], L_.ops[gi].result), y, g.x, g.w,
-                    g.b, g.N, g.K, g.O, g.tw, commentText(g_.ops[gi].name)));
+                    cx_.val(cx_.g.ops[gi].results[0], cx_.L.ops[gi].result), y,
+                    g.x, g.w, g.b, g.N, g.K, g.O, g.tw,
+                    commentText(cx_.g.ops[gi].name)));
     } else if (!residualForward.empty()) {
       F(residualForward);
     } else {
@@ -205,14 +207,15 @@ void Emitter::emitLinear(OpCall &c) {
                     g.w, g.b, g.N, g.K, g.O, g.tw));
     }
     if (g.needDx && p.mode == OpMode::Column) {
-      const ColumnDx how = gathersPartialGrads(op.operands[0]) ? ColumnDx::Added
-                           : target_.scratchInStage ? ColumnDx::StageScratch
-                                                    : ColumnDx::LocalVector;
-      const std::string scratch = names_[size_t(r)] + "_dx_partial";
+      const ColumnDx how = cx_.gathersPartialGrads(op.operands[0])
+                               ? ColumnDx::Added
+                           : cx_.target.scratchInStage ? ColumnDx::StageScratch
+                                                       : ColumnDx::LocalVector;
+      const std::string scratch = cx_.names[size_t(r)] + "_dx_partial";
       if (how == ColumnDx::StageScratch)
-        addMember(st, {scratch, g.N * g.K,
-                       shapeStr({g.N, g.K}) + " partial input gradient", false,
-                       false});
+        members_.add(st, {scratch, g.N * g.K,
+                          shapeStr({g.N, g.K}) + " partial input gradient",
+                          false, false});
       emitColumnInputGradient(c, g, how, scratch);
     } else {
       emitPlainInputGradient(c, g);
@@ -222,12 +225,12 @@ void Emitter::emitLinear(OpCall &c) {
                    g.dw, g.db, g.dy, g.x, g.w, g.N, g.K, g.O, g.tw));
   }
   // dy: the whole output gradient (tp > 1 column-parallel: refused by
-  // checkKfac).
-  emitKfacCurvature(c, g.dy, g.N, g.K, g.O, tw);
+  // KfacEmitter).
+  kfac_.record(c, g.dy, g.N, g.K, g.O, tw);
 }
 
 /// matmul
-void Emitter::emitMatmul(OpCall &c) {
+void OpEmitters::emitMatmul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const bool tb = attrOr<bool>(op, "transpose_b", false);
@@ -242,7 +245,7 @@ void Emitter::emitMatmul(OpCall &c) {
 }
 
 /// bias_add
-void Emitter::emitBiasAdd(OpCall &c) {
+void OpEmitters::emitBiasAdd(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t O = lastDim(ys), N = n / O;

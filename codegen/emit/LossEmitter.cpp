@@ -1,68 +1,49 @@
-//===- LossEmitter.cpp - softmax and the loss -----------------------------===//
+//===- LossEmitter.cpp - the loss and the accuracy ------------------------===//
 //
-// softmax, cross_entropy (whole, on split rows, vocab-parallel) and
-// squared_error (whole or on split rows).
-// One function per op kind, registered in OpTable.cpp.
+// cross_entropy (whole, on split rows, vocab-parallel) and squared_error
+// (whole or on split rows), registered in OpTable.cpp, and the accuracy
+// counts (LossEmitter.h).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/LossEmitter.h"
 
 namespace autoddl::codegen::emit {
 
-/// softmax
-void Emitter::emitSoftmax(OpCall &c) {
-  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
-         sequenceOffset, gatherNodes] = c;
-  int64_t axis = attrOr<int64_t>(op, "axis", -1);
-  if (axis < 0)
-    axis += int64_t(ys.size());
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= ys[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < ys.size(); ++d)
-    inner *= ys[d];
-  const int64_t Ln = ys[size_t(axis)];
-  F(fmt::format("softmax_forward({}, {}, {}, {}, {});", y, x[0], outer, Ln,
-                inner));
-  BI(fmt::format("softmax_backward({}, {}, {}, {}, {}, {});", dx[0], y, dy,
-                 outer, Ln, inner));
-}
-
 /// cross_entropy
-void Emitter::emitCrossEntropy(OpCall &c) {
+void LossEmitter::crossEntropy(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t V = lastDim(xs[0]), N = numel(xs[0]) / V,
-                Vf = full(op.operands[0]).back();
+                Vf = cx_.full(op.operands[0]).back();
   // A vocabulary tp does not divide: every rank's logits are V = ceil(Vf /
   // tp) columns from column g.rtp * V, of which the last rank's tail is
   // padding (Layout.cpp paddedVocab); the kernels read the real ones.
-  const bool uneven = p.mode == OpMode::VocabLoss && Vf % tp_ != 0;
+  const bool uneven = p.mode == OpMode::VocabLoss && Vf % cx_.tp != 0;
   const std::string cols =
       uneven ? fmt::format("std::min<int64_t>({}, {} - g.rtp * {})", V, Vf, V)
              : std::to_string(V);
-  auto pad = padCols_.find(op.operands[0]);
+  auto pad = cx_.padCols.find(op.operands[0]);
   // The row stride of padded logits (an extra kernel argument).
-  const std::string ld = pad != padCols_.end()
+  const std::string ld = pad != cx_.padCols.end()
                              ? fmt::format(", {}", pad->second)
                          : uneven ? fmt::format(", {}", V)
                                   : std::string();
   // On split rows (batch or sequence) each tp rank holds N of the
   // micro-batch's tp * N positions.
-  lossRowsSplit_ = p.mode == OpMode::Local;
-  lossCount_ = lossRowsSplit_ ? N * tp_ : N;
+  rowsSplit_ = p.mode == OpMode::Local;
+  count_ = rowsSplit_ ? N * cx_.tp : N;
   // cuda: dlogits this loss alone writes are stored (=), never zeroed.
-  const bool storeDx = storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+  const bool storeDx = cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
   if (storeDx)
     storedGrads_.insert(dx[0]);
   const std::string ldStore =
       storeDx ? (ld.empty() ? std::string(", 0") : ld) + ", false" : ld;
-  addMember(st, {"losses", N, "[N] per-position loss", false, false, true});
+  members_.add(st, {"losses", N, "[N] per-position loss", false, false, true});
   if (p.mode == OpMode::VocabLoss) {
-    addMember(st, {"loss_max", N, "[N] row max over the vocabulary", false,
-                   false, true});
-    addMember(st, {"loss_sums", 2 * N, "[2N] sum-exp and target logit", false,
-                   false, true});
+    members_.add(st, {"loss_max", N, "[N] row max over the vocabulary", false,
+                      false, true});
+    members_.add(st, {"loss_sums", 2 * N, "[2N] sum-exp and target logit",
+                      false, false, true});
     if (ld.empty()) {
       F(fmt::format("crossentropy_vocab_parallel_forward(a.losses.data(), "
                     "a.loss_max.data(), a.loss_sums.data(), {}, {}, {}, {}, "
@@ -87,7 +68,8 @@ void Emitter::emitCrossEntropy(OpCall &c) {
                    "{}, kLossScale{});",
                    dx[0], x[0], x[1], N, cols, V, ldStore));
   } else {
-    addMember(st, {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
+    members_.add(st,
+                 {"loss_lse", N, "[N] saved log-sum-exp", false, false, true});
     F(fmt::format("crossentropy_forward(a.losses.data(), a.loss_lse.data(), "
                   "{}, {}, {}, {}{});",
                   x[0], x[1], N, V, ld));
@@ -95,77 +77,75 @@ void Emitter::emitCrossEntropy(OpCall &c) {
                    "{}, kLossScale{});",
                    dx[0], x[0], x[1], N, V, ldStore));
   }
-  if (!target_.lossSumOnDevice) { // summed on the device at the step's end
-    F("a.loss_sum = 0;");
-    F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
-    F("  a.loss_sum += a.losses[size_t(i)];");
-  }
-  if (reportsAccuracy() && p.mode == OpMode::VocabLoss) {
+  hostLossSum(c, N);
+  if (cx_.reportsAccuracy() && p.mode == OpMode::VocabLoss) {
     // Gathered: tp * V columns a row, the padding (uneven) at the end.
-    const int64_t Vg = V * tp_;
-    const std::string whole = names_[size_t(op.operands[0])] + "_whole";
+    const int64_t Vg = V * cx_.tp;
+    const std::string whole = cx_.names[size_t(op.operands[0])] + "_whole";
     const std::string ldG = Vg != Vf ? fmt::format(", {}", Vg) : "";
-    if (pad != padCols_.end())
+    if (pad != cx_.padCols.end())
       throw std::logic_error("codegen: the accuracy of padded logits");
-    addMember(st,
-              {whole, N * Vg, shapeStr({N, Vg}) + " gathered logits (accuracy)",
-               false, false, !target_.actBuffers});
+    members_.add(st, {whole, N * Vg,
+                      shapeStr({N, Vg}) + " gathered logits (accuracy)", false,
+                      false, !cx_.target.actBuffers});
     F(fmt::format("all_gather_forward(a.{}.data(), {}, {}, 1, g.tp); // for "
                   "the accuracy",
                   whole, x[0], shapeInit({N, V})));
     F(countCorrect(false, fmt::format("a.{}.data(), {}, {}, {}{}", whole, x[1],
                                       N, Vf, ldG)));
-    if (graphModel_)
+    if (cx_.graphModel)
       F(countCorrect(true, fmt::format("a.{}.data(), graph_heldout_labels(), "
                                        "{}, {}{}",
                                        whole, N, Vf, ldG)));
   } else {
-    emitRowsAccuracy(F, x[0], x[1], N, V);
+    rowsAccuracy(F, x[0], x[1], N, V);
   }
 }
 
 /// The accuracy of scores [N,V] whose rows are whole on this rank.
-void Emitter::emitRowsAccuracy(const std::function<void(std::string)> &F,
+void LossEmitter::rowsAccuracy(const std::function<void(std::string)> &F,
                                const std::string &scores,
                                const std::string &labels, int64_t N,
-                               int64_t V) {
-  if (!reportsAccuracy())
+                               int64_t V) const {
+  if (!cx_.reportsAccuracy())
     return;
   F(countCorrect(false, fmt::format("{}, {}, {}, {}", scores, labels, N, V)));
-  if (graphModel_)
-    F(countCorrect(true, fmt::format("{}, graph_heldout_labels(), {}, {}",
-                                     scores, N, V)));
+  if (cx_.graphModel)
+    F(countCorrect(
+        true, fmt::format("{}, graph_heldout_labels(), {}, {}", scores, N, V)));
 }
 
-std::string Emitter::correctMembers(bool comment) const {
-  if (target_.lossSumOnDevice) // counted on the device, read after the step
+std::string LossEmitter::correctMembers(bool comment) const {
+  if (cx_.target.lossSumOnDevice) // counted on the device, read after the step
     return fmt::format("  DeviceBuffer<unsigned long long> correct{{{}}};{}\n",
-                       graphModel_ ? 2 : 1,
-                       !comment       ? ""
-                       : graphModel_ ? " // samples whose largest logit is the "
-                                       "label; the same over the held-out nodes"
-                                     : " // samples whose largest logit is the "
-                                       "label");
+                       cx_.graphModel ? 2 : 1,
+                       !comment ? ""
+                       : cx_.graphModel
+                           ? " // samples whose largest logit is the "
+                             "label; the same over the held-out nodes"
+                           : " // samples whose largest logit is the "
+                             "label");
   std::string out = comment ? "  int64_t correct = 0; // samples whose largest "
                               "logit is the label\n"
                             : "  int64_t correct = 0;\n";
-  if (graphModel_)
+  if (cx_.graphModel)
     out += comment ? "  int64_t correct_heldout = 0; // the same over the "
                      "held-out nodes\n"
                    : "  int64_t correct_heldout = 0;\n";
   return out;
 }
 
-std::string Emitter::countCorrect(bool heldout, const std::string &args) const {
-  if (target_.lossSumOnDevice)
+std::string LossEmitter::countCorrect(bool heldout,
+                                      const std::string &args) const {
+  if (cx_.target.lossSumOnDevice)
     return fmt::format("count_correct(a.correct.data(){}, {});",
                        heldout ? " + 1" : "", args);
   return fmt::format("a.correct{} = count_correct({});",
                      heldout ? "_heldout" : "", args);
 }
 
-std::string Emitter::correctRead(bool heldout) const {
-  if (target_.lossSumOnDevice)
+std::string LossEmitter::correctRead(bool heldout) const {
+  if (cx_.target.lossSumOnDevice)
     return fmt::format("double(counter_to_host(a.correct.data(){}))",
                        heldout ? " + 1" : "");
   return heldout ? "double(a.correct_heldout)" : "double(a.correct)";
@@ -174,25 +154,29 @@ std::string Emitter::correctRead(bool heldout) const {
 /// squared_error: scores [N,C] against the one-hot of labels [N], on whole or
 /// split rows (Layout.cpp: never split on the classes). Averaged as
 /// cross_entropy: per-row losses, summed over the global row count.
-void Emitter::emitSquaredError(OpCall &c) {
+void LossEmitter::squaredError(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t C = lastDim(xs[0]), N = numel(xs[0]) / C;
-  if (padCols_.count(op.operands[0]))
+  if (cx_.padCols.count(op.operands[0]))
     throw std::logic_error("codegen: squared_error on padded scores");
-  lossRowsSplit_ = p.mode == OpMode::Local;
-  lossCount_ = lossRowsSplit_ ? N * tp_ : N;
-  addMember(st, {"losses", N, "[N] per-row loss", false, false, true});
+  rowsSplit_ = p.mode == OpMode::Local;
+  count_ = rowsSplit_ ? N * cx_.tp : N;
+  members_.add(st, {"losses", N, "[N] per-row loss", false, false, true});
   F(fmt::format("squared_error_forward(a.losses.data(), {}, {}, {}, {});", x[0],
                 x[1], N, C));
   BI(fmt::format("squared_error_backward({}, {}, {}, {}, {}, kLossScale);",
                  dx[0], x[0], x[1], N, C));
-  if (!target_.lossSumOnDevice) {
-    F("a.loss_sum = 0;");
-    F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
-    F("  a.loss_sum += a.losses[size_t(i)];");
-  }
-  emitRowsAccuracy(F, x[0], x[1], N, C);
+  hostLossSum(c, N);
+  rowsAccuracy(F, x[0], x[1], N, C);
+}
+
+void LossEmitter::hostLossSum(OpCall &c, int64_t N) const {
+  if (cx_.target.lossSumOnDevice) // summed on the device at the step's end
+    return;
+  c.F("a.loss_sum = 0;");
+  c.F(fmt::format("for (int64_t i = 0; i < {}; ++i)", N));
+  c.F("  a.loss_sum += a.losses[size_t(i)];");
 }
 
 } // namespace autoddl::codegen::emit

@@ -4,20 +4,20 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// layernorm, rmsnorm
-void Emitter::emitNorm(OpCall &c) {
+void OpEmitters::emitNorm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t C = lastDim(ys), N = n / C;
   const std::string eps = fmtDouble(attrOr<double>(op, "epsilon", 1e-5));
-  const std::string base = names_[size_t(r)];
-  addMember(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
+  const std::string base = cx_.names[size_t(r)];
+  members_.add(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
   if (k == "layernorm") {
-    addMember(st, {base + "_mean", N, "[N] saved mean", false, false, true});
+    members_.add(st, {base + "_mean", N, "[N] saved mean", false, false, true});
     const std::string beta = op.operands.size() > 2 ? x[2] : "nullptr";
     const std::string dbeta = op.operands.size() > 2 ? dx[2] : "nullptr";
     F(fmt::format("layernorm_forward({}, a.{}_mean.data(), a.{}_rstd.data(), "

@@ -5,6 +5,7 @@
 // an op's operands to the layouts its plan reads and calls its emitter.
 //
 //===----------------------------------------------------------------------===//
+#include "codegen/emit/OpTable.h"
 #include "codegen/emit/Emitter.h"
 
 #include "ir/import/ResolvePrimitive.h"
@@ -43,7 +44,7 @@ std::string cudaPrimitiveRefusal(const ModelGraph &g, const OpDef &op) {
 
 } // namespace
 
-std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
+std::string opsRefusal(const ModelGraph &g, Backend backend) {
   const bool cuda = backend == Backend::Cuda;
   const std::string name = cuda ? "cuda" : "cpu";
   const auto &table = opTable();
@@ -69,11 +70,12 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
                g.tensors[size_t(t)].name + " as an operand; the cuda backend " +
                "runs " + op.kind + " on activations only (use --backend cpu)";
   }
-  if (findInput(g, "input_ids") >= 0 || findInput(g, "adjacency") >= 0)
+  if (EmitContext::findInput(g, "input_ids") >= 0 ||
+      EmitContext::findInput(g, "adjacency") >= 0)
     return "";
   // A classifier: its samples and labels are fed by load_samples (both
   // harnesses).
-  const auto [input, targets] = classifierInputs(g);
+  const auto [input, targets] = EmitContext::classifierInputs(g);
   if (input < 0 || targets < 0)
     return "model " + g.name +
            " has neither input_ids, adjacency nor one f32 input with the "
@@ -84,26 +86,26 @@ std::string Emitter::backendRefusal(const ModelGraph &g, Backend backend) {
 
 /// Emits op i (with the conversions its operands need) into `steps`.
 void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
-  const OpDef &op = g_.ops[i];
-  const OpPlan &p = L_.ops[i];
+  const OpDef &op = cx_.g.ops[i];
+  const OpPlan &p = cx_.L.ops[i];
   const int st = p.stage;
   std::vector<std::string> x(op.operands.size()), dx(op.operands.size());
   std::vector<std::vector<int64_t>> xs(op.operands.size());
   for (size_t k = 0; k < op.operands.size(); ++k) {
     const int t = op.operands[k];
-    x[k] = ensureLayout(st, t, p.operands[k], steps);
-    dx[k] = grad(t, p.operands[k]);
-    xs[k] = local(t, p.operands[k]);
+    x[k] = buffers_.ensureLayout(st, t, p.operands[k], steps);
+    dx[k] = cx_.grad(t, p.operands[k]);
+    xs[k] = cx_.local(t, p.operands[k]);
   }
   const int r = op.results[0];
   // A fused GELU's output gradient is never formed (planGeluFusion); a
   // linear whose GEMM writes its sum with a residual (planResidualFusion)
   // has neither output nor gradient buffer.
-  if (!addOfLinear_.count(i))
-    addTensor(st, r, p.result, !fusedGelus_.count(i));
-  const std::vector<int64_t> ys = local(r, p.result);
-  const std::string y = full(r).empty() ? "" : val(r, p.result);
-  std::string dy = full(r).empty() ? "" : grad(r, p.result);
+  if (!cx_.addOfLinear.count(i))
+    buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
+  const std::vector<int64_t> ys = cx_.local(r, p.result);
+  const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);
+  std::string dy = cx_.full(r).empty() ? "" : cx_.grad(r, p.result);
   const int64_t n = numel(ys);
   Step s;
   // The comment line: name, kind, mode, operand and result shapes.
@@ -141,14 +143,15 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   };
   c.gatherNodes = [this, &c](size_t k) {
     const std::string all =
-        allNodes(c.st, c.op.operands[k], c.p.operands[k], c.steps);
+        buffers_.allNodes(c.st, c.op.operands[k], c.p.operands[k], c.steps);
     if (all == c.x[k])
       return;
     c.x[k] = all;
-    c.dx[k] = isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
+    c.dx[k] =
+        cx_.isInput(c.op.operands[k]) ? "nullptr" : "a.d_" + all.substr(2);
   };
   if (e)
-    (this->*e->emit)(c);
+    e->emit(ops_, c);
   // Which half writes each parameter's gradient (for the gradient buckets).
   auto writes = [](const std::vector<std::string> &lines,
                    const std::string &g) {
@@ -158,64 +161,84 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     return false;
   };
   for (size_t k = 0; k < op.operands.size(); ++k) {
-    if (!isParam(op.operands[k]))
+    if (!cx_.isParam(op.operands[k]))
       continue;
     if (writes(c.s.bwdWeight, c.dx[k]))
       c.s.paramsWeight.push_back(op.operands[k]);
     else if (writes(c.s.bwdInput, c.dx[k]))
       c.s.paramsInput.push_back(op.operands[k]);
   }
-  if (target_.opProfiling)
+  if (cx_.target.opProfiling)
     profileScopes(c.s, k);
   steps.push_back(std::move(c.s));
 }
 
-const std::map<std::string, Emitter::OpEntry> &Emitter::opTable() {
+const std::map<std::string, OpEntry> &opTable() {
   // Adding an op: its emitter in the family's file, a line here, its kernel
   // in backends/ (docs/codegen.md "Adding an op").
   static const std::map<std::string, OpEntry> table = {
       // EmbeddingEmitter.cpp
-      {"embedding", {&Emitter::emitEmbedding, CudaRuns::WithWeights}},
-      {"positional", {&Emitter::emitPositional, CudaRuns::WithWeights}},
-      {"rotary", {&Emitter::emitRotary, CudaRuns::OnActivations}},
+      {"embedding", {&OpEmitters::emitEmbedding, CudaRuns::WithWeights}},
+      {"positional", {&OpEmitters::emitPositional, CudaRuns::WithWeights}},
+      {"rotary", {&OpEmitters::emitRotary, CudaRuns::OnActivations}},
       // LinearEmitter.cpp
-      {"linear", {&Emitter::emitLinear, CudaRuns::WithWeights}},
-      {"matmul", {&Emitter::emitMatmul, CudaRuns::OnActivations}},
-      {"bias_add", {&Emitter::emitBiasAdd, CudaRuns::WithWeights}},
+      {"linear", {&OpEmitters::emitLinear, CudaRuns::WithWeights}},
+      {"matmul", {&OpEmitters::emitMatmul, CudaRuns::OnActivations}},
+      {"bias_add", {&OpEmitters::emitBiasAdd, CudaRuns::WithWeights}},
       // ElementwiseEmitter.cpp
-      {"add", {&Emitter::emitAdd, CudaRuns::OnActivations}},
-      {"mul", {&Emitter::emitMul, CudaRuns::OnActivations}},
-      {"gelu", {&Emitter::emitGelu, CudaRuns::OnActivations}},
-      {"relu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
-      {"silu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
-      {"elu", {&Emitter::emitReluSilu, CudaRuns::OnActivations}},
-      {"swiglu", {&Emitter::emitSwiglu, CudaRuns::OnActivations}},
+      {"add", {&OpEmitters::emitAdd, CudaRuns::OnActivations}},
+      {"mul", {&OpEmitters::emitMul, CudaRuns::OnActivations}},
+      {"gelu", {&OpEmitters::emitGelu, CudaRuns::OnActivations}},
+      {"relu", {&OpEmitters::emitReluSilu, CudaRuns::OnActivations}},
+      {"silu", {&OpEmitters::emitReluSilu, CudaRuns::OnActivations}},
+      {"elu", {&OpEmitters::emitReluSilu, CudaRuns::OnActivations}},
+      {"swiglu", {&OpEmitters::emitSwiglu, CudaRuns::OnActivations}},
+      {"softmax", {&OpEmitters::emitSoftmax, CudaRuns::OnActivations}},
       // NormEmitter.cpp
-      {"layernorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
-      {"rmsnorm", {&Emitter::emitNorm, CudaRuns::WithWeights}},
-      // LossEmitter.cpp
-      {"softmax", {&Emitter::emitSoftmax, CudaRuns::OnActivations}},
-      {"cross_entropy", {&Emitter::emitCrossEntropy, CudaRuns::OnActivations}},
-      {"squared_error", {&Emitter::emitSquaredError, CudaRuns::OnActivations}},
+      {"layernorm", {&OpEmitters::emitNorm, CudaRuns::WithWeights}},
+      {"rmsnorm", {&OpEmitters::emitNorm, CudaRuns::WithWeights}},
+      // LossEmitter.h: the loss emitter's own state (LossEmitter.cpp)
+      {"cross_entropy",
+       {[](OpEmitters &e, OpCall &c) { e.loss_.crossEntropy(c); },
+        CudaRuns::OnActivations, kLabelledLoss}},
+      {"squared_error",
+       {[](OpEmitters &e, OpCall &c) { e.loss_.squaredError(c); },
+        CudaRuns::OnActivations, kLabelledLoss}},
       // AttentionEmitter.cpp
-      {"attention", {&Emitter::emitAttention, CudaRuns::OnActivations}},
+      {"attention", {&OpEmitters::emitAttention, CudaRuns::OnActivations}},
       // ImageEmitter.cpp
-      {"conv2d", {&Emitter::emitConv2d, CudaRuns::WithWeights}},
-      {"pool2d", {&Emitter::emitPool2d, CudaRuns::OnActivations}},
-      {"flatten", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
-      {"reshape", {&Emitter::emitFlatten, CudaRuns::OnActivations}},
-      {"transpose", {&Emitter::emitTranspose, CudaRuns::OnActivations}},
+      {"conv2d",
+       {&OpEmitters::emitConv2d, CudaRuns::WithWeights, kImageKernels}},
+      {"pool2d",
+       {&OpEmitters::emitPool2d, CudaRuns::OnActivations, kImageKernels}},
+      {"flatten", {&OpEmitters::emitFlatten, CudaRuns::OnActivations}},
+      {"reshape", {&OpEmitters::emitFlatten, CudaRuns::OnActivations}},
+      {"transpose",
+       {&OpEmitters::emitTranspose, CudaRuns::OnActivations, kImageKernels}},
       // SparseEmitter.cpp
-      {"spmm", {&Emitter::emitSpmm, CudaRuns::OnActivations}},
-      {"sddmm", {&Emitter::emitSddmm, CudaRuns::OnActivations}},
-      {"edge_softmax", {&Emitter::emitEdgeSoftmax, CudaRuns::OnActivations}},
-      {"head_dot", {&Emitter::emitHeadDot, CudaRuns::WithWeights}},
-      {"gat_aggregate", {&Emitter::emitGatAggregate, CudaRuns::OnActivations}},
+      {"spmm", {&OpEmitters::emitSpmm, CudaRuns::OnActivations}},
+      {"sddmm", {&OpEmitters::emitSddmm, CudaRuns::OnActivations}},
+      {"edge_softmax", {&OpEmitters::emitEdgeSoftmax, CudaRuns::OnActivations}},
+      {"head_dot", {&OpEmitters::emitHeadDot, CudaRuns::WithWeights}},
+      {"gat_aggregate",
+       {&OpEmitters::emitGatAggregate, CudaRuns::OnActivations, kGraphColumns}},
       // PrimitiveEmitter.cpp
       // (parameters too: kernels/Primitive.h writes their fp32 gradients)
-      {"primitive", {&Emitter::emitPrimitive, CudaRuns::WithWeights}},
+      {"primitive",
+       {&OpEmitters::emitPrimitive, CudaRuns::WithWeights, kPrimitives}},
   };
   return table;
+}
+
+bool opHas(const std::string &kind, OpTrait trait) {
+  const auto &table = opTable();
+  const auto it = table.find(kind);
+  return it != table.end() && (it->second.traits & trait) != 0;
+}
+
+bool anyOpHas(const ModelGraph &g, OpTrait trait) {
+  return std::any_of(g.ops.begin(), g.ops.end(),
+                     [&](const OpDef &op) { return opHas(op.kind, trait); });
 }
 
 } // namespace autoddl::codegen::emit

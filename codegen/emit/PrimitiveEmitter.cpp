@@ -9,7 +9,7 @@
 // each rank runs it on its own samples. Registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 #include "ir/import/ResolvePrimitive.h"
 
@@ -50,7 +50,7 @@ std::string listLiteral(const std::vector<int64_t> &v) {
 } // namespace
 
 /// primitive
-void Emitter::emitPrimitive(OpCall &c) {
+void OpEmitters::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string type = attrOr<std::string>(op, "op_type", "");
@@ -62,12 +62,12 @@ void Emitter::emitPrimitive(OpCall &c) {
   // A boolean (IsNaN's) is held as 0/1 in a float buffer, as the
   // constants are.
   auto floatHeld = [&](int t) {
-    const ops::DType d = g_.tensors[size_t(t)].dtype;
-    return d == ops::DType::F32 || (d == ops::DType::Bool && !isInput(t));
+    const ops::DType d = cx_.g.tensors[size_t(t)].dtype;
+    return d == ops::DType::F32 || (d == ops::DType::Bool && !cx_.isInput(t));
   };
   if (!floatHeld(r))
     throw UserError(where + ": its result is not f32");
-  const PrimitiveInputs inputs = primitiveInputs(g_, op);
+  const PrimitiveInputs inputs = primitiveInputs(cx_.g, op);
   const onnx_kernels::PrimitiveAttrs &attrs = inputs.attrs;
   const std::vector<std::vector<double>> &consts = inputs.consts;
   onnx_kernels::Primitive prim;
@@ -79,9 +79,10 @@ void Emitter::emitPrimitive(OpCall &c) {
   // A primitive mixing samples under dp or micro-batches: refused by
   // planner/Runnable.h.
   for (size_t j = 0; j < op.operands.size(); ++j)
-    if (prim.data[j] && !isConst(op.operands[j]) && !floatHeld(op.operands[j]))
+    if (prim.data[j] && !cx_.isConst(op.operands[j]) &&
+        !floatHeld(op.operands[j]))
       throw UserError(where + ": reads " +
-                      g_.tensors[size_t(op.operands[j])].name +
+                      cx_.g.tensors[size_t(op.operands[j])].name +
                       ", which is not f32, as data");
 
   // File scope: the constants it reads as data, then its resolution.
@@ -92,15 +93,15 @@ void Emitter::emitPrimitive(OpCall &c) {
         "autoddl::onnx_kernels;\n";
   for (size_t j = 0; j < op.operands.size(); ++j) {
     const int t = op.operands[j];
-    if (!isConst(t) || !prim.data[j] || !declaredConsts_.insert(t).second)
+    if (!cx_.isConst(t) || !prim.data[j] || !declaredConsts_.insert(t).second)
       continue;
-    const TensorDef &td = g_.tensors[size_t(t)];
+    const TensorDef &td = cx_.g.tensors[size_t(t)];
     std::string values;
     for (size_t e = 0; e < td.values.size(); ++e)
       values +=
           (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
     d += fmt::format("// {} {}\nstatic const float {}[{}] = {{\n    {}}};\n",
-                     shapeStr(td.shape), note(t), val(t, TpLayout{}),
+                     shapeStr(td.shape), cx_.note(t), cx_.val(t, TpLayout{}),
                      std::max<size_t>(1, td.values.size()), values);
   }
   std::string ints, floats, lists, shapes, constArgs;
@@ -136,10 +137,12 @@ void Emitter::emitPrimitive(OpCall &c) {
   std::string in, din;
   for (size_t j = 0; j < x.size(); ++j) {
     std::string v = prim.data[j] ? x[j] : std::string("nullptr");
-    if (prim.data[j] && target_.devicePrimitives && isConst(op.operands[j]))
-      v = fmt::format("primitive_constant({}, {})", v,
-                      std::max<size_t>(
-                          1, g_.tensors[size_t(op.operands[j])].values.size()));
+    if (prim.data[j] && cx_.target.devicePrimitives &&
+        cx_.isConst(op.operands[j]))
+      v = fmt::format(
+          "primitive_constant({}, {})", v,
+          std::max<size_t>(
+              1, cx_.g.tensors[size_t(op.operands[j])].values.size()));
     in += (j ? ", " : "") + v;
     din += (j ? ", " : "") +
            (prim.differentiable[j] ? dx[j] : std::string("nullptr"));
@@ -152,16 +155,16 @@ void Emitter::emitPrimitive(OpCall &c) {
   // where the step is not known: refused.
   std::string key;
   if (prim.kind == onnx_kernels::Primitive::Kind::Dropout) {
-    if (plan_.knobs.recompute != cost::Recompute::None)
+    if (cx_.plan.knobs.recompute != cost::Recompute::None)
       throw UserError(where + ": a training Dropout does not run under "
                               "recomputation yet (--fix recompute=none)");
     const int64_t samples = ys.empty() ? 1 : std::max<int64_t>(1, ys[0]);
-    if (samples != plan_.knobs.microbatch)
+    if (samples != cx_.plan.knobs.microbatch)
       throw UserError(where +
                       ": a training Dropout keys its mask by sample, "
                       "but its leading dimension (" +
                       std::to_string(samples) + ") is not the micro-batch's " +
-                      std::to_string(plan_.knobs.microbatch) + " samples");
+                      std::to_string(cx_.plan.knobs.microbatch) + " samples");
     key = fmt::format(
         ", onnx_prim::DropoutKey{{seed, autoddl::rt::dropout_stream({}, "
         "step), (int64_t(g.rdp) * kMicroBatches + mb) * {} * {}}}",
@@ -169,9 +172,9 @@ void Emitter::emitPrimitive(OpCall &c) {
   }
   // The device's entry points (kernels/Primitive.h) take PrimRefs, the
   // host's templates float pointers: the same arguments.
-  const char *call = target_.devicePrimitives ? "autoddl::rt::primitive_"
-                                              : "onnx_prim::primitive_";
-  const char *elem = target_.devicePrimitives ? "" : "<float>";
+  const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
+                                                 : "onnx_prim::primitive_";
+  const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
   F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
                 key));
   BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,

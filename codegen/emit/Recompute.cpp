@@ -16,7 +16,7 @@
 // "Recomputation"; memory: docs/cost-model.md §5.4).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/Recompute.h"
 
 namespace autoddl::codegen::emit {
 
@@ -48,20 +48,20 @@ std::string lines(const std::vector<std::string> &ls) {
 
 } // namespace
 
-int Emitter::recomputedLayers(int stage) const {
-  if (plan_.knobs.recompute == cost::Recompute::None)
+int EmitContext::recomputedLayers(int stage) const {
+  if (plan.knobs.recompute == cost::Recompute::None)
     return 0;
-  for (const planner::StageInfo &st : plan_.stages)
+  for (const planner::StageInfo &st : plan.stages)
     if (st.stage == stage)
       return st.recomputeLayers;
   return 0;
 }
 
-StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
-                                      const std::vector<Step> &steps,
-                                      const std::string &outside) const {
+StageRecompute Recomputation::plan(int stage, const StageLayers &sl,
+                                   const std::vector<Step> &steps,
+                                   const std::string &outside) const {
   StageRecompute rc;
-  const int n = recomputedLayers(stage);
+  const int n = cx_.recomputedLayers(stage);
   if (n <= 0)
     return rc;
   if (!sl.folded())
@@ -70,15 +70,15 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
         "table of identical layers; plan again with recompute none",
         stage, n));
   // ZB-H1 and K-FAC with recomputation: refused by planner/Runnable.h.
-  const bool full = plan_.knobs.recompute == cost::Recompute::Full;
+  const bool full = cx_.plan.knobs.recompute == cost::Recompute::Full;
   auto reruns = [&](const Step &s) {
     return full ||
            (s.op >= 0 && planner::selectiveRecomputes(
-                             g_.ops[size_t(s.op)].kind,
-                             /*fusedAttention=*/target_.attentionSavesLse));
+                             cx_.g.ops[size_t(s.op)].kind,
+                             /*fusedAttention=*/cx_.target.attentionSavesLse));
   };
   // Per layer, the text of its rerun steps, and of everything else.
-  const std::vector<Member> &ms = members_.at(stage);
+  const std::vector<Member> &ms = members_.of(stage);
   const size_t width = sl.canon.size();
   rc.scratch.assign(width, true);
   std::vector<std::string> rerunFwd(sl.spans.size());
@@ -92,7 +92,7 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
       const bool own = i >= sp.stepBegin && i < sp.stepEnd && reruns(s);
       (own ? inside : rest) += t;
       if (own && !s.fwd.empty()) // the sends progress in a rerun too
-        rerunFwd[j] += lines(s.fwd) + target_.progressCall;
+        rerunFwd[j] += lines(s.fwd) + cx_.target.progressCall;
     }
     // A member in the scratch: touched by the rerun steps only.
     for (size_t k = 0; k < width; ++k) {
@@ -111,7 +111,7 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
   rc.layers = std::min(size_t(n), sl.spans.size());
   // The comments name no layer: the recomputed layers after the first run as
   // one loop (LayerLoop.cpp).
-  const std::string how = planner::recomputeName(plan_.knobs.recompute);
+  const std::string how = planner::recomputeName(cx_.plan.knobs.recompute);
   for (size_t j = 0; j < rc.layers; ++j) {
     rc.before.push_back(fmt::format("  stage{}_swap_scratch(a.layers[{}]); // "
                                     "recomputed ({}): buffers in the scratch\n",
@@ -128,16 +128,16 @@ StageRecompute Emitter::planRecompute(int stage, const StageLayers &sl,
   return rc;
 }
 
-std::string Emitter::recomputeText(int stage, const StageLayers &sl,
-                                   const StageRecompute &rc) const {
+std::string Recomputation::text(int stage, const StageLayers &sl,
+                                const StageRecompute &rc) {
   std::string swaps, zeros;
   for (size_t k = 0; k < sl.canon.size(); ++k) {
     if (!rc.scratch[k])
       continue;
     swaps += fmt::format("  std::swap(y.{0}, s.{0});\n", sl.canon[k]);
-    if (members_.at(stage)[sl.spans[0].memberBegin + k].grad)
+    if (members_.of(stage)[sl.spans[0].memberBegin + k].grad)
       zeros +=
-          fmt::format(fmt::runtime(target_.zeroBuffer), "y." + sl.canon[k]);
+          fmt::format(fmt::runtime(cx_.target.zeroBuffer), "y." + sl.canon[k]);
   }
   const std::string clear =
       zeros.empty()
@@ -149,6 +149,7 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
                 "stage{}_clear_scratch_grads(Stage{}Layer "
                 "&y) {{\n{}}}\n\n",
                 stage, stage, zeros);
+  scratch_.insert(stage);
   return fmt::format(
       "// The buffers a recomputed layer of stage {0} drops, held once for the "
       "stage\n// (allocate_stages): a recomputed layer swaps them in for its "
@@ -160,17 +161,17 @@ std::string Emitter::recomputeText(int stage, const StageLayers &sl,
       stage, swaps, clear);
 }
 
-std::string Emitter::recomputeSummary() const {
-  if (scratchStages_.empty())
+std::string Recomputation::summary() const {
+  if (scratch_.empty())
     return " (nothing to rerun: " +
-           std::string(target_.attentionSavesLse
+           std::string(cx_.target.attentionSavesLse
                            ? "the fused attention keeps only its log-sum-exp"
                            : "no layer of a stage recomputes") +
            ")";
   std::string r;
-  for (const planner::StageInfo &st : plan_.stages)
+  for (const planner::StageInfo &st : cx_.plan.stages)
     r += fmt::format("{}{} of stage {}", r.empty() ? "" : ", ",
-                     scratchStages_.count(st.stage) ? st.recomputeLayers : 0,
+                     scratch_.count(st.stage) ? st.recomputeLayers : 0,
                      st.stage);
   return ": the first layers rerun their forward in the backward (" + r + ")";
 }

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/Emitter.h"
+#include "codegen/emit/ScheduleEmitter.h"
 #include "planner/ProgramDecisions.h"
 
 #include <algorithm>
@@ -35,32 +36,41 @@ std::string oneOf(const std::string &var, const std::set<int> &values) {
 
 } // namespace
 
-std::string Emitter::schedules(const pipeline::Schedule &s) const {
-  std::string out;
-  const auto kfacAt = kfacPlacement(s); // K-FAC items, where placed
-  out += "// Each model stage's functions, for the instruction tables "
-         "(ScheduleTable.h).\nstatic const StageFunctions "
-         "kStageFunctions[kStages] = {\n";
+/// kStageFunctions: each model stage's functions (nullptr: none).
+std::string
+ScheduleEmitter::stageFunctionsText(const pipeline::Schedule &s) const {
+  std::string out =
+      "// Each model stage's functions, for the instruction tables "
+      "(ScheduleTable.h).\nstatic const StageFunctions "
+      "kStageFunctions[kStages] = {\n";
   for (int st = 0; st < s.modelStages(); ++st) {
     auto fn = [&](const char *name, bool has) {
-      return has ? stageTypes_.fn(st, name) : std::string("nullptr");
+      return has ? types_.fn(st, name) : std::string("nullptr");
     };
-    const bool kfac = kfacCases_.count(st) > 0;
+    const bool kfac = kfac_.onStage(st);
     out += fmt::format("    {{{}, {}, {}, {}, {}, {}, {}, {}}},\n",
                        fn("forward", true), fn("backward", !splitBackward_),
                        fn("backward_input", splitBackward_),
                        fn("backward_weight", splitBackward_), fn("reuse", true),
                        fn("kfac", kfac), fn("allocate", true),
-                       fn("free", target_.freesBuffers));
+                       fn("free", cx_.target.freesBuffers));
   }
   out += "};\n\n";
+  return out;
+}
+
+/// kDevice<d>: each pipeline device's instructions with the K-FAC items
+/// placed before them and the activation sets they take; run_schedule.
+std::string ScheduleEmitter::deviceTablesText(const pipeline::Schedule &s,
+                                              const Placement &kfacAt) const {
+  std::string out;
   // Slot i's K-FAC entries (before instruction i), in the order of the
   // placement.
   auto kfacEntries = [&](int d, size_t i) {
     std::string line;
     auto it = kfacAt.find({d, i});
     if (it != kfacAt.end())
-      for (const KfacCall &c : it->second)
+      for (const KfacEmitter::Call &c : it->second)
         line += c.entry + ", ";
     return line;
   };
@@ -105,7 +115,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
         fmt::format("{}{{kDevice{}, sizeof(kDevice{}) / sizeof(Instruction)}}",
                     d ? ", " : "", d, d);
   out += "};\n";
-  if (plan_.kfac)
+  if (cx_.plan.kfac)
     out += "// The backend's K-FAC calls the tables' K-FAC entries make.\n"
            "static const KfacSteps kKfacSteps = {kfac_due, kfac_phase, "
            "kfac_curvature_saved, kfac_reduce, kfac_invert, "
@@ -113,20 +123,26 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   out += fmt::format("\nstatic void run_schedule(int64_t step) {{\n  "
                      "run_instructions(kDevices[g.rpp], kStageFunctions, {}, "
                      "step);\n}}\n",
-                     plan_.kfac ? "&kKfacSteps" : "nullptr");
-  if (!plan_.kfac || !target_.kfacBubbleItems)
-    return out;
+                     cx_.plan.kfac ? "&kKfacSteps" : "nullptr");
+  return out;
+}
+
+/// K-FAC's refresh cycle as the tables' items place it (a target with
+/// kfacBubbleItems): the steps with items, the tail step, the saved layers.
+std::string ScheduleEmitter::kfacCycleText(int p,
+                                           const Placement &kfacAt) const {
+  std::string out;
   // Per device, the steps of the cycle after the refresh step that hold
   // K-FAC items (KfacProgram::items_at).
   std::map<int, std::set<int>> phases;
   for (const auto &[slot, calls] : kfacAt)
-    for (const KfacCall &c : calls)
+    for (const KfacEmitter::Call &c : calls)
       if (c.phase > 0)
         phases[slot.first].insert(c.phase);
   // Per device, the step of its cycle whose end runs what the bubbles leave
   // (KfacProgram::tail_phase): the plan's last placing step.
   std::map<int, int> tail;
-  for (const planner::KfacDevicePlan &dev : plan_.kfac->devices)
+  for (const planner::KfacDevicePlan &dev : cx_.plan.kfac->devices)
     tail[dev.device] = std::max(0, dev.steps - 1);
   const bool ranges = std::all_of(phases.begin(), phases.end(), [](auto &e) {
     return *e.second.rbegin() - *e.second.begin() + 1 == int(e.second.size());
@@ -169,7 +185,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   // (KfacProgram::saves).
   std::set<int> saves;
   for (const auto &[slot, calls] : kfacAt)
-    for (const KfacCall &c : calls)
+    for (const KfacEmitter::Call &c : calls)
       if (c.saved >= 0)
         saves.insert(c.saved);
   const std::string any = oneOf("layer", saves);
@@ -181,6 +197,14 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
   return out;
 }
 
+std::string ScheduleEmitter::text(const pipeline::Schedule &s) const {
+  const Placement kfacAt = kfac_.placement(s); // K-FAC items, where placed
+  std::string out = stageFunctionsText(s) + deviceTablesText(s, kfacAt);
+  if (!cx_.plan.kfac || !cx_.target.kfacBubbleItems)
+    return out;
+  return out + kfacCycleText(s.numDevices(), kfacAt);
+}
+
 /// The CUDA program's step graph (backends/cuda/StepGraph.h): whether this
 /// plan's forward and backward qualify, and the input loads that run ahead of
 /// the graph. Every plan does but one with a training Dropout primitive
@@ -189,7 +213,7 @@ std::string Emitter::schedules(const pipeline::Schedule &s) const {
 /// all-reduces on streams forked from it and joined back before the body
 /// ends, so the capture holds them with the kernels.
 std::string Emitter::stepGraphGlue() const {
-  const bool graphable = planner::stepRunsAsGraph(g_);
+  const bool graphable = planner::stepRunsAsGraph(cx_.g);
   std::string out = fmt::format(
       "\n// Whether forward and backward run as one CUDA graph after the "
       "first step (StepGraph.h):\n// {}.\nconstexpr bool kStepGraphable = "

@@ -6,20 +6,20 @@
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
+#include "codegen/emit/OpEmitters.h"
 
 namespace autoddl::codegen::emit {
 
 /// spmm
-void Emitter::emitSpmm(OpCall &c) {
+void OpEmitters::emitSpmm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  if (!isInput(op.operands[0])) {
+  if (!cx_.isInput(op.operands[0])) {
     // The adjacency's values are an activation (gat's attention): the
     // pattern is the sparse input it was computed on.
     const int64_t Fl = lastDim(ys);
     const std::string pattern =
-        val(g_.sparsePattern(op.operands[0]), TpLayout{});
+        cx_.val(cx_.g.sparsePattern(op.operands[0]), TpLayout{});
     gatherNodes(1);
     F(fmt::format("spmm_values_forward({}, {}, {}, {}, {});", y, pattern, x[0],
                   x[1], Fl));
@@ -27,13 +27,13 @@ void Emitter::emitSpmm(OpCall &c) {
       BI(fmt::format("spmm_values_backward({}, {}, {}, {}, {}, {}, {});", dx[1],
                      dx[0], pattern, x[0], dy, x[1], Fl));
     } else { // x split on features: dvalues from this rank's is partial
-      const std::string nnz = elems(op.operands[0], p.operands[0]);
+      const std::string nnz = cx_.elems(op.operands[0], p.operands[0]);
       BI("{ // the values' gradient from this rank's features is a partial sum "
          "(P -> B)");
-      if (target_.scratchInStage) {
-        const std::string part = names_[size_t(r)] + "_dvalues_partial";
-        addMember(st, {part, 0, "[nnz] partial gradient of the values", false,
-                       false, false, nnz});
+      if (cx_.target.scratchInStage) {
+        const std::string part = cx_.names[size_t(r)] + "_dvalues_partial";
+        members_.add(st, {part, 0, "[nnz] partial gradient of the values",
+                          false, false, false, nnz});
         BI(fmt::format("  act_t *partial = a.{}.data();", part));
         BI(fmt::format("  zero(partial, {} * sizeof(act_t));", nnz));
       } else {
@@ -54,19 +54,19 @@ void Emitter::emitSpmm(OpCall &c) {
     // sage: the mean over each row's stored entries (D^-1 A), whatever the
     // adjacency's own (GCN-normalised) values.
     F(fmt::format("spmm_mean_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
-    if (!isInput(op.operands[1]))
+    if (!cx_.isInput(op.operands[1]))
       BI(fmt::format("spmm_mean_backward({}, {}, {}, {});", dx[1], x[0], dy,
                      Fl));
     return;
   }
   F(fmt::format("spmm_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
-  if (!isInput(op.operands[1]))
+  if (!cx_.isInput(op.operands[1]))
     BI(fmt::format("spmm_backward({}, nullptr, {}, {}, {}, {});", dx[1], x[0],
                    dy, x[1], Fl));
 }
 
 /// sddmm
-void Emitter::emitSddmm(OpCall &c) {
+void OpEmitters::emitSddmm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t K = lastDim(xs[1]);
@@ -74,26 +74,26 @@ void Emitter::emitSddmm(OpCall &c) {
   F(fmt::format("sddmm_forward({}, {}, {}, {}, {});", y, x[0], x[1], x[2], K));
   if (p.mode == OpMode::Local) // x and y split on K: partial dot products
     F(fmt::format("all_reduce_forward({}, {}, g.tp); // P -> B", y,
-                  elems(r, p.result)));
-  if (!isInput(op.operands[1]) || !isInput(op.operands[2]))
+                  cx_.elems(r, p.result)));
+  if (!cx_.isInput(op.operands[1]) || !cx_.isInput(op.operands[2]))
     BI(fmt::format("sddmm_backward({}, {}, {}, {}, {}, {}, {});", dx[1], dx[2],
                    x[0], dy, x[1], x[2], K));
 }
 
 /// edge_softmax
-void Emitter::emitEdgeSoftmax(OpCall &c) {
+void OpEmitters::emitEdgeSoftmax(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const std::string scale = fmtDouble(attrOr<double>(op, "scale", 1.0));
   F(fmt::format("edge_softmax_forward({}, {}, {}, {}f);", y, x[0], x[1],
                 scale));
-  if (!isInput(op.operands[1]))
+  if (!cx_.isInput(op.operands[1]))
     BI(fmt::format("edge_softmax_backward({}, {}, {}, {}, {}f);", dx[1], x[0],
                    y, dy, scale));
 }
 
 /// head_dot (GATConv's per-node terms a·Wh of each head)
-void Emitter::emitHeadDot(OpCall &c) {
+void OpEmitters::emitHeadDot(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t H = xs[1][0], C = xs[1][1], N = xs[0][0];
@@ -105,7 +105,7 @@ void Emitter::emitHeadDot(OpCall &c) {
 
 /// gat_aggregate (GATConv's attention and messages; the backward recomputes
 /// the softmax from s_dst and s_src rather than keeping nnz·H weights)
-void Emitter::emitGatAggregate(OpCall &c) {
+void OpEmitters::emitGatAggregate(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t H = lastDim(xs[1]), HC = lastDim(xs[3]);

@@ -47,46 +47,46 @@ std::vector<int> boundaryTensors(const ModelGraph &g, const ModelLayout &L,
 /// recomputes.
 Emitter::StagePlan Emitter::planStage(int stage) {
   std::vector<Step> steps;
-  const std::vector<int> in = boundaryTensors(g_, L_, stage);
-  const std::vector<int> sendOut = stage + 1 < L_.numStages
-                                       ? boundaryTensors(g_, L_, stage + 1)
-                                       : std::vector<int>{};
+  const std::vector<int> in = boundaryTensors(cx_.g, cx_.L, stage);
+  const std::vector<int> sendOut =
+      stage + 1 < cx_.L.numStages ? boundaryTensors(cx_.g, cx_.L, stage + 1)
+                                  : std::vector<int>{};
   for (int t : in)
-    addTensor(stage, t, L_.tensors[size_t(t)], true);
+    buffers_.addTensor(stage, t, cx_.L.tensors[size_t(t)], true);
   std::vector<int> inputs;
   // The steps and members of each layer's ops, for the layer loop.
   std::vector<LayerSpan> spans;
   bool layersContiguous = true;
-  for (size_t i = 0; i < g_.ops.size(); ++i) {
-    if (L_.ops[i].stage != stage)
+  for (size_t i = 0; i < cx_.g.ops.size(); ++i) {
+    if (cx_.L.ops[i].stage != stage)
       continue;
-    const int layer = g_.ops[i].layer;
+    const int layer = cx_.g.ops[i].layer;
     if (layer >= 0 && (spans.empty() || spans.back().layer != layer) &&
-        recomputedLayers(stage) > 0) {
+        cx_.recomputedLayers(stage) > 0) {
       // A recomputing stage's layers must be one table (Recompute.cpp): the
       // layer's first op's operands from outside it (the stage's input in
       // another layout) are converted before the layer, not inside it.
-      const OpDef &op = g_.ops[i];
+      const OpDef &op = cx_.g.ops[i];
       for (size_t k = 0; k < op.operands.size(); ++k) {
-        const int t = op.operands[k], from = producer_[size_t(t)];
-        if (from >= 0 && g_.ops[size_t(from)].layer != layer)
-          ensureLayout(stage, t, L_.ops[i].operands[k], steps);
+        const int t = op.operands[k], from = cx_.producer[size_t(t)];
+        if (from >= 0 && cx_.g.ops[size_t(from)].layer != layer)
+          buffers_.ensureLayout(stage, t, cx_.L.ops[i].operands[k], steps);
       }
     }
     if (layer >= 0 && (spans.empty() || spans.back().layer != layer)) {
       for (const LayerSpan &sp : spans)
         layersContiguous = layersContiguous && sp.layer != layer;
       spans.push_back({layer, steps.size(), steps.size(),
-                       members_[stage].size(), members_[stage].size()});
+                       members_.of(stage).size(), members_.of(stage).size()});
     }
     const bool inLayer = layer >= 0 && spans.back().layer == layer &&
                          spans.back().stepEnd == steps.size() &&
-                         spans.back().memberEnd == members_[stage].size();
-    for (int t : g_.ops[i].operands)
-      if (isInput(t) && !graphModel_ &&
+                         spans.back().memberEnd == members_.of(stage).size();
+    for (int t : cx_.g.ops[i].operands)
+      if (cx_.isInput(t) && !cx_.graphModel &&
           std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
         inputs.push_back(t);
-        addTensor(stage, t, TpLayout{}, false);
+        buffers_.addTensor(stage, t, TpLayout{}, false);
       }
     const size_t before = steps.size();
     emitOp(i, steps);
@@ -94,31 +94,28 @@ Emitter::StagePlan Emitter::planStage(int stage) {
       steps.back().op = int(i);
     if (layer >= 0 && inLayer) {
       spans.back().stepEnd = steps.size();
-      spans.back().memberEnd = members_[stage].size();
+      spans.back().memberEnd = members_.of(stage).size();
     } else if (layer >= 0) {
       layersContiguous = false;
     }
   }
   const StageLayers sl =
-      layersContiguous ? planStageLayers(stage, spans) : StageLayers{};
+      layersContiguous ? layers_.planStageLayers(stage, spans) : StageLayers{};
   // The members the pipeline transfers name, for what recomputation keeps.
   std::string transfers;
   for (const std::vector<int> &ts : {in, sendOut})
     for (int t : ts)
-      transfers += val(t, L_.tensors[size_t(t)]) + " " +
-                   grad(t, L_.tensors[size_t(t)]) + "\n";
-  const StageRecompute rc = planRecompute(stage, sl, steps, transfers);
+      transfers += cx_.val(t, cx_.L.tensors[size_t(t)]) + " " +
+                   cx_.grad(t, cx_.L.tensors[size_t(t)]) + "\n";
+  const StageRecompute rc = recompute_.plan(stage, sl, steps, transfers);
   // K-FAC's curvature calls read the layers' buffers under their table
   // names too (KfacEmitter.cpp).
   // (find, not []: a stage without K-FAC layers gets no stage<k>_kfac.)
-  if (auto k = kfacCases_.find(stage); k != kfacCases_.end())
-    for (KfacCase &c : k->second) {
-      c.x = sl.rename(c.x);
-      c.dy = sl.rename(c.dy);
-    }
+  kfac_.renameOperands(stage,
+                       [&sl](const std::string &t) { return sl.rename(t); });
   const bool hasLoss =
-      g_.loss >= 0 && producer_[size_t(g_.loss)] >= 0 &&
-      L_.ops[size_t(producer_[size_t(g_.loss)])].stage == stage;
+      cx_.g.loss >= 0 && cx_.producer[size_t(cx_.g.loss)] >= 0 &&
+      cx_.L.ops[size_t(cx_.producer[size_t(cx_.g.loss)])].stage == stage;
 
   return {stage, std::move(steps), in, sendOut, std::move(inputs), sl,
           rc,    hasLoss};
@@ -136,12 +133,13 @@ Emitter::StagePlan Emitter::planStage(int stage) {
 std::set<std::string> Emitter::perSetGradients(const StagePlan &p) {
   std::set<std::string> perSet;
   for (int t : p.in)
-    perSet.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
+    perSet.insert("d_" + cx_.bufName(t, cx_.L.tensors[size_t(t)]));
   if (shareGrads_)
     for (int t : p.sendOut)
-      addMember(p.stage, {receivedGrad(t), 0,
-                          "the gradient received from the next stage", false,
-                          false, false, elems(t, L_.tensors[size_t(t)])});
+      members_.add(p.stage,
+                   {receivedGrad(t), 0,
+                    "the gradient received from the next stage", false, false,
+                    false, cx_.elems(t, cx_.L.tensors[size_t(t)])});
   return perSet;
 }
 
@@ -151,8 +149,8 @@ std::string Emitter::stageStructText(const StagePlan &p) {
   std::string out;
   // The struct.
   int64_t first = -1, last = -1;
-  for (size_t i = 0; i < g_.ops.size(); ++i)
-    if (L_.ops[i].stage == stage) {
+  for (size_t i = 0; i < cx_.g.ops.size(); ++i)
+    if (cx_.L.ops[i].stage == stage) {
       if (first < 0)
         first = int64_t(i);
       last = int64_t(i);
@@ -162,8 +160,8 @@ std::string Emitter::stageStructText(const StagePlan &p) {
         "// ---- stage {}: no ops (passes its inputs on) ----\n\n", stage);
   else
     out += fmt::format("// ---- stage {}: ops {} .. {} ----\n\n", stage,
-                       commentText(g_.ops[size_t(first)].name),
-                       commentText(g_.ops[size_t(last)].name));
+                       commentText(cx_.g.ops[size_t(first)].name),
+                       commentText(cx_.g.ops[size_t(last)].name));
   out += fmt::format("// One micro-batch's activations on stage {} (local "
                      "shapes; the batch dimension is the micro-batch).\n",
                      stage);
@@ -175,17 +173,19 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     std::string size = m.sizeExpr.empty() ? std::to_string(m.size) : m.sizeExpr;
     if (heldUnless)
       size = fmt::format("held != LayerBuffers::{} ? {} : 0", heldUnless, size);
-    const char *type = m.i32 ? "int32_t" : m.stat ? "float" : target_.actType;
+    const char *type = m.i32    ? "int32_t"
+                       : m.stat ? "float"
+                                : cx_.target.actType;
     if (shareGrads_ && m.grad && !perSet.count(m.name))
       return fmt::format("  SetShared<{}> {}{{{}}}; // {}, one for the "
                          "stage's sets\n",
                          type, name, size, m.comment);
-    return fmt::format(fmt::runtime(target_.bufferDecl), fmt::arg("type", type),
-                       fmt::arg("name", name), fmt::arg("size", size),
-                       fmt::arg("comment", m.comment));
+    return fmt::format(fmt::runtime(cx_.target.bufferDecl),
+                       fmt::arg("type", type), fmt::arg("name", name),
+                       fmt::arg("size", size), fmt::arg("comment", m.comment));
   };
   std::string layerStruct;
-  if (rc.any() && scratchStages_.empty())
+  if (rc.any() && !recompute_.anyScratch())
     out += "// Which buffers of a layer a Stage<k>Layer holds: all; those a "
            "recomputed layer\n// keeps (the rest of its stage reads them); or "
            "the others, the stage's scratch.\nenum class LayerBuffers { All, "
@@ -198,7 +198,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     if (rc.any())
       out += "  LayerBuffers held = LayerBuffers::All;\n";
     for (size_t k = 0; k < sl.canon.size(); ++k)
-      out += decl(members_[stage][sl.spans[0].memberBegin + k], sl.canon[k],
+      out += decl(members_.of(stage)[sl.spans[0].memberBegin + k], sl.canon[k],
                   !rc.any()       ? nullptr
                   : rc.scratch[k] ? "Kept"
                                   : "Scratch");
@@ -209,7 +209,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
     out += "};\n\n";
   }
   out += fmt::format("struct Stage{} {{\n", stage);
-  for (const Member &m : members_[stage])
+  for (const Member &m : members_.of(stage))
     if (!sl.memberOf.count(m.name))
       out += decl(m, m.name);
   if (sl.folded() && rc.any()) {
@@ -226,11 +226,11 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                        sl.spans.size(), sl.spans.front().layer,
                        sl.spans.back().layer);
   }
-  if (hasLoss && !target_.lossSumOnDevice)
+  if (hasLoss && !cx_.target.lossSumOnDevice)
     out += "  double loss_sum = 0; // sum of the per-position losses\n";
-  if (hasLoss && reportsAccuracy())
-    out += correctMembers(true);
-  if (target_.gradZeroSet)
+  if (hasLoss && cx_.reportsAccuracy())
+    out += ops_.loss().correctMembers(true);
+  if (cx_.target.gradZeroSet)
     out += fmt::format("  ZeroSet grad_zeros; // the gradients "
                        "stage{}_zero_grads clears, one launch\n",
                        stage);
@@ -241,17 +241,18 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                   "devices running stage {0}\n\n",
                   stage);
   auto memberDecl = [&](const std::string &name) {
-    for (const Member &m : members_[p.stage])
+    for (const Member &m : members_.of(p.stage))
       if (m.name == name)
         return decl(m, m.name);
     return std::string();
   };
   if (hasLoss) { // read after the step, when the sets hold later micro-batches
     lossStage_ = stage;
-    std::string fields = target_.lossSumOnDevice ? memberDecl("losses")
-                                                 : "  double loss_sum = 0;\n";
-    if (reportsAccuracy())
-      fields += correctMembers(false);
+    std::string fields = cx_.target.lossSumOnDevice
+                             ? memberDecl("losses")
+                             : "  double loss_sum = 0;\n";
+    if (cx_.reportsAccuracy())
+      fields += ops_.loss().correctMembers(false);
     out += fmt::format("// What the step reads of each micro-batch's loss, "
                        "kept apart from its activation set.\nstruct "
                        "Stage{0}Results {{\n{1}}};\nstatic "
@@ -259,11 +260,11 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                        "micro-batch\n\n",
                        stage, fields);
   }
-  if (target_.stepGraph && !inputs.empty()) { // loaded ahead of a step graph
+  if (cx_.target.stepGraph && !inputs.empty()) { // loaded ahead of a step graph
     inputStages_.insert(stage);
     std::string fields;
     for (int t : inputs)
-      fields += memberDecl(names_[size_t(t)]);
+      fields += memberDecl(cx_.names[size_t(t)]);
     out += fmt::format("// Each micro-batch's inputs, loaded ahead of a step "
                        "graph and copied into its activation set.\nstruct "
                        "Stage{0}Inputs {{\n{1}}};\nstatic "
@@ -272,8 +273,7 @@ std::string Emitter::stageStructText(const StagePlan &p) {
                        stage, fields);
   }
   if (rc.any()) {
-    out += recomputeText(stage, sl, rc);
-    scratchStages_.insert(stage);
+    out += recompute_.text(stage, sl, rc);
   }
 
   return out;
@@ -291,25 +291,26 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
     return t >= 0 &&
            std::find(p.inputs.begin(), p.inputs.end(), t) != p.inputs.end();
   };
-  if (!inputs.empty() && classModel_) {
-    const int tg = classTargets_;
+  if (!inputs.empty() && cx_.classModel) {
+    const int tg = cx_.classTargets;
     load += fmt::format(
         "  load_samples(step, mb, {}, {});\n",
-        holds(classInput_) ? "a." + names_[size_t(classInput_)] + ".data()"
-                           : "nullptr",
-        holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+        holds(cx_.classInput)
+            ? "a." + cx_.names[size_t(cx_.classInput)] + ".data()"
+            : "nullptr",
+        holds(tg) ? "a." + cx_.names[size_t(tg)] + ".data()" : "nullptr");
   } else if (!inputs.empty()) {
-    int ids = findInput("input_ids"), tg = findInput("targets"),
-        types = findInput("token_type_ids");
+    int ids = cx_.findInput("input_ids"), tg = cx_.findInput("targets"),
+        types = cx_.findInput("token_type_ids");
     load += fmt::format(
         "  load_tokens(step, mb, {}, {});\n",
-        holds(ids) ? "a." + names_[size_t(ids)] + ".data()" : "nullptr",
-        holds(tg) ? "a." + names_[size_t(tg)] + ".data()" : "nullptr");
+        holds(ids) ? "a." + cx_.names[size_t(ids)] + ".data()" : "nullptr",
+        holds(tg) ? "a." + cx_.names[size_t(tg)] + ".data()" : "nullptr");
     if (holds(types))
-      load += fmt::format(fmt::runtime(target_.zeroTokenTypes),
-                          names_[size_t(types)]);
+      load += fmt::format(fmt::runtime(cx_.target.zeroTokenTypes),
+                          cx_.names[size_t(types)]);
   }
-  if (target_.stepGraph) {
+  if (cx_.target.stepGraph) {
     // Into an activation set, or a micro-batch's Stage<k>Inputs.
     out += fmt::format("template <class A>\nstatic void stage{}_load_inputs("
                        "[[maybe_unused]] A &a, [[maybe_unused]] int64_t step, "
@@ -323,7 +324,7 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
     for (int t : inputs)
       copies += fmt::format("    copy_on_device(a.{0}.data(), in.{0}.data(), "
                             "a.{0}.size() * int64_t(sizeof(*a.{0}.data())));\n",
-                            names_[size_t(t)]);
+                            cx_.names[size_t(t)]);
     out += inputs.empty()
                ? fmt::format("  if (!inputs_preloaded)\n    stage{}_load_"
                              "inputs(a, step, mb);\n",
@@ -345,22 +346,22 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
       fwdText[i] += l + "\n";
   for (std::string &t : fwdText)
     if (!t.empty())
-      t += target_.progressCall;
-  out += layerOrdered(sl, fwdText, false, &rc);
+      t += cx_.target.progressCall;
+  out += layers_.layerOrdered(sl, fwdText, false, &rc);
   if (hasLoss) {
     out += fmt::format("  Stage{0}Results &r = stage{0}_results[size_t(mb)];\n",
                        stage);
-    out += target_.lossSumOnDevice
+    out += cx_.target.lossSumOnDevice
                ? "  copy_on_device(r.losses.data(), a.losses.data(), "
                  "a.losses.size() * int64_t(sizeof(float)));\n"
                : "  r.loss_sum = a.loss_sum;\n";
-    if (reportsAccuracy() && target_.lossSumOnDevice)
+    if (cx_.reportsAccuracy() && cx_.target.lossSumOnDevice)
       out += "  copy_on_device(r.correct.data(), a.correct.data(), "
              "a.correct.size() * int64_t(sizeof(unsigned long long)));\n";
-    else if (reportsAccuracy())
-      out += graphModel_ ? "  r.correct = a.correct;\n  r.correct_heldout = "
-                           "a.correct_heldout;\n"
-                         : "  r.correct = a.correct;\n";
+    else if (cx_.reportsAccuracy())
+      out += cx_.graphModel ? "  r.correct = a.correct;\n  r.correct_heldout = "
+                              "a.correct_heldout;\n"
+                            : "  r.correct = a.correct;\n";
   }
   out += "}\n\n";
 
@@ -376,9 +377,9 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
   std::map<std::pair<size_t, bool>, std::vector<int>> ready;
   // Buckets for dp (no ZeRO: it reduce-scatters at the step), and for
   // gradients partial over tp even when dp = 1.
-  if (target_.gradBuckets && plan_.knobs.zero == 0 &&
-      (plan_.knobs.dp > 1 || !L_.tpPartialGrads.empty()))
-    ready = assignBuckets(stage, steps);
+  if (cx_.target.gradBuckets && cx_.plan.knobs.zero == 0 &&
+      (cx_.plan.knobs.dp > 1 || !cx_.L.tpPartialGrads.empty()))
+    ready = buckets_.assign(stage, steps, splitBackward_, deviceMask_);
   auto readyLines = [&](size_t i, bool weight) {
     std::string r;
     auto it = ready.find({i, weight});
@@ -396,11 +397,11 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
                     p.stage, suffix, p.stage);
     if (inputPart && shareGrads_) // the received gradients into the shared
       for (int t : p.sendOut) {
-        const TpLayout l = L_.tensors[size_t(t)];
-        out += fmt::format(fmt::runtime(target_.copyElements),
-                           fmt::arg("dst", grad(t, l)),
+        const TpLayout l = cx_.L.tensors[size_t(t)];
+        out += fmt::format(fmt::runtime(cx_.target.copyElements),
+                           fmt::arg("dst", cx_.grad(t, l)),
                            fmt::arg("src", "a." + receivedGrad(t) + ".data()"),
-                           fmt::arg("n", elems(t, l)));
+                           fmt::arg("n", cx_.elems(t, l)));
       }
     std::vector<std::string> text(p.steps.size());
     for (size_t i = 0; i < p.steps.size(); ++i) {
@@ -416,9 +417,9 @@ std::string Emitter::stageBackwardText(const StagePlan &p) {
         text[i] += readyLines(i, true);
       }
       if (!text[i].empty())
-        text[i] += target_.progressCall;
+        text[i] += cx_.target.progressCall;
     }
-    out += layerOrdered(p.sl, text, true, &p.rc) + "}\n\n";
+    out += layers_.layerOrdered(p.sl, text, true, &p.rc) + "}\n\n";
   };
   if (splitBackward_) {
     emitBackward("backward_input_compute", true, false);
@@ -443,16 +444,16 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
   // first call (an eager step: sealing copies to the device).
   std::set<std::string> received;
   for (int t : sendOut)
-    received.insert("d_" + bufName(t, L_.tensors[size_t(t)]));
-  if (target_.gradZeroSet)
+    received.insert("d_" + cx_.bufName(t, cx_.L.tensors[size_t(t)]));
+  if (cx_.target.gradZeroSet)
     out += "  if (!a.grad_zeros.sealed()) {\n";
   auto zeroes = [&](const std::string &flat) {
-    return !target_.gradZeroSet ||
+    return !cx_.target.gradZeroSet ||
            (!received.count(flat) &&
             !storedGrads_.count("a." + flat + ".data()"));
   };
   auto zeroLine = [&](const std::string &ref) {
-    return target_.gradZeroSet
+    return cx_.target.gradZeroSet
                ? fmt::format("    a.grad_zeros.add({0}.data(), {0}.size() * "
                              "int64_t(sizeof(act_t)));\n",
                              ref)
@@ -468,15 +469,15 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
   for (size_t k = 0; k < sl.canon.size(); ++k) {
     std::vector<size_t> zeroed, skipped;
     for (size_t j = 0; j < sl.spans.size(); ++j)
-      (zeroes(stageMembers(stage)[sl.spans[j].memberBegin + k].name) ? zeroed
-                                                                     : skipped)
+      (zeroes(members_.of(stage)[sl.spans[j].memberBegin + k].name) ? zeroed
+                                                                    : skipped)
           .push_back(j);
-    if (!stageMembers(stage)[sl.spans[0].memberBegin + k].grad)
+    if (!members_.of(stage)[sl.spans[0].memberBegin + k].grad)
       continue;
     if (skipped.empty()) {
       allLayers.insert(k);
       for (const LayerSpan &sp : sl.spans)
-        loopZeroed.insert(stageMembers(stage)[sp.memberBegin + k].name);
+        loopZeroed.insert(members_.of(stage)[sp.memberBegin + k].name);
     } else if (zeroed.size() >= 2) {
       std::string skip;
       for (size_t j : skipped) {
@@ -484,8 +485,7 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
         zeroed.push_back(j); // named in the guard, not in a line of its own
       }
       for (size_t j = 0; j < sl.spans.size(); ++j)
-        loopZeroed.insert(
-            stageMembers(stage)[sl.spans[j].memberBegin + k].name);
+        loopZeroed.insert(members_.of(stage)[sl.spans[j].memberBegin + k].name);
       std::string line = zeroLine("a.layers[l]." + sl.canon[k]);
       line.erase(0, line.find_first_not_of(' '));
       someLayers +=
@@ -494,7 +494,7 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
                       sl.spans.size(), skip, line);
     }
   }
-  for (const Member &m : stageMembers(stage))
+  for (const Member &m : members_.of(stage))
     if (m.grad && zeroes(m.name) && !loopZeroed.count(m.name))
       out += zeroLine("a." + m.name);
   if (!allLayers.empty()) {
@@ -502,10 +502,10 @@ std::string Emitter::stageZeroGradsText(const StagePlan &p) const {
     for (size_t k : allLayers)
       body += zeroLine("y." + sl.canon[k]);
     out += fmt::format("{0}  for (auto &y : a.layers) {{\n{1}{0}  }}\n",
-                       target_.gradZeroSet ? "  " : "", indent(body));
+                       cx_.target.gradZeroSet ? "  " : "", indent(body));
   }
-  out += target_.gradZeroSet ? indent(someLayers) : someLayers;
-  if (target_.gradZeroSet)
+  out += cx_.target.gradZeroSet ? indent(someLayers) : someLayers;
+  if (cx_.target.gradZeroSet)
     out += "    a.grad_zeros.seal();\n  }\n  a.grad_zeros.zero();\n";
   out += voidIfUnused(out.substr(out.find(") {\n")), "a") + "}\n\n";
   return out;
@@ -520,16 +520,16 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
   // The instructions: receive, compute (traced F/B/W), send.
   auto transferList = [&](const std::vector<int> &ts, bool grads, int peerStage,
                           int boundary, const char *dirTag, bool send) {
-    const char *format = send ? target_.sendFormat : target_.recvFormat;
+    const char *format = send ? cx_.target.sendFormat : cx_.target.recvFormat;
     std::string s;
     for (size_t k = 0; k < ts.size(); ++k) {
       const int t = ts[k];
-      TpLayout l = L_.tensors[size_t(t)];
-      const std::string buf = !grads ? val(t, l)
+      TpLayout l = cx_.L.tensors[size_t(t)];
+      const std::string buf = !grads ? cx_.val(t, l)
                               : !send && shareGrads_
                                   ? "a." + receivedGrad(t) + ".data()"
-                                  : grad(t, l);
-      s += fmt::format(fmt::runtime(format), buf, elems(t, l), peerStage,
+                                  : cx_.grad(t, l);
+      s += fmt::format(fmt::runtime(format), buf, cx_.elems(t, l), peerStage,
                        boundary, dirTag, k);
     }
     return s;
@@ -549,8 +549,8 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
   // The compute of an instruction, timed: on the host clock (cpu) or by CUDA
   // events, skipped while the pipeline's transfers are being recorded (cuda).
   auto timed = [&](const std::string &call, const char *letter) {
-    return fmt::format(fmt::runtime(target_.timedCall), fmt::arg("call", call),
-                       fmt::arg("letter", letter));
+    return fmt::format(fmt::runtime(cx_.target.timedCall),
+                       fmt::arg("call", call), fmt::arg("letter", letter));
   };
   std::string body = recvList(in, false, stage - 1, stage - 1, "kActivation");
   body +=
@@ -568,7 +568,7 @@ std::string Emitter::stageInstructionsText(const StagePlan &p) const {
         stage, part);
     std::string body;
     if (!weightOnly) {
-      body += fmt::format(fmt::runtime(target_.zeroGradsCall), stage);
+      body += fmt::format(fmt::runtime(cx_.target.zeroGradsCall), stage);
       body += recvList(sendOut, true, stage + 1, stage, "kGradient");
     }
     body += timed(fmt::format("stage{}_{}_compute(a);", stage, part),
@@ -605,7 +605,7 @@ std::string Emitter::stageSetsText(const StagePlan &p) const {
   std::vector<std::pair<std::string, std::string>> held = {
       {fmt::format("stage{}", stage),
        fmt::format("resize(size_t(kSets[{}]))", stage)}};
-  if (scratchStages_.count(stage))
+  if (recompute_.hasScratch(stage))
     held.push_back({fmt::format("stage{}_scratch", stage),
                     "emplace_back(LayerBuffers::Scratch)"});
   if (inputStages_.count(stage))
@@ -621,7 +621,7 @@ std::string Emitter::stageSetsText(const StagePlan &p) const {
   }
   std::string out =
       fmt::format("static void stage{}_allocate() {{\n{}}}\n\n", stage, alloc);
-  if (target_.freesBuffers)
+  if (cx_.target.freesBuffers)
     out +=
         fmt::format("static void stage{}_free() {{\n{}}}\n\n", stage, release);
   return out;

@@ -1,12 +1,11 @@
 //===- StageLayout.cpp - buffers and tensor layouts of a stage ------------===//
 //
-// A stage's struct members (activations, gradients, converted copies), the
-// names ops read them by, and the tp layout conversions between them.
+// StageBuffers (StageBuffers.h): a stage's struct members (activations,
+// gradients, converted copies) and the tp layout conversions between them;
+// the names ops read them by are the context's (EmitContext.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "codegen/emit/Emitter.h"
-
-#include <regex>
+#include "codegen/emit/StageBuffers.h"
 
 namespace autoddl::codegen::emit {
 
@@ -55,136 +54,83 @@ void profileScopes(Step &s, const std::string &kind) {
   wrap(s.bwdWeight, "kOpBackward");
 }
 
-void Emitter::nameTensors() {
-  // A tensor's buffers are <name>, d_<name> (its gradient), kc_<name> (a
-  // constant) and <name> with a suffix below (converted and saved copies).
-  // No tensor is named like another's derived buffer: a name of that form
-  // is changed first ("d_x" -> "t_d_x", "x_full" -> "x_full_t"), then made
-  // unique by a "_<k>" (the numbers no suffix ends in).
-  static const std::regex derived(
-      "_(s[0-9]+(x[0-9]+)?|full|whole|dx_partial|dvalues_partial|nodes|lse|"
-      "att|rstd|mean|received)$");
-  // The stage structs' own members (Stage.cpp, LossEmitter.cpp).
-  IdentTable ids({"layers", "held", "loss_sum", "correct", "correct_heldout",
-                  "grad_zeros", "losses", "loss_max", "loss_sums", "loss_lse"});
-  names_.resize(g_.tensors.size());
-  for (size_t t = 0; t < g_.tensors.size(); ++t) {
-    std::string n = ident(g_.tensors[t].name);
-    if (n.rfind("d_", 0) == 0)
-      n = "t_" + n;
-    if (std::regex_search(n, derived))
-      n += "_t";
-    names_[t] = ids.addIdent(n);
-  }
-}
-
-std::string Emitter::val(int t, TpLayout l) const {
-  if (isConst(t))
-    return "kc_" + names_[size_t(t)];
-  if (isParam(t)) // the kernels read the act_t working copy on cuda
-    return "P." + names_[size_t(t)] + target_.paramValue;
-  if (isInput(t)) {
-    const std::string &n = g_.tensors[size_t(t)].name;
-    if (graphModel_) {
-      if (n == "adjacency")
-        return "graph_adjacency()";
-      if (n == "features")
-        return "graph_features()";
-      return "graph_labels()";
-    }
-    return "a." + names_[size_t(t)] + ".data()";
-  }
-  return "a." + bufName(t, l) + ".data()";
-}
-
-std::string Emitter::grad(int t, TpLayout l) const {
-  if (isParam(t))
-    return "P." + names_[size_t(t)] + ".grad.data()";
-  if (isInput(t) || isConst(t))
-    return "nullptr";
-  return "a.d_" + bufName(t, l) + ".data()";
-}
-
-void Emitter::addMember(int stage, const Member &m) {
-  if (memberSet_[stage].insert(m.name).second)
-    members_[stage].push_back(m);
-}
-
-void Emitter::addTensor(int stage, int t, TpLayout l, bool withGrad) {
-  if (isParam(t) || isConst(t))
+void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
+  if (cx_.isParam(t) || cx_.isConst(t))
     return;
-  const auto &td = g_.tensors[size_t(t)];
-  if (isInput(t)) {
-    if (graphModel_)
+  const auto &td = cx_.g.tensors[size_t(t)];
+  if (cx_.isInput(t)) {
+    if (cx_.graphModel)
       return;
     const bool i32 = td.dtype == ops::DType::I32;
-    addMember(stage,
-              {names_[size_t(t)], numel(td.shape),
-               shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + note(t), i32,
-               false});
+    members_.add(
+        stage, {cx_.names[size_t(t)], numel(td.shape),
+                shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + cx_.note(t),
+                i32, false});
     return;
   }
   if (td.shape.empty())
     return; // the scalar loss: kept as a sum in the struct
-  if (g_.sparsePattern(t) >= 0) { // values at the adjacency's stored entries
-    const std::string c = "[nnz] " + note(t) + " at the stored entries of " +
-                          note(g_.sparsePattern(t)) + " (" + l.str() + ")";
-    addMember(stage, {bufName(t, l), 0, c, false, false, false, elems(t, l)});
+  if (cx_.g.sparsePattern(t) >= 0) { // values at the adjacency's stored entries
+    const std::string c =
+        "[nnz] " + cx_.note(t) + " at the stored entries of " +
+        cx_.note(cx_.g.sparsePattern(t)) + " (" + l.str() + ")";
+    members_.add(
+        stage, {cx_.bufName(t, l), 0, c, false, false, false, cx_.elems(t, l)});
     if (withGrad)
-      addMember(stage, {"d_" + bufName(t, l), 0, "gradient", false, true, false,
-                        elems(t, l)});
+      members_.add(stage, {"d_" + cx_.bufName(t, l), 0, "gradient", false, true,
+                           false, cx_.elems(t, l)});
     return;
   }
-  std::vector<int64_t> ls = local(t, l);
+  std::vector<int64_t> ls = cx_.local(t, l);
   std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
-  auto pad = padCols_.find(t);
-  if (pad != padCols_.end()) { // rows of the padded vocabulary
+  auto pad = cx_.padCols.find(t);
+  if (pad != cx_.padCols.end()) { // rows of the padded vocabulary
     ls.back() = pad->second;
     c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
         ", the vocabulary padded (zero columns)";
   }
-  addMember(stage, {bufName(t, l), numel(ls), c, false, false});
+  members_.add(stage, {cx_.bufName(t, l), numel(ls), c, false, false});
   if (withGrad)
-    addMember(stage,
-              {"d_" + bufName(t, l), numel(ls), "gradient", false, true});
+    members_.add(
+        stage, {"d_" + cx_.bufName(t, l), numel(ls), "gradient", false, true});
 }
 
 /// Under a node split, the rows of every node of tensor t (which each dp rank
 /// holds for its own nodes): all-gathered over dp once, before spmm or sddmm
 /// reads them; the gradient of the gathered copy is partial on every rank and
 /// is reduce-scattered back. Otherwise t as it is.
-std::string Emitter::allNodes(int stage, int t, TpLayout l,
-                              std::vector<Step> &steps) {
-  if (!nodeSplit() || !g_.nodeRows(t) || g_.sparsePattern(t) >= 0)
-    return val(t, l);
-  const std::string name = bufName(t, l) + "_nodes";
-  const std::vector<int64_t> ls = local(t, l);
-  const int64_t cols = numel(ls) / ls[0], rows = ls[0] * plan_.knobs.dp;
+std::string StageBuffers::allNodes(int stage, int t, TpLayout l,
+                                   std::vector<Step> &steps) {
+  if (!cx_.nodeSplit() || !cx_.g.nodeRows(t) || cx_.g.sparsePattern(t) >= 0)
+    return cx_.val(t, l);
+  const std::string name = cx_.bufName(t, l) + "_nodes";
+  const std::vector<int64_t> ls = cx_.local(t, l);
+  const int64_t cols = numel(ls) / ls[0], rows = ls[0] * cx_.plan.knobs.dp;
   if (!converted_[{stage, name}]) {
     converted_[{stage, name}] = true;
-    addMember(stage, {name, rows * cols,
-                      shapeStr({rows, cols}) + " " + note(t) +
-                          " of every node (gathered over dp)",
-                      false, false});
+    members_.add(stage, {name, rows * cols,
+                         shapeStr({rows, cols}) + " " + cx_.note(t) +
+                             " of every node (gathered over dp)",
+                         false, false});
     Step s;
     s.fwd.push_back(fmt::format(
         "  // {}: every node's rows for spmm/sddmm: all-gather over dp",
-        note(t)));
+        cx_.note(t)));
     s.fwd.push_back(fmt::format("  all_gather_forward(a.{}.data(), {}, {}, 0, "
                                 "g.dp);",
-                                name, val(t, l), shapeInit(ls)));
-    if (!isInput(t)) {
-      addMember(stage,
-                {"d_" + name, rows * cols, "gradient (partial)", false, true});
+                                name, cx_.val(t, l), shapeInit(ls)));
+    if (!cx_.isInput(t)) {
+      members_.add(
+          stage, {"d_" + name, rows * cols, "gradient (partial)", false, true});
       s.bwdInput.push_back(fmt::format(
           "  // {}: the gathered copy's gradient is partial on every dp rank: "
           "reduce-scatter",
-          note(t)));
+          cx_.note(t)));
       s.bwdInput.push_back(
           fmt::format("  all_gather_backward({}, a.d_{}.data(), {}, 0, g.dp);",
-                      grad(t, l), name, shapeInit(ls)));
+                      cx_.grad(t, l), name, shapeInit(ls)));
     }
-    if (target_.opProfiling)
+    if (cx_.target.opProfiling)
       profileScopes(s, "");
     steps.push_back(std::move(s));
   }
@@ -193,49 +139,51 @@ std::string Emitter::allNodes(int stage, int t, TpLayout l,
 
 /// Makes tensor t available in layout `want` on `stage`, emitting the
 /// conversion once (a converted copy shared by every consumer).
-std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
-                                  std::vector<Step> &steps) {
-  TpLayout have = L_.tensors[size_t(t)];
-  if (isInput(t) && want.split() && !graphModel_) {
+std::string StageBuffers::ensureLayout(int stage, int t, TpLayout want,
+                                       std::vector<Step> &steps) {
+  TpLayout have = cx_.L.tensors[size_t(t)];
+  if (cx_.isInput(t) && want.split() && !cx_.graphModel) {
     // An input read on split rows (batch or sequence): this rank's slice of
     // the loaded micro-batch, taken once per forward.
-    const auto &td = g_.tensors[size_t(t)];
+    const auto &td = cx_.g.tensors[size_t(t)];
     const std::string name =
-        names_[size_t(t)] + "_s" + std::to_string(want.dim);
+        cx_.names[size_t(t)] + "_s" + std::to_string(want.dim);
     auto key = std::make_pair(stage, name);
     if (!converted_[key]) {
       converted_[key] = true;
       const bool i32 = td.dtype == ops::DType::I32;
-      addMember(stage, {name, numel(local(t, want)),
-                        shapeStr(local(t, want)) + (i32 ? " i32, " : " f32, ") +
-                            note(t) + " " + want.str(),
-                        i32, false});
+      members_.add(stage,
+                   {name, numel(cx_.local(t, want)),
+                    shapeStr(cx_.local(t, want)) + (i32 ? " i32, " : " f32, ") +
+                        cx_.note(t) + " " + want.str(),
+                    i32, false});
       Step s;
       s.fwd.push_back(fmt::format("  // {}: this tp rank's {} (local slice)",
-                                  note(t), want.str()));
+                                  cx_.note(t), want.str()));
       s.fwd.push_back(fmt::format("  slice_forward(a.{}.data(), {}, {}, {}, "
                                   "kTP, g.rtp);",
-                                  name, val(t, TpLayout{}),
-                                  shapeInit(local(t, TpLayout{})), want.dim));
-      if (target_.opProfiling)
+                                  name, cx_.val(t, TpLayout{}),
+                                  shapeInit(cx_.local(t, TpLayout{})),
+                                  want.dim));
+      if (cx_.target.opProfiling)
         profileScopes(s, "");
       steps.push_back(std::move(s));
     }
     return "a." + name + ".data()";
   }
-  if (have == want || isParam(t) || isInput(t) || isConst(t))
-    return val(t, want);
-  const auto &fs = full(t);
+  if (have == want || cx_.isParam(t) || cx_.isInput(t) || cx_.isConst(t))
+    return cx_.val(t, want);
+  const auto &fs = cx_.full(t);
   if (have.split() && want.split() &&
-      (fs[size_t(have.dim)] % tp_ != 0 || fs[size_t(want.dim)] % tp_ != 0 ||
-       have.dim == want.dim)) {
+      (fs[size_t(have.dim)] % cx_.tp != 0 ||
+       fs[size_t(want.dim)] % cx_.tp != 0 || have.dim == want.dim)) {
     ensureLayout(stage, t, TpLayout{}, steps); // uneven parts: through B
     have = TpLayout{};
   }
   // The collectives see a split "per segments" (a packed q|k|v: rank r holds
   // part r of every segment) as a plain split of a view with that dimension
   // cut in two, [segments, size / segments], split on the second.
-  const std::vector<int64_t> whole = local(t, TpLayout{});
+  const std::vector<int64_t> whole = cx_.local(t, TpLayout{});
   std::vector<int64_t> view;
   std::vector<int> viewIndex(whole.size());
   for (size_t d = 0; d < whole.size(); ++d) {
@@ -251,69 +199,69 @@ std::string Emitter::ensureLayout(int stage, int t, TpLayout want,
   auto viewDim = [&](TpLayout l) { return viewIndex[size_t(l.dim)]; };
   auto localView = [&](TpLayout l) { // ceil: a padded vocabulary's parts
     std::vector<int64_t> v = view;
-    v[size_t(viewDim(l))] = (v[size_t(viewDim(l))] + tp_ - 1) / tp_;
+    v[size_t(viewDim(l))] = (v[size_t(viewDim(l))] + cx_.tp - 1) / cx_.tp;
     return shapeInit(v);
   };
-  auto key = std::make_pair(stage, bufName(t, want));
+  auto key = std::make_pair(stage, cx_.bufName(t, want));
   if (!converted_[key]) {
     converted_[key] = true;
     addTensor(stage, t, want, true);
     Step s;
-    const std::string n = note(t);
+    const std::string n = cx_.note(t);
     if (have.split() && want.split()) { // S(a) -> S(b)
       s.fwd.push_back(
           fmt::format("  // {}: {} -> {} for its consumers: all-to-all over tp",
                       n, have.str(), want.str()));
       s.fwd.push_back(fmt::format(
-          "  all_to_all_forward({}, {}, {}, {}, {}, g.tp);", val(t, want),
-          val(t, have), localView(have), viewDim(have), viewDim(want)));
+          "  all_to_all_forward({}, {}, {}, {}, {}, g.tp);", cx_.val(t, want),
+          cx_.val(t, have), localView(have), viewDim(have), viewDim(want)));
       s.bwdInput.push_back(fmt::format(
           "  // {}: the gradient goes back the same way (all-to-all)", n));
       s.bwdInput.push_back(fmt::format(
-          "  all_to_all_backward({}, {}, {}, {}, {}, g.tp);", grad(t, have),
-          grad(t, want), localView(have), viewDim(have), viewDim(want)));
+          "  all_to_all_backward({}, {}, {}, {}, {}, g.tp);", cx_.grad(t, have),
+          cx_.grad(t, want), localView(have), viewDim(have), viewDim(want)));
     } else if (have.split()) { // S(d) -> B
       s.fwd.push_back(
           fmt::format("  // {}: {} -> B for its consumers: all-gather over tp",
                       n, have.str()));
       s.fwd.push_back(fmt::format("  all_gather_forward({}, {}, {}, {}, g.tp);",
-                                  val(t, want), val(t, have), localView(have),
-                                  viewDim(have)));
-      if (gathersPartialGrads(t)) {
+                                  cx_.val(t, want), cx_.val(t, have),
+                                  localView(have), viewDim(have)));
+      if (cx_.gathersPartialGrads(t)) {
         s.bwdInput.push_back(fmt::format(
             "  // {}: the gathered copy's gradient is partial (column-parallel "
             "readers): reduce-scatter",
             n));
         s.bwdInput.push_back(fmt::format(
-            "  all_gather_backward({}, {}, {}, {}, g.tp);", grad(t, have),
-            grad(t, want), localView(have), viewDim(have)));
+            "  all_gather_backward({}, {}, {}, {}, g.tp);", cx_.grad(t, have),
+            cx_.grad(t, want), localView(have), viewDim(have)));
       } else {
         s.bwdInput.push_back(fmt::format(
             "  // {}: the gradient of the gathered copy is equal on every tp "
             "rank; keep this rank's part",
             n));
         s.bwdInput.push_back(fmt::format(
-            "  gather_backward_local({}, {}, {}, {});", grad(t, have),
-            grad(t, want), shapeInit(view), viewDim(have)));
+            "  gather_backward_local({}, {}, {}, {});", cx_.grad(t, have),
+            cx_.grad(t, want), shapeInit(view), viewDim(have)));
       }
     } else { // B -> S(d)
       s.fwd.push_back(fmt::format(
           "  // {}: B -> {} for its consumers: local slice", n, want.str()));
       s.fwd.push_back(fmt::format(
-          "  slice_forward({}, {}, {}, {}, kTP, g.rtp);", val(t, want),
-          val(t, have), shapeInit(view), viewDim(want)));
+          "  slice_forward({}, {}, {}, {}, kTP, g.rtp);", cx_.val(t, want),
+          cx_.val(t, have), shapeInit(view), viewDim(want)));
       s.bwdInput.push_back(fmt::format(
           "  // {}: each tp rank holds the gradient of its slice: all-gather",
           n));
-      s.bwdInput.push_back(
-          fmt::format("  slice_backward_gather({}, {}, {}, {});", grad(t, have),
-                      grad(t, want), localView(want), viewDim(want)));
+      s.bwdInput.push_back(fmt::format(
+          "  slice_backward_gather({}, {}, {}, {});", cx_.grad(t, have),
+          cx_.grad(t, want), localView(want), viewDim(want)));
     }
-    if (target_.opProfiling)
+    if (cx_.target.opProfiling)
       profileScopes(s, "");
     steps.push_back(std::move(s));
   }
-  return val(t, want);
+  return cx_.val(t, want);
 }
 
 } // namespace autoddl::codegen::emit

@@ -1,0 +1,76 @@
+//===- OpEmitters.h - the op emitters of train.cpp -------------*- C++ -*-===//
+//
+// One function per op kind, in one file per family (EmbeddingEmitter.cpp,
+// LinearEmitter.cpp, ...), called through the op table (OpTable.h) with the
+// op's OpCall, whose step they fill. They read the EmitContext; what else
+// they write is named here: the stage members their ops keep, the gradient
+// buffers they store, K-FAC's layer table (the linears), the loss's state
+// (LossEmitter) and the ONNX primitives' file-scope declarations.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "codegen/emit/EmitContext.h"
+#include "codegen/emit/KfacEmitter.h"
+#include "codegen/emit/LossEmitter.h"
+#include "codegen/emit/OpTable.h"
+#include "codegen/emit/StageMembers.h"
+
+#include <set>
+#include <string>
+
+namespace autoddl::codegen::emit {
+
+class OpEmitters {
+public:
+  OpEmitters(const EmitContext &cx, StageMembers &members,
+             std::set<std::string> &storedGrads, KfacEmitter &kfac)
+      : cx_(cx), members_(members), storedGrads_(storedGrads), kfac_(kfac),
+        loss_(cx, members, storedGrads) {}
+
+  /// The loss's row count and the accuracy's texts (LossEmitter.h).
+  const LossEmitter &loss() const { return loss_; }
+  /// File-scope declarations of the ONNX primitives (PrimitiveEmitter.cpp):
+  /// the constants they read and each op's resolved Primitive.
+  const std::string &primitiveDecls() const { return primitiveDecls_; }
+
+private:
+  // The op table's entries call the emitters.
+  friend const std::map<std::string, OpEntry> &opTable();
+  void emitEmbedding(OpCall &c);
+  void emitPositional(OpCall &c);
+  void emitRotary(OpCall &c);
+  void emitLinear(OpCall &c);
+  void emitMatmul(OpCall &c);
+  void emitBiasAdd(OpCall &c);
+  void emitAdd(OpCall &c);
+  void emitMul(OpCall &c);
+  void emitGelu(OpCall &c);
+  void emitReluSilu(OpCall &c);
+  void emitSwiglu(OpCall &c);
+  void emitNorm(OpCall &c);
+  void emitSoftmax(OpCall &c);
+  void emitAttention(OpCall &c);
+  void emitConv2d(OpCall &c);
+  void emitPool2d(OpCall &c);
+  void emitFlatten(OpCall &c);
+  void emitTranspose(OpCall &c);
+  void emitSpmm(OpCall &c);
+  void emitSddmm(OpCall &c);
+  void emitEdgeSoftmax(OpCall &c);
+  void emitHeadDot(OpCall &c);
+  void emitGatAggregate(OpCall &c);
+  void emitPrimitive(OpCall &c);
+
+  const EmitContext &cx_;
+  StageMembers &members_;
+  // cuda: the gradient buffers one backward call writes whole (storesGrad).
+  std::set<std::string> &storedGrads_;
+  KfacEmitter &kfac_; // the linears record their K-FAC rows
+  LossEmitter loss_;
+  std::string primitiveDecls_;
+  std::set<int> declaredConsts_; // the constants declared so far
+  IdentTable primitiveNames_;    // their resolutions' names (prim_<op>)
+};
+
+} // namespace autoddl::codegen::emit
