@@ -112,6 +112,7 @@ struct Cluster {
   double gemmEfficiency =
       1; // achievable fraction of peak by a large GEMM (measured)
   double kernelLaunch = 0; // seconds, floor of any kernel
+  double l2Bytes = 0; // last-level cache; 0: unknown (gathers priced as reads)
   double collectiveOverhead =
       0; // seconds, fixed cost of one NCCL call (launch + base latency)
   LinkClass intraNode;

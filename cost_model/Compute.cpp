@@ -288,9 +288,20 @@ OpCost fusedAttentionCost(const Cluster &c, std::string_view kind,
   return out;
 }
 
+/// The HBM bytes of a dense operand of `bytes` whose rows (`rowBytes` each)
+/// are gathered once per stored entry: read once while it fits the L2; beyond
+/// that, the share of the entries' row reads the L2 cannot hold misses (a
+/// Reddit-sized spmm at width 256 moves tens of GB, not the operand's 119 MB).
+double gatheredBytes(const Cluster &c, double bytes, double nnz,
+                     double rowBytes) {
+  if (c.l2Bytes <= 0 || bytes <= c.l2Bytes)
+    return bytes;
+  return std::max(bytes, nnz * rowBytes * (1.0 - c.l2Bytes / bytes));
+}
+
 /// spmm, sddmm, edge_softmax and gat_aggregate: nnz stored values plus 4-byte
 /// column indices (CSR) are read; the measured sparse rates where the cluster
-/// has them.
+/// has them, else the roofline with the gathered operand's row reads.
 OpCost sparseOpCost(const Cluster &c, std::string_view kind,
                     const std::vector<int64_t> &key,
                     const std::vector<ops::ValueType> &operands,
@@ -312,6 +323,17 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
     // dY = dOutᵀ·X, two spmm of the same FLOPs each.
     double factor = kind == "spmm" ? 1.0 : 2.0;
     const double width = static_cast<double>(operands[1].shape.back());
+    // The roofline's bytes: spmm gathers X's rows by column (its backward
+    // gathers dY's, a matrix of the output's size), sddmm the second dense
+    // operand's (the first is read row by row).
+    const ops::ValueType &g = operands.back();
+    const double rowB = width * elemBytes(g, p);
+    const double fwdDense =
+        dense - bytesOf(g, p) + gatheredBytes(c, bytesOf(g, p), nnz, rowB);
+    const double bwdDense =
+        kind == "spmm"
+            ? dense + gatheredBytes(c, outBytes, nnz, rowB) - outBytes
+            : fwdDense;
     // The measured throughput of the format variant the CUDA program's
     // decider picks for this op and width (sparseVariant), else of the
     // faster variant per case, at this width (the benchmark's median over its
@@ -336,12 +358,12 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
     out.forward = fwdRate > 0
                       ? measured(fwdFlops, sparseBytes + dense + outB, fwdRate)
                       : streamKernel(c, kind, key, fwdFlops,
-                                     sparseBytes + dense + outB, p);
+                                     sparseBytes + fwdDense + outB, p);
     KernelCost bwd =
         bwdRate > 0 ? measured(factor * fwdFlops,
                                factor * (sparseBytes + dense + outB), bwdRate)
                     : streamKernel(c, kind, key, factor * fwdFlops,
-                                   factor * (sparseBytes + dense + outB), p);
+                                   factor * (sparseBytes + bwdDense + outB), p);
     (weightOperand ? out.backwardWeight : out.backwardData) = bwd;
     return out;
   }

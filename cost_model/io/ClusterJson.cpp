@@ -264,6 +264,7 @@ Cluster clusterFromJson(const json &doc, const std::string &origin) {
     c.hbmEfficiency = gpu.fraction("memory_efficiency", 1.0);
     c.gemmEfficiency = gpu.fraction("gemm_efficiency", 1.0);
     c.kernelLaunch = 1e-6 * gpu.number("kernel_launch_us", true);
+    c.l2Bytes = 1e6 * gpu.number("l2_cache_MB", false, 0.0);
     if (gpu.has("sparse_gflops"))
       c.sparseRates = readSparseRates(gpu.get("sparse_gflops"),
                                       gpu.at("sparse_gflops"), origin);

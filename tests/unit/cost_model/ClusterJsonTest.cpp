@@ -281,6 +281,10 @@ TEST_F(ClusterJsonTest, ImpossibleValuesAreRejected) {
   EXPECT_NE(errorOf(doc).find("/gpu/memory_efficiency: must be a fraction"),
             std::string::npos);
   doc = preset();
+  doc["gpu"]["l2_cache_MB"] = -50;
+  EXPECT_NE(errorOf(doc).find("/gpu/l2_cache_MB: must be positive"),
+            std::string::npos);
+  doc = preset();
   doc["gpu"]["memory_GB"] = "141";
   EXPECT_NE(errorOf(doc).find("/gpu/memory_GB: expected a number, got string"),
             std::string::npos);

@@ -308,6 +308,32 @@ TEST(SparseRates, MeasuredTableReplacesTheRoofline) {
       c.kernelLaunch);
 }
 
+TEST(SparseRates, GatheredRowsBeyondTheL2AreRead) {
+  // No measured rates: the roofline. spmm of a 1e6-node graph with 1e8
+  // entries at width 256 (bf16 X of 512 MB): without an L2 size, X is read
+  // once: 1e8 * (2 + 4) + 512e6 + 512e6 (Y) = 1.624 GB, 1.624 ms at 1 TB/s.
+  Cluster c = toyCluster();
+  const int64_t nnz = 100'000'000;
+  std::vector<ValueType> in{{{1'000'000, 1'000'000}, DType::F32},
+                            {{1'000'000, 256}, DType::F32}};
+  std::vector<ValueType> out{{{1'000'000, 256}, DType::F32}};
+  ops::Attrs attrs{{"nnz", nnz}};
+  auto cost = [&] {
+    return opCost(c, "spmm", in, out, attrs, {false, false}, Precision::BF16);
+  };
+  EXPECT_NEAR(cost().forward.time, 1.624e-3, 1e-12);
+  // A 64 MB L2 holds 1/8 of X: 7/8 of the entries' 512-byte row reads miss,
+  // 1e8 * 512 * 0.875 = 44.8 GB: 0.6 + 44.8 + 0.512 GB = 45.912 ms, forward
+  // and the transposed product (gathering dY) alike.
+  c.l2Bytes = 64e6;
+  EXPECT_NEAR(cost().forward.time, 45.912e-3, 1e-12);
+  EXPECT_NEAR(cost().backwardData.time, 45.912e-3, 1e-12);
+  // An X the L2 holds (width 16: 32 MB) is read once, as without an L2.
+  in[1].shape = out[0].shape = {1'000'000, 16};
+  const double once = (6e8 + 2 * 32e6) / 1e12;
+  EXPECT_NEAR(cost().forward.time, once, 1e-12);
+}
+
 TEST(Optimizer, AdamWStepIsMemoryBound) {
   Cluster c = toyCluster();
   // AdamW, mixed precision: read p, g, m, v, write p, m, v (7 x 4 bytes) + the
