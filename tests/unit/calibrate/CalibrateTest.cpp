@@ -47,6 +47,7 @@ calib::Measurements fixture(const std::string &gpu, int nodes, int gpus) {
   m.gpusPerNode = gpus;
   m.smCount = 132;
   m.memoryBytes = 150.1e9;
+  m.l2Bytes = 52428800; // 50 MiB
   m.copyGBps = 3943;
   m.launchUs = 4.77;
   m.bf16Tflops = 713.9;
@@ -121,6 +122,7 @@ TEST(CalibrateWriter, H200PairLoadsWithDatasheetPeaksAndMeasuredFractions) {
   EXPECT_NEAR(c.gemmEfficiency, 713.9 / 989.5, 1e-3);
   EXPECT_NEAR(c.hbmEfficiency, 3943.0 / 4800.0, 1e-3);
   EXPECT_NEAR(c.kernelLaunch, 4.77e-6, 1e-9);
+  EXPECT_NEAR(c.l2Bytes, 52.4e6, 1e-9); // the device's L2, to 0.1 MB
   // 2 ranks: alpha = a_AR - a_AG = 1 us, c = 13 - 1 = 12 us; busbw = algbw *
   // 2(n-1)/n = 292 GB/s.
   EXPECT_NEAR(c.intraNode.latency, 1e-6, 1e-8);

@@ -225,6 +225,8 @@ std::string clusterJson(const Measurements &m) {
     << ", \"fp32\": " << num(std::max(fp32, 0.1), 1) << "},\n";
   o << "    \"memory_GB\": " << num(m.memoryBytes / 1e9, 1) << ",\n";
   o << "    \"memory_bandwidth_GBps\": " << num(hbm, 0) << ",\n";
+  if (m.l2Bytes > 0)
+    o << "    \"l2_cache_MB\": " << num(m.l2Bytes / 1e6, 1) << ",\n";
   o << "    \"memory_efficiency\": " << num(clampFraction(m.copyGBps / hbm))
     << ",\n";
   o << "    \"gemm_efficiency\": " << num(clampFraction(m.bf16Tflops / bf16))

@@ -81,6 +81,7 @@ struct Measurements {
   int nodes = 1, gpusPerNode = 1;
   int smCount = 0;
   double memoryBytes = 0; // cudaDeviceProp::totalGlobalMem
+  double l2Bytes = 0;     // cudaDeviceProp::l2CacheSize
   double copyGBps = 0;    // device-to-device copy, bytes read + written per s
   double launchUs = 0;    // back-to-back empty kernel launches, per launch
   // Large square GEMMs (8192^3), TFLOP/s.

@@ -547,6 +547,7 @@ int main(int argc, char **argv) {
   m.gpuModel = prop.name;
   m.smCount = prop.multiProcessorCount;
   m.memoryBytes = static_cast<double>(prop.totalGlobalMem);
+  m.l2Bytes = static_cast<double>(prop.l2CacheSize);
   {
     int rt = 0, drv = 0, nv = 0;
     cudaCheck(cudaRuntimeGetVersion(&rt));
