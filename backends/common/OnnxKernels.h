@@ -12,6 +12,7 @@
 #ifndef AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
 #define AUTODDL_BACKENDS_COMMON_ONNXKERNELS_H
 
+#include "backends/common/Dims.h"
 #include "backends/common/OnnxScalar.h"
 #include "backends/common/Philox.h"
 
@@ -24,16 +25,8 @@
 
 namespace autoddl::onnx_kernels {
 
-using Dims = std::vector<int64_t>;
-
-// Not Tensor.h's numel: the compiler core, built without exceptions,
-// includes this header too.
-inline int64_t numel(const Dims &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
+using autoddl::Dims;
+using autoddl::numel;
 
 /// Where a Dropout's mask comes from (Philox.h dropout_keep): the run's
 /// seed, the op's stream at this step, and the global index of the first

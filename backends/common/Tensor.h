@@ -8,6 +8,8 @@
 #ifndef AUTODDL_BACKENDS_COMMON_TENSOR_H
 #define AUTODDL_BACKENDS_COMMON_TENSOR_H
 
+#include "backends/common/Dims.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -16,15 +18,8 @@
 
 namespace autoddl::rt {
 
-using Shape = std::vector<int64_t>;
-
-/// Number of elements of `shape` (1 for a scalar, shape {}).
-inline int64_t numel(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+using Shape = Dims;
+using autoddl::numel; // of a Shape (1 for a scalar, shape {})
 
 /// "[2,3,4]": for messages.
 inline std::string shape_str(const Shape &shape) {

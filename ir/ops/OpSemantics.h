@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "backends/common/Dims.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -21,14 +23,9 @@
 
 namespace autoddl::ops {
 
-using Shape = std::vector<int64_t>;
+using Shape = Dims;
 /// The elements of a shape (no overflow check: for shapes already validated).
-inline int64_t numElements(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
+inline int64_t numElements(const Shape &s) { return numel(s); }
 
 // Bool is the element type of an imported graph's boolean constants (masks,
 // ModelGraph's TensorRole::Constant), never of an input or a parameter.
