@@ -1,17 +1,24 @@
 # Two kinds of library, kept apart because Debian's LLVM is built without exceptions and RTTI:
 #   autoddl_core_library: code that includes MLIR/LLVM headers; -fno-exceptions -fno-rtti;
 #                         errors travel as LogicalResult / FailureOr / diagnostics.
+#   autoddl_plain_library: plain C++ (no MLIR headers) that core code links: built like a core
+#                          library (-fno-exceptions -fno-rtti, errors as values) without the
+#                          MLIR include paths.
 #   autoddl_edge_library: code at the edges (JSON, CLI parsing) that may throw; it must not
 #                         include MLIR headers, and it catches at its own boundary.
 # Public headers of core libraries that edge code includes are plain C++ (no MLIR types).
 
 set(AUTODDL_WARNINGS -Wall -Wextra -Wno-unused-parameter)
 
-function(autoddl_core_library name)
+function(autoddl_plain_library name)
   add_library(${name} ${ARGN})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
-  target_include_directories(${name} SYSTEM PUBLIC ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
   target_compile_options(${name} PRIVATE ${AUTODDL_WARNINGS} -fno-exceptions -fno-rtti)
+endfunction()
+
+function(autoddl_core_library name)
+  autoddl_plain_library(${name} ${ARGN})
+  target_include_directories(${name} SYSTEM PUBLIC ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
 endfunction()
 
 function(autoddl_edge_library name)
