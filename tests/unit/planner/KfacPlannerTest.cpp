@@ -40,6 +40,14 @@ cost::Cluster twoGpus() {
   return cost::withNodes(c, 1);
 }
 
+/// Two pipeline stages under `schedule`, the other knobs free.
+FixedKnobs twoStages(pipeline::ScheduleKind schedule) {
+  FixedKnobs fix;
+  fix.pp = 2;
+  fix.schedule = schedule;
+  return fix;
+}
+
 Plan planOf(const Graphs &m, const std::string &optimizer, FixedKnobs fix,
             const cost::Cluster &c = twoGpus(),
             pipeline::KfacFilling filling = pipeline::KfacFilling::Items) {
@@ -87,9 +95,7 @@ TEST(Kfac, EveryLayerTooWideIsRefused) {
 // grows by the K-FAC state; items in bubbles lie inside the replayed step.
 TEST(Kfac, PlanCountsItsWorkAndMemory) {
   Graphs m = load("tiny-gpt");
-  FixedKnobs fix;
-  fix.pp = 2;
-  fix.schedule = pipeline::ScheduleKind::OneFOneB;
+  const FixedKnobs fix = twoStages(pipeline::ScheduleKind::OneFOneB);
   Plan first = planOf(m, "adamw", fix);
   Plan kfac = planOf(m, "kfac", fix);
   EXPECT_FALSE(first.kfac.has_value());
@@ -139,12 +145,10 @@ TEST(Kfac, PlanCountsItsWorkAndMemory) {
 // curvature x0.5, inversion x2, precondition x3.
 TEST(Kfac, ClusterTimeScalesMultiplyItemPrices) {
   Graphs m = load("tiny-gpt");
-  FixedKnobs fix;
-  fix.pp = 2;
+  FixedKnobs fix = twoStages(pipeline::ScheduleKind::OneFOneB);
   fix.dp = 1;
   fix.tp = 1;
   fix.microbatch = 1;
-  fix.schedule = pipeline::ScheduleKind::OneFOneB;
   cost::Cluster scaled = twoGpus();
   scaled.opTimeScales.push_back({"kfac:curvature", 0.5, 0.5});
   scaled.opTimeScales.push_back({"kfac:inversion", 2, 2});
@@ -169,9 +173,7 @@ TEST(Kfac, ClusterTimeScalesMultiplyItemPrices) {
 // plan's document has neither "optimizer" nor "kfac".
 TEST(Kfac, PlanJsonRoundTrip) {
   Graphs m = load("tiny-gpt");
-  FixedKnobs fix;
-  fix.pp = 2;
-  fix.schedule = pipeline::ScheduleKind::Chimera;
+  const FixedKnobs fix = twoStages(pipeline::ScheduleKind::Chimera);
   Plan p = planOf(m, "kfac", fix);
   ASSERT_TRUE(p.kfac.has_value());
   // Chimera: both copies of every layer, the up one named "up".
@@ -273,9 +275,7 @@ void expectReadError(const nlohmann::json &doc, const std::string &part) {
 // refused, naming the place.
 TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
   Graphs m = load("tiny-gpt");
-  FixedKnobs fix;
-  fix.pp = 2;
-  fix.schedule = pipeline::ScheduleKind::OneFOneB;
+  const FixedKnobs fix = twoStages(pipeline::ScheduleKind::OneFOneB);
   const auto doc =
       nlohmann::json::parse(planToJson(planOf(m, "kfac", fix)).dump());
   const int K = doc["kfac"]["refresh_steps"];
@@ -340,10 +340,8 @@ TEST(Kfac, PlanJsonPerDeviceKDefaultsAndChecks) {
 // pipeline (at x1 both give 2, 3).
 TEST(Kfac, FluidFillingIsRecordedAndNeedsNoLongerK) {
   Graphs m = load("tiny-gpt");
-  FixedKnobs fix;
-  fix.pp = 2;
+  FixedKnobs fix = twoStages(pipeline::ScheduleKind::OneFOneB);
   fix.microbatch = 1;
-  fix.schedule = pipeline::ScheduleKind::OneFOneB;
   cost::Cluster c = twoGpus();
   c.opTimeScales.push_back({"kfac:inversion", 4, 4});
   Plan items = planOf(m, "kfac", fix, c);

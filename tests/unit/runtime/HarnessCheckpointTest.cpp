@@ -147,6 +147,15 @@ HostBackend filled(int64_t tp, int zero, float salt) {
 }
 
 /// Options of a run saving into sharedDir(name).
+/// Both parameters' values and Adam moments as in `want`.
+void expectSameParams(const HostBackend &got, const HostBackend &want) {
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(got.params[k].value, want.params[k].value) << k;
+    EXPECT_EQ(got.params[k].m, want.params[k].m) << k;
+    EXPECT_EQ(got.params[k].v, want.params[k].v) << k;
+  }
+}
+
 Options savingInto(const char *name) {
   Options o;
   o.save = sharedDir(name);
@@ -169,11 +178,7 @@ TEST(HarnessCheckpoint, RoundTripUnderTheSameSplit) {
     EXPECT_NE(b.params[0].value, saved.params[0].value);
     EXPECT_EQ(load_checkpoint(o.save + "/step-3", b.spec, b, o.optimizer), 3);
     EXPECT_EQ(b.loads, 1);
-    for (int k = 0; k < 2; ++k) {
-      EXPECT_EQ(b.params[k].value, saved.params[k].value) << k;
-      EXPECT_EQ(b.params[k].m, saved.params[k].m) << k;
-      EXPECT_EQ(b.params[k].v, saved.params[k].v) << k;
-    }
+    expectSameParams(b, saved);
     removeCheckpoints(o.save);
   }
 }
@@ -246,11 +251,7 @@ TEST(HarnessCheckpoint, ZeroStateResumesUnderAnotherPlan) {
   MPI_Barrier(MPI_COMM_WORLD);
   HostBackend back = filled(2, 1, 9.0f);
   EXPECT_EQ(load_checkpoint(o.save + "/step-6", back.spec, back, "adamw"), 6);
-  for (int k = 0; k < 2; ++k) {
-    EXPECT_EQ(back.params[k].value, sharded.params[k].value) << k;
-    EXPECT_EQ(back.params[k].m, sharded.params[k].m) << k;
-    EXPECT_EQ(back.params[k].v, sharded.params[k].v) << k;
-  }
+  expectSameParams(back, sharded);
   removeCheckpoints(o.save);
 }
 

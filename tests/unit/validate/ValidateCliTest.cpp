@@ -394,28 +394,27 @@ TEST_F(ValidateCli, GraphRunFitsTheGraphedOverhead) {
   // all-reduces are captured with the kernels), and so is a graph model (its
   // accuracy counts stay on the device); a model with a training Dropout
   // primitive (its mask keyed by the step) is not.
-  CliRun p2 = cli("plan tiny-gpt --cluster '" + fitted +
-                  "' --gpus 2 --global-batch 16 --seq 16 --fix tp=1,pp=1,dp=2 "
-                  "--no-why -o '" +
-                  dir_ + "/dp2-plan.json'");
-  ASSERT_EQ(p2.status, 0) << p2.err;
-  const json dp2 = readJson(dir_ + "/dp2-plan.json").at("predicted");
+  // The "predicted" object of `model`'s plan on the fitted cluster (`flags`:
+  // GPUs, batch and the rest).
+  const auto predictedOf = [&](const std::string &model,
+                               const std::string &flags,
+                               const std::string &name) {
+    const std::string out = dir_ + "/" + name + "-plan.json";
+    CliRun r = cli("plan " + model + " --cluster '" + fitted + "' " + flags +
+                   " --no-why -o '" + out + "'");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return readJson(out).at("predicted");
+  };
+  const json dp2 = predictedOf(
+      "tiny-gpt", "--gpus 2 --global-batch 16 --seq 16 --fix tp=1,pp=1,dp=2",
+      "dp2");
   EXPECT_GE(dp2.at("step_time_s").get<double>(), predicted);
   EXPECT_TRUE(dp2.at("step_graph").get<bool>());
-  CliRun pg = cli("plan gcn-cora --cluster '" + fitted +
-                  "' --gpus 1 --global-batch 1 --no-why -o '" + dir_ +
-                  "/gcn-plan.json'");
-  ASSERT_EQ(pg.status, 0) << pg.err;
-  EXPECT_TRUE(readJson(dir_ + "/gcn-plan.json")
-                  .at("predicted")
+  EXPECT_TRUE(predictedOf("gcn-cora", "--gpus 1 --global-batch 1", "gcn")
                   .at("step_graph")
                   .get<bool>());
-  CliRun pd = cli("plan tests/onnx/exports/train-mlp-ts.onnx --cluster '" +
-                  fitted + "' --gpus 1 --global-batch 8 --no-why -o '" + dir_ +
-                  "/dropout-plan.json'");
-  ASSERT_EQ(pd.status, 0) << pd.err;
-  EXPECT_FALSE(readJson(dir_ + "/dropout-plan.json")
-                   .at("predicted")
+  EXPECT_FALSE(predictedOf("tests/onnx/exports/train-mlp-ts.onnx",
+                           "--gpus 1 --global-batch 8", "dropout")
                    .at("step_graph")
                    .get<bool>());
   const std::string eagerRun = measuredCopy([](json &m) {
