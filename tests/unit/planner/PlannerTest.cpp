@@ -49,6 +49,15 @@ const Model &model(const std::string &name, int64_t seq = 0) {
   return it->second;
 }
 
+/// The model's collapsed search graph (a failure recorded where it does not
+/// build).
+SearchGraph searchGraphOf(const Model &m) {
+  SearchGraph sg;
+  std::string err;
+  EXPECT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err)) << err;
+  return sg;
+}
+
 cost::Cluster cluster(const std::string &preset, int gpus) {
   cost::Cluster c = cost::loadCluster(preset);
   if (gpus < c.gpusPerNode) {
@@ -86,9 +95,7 @@ const Plan &asPlan(const PlanOutcome &o) {
 
 TEST(SearchGraph, CollapsesIdenticalLayersExactly) {
   const Model &m = model("gpt2");
-  SearchGraph sg;
-  std::string err;
-  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err)) << err;
+  SearchGraph sg = searchGraphOf(m);
   EXPECT_TRUE(sg.collapsed);
   // gpt2 has 12 identical blocks.
   EXPECT_EQ(sg.layers, 12);
@@ -123,9 +130,7 @@ TEST(SearchGraph, CollapsesIdenticalLayersExactly) {
 
 TEST(Signatures, MegatronStartIsColumnRowWithHeads) {
   const Model &m = model("gpt2");
-  SearchGraph sg;
-  std::string err;
-  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err));
+  SearchGraph sg = searchGraphOf(m);
   cost::Cluster c = cluster("dgx-a100-hdr", 8);
   PlannerOptions o;
   o.globalBatch = 8;
@@ -150,9 +155,7 @@ TEST(Signatures, MegatronStartIsColumnRowWithHeads) {
 TEST(Signatures, HeadSplitNeedsDivisibleHeads) {
   // tiny-gpt has 4 heads: tp=8 cannot split them, tp=2 can.
   const Model &m = model("tiny-gpt");
-  SearchGraph sg;
-  std::string err;
-  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err));
+  SearchGraph sg = searchGraphOf(m);
   auto hasHeads = [&](int tp) {
     enumerateSignatures(sg, tp, 8);
     for (const CollapsedOp &op : sg.ops)
@@ -169,9 +172,7 @@ TEST(Signatures, HeadSplitNeedsDivisibleHeads) {
 TEST(Signatures, TensorModeOffersNoBatchOrSequenceSplit) {
   // --tp-mode tensor: the tp axis keeps only the splits generated programs run.
   const Model &m = model("gpt2");
-  SearchGraph sg;
-  std::string err;
-  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err));
+  SearchGraph sg = searchGraphOf(m);
   auto count = [&](bool dataSplits) {
     enumerateSignatures(sg, 2, 8, dataSplits);
     int n = 0;
@@ -240,9 +241,7 @@ TEST(Signatures, RowLinearGradientTransposes) {
   // Row-parallel linear: x S(last), w S(in) -> P. Backward: dX stays S(last),
   // dW stays S(in) (no tp sync), and the bias gradient is the full sum of dY.
   const Model &m = model("gpt2");
-  SearchGraph sg;
-  std::string err;
-  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err));
+  SearchGraph sg = searchGraphOf(m);
   enumerateSignatures(sg, 4, 1);
   bool found = false;
   for (const CollapsedOp &op : sg.ops) {
@@ -315,9 +314,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Oracle, ExhaustiveNeverAboveDescentObjective) {
   // On one mesh, the branch-and-bound minimum is <= every descent result.
   const Model &m = model("tiny-llama");
-  SearchGraph sg;
-  std::string err;
-  ASSERT_TRUE(buildSearchGraph(m.g1, m.g2, sg, err));
+  SearchGraph sg = searchGraphOf(m);
   cost::Cluster c = cluster("dgx-a100-hdr", 8);
   PlannerOptions o;
   o.globalBatch = 16;
