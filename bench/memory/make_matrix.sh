@@ -27,12 +27,8 @@ while [ $# -gt 0 ]; do
   *) out=$1; shift ;;
   esac
 done
-if [ -z "$autoddl" ]; then
-  for b in build/tools/autoddl/autoddl build-*/tools/autoddl/autoddl; do
-    [ -x "$b" ] && autoddl=$b && break
-  done
-fi
-[ -x "$autoddl" ] || { echo "make_matrix.sh: no autoddl binary (--autoddl BIN)" >&2; exit 2; }
+. bench/autoddl_bin.sh
+autoddl_bin make_matrix.sh
 rm -rf "$out" && mkdir -p "$out/stage/projects" "$out/plans"
 stage=$out/stage
 declare -A seen # sha256 of train.cpp -> project name
