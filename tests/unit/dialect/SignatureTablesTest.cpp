@@ -28,6 +28,12 @@ std::vector<std::string> strings(ArrayRef<SbpSignature> sigs) {
   return out;
 }
 
+/// op's 1-D table is exactly `expected`, in order (compared as text, so a
+/// mismatch prints both tables).
+void expectTable(SbpOpInterface op, std::vector<SbpSignature> expected) {
+  EXPECT_EQ(strings(getValidSignatures1D(op)), strings(expected));
+}
+
 class SignatureTablesTest : public ::testing::Test {
 protected:
   SignatureTablesTest() {
@@ -73,11 +79,9 @@ TEST_F(SignatureTablesTest, LinearWithTorchWeightHasOneFlowMatmulTable) {
   // MatmulOp::GetSbp with b = wᵀ ([N,K], torch Linear): S(m)×B→S(0),
   // B×S(n)→S(1) where n is w's dim 0, S(k)×S(k)→P where k is x's dim 1 and
   // w's dim 1, P×B→P, B×P→P; all-broadcast last (GetSbpSignaturesIf).
-  std::vector<std::string> expected = {
-      toString(sig({S(0), B}, {S(0)})), toString(sig({B, S(0)}, {S(1)})),
-      toString(sig({S(1), S(1)}, {P})), toString(sig({P, B}, {P})),
-      toString(sig({B, P}, {P})),       toString(sig({B, B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+  expectTable(op, {sig({S(0), B}, {S(0)}), sig({B, S(0)}, {S(1)}),
+                   sig({S(1), S(1)}, {P}), sig({P, B}, {P}), sig({B, P}, {P}),
+                   sig({B, B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, LinearWithConv1DWeightSplitsWeightColumns) {
@@ -130,10 +134,8 @@ TEST_F(SignatureTablesTest, NonLinearElementwiseSplitsAnyDimAndNeverP) {
                           "tensor<2x8x16xf32>");
   // math_unary_elementwise_op.cpp: SplitForEachAxis, no partial (gelu is not
   // linear): S(0), S(1), S(2), then all-broadcast.
-  std::vector<std::string> expected = {
-      toString(sig({S(0)}, {S(0)})), toString(sig({S(1)}, {S(1)})),
-      toString(sig({S(2)}, {S(2)})), toString(sig({B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+  expectTable(op, {sig({S(0)}, {S(0)}), sig({S(1)}, {S(1)}),
+                   sig({S(2)}, {S(2)}), sig({B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, AddKeepsPartialButMulOnlyAgainstBroadcast) {
@@ -158,10 +160,8 @@ TEST_F(SignatureTablesTest, LayernormSplitsOnlyUnnormalisedDims) {
       "tensor<16xf32>) -> tensor<2x8x16xf32>");
   // layer_norm_op.cpp: S(i) for i < begin_norm_axis (here 2), gamma and beta
   // broadcast.
-  std::vector<std::string> expected = {toString(sig({S(0), B, B}, {S(0)})),
-                                       toString(sig({S(1), B, B}, {S(1)})),
-                                       toString(sig({B, B, B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+  expectTable(op, {sig({S(0), B, B}, {S(0)}), sig({S(1), B, B}, {S(1)}),
+                   sig({B, B, B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, SoftmaxNeverSplitsItsAxis) {
@@ -169,10 +169,7 @@ TEST_F(SignatureTablesTest, SoftmaxNeverSplitsItsAxis) {
                              "%y = sbp.softmax %x {axis = 1 : i64} : "
                              "(tensor<2x8x16xf32>) -> tensor<2x8x16xf32>");
   // softmax_op.cpp generalised to `axis`: every dim but 1.
-  std::vector<std::string> expected = {toString(sig({S(0)}, {S(0)})),
-                                       toString(sig({S(2)}, {S(2)})),
-                                       toString(sig({B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+  expectTable(op, {sig({S(0)}, {S(0)}), sig({S(2)}, {S(2)}), sig({B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, EmbeddingSplitByVocabGivesPartial) {
@@ -205,15 +202,13 @@ TEST_F(SignatureTablesTest, SpmmSplitsAdjacencyRowsOrColumns) {
       "%adj: tensor<6x6xf32>, %x: tensor<6x4xf32>",
       "%y = sbp.spmm %adj, %x {nnz = 12 : i64} : (tensor<6x6xf32>, "
       "tensor<6x4xf32>) -> tensor<6x4xf32>");
-  std::vector<std::string> expected = {
-      // Row-split adjacency, broadcast features: each device's own nodes.
-      toString(sig({S(0), B}, {S(0)})),
-      // Features split by column.
-      toString(sig({B, S(1)}, {S(1)})),
-      // The reverse: adjacency columns with feature rows → partial sums.
-      toString(sig({S(1), S(0)}, {P})), toString(sig({B, P}, {P})),
-      toString(sig({B, B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+  expectTable(
+      op, {// Row-split adjacency, broadcast features: each device's own nodes.
+           sig({S(0), B}, {S(0)}),
+           // Features split by column.
+           sig({B, S(1)}, {S(1)}),
+           // The reverse: adjacency columns with feature rows → partial sums.
+           sig({S(1), S(0)}, {P}), sig({B, P}, {P}), sig({B, B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, EdgeSoftmaxSplitsRowsOnly) {
@@ -222,9 +217,7 @@ TEST_F(SignatureTablesTest, EdgeSoftmaxSplitsRowsOnly) {
       "%a = sbp.edge_softmax %adj, %s {nnz = 12 : i64} : (tensor<6x6xf32>, "
       "tensor<6x6xf32>) -> tensor<6x6xf32>");
   // A row's stored entries are normalised together: rows split, nothing else.
-  std::vector<std::string> expected = {toString(sig({S(0), S(0)}, {S(0)})),
-                                       toString(sig({B, B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(op)), expected);
+  expectTable(op, {sig({S(0), S(0)}, {S(0)}), sig({B, B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, PositionDependentOpsSplitTheSequence) {
@@ -234,11 +227,8 @@ TEST_F(SignatureTablesTest, PositionDependentOpsSplitTheSequence) {
       "(tensor<2x8x16xf32>) -> tensor<2x8x16xf32>");
   // Batch; sequence (each device rotates its own positions, from its slice's
   // offset, as the generated programs do); whole heads; linear, so P stays P.
-  std::vector<std::string> expected = {
-      toString(sig({S(0)}, {S(0)})), toString(sig({S(1)}, {S(1)})),
-      toString(sig({S(2)}, {S(2)})), toString(sig({P}, {P})),
-      toString(sig({B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(rotary)), expected);
+  expectTable(rotary, {sig({S(0)}, {S(0)}), sig({S(1)}, {S(1)}),
+                       sig({S(2)}, {S(2)}), sig({P}, {P}), sig({B}, {B})});
   auto positional = parse<PositionalOp>(
       "%x: tensor<2x8x16xf32>, %t: tensor<8x16xf32>",
       "%y = sbp.positional %x, %t : (tensor<2x8x16xf32>, tensor<8x16xf32>) "
@@ -261,10 +251,7 @@ TEST_F(SignatureTablesTest, TransposeAndReshapeMoveSplits) {
   // [2,64] → [16,8]: dim 0 of both starts at element 0 and 2 divides 16, so
   // S(0) → S(0); input dim 1 starts after 2 elements of dim 0, no output dim
   // does: only S(0), P and all-broadcast.
-  std::vector<std::string> expected = {toString(sig({S(0)}, {S(0)})),
-                                       toString(sig({P}, {P})),
-                                       toString(sig({B}, {B}))};
-  EXPECT_EQ(strings(getValidSignatures1D(r)), expected);
+  expectTable(r, {sig({S(0)}, {S(0)}), sig({P}, {P}), sig({B}, {B})});
 }
 
 TEST_F(SignatureTablesTest, NdSignaturesAreFilteredProductsOfOneD) {
