@@ -206,20 +206,19 @@ TEST(Kernels, Activations) {
           gelu_backward(dx.data(), x.data(), g.data(), n, tanhForm);
         },
         {{"x", &x, &dx}});
-  expectGradients(
-      [&](Vec &o) {
-        o.resize(n);
-        relu_forward(o.data(), x.data(), n);
-      },
-      [&](const Vec &g) { relu_backward(dx.data(), x.data(), g.data(), n); },
-      {{"x", &x, &dx}});
-  expectGradients(
-      [&](Vec &o) {
-        o.resize(n);
-        silu_forward(o.data(), x.data(), n);
-      },
-      [&](const Vec &g) { silu_backward(dx.data(), x.data(), g.data(), n); },
-      {{"x", &x, &dx}});
+  // The activations of one input: their forward and backward.
+  using Forward = void (*)(float *, const float *, int64_t);
+  using Backward = void (*)(float *, const float *, const float *, int64_t);
+  const std::pair<Forward, Backward> unary[] = {{relu_forward, relu_backward},
+                                                {silu_forward, silu_backward}};
+  for (const auto &fb : unary)
+    expectGradients(
+        [&](Vec &o) {
+          o.resize(n);
+          fb.first(o.data(), x.data(), n);
+        },
+        [&](const Vec &g) { fb.second(dx.data(), x.data(), g.data(), n); },
+        {{"x", &x, &dx}});
   expectGradients(
       [&](Vec &o) {
         o.resize(n);
