@@ -297,14 +297,15 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
-          const pipeline::SimulationResult &sim, double damping, int refresh,
-          const std::vector<int> &deviceRefresh, pipeline::KfacFilling filling,
-          double overhead, std::vector<DeviceTimes> &devices, double &step,
-          int &critical) {
+          const pipeline::SimulationResult &sim, const KfacSettings &s,
+          std::vector<DeviceTimes> &devices, double &step, int &critical) {
+  const int refresh = s.refresh;
+  const std::vector<int> &deviceRefresh = s.deviceRefresh;
+  const double overhead = s.overhead;
   pipeline::PipeFisherInput in;
   in.refreshSteps = refresh;
   in.deviceRefreshSteps = deviceRefresh;
-  in.filling = filling;
+  in.filling = s.filling;
   in.layers = kfacWork(model, c, cand);
   auto packed = pipeline::packKfac(schedule, sim, in);
   if (!packed)
@@ -333,7 +334,7 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
         return pipeline::OrError<KfacPlan>::failure(packed.error());
     }
   }
-  KfacPlan plan = kfacPlan(schedule, sim, in.layers, *packed, damping, step);
+  KfacPlan plan = kfacPlan(schedule, sim, in.layers, *packed, s.damping, step);
   plan.overheadBudget = amortised ? overhead : 0;
   // Each device's forced tail once per its own K_d (PipeFisher.h).
   double forcedPerStep = 0, worst = 0;

@@ -73,26 +73,35 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
                   const pipeline::PipeFisherResult &packed, double damping,
                   double firstOrderStep);
 
+/// The K-FAC settings of a search (PlannerOptions' kfac*): the damping, the
+/// pinned refresh interval (`refresh` > 0: every K_d pinned,
+/// PipeFisherInput::refreshSteps; `deviceRefresh` non-empty: one pinned K_d
+/// per pipeline device, PipeFisherInput::deviceRefreshSteps), how items fill
+/// the bubbles (PipeFisherInput::filling) and the overhead budget (a fraction
+/// of the first-order step; 0: none).
+struct KfacSettings {
+  double damping;
+  int refresh;
+  std::vector<int> deviceRefresh;
+  pipeline::KfacFilling filling;
+  double overhead;
+};
+
 /// Packs the candidate's K-FAC work into the bubbles of `sim` (of
 /// `schedule`) and adds it to the candidate: each device's memory grows by its
 /// K-FAC state (`kfacBytes`: the peak of saved inputs / output gradients
 /// waiting for their curvature, the fp32 factors and their inverses), its step
 /// end by its preconditioning; each device's forced tail is paid once per its
-/// refresh of K_d steps, the step taking the largest forced_d / K_d
-/// (`refresh` > 0: every K_d pinned, PipeFisherInput::refreshSteps;
-/// `deviceRefresh` non-empty: one pinned K_d per pipeline device,
-/// PipeFisherInput::deviceRefreshSteps; `filling`: how items fill the
-/// bubbles, PipeFisherInput::filling; `overhead` > 0 with nothing pinned:
-/// a device whose forced tail per step exceeds that fraction of the
-/// first-order step is packed again with K_d = ceil(forced_d / (overhead x
-/// step)), Chimera's mirrored devices alike). `step` (the first-order step on
-/// entry) and `critical` are updated. Fails on a packing error (message).
+/// refresh of K_d steps, the step taking the largest forced_d / K_d (with
+/// `s.overhead` > 0 and nothing pinned, a device whose forced tail per step
+/// exceeds that fraction of the first-order step is packed again with K_d =
+/// ceil(forced_d / (overhead x step)), Chimera's mirrored devices alike).
+/// `step` (the first-order step on entry) and `critical` are updated. Fails
+/// on a packing error (message).
 pipeline::OrError<KfacPlan>
 applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
-          const pipeline::SimulationResult &sim, double damping, int refresh,
-          const std::vector<int> &deviceRefresh, pipeline::KfacFilling filling,
-          double overhead, std::vector<DeviceTimes> &devices, double &step,
-          int &critical);
+          const pipeline::SimulationResult &sim, const KfacSettings &s,
+          std::vector<DeviceTimes> &devices, double &step, int &critical);
 
 } // namespace autoddl::planner

@@ -360,9 +360,10 @@ bool Planner::addKfac(const Knobs &k, const PricingContext &pc,
                       const pipeline::Schedule &schedule, DevicePlan &d,
                       Priced &r, double &step) const {
   const KfacCandidate kc = kfacCandidate(k, pc, d);
-  auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, o.kfacDamping,
-                      o.kfacRefresh, o.kfacDeviceRefresh, o.kfacFilling,
-                      o.kfacOverhead, d.devices, step, r.criticalDevice);
+  const KfacSettings settings{o.kfacDamping, o.kfacRefresh, o.kfacDeviceRefresh,
+                              o.kfacFilling, o.kfacOverhead};
+  auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, settings, d.devices, step,
+                      r.criticalDevice);
   if (!kp) {
     r.valid = false;
     r.invalid = kp.error();
