@@ -30,7 +30,8 @@ public:
       return nullptr;
     return p->second;
   }
-  /// The single reader of `v` if it is `op` with two inputs.
+  /// The single reader of `v` if it is `op` with two inputs and one output
+  /// (a malformed export may give a node none: its output(0) is not read).
   const onnx::NodeProto *next(const std::string &v, const char *op) const {
     auto u = uses.find(v);
     if (u == uses.end() || u->second != 1)
@@ -38,7 +39,10 @@ public:
     for (const auto &n : g.node())
       for (const auto &in : n.input())
         if (in == v)
-          return n.op_type() == op && n.input_size() == 2 ? &n : nullptr;
+          return n.op_type() == op && n.input_size() == 2 &&
+                         n.output_size() == 1
+                     ? &n
+                     : nullptr;
     return nullptr;
   }
   /// Of a binary node, the input that is not the constant `c` (within 1e-4
@@ -83,9 +87,11 @@ public:
     std::vector<GeluMatch> out;
     for (const auto &n : g.node()) {
       GeluMatch m;
-      if (n.op_type() == "Erf" && n.input_size() == 1)
+      if (n.input_size() != 1 || n.output_size() != 1)
+        continue;
+      if (n.op_type() == "Erf")
         m = erf(n);
-      else if (n.op_type() == "Tanh" && n.input_size() == 1)
+      else if (n.op_type() == "Tanh")
         m = tanh(n);
       if (m.last)
         out.push_back(std::move(m));

@@ -117,6 +117,7 @@ bad "$work/bad-version.onnx" "node 'act' (Gelu): op 'Gelu' does not exist in ops
 bad "$work/bad-fold.onnx" "node 'cut' (Slice): evaluating it on constants: a Slice step is 0"
 bad "$work/bad-opset.onnx" "opset 30 is not supported"
 bad "$work/bad-arity.onnx" "node 'sum' (Add): expected at least 2 inputs"
+bad "$work/bad-no-output.onnx" "node '/act2/Tanh' (Tanh): expected an output"
 bad "$work/decoder.onnx" "input 'input_ids': dimension 1 ('sequence') is dynamic; pin it with --seq"
 head -c 150 "$work/decoder.onnx" >"$work/truncated.onnx"
 bad "$work/truncated.onnx" "not an ONNX model"
