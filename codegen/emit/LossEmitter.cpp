@@ -144,6 +144,16 @@ std::string LossEmitter::countCorrect(bool heldout,
                      heldout ? "_heldout" : "", args);
 }
 
+std::string LossEmitter::correctCopy() const {
+  if (cx_.target.lossSumOnDevice)
+    return "  copy_on_device(r.correct.data(), a.correct.data(), "
+           "a.correct.size() * int64_t(sizeof(unsigned long long)));\n";
+  return cx_.graphModel
+             ? "  r.correct = a.correct;\n  r.correct_heldout = "
+               "a.correct_heldout;\n"
+             : "  r.correct = a.correct;\n";
+}
+
 std::string LossEmitter::correctRead(bool heldout) const {
   if (cx_.target.lossSumOnDevice)
     return fmt::format("double(counter_to_host(a.correct.data(){}))",

@@ -32,10 +32,12 @@ public:
 
   // The accuracy counts: the activation set's (`comment`) or the results'
   // members, a counting call's text ("a.correct" counting scores against
-  // labels, or the held-out nodes' count), and the host value of one after
+  // labels, or the held-out nodes' count), their copy from the activation
+  // set `a` to the micro-batch's results `r`, and the host value of one after
   // the step.
   std::string correctMembers(bool comment) const;
   std::string countCorrect(bool heldout, const std::string &args) const;
+  std::string correctCopy() const;
   std::string correctRead(bool heldout) const;
 
   /// The loss's rows a micro-batch on one rank (every tp rank's, where the

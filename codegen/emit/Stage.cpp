@@ -355,13 +355,8 @@ std::string Emitter::stageForwardText(const StagePlan &p) const {
                ? "  copy_on_device(r.losses.data(), a.losses.data(), "
                  "a.losses.size() * int64_t(sizeof(float)));\n"
                : "  r.loss_sum = a.loss_sum;\n";
-    if (cx_.reportsAccuracy() && cx_.target.lossSumOnDevice)
-      out += "  copy_on_device(r.correct.data(), a.correct.data(), "
-             "a.correct.size() * int64_t(sizeof(unsigned long long)));\n";
-    else if (cx_.reportsAccuracy())
-      out += cx_.graphModel ? "  r.correct = a.correct;\n  r.correct_heldout = "
-                              "a.correct_heldout;\n"
-                            : "  r.correct = a.correct;\n";
+    if (cx_.reportsAccuracy())
+      out += ops_.loss().correctCopy();
   }
   out += "}\n\n";
 
