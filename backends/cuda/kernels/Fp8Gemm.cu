@@ -38,13 +38,6 @@ LtPlanCache<Fp8Key, Fp8Plan> &plans() {
   return *cache;
 }
 
-template <class T>
-void set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
-              const T &value) {
-  AUTODDL_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value));
-}
-
 /// The heuristic's first algorithm for p's descriptors (as they are set now)
 /// into p.algo; false where there is none (NOT_SUPPORTED: no FP8 kernel for
 /// this device or problem).
@@ -68,25 +61,25 @@ Fp8Plan build_plan(const Fp8Key &key) {
   Fp8Plan p;
   AUTODDL_CUBLAS_CHECK(
       cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t(key.opA));
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t(key.opB));
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, cublasOperation_t(key.opA));
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, cublasOperation_t(key.opB));
   const int8_t fast = int8_t(key.fastAccum);
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
   const cublasLtEpilogue_t epi = lt_epilogue(key.epi, key.bias != 0);
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
   if (key.bias)
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(kActType));
+    lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(kActType));
   // The heuristic checks that scale pointers are set; any device-looking
   // value does, the real ones are set per call.
   const float *stand = reinterpret_cast<const float *>(uintptr_t(256));
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, stand);
-  set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, stand);
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, stand);
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, stand);
   if (Fp8Epi(key.epi) != Fp8Epi::None) {
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.auxLd);
+    lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.auxLd);
     // aux (the pre-activation, or dgelu's input) has D's type, cuBLASLt's
     // default where D is not FP8.
     const void *aux = reinterpret_cast<const void *>(uintptr_t(key.align));
-    set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   }
   // A: k x m (transposed), B: k x n, D: m x n, all column-major.
   p.a = lt_layout(cudaDataType_t(key.typeA), key.k, key.m, key.lda);
@@ -132,12 +125,12 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
   Fp8Plan plan = plans().get(key, build_plan);
   if (!plan.found || probe)
     return plan.found;
-  set_attr(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sb);
-  set_attr(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sa);
+  lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sb);
+  lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sa);
   if (bias)
-    set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (epi != Fp8Epi::None)
-    set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f;
   const void *cIn = c ? static_cast<const void *>(c) : d;
   auto run = [&] {

@@ -68,37 +68,24 @@ GemmPlan build_plan(const GemmKey &key) {
       cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t opA = cublasOperation_t(key.opA),
                           opB = cublasOperation_t(key.opB);
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
-  const cublasLtEpilogue_t epi = lt_epilogue(key.epi, key.bias != 0);
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  if (key.bias) {
-    const int32_t biasType = kActType;
-    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
-        sizeof biasType));
-  }
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, opA);
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, opB);
+  lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+              lt_epilogue(key.epi, key.bias != 0));
+  if (key.bias)
+    lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(kActType));
   if (Epi(key.epi) != Epi::None) {
     // aux has the output's type and shape; the heuristic reads the pointer's
     // alignment only (the key's `align` covers it), so a stand-in aligned to
     // exactly that does.
-    const int64_t ld = key.auxLd;
-    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+    lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.auxLd);
     const void *stand = reinterpret_cast<const void *>(uintptr_t(key.align));
-    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &stand,
-        sizeof stand));
+    lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, stand);
   }
-  p.a = lt_layout(kActType, opA == CUBLAS_OP_N ? key.m : key.k,
-                  opA == CUBLAS_OP_N ? key.k : key.m, key.lda, key.batch,
-                  key.strideA);
-  p.b = lt_layout(kActType, opB == CUBLAS_OP_N ? key.k : key.n,
-                  opB == CUBLAS_OP_N ? key.n : key.k, key.ldb, key.batch,
-                  key.strideB);
+  p.a = lt_op_layout(kActType, opA, key.m, key.k, key.lda, key.batch,
+                     key.strideA);
+  p.b = lt_op_layout(kActType, opB, key.k, key.n, key.ldb, key.batch,
+                     key.strideB);
   p.c = lt_layout(typeC, key.m, key.n, key.ldc, key.batch, key.strideC);
 
   cublasLtMatmulPreference_t pref = lt_preference(key.align);
@@ -278,12 +265,9 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
     return true;
   }
   if (bias)
-    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (epi.kind != Epi::None)
-    AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &epi.aux,
-        sizeof epi.aux));
+    lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, epi.aux);
   if (tune) {
     const int64_t elems =
         (key.batch > 1 ? key.strideC * (key.batch - 1) : 0) + key.ldc * key.n;

@@ -81,6 +81,14 @@ private:
   std::unordered_map<Key, Plan, LtKeyHash<Key>> plans_;
 };
 
+/// Sets one attribute of a matmul descriptor to `value`.
+template <class T>
+void lt_set_attr(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                 const T &value) {
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof value));
+}
+
 /// Largest power of two (<= 256) dividing the address.
 inline int32_t lt_alignment_of(const void *p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -107,6 +115,15 @@ inline cublasLtMatrixLayout_t lt_layout(cudaDataType_t type, int64_t rows,
         sizeof stride));
   }
   return layout;
+}
+
+/// The layout of operand op(X) with op(X) rows x cols: X itself is rows x
+/// cols untransposed (CUBLAS_OP_N), cols x rows transposed.
+inline cublasLtMatrixLayout_t
+lt_op_layout(cudaDataType_t type, cublasOperation_t op, int64_t rows,
+             int64_t cols, int64_t ld, int64_t batch = 1, int64_t stride = 0) {
+  const bool n = op == CUBLAS_OP_N;
+  return lt_layout(type, n ? rows : cols, n ? cols : rows, ld, batch, stride);
 }
 
 /// The heuristic's preference: the runtime's workspace, every operand

@@ -34,6 +34,34 @@ norm_store_pack(act_t *out, float (&v)[V], const act_t *gamma,
   store_floats<act_t, V>(out, v);
 }
 
+/// The row's mean m (0 for RMSNorm) and 1/std r from the lane's partial sum
+/// s (of v, or of v^2 for RMSNorm); `centred(m)` is the lane's sum of
+/// (v - m)^2, layernorm's second pass (two-pass variance: no cancellation).
+template <bool kRms, class Centred>
+__device__ __forceinline__ void
+norm_stats(float s, int64_t C, float eps, Centred centred, float &m, float &r) {
+  s = warp_sum(s);
+  m = 0.0f;
+  if (kRms) {
+    r = 1.0f / sqrtf(s / float(C) + eps);
+    return;
+  }
+  m = s / float(C);
+  r = 1.0f / sqrtf(warp_sum(centred(m)) / float(C) + eps);
+}
+
+/// Lane 0 keeps the row's statistics for the backward (no mean for RMSNorm).
+template <bool kRms>
+__device__ __forceinline__ void norm_keep_stats(int lane, int64_t row,
+                                                float *mean, float *rstd,
+                                                float m, float r) {
+  if (lane != 0)
+    return;
+  if (!kRms)
+    mean[row] = m;
+  rstd[row] = r;
+}
+
 template <int V, bool kRms>
 __global__ void __launch_bounds__(32 * kWarps)
     norm_forward_kernel(act_t *out, float *mean, float *rstd, const act_t *x,
@@ -47,18 +75,16 @@ __global__ void __launch_bounds__(32 * kWarps)
   act_t *o = out + row * C;
   float s = 0.0f;
   for_row_values<V>(xr, C, lane, 32, [&](float v) { s += kRms ? v * v : v; });
-  s = warp_sum(s);
-  float m = 0.0f, r;
-  if (kRms) {
-    r = 1.0f / sqrtf(s / float(C) + eps);
-  } else {
-    m = s / float(C);
-    float q = 0.0f; // two-pass variance: no cancellation
-    for_row_values<V>(xr, C, lane, 32,
-                      [&](float v) { q += (v - m) * (v - m); });
-    q = warp_sum(q);
-    r = 1.0f / sqrtf(q / float(C) + eps);
-  }
+  float m, r;
+  norm_stats<kRms>(
+      s, C, eps,
+      [&](float mu) {
+        float q = 0.0f;
+        for_row_values<V>(xr, C, lane, 32,
+                          [&](float v) { q += (v - mu) * (v - mu); });
+        return q;
+      },
+      m, r);
   for_row<V>(
       xr, C, lane, 32,
       [&](int64_t j) {
@@ -73,11 +99,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                                       : (v - m) * r * g +
                                             (beta ? to_float(beta[j]) : 0.0f));
       });
-  if (lane == 0) {
-    if (!kRms)
-      mean[row] = m;
-    rstd[row] = r;
-  }
+  norm_keep_stats<kRms>(lane, row, mean, rstd, m, r);
 }
 
 /// The forward with the row held in registers (read once, written once):
@@ -107,22 +129,20 @@ __global__ void __launch_bounds__(32 * kWarps)
         s += kRms ? v[p][i] * v[p][i] : v[p][i];
     }
   }
-  s = warp_sum(s);
-  float m = 0.0f, r;
-  if (kRms) {
-    r = 1.0f / sqrtf(s / float(C) + eps);
-  } else {
-    m = s / float(C);
-    float q = 0.0f;
+  float m, r;
+  norm_stats<kRms>(
+      s, C, eps,
+      [&](float mu) {
+        float q = 0.0f;
 #pragma unroll
-    for (int p = 0; p < P; ++p)
-      if (lane + 32 * p < packs)
+        for (int p = 0; p < P; ++p)
+          if (lane + 32 * p < packs)
 #pragma unroll
-        for (int i = 0; i < V; ++i)
-          q += (v[p][i] - m) * (v[p][i] - m);
-    q = warp_sum(q);
-    r = 1.0f / sqrtf(q / float(C) + eps);
-  }
+            for (int i = 0; i < V; ++i)
+              q += (v[p][i] - mu) * (v[p][i] - mu);
+        return q;
+      },
+      m, r);
 #pragma unroll
   for (int p = 0; p < P; ++p) {
     const int64_t k = lane + 32 * p;
@@ -131,11 +151,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     norm_store_pack<V, kRms>(out + row * C + k * V, v[p], gamma + k * V,
                              beta ? beta + k * V : nullptr, m, r);
   }
-  if (lane == 0) {
-    if (!kRms)
-      mean[row] = m;
-    rstd[row] = r;
-  }
+  norm_keep_stats<kRms>(lane, row, mean, rstd, m, r);
 }
 
 /// dx += the input gradient, one warp a row (the parameter gradients are

@@ -44,15 +44,11 @@ Plan build(const Key &key) {
       CUDA_R_32F));
   const cublasOperation_t opA = cublasOperation_t(key.opA),
                           opB = cublasOperation_t(key.opB);
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
-  AUTODDL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-      p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  detail::lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, opA);
+  detail::lt_set_attr(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, opB);
   const cudaDataType_t type = cudaDataType_t(key.type);
-  p.a = detail::lt_layout(type, opA == CUBLAS_OP_N ? key.m : key.k,
-                          opA == CUBLAS_OP_N ? key.k : key.m, key.lda);
-  p.b = detail::lt_layout(type, opB == CUBLAS_OP_N ? key.k : key.n,
-                          opB == CUBLAS_OP_N ? key.n : key.k, key.ldb);
+  p.a = detail::lt_op_layout(type, opA, key.m, key.k, key.lda);
+  p.b = detail::lt_op_layout(type, opB, key.k, key.n, key.ldb);
   p.c = detail::lt_layout(CUDA_R_32F, key.m, key.n, key.ldc);
   cublasLtMatmulPreference_t pref = detail::lt_preference(key.align);
   cublasLtMatmulHeuristicResult_t result{};
