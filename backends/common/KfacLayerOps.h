@@ -1,8 +1,8 @@
 // The operations on one K-FAC layer that both backends define with one
 // signature on their memory (backends/cpu/kfac on host floats,
 // backends/cuda/kfac on device pointers) over their KfacLayer: the
-// inversions and the unsplit preconditioning; and kfac_refresh, written once
-// over them.
+// inversions and the unsplit preconditioning; and kfac_refresh and the
+// preconditioning's paths and GEMM orders, written once over them.
 #ifndef AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
 #define AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
 
@@ -45,6 +45,71 @@ void kfac_zero_factors(KfacLayer &layer);
 void kfac_precondition(float *dW_out, const float *dW, float *db_out,
                        const float *db, const KfacLayer &layer,
                        bool transpose_weight);
+
+/// kfac_precondition_split written once over the backend's memory and
+/// collectives. `ops` supplies:
+///   int ranks(), rank(): the tp group's size and this rank's place in it;
+///   gemm(M, N, K, A, lda, B, ldb, C, ldc): row-major C[M,N] = A[M,K] B[K,N];
+///   float *scratch(n): n floats for a sandwich's intermediate;
+///   copy(dst, src, n): n floats;
+///   const float *gather(shard, R, C, rows): the whole gradient from this
+///     rank's [R,C] shard, the shards stacked along the rows (`rows`) or the
+///     columns; const float *gather_bias(shard, n): the whole bias from n.
+/// Valid until the call returns. Without inverses the shard is copied as it
+/// is; unsplit (or a group of one rank) the shard is the whole gradient;
+/// split, the whole gradient is gathered first (a column-parallel layer's
+/// bias too) and this rank's block [o0, o0+Ol) x [k0, k0+Kl) computed.
+template <class Ops, class Layer>
+void kfac_precondition_with(Ops &ops, float *dW_out, const float *dW_shard,
+                            float *db_out, const float *db_shard,
+                            const Layer &l, bool transpose_weight,
+                            KfacSplit split) {
+  const int p = ops.ranks();
+  const KfacBlock b =
+      kfac_split_block(l.in, l.out, split, p, p == 1 ? 0 : ops.rank());
+  if (!l.has_inverse()) { // first-order
+    ops.copy(dW_out, dW_shard, b.Ol * b.Kl);
+    if (db_out)
+      ops.copy(db_out, db_shard, b.Ol);
+    return;
+  }
+  const float *dW = dW_shard, *db = db_shard;
+  if (p > 1 && split != KfacSplit::None) {
+    // Dim 0 of [out,in] for Out; Conv1D's [in,out] the other way round.
+    const bool rows = (split == KfacSplit::Out) == transpose_weight;
+    dW = ops.gather(dW_shard, transpose_weight ? b.Ol : b.Kl,
+                    transpose_weight ? b.Kl : b.Ol, rows);
+    if (db_out && split == KfacSplit::Out) // a column-parallel bias is split
+      db = ops.gather_bias(db_shard, b.Ol);
+  }
+  // The sandwiches out[Rn,Cn] = L[r0:r0+Rn, :] M[nL,nR] R[:, c0:c0+Cn] for
+  // symmetric L, R, each in the cheaper of its two orders.
+  const auto sandwich = [&ops](float *out, const float *L, int64_t nL,
+                               int64_t r0, int64_t Rn, const float *M,
+                               int64_t nR, const float *R, int64_t c0,
+                               int64_t Cn) {
+    const double leftFirst = double(Rn) * nL * nR + double(Rn) * nR * Cn;
+    const double rightFirst = double(nL) * nR * Cn + double(Rn) * nL * Cn;
+    if (leftFirst <= rightFirst) { // (L[rows,:] M) R[:,cols]
+      float *t = ops.scratch(Rn * nR);
+      ops.gemm(Rn, nR, nL, L + r0 * nL, nL, M, nR, t, nR);
+      ops.gemm(Rn, Cn, nR, t, nR, R + c0, nR, out, Cn);
+    } else { // L[rows,:] (M R[:,cols])
+      float *t = ops.scratch(nL * Cn);
+      ops.gemm(nL, Cn, nR, M, nR, R + c0, nR, t, Cn);
+      ops.gemm(Rn, Cn, nL, L + r0 * nL, nL, t, Cn, out, Cn);
+    }
+  };
+  if (transpose_weight) // [out,in]: G^-1 dW A^-1
+    sandwich(dW_out, l.G_inv.data(), l.out, b.o0, b.Ol, dW, l.in,
+             l.A_inv.data(), b.k0, b.Kl);
+  else // [in,out]: A^-1 dW G^-1
+    sandwich(dW_out, l.A_inv.data(), l.in, b.k0, b.Kl, dW, l.out,
+             l.G_inv.data(), b.o0, b.Ol);
+  if (db_out) // db_out[Ol] = G^-1[o0:o0+Ol, :] db
+    ops.gemm(b.Ol, 1, l.out, l.G_inv.data() + b.o0 * l.out, l.out, db, 1,
+             db_out, 1);
+}
 
 /// A refresh of one layer whose factors are complete (accumulated over the
 /// step's micro-batches and reduced): pi-corrected damping from their traces,

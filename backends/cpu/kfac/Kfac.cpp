@@ -69,45 +69,6 @@ bool cholesky_inverse_inplace(T *m, int64_t d, double diag, Potrf potrf,
   return true;
 }
 
-/// out[Rn,Cn] = L[r0:r0+Rn, :] M[nL,nR] R[:, c0:c0+Cn] for symmetric L
-/// [nL,nL] and R [nR,nR]: a block of the sandwich L M R, in the cheaper of
-/// the two orders.
-void block_sandwich(float *out, const float *L, int64_t nL, int64_t r0,
-                    int64_t Rn, const float *M, int64_t nR, const float *R,
-                    int64_t c0, int64_t Cn) {
-  const double leftFirst = double(Rn) * nL * nR + double(Rn) * nR * Cn;
-  const double rightFirst = double(nL) * nR * Cn + double(Rn) * nL * Cn;
-  if (leftFirst <= rightFirst) {
-    std::vector<float> t(size_t(Rn * nR)); // L[rows,:] M
-    gemm(false, false, Rn, nR, nL, 1.0f, L + r0 * nL, nL, M, nR, 0.0f, t.data(),
-         nR);
-    gemm(false, false, Rn, Cn, nR, 1.0f, t.data(), nR, R + c0, nR, 0.0f, out,
-         Cn);
-  } else {
-    std::vector<float> t(size_t(nL * Cn)); // M R[:,cols]
-    gemm(false, false, nL, Cn, nR, 1.0f, M, nR, R + c0, nR, 0.0f, t.data(), Cn);
-    gemm(false, false, Rn, Cn, nL, 1.0f, L + r0 * nL, nL, t.data(), Cn, 0.0f,
-         out, Cn);
-  }
-}
-
-/// The block [o0, o0+Ol) x [k0, k0+Kl) of the preconditioned gradient of the
-/// whole dW (its own layout), and of the bias over [o0, o0+Ol).
-void precondition_block(float *dW_out, const float *dW, float *db_out,
-                        const float *db, const KfacLayer &l,
-                        bool transpose_weight, int64_t o0, int64_t Ol,
-                        int64_t k0, int64_t Kl) {
-  if (transpose_weight) // [out,in]: G^-1 dW A^-1
-    block_sandwich(dW_out, l.G_inv.data(), l.out, o0, Ol, dW, l.in,
-                   l.A_inv.data(), k0, Kl);
-  else // [in,out]: A^-1 dW G^-1
-    block_sandwich(dW_out, l.A_inv.data(), l.in, k0, Kl, dW, l.out,
-                   l.G_inv.data(), o0, Ol);
-  if (db_out) // db_out[Ol] = G^-1[o0:o0+Ol, :] db
-    gemm(false, false, Ol, 1, l.out, 1.0f, l.G_inv.data() + o0 * l.out, l.out,
-         db, 1, 0.0f, db_out, 1);
-}
-
 /// Ranks of a communicator; MPI_COMM_NULL is this rank alone.
 int ranks(MPI_Comm comm) { return comm == MPI_COMM_NULL ? 1 : comm_size(comm); }
 
@@ -116,6 +77,35 @@ void sum_over(double (&sums)[2], MPI_Comm comm) {
   if (comm != MPI_COMM_NULL)
     mpiCheck(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm));
 }
+
+/// kfac_precondition_with's operations on host floats, gathering over `tp`.
+struct PreconditionOps {
+  MPI_Comm tp;
+  std::vector<float> t, full, bias;
+  int ranks() const { return rt::ranks(tp); }
+  int rank() const { return comm_rank(tp); }
+  void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+            const float *B, int64_t ldb, float *C, int64_t ldc) {
+    rt::gemm(false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+  }
+  float *scratch(int64_t n) {
+    t.resize(size_t(n));
+    return t.data();
+  }
+  void copy(float *dst, const float *src, int64_t n) {
+    std::copy(src, src + n, dst);
+  }
+  const float *gather(const float *shard, int64_t R, int64_t C, bool rows) {
+    full.resize(size_t(R * C * ranks()));
+    all_gather_forward(full.data(), shard, Shape{R, C}, rows ? 0 : 1, tp);
+    return full.data();
+  }
+  const float *gather_bias(const float *shard, int64_t n) {
+    bias.resize(size_t(n * ranks()));
+    all_gather_forward(bias.data(), shard, {n}, 0, tp);
+    return bias.data();
+  }
+};
 
 } // namespace
 
@@ -224,36 +214,9 @@ void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &l, bool transpose_weight,
                              KfacSplit split, MPI_Comm tp) {
-  const int p = ranks(tp);
-  const KfacBlock blk =
-      kfac_split_block(l.in, l.out, split, p, p == 1 ? 0 : comm_rank(tp));
-  const int64_t o0 = blk.o0, Ol = blk.Ol, k0 = blk.k0, Kl = blk.Kl;
-  if (!l.has_inverse()) { // first-order: the shard as it is
-    std::copy(dW_shard, dW_shard + Ol * Kl, dW_out);
-    if (db_out)
-      std::copy(db_shard, db_shard + Ol, db_out);
-    return;
-  }
-  if (p == 1 || split == KfacSplit::None) {
-    precondition_block(dW_out, dW_shard, db_out, db_shard, l, transpose_weight,
-                       o0, Ol, k0, Kl);
-    return;
-  }
-  // The whole gradient: the shards concatenated along the split dimension
-  // (dim 0 of [out,in] for Out, ...; Conv1D [in,out] the other way round).
-  const bool rows = (split == KfacSplit::Out) == transpose_weight;
-  const Shape shard = transpose_weight ? Shape{Ol, Kl} : Shape{Kl, Ol};
-  std::vector<float> full(size_t(l.in * l.out));
-  all_gather_forward(full.data(), dW_shard, shard, rows ? 0 : 1, tp);
-  std::vector<float> dbFull;
-  const float *db = db_shard;
-  if (db_out && split == KfacSplit::Out) { // a column-parallel bias is split
-    dbFull.resize(size_t(l.out));
-    all_gather_forward(dbFull.data(), db_shard, {Ol}, 0, tp);
-    db = dbFull.data();
-  }
-  precondition_block(dW_out, full.data(), db_out, db, l, transpose_weight, o0,
-                     Ol, k0, Kl);
+  PreconditionOps ops{tp, {}, {}, {}};
+  kfac_precondition_with(ops, dW_out, dW_shard, db_out, db_shard, l,
+                         transpose_weight, split);
 }
 
 void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,

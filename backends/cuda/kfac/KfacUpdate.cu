@@ -14,50 +14,54 @@ namespace autoddl::rt {
 namespace {
 using namespace kfac_detail;
 
-/// out[Rn,Cn] = L[r0:r0+Rn, :] M[nL,nR] R[:, c0:c0+Cn] for symmetric L, R
-/// (fp32), in the cheaper order (the CPU runtime's block_sandwich).
-void block_sandwich(float *out, const float *L, int64_t nL, int64_t r0,
-                    int64_t Rn, const float *M, int64_t nR, const float *R,
-                    int64_t c0, int64_t Cn) {
-  const double leftFirst = double(Rn) * nL * nR + double(Rn) * nR * Cn;
-  const double rightFirst = double(nL) * nR * Cn + double(Rn) * nL * Cn;
-  if (leftFirst <= rightFirst) {
-    auto *t = static_cast<float *>(
-        workspace(kProduct, Rn * nR * int64_t(sizeof(float))));
-    gemm(false, false, Rn, nR, nL, 1.0f, L + r0 * nL, nL, M, nR, CUDA_R_32F,
-         0.0f, t, nR, kPreconditionTf32);
-    gemm(false, false, Rn, Cn, nR, 1.0f, t, nR, R + c0, nR, CUDA_R_32F, 0.0f,
-         out, Cn, kPreconditionTf32);
-  } else {
-    auto *t = static_cast<float *>(
-        workspace(kProduct, nL * Cn * int64_t(sizeof(float))));
-    gemm(false, false, nL, Cn, nR, 1.0f, M, nR, R + c0, nR, CUDA_R_32F, 0.0f, t,
-         Cn, kPreconditionTf32);
-    gemm(false, false, Rn, Cn, nL, 1.0f, L + r0 * nL, nL, t, Cn, CUDA_R_32F,
-         0.0f, out, Cn, kPreconditionTf32);
+/// kfac_precondition_with's operations on device floats (fp32 GEMMs, the
+/// compute stream's workspaces), gathering over NCCL on `tp`.
+struct PreconditionOps {
+  ncclComm_t tp;
+  int ranks() const { return comm_ranks(tp); }
+  int rank() const { return comm_rank_of(tp); }
+  void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+            const float *B, int64_t ldb, float *C, int64_t ldc) {
+    kfac_detail::gemm(false, false, M, N, K, 1.0f, A, lda, B, ldb, CUDA_R_32F,
+                      0.0f, C, ldc, kPreconditionTf32);
   }
-}
-
-void precondition_block(float *dW_out, const float *dW, float *db_out,
-                        const float *db, const KfacLayer &l,
-                        bool transpose_weight, int64_t o0, int64_t Ol,
-                        int64_t k0, int64_t Kl) {
-  if (transpose_weight)
-    block_sandwich(dW_out, l.G_inv.data(), l.out, o0, Ol, dW, l.in,
-                   l.A_inv.data(), k0, Kl);
-  else
-    block_sandwich(dW_out, l.A_inv.data(), l.in, k0, Kl, dW, l.out,
-                   l.G_inv.data(), o0, Ol);
-  if (db_out)
-    gemm(false, false, Ol, 1, l.out, 1.0f, l.G_inv.data() + o0 * l.out, l.out,
-         db, 1, CUDA_R_32F, 0.0f, db_out, 1, kPreconditionTf32);
-}
-
-void copy_floats(float *dst, const float *src, int64_t n) {
-  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float),
-                                     cudaMemcpyDeviceToDevice,
-                                     compute_stream()));
-}
+  float *scratch(int64_t n) {
+    return static_cast<float *>(
+        workspace(kProduct, n * int64_t(sizeof(float))));
+  }
+  void copy(float *dst, const float *src, int64_t n) {
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice,
+                                       compute_stream()));
+  }
+  /// Block q of `all` is rank q's shard. Stacked along the stored rows it is
+  /// the whole gradient already; along the columns each block is copied to
+  /// its column range.
+  const float *gather(const float *shard, int64_t R, int64_t C, bool rows) {
+    const int p = ranks();
+    const int64_t n = R * C;
+    auto *all = static_cast<float *>(
+        workspace(kGather, 2 * n * p * int64_t(sizeof(float))));
+    AUTODDL_KFAC_NCCL_CHECK(ncclAllGather(shard, all, size_t(n), ncclFloat32,
+                                          tp, compute_stream()));
+    if (rows)
+      return all;
+    float *packed = all + n * p;
+    for (int q = 0; q < p; ++q)
+      AUTODDL_CUDA_CHECK(cudaMemcpy2DAsync(
+          packed + q * C, size_t(C * p) * sizeof(float), all + q * n,
+          size_t(C) * sizeof(float), size_t(C) * sizeof(float), size_t(R),
+          cudaMemcpyDeviceToDevice, compute_stream()));
+    return packed;
+  }
+  const float *gather_bias(const float *shard, int64_t n) {
+    auto *bias = static_cast<float *>(
+        workspace(kBias, n * ranks() * int64_t(sizeof(float))));
+    AUTODDL_KFAC_NCCL_CHECK(ncclAllGather(shard, bias, size_t(n), ncclFloat32,
+                                          tp, compute_stream()));
+    return bias;
+  }
+};
 
 __global__ void sgd_kernel(float *p, const float *d, float *buf, int64_t n,
                            float decay, float lr, float mu, bool first,
@@ -158,51 +162,9 @@ void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &l, bool transpose_weight,
                              KfacSplit split, ncclComm_t tp) {
-  const int p = comm_ranks(tp);
-  const KfacBlock blk =
-      kfac_split_block(l.in, l.out, split, p, p == 1 ? 0 : comm_rank_of(tp));
-  const int64_t o0 = blk.o0, Ol = blk.Ol, k0 = blk.k0, Kl = blk.Kl;
-  if (!l.has_inverse()) { // first-order: the shard as it is
-    copy_floats(dW_out, dW_shard, Ol * Kl);
-    if (db_out)
-      copy_floats(db_out, db_shard, Ol);
-    return;
-  }
-  if (p == 1 || split == KfacSplit::None) {
-    precondition_block(dW_out, dW_shard, db_out, db_shard, l, transpose_weight,
-                       o0, Ol, k0, Kl);
-    return;
-  }
-  // All-gather: block q of `all` is rank q's shard. Split along the stored
-  // rows it is the whole gradient already; along the columns each block is
-  // copied to its column range.
-  const bool rows = (split == KfacSplit::Out) == transpose_weight;
-  const int64_t R = transpose_weight ? Ol : Kl, C = transpose_weight ? Kl : Ol;
-  const int64_t n = R * C;
-  auto *all = static_cast<float *>(
-      workspace(kGather, 2 * n * p * int64_t(sizeof(float))));
-  AUTODDL_KFAC_NCCL_CHECK(ncclAllGather(dW_shard, all, size_t(n), ncclFloat32,
-                                        tp, compute_stream()));
-  const float *full = all;
-  if (!rows) {
-    float *packed = all + n * p;
-    for (int q = 0; q < p; ++q)
-      AUTODDL_CUDA_CHECK(cudaMemcpy2DAsync(
-          packed + q * C, size_t(C * p) * sizeof(float), all + q * n,
-          size_t(C) * sizeof(float), size_t(C) * sizeof(float), size_t(R),
-          cudaMemcpyDeviceToDevice, compute_stream()));
-    full = packed;
-  }
-  const float *db = db_shard;
-  if (db_out && split == KfacSplit::Out) {
-    auto *dbFull =
-        static_cast<float *>(workspace(kBias, l.out * int64_t(sizeof(float))));
-    AUTODDL_KFAC_NCCL_CHECK(ncclAllGather(db_shard, dbFull, size_t(Ol),
-                                          ncclFloat32, tp, compute_stream()));
-    db = dbFull;
-  }
-  precondition_block(dW_out, full, db_out, db, l, transpose_weight, o0, Ol, k0,
-                     Kl);
+  PreconditionOps ops{tp};
+  kfac_precondition_with(ops, dW_out, dW_shard, db_out, db_shard, l,
+                         transpose_weight, split);
 }
 
 void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
