@@ -13,18 +13,41 @@ using namespace detail;
 
 constexpr int kWarps = 8;
 
+/// The id a warp looks up: its position n (N past the last id) and the row
+/// of this rank's vocabulary block [v0, v0 + Vl) it names (`inside`: the id
+/// is this rank's).
+struct Lookup {
+  int64_t n, row;
+  bool inside;
+};
+__device__ __forceinline__ Lookup lookup(const int32_t *ids, int64_t N,
+                                         int64_t v0, int64_t Vl) {
+  const int64_t n = warp_row<kWarps>();
+  if (n >= N)
+    return {N, 0, false};
+  const int64_t row = int64_t(ids[n]) - v0;
+  return {n, row, row >= 0 && row < Vl};
+}
+
+/// Launches launch(w, blocks), a kernel of one warp per id over N ids, with
+/// the widest pack where `packed` (w as with_pack's).
+template <class F> void launch_lookup(int64_t N, bool packed, F launch) {
+  const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
+  with_pack<kPack<act_t>>(packed, [&](auto w) { launch(w, blocks); });
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
 template <int V>
 __global__ void embedding_forward_kernel(act_t *out, const int32_t *ids,
                                          const act_t *table, int64_t N,
                                          int64_t C, int64_t v0, int64_t Vl) {
-  const int lane = threadIdx.x & 31;
-  const int64_t n = warp_row<kWarps>();
-  if (n >= N)
+  const Lookup at = lookup(ids, N, v0, Vl);
+  if (at.n >= N)
     return;
-  const int64_t row = int64_t(ids[n]) - v0;
-  const bool inside = row >= 0 && row < Vl;
-  const act_t *src = table + (inside ? row : 0) * C;
-  act_t *o = out + n * C;
+  const int lane = threadIdx.x & 31;
+  const bool inside = at.inside;
+  const act_t *src = table + (inside ? at.row : 0) * C;
+  act_t *o = out + at.n * C;
   for_row<V>(
       o, C, lane, 32,
       [&](int64_t j) {
@@ -41,15 +64,12 @@ template <int V>
 __global__ void embedding_backward_kernel(float *dtable, const act_t *dout,
                                           const int32_t *ids, int64_t N,
                                           int64_t C, int64_t v0, int64_t Vl) {
+  const Lookup at = lookup(ids, N, v0, Vl);
+  if (!at.inside) // past the last id, or another rank's
+    return;
   const int lane = threadIdx.x & 31;
-  const int64_t n = warp_row<kWarps>();
-  if (n >= N)
-    return;
-  const int64_t row = int64_t(ids[n]) - v0;
-  if (row < 0 || row >= Vl)
-    return;
-  const act_t *g = dout + n * C;
-  float *d = dtable + row * C;
+  const act_t *g = dout + at.n * C;
+  float *d = dtable + at.row * C;
   for_row<V>(
       g, C, lane, 32,
       [&](int64_t j) {
@@ -139,28 +159,23 @@ void embedding_forward(act_t *out, const int32_t *ids, const act_t *table,
                        int64_t N, int64_t C, int64_t v0, int64_t Vl) {
   if (N == 0 || C == 0)
     return;
-  constexpr int V = kPack<act_t>;
-  const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
-  with_pack<V>(C % V == 0 && same_alignment(out, table), [&](auto w) {
+  const bool packed = C % kPack<act_t> == 0 && same_alignment(out, table);
+  launch_lookup(N, packed, [&](auto w, unsigned blocks) {
     embedding_forward_kernel<decltype(w)::value>
         <<<blocks, 32 * kWarps, 0, compute_stream()>>>(out, ids, table, N, C,
                                                        v0, Vl);
   });
-  AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 void embedding_backward(float *dtable, const act_t *dout, const int32_t *ids,
                         int64_t N, int64_t C, int64_t v0, int64_t Vl) {
   if (N == 0 || C == 0 || !dtable)
     return;
-  constexpr int V = kPack<act_t>;
-  const unsigned blocks = unsigned((N + kWarps - 1) / kWarps);
-  with_pack<V>(C % V == 0, [&](auto w) {
+  launch_lookup(N, C % kPack<act_t> == 0, [&](auto w, unsigned blocks) {
     embedding_backward_kernel<decltype(w)::value>
         <<<blocks, 32 * kWarps, 0, compute_stream()>>>(dtable, dout, ids, N, C,
                                                        v0, Vl);
   });
-  AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 void positional_forward(act_t *out, const act_t *x, const act_t *table,
