@@ -13,6 +13,8 @@ parameter names where PyTorch's module names allow):
     mlp-mnist.onnx   784-1024-1024-10 MLP           (examples/models/mlp-mnist.json)
     tiny-mlp.onnx    784-64-64-10 MLP               (examples/models/tiny-mlp.json)
     tiny-vgg.onnx    two conv blocks + classifier   (examples/models/tiny-vgg.json)
+    gpt2.onnx        transformers GPT-2 124M        (built-in gpt2; only with --models gpt2:
+                     --dynamo --stand-in makes an export that travels, see stand_in)
 
 and for each a .json beside it with the PyTorch parameter count, and for the
 language models the first loss on fixed tokens (seed 0), so the ONNX import can
@@ -48,6 +50,37 @@ def tiny_gpt():
                      n_head=4, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
                      use_cache=False, tie_word_embeddings=True)
     return GPT2LMHeadModel(cfg)
+
+
+def gpt2():
+    """GPT-2 124M as transformers configures it by default (issue 45 item 4)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     use_cache=False, tie_word_embeddings=True)
+    return GPT2LMHeadModel(cfg)
+
+
+def stand_in(path, names):
+    """Rewrites the parameters named in names with constant values, one per
+    tensor (distinct, so no two become equal), keeping every other initializer
+    exact: the graph, its constants and shapes are the export's own, and the
+    external data compresses to almost nothing, so a 124M export can travel
+    from the GPU machine to the one that runs autoddl."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    k = 0
+    for t in m.graph.initializer:
+        if t.name in names:
+            k += 1
+            a = numpy_helper.to_array(t)
+            t.CopyFrom(numpy_helper.from_array(
+                np.full(a.shape, 1e-4 * k, dtype=a.dtype), t.name))
+    os.remove(path + ".data")
+    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
+              location=os.path.basename(path) + ".data", size_threshold=1024)
+    return k
 
 
 def tiny_llama():
@@ -175,13 +208,21 @@ def main():
     ap.add_argument("--out", default="tests/onnx/exports")
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--dynamo", action="store_true")
+    ap.add_argument("--models", default="tiny-gpt,tiny-llama,mlp-mnist,tiny-mlp,tiny-vgg",
+                    help="comma-separated; also gpt2 (124M, exported by dynamo)")
+    ap.add_argument("--stand-in", action="store_true",
+                    help="after export, replace the parameters' values by one "
+                         "constant per tensor (see stand_in)")
     args = ap.parse_args()
+    wanted = args.models.split(",")
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
     seq = {0: "batch", 1: "sequence"}
     batch = {0: "batch"}
     for name, make, example, names, dyn, lm in [
         ("tiny-gpt", tiny_gpt, torch.randint(0, 256, (2, 16)),
+         ["input_ids", "logits"], seq, True),
+        ("gpt2", gpt2, torch.randint(0, 50257, (2, 64)),
          ["input_ids", "logits"], seq, True),
         ("tiny-llama", tiny_llama, torch.randint(0, 256, (2, 16)),
          ["input_ids", "logits"], seq, True),
@@ -192,6 +233,8 @@ def main():
         ("tiny-vgg", TinyVgg, torch.randn(2, 3, 32, 32), ["images", "logits"],
          batch, False),
     ]:
+        if name not in wanted:
+            continue
         torch.manual_seed(0)
         model = make()
         with torch.no_grad():  # distinct values: nothing to merge, a real --weights onnx test
@@ -234,6 +277,9 @@ def main():
                     logits[:, :-1].reshape(-1, logits.shape[-1]),
                     example[:, 1:].reshape(-1)).item()
             info["tokens"] = example.tolist()
+        if args.stand_in:
+            info["stand_in_parameters"] = stand_in(
+                path, {n for n, _ in model.named_parameters()})
         with open(os.path.join(args.out, name + ".json"), "w") as f:
             json.dump(info, f, indent=1)
         print(f"{path}: {info['parameters']} parameters")
