@@ -21,7 +21,9 @@ struct Fp8CastBytes {
 inline Fp8CastBytes fp8CastBytes(int64_t N, int64_t K, int64_t O) {
   const double nk = double(N) * double(K), ko = double(K) * double(O),
                no = double(N) * double(O);
-  return {3 * (nk + ko), 3 * (no + ko), 3 * (no + nk)};
+  // The weight gradient's dY^T comes out of the input gradient's read of dY
+  // (fp8_linear_backward): one more byte a value, not three.
+  return {3 * (nk + ko), 3 * (no + ko), no + 3 * nk};
 }
 
 /// FP8 pays where the time its three GEMMs save (6 N K O flops at twice the
@@ -67,9 +69,13 @@ inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O) {
 inline double fp8Scratch(int64_t N, int64_t K, int64_t O) {
   const double nk = double(N) * double(K), ko = double(K) * double(O),
                no = double(N) * double(O);
-  const double pairs[] = {nk + ko, no + ko, no + nk};
+  // The backward of both gradients holds dY in two layouts, then W^T or
+  // x^T (fp8_linear_backward), dY's first layout rounded up to 256 bytes.
+  const double noAligned = double((N * O + 255) / 256 * 256);
+  const double sets[] = {nk + ko, no + ko, no + nk,
+                         noAligned + no + (ko > nk ? ko : nk)};
   double m = 0;
-  for (double p : pairs)
+  for (double p : sets)
     m = p > m ? p : m;
   return m + 512;
 }

@@ -117,6 +117,17 @@ bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
 bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
                             const act_t *w, int64_t N, int64_t K, int64_t O,
                             bool transpose_weight);
+/// Both gradients, dY cast once into both of their layouts (one read of dY
+/// where the two calls above read it twice). Says which it did: neither
+/// where either GEMM has no FP8 algorithm; dx alone where cuBLASLt refused
+/// the weight gradient's at run time (the caller runs what is not done).
+struct Fp8Done {
+  bool dx = false, dw = false;
+};
+Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
+                            const act_t *x, const act_t *w, int64_t N,
+                            int64_t K, int64_t O, bool transpose_weight,
+                            bool accumulate_dx);
 
 } // namespace autoddl::rt
 

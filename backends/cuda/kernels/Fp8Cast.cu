@@ -11,6 +11,7 @@
 #include <cuda_fp8.h>
 
 #include <mutex>
+#include <type_traits>
 #include <unordered_set>
 
 namespace autoddl::rt {
@@ -56,14 +57,43 @@ __device__ void update_scale(Fp8Meta *meta, float fmax) {
   meta->blocksDone = 0;
 }
 
+constexpr int kFlatThreads = 256;
+
+/// A recording cast's tail, called by every thread of the block (`thread` its
+/// index, blockDim.x * blockDim.y of at most 256): the block's |x| maximum
+/// into meta->amax, and the grid's last block moves it into the history and
+/// sets the next scale (update_scale).
+__device__ void record_amax(Fp8Meta *meta, float amax, float fmax, int thread) {
+  __shared__ float warpMax[32];
+  __shared__ bool lastBlock;
+  const int warps = (blockDim.x * blockDim.y + 31) / 32;
+  for (int o = 16; o > 0; o /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (thread % 32 == 0)
+    warpMax[thread / 32] = amax;
+  __syncthreads();
+  if (thread == 0) {
+    for (int w = 1; w < warps; ++w)
+      amax = fmaxf(amax, warpMax[w]);
+    // Non-negative floats order as their bit patterns.
+    atomicMax(reinterpret_cast<unsigned int *>(&meta->amax),
+              __float_as_uint(amax));
+    __threadfence();
+    lastBlock = atomicAdd(&meta->blocksDone, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (lastBlock && thread == 0) {
+    __threadfence();
+    update_scale(meta, fmax);
+  }
+}
+
 template <class F8>
 __global__ void __launch_bounds__(kTile *kRowsPerPass)
     cast_kernel(F8 *out, F8 *outT, float *scaleInvOut, const act_t *src,
                 int64_t R, int64_t C, Fp8Meta *meta, bool record, float fmax,
                 int64_t colTiles, int64_t tiles) {
   __shared__ float tile[kTile][kTile + 1];
-  __shared__ float warpMax[kRowsPerPass];
-  __shared__ bool lastBlock;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const float scale = meta->scale;
   if (blockIdx.x == 0 && tx == 0 && ty == 0 && scaleInvOut)
@@ -92,35 +122,61 @@ __global__ void __launch_bounds__(kTile *kRowsPerPass)
       __syncthreads();
     }
   }
-  if (!record)
-    return;
-  for (int o = 16; o > 0; o /= 2)
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (tx == 0)
-    warpMax[ty] = amax;
-  __syncthreads();
-  if (tx == 0 && ty == 0) {
-    for (int w = 1; w < kRowsPerPass; ++w)
-      amax = fmaxf(amax, warpMax[w]);
-    // Non-negative floats order as their bit patterns.
-    atomicMax(reinterpret_cast<unsigned int *>(&meta->amax),
-              __float_as_uint(amax));
-    __threadfence();
-    lastBlock = atomicAdd(&meta->blocksDone, 1u) == gridDim.x - 1;
+  if (record)
+    record_amax(meta, amax, fmax, ty * kTile + tx);
+}
+
+/// The plain cast (no transpose) of n values, kPack<act_t> a thread: 16-byte
+/// loads where the tile kernel's are 2-byte ones, for the forward's x and W
+/// and the input gradient's dY. src 16-byte and out 8-byte aligned, n a
+/// multiple of the pack.
+template <class F8>
+__global__ void __launch_bounds__(kFlatThreads)
+    cast_flat_kernel(F8 *out, float *scaleInvOut, const act_t *src, int64_t n,
+                     Fp8Meta *meta, bool record, float fmax) {
+  constexpr int V = kPack<act_t>;
+  const float scale = meta->scale;
+  if (blockIdx.x == 0 && threadIdx.x == 0 && scaleInvOut)
+    *scaleInvOut = meta->scaleInv;
+  float amax = 0.0f;
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V; i < n;
+       i += int64_t(gridDim.x) * blockDim.x * V) {
+    float v[V];
+    load_floats<act_t, V>(v, src + i);
+    F8 q[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      amax = fmaxf(amax, fabsf(v[j]));
+      q[j] = F8(v[j] * scale);
+    }
+    if (out) {
+      static_assert(sizeof(q) == 8 || sizeof(q) == 4, "one store a pack");
+      using Store = std::conditional_t<sizeof(q) == 8, uint2, unsigned>;
+      *reinterpret_cast<Store *>(out + i) = *reinterpret_cast<const Store *>(q);
+    }
   }
-  __syncthreads();
-  if (lastBlock && tx == 0 && ty == 0) {
-    __threadfence();
-    update_scale(meta, fmax);
-  }
+  if (record)
+    record_amax(meta, amax, fmax, threadIdx.x);
 }
 
 template <class F8>
 void launch_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
                  int64_t R, int64_t C, Fp8Meta *meta, bool record, float fmax) {
+  const int64_t cap = int64_t(sm_count()) * 16;
+  constexpr int V = kPack<act_t>;
+  const int64_t n = R * C;
+  if (!outT && n % V == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(out) % (V * sizeof(F8)) == 0) {
+    const int64_t blocks = (n / V + kFlatThreads - 1) / kFlatThreads;
+    cast_flat_kernel<F8><<<unsigned(blocks < cap ? blocks : cap), kFlatThreads,
+                           0, compute_stream()>>>(static_cast<F8 *>(out),
+                                                  scaleInvOut, src, n, meta,
+                                                  record, fmax);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int64_t colTiles = (C + kTile - 1) / kTile;
   const int64_t tiles = colTiles * ((R + kTile - 1) / kTile);
-  const int64_t cap = int64_t(sm_count()) * 16;
   const unsigned grid = unsigned(tiles < cap ? tiles : cap);
   cast_kernel<F8><<<grid, dim3(kTile, kRowsPerPass), 0, compute_stream()>>>(
       static_cast<F8 *>(out), static_cast<F8 *>(outT), scaleInvOut, src, R, C,

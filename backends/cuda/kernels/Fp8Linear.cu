@@ -212,25 +212,57 @@ bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
   return gemm(false);
 }
 
+namespace {
+/// The weight gradient's GEMM on operands cast already: tw: dw[O,K] +=
+/// dyT[O,N] (xT[K,N])^T; else dw[K,O] += xT (dyT)^T.
+bool dw_gemm(float *dw, const void *dyT, const float *sDy, const void *xT,
+             const float *sX, int64_t N, int64_t K, int64_t O, bool tw,
+             bool probe) {
+  return tw ? fp8_gemm(O, K, N, dyT, Fp8Format::E5M2, sDy, xT,
+                       Fp8Format::E4M3, sX, 1.0f, dw, true, nullptr, nullptr,
+                       Fp8Epi::None, nullptr, 0, false, probe)
+            : fp8_gemm(K, O, N, xT, Fp8Format::E4M3, sX, dyT, Fp8Format::E5M2,
+                       sDy, 1.0f, dw, true, nullptr, nullptr, Fp8Epi::None,
+                       nullptr, 0, false, probe);
+}
+} // namespace
+
+Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
+                            const act_t *x, const act_t *w, int64_t N,
+                            int64_t K, int64_t O, bool tw,
+                            bool accumulate_dx) {
+  Fp8Meta *m = fp8_linear_metas(w);
+  // a: dY[N,O] and dY^T[O,N] (one cast, one 1/scale), 256-byte aligned
+  // apart; b: W^T[K,O] for dx, then x^T[K,N] for dw (stream-ordered reuse).
+  const int64_t half = (N * O + 255) / 256 * 256;
+  const Operands q = operands(half + N * O, std::max(K * O, K * N));
+  void *dyq = q.a, *dyT = static_cast<unsigned char *>(q.a) + half;
+  auto dxGemm = [&](bool probe) {
+    return fp8_gemm(N, K, O, dyq, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, accumulate_dx ? 1.0f : 0.0f, dx, false, nullptr,
+                    nullptr, Fp8Epi::None, nullptr, 0, false, probe);
+  };
+  Fp8Done done;
+  if (!dxGemm(true) || !dw_gemm(dw, dyT, q.sa, q.b, q.sb, N, K, O, tw, true))
+    return done;
+  fp8_cast(dyq, dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, true);
+  done.dx = dxGemm(false); // false: refused at run time, nothing ran
+  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
+  done.dw = dw_gemm(dw, dyT, q.sa, q.b, q.sb, N, K, O, tw, false);
+  return done;
+}
+
 bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
                             const act_t *w, int64_t N, int64_t K, int64_t O,
                             bool tw) {
   Fp8Meta *m = fp8_linear_metas(w);
   const Operands q = operands(N * O, N * K); // dY^T[O,N], x^T[K,N]
-  // tw: dw[O,K] += dY^T[O,N] (x^T[K,N])^T; else dw[K,O] += x^T (dY^T)^T.
-  auto gemm = [&](bool probe) {
-    return tw ? fp8_gemm(O, K, N, q.a, Fp8Format::E5M2, q.sa, q.b,
-                         Fp8Format::E4M3, q.sb, 1.0f, dw, true, nullptr,
-                         nullptr, Fp8Epi::None, nullptr, 0, false, probe)
-              : fp8_gemm(K, O, N, q.b, Fp8Format::E4M3, q.sb, q.a,
-                         Fp8Format::E5M2, q.sa, 1.0f, dw, true, nullptr,
-                         nullptr, Fp8Epi::None, nullptr, 0, false, probe);
-  };
-  if (!gemm(true))
+  if (!dw_gemm(dw, q.a, q.sa, q.b, q.sb, N, K, O, tw, true))
     return false;
   fp8_cast(nullptr, q.a, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
   fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
-  return gemm(false);
+  return dw_gemm(dw, q.a, q.sa, q.b, q.sb, N, K, O, tw, false);
 }
 
 } // namespace autoddl::rt

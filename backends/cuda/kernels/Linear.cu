@@ -537,6 +537,14 @@ void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
                      const act_t *x, const act_t *w, int64_t N, int64_t K,
                      int64_t O, bool transpose_weight, bool accumulate_dx) {
   const bool fp8 = O > 0 && fp8_linear_eligible(w, N, K, O);
+  if (fp8 && dx && dw) { // one cast of dY for both
+    const Fp8Done done = fp8_linear_backward(dx, dw, dout, x, w, N, K, O,
+                                             transpose_weight, accumulate_dx);
+    if (done.dx)
+      dx = nullptr;
+    if (done.dw)
+      dw = nullptr;
+  }
   if (fp8 && dx &&
       fp8_linear_backward_dx(dx, dout, w, N, K, O, transpose_weight,
                              accumulate_dx))

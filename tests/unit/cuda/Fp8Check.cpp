@@ -229,6 +229,17 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
   }
   report2(tag + " weight gradient (fp32)", download(dw.p, O * K), want, exact,
           0.1);
+  // Both gradients from one cast of dY (what linear_backward runs).
+  DevFloat dw2(zeros);
+  DevAlloc dx2(N * K);
+  const rt::Fp8Done done = rt::fp8_linear_backward(dx2.p, dw2.p, dDy.p, dX.p,
+                                                   dW.p, N, K, O, tw, false);
+  expect(report(tag + " both gradients ran", done.dx && done.dw ? 0 : 1, 0));
+  report2(tag + " both: input gradient", download(dx2.p, N * K),
+          gemm_tn(dyq, transposed(wq, O, K), N, K, O),
+          gemm_tn(dy, transposed(wOK, O, K), N, K, O), 0.1);
+  report2(tag + " both: weight gradient (fp32)", download(dw2.p, O * K), want,
+          exact, 0.1);
 }
 
 /// The size rule through Linear.h: a registered eligible linear runs FP8
@@ -311,8 +322,8 @@ void bench() {
       {8192, 1600, 1600},  {8192, 1600, 4800},  {8192, 1600, 6400},
       {8192, 6400, 1600},  {4096, 4096, 4096},  {4096, 4096, 11008},
       {1024, 4096, 4096}};
-  std::printf("%-20s %9s %9s %9s %7s %s\n", "N x K x O", "intensity", "bf16 ms",
-              "fp8 ms", "fp8 x", "rule");
+  std::printf("%-20s %9s %9s %9s %7s %9s %9s %s\n", "N x K x O", "intensity",
+              "bf16 ms", "fp8 ms", "fp8 x", "gemms ms", "casts ms", "rule");
   for (const Shape &sh : shapes) {
     const int64_t N = sh.N, K = sh.K, O = sh.O;
     auto x = random_values(gRng, N * K, -1, 1);
@@ -330,14 +341,51 @@ void bench() {
     });
     const float t8 = time_ms([&] {
       rt::fp8_linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
-      rt::fp8_linear_backward_dx(dxo.p, dDy.p, dW.p, N, K, O, true, false);
-      rt::fp8_linear_backward_dw(dw.p, dDy.p, dX.p, dW.p, N, K, O, true);
+      rt::fp8_linear_backward(dxo.p, dw.p, dDy.p, dX.p, dW.p, N, K, O, true,
+                              false);
+    });
+    // Where the FP8 time goes: its three GEMMs on operands cast beforehand,
+    // and its five casts alone (x, W twice each, dY once into both layouts,
+    // as fp8_linear_forward and fp8_linear_backward cast).
+    rt::DeviceBuffer<unsigned char> xq(N * K), wq(O * K), dyq(N * O),
+        wT(K * O), dyT(O * N), xT(K * N);
+    DevFloat scales(std::vector<float>(6 * 32, 1.0f)); // 128 bytes apart
+    float *sc[6];
+    for (int i = 0; i < 6; ++i)
+      sc[i] = scales.p + 32 * i;
+    rt::Fp8Meta *meta = rt::fp8_linear_metas(dW.p);
+    auto casts = [&] {
+      rt::fp8_cast(xq.data(), nullptr, sc[0], dX.p, N, K, Fp8Format::E4M3,
+                   meta, true);
+      rt::fp8_cast(wq.data(), nullptr, sc[1], dW.p, O, K, Fp8Format::E4M3,
+                   meta + 1, true);
+      rt::fp8_cast(dyq.data(), dyT.data(), sc[2], dDy.p, N, O,
+                   Fp8Format::E5M2, meta + 2, true);
+      rt::fp8_cast(nullptr, wT.data(), sc[3], dW.p, O, K, Fp8Format::E4M3,
+                   meta + 1, true);
+      rt::fp8_cast(nullptr, xT.data(), sc[5], dX.p, N, K, Fp8Format::E4M3,
+                   meta, true);
+    };
+    casts();
+    const float tc = time_ms(casts);
+    const float tg = time_ms([&] {
+      const auto none = rt::Fp8Epi::None;
+      rt::fp8_gemm(N, O, K, xq.data(), Fp8Format::E4M3, sc[0], wq.data(),
+                   Fp8Format::E4M3, sc[1], 0.0f, out.p, false, nullptr,
+                   nullptr, none, nullptr, 0, true, false);
+      rt::fp8_gemm(N, K, O, dyq.data(), Fp8Format::E5M2, sc[2], wT.data(),
+                   Fp8Format::E4M3, sc[3], 0.0f, dxo.p, false, nullptr,
+                   nullptr, none, nullptr, 0, false, false);
+      rt::fp8_gemm(O, K, N, dyT.data(), Fp8Format::E5M2, sc[2], xT.data(),
+                   Fp8Format::E4M3, sc[5], 1.0f, dw.p, true, nullptr, nullptr,
+                   none, nullptr, 0, false, false);
     });
     const double n = double(N), k = double(K), o = double(O);
     const std::string name =
         std::to_string(N) + "x" + std::to_string(K) + "x" + std::to_string(O);
-    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %s\n", name.c_str(),
-                n * k * o / (n * k + k * o + n * o), tb, t8, tb / t8,
+    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %9.3f %9.3f %s\n",
+                name.c_str(), n * k * o / (n * k + k * o + n * o), tb, t8,
+                tb / t8, tg, tc,
                 autoddl::rt::fp8RunsLinear(N, K, O) ? "fp8" : "bf16");
   }
 }
