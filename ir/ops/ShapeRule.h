@@ -3,8 +3,8 @@
 // Internal to autoddl_ops: the checked size arithmetic, the Rule each shape
 // rule reads its operands and attributes through, and the rules themselves
 // (one function per op kind, by family: DenseShapeRules.cpp,
-// ImageShapeRules.cpp, SparseShapeRules.cpp), which OpSemantics.cpp's table
-// dispatches to. Consumers include ir/ops/OpSemantics.h instead.
+// ImageShapeRules.cpp, SparseShapeRules.cpp), which the table of op kinds
+// names (OpKinds.cpp). Consumers include ir/ops/OpSemantics.h instead.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
