@@ -31,7 +31,7 @@ Wide attentionFlops(const FlopArgs &a) {
   // 4·B·H·T²·D for q·kᵀ and the weighted sum of v, + 5·B·H·T² for scale,
   // mask and softmax; the causal mask is not discounted (Megatron-LM, PaLM).
   const Shape &x = a.x();
-  Wide b = x[0], t = x[1], h = a.i64("num_heads"), d = a.i64("head_dim");
+  Wide b = x[0], t = x[1], h = a[attr::kNumHeads], d = a[attr::kHeadDim];
   return mul(4, b, h, t, t, d) + mul(5, b, h, t, t);
 }
 
@@ -53,16 +53,16 @@ Wide conv2dFlops(const FlopArgs &a) {
 
 Wide pool2dFlops(const FlopArgs &a) {
   // one op per window element
-  return mul(a.outElems(), a.i64("kernel"), a.i64("kernel"));
+  return mul(a.outElems(), a[attr::kKernel], a[attr::kKernel]);
 }
 
 Wide spmmFlops(const FlopArgs &a) {
   // spmm 2·nnz·F, sddmm 2·nnz·K: the second operand's columns
-  return mul(2, a.i64("nnz"), a.operand(1)[1]);
+  return mul(2, a[attr::kNnz], a.operand(1)[1]);
 }
 
 Wide edgeSoftmaxFlops(const FlopArgs &a) {
-  return mul(6, a.i64("nnz")); // scale, max, subtract, exp, sum, divide
+  return mul(6, a[attr::kNnz]); // scale, max, subtract, exp, sum, divide
 }
 
 Wide headDotFlops(const FlopArgs &a) {
@@ -73,17 +73,14 @@ Wide gatAggregateFlops(const FlopArgs &a) {
   // Per edge and head: add, LeakyReLU, max, subtract, exp, sum, divide (7);
   // per edge and feature a multiply-add (2·nnz·H·C).
   const Wide heads = a.operand(1)[1], width = a.operand(3)[1];
-  return mul(7, a.i64("nnz"), heads) + mul(2, a.i64("nnz"), width);
+  return mul(7, a[attr::kNnz], heads) + mul(2, a[attr::kNnz], width);
 }
 
 Wide primitiveFlops(const FlopArgs &a) {
   // An ONNX op left unfused (docs/model-format.md): MatMul 2·M·N·K per
   // batch entry, Softmax as softmax, data movement (Reshape, Transpose,
   // Slice, ...) none, anything else one operation per result element.
-  auto t = a.attrs.find("op_type");
-  const std::string *op =
-      t == a.attrs.end() ? nullptr : std::get_if<std::string>(&t->second);
-  const std::string type = op ? *op : "";
+  const std::string type = attrOr(a.attrs, attr::kOpType, "");
   if (type == "MatMul")
     return mul(2, a.outElems(), a.x().empty() ? 1 : a.x().back());
   if (type == "Softmax" || type == "LogSoftmax")

@@ -44,9 +44,7 @@ struct FlopArgs {
   Wide outElems() const {
     return results.empty() ? 1 : product(results[0].shape);
   }
-  int64_t i64(const char *name) const {
-    return std::get<int64_t>(attrs.at(name));
-  }
+  int64_t operator[](AttrName<int64_t> a) const { return attrAt(attrs, a); }
 };
 
 using InferFn = Results (*)(Rule &);

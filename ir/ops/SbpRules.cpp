@@ -25,15 +25,6 @@ AxisLayout S(int64_t dim) { return AxisLayout::split(dim); }
 const AxisLayout B = AxisLayout::broadcast();
 const AxisLayout P = AxisLayout::partial();
 
-template <typename T> T attrOr(const Attrs &attrs, const char *name, T dflt) {
-  auto it = attrs.find(name);
-  if (it == attrs.end())
-    return dflt;
-  if (const T *value = std::get_if<T>(&it->second))
-    return *value;
-  return dflt;
-}
-
 int64_t rankOf(const std::vector<Shape> &operands, size_t k) {
   return k < operands.size() ? int64_t(operands[k].size()) : 0;
 }
@@ -82,7 +73,7 @@ Rules embeddingRows(const std::vector<Shape> &operands, const Attrs &) {
 // a partial result as a partial value (kept on one device).
 Rules linearRows(const std::vector<Shape> &operands, const Attrs &attrs) {
   const int64_t r = rankOf(operands, 0);
-  const bool transposed = attrOr<bool>(attrs, "transpose_weight", true);
+  const bool transposed = attrOr(attrs, attr::kTransposeWeight, true);
   const int64_t weightN = transposed ? 0 : 1, weightK = transposed ? 1 : 0;
   Rules rows;
   for (int64_t i = 0; i + 1 < r; ++i)
@@ -98,7 +89,7 @@ Rules linearRows(const std::vector<Shape> &operands, const Attrs &attrs) {
 // BatchMatmul: a shared batch dim splits both; M, N and K as for linear.
 Rules matmulRows(const std::vector<Shape> &operands, const Attrs &attrs) {
   const int64_t r = rankOf(operands, 0);
-  const bool transposed = attrOr<bool>(attrs, "transpose_b", false);
+  const bool transposed = attrOr(attrs, attr::kTransposeB, false);
   const int64_t bK = transposed ? r - 1 : r - 2,
                 bN = transposed ? r - 2 : r - 1;
   Rules rows;
@@ -123,8 +114,8 @@ Rules matmulRows(const std::vector<Shape> &operands, const Attrs &attrs) {
 Rules attentionRows(const std::vector<Shape> &operands, const Attrs &attrs) {
   if (operands.size() == 1) {
     Rules rows = {{L::Rows, {S(0)}, S(0)}};
-    const int64_t heads = attrOr<int64_t>(attrs, "num_heads", 1);
-    if (attrOr<int64_t>(attrs, "num_kv_heads", heads) == heads)
+    const int64_t heads = attrOr(attrs, attr::kNumHeads, 1);
+    if (attrOr(attrs, attr::kNumKvHeads, heads) == heads)
       rows.push_back({L::Heads, {S(2)}, S(2)});
     return rows;
   }
@@ -136,7 +127,7 @@ Rules attentionRows(const std::vector<Shape> &operands, const Attrs &attrs) {
 // "the last axis" to `axis`).
 Rules softmaxRows(const std::vector<Shape> &operands, const Attrs &attrs) {
   const int64_t r = rankOf(operands, 0);
-  int64_t axis = attrOr<int64_t>(attrs, "axis", -1);
+  int64_t axis = attrOr(attrs, attr::kAxis, -1);
   if (axis < 0)
     axis += r;
   Rules rows;
@@ -152,7 +143,7 @@ Rules softmaxRows(const std::vector<Shape> &operands, const Attrs &attrs) {
 // split also divides both sizes (checked on the nd signature).
 Rules reshapeRows(const std::vector<Shape> &operands, const Attrs &attrs) {
   const Shape in = operands.empty() ? Shape{} : operands[0];
-  Shape out = attrOr<std::vector<int64_t>>(attrs, "shape", {});
+  Shape out = attrOr(attrs, attr::kShape, {});
   // A -1 in the target (an ONNX export's) is what the other sizes leave, as
   // inferReshape resolves it.
   int64_t known = 1, total = 1;
@@ -194,7 +185,7 @@ Rules conv2dRows(const std::vector<Shape> &operands, const Attrs &) {
 // Batch and channels; average pooling is linear, so it also keeps P.
 Rules pool2dRows(const std::vector<Shape> &, const Attrs &attrs) {
   Rules rows = {{L::Rows, {S(0)}, S(0)}, {L::Hidden, {S(1)}, S(1)}};
-  if (attrOr<std::string>(attrs, "kind", "") == "avg")
+  if (attrOr(attrs, attr::kPoolKind, "") == "avg")
     rows.push_back({L::Partial, {P}, P});
   return rows;
 }
@@ -204,7 +195,7 @@ Rules pool2dRows(const std::vector<Shape> &, const Attrs &attrs) {
 // merged dim.
 Rules flattenRows(const std::vector<Shape> &operands, const Attrs &attrs) {
   const int64_t r = rankOf(operands, 0);
-  int64_t start = attrOr<int64_t>(attrs, "start_dim", 1);
+  int64_t start = attrOr(attrs, attr::kStartDim, 1);
   if (start < 0)
     start += r;
   Rules rows;
@@ -217,8 +208,7 @@ Rules flattenRows(const std::vector<Shape> &operands, const Attrs &attrs) {
 // Result dim j is operand dim perm[j].
 Rules transposeRows(const std::vector<Shape> &, const Attrs &attrs) {
   Rules rows;
-  const std::vector<int64_t> perm =
-      attrOr<std::vector<int64_t>>(attrs, "perm", {});
+  const std::vector<int64_t> perm = attrOr(attrs, attr::kPerm, {});
   for (size_t j = 0; j < perm.size(); ++j)
     rows.push_back({L::Rows, {S(perm[j])}, S(int64_t(j))});
   rows.push_back({L::Partial, {P}, P});
@@ -365,20 +355,20 @@ Rules squaredErrorRows(const std::vector<Shape> &, const Attrs &) {
 // The head dimension of x [B,T,H*D] splits at head boundaries.
 int64_t rotaryGranule(const std::vector<Shape> &, const Attrs &attrs, unsigned,
                       int64_t dim) {
-  return dim == 2 ? attrOr<int64_t>(attrs, "head_dim", 1) : 1;
+  return dim == 2 ? attrOr(attrs, attr::kHeadDim, 1) : 1;
 }
 
 int64_t attentionGranule(const std::vector<Shape> &operands, const Attrs &attrs,
                          unsigned valueIndex, int64_t dim) {
   if (dim != 2)
     return 1;
-  const int64_t D = attrOr<int64_t>(attrs, "head_dim", 1);
+  const int64_t D = attrOr(attrs, attr::kHeadDim, 1);
   if (operands.size() != 1 || valueIndex != 0)
     return D;
   // The packed operand: equal segments split per segment (3 head slices a
   // head); unequal ones (G != H) not at all (the whole dimension).
-  const int64_t H = attrOr<int64_t>(attrs, "num_heads", 1);
-  const int64_t G = attrOr<int64_t>(attrs, "num_kv_heads", H);
+  const int64_t H = attrOr(attrs, attr::kNumHeads, 1);
+  const int64_t G = attrOr(attrs, attr::kNumKvHeads, H);
   return G == H ? 3 * D : (H + 2 * G) * D;
 }
 
