@@ -54,9 +54,7 @@ std::vector<int64_t> axes(const onnx::NodeProto &n,
                           const std::vector<PrimitiveInput> &in) {
   if (in.size() > 1)
     return ints(in, 1, "axes");
-  const onnx::AttributeProto *a = onnxAttr(n, "axes");
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
-           : std::vector<int64_t>{};
+  return onnxAttrInts(n, "axes");
 }
 
 std::vector<int64_t> reduceShape(const onnx::NodeProto &n,
