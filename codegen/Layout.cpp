@@ -21,24 +21,6 @@ std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,
 
 namespace {
 
-int64_t intAttr(const OpDef &op, const char *key, int64_t dflt) {
-  auto it = op.attrs.find(key);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<int64_t>(&it->second))
-    return *v;
-  return dflt;
-}
-
-bool boolAttr(const OpDef &op, const char *key, bool dflt) {
-  auto it = op.attrs.find(key);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<bool>(&it->second))
-    return *v;
-  return dflt;
-}
-
 /// Stage of every op from the plan's StageInfo: layered ops by their layer,
 /// ops before the first layer on the stage with `pre`, after it on `post`.
 std::vector<int> opStages(const planner::Plan &plan, const ModelGraph &g,
@@ -256,8 +238,8 @@ bool LayoutBuilder::packedHeads(const OpDef &op) const {
   if (cs.size() != 1)
     return false;
   const OpDef &att = g_.ops[cs[0]];
-  const int64_t H = intAttr(att, "num_heads", 1),
-                G = intAttr(att, "num_kv_heads", H);
+  const int64_t H = attrOr(att, ops::attr::kNumHeads, 1),
+                G = attrOr(att, ops::attr::kNumKvHeads, H);
   return att.kind == "attention" && att.operands.size() == 1 &&
          sig_[cs[0]] == "heads" && H == G && divisible(H);
 }
@@ -365,7 +347,7 @@ void LayoutBuilder::layLinear(const OpAt &o) {
   const OpDef &op = o.op;
   OpPlan &p = o.p;
   const std::string &sig = sig_[o.i];
-  const bool tw = boolAttr(op, "transpose_weight", false);
+  const bool tw = attrOr(op, ops::attr::kTransposeWeight, false);
   const int w = op.operands[1];
   const bool hasBias = op.operands.size() > 2;
   const auto &ws = g_.tensors[size_t(w)].shape;
@@ -427,8 +409,8 @@ void LayoutBuilder::layPositional(const OpAt &o) {
 
 void LayoutBuilder::layAttention(const OpAt &o) {
   const OpDef &op = o.op;
-  const int64_t H = intAttr(op, "num_heads", 1),
-                G = intAttr(op, "num_kv_heads", H);
+  const int64_t H = attrOr(op, ops::attr::kNumHeads, 1),
+                G = attrOr(op, ops::attr::kNumKvHeads, H);
   const std::string &sig = sig_[o.i];
   if (op.operands.size() == 3) {
     bool allSplit = true;
@@ -460,7 +442,7 @@ void LayoutBuilder::layAttention(const OpAt &o) {
 }
 
 void LayoutBuilder::layRotary(const OpAt &o) {
-  const int64_t H = intAttr(o.op, "num_heads", 1);
+  const int64_t H = attrOr(o.op, ops::attr::kNumHeads, 1);
   if ((lay(o.op, 0).dim == o.last || sig_[o.i] == "heads") && divisible(H)) {
     o.p.mode = OpMode::HeadSplit;
     o.p.operands[0] = TpLayout{o.last};
