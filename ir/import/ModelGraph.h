@@ -69,17 +69,11 @@ struct OpDef {
   int position = -1;
 };
 
-/// Attribute `a` of `op` when it holds its type, else `dflt` (ops::attrOr;
-/// the untyped form for a primitive's ONNX attributes).
+/// Attribute `a` of `op` when it holds its type, else `dflt` (ops::attrOr).
 template <typename T>
 T attrOr(const OpDef &op, ops::AttrName<T> a,
          const std::common_type_t<T> &dflt) {
   return ops::attrOr(op.attrs, a, dflt);
-}
-template <typename T>
-T attrOr(const OpDef &op, std::string_view name,
-         const std::common_type_t<T> &dflt) {
-  return ops::attrOr<T>(op.attrs, name, dflt);
 }
 
 /// Whether `family` is a whole-graph template (gcn, gat, transformer_conv,
