@@ -239,7 +239,7 @@ bool LayoutBuilder::packedHeads(const OpDef &op) const {
     return false;
   const OpDef &att = g_.ops[cs[0]];
   const int64_t H = attrOr(att, ops::attr::kNumHeads, 1),
-                G = attrOr(att, ops::attr::kNumKvHeads, H);
+                G = attrOf(att, ops::attr::kNumKvHeads);
   return att.kind == "attention" && att.operands.size() == 1 &&
          sig_[cs[0]] == "heads" && H == G && divisible(H);
 }
@@ -347,7 +347,7 @@ void LayoutBuilder::layLinear(const OpAt &o) {
   const OpDef &op = o.op;
   OpPlan &p = o.p;
   const std::string &sig = sig_[o.i];
-  const bool tw = attrOr(op, ops::attr::kTransposeWeight, false);
+  const bool tw = attrOf(op, ops::attr::kTransposeWeight);
   const int w = op.operands[1];
   const bool hasBias = op.operands.size() > 2;
   const auto &ws = g_.tensors[size_t(w)].shape;
@@ -410,7 +410,7 @@ void LayoutBuilder::layPositional(const OpAt &o) {
 void LayoutBuilder::layAttention(const OpAt &o) {
   const OpDef &op = o.op;
   const int64_t H = attrOr(op, ops::attr::kNumHeads, 1),
-                G = attrOr(op, ops::attr::kNumKvHeads, H);
+                G = attrOf(op, ops::attr::kNumKvHeads);
   const std::string &sig = sig_[o.i];
   if (op.operands.size() == 3) {
     bool allSplit = true;

@@ -60,7 +60,7 @@ bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
                        GeluChain &chain) {
   const OpDef &op = g.ops[gelu];
   if (op.kind != "gelu" || op.operands.size() != 1 || op.results.size() != 1 ||
-      attrOr(op, ops::attr::kApproximate, "tanh") == "none")
+      attrOf(op, ops::attr::kApproximate) == "none")
     return false;
   const int pre = op.operands[0], out = op.results[0];
   const int fc1 = uses.producer[size_t(pre)];

@@ -259,7 +259,7 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
   } else if (k == "attention" || k == "rotary") {
     // The table lists heads of a packed qkv only for equal q/k/v segments.
     const int64_t heads = attrOr(op, ops::attr::kNumHeads, 1);
-    const int64_t kv = attrOr(op, ops::attr::kNumKvHeads, heads);
+    const int64_t kv = attrOf(op, ops::attr::kNumKvHeads);
     bool ok = heads % c.n == 0 && kv % c.n == 0 && c.divisible(r, last);
     for (int t : op.operands)
       ok &= c.divisible(t, c.rank(t) - 1);

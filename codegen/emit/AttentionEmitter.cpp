@@ -15,12 +15,12 @@ void OpEmitters::emitAttention(OpCall &c) {
          sequenceOffset, gatherNodes] = c;
   const int64_t D = attrOr(op, ops::attr::kHeadDim, 1);
   int64_t H = attrOr(op, ops::attr::kNumHeads, 1);
-  int64_t G = attrOr(op, ops::attr::kNumKvHeads, H);
+  int64_t G = attrOf(op, ops::attr::kNumKvHeads);
   if (p.mode == OpMode::HeadSplit) {
     H /= cx_.tp;
     G /= cx_.tp;
   }
-  const bool causal = attrOr(op, ops::attr::kCausal, true);
+  const bool causal = attrOf(op, ops::attr::kCausal);
   const int64_t B = ys[0], T = ys[1];
   const std::string base = cx_.names[size_t(r)];
   if (cx_.target.attentionSavesLse) // FlashAttention-style: the log-sum-exp,

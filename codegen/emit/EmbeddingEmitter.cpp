@@ -47,7 +47,7 @@ void OpEmitters::emitRotary(OpCall &c) {
          sequenceOffset, gatherNodes] = c;
   const int64_t B = xs[0][0], T = xs[0][1],
                 D = attrOr(op, ops::attr::kHeadDim, 1), H = lastDim(xs[0]) / D;
-  const std::string theta = fmtDouble(attrOr(op, ops::attr::kTheta, 10000.0));
+  const std::string theta = fmtDouble(attrOf(op, ops::attr::kTheta));
   const std::string t0 = sequenceOffset(p, T);
   F(fmt::format("rotary_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0], B,
                 T, H, D, theta, t0));

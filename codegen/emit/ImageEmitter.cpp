@@ -17,8 +17,8 @@ void OpEmitters::emitConv2d(OpCall &c) {
   const auto &xsh = xs[0], &wsh = xs[1];
   const std::string shape = fmt::format(
       "Conv2dShape{{{}, {}, {}, {}, {}, {}, {}, {}, {}}}", xsh[0], xsh[1],
-      xsh[2], xsh[3], wsh[0], wsh[2], wsh[3], attrOr(op, ops::attr::kStride, 1),
-      attrOr(op, ops::attr::kPadding, 0));
+      xsh[2], xsh[3], wsh[0], wsh[2], wsh[3], attrOf(op, ops::attr::kStride),
+      attrOf(op, ops::attr::kPadding));
   const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
   const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
   F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
@@ -38,7 +38,7 @@ void OpEmitters::emitPool2d(OpCall &c) {
   const char *isMax =
       attrOr(op, ops::attr::kPoolKind, "max") == "max" ? "true" : "false";
   const int64_t kernel = attrOr(op, ops::attr::kKernel, 2),
-                stride = attrOr(op, ops::attr::kStride, kernel);
+                stride = attrOf(op, ops::attr::kStride);
   F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
                 a[0] * a[1], a[2], a[3], kernel, stride, isMax));
   if (!cx_.isInput(op.operands[0]))

@@ -75,6 +75,11 @@ T attrOr(const OpDef &op, ops::AttrName<T> a,
          const std::common_type_t<T> &dflt) {
   return ops::attrOr(op.attrs, a, dflt);
 }
+/// Attribute `a` of `op`, else its documented default (ops::attrOf): for
+/// the optional attributes of the vocabulary.
+template <typename T> T attrOf(const OpDef &op, ops::AttrName<T> a) {
+  return ops::attrOf(op.kind, op.attrs, a);
+}
 
 /// Whether `family` is a whole-graph template (gcn, gat, transformer_conv,
 /// sage): fixed shapes, dp splits the nodes.

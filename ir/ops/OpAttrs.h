@@ -82,6 +82,19 @@ T attrOr(const Attrs &attrs, AttrName<T> a, const std::common_type_t<T> &dflt) {
   return attrOr<T>(attrs, a.name, dflt);
 }
 
+/// Attribute `a` of an op of kind `kind`: its own value, else its documented
+/// default (attrDefault, the table of op kinds); T{} where it has neither (a
+/// required attribute the op lacks, which inference refuses) or a value of
+/// another type.
+template <typename T>
+T attrOf(std::string_view kind, const Attrs &attrs, AttrName<T> a) {
+  if (const T *v = findAttr(attrs, a))
+    return *v;
+  const std::optional<AttrValue> d = attrDefault(kind, a.name, attrs);
+  const T *v = d ? std::get_if<T>(&*d) : nullptr;
+  return v ? *v : T{};
+}
+
 /// The value of attribute `a`, which `attrs` has (an op that passed
 /// inferResultTypes, with withDefaults applied).
 template <typename T>

@@ -214,21 +214,33 @@ std::optional<AttrKind> attrKind(std::string_view kind, std::string_view attr) {
   return std::nullopt;
 }
 
+namespace {
+std::optional<AttrValue> defaultOf(const detail::AttrSpec &a,
+                                   const Attrs &attrs) {
+  if (a.value || a.copyOf.empty())
+    return a.value;
+  auto from = attrs.find(std::string(a.copyOf));
+  return from == attrs.end() ? std::nullopt
+                             : std::optional<AttrValue>(from->second);
+}
+} // namespace
+
 Attrs withDefaults(std::string_view kind, const Attrs &attrs) {
   Attrs out = attrs;
-  const detail::OpKind *k = detail::findOpKind(kind);
-  if (!k)
-    return out;
-  for (const detail::AttrSpec &a : k->attrs) {
-    if (a.value) {
-      out.emplace(std::string(a.name), *a.value);
-    } else if (!a.copyOf.empty()) {
-      auto from = out.find(std::string(a.copyOf));
-      if (from != out.end())
-        out.emplace(std::string(a.name), from->second);
-    }
-  }
+  if (const detail::OpKind *k = detail::findOpKind(kind))
+    for (const detail::AttrSpec &a : k->attrs)
+      if (std::optional<AttrValue> d = defaultOf(a, out))
+        out.emplace(std::string(a.name), std::move(*d));
   return out;
+}
+
+std::optional<AttrValue>
+attrDefault(std::string_view kind, std::string_view name, const Attrs &attrs) {
+  if (const detail::OpKind *k = detail::findOpKind(kind))
+    for (const detail::AttrSpec &a : k->attrs)
+      if (a.name == name)
+        return defaultOf(a, attrs);
+  return std::nullopt;
 }
 
 } // namespace autoddl::ops

@@ -307,6 +307,16 @@ TEST(OpSemantics, TypedAttributeNamesMatchTheTable) {
   EXPECT_EQ(attrOr(a, kHeadDim, 7), 7);
   EXPECT_EQ(attrOr(a, kCausal, false), false); // a string is not a bool
   EXPECT_EQ(findAttr(a, kCausal), nullptr);
+  // attrOf: the op's value, else the table's default (a value, or another
+  // attribute's: num_kv_heads is num_heads); a required one has none.
+  EXPECT_EQ(attrOf("attention", a, kNumKvHeads), 4);
+  EXPECT_EQ(attrOf("attention", {}, kNumKvHeads), 0);
+  EXPECT_EQ(attrOf("linear", {}, kTransposeWeight), true);
+  EXPECT_EQ(attrOf("gelu", {}, kApproximate), "none");
+  EXPECT_EQ(attrOf("attention", a, kHeadDim), 0);
+  EXPECT_EQ(attrDefault("pool2d", "kind", {}), std::nullopt);
+  EXPECT_EQ(attrDefault("pool2d", "stride", {{"kernel", int64_t{3}}}),
+            AttrValue(int64_t{3}));
 }
 
 } // namespace
