@@ -1,5 +1,6 @@
 //===- Layout.cpp - op execution modes and tensor layouts ----------------===//
 #include "codegen/Layout.h"
+#include "codegen/emit/OpTable.h"
 
 #include "planner/ProgramDecisions.h"
 
@@ -100,16 +101,6 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
   }
   return sig;
 }
-
-const std::set<std::string> kSupported = {
-    "embedding", "positional", "rotary", "linear", "matmul", "bias_add", "add",
-    "mul", "gelu", "relu", "silu", "elu", "swiglu", "layernorm", "rmsnorm",
-    "softmax", "attention", "cross_entropy", "squared_error", "spmm", "sddmm",
-    "edge_softmax", "head_dot", "gat_aggregate",
-    // Image ops: always replicated over tp (no case below splits them).
-    "conv2d", "pool2d", "flatten", "reshape", "transpose",
-    // An ONNX import's unfused primitive: replicated over tp, too.
-    "primitive"};
 
 /// One op under layout: its index, definition and plan, and its result's
 /// shape.
@@ -323,7 +314,9 @@ LayoutBuilder::kindRules() {
 /// them.
 void LayoutBuilder::layOp(size_t i) {
   const OpDef &op = g_.ops[i];
-  if (!kSupported.count(op.kind))
+  // The op table (codegen/emit/OpTable.cpp) is what the programs run; image
+  // ops and primitives have no case below, so tp keeps them replicated.
+  if (!emit::opTable().count(op.kind))
     throw UserError("codegen: op " + op.name + " (" + op.kind +
                     ") is not supported by the " + backend_ + " backend yet");
   OpPlan &p = L_.ops[i];
