@@ -83,8 +83,8 @@ AttrSpec optCopyOf(std::string_view name, AttrKind kind,
   return {name, kind, false, std::nullopt, from};
 }
 
-constexpr AttrKind I64 = AttrKind::I64, F64 = AttrKind::F64,
-                   Str = AttrKind::Str, I64s = AttrKind::I64Array;
+constexpr AttrKind I64 = AttrKind::I64, Str = AttrKind::Str,
+                   I64s = AttrKind::I64Array;
 
 std::vector<OpKind> buildKinds() {
   // clang-format off
