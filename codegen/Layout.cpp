@@ -1,5 +1,6 @@
 //===- Layout.cpp - op execution modes and tensor layouts ----------------===//
 #include "codegen/Layout.h"
+#include "codegen/emit/OpTable.h"
 
 #include "planner/ProgramDecisions.h"
 
@@ -20,24 +21,6 @@ std::vector<int64_t> localShape(const std::vector<int64_t> &shape, TpLayout l,
 }
 
 namespace {
-
-int64_t intAttr(const OpDef &op, const char *key, int64_t dflt) {
-  auto it = op.attrs.find(key);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<int64_t>(&it->second))
-    return *v;
-  return dflt;
-}
-
-bool boolAttr(const OpDef &op, const char *key, bool dflt) {
-  auto it = op.attrs.find(key);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<bool>(&it->second))
-    return *v;
-  return dflt;
-}
 
 /// Stage of every op from the plan's StageInfo: layered ops by their layer,
 /// ops before the first layer on the stage with `pre`, after it on `post`.
@@ -118,16 +101,6 @@ std::vector<std::string> opSignatures(const planner::Plan &plan,
   }
   return sig;
 }
-
-const std::set<std::string> kSupported = {
-    "embedding", "positional", "rotary", "linear", "matmul", "bias_add", "add",
-    "mul", "gelu", "relu", "silu", "elu", "swiglu", "layernorm", "rmsnorm",
-    "softmax", "attention", "cross_entropy", "squared_error", "spmm", "sddmm",
-    "edge_softmax", "head_dot", "gat_aggregate",
-    // Image ops: always replicated over tp (no case below splits them).
-    "conv2d", "pool2d", "flatten", "reshape", "transpose",
-    // An ONNX import's unfused primitive: replicated over tp, too.
-    "primitive"};
 
 /// One op under layout: its index, definition and plan, and its result's
 /// shape.
@@ -256,8 +229,8 @@ bool LayoutBuilder::packedHeads(const OpDef &op) const {
   if (cs.size() != 1)
     return false;
   const OpDef &att = g_.ops[cs[0]];
-  const int64_t H = intAttr(att, "num_heads", 1),
-                G = intAttr(att, "num_kv_heads", H);
+  const int64_t H = attrOr(att, ops::attr::kNumHeads, 1),
+                G = attrOf(att, ops::attr::kNumKvHeads);
   return att.kind == "attention" && att.operands.size() == 1 &&
          sig_[cs[0]] == "heads" && H == G && divisible(H);
 }
@@ -341,7 +314,9 @@ LayoutBuilder::kindRules() {
 /// them.
 void LayoutBuilder::layOp(size_t i) {
   const OpDef &op = g_.ops[i];
-  if (!kSupported.count(op.kind))
+  // The op table (codegen/emit/OpTable.cpp) is what the programs run; image
+  // ops and primitives have no case below, so tp keeps them replicated.
+  if (!emit::opTable().count(op.kind))
     throw UserError("codegen: op " + op.name + " (" + op.kind +
                     ") is not supported by the " + backend_ + " backend yet");
   OpPlan &p = L_.ops[i];
@@ -365,7 +340,7 @@ void LayoutBuilder::layLinear(const OpAt &o) {
   const OpDef &op = o.op;
   OpPlan &p = o.p;
   const std::string &sig = sig_[o.i];
-  const bool tw = boolAttr(op, "transpose_weight", false);
+  const bool tw = attrOf(op, ops::attr::kTransposeWeight);
   const int w = op.operands[1];
   const bool hasBias = op.operands.size() > 2;
   const auto &ws = g_.tensors[size_t(w)].shape;
@@ -427,8 +402,8 @@ void LayoutBuilder::layPositional(const OpAt &o) {
 
 void LayoutBuilder::layAttention(const OpAt &o) {
   const OpDef &op = o.op;
-  const int64_t H = intAttr(op, "num_heads", 1),
-                G = intAttr(op, "num_kv_heads", H);
+  const int64_t H = attrOr(op, ops::attr::kNumHeads, 1),
+                G = attrOf(op, ops::attr::kNumKvHeads);
   const std::string &sig = sig_[o.i];
   if (op.operands.size() == 3) {
     bool allSplit = true;
@@ -460,7 +435,7 @@ void LayoutBuilder::layAttention(const OpAt &o) {
 }
 
 void LayoutBuilder::layRotary(const OpAt &o) {
-  const int64_t H = intAttr(o.op, "num_heads", 1);
+  const int64_t H = attrOr(o.op, ops::attr::kNumHeads, 1);
   if ((lay(o.op, 0).dim == o.last || sig_[o.i] == "heads") && divisible(H)) {
     o.p.mode = OpMode::HeadSplit;
     o.p.operands[0] = TpLayout{o.last};

@@ -1,6 +1,7 @@
 //===- Compute.cpp - roofline, GEMM efficiency, backward rules
 //(docs/cost-model.md §4)
 #include "cost_model/Compute.h"
+#include "ir/ops/OpAttrs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -97,10 +98,8 @@ OpCost unfusedAttention(const Cluster &c,
                         const ops::Attrs &attrs, Precision p, double dropout) {
   OpCost out;
   const ops::ValueType &y = results[0];
-  double d = 1;
-  if (auto it = attrs.find("head_dim"); it != attrs.end())
-    if (auto *v = std::get_if<int64_t>(&it->second))
-      d = static_cast<double>(*v);
+  const double d =
+      static_cast<double>(ops::attrOr(attrs, ops::attr::kHeadDim, 1));
   const double t = static_cast<double>(y.shape[y.shape.size() - 2]);
   const double heads = static_cast<double>(y.shape.back()) / d;
   const double bh = numel(y) / (t * heads * d) * heads; // batch x local heads
@@ -251,20 +250,15 @@ OpCost fusedAttentionCost(const Cluster &c, std::string_view kind,
                           const std::vector<ops::ValueType> &results,
                           const ops::Attrs &attrs, Precision p) {
   OpCost out;
-  bool causal = false;
-  if (auto it = attrs.find("causal"); it != attrs.end())
-    if (auto *v = std::get_if<bool>(&it->second))
-      causal = *v;
+  const bool causal = ops::attrOr(attrs, ops::attr::kCausal, false);
   const double causalFactor = causal ? 2.0 : 1.0;
   out.forward = streamKernel(c, kind, key, fwdFlops, inBytes + outBytes, p);
   if (!out.forward.calibrated) {
     const ops::ValueType &y = results[0];
     double t = static_cast<double>(y.shape[y.shape.size() - 2]);
-    double d = 1, heads = 1;
-    if (auto it = attrs.find("head_dim"); it != attrs.end())
-      if (auto *v = std::get_if<int64_t>(&it->second))
-        d = static_cast<double>(*v);
-    heads = static_cast<double>(y.shape.back()) / d;
+    const double d =
+        static_cast<double>(ops::attrOr(attrs, ops::attr::kHeadDim, 1));
+    const double heads = static_cast<double>(y.shape.back()) / d;
     double batch = numel(y) / (t * heads * d) * heads;
     // The measured efficiency of the kernel the programs run (cluster
     // gpu.attention: cuDNN's fused attention or the own kernels), else the
@@ -309,10 +303,8 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
                     const ops::Attrs &attrs, bool weightOperand,
                     double fwdFlops, double outBytes, Precision p) {
   OpCost out;
-  double nnz = 0;
-  if (auto it = attrs.find("nnz"); it != attrs.end())
-    if (auto *v = std::get_if<int64_t>(&it->second))
-      nnz = static_cast<double>(*v);
+  const double nnz =
+      static_cast<double>(ops::attrOr(attrs, ops::attr::kNnz, 0));
   if (kind == "spmm" || kind == "sddmm") {
     double sparseBytes = nnz * (elemBytes(operands[0], p) + 4.0);
     double dense = 0;

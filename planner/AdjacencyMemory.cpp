@@ -160,7 +160,7 @@ AdjacencyUse adjacencyUse(const ModelGraph &g, int adj, int dp, double actBytes,
     if (op.kind == "spmm") {
       const int64_t f = width(1);
       forward.push_back({false, false, f, 0});
-      if (attrOr<std::string>(op, "reduce", "sum") == "mean") {
+      if (attrOf(op, ops::attr::kReduce) == "mean") {
         u.means = true; // spmm_mean builds both formats in the forward
         forward.push_back({true, false, f, 0});
       }

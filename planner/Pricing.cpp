@@ -50,14 +50,6 @@ double rows(const std::vector<int64_t> &shape) {
   return shape.empty() ? 1 : prod(shape) / static_cast<double>(shape.back());
 }
 
-int64_t intAttr(const ops::Attrs &attrs, const char *name, int64_t dflt) {
-  auto it = attrs.find(name);
-  if (it != attrs.end())
-    if (auto *v = std::get_if<int64_t>(&it->second))
-      return *v;
-  return dflt;
-}
-
 /// The per-micro-batch buffers the generated programs keep inside an op
 /// (codegen/emit: "saved 1/std", "saved log-sum-exp", "saved probabilities",
 /// "per-position loss"; all fp32) and the CUDA runtime's grow-only workspace
@@ -79,7 +71,8 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
     programInternal = hostInternal = 4.0 * rows(in[0].shape); // loss
   } else if (k == "attention" && out[0].shape.size() == 3) {
     const double b = out[0].shape[0], s = out[0].shape[1];
-    const double heads = static_cast<double>(intAttr(attrs, "num_heads", 1));
+    const double heads =
+        static_cast<double>(ops::attrOr(attrs, ops::attr::kNumHeads, 1));
     programInternal = hostInternal = 4.0 * b * heads * s; // log-sum-exp
     // The CPU program's attention keeps its probabilities.
     if (selectiveRecomputes(k, /*fusedAttention=*/false))
@@ -91,8 +84,9 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
     // columns the CUDA program keeps for these kernels: one buffer each for
     // the program, as the largest workspace is (the columns are not one, but
     // every gat_aggregate needs them, so the maximum counts them once).
-    workspace = 4.0 * (prod(in[3].shape) + prod(in[2].shape)) +
-                4.0 * static_cast<double>(intAttr(attrs, "nnz", 0));
+    workspace =
+        4.0 * (prod(in[3].shape) + prod(in[2].shape)) +
+        4.0 * static_cast<double>(ops::attrOr(attrs, ops::attr::kNnz, 0));
   }
 }
 
@@ -295,16 +289,12 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       }
       ops::Attrs attrs = op.attrs;
       if (nodeSplit) // a rank's rows hold about 1/dp of the stored entries
-        if (auto it = attrs.find("nnz"); it != attrs.end())
-          if (auto *v = std::get_if<int64_t>(&it->second))
-            *v = (*v + dp_ - 1) / dp_;
+        if (int64_t *nnz = ops::findAttr(attrs, ops::attr::kNnz))
+          *nnz = (*nnz + dp_ - 1) / dp_;
       if (s.splitHeads)
-        for (const char *name : {"num_heads", "num_kv_heads"}) {
-          auto it = attrs.find(name);
-          if (it != attrs.end())
-            if (auto *v = std::get_if<int64_t>(&it->second))
-              *v /= tp_;
-        }
+        for (auto name : {ops::attr::kNumHeads, ops::attr::kNumKvHeads})
+          if (int64_t *heads = ops::findAttr(attrs, name))
+            *heads /= tp_;
       // An fp8 plan runs the block linears that pass the size rule in FP8
       // (plus their casts), everything else in bf16.
       const bool fp8 = runsInFp8(op, in, out[0], o_.precision);

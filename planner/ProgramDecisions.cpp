@@ -25,7 +25,7 @@ bool stepRunsAsGraph(const ModelGraph &g) {
   // as a primitive).
   for (const OpDef &op : g.ops)
     if (op.kind == "primitive" &&
-        attrOr<std::string>(op, "op_type", "") == "Dropout")
+        attrOr(op, ops::attr::kOpType, "") == "Dropout")
       return false;
   return true;
 }
@@ -60,7 +60,7 @@ bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
                        GeluChain &chain) {
   const OpDef &op = g.ops[gelu];
   if (op.kind != "gelu" || op.operands.size() != 1 || op.results.size() != 1 ||
-      attrOr<std::string>(op, "approximate", "tanh") == "none")
+      attrOf(op, ops::attr::kApproximate) == "none")
     return false;
   const int pre = op.operands[0], out = op.results[0];
   const int fc1 = uses.producer[size_t(pre)];

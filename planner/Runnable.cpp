@@ -18,7 +18,7 @@ RunnableConfigurations::RunnableConfigurations(const ModelGraph &g)
   // The importer keeps only a training Dropout as a primitive.
   for (const OpDef &op : g.ops)
     if (op.kind == "primitive" &&
-        attrOr<std::string>(op, "op_type", "") == "Dropout") {
+        attrOr(op, ops::attr::kOpType, "") == "Dropout") {
       dropout_ = op.name;
       break;
     }

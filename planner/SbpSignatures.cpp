@@ -38,15 +38,6 @@ Sbp toSbp(const ops::AxisLayout &l) {
   return l.isPartial() ? Sbp::partial() : Sbp::broadcast();
 }
 
-int64_t attrInt(const OpDef &op, const char *name, int64_t dflt) {
-  auto it = op.attrs.find(name);
-  if (it == op.attrs.end())
-    return dflt;
-  if (auto *v = std::get_if<int64_t>(&it->second))
-    return *v;
-  return dflt;
-}
-
 struct Ctx {
   const SearchGraph &sg;
   const ModelGraph &g;
@@ -267,8 +258,8 @@ std::vector<Signature> signaturesOf(const Ctx &c, const OpDef &op) {
     }
   } else if (k == "attention" || k == "rotary") {
     // The table lists heads of a packed qkv only for equal q/k/v segments.
-    const int64_t heads = attrInt(op, "num_heads", 1);
-    const int64_t kv = attrInt(op, "num_kv_heads", heads);
+    const int64_t heads = attrOr(op, ops::attr::kNumHeads, 1);
+    const int64_t kv = attrOf(op, ops::attr::kNumKvHeads);
     bool ok = heads % c.n == 0 && kv % c.n == 0 && c.divisible(r, last);
     for (int t : op.operands)
       ok &= c.divisible(t, c.rank(t) - 1);

@@ -13,14 +13,14 @@ namespace autoddl::codegen::emit {
 void OpEmitters::emitAttention(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const int64_t D = attrOr<int64_t>(op, "head_dim", 1);
-  int64_t H = attrOr<int64_t>(op, "num_heads", 1);
-  int64_t G = attrOr<int64_t>(op, "num_kv_heads", H);
+  const int64_t D = attrOr(op, ops::attr::kHeadDim, 1);
+  int64_t H = attrOr(op, ops::attr::kNumHeads, 1);
+  int64_t G = attrOf(op, ops::attr::kNumKvHeads);
   if (p.mode == OpMode::HeadSplit) {
     H /= cx_.tp;
     G /= cx_.tp;
   }
-  const bool causal = attrOr<bool>(op, "causal", true);
+  const bool causal = attrOf(op, ops::attr::kCausal);
   const int64_t B = ys[0], T = ys[1];
   const std::string base = cx_.names[size_t(r)];
   if (cx_.target.attentionSavesLse) // FlashAttention-style: the log-sum-exp,

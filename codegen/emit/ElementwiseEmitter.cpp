@@ -44,9 +44,8 @@ void OpEmitters::emitGelu(OpCall &c) {
     BI("// in the input-gradient GEMM of its consumer (linear_backward_dgelu)");
     return;
   }
-  const char *tanhS = attrOr<std::string>(op, "approximate", "tanh") == "none"
-                          ? "false"
-                          : "true";
+  const char *tanhS =
+      attrOf(op, ops::attr::kApproximate) == "none" ? "false" : "true";
   F(fmt::format("gelu_forward({}, {}, {}, {});", y, x[0], n, tanhS));
   BI(fmt::format("gelu_backward({}, {}, {}, {}, {});", dx[0], x[0], dy, n,
                  tanhS));
@@ -73,7 +72,7 @@ void OpEmitters::emitSwiglu(OpCall &c) {
 void OpEmitters::emitSoftmax(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  int64_t axis = attrOr<int64_t>(op, "axis", -1);
+  int64_t axis = attrOf(op, ops::attr::kAxis);
   if (axis < 0)
     axis += int64_t(ys.size());
   int64_t outer = 1, inner = 1;

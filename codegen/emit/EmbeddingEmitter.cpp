@@ -46,8 +46,8 @@ void OpEmitters::emitRotary(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t B = xs[0][0], T = xs[0][1],
-                D = attrOr<int64_t>(op, "head_dim", 1), H = lastDim(xs[0]) / D;
-  const std::string theta = fmtDouble(attrOr<double>(op, "theta", 10000.0));
+                D = attrOr(op, ops::attr::kHeadDim, 1), H = lastDim(xs[0]) / D;
+  const std::string theta = fmtDouble(attrOf(op, ops::attr::kTheta));
   const std::string t0 = sequenceOffset(p, T);
   F(fmt::format("rotary_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0], B,
                 T, H, D, theta, t0));

@@ -83,7 +83,7 @@ inline std::string fmtDouble(double v) {
 inline std::string kindLabel(const OpDef &op) {
   if (op.kind != "primitive")
     return op.kind;
-  return "ONNX " + attrOr<std::string>(op, "op_type", "?") +
+  return "ONNX " + attrOr(op, ops::attr::kOpType, "?") +
          (op.position >= 0 ? ", position " + std::to_string(op.position) : "");
 }
 

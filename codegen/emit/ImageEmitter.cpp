@@ -17,8 +17,8 @@ void OpEmitters::emitConv2d(OpCall &c) {
   const auto &xsh = xs[0], &wsh = xs[1];
   const std::string shape = fmt::format(
       "Conv2dShape{{{}, {}, {}, {}, {}, {}, {}, {}, {}}}", xsh[0], xsh[1],
-      xsh[2], xsh[3], wsh[0], wsh[2], wsh[3], attrOr<int64_t>(op, "stride", 1),
-      attrOr<int64_t>(op, "padding", 0));
+      xsh[2], xsh[3], wsh[0], wsh[2], wsh[3], attrOf(op, ops::attr::kStride),
+      attrOf(op, ops::attr::kPadding));
   const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
   const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
   F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
@@ -36,9 +36,9 @@ void OpEmitters::emitPool2d(OpCall &c) {
          sequenceOffset, gatherNodes] = c;
   const auto &a = xs[0];
   const char *isMax =
-      attrOr<std::string>(op, "kind", "max") == "max" ? "true" : "false";
-  const int64_t kernel = attrOr<int64_t>(op, "kernel", 2),
-                stride = attrOr<int64_t>(op, "stride", kernel);
+      attrOr(op, ops::attr::kPoolKind, "max") == "max" ? "true" : "false";
+  const int64_t kernel = attrOr(op, ops::attr::kKernel, 2),
+                stride = attrOf(op, ops::attr::kStride);
   F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
                 a[0] * a[1], a[2], a[3], kernel, stride, isMax));
   if (!cx_.isInput(op.operands[0]))
@@ -65,8 +65,7 @@ void OpEmitters::emitFlatten(OpCall &c) {
 void OpEmitters::emitTranspose(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const std::string perm =
-      shapeInit(attrOr<std::vector<int64_t>>(op, "perm", {}));
+  const std::string perm = shapeInit(attrOr(op, ops::attr::kPerm, {}));
   F(fmt::format("transpose_forward({}, {}, {}, {});", y, x[0], shapeInit(xs[0]),
                 perm));
   if (!cx_.isInput(op.operands[0]))

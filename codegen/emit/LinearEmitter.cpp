@@ -121,7 +121,7 @@ void emitColumnInputGradient(OpCall &c, const LinearGemm &g, ColumnDx how,
 void OpEmitters::emitLinear(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const bool tw = attrOr<bool>(op, "transpose_weight", false);
+  const bool tw = attrOf(op, ops::attr::kTransposeWeight);
   LinearGemm g;
   g.K = lastDim(xs[0]);
   g.N = numel(xs[0]) / g.K;
@@ -233,7 +233,7 @@ void OpEmitters::emitLinear(OpCall &c) {
 void OpEmitters::emitMatmul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const bool tb = attrOr<bool>(op, "transpose_b", false);
+  const bool tb = attrOf(op, ops::attr::kTransposeB);
   const auto &a = xs[0];
   const int64_t M = a[a.size() - 2], K = a.back(), N = ys.back(),
                 Bt = numel(a) / (M * K);

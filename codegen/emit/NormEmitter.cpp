@@ -13,7 +13,7 @@ void OpEmitters::emitNorm(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t C = lastDim(ys), N = n / C;
-  const std::string eps = fmtDouble(attrOr<double>(op, "epsilon", 1e-5));
+  const std::string eps = fmtDouble(attrOf(op, ops::attr::kEpsilon));
   const std::string base = cx_.names[size_t(r)];
   members_.add(st, {base + "_rstd", N, "[N] saved 1/std", false, false, true});
   if (k == "layernorm") {

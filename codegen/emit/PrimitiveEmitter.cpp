@@ -53,7 +53,7 @@ std::string listLiteral(const std::vector<int64_t> &v) {
 void OpEmitters::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const std::string type = attrOr<std::string>(op, "op_type", "");
+  const std::string type = attrOr(op, ops::attr::kOpType, "");
   const std::string where =
       "codegen: op " + op.name + " (" + kindLabel(op) + ")";
   if (p.result.split())

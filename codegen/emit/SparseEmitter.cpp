@@ -50,7 +50,7 @@ void OpEmitters::emitSpmm(OpCall &c) {
   }
   const int64_t Fl = lastDim(ys);
   gatherNodes(1);
-  if (attrOr<std::string>(op, "reduce", "sum") == "mean") {
+  if (attrOf(op, ops::attr::kReduce) == "mean") {
     // sage: the mean over each row's stored entries (D^-1 A), whatever the
     // adjacency's own (GCN-normalised) values.
     F(fmt::format("spmm_mean_forward({}, {}, {}, {});", y, x[0], x[1], Fl));
@@ -84,7 +84,7 @@ void OpEmitters::emitSddmm(OpCall &c) {
 void OpEmitters::emitEdgeSoftmax(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
-  const std::string scale = fmtDouble(attrOr<double>(op, "scale", 1.0));
+  const std::string scale = fmtDouble(attrOf(op, ops::attr::kScale));
   F(fmt::format("edge_softmax_forward({}, {}, {}, {}f);", y, x[0], x[1],
                 scale));
   if (!cx_.isInput(op.operands[1]))
@@ -109,8 +109,7 @@ void OpEmitters::emitGatAggregate(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t H = lastDim(xs[1]), HC = lastDim(xs[3]);
-  const std::string slope =
-      fmtDouble(attrOr<double>(op, "negative_slope", 0.2));
+  const std::string slope = fmtDouble(attrOf(op, ops::attr::kNegativeSlope));
   gatherNodes(2); // s_src and h: every source node's rows
   gatherNodes(3);
   F(fmt::format("gat_aggregate_forward({}, {}, {}, {}, {}, {}, {}, {}f);", y,

@@ -91,7 +91,7 @@ bool logitsOnlyToLoss(const ModelGraph &g,
                       const std::vector<std::vector<size_t>> &readers,
                       const OpDef &op) {
   if (op.kind != "linear" || op.operands.size() != 2 ||
-      !attrOr<bool>(op, "transpose_weight", false))
+      !attrOf(op, ops::attr::kTransposeWeight))
     return false;
   const int logits = op.results.front();
   const std::vector<size_t> &rs = readers[size_t(logits)];

@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "ir/ops/OpSemantics.h"
+#include "ir/ops/OpAttrs.h"
 
 #include <cstdint>
 #include <string>
@@ -69,14 +69,16 @@ struct OpDef {
   int position = -1;
 };
 
-/// Attribute `name` of `op` when it holds a T, else `dflt`.
-template <typename T> T attrOr(const OpDef &op, const char *name, T dflt) {
-  auto it = op.attrs.find(name);
-  if (it == op.attrs.end())
-    return dflt;
-  if (const T *v = std::get_if<T>(&it->second))
-    return *v;
-  return dflt;
+/// Attribute `a` of `op` when it holds its type, else `dflt` (ops::attrOr).
+template <typename T>
+T attrOr(const OpDef &op, ops::AttrName<T> a,
+         const std::common_type_t<T> &dflt) {
+  return ops::attrOr(op.attrs, a, dflt);
+}
+/// Attribute `a` of `op`, else its documented default (ops::attrOf): for
+/// the optional attributes of the vocabulary.
+template <typename T> T attrOf(const OpDef &op, ops::AttrName<T> a) {
+  return ops::attrOf(op.kind, op.attrs, a);
 }
 
 /// Whether `family` is a whole-graph template (gcn, gat, transformer_conv,

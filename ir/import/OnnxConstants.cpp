@@ -33,16 +33,6 @@ using onnx_kernels::advance;
 using onnx_kernels::broadcastIndex;
 using onnx_kernels::stridesOf;
 
-const onnx::AttributeProto *attr(const onnx::NodeProto &n,
-                                 const std::string &name) {
-  return onnxAttr(n, name);
-}
-
-int64_t attrInt(const onnx::NodeProto &n, const std::string &name,
-                int64_t dflt) {
-  return onnxAttrInt(n, name, dflt);
-}
-
 std::vector<int64_t> toInts(const HostTensor &t) {
   if (isFloat(t.type))
     bad("expected an integer tensor, got " + typeName(t.type));
@@ -204,9 +194,7 @@ std::vector<int64_t> axesOf(const onnx::NodeProto &n,
                             const std::vector<const HostTensor *> &in) {
   if (in.size() > 1 && in[1])
     return toInts(*in[1]);
-  const onnx::AttributeProto *a = attr(n, "axes");
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
-           : std::vector<int64_t>{};
+  return onnxAttrInts(n, "axes");
 }
 
 HostTensor reduce(const onnx::NodeProto &n,
@@ -214,12 +202,12 @@ HostTensor reduce(const onnx::NodeProto &n,
   const HostTensor &x = *in[0];
   int64_t r = x.shape.size();
   std::vector<int64_t> axes = axesOf(n, in);
-  if (axes.empty() && attrInt(n, "noop_with_empty_axes", 0))
+  if (axes.empty() && onnxAttrInt(n, "noop_with_empty_axes", 0))
     return x;
   std::vector<bool> reduced(r, axes.empty());
   for (int64_t a : axes)
     reduced[axisOf(a, r)] = true;
-  bool keep = attrInt(n, "keepdims", 1) != 0;
+  bool keep = onnxAttrInt(n, "keepdims", 1) != 0;
   std::vector<int64_t> kept(r), shape;
   for (int64_t d = 0; d < r; ++d) {
     kept[d] = reduced[d] ? 1 : x.shape[d];
@@ -368,7 +356,7 @@ void addElementwiseEvaluators(std::map<std::string, Eval> &table) {
        }},
       {"Cast",
        [](auto &n, auto &in) {
-         const onnx::AttributeProto *to = attr(n, "to");
+         const onnx::AttributeProto *to = onnxAttr(n, "to");
          if (!to || !width((int32_t)to->i()))
            bad("Cast to " + (to ? typeName(to->i()) : std::string("nothing")) +
                " is not evaluated");
@@ -406,7 +394,8 @@ void addElementwiseEvaluators(std::map<std::string, Eval> &table) {
          const HostTensor &x = *in[0];
          int64_t r = x.shape.size(),
                  a = axisOf((int64_t)scalarOf(*in[1], "CumSum's axis"), r);
-         bool excl = attrInt(n, "exclusive", 0), rev = attrInt(n, "reverse", 0);
+         bool excl = onnxAttrInt(n, "exclusive", 0),
+              rev = onnxAttrInt(n, "reverse", 0);
          HostTensor out = make(x.type, x.shape);
          int64_t inner = stridesOf(x.shape)[a], len = x.shape[a],
                  outer = len ? x.numel() / (len * inner) : 0;
@@ -446,7 +435,7 @@ void addShapeEvaluators(std::map<std::string, Eval> &table) {
          if (in.size() < 2 || !in[1])
            bad("expected a shape input");
          return reshape(*in[0], toInts(*in[1]),
-                        attrInt(n, "allowzero", 0) != 0);
+                        onnxAttrInt(n, "allowzero", 0) != 0);
        }},
       {"Expand",
        [](auto &, auto &in) {
@@ -457,7 +446,7 @@ void addShapeEvaluators(std::map<std::string, Eval> &table) {
        }},
       {"Concat",
        [](auto &n, auto &in) {
-         const onnx::AttributeProto *a = attr(n, "axis");
+         const onnx::AttributeProto *a = onnxAttr(n, "axis");
          if (!a)
            bad("Concat without an axis");
          const HostTensor &x = *in[0];
@@ -496,7 +485,7 @@ void addIndexingEvaluators(std::map<std::string, Eval> &table) {
          if (in.size() < 2 || !in[1])
            bad("expected an indices input");
          const HostTensor &x = *in[0];
-         int64_t r = x.shape.size(), ax = axisOf(attrInt(n, "axis", 0), r);
+         int64_t r = x.shape.size(), ax = axisOf(onnxAttrInt(n, "axis", 0), r);
          std::vector<int64_t> ids = toInts(*in[1]), shape;
          shape.insert(shape.end(), x.shape.begin(), x.shape.begin() + ax);
          shape.insert(shape.end(), in[1]->shape.begin(), in[1]->shape.end());
@@ -517,7 +506,7 @@ void addIndexingEvaluators(std::map<std::string, Eval> &table) {
        }},
       {"GatherND",
        [](auto &n, auto &in) {
-         if (attrInt(n, "batch_dims", 0) != 0)
+         if (onnxAttrInt(n, "batch_dims", 0) != 0)
            bad("GatherND with batch_dims is not evaluated");
          if (in.size() < 2 || !in[1] || in[1]->shape.empty())
            bad("expected an indices input of rank 1 or more");
@@ -558,10 +547,7 @@ void addIndexingEvaluators(std::map<std::string, Eval> &table) {
        }},
       {"Transpose",
        [](auto &n, auto &in) {
-         const onnx::AttributeProto *p = attr(n, "perm");
-         return transpose(*in[0], p ? std::vector<int64_t>(p->ints().begin(),
-                                                           p->ints().end())
-                                    : std::vector<int64_t>{});
+         return transpose(*in[0], onnxAttrInts(n, "perm"));
        }},
       {"MatMul",
        [](auto &, auto &in) {
@@ -571,7 +557,7 @@ void addIndexingEvaluators(std::map<std::string, Eval> &table) {
        }},
       {"ConstantOfShape",
        [](auto &n, auto &in) {
-         const onnx::AttributeProto *v = attr(n, "value");
+         const onnx::AttributeProto *v = onnxAttr(n, "value");
          HostTensor fill = v && v->has_t()
                                ? tensorFromProto(v->t(), v->t().raw_data())
                                : make(T::FLOAT, {1});
@@ -589,7 +575,7 @@ void addIndexingEvaluators(std::map<std::string, Eval> &table) {
          int64_t k = in.size() > 1 && in[1]
                          ? (int64_t)scalarOf(*in[1], "Trilu's k")
                          : 0;
-         bool upper = attrInt(n, "upper", 1) != 0;
+         bool upper = onnxAttrInt(n, "upper", 1) != 0;
          int64_t R = x.shape[x.shape.size() - 2], C = x.shape.back();
          HostTensor out = x;
          for (int64_t e = 0; e < x.numel(); ++e) {

@@ -52,11 +52,15 @@ bool canEvaluate(const std::string &op);
 HostTensor evaluate(const onnx::NodeProto &n,
                     const std::vector<const HostTensor *> &in);
 
-/// Node n's attribute `name` (null when absent), and an int one's value.
+/// Node n's attribute `name` (null when absent), an int one's value (`dflt`
+/// when absent) and an ints one's (empty when absent): the one accessor of
+/// ONNX attributes.
 const onnx::AttributeProto *onnxAttr(const onnx::NodeProto &n,
                                      const std::string &name);
 int64_t onnxAttrInt(const onnx::NodeProto &n, const std::string &name,
                     int64_t dflt);
+std::vector<int64_t> onnxAttrInts(const onnx::NodeProto &n,
+                                  const std::string &name);
 
 // Shape rules shared with the reader's primitives (OnnxPrimitives.cpp).
 

@@ -192,10 +192,10 @@ OnnxLowering::transposedWeight(const std::string &name) const {
   if (c == consts.end() || c->second->dims_size() != 2 ||
       c->second->data_type() != onnx::TensorProto::FLOAT)
     return nullptr;
-  for (const auto &a : t.attribute())
-    if (a.name() == "perm" &&
-        !(a.ints_size() == 2 && a.ints(0) == 1 && a.ints(1) == 0))
-      return nullptr;
+  const onnx::AttributeProto *perm = onnxAttr(t, "perm");
+  if (perm &&
+      !(perm->ints_size() == 2 && perm->ints(0) == 1 && perm->ints(1) == 0))
+    return nullptr;
   return &t;
 }
 
@@ -207,7 +207,7 @@ bool OnnxLowering::castIsIdentity(const onnx::NodeProto &n) {
       b.graph().tensors[v->second].dtype != ops::DType::F32)
     return false;
   if (n.op_type() == "Cast") {
-    const onnx::AttributeProto *to = attr(n, "to");
+    const onnx::AttributeProto *to = onnxAttr(n, "to");
     return to && to->i() == onnx::TensorProto::FLOAT;
   }
   if (n.input_size() < 2)

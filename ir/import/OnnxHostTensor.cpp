@@ -258,4 +258,11 @@ int64_t onnxAttrInt(const onnx::NodeProto &n, const std::string &name,
   return a ? a->i() : dflt;
 }
 
+std::vector<int64_t> onnxAttrInts(const onnx::NodeProto &n,
+                                  const std::string &name) {
+  const onnx::AttributeProto *a = onnxAttr(n, name);
+  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
+           : std::vector<int64_t>{};
+}
+
 } // namespace autoddl::import

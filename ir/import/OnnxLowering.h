@@ -136,12 +136,6 @@ private:
     return !values.count(name) &&
            (consts.count(name) || evaluated.count(name) || derived.count(name));
   }
-  const onnx::AttributeProto *attr(const onnx::NodeProto &n,
-                                   const std::string &name) const;
-  int64_t attrInt(const onnx::NodeProto &n, const std::string &name,
-                  int64_t dflt) const;
-  std::vector<int64_t> attrInts(const onnx::NodeProto &n,
-                                const std::string &name) const;
   void define(const onnx::NodeProto &n, int tensor) {
     values[n.output(0)] = tensor;
   }
@@ -179,9 +173,9 @@ private:
   // weight's Transpose is never materialised).
   std::map<std::string, HostTensor> evaluated;
   std::map<std::string, const onnx::NodeProto *> derived;
-  std::map<std::string, int> constantTensors; // constants primitives read
-  std::map<std::string, bool> buffers;        // isBuffer's answers
-  std::map<std::string, int> untied;          // weightParam's copies
+  std::map<std::string, int> constantTensors;     // constants primitives read
+  std::map<std::string, bool> buffers;            // isBuffer's answers
+  std::map<std::string, int> untied;              // weightParam's copies
   std::vector<std::pair<size_t, int64_t>> scopes; // op index, its scope layer
   // Gathers of a table at positions 0..T-1, lowered with their Add.
   std::map<std::string, const onnx::NodeProto *> positions;

@@ -63,7 +63,7 @@ bool OnnxLowering::lowerCast(const onnx::NodeProto &n) {
 /// Gather along axis 0: an embedding, or learned positions 0..T-1
 /// (lowered with their Add).
 bool OnnxLowering::lowerGather(const onnx::NodeProto &n) {
-  if (attrInt(n, "axis", 0) != 0)
+  if (onnxAttrInt(n, "axis", 0) != 0)
     failNode(n, "only a Gather along axis 0 of a table (an embedding) is "
                 "supported");
   if (isConst(n.input(1))) {
@@ -135,9 +135,10 @@ bool OnnxLowering::lowerMatMul(const onnx::NodeProto &n) {
 
 /// Gemm without transA, alpha = beta = 1: a linear.
 bool OnnxLowering::lowerGemm(const onnx::NodeProto &n) {
-  if (attrInt(n, "transA", 0) != 0)
+  if (onnxAttrInt(n, "transA", 0) != 0)
     failNode(n, "transA is not supported");
-  const onnx::AttributeProto *alpha = attr(n, "alpha"), *beta = attr(n, "beta");
+  const onnx::AttributeProto *alpha = onnxAttr(n, "alpha"),
+                             *beta = onnxAttr(n, "beta");
   if ((alpha && alpha->f() != 1.0f) || (beta && beta->f() != 1.0f))
     failNode(n, "alpha and beta other than 1 are not supported");
   int a = value(n, 0);
@@ -145,7 +146,7 @@ bool OnnxLowering::lowerGemm(const onnx::NodeProto &n) {
   if (n.input_size() > 2 && !n.input(2).empty())
     operands.push_back(param(n, 2, "zeros"));
   ops::Attrs at;
-  at["transpose_weight"] = attrInt(n, "transB", 0) != 0;
+  at["transpose_weight"] = onnxAttrInt(n, "transB", 0) != 0;
   define(n, add(n, "linear", operands, at));
   return true;
 }
@@ -218,7 +219,7 @@ bool OnnxLowering::lowerAddMul(const onnx::NodeProto &n) {
 /// LayerNormalization over the last axis.
 bool OnnxLowering::lowerLayerNorm(const onnx::NodeProto &n) {
   int x = value(n, 0);
-  int64_t axis = attrInt(n, "axis", -1);
+  int64_t axis = onnxAttrInt(n, "axis", -1);
   if (axis != -1 && axis != rankOf(x) - 1)
     failNode(n, "only normalisation over the last axis is supported");
   // A scale and bias every norm reads are a fresh model's, merged by the
@@ -226,7 +227,7 @@ bool OnnxLowering::lowerLayerNorm(const onnx::NodeProto &n) {
   std::vector<int> operands = {x, weightParam(n, 1, "ones")};
   if (n.input_size() > 2 && !n.input(2).empty())
     operands.push_back(weightParam(n, 2, "zeros"));
-  const onnx::AttributeProto *eps = attr(n, "epsilon");
+  const onnx::AttributeProto *eps = onnxAttr(n, "epsilon");
   ops::Attrs at;
   at["epsilon"] = eps ? (double)eps->f() : 1e-5;
   define(n, add(n, "layernorm", operands, at));
@@ -235,7 +236,7 @@ bool OnnxLowering::lowerLayerNorm(const onnx::NodeProto &n) {
 
 /// Gelu.
 bool OnnxLowering::lowerGelu(const onnx::NodeProto &n) {
-  const onnx::AttributeProto *a = attr(n, "approximate");
+  const onnx::AttributeProto *a = onnxAttr(n, "approximate");
   ops::Attrs at;
   at["approximate"] = a ? a->s() : std::string("none");
   define(n, add(n, "gelu", {value(n, 0)}, at));
@@ -251,7 +252,7 @@ bool OnnxLowering::lowerRelu(const onnx::NodeProto &n) {
 /// Softmax.
 bool OnnxLowering::lowerSoftmax(const onnx::NodeProto &n) {
   ops::Attrs at;
-  at["axis"] = attrInt(n, "axis", -1);
+  at["axis"] = onnxAttrInt(n, "axis", -1);
   define(n, add(n, "softmax", {value(n, 0)}, at));
   return true;
 }
@@ -259,15 +260,16 @@ bool OnnxLowering::lowerSoftmax(const onnx::NodeProto &n) {
 /// 2-D Conv with equal strides and pads, no groups or dilation: conv2d.
 bool OnnxLowering::lowerConv(const onnx::NodeProto &n) {
   int x = value(n, 0);
-  if (attrInt(n, "group", 1) != 1)
+  if (onnxAttrInt(n, "group", 1) != 1)
     failNode(n, "grouped convolution is not supported");
-  const onnx::AttributeProto *ap = attr(n, "auto_pad");
+  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
   if (ap && ap->s() != "NOTSET" && ap->s() != "VALID")
     failNode(n, "auto_pad '" + ap->s() + "' is not supported");
-  for (int64_t d : attrInts(n, "dilations"))
+  for (int64_t d : onnxAttrInts(n, "dilations"))
     if (d != 1)
       failNode(n, "dilated convolution is not supported");
-  std::vector<int64_t> s = attrInts(n, "strides"), p = attrInts(n, "pads");
+  std::vector<int64_t> s = onnxAttrInts(n, "strides"),
+                       p = onnxAttrInts(n, "pads");
   if (s.empty())
     s = {1, 1};
   if (p.empty())
@@ -289,19 +291,20 @@ bool OnnxLowering::lowerConv(const onnx::NodeProto &n) {
 /// Square 2-D MaxPool or AveragePool without padding: pool2d.
 bool OnnxLowering::lowerPool(const onnx::NodeProto &n) {
   const std::string &op = n.op_type();
-  std::vector<int64_t> k = attrInts(n, "kernel_shape"),
-                       s = attrInts(n, "strides"), p = attrInts(n, "pads");
+  std::vector<int64_t> k = onnxAttrInts(n, "kernel_shape"),
+                       s = onnxAttrInts(n, "strides"),
+                       p = onnxAttrInts(n, "pads");
   if (s.empty())
     s = {1, 1};
   bool zeroPads =
       std::all_of(p.begin(), p.end(), [](int64_t v) { return v == 0; });
-  const onnx::AttributeProto *ap = attr(n, "auto_pad");
+  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
   if (k.size() != 2 || k[0] != k[1] || s.size() != 2 || s[0] != s[1] ||
-      !zeroPads || attrInt(n, "ceil_mode", 0) != 0 ||
+      !zeroPads || onnxAttrInt(n, "ceil_mode", 0) != 0 ||
       (ap && ap->s() != "NOTSET" && ap->s() != "VALID") || n.output_size() > 1)
     failNode(n, "only square 2-D pooling with equal strides, no padding "
                 "and ceil_mode 0 is supported");
-  for (int64_t d : attrInts(n, "dilations"))
+  for (int64_t d : onnxAttrInts(n, "dilations"))
     if (d != 1)
       failNode(n, "dilated pooling is not supported");
   ops::Attrs at;
@@ -320,7 +323,7 @@ bool OnnxLowering::lowerReshape(const onnx::NodeProto &n) {
   const ops::Shape &in = b.shape(x);
   ops::Shape out;
   if (op == "Flatten") {
-    int64_t axis = attrInt(n, "axis", 1);
+    int64_t axis = onnxAttrInt(n, "axis", 1);
     if (axis < 0)
       axis += rankOf(x);
     if (axis < 0 || axis > rankOf(x))
@@ -340,7 +343,7 @@ bool OnnxLowering::lowerReshape(const onnx::NodeProto &n) {
       failNode(n, "the target shape must be a constant (computed from "
                   "constants and static shapes)");
     out = constantInts(n, n.input(1));
-    bool allowZero = attrInt(n, "allowzero", 0) != 0;
+    bool allowZero = onnxAttrInt(n, "allowzero", 0) != 0;
     for (size_t i = 0; i < out.size(); ++i)
       if (out[i] == 0 && !allowZero) {
         if (i >= in.size())
@@ -357,7 +360,7 @@ bool OnnxLowering::lowerReshape(const onnx::NodeProto &n) {
 /// Transpose.
 bool OnnxLowering::lowerTranspose(const onnx::NodeProto &n) {
   int x = value(n, 0);
-  std::vector<int64_t> perm = attrInts(n, "perm");
+  std::vector<int64_t> perm = onnxAttrInts(n, "perm");
   if (perm.empty())
     for (int64_t i = rankOf(x) - 1; i >= 0; --i)
       perm.push_back(i);
@@ -370,11 +373,11 @@ bool OnnxLowering::lowerTranspose(const onnx::NodeProto &n) {
 /// SoftmaxCrossEntropyLoss with reduction 'mean': cross_entropy over the
 /// classes moved last.
 bool OnnxLowering::lowerCrossEntropy(const onnx::NodeProto &n) {
-  const std::string &op = n.op_type();
-  const onnx::AttributeProto *red = attr(n, "reduction");
+  const onnx::AttributeProto *red = onnxAttr(n, "reduction");
   if (red && red->s() != "mean")
     failNode(n, "only reduction 'mean' is supported");
-  if (attr(n, "ignore_index") || (n.input_size() > 2 && !n.input(2).empty()))
+  if (onnxAttr(n, "ignore_index") ||
+      (n.input_size() > 2 && !n.input(2).empty()))
     failNode(n, "ignore_index and class weights are not supported");
   if (n.output_size() > 1 && !n.output(1).empty())
     failNode(n, "the log_prob output is not supported");

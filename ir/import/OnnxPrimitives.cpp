@@ -3,7 +3,9 @@
 // Shape rules from the ONNX operator specs (opsets 13 to 21) for the nodes an
 // export computes on activations outside the vocabulary: elementwise ops with
 // multidirectional broadcasting, Where, reductions, Slice, Concat,
-// Unsqueeze/Squeeze, Expand. Constant parameters (axes, starts, a target
+// Unsqueeze/Squeeze, Expand: the elementwise sets, then one table of
+// (op type -> shape rule) for the rest (kShapeRules), which also says which
+// op types a primitive may have. Constant parameters (axes, starts, a target
 // shape) are read from the inputs' values.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +13,7 @@
 #include "ir/import/OnnxLowering.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <stdexcept>
@@ -34,10 +37,6 @@ const std::set<std::string> kArith = {"Add", "Sub", "Mul", "Div",
 const std::set<std::string> kCompare = {
     "Equal",          "Less", "LessOrEqual", "Greater",
     "GreaterOrEqual", "And",  "Or",          "Xor"};
-const std::set<std::string> kShaped = {
-    "IsNaN",      "Not",       "Cast",      "CastLike", "Where",
-    "ReduceMean", "ReduceSum", "ReduceMax", "Slice",    "Concat",
-    "Unsqueeze",  "Squeeze",   "Expand",    "Reshape",  "Transpose"};
 
 // Input i's values as integers; it must be a constant.
 std::vector<int64_t> ints(const std::vector<PrimitiveInput> &in, size_t i,
@@ -54,9 +53,7 @@ std::vector<int64_t> axes(const onnx::NodeProto &n,
                           const std::vector<PrimitiveInput> &in) {
   if (in.size() > 1)
     return ints(in, 1, "axes");
-  const onnx::AttributeProto *a = onnxAttr(n, "axes");
-  return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end())
-           : std::vector<int64_t>{};
+  return onnxAttrInts(n, "axes");
 }
 
 std::vector<int64_t> reduceShape(const onnx::NodeProto &n,
@@ -134,11 +131,118 @@ std::vector<int64_t> reshapeShape(const onnx::NodeProto &n,
   return out;
 }
 
+// Inputs `from`.. broadcast together (multidirectional broadcasting).
+std::vector<int64_t> broadcastFrom(const std::vector<PrimitiveInput> &in,
+                                   size_t from) {
+  std::vector<int64_t> s = in[from].shape;
+  for (size_t i = from + 1; i < in.size(); ++i)
+    s = broadcastShapes(s, in[i].shape);
+  return s;
+}
+
+// The shape rules of the ops neither elementwise nor broadcasting: each sets
+// what differs from its first input's shape and type.
+using ShapeRule = void (*)(const onnx::NodeProto &,
+                           const std::vector<PrimitiveInput> &,
+                           PrimitiveResult &);
+
+void boolOf(const onnx::NodeProto &, const std::vector<PrimitiveInput> &,
+            PrimitiveResult &r) {
+  r.type = T::BOOL;
+}
+
+void castTo(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &,
+            PrimitiveResult &r) {
+  const onnx::AttributeProto *to = onnxAttr(n, "to");
+  if (!to)
+    bad("Cast without 'to'");
+  r.type = to->i();
+}
+
+void castLike(const onnx::NodeProto &, const std::vector<PrimitiveInput> &in,
+              PrimitiveResult &r) {
+  if (in.size() < 2)
+    bad("expected two inputs");
+  r.type = in[1].type;
+}
+
+void where(const onnx::NodeProto &, const std::vector<PrimitiveInput> &in,
+           PrimitiveResult &r) {
+  if (in.size() < 3)
+    bad("expected three inputs");
+  r.shape = broadcastFrom(in, 0);
+  r.type = in[1].type;
+}
+
+void reduced(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
+             PrimitiveResult &r) {
+  r.shape = reduceShape(n, in);
+}
+
+void sliced(const onnx::NodeProto &, const std::vector<PrimitiveInput> &in,
+            PrimitiveResult &r) {
+  auto opt = [&](size_t i) {
+    return i < in.size() ? ints(in, i, "axes or steps")
+                         : std::vector<int64_t>{};
+  };
+  r.shape = sliceWindow(in[0].shape, ints(in, 1, "starts"), ints(in, 2, "ends"),
+                        opt(3), opt(4))
+                .shape;
+}
+
+void concatenated(const onnx::NodeProto &n,
+                  const std::vector<PrimitiveInput> &in, PrimitiveResult &r) {
+  r.shape = concatShape(n, in);
+}
+
+void unsqueezed(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
+                PrimitiveResult &r) {
+  r.shape = unsqueezeShape(n, in);
+}
+
+void squeezed(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
+              PrimitiveResult &r) {
+  r.shape = squeezeShape(n, in);
+}
+
+void expanded(const onnx::NodeProto &, const std::vector<PrimitiveInput> &in,
+              PrimitiveResult &r) {
+  r.shape = broadcastShapes(in[0].shape, ints(in, 1, "shape"));
+}
+
+void reshaped(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
+              PrimitiveResult &r) {
+  r.shape = reshapeShape(n, in);
+}
+
+void transposed(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
+                PrimitiveResult &r) {
+  const onnx::AttributeProto *p = onnxAttr(n, "perm");
+  int64_t rank = in[0].shape.size();
+  if (p && p->ints_size() != rank)
+    bad("Transpose's perm has " + std::to_string(p->ints_size()) +
+        " entries for rank " + std::to_string(rank));
+  r.shape.clear();
+  for (int64_t i = 0; i < rank; ++i)
+    r.shape.push_back(
+        in[0].shape[onnxAxis(p ? p->ints(i) : rank - 1 - i, rank)]);
+}
+
+const std::map<std::string, ShapeRule> kShapeRules = {
+    {"IsNaN", boolOf},         {"Not", boolOf},
+    {"Cast", castTo},          {"CastLike", castLike},
+    {"Where", where},          {"ReduceMean", reduced},
+    {"ReduceSum", reduced},    {"ReduceMax", reduced},
+    {"Slice", sliced},         {"Concat", concatenated},
+    {"Unsqueeze", unsqueezed}, {"Squeeze", squeezed},
+    {"Expand", expanded},      {"Reshape", reshaped},
+    {"Transpose", transposed}};
+
 } // namespace
 
 bool isPrimitiveOp(const std::string &op) {
   return kUnary.count(op) || kArith.count(op) || kCompare.count(op) ||
-         kShaped.count(op);
+         kShapeRules.count(op);
 }
 
 PrimitiveResult inferPrimitive(const onnx::NodeProto &n,
@@ -147,71 +251,20 @@ PrimitiveResult inferPrimitive(const onnx::NodeProto &n,
   if (in.empty())
     bad("expected at least one input");
   PrimitiveResult r{in[0].shape, in[0].type};
-  auto broadcastAll = [&](size_t from) {
-    std::vector<int64_t> s = in[from].shape;
-    for (size_t i = from + 1; i < in.size(); ++i)
-      s = broadcastShapes(s, in[i].shape);
-    return s;
-  };
   if (kUnary.count(op))
     return r;
   if (kArith.count(op) || kCompare.count(op)) {
     if (in.size() < 2 && op != "Max" && op != "Min")
       bad("expected two inputs");
-    r.shape = broadcastAll(0);
+    r.shape = broadcastFrom(in, 0);
     if (kCompare.count(op))
       r.type = T::BOOL;
     return r;
   }
-  if (op == "IsNaN" || op == "Not") {
-    r.type = T::BOOL;
-  } else if (op == "Cast") {
-    const onnx::AttributeProto *to = onnxAttr(n, "to");
-    if (!to)
-      bad("Cast without 'to'");
-    r.type = to->i();
-  } else if (op == "CastLike") {
-    if (in.size() < 2)
-      bad("expected two inputs");
-    r.type = in[1].type;
-  } else if (op == "Where") {
-    if (in.size() < 3)
-      bad("expected three inputs");
-    r.shape = broadcastAll(0);
-    r.type = in[1].type;
-  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax") {
-    r.shape = reduceShape(n, in);
-  } else if (op == "Slice") {
-    auto opt = [&](size_t i) {
-      return i < in.size() ? ints(in, i, "axes or steps")
-                           : std::vector<int64_t>{};
-    };
-    r.shape = sliceWindow(in[0].shape, ints(in, 1, "starts"),
-                          ints(in, 2, "ends"), opt(3), opt(4))
-                  .shape;
-  } else if (op == "Concat") {
-    r.shape = concatShape(n, in);
-  } else if (op == "Unsqueeze") {
-    r.shape = unsqueezeShape(n, in);
-  } else if (op == "Squeeze") {
-    r.shape = squeezeShape(n, in);
-  } else if (op == "Expand") {
-    r.shape = broadcastShapes(in[0].shape, ints(in, 1, "shape"));
-  } else if (op == "Reshape") {
-    r.shape = reshapeShape(n, in);
-  } else if (op == "Transpose") {
-    const onnx::AttributeProto *p = onnxAttr(n, "perm");
-    int64_t rank = in[0].shape.size();
-    if (p && p->ints_size() != rank)
-      bad("Transpose's perm has " + std::to_string(p->ints_size()) +
-          " entries for rank " + std::to_string(rank));
-    r.shape.clear();
-    for (int64_t i = 0; i < rank; ++i)
-      r.shape.push_back(
-          in[0].shape[onnxAxis(p ? p->ints(i) : rank - 1 - i, rank)]);
-  } else {
+  auto rule = kShapeRules.find(op);
+  if (rule == kShapeRules.end())
     bad("op '" + op + "' has no shape rule");
-  }
+  rule->second(n, in, r);
   return r;
 }
 

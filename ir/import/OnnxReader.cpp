@@ -167,25 +167,6 @@ void OnnxLowering::checkData(const onnx::TensorProto &t) {
          std::to_string((int64_t)(count * width)));
 }
 
-const onnx::AttributeProto *OnnxLowering::attr(const onnx::NodeProto &n,
-                                               const std::string &name) const {
-  return onnxAttr(n, name);
-}
-
-int64_t OnnxLowering::attrInt(const onnx::NodeProto &n, const std::string &name,
-                              int64_t dflt) const {
-  const onnx::AttributeProto *a = attr(n, name);
-  return a ? a->i() : dflt;
-}
-
-std::vector<int64_t> OnnxLowering::attrInts(const onnx::NodeProto &n,
-                                            const std::string &name) const {
-  const onnx::AttributeProto *a = attr(n, name);
-  if (!a)
-    return {};
-  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
-}
-
 void OnnxLowering::readInputs() {
   const onnx::GraphProto &g = model.graph();
   for (const auto &t : g.initializer()) {

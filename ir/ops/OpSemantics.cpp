@@ -2,70 +2,19 @@
 //
 // inferResultTypes: the checks every op shares (operand count, required
 // attributes and their types, positive sizes, int64 element counts and
-// FLOPs), then one rule per op kind of docs/ir.md from the table below. The
-// rules live by family in DenseShapeRules.cpp, ImageShapeRules.cpp and
-// SparseShapeRules.cpp; FLOPs in ForwardFlops.cpp; the vocabulary and the
-// attribute defaults in OpVocabulary.cpp.
+// FLOPs), then the shape rule of the op kind's row of the one table
+// (OpKinds.cpp). The rules live by family in DenseShapeRules.cpp,
+// ImageShapeRules.cpp and SparseShapeRules.cpp.
 //
 // Built without exceptions (the MLIR dialect links it): errors are returned as
 // lower-case messages, arithmetic on sizes is checked for int64 overflow.
 //
 //===----------------------------------------------------------------------===//
-#include "ir/ops/ShapeRule.h"
+#include "ir/ops/OpKinds.h"
 
 namespace autoddl::ops {
 
 using namespace detail;
-
-namespace {
-
-Results inferParameter(Rule &r) {
-  return r.fail("the result of parameter is its declared type; nothing to "
-                "infer"),
-         Results{};
-}
-
-using InferFn = Results (*)(Rule &);
-
-struct RuleEntry {
-  std::string_view kind;
-  InferFn infer;
-};
-
-const RuleEntry kRules[] = {
-    {"parameter", inferParameter},
-    {"embedding", inferEmbedding},
-    {"positional", inferPositional},
-    {"rotary", inferRotary},
-    {"linear", inferLinear},
-    {"matmul", inferMatmul},
-    {"bias_add", inferBiasAdd},
-    {"add", inferBinary},
-    {"mul", inferBinary},
-    {"gelu", inferGelu},
-    {"relu", inferUnary},
-    {"silu", inferUnary},
-    {"elu", inferUnary},
-    {"swiglu", inferSwiglu},
-    {"layernorm", inferNorm},
-    {"rmsnorm", inferNorm},
-    {"softmax", inferSoftmax},
-    {"attention", inferAttention},
-    {"cross_entropy", inferCrossEntropy},
-    {"squared_error", inferSquaredError},
-    {"conv2d", inferConv2d},
-    {"pool2d", inferPool2d},
-    {"flatten", inferFlatten},
-    {"reshape", inferReshape},
-    {"transpose", inferTranspose},
-    {"spmm", inferSpmm},
-    {"sddmm", inferSddmm},
-    {"edge_softmax", inferEdgeSoftmax},
-    {"head_dot", inferHeadDot},
-    {"gat_aggregate", inferGatAggregate},
-};
-
-} // namespace
 
 InferResult inferResultTypes(std::string_view kind,
                              const std::vector<ValueType> &operands,
@@ -117,12 +66,8 @@ InferResult inferResultTypes(std::string_view kind,
       return res;
     }
   }
-  const RuleEntry *rule = nullptr;
-  for (const RuleEntry &e : kRules)
-    if (e.kind == kind)
-      rule = &e;
   Rule r(operands, full);
-  Results results = rule->infer(r);
+  Results results = findOpKind(kind)->infer(r);
   if (!r.error.empty()) {
     res.error = r.error;
     return res;

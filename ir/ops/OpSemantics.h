@@ -81,6 +81,13 @@ std::optional<AttrKind> attrKind(std::string_view kind, std::string_view attr);
 /// that one is present.
 Attrs withDefaults(std::string_view kind, const Attrs &attrs);
 
+/// The documented default of attribute `name` of op kind `kind` given the
+/// op's attributes `attrs` (for a default that is another attribute's
+/// value), or nullopt: a required attribute, one `kind` lacks, or a
+/// copied one whose source `attrs` lacks.
+std::optional<AttrValue> attrDefault(std::string_view kind,
+                                     std::string_view name, const Attrs &attrs);
+
 /// Result of shape inference: either result types or a lower-case message
 /// saying what was expected and what was got ("expected rank >= 2 for x, got
 /// 1").

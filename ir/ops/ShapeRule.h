@@ -3,13 +3,13 @@
 // Internal to autoddl_ops: the checked size arithmetic, the Rule each shape
 // rule reads its operands and attributes through, and the rules themselves
 // (one function per op kind, by family: DenseShapeRules.cpp,
-// ImageShapeRules.cpp, SparseShapeRules.cpp), which OpSemantics.cpp's table
-// dispatches to. Consumers include ir/ops/OpSemantics.h instead.
+// ImageShapeRules.cpp, SparseShapeRules.cpp), which the table of op kinds
+// names (OpKinds.cpp). Consumers include ir/ops/OpSemantics.h instead.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "ir/ops/OpSemantics.h"
+#include "ir/ops/OpAttrs.h"
 
 #include <algorithm>
 #include <climits>
@@ -80,19 +80,17 @@ public:
   }
 
   int64_t i64(std::string_view name) const {
-    return std::get<int64_t>(attrs.at(std::string(name)));
+    return attrAt<int64_t>(attrs, name);
   }
   double f64(std::string_view name) const {
-    return std::get<double>(attrs.at(std::string(name)));
+    return attrAt<double>(attrs, name);
   }
-  bool flag(std::string_view name) const {
-    return std::get<bool>(attrs.at(std::string(name)));
-  }
+  bool flag(std::string_view name) const { return attrAt<bool>(attrs, name); }
   const std::string &str(std::string_view name) const {
-    return std::get<std::string>(attrs.at(std::string(name)));
+    return attrAt<std::string>(attrs, name);
   }
   const std::vector<int64_t> &i64s(std::string_view name) const {
-    return std::get<std::vector<int64_t>>(attrs.at(std::string(name)));
+    return attrAt<std::vector<int64_t>>(attrs, name);
   }
 
   bool rankAtLeast(int idx, const char *what, size_t r) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/dialect/SbpDialect.h"
 #include "ir/dialect/SbpLayout.h"
+#include "ir/ops/OpSemantics.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -14,6 +15,8 @@
 #include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 
 using namespace mlir;
 using namespace autoddl::sbp;
@@ -323,6 +326,19 @@ TEST_F(SignatureTablesTest, NdBackwardAppliesPerAxis) {
   SignatureAttr backward = getBackwardSignature(op, forward);
   EXPECT_EQ(projectSignature(backward, 0), sig({S(0)}, {S(0), P}));
   EXPECT_EQ(projectSignature(backward, 1), sig({S(1)}, {P, S(0)}));
+}
+
+// The dialect's model ops (SbpOps.td, the ones verified against ir/ops) are
+// exactly the op kinds of the table (ir/ops/OpKinds.cpp), so the importers,
+// the dialect and the planner share one vocabulary.
+TEST_F(SignatureTablesTest, ModelOpsAreTheTableOfOpKinds) {
+  std::set<std::string> kinds, modelOps;
+  for (const autoddl::ops::OpInfo &op : autoddl::ops::allOps())
+    kinds.insert("sbp." + std::string(op.kind));
+  for (RegisteredOperationName name : context.getRegisteredOperations())
+    if (name.hasTrait<autoddl::sbp::OpTrait::OpSemanticsVerified>())
+      modelOps.insert(name.getStringRef().str());
+  EXPECT_EQ(modelOps, kinds);
 }
 
 } // namespace

@@ -1,7 +1,10 @@
 //===- OpSemanticsTest.cpp - shape inference and FLOPs of the vocabulary -===//
-#include "ir/ops/OpSemantics.h"
+#include "ir/ops/OpAttrs.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
+#include <set>
 
 using namespace autoddl::ops;
 
@@ -252,6 +255,68 @@ TEST(OpSemantics, AttrKindsAndDefaults) {
   // Bool is for an imported graph's constants (masks), never an input's dtype.
   EXPECT_EQ(dtypeName(DType::Bool), "i1");
   EXPECT_EQ(parseDType("i1"), std::nullopt);
+}
+
+// The typed names of OpAttrs.h against the table of op kinds: every attribute
+// of every kind has a name whose C++ type is the attribute's kind, and every
+// name (but a primitive's op_type) is some kind's attribute.
+template <typename T>
+std::pair<std::string, AttrKind> typedName(AttrName<T> a) {
+  return {std::string(a.name), static_cast<AttrKind>(AttrValue(T{}).index())};
+}
+
+TEST(OpSemantics, TypedAttributeNamesMatchTheTable) {
+  using namespace attr;
+  const std::map<std::string, AttrKind> names = {typedName(kName),
+                                                 typedName(kInit),
+                                                 typedName(kInitStd),
+                                                 typedName(kNumHeads),
+                                                 typedName(kHeadDim),
+                                                 typedName(kNumKvHeads),
+                                                 typedName(kTheta),
+                                                 typedName(kCausal),
+                                                 typedName(kTransposeWeight),
+                                                 typedName(kTransposeB),
+                                                 typedName(kApproximate),
+                                                 typedName(kEpsilon),
+                                                 typedName(kAxis),
+                                                 typedName(kStride),
+                                                 typedName(kPadding),
+                                                 typedName(kKernel),
+                                                 typedName(kStartDim),
+                                                 typedName(kPoolKind),
+                                                 typedName(kShape),
+                                                 typedName(kPerm),
+                                                 typedName(kNnz),
+                                                 typedName(kReduce),
+                                                 typedName(kScale),
+                                                 typedName(kNegativeSlope)};
+  std::set<std::string> used;
+  for (const OpInfo &op : allOps())
+    for (const auto &list : {op.requiredAttrs, op.optionalAttrs})
+      for (std::string_view a : list) {
+        auto it = names.find(std::string(a));
+        ASSERT_NE(it, names.end()) << op.kind << "." << a << " has no name";
+        EXPECT_EQ(attrKind(op.kind, a), it->second) << op.kind << "." << a;
+        used.insert(std::string(a));
+      }
+  EXPECT_EQ(used.size(), names.size());
+  // The accessor: present with its type, else the fallback.
+  const Attrs a{{"num_heads", int64_t{4}}, {"causal", std::string("yes")}};
+  EXPECT_EQ(attrOr(a, kNumHeads, 1), 4);
+  EXPECT_EQ(attrOr(a, kHeadDim, 7), 7);
+  EXPECT_EQ(attrOr(a, kCausal, false), false); // a string is not a bool
+  EXPECT_EQ(findAttr(a, kCausal), nullptr);
+  // attrOf: the op's value, else the table's default (a value, or another
+  // attribute's: num_kv_heads is num_heads); a required one has none.
+  EXPECT_EQ(attrOf("attention", a, kNumKvHeads), 4);
+  EXPECT_EQ(attrOf("attention", {}, kNumKvHeads), 0);
+  EXPECT_EQ(attrOf("linear", {}, kTransposeWeight), true);
+  EXPECT_EQ(attrOf("gelu", {}, kApproximate), "none");
+  EXPECT_EQ(attrOf("attention", a, kHeadDim), 0);
+  EXPECT_EQ(attrDefault("pool2d", "kind", {}), std::nullopt);
+  EXPECT_EQ(attrDefault("pool2d", "stride", {{"kernel", int64_t{3}}}),
+            AttrValue(int64_t{3}));
 }
 
 } // namespace
