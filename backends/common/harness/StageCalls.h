@@ -55,8 +55,12 @@ const Act *graph_features();
 const int32_t *graph_labels();
 const int32_t *graph_heldout_labels();
 
-/// A generated program (common/harness/ProgramRun.h).
+/// A generated program (common/harness/ProgramRun.h), and its K-FAC layer
+/// table (KfacProgram.h).
 using Program = ProgramOf<Param>;
+template <typename ParamT> struct KfacLayerSpecOf;
+using KfacLayerSpec = KfacLayerSpecOf<Param>;
+using KfacProgram = KfacProgramOf<Param>;
 
 /// main() of a generated program.
 int run_program(int argc, char **argv, const Program &program);
