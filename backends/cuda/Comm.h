@@ -34,6 +34,7 @@
 #define AUTODDL_BACKENDS_CUDA_COMM_H
 
 #include "backends/common/Tensor.h"
+#include "backends/cuda/NcclCheck.h"
 #include "backends/cuda/Runtime.h"
 #include "backends/host/CommStats.h" // comm_stats: counted as enqueued
 
@@ -48,11 +49,7 @@ namespace autoddl::rt {
 [[noreturn]] void nccl_fail(ncclResult_t r, const char *call, const char *file,
                             int line);
 #define AUTODDL_NCCL_CHECK(x)                                                  \
-  do {                                                                         \
-    const ncclResult_t autoddl_nr_ = (x);                                      \
-    if (autoddl_nr_ != ncclSuccess && autoddl_nr_ != ncclInProgress)           \
-      ::autoddl::rt::nccl_fail(autoddl_nr_, #x, __FILE__, __LINE__);           \
-  } while (0)
+  AUTODDL_NCCL_CHECK_WITH(::autoddl::rt::nccl_fail, x)
 
 /// One NCCL communicator and this rank's place in it. size 1 (no nccl) when
 /// the group is this rank alone: collectives over it do nothing.
