@@ -11,6 +11,7 @@
 // default 0, the format's own choice. --graph: these graphs instead of the
 // suite, Matrix Market files or edge lists, GraphFile.h)
 #include "backends/cpu/sparse/SparseReference.h"
+#include "backends/cuda/sparse/DeviceHelpers.cuh" // loadAsFloat
 #include "backends/cuda/sparse/SpmmDecider.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 #include "bench/spmm/BenchCommon.h"
@@ -70,13 +71,7 @@ __global__ void fillKernel(DataType t, uint64_t seed, int64_t count,
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
-  const float v = uniformSym(seed, i);
-  if (t == DataType::F32)
-    static_cast<float *>(out)[i] = v;
-  else if (t == DataType::F16)
-    static_cast<__half *>(out)[i] = __float2half_rn(v);
-  else
-    static_cast<__nv_bfloat16 *>(out)[i] = __float2bfloat16_rn(v);
+  sparse::cuda::detail::storeFromFloat(t, out, i, uniformSym(seed, i));
 }
 
 /// Counts elements that are not finite (poisoned outputs left unwritten show up
@@ -86,14 +81,7 @@ __global__ void nonFiniteKernel(DataType t, int64_t count, const void *p,
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
-  float v;
-  if (t == DataType::F32)
-    v = static_cast<const float *>(p)[i];
-  else if (t == DataType::F16)
-    v = __half2float(static_cast<const __half *>(p)[i]);
-  else
-    v = __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-  if (!isfinite(v))
+  if (!isfinite(sparse::cuda::detail::loadAsFloat(t, p, i)))
     atomicAdd(bad, 1ull);
 }
 

@@ -96,16 +96,7 @@ __global__ void expandKernel(int32_t rows, int32_t cols, const int32_t *rowPtr,
     if (c < 0 || c >= cols)
       atomicExch(badIndex, 1);
     keys[e] = rowKey | (uint64_t(uint32_t(c)) << kColShift);
-    float v = 1.0f;
-    if (val) {
-      if (dtype == DataType::F32)
-        v = static_cast<const float *>(val)[e];
-      else if (dtype == DataType::F16)
-        v = __half2float(static_cast<const __half *>(val)[e]);
-      else
-        v = __bfloat162float(static_cast<const __nv_bfloat16 *>(val)[e]);
-    }
-    vals[e] = v;
+    vals[e] = val ? detail::loadAsFloat(dtype, val, e) : 1.0f;
   }
 }
 
