@@ -597,16 +597,4 @@ void all_gather_flat(float *full, const float *shard, int64_t shard_n,
   all_gather_impl(full, shard, Shape{shard_n}, 0, c, false);
 }
 
-void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
-                                         float *sums, const act_t *logits,
-                                         const int32_t *targets, int64_t N,
-                                         int64_t Vl, int64_t v0,
-                                         const Comm &c) {
-  crossentropy_vocab_parallel_max(gmax, logits, N, Vl);
-  all_reduce_max(gmax, N, c);
-  crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
-  all_reduce_forward(sums, 2 * N, c);
-  crossentropy_vocab_parallel_loss(losses, gmax, sums, targets, N);
-}
-
 } // namespace autoddl::rt
