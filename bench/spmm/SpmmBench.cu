@@ -56,16 +56,6 @@ cudaDataType cudaType(DataType t) {
                               : CUDA_R_16BF;
 }
 
-/// The value a float takes once stored as `t` (what both the GPU and the
-/// reference see).
-double roundTo(DataType t, float v) {
-  if (t == DataType::F16)
-    return double(__half2float(__float2half_rn(v)));
-  if (t == DataType::BF16)
-    return double(__bfloat162float(__float2bfloat16_rn(v)));
-  return double(v);
-}
-
 __global__ void fillKernel(DataType t, uint64_t seed, int64_t count,
                            void *out) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -242,7 +232,8 @@ CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
         if (it.second)
           colMap.push_back(h.col[e]);
         sub.colIdx.push_back(it.first->second);
-        sub.values.push_back(roundTo(t, uniformSym(seedA, e)));
+        sub.values.push_back(
+            sparse::cuda::roundToStored(t, uniformSym(seedA, e)));
       }
       sub.rowPtr.push_back(int32_t(sub.colIdx.size()));
     }
@@ -252,7 +243,8 @@ CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < int64_t(colMap.size()); ++c)
     for (int64_t f = 0; f < n; ++f)
-      x[c * n + f] = roundTo(t, uniformSym(seedX, int64_t(colMap[c]) * n + f));
+      x[c * n + f] = sparse::cuda::roundToStored(
+          t, uniformSym(seedX, int64_t(colMap[c]) * n + f));
   std::vector<double> ref(subRows.size() * n), absb(subRows.size() * n);
   std::vector<int32_t> all(subRows.size());
   for (size_t i = 0; i < all.size(); ++i)
@@ -329,11 +321,13 @@ CheckResult checkSddmm(const HostGraph &h, int32_t rows,
   std::vector<double> x(rowMap.size() * k), y(colMap.size() * k);
   for (size_t i = 0; i < rowMap.size(); ++i)
     for (int64_t f = 0; f < k; ++f)
-      x[i * k + f] = roundTo(t, uniformSym(seedX, int64_t(rowMap[i]) * k + f));
+      x[i * k + f] = sparse::cuda::roundToStored(
+          t, uniformSym(seedX, int64_t(rowMap[i]) * k + f));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < int64_t(colMap.size()); ++i)
     for (int64_t f = 0; f < k; ++f)
-      y[i * k + f] = roundTo(t, uniformSym(seedY, int64_t(colMap[i]) * k + f));
+      y[i * k + f] = sparse::cuda::roundToStored(
+          t, uniformSym(seedY, int64_t(colMap[i]) * k + f));
   std::vector<double> ref(mask.colIdx.size());
   sparse::sddmmReference(mask, x.data(), k, y.data(), k, k, ref.data());
   // sum |x||y| per entry for the bound.

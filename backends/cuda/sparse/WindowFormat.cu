@@ -36,6 +36,14 @@ double storedToDouble(DataType t, const void *p) {
   return v;
 }
 
+double roundToStored(DataType t, double v) {
+  if (t == DataType::F16)
+    return __half2float(__float2half_rn(float(v)));
+  if (t == DataType::BF16)
+    return __bfloat162float(__float2bfloat16_rn(float(v)));
+  return float(v);
+}
+
 const char *dataTypeName(DataType t) {
   return t == DataType::F32 ? "fp32" : t == DataType::F16 ? "fp16" : "bf16";
 }
