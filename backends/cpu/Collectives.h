@@ -26,8 +26,8 @@
 #include "backends/common/Tensor.h"
 #include "backends/common/Trace.h"
 #include "backends/cpu/kernels/CrossEntropy.h" // the vocab-parallel steps
-#include "backends/host/CommStats.h" // comm_stats, set_comm_trace
-#include "backends/host/MpiCheck.h"  // comm_size, comm_rank
+#include "backends/host/CommStats.h"           // comm_stats, set_comm_trace
+#include "backends/host/MpiCheck.h"            // comm_size, comm_rank
 
 #include <cstdint>
 #include <mpi.h>

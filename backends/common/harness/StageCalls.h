@@ -13,9 +13,9 @@
 #ifndef AUTODDL_BACKENDS_COMMON_HARNESS_STAGECALLS_H
 #define AUTODDL_BACKENDS_COMMON_HARNESS_STAGECALLS_H
 
-#include "backends/common/Tensor.h"              // Shape
-#include "backends/common/harness/Pipeline.h"    // device_runs_stage
-#include "backends/common/harness/ProgramRun.h"  // ProgramOf
+#include "backends/common/Tensor.h"             // Shape
+#include "backends/common/harness/Pipeline.h"   // device_runs_stage
+#include "backends/common/harness/ProgramRun.h" // ProgramOf
 
 #include <cstdint>
 
