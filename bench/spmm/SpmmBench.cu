@@ -761,9 +761,17 @@ int main(int argc, char **argv) {
             (long long)fmt.naturalVectors, (long long)fmt.clusteredVectors);
         variants.push_back(std::move(v));
       }
-      auto decide = [&](bool sddmm, int64_t n) { // recorded, not run
-        const sparse::SpmmQuery q{sddmm, t != DataType::F32, n, l2};
-        return sparse::variantName(sparse::decideVariant(feat, q));
+      // A case of this graph and precision: op (spmm or sddmm) at `width`,
+      // with the decider's pick (recorded, not run).
+      auto makeCase = [&](const char *op, int64_t width) {
+        Case c;
+        c.graph = g.name, c.op = op;
+        c.precision = sparse::cuda::dataTypeName(t);
+        c.width = width, c.nnz = g.nnz, c.rows = g.rows;
+        const sparse::SpmmQuery q{c.op == "sddmm", t != DataType::F32, width,
+                                  l2};
+        c.decider = sparse::variantName(sparse::decideVariant(feat, q));
+        return c;
       };
       auto variantNote = [&](const std::vector<double> &ms) {
         std::string note;
@@ -798,10 +806,7 @@ int main(int argc, char **argv) {
               int64_t(g.rows) * n * sparse::cuda::dataTypeBytes(t);
           CUDA_CHECK(cudaMalloc(&y, ybytes));
           CUDA_CHECK(cudaMalloc(&yc, ybytes));
-          Case c;
-          c.graph = g.name, c.op = "spmm",
-          c.precision = sparse::cuda::dataTypeName(t);
-          c.width = n, c.nnz = g.nnz, c.rows = g.rows, c.decider = decide(0, n);
+          Case c = makeCase("spmm", n);
           runVariants(c, [&](const sparse::cuda::WindowFormat &fmt) {
             void *ws = nullptr;
             if (size_t b = sparse::cuda::spmmWorkspaceBytes(fmt, n)) {
@@ -879,10 +884,7 @@ int main(int argc, char **argv) {
           const size_t eb = sparse::cuda::dataTypeBytes(t);
           void *cv;
           CUDA_CHECK(cudaMalloc(&cv, std::max<size_t>(1, size_t(g.nnz) * eb)));
-          Case c;
-          c.graph = g.name, c.op = "sddmm",
-          c.precision = sparse::cuda::dataTypeName(t);
-          c.width = k, c.nnz = g.nnz, c.rows = g.rows, c.decider = decide(1, k);
+          Case c = makeCase("sddmm", k);
           runVariants(c, [&](const sparse::cuda::WindowFormat &fmt) {
             void *ob, *oe;
             CUDA_CHECK(cudaMalloc(
