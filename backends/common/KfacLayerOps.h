@@ -1,7 +1,7 @@
 // The operations on one K-FAC layer that both backends define with one
 // signature on their memory (backends/cpu/kfac on host floats,
 // backends/cuda/kfac on device pointers) over their KfacLayer: the
-// inversions and the unsplit preconditioning; and kfac_refresh and the
+// inversions; and kfac_refresh, the unsplit preconditioning and the
 // preconditioning's paths and GEMM orders, written once over them.
 #ifndef AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
 #define AUTODDL_BACKENDS_COMMON_KFACLAYEROPS_H
@@ -41,10 +41,15 @@ void kfac_zero_factors(KfacLayer &layer);
 /// copied unchanged. dW_out may alias dW on the GPU where the layer has
 /// inverses (each sandwich's first GEMM reads dW, its second writes dW_out),
 /// never on the CPU. Each backend's kfac_precondition_split does the same for
-/// a layer split over tensor parallelism.
+/// a layer split over tensor parallelism; this is it unsplit, over no group
+/// (the backend's KfacLayer::no_group()).
+template <class Layer>
 void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &layer,
-                       bool transpose_weight);
+                       const float *db, const Layer &layer,
+                       bool transpose_weight) {
+  kfac_precondition_split(dW_out, dW, db_out, db, layer, transpose_weight,
+                          KfacSplit::None, Layer::no_group());
+}
 
 /// kfac_precondition_split written once over the backend's memory and
 /// collectives. `ops` supplies:

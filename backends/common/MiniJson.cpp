@@ -198,13 +198,27 @@ private:
     fail(std::string("unexpected character '") + c + "'");
   }
 
+  // The members of an object or the elements of an array: after the opening
+  // bracket, `item()` parses each one, separated by commas, until `close`.
+  template <class Item> void parseList(char close, const Item &item) {
+    ++pos_; // the opening bracket
+    skipSpace();
+    const std::string end(1, close);
+    if (consume(end))
+      return;
+    for (;;) {
+      item();
+      skipSpace();
+      if (consume(end))
+        return;
+      if (!consume(","))
+        fail("expected ',' or '" + end + "'");
+    }
+  }
+
   Json parseObject(int depth) {
     Json obj = Json::obj();
-    ++pos_; // '{'
-    skipSpace();
-    if (consume("}"))
-      return obj;
-    for (;;) {
+    parseList('}', [&] {
       skipSpace();
       if (pos_ >= text_.size() || text_[pos_] != '"')
         fail("expected a string key");
@@ -215,28 +229,14 @@ private:
       if (!consume(":"))
         fail("expected ':'");
       obj.object.emplace_back(std::move(key), parseValue(depth + 1));
-      skipSpace();
-      if (consume("}"))
-        return obj;
-      if (!consume(","))
-        fail("expected ',' or '}'");
-    }
+    });
+    return obj;
   }
 
   Json parseArray(int depth) {
     Json arr = Json::arr();
-    ++pos_; // '['
-    skipSpace();
-    if (consume("]"))
-      return arr;
-    for (;;) {
-      arr.array.push_back(parseValue(depth + 1));
-      skipSpace();
-      if (consume("]"))
-        return arr;
-      if (!consume(","))
-        fail("expected ',' or ']'");
-    }
+    parseList(']', [&] { arr.array.push_back(parseValue(depth + 1)); });
+    return arr;
   }
 
   std::string parseString() {

@@ -372,16 +372,4 @@ void wait_all(std::vector<MPI_Request> &requests) {
   requests.clear();
 }
 
-void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
-                                         float *sums, const float *logits,
-                                         const int32_t *targets, int64_t N,
-                                         int64_t Vl, int64_t v0,
-                                         MPI_Comm comm) {
-  crossentropy_vocab_parallel_max(gmax, logits, N, Vl);
-  all_reduce_max(gmax, N, comm);
-  crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
-  all_reduce_forward(sums, 2 * N, comm);
-  crossentropy_vocab_parallel_loss(losses, gmax, sums, targets, N);
-}
-
 } // namespace autoddl::rt

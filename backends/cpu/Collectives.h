@@ -25,8 +25,9 @@
 #include "backends/common/Metrics.h"
 #include "backends/common/Tensor.h"
 #include "backends/common/Trace.h"
-#include "backends/host/CommStats.h" // comm_stats, set_comm_trace
-#include "backends/host/MpiCheck.h"  // comm_size, comm_rank
+#include "backends/cpu/kernels/CrossEntropy.h" // the vocab-parallel steps
+#include "backends/host/CommStats.h"           // comm_stats, set_comm_trace
+#include "backends/host/MpiCheck.h"            // comm_size, comm_rank
 
 #include <cstdint>
 #include <mpi.h>
@@ -128,14 +129,10 @@ MPI_Request isend(const float *buf, int64_t n, int dest, int tag,
 MPI_Request irecv(float *buf, int64_t n, int source, int tag, MPI_Comm comm);
 void wait_all(std::vector<MPI_Request> &requests);
 
-/// Vocab-parallel cross-entropy forward across a tensor-parallel group
-/// (CrossEntropy.h steps 1-3 with their all-reduces). losses[N]; gmax[N] and
-/// sums[2N] are saved for crossentropy_vocab_parallel_backward.
-void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
-                                         float *sums, const float *logits,
-                                         const int32_t *targets, int64_t N,
-                                         int64_t Vl, int64_t v0, MPI_Comm comm);
-
 } // namespace autoddl::rt
+
+// crossentropy_vocab_parallel_forward: kernels/CrossEntropy.h's steps with the
+// all-reduces above.
+#include "backends/common/VocabParallelLoss.h"
 
 #endif // AUTODDL_BACKENDS_CPU_COLLECTIVES_H

@@ -214,26 +214,23 @@ void all_gather_impl(T *full, const T *shard, const Shape &shard_shape,
   geometry(fullShape, dim, p, outer, chunk);
   const int64_t n = numel(shard_shape);
   comm_count("all_gather", n * int64_t(sizeof(T)));
-  if (outer == 1 && !accumulate) { // shards are contiguous ranges of full
-    if (p == 1 && full == shard)
-      return;
+  // The shards of every rank one after the other into `to` (one rank: a copy).
+  auto gather_into = [&](T *to) {
     if (p == 1)
-      AUTODDL_CUDA_CHECK(cudaMemcpyAsync(full, shard, size_t(n) * sizeof(T),
+      AUTODDL_CUDA_CHECK(cudaMemcpyAsync(to, shard, size_t(n) * sizeof(T),
                                          cudaMemcpyDeviceToDevice,
                                          compute_stream()));
     else
-      AUTODDL_NCCL_CHECK(ncclAllGather(shard, full, size_t(n), nccl_type<T>(),
+      AUTODDL_NCCL_CHECK(ncclAllGather(shard, to, size_t(n), nccl_type<T>(),
                                        c.nccl, compute_stream()));
+  };
+  if (outer == 1 && !accumulate) { // shards are contiguous ranges of full
+    if (p != 1 || full != shard)
+      gather_into(full);
     return;
   }
   T *blocks = static_cast<T *>(scratch(n * p * int64_t(sizeof(T))));
-  if (p == 1)
-    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(blocks, shard, size_t(n) * sizeof(T),
-                                       cudaMemcpyDeviceToDevice,
-                                       compute_stream()));
-  else
-    AUTODDL_NCCL_CHECK(ncclAllGather(shard, blocks, size_t(n), nccl_type<T>(),
-                                     c.nccl, compute_stream()));
+  gather_into(blocks);
   concat_blocks_kernel<<<grid_for(n * p), 256, 0, compute_stream()>>>(
       full, blocks, outer, p, chunk, accumulate);
   AUTODDL_CUDA_CHECK_LAUNCH();
@@ -598,18 +595,6 @@ void reduce_scatter_flat(float *shard, const float *full, int64_t shard_n,
 void all_gather_flat(float *full, const float *shard, int64_t shard_n,
                      const Comm &c) {
   all_gather_impl(full, shard, Shape{shard_n}, 0, c, false);
-}
-
-void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
-                                         float *sums, const act_t *logits,
-                                         const int32_t *targets, int64_t N,
-                                         int64_t Vl, int64_t v0,
-                                         const Comm &c) {
-  crossentropy_vocab_parallel_max(gmax, logits, N, Vl);
-  all_reduce_max(gmax, N, c);
-  crossentropy_vocab_parallel_sums(sums, logits, targets, gmax, N, Vl, v0);
-  all_reduce_forward(sums, 2 * N, c);
-  crossentropy_vocab_parallel_loss(losses, gmax, sums, targets, N);
 }
 
 } // namespace autoddl::rt

@@ -34,7 +34,9 @@
 #define AUTODDL_BACKENDS_CUDA_COMM_H
 
 #include "backends/common/Tensor.h"
+#include "backends/cuda/NcclCheck.h"
 #include "backends/cuda/Runtime.h"
+#include "backends/cuda/kernels/CrossEntropy.h" // the vocab-parallel steps
 #include "backends/host/CommStats.h" // comm_stats: counted as enqueued
 
 #include <cstdint>
@@ -48,11 +50,7 @@ namespace autoddl::rt {
 [[noreturn]] void nccl_fail(ncclResult_t r, const char *call, const char *file,
                             int line);
 #define AUTODDL_NCCL_CHECK(x)                                                  \
-  do {                                                                         \
-    const ncclResult_t autoddl_nr_ = (x);                                      \
-    if (autoddl_nr_ != ncclSuccess && autoddl_nr_ != ncclInProgress)           \
-      ::autoddl::rt::nccl_fail(autoddl_nr_, #x, __FILE__, __LINE__);           \
-  } while (0)
+  AUTODDL_NCCL_CHECK_WITH(::autoddl::rt::nccl_fail, x)
 
 /// One NCCL communicator and this rank's place in it. size 1 (no nccl) when
 /// the group is this rank alone: collectives over it do nothing.
@@ -142,12 +140,8 @@ void reduce_scatter_flat(float *shard, const float *full, int64_t shard_n,
                          const Comm &c);
 void all_gather_flat(float *full, const float *shard, int64_t shard_n,
                      const Comm &c);
-/// Megatron's vocab-parallel cross-entropy forward (the three steps of
-/// backends/cpu/kernels/CrossEntropy.h with their all-reduces).
-void crossentropy_vocab_parallel_forward(float *losses, float *gmax,
-                                         float *sums, const act_t *logits,
-                                         const int32_t *targets, int64_t N,
-                                         int64_t Vl, int64_t v0, const Comm &c);
+// Megatron's vocab-parallel cross-entropy forward over a Comm:
+// common/VocabParallelLoss.h (included at the end).
 
 // ---- data-parallel gradient sync (its own stream) ----
 
@@ -248,5 +242,7 @@ private:
 };
 
 } // namespace autoddl::rt
+
+#include "backends/common/VocabParallelLoss.h" // over the collectives above
 
 #endif // AUTODDL_BACKENDS_CUDA_COMM_H

@@ -298,20 +298,24 @@ void copy_on_device(void *dst, const void *src, int64_t bytes) {
         dst, src, size_t(bytes), cudaMemcpyDeviceToDevice, compute_stream()));
 }
 
-void copy_to_device(void *dst, const void *src, int64_t bytes) {
+namespace {
+// A copy between host and device on the compute stream, waited for.
+void copy_synchronously(void *dst, const void *src, int64_t bytes,
+                        cudaMemcpyKind kind) {
   if (bytes <= 0)
     return;
-  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
-                                     cudaMemcpyHostToDevice, compute_stream()));
+  AUTODDL_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, size_t(bytes), kind, compute_stream()));
   AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+} // namespace
+
+void copy_to_device(void *dst, const void *src, int64_t bytes) {
+  copy_synchronously(dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
 void copy_to_host(void *dst, const void *src, int64_t bytes) {
-  if (bytes <= 0)
-    return;
-  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(bytes),
-                                     cudaMemcpyDeviceToHost, compute_stream()));
-  AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  copy_synchronously(dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 void synchronize() {

@@ -27,24 +27,26 @@
 #include <string>
 #include <vector>
 
-#define cudaCheck(call)                                                        \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: CUDA error: %s\n", __FILE__, __LINE__,      \
-                   cudaGetErrorString(e_));                                    \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-#define ncclCheck(call)                                                        \
-  do {                                                                         \
-    ncclResult_t r_ = (call);                                                  \
-    if (r_ != ncclSuccess) {                                                   \
-      std::fprintf(stderr, "%s:%d: NCCL error: %s\n", __FILE__, __LINE__,      \
-                   ncclGetErrorString(r_));                                    \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
+// A CUDA or NCCL call's status: a failure prints the place, the library and
+// its message, then exits 1.
+struct Status {
+  bool ok;
+  const char *lib, *msg;
+};
+Status status(cudaError_t e) {
+  return {e == cudaSuccess, "CUDA", cudaGetErrorString(e)};
+}
+Status status(ncclResult_t r) {
+  return {r == ncclSuccess, "NCCL", ncclGetErrorString(r)};
+}
+template <class Result> void check(Result r, const char *file, int line) {
+  const Status s = status(r);
+  if (!s.ok) {
+    std::fprintf(stderr, "%s:%d: %s error: %s\n", file, line, s.lib, s.msg);
+    std::exit(1);
+  }
+}
+#define CHECK(call) check((call), __FILE__, __LINE__)
 
 namespace {
 
@@ -74,31 +76,31 @@ struct Gpu {
 void launch(Op op, std::vector<Gpu> &gpus, size_t bytes) {
   int n = static_cast<int>(gpus.size());
   size_t count = bytes / sizeof(float);
-  ncclCheck(ncclGroupStart());
+  CHECK(ncclGroupStart());
   for (int i = 0; i < n; ++i) {
     Gpu &g = gpus[i];
     switch (op) {
     case Op::AllReduce:
-      ncclCheck(ncclAllReduce(g.send, g.recv, count, ncclFloat, ncclSum, g.comm,
-                              g.stream));
+      CHECK(ncclAllReduce(g.send, g.recv, count, ncclFloat, ncclSum, g.comm,
+                          g.stream));
       break;
     case Op::AllGather: // output S, each rank contributes S/n
-      ncclCheck(ncclAllGather(g.send, g.recv, count / n, ncclFloat, g.comm,
-                              g.stream));
+      CHECK(ncclAllGather(g.send, g.recv, count / n, ncclFloat, g.comm,
+                          g.stream));
       break;
     case Op::ReduceScatter: // input S, each rank keeps S/n
-      ncclCheck(ncclReduceScatter(g.send, g.recv, count / n, ncclFloat, ncclSum,
-                                  g.comm, g.stream));
+      CHECK(ncclReduceScatter(g.send, g.recv, count / n, ncclFloat, ncclSum,
+                              g.comm, g.stream));
       break;
     case Op::SendRecv: // 0 -> 1 only: a pipeline-stage boundary
       if (i == 0)
-        ncclCheck(ncclSend(g.send, count, ncclFloat, 1, g.comm, g.stream));
+        CHECK(ncclSend(g.send, count, ncclFloat, 1, g.comm, g.stream));
       if (i == 1)
-        ncclCheck(ncclRecv(g.recv, count, ncclFloat, 0, g.comm, g.stream));
+        CHECK(ncclRecv(g.recv, count, ncclFloat, 0, g.comm, g.stream));
       break;
     }
   }
-  ncclCheck(ncclGroupEnd());
+  CHECK(ncclGroupEnd());
 }
 
 // Mean seconds per launch, slowest GPU.
@@ -107,24 +109,24 @@ double timeOp(Op op, std::vector<Gpu> &gpus, size_t bytes, int warmup,
   for (int w = 0; w < warmup; ++w)
     launch(op, gpus, bytes);
   for (Gpu &g : gpus)
-    cudaCheck(cudaStreamSynchronize(g.stream));
+    CHECK(cudaStreamSynchronize(g.stream));
   int dev = 0;
   for (Gpu &g : gpus) {
-    cudaCheck(cudaSetDevice(dev++));
-    cudaCheck(cudaEventRecord(g.start, g.stream));
+    CHECK(cudaSetDevice(dev++));
+    CHECK(cudaEventRecord(g.start, g.stream));
   }
   for (int it = 0; it < iters; ++it)
     launch(op, gpus, bytes);
   dev = 0;
   double worst = 0;
   for (Gpu &g : gpus) {
-    cudaCheck(cudaSetDevice(dev++));
-    cudaCheck(cudaEventRecord(g.stop, g.stream));
+    CHECK(cudaSetDevice(dev++));
+    CHECK(cudaEventRecord(g.stop, g.stream));
   }
   for (Gpu &g : gpus) {
-    cudaCheck(cudaEventSynchronize(g.stop));
+    CHECK(cudaEventSynchronize(g.stop));
     float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, g.start, g.stop));
+    CHECK(cudaEventElapsedTime(&ms, g.start, g.stop));
     worst = std::max(worst, ms * 1e-3 / iters);
   }
   return worst;
@@ -137,7 +139,7 @@ int main(int argc, char **argv) {
   size_t maxBytes =
       argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (1ull << 30);
   int n = 0;
-  cudaCheck(cudaGetDeviceCount(&n));
+  CHECK(cudaGetDeviceCount(&n));
   if (n < 2) {
     std::fprintf(stderr, "need at least 2 GPUs, found %d\n", n);
     return 1;
@@ -146,27 +148,26 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; ++i)
     devs[i] = i;
   std::vector<ncclComm_t> comms(n);
-  ncclCheck(ncclCommInitAll(comms.data(), n, devs.data()));
+  CHECK(ncclCommInitAll(comms.data(), n, devs.data()));
   std::vector<Gpu> gpus(n);
   for (int i = 0; i < n; ++i) {
-    cudaCheck(cudaSetDevice(i));
+    CHECK(cudaSetDevice(i));
     gpus[i].comm = comms[i];
-    cudaCheck(
-        cudaStreamCreateWithFlags(&gpus[i].stream, cudaStreamNonBlocking));
-    cudaCheck(cudaMalloc(&gpus[i].send, maxBytes));
-    cudaCheck(cudaMalloc(&gpus[i].recv, maxBytes));
-    cudaCheck(cudaMemset(gpus[i].send, 0, maxBytes));
-    cudaCheck(cudaEventCreate(&gpus[i].start));
-    cudaCheck(cudaEventCreate(&gpus[i].stop));
+    CHECK(cudaStreamCreateWithFlags(&gpus[i].stream, cudaStreamNonBlocking));
+    CHECK(cudaMalloc(&gpus[i].send, maxBytes));
+    CHECK(cudaMalloc(&gpus[i].recv, maxBytes));
+    CHECK(cudaMemset(gpus[i].send, 0, maxBytes));
+    CHECK(cudaEventCreate(&gpus[i].start));
+    CHECK(cudaEventCreate(&gpus[i].stop));
   }
   cudaDeviceProp prop{};
-  cudaCheck(cudaGetDeviceProperties(&prop, 0));
+  CHECK(cudaGetDeviceProperties(&prop, 0));
   int ncclVer = 0, rtVer = 0, drvVer = 0;
-  ncclCheck(ncclGetVersion(&ncclVer));
-  cudaCheck(cudaRuntimeGetVersion(&rtVer));
-  cudaCheck(cudaDriverGetVersion(&drvVer));
+  CHECK(ncclGetVersion(&ncclVer));
+  CHECK(cudaRuntimeGetVersion(&rtVer));
+  CHECK(cudaDriverGetVersion(&drvVer));
   int p2p = 0;
-  cudaCheck(cudaDeviceCanAccessPeer(&p2p, 0, 1));
+  CHECK(cudaDeviceCanAccessPeer(&p2p, 0, 1));
 
   std::printf("{\n  \"device\": \"%d x %s\",\n  \"gpus\": %d,\n", n, prop.name,
               n);
@@ -205,6 +206,6 @@ int main(int argc, char **argv) {
   }
   std::printf("\n  ]\n}\n");
   for (int i = 0; i < n; ++i)
-    ncclCheck(ncclCommDestroy(comms[i]));
+    CHECK(ncclCommDestroy(comms[i]));
   return 0;
 }

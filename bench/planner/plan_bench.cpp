@@ -31,6 +31,47 @@
 
 using namespace autoddl;
 
+namespace {
+
+/// The model at micro-batch 1 and 2: plan() prices from both.
+std::pair<ModelGraph, ModelGraph> importPair(const std::string &model,
+                                             int64_t seq) {
+  import::ImportOptions io;
+  io.seq = seq;
+  io.batch = 1;
+  ModelGraph g1 = import::importModel(model, io);
+  io.batch = 2;
+  return {std::move(g1), import::importModel(model, io)};
+}
+
+/// What plan() returned, into j: the plan's knobs, step time, throughput and
+/// peak memory (with the search's effort), or the error, or why no plan fits.
+const planner::Plan *
+putOutcome(nlohmann::ordered_json &j,
+           const pipeline::OrError<planner::PlanOutcome> &r) {
+  if (!r) {
+    j["error"] = r.error();
+    return nullptr;
+  }
+  const auto *p = std::get_if<planner::Plan>(&*r);
+  if (!p) {
+    j["infeasible"] = std::get<planner::Infeasible>(*r).message;
+    return nullptr;
+  }
+  j["plan"] = planner::knobsToString(p->knobs);
+  j["step_time_s"] = p->predicted.stepTime;
+  j["tflops_per_gpu"] = p->predicted.tflopsPerGpu;
+  j["hardware_tflops_per_gpu"] = p->predicted.hardwareTflopsPerGpu;
+  j["mfu"] = p->predicted.mfu;
+  j["peak_memory_GiB"] = p->predicted.peakMemory / (1 << 30);
+  j["search_wall_s"] = p->search.wallSeconds;
+  j["candidates_priced"] = p->search.candidatesPriced;
+  j["simulated"] = p->search.simulated;
+  return p;
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3) {
     std::cerr << "usage: autoddl_plan_bench OUT.json [MEGATRON.json]\n";
@@ -49,12 +90,7 @@ int main(int argc, char **argv) {
   };
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const Case &c : cases) {
-    import::ImportOptions io;
-    io.seq = c.seq;
-    io.batch = 1;
-    ModelGraph g1 = import::importModel(c.model, io);
-    io.batch = 2;
-    ModelGraph g2 = import::importModel(c.model, io);
+    const auto [g1, g2] = importPair(c.model, c.seq);
     cost::Cluster cl = cost::loadCluster(c.cluster);
     cl = cost::withNodes(cl, c.gpus / cl.gpusPerNode);
     for (bool explain : {false, true}) {
@@ -73,19 +109,7 @@ int main(int argc, char **argv) {
       j["explain"] = explain;
       j["wall_s"] = wall;
       j["cpu_s"] = cpu;
-      if (!r) {
-        j["error"] = r.error();
-      } else if (auto *p = std::get_if<planner::Plan>(&*r)) {
-        j["plan"] = planner::knobsToString(p->knobs);
-        j["step_time_s"] = p->predicted.stepTime;
-        j["tflops_per_gpu"] = p->predicted.tflopsPerGpu;
-        j["mfu"] = p->predicted.mfu;
-        j["peak_memory_GiB"] = p->predicted.peakMemory / (1 << 30);
-        j["candidates_priced"] = p->search.candidatesPriced;
-        j["simulated"] = p->search.simulated;
-      } else {
-        j["infeasible"] = std::get<planner::Infeasible>(*r).message;
-      }
+      putOutcome(j, r);
       std::cout << j.dump() << std::endl;
       out.push_back(j);
     }
@@ -109,13 +133,8 @@ int main(int argc, char **argv) {
               {"gpt-1t", 8, 64, 3072, 3072, 163}};
   nlohmann::ordered_json mt = nlohmann::ordered_json::array();
   for (const Row &r : rows) {
-    import::ImportOptions io;
-    io.seq = 2048;
-    io.batch = 1;
-    std::string path = std::string("bench/planner/models/") + r.model + ".json";
-    ModelGraph g1 = import::importModel(path, io);
-    io.batch = 2;
-    ModelGraph g2 = import::importModel(path, io);
+    const auto [g1, g2] = importPair(
+        std::string("bench/planner/models/") + r.model + ".json", 2048);
     cost::Cluster cl = cost::loadCluster("dgx-a100-hdr");
     cl = cost::withNodes(cl, r.gpus / cl.gpusPerNode);
     nlohmann::ordered_json j;
@@ -143,19 +162,7 @@ int main(int argc, char **argv) {
       }
       auto res = planner::plan(g1, g2, cl, o);
       nlohmann::ordered_json k;
-      if (!res) {
-        k["error"] = res.error();
-      } else if (auto *p = std::get_if<planner::Plan>(&*res)) {
-        k["plan"] = planner::knobsToString(p->knobs);
-        k["step_time_s"] = p->predicted.stepTime;
-        k["tflops_per_gpu"] = p->predicted.tflopsPerGpu;
-        k["hardware_tflops_per_gpu"] = p->predicted.hardwareTflopsPerGpu;
-        k["peak_memory_GiB"] = p->predicted.peakMemory / (1 << 30);
-        k["search_wall_s"] = p->search.wallSeconds;
-      } else {
-        k["infeasible"] = std::get<planner::Infeasible>(*res).message;
-      }
-      if (auto *p = res ? std::get_if<planner::Plan>(&*res) : nullptr) {
+      if (const planner::Plan *p = putOutcome(k, res)) {
         const planner::Prediction &q = p->predicted;
         k["breakdown_s"] = {{"compute", q.compute},
                             {"tp_comm", q.tpComm},

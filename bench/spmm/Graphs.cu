@@ -320,31 +320,31 @@ void DeviceGraph::release() {
 
 std::vector<GraphSpec> benchSuite(const std::string &dataDir, bool quick) {
   std::vector<GraphSpec> s;
-  auto real = [&](const char *name) {
+  // A graph of the suite: its name, generator and the generator's sizes.
+  auto add = [&](const std::string &name, const char *kind, int64_t a = 0,
+                 int64_t b = 0) -> GraphSpec & {
     GraphSpec g;
-    g.name = name, g.kind = "real", g.file = dataDir + "/" + name + ".agr";
+    g.name = name, g.kind = kind, g.a = a, g.b = b;
     s.push_back(g);
+    return s.back();
+  };
+  auto real = [&](const char *name) {
+    add(name, "real").file = dataDir + "/" + name + ".agr";
   };
   auto rmat = [&](int scale, int ef) {
-    GraphSpec g;
-    g.name = "rmat-s" + std::to_string(scale) + "-ef" + std::to_string(ef);
-    g.kind = "rmat", g.a = scale, g.b = ef;
-    s.push_back(g);
+    add("rmat-s" + std::to_string(scale) + "-ef" + std::to_string(ef), "rmat",
+        scale, ef);
+  };
+  auto chunglu = [&](const char *name, int64_t n, double target, double ratio,
+                     double exponent) {
+    GraphSpec &g = add(name, "chunglu", n);
+    g.target = target, g.ratio = ratio, g.exponent = exponent;
   };
   real("email-Enron");
   real("pgp-strong-2009");
   rmat(18, 16);
-  {
-    GraphSpec g;
-    g.name = "chunglu-reddit", g.kind = "chunglu", g.a = 232965;
-    g.target = 114848857, g.ratio = 44, g.exponent = 0.5;
-    s.push_back(g);
-  }
-  {
-    GraphSpec g;
-    g.name = "mesh9-2048", g.kind = "mesh9", g.a = 2048;
-    s.push_back(g);
-  }
+  chunglu("chunglu-reddit", 232965, 114848857, 44, 0.5);
+  add("mesh9-2048", "mesh9", 2048);
   if (quick)
     return s;
   real("cond-mat-2005");
@@ -352,22 +352,9 @@ std::vector<GraphSpec> benchSuite(const std::string &dataDir, bool quick) {
   real("as-22july06");
   rmat(20, 16);
   rmat(22, 16);
-  {
-    GraphSpec g;
-    g.name = "chunglu-products", g.kind = "chunglu", g.a = 2449029;
-    g.target = 126167053, g.ratio = 340, g.exponent = 0.8;
-    s.push_back(g);
-  }
-  {
-    GraphSpec g;
-    g.name = "uniform-2M-d32", g.kind = "uniform", g.a = 1 << 21, g.b = 32;
-    s.push_back(g);
-  }
-  {
-    GraphSpec g;
-    g.name = "banded-1M-w32-b512", g.kind = "banded", g.a = 1 << 20, g.b = 32;
-    s.push_back(g);
-  }
+  chunglu("chunglu-products", 2449029, 126167053, 340, 0.8);
+  add("uniform-2M-d32", "uniform", 1 << 21, 32);
+  add("banded-1M-w32-b512", "banded", 1 << 20, 32);
   return s;
 }
 

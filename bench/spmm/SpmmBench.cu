@@ -11,6 +11,7 @@
 // default 0, the format's own choice. --graph: these graphs instead of the
 // suite, Matrix Market files or edge lists, GraphFile.h)
 #include "backends/cpu/sparse/SparseReference.h"
+#include "backends/cuda/sparse/DeviceHelpers.cuh" // loadAsFloat
 #include "backends/cuda/sparse/SpmmDecider.h"
 #include "backends/cuda/sparse/WindowFormat.h"
 #include "bench/spmm/BenchCommon.h"
@@ -55,28 +56,12 @@ cudaDataType cudaType(DataType t) {
                               : CUDA_R_16BF;
 }
 
-/// The value a float takes once stored as `t` (what both the GPU and the
-/// reference see).
-double roundTo(DataType t, float v) {
-  if (t == DataType::F16)
-    return double(__half2float(__float2half_rn(v)));
-  if (t == DataType::BF16)
-    return double(__bfloat162float(__float2bfloat16_rn(v)));
-  return double(v);
-}
-
 __global__ void fillKernel(DataType t, uint64_t seed, int64_t count,
                            void *out) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
-  const float v = uniformSym(seed, i);
-  if (t == DataType::F32)
-    static_cast<float *>(out)[i] = v;
-  else if (t == DataType::F16)
-    static_cast<__half *>(out)[i] = __float2half_rn(v);
-  else
-    static_cast<__nv_bfloat16 *>(out)[i] = __float2bfloat16_rn(v);
+  sparse::cuda::detail::storeFromFloat(t, out, i, uniformSym(seed, i));
 }
 
 /// Counts elements that are not finite (poisoned outputs left unwritten show up
@@ -86,14 +71,7 @@ __global__ void nonFiniteKernel(DataType t, int64_t count, const void *p,
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
-  float v;
-  if (t == DataType::F32)
-    v = static_cast<const float *>(p)[i];
-  else if (t == DataType::F16)
-    v = __half2float(static_cast<const __half *>(p)[i]);
-  else
-    v = __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
-  if (!isfinite(v))
+  if (!isfinite(sparse::cuda::detail::loadAsFloat(t, p, i)))
     atomicAdd(bad, 1ull);
 }
 
@@ -181,6 +159,24 @@ struct CheckResult {
   bool passed() const {
     return patternOk && nonFinite == 0 && maxBoundRatio <= 1.0;
   }
+  /// One checked element: got g against the reference ref, whose bound sums
+  /// `terms` products of |sum| absb (Bound).
+  void add(const Bound &b, double g, double ref, double absb, int64_t terms) {
+    const double err = std::abs(g - ref);
+    const double bound =
+        2 * (b.inputRel + double(terms + 1) * std::ldexp(1.0, -24)) * absb +
+        b.outputRel * std::abs(ref) + b.underflow;
+    maxBoundRatio = std::max(
+        maxBoundRatio, bound > 0 ? err / bound : (err > 0 ? INFINITY : 0));
+    if (!std::isfinite(g))
+      maxBoundRatio = INFINITY;
+    errSq += err * err, refSq += ref * ref;
+    relErr = refSq > 0 ? std::sqrt(errSq / refSq) : std::sqrt(errSq);
+    ++checked;
+  }
+
+private:
+  double errSq = 0, refSq = 0; // over the checked elements
 };
 
 /// H200 HBM3e peak (4.8 TB/s) in bytes per ms, for the floors of each case.
@@ -236,7 +232,8 @@ CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
         if (it.second)
           colMap.push_back(h.col[e]);
         sub.colIdx.push_back(it.first->second);
-        sub.values.push_back(roundTo(t, uniformSym(seedA, e)));
+        sub.values.push_back(
+            sparse::cuda::roundToStored(t, uniformSym(seedA, e)));
       }
       sub.rowPtr.push_back(int32_t(sub.colIdx.size()));
     }
@@ -246,7 +243,8 @@ CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < int64_t(colMap.size()); ++c)
     for (int64_t f = 0; f < n; ++f)
-      x[c * n + f] = roundTo(t, uniformSym(seedX, int64_t(colMap[c]) * n + f));
+      x[c * n + f] = sparse::cuda::roundToStored(
+          t, uniformSym(seedX, int64_t(colMap[c]) * n + f));
   std::vector<double> ref(subRows.size() * n), absb(subRows.size() * n);
   std::vector<int32_t> all(subRows.size());
   for (size_t i = 0; i < all.size(); ++i)
@@ -260,26 +258,14 @@ CheckResult checkSpmm(const HostGraph &h, int32_t rows, DataType t,
                               size_t(subRows[i]) * n * eb,
                           n * eb, cudaMemcpyDeviceToHost));
   const Bound b = boundFor(t);
-  double num = 0, den = 0;
   for (size_t i = 0; i < subRows.size(); ++i) {
     const int64_t deg = sub.rowPtr[i + 1] - sub.rowPtr[i];
     for (int64_t f = 0; f < n; ++f) {
       const size_t k = i * n + f;
-      const double g = sparse::cuda::storedToDouble(t, got.data() + k * eb);
-      const double err = std::abs(g - ref[k]);
-      const double bound =
-          2 * (b.inputRel + double(deg + 1) * std::ldexp(1.0, -24)) * absb[k] +
-          b.outputRel * std::abs(ref[k]) + b.underflow;
-      res.maxBoundRatio =
-          std::max(res.maxBoundRatio,
-                   bound > 0 ? err / bound : (err > 0 ? INFINITY : 0));
-      if (!std::isfinite(g))
-        res.maxBoundRatio = INFINITY;
-      num += err * err, den += ref[k] * ref[k];
-      ++res.checked;
+      res.add(b, sparse::cuda::storedToDouble(t, got.data() + k * eb), ref[k],
+              absb[k], deg);
     }
   }
-  res.relErr = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   return res;
 }
 
@@ -335,11 +321,13 @@ CheckResult checkSddmm(const HostGraph &h, int32_t rows,
   std::vector<double> x(rowMap.size() * k), y(colMap.size() * k);
   for (size_t i = 0; i < rowMap.size(); ++i)
     for (int64_t f = 0; f < k; ++f)
-      x[i * k + f] = roundTo(t, uniformSym(seedX, int64_t(rowMap[i]) * k + f));
+      x[i * k + f] = sparse::cuda::roundToStored(
+          t, uniformSym(seedX, int64_t(rowMap[i]) * k + f));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < int64_t(colMap.size()); ++i)
     for (int64_t f = 0; f < k; ++f)
-      y[i * k + f] = roundTo(t, uniformSym(seedY, int64_t(colMap[i]) * k + f));
+      y[i * k + f] = sparse::cuda::roundToStored(
+          t, uniformSym(seedY, int64_t(colMap[i]) * k + f));
   std::vector<double> ref(mask.colIdx.size());
   sparse::sddmmReference(mask, x.data(), k, y.data(), k, k, ref.data());
   // sum |x||y| per entry for the bound.
@@ -350,21 +338,8 @@ CheckResult checkSddmm(const HostGraph &h, int32_t rows,
     ay[i] = std::abs(y[i]);
   sparse::sddmmReference(mask, ax.data(), k, ay.data(), k, k, absb.data());
   const Bound b = boundFor(t);
-  double num = 0, den = 0;
-  for (size_t e = 0; e < ref.size(); ++e) {
-    const double g = dec[e].value;
-    const double err = std::abs(g - ref[e]);
-    const double bound =
-        2 * (b.inputRel + double(k + 1) * std::ldexp(1.0, -24)) * absb[e] +
-        b.outputRel * std::abs(ref[e]) + b.underflow;
-    res.maxBoundRatio = std::max(
-        res.maxBoundRatio, bound > 0 ? err / bound : (err > 0 ? INFINITY : 0));
-    if (!std::isfinite(g))
-      res.maxBoundRatio = INFINITY;
-    num += err * err, den += ref[e] * ref[e];
-    ++res.checked;
-  }
-  res.relErr = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  for (size_t e = 0; e < ref.size(); ++e)
+    res.add(b, dec[e].value, ref[e], absb[e], k);
   return res;
 }
 
@@ -417,6 +392,38 @@ void setFloors(Case &c, const sparse::cuda::WindowFormat &fmt,
   }
   c.floorMs = compulsory / kHbmBytesPerMs;
   c.gatherFloorMs = ours / kHbmBytesPerMs;
+}
+
+/// One format variant of a case checked and timed: c keeps the first check
+/// or a failing one, and the fastest variant (its time, name,
+/// preprocessing time and floors).
+void keepVariant(Case &c, bool first, const CheckResult &check, double ms,
+                 const std::string &name, double preMs,
+                 const sparse::cuda::WindowFormat &fmt, const HostGraph &h) {
+  if (first || !check.passed())
+    c.check = check;
+  if (first || ms < c.ms) {
+    c.ms = ms;
+    c.variant = name;
+    c.preprocessMs = preMs;
+    setFloors(c, fmt, h, c.width);
+  }
+}
+
+/// cuSPARSE's result for case c at precision t (`run(false)`); where
+/// cuSPARSE lacks that precision, its fp32 path on fp32 operands, what a user
+/// would run (`run(true)`, on buffers it allocates and frees).
+BaselineResult baselineOf(Case &c, DataType t,
+                          const std::function<BaselineResult(bool)> &run) {
+  BaselineResult base = run(false);
+  c.cusparsePrecision = c.precision;
+  if (!base.ok && t != DataType::F32) {
+    const std::string note = base.note;
+    base = run(true);
+    base.note = note + " -> fp32 baseline";
+    c.cusparsePrecision = "fp32";
+  }
+  return base;
 }
 
 std::string jsonEscape(const std::string &s) {
@@ -754,9 +761,17 @@ int main(int argc, char **argv) {
             (long long)fmt.naturalVectors, (long long)fmt.clusteredVectors);
         variants.push_back(std::move(v));
       }
-      auto decide = [&](bool sddmm, int64_t n) { // recorded, not run
-        const sparse::SpmmQuery q{sddmm, t != DataType::F32, n, l2};
-        return sparse::variantName(sparse::decideVariant(feat, q));
+      // A case of this graph and precision: op (spmm or sddmm) at `width`,
+      // with the decider's pick (recorded, not run).
+      auto makeCase = [&](const char *op, int64_t width) {
+        Case c;
+        c.graph = g.name, c.op = op;
+        c.precision = sparse::cuda::dataTypeName(t);
+        c.width = width, c.nnz = g.nnz, c.rows = g.rows;
+        const sparse::SpmmQuery q{c.op == "sddmm", t != DataType::F32, width,
+                                  l2};
+        c.decider = sparse::variantName(sparse::decideVariant(feat, q));
+        return c;
       };
       auto variantNote = [&](const std::vector<double> &ms) {
         std::string note;
@@ -768,6 +783,19 @@ int main(int argc, char **argv) {
         }
         return note;
       };
+      // Checks and times every variant for case c: measure(fmt) returns its
+      // check and median ms (the buffers it needs its own); c keeps the
+      // fastest (keepVariant) and every variant's time.
+      auto runVariants = [&](Case &c, const auto &measure) {
+        std::vector<double> ms;
+        for (size_t vi = 0; vi < variants.size(); ++vi) {
+          const std::pair<CheckResult, double> m = measure(variants[vi].fmt);
+          ms.push_back(m.second);
+          keepVariant(c, vi == 0, m.first, m.second, variants[vi].name,
+                      variants[vi].preMs, variants[vi].fmt, h);
+        }
+        c.variantMs = variantNote(ms);
+      };
       for (int n : opt.widths) {
         // --- SpMM ---
         {
@@ -778,13 +806,8 @@ int main(int argc, char **argv) {
               int64_t(g.rows) * n * sparse::cuda::dataTypeBytes(t);
           CUDA_CHECK(cudaMalloc(&y, ybytes));
           CUDA_CHECK(cudaMalloc(&yc, ybytes));
-          Case c;
-          c.graph = g.name, c.op = "spmm",
-          c.precision = sparse::cuda::dataTypeName(t);
-          c.width = n, c.nnz = g.nnz, c.rows = g.rows, c.decider = decide(0, n);
-          std::vector<double> ms;
-          for (size_t vi = 0; vi < variants.size(); ++vi) {
-            const sparse::cuda::WindowFormat &fmt = variants[vi].fmt;
+          Case c = makeCase("spmm", n);
+          runVariants(c, [&](const sparse::cuda::WindowFormat &fmt) {
             void *ws = nullptr;
             if (size_t b = sparse::cuda::spmmWorkspaceBytes(fmt, n)) {
               CUDA_CHECK(cudaMalloc(&ws, b));
@@ -795,41 +818,29 @@ int main(int argc, char **argv) {
             CUDA_CHECK(cudaDeviceSynchronize());
             const CheckResult check =
                 checkSpmm(h, g.rows, t, seedA, seedX, n, y);
-            if (vi == 0 || !check.passed())
-              c.check = check;
-            ms.push_back(medianMs([&] {
+            const double ms = medianMs([&] {
               CUDA_CHECK(sparse::cuda::spmm(fmt, x, n, n, y, n, ws));
-            }));
-            if (vi == 0 || ms.back() < c.ms) {
-              c.ms = ms.back();
-              c.variant = variants[vi].name;
-              c.preprocessMs = variants[vi].preMs;
-              setFloors(c, fmt, h, n);
-            }
+            });
             if (ws)
               CUDA_CHECK(cudaFree(ws));
-          }
-          c.variantMs = variantNote(ms);
-          BaselineResult base =
-              cusparseSpmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, vals,
-                           cudaType(t), x, n, yc, medianMs);
-          c.cusparsePrecision = c.precision;
-          if (!base.ok && t != DataType::F32) {
-            // cuSPARSE lacks this precision: compare with its fp32 path, what a
-            // user would run.
+            return std::make_pair(check, ms);
+          });
+          const BaselineResult base = baselineOf(c, t, [&](bool fp32) {
+            if (!fp32)
+              return cusparseSpmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, vals,
+                                  cudaType(t), x, n, yc, medianMs);
             void *vf = deviceRandom(DataType::F32, seedA, g.nnz);
             void *xf = deviceRandom(DataType::F32, seedX, int64_t(g.rows) * n);
             void *yf;
             CUDA_CHECK(cudaMalloc(&yf, int64_t(g.rows) * n * 4));
-            const std::string note = base.note;
-            base = cusparseSpmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, vf,
-                                CUDA_R_32F, xf, n, yf, medianMs);
-            base.note = note + " -> fp32 baseline";
-            c.cusparsePrecision = "fp32";
+            const BaselineResult r =
+                cusparseSpmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, vf,
+                             CUDA_R_32F, xf, n, yf, medianMs);
             CUDA_CHECK(cudaFree(vf));
             CUDA_CHECK(cudaFree(xf));
             CUDA_CHECK(cudaFree(yf));
-          }
+            return r;
+          });
           // The issue's baseline: the better of default and CSR_ALG2.
           double target = 0;
           std::string targetAlg;
@@ -873,13 +884,8 @@ int main(int argc, char **argv) {
           const size_t eb = sparse::cuda::dataTypeBytes(t);
           void *cv;
           CUDA_CHECK(cudaMalloc(&cv, std::max<size_t>(1, size_t(g.nnz) * eb)));
-          Case c;
-          c.graph = g.name, c.op = "sddmm",
-          c.precision = sparse::cuda::dataTypeName(t);
-          c.width = k, c.nnz = g.nnz, c.rows = g.rows, c.decider = decide(1, k);
-          std::vector<double> ms;
-          for (size_t vi = 0; vi < variants.size(); ++vi) {
-            const sparse::cuda::WindowFormat &fmt = variants[vi].fmt;
+          Case c = makeCase("sddmm", k);
+          runVariants(c, [&](const sparse::cuda::WindowFormat &fmt) {
             void *ob, *oe;
             CUDA_CHECK(cudaMalloc(
                 &ob, std::max<size_t>(1, size_t(fmt.numBlocks) * 64 * eb)));
@@ -891,39 +897,29 @@ int main(int argc, char **argv) {
             CUDA_CHECK(cudaDeviceSynchronize());
             const CheckResult check =
                 checkSddmm(h, g.rows, fmt, seedX, seedY, k, ob, oe);
-            if (vi == 0 || !check.passed())
-              c.check = check;
-            ms.push_back(medianMs([&] {
+            const double ms = medianMs([&] {
               CUDA_CHECK(sparse::cuda::sddmm(fmt, x, k, y, k, k, ob, oe));
-            }));
-            if (vi == 0 || ms.back() < c.ms) {
-              c.ms = ms.back();
-              c.variant = variants[vi].name;
-              c.preprocessMs = variants[vi].preMs;
-              setFloors(c, fmt, h, k);
-            }
+            });
             CUDA_CHECK(cudaFree(ob));
             CUDA_CHECK(cudaFree(oe));
-          }
-          c.variantMs = variantNote(ms);
-          BaselineResult base =
-              cusparseSddmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, cv,
-                            cudaType(t), x, y, k, medianMs);
-          c.cusparsePrecision = c.precision;
-          if (!base.ok && t != DataType::F32) {
+            return std::make_pair(check, ms);
+          });
+          const BaselineResult base = baselineOf(c, t, [&](bool fp32) {
+            if (!fp32)
+              return cusparseSddmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, cv,
+                                   cudaType(t), x, y, k, medianMs);
             void *xf = deviceRandom(DataType::F32, seedX, int64_t(g.rows) * k);
             void *yf = deviceRandom(DataType::F32, seedY, int64_t(g.rows) * k);
             void *cf;
             CUDA_CHECK(cudaMalloc(&cf, std::max<int64_t>(1, g.nnz) * 4));
-            const std::string note = base.note;
-            base = cusparseSddmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, cf,
-                                 CUDA_R_32F, xf, yf, k, medianMs);
-            base.note = note + " -> fp32 baseline";
-            c.cusparsePrecision = "fp32";
+            const BaselineResult r =
+                cusparseSddmm(g.rows, g.rows, g.nnz, g.rowPtr, g.col, cf,
+                              CUDA_R_32F, xf, yf, k, medianMs);
             CUDA_CHECK(cudaFree(xf));
             CUDA_CHECK(cudaFree(yf));
             CUDA_CHECK(cudaFree(cf));
-          }
+            return r;
+          });
           c.cusparseMs = base.ok ? base.ms : 0;
           c.cusparseAlg = base.algorithm, c.cusparseNote = base.note;
           c.cusparseAlgMs = algorithmNote(base);

@@ -41,21 +41,15 @@ cases=(
 )
 for c in "${cases[@]}"; do
   read -r name model gpus fix mega recompute <<<"$c"
-  w=$work/$name && mkdir -p "$w"
-  batchArgs=(--global-batch 8 --seq 16)
-  case "$(basename "$model")" in gcn* | gat* | transformer_conv* | sage*) batchArgs=(--global-batch 1) ;; esac # whole graph
-  "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" "${batchArgs[@]}" \
-    --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
+  w=$work/$name
   # mega 1: Megatron's linears; 2: and the vocab-parallel embedding (a tied table split);
   # 3: and the norms and residual adds sequence-parallel; batch, sequence: every op on split rows
-  python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level "$mega"
+  plan_cuda_case "$autoddl" "$w" "$model" "$gpus" "$fix" "$mega"
   # recompute: every stage recomputes its first that many layers
   if [ -n "${recompute:-}" ]; then
     python3 "$here/recompute_layers.py" "$w/plan.json" "$recompute"
   fi
-  modelArg=()
-  [ -f "$model" ] && modelArg=(--model "$model")
-  "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" "${modelArg[@]}" >/dev/null
+  codegen_cuda "$autoddl" "$w" "$model"
   compile_train_cuda "$w/p"
   echo "$name: train.cpp compiles (bf16, fp32)"
 done

@@ -22,11 +22,9 @@ cases=(
 )
 for c in "${cases[@]}"; do
   read -r name model gpus fix mega rule <<<"$c"
-  w=$work/$name && mkdir -p "$w"
-  "$autoddl" plan "$model" --cluster h200x2-nvlink --gpus "$gpus" --global-batch 8 --seq 16 \
-    --optimizer kfac --kfac-rule "$rule" --fix "$fix" --no-why -o "$w/plan.json" >/dev/null
-  python3 "$here/../lit/codegen/megatron.py" "$w/plan.json" --level "$mega"
-  "$autoddl" codegen "$w/plan.json" --backend cuda -o "$w/p" >/dev/null
+  w=$work/$name
+  plan_cuda_case "$autoddl" "$w" "$model" "$gpus" "$fix" "$mega" --optimizer kfac --kfac-rule "$rule"
+  codegen_cuda "$autoddl" "$w" "$model"
   grep -q 'backends/cuda/harness/KfacRun.h' "$w/p/train.cpp"
   grep -q 'kfac_curvature_G(' "$w/p/train.cpp"
   grep -q 'CUDA::cusolver' "$w/p/runtime/backends/cuda/StandaloneRuntime.cmake"

@@ -14,10 +14,9 @@
 # Usage: cuda_resume_and_bad_input.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "${gpus:-0}" -ge 2 ] || { echo "skipped: 2 GPUs needed, ${gpus:-0} found"; exit 77; }
+. "$(dirname "$0")/gpu_lib.sh"
+require_gpus 2
 rm -rf "$w" && mkdir -p "$w"
-fail() { echo "FAIL: $*"; exit 1; }
 mpi() { mpirun --oversubscribe --allow-run-as-root "$@"; }
 build() { cmake -S "$1" -B "$1/build" -DCMAKE_BUILD_TYPE=Release > "$1/cmake.log" 2>&1 &&
           cmake --build "$1/build" -j8 >> "$1/cmake.log" 2>&1 || fail "build of $1 (see $1/cmake.log)"; }

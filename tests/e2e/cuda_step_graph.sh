@@ -12,10 +12,9 @@
 #        makes it: GPU machines have no autoddl; see tests/gpu/verify_gpu.sh)
 set -uo pipefail
 autoddl=$1 w=$2
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-[ "${gpus:-0}" -ge 1 ] || { echo "skipped: a GPU needed, none found"; exit 77; }
+. "$(dirname "$0")/gpu_lib.sh"
+require_gpus 1
 rm -rf "$w" && mkdir -p "$w"
-fail() { echo "FAIL: $*"; exit 1; }
 if [ -f "$autoddl/CMakeLists.txt" ]; then
   cp -r "$autoddl" "$w/p"
   rm -rf "$w/p/build"

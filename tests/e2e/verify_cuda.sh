@@ -7,11 +7,8 @@
 # Usage: [FP32=1] [MEGATRON=1|2|3|batch|sequence] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 fix=$5 steps=${6:-5}
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${gpus:-0}" -lt "$ranks" ]; then
-  echo "skipped: $ranks GPUs needed, ${gpus:-0} found"
-  exit 77
-fi
+. "$(dirname "$0")/gpu_lib.sh"
+require_gpus "$ranks"
 rm -rf "$work" && mkdir -p "$work"
 batchArgs=(--global-batch 8 --seq 64)
 case "$(basename "$model")" in gcn* | gat* | transformer_conv* | sage*) batchArgs=(--global-batch 1) ;; esac

@@ -83,12 +83,14 @@ def stand_in(path, names):
     return k
 
 
-def tiny_llama():
+def tiny_llama(vocab=256, hidden=64, intermediate=176, positions=64):
+    """Two layers, 4 heads over 2 KV heads (GQA), an untied head."""
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=176,
-                      num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=64,
-                      use_cache=False, tie_word_embeddings=False)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden,
+                      intermediate_size=intermediate, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=positions, use_cache=False,
+                      tie_word_embeddings=False)
     return LlamaForCausalLM(cfg)
 
 

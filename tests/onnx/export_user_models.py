@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from export_models import LogitsOnly  # token ids in, logits out
+from export_models import tiny_llama as exporter_llama
 
 
 class Mlp(nn.Module):
@@ -69,12 +70,7 @@ def tiny_gpt():
 
 
 def tiny_llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=32,
-                      use_cache=False, tie_word_embeddings=False)
-    return LlamaForCausalLM(cfg)
+    return exporter_llama(vocab=64, hidden=32, intermediate=64, positions=32)
 
 
 def describe(path, module):

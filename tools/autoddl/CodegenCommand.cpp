@@ -67,18 +67,10 @@ void registerCodegenCommand(CLI::App &app) {
       "codegen", "generate a self-contained training project from plan.json");
   cmd->add_option("plan", args->plan, "plan.json (autoddl plan -o)")
       ->required();
-  cmd->add_option("--backend", args->backend,
-                  "cpu (C++ + MPI + BLAS) or cuda (CUDA 13 + NCCL + MPI)");
-  cmd->add_flag("--fp32", args->fp32,
-                "cuda: build with fp32 activations by default (matches the "
-                "cpu backend tightly; the default is bf16)");
+  addBackendOptions(*cmd, args->backend, args->fp32);
   cmd->add_option("-o,--output", args->output, "project directory")->required();
-  cmd->add_option("--model", args->model,
-                  "the model file the plan was made from (default: the "
-                  "plan's model name, a built-in model)");
-  cmd->add_option("--weights", args->weights,
-                  "onnx: also write weights.safetensors, the ONNX model's "
-                  "exported values, for the program's --init");
+  addPlanModelOption(*cmd, args->model);
+  addWeightsOption(*cmd, args->weights);
   cmd->callback([args] { run(*args); });
 }
 

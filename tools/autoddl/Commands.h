@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <string>
+
 namespace CLI {
 class App;
 }
@@ -24,5 +26,14 @@ void registerRunCommand(CLI::App &app);        // RunCommand.cpp: plan, generate
 void registerVerifyCommand(CLI::App &app);     // VerifyCommand.cpp: plan vs one rank, step by step
 void registerCalibrateCommand(CLI::App &app);  // CalibrateCommand.cpp: measure GPUs -> cluster file
 void registerValidateCommand(CLI::App &app);   // ValidateCommand.cpp: predicted vs measured
+
+// The options that mean the same in every command generating or running a
+// plan's program (ProgramOptions.cpp), with one help text each:
+/// --backend (cpu or cuda) and --fp32.
+void addBackendOptions(CLI::App &cmd, std::string &backend, bool &fp32);
+/// --model: the model file the plan was made from.
+void addPlanModelOption(CLI::App &cmd, std::string &model);
+/// --weights: onnx, the ONNX model's exported values as the initial ones.
+void addWeightsOption(CLI::App &cmd, std::string &weights);
 
 } // namespace autoddl::cli

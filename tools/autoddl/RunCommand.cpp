@@ -31,8 +31,7 @@ void registerRunCommand(CLI::App &app) {
   cmd->add_option("model_or_plan", args->input,
                   "a model (built-in name or JSON file) or plan.json")
       ->required();
-  cmd->add_option("--backend", args->backend, "cpu or cuda (one GPU a rank)");
-  cmd->add_flag("--fp32", args->fp32, "cuda: fp32 activations instead of bf16");
+  addBackendOptions(*cmd, args->backend, args->fp32);
   cmd->add_option("--ranks", args->ranks, "MPI ranks (planning: GPUs)");
   cmd->add_option("--steps", args->steps, "training steps (default 20)");
   cmd->add_option("--data", args->data,
@@ -46,11 +45,8 @@ void registerRunCommand(CLI::App &app) {
                   "pin knobs when planning (as autoddl plan)");
   cmd->add_option("--cluster", args->cluster,
                   "cluster the plan is priced for (default dgx-h100-ndr)");
-  cmd->add_option("--model", args->model,
-                  "the model file a plan was made from");
-  cmd->add_option("--weights", args->weights,
-                  "onnx: start from the ONNX model's exported values "
-                  "(written to weights.safetensors, given to --init)");
+  addPlanModelOption(*cmd, args->model);
+  addWeightsOption(*cmd, args->weights);
   cmd->add_option("--out", args->out,
                   "directory for plan.json and metrics.json (trace.json with "
                   "-- --trace)");

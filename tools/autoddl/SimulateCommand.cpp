@@ -387,25 +387,29 @@ void registerSimulateCommand(CLI::App &app) {
                   "direction for chimera)")
       ->needs(fisher)
       ->capture_default_str();
-  sub->add_option("--curv", options->curv,
-                  "curvature time of one layer, factor (A or G) and "
-                  "micro-batch [ms], same form as --fwd")
-      ->needs(fisher)
-      ->capture_default_str();
-  sub->add_option("--inv", options->inv,
-                  "inversion time of one factor [ms], same form as --fwd")
-      ->needs(fisher)
-      ->capture_default_str();
-  sub->add_option("--sync", options->sync,
-                  "reduction time of one factor over the layer's replicas "
-                  "[ms] (0: none), same form as --fwd")
-      ->needs(fisher)
-      ->capture_default_str();
-  sub->add_option("--precond", options->precond,
-                  "preconditioning time of one layer at the step end [ms], "
-                  "same form as --fwd")
-      ->needs(fisher)
-      ->capture_default_str();
+  // The K-FAC work's times, each in --fwd's form (one number, or one per
+  // stage).
+  struct KfacTime {
+    const char *flag;
+    std::string *value;
+    const char *what;
+  };
+  for (const KfacTime &t : {
+           KfacTime{"--curv", &options->curv,
+                    "curvature time of one layer, factor (A or G) and "
+                    "micro-batch [ms]"},
+           KfacTime{"--inv", &options->inv,
+                    "inversion time of one factor [ms]"},
+           KfacTime{"--sync", &options->sync,
+                    "reduction time of one factor over the layer's replicas "
+                    "[ms] (0: none)"},
+           KfacTime{"--precond", &options->precond,
+                    "preconditioning time of one layer at the step end [ms]"},
+       })
+    sub->add_option(t.flag, *t.value,
+                    std::string(t.what) + ", same form as --fwd")
+        ->needs(fisher)
+        ->capture_default_str();
   sub->add_option("--kfac-refresh", options->kfacRefresh,
                   "pin the refresh interval: K for every stage, or K0,K1,... "
                   "one per pipeline device (default: the steps each device's "

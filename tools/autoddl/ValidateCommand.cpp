@@ -597,8 +597,7 @@ void registerValidateCommand(CLI::App &app) {
                   "directory of a run of the same plan (no --profile) whose "
                   "step ran as a CUDA graph: the step is compared with it, "
                   "and --fit-cluster fits gpu.graph_op_overhead_us");
-  cmd->add_option("--model", args->model,
-                  "the model file the plan was made from (run made here)");
+  addPlanModelOption(*cmd, args->model); // for the run made here
   cmd->callback([args] { run(*args); });
 }
 

@@ -27,16 +27,11 @@ void registerVerifyCommand(CLI::App &app) {
       "verify", "run a plan and the single-rank run of its model; compare "
                 "the loss of every step and the final parameters");
   cmd->add_option("plan", args->plan, "plan.json")->required();
-  cmd->add_option("--backend", args->backend,
-                  "cpu (default) or cuda (one GPU a rank)");
-  cmd->add_flag("--fp32", args->fp32,
-                "cuda: fp32 activations (tight tolerances)");
+  addBackendOptions(*cmd, args->backend, args->fp32);
   cmd->add_option("--steps", args->steps, "steps to compare (default 5)");
   cmd->add_option("--data", args->data, "token file (default synthetic)");
-  cmd->add_option("--model", args->model, "the model file of the plan");
-  cmd->add_option("--weights", args->weights,
-                  "onnx: both runs start from the ONNX model's exported "
-                  "values (default: the programs' seeded initialisation)");
+  addPlanModelOption(*cmd, args->model);
+  addWeightsOption(*cmd, args->weights); // both runs
   cmd->add_option("--keep", args->keep,
                   "run in this directory and keep it (default a temporary "
                   "one)");

@@ -106,8 +106,6 @@ void slice_backward_gather(float *dfull, const float *dshard,
   add_into(dfull, whole.data(), int64_t(whole.size()));
 }
 
-bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
-
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
   tokens.read(program_spec(), seed, data_batch(step), g.rdp, mb, ids, targets);
 }

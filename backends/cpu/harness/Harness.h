@@ -37,6 +37,9 @@ namespace autoddl::rt::harness {
 template <class Set>
 using StageSets = StageSetsOn<Set, std::vector<unsigned char>>;
 
+/// What activations are made of (StageCalls.h).
+using Act = float;
+
 /// A parameter as this rank holds it: its tp block of the full tensor
 /// (value, gradient, optimizer state). Buffers are padded to a multiple of dp
 /// for ZeRO; the padding stays zero.
@@ -73,39 +76,8 @@ extern uint64_t seed; // --seed
 /// dst[i] += src[i].
 void add_into(float *dst, const float *src, int64_t n);
 
-/// Backward of an all-gather S(dim) -> B whose gradient is the same on every
-/// tp rank (a replicated consumer): this rank's slice of it.
-void gather_backward_local(float *dshard, const float *dfull, const Shape &full,
-                           int64_t dim);
-
-/// Backward of a local slice B -> S(dim): each tp rank holds the gradient of
-/// its slice; all-gather them into the B tensor's gradient.
-void slice_backward_gather(float *dfull, const float *dshard,
-                           const Shape &shard, int64_t dim);
-
-/// Whether this rank's pipeline device runs `stage`.
-bool holds_stage(int64_t stage);
-
-/// Micro-batch mb of this dp rank's block of the step's global batch
-/// (DataOrder.h): token ids and targets, either may be null.
-void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets);
-
-/// The same for a classifier's samples ([class_batch, features]) and labels.
-void load_samples(int64_t step, int64_t mb, float *x, int32_t *labels);
-
-/// A graph model's rows on this rank: its adjacency rows (every node a
-/// column), features, and labels for the loss and for the held-out accuracy.
-const Csr &graph_adjacency();
-const float *graph_features();
-const int32_t *graph_labels();
-const int32_t *graph_heldout_labels();
-
-/// A generated program (common/harness/ProgramRun.h).
-using Program = ProgramOf<Param>;
-
-/// main() of a generated CPU program.
-int run_program(int argc, char **argv, const Program &program);
-
 } // namespace autoddl::rt::harness
+
+#include "backends/common/harness/StageCalls.h" // over Act, Param, Csr, g
 
 #endif // AUTODDL_BACKENDS_CPU_HARNESS_HARNESS_H

@@ -36,9 +36,6 @@
 
 namespace autoddl::rt::harness {
 
-using KfacLayerSpec = KfacLayerSpecOf<Param>;
-using KfacProgram = KfacProgramOf<Param>;
-
 class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer, float> {
   friend class KfacCycleRun<KfacRun, Param, KfacLayer, float>;
 
@@ -72,6 +69,9 @@ public:
   /// Before an activation set is taken again: the same copies (the set's
   /// next micro-batch overwrites it), and a running item reading one ends.
   void release_live();
+  /// After an item run between the schedule's instructions (KfacCalls.h):
+  /// the pending pipeline sends are tested, as after the stages' ops.
+  void after_item() { progress_sends(); }
   /// Stops the filling thread (after draining its queue).
   ~KfacRun();
   /// The base's setup, and the pending inverses of the held layers.
@@ -186,37 +186,9 @@ private:
 
 extern KfacRun kfac;
 
-/// The calls generated code makes.
-inline bool kfac_due() { return kfac.due(); }
-inline void kfac_curvature_A(int layer, const float *x, int64_t rows) {
-  kfac.curvature_A(layer, x, rows);
-}
-inline void kfac_curvature_G(int layer, const float *dy, int64_t rows) {
-  kfac.curvature_G(layer, dy, rows);
-}
-inline void kfac_save_A(int mb, int layer, const float *x, int64_t rows) {
-  kfac.save(mb, layer, x, rows, false);
-}
-inline void kfac_save_G(int mb, int layer, const float *dy, int64_t rows) {
-  kfac.save(mb, layer, dy, rows, true);
-}
-// The items run between the schedule's instructions (placed) test the
-// pending pipeline sends after them, as the stages' ops do.
-inline void kfac_curvature_saved(int layer, int mb, bool g) {
-  kfac.curvature_saved(layer, mb, g);
-  progress_sends();
-}
-inline int64_t kfac_phase() { return kfac.phase(); }
-inline void kfac_reduce(int layer, bool g) {
-  kfac.reduce_item(layer, g);
-  progress_sends();
-}
-inline void kfac_invert(int layer, bool g) {
-  kfac.invert_item(layer, g);
-  progress_sends();
-}
-inline void kfac_release() { kfac.release_live(); }
-
 } // namespace autoddl::rt::harness
+
+// The calls generated code makes.
+#include "backends/common/harness/KfacCalls.h"
 
 #endif // AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H

@@ -203,13 +203,6 @@ void kfac_zero_factors(KfacLayer &l) {
   std::fill(l.G.begin(), l.G.end(), 0.0f);
 }
 
-void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &l,
-                       bool transpose_weight) {
-  kfac_precondition_split(dW_out, dW, db_out, db, l, transpose_weight,
-                          KfacSplit::None, MPI_COMM_NULL);
-}
-
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &l, bool transpose_weight,

@@ -37,6 +37,8 @@ struct KfacLayer {
   /// Both inverses exist: the layer is preconditioned; else its gradient goes
   /// to the rule unchanged (first-order).
   bool has_inverse() const { return a_valid && g_valid; }
+  /// No tp group: the whole layer on this rank (kfac_precondition).
+  static MPI_Comm no_group() { return MPI_COMM_NULL; }
 };
 
 /// F[d,d] += scale X^T X for X[S,d] (one micro-batch's contribution to A with

@@ -110,8 +110,6 @@ void pipe_sent_wait(int device, int tag) { pipe.wait_sent(device, tag); }
 
 void pipe_recv_fence() { pipe.fence_receives(); }
 
-bool holds_stage(int64_t stage) { return device_runs_stage(g.rpp, stage); }
-
 void configure_grad_buckets(const std::vector<ParamSpec> &params,
                             const int *bucket_of, const GradBucket *buckets,
                             int count) {

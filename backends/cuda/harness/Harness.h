@@ -39,6 +39,9 @@ namespace autoddl::rt::harness {
 template <class Set>
 using StageSets = StageSetsOn<Set, DeviceBuffer<unsigned char>>;
 
+/// What activations are made of (StageCalls.h).
+using Act = act_t;
+
 /// A parameter as this rank holds it: its tp block of the full tensor, on the
 /// device: fp32 master value, gradient and AdamW state, and the act_t working
 /// copy the kernels read. Buffers are padded to a multiple of dp for ZeRO, and
@@ -69,16 +72,6 @@ extern uint64_t seed;      // --seed
 // ahead of the step graph): forward passes then skip their loads.
 extern bool inputs_preloaded;
 
-/// Backward of an all-gather S(dim) -> B whose gradient is the same on every
-/// tp rank (a replicated consumer): this rank's slice of it.
-void gather_backward_local(act_t *dshard, const act_t *dfull, const Shape &full,
-                           int64_t dim);
-
-/// Backward of a local slice B -> S(dim): each tp rank holds the gradient of
-/// its slice; all-gather them into the B tensor's gradient.
-void slice_backward_gather(act_t *dfull, const act_t *dshard,
-                           const Shape &shard, int64_t dim);
-
 /// Activations and their gradients between pipeline devices.
 void pipe_send(const act_t *buf, int64_t n, int device, int tag);
 void pipe_recv(act_t *buf, int64_t n, int device, int tag);
@@ -86,9 +79,6 @@ void pipe_recv(act_t *buf, int64_t n, int device, int tag);
 /// for that one's send of `tag` to `device`; later receives wait for compute.
 void pipe_sent_wait(int device, int tag);
 void pipe_recv_fence();
-
-/// Whether this rank's pipeline device runs `stage`.
-bool holds_stage(int64_t stage);
 
 /// One data-parallel gradient bucket of a generated program: the model stage
 /// whose backward fills it, the backward passes (micro-batches) that complete
@@ -108,30 +98,8 @@ void configure_grad_buckets(const std::vector<ParamSpec> &params,
                             const int *bucket_of, const GradBucket *buckets,
                             int count);
 
-/// Micro-batch mb of this dp rank's block of the step's global batch
-/// (DataOrder.h): read on the host into page-locked buffers, copied on the
-/// compute stream into ids and targets (device; either may be null).
-void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets);
-/// The same for a classifier's samples ([class_batch, features], as act_t)
-/// and labels: the CPU program's synthetic classes (DataOrder.h
-/// class_samples), copied synchronously (a classifier's step is not a
-/// captured graph: its accuracy reads the logits back).
-void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels);
-
-/// A graph model's data on the device (the CPU program's planted graph): the
-/// adjacency as the W8 formats of A and A^T (kernels/Sparse.h), this dp
-/// rank's features, and labels for the loss and for the held-out accuracy.
-const Csr &graph_adjacency();
-const act_t *graph_features();
-const int32_t *graph_labels();
-const int32_t *graph_heldout_labels();
-
-/// A generated program (common/harness/ProgramRun.h).
-using Program = ProgramOf<Param>;
-
-/// main() of a generated CUDA program.
-int run_program(int argc, char **argv, const Program &program);
-
 } // namespace autoddl::rt::harness
+
+#include "backends/common/harness/StageCalls.h" // over Act, Param, Csr, g
 
 #endif // AUTODDL_BACKENDS_CUDA_HARNESS_HARNESS_H

@@ -48,9 +48,6 @@
 
 namespace autoddl::rt::harness {
 
-using KfacLayerSpec = KfacLayerSpecOf<Param>;
-using KfacProgram = KfacProgramOf<Param>;
-
 class KfacRun : public KfacCycleRun<KfacRun, Param, KfacLayer, act_t> {
   friend class KfacCycleRun<KfacRun, Param, KfacLayer, act_t>;
 
@@ -85,6 +82,11 @@ public:
   /// for) or reads back into the device inverses.
   void checkpoint_entries(std::vector<CheckpointEntry> &e);
   void copy_state(bool to_host);
+  /// Nothing after an item (KfacCalls.h): the streams order the sends.
+  void after_item() {}
+  /// Nothing: the curvature GEMMs read a set in stream order, before the
+  /// next writer.
+  void release_live() {}
   /// Device memory back before the CUDA context goes.
   void release();
 
@@ -147,29 +149,9 @@ private:
 
 extern KfacRun kfac;
 
-/// The calls generated code makes.
-inline bool kfac_due() { return kfac.due(); }
-inline void kfac_curvature_A(int layer, const act_t *x, int64_t rows) {
-  kfac.curvature_A(layer, x, rows);
-}
-inline void kfac_curvature_G(int layer, const act_t *dy, int64_t rows) {
-  kfac.curvature_G(layer, dy, rows);
-}
-inline void kfac_save_A(int mb, int layer, const act_t *x, int64_t rows) {
-  kfac.save(mb, layer, x, rows, false);
-}
-inline void kfac_save_G(int mb, int layer, const act_t *dy, int64_t rows) {
-  kfac.save(mb, layer, dy, rows, true);
-}
-inline void kfac_curvature_saved(int layer, int mb, bool g) {
-  kfac.curvature_saved(layer, mb, g);
-}
-inline int64_t kfac_phase() { return kfac.phase(); }
-inline void kfac_reduce(int layer, bool g) { kfac.reduce_item(layer, g); }
-inline void kfac_invert(int layer, bool g) { kfac.invert_item(layer, g); }
-// The curvature GEMMs read a set in stream order, before the next writer.
-inline void kfac_release() {}
-
 } // namespace autoddl::rt::harness
+
+// The calls generated code makes.
+#include "backends/common/harness/KfacCalls.h"
 
 #endif // AUTODDL_BACKENDS_CUDA_HARNESS_KFACRUN_H

@@ -247,6 +247,26 @@ __global__ void squared_error_backward_kernel(act_t *dscores,
   dscores[i] = from_float<act_t>(to_float(dscores[i]) + g);
 }
 
+/// Launches the backward of rows [N, L] (ld elements apart; 0: L) against
+/// `shift` (and `sums` for the vocab-parallel form) with the pack the rows
+/// allow; nothing without rows or a gradient.
+void launch_backward(act_t *dlogits, const act_t *logits, const float *shift,
+                     const float *sums, const int32_t *targets, int64_t N,
+                     int64_t L, int64_t ld, int64_t v0, float scale,
+                     bool accumulate) {
+  if (N == 0 || !dlogits)
+    return;
+  ld = ld ? ld : L;
+  with_pack<kPack<act_t>>(rows_vectorisable(logits, dlogits), [&](auto w) {
+    constexpr int P = decltype(w)::value;
+    crossentropy_backward_kernel<P>
+        <<<unsigned(N), row_threads<P>(L), 0, compute_stream()>>>(
+            dlogits, logits, shift, sums, targets, L, ld, v0, scale,
+            accumulate);
+  });
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
 } // namespace
 
 void crossentropy_forward(float *losses, float *lse, const act_t *logits,
@@ -265,17 +285,8 @@ void crossentropy_backward(act_t *dlogits, const act_t *logits,
                            const float *lse, const int32_t *targets, int64_t N,
                            int64_t V, float grad_scale, int64_t ld,
                            bool accumulate) {
-  if (N == 0 || !dlogits)
-    return;
-  ld = ld ? ld : V;
-  with_pack<kPack<act_t>>(rows_vectorisable(logits, dlogits), [&](auto w) {
-    constexpr int P = decltype(w)::value;
-    crossentropy_backward_kernel<P>
-        <<<unsigned(N), row_threads<P>(V), 0, compute_stream()>>>(
-            dlogits, logits, lse, nullptr, targets, V, ld, 0, grad_scale,
-            accumulate);
-  });
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  launch_backward(dlogits, logits, lse, nullptr, targets, N, V, ld, 0,
+                  grad_scale, accumulate);
 }
 
 void crossentropy_vocab_parallel_max(float *local_max, const act_t *logits,
@@ -316,17 +327,8 @@ void crossentropy_vocab_parallel_backward(act_t *dlogits, const act_t *logits,
                                           int64_t N, int64_t Vl, int64_t v0,
                                           float grad_scale, int64_t ld,
                                           bool accumulate) {
-  if (N == 0 || !dlogits)
-    return;
-  ld = ld ? ld : Vl;
-  with_pack<kPack<act_t>>(rows_vectorisable(logits, dlogits), [&](auto w) {
-    constexpr int P = decltype(w)::value;
-    crossentropy_backward_kernel<P>
-        <<<unsigned(N), row_threads<P>(Vl), 0, compute_stream()>>>(
-            dlogits, logits, gmax, sums, targets, Vl, ld, v0, grad_scale,
-            accumulate);
-  });
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  launch_backward(dlogits, logits, gmax, sums, targets, N, Vl, ld, v0,
+                  grad_scale, accumulate);
 }
 
 void count_correct(unsigned long long *count, const act_t *logits,

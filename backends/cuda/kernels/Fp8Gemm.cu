@@ -22,16 +22,8 @@ cudaDataType_t fp8_type(Fp8Format f) {
 struct Fp8Key {
   int64_t m, n, k, lda, ldb, ldc, auxLd;
   int32_t opA, opB, typeA, typeB, typeD, bias, align, epi, fastAccum, pad;
-  bool operator==(const Fp8Key &o) const {
-    return std::memcmp(this, &o, sizeof(Fp8Key)) == 0;
-  }
 };
-struct Fp8Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool found = false;
-};
+using Fp8Plan = LtPlan; // c: the output D's layout
 
 LtPlanCache<Fp8Key, Fp8Plan> &plans() {
   static auto *cache = new LtPlanCache<Fp8Key, Fp8Plan>();
@@ -46,7 +38,7 @@ bool heuristic(Fp8Plan &p, int32_t align) {
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      cublaslt(), p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
     AUTODDL_CUBLAS_CHECK(st);
@@ -84,7 +76,7 @@ Fp8Plan build_plan(const Fp8Key &key) {
   // A: k x m (transposed), B: k x n, D: m x n, all column-major.
   p.a = lt_layout(cudaDataType_t(key.typeA), key.k, key.m, key.lda);
   p.b = lt_layout(cudaDataType_t(key.typeB), key.k, key.n, key.ldb);
-  p.d = lt_layout(cudaDataType_t(key.typeD), key.m, key.n, key.ldc);
+  p.c = lt_layout(cudaDataType_t(key.typeD), key.m, key.n, key.ldc);
   p.found = heuristic(p, key.align);
   if (!p.found) {
     std::fprintf(stderr,
@@ -135,7 +127,7 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
   const void *cIn = c ? static_cast<const void *>(c) : d;
   auto run = [&] {
     return cublasLtMatmul(cublaslt(), plan.desc, &alpha, b, plan.a, a, plan.b,
-                          &beta, cIn, plan.d, d, plan.d, &plan.algo,
+                          &beta, cIn, plan.c, d, plan.c, &plan.algo,
                           cublaslt_workspace(), size_t(kCublasLtWorkspaceBytes),
                           compute_stream());
   };
@@ -152,8 +144,8 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
     // later call. cuBLASLt's own check of the algorithm says more.
     cublasLtMatmulHeuristicResult_t check = {};
     const cublasStatus_t cs =
-        cublasLtMatmulAlgoCheck(cublaslt(), plan.desc, plan.a, plan.b, plan.d,
-                                plan.d, &plan.algo, &check);
+        cublasLtMatmulAlgoCheck(cublaslt(), plan.desc, plan.a, plan.b, plan.c,
+                                plan.c, &plan.algo, &check);
     std::fprintf(stderr,
                  "autoddl: note: cuBLASLt refused the FP8 GEMM m=%lld n=%lld "
                  "k=%lld epilogue %d at run time (its algorithm check: %s, "

@@ -37,16 +37,9 @@ struct EpiArgs {
 struct GemmKey {
   int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC, auxLd;
   int32_t opA, opB, typeC, bias, align, epi;
-  bool operator==(const GemmKey &o) const {
-    return std::memcmp(this, &o, sizeof(GemmKey)) == 0;
-  }
 };
 constexpr int kTuneCandidates = 8;
-struct GemmPlan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool found = false; // false: cuBLASLt has no algorithm, use gemm_fallback
+struct GemmPlan : LtPlan { // found false: use gemm_fallback
   // The heuristic's candidates in its order (algo is candidates[0] until
   // tuned); tuned once the fastest has been measured.
   cublasLtMatmulAlgo_t candidates[kTuneCandidates];

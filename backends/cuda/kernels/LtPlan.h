@@ -1,6 +1,7 @@
 // The host side of a cached cuBLASLt GEMM plan, shared by the linear kernels
-// (kernels/Linear.cu) and K-FAC's factor GEMMs (kfac/KfacFactors.cu), which
-// keep their own keys and caches: the hash of a plain key, the operands'
+// (kernels/Linear.cu), the FP8 GEMMs (kernels/Fp8Gemm.cu) and K-FAC's factor
+// GEMMs (kfac/KfacFactors.cu), which keep their own keys and caches: the plan's
+// cuBLASLt objects, the hash and equality of a plain key, the operands'
 // alignment, a matrix layout and the heuristic's preference. Not a public
 // header.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_LTPLAN_H
@@ -34,6 +35,23 @@ template <class Key> struct LtKeyHash {
       h = (h ^ p[i]) * 1099511628211ull;
     return h;
   }
+};
+
+/// Keys are equal when their bytes are (zeroed first: lt_key_problem).
+template <class Key> struct LtKeyEqual {
+  bool operator()(const Key &x, const Key &y) const {
+    return std::memcmp(&x, &y, sizeof(Key)) == 0;
+  }
+};
+
+/// A cached plan's cuBLASLt objects: the matmul descriptor, the layouts of
+/// A, B and C (= D), and the heuristic's algorithm (found false: cuBLASLt has
+/// none, the caller falls back).
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool found = false;
 };
 
 /// Fills the problem of a key as cuBLASLt sees it: row-major C[M,N] =
@@ -78,7 +96,7 @@ public:
 
 private:
   std::mutex mu_;
-  std::unordered_map<Key, Plan, LtKeyHash<Key>> plans_;
+  std::unordered_map<Key, Plan, LtKeyHash<Key>, LtKeyEqual<Key>> plans_;
 };
 
 /// Sets one attribute of a matmul descriptor to `value`.

@@ -79,30 +79,30 @@ double sum_to_host(const float *x, int64_t n) {
   return detail::sum_floats(x, n, false);
 }
 
-void cast_to_act(act_t *dst, const float *src, int64_t n) {
+namespace {
+// dst[n] = src[n] converted between fp32 and act_t, 4 elements a thread where
+// both buffers are `aligned` for it (detail::pack4_aligned).
+template <class Dst, class Src>
+void cast_launch(Dst *dst, const Src *src, int64_t n, bool aligned) {
   if (n <= 0)
     return;
-  if (detail::pack4_aligned(src, dst))
-    detail::cast_kernel<act_t, float, 4>
+  if (aligned)
+    detail::cast_kernel<Dst, Src, 4>
         <<<detail::grid_for(n / 4 + 1, 256), 256, 0, compute_stream()>>>(
             dst, src, n);
   else
-    detail::cast_kernel<act_t, float, 1>
+    detail::cast_kernel<Dst, Src, 1>
         <<<detail::grid_for(n, 256), 256, 0, compute_stream()>>>(dst, src, n);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
+} // namespace
+
+void cast_to_act(act_t *dst, const float *src, int64_t n) {
+  cast_launch(dst, src, n, detail::pack4_aligned(src, dst));
+}
 
 void cast_to_float(float *dst, const act_t *src, int64_t n) {
-  if (n <= 0)
-    return;
-  if (detail::pack4_aligned(dst, src))
-    detail::cast_kernel<float, act_t, 4>
-        <<<detail::grid_for(n / 4 + 1, 256), 256, 0, compute_stream()>>>(
-            dst, src, n);
-  else
-    detail::cast_kernel<float, act_t, 1>
-        <<<detail::grid_for(n, 256), 256, 0, compute_stream()>>>(dst, src, n);
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  cast_launch(dst, src, n, detail::pack4_aligned(dst, src));
 }
 
 } // namespace autoddl::rt

@@ -39,6 +39,8 @@ struct KfacLayer {
   bool a_next_valid = false, g_next_valid = false;
   KfacDamping damping{1.0, 0.0, 0.0};
   bool has_inverse() const { return a_valid && g_valid; }
+  /// No tp group: the whole layer on this rank (kfac_precondition).
+  static ncclComm_t no_group() { return nullptr; }
 };
 
 /// F[d,d] += scale X^T X for X[S,d] act_t (one cuBLASLt GEMM, fp32 accumulate).

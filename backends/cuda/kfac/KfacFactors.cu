@@ -21,16 +21,8 @@ namespace {
 struct Key {
   int64_t m, n, k, lda, ldb, ldc;
   int32_t opA, opB, type, align, tf32;
-  bool operator==(const Key &o) const {
-    return std::memcmp(this, &o, sizeof(Key)) == 0;
-  }
 };
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  bool found = false;
-};
+using Plan = detail::LtPlan;
 
 detail::LtPlanCache<Key, Plan> &plans() {
   static auto *cache = new detail::LtPlanCache<Key, Plan>();

@@ -4,6 +4,7 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH
 #define AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH
 
+#include "backends/cuda/NcclCheck.h"
 #include "backends/cuda/Runtime.h"
 
 #include <cstdint>
@@ -43,11 +44,7 @@ constexpr cudaDataType_t kActDataType = CUDA_R_16BF;
 [[noreturn]] void nccl_fail(ncclResult_t r, const char *call, const char *file,
                             int line);
 #define AUTODDL_KFAC_NCCL_CHECK(x)                                             \
-  do {                                                                         \
-    const ncclResult_t kfac_nr_ = (x);                                         \
-    if (kfac_nr_ != ncclSuccess && kfac_nr_ != ncclInProgress)                 \
-      ::autoddl::rt::kfac_detail::nccl_fail(kfac_nr_, #x, __FILE__, __LINE__); \
-  } while (0)
+  AUTODDL_NCCL_CHECK_WITH(::autoddl::rt::kfac_detail::nccl_fail, x)
 
 /// Ranks of a communicator (1 for null).
 int comm_ranks(ncclComm_t comm);

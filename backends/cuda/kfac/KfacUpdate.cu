@@ -151,13 +151,6 @@ __global__ void lamb_apply_kernel(float *p, const float *m, const float *v,
 
 } // namespace
 
-void kfac_precondition(float *dW_out, const float *dW, float *db_out,
-                       const float *db, const KfacLayer &l,
-                       bool transpose_weight) {
-  kfac_precondition_split(dW_out, dW, db_out, db, l, transpose_weight,
-                          KfacSplit::None, nullptr);
-}
-
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &l, bool transpose_weight,

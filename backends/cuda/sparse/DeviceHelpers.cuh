@@ -5,6 +5,8 @@
 #ifndef AUTODDL_BACKENDS_CUDA_SPARSE_DEVICEHELPERS_CUH
 #define AUTODDL_BACKENDS_CUDA_SPARSE_DEVICEHELPERS_CUH
 
+#include "backends/cuda/sparse/WindowFormat.h" // DataType
+
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,6 +41,27 @@ template <> struct Elem<__nv_bfloat16> {
     return __float2bfloat16_rn(v);
   }
 };
+
+/// Element i of a buffer of `t` as a float.
+__device__ __forceinline__ float loadAsFloat(DataType t, const void *p,
+                                             int64_t i) {
+  if (t == DataType::F32)
+    return static_cast<const float *>(p)[i];
+  if (t == DataType::F16)
+    return Elem<__half>::toFloat(static_cast<const __half *>(p)[i]);
+  return Elem<__nv_bfloat16>::toFloat(static_cast<const __nv_bfloat16 *>(p)[i]);
+}
+
+/// v stored as element i of a buffer of `t` (rounded to nearest).
+__device__ __forceinline__ void storeFromFloat(DataType t, void *p, int64_t i,
+                                               float v) {
+  if (t == DataType::F32)
+    static_cast<float *>(p)[i] = v;
+  else if (t == DataType::F16)
+    static_cast<__half *>(p)[i] = Elem<__half>::fromFloat(v);
+  else
+    static_cast<__nv_bfloat16 *>(p)[i] = Elem<__nv_bfloat16>::fromFloat(v);
+}
 
 /// The matrix row held by window slot s (window * 8 + row-in-window): through
 /// the format's row order when rows were clustered, else s itself.

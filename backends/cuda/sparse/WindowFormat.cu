@@ -36,6 +36,14 @@ double storedToDouble(DataType t, const void *p) {
   return v;
 }
 
+double roundToStored(DataType t, double v) {
+  if (t == DataType::F16)
+    return __half2float(__float2half_rn(float(v)));
+  if (t == DataType::BF16)
+    return __bfloat162float(__float2bfloat16_rn(float(v)));
+  return float(v);
+}
+
 const char *dataTypeName(DataType t) {
   return t == DataType::F32 ? "fp32" : t == DataType::F16 ? "fp16" : "bf16";
 }
@@ -96,16 +104,7 @@ __global__ void expandKernel(int32_t rows, int32_t cols, const int32_t *rowPtr,
     if (c < 0 || c >= cols)
       atomicExch(badIndex, 1);
     keys[e] = rowKey | (uint64_t(uint32_t(c)) << kColShift);
-    float v = 1.0f;
-    if (val) {
-      if (dtype == DataType::F32)
-        v = static_cast<const float *>(val)[e];
-      else if (dtype == DataType::F16)
-        v = __half2float(static_cast<const __half *>(val)[e]);
-      else
-        v = __bfloat162float(static_cast<const __nv_bfloat16 *>(val)[e]);
-    }
-    vals[e] = v;
+    vals[e] = val ? detail::loadAsFloat(dtype, val, e) : 1.0f;
   }
 }
 

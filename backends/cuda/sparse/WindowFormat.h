@@ -34,6 +34,9 @@ const char *dataTypeName(DataType t);
 
 /// The value of one stored element of type t at host address p, as double.
 double storedToDouble(DataType t, const void *p);
+/// v once stored as type t (through fp32, rounded to nearest), as double:
+/// what the GPU holds of it and a reference must use.
+double roundToStored(DataType t, double v);
 
 /// Which rows share a window. Natural: rows 8w ... 8w + 7. Clustered: rows
 /// sorted on the GPU by (their two neighbours of highest column degree, then

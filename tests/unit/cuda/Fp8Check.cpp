@@ -35,32 +35,6 @@ int gFailures = 0;
 
 void expect(bool ok) { gFailures += ok ? 0 : 1; }
 
-/// Device copies: of host values (rounded to act_t, or fp32), or a poisoned
-/// act_t output.
-struct DevAct {
-  rt::DeviceBuffer<act_t> buf;
-  act_t *p;
-  explicit DevAct(const std::vector<float> &v)
-      : buf(int64_t(v.size())), p(buf.data()) {
-    upload(p, v);
-  }
-};
-struct DevFloat {
-  rt::DeviceBuffer<float> buf;
-  float *p;
-  explicit DevFloat(const std::vector<float> &v)
-      : buf(int64_t(v.size())), p(buf.data()) {
-    upload(p, v);
-  }
-};
-struct DevAlloc {
-  rt::DeviceBuffer<act_t> buf;
-  act_t *p;
-  explicit DevAlloc(int64_t n) : buf(n), p(buf.data()) {
-    poison(p, n * int64_t(sizeof(act_t)));
-  }
-};
-
 float fp8_round(float v, Fp8Format f) {
   return f == Fp8Format::E4M3 ? float(__nv_fp8_e4m3(v))
                               : float(__nv_fp8_e5m2(v));
@@ -392,11 +366,9 @@ void bench() {
 } // namespace
 
 int main(int argc, char **argv) {
-  int devices = 0, major = 0, minor = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("Fp8Check: no CUDA device, skipped\n");
+  if (!cuda_device_present("Fp8Check"))
     return 77;
-  }
+  int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
   if (major * 10 + minor < 89) {

@@ -152,11 +152,8 @@ int main(int argc, char **argv) {
     }
   }
   check_fault_path(); // before this process initialises CUDA (fork)
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("KernelCheck: no CUDA device, skipped\n");
+  if (!cuda_device_present("KernelCheck"))
     return 77;
-  }
   if (bench)
     return run_bench();
   std::printf("KernelCheck (%s), seed %u\n", kMode, seed);

@@ -56,36 +56,6 @@ void check_backward(const std::string &what, const std::vector<GradSpec> &specs,
                     double actTol = kActTol, double floatTol = kFloatTol,
                     int64_t offset = 0);
 
-/// A device copy of host values (rounded to act_t), `offset` elements into
-/// its buffer.
-struct DevAct {
-  rt::DeviceBuffer<act_t> buf;
-  act_t *p = nullptr;
-  DevAct(const std::vector<float> &v, int64_t offset = 0)
-      : buf(int64_t(v.size()) + offset), p(buf.data() + offset) {
-    upload(p, v);
-  }
-};
-struct DevFloat {
-  rt::DeviceBuffer<float> buf;
-  float *p = nullptr;
-  DevFloat(const std::vector<float> &v, int64_t offset = 0)
-      : buf(int64_t(v.size()) + offset), p(buf.data() + offset) {
-    rt::copy_to_device(p, v.data(), int64_t(v.size() * sizeof(float)));
-  }
-  explicit DevFloat(int64_t n) : buf(n), p(buf.data()) {
-    poison(p, n * int64_t(sizeof(float)));
-  }
-};
-struct DevAlloc { // a poisoned act_t output
-  rt::DeviceBuffer<act_t> buf;
-  act_t *p = nullptr;
-  explicit DevAlloc(int64_t n, int64_t offset = 0)
-      : buf(n + offset), p(buf.data() + offset) {
-    poison(p, n * int64_t(sizeof(act_t)));
-  }
-};
-
 inline std::vector<float> download_float(const float *p, int64_t n) {
   std::vector<float> f(static_cast<size_t>(n));
   rt::copy_to_host(f.data(), p, n * int64_t(sizeof(float)));

@@ -23,54 +23,66 @@ double gemm_tol(int64_t k) {
 #endif
 }
 
+/// A linear case: its report tag, tolerance, random operands x [N,K], w (K*O
+/// elements) and b [O] drawn in that order, and `lin`, the CPU's
+/// linear_forward of them (with the bias where `bias`).
+struct LinearCase {
+  std::string tag;
+  double tol;
+  std::vector<float> x, w, b, lin;
+  LinearCase(const char *what, int64_t N, int64_t K, int64_t O, bool tw,
+             bool bias)
+      : tag(std::string(what) + " " + shape({N, K, O}) + (tw ? " wT" : " w") +
+            (bias ? " bias" : "")),
+        tol(gemm_tol(std::max({N, K, O}))),
+        x(random_values(gRng, N * K, -1, 1)),
+        w(random_values(gRng, K * O, -0.1f, 0.1f)),
+        b(random_values(gRng, O, -1, 1)), lin(static_cast<size_t>(N * O)) {
+    ref::linear_forward(lin.data(), x.data(), w.data(),
+                        bias ? b.data() : nullptr, N, K, O, tw);
+  }
+};
+
 } // namespace
 
 void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
-  const std::string tag = "linear " + shape({N, K, O}) + (tw ? " wT" : " w") +
-                          (bias ? " bias" : "");
-  const double gemmTol = gemm_tol(std::max({N, K, O}));
-  auto x = random_values(gRng, N * K, -1, 1);
-  auto w = random_values(gRng, K * O, -0.1f, 0.1f);
-  auto b = random_values(gRng, O, -1, 1);
-  std::vector<float> want(static_cast<size_t>(N * O));
-  ref::linear_forward(want.data(), x.data(), w.data(),
-                      bias ? b.data() : nullptr, N, K, O, tw);
-  DevAct dx(x), dw(w), db(b);
+  const LinearCase c("linear", N, K, O, tw, bias);
+  DevAct dx(c.x), dw(c.w), db(c.b);
   DevAlloc out(N * O);
   rt::linear_forward(out.p, dx.p, dw.p, bias ? db.p : nullptr, N, K, O, tw);
-  gOk &= report(tag + " forward", rel_error(download(out.p, N * O), want),
-                gemmTol);
+  gOk &= report(c.tag + " forward", rel_error(download(out.p, N * O), c.lin),
+                c.tol);
   const int64_t cached = rt::gemm_plan_cache_size();
   rt::linear_forward(out.p, dx.p, dw.p, bias ? db.p : nullptr, N, K, O, tw);
   // The second call of a shape reuses its plan: the cache does not grow.
-  gOk &= report(tag + " plan reused",
+  gOk &= report(c.tag + " plan reused",
                 double(rt::gemm_plan_cache_size() - cached), 0.0);
 
   auto dout = random_values(gRng, N * O, -1, 1);
   DevAct ddout(dout);
   check_backward(
-      tag + " backward",
+      c.tag + " backward",
       {{"dx", N * K}, {"dw", K * O, true}, {"dbias", O, true, !bias}},
       [&](std::vector<float *> &g) {
-        ref::linear_backward(g[0], g[1], g[2], dout.data(), x.data(), w.data(),
-                             N, K, O, tw);
+        ref::linear_backward(g[0], g[1], g[2], dout.data(), c.x.data(),
+                             c.w.data(), N, K, O, tw);
       },
       [&](std::vector<void *> &g) {
         rt::linear_backward(
             static_cast<act_t *>(g[0]), static_cast<float *>(g[1]),
             static_cast<float *>(g[2]), ddout.p, dx.p, dw.p, N, K, O, tw);
       },
-      gemmTol, kFloatTol);
+      c.tol, kFloatTol);
   // The stored input gradient (accumulate_dx = false, the GEMM's beta 0): a
   // poisoned dx is overwritten whole with dout W^T.
   std::vector<float> wantDx(static_cast<size_t>(N * K), 0.0f);
-  ref::linear_backward(wantDx.data(), nullptr, nullptr, dout.data(), x.data(),
-                       w.data(), N, K, O, tw);
+  ref::linear_backward(wantDx.data(), nullptr, nullptr, dout.data(), c.x.data(),
+                       c.w.data(), N, K, O, tw);
   DevAlloc stored(N * K);
   rt::linear_backward(stored.p, nullptr, nullptr, ddout.p, dx.p, dw.p, N, K, O,
                       tw, false);
-  gOk &= report(tag + " backward dx stored",
-                rel_error(download(stored.p, N * K), wantDx), gemmTol);
+  gOk &= report(c.tag + " backward dx stored",
+                rel_error(download(stored.p, N * K), wantDx), c.tol);
 }
 
 /// linear_gelu_forward (fc1 + GELU) against the CPU linear then GELU, and
@@ -78,25 +90,18 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
 /// dout [N,O]) against the CPU linear backward then GELU backward, on the
 /// CPU's pre-activation. Both fused in cuBLASLt's epilogue where it has one.
 void check_linear_gelu(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
-  const std::string tag = "linear+gelu " + shape({N, K, O}) +
-                          (tw ? " wT" : " w") + (bias ? " bias" : "");
-  const double gemmTol = gemm_tol(std::max({N, K, O}));
-  auto x = random_values(gRng, N * K, -1, 1);
-  auto w = random_values(gRng, K * O, -0.1f, 0.1f);
-  auto b = random_values(gRng, O, -1, 1);
-  std::vector<float> pre(static_cast<size_t>(N * O)),
-      want(static_cast<size_t>(N * O));
-  ref::linear_forward(pre.data(), x.data(), w.data(), bias ? b.data() : nullptr,
-                      N, K, O, tw);
+  const LinearCase c("linear+gelu", N, K, O, tw, bias);
+  const std::vector<float> &pre = c.lin;
+  std::vector<float> want(static_cast<size_t>(N * O));
   ref::gelu_forward(want.data(), pre.data(), N * O, true);
-  DevAct dx(x), dw(w), db(b);
+  DevAct dx(c.x), dw(c.w), db(c.b);
   DevAlloc out(N * O), dpre(N * O);
   rt::linear_gelu_forward(out.p, dpre.p, dx.p, dw.p, bias ? db.p : nullptr, N,
                           K, O, tw);
-  gOk &= report(tag + " forward", rel_error(download(out.p, N * O), want),
-                gemmTol);
-  gOk &= report(tag + " forward pre", rel_error(download(dpre.p, N * O), pre),
-                gemmTol);
+  gOk &= report(c.tag + " forward", rel_error(download(out.p, N * O), want),
+                c.tol);
+  gOk &= report(c.tag + " forward pre", rel_error(download(dpre.p, N * O), pre),
+                c.tol);
 
   // Backward of a second linear [O -> K2] whose input is gelu(pre): dpre =
   // gelu'(pre) * (dout2 W2^T); dout2 [N,K2], W2 [O,K2] (or [K2,O] with tw).
@@ -111,35 +116,28 @@ void check_linear_gelu(int64_t N, int64_t K, int64_t O, bool tw, bool bias) {
   DevAct dw2(w2), ddout(dout), dpreIn(pre);
   DevAlloc dgrad(N * O); // poisoned: the result overwrites it
   rt::linear_backward_dgelu(dgrad.p, ddout.p, dw2.p, dpreIn.p, N, O, K2, tw);
-  gOk &= report(tag + " backward dpre",
-                rel_error(download(dgrad.p, N * O), dwant), gemmTol);
+  gOk &= report(c.tag + " backward dpre",
+                rel_error(download(dgrad.p, N * O), dwant), c.tol);
 }
 
 /// linear_residual_forward (a projection and its residual add, the residual
 /// read as the GEMM's C) against the CPU linear plus the residual.
 void check_linear_residual(int64_t N, int64_t K, int64_t O, bool tw,
                            bool bias) {
-  const std::string tag = "linear+residual " + shape({N, K, O}) +
-                          (tw ? " wT" : " w") + (bias ? " bias" : "");
-  const double gemmTol = gemm_tol(std::max({N, K, O}));
-  auto x = random_values(gRng, N * K, -1, 1);
-  auto w = random_values(gRng, K * O, -0.1f, 0.1f);
-  auto b = random_values(gRng, O, -1, 1);
+  const LinearCase c("linear+residual", N, K, O, tw, bias);
   auto res = random_values(gRng, N * O, -2, 2);
-  std::vector<float> want(static_cast<size_t>(N * O));
-  ref::linear_forward(want.data(), x.data(), w.data(),
-                      bias ? b.data() : nullptr, N, K, O, tw);
+  std::vector<float> want = c.lin;
   for (size_t j = 0; j < want.size(); ++j)
     want[j] += res[j];
-  DevAct dx(x), dw(w), db(b), dres(res);
+  DevAct dx(c.x), dw(c.w), db(c.b), dres(res);
   DevAlloc out(N * O);
   rt::linear_residual_forward(out.p, dres.p, dx.p, dw.p, bias ? db.p : nullptr,
                               N, K, O, tw);
-  gOk &= report(tag + " forward", rel_error(download(out.p, N * O), want),
-                gemmTol);
+  gOk &= report(c.tag + " forward", rel_error(download(out.p, N * O), want),
+                c.tol);
   // The residual is read, not written.
-  gOk &= report(tag + " residual kept", rel_error(download(dres.p, N * O), res),
-                kActTol);
+  gOk &= report(c.tag + " residual kept",
+                rel_error(download(dres.p, N * O), res), kActTol);
 }
 
 void check_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, bool tb) {

@@ -1,5 +1,6 @@
-// Host helpers of KernelCheck and KernelBench: random act_t-representable
-// data, uploads and downloads, the error measure and the report line.
+// Host helpers of the CUDA checks and KernelBench: random act_t-representable
+// data, uploads and downloads, device copies, the error measure and the
+// report line.
 #ifndef AUTODDL_TESTS_UNIT_CUDA_KERNELCHECKUTIL_H
 #define AUTODDL_TESTS_UNIT_CUDA_KERNELCHECKUTIL_H
 
@@ -56,6 +57,16 @@ inline bool seed_from_args(int argc, char **argv, const char *name,
   return true;
 }
 
+/// Whether this machine has a CUDA device; without one, prints "`name`: no
+/// CUDA device, skipped" (the check then exits 77, ctest's skip).
+inline bool cuda_device_present(const char *name) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0)
+    return true;
+  std::printf("%s: no CUDA device, skipped\n", name);
+  return false;
+}
+
 inline float round_act(float v) { return float(act_t(v)); }
 
 inline std::vector<float> random_values(std::mt19937 &rng, int64_t n, float lo,
@@ -104,6 +115,36 @@ inline void poison(void *p, int64_t bytes) {
   AUTODDL_CUDA_CHECK(
       cudaMemsetAsync(p, 0xFF, size_t(bytes), rt::compute_stream()));
 }
+
+/// A device copy of host values (rounded to act_t), `offset` elements into
+/// its buffer.
+struct DevAct {
+  rt::DeviceBuffer<act_t> buf;
+  act_t *p = nullptr;
+  DevAct(const std::vector<float> &v, int64_t offset = 0)
+      : buf(int64_t(v.size()) + offset), p(buf.data() + offset) {
+    upload(p, v);
+  }
+};
+struct DevFloat {
+  rt::DeviceBuffer<float> buf;
+  float *p = nullptr;
+  DevFloat(const std::vector<float> &v, int64_t offset = 0)
+      : buf(int64_t(v.size()) + offset), p(buf.data() + offset) {
+    rt::copy_to_device(p, v.data(), int64_t(v.size() * sizeof(float)));
+  }
+  explicit DevFloat(int64_t n) : buf(n), p(buf.data()) {
+    poison(p, n * int64_t(sizeof(float)));
+  }
+};
+struct DevAlloc { // a poisoned act_t output
+  rt::DeviceBuffer<act_t> buf;
+  act_t *p = nullptr;
+  explicit DevAlloc(int64_t n, int64_t offset = 0)
+      : buf(n + offset), p(buf.data() + offset) {
+    poison(p, n * int64_t(sizeof(act_t)));
+  }
+};
 
 /// ||got - want|| / ||want|| (2-norms, in double); NaN when got holds a
 /// non-finite value or the sizes differ.

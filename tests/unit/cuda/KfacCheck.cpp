@@ -561,11 +561,8 @@ int main(int argc, char **argv) {
   if (!seed_from_args(argc, argv, "KfacCheck", seed, status))
     return status;
   const int ncclResult = run_nccl_ranks(seed + 1);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("KfacCheck: no CUDA device, skipped\n");
+  if (!cuda_device_present("KfacCheck"))
     return 77;
-  }
   gOk &= ncclResult == 0;
   gRng.seed(seed);
   check_factors(1001, 768); // GPT-2 width, rows not a multiple of a tile

@@ -450,11 +450,8 @@ int nodeTests(const char *path) {
 int main(int argc, char **argv) {
   unsigned seed = 0;
   int status = 0;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("PrimitiveCheck: no CUDA device, skipped\n");
+  if (!cuda_device_present("PrimitiveCheck"))
     return 77;
-  }
   // --node-tests FILE (tests/onnx/PrimitiveKernelTests' DUMP) first.
   const char *nodeFile = nullptr;
   if (argc >= 3 && std::strcmp(argv[1], "--node-tests") == 0) {

@@ -266,11 +266,8 @@ int main(int argc, char **argv) {
   int status = 0;
   if (!seed_from_args(argc, argv, "SparseOpsCheck", seed, status))
     return status;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SparseOpsCheck: no CUDA device, skipped\n");
+  if (!cuda_device_present("SparseOpsCheck"))
     return 77;
-  }
   gRng.seed(seed);
   for (const char *variant : {"auto", "hybrid", "tc"}) {
     setenv("AUTODDL_SPMM_VARIANT", variant, 1);

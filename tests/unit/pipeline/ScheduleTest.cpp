@@ -27,30 +27,50 @@ TEST(ScheduleNames, RoundTripAndRejectUnknown) {
   EXPECT_EQ(validScheduleNames(), "gpipe, 1f1b, interleaved, chimera, zb-h1");
 }
 
-TEST(ScheduleOrder, GPipeRunsAllForwardsThenAllBackwards) {
-  Schedule s = makeSchedule(config(ScheduleKind::GPipe, 2, 3));
-  EXPECT_EQ(orderOf(s.devices[0]), "F0 F1 F2 B0 B1 B2");
-  EXPECT_EQ(orderOf(s.devices[1]), "F0 F1 F2 B0 B1 B2");
-}
+// Devices' orders worked from their schedule's rule (`why`), as a table.
+struct OrderCase {
+  const char *why;
+  ScheduleConfig cfg;
+  std::vector<std::pair<int, const char *>> orders; // device, its order
+};
 
-TEST(ScheduleOrder, OneFOneBWarmsUpWithStagesMinusOneMinusS) {
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 4, 8));
-  // Stage 0: w = p-0-1 = 3 warm-up forwards, then (F, B) pairs, then 3 Bs.
-  EXPECT_EQ(orderOf(s.devices[0]),
-            "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7");
-  // Stage 2: w = 1.
-  EXPECT_EQ(orderOf(s.devices[2]),
-            "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7");
-  // Last stage: w = 0, strict alternation.
-  EXPECT_EQ(orderOf(s.devices[3]),
-            "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7");
-}
-
-TEST(ScheduleOrder, OneFOneBWithFewerMicrobatchesThanStages) {
-  // w = min(p-s-1, m) = min(3, 2) = 2 on stage 0: it degenerates to GPipe.
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 4, 2));
-  EXPECT_EQ(orderOf(s.devices[0]), "F0 F1 B0 B1");
-  EXPECT_EQ(orderOf(s.devices[3]), "F0 B0 F1 B1");
+TEST(ScheduleOrder, EachDeviceFollowsItsScheduleRule) {
+  const OrderCase cases[] = {
+      {"GPipe runs all forwards, then all backwards",
+       config(ScheduleKind::GPipe, 2, 3),
+       {{0, "F0 F1 F2 B0 B1 B2"}, {1, "F0 F1 F2 B0 B1 B2"}}},
+      {"1F1B: stage s warms up with w = p-s-1 forwards (3 on stage 0, 1 on "
+       "stage 2), then (F, B) pairs, then w Bs; the last stage (w = 0) "
+       "strictly alternates",
+       config(ScheduleKind::OneFOneB, 4, 8),
+       {{0, "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7"},
+        {2, "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 F6 B5 F7 B6 B7"},
+        {3, "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7"}}},
+      {"1F1B with fewer micro-batches than stages: w = min(p-s-1, m) = "
+       "min(3, 2) = 2 on stage 0, GPipe",
+       config(ScheduleKind::OneFOneB, 4, 2),
+       {{0, "F0 F1 B0 B1"}, {3, "F0 B0 F1 B1"}}},
+      {"interleaved with m = p (Megatron: num_microbatches == p): all m*v "
+       "forwards are warm-up",
+       config(ScheduleKind::Interleaved, 2, 2, 2),
+       {{1, "F0 F1 F0:c1 F1:c1 B0:c1 B1:c1 B0 B1"}}},
+      {"Chimera with m = 2p: two basic units; the second unit's leading a = "
+       "2 slots of worker 0 start with the first unit's pending down "
+       "backwards",
+       config(ScheduleKind::Chimera, 4, 8),
+       {{0, "F0 F1 f4 b4 f5 b5 B0 F2 B1 F3 f6 b6 f7 b7 B2 B3"}}},
+      {"ZB-H1 lags W(j) by the stage index: right after B(j) on stage 0; "
+       "after B(j+3) on the last stage, its last three Ws drained at the end",
+       config(ScheduleKind::ZeroBubbleH1, 4, 6),
+       {{0, "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5"},
+        {3, "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5"}}},
+  };
+  for (const OrderCase &c : cases) {
+    SCOPED_TRACE(c.why);
+    const Schedule s = makeSchedule(c.cfg);
+    for (const auto &[device, order] : c.orders)
+      EXPECT_EQ(orderOf(s.devices[size_t(device)]), order);
+  }
 }
 
 TEST(ScheduleOrder, InterleavedFollowsMegatronTable) {
@@ -70,12 +90,6 @@ TEST(ScheduleOrder, InterleavedFollowsMegatronTable) {
     EXPECT_EQ(op.stage, op.chunk * 4 + 3);
 }
 
-TEST(ScheduleOrder, InterleavedWithMEqualPRunsAllForwardsFirst) {
-  // Megatron: num_microbatches == p means all m*v forwards are warm-up.
-  Schedule s = makeSchedule(config(ScheduleKind::Interleaved, 2, 2, 2));
-  EXPECT_EQ(orderOf(s.devices[1]), "F0 F1 F0:c1 F1:c1 B0:c1 B1:c1 B0 B1");
-}
-
 TEST(ScheduleOrder, ChimeraMatchesPipeFisherRule) {
   // pipelines.md §3.1, D = N = 4: worker 0 "Fd Fd Fu Bu Fu Bu Bd Bd", worker 1
   // "Fd Fu Fd Fu Bu Bd Bu Bd"; workers 2 and 3 mirror them. Down micro-batches
@@ -89,24 +103,6 @@ TEST(ScheduleOrder, ChimeraMatchesPipeFisherRule) {
   for (int d = 0; d < 4; ++d)
     for (const Instruction &op : s.devices[d])
       EXPECT_EQ(op.stage, op.direction == Direction::Down ? d : 3 - d);
-}
-
-TEST(ScheduleOrder, ChimeraConcatenatesBasicUnits) {
-  // m = 2p: two units; the second unit's leading a = 2 slots of worker 0 start
-  // with the first unit's pending down backwards.
-  Schedule s = makeSchedule(config(ScheduleKind::Chimera, 4, 8));
-  EXPECT_EQ(orderOf(s.devices[0]),
-            "F0 F1 f4 b4 f5 b5 B0 F2 B1 F3 f6 b6 f7 b7 B2 B3");
-}
-
-TEST(ScheduleOrder, ZeroBubbleH1LagsWeightGradientsByStageIndex) {
-  Schedule s = makeSchedule(config(ScheduleKind::ZeroBubbleH1, 4, 6));
-  // Stage 0: W(j) right after B(j).
-  EXPECT_EQ(orderOf(s.devices[0]),
-            "F0 F1 F2 F3 B0 W0 F4 B1 W1 F5 B2 W2 B3 W3 B4 W4 B5 W5");
-  // Stage 3 (last): W(j) after B(j+3); the last three Ws drain at the end.
-  EXPECT_EQ(orderOf(s.devices[3]),
-            "F0 B0 F1 B1 F2 B2 F3 B3 W0 F4 B4 W1 F5 B5 W2 W3 W4 W5");
 }
 
 // Every schedule computes each (stage, direction, micro-batch) exactly once

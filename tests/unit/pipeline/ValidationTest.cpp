@@ -73,27 +73,30 @@ TEST(TimeValidation, RejectsBadTimes) {
             "p2p time must be a finite number >= 0, got -0.5");
 }
 
+// The simulator's error on a two-stage schedule of `kind` and m micro-batches
+// whose device d lists its instructions i and i + 1 the other way round.
+std::string swappedError(ScheduleKind kind, int m, int d, size_t i) {
+  Schedule s = makeSchedule(config(kind, 2, m));
+  std::swap(s.devices[size_t(d)][i], s.devices[size_t(d)][i + 1]);
+  return simulateError(s, StageTimes::uniform(2, 1, 2));
+}
+
 TEST(ScheduleValidation, DetectsDeadlock) {
   // The last stage lists B0 before F0: B0 needs F0, queued behind it.
-  Schedule s = makeSchedule(config(ScheduleKind::OneFOneB, 2, 1));
-  std::swap(s.devices[1][0], s.devices[1][1]);
-  std::string error = simulateError(s, StageTimes::uniform(2, 1, 2));
-  EXPECT_EQ(error, "schedule deadlocks: device 1 waits at instruction 0 (B0 "
-                   "of stage 1) for F0 of stage 1 on device 1, queued behind "
-                   "it");
+  EXPECT_EQ(swappedError(ScheduleKind::OneFOneB, 1, 1, 0),
+            "schedule deadlocks: device 1 waits at instruction 0 (B0 of stage "
+            "1) for F0 of stage 1 on device 1, queued behind it");
 }
 
 TEST(ScheduleValidation, DetectsCrossDeviceDeadlock) {
   // GPipe p=2, m=2 with device 0 listing B0 before F1: B0 needs device 1's
   // B0, which device 1 runs only after its F1, which needs device 0's F1,
   // queued behind B0: a cycle through both devices.
-  Schedule s = makeSchedule(config(ScheduleKind::GPipe, 2, 2));
-  std::swap(s.devices[0][1], s.devices[0][2]);
-  std::string error = simulateError(s, StageTimes::uniform(2, 1, 2));
-  EXPECT_EQ(error, "schedule deadlocks: device 0 waits at instruction 1 (B0 "
-                   "of stage 0) for B0 of stage 1 on device 1; device 1 waits "
-                   "at instruction 1 (F1 of stage 1) for F1 of stage 0 on "
-                   "device 0");
+  EXPECT_EQ(swappedError(ScheduleKind::GPipe, 2, 0, 1),
+            "schedule deadlocks: device 0 waits at instruction 1 (B0 "
+            "of stage 0) for B0 of stage 1 on device 1; device 1 waits "
+            "at instruction 1 (F1 of stage 1) for F1 of stage 0 on "
+            "device 0");
 }
 
 TEST(ScheduleValidation, RejectsMisplacedDuplicateAndMissingWork) {

@@ -31,16 +31,6 @@ protected:
   }
 };
 
-/// Rounds v to the storage type (what the GPU holds and the reference must
-/// use).
-double roundTo(DataType t, double v) {
-  if (t == DataType::F16)
-    return __half2float(__float2half_rn(float(v)));
-  if (t == DataType::BF16)
-    return __bfloat162float(__float2bfloat16_rn(float(v)));
-  return float(v);
-}
-
 /// Host buffer of n values of type t from doubles.
 std::vector<uint8_t> pack(DataType t, const std::vector<double> &v) {
   std::vector<uint8_t> out(v.size() * cuda::dataTypeBytes(t));
@@ -79,7 +69,8 @@ CsrMatrix<double> randomMatrix(const Shape &s, DataType t, std::mt19937 &rng) {
     if (s.denseRow && r == s.rows / 2) {
       for (int32_t c = s.cols - 1; c >= 0;
            --c) // every column, in reverse order
-        a.colIdx.push_back(c), a.values.push_back(roundTo(t, u(rng)));
+        a.colIdx.push_back(c),
+            a.values.push_back(cuda::roundToStored(t, u(rng)));
       deg = 0;
     }
     for (int k = 0; k < deg; ++k) {
@@ -87,9 +78,10 @@ CsrMatrix<double> randomMatrix(const Shape &s, DataType t, std::mt19937 &rng) {
       // anywhere.
       int32_t c = s.clustered ? int32_t((r / 8 * 8 + rng() % 24) % s.cols)
                               : int32_t(rng() % s.cols);
-      a.colIdx.push_back(c), a.values.push_back(roundTo(t, u(rng)));
+      a.colIdx.push_back(c), a.values.push_back(cuda::roundToStored(t, u(rng)));
       if (s.duplicates && k % 3 == 0)
-        a.colIdx.push_back(c), a.values.push_back(roundTo(t, u(rng)));
+        a.colIdx.push_back(c),
+            a.values.push_back(cuda::roundToStored(t, u(rng)));
     }
     a.rowPtr.push_back(int32_t(a.colIdx.size()));
   }
@@ -181,7 +173,7 @@ void runSpmmCase(const Shape &s, DataType t, float threshold,
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<double> x(size_t(a.cols) * ldx);
   for (double &v : x)
-    v = roundTo(t, u(rng));
+    v = cuda::roundToStored(t, u(rng));
   const auto xPacked = pack(t, x);
   const size_t eb = cuda::dataTypeBytes(t);
   void *dx, *dy, *ws = nullptr;
@@ -259,9 +251,9 @@ void runSddmmCase(const Shape &s, DataType t, float threshold,
   std::uniform_real_distribution<double> u(-1, 1);
   std::vector<double> x(size_t(a.rows) * ld), y(size_t(a.cols) * ld);
   for (double &v : x)
-    v = roundTo(t, u(rng));
+    v = cuda::roundToStored(t, u(rng));
   for (double &v : y)
-    v = roundTo(t, u(rng));
+    v = cuda::roundToStored(t, u(rng));
   const auto xp = pack(t, x), yp = pack(t, y);
   const size_t eb = cuda::dataTypeBytes(t);
   void *dx, *dy, *ob, *oe;

@@ -52,31 +52,28 @@ int gRank = 0;
   std::exit(1);
 }
 
-#define cudaCheck(call)                                                        \
-  do {                                                                         \
-    cudaError_t e_ = (call);                                                   \
-    if (e_ != cudaSuccess)                                                     \
-      die(__FILE__, __LINE__, #call, cudaGetErrorString(e_));                  \
-  } while (0)
-#define cublasCheck(call)                                                      \
-  do {                                                                         \
-    cublasStatus_t s_ = (call);                                                \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                           \
-      die(__FILE__, __LINE__, #call,                                           \
-          "cuBLAS status " + std::to_string(static_cast<int>(s_)));            \
-  } while (0)
-#define ncclCheck(call)                                                        \
-  do {                                                                         \
-    ncclResult_t r_ = (call);                                                  \
-    if (r_ != ncclSuccess)                                                     \
-      die(__FILE__, __LINE__, #call, ncclGetErrorString(r_));                  \
-  } while (0)
-#define mpiCheck(call)                                                         \
-  do {                                                                         \
-    int m_ = (call);                                                           \
-    if (m_ != MPI_SUCCESS)                                                     \
-      die(__FILE__, __LINE__, #call, "MPI error " + std::to_string(m_));       \
-  } while (0)
+// What a failed call of each library says; empty for success.
+std::string failure(cudaError_t e) {
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+std::string failure(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_SUCCESS
+             ? ""
+             : "cuBLAS status " + std::to_string(static_cast<int>(s));
+}
+std::string failure(ncclResult_t r) {
+  return r == ncclSuccess ? "" : ncclGetErrorString(r);
+}
+std::string failure(int mpi) { // MPI's error codes are ints
+  return mpi == MPI_SUCCESS ? "" : "MPI error " + std::to_string(mpi);
+}
+template <class Status>
+void check(Status status, const char *file, int line, const char *call) {
+  const std::string why = failure(status);
+  if (!why.empty())
+    die(file, line, call, why);
+}
+#define CHECK(call) check((call), __FILE__, __LINE__, #call)
 
 // ---------------------------------------------------------------- kernels --
 
@@ -122,8 +119,8 @@ struct Timer {
   cudaEvent_t start, stop;
   cudaStream_t stream;
   explicit Timer(cudaStream_t s) : stream(s) {
-    cudaCheck(cudaEventCreate(&start));
-    cudaCheck(cudaEventCreate(&stop));
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
   }
   ~Timer() {
     cudaEventDestroy(start);
@@ -131,13 +128,13 @@ struct Timer {
   }
   // Mean microseconds of one call of `fn` over `iters` back-to-back calls.
   template <typename F> double meanUs(int iters, F fn) {
-    cudaCheck(cudaEventRecord(start, stream));
+    CHECK(cudaEventRecord(start, stream));
     for (int i = 0; i < iters; ++i)
       fn(i);
-    cudaCheck(cudaEventRecord(stop, stream));
-    cudaCheck(cudaEventSynchronize(stop));
+    CHECK(cudaEventRecord(stop, stream));
+    CHECK(cudaEventSynchronize(stop));
     float ms = 0;
-    cudaCheck(cudaEventElapsedTime(&ms, start, stop));
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
     return 1e3 * ms / iters;
   }
 };
@@ -183,17 +180,17 @@ double timeGemm(Lt &lt, Timer &timer, calib::GemmShape s, cudaDataType_t type,
   copies = std::min<int>(copies, std::max<size_t>(1, (512u << 20) / set));
 
   cublasLtMatmulDesc_t op;
-  cublasCheck(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F));
+  CHECK(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F));
   cublasOperation_t trans = CUBLAS_OP_T;
-  cublasCheck(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA,
-                                             &trans, sizeof trans));
+  CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &trans,
+                                       sizeof trans));
   cublasLtMatrixLayout_t la, lb, lc;
-  cublasCheck(cublasLtMatrixLayoutCreate(&la, type, s.k, s.n, s.k));
-  cublasCheck(cublasLtMatrixLayoutCreate(&lb, type, s.k, s.m, s.k));
-  cublasCheck(cublasLtMatrixLayoutCreate(&lc, type, s.n, s.m, s.n));
+  CHECK(cublasLtMatrixLayoutCreate(&la, type, s.k, s.n, s.k));
+  CHECK(cublasLtMatrixLayoutCreate(&lb, type, s.k, s.m, s.k));
+  CHECK(cublasLtMatrixLayoutCreate(&lc, type, s.n, s.m, s.n));
   cublasLtMatmulPreference_t pref;
-  cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
-  cublasCheck(cublasLtMatmulPreferenceSetAttribute(
+  CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  CHECK(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt.workspaceBytes,
       sizeof lt.workspaceBytes));
   cublasLtMatmulHeuristicResult_t heur{};
@@ -207,9 +204,9 @@ double timeGemm(Lt &lt, Timer &timer, calib::GemmShape s, cudaDataType_t type,
     const float alpha = 1, beta = 0;
     us = medianUs(timer, targetUs, repeats, [&](int i) {
       char *base = in + size_t(i % copies) * set;
-      cublasCheck(cublasLtMatmul(
-          lt.handle, op, &alpha, base, la, base + aBytes, lb, &beta, out, lc,
-          out, lc, &heur.algo, lt.workspace, lt.workspaceBytes, timer.stream));
+      CHECK(cublasLtMatmul(lt.handle, op, &alpha, base, la, base + aBytes, lb,
+                           &beta, out, lc, out, lc, &heur.algo, lt.workspace,
+                           lt.workspaceBytes, timer.stream));
     });
   } else {
     std::fprintf(stderr,
@@ -235,10 +232,10 @@ void measureCompute(calib::Measurements &m,
   // Launch floor.
   for (int i = 0; i < 100; ++i)
     empty_kernel<<<1, 1, 0, stream>>>();
-  cudaCheck(cudaGetLastError());
+  CHECK(cudaGetLastError());
   m.launchUs =
       timer.meanUs(2000, [&](int) { empty_kernel<<<1, 1, 0, stream>>>(); });
-  cudaCheck(cudaGetLastError());
+  CHECK(cudaGetLastError());
 
   // Input arena: every shape's operands fit (largest: the 16384-token head
   // GEMMs, 1.8 GB), several sets of small ones.
@@ -250,34 +247,34 @@ void measureCompute(calib::Measurements &m,
   }
   outBytes = std::max<size_t>(outBytes, size_t(8192) * 8192 * 4);
   char *in = nullptr, *out = nullptr;
-  cudaCheck(cudaMalloc(&in, inBytes));
-  cudaCheck(cudaMalloc(&out, outBytes));
+  CHECK(cudaMalloc(&in, inBytes));
+  CHECK(cudaMalloc(&out, outBytes));
 
   // HBM: copy half the arena onto the other half, by our kernel and by
   // cudaMemcpy; the faster is what a tuned kernel attains.
   {
     size_t half = inBytes / 2 / sizeof(int4);
     auto *src = reinterpret_cast<int4 *>(in);
-    cudaCheck(cudaMemsetAsync(in, 1, inBytes, stream));
+    CHECK(cudaMemsetAsync(in, 1, inBytes, stream));
     double kernelUs = medianUs(timer, quick ? 20e3 : 50e3, 3, [&](int) {
       copy_kernel<<<m.smCount * 8, 512, 0, stream>>>(src, src + half, half);
     });
-    cudaCheck(cudaGetLastError());
+    CHECK(cudaGetLastError());
     double memcpyUs = medianUs(timer, quick ? 20e3 : 50e3, 3, [&](int) {
-      cudaCheck(cudaMemcpyAsync(src + half, src, half * sizeof(int4),
-                                cudaMemcpyDeviceToDevice, stream));
+      CHECK(cudaMemcpyAsync(src + half, src, half * sizeof(int4),
+                            cudaMemcpyDeviceToDevice, stream));
     });
     m.copyGBps =
         2.0 * half * sizeof(int4) / (std::min(kernelUs, memcpyUs) * 1e-6) / 1e9;
   }
 
   Lt lt;
-  cublasCheck(cublasLtCreate(&lt.handle));
-  cudaCheck(cudaMalloc(&lt.workspace, lt.workspaceBytes));
+  CHECK(cublasLtCreate(&lt.handle));
+  CHECK(cudaMalloc(&lt.workspace, lt.workspaceBytes));
 
   fill_uniform_bf16_kernel<<<1024, 256, 0, stream>>>(
       reinterpret_cast<__nv_bfloat16 *>(in), inBytes / 2, 1234u);
-  cudaCheck(cudaGetLastError());
+  CHECK(cudaGetLastError());
   for (size_t i = 0; i < shapes.size(); ++i) {
     calib::GemmResult r;
     r.shape = shapes[i];
@@ -298,7 +295,7 @@ void measureCompute(calib::Measurements &m,
 
   fill_uniform_f32_kernel<<<1024, 256, 0, stream>>>(
       reinterpret_cast<float *>(in), inBytes / 4, 99u);
-  cudaCheck(cudaGetLastError());
+  CHECK(cudaGetLastError());
   const calib::GemmShape sq{8192, 8192, 8192};
   calib::GemmResult r;
   r.shape = sq;
@@ -309,11 +306,11 @@ void measureCompute(calib::Measurements &m,
                       inBytes, out, target, repeats);
   m.fp32Tflops = r.timeUs > 0 ? r.tflops() : 0;
 
-  cudaCheck(cudaStreamSynchronize(stream));
-  cublasCheck(cublasLtDestroy(lt.handle));
-  cudaCheck(cudaFree(lt.workspace));
-  cudaCheck(cudaFree(in));
-  cudaCheck(cudaFree(out));
+  CHECK(cudaStreamSynchronize(stream));
+  CHECK(cublasLtDestroy(lt.handle));
+  CHECK(cudaFree(lt.workspace));
+  CHECK(cudaFree(in));
+  CHECK(cudaFree(out));
 }
 
 // ------------------------------------------------------------- collectives --
@@ -328,47 +325,47 @@ double timeCollective(Coll c, ncclComm_t nccl, MPI_Comm comm, int rank, int n,
   auto launch = [&](int) {
     switch (c) {
     case Coll::AllReduce:
-      ncclCheck(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, nccl,
-                              timer.stream));
+      CHECK(ncclAllReduce(send, recv, count, ncclFloat, ncclSum, nccl,
+                          timer.stream));
       break;
     case Coll::AllGather:
-      ncclCheck(
+      CHECK(
           ncclAllGather(send, recv, count / n, ncclFloat, nccl, timer.stream));
       break;
     case Coll::SendRecv: // 0 -> 1: a pipeline-stage boundary
       if (rank == 0)
-        ncclCheck(ncclSend(send, count, ncclFloat, 1, nccl, timer.stream));
+        CHECK(ncclSend(send, count, ncclFloat, 1, nccl, timer.stream));
       else if (rank == 1)
-        ncclCheck(ncclRecv(recv, count, ncclFloat, 0, nccl, timer.stream));
+        CHECK(ncclRecv(recv, count, ncclFloat, 0, nccl, timer.stream));
       break;
     }
   };
   int iters = bytes <= (1u << 20) ? 100 : bytes <= (64u << 20) ? 20 : 5;
   for (int w = 0; w < 3; ++w)
     launch(w);
-  cudaCheck(cudaStreamSynchronize(timer.stream));
-  mpiCheck(MPI_Barrier(comm));
+  CHECK(cudaStreamSynchronize(timer.stream));
+  CHECK(MPI_Barrier(comm));
   double us = timer.meanUs(iters, launch), worst = 0;
-  mpiCheck(MPI_Allreduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, comm));
+  CHECK(MPI_Allreduce(&us, &worst, 1, MPI_DOUBLE, MPI_MAX, comm));
   return worst;
 }
 
 calib::GroupSeries measureGroup(MPI_Comm comm, size_t maxBytes,
                                 cudaStream_t stream) {
   int rank = 0, n = 0;
-  mpiCheck(MPI_Comm_rank(comm, &rank));
-  mpiCheck(MPI_Comm_size(comm, &n));
+  CHECK(MPI_Comm_rank(comm, &rank));
+  CHECK(MPI_Comm_size(comm, &n));
   ncclUniqueId id;
   if (rank == 0)
-    ncclCheck(ncclGetUniqueId(&id));
-  mpiCheck(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
+    CHECK(ncclGetUniqueId(&id));
+  CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
   ncclComm_t nccl;
-  ncclCheck(ncclCommInitRank(&nccl, n, id, rank));
+  CHECK(ncclCommInitRank(&nccl, n, id, rank));
   float *send = nullptr, *recv = nullptr;
-  cudaCheck(cudaMalloc(&send, maxBytes));
-  cudaCheck(cudaMalloc(&recv, maxBytes));
+  CHECK(cudaMalloc(&send, maxBytes));
+  CHECK(cudaMalloc(&recv, maxBytes));
   fill_uniform_f32_kernel<<<1024, 256, 0, stream>>>(send, maxBytes / 4, 7u);
-  cudaCheck(cudaGetLastError());
+  CHECK(cudaGetLastError());
   Timer timer(stream);
   calib::GroupSeries g;
   g.ranks = n;
@@ -384,9 +381,9 @@ calib::GroupSeries measureGroup(MPI_Comm comm, size_t maxBytes,
         {double(s), timeCollective(Coll::SendRecv, nccl, comm, rank, n, send,
                                    recv, s, timer)});
   }
-  cudaCheck(cudaFree(send));
-  cudaCheck(cudaFree(recv));
-  ncclCheck(ncclCommDestroy(nccl));
+  CHECK(cudaFree(send));
+  CHECK(cudaFree(recv));
+  CHECK(ncclCommDestroy(nccl));
   return g;
 }
 
@@ -465,10 +462,10 @@ std::string parse(int argc, char **argv, Options &o) {
 
 int main(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 1); // never NVLink multicast (device notes)
-  mpiCheck(MPI_Init(&argc, &argv));
+  CHECK(MPI_Init(&argc, &argv));
   int world = 0;
-  mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &gRank));
-  mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &world));
+  CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &gRank));
+  CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
   Options opt;
   std::string err = parse(argc, argv, opt);
   std::vector<calib::GemmShape> shapes;
@@ -489,16 +486,15 @@ int main(int argc, char **argv) {
 
   // Nodes: ranks sharing memory. One GPU per local rank.
   MPI_Comm local;
-  mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, gRank,
-                               MPI_INFO_NULL, &local));
+  CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, gRank,
+                            MPI_INFO_NULL, &local));
   int localRank = 0, localSize = 0;
-  mpiCheck(MPI_Comm_rank(local, &localRank));
-  mpiCheck(MPI_Comm_size(local, &localSize));
+  CHECK(MPI_Comm_rank(local, &localRank));
+  CHECK(MPI_Comm_size(local, &localSize));
   int devices = 0;
   cudaError_t ce = cudaGetDeviceCount(&devices);
   int noGpu = (ce != cudaSuccess || devices == 0) ? 1 : 0, anyNoGpu = 0;
-  mpiCheck(
-      MPI_Allreduce(&noGpu, &anyNoGpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  CHECK(MPI_Allreduce(&noGpu, &anyNoGpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   if (anyNoGpu) {
     if (gRank == 0)
       std::fprintf(stderr, "calibrate: no CUDA GPU found (%s)\n",
@@ -507,7 +503,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   int tooFew = localSize > devices ? 1 : 0, anyTooFew = 0;
-  mpiCheck(
+  CHECK(
       MPI_Allreduce(&tooFew, &anyTooFew, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
   if (anyTooFew) {
     if (gRank == 0)
@@ -519,11 +515,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   int leader = localRank == 0 ? 1 : 0, nodes = 0, minLocal = 0, maxLocal = 0;
-  mpiCheck(MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
-  mpiCheck(MPI_Allreduce(&localSize, &minLocal, 1, MPI_INT, MPI_MIN,
-                         MPI_COMM_WORLD));
-  mpiCheck(MPI_Allreduce(&localSize, &maxLocal, 1, MPI_INT, MPI_MAX,
-                         MPI_COMM_WORLD));
+  CHECK(MPI_Allreduce(&leader, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+  CHECK(MPI_Allreduce(&localSize, &minLocal, 1, MPI_INT, MPI_MIN,
+                      MPI_COMM_WORLD));
+  CHECK(MPI_Allreduce(&localSize, &maxLocal, 1, MPI_INT, MPI_MAX,
+                      MPI_COMM_WORLD));
   if (minLocal != maxLocal) {
     if (gRank == 0)
       std::fprintf(stderr,
@@ -533,9 +529,9 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 1;
   }
-  cudaCheck(cudaSetDevice(localRank));
+  CHECK(cudaSetDevice(localRank));
   cudaStream_t stream;
-  cudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
   calib::Measurements m;
   m.name = opt.name;
@@ -543,16 +539,16 @@ int main(int argc, char **argv) {
   m.nodes = nodes;
   m.gpusPerNode = localSize;
   cudaDeviceProp prop{};
-  cudaCheck(cudaGetDeviceProperties(&prop, localRank));
+  CHECK(cudaGetDeviceProperties(&prop, localRank));
   m.gpuModel = prop.name;
   m.smCount = prop.multiProcessorCount;
   m.memoryBytes = static_cast<double>(prop.totalGlobalMem);
   m.l2Bytes = static_cast<double>(prop.l2CacheSize);
   {
     int rt = 0, drv = 0, nv = 0;
-    cudaCheck(cudaRuntimeGetVersion(&rt));
-    cudaCheck(cudaDriverGetVersion(&drv));
-    ncclCheck(ncclGetVersion(&nv));
+    CHECK(cudaRuntimeGetVersion(&rt));
+    CHECK(cudaDriverGetVersion(&drv));
+    CHECK(ncclGetVersion(&nv));
     char host[256] = {0};
     gethostname(host, sizeof host - 1);
     m.probe = "CUDA runtime " + std::to_string(rt) + ", driver " +
@@ -569,7 +565,7 @@ int main(int argc, char **argv) {
                  m.gpuModel.c_str(), nodes, localSize, shapes.size());
     measureCompute(m, shapes, opt.quick, stream);
   }
-  mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+  CHECK(MPI_Barrier(MPI_COMM_WORLD));
 
   if (localSize > 1) {
     m.intra = measureGroup(local, opt.maxBytes, stream);
@@ -577,10 +573,10 @@ int main(int argc, char **argv) {
   }
   if (nodes > 1) {
     MPI_Comm cross; // one GPU per node; every local rank's group at once
-    mpiCheck(MPI_Comm_split(MPI_COMM_WORLD, localRank, gRank, &cross));
+    CHECK(MPI_Comm_split(MPI_COMM_WORLD, localRank, gRank, &cross));
     m.inter = measureGroup(cross, opt.maxBytes, stream);
     m.hasInter = true;
-    mpiCheck(MPI_Comm_free(&cross));
+    CHECK(MPI_Comm_free(&cross));
   }
 
   int status = 0;
@@ -619,7 +615,7 @@ int main(int argc, char **argv) {
     if (status == 0)
       std::printf("wrote %s\n", opt.out.c_str());
   }
-  mpiCheck(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  CHECK(MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD));
   MPI_Comm_free(&local);
   MPI_Finalize();
   return status;
