@@ -62,15 +62,18 @@ template <int V> __device__ MaxSum row_max_sum(const act_t *row, int64_t L) {
           st.s += expf(v[i] - st.m);
       },
       [&](int64_t j) { online_add(st, to_float(row[j])); });
-  return block_max_sum(st);
+  // A warp a row (row_launch): its lanes alone.
+  return blockDim.x > 32 ? block_max_sum(st) : warp_max_sum(st);
 }
 
 template <int V>
 __global__ void __launch_bounds__(kThreads)
     crossentropy_forward_kernel(float *losses, float *lse, const act_t *logits,
-                                const int32_t *targets, int64_t V_,
-                                int64_t ld) {
-  const int64_t n = blockIdx.x;
+                                const int32_t *targets, int64_t N,
+                                int64_t V_, int64_t ld) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (n >= N) // whole warps leave: a block of several rows has a warp each
+    return;
   const act_t *row = logits + n * ld;
   const MaxSum st = row_max_sum<V>(row, V_);
   if (threadIdx.x == 0) {
@@ -87,9 +90,12 @@ template <int V>
 __global__ void __launch_bounds__(kThreads)
     crossentropy_backward_kernel(act_t *dlogits, const act_t *logits,
                                  const float *shift, const float *sums,
-                                 const int32_t *targets, int64_t L, int64_t ld,
-                                 int64_t v0, float scale, bool accumulate) {
-  const int64_t n = blockIdx.x;
+                                 const int32_t *targets, int64_t N, int64_t L,
+                                 int64_t ld, int64_t v0, float scale,
+                                 bool accumulate) {
+  const int64_t n = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
+  if (n >= N)
+    return;
   act_t *drow = dlogits + n * ld;
   if (!accumulate) // storing: the row's padding columns are zero too
     for (int64_t j = L + threadIdx.x; j < ld; j += blockDim.x)
@@ -178,6 +184,21 @@ template <int V> unsigned row_threads(int64_t L) {
   return unsigned(std::max<int64_t>(32, t));
 }
 
+/// The launch of a kernel that reads each of N rows of L values with one
+/// block (row_threads), or, where a warp suffices, with one warp of a block of
+/// kWarpRows (threadIdx.y the row): 32-thread blocks would fill half an SM's
+/// threads (its block limit), these all of them.
+struct RowLaunch {
+  dim3 grid, block;
+};
+constexpr int kWarpRows = 8;
+template <int V> RowLaunch row_launch(int64_t N, int64_t L) {
+  const unsigned t = row_threads<V>(L);
+  if (t > 32)
+    return {dim3(unsigned(N)), dim3(t)};
+  return {dim3(unsigned((N + kWarpRows - 1) / kWarpRows)), dim3(32, kWarpRows)};
+}
+
 bool rows_vectorisable(const act_t *a, const act_t *b) {
   return same_alignment(a, b);
 }
@@ -259,10 +280,10 @@ void launch_backward(act_t *dlogits, const act_t *logits, const float *shift,
   ld = ld ? ld : L;
   with_pack<kPack<act_t>>(rows_vectorisable(logits, dlogits), [&](auto w) {
     constexpr int P = decltype(w)::value;
-    crossentropy_backward_kernel<P>
-        <<<unsigned(N), row_threads<P>(L), 0, compute_stream()>>>(
-            dlogits, logits, shift, sums, targets, L, ld, v0, scale,
-            accumulate);
+    const RowLaunch rl = row_launch<P>(N, L);
+    crossentropy_backward_kernel<P><<<rl.grid, rl.block, 0, compute_stream()>>>(
+        dlogits, logits, shift, sums, targets, N, L, ld, v0, scale,
+        accumulate);
   });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
@@ -275,9 +296,9 @@ void crossentropy_forward(float *losses, float *lse, const act_t *logits,
   if (N == 0)
     return;
   constexpr int P = kPack<act_t>;
-  crossentropy_forward_kernel<P>
-      <<<unsigned(N), row_threads<P>(V), 0, compute_stream()>>>(
-          losses, lse, logits, targets, V, ld ? ld : V);
+  const RowLaunch rl = row_launch<P>(N, V);
+  crossentropy_forward_kernel<P><<<rl.grid, rl.block, 0, compute_stream()>>>(
+      losses, lse, logits, targets, N, V, ld ? ld : V);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

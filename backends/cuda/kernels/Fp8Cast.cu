@@ -159,6 +159,67 @@ __global__ void __launch_bounds__(kFlatThreads)
     record_amax(meta, amax, fmax, threadIdx.x);
 }
 
+/// The transposing cast with 16-byte accesses: a 64 x 64 tile a pass, read 8
+/// values a thread (and written as is, 8 bytes, where `out`), and written
+/// transposed 16 bytes a thread (16 rows of one column) through shared
+/// memory; the tile kernel above reads 2 bytes and writes 1 a thread. C a
+/// multiple of 8, R of 16, src and outT 16-byte and out 8-byte aligned.
+constexpr int kWide = 64, kWideThreads = 256;
+template <class F8>
+__global__ void __launch_bounds__(kWideThreads)
+    cast_wide_kernel(F8 *out, F8 *outT, float *scaleInvOut, const act_t *src,
+                     int64_t R, int64_t C, Fp8Meta *meta, bool record,
+                     float fmax, int64_t colTiles, int64_t tiles) {
+  constexpr int V = 8; // bf16 a 16-byte load (the fp32 build: two loads)
+  __shared__ float tile[kWide][kWide + 1];
+  const int t = threadIdx.x;
+  const float scale = meta->scale;
+  if (blockIdx.x == 0 && t == 0 && scaleInvOut)
+    *scaleInvOut = meta->scaleInv;
+  float amax = 0.0f;
+  for (int64_t tileAt = blockIdx.x; tileAt < tiles; tileAt += gridDim.x) {
+    const int64_t r0 = (tileAt / colTiles) * kWide,
+                  c0 = (tileAt % colTiles) * kWide;
+    // Read: 8 threads a row of 64 values, 32 rows a pass.
+    for (int i = t / 8; i < kWide; i += kWideThreads / 8) {
+      const int j = (t % 8) * V;
+      const int64_t r = r0 + i, c = c0 + j;
+      float v[V] = {};
+      if (r < R && c < C) {
+        load_floats<act_t, V>(v, src + r * C + c);
+        F8 q[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          amax = fmaxf(amax, fabsf(v[k]));
+          q[k] = F8(v[k] * scale);
+        }
+        if (out)
+          *reinterpret_cast<uint2 *>(out + r * C + c) =
+              *reinterpret_cast<const uint2 *>(q);
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        tile[i][j + k] = v[k];
+    }
+    __syncthreads();
+    // Write: 4 threads a column (16 rows each, 64 bytes together), 64
+    // columns a pass.
+    const int g = t % 4, cc = t / 4;
+    const int64_t c = c0 + cc, r = r0 + 16 * g;
+    if (c < C && r < R) {
+      F8 q[16];
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        q[k] = F8(tile[16 * g + k][cc] * scale);
+      *reinterpret_cast<uint4 *>(outT + c * R + r) =
+          *reinterpret_cast<const uint4 *>(q);
+    }
+    __syncthreads();
+  }
+  if (record)
+    record_amax(meta, amax, fmax, t);
+}
+
 template <class F8>
 void launch_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
                  int64_t R, int64_t C, Fp8Meta *meta, bool record, float fmax) {
@@ -172,6 +233,20 @@ void launch_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
                            0, compute_stream()>>>(static_cast<F8 *>(out),
                                                   scaleInvOut, src, n, meta,
                                                   record, fmax);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  auto aligned = [](const void *p, uintptr_t a) {
+    return reinterpret_cast<uintptr_t>(p) % a == 0;
+  };
+  if (outT && sizeof(act_t) == 2 && C % 8 == 0 && R % 16 == 0 &&
+      aligned(src, 16) && aligned(outT, 16) && aligned(out, 8)) {
+    const int64_t colTiles = (C + kWide - 1) / kWide;
+    const int64_t tiles = colTiles * ((R + kWide - 1) / kWide);
+    cast_wide_kernel<F8><<<unsigned(tiles < cap ? tiles : cap), kWideThreads,
+                           0, compute_stream()>>>(
+        static_cast<F8 *>(out), static_cast<F8 *>(outT), scaleInvOut, src, R,
+        C, meta, record, fmax, colTiles, tiles);
     AUTODDL_CUDA_CHECK_LAUNCH();
     return;
   }
