@@ -106,10 +106,14 @@ void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
     const int32_t label =
         int32_t(philox_words(seed, sLabel, g)[0] % uint32_t(K));
     labels[b] = label;
+    double mu = 0;
     for (int64_t f = 0; f < F; ++f) {
-      // The prototype is constant over runs of kClassRun features.
-      const double mu = philox_normal(philox_words(
-          seed, sMu, uint64_t(label) * uint64_t(F) + uint64_t(f / kClassRun)));
+      // The prototype is constant over runs of kClassRun features: drawn at
+      // each run's start (a small classifier's step is otherwise this loop).
+      if (f % kClassRun == 0)
+        mu = philox_normal(
+            philox_words(seed, sMu,
+                         uint64_t(label) * uint64_t(F) + uint64_t(f / kClassRun)));
       const double e =
           philox_normal(philox_words(seed, sX, g * uint64_t(F) + uint64_t(f)));
       x[b * F + f] = float(mu + noise * e);

@@ -161,10 +161,15 @@ void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
   std::vector<int32_t> hy(size_t(s.class_batch));
   class_samples(s, seed, step, g.rdp, mb, hx.data(), hy.data());
   if (x) { // through fp32 on the device: cast_to_act rounds as the kernels do
-    DeviceBuffer<float> f(int64_t(hx.size()));
-    copy_to_device(f.data(), hx.data(), f.size() * int64_t(sizeof(float)));
-    cast_to_act(x, f.data(), f.size());
-    synchronize(); // f is freed on return
+    // One staging buffer for the run: a cudaFree a step would wait for the
+    // device. The next call's copy runs after this cast on the stream.
+    static auto *f = new DeviceBuffer<float>(); // never destroyed: the
+                                                // context may go first
+    const int64_t n = int64_t(hx.size());
+    if (f->size() < n)
+      *f = DeviceBuffer<float>(n);
+    copy_to_device(f->data(), hx.data(), n * int64_t(sizeof(float)));
+    cast_to_act(x, f->data(), n);
   }
   if (labels)
     copy_to_device(labels, hy.data(), int64_t(hy.size() * sizeof(int32_t)));
