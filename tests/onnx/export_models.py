@@ -224,8 +224,6 @@ def main():
     for name, make, example, names, dyn, lm in [
         ("tiny-gpt", tiny_gpt, torch.randint(0, 256, (2, 16)),
          ["input_ids", "logits"], seq, True),
-        ("gpt2", gpt2, torch.randint(0, 50257, (2, 64)),
-         ["input_ids", "logits"], seq, True),
         ("tiny-llama", tiny_llama, torch.randint(0, 256, (2, 16)),
          ["input_ids", "logits"], seq, True),
         ("mlp-mnist", Mlp, torch.randn(2, 784), ["features", "logits"], batch,
@@ -234,6 +232,9 @@ def main():
          batch, False),
         ("tiny-vgg", TinyVgg, torch.randn(2, 3, 32, 32), ["images", "logits"],
          batch, False),
+        # Last: drawing its example after the others' keeps their examples.
+        ("gpt2", gpt2, torch.randint(0, 50257, (2, 64)),
+         ["input_ids", "logits"], seq, True),
     ]:
         if name not in wanted:
             continue
