@@ -412,7 +412,8 @@ void nameLayerOps(ModelGraph &g) {
         continue;
       group.emplace(op.layer, m[2].str());
       const std::string path = m.suffix().str(); // "attn.c_attn.weight"
-      local[i] = path.substr(0, std::min(path.rfind('.'), path.size()));
+      const size_t dot = path.rfind('.');        // none: "h.3.weight"
+      local[i] = dot == std::string::npos ? "" : path.substr(0, dot);
       if (!local[i].empty())
         break;
     }
