@@ -201,6 +201,7 @@ ModelGraph importOnnxBytes(const std::string &bytes, const std::string &origin,
                            const ImportOptions &options) {
   ModelGraph g = readOnnx(bytes, origin, onnxOptions(origin, options));
   fuseImportedGraph(g, origin); // what the reader left primitive
+  nameLayerOps(g);              // after the fusions, which make new ops
   return refuseBadNames(std::move(g), origin);
 }
 
@@ -211,6 +212,7 @@ ModelGraph importModel(const std::string &model, const ImportOptions &options) {
   if (isOnnxModel(model)) {
     ModelGraph g = readOnnxFile(model, onnxOptions(model, options));
     fuseImportedGraph(g, model); // what the reader left primitive
+    nameLayerOps(g);             // after the fusions, which make new ops
     return refuseBadNames(std::move(g), model);
   }
   if (isPath(model))

@@ -13,10 +13,12 @@
 #include "ir/import/OnnxLowering.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <regex>
 #include <set>
 #include <stdexcept>
+#include <variant>
 
 namespace autoddl::import {
 
@@ -386,6 +388,76 @@ int64_t assignLayers(ModelGraph &g,
     count = std::max<int64_t>(count, layer[i] + 1);
   }
   return count;
+}
+
+void nameLayerOps(ModelGraph &g) {
+  static const std::regex kLayer(R"((^|\.)(layers|h)\.([0-9]+)\.)");
+  // Per op of a layer, its name inside the layer: the module path of the
+  // layer parameter it reads ("attn.c_attn" of "...h.3.attn.c_attn.weight"),
+  // else its kind ("attention", a primitive's ONNX op type "mul"); per layer,
+  // the word that groups the layers ("h", "layers"; "layers" where no
+  // parameter names it).
+  std::vector<std::string> local(g.ops.size());
+  std::map<int, std::string> group;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const OpDef &op = g.ops[i];
+    if (op.layer < 0)
+      continue;
+    for (int t : op.operands) {
+      const TensorDef &td = g.tensors[size_t(t)];
+      std::smatch m;
+      if (td.role != TensorRole::Parameter ||
+          !std::regex_search(td.name, m, kLayer) ||
+          m[3].str() != std::to_string(op.layer))
+        continue;
+      group.emplace(op.layer, m[2].str());
+      const std::string path = m.suffix().str(); // "attn.c_attn.weight"
+      const size_t dot = path.rfind('.');        // none: "h.3.weight"
+      local[i] = dot == std::string::npos ? "" : path.substr(0, dot);
+      if (!local[i].empty())
+        break;
+    }
+    auto type = op.attrs.find("op_type");
+    const std::string *opType = type == op.attrs.end()
+                                    ? nullptr
+                                    : std::get_if<std::string>(&type->second);
+    if (local[i].empty() && op.kind == "primitive" && opType)
+      for (char c : *opType)
+        local[i] += char(std::tolower(static_cast<unsigned char>(c)));
+    if (local[i].empty())
+      local[i] = op.kind;
+  }
+  // The names outside the layers stay; a layer's op and its result become
+  // "<group>.<layer>.<local>", the k-th repeat of a local in a layer
+  // "<local>_<k>", so every layer of one structure has the same names.
+  std::set<std::string> taken;
+  for (size_t t = 0; t < g.tensors.size(); ++t)
+    taken.insert(g.tensors[t].name);
+  for (const OpDef &op : g.ops)
+    if (op.layer < 0)
+      taken.insert(op.name);
+  std::map<std::pair<int, std::string>, int> repeats;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    OpDef &op = g.ops[i];
+    if (op.layer < 0)
+      continue;
+    auto gi = group.find(op.layer);
+    const std::string prefix =
+        (gi == group.end() ? std::string("layers") : gi->second) + "." +
+        std::to_string(op.layer) + ".";
+    int &k = repeats[{op.layer, local[i]}];
+    std::string name;
+    do // a name the graph holds already (an ONNX tensor's) is skipped
+      name = prefix + local[i] + (k ? "_" + std::to_string(k) : "");
+    while (++k, taken.count(name));
+    taken.insert(name);
+    op.name = name;
+    for (size_t r = 0; r < op.results.size(); ++r) {
+      std::string &result = g.tensors[size_t(op.results[r])].name;
+      result = r ? name + "_" + std::to_string(r) : name;
+      taken.insert(result);
+    }
+  }
 }
 
 // A constant a primitive reads becomes a Constant tensor under its ONNX name,

@@ -36,4 +36,14 @@ ModelGraph readOnnxFile(const std::string &path, const BuildOptions &o);
 ModelGraph readOnnx(const std::string &data, const std::string &path,
                     const BuildOptions &o);
 
+/// Names each op of a layer (OpDef::layer, after the fusion passes) and its
+/// result "<h|layers>.<layer>.<name in the layer>", the name inside the
+/// layer from the module path of the layer parameter it reads
+/// ("h.3.attn.c_attn") or its kind ("h.3.attention", repeats "h.3.add_1"),
+/// as a built-in model names them: identical layers then read the same but
+/// for their number, which codegen's layer loop needs (LayerLoop.cpp). The
+/// exporter's activation names ("view_14") number the nodes of the whole
+/// graph, so layers never read the same under them (OnnxPrimitives.cpp).
+void nameLayerOps(ModelGraph &g);
+
 } // namespace autoddl::import

@@ -2,11 +2,15 @@
 # Exports made by PyTorch (tests/onnx/export_models.py on the GPU machine; tests/onnx/exports/)
 # against their twins: each named export imports with PyTorch's own parameter count (its .json)
 # and with the count of the built-in model it mirrors (examples/models/<name>.json), and the
-# language models (tiny-*: built at --seq 16) fuse to the twin's op kinds, op for op.
+# language models (tiny-*: built at --seq 16) fuse to the twin's op kinds, op for op, and
+# generate the twin's program: its stage's layers one struct Stage0Layer run as a loop, the
+# train.cpp (CPU and CUDA) as long as the twin's within a few lines (unrolled layers add ~30 each).
 # Usage: exports_twins.sh AUTODDL EXPORTS_DIR NAME...
 set -euo pipefail
 autoddl=$1 dir=$2
 shift 2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 params() { python3 -c 'import json, sys; print(json.load(sys.stdin)["params"])'; }
 for name in "$@"; do
   seq=(); case $name in tiny-gpt | tiny-llama) seq=(--seq 16) ;; esac
@@ -28,4 +32,22 @@ for name in "$@"; do
     exit 1
   fi
   echo "$name: the same op kinds as the twin:$ok"
+  for model in "$dir/$name.onnx" "$name"; do
+    out=$work/$(basename "$model" .onnx)-$([ "$model" = "$name" ] && echo twin || echo onnx)
+    "$autoddl" plan "$model" --seq 16 --cluster dgx-h100-ndr --gpus 1 --global-batch 8 --no-why \
+      -o "$out.json" >/dev/null
+    for backend in cpu cuda; do
+      "$autoddl" codegen "$out.json" --backend "$backend" -o "$out-$backend" >/dev/null
+    done
+  done
+  for backend in cpu cuda; do
+    ox=$work/$name-onnx-$backend/train.cpp tx=$work/$name-twin-$backend/train.cpp
+    lo=$(wc -l <"$ox") lt=$(wc -l <"$tx")
+    if ! grep -q '^struct Stage0Layer {' "$ox" || [ $((lo - lt)) -gt 8 ] || [ $((lt - lo)) -gt 8 ]; then
+      echo "FAIL: $name: the export's $backend train.cpp ($lo lines) does not run its layers" \
+        "as the twin's loop ($lt lines, struct Stage0Layer)"
+      exit 1
+    fi
+    echo "$name: the export's $backend train.cpp runs its layers as a loop: $lo lines, the twin's $lt"
+  done
 done
