@@ -10,6 +10,7 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <mutex>
 #include <type_traits>
 #include <unordered_set>
@@ -223,39 +224,34 @@ __global__ void __launch_bounds__(kWideThreads)
 template <class F8>
 void launch_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
                  int64_t R, int64_t C, Fp8Meta *meta, bool record, float fmax) {
+  // Grid-stride kernels: at most 16 blocks an SM.
   const int64_t cap = int64_t(sm_count()) * 16;
-  constexpr int V = kPack<act_t>;
-  const int64_t n = R * C;
-  if (!outT && n % V == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
-      reinterpret_cast<uintptr_t>(out) % (V * sizeof(F8)) == 0) {
-    const int64_t blocks = (n / V + kFlatThreads - 1) / kFlatThreads;
-    cast_flat_kernel<F8><<<unsigned(blocks < cap ? blocks : cap), kFlatThreads,
-                           0, compute_stream()>>>(static_cast<F8 *>(out),
-                                                  scaleInvOut, src, n, meta,
-                                                  record, fmax);
-    AUTODDL_CUDA_CHECK_LAUNCH();
-    return;
-  }
+  auto grid = [&](int64_t blocks) { return unsigned(std::min(blocks, cap)); };
   auto aligned = [](const void *p, uintptr_t a) {
     return reinterpret_cast<uintptr_t>(p) % a == 0;
   };
-  if (outT && sizeof(act_t) == 2 && C % 8 == 0 && R % 16 == 0 &&
-      aligned(src, 16) && aligned(outT, 16) && aligned(out, 8)) {
+  constexpr int V = kPack<act_t>;
+  const int64_t n = R * C;
+  if (!outT && n % V == 0 && aligned(src, 16) && aligned(out, V * sizeof(F8))) {
+    cast_flat_kernel<F8>
+        <<<grid((n / V + kFlatThreads - 1) / kFlatThreads), kFlatThreads, 0,
+           compute_stream()>>>(static_cast<F8 *>(out), scaleInvOut, src, n,
+                               meta, record, fmax);
+  } else if (outT && sizeof(act_t) == 2 && C % 8 == 0 && R % 16 == 0 &&
+             aligned(src, 16) && aligned(outT, 16) && aligned(out, 8)) {
     const int64_t colTiles = (C + kWide - 1) / kWide;
     const int64_t tiles = colTiles * ((R + kWide - 1) / kWide);
-    cast_wide_kernel<F8><<<unsigned(tiles < cap ? tiles : cap), kWideThreads,
-                           0, compute_stream()>>>(
+    cast_wide_kernel<F8><<<grid(tiles), kWideThreads, 0, compute_stream()>>>(
         static_cast<F8 *>(out), static_cast<F8 *>(outT), scaleInvOut, src, R,
         C, meta, record, fmax, colTiles, tiles);
-    AUTODDL_CUDA_CHECK_LAUNCH();
-    return;
+  } else {
+    const int64_t colTiles = (C + kTile - 1) / kTile;
+    const int64_t tiles = colTiles * ((R + kTile - 1) / kTile);
+    cast_kernel<F8>
+        <<<grid(tiles), dim3(kTile, kRowsPerPass), 0, compute_stream()>>>(
+            static_cast<F8 *>(out), static_cast<F8 *>(outT), scaleInvOut, src,
+            R, C, meta, record, fmax, colTiles, tiles);
   }
-  const int64_t colTiles = (C + kTile - 1) / kTile;
-  const int64_t tiles = colTiles * ((R + kTile - 1) / kTile);
-  const unsigned grid = unsigned(tiles < cap ? tiles : cap);
-  cast_kernel<F8><<<grid, dim3(kTile, kRowsPerPass), 0, compute_stream()>>>(
-      static_cast<F8 *>(out), static_cast<F8 *>(outT), scaleInvOut, src, R, C,
-      meta, record, fmax, colTiles, tiles);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
