@@ -84,6 +84,28 @@ void EmitContext::planResidualFusion() {
   }
 }
 
+/// The CUDA program runs a ReLU after a bias_add (a graph layer's bias and
+/// activation) in the bias_add's passes: bias_relu_forward writes relu(x +
+/// b), and bias_relu_backward takes the ReLU's output gradient to the bias's
+/// and the input's in one pass, masked by the ReLU's output. The sum between
+/// them is never written. Where ProgramDecisions.h's fusedBiasRelu allows it
+/// and both are on one stage, the ReLU reading the sum as it is made.
+void EmitContext::planBiasReluFusion() {
+  if (!cuda)
+    return;
+  const planner::GraphUses uses(g);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const int relu = planner::fusedBiasRelu(g, uses, i);
+    if (relu < 0)
+      continue;
+    const OpPlan &pb = L.ops[i], &pr = L.ops[size_t(relu)];
+    if (pb.stage != pr.stage || !(pr.operands[0] == pb.result))
+      continue;
+    reluOfBias[i] = size_t(relu);
+    fusedRelus.insert(size_t(relu));
+  }
+}
+
 /// Whether the gathered copy (B) of tensor t, split on rows, is read only by
 /// column-parallel linears as their input (Megatron's sequence-parallel
 /// column linears): their input gradients, partial over tp, are then summed

@@ -234,6 +234,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
   GeluChain chain;
   opCost_.resize(sg_.ops.size());
   inGemm_.clear();
+  biasOfRelu_.clear();
   fusedOperand_.clear();
   padScale_.assign(sg_.ops.size(), 1.0);
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
@@ -243,6 +244,15 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
     const bool fusedGelu = geluEpilogueChain(g, uses, gi, chain);
     const bool fusedResidual = !fusedGelu && residualFusionPriced(tp_) &&
                                !residualGemmOperands(g, uses, gi).empty();
+    // A ReLU after a bias_add runs in the bias_add's passes: the bias's
+    // backward reads the ReLU's output beside its gradient, the ReLU has no
+    // kernel of its own.
+    const bool biasOfRelu = fusedBiasRelu(g, uses, gi) >= 0;
+    const int reluInput =
+        op.kind == "relu" ? uses.producer[size_t(op.operands[0])] : -1;
+    const bool reluInBias =
+        reluInput >= 0 && fusedBiasRelu(g, uses, size_t(reluInput)) == int(gi);
+    biasOfRelu_.push_back(biasOfRelu);
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
@@ -327,6 +337,11 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                                    bulk, kernels)
                           .backward();
       }
+      if (reluInBias)
+        sc.forward = sc.backward = 0;
+      if (biasOfRelu)
+        sc.backward += prod(out[0].shape) * o_.activationElementBytes /
+                       (c_.hbmBandwidth * c_.hbmEfficiency);
       sc.savedInternal = oc.savedInternal;
       if (s.inOpAllReduceBytes > 0)
         sc.comm = cost::collectiveCost(c_, cost::Collective::AllReduce,
@@ -494,19 +509,21 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   // other layout a consumer reads it in (a converted copy, with its
   // gradient). The CUDA program writes no gradient of a GELU fused into its
   // GEMMs, and never materialises a linear's output its GEMM adds to the
-  // residual (ProgramDecisions.h).
+  // residual, nor a bias_add's sum that its ReLU reads in the same pass
+  // (ProgramDecisions.h).
   const double hostScale = 4.0 / o_.activationElementBytes;
   const InGemm made = inGemm_[E.producer];
-  bool intoResidual = !E.consumers.empty() && R.kind != Sbp::Partial;
+  bool neverFormed = !E.consumers.empty() && R.kind != Sbp::Partial;
   for (auto [c, k] : E.consumers)
-    intoResidual &= fusedOperand_[c] == k && sigOf(c).operands[k] == R;
+    neverFormed &= (fusedOperand_[c] == k || biasOfRelu_[E.producer]) &&
+                    sigOf(c).operands[k] == R;
   // A partial result is all-reduced in place: the buffer holds it whole.
   const Sbp kept = R.kind == Sbp::Partial ? Sbp::broadcast() : R;
   const double rb = localBytes(t, kept) * padScale_[E.producer];
   // Each buffer with its gradient (of which programGrad/hostGrad: the
   // gradients, which a stage's sets may share: StageMemory.cpp).
-  r.programGrad = intoResidual || made == InGemm::All ? 0 : rb;
-  r.program = intoResidual ? 0 : made == InGemm::All ? rb : 2 * rb;
+  r.programGrad = neverFormed || made == InGemm::All ? 0 : rb;
+  r.program = neverFormed ? 0 : made == InGemm::All ? rb : 2 * rb;
   r.hostGrad = rb * hostScale;
   r.host = 2 * rb * hostScale;
   {

@@ -75,6 +75,23 @@ bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
   return true;
 }
 
+int fusedBiasRelu(const ModelGraph &g, const GraphUses &uses, size_t bias) {
+  const OpDef &op = g.ops[bias];
+  if (op.kind != "bias_add" || op.operands.size() != 2 ||
+      op.results.size() != 1 ||
+      g.tensors[size_t(op.operands[1])].role != TensorRole::Parameter)
+    return -1;
+  const int sum = op.results[0];
+  const std::vector<size_t> &readers = uses.readers[size_t(sum)];
+  if (readers.size() != 1 || sum == g.loss)
+    return -1;
+  const OpDef &relu = g.ops[readers[0]];
+  if (relu.kind != "relu" || relu.operands.size() != 1 ||
+      relu.results.size() != 1 || relu.results[0] == g.loss)
+    return -1;
+  return int(readers[0]);
+}
+
 std::vector<size_t> residualGemmOperands(const ModelGraph &g,
                                          const GraphUses &uses, size_t add) {
   const OpDef &op = g.ops[add];

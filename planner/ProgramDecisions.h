@@ -90,6 +90,14 @@ struct GeluChain {
 bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
                        GeluChain &chain);
 
+/// The ReLU that the CUDA program runs in the pass of the bias_add before it
+/// (bias_relu_forward, bias_relu_backward: a graph layer's bias and
+/// activation), for bias_add op `bias`, or -1: the bias a parameter, the
+/// sum read by one ReLU alone (its input) and neither the loss. Codegen
+/// (planBiasReluFusion) also wants both on one stage, the ReLU reading the
+/// sum in the layout it is made in; the pricing does not look at layouts.
+int fusedBiasRelu(const ModelGraph &g, const GraphUses &uses, size_t bias);
+
 /// For residual add op `add`, the operands (1, then 0) whose producing linear
 /// can write the sum in its GEMM (linear_residual_forward, reading the other
 /// operand, the residual, as C): that linear's output read by this add alone

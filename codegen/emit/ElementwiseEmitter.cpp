@@ -55,6 +55,11 @@ void OpEmitters::emitGelu(OpCall &c) {
 void OpEmitters::emitReluSilu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
+  if (cx_.fusedRelus.count(i)) { // planBiasReluFusion
+    F("// in the pass of its bias_add (bias_relu_forward)");
+    BI("// in the pass of its bias_add (bias_relu_backward)");
+    return;
+  }
   F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));
   BI(fmt::format("{}_backward({}, {}, {}, {});", k, dx[0], x[0], dy, n));
 }

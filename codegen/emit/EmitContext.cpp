@@ -63,6 +63,7 @@ EmitContext::EmitContext(const planner::Plan &plan, const ModelGraph &g,
   planVocabPadding();
   planGeluFusion();
   planResidualFusion();
+  planBiasReluFusion();
   planLayerParams();
 }
 

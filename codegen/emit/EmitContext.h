@@ -174,6 +174,10 @@ struct EmitContext {
   // that linear's output.
   std::map<size_t, size_t> addOfLinear;
   std::map<size_t, size_t> linearOperandOfAdd;
+  // cuda: a ReLU after a bias_add runs in the bias_add's kernels
+  // (planBiasReluFusion): per bias_add its ReLU; the ReLUs emit nothing.
+  std::map<size_t, size_t> reluOfBias;
+  std::set<size_t> fusedRelus;
   // The ops reading each tensor (readers()).
   std::vector<std::vector<size_t>> users;
   // The layers' parameters as tables (planLayerParams, LayerLoop.cpp),
@@ -263,6 +267,7 @@ private:
   void planVocabPadding();
   void planGeluFusion();
   void planResidualFusion();
+  void planBiasReluFusion();
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
 };

@@ -249,9 +249,27 @@ void OpEmitters::emitBiasAdd(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   const int64_t O = lastDim(ys), N = n / O;
+  // An input gradient this op alone writes is stored, not added (no zeroing).
+  const bool store = cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+  if (store)
+    storedGrads_.insert(dx[0]);
+  const char *accumulate = store ? ", false" : "";
+  if (auto it = cx_.reluOfBias.find(i); it != cx_.reluOfBias.end()) {
+    // The ReLU after it runs here (planBiasReluFusion): its output written,
+    // its output gradient taken to x and the bias.
+    const size_t ri = it->second;
+    const int out = cx_.g.ops[ri].results[0];
+    const TpLayout lo = cx_.L.ops[ri].result;
+    const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
+    F(fmt::format("bias_relu_forward({}, {}, {}, {}, {}); // and {}", relu,
+                  x[0], x[1], N, O, commentText(cx_.g.ops[ri].name)));
+    BI(fmt::format("bias_relu_backward({}, {}, {}, {}, {}, {}{});", dx[0],
+                   dx[1], drelu, relu, N, O, accumulate));
+    return;
+  }
   F(fmt::format("bias_add_forward({}, {}, {}, {}, {});", y, x[0], x[1], N, O));
-  BI(fmt::format("bias_add_backward({}, {}, {}, {}, {});", dx[0], dx[1], dy, N,
-                 O));
+  BI(fmt::format("bias_add_backward({}, {}, {}, {}, {}{});", dx[0], dx[1], dy,
+                 N, O, accumulate));
 }
 
 } // namespace autoddl::codegen::emit

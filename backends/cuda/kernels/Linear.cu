@@ -292,7 +292,7 @@ bool switched_off(const char *name) {
 
 // ---- bias ----
 
-template <int V>
+template <int V, bool Relu>
 __global__ void bias_add_kernel(act_t *out, const act_t *x, const act_t *bias,
                                 int64_t n, int64_t O) {
   const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -304,19 +304,22 @@ __global__ void bias_add_kernel(act_t *out, const act_t *x, const act_t *bias,
     load_floats<act_t, V>(b, bias + col);
 #pragma unroll
     for (int v = 0; v < V; ++v)
-      a[v] += b[v];
+      a[v] = Relu ? fmaxf(a[v] + b[v], 0.0f) : a[v] + b[v];
     store_floats<act_t, V>(out + j, a);
   }
 }
 
 constexpr int kColWarps = 8;
 
-/// dbias[O] += column sums of dout[N,O] over the rows of this block's chunk;
-/// dx += dout on the way. Lane l of each warp owns V consecutive columns.
+/// dbias[O] += column sums of g over the rows of this block's chunk, g =
+/// dout[N,O], or dout where relu[N,O] > 0 (a fused ReLU's output); dx += g
+/// (dx = g without `accumulate`) on the way. Lane l of each warp owns V
+/// consecutive columns.
 template <int V>
 __global__ void __launch_bounds__(32 * kColWarps)
-    column_sum_kernel(float *dbias, act_t *dx, const act_t *dout, int64_t N,
-                      int64_t O, int64_t rowsPerChunk) {
+    column_sum_kernel(float *dbias, act_t *dx, const act_t *dout,
+                      const act_t *relu, bool accumulate, int64_t N, int64_t O,
+                      int64_t rowsPerChunk) {
   __shared__ float partial[kColWarps][32 * V];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t col = (int64_t(blockIdx.x) * 32 + lane) * V;
@@ -330,12 +333,20 @@ __global__ void __launch_bounds__(32 * kColWarps)
     for (int64_t r = r0 + warp; r < r1; r += kColWarps) {
       float g[V];
       load_floats<act_t, V>(g, dout + r * O + col);
+      if (relu) {
+        float y[V];
+        load_floats<act_t, V>(y, relu + r * O + col);
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          g[v] = y[v] > 0.0f ? g[v] : 0.0f;
+      }
 #pragma unroll
       for (int v = 0; v < V; ++v)
         acc[v] += g[v];
       if (dx) {
-        float d[V];
-        load_floats<act_t, V>(d, dx + r * O + col);
+        float d[V] = {};
+        if (accumulate)
+          load_floats<act_t, V>(d, dx + r * O + col);
 #pragma unroll
         for (int v = 0; v < V; ++v)
           d[v] += g[v];
@@ -365,7 +376,8 @@ __global__ void __launch_bounds__(32 * kColWarps)
 }
 
 template <int V>
-void launch_column_sum(float *dbias, act_t *dx, const act_t *dout, int64_t N,
+void launch_column_sum(float *dbias, act_t *dx, const act_t *dout,
+                       const act_t *relu, bool accumulate, int64_t N,
                        int64_t O) {
   const int64_t colBlocks = (O + 32 * V - 1) / (32 * V);
   // Enough row chunks for about four blocks per multiprocessor.
@@ -380,7 +392,8 @@ void launch_column_sum(float *dbias, act_t *dx, const act_t *dout, int64_t N,
   const int64_t rowsPerChunk = (N + chunks - 1) / chunks;
   column_sum_kernel<V>
       <<<dim3(unsigned(colBlocks), unsigned(chunks)), 32 * kColWarps, 0,
-         compute_stream()>>>(dbias, dx, dout, N, O, rowsPerChunk);
+         compute_stream()>>>(dbias, dx, dout, relu, accumulate, N, O,
+                             rowsPerChunk);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -418,10 +431,10 @@ void copy_rows(act_t *dst, int64_t dld, const act_t *src, int64_t sld,
       size_t(cols) * sizeof(act_t), size_t(rows), cudaMemcpyDeviceToDevice,
       compute_stream()));
 }
-} // namespace
 
-void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
-                      int64_t O) {
+template <bool Relu>
+void launch_bias_add(act_t *out, const act_t *x, const act_t *bias, int64_t N,
+                     int64_t O) {
   const int64_t n = N * O;
   if (n == 0)
     return;
@@ -429,22 +442,45 @@ void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
   with_pack<V>(O % V == 0 && aligned16(out) && aligned16(x) && aligned16(bias),
                [&](auto w) {
                  constexpr int W = decltype(w)::value;
-                 bias_add_kernel<W>
+                 bias_add_kernel<W, Relu>
                      <<<grid_for(n / W, 256), 256, 0, compute_stream()>>>(
                          out, x, bias, n, O);
                });
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
-void bias_add_backward(act_t *dx, float *dbias, const act_t *dout, int64_t N,
-                       int64_t O) {
+void column_sums(act_t *dx, float *dbias, const act_t *dout, const act_t *relu,
+                 int64_t N, int64_t O, bool accumulate) {
   if (N == 0 || O == 0 || (!dx && !dbias))
     return;
   constexpr int V = kPack<act_t>;
-  if (O % V == 0 && aligned16(dout) && (!dx || aligned16(dx)))
-    launch_column_sum<V>(dbias, dx, dout, N, O);
+  if (O % V == 0 && aligned16(dout) && (!dx || aligned16(dx)) &&
+      (!relu || aligned16(relu)))
+    launch_column_sum<V>(dbias, dx, dout, relu, accumulate, N, O);
   else
-    launch_column_sum<1>(dbias, dx, dout, N, O);
+    launch_column_sum<1>(dbias, dx, dout, relu, accumulate, N, O);
+}
+} // namespace
+
+void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
+                      int64_t O) {
+  launch_bias_add<false>(out, x, bias, N, O);
+}
+
+void bias_add_backward(act_t *dx, float *dbias, const act_t *dout, int64_t N,
+                       int64_t O, bool accumulate_dx) {
+  column_sums(dx, dbias, dout, nullptr, N, O, accumulate_dx);
+}
+
+void bias_relu_forward(act_t *out, const act_t *x, const act_t *bias,
+                       int64_t N, int64_t O) {
+  launch_bias_add<true>(out, x, bias, N, O);
+}
+
+void bias_relu_backward(act_t *dx, float *dbias, const act_t *dout,
+                        const act_t *out, int64_t N, int64_t O,
+                        bool accumulate_dx) {
+  column_sums(dx, dbias, dout, out, N, O, accumulate_dx);
 }
 
 void linear_forward(act_t *out, const act_t *x, const act_t *w,

@@ -13,9 +13,21 @@ namespace autoddl::rt {
 /// out[N,O] = x[N,O] + bias[O] broadcast over rows (out may alias x).
 void bias_add_forward(act_t *out, const act_t *x, const act_t *bias, int64_t N,
                       int64_t O);
-/// dx[N,O] += dout; dbias[O] += column sums of dout[N,O] (fp32).
+/// dx[N,O] += dout (dx = dout without accumulate_dx: for an input gradient
+/// this call alone writes); dbias[O] += column sums of dout[N,O] (fp32).
 void bias_add_backward(act_t *dx, float *dbias, const act_t *dout, int64_t N,
-                       int64_t O);
+                       int64_t O, bool accumulate_dx = true);
+/// out[N,O] = relu(x + bias): bias_add_forward then relu_forward in one pass
+/// (the generated program's bias_add before a ReLU: codegen's
+/// planBiasReluFusion). out may alias x.
+void bias_relu_forward(act_t *out, const act_t *x, const act_t *bias,
+                       int64_t N, int64_t O);
+/// Their backward from the ReLU's output gradient dout and output `out`
+/// (bias_relu_forward's): g = dout where out > 0, else 0; dx += g (= g
+/// without accumulate_dx); dbias += column sums of g.
+void bias_relu_backward(act_t *dx, float *dbias, const act_t *dout,
+                        const act_t *out, int64_t N, int64_t O,
+                        bool accumulate_dx = true);
 
 /// out[N,O] = x[N,K] W + bias[O] (bias may be null; fused as the cuBLASLt
 /// bias epilogue). transpose_weight: w is [O,K] (out = x w^T); else [K,O].

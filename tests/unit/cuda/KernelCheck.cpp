@@ -177,6 +177,8 @@ int main(int argc, char **argv) {
   check_matmul(2, 7, 9, 11, true);
   check_bias_add(1001, 768);
   check_bias_add(1001, 51);
+  check_bias_relu(1001, 256, true);
+  check_bias_relu(1001, 51, false);
   check_layernorm(1001, 768, true, 0); // rows not a multiple of 8 warps
   check_layernorm(37, 1600, false, 0);
   check_layernorm(9, 45, true, 0);

@@ -75,6 +75,7 @@ void check_linear_gelu(int64_t N, int64_t K, int64_t O, bool tw, bool bias);
 void check_linear_residual(int64_t N, int64_t K, int64_t O, bool tw, bool bias);
 void check_matmul(int64_t Bt, int64_t M, int64_t K, int64_t N, bool tb);
 void check_bias_add(int64_t N, int64_t O);
+void check_bias_relu(int64_t N, int64_t O, bool accumulate);
 // KernelCheckNorm.cpp
 void check_layernorm(int64_t N, int64_t C, bool withBeta, int64_t offset);
 void check_rmsnorm(int64_t N, int64_t C, int64_t offset);

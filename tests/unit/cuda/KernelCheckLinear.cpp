@@ -1,4 +1,4 @@
-// KernelCheck's GEMM cases: linear (+ GELU, + residual), matmul, bias_add.
+// KernelCheck's GEMM cases: linear (+ GELU, + residual), matmul, bias_add/ReLU.
 #include "tests/unit/cuda/KernelCheck.h" // first: see there
 
 #include "backends/cuda/kernels/Linear.h"
@@ -190,6 +190,50 @@ void check_bias_add(int64_t N, int64_t O) {
       [&](std::vector<void *> &g) {
         rt::bias_add_backward(static_cast<act_t *>(g[0]),
                               static_cast<float *>(g[1]), ddout.p, N, O);
+      });
+  check_backward(
+      tag + " backward (dx stored)", {{"dx", N * O}, {"dbias", O, true}},
+      [&](std::vector<float *> &g) {
+        std::fill(g[0], g[0] + N * O, 0.0f);
+        ref::bias_add_backward(g[0], g[1], dout.data(), N, O);
+      },
+      [&](std::vector<void *> &g) {
+        rt::bias_add_backward(static_cast<act_t *>(g[0]),
+                              static_cast<float *>(g[1]), ddout.p, N, O,
+                              false);
+      });
+}
+
+void check_bias_relu(int64_t N, int64_t O, bool accumulate) {
+  const std::string tag = "bias_relu " + shape({N, O}) +
+                          (accumulate ? "" : " (dx stored)");
+  const int64_t n = N * O;
+  auto x = random_values(gRng, n, -1, 1);
+  auto b = random_values(gRng, O, -1, 1);
+  // The CPU reference: bias_add then relu, as the CPU program runs them.
+  std::vector<float> sum(static_cast<size_t>(n)), want(sum.size());
+  ref::bias_add_forward(sum.data(), x.data(), b.data(), N, O);
+  ref::relu_forward(want.data(), sum.data(), n);
+  DevAct dx(x), db(b);
+  DevAlloc out(n);
+  rt::bias_relu_forward(out.p, dx.p, db.p, N, O);
+  gOk &= report(tag + " forward", rel_error(download(out.p, n), want),
+                kActTol);
+  auto dout = random_values(gRng, n, -1, 1);
+  DevAct ddout(dout), dy(want);
+  check_backward(
+      tag + " backward", {{"dx", n}, {"dbias", O, true}},
+      [&](std::vector<float *> &g) {
+        std::vector<float> dsum(sum.size(), 0.0f);
+        ref::relu_backward(dsum.data(), sum.data(), dout.data(), n);
+        if (!accumulate)
+          std::fill(g[0], g[0] + n, 0.0f);
+        ref::bias_add_backward(g[0], g[1], dsum.data(), N, O);
+      },
+      [&](std::vector<void *> &g) {
+        rt::bias_relu_backward(static_cast<act_t *>(g[0]),
+                               static_cast<float *>(g[1]), ddout.p, dy.p, N, O,
+                               accumulate);
       });
 }
 

@@ -62,6 +62,31 @@ TEST(ProgramDecisions, Gpt2FusesEveryMlpGeluAndBothResidualsPerLayer) {
   EXPECT_TRUE(stepRunsAsGraph(load("gcn-cora")));
 }
 
+TEST(ProgramDecisions, GraphLayersRunTheirBiasAndReluInOnePass) {
+  // gcn-cora: conv1 (bias, relu), conv2 (bias into the loss).
+  ModelGraph g = load("gcn-cora");
+  const GraphUses uses(g);
+  int fused = 0, biases = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const int relu = fusedBiasRelu(g, uses, i);
+    biases += g.ops[i].kind == "bias_add";
+    if (relu < 0)
+      continue;
+    ++fused;
+    EXPECT_EQ(g.ops[size_t(relu)].kind, "relu");
+    EXPECT_EQ(g.ops[size_t(relu)].operands[0], g.ops[i].results[0]);
+  }
+  EXPECT_EQ(biases, 2);
+  // The hidden layer's; the output layer's bias feeds the cross-entropy.
+  EXPECT_EQ(fused, 1);
+  EXPECT_EQ(fused, count(g, "relu"));
+  // A transformer has no bias_add (its biases are GEMM epilogues).
+  ModelGraph gpt = load("tiny-gpt");
+  const GraphUses gptUses(gpt);
+  for (size_t i = 0; i < gpt.ops.size(); ++i)
+    EXPECT_LT(fusedBiasRelu(gpt, gptUses, i), 0);
+}
+
 TEST(ProgramDecisions, VocabularySplitsAndPadding) {
   // 50257 = 25129 + 25128 on tp = 2: an uneven vocabulary split runs (padded
   // rows), an uneven split of anything else does not.
