@@ -22,7 +22,8 @@ inline Fp8CastBytes fp8CastBytes(int64_t N, int64_t K, int64_t O) {
   const double nk = double(N) * double(K), ko = double(K) * double(O),
                no = double(N) * double(O);
   // The weight gradient's dY^T comes out of the input gradient's read of dY
-  // (fp8_linear_backward): one more byte a value, not three.
+  // (fp8_linear_backward, or the input-gradient call for the weight-gradient
+  // call right after it): one more byte a value, not three.
   return {3 * (nk + ko), 3 * (no + ko), no + 3 * nk};
 }
 

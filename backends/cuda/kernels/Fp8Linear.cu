@@ -11,10 +11,12 @@
 // Every cast records its tensor's amax: a GEMM that falls back to bf16 (no
 // FP8 algorithm for its epilogue) must not leave the other GEMMs' casts of
 // the same tensor on a stale scale. So a tensor enters its history once per
-// GEMM that casts it (x and W twice a micro-batch, dY twice), and the 32
-// entries span 16 micro-batches.
-// Nothing FP8 outlives a call: the backward re-casts x and W from the bf16
-// copies the program keeps anyway, so an fp8 plan holds no more activation
+// cast of it (x and W twice a micro-batch, dY once: the input gradient's
+// cast writes both of its layouts, and the weight gradient's call right
+// after it reads dY^T from there): x's and W's 32 entries span 16
+// micro-batches, dY's 32. Nothing FP8 outlives a call but that dY^T (in
+// the scratch, until the next call): the backward re-casts x and W from the
+// bf16 copies the program keeps anyway, so an fp8 plan holds no more activation
 // memory than the bf16 one, only this file's scratch (the largest call's two
 // operands) and three 152-byte metas per linear. Transformer Engine keeps the
 // forward's FP8 copies instead, and casts a weight once per step, not per
@@ -48,15 +50,27 @@ Registry &registry() {
   return *r;
 }
 
+/// dY^T left in the scratch by an input-gradient call for the weight-
+/// gradient call that follows it (the generated program makes the two calls
+/// one after the other: its backward keeps them apart for schedules that run
+/// the weight gradients later). Any other call's operands overwrite it.
+struct PendingDyT {
+  const act_t *dout = nullptr, *w = nullptr;
+  int64_t N = 0, O = 0;
+} gPendingDyT;
+
 /// A GEMM's two FP8 operands and the 1/scale each cast used, carved from
 /// one grow-only buffer: the scales in its first 256 bytes, then a, then b
 /// (256-byte aligned). So the scratch an fp8 program holds is the largest
 /// call's a + b (fp8Scratch in backends/common/Fp8Rule.h, as priced).
+/// keepDyT: the caller reads the pending dY^T (same sizes as its writer's).
 struct Operands {
   void *a, *b;
   float *sa, *sb;
 };
-Operands operands(int64_t bytesA, int64_t bytesB) {
+Operands operands(int64_t bytesA, int64_t bytesB, bool keepDyT = false) {
+  if (!keepDyT)
+    gPendingDyT = {};
   static auto *buf = new DeviceBuffer<unsigned char>(); // never destroyed
   const int64_t offB = 256 + (bytesA + 255) / 256 * 256;
   if (buf->size() < offB + bytesB) {
@@ -193,23 +207,44 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
   return gemm(false);
 }
 
+namespace {
+/// The backward's scratch: a holds dY[N,O], then dY^T[O,N] 256-byte aligned
+/// after it; b holds W^T[K,O] for dx, then x^T[K,N] for dw (stream-ordered
+/// reuse). fp8Scratch's last set.
+struct BackwardOperands {
+  Operands q;
+  void *dyq, *dyT;
+};
+BackwardOperands backward_operands(int64_t N, int64_t K, int64_t O,
+                                   bool keepDyT = false) {
+  const int64_t half = (N * O + 255) / 256 * 256;
+  const Operands q = operands(half + N * O, std::max(K * O, K * N), keepDyT);
+  return {q, q.a, static_cast<unsigned char *>(q.a) + half};
+}
+} // namespace
+
 bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
                             int64_t N, int64_t K, int64_t O, bool tw,
                             bool accumulate, const act_t *gelu_pre) {
   Fp8Meta *m = fp8_linear_metas(w);
-  const Operands q = operands(N * O, K * O); // dY[N,O], w^T[K,O]
+  const BackwardOperands o = backward_operands(N, K, O);
+  const Operands &q = o.q;
   const bool dgelu = gelu_pre != nullptr;
   auto gemm = [&](bool probe) {
-    return fp8_gemm(N, K, O, q.a, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
-                    q.sb, accumulate ? 1.0f : 0.0f, dx, false, nullptr, nullptr,
-                    dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
-                    dgelu ? K : 0, false, probe);
+    return fp8_gemm(N, K, O, o.dyq, Fp8Format::E5M2, q.sa, q.b,
+                    Fp8Format::E4M3, q.sb, accumulate ? 1.0f : 0.0f, dx, false,
+                    nullptr, nullptr, dgelu ? Fp8Epi::DGelu : Fp8Epi::None,
+                    gelu_pre, dgelu ? K : 0, false, probe);
   };
   if (!gemm(true))
     return false;
-  fp8_cast(q.a, nullptr, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  // dY in both layouts in one read: the weight gradient's call reads dY^T.
+  fp8_cast(o.dyq, o.dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
   cast_weight(q.b, q.sb, w, K, O, tw, false, m + kW, true);
-  return gemm(false);
+  if (!gemm(false))
+    return false;
+  gPendingDyT = {dout, w, N, O};
+  return true;
 }
 
 namespace {
@@ -232,11 +267,9 @@ Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
                             int64_t K, int64_t O, bool tw,
                             bool accumulate_dx) {
   Fp8Meta *m = fp8_linear_metas(w);
-  // a: dY[N,O] and dY^T[O,N] (one cast, one 1/scale), 256-byte aligned
-  // apart; b: W^T[K,O] for dx, then x^T[K,N] for dw (stream-ordered reuse).
-  const int64_t half = (N * O + 255) / 256 * 256;
-  const Operands q = operands(half + N * O, std::max(K * O, K * N));
-  void *dyq = q.a, *dyT = static_cast<unsigned char *>(q.a) + half;
+  const BackwardOperands o = backward_operands(N, K, O);
+  const Operands &q = o.q;
+  void *dyq = o.dyq, *dyT = o.dyT;
   auto dxGemm = [&](bool probe) {
     return fp8_gemm(N, K, O, dyq, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
                     q.sb, accumulate_dx ? 1.0f : 0.0f, dx, false, nullptr,
@@ -257,12 +290,20 @@ bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
                             const act_t *w, int64_t N, int64_t K, int64_t O,
                             bool tw) {
   Fp8Meta *m = fp8_linear_metas(w);
-  const Operands q = operands(N * O, N * K); // dY^T[O,N], x^T[K,N]
-  if (!dw_gemm(dw, q.a, q.sa, q.b, q.sb, N, K, O, tw, true))
+  // Right after this linear's input-gradient call, dY^T is in the scratch
+  // already (with its 1/scale at q.sa).
+  const PendingDyT p = gPendingDyT;
+  const bool cast = !(p.dout == dout && p.w == w && p.N == N && p.O == O);
+  const BackwardOperands o = backward_operands(N, K, O, !cast);
+  const Operands &q = o.q;
+  if (!dw_gemm(dw, o.dyT, q.sa, q.b, q.sb, N, K, O, tw, true))
     return false;
-  fp8_cast(nullptr, q.a, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  if (cast)
+    fp8_cast(nullptr, o.dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy,
+             true);
+  gPendingDyT = {}; // read once
   fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
-  return dw_gemm(dw, q.a, q.sa, q.b, q.sb, N, K, O, tw, false);
+  return dw_gemm(dw, o.dyT, q.sa, q.b, q.sb, N, K, O, tw, false);
 }
 
 } // namespace autoddl::rt

@@ -24,6 +24,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <array>
 
 namespace {
 using namespace kcheck;
@@ -203,6 +204,22 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
   }
   report2(tag + " weight gradient (fp32)", download(dw.p, O * K), want, exact,
           0.1);
+  // The call above read the dY^T that the input-gradient call left; alone,
+  // and after an input-gradient call of another dY (-dy: negated exactly),
+  // the weight gradient casts its own.
+  DevFloat dwAlone(zeros), dwOther(zeros);
+  expect(rt::fp8_linear_backward_dw(dwAlone.p, dDy.p, dX.p, dW.p, N, K, O, tw));
+  report2(tag + " weight gradient alone (fp32)", download(dwAlone.p, O * K),
+          want, exact, 0.1);
+  std::vector<float> negDy(dy.size());
+  for (size_t i = 0; i < dy.size(); ++i)
+    negDy[i] = -dy[i];
+  DevAct dNegDy(negDy);
+  expect(rt::fp8_linear_backward_dx(dxOut.p, dNegDy.p, dW.p, N, K, O, tw,
+                                    false));
+  expect(rt::fp8_linear_backward_dw(dwOther.p, dDy.p, dX.p, dW.p, N, K, O, tw));
+  report2(tag + " weight gradient after another dY's (fp32)",
+          download(dwOther.p, O * K), want, exact, 0.1);
   // Both gradients from one cast of dY (what linear_backward runs).
   DevFloat dw2(zeros);
   DevAlloc dx2(N * K);
@@ -363,6 +380,71 @@ void bench() {
                 autoddl::rt::fp8RunsLinear(N, K, O) ? "fp8" : "bf16");
   }
 }
+
+/// --bench, second table: a GPT-2 MLP as the generated program calls it
+/// (fc with its GELU epilogue, proj with its residual epilogue, proj's input
+/// gradient through the GELU then its weight gradient, fc's two gradient
+/// calls), bf16 against FP8, milliseconds per call pair and micro-batch.
+void bench_mlp_calls() {
+  struct Shape {
+    int64_t N, C;
+  };
+  const Shape shapes[] = {{16384, 1024}, {16384, 1280}, {8192, 1600}};
+  std::printf("\n%-14s %5s %21s %21s %21s %21s %9s\n", "N x C (MLP 4C)",
+              "", "fc fwd +gelu", "proj fwd +residual", "proj bwd dgelu+dw",
+              "fc bwd dx+dw", "total");
+  for (const Shape &sh : shapes) {
+    const int64_t N = sh.N, C = sh.C, H = 4 * C;
+    auto v = [&](int64_t n, float a) { return random_values(gRng, n, -a, a); };
+    DevAct x(v(N * C, 1)), res(v(N * C, 1)), dy(v(N * C, 1e-3f)),
+        w1(v(C * H, 0.03f)), w2(v(H * C, 0.03f)), w1b(v(C * H, 0.03f)),
+        w2b(v(H * C, 0.03f)), b1(v(H, 0.03f)), b2(v(C, 0.03f));
+    DevAlloc pre(N * H), act(N * H), out(N * C), dpre(N * H), dx(N * C);
+    DevFloat dw1(std::vector<float>(size_t(C * H), 0.0f)),
+        dw2(std::vector<float>(size_t(H * C), 0.0f)),
+        db1(std::vector<float>(size_t(H), 0.0f)),
+        db2(std::vector<float>(size_t(C), 0.0f));
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(w1.p);
+    rt::fp8_register_linear(w2.p);
+    // The weights stored [in, out] as GPT-2's (transpose_weight false).
+    auto calls = [&](const act_t *W1, const act_t *W2) {
+      return std::array<float, 4>{
+          time_ms([&] {
+            rt::linear_gelu_forward(act.p, pre.p, x.p, W1, b1.p, N, C, H,
+                                    false);
+          }),
+          time_ms([&] {
+            rt::linear_residual_forward(out.p, res.p, act.p, W2, b2.p, N, H, C,
+                                        false);
+          }),
+          time_ms([&] {
+            rt::linear_backward_dgelu(dpre.p, dy.p, W2, pre.p, N, H, C, false);
+            rt::linear_backward(nullptr, dw2.p, db2.p, dy.p, act.p, W2, N, H, C,
+                                false);
+          }),
+          time_ms([&] {
+            rt::linear_backward(dx.p, nullptr, nullptr, dpre.p, x.p, W1, N, C,
+                                H, false, false);
+            rt::linear_backward(nullptr, dw1.p, db1.p, dpre.p, x.p, W1, N, C, H,
+                                false);
+          })};
+    };
+    const auto tb = calls(w1b.p, w2b.p), t8 = calls(w1.p, w2.p);
+    float sb = 0, s8 = 0;
+    std::string row;
+    char cell[64];
+    for (int i = 0; i < 4; ++i) {
+      sb += tb[size_t(i)], s8 += t8[size_t(i)];
+      std::snprintf(cell, sizeof cell, " %6.3f/%6.3f %6.3fx", tb[size_t(i)],
+                    t8[size_t(i)], tb[size_t(i)] / t8[size_t(i)]);
+      row += cell;
+    }
+    const std::string name = std::to_string(N) + "x" + std::to_string(C);
+    std::printf("%-14s %5s%s %6.3fx  (bf16/fp8 ms)\n", name.c_str(), "",
+                row.c_str(), sb / s8);
+  }
+}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -379,6 +461,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && std::strcmp(argv[1], "--bench") == 0) {
     gRng.seed(1);
     bench();
+    bench_mlp_calls();
     return 0;
   }
   unsigned seed = 0;
