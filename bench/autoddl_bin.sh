@@ -1,8 +1,11 @@
 # Sourced by the bench scripts that plan and generate projects (bench/cuda/make_projects.sh,
 # bench/memory/make_matrix.sh), from the repository root.
 #
+# shellcheck shell=bash
+
 # bench_arg SCRIPT "$@": the arguments both take, in their loop over "$@" (then `shift $used`):
 # --autoddl BIN, --models a,b, and OUT (the one positional); any other option exits 2 naming SCRIPT.
+# shellcheck disable=SC2034 # it sets the caller's $autoddl, $models, $out and $used
 bench_arg() {
   case "$2" in
   --autoddl) autoddl=$3; used=2 ;;
