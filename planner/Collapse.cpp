@@ -85,13 +85,7 @@ ReducedProblem::ReducedProblem(PricingContext &ctx, size_t maxEntries) {
     add(std::move(f));
   }
   for (size_t e = 0; e < sg.edges.size(); ++e) {
-    std::vector<int> scope;
-    if (sg.edges[e].producer >= 0)
-      scope.push_back(sg.edges[e].producer);
-    for (auto [c, k] : sg.edges[e].consumers)
-      scope.push_back(c);
-    std::sort(scope.begin(), scope.end());
-    scope.erase(std::unique(scope.begin(), scope.end()), scope.end());
+    const std::vector<int> scope = sg.edges[e].endpoints();
     if (scope.empty()) {
       constant_ += ctx.edgeTerm(static_cast<int>(e), a);
       continue;
@@ -222,16 +216,13 @@ void ReducedProblem::recover(Assignment &a) const {
 
 DescentResult reducedDescent(PricingContext &ctx, const ReducedProblem &rp,
                              Assignment a) {
-  DescentResult r;
-  r.sweeps = descend(
+  const int sweeps = descend(
       a, rp.live(), rp.pairs(), [&](int op) { return rp.signatures(op); },
       [&](const Assignment &x, int op) { return rp.local(x, op); },
       [&](const Assignment &x, int u, int w) { return rp.localPair(x, u, w); },
       ctx.evaluations);
   rp.recover(a);
-  r.objective = ctx.objective(a);
-  r.assignment = std::move(a);
-  return r;
+  return priced(ctx, std::move(a), sweeps);
 }
 
 std::optional<DescentResult> reducedExhaustive(PricingContext &ctx,
@@ -269,11 +260,8 @@ std::optional<DescentResult> reducedExhaustive(PricingContext &ctx,
   ctx.evaluations += bb.nodes();
   if (!best)
     return std::nullopt;
-  DescentResult r;
-  r.assignment = *best;
-  rp.recover(r.assignment);
-  r.objective = ctx.objective(r.assignment);
-  return r;
+  rp.recover(*best);
+  return priced(ctx, std::move(*best));
 }
 
 } // namespace autoddl::planner

@@ -12,13 +12,7 @@ Incidence::Incidence(const SearchGraph &sg) {
   edgesOf.assign(sg.ops.size(), {});
   lastOp.assign(sg.edges.size(), -1);
   for (size_t e = 0; e < sg.edges.size(); ++e) {
-    std::vector<int> ends;
-    if (sg.edges[e].producer >= 0)
-      ends.push_back(sg.edges[e].producer);
-    for (auto [c, k] : sg.edges[e].consumers)
-      ends.push_back(c);
-    std::sort(ends.begin(), ends.end());
-    ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+    const std::vector<int> ends = sg.edges[e].endpoints();
     for (int op : ends)
       edgesOf[op].push_back(static_cast<int>(e));
     lastOp[e] = ends.empty() ? -1 : ends.back();
@@ -63,8 +57,7 @@ DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
       for (auto [c, slot] : e.consumers)
         if (c != e.producer)
           pairs.push_back({e.producer, c});
-  DescentResult r;
-  r.sweeps = descend(
+  const int sweeps = descend(
       a, ops, pairs,
       [&](int op) { return static_cast<int>(sg.ops[op].sigs.size()); },
       [&](const Assignment &x, int op) { return localCost(ctx, inc, x, {op}); },
@@ -72,9 +65,7 @@ DescentResult coordinateDescent(PricingContext &ctx, const Incidence &inc,
         return localCost(ctx, inc, x, {u, w});
       },
       ctx.evaluations);
-  r.objective = ctx.objective(a);
-  r.assignment = std::move(a);
-  return r;
+  return priced(ctx, std::move(a), sweeps);
 }
 
 std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
@@ -118,10 +109,7 @@ std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
   ctx.evaluations += bb.nodes();
   if (!best)
     return std::nullopt;
-  DescentResult r;
-  r.assignment = *best;
-  r.objective = ctx.objective(*best);
-  return r;
+  return priced(ctx, std::move(*best));
 }
 
 namespace {

@@ -47,6 +47,16 @@ std::optional<DescentResult> exhaustiveSearch(PricingContext &ctx,
                                               double upperBound,
                                               int64_t nodeLimit);
 
+/// The result of a search that ended at `a` after `sweeps` sweeps: `a` and
+/// its full objective.
+inline DescentResult priced(PricingContext &ctx, Assignment a, int sweeps = 0) {
+  DescentResult r;
+  r.objective = ctx.objective(a);
+  r.assignment = std::move(a);
+  r.sweeps = sweeps;
+  return r;
+}
+
 /// Whether `candidate` improves on `current` by more than rounding (1e-12
 /// relative): a descent keeps the current signature on ties.
 inline bool better(double candidate, double current) {

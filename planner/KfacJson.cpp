@@ -9,6 +9,20 @@ using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 using Pointer = json::json_pointer;
 
+namespace {
+
+// A device's times and memory (JsonReader.h's Member): writer and reader.
+const Member<KfacDevicePlan> kDeviceFields[] = {
+    {"work_s", &KfacDevicePlan::work},
+    {"precondition_s", &KfacDevicePlan::precondition},
+    {"forced_s", &KfacDevicePlan::forced},
+    {"utilisation_first_order", &KfacDevicePlan::utilisationBefore},
+    {"utilisation", &KfacDevicePlan::utilisationAfter},
+    {"saved_bytes", &KfacDevicePlan::savedBytes},
+    {"factor_bytes", &KfacDevicePlan::factorBytes}};
+
+} // namespace
+
 ojson kfacToJson(const KfacPlan &p) {
   ojson layers = ojson::array();
   for (const KfacLayerPlan &l : p.layers)
@@ -40,17 +54,12 @@ ojson kfacToJson(const KfacPlan &p) {
       }
       items.push_back(x);
     }
-    devices.push_back({{"device", d.device},
-                       {"steps", d.steps},
-                       {"refresh_steps", d.refreshSteps},
-                       {"work_s", d.work},
-                       {"precondition_s", d.precondition},
-                       {"forced_s", d.forced},
-                       {"utilisation_first_order", d.utilisationBefore},
-                       {"utilisation", d.utilisationAfter},
-                       {"saved_bytes", d.savedBytes},
-                       {"factor_bytes", d.factorBytes},
-                       {"items", items}});
+    ojson dj = {{"device", d.device},
+                {"steps", d.steps},
+                {"refresh_steps", d.refreshSteps}};
+    writeMembers(dj, d, kDeviceFields);
+    dj["items"] = items;
+    devices.push_back(dj);
   }
   return {{"damping", p.damping},
           {"rule", p.rule},
@@ -119,6 +128,101 @@ void layerRefresh(KfacPlan &p, const In &r, const Pointer &at) {
   }
 }
 
+/// A layer of kfac.layers; `planK`: the plan's K.
+KfacLayerPlan readLayer(const In &r, const json &lj, const Pointer &lp,
+                        int planK) {
+  KfacLayerPlan l;
+  l.name = r.str(lj, lp, "name");
+  l.stage = r.integer(lj, lp, "stage");
+  l.direction = r.str(lj, lp, "direction");
+  if (l.direction != "down" && l.direction != "up")
+    r.fail(lp / "direction", "expected \"down\" or \"up\"");
+  r.pair(lj, lp, "curvature_s", l.curvature);
+  r.pair(lj, lp, "reduce_s", l.reduce);
+  r.pair(lj, lp, "invert_s", l.invert);
+  l.precondition = r.num(lj, lp, "precondition_s");
+  // K is stored once, per device: a layer's is its device's (from the
+  // items naming it, readItem). Plans written before kept one per layer.
+  l.refreshSteps = lj.contains("refresh_steps") ? r.refresh(lj, lp, planK) : 0;
+  return l;
+}
+
+/// An item of device d, whose K it gives the layer it names (p.layers read).
+KfacItemPlacement readItem(const In &r, const json &ij, const Pointer &ip,
+                           KfacPlan &p, const KfacDevicePlan &d) {
+  KfacItemPlacement it;
+  it.item = r.str(ij, ip, "item");
+  it.layer = r.integer(ij, ip, "layer");
+  if (it.layer < 0 || it.layer >= static_cast<int>(p.layers.size()))
+    r.fail(ip / "layer", "expected an index into kfac.layers");
+  // The programs run a device's items in its cycle: its layers' K.
+  int &layerK = p.layers[size_t(it.layer)].refreshSteps;
+  if (layerK == 0)
+    layerK = d.refreshSteps;
+  if (layerK != d.refreshSteps)
+    r.fail(ip / "layer",
+           "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
+               std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
+               " steps, its device every " + std::to_string(d.refreshSteps));
+  if (ij.contains("microbatch"))
+    it.microbatch = r.integer(ij, ip, "microbatch");
+  it.step = r.integer(ij, ip, "step");
+  if (it.step < 0 || it.step >= d.refreshSteps)
+    r.fail(ip / "step", "expected a step of the device's refresh, 0.." +
+                            std::to_string(d.refreshSteps - 1) + ", got " +
+                            std::to_string(it.step));
+  it.start = r.num(ij, ip, "start_s");
+  it.end = r.num(ij, ip, "end_s");
+  it.forced = ij.value("forced", false);
+  it.slot = r.integer(ij, ip, "slot");
+  if (it.slot < 0)
+    r.fail(ip / "slot", "expected an instruction index >= 0, got " +
+                            std::to_string(it.slot));
+  // "pieces" is optional (an item that ran in one piece has none).
+  if (ij.contains("pieces")) {
+    const json &pieces = r.array(ij, ip, "pieces");
+    for (size_t q = 0; q < pieces.size(); ++q) {
+      const json &v = pieces[q];
+      if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() ||
+          !v[1].is_number() || !v[2].is_number() || v[0].get<int>() < 0 ||
+          v[0].get<int>() >= d.refreshSteps ||
+          v[2].get<double>() < v[1].get<double>())
+        r.fail(ip / "pieces" / q,
+               "expected [step, start_s, end_s]: a step of the device's "
+               "refresh, 0.." +
+                   std::to_string(d.refreshSteps - 1) +
+                   ", and end_s >= start_s");
+      it.pieces.push_back(
+          {v[0].get<int>(), v[1].get<double>(), v[2].get<double>()});
+    }
+  }
+  return it;
+}
+
+/// A device of kfac.devices and its items (p.layers read).
+KfacDevicePlan readDevice(const In &r, const json &dj, const Pointer &dp,
+                          KfacPlan &p) {
+  KfacDevicePlan d;
+  d.device = r.integer(dj, dp, "device");
+  d.steps = r.integer(dj, dp, "steps");
+  // The programs run the device's leftover K-FAC work at the end of its
+  // step steps - 1 (kfac_tail_phase).
+  if (d.steps < 1)
+    r.fail(dp / "steps",
+           "expected at least 1 step, got " + std::to_string(d.steps));
+  d.refreshSteps = r.refresh(dj, dp, p.refreshSteps);
+  if (d.refreshSteps < d.steps)
+    r.fail(dp / "refresh_steps", "expected at least the device's steps (" +
+                                     std::to_string(d.steps) + "), got " +
+                                     std::to_string(d.refreshSteps));
+  readMembers(r, dj, dp, kDeviceFields, d);
+  d.items = r.each<KfacItemPlacement>(dj, dp, "items",
+                                      [&](const json &ij, const Pointer &ip) {
+                                        return readItem(r, ij, ip, p, d);
+                                      });
+  return d;
+}
+
 } // namespace
 
 KfacPlan kfacFromJson(const json &j, const std::string &origin,
@@ -158,104 +262,14 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
   p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
   p.utilisationBefore = r.num(j, at, "utilisation_first_order");
   p.utilisationAfter = r.num(j, at, "utilisation");
-  const json &layers = r.array(j, at, "layers");
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const Pointer lp = at / "layers" / i;
-    KfacLayerPlan l;
-    l.name = r.str(layers[i], lp, "name");
-    l.stage = r.integer(layers[i], lp, "stage");
-    l.direction = r.str(layers[i], lp, "direction");
-    if (l.direction != "down" && l.direction != "up")
-      r.fail(lp / "direction", "expected \"down\" or \"up\"");
-    r.pair(layers[i], lp, "curvature_s", l.curvature);
-    r.pair(layers[i], lp, "reduce_s", l.reduce);
-    r.pair(layers[i], lp, "invert_s", l.invert);
-    l.precondition = r.num(layers[i], lp, "precondition_s");
-    // K is stored once, per device: a layer's is its device's (from the
-    // items naming it, below). Plans written before kept one per layer.
-    l.refreshSteps = layers[i].contains("refresh_steps")
-                         ? r.refresh(layers[i], lp, p.refreshSteps)
-                         : 0;
-    p.layers.push_back(l);
-  }
-  const json &devices = r.array(j, at, "devices");
-  for (size_t i = 0; i < devices.size(); ++i) {
-    const Pointer dp = at / "devices" / i;
-    const json &dj = devices[i];
-    KfacDevicePlan d;
-    d.device = r.integer(dj, dp, "device");
-    d.steps = r.integer(dj, dp, "steps");
-    // The programs run the device's leftover K-FAC work at the end of its
-    // step steps - 1 (kfac_tail_phase).
-    if (d.steps < 1)
-      r.fail(dp / "steps", "expected at least 1 step, got " +
-                               std::to_string(d.steps));
-    d.refreshSteps = r.refresh(dj, dp, p.refreshSteps);
-    if (d.refreshSteps < d.steps)
-      r.fail(dp / "refresh_steps", "expected at least the device's steps (" +
-                                       std::to_string(d.steps) + "), got " +
-                                       std::to_string(d.refreshSteps));
-    d.work = r.num(dj, dp, "work_s");
-    d.precondition = r.num(dj, dp, "precondition_s");
-    d.forced = r.num(dj, dp, "forced_s");
-    d.utilisationBefore = r.num(dj, dp, "utilisation_first_order");
-    d.utilisationAfter = r.num(dj, dp, "utilisation");
-    d.savedBytes = r.num(dj, dp, "saved_bytes");
-    d.factorBytes = r.num(dj, dp, "factor_bytes");
-    const json &items = r.array(dj, dp, "items");
-    for (size_t k = 0; k < items.size(); ++k) {
-      const Pointer ip = dp / "items" / k;
-      KfacItemPlacement it;
-      it.item = r.str(items[k], ip, "item");
-      it.layer = r.integer(items[k], ip, "layer");
-      if (it.layer < 0 || it.layer >= static_cast<int>(p.layers.size()))
-        r.fail(ip / "layer", "expected an index into kfac.layers");
-      // The programs run a device's items in its cycle: its layers' K.
-      int &layerK = p.layers[size_t(it.layer)].refreshSteps;
-      if (layerK == 0)
-        layerK = d.refreshSteps;
-      if (layerK != d.refreshSteps)
-        r.fail(
-            ip / "layer",
-            "layer " + p.layers[size_t(it.layer)].name + " refreshes every " +
-                std::to_string(p.layers[size_t(it.layer)].refreshSteps) +
-                " steps, its device every " + std::to_string(d.refreshSteps));
-      if (items[k].contains("microbatch"))
-        it.microbatch = r.integer(items[k], ip, "microbatch");
-      it.step = r.integer(items[k], ip, "step");
-      if (it.step < 0 || it.step >= d.refreshSteps)
-        r.fail(ip / "step", "expected a step of the device's refresh, 0.." +
-                                std::to_string(d.refreshSteps - 1) + ", got " +
-                                std::to_string(it.step));
-      it.start = r.num(items[k], ip, "start_s");
-      it.end = r.num(items[k], ip, "end_s");
-      it.forced = items[k].value("forced", false);
-      it.slot = r.integer(items[k], ip, "slot");
-      if (it.slot < 0)
-        r.fail(ip / "slot", "expected an instruction index >= 0, got " +
-                                std::to_string(it.slot));
-      // "pieces" is optional (an item that ran in one piece has none).
-      if (items[k].contains("pieces")) {
-        const json &pieces = r.array(items[k], ip, "pieces");
-        for (size_t q = 0; q < pieces.size(); ++q) {
-          const json &v = pieces[q];
-          if (!v.is_array() || v.size() != 3 || !v[0].is_number_integer() ||
-              !v[1].is_number() || !v[2].is_number() || v[0].get<int>() < 0 ||
-              v[0].get<int>() >= d.refreshSteps ||
-              v[2].get<double>() < v[1].get<double>())
-            r.fail(ip / "pieces" / q,
-                   "expected [step, start_s, end_s]: a step of the device's "
-                   "refresh, 0.." +
-                       std::to_string(d.refreshSteps - 1) +
-                       ", and end_s >= start_s");
-          it.pieces.push_back(
-              {v[0].get<int>(), v[1].get<double>(), v[2].get<double>()});
-        }
-      }
-      d.items.push_back(it);
-    }
-    p.devices.push_back(std::move(d));
-  }
+  p.layers = r.each<KfacLayerPlan>(
+      j, at, "layers", [&](const json &lj, const Pointer &lp) {
+        return readLayer(r, lj, lp, p.refreshSteps);
+      });
+  p.devices = r.each<KfacDevicePlan>(j, at, "devices",
+                                     [&](const json &dj, const Pointer &dp) {
+                                       return readDevice(r, dj, dp, p);
+                                     });
   layerRefresh(p, r, at);
   const json &unfitted = r.array(j, at, "unfitted");
   for (size_t i = 0; i < unfitted.size(); ++i) {

@@ -2,6 +2,7 @@
 #include "planner/SearchGraph.h"
 #include "planner/ProgramDecisions.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -17,6 +18,17 @@ const char *segmentName(Segment s) {
     return "post";
   }
   return "pre";
+}
+
+std::vector<int> CollapsedEdge::endpoints() const {
+  std::vector<int> ops;
+  if (producer >= 0)
+    ops.push_back(producer);
+  for (auto [c, slot] : consumers)
+    ops.push_back(c);
+  std::sort(ops.begin(), ops.end());
+  ops.erase(std::unique(ops.begin(), ops.end()), ops.end());
+  return ops;
 }
 
 std::shared_ptr<const GraphUses> usesOf(const SearchGraph &sg) {

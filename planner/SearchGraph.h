@@ -62,6 +62,8 @@ struct CollapsedEdge {
   bool crossesLayers = false; // layer l -> layer l+1 (the pipeline p2p tensor)
   double weight = 0;          // model edges it stands for
   bool parameter = false, input = false;
+  /// The distinct collapsed ops it joins (producer and consumers), ascending.
+  std::vector<int> endpoints() const;
 };
 
 struct SearchGraph {

@@ -148,32 +148,31 @@ struct KfacStats {
   int64_t kept_previous = 0; // factors whose previous inverse was kept
   int64_t no_inverse = 0;    // factors left without one (layer first-order)
 
-  void count(KfacInverseOutcome o) {
-    switch (o) {
-    case KfacInverseOutcome::Fp32:
-      ++inverses_fp32;
-      break;
-    case KfacInverseOutcome::Fp64:
-      ++inverses_fp64;
-      break;
-    case KfacInverseOutcome::KeptPrevious:
-      ++kept_previous;
-      break;
-    case KfacInverseOutcome::NoInverse:
-      ++no_inverse;
-      break;
-    }
-  }
+  void count(KfacInverseOutcome o);
 };
+
+/// KfacStats' counters by name: the refreshes, then one per
+/// KfacInverseOutcome in its order.
+struct KfacCounter {
+  const char *name;
+  int64_t KfacStats::*value;
+};
+inline constexpr KfacCounter kKfacCounters[] = {
+    {"refreshes", &KfacStats::refreshes},
+    {"inverses_fp32", &KfacStats::inverses_fp32},
+    {"inverses_fp64", &KfacStats::inverses_fp64},
+    {"kept_previous", &KfacStats::kept_previous},
+    {"no_inverse", &KfacStats::no_inverse}};
+
+inline void KfacStats::count(KfacInverseOutcome o) {
+  ++(this->*kKfacCounters[1 + int(o)].value);
+}
 
 /// Adds the counters to a metrics "info" map as "kfac.<counter>".
 inline void kfac_stats_info(const KfacStats &s,
                             std::map<std::string, std::string> &info) {
-  info["kfac.refreshes"] = std::to_string(s.refreshes);
-  info["kfac.inverses_fp32"] = std::to_string(s.inverses_fp32);
-  info["kfac.inverses_fp64"] = std::to_string(s.inverses_fp64);
-  info["kfac.kept_previous"] = std::to_string(s.kept_previous);
-  info["kfac.no_inverse"] = std::to_string(s.no_inverse);
+  for (const KfacCounter &c : kKfacCounters)
+    info[std::string("kfac.") + c.name] = std::to_string(s.*c.value);
 }
 
 /// The scales the factor accumulation multiplies by, so that after summing

@@ -78,13 +78,16 @@ inline void advance(Dims &pos, const Dims &shape) {
   }
 }
 
-/// For each element of a tensor of shape `shape` (row-major), offset(pos) of
-/// its position: the gather map of broadcasting, transposes and slices.
-template <typename Offset>
-Dims indexMap(const Dims &shape, const Offset &offset) {
+/// For each element of a tensor of shape `shape` (row-major), the offset
+/// base + sum_d pos[d] * strides[d] of its position: the gather map of a
+/// strided view (broadcasting, transposes and slices).
+inline Dims stridedIndex(const Dims &shape, int64_t base, const Dims &strides) {
   Dims idx(size_t(numel(shape))), pos(shape.size(), 0);
   for (size_t k = 0; k < idx.size(); ++k) {
-    idx[k] = offset(pos);
+    int64_t off = base;
+    for (size_t d = 0; d < shape.size(); ++d)
+      off += pos[d] * strides[d];
+    idx[k] = off;
     advance(pos, shape);
   }
   return idx;
@@ -94,15 +97,13 @@ Dims indexMap(const Dims &shape, const Offset &offset) {
 /// it reads under numpy broadcasting (`in` right-aligned, size-1 dimensions
 /// repeated). Assumes `in` broadcasts to `out`.
 inline Dims broadcastIndex(const Dims &in, const Dims &out) {
-  const size_t r = out.size(), lead = r - in.size();
+  const size_t lead = out.size() - in.size();
   const Dims inStrides = stridesOf(in);
-  return indexMap(out, [&](const Dims &pos) {
-    int64_t off = 0;
-    for (size_t d = lead; d < r; ++d)
-      if (in[d - lead] != 1)
-        off += pos[d] * inStrides[d - lead];
-    return off;
-  });
+  Dims strides(out.size(), 0);
+  for (size_t d = lead; d < out.size(); ++d)
+    if (in[d - lead] != 1)
+      strides[d] = inStrides[d - lead];
+  return stridedIndex(out, 0, strides);
 }
 
 // ---- Elementwise unary (formulas in OnnxScalar.h) ----------------------
@@ -174,10 +175,10 @@ void where_backward(T *dx, T *dz, const T *cond, const Dims &cs, const Dims &xs,
   }
 }
 
-// ---- Data movement
-// ----------------------------------------------------------- Each is a gather
-// y[k] = x[idx[k]] by an index of the op; its backward the scatter-add
-// dx[idx[k]] += dy[k] by the same index.
+// ---- Data movement -----------------------------------------------------
+// Expand, Transpose and Slice are each a gather y[k] = x[idx[k]] by the op's
+// index (broadcastIndex, transposeIndex, windowIndex); the backward is the
+// scatter-add dx[idx[k]] += dy[k] by the same index (OnnxPrimitive.h).
 
 template <typename T> void gather(T *y, const T *x, const Dims &idx) {
   for (size_t k = 0; k < idx.size(); ++k)
@@ -189,41 +190,17 @@ template <typename T> void scatterAdd(T *dx, const T *dy, const Dims &idx) {
       dx[idx[k]] += dy[k];
 }
 
-/// Expand: y[ys] = x[xs] broadcast; backward sums over the broadcast.
-template <typename T>
-void expand_forward(T *y, const T *x, const Dims &xs, const Dims &ys) {
-  gather(y, x, broadcastIndex(xs, ys));
-}
-template <typename T>
-void expand_backward(T *dx, const T *dy, const Dims &xs, const Dims &ys) {
-  if (dx)
-    scatterAdd(dx, dy, broadcastIndex(xs, ys));
-}
-
 /// For each element of the transpose of a tensor of shape xs by perm
-/// (row-major), the offset of the element of x it is.
+/// (row-major; y's dimension i is x's perm[i]), the offset of the element of
+/// x it is.
 inline Dims transposeIndex(const Dims &xs, const Dims &perm) {
-  const size_t r = xs.size();
-  Dims ys(r);
-  for (size_t i = 0; i < r; ++i)
-    ys[i] = xs[size_t(perm[i])];
   const Dims inStrides = stridesOf(xs);
-  return indexMap(ys, [&](const Dims &pos) {
-    int64_t off = 0;
-    for (size_t d = 0; d < r; ++d)
-      off += pos[d] * inStrides[size_t(perm[d])];
-    return off;
-  });
-}
-/// y = x transposed by perm (y's dimension i is x's perm[i]).
-template <typename T>
-void transpose_forward(T *y, const T *x, const Dims &xs, const Dims &perm) {
-  gather(y, x, transposeIndex(xs, perm));
-}
-template <typename T>
-void transpose_backward(T *dx, const T *dy, const Dims &xs, const Dims &perm) {
-  if (dx)
-    scatterAdd(dx, dy, transposeIndex(xs, perm));
+  Dims ys(xs.size()), strides(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ys[i] = xs[size_t(perm[i])];
+    strides[i] = inStrides[size_t(perm[i])];
+  }
+  return stridedIndex(ys, 0, strides);
 }
 
 /// What Slice reads of a tensor: per dimension the first index, the step and
@@ -280,22 +257,14 @@ inline std::string sliceWindow(const Dims &in, const Dims &starts,
 }
 /// For each element of the slice (row-major), the offset in x of shape xs.
 inline Dims windowIndex(const Dims &xs, const Window &w) {
-  const Dims strides = stridesOf(xs);
-  return indexMap(w.shape, [&](const Dims &pos) {
-    int64_t off = 0;
-    for (size_t d = 0; d < xs.size(); ++d)
-      off += (w.begin[d] + pos[d] * w.step[d]) * strides[d];
-    return off;
-  });
-}
-template <typename T>
-void slice_forward(T *y, const T *x, const Dims &xs, const Window &w) {
-  gather(y, x, windowIndex(xs, w));
-}
-template <typename T>
-void slice_backward(T *dx, const T *dy, const Dims &xs, const Window &w) {
-  if (dx)
-    scatterAdd(dx, dy, windowIndex(xs, w));
+  const Dims inStrides = stridesOf(xs);
+  int64_t base = 0;
+  Dims strides(xs.size());
+  for (size_t d = 0; d < xs.size(); ++d) {
+    base += w.begin[d] * inStrides[d];
+    strides[d] = w.step[d] * inStrides[d];
+  }
+  return stridedIndex(w.shape, base, strides);
 }
 
 /// A Concat along `axis` of parts of shapes xs, seen as [outer, chunk_i]
@@ -415,60 +384,43 @@ template <typename T, typename Line> T lineMax(const T *x, int64_t L, Line at) {
   return mx;
 }
 
-/// Softmax over `axis` of x (opset 13: one axis), max-subtracted.
+/// Softmax over `axis` of x (opset 13: one axis), max-subtracted; with
+/// `logSoftmax`, LogSoftmax: y = (x - max) - log(sum exp(x - max)), the max
+/// subtracted first, so a large x keeps its fractional digits in float (as
+/// the CUDA kernel).
 template <typename T>
-void softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
+void softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis,
+                     bool logSoftmax) {
   forEachLine(xs, axis, [&](int64_t L, auto at) {
     const T mx = lineMax(x, L, at);
     double sum = 0;
+    for (int64_t l = 0; l < L; ++l) {
+      const T e = std::exp(x[at(l)] - mx);
+      if (!logSoftmax)
+        y[at(l)] = e;
+      sum += double(e);
+    }
+    const T logSum = logSoftmax ? T(std::log(sum)) : T(0);
     for (int64_t l = 0; l < L; ++l)
-      sum += double(y[at(l)] = std::exp(x[at(l)] - mx));
-    for (int64_t l = 0; l < L; ++l)
-      y[at(l)] = T(double(y[at(l)]) / sum);
+      y[at(l)] =
+          logSoftmax ? (x[at(l)] - mx) - logSum : T(double(y[at(l)]) / sum);
   });
 }
-/// dx += y (dy - sum_l dy y), from the forward output y.
+/// From the forward output y: dx += y (dy - sum_l dy y); with
+/// `logSoftmax` (softmax = e^y), dx += dy - softmax(x) sum_l dy.
 template <typename T>
 void softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
-                      int64_t axis) {
-  if (!dx)
-    return;
-  forEachLine(xs, axis, [&](int64_t L, auto at) {
-    double dot = 0;
-    for (int64_t l = 0; l < L; ++l)
-      dot += double(dy[at(l)]) * double(y[at(l)]);
-    for (int64_t l = 0; l < L; ++l)
-      dx[at(l)] += y[at(l)] * (dy[at(l)] - T(dot));
-  });
-}
-
-/// LogSoftmax over `axis`: y = (x - max) - log(sum exp(x - max)).
-template <typename T>
-void log_softmax_forward(T *y, const T *x, const Dims &xs, int64_t axis) {
-  forEachLine(xs, axis, [&](int64_t L, auto at) {
-    const T mx = lineMax(x, L, at);
-    double sum = 0;
-    for (int64_t l = 0; l < L; ++l)
-      sum += double(std::exp(x[at(l)] - mx));
-    // (x - max) - log(sum): the max subtracted first, so a large x keeps
-    // its fractional digits in float (as the CUDA kernel).
-    const T logSum = T(std::log(sum));
-    for (int64_t l = 0; l < L; ++l)
-      y[at(l)] = (x[at(l)] - mx) - logSum;
-  });
-}
-/// dx += dy - softmax(x) sum_l dy, from the forward output y (softmax = e^y).
-template <typename T>
-void log_softmax_backward(T *dx, const T *y, const T *dy, const Dims &xs,
-                          int64_t axis) {
+                      int64_t axis, bool logSoftmax) {
   if (!dx)
     return;
   forEachLine(xs, axis, [&](int64_t L, auto at) {
     double sum = 0;
     for (int64_t l = 0; l < L; ++l)
-      sum += double(dy[at(l)]);
+      sum +=
+          logSoftmax ? double(dy[at(l)]) : double(dy[at(l)]) * double(y[at(l)]);
     for (int64_t l = 0; l < L; ++l)
-      dx[at(l)] += dy[at(l)] - std::exp(y[at(l)]) * T(sum);
+      dx[at(l)] += logSoftmax ? dy[at(l)] - std::exp(y[at(l)]) * T(sum)
+                              : y[at(l)] * (dy[at(l)] - T(sum));
   });
 }
 
@@ -504,22 +456,37 @@ inline MatmulShape matmulShape(Dims as, Dims bs) {
   return m;
 }
 
+/// A matrix read through strides: element (r, c) is p[r * rs + c * cs] (a
+/// transposed view swaps them).
+template <typename T> struct MatView {
+  const T *p;
+  int64_t rs, cs;
+  T at(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
+};
+
+/// C[R, N] (row-major) = P[R, K] Q[K, N], or += with `accumulate`; each sum
+/// in double, over k in order.
+template <typename T>
+void matrixProduct(T *C, bool accumulate, MatView<T> P, MatView<T> Q, int64_t R,
+                   int64_t K, int64_t N) {
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < N; ++c) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(P.at(r, k)) * double(Q.at(k, c));
+      C[r * N + c] = accumulate ? C[r * N + c] + T(s) : T(s);
+    }
+}
+
 /// y[batch, M, N] = a[.., M, K] b[.., K, N] (sums in double).
 template <typename T>
 void matmul_forward(T *y, const T *a, const Dims &as, const T *b,
                     const Dims &bs) {
   const MatmulShape m = matmulShape(as, bs);
-  for (size_t p = 0; p < m.ia.size(); ++p) {
-    const T *A = a + m.ia[p] * m.M * m.K, *B = b + m.ib[p] * m.K * m.N;
-    T *Y = y + int64_t(p) * m.M * m.N;
-    for (int64_t i = 0; i < m.M; ++i)
-      for (int64_t j = 0; j < m.N; ++j) {
-        double s = 0;
-        for (int64_t k = 0; k < m.K; ++k)
-          s += double(A[i * m.K + k]) * double(B[k * m.N + j]);
-        Y[i * m.N + j] = T(s);
-      }
-  }
+  for (size_t p = 0; p < m.ia.size(); ++p)
+    matrixProduct(y + int64_t(p) * m.M * m.N, false,
+                  MatView<T>{a + m.ia[p] * m.M * m.K, m.K, 1},
+                  MatView<T>{b + m.ib[p] * m.K * m.N, m.N, 1}, m.M, m.K, m.N);
 }
 /// da += dy b^T and db += a^T dy, summed over the batch entries that read
 /// each matrix.
@@ -529,27 +496,13 @@ void matmul_backward(T *da, T *db, const T *a, const Dims &as, const T *b,
   const MatmulShape m = matmulShape(as, bs);
   for (size_t p = 0; p < m.ia.size(); ++p) {
     const T *A = a + m.ia[p] * m.M * m.K, *B = b + m.ib[p] * m.K * m.N;
-    const T *G = dy + int64_t(p) * m.M * m.N;
-    if (da) {
-      T *dA = da + m.ia[p] * m.M * m.K;
-      for (int64_t i = 0; i < m.M; ++i)
-        for (int64_t k = 0; k < m.K; ++k) {
-          double s = 0;
-          for (int64_t j = 0; j < m.N; ++j)
-            s += double(G[i * m.N + j]) * double(B[k * m.N + j]);
-          dA[i * m.K + k] += T(s);
-        }
-    }
-    if (db) {
-      T *dB = db + m.ib[p] * m.K * m.N;
-      for (int64_t k = 0; k < m.K; ++k)
-        for (int64_t j = 0; j < m.N; ++j) {
-          double s = 0;
-          for (int64_t i = 0; i < m.M; ++i)
-            s += double(A[i * m.K + k]) * double(G[i * m.N + j]);
-          dB[k * m.N + j] += T(s);
-        }
-    }
+    const MatView<T> G{dy + int64_t(p) * m.M * m.N, m.N, 1};
+    if (da) // [M, N] x [N, K]: b transposed
+      matrixProduct(da + m.ia[p] * m.M * m.K, true, G, MatView<T>{B, 1, m.N},
+                    m.M, m.N, m.K);
+    if (db) // [K, M] x [M, N]: a transposed
+      matrixProduct(db + m.ib[p] * m.K * m.N, true, MatView<T>{A, 1, m.K}, G,
+                    m.K, m.M, m.N);
   }
 }
 

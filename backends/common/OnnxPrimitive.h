@@ -358,6 +358,19 @@ inline std::string primitiveCudaRefusal(const Primitive &p,
   return "";
 }
 
+/// The gather index of a data-movement primitive (Expand, Transpose, Slice):
+/// y[k] = x[index[k]] (OnnxKernels.h, "Data movement").
+inline Dims movementIndex(const Primitive &p) {
+  switch (p.kind) {
+  case Primitive::Kind::Expand:
+    return broadcastIndex(p.in[0], p.out);
+  case Primitive::Kind::Transpose:
+    return transposeIndex(p.in[0], p.perm);
+  default: // Slice
+    return windowIndex(p.in[0], p.window);
+  }
+}
+
 /// The forward of p: operands in ONNX order (index inputs may be null), y the
 /// result; `key` keys a training Dropout's mask.
 template <typename T>
@@ -377,13 +390,9 @@ void primitive_forward(const Primitive &p, const std::vector<const T *> &x,
     where_forward(y, x[0], p.in[0], x[1], p.in[1], x[2], p.in[2], p.out);
     break;
   case Primitive::Kind::Expand:
-    expand_forward(y, x[0], p.in[0], p.out);
-    break;
   case Primitive::Kind::Transpose:
-    transpose_forward(y, x[0], p.in[0], p.perm);
-    break;
   case Primitive::Kind::Slice:
-    slice_forward(y, x[0], p.in[0], p.window);
+    gather(y, x[0], movementIndex(p));
     break;
   case Primitive::Kind::Concat:
     concat_forward(y, x, p.in, p.axis);
@@ -392,10 +401,9 @@ void primitive_forward(const Primitive &p, const std::vector<const T *> &x,
     reduce_forward(y, x[0], p.in[0], p.axes, p.reduce);
     break;
   case Primitive::Kind::Softmax:
-    softmax_forward(y, x[0], p.in[0], p.axis);
-    break;
   case Primitive::Kind::LogSoftmax:
-    log_softmax_forward(y, x[0], p.in[0], p.axis);
+    softmax_forward(y, x[0], p.in[0], p.axis,
+                    p.kind == Primitive::Kind::LogSoftmax);
     break;
   case Primitive::Kind::Matmul:
     matmul_forward(y, x[0], p.in[0], x[1], p.in[1]);
@@ -424,13 +432,10 @@ void primitive_backward(const Primitive &p, const std::vector<T *> &dx,
     where_backward(dx[1], dx[2], x[0], p.in[0], p.in[1], p.in[2], dy, p.out);
     break;
   case Primitive::Kind::Expand:
-    expand_backward(dx[0], dy, p.in[0], p.out);
-    break;
   case Primitive::Kind::Transpose:
-    transpose_backward(dx[0], dy, p.in[0], p.perm);
-    break;
   case Primitive::Kind::Slice:
-    slice_backward(dx[0], dy, p.in[0], p.window);
+    if (dx[0])
+      scatterAdd(dx[0], dy, movementIndex(p));
     break;
   case Primitive::Kind::Concat:
     concat_backward(dx, p.in, dy, p.axis);
@@ -439,10 +444,9 @@ void primitive_backward(const Primitive &p, const std::vector<T *> &dx,
     reduce_backward(dx[0], dy, x[0], y, p.in[0], p.axes, p.reduce);
     break;
   case Primitive::Kind::Softmax:
-    softmax_backward(dx[0], y, dy, p.in[0], p.axis);
-    break;
   case Primitive::Kind::LogSoftmax:
-    log_softmax_backward(dx[0], y, dy, p.in[0], p.axis);
+    softmax_backward(dx[0], y, dy, p.in[0], p.axis,
+                     p.kind == Primitive::Kind::LogSoftmax);
     break;
   case Primitive::Kind::Matmul:
     matmul_backward(dx[0], dx[1], x[0], p.in[0], x[1], p.in[1], dy);

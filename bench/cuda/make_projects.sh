@@ -29,19 +29,16 @@ cluster=h200-fitted
 models=gpt2,gpt2-medium,gpt2-large,gpt2-xl
 out=.gpu-calibrate/projects
 extra="" micro_over="" plans=single,dp2,tp2,pp2
+. bench/autoddl_bin.sh
 while [ $# -gt 0 ]; do
   case "$1" in
   --fix) extra=${2:+,$2}; shift 2 ;;
   --micro) micro_over=$2; shift 2 ;;
   --plans) plans=$2; shift 2 ;;
-  --autoddl) autoddl=$2; shift 2 ;;
   --cluster) cluster=$2; shift 2 ;;
-  --models) models=$2; shift 2 ;;
-  -*) echo "make_projects.sh: unknown option $1" >&2; exit 2 ;;
-  *) out=$1; shift ;;
+  *) bench_arg make_projects.sh "$@"; shift "$used" ;;
   esac
 done
-. bench/autoddl_bin.sh
 autoddl_bin make_projects.sh
 mkdir -p "$out"
 

@@ -18,16 +18,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 autoddl="" models=gpt2,gpt2-medium,gpt2-large,gpt2-xl micros=4,8,16,32,64 out=.gpu/memory
+. bench/autoddl_bin.sh
 while [ $# -gt 0 ]; do
   case "$1" in
-  --autoddl) autoddl=$2; shift 2 ;;
-  --models) models=$2; shift 2 ;;
   --micro) micros=$2; shift 2 ;;
-  -*) echo "make_matrix.sh: unknown option $1" >&2; exit 2 ;;
-  *) out=$1; shift ;;
+  *) bench_arg make_matrix.sh "$@"; shift "$used" ;;
   esac
 done
-. bench/autoddl_bin.sh
 autoddl_bin make_matrix.sh
 rm -rf "$out" && mkdir -p "$out/stage/projects" "$out/plans"
 stage=$out/stage

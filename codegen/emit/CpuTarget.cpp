@@ -45,16 +45,11 @@ const Target &cpuTarget() {
       R"(#include "backends/cpu/kernels/Conv.h"         // conv2d, pool2d
 #include "backends/cpu/kernels/Shape.h"        // transpose
 )",
-      /*preludeTail=*/R"(
+      /*stdIncludes=*/R"(
 #include <cstdint>
 #include <vector>
-
-namespace {
-
-using namespace autoddl::rt;
-using namespace autoddl::rt::harness;
-
 )",
+      /*extraUsings=*/"",
       /*stepGraph=*/false,
       /*zeroTokenTypes=*/
       "  std::fill(a.{0}.begin(), a.{0}.end(), 0); // one segment\n",

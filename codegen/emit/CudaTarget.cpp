@@ -52,18 +52,12 @@ const Target &cudaTarget() {
       /*imageIncludes=*/
       R"(#include "backends/cuda/kernels/Conv.h"        // conv2d, pool2d
 )",
-      /*preludeTail=*/R"(
+      /*stdIncludes=*/R"(
 #include <cstdint>
 #include <utility>
 #include <vector>
-
-namespace {
-
-using namespace autoddl::rt;
-using namespace autoddl::rt::harness;
-using autoddl::rt::harness::pipe; // not POSIX pipe()
-
 )",
+      /*extraUsings=*/"using autoddl::rt::harness::pipe; // not POSIX pipe()\n",
       /*stepGraph=*/true,
       /*zeroTokenTypes=*/
       "  zero(a.{0}.data(), a.{0}.size() * sizeof(int32_t)); // one segment\n",

@@ -11,6 +11,7 @@
 #include "planner/Runnable.h"
 
 #include <cctype>
+#include <utility>
 
 namespace autoddl::codegen::emit {
 
@@ -449,20 +450,24 @@ std::string Emitter::stepGlue(const pipeline::Schedule &sched) {
           "(kLossRowsOnTp || g.rtp == 0)\n";
   glue += fmt::format(fmt::runtime(cx_.target.lossSumLoop), lastStage);
   glue += "  return sum;\n}\n\n";
+  // A counter of correct samples over the last stage's micro-batches, on the
+  // ranks where `holds` is true.
+  auto correctCounter = [&](const char *comment, const char *name,
+                            const char *holds, bool heldOut) {
+    return fmt::format("// {}\nstatic double {}() {{\n  double sum = 0;\n  "
+                       "if ({})\n    for (const auto &a : {})\n      sum += "
+                       "{};\n  return sum;\n}}\n\n",
+                       comment, name, holds, lastStage,
+                       ops_.loss().correctRead(heldOut));
+  };
   if (cx_.reportsAccuracy())
-    glue += fmt::format(
-        "// This rank's share of the step's correctly classified samples (as "
-        "local_loss_sum).\nstatic double local_correct() {{\n  double sum = "
-        "0;\n  if (kLossRowsOnTp || g.rtp == 0)\n    for (const auto &a : "
-        "{})\n      sum += {};\n  return sum;\n}}\n\n",
-        lastStage, ops_.loss().correctRead(false));
+    glue +=
+        correctCounter("This rank's share of the step's correctly "
+                       "classified samples (as local_loss_sum).",
+                       "local_correct", "kLossRowsOnTp || g.rtp == 0", false);
   if (cx_.graphModel)
-    glue += fmt::format(
-        "// The same over the graph's held-out nodes.\nstatic double "
-        "local_heldout_correct() {{\n  double sum = 0;\n  if (g.rtp == 0)\n "
-        "   for (const auto &a : {})\n      sum += {};\n  return "
-        "sum;\n}}\n\n",
-        lastStage, ops_.loss().correctRead(true));
+    glue += correctCounter("The same over the graph's held-out nodes.",
+                           "local_heldout_correct", "g.rtp == 0", true);
   glue += ScheduleEmitter(cx_, kfac_, stageTypes_, sets_, splitBackward_)
               .text(sched);
   // After the stages' table: each stage allocates (frees) its own sets.
@@ -502,7 +507,10 @@ std::string Emitter::prelude() const {
          (cx_.g.hfConfig.empty() ? ""
                                  : "#include \"backends/common/MiniJson.h\" // "
                                    "json_indented: the model's config.json\n") +
-         cx_.target.preludeTail;
+         cx_.target.stdIncludes +
+         "\nnamespace {\n\nusing namespace autoddl::rt;\nusing namespace "
+         "autoddl::rt::harness;\n" +
+         cx_.target.extraUsings + "\n";
 }
 
 /// The plan's constants as the harness reads them (its ProgramSpec,
@@ -586,22 +594,23 @@ std::string Emitter::programMain() const {
                     "  program.run_schedule = run_schedule;\n"
                     "  program.grad_partial_over_tp = grad_partial_over_tp;\n"
                     "  program.counts.loss_sum = local_loss_sum;\n";
-  if (cx_.target.freesBuffers)
-    out += "  program.free_stages = free_stages;\n"
-           "  program.free_params = free_params;\n";
-  if (cx_.target.gradBuckets)
-    out += "  program.configure_grad_sync = configure_grad_sync;\n";
-  if (cx_.target.stepGraph)
-    out += "  program.preload_inputs = preload_inputs;\n";
-  if (cx_.target.paddedParams)
-    out += "  program.device_numel = device_numel;\n";
-  if (cx_.reportsAccuracy())
-    out += "  program.counts.correct = local_correct;\n";
-  if (cx_.graphModel)
-    out += "  program.counts.heldout_correct = local_heldout_correct;\n";
-  if (cx_.plan.kfac)
-    out += "  static const KfacProgram kfac_layers = kfac_program();\n"
-           "  program.kfac = &kfac_layers;\n";
+  // The hooks a program has where its target, model or plan needs them.
+  const std::pair<bool, const char *> hooks[] = {
+      {cx_.target.freesBuffers, "  program.free_stages = free_stages;\n"
+                                "  program.free_params = free_params;\n"},
+      {cx_.target.gradBuckets,
+       "  program.configure_grad_sync = configure_grad_sync;\n"},
+      {cx_.target.stepGraph, "  program.preload_inputs = preload_inputs;\n"},
+      {cx_.target.paddedParams, "  program.device_numel = device_numel;\n"},
+      {cx_.reportsAccuracy(), "  program.counts.correct = local_correct;\n"},
+      {cx_.graphModel,
+       "  program.counts.heldout_correct = local_heldout_correct;\n"},
+      {cx_.plan.kfac.has_value(),
+       "  static const KfacProgram kfac_layers = kfac_program();\n"
+       "  program.kfac = &kfac_layers;\n"}};
+  for (const auto &[needed, hook] : hooks)
+    if (needed)
+      out += hook;
   out += fp8Weights();
   out += "  return run_program(argc, argv, program);\n}\n";
   return out;

@@ -227,23 +227,20 @@ std::string StageBuffers::ensureLayout(int stage, int t, TpLayout want,
       s.fwd.push_back(fmt::format("  all_gather_forward({}, {}, {}, {}, g.tp);",
                                   cx_.val(t, want), cx_.val(t, have),
                                   localView(have), viewDim(have)));
-      if (cx_.gathersPartialGrads(t)) {
-        s.bwdInput.push_back(fmt::format(
-            "  // {}: the gathered copy's gradient is partial (column-parallel "
-            "readers): reduce-scatter",
-            n));
-        s.bwdInput.push_back(fmt::format(
-            "  all_gather_backward({}, {}, {}, {}, g.tp);", cx_.grad(t, have),
-            cx_.grad(t, want), localView(have), viewDim(have)));
-      } else {
-        s.bwdInput.push_back(fmt::format(
-            "  // {}: the gradient of the gathered copy is equal on every tp "
-            "rank; keep this rank's part",
-            n));
-        s.bwdInput.push_back(fmt::format(
-            "  gather_backward_local({}, {}, {}, {});", cx_.grad(t, have),
-            cx_.grad(t, want), shapeInit(view), viewDim(have)));
-      }
+      const bool partial = cx_.gathersPartialGrads(t);
+      s.bwdInput.push_back(fmt::format(
+          "  // {}: {}", n,
+          partial ? "the gathered copy's gradient is partial (column-parallel "
+                    "readers): reduce-scatter"
+                  : "the gradient of the gathered copy is equal on every tp "
+                    "rank; keep this rank's part"));
+      s.bwdInput.push_back(
+          partial ? fmt::format("  all_gather_backward({}, {}, {}, {}, g.tp);",
+                                cx_.grad(t, have), cx_.grad(t, want),
+                                localView(have), viewDim(have))
+                  : fmt::format("  gather_backward_local({}, {}, {}, {});",
+                                cx_.grad(t, have), cx_.grad(t, want),
+                                shapeInit(view), viewDim(have)));
     } else { // B -> S(d)
       s.fwd.push_back(fmt::format(
           "  // {}: B -> {} for its consumers: local slice", n, want.str()));

@@ -46,11 +46,13 @@ struct Target {
   // rather than std::vector locals.
   bool scratchInStage;
   // The program's includes (the backend's harness and the kernels its stages
-  // call), those a classification model adds, and what follows them up to
-  // the plan's constants (standard headers, the anonymous namespace).
+  // call), those a classification model adds, and the standard headers; then
+  // what the anonymous namespace declares beyond using the runtime's
+  // namespaces (Emitter::prelude).
   const char *includes;
   const char *imageIncludes;
-  const char *preludeTail;
+  const char *stdIncludes;
+  const char *extraUsings;
   // Forward and backward may run as one captured CUDA graph (StepGraph.h):
   // a stage's inputs load in their own stage<k>_load_inputs, which the step
   // runs ahead of the graph, and the program has the graph's glue

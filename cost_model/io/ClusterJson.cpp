@@ -44,13 +44,21 @@ public:
     return obj_.at(key);
   }
 
+  // The required field, which must pass `is`: else "expected <what>, got "
+  // the JSON type's name (with showValue: the value).
+  const json &typed(const std::string &key, bool (json::*is)() const noexcept,
+                    const char *what, bool showValue = false) {
+    const json &v = get(key);
+    if (!(v.*is)())
+      fail(at(key), std::string("expected ") + what + ", got " +
+                        (showValue ? v.dump() : v.type_name()));
+    return v;
+  }
+
   std::string string(const std::string &key, bool required = true) {
     if (!required && !has(key))
       return "";
-    const json &v = get(key);
-    if (!v.is_string())
-      fail(at(key), std::string("expected a string, got ") + v.type_name());
-    return v.get<std::string>();
+    return typed(key, &json::is_string, "a string").get<std::string>();
   }
 
   // A finite number > 0 (or >= 0 when zeroOk); `fallback` when optional and
@@ -59,9 +67,7 @@ public:
                 std::optional<double> fallback = std::nullopt) {
     if (fallback && !has(key))
       return *fallback;
-    const json &v = get(key);
-    if (!v.is_number())
-      fail(at(key), std::string("expected a number, got ") + v.type_name());
+    const json &v = typed(key, &json::is_number, "a number");
     double d = v.get<double>();
     if (!std::isfinite(d) || d < 0 || (!zeroOk && d == 0))
       fail(at(key), std::string("must be ") +
@@ -81,9 +87,7 @@ public:
               std::optional<int> fallback = std::nullopt) {
     if (fallback && !has(key))
       return *fallback;
-    const json &v = get(key);
-    if (!v.is_number_integer())
-      fail(at(key), std::string("expected an integer, got ") + v.dump());
+    const json &v = typed(key, &json::is_number_integer, "an integer", true);
     long long i = v.get<long long>();
     if (i < min || i > 1000000)
       fail(at(key), "must be an integer in [" + std::to_string(min) +

@@ -349,23 +349,29 @@ static LogicalResult verifyClassesOnOp(Operation *op, Attribute value) {
                             "parallelism pads to them (ops::paddedVocabulary)";
 }
 
+/// Attribute `name` of op, `value`, is an AttrT (printed as `syntax`) that
+/// `verifyOnOp` accepts.
+template <typename AttrT>
+static LogicalResult verifyTypedAttr(Operation *op, StringRef name,
+                                     Attribute value, StringRef syntax,
+                                     LogicalResult (*verifyOnOp)(Operation *,
+                                                                 AttrT)) {
+  auto typed = dyn_cast<AttrT>(value);
+  if (!typed)
+    return op->emitError() << "expected " << name << " to be a " << syntax
+                           << ", got " << value;
+  return verifyOnOp(op, typed);
+}
+
 LogicalResult verifyDiscardableAttribute(Operation *op, NamedAttribute attr) {
   StringRef name = attr.getName().strref();
   Attribute value = attr.getValue();
-  if (name == kSignatureAttr) {
-    auto sig = dyn_cast<SignatureAttr>(value);
-    if (!sig)
-      return op->emitError() << "expected " << kSignatureAttr
-                             << " to be a #sbp.sig, got " << value;
-    return verifySignatureOnOp(op, sig);
-  }
-  if (name == kPlacementAttr) {
-    auto placement = dyn_cast<PlacementAttr>(value);
-    if (!placement)
-      return op->emitError() << "expected " << kPlacementAttr
-                             << " to be a #sbp.placement, got " << value;
-    return verifyPlacementOnOp(op, placement);
-  }
+  if (name == kSignatureAttr)
+    return verifyTypedAttr<SignatureAttr>(op, name, value, "#sbp.sig",
+                                          verifySignatureOnOp);
+  if (name == kPlacementAttr)
+    return verifyTypedAttr<PlacementAttr>(op, name, value, "#sbp.placement",
+                                          verifyPlacementOnOp);
   if (name == kLayerAttr) {
     auto layer = dyn_cast<IntegerAttr>(value);
     if (!layer || isa<BoolAttr>(value) || layer.getInt() < 0)

@@ -140,9 +140,7 @@ int GraphBuilder::op(const std::string &kind, const std::string &name,
     fail("op '" + name + "': unknown op kind '" + kind + "'");
   if (!opNames.insert(name).second)
     fail("duplicate op name '" + name + "'");
-  std::vector<ops::ValueType> types;
-  for (int t : operands)
-    types.push_back({g.tensors[t].shape, g.tensors[t].dtype});
+  const std::vector<ops::ValueType> types = g.valueTypes(operands);
   attrs = ops::withDefaults(kind, attrs);
   ops::InferResult inferred = ops::inferResultTypes(kind, types, attrs);
   if (!inferred.ok())
@@ -185,14 +183,8 @@ ModelGraph GraphBuilder::finish(int loss, int64_t numLayers, int64_t batch,
         n *= d;
       params += n;
     }
-  for (const OpDef &o : g.ops) {
-    std::vector<ops::ValueType> in, out;
-    for (int t : o.operands)
-      in.push_back({g.tensors[t].shape, g.tensors[t].dtype});
-    for (int t : o.results)
-      out.push_back({g.tensors[t].shape, g.tensors[t].dtype});
-    flops += ops::forwardFlops(o.kind, in, out, o.attrs);
-  }
+  for (const OpDef &o : g.ops)
+    flops += g.opForwardFlops(o);
   if (params > INT64_MAX)
     fail("the model's parameter count overflows int64");
   if (flops > INT64_MAX)

@@ -109,12 +109,20 @@ int64_t JsonFields::integer(const std::string &key, int64_t fallback,
   return n;
 }
 
-double JsonFields::real(const std::string &key, double fallback) {
+const json *JsonFields::findTyped(const std::string &key,
+                                  bool (*isType)(const json &),
+                                  const char *expected) {
   const json *v = find(key);
+  if (v && !isType(*v))
+    fail(key, std::string("expected ") + expected + ", got " + describe(*v));
+  return v;
+}
+
+double JsonFields::real(const std::string &key, double fallback) {
+  const json *v = findTyped(
+      key, [](const json &j) { return j.is_number(); }, "a number");
   if (!v)
     return fallback;
-  if (!v->is_number())
-    fail(key, "expected a number, got " + describe(*v));
   double d = v->get<double>();
   if (!std::isfinite(d))
     fail(key, "expected a finite number, got " + v->dump());
@@ -136,22 +144,16 @@ double JsonFields::nonNegativeReal(const std::string &key, double fallback) {
 }
 
 bool JsonFields::flag(const std::string &key, bool fallback) {
-  const json *v = find(key);
-  if (!v)
-    return fallback;
-  if (!v->is_boolean())
-    fail(key, "expected true or false, got " + describe(*v));
-  return v->get<bool>();
+  const json *v = findTyped(
+      key, [](const json &j) { return j.is_boolean(); }, "true or false");
+  return v ? v->get<bool>() : fallback;
 }
 
 std::string JsonFields::string(const std::string &key,
                                const std::string &fallback) {
-  const json *v = find(key);
-  if (!v)
-    return fallback;
-  if (!v->is_string())
-    fail(key, "expected a string, got " + describe(*v));
-  return v->get<std::string>();
+  const json *v = findTyped(
+      key, [](const json &j) { return j.is_string(); }, "a string");
+  return v ? v->get<std::string>() : fallback;
 }
 
 std::string JsonFields::string(const std::string &key) {

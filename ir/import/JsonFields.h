@@ -76,6 +76,11 @@ public:
                          const std::string &message) const;
 
 private:
+  /// find(), and a present field that is not `isType` fails with "expected
+  /// <expected>, got ...".
+  const json *findTyped(const std::string &key, bool (*isType)(const json &),
+                        const char *expected);
+
   const json &value;
   json::json_pointer where;
   std::string origin;

@@ -20,15 +20,23 @@ int64_t ModelGraph::parameterCount() const {
   return n;
 }
 
+std::vector<ops::ValueType>
+ModelGraph::valueTypes(const std::vector<int> &ts) const {
+  std::vector<ops::ValueType> types;
+  for (int t : ts)
+    types.push_back({tensors[t].shape, tensors[t].dtype});
+  return types;
+}
+
+int64_t ModelGraph::opForwardFlops(const OpDef &op) const {
+  return ops::forwardFlops(op.kind, valueTypes(op.operands),
+                           valueTypes(op.results), op.attrs);
+}
+
 int64_t ModelGraph::forwardFlopsPerSample() const {
   int64_t total = 0;
   for (const OpDef &op : ops) {
-    std::vector<ops::ValueType> in, out;
-    for (int t : op.operands)
-      in.push_back({tensors[t].shape, tensors[t].dtype});
-    for (int t : op.results)
-      out.push_back({tensors[t].shape, tensors[t].dtype});
-    int64_t f = ops::forwardFlops(op.kind, in, out, op.attrs);
+    const int64_t f = opForwardFlops(op);
     total = __builtin_add_overflow(total, f, &total) ? INT64_MAX : total;
   }
   return batch > 0 ? total / batch : total;

@@ -127,7 +127,11 @@ struct ModelGraph {
   /// activations computed from them, the adjacency and its sparse
   /// activations, the labels): the rows a dp rank owns. Parameters never do.
   bool nodeRows(int t) const;
-  /// Sum of ops::forwardFlops over ops, divided by `batch`.
+  /// The types of these tensors, in order (an op's operands or results).
+  std::vector<ops::ValueType> valueTypes(const std::vector<int> &ts) const;
+  /// ops::forwardFlops of one op of this graph.
+  int64_t opForwardFlops(const OpDef &op) const;
+  /// Sum of opForwardFlops over ops, divided by `batch`.
   int64_t forwardFlopsPerSample() const;
   /// The vocabulary of a token model: the rows of its first embedding table;
   /// 0 without one.

@@ -29,7 +29,6 @@ namespace {
 
 using namespace host;
 
-using onnx_kernels::advance;
 using onnx_kernels::broadcastIndex;
 using onnx_kernels::stridesOf;
 
@@ -172,19 +171,12 @@ namespace {
 HostTensor slice(const HostTensor &x, const std::vector<int64_t> &starts,
                  const std::vector<int64_t> &ends, std::vector<int64_t> axes,
                  std::vector<int64_t> steps) {
-  int64_t r = x.shape.size();
   SliceWindow w =
       sliceWindow(x.shape, starts, ends, std::move(axes), std::move(steps));
-  const std::vector<int64_t> &begin = w.begin, &step = w.step, &shape = w.shape;
-  HostTensor out = make(x.type, shape);
-  std::vector<int64_t> inStrides = stridesOf(x.shape), pos(r, 0);
-  for (int64_t k = 0; k < out.numel(); ++k) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < r; ++d)
-      off += (begin[d] + pos[d] * step[d]) * inStrides[d];
-    out.data[k] = x.data[off];
-    advance(pos, shape);
-  }
+  HostTensor out = make(x.type, w.shape);
+  const std::vector<int64_t> idx = onnx_kernels::windowIndex(x.shape, w);
+  for (size_t k = 0; k < idx.size(); ++k)
+    out.data[k] = x.data[idx[k]];
   return out;
 }
 
@@ -215,16 +207,11 @@ HostTensor reduce(const onnx::NodeProto &n,
       shape.push_back(kept[d]);
   }
   HostTensor out = make(x.type, shape);
-  std::vector<int64_t> outStrides = stridesOf(kept), pos(r, 0);
+  // x's element k adds to the kept element it broadcasts from.
+  const std::vector<int64_t> idx = broadcastIndex(kept, x.shape);
   std::vector<Value> sum(out.numel(), 0);
-  for (int64_t k = 0; k < x.numel(); ++k) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < r; ++d)
-      if (!reduced[d])
-        off += pos[d] * outStrides[d];
-    sum[off] += x.data[k];
-    advance(pos, x.shape);
-  }
+  for (size_t k = 0; k < idx.size(); ++k)
+    sum[idx[k]] += x.data[k];
   int64_t count = out.numel() ? x.numel() / out.numel() : 0;
   for (int64_t k = 0; k < out.numel(); ++k)
     out.data[k] = fit(x.type, mean && count ? sum[k] / count : sum[k]);

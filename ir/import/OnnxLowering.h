@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace autoddl::import {
@@ -105,6 +106,7 @@ private:
   /// `position`: the source node's index when n is made here (-1: n's own).
   void primitive(const onnx::NodeProto &n, int position = -1);
   void sequenceAt(const onnx::NodeProto &n);
+  std::pair<int64_t, int64_t> splitAxis(const onnx::NodeProto &split);
   void splitParts(const onnx::NodeProto &n);
   void slicePart(const onnx::NodeProto &n, const std::string &x, int64_t start,
                  int64_t end, int64_t axis, const std::string &out);

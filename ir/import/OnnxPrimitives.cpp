@@ -563,6 +563,32 @@ int64_t OnnxLowering::scopeLayer(const onnx::NodeProto &n) const {
   return -2;
 }
 
+// Parts of `chunk` elements along a dimension of `dim`, the last smaller
+// (none when chunk <= 0).
+static std::vector<int64_t> equalParts(int64_t dim, int64_t chunk) {
+  std::vector<int64_t> sizes;
+  for (int64_t at = 0; chunk > 0 && at < dim; at += chunk)
+    sizes.push_back(std::min(chunk, dim - at));
+  return sizes;
+}
+
+// The axis a Split or SplitToSequence node cuts of its input, an activation,
+// and that axis's extent.
+std::pair<int64_t, int64_t>
+OnnxLowering::splitAxis(const onnx::NodeProto &split) {
+  auto x = values.find(split.input(0));
+  if (x == values.end())
+    failNode(split,
+             "the input of a " + split.op_type() + " must be an activation");
+  const ops::Shape &xs = b.shape(x->second);
+  try {
+    const int64_t axis = onnxAxis(onnxAttrInt(split, "axis", 0), xs.size());
+    return {axis, xs[axis]};
+  } catch (const std::logic_error &e) {
+    failNode(split, e.what());
+  }
+}
+
 // SequenceAt(SplitToSequence(x, split, axis), k) (GPT-2's qkv split in a
 // dynamo export): the IR holds no sequences, so it is the primitive Slice of
 // x that gives the same part, its starts/ends/axes constants named after it.
@@ -572,23 +598,13 @@ void OnnxLowering::sequenceAt(const onnx::NodeProto &n) {
     failNode(n, "only a SequenceAt of a SplitToSequence at a constant "
                 "position is supported");
   const onnx::NodeProto &split = *sp->second;
-  auto x = values.find(split.input(0));
-  if (x == values.end())
-    failNode(split, "the input of a SplitToSequence must be an activation");
-  const ops::Shape &xs = b.shape(x->second);
-  int64_t axis, dim;
+  const auto [axis, dim] = splitAxis(split);
   std::vector<int64_t> sizes;
   try {
-    axis = onnxAxis(onnxAttrInt(split, "axis", 0), xs.size());
-    dim = xs[axis];
     if (split.input_size() > 1 && !split.input(1).empty()) {
       sizes = constantInts(split, split.input(1));
-      if (constant(split, split.input(1)).shape.empty()) { // equal chunks
-        int64_t chunk = sizes.at(0);
-        sizes.clear();
-        for (int64_t at = 0; chunk > 0 && at < dim; at += chunk)
-          sizes.push_back(std::min(chunk, dim - at));
-      }
+      if (constant(split, split.input(1)).shape.empty()) // equal chunks
+        sizes = equalParts(dim, sizes.at(0));
     } else {
       if (!onnxAttrInt(split, "keepdims", 1) || dim > (1 << 20))
         bad("a SplitToSequence into single elements without keepdims or "
@@ -640,25 +656,16 @@ void OnnxLowering::slicePart(const onnx::NodeProto &n, const std::string &x,
 // Split (GPT-2's qkv split in a default dynamo export): one primitive Slice
 // per output, as for SequenceAt.
 void OnnxLowering::splitParts(const onnx::NodeProto &n) {
-  auto x = values.find(n.input(0));
-  if (x == values.end())
-    failNode(n, "the input of a Split must be an activation");
-  const ops::Shape &xs = b.shape(x->second);
+  const auto [axis, dim] = splitAxis(n);
   const int64_t outputs = n.output_size();
-  int64_t axis, dim;
   std::vector<int64_t> sizes;
   try {
-    axis = onnxAxis(onnxAttrInt(n, "axis", 0), xs.size());
-    dim = xs[axis];
     if (n.input_size() > 1 && !n.input(1).empty()) {
       sizes = constantInts(n, n.input(1));
     } else {
-      // Equal parts, the last smaller (opset 18's num_outputs, else one per
-      // output).
+      // Equal parts (opset 18's num_outputs, else one per output).
       const int64_t parts = onnxAttrInt(n, "num_outputs", outputs);
-      const int64_t chunk = parts > 0 ? (dim + parts - 1) / parts : 0;
-      for (int64_t at = 0; chunk > 0 && at < dim; at += chunk)
-        sizes.push_back(std::min(chunk, dim - at));
+      sizes = equalParts(dim, parts > 0 ? (dim + parts - 1) / parts : 0);
     }
     int64_t total = 0;
     for (int64_t v : sizes)

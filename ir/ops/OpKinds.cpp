@@ -199,11 +199,10 @@ const std::vector<OpInfo> &allOps() {
   return ops;
 }
 
+// allOps() holds one OpInfo per op kind, in opKinds()'s order.
 const OpInfo *lookupOp(std::string_view kind) {
-  for (const OpInfo &info : allOps())
-    if (info.kind == kind)
-      return &info;
-  return nullptr;
+  const detail::OpKind *k = detail::findOpKind(kind);
+  return k ? &allOps()[k - detail::opKinds().data()] : nullptr;
 }
 
 std::optional<AttrKind> attrKind(std::string_view kind, std::string_view attr) {

@@ -9,6 +9,14 @@
 
 namespace autoddl::rt {
 
+/// sum_c f(x[c]) over a row of C elements, in double (the row statistics).
+template <typename F> double row_sum(const float *x, int64_t C, F f) {
+  double s = 0;
+  for (int64_t c = 0; c < C; ++c)
+    s += f(double(x[c]));
+  return s;
+}
+
 /// out[N,C] = (x - mean) * rstd * gamma[C] + beta[C] (beta may be null); saves
 /// mean[N], rstd[N] (rstd = 1 / sqrt(var + eps), var the biased variance, as
 /// torch LayerNorm).
@@ -18,13 +26,9 @@ inline void layernorm_forward(float *out, float *mean, float *rstd,
                               float eps) {
   for (int64_t n = 0; n < N; ++n) {
     const float *xr = x + n * C;
-    double s = 0;
-    for (int64_t c = 0; c < C; ++c)
-      s += xr[c];
-    const double m = s / double(C);
-    double v = 0;
-    for (int64_t c = 0; c < C; ++c)
-      v += (xr[c] - m) * (xr[c] - m);
+    const double m = row_sum(xr, C, [](double v) { return v; }) / double(C);
+    const double v =
+        row_sum(xr, C, [m](double u) { return (u - m) * (u - m); });
     const double r = 1.0 / std::sqrt(v / double(C) + eps);
     float *o = out + n * C;
     for (int64_t c = 0; c < C; ++c)
@@ -70,9 +74,7 @@ inline void rmsnorm_forward(float *out, float *rstd, const float *x,
                             float eps) {
   for (int64_t n = 0; n < N; ++n) {
     const float *xr = x + n * C;
-    double ss = 0;
-    for (int64_t c = 0; c < C; ++c)
-      ss += double(xr[c]) * xr[c];
+    const double ss = row_sum(xr, C, [](double v) { return v * v; });
     const float r = float(1.0 / std::sqrt(ss / double(C) + eps));
     for (int64_t c = 0; c < C; ++c)
       out[n * C + c] = xr[c] * r * gamma[c];

@@ -37,6 +37,19 @@ void expectTable(SbpOpInterface op, std::vector<SbpSignature> expected) {
   EXPECT_EQ(strings(getValidSignatures1D(op)), strings(expected));
 }
 
+/// op's 1-D table holds every row of `wanted` and none of `unwanted` (a
+/// failure prints the table).
+void expectRows(SbpOpInterface op, std::vector<SbpSignature> wanted,
+                std::vector<SbpSignature> unwanted = {}) {
+  SmallVector<SbpSignature> rows = getValidSignatures1D(op);
+  for (const SbpSignature &s : wanted)
+    EXPECT_TRUE(llvm::is_contained(rows, s))
+        << toString(s) << " not in " << ::testing::PrintToString(strings(rows));
+  for (const SbpSignature &s : unwanted)
+    EXPECT_FALSE(llvm::is_contained(rows, s))
+        << toString(s) << " in " << ::testing::PrintToString(strings(rows));
+}
+
 class SignatureTablesTest : public ::testing::Test {
 protected:
   SignatureTablesTest() {
@@ -93,14 +106,12 @@ TEST_F(SignatureTablesTest, LinearWithConv1DWeightSplitsWeightColumns) {
       "%y = sbp.linear %x, %w, %b {transpose_weight = false} : "
       "(tensor<8x16xf32>, tensor<16x32xf32>, tensor<32xf32>) -> "
       "tensor<8x32xf32>");
-  SmallVector<SbpSignature> rows = getValidSignatures1D(op);
   // GPT-2 Conv1D keeps w as [K,N]: Megatron's column-parallel layer splits w's
   // dim 1 and the bias with it; row-parallel splits w's dim 0 (K) and the
   // result is a partial sum to which the bias contributes once (P).
-  EXPECT_TRUE(llvm::is_contained(rows, sig({B, S(1), S(0)}, {S(1)})));
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(1), S(0), P}, {P})));
-  // A split K with a whole bias would add the bias on every device.
-  EXPECT_FALSE(llvm::is_contained(rows, sig({S(1), S(0), B}, {P})));
+  expectRows(op, {sig({B, S(1), S(0)}, {S(1)}), sig({S(1), S(0), P}, {P})},
+             // A split K with a whole bias would add the bias on every device.
+             {sig({S(1), S(0), B}, {P})});
 }
 
 TEST_F(SignatureTablesTest, LinearSplitsEveryBatchDimOfX) {
@@ -108,14 +119,14 @@ TEST_F(SignatureTablesTest, LinearSplitsEveryBatchDimOfX) {
       "%x: tensor<2x8x16xf32>, %w: tensor<32x16xf32>",
       "%y = sbp.linear %x, %w : (tensor<2x8x16xf32>, tensor<32x16xf32>) -> "
       "tensor<2x8x32xf32>");
-  SmallVector<SbpSignature> rows = getValidSignatures1D(op);
-  // Rows of x are all of its leading dims (BroadcastMatmul's S(i)×B→S(i)).
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(0), B}, {S(0)})));
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(1), B}, {S(1)})));
-  // The contraction dim is x's last, so K-split reads x as S(2).
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(2), S(1)}, {P})));
+  expectRows(op, {// Rows of x are all of its leading dims (BroadcastMatmul's
+                  // S(i)×B→S(i)).
+                  sig({S(0), B}, {S(0)}), sig({S(1), B}, {S(1)}),
+                  // The contraction dim is x's last, so K-split reads x as
+                  // S(2).
+                  sig({S(2), S(1)}, {P})});
   // 2 batch rows + column + K + 2 partial rows + all-broadcast.
-  EXPECT_EQ(rows.size(), 7u);
+  EXPECT_EQ(getValidSignatures1D(op).size(), 7u);
 }
 
 TEST_F(SignatureTablesTest, BatchedMatmulSplitsSharedBatchDim) {
@@ -123,12 +134,11 @@ TEST_F(SignatureTablesTest, BatchedMatmulSplitsSharedBatchDim) {
       "%a: tensor<4x8x16xf32>, %b: tensor<4x8x16xf32>",
       "%y = sbp.matmul %a, %b {transpose_b = true} : (tensor<4x8x16xf32>, "
       "tensor<4x8x16xf32>) -> tensor<4x8x8xf32>");
-  SmallVector<SbpSignature> rows = getValidSignatures1D(op);
-  // BatchMatmul: S(i) on both for each batch axis i.
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(0), S(0)}, {S(0)})));
-  // With transpose_b, b is [...,N,K]: N is its dim 1, K its dim 2.
-  EXPECT_TRUE(llvm::is_contained(rows, sig({B, S(1)}, {S(2)})));
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(2), S(2)}, {P})));
+  expectRows(op, {// BatchMatmul: S(i) on both for each batch axis i.
+                  sig({S(0), S(0)}, {S(0)}),
+                  // With transpose_b, b is [...,N,K]: N is its dim 1, K its
+                  // dim 2.
+                  sig({B, S(1)}, {S(2)}), sig({S(2), S(2)}, {P})});
 }
 
 TEST_F(SignatureTablesTest, NonLinearElementwiseSplitsAnyDimAndNeverP) {
@@ -146,14 +156,12 @@ TEST_F(SignatureTablesTest, AddKeepsPartialButMulOnlyAgainstBroadcast) {
                                                "(tensor<8xf32>, tensor<8xf32>) "
                                                "-> tensor<8xf32>");
   // Sum of partial sums is a partial sum (OneFlow: add P⊗P→P).
-  EXPECT_TRUE(llvm::is_contained(getValidSignatures1D(add), sig({P, P}, {P})));
+  expectRows(add, {sig({P, P}, {P})});
   auto mul = parse<MulOp>("%a: tensor<8xf32>", "%y = sbp.mul %a, %a : "
                                                "(tensor<8xf32>, tensor<8xf32>) "
                                                "-> tensor<8xf32>");
-  SmallVector<SbpSignature> rows = getValidSignatures1D(mul);
   // (Σa_i)(Σb_i) ≠ Σ a_i b_i: mul is linear in one operand at a time.
-  EXPECT_FALSE(llvm::is_contained(rows, sig({P, P}, {P})));
-  EXPECT_TRUE(llvm::is_contained(rows, sig({P, B}, {P})));
+  expectRows(mul, {sig({P, B}, {P})}, {sig({P, P}, {P})});
 }
 
 TEST_F(SignatureTablesTest, LayernormSplitsOnlyUnnormalisedDims) {
@@ -180,11 +188,12 @@ TEST_F(SignatureTablesTest, EmbeddingSplitByVocabGivesPartial) {
       "%ids: tensor<2x8xi32>, %t: tensor<64x16xf32>",
       "%y = sbp.embedding %ids, %t : (tensor<2x8xi32>, tensor<64x16xf32>) -> "
       "tensor<2x8x16xf32>");
-  SmallVector<SbpSignature> rows = getValidSignatures1D(op);
-  // gather_op.cpp: indices B, table S(0) (the gathered axis) → P.
-  EXPECT_TRUE(llvm::is_contained(rows, sig({B, S(0)}, {P})));
-  // Table columns split → result's last dim (ids rank 2, so dim 2).
-  EXPECT_TRUE(llvm::is_contained(rows, sig({B, S(1)}, {S(2)})));
+  expectRows(op, {// gather_op.cpp: indices B, table S(0) (the gathered
+                  // axis) → P.
+                  sig({B, S(0)}, {P}),
+                  // Table columns split → result's last dim (ids rank 2, so
+                  // dim 2).
+                  sig({B, S(1)}, {S(2)})});
 }
 
 TEST_F(SignatureTablesTest, CrossEntropyWithSplitVocabGivesPartialLoss) {
@@ -192,12 +201,12 @@ TEST_F(SignatureTablesTest, CrossEntropyWithSplitVocabGivesPartialLoss) {
       "%l: tensor<2x8x64xf32>, %t: tensor<2x8xi32>",
       "%y = sbp.cross_entropy %l, %t : (tensor<2x8x64xf32>, tensor<2x8xi32>) "
       "-> tensor<f32>");
-  SmallVector<SbpSignature> rows = getValidSignatures1D(op);
-  // Vocab-parallel loss: logits S(last), targets whole → partial scalar.
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(2), B}, {P})));
-  // Positions split on both → each device's share of the mean, partial.
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(0), S(0)}, {P})));
-  EXPECT_TRUE(llvm::is_contained(rows, sig({S(1), S(1)}, {P})));
+  expectRows(op, {// Vocab-parallel loss: logits S(last), targets whole →
+                  // partial scalar.
+                  sig({S(2), B}, {P}),
+                  // Positions split on both → each device's share of the
+                  // mean, partial.
+                  sig({S(0), S(0)}, {P}), sig({S(1), S(1)}, {P})});
 }
 
 TEST_F(SignatureTablesTest, SpmmSplitsAdjacencyRowsOrColumns) {
@@ -237,8 +246,7 @@ TEST_F(SignatureTablesTest, PositionDependentOpsSplitTheSequence) {
       "%y = sbp.positional %x, %t : (tensor<2x8x16xf32>, tensor<8x16xf32>) "
       "-> tensor<2x8x16xf32>");
   // A sequence split reads the whole table, each device its positions' rows.
-  EXPECT_TRUE(llvm::is_contained(getValidSignatures1D(positional),
-                                 sig({S(1), B}, {S(1)})));
+  expectRows(positional, {sig({S(1), B}, {S(1)})});
 }
 
 TEST_F(SignatureTablesTest, TransposeAndReshapeMoveSplits) {
@@ -246,8 +254,7 @@ TEST_F(SignatureTablesTest, TransposeAndReshapeMoveSplits) {
                               "%y = sbp.transpose %x {perm = array<i64: 1, "
                               "0>} : (tensor<8x16xf32>) -> tensor<16x8xf32>");
   // Result dim j is operand dim perm[j].
-  EXPECT_TRUE(llvm::is_contained(getValidSignatures1D(t), sig({S(1)}, {S(0)})));
-  EXPECT_TRUE(llvm::is_contained(getValidSignatures1D(t), sig({S(0)}, {S(1)})));
+  expectRows(t, {sig({S(1)}, {S(0)}), sig({S(0)}, {S(1)})});
   auto r = parse<ReshapeOp>("%x: tensor<2x64xf32>",
                             "%y = sbp.reshape %x {shape = array<i64: 16, 8>} "
                             ": (tensor<2x64xf32>) -> tensor<16x8xf32>");

@@ -29,14 +29,8 @@ const TensorDef *tensor(const ModelGraph &g, const std::string &name) {
 
 std::map<std::string, int64_t> flopsByKind(const ModelGraph &g) {
   std::map<std::string, int64_t> out;
-  for (const OpDef &op : g.ops) {
-    std::vector<ops::ValueType> in, res;
-    for (int t : op.operands)
-      in.push_back({g.tensors[t].shape, g.tensors[t].dtype});
-    for (int t : op.results)
-      res.push_back({g.tensors[t].shape, g.tensors[t].dtype});
-    out[op.kind] += ops::forwardFlops(op.kind, in, res, op.attrs);
-  }
+  for (const OpDef &op : g.ops)
+    out[op.kind] += g.opForwardFlops(op);
   return out;
 }
 

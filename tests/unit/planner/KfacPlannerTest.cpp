@@ -11,6 +11,7 @@
 #include "planner/Kfac.h"
 #include "planner/PlanJson.h"
 #include "planner/Search.h"
+#include "tests/unit/ThrownMessage.h"
 
 #include <gtest/gtest.h>
 
@@ -255,12 +256,8 @@ TEST(Kfac, PerDevicePinReachesThePlanAndItsJson) {
 
 /// The message of the UserError planFromJson throws on `doc`, "" if none.
 std::string readError(const nlohmann::json &doc) {
-  try {
-    planFromJson(doc, "plan.json");
-  } catch (const std::exception &e) {
-    return e.what();
-  }
-  return "";
+  return autoddl::testing::thrownMessage(
+      [&] { planFromJson(doc, "plan.json"); });
 }
 
 /// Reading `doc` fails with a message containing `part`.

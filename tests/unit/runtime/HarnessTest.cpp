@@ -6,6 +6,7 @@
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
 #include "backends/common/harness/Spec.h"
+#include "tests/unit/ThrownMessage.h"
 
 #include <gtest/gtest.h>
 
@@ -390,19 +391,21 @@ TEST(HarnessParamTable, DeviceGroupsInFirstSeenOrder) {
   EXPECT_THROW(device_group(0x3ull << 40, seen, is_new), std::runtime_error);
 }
 
-ProgramSpec tokenSpec() {
+/// The data tests' step: dp 2 ranks of 2 micro-batches of 3 samples (a token
+/// model's micro_batch, a classifier's class_batch), 12 in all.
+ProgramSpec twelveSampleStep() {
   ProgramSpec s;
   s.dp = 2;
   s.micro_batches = 2;
-  s.micro_batch = 3;
+  s.micro_batch = s.class_batch = 3;
   s.global_batch = 12;
-  s.seq = 5;
-  s.vocab = 50;
   return s;
 }
 
 TEST(HarnessData, EveryRankAndMicroBatchReadsItsOwnBlock) {
-  const ProgramSpec s = tokenSpec();
+  ProgramSpec s = twelveSampleStep();
+  s.seq = 5;
+  s.vocab = 50;
   std::set<int64_t> starts;
   for (int64_t rdp = 0; rdp < s.dp; ++rdp)
     for (int64_t mb = 0; mb < s.micro_batches; ++mb)
@@ -430,30 +433,24 @@ TEST(HarnessData, EveryRankAndMicroBatchReadsItsOwnBlock) {
 
 TEST(HarnessData, TokenFileErrorsNameTheFile) {
   TokenSource source;
-  try {
-    source.open("/nonexistent/tokens.bin", 50);
-    FAIL() << "opened a missing file";
-  } catch (const std::exception &e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/tokens.bin"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string error = autoddl::testing::thrownMessage(
+      [&] { source.open("/nonexistent/tokens.bin", 50); });
+  EXPECT_NE(error.find("/nonexistent/tokens.bin"), std::string::npos)
+      << "opening a missing file: '" << error << "'";
 }
 
 TEST(HarnessData, ClassSamplesAreTheirBlockOfTheGlobalBatch) {
-  ProgramSpec s;
-  s.dp = 2;
-  s.micro_batches = 2;
-  s.class_batch = 3;
+  ProgramSpec s = twelveSampleStep();
   s.features = 16;
   s.classes = 4;
   EXPECT_EQ(class_block_start(s, 1, 1), 9);
   std::vector<float> x(size_t(s.class_batch * s.features));
   std::vector<int32_t> y(size_t(s.class_batch));
   class_samples(s, 5, 2, 1, 1, x.data(), y.data());
-  std::vector<float> allX(size_t(12 * s.features));
-  std::vector<int32_t> allY(12);
-  synthetic_classes(5, 2, 12, s.features, s.classes, kClassNoise, 0, 12,
+  const int64_t n = s.global_batch;
+  std::vector<float> allX(size_t(n * s.features));
+  std::vector<int32_t> allY(static_cast<size_t>(n));
+  synthetic_classes(5, 2, n, s.features, s.classes, kClassNoise, 0, n,
                     allX.data(), allY.data());
   EXPECT_EQ(y, std::vector<int32_t>(allY.begin() + 9, allY.end()));
   EXPECT_EQ(x, std::vector<float>(allX.begin() + 9 * s.features, allX.end()));
