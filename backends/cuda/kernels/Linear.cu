@@ -541,10 +541,10 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
     return;
   static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
   const bool fp8 = fp8_linear_eligible(w, N, K, O);
-  if (!off && fp8 &&
-      fp8_linear_backward_dx(dpre, dout, w, N, K, O, transpose_weight, false,
-                             pre))
-    return;
+  // Not in FP8 with the DGELU epilogue: cuBLASLt's FP8 kernels with it ran
+  // at half the bf16 GEMM's speed on an H100 (the proj's dx 0.43-0.57x,
+  // Fp8Check --bench, bench/results/cuda/2026-12-06-h100-fp8-mlp-calls/);
+  // the weight gradient that follows stays in FP8.
   if (O > 0 && K % 8 == 0 && !off &&
       gemm(false, !transpose_weight, N, K, O, dout, O, w,
            transpose_weight ? K : O, 0.0f, dpre, K, false, nullptr, 1, 0, 0, 0,
