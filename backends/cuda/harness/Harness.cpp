@@ -38,26 +38,36 @@ DeviceBuffer<act_t> graph_x;                      // [nodes / dp, features]
 DeviceBuffer<int32_t> graph_y, graph_y_heldout;   // [nodes / dp]
 std::map<std::string, std::string> graph_metrics; // graph_info's entries
 
-/// Page-locked host staging for one micro-batch's tokens (which: 0 ids, 1
-/// targets), so that their copies run asynchronously on the compute stream;
-/// an event says when the last copy out of it is done.
+/// Page-locked host staging for one micro-batch's input (which: 0 ids or
+/// samples, 1 targets or labels), so that its copies run asynchronously on
+/// the compute stream while the host prepares the next step; an event says
+/// when the last copy out of it is done. 4-byte elements: int32 tokens and
+/// labels, fp32 samples.
 struct Staging {
   int32_t *host = nullptr;
+  float *samples() { return reinterpret_cast<float *>(host); }
   cudaEvent_t copied = nullptr;
 };
 
-Staging &staging(int64_t mb, int which) {
+Staging &staging(int64_t mb, int which, int64_t elements) {
   const ProgramSpec &s = program_spec();
   static std::vector<Staging> buffers(size_t(2 * s.micro_batches));
   Staging &st = buffers[size_t(2 * mb + which)];
-  if (!st.host) {
-    AUTODDL_CUDA_CHECK(cudaMallocHost(&st.host, size_t(s.micro_batch * s.seq) *
-                                                    sizeof(int32_t)));
+  if (!st.host) { // one size a run: a micro-batch's tokens, or samples
+    AUTODDL_CUDA_CHECK(
+        cudaMallocHost(&st.host, size_t(elements) * sizeof(int32_t)));
     AUTODDL_CUDA_CHECK(
         cudaEventCreateWithFlags(&st.copied, cudaEventDisableTiming));
   }
   AUTODDL_CUDA_CHECK(cudaEventSynchronize(st.copied)); // its previous copy
   return st;
+}
+
+/// Copies `bytes` out of `st` to `dst` on the compute stream, asynchronously.
+void copy_staged(void *dst, Staging &st, size_t bytes) {
+  AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, st.host, bytes,
+                                     cudaMemcpyHostToDevice, compute_stream()));
+  AUTODDL_CUDA_CHECK(cudaEventRecord(st.copied, compute_stream()));
 }
 
 /// The CPU program's graph (generated or read from `files`), this dp rank's
@@ -142,37 +152,36 @@ void configure_grad_buckets(const std::vector<ParamSpec> &params,
 
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
   const ProgramSpec &s = program_spec();
-  Staging &in = staging(mb, 0), &out = staging(mb, 1);
+  const int64_t n = s.micro_batch * s.seq;
+  Staging &in = staging(mb, 0, n), &out = staging(mb, 1, n);
   tokens.read(s, seed, data_batch(step), g.rdp, mb, in.host, out.host);
-  const size_t bytes = size_t(s.micro_batch * s.seq) * sizeof(int32_t);
-  for (auto [dst, src] :
-       {std::pair<int32_t *, Staging *>{ids, &in}, {targets, &out}}) {
-    if (!dst)
-      continue;
-    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(
-        dst, src->host, bytes, cudaMemcpyHostToDevice, compute_stream()));
-    AUTODDL_CUDA_CHECK(cudaEventRecord(src->copied, compute_stream()));
-  }
+  const size_t bytes = size_t(n) * sizeof(int32_t);
+  if (ids)
+    copy_staged(ids, in, bytes);
+  if (targets)
+    copy_staged(targets, out, bytes);
 }
 
 void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
   const ProgramSpec &s = program_spec();
-  std::vector<float> hx(size_t(s.class_batch * s.features));
-  std::vector<int32_t> hy(size_t(s.class_batch));
-  class_samples(s, seed, step, g.rdp, mb, hx.data(), hy.data());
+  const int64_t n = s.class_batch * s.features;
+  // Pinned staging and asynchronous copies, as the tokens': a synchronous
+  // copy waited for the device's previous step, and the host's sample
+  // generation then added to every step.
+  Staging &in = staging(mb, 0, n), &out = staging(mb, 1, s.class_batch);
+  class_samples(s, seed, step, g.rdp, mb, in.samples(), out.host);
   if (x) { // through fp32 on the device: cast_to_act rounds as the kernels do
-    // One staging buffer for the run: a cudaFree a step would wait for the
-    // device. The next call's copy runs after this cast on the stream.
+    // One device buffer for the run, stream-ordered: the next copy into it
+    // runs after this cast.
     static auto *f = new DeviceBuffer<float>(); // never destroyed: the
                                                 // context may go first
-    const int64_t n = int64_t(hx.size());
     if (f->size() < n)
       *f = DeviceBuffer<float>(n);
-    copy_to_device(f->data(), hx.data(), n * int64_t(sizeof(float)));
+    copy_staged(f->data(), in, size_t(n) * sizeof(float));
     cast_to_act(x, f->data(), n);
   }
   if (labels)
-    copy_to_device(labels, hy.data(), int64_t(hy.size() * sizeof(int32_t)));
+    copy_staged(labels, out, size_t(s.class_batch) * sizeof(int32_t));
 }
 
 const Csr &graph_adjacency() { return adjacency; }
