@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -160,14 +161,21 @@ bool verify(VerifyOptions a) {
   } catch (const std::exception &e) {
     throw UserError(e.what());
   }
-  // Per tensor, the difference in the norm relative to the one-rank
-  // tensor's: Adam moves an element whose first gradients are within
-  // rounding of zero by up to lr a step either way, so one element may
-  // differ by ~lr where every other agrees to 1e-6 (the largest element
-  // difference is printed beside it).
-  double worstParam = 0, worstElement = 0;
-  std::string worstName, worstElementName;
-  size_t compared = 0;
+  // AdamW moves an element whose gradients so far are within rounding of
+  // zero by up to lr a step either way (its step is m / sqrt(v)), so such an
+  // element can differ by ~lr where the rest agree to 1e-6: the final
+  // parameters compare element by element, except that elements whose
+  // second moment in the one-rank run is under 1% of their tensor's mean
+  // may exceed the bound, at most 0.1% of a tensor (said in the output).
+  rt::SafetensorsFile moments; // absent (another optimizer): no exception
+  try {
+    moments = rt::safetensors_read(
+        ds + "/ckpt/step-" + std::to_string(a.steps) + "/optimizer.safetensors");
+  } catch (const std::exception &) {
+  }
+  double worstParam = 0;
+  std::string worstName;
+  size_t compared = 0, excused = 0;
   for (const auto &[name, ref] : fs.tensors) {
     if (isStateTensor(name))
       continue;
@@ -180,20 +188,28 @@ bool verify(VerifyOptions a) {
       continue;
     }
     ++compared;
-    double diff2 = 0, ref2 = 0;
-    for (int64_t i = 0; i < ref.numel(); ++i) {
-      const double d = double(it->second.data[i]) - ref.data[i];
-      diff2 += d * d;
-      ref2 += double(ref.data[i]) * ref.data[i];
-      if (!(std::fabs(d) <= worstElement)) {
-        worstElement = std::fabs(d);
-        worstElementName = name;
-      }
+    auto v = moments.tensors.find(name + ".exp_avg_sq");
+    const bool haveV =
+        v != moments.tensors.end() && v->second.numel() == ref.numel();
+    double meanV = 0;
+    if (haveV) {
+      for (int64_t i = 0; i < ref.numel(); ++i)
+        meanV += v->second.data[i];
+      meanV /= double(std::max<int64_t>(1, ref.numel()));
     }
-    // A zero tensor (a bias after no step) compares absolutely.
-    const double rel = std::sqrt(diff2) / (ref2 > 0 ? std::sqrt(ref2) : 1.0);
-    if (!(rel <= worstParam)) {
-      worstParam = rel;
+    int64_t over = 0;
+    double worstKept = 0;
+    for (int64_t i = 0; i < ref.numel(); ++i) {
+      const double d = std::fabs(double(it->second.data[i]) - ref.data[i]);
+      if (!(d <= a.paramTolerance) && haveV &&
+          v->second.data[i] <= 0.01 * meanV && ++over <= ref.numel() / 1000) {
+        ++excused;
+        continue;
+      }
+      worstKept = std::max(worstKept, std::isnan(d) ? HUGE_VAL : d);
+    }
+    if (!(worstKept <= worstParam)) {
+      worstParam = worstKept;
       worstName = name;
     }
   }
@@ -201,13 +217,14 @@ bool verify(VerifyOptions a) {
   ok = ok && paramsOk;
   std::printf("losses: worst relative error %.2e (tolerance %.0e)\n", worst,
               a.lossTolerance);
-  std::printf("parameters: %zu tensors, worst relative difference (norm) "
-              "%.2e%s%s (tolerance %.0e); largest element difference %.2e%s%s"
-              "\n",
+  std::printf("parameters: %zu tensors, worst absolute difference %.2e%s%s "
+              "(tolerance %.0e)\n",
               compared, worstParam, worstName.empty() ? "" : " in ",
-              worstName.c_str(), a.paramTolerance, worstElement,
-              worstElementName.empty() ? "" : " in ",
-              worstElementName.c_str());
+              worstName.c_str(), a.paramTolerance);
+  if (excused > 0)
+    std::printf("parameters: %zu elements over the tolerance left out: their "
+                "AdamW second moment is under 1%% of their tensor's mean\n",
+                excused);
   std::printf("%s\n", ok ? "verify: OK" : "verify: FAILED");
   return ok;
 }

@@ -105,19 +105,52 @@ bool runsInFp8(const OpDef &op, const std::vector<ops::ValueType> &in,
   return rt::fp8RunsLinear(N, K, O);
 }
 
+/// What an op's neighbours change of its price in the CUDA program.
+struct NeighbourFusions {
+  // A ReLU after a bias_add runs in the bias_add's passes: the bias's
+  // backward reads the ReLU's output beside its gradient, the ReLU has no
+  // kernel of its own.
+  bool biasOfRelu = false, reluInBias = false;
+  // A linear after a fused GELU: its input gradient's GEMM (the DGELU
+  // epilogue) runs in bf16 in an fp8 plan (Linear.cu).
+  bool dxThroughGelu = false;
+};
+NeighbourFusions neighbourFusions(const ModelGraph &g, const GraphUses &uses,
+                                  size_t gi) {
+  const OpDef &op = g.ops[gi];
+  NeighbourFusions f;
+  f.biasOfRelu = fusedBiasRelu(g, uses, gi) >= 0;
+  const int before =
+      op.operands.empty() ? -1 : uses.producer[size_t(op.operands[0])];
+  if (before < 0)
+    return f;
+  GeluChain chain;
+  f.dxThroughGelu = op.kind == "linear" &&
+                    geluEpilogueChain(g, uses, size_t(before), chain) &&
+                    chain.fc2 == gi;
+  f.reluInBias = op.kind == "relu" &&
+                 fusedBiasRelu(g, uses, size_t(before)) == int(gi);
+  return f;
+}
+
 /// An FP8 linear's casts (memory-bound passes over x, W and dY, Fp8Rule.h)
 /// added to its forward, input- and weight-gradient times; their scratch is
-/// its workspace.
+/// its workspace. dxInBf16: its input gradient runs in bf16 (through a fused
+/// GELU: Linear.cu's linear_backward_dgelu), so the weight gradient casts dY
+/// into its one layout itself.
 void addFp8Casts(const cost::Cluster &c, const ops::ValueType &x,
-                 const ops::ValueType &y, double &forward, double &backward,
-                 double &wgrad, double &workspace) {
+                 const ops::ValueType &y, bool dxInBf16, double &forward,
+                 double &backward, double &wgrad, double &workspace) {
   const int64_t K = x.shape.back(), O = y.shape.back();
   const int64_t N = int64_t(prod(x.shape)) / K;
   const rt::Fp8CastBytes b = rt::fp8CastBytes(N, K, O);
   const double bw = c.hbmBandwidth * c.hbmEfficiency;
+  const double inputGrad = dxInBf16 ? 0 : b.inputGrad;
+  const double weightGrad =
+      dxInBf16 ? b.weightGrad + 2 * double(N) * double(O) : b.weightGrad;
   forward += b.forward / bw;
-  backward += (b.inputGrad + b.weightGrad) / bw; // backward holds wgrad
-  wgrad += b.weightGrad / bw;
+  backward += (inputGrad + weightGrad) / bw; // backward holds wgrad
+  wgrad += weightGrad / bw;
   workspace = std::max(workspace, rt::fp8Scratch(N, K, O));
 }
 
@@ -244,14 +277,9 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
     const bool fusedGelu = geluEpilogueChain(g, uses, gi, chain);
     const bool fusedResidual = !fusedGelu && residualFusionPriced(tp_) &&
                                !residualGemmOperands(g, uses, gi).empty();
-    // A ReLU after a bias_add runs in the bias_add's passes: the bias's
-    // backward reads the ReLU's output beside its gradient, the ReLU has no
-    // kernel of its own.
-    const bool biasOfRelu = fusedBiasRelu(g, uses, gi) >= 0;
-    const int reluInput =
-        op.kind == "relu" ? uses.producer[size_t(op.operands[0])] : -1;
-    const bool reluInBias =
-        reluInput >= 0 && fusedBiasRelu(g, uses, size_t(reluInput)) == int(gi);
+    const NeighbourFusions nf = neighbourFusions(g, uses, gi);
+    const bool biasOfRelu = nf.biasOfRelu, reluInBias = nf.reluInBias,
+               dxThroughGelu = nf.dxThroughGelu;
     biasOfRelu_.push_back(biasOfRelu);
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
@@ -315,6 +343,12 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       OpSigCost sc;
       sc.forward = oc.forward.time;
       sc.backward = oc.backward();
+      if (fp8 && dxThroughGelu) { // that GEMM in bf16, the others in FP8
+        const cost::OpCost ob =
+            cost::opCost(c_, op.kind, in, out, attrs, isParam, bulk, kernels);
+        sc.backward = ob.backward() - ob.backwardWeight.time +
+                      oc.backwardWeight.time;
+      }
       if (op.kind == "spmm" &&
           g.tensors[op.operands[0]].role == TensorRole::Activation)
         // The values are an activation (gat's attention): their gradient is
@@ -357,8 +391,8 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
       if (fp8)
-        addFp8Casts(c_, in[0], out[0], sc.forward, sc.backward, sc.wgrad,
-                    sc.workspace);
+        addFp8Casts(c_, in[0], out[0], dxThroughGelu, sc.forward, sc.backward,
+                    sc.wgrad, sc.workspace);
       opCost_[i].push_back(sc);
     }
   }

@@ -39,9 +39,8 @@ void registerVerifyCommand(CLI::App &app) {
                   "relative error of the loss (default 1e-5; cuda: 2e-2, "
                   "1e-4 with --fp32)");
   cmd->add_option("--param-tolerance", args->paramTolerance,
-                  "difference of each final parameter tensor in the norm, "
-                  "relative to one rank's (default 1e-4; cuda: 5e-2, 1e-3 "
-                  "with --fp32)");
+                  "absolute difference of final parameters (default 1e-4; "
+                  "cuda: 5e-2, 1e-3 with --fp32)");
   cmd->callback([args] {
     if (!driver::verify(*args))
       throw UserError("the plan does not compute what one rank computes");
