@@ -1,9 +1,10 @@
 // FP8 GEMMs through cuBLASLt (Fp8.h). Row-major D[M,N] = a[M,K] b[N,K]^T is
 // the column-major D^T[N,M] = b^T a with b as cuBLASLt's A (transposed: the
 // "TN" form FP8 kernels require) and a as its B. A plan (descriptors and the
-// heuristic's first algorithm) is built once per shape, formats, output type,
-// epilogue and alignment, and cached (LtPlan.h) like the bf16 GEMMs' (not
-// autotuned: the heuristic's FP8 choice is kept).
+// heuristic's candidates) is built once per shape, formats, output type,
+// epilogue and alignment, and cached (LtPlan.h), and tuned on its first eager
+// call as the bf16 GEMMs are (AUTODDL_GEMM_AUTOTUNE=0 keeps the heuristic's
+// first choice).
 #include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/LtPlan.h"
 
@@ -23,29 +24,35 @@ struct Fp8Key {
   int64_t m, n, k, lda, ldb, ldc, auxLd;
   int32_t opA, opB, typeA, typeB, typeD, bias, align, epi, fastAccum, pad;
 };
-using Fp8Plan = LtPlan; // c: the output D's layout
+struct Fp8Plan : LtPlan, LtTuning {}; // c: the output D's layout
 
 LtPlanCache<Fp8Key, Fp8Plan> &plans() {
   static auto *cache = new LtPlanCache<Fp8Key, Fp8Plan>();
   return *cache;
 }
 
-/// The heuristic's first algorithm for p's descriptors (as they are set now)
-/// into p.algo; false where there is none (NOT_SUPPORTED: no FP8 kernel for
-/// this device or problem).
+/// The heuristic's algorithms for p's descriptors (as they are set now):
+/// the first into p.algo, all into p's candidates (untuned); false where
+/// there is none (NOT_SUPPORTED: no FP8 kernel for this device or problem).
 bool heuristic(Fp8Plan &p, int32_t align) {
   cublasLtMatmulPreference_t pref = lt_preference(align);
-  cublasLtMatmulHeuristicResult_t result = {};
+  cublasLtMatmulHeuristicResult_t results[kLtTuneCandidates] = {};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+      cublaslt(), p.desc, p.a, p.b, p.c, p.c, pref, kLtTuneCandidates, results,
+      &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
     AUTODDL_CUBLAS_CHECK(st);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0 ||
-      result.state != CUBLAS_STATUS_SUCCESS)
+      results[0].state != CUBLAS_STATUS_SUCCESS)
     return false;
-  p.algo = result.algo;
+  p.algo = results[0].algo;
+  p.numCandidates = 0;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS)
+      p.candidates[p.numCandidates++] = results[i].algo;
+  p.tuned = p.numCandidates < 2;
   return true;
 }
 
@@ -125,12 +132,36 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
     lt_set_attr(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f;
   const void *cIn = c ? static_cast<const void *>(c) : d;
-  auto run = [&] {
+  auto launch = [&](const cublasLtMatmulAlgo_t &algo, void *out) {
     return cublasLtMatmul(cublaslt(), plan.desc, &alpha, b, plan.a, a, plan.b,
-                          &beta, cIn, plan.c, d, plan.c, &plan.algo,
+                          &beta, cIn, plan.c, out, plan.c, &algo,
                           cublaslt_workspace(), size_t(kCublasLtWorkspaceBytes),
                           compute_stream());
   };
+  if (!plan.tuned && lt_autotune_enabled()) {
+    // The timed runs leave the result as the call will (gemm_tune in
+    // Linear.cu): one accumulating into D (beta != 0, no separate C) writes
+    // a scratch copy of D instead, up to kLtTuneScratchMaxBytes.
+    const int64_t dBytes = M * N * (dFloat ? 4 : int64_t(sizeof(act_t)));
+    const bool intoD = beta != 0.0f && c == nullptr;
+    if (!intoD || dBytes <= kLtTuneScratchMaxBytes) {
+      DeviceBuffer<char> scratch;
+      if (intoD)
+        scratch = DeviceBuffer<char>(dBytes);
+      void *out = intoD ? static_cast<void *>(scratch.data()) : d;
+      const int i = lt_fastest(plan, [&](const cublasLtMatmulAlgo_t &algo) {
+        return launch(algo, out);
+      });
+      if (i >= 0) {
+        plan.algo = plan.candidates[i];
+        plans().update(key, [&](Fp8Plan &p) {
+          p.algo = plan.algo;
+          p.tuned = true;
+        });
+      }
+    }
+  }
+  auto run = [&] { return launch(plan.algo, d); };
   cublasStatus_t st = run();
   if (st == CUBLAS_STATUS_NOT_SUPPORTED && heuristic(plan, key.align)) {
     // The algorithm chosen with stand-in scale pointers refused the real

@@ -38,14 +38,7 @@ struct GemmKey {
   int64_t m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC, auxLd;
   int32_t opA, opB, typeC, bias, align, epi;
 };
-constexpr int kTuneCandidates = 8;
-struct GemmPlan : LtPlan { // found false: use gemm_fallback
-  // The heuristic's candidates in its order (algo is candidates[0] until
-  // tuned); tuned once the fastest has been measured.
-  cublasLtMatmulAlgo_t candidates[kTuneCandidates];
-  int numCandidates = 0;
-  bool tuned = false;
-};
+struct GemmPlan : LtPlan, LtTuning {}; // found false: use gemm_fallback
 
 LtPlanCache<GemmKey, GemmPlan> &plans() {
   static auto *cache = new LtPlanCache<GemmKey, GemmPlan>();
@@ -82,11 +75,11 @@ GemmPlan build_plan(const GemmKey &key) {
   p.c = lt_layout(typeC, key.m, key.n, key.ldc, key.batch, key.strideC);
 
   cublasLtMatmulPreference_t pref = lt_preference(key.align);
-  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kLtTuneCandidates] = {};
   int found = 0;
   AUTODDL_CUBLAS_CHECK(
       cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.a, p.b, p.c, p.c,
-                                     pref, kTuneCandidates, results, &found));
+                                     pref, kLtTuneCandidates, results, &found));
   cublasLtMatmulPreferenceDestroy(pref);
   if (found == 0) {
     std::fprintf(stderr,
@@ -107,79 +100,33 @@ GemmPlan build_plan(const GemmKey &key) {
   return p;
 }
 
-/// Whether GEMM plans are tuned: in the bf16 build unless
-/// AUTODDL_GEMM_AUTOTUNE=0. The fp32 build is for checking against the CPU
-/// and between runs (graph against eager to 1e-6), so it keeps the
-/// heuristic's first choice, which does not depend on timings.
-bool autotune_enabled() {
-#ifdef AUTODDL_FP32
-  return false;
-#else
-  static const bool on = [] {
-    const char *e = std::getenv("AUTODDL_GEMM_AUTOTUNE");
-    return !(e && *e == '0');
-  }();
-  return on;
-#endif
-}
 
-constexpr int64_t kTuneScratchMaxBytes = int64_t(64) << 20;
-
-/// Times each candidate algorithm of `plan` on the call's own operands (one
-/// warm-up, three timed runs each, CUDA events on the compute stream) and
-/// returns the fastest. The runs must leave the result as the real call will:
-/// a call that only writes (beta = 0, or D apart from C) is simply repeated;
-/// one that accumulates into C (beta != 0, D = C) writes to a scratch D of C's
-/// size instead (counted in the peak like every device buffer), or, past
-/// kTuneScratchMaxBytes, is not tuned. Not while the stream is being captured
-/// into a graph (events cannot be waited on there): then the caller keeps the
-/// current choice and tunes on a later eager call.
+/// The fastest candidate of `plan` on the call's own operands (lt_fastest).
+/// The runs must leave the result as the real call will: a call that only
+/// writes (beta = 0, or D apart from C) is simply repeated; one that
+/// accumulates into C (beta != 0, D = C) writes to a scratch D of C's size
+/// instead (counted in the peak like every device buffer), or, past
+/// kLtTuneScratchMaxBytes, is not tuned.
 bool gemm_tune(GemmPlan &plan, const act_t *A, const act_t *B, float beta,
                void *C, void *D, int64_t cBytes, cublasLtMatmulAlgo_t &best) {
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  AUTODDL_CUDA_CHECK(cudaStreamIsCapturing(compute_stream(), &capturing));
-  if (capturing != cudaStreamCaptureStatusNone)
-    return false;
   DeviceBuffer<char> scratch;
   void *out = D ? D : C;
   if (beta != 0.0f && (D == nullptr || D == C)) {
-    if (cBytes > kTuneScratchMaxBytes)
+    if (cBytes > kLtTuneScratchMaxBytes)
       return false;
     scratch = DeviceBuffer<char>(cBytes);
     out = scratch.data();
   }
-  cudaEvent_t start, stop;
-  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
-  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
   const float alpha = 1.0f;
-  float bestMs = 0.0f;
-  int bestIndex = -1;
-  for (int i = 0; i < plan.numCandidates; ++i) {
-    auto run = [&] {
-      return cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b,
-                            &beta, C, plan.c, out, plan.c, &plan.candidates[i],
-                            cublaslt_workspace(),
-                            size_t(kCublasLtWorkspaceBytes), compute_stream());
-    };
-    if (run() != CUBLAS_STATUS_SUCCESS) // a candidate may refuse the pointers
-      continue;
-    AUTODDL_CUDA_CHECK(cudaEventRecord(start, compute_stream()));
-    for (int r = 0; r < 3; ++r)
-      AUTODDL_CUBLAS_CHECK(run());
-    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, compute_stream()));
-    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (bestIndex < 0 || ms < bestMs) {
-      bestMs = ms;
-      bestIndex = i;
-    }
-  }
-  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
-  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
-  if (bestIndex < 0)
+  const int i = lt_fastest(plan, [&](const cublasLtMatmulAlgo_t &algo) {
+    return cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b,
+                          &beta, C, plan.c, out, plan.c, &algo,
+                          cublaslt_workspace(), size_t(kCublasLtWorkspaceBytes),
+                          compute_stream());
+  });
+  if (i < 0)
     return false;
-  best = plan.candidates[bestIndex];
+  best = plan.candidates[i];
   return true;
 }
 
@@ -239,7 +186,7 @@ bool gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
       al = std::min(al, lt_alignment_of(p));
   key.align = al;
   GemmPlan plan = plans().get(key, build_plan);
-  const bool tune = plan.found && !plan.tuned && autotune_enabled();
+  const bool tune = plan.found && !plan.tuned && lt_autotune_enabled();
   if (!plan.found && (epi.kind != Epi::None || D))
     return false;
   if (!plan.found) {

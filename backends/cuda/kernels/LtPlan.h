@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <cublasLt.h>
 #include <mutex>
@@ -53,6 +54,71 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   bool found = false;
 };
+
+/// A plan's tuning state: the heuristic's candidates in its order (algo is
+/// candidates[0] until tuned), tuned once the fastest has been measured.
+constexpr int kLtTuneCandidates = 8;
+struct LtTuning {
+  cublasLtMatmulAlgo_t candidates[kLtTuneCandidates];
+  int numCandidates = 0;
+  bool tuned = false;
+};
+
+/// Whether GEMM plans are tuned: in the bf16 build unless
+/// AUTODDL_GEMM_AUTOTUNE=0. The fp32 build is for checking against the CPU
+/// and between runs (graph against eager to 1e-6), so it keeps the
+/// heuristic's first choice, which does not depend on timings.
+inline bool lt_autotune_enabled() {
+#ifdef AUTODDL_FP32
+  return false;
+#else
+  static const bool on = [] {
+    const char *e = std::getenv("AUTODDL_GEMM_AUTOTUNE");
+    return !(e && *e == '0');
+  }();
+  return on;
+#endif
+}
+
+/// The index of the fastest of `t`'s candidates, each launched by
+/// run(algo) (one GEMM on the compute stream, returning its status): one
+/// warm-up and three timed launches each, CUDA events on the compute stream;
+/// a candidate that refuses (the pointers) is passed over. -1 where none ran,
+/// and while the stream is being captured into a graph (events cannot be
+/// waited on there: the caller tunes on a later eager call).
+template <class Run> int lt_fastest(const LtTuning &t, Run run) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  AUTODDL_CUDA_CHECK(cudaStreamIsCapturing(compute_stream(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    return -1;
+  cudaEvent_t start, stop;
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
+  float bestMs = 0.0f;
+  int best = -1;
+  for (int i = 0; i < t.numCandidates; ++i) {
+    if (run(t.candidates[i]) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    AUTODDL_CUDA_CHECK(cudaEventRecord(start, compute_stream()));
+    for (int r = 0; r < 3; ++r)
+      AUTODDL_CUBLAS_CHECK(run(t.candidates[i]));
+    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (best < 0 || ms < bestMs) {
+      bestMs = ms;
+      best = i;
+    }
+  }
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
+  return best;
+}
+
+/// Past this many bytes of a result it accumulates into, a GEMM is not
+/// tuned (its timed runs would need a scratch copy of that size).
+constexpr int64_t kLtTuneScratchMaxBytes = int64_t(64) << 20;
 
 /// Fills the problem of a key as cuBLASLt sees it: row-major C[M,N] =
 /// op(A) op(B) is column-major C^T = op(B)^T op(A)^T, the operands swapped.
