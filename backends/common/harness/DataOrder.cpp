@@ -47,13 +47,14 @@ void TokenSource::read(const ProgramSpec &s, uint64_t seed, int64_t step,
 }
 
 void class_samples(const ProgramSpec &s, uint64_t seed, int64_t step,
-                   int64_t rdp, int64_t mb, float *x, int32_t *labels) {
+                   int64_t rdp, int64_t mb, float *x, int32_t *labels,
+                   int threads) {
   const int64_t b0 = class_block_start(s, rdp, mb);
   std::vector<float> xs(size_t(s.class_batch * s.features));
   std::vector<int32_t> ys(static_cast<size_t>(s.class_batch));
   synthetic_classes(seed, step, s.dp * s.micro_batches * s.class_batch,
                     s.features, s.classes, kClassNoise, b0, s.class_batch,
-                    xs.data(), ys.data());
+                    xs.data(), ys.data(), threads);
   if (x)
     std::copy(xs.begin(), xs.end(), x);
   if (labels)

@@ -58,9 +58,11 @@ constexpr double kClassNoise = 4.0;
 
 /// Micro-batch mb of dp rank rdp at `step` of a classifier: x is
 /// [class_batch, features], labels [class_batch]; either may be null. Keyed by
-/// (seed, global sample index).
+/// (seed, global sample index). `threads`: synthetic_classes's (the CUDA
+/// program's host has cores to spare; a CPU rank has its one).
 void class_samples(const ProgramSpec &s, uint64_t seed, int64_t step,
-                   int64_t rdp, int64_t mb, float *x, int32_t *labels);
+                   int64_t rdp, int64_t mb, float *x, int32_t *labels,
+                   int threads = 1);
 
 /// A graph model's data on dp rank rdp: the graph (generated from the seed with
 /// the spec's nodes and graph_nnz, docs/runtime.md "Community graph"), and

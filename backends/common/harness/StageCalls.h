@@ -42,8 +42,8 @@ inline bool holds_stage(int64_t stage) {
 /// device.
 void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets);
 /// The same for a classifier's samples ([class_batch, features]) and labels:
-/// DataOrder.h class_samples. CUDA: copied synchronously (a classifier's step
-/// is not a captured graph: its accuracy reads the logits back).
+/// DataOrder.h class_samples (CUDA: generated on up to 8 host threads, staged
+/// and copied as the tokens are).
 void load_samples(int64_t step, int64_t mb, Act *x, int32_t *labels);
 
 /// A graph model's rows on this rank (the planted graph): its adjacency rows

@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace autoddl::rt::harness {
@@ -169,7 +170,12 @@ void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
   // copy waited for the device's previous step, and the host's sample
   // generation then added to every step.
   Staging &in = staging(mb, 0, n), &out = staging(mb, 1, s.class_batch);
-  class_samples(s, seed, step, g.rdp, mb, in.samples(), out.host);
+  // On up to 8 host threads: one thread's generation outlasted tiny-vgg's
+  // whole step on an H100
+  // (bench/results/onnx/2026-12-07-h100-classifiers-staged/).
+  static const int threads =
+      int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  class_samples(s, seed, step, g.rdp, mb, in.samples(), out.host, threads);
   if (x) { // through fp32 on the device: cast_to_act rounds as the kernels do
     // One device buffer for the run, stream-ordered: the next copy into it
     // runs after this cast.

@@ -454,6 +454,15 @@ TEST(HarnessData, ClassSamplesAreTheirBlockOfTheGlobalBatch) {
                     allX.data(), allY.data());
   EXPECT_EQ(y, std::vector<int32_t>(allY.begin() + 9, allY.end()));
   EXPECT_EQ(x, std::vector<float>(allX.begin() + 9 * s.features, allX.end()));
+  // On threads (the CUDA program's host), the same values: samples 1-11 on
+  // 4 threads, shares of 3, 3, 3 and 2.
+  std::vector<float> threadedX(size_t((n - 1) * s.features), -1.0f);
+  std::vector<int32_t> threadedY(size_t(n - 1), -1);
+  synthetic_classes(5, 2, n, s.features, s.classes, kClassNoise, 1, n - 1,
+                    threadedX.data(), threadedY.data(), 4);
+  EXPECT_EQ(threadedX,
+            std::vector<float>(allX.begin() + s.features, allX.end()));
+  EXPECT_EQ(threadedY, std::vector<int32_t>(allY.begin() + 1, allY.end()));
 }
 
 TEST(HarnessData, GraphShardsPartitionTheRowsAndEdges) {
