@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace autoddl::rt {
@@ -37,63 +38,93 @@ void delta_decode(const BitmaskDelta &d, const float *base, float *out) {
         (d.mask[size_t(i / 8)] >> (i % 8)) & 1u ? d.changed[next++] : base[i];
 }
 
+namespace {
+/// Chunk c0..c0+len of x into q's codes and centroids (ascending) at the
+/// chunk's place; returns the chunk's largest error. `sorted`: scratch.
+double quantize_chunk(const float *x, int64_t c0, int64_t len,
+                      int lloyd_iterations, std::vector<float> &sorted,
+                      ClusterQuantized &q) {
+  sorted.assign(x + c0, x + c0 + len);
+  std::sort(sorted.begin(), sorted.end());
+  // Start: bin k holds sorted[len*k/L, len*(k+1)/L), at least one value
+  // (a chunk shorter than L repeats values over bins, and so centroids).
+  std::vector<int64_t> begin(kClusterLevels + 1);
+  for (int k = 0; k < kClusterLevels; ++k)
+    begin[size_t(k)] = std::min(len - 1, len * k / kClusterLevels);
+  begin[kClusterLevels] = len;
+  std::vector<double> prefix(size_t(len) + 1, 0.0);
+  for (int64_t i = 0; i < len; ++i)
+    prefix[size_t(i) + 1] = prefix[size_t(i)] + double(sorted[size_t(i)]);
+  float *cent = q.centroids.data() + (c0 / kClusterChunk) * kClusterLevels;
+  auto means = [&] {
+    for (int k = 0; k < kClusterLevels; ++k) {
+      const int64_t b = begin[size_t(k)],
+                    e = std::max(b + 1, begin[size_t(k) + 1]);
+      if (e <= len && b < e) // an empty cluster keeps its centroid
+        cent[k] =
+            float((prefix[size_t(e)] - prefix[size_t(b)]) / double(e - b));
+    }
+  };
+  means();
+  // Lloyd's iterations in one dimension: each cluster is the values
+  // nearer its centroid than its neighbours' (a range of the sorted
+  // chunk, cut at the midpoints), its centroid their mean. Each lowers
+  // the squared error or leaves it.
+  for (int it = 0; it < lloyd_iterations; ++it) {
+    for (int k = 1; k < kClusterLevels; ++k) {
+      const float mid = 0.5f * (cent[k - 1] + cent[k]);
+      begin[size_t(k)] =
+          std::upper_bound(sorted.begin(), sorted.end(), mid) - sorted.begin();
+    }
+    means();
+  }
+  // Ascending (an empty cluster kept its centroid, which its neighbours'
+  // may have passed): the codes' search needs the order.
+  std::sort(cent, cent + kClusterLevels);
+  double worst = 0;
+  for (int64_t i = 0; i < len; ++i) {
+    const float v = x[c0 + i];
+    // The nearest centroid: the first >= v or the one before it.
+    int k = int(std::lower_bound(cent, cent + kClusterLevels, v) - cent);
+    if (k == kClusterLevels || (k > 0 && v - cent[k - 1] <= cent[k] - v))
+      --k;
+    q.codes[size_t(c0 + i)] = uint8_t(k);
+    worst = std::max(worst, double(std::fabs(v - cent[k])));
+  }
+  return worst;
+}
+} // namespace
+
 ClusterQuantized cluster_quantize(const float *x, int64_t n,
-                                  int lloyd_iterations) {
+                                  int lloyd_iterations, int threads) {
   ClusterQuantized q;
   q.n = n;
   q.codes.resize(size_t(n));
-  std::vector<float> sorted;
-  for (int64_t c0 = 0; c0 < n; c0 += kClusterChunk) {
-    const int64_t len = std::min(kClusterChunk, n - c0);
-    sorted.assign(x + c0, x + c0 + len);
-    std::sort(sorted.begin(), sorted.end());
-    // Start: bin k holds sorted[len*k/L, len*(k+1)/L), at least one value
-    // (a chunk shorter than L repeats values over bins, and so centroids).
-    std::vector<int64_t> begin(kClusterLevels + 1);
-    for (int k = 0; k < kClusterLevels; ++k)
-      begin[size_t(k)] = std::min(len - 1, len * k / kClusterLevels);
-    begin[kClusterLevels] = len;
-    std::vector<double> prefix(size_t(len) + 1, 0.0);
-    for (int64_t i = 0; i < len; ++i)
-      prefix[size_t(i) + 1] = prefix[size_t(i)] + double(sorted[size_t(i)]);
-    std::vector<float> cent(kClusterLevels);
-    auto means = [&] {
-      for (int k = 0; k < kClusterLevels; ++k) {
-        const int64_t b = begin[size_t(k)],
-                      e = std::max(b + 1, begin[size_t(k) + 1]);
-        if (e <= len && b < e) // an empty cluster keeps its centroid
-          cent[size_t(k)] =
-              float((prefix[size_t(e)] - prefix[size_t(b)]) / double(e - b));
-      }
-    };
-    means();
-    // Lloyd's iterations in one dimension: each cluster is the values
-    // nearer its centroid than its neighbours' (a range of the sorted
-    // chunk, cut at the midpoints), its centroid their mean. Each lowers
-    // the squared error or leaves it.
-    for (int it = 0; it < lloyd_iterations; ++it) {
-      for (int k = 1; k < kClusterLevels; ++k) {
-        const float mid = 0.5f * (cent[size_t(k) - 1] + cent[size_t(k)]);
-        begin[size_t(k)] = std::upper_bound(sorted.begin(), sorted.end(), mid) -
-                           sorted.begin();
-      }
-      means();
+  const int64_t chunks = (n + kClusterChunk - 1) / kClusterChunk;
+  q.centroids.resize(size_t(chunks * kClusterLevels));
+  // Sorting each chunk is most of the time (~45 s on one thread for GPT-2
+  // 124M's moments): chunks are independent, so threads take every
+  // threads-th one.
+  const int64_t workers =
+      std::clamp<int64_t>(threads, 1, std::max<int64_t>(1, chunks));
+  std::vector<double> worst(size_t(workers), 0.0);
+  auto work = [&](int64_t w) {
+    std::vector<float> sorted;
+    for (int64_t c = w; c < chunks; c += workers) {
+      const int64_t c0 = c * kClusterChunk;
+      worst[size_t(w)] =
+          std::max(worst[size_t(w)],
+                   quantize_chunk(x, c0, std::min(kClusterChunk, n - c0),
+                                  lloyd_iterations, sorted, q));
     }
-    // Ascending (an empty cluster kept its centroid, which its neighbours'
-    // may have passed): the codes' search needs the order.
-    std::sort(cent.begin(), cent.end());
-    q.centroids.insert(q.centroids.end(), cent.begin(), cent.end());
-    const float *c = cent.data();
-    for (int64_t i = 0; i < len; ++i) {
-      const float v = x[c0 + i];
-      // The nearest centroid: the first >= v or the one before it.
-      int k = int(std::lower_bound(c, c + kClusterLevels, v) - c);
-      if (k == kClusterLevels || (k > 0 && v - c[k - 1] <= c[k] - v))
-        --k;
-      q.codes[size_t(c0 + i)] = uint8_t(k);
-      q.max_error = std::max(q.max_error, double(std::fabs(v - c[k])));
-    }
-  }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t w = 1; w < workers; ++w)
+    pool.emplace_back(work, w);
+  work(0);
+  for (std::thread &t : pool)
+    t.join();
+  q.max_error = *std::max_element(worst.begin(), worst.end());
   return q;
 }
 

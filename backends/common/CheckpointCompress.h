@@ -55,8 +55,10 @@ struct ClusterQuantized {
   }
 };
 
+/// `threads` > 1 quantizes the chunks on that many threads (the same
+/// result: each chunk is its own problem).
 ClusterQuantized cluster_quantize(const float *x, int64_t n,
-                                  int lloyd_iterations = 32);
+                                  int lloyd_iterations = 32, int threads = 1);
 void cluster_dequantize(const ClusterQuantized &q, float *out);
 
 } // namespace autoddl::rt

@@ -39,7 +39,7 @@ device)
   { cmake -S "$build/src" -B "$build/build" -DCMAKE_BUILD_TYPE=Release &&
     nice cmake --build "$build/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
     { tail -20 "$out/build.log"; exit 1; }
-  c++ -O2 -std=c++17 -I "$root" "$root/bench/checkpoint/compress_ratio.cpp" \
+  c++ -O2 -std=c++17 -pthread -I "$root" "$root/bench/checkpoint/compress_ratio.cpp" \
     "$root"/backends/common/{CheckpointCompress,Safetensors,FileIo,MiniJson}.cpp \
     -o "$build/compress_ratio"
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/gpu.txt"

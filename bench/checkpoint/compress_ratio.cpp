@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace autoddl::rt;
@@ -61,7 +62,9 @@ int main(int argc, char **argv) {
                        name.compare(name.size() - 8, 8, ".exp_avg") == 0;
         if (!m && !v)
           continue; // K-FAC's inverses: not moments
-        const ClusterQuantized q = cluster_quantize(t.data, t.numel());
+        const ClusterQuantized q = cluster_quantize(
+            t.data, t.numel(), 32,
+            int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
         mraw += 4.0 * double(t.numel());
         // A tensor its centroids would outweigh (a bias, a norm's scale)
         // stays raw, exact.

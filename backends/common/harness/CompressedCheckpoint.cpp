@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace autoddl::rt::harness {
 
@@ -64,6 +65,12 @@ std::vector<float>
 CompressState::encode(const std::vector<CheckpointEntry> &entries,
                       const CheckpointBlocks &blocks, int rank) {
   ++since_full_;
+  // The quantization's chunks on this host's share of its cores (the world
+  // size stands in for the ranks on one host: it never counts fewer), at
+  // most 8.
+  const int64_t ranks = std::max<int64_t>(1, int64_t(blocks.writer.size()));
+  const int threads = int(std::clamp<int64_t>(
+      int64_t(std::thread::hardware_concurrency()) / ranks, 1, 8));
   std::vector<uint8_t> out;
   raw_bytes = encoded_bytes = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -86,7 +93,7 @@ CompressState::encode(const std::vector<CheckpointEntry> &entries,
       continue;
     }
     if (is_moment(e.name)) {
-      const ClusterQuantized q = cluster_quantize(e.data, n);
+      const ClusterQuantized q = cluster_quantize(e.data, n, 32, threads);
       if (q.bytes() < 4 * n) {
         head(kQuantized);
         put(out, q.codes.data(), q.codes.size());

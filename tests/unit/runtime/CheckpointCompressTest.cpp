@@ -63,6 +63,12 @@ TEST(CheckpointCompress, ClusterQuantizationErrorIsReportedAndLloydLowersIt) {
       e += double(back[i] - x[i]) * double(back[i] - x[i]);
     return e;
   };
+  // On threads (the checkpoint writer's), chunk by chunk the same result:
+  // 3 chunks on 2 threads, one taking two.
+  const ClusterQuantized threaded = cluster_quantize(x.data(), n, 32, 2);
+  EXPECT_EQ(threaded.codes, q.codes);
+  EXPECT_EQ(threaded.centroids, q.centroids);
+  EXPECT_EQ(threaded.max_error, q.max_error);
   const ClusterQuantized plain = cluster_quantize(x.data(), n, 0);
   EXPECT_LT(squared_error(q), 0.5 * squared_error(plain));
   EXPECT_LT(q.max_error, plain.max_error);
