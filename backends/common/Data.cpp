@@ -101,9 +101,9 @@ void synthetic_tokens(uint64_t seed, int64_t step, int64_t B, int64_t T,
 void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
                        int64_t K, double noise, int64_t b0, int64_t nb,
                        float *x, int32_t *labels, int threads) {
-  // A Philox draw and a Box-Muller normal a feature: ~50 ns each, so a
-  // batch of 8 32x32x3 images takes ~1.2 ms on one thread, longer than a
-  // small classifier's step on a GPU.
+  // A Philox draw and a Box-Muller normal a feature: 50-75 ns each, so a
+  // batch of 8 32x32x3 images takes 1.3-1.8 ms on one thread, longer than a
+  // small classifier's step on a GPU (bench/onnx/class_samples_time.cpp).
   threads = int(std::clamp<int64_t>(threads, 1, nb));
   if (threads > 1) {
     std::vector<std::thread> pool;
