@@ -278,9 +278,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
     const bool fusedResidual = !fusedGelu && residualFusionPriced(tp_) &&
                                !residualGemmOperands(g, uses, gi).empty();
     const NeighbourFusions nf = neighbourFusions(g, uses, gi);
-    const bool biasOfRelu = nf.biasOfRelu, reluInBias = nf.reluInBias,
-               dxThroughGelu = nf.dxThroughGelu;
-    biasOfRelu_.push_back(biasOfRelu);
+    biasOfRelu_.push_back(nf.biasOfRelu);
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
@@ -343,7 +341,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       OpSigCost sc;
       sc.forward = oc.forward.time;
       sc.backward = oc.backward();
-      if (fp8 && dxThroughGelu) { // that GEMM in bf16, the others in FP8
+      if (fp8 && nf.dxThroughGelu) { // that GEMM in bf16, the others in FP8
         const cost::OpCost ob =
             cost::opCost(c_, op.kind, in, out, attrs, isParam, bulk, kernels);
         sc.backward = ob.backward() - ob.backwardWeight.time +
@@ -371,9 +369,9 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                                    bulk, kernels)
                           .backward();
       }
-      if (reluInBias)
+      if (nf.reluInBias)
         sc.forward = sc.backward = 0;
-      if (biasOfRelu)
+      if (nf.biasOfRelu)
         sc.backward += prod(out[0].shape) * o_.activationElementBytes /
                        (c_.hbmBandwidth * c_.hbmEfficiency);
       sc.savedInternal = oc.savedInternal;
@@ -391,8 +389,8 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
       if (fp8)
-        addFp8Casts(c_, in[0], out[0], dxThroughGelu, sc.forward, sc.backward,
-                    sc.wgrad, sc.workspace);
+        addFp8Casts(c_, in[0], out[0], nf.dxThroughGelu, sc.forward,
+                    sc.backward, sc.wgrad, sc.workspace);
       opCost_[i].push_back(sc);
     }
   }

@@ -1,10 +1,11 @@
 //===- CheckpointCompress.cpp - BitSnap's encodings of checkpoint tensors -===//
 #include "backends/common/CheckpointCompress.h"
 
+#include "backends/common/Parallel.h" // for_chunks
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 namespace autoddl::rt {
@@ -103,27 +104,20 @@ ClusterQuantized cluster_quantize(const float *x, int64_t n,
   const int64_t chunks = (n + kClusterChunk - 1) / kClusterChunk;
   q.centroids.resize(size_t(chunks * kClusterLevels));
   // Sorting each chunk is most of the time (~45 s on one thread for GPT-2
-  // 124M's moments): chunks are independent, so threads take every
-  // threads-th one.
-  const int64_t workers =
-      std::clamp<int64_t>(threads, 1, std::max<int64_t>(1, chunks));
-  std::vector<double> worst(size_t(workers), 0.0);
-  auto work = [&](int64_t w) {
-    std::vector<float> sorted;
-    for (int64_t c = w; c < chunks; c += workers) {
-      const int64_t c0 = c * kClusterChunk;
-      worst[size_t(w)] =
-          std::max(worst[size_t(w)],
-                   quantize_chunk(x, c0, std::min(kClusterChunk, n - c0),
-                                  lloyd_iterations, sorted, q));
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int64_t w = 1; w < workers; ++w)
-    pool.emplace_back(work, w);
-  work(0);
-  for (std::thread &t : pool)
-    t.join();
+  // 124M's moments): chunks are independent, split over threads.
+  std::vector<double> worst(size_t(std::max<int64_t>(1, chunks)), 0.0);
+  for_chunks(
+      chunks,
+      [&](int64_t begin, int64_t end) {
+        std::vector<float> sorted;
+        for (int64_t c = begin; c < end; ++c) {
+          const int64_t c0 = c * kClusterChunk;
+          worst[size_t(c)] =
+              quantize_chunk(x, c0, std::min(kClusterChunk, n - c0),
+                             lloyd_iterations, sorted, q);
+        }
+      },
+      1, std::max(1, threads));
   q.max_error = *std::max_element(worst.begin(), worst.end());
   return q;
 }

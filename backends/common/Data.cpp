@@ -2,6 +2,7 @@
 #include "backends/common/Data.h"
 
 #include "backends/common/FileIo.h"
+#include "backends/common/Parallel.h" // for_chunks
 #include "backends/common/Philox.h"
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
-#include <thread>
-#include <vector>
 
 namespace autoddl::rt {
 
@@ -104,24 +103,9 @@ void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
   // A Philox draw and a Box-Muller normal a feature: 50-75 ns each, so a
   // batch of 8 32x32x3 images takes 1.3-1.8 ms on one thread, longer than a
   // small classifier's step on a GPU (bench/onnx/class_samples_time.cpp).
-  threads = int(std::clamp<int64_t>(threads, 1, nb));
-  if (threads > 1) {
-    std::vector<std::thread> pool;
-    const int64_t per = (nb + threads - 1) / threads;
-    for (int64_t s0 = 0; s0 < nb; s0 += per) {
-      const int64_t n = std::min(per, nb - s0);
-      pool.emplace_back([=] {
-        synthetic_classes(seed, step, B, F, K, noise, b0 + s0, n, x + s0 * F,
-                          labels + s0, 1);
-      });
-    }
-    for (std::thread &t : pool)
-      t.join();
-    return;
-  }
   const uint64_t sLabel = fnv1a64("data.class.label"),
                  sMu = fnv1a64("data.class.mu"), sX = fnv1a64("data.class.x");
-  for (int64_t b = 0; b < nb; ++b) {
+  auto sample = [&](int64_t b) {
     const uint64_t g = uint64_t(step) * uint64_t(B) + uint64_t(b0 + b);
     const int32_t label =
         int32_t(philox_words(seed, sLabel, g)[0] % uint32_t(K));
@@ -138,7 +122,14 @@ void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
           philox_normal(philox_words(seed, sX, g * uint64_t(F) + uint64_t(f)));
       x[b * F + f] = float(mu + noise * e);
     }
-  }
+  };
+  for_chunks(
+      nb,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t b = begin; b < end; ++b)
+          sample(b);
+      },
+      1, std::max(1, threads));
 }
 
 } // namespace autoddl::rt

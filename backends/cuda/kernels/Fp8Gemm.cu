@@ -139,26 +139,17 @@ bool fp8_gemm(int64_t M, int64_t N, int64_t K, const void *a, Fp8Format fa,
                           compute_stream());
   };
   if (!plan.tuned && lt_autotune_enabled()) {
-    // The timed runs leave the result as the call will (gemm_tune in
-    // Linear.cu): one accumulating into D (beta != 0, no separate C) writes
-    // a scratch copy of D instead, up to kLtTuneScratchMaxBytes.
+    // As gemm_tune in Linear.cu: D accumulated into when beta != 0 and no
+    // separate C is read.
     const int64_t dBytes = M * N * (dFloat ? 4 : int64_t(sizeof(act_t)));
-    const bool intoD = beta != 0.0f && c == nullptr;
-    if (!intoD || dBytes <= kLtTuneScratchMaxBytes) {
-      DeviceBuffer<char> scratch;
-      if (intoD)
-        scratch = DeviceBuffer<char>(dBytes);
-      void *out = intoD ? static_cast<void *>(scratch.data()) : d;
-      const int i = lt_fastest(plan, [&](const cublasLtMatmulAlgo_t &algo) {
-        return launch(algo, out);
+    const int i = lt_fastest_keeping(plan, d, beta != 0.0f && c == nullptr,
+                                     dBytes, launch);
+    if (i >= 0) {
+      plan.algo = plan.candidates[i];
+      plans().update(key, [&](Fp8Plan &p) {
+        p.algo = plan.algo;
+        p.tuned = true;
       });
-      if (i >= 0) {
-        plan.algo = plan.candidates[i];
-        plans().update(key, [&](Fp8Plan &p) {
-          p.algo = plan.algo;
-          p.tuned = true;
-        });
-      }
     }
   }
   auto run = [&] { return launch(plan.algo, d); };

@@ -101,29 +101,20 @@ GemmPlan build_plan(const GemmKey &key) {
 }
 
 
-/// The fastest candidate of `plan` on the call's own operands (lt_fastest).
-/// The runs must leave the result as the real call will: a call that only
-/// writes (beta = 0, or D apart from C) is simply repeated; one that
-/// accumulates into C (beta != 0, D = C) writes to a scratch D of C's size
-/// instead (counted in the peak like every device buffer), or, past
-/// kLtTuneScratchMaxBytes, is not tuned.
+/// The fastest candidate of `plan` on the call's own operands
+/// (lt_fastest_keeping: C accumulated into when beta != 0 and D is C).
 bool gemm_tune(GemmPlan &plan, const act_t *A, const act_t *B, float beta,
                void *C, void *D, int64_t cBytes, cublasLtMatmulAlgo_t &best) {
-  DeviceBuffer<char> scratch;
-  void *out = D ? D : C;
-  if (beta != 0.0f && (D == nullptr || D == C)) {
-    if (cBytes > kLtTuneScratchMaxBytes)
-      return false;
-    scratch = DeviceBuffer<char>(cBytes);
-    out = scratch.data();
-  }
   const float alpha = 1.0f;
-  const int i = lt_fastest(plan, [&](const cublasLtMatmulAlgo_t &algo) {
-    return cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b,
-                          &beta, C, plan.c, out, plan.c, &algo,
-                          cublaslt_workspace(), size_t(kCublasLtWorkspaceBytes),
-                          compute_stream());
-  });
+  const int i = lt_fastest_keeping(
+      plan, D ? D : C, beta != 0.0f && (D == nullptr || D == C), cBytes,
+      [&](const cublasLtMatmulAlgo_t &algo, void *out) {
+        return cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A,
+                              plan.b, &beta, C, plan.c, out, plan.c, &algo,
+                              cublaslt_workspace(),
+                              size_t(kCublasLtWorkspaceBytes),
+                              compute_stream());
+      });
   if (i < 0)
     return false;
   best = plan.candidates[i];

@@ -120,6 +120,25 @@ template <class Run> int lt_fastest(const LtTuning &t, Run run) {
 /// tuned (its timed runs would need a scratch copy of that size).
 constexpr int64_t kLtTuneScratchMaxBytes = int64_t(64) << 20;
 
+/// lt_fastest, the timed runs leaving the result as the real call will: a
+/// call that only writes `out` is simply repeated; one that accumulates into
+/// it (beta != 0, D = C) writes to a scratch of `outBytes` instead (counted
+/// in the peak like every device buffer), or, past kLtTuneScratchMaxBytes,
+/// is not tuned (-1). run(algo, out) launches the GEMM into `out`.
+template <class Run>
+int lt_fastest_keeping(const LtTuning &t, void *out, bool accumulates,
+                       int64_t outBytes, Run run) {
+  DeviceBuffer<char> scratch;
+  if (accumulates) {
+    if (outBytes > kLtTuneScratchMaxBytes)
+      return -1;
+    scratch = DeviceBuffer<char>(outBytes);
+    out = scratch.data();
+  }
+  return lt_fastest(
+      t, [&](const cublasLtMatmulAlgo_t &algo) { return run(algo, out); });
+}
+
 /// Fills the problem of a key as cuBLASLt sees it: row-major C[M,N] =
 /// op(A) op(B) is column-major C^T = op(B)^T op(A)^T, the operands swapped.
 /// The key is zeroed first (its padding takes part in hashing).
