@@ -58,8 +58,10 @@ device)
   for m in $models; do
     rm -rf "${ck:?}/$m" "${ck:?}/$m-z"
     train exact --save "$ck/$m" --save-every "$every"
-    later=()
-    for ((s = 2 * every; s <= steps; s += every)); do later+=("$ck/$m/step-$s"); done
+    later=() # at most RATIO_SAVES (default 3) later checkpoints: each costs a host encode
+    for ((s = 2 * every; s <= steps && ${#later[@]} < ${RATIO_SAVES:-3}; s += every)); do
+      later+=("$ck/$m/step-$s")
+    done
     echo "$m: against $ck/$m/step-$every" | tee -a "$out/compress.txt"
     "$build/compress_ratio" "$ck/$m/step-$every" "${later[@]}" | tee -a "$out/compress.txt"
     train compressed --save "$ck/$m-z" --save-every "$every" --checkpoint-compress \
@@ -78,9 +80,15 @@ for k in ("exact", "compressed"):
     print(f"{m} {k:10s} stall_ms " + " ".join(f"{x['stall_seconds'] * 1e3:.1f}" for x in c) +
           "  write_s " + " ".join(f"{x['write_seconds']:.2f}" for x in c))
 first = int(r["resumed-exact"]["info"]["first_step"])
+a, b = r["resumed-exact"]["loss"], r["resumed-compressed"]["loss"]
 print(f"{m}: loss from step {first + 1}: exact resume vs compressed resume (relative difference)")
-for i, (a, b) in enumerate(zip(r["resumed-exact"]["loss"], r["resumed-compressed"]["loss"])):
-    print(f"  {first + i + 1:5d} {a:.6f} {b:.6f} {abs(a - b) / abs(a):.2e}")
+for i, (x, y) in enumerate(zip(a, b)):
+    if len(a) <= 40 or i % 10 == 0 or i == len(a) - 1:
+        print(f"  {first + i + 1:5d} {x:.6f} {y:.6f} {abs(x - y) / abs(x):.2e}")
+w = 10  # a step's loss moves with its batch: the curves compared as means of w steps
+for i in range(0, len(a) - w + 1, w):
+    ma, mb = sum(a[i:i + w]) / w, sum(b[i:i + w]) / w
+    print(f"  steps {first + i + 1}-{first + i + w}: mean {ma:.5f} / {mb:.5f} ({(mb - ma) / ma:+.3%})")
 PY
     rm -rf "${ck:?}/$m" "${ck:?}/$m-z"
   done
