@@ -19,6 +19,13 @@
 # (default 10, the usual choice of K-FAC implementations without bubbles to hide it in) through the
 # program's --kfac-refresh, and the result records both step times.
 #
+# Other models (issue 47 item 3: GPT-2 124M and 355M): MODEL names a template (gpt2,
+# gpt2-medium) instead of the byte-level GPT, SEQ and GLOBAL_BATCH its sequence (default 256) and
+# global batch (64), CLUSTER the preset the plans are made for (h200-fitted; dgx-h100-ndr for an
+# H100). The text stays GCIDE read as bytes (the template's vocabulary is larger than the 256 ids
+# used). KFAC_REFRESH=plan runs K-FAC at the plan's own refresh intervals (`plan --kfac-overhead`
+# picks them where there are no bubbles) instead of one K for all.
+#
 # Validation loss: the run saves a checkpoint every EVAL_EVERY steps; each checkpoint is resumed
 # with --lr 0 (nothing changes: AdamW's and LAMB's steps, weight decay included, scale with lr)
 # over EVAL_STEPS steps of the held-out text, and the mean of those losses is the validation loss
@@ -34,6 +41,7 @@ EVAL_STEPS=${EVAL_STEPS:-8}
 ADAMW_LRS=${ADAMW_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}
 KFAC_LRS=${KFAC_LRS:-5e-4 1e-3 2e-3 4e-3 8e-3}
 KFAC_REFRESH=${KFAC_REFRESH:-10}
+MODEL=${MODEL:-} SEQ=${SEQ:-256} GLOBAL_BATCH=${GLOBAL_BATCH:-64} CLUSTER=${CLUSTER:-h200-fitted}
 
 case $mode in
 stage)
@@ -54,13 +62,15 @@ stage)
   "config": {"vocab_size": 256, "max_positions": 256, "hidden_size": 384, "num_layers": 6, "num_heads": 6}
 }
 JSON
+  model=$dir/model.json
+  [ -n "$MODEL" ] && model=$MODEL
   for opt in adamw kfac; do
     extra=()
     [ $opt = kfac ] && extra=(--optimizer kfac --kfac-rule lamb)
-    "$autoddl" plan "$dir/model.json" --cluster h200-fitted --gpus 1 --global-batch 64 --seq 256 \
-      "${extra[@]}" -o "$dir/$opt.plan.json" >"$dir/$opt.plan.txt" 2>&1 || {
+    "$autoddl" plan "$model" --cluster "$CLUSTER" --gpus 1 --global-batch "$GLOBAL_BATCH" \
+      --seq "$SEQ" "${extra[@]}" -o "$dir/$opt.plan.json" >"$dir/$opt.plan.txt" 2>&1 || {
       tail -5 "$dir/$opt.plan.txt"; exit 1; }
-    "$autoddl" codegen "$dir/$opt.plan.json" --model "$dir/model.json" --backend cuda \
+    "$autoddl" codegen "$dir/$opt.plan.json" --model "$model" --backend cuda \
       -o "$dir/$opt" >/dev/null || exit 1
   done
   git -C "$root" rev-parse HEAD >"$dir/commit"
@@ -88,7 +98,7 @@ device)
       run=$opt-lr$lr
       bin=$work/build/train_$opt
       flags=()
-      [ $opt = kfac ] && flags=(--kfac-refresh "$KFAC_REFRESH")
+      [ $opt = kfac ] && [ "$KFAC_REFRESH" != plan ] && flags=(--kfac-refresh "$KFAC_REFRESH")
       echo "== $run: $STEPS steps"
       launch "$bin" --steps "$STEPS" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
         --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
@@ -106,7 +116,7 @@ device)
   # The plan's own K (1 here) for its step time: a short run without --kfac-refresh.
   launch "$work/build/train_kfac" --steps 30 --data "$work/train.txt" --lr 1e-3 --quiet \
     --out "$out/kfac-plan-refresh" >"$out/kfac-plan-refresh.log" 2>&1 || echo "kfac at the plan's K failed"
-  python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "$KFAC_REFRESH"
+  python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "${KFAC_REFRESH/plan/0}"
   rm -rf "$work"
   ;;
 *)

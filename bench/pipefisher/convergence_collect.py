@@ -4,6 +4,8 @@ on a copied-back OUT when the call ran out of time before it).
 
     python3 bench/pipefisher/convergence_collect.py OUT STEPS EVAL_EVERY EVAL_STEPS COMMIT REFRESH [--device NAME]
 
+REFRESH 0: K-FAC ran at its plan's own refresh intervals (convergence.sh KFAC_REFRESH=plan).
+
 A run's validation points are the evaluations that exist: a checkpoint whose evaluation did not run
 is left out. --device: the GPU's name where nvidia-smi is not there to ask.
 """
