@@ -19,13 +19,23 @@
 // adjacent to it with chance (d_j - 1) / (nodes - 1), and the window's
 // distinct columns (its 8x1 vectors) number
 //   E[v] = sum_j 8 / n + (1 - 8 / n) (1 - (1 - (d_j - 1) / (n - 1))^8),
-// exact up to the independence of edges that share no candidate. The largest
-// degree is the expectation of the maximum of independent normals (d_i, its
-// variance), each node in this rank's rows with chance rows / nodes.
-// Nodes of like share are binned (ranks 0..31 one a bin, then bins 8 %
-// wider); the pairs across communities, far from saturation, through one
-// histogram of q_a s over all nodes. tests/unit/cost_model/GraphFeaturesTest
-// compares the result with spmmFeatures of the generated graph.
+// exact up to the independence of edges that share no candidate. Nodes of
+// like share are binned (ranks 0..31 one a bin, then bins 8 % wider); the
+// pairs across communities, far from saturation, through one histogram of
+// q_a s over all nodes.
+//
+// The largest degree is one node's, and its spread (a hub's degree varies by
+// sqrt(sum p (1 - p)), ~50 on the Reddit-like graph) is wider than the
+// margins the decider meets (that graph's skew is 7.12, the SpMM tree splits
+// at 7.15, the law expects 7.19). So it is read: the candidates [0, C) are
+// drawn as EdgeStream::pair draws them (one Philox block each, filtered on
+// the rank words before any lookup), and the nodes whose expected degree
+// comes within 6 deviations of the top one keep their distinct neighbours.
+// Exact but for C: a hub of degree d moves by about d |dC| / C. Past
+// mostScanned candidates, the expectation of the maximum of independent
+// normals (d_i, its variance), each node in the rows with chance rows /
+// nodes. tests/unit/cost_model/GraphFeaturesTest compares the result with
+// spmmFeatures of the generated graph.
 //
 //===----------------------------------------------------------------------===//
 #include "cost_model/GraphFeatures.h"
@@ -347,8 +357,8 @@ struct GraphLaw {
   int64_t pairs = 0;
 };
 
-GraphLaw graphLaw(int64_t nodes, int64_t nnz, int64_t classes,
-                  uint64_t seed) {
+GraphLaw graphLaw(int64_t nodes, int64_t nnz, int64_t classes, uint64_t seed,
+                  uint64_t mostScanned) {
   GraphLaw g;
   g.pairs = (nnz - nodes) / 2; // as community_graph rounds
   const Communities c = communities(seed, nodes, classes,
@@ -378,8 +388,9 @@ GraphLaw graphLaw(int64_t nodes, int64_t nnz, int64_t classes,
                    t < 256))
       t += int64_t(b.count);
   }
-  if (g.pairs > 0)
-    g.hubs = scanHubs(seed, c, tracked, uint64_t(std::llround(count)));
+  const uint64_t scanned = uint64_t(std::llround(count));
+  if (g.pairs > 0 && scanned <= mostScanned)
+    g.hubs = scanHubs(seed, c, tracked, scanned);
   g.bins = std::move(m.bins);
   return g;
 }
@@ -425,21 +436,22 @@ AdjacencyFeatures rankFeatures(const GraphLaw &g, int64_t nodes, int64_t node0,
 
 AdjacencyFeatures communityGraphFeatures(int64_t nodes, int64_t nnz,
                                          int64_t classes, int64_t rows,
-                                         int64_t node0, uint64_t seed) {
+                                         int64_t node0, uint64_t seed,
+                                         uint64_t mostScanned) {
   if (nodes <= 0 || classes <= 0 || nnz < nodes || rows <= 0 || node0 < 0)
     return {};
   rows = std::min(rows, nodes);
   node0 = std::min(node0, nodes - rows);
   // One law a graph (its dp splits share it), one result a block of rows.
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, uint64_t>,
+  static std::map<std::tuple<int64_t, int64_t, int64_t, uint64_t, uint64_t>,
                   std::shared_ptr<const GraphLaw>>
       laws;
-  static std::map<
-      std::tuple<int64_t, int64_t, int64_t, uint64_t, int64_t, int64_t>,
-      AdjacencyFeatures>
+  static std::map<std::tuple<int64_t, int64_t, int64_t, uint64_t, uint64_t,
+                             int64_t, int64_t>,
+                  AdjacencyFeatures>
       memo;
-  const auto graph = std::make_tuple(nodes, nnz, classes, seed);
+  const auto graph = std::make_tuple(nodes, nnz, classes, seed, mostScanned);
   const auto key = std::tuple_cat(graph, std::make_tuple(node0, rows));
   std::lock_guard<std::mutex> lock(mu); // a plan's threads wait for one scan
   if (auto it = memo.find(key); it != memo.end())
@@ -447,7 +459,7 @@ AdjacencyFeatures communityGraphFeatures(int64_t nodes, int64_t nnz,
   std::shared_ptr<const GraphLaw> &law = laws[graph];
   if (!law)
     law = std::make_shared<const GraphLaw>(
-        graphLaw(nodes, nnz, classes, seed));
+        graphLaw(nodes, nnz, classes, seed, mostScanned));
   return memo.emplace(key, rankFeatures(*law, nodes, node0, rows)).first->second;
 }
 

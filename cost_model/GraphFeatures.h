@@ -28,21 +28,29 @@ struct AdjacencyFeatures {
   sparse::SpmmFeatures a, at;
 };
 
+/// The most candidates communityGraphFeatures reads the largest degree from
+/// (~2.5 s of CPU): a larger graph takes the law's expected maximum.
+constexpr uint64_t kMostScannedCandidates = uint64_t(1) << 28;
+
 /// The features of rows [node0, node0 + rows) of the generated graph of
-/// `nodes` nodes, `nnz` stored entries and `classes` communities: the mean
-/// degree and the window fill expected from the degree law (nodes are
-/// labelled and ordered by hashes of their index, so every block of rows is
-/// alike), the largest degree read from the generator's candidate stream for
-/// the few nodes that can hold it (the decider splits on the skew, and a
-/// maximum's spread is wider than the margins it meets). Costs one pass of
-/// Philox over the stream (~0.4 s for a Reddit-sized graph on 2 cores), not
-/// the graph's generation; GraphFeatures.cpp says why the estimate holds and
+/// `nodes` nodes, `nnz` stored entries and `classes` communities (sage's
+/// mean, D^-1 A, has A's pattern: the same features). The mean degree and
+/// the window fill are expected from the degree law (nodes are labelled and
+/// ordered by hashes of their index, so every block of rows is alike); the
+/// largest degree is read from the generator's candidate stream for the few
+/// nodes that can hold it (the decider splits on the skew, and a maximum's
+/// spread is wider than the margins it meets), one Philox block a candidate
+/// (~0.6 s of CPU per 60 M, on the host's threads), not by generating the
+/// graph. A graph of more than `mostScanned` candidates, or a block of rows
+/// holding none of those nodes, takes the law's expected maximum instead.
+/// GraphFeatures.cpp says why the estimate holds and
 /// tests/unit/cost_model/GraphFeaturesTest.cpp bounds its error. Results are
 /// memoised (a plan prices many candidates of one graph).
-AdjacencyFeatures communityGraphFeatures(int64_t nodes, int64_t nnz,
-                                         int64_t classes, int64_t rows,
-                                         int64_t node0 = 0,
-                                         uint64_t seed = kDefaultGraphSeed);
+AdjacencyFeatures
+communityGraphFeatures(int64_t nodes, int64_t nnz, int64_t classes,
+                       int64_t rows, int64_t node0 = 0,
+                       uint64_t seed = kDefaultGraphSeed,
+                       uint64_t mostScanned = kMostScannedCandidates);
 
 } // namespace autoddl::cost
 
