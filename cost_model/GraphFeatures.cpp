@@ -76,11 +76,11 @@ struct CrossBin {
 /// lives in the runtime's library (exceptions, threads of its own), which the
 /// plain cost model does not link; GraphFeaturesTest fails if they part.
 struct Communities {
-  std::vector<int64_t> start;   // classes + 1
-  std::vector<int32_t> order;   // nodes
+  std::vector<int64_t> start;    // classes + 1
+  std::vector<int32_t> order;    // nodes
   std::vector<rt::PowerLaw> law; // classes
-  std::vector<int32_t> bySize;  // 2^16
-  std::vector<double> pick;     // q_a: a's share of bySize
+  std::vector<int32_t> bySize;   // 2^16
+  std::vector<double> pick;      // q_a: a's share of bySize
 };
 
 Communities communities(uint64_t seed, int64_t nodes, int64_t classes,
@@ -90,13 +90,17 @@ Communities communities(uint64_t seed, int64_t nodes, int64_t classes,
   std::vector<uint32_t> key(static_cast<size_t>(nodes));
   const uint64_t sLabel = rt::fnv1a64("graph.label"),
                  sOrder = rt::fnv1a64("graph.order");
-  rt::for_chunks(nodes, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      label[size_t(i)] = int32_t(rt::philox_words(seed, sLabel, uint64_t(i))[0] %
-                                 uint32_t(classes));
-      key[size_t(i)] = rt::philox_words(seed, sOrder, uint64_t(i))[0];
-    }
-  }, int64_t(1) << 16);
+  rt::for_chunks(
+      nodes,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          label[size_t(i)] =
+              int32_t(rt::philox_words(seed, sLabel, uint64_t(i))[0] %
+                      uint32_t(classes));
+          key[size_t(i)] = rt::philox_words(seed, sOrder, uint64_t(i))[0];
+        }
+      },
+      int64_t(1) << 16);
   c.start.assign(size_t(classes + 1), 0);
   for (int32_t l : label)
     ++c.start[size_t(l + 1)];
@@ -107,20 +111,23 @@ Communities communities(uint64_t seed, int64_t nodes, int64_t classes,
   for (int64_t i = 0; i < nodes; ++i)
     c.order[size_t(next[size_t(label[size_t(i)])]++)] = int32_t(i);
   c.law.resize(size_t(classes));
-  rt::for_chunks(classes, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      int32_t *b = c.order.data() + c.start[size_t(k)],
-              *e = c.order.data() + c.start[size_t(k + 1)];
-      std::sort(b, e, [&](int32_t x, int32_t y) {
-        const uint32_t kx = key[size_t(x)], ky = key[size_t(y)];
-        return kx != ky ? kx < ky : x < y;
-      });
-      const int64_t size = int64_t(e - b);
-      c.law[size_t(k)] = rt::community_law(
-          std::max<int64_t>(1, size),
-          rt::kCommunityEdgeFraction * drawsPerNode * double(size));
-    }
-  }, 1);
+  rt::for_chunks(
+      classes,
+      [&](int64_t k0, int64_t k1) {
+        for (int64_t k = k0; k < k1; ++k) {
+          int32_t *b = c.order.data() + c.start[size_t(k)],
+                  *e = c.order.data() + c.start[size_t(k + 1)];
+          std::sort(b, e, [&](int32_t x, int32_t y) {
+            const uint32_t kx = key[size_t(x)], ky = key[size_t(y)];
+            return kx != ky ? kx < ky : x < y;
+          });
+          const int64_t size = int64_t(e - b);
+          c.law[size_t(k)] = rt::community_law(std::max<int64_t>(1, size),
+                                               rt::kCommunityEdgeFraction *
+                                                   drawsPerNode * double(size));
+        }
+      },
+      1);
   c.bySize.resize(size_t(1) << 16);
   c.pick.assign(size_t(classes), 0);
   for (int64_t t = 0, k = 0; t < (int64_t(1) << 16); ++t) {
@@ -153,9 +160,9 @@ DegreeModel degreeModel(const Communities &c) {
     for (int64_t k0 = 0; k0 < size;) {
       const int64_t k1 =
           std::min(size, k0 < 32 ? k0 + 1 : int64_t(double(k0) * 1.08));
-      m.bins.push_back({int64_t(a), double(k1 - k0),
-                        (mass(double(k1)) - mass(double(k0))) / law.span /
-                            double(k1 - k0)});
+      m.bins.push_back(
+          {int64_t(a), double(k1 - k0),
+           (mass(double(k1)) - mass(double(k0))) / law.span / double(k1 - k0)});
       k0 = k1;
     }
   }
@@ -222,8 +229,8 @@ double expectedMax(const std::vector<Bin> &bins, double in, double scale) {
     double logF = 0; // log P(every degree <= k)
     for (const Bin &b : bins) {
       const double mu = b.mean * scale;
-      const double sd = std::sqrt(b.var * scale * scale +
-                                  b.mean * scale * (1 - scale));
+      const double sd =
+          std::sqrt(b.var * scale * scale + b.mean * scale * (1 - scale));
       if (mu + 12 * sd + 1 < double(k))
         continue;
       const double tail =
@@ -252,8 +259,7 @@ double windowVectors(const std::vector<Bin> &bins, int64_t nodes, int64_t rows,
     double v = 0;
     for (const Bin &b : bins) {
       const double edge = nodes > 1 ? (b.mean - 1) / (n - 1) : 0;
-      v += b.count *
-           (self + (1 - self) * (1 - std::pow(1 - edge, double(r))));
+      v += b.count * (self + (1 - self) * (1 - std::pow(1 - edge, double(r))));
     }
     return in * v;
   };
@@ -292,7 +298,7 @@ Hubs scanHubs(uint64_t seed, const Communities &c,
               const std::vector<int64_t> &tracked, uint64_t count) {
   const size_t classes = c.law.size();
   std::vector<int64_t> base(classes + 1, 0); // slot of rank r of a: base[a] + r
-  std::vector<uint64_t> limit(classes, 0);   // rank(w) < tracked[a] needs w < it
+  std::vector<uint64_t> limit(classes, 0); // rank(w) < tracked[a] needs w < it
   Hubs h;
   for (size_t a = 0; a < classes; ++a) {
     base[a + 1] = base[a] + tracked[a];
@@ -301,52 +307,69 @@ Hubs scanHubs(uint64_t seed, const Communities &c,
     const rt::PowerLaw &law = c.law[a];
     const double u =
         (std::pow(double(tracked[a]) + law.x0, law.a) - law.x0a) / law.span;
-    limit[a] = tracked[a] > 0 ? uint64_t(std::min(1.0, u) * 4294967296.0) + 2
-                              : 0;
+    limit[a] =
+        tracked[a] > 0 ? uint64_t(std::min(1.0, u) * 4294967296.0) + 2 : 0;
   }
   const uint64_t sEdge = rt::fnv1a64("graph.edge");
+  constexpr uint64_t kBatch = 16;
   const int64_t threads = std::min<int64_t>(rt::host_threads(), 16);
-  // (slot, neighbour) found by each thread
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> found(
-      static_cast<size_t>(threads));
+  // found[k * slots + s]: thread k's neighbours of slot s
+  const size_t slots = h.node.size();
+  std::vector<std::vector<int32_t>> found(static_cast<size_t>(threads) * slots);
   rt::for_chunks(
       threads,
       [&](int64_t k0, int64_t k1) {
         for (int64_t k = k0; k < k1; ++k)
-          for (uint64_t e = count * uint64_t(k) / uint64_t(threads),
+          for (uint64_t e0 = count * uint64_t(k) / uint64_t(threads),
                         end = count * uint64_t(k + 1) / uint64_t(threads);
-               e < end; ++e) {
-            // EdgeStream::pair (CommunityGraph.cpp), filtered on the ranks'
-            // words before any lookup.
-            const rt::PhiloxCounter w = rt::philox_words(seed, sEdge, e);
-            const int32_t ca = c.bySize[w[0] >> 16];
-            const int32_t cb =
-                double(w[0] & 0xffff) < rt::kCommunityEdgeFraction * 65536.0
-                    ? ca
-                    : c.bySize[w[1] >> 16];
-            if (w[2] >= limit[size_t(ca)] && w[3] >= limit[size_t(cb)])
-              continue;
-            const int64_t ra = c.law[size_t(ca)].rank(w[2]),
-                          rb = c.law[size_t(cb)].rank(w[3]);
-            const int32_t a = c.order[size_t(c.start[size_t(ca)] + ra)],
-                          b = c.order[size_t(c.start[size_t(cb)] + rb)];
-            if (a == b)
-              continue;
-            if (ra < tracked[size_t(ca)])
-              found[size_t(k)].push_back({int32_t(base[size_t(ca)] + ra), b});
-            if (rb < tracked[size_t(cb)])
-              found[size_t(k)].push_back({int32_t(base[size_t(cb)] + rb), a});
+               e0 < end; e0 += kBatch) {
+            // Independent blocks first: their rounds overlap in the core.
+            rt::PhiloxCounter words[kBatch];
+            const uint64_t n = std::min<uint64_t>(kBatch, end - e0);
+            for (uint64_t i = 0; i < n; ++i)
+              words[i] = rt::philox_words(seed, sEdge, e0 + i);
+            for (uint64_t i = 0; i < n; ++i) {
+              // EdgeStream::pair (CommunityGraph.cpp), filtered on the ranks'
+              // words before any lookup.
+              const rt::PhiloxCounter &w = words[i];
+              const int32_t ca = c.bySize[w[0] >> 16];
+              const int32_t cb =
+                  double(w[0] & 0xffff) < rt::kCommunityEdgeFraction * 65536.0
+                      ? ca
+                      : c.bySize[w[1] >> 16];
+              if (w[2] >= limit[size_t(ca)] && w[3] >= limit[size_t(cb)])
+                continue;
+              const int64_t ra = c.law[size_t(ca)].rank(w[2]),
+                            rb = c.law[size_t(cb)].rank(w[3]);
+              const int32_t a = c.order[size_t(c.start[size_t(ca)] + ra)],
+                            b = c.order[size_t(c.start[size_t(cb)] + rb)];
+              if (a == b)
+                continue;
+              std::vector<int32_t> *mine = found.data() + size_t(k) * slots;
+              if (ra < tracked[size_t(ca)])
+                mine[size_t(base[size_t(ca)] + ra)].push_back(b);
+              if (rb < tracked[size_t(cb)])
+                mine[size_t(base[size_t(cb)] + rb)].push_back(a);
+            }
           }
       },
       1, threads);
-  h.partners.resize(h.node.size());
-  for (const auto &f : found)
-    for (const auto &[slot, j] : f)
-      h.partners[size_t(slot)].push_back(j);
-  for (std::vector<int32_t> &p : h.partners) {
-    std::sort(p.begin(), p.end());
-    p.erase(std::unique(p.begin(), p.end()), p.end());
-  }
+  h.partners.resize(slots);
+  rt::for_chunks(
+      int64_t(slots),
+      [&](int64_t s0, int64_t s1) {
+        for (int64_t s = s0; s < s1; ++s) {
+          std::vector<int32_t> &p = h.partners[size_t(s)];
+          for (int64_t k = 0; k < threads; ++k) {
+            std::vector<int32_t> &f = found[size_t(k) * slots + size_t(s)];
+            p.insert(p.end(), f.begin(), f.end());
+            f = {};
+          }
+          std::sort(p.begin(), p.end());
+          p.erase(std::unique(p.begin(), p.end()), p.end());
+        }
+      },
+      16, threads);
   return h;
 }
 
@@ -361,8 +384,8 @@ GraphLaw graphLaw(int64_t nodes, int64_t nnz, int64_t classes, uint64_t seed,
                   uint64_t mostScanned) {
   GraphLaw g;
   g.pairs = (nnz - nodes) / 2; // as community_graph rounds
-  const Communities c = communities(seed, nodes, classes,
-                                    2.0 * double(g.pairs) / double(nodes));
+  const Communities c =
+      communities(seed, nodes, classes, 2.0 * double(g.pairs) / double(nodes));
   DegreeModel m = degreeModel(c);
   double count = double(g.pairs);
   for (int it = 0; it < 50 && g.pairs > 0; ++it) {
@@ -384,8 +407,7 @@ GraphLaw graphLaw(int64_t nodes, int64_t nnz, int64_t classes, uint64_t seed,
   std::vector<int64_t> tracked(c.law.size(), 0);
   for (const Bin &b : m.bins) {
     int64_t &t = tracked[size_t(b.community)];
-    if (t < 32 || (b.mean + 6 * std::sqrt(b.var) >= top - 6 * topSd &&
-                   t < 256))
+    if (t < 32 || (b.mean + 6 * std::sqrt(b.var) >= top - 6 * topSd && t < 256))
       t += int64_t(b.count);
   }
   const uint64_t scanned = uint64_t(std::llround(count));
@@ -460,7 +482,8 @@ AdjacencyFeatures communityGraphFeatures(int64_t nodes, int64_t nnz,
   if (!law)
     law = std::make_shared<const GraphLaw>(
         graphLaw(nodes, nnz, classes, seed, mostScanned));
-  return memo.emplace(key, rankFeatures(*law, nodes, node0, rows)).first->second;
+  return memo.emplace(key, rankFeatures(*law, nodes, node0, rows))
+      .first->second;
 }
 
 } // namespace autoddl::cost
