@@ -72,9 +72,10 @@ struct CrossBin {
 /// The communities as community_graph groups them (CommunityGraph.cpp,
 /// group_communities): members by label, each community's in the order of
 /// their hash keys (rank k is order[start[a] + k]), the pick-by-size table
-/// and each community's degree law. Restated here, not called: the generator
-/// lives in the runtime's library (exceptions, threads of its own), which the
-/// plain cost model does not link; GraphFeaturesTest fails if they part.
+/// and each community's degree law; ranks and draws through DegreeLaw.h, as
+/// the generator's. The grouping itself is restated, not called: it lives in
+/// the runtime's library (exceptions), which the plain cost model does not
+/// link; GraphFeaturesTest fails if they part.
 struct Communities {
   std::vector<int64_t> start;    // classes + 1
   std::vector<int32_t> order;    // nodes
@@ -115,16 +116,10 @@ Communities communities(uint64_t seed, int64_t nodes, int64_t classes,
       classes,
       [&](int64_t k0, int64_t k1) {
         for (int64_t k = k0; k < k1; ++k) {
-          int32_t *b = c.order.data() + c.start[size_t(k)],
-                  *e = c.order.data() + c.start[size_t(k + 1)];
-          std::sort(b, e, [&](int32_t x, int32_t y) {
-            const uint32_t kx = key[size_t(x)], ky = key[size_t(y)];
-            return kx != ky ? kx < ky : x < y;
-          });
-          const int64_t size = int64_t(e - b);
-          c.law[size_t(k)] = rt::community_law(std::max<int64_t>(1, size),
-                                               rt::kCommunityEdgeFraction *
-                                                   drawsPerNode * double(size));
+          c.law[size_t(k)] =
+              rt::rank_community(c.order.data() + c.start[size_t(k)],
+                                 c.order.data() + c.start[size_t(k + 1)],
+                                 key.data(), drawsPerNode);
         }
       },
       1);
@@ -332,11 +327,8 @@ Hubs scanHubs(uint64_t seed, const Communities &c,
               // EdgeStream::pair (CommunityGraph.cpp), filtered on the ranks'
               // words before any lookup.
               const rt::PhiloxCounter &w = words[i];
-              const int32_t ca = c.bySize[w[0] >> 16];
-              const int32_t cb =
-                  double(w[0] & 0xffff) < rt::kCommunityEdgeFraction * 65536.0
-                      ? ca
-                      : c.bySize[w[1] >> 16];
+              const auto [ca, cb] =
+                  rt::candidate_communities(w, c.bySize.data());
               if (w[2] >= limit[size_t(ca)] && w[3] >= limit[size_t(cb)])
                 continue;
               const int64_t ra = c.law[size_t(ca)].rank(w[2]),
