@@ -117,6 +117,28 @@ TEST(AdjacencyMemory, UsesReadFromTheModel) {
     EXPECT_EQ(h.at.rows, 2708);
   }
   {
+    // A dense generated graph (2000 nodes, 200,000 entries, 4 communities):
+    // its largest degree is 322 (GraphFeaturesTest: read from the stream),
+    // skew 322 / 100 = 3.2, under the SpMM tree's 7.15: both formats hybrid,
+    // as the program decides them; fill 1.23, under hybrid's 1.25: every
+    // window on CUDA cores (n entries of 4 + 2 B in the W8 arrays).
+    const ModelGraph g = import::importModelText(
+        R"({"template": "gcn", "config": {"num_nodes": 2000, "nnz": 200000,
+            "in_features": 16, "hidden_sizes": [16], "num_classes": 4}})",
+        "dense.json", "dense", io);
+    int adj = -1;
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+      if (g.tensors[t].role == TensorRole::Input && g.tensors[t].sparse)
+        adj = int(t);
+    const AdjacencyUse u = adjacencyUse(g, adj, 1, 2, c, cost::Precision::BF16);
+    EXPECT_EQ(u.classes, 4);
+    EXPECT_EQ(u.a.features.maxDegree, 322);
+    EXPECT_NEAR(u.a.features.windowFill, 1.229, 0.001);
+    EXPECT_FALSE(u.a.tensorCores);
+    EXPECT_FALSE(u.at.tensorCores);
+    EXPECT_DOUBLE_EQ(adjacencyBytes(u).values, 2 * 2 * 200000.0);
+  }
+  {
     // sage: the mean builds both formats in the forward and keeps 1 / deg(i)
     // in both layouts.
     const ModelGraph g = import::importModel("sage-cora", io);
