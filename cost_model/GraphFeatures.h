@@ -29,7 +29,7 @@ struct AdjacencyFeatures {
 };
 
 /// The most candidates communityGraphFeatures reads the largest degree from
-/// (~2.5 s of CPU): a larger graph takes the law's expected maximum.
+/// (~3.5 s on 2 threads): a larger graph takes the law's expected maximum.
 constexpr uint64_t kMostScannedCandidates = uint64_t(1) << 28;
 
 /// The features of rows [node0, node0 + rows) of the generated graph of
@@ -40,7 +40,7 @@ constexpr uint64_t kMostScannedCandidates = uint64_t(1) << 28;
 /// largest degree is read from the generator's candidate stream for the few
 /// nodes that can hold it (the decider splits on the skew, and a maximum's
 /// spread is wider than the margins it meets), one Philox block a candidate
-/// (~0.6 s of CPU per 60 M, on the host's threads), not by generating the
+/// (~0.8 s for 61 M on 2 threads, the host's), not by generating the
 /// graph. A graph of more than `mostScanned` candidates, or a block of rows
 /// holding none of those nodes, takes the law's expected maximum instead.
 /// GraphFeatures.cpp says why the estimate holds and
