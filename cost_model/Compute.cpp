@@ -196,17 +196,23 @@ bool calibrated(const Cluster &c, std::string_view op, Precision p,
   return false;
 }
 
-sparse::SpmmVariant sparseVariant(bool sddmm,
-                                  const std::vector<int64_t> &adjacency,
-                                  double nnz, double width, Precision p) {
+sparse::SpmmVariant sparseVariant(bool sddmm, const sparse::SpmmFeatures &f,
+                                  double width, Precision p) {
   sparse::SpmmQuery q;
   q.sddmm = sddmm;
   q.halfData = p == Precision::BF16 || p == Precision::FP16;
   q.width = static_cast<int64_t>(width);
+  return sparse::decideVariant(f, q);
+}
+
+sparse::SpmmVariant sparseVariant(bool sddmm,
+                                  const std::vector<int64_t> &adjacency,
+                                  double nnz, double width, Precision p) {
   const int64_t rows = adjacency.empty() ? 0 : adjacency[0];
   const int64_t cols = adjacency.size() > 1 ? adjacency[1] : rows;
-  return sparse::decideVariant(
-      sparse::powerLawFeatures(rows, cols, static_cast<int64_t>(nnz)), q);
+  return sparseVariant(
+      sddmm, sparse::powerLawFeatures(rows, cols, static_cast<int64_t>(nnz)),
+      width, p);
 }
 
 double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
@@ -301,7 +307,8 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
                     const std::vector<ops::ValueType> &operands,
                     const std::vector<ops::ValueType> &results,
                     const ops::Attrs &attrs, bool weightOperand,
-                    double fwdFlops, double outBytes, Precision p) {
+                    double fwdFlops, double outBytes, Precision p,
+                    const KernelOptions &kernels) {
   OpCost out;
   const double nnz =
       static_cast<double>(ops::attrOr(attrs, ops::attr::kNnz, 0));
@@ -326,20 +333,25 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
         kind == "spmm"
             ? dense + gatheredBytes(c, outBytes, nnz, rowB) - outBytes
             : fwdDense;
-    // The measured throughput of the format variant the CUDA program's
-    // decider picks for this op and width (sparseVariant), else of the
+    // The measured throughput of the format variant the CUDA program builds
+    // (KernelOptions::adjacencyA/AT: A's forward, A^T's backward; else the
+    // decider's pick for this op and width on a power-law graph), else of the
     // faster variant per case, at this width (the benchmark's median over its
     // graphs); else the roofline. The backward products are spmm.
-    auto rate = [&](std::string_view op) {
+    auto rate = [&](std::string_view op, bool transpose) {
+      const sparse::SpmmVariant v =
+          kernels.adjacencyKnown
+              ? (transpose ? kernels.adjacencyAT : kernels.adjacencyA)
+              : sparseVariant(op == "sddmm", operands[0].shape, nnz, width, p);
       const std::string variant =
-          std::string(op) + "." +
-          sparse::variantName(
-              sparseVariant(op == "sddmm", operands[0].shape, nnz, width, p));
+          std::string(op) + "." + sparse::variantName(v);
       const double r = sparseFlopRate(c, variant, p, width);
       return r > 0 ? r : sparseFlopRate(c, op, p, width);
     };
-    const double fwdRate = rate(kind);
-    const double bwdRate = rate("spmm");
+    const double fwdRate = rate(kind, false);
+    // spmm's backward runs on A^T; sddmm's (D y, D^T x) on both: A's prices
+    // it.
+    const double bwdRate = rate("spmm", kind == "spmm");
     auto measured = [&](double flops, double bytes, double rate) {
       KernelCost kc = roofline(c, flops, bytes, c.gemmEfficiency, p);
       kc.time = std::max(flops / rate, c.kernelLaunch);
@@ -480,7 +492,7 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
       kind == "gat_aggregate")
     return sparseOpCost(c, kind, key, operands, results, attrs,
                         operands.size() > 1 && isParam(1), fwdFlops, outBytes,
-                        p);
+                        p, kernels);
 
   if (kind == "embedding") {
     // Gather rows: read ids and C values per token, write them.

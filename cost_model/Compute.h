@@ -60,6 +60,14 @@ struct KernelOptions {
   /// The step runs as one CUDA graph (backends/cuda/StepGraph.h): each op
   /// execution costs gpu.graph_op_overhead_us, not gpu.op_overhead_us.
   bool stepGraph = false;
+  /// The W8 variants the CUDA program builds a graph model's adjacency in:
+  /// A (spmm, sddmm) and A^T (spmm's backward), each the decider's pick at
+  /// its first use on the features of the graph the program trains
+  /// (planner/AdjacencyMemory.h). Unset (adjacencyKnown false), each op is
+  /// priced at the decider's pick for it on an assumed power-law graph.
+  bool adjacencyKnown = false;
+  sparse::SpmmVariant adjacencyA = sparse::SpmmVariant::Hybrid,
+                      adjacencyAT = sparse::SpmmVariant::Hybrid;
 };
 
 /// Achievable fraction of peak of an M×N×K GEMM: the cluster's large-GEMM
@@ -85,11 +93,12 @@ double sparseFlopRate(const Cluster &c, std::string_view op, Precision p,
 
 /// The W8 format variant (hybrid or all-tc) the CUDA program's decider
 /// (backends/cuda/sparse/SpmmDecider.h) picks for an spmm or sddmm of this
-/// width on an adjacency of this shape and nnz. The planner does not know the
-/// degree distribution of the graph a program will load: it assumes the
-/// generated graphs' (power-law, rows in random order: powerLawFeatures).
-/// The cluster file has no L2 size, so the L2-fit feature is 0 (the fitted
-/// trees do not split on it).
+/// width on a matrix of these features. The cluster file has no L2 size, so
+/// the L2-fit feature is 0 (the fitted trees do not split on it).
+sparse::SpmmVariant sparseVariant(bool sddmm, const sparse::SpmmFeatures &f,
+                                  double width, Precision p);
+/// The same for an adjacency of this shape and nnz whose graph the plan does
+/// not know: it assumes a power-law graph (powerLawFeatures).
 sparse::SpmmVariant sparseVariant(bool sddmm,
                                   const std::vector<int64_t> &adjacency,
                                   double nnz, double width, Precision p);

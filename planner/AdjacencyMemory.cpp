@@ -9,6 +9,7 @@
 
 #include "backends/common/DegreeLaw.h"
 #include "cost_model/Compute.h"
+#include "cost_model/GraphFeatures.h"
 
 #include <algorithm>
 #include <cmath>
@@ -63,15 +64,21 @@ FormatBytes formatBytes(const AdjacencyUse &u, const FormatUse &f) {
   const double n = double(u.nnz), eb = u.actBytes;
   const double rows = double(f.rows), cols = double(f.cols);
   const double windows = std::ceil(rows / 8);
-  // Which windows run on tensor cores depends on how often a window's rows
-  // share a column (its fill), which the planner does not know: it assumes
-  // fill 1 (sparse::powerLawFeatures, no column shared). Then the hybrid
-  // variant, and the --fp32 build that sends every window to CUDA cores, keep
-  // every entry on CUDA cores; all-tc puts each entry in an 8x1 vector of its
-  // own, 8 vectors a block: nnz / 8 blocks, plus at most one part-filled
-  // block per window (an upper bound).
-  const bool tc = f.tensorCores && eb < 4;
-  const double blocks = tc ? std::ceil(n / 8) + windows : 0;
+  // Which windows run on tensor cores: every one in the all-tc variant; in
+  // the hybrid one those of fill (entries over 8x1 vectors) >= 1.25. The
+  // rows of a window of the natural order are independent random nodes
+  // (GraphFeatures.cpp), so its fill is the matrix's, give or take a few
+  // shared columns: hybrid sends all windows or none. The --fp32 build sends
+  // every window to CUDA cores. A tensor-core window of v vectors fills
+  // ceil(v / 8) blocks, v / 8 + 7/16 on average (v mod 8 uniform). The
+  // builder's clustered order (taken when it cuts the vectors by 5 %) gathers
+  // rows sharing hub columns and sends a few windows more to tensor cores
+  // (Reddit-like: 7 % of them, +0.27 GB or 2.6 % of the counted peak):
+  // not counted.
+  const double fill = std::max(1.0, f.features.windowFill);
+  const bool tc =
+      eb < 4 && (f.tensorCores || fill >= sparse::kHybridFillThreshold);
+  const double blocks = tc ? n / fill / 8 + 7.0 / 16 * windows : 0;
   const double cuda = tc ? 0 : n;
   b.slots = 64 * blocks + cuda;
   // Work is cut into parts of partBlocks blocks (8 entries a block), at
@@ -180,15 +187,20 @@ AdjacencyUse adjacencyUse(const ModelGraph &g, int adj, int dp, double actBytes,
   }
   forward.insert(forward.end(), backward.begin(), backward.end());
   const cost::Precision bulk = cost::bulkPrecision(p);
+  // The graph the program generates (DataOrder.cpp, graph_shard: rank 0's
+  // rows [0, nodes / dp)), the seed its default.
+  const cost::AdjacencyFeatures features =
+      cost::communityGraphFeatures(u.nodes, u.graphNnz, u.classes, u.rows);
   for (const Use &x : forward) {
     FormatUse &f = x.transpose ? u.at : u.a;
     const int64_t r = x.transpose ? u.cols : u.rows,
                   k = x.transpose ? u.rows : u.cols;
+    const sparse::SpmmFeatures &xf = x.transpose ? features.at : features.a;
     if (!f.built) // the decider's pick at the first use (Sparse.cu)
       f = {true,
-           cost::sparseVariant(x.sddmm, {r, k}, double(u.nnz), double(x.width),
-                               bulk) == sparse::SpmmVariant::TensorCore,
-           r, k, 0};
+           cost::sparseVariant(x.sddmm, xf, double(x.width), bulk) ==
+               sparse::SpmmVariant::TensorCore,
+           r, k, 0, xf};
     if (!x.sddmm)
       f.spmmWidth = std::max(f.spmmWidth, x.width);
     if (x.scratchRows > 0)

@@ -9,6 +9,7 @@
 #ifndef AUTODDL_PLANNER_ADJACENCYMEMORY_H
 #define AUTODDL_PLANNER_ADJACENCYMEMORY_H
 
+#include "backends/cuda/sparse/SpmmDecider.h"
 #include "cost_model/Cluster.h"
 #include "ir/import/ModelGraph.h"
 
@@ -24,6 +25,9 @@ struct FormatUse {
   int64_t rows = 0, cols = 0;
   /// The widest SpMM on it: its workspace (fp32 sums of split windows).
   int64_t spmmWidth = 0;
+  /// The matrix's features, as the decider reads them (windowFill: how many
+  /// entries its windows' 8x1 vectors hold).
+  sparse::SpmmFeatures features;
 };
 
 /// What the program does with one rank's adjacency: its shape, the formats
@@ -62,8 +66,10 @@ AdjacencyBytes adjacencyBytes(const AdjacencyUse &u);
 /// How the CUDA program uses one dp rank's adjacency (g's sparse input
 /// `adj`), read from the model's ops as Sparse.cu runs them: each use builds
 /// or reads A or A^T, forward uses in op order, then backward uses in reverse
-/// op order; a format's variant is the decider's pick for its first use
-/// (cost::sparseVariant, from the graph's size alone).
+/// op order; a format's variant is the decider's pick for its first use on
+/// the features of dp rank 0's block of the graph the program generates
+/// (cost::communityGraphFeatures). A user's graph files, given to the program
+/// at run time, are unknown to the plan: it prices the generated graph.
 AdjacencyUse adjacencyUse(const ModelGraph &g, int adj, int dp, double actBytes,
                           const cost::Cluster &c, cost::Precision p);
 

@@ -199,6 +199,16 @@ PricingContext::PricingContext(SearchGraph &sg, const cost::Cluster &cluster,
         kernels.attention == cost::AttentionKernel::Fused)
       attentionKernel_ = c_.attention.kernel;
   sizeTensors();
+  if (adjacency_ >= 0) { // the variants the program builds its formats in
+    kernels.adjacencyKnown = true;
+    auto variant = [](const FormatUse &f) {
+      return f.tensorCores ? sparse::SpmmVariant::TensorCore
+                           : sparse::SpmmVariant::Hybrid;
+    };
+    kernels.adjacencyA = variant(adjacencyUse_.a);
+    kernels.adjacencyAT =
+        variant(adjacencyUse_.at.built ? adjacencyUse_.at : adjacencyUse_.a);
+  }
   priceOps(kernels);
 }
 
@@ -238,10 +248,9 @@ void PricingContext::sizeTensors() {
   for (size_t t = 0; t < g.tensors.size() && nodes > 0; ++t)
     if (g.tensors[t].role == TensorRole::Input && g.tensors[t].sparse) {
       adjacency_ = int(t);
-      adjacencyBytes_ = adjacencyBytes(adjacencyUse(g, adjacency_, dp_,
-                                                    o_.activationElementBytes,
-                                                    c_, o_.precision))
-                            .peak;
+      adjacencyUse_ = adjacencyUse(g, adjacency_, dp_,
+                                   o_.activationElementBytes, c_, o_.precision);
+      adjacencyBytes_ = adjacencyBytes(adjacencyUse_).peak;
     }
   boxCache_.assign(elems_.size(), {});
   for (auto &row : boxCache_)

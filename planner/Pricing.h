@@ -18,6 +18,7 @@
 #include "cost_model/Cluster.h"
 #include "cost_model/Collectives.h"
 #include "cost_model/Compute.h"
+#include "planner/AdjacencyMemory.h"
 #include "planner/Plan.h"
 #include "planner/SearchGraph.h"
 
@@ -192,6 +193,7 @@ private:
   // their peak (AdjacencyMemory.h); -1 and 0 for other models.
   int adjacency_ = -1;
   double adjacencyBytes_ = 0;
+  AdjacencyUse adjacencyUse_; // its formats' variants price the sparse ops
   std::vector<std::array<double, 64>> boxCache_; // (from,to) -> s, -1 = unknown
   mutable std::map<std::tuple<int, double, int, int>, double> bucketMemo_;
   double memoryWeight_ = 0;

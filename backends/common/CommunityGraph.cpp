@@ -62,16 +62,10 @@ Communities group_communities(uint64_t seed, const std::vector<int32_t> &labels,
       classes,
       [&](int64_t k0, int64_t k1) {
         for (int64_t k = k0; k < k1; ++k) {
-          auto *b = c.order.data() + c.start[size_t(k)],
-               *e = c.order.data() + c.start[size_t(k + 1)];
-          std::sort(b, e, [&](int32_t x, int32_t y) {
-            const uint32_t kx = key[size_t(x)], ky = key[size_t(y)];
-            return kx != ky ? kx < ky : x < y;
-          });
-          const int64_t size = int64_t(e - b);
-          c.law[size_t(k)] = community_law(std::max<int64_t>(1, size),
-                                           kCommunityEdgeFraction *
-                                               draws_per_node * double(size));
+          c.law[size_t(k)] =
+              rank_community(c.order.data() + c.start[size_t(k)],
+                             c.order.data() + c.start[size_t(k + 1)],
+                             key.data(), draws_per_node);
         }
       },
       1, threads);
@@ -91,16 +85,11 @@ class EdgeStream {
 public:
   EdgeStream(uint64_t seed, const Communities &c) : seed_(seed), c_(c) {}
 
-  /// Candidate e's ends (equal ends: no edge). Words: 0, the low half says
-  /// whether the edge stays in a community, the high half picks the first
-  /// end's community by size; 1, the second end's community (for an edge
-  /// across); 2 and 3, the ends' power-law ranks.
+  /// Candidate e's ends (equal ends: no edge): their communities
+  /// (candidate_communities), then their power-law ranks (words 2 and 3).
   std::pair<int32_t, int32_t> pair(uint64_t e) const {
     const PhiloxCounter w = philox_words(seed_, sEdge_, e);
-    const int32_t ca = c_.by_size[w[0] >> 16];
-    const int32_t cb = double(w[0] & 0xffff) < kCommunityEdgeFraction * 65536.0
-                           ? ca
-                           : c_.by_size[w[1] >> 16];
+    const auto [ca, cb] = candidate_communities(w, c_.by_size.data());
     return {end(ca, w[2]), end(cb, w[3])};
   }
 

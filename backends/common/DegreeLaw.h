@@ -1,6 +1,8 @@
 // The degree law of the generated community graphs (CommunityGraph.h): the
-// power law an edge end follows over a community's members. One home for it:
-// the generator draws from it, the planner estimates the degrees it gives
+// power law an edge end follows over a community's members, the members' rank
+// order and a candidate edge's communities. One home for it: the generator
+// draws from it, the planner computes the graph's features from it
+// (cost_model/GraphFeatures.cpp) and estimates the degrees it gives
 // (planner/AdjacencyMemory.cpp: how many windows the W8 builder splits).
 #ifndef AUTODDL_BACKENDS_COMMON_DEGREELAW_H
 #define AUTODDL_BACKENDS_COMMON_DEGREELAW_H
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 namespace autoddl::rt {
 
@@ -55,6 +58,34 @@ inline PowerLaw community_law(int64_t n, double draws) {
     (PowerLaw(n, mid).top_share() * draws <= cap ? hi : lo) = mid;
   }
   return PowerLaw(n, hi);
+}
+
+/// Ranks one community's members [b, e): by their hash keys (key[node]), ties
+/// by index, so member b[k] has rank k. Returns the community's law, its
+/// nodes drawing `draws_per_node` edge ends each on average,
+/// kCommunityEdgeFraction of them inside.
+inline PowerLaw rank_community(int32_t *b, int32_t *e, const uint32_t *key,
+                               double draws_per_node) {
+  std::sort(b, e, [&](int32_t x, int32_t y) {
+    const uint32_t kx = key[size_t(x)], ky = key[size_t(y)];
+    return kx != ky ? kx < ky : x < y;
+  });
+  const int64_t size = int64_t(e - b);
+  return community_law(std::max<int64_t>(1, size),
+                       kCommunityEdgeFraction * draws_per_node * double(size));
+}
+
+/// The communities of a candidate edge's two ends, from its Philox block w:
+/// the low half of word 0 says whether the edge stays in one community, its
+/// high half picks the first end's community by size (by_size: 2^16
+/// quantiles of the nodes), word 1 the second's for an edge across. Words 2
+/// and 3 are the ends' rank words (PowerLaw::rank).
+inline std::pair<int32_t, int32_t>
+candidate_communities(const PhiloxCounter &w, const int32_t *by_size) {
+  const int32_t ca = by_size[w[0] >> 16];
+  return {ca, double(w[0] & 0xffff) < kCommunityEdgeFraction * 65536.0
+                  ? ca
+                  : by_size[w[1] >> 16]};
 }
 
 } // namespace autoddl::rt

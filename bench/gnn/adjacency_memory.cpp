@@ -4,7 +4,9 @@
 //
 //   build/planner/autoddl_adjacency_memory MODEL.json [CLUSTER [DP [VARIANT]]]
 //
-// One line of JSON per precision (act_t bf16, and the --fp32 build), bytes.
+// One line of JSON per precision (act_t bf16, and the --fp32 build), bytes,
+// with the formats' features (cost_model/GraphFeatures.h: the generated
+// graph's) that decided their variants and blocks.
 // VARIANT: auto (the decider's pick, as the planner prices it), or hybrid /
 // tc for both formats (as AUTODDL_SPMM_VARIANT forces them).
 #include "cost_model/io/ClusterJson.h"
@@ -51,7 +53,9 @@ int main(int argc, char **argv) {
       const planner::AdjacencyBytes b = planner::adjacencyBytes(u);
       std::printf(
           "{\"model\": \"%s\", \"act_bytes\": %g, \"dp\": %d, \"variant_a\": "
-          "\"%s\", \"variant_at\": \"%s\", \"row_ptr\": %.0f, \"formats\": "
+          "\"%s\", \"variant_at\": \"%s\", \"skew_a\": %.4g, \"fill_a\": "
+          "%.5g, \"skew_at\": %.4g, \"fill_at\": %.5g, \"row_ptr\": %.0f, "
+          "\"formats\": "
           "%.0f, \"positions\": %.0f, \"values\": %.0f, \"means\": %.0f, "
           "\"workspace\": %.0f, \"scratch\": %.0f, \"staging\": %.0f, "
           "\"build\": %.0f, \"peak\": %.0f}\n",
@@ -62,7 +66,8 @@ int main(int argc, char **argv) {
           !u.at.built        ? "none"
           : u.at.tensorCores ? "all-tc"
                              : "hybrid",
-          b.rowPtr, b.formats, b.positions, b.values, b.means, b.workspace,
+          u.a.features.degreeSkew, u.a.features.windowFill,
+          u.at.features.degreeSkew, u.at.features.windowFill, b.rowPtr, b.formats, b.positions, b.values, b.means, b.workspace,
           b.scratch, b.staging, b.build, b.peak);
     }
   } catch (const std::exception &e) {

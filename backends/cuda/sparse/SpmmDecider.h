@@ -72,11 +72,12 @@ inline SpmmFeatures spmmFeatures(int64_t rows, int64_t cols,
   return f;
 }
 
-/// What the planner knows of a model's graph: its nodes and stored entries,
-/// not its degree distribution. It assumes the generated graphs' kind
-/// (backends/common/CommunityGraph.h: power-law degrees, rows in random
-/// order): the degree skew of the suite's smallest-skew power-law proxy
-/// (chunglu-reddit, max / mean 40.6) and no window reuse (fill 1).
+/// Features of a graph known by its nodes and stored entries alone: a
+/// power-law graph with rows in random order, the degree skew of the suite's
+/// smallest-skew power-law proxy (chunglu-reddit, max / mean 40.6) and no
+/// window reuse (fill 1). The planner computes the generated graph's own
+/// (cost_model/GraphFeatures.h); this is for a sparse op priced outside a
+/// graph model's plan.
 constexpr double kPowerLawDegreeSkew = 40.6;
 inline SpmmFeatures powerLawFeatures(int64_t rows, int64_t cols, int64_t nnz) {
   SpmmFeatures f;

@@ -345,9 +345,10 @@ TEST(Optimizer, AdamWStepIsMemoryBound) {
 }
 
 TEST(SparseRates, PricedAtTheDecidersVariant) {
-  // The planner assumes a power-law graph (SpmmDecider.h's powerLawFeatures:
-  // skew 40.6, window fill 1): the decider sends spmm to all-tc at every
-  // width and sddmm to hybrid (fill <= 1.27).
+  // Without a graph model's plan (no KernelOptions::adjacencyKnown) the
+  // graph is taken as power-law (SpmmDecider.h's powerLawFeatures: skew
+  // 40.6, window fill 1): the decider sends spmm to all-tc at every width
+  // and sddmm to hybrid (fill <= 1.27).
   Cluster c = toyCluster();
   const int64_t nnz = 1 << 20;
   const std::vector<int64_t> adj{4096, 4096};
@@ -378,6 +379,22 @@ TEST(SparseRates, PricedAtTheDecidersVariant) {
   EXPECT_NEAR(sddmm.forward.time, flops / 4e12, 1e-15); // hybrid
   // Its two backward products are spmm: the spmm variant's rate.
   EXPECT_NEAR(sddmm.backwardData.time, 2 * flops / 3e12, 1e-15);
+  // The plan knows the formats' variants (the decider's picks on the
+  // generated graph, planner/AdjacencyMemory.h): A hybrid, A^T all-tc. spmm
+  // runs at hybrid's rate, its backward (A^T dY) at all-tc's; sddmm on A at
+  // sddmm.hybrid's, its backward products at spmm.hybrid's.
+  KernelOptions known;
+  known.adjacencyKnown = true;
+  known.adjacencyA = sparse::SpmmVariant::Hybrid;
+  known.adjacencyAT = sparse::SpmmVariant::TensorCore;
+  spmm = opCost(c, "spmm", in, out, attrs, {false, false}, Precision::BF16,
+                known);
+  EXPECT_NEAR(spmm.forward.time, flops / 2e12, 1e-15);
+  EXPECT_NEAR(spmm.backwardData.time, flops / 3e12, 1e-15);
+  sddmm = opCost(c, "sddmm", {in[0], in[1], in[1]}, {in[0]}, attrs,
+                 {false, false, false}, Precision::BF16, known);
+  EXPECT_NEAR(sddmm.forward.time, flops / 4e12, 1e-15);
+  EXPECT_NEAR(sddmm.backwardData.time, 2 * flops / 2e12, 1e-15);
   // A table without the variants: the faster variant's rates ("spmm").
   Cluster plain = toyCluster();
   plain.sparseRates.push_back({"spmm", Precision::FP16, at(1e12)});
