@@ -115,21 +115,29 @@ void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
       // The prototype is constant over runs of kClassRun features: drawn at
       // each run's start (a small classifier's step is otherwise this loop).
       if (f % kClassRun == 0)
-        mu = philox_normal(
-            philox_words(seed, sMu,
-                         uint64_t(label) * uint64_t(F) + uint64_t(f / kClassRun)));
+        mu = philox_normal(philox_words(seed, sMu,
+                                        uint64_t(label) * uint64_t(F) +
+                                            uint64_t(f / kClassRun)));
       const double e =
           philox_normal(philox_words(seed, sX, g * uint64_t(F) + uint64_t(f)));
       x[b * F + f] = float(mu + noise * e);
     }
   };
+  // A thread's start and join cost tens of microseconds, about as much as
+  // 1,000 features: each thread takes at least kClassFeaturesPerThread (on
+  // an H100, 4 threads of 16 features each made a small MLP's step 1.9x
+  // longer; 8 of 3072 halved tiny-vgg's,
+  // bench/results/onnx/2026-12-07-h100-classifiers-threaded/).
+  constexpr int64_t kClassFeaturesPerThread = 2048;
   for_chunks(
       nb,
       [&](int64_t begin, int64_t end) {
         for (int64_t b = begin; b < end; ++b)
           sample(b);
       },
-      1, std::max(1, threads));
+      std::max<int64_t>(1, (kClassFeaturesPerThread + F - 1) /
+                               std::max<int64_t>(1, F)),
+      std::max(1, threads));
 }
 
 } // namespace autoddl::rt

@@ -1,5 +1,5 @@
 // Host parallelism for the runtime's data preparation: one loop split over the
-// machine's hardware threads.
+// cores the process may use.
 #ifndef AUTODDL_BACKENDS_COMMON_PARALLEL_H
 #define AUTODDL_BACKENDS_COMMON_PARALLEL_H
 
@@ -8,14 +8,32 @@
 #include <thread>
 #include <vector>
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 namespace autoddl::rt {
 
-/// Threads a loop uses: `requested` when positive, else the machine's
-/// hardware threads.
-inline int64_t host_threads(int64_t requested = 0) {
-  if (requested > 0)
-    return requested;
+/// The machine's hardware threads.
+inline int64_t hardware_threads() {
   return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
+
+/// The cores this process may run on: its affinity mask where the OS has
+/// one (mpirun binds a rank to one core by default, and 8 threads there run
+/// no faster than one), else the machine's hardware threads.
+inline int64_t available_cores() {
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    return CPU_COUNT(&set);
+#endif
+  return hardware_threads();
+}
+
+/// Threads a loop uses: `requested` when positive, else available_cores().
+inline int64_t host_threads(int64_t requested = 0) {
+  return requested > 0 ? requested : available_cores();
 }
 
 /// Runs body(begin, end) over [0, n) in contiguous chunks, at least

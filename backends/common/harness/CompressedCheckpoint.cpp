@@ -2,11 +2,11 @@
 #include "backends/common/harness/CompressedCheckpoint.h"
 
 #include "backends/common/CheckpointCompress.h"
+#include "backends/common/Parallel.h"
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 namespace autoddl::rt::harness {
 
@@ -65,12 +65,13 @@ std::vector<float>
 CompressState::encode(const std::vector<CheckpointEntry> &entries,
                       const CheckpointBlocks &blocks, int rank) {
   ++since_full_;
-  // The quantization's chunks on this host's share of its cores (the world
-  // size stands in for the ranks on one host: it never counts fewer), at
-  // most 8.
+  // The quantization's chunks on this rank's cores, at most 8: those it is
+  // bound to, or, unbound, its share of the host's (the world size stands in
+  // for the ranks on one host: it never counts fewer).
   const int64_t ranks = std::max<int64_t>(1, int64_t(blocks.writer.size()));
-  const int threads = int(std::clamp<int64_t>(
-      int64_t(std::thread::hardware_concurrency()) / ranks, 1, 8));
+  const int64_t cores = available_cores(), host = hardware_threads();
+  const int threads =
+      int(std::clamp<int64_t>(cores < host ? cores : host / ranks, 1, 8));
   std::vector<uint8_t> out;
   raw_bytes = encoded_bytes = 0;
   for (size_t i = 0; i < entries.size(); ++i) {

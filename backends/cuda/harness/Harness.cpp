@@ -3,6 +3,7 @@
 #include "backends/cuda/harness/KfacRun.h"
 
 #include "backends/common/Metrics.h"
+#include "backends/common/Parallel.h"
 #include "backends/common/harness/DataOrder.h"
 #include "backends/cuda/OpProfile.h"
 #include "backends/cuda/StepGraph.h"
@@ -19,7 +20,6 @@
 #include <functional>
 #include <map>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 namespace autoddl::rt::harness {
@@ -173,8 +173,7 @@ void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
   // On up to 8 host threads: one thread's generation outlasted tiny-vgg's
   // whole step on an H100
   // (bench/results/onnx/2026-12-07-h100-classifiers-staged/).
-  static const int threads =
-      int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  static const int threads = int(std::clamp<int64_t>(available_cores(), 1, 8));
   class_samples(s, seed, step, g.rdp, mb, in.samples(), out.host, threads);
   if (x) { // through fp32 on the device: cast_to_act rounds as the kernels do
     // One device buffer for the run, stream-ordered: the next copy into it
