@@ -98,6 +98,19 @@ python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["mesh"]; sys.exit
 "$autoddl" codegen "$work/mixing-dp1.json" --backend cpu -o "$work/mixing-dp1" >/dev/null &&
   grep -q "primitive_forward" "$work/mixing-dp1/train.cpp" && echo "ok: mixing: dp=1 runs its primitives" ||
   fail "mixing: dp=1: no program running its primitives"
+# A ResNet in miniature (training-mode BatchNormalization, a padded max pool,
+# the global pool): the running statistics are not parameters; batch
+# statistics keep dp at 1.
+params resnet-mini 2,466 --batch 4
+kinds resnet-mini "sbp.add=1,sbp.conv2d=3,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=11,sbp.primitive=5,sbp.relu=3" --batch 4
+if out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 2 --global-batch 8 \
+  --fix dp=2 -o "$work/resnet-dp2.json" 2>&1); then
+  fail "resnet-mini: dp=2 was planned"
+fi
+case $out in
+*"op /bn1/BatchNormalization (BatchNormalization): it normalises with its batch's statistics"*) echo "ok: resnet-mini: dp=2: $out" ;;
+*) fail "resnet-mini: dp=2: $out" ;;
+esac
 
 bad() { # file expected-substring args...
   local f=$1 want=$2; shift 2
