@@ -259,19 +259,29 @@ bool OnnxLowering::lowerSoftmax(const onnx::NodeProto &n) {
   return true;
 }
 
-/// 2-D Conv with equal strides and pads, no groups or dilation: conv2d.
+/// 2-D Conv with equal strides and pads (auto_pad's where they are equal),
+/// no groups or dilation: conv2d.
 bool OnnxLowering::lowerConv(const onnx::NodeProto &n) {
   int x = value(n, 0);
   if (onnxAttrInt(n, "group", 1) != 1)
     failNode(n, "grouped convolution is not supported");
-  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
-  if (ap && ap->s() != "NOTSET" && ap->s() != "VALID")
-    failNode(n, "auto_pad '" + ap->s() + "' is not supported");
   for (int64_t d : onnxAttrInts(n, "dilations"))
     if (d != 1)
       failNode(n, "dilated convolution is not supported");
   std::vector<int64_t> s = onnxAttrInts(n, "strides"),
                        p = onnxAttrInts(n, "pads");
+  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
+  if (ap && ap->s() != "NOTSET") {
+    // The kernel's extent: kernel_shape, else the weight's trailing dims.
+    std::vector<int64_t> k = onnxAttrInts(n, "kernel_shape");
+    if (k.empty() && consts.count(n.input(1)))
+      for (int d = 2; d < consts[n.input(1)]->dims_size(); ++d)
+        k.push_back(consts[n.input(1)]->dims(d));
+    if (std::string e =
+            onnx_kernels::autoPads(b.shape(x), k, s, {}, ap->s(), p);
+        !e.empty())
+      failNode(n, e);
+  }
   if (s.empty())
     s = {1, 1};
   if (p.empty())
