@@ -103,6 +103,10 @@ python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["mesh"]; sys.exit
 # statistics keep dp at 1.
 params resnet-mini 2,466 --batch 4
 kinds resnet-mini "sbp.add=1,sbp.conv2d=3,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=11,sbp.primitive=5,sbp.relu=3" --batch 4
+# Without its loss, as dynamo writes a train-mode module: the running statistics
+# are graph outputs beside the logits (not results); a MaxPool with auto_pad.
+params bn-outputs 166 --batch 2
+kinds bn-outputs "sbp.conv2d=1,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=5,sbp.primitive=3,sbp.relu=1" --batch 2
 if out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 2 --global-batch 8 \
   --fix dp=2 -o "$work/resnet-dp2.json" 2>&1); then
   fail "resnet-mini: dp=2 was planned"
