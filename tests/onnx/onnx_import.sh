@@ -115,6 +115,23 @@ case $out in
 *"op /bn1/BatchNormalization (BatchNormalization): it normalises with its batch's statistics"*) echo "ok: resnet-mini: dp=2: $out" ;;
 *) fail "resnet-mini: dp=2: $out" ;;
 esac
+# torchvision's resnet18 and resnet50 as the TorchScript exporter writes them in
+# training mode (torchvision_resnet.py; shapes, no values): torchvision's parameter
+# counts; resnet50 plans on one GPU and its CUDA program runs 53 batch norms, the
+# padded max pool and the global pool as primitives.
+for d in 18 50; do
+  python3 "$here/torchvision_resnet.py" $d |
+    "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/resnet$d.onnx"
+done
+params resnet18 11,689,512
+params resnet50 25,557,032
+"$autoddl" plan "$work/resnet50.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 64 --no-why \
+  -o "$work/resnet50.json" >/dev/null || fail "resnet50: no plan on 1 GPU"
+"$autoddl" codegen "$work/resnet50.json" --backend cuda -o "$work/resnet50" >/dev/null ||
+  fail "resnet50: no CUDA program"
+n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet50/train.cpp" || true)
+[ "$n" = 55 ] && echo "ok: resnet50: cuda program, $n primitives" ||
+  fail "resnet50: $n primitives on cuda, expected 55"
 
 bad() { # file expected-substring args...
   local f=$1 want=$2; shift 2
