@@ -9,6 +9,7 @@
 #ifndef AUTODDL_BACKENDS_COMMON_ONNXPRIMITIVE_H
 #define AUTODDL_BACKENDS_COMMON_ONNXPRIMITIVE_H
 
+#include "backends/common/OnnxImage.h"
 #include "backends/common/OnnxKernels.h"
 
 #include <algorithm>
@@ -40,7 +41,9 @@ struct Primitive {
     Softmax,
     LogSoftmax,
     Matmul,
-    Dropout
+    Dropout,
+    Pool,     // MaxPool, AveragePool (OnnxImage.h)
+    BatchNorm // BatchNormalization (OnnxImage.h)
   };
   std::string op; // the ONNX op type
   Kind kind = Kind::Unary;
@@ -54,8 +57,11 @@ struct Primitive {
   int64_t axis = 0; // Softmax, LogSoftmax, Concat
   Dims perm, axes;  // Transpose; Reduce (non-negative)
   Reduce reduce = Reduce::Sum;
-  Window window;    // Slice
-  double ratio = 0; // Dropout (training_mode true)
+  Window window;          // Slice
+  double ratio = 0;       // Dropout (training_mode true)
+  PoolWindow pool;        // Pool
+  double epsilon = 1e-5;  // BatchNorm
+  bool batchStats = true; // BatchNorm: statistics of the batch, not operands
 };
 
 namespace detail {
@@ -116,10 +122,23 @@ inline Dims ints(const std::vector<double> &v) {
 
 /// Whether ONNX op `op` runs as a primitive (forward and backward).
 inline bool primitiveSupported(const std::string &op) {
-  static const char *others[] = {"Where",      "Expand",    "Transpose",
-                                 "Slice",      "Concat",    "ReduceSum",
-                                 "ReduceMean", "ReduceMax", "Softmax",
-                                 "LogSoftmax", "MatMul",    "Dropout"};
+  static const char *others[] = {"Where",
+                                 "Expand",
+                                 "Transpose",
+                                 "Slice",
+                                 "Concat",
+                                 "ReduceSum",
+                                 "ReduceMean",
+                                 "ReduceMax",
+                                 "Softmax",
+                                 "LogSoftmax",
+                                 "MatMul",
+                                 "Dropout",
+                                 "MaxPool",
+                                 "AveragePool",
+                                 "GlobalAveragePool",
+                                 "GlobalMaxPool",
+                                 "BatchNormalization"};
   if (detail::unaries().count(op) || detail::binaries().count(op))
     return true;
   for (const char *o : others)
@@ -127,6 +146,72 @@ inline bool primitiveSupported(const std::string &op) {
       return true;
   return false;
 }
+
+namespace detail {
+/// makePrimitive's image ops, p's shapes and operand flags already set:
+/// pools (explicit pads: the importer resolves auto_pad, a string the
+/// attributes do not carry), global pools (a Reduce over the spatial axes)
+/// and BatchNormalization. Training mode, or only three operands (X, scale,
+/// B: how the importer keeps every BatchNormalization), normalises with the
+/// batch's statistics, the mean and var operands unread.
+inline std::string makeImagePrimitive(Primitive &p, const std::string &op,
+                                      const PrimitiveAttrs &attrs) {
+  auto intAttr = [&](const char *name, int64_t dflt) {
+    auto it = attrs.ints.find(name);
+    return it == attrs.ints.end() ? dflt : it->second;
+  };
+  auto list = [&](const char *name) {
+    auto it = attrs.lists.find(name);
+    return it == attrs.lists.end() ? Dims() : it->second;
+  };
+  const Dims &xs = p.in[0];
+  if (xs.size() < 3)
+    return op + " of a tensor of rank below 3";
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    p.kind = Primitive::Kind::Reduce;
+    p.reduce = op == "GlobalMaxPool" ? Reduce::Max : Reduce::Mean;
+    for (int64_t a = 2; a < int64_t(xs.size()); ++a)
+      p.axes.push_back(a);
+    return keptShape(xs, p.axes) == p.out
+               ? ""
+               : op + "'s result is not [N, C, 1...]";
+  }
+  if (op == "BatchNormalization") {
+    p.kind = Primitive::Kind::BatchNorm;
+    const size_t n = p.in.size();
+    if (n != 3 && n != 5)
+      return "BatchNormalization takes three or five operands";
+    const Dims channel = {xs[1]};
+    for (size_t k = 1; k < n; ++k)
+      if (p.in[k] != channel)
+        return "BatchNormalization's scale, bias, mean and var are not [C]";
+    auto eps = attrs.floats.find("epsilon");
+    p.epsilon = eps == attrs.floats.end() ? 1e-5 : eps->second;
+    p.batchStats = n == 3 || intAttr("training_mode", 0) != 0;
+    for (size_t k = 3; k < n; ++k) { // running statistics: never trained
+      p.differentiable[k] = false;
+      p.data[k] = !p.batchStats;
+    }
+    return p.out == xs ? ""
+                       : "BatchNormalization's result is not its input's shape";
+  }
+  // MaxPool, AveragePool
+  p.kind = Primitive::Kind::Pool;
+  if (p.in.size() != 1)
+    return op + " takes one operand";
+  if (intAttr("storage_order", 0) != 0)
+    return "MaxPool's storage_order 1 is not supported";
+  if (std::string e =
+          poolWindow(xs, list("kernel_shape"), list("strides"), list("pads"),
+                     list("dilations"), intAttr("ceil_mode", 0) != 0, p.pool);
+      !e.empty())
+    return e;
+  p.pool.max = op == "MaxPool";
+  p.pool.countPad = intAttr("count_include_pad", 0) != 0;
+  return poolShape(xs, p.pool) == p.out ? ""
+                                        : op + "'s window is not its result";
+}
+} // namespace detail
 
 /// Resolves node `op` with attributes `attrs`, operand shapes `in`, result
 /// shape `out` and, per operand, its values where it is a constant of the
@@ -163,6 +248,9 @@ makePrimitive(Primitive &p, const std::string &op, const PrimitiveAttrs &attrs,
   };
   if (n == 0)
     return op + " without operands";
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" ||
+      op == "GlobalMaxPool" || op == "BatchNormalization")
+    return detail::makeImagePrimitive(p, op, attrs);
   if (auto u = detail::unaries().find(op); u != detail::unaries().end()) {
     p.kind = Primitive::Kind::Unary;
     p.unary = u->second;
@@ -341,6 +429,8 @@ inline std::string primitiveCudaRefusal(const Primitive &p,
   if (high)
     return "a rank above " + std::to_string(kPrimitiveMaxRank) +
            " (the cuda kernels' index)";
+  if (p.kind == Primitive::Kind::Pool && p.pool.in.size() > 3)
+    return "a pool over more than 3 spatial axes does not run on cuda";
   if (p.kind == Primitive::Kind::Dropout && !roles.empty() &&
       roles[0] != OperandRole::Activation)
     return "a training Dropout of a parameter or constant does not run on "
@@ -408,6 +498,14 @@ void primitive_forward(const Primitive &p, const std::vector<const T *> &x,
   case Primitive::Kind::Matmul:
     matmul_forward(y, x[0], p.in[0], x[1], p.in[1]);
     break;
+  case Primitive::Kind::Pool:
+    pool_forward(y, x[0], p.in[0], p.pool);
+    break;
+  case Primitive::Kind::BatchNorm:
+    batchnorm_forward(y, x[0], p.in[0], x[1], x[2],
+                      p.batchStats ? nullptr : x[3],
+                      p.batchStats ? nullptr : x[4], p.epsilon);
+    break;
   }
 }
 
@@ -450,6 +548,14 @@ void primitive_backward(const Primitive &p, const std::vector<T *> &dx,
     break;
   case Primitive::Kind::Matmul:
     matmul_backward(dx[0], dx[1], x[0], p.in[0], x[1], p.in[1], dy);
+    break;
+  case Primitive::Kind::Pool:
+    pool_backward(dx[0], x[0], y, dy, p.in[0], p.pool);
+    break;
+  case Primitive::Kind::BatchNorm:
+    batchnorm_backward(dx[0], dx[1], dx[2], x[0], p.in[0], x[1],
+                       p.batchStats ? nullptr : x[3],
+                       p.batchStats ? nullptr : x[4], p.epsilon, dy);
     break;
   }
 }

@@ -19,6 +19,8 @@
 #   static-gpt                  GPT-2 by dynamo's default optimizer (static batch, primitives)
 #   cnn, vgg                    CNN classifiers (conv2d, pool2d: kernels/Conv.h): dynamo's
 #                               static-batch export and tiny-vgg (TorchScript)
+#   resnet-mini                 tests/onnx/models/resnet-mini.txtpb (encoded with protoc):
+#                               batch norms, a padded max pool, the global pool as primitives
 #   gpt-unfused-tp2-pp2,        4, 4 and 2 ranks on the one GPU (AUTODDL_SHARE_GPU=1, under
 #   mlp-tp2-dp2, mlp-dropout-dp2  mpirun): the same plans' CPU programs as reference
 # device builds the projects on one shared runtime twice (bf16 and --fp32, in parallel, with the
@@ -55,6 +57,9 @@ cases=(
   "static-gpt static-gpt.onnx - 1 tp=1,pp=1,dp=1"
   "cnn static-cnn-dynamo.onnx - 1 tp=1,pp=1,dp=1"
   "vgg tiny-vgg.onnx - 1 tp=1,pp=1,dp=1"
+  # torchvision's resnet in miniature (tests/onnx/models): BatchNormalization on batch
+  # statistics, a padded MaxPool and GlobalAveragePool as primitives (kernels/PrimitiveImage.cuh)
+  "resnet-mini resnet-mini.txtpb - 1 tp=1,pp=1,dp=1"
   # Ranks sharing the one GPU (AUTODDL_SHARE_GPU: NCCL over loopback sockets; for function):
   # the unfused export under tp x pp (primitives whole on the tp axis), a classifier under
   # Megatron tp x dp, the dropout classifier under dp (each rank its samples' mask).
@@ -77,15 +82,21 @@ stage)
     [ "$skip" = - ] && skip=
     rm -rf "${dir:?}/$name" && mkdir -p "$dir/$name"
     echo "$ranks" >"$dir/$name/ranks"
+    src=$exports/$model
+    if [ "${model%.txtpb}" != "$model" ]; then # a text model of tests/onnx/models
+      src=$dir/$name/${model%.txtpb}.onnx
+      protoc --encode=onnx.ModelProto -I/usr/include onnx/onnx.proto \
+        <"$root/tests/onnx/models/$model" >"$src"
+    fi
     # shellcheck disable=SC2086 # extra: plan flags
-    AUTODDL_FUSE_SKIP=$skip "$autoddl" plan "$exports/$model" --cluster dgx-h100-ndr \
+    AUTODDL_FUSE_SKIP=$skip "$autoddl" plan "$src" --cluster dgx-h100-ndr \
       --gpus "$ranks" --global-batch 8 $extra --fix "$fix" --no-why -o "$dir/$name/plan.json" \
       >/dev/null
-    AUTODDL_FUSE_SKIP=$skip "$autoddl" run "$dir/$name/plan.json" --model "$exports/$model" \
+    AUTODDL_FUSE_SKIP=$skip "$autoddl" run "$dir/$name/plan.json" --model "$src" \
       --ranks "$ranks" --steps "$steps" --out "$dir/$name/cpu" >"$dir/$name/cpu.log" 2>&1 ||
       { tail -5 "$dir/$name/cpu.log"; echo "cuda_primitives.sh: $name: the CPU run failed" >&2; exit 1; }
     AUTODDL_FUSE_SKIP=$skip "$autoddl" codegen "$dir/$name/plan.json" --backend cuda \
-      --model "$exports/$model" -o "$dir/$name/cuda" >/dev/null
+      --model "$src" -o "$dir/$name/cuda" >/dev/null
     echo "$name: CPU losses $(python3 -c 'import json, sys; print(" ".join("%.5f" % x for x in json.load(open(sys.argv[1]))["loss"]))' "$dir/$name/cpu/metrics.json"); $(grep -c 'autoddl::rt::primitive_forward' "$dir/$name/cuda/train.cpp" || true) primitives"
   done
   ;;

@@ -9,6 +9,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <set>
+#include <vector>
+
 namespace autoddl::import {
 
 void OnnxLowering::addLoss() {
@@ -46,26 +49,39 @@ void OnnxLowering::addLoss() {
     // No exported loss: logits over a vocabulary from token ids train as a
     // causal LM (targets are the ids shifted by one, fed as "targets", as for
     // a config.json); class scores [B,C] train with cross-entropy on labels.
-    if (g.output_size() != 1)
-      fail("no SoftmaxCrossEntropyLoss and " + std::to_string(g.output_size()) +
+    // A train-mode export's BatchNormalization running statistics may be
+    // graph outputs (buffer updates): not the model's result, and not kept
+    // (docs/model-format.md "Primitives that run").
+    std::set<std::string> running;
+    for (const onnx::NodeProto &n : g.node())
+      if (n.op_type() == "BatchNormalization")
+        for (int i = 1; i < n.output_size(); ++i)
+          running.insert(n.output(i));
+    std::vector<const onnx::ValueInfoProto *> results;
+    for (const onnx::ValueInfoProto &out : g.output())
+      if (!running.count(out.name()))
+        results.push_back(&out);
+    if (results.size() != 1)
+      fail("no SoftmaxCrossEntropyLoss and " + std::to_string(results.size()) +
            " outputs: export the loss or a single logits output");
-    auto it = values.find(g.output(0).name());
+    const onnx::ValueInfoProto &output = *results[0];
+    auto it = values.find(output.name());
     if (it == values.end())
-      fail("output '" + g.output(0).name() + "' is not computed by the graph");
+      fail("output '" + output.name() + "' is not computed by the graph");
     int logits = it->second;
     ops::Shape lead = b.shape(logits);
     if (lead.size() < 2)
-      fail("output '" + g.output(0).name() +
+      fail("output '" + output.name() +
            "' is not logits ([batch, ..., classes])");
     // --loss (docs/model-format.md "The loss"): cross_entropy or causal_lm
     // (the same op; causal_lm insists on token ids to logits [B,S,V]), or
     // squared_error against the one-hot labels of scores [B,C].
     if (o.loss == "causal_lm" && !causalLm(logits))
-      fail("--loss causal_lm: output '" + g.output(0).name() + "' " +
+      fail("--loss causal_lm: output '" + output.name() + "' " +
            dimsOf(logits) +
            " is not logits [batch, seq, vocab] from token ids");
     if (o.loss == "squared_error" && b.shape(logits).size() != 2)
-      fail("--loss squared_error: output '" + g.output(0).name() + "' " +
+      fail("--loss squared_error: output '" + output.name() + "' " +
            dimsOf(logits) + " is not scores [batch, classes]");
     lead.pop_back();
     int targets = b.input(b.find("targets") < 0 ? "targets" : "targets.loss",

@@ -86,6 +86,7 @@ private:
   bool lowerSoftmax(const onnx::NodeProto &n);
   bool lowerConv(const onnx::NodeProto &n);
   bool lowerPool(const onnx::NodeProto &n);
+  bool lowerBatchNorm(const onnx::NodeProto &n);
   bool lowerReshape(const onnx::NodeProto &n);
   bool lowerTranspose(const onnx::NodeProto &n);
   bool lowerCrossEntropy(const onnx::NodeProto &n);
@@ -183,7 +184,7 @@ private:
   std::map<std::string, const onnx::NodeProto *> positions;
   // SplitToSequence nodes by their output: a SequenceAt of one is a Slice.
   std::map<std::string, const onnx::NodeProto *> splits;
-  std::deque<onnx::NodeProto> madeNodes; // those Slices
+  std::deque<onnx::NodeProto> madeNodes; // those Slices, pools, norms
 
   std::map<std::string, std::vector<const onnx::NodeProto *>> consumers;
   std::set<const onnx::NodeProto *> folded; // lowered with an earlier node

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "ir/import/OnnxLowering.h"
 
+#include "backends/common/OnnxImage.h"
+
 #include <algorithm>
 #include <map>
 
@@ -257,19 +259,29 @@ bool OnnxLowering::lowerSoftmax(const onnx::NodeProto &n) {
   return true;
 }
 
-/// 2-D Conv with equal strides and pads, no groups or dilation: conv2d.
+/// 2-D Conv with equal strides and pads (auto_pad's where they are equal),
+/// no groups or dilation: conv2d.
 bool OnnxLowering::lowerConv(const onnx::NodeProto &n) {
   int x = value(n, 0);
   if (onnxAttrInt(n, "group", 1) != 1)
     failNode(n, "grouped convolution is not supported");
-  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
-  if (ap && ap->s() != "NOTSET" && ap->s() != "VALID")
-    failNode(n, "auto_pad '" + ap->s() + "' is not supported");
   for (int64_t d : onnxAttrInts(n, "dilations"))
     if (d != 1)
       failNode(n, "dilated convolution is not supported");
   std::vector<int64_t> s = onnxAttrInts(n, "strides"),
                        p = onnxAttrInts(n, "pads");
+  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
+  if (ap && ap->s() != "NOTSET") {
+    // The kernel's extent: kernel_shape, else the weight's trailing dims.
+    std::vector<int64_t> k = onnxAttrInts(n, "kernel_shape");
+    if (k.empty() && consts.count(n.input(1)))
+      for (int d = 2; d < consts[n.input(1)]->dims_size(); ++d)
+        k.push_back(consts[n.input(1)]->dims(d));
+    if (std::string e =
+            onnx_kernels::autoPads(b.shape(x), k, s, {}, ap->s(), p);
+        !e.empty())
+      failNode(n, e);
+  }
   if (s.empty())
     s = {1, 1};
   if (p.empty())
@@ -288,30 +300,89 @@ bool OnnxLowering::lowerConv(const onnx::NodeProto &n) {
   return true;
 }
 
-/// Square 2-D MaxPool or AveragePool without padding: pool2d.
+/// Square 2-D MaxPool or AveragePool without padding: pool2d; any other
+/// (pads, ceil_mode, dilations, 1-D or 3-D: a ResNet stem's padded max
+/// pool) a primitive (OnnxImage.h), auto_pad resolved into pads.
 bool OnnxLowering::lowerPool(const onnx::NodeProto &n) {
   const std::string &op = n.op_type();
+  if (n.output_size() > 1 && !n.output(1).empty() &&
+      consumers.count(n.output(1)))
+    failNode(n, "its Indices output '" + n.output(1) +
+                    "' is read by the graph; only the data output is "
+                    "supported");
   std::vector<int64_t> k = onnxAttrInts(n, "kernel_shape"),
                        s = onnxAttrInts(n, "strides"),
-                       p = onnxAttrInts(n, "pads");
+                       p = onnxAttrInts(n, "pads"),
+                       dil = onnxAttrInts(n, "dilations");
   if (s.empty())
     s = {1, 1};
-  bool zeroPads =
-      std::all_of(p.begin(), p.end(), [](int64_t v) { return v == 0; });
+  auto allOnes = [](const std::vector<int64_t> &v, int64_t one) {
+    return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e == one; });
+  };
   const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
-  if (k.size() != 2 || k[0] != k[1] || s.size() != 2 || s[0] != s[1] ||
-      !zeroPads || onnxAttrInt(n, "ceil_mode", 0) != 0 ||
-      (ap && ap->s() != "NOTSET" && ap->s() != "VALID") || n.output_size() > 1)
-    failNode(n, "only square 2-D pooling with equal strides, no padding "
-                "and ceil_mode 0 is supported");
-  for (int64_t d : onnxAttrInts(n, "dilations"))
-    if (d != 1)
-      failNode(n, "dilated pooling is not supported");
-  ops::Attrs at;
-  at["kind"] = std::string(op == "MaxPool" ? "max" : "avg");
-  at["kernel"] = k[0];
-  at["stride"] = s[0];
-  define(n, add(n, "pool2d", {value(n, 0)}, at));
+  const std::string autoPad = ap ? ap->s() : "NOTSET";
+  if (k.size() == 2 && k[0] == k[1] && s.size() == 2 && s[0] == s[1] &&
+      allOnes(p, 0) && allOnes(dil, 1) && onnxAttrInt(n, "ceil_mode", 0) == 0 &&
+      (autoPad == "NOTSET" || autoPad == "VALID")) {
+    ops::Attrs at;
+    at["kind"] = std::string(op == "MaxPool" ? "max" : "avg");
+    at["kernel"] = k[0];
+    at["stride"] = s[0];
+    define(n, add(n, "pool2d", {value(n, 0)}, at));
+    return true;
+  }
+  if (autoPad == "NOTSET") {
+    primitive(n);
+    return true;
+  }
+  // auto_pad: the pads it implies on the input's static shape.
+  if (std::string e = onnx_kernels::autoPads(
+          b.shape(value(n, 0)), k, onnxAttrInts(n, "strides"), dil, autoPad, p);
+      !e.empty())
+    failNode(n, e);
+  onnx::NodeProto &made = madeNodes.emplace_back(n);
+  made.set_name(nodeName(n));
+  made.clear_attribute();
+  for (const auto &a : n.attribute())
+    if (a.name() != "auto_pad" && a.name() != "pads")
+      *made.add_attribute() = a;
+  onnx::AttributeProto *pads = made.add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : p)
+    pads->add_ints(v);
+  primitive(made, nodeIndex(n));
+  return true;
+}
+
+/// BatchNormalization: a primitive over (X, scale, B) that normalises with
+/// the batch's statistics whatever the export's training_mode (an import
+/// trains it; docs/model-format.md): scale and B are parameters, the running
+/// mean and var neither read nor trained.
+bool OnnxLowering::lowerBatchNorm(const onnx::NodeProto &n) {
+  if (n.input_size() != 5)
+    failNode(n, "expected five inputs (X, scale, B, mean, var)");
+  for (int i = 1; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && consumers.count(n.output(i)))
+      failNode(n, "its running statistics output '" + n.output(i) +
+                      "' is read by the graph; only the data output is "
+                      "supported");
+  onnx::NodeProto &made = madeNodes.emplace_back(n);
+  made.set_name(nodeName(n));
+  made.clear_input();
+  for (int i = 0; i < 3; ++i)
+    made.add_input(n.input(i));
+  made.clear_output();
+  made.add_output(n.output(0));
+  made.clear_attribute();
+  for (const auto &a : n.attribute())
+    if (a.name() == "epsilon")
+      *made.add_attribute() = a;
+  onnx::AttributeProto *training = made.add_attribute();
+  training->set_name("training_mode");
+  training->set_type(onnx::AttributeProto::INT);
+  training->set_i(1);
+  primitive(made, nodeIndex(n));
   return true;
 }
 
@@ -432,6 +503,7 @@ void OnnxLowering::lower(const onnx::NodeProto &n) {
       {"Conv", &OnnxLowering::lowerConv},
       {"MaxPool", &OnnxLowering::lowerPool},
       {"AveragePool", &OnnxLowering::lowerPool},
+      {"BatchNormalization", &OnnxLowering::lowerBatchNorm},
       {"Flatten", &OnnxLowering::lowerReshape},
       {"Reshape", &OnnxLowering::lowerReshape},
       {"Transpose", &OnnxLowering::lowerTranspose},

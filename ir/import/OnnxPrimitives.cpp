@@ -12,6 +12,8 @@
 #include "ir/import/OnnxPrimitives.h"
 #include "ir/import/OnnxLowering.h"
 
+#include "backends/common/OnnxImage.h"
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -230,14 +232,57 @@ void transposed(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
         in[0].shape[onnxAxis(p ? p->ints(i) : rank - 1 - i, rank)]);
 }
 
+// The pools and batch norm as OnnxImage.h computes them (the lowering
+// resolved auto_pad into pads).
+void pooled(const onnx::NodeProto &n, const std::vector<PrimitiveInput> &in,
+            PrimitiveResult &r) {
+  const onnx::AttributeProto *ap = onnxAttr(n, "auto_pad");
+  if (ap && ap->s() != "NOTSET")
+    bad("auto_pad '" + ap->s() + "' left unresolved");
+  onnx_kernels::PoolWindow w;
+  if (std::string e = onnx_kernels::poolWindow(
+          in[0].shape, onnxAttrInts(n, "kernel_shape"),
+          onnxAttrInts(n, "strides"), onnxAttrInts(n, "pads"),
+          onnxAttrInts(n, "dilations"), onnxAttrInt(n, "ceil_mode", 0) != 0, w);
+      !e.empty())
+    bad(e);
+  r.shape = onnx_kernels::poolShape(in[0].shape, w);
+}
+
+void globalPooled(const onnx::NodeProto &,
+                  const std::vector<PrimitiveInput> &in, PrimitiveResult &r) {
+  if (in[0].shape.size() < 3)
+    bad("a global pool of a tensor of rank below 3");
+  for (size_t d = 2; d < r.shape.size(); ++d)
+    r.shape[d] = 1;
+}
+
+void normalised(const onnx::NodeProto &, const std::vector<PrimitiveInput> &in,
+                PrimitiveResult &) {
+  if (in[0].shape.size() < 2)
+    bad("BatchNormalization of a tensor of rank below 2");
+}
+
 const std::map<std::string, ShapeRule> kShapeRules = {
-    {"IsNaN", boolOf},         {"Not", boolOf},
-    {"Cast", castTo},          {"CastLike", castLike},
-    {"Where", where},          {"ReduceMean", reduced},
-    {"ReduceSum", reduced},    {"ReduceMax", reduced},
-    {"Slice", sliced},         {"Concat", concatenated},
-    {"Unsqueeze", unsqueezed}, {"Squeeze", squeezed},
-    {"Expand", expanded},      {"Reshape", reshaped},
+    {"MaxPool", pooled},
+    {"AveragePool", pooled},
+    {"GlobalAveragePool", globalPooled},
+    {"GlobalMaxPool", globalPooled},
+    {"BatchNormalization", normalised},
+    {"IsNaN", boolOf},
+    {"Not", boolOf},
+    {"Cast", castTo},
+    {"CastLike", castLike},
+    {"Where", where},
+    {"ReduceMean", reduced},
+    {"ReduceSum", reduced},
+    {"ReduceMax", reduced},
+    {"Slice", sliced},
+    {"Concat", concatenated},
+    {"Unsqueeze", unsqueezed},
+    {"Squeeze", squeezed},
+    {"Expand", expanded},
+    {"Reshape", reshaped},
     {"Transpose", transposed}};
 
 } // namespace
@@ -512,8 +557,9 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
     if (weight)
       own = weightParam(n, i,
                         c->second->dims_size() != 1 ? "normal"
-                        : op == "Mul"               ? "ones"
-                                                    : "zeros");
+                        : op == "Mul" || (op == "BatchNormalization" && i == 1)
+                            ? "ones"
+                            : "zeros");
     if (own >= 0 || values.count(name)) {
       int t = own >= 0 ? own : values[name];
       operands.push_back(t);

@@ -65,8 +65,9 @@ inline std::string resolvePrimitive(onnx_kernels::Primitive &p,
 /// moving it, ...), or "" when it keeps them apart: dp and micro-batches
 /// then split the samples freely. Assumes the result's dimension 0 is the
 /// batch where it is B (the import's layout).
-inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p, int64_t B,
-                         const std::vector<bool> &constant) {
+inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p,
+                                         int64_t B,
+                                         const std::vector<bool> &constant) {
   using K = onnx_kernels::Primitive::Kind;
   if (B <= 1)
     return "";
@@ -88,6 +89,8 @@ inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p, int64
                    p.window.shape[0] == p.in[0][0]
                ? ""
                : "it slices the batch dimension";
+  case K::BatchNorm: // PyTorch's per-device statistics, without SyncBN
+    return p.batchStats ? "it normalises with its batch's statistics" : "";
   case K::Matmul:
     // [B,..,M,K]·[..,K,N] keeps dimension 0 a batch; [B,K]·[K,N] too when
     // the right side is a constant, not per-sample.

@@ -3,9 +3,10 @@
 // For each node test of Debian's libonnx-testdata whose op the ONNX reader
 // supports: the test's weight inputs become initializers (as an export
 // stores them), the model is imported by autoddl's importer, and the ops it
-// lowers to are run with the CPU kernels (backends/cpu/kernels) on the test's
-// inputs; the result must match the test's expected output. A test whose node
-// uses a form the importer refuses (e.g. a padded pool) is counted as refused,
+// lowers to are run with the CPU kernels (backends/cpu/kernels; a primitive
+// through backends/common/OnnxPrimitive.h) on the test's inputs; the result
+// must match the test's expected output. A test whose node uses a form the
+// importer refuses (e.g. MaxPool's storage_order) is counted as refused,
 // never as passed. Prints per op: passed / refused / failed; exits 1 on any
 // failure or when no test of a supported op passed.
 // Usage: onnx_node_tests <libonnx-testdata node dir> <work dir>
@@ -19,6 +20,7 @@
 #include "backends/cpu/kernels/Shape.h"
 #include "backends/cpu/kernels/Softmax.h"
 #include "ir/import/ModelImporter.h"
+#include "ir/import/ResolvePrimitive.h"
 #include "support/UserError.h"
 
 #include "tests/onnx/ReadBytes.h"
@@ -72,7 +74,7 @@ bool isWeight(const std::string &op, int i, int rank) {
     return i >= 1;
   if (op == "MatMul")
     return i == 1 && rank == 2;
-  if (op == "LayerNormalization")
+  if (op == "LayerNormalization" || op == "BatchNormalization")
     return i >= 1;
   if (op == "Gather")
     return i == 0;
@@ -165,6 +167,17 @@ std::vector<float> execute(const ModelGraph &g,
       ops::Shape t = shape(1);
       rt::embedding_forward(out.data(), ids.data(), in(1), ids.size(), t[1], 0,
                             t[0]);
+    } else if (o.kind == "primitive") {
+      std::vector<ops::Shape> shapes;
+      std::vector<const float *> xs;
+      for (size_t k = 0; k < o.operands.size(); ++k) {
+        shapes.push_back(shape(int(k)));
+        xs.push_back(in(int(k)));
+      }
+      onnx_kernels::Primitive p;
+      if (std::string e = resolvePrimitive(p, g, o, shapes, os); !e.empty())
+        throw std::runtime_error(o.name + ": " + e);
+      onnx_kernels::primitive_forward<float>(p, xs, out.data());
     } else {
       throw std::runtime_error("no kernel for " + o.kind);
     }
@@ -174,10 +187,23 @@ std::vector<float> execute(const ModelGraph &g,
   return last < 0 ? std::vector<float>{} : v[last];
 }
 
-const char *kOps[] = {"Add",     "AveragePool", "Conv", "Flatten",
-                      "Gather",  "Gemm",        "Gelu", "LayerNormalization",
-                      "MatMul",  "MaxPool",     "Relu", "Reshape",
-                      "Softmax", "Transpose"};
+const char *kOps[] = {"Add",
+                      "AveragePool",
+                      "BatchNormalization",
+                      "Conv",
+                      "Flatten",
+                      "Gather",
+                      "Gemm",
+                      "Gelu",
+                      "GlobalAveragePool",
+                      "GlobalMaxPool",
+                      "LayerNormalization",
+                      "MatMul",
+                      "MaxPool",
+                      "Relu",
+                      "Reshape",
+                      "Softmax",
+                      "Transpose"};
 
 } // namespace
 
@@ -208,6 +234,11 @@ int main(int argc, char **argv) {
     if (std::find_if(std::begin(kOps), std::end(kOps),
                      [&](const char *k) { return op == k; }) == std::end(kOps))
       continue;
+    // An import trains every BatchNormalization on its batch's statistics
+    // (docs/model-format.md): only the training-mode tests are its form.
+    if (op == "BatchNormalization" &&
+        name.find("_training_mode") == std::string::npos)
+      continue;
     // Inputs of the first data set; weights move into the initializers.
     std::map<std::string, std::vector<float>> data;
     onnx::GraphProto *g = m.mutable_graph();
@@ -236,11 +267,15 @@ int main(int argc, char **argv) {
     while (g->output_size() > 1)
       g->mutable_output()->RemoveLast();
     // Tests generated at opsets 11 and 12 carry Conv-11, MaxPool-12 and
-    // AveragePool-11, the same versions as at opset 13: re-stamped to 13.
+    // AveragePool-11, the same versions as at opset 13, and the global
+    // pools' at opset 1 GlobalAveragePool-1 and GlobalMaxPool-1, unchanged
+    // since: re-stamped to 13.
+    const bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
     for (auto &os : *m.mutable_opset_import())
       if ((os.domain().empty() || os.domain() == "ai.onnx") &&
-          os.version() >= 11 && os.version() < 13 &&
-          (op == "Conv" || op == "MaxPool" || op == "AveragePool"))
+          os.version() < 13 &&
+          (global || (os.version() >= 11 && (op == "Conv" || op == "MaxPool" ||
+                                             op == "AveragePool"))))
         os.set_version(13);
     g->clear_input();
     for (auto &k : keep)

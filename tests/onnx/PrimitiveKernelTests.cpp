@@ -147,9 +147,18 @@ std::string runNodeTest(const std::string &dir, const onnx::GraphProto &g) {
     shapes.push_back(t.shape);
     values.emplace_back(t.data.begin(), t.data.end());
   }
+  // auto_pad, a string, resolved into pads as the importer does.
+  PrimitiveAttrs attrs = attrsOf(n);
+  for (const onnx::AttributeProto &at : n.attribute())
+    if (at.name() == "auto_pad" && !shapes.empty())
+      if (std::string e = autoPads(
+              shapes[0], attrs.lists["kernel_shape"], attrs.lists["strides"],
+              attrs.lists["dilations"], at.s(), attrs.lists["pads"]);
+          !e.empty())
+        return "skip: " + e;
   Primitive p;
   if (std::string e =
-          makePrimitive(p, n.op_type(), attrsOf(n), shapes, want.shape, values);
+          makePrimitive(p, n.op_type(), attrs, shapes, want.shape, values);
       !e.empty())
     return "skip: " + e;
   // ONNX leaves a training Dropout's mask to the runtime (the tests hold
@@ -173,7 +182,7 @@ std::string runNodeTest(const std::string &dir, const onnx::GraphProto &g) {
     }
   }
   if (gDump.is_open())
-    dumpRecord(dir, n, attrsOf(n), shapes, values, want.shape,
+    dumpRecord(dir, n, attrs, shapes, values, want.shape,
                std::vector<double>(want.data.begin(), want.data.end()));
   return "";
 }
@@ -245,6 +254,36 @@ std::vector<Case> cases() {
   c.push_back(
       {"MatMul", {}, {{2, 1, 3, 4}, {3, 4, 5}}, {2, 3, 3, 5}, {}, false});
   c.push_back({"MatMul", {}, {{4}, {2, 4, 3}}, {2, 3}, {}, false});
+  // A ResNet stem's pool (3x3, stride 2, pad 1), an average pool with and
+  // without the padding counted, a ceil_mode dilated one, and the global
+  // pool.
+  PrimitiveAttrs stem;
+  stem.lists = {
+      {"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}};
+  c.push_back({"MaxPool", stem, {{2, 2, 5, 6}}, {2, 2, 3, 3}, {}, false});
+  c.push_back({"AveragePool", stem, {{2, 2, 5, 6}}, {2, 2, 3, 3}, {}, false});
+  stem.ints["count_include_pad"] = 1;
+  c.push_back({"AveragePool", stem, {{2, 2, 5, 6}}, {2, 2, 3, 3}, {}, false});
+  PrimitiveAttrs ceil;
+  ceil.lists = {{"kernel_shape", {2}}, {"strides", {2}}, {"dilations", {2}}};
+  ceil.ints["ceil_mode"] = 1;
+  c.push_back({"MaxPool", ceil, {{2, 3, 7}}, {2, 3, 3}, {}, false});
+  c.push_back(
+      {"GlobalAveragePool", {}, {{2, 3, 2, 2}}, {2, 3, 1, 1}, {}, false});
+  // BatchNormalization as an import trains it (batch statistics: X, scale,
+  // B), and in inference form (the mean and var given, not differentiated).
+  c.push_back({"BatchNormalization",
+               {},
+               {{3, 2, 2, 3}, {2}, {2}},
+               {3, 2, 2, 3},
+               {},
+               false});
+  c.push_back({"BatchNormalization",
+               {},
+               {{3, 2, 4}, {2}, {2}, {2}, {2}},
+               {3, 2, 4},
+               {{}, {}, {}, {0.25, -0.5}, {0.75, 1.5}},
+               false});
   return c;
 }
 

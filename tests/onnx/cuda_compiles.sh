@@ -2,7 +2,8 @@
 # ONNX exports on the CUDA backend where there is no GPU (issue 45 items 1-3): codegen --backend
 # cuda accepts an unfused export (its attention, rotary embeddings, norms and activations left as
 # ONNX primitives: kernels/Primitive.h), MLP classifiers (cross_entropy, squared_error, a
-# train-mode Dropout) and CNNs (conv2d, pool2d: kernels/Conv.h), also under tp x pp x dp; one
+# train-mode Dropout) and CNNs (conv2d, pool2d: kernels/Conv.h; resnet-mini's batch norms and
+# padded pools: kernels/PrimitiveImage.cuh), also under tp x pp x dp; one
 # generated train.cpp of each kind compiles against the runtime headers (bf16 and --fp32,
 # -Werror), and the project's kernels/Primitive.cu and Conv.cu compile with nvcc in both
 # precisions. ~1 min on two cores, no GPU; exits 77 without the CUDA headers, nvcc or MPI.
@@ -60,6 +61,17 @@ for k in Primitive Conv; do
   done
   echo "ok: kernels/$k.cu compiles (bf16, fp32)"
 done
+# A ResNet in miniature: BatchNormalization, a padded MaxPool and the global pool as
+# primitives (kernels/PrimitiveImage.cuh) beside conv2d.
+"$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/resnet-mini.txtpb" \
+  >"$work/resnet-mini.onnx" 2>/dev/null
+"$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 8 \
+  --no-why -o "$work/resnet-mini.json" >/dev/null
+"$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini" >/dev/null
+n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet-mini/train.cpp" || true)
+[ "$n" = 5 ] || { echo "FAIL: resnet-mini: $n primitives on cuda, expected 5"; exit 1; }
+compile_train_cuda "$work/resnet-mini"
+echo "ok: resnet-mini: cuda train.cpp compiles (bf16, fp32), $n primitives"
 # The CUDA kernels' refusal (OnnxPrimitive.h primitiveCudaRefusal): one line, exit 1-123.
 "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/rank9.txtpb" \
   >"$work/rank9.onnx" 2>/dev/null # as onnx_import.sh: protoc's own include path holds it

@@ -98,6 +98,40 @@ python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["mesh"]; sys.exit
 "$autoddl" codegen "$work/mixing-dp1.json" --backend cpu -o "$work/mixing-dp1" >/dev/null &&
   grep -q "primitive_forward" "$work/mixing-dp1/train.cpp" && echo "ok: mixing: dp=1 runs its primitives" ||
   fail "mixing: dp=1: no program running its primitives"
+# A ResNet in miniature (training-mode BatchNormalization, a padded max pool,
+# the global pool): the running statistics are not parameters; batch
+# statistics keep dp at 1.
+params resnet-mini 2,466 --batch 4
+kinds resnet-mini "sbp.add=1,sbp.conv2d=3,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=11,sbp.primitive=5,sbp.relu=3" --batch 4
+# Without its loss, as dynamo writes a train-mode module: the running statistics
+# are graph outputs beside the logits (not results); a MaxPool with auto_pad.
+params bn-outputs 166 --batch 2
+kinds bn-outputs "sbp.conv2d=1,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=5,sbp.primitive=3,sbp.relu=1" --batch 2
+if out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 2 --global-batch 8 \
+  --fix dp=2 -o "$work/resnet-dp2.json" 2>&1); then
+  fail "resnet-mini: dp=2 was planned"
+fi
+case $out in
+*"op /bn1/BatchNormalization (BatchNormalization): it normalises with its batch's statistics"*) echo "ok: resnet-mini: dp=2: $out" ;;
+*) fail "resnet-mini: dp=2: $out" ;;
+esac
+# torchvision's resnet18 and resnet50 as the TorchScript exporter writes them in
+# training mode (torchvision_resnet.py; shapes, no values): torchvision's parameter
+# counts; resnet50 plans on one GPU and its CUDA program runs 53 batch norms, the
+# padded max pool and the global pool as primitives.
+for d in 18 50; do
+  python3 "$here/torchvision_resnet.py" $d |
+    "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/resnet$d.onnx"
+done
+params resnet18 11,689,512
+params resnet50 25,557,032
+"$autoddl" plan "$work/resnet50.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 64 --no-why \
+  -o "$work/resnet50.json" >/dev/null || fail "resnet50: no plan on 1 GPU"
+"$autoddl" codegen "$work/resnet50.json" --backend cuda -o "$work/resnet50" >/dev/null ||
+  fail "resnet50: no CUDA program"
+n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet50/train.cpp" || true)
+[ "$n" = 55 ] && echo "ok: resnet50: cuda program, $n primitives" ||
+  fail "resnet50: $n primitives on cuda, expected 55"
 
 bad() { # file expected-substring args...
   local f=$1 want=$2; shift 2

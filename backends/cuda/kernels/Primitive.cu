@@ -9,6 +9,7 @@
 //           reductions, and the backward of every broadcast operand (summed
 //           in a fixed order: deterministic, no atomics);
 //   max-backward and line (softmax / log-softmax along one axis).
+// Pools and BatchNormalization have kernels of their own (PrimitiveImage.cuh).
 // f is `apply`, whose formulas are OnnxScalar.h's (the CPU kernels' own).
 #include "backends/common/OnnxScalar.h"
 #include "backends/cuda/kernels/Common.cuh"
@@ -17,6 +18,7 @@
 #include "backends/cuda/kernels/Primitive.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -465,6 +467,8 @@ void matmul(const ok::Primitive &p, PrimRef da, PrimRef db, PrimRef a,
            q * m.M * m.N);
 }
 
+#include "backends/cuda/kernels/PrimitiveImage.cuh" // Pool, BatchNorm
+
 } // namespace
 
 void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
@@ -527,6 +531,10 @@ void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
     return softmaxLine(p, Line::LogSoftmaxF, x[0], y, nullptr, nullptr);
   case K::Matmul:
     return matmul(p, nullptr, nullptr, x[0], x[1], y, nullptr, true);
+  case K::Pool:
+    return pool(p, x[0], y, nullptr, nullptr, true);
+  case K::BatchNorm:
+    return batchnorm(p, x, y, nullptr, {}, true);
   }
 }
 
@@ -597,6 +605,10 @@ void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
     return softmaxLine(p, Line::LogSoftmaxB, nullptr, y, dy, dx[0]);
   case K::Matmul:
     return matmul(p, dx[0], dx[1], x[0], x[1], nullptr, dy, false);
+  case K::Pool:
+    return pool(p, x[0], nullptr, dy, dx[0], false);
+  case K::BatchNorm:
+    return batchnorm(p, x, nullptr, dy, dx, false);
   }
 }
 

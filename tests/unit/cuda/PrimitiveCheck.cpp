@@ -331,6 +331,38 @@ void checkAll() {
   // A training Dropout: the CPU program's mask.
   check("Dropout train 0.3", "Dropout", none,
         {{{4, 64}}, {{}, 'i', {0.3}}, {{}, 'i', {1}}}, {4, 64});
+  // ResNet's image primitives (kernels/PrimitiveImage.cuh): the stem's
+  // padded max pool, average pools counting the padding or not, a dilated
+  // ceil_mode one, 3-D; BatchNormalization on batch statistics (its scale
+  // and bias parameters: fp32 gradients) and in inference form.
+  ok::PrimitiveAttrs stem;
+  stem.lists = {
+      {"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}};
+  check("MaxPool 3x3 s2 p1", "MaxPool", stem, {{{2, 3, 9, 10}}}, {2, 3, 5, 5});
+  check("AveragePool 3x3 s2 p1", "AveragePool", stem, {{{2, 3, 9, 10}}},
+        {2, 3, 5, 5});
+  stem.ints["count_include_pad"] = 1;
+  check("AveragePool 3x3 s2 p1 counting pads", "AveragePool", stem,
+        {{{2, 3, 9, 10}}}, {2, 3, 5, 5});
+  ok::PrimitiveAttrs dil;
+  dil.lists = {{"kernel_shape", {2, 2}}, {"dilations", {2, 1}}};
+  dil.ints["ceil_mode"] = 1;
+  dil.lists["strides"] = {2, 2};
+  check("MaxPool dilated ceil_mode", "MaxPool", dil, {{{2, 2, 7, 6}}},
+        {2, 2, 3, 3});
+  ok::PrimitiveAttrs cube;
+  cube.lists = {{"kernel_shape", {2, 2, 2}}, {"pads", {1, 0, 1, 0, 1, 0}}};
+  check("AveragePool 3-D", "AveragePool", cube, {{{1, 2, 3, 4, 3}}},
+        {1, 2, 3, 4, 3});
+  check("BatchNormalization batch stats", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7});
+  check("BatchNormalization inference", "BatchNormalization", none,
+        {{{3, 4, 6}},
+         {{4}, 'p'},
+         {{4}, 'p'},
+         {{4}, 'c'},
+         {{4}, 'c', {}, 0.5f, 1.5f}},
+        {3, 4, 6});
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConv({2, 3, 9, 11, 5, 3, 3, 1, 1});
   checkConv({3, 4, 12, 10, 6, 3, 2, 2, 0});
