@@ -45,6 +45,7 @@
 #include "backends/common/Philox.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -231,7 +232,7 @@ double expectedMax(const std::vector<Bin> &bins, double in, double scale) {
       const double tail =
           sd > 0 ? 0.5 * std::erfc((double(k) + 0.5 - mu) / (sd * M_SQRT2))
                  : (double(k) < mu ? 1.0 : 0.0);
-      logF += b.count * std::log1p(-std::min(in * tail, 1.0 - 1e-300));
+      logF += b.count * std::log1p(-std::min(in * tail, 1.0)); // log(0): -inf
     }
     const double above = 1 - std::exp(logF);
     sum += above;
@@ -452,7 +453,10 @@ AdjacencyFeatures communityGraphFeatures(int64_t nodes, int64_t nnz,
                                          int64_t classes, int64_t rows,
                                          int64_t node0, uint64_t seed,
                                          uint64_t mostScanned) {
-  if (nodes <= 0 || classes <= 0 || nnz < nodes || rows <= 0 || node0 < 0)
+  // The generator's own limits (int32 node ids and CSR offsets): past them
+  // no program builds this graph, and the caller keeps its assumption.
+  if (nodes <= 0 || classes <= 0 || nnz < nodes || rows <= 0 || node0 < 0 ||
+      nodes > INT32_MAX || nnz > INT32_MAX)
     return {};
   rows = std::min(rows, nodes);
   node0 = std::min(node0, nodes - rows);

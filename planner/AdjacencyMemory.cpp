@@ -27,13 +27,13 @@ struct FormatBytes {
 };
 
 /// Windows the builder cuts into several parts: those holding more than
-/// 8 partBlocks entries. The planner knows no degrees; it takes the generated
-/// graphs' law (DegreeLaw.h: classes communities of equal size, every edge end
-/// drawn by rank over one's members; the node of rank k expects
-/// (nnz - nodes) / classes * share(k) entries besides its self loop, scaled
-/// to this format's mean degree) and rows of like degree sharing a window, as
-/// the builder's clustered order groups them (random windows split fewer):
-/// the windows of the rows expecting more than partBlocks entries.
+/// 8 partBlocks entries. It takes the generated graphs' law (DegreeLaw.h:
+/// classes communities of equal size, every edge end drawn by rank over one's
+/// members; the node of rank k expects (nnz - nodes) / classes * share(k)
+/// entries besides its self loop, scaled to this format's mean degree) and rows
+/// of like degree sharing a window, as the builder's clustered order groups
+/// them (random windows split fewer): the windows of the rows expecting more
+/// than partBlocks entries.
 double splitWindows(const AdjacencyUse &u, const FormatUse &f,
                     double partBlocks) {
   const double windows = std::ceil(double(f.rows) / 8);
@@ -195,12 +195,19 @@ AdjacencyUse adjacencyUse(const ModelGraph &g, int adj, int dp, double actBytes,
     FormatUse &f = x.transpose ? u.at : u.a;
     const int64_t r = x.transpose ? u.cols : u.rows,
                   k = x.transpose ? u.rows : u.cols;
-    const sparse::SpmmFeatures &xf = x.transpose ? features.at : features.a;
+    // No features (no classes, fewer entries than nodes, past int32): the
+    // power-law assumption of a graph the plan cannot see.
+    const sparse::SpmmFeatures &known = x.transpose ? features.at : features.a;
+    const sparse::SpmmFeatures xf =
+        known.nnz > 0 ? known : sparse::powerLawFeatures(r, k, u.nnz);
     if (!f.built) // the decider's pick at the first use (Sparse.cu)
       f = {true,
            cost::sparseVariant(x.sddmm, xf, double(x.width), bulk) ==
                sparse::SpmmVariant::TensorCore,
-           r, k, 0, xf};
+           r,
+           k,
+           0,
+           xf};
     if (!x.sddmm)
       f.spmmWidth = std::max(f.spmmWidth, x.width);
     if (x.scratchRows > 0)

@@ -50,17 +50,20 @@ constexpr int64_t kFp8Align = 16;
 
 /// Whether N, K, O suit cuBLASLt's FP8 kernels at all.
 inline bool fp8Aligned(int64_t N, int64_t K, int64_t O) {
-  return N > 0 && K > 0 && O > 0 && N % kFp8Align == 0 &&
-         K % kFp8Align == 0 && O % kFp8Align == 0;
+  return N > 0 && K > 0 && O > 0 && N % kFp8Align == 0 && K % kFp8Align == 0 &&
+         O % kFp8Align == 0;
 }
 
 /// Whether an FP8 linear of N rows, K input and O output features runs in
 /// FP8 (the rest of its plan's precision: bf16).
-inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O) {
+/// `minIntensity`: the rule's bar (a program's AUTODDL_FP8_MIN_INTENSITY
+/// moves it to measure; the planner prices the default).
+inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O,
+                          double minIntensity = kFp8MinIntensity) {
   if (!fp8Aligned(N, K, O))
     return false;
   const double n = double(N), k = double(K), o = double(O);
-  return n * k * o >= kFp8MinIntensity * (n * k + k * o + n * o);
+  return n * k * o >= minIntensity * (n * k + k * o + n * o);
 }
 
 /// Bytes of the CUDA runtime's FP8 scratch for one FP8 linear: each of its

@@ -33,8 +33,8 @@ struct PoolWindow {
 /// (explicit pads; the importer resolves auto_pad into them): empty lists
 /// take the defaults. Returns "" or why not. Output extent per axis:
 /// floor (ceil with ceil_mode) of (in + pads - ((k-1)d+1)) / s, plus one; a
-/// ceil_mode window starting past the input and its end padding is dropped,
-/// as PyTorch does.
+/// ceil_mode window that starts in the end padding (past the input) is
+/// dropped, as PyTorch does.
 inline std::string poolWindow(const Dims &xs, Dims kernel, Dims strides,
                               Dims pads, Dims dilations, bool ceil,
                               PoolWindow &w) {
@@ -63,6 +63,10 @@ inline std::string poolWindow(const Dims &xs, Dims kernel, Dims strides,
         pads[d + r] < 0)
       return "a pool's kernel, strides or dilations below 1 or negative pads";
     const int64_t span = (kernel[d] - 1) * dilations[d] + 1;
+    // A pad as wide as the window would make windows of padding only (max
+    // -inf, average 0); PyTorch refuses them as well.
+    if (pads[d] >= span || pads[d + r] >= span)
+      return "a pool's pads are as wide as its window";
     const int64_t room = w.in[d] + pads[d] + pads[d + r] - span;
     if (room < 0)
       return "a pool's window is larger than its padded input";

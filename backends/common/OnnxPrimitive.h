@@ -165,8 +165,10 @@ inline std::string makeImagePrimitive(Primitive &p, const std::string &op,
     return it == attrs.lists.end() ? Dims() : it->second;
   };
   const Dims &xs = p.in[0];
-  if (xs.size() < 3)
-    return op + " of a tensor of rank below 3";
+  // BatchNormalization normalises [N, C] too (BatchNorm1d); pools need axes.
+  if (xs.size() < (op == "BatchNormalization" ? 2u : 3u))
+    return op + " of a tensor of rank below " +
+           (op == "BatchNormalization" ? "2" : "3");
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
     p.kind = Primitive::Kind::Reduce;
     p.reduce = op == "GlobalMaxPool" ? Reduce::Max : Reduce::Mean;

@@ -65,6 +65,9 @@ def main(argv):
         la = json.load(open(f"{out}/{base}/metrics.json"))["loss"]
         lb = json.load(open(f"{out}/{other}/metrics.json"))["loss"]
         n = min(len(la), len(lb))
+        if n < w:
+            sys.exit(f"fp8_loss_curves.py: {base} and {other} share {n} steps, fewer than "
+                     f"the window of {w}")
         wa, wb = windows(la[:n], w), windows(lb[:n], w)
         gaps = [(b - a) / a for a, b in zip(wa, wb)]
         worst = max(range(len(gaps)), key=lambda i: abs(gaps[i]))

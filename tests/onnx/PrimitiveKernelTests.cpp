@@ -284,6 +284,9 @@ std::vector<Case> cases() {
                {3, 2, 4},
                {{}, {}, {}, {0.25, -0.5}, {0.75, 1.5}},
                false});
+  // BatchNorm1d: [N, C], no spatial axes.
+  c.push_back(
+      {"BatchNormalization", {}, {{5, 3}, {3}, {3}}, {5, 3}, {}, false});
   return c;
 }
 

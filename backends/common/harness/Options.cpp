@@ -327,8 +327,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.quiet = true;
     else if (a == "--overwrite")
       o.overwrite = true;
-    else
-    {
+    else {
       const std::string near = nearest_flag(a);
       throw std::invalid_argument(
           "unknown flag " + quote_value(a) +
@@ -382,8 +381,9 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
 namespace {
 
 /// The AUTODDL_* variables a program reads, and the values each takes ("#": a
-/// finite number >= 0, "#+": > 0). Most are read deep in a backend (or only
-/// by one of them), where a bad value would be ignored or turned into 0.
+/// finite number of seconds >= 0, "#+": > 0, "#n": a number >= 0). Most are
+/// read deep in a backend (or only by one of them), where a bad value would be
+/// ignored or turned into 0.
 struct EnvRule {
   const char *name;
   std::vector<const char *> values;
@@ -400,6 +400,12 @@ const EnvRule kEnvRules[] = {
     {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off
     {"AUTODDL_GEMM_NO_GELU_EPILOGUE", {"0", "1"}},
     {"AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE", {"0", "1"}},
+    {"AUTODDL_FP8", {"0", "all", "rule"}},
+    {"AUTODDL_FP8_GEMMS",
+     {"forward", "dgrad", "wgrad", "forward,dgrad", "forward,wgrad",
+      "dgrad,wgrad", "forward,dgrad,wgrad"}},
+    {"AUTODDL_FP8_FAST_ACCUM", {"0", "1"}},
+    {"AUTODDL_FP8_MIN_INTENSITY", {"#n"}},
 };
 
 } // namespace
@@ -413,14 +419,15 @@ void check_environment() {
     std::string expected;
     bool ok = false;
     for (const char *allowed : rule.values) {
-      if (std::strcmp(allowed, "#") == 0 || std::strcmp(allowed, "#+") == 0) {
+      if (allowed[0] == '#') { // "#", "#+": seconds >= 0, > 0; "#n": >= 0
         char *end = nullptr;
         const double x = std::strtod(v.c_str(), &end);
         const bool positive = allowed[1] == '+';
         ok = ok || (!*end && std::isfinite(x) && (positive ? x > 0 : x >= 0) &&
                     !std::isspace((unsigned char)v[0]));
-        expected +=
-            positive ? "a number of seconds > 0" : "a number of seconds >= 0";
+        expected += allowed[1] == 'n' ? "a number >= 0"
+                    : positive        ? "a number of seconds > 0"
+                                      : "a number of seconds >= 0";
       } else {
         ok = ok || v == allowed;
         expected += (expected.empty() ? "" : " or ") + std::string(allowed);

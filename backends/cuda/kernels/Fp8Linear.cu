@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 namespace autoddl::rt {
@@ -62,7 +63,8 @@ struct PendingDyT {
 /// A GEMM's two FP8 operands and the 1/scale each cast used, carved from
 /// one grow-only buffer: the scales in its first 256 bytes, then a, then b
 /// (256-byte aligned). So the scratch an fp8 program holds is the largest
-/// call's a + b (fp8Scratch in backends/common/Fp8Rule.h, as priced).
+/// call's a + b (fp8Scratch in backends/common/Fp8Rule.h, as priced for the
+/// rule's linears; AUTODDL_FP8=all or a lower bar may need more).
 /// keepDyT: the caller reads the pending dY^T (same sizes as its writer's).
 struct Operands {
   void *a, *b;
@@ -116,6 +118,35 @@ Fp8Switch fp8_switch() {
     return Fp8Switch::Rule;
   }();
   return v;
+}
+
+/// What a measurement may change to find where FP8 costs accuracy or time
+/// (docs/fp8.md "Knobs"; harness::check_environment validates them):
+/// AUTODDL_FP8_GEMMS, the GEMMs of an FP8 linear that run in FP8 (a comma
+/// list of forward, dgrad, wgrad; the others bf16), AUTODDL_FP8_FAST_ACCUM=0
+/// the forward's exact accumulation, AUTODDL_FP8_MIN_INTENSITY the size
+/// rule's bar.
+struct Fp8Knobs {
+  bool forward = true, dgrad = true, wgrad = true, fastAccum = true;
+  double minIntensity = kFp8MinIntensity;
+};
+const Fp8Knobs &fp8_knobs() {
+  static const Fp8Knobs k = [] {
+    Fp8Knobs k;
+    if (const char *g = std::getenv("AUTODDL_FP8_GEMMS"); g && *g) {
+      // The accepted lists are harness::check_environment's (kEnvRules).
+      const std::string list = std::string(",") + g + ",";
+      k.forward = list.find(",forward,") != std::string::npos;
+      k.dgrad = list.find(",dgrad,") != std::string::npos;
+      k.wgrad = list.find(",wgrad,") != std::string::npos;
+    }
+    if (const char *a = std::getenv("AUTODDL_FP8_FAST_ACCUM"); a && *a)
+      k.fastAccum = std::strcmp(a, "0") != 0;
+    if (const char *m = std::getenv("AUTODDL_FP8_MIN_INTENSITY"); m && *m)
+      k.minIntensity = std::strtod(m, nullptr);
+    return k;
+  }();
+  return k;
 }
 
 /// Casts w to the [O,K] (forRows: the forward's b) or [K,O] (the input
@@ -176,8 +207,9 @@ bool fp8_linear_eligible(const act_t *w, int64_t N, int64_t K, int64_t O) {
   constexpr bool kBuild = true;
 #endif
   const Fp8Switch on = fp8_switch();
-  const bool shape =
-      on == Fp8Switch::All ? fp8Aligned(N, K, O) : fp8RunsLinear(N, K, O);
+  const bool shape = on == Fp8Switch::All
+                         ? fp8Aligned(N, K, O)
+                         : fp8RunsLinear(N, K, O, fp8_knobs().minIntensity);
   return kBuild && on != Fp8Switch::Off && shape &&
          registry().count.load(std::memory_order_relaxed) > 0 &&
          fp8_linear_metas(w) != nullptr && device_has_fp8();
@@ -190,6 +222,8 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
                         const act_t *bias, int64_t N, int64_t K, int64_t O,
                         bool tw, Fp8Epi epi, act_t *pre,
                         const act_t *residual) {
+  if (!fp8_knobs().forward)
+    return false;
   Fp8Meta *m = fp8_linear_metas(w);
   const Operands q = operands(N * K, K * O); // x[N,K], w[O,K]
   // GeluAux: out = gelu(pre) with the pre-activation to aux; a residual is
@@ -198,7 +232,8 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
   auto gemm = [&](bool probe) {
     return fp8_gemm(N, O, K, q.a, Fp8Format::E4M3, q.sa, q.b, Fp8Format::E4M3,
                     q.sb, residual ? 1.0f : 0.0f, out, false, bias, residual,
-                    epi, gelu ? pre : nullptr, gelu ? O : 0, true, probe);
+                    epi, gelu ? pre : nullptr, gelu ? O : 0,
+                    fp8_knobs().fastAccum, probe);
   };
   if (!gemm(true))
     return false;
@@ -226,15 +261,17 @@ BackwardOperands backward_operands(int64_t N, int64_t K, int64_t O,
 bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
                             int64_t N, int64_t K, int64_t O, bool tw,
                             bool accumulate, const act_t *gelu_pre) {
+  if (!fp8_knobs().dgrad)
+    return false;
   Fp8Meta *m = fp8_linear_metas(w);
   const BackwardOperands o = backward_operands(N, K, O);
   const Operands &q = o.q;
   const bool dgelu = gelu_pre != nullptr;
   auto gemm = [&](bool probe) {
-    return fp8_gemm(N, K, O, o.dyq, Fp8Format::E5M2, q.sa, q.b,
-                    Fp8Format::E4M3, q.sb, accumulate ? 1.0f : 0.0f, dx, false,
-                    nullptr, nullptr, dgelu ? Fp8Epi::DGelu : Fp8Epi::None,
-                    gelu_pre, dgelu ? K : 0, false, probe);
+    return fp8_gemm(N, K, O, o.dyq, Fp8Format::E5M2, q.sa, q.b, Fp8Format::E4M3,
+                    q.sb, accumulate ? 1.0f : 0.0f, dx, false, nullptr, nullptr,
+                    dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
+                    dgelu ? K : 0, false, probe);
   };
   if (!gemm(true))
     return false;
@@ -253,9 +290,9 @@ namespace {
 bool dw_gemm(float *dw, const void *dyT, const float *sDy, const void *xT,
              const float *sX, int64_t N, int64_t K, int64_t O, bool tw,
              bool probe) {
-  return tw ? fp8_gemm(O, K, N, dyT, Fp8Format::E5M2, sDy, xT,
-                       Fp8Format::E4M3, sX, 1.0f, dw, true, nullptr, nullptr,
-                       Fp8Epi::None, nullptr, 0, false, probe)
+  return tw ? fp8_gemm(O, K, N, dyT, Fp8Format::E5M2, sDy, xT, Fp8Format::E4M3,
+                       sX, 1.0f, dw, true, nullptr, nullptr, Fp8Epi::None,
+                       nullptr, 0, false, probe)
             : fp8_gemm(K, O, N, xT, Fp8Format::E4M3, sX, dyT, Fp8Format::E5M2,
                        sDy, 1.0f, dw, true, nullptr, nullptr, Fp8Epi::None,
                        nullptr, 0, false, probe);
@@ -264,8 +301,10 @@ bool dw_gemm(float *dw, const void *dyT, const float *sDy, const void *xT,
 
 Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
                             const act_t *x, const act_t *w, int64_t N,
-                            int64_t K, int64_t O, bool tw,
-                            bool accumulate_dx) {
+                            int64_t K, int64_t O, bool tw, bool accumulate_dx) {
+  Fp8Done done;
+  if (!fp8_knobs().dgrad || !fp8_knobs().wgrad)
+    return done; // each gradient's own call decides
   Fp8Meta *m = fp8_linear_metas(w);
   const BackwardOperands o = backward_operands(N, K, O);
   const Operands &q = o.q;
@@ -275,7 +314,6 @@ Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
                     q.sb, accumulate_dx ? 1.0f : 0.0f, dx, false, nullptr,
                     nullptr, Fp8Epi::None, nullptr, 0, false, probe);
   };
-  Fp8Done done;
   if (!dxGemm(true) || !dw_gemm(dw, dyT, q.sa, q.b, q.sb, N, K, O, tw, true))
     return done;
   fp8_cast(dyq, dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
@@ -289,6 +327,8 @@ Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
 bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
                             const act_t *w, int64_t N, int64_t K, int64_t O,
                             bool tw) {
+  if (!fp8_knobs().wgrad)
+    return false;
   Fp8Meta *m = fp8_linear_metas(w);
   // Right after this linear's input-gradient call, dY^T is in the scratch
   // already (with its 1/scale at q.sa).
@@ -299,8 +339,7 @@ bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
   if (!dw_gemm(dw, o.dyT, q.sa, q.b, q.sb, N, K, O, tw, true))
     return false;
   if (cast)
-    fp8_cast(nullptr, o.dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy,
-             true);
+    fp8_cast(nullptr, o.dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
   gPendingDyT = {}; // read once
   fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
   return dw_gemm(dw, o.dyT, q.sa, q.b, q.sb, N, K, O, tw, false);

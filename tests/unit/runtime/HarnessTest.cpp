@@ -296,6 +296,14 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
   EXPECT_EQ(error("AUTODDL_WATCHDOG_TIMEOUT", "0"), "");
   EXPECT_EQ(error("AUTODDL_CUDA_GRAPH", ""), "");
   EXPECT_EQ(error("AUTODDL_ATTENTION", "own"), "");
+  // FP8's measuring knobs (docs/fp8.md "Knobs").
+  EXPECT_EQ(error("AUTODDL_FP8", "yes"),
+            "AUTODDL_FP8=\"yes\": expected 0 or all or rule");
+  EXPECT_EQ(error("AUTODDL_FP8_GEMMS", "forward,dgrad"), "");
+  EXPECT_NE(error("AUTODDL_FP8_GEMMS", "dgrad,forward"), "");
+  EXPECT_EQ(error("AUTODDL_FP8_MIN_INTENSITY", "500"), "");
+  EXPECT_EQ(error("AUTODDL_FP8_MIN_INTENSITY", "-5"),
+            "AUTODDL_FP8_MIN_INTENSITY=\"-5\": expected a number >= 0");
 }
 
 TEST(HarnessOptions, OutputFoldersAreCheckedWithoutCreatingThem) {
