@@ -70,68 +70,29 @@ struct CrossBin {
   double count = 0, u = 0;
 };
 
-/// The communities as community_graph groups them (CommunityGraph.cpp,
-/// group_communities): members by label, each community's in the order of
-/// their hash keys (rank k is order[start[a] + k]), the pick-by-size table
-/// and each community's degree law; ranks and draws through DegreeLaw.h, as
-/// the generator's. The grouping itself is restated, not called: it lives in
-/// the runtime's library (exceptions), which the plain cost model does not
-/// link; GraphFeaturesTest fails if they part.
-struct Communities {
-  std::vector<int64_t> start;    // classes + 1
-  std::vector<int32_t> order;    // nodes
-  std::vector<rt::PowerLaw> law; // classes
-  std::vector<int32_t> bySize;   // 2^16
-  std::vector<double> pick;      // q_a: a's share of bySize
+/// The communities as community_graph groups them (DegreeLaw.h's
+/// group_communities, the generator's own), and q_a: community a's share of
+/// by_size, the chance an end of a draw across communities lands in it.
+struct Communities : rt::Communities {
+  std::vector<double> pick; // classes
 };
 
 Communities communities(uint64_t seed, int64_t nodes, int64_t classes,
                         double drawsPerNode) {
-  Communities c;
   std::vector<int32_t> label(static_cast<size_t>(nodes));
-  std::vector<uint32_t> key(static_cast<size_t>(nodes));
-  const uint64_t sLabel = rt::fnv1a64("graph.label"),
-                 sOrder = rt::fnv1a64("graph.order");
   rt::for_chunks(
       nodes,
       [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          label[size_t(i)] =
-              int32_t(rt::philox_words(seed, sLabel, uint64_t(i))[0] %
-                      uint32_t(classes));
-          key[size_t(i)] = rt::philox_words(seed, sOrder, uint64_t(i))[0];
-        }
+        for (int64_t i = b; i < e; ++i)
+          label[size_t(i)] = rt::community_of(seed, i, classes);
       },
       int64_t(1) << 16);
-  c.start.assign(size_t(classes + 1), 0);
-  for (int32_t l : label)
-    ++c.start[size_t(l + 1)];
-  for (int64_t k = 0; k < classes; ++k)
-    c.start[size_t(k + 1)] += c.start[size_t(k)];
-  c.order.resize(size_t(nodes));
-  std::vector<int64_t> next(c.start.begin(), c.start.end() - 1);
-  for (int64_t i = 0; i < nodes; ++i)
-    c.order[size_t(next[size_t(label[size_t(i)])]++)] = int32_t(i);
-  c.law.resize(size_t(classes));
-  rt::for_chunks(
-      classes,
-      [&](int64_t k0, int64_t k1) {
-        for (int64_t k = k0; k < k1; ++k) {
-          c.law[size_t(k)] =
-              rt::rank_community(c.order.data() + c.start[size_t(k)],
-                                 c.order.data() + c.start[size_t(k + 1)],
-                                 key.data(), drawsPerNode);
-        }
-      },
-      1);
-  c.bySize.resize(size_t(1) << 16);
+  Communities c;
+  static_cast<rt::Communities &>(c) =
+      rt::group_communities(seed, label, classes, drawsPerNode);
   c.pick.assign(size_t(classes), 0);
-  for (int64_t t = 0, k = 0; t < (int64_t(1) << 16); ++t) {
-    while (c.start[size_t(k + 1)] <= (t * nodes) >> 16)
-      ++k;
-    c.bySize[size_t(t)] = int32_t(k);
+  for (int32_t k : c.by_size)
     c.pick[size_t(k)] += 1.0 / 65536;
-  }
   return c;
 }
 
@@ -306,7 +267,7 @@ Hubs scanHubs(uint64_t seed, const Communities &c,
     limit[a] =
         tracked[a] > 0 ? uint64_t(std::min(1.0, u) * 4294967296.0) + 2 : 0;
   }
-  const uint64_t sEdge = rt::fnv1a64("graph.edge");
+  const uint64_t sEdge = rt::edge_stream();
   constexpr uint64_t kBatch = 16;
   const int64_t threads = std::min<int64_t>(rt::host_threads(), 16);
   // found[k * slots + s]: thread k's neighbours of slot s
@@ -329,7 +290,7 @@ Hubs scanHubs(uint64_t seed, const Communities &c,
               // words before any lookup.
               const rt::PhiloxCounter &w = words[i];
               const auto [ca, cb] =
-                  rt::candidate_communities(w, c.bySize.data());
+                  rt::candidate_communities(w, c.by_size.data());
               if (w[2] >= limit[size_t(ca)] && w[3] >= limit[size_t(cb)])
                 continue;
               const int64_t ra = c.law[size_t(ca)].rank(w[2]),

@@ -25,61 +25,6 @@ std::vector<int32_t> planted_graph_split_labels(const PlantedGraph &g,
 
 namespace {
 
-/// Nodes grouped by community, each community's members in a seeded order
-/// (so a community's hubs are spread over the index range, and over dp ranks).
-struct Communities {
-  std::vector<int64_t> start;   // classes + 1
-  std::vector<int32_t> order;   // nodes
-  std::vector<PowerLaw> law;    // classes
-  std::vector<int32_t> by_size; // 2^16 quantiles of the nodes' communities
-};
-
-Communities group_communities(uint64_t seed, const std::vector<int32_t> &labels,
-                              int64_t classes, double draws_per_node,
-                              int64_t threads) {
-  const int64_t n = int64_t(labels.size());
-  Communities c;
-  c.start.assign(size_t(classes + 1), 0);
-  for (int32_t l : labels)
-    ++c.start[size_t(l + 1)];
-  for (int64_t k = 0; k < classes; ++k)
-    c.start[size_t(k + 1)] += c.start[size_t(k)];
-  c.order.resize(size_t(n));
-  std::vector<int64_t> next(c.start.begin(), c.start.end() - 1);
-  for (int64_t i = 0; i < n; ++i)
-    c.order[size_t(next[size_t(labels[size_t(i)])]++)] = int32_t(i);
-  const uint64_t sOrder = fnv1a64("graph.order");
-  std::vector<uint32_t> key(static_cast<size_t>(n));
-  for_chunks(
-      n,
-      [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          key[size_t(i)] = philox_words(seed, sOrder, uint64_t(i))[0];
-      },
-      1 << 16, threads);
-  c.law.resize(size_t(classes));
-  for_chunks(
-      classes,
-      [&](int64_t k0, int64_t k1) {
-        for (int64_t k = k0; k < k1; ++k) {
-          c.law[size_t(k)] =
-              rank_community(c.order.data() + c.start[size_t(k)],
-                             c.order.data() + c.start[size_t(k + 1)],
-                             key.data(), draws_per_node);
-        }
-      },
-      1, threads);
-  // Community of a 16-bit quantile of the nodes: picking one by size.
-  c.by_size.resize(size_t(1) << 16);
-  for (int64_t t = 0, k = 0; t < (int64_t(1) << 16); ++t) {
-    const int64_t at = (t * n) >> 16;
-    while (c.start[size_t(k + 1)] <= at)
-      ++k;
-    c.by_size[size_t(t)] = int32_t(k);
-  }
-  return c;
-}
-
 /// Candidate edges: candidate e is one Philox block of the stream.
 class EdgeStream {
 public:
@@ -99,7 +44,7 @@ private:
   }
   uint64_t seed_;
   const Communities &c_;
-  uint64_t sEdge_ = fnv1a64("graph.edge");
+  uint64_t sEdge_ = edge_stream();
 };
 
 /// Each row's distinct neighbours among candidates [0, count), as (column <<
@@ -203,14 +148,12 @@ PlantedGraph community_graph(uint64_t seed, int64_t nodes, int64_t nnz,
   g.nodes = nodes;
   g.features = features;
   g.classes = classes;
-  const uint64_t sLabel = fnv1a64("graph.label");
   g.labels.resize(size_t(nodes));
   for_chunks(
       nodes,
       [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
-          g.labels[size_t(i)] = int32_t(
-              philox_words(seed, sLabel, uint64_t(i))[0] % uint32_t(classes));
+          g.labels[size_t(i)] = community_of(seed, i, classes);
       },
       1 << 16, threads);
   const uint64_t pairs = uint64_t(nnz - nodes) / 2; // undirected edges

@@ -1,19 +1,21 @@
 // The degree law of the generated community graphs (CommunityGraph.h): the
 // power law an edge end follows over a community's members, the members' rank
-// order and a candidate edge's communities. One home for it: the generator
-// draws from it, the planner computes the graph's features from it
-// (cost_model/GraphFeatures.cpp) and estimates the degrees it gives
-// (planner/AdjacencyMemory.cpp: how many windows the W8 builder splits).
+// order, the communities' grouping and a candidate edge's communities. One home
+// for it: the generator draws from it, the planner computes the graph's
+// features from it (cost_model/GraphFeatures.cpp) and estimates the degrees it
+// gives (planner/AdjacencyMemory.cpp: how many windows the W8 builder splits).
 #ifndef AUTODDL_BACKENDS_COMMON_DEGREELAW_H
 #define AUTODDL_BACKENDS_COMMON_DEGREELAW_H
 
 #include "backends/common/CommunityGraph.h"
+#include "backends/common/Parallel.h"
 #include "backends/common/Philox.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 namespace autoddl::rt {
 
@@ -73,6 +75,76 @@ inline PowerLaw rank_community(int32_t *b, int32_t *e, const uint32_t *key,
   const int64_t size = int64_t(e - b);
   return community_law(std::max<int64_t>(1, size),
                        kCommunityEdgeFraction * draws_per_node * double(size));
+}
+
+/// The generator's Philox streams: a node's label, its rank key within its
+/// community, and the candidate edges.
+inline uint64_t label_stream() { return fnv1a64("graph.label"); }
+inline uint64_t order_stream() { return fnv1a64("graph.order"); }
+inline uint64_t edge_stream() { return fnv1a64("graph.edge"); }
+
+/// Node i's community (its label): uniform over the classes.
+inline int32_t community_of(uint64_t seed, int64_t i, int64_t classes) {
+  return int32_t(philox_words(seed, label_stream(), uint64_t(i))[0] %
+                 uint32_t(classes));
+}
+
+/// Nodes grouped by community, each community's members in a seeded order
+/// (so a community's hubs are spread over the index range, and over dp ranks).
+struct Communities {
+  std::vector<int64_t> start;   // classes + 1
+  std::vector<int32_t> order;   // nodes: rank k of a is order[start[a] + k]
+  std::vector<PowerLaw> law;    // classes
+  std::vector<int32_t> by_size; // 2^16 quantiles of the nodes' communities
+};
+
+/// The communities of `labels` (community_of each node), their members
+/// ranked by order_stream keys and each one's law for `draws_per_node` edge
+/// ends a node; `threads` as for_chunks' (the result does not depend on it).
+inline Communities group_communities(uint64_t seed,
+                                     const std::vector<int32_t> &labels,
+                                     int64_t classes, double draws_per_node,
+                                     int64_t threads = 0) {
+  const int64_t n = int64_t(labels.size());
+  Communities c;
+  c.start.assign(size_t(classes + 1), 0);
+  for (int32_t l : labels)
+    ++c.start[size_t(l + 1)];
+  for (int64_t k = 0; k < classes; ++k)
+    c.start[size_t(k + 1)] += c.start[size_t(k)];
+  c.order.resize(size_t(n));
+  std::vector<int64_t> next(c.start.begin(), c.start.end() - 1);
+  for (int64_t i = 0; i < n; ++i)
+    c.order[size_t(next[size_t(labels[size_t(i)])]++)] = int32_t(i);
+  const uint64_t sOrder = order_stream();
+  std::vector<uint32_t> key(static_cast<size_t>(n));
+  for_chunks(
+      n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          key[size_t(i)] = philox_words(seed, sOrder, uint64_t(i))[0];
+      },
+      1 << 16, threads);
+  c.law.resize(size_t(classes));
+  for_chunks(
+      classes,
+      [&](int64_t k0, int64_t k1) {
+        for (int64_t k = k0; k < k1; ++k)
+          c.law[size_t(k)] =
+              rank_community(c.order.data() + c.start[size_t(k)],
+                             c.order.data() + c.start[size_t(k + 1)],
+                             key.data(), draws_per_node);
+      },
+      1, threads);
+  // Community of a 16-bit quantile of the nodes: picking one by size.
+  c.by_size.resize(size_t(1) << 16);
+  for (int64_t t = 0, k = 0; t < (int64_t(1) << 16); ++t) {
+    const int64_t at = (t * n) >> 16;
+    while (c.start[size_t(k + 1)] <= at)
+      ++k;
+    c.by_size[size_t(t)] = int32_t(k);
+  }
+  return c;
 }
 
 /// The communities of a candidate edge's two ends, from its Philox block w:
