@@ -277,6 +277,8 @@ bool OnnxLowering::lowerConv(const onnx::NodeProto &n) {
     if (k.empty() && consts.count(n.input(1)))
       for (int d = 2; d < consts[n.input(1)]->dims_size(); ++d)
         k.push_back(consts[n.input(1)]->dims(d));
+    if (k.empty())
+      failNode(n, "auto_pad needs kernel_shape or a constant weight");
     if (std::string e =
             onnx_kernels::autoPads(b.shape(x), k, s, {}, ap->s(), p);
         !e.empty())
