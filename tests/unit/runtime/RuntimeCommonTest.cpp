@@ -4,6 +4,7 @@
 #include "backends/common/Init.h"
 #include "backends/common/Metrics.h"
 #include "backends/common/MiniJson.h"
+#include "backends/common/Parallel.h"
 #include "backends/common/Philox.h"
 #include "backends/common/Trace.h"
 
@@ -13,6 +14,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <sched.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace autoddl::rt;
@@ -284,4 +287,30 @@ TEST(Trace, EventsFormAChromeTraceDocument) {
   EXPECT_EQ(ev.find("pid")->integer, 3);
   EXPECT_EQ(ev.find("ph")->string, "X");
   EXPECT_GE(ev.find("dur")->number, 0);
+}
+
+// A process bound to one core (mpirun's default for a lone rank) sizes its
+// host loops by that core, not by the machine: eight threads there ran the
+// checkpoint encode no faster than one (docs/codegen.md). Checked on a thread
+// of its own, whose affinity the test may narrow without touching the rest.
+TEST(Parallel, HostThreadsFollowTheAffinityMask) {
+  int64_t bound = 0, all = 0;
+  std::thread t([&] {
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    all = available_cores();
+    EXPECT_EQ(all, CPU_COUNT(&set));
+    int first = 0;
+    while (!CPU_ISSET(first, &set))
+      ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    bound = host_threads();
+  });
+  t.join();
+  EXPECT_EQ(bound, 1);
+  EXPECT_GE(all, 1);
+  EXPECT_EQ(host_threads(3), 3); // a request stands
 }
