@@ -386,6 +386,13 @@ int malformedForms() {
   axes.lists["axes"] = {1, -1};
   expect("ReduceSum axes {1, -1} of rank 2", true,
          makePrimitive(p, "ReduceSum", axes, {{2, 3}}, {2, 1}, {}));
+  // A pad as wide as the window: windows of padding only (max -inf).
+  PrimitiveAttrs wide;
+  wide.lists = {{"kernel_shape", {2}}, {"pads", {2, 0}}};
+  expect("MaxPool kernel 2 pads {2, 0}", true,
+         makePrimitive(p, "MaxPool", wide, {{1, 1, 4}}, {1, 1, 5}, {}));
+  expect("BatchNormalization of rank 1", true,
+         makePrimitive(p, "BatchNormalization", {}, {{4}, {4}, {4}}, {4}, {}));
   const double big = 9.2e18; // a step near INT64_MAX: one element
   expect("Slice step 9.2e18", false,
          makePrimitive(p, "Slice", {}, {{5}, {1}, {1}, {1}, {1}}, {1},
