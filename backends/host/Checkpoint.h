@@ -6,7 +6,7 @@
 // fsynced, then renamed by rank 0 once every rank has written; a process
 // killed mid-write leaves the previous folders as they were. CheckpointWriter
 // writes one folder at a time on a thread of its own (on every rank) while
-// training goes on (docs/codegen.md "Checkpoints").
+// training goes on (docs/checkpoints.md "Checkpoints").
 #ifndef AUTODDL_BACKENDS_HOST_CHECKPOINT_H
 #define AUTODDL_BACKENDS_HOST_CHECKPOINT_H
 

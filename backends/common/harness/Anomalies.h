@@ -1,6 +1,6 @@
 //===- Anomalies.h - stragglers and non-finite losses, reported ----------===//
 //
-// TRANSOM's TEE in the generated programs (issue 46 item 5, docs/codegen.md
+// TRANSOM's TEE in the generated programs (issue 46 item 5, docs/checkpoints.md
 // "Anomalies"): a rank slower than the others is named in the log and in
 // metrics.json, and a non-finite loss under --on-nan rollback reloads the
 // newest checkpoint and skips the data that produced it. The step loop

@@ -1,6 +1,6 @@
 //===- CompressedCheckpoint.h - --checkpoint-compress (BitSnap) -----------===//
 //
-// Issue 46 item 4 (docs/codegen.md "Compressed checkpoints"). Under
+// Issue 46 item 4 (docs/checkpoints.md "Compressed checkpoints"). Under
 // --checkpoint-compress a run's first save and every --checkpoint-full-every
 // M-th after it are full checkpoints (unchanged: any plan loads them); the
 // others are a folder holding bitsnap.safetensors only: one 1-D tensor

@@ -22,7 +22,7 @@ namespace autoddl::rt::harness {
 
 /// The data batch step `step` reads: the step plus the global batches skipped
 /// before it (--data-skip, the windows --on-nan rollback skipped; recorded in
-/// each checkpoint as `data_skipped`, docs/codegen.md). Both backends' data
+/// each checkpoint as `data_skipped`, docs/checkpoints.md). Both backends' data
 /// loads go through it; a graph model's data is the same every step.
 int64_t data_batch(int64_t step);
 /// The global batches skipped so far (0 unless set).

@@ -1,6 +1,6 @@
 //===- Options.h - the flags every generated program takes ---------------===//
 //
-// docs/codegen.md "Running a generated program" lists them. A backend's own
+// docs/checkpoints.md "Running a generated program" lists them. A backend's own
 // flags (the CUDA program's --profile, --no-cuda-graph) are taken out of argv
 // before parse_options sees it.
 //
@@ -32,7 +32,7 @@ struct Options {
   bool save_sync = false;
   // --overwrite: --out may replace an earlier run's metrics.json/trace.json.
   bool overwrite = false;
-  // Anomalies (docs/codegen.md "Anomalies"). --straggler-factor F (0: off)
+  // Anomalies (docs/checkpoints.md "Anomalies"). --straggler-factor F (0: off)
   // and --straggler-window N: a rank whose median work time over N steps is
   // above F x the median rank's is named. --on-nan stop|rollback and
   // --on-nan-retries R: a non-finite loss stops the run, or reloads the

@@ -209,7 +209,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     if (o.save_every > 0 && (step + 1) % o.save_every == 0)
       saver.save(step + 1);
   }
-  // --save alone keeps the last step (docs/codegen.md).
+  // --save alone keeps the last step (docs/checkpoints.md).
   const bool saved_last = o.save_every > 0 && o.steps % o.save_every == 0;
   if (!o.save.empty() && o.steps > first_step && !saved_last)
     saver.save(o.steps);

@@ -5,7 +5,7 @@
 // loads and saves both backends call): the saves of a run (Checkpointer:
 // snapshot, the asynchronous parallel writer, --checkpoint-compress), and
 // the loads of --resume, --resume auto, --init and --on-nan rollback
-// (docs/codegen.md "Running the program").
+// (docs/checkpoints.md).
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_COMMON_HARNESS_RUNCHECKPOINT_H

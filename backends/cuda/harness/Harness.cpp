@@ -430,7 +430,7 @@ public:
   /// but the tensor-parallel collectives', resolved after each step): a
   /// slow GPU's own work, which its peers' step time hides (they wait for it
   /// inside NCCL kernels). Without it the host's CPU time, which finds a slow
-  /// host only (docs/codegen.md "Anomalies").
+  /// host only (docs/checkpoints.md "Anomalies").
   double work_clock() override {
     if (!op_profile_enabled())
       return Backend::work_clock();

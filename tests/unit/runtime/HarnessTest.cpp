@@ -175,7 +175,7 @@ TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {
   EXPECT_EQ(parseError({"--optimizer", "sgd"}), "");
 }
 
-// The anomaly flags (docs/codegen.md "Anomalies"): defaults, values, and
+// The anomaly flags (docs/checkpoints.md "Anomalies"): defaults, values, and
 // each bad one refused in one line naming the flag.
 TEST(HarnessOptions, AnomalyFlags) {
   const Options d = parse({});

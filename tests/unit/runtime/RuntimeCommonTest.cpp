@@ -291,7 +291,7 @@ TEST(Trace, EventsFormAChromeTraceDocument) {
 
 // A process bound to one core (mpirun's default for a lone rank) sizes its
 // host loops by that core, not by the machine: eight threads there ran the
-// checkpoint encode no faster than one (docs/codegen.md). Checked on a thread
+// checkpoint encode no faster than one (docs/checkpoints.md). Checked on a thread
 // of its own, whose affinity the test may narrow without touching the rest.
 TEST(Parallel, HostThreadsFollowTheAffinityMask) {
   int64_t bound = 0, all = 0;
