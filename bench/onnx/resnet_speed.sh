@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# A torchvision ResNet trained from its ONNX graph on one GPU against PyTorch (issue 45 item 4).
+#
+#   bash bench/onnx/resnet_speed.sh stage DIR [AUTODDL]   # here: the graph, its plan, CUDA project
+#   bash bench/onnx/resnet_speed.sh device DIR            # GPU machine: build, time, PyTorch peer
+#
+# stage writes torchvision's resnet (DEPTH, default 50) as PyTorch's TorchScript exporter writes it
+# in training mode (tests/onnx/torchvision_resnet.py: the architecture and parameter names, no
+# values; the program initialises its own), plans it for one H100 at global batch BATCH (default
+# 256; batch norms keep one micro-batch) with --loss cross_entropy, and generates the CUDA project
+# into DIR/resnet (DIR ignored by git, named in the device tool's carry). device builds it, runs
+# STEPS steps (default 40; the step median over the second half, the step graph replayed) and
+# then bench/onnx/pytorch_resnet.py (torchvision's model, channels-last bf16 autocast, fused
+# AdamW, cudnn.benchmark; eager and torch.compile) at the same batch, and prints images/s side by
+# side. Results to $OUT (or DIR/results).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mode=${1:?usage: resnet_speed.sh stage DIR [AUTODDL] | device DIR}
+dir=${2:?DIR}
+depth=${DEPTH:-50} batch=${BATCH:-256} steps=${STEPS:-40}
+case $mode in
+stage)
+  autoddl=${3:-$root/build/tools/autoddl/autoddl}
+  [ -x "$autoddl" ] || { echo "resnet_speed.sh: $autoddl is not an executable autoddl" >&2; exit 2; }
+  rm -rf "${dir:?}/resnet" && mkdir -p "$dir"
+  python3 "$root/tests/onnx/torchvision_resnet.py" "$depth" |
+    protoc --encode=onnx.ModelProto -I/usr/include onnx/onnx.proto >"$dir/resnet$depth.onnx"
+  "$autoddl" plan "$dir/resnet$depth.onnx" --loss cross_entropy --cluster dgx-h100-ndr --gpus 1 \
+    --global-batch "$batch" --no-why -o "$dir/plan.json" >"$dir/plan.txt"
+  "$autoddl" codegen "$dir/plan.json" --backend cuda --model "$dir/resnet$depth.onnx" -o "$dir/resnet" >/dev/null
+  printf "depth=%s\nbatch=%s\n" "$depth" "$batch" >"$dir/params"
+  echo "resnet$depth: $(grep -m1 predicted "$dir/plan.txt" | sed 's/^ *//')"
+  ;;
+device)
+  dir=$(realpath "$dir")
+  out=${OUT:-$dir/results}
+  mkdir -p "$out"
+  # shellcheck disable=SC1091 # the staged model's depth and batch
+  source "$dir/params"
+  export NCCL_NVLS_ENABLE=0
+  source "$root/bench/cuda/cudnn_env.sh"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+  mkdir -p "$dir/build/src"
+  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir/resnet" >"$dir/build/src/CMakeLists.txt"
+  { cmake -S "$dir/build/src" -B "$dir/build/b" -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$dir/build/b" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
+  "$dir/build/b/train_resnet" --steps "$steps" --quiet --out "$out/autoddl" --overwrite >"$out/autoddl.log" 2>&1 ||
+    { tail -5 "$out/autoddl.log"; echo "resnet_speed.sh: the program failed" >&2; }
+  python3 "$root/bench/onnx/pytorch_resnet.py" --model "resnet$depth" --batch "$batch" \
+    --out "$out/pytorch.json" 2>&1 | tee "$out/pytorch.log" || true
+  python3 - "$out" "$batch" <<'PY' | tee "$out/speed.txt"
+import json, os, statistics, sys
+out, batch = sys.argv[1], int(sys.argv[2])
+rows = []
+m = f"{out}/autoddl/metrics.json"
+if os.path.exists(m):
+    s = json.load(open(m))["step_seconds"]
+    med = statistics.median(s[len(s) // 2:])
+    rows.append(("autoddl (generated program)", med))
+p = f"{out}/pytorch.json"
+if os.path.exists(p):
+    for r in json.load(open(p))["runs"]:
+        if "step_s" in r:
+            rows.append((f"PyTorch {r['mode']}", r["step_s"]))
+ours = rows[0][1] if rows and rows[0][0].startswith("autoddl") else None
+for name, t in rows:
+    ratio = f"  ours {t / ours:.3f}x" if ours and not name.startswith("autoddl") else ""
+    print(f"{name:28s} {t * 1e3:8.2f} ms a step  {batch / t:8.0f} images/s{ratio}")
+PY
+  ;;
+*) echo "usage: resnet_speed.sh stage DIR [AUTODDL] | device DIR" >&2; exit 2 ;;
+esac
