@@ -87,16 +87,16 @@ int launch(const Program &p, const std::vector<std::string> &args,
 }
 
 planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers,
-                             int64_t staticBatch) {
+                             bool keepMicrobatch) {
   planner::Plan p = plan;
   p.knobs.tp = p.knobs.pp = p.knobs.dp = 1;
   p.knobs.microbatch = plan.globalBatch;
   p.knobs.microbatches = 1;
   // Fixed-shape models (an explicit op graph, a graph template, a static-batch
-  // ONNX export): a micro-batch is one instance of the graph, so the one rank
-  // runs the global batch as that many.
+  // ONNX export): a micro-batch is one instance of the graph; batch norms
+  // normalise over it. The one rank runs the global batch as that many.
   if (plan.modelFamily == "graph" || graphTemplateFamily(plan.modelFamily) ||
-      staticBatch > 0) {
+      keepMicrobatch) {
     p.knobs.microbatch = plan.knobs.microbatch;
     p.knobs.microbatches = plan.globalBatch / plan.knobs.microbatch;
   }

@@ -64,10 +64,12 @@ int launch(const Program &p, const std::vector<std::string> &args,
 
 /// A copy of `plan` as one rank runs it: tp = pp = dp = 1, the global batch as
 /// one micro-batch, one stage, no ZeRO (the reference of `verify`). A model
-/// whose shapes are fixed keeps the plan's micro-batch (`staticBatch`: an
-/// ONNX export's static batch, ModelGraph::staticBatch; 0 for none).
+/// whose micro-batch is part of it keeps the plan's, accumulating over the
+/// global batch (`keepMicrobatch`: an ONNX export's static batch,
+/// ModelGraph::staticBatch, or statistics per micro-batch,
+/// microbatchStatisticsPrimitive; graph models always).
 planner::Plan singleRankPlan(const planner::Plan &plan, int64_t layers,
-                             int64_t staticBatch = 0);
+                             bool keepMicrobatch = false);
 
 /// `autoddl run` (docs/codegen.md): given a model, plans it first (`autoddl
 /// plan ... --gpus ranks`); given plan.json, runs that plan on its ranks.

@@ -5,6 +5,7 @@
 #include "backends/common/Safetensors.h"
 #include "driver/Build.h"
 #include "driver/Driver.h"
+#include "ir/import/ResolvePrimitive.h"
 #include "planner/PlanJson.h"
 #include "support/UserError.h"
 
@@ -110,8 +111,9 @@ bool verify(VerifyOptions a) {
   const std::string planText = codegen::readTextFile(a.plan);
   const int ranks = planRanks(plan);
   const ModelGraph model = codegen::validatedModelForPlan(plan, a.model);
-  planner::Plan single =
-      singleRankPlan(plan, model.numLayers, model.staticBatch);
+  planner::Plan single = singleRankPlan(
+      plan, model.numLayers,
+      model.staticBatch > 0 || !microbatchStatisticsPrimitive(model).empty());
   auto planFiles = planProject(plan, planText, a.model, backend, a.fp32);
   auto singleFiles = planProject(single, planner::planToText(single), a.model,
                                  backend, a.fp32);

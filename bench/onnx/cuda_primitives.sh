@@ -21,8 +21,9 @@
 #                               static-batch export and tiny-vgg (TorchScript)
 #   resnet-mini                 tests/onnx/models/resnet-mini.txtpb (encoded with protoc):
 #                               batch norms, a padded max pool, the global pool as primitives
-#   gpt-unfused-tp2-pp2,        4, 4 and 2 ranks on the one GPU (AUTODDL_SHARE_GPU=1, under
-#   mlp-tp2-dp2, mlp-dropout-dp2  mpirun): the same plans' CPU programs as reference
+#   gpt-unfused-tp2-pp2,        4, 4, 2 and 2 ranks on the one GPU (AUTODDL_SHARE_GPU=1, under
+#   mlp-tp2-dp2, mlp-dropout-dp2, mpirun): the same plans' CPU programs as reference
+#   resnet-mini-dp2
 # device builds the projects on one shared runtime twice (bf16 and --fp32, in parallel, with the
 # primitive check linked to each), runs each program STEPS steps per precision and compares every
 # step's loss with the CPU program's: relative error at most 1e-4 (fp32: the same math in another
@@ -37,7 +38,7 @@
 # losses.txt (the table) and the checks' output. Exit 1 on any failure.
 # PRECISIONS="fp32" (or "bf16") builds and runs one precision only (half the build).
 # Time on one H100 (16 cores), not yet measured: the two runtime builds in parallel, 8 jobs each,
-# ~3 min (a project's runtime on one core here: ~11 min, most of it the attention kernels); 22
+# ~3 min (a project's runtime on one core here: ~11 min, most of it the attention kernels); 24
 # runs of 8 steps ~1.5 min (each a few seconds of start-up, the shared-GPU ones NCCL over
 # sockets); the checks ~10 s. Over 5 minutes: PRECISIONS=fp32 first, bf16 in a second call.
 set -euo pipefail
@@ -66,6 +67,8 @@ cases=(
   "gpt-unfused-tp2-pp2 tiny-gpt.onnx $unfused 4 tp=2,pp=2,dp=1,microbatch=2,schedule=1f1b --seq 16"
   "mlp-tp2-dp2 tiny-mlp.onnx - 4 tp=2,pp=1,dp=2"
   "mlp-dropout-dp2 train-mlp-ts.onnx - 2 tp=1,pp=1,dp=2"
+  # batch norms on each rank's micro-batches of 2 (statistics per micro-batch, as DDP's)
+  "resnet-mini-dp2 resnet-mini.txtpb - 2 tp=1,pp=1,dp=2,microbatch=2"
 )
 case $mode in
 stage)

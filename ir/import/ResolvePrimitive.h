@@ -63,8 +63,10 @@ inline std::string resolvePrimitive(onnx_kernels::Primitive &p,
 /// Why primitive `p` computes a sample's result from other samples of its
 /// micro-batch of B (a reduction or softmax over dimension 0, a transpose
 /// moving it, ...), or "" when it keeps them apart: dp and micro-batches
-/// then split the samples freely. Assumes the result's dimension 0 is the
-/// batch where it is B (the import's layout).
+/// then split the samples freely. A batch norm on batch statistics mixes
+/// only the samples of one micro-batch, by design: it is answered by
+/// normalisesPerMicrobatch, not here. Assumes the result's dimension 0 is
+/// the batch where it is B (the import's layout).
 inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p,
                                          int64_t B,
                                          const std::vector<bool> &constant) {
@@ -89,8 +91,6 @@ inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p,
                    p.window.shape[0] == p.in[0][0]
                ? ""
                : "it slices the batch dimension";
-  case K::BatchNorm: // PyTorch's per-device statistics, without SyncBN
-    return p.batchStats ? "it normalises with its batch's statistics" : "";
   case K::Matmul:
     // [B,..,M,K]·[..,K,N] keeps dimension 0 a batch; [B,K]·[K,N] too when
     // the right side is a constant, not per-sample.
@@ -102,10 +102,21 @@ inline std::string primitiveMixesSamples(const onnx_kernels::Primitive &p,
   }
 }
 
-/// The first primitive of `g` (at its own batch, g.batch) that computes a
-/// sample's result from other samples, as "op NAME (TYPE): why", or "":
-/// such a model runs on the whole batch (no dp, one micro-batch).
-inline std::string sampleMixingPrimitive(const ModelGraph &g) {
+/// Whether primitive `p` normalises with the statistics of its micro-batch
+/// (BatchNormalization in training, as PyTorch's module in train mode): the
+/// function is then one of the micro-batch size, as PyTorch's is of the
+/// per-device batch under DDP without SyncBatchNorm and of the accumulation
+/// step's batch; any dp x micro-batch split of that size computes it.
+inline bool normalisesPerMicrobatch(const onnx_kernels::Primitive &p) {
+  return p.kind == onnx_kernels::Primitive::Kind::BatchNorm && p.batchStats;
+}
+
+/// The first primitive of `g` (resolved on g's shapes; one the kernels do
+/// not run is refused elsewhere, naming why) for which `why(p, constant)`
+/// is not "", as "op NAME (TYPE): why", or "". `constant[j]`: operand j is
+/// a constant or a parameter, not per-sample.
+template <typename Why>
+std::string firstPrimitiveWhere(const ModelGraph &g, Why why) {
   for (const OpDef &op : g.ops) {
     if (op.kind != "primitive")
       continue;
@@ -120,12 +131,36 @@ inline std::string sampleMixingPrimitive(const ModelGraph &g) {
     onnx_kernels::Primitive p;
     if (!resolvePrimitive(p, g, op, in, g.tensors[size_t(op.results[0])].shape)
              .empty())
-      continue; // refused elsewhere, naming why
-    if (std::string why = primitiveMixesSamples(p, g.batch, constant);
-        !why.empty())
-      return "op " + op.name + " (" + primitiveInputs(g, op).type + "): " + why;
+      continue;
+    if (std::string w = why(p, constant); !w.empty())
+      return "op " + op.name + " (" + primitiveInputs(g, op).type + "): " + w;
   }
   return "";
+}
+
+/// The first primitive of `g` (at its own batch, g.batch) that computes a
+/// sample's result from other samples, as "op NAME (TYPE): why", or "":
+/// such a model runs on the whole batch (no dp, one micro-batch).
+inline std::string sampleMixingPrimitive(const ModelGraph &g) {
+  return firstPrimitiveWhere(
+      g, [&](const onnx_kernels::Primitive &p, const std::vector<bool> &c) {
+        return primitiveMixesSamples(p, g.batch, c);
+      });
+}
+
+/// The first primitive of `g` normalising per micro-batch, as "op NAME
+/// (TYPE): it normalises with its micro-batch's statistics", or "": the
+/// micro-batch size of such a model is part of its function, which plans
+/// keep (PlanCommand.cpp) and verify's one-rank reference runs
+/// (driver/Driver.h singleRankPlan).
+inline std::string microbatchStatisticsPrimitive(const ModelGraph &g) {
+  return firstPrimitiveWhere(
+      g, [](const onnx_kernels::Primitive &p, const std::vector<bool> &) {
+        return normalisesPerMicrobatch(p)
+                   ? std::string("it normalises with its micro-batch's "
+                                 "statistics")
+                   : std::string();
+      });
 }
 
 } // namespace autoddl

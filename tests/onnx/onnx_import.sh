@@ -99,21 +99,41 @@ python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["mesh"]; sys.exit
   grep -q "primitive_forward" "$work/mixing-dp1/train.cpp" && echo "ok: mixing: dp=1 runs its primitives" ||
   fail "mixing: dp=1: no program running its primitives"
 # A ResNet in miniature (training-mode BatchNormalization, a padded max pool,
-# the global pool): the running statistics are not parameters; batch
-# statistics keep dp at 1.
+# the global pool): the running statistics are not parameters; statistics per
+# micro-batch make the micro-batch size part of the function (planned below).
 params resnet-mini 2,466 --batch 4
 kinds resnet-mini "sbp.add=1,sbp.conv2d=3,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=11,sbp.primitive=5,sbp.relu=3" --batch 4
 # Without its loss, as dynamo writes a train-mode module: the running statistics
 # are graph outputs beside the logits (not results); a MaxPool with auto_pad.
 params bn-outputs 166 --batch 2
 kinds bn-outputs "sbp.conv2d=1,sbp.cross_entropy=1,sbp.flatten=1,sbp.linear=1,sbp.parameter=5,sbp.primitive=3,sbp.relu=1" --batch 2
-if out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 2 --global-batch 8 \
-  --fix dp=2 -o "$work/resnet-dp2.json" 2>&1); then
-  fail "resnet-mini: dp=2 was planned"
+# Batch norms normalise per micro-batch: dp and accumulation split the batch in
+# micro-batches of a size fixed before the search (a --fix microbatch kept; for
+# --fix dp, global/dp as DDP's per-device batch; else the global batch), said
+# in a note naming the first norm.
+dp_mb() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(d["mesh"]["dp"], d["microbatch"])' "$1"; }
+resnet_plan() { # name expected-dp expected-microbatch plan-args...
+  local n=$1 dp=$2 mb=$3; shift 3
+  local out
+  out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --global-batch 8 \
+    -o "$work/resnet-$n.json" "$@" 2>&1 >/dev/null) || { fail "resnet-mini: $n: $out"; return; }
+  [[ "$out" == *"op /bn1/BatchNormalization (BatchNormalization): it normalises with its micro-batch's statistics"*"micro-batches of $mb samples"* ]] ||
+    fail "resnet-mini: $n: no note of the statistics' micro-batch: $out"
+  local got
+  got=$(dp_mb "$work/resnet-$n.json")
+  [ "$got" = "$dp $mb" ] && echo "ok: resnet-mini: $n: dp=$dp, micro-batch $mb" ||
+    fail "resnet-mini: $n: dp, micro-batch = $got, expected $dp $mb"
+}
+resnet_plan fix-dp2 2 4 --gpus 2 --fix dp=2
+resnet_plan fix-mb2 2 2 --gpus 2 --fix tp=1,pp=1,microbatch=2
+resnet_plan free 1 8 --gpus 2
+if out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 3 --global-batch 8 \
+  --fix dp=3 -o "$work/resnet-dp3.json" 2>&1); then
+  fail "resnet-mini: dp=3 of a batch of 8 was planned"
 fi
 case $out in
-*"op /bn1/BatchNormalization (BatchNormalization): it normalises with its batch's statistics"*) echo "ok: resnet-mini: dp=2: $out" ;;
-*) fail "resnet-mini: dp=2: $out" ;;
+*"op /bn1/BatchNormalization (BatchNormalization)"*"--fix dp=3 does not divide --global-batch 8"*) echo "ok: resnet-mini: dp=3: $out" ;;
+*) fail "resnet-mini: dp=3: $out" ;;
 esac
 # torchvision's resnet18 and resnet50 as the TorchScript exporter writes them in
 # training mode (torchvision_resnet.py; shapes, no values): torchvision's parameter

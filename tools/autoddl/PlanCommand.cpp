@@ -195,6 +195,40 @@ void checkStaticBatch(const std::string &model, const ModelGraph &g,
                     (dp > 1 ? " x dp " + std::to_string(dp) : std::string()));
 }
 
+/// A model normalising per micro-batch (batch norms on batch statistics):
+/// the micro-batch size M is part of its function, so it is fixed before
+/// the search, which then picks dp and the micro-batch count freely (every
+/// split into micro-batches of M computes the same function, PyTorch DDP's
+/// per-device statistics and its gradient accumulation's). M is the user's
+/// `--fix microbatch`, else the static batch, else global/dp for a fixed dp
+/// (DDP's per-device batch), else the global batch (one device's whole
+/// batch). Says which on stderr.
+void fixStatisticsMicrobatch(const std::string &norm, int64_t globalBatch,
+                             int64_t staticBatch, planner::FixedKnobs &f) {
+  const char *from = "--fix microbatch";
+  if (!f.microbatch && staticBatch > 0) {
+    f.microbatch = staticBatch; // checkStaticBatch checked the rest
+    from = "the export's static batch";
+  } else if (!f.microbatch && f.dp) {
+    if (globalBatch % *f.dp != 0)
+      throw UserError(fmt::format(
+          "{}: the micro-batch is part of the function (statistics per "
+          "micro-batch), and --fix dp={} does not divide --global-batch {} "
+          "(give --fix microbatch=)",
+          norm, *f.dp, globalBatch));
+    f.microbatch = globalBatch / *f.dp;
+    from = "--global-batch / dp, as DDP's per-device batch";
+  } else if (!f.microbatch) {
+    f.microbatch = globalBatch;
+    from = "the global batch; --fix microbatch=M lets dp and accumulation "
+           "split it";
+  }
+  std::fprintf(stderr,
+               "autoddl: note: %s: every plan normalises over micro-batches "
+               "of %lld samples (%s)\n",
+               norm.c_str(), static_cast<long long>(*f.microbatch), from);
+}
+
 /// plan.json -> plan.mlir (the annotated IR beside it).
 std::string mlirPathFor(const std::string &jsonPath) {
   std::string base = jsonPath;
@@ -352,6 +386,10 @@ void run(const PlanArgs &a) {
                       " (or let an sbp-fuse pass recognise it)");
     opts.fixed.dp = 1;
     opts.fixed.microbatch = a.globalBatch;
+  } else if (const std::string norm = microbatchStatisticsPrimitive(g2);
+             !norm.empty()) {
+    fixStatisticsMicrobatch(a.model + ": " + norm, a.globalBatch,
+                            g1.staticBatch, opts.fixed);
   }
   opts.mode = a.search == "exhaustive" ? planner::SearchMode::Exhaustive
                                        : planner::SearchMode::CoordinateDescent;
