@@ -127,6 +127,13 @@ resnet_plan() { # name expected-dp expected-microbatch plan-args...
 resnet_plan fix-dp2 2 4 --gpus 2 --fix dp=2
 resnet_plan fix-mb2 2 2 --gpus 2 --fix tp=1,pp=1,microbatch=2
 resnet_plan free 1 8 --gpus 2
+# A static batch of 4 (torch.onnx.export's default, no dynamic axes) is the statistics' micro-batch.
+sed 's/dim_param: "N"/dim_value: 4/g' "$here/models/resnet-mini.txtpb" |
+  "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/resnet-static.onnx"
+out=$("$autoddl" plan "$work/resnet-static.onnx" --cluster dgx-h100-ndr --gpus 2 --global-batch 8 \
+  --fix tp=1,pp=1 -o "$work/resnet-static.json" 2>&1 >/dev/null) || fail "resnet-static: $out"
+[[ "$out" == *"micro-batches of 4 samples (the export's static batch)"* && "$(dp_mb "$work/resnet-static.json")" == "2 4" ]] &&
+  echo "ok: resnet-static: dp=2, micro-batch 4" || fail "resnet-static: $(dp_mb "$work/resnet-static.json"): $out"
 if out=$("$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 3 --global-batch 8 \
   --fix dp=3 -o "$work/resnet-dp3.json" 2>&1); then
   fail "resnet-mini: dp=3 of a batch of 8 was planned"
