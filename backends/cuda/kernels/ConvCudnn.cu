@@ -1,0 +1,632 @@
+// cuDNN's convolutions behind conv2d_forward/backward (ConvCudnn.h).
+//
+// Why the graph API: cuDNN 9 marks every legacy cudnnConvolution* call and
+// descriptor CUDNN_DEPRECATED (cudnn_cnn.h: a warning at each use under
+// -Wall), and its filter gradient takes one data type for x, dy and dw; a
+// backend tensor carries its own type, so the fp32 weight gradient can be
+// asked for directly. Each graph is one operation: cuDNN's conv + bias
+// fusion runs on runtime-fusion engines that want NHWC, the single-op
+// engines take NCHW, so Conv.cu adds the bias and sums dbias itself.
+//
+// Accumulation (dx +=, dw +=): a plan first asks for beta = 1 (the engine
+// blends out = conv + out in fp32) into the destination; where no engine
+// takes that, beta = 0 into a scratch tensor that a kernel adds; for dw
+// last in bf16 (PyTorch's bf16 weight gradient) should no engine write
+// fp32 from bf16 operands.
+//
+// Capture safety: the handle, the plans and the scratch (detail::scratch
+// slot 3, the own path's, holding [scratch output | engine workspace]) come
+// into being at a shape's first call, in the program's first, eager step
+// (StepGraph.h); later calls build a variant pack on the host and enqueue
+// cudnnBackendExecute on compute_stream(), nothing else.
+#include "backends/cuda/kernels/ConvCudnn.h"
+
+#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
+#include "backends/cuda/kernels/Common.cuh"
+
+#include <cudnn.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+#endif
+
+#include <cstdlib>
+#include <cstring>
+
+namespace autoddl::rt {
+
+namespace {
+/// AUTODDL_CONV=own in the environment turns the cuDNN path off at start
+/// (anything else, or nothing: on).
+bool &cudnn_switch() {
+  static bool on = [] {
+    const char *e = std::getenv("AUTODDL_CONV");
+    return !(e && std::strcmp(e, "own") == 0);
+  }();
+  return on;
+}
+} // namespace
+
+void conv_use_cudnn(bool enable) { cudnn_switch() = enable; }
+bool conv_cudnn_enabled() { return cudnn_switch(); }
+bool conv_cudnn_built() {
+#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
+  return true;
+#else
+  return false;
+#endif
+}
+
+} // namespace autoddl::rt
+
+namespace autoddl::rt::cudnn_conv {
+
+#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
+namespace {
+
+using Desc = cudnnBackendDescriptor_t;
+
+bool verbose() {
+  static const bool v = [] {
+    const char *e = std::getenv("AUTODDL_CONV_VERBOSE");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return v;
+}
+
+/// The cuDNN functions this file calls, from libcudnn loaded at run time (as
+/// AttentionCudnn.cu: a program built with cuDNN's headers runs on a machine
+/// without the library, on the own path alone).
+struct Library {
+  bool loaded = false;
+  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor;
+  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor;
+  decltype(&::cudnnBackendExecute) BackendExecute;
+  decltype(&::cudnnBackendFinalize) BackendFinalize;
+  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute;
+  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute;
+  decltype(&::cudnnCreate) Create;
+  decltype(&::cudnnGetErrorString) GetErrorString;
+  decltype(&::cudnnGetVersion) GetVersion;
+  decltype(&::cudnnSetStream) SetStream;
+};
+
+const Library &lib() {
+  static const Library l = [] {
+    Library r{};
+    void *h = nullptr;
+#ifdef AUTODDL_CUDNN_DIR
+    h = dlopen(AUTODDL_CUDNN_DIR "/libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+#endif
+    if (!h)
+      h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      if (verbose())
+        std::fprintf(stderr,
+                     "autoddl: libcudnn.so.9 not loaded (%s): own conv2d\n",
+                     dlerror());
+      return r;
+    }
+    bool all = true;
+    auto get = [&](auto &f, const char *name) {
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
+          dlsym(h, name));
+      all = all && f;
+    };
+    get(r.BackendCreateDescriptor, "cudnnBackendCreateDescriptor");
+    get(r.BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
+    get(r.BackendExecute, "cudnnBackendExecute");
+    get(r.BackendFinalize, "cudnnBackendFinalize");
+    get(r.BackendGetAttribute, "cudnnBackendGetAttribute");
+    get(r.BackendSetAttribute, "cudnnBackendSetAttribute");
+    get(r.Create, "cudnnCreate");
+    get(r.GetErrorString, "cudnnGetErrorString");
+    get(r.GetVersion, "cudnnGetVersion");
+    get(r.SetStream, "cudnnSetStream");
+    r.loaded = all && r.GetVersion() >= 90000; // cuDNN 9's graph API
+    return r;
+  }();
+  return l;
+}
+
+int current_device() {
+  int dev = 0;
+  AUTODDL_CUDA_CHECK(cudaGetDevice(&dev));
+  return dev;
+}
+
+/// The cuDNN handle of the current device (never destroyed: a
+/// process-lifetime cache like the cuBLASLt handle).
+cudnnHandle_t handle() {
+  constexpr int kMaxDevices = 64;
+  static cudnnHandle_t handles[kMaxDevices] = {};
+  cudnnHandle_t &h = handles[current_device() % kMaxDevices];
+  if (!lib().loaded)
+    return nullptr;
+  if (!h && lib().Create(&h) != CUDNN_STATUS_SUCCESS)
+    h = nullptr;
+  return h;
+}
+
+enum class Dir { kForward, kData, kFilter };
+const char *dir_name(Dir d) {
+  return d == Dir::kForward ? "forward" : d == Dir::kData ? "dgrad" : "wgrad";
+}
+
+/// Tensor ids of the variant pack, one a role: x [B,Cin,H,W] (dx),
+/// w [Cout,Cin,kh,kw] (dw), y [B,Cout,Ho,Wo] (dy).
+enum Role : int { kX = 0, kW = 1, kY = 2 };
+
+/// A direction's operation type and attribute names; `out` is the role it
+/// writes.
+struct OpNames {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t alpha, beta, conv, role[3];
+  Role out;
+};
+const OpNames &op_names(Dir d) {
+  static const OpNames names[3] = {
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+       {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+       kY},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+       {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+       kX},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+       {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
+       kW}};
+  return names[int(d)];
+}
+
+/// How a plan writes its result: into the destination (beta = 1 in the
+/// backward, added), or (beta = 0) into a scratch tensor of `type` that a
+/// kernel adds into the destination.
+struct Variant {
+  bool inPlace;
+  cudnnDataType_t type;
+};
+std::vector<Variant> variants(Dir d) {
+  const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+  switch (d) {
+  case Dir::kForward:
+    return {{true, bf16}};
+  case Dir::kData:
+    return {{true, bf16}, {false, bf16}};
+  case Dir::kFilter:
+    break;
+  }
+  return {{true, f32}, {false, f32}, {false, bf16}};
+}
+
+/// What a plan is cached under; `align` is the bytes every pointer of the
+/// call is aligned to (at most 16: the tensors' promised alignment).
+struct Key {
+  int dev;
+  Dir dir;
+  int64_t B, Cin, H, W, Cout, kh, kw, stride, padding, align;
+  auto tie() const {
+    return std::tie(dev, dir, B, Cin, H, W, Cout, kh, kw, stride, padding,
+                    align);
+  }
+  bool operator<(const Key &o) const { return tie() < o.tie(); }
+};
+
+/// One planned graph: its execution plan and every descriptor it refers to
+/// (kept for the process).
+struct Plan {
+  bool usable = false;
+  Variant variant{};
+  Desc plan = nullptr;
+  std::vector<Desc> descs;
+  int64_t workspaceBytes = 0;
+};
+
+/// The descriptors of one planning attempt and its first failing call, so
+/// the building code needs no check after each step.
+class Builder {
+public:
+  std::vector<Desc> descs;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  const char *failedAt = nullptr;
+
+  bool ok() const { return status == CUDNN_STATUS_SUCCESS; }
+  void check(cudnnStatus_t s, const char *what) {
+    if (s != CUDNN_STATUS_SUCCESS && ok()) {
+      status = s;
+      failedAt = what;
+    }
+  }
+  Desc make(cudnnBackendDescriptorType_t type) {
+    Desc d = nullptr;
+    if (ok())
+      check(lib().BackendCreateDescriptor(type, &d), "create descriptor");
+    if (d)
+      descs.push_back(d);
+    return d;
+  }
+  template <class T>
+  void set(Desc d, cudnnBackendAttributeName_t name,
+           cudnnBackendAttributeType_t type, int64_t n, const T *v) {
+    if (ok() && d)
+      check(lib().BackendSetAttribute(d, name, type, n, v), "set attribute");
+  }
+  void finalize(Desc d, const char *what) {
+    if (ok() && d)
+      check(lib().BackendFinalize(d), what);
+  }
+  /// Destroys what this attempt made (it planned nothing usable).
+  void release() {
+    for (auto it = descs.rbegin(); it != descs.rend(); ++it)
+      lib().BackendDestroyDescriptor(*it);
+    descs.clear();
+  }
+
+  /// A packed 4-d NCHW tensor.
+  Desc tensor(const int64_t (&dims)[4], cudnnDataType_t type, int64_t uid,
+              int64_t align) {
+    const int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3],
+                                dims[3], 1};
+    const bool isVirtual = false;
+    Desc t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    set(t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    set(t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    set(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &isVirtual);
+    finalize(t, "tensor");
+    return t;
+  }
+  /// A 2-d cross-correlation (ONNX's and PyTorch's Conv) in fp32.
+  Desc convolution(const Key &k) {
+    const int64_t spatial = 2, pad[2] = {k.padding, k.padding},
+                  stride[2] = {k.stride, k.stride}, dilation[2] = {1, 1};
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    Desc c = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    set(c, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial);
+    set(c, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    set(c, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+        &mode);
+    set(c, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    set(c, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    set(c, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
+    set(c, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dilation);
+    finalize(c, "convolution descriptor");
+    return c;
+  }
+};
+
+/// False for an engine config cuDNN notes as nondeterministic (atomics:
+/// the own path, like every kernel here, gives the same bits each run) or
+/// as reducing in less than fp32.
+bool deterministic_fp32(Desc cfg) {
+  Desc engine = nullptr;
+  if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) !=
+      CUDNN_STATUS_SUCCESS)
+    return true;
+  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  int64_t n = 0;
+  bool good = true;
+  if (lib().BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                &engine) == CUDNN_STATUS_SUCCESS &&
+      lib().BackendGetAttribute(
+          engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+          CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS)
+    for (int64_t i = 0; i < n; ++i)
+      good = good && notes[i] != CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC &&
+             notes[i] != CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
+  lib().BackendDestroyDescriptor(engine);
+  return good;
+}
+
+/// Plans the one-operation graph of `op`: the first deterministic engine
+/// config (heuristics mode B, then A, then the fallback list) whose
+/// execution plan finalizes.
+void plan_graph(Builder &b, cudnnHandle_t h, Desc op, Plan &p) {
+  Desc graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+  b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+        &op);
+  b.finalize(graph, "operation graph");
+  for (cudnnBackendHeurMode_t mode :
+       {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    if (!b.ok() || p.plan)
+      break;
+    Desc heur = nullptr;
+    if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
+                                      &heur) != CUDNN_STATUS_SUCCESS)
+      continue;
+    b.descs.push_back(heur);
+    int64_t n = 0;
+    if (lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                  &graph) != CUDNN_STATUS_SUCCESS ||
+        lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
+                                  CUDNN_TYPE_HEUR_MODE, 1,
+                                  &mode) != CUDNN_STATUS_SUCCESS ||
+        lib().BackendFinalize(heur) != CUDNN_STATUS_SUCCESS ||
+        lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
+                                  nullptr) != CUDNN_STATUS_SUCCESS ||
+        n <= 0)
+      continue;
+    std::vector<Desc> configs(size_t(n), nullptr);
+    for (Desc &c : configs)
+      if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
+                                        &c) == CUDNN_STATUS_SUCCESS)
+        b.descs.push_back(c);
+    int64_t got = 0;
+    if (lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
+                                  configs.data()) != CUDNN_STATUS_SUCCESS)
+      got = 0;
+    for (int64_t i = 0; i < got && !p.plan; ++i) {
+      Desc cfg = configs[size_t(i)];
+      Desc plan = nullptr;
+      if (!cfg || !deterministic_fp32(cfg) ||
+          lib().BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
+                                        &plan) != CUDNN_STATUS_SUCCESS)
+        continue;
+      if (lib().BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                    CUDNN_TYPE_HANDLE, 1,
+                                    &h) == CUDNN_STATUS_SUCCESS &&
+          lib().BackendSetAttribute(
+              plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) == CUDNN_STATUS_SUCCESS &&
+          lib().BackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
+        int64_t ws = 0, cnt = 0;
+        lib().BackendGetAttribute(plan,
+                                  CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                  CUDNN_TYPE_INT64, 1, &cnt, &ws);
+        p.plan = plan;
+        p.workspaceBytes = ws;
+        b.descs.push_back(plan);
+      } else {
+        lib().BackendDestroyDescriptor(plan);
+      }
+    }
+  }
+}
+
+/// Plans `k` as one variant (a null plan: cuDNN took none of its configs).
+void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
+  const int64_t Ho = (k.H + 2 * k.padding - k.kh) / k.stride + 1;
+  const int64_t Wo = (k.W + 2 * k.padding - k.kw) / k.stride + 1;
+  const int64_t dims[3][4] = {{k.B, k.Cin, k.H, k.W},
+                              {k.Cout, k.Cin, k.kh, k.kw},
+                              {k.B, k.Cout, Ho, Wo}};
+  const OpNames &names = op_names(k.dir);
+  Builder b;
+  Desc conv = b.convolution(k);
+  Desc op = b.make(names.type);
+  for (int r = 0; r < 3; ++r) {
+    const cudnnDataType_t type = r == names.out ? v.type : CUDNN_DATA_BFLOAT16;
+    // The scratch output is 256-byte aligned (detail::scratch).
+    const int64_t align = r == names.out && !v.inPlace ? 16 : k.align;
+    Desc t = b.tensor(dims[r], type, int64_t(r) + 1, align);
+    b.set(op, names.role[r], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+  }
+  const float alpha = 1.0f,
+              beta = v.inPlace && k.dir != Dir::kForward ? 1.0f : 0.0f;
+  b.set(op, names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
+  b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+  b.finalize(op, "convolution operation");
+  plan_graph(b, h, op, p);
+  if (!b.ok() || !p.plan) {
+    if (verbose())
+      std::fprintf(
+          stderr,
+          "autoddl: cuDNN conv2d %s variant (%s, %s) not taken (%s: "
+          "%s)\n",
+          dir_name(k.dir), v.inPlace ? "in place" : "scratch",
+          v.type == CUDNN_DATA_FLOAT ? "fp32" : "bf16",
+          b.failedAt ? b.failedAt : "no engine config finalizes",
+          lib().GetErrorString(b.ok() ? CUDNN_STATUS_NOT_SUPPORTED : b.status));
+    b.release();
+    p.plan = nullptr;
+    return;
+  }
+  p.usable = true;
+  p.variant = v;
+  p.descs = std::move(b.descs);
+}
+
+std::mutex &cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+/// The cached plan for `key`, built on first use (not usable: no handle, or
+/// no variant planned).
+const Plan &plan_for(const Key &key) {
+  static std::map<Key, std::unique_ptr<Plan>> cache; // process lifetime
+  std::lock_guard<std::mutex> lock(cache_mutex());
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return *it->second;
+  auto p = std::make_unique<Plan>();
+  if (cudnnHandle_t h = handle())
+    for (const Variant &v : variants(key.dir))
+      if (!p->usable)
+        plan_variant(*p, h, key, v);
+  if (verbose())
+    std::fprintf(stderr,
+                 "autoddl: conv2d %s B%ld %ld->%ld %ldx%ld k%ldx%ld s%ld p%ld: "
+                 "%s\n",
+                 dir_name(key.dir), long(key.B), long(key.Cin), long(key.Cout),
+                 long(key.H), long(key.W), long(key.kh), long(key.kw),
+                 long(key.stride), long(key.padding),
+                 !p->usable ? "own kernels"
+                 : p->variant.inPlace
+                     ? "cuDNN"
+                     : (p->variant.type == CUDNN_DATA_FLOAT
+                            ? "cuDNN into fp32 scratch, added"
+                            : "cuDNN into bf16 scratch, added"));
+  return *cache.emplace(key, std::move(p)).first->second;
+}
+
+/// The alignment (bytes, at most 16) all of `ptrs` share.
+int64_t common_alignment(std::initializer_list<const void *> ptrs) {
+  int64_t a = 16;
+  for (const void *p : ptrs)
+    while (a > 1 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a) != 0)
+      a /= 2;
+  return a;
+}
+
+Key key_of(Dir d, const Conv2dShape &s, int64_t align) {
+  return {current_device(), d,    s.B,  s.Cin,    s.H,       s.W,
+          s.Cout,           s.kh, s.kw, s.stride, s.padding, align};
+}
+
+bool enabled_here() { return conv_cudnn_enabled() && handle() != nullptr; }
+
+/// dst[i] += src[i] (in fp32, rounded to Dst).
+template <class Dst, class Src>
+__global__ void add_into_kernel(Dst *dst, const Src *src, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = detail::from_float<Dst>(detail::to_float(dst[i]) +
+                                     detail::to_float(src[i]));
+}
+
+template <class Dst, class Src>
+void add_into(Dst *dst, const void *src, int64_t n) {
+  constexpr int kThreads = 256;
+  add_into_kernel<<<detail::grid_for(n, kThreads), kThreads, 0,
+                    compute_stream()>>>(dst, static_cast<const Src *>(src), n);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+/// Runs direction d's plan with the tensors of roles x, w, y (the one it
+/// writes among them: stored by the forward, added into by the backward).
+bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
+         const void *y) {
+  if (!enabled_here())
+    return false;
+  const Plan &p = plan_for(key_of(d, s, common_alignment({x, w, y})));
+  if (!p.usable)
+    return false;
+  void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
+                   const_cast<void *>(y)};
+  const Role out = op_names(d).out;
+  const int64_t n = out == kX   ? s.B * s.Cin * s.H * s.W
+                    : out == kW ? s.Cout * s.Cin * s.kh * s.kw
+                                : s.B * s.Cout * s.Ho() * s.Wo();
+  const bool f32 = p.variant.type == CUDNN_DATA_FLOAT;
+  const int64_t outBytes =
+      p.variant.inPlace
+          ? 0
+          : (n * int64_t(f32 ? sizeof(float) : sizeof(act_t)) + 255) / 256 *
+                256;
+  const int64_t total = outBytes + p.workspaceBytes;
+  char *ws =
+      total > 0 ? static_cast<char *>(detail::scratch(3, total)) : nullptr;
+  void *dst = ptrs[out];
+  if (!p.variant.inPlace)
+    ptrs[out] = ws;
+  const int64_t uids[3] = {1, 2, 3};
+  void *workspace = p.workspaceBytes > 0 ? ws + outBytes : nullptr;
+  cudnnHandle_t h = handle();
+  Desc pack = nullptr;
+  cudnnStatus_t st = lib().BackendCreateDescriptor(
+      CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                   CUDNN_TYPE_INT64, 3, uids);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                   CUDNN_TYPE_VOID_PTR, 3, ptrs);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
+                                   CUDNN_TYPE_VOID_PTR, 1, &workspace);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = lib().BackendFinalize(pack);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = lib().SetStream(h, compute_stream());
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = lib().BackendExecute(h, p.plan, pack);
+  if (pack)
+    lib().BackendDestroyDescriptor(pack);
+  // The plan finalized for this shape, so a failure here is a fault, not a
+  // rejection: stop as a failed CUDA call does.
+  if (st != CUDNN_STATUS_SUCCESS)
+    cuda_fail(lib().GetErrorString(st), "cudnnBackendExecute (conv2d)",
+              __FILE__, __LINE__);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  if (p.variant.inPlace)
+    return true;
+  if (out == kW)
+    f32 ? add_into<float, float>(static_cast<float *>(dst), ws, n)
+        : add_into<float, act_t>(static_cast<float *>(dst), ws, n);
+  else
+    add_into<act_t, act_t>(static_cast<act_t *>(dst), ws, n);
+  return true;
+}
+
+} // namespace
+
+bool forward(act_t *out, const act_t *x, const act_t *w, const Conv2dShape &s) {
+  return run(Dir::kForward, s, x, w, out);
+}
+
+bool backward_data(act_t *dx, const act_t *dout, const act_t *w,
+                   const Conv2dShape &s) {
+  return run(Dir::kData, s, dx, w, dout);
+}
+
+bool backward_filter(float *dw, const act_t *dout, const act_t *x,
+                     const Conv2dShape &s) {
+  return run(Dir::kFilter, s, x, dw, dout);
+}
+
+bool takes(const Conv2dShape &s) {
+  if (!enabled_here())
+    return false;
+  for (Dir d : {Dir::kForward, Dir::kData, Dir::kFilter})
+    if (!plan_for(key_of(d, s, 16)).usable)
+      return false;
+  return true;
+}
+
+#else // no cuDNN in this build (or the fp32 build): the own path only
+
+bool forward(act_t *, const act_t *, const act_t *, const Conv2dShape &) {
+  return false;
+}
+bool backward_data(act_t *, const act_t *, const act_t *, const Conv2dShape &) {
+  return false;
+}
+bool backward_filter(float *, const act_t *, const act_t *,
+                     const Conv2dShape &) {
+  return false;
+}
+bool takes(const Conv2dShape &) { return false; }
+
+#endif
+
+} // namespace autoddl::rt::cudnn_conv
