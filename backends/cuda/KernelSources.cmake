@@ -8,6 +8,7 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/kernels/Conv.cu
   ${AUTODDL_CUDA_DIR}/kernels/ConvCudnn.cu
   ${AUTODDL_CUDA_DIR}/kernels/CrossEntropy.cu
+  ${AUTODDL_CUDA_DIR}/kernels/CudnnGraph.cu
   ${AUTODDL_CUDA_DIR}/kernels/Dropout.cu
   ${AUTODDL_CUDA_DIR}/kernels/Elementwise.cu
   ${AUTODDL_CUDA_DIR}/kernels/Embedding.cu

@@ -23,16 +23,13 @@
 
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include "backends/cuda/kernels/Common.cuh"
-
-#include <cudnn.h>
-#include <dlfcn.h>
+#include "backends/cuda/kernels/CudnnGraph.h"
 
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
-#include <type_traits>
 #include <vector>
 #endif
 
@@ -70,7 +67,7 @@ namespace autoddl::rt::cudnn_conv {
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 namespace {
 
-using Desc = cudnnBackendDescriptor_t;
+using namespace cudnn_graph;
 
 bool verbose() {
   static const bool v = [] {
@@ -78,80 +75,6 @@ bool verbose() {
     return e && *e && std::strcmp(e, "0") != 0;
   }();
   return v;
-}
-
-/// The cuDNN functions this file calls, from libcudnn loaded at run time (as
-/// AttentionCudnn.cu: a program built with cuDNN's headers runs on a machine
-/// without the library, on the own path alone).
-struct Library {
-  bool loaded = false;
-  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor;
-  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor;
-  decltype(&::cudnnBackendExecute) BackendExecute;
-  decltype(&::cudnnBackendFinalize) BackendFinalize;
-  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute;
-  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute;
-  decltype(&::cudnnCreate) Create;
-  decltype(&::cudnnGetErrorString) GetErrorString;
-  decltype(&::cudnnGetVersion) GetVersion;
-  decltype(&::cudnnSetStream) SetStream;
-};
-
-const Library &lib() {
-  static const Library l = [] {
-    Library r{};
-    void *h = nullptr;
-#ifdef AUTODDL_CUDNN_DIR
-    h = dlopen(AUTODDL_CUDNN_DIR "/libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!h)
-      h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      if (verbose())
-        std::fprintf(stderr,
-                     "autoddl: libcudnn.so.9 not loaded (%s): own conv2d\n",
-                     dlerror());
-      return r;
-    }
-    bool all = true;
-    auto get = [&](auto &f, const char *name) {
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
-          dlsym(h, name));
-      all = all && f;
-    };
-    get(r.BackendCreateDescriptor, "cudnnBackendCreateDescriptor");
-    get(r.BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
-    get(r.BackendExecute, "cudnnBackendExecute");
-    get(r.BackendFinalize, "cudnnBackendFinalize");
-    get(r.BackendGetAttribute, "cudnnBackendGetAttribute");
-    get(r.BackendSetAttribute, "cudnnBackendSetAttribute");
-    get(r.Create, "cudnnCreate");
-    get(r.GetErrorString, "cudnnGetErrorString");
-    get(r.GetVersion, "cudnnGetVersion");
-    get(r.SetStream, "cudnnSetStream");
-    r.loaded = all && r.GetVersion() >= 90000; // cuDNN 9's graph API
-    return r;
-  }();
-  return l;
-}
-
-int current_device() {
-  int dev = 0;
-  AUTODDL_CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
-}
-
-/// The cuDNN handle of the current device (never destroyed: a
-/// process-lifetime cache like the cuBLASLt handle).
-cudnnHandle_t handle() {
-  constexpr int kMaxDevices = 64;
-  static cudnnHandle_t handles[kMaxDevices] = {};
-  cudnnHandle_t &h = handles[current_device() % kMaxDevices];
-  if (!lib().loaded)
-    return nullptr;
-  if (!h && lib().Create(&h) != CUDNN_STATUS_SUCCESS)
-    h = nullptr;
-  return h;
 }
 
 enum class Dir { kForward, kData, kFilter };
@@ -242,46 +165,9 @@ struct Plan {
   int64_t workspaceBytes = 0;
 };
 
-/// The descriptors of one planning attempt and its first failing call, so
-/// the building code needs no check after each step.
-class Builder {
+/// A convolution graph's descriptors.
+class ConvBuilder : public Builder {
 public:
-  std::vector<Desc> descs;
-  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-  const char *failedAt = nullptr;
-
-  bool ok() const { return status == CUDNN_STATUS_SUCCESS; }
-  void check(cudnnStatus_t s, const char *what) {
-    if (s != CUDNN_STATUS_SUCCESS && ok()) {
-      status = s;
-      failedAt = what;
-    }
-  }
-  Desc make(cudnnBackendDescriptorType_t type) {
-    Desc d = nullptr;
-    if (ok())
-      check(lib().BackendCreateDescriptor(type, &d), "create descriptor");
-    if (d)
-      descs.push_back(d);
-    return d;
-  }
-  template <class T>
-  void set(Desc d, cudnnBackendAttributeName_t name,
-           cudnnBackendAttributeType_t type, int64_t n, const T *v) {
-    if (ok() && d)
-      check(lib().BackendSetAttribute(d, name, type, n, v), "set attribute");
-  }
-  void finalize(Desc d, const char *what) {
-    if (ok() && d)
-      check(lib().BackendFinalize(d), what);
-  }
-  /// Destroys what this attempt made (it planned nothing usable).
-  void release() {
-    for (auto it = descs.rbegin(); it != descs.rend(); ++it)
-      lib().BackendDestroyDescriptor(*it);
-    descs.clear();
-  }
-
   /// A packed 4-d NCHW tensor.
   Desc tensor(const int64_t (&dims)[4], cudnnDataType_t type, int64_t uid,
               int64_t align) {
@@ -318,99 +204,6 @@ public:
   }
 };
 
-/// False for an engine config cuDNN notes as nondeterministic (atomics:
-/// the own path, like every kernel here, gives the same bits each run) or
-/// as reducing in less than fp32.
-bool deterministic_fp32(Desc cfg) {
-  Desc engine = nullptr;
-  if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) !=
-      CUDNN_STATUS_SUCCESS)
-    return true;
-  cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-  int64_t n = 0;
-  bool good = true;
-  if (lib().BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
-                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                &engine) == CUDNN_STATUS_SUCCESS &&
-      lib().BackendGetAttribute(
-          engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-          CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS)
-    for (int64_t i = 0; i < n; ++i)
-      good = good && notes[i] != CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC &&
-             notes[i] != CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION;
-  lib().BackendDestroyDescriptor(engine);
-  return good;
-}
-
-/// Plans the one-operation graph of `op`: the first deterministic engine
-/// config (heuristics mode B, then A, then the fallback list) whose
-/// execution plan finalizes.
-void plan_graph(Builder &b, cudnnHandle_t h, Desc op, Plan &p) {
-  Desc graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &op);
-  b.finalize(graph, "operation graph");
-  for (cudnnBackendHeurMode_t mode :
-       {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    if (!b.ok() || p.plan)
-      break;
-    Desc heur = nullptr;
-    if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
-                                      &heur) != CUDNN_STATUS_SUCCESS)
-      continue;
-    b.descs.push_back(heur);
-    int64_t n = 0;
-    if (lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                  &graph) != CUDNN_STATUS_SUCCESS ||
-        lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
-                                  CUDNN_TYPE_HEUR_MODE, 1,
-                                  &mode) != CUDNN_STATUS_SUCCESS ||
-        lib().BackendFinalize(heur) != CUDNN_STATUS_SUCCESS ||
-        lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
-                                  nullptr) != CUDNN_STATUS_SUCCESS ||
-        n <= 0)
-      continue;
-    std::vector<Desc> configs(size_t(n), nullptr);
-    for (Desc &c : configs)
-      if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR,
-                                        &c) == CUDNN_STATUS_SUCCESS)
-        b.descs.push_back(c);
-    int64_t got = 0;
-    if (lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
-                                  configs.data()) != CUDNN_STATUS_SUCCESS)
-      got = 0;
-    for (int64_t i = 0; i < got && !p.plan; ++i) {
-      Desc cfg = configs[size_t(i)];
-      Desc plan = nullptr;
-      if (!cfg || !deterministic_fp32(cfg) ||
-          lib().BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
-                                        &plan) != CUDNN_STATUS_SUCCESS)
-        continue;
-      if (lib().BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                    CUDNN_TYPE_HANDLE, 1,
-                                    &h) == CUDNN_STATUS_SUCCESS &&
-          lib().BackendSetAttribute(
-              plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg) == CUDNN_STATUS_SUCCESS &&
-          lib().BackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
-        int64_t ws = 0, cnt = 0;
-        lib().BackendGetAttribute(plan,
-                                  CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                  CUDNN_TYPE_INT64, 1, &cnt, &ws);
-        p.plan = plan;
-        p.workspaceBytes = ws;
-        b.descs.push_back(plan);
-      } else {
-        lib().BackendDestroyDescriptor(plan);
-      }
-    }
-  }
-}
-
 /// Plans `k` as one variant (a null plan: cuDNN took none of its configs).
 void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   const int64_t Ho = (k.H + 2 * k.padding - k.kh) / k.stride + 1;
@@ -419,7 +212,7 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
                               {k.Cout, k.Cin, k.kh, k.kw},
                               {k.B, k.Cout, Ho, Wo}};
   const OpNames &names = op_names(k.dir);
-  Builder b;
+  ConvBuilder b;
   Desc conv = b.convolution(k);
   Desc op = b.make(names.type);
   for (int r = 0; r < 3; ++r) {
@@ -435,8 +228,11 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
   b.finalize(op, "convolution operation");
-  plan_graph(b, h, op, p);
-  if (!b.ok() || !p.plan) {
+  const Planned planned = plan_graph(
+      b, h, {op},
+      {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK},
+      deterministic_fp32);
+  if (!b.ok() || !planned.plan) {
     if (verbose())
       std::fprintf(
           stderr,
@@ -447,10 +243,11 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
           b.failedAt ? b.failedAt : "no engine config finalizes",
           lib().GetErrorString(b.ok() ? CUDNN_STATUS_NOT_SUPPORTED : b.status));
     b.release();
-    p.plan = nullptr;
     return;
   }
   p.usable = true;
+  p.plan = planned.plan;
+  p.workspaceBytes = planned.workspaceBytes;
   p.variant = v;
   p.descs = std::move(b.descs);
 }
@@ -503,7 +300,9 @@ Key key_of(Dir d, const Conv2dShape &s, int64_t align) {
           s.Cout,           s.kh, s.kw, s.stride, s.padding, align};
 }
 
-bool enabled_here() { return conv_cudnn_enabled() && handle() != nullptr; }
+bool enabled_here() {
+  return conv_cudnn_enabled() && handle_or_say(verbose(), "conv2d") != nullptr;
+}
 
 /// dst[i] += src[i] (in fp32, rounded to Dst).
 template <class Dst, class Src>
@@ -549,35 +348,9 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
   void *dst = ptrs[out];
   if (!p.variant.inPlace)
     ptrs[out] = ws;
-  const int64_t uids[3] = {1, 2, 3};
-  void *workspace = p.workspaceBytes > 0 ? ws + outBytes : nullptr;
-  cudnnHandle_t h = handle();
-  Desc pack = nullptr;
-  cudnnStatus_t st = lib().BackendCreateDescriptor(
-      CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                   CUDNN_TYPE_INT64, 3, uids);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                   CUDNN_TYPE_VOID_PTR, 3, ptrs);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                   CUDNN_TYPE_VOID_PTR, 1, &workspace);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendFinalize(pack);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().SetStream(h, compute_stream());
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendExecute(h, p.plan, pack);
-  if (pack)
-    lib().BackendDestroyDescriptor(pack);
-  // The plan finalized for this shape, so a failure here is a fault, not a
-  // rejection: stop as a failed CUDA call does.
-  if (st != CUDNN_STATUS_SUCCESS)
-    cuda_fail(lib().GetErrorString(st), "cudnnBackendExecute (conv2d)",
-              __FILE__, __LINE__);
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  execute(handle(), p.plan, {1, 2, 3}, {ptrs[0], ptrs[1], ptrs[2]},
+          p.workspaceBytes > 0 ? ws + outBytes : nullptr,
+          "cudnnBackendExecute (conv2d)");
   if (p.variant.inPlace)
     return true;
   if (out == kW)
