@@ -1,9 +1,9 @@
 // cuDNN 9's graph API (the C backend API of cudnn_graph.h; no
-// cudnn-frontend) as the cuDNN paths use it (ConvCudnn.cu): libcudnn loaded
-// at run time, a handle per device, a builder that remembers its first
-// failing call, planning by heuristics, and running a plan on
-// compute_stream(). Declared only where the build has cuDNN and act_t is
-// bf16 (AUTODDL_HAVE_CUDNN && !AUTODDL_FP32), like the paths themselves.
+// cudnn-frontend) as the cuDNN paths use it (AttentionCudnn.cu,
+// ConvCudnn.cu): libcudnn loaded at run time, a handle per device, a builder
+// that remembers its first failing call, planning by heuristics, and running a
+// plan on compute_stream(). Declared only where the build has cuDNN and act_t
+// is bf16 (AUTODDL_HAVE_CUDNN && !AUTODDL_FP32), like the paths themselves.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CUDNNGRAPH_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CUDNNGRAPH_H
 
