@@ -15,10 +15,9 @@
 // tensors [B,heads,T,D] carry their strides (row stride, D, 1), so the fused
 // qkv needs no copy.
 #include "backends/cuda/kernels/AttentionCudnn.h"
-
-#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include "backends/cuda/kernels/CudnnGraph.h"
 
+#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -31,32 +30,20 @@
 #include <vector>
 #endif
 
-#include <cstdlib>
-#include <cstring>
-
 namespace autoddl::rt {
 
 namespace {
-/// AUTODDL_ATTENTION=own in the environment turns the cuDNN path off at
-/// start (anything else, or nothing: on).
+/// AUTODDL_ATTENTION=own in the environment turns the cuDNN path off at start
+/// (anything else, or nothing: on).
 bool &cudnn_switch() {
-  static bool on = [] {
-    const char *e = std::getenv("AUTODDL_ATTENTION");
-    return !(e && std::strcmp(e, "own") == 0);
-  }();
+  static bool on = !cudnn_graph::env_is("AUTODDL_ATTENTION", "own");
   return on;
 }
 } // namespace
 
 void attention_use_cudnn(bool enable) { cudnn_switch() = enable; }
 bool attention_cudnn_enabled() { return cudnn_switch(); }
-bool attention_cudnn_built() {
-#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
-  return true;
-#else
-  return false;
-#endif
-}
+bool attention_cudnn_built() { return cudnn_graph::kBuilt; }
 
 } // namespace autoddl::rt
 
@@ -69,10 +56,7 @@ using namespace cudnn_graph;
 constexpr cudnnDataType_t kF32 = CUDNN_DATA_FLOAT;
 
 bool verbose() {
-  static const bool v = [] {
-    const char *e = std::getenv("AUTODDL_ATTENTION_VERBOSE");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
+  static const bool v = env_is("AUTODDL_ATTENTION_VERBOSE");
   return v;
 }
 

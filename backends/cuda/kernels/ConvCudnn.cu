@@ -20,10 +20,10 @@
 // (StepGraph.h); later calls build a variant pack on the host and enqueue
 // cudnnBackendExecute on compute_stream(), nothing else.
 #include "backends/cuda/kernels/ConvCudnn.h"
+#include "backends/cuda/kernels/CudnnGraph.h"
 
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include "backends/cuda/kernels/Common.cuh"
-#include "backends/cuda/kernels/CudnnGraph.h"
 
 #include <cstdio>
 #include <map>
@@ -33,32 +33,20 @@
 #include <vector>
 #endif
 
-#include <cstdlib>
-#include <cstring>
-
 namespace autoddl::rt {
 
 namespace {
 /// AUTODDL_CONV=own in the environment turns the cuDNN path off at start
 /// (anything else, or nothing: on).
 bool &cudnn_switch() {
-  static bool on = [] {
-    const char *e = std::getenv("AUTODDL_CONV");
-    return !(e && std::strcmp(e, "own") == 0);
-  }();
+  static bool on = !cudnn_graph::env_is("AUTODDL_CONV", "own");
   return on;
 }
 } // namespace
 
 void conv_use_cudnn(bool enable) { cudnn_switch() = enable; }
 bool conv_cudnn_enabled() { return cudnn_switch(); }
-bool conv_cudnn_built() {
-#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
-  return true;
-#else
-  return false;
-#endif
-}
+bool conv_cudnn_built() { return cudnn_graph::kBuilt; }
 
 } // namespace autoddl::rt
 
@@ -70,10 +58,7 @@ namespace {
 using namespace cudnn_graph;
 
 bool verbose() {
-  static const bool v = [] {
-    const char *e = std::getenv("AUTODDL_CONV_VERBOSE");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
+  static const bool v = env_is("AUTODDL_CONV_VERBOSE");
   return v;
 }
 

@@ -7,6 +7,29 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CUDNNGRAPH_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CUDNNGRAPH_H
 
+#include <cstdlib>
+#include <cstring>
+
+namespace autoddl::rt::cudnn_graph {
+
+/// Whether this build has the cuDNN paths.
+#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
+constexpr bool kBuilt = true;
+#else
+constexpr bool kBuilt = false;
+#endif
+
+/// Whether environment variable `name` is `value` (a path's switch:
+/// AUTODDL_CONV=own); with no value, whether it is set and not "0".
+inline bool env_is(const char *name, const char *value = nullptr) {
+  const char *e = std::getenv(name);
+  if (!e || !*e)
+    return false;
+  return value ? std::strcmp(e, value) == 0 : std::strcmp(e, "0") != 0;
+}
+
+} // namespace autoddl::rt::cudnn_graph
+
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include <cudnn.h>
 
