@@ -338,11 +338,12 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
           "cudnnBackendExecute (conv2d)");
   if (p.variant.inPlace)
     return true;
-  if (out == kW)
-    f32 ? add_into<float, float>(static_cast<float *>(dst), ws, n)
-        : add_into<float, act_t>(static_cast<float *>(dst), ws, n);
-  else
+  if (out != kW)
     add_into<act_t, act_t>(static_cast<act_t *>(dst), ws, n);
+  else if (f32)
+    add_into<float, float>(static_cast<float *>(dst), ws, n);
+  else
+    add_into<float, act_t>(static_cast<float *>(dst), ws, n);
   return true;
 }
 
