@@ -18,7 +18,8 @@
 //     bench/cuda/conv_bench.cu build/backends/cuda/libautoddl_cuda_kernels.a
 //     build/backends/cuda/sparse/libautoddl_cuda_sparse.a -lcublasLt -ldl
 //     -o .gpu/conv/conv_bench
-// usage: conv_bench [B]   (default 32 images)
+// usage: conv_bench [B]   (default 32 images; AUTODDL_CONV_AUTOTUNE=1: the
+//   cuDNN path's engines timed once a shape, docs/runtime.md)
 #include "backends/cuda/kernels/Conv.h"
 
 #include <algorithm>

@@ -25,6 +25,7 @@
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include "backends/cuda/kernels/Common.cuh"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -61,6 +62,15 @@ bool verbose() {
   static const bool v = env_is("AUTODDL_CONV_VERBOSE");
   return v;
 }
+
+/// AUTODDL_CONV_AUTOTUNE=1: each plan is the fastest of the heuristics' first
+/// kTuneCandidates engine configs, timed once on the shape's first call
+/// (cudnn.benchmark's find); else the heuristics' first.
+bool autotune() {
+  static const bool v = env_is("AUTODDL_CONV_AUTOTUNE");
+  return v;
+}
+constexpr size_t kTuneCandidates = 8;
 
 enum class Dir { kForward, kData, kFilter };
 const char *dir_name(Dir d) {
@@ -141,13 +151,15 @@ struct Key {
 };
 
 /// One planned graph: its execution plan and every descriptor it refers to
-/// (kept for the process).
+/// (kept for the process); under autotune, until the first call times them,
+/// the candidate plans (workspaceBytes: the largest of theirs).
 struct Plan {
   bool usable = false;
   Variant variant{};
   Desc plan = nullptr;
   std::vector<Desc> descs;
   int64_t workspaceBytes = 0;
+  std::vector<Planned> candidates;
 };
 
 /// A convolution graph's descriptors.
@@ -213,11 +225,11 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
   b.finalize(op, "convolution operation");
-  const Planned planned = plan_graph(
+  std::vector<Planned> plans = plan_candidates(
       b, h, {op},
       {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK},
-      deterministic_fp32);
-  if (!b.ok() || !planned.plan) {
+      deterministic_fp32, autotune() ? kTuneCandidates : 1);
+  if (!b.ok() || plans.empty()) {
     if (verbose())
       std::fprintf(
           stderr,
@@ -231,8 +243,11 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
     return;
   }
   p.usable = true;
-  p.plan = planned.plan;
-  p.workspaceBytes = planned.workspaceBytes;
+  p.plan = plans[0].plan;
+  for (const Planned &c : plans)
+    p.workspaceBytes = std::max(p.workspaceBytes, c.workspaceBytes);
+  if (plans.size() > 1)
+    p.candidates = std::move(plans);
   p.variant = v;
   p.descs = std::move(b.descs);
 }
@@ -244,7 +259,7 @@ std::mutex &cache_mutex() {
 
 /// The cached plan for `key`, built on first use (not usable: no handle, or
 /// no variant planned).
-const Plan &plan_for(const Key &key) {
+Plan &plan_for(const Key &key) {
   static std::map<Key, std::unique_ptr<Plan>> cache; // process lifetime
   std::lock_guard<std::mutex> lock(cache_mutex());
   auto it = cache.find(key);
@@ -306,13 +321,56 @@ void add_into(Dst *dst, const void *src, int64_t n) {
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
+/// Times p's candidates on this call's tensors, the written one replaced by
+/// `out` (scratch: the call's result is untouched), and keeps the fastest.
+/// Inside a graph capture (nothing may wait there) the heuristics' first
+/// stays.
+void tune(Plan &p, Dir d, void *const ptrs[3], void *out, void *workspace) {
+  std::vector<Planned> candidates = std::move(p.candidates);
+  p.candidates.clear();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  AUTODDL_CUDA_CHECK(cudaStreamIsCapturing(compute_stream(), &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return;
+  std::vector<void *> tensors(ptrs, ptrs + 3);
+  tensors[op_names(d).out] = out;
+  cudaEvent_t start, stop;
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
+  float best = 0;
+  for (const Planned &c : candidates) {
+    auto once = [&] {
+      execute(handle(), c.plan, {1, 2, 3}, tensors,
+              c.workspaceBytes > 0 ? workspace : nullptr,
+              "cudnnBackendExecute (conv2d autotune)");
+    };
+    once(); // warm-up
+    AUTODDL_CUDA_CHECK(cudaEventRecord(start, compute_stream()));
+    for (int i = 0; i < 3; ++i)
+      once();
+    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (verbose())
+      std::fprintf(stderr, "autoddl: conv2d %s candidate %zu: %.4f ms\n",
+                   dir_name(d), size_t(&c - candidates.data()), ms / 3);
+    if (&c == candidates.data() || ms < best) {
+      best = ms;
+      p.plan = c.plan;
+    }
+  }
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
+}
+
 /// Runs direction d's plan with the tensors of roles x, w, y (the one it
 /// writes among them: stored by the forward, added into by the backward).
 bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
          const void *y) {
   if (!enabled_here())
     return false;
-  const Plan &p = plan_for(key_of(d, s, common_alignment({x, w, y})));
+  Plan &p = plan_for(key_of(d, s, common_alignment({x, w, y})));
   if (!p.usable)
     return false;
   void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
@@ -322,14 +380,17 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
                     : out == kW ? s.Cout * s.Cin * s.kh * s.kw
                                 : s.B * s.Cout * s.Ho() * s.Wo();
   const bool f32 = p.variant.type == CUDNN_DATA_FLOAT;
+  // [scratch output (not in place, or timing candidates) | workspace]
   const int64_t outBytes =
-      p.variant.inPlace
+      p.variant.inPlace && p.candidates.empty()
           ? 0
           : (n * int64_t(f32 ? sizeof(float) : sizeof(act_t)) + 255) / 256 *
                 256;
   const int64_t total = outBytes + p.workspaceBytes;
   char *ws =
       total > 0 ? static_cast<char *>(detail::scratch(3, total)) : nullptr;
+  if (!p.candidates.empty())
+    tune(p, d, ptrs, ws, ws + outBytes);
   void *dst = ptrs[out];
   if (!p.variant.inPlace)
     ptrs[out] = ws;

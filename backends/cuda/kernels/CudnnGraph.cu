@@ -136,13 +136,16 @@ bool deterministic_fp32(Desc config) {
 
 namespace {
 
-/// The first config of `configs` that `accept` takes whose execution plan
-/// finalizes (plan null: none).
-Planned first_plan(cudnnHandle_t h, const std::vector<Desc> &configs,
-                   bool (*accept)(Desc)) {
-  Planned p;
+/// The plans of the first `limit` configs of `configs` that `accept` takes
+/// and whose execution plan finalizes, in order.
+std::vector<Planned> finalized_plans(cudnnHandle_t h,
+                                     const std::vector<Desc> &configs,
+                                     bool (*accept)(Desc), size_t limit) {
+  std::vector<Planned> plans;
   for (Desc cfg : configs) {
     Desc plan = nullptr;
+    if (plans.size() >= limit)
+      break;
     if (!cfg || (accept && !accept(cfg)) ||
         lib().BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
                                       &plan) != CUDNN_STATUS_SUCCESS)
@@ -154,30 +157,33 @@ Planned first_plan(cudnnHandle_t h, const std::vector<Desc> &configs,
                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
                                   &cfg) == CUDNN_STATUS_SUCCESS &&
         lib().BackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
+      Planned p;
       int64_t cnt = 0;
       lib().BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                 CUDNN_TYPE_INT64, 1, &cnt, &p.workspaceBytes);
       p.plan = plan;
-      return p;
+      plans.push_back(p);
+      continue;
     }
     lib().BackendDestroyDescriptor(plan);
   }
-  return p;
+  return plans;
 }
 
 } // namespace
 
-Planned plan_graph(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
-                   std::initializer_list<cudnnBackendHeurMode_t> modes,
-                   bool (*accept)(Desc)) {
+std::vector<Planned>
+plan_candidates(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
+                std::initializer_list<cudnnBackendHeurMode_t> modes,
+                bool (*accept)(Desc), size_t limit) {
   Desc graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
         int64_t(ops.size()), ops.data());
   b.finalize(graph, "operation graph");
-  Planned p;
+  std::vector<Planned> plans;
   for (cudnnBackendHeurMode_t mode : modes) {
-    if (!b.ok() || p.plan)
+    if (!b.ok() || !plans.empty())
       break;
     Desc heur = nullptr;
     if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
@@ -208,11 +214,18 @@ Planned plan_graph(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
                                   configs.data()) != CUDNN_STATUS_SUCCESS)
       got = 0;
     configs.resize(size_t(got));
-    p = first_plan(h, configs, accept);
-    if (p.plan)
+    plans = finalized_plans(h, configs, accept, limit);
+    for (const Planned &p : plans)
       b.descs.push_back(p.plan);
   }
-  return p;
+  return plans;
+}
+
+Planned plan_graph(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
+                   std::initializer_list<cudnnBackendHeurMode_t> modes,
+                   bool (*accept)(Desc)) {
+  std::vector<Planned> plans = plan_candidates(b, h, ops, modes, accept, 1);
+  return plans.empty() ? Planned{} : plans[0];
 }
 
 void execute(cudnnHandle_t h, Desc plan, const std::vector<int64_t> &uids,

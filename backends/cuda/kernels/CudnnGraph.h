@@ -104,6 +104,13 @@ Planned plan_graph(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
                    std::initializer_list<cudnnBackendHeurMode_t> modes,
                    bool (*accept)(Desc config) = nullptr);
 
+/// The same, up to `limit` plans from the first mode that gives any, in the
+/// heuristics' order (the candidates a one-time timing chooses among).
+std::vector<Planned>
+plan_candidates(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
+                std::initializer_list<cudnnBackendHeurMode_t> modes,
+                bool (*accept)(Desc config), size_t limit);
+
 /// False for an engine config cuDNN notes as nondeterministic or as reducing
 /// in less than fp32 (an `accept` for plan_graph).
 bool deterministic_fp32(Desc config);
