@@ -3,7 +3,8 @@
 // ConvCudnn.cu): libcudnn loaded at run time, a handle per device, a builder
 // that remembers its first failing call, planning by heuristics, and running a
 // plan on compute_stream(). Declared only where the build has cuDNN and act_t
-// is bf16 (AUTODDL_HAVE_CUDNN && !AUTODDL_FP32), like the paths themselves.
+// is bf16 (AUTODDL_HAVE_CUDNN && !AUTODDL_FP32), like the paths themselves;
+// kBuilt and env_is (the paths' switches) in every build.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CUDNNGRAPH_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CUDNNGRAPH_H
 

@@ -10,7 +10,8 @@
 // relative in the norm, fp32: 1e-5). Then conv2d (kernels/Conv.h: the
 // im2col path and, where built, cuDNN's) and pool2d against direct loops in
 // double (the CPU kernels' definitions); with --node-tests FILE, ONNX's node
-// tests the CPU passes (nodeTests). Exits 77 without a GPU. Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
+// tests the CPU passes (nodeTests). Exits 77 without a GPU.
+// Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
 #include "backends/common/OnnxPrimitive.h"
 #include "backends/cuda/kernels/Conv.h"
 #include "backends/cuda/kernels/Primitive.h"
