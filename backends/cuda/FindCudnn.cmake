@@ -1,12 +1,12 @@
-# cuDNN for the attention's cuDNN path (kernels/AttentionCudnn.cu): its headers (cuDNN 9's graph
-# API, cudnn_graph.h) are needed to build it in; libcudnn itself is loaded when the program runs
-# (dlopen), so a program built here runs on a machine without it (the own attention kernels then
-# run alone) and uses it on one that has it. Looked for in CUDNN_HOME (a directory holding include/
+# cuDNN for the cuDNN paths of the attention and conv2d (kernels/AttentionCudnn.cu,
+# ConvCudnn.cu): its headers (cuDNN 9's graph API, cudnn_graph.h) are needed to build them in;
+# libcudnn itself is loaded when the program runs (dlopen), so a program built here runs on a
+# machine without it (the own kernels then run alone) and uses it on one that has it. Looked for in CUDNN_HOME (a directory holding include/
 # and lib/, e.g. the nvidia-cudnn wheel's nvidia/cudnn), then beside the CUDA toolkit. Sets
 # AUTODDL_CUDNN_FOUND (the headers); autoddl_link_cudnn(<target>) then defines AUTODDL_HAVE_CUDNN,
 # AUTODDL_CUDNN_DIR (the directory of the libcudnn found here, tried first at run time) and links
 # the dynamic loader. AUTODDL_NO_CUDNN=ON leaves it all out.
-option(AUTODDL_NO_CUDNN "build the attention without cuDNN even where it is found" OFF)
+option(AUTODDL_NO_CUDNN "build the attention and conv2d without cuDNN even where it is found" OFF)
 if(NOT DEFINED AUTODDL_CUDNN_FOUND)
   set(AUTODDL_CUDNN_FOUND OFF)
   if(NOT AUTODDL_NO_CUDNN)
@@ -19,10 +19,10 @@ if(NOT DEFINED AUTODDL_CUDNN_FOUND)
       /usr/local/cuda/lib64 /usr/local/cuda/lib)
     if(AUTODDL_CUDNN_INCLUDE)
       set(AUTODDL_CUDNN_FOUND ON)
-      message(STATUS "autoddl: cuDNN headers found (${AUTODDL_CUDNN_INCLUDE}): attention through "
+      message(STATUS "autoddl: cuDNN headers found (${AUTODDL_CUDNN_INCLUDE}): attention, conv2d through "
         "cuDNN where libcudnn.so.9 loads at run time")
     else()
-      message(STATUS "autoddl: cuDNN not found: the own attention kernels only")
+      message(STATUS "autoddl: cuDNN not found: the own attention and conv2d kernels only")
     endif()
   endif()
 endif()

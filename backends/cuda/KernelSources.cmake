@@ -6,7 +6,9 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/Runtime.cu
   ${AUTODDL_CUDA_DIR}/StepGraph.cu
   ${AUTODDL_CUDA_DIR}/kernels/Conv.cu
+  ${AUTODDL_CUDA_DIR}/kernels/ConvCudnn.cu
   ${AUTODDL_CUDA_DIR}/kernels/CrossEntropy.cu
+  ${AUTODDL_CUDA_DIR}/kernels/CudnnGraph.cu
   ${AUTODDL_CUDA_DIR}/kernels/Dropout.cu
   ${AUTODDL_CUDA_DIR}/kernels/Elementwise.cu
   ${AUTODDL_CUDA_DIR}/kernels/Embedding.cu
@@ -33,7 +35,7 @@ if(AUTODDL_CUDA_ATTENTION AND EXISTS ${AUTODDL_CUDA_DIR}/kernels/Attention.cu)
   list(APPEND AUTODDL_CUDA_KERNEL_SOURCES ${AUTODDL_CUDA_DIR}/kernels/Attention.cu
     ${AUTODDL_CUDA_DIR}/kernels/AttentionCudnn.cu)
 endif()
-include(${AUTODDL_CUDA_DIR}/FindCudnn.cmake) # AUTODDL_CUDNN_FOUND: cuDNN's fused attention
+include(${AUTODDL_CUDA_DIR}/FindCudnn.cmake) # AUTODDL_CUDNN_FOUND: cuDNN's attention, convolutions
 
 # autoddl_cuda_kernels_library(<name> <root>): the library with its public include root (the
 # directory holding backends/); -DAUTODDL_FP32 is the caller's to add.

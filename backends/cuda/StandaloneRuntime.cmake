@@ -50,8 +50,8 @@ if(ZLIB_FOUND)
 endif()
 target_link_libraries(autoddl_cuda_runtime PUBLIC CUDA::cudart CUDA::cublasLt CUDA::cusolver
   ${AUTODDL_NCCL_LIBRARY})
-# cuDNN's fused attention where libcudnn is found (the CUDA toolkit's, CUDNN_HOME's, or the
-# nvidia-cudnn wheel's); the own attention kernels otherwise.
+# cuDNN's fused attention and convolutions where libcudnn is found (the CUDA toolkit's,
+# CUDNN_HOME's, or the nvidia-cudnn wheel's); the own kernels otherwise.
 include(${_rt}/cuda/FindCudnn.cmake)
 autoddl_link_cudnn(autoddl_cuda_runtime)
 if(AUTODDL_NO_MPI)

@@ -38,6 +38,8 @@ for mode in bf16 fp32; do
   "${nv[@]}" "${def[@]}" -c backends/cuda/Runtime.cu -o "$out/Runtime_$mode.o" & pids+=($!)
   "${nv[@]}" "${def[@]}" "${cudnn_def[@]}" -c backends/cuda/kernels/AttentionCudnn.cu \
     -o "$out/AttentionCudnn_$mode.o" & pids+=($!)
+  "${nv[@]}" "${def[@]}" "${cudnn_def[@]}" -c backends/cuda/kernels/CudnnGraph.cu \
+    -o "$out/CudnnGraph_$mode.o" & pids+=($!)
   "${nv[@]}" "${def[@]}" -Xptxas -v -c backends/cuda/kernels/Attention.cu \
     -o "$out/Attention_$mode.o" 2>"$out/ptxas_$mode.txt" & pids+=($!)
   "${nv[@]}" "${def[@]}" "${ref[@]}" -x cu -c tests/unit/cuda/AttentionCheck.cpp \
@@ -47,11 +49,12 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 for mode in bf16 fp32; do
   nvcc -arch=sm_90 "$out/AttentionCheck_$mode.o" "$out/Attention_$mode.o" \
-    "$out/AttentionCudnn_$mode.o" "$out/Runtime_$mode.o" -lcublasLt "${cudnn_link[@]}" \
-    -o "$out/AttentionCheck_$mode"
+    "$out/AttentionCudnn_$mode.o" "$out/CudnnGraph_$mode.o" "$out/Runtime_$mode.o" -lcublasLt \
+    "${cudnn_link[@]}" -o "$out/AttentionCheck_$mode"
 done
 nvcc -arch=sm_90 "$out/attention_bench.o" "$out/Attention_bf16.o" "$out/AttentionCudnn_bf16.o" \
-  "$out/Runtime_bf16.o" -lcublasLt "${cudnn_link[@]}" -o "$out/attention_bench"
+  "$out/CudnnGraph_bf16.o" "$out/Runtime_bf16.o" -lcublasLt "${cudnn_link[@]}" \
+  -o "$out/attention_bench"
 grep -E "registers|spill" "$out/ptxas_bf16.txt" | paste - - | grep -v "0 bytes spill stores" || true
 # The measured alternatives to the default tiles (Attention.cu's knobs), checked and timed in
 # the same run: "alt" = D=128 forward with 64 query rows a block, Q in registers;
@@ -74,10 +77,10 @@ for spec in "${variants[@]}"; do
   read -r -a defs <<<"${spec#*:}"
   ( "${nv[@]}" "${defs[@]}" -c backends/cuda/kernels/Attention.cu -o "$out/Attention_bf16_$name.o"
     nvcc -arch=sm_90 "$out/AttentionCheck_bf16.o" "$out/Attention_bf16_$name.o" \
-      "$out/AttentionCudnn_bf16.o" "$out/Runtime_bf16.o" -lcublasLt "${cudnn_link[@]}" \
-      -o "$out/AttentionCheck_bf16_$name"
+      "$out/AttentionCudnn_bf16.o" "$out/CudnnGraph_bf16.o" "$out/Runtime_bf16.o" -lcublasLt \
+      "${cudnn_link[@]}" -o "$out/AttentionCheck_bf16_$name"
     nvcc -arch=sm_90 "$out/attention_bench.o" "$out/Attention_bf16_$name.o" \
-      "$out/AttentionCudnn_bf16.o" "$out/Runtime_bf16.o" -lcublasLt "${cudnn_link[@]}" \
-      -o "$out/attention_bench_$name" ) & pids+=($!)
+      "$out/AttentionCudnn_bf16.o" "$out/CudnnGraph_bf16.o" "$out/Runtime_bf16.o" -lcublasLt \
+      "${cudnn_link[@]}" -o "$out/attention_bench_$name" ) & pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done

@@ -5,7 +5,7 @@
 # train-mode Dropout) and CNNs (conv2d, pool2d: kernels/Conv.h; resnet-mini's batch norms and
 # padded pools: kernels/PrimitiveImage.cuh), also under tp x pp x dp; one
 # generated train.cpp of each kind compiles against the runtime headers (bf16 and --fp32,
-# -Werror), and the project's kernels/Primitive.cu and Conv.cu compile with nvcc in both
+# -Werror), and the project's kernels/Primitive.cu, Conv.cu and ConvCudnn.cu compile with nvcc in both
 # precisions. ~1 min on two cores, no GPU; exits 77 without the CUDA headers, nvcc or MPI.
 # A primitive the CUDA kernels do not run (models/rank9.txtpb: a rank-9 Sin) is refused in one
 # line naming the op, and generated for the CPU.
@@ -53,7 +53,7 @@ for c in "${cases[@]}"; do
 done
 # The primitive and convolution kernels as a project carries them, both precisions.
 rt=$work/gpt-unfused/runtime
-for k in Primitive Conv; do
+for k in Primitive Conv ConvCudnn; do
   for def in "" "-DAUTODDL_FP32=1"; do
     "$cuda/bin/nvcc" -std=c++17 $def --expt-relaxed-constexpr -arch=sm_90 -I "$rt" \
       -Xcompiler=-Wall,-Wextra,-Werror,-Wno-unused-parameter \

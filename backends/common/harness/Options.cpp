@@ -395,6 +395,9 @@ const EnvRule kEnvRules[] = {
     {"AUTODDL_SHARE_GPU", {"0", "1"}},
     {"AUTODDL_ATTENTION", {"own", "cudnn"}},
     {"AUTODDL_ATTENTION_VERBOSE", {"0", "1"}},
+    {"AUTODDL_CONV", {"own", "cudnn"}},
+    {"AUTODDL_CONV_VERBOSE", {"0", "1"}},
+    {"AUTODDL_CONV_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
     {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off

@@ -15,11 +15,9 @@
 // tensors [B,heads,T,D] carry their strides (row stride, D, 1), so the fused
 // qkv needs no copy.
 #include "backends/cuda/kernels/AttentionCudnn.h"
+#include "backends/cuda/kernels/CudnnGraph.h"
 
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
-#include <cudnn.h>
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,37 +26,24 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
-#include <type_traits>
 #include <utility>
 #include <vector>
 #endif
 
-#include <cstdlib>
-#include <cstring>
-
 namespace autoddl::rt {
 
 namespace {
-/// AUTODDL_ATTENTION=own in the environment turns the cuDNN path off at
-/// start (anything else, or nothing: on).
+/// AUTODDL_ATTENTION=own in the environment turns the cuDNN path off at start
+/// (anything else, or nothing: on).
 bool &cudnn_switch() {
-  static bool on = [] {
-    const char *e = std::getenv("AUTODDL_ATTENTION");
-    return !(e && std::strcmp(e, "own") == 0);
-  }();
+  static bool on = !cudnn_graph::env_is("AUTODDL_ATTENTION", "own");
   return on;
 }
 } // namespace
 
 void attention_use_cudnn(bool enable) { cudnn_switch() = enable; }
 bool attention_cudnn_enabled() { return cudnn_switch(); }
-bool attention_cudnn_built() {
-#if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
-  return true;
-#else
-  return false;
-#endif
-}
+bool attention_cudnn_built() { return cudnn_graph::kBuilt; }
 
 } // namespace autoddl::rt
 
@@ -67,75 +52,12 @@ namespace autoddl::rt::cudnn_attention {
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 namespace {
 
-using Desc = cudnnBackendDescriptor_t;
+using namespace cudnn_graph;
 constexpr cudnnDataType_t kF32 = CUDNN_DATA_FLOAT;
 
 bool verbose() {
-  static const bool v = [] {
-    const char *e = std::getenv("AUTODDL_ATTENTION_VERBOSE");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
+  static const bool v = env_is("AUTODDL_ATTENTION_VERBOSE");
   return v;
-}
-
-/// The cuDNN functions this file calls, from libcudnn loaded at run time:
-/// a program built with cuDNN's headers runs on a machine without the
-/// library (the own kernels then run alone), and finds it where the build
-/// found it (AUTODDL_CUDNN_DIR), on LD_LIBRARY_PATH, or in the system's
-/// library path.
-struct Library {
-  bool loaded = false;
-  decltype(&::cudnnBackendCreateDescriptor) BackendCreateDescriptor;
-  decltype(&::cudnnBackendDestroyDescriptor) BackendDestroyDescriptor;
-  decltype(&::cudnnBackendExecute) BackendExecute;
-  decltype(&::cudnnBackendFinalize) BackendFinalize;
-  decltype(&::cudnnBackendGetAttribute) BackendGetAttribute;
-  decltype(&::cudnnBackendSetAttribute) BackendSetAttribute;
-  decltype(&::cudnnCreate) Create;
-  decltype(&::cudnnGetErrorString) GetErrorString;
-  decltype(&::cudnnGetVersion) GetVersion;
-  decltype(&::cudnnSetStream) SetStream;
-};
-
-const Library &lib() {
-  static const Library l = [] {
-    Library r{};
-    void *h = nullptr;
-#ifdef AUTODDL_CUDNN_DIR
-    h = dlopen(AUTODDL_CUDNN_DIR "/libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-#endif
-    if (!h)
-      h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      if (verbose())
-        std::fprintf(stderr,
-                     "autoddl: libcudnn.so.9 not loaded (%s): own "
-                     "attention kernels\n",
-                     dlerror());
-      return r;
-    }
-    bool all = true;
-    auto get = [&](auto &f, const char *name) {
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(
-          dlsym(h, name));
-      all = all && f;
-    };
-    get(r.BackendCreateDescriptor, "cudnnBackendCreateDescriptor");
-    get(r.BackendDestroyDescriptor, "cudnnBackendDestroyDescriptor");
-    get(r.BackendExecute, "cudnnBackendExecute");
-    get(r.BackendFinalize, "cudnnBackendFinalize");
-    get(r.BackendGetAttribute, "cudnnBackendGetAttribute");
-    get(r.BackendSetAttribute, "cudnnBackendSetAttribute");
-    get(r.Create, "cudnnCreate");
-    get(r.GetErrorString, "cudnnGetErrorString");
-    get(r.GetVersion, "cudnnGetVersion");
-    get(r.SetStream, "cudnnSetStream");
-    // cuDNN 9's graph API: an older library lacks some of it or answers for
-    // another ABI.
-    r.loaded = all && r.GetVersion() >= 90000;
-    return r;
-  }();
-  return l;
 }
 
 /// Tensor ids of the variant pack (the graph's non-virtual tensors).
@@ -157,42 +79,10 @@ enum Uid : int64_t {
 };
 
 /// Builds one operation graph: every descriptor it makes is kept (the plan
-/// refers to them) and the first failing call is remembered, so the building
-/// code needs no check after each step.
-class GraphBuilder {
+/// refers to them).
+class GraphBuilder : public Builder {
 public:
-  ~GraphBuilder() = default;
-  std::vector<Desc> descs; // all descriptors made, destroyed with the plan
   std::vector<Desc> ops;
-  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
-  const char *failedAt = nullptr;
-
-  bool ok() const { return status == CUDNN_STATUS_SUCCESS; }
-
-  void check(cudnnStatus_t s, const char *what) {
-    if (s != CUDNN_STATUS_SUCCESS && ok()) {
-      status = s;
-      failedAt = what;
-    }
-  }
-
-  Desc make(cudnnBackendDescriptorType_t type) {
-    Desc d = nullptr;
-    check(lib().BackendCreateDescriptor(type, &d), "create descriptor");
-    if (d)
-      descs.push_back(d);
-    return d;
-  }
-  template <class T>
-  void set(Desc d, cudnnBackendAttributeName_t name,
-           cudnnBackendAttributeType_t type, int64_t n, const T *v) {
-    if (ok() && d)
-      check(lib().BackendSetAttribute(d, name, type, n, v), "set attribute");
-  }
-  void finalize(Desc d, const char *what) {
-    if (ok() && d)
-      check(lib().BackendFinalize(d), what);
-  }
 
   /// A 4-d tensor; strides empty = packed row-major.
   Desc tensor(std::vector<int64_t> dims, std::vector<int64_t> strides,
@@ -317,21 +207,6 @@ private:
   int64_t nextVirtual_ = kFirstVirtual;
 };
 
-/// The cuDNN handle of the current device (one per device, never destroyed:
-/// a process-lifetime cache like the cuBLASLt handle).
-cudnnHandle_t handle() {
-  constexpr int kMaxDevices = 64;
-  static cudnnHandle_t handles[kMaxDevices] = {};
-  int dev = 0;
-  AUTODDL_CUDA_CHECK(cudaGetDevice(&dev));
-  cudnnHandle_t &h = handles[dev % kMaxDevices];
-  if (!lib().loaded)
-    return nullptr;
-  if (!h && lib().Create(&h) != CUDNN_STATUS_SUCCESS)
-    h = nullptr;
-  return h;
-}
-
 /// One planned graph: its execution plan and everything it refers to.
 struct Plan {
   bool usable = false;
@@ -348,73 +223,10 @@ struct Plan {
 /// Plans `g`'s operations: the first engine config (heuristics mode A, then
 /// the fallback list) whose execution plan finalizes.
 void plan_graph(GraphBuilder &g, cudnnHandle_t h, Plan &p) {
-  Desc graph = g.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-  g.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-        int64_t(g.ops.size()), g.ops.data());
-  g.finalize(graph, "operation graph");
-  for (cudnnBackendHeurMode_t mode :
-       {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    if (!g.ok())
-      break;
-    Desc heur = nullptr;
-    if (lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR,
-                                      &heur) != CUDNN_STATUS_SUCCESS)
-      continue;
-    std::vector<Desc> configs;
-    int64_t n = 0;
-    if (lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                  &graph) == CUDNN_STATUS_SUCCESS &&
-        lib().BackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE,
-                                  CUDNN_TYPE_HEUR_MODE, 1,
-                                  &mode) == CUDNN_STATUS_SUCCESS &&
-        lib().BackendFinalize(heur) == CUDNN_STATUS_SUCCESS &&
-        lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n,
-                                  nullptr) == CUDNN_STATUS_SUCCESS &&
-        n > 0) {
-      configs.assign(size_t(n), nullptr);
-      for (Desc &c : configs)
-        lib().BackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c);
-      int64_t got = 0;
-      if (lib().BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &got,
-                                    configs.data()) != CUDNN_STATUS_SUCCESS)
-        got = 0;
-      for (int64_t i = 0; i < got && !p.plan; ++i) {
-        Desc plan = nullptr;
-        if (lib().BackendCreateDescriptor(
-                CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) !=
-            CUDNN_STATUS_SUCCESS)
-          continue;
-        if (lib().BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                      CUDNN_TYPE_HANDLE, 1,
-                                      &h) == CUDNN_STATUS_SUCCESS &&
-            lib().BackendSetAttribute(
-                plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                &configs[size_t(i)]) == CUDNN_STATUS_SUCCESS &&
-            lib().BackendFinalize(plan) == CUDNN_STATUS_SUCCESS) {
-          int64_t ws = 0, cnt = 0;
-          lib().BackendGetAttribute(plan,
-                                    CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                    CUDNN_TYPE_INT64, 1, &cnt, &ws);
-          p.plan = plan;
-          p.workspaceBytes = ws;
-        } else {
-          lib().BackendDestroyDescriptor(plan);
-        }
-      }
-      // The plan keeps what it needs of its engine config.
-      for (Desc c : configs)
-        if (c)
-          g.descs.push_back(c);
-    }
-    g.descs.push_back(heur);
-    if (p.plan)
-      break;
-  }
+  const Planned planned = cudnn_graph::plan_graph(
+      g, h, g.ops, {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK});
+  p.plan = planned.plan;
+  p.workspaceBytes = planned.workspaceBytes;
   p.usable = g.ok() && p.plan;
   if (!p.usable && verbose())
     std::fprintf(
@@ -422,8 +234,6 @@ void plan_graph(GraphBuilder &g, cudnnHandle_t h, Plan &p) {
         g.failedAt ? g.failedAt : "no engine config finalizes",
         lib().GetErrorString(g.ok() ? CUDNN_STATUS_NOT_SUPPORTED : g.status));
   p.descs = std::move(g.descs);
-  if (p.plan)
-    p.descs.push_back(p.plan);
 }
 
 /// [B,heads,T,D] over rows of `stride` elements ([B,T,heads*D]).
@@ -587,12 +397,9 @@ bool suitable(int64_t B, int64_t T, int64_t H, int64_t G, int64_t D,
   return B * H * T * T < (int64_t(1) << 40);
 }
 
-bool enabled_here() { return attention_cudnn_enabled() && handle() != nullptr; }
-
-int current_device() {
-  int dev = 0;
-  AUTODDL_CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
+bool enabled_here() {
+  return attention_cudnn_enabled() &&
+         handle_or_say(verbose(), "attention kernels") != nullptr;
 }
 
 /// Grow-only device workspace of the current device (never freed: a
@@ -621,35 +428,10 @@ void execute(Plan &p, std::vector<int64_t> uids, std::vector<void *> ptrs,
     uids.push_back(kOne);
     ptrs.push_back(&p.one);
   }
-  cudnnHandle_t h = handle();
-  Desc pack = nullptr;
-  cudnnStatus_t st = lib().BackendCreateDescriptor(
-      CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                   CUDNN_TYPE_INT64, int64_t(uids.size()),
-                                   uids.data());
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                   CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()),
-                                   ptrs.data());
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE,
-                                   CUDNN_TYPE_VOID_PTR, 1, &ws);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendFinalize(pack);
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().SetStream(h, compute_stream());
-  if (st == CUDNN_STATUS_SUCCESS)
-    st = lib().BackendExecute(h, p.plan, pack);
-  if (pack)
-    lib().BackendDestroyDescriptor(pack);
   // The plan finalized for this shape, so a failure here is a fault, not a
-  // rejection: stop as a failed CUDA call does.
-  if (st != CUDNN_STATUS_SUCCESS)
-    cuda_fail(lib().GetErrorString(st), "cudnnBackendExecute (attention)",
-              __FILE__, __LINE__);
-  AUTODDL_CUDA_CHECK_LAUNCH();
+  // rejection: execute stops as a failed CUDA call does.
+  cudnn_graph::execute(handle(), p.plan, uids, ptrs, ws,
+                       "cudnnBackendExecute (attention)");
 }
 
 Key forward_key(const AttentionViews &in, int64_t B, int64_t T, int64_t H,

@@ -1,10 +1,13 @@
-// conv2d and pool2d on the GPU (Conv.h). A convolution is the linear layer
+// conv2d and pool2d on the GPU (Conv.h). cuDNN runs a convolution where it
+// takes the shape (ConvCudnn.cu), with the bias and its gradient as the
+// channel kernels below. Otherwise a convolution is the linear layer
 // colT[B*Ho*Wo, K] W^T (K = Cin*kh*kw, W [Cout, K]) of its im2col rows, whose
 // [B, Ho*Wo, Cout] result is permuted to NCHW; its backward permutes dout the
 // other way and runs the linear's backward (dcolT, dW fp32, dbias fp32), then
 // col2im gathers dcolT into dx.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Conv.h"
+#include "backends/cuda/kernels/ConvCudnn.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "backends/cuda/kernels/Shape.h"
 
@@ -56,6 +59,29 @@ __global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
     }
     dx[e] = from_float<act_t>(to_float(dx[e]) + acc);
   }
+}
+
+/// out[b, c, p] += bias[c] over [B, C, P] (cuDNN's convolution has no bias).
+__global__ void channel_bias_kernel(act_t *out, const act_t *bias, int64_t C,
+                                    int64_t P, int64_t total) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x)
+    out[e] = from_float<act_t>(to_float(out[e]) + to_float(bias[(e / P) % C]));
+}
+
+/// dbias[c] += the sum of dout[b, c, p] over b and p (fp32): one block a
+/// channel, a fixed order (deterministic).
+__global__ void channel_sums_kernel(float *dbias, const act_t *dout, int64_t B,
+                                    int64_t C, int64_t P) {
+  __shared__ float partial[32];
+  const int64_t c = blockIdx.x;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t p = threadIdx.x; p < P; p += blockDim.x)
+      acc += to_float(dout[(b * C + c) * P + p]);
+  acc = block_sum(acc, partial);
+  if (threadIdx.x == 0)
+    dbias[c] += acc;
 }
 
 /// The first maximum of window (oh, ow) of plane n (the CPU's order: rows,
@@ -147,11 +173,22 @@ void im2col_rows(act_t *colT, const act_t *x, const Conv2dShape &s) {
 
 } // namespace
 
+bool conv2d_uses_cudnn(const Conv2dShape &s) { return cudnn_conv::takes(s); }
+
 void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
                     const act_t *bias, const Conv2dShape &s) {
   const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
   if (s.B * P * s.Cout == 0)
     return;
+  if (cudnn_conv::forward(out, x, w, s)) {
+    const int64_t total = s.B * s.Cout * P;
+    if (bias) {
+      channel_bias_kernel<<<grid_for(total, kThreads), kThreads, 0,
+                            compute_stream()>>>(out, bias, s.Cout, P, total);
+      AUTODDL_CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
   const ConvScratch c = conv_scratch(s, true); // one size for both passes
   im2col_rows(c.colT, x, s);
   // outT[B*P, Cout] = colT W^T + bias, then [B, P, Cout] -> [B, Cout, P].
@@ -164,6 +201,18 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
   const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
   if (s.B * P * s.Cout == 0 || (!dx && !dw && !dbias))
     return;
+  // cuDNN's gradients first; the own path computes what is left, the bias
+  // gradient with it where it runs (else the channel sums).
+  dx = dx && cudnn_conv::backward_data(dx, dout, w, s) ? nullptr : dx;
+  dw = dw && cudnn_conv::backward_filter(dw, dout, x, s) ? nullptr : dw;
+  if (!dx && !dw) {
+    if (dbias) {
+      channel_sums_kernel<<<unsigned(s.Cout), kThreads, 0, compute_stream()>>>(
+          dbias, dout, s.B, s.Cout, P);
+      AUTODDL_CUDA_CHECK_LAUNCH();
+    }
+    return;
+  }
   const ConvScratch c = conv_scratch(s, true);
   permute_copy(c.doutT, dout, {s.B, s.Cout, P}, {0, 2, 1}, false);
   if (dw)

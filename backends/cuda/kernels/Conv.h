@@ -1,11 +1,13 @@
 // Convolution and pooling on NCHW tensors on the GPU, as the CPU kernels of
 // backends/cpu/kernels/Conv.h (the same calls, so codegen emits one text):
-// conv2d as one GEMM over the whole micro-batch (im2col into rows per output
-// pixel, then Linear.h's cuBLASLt linear with the bias as its epilogue, the
-// weight gradient fp32 and the bias gradient as its column sums), pool2d
-// (max: the gradient to each window's first maximum; avg). The backward
-// gathers into each input element (deterministic, no atomics). Scratch:
-// detail::scratch slot 3 (im2col and the transposed output gradient).
+// conv2d through cuDNN where it takes the shape (ConvCudnn.h; the bias added
+// and its gradient summed by own kernels), else as one GEMM over the whole
+// micro-batch (im2col into rows per output pixel, then Linear.h's cuBLASLt
+// linear with the bias as its epilogue, the weight gradient fp32 and the bias
+// gradient as its column sums); pool2d (max: the gradient to each window's
+// first maximum; avg). The own backward gathers into each input element
+// (deterministic, no atomics). Scratch: detail::scratch slot 3 (im2col and
+// the transposed output gradient, or cuDNN's workspace).
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CONV_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CONV_H
 
@@ -22,6 +24,20 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
 /// dbias[Cout] (fp32) += sums of dout. Any of dx, dw, dbias may be null.
 void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
                      const act_t *x, const act_t *w, const Conv2dShape &s);
+
+// cuDNN (ConvCudnn.h): where the build found libcudnn (bf16 builds), conv2d
+// runs cuDNN's convolutions for the shapes it takes (asked once a shape and
+// direction; the plan is cached) and the im2col path for the rest.
+
+/// Whether this build has the cuDNN path.
+bool conv_cudnn_built();
+/// Turns the cuDNN path on (the default) or off (the im2col path always);
+/// AUTODDL_CONV=own in the environment starts a program with it off.
+void conv_use_cudnn(bool enable);
+bool conv_cudnn_enabled();
+/// Whether the forward, input and weight gradients of `s` (16-byte aligned
+/// tensors) run through cuDNN; plans them on first ask, enqueues nothing.
+bool conv2d_uses_cudnn(const Conv2dShape &s);
 
 /// out[N,Ho,Wo] = max or mean over each kernel x kernel window of the N
 /// planes x[N,H,W] (no padding), Ho = (H - kernel) / stride + 1.

@@ -7,10 +7,11 @@
 // gradient; parameter: act_t with an fp32 gradient; constant: fp32, no
 // gradient). Inputs are act_t-representable, so the CPU computes on the
 // values the GPU reads; the bounds are KernelCheckUtil.h's (bf16: 1e-2
-// relative in the norm, fp32: 1e-5). Then conv2d and pool2d (kernels/Conv.h)
-// against direct loops in double (the CPU kernels' definitions); with
-// --node-tests FILE, ONNX's node tests the CPU passes (nodeTests). Exits 77
-// without a GPU. Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
+// relative in the norm, fp32: 1e-5). Then conv2d (kernels/Conv.h: the
+// im2col path and, where built, cuDNN's) and pool2d against direct loops in
+// double (the CPU kernels' definitions); with --node-tests FILE, ONNX's node
+// tests the CPU passes (nodeTests). Exits 77 without a GPU.
+// Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
 #include "backends/common/OnnxPrimitive.h"
 #include "backends/cuda/kernels/Conv.h"
 #include "backends/cuda/kernels/Primitive.h"
@@ -138,16 +139,22 @@ void check(const std::string &label, const std::string &op,
   gFailures += good ? 0 : 1;
 }
 
-/// conv2d forward and backward (dx, dw, dbias) against direct sums.
-void checkConv(const rt::Conv2dShape &s) {
+/// conv2d forward and backward against direct sums, through the path
+/// conv_use_cudnn selects (`path` names it): the gradients dx, dw and dbias
+/// are added to random values already there (conv2d_backward's +=); without
+/// `bias` neither the bias nor its gradient (ResNet's convolutions).
+void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
   const int64_t Ho = s.Ho(), Wo = s.Wo(), nx = s.B * s.Cin * s.H * s.W,
                 nw = s.Cout * s.Cin * s.kh * s.kw, ny = s.B * s.Cout * Ho * Wo;
   const auto x = random_values(gRng, nx, -1, 1),
              w = random_values(gRng, nw, -1, 1),
              b = random_values(gRng, s.Cout, -1, 1),
-             dy = random_values(gRng, ny, -1, 1);
-  std::vector<double> y(static_cast<size_t>(ny)), dx(static_cast<size_t>(nx)),
-      dw(static_cast<size_t>(nw)), db(size_t(s.Cout));
+             dy = random_values(gRng, ny, -1, 1),
+             dx0 = random_values(gRng, nx, -1, 1),
+             dw0 = random_values(gRng, nw, -1, 1),
+             db0 = random_values(gRng, s.Cout, -1, 1);
+  std::vector<double> y(static_cast<size_t>(ny)), dx(dx0.begin(), dx0.end()),
+      dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
   auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t v) {
     return ((n * s.Cin + c) * s.H + h) * s.W + v;
   };
@@ -156,7 +163,7 @@ void checkConv(const rt::Conv2dShape &s) {
       for (int64_t oh = 0; oh < Ho; ++oh)
         for (int64_t ow = 0; ow < Wo; ++ow) {
           const size_t yi = size_t(((n * s.Cout + o) * Ho + oh) * Wo + ow);
-          double acc = b[size_t(o)];
+          double acc = bias ? b[size_t(o)] : 0.0;
           db[size_t(o)] += dy[yi];
           for (int64_t c = 0; c < s.Cin; ++c)
             for (int64_t i = 0; i < s.kh; ++i)
@@ -179,31 +186,80 @@ void checkConv(const rt::Conv2dShape &s) {
   upload(Wt.data(), w);
   upload(B.data(), b);
   upload(DY.data(), dy);
-  rt::conv2d_forward(Y.data(), X.data(), Wt.data(), B.data(), s);
+  upload(DX.data(), dx0);
+  upload(DW.data(), dw0);
+  upload(DB.data(), db0);
+  poison(Y.data(), ny * int64_t(sizeof(act_t)));
+  rt::conv2d_forward(Y.data(), X.data(), Wt.data(), bias ? B.data() : nullptr,
+                     s);
   rt::conv2d_backward(DX.data(), nullptr, nullptr, DY.data(), X.data(),
                       Wt.data(), s);
-  rt::conv2d_backward(nullptr, DW.data(), DB.data(), DY.data(), X.data(),
-                      Wt.data(), s);
+  rt::conv2d_backward(nullptr, DW.data(), bias ? DB.data() : nullptr, DY.data(),
+                      X.data(), Wt.data(), s);
   rt::synchronize();
   auto f = [](const std::vector<double> &v) {
     return std::vector<float>(v.begin(), v.end());
   };
   const std::string label =
-      "conv2d " + std::to_string(s.Cin) + "->" + std::to_string(s.Cout) + " k" +
-      std::to_string(s.kh) + " s" + std::to_string(s.stride) + " p" +
-      std::to_string(s.padding);
+      "conv2d " + path + " " + std::to_string(s.Cin) + "->" +
+      std::to_string(s.Cout) + " k" + std::to_string(s.kh) + " s" +
+      std::to_string(s.stride) + " p" + std::to_string(s.padding);
   bool good = report(label + " forward",
                      rel_error(download(Y.data(), ny), f(y)), kActTol);
-  good = report(label + " dx", rel_error(download(DX.data(), nx), f(dx)),
+  good = report(label + " dx +=", rel_error(download(DX.data(), nx), f(dx)),
                 kActTol) &&
          good;
-  std::vector<float> gw(static_cast<size_t>(nw)),
-      gb(static_cast<size_t>(s.Cout));
-  rt::copy_to_host(gw.data(), DW.data(), nw * int64_t(sizeof(float)));
-  rt::copy_to_host(gb.data(), DB.data(), s.Cout * int64_t(sizeof(float)));
-  good = report(label + " dw (fp32)", rel_error(gw, f(dw)), kActTol) && good;
-  good = report(label + " dbias (fp32)", rel_error(gb, f(db)), kActTol) && good;
+  good = report(label + " dw += (fp32)",
+                rel_error(download(DW.data(), nw), f(dw)), kActTol) &&
+         good;
+  if (bias)
+    good = report(label + " dbias += (fp32)",
+                  rel_error(download(DB.data(), s.Cout), f(db)), kActTol) &&
+           good;
   gFailures += good ? 0 : 1;
+}
+
+/// The conv2d checks through both paths where this build has cuDNN (the
+/// im2col path alone otherwise): the shapes of CNN exports and VGG (with a
+/// bias), then ResNet's (no bias): the 7x7 stride-2 stem, 1x1 projections
+/// (stride 1 and the stride-2 downsample), 3x3 pad-1 at stride 1 and 2 (an
+/// odd input). Where cuDNN is built and takes any shape it must take every
+/// ResNet one (AUTODDL_CONV_VERBOSE=1 says why not).
+void checkConvPaths() {
+  const rt::Conv2dShape withBias[] = {{2, 3, 9, 11, 5, 3, 3, 1, 1},
+                                      {3, 4, 12, 10, 6, 3, 2, 2, 0}};
+  const rt::Conv2dShape resnet[] = {{2, 3, 32, 30, 16, 7, 7, 2, 3},
+                                    {2, 64, 14, 14, 32, 1, 1, 1, 0},
+                                    {2, 32, 14, 13, 64, 1, 1, 2, 0},
+                                    {4, 32, 8, 8, 32, 3, 3, 1, 1},
+                                    {2, 16, 15, 15, 32, 3, 3, 2, 1}};
+  const bool was = rt::conv_cudnn_enabled();
+  for (bool cudnn : {false, true}) {
+    if (cudnn && !rt::conv_cudnn_built()) {
+      std::printf("%s conv2d cudnn: not in this build\n", kMode);
+      continue;
+    }
+    rt::conv_use_cudnn(cudnn);
+    const std::string path = cudnn ? "cudnn" : "own";
+    for (const rt::Conv2dShape &s : withBias)
+      checkConv(s, true, path);
+    int taken = 0, missed = 0;
+    for (const rt::Conv2dShape &s : resnet) {
+      (cudnn && rt::conv2d_uses_cudnn(s) ? taken : missed) += 1;
+      checkConv(s, false, path);
+    }
+    if (cudnn && taken == 0)
+      std::printf("%s conv2d cudnn: cuDNN took no shape (libcudnn.so.9 not "
+                  "loaded?): the own path ran\n",
+                  kMode);
+    else if (cudnn && missed > 0) {
+      std::printf("%s conv2d cudnn: %d of ResNet's shapes not taken by "
+                  "cuDNN  FAIL\n",
+                  kMode, missed);
+      ++gFailures;
+    }
+  }
+  rt::conv_use_cudnn(was);
 }
 
 /// pool2d forward and backward against the CPU kernels' definition (max: to
@@ -364,8 +420,7 @@ void checkAll() {
          {{4}, 'c', {}, 0.5f, 1.5f}},
         {3, 4, 6});
   // conv2d and pool2d (CNN exports, the VGG template).
-  checkConv({2, 3, 9, 11, 5, 3, 3, 1, 1});
-  checkConv({3, 4, 12, 10, 6, 3, 2, 2, 0});
+  checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
   checkPool(5, 9, 7, 3, 2, true);
   checkPool(5, 9, 7, 3, 1, false);

@@ -296,6 +296,9 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
   EXPECT_EQ(error("AUTODDL_WATCHDOG_TIMEOUT", "0"), "");
   EXPECT_EQ(error("AUTODDL_CUDA_GRAPH", ""), "");
   EXPECT_EQ(error("AUTODDL_ATTENTION", "own"), "");
+  EXPECT_EQ(error("AUTODDL_CONV", "own"), "");
+  EXPECT_EQ(error("AUTODDL_CONV", "im2col"),
+            "AUTODDL_CONV=\"im2col\": expected own or cudnn");
   // FP8's measuring knobs (docs/fp8.md "Knobs").
   EXPECT_EQ(error("AUTODDL_FP8", "yes"),
             "AUTODDL_FP8=\"yes\": expected 0 or all or rule");

@@ -1,0 +1,159 @@
+// conv_bench: times the GPU conv2d (backends/cuda/kernels/Conv.h) forward,
+// input gradient and weight gradient on torchvision ResNet-50's 23 distinct
+// convolution shapes (224x224 images; v1.5: the stride on the 3x3), both
+// paths of one binary: cuDNN (ConvCudnn.h, where the build has it and cuDNN
+// takes the shape) and the own im2col path (conv_use_cudnn(false)). One JSON
+// object a line on stdout: per shape and path the three times, then per path
+// the sum over ResNet-50's 53 convolutions of a training step (each shape
+// times its count; the stem's input gradient left out, as a program skips
+// it). bench/cuda/conv_torch.py times PyTorch on the same shapes.
+//
+// Tensors NCHW bf16 (the programs' layout), no bias (ResNet's), inputs
+// uniform in [-1, 1]. Timing: CUDA events around kIters back-to-back calls
+// after warm-up, median of kReps such groups. FLOPs 2*B*Cout*Ho*Wo*Cin*kh*kw
+// a pass.
+//
+// build (here, after ./scripts/build.sh; one command over these lines):
+//   nvcc -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I.
+//     bench/cuda/conv_bench.cu build/backends/cuda/libautoddl_cuda_kernels.a
+//     build/backends/cuda/sparse/libautoddl_cuda_sparse.a -lcublasLt -ldl
+//     -o .gpu/conv/conv_bench
+// usage: conv_bench [B]   (default 32 images; AUTODDL_CONV_AUTOTUNE=1: the
+//   cuDNN path's engines timed once a shape, docs/runtime.md)
+#include "backends/cuda/kernels/Conv.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace rt = autoddl::rt;
+using rt::act_t;
+
+constexpr int kWarmup = 3, kIters = 10, kReps = 5;
+
+/// x[i] uniform in [-1, 1) from a hash of (i, seed).
+__global__ void fill_uniform(act_t *x, int64_t n, uint64_t seed) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint64_t z = uint64_t(i) + seed * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    x[i] = act_t(float(z >> 40) / float(1 << 23) - 1.0f);
+  }
+}
+
+void fill(act_t *x, int64_t n, uint64_t seed) {
+  fill_uniform<<<1024, 256, 0, rt::compute_stream()>>>(x, n, seed);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+template <class F> double median_ms(F &&call) {
+  cudaEvent_t start, stop;
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
+  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < kWarmup; ++i)
+    call();
+  std::vector<double> ms;
+  for (int r = 0; r < kReps; ++r) {
+    AUTODDL_CUDA_CHECK(cudaEventRecord(start, rt::compute_stream()));
+    for (int i = 0; i < kIters; ++i)
+      call();
+    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, rt::compute_stream()));
+    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(double(t) / kIters);
+  }
+  std::sort(ms.begin(), ms.end());
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
+  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
+  return ms[ms.size() / 2];
+}
+
+/// One distinct convolution of ResNet-50 and how many of the 53 it is.
+struct Layer {
+  int64_t Cin, H, Cout, k, stride, count;
+  bool stem;
+};
+const Layer kResnet50[] = {
+    {3, 224, 64, 7, 2, 1, true}, // conv1
+    {64, 56, 64, 1, 1, 1, false},    {64, 56, 64, 3, 1, 3, false},
+    {64, 56, 256, 1, 1, 4, false},   {256, 56, 64, 1, 1, 2, false},
+    {256, 56, 128, 1, 1, 1, false},  {128, 56, 128, 3, 2, 1, false},
+    {128, 28, 512, 1, 1, 4, false},  {256, 56, 512, 1, 2, 1, false},
+    {512, 28, 128, 1, 1, 3, false},  {128, 28, 128, 3, 1, 3, false},
+    {512, 28, 256, 1, 1, 1, false},  {256, 28, 256, 3, 2, 1, false},
+    {256, 14, 1024, 1, 1, 6, false}, {512, 28, 1024, 1, 2, 1, false},
+    {1024, 14, 256, 1, 1, 5, false}, {256, 14, 256, 3, 1, 5, false},
+    {1024, 14, 512, 1, 1, 1, false}, {512, 14, 512, 3, 2, 1, false},
+    {512, 7, 2048, 1, 1, 3, false},  {1024, 14, 2048, 1, 2, 1, false},
+    {2048, 7, 512, 1, 1, 2, false},  {512, 7, 512, 3, 1, 2, false}};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const int64_t B = argc > 1 ? std::atoll(argv[1]) : 32;
+  if (B <= 0) {
+    std::fprintf(stderr, "usage: conv_bench [B]\n");
+    return 2;
+  }
+  double total[2] = {0, 0};
+  bool allCudnn = true;
+  for (const Layer &l : kResnet50) {
+    const rt::Conv2dShape s{B,   l.Cin, l.H,      l.H,          l.Cout,
+                            l.k, l.k,   l.stride, (l.k - 1) / 2};
+    const int64_t nx = B * l.Cin * l.H * l.H, nw = l.Cout * l.Cin * l.k * l.k,
+                  ny = B * l.Cout * s.Ho() * s.Wo();
+    rt::DeviceBuffer<act_t> x(nx), w(nw), dy(ny), y(ny), dx(nx);
+    rt::DeviceBuffer<float> dw(nw);
+    fill(x.data(), nx, 1);
+    fill(w.data(), nw, 2);
+    fill(dy.data(), ny, 3);
+    rt::zero(dx.data(), nx * int64_t(sizeof(act_t)));
+    rt::zero(dw.data(), nw * int64_t(sizeof(float)));
+    const double flop = 2.0 * double(ny) * double(l.Cin * l.k * l.k);
+    for (int path = 0; path < 2; ++path) {
+      const bool cudnn = path == 0;
+      if (cudnn && !rt::conv_cudnn_built())
+        continue;
+      rt::conv_use_cudnn(cudnn);
+      const bool taken = cudnn && rt::conv2d_uses_cudnn(s);
+      allCudnn = allCudnn && (!cudnn || taken);
+      const double f = median_ms([&] {
+        rt::conv2d_forward(y.data(), x.data(), w.data(), nullptr, s);
+      });
+      const double d = median_ms([&] {
+        rt::conv2d_backward(dx.data(), nullptr, nullptr, dy.data(), x.data(),
+                            w.data(), s);
+      });
+      const double g = median_ms([&] {
+        rt::conv2d_backward(nullptr, dw.data(), nullptr, dy.data(), x.data(),
+                            w.data(), s);
+      });
+      total[path] += double(l.count) * (f + (l.stem ? 0.0 : d) + g);
+      std::printf(
+          "{\"shape\": \"B%lld_C%lld_H%lld_K%lld_k%lld_s%lld\", \"count\": "
+          "%lld, \"path\": \"%s\", \"cudnn_took\": %s, \"fwd_ms\": %.4f, "
+          "\"dgrad_ms\": %.4f, \"wgrad_ms\": %.4f, \"fwd_tflops\": %.1f, "
+          "\"dgrad_tflops\": %.1f, \"wgrad_tflops\": %.1f}\n",
+          (long long)B, (long long)l.Cin, (long long)l.H, (long long)l.Cout,
+          (long long)l.k, (long long)l.stride, (long long)l.count,
+          cudnn ? "cudnn" : "own", taken ? "true" : "false", f, d, g,
+          flop / f * 1e-9, flop / d * 1e-9, flop / g * 1e-9);
+      std::fflush(stdout);
+    }
+  }
+  for (int path = 0; path < 2; ++path)
+    if (total[path] > 0)
+      std::printf(
+          "{\"summary\": \"%s\", \"B\": %lld, \"resnet50_conv_step_ms\": "
+          "%.3f, \"cudnn_took_all\": %s}\n",
+          path == 0 ? "cudnn" : "own", (long long)B, total[path],
+          path == 0 && allCudnn ? "true" : "false");
+  return 0;
+}
