@@ -152,81 +152,130 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
-// ---- BatchNormalization: one block a channel --------------------------------
+// ---- BatchNormalization: a channel over several blocks ----------------------
+// Each launch is a grid of (splits, C) blocks, block (j, c) owning rows
+// [j*rows, (j+1)*rows) of the batch for channel c (a row: one sample's S
+// values of the channel, contiguous in NCHW), so a 64-channel layer of a
+// large batch still fills the GPU. Three passes each way: partial sums per
+// block, a per-channel finish, then the elementwise pass. The partials are
+// sums shifted by the channel's first value (one pass, no cancellation for
+// data near its mean) and are added in a fixed order: deterministic.
 
-constexpr int kNormThreads = 512;
+constexpr int kNormThreads = 256;
+constexpr int kNormSums = 4; // Σ(x-k), Σ(x-k)², Σg, Σg(x-k)
 
-/// Channel c's mean and 1 / sqrt(var + eps): the batch's over (N, S) in two
-/// passes, or the given ones.
-__device__ void channelStats(const Ref &x, int64_t N, int64_t C, int64_t S,
-                             int64_t c, const Ref &mean, const Ref &var,
-                             float eps, float *scratch, float *m, float *inv) {
-  if (mean.p) {
-    *m = ld(mean, c);
-    *inv = rsqrtf(ld(var, c) + eps);
+struct NormGrid {
+  int64_t N, C, S, splits, rows; // rows: batch rows a block owns
+};
+
+NormGrid norm_grid(int64_t N, int64_t C, int64_t S) {
+  // About 8 blocks an SM in all, each at least 4,096 values.
+  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / std::max<int64_t>(1, C));
+  const int64_t byWork = std::max<int64_t>(1, N * S / 4096);
+  const int64_t splits = std::max<int64_t>(1, std::min({want, byWork, N}));
+  const int64_t rows = (N + splits - 1) / splits;
+  return {N, C, S, (N + rows - 1) / rows, rows};
+}
+
+/// Calls f(k) for each element of channel blockIdx.y in block blockIdx.x's
+/// rows, consecutive threads on consecutive values.
+template <class F>
+__device__ __forceinline__ void for_block_values(const NormGrid &g, F f) {
+  const int64_t c = blockIdx.y, n0 = int64_t(blockIdx.x) * g.rows;
+  const int64_t rows = min(g.rows, g.N - n0);
+  const uint32_t S = uint32_t(g.S), count = uint32_t(rows * g.S);
+  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) {
+    const uint32_t r = i / S;
+    f(((n0 + r) * g.C + c) * g.S + (i - r * S));
+  }
+}
+
+/// Block (j, c)'s shifted sums into part[(c * splits + j) * kNormSums + ...]
+/// (dy null: the last two 0).
+__global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
+  __shared__ float scratch[32];
+  const int64_t c = blockIdx.y;
+  const float k = ld(x, c * g.S);
+  float s[kNormSums] = {};
+  for_block_values(g, [&](int64_t e) {
+    const float d = ld(x, e) - k;
+    s[0] += d;
+    s[1] += d * d;
+    if (dy.p) {
+      const float gv = ld(dy, e);
+      s[2] += gv;
+      s[3] += gv * d;
+    }
+  });
+  float *out = part + (c * g.splits + blockIdx.x) * kNormSums;
+  for (int q = 0; q < kNormSums; ++q) {
+    const float v = block_sum(s[q], scratch);
+    if (threadIdx.x == 0)
+      out[q] = v;
+  }
+}
+
+/// Per channel: stats[c] = {mean, 1/sqrt(var+eps), Σg, Σg·x̂}, the batch's
+/// from the partials or the given mean/var (then Σg and Σg·x̂ from the
+/// partials' shifted sums all the same); the backward accumulates dscale
+/// (Σg·x̂) and dbias (Σg).
+__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x,
+                                        Ref mean, Ref var, const float *part,
+                                        bool backward, Ref dscale, Ref dbias,
+                                        float *stats) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= g.C)
     return;
-  }
-  const int64_t M = N * S;
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < M; i += blockDim.x)
-    s += ld(x, ((i / S) * C + c) * S + i % S);
-  const float mu = block_sum(s, scratch) / float(M > 0 ? M : 1);
-  float q = 0.0f;
-  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    const float d = ld(x, ((i / S) * C + c) * S + i % S) - mu;
-    q += d * d;
-  }
-  *m = mu;
-  *inv = rsqrtf(block_sum(q, scratch) / float(M > 0 ? M : 1) + eps);
-}
-
-__global__ void batchnorm_forward_kernel(int64_t N, int64_t C, int64_t S,
-                                         float eps, Ref x, Ref scale, Ref bias,
-                                         Ref mean, Ref var, Ref y) {
-  __shared__ float scratch[32];
-  const int64_t c = blockIdx.x;
+  float s[kNormSums] = {};
+  for (int64_t j = 0; j < g.splits; ++j)
+    for (int q = 0; q < kNormSums; ++q)
+      s[q] += part[(c * g.splits + j) * kNormSums + q];
+  const float M = float(g.N * g.S > 0 ? g.N * g.S : 1), k = ld(x, c * g.S);
   float m, inv;
-  channelStats(x, N, C, S, c, mean, var, eps, scratch, &m, &inv);
-  const float a = ld(scale, c) * inv, b = ld(bias, c);
-  for (int64_t i = threadIdx.x; i < N * S; i += blockDim.x) {
-    const int64_t k = ((i / S) * C + c) * S + i % S;
-    put(y, k, (ld(x, k) - m) * a + b, false);
+  if (mean.p) {
+    m = ld(mean, c);
+    inv = rsqrtf(ld(var, c) + eps);
+  } else {
+    const float d = s[0] / M; // mean - k
+    m = k + d;
+    inv = rsqrtf(fmaxf(s[1] / M - d * d, 0.0f) + eps);
   }
-}
-
-/// OnnxImage.h batchnorm_backward: dscale, dbias and dx accumulate.
-__global__ void batchnorm_backward_kernel(int64_t N, int64_t C, int64_t S,
-                                          float eps, Ref x, Ref scale, Ref mean,
-                                          Ref var, Ref dy, Ref dx, Ref dscale,
-                                          Ref dbias) {
-  __shared__ float scratch[32];
-  const int64_t c = blockIdx.x, M = N * S;
-  float m, inv;
-  channelStats(x, N, C, S, c, mean, var, eps, scratch, &m, &inv);
-  float sg = 0.0f, sgx = 0.0f;
-  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    const int64_t k = ((i / S) * C + c) * S + i % S;
-    const float g = ld(dy, k);
-    sg += g;
-    sgx += g * (ld(x, k) - m) * inv;
-  }
-  sg = block_sum(sg, scratch);
-  sgx = block_sum(sgx, scratch);
-  if (threadIdx.x == 0) {
+  // Σg(x - m) = Σg(x - k) - (m - k) Σg
+  const float sgx = backward ? (s[3] - (m - k) * s[2]) * inv : 0.0f;
+  stats[c * 4 + 0] = m;
+  stats[c * 4 + 1] = inv;
+  stats[c * 4 + 2] = s[2];
+  stats[c * 4 + 3] = sgx;
+  if (backward) {
     if (dscale.p)
       put(dscale, c, sgx, true);
     if (dbias.p)
-      put(dbias, c, sg, true);
+      put(dbias, c, s[2], true);
   }
-  if (!dx.p)
-    return;
-  const float a = ld(scale, c) * inv, Mf = float(M > 0 ? M : 1);
-  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    const int64_t k = ((i / S) * C + c) * S + i % S;
-    const float g = ld(dy, k);
-    const float xhat = (ld(x, k) - m) * inv;
-    put(dx, k, mean.p ? a * g : a / Mf * (Mf * g - sg - xhat * sgx), true);
-  }
+}
+
+/// Forward: y = (x - m) inv scale + bias.
+__global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
+                                       const float *stats, Ref y) {
+  const int64_t c = blockIdx.y;
+  const float m = stats[c * 4], a = ld(scale, c) * stats[c * 4 + 1],
+              b = ld(bias, c);
+  for_block_values(g, [&](int64_t e) { put(y, e, (ld(x, e) - m) * a + b, false); });
+}
+
+/// Backward (OnnxImage.h batchnorm_backward): dx += a/M (M g - Σg - x̂ Σg·x̂)
+/// on batch statistics, dx += a g on given ones.
+__global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
+                                    const float *stats, Ref dy, Ref dx) {
+  const int64_t c = blockIdx.y;
+  const float m = stats[c * 4], inv = stats[c * 4 + 1], sg = stats[c * 4 + 2],
+              sgx = stats[c * 4 + 3], a = ld(scale, c) * inv,
+              M = float(g.N * g.S > 0 ? g.N * g.S : 1);
+  for_block_values(g, [&](int64_t e) {
+    const float gv = ld(dy, e);
+    const float xhat = (ld(x, e) - m) * inv;
+    put(dx, e, given ? a * gv : a / M * (M * gv - sg - xhat * sgx), true);
+  });
 }
 
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
@@ -237,16 +286,27 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
   const Ref mean = p.batchStats ? Ref() : ref(x[3]),
             var = p.batchStats ? Ref() : ref(x[4]);
   const float eps = float(p.epsilon);
-  if (C == 0)
+  if (N * C * S == 0 || (!forward && !dx[0].p && !dx[1].p && !dx[2].p))
     return;
+  if (N * S > int64_t(UINT32_MAX))
+    fail(p, "more than 2^32 values in one channel");
+  const NormGrid g = norm_grid(N, C, S);
+  // Scratch slot 0 (Reduce.cu's partials; both live within one call only).
+  auto *part = static_cast<float *>(scratch(
+      0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
+  float *stats = part + C * g.splits * kNormSums;
+  const dim3 grid(unsigned(g.splits), unsigned(C));
+  const unsigned finish = unsigned((C + 255) / 256);
+  batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
+      g, ref(x[0]), forward ? Ref() : ref(dy), part);
+  batchnorm_finish_kernel<<<finish, 256, 0, compute_stream()>>>(
+      g, eps, ref(x[0]), mean, var, part, !forward, forward ? Ref() : ref(dx[1]),
+      forward ? Ref() : ref(dx[2]), stats);
   if (forward)
-    batchnorm_forward_kernel<<<unsigned(C), kNormThreads, 0,
-                               compute_stream()>>>(
-        N, C, S, eps, ref(x[0]), ref(x[1]), ref(x[2]), mean, var, ref(y));
-  else
-    batchnorm_backward_kernel<<<unsigned(C), kNormThreads, 0,
-                                compute_stream()>>>(
-        N, C, S, eps, ref(x[0]), ref(x[1]), mean, var, ref(dy), ref(dx[0]),
-        ref(dx[1]), ref(dx[2]));
+    batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
+  else if (dx[0].p)
+    batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, ref(dy), ref(dx[0]));
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
