@@ -103,24 +103,18 @@ void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
   // A Philox draw and a Box-Muller normal a feature: 50-75 ns each, so a
   // batch of 8 32x32x3 images takes 1.3-1.8 ms on one thread, longer than a
   // small classifier's step on a GPU (bench/onnx/class_samples_time.cpp).
-  const uint64_t sLabel = fnv1a64("data.class.label"),
-                 sMu = fnv1a64("data.class.mu"), sX = fnv1a64("data.class.x");
+  const ClassStreams streams = class_streams();
   auto sample = [&](int64_t b) {
     const uint64_t g = uint64_t(step) * uint64_t(B) + uint64_t(b0 + b);
-    const int32_t label =
-        int32_t(philox_words(seed, sLabel, g)[0] % uint32_t(K));
+    const int32_t label = class_label(seed, streams, g, K);
     labels[b] = label;
     double mu = 0;
     for (int64_t f = 0; f < F; ++f) {
       // The prototype is constant over runs of kClassRun features: drawn at
       // each run's start (a small classifier's step is otherwise this loop).
       if (f % kClassRun == 0)
-        mu = philox_normal(philox_words(seed, sMu,
-                                        uint64_t(label) * uint64_t(F) +
-                                            uint64_t(f / kClassRun)));
-      const double e =
-          philox_normal(philox_words(seed, sX, g * uint64_t(F) + uint64_t(f)));
-      x[b * F + f] = float(mu + noise * e);
+        mu = class_prototype(seed, streams, label, F, f);
+      x[b * F + f] = class_feature(mu, seed, streams, g, F, f, noise);
     }
   };
   // A thread's start and join cost tens of microseconds, about as much as

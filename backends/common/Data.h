@@ -8,6 +8,7 @@
 #ifndef AUTODDL_BACKENDS_COMMON_DATA_H
 #define AUTODDL_BACKENDS_COMMON_DATA_H
 
+#include "backends/common/ClassSamples.h"   // the samples' values
 #include "backends/common/CommunityGraph.h" // graph models' data
 
 #include <cstdint>
@@ -66,8 +67,8 @@ void synthetic_tokens(uint64_t seed, int64_t step, int64_t B, int64_t T,
 /// an image row), local structure a convolution and pooling keep. A model can
 /// learn the prototypes, so accuracy above 1/K means something. Writes samples
 /// [b0, b0 + nb): x is [nb, F], labels [nb]. `threads` > 1 splits the samples
-/// over that many threads (the same values: each is keyed by its index).
-constexpr int64_t kClassRun = 8;
+/// over that many threads (the same values: each is keyed by its index). The
+/// values: ClassSamples.h (the CUDA programs draw them on the GPU).
 void synthetic_classes(uint64_t seed, int64_t step, int64_t B, int64_t F,
                        int64_t K, double noise, int64_t b0, int64_t nb,
                        float *x, int32_t *labels, int threads = 1);

@@ -22,6 +22,7 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/kernels/Optimizer.cu
   ${AUTODDL_CUDA_DIR}/kernels/Primitive.cu
   ${AUTODDL_CUDA_DIR}/kernels/Reduce.cu
+  ${AUTODDL_CUDA_DIR}/kernels/Samples.cu
   ${AUTODDL_CUDA_DIR}/kernels/Shape.cu
   ${AUTODDL_CUDA_DIR}/kernels/Softmax.cu
   ${AUTODDL_CUDA_DIR}/kernels/Sparse.cu)

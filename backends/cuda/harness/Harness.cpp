@@ -13,6 +13,7 @@
 #include "backends/cuda/kernels/Init.h"
 #include "backends/cuda/kernels/Optimizer.h"
 #include "backends/cuda/kernels/Reduce.h"
+#include "backends/cuda/kernels/Samples.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -39,14 +40,12 @@ DeviceBuffer<act_t> graph_x;                      // [nodes / dp, features]
 DeviceBuffer<int32_t> graph_y, graph_y_heldout;   // [nodes / dp]
 std::map<std::string, std::string> graph_metrics; // graph_info's entries
 
-/// Page-locked host staging for one micro-batch's input (which: 0 ids or
-/// samples, 1 targets or labels), so that its copies run asynchronously on
-/// the compute stream while the host prepares the next step; an event says
-/// when the last copy out of it is done. 4-byte elements: int32 tokens and
-/// labels, fp32 samples.
+/// Page-locked host staging for one micro-batch's tokens (which: 0 ids, 1
+/// targets), so that its copies run asynchronously on the compute stream
+/// while the host prepares the next step; an event says when the last copy
+/// out of it is done.
 struct Staging {
   int32_t *host = nullptr;
-  float *samples() { return reinterpret_cast<float *>(host); }
   cudaEvent_t copied = nullptr;
 };
 
@@ -54,7 +53,7 @@ Staging &staging(int64_t mb, int which, int64_t elements) {
   const ProgramSpec &s = program_spec();
   static std::vector<Staging> buffers(size_t(2 * s.micro_batches));
   Staging &st = buffers[size_t(2 * mb + which)];
-  if (!st.host) { // one size a run: a micro-batch's tokens, or samples
+  if (!st.host) { // one size a run: a micro-batch's tokens
     AUTODDL_CUDA_CHECK(
         cudaMallocHost(&st.host, size_t(elements) * sizeof(int32_t)));
     AUTODDL_CUDA_CHECK(
@@ -165,28 +164,12 @@ void load_tokens(int64_t step, int64_t mb, int32_t *ids, int32_t *targets) {
 
 void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
   const ProgramSpec &s = program_spec();
-  const int64_t n = s.class_batch * s.features;
-  // Pinned staging and asynchronous copies, as the tokens': a synchronous
-  // copy waited for the device's previous step, and the host's sample
-  // generation then added to every step.
-  Staging &in = staging(mb, 0, n), &out = staging(mb, 1, s.class_batch);
-  // On up to 8 host threads: one thread's generation outlasted tiny-vgg's
-  // whole step on an H100
-  // (bench/results/onnx/2026-12-07-h100-classifiers-staged/).
-  static const int threads = int(std::clamp<int64_t>(available_cores(), 1, 8));
-  class_samples(s, seed, step, g.rdp, mb, in.samples(), out.host, threads);
-  if (x) { // through fp32 on the device: cast_to_act rounds as the kernels do
-    // One device buffer for the run, stream-ordered: the next copy into it
-    // runs after this cast.
-    static auto *f = new DeviceBuffer<float>(); // never destroyed: the
-                                                // context may go first
-    if (f->size() < n)
-      *f = DeviceBuffer<float>(n);
-    copy_staged(f->data(), in, size_t(n) * sizeof(float));
-    cast_to_act(x, f->data(), n);
-  }
-  if (labels)
-    copy_staged(labels, out, size_t(s.class_batch) * sizeof(int32_t));
+  // Drawn on the device (kernels/Samples.h): on the host, even on 8 threads,
+  // ResNet-50's images took longer than PyTorch's whole step.
+  synthetic_classes_on_device(x, labels, seed, data_batch(step),
+                              s.dp * s.micro_batches * s.class_batch,
+                              s.features, s.classes, kClassNoise,
+                              class_block_start(s, g.rdp, mb), s.class_batch);
 }
 
 const Csr &graph_adjacency() { return adjacency; }

@@ -4,6 +4,9 @@
 #include "backends/cuda/StepGraph.h"
 #include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Init.h"
+#include "backends/cuda/kernels/Samples.h"
+
+#include "backends/common/Data.h"
 
 #include <algorithm>
 #include <utility>
@@ -59,6 +62,45 @@ void check_init() {
   want[1000] = want[1001] = want[1002] = 0.0f;
   gOk &= report("fill_on_device",
                 rel_error(download_float(ones.data(), 1003), want), 0.0);
+}
+
+/// synthetic_classes_on_device against the host's synthetic_classes: the same
+/// labels, and the same features rounded to act_t but for the rare value where
+/// the device's log or cos rounds a double differently (1 ulp of the float,
+/// which may move its act_t rounding by one step).
+void check_class_samples() {
+  const int64_t B = 24, F = 3 * 17 * 19, K = 37, b0 = 8, nb = 9, step = 5;
+  std::vector<float> x(size_t(nb * F));
+  std::vector<int32_t> labels(static_cast<size_t>(nb));
+  rt::synthetic_classes(99, step, B, F, K, 4.0, b0, nb, x.data(), labels.data());
+  rt::DeviceBuffer<act_t> gx(nb * F);
+  rt::DeviceBuffer<int32_t> gy(nb);
+  rt::synthetic_classes_on_device(gx.data(), gy.data(), 99, step, B, F, K, 4.0,
+                                  b0, nb);
+  std::vector<int32_t> got(static_cast<size_t>(nb));
+  AUTODDL_CUDA_CHECK(cudaMemcpy(got.data(), gy.data(), size_t(nb) * 4,
+                                cudaMemcpyDeviceToHost));
+  gOk &= report("synthetic_classes_on_device labels", got == labels ? 0.0 : 1.0,
+                0.0);
+  const std::vector<float> gotX = download(gx.data(), nb * F);
+  int64_t differ = 0;
+  double worst = 0.0;
+  for (size_t k = 0; k < x.size(); ++k)
+    if (gotX[k] != round_act(x[k])) {
+      ++differ;
+      worst = std::max(worst, double(std::fabs(gotX[k] - x[k])) /
+                                  std::max(1e-30, double(std::fabs(x[k]))));
+    }
+  gOk &= report("synthetic_classes_on_device features differing",
+                double(differ) / double(x.size()), 1e-4);
+  gOk &= report("synthetic_classes_on_device their error", worst,
+                sizeof(act_t) == 4 ? 1.2e-7 : 8e-3);
+  // Labels alone (x null) and features alone (labels null) agree too.
+  rt::DeviceBuffer<act_t> gx2(nb * F);
+  rt::synthetic_classes_on_device(gx2.data(), nullptr, 99, step, B, F, K, 4.0,
+                                  b0, nb);
+  gOk &= report("synthetic_classes_on_device without labels",
+                rel_error(download(gx2.data(), nb * F), gotX), 0.0);
 }
 
 /// ZeroSet: ranges at odd addresses and lengths (a byte, under 16, several
@@ -146,6 +188,7 @@ void check_runtime() {
   check_zero_set();
   check_step_graph();
   check_init();
+  check_class_samples();
 }
 
 } // namespace kcheck
