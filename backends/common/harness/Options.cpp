@@ -398,6 +398,7 @@ const EnvRule kEnvRules[] = {
     {"AUTODDL_CONV", {"own", "cudnn"}},
     {"AUTODDL_CONV_VERBOSE", {"0", "1"}},
     {"AUTODDL_CONV_AUTOTUNE", {"0", "1"}},
+    {"AUTODDL_CONV_WGRAD", {"fp32", "bf16"}},
     {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
     {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off

@@ -72,6 +72,17 @@ bool autotune() {
 }
 constexpr size_t kTuneCandidates = 8;
 
+/// AUTODDL_CONV_WGRAD=bf16: the weight gradient into bf16 scratch first (then
+/// added into the fp32 dw), as PyTorch's bf16 weight gradient; else fp32
+/// first. On one H100 the fp32-output engines took 10.3 ms for ResNet-50's
+/// 53 weight gradients at batch 32 against PyTorch's 2.3 (NCHW) and 1.5
+/// (channels-last) (bench/results/onnx/2026-12-07-h100-resnet50/): this
+/// measures whether the bf16 engines close it.
+bool wgrad_bf16_first() {
+  static const bool v = env_is("AUTODDL_CONV_WGRAD", "bf16");
+  return v;
+}
+
 enum class Dir { kForward, kData, kFilter };
 const char *dir_name(Dir d) {
   return d == Dir::kForward ? "forward" : d == Dir::kData ? "dgrad" : "wgrad";
@@ -134,6 +145,8 @@ std::vector<Variant> variants(Dir d) {
   case Dir::kFilter:
     break;
   }
+  if (wgrad_bf16_first())
+    return {{false, bf16}, {true, f32}, {false, f32}};
   return {{true, f32}, {false, f32}, {false, bf16}};
 }
 

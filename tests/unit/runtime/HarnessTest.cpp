@@ -297,6 +297,9 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
   EXPECT_EQ(error("AUTODDL_CUDA_GRAPH", ""), "");
   EXPECT_EQ(error("AUTODDL_ATTENTION", "own"), "");
   EXPECT_EQ(error("AUTODDL_CONV", "own"), "");
+  EXPECT_EQ(error("AUTODDL_CONV_WGRAD", "bf16"), "");
+  EXPECT_EQ(error("AUTODDL_CONV_WGRAD", "fp16"),
+            "AUTODDL_CONV_WGRAD=\"fp16\": expected fp32 or bf16");
   EXPECT_EQ(error("AUTODDL_CONV", "im2col"),
             "AUTODDL_CONV=\"im2col\": expected own or cudnn");
   // FP8's measuring knobs (docs/fp8.md "Knobs").
