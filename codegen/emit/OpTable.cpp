@@ -169,8 +169,10 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     else if (writes(c.s.bwdInput, c.dx[k]))
       c.s.paramsInput.push_back(op.operands[k]);
   }
-  if (cx_.target.opProfiling)
-    profileScopes(c.s, k);
+  if (cx_.target.opProfiling) // a primitive by its ONNX op type
+    profileScopes(c.s, k == "primitive"
+                           ? "primitive:" + attrOr(op, ops::attr::kOpType, "")
+                           : k);
   steps.push_back(std::move(c.s));
 }
 

@@ -15,8 +15,9 @@ namespace autoddl::codegen::emit {
 /// The tensor-parallel collectives, which run on compute_stream() too, are
 /// scopes of their own, "comm:all_reduce", "comm:all_gather",
 /// "comm:reduce_scatter"; a layout conversion's local slice "comm:slice"
-/// (kind empty: every call is a collective or a slice). Comments,
-/// declarations and block braces stay as they are.
+/// (kind empty: every call is a collective or a slice); an ONNX primitive
+/// "primitive:<op type>". Comments, declarations and block braces stay as
+/// they are.
 void profileScopes(Step &s, const std::string &kind) {
   auto scopeOf = [&](const std::string &call) -> std::string {
     for (const char *c :
@@ -36,17 +37,26 @@ void profileScopes(Step &s, const std::string &kind) {
       const size_t b = l.find_first_not_of(' ');
       if (b == std::string::npos)
         continue;
-      size_t e = b;
-      while (e < l.size() &&
-             (std::islower(static_cast<unsigned char>(l[e])) ||
-              std::isdigit(static_cast<unsigned char>(l[e])) || l[e] == '_'))
-        ++e;
+      // A call, qualified or not: name(...) or autoddl::rt::name(...).
+      size_t e = b, name = b;
+      for (;;) {
+        while (e < l.size() &&
+               (std::islower(static_cast<unsigned char>(l[e])) ||
+                std::isdigit(static_cast<unsigned char>(l[e])) || l[e] == '_'))
+          ++e;
+        if (e + 1 < l.size() && e > name && l.compare(e, 2, "::") == 0)
+          name = e += 2;
+        else
+          break;
+      }
       const size_t semi = l.rfind(';');
-      if (e == b || e >= l.size() || l[e] != '(' || semi == std::string::npos)
+      if (e == name || e >= l.size() || l[e] != '(' ||
+          semi == std::string::npos)
         continue;
       l.insert(semi + 1, " }");
-      l.insert(b, fmt::format("{{ OpScope op_scope(\"{}\", {}); ",
-                              scopeOf(l.substr(b, e - b)), phase));
+      l.insert(b, fmt::format("{{ OpScope op_scope({}, {}); ",
+                              cStringLiteral(scopeOf(l.substr(name, e - name))),
+                              phase));
     }
   };
   wrap(s.fwd, "kOpForward");
