@@ -37,6 +37,12 @@ std::string metrics_json(const RunMetrics &m) {
     total += m.step_seconds[i];
   const double mean = counted ? total / double(counted) : 0;
   j.set("loss", std::move(loss));
+  if (!m.lr.empty()) {
+    Json lr = Json::arr();
+    for (double x : m.lr)
+      lr.push(Json::of(x));
+    j.set("lr", std::move(lr));
+  }
   j.set("step_seconds", std::move(steps));
   j.set("mean_step_seconds", Json::of(mean));
   j.set(m.items_name + "_per_second",

@@ -51,9 +51,9 @@ struct CheckpointTiming {
 };
 
 /// What a run reports. `loss[s]` is the loss of step s, computed before that
-/// step's update.
+/// step's update; `lr[s]` the learning rate of that update.
 struct RunMetrics {
-  std::vector<double> loss;
+  std::vector<double> loss, lr;
   std::vector<double> step_seconds;
   double items_per_step = 0; // tokens (B*T) or samples per optimizer step
   std::string items_name = "tokens";      // "tokens" or "samples"
@@ -65,12 +65,13 @@ struct RunMetrics {
   /// peak_allocated_bytes; CPU: peak_host_memory_bytes); 0: not known.
   double predicted_peak_bytes = 0;
   std::vector<CheckpointTiming> checkpoints; // --save's, in order
-  CommStats collectives;                  // this rank's (rank 0's when written)
+  CommStats collectives; // this rank's (rank 0's when written)
   std::map<std::string, std::string> info; // free-form: plan name, backend, ...
 };
 
-/// The metrics.json text (schema in docs/runtime.md): "loss", "step_seconds",
-/// "mean_step_seconds", "<items>_per_second", "peak_memory_bytes",
+/// The metrics.json text (schema in docs/runtime.md): "loss", "lr" (when
+/// recorded), "step_seconds", "mean_step_seconds", "<items>_per_second",
+/// "peak_memory_bytes",
 /// "peak_device_used_bytes" (CUDA), "predicted_peak_bytes" (when known),
 /// "collectives" {kind: {"calls", "bytes", "seconds"}}, "checkpoints" (when
 /// any: [{"step", "mode", "stall_seconds", "waited_seconds",

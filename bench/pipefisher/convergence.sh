@@ -31,6 +31,11 @@
 # over EVAL_STEPS steps of the held-out text, and the mean of those losses is the validation loss
 # at that step. Wall time at a checkpoint is the sum of the run's own step times up to it (the
 # checkpoint writes are not in them).
+#
+# TRAIN_FLAGS (default none): more flags for each training run, not for the --lr 0 evaluations;
+# e.g. TRAIN_FLAGS="--warmup 100 --lr-decay cosine" for nanoGPT's schedule (warm-up to each swept
+# --lr, cosine down to 0.1 lr at step STEPS; docs/codegen.md "Running the program"). Recorded in
+# convergence.json as train_flags, and each run's per-step lr in its metrics.json.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: convergence.sh stage DIR | device DIR OUT}
@@ -41,6 +46,7 @@ EVAL_STEPS=${EVAL_STEPS:-8}
 ADAMW_LRS=${ADAMW_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}
 KFAC_LRS=${KFAC_LRS:-5e-4 1e-3 2e-3 4e-3 8e-3}
 KFAC_REFRESH=${KFAC_REFRESH:-10}
+TRAIN_FLAGS=${TRAIN_FLAGS:-}
 MODEL=${MODEL:-} SEQ=${SEQ:-256} GLOBAL_BATCH=${GLOBAL_BATCH:-64} CLUSTER=${CLUSTER:-h200-fitted}
 
 case $mode in
@@ -91,6 +97,7 @@ device)
   { cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release &&
     cmake --build "$work/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
   launch() { timeout 600 mpirun --allow-run-as-root --oversubscribe -np 1 "$@"; }
+  read -ra train_flags <<<"$TRAIN_FLAGS"
   for opt in adamw kfac; do
     lrs=$ADAMW_LRS
     [ $opt = kfac ] && lrs=$KFAC_LRS
@@ -101,7 +108,7 @@ device)
       [ $opt = kfac ] && [ "$KFAC_REFRESH" != plan ] && flags=(--kfac-refresh "$KFAC_REFRESH")
       echo "== $run: $STEPS steps"
       launch "$bin" --steps "$STEPS" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
-        --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
+        "${train_flags[@]}" --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
         >"$out/runs-$run.log" 2>&1 || { echo "$run failed:"; tail -5 "$out/runs-$run.log"; continue; }
       # In step order, so that a call cut short has evaluated the earliest ones.
       for n in $(find "$work/ck/$run" -maxdepth 1 -name 'step-*' | sed 's/.*step-//' | sort -n); do
@@ -116,7 +123,7 @@ device)
   # The plan's own K (1 here) for its step time: a short run without --kfac-refresh.
   launch "$work/build/train_kfac" --steps 30 --data "$work/train.txt" --lr 1e-3 --quiet \
     --out "$out/kfac-plan-refresh" >"$out/kfac-plan-refresh.log" 2>&1 || echo "kfac at the plan's K failed"
-  python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "${KFAC_REFRESH/plan/0}"
+  TRAIN_FLAGS=$TRAIN_FLAGS python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "${KFAC_REFRESH/plan/0}"
   rm -rf "$work"
   ;;
 *)

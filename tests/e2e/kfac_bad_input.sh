@@ -3,7 +3,7 @@
 # the binary, --optimizer kfac on a program generated from a first-order plan, K-FAC plans codegen
 # refuses (ZeRO); each one line naming the cause, exit 1..123. And the flags taking effect:
 # --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info); a run resumed
-# between refresh steps continues with the checkpoint's inverses.
+# between refresh steps continues with the checkpoint's inverses; the rule takes --warmup's lr.
 # Usage: kfac_bad_input.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -86,5 +86,14 @@ python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" <<'PY' || fail "resum
 import json, sys
 full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
 assert full[3:] == resumed, (full[3:], resumed)
+PY
+# The rule takes the step's learning rate (LrSchedule.h): step 0 at lr/2 under --warmup 2, so
+# step 1's loss differs from the constant-rate run's above; step 0's (before any update) does not.
+"$k" --steps 3 --kfac-refresh 4 --warmup 2 --out "$w/warmup" --quiet || fail "a K-FAC run with --warmup"
+python3 - "$w/full/metrics.json" "$w/warmup/metrics.json" <<'PY' || fail "K-FAC's rule did not take the scheduled lr"
+import json, sys
+full, warm = (json.load(open(p)) for p in sys.argv[1:3])
+assert warm["lr"] == [5e-4, 1e-3, 1e-3], warm["lr"]
+assert warm["loss"][0] == full["loss"][0] and warm["loss"][1] != full["loss"][1], (warm["loss"], full["loss"])
 PY
 echo "kfac_bad_input: all passed"

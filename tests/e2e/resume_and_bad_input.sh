@@ -2,6 +2,7 @@
 # Resume exactness and bad input of generated programs (issue 5, items 5 and 8).
 #  - a pp=2 run of 6 steps saving at step 3, and a run resumed from step-3: losses of steps 3..5
 #    must be equal (the same bits: same data order, same state);
+#  - the same under --warmup 2 --lr-decay cosine: metrics.json's lr per step, and resumed bitwise;
 #  - --init of that checkpoint's model.safetensors: the run starts from exactly its tensors;
 #  - a plan of another schema version, a corrupted plan, a non-empty directory that is not an
 #    autoddl project, a rank count other than the plan's, a missing data file, a checkpoint of
@@ -37,6 +38,35 @@ print("resumed       steps 3..5:", resumed)
 sys.exit(0 if full[3:] == resumed else 1)
 PY
 echo "ok: resume is exact"
+
+# The learning-rate schedule: metrics.json's lr is nanoGPT's (warm-up lr (s+1)/2, then cosine down
+# to 0.1 lr at step 6), and a run resumed at step 3 goes on with the same lrs and losses, bitwise.
+sched=(--warmup 2 --lr-decay cosine --lr 1e-3)
+mpi -np 2 "$w/gpt/build/train" --steps 6 "${sched[@]}" --save "$w/ck-sched" --save-every 3 \
+  --out "$w/sched-full" --quiet || fail "scheduled run"
+mpi -np 2 "$w/gpt/build/train" --steps 6 "${sched[@]}" --resume "$w/ck-sched/step-3" \
+  --out "$w/sched-resumed" --quiet || fail "resumed scheduled run"
+python3 - "$w/sched-full/metrics.json" "$w/sched-resumed/metrics.json" "$w/full/metrics.json" <<'PY' || fail "learning-rate schedule"
+import json, math, sys
+full, resumed, plain = (json.load(open(p)) for p in sys.argv[1:])
+lr, floor = 1e-3, 1e-4
+want = [lr / 2, lr] + [floor + (lr - floor) * (1 + math.cos(math.pi * (s - 2) / 4)) / 2 for s in range(2, 6)]
+print("lr:", full["lr"])
+checks = {
+    "the schedule's lrs": all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(full["lr"], want)) and len(full["lr"]) == 6,
+    "no flags: --lr every step": plain["lr"] == [lr] * 6,
+    "resumed lrs": resumed["lr"] == full["lr"][3:],
+    "resumed losses": resumed["loss"] == full["loss"][3:],
+    # Step 0's loss is before any update; step 1's follows an update at lr/2.
+    "the optimizer took the lr": full["loss"][0] == plain["loss"][0] and full["loss"][1] != plain["loss"][1],
+}
+for what, ok in checks.items():
+    print(("ok: " if ok else "FAIL: ") + what)
+sys.exit(0 if all(checks.values()) else 1)
+PY
+echo "ok: the learning-rate schedule, and its resume, are exact"
+expect_error "--min-lr above --lr" "--min-lr: 0.01 is above --lr 0.001" mpi -np 2 "$w/gpt/build/train" \
+  --steps 1 --lr-decay cosine --min-lr 1e-2
 
 # --init: another run's parameters replace the initial ones (seed 99 would draw others); the
 # step-0 save must hold exactly the step-3 tensors.

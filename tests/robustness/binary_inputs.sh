@@ -134,6 +134,12 @@ done
 for v in nan inf -1 -0.5 1e999 x ""; do
   check "$T" --steps 1 --lr "$v"
   check "$T" --steps 1 --weight-decay "$v"
+  check "$T" --steps 1 --lr-decay cosine --min-lr "$v"
+done
+for f in "--warmup -1" "--lr-decay step" "--lr-decay cosine --decay-steps 0" "--min-lr 0" \
+  "--lr-decay linear --min-lr 1" "--lr-decay cosine --warmup 4 --decay-steps 4"; do
+  # shellcheck disable=SC2086 # the flags split into words
+  check "$T" --steps 1 $f
 done
 check "$T" --steps 1 --save in/new --save-every 0
 check "$T" --steps 1 --save-every 2

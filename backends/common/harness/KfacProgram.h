@@ -158,6 +158,8 @@ public:
     }
   }
   bool due() const { return due_; }
+  /// The rule's learning rate from this step on (lr_at, LrSchedule.h).
+  void set_lr(double lr) { c_.lr = lr; }
   bool due(size_t layer) const { return layer_due_[layer]; }
   /// Layer i's refresh interval K.
   int64_t refresh(size_t layer) const { return refresh_[layer]; }

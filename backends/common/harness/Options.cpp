@@ -110,6 +110,13 @@ constexpr FlagHelp kFlags[] = {
     {"--data-skip K", "skip K more global batches of data from the first "
                       "step on (to replay a rollback)"},
     {"--lr X", "learning rate (default 1e-3; 0 evaluates)"},
+    {"--warmup N", "linear warm-up: step s (from 0) at lr (s+1)/N for the "
+                   "first N steps (default 0)"},
+    {"--lr-decay KIND", "none (default: lr after the warm-up), cosine or "
+                        "linear down to --min-lr"},
+    {"--decay-steps N", "with --lr-decay: the step it reaches --min-lr at "
+                        "(default --steps)"},
+    {"--min-lr X", "with --lr-decay: the floor (default 0.1 x --lr)"},
     {"--weight-decay X", "decoupled weight decay (default 0)"},
     {"--optimizer NAME", "adamw (default), sgd, or kfac for a K-FAC plan"},
     {"--kfac-damping X", "K-FAC: damping (default the plan's)"},
@@ -287,6 +294,21 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.data_skip = integer(0, kMaxSteps);
     else if (a == "--lr")
       o.lr = real(); // 0 is allowed: evaluating a checkpoint
+    else if (a == "--warmup")
+      o.warmup = integer(0, kMaxSteps);
+    else if (a == "--lr-decay") {
+      const std::string v = next();
+      if (v != "none" && v != "cosine" && v != "linear")
+        throw std::invalid_argument("--lr-decay: expected none, cosine or "
+                                    "linear, got " +
+                                    echo_value(v));
+      o.lr_decay = v == "cosine"   ? LrDecay::Cosine
+                   : v == "linear" ? LrDecay::Linear
+                                   : LrDecay::None;
+    } else if (a == "--decay-steps")
+      o.decay_steps = integer(1, kMaxSteps);
+    else if (a == "--min-lr")
+      o.min_lr = real();
     else if (a == "--weight-decay")
       o.weight_decay = real();
     else if (a == "--optimizer")
@@ -372,10 +394,34 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
                                 "--checkpoint-compress");
   if (on_nan_retries_given && !o.on_nan_rollback)
     throw std::invalid_argument("--on-nan-retries: needs --on-nan rollback");
+  if ((o.decay_steps > 0 || !std::isnan(o.min_lr)) &&
+      o.lr_decay == LrDecay::None)
+    throw std::invalid_argument("--decay-steps/--min-lr: need --lr-decay "
+                                "cosine or linear");
+  if (o.min_lr > o.lr) { // also keeps --lr 0 (an evaluation) at 0 throughout
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "--min-lr: %g is above --lr %g", o.min_lr,
+                  o.lr);
+    throw std::invalid_argument(buf);
+  }
+  if (o.decay_steps > 0 && o.decay_steps <= o.warmup)
+    throw std::invalid_argument(
+        "--decay-steps " + std::to_string(o.decay_steps) +
+        ": expected more steps than --warmup " + std::to_string(o.warmup));
   if (o.resume == "auto" && o.save.empty())
     throw std::invalid_argument("--resume auto: needs --save DIR (the folder "
                                 "whose newest checkpoint it resumes)");
   return o;
+}
+
+LrSchedule lr_schedule(const Options &o) {
+  LrSchedule s;
+  s.lr = o.lr;
+  s.min_lr = std::isnan(o.min_lr) ? 0.1 * o.lr : o.min_lr;
+  s.warmup = o.warmup;
+  s.decay_steps = o.decay_steps > 0 ? o.decay_steps : o.steps;
+  s.decay = o.lr_decay;
+  return s;
 }
 
 namespace {

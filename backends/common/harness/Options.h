@@ -8,7 +8,8 @@
 #ifndef AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
 #define AUTODDL_BACKENDS_COMMON_HARNESS_OPTIONS_H
 
-#include "backends/common/UserGraph.h" // GraphFileNames
+#include "backends/common/UserGraph.h"          // GraphFileNames
+#include "backends/common/harness/LrSchedule.h" // LrSchedule, LrDecay
 
 #include <cstdint>
 #include <limits>
@@ -48,6 +49,11 @@ struct Options {
   bool checkpoint_compress = false;
   int64_t checkpoint_full_every = 4;
   double lr = 1e-3, weight_decay = 0.0, momentum = 0.9;
+  // The schedule (LrSchedule.h): --warmup N, --lr-decay, --decay-steps N
+  // (0: --steps), --min-lr X (NaN: 0.1 lr).
+  int64_t warmup = 0, decay_steps = 0;
+  LrDecay lr_decay = LrDecay::None;
+  double min_lr = std::numeric_limits<double>::quiet_NaN();
   uint64_t seed = 1234; // --seed: initial weights and synthetic data
   // --optimizer kfac (a program generated from a K-FAC plan): the plan's
   // values unless given; NaN / 0 / "" mean "not given".
@@ -62,6 +68,9 @@ struct Options {
 /// refused). Throws std::invalid_argument with a one-line message
 /// naming the flag and the cause.
 Options parse_options(int argc, char **argv, bool zero, bool kfac = false);
+
+/// The run's learning-rate schedule: the flags, their defaults filled in.
+LrSchedule lr_schedule(const Options &o);
 
 /// Whether argv[1, argc) asks for --help (or -h): answered before MPI starts.
 bool wants_help(int argc, char **argv);

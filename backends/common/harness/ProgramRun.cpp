@@ -4,6 +4,7 @@
 #include "backends/common/FileIo.h"
 #include "backends/common/harness/Anomalies.h"
 #include "backends/common/harness/DataOrder.h"
+#include "backends/common/harness/LrSchedule.h"
 #include "backends/common/harness/RunCheckpoint.h"
 #include "backends/host/CommStats.h"
 #include "backends/host/MpiCheck.h"
@@ -143,6 +144,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   const int64_t nan_batch = test_nan_data_batch();
   StragglerWatch stragglers(o.straggler_factor, o.straggler_window);
   RollbackLog rollbacks;
+  const LrSchedule schedule = lr_schedule(o);
   double accuracy = 0, heldout_accuracy = 0; // of the last step
   for (int64_t step = first_step; step < o.steps; ++step) {
     if (step == kill_at) // tests only: a rank lost mid-run
@@ -155,7 +157,8 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     // The update is queued before the host waits for the loss (a device
     // then does not idle while the host launches it); it does not touch the
     // loss the forward passes wrote.
-    b.optimizer_step(o, step + 1);
+    const double lr = lr_at(schedule, step);
+    b.optimizer_step(o, step + 1, lr);
     double loss = b.world_sum(counts.loss_sum(), 0) / double(s.loss_count);
     if (data_batch(step) == nan_batch) // tests only: a bad batch
       loss = std::numeric_limits<double>::quiet_NaN();
@@ -175,6 +178,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
       }
       saver.restart_compression();
       metrics.loss.resize(size_t(c - first_step));
+      metrics.lr.resize(size_t(c - first_step));
       metrics.step_seconds.resize(size_t(c - first_step));
       step = c - 1;
       continue;
@@ -189,6 +193,7 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     b.after_step(o, step, first_step);
     stragglers.add(step, b.work_clock() - work_before);
     metrics.loss.push_back(loss);
+    metrics.lr.push_back(lr);
     metrics.step_seconds.push_back(seconds);
     if (root && !o.quiet) {
       if (counts.heldout_correct)

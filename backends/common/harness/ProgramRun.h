@@ -76,8 +76,9 @@ public:
   /// Zeroes the gradients and runs the step's schedule (forward, backward,
   /// pipeline transfers) until its work is joined.
   virtual void run_step(int64_t step) = 0;
-  /// Gradient synchronisation and the optimizer step t (1, 2, ...).
-  virtual void optimizer_step(const Options &o, int64_t t) = 0;
+  /// Gradient synchronisation and the optimizer step t (1, 2, ...) at
+  /// learning rate `lr` (lr_at of the step, LrSchedule.h), in place of o.lr.
+  virtual void optimizer_step(const Options &o, int64_t t, double lr) = 0;
   /// The sum over the world of this rank's count (the step's loss, its
   /// accuracy counts; `site` tells them apart): a blocking MPI_Allreduce
   /// unless the backend waits otherwise (the CPU program runs K-FAC's

@@ -197,9 +197,9 @@ public:
     pendingByTag.clear();
   }
 
-  void optimizer_step(const Options &o, int64_t t) override {
+  void optimizer_step(const Options &o, int64_t t, double lr) override {
     AdamWConfig c;
-    c.lr = o.lr;
+    c.lr = lr;
     c.weight_decay = o.weight_decay;
     for (const ParamSpec &ps : p_.params) {
       Param *p = ps.p;
@@ -222,14 +222,16 @@ public:
       if (kfac_on_) // after every gradient is summed, below
         continue;
       if (o.optimizer == "sgd")
-        sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
-                 float(o.lr), float(o.momentum), float(o.weight_decay), t);
+        sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n, float(lr),
+                 float(o.momentum), float(o.weight_decay), t);
       else
         adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
                    p->n, c, t);
     }
-    if (kfac_on_)
+    if (kfac_on_) {
+      kfac.set_lr(lr);
       kfac.step(p_.params, t);
+    }
   }
 
   /// The CPU program's parameters and optimizer state are host memory

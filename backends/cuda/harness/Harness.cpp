@@ -357,9 +357,11 @@ public:
 
   /// On the device. Bucketed gradients were all-reduced during the backward
   /// pass (and joined at its end: the wait() here finds nothing left).
-  void optimizer_step(const Options &o, int64_t t) override {
+  /// Launched eagerly after the step graph's replay, never captured: the
+  /// step's scalars (lr, the bias corrections of t) are kernel arguments.
+  void optimizer_step(const Options &o, int64_t t, double lr) override {
     AdamWConfig c;
-    c.lr = o.lr;
+    c.lr = lr;
     c.weight_decay = o.weight_decay;
     grad_sync.wait();
     // A checkpoint's copy of the state (snapshot) runs on its own stream
@@ -389,15 +391,16 @@ public:
       if (kfac_on_) // after every gradient is summed, below
         continue;
       if (o.optimizer == "sgd")
-        sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n,
-                 float(o.lr), float(o.momentum), float(o.weight_decay), t,
-                 p->work.data());
+        sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n, float(lr),
+                 float(o.momentum), float(o.weight_decay), t, p->work.data());
       else
         adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
                    p->n, c, t, p->work.data());
     }
-    if (kfac_on_)
+    if (kfac_on_) {
+      kfac.set_lr(lr);
       kfac.step(p_.params, t);
+    }
   }
 
   void end_step(int64_t) override {

@@ -86,7 +86,7 @@ public:
   int64_t setup(int, char **, Options &) override { return 0; }
   void begin_run(const Options &, RunMetrics &) override {}
   void run_step(int64_t) override {}
-  void optimizer_step(const Options &, int64_t) override {}
+  void optimizer_step(const Options &, int64_t, double) override {}
   std::vector<CheckpointEntry> checkpoint_entries(bool with_state) override {
     std::vector<CheckpointEntry> e;
     for (HostParam &p : params)

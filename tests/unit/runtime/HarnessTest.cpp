@@ -217,6 +217,50 @@ TEST(HarnessOptions, AnomalyFlags) {
             "--data-skip: \"-1\" is out of range (0 to 1099511627776)");
 }
 
+// The schedule's flags (LrSchedule.h): defaults filled in by lr_schedule,
+// each bad value refused in one line naming the flag.
+TEST(HarnessOptions, LrScheduleFlags) {
+  const LrSchedule d = lr_schedule(parse({"--lr", "0.5", "--steps", "7"}));
+  EXPECT_EQ(d.decay, LrDecay::None);
+  EXPECT_EQ(d.warmup, 0);
+  EXPECT_EQ(d.decay_steps, 7);      // --steps
+  EXPECT_DOUBLE_EQ(d.min_lr, 0.05); // 0.1 x --lr
+  const Options o = parse({"--warmup", "3", "--lr-decay", "linear",
+                           "--decay-steps", "9", "--min-lr", "1e-5"});
+  EXPECT_EQ(o.warmup, 3);
+  EXPECT_EQ(o.lr_decay, LrDecay::Linear);
+  EXPECT_EQ(lr_schedule(o).decay_steps, 9);
+  EXPECT_EQ(lr_schedule(o).min_lr, 1e-5);
+  EXPECT_EQ(parse({"--lr-decay", "cosine"}).lr_decay, LrDecay::Cosine);
+  // A resumed run counts --steps from step 0 too: the same schedule.
+  const LrSchedule resumed = lr_schedule(
+      parse({"--lr-decay", "cosine", "--steps", "7", "--resume", "ck/step-3"}));
+  EXPECT_EQ(resumed.decay_steps, 7);
+  EXPECT_EQ(parseError({"--warmup", "-1"}),
+            "--warmup: \"-1\" is out of range (0 to 1099511627776)");
+  EXPECT_EQ(parseError({"--lr-decay", "step"}),
+            "--lr-decay: expected none, cosine or linear, got step");
+  EXPECT_EQ(parseError({"--lr-decay", "cosine", "--decay-steps", "0"}),
+            "--decay-steps: \"0\" is out of range (1 to 1099511627776)");
+  for (const char *v : {"nan", "inf", "-1"})
+    EXPECT_EQ(parseError({"--lr-decay", "cosine", "--min-lr", v}),
+              std::string("--min-lr: expected a finite number >= 0, got \"") +
+                  v + "\"");
+  EXPECT_EQ(parseError({"--lr-decay", "cosine", "--min-lr", "0.01"}),
+            "--min-lr: 0.01 is above --lr 0.001");
+  // An evaluation (--lr 0) takes no floor above it.
+  EXPECT_EQ(
+      parseError({"--lr", "0", "--lr-decay", "cosine", "--min-lr", "1e-6"}),
+      "--min-lr: 1e-06 is above --lr 0");
+  EXPECT_EQ(parseError({"--min-lr", "0"}),
+            "--decay-steps/--min-lr: need --lr-decay cosine or linear");
+  EXPECT_EQ(parseError({"--decay-steps", "5"}),
+            "--decay-steps/--min-lr: need --lr-decay cosine or linear");
+  EXPECT_EQ(parseError({"--lr-decay", "linear", "--warmup", "5",
+                        "--decay-steps", "5"}),
+            "--decay-steps 5: expected more steps than --warmup 5");
+}
+
 // Step s reads batch s + the batches skipped so far (a rollback's window).
 TEST(HarnessData, SkippedBatchesShiftTheDataOfEveryLaterStep) {
   set_data_skip(0);
@@ -261,7 +305,8 @@ TEST(HarnessOptions, HelpListsEveryFlag) {
         "--init FILE",      "--lr X",           "--weight-decay X",
         "--optimizer NAME", "--kfac-damping X", "--kfac-refresh K",
         "--kfac-rule NAME", "--seed S",         "--quiet",
-        "--help",           "--profile"})
+        "--help",           "--profile",        "--warmup N",
+        "--lr-decay KIND",  "--decay-steps N",  "--min-lr X"})
     EXPECT_NE(help.find(std::string("\n  ") + flag), std::string::npos) << flag;
   EXPECT_TRUE(parse({"--overwrite"}).overwrite);
   char prog[] = "train", flag[] = "-h";

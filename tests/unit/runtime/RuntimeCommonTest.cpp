@@ -267,8 +267,11 @@ TEST(Metrics, JsonHasLossListAndThroughput) {
   m.items_per_step = 1024;
   m.peak_memory_bytes = {100, 200};
   m.collectives["all_reduce"] = {3, 48, 0.25};
+  EXPECT_EQ(json_parse(metrics_json(m), "metrics").find("lr"), nullptr);
+  m.lr = {5e-4, 1e-3}; // written where the run recorded them
   const Json j = json_parse(metrics_json(m), "metrics");
   EXPECT_EQ(j.find("loss")->array[1].number, 4.25);
+  EXPECT_EQ(j.find("lr")->array[0].number, 5e-4);
   // mean step time skips the warm-up step: 0.5 s, so 1024 / 0.5 tokens per
   // second
   EXPECT_EQ(j.find("tokens_per_second")->number, 2048);
