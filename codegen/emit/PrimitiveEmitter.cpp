@@ -118,8 +118,9 @@ void OpEmitters::emitPrimitive(OpCall &c) {
     shapes += (j ? ", " : "") + listLiteral(xs[j]);
     // An index input's values resolve the op; written as doubles, as
     // makePrimitive takes them (Slice's INT64_MAX "to the end" included).
+    // A buffer (a running mean) is state, not an index: not written.
     std::string index;
-    if (!prim.data[j])
+    if (!prim.data[j] && !cx_.g.tensors[size_t(op.operands[j])].buffer)
       for (double v : consts[j])
         index += (index.empty() ? "" : ", ") + doubleLiteral(v);
     constArgs += (j ? ", {" : "{") + index + "}";
