@@ -240,6 +240,45 @@ void batchStats(const T *x, const Dims &xs, double eps,
   }
 }
 
+/// One micro-batch's statistics for the running ones (docs/checkpoints.md
+/// "Buffers"): per channel the mean (moments[c]) and the unbiased variance
+/// (moments[C + c]: n / (n - 1) times the biased one, n = N S, as PyTorch's
+/// running_var takes; the biased one for n = 1) of x over (N, S...).
+template <typename T>
+void batchnorm_moments(float *moments, const T *x, const Dims &xs) {
+  const int64_t N = xs[0], C = xs[1],
+                S = numel(xs) / std::max<int64_t>(1, N * C);
+  const double n = double(std::max<int64_t>(1, N * S));
+  for (int64_t c = 0; c < C; ++c) {
+    double s = 0, q = 0;
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t i = 0; i < S; ++i)
+        s += double(x[(b * C + c) * S + i]);
+    const double m = s / n;
+    for (int64_t b = 0; b < N; ++b)
+      for (int64_t i = 0; i < S; ++i) {
+        const double d = double(x[(b * C + c) * S + i]) - m;
+        q += d * d;
+      }
+    moments[c] = float(m);
+    moments[C + c] = float(q / (n > 1 ? n - 1 : n));
+  }
+}
+
+/// running = momentum running + (1 - momentum) batch per channel (ONNX's
+/// momentum; PyTorch's m is 1 - momentum), from batchnorm_moments' 2C
+/// values, in double.
+inline void batchnorm_running_update(float *mean, float *var,
+                                     const float *moments, int64_t C,
+                                     double momentum) {
+  for (int64_t c = 0; c < C; ++c) {
+    mean[c] = float(momentum * double(mean[c]) +
+                    (1 - momentum) * double(moments[c]));
+    var[c] = float(momentum * double(var[c]) +
+                   (1 - momentum) * double(moments[C + c]));
+  }
+}
+
 /// y from x, scale, bias; `mean` and `var` null: batch statistics.
 template <typename T>
 void batchnorm_forward(T *y, const T *x, const Dims &xs, const T *scale,
