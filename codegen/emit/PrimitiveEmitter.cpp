@@ -49,6 +49,53 @@ std::string listLiteral(const std::vector<int64_t> &v) {
 
 } // namespace
 
+/// A batch norm on batch statistics with buffers for its running mean and
+/// var (operands 3 and 4): declares them (their start as the initial
+/// values) and the moments of each micro-batch of the step's global order,
+/// kDP * kMicroBatches slots of 2C floats; returns the forward's line filling
+/// this micro-batch's slot (the harness's update_running_stats applies them
+/// after the step; docs/checkpoints.md "Buffers"). "" for any other op.
+std::string OpEmitters::runningStatistics(const OpCall &c,
+                                          const onnx_kernels::Primitive &prim,
+                                          const std::string &name) {
+  const OpDef &op = c.op;
+  if (prim.kind != onnx_kernels::Primitive::Kind::BatchNorm ||
+      !prim.batchStats || op.operands.size() != 5 ||
+      !cx_.g.tensors[size_t(op.operands[3])].buffer)
+    return "";
+  const std::string where =
+      "codegen: op " + op.name + " (" + kindLabel(op) + ")";
+  if (cx_.target.devicePrimitives) // CUDA: not yet (docs/checkpoints.md)
+    return "";
+  if (!cx_.layerArrays.empty())
+    throw UserError(where + ": running statistics in a model with repeated "
+                            "layers' loops are not supported yet");
+  const int64_t C = prim.in[0][1];
+  RunningNorm rn{c.st, op.operands[3], op.operands[4], "", "", name + "_moments",
+                 C, prim.momentum};
+  std::string &d = primitiveDecls_;
+  for (int t : {rn.mean, rn.var}) {
+    const TensorDef &td = cx_.g.tensors[size_t(t)];
+    std::string values;
+    for (size_t e = 0; e < td.values.size(); ++e)
+      values +=
+          (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
+    const std::string array = cx_.val(t, TpLayout{});
+    (t == rn.mean ? rn.meanArray : rn.varArray) = array;
+    d += fmt::format("// {} {}: a module buffer (update_buffers)\nstatic float "
+                     "{}[{}] = {{\n    {}}};\n",
+                     shapeStr(td.shape), cx_.note(t), array, C, values);
+  }
+  d += fmt::format("// [kDP * kMicroBatches][2, {}]: each micro-batch's mean and "
+                   "unbiased variance\nstatic float {}[kDP * kMicroBatches * "
+                   "{}];\n",
+                   C, rn.moments, 2 * C);
+  running_.push_back(rn);
+  return fmt::format("onnx_prim::batchnorm_moments({} + (g.rdp * kMicroBatches "
+                     "+ mb) * {}, {}, {}.in[0]);",
+                     rn.moments, 2 * C, c.x[0], name);
+}
+
 /// primitive
 void OpEmitters::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
@@ -127,6 +174,7 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   }
   // Op names are unique, their identifiers not always ("a.b", "a_b").
   const std::string name = primitiveNames_.add(op.name, "prim_");
+  const std::string update = runningStatistics(c, prim, name);
   d += fmt::format("static const onnx_prim::Primitive {} = "
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
@@ -178,6 +226,8 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
   F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
                 key));
+  if (!update.empty())
+    F(update);
   BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,
                  din, in, y, dy));
 }
