@@ -52,9 +52,9 @@ std::string listLiteral(const std::vector<int64_t> &v) {
 /// A batch norm on batch statistics with buffers for its running mean and
 /// var (operands 3 and 4): declares them (their start as the initial
 /// values) and the moments of each micro-batch of the step's global order,
-/// kDP * kMicroBatches slots of 2C floats; returns the forward's line filling
-/// this micro-batch's slot (the harness's update_running_stats applies them
-/// after the step; docs/checkpoints.md "Buffers"). "" for any other op.
+/// kDP * kMicroBatches slots of 2C floats; returns this micro-batch's slot
+/// (the harness's update_running_stats applies them after the step;
+/// docs/checkpoints.md "Buffers"). "" for any other op.
 std::string OpEmitters::runningStatistics(const OpCall &c,
                                           const onnx_kernels::Primitive &prim,
                                           const std::string &name) {
@@ -65,8 +65,6 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
     return "";
   const std::string where =
       "codegen: op " + op.name + " (" + kindLabel(op) + ")";
-  if (cx_.target.devicePrimitives) // CUDA: not yet (docs/checkpoints.md)
-    return "";
   if (!cx_.layerArrays.empty())
     throw UserError(where + ": running statistics in a model with repeated "
                             "layers' loops are not supported yet");
@@ -91,9 +89,15 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
                    "{}];\n",
                    C, rn.moments, 2 * C);
   running_.push_back(rn);
-  return fmt::format("onnx_prim::batchnorm_moments({} + (g.rdp * kMicroBatches "
-                     "+ mb) * {}, {}, {}.in[0]);",
-                     rn.moments, 2 * C, c.x[0], name);
+  // On the device, the moments' device copy (primitive_buffer).
+  const std::string moments =
+      cx_.target.devicePrimitives
+          ? fmt::format("autoddl::rt::primitive_buffer({}, kDP * "
+                        "kMicroBatches * {})",
+                        rn.moments, 2 * C)
+          : rn.moments;
+  return fmt::format("{} + (g.rdp * kMicroBatches + mb) * {}", moments,
+                     2 * C);
 }
 
 /// primitive
@@ -174,7 +178,7 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   }
   // Op names are unique, their identifiers not always ("a.b", "a_b").
   const std::string name = primitiveNames_.add(op.name, "prim_");
-  const std::string update = runningStatistics(c, prim, name);
+  const std::string moments = runningStatistics(c, prim, name);
   d += fmt::format("static const onnx_prim::Primitive {} = "
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
@@ -224,10 +228,17 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
                                                  : "onnx_prim::primitive_";
   const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
-  F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
-                key));
-  if (!update.empty())
-    F(update);
+  // A batch norm with running statistics also writes its micro-batch's
+  // moments: on the device from the forward's own sums.
+  if (!moments.empty() && cx_.target.devicePrimitives)
+    F(fmt::format("autoddl::rt::batchnorm_forward_moments({}, {{{}}}, {}, {});",
+                  name, in, y, moments));
+  else
+    F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
+                  key));
+  if (!moments.empty() && !cx_.target.devicePrimitives)
+    F(fmt::format("onnx_prim::batchnorm_moments({}, {}, {}.in[0]);", moments,
+                  x[0], name));
   BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,
                  din, in, y, dy));
 }

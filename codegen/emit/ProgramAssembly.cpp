@@ -287,6 +287,13 @@ std::string Emitter::buffersText() const {
   const auto &norms = ops_.runningNorms();
   if (norms.empty())
     return "";
+  // On the device, the buffers' and moments' device copies (primitive_buffer:
+  // made from the host arrays at the first step, eager).
+  auto device = [&](const std::string &host, const std::string &n) {
+    return cx_.target.devicePrimitives
+               ? fmt::format("autoddl::rt::primitive_buffer({}, {})", host, n)
+               : host;
+  };
   std::string table, update;
   for (const auto &rn : norms) {
     for (int t : {rn.mean, rn.var})
@@ -297,7 +304,11 @@ std::string Emitter::buffersText() const {
     update += fmt::format(
         "  if (holds_stage({}))\n    update_running_stats({}, kDP * "
         "kMicroBatches, {}, {}, {}, {});\n",
-        rn.stage, rn.moments, rn.channels, rn.meanArray, rn.varArray,
+        rn.stage,
+        device(rn.moments,
+               fmt::format("kDP * kMicroBatches * {}", 2 * rn.channels)),
+        rn.channels, device(rn.meanArray, std::to_string(rn.channels)),
+        device(rn.varArray, std::to_string(rn.channels)),
         fmtDouble(rn.momentum));
   }
   return "// The module buffers: name, elements, pipeline devices holding "
