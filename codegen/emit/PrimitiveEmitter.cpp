@@ -68,6 +68,11 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
   if (!cx_.layerArrays.empty())
     throw UserError(where + ": running statistics in a model with repeated "
                             "layers' loops are not supported yet");
+  // Chimera runs a stage on two devices, each on its own micro-batches,
+  // whose moments the dp sum does not join.
+  if (cx_.plan.knobs.schedule == pipeline::ScheduleKind::Chimera)
+    throw UserError(where + ": running statistics under the Chimera schedule "
+                            "are not supported yet (--fix schedule=1f1b)");
   const int64_t C = prim.in[0][1];
   RunningNorm rn{c.st, op.operands[3], op.operands[4], "", "", name + "_moments",
                  C, prim.momentum};

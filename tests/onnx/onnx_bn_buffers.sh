@@ -7,7 +7,8 @@
 #    bitwise (the whole model.safetensors, buffers included);
 #  - a resume under another plan (one rank, 4 micro-batches of the same 2 samples) ends
 #    within 1e-5 of them;
-#  - --init of a file without the buffers keeps their start; of one with them, takes them.
+#  - --init of a file without the buffers keeps their start; of one with them, takes them;
+#  - an export whose running statistics hold values starts from them.
 # Usage: onnx_bn_buffers.sh <autoddl> <protoc> <onnx.proto include dir> <work dir>
 set -euo pipefail
 autoddl=$1 protoc=$2 inc=$3 w=$4
@@ -98,3 +99,23 @@ print("--init without buffers: %s...; with them: %s... (file %s...)" % (fresh[:2
 sys.exit(0 if set(fresh) == {1.0} and taken == saved else 1)
 PY
 echo "ok: --init keeps the buffers' start without them, takes them with them"
+# The export's own running statistics (bn1's given values; the others still 0 and 1).
+sed -e 's|name: "bn1.running_mean" data_type: 1 dims: 8 }|name: "bn1.running_mean" data_type: 1 dims: 8 float_data: [0.5, -0.5, 0.25, 0, 1, 2, 3, 4] }|' \
+  -e 's|name: "bn1.running_var" data_type: 1 dims: 8 }|name: "bn1.running_var" data_type: 1 dims: 8 float_data: [2, 3, 4, 5, 6, 7, 8, 9] }|' \
+  "$here/models/resnet-mini.txtpb" >"$w/valued.txtpb"
+grep -q "float_data" "$w/valued.txtpb" || fail "valued.txtpb: no values put in"
+"$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$w/valued.txtpb" >"$w/m.onnx"
+train valued 1 tp=1,pp=1,dp=1,microbatch=2 --steps 1 -- --save "$w/valued/ck" --save-initial
+python3 - "$w/valued/ck/step-0/model.safetensors" <<'PY' || fail "the export's running statistics"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+head = json.loads(b[8:8 + n])
+def values(name):
+    lo, hi = head[name]["data_offsets"]
+    return struct.unpack("<%df" % ((hi - lo) // 4), b[8 + n + lo:8 + n + hi])
+got = values("bn1.running_mean"), values("bn1.running_var"), values("layer1.0.bn1.running_var")
+print("bn1.running_mean %s, bn1.running_var %s, layer1.0.bn1.running_var %s" % got)
+sys.exit(0 if got == ((0.5, -0.5, 0.25, 0, 1, 2, 3, 4), tuple(range(2, 10)), (1.0,) * 8) else 1)
+PY
+echo "ok: an export's running statistics are the start"
