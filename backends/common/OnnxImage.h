@@ -273,8 +273,8 @@ inline void batchnorm_running_update(float *mean, float *var,
                                      const float *moments, int64_t C,
                                      double momentum) {
   for (int64_t c = 0; c < C; ++c) {
-    mean[c] = float(momentum * double(mean[c]) +
-                    (1 - momentum) * double(moments[c]));
+    mean[c] =
+        float(momentum * double(mean[c]) + (1 - momentum) * double(moments[c]));
     var[c] = float(momentum * double(var[c]) +
                    (1 - momentum) * double(moments[C + c]));
   }

@@ -40,6 +40,14 @@ std::string doubleLiteral(double v) {
   return fmtDouble(v);
 }
 
+/// A constant's or buffer's values as float literals, eight a line.
+std::string floatValues(const std::vector<double> &v) {
+  std::string r;
+  for (size_t e = 0; e < v.size(); ++e)
+    r += (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(v[e]);
+  return r;
+}
+
 std::string listLiteral(const std::vector<int64_t> &v) {
   std::string r = "{";
   for (size_t i = 0; i < v.size(); ++i)
@@ -74,25 +82,24 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
     throw UserError(where + ": running statistics under the Chimera schedule "
                             "are not supported yet (--fix schedule=1f1b)");
   const int64_t C = prim.in[0][1];
-  RunningNorm rn{c.st, op.operands[3], op.operands[4], "", "", name + "_moments",
-                 C, prim.momentum};
+  RunningNorm rn{
+      c.st, op.operands[3], op.operands[4], "", "", name + "_moments",
+      C,    prim.momentum};
   std::string &d = primitiveDecls_;
   for (int t : {rn.mean, rn.var}) {
     const TensorDef &td = cx_.g.tensors[size_t(t)];
-    std::string values;
-    for (size_t e = 0; e < td.values.size(); ++e)
-      values +=
-          (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
     const std::string array = cx_.val(t, TpLayout{});
     (t == rn.mean ? rn.meanArray : rn.varArray) = array;
     d += fmt::format("// {} {}: a module buffer (update_buffers)\nstatic float "
                      "{}[{}] = {{\n    {}}};\n",
-                     shapeStr(td.shape), cx_.note(t), array, C, values);
+                     shapeStr(td.shape), cx_.note(t), array, C,
+                     floatValues(td.values));
   }
-  d += fmt::format("// [kDP * kMicroBatches][2, {}]: each micro-batch's mean and "
-                   "unbiased variance\nstatic float {}[kDP * kMicroBatches * "
-                   "{}];\n",
-                   C, rn.moments, 2 * C);
+  d += fmt::format(
+      "// [kDP * kMicroBatches][2, {}]: each micro-batch's mean and "
+      "unbiased variance\nstatic float {}[kDP * kMicroBatches * "
+      "{}];\n",
+      C, rn.moments, 2 * C);
   running_.push_back(rn);
   // On the device, the moments' device copy (primitive_buffer).
   const std::string moments =
@@ -101,8 +108,7 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
                         "kMicroBatches * {})",
                         rn.moments, 2 * C)
           : rn.moments;
-  return fmt::format("{} + (g.rdp * kMicroBatches + mb) * {}", moments,
-                     2 * C);
+  return fmt::format("{} + (g.rdp * kMicroBatches + mb) * {}", moments, 2 * C);
 }
 
 /// primitive
@@ -152,13 +158,10 @@ void OpEmitters::emitPrimitive(OpCall &c) {
     if (!cx_.isConst(t) || !prim.data[j] || !declaredConsts_.insert(t).second)
       continue;
     const TensorDef &td = cx_.g.tensors[size_t(t)];
-    std::string values;
-    for (size_t e = 0; e < td.values.size(); ++e)
-      values +=
-          (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
     d += fmt::format("// {} {}\nstatic const float {}[{}] = {{\n    {}}};\n",
                      shapeStr(td.shape), cx_.note(t), cx_.val(t, TpLayout{}),
-                     std::max<size_t>(1, td.values.size()), values);
+                     std::max<size_t>(1, td.values.size()),
+                     floatValues(td.values));
   }
   std::string ints, floats, lists, shapes, constArgs;
   for (const auto &[name, v] : attrs.ints)

@@ -108,8 +108,8 @@ int OnnxLowering::runningStat(const onnx::NodeProto &n, int i) {
     if (held) {
       const HostTensor &v = constant(n, input);
       if (v.data.size() != start.size())
-        failNode(n, "its " + std::string(suffix) + " '" + input +
-                        "' is not [" + std::to_string(channels) + "]");
+        failNode(n, "its " + std::string(suffix) + " '" + input + "' is not [" +
+                        std::to_string(channels) + "]");
       start.assign(v.data.begin(), v.data.end());
     }
   }

@@ -525,7 +525,6 @@ int main(int argc, char **argv) {
     }
   }
   const int failures = nodeTests(argv[1]) + finiteDifferences() +
-                       malformedForms() + dropoutTests() +
-                       runningStatsTests();
+                       malformedForms() + dropoutTests() + runningStatsTests();
   return failures ? 1 : 0;
 }

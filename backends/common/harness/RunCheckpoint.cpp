@@ -445,8 +445,7 @@ int64_t load_start(Options &o, const ProgramSpec &s, Backend &b) {
   const SafetensorsIndex index = safetensors_index(o.init);
   params.erase(std::remove_if(params.begin(), params.end(),
                               [&](const CheckpointEntry &e) {
-                                return e.buffer &&
-                                       !index.tensors.count(e.name);
+                                return e.buffer && !index.tensors.count(e.name);
                               }),
                params.end());
   checkpoint_load(o.init, index, params);

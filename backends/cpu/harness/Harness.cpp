@@ -87,8 +87,8 @@ Csr adjacency;
 
 } // namespace
 
-void update_running_stats(float *moments, int64_t slots, int64_t C,
-                          float *mean, float *var, double momentum) {
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum) {
   int dp = 1;
   MPI_Comm_size(g.dp, &dp);
   if (dp > 1)

@@ -81,8 +81,8 @@ void add_into(float *dst, const float *src, int64_t n);
 /// filled its own, the others are zero), summed over dp (one nonzero term
 /// each: exact, so every dp rank applies the same values), in that order;
 /// then zeroes them (docs/checkpoints.md "Buffers").
-void update_running_stats(float *moments, int64_t slots, int64_t C,
-                          float *mean, float *var, double momentum);
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum);
 
 } // namespace autoddl::rt::harness
 

@@ -122,8 +122,8 @@ void pipe_sent_wait(int device, int tag) { pipe.wait_sent(device, tag); }
 
 void pipe_recv_fence() { pipe.fence_receives(); }
 
-void update_running_stats(float *moments, int64_t slots, int64_t C,
-                          float *mean, float *var, double momentum) {
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum) {
   all_reduce_forward(moments, slots * 2 * C, g.dp); // nothing at dp = 1
   running_stats_update(moments, slots, C, mean, var, momentum);
 }
@@ -466,7 +466,7 @@ public:
                              with_state, s_, g.rtp, g.rdp);
     }
     add_buffer_entries(e, p_.buffers, g.rpp); // their host arrays
-    if (kfac_on_ && with_state) // the inverses in use (KfacRun.h)
+    if (kfac_on_ && with_state)               // the inverses in use (KfacRun.h)
       kfac.checkpoint_entries(e);
     return e;
   }

@@ -86,8 +86,8 @@ void pipe_recv_fence();
 /// summed over dp by NCCL (one nonzero term each: exact, so every dp rank
 /// applies the same values), in that order; then zeroes them. On
 /// compute_stream(): inside the step graph (docs/checkpoints.md "Buffers").
-void update_running_stats(float *moments, int64_t slots, int64_t C,
-                          float *mean, float *var, double momentum);
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum);
 
 /// One data-parallel gradient bucket of a generated program: the model stage
 /// whose backward fills it, the backward passes (micro-batches) that complete

@@ -621,13 +621,12 @@ void batchnorm_forward_moments(const ok::Primitive &p,
   batchnorm(p, x, y, nullptr, {}, true, moments);
 }
 
-void running_stats_update(float *moments, int64_t slots, int64_t C,
-                          float *mean, float *var, double momentum) {
+void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum) {
   if (C <= 0)
     return;
-  running_stats_kernel<<<unsigned((C + 255) / 256), 256, 0,
-                         compute_stream()>>>(moments, slots, C, mean, var,
-                                             momentum);
+  running_stats_kernel<<<unsigned((C + 255) / 256), 256, 0, compute_stream()>>>(
+      moments, slots, C, mean, var, momentum);
   AUTODDL_CUDA_CHECK_LAUNCH();
   AUTODDL_CUDA_CHECK(cudaMemsetAsync(
       moments, 0, size_t(slots * 2 * C) * sizeof(float), compute_stream()));

@@ -74,8 +74,8 @@ void batchnorm_forward_moments(const onnx_kernels::Primitive &p,
 /// The running mean and var [C] (device) take `slots` micro-batches'
 /// moments in order, then the moments are zeroed: on compute_stream(), so
 /// inside the step graph.
-void running_stats_update(float *moments, int64_t slots, int64_t C,
-                          float *mean, float *var, double momentum);
+void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum);
 
 } // namespace autoddl::rt
 

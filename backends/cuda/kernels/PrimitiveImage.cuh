@@ -329,8 +329,9 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
   batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
       g, ref(x[0]), forward ? Ref() : ref(dy), part);
   batchnorm_finish_kernel<<<finish, 256, 0, compute_stream()>>>(
-      g, eps, ref(x[0]), mean, var, part, !forward, forward ? Ref() : ref(dx[1]),
-      forward ? Ref() : ref(dx[2]), stats, forward ? moments : nullptr);
+      g, eps, ref(x[0]), mean, var, part, !forward,
+      forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
+      forward ? moments : nullptr);
   if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
