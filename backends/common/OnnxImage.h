@@ -214,6 +214,24 @@ void pool_backward(T *dx, const T *x, const T *y, const T *dy, const Dims &xs,
 // the batch; inference (the node tests' default form): the given mean and
 // var. y = (x - mean) / sqrt(var + eps) * scale + bias.
 
+/// Channel c's mean and sum of squared deviations over (N, S...) of x [N,
+/// C, S...], in double (two passes).
+template <typename T>
+void channelMoments(const T *x, int64_t N, int64_t C, int64_t S, int64_t c,
+                    double &mean, double &squares) {
+  double s = 0, q = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < S; ++i)
+      s += double(x[(n * C + c) * S + i]);
+  mean = s / double(std::max<int64_t>(1, N * S));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < S; ++i) {
+      const double d = double(x[(n * C + c) * S + i]) - mean;
+      q += d * d;
+    }
+  squares = q;
+}
+
 /// Per channel, the mean and 1 / sqrt(var + eps) of x over (N, S...), in
 /// double.
 template <typename T>
@@ -225,18 +243,40 @@ void batchStats(const T *x, const Dims &xs, double eps,
   invStd.assign(size_t(C), 0.0);
   const double count = double(std::max<int64_t>(1, N * S));
   for (int64_t c = 0; c < C; ++c) {
-    double s = 0, q = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t i = 0; i < S; ++i)
-        s += double(x[(n * C + c) * S + i]);
-    const double m = s / count;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t i = 0; i < S; ++i) {
-        const double d = double(x[(n * C + c) * S + i]) - m;
-        q += d * d;
-      }
-    mean[size_t(c)] = m;
+    double q = 0;
+    channelMoments(x, N, C, S, c, mean[size_t(c)], q);
     invStd[size_t(c)] = 1.0 / std::sqrt(q / count + eps);
+  }
+}
+
+/// One micro-batch's statistics for the running ones (docs/checkpoints.md
+/// "Buffers"): per channel the mean (moments[c]) and the unbiased variance
+/// (moments[C + c]: n / (n - 1) times the biased one, n = N S, as PyTorch's
+/// running_var takes; the biased one for n = 1) of x over (N, S...).
+template <typename T>
+void batchnorm_moments(float *moments, const T *x, const Dims &xs) {
+  const int64_t N = xs[0], C = xs[1],
+                S = numel(xs) / std::max<int64_t>(1, N * C);
+  const double n = double(std::max<int64_t>(1, N * S));
+  for (int64_t c = 0; c < C; ++c) {
+    double m = 0, q = 0;
+    channelMoments(x, N, C, S, c, m, q);
+    moments[c] = float(m);
+    moments[C + c] = float(q / (n > 1 ? n - 1 : n));
+  }
+}
+
+/// running = momentum running + (1 - momentum) batch per channel (ONNX's
+/// momentum; PyTorch's m is 1 - momentum), from batchnorm_moments' 2C
+/// values, in double.
+inline void batchnorm_running_update(float *mean, float *var,
+                                     const float *moments, int64_t C,
+                                     double momentum) {
+  for (int64_t c = 0; c < C; ++c) {
+    mean[c] =
+        float(momentum * double(mean[c]) + (1 - momentum) * double(moments[c]));
+    var[c] = float(momentum * double(var[c]) +
+                   (1 - momentum) * double(moments[C + c]));
   }
 }
 

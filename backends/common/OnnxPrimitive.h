@@ -62,6 +62,9 @@ struct Primitive {
   PoolWindow pool;        // Pool
   double epsilon = 1e-5;  // BatchNorm
   bool batchStats = true; // BatchNorm: statistics of the batch, not operands
+  // BatchNorm with batch statistics: ONNX's momentum (PyTorch's is 1 minus
+  // it); running = momentum running + (1 - momentum) batch.
+  double momentum = 0.9;
 };
 
 namespace detail {
@@ -189,6 +192,8 @@ inline std::string makeImagePrimitive(Primitive &p, const std::string &op,
         return "BatchNormalization's scale, bias, mean and var are not [C]";
     auto eps = attrs.floats.find("epsilon");
     p.epsilon = eps == attrs.floats.end() ? 1e-5 : eps->second;
+    auto momentum = attrs.floats.find("momentum");
+    p.momentum = momentum == attrs.floats.end() ? 0.9 : momentum->second;
     p.batchStats = n == 3 || intAttr("training_mode", 0) != 0;
     for (size_t k = 3; k < n; ++k) { // running statistics: never trained
       p.differentiable[k] = false;

@@ -41,6 +41,9 @@ struct CheckpointEntry {
   /// flat_begin + flat_count); those past slice.numel() are padding, not in
   /// the file (zero when loaded). flat_count < 0: the whole block.
   int64_t flat_begin = 0, flat_count = -1;
+  /// A module buffer (BufferSpec): --init keeps the program's start where the
+  /// file lacks it (a model saved before buffers were).
+  bool buffer = false;
   const Shape &file_shape() const { return shape.empty() ? slice.full : shape; }
   int64_t held_count() const {
     return flat_count < 0 ? slice.numel() : flat_count;

@@ -29,7 +29,9 @@
 # step's loss with the CPU program's: relative error at most 1e-4 (fp32: the same math in another
 # summation order, the CPU primitives summing in double) and 3e-2 (bf16 activations and their
 # gradients, fp32 master weights: verify_cuda.sh's bf16 bound 2e-2 with a margin for the bf16
-# primitives' intermediate roundings). Then PrimitiveCheck (tests/unit/cuda/PrimitiveCheck.cpp)
+# primitives' intermediate roundings). The resnet cases also save their last step and compare the
+# batch norms' running statistics (docs/checkpoints.md "Buffers") with the CPU program's, within
+# the same bounds relative to max(|cpu|, 1e-2) (buffers.txt). Then PrimitiveCheck (tests/unit/cuda/PrimitiveCheck.cpp)
 # in both precisions: every op type forward and backward against the CPU kernels, conv2d and
 # pool2d against direct sums, bounds 1e-2 (bf16) and 1e-5 (fp32) relative in the norm; and (fp32
 # build) ONNX's node tests of libonnx-testdata that the CPU kernels pass (stage writes them with
@@ -95,8 +97,10 @@ stage)
     AUTODDL_FUSE_SKIP=$skip "$autoddl" plan "$src" --cluster dgx-h100-ndr \
       --gpus "$ranks" --global-batch 8 $extra --fix "$fix" --no-why -o "$dir/$name/plan.json" \
       >/dev/null
+    save=() # the resnets' running statistics are compared too
+    [ "${name#resnet}" != "$name" ] && save=(-- --save "$dir/$name/cpu/ck")
     AUTODDL_FUSE_SKIP=$skip "$autoddl" run "$dir/$name/plan.json" --model "$src" \
-      --ranks "$ranks" --steps "$steps" --out "$dir/$name/cpu" >"$dir/$name/cpu.log" 2>&1 ||
+      --ranks "$ranks" --steps "$steps" --out "$dir/$name/cpu" ${save[@]+"${save[@]}"} >"$dir/$name/cpu.log" 2>&1 ||
       { tail -5 "$dir/$name/cpu.log"; echo "cuda_primitives.sh: $name: the CPU run failed" >&2; exit 1; }
     AUTODDL_FUSE_SKIP=$skip "$autoddl" codegen "$dir/$name/plan.json" --backend cuda \
       --model "$src" -o "$dir/$name/cuda" >/dev/null
@@ -156,8 +160,10 @@ device)
   for c in "${cases[@]}"; do
     n=${c%% *}
     for prec in $precs; do
+      save=()
+      [ -d "$dir/$n/cpu/ck" ] && save=(--save "$out/$n-$prec/ck")
       run "$(cat "$dir/$n/ranks")" "$dir/build/$prec/train_$n" --steps "$steps" --out "$out/$n-$prec" --overwrite --quiet \
-        >"$out/$n-$prec.log" 2>&1 || { tail -5 "$out/$n-$prec.log"; echo "FAIL: $n ($prec): the run failed"; fails=$((fails + 1)); }
+        ${save[@]+"${save[@]}"} >"$out/$n-$prec.log" 2>&1 || { tail -5 "$out/$n-$prec.log"; echo "FAIL: $n ($prec): the run failed"; fails=$((fails + 1)); }
     done
   done
   python3 - "$dir" "$out" "$precs" "${cases[@]%% *}" <<'PY' | tee "$out/losses.txt" || fails=$((fails + 1))
@@ -178,6 +184,33 @@ for n in names:
         bad += not ok
         print(f"{n:14s} {p:5s} {worst:9.2e} {bound[p]:6.0e}  " + " ".join(f"{x:.5f}" for x in gpu)
               + " | " + " ".join(f"{x:.5f}" for x in cpu) + ("" if ok else "  FAIL"))
+sys.exit(1 if bad else 0)
+PY
+  python3 - "$dir" "$out" "$precs" "$steps" "${cases[@]%% *}" <<'PY' | tee "$out/buffers.txt" || fails=$((fails + 1))
+import json, os, struct, sys
+d, out, precs, steps, names = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4], sys.argv[5:]
+bound = {"fp32": 1e-4, "bf16": 3e-2}
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4),
+                             b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in head.items() if k != "__metadata__" and "running_" in k}
+bad = 0
+for n in names:
+    ref = f"{d}/{n}/cpu/ck/step-{steps}/model.safetensors"
+    if not os.path.exists(ref):
+        continue
+    cpu = load(ref)
+    for p in precs:
+        path = f"{out}/{n}-{p}/ck/step-{steps}/model.safetensors"
+        gpu = load(path) if os.path.exists(path) else {}
+        worst = max((abs(a - b) / max(abs(b), 1e-2) for k in cpu for a, b in zip(gpu.get(k, ()), cpu[k])),
+                    default=float("nan"))
+        ok = set(gpu) == set(cpu) and worst <= bound[p]
+        bad += not ok
+        print(f"{n:14s} {p:5s} {len(cpu)} buffers, worst {worst:9.2e} (bound {bound[p]:.0e})" + ("" if ok else "  FAIL"))
 sys.exit(1 if bad else 0)
 PY
   for prec in $precs; do

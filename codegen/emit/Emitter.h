@@ -97,6 +97,7 @@ private:
   std::string prelude() const;
   std::string specText() const;
   std::string programMain() const;
+  std::string buffersText() const;
   std::string fp8Weights() const; // main()'s FP8 linears (fp8 plans)
   std::string params() const;
   std::string vocabPaddingText() const;

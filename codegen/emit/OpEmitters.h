@@ -18,6 +18,11 @@
 
 #include <set>
 #include <string>
+#include <vector>
+
+namespace autoddl::onnx_kernels {
+struct Primitive;
+} // namespace autoddl::onnx_kernels
 
 namespace autoddl::codegen::emit {
 
@@ -33,6 +38,17 @@ public:
   /// File-scope declarations of the ONNX primitives (PrimitiveEmitter.cpp):
   /// the constants they read and each op's resolved Primitive.
   const std::string &primitiveDecls() const { return primitiveDecls_; }
+  /// A batch norm whose running statistics the program updates (module
+  /// buffers, docs/checkpoints.md "Buffers"): the file-scope arrays of its
+  /// buffers and of its micro-batches' moments.
+  struct RunningNorm {
+    int stage;
+    int mean, var; // the buffer tensors
+    std::string meanArray, varArray, moments;
+    int64_t channels;
+    double momentum;
+  };
+  const std::vector<RunningNorm> &runningNorms() const { return running_; }
 
 private:
   // The op table's entries call the emitters.
@@ -61,6 +77,9 @@ private:
   void emitHeadDot(OpCall &c);
   void emitGatAggregate(OpCall &c);
   void emitPrimitive(OpCall &c);
+  std::string runningStatistics(const OpCall &c,
+                                const onnx_kernels::Primitive &prim,
+                                const std::string &name);
 
   const EmitContext &cx_;
   StageMembers &members_;
@@ -69,6 +88,7 @@ private:
   KfacEmitter &kfac_; // the linears record their K-FAC rows
   LossEmitter loss_;
   std::string primitiveDecls_;
+  std::vector<RunningNorm> running_;
   std::set<int> declaredConsts_; // the constants declared so far
   IdentTable primitiveNames_;    // their resolutions' names (prim_<op>)
 };

@@ -40,6 +40,14 @@ std::string doubleLiteral(double v) {
   return fmtDouble(v);
 }
 
+/// A constant's or buffer's values as float literals, eight a line.
+std::string floatValues(const std::vector<double> &v) {
+  std::string r;
+  for (size_t e = 0; e < v.size(); ++e)
+    r += (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(v[e]);
+  return r;
+}
+
 std::string listLiteral(const std::vector<int64_t> &v) {
   std::string r = "{";
   for (size_t i = 0; i < v.size(); ++i)
@@ -48,6 +56,60 @@ std::string listLiteral(const std::vector<int64_t> &v) {
 }
 
 } // namespace
+
+/// A batch norm on batch statistics with buffers for its running mean and
+/// var (operands 3 and 4): declares them (their start as the initial
+/// values) and the moments of each micro-batch of the step's global order,
+/// kDP * kMicroBatches slots of 2C floats; returns this micro-batch's slot
+/// (the harness's update_running_stats applies them after the step;
+/// docs/checkpoints.md "Buffers"). "" for any other op.
+std::string OpEmitters::runningStatistics(const OpCall &c,
+                                          const onnx_kernels::Primitive &prim,
+                                          const std::string &name) {
+  const OpDef &op = c.op;
+  if (prim.kind != onnx_kernels::Primitive::Kind::BatchNorm ||
+      !prim.batchStats || op.operands.size() != 5 ||
+      !cx_.g.tensors[size_t(op.operands[3])].buffer)
+    return "";
+  const std::string where =
+      "codegen: op " + op.name + " (" + kindLabel(op) + ")";
+  if (!cx_.layerArrays.empty())
+    throw UserError(where + ": running statistics in a model with repeated "
+                            "layers' loops are not supported yet");
+  // Chimera runs a stage on two devices, each on its own micro-batches,
+  // whose moments the dp sum does not join.
+  if (cx_.plan.knobs.schedule == pipeline::ScheduleKind::Chimera)
+    throw UserError(where + ": running statistics under the Chimera schedule "
+                            "are not supported yet (--fix schedule=1f1b)");
+  const int64_t C = prim.in[0][1];
+  RunningNorm rn{
+      c.st, op.operands[3], op.operands[4], "", "", name + "_moments",
+      C,    prim.momentum};
+  std::string &d = primitiveDecls_;
+  for (int t : {rn.mean, rn.var}) {
+    const TensorDef &td = cx_.g.tensors[size_t(t)];
+    const std::string array = cx_.val(t, TpLayout{});
+    (t == rn.mean ? rn.meanArray : rn.varArray) = array;
+    d += fmt::format("// {} {}: a module buffer (update_buffers)\nstatic float "
+                     "{}[{}] = {{\n    {}}};\n",
+                     shapeStr(td.shape), cx_.note(t), array, C,
+                     floatValues(td.values));
+  }
+  d += fmt::format(
+      "// [kDP * kMicroBatches][2, {}]: each micro-batch's mean and "
+      "unbiased variance\nstatic float {}[kDP * kMicroBatches * "
+      "{}];\n",
+      C, rn.moments, 2 * C);
+  running_.push_back(rn);
+  // On the device, the moments' device copy (primitive_buffer).
+  const std::string moments =
+      cx_.target.devicePrimitives
+          ? fmt::format("autoddl::rt::primitive_buffer({}, kDP * "
+                        "kMicroBatches * {})",
+                        rn.moments, 2 * C)
+          : rn.moments;
+  return fmt::format("{} + (g.rdp * kMicroBatches + mb) * {}", moments, 2 * C);
+}
 
 /// primitive
 void OpEmitters::emitPrimitive(OpCall &c) {
@@ -96,13 +158,10 @@ void OpEmitters::emitPrimitive(OpCall &c) {
     if (!cx_.isConst(t) || !prim.data[j] || !declaredConsts_.insert(t).second)
       continue;
     const TensorDef &td = cx_.g.tensors[size_t(t)];
-    std::string values;
-    for (size_t e = 0; e < td.values.size(); ++e)
-      values +=
-          (e ? (e % 8 ? ", " : ",\n    ") : "") + floatLiteral(td.values[e]);
     d += fmt::format("// {} {}\nstatic const float {}[{}] = {{\n    {}}};\n",
                      shapeStr(td.shape), cx_.note(t), cx_.val(t, TpLayout{}),
-                     std::max<size_t>(1, td.values.size()), values);
+                     std::max<size_t>(1, td.values.size()),
+                     floatValues(td.values));
   }
   std::string ints, floats, lists, shapes, constArgs;
   for (const auto &[name, v] : attrs.ints)
@@ -118,14 +177,16 @@ void OpEmitters::emitPrimitive(OpCall &c) {
     shapes += (j ? ", " : "") + listLiteral(xs[j]);
     // An index input's values resolve the op; written as doubles, as
     // makePrimitive takes them (Slice's INT64_MAX "to the end" included).
+    // A buffer (a running mean) is state, not an index: not written.
     std::string index;
-    if (!prim.data[j])
+    if (!prim.data[j] && !cx_.g.tensors[size_t(op.operands[j])].buffer)
       for (double v : consts[j])
         index += (index.empty() ? "" : ", ") + doubleLiteral(v);
     constArgs += (j ? ", {" : "{") + index + "}";
   }
   // Op names are unique, their identifiers not always ("a.b", "a_b").
   const std::string name = primitiveNames_.add(op.name, "prim_");
+  const std::string moments = runningStatistics(c, prim, name);
   d += fmt::format("static const onnx_prim::Primitive {} = "
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
                    "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
@@ -175,8 +236,17 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
                                                  : "onnx_prim::primitive_";
   const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
-  F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
-                key));
+  // A batch norm with running statistics also writes its micro-batch's
+  // moments: on the device from the forward's own sums.
+  if (!moments.empty() && cx_.target.devicePrimitives)
+    F(fmt::format("autoddl::rt::batchnorm_forward_moments({}, {{{}}}, {}, {});",
+                  name, in, y, moments));
+  else
+    F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
+                  key));
+  if (!moments.empty() && !cx_.target.devicePrimitives)
+    F(fmt::format("onnx_prim::batchnorm_moments({}, {}, {}.in[0]);", moments,
+                  x[0], name));
   BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,
                  din, in, y, dy));
 }

@@ -253,7 +253,7 @@ std::string Emitter::emit() {
     if (chimera)
       m |= uint64_t(1) << sched->deviceOf(st, Direction::Up);
     for (int t : cx_.g.ops[i].operands)
-      if (cx_.isParam(t))
+      if (cx_.isParam(t) || cx_.g.tensors[size_t(t)].buffer)
         mask[size_t(t)] |= m;
   }
 
@@ -277,7 +277,49 @@ std::string Emitter::emit() {
   const std::string glue = stepGlue(*sched);
   return header() + prelude() + consts + ops_.primitiveDecls() + params +
          stagesText + glue + specText() +
-         kfac_.programText(!cx_.layerArrays.empty()) + programMain();
+         kfac_.programText(!cx_.layerArrays.empty()) + buffersText() +
+         programMain();
+}
+
+/// The module buffers' table and their update after each step (the batch
+/// norms' running statistics, docs/checkpoints.md "Buffers"); "" without.
+std::string Emitter::buffersText() const {
+  const auto &norms = ops_.runningNorms();
+  if (norms.empty())
+    return "";
+  // On the device, the buffers' and moments' device copies (primitive_buffer:
+  // made from the host arrays at the first step, eager).
+  auto device = [&](const std::string &host, const std::string &n) {
+    return cx_.target.devicePrimitives
+               ? fmt::format("autoddl::rt::primitive_buffer({}, {})", host, n)
+               : host;
+  };
+  std::string table, update;
+  for (const auto &rn : norms) {
+    for (int t : {rn.mean, rn.var})
+      table += fmt::format("      {{{}, {}, {}, 0x{:x}}},\n",
+                           t == rn.mean ? rn.meanArray : rn.varArray,
+                           cStringLiteral(cx_.g.tensors[size_t(t)].name),
+                           rn.channels, deviceMask_[size_t(t)]);
+    update += fmt::format(
+        "  if (holds_stage({}))\n    update_running_stats({}, kDP * "
+        "kMicroBatches, {}, {}, {}, {});\n",
+        rn.stage,
+        device(rn.moments,
+               fmt::format("kDP * kMicroBatches * {}", 2 * rn.channels)),
+        rn.channels, device(rn.meanArray, std::to_string(rn.channels)),
+        device(rn.varArray, std::to_string(rn.channels)),
+        fmtDouble(rn.momentum));
+  }
+  return "// The module buffers: name, elements, pipeline devices holding "
+         "them (bits).\nstatic std::vector<BufferSpec> buffer_specs() {\n"
+         "  return {\n" +
+         table +
+         "  };\n}\n\n// After each step's schedule: every batch norm's running "
+         "statistics take its\n// micro-batches' moments, over dp, in the "
+         "global order (update_running_stats).\nstatic void "
+         "update_buffers() {\n" +
+         update + "}\n\n";
 }
 
 /// Every stage's struct and functions, identical ones as one template
@@ -611,6 +653,9 @@ std::string Emitter::programMain() const {
   for (const auto &[needed, hook] : hooks)
     if (needed)
       out += hook;
+  if (!ops_.runningNorms().empty())
+    out += "  program.buffers = buffer_specs();\n"
+           "  program.update_buffers = update_buffers;\n";
   out += fp8Weights();
   out += "  return run_program(argc, argv, program);\n}\n";
   return out;

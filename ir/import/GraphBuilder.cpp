@@ -105,6 +105,14 @@ int GraphBuilder::constant(const std::string &name, ops::Shape shape,
   return id;
 }
 
+int GraphBuilder::buffer(const std::string &name, ops::Shape shape,
+                         std::vector<double> values) {
+  const int id =
+      constant(name, std::move(shape), ops::DType::F32, std::move(values));
+  g.tensors[id].buffer = true;
+  return id;
+}
+
 int GraphBuilder::primitive(const std::string &opType, const std::string &name,
                             std::vector<int> operands, ops::Attrs attrs,
                             const ops::ValueType &result,

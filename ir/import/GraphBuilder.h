@@ -34,6 +34,10 @@ public:
   /// as many as the shape's product; dtype F32, I32, I64 or Bool.
   int constant(const std::string &name, ops::Shape shape, ops::DType dtype,
                std::vector<double> values);
+  /// A module buffer (TensorDef::buffer): an f32 constant whose `values` are
+  /// its start, which the program updates and checkpoints.
+  int buffer(const std::string &name, ops::Shape shape,
+             std::vector<double> values);
   /// Appends an ONNX operator outside the vocabulary (kind "primitive", see
   /// ModelGraph.h): `opType` ("Erf"), its ONNX attributes, and the result's
   /// type, which no shape rule infers. `position` is the node's index in the

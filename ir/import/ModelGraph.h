@@ -49,6 +49,11 @@ struct TensorDef {
   // dtype F32, I32, I64 (exact to 2^53; ±2^63, e.g. a Slice's INT64_MAX "to
   // the end", saturates to the int64 limit) or Bool (0/1).
   std::vector<double> values;
+  // Constants only: a module buffer (a BatchNormalization's running mean or
+  // var, PyTorch's register_buffer) rather than a value of the model: the
+  // program updates it and checkpoints it under `name`; `values` is its
+  // start. Never trained, never counted as a parameter.
+  bool buffer = false;
 };
 
 // kind "primitive": an ONNX operator outside the vocabulary (sbp.primitive).

@@ -116,6 +116,10 @@ private:
   /// buffer PyTorch does not train (an additive mask, a rotary cos/sin
   /// table) rather than a weight (OnnxPrimitives.cpp).
   bool isBuffer(const onnx::NodeProto &user, const std::string &name);
+  /// The buffer a BatchNormalization n reads at input i (3: running mean,
+  /// 4: running var), one per node, named as PyTorch's state_dict names it
+  /// (OnnxParameters.cpp).
+  int runningStat(const onnx::NodeProto &n, int i);
   /// The parameter node n reads at input i (a weight): param()'s, or its
   /// own copy of a uniform weight the exporter merged (OnnxPrimitives.cpp).
   int weightParam(const onnx::NodeProto &n, int i, const std::string &init);

@@ -357,10 +357,11 @@ bool OnnxLowering::lowerPool(const onnx::NodeProto &n) {
   return true;
 }
 
-/// BatchNormalization: a primitive over (X, scale, B) that normalises with
-/// the batch's statistics whatever the export's training_mode (an import
-/// trains it; docs/model-format.md): scale and B are parameters, the running
-/// mean and var neither read nor trained.
+/// BatchNormalization: a primitive over (X, scale, B, mean, var) that
+/// normalises with the batch's statistics whatever the export's
+/// training_mode (an import trains it; docs/model-format.md): scale and B are
+/// parameters, the running mean and var buffers (runningStat) that each
+/// micro-batch's statistics update (docs/checkpoints.md "Buffers").
 bool OnnxLowering::lowerBatchNorm(const onnx::NodeProto &n) {
   if (n.input_size() != 5)
     failNode(n, "expected five inputs (X, scale, B, mean, var)");
@@ -371,14 +372,11 @@ bool OnnxLowering::lowerBatchNorm(const onnx::NodeProto &n) {
                       "supported");
   onnx::NodeProto &made = madeNodes.emplace_back(n);
   made.set_name(nodeName(n));
-  made.clear_input();
-  for (int i = 0; i < 3; ++i)
-    made.add_input(n.input(i));
   made.clear_output();
   made.add_output(n.output(0));
   made.clear_attribute();
   for (const auto &a : n.attribute())
-    if (a.name() == "epsilon")
+    if (a.name() == "epsilon" || a.name() == "momentum")
       *made.add_attribute() = a;
   onnx::AttributeProto *training = made.add_attribute();
   training->set_name("training_mode");

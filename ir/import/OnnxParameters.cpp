@@ -78,6 +78,45 @@ bool OnnxLowering::isBuffer(const onnx::NodeProto &user,
   return answer = false;
 }
 
+// A BatchNormalization's running mean (input 3) and var (4): a buffer of the
+// node's own, starting from the export's values, or from PyTorch's fresh
+// ones (0, 1) where the initializer has none or is not one. Named after the
+// initializer when only this node reads it, else (the dynamo exporter
+// merges equal initializers) after the scale: "bn1.weight" gives
+// "bn1.running_mean", as PyTorch's state_dict names it.
+int OnnxLowering::runningStat(const onnx::NodeProto &n, int i) {
+  const char *suffix = i == 3 ? "running_mean" : "running_var";
+  const std::string &input = n.input(i);
+  const int64_t channels = b.shape(value(n, 0)).at(1);
+  std::string name = input;
+  auto readers = consumers.find(input);
+  const bool own = readers == consumers.end() || readers->second.size() < 2;
+  if (!own || b.find(name) >= 0 || values.count(name)) {
+    const std::string &scale = n.input(1);
+    const size_t dot = scale.rfind(".weight");
+    name = (dot != std::string::npos && dot + 7 == scale.size()
+                ? scale.substr(0, dot)
+                : nodeName(n)) +
+           "." + suffix;
+  }
+  std::vector<double> start(size_t(channels), i == 3 ? 0.0 : 1.0);
+  auto c = consts.find(input);
+  if (c != consts.end() && !values.count(input)) {
+    const onnx::TensorProto &t = *c->second;
+    const bool held = t.data_location() == T::EXTERNAL ||
+                      !t.raw_data().empty() || t.float_data_size() > 0;
+    if (held) {
+      const HostTensor &v = constant(n, input);
+      if (v.data.size() != start.size())
+        failNode(n, "its " + std::string(suffix) + " '" + input + "' is not [" +
+                        std::to_string(channels) + "]");
+      start.assign(v.data.begin(), v.data.end());
+    }
+  }
+  b.setPlace(path + ": node '" + nodeName(n) + "' (" + n.op_type() + "): ");
+  return b.buffer(name, {channels}, std::move(start));
+}
+
 // The dynamo exporter's optimizer merges initializers of equal value, so a
 // fresh model's norm scales (all ones) and biases (all zeros) reach the file
 // as one tensor that every norm reads, where PyTorch has one parameter per

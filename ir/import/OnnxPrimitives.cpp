@@ -543,6 +543,11 @@ void OnnxLowering::primitive(const onnx::NodeProto &n, int position) {
     const std::string &name = n.input(i);
     if (name.empty())
       failNode(n, "an omitted optional input is not supported here");
+    if (op == "BatchNormalization" && i >= 3) { // running mean and var
+      operands.push_back(runningStat(n, i));
+      in.push_back({b.shape(operands.back()), T::FLOAT, nullptr});
+      continue;
+    }
     auto c = consts.find(name);
     int64_t count = 1;
     if (c != consts.end())

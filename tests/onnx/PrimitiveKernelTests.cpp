@@ -477,6 +477,39 @@ int dropoutTests() {
   return failures;
 }
 
+// BatchNormalization's running statistics (docs/checkpoints.md "Buffers"):
+// one micro-batch's moments and the update, against numbers worked by hand.
+int runningStatsTests() {
+  int failures = 0;
+  auto check = [&](const char *what, bool ok) {
+    std::cout << (ok ? "ok: " : "FAIL: ") << "running statistics: " << what
+              << "\n";
+    failures += !ok;
+  };
+  // x [N=2, C=2, S=3]: channel 0 holds 1..6, channel 1 holds 7 six times.
+  const std::vector<double> x = {1, 2, 3, 7, 7, 7, 4, 5, 6, 7, 7, 7};
+  std::vector<float> moments(4);
+  batchnorm_moments(moments.data(), x.data(), {2, 2, 3});
+  // Channel 0: mean 3.5; squared deviations sum to 17.5 over n = 6, so the
+  // unbiased variance is 17.5 / 5 = 3.5 (the biased one, 17.5 / 6, is not).
+  check("mean and unbiased variance per channel",
+        moments[0] == 3.5f && moments[1] == 7.0f && moments[2] == 3.5f &&
+            moments[3] == 0.0f);
+  // PyTorch's default momentum 0.1 is ONNX's 0.9: running = 0.9 running +
+  // 0.1 batch, from PyTorch's fresh 0 and 1: 0.35 and 0.9 + 0.35 = 1.25.
+  std::vector<float> mean = {0, 0}, var = {1, 1};
+  batchnorm_running_update(mean.data(), var.data(), moments.data(), 2, 0.9);
+  check("running = momentum running + (1 - momentum) batch",
+        mean[0] == float(0.1 * 3.5) && var[0] == float(0.9 + 0.1 * 3.5) &&
+            mean[1] == float(0.1 * 7.0) && var[1] == float(0.9));
+  // Two micro-batches in order: the second update starts from the first's.
+  batchnorm_running_update(mean.data(), var.data(), moments.data(), 2, 0.9);
+  check("updates compose in order",
+        std::fabs(mean[0] - (0.9 * 0.35 + 0.35)) < 1e-6 &&
+            std::fabs(var[0] - (0.9 * 1.25 + 0.35)) < 1e-6);
+  return failures;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -492,6 +525,6 @@ int main(int argc, char **argv) {
     }
   }
   const int failures = nodeTests(argv[1]) + finiteDifferences() +
-                       malformedForms() + dropoutTests();
+                       malformedForms() + dropoutTests() + runningStatsTests();
   return failures ? 1 : 0;
 }

@@ -62,16 +62,23 @@ for k in Primitive Conv ConvCudnn; do
   echo "ok: kernels/$k.cu compiles (bf16, fp32)"
 done
 # A ResNet in miniature: BatchNormalization, a padded MaxPool and the global pool as
-# primitives (kernels/PrimitiveImage.cuh) beside conv2d.
+# primitives (kernels/PrimitiveImage.cuh) beside conv2d; under dp=2 x 2 micro-batches the three
+# norms' forwards also write their moments, and update_buffers updates the running statistics
+# (docs/checkpoints.md "Buffers").
 "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/resnet-mini.txtpb" \
   >"$work/resnet-mini.onnx" 2>/dev/null
-"$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 1 --global-batch 8 \
-  --no-why -o "$work/resnet-mini.json" >/dev/null
+"$autoddl" plan "$work/resnet-mini.onnx" --cluster dgx-h100-ndr --gpus 2 --global-batch 8 \
+  --fix tp=1,pp=1,dp=2,microbatch=2 --no-why -o "$work/resnet-mini.json" >/dev/null 2>&1
 "$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini" >/dev/null
 n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet-mini/train.cpp" || true)
-[ "$n" = 5 ] || { echo "FAIL: resnet-mini: $n primitives on cuda, expected 5"; exit 1; }
+m=$(grep -c "autoddl::rt::batchnorm_forward_moments" "$work/resnet-mini/train.cpp" || true)
+u=$(grep -c "update_running_stats(" "$work/resnet-mini/train.cpp" || true)
+[ "$n/$m/$u" = 2/3/3 ] ||
+  { echo "FAIL: resnet-mini: $n primitives, $m norms with moments, $u updates on cuda, expected 2/3/3"; exit 1; }
+grep -q "program.update_buffers = update_buffers;" "$work/resnet-mini/train.cpp" ||
+  { echo "FAIL: resnet-mini: no update_buffers hook"; exit 1; }
 compile_train_cuda "$work/resnet-mini"
-echo "ok: resnet-mini: cuda train.cpp compiles (bf16, fp32), $n primitives"
+echo "ok: resnet-mini: cuda train.cpp compiles (bf16, fp32), $((n + m)) primitives, $u running-statistics updates"
 # The CUDA kernels' refusal (OnnxPrimitive.h primitiveCudaRefusal): one line, exit 1-123.
 "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto <"$here/models/rank9.txtpb" \
   >"$work/rank9.onnx" 2>/dev/null # as onnx_import.sh: protoc's own include path holds it

@@ -30,6 +30,17 @@ template <typename ParamT> struct ParamSpecOf {
   int segments = 1; // > 1: split_dim is equal parts (q|k|v), each split over tp
 };
 
+/// One row of the generated buffer table: a module buffer (a batch norm's
+/// running mean or var), whole on every rank of the stage that updates it:
+/// no gradient, no optimizer state, no ZeRO shard; checkpointed in
+/// model.safetensors under `name` (docs/checkpoints.md "Buffers").
+struct BufferSpec {
+  float *host; // its values in host memory (the CUDA program's copy)
+  const char *name;
+  int64_t n;
+  uint64_t devices; // bit d: pipeline device d holds it
+};
+
 /// The block of a full parameter that tp rank `rank` holds: S(split_dim)
 /// (parts of ceil(size / tp) where tp does not divide: a padded vocabulary,
 /// whose last blocks are shorter), or with segments > 1 part `rank` of every

@@ -50,6 +50,11 @@ template <typename ParamT> struct ProgramOf {
   void (*run_schedule)(int64_t step) = nullptr; // this device's instructions
   bool (*grad_partial_over_tp)(const ParamT &) = nullptr; // summed over tp
   StepCounts counts;
+  // Module buffers (a batch norm's running statistics), and their update
+  // after each step's schedule, before the optimizer (docs/checkpoints.md
+  // "Buffers"); none and null for most models.
+  std::vector<BufferSpec> buffers;
+  void (*update_buffers)() = nullptr;
   // The CUDA program's.
   void (*free_stages)() = nullptr;                   // their device buffers
   void (*free_params)() = nullptr;                   // the parameters' buffers
@@ -142,6 +147,12 @@ MeshAxes mesh_axes(const ProgramSpec &s);
 /// The program's mesh over MPI_COMM_WORLD, and this rank's coordinates on it.
 std::unique_ptr<Mesh> make_mesh(const ProgramSpec &s, MeshAxes &axes,
                                 int64_t &rpp, int64_t &rdp, int64_t &rtp);
+
+/// Appends the buffers' checkpoint entries: whole tensors, over their host
+/// values where pipeline device `rpp` holds them (else null), marked as
+/// buffers (--init keeps a buffer the file lacks).
+void add_buffer_entries(std::vector<CheckpointEntry> &e,
+                        const std::vector<BufferSpec> &buffers, int64_t rpp);
 
 /// Appends a parameter's checkpoint entries (its value and, with_state, its
 /// AdamW moments) over host buffers (null where not held): the same names

@@ -6,6 +6,7 @@
 #include "backends/common/harness/DataOrder.h"
 #include "backends/host/MpiCheck.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -191,6 +192,16 @@ void Checkpointer::finish() {
   const std::vector<CheckpointWriter::Done> done = writer_.done();
   for (size_t i = 0; i < done.size() && i < m_.checkpoints.size(); ++i)
     m_.checkpoints[i].write_seconds = done[i].write_seconds;
+}
+
+void add_buffer_entries(std::vector<CheckpointEntry> &e,
+                        const std::vector<BufferSpec> &buffers, int64_t rpp) {
+  for (const BufferSpec &b : buffers) {
+    CheckpointEntry c{b.name, Slice::whole({b.n}),
+                      (b.devices >> rpp) & 1 ? b.host : nullptr};
+    c.buffer = true;
+    e.push_back(std::move(c));
+  }
 }
 
 void add_checkpoint_entries(std::vector<CheckpointEntry> &e,
@@ -427,10 +438,17 @@ int64_t load_start(Options &o, const ProgramSpec &s, Backend &b) {
     return 0;
   // Any model.safetensors with the model's tensors under its names (another
   // run's, transformers' save_pretrained, autoddl's --weights onnx): extra
-  // tensors are ignored, a missing one or another shape is refused by name.
+  // tensors are ignored, a missing one or another shape is refused by name;
+  // a missing buffer keeps its start (the export's running statistics).
   std::vector<CheckpointEntry> params, state;
   split_entries(b.checkpoint_entries(false), params, state);
-  checkpoint_load(o.init, params);
+  const SafetensorsIndex index = safetensors_index(o.init);
+  params.erase(std::remove_if(params.begin(), params.end(),
+                              [&](const CheckpointEntry &e) {
+                                return e.buffer && !index.tensors.count(e.name);
+                              }),
+               params.end());
+  checkpoint_load(o.init, index, params);
   b.copy_params(false);
   return 0;
 }

@@ -2,6 +2,7 @@
 #include "backends/cpu/harness/Harness.h"
 
 #include "backends/common/Init.h"
+#include "backends/common/OnnxImage.h" // batchnorm_running_update
 #include "backends/cpu/Collectives.h"
 #include "backends/cpu/Optimizer.h"
 #include "backends/cpu/Zero.h"
@@ -85,6 +86,18 @@ GraphShard graph;
 Csr adjacency;
 
 } // namespace
+
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum) {
+  int dp = 1;
+  MPI_Comm_size(g.dp, &dp);
+  if (dp > 1)
+    all_reduce_forward(moments, slots * 2 * C, g.dp);
+  for (int64_t k = 0; k < slots; ++k)
+    onnx_kernels::batchnorm_running_update(mean, var, moments + k * 2 * C, C,
+                                           momentum);
+  std::fill(moments, moments + slots * 2 * C, 0.0f);
+}
 
 void add_into(float *dst, const float *src, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -195,6 +208,8 @@ public:
       kfac.end_schedule();
     wait_all(pending);
     pendingByTag.clear();
+    if (p_.update_buffers)
+      p_.update_buffers();
   }
 
   void optimizer_step(const Options &o, int64_t t, double lr) override {
@@ -243,6 +258,7 @@ public:
       add_checkpoint_entries(e, *p, p->value.data(), p->m.data(), p->v.data(),
                              with_state, s_, g.rtp, g.rdp);
     }
+    add_buffer_entries(e, p_.buffers, g.rpp);
     if (kfac_on_ && with_state) // the inverses in use (KfacRun.h)
       kfac.checkpoint_entries(e);
     return e;

@@ -75,6 +75,14 @@ extern uint64_t seed; // --seed
 
 /// dst[i] += src[i].
 void add_into(float *dst, const float *src, int64_t n);
+/// After a step, a batch norm's running mean and var [C] take each
+/// micro-batch's moments (onnx_kernels::batchnorm_moments: 2C floats a slot,
+/// `slots` of them in the global micro-batch order, dp rank-major; this rank
+/// filled its own, the others are zero), summed over dp (one nonzero term
+/// each: exact, so every dp rank applies the same values), in that order;
+/// then zeroes them (docs/checkpoints.md "Buffers").
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum);
 
 } // namespace autoddl::rt::harness
 

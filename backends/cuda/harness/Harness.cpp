@@ -12,6 +12,7 @@
 #include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/Init.h"
 #include "backends/cuda/kernels/Optimizer.h"
+#include "backends/cuda/kernels/Primitive.h" // running_stats_update, primitive_buffer_made
 #include "backends/cuda/kernels/Reduce.h"
 #include "backends/cuda/kernels/Samples.h"
 
@@ -119,6 +120,12 @@ void pipe_recv(act_t *buf, int64_t n, int device, int tag) {
 void pipe_sent_wait(int device, int tag) { pipe.wait_sent(device, tag); }
 
 void pipe_recv_fence() { pipe.fence_receives(); }
+
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum) {
+  all_reduce_forward(moments, slots * 2 * C, g.dp); // nothing at dp = 1
+  running_stats_update(moments, slots, C, mean, var, momentum);
+}
 
 void configure_grad_buckets(const std::vector<ParamSpec> &params,
                             const int *bucket_of, const GradBucket *buckets,
@@ -339,6 +346,8 @@ public:
       p_.run_schedule(step);
       pipe.finish_step();
       grad_sync.wait();
+      if (p_.update_buffers)
+        p_.update_buffers();
     };
     // A step with K-FAC items (a refresh step's curvature GEMMs, the items
     // the plan placed in a later step of the cycle) runs them between the
@@ -442,13 +451,15 @@ public:
       add_checkpoint_entries(e, *p, h.value.data(), h.m.data(), h.v.data(),
                              with_state, s_, g.rtp, g.rdp);
     }
-    if (kfac_on_ && with_state) // the inverses in use (KfacRun.h)
+    add_buffer_entries(e, p_.buffers, g.rpp); // their host arrays
+    if (kfac_on_ && with_state)               // the inverses in use (KfacRun.h)
       kfac.checkpoint_entries(e);
     return e;
   }
 
   /// Calls copy(host, device, bytes) for the value and AdamW state of every
-  /// parameter this rank holds, with its host copy.
+  /// parameter this rank holds, with its host copy, and for every buffer
+  /// whose device copy exists.
   template <typename Copy> void for_each_state(Copy copy) {
     for (size_t i = 0; i < p_.params.size(); ++i) {
       Param *p = p_.params[i].p;
@@ -462,6 +473,11 @@ public:
       for (auto [host, dev] : parts)
         copy(host, dev->data(), dev->size() * int64_t(sizeof(float)));
     }
+    // The buffers' device copies, once the first step made them (before,
+    // the host arrays are the state).
+    for (const BufferSpec &b : p_.buffers)
+      if (float *dev = primitive_buffer_made(b.host))
+        copy(b.host, dev, b.n * int64_t(sizeof(float)));
   }
 
   /// Device -> host copies (to_host) or back, refreshing the working copies.

@@ -80,6 +80,15 @@ void pipe_recv(act_t *buf, int64_t n, int device, int tag);
 void pipe_sent_wait(int device, int tag);
 void pipe_recv_fence();
 
+/// After a step, a batch norm's running mean and var [C] (device) take each
+/// micro-batch's moments (`slots` of 2C floats in the global micro-batch
+/// order, dp rank-major; this rank filled its own, the others are zero),
+/// summed over dp by NCCL (one nonzero term each: exact, so every dp rank
+/// applies the same values), in that order; then zeroes them. On
+/// compute_stream(): inside the step graph (docs/checkpoints.md "Buffers").
+void update_running_stats(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum);
+
 /// One data-parallel gradient bucket of a generated program: the model stage
 /// whose backward fills it, the backward passes (micro-batches) that complete
 /// it, and whether its gradients are partial over tp as well (summed over the

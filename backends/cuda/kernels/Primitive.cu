@@ -612,18 +612,56 @@ void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
   }
 }
 
-const float *primitive_constant(const float *host, int64_t n) {
+void batchnorm_forward_moments(const ok::Primitive &p,
+                               const std::vector<PrimRef> &x, PrimRef y,
+                               float *moments) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm || !p.batchStats)
+    fail(p, "moments of a primitive that is not a batch norm on batch "
+            "statistics");
+  batchnorm(p, x, y, nullptr, {}, true, moments);
+}
+
+void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum) {
+  if (C <= 0)
+    return;
+  running_stats_kernel<<<unsigned((C + 255) / 256), 256, 0, compute_stream()>>>(
+      moments, slots, C, mean, var, momentum);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  AUTODDL_CUDA_CHECK(cudaMemsetAsync(
+      moments, 0, size_t(slots * 2 * C) * sizeof(float), compute_stream()));
+}
+
+namespace {
+/// The device copy of `host` (n floats), made from it at the first call when
+/// `make` (never inside a graph capture: a step's first run is eager); null
+/// when not made. Kept for the process.
+float *device_copy(const float *host, int64_t n, bool make) {
   static std::mutex mu;
-  static std::map<const float *, float *> held; // for the process
+  static std::map<const float *, float *> held;
   std::lock_guard<std::mutex> lock(mu);
+  auto it = held.find(host);
+  if (it != held.end() || !make)
+    return it == held.end() ? nullptr : it->second;
   float *&d = held[host];
-  if (!d) {
-    AUTODDL_CUDA_CHECK(
-        cudaMalloc(&d, size_t(std::max<int64_t>(1, n)) * sizeof(float)));
-    AUTODDL_CUDA_CHECK(
-        cudaMemcpy(d, host, size_t(n) * sizeof(float), cudaMemcpyHostToDevice));
-  }
+  AUTODDL_CUDA_CHECK(
+      cudaMalloc(&d, size_t(std::max<int64_t>(1, n)) * sizeof(float)));
+  AUTODDL_CUDA_CHECK(
+      cudaMemcpy(d, host, size_t(n) * sizeof(float), cudaMemcpyHostToDevice));
   return d;
+}
+} // namespace
+
+const float *primitive_constant(const float *host, int64_t n) {
+  return device_copy(host, n, true);
+}
+
+float *primitive_buffer(float *host, int64_t n) {
+  return device_copy(host, n, true);
+}
+
+float *primitive_buffer_made(const float *host) {
+  return device_copy(host, 0, false);
 }
 
 } // namespace autoddl::rt

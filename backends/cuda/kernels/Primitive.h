@@ -57,6 +57,26 @@ void primitive_backward(const onnx_kernels::Primitive &p,
 /// capture) and kept for the process.
 const float *primitive_constant(const float *host, int64_t n);
 
+/// A module buffer's device copy (a batch norm's running mean or var, its
+/// micro-batches' moments; docs/checkpoints.md "Buffers"), made from the
+/// host array's n values at the first call as primitive_constant's, and
+/// written by the kernels; primitive_buffer_made finds it (null before),
+/// for the harness's copies between the two (checkpoints).
+float *primitive_buffer(float *host, int64_t n);
+float *primitive_buffer_made(const float *host);
+
+/// The forward of a batch norm on batch statistics that also writes its
+/// micro-batch's moments (device, 2C floats: the mean, then the unbiased
+/// variance; OnnxImage.h batchnorm_moments) from the forward's own sums.
+void batchnorm_forward_moments(const onnx_kernels::Primitive &p,
+                               const std::vector<PrimRef> &x, PrimRef y,
+                               float *moments);
+/// The running mean and var [C] (device) take `slots` micro-batches'
+/// moments in order, then the moments are zeroed: on compute_stream(), so
+/// inside the step graph.
+void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,
+                          float *var, double momentum);
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_CUDA_KERNELS_PRIMITIVE_H

@@ -218,11 +218,13 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
 /// Per channel: stats[c] = {mean, 1/sqrt(var+eps), Σg, Σg·x̂}, the batch's
 /// from the partials or the given mean/var (then Σg and Σg·x̂ from the
 /// partials' shifted sums all the same); the backward accumulates dscale
-/// (Σg·x̂) and dbias (Σg).
+/// (Σg·x̂) and dbias (Σg). `moments` (a forward on batch statistics; else
+/// null): the micro-batch's mean and unbiased variance for the running
+/// statistics, moments[c] and moments[C + c] (OnnxImage.h batchnorm_moments).
 __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x,
                                         Ref mean, Ref var, const float *part,
                                         bool backward, Ref dscale, Ref dbias,
-                                        float *stats) {
+                                        float *stats, float *moments) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= g.C)
     return;
@@ -237,8 +239,13 @@ __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x,
     inv = rsqrtf(ld(var, c) + eps);
   } else {
     const float d = s[0] / M; // mean - k
+    const float biased = fmaxf(s[1] / M - d * d, 0.0f);
     m = k + d;
-    inv = rsqrtf(fmaxf(s[1] / M - d * d, 0.0f) + eps);
+    inv = rsqrtf(biased + eps);
+    if (moments) {
+      moments[c] = m;
+      moments[g.C + c] = M > 1 ? biased * M / (M - 1) : biased;
+    }
   }
   // Σg(x - m) = Σg(x - k) - (m - k) Σg
   const float sgx = backward ? (s[3] - (m - k) * s[2]) * inv : 0.0f;
@@ -252,6 +259,25 @@ __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x,
     if (dbias.p)
       put(dbias, c, s[2], true);
   }
+}
+
+/// running = momentum running + (1 - momentum) batch for each of `slots`
+/// micro-batches' moments in order (OnnxImage.h batchnorm_running_update);
+/// a thread per channel.
+__global__ void running_stats_kernel(const float *moments, int64_t slots,
+                                     int64_t C, float *mean, float *var,
+                                     double momentum) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C)
+    return;
+  double m = mean[c], v = var[c];
+  for (int64_t k = 0; k < slots; ++k) {
+    const float *b = moments + k * 2 * C;
+    m = double(float(momentum * m + (1 - momentum) * double(b[c])));
+    v = double(float(momentum * v + (1 - momentum) * double(b[C + c])));
+  }
+  mean[c] = float(m);
+  var[c] = float(v);
 }
 
 /// Forward: y = (x - m) inv scale + bias.
@@ -278,8 +304,11 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
   });
 }
 
+/// `moments` (forward only; null: none): the micro-batch's mean and unbiased
+/// variance, 2C floats, for the running statistics.
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
-               PrimRef dy, const std::vector<PrimRef> &dx, bool forward) {
+               PrimRef dy, const std::vector<PrimRef> &dx, bool forward,
+               float *moments = nullptr) {
   const Dims &xs = p.in[0];
   const int64_t N = xs[0], C = xs[1],
                 S = ok::numel(xs) / std::max<int64_t>(1, N * C);
@@ -300,8 +329,9 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
   batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
       g, ref(x[0]), forward ? Ref() : ref(dy), part);
   batchnorm_finish_kernel<<<finish, 256, 0, compute_stream()>>>(
-      g, eps, ref(x[0]), mean, var, part, !forward, forward ? Ref() : ref(dx[1]),
-      forward ? Ref() : ref(dx[2]), stats);
+      g, eps, ref(x[0]), mean, var, part, !forward,
+      forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
+      forward ? moments : nullptr);
   if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
