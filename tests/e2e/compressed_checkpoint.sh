@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compressed checkpoints (issue 46 item 4, BitSnap), ~15 s on 2 cores (the plan of e2e.verify.dp2,
 # whose build AUTODDL_CACHE shares): --checkpoint-compress --checkpoint-full-every 2 saves step-2
-# and step-6 full and step-4 and step-8 as bitsnap.safetensors (parameter deltas against the
-# base, quantized moments), smaller than a full one;
+# and step-6 full and step-4 and step-8 as bitsnap.safetensors and bitsnap.1.safetensors (each
+# rank's part: parameter deltas against the base, quantized moments), smaller than a full one;
 #  - a run resumed from the compressed step-4 has the parameters of the uncompressed run's step-4
 #    bit for bit (the delta is lossless: checked through a step at --lr 0) and losses within 1e-3
 #    of the uninterrupted run's (the moments are quantized);
@@ -24,13 +24,16 @@ mpi --steps 8 --save "$w/cz" --save-every 2 --checkpoint-compress --checkpoint-f
   --out "$w/cz_run" > "$w/cz.log" 2>&1 || { cat "$w/cz.log"; fail "compressed run"; }
 for s in 2 6; do [ -f "$w/cz/step-$s/model.safetensors" ] || fail "step-$s is not a full checkpoint"; done
 for s in 4 8; do
-  [ "$(ls "$w/cz/step-$s")" = bitsnap.safetensors ] || fail "step-$s is not a compressed checkpoint"
+  # A file per rank, each encoded and written by its rank alone.
+  [ "$(ls "$w/cz/step-$s" | tr '\n' ' ')" = "bitsnap.1.safetensors bitsnap.safetensors " ] ||
+    fail "step-$s is not a compressed checkpoint"
 done
 python3 - "$w" <<'PY' || fail "sizes and metrics.json"
 import json, os, sys
 w = sys.argv[1]
 full = sum(os.path.getsize(f"{w}/ck/step-4/{f}") for f in ("model.safetensors", "optimizer.safetensors"))
-comp = os.path.getsize(f"{w}/cz/step-4/bitsnap.safetensors")
+comp = sum(os.path.getsize(f"{w}/cz/step-4/{f}")
+           for f in ("bitsnap.safetensors", "bitsnap.1.safetensors"))
 m = json.load(open(f"{w}/cz_run/metrics.json"))
 note = m["info"]["checkpoint_compress"]
 assert note.startswith("step-4: ") and "; step-8: " in note, note
