@@ -9,7 +9,8 @@
 // (Linear: the k-means of the raw values, before log-domain levels), what a
 // resumed AdamW step sees: each element's relative error of m, |q(m)/m - 1|,
 // and of sqrt(v), |sqrt(q(v)/v) - 1| (nonzero elements, all moments pooled):
-// median, 99th percentile, largest. Lossless delta: no error.
+// median, 99th percentile, largest; and the error of AdamW's update
+// direction m / (sqrt(v) + eps) they give. Lossless delta: no error.
 //
 //   c++ -O2 -std=c++17 -I ROOT bench/checkpoint/compress_ratio.cpp (and)
 //     ROOT/backends/common/{CheckpointCompress,Safetensors,FileIo,MiniJson}.cpp
@@ -74,6 +75,13 @@ int main(int argc, char **argv) {
           safetensors_read(dir + "/optimizer.safetensors");
       auto start = std::chrono::steady_clock::now();
       ErrorHistogram errors[2][2]; // [Linear, SignedLog][m, v]
+      // AdamW's update direction m / (sqrt(v) + eps) (bias corrections and
+      // the step's own gradient left out): its L2 error over the quantized
+      // pairs, and its largest elementwise change (in units of lr).
+      double update_err[2] = {0, 0}, update_norm = 0, update_worst[2] = {0, 0};
+      std::string m_name; // the last quantized m, decoded both ways
+      const float *m_data = nullptr;
+      std::vector<float> m_back[2];
       double raw = 0, delta = 0, changed = 0, count = 0;
       for (const auto &[name, t] : model.tensors) {
         auto b = base.tensors.find(name);
@@ -132,7 +140,26 @@ int main(int argc, char **argv) {
                                 1.0)
                     : std::fabs(double(back[size_t(i)]) / double(t.data[i]) -
                                 1.0));
+          if (!v) {
+            m_back[c] = back;
+            continue;
+          }
+          if (m_data == nullptr || m_name + "_sq" != name)
+            continue;
+          const double eps = 1e-8;
+          for (int64_t i = 0; i < t.numel(); ++i) {
+            const double u = m_data[i] / (std::sqrt(double(t.data[i])) + eps);
+            const double du = m_back[c][size_t(i)] /
+                                  (std::sqrt(double(back[size_t(i)])) + eps) -
+                              u;
+            update_err[c] += du * du;
+            update_worst[c] = std::max(update_worst[c], std::fabs(du));
+            if (c == 0)
+              update_norm += u * u;
+          }
         }
+        if (!v)
+          m_name = name, m_data = t.data;
         start += std::chrono::steady_clock::now() - encoded;
       }
       const double seconds = std::chrono::duration<double>(
@@ -151,6 +178,13 @@ int main(int argc, char **argv) {
                     errors[c][0].quantile(0.5), errors[c][0].quantile(0.99),
                     errors[c][0].worst, errors[c][1].quantile(0.5),
                     errors[c][1].quantile(0.99), errors[c][1].worst);
+      for (int c = 0; c < 2; ++c)
+        std::printf("  %-10s update m/(sqrt(v)+1e-8): relative L2 error %.2e, "
+                    "largest change %.2e\n",
+                    c == 0 ? "linear" : "signed-log",
+                    update_norm > 0 ? std::sqrt(update_err[c] / update_norm)
+                                    : 0,
+                    update_worst[c]);
     }
   } catch (const std::exception &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
