@@ -8,14 +8,17 @@
 //    Elements equal to the base bit for bit are left out (not "close": a
 //    value is exact or stored).
 //  - Cluster quantization of an optimizer moment: in chunks of
-//    kClusterChunk elements, kClusterLevels centroids and one byte per element
-//    naming its nearest centroid. The centroids start as the means of the
-//    chunk's sorted values in kClusterLevels bins of equal count (quantile
-//    clusters: dense where the values are), then Lloyd's iterations (1-D
-//    k-means: each cluster the values nearer its centroid than the others,
-//    the centroid their mean) lower the squared error, most of it in the
-//    tails, where the quantile bins of a heavy-tailed moment are widest.
-//    `max_error` reports the largest |x - decoded x|.
+//    kClusterChunk elements, kClusterLevels levels (a table of floats) and
+//    one byte per element naming its nearest level. Two placements:
+//    Linear, 1-D k-means of the values (quantile clusters refined by Lloyd's
+//    iterations: the squared error, which the largest values dominate), and
+//    SignedLog, code 0 for 0 (exact) and even levels of
+//    t(x) = sign(x) (1 + ln|x| - ln min|x|) over the chunk's nonzero x: each
+//    element's relative error bounded (CheckpointCompress.cpp). AdamW
+//    divides m by sqrt(v): what a resumed step needs is each element's
+//    relative error of m and of sqrt(v), which SignedLog bounds and Linear
+//    does not (a v of 1e-12 in a cluster of mean 1e-6 changes its update a
+//    thousandfold). The decode is the same table lookup for both.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_COMMON_CHECKPOINTCOMPRESS_H
@@ -45,19 +48,22 @@ void delta_decode(const BitmaskDelta &d, const float *base, float *out);
 constexpr int64_t kClusterChunk = 65536;
 constexpr int kClusterLevels = 256;
 
+enum class Companding { Linear, SignedLog };
+
 struct ClusterQuantized {
   int64_t n = 0;
-  std::vector<float> centroids; // kClusterLevels per chunk, ascending
-  std::vector<uint8_t> codes;   // n
-  double max_error = 0;         // the largest |x - decoded x| encoded
+  std::vector<float> centroids;  // kClusterLevels per chunk, ascending
+  std::vector<uint8_t> codes;    // n
+  double max_error = 0;          // the largest |x - decoded x| encoded
+  double max_relative_error = 0; // the largest |x - decoded x| / |x|, x != 0
   int64_t bytes() const {
     return 4 * int64_t(centroids.size()) + int64_t(codes.size());
   }
 };
 
 /// `threads` > 1 quantizes the chunks on that many threads (the same
-/// result: each chunk is its own problem).
-ClusterQuantized cluster_quantize(const float *x, int64_t n,
+/// result: each chunk is its own problem). Assumes finite values.
+ClusterQuantized cluster_quantize(const float *x, int64_t n, Companding c,
                                   int lloyd_iterations = 32, int threads = 1);
 void cluster_dequantize(const ClusterQuantized &q, float *out);
 

@@ -82,8 +82,12 @@ void checkReplaceable(const std::filesystem::path &dir) {
     if (fs::is_symlink(it->symlink_status(ec)))
       throw std::runtime_error(path + ": a link; refusing to replace " +
                                dir.string() + " (written whole)");
+    // bitsnap.safetensors and bitsnap.R.safetensors: a compressed one's.
+    const bool bitsnap =
+        name.rfind("bitsnap.", 0) == 0 && name.size() >= 19 &&
+        name.compare(name.size() - 12, 12, ".safetensors") == 0;
     if (name != "model.safetensors" && name != "optimizer.safetensors" &&
-        name != "bitsnap.safetensors" && name != "config.json" &&
+        !bitsnap && name != "config.json" &&
         name.find(".tmp.") == std::string::npos)
       throw std::runtime_error(path +
                                ": not a file of a checkpoint; refusing "
@@ -155,6 +159,16 @@ void waitForRanks(const std::string &tmp, int ranks) {
   }
   if (!error.empty())
     throw std::runtime_error(error);
+}
+
+/// The files of folder.own_files: made and written by this rank alone.
+void writeOwnFiles(const CheckpointFolder &folder, const std::string &tmp) {
+  if (!folder.own_files)
+    return;
+  for (const ShardedFile &f : folder.own_files()) {
+    f.create(tmp + "/" + f.name);
+    f.write(tmp + "/" + f.name);
+  }
 }
 
 } // namespace
@@ -428,6 +442,7 @@ void write_checkpoint_folder(const CheckpointFolder &folder) {
         folder.ready();
       for (const ShardedFile &f : folder.files)
         f.write(tmp + "/" + f.name);
+      writeOwnFiles(folder, tmp);
     } catch (const std::exception &e) {
       error = e.what();
     }
@@ -445,6 +460,7 @@ void write_checkpoint_folder(const CheckpointFolder &folder) {
       if (killHere) // tests: a crash mid-write (Checkpoint.h)
         std::raise(SIGKILL);
     }
+    writeOwnFiles(folder, tmp);
     waitForRanks(tmp, folder.ranks);
     for (const auto &[name, text] : folder.texts)
       write_file_atomically(tmp + "/" + name, text);

@@ -128,6 +128,10 @@ struct CheckpointFolder {
   std::vector<ShardedFile> files;
   std::vector<std::pair<std::string, std::string>> texts; // name, contents
   std::function<void()> ready;
+  /// Files this rank alone lays out, makes and writes, on the writer thread
+  /// after `ready` (a compressed checkpoint's part: only its encoding knows
+  /// its size); may be empty.
+  std::function<std::vector<ShardedFile>()> own_files;
   int rank = 0, ranks = 1; // of the ranks writing it
   /// Set by prepare_checkpoint_folder: rank 0 made the temporary folder
   /// (else write_checkpoint_folder makes it, for one rank alone), or could

@@ -4,7 +4,9 @@
 #  - exact: STEPS steps, a full checkpoint every EVERY steps; compress_ratio
 #    (bench/checkpoint/compress_ratio.cpp, on the host) then says what each later checkpoint
 #    would take against the first: parameter delta ratio and share changed, moment quantization
-#    ratio and relative L2 error, encoding time;
+#    ratio and relative L2 error, encoding time, and per element (log-domain levels as stored,
+#    and the raw-value k-means of bitsnap version 1) the relative error of m and of sqrt(v)
+#    and the error of AdamW's update direction;
 #  - compressed: the same with --checkpoint-compress --checkpoint-full-every FULL (default 4):
 #    metrics.json's info.checkpoint_compress (each compressed save's ratio) and checkpoints
 #    (stall and write times) against the exact run's, and the folders' sizes on disk;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compressed checkpoints (issue 46 item 4, BitSnap), ~15 s on 2 cores (the plan of e2e.verify.dp2,
 # whose build AUTODDL_CACHE shares): --checkpoint-compress --checkpoint-full-every 2 saves step-2
-# and step-6 full and step-4 and step-8 as bitsnap.safetensors (parameter deltas against the
-# base, quantized moments), smaller than a full one;
+# and step-6 full and step-4 and step-8 as bitsnap.safetensors and bitsnap.1.safetensors (each
+# rank's part: parameter deltas against the base, quantized moments), smaller than a full one;
 #  - a run resumed from the compressed step-4 has the parameters of the uncompressed run's step-4
 #    bit for bit (the delta is lossless: checked through a step at --lr 0) and losses within 1e-3
 #    of the uninterrupted run's (the moments are quantized);
@@ -24,13 +24,16 @@ mpi --steps 8 --save "$w/cz" --save-every 2 --checkpoint-compress --checkpoint-f
   --out "$w/cz_run" > "$w/cz.log" 2>&1 || { cat "$w/cz.log"; fail "compressed run"; }
 for s in 2 6; do [ -f "$w/cz/step-$s/model.safetensors" ] || fail "step-$s is not a full checkpoint"; done
 for s in 4 8; do
-  [ "$(ls "$w/cz/step-$s")" = bitsnap.safetensors ] || fail "step-$s is not a compressed checkpoint"
+  # A file per rank, each encoded and written by its rank alone.
+  [ "$(ls "$w/cz/step-$s" | tr '\n' ' ')" = "bitsnap.1.safetensors bitsnap.safetensors " ] ||
+    fail "step-$s is not a compressed checkpoint"
 done
 python3 - "$w" <<'PY' || fail "sizes and metrics.json"
 import json, os, sys
 w = sys.argv[1]
 full = sum(os.path.getsize(f"{w}/ck/step-4/{f}") for f in ("model.safetensors", "optimizer.safetensors"))
-comp = os.path.getsize(f"{w}/cz/step-4/bitsnap.safetensors")
+comp = sum(os.path.getsize(f"{w}/cz/step-4/{f}")
+           for f in ("bitsnap.safetensors", "bitsnap.1.safetensors"))
 m = json.load(open(f"{w}/cz_run/metrics.json"))
 note = m["info"]["checkpoint_compress"]
 assert note.startswith("step-4: ") and "; step-8: " in note, note
@@ -50,6 +53,32 @@ mpi --steps 8 --resume "$w/cz/step-4" --out "$w/resumed" > "$w/resumed.log" 2>&1
   { cat "$w/resumed.log"; fail "resuming the compressed step-4"; }
 losses_match "$w/full/metrics.json" "$w/resumed/metrics.json" 1e-3 || fail "resumed losses too far"
 echo "ok: a compressed checkpoint resumes: its parameters exact, its losses within 1e-3"
+# A version-1 folder (every rank's part in bitsnap.safetensors, no bitsnap_version; the same
+# decode) still loads: step-4's two files merged into one resume to the same losses, bitwise.
+mkdir -p "$w/v1/step-4" && cp -r "$w/cz/step-2" "$w/v1/"
+python3 - "$w" <<'PY' || fail "merging step-4 into a version-1 folder"
+import json, struct, sys
+w = sys.argv[1]
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+h0, d0 = read(f"{w}/cz/step-4/bitsnap.safetensors")
+h1, d1 = read(f"{w}/cz/step-4/bitsnap.1.safetensors")
+meta = h0.pop("__metadata__")
+for key in ("bitsnap_version", "raw_bytes", "encoded_bytes"):
+    meta.pop(key)
+part1 = h1["part.1"]
+part1["data_offsets"] = [len(d0), len(d0) + len(d1)]
+head = json.dumps({"__metadata__": meta, "part.0": h0["part.0"], "part.1": part1}).encode()
+head += b" " * (-len(head) % 8)
+open(f"{w}/v1/step-4/bitsnap.safetensors", "wb").write(struct.pack("<Q", len(head)) + head + d0 + d1)
+PY
+mpi --steps 8 --resume "$w/v1/step-4" --out "$w/v1_resumed" > "$w/v1.log" 2>&1 ||
+  { cat "$w/v1.log"; fail "resuming a version-1 folder"; }
+python3 -c 'import json, sys; a, b = (json.load(open(p))["loss"] for p in sys.argv[1:]); sys.exit(a != b)' \
+  "$w/resumed/metrics.json" "$w/v1_resumed/metrics.json" || fail "a version-1 folder resumed to other losses"
+echo "ok: a version-1 compressed folder (one file of every part) loads"
 mpi --steps 8 --save "$w/cz" --resume auto > "$w/auto.log" 2>&1 || { cat "$w/auto.log"; fail "--resume auto"; }
 grep -q "^--resume auto: resuming from $w/cz/step-8$" "$w/auto.log" || { cat "$w/auto.log"; fail "--resume auto"; }
 # A rollback to the compressed step-4 (the loss of the step reading batch 5 poisoned): the run

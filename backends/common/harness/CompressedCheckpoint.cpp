@@ -5,6 +5,7 @@
 #include "backends/common/Parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -46,14 +47,17 @@ struct Reader {
 
 } // namespace
 
-void CompressState::full_saved(const std::string &dir,
-                               const std::vector<CheckpointEntry> &params) {
+std::function<void()>
+CompressState::full_saved(const std::string &dir,
+                          const std::vector<CheckpointEntry> &params) {
   base_dir_ = dir;
   since_full_ = 0;
-  base_.clear();
-  for (const CheckpointEntry &e : params)
-    if (e.data)
-      base_[e.name].assign(e.data, e.data + e.held_count());
+  base_ = std::make_shared<Base>();
+  return [base = base_, params] {
+    for (const CheckpointEntry &e : params)
+      if (e.data)
+        (*base)[e.name].assign(e.data, e.data + e.held_count());
+  };
 }
 
 std::string CompressState::base_name() const {
@@ -61,10 +65,15 @@ std::string CompressState::base_name() const {
   return slash == std::string::npos ? base_dir_ : base_dir_.substr(slash + 1);
 }
 
-std::vector<float>
-CompressState::encode(const std::vector<CheckpointEntry> &entries,
-                      const CheckpointBlocks &blocks, int rank) {
-  ++since_full_;
+std::string bitsnap_part_file(int rank) {
+  return rank == 0 ? kBitsnapFile
+                   : "bitsnap." + std::to_string(rank) + ".safetensors";
+}
+
+std::vector<float> encode_part(const std::vector<CheckpointEntry> &entries,
+                               const CheckpointBlocks &blocks, int rank,
+                               const CompressState::Base &base,
+                               double &raw_bytes, double &encoded_bytes) {
   // The quantization's chunks on this rank's cores, at most 8: those it is
   // bound to, or, unbound, its share of the host's (the world size stands in
   // for the ranks on one host: it never counts fewer).
@@ -73,7 +82,6 @@ CompressState::encode(const std::vector<CheckpointEntry> &entries,
   const int threads =
       int(std::clamp<int64_t>(cores < host ? cores : host / ranks, 1, 8));
   std::vector<uint8_t> out;
-  raw_bytes = encoded_bytes = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const CheckpointEntry &e = entries[i];
     if (blocks.writer[size_t(rank)][i] != rank)
@@ -85,7 +93,7 @@ CompressState::encode(const std::vector<CheckpointEntry> &entries,
       put(out, &n, 8);
     };
     if (!is_optimizer_state(e.name)) {
-      const BitmaskDelta d = delta_encode(base_.at(e.name).data(), e.data, n);
+      const BitmaskDelta d = delta_encode(base.at(e.name).data(), e.data, n);
       const int64_t changed = int64_t(d.changed.size());
       head(kDelta);
       put(out, &changed, 8);
@@ -93,8 +101,13 @@ CompressState::encode(const std::vector<CheckpointEntry> &entries,
       put(out, d.changed.data(), d.changed.size() * 4);
       continue;
     }
-    if (is_moment(e.name)) {
-      const ClusterQuantized q = cluster_quantize(e.data, n, 32, threads);
+    // A moment with a NaN or an infinity (a diverging run) stays raw: the
+    // companding's logarithm has no level for it.
+    if (is_moment(e.name) && std::all_of(e.data, e.data + n, [](float x) {
+          return std::isfinite(x);
+        })) {
+      const ClusterQuantized q =
+          cluster_quantize(e.data, n, Companding::SignedLog, 0, threads);
       if (q.bytes() < 4 * n) {
         head(kQuantized);
         put(out, q.codes.data(), q.codes.size());
@@ -105,7 +118,7 @@ CompressState::encode(const std::vector<CheckpointEntry> &entries,
     head(kRaw);
     put(out, e.data, size_t(n) * 4);
   }
-  encoded_bytes = double(out.size());
+  encoded_bytes += double(out.size());
   // At least one float: a tensor of no elements helps no reader.
   std::vector<float> blob(std::max<size_t>(1, (out.size() + 3) / 4), 0.0f);
   if (!out.empty())

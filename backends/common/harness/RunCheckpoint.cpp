@@ -61,44 +61,69 @@ std::map<std::string, std::string> manifest(const ProgramSpec &s,
   return m;
 }
 
-/// A --checkpoint-compress save between full ones: this rank's part of
-/// bitsnap.safetensors (CompressedCheckpoint.h), its size exchanged first
-/// (one MPI_Allgather) so every rank computes the same header.
+/// A --checkpoint-compress save between full ones: this rank's file of
+/// the folder (CompressedCheckpoint.h), encoded and written on the writer
+/// thread after the snapshot. Collective only to place the blocks (no data)
+/// and make the folder, as a full save. `copies`: the entries are the
+/// backend's host copies (kept until the next save); else the training
+/// state itself, this rank's blocks copied here.
 CheckpointFolder compressed_folder(const Options &o, int64_t steps_done,
                                    const ProgramSpec &s,
                                    const std::vector<CheckpointEntry> &params,
                                    const std::vector<CheckpointEntry> &state,
-                                   CompressState &compress,
+                                   CompressState &compress, bool copies,
                                    CheckpointFolder f) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  std::vector<CheckpointEntry> all = params;
-  all.insert(all.end(), state.begin(), state.end());
-  const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
-  std::vector<float> blob = compress.encode(all, blocks, rank);
-  double bytes[2] = {compress.raw_bytes, compress.encoded_bytes};
-  mpiCheck(MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_DOUBLE, MPI_SUM,
-                         MPI_COMM_WORLD));
-  compress.raw_bytes = bytes[0]; // every rank's part: the folder's
-  compress.encoded_bytes = bytes[1];
-  const int64_t mine = int64_t(blob.size());
-  std::vector<int64_t> sizes(static_cast<size_t>(ranks));
-  mpiCheck(MPI_Allgather(&mine, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T,
-                         MPI_COMM_WORLD));
-  std::vector<CheckpointEntry> parts;
-  for (int r = 0; r < ranks; ++r)
-    parts.push_back({"part." + std::to_string(r),
-                     Slice::whole({sizes[size_t(r)]}),
-                     r == rank ? blob.data() : nullptr});
-  std::map<std::string, std::string> meta = manifest(s, steps_done);
-  meta["format"] = "autoddl-bitsnap";
-  meta["optimizer"] = o.optimizer;
-  meta["base"] = compress.base_name();
-  meta["ranks"] = std::to_string(ranks);
-  // Copied (not stable): the blob is this call's.
-  f.files.push_back(
-      checkpoint_shard(kBitsnapFile, parts, meta, MPI_COMM_WORLD, false));
+  struct Part {
+    std::vector<CheckpointEntry> entries;
+    CheckpointBlocks blocks;
+    std::shared_ptr<const CompressState::Base> base;
+    std::vector<std::vector<float>> owned; // the copies entries point into
+    std::map<std::string, std::string> meta;
+  };
+  auto part = std::make_shared<Part>();
+  part->entries = params;
+  part->entries.insert(part->entries.end(), state.begin(), state.end());
+  part->blocks = checkpoint_blocks(part->entries, MPI_COMM_WORLD);
+  part->base = compress.compressed_saved();
+  if (!copies) {
+    part->owned.reserve(part->entries.size());
+    for (size_t i = 0; i < part->entries.size(); ++i) {
+      CheckpointEntry &e = part->entries[i];
+      if (part->blocks.writer[size_t(rank)][i] != rank)
+        continue;
+      part->owned.emplace_back(e.data, e.data + e.held_count());
+      e.data = part->owned.back().data();
+    }
+  }
+  part->meta = manifest(s, steps_done);
+  part->meta["format"] = "autoddl-bitsnap";
+  part->meta["bitsnap_version"] = kBitsnapVersion;
+  part->meta["optimizer"] = o.optimizer;
+  part->meta["base"] = compress.base_name();
+  part->meta["ranks"] = std::to_string(ranks);
+  f.own_files = [part, rank] {
+    double raw = 0, encoded = 0;
+    std::vector<float> blob = encode_part(part->entries, part->blocks, rank,
+                                          *part->base, raw, encoded);
+    // This part's sizes: rank 0 adds the folder's up (metrics.json).
+    part->meta["raw_bytes"] = std::to_string(int64_t(raw));
+    part->meta["encoded_bytes"] = std::to_string(int64_t(encoded));
+    ShardedFile file;
+    file.name = bitsnap_part_file(rank);
+    const std::string tensor = "part." + std::to_string(rank);
+    const int64_t count = int64_t(blob.size());
+    file.layout =
+        safetensors_layout(file.name, {{tensor, {count}}}, part->meta);
+    file.owned.push_back(std::move(blob));
+    file.runs.push_back({file.layout.tensors.at(tensor).offset,
+                         file.owned.back().data(), count});
+    std::vector<ShardedFile> files;
+    files.push_back(std::move(file));
+    return files;
+  };
   prepare_checkpoint_folder(f, MPI_COMM_WORLD);
   return f;
 }
@@ -115,19 +140,26 @@ CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
   CheckpointFolder f;
   f.dir = o.save + "/step-" + std::to_string(steps_done);
   f.ready = b.snapshot(async);
-  if (compress) { // the encoding reads the snapshot: here, in the stall
-    if (f.ready)
-      f.ready();
-    f.ready = {};
-    if (!compress->next_is_full(o.checkpoint_full_every))
-      return compressed_folder(o, steps_done, s, params, state, *compress,
-                               std::move(f));
-    compress->full_saved(f.dir, params);
-  }
   // Each rank's own blocks are written from the backend's buffers when they
   // are copies (kept until the next save, which waits for this write
   // first); the CPU program's are its training state, copied here.
   const bool stable = b.entries_are_copies();
+  if (compress) {
+    if (!compress->next_is_full(o.checkpoint_full_every))
+      return compressed_folder(o, steps_done, s, params, state, *compress,
+                               stable, std::move(f));
+    // The base: copied once the snapshot is there (on the writer thread),
+    // or now from the training state.
+    std::function<void()> copy_base = compress->full_saved(f.dir, params);
+    if (stable)
+      f.ready = [ready = std::move(f.ready), copy_base] {
+        if (ready)
+          ready();
+        copy_base();
+      };
+    else
+      copy_base();
+  }
   // model.safetensors holds the parameters only, under the model's own
   // (Hugging Face) names, with the metadata transformers' loader expects
   // ("format": "pt"): from_pretrained(dir) loads it with no unexpected keys.
@@ -171,15 +203,8 @@ void Checkpointer::save(int64_t steps_done) {
   CheckpointFolder f =
       snapshot_folder(o_, steps_done, s_, b_, t.async,
                       o_.checkpoint_compress ? &compress_ : nullptr);
-  if (o_.checkpoint_compress && compress_.encoded_bytes > 0) {
-    char note[160];
-    std::snprintf(note, sizeof note, "step-%lld: %.2fx (%.3f of %.3f MB)",
-                  (long long)steps_done,
-                  compress_.raw_bytes / compress_.encoded_bytes,
-                  compress_.encoded_bytes / 1e6, compress_.raw_bytes / 1e6);
-    compressed_ += (compressed_.empty() ? "" : "; ") + std::string(note);
-    compress_.encoded_bytes = 0;
-  }
+  if (f.own_files) // compressed: its sizes once written (finish)
+    compressed_dirs_.push_back(f.dir);
   writer_.start(std::move(f), t.async);
   t.stall_seconds = stall.seconds();
   m_.checkpoints.push_back(t);
@@ -187,11 +212,34 @@ void Checkpointer::save(int64_t steps_done) {
 
 void Checkpointer::finish() {
   writer_.wait();
+  std::vector<std::string> dirs;
+  dirs.swap(compressed_dirs_);
   if (!root_)
     return;
   const std::vector<CheckpointWriter::Done> done = writer_.done();
   for (size_t i = 0; i < done.size() && i < m_.checkpoints.size(); ++i)
     m_.checkpoints[i].write_seconds = done[i].write_seconds;
+  // Each compressed folder's parts' sizes, from their metadata: every rank
+  // encoded its own on its writer thread.
+  for (const std::string &dir : dirs) {
+    double raw = 0, encoded = 0;
+    int ranks = 1;
+    struct stat st; // gone since (removed by hand): no note
+    if (::stat((dir + "/" + kBitsnapFile).c_str(), &st) != 0)
+      continue;
+    for (int r = 0; r < ranks; ++r) {
+      auto meta = safetensors_index(dir + "/" + bitsnap_part_file(r)).metadata;
+      if (r == 0)
+        ranks = std::max(1, std::atoi(meta["ranks"].c_str()));
+      raw += std::atof(meta["raw_bytes"].c_str());
+      encoded += std::atof(meta["encoded_bytes"].c_str());
+    }
+    char note[160];
+    std::snprintf(note, sizeof note, "%s: %.2fx (%.3f of %.3f MB)",
+                  dir.substr(dir.find_last_of('/') + 1).c_str(),
+                  encoded > 0 ? raw / encoded : 0.0, encoded / 1e6, raw / 1e6);
+    compressed_ += (compressed_.empty() ? "" : "; ") + std::string(note);
+  }
 }
 
 void add_buffer_entries(std::vector<CheckpointEntry> &e,
@@ -264,6 +312,12 @@ int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
         "\", stored per rank; this run's plan is \"" + plan_string(s) +
         "\": resume it under that plan, or resume its full base " +
         meta["base"] + " under any plan");
+  if (meta.count("bitsnap_version") &&
+      meta["bitsnap_version"] != kBitsnapVersion)
+    throw std::runtime_error(file + ": a compressed checkpoint of encoding " +
+                             quote_value(meta["bitsnap_version"]) +
+                             ", which this program (encoding " +
+                             kBitsnapVersion + ") does not read");
   const std::string base =
       dir.substr(0, dir.find_last_of('/') + 1) + meta["base"];
   const std::string base_model = base + "/model.safetensors";
@@ -285,14 +339,26 @@ int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
       writers.insert(w);
   for (int w : writers) {
     const std::string name = "part." + std::to_string(w);
-    auto part = index.tensors.find(name);
-    if (part == index.tensors.end() || part->second.shape.size() != 1)
-      throw std::runtime_error(file + ": no tensor \"" + name +
+    // Rank w's own file; an older folder holds every part in `file`.
+    std::string from = file;
+    SafetensorsIndex other;
+    const SafetensorsIndex *in = &index;
+    if (w > 0 && !index.tensors.count(name)) {
+      from = dir + "/" + bitsnap_part_file(w);
+      if (::stat(from.c_str(), &st) != 0)
+        throw std::runtime_error(file + ": no " + from +
+                                 " (written by another number of ranks)");
+      other = safetensors_index(from);
+      in = &other;
+    }
+    auto part = in->tensors.find(name);
+    if (part == in->tensors.end() || part->second.shape.size() != 1)
+      throw std::runtime_error(from + ": no tensor \"" + name +
                                "\" (written by another number of ranks)");
     std::vector<float> blob(size_t(part->second.shape[0]));
-    checkpoint_load(file, index,
+    checkpoint_load(from, *in,
                     {{name, Slice::whole(part->second.shape), blob.data()}});
-    decode_part(file, blob, w, all, blocks, rank);
+    decode_part(from, blob, w, all, blocks, rank);
   }
   b.copy_params(false);
   int64_t counts[2];

@@ -17,6 +17,7 @@
 #include "backends/host/Checkpoint.h"
 
 #include <string>
+#include <vector>
 
 namespace autoddl::rt::harness {
 
@@ -51,6 +52,7 @@ private:
   CheckpointWriter writer_;
   CompressState compress_;
   std::string compressed_;
+  std::vector<std::string> compressed_dirs_; // written since finish()
 };
 
 } // namespace autoddl::rt::harness
