@@ -1,6 +1,6 @@
 // ONNX operators outside the model vocabulary, forward and backward
 // (vector-Jacobian), on the host: what an import's primitives that no
-// sbp-fuse pattern recognised run as (docs/model-format.md "Primitives that
+// sbp-fuse pattern recognised run as (docs/onnx-lowering.md "Primitives that
 // run"). Templates on the element type: float in generated programs, double
 // in the finite-difference tests (tests/onnx/PrimitiveKernelTests.cpp).
 // Header-only, plain C++17, so codegen copies it with backends/common.

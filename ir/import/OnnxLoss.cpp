@@ -51,7 +51,7 @@ void OnnxLowering::addLoss() {
     // a config.json); class scores [B,C] train with cross-entropy on labels.
     // A train-mode export's BatchNormalization running statistics may be
     // graph outputs (buffer updates): not the model's result, and not kept
-    // (docs/model-format.md "Primitives that run").
+    // (docs/onnx-lowering.md "Primitives that run").
     std::set<std::string> running;
     for (const onnx::NodeProto &n : g.node())
       if (n.op_type() == "BatchNormalization")

@@ -5,7 +5,7 @@
 // dialect, run sbp-fuse-linear, -norms, -activations, -rotary and -attention (the
 // order of tests/lit/passes/fuse_pipeline.mlir: rotary before attention) and
 // read the fused module back into a ModelGraph of model ops only
-// (docs/model-format.md "Fusion patterns in the IR"). Plain C++ interface: no
+// (docs/onnx-lowering.md "Fusion patterns in the IR"). Plain C++ interface: no
 // MLIR types.
 //
 //===----------------------------------------------------------------------===//

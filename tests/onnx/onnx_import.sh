@@ -72,7 +72,7 @@ ir=$("$autoddl" import "$work/decoder.onnx" --batch 2 --seq 4)
 [[ "$ir" == *'tensor<2x4xi32> loc("targets")'* ]] || fail "decoder: targets are not [2,4] ids"
 ir=$("$autoddl" import "$work/cnn.onnx" --batch 3)
 [[ "$ir" == *'tensor<3xi32> loc("labels")'* && "$ir" != *'"targets"'* ]] || fail "cnn: the exported loss's labels are not the input"
-# Primitives no pattern recognises run (docs/model-format.md "Primitives that run"); one that
+# Primitives no pattern recognises run (docs/onnx-lowering.md "Primitives that run"); one that
 # mixes the samples (a mean over the batch) runs whole but not on a part of the batch: codegen
 # refuses dp=2 naming the op and the cause, and generates the dp=1 program.
 params mixing 874 --batch 4
