@@ -19,7 +19,7 @@
 //     build/backends/cuda/sparse/libautoddl_cuda_sparse.a -lcublasLt -ldl
 //     -o .gpu/conv/conv_bench
 // usage: conv_bench [B]   (default 32 images; AUTODDL_CONV_AUTOTUNE=1: the
-//   cuDNN path's engines timed once a shape, docs/runtime.md)
+//   cuDNN path's engines timed once a shape, docs/cuda-kernels.md)
 #include "backends/cuda/kernels/Conv.h"
 
 #include <algorithm>

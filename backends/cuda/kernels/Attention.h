@@ -10,7 +10,7 @@
 // q/k/v and strides that are multiples of 8: FlashAttention-2 kernels on the
 // tensor cores (mma.sync m16n8k16, fp32 accumulation and softmax). Any other
 // D, alignment, or the AUTODDL_FP32 build: simple CUDA-core kernels in fp32
-// (correct, not fast). docs/runtime.md ("Attention") gives the tiling and the
+// (correct, not fast). docs/cuda-kernels.md ("Attention (CUDA)") gives the tiling and the
 // error bounds the tests check.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_ATTENTION_H
