@@ -732,12 +732,7 @@ PricingContext::opKindTimes(const Assignment &a) const {
         op.count /
         (op.segment == Segment::Layer ? static_cast<double>(sg_.layers) : 1.0);
     auto &seg = kinds[static_cast<int>(op.segment)];
-    // An ONNX primitive by its op type, as the program's --profile names it.
-    const OpDef &def = sg_.graph->ops[op.op];
-    const std::string kind =
-        def.kind == "primitive"
-            ? "primitive:" + attrOr(def, ops::attr::kOpType, "")
-            : def.kind;
+    const std::string kind = profileKind(sg_.graph->ops[op.op]);
     seg[inGemm_[i] == InGemm::None ? kind : "linear"][0] += w * c.forward;
     seg[inGemm_[i] == InGemm::All ? "linear" : kind][1] += w * c.backward;
   }

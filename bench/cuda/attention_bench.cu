@@ -9,9 +9,9 @@
 // Layout: one fused qkv [B,T,(H+2G)*D] bf16 tensor, as the generated programs
 // use it; gradients stored, not added (accumulate = false, as the programs
 // call it where attention alone writes dqkv). Inputs uniform in [-1, 1]
-// (never zeros: zeros run faster). Timing: CUDA events around kIters
-// back-to-back calls after warm-up, median of kReps such groups. FLOPs as
-// FlashAttention counts them: forward 4*B*H*T^2*D (half when causal),
+// (never zeros: zeros run faster). Timing: CUDA events around kTiming.iters
+// back-to-back calls after warm-up, median of kTiming.reps such groups. FLOPs
+// as FlashAttention counts them: forward 4*B*H*T^2*D (half when causal),
 // backward 2.5 times the forward.
 //
 // usage: attention_bench [--dump DIR]
@@ -19,6 +19,7 @@
 //   implementation's out (bf16), lse (fp32) and dqkv (bf16) as raw files
 //   DIR/<shape>_<name>.bin, for the reference check.
 #include "backends/cuda/kernels/Attention.h"
+#include "bench/cuda/BenchTiming.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -31,47 +32,9 @@ namespace {
 namespace rt = autoddl::rt;
 using rt::act_t;
 
-constexpr int kWarmup = 5, kIters = 20, kReps = 7;
-
-/// x[i] uniform in [-1, 1) from a hash of (i, seed).
-__global__ void fill_uniform(act_t *x, int64_t n, uint64_t seed) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint64_t z = uint64_t(i) + seed * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    x[i] = act_t(float(z >> 40) / float(1 << 23) - 1.0f);
-  }
-}
-
-void fill(act_t *x, int64_t n, uint64_t seed) {
-  fill_uniform<<<1024, 256, 0, rt::compute_stream()>>>(x, n, seed);
-  AUTODDL_CUDA_CHECK_LAUNCH();
-}
-
-template <class F> double median_ms(F &&call) {
-  cudaEvent_t start, stop;
-  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
-  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < kWarmup; ++i)
-    call();
-  std::vector<double> ms;
-  for (int r = 0; r < kReps; ++r) {
-    AUTODDL_CUDA_CHECK(cudaEventRecord(start, rt::compute_stream()));
-    for (int i = 0; i < kIters; ++i)
-      call();
-    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, rt::compute_stream()));
-    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(double(t) / kIters);
-  }
-  std::sort(ms.begin(), ms.end());
-  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
-  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms[ms.size() / 2];
-}
+namespace bench = autoddl::bench;
+constexpr bench::Timing kTiming{5, 20, 7}; // warm-up, calls a group, groups
+using bench::fill;
 
 struct Shape {
   int64_t B, T, H, G, D;
@@ -185,7 +148,8 @@ int main(int argc, char **argv) {
       dump(dumpDir, name + "_" + impl + "_out", out.data(), rows * 2);
       dump(dumpDir, name + "_" + impl + "_lse", lse.data(), lse.size() * 4);
       dump(dumpDir, name + "_" + impl + "_dqkv", dqkv.data(), fused * 2);
-      const double fwd = median_ms(forward), bwd = median_ms(backward);
+      const double fwd = bench::median_ms(kTiming, forward),
+                   bwd = bench::median_ms(kTiming, backward);
       std::snprintf(buf, sizeof buf,
                     ", \"%s_fwd_ms\": %.4f, \"%s_bwd_ms\": %.4f, "
                     "\"%s_fwd_tflops\": %.1f, \"%s_bwd_tflops\": %.1f",

@@ -9,9 +9,9 @@
 // it). bench/cuda/conv_torch.py times PyTorch on the same shapes.
 //
 // Tensors NCHW bf16 (the programs' layout), no bias (ResNet's), inputs
-// uniform in [-1, 1]. Timing: CUDA events around kIters back-to-back calls
-// after warm-up, median of kReps such groups. FLOPs 2*B*Cout*Ho*Wo*Cin*kh*kw
-// a pass.
+// uniform in [-1, 1]. Timing: CUDA events around kTiming.iters back-to-back
+// calls after warm-up, median of kTiming.reps such groups. FLOPs
+// 2*B*Cout*Ho*Wo*Cin*kh*kw a pass.
 //
 // build (here, after ./scripts/build.sh; one command over these lines):
 //   nvcc -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I.
@@ -21,6 +21,7 @@
 // usage: conv_bench [B]   (default 32 images; AUTODDL_CONV_AUTOTUNE=1: the
 //   cuDNN path's engines timed once a shape, docs/cuda-kernels.md)
 #include "backends/cuda/kernels/Conv.h"
+#include "bench/cuda/BenchTiming.cuh"
 
 #include <algorithm>
 #include <cstdio>
@@ -33,47 +34,9 @@ namespace {
 namespace rt = autoddl::rt;
 using rt::act_t;
 
-constexpr int kWarmup = 3, kIters = 10, kReps = 5;
-
-/// x[i] uniform in [-1, 1) from a hash of (i, seed).
-__global__ void fill_uniform(act_t *x, int64_t n, uint64_t seed) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint64_t z = uint64_t(i) + seed * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    x[i] = act_t(float(z >> 40) / float(1 << 23) - 1.0f);
-  }
-}
-
-void fill(act_t *x, int64_t n, uint64_t seed) {
-  fill_uniform<<<1024, 256, 0, rt::compute_stream()>>>(x, n, seed);
-  AUTODDL_CUDA_CHECK_LAUNCH();
-}
-
-template <class F> double median_ms(F &&call) {
-  cudaEvent_t start, stop;
-  AUTODDL_CUDA_CHECK(cudaEventCreate(&start));
-  AUTODDL_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < kWarmup; ++i)
-    call();
-  std::vector<double> ms;
-  for (int r = 0; r < kReps; ++r) {
-    AUTODDL_CUDA_CHECK(cudaEventRecord(start, rt::compute_stream()));
-    for (int i = 0; i < kIters; ++i)
-      call();
-    AUTODDL_CUDA_CHECK(cudaEventRecord(stop, rt::compute_stream()));
-    AUTODDL_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(double(t) / kIters);
-  }
-  std::sort(ms.begin(), ms.end());
-  AUTODDL_CUDA_CHECK(cudaEventDestroy(start));
-  AUTODDL_CUDA_CHECK(cudaEventDestroy(stop));
-  return ms[ms.size() / 2];
-}
+namespace bench = autoddl::bench;
+constexpr bench::Timing kTiming{3, 10, 5}; // warm-up, calls a group, groups
+using bench::fill;
 
 /// One distinct convolution of ResNet-50 and how many of the 53 it is.
 struct Layer {
@@ -124,14 +87,14 @@ int main(int argc, char **argv) {
       rt::conv_use_cudnn(cudnn);
       const bool taken = cudnn && rt::conv2d_uses_cudnn(s);
       allCudnn = allCudnn && (!cudnn || taken);
-      const double f = median_ms([&] {
+      const double f = bench::median_ms(kTiming, [&] {
         rt::conv2d_forward(y.data(), x.data(), w.data(), nullptr, s);
       });
-      const double d = median_ms([&] {
+      const double d = bench::median_ms(kTiming, [&] {
         rt::conv2d_backward(dx.data(), nullptr, nullptr, dy.data(), x.data(),
                             w.data(), s);
       });
-      const double g = median_ms([&] {
+      const double g = bench::median_ms(kTiming, [&] {
         rt::conv2d_backward(nullptr, dw.data(), nullptr, dy.data(), x.data(),
                             w.data(), s);
       });

@@ -169,10 +169,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     else if (writes(c.s.bwdInput, c.dx[k]))
       c.s.paramsInput.push_back(op.operands[k]);
   }
-  if (cx_.target.opProfiling) // a primitive by its ONNX op type
-    profileScopes(c.s, k == "primitive"
-                           ? "primitive:" + attrOr(op, ops::attr::kOpType, "")
-                           : k);
+  if (cx_.target.opProfiling)
+    profileScopes(c.s, profileKind(op));
   steps.push_back(std::move(c.s));
 }
 

@@ -80,6 +80,13 @@ T attrOr(const OpDef &op, ops::AttrName<T> a,
          const std::common_type_t<T> &dflt) {
   return ops::attrOr(op.attrs, a, dflt);
 }
+/// The op's kind as a program's --profile and a plan's op_kinds_s name it:
+/// its kind, an ONNX primitive by its op type ("primitive:MaxPool").
+inline std::string profileKind(const OpDef &op) {
+  return op.kind == "primitive"
+             ? "primitive:" + attrOr(op, ops::attr::kOpType, "")
+             : op.kind;
+}
 /// Attribute `a` of `op`, else its documented default (ops::attrOf): for
 /// the optional attributes of the vocabulary.
 template <typename T> T attrOf(const OpDef &op, ops::AttrName<T> a) {
