@@ -36,11 +36,8 @@ device)
   device_env 20
   projects=()
   for m in $models; do projects+=("$dir/$m"); done
-  bash "$root/bench/cuda/shared_runtime_cmake.sh" "${projects[@]}" >"$build/src/CMakeLists.txt"
   echo "compress.sh: building ${projects[*]} (log $out/build.log)"
-  { cmake -S "$build/src" -B "$build/build" -DCMAKE_BUILD_TYPE=Release &&
-    nice cmake --build "$build/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
-    { tail -20 "$out/build.log"; exit 1; }
+  bash "$root/bench/cuda/build_projects.sh" "$build/build" "$out/build.log" "${projects[@]}"
   c++ -O2 -std=c++17 -pthread -I "$root" "$root/bench/checkpoint/compress_ratio.cpp" \
     "$root"/backends/common/{CheckpointCompress,Safetensors,FileIo,MiniJson}.cpp \
     -o "$build/compress_ratio"

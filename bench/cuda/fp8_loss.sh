@@ -10,7 +10,8 @@
 # stage: fp8_ab.sh's stage (plans for dgx-h100-ndr, one GPU, micro-batch MICRO). device: builds
 # them on one runtime and runs bf16, then each variant in VARIANTS (default below: 124M all
 # linears FP8 as measured on 2026-12-07, then one knob at a time), results to $OUT (or
-# DIR/results). A variant is LABEL:VAR=VALUE[;VAR=VALUE...]. About 40 s a run for GPT-2 124M on
+# DIR/results). A variant is LABEL:VAR=VALUE[;VAR=VALUE...]; a LABEL starting with bf16 runs the
+# bf16 program again (e.g. "bf16-2:X=1": two bf16 runs give the spread an fp8 gap is read against). About 40 s a run for GPT-2 124M on
 # an H100 at 2,000 steps of micro-batch 8; the run stops starting variants when LEFT seconds
 # (default 600) are spent.
 set -euo pipefail
@@ -36,9 +37,7 @@ device)
   export NCCL_NVLS_ENABLE=0
   source "$root/bench/cuda/cudnn_env.sh"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$out/device.txt" || true
-  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir"/*-bf16 "$dir"/*-fp8 >"$dir/CMakeLists.txt"
-  { cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release &&
-    cmake --build "$dir/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+  bash "$root/bench/cuda/build_projects.sh" "$dir/build" "$out/build.log" "$dir"/*-bf16 "$dir"/*-fp8
   m=$(basename "$(ls -d "$dir"/*-bf16 | head -1)" -bf16)
   run() { # LABEL PROJECT [VAR=VALUE...]
     local label=$1 p=$2
@@ -53,9 +52,11 @@ device)
   [ -n "${VARIANTS:-}" ] && read -r -a variants <<<"$VARIANTS"
   for v in "${variants[@]}"; do
     [ $(($(date +%s) - t0)) -lt "${LEFT:-600}" ] || { echo "out of time before $v"; break; }
-    label=$m-fp8-${v%%:*}
+    label=$m-fp8-${v%%:*} prog=$m-fp8
+    # a label starting with bf16 reruns the bf16 program: the run-to-run spread beside fp8's gap
+    [[ ${v%%:*} == bf16* ]] && label=$m-${v%%:*} prog=$m-bf16
     IFS=';' read -r -a vars <<<"${v#*:}"
-    run "$label" "$m-fp8" "${vars[@]}"
+    run "$label" "$prog" "${vars[@]}"
     [ -f "$out/$label/metrics.json" ] && pairs+=("$m-bf16:$label")
   done
   if [ ${#pairs[@]} -eq 0 ]; then

@@ -38,7 +38,8 @@
 # tests/onnx/onnx_primitive_kernels NODE_DIR DUMP; NODE_TESTS names that binary), each output
 # within 1e-4 relative + 1e-5. Results to $OUT (or DIR/results): logs, metrics.json per run,
 # losses.txt (the table) and the checks' output. Exit 1 on any failure.
-# PRECISIONS="fp32" (or "bf16") builds and runs one precision only (half the build).
+# PRECISIONS="fp32" (or "bf16") builds and runs one precision only (half the build); CASES="name
+# ..." (the same at stage and device) keeps only the named cases.
 # Time on one H100 (16 cores), not yet measured: the two runtime builds in parallel, 8 jobs each,
 # ~3 min (a project's runtime on one core here: ~11 min, most of it the attention kernels); 24
 # runs of 8 steps ~1.5 min (each a few seconds of start-up, the shared-GPU ones NCCL over
@@ -72,6 +73,11 @@ cases=(
   # batch norms on each rank's micro-batches of 2 (statistics per micro-batch, as DDP's)
   "resnet-mini-dp2 resnet-mini.txtpb - 2 tp=1,pp=1,dp=2,microbatch=2"
 )
+if [ -n "${CASES:-}" ]; then # CASES="name ...": only those (the same at stage and device)
+  kept=()
+  for c in "${cases[@]}"; do [[ " $CASES " == *" ${c%% *} "* ]] && kept+=("$c"); done
+  cases=("${kept[@]}")
+fi
 case $mode in
 stage)
   autoddl=${3:-$root/build/tools/autoddl/autoddl}

@@ -40,10 +40,7 @@ device)
   export NCCL_NVLS_ENABLE=0
   source "$root/bench/cuda/cudnn_env.sh"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-  mkdir -p "$dir/build/src"
-  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir/resnet" >"$dir/build/src/CMakeLists.txt"
-  { cmake -S "$dir/build/src" -B "$dir/build/b" -DCMAKE_BUILD_TYPE=Release &&
-    cmake --build "$dir/build/b" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
+  bash "$root/bench/cuda/build_projects.sh" "$dir/build/b" "$out/build.log" "$dir/resnet"
   "$dir/build/b/train_resnet" --steps "$steps" --quiet --out "$out/autoddl" --overwrite >"$out/autoddl.log" 2>&1 ||
     { tail -5 "$out/autoddl.log"; echo "resnet_speed.sh: the program failed" >&2; }
   python3 "$root/bench/onnx/pytorch_resnet.py" --model "resnet$depth" --batch "$batch" \

@@ -92,10 +92,7 @@ device)
   export NCCL_NVLS_ENABLE=0
   work=$(mktemp -d)
   xz -dc "$dir/corpus/train.txt.xz" >"$work/train.txt" && xz -dc "$dir/corpus/val.txt.xz" >"$work/val.txt" || exit 1
-  mkdir -p "$work/src"
-  bash "$root/bench/cuda/shared_runtime_cmake.sh" "$dir/adamw" "$dir/kfac" >"$work/src/CMakeLists.txt" || exit 1
-  { cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release &&
-    cmake --build "$work/build" -j "$(nproc)"; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+  bash "$root/bench/cuda/build_projects.sh" "$work/build" "$out/build.log" "$dir/adamw" "$dir/kfac" || exit 1
   launch() { timeout 600 mpirun --allow-run-as-root --oversubscribe -np 1 "$@"; }
   read -ra train_flags <<<"$TRAIN_FLAGS"
   for opt in adamw kfac; do
