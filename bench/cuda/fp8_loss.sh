@@ -13,7 +13,8 @@
 # DIR/results). A variant is LABEL:VAR=VALUE[;VAR=VALUE...]; a LABEL starting with bf16 runs the
 # bf16 program again (e.g. "bf16-2:X=1": two bf16 runs give the spread an fp8 gap is read against). About 40 s a run for GPT-2 124M on
 # an H100 at 2,000 steps of micro-batch 8; the run stops starting variants when LEFT seconds
-# (default 600) are spent.
+# (default 600) are spent. TRAIN_FLAGS adds flags to every run, e.g. "--warmup 100 --lr-decay
+# cosine" for the schedule a user would set (docs/codegen.md "Running the program").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: fp8_loss.sh stage AUTODDL DIR [MODEL=MICRO] | device DIR DATA [STEPS] [LR]}
@@ -39,10 +40,11 @@ device)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$out/device.txt" || true
   bash "$root/bench/cuda/build_projects.sh" "$dir/build" "$out/build.log" "$dir"/*-bf16 "$dir"/*-fp8
   m=$(basename "$(ls -d "$dir"/*-bf16 | head -1)" -bf16)
+  read -ra train_flags <<<"${TRAIN_FLAGS:-}"
   run() { # LABEL PROJECT [VAR=VALUE...]
     local label=$1 p=$2
     shift 2
-    env "$@" "$dir/build/train_$p" --steps "$steps" --quiet --data "$data" --lr "$lr" \
+    env "$@" "$dir/build/train_$p" --steps "$steps" --quiet --data "$data" --lr "$lr" "${train_flags[@]}" \
       --out "$out/$label" --overwrite >"$out/$label.log" 2>&1 || { echo "$label failed:"; tail -3 "$out/$label.log"; }
     echo "[$(($(date +%s) - t0)) s] $label done"
   }

@@ -27,6 +27,9 @@ Modes (one process per GPU):
            and the tied head replicated (their gradients are equal on every rank, since
            every rank sees the same batch and the row-parallel outputs are all-reduced)
 
+--float8 tensorwise|rowwise (any mode): torchao's float8 training of the block linears, the peer
+of the programs' FP8 (to_float8; torchao's source tree on PYTHONPATH).
+
 Timing: `--warmup` steps (these include compilation), a synchronize, then CUDA events
 around each of `--steps` steps; tokens/s = steps * micro_batch * seq * world / (sum of
 step times) (dp: every rank's batch counts; tp: one batch for the group).
@@ -176,6 +179,20 @@ def build_model(torch, name, fused_qkv, seq, vocab=PADDED_VOCAB):
     return Gpt2()
 
 
+def to_float8(model, recipe):
+    """torchao's float8 training, the peer of the programs' --precision fp8 (docs/fp8.md): every
+    block linear (q/k/v, projections, MLP) swapped for torchao's Float8Linear under its named
+    recipe (tensorwise: dynamic per-tensor scales; rowwise: per-row), the tied lm_head kept in bf16
+    as the programs keep it. torchao is not installed on the GPU machines: put its source tree on
+    PYTHONPATH with TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1 (float8 training needs no extension)."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    config = Float8LinearConfig.from_recipe_name(recipe)
+    convert_to_float8_training(
+        model, config=config,
+        module_filter_fn=lambda m, fqn: fqn.startswith("h.") and
+        m.in_features % 16 == 0 and m.out_features % 16 == 0)
+
+
 def flops_per_token(model_name, n_params_no_wpe, seq):
     layers, _, channels = MODELS[model_name]
     return 6 * n_params_no_wpe + 12 * layers * seq * channels, 6 * n_params_no_wpe
@@ -214,6 +231,8 @@ class Runner:
         self.n_params_no_wpe = self.n_params - model.wpe.weight.numel()
         if args.mode == "tp":
             model = self._tensor_parallel(model)
+        if args.float8 != "none":
+            to_float8(model, args.float8)
         self.model = model
         self.optimizer = make_optimizer(torch, model, device)
         if args.mode == "ddp":
@@ -310,6 +329,10 @@ class Runner:
             "flops_per_token": fpt, "final_loss": round(loss, 4),
             "vocab_rows": args.vocab, "sdpa_backend": getattr(args, "sdpa", "flash"),
         }
+        if args.float8 != "none":
+            import torchao
+            row["float8"] = args.float8
+            row["torchao"] = getattr(torchao, "__version__", "unknown")
         return row
 
 
@@ -492,7 +515,8 @@ def compile_children(args, jobs, t_start):
         m, b = job
         cmd = [sys.executable, me, "one", "--model", m, "--mode", "compile", "--sdpa", b,
                "--steps", str(args.steps), "--warmup", str(args.warmup), "--seq", str(args.seq),
-               "--vocab", str(args.vocab), "--device", args.device, "--wait-go"]
+               "--vocab", str(args.vocab), "--device", args.device, "--float8", args.float8,
+               "--wait-go"]
         children[job] = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=None, text=True, bufsize=1)
     deadline = time.perf_counter() + args.compile_wait_s
@@ -568,6 +592,8 @@ def main():
                        help="embedding/lm_head rows (default %d, nanoGPT's padding; %d: none)"
                             % (PADDED_VOCAB, VOCAB))
         p.add_argument("--out", default="", help="also append the JSON rows to this file")
+        p.add_argument("--float8", choices=["none", "tensorwise", "rowwise"], default="none",
+                       help="torchao float8 training of the block linears (default none: bf16)")
     args = ap.parse_args()
     if args.cmd == "one":
         return run_one(args)
