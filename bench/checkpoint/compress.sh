@@ -11,7 +11,8 @@
 #    metrics.json's info.checkpoint_compress (each compressed save's ratio) and checkpoints
 #    (stall and write times) against the exact run's, and the folders' sizes on disk;
 #  - resumed: from the compressed run's first compressed checkpoint (step 2*EVERY) and from the
-#    exact run's checkpoint of that step, to STEPS: the two loss curves side by side.
+#    exact run's checkpoint of that step, to STEPS: the two loss curves side by side, and a
+#    second resume of the exact checkpoint beside them (the programs' run-to-run noise floor).
 #
 #   bash bench/checkpoint/compress.sh stage DIR [AUTODDL]   # here: plans and CUDA projects into DIR
 #   bash bench/checkpoint/compress.sh device DIR            # GPU machine: build, train, measure
@@ -70,6 +71,9 @@ device)
     du -sb "$ck/$m"/step-* "$ck/$m-z"/step-* | tee -a "$out/compress.txt"
     train resumed-exact --resume "$ck/$m/step-$((2 * every))"
     train resumed-compressed --resume "$ck/$m-z/step-$((2 * every))"
+    # The noise floor: the CUDA programs are not bitwise reproducible, so a second exact resume
+    # says how far two resumes of one checkpoint drift apart (the compressed gap is read against it).
+    train resumed-exact-2 --resume "$ck/$m/step-$((2 * every))"
     python3 - "$out" "$m" <<'PY' | tee -a "$out/compress.txt"
 import json, sys
 out, m = sys.argv[1:3]
@@ -82,14 +86,17 @@ for k in ("exact", "compressed"):
           "  write_s " + " ".join(f"{x['write_seconds']:.2f}" for x in c))
 first = int(r["resumed-exact"]["info"]["first_step"])
 a, b = r["resumed-exact"]["loss"], r["resumed-compressed"]["loss"]
-print(f"{m}: loss from step {first + 1}: exact resume vs compressed resume (relative difference)")
-for i, (x, y) in enumerate(zip(a, b)):
+c = json.load(open(f"{out}/{m}-resumed-exact-2/metrics.json"))["loss"]
+print(f"{m}: loss from step {first + 1}: exact resume, compressed resume (relative difference), "
+      "second exact resume (relative difference: the noise floor)")
+for i, (x, y, z) in enumerate(zip(a, b, c)):
     if len(a) <= 40 or i % 10 == 0 or i == len(a) - 1:
-        print(f"  {first + i + 1:5d} {x:.6f} {y:.6f} {abs(x - y) / abs(x):.2e}")
+        print(f"  {first + i + 1:5d} {x:.6f} {y:.6f} {abs(x - y) / abs(x):.2e} {z:.6f} {abs(x - z) / abs(x):.2e}")
 w = 10  # a step's loss moves with its batch: the curves compared as means of w steps
 for i in range(0, len(a) - w + 1, w):
-    ma, mb = sum(a[i:i + w]) / w, sum(b[i:i + w]) / w
-    print(f"  steps {first + i + 1}-{first + i + w}: mean {ma:.5f} / {mb:.5f} ({(mb - ma) / ma:+.3%})")
+    ma, mb, mc = (sum(v[i:i + w]) / w for v in (a, b, c))
+    print(f"  steps {first + i + 1}-{first + i + w}: mean {ma:.5f} / {mb:.5f} ({(mb - ma) / ma:+.3%})"
+          f" / exact again {mc:.5f} ({(mc - ma) / ma:+.3%})")
 PY
     rm -rf "${ck:?}/$m" "${ck:?}/$m-z"
   done
