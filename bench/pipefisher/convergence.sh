@@ -35,7 +35,8 @@
 # TRAIN_FLAGS (default none): more flags for each training run, not for the --lr 0 evaluations;
 # e.g. TRAIN_FLAGS="--warmup 100 --lr-decay cosine" for nanoGPT's schedule (warm-up to each swept
 # --lr, cosine down to 0.1 lr at step STEPS; docs/codegen.md "Running the program"). Recorded in
-# convergence.json as train_flags, and each run's per-step lr in its metrics.json.
+# convergence.json as train_flags, and each run's per-step lr in its metrics.json. KFAC_FLAGS
+# (default none): flags for the K-FAC runs only, training and evaluation, e.g. "--kfac-damping 1e-2".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: convergence.sh stage DIR | device DIR OUT}
@@ -47,6 +48,7 @@ ADAMW_LRS=${ADAMW_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}
 KFAC_LRS=${KFAC_LRS:-5e-4 1e-3 2e-3 4e-3 8e-3}
 KFAC_REFRESH=${KFAC_REFRESH:-10}
 TRAIN_FLAGS=${TRAIN_FLAGS:-}
+KFAC_FLAGS=${KFAC_FLAGS:-}
 MODEL=${MODEL:-} SEQ=${SEQ:-256} GLOBAL_BATCH=${GLOBAL_BATCH:-64} CLUSTER=${CLUSTER:-h200-fitted}
 
 case $mode in
@@ -103,6 +105,7 @@ device)
       bin=$work/build/train_$opt
       flags=()
       [ $opt = kfac ] && [ "$KFAC_REFRESH" != plan ] && flags=(--kfac-refresh "$KFAC_REFRESH")
+      [ $opt = kfac ] && read -ra kfac_flags <<<"$KFAC_FLAGS" && flags+=("${kfac_flags[@]}")
       echo "== $run: $STEPS steps"
       launch "$bin" --steps "$STEPS" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
         "${train_flags[@]}" --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
@@ -120,7 +123,7 @@ device)
   # The plan's own K (1 here) for its step time: a short run without --kfac-refresh.
   launch "$work/build/train_kfac" --steps 30 --data "$work/train.txt" --lr 1e-3 --quiet \
     --out "$out/kfac-plan-refresh" >"$out/kfac-plan-refresh.log" 2>&1 || echo "kfac at the plan's K failed"
-  TRAIN_FLAGS=$TRAIN_FLAGS python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "${KFAC_REFRESH/plan/0}"
+  TRAIN_FLAGS=$TRAIN_FLAGS KFAC_FLAGS=$KFAC_FLAGS python3 "$root/bench/pipefisher/convergence_collect.py" "$out" "$STEPS" "$EVAL_EVERY" "$EVAL_STEPS" "$(cat "$dir/commit")" "${KFAC_REFRESH/plan/0}"
   rm -rf "$work"
   ;;
 *)

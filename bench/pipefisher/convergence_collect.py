@@ -5,7 +5,7 @@ on a copied-back OUT when the call ran out of time before it).
     python3 bench/pipefisher/convergence_collect.py OUT STEPS EVAL_EVERY EVAL_STEPS COMMIT REFRESH [--device NAME]
 
 REFRESH 0: K-FAC ran at its plan's own refresh intervals (convergence.sh KFAC_REFRESH=plan).
-The TRAIN_FLAGS variable (the training runs' extra flags, convergence.sh) is recorded as train_flags.
+The TRAIN_FLAGS and KFAC_FLAGS variables (convergence.sh) are recorded as train_flags and kfac_flags.
 
 A run's validation points are the evaluations that exist: a checkpoint whose evaluation did not run
 is left out. --device: the GPU's name where nvidia-smi is not there to ask.
@@ -42,7 +42,7 @@ gpu = device if device is not None else subprocess.run(
 plan_k = os.path.join(out, 'kfac-plan-refresh', 'metrics.json')
 plan_k_step = json.load(open(plan_k)).get('mean_step_seconds') if os.path.exists(plan_k) else None
 json.dump({'date': datetime.datetime.now(datetime.timezone.utc).isoformat(), 'device': gpu, 'commit': commit,
-           'train_flags': os.environ.get('TRAIN_FLAGS', ''),
+           'train_flags': os.environ.get('TRAIN_FLAGS', ''), 'kfac_flags': os.environ.get('KFAC_FLAGS', ''),
            'steps': steps, 'eval_every': every, 'eval_steps': eval_steps, 'kfac_refresh': refresh,
            'kfac_step_s_at_plan_refresh': plan_k_step, 'runs': runs},
           open(os.path.join(out, 'convergence.json'), 'w'), indent=1)
