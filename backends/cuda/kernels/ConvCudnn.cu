@@ -72,14 +72,14 @@ bool autotune() {
 }
 constexpr size_t kTuneCandidates = 8;
 
-/// AUTODDL_CONV_WGRAD=bf16: the weight gradient into bf16 scratch first (then
-/// added into the fp32 dw), as PyTorch's bf16 weight gradient; else fp32
-/// first. On one H100 the fp32-output engines took 10.3 ms for ResNet-50's
-/// 53 weight gradients at batch 32 against PyTorch's 2.3 (NCHW) and 1.5
-/// (channels-last) (bench/results/onnx/2026-12-07-h100-resnet50/): this
-/// measures whether the bf16 engines close it.
+/// The weight gradient goes into bf16 scratch first (then added into the fp32
+/// dw), as PyTorch's autocast weight gradient does; AUTODDL_CONV_WGRAD=fp32
+/// asks cuDNN for fp32 output into dw first. On one H100 the fp32-output
+/// engines made ResNet-50's step at batch 256 165.4 ms, the bf16 ones 104.2
+/// (convolutions' backward 88.7 against 27.2 ms;
+/// bench/results/onnx/2026-12-07-h100-resnet50-gpu-samples/).
 bool wgrad_bf16_first() {
-  static const bool v = env_is("AUTODDL_CONV_WGRAD", "bf16");
+  static const bool v = !env_is("AUTODDL_CONV_WGRAD", "fp32");
   return v;
 }
 
