@@ -187,11 +187,14 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   // Op names are unique, their identifiers not always ("a.b", "a_b").
   const std::string name = primitiveNames_.add(op.name, "prim_");
   const std::string moments = runningStatistics(c, prim, name);
-  d += fmt::format("static const onnx_prim::Primitive {} = "
+  // Channels-last (ChannelsLast.cpp): the same resolution, stored NHWC.
+  const bool last = cx_.nhwcOps.count(i) > 0;
+  d += fmt::format("static const onnx_prim::Primitive {} = {}"
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
-                   "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
-                   name, cStringLiteral(type), ints, floats, lists, shapes,
-                   listLiteral(ys), constArgs);
+                   "{{{}}}}},\n    {{{}}}, {},\n    {{{}}}){};\n",
+                   name, last ? "onnx_prim::channelsLastPrimitive(" : "",
+                   cStringLiteral(type), ints, floats, lists, shapes,
+                   listLiteral(ys), constArgs, last ? ")" : "");
 
   // The step: operands in ONNX order (an index input is not read). On the
   // device a constant is read from its uploaded copy.

@@ -92,7 +92,8 @@ void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     return;
   }
   std::vector<int64_t> ls = cx_.local(t, l);
-  std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
+  std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
+                  (cx_.storedChannelsLast(t) ? ", stored NHWC" : "");
   auto pad = cx_.padCols.find(t);
   if (pad != cx_.padCols.end()) { // rows of the padded vocabulary
     ls.back() = pad->second;

@@ -469,10 +469,34 @@ void matmul(const ok::Primitive &p, PrimRef da, PrimRef db, PrimRef a,
 
 #include "backends/cuda/kernels/PrimitiveImage.cuh" // Pool, BatchNorm
 
+/// A channels-last primitive the generic kernels run as an NCHW one on the
+/// stored shapes: an elementwise op (its operands all of the result's
+/// shape: any order), a global pool (a reduce over the stored [N, H, W, C]'s
+/// axes 1 and 2). Pools and batch norms index channels-last themselves.
+bool storedAsNchw(const ok::Primitive &p) {
+  using K = ok::Primitive::Kind;
+  return p.channelsLast &&
+         (p.kind == K::Unary || p.kind == K::Binary || p.kind == K::Reduce);
+}
+ok::Primitive storedView(ok::Primitive p) {
+  auto last = [](const Dims &d) {
+    return d.size() == 4 ? Dims{d[0], d[2], d[3], d[1]} : d;
+  };
+  for (Dims &d : p.in)
+    d = last(d);
+  p.out = last(p.out);
+  if (p.kind == ok::Primitive::Kind::Reduce)
+    p.axes = {1, 2};
+  p.channelsLast = false;
+  return p;
+}
+
 } // namespace
 
 void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
                        PrimRef y, const ok::DropoutKey &key) {
+  if (storedAsNchw(p))
+    return primitive_forward(storedView(p), x, y, key);
   using K = ok::Primitive::Kind;
   const Dims &ys = p.out, &xs = p.in[0];
   const Ref out = bcast(y, ys, ys);
@@ -540,6 +564,8 @@ void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
 
 void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
                         const std::vector<PrimRef> &x, PrimRef y, PrimRef dy) {
+  if (storedAsNchw(p))
+    return primitive_backward(storedView(p), dx, x, y, dy);
   using K = ok::Primitive::Kind;
   const Dims &ys = p.out, &xs = p.in[0];
   const Ref g = bcast(dy, ys, ys);

@@ -1,6 +1,7 @@
 // The image primitives on the GPU: pools with any padding (Kind::Pool) and
 // BatchNormalization (Kind::BatchNorm), the formulas of
-// backends/common/OnnxImage.h. A part of Primitive.cu, split off for its
+// backends/common/OnnxImage.h, on NCHW or channels-last storage
+// (Primitive::channelsLast). A part of Primitive.cu, split off for its
 // size: included inside its anonymous namespace, after Ref, ld, put and
 // ref. Deterministic: every output element has one writer (the pool's
 // backward gathers over the windows reading an input; no atomics), sums in
@@ -15,10 +16,12 @@ struct PoolArgs {
           pad[kPoolAxes] = {}, padEnd[kPoolAxes] = {}, in[kPoolAxes] = {},
           out[kPoolAxes] = {};
   int64_t inPlane = 1, outPlane = 1, kcount = 1;
+  int64_t channels = 0; // channels-last: C (a plane's values C apart); 0: NCHW
 };
 
-PoolArgs poolArgs(const ok::PoolWindow &w) {
+PoolArgs poolArgs(const ok::PoolWindow &w, int64_t channelsLast) {
   PoolArgs a;
+  a.channels = channelsLast;
   a.r = int(w.in.size());
   a.max = w.max;
   a.countPad = w.countPad;
@@ -37,11 +40,13 @@ PoolArgs poolArgs(const ok::PoolWindow &w) {
   return a;
 }
 
-/// Output position o's window (within a plane), as OnnxImage.h forWindow:
-/// reduces over its in-bounds inputs; `padded` gets count_include_pad's
-/// divisor, `first` (max) the offset of the first maximum (-1: none).
+/// Output position o's window (within a plane, its values at base + offset *
+/// step), as OnnxImage.h forWindow: reduces over its in-bounds inputs;
+/// `padded` gets count_include_pad's divisor, `first` (max) the offset of the
+/// first maximum (-1: none).
 __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
-                            int64_t o, int64_t *padded, int64_t *first) {
+                            int64_t step, int64_t o, int64_t *padded,
+                            int64_t *first) {
   int64_t at[kPoolAxes];
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = o % a.out[d];
@@ -66,7 +71,7 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
     inPad += inPadded;
     if (!inside)
       continue;
-    const float v = ld(x, base + off);
+    const float v = ld(x, base + off * step);
     ++n;
     if (!a.max)
       acc += v;
@@ -80,25 +85,47 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
   return acc;
 }
 
-__global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= total)
-    return;
-  const int64_t p = j / a.outPlane, o = j % a.outPlane;
-  int64_t count, first;
-  const float v = poolWindow(a, x, p * a.inPlane, o, &count, &first);
-  put(y, j, a.max ? v : v / float(count > 0 ? count : 1), false);
+/// Element j of a tensor of planes of `plane` values: its plane (NCHW: n * C
+/// + c; channels-last [N, plane, C]: n, with c apart) and its offset in it.
+struct PlaneAt {
+  int64_t plane, c, at;
+};
+__device__ PlaneAt plane_at(const PoolArgs &a, int64_t j, int64_t plane) {
+  if (!a.channels)
+    return {j / plane, 0, j % plane};
+  const int64_t rest = j / a.channels;
+  return {rest / plane, j % a.channels, rest % plane};
+}
+/// Where plane q's values start in a tensor of `plane`-value planes, and the
+/// distance between them.
+__device__ int64_t plane_base(const PoolArgs &a, const PlaneAt &q,
+                              int64_t plane) {
+  return a.channels ? q.plane * plane * a.channels + q.c : q.plane * plane;
+}
+__device__ int64_t plane_step(const PoolArgs &a) {
+  return a.channels ? a.channels : 1;
 }
 
-/// dx[i] += the gradient of every window reading input i (one thread an
-/// input element): its share of a mean, or all of a max it is the first of.
-__global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
-                                     Ref dx) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= total)
-    return;
-  const int64_t p = j / a.inPlane;
-  int64_t at[kPoolAxes], rest = j % a.inPlane;
+// Grid-stride loops: grid_for caps the grid at 16 blocks an SM.
+__global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const PlaneAt o = plane_at(a, j, a.outPlane);
+    int64_t count, first;
+    const float v = poolWindow(a, x, plane_base(a, o, a.inPlane), plane_step(a),
+                               o.at, &count, &first);
+    put(y, j, a.max ? v : v / float(count > 0 ? count : 1), false);
+  }
+}
+
+/// dx[j] += the gradient of every window reading input j: its share of a
+/// mean, or all of a max it is the first of.
+__device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
+                                 const Ref &dy, const Ref &dx) {
+  const PlaneAt in = plane_at(a, j, a.inPlane);
+  const int64_t inBase = plane_base(a, in, a.inPlane),
+                outBase = plane_base(a, in, a.outPlane), step = plane_step(a);
+  int64_t at[kPoolAxes], rest = in.at;
   const int64_t self = rest;
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = rest % a.in[d];
@@ -121,8 +148,8 @@ __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
     for (int d = 0; d < a.r; ++d)
       o = o * a.out[d] + od[d];
     int64_t count, first;
-    poolWindow(a, x, p * a.inPlane, o, &count, &first);
-    const float up = ld(dy, p * a.outPlane + o);
+    poolWindow(a, x, inBase, step, o, &count, &first);
+    const float up = ld(dy, outBase + o * step);
     if (!a.max)
       g += up / float(count > 0 ? count : 1);
     else if (first == self)
@@ -131,11 +158,19 @@ __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
   put(dx, j, g, true);
 }
 
+/// One thread an input element (grid-stride).
+__global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
+                                     Ref dx) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x)
+    pool_backward_at(a, j, x, dy, dx);
+}
+
 void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
           bool forward) {
   if (p.pool.in.size() > size_t(kPoolAxes))
     fail(p, "a pool over more than 3 spatial axes");
-  const PoolArgs a = poolArgs(p.pool);
+  const PoolArgs a = poolArgs(p.pool, p.channelsLast ? p.in[0][1] : 0);
   const int64_t planes = p.in[0][0] * p.in[0][1];
   if (forward) {
     const int64_t n = planes * a.outPlane;
@@ -170,7 +205,8 @@ struct NormGrid {
 
 NormGrid norm_grid(int64_t N, int64_t C, int64_t S) {
   // About 8 blocks an SM in all, each at least 4,096 values.
-  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / std::max<int64_t>(1, C));
+  const int64_t want =
+      std::max<int64_t>(1, int64_t(sm_count()) * 8 / std::max<int64_t>(1, C));
   const int64_t byWork = std::max<int64_t>(1, N * S / 4096);
   const int64_t splits = std::max<int64_t>(1, std::min({want, byWork, N}));
   const int64_t rows = (N + splits - 1) / splits;
@@ -190,6 +226,19 @@ __device__ __forceinline__ void for_block_values(const NormGrid &g, F f) {
   }
 }
 
+/// Adds element e to the shifted sums s (kNormSums; dy null: the first two).
+__device__ __forceinline__ void add_shifted(float *s, const Ref &x,
+                                            const Ref &dy, int64_t e, float k) {
+  const float d = ld(x, e) - k;
+  s[0] += d;
+  s[1] += d * d;
+  if (dy.p) {
+    const float gv = ld(dy, e);
+    s[2] += gv;
+    s[3] += gv * d;
+  }
+}
+
 /// Block (j, c)'s shifted sums into part[(c * splits + j) * kNormSums + ...]
 /// (dy null: the last two 0).
 __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
@@ -197,16 +246,7 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
   const int64_t c = blockIdx.y;
   const float k = ld(x, c * g.S);
   float s[kNormSums] = {};
-  for_block_values(g, [&](int64_t e) {
-    const float d = ld(x, e) - k;
-    s[0] += d;
-    s[1] += d * d;
-    if (dy.p) {
-      const float gv = ld(dy, e);
-      s[2] += gv;
-      s[3] += gv * d;
-    }
-  });
+  for_block_values(g, [&](int64_t e) { add_shifted(s, x, dy, e, k); });
   float *out = part + (c * g.splits + blockIdx.x) * kNormSums;
   for (int q = 0; q < kNormSums; ++q) {
     const float v = block_sum(s[q], scratch);
@@ -221,8 +261,8 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
 /// (Σg·x̂) and dbias (Σg). `moments` (a forward on batch statistics; else
 /// null): the micro-batch's mean and unbiased variance for the running
 /// statistics, moments[c] and moments[C + c] (OnnxImage.h batchnorm_moments).
-__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x,
-                                        Ref mean, Ref var, const float *part,
+__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
+                                        Ref var, const float *part,
                                         bool backward, Ref dscale, Ref dbias,
                                         float *stats, float *moments) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -286,7 +326,8 @@ __global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], a = ld(scale, c) * stats[c * 4 + 1],
               b = ld(bias, c);
-  for_block_values(g, [&](int64_t e) { put(y, e, (ld(x, e) - m) * a + b, false); });
+  for_block_values(
+      g, [&](int64_t e) { put(y, e, (ld(x, e) - m) * a + b, false); });
 }
 
 /// Backward (OnnxImage.h batchnorm_backward): dx += a/M (M g - Σg - x̂ Σg·x̂)
@@ -304,6 +345,81 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
   });
 }
 
+// ---- Channel innermost: channels-last [N, H, W, C], or [N, C] ------------
+// The same three passes on R rows of C channels (a channels-last image: R =
+// N * H * W), element (r, c) at r * C + c. A block is kLastLanes channels by
+// kLastRows row lanes: a warp reads 32 consecutive channels of a row, so
+// every pass is coalesced. Block (j, t) owns rows [j*rows, (j+1)*rows) of
+// channels [32 t, 32 t + 32); its partials go where batchnorm_sums_kernel's
+// do, and batchnorm_finish_kernel reads them as a grid of N = R, S = 1.
+
+constexpr int kLastLanes = 32, kLastRows = 8;
+
+NormGrid norm_grid_last(int64_t R, int64_t C) {
+  const int64_t tiles = (C + kLastLanes - 1) / kLastLanes;
+  // About 8 blocks an SM in all, each at least 128 rows (4,096 values).
+  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / tiles);
+  const int64_t splits = std::max<int64_t>(1, std::min(want, R / 128));
+  const int64_t rows = (R + splits - 1) / splits;
+  return {R, C, 1, (R + rows - 1) / rows, rows};
+}
+
+__global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, Ref dy,
+                                           float *part) {
+  __shared__ float sums[kNormSums][kLastRows][kLastLanes + 1];
+  const int64_t c = int64_t(blockIdx.y) * kLastLanes + threadIdx.x;
+  const int64_t r0 = int64_t(blockIdx.x) * g.rows, r1 = min(r0 + g.rows, g.N);
+  float s[kNormSums] = {};
+  if (c < g.C) {
+    const float k = ld(x, c);
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kLastRows)
+      add_shifted(s, x, dy, r * g.C + c, k);
+  }
+  for (int q = 0; q < kNormSums; ++q)
+    sums[q][threadIdx.y][threadIdx.x] = s[q];
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= g.C)
+    return;
+  float *out = part + (c * g.splits + blockIdx.x) * kNormSums;
+  for (int q = 0; q < kNormSums; ++q) {
+    float v = 0.0f;
+    for (int l = 0; l < kLastRows; ++l) // a fixed order: deterministic
+      v += sums[q][l][threadIdx.x];
+    out[q] = v;
+  }
+}
+
+/// Forward and backward elementwise passes of the channel-innermost layout
+/// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas).
+__global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
+                                            Ref bias, const float *stats,
+                                            Ref y) {
+  const int64_t total = g.N * g.C;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = e % g.C;
+    const float a = ld(scale, c) * stats[c * 4 + 1];
+    put(y, e, (ld(x, e) - stats[c * 4]) * a + ld(bias, c), false);
+  }
+}
+
+__global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
+                                         bool given, const float *stats, Ref dy,
+                                         Ref dx) {
+  const int64_t total = g.N * g.C;
+  const float M = float(g.N > 0 ? g.N : 1);
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = e % g.C;
+    const float inv = stats[c * 4 + 1], a = ld(scale, c) * inv;
+    const float gv = ld(dy, e), xhat = (ld(x, e) - stats[c * 4]) * inv;
+    put(dx, e,
+        given ? a * gv
+              : a / M * (M * gv - stats[c * 4 + 2] - xhat * stats[c * 4 + 3]),
+        true);
+  }
+}
+
 /// `moments` (forward only; null: none): the micro-batch's mean and unbiased
 /// variance, 2C floats, for the running statistics.
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
@@ -319,22 +435,38 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
     return;
   if (N * S > int64_t(UINT32_MAX))
     fail(p, "more than 2^32 values in one channel");
-  const NormGrid g = norm_grid(N, C, S);
+  // The channel innermost: channels-last storage, or [N, C] (S = 1).
+  const bool last = p.channelsLast || S == 1;
+  const NormGrid g = last ? norm_grid_last(N * S, C) : norm_grid(N, C, S);
   // Scratch slot 0 (Reduce.cu's partials; both live within one call only).
-  auto *part = static_cast<float *>(scratch(
-      0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
+  auto *part = static_cast<float *>(
+      scratch(0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
   float *stats = part + C * g.splits * kNormSums;
   const dim3 grid(unsigned(g.splits), unsigned(C));
+  const dim3 gridLast(unsigned(g.splits),
+                      unsigned((C + kLastLanes - 1) / kLastLanes));
   const unsigned finish = unsigned((C + 255) / 256);
-  batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-      g, ref(x[0]), forward ? Ref() : ref(dy), part);
+  const Ref dyRef = forward ? Ref() : ref(dy);
+  if (last)
+    batchnorm_sums_last_kernel<<<gridLast, dim3(kLastLanes, kLastRows), 0,
+                                 compute_stream()>>>(g, ref(x[0]), dyRef, part);
+  else
+    batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), dyRef, part);
   batchnorm_finish_kernel<<<finish, 256, 0, compute_stream()>>>(
       g, eps, ref(x[0]), mean, var, part, !forward,
       forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
       forward ? moments : nullptr);
-  if (forward)
+  const unsigned elems = grid_for(N * C * S, kNormThreads);
+  if (forward && last)
+    batchnorm_apply_last_kernel<<<elems, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
+  else if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
+  else if (dx[0].p && last)
+    batchnorm_dx_last_kernel<<<elems, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, ref(dy), ref(dx[0]));
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), bool(mean.p), stats, ref(dy), ref(dx[0]));
