@@ -261,17 +261,23 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
 /// (Σg·x̂) and dbias (Σg). `moments` (a forward on batch statistics; else
 /// null): the micro-batch's mean and unbiased variance for the running
 /// statistics, moments[c] and moments[C + c] (OnnxImage.h batchnorm_moments).
+/// A warp a channel: its lanes stride over the splits (hundreds where the
+/// channel is innermost), then a shuffle sum (a fixed order).
 __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
                                         Ref var, const float *part,
                                         bool backward, Ref dscale, Ref dbias,
                                         float *stats, float *moments) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= g.C)
+  const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (c >= g.C) // whole warps leave: the shuffles below see all 32 lanes
     return;
   float s[kNormSums] = {};
-  for (int64_t j = 0; j < g.splits; ++j)
+  for (int64_t j = threadIdx.x % 32; j < g.splits; j += 32)
     for (int q = 0; q < kNormSums; ++q)
       s[q] += part[(c * g.splits + j) * kNormSums + q];
+  for (int q = 0; q < kNormSums; ++q)
+    s[q] = warp_sum(s[q]);
+  if (threadIdx.x % 32 != 0)
+    return;
   const float M = float(g.N * g.S > 0 ? g.N * g.S : 1), k = ld(x, c * g.S);
   float m, inv;
   if (mean.p) {
@@ -445,7 +451,7 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
   const dim3 grid(unsigned(g.splits), unsigned(C));
   const dim3 gridLast(unsigned(g.splits),
                       unsigned((C + kLastLanes - 1) / kLastLanes));
-  const unsigned finish = unsigned((C + 255) / 256);
+  const unsigned finish = unsigned((C * 32 + 255) / 256); // a warp a channel
   const Ref dyRef = forward ? Ref() : ref(dy);
   if (last)
     batchnorm_sums_last_kernel<<<gridLast, dim3(kLastLanes, kLastRows), 0,
