@@ -65,6 +65,7 @@ EmitContext::EmitContext(const planner::Plan &plan, const ModelGraph &g,
   planResidualFusion();
   planBiasReluFusion();
   planChannelsLast();
+  planProducerReluFusion(); // after: an op and its ReLU share a layout
   planLayerParams();
 }
 

@@ -187,6 +187,11 @@ struct EmitContext {
   // cuda: the ops that run on channels-last (NHWC) image tensors
   // (planChannelsLast, ChannelsLast.cpp); what they write is stored so.
   std::set<size_t> nhwcOps;
+  // cuda: a ReLU after a batch norm primitive or an add runs in that op's
+  // passes (planProducerReluFusion): per norm or add its ReLU; the ReLUs
+  // emit nothing.
+  std::map<size_t, size_t> reluAfter;
+  std::set<size_t> relusInProducer;
 
   int64_t vocab() const;
   /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its
@@ -280,6 +285,7 @@ private:
   /// The channels-last ops (ChannelsLast.cpp).
   void planChannelsLast();
   bool runsChannelsLast(size_t i) const;
+  void planProducerReluFusion();
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
 };

@@ -106,7 +106,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   // linear whose GEMM writes its sum with a residual (planResidualFusion),
   // and a bias_add whose ReLU runs in its passes (planBiasReluFusion), has
   // neither output nor gradient buffer.
-  if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i))
+  if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i) &&
+      !cx_.reluAfter.count(i))
     buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
   const std::vector<int64_t> ys = cx_.local(r, p.result);
   const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);

@@ -71,10 +71,14 @@ done
   --fix tp=1,pp=1,dp=2,microbatch=2 --no-why -o "$work/resnet-mini.json" >/dev/null 2>&1
 "$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini" >/dev/null
 n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet-mini/train.cpp" || true)
+# Two norms run the ReLU after them in their passes (writing their moments too), the third
+# (before the residual add) is a norm alone; the residual add runs its ReLU.
 m=$(grep -c "autoddl::rt::batchnorm_forward_moments" "$work/resnet-mini/train.cpp" || true)
+r=$(grep -c "autoddl::rt::batchnorm_relu_forward(prim_.*primitive_buffer(" "$work/resnet-mini/train.cpp" || true)
+a=$(grep -c " add_relu_forward(a\." "$work/resnet-mini/train.cpp" || true)
 u=$(grep -c "update_running_stats(" "$work/resnet-mini/train.cpp" || true)
-[ "$n/$m/$u" = 2/3/3 ] ||
-  { echo "FAIL: resnet-mini: $n primitives, $m norms with moments, $u updates on cuda, expected 2/3/3"; exit 1; }
+[ "$n/$m/$r/$a/$u" = 2/1/2/1/3 ] ||
+  { echo "FAIL: resnet-mini: $n primitives, $m norms with moments, $r norms and $a adds with their ReLU, $u updates on cuda, expected 2/1/2/1/3"; exit 1; }
 grep -q "program.update_buffers = update_buffers;" "$work/resnet-mini/train.cpp" ||
   { echo "FAIL: resnet-mini: no update_buffers hook"; exit 1; }
 # Channels-last (docs/onnx-lowering.md): its three norms, two pools and three convolutions

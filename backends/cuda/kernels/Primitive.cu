@@ -647,6 +647,24 @@ void batchnorm_forward_moments(const ok::Primitive &p,
   batchnorm(p, x, y, nullptr, {}, true, moments);
 }
 
+void batchnorm_relu_forward(const ok::Primitive &p,
+                            const std::vector<PrimRef> &x, PrimRef y,
+                            float *moments) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm || (moments && !p.batchStats))
+    fail(p, "a fused ReLU after a primitive that is not a batch norm (or "
+            "moments of one on given statistics)");
+  batchnorm(p, x, y, nullptr, {}, true, moments, true);
+}
+
+void batchnorm_relu_backward(const ok::Primitive &p,
+                             const std::vector<PrimRef> &dx,
+                             const std::vector<PrimRef> &x, PrimRef y,
+                             PrimRef dy) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm)
+    fail(p, "a fused ReLU after a primitive that is not a batch norm");
+  batchnorm(p, x, y, dy, dx, false, nullptr, true);
+}
+
 void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,
                           float *var, double momentum) {
   if (C <= 0)

@@ -226,22 +226,33 @@ __device__ __forceinline__ void for_block_values(const NormGrid &g, F f) {
   }
 }
 
-/// Adds element e to the shifted sums s (kNormSums; dy null: the first two).
-__device__ __forceinline__ void add_shifted(float *s, const Ref &x,
-                                            const Ref &dy, int64_t e, float k) {
+/// The gradient of a batch norm's output: dy, or where a ReLU after it runs
+/// in its passes (batchnorm_relu_*), the ReLU's output gradient dy where its
+/// output `relu` is positive, else 0 (relu_backward's mask: the same values).
+struct NormGrad {
+  Ref dy, relu;
+  __device__ float at(int64_t e) const {
+    return relu.p && !(ld(relu, e) > 0.0f) ? 0.0f : ld(dy, e);
+  }
+};
+
+/// Adds element e to the shifted sums s (kNormSums; no dy: the first two).
+__device__ __forceinline__ void
+add_shifted(float *s, const Ref &x, const NormGrad &dy, int64_t e, float k) {
   const float d = ld(x, e) - k;
   s[0] += d;
   s[1] += d * d;
-  if (dy.p) {
-    const float gv = ld(dy, e);
+  if (dy.dy.p) {
+    const float gv = dy.at(e);
     s[2] += gv;
     s[3] += gv * d;
   }
 }
 
 /// Block (j, c)'s shifted sums into part[(c * splits + j) * kNormSums + ...]
-/// (dy null: the last two 0).
-__global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
+/// (no dy: the last two 0).
+__global__ void batchnorm_sums_kernel(NormGrid g, Ref x, NormGrad dy,
+                                      float *part) {
   __shared__ float scratch[32];
   const int64_t c = blockIdx.y;
   const float k = ld(x, c * g.S);
@@ -326,26 +337,27 @@ __global__ void running_stats_kernel(const float *moments, int64_t slots,
   var[c] = float(v);
 }
 
-/// Forward: y = (x - m) inv scale + bias.
+/// Forward: y = (x - m) inv scale + bias (then max(y, 0) under `relu`).
 __global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
-                                       const float *stats, Ref y) {
+                                       const float *stats, bool relu, Ref y) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], a = ld(scale, c) * stats[c * 4 + 1],
-              b = ld(bias, c);
-  for_block_values(
-      g, [&](int64_t e) { put(y, e, (ld(x, e) - m) * a + b, false); });
+              b = ld(bias, c), lo = relu ? 0.0f : -INFINITY;
+  for_block_values(g, [&](int64_t e) {
+    put(y, e, fmaxf((ld(x, e) - m) * a + b, lo), false);
+  });
 }
 
 /// Backward (OnnxImage.h batchnorm_backward): dx += a/M (M g - Σg - x̂ Σg·x̂)
 /// on batch statistics, dx += a g on given ones.
 __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
-                                    const float *stats, Ref dy, Ref dx) {
+                                    const float *stats, NormGrad dy, Ref dx) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], inv = stats[c * 4 + 1], sg = stats[c * 4 + 2],
               sgx = stats[c * 4 + 3], a = ld(scale, c) * inv,
               M = float(g.N * g.S > 0 ? g.N * g.S : 1);
   for_block_values(g, [&](int64_t e) {
-    const float gv = ld(dy, e);
+    const float gv = dy.at(e);
     const float xhat = (ld(x, e) - m) * inv;
     put(dx, e, given ? a * gv : a / M * (M * gv - sg - xhat * sgx), true);
   });
@@ -370,7 +382,7 @@ NormGrid norm_grid_last(int64_t R, int64_t C) {
   return {R, C, 1, (R + rows - 1) / rows, rows};
 }
 
-__global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, Ref dy,
+__global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, NormGrad dy,
                                            float *part) {
   __shared__ float sums[kNormSums][kLastRows][kLastLanes + 1];
   const int64_t c = int64_t(blockIdx.y) * kLastLanes + threadIdx.x;
@@ -399,26 +411,27 @@ __global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, Ref dy,
 /// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas).
 __global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
                                             Ref bias, const float *stats,
-                                            Ref y) {
+                                            bool relu, Ref y) {
   const int64_t total = g.N * g.C;
+  const float lo = relu ? 0.0f : -INFINITY;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = e % g.C;
     const float a = ld(scale, c) * stats[c * 4 + 1];
-    put(y, e, (ld(x, e) - stats[c * 4]) * a + ld(bias, c), false);
+    put(y, e, fmaxf((ld(x, e) - stats[c * 4]) * a + ld(bias, c), lo), false);
   }
 }
 
 __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
-                                         bool given, const float *stats, Ref dy,
-                                         Ref dx) {
+                                         bool given, const float *stats,
+                                         NormGrad dy, Ref dx) {
   const int64_t total = g.N * g.C;
   const float M = float(g.N > 0 ? g.N : 1);
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = e % g.C;
     const float inv = stats[c * 4 + 1], a = ld(scale, c) * inv;
-    const float gv = ld(dy, e), xhat = (ld(x, e) - stats[c * 4]) * inv;
+    const float gv = dy.at(e), xhat = (ld(x, e) - stats[c * 4]) * inv;
     put(dx, e,
         given ? a * gv
               : a / M * (M * gv - stats[c * 4 + 2] - xhat * stats[c * 4 + 3]),
@@ -427,10 +440,12 @@ __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
 }
 
 /// `moments` (forward only; null: none): the micro-batch's mean and unbiased
-/// variance, 2C floats, for the running statistics.
+/// variance, 2C floats, for the running statistics. `relu`: a ReLU after the
+/// norm runs in its passes, y is its output (written forward, its mask read
+/// backward) and dy its output gradient.
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                PrimRef dy, const std::vector<PrimRef> &dx, bool forward,
-               float *moments = nullptr) {
+               float *moments = nullptr, bool relu = false) {
   const Dims &xs = p.in[0];
   const int64_t N = xs[0], C = xs[1],
                 S = ok::numel(xs) / std::max<int64_t>(1, N * C);
@@ -452,7 +467,8 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
   const dim3 gridLast(unsigned(g.splits),
                       unsigned((C + kLastLanes - 1) / kLastLanes));
   const unsigned finish = unsigned((C * 32 + 255) / 256); // a warp a channel
-  const Ref dyRef = forward ? Ref() : ref(dy);
+  const NormGrad dyRef =
+      forward ? NormGrad{} : NormGrad{ref(dy), relu ? ref(y) : Ref()};
   if (last)
     batchnorm_sums_last_kernel<<<gridLast, dim3(kLastLanes, kLastRows), 0,
                                  compute_stream()>>>(g, ref(x[0]), dyRef, part);
@@ -466,15 +482,15 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
   const unsigned elems = grid_for(N * C * S, kNormThreads);
   if (forward && last)
     batchnorm_apply_last_kernel<<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
   else if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
   else if (dx[0].p && last)
     batchnorm_dx_last_kernel<<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, ref(dy), ref(dx[0]));
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, ref(dy), ref(dx[0]));
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
   AUTODDL_CUDA_CHECK_LAUNCH();
 }

@@ -91,11 +91,12 @@ std::vector<float> toNhwc(const std::vector<float> &v, const Dims &nchw,
 }
 
 /// Runs op on the CPU and the GPU and compares y and every operand's
-/// gradient; `last`: the GPU runs its channels-last form, every operand of
-/// operand 0's shape and the result stored NHWC.
+/// gradient; `last`: the GPU runs its channels-last form, every rank-4
+/// operand and the result stored NHWC; `relu` (a batch norm): a ReLU after it,
+/// on the GPU in its passes (batchnorm_relu_forward/_backward), y the ReLU's.
 void check(const std::string &label, const std::string &op,
            const ok::PrimitiveAttrs &attrs, const std::vector<Operand> &ops,
-           const Dims &out, bool last = false) {
+           const Dims &out, bool last = false, bool relu = false) {
   std::vector<Dims> in;
   std::vector<std::vector<double>> consts;
   for (const Operand &o : ops) {
@@ -148,18 +149,28 @@ void check(const std::string &label, const std::string &op,
   }
   const std::vector<float> dy = random_values(gRng, ny, -1.0f, 1.0f);
   const ok::DropoutKey key{7, 3, 11};
-  std::vector<float> y(static_cast<size_t>(ny));
+  std::vector<float> y(static_cast<size_t>(ny)), dyIn = dy;
   ok::primitive_forward<float>(p, xc, y.data(), key);
-  ok::primitive_backward<float>(p, dxcp, xc, y.data(), dy.data());
+  std::vector<float> yOut = y; // the ReLU's output where one follows
+  for (size_t e = 0; relu && e < y.size(); ++e) {
+    yOut[e] = std::max(y[e], 0.0f);
+    dyIn[e] = y[e] > 0.0f ? dy[e] : 0.0f;
+  }
+  ok::primitive_backward<float>(p, dxcp, xc, y.data(), dyIn.data());
 
   DevArray yd(ny, false), dyd(ny, false);
   poison(yd.act->data(), std::max<int64_t>(1, ny) * int64_t(sizeof(act_t)));
   dyd.put(stored(dy, out));
-  rt::primitive_forward(p, xg, yd.ref(), key);
-  rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
+  if (relu) {
+    rt::batchnorm_relu_forward(p, xg, yd.ref(), nullptr);
+    rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref());
+  } else {
+    rt::primitive_forward(p, xg, yd.ref(), key);
+    rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
+  }
   rt::synchronize();
   bool good = report(label + " forward",
-                     rel_error(stored(yd.get(), out, true), y), kActTol);
+                     rel_error(stored(yd.get(), out, true), yOut), kActTol);
   for (size_t j = 0; j < k; ++j)
     if (dxd[j])
       good =
@@ -489,6 +500,12 @@ void checkAll() {
          {{6}, 'c'},
          {{6}, 'c', {}, 0.5f, 1.5f}},
         {3, 6, 4, 5}, true);
+  // The ReLU after a batch norm in its passes (codegen's
+  // planProducerReluFusion).
+  check("BatchNormalization + ReLU", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, false, true);
+  check("BatchNormalization + ReLU NHWC", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7}, true, true);
   stem.ints.erase("count_include_pad");
   check("MaxPool 3x3 s2 p1 NHWC", "MaxPool", stem, {{{2, 5, 9, 10}}},
         {2, 5, 5, 5}, true);
