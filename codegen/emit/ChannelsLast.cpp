@@ -14,6 +14,7 @@
 
 #include "ir/import/ResolvePrimitive.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -126,9 +127,20 @@ void EmitContext::planChannelsLast() {
       nhwcOps.insert(i);
 }
 
+/// A tensor is stored as its producer runs; a classifier's images as their
+/// readers run when they all run channels-last (the sample draw writes them
+/// so: Spec.h images_channels_last), so no transpose precedes the first
+/// convolution.
 bool EmitContext::storedChannelsLast(int t) const {
+  if (!imageTensor(t))
+    return false;
   const int from = producer[size_t(t)];
-  return from >= 0 && nhwcOps.count(size_t(from)) && imageTensor(t);
+  if (from >= 0)
+    return nhwcOps.count(size_t(from)) > 0;
+  const std::vector<size_t> &readers = users[size_t(t)];
+  return t == classInput && !readers.empty() &&
+         std::all_of(readers.begin(), readers.end(),
+                     [&](size_t i) { return nhwcOps.count(i) > 0; });
 }
 
 /// Tensor t (layout l) as op `reader` reads it: itself, or (an image tensor

@@ -82,14 +82,16 @@ u=$(grep -c "update_running_stats(" "$work/resnet-mini/train.cpp" || true)
 grep -q "program.update_buffers = update_buffers;" "$work/resnet-mini/train.cpp" ||
   { echo "FAIL: resnet-mini: no update_buffers hook"; exit 1; }
 # Channels-last (docs/onnx-lowering.md): its three norms, two pools and three convolutions
-# (forward, backward) on NHWC tensors, one transpose (the images); AUTODDL_LAYOUT=nchw none.
+# (forward, backward) on NHWC tensors, the images drawn so (no transpose); AUTODDL_LAYOUT=nchw
+# none.
 c=$(grep -c "onnx_prim::channelsLastPrimitive(" "$work/resnet-mini/train.cpp" || true)
 v=$(grep -c "/\*channelsLast=\*/true" "$work/resnet-mini/train.cpp" || true)
 t=$(grep -c "transpose_forward(" "$work/resnet-mini/train.cpp" || true)
-[ "$c/$v/$t" = 5/8/1 ] ||
-  { echo "FAIL: resnet-mini: $c/$v/$t channels-last primitives/convolution calls/transposes, expected 5/8/1"; exit 1; }
+i=$(grep -c "s.images_channels_last = 3;" "$work/resnet-mini/train.cpp" || true)
+[ "$c/$v/$t/$i" = 5/8/0/1 ] ||
+  { echo "FAIL: resnet-mini: $c/$v/$t/$i channels-last primitives/convolution calls/transposes/drawn images, expected 5/8/0/1"; exit 1; }
 AUTODDL_LAYOUT=nchw "$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini-nchw" >/dev/null
-! grep -q -e channelsLast -e transpose_forward "$work/resnet-mini-nchw/train.cpp" ||
+! grep -q -e channelsLast -e transpose_forward -e images_channels_last "$work/resnet-mini-nchw/train.cpp" ||
   { echo "FAIL: resnet-mini: AUTODDL_LAYOUT=nchw still channels-last"; exit 1; }
 compile_train_cuda "$work/resnet-mini"
 echo "ok: resnet-mini: cuda train.cpp compiles (bf16, fp32), $((n + m)) primitives, $u running-statistics updates"

@@ -407,36 +407,46 @@ __global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, NormGrad dy,
   }
 }
 
+/// Calls f(e, c) for every element e (channel c) of the channel-innermost
+/// [N, C] in a grid-stride loop, c stepped along without a 64-bit division
+/// per element (which would cost more than the element's bytes).
+template <class F>
+__device__ __forceinline__ void for_channel_values(const NormGrid &g, F f) {
+  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x;
+  const int64_t stepC = step % g.C;
+  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, c = e % g.C;
+  for (; e < total; e += step) {
+    f(e, c);
+    c += stepC;
+    if (c >= g.C)
+      c -= g.C;
+  }
+}
+
 /// Forward and backward elementwise passes of the channel-innermost layout
 /// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas).
 __global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
                                             Ref bias, const float *stats,
                                             bool relu, Ref y) {
-  const int64_t total = g.N * g.C;
   const float lo = relu ? 0.0f : -INFINITY;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = e % g.C;
+  for_channel_values(g, [&](int64_t e, int64_t c) {
     const float a = ld(scale, c) * stats[c * 4 + 1];
     put(y, e, fmaxf((ld(x, e) - stats[c * 4]) * a + ld(bias, c), lo), false);
-  }
+  });
 }
 
 __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
                                          bool given, const float *stats,
                                          NormGrad dy, Ref dx) {
-  const int64_t total = g.N * g.C;
   const float M = float(g.N > 0 ? g.N : 1);
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = e % g.C;
+  for_channel_values(g, [&](int64_t e, int64_t c) {
     const float inv = stats[c * 4 + 1], a = ld(scale, c) * inv;
     const float gv = dy.at(e), xhat = (ld(x, e) - stats[c * 4]) * inv;
     put(dx, e,
         given ? a * gv
               : a / M * (M * gv - stats[c * 4 + 2] - xhat * stats[c * 4 + 3]),
         true);
-  }
+  });
 }
 
 /// `moments` (forward only; null: none): the micro-batch's mean and unbiased
