@@ -166,6 +166,15 @@ std::vector<Variant> variants(Dir d, bool krsc) {
   return {{true, f32}, {false, f32}, {false, bf16}};
 }
 
+/// Whether a channels-last filter differs from the OIHW parameter (KRSC with
+/// more than one tap and input channel).
+bool krsc_filter(bool last, int64_t taps, int64_t Cin) {
+  return last && taps > 1 && Cin > 1;
+}
+bool krsc_filter(const Conv2dShape &s) {
+  return krsc_filter(s.channelsLast, s.kh * s.kw, s.Cin);
+}
+
 /// What a plan is cached under; `align` is the bytes every pointer of the
 /// call is aligned to (at most 16: the tensors' promised alignment).
 struct Key {
@@ -302,7 +311,7 @@ Plan &plan_for(const Key &key) {
   auto p = std::make_unique<Plan>();
   if (cudnnHandle_t h = handle())
     for (const Variant &v :
-         variants(key.dir, key.last && key.kh * key.kw > 1 && key.Cin > 1))
+         variants(key.dir, krsc_filter(key.last, key.kh * key.kw, key.Cin)))
       if (!p->usable)
         plan_variant(*p, h, key, v);
   if (verbose())
@@ -377,12 +386,6 @@ void add_krsc_into(float *dw, const void *src, const Conv2dShape &s) {
                          compute_stream()>>>(dw, static_cast<const Src *>(src),
                                              s.Cin, s.kh * s.kw, n);
   AUTODDL_CUDA_CHECK_LAUNCH();
-}
-
-/// Whether a channels-last call's filter differs from the OIHW parameter
-/// (KRSC with more than one tap and input channel).
-bool krsc_filter(const Conv2dShape &s) {
-  return s.channelsLast && s.kh * s.kw > 1 && s.Cin > 1;
 }
 
 /// Times p's candidates on this call's tensors, the written one replaced by
