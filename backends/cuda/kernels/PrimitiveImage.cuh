@@ -407,14 +407,15 @@ __global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, NormGrad dy,
   }
 }
 
-/// Calls f(e, c) for every element e (channel c) of the channel-innermost
-/// [N, C] in a grid-stride loop, c stepped along without a 64-bit division
-/// per element (which would cost more than the element's bytes).
-template <class F>
-__device__ __forceinline__ void for_channel_values(const NormGrid &g, F f) {
-  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x;
+/// Calls f(e, c) for every pack of V elements e.. (channels c..) of the
+/// channel-innermost [N, C] (C a multiple of V: a pack stays in its row) in a
+/// grid-stride loop, c stepped along without a 64-bit division per pack
+/// (which would cost more than the pack's bytes).
+template <int V, class F>
+__device__ __forceinline__ void for_channel_packs(const NormGrid &g, F f) {
+  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x * V;
   const int64_t stepC = step % g.C;
-  int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, c = e % g.C;
+  int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V, c = e % g.C;
   for (; e < total; e += step) {
     f(e, c);
     c += stepC;
@@ -423,30 +424,92 @@ __device__ __forceinline__ void for_channel_values(const NormGrid &g, F f) {
   }
 }
 
+/// V values of r from element e: one 16-byte access for V > 1 (act_t and
+/// aligned: batchnorm checks), else ld / put.
+template <int V>
+__device__ __forceinline__ void ld_pack(const Ref &r, int64_t e,
+                                        float (&v)[V]) {
+  if constexpr (V == 1)
+    v[0] = ld(r, e);
+  else
+    load_floats<act_t, V>(v, static_cast<const act_t *>(r.p) + e);
+}
+template <int V>
+__device__ __forceinline__ void put_pack(const Ref &r, int64_t e, float (&v)[V],
+                                         bool acc) {
+  if constexpr (V == 1) {
+    put(r, e, v[0], acc);
+  } else {
+    act_t *q = static_cast<act_t *>(r.p) + e;
+    if (acc) {
+      float old[V];
+      load_floats<act_t, V>(old, q);
+      for (int k = 0; k < V; ++k)
+        v[k] += old[k];
+    }
+    store_floats<act_t, V>(q, v);
+  }
+}
+
 /// Forward and backward elementwise passes of the channel-innermost layout
-/// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas).
+/// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas), V values a
+/// thread at a time.
+template <int V>
 __global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
                                             Ref bias, const float *stats,
                                             bool relu, Ref y) {
   const float lo = relu ? 0.0f : -INFINITY;
-  for_channel_values(g, [&](int64_t e, int64_t c) {
-    const float a = ld(scale, c) * stats[c * 4 + 1];
-    put(y, e, fmaxf((ld(x, e) - stats[c * 4]) * a + ld(bias, c), lo), false);
+  for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
+    float v[V];
+    ld_pack<V>(x, e, v);
+    for (int k = 0; k < V; ++k) {
+      const int64_t ck = c + k;
+      const float a = ld(scale, ck) * stats[ck * 4 + 1];
+      v[k] = fmaxf((v[k] - stats[ck * 4]) * a + ld(bias, ck), lo);
+    }
+    put_pack<V>(y, e, v, false);
   });
 }
 
+template <int V>
 __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
                                          bool given, const float *stats,
                                          NormGrad dy, Ref dx) {
   const float M = float(g.N > 0 ? g.N : 1);
-  for_channel_values(g, [&](int64_t e, int64_t c) {
-    const float inv = stats[c * 4 + 1], a = ld(scale, c) * inv;
-    const float gv = dy.at(e), xhat = (ld(x, e) - stats[c * 4]) * inv;
-    put(dx, e,
-        given ? a * gv
-              : a / M * (M * gv - stats[c * 4 + 2] - xhat * stats[c * 4 + 3]),
-        true);
+  for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
+    float xv[V], gv[V], mask[V];
+    ld_pack<V>(x, e, xv);
+    ld_pack<V>(dy.dy, e, gv);
+    if (dy.relu.p) {
+      ld_pack<V>(dy.relu, e, mask);
+      for (int k = 0; k < V; ++k)
+        gv[k] = mask[k] > 0.0f ? gv[k] : 0.0f;
+    }
+    for (int k = 0; k < V; ++k) {
+      const int64_t ck = c + k;
+      const float inv = stats[ck * 4 + 1], a = ld(scale, ck) * inv;
+      const float xhat = (xv[k] - stats[ck * 4]) * inv;
+      xv[k] =
+          given
+              ? a * gv[k]
+              : a / M *
+                    (M * gv[k] - stats[ck * 4 + 2] - xhat * stats[ck * 4 + 3]);
+    }
+    put_pack<V>(dx, e, xv, true);
   });
+}
+
+/// Whether the channel-innermost passes may read and write V = kPack<act_t>
+/// values at a time: every tensor act_t and 16-byte aligned, C a multiple of
+/// V.
+bool packs_fit(int64_t C, std::initializer_list<PrimRef> refs) {
+  constexpr int V = kPack<act_t>;
+  if (C % V != 0)
+    return false;
+  for (const PrimRef &r : refs)
+    if (r.p && (r.f32 || reinterpret_cast<uintptr_t>(r.p) % 16 != 0))
+      return false;
+  return true;
 }
 
 /// `moments` (forward only; null: none): the micro-batch's mean and unbiased
@@ -489,15 +552,27 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
       g, eps, ref(x[0]), mean, var, part, !forward,
       forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
       forward ? moments : nullptr);
-  const unsigned elems = grid_for(N * C * S, kNormThreads);
-  if (forward && last)
-    batchnorm_apply_last_kernel<<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+  constexpr int V = kPack<act_t>;
+  const bool packed =
+      last && (forward ? packs_fit(C, {x[0], y})
+                       : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}));
+  const unsigned elems = grid_for(N * C * S / (packed ? V : 1), kNormThreads);
+  if (forward && packed)
+    batchnorm_apply_last_kernel<V>
+        <<<elems, kNormThreads, 0, compute_stream()>>>(
+            g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+  else if (forward && last)
+    batchnorm_apply_last_kernel<1>
+        <<<elems, kNormThreads, 0, compute_stream()>>>(
+            g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
   else if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+  else if (dx[0].p && packed)
+    batchnorm_dx_last_kernel<V><<<elems, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
   else if (dx[0].p && last)
-    batchnorm_dx_last_kernel<<<elems, kNormThreads, 0, compute_stream()>>>(
+    batchnorm_dx_last_kernel<1><<<elems, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(

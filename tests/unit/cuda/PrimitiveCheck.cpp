@@ -506,6 +506,11 @@ void checkAll() {
         {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, false, true);
   check("BatchNormalization + ReLU NHWC", "BatchNormalization", none,
         {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7}, true, true);
+  // 16 channels: the passes 16 bytes at a time (bf16 and fp32 packs).
+  check("BatchNormalization NHWC packed", "BatchNormalization", none,
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, true);
+  check("BatchNormalization + ReLU NHWC packed", "BatchNormalization", none,
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, true, true);
   stem.ints.erase("count_include_pad");
   check("MaxPool 3x3 s2 p1 NHWC", "MaxPool", stem, {{{2, 5, 9, 10}}},
         {2, 5, 5, 5}, true);
