@@ -234,6 +234,8 @@ struct NormGrad {
   __device__ float at(int64_t e) const {
     return relu.p && !(ld(relu, e) > 0.0f) ? 0.0f : ld(dy, e);
   }
+  /// V of them from element e (ld_pack's access).
+  template <int V> __device__ void pack(int64_t e, float (&g)[V]) const;
 };
 
 /// Adds element e to the shifted sums s (kNormSums; no dy: the first two).
@@ -365,64 +367,13 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
 
 // ---- Channel innermost: channels-last [N, H, W, C], or [N, C] ------------
 // The same three passes on R rows of C channels (a channels-last image: R =
-// N * H * W), element (r, c) at r * C + c. A block is kLastLanes channels by
-// kLastRows row lanes: a warp reads 32 consecutive channels of a row, so
-// every pass is coalesced. Block (j, t) owns rows [j*rows, (j+1)*rows) of
-// channels [32 t, 32 t + 32); its partials go where batchnorm_sums_kernel's
-// do, and batchnorm_finish_kernel reads them as a grid of N = R, S = 1.
-
-constexpr int kLastLanes = 32, kLastRows = 8;
-
-NormGrid norm_grid_last(int64_t R, int64_t C) {
-  const int64_t tiles = (C + kLastLanes - 1) / kLastLanes;
-  // About 8 blocks an SM in all, each at least 128 rows (4,096 values).
-  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / tiles);
-  const int64_t splits = std::max<int64_t>(1, std::min(want, R / 128));
-  const int64_t rows = (R + splits - 1) / splits;
-  return {R, C, 1, (R + rows - 1) / rows, rows};
-}
-
-__global__ void batchnorm_sums_last_kernel(NormGrid g, Ref x, NormGrad dy,
-                                           float *part) {
-  __shared__ float sums[kNormSums][kLastRows][kLastLanes + 1];
-  const int64_t c = int64_t(blockIdx.y) * kLastLanes + threadIdx.x;
-  const int64_t r0 = int64_t(blockIdx.x) * g.rows, r1 = min(r0 + g.rows, g.N);
-  float s[kNormSums] = {};
-  if (c < g.C) {
-    const float k = ld(x, c);
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kLastRows)
-      add_shifted(s, x, dy, r * g.C + c, k);
-  }
-  for (int q = 0; q < kNormSums; ++q)
-    sums[q][threadIdx.y][threadIdx.x] = s[q];
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= g.C)
-    return;
-  float *out = part + (c * g.splits + blockIdx.x) * kNormSums;
-  for (int q = 0; q < kNormSums; ++q) {
-    float v = 0.0f;
-    for (int l = 0; l < kLastRows; ++l) // a fixed order: deterministic
-      v += sums[q][l][threadIdx.x];
-    out[q] = v;
-  }
-}
-
-/// Calls f(e, c) for every pack of V elements e.. (channels c..) of the
-/// channel-innermost [N, C] (C a multiple of V: a pack stays in its row) in a
-/// grid-stride loop, c stepped along without a 64-bit division per pack
-/// (which would cost more than the pack's bytes).
-template <int V, class F>
-__device__ __forceinline__ void for_channel_packs(const NormGrid &g, F f) {
-  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x * V;
-  const int64_t stepC = step % g.C;
-  int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V, c = e % g.C;
-  for (; e < total; e += step) {
-    f(e, c);
-    c += stepC;
-    if (c >= g.C)
-      c -= g.C;
-  }
-}
+// N * H * W), element (r, c) at r * C + c, V values (one 16-byte pack of
+// act_t, or 1: packs_fit) a thread. A sums block is `lanes` packs of
+// channels (a tile of lanes * V channels) by kNormThreads / lanes row lanes,
+// so a warp reads whole consecutive packs of a row: coalesced. Block (j, t)
+// owns rows [j*rows, (j+1)*rows) of tile t; its partials go where
+// batchnorm_sums_kernel's do, and batchnorm_finish_kernel reads them as a
+// grid of N = R, S = 1.
 
 /// V values of r from element e: one 16-byte access for V > 1 (act_t and
 /// aligned: batchnorm checks), else ld / put.
@@ -448,6 +399,97 @@ __device__ __forceinline__ void put_pack(const Ref &r, int64_t e, float (&v)[V],
         v[k] += old[k];
     }
     store_floats<act_t, V>(q, v);
+  }
+}
+
+template <int V>
+__device__ void NormGrad::pack(int64_t e, float (&g)[V]) const {
+  ld_pack<V>(dy, e, g);
+  if (!relu.p)
+    return;
+  float mask[V];
+  ld_pack<V>(relu, e, mask);
+  for (int v = 0; v < V; ++v)
+    g[v] = mask[v] > 0.0f ? g[v] : 0.0f;
+}
+
+/// The lanes of a sums block: packs of V channels side by side, as many as
+/// fit C (up to 32: a warp's width).
+int last_lanes(int64_t C, int V) {
+  int lanes = 32;
+  while (lanes > 1 && int64_t(lanes) * V > C)
+    lanes /= 2;
+  return lanes;
+}
+
+NormGrid norm_grid_last(int64_t R, int64_t C, int64_t tile) {
+  const int64_t tiles = (C + tile - 1) / tile;
+  // About 8 blocks an SM in all, each at least 128 rows.
+  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / tiles);
+  const int64_t splits = std::max<int64_t>(1, std::min(want, R / 128));
+  const int64_t rows = (R + splits - 1) / splits;
+  return {R, C, 1, (R + rows - 1) / rows, rows};
+}
+
+template <int V>
+__global__ void batchnorm_sums_last_kernel(NormGrid g, int lanes, Ref x,
+                                           NormGrad dy, float *part) {
+  // [sum][row lane][tile channel]
+  __shared__ float sums[kNormSums * kNormThreads * V];
+  const int rowLanes = kNormThreads / lanes, lane = threadIdx.x % lanes,
+            rl = threadIdx.x / lanes;
+  const int64_t tile = int64_t(lanes) * V, c0 = blockIdx.y * tile + lane * V;
+  const int64_t r0 = int64_t(blockIdx.x) * g.rows, r1 = min(r0 + g.rows, g.N);
+  float s[kNormSums][V] = {};
+  if (c0 < g.C) { // a whole pack: V > 1 only where V divides C
+    float k[V], xv[V], gv[V];
+    ld_pack<V>(x, c0, k); // row 0: the shift
+    for (int64_t r = r0 + rl; r < r1; r += rowLanes) {
+      const int64_t e = r * g.C + c0;
+      ld_pack<V>(x, e, xv);
+      if (dy.dy.p)
+        dy.pack<V>(e, gv);
+      for (int v = 0; v < V; ++v) {
+        const float d = xv[v] - k[v];
+        s[0][v] += d;
+        s[1][v] += d * d;
+        if (dy.dy.p) {
+          s[2][v] += gv[v];
+          s[3][v] += gv[v] * d;
+        }
+      }
+    }
+  }
+  for (int q = 0; q < kNormSums; ++q)
+    for (int v = 0; v < V; ++v)
+      sums[(q * rowLanes + rl) * tile + lane * V + v] = s[q][v];
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < kNormSums * tile; i += blockDim.x) {
+    const int q = int(i / tile);
+    const int64_t ch = i % tile, c = blockIdx.y * tile + ch;
+    if (c >= g.C)
+      continue;
+    float v = 0.0f;
+    for (int l = 0; l < rowLanes; ++l) // a fixed order: deterministic
+      v += sums[(q * rowLanes + l) * tile + ch];
+    part[(c * g.splits + blockIdx.x) * kNormSums + q] = v;
+  }
+}
+
+/// Calls f(e, c) for every pack of V elements e.. (channels c..) of the
+/// channel-innermost [N, C] (C a multiple of V: a pack stays in its row) in a
+/// grid-stride loop, c stepped along without a 64-bit division per pack
+/// (which would cost more than the pack's bytes).
+template <int V, class F>
+__device__ __forceinline__ void for_channel_packs(const NormGrid &g, F f) {
+  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x * V;
+  const int64_t stepC = step % g.C;
+  int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V, c = e % g.C;
+  for (; e < total; e += step) {
+    f(e, c);
+    c += stepC;
+    if (c >= g.C)
+      c -= g.C;
   }
 }
 
@@ -477,14 +519,9 @@ __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
                                          NormGrad dy, Ref dx) {
   const float M = float(g.N > 0 ? g.N : 1);
   for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
-    float xv[V], gv[V], mask[V];
+    float xv[V], gv[V];
     ld_pack<V>(x, e, xv);
-    ld_pack<V>(dy.dy, e, gv);
-    if (dy.relu.p) {
-      ld_pack<V>(dy.relu, e, mask);
-      for (int k = 0; k < V; ++k)
-        gv[k] = mask[k] > 0.0f ? gv[k] : 0.0f;
-    }
+    dy.pack<V>(e, gv);
     for (int k = 0; k < V; ++k) {
       const int64_t ck = c + k;
       const float inv = stats[ck * 4 + 1], a = ld(scale, ck) * inv;
@@ -529,22 +566,35 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
     return;
   if (N * S > int64_t(UINT32_MAX))
     fail(p, "more than 2^32 values in one channel");
-  // The channel innermost: channels-last storage, or [N, C] (S = 1).
+  // The channel innermost: channels-last storage, or [N, C] (S = 1); its
+  // passes 16 bytes a thread where every tensor allows.
   const bool last = p.channelsLast || S == 1;
-  const NormGrid g = last ? norm_grid_last(N * S, C) : norm_grid(N, C, S);
+  constexpr int V = kPack<act_t>;
+  const bool packed =
+      last && (forward ? packs_fit(C, {x[0], y})
+                       : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}));
+  const int lanes = last_lanes(C, packed ? V : 1);
+  const NormGrid g =
+      last ? norm_grid_last(N * S, C, int64_t(lanes) * (packed ? V : 1))
+           : norm_grid(N, C, S);
   // Scratch slot 0 (Reduce.cu's partials; both live within one call only).
   auto *part = static_cast<float *>(
       scratch(0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
   float *stats = part + C * g.splits * kNormSums;
   const dim3 grid(unsigned(g.splits), unsigned(C));
-  const dim3 gridLast(unsigned(g.splits),
-                      unsigned((C + kLastLanes - 1) / kLastLanes));
+  const int64_t tile = int64_t(lanes) * (packed ? V : 1);
+  const dim3 gridLast(unsigned(g.splits), unsigned((C + tile - 1) / tile));
   const unsigned finish = unsigned((C * 32 + 255) / 256); // a warp a channel
   const NormGrad dyRef =
       forward ? NormGrad{} : NormGrad{ref(dy), relu ? ref(y) : Ref()};
-  if (last)
-    batchnorm_sums_last_kernel<<<gridLast, dim3(kLastLanes, kLastRows), 0,
-                                 compute_stream()>>>(g, ref(x[0]), dyRef, part);
+  if (packed)
+    batchnorm_sums_last_kernel<V>
+        <<<gridLast, kNormThreads, 0, compute_stream()>>>(g, lanes, ref(x[0]),
+                                                          dyRef, part);
+  else if (last)
+    batchnorm_sums_last_kernel<1>
+        <<<gridLast, kNormThreads, 0, compute_stream()>>>(g, lanes, ref(x[0]),
+                                                          dyRef, part);
   else
     batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), dyRef, part);
@@ -552,10 +602,6 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
       g, eps, ref(x[0]), mean, var, part, !forward,
       forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
       forward ? moments : nullptr);
-  constexpr int V = kPack<act_t>;
-  const bool packed =
-      last && (forward ? packs_fit(C, {x[0], y})
-                       : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}));
   const unsigned elems = grid_for(N * C * S / (packed ? V : 1), kNormThreads);
   if (forward && packed)
     batchnorm_apply_last_kernel<V>
