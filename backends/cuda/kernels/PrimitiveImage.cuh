@@ -9,13 +9,15 @@
 
 constexpr int kPoolAxes = 3; // spatial axes the pool kernels index
 
-/// A pool's window (OnnxImage.h PoolWindow) by value for a kernel.
+/// A pool's window (OnnxImage.h PoolWindow) by value for a kernel. Offsets
+/// within a plane in 32 bits (pool() checks a plane's size): the kernels'
+/// index arithmetic is most of their work, 64-bit division the dearest.
 struct PoolArgs {
   int r = 0, max = 1, countPad = 0;
-  int64_t kernel[kPoolAxes] = {}, stride[kPoolAxes] = {}, dil[kPoolAxes] = {},
-          pad[kPoolAxes] = {}, padEnd[kPoolAxes] = {}, in[kPoolAxes] = {},
-          out[kPoolAxes] = {};
-  int64_t inPlane = 1, outPlane = 1, kcount = 1;
+  int kernel[kPoolAxes] = {}, stride[kPoolAxes] = {}, dil[kPoolAxes] = {},
+      pad[kPoolAxes] = {}, padEnd[kPoolAxes] = {}, in[kPoolAxes] = {},
+      out[kPoolAxes] = {};
+  int inPlane = 1, outPlane = 1, kcount = 1;
   int64_t channels = 0; // channels-last: C (a plane's values C apart); 0: NCHW
 };
 
@@ -26,16 +28,16 @@ PoolArgs poolArgs(const ok::PoolWindow &w, int64_t channelsLast) {
   a.max = w.max;
   a.countPad = w.countPad;
   for (int d = 0; d < a.r; ++d) {
-    a.kernel[d] = w.kernel[d];
-    a.stride[d] = w.stride[d];
-    a.dil[d] = w.dilation[d];
-    a.pad[d] = w.pad[d];
-    a.padEnd[d] = w.padEnd[d];
-    a.in[d] = w.in[d];
-    a.out[d] = w.out[d];
-    a.inPlane *= w.in[d];
-    a.outPlane *= w.out[d];
-    a.kcount *= w.kernel[d];
+    a.kernel[d] = int(w.kernel[d]);
+    a.stride[d] = int(w.stride[d]);
+    a.dil[d] = int(w.dilation[d]);
+    a.pad[d] = int(w.pad[d]);
+    a.padEnd[d] = int(w.padEnd[d]);
+    a.in[d] = int(w.in[d]);
+    a.out[d] = int(w.out[d]);
+    a.inPlane *= a.in[d];
+    a.outPlane *= a.out[d];
+    a.kcount *= a.kernel[d];
   }
   return a;
 }
@@ -45,19 +47,18 @@ PoolArgs poolArgs(const ok::PoolWindow &w, int64_t channelsLast) {
 /// `padded` gets count_include_pad's divisor, `first` (max) the offset of the
 /// first maximum (-1: none).
 __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
-                            int64_t step, int64_t o, int64_t *padded,
-                            int64_t *first) {
-  int64_t at[kPoolAxes];
+                            int64_t step, int o, int *padded, int *first) {
+  int at[kPoolAxes];
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = o % a.out[d];
     o /= a.out[d];
   }
   float acc = a.max ? -INFINITY : 0.0f;
-  int64_t n = 0, inPad = 0, best = -1;
-  for (int64_t k = 0; k < a.kcount; ++k) {
-    int64_t rest = k, off = 0;
+  int n = 0, inPad = 0, best = -1;
+  for (int k = 0; k < a.kcount; ++k) {
+    int rest = k, off = 0;
     bool inside = true, inPadded = true;
-    int64_t idx[kPoolAxes];
+    int idx[kPoolAxes];
     for (int d = a.r - 1; d >= 0; --d) {
       idx[d] = at[d] * a.stride[d] - a.pad[d] + (rest % a.kernel[d]) * a.dil[d];
       rest /= a.kernel[d];
@@ -71,7 +72,7 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
     inPad += inPadded;
     if (!inside)
       continue;
-    const float v = ld(x, base + off * step);
+    const float v = ld(x, base + int64_t(off) * step);
     ++n;
     if (!a.max)
       acc += v;
@@ -88,13 +89,14 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
 /// Element j of a tensor of planes of `plane` values: its plane (NCHW: n * C
 /// + c; channels-last [N, plane, C]: n, with c apart) and its offset in it.
 struct PlaneAt {
-  int64_t plane, c, at;
+  int64_t plane, c;
+  int at;
 };
 __device__ PlaneAt plane_at(const PoolArgs &a, int64_t j, int64_t plane) {
   if (!a.channels)
-    return {j / plane, 0, j % plane};
+    return {j / plane, 0, int(j % plane)};
   const int64_t rest = j / a.channels;
-  return {rest / plane, j % a.channels, rest % plane};
+  return {rest / plane, j % a.channels, int(rest % plane)};
 }
 /// Where plane q's values start in a tensor of `plane`-value planes, and the
 /// distance between them.
@@ -111,7 +113,7 @@ __global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x) {
     const PlaneAt o = plane_at(a, j, a.outPlane);
-    int64_t count, first;
+    int count, first;
     const float v = poolWindow(a, x, plane_base(a, o, a.inPlane), plane_step(a),
                                o.at, &count, &first);
     put(y, j, a.max ? v : v / float(count > 0 ? count : 1), false);
@@ -125,20 +127,20 @@ __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
   const PlaneAt in = plane_at(a, j, a.inPlane);
   const int64_t inBase = plane_base(a, in, a.inPlane),
                 outBase = plane_base(a, in, a.outPlane), step = plane_step(a);
-  int64_t at[kPoolAxes], rest = in.at;
-  const int64_t self = rest;
+  int at[kPoolAxes], rest = in.at;
+  const int self = rest;
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = rest % a.in[d];
     rest /= a.in[d];
   }
   float g = 0.0f;
-  for (int64_t k = 0; k < a.kcount; ++k) {
-    int64_t kr = k, o = 0;
+  for (int k = 0; k < a.kcount; ++k) {
+    int kr = k, o = 0;
     bool hit = true;
-    int64_t od[kPoolAxes];
+    int od[kPoolAxes];
     // The output whose kernel position k lands on this input, if any.
     for (int d = a.r - 1; d >= 0; --d) {
-      const int64_t t = at[d] + a.pad[d] - (kr % a.kernel[d]) * a.dil[d];
+      const int t = at[d] + a.pad[d] - (kr % a.kernel[d]) * a.dil[d];
       kr /= a.kernel[d];
       od[d] = t / a.stride[d];
       hit = hit && t >= 0 && t % a.stride[d] == 0 && od[d] < a.out[d];
@@ -147,9 +149,9 @@ __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
       continue;
     for (int d = 0; d < a.r; ++d)
       o = o * a.out[d] + od[d];
-    int64_t count, first;
+    int count, first;
     poolWindow(a, x, inBase, step, o, &count, &first);
-    const float up = ld(dy, outBase + o * step);
+    const float up = ld(dy, outBase + int64_t(o) * step);
     if (!a.max)
       g += up / float(count > 0 ? count : 1);
     else if (first == self)
@@ -170,6 +172,12 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
           bool forward) {
   if (p.pool.in.size() > size_t(kPoolAxes))
     fail(p, "a pool over more than 3 spatial axes");
+  int64_t padded = 1; // the padded plane bounds every in-plane offset
+  for (size_t d = 0; d < p.pool.in.size(); ++d)
+    padded *= p.pool.pad[d] + p.pool.in[d] + p.pool.padEnd[d] +
+              p.pool.kernel[d] * p.pool.dilation[d];
+  if (padded > int64_t(INT32_MAX))
+    fail(p, "a pool plane of 2^31 values or more");
   const PoolArgs a = poolArgs(p.pool, p.channelsLast ? p.in[0][1] : 0);
   const int64_t planes = p.in[0][0] * p.in[0][1];
   if (forward) {
