@@ -77,8 +77,8 @@ __global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
   }
 }
 
-/// out[b, c, p] += bias[c] over [B, C, P] (cuDNN's convolution has no bias;
-/// channels-last: P = 1, each row's C values).
+/// out[b, c, p] += bias[c] over NCHW [B, C, P] (cuDNN's convolution has no
+/// bias; channels-last, the rows [B*P, C] take Linear.h's bias_add).
 __global__ void channel_bias_kernel(act_t *out, const act_t *bias, int64_t C,
                                     int64_t P, int64_t total) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
@@ -87,16 +87,16 @@ __global__ void channel_bias_kernel(act_t *out, const act_t *bias, int64_t C,
 }
 
 /// dbias[c] += the sum of dout[b, c, p] over b and p (fp32): one block a
-/// channel, a fixed order (deterministic). dout NCHW, or NHWC (`last`).
+/// channel, a fixed order (deterministic). NCHW; channels-last dout is rows
+/// [B*P, C], whose column sums are Linear.h's bias_add_backward.
 __global__ void channel_sums_kernel(float *dbias, const act_t *dout, int64_t B,
-                                    int64_t C, int64_t P, bool last) {
+                                    int64_t C, int64_t P) {
   __shared__ float partial[32];
   const int64_t c = blockIdx.x;
-  const int64_t cStep = last ? 1 : P, pStep = last ? C : 1;
   float acc = 0.0f;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t p = threadIdx.x; p < P; p += blockDim.x)
-      acc += to_float(dout[b * C * P + c * cStep + p * pStep]);
+      acc += to_float(dout[(b * C + c) * P + p]);
   acc = block_sum(acc, partial);
   if (threadIdx.x == 0)
     dbias[c] += acc;
@@ -218,10 +218,11 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
     return;
   if (cudnn_conv::forward(out, x, w, s)) {
     const int64_t total = s.B * s.Cout * P;
-    if (bias) {
+    if (bias && s.channelsLast) {
+      bias_add_forward(out, out, bias, s.B * P, s.Cout);
+    } else if (bias) {
       channel_bias_kernel<<<grid_for(total, kThreads), kThreads, 0,
-                            compute_stream()>>>(out, bias, s.Cout,
-                                                s.channelsLast ? 1 : P, total);
+                            compute_stream()>>>(out, bias, s.Cout, P, total);
       AUTODDL_CUDA_CHECK_LAUNCH();
     }
     return;
@@ -246,9 +247,11 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
   dx = dx && cudnn_conv::backward_data(dx, dout, w, s) ? nullptr : dx;
   dw = dw && cudnn_conv::backward_filter(dw, dout, x, s) ? nullptr : dw;
   if (!dx && !dw) {
-    if (dbias) {
+    if (dbias && s.channelsLast) {
+      bias_add_backward(nullptr, dbias, dout, s.B * P, s.Cout);
+    } else if (dbias) {
       channel_sums_kernel<<<unsigned(s.Cout), kThreads, 0, compute_stream()>>>(
-          dbias, dout, s.B, s.Cout, P, s.channelsLast);
+          dbias, dout, s.B, s.Cout, P);
       AUTODDL_CUDA_CHECK_LAUNCH();
     }
     return;
