@@ -80,6 +80,8 @@ private:
   std::string runningStatistics(const OpCall &c,
                                 const onnx_kernels::Primitive &prim,
                                 const std::string &name);
+  bool normWithRelu(OpCall &c, const std::string &name, const std::string &in,
+                    const std::string &din, const std::string &moments);
 
   const EmitContext &cx_;
   StageMembers &members_;

@@ -111,6 +111,28 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
   return fmt::format("{} + (g.rdp * kMicroBatches + mb) * {}", moments, 2 * C);
 }
 
+/// A batch norm whose ReLU runs in its passes (planProducerReluFusion):
+/// writes the ReLU's output and takes its gradient, and true; false for any
+/// other primitive. `in`, `din`: the operands' and their gradients' list.
+bool OpEmitters::normWithRelu(OpCall &c, const std::string &name,
+                              const std::string &in, const std::string &din,
+                              const std::string &moments) {
+  const auto it = cx_.reluAfter.find(c.i);
+  if (it == cx_.reluAfter.end())
+    return false;
+  const int out = cx_.g.ops[it->second].results[0];
+  const TpLayout lo = cx_.L.ops[it->second].result;
+  const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
+  c.F(fmt::format("autoddl::rt::batchnorm_relu_forward({}, {{{}}}, {}, {}); "
+                  "// and {}",
+                  name, in, relu, moments.empty() ? "nullptr" : moments,
+                  commentText(cx_.g.ops[it->second].name)));
+  c.BI(fmt::format("autoddl::rt::batchnorm_relu_backward({}, {{{}}}, {{{}}}, "
+                   "{}, {});",
+                   name, din, in, relu, drelu));
+  return true;
+}
+
 /// primitive
 void OpEmitters::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
@@ -239,21 +261,8 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
                                                  : "onnx_prim::primitive_";
   const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
-  // A batch norm whose ReLU runs in its passes (planProducerReluFusion)
-  // writes the ReLU's output and takes its gradient.
-  if (auto it = cx_.reluAfter.find(i); it != cx_.reluAfter.end()) {
-    const int out = cx_.g.ops[it->second].results[0];
-    const TpLayout lo = cx_.L.ops[it->second].result;
-    const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
-    F(fmt::format("autoddl::rt::batchnorm_relu_forward({}, {{{}}}, {}, {}); "
-                  "// and {}",
-                  name, in, relu, moments.empty() ? "nullptr" : moments,
-                  commentText(cx_.g.ops[it->second].name)));
-    BI(fmt::format("autoddl::rt::batchnorm_relu_backward({}, {{{}}}, {{{}}}, "
-                   "{}, {});",
-                   name, din, in, relu, drelu));
+  if (normWithRelu(c, name, in, din, moments))
     return;
-  }
   // A batch norm with running statistics also writes its micro-batch's
   // moments: on the device from the forward's own sums.
   if (!moments.empty() && cx_.target.devicePrimitives)
