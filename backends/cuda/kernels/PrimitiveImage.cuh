@@ -44,8 +44,8 @@ PoolArgs poolArgs(const ok::PoolWindow &w, int64_t channelsLast) {
 
 /// Output position o's window (within a plane, its values at base + offset *
 /// step), as OnnxImage.h forWindow: reduces over its in-bounds inputs;
-/// `padded` gets count_include_pad's divisor, `first` (max) the offset of the
-/// first maximum (-1: none).
+/// `padded` gets count_include_pad's divisor, `first` (max) the kernel tap
+/// (0 .. kcount - 1) of the first maximum (-1: none).
 __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
                             int64_t step, int o, int *padded, int *first) {
   int at[kPoolAxes];
@@ -78,7 +78,7 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
       acc += v;
     else if (best < 0 || v > acc) {
       acc = v;
-      best = off;
+      best = k;
     }
   }
   *padded = a.countPad ? inPad : n;
@@ -120,15 +120,33 @@ __global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
   }
 }
 
+/// A max pool's backward, first pass: each output's first maximum as its
+/// window's tap (kNoTap: none), so the gather below reads one byte a window
+/// instead of the window (ResNet's 3x3/2 max pool: each input is in up to
+/// four).
+constexpr uint8_t kNoTap = 255;
+__global__ void pool_taps_kernel(PoolArgs a, int64_t total, Ref x,
+                                 uint8_t *taps) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const PlaneAt o = plane_at(a, j, a.outPlane);
+    int count, first;
+    poolWindow(a, x, plane_base(a, o, a.inPlane), plane_step(a), o.at, &count,
+               &first);
+    taps[j] = first < 0 ? kNoTap : uint8_t(first);
+  }
+}
+
 /// dx[j] += the gradient of every window reading input j: its share of a
-/// mean, or all of a max it is the first of.
+/// mean, or all of a max it is the first of (`taps`: pool_taps_kernel's,
+/// else the window recomputed).
 __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
-                                 const Ref &dy, const Ref &dx) {
+                                 const Ref &dy, const uint8_t *taps,
+                                 const Ref &dx) {
   const PlaneAt in = plane_at(a, j, a.inPlane);
   const int64_t inBase = plane_base(a, in, a.inPlane),
                 outBase = plane_base(a, in, a.outPlane), step = plane_step(a);
   int at[kPoolAxes], rest = in.at;
-  const int self = rest;
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = rest % a.in[d];
     rest /= a.in[d];
@@ -149,12 +167,18 @@ __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
       continue;
     for (int d = 0; d < a.r; ++d)
       o = o * a.out[d] + od[d];
+    const int64_t at_o = outBase + int64_t(o) * step; // dy's, and taps'
+    if (taps) {
+      if (taps[at_o] == k)
+        g += ld(dy, at_o);
+      continue;
+    }
     int count, first;
     poolWindow(a, x, inBase, step, o, &count, &first);
-    const float up = ld(dy, outBase + int64_t(o) * step);
+    const float up = ld(dy, at_o);
     if (!a.max)
       g += up / float(count > 0 ? count : 1);
-    else if (first == self)
+    else if (first == k) // this input is tap k of window o
       g += up;
   }
   put(dx, j, g, true);
@@ -162,10 +186,10 @@ __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
 
 /// One thread an input element (grid-stride).
 __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
-                                     Ref dx) {
+                                     const uint8_t *taps, Ref dx) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x)
-    pool_backward_at(a, j, x, dy, dx);
+    pool_backward_at(a, j, x, dy, taps, dx);
 }
 
 void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
@@ -186,11 +210,18 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
       pool_forward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
           a, n, ref(x), ref(y));
   } else {
-    const int64_t n = planes * a.inPlane;
+    const int64_t n = planes * a.inPlane, outs = planes * a.outPlane;
     if (!dx.p || n == 0)
       return;
+    // A max pool's taps: scratch slot 0 (within this call only, as Reduce's).
+    uint8_t *taps = nullptr;
+    if (a.max && a.kcount < kNoTap && outs > 0) {
+      taps = static_cast<uint8_t *>(scratch(0, outs));
+      pool_taps_kernel<<<grid_for(outs, 256), 256, 0, compute_stream()>>>(
+          a, outs, ref(x), taps);
+    }
     pool_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        a, n, ref(x), ref(dy), ref(dx));
+        a, n, ref(x), ref(dy), taps, ref(dx));
   }
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
