@@ -644,7 +644,7 @@ void batchnorm_forward_moments(const ok::Primitive &p,
   if (p.kind != ok::Primitive::Kind::BatchNorm || !p.batchStats)
     fail(p, "moments of a primitive that is not a batch norm on batch "
             "statistics");
-  batchnorm(p, x, y, nullptr, {}, true, moments);
+  batchnorm(p, x, y, nullptr, {}, true, {moments});
 }
 
 void batchnorm_relu_forward(const ok::Primitive &p,
@@ -653,16 +653,24 @@ void batchnorm_relu_forward(const ok::Primitive &p,
   if (p.kind != ok::Primitive::Kind::BatchNorm || (moments && !p.batchStats))
     fail(p, "a fused ReLU after a primitive that is not a batch norm (or "
             "moments of one on given statistics)");
-  batchnorm(p, x, y, nullptr, {}, true, moments, true);
+  batchnorm(p, x, y, nullptr, {}, true, {moments, true});
 }
 
 void batchnorm_relu_backward(const ok::Primitive &p,
                              const std::vector<PrimRef> &dx,
                              const std::vector<PrimRef> &x, PrimRef y,
-                             PrimRef dy) {
+                             PrimRef dy, bool accumulate_dx) {
   if (p.kind != ok::Primitive::Kind::BatchNorm)
     fail(p, "a fused ReLU after a primitive that is not a batch norm");
-  batchnorm(p, x, y, dy, dx, false, nullptr, true);
+  batchnorm(p, x, y, dy, dx, false, {nullptr, true, !accumulate_dx});
+}
+
+void batchnorm_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
+                        const std::vector<PrimRef> &x, PrimRef dy,
+                        bool accumulate_dx) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm)
+    fail(p, "batchnorm_backward of a primitive that is not a batch norm");
+  batchnorm(p, x, nullptr, dy, dx, false, {nullptr, false, !accumulate_dx});
 }
 
 void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,

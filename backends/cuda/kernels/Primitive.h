@@ -82,7 +82,15 @@ void batchnorm_relu_forward(const onnx_kernels::Primitive &p,
 void batchnorm_relu_backward(const onnx_kernels::Primitive &p,
                              const std::vector<PrimRef> &dx,
                              const std::vector<PrimRef> &x, PrimRef y,
-                             PrimRef dy);
+                             PrimRef dy, bool accumulate_dx = true);
+/// A batch norm's backward (primitive_backward's) with accumulate_dx false:
+/// x's gradient dx[0] is stored, not added (codegen's, where the norm alone
+/// reads x: the buffer is then never zeroed); its parameters' are added.
+/// batchnorm_relu_backward takes the same flag.
+void batchnorm_backward(const onnx_kernels::Primitive &p,
+                        const std::vector<PrimRef> &dx,
+                        const std::vector<PrimRef> &x, PrimRef dy,
+                        bool accumulate_dx);
 /// The running mean and var [C] (device) take `slots` micro-batches'
 /// moments in order, then the moments are zeroed: on compute_stream(), so
 /// inside the step graph.

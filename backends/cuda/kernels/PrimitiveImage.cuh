@@ -392,7 +392,8 @@ __global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
 /// Backward (OnnxImage.h batchnorm_backward): dx += a/M (M g - Σg - x̂ Σg·x̂)
 /// on batch statistics, dx += a g on given ones.
 __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
-                                    const float *stats, NormGrad dy, Ref dx) {
+                                    const float *stats, NormGrad dy, Ref dx,
+                                    bool acc) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], inv = stats[c * 4 + 1], sg = stats[c * 4 + 2],
               sgx = stats[c * 4 + 3], a = ld(scale, c) * inv,
@@ -400,7 +401,7 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
   for_block_values(g, [&](int64_t e) {
     const float gv = dy.at(e);
     const float xhat = (ld(x, e) - m) * inv;
-    put(dx, e, given ? a * gv : a / M * (M * gv - sg - xhat * sgx), true);
+    put(dx, e, given ? a * gv : a / M * (M * gv - sg - xhat * sgx), acc);
   });
 }
 
@@ -555,7 +556,7 @@ __global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
 template <int V>
 __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
                                          bool given, const float *stats,
-                                         NormGrad dy, Ref dx) {
+                                         NormGrad dy, Ref dx, bool acc) {
   const float M = float(g.N > 0 ? g.N : 1);
   for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
     float xv[V], gv[V];
@@ -571,7 +572,7 @@ __global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
               : a / M *
                     (M * gv[k] - stats[ck * 4 + 2] - xhat * stats[ck * 4 + 3]);
     }
-    put_pack<V>(dx, e, xv, true);
+    put_pack<V>(dx, e, xv, acc);
   });
 }
 
@@ -588,13 +589,22 @@ bool packs_fit(int64_t C, std::initializer_list<PrimRef> refs) {
   return true;
 }
 
-/// `moments` (forward only; null: none): the micro-batch's mean and unbiased
-/// variance, 2C floats, for the running statistics. `relu`: a ReLU after the
-/// norm runs in its passes, y is its output (written forward, its mask read
-/// backward) and dy its output gradient.
+/// What a batch norm call does beside the norm. `moments` (forward only;
+/// null: none): the micro-batch's mean and unbiased variance, 2C floats, for
+/// the running statistics. `relu`: a ReLU after the norm runs in its passes,
+/// y is its output (written forward, its mask read backward) and dy its
+/// output gradient. `storeDx`: x's gradient is stored, not added (its only
+/// writer: codegen's stored gradients, never zeroed).
+struct NormPasses {
+  float *moments = nullptr;
+  bool relu = false, storeDx = false;
+};
+
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                PrimRef dy, const std::vector<PrimRef> &dx, bool forward,
-               float *moments = nullptr, bool relu = false) {
+               NormPasses o = {}) {
+  float *moments = o.moments;
+  const bool relu = o.relu;
   const Dims &xs = p.in[0];
   const int64_t N = xs[0], C = xs[1],
                 S = ok::numel(xs) / std::max<int64_t>(1, N * C);
@@ -655,12 +665,15 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
         g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
   else if (dx[0].p && packed)
     batchnorm_dx_last_kernel<V><<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
+        !o.storeDx);
   else if (dx[0].p && last)
     batchnorm_dx_last_kernel<1><<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
+        !o.storeDx);
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]));
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
+        !o.storeDx);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }

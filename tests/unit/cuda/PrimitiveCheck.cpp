@@ -91,12 +91,23 @@ std::vector<float> toNhwc(const std::vector<float> &v, const Dims &nchw,
 }
 
 /// Runs op on the CPU and the GPU and compares y and every operand's
-/// gradient; `last`: the GPU runs its channels-last form, every rank-4
-/// operand and the result stored NHWC; `relu` (a batch norm): a ReLU after it,
-/// on the GPU in its passes (batchnorm_relu_forward/_backward), y the ReLU's.
+/// gradient, in the GPU form `form` names (Form bits).
+enum Form : unsigned {
+  kNchw = 0,
+  // The channels-last form: every rank-4 operand and the result stored NHWC.
+  kLast = 1,
+  // A batch norm with a ReLU after it, on the GPU in its passes
+  // (batchnorm_relu_forward/_backward): y the ReLU's.
+  kRelu = 2,
+  // A batch norm storing x's gradient (accumulate_dx false) into a poisoned
+  // buffer.
+  kStoreDx = 4,
+};
 void check(const std::string &label, const std::string &op,
            const ok::PrimitiveAttrs &attrs, const std::vector<Operand> &ops,
-           const Dims &out, bool last = false, bool relu = false) {
+           const Dims &out, unsigned form = kNchw) {
+  const bool last = form & kLast, relu = form & kRelu,
+             storeDx = form & kStoreDx;
   std::vector<Dims> in;
   std::vector<std::vector<double>> consts;
   for (const Operand &o : ops) {
@@ -161,13 +172,18 @@ void check(const std::string &label, const std::string &op,
   DevArray yd(ny, false), dyd(ny, false);
   poison(yd.act->data(), std::max<int64_t>(1, ny) * int64_t(sizeof(act_t)));
   dyd.put(stored(dy, out));
-  if (relu) {
+  if (storeDx && dxd[0])
+    poison(dxd[0]->act->data(), dxd[0]->n * int64_t(sizeof(act_t)));
+  if (relu)
     rt::batchnorm_relu_forward(p, xg, yd.ref(), nullptr);
-    rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref());
-  } else {
+  else
     rt::primitive_forward(p, xg, yd.ref(), key);
+  if (relu)
+    rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+  else if (storeDx)
+    rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
+  else
     rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
-  }
   rt::synchronize();
   bool good = report(label + " forward",
                      rel_error(stored(yd.get(), out, true), yOut), kActTol);
@@ -499,36 +515,48 @@ void checkAll() {
   // convolutions): batch norm on batch statistics and given ones, the stem's
   // max pool, an average pool counting pads, a global pool, ReLU and Add.
   check("BatchNormalization batch stats NHWC", "BatchNormalization", none,
-        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7}, true);
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7}, kLast);
   check("BatchNormalization inference NHWC", "BatchNormalization", none,
         {{{3, 6, 4, 5}},
          {{6}, 'p'},
          {{6}, 'p'},
          {{6}, 'c'},
          {{6}, 'c', {}, 0.5f, 1.5f}},
-        {3, 6, 4, 5}, true);
+        {3, 6, 4, 5}, kLast);
   // The ReLU after a batch norm in its passes (codegen's
   // planProducerReluFusion).
   check("BatchNormalization + ReLU", "BatchNormalization", none,
-        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, false, true);
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, kRelu);
   check("BatchNormalization + ReLU NHWC", "BatchNormalization", none,
-        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7}, true, true);
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
+        kLast | kRelu);
   // 16 channels: the passes 16 bytes at a time (bf16 and fp32 packs).
   check("BatchNormalization NHWC packed", "BatchNormalization", none,
-        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, true);
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, kLast);
   check("BatchNormalization + ReLU NHWC packed", "BatchNormalization", none,
-        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, true, true);
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7},
+        kLast | kRelu);
   stem.ints.erase("count_include_pad");
   check("MaxPool 3x3 s2 p1 NHWC", "MaxPool", stem, {{{2, 5, 9, 10}}},
-        {2, 5, 5, 5}, true);
+        {2, 5, 5, 5}, kLast);
   stem.ints["count_include_pad"] = 1;
   check("AveragePool 3x3 s2 p1 counting pads NHWC", "AveragePool", stem,
-        {{{2, 5, 9, 10}}}, {2, 5, 5, 5}, true);
+        {{{2, 5, 9, 10}}}, {2, 5, 5, 5}, kLast);
   check("GlobalAveragePool NHWC", "GlobalAveragePool", none, {{{3, 6, 4, 5}}},
-        {3, 6, 1, 1}, true);
-  check("Relu NHWC", "Relu", none, {{{2, 6, 3, 5}}}, {2, 6, 3, 5}, true);
+        {3, 6, 1, 1}, kLast);
+  check("Relu NHWC", "Relu", none, {{{2, 6, 3, 5}}}, {2, 6, 3, 5}, kLast);
   check("Add NHWC", "Add", none, {{{2, 6, 3, 5}}, {{2, 6, 3, 5}}}, {2, 6, 3, 5},
-        true);
+        kLast);
+  // A batch norm alone reading its input stores that gradient (codegen's
+  // stored gradients): into a poisoned buffer, NCHW, NHWC and packed.
+  check("BatchNormalization dx stored", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, kStoreDx);
+  check("BatchNormalization NHWC dx stored", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
+        kLast | kStoreDx);
+  check("BatchNormalization + ReLU NHWC packed, dx stored",
+        "BatchNormalization", none, {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}},
+        {3, 16, 5, 7}, kLast | kRelu | kStoreDx);
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
