@@ -7,7 +7,8 @@
 // every op between two convolutions that computes the same function on NHWC
 // storage runs on it: conv2d, pool2d, elementwise ops on equal shapes, and
 // the primitives of onnx_kernels::channelsLastRuns (batch norm, pools,
-// global pools). AUTODDL_LAYOUT=nchw at generation keeps everything NCHW.
+// global pools). AUTODDL_LAYOUT=nchw at generation keeps everything NCHW
+// (nhwc or unset: as above; anything else is refused).
 //
 //===----------------------------------------------------------------------===//
 #include "codegen/emit/StageBuffers.h"
@@ -16,7 +17,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <numeric>
 
 namespace autoddl::codegen::emit {
@@ -103,8 +103,14 @@ bool EmitContext::runsChannelsLast(size_t i) const {
 /// tensors; a group holding a convolution runs channels-last, so a
 /// transpose sits only where a group meets an op that runs NCHW.
 void EmitContext::planChannelsLast() {
+  // Read by codegen (the layout is the generated program's), so checked
+  // here rather than by the program's check_environment.
   const char *env = std::getenv("AUTODDL_LAYOUT");
-  if (!cuda || (env && std::strcmp(env, "nchw") == 0))
+  const std::string layout = env ? env : "";
+  if (!layout.empty() && layout != "nchw" && layout != "nhwc")
+    throw UserError("AUTODDL_LAYOUT=" + layout +
+                    ": expected nchw or nhwc (the default)");
+  if (!cuda || layout == "nchw")
     return;
   std::vector<char> can(g.ops.size());
   for (size_t i = 0; i < g.ops.size(); ++i)
