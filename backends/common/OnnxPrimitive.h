@@ -65,6 +65,10 @@ struct Primitive {
   // BatchNorm with batch statistics: ONNX's momentum (PyTorch's is 1 minus
   // it); running = momentum running + (1 - momentum) batch.
   double momentum = 0.9;
+  // The CUDA program's channels-last storage (channelsLastPrimitive): operand
+  // 0 and the result, shaped [N, C, spatial...] as ONNX says, are stored
+  // [N, spatial..., C]. Never set in the CPU program.
+  bool channelsLast = false;
 };
 
 namespace detail {
@@ -453,6 +457,46 @@ inline std::string primitiveCudaRefusal(const Primitive &p,
     return "a MatMul of a parameter that is not a [K, N] weight does not run "
            "on cuda";
   return "";
+}
+
+/// Whether p computes the same function on channels-last storage of its
+/// [N, C, H, W] operand 0 and result (codegen's layout choice,
+/// codegen/emit/ChannelsLast.cpp): elementwise ops whose operands all have
+/// the result's shape (codegen also asks that they be activations stored
+/// alike), batch norms, 2-D pools and global pools (a reduce
+/// over axes 2 and 3 keeping them). The CUDA kernels run these stored so.
+inline bool channelsLastRuns(const Primitive &p) {
+  using K = Primitive::Kind;
+  if (p.out.size() != 4 || p.in.empty() || p.in[0].size() != 4)
+    return false;
+  switch (p.kind) {
+  case K::Unary:
+  case K::Binary: // (not Dropout: its mask is keyed by element index)
+    for (size_t k = 0; k < p.in.size(); ++k)
+      if (p.data[k] && p.in[k] != p.out)
+        return false;
+    return true;
+  case K::BatchNorm:
+    return true;
+  case K::Pool:
+    return p.pool.in.size() == 2;
+  case K::Reduce:
+    return p.axes == Dims{2, 3} && p.out == Dims{p.in[0][0], p.in[0][1], 1, 1};
+  default:
+    return false;
+  }
+}
+
+/// p stored channels-last (channelsLastRuns; the generated CUDA program's
+/// form of an op codegen chose so); aborts on any other, as onnxPrimitive.
+inline Primitive channelsLastPrimitive(Primitive p) {
+  if (!channelsLastRuns(p)) {
+    std::fprintf(stderr, "ONNX primitive %s: no channels-last form\n",
+                 p.op.c_str());
+    std::abort();
+  }
+  p.channelsLast = true;
+  return p;
 }
 
 /// The gather index of a data-movement primitive (Expand, Transpose, Slice):

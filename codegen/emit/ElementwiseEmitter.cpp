@@ -22,6 +22,18 @@ void OpEmitters::emitAdd(OpCall &c) {
       BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
     return;
   }
+  if (auto it = cx_.reluAfter.find(i); it != cx_.reluAfter.end()) {
+    // The ReLU after it runs here (planProducerReluFusion): its output
+    // written, its output gradient masked by it to both operands.
+    const int out = cx_.g.ops[it->second].results[0];
+    const TpLayout lo = cx_.L.ops[it->second].result;
+    const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
+    F(fmt::format("add_relu_forward({}, {}, {}, {}); // and {}", relu, x[0],
+                  x[1], n, commentText(cx_.g.ops[it->second].name)));
+    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {});", dx[0], dx[1], relu,
+                   drelu, n));
+    return;
+  }
   F(fmt::format("add_forward({}, {}, {}, {});", y, x[0], x[1], n));
   BI(fmt::format("add_backward({}, {}, {}, {});", dx[0], dx[1], dy, n));
 }
@@ -58,6 +70,16 @@ void OpEmitters::emitReluSilu(OpCall &c) {
   if (cx_.fusedRelus.count(i)) { // planBiasReluFusion
     F("// in the pass of its bias_add (bias_relu_forward)");
     BI("// in the pass of its bias_add (bias_relu_backward)");
+    return;
+  }
+  if (cx_.relusInProducer.count(i)) { // planProducerReluFusion
+    const bool add =
+        cx_.g.ops[size_t(cx_.producer[size_t(op.operands[0])])].kind == "add";
+    const char *call = add ? "add_relu" : "batchnorm_relu";
+    F(fmt::format("// in the passes of its {} ({}_forward)",
+                  add ? "add" : "batch norm", call));
+    BI(fmt::format("// in the passes of its {} ({}_backward)",
+                   add ? "add" : "batch norm", call));
     return;
   }
   F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));

@@ -22,7 +22,7 @@ std::vector<std::string> tensorNames(const ModelGraph &g) {
   // unique by a "_<k>" (the numbers no suffix ends in).
   static const std::regex derived(
       "_(s[0-9]+(x[0-9]+)?|full|whole|dx_partial|dvalues_partial|nodes|lse|"
-      "att|rstd|mean|received)$");
+      "att|rstd|mean|received|nhwc|nchw)$");
   // The stage structs' own members (Stage.cpp, LossEmitter.cpp).
   IdentTable ids({"layers", "held", "loss_sum", "correct", "correct_heldout",
                   "grad_zeros", "losses", "loss_max", "loss_sums", "loss_lse"});
@@ -64,6 +64,8 @@ EmitContext::EmitContext(const planner::Plan &plan, const ModelGraph &g,
   planGeluFusion();
   planResidualFusion();
   planBiasReluFusion();
+  planChannelsLast();
+  planProducerReluFusion(); // after: an op and its ReLU share a layout
   planLayerParams();
 }
 

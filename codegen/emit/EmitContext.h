@@ -184,6 +184,14 @@ struct EmitContext {
   // which also renames their parameters in `names`.
   std::vector<LayerArray> layerArrays;
   std::map<int, int> arrayOfParam; // first parameter -> its table
+  // cuda: the ops that run on channels-last (NHWC) image tensors
+  // (planChannelsLast, ChannelsLast.cpp); what they write is stored so.
+  std::set<size_t> nhwcOps;
+  // cuda: a ReLU after a batch norm primitive or an add runs in that op's
+  // passes (planProducerReluFusion): per norm or add its ReLU; the ReLUs
+  // emit nothing.
+  std::map<size_t, size_t> reluAfter;
+  std::set<size_t> relusInProducer;
 
   int64_t vocab() const;
   /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its
@@ -254,6 +262,12 @@ struct EmitContext {
       return val(pattern, TpLayout{}) + ".nnz()";
     return std::to_string(numel(local(t, l)));
   }
+  /// An activation or input of shape [N, C, H, W] whose NCHW and NHWC bytes
+  /// differ (C > 1, H * W > 1): the tensors the layout choice concerns.
+  bool imageTensor(int t) const;
+  /// Whether tensor t is stored NHWC (its producer runs channels-last).
+  bool storedChannelsLast(int t) const;
+
   /// Per tensor, the ops reading it (once per operand slot).
   std::vector<std::vector<size_t>> readers() const {
     std::vector<std::vector<size_t>> r(g.tensors.size());
@@ -268,6 +282,10 @@ private:
   void planGeluFusion();
   void planResidualFusion();
   void planBiasReluFusion();
+  /// The channels-last ops (ChannelsLast.cpp).
+  void planChannelsLast();
+  bool runsChannelsLast(size_t i) const;
+  void planProducerReluFusion();
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
 };

@@ -1,7 +1,8 @@
 //===- ImageEmitter.cpp - image ops ---------------------------------------===//
 //
 // conv2d, pool2d, flatten / reshape and transpose: the same calls on both
-// backends (backends/{cpu,cuda}/kernels/Conv.h, Shape.h).
+// backends (backends/{cpu,cuda}/kernels/Conv.h, Shape.h); the CUDA
+// program's channels-last conv2d and pool2d (ChannelsLast.cpp) add a flag.
 // One function per op kind, registered in OpTable.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -16,9 +17,10 @@ void OpEmitters::emitConv2d(OpCall &c) {
   // Replicated over tp: every rank convolves its whole micro-batch.
   const auto &xsh = xs[0], &wsh = xs[1];
   const std::string shape = fmt::format(
-      "Conv2dShape{{{}, {}, {}, {}, {}, {}, {}, {}, {}}}", xsh[0], xsh[1],
+      "Conv2dShape{{{}, {}, {}, {}, {}, {}, {}, {}, {}{}}}", xsh[0], xsh[1],
       xsh[2], xsh[3], wsh[0], wsh[2], wsh[3], attrOf(op, ops::attr::kStride),
-      attrOf(op, ops::attr::kPadding));
+      attrOf(op, ops::attr::kPadding),
+      cx_.nhwcOps.count(i) ? ", /*channelsLast=*/true" : "");
   const std::string b = op.operands.size() > 2 ? x[2] : "nullptr";
   const std::string db = op.operands.size() > 2 ? dx[2] : "nullptr";
   F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
@@ -39,12 +41,15 @@ void OpEmitters::emitPool2d(OpCall &c) {
       attrOr(op, ops::attr::kPoolKind, "max") == "max" ? "true" : "false";
   const int64_t kernel = attrOr(op, ops::attr::kKernel, 2),
                 stride = attrOf(op, ops::attr::kStride);
-  F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {});", y, x[0],
-                a[0] * a[1], a[2], a[3], kernel, stride, isMax));
+  // Channels-last: the planes' channel count, their values that far apart.
+  const std::string last =
+      cx_.nhwcOps.count(i) ? fmt::format(", /*channels_last=*/{}", a[1]) : "";
+  F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {}{});", y, x[0],
+                a[0] * a[1], a[2], a[3], kernel, stride, isMax, last));
   if (!cx_.isInput(op.operands[0]))
-    BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {});",
+    BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {}{});",
                    dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
-                   isMax));
+                   isMax, last));
 }
 
 /// flatten, reshape

@@ -80,6 +80,13 @@ private:
   std::string runningStatistics(const OpCall &c,
                                 const onnx_kernels::Primitive &prim,
                                 const std::string &name);
+  void primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
+                      const std::string &name, const std::string &in,
+                      const std::string &din, const std::string &moments,
+                      const std::string &key);
+  bool normWithRelu(OpCall &c, const std::string &name, const std::string &in,
+                    const std::string &din, const std::string &moments,
+                    const char *store);
 
   const EmitContext &cx_;
   StageMembers &members_;

@@ -10,6 +10,8 @@
 
 #include "ir/import/ResolvePrimitive.h"
 
+#include <tuple>
+
 namespace autoddl::codegen::emit {
 
 namespace {
@@ -95,6 +97,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
     const int t = op.operands[k];
     x[k] = buffers_.ensureLayout(st, t, p.operands[k], steps);
     dx[k] = cx_.grad(t, p.operands[k]);
+    std::tie(x[k], dx[k]) =
+        buffers_.ensureFormat(st, t, p.operands[k], i, x[k], dx[k], steps);
     xs[k] = cx_.local(t, p.operands[k]);
   }
   const int r = op.results[0];
@@ -102,7 +106,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   // linear whose GEMM writes its sum with a residual (planResidualFusion),
   // and a bias_add whose ReLU runs in its passes (planBiasReluFusion), has
   // neither output nor gradient buffer.
-  if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i))
+  if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i) &&
+      !cx_.reluAfter.count(i))
     buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
   const std::vector<int64_t> ys = cx_.local(r, p.result);
   const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);
@@ -121,10 +126,11 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
                             " (local heads)",
                             " (on local shards)",
                             " (vocab-parallel)"};
-  s.fwd.push_back(fmt::format("  // {}: {}{}({}) -> {}{}", commentText(op.name),
-                              commentText(op.kind), modeName[int(p.mode)],
-                              operands, shapeStr(ys),
-                              p.result.split() ? " " + p.result.str() : ""));
+  s.fwd.push_back(fmt::format("  // {}: {}{}({}) -> {}{}{}",
+                              commentText(op.name), commentText(op.kind),
+                              modeName[int(p.mode)], operands, shapeStr(ys),
+                              p.result.split() ? " " + p.result.str() : "",
+                              cx_.nhwcOps.count(i) ? ", channels-last" : ""));
   s.bwdInput.push_back(fmt::format("  // {}: {} backward", commentText(op.name),
                                    commentText(op.kind)));
   const std::string &k = op.kind;

@@ -111,6 +111,73 @@ std::string OpEmitters::runningStatistics(const OpCall &c,
   return fmt::format("{} + (g.rdp * kMicroBatches + mb) * {}", moments, 2 * C);
 }
 
+/// A batch norm whose ReLU runs in its passes (planProducerReluFusion):
+/// writes the ReLU's output and takes its gradient, and true; false for any
+/// other primitive. `in`, `din`: the operands' and their gradients' list;
+/// `store`: ", false" where the norm stores its input's gradient.
+bool OpEmitters::normWithRelu(OpCall &c, const std::string &name,
+                              const std::string &in, const std::string &din,
+                              const std::string &moments, const char *store) {
+  const auto it = cx_.reluAfter.find(c.i);
+  if (it == cx_.reluAfter.end())
+    return false;
+  const int out = cx_.g.ops[it->second].results[0];
+  const TpLayout lo = cx_.L.ops[it->second].result;
+  const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
+  c.F(fmt::format("autoddl::rt::batchnorm_relu_forward({}, {{{}}}, {}, {}); "
+                  "// and {}",
+                  name, in, relu, moments.empty() ? "nullptr" : moments,
+                  commentText(cx_.g.ops[it->second].name)));
+  c.BI(fmt::format("autoddl::rt::batchnorm_relu_backward({}, {{{}}}, {{{}}}, "
+                   "{}, {}{});",
+                   name, din, in, relu, drelu, store));
+  return true;
+}
+
+/// The step's calls of primitive `name` (emitPrimitive): `in`, `din` the
+/// operands' and their gradients' lists, `moments` a batch norm's running
+/// statistics slot ("" : none), `key` a training Dropout's.
+void OpEmitters::primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
+                                const std::string &name, const std::string &in,
+                                const std::string &din,
+                                const std::string &moments,
+                                const std::string &key) {
+  auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
+         sequenceOffset, gatherNodes] = c;
+  // The device's entry points (kernels/Primitive.h) take PrimRefs, the
+  // host's templates float pointers: the same arguments.
+  const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
+                                                 : "onnx_prim::primitive_";
+  const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
+  // A batch norm alone reading its input stores that gradient (its buffer
+  // never zeroed): the device's entry points say so.
+  const bool storeDx = cx_.target.devicePrimitives &&
+                       prim.kind == onnx_kernels::Primitive::Kind::BatchNorm &&
+                       cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
+  if (storeDx)
+    storedGrads_.insert(dx[0]);
+  const char *store = storeDx ? ", false" : "";
+  if (normWithRelu(c, name, in, din, moments, store))
+    return;
+  // A batch norm with running statistics also writes its micro-batch's
+  // moments: on the device from the forward's own sums.
+  if (!moments.empty() && cx_.target.devicePrimitives)
+    F(fmt::format("autoddl::rt::batchnorm_forward_moments({}, {{{}}}, {}, {});",
+                  name, in, y, moments));
+  else
+    F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
+                  key));
+  if (!moments.empty() && !cx_.target.devicePrimitives)
+    F(fmt::format("onnx_prim::batchnorm_moments({}, {}, {}.in[0]);", moments,
+                  x[0], name));
+  if (storeDx)
+    BI(fmt::format("autoddl::rt::batchnorm_backward({}, {{{}}}, {{{}}}, {}{});",
+                   name, din, in, dy, store));
+  else
+    BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem,
+                   name, din, in, y, dy));
+}
+
 /// primitive
 void OpEmitters::emitPrimitive(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
@@ -187,11 +254,14 @@ void OpEmitters::emitPrimitive(OpCall &c) {
   // Op names are unique, their identifiers not always ("a.b", "a_b").
   const std::string name = primitiveNames_.add(op.name, "prim_");
   const std::string moments = runningStatistics(c, prim, name);
-  d += fmt::format("static const onnx_prim::Primitive {} = "
+  // Channels-last (ChannelsLast.cpp): the same resolution, stored NHWC.
+  const bool last = cx_.nhwcOps.count(i) > 0;
+  d += fmt::format("static const onnx_prim::Primitive {} = {}"
                    "onnx_prim::onnxPrimitive(\n    {}, {{{{{}}}, {{{}}}, "
-                   "{{{}}}}},\n    {{{}}}, {},\n    {{{}}});\n",
-                   name, cStringLiteral(type), ints, floats, lists, shapes,
-                   listLiteral(ys), constArgs);
+                   "{{{}}}}},\n    {{{}}}, {},\n    {{{}}}){};\n",
+                   name, last ? "onnx_prim::channelsLastPrimitive(" : "",
+                   cStringLiteral(type), ints, floats, lists, shapes,
+                   listLiteral(ys), constArgs, last ? ")" : "");
 
   // The step: operands in ONNX order (an index input is not read). On the
   // device a constant is read from its uploaded copy.
@@ -231,24 +301,7 @@ void OpEmitters::emitPrimitive(OpCall &c) {
         "step), (int64_t(g.rdp) * kMicroBatches + mb) * {} * {}}}",
         cStringLiteral(op.name), samples, onnx_kernels::numel(ys) / samples);
   }
-  // The device's entry points (kernels/Primitive.h) take PrimRefs, the
-  // host's templates float pointers: the same arguments.
-  const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
-                                                 : "onnx_prim::primitive_";
-  const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
-  // A batch norm with running statistics also writes its micro-batch's
-  // moments: on the device from the forward's own sums.
-  if (!moments.empty() && cx_.target.devicePrimitives)
-    F(fmt::format("autoddl::rt::batchnorm_forward_moments({}, {{{}}}, {}, {});",
-                  name, in, y, moments));
-  else
-    F(fmt::format("{}forward{}({}, {{{}}}, {}{});", call, elem, name, in, y,
-                  key));
-  if (!moments.empty() && !cx_.target.devicePrimitives)
-    F(fmt::format("onnx_prim::batchnorm_moments({}, {}, {}.in[0]);", moments,
-                  x[0], name));
-  BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem, name,
-                 din, in, y, dy));
+  primitiveCalls(c, prim, name, in, din, moments, key);
 }
 
 } // namespace autoddl::codegen::emit

@@ -582,6 +582,10 @@ std::string Emitter::specText() const {
     out += "  s.graph_columns = true; // gat_aggregate reads them\n";
   if (cx_.classModel)
     out += "  s.class_batch = kClassBatch;\n";
+  if (cx_.classModel && cx_.storedChannelsLast(cx_.classInput))
+    out += fmt::format("  s.images_channels_last = {}; // the convolutions' "
+                       "layout (NHWC)\n",
+                       cx_.full(cx_.classInput)[1]);
   out += "  s.nodes = kNodes;\n  s.features = kFeatures;\n"
          "  s.classes = kClasses;\n";
   if (cx_.target.reportsMfu)

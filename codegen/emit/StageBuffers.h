@@ -34,6 +34,15 @@ public:
   /// expression.
   std::string ensureLayout(int stage, int t, TpLayout want,
                            std::vector<Step> &steps);
+  /// Tensor t (layout l; value and gradient expressions) as op `reader`
+  /// reads it: itself, or where one of them runs channels-last and the
+  /// other not, a transposed copy made once per stage (ChannelsLast.cpp);
+  /// the value and gradient expressions to read.
+  std::pair<std::string, std::string> ensureFormat(int stage, int t, TpLayout l,
+                                                   size_t reader,
+                                                   const std::string &value,
+                                                   const std::string &grad,
+                                                   std::vector<Step> &steps);
   /// Under a node split, every node's rows of t, gathered over dp once;
   /// otherwise t as it is.
   std::string allNodes(int stage, int t, TpLayout l, std::vector<Step> &steps);

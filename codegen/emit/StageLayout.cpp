@@ -72,10 +72,11 @@ void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     if (cx_.graphModel)
       return;
     const bool i32 = td.dtype == ops::DType::I32;
-    members_.add(
-        stage, {cx_.names[size_t(t)], numel(td.shape),
-                shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") + cx_.note(t),
-                i32, false});
+    members_.add(stage, {cx_.names[size_t(t)], numel(td.shape),
+                         shapeStr(td.shape) + (i32 ? " i32, " : " f32, ") +
+                             cx_.note(t) +
+                             (cx_.storedChannelsLast(t) ? ", stored NHWC" : ""),
+                         i32, false});
     return;
   }
   if (td.shape.empty())
@@ -92,7 +93,8 @@ void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     return;
   }
   std::vector<int64_t> ls = cx_.local(t, l);
-  std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape);
+  std::string c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
+                  (cx_.storedChannelsLast(t) ? ", stored NHWC" : "");
   auto pad = cx_.padCols.find(t);
   if (pad != cx_.padCols.end()) { // rows of the padded vocabulary
     ls.back() = pad->second;
@@ -165,7 +167,8 @@ std::string StageBuffers::ensureLayout(int stage, int t, TpLayout want,
       members_.add(stage,
                    {name, numel(cx_.local(t, want)),
                     shapeStr(cx_.local(t, want)) + (i32 ? " i32, " : " f32, ") +
-                        cx_.note(t) + " " + want.str(),
+                        cx_.note(t) + " " + want.str() +
+                        (cx_.storedChannelsLast(t) ? ", stored NHWC" : ""),
                     i32, false});
       Step s;
       s.fwd.push_back(fmt::format("  // {}: this tp rank's {} (local slice)",

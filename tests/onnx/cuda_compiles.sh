@@ -71,12 +71,28 @@ done
   --fix tp=1,pp=1,dp=2,microbatch=2 --no-why -o "$work/resnet-mini.json" >/dev/null 2>&1
 "$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini" >/dev/null
 n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet-mini/train.cpp" || true)
+# Two norms run the ReLU after them in their passes (writing their moments too), the third
+# (before the residual add) is a norm alone; the residual add runs its ReLU.
 m=$(grep -c "autoddl::rt::batchnorm_forward_moments" "$work/resnet-mini/train.cpp" || true)
+r=$(grep -c "autoddl::rt::batchnorm_relu_forward(prim_.*primitive_buffer(" "$work/resnet-mini/train.cpp" || true)
+a=$(grep -c " add_relu_forward(a\." "$work/resnet-mini/train.cpp" || true)
 u=$(grep -c "update_running_stats(" "$work/resnet-mini/train.cpp" || true)
-[ "$n/$m/$u" = 2/3/3 ] ||
-  { echo "FAIL: resnet-mini: $n primitives, $m norms with moments, $u updates on cuda, expected 2/3/3"; exit 1; }
+[ "$n/$m/$r/$a/$u" = 2/1/2/1/3 ] ||
+  { echo "FAIL: resnet-mini: $n primitives, $m norms with moments, $r norms and $a adds with their ReLU, $u updates on cuda, expected 2/1/2/1/3"; exit 1; }
 grep -q "program.update_buffers = update_buffers;" "$work/resnet-mini/train.cpp" ||
   { echo "FAIL: resnet-mini: no update_buffers hook"; exit 1; }
+# Channels-last (docs/onnx-lowering.md): its three norms, two pools and three convolutions
+# (forward, backward) on NHWC tensors, the images drawn so (no transpose); AUTODDL_LAYOUT=nchw
+# none.
+c=$(grep -c "onnx_prim::channelsLastPrimitive(" "$work/resnet-mini/train.cpp" || true)
+v=$(grep -c "/\*channelsLast=\*/true" "$work/resnet-mini/train.cpp" || true)
+t=$(grep -c "transpose_forward(" "$work/resnet-mini/train.cpp" || true)
+i=$(grep -c "s.images_channels_last = 3;" "$work/resnet-mini/train.cpp" || true)
+[ "$c/$v/$t/$i" = 5/8/0/1 ] ||
+  { echo "FAIL: resnet-mini: $c/$v/$t/$i channels-last primitives/convolution calls/transposes/drawn images, expected 5/8/0/1"; exit 1; }
+AUTODDL_LAYOUT=nchw "$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini-nchw" >/dev/null
+! grep -q -e channelsLast -e transpose_forward -e images_channels_last "$work/resnet-mini-nchw/train.cpp" ||
+  { echo "FAIL: resnet-mini: AUTODDL_LAYOUT=nchw still channels-last"; exit 1; }
 compile_train_cuda "$work/resnet-mini"
 echo "ok: resnet-mini: cuda train.cpp compiles (bf16, fp32), $((n + m)) primitives, $u running-statistics updates"
 # The CUDA kernels' refusal (OnnxPrimitive.h primitiveCudaRefusal): one line, exit 1-123.

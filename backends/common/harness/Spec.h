@@ -37,6 +37,10 @@ struct ProgramSpec {
   // Classifiers and graph models: samples per micro-batch (classifiers),
   // nodes (graph models), features of one sample or node, classes.
   int64_t class_batch = 0, nodes = 0, features = 0, classes = 0;
+  // CUDA classifiers whose convolutions read the images channels-last
+  // (codegen/emit/ChannelsLast.cpp): their channels C, the samples drawn
+  // [class_batch, H, W, C]; 0: as the model's input ([class_batch, C, H, W]).
+  int64_t images_channels_last = 0;
   // Graph models: the adjacency's stored entries the plan priced (self loops
   // included), which the generated graph has.
   int64_t graph_nnz = 0;

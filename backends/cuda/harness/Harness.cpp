@@ -173,10 +173,10 @@ void load_samples(int64_t step, int64_t mb, act_t *x, int32_t *labels) {
   const ProgramSpec &s = program_spec();
   // Drawn on the device (kernels/Samples.h): on the host, even on 8 threads,
   // ResNet-50's images took longer than PyTorch's whole step.
-  synthetic_classes_on_device(x, labels, seed, data_batch(step),
-                              s.dp * s.micro_batches * s.class_batch,
-                              s.features, s.classes, kClassNoise,
-                              class_block_start(s, g.rdp, mb), s.class_batch);
+  synthetic_classes_on_device(
+      x, labels, seed, data_batch(step), s.dp * s.micro_batches * s.class_batch,
+      s.features, s.classes, kClassNoise, class_block_start(s, g.rdp, mb),
+      s.class_batch, s.images_channels_last);
 }
 
 const Csr &graph_adjacency() { return adjacency; }

@@ -4,7 +4,9 @@
 // colT[B*Ho*Wo, K] W^T (K = Cin*kh*kw, W [Cout, K]) of its im2col rows, whose
 // [B, Ho*Wo, Cout] result is permuted to NCHW; its backward permutes dout the
 // other way and runs the linear's backward (dcolT, dW fp32, dbias fp32), then
-// col2im gathers dcolT into dx.
+// col2im gathers dcolT into dx. Channels-last (Conv2dShape::channelsLast):
+// the GEMM's rows are the NHWC output itself, no permutes; im2col and col2im
+// index x NHWC, the columns still in the OIHW weight's (c, i, j) order.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Conv.h"
 #include "backends/cuda/kernels/ConvCudnn.h"
@@ -16,6 +18,13 @@ namespace {
 using namespace detail;
 
 constexpr int kThreads = 256;
+
+/// Element (b, c, h, w) of an image of shape `s`'s input: NCHW or NHWC.
+__device__ __forceinline__ int64_t x_at(const Conv2dShape &s, int64_t b,
+                                        int64_t c, int64_t h, int64_t w) {
+  return s.channelsLast ? ((b * s.H + h) * s.W + w) * s.Cin + c
+                        : ((b * s.Cin + c) * s.H + h) * s.W + w;
+}
 
 /// colT[(b*Ho + oh)*Wo + ow, (c*kh + i)*kw + j] = x[b, c, ih, iw] (0 outside
 /// the padded border), ih = oh*stride - padding + i (iw likewise).
@@ -30,20 +39,27 @@ __global__ void im2col_rows_kernel(act_t *colT, const act_t *x, Conv2dShape s,
     const int64_t ih = oh * s.stride - s.padding + i;
     const int64_t iw = ow * s.stride - s.padding + j;
     colT[e] = ih >= 0 && ih < s.H && iw >= 0 && iw < s.W
-                  ? x[((b * s.Cin + c) * s.H + ih) * s.W + iw]
+                  ? x[x_at(s, b, c, ih, iw)]
                   : from_float<act_t>(0.0f);
   }
 }
 
 /// dx[b, c, h, w] += the sum of dcolT over the (output pixel, kernel tap)
-/// pairs that read it: the transpose of im2col, one thread an element.
+/// pairs that read it: the transpose of im2col, one thread an element (e in
+/// dx's storage order).
 __global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
                                    int64_t Ho, int64_t Wo, int64_t total) {
   const int64_t K = s.Cin * s.kh * s.kw;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t w = e % s.W, h = (e / s.W) % s.H,
-                  c = (e / (s.W * s.H)) % s.Cin, b = e / (s.W * s.H * s.Cin);
+    int64_t b, c, h, w;
+    if (s.channelsLast) {
+      c = e % s.Cin, w = (e / s.Cin) % s.W, h = (e / (s.Cin * s.W)) % s.H;
+      b = e / (s.Cin * s.W * s.H);
+    } else {
+      w = e % s.W, h = (e / s.W) % s.H, c = (e / (s.W * s.H)) % s.Cin;
+      b = e / (s.W * s.H * s.Cin);
+    }
     float acc = 0.0f;
     for (int64_t i = 0; i < s.kh; ++i) {
       const int64_t th = h + s.padding - i; // = oh * stride
@@ -61,7 +77,8 @@ __global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
   }
 }
 
-/// out[b, c, p] += bias[c] over [B, C, P] (cuDNN's convolution has no bias).
+/// out[b, c, p] += bias[c] over NCHW [B, C, P] (cuDNN's convolution has no
+/// bias; channels-last, the rows [B*P, C] take Linear.h's bias_add).
 __global__ void channel_bias_kernel(act_t *out, const act_t *bias, int64_t C,
                                     int64_t P, int64_t total) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
@@ -70,7 +87,8 @@ __global__ void channel_bias_kernel(act_t *out, const act_t *bias, int64_t C,
 }
 
 /// dbias[c] += the sum of dout[b, c, p] over b and p (fp32): one block a
-/// channel, a fixed order (deterministic).
+/// channel, a fixed order (deterministic). NCHW; channels-last dout is rows
+/// [B*P, C], whose column sums are Linear.h's bias_add_backward.
 __global__ void channel_sums_kernel(float *dbias, const act_t *dout, int64_t B,
                                     int64_t C, int64_t P) {
   __shared__ float partial[32];
@@ -84,16 +102,30 @@ __global__ void channel_sums_kernel(float *dbias, const act_t *dout, int64_t B,
     dbias[c] += acc;
 }
 
+/// Pixel (h, w) of plane n of [N, H, W] planes: NCHW (C = 0), or stored
+/// channels-last (C channels, plane n = b * C + c at ((b*H + h)*W + w)*C + c).
+__device__ __forceinline__ int64_t pixel(int64_t n, int64_t h, int64_t w,
+                                         int64_t H, int64_t W, int64_t C) {
+  return C ? ((n / C * H + h) * W + w) * C + n % C : (n * H + h) * W + w;
+}
+/// The plane and pixel of element e in pixel()'s storage order.
+__device__ __forceinline__ void pixel_of(int64_t e, int64_t H, int64_t W,
+                                         int64_t C, int64_t &n, int64_t &h,
+                                         int64_t &w) {
+  const int64_t c = C ? e % C : 0, q = C ? e / C : e;
+  w = q % W, h = (q / W) % H, n = C ? q / (W * H) * C + c : q / (W * H);
+}
+
 /// The first maximum of window (oh, ow) of plane n (the CPU's order: rows,
 /// then columns, a later element only where strictly larger), as an offset.
 __device__ int64_t window_max_at(const act_t *x, int64_t n, int64_t H,
-                                 int64_t W, int64_t kernel, int64_t stride,
-                                 int64_t oh, int64_t ow) {
+                                 int64_t W, int64_t C, int64_t kernel,
+                                 int64_t stride, int64_t oh, int64_t ow) {
   int64_t best = -1;
   float mx = -INFINITY;
   for (int64_t i = 0; i < kernel; ++i)
     for (int64_t j = 0; j < kernel; ++j) {
-      const int64_t at = (n * H + oh * stride + i) * W + ow * stride + j;
+      const int64_t at = pixel(n, oh * stride + i, ow * stride + j, H, W, C);
       const float v = to_float(x[at]);
       if (best < 0 || v > mx) {
         mx = v;
@@ -104,20 +136,22 @@ __device__ int64_t window_max_at(const act_t *x, int64_t n, int64_t H,
 }
 
 __global__ void pool_forward_kernel(act_t *out, const act_t *x, int64_t N,
-                                    int64_t H, int64_t W, int64_t kernel,
-                                    int64_t stride, bool is_max, int64_t Ho,
-                                    int64_t Wo) {
+                                    int64_t H, int64_t W, int64_t C,
+                                    int64_t kernel, int64_t stride, bool is_max,
+                                    int64_t Ho, int64_t Wo) {
   const int64_t total = N * Ho * Wo;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ow = e % Wo, oh = (e / Wo) % Ho, n = e / (Wo * Ho);
+    int64_t n, oh, ow;
+    pixel_of(e, Ho, Wo, C, n, oh, ow);
     float acc = 0.0f;
     if (is_max) {
-      acc = to_float(x[window_max_at(x, n, H, W, kernel, stride, oh, ow)]);
+      acc = to_float(x[window_max_at(x, n, H, W, C, kernel, stride, oh, ow)]);
     } else {
       for (int64_t i = 0; i < kernel; ++i)
         for (int64_t j = 0; j < kernel; ++j)
-          acc += to_float(x[(n * H + oh * stride + i) * W + ow * stride + j]);
+          acc +=
+              to_float(x[pixel(n, oh * stride + i, ow * stride + j, H, W, C)]);
       acc /= float(kernel * kernel);
     }
     out[e] = from_float<act_t>(acc);
@@ -128,22 +162,24 @@ __global__ void pool_forward_kernel(act_t *out, const act_t *x, int64_t N,
 /// whose first maximum it is).
 __global__ void pool_backward_kernel(act_t *dx, const act_t *x,
                                      const act_t *dout, int64_t N, int64_t H,
-                                     int64_t W, int64_t kernel, int64_t stride,
-                                     bool is_max, int64_t Ho, int64_t Wo) {
+                                     int64_t W, int64_t C, int64_t kernel,
+                                     int64_t stride, bool is_max, int64_t Ho,
+                                     int64_t Wo) {
   const int64_t total = N * H * W;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t w = e % W, h = (e / W) % H, n = e / (W * H);
+    int64_t n, h, w;
+    pixel_of(e, H, W, C, n, h, w);
     float acc = 0.0f;
     // Windows oh with oh*stride <= h < oh*stride + kernel (ow likewise).
     const int64_t oh0 = h >= kernel ? (h - kernel) / stride + 1 : 0;
     const int64_t ow0 = w >= kernel ? (w - kernel) / stride + 1 : 0;
     for (int64_t oh = oh0; oh < Ho && oh * stride <= h; ++oh)
       for (int64_t ow = ow0; ow < Wo && ow * stride <= w; ++ow) {
-        const float g = to_float(dout[(n * Ho + oh) * Wo + ow]);
+        const float g = to_float(dout[pixel(n, oh, ow, Ho, Wo, C)]);
         if (!is_max)
           acc += g / float(kernel * kernel);
-        else if (window_max_at(x, n, H, W, kernel, stride, oh, ow) == e)
+        else if (window_max_at(x, n, H, W, C, kernel, stride, oh, ow) == e)
           acc += g;
       }
     dx[e] = from_float<act_t>(to_float(dx[e]) + acc);
@@ -182,7 +218,9 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
     return;
   if (cudnn_conv::forward(out, x, w, s)) {
     const int64_t total = s.B * s.Cout * P;
-    if (bias) {
+    if (bias && s.channelsLast) {
+      bias_add_forward(out, out, bias, s.B * P, s.Cout);
+    } else if (bias) {
       channel_bias_kernel<<<grid_for(total, kThreads), kThreads, 0,
                             compute_stream()>>>(out, bias, s.Cout, P, total);
       AUTODDL_CUDA_CHECK_LAUNCH();
@@ -191,9 +229,12 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
   }
   const ConvScratch c = conv_scratch(s, true); // one size for both passes
   im2col_rows(c.colT, x, s);
-  // outT[B*P, Cout] = colT W^T + bias, then [B, P, Cout] -> [B, Cout, P].
-  linear_forward(c.doutT, c.colT, w, bias, s.B * P, K, s.Cout, true);
-  permute_copy(out, c.doutT, {s.B, P, s.Cout}, {0, 2, 1}, false);
+  // outT[B*P, Cout] = colT W^T + bias (NHWC), then [B, P, Cout] -> [B, Cout,
+  // P] for NCHW.
+  linear_forward(s.channelsLast ? out : c.doutT, c.colT, w, bias, s.B * P, K,
+                 s.Cout, true);
+  if (!s.channelsLast)
+    permute_copy(out, c.doutT, {s.B, P, s.Cout}, {0, 2, 1}, false);
 }
 
 void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
@@ -206,7 +247,9 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
   dx = dx && cudnn_conv::backward_data(dx, dout, w, s) ? nullptr : dx;
   dw = dw && cudnn_conv::backward_filter(dw, dout, x, s) ? nullptr : dw;
   if (!dx && !dw) {
-    if (dbias) {
+    if (dbias && s.channelsLast) {
+      bias_add_backward(nullptr, dbias, dout, s.B * P, s.Cout);
+    } else if (dbias) {
       channel_sums_kernel<<<unsigned(s.Cout), kThreads, 0, compute_stream()>>>(
           dbias, dout, s.B, s.Cout, P);
       AUTODDL_CUDA_CHECK_LAUNCH();
@@ -214,12 +257,17 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
     return;
   }
   const ConvScratch c = conv_scratch(s, true);
-  permute_copy(c.doutT, dout, {s.B, s.Cout, P}, {0, 2, 1}, false);
+  // The output gradient as [B*P, Cout] rows: NHWC is that already.
+  const act_t *doutT = dout;
+  if (!s.channelsLast) {
+    permute_copy(c.doutT, dout, {s.B, s.Cout, P}, {0, 2, 1}, false);
+    doutT = c.doutT;
+  }
   if (dw)
     im2col_rows(c.colT, x, s);
   // dcolT = doutT W (stored), dW += doutT^T colT, dbias += column sums.
-  linear_backward(dx ? c.dcolT : nullptr, dw, dbias, c.doutT, c.colT, w,
-                  s.B * P, K, s.Cout, true, false);
+  linear_backward(dx ? c.dcolT : nullptr, dw, dbias, doutT, c.colT, w, s.B * P,
+                  K, s.Cout, true, false);
   if (!dx)
     return;
   const int64_t total = s.B * s.Cin * s.H * s.W;
@@ -230,25 +278,26 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
 }
 
 void pool2d_forward(act_t *out, const act_t *x, int64_t N, int64_t H, int64_t W,
-                    int64_t kernel, int64_t stride, bool is_max) {
+                    int64_t kernel, int64_t stride, bool is_max,
+                    int64_t channels_last) {
   const int64_t Ho = (H - kernel) / stride + 1, Wo = (W - kernel) / stride + 1;
   if (N * Ho * Wo <= 0)
     return;
   pool_forward_kernel<<<grid_for(N * Ho * Wo, kThreads), kThreads, 0,
-                        compute_stream()>>>(out, x, N, H, W, kernel, stride,
-                                            is_max, Ho, Wo);
+                        compute_stream()>>>(out, x, N, H, W, channels_last,
+                                            kernel, stride, is_max, Ho, Wo);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 void pool2d_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t N,
                      int64_t H, int64_t W, int64_t kernel, int64_t stride,
-                     bool is_max) {
+                     bool is_max, int64_t channels_last) {
   const int64_t Ho = (H - kernel) / stride + 1, Wo = (W - kernel) / stride + 1;
   if (!dx || N * H * W <= 0)
     return;
   pool_backward_kernel<<<grid_for(N * H * W, kThreads), kThreads, 0,
-                         compute_stream()>>>(dx, x, dout, N, H, W, kernel,
-                                             stride, is_max, Ho, Wo);
+                         compute_stream()>>>(
+      dx, x, dout, N, H, W, channels_last, kernel, stride, is_max, Ho, Wo);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

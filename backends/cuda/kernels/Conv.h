@@ -1,13 +1,13 @@
-// Convolution and pooling on NCHW tensors on the GPU, as the CPU kernels of
-// backends/cpu/kernels/Conv.h (the same calls, so codegen emits one text):
-// conv2d through cuDNN where it takes the shape (ConvCudnn.h; the bias added
-// and its gradient summed by own kernels), else as one GEMM over the whole
-// micro-batch (im2col into rows per output pixel, then Linear.h's cuBLASLt
-// linear with the bias as its epilogue, the weight gradient fp32 and the bias
-// gradient as its column sums); pool2d (max: the gradient to each window's
-// first maximum; avg). The own backward gathers into each input element
-// (deterministic, no atomics). Scratch: detail::scratch slot 3 (im2col and
-// the transposed output gradient, or cuDNN's workspace).
+// Convolution and pooling on NCHW or channels-last (NHWC) tensors on the GPU,
+// as the CPU kernels of backends/cpu/kernels/Conv.h (the same calls, so codegen
+// emits one text): conv2d through cuDNN where it takes the shape (ConvCudnn.h;
+// the bias added and its gradient summed by own kernels), else as one GEMM over
+// the whole micro-batch (im2col into rows per output pixel, then Linear.h's
+// cuBLASLt linear with the bias as its epilogue, the weight gradient fp32 and
+// the bias gradient as its column sums); pool2d (max: the gradient to each
+// window's first maximum; avg). The own backward gathers into each input
+// element (deterministic, no atomics). Scratch: detail::scratch slot 3 (im2col
+// and the transposed output gradient, or cuDNN's workspace).
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CONV_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CONV_H
 
@@ -17,7 +17,7 @@
 namespace autoddl::rt {
 
 /// out[B,Cout,Ho,Wo] = conv(x[B,Cin,H,W], w[Cout,Cin,kh,kw]) + bias[Cout]
-/// (bias may be null).
+/// (bias may be null); out and x stored NHWC under s.channelsLast, w OIHW.
 void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
                     const act_t *bias, const Conv2dShape &s);
 /// dx += W^T dout (through col2im); dw[Cout,K] (fp32) += dout col^T;
@@ -41,13 +41,15 @@ bool conv2d_uses_cudnn(const Conv2dShape &s);
 
 /// out[N,Ho,Wo] = max or mean over each kernel x kernel window of the N
 /// planes x[N,H,W] (no padding), Ho = (H - kernel) / stride + 1.
+/// channels_last = C: the planes are an image [N/C, C, H, W] stored NHWC.
 void pool2d_forward(act_t *out, const act_t *x, int64_t N, int64_t H, int64_t W,
-                    int64_t kernel, int64_t stride, bool is_max);
+                    int64_t kernel, int64_t stride, bool is_max,
+                    int64_t channels_last = 0);
 /// dx[N,H,W] += dout routed to each window's first maximum, or spread evenly
 /// (avg).
 void pool2d_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t N,
                      int64_t H, int64_t W, int64_t kernel, int64_t stride,
-                     bool is_max);
+                     bool is_max, int64_t channels_last = 0);
 
 } // namespace autoddl::rt
 

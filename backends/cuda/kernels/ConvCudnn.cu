@@ -14,6 +14,18 @@
 // last in bf16 (PyTorch's bf16 weight gradient) should no engine write
 // fp32 from bf16 operands.
 //
+// Channels-last (Conv2dShape::channelsLast): x and y are described NHWC by
+// their strides and the filter KRSC, as cuDNN's NHWC tensor-core engines
+// want every operand (PyTorch's channels_last converts its weights too).
+// The parameter stays OIHW (ONNX's layout, the checkpoints', the CPU
+// program's): the forward and data gradient read a KRSC copy made in the
+// scratch at each call, and the weight gradient is written KRSC into
+// scratch and added transposed into the OIHW dw. A copy kept with the
+// parameter would be remade after every optimizer step all the same (the
+// weights change each step), and the transposes are ~11M values a step for
+// ResNet-50. A 1x1 filter (most of ResNet-50's) or one input channel is the
+// same bytes in both: no copy.
+//
 // Capture safety: the handle, the plans and the scratch (detail::scratch
 // slot 3, the own path's, holding [scratch output | engine workspace]) come
 // into being at a shape's first call, in the program's first, eager step
@@ -24,6 +36,7 @@
 
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
 #include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/Shape.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -135,7 +148,9 @@ struct Variant {
   bool inPlace;
   cudnnDataType_t type;
 };
-std::vector<Variant> variants(Dir d) {
+/// `krsc`: the weight gradient is written in KRSC and transposed into dw, so
+/// only through scratch.
+std::vector<Variant> variants(Dir d, bool krsc) {
   const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   switch (d) {
   case Dir::kForward:
@@ -145,9 +160,22 @@ std::vector<Variant> variants(Dir d) {
   case Dir::kFilter:
     break;
   }
+  if (krsc)
+    return wgrad_bf16_first()
+               ? std::vector<Variant>{{false, bf16}, {false, f32}}
+               : std::vector<Variant>{{false, f32}, {false, bf16}};
   if (wgrad_bf16_first())
     return {{false, bf16}, {true, f32}, {false, f32}};
   return {{true, f32}, {false, f32}, {false, bf16}};
+}
+
+/// Whether a channels-last filter differs from the OIHW parameter (KRSC with
+/// more than one tap and input channel).
+bool krsc_filter(bool last, int64_t taps, int64_t Cin) {
+  return last && taps > 1 && Cin > 1;
+}
+bool krsc_filter(const Conv2dShape &s) {
+  return krsc_filter(s.channelsLast, s.kh * s.kw, s.Cin);
 }
 
 /// What a plan is cached under; `align` is the bytes every pointer of the
@@ -156,9 +184,10 @@ struct Key {
   int dev;
   Dir dir;
   int64_t B, Cin, H, W, Cout, kh, kw, stride, padding, align;
+  bool last; // channels-last: x, y NHWC, the filter KRSC
   auto tie() const {
     return std::tie(dev, dir, B, Cin, H, W, Cout, kh, kw, stride, padding,
-                    align);
+                    align, last);
   }
   bool operator<(const Key &o) const { return tie() < o.tie(); }
 };
@@ -178,11 +207,15 @@ struct Plan {
 /// A convolution graph's descriptors.
 class ConvBuilder : public Builder {
 public:
-  /// A packed 4-d NCHW tensor.
+  /// A packed 4-d tensor of dims [N, C, H, W]: NCHW, or NHWC (`last`; a
+  /// filter [K, C, R, S] then KRSC, the same strides).
   Desc tensor(const int64_t (&dims)[4], cudnnDataType_t type, int64_t uid,
-              int64_t align) {
-    const int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3],
-                                dims[3], 1};
+              int64_t align, bool last) {
+    const int64_t nchw[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3],
+                             dims[3], 1};
+    const int64_t nhwc[4] = {dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1],
+                             dims[1]};
+    const int64_t *strides = last ? nhwc : nchw;
     const bool isVirtual = false;
     Desc t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
@@ -229,7 +262,7 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
     const cudnnDataType_t type = r == names.out ? v.type : CUDNN_DATA_BFLOAT16;
     // The scratch output is 256-byte aligned (detail::scratch).
     const int64_t align = r == names.out && !v.inPlace ? 16 : k.align;
-    Desc t = b.tensor(dims[r], type, int64_t(r) + 1, align);
+    Desc t = b.tensor(dims[r], type, int64_t(r) + 1, align, k.last);
     b.set(op, names.role[r], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
   }
   const float alpha = 1.0f,
@@ -280,22 +313,23 @@ Plan &plan_for(const Key &key) {
     return *it->second;
   auto p = std::make_unique<Plan>();
   if (cudnnHandle_t h = handle())
-    for (const Variant &v : variants(key.dir))
+    for (const Variant &v :
+         variants(key.dir, krsc_filter(key.last, key.kh * key.kw, key.Cin)))
       if (!p->usable)
         plan_variant(*p, h, key, v);
   if (verbose())
-    std::fprintf(stderr,
-                 "autoddl: conv2d %s B%ld %ld->%ld %ldx%ld k%ldx%ld s%ld p%ld: "
-                 "%s\n",
-                 dir_name(key.dir), long(key.B), long(key.Cin), long(key.Cout),
-                 long(key.H), long(key.W), long(key.kh), long(key.kw),
-                 long(key.stride), long(key.padding),
-                 !p->usable ? "own kernels"
-                 : p->variant.inPlace
-                     ? "cuDNN"
-                     : (p->variant.type == CUDNN_DATA_FLOAT
-                            ? "cuDNN into fp32 scratch, added"
-                            : "cuDNN into bf16 scratch, added"));
+    std::fprintf(
+        stderr,
+        "autoddl: conv2d %s B%ld %ld->%ld %ldx%ld k%ldx%ld s%ld p%ld "
+        "%s: %s\n",
+        dir_name(key.dir), long(key.B), long(key.Cin), long(key.Cout),
+        long(key.H), long(key.W), long(key.kh), long(key.kw), long(key.stride),
+        long(key.padding), key.last ? "NHWC" : "NCHW",
+        !p->usable           ? "own kernels"
+        : p->variant.inPlace ? "cuDNN"
+                             : (p->variant.type == CUDNN_DATA_FLOAT
+                                    ? "cuDNN into fp32 scratch, added"
+                                    : "cuDNN into bf16 scratch, added"));
   return *cache.emplace(key, std::move(p)).first->second;
 }
 
@@ -310,7 +344,8 @@ int64_t common_alignment(std::initializer_list<const void *> ptrs) {
 
 Key key_of(Dir d, const Conv2dShape &s, int64_t align) {
   return {current_device(), d,    s.B,  s.Cin,    s.H,       s.W,
-          s.Cout,           s.kh, s.kw, s.stride, s.padding, align};
+          s.Cout,           s.kh, s.kw, s.stride, s.padding, align,
+          s.channelsLast};
 }
 
 bool enabled_here() {
@@ -331,6 +366,28 @@ void add_into(Dst *dst, const void *src, int64_t n) {
   constexpr int kThreads = 256;
   add_into_kernel<<<detail::grid_for(n, kThreads), kThreads, 0,
                     compute_stream()>>>(dst, static_cast<const Src *>(src), n);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+/// dw[k, c, rs] += src[k, rs, c] (a KRSC weight gradient into the OIHW one,
+/// in fp32).
+template <class Src>
+__global__ void add_krsc_into_kernel(float *dw, const Src *src, int64_t C,
+                                     int64_t RS, int64_t n) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t rs = e % RS, c = (e / RS) % C, k = e / (RS * C);
+    dw[e] += detail::to_float(src[(k * RS + rs) * C + c]);
+  }
+}
+
+template <class Src>
+void add_krsc_into(float *dw, const void *src, const Conv2dShape &s) {
+  constexpr int kThreads = 256;
+  const int64_t n = s.Cout * s.Cin * s.kh * s.kw;
+  add_krsc_into_kernel<<<detail::grid_for(n, kThreads), kThreads, 0,
+                         compute_stream()>>>(dw, static_cast<const Src *>(src),
+                                             s.Cin, s.kh * s.kw, n);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -393,15 +450,28 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
                     : out == kW ? s.Cout * s.Cin * s.kh * s.kw
                                 : s.B * s.Cout * s.Ho() * s.Wo();
   const bool f32 = p.variant.type == CUDNN_DATA_FLOAT;
-  // [scratch output (not in place, or timing candidates) | workspace]
+  // [KRSC filter copy (forward, dgrad) | scratch output (not in place, or
+  // timing candidates) | workspace]
+  const int64_t filterElems = s.Cout * s.Cin * s.kh * s.kw;
+  const int64_t copyBytes =
+      krsc_filter(s) && d != Dir::kFilter
+          ? (filterElems * int64_t(sizeof(act_t)) + 255) / 256 * 256
+          : 0;
   const int64_t outBytes =
       p.variant.inPlace && p.candidates.empty()
           ? 0
           : (n * int64_t(f32 ? sizeof(float) : sizeof(act_t)) + 255) / 256 *
                 256;
-  const int64_t total = outBytes + p.workspaceBytes;
-  char *ws =
+  const int64_t total = copyBytes + outBytes + p.workspaceBytes;
+  char *buf =
       total > 0 ? static_cast<char *>(detail::scratch(3, total)) : nullptr;
+  if (copyBytes > 0) { // OIHW [K, C, RS] -> KRSC [K, RS, C]
+    auto *krsc = reinterpret_cast<act_t *>(buf);
+    permute_copy(krsc, static_cast<const act_t *>(w),
+                 {s.Cout, s.Cin, s.kh * s.kw}, {0, 2, 1}, false);
+    ptrs[kW] = krsc;
+  }
+  char *ws = buf ? buf + copyBytes : nullptr;
   if (!p.candidates.empty())
     tune(p, d, ptrs, ws, ws + outBytes);
   void *dst = ptrs[out];
@@ -414,6 +484,10 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
     return true;
   if (out != kW)
     add_into<act_t, act_t>(static_cast<act_t *>(dst), ws, n);
+  else if (krsc_filter(s) && f32)
+    add_krsc_into<float>(static_cast<float *>(dst), ws, s);
+  else if (krsc_filter(s))
+    add_krsc_into<act_t>(static_cast<float *>(dst), ws, s);
   else if (f32)
     add_into<float, float>(static_cast<float *>(dst), ws, n);
   else

@@ -8,11 +8,12 @@
 // bf16 act_t: the fp32 build exists to match the CPU to 1e-4, and cuDNN's
 // fp32 engines may compute in TF32. Elsewhere every function answers false.
 //
-// Tensors stay NCHW (the program's layout), math in fp32. One operation
-// graph a (direction, shape, pointer alignment) is planned (heuristics mode
-// B, then A, then the fallback list; the first deterministic engine config
-// whose execution plan finalizes) and cached with its answer: a shape cuDNN
-// rejects is asked once and then always runs the own path.
+// Tensors NCHW, or channels-last (NHWC, the filter KRSC: ConvCudnn.cu), math
+// in fp32. One operation graph a (direction, shape, layout, pointer
+// alignment) is planned (heuristics mode B, then A, then the fallback list;
+// the first deterministic engine config whose execution plan finalizes) and
+// cached with its answer: a shape cuDNN rejects is asked once and then always
+// runs the own path.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CONVCUDNN_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CONVCUDNN_H
 

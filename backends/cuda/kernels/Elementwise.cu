@@ -25,6 +25,16 @@ struct Copy2 { // both outputs receive the input (add's backward)
     y[1] = x[0];
   }
 };
+struct AddRelu {
+  __device__ void operator()(const float (&x)[2], float (&y)[1]) const {
+    y[0] = fmaxf(x[0] + x[1], 0.0f);
+  }
+};
+struct MaskedCopy2 { // x = (out, dout): add_relu's backward
+  __device__ void operator()(const float (&x)[2], float (&y)[2]) const {
+    y[0] = y[1] = x[0] > 0.0f ? x[1] : 0.0f;
+  }
+};
 struct Copy1 {
   __device__ void operator()(const float (&x)[1], float (&y)[1]) const {
     y[0] = x[0];
@@ -127,6 +137,14 @@ void add_forward(act_t *out, const act_t *a, const act_t *b, int64_t n) {
 }
 void add_backward(act_t *da, act_t *db, const act_t *dout, int64_t n) {
   launch_map(MapArgs<act_t, 1, 2>{{dout}, {da, db}, {true, true}}, n, Copy2{});
+}
+void add_relu_forward(act_t *out, const act_t *a, const act_t *b, int64_t n) {
+  launch_map(MapArgs<act_t, 2, 1>{{a, b}, {out}, {false}}, n, AddRelu{});
+}
+void add_relu_backward(act_t *da, act_t *db, const act_t *out,
+                       const act_t *dout, int64_t n) {
+  launch_map(MapArgs<act_t, 2, 2>{{out, dout}, {da, db}, {true, true}}, n,
+             MaskedCopy2{});
 }
 void mul_forward(act_t *out, const act_t *a, const act_t *b, int64_t n) {
   launch_map(MapArgs<act_t, 2, 1>{{a, b}, {out}, {false}}, n, Mul{});

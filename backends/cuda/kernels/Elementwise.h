@@ -1,7 +1,7 @@
-// Elementwise ops on the GPU: add, mul, gelu (tanh and exact), relu, silu,
-// swiglu, scale, add_into. 128-bit vector loads (8 bf16 / 4 fp32) with a scalar
-// tail, fp32 math. Conventions as backends/cpu/kernels/Elementwise.h; sizes are
-// element counts.
+// Elementwise ops on the GPU: add (and add + relu), mul, gelu (tanh and
+// exact), relu, silu, swiglu, scale, add_into. 128-bit vector loads (8 bf16 / 4
+// fp32) with a scalar tail, fp32 math. Conventions as
+// backends/cpu/kernels/Elementwise.h; sizes are element counts.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_ELEMENTWISE_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_ELEMENTWISE_H
 
@@ -18,6 +18,13 @@ void mul_forward(act_t *out, const act_t *a, const act_t *b, int64_t n);
 /// da[n] += dout * b; db[n] += dout * a.
 void mul_backward(act_t *da, act_t *db, const act_t *dout, const act_t *a,
                   const act_t *b, int64_t n);
+/// out[n] = max(a + b, 0): an add and the ReLU after it (codegen's
+/// planProducerReluFusion; the same values as the two apart).
+void add_relu_forward(act_t *out, const act_t *a, const act_t *b, int64_t n);
+/// da[n] += dout, db[n] += dout where out > 0 (out: the forward's; as
+/// relu_backward's mask on the sum).
+void add_relu_backward(act_t *da, act_t *db, const act_t *out,
+                       const act_t *dout, int64_t n);
 /// dst[n] += src.
 void add_into(act_t *dst, const act_t *src, int64_t n);
 

@@ -469,10 +469,34 @@ void matmul(const ok::Primitive &p, PrimRef da, PrimRef db, PrimRef a,
 
 #include "backends/cuda/kernels/PrimitiveImage.cuh" // Pool, BatchNorm
 
+/// A channels-last primitive the generic kernels run as an NCHW one on the
+/// stored shapes: an elementwise op (its operands all of the result's
+/// shape: any order), a global pool (a reduce over the stored [N, H, W, C]'s
+/// axes 1 and 2). Pools and batch norms index channels-last themselves.
+bool storedAsNchw(const ok::Primitive &p) {
+  using K = ok::Primitive::Kind;
+  return p.channelsLast &&
+         (p.kind == K::Unary || p.kind == K::Binary || p.kind == K::Reduce);
+}
+ok::Primitive storedView(ok::Primitive p) {
+  auto last = [](const Dims &d) {
+    return d.size() == 4 ? Dims{d[0], d[2], d[3], d[1]} : d;
+  };
+  for (Dims &d : p.in)
+    d = last(d);
+  p.out = last(p.out);
+  if (p.kind == ok::Primitive::Kind::Reduce)
+    p.axes = {1, 2};
+  p.channelsLast = false;
+  return p;
+}
+
 } // namespace
 
 void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
                        PrimRef y, const ok::DropoutKey &key) {
+  if (storedAsNchw(p))
+    return primitive_forward(storedView(p), x, y, key);
   using K = ok::Primitive::Kind;
   const Dims &ys = p.out, &xs = p.in[0];
   const Ref out = bcast(y, ys, ys);
@@ -540,6 +564,8 @@ void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
 
 void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
                         const std::vector<PrimRef> &x, PrimRef y, PrimRef dy) {
+  if (storedAsNchw(p))
+    return primitive_backward(storedView(p), dx, x, y, dy);
   using K = ok::Primitive::Kind;
   const Dims &ys = p.out, &xs = p.in[0];
   const Ref g = bcast(dy, ys, ys);
@@ -618,7 +644,33 @@ void batchnorm_forward_moments(const ok::Primitive &p,
   if (p.kind != ok::Primitive::Kind::BatchNorm || !p.batchStats)
     fail(p, "moments of a primitive that is not a batch norm on batch "
             "statistics");
-  batchnorm(p, x, y, nullptr, {}, true, moments);
+  batchnorm(p, x, y, nullptr, {}, true, {moments});
+}
+
+void batchnorm_relu_forward(const ok::Primitive &p,
+                            const std::vector<PrimRef> &x, PrimRef y,
+                            float *moments) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm || (moments && !p.batchStats))
+    fail(p, "a fused ReLU after a primitive that is not a batch norm (or "
+            "moments of one on given statistics)");
+  batchnorm(p, x, y, nullptr, {}, true, {moments, true});
+}
+
+void batchnorm_relu_backward(const ok::Primitive &p,
+                             const std::vector<PrimRef> &dx,
+                             const std::vector<PrimRef> &x, PrimRef y,
+                             PrimRef dy, bool accumulate_dx) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm)
+    fail(p, "a fused ReLU after a primitive that is not a batch norm");
+  batchnorm(p, x, y, dy, dx, false, {nullptr, true, !accumulate_dx});
+}
+
+void batchnorm_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
+                        const std::vector<PrimRef> &x, PrimRef dy,
+                        bool accumulate_dx) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm)
+    fail(p, "batchnorm_backward of a primitive that is not a batch norm");
+  batchnorm(p, x, nullptr, dy, dx, false, {nullptr, false, !accumulate_dx});
 }
 
 void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,

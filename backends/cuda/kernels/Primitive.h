@@ -71,6 +71,26 @@ float *primitive_buffer_made(const float *host);
 void batchnorm_forward_moments(const onnx_kernels::Primitive &p,
                                const std::vector<PrimRef> &x, PrimRef y,
                                float *moments);
+/// A batch norm with the ReLU after it in its passes (codegen's
+/// planProducerReluFusion): y = max(norm(x), 0) is the ReLU's output (`moments`
+/// as batchnorm_forward_moments', or null); the backward takes the ReLU's
+/// output y and its gradient dy (the norm's output gradient is dy where y > 0,
+/// as relu_backward's), the same values as the two ops apart.
+void batchnorm_relu_forward(const onnx_kernels::Primitive &p,
+                            const std::vector<PrimRef> &x, PrimRef y,
+                            float *moments);
+void batchnorm_relu_backward(const onnx_kernels::Primitive &p,
+                             const std::vector<PrimRef> &dx,
+                             const std::vector<PrimRef> &x, PrimRef y,
+                             PrimRef dy, bool accumulate_dx = true);
+/// A batch norm's backward (primitive_backward's) with accumulate_dx false:
+/// x's gradient dx[0] is stored, not added (codegen's, where the norm alone
+/// reads x: the buffer is then never zeroed); its parameters' are added.
+/// batchnorm_relu_backward takes the same flag.
+void batchnorm_backward(const onnx_kernels::Primitive &p,
+                        const std::vector<PrimRef> &dx,
+                        const std::vector<PrimRef> &x, PrimRef dy,
+                        bool accumulate_dx);
 /// The running mean and var [C] (device) take `slots` micro-batches'
 /// moments in order, then the moments are zeroed: on compute_stream(), so
 /// inside the step graph.

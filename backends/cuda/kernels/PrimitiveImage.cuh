@@ -1,6 +1,7 @@
 // The image primitives on the GPU: pools with any padding (Kind::Pool) and
 // BatchNormalization (Kind::BatchNorm), the formulas of
-// backends/common/OnnxImage.h. A part of Primitive.cu, split off for its
+// backends/common/OnnxImage.h, on NCHW or channels-last storage
+// (Primitive::channelsLast). A part of Primitive.cu, split off for its
 // size: included inside its anonymous namespace, after Ref, ld, put and
 // ref. Deterministic: every output element has one writer (the pool's
 // backward gathers over the windows reading an input; no atomics), sums in
@@ -8,51 +9,56 @@
 
 constexpr int kPoolAxes = 3; // spatial axes the pool kernels index
 
-/// A pool's window (OnnxImage.h PoolWindow) by value for a kernel.
+/// A pool's window (OnnxImage.h PoolWindow) by value for a kernel. Offsets
+/// within a plane in 32 bits (pool() checks a plane's size): the kernels'
+/// index arithmetic is most of their work, 64-bit division the dearest.
 struct PoolArgs {
   int r = 0, max = 1, countPad = 0;
-  int64_t kernel[kPoolAxes] = {}, stride[kPoolAxes] = {}, dil[kPoolAxes] = {},
-          pad[kPoolAxes] = {}, padEnd[kPoolAxes] = {}, in[kPoolAxes] = {},
-          out[kPoolAxes] = {};
-  int64_t inPlane = 1, outPlane = 1, kcount = 1;
+  int kernel[kPoolAxes] = {}, stride[kPoolAxes] = {}, dil[kPoolAxes] = {},
+      pad[kPoolAxes] = {}, padEnd[kPoolAxes] = {}, in[kPoolAxes] = {},
+      out[kPoolAxes] = {};
+  int inPlane = 1, outPlane = 1, kcount = 1;
+  int64_t channels = 0; // channels-last: C (a plane's values C apart); 0: NCHW
 };
 
-PoolArgs poolArgs(const ok::PoolWindow &w) {
+PoolArgs poolArgs(const ok::PoolWindow &w, int64_t channelsLast) {
   PoolArgs a;
+  a.channels = channelsLast;
   a.r = int(w.in.size());
   a.max = w.max;
   a.countPad = w.countPad;
   for (int d = 0; d < a.r; ++d) {
-    a.kernel[d] = w.kernel[d];
-    a.stride[d] = w.stride[d];
-    a.dil[d] = w.dilation[d];
-    a.pad[d] = w.pad[d];
-    a.padEnd[d] = w.padEnd[d];
-    a.in[d] = w.in[d];
-    a.out[d] = w.out[d];
-    a.inPlane *= w.in[d];
-    a.outPlane *= w.out[d];
-    a.kcount *= w.kernel[d];
+    a.kernel[d] = int(w.kernel[d]);
+    a.stride[d] = int(w.stride[d]);
+    a.dil[d] = int(w.dilation[d]);
+    a.pad[d] = int(w.pad[d]);
+    a.padEnd[d] = int(w.padEnd[d]);
+    a.in[d] = int(w.in[d]);
+    a.out[d] = int(w.out[d]);
+    a.inPlane *= a.in[d];
+    a.outPlane *= a.out[d];
+    a.kcount *= a.kernel[d];
   }
   return a;
 }
 
-/// Output position o's window (within a plane), as OnnxImage.h forWindow:
-/// reduces over its in-bounds inputs; `padded` gets count_include_pad's
-/// divisor, `first` (max) the offset of the first maximum (-1: none).
+/// Output position o's window (within a plane, its values at base + offset *
+/// step), as OnnxImage.h forWindow: reduces over its in-bounds inputs;
+/// `padded` gets count_include_pad's divisor, `first` (max) the kernel tap
+/// (0 .. kcount - 1) of the first maximum (-1: none).
 __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
-                            int64_t o, int64_t *padded, int64_t *first) {
-  int64_t at[kPoolAxes];
+                            int64_t step, int o, int *padded, int *first) {
+  int at[kPoolAxes];
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = o % a.out[d];
     o /= a.out[d];
   }
   float acc = a.max ? -INFINITY : 0.0f;
-  int64_t n = 0, inPad = 0, best = -1;
-  for (int64_t k = 0; k < a.kcount; ++k) {
-    int64_t rest = k, off = 0;
+  int n = 0, inPad = 0, best = -1;
+  for (int k = 0; k < a.kcount; ++k) {
+    int rest = k, off = 0;
     bool inside = true, inPadded = true;
-    int64_t idx[kPoolAxes];
+    int idx[kPoolAxes];
     for (int d = a.r - 1; d >= 0; --d) {
       idx[d] = at[d] * a.stride[d] - a.pad[d] + (rest % a.kernel[d]) * a.dil[d];
       rest /= a.kernel[d];
@@ -66,13 +72,13 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
     inPad += inPadded;
     if (!inside)
       continue;
-    const float v = ld(x, base + off);
+    const float v = ld(x, base + int64_t(off) * step);
     ++n;
     if (!a.max)
       acc += v;
     else if (best < 0 || v > acc) {
       acc = v;
-      best = off;
+      best = k;
     }
   }
   *padded = a.countPad ? inPad : n;
@@ -80,38 +86,79 @@ __device__ float poolWindow(const PoolArgs &a, const Ref &x, int64_t base,
   return acc;
 }
 
-__global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= total)
-    return;
-  const int64_t p = j / a.outPlane, o = j % a.outPlane;
-  int64_t count, first;
-  const float v = poolWindow(a, x, p * a.inPlane, o, &count, &first);
-  put(y, j, a.max ? v : v / float(count > 0 ? count : 1), false);
+/// Element j of a tensor of planes of `plane` values: its plane (NCHW: n * C
+/// + c; channels-last [N, plane, C]: n, with c apart) and its offset in it.
+struct PlaneAt {
+  int64_t plane, c;
+  int at;
+};
+__device__ PlaneAt plane_at(const PoolArgs &a, int64_t j, int64_t plane) {
+  if (!a.channels)
+    return {j / plane, 0, int(j % plane)};
+  const int64_t rest = j / a.channels;
+  return {rest / plane, j % a.channels, int(rest % plane)};
+}
+/// Where plane q's values start in a tensor of `plane`-value planes, and the
+/// distance between them.
+__device__ int64_t plane_base(const PoolArgs &a, const PlaneAt &q,
+                              int64_t plane) {
+  return a.channels ? q.plane * plane * a.channels + q.c : q.plane * plane;
+}
+__device__ int64_t plane_step(const PoolArgs &a) {
+  return a.channels ? a.channels : 1;
 }
 
-/// dx[i] += the gradient of every window reading input i (one thread an
-/// input element): its share of a mean, or all of a max it is the first of.
-__global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
-                                     Ref dx) {
-  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= total)
-    return;
-  const int64_t p = j / a.inPlane;
-  int64_t at[kPoolAxes], rest = j % a.inPlane;
-  const int64_t self = rest;
+// Grid-stride loops: grid_for caps the grid at 16 blocks an SM.
+__global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const PlaneAt o = plane_at(a, j, a.outPlane);
+    int count, first;
+    const float v = poolWindow(a, x, plane_base(a, o, a.inPlane), plane_step(a),
+                               o.at, &count, &first);
+    put(y, j, a.max ? v : v / float(count > 0 ? count : 1), false);
+  }
+}
+
+/// A max pool's backward, first pass: each output's first maximum as its
+/// window's tap (kNoTap: none), so the gather below reads one byte a window
+/// instead of the window (ResNet's 3x3/2 max pool: each input is in up to
+/// four).
+constexpr uint8_t kNoTap = 255;
+__global__ void pool_taps_kernel(PoolArgs a, int64_t total, Ref x,
+                                 uint8_t *taps) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const PlaneAt o = plane_at(a, j, a.outPlane);
+    int count, first;
+    poolWindow(a, x, plane_base(a, o, a.inPlane), plane_step(a), o.at, &count,
+               &first);
+    taps[j] = first < 0 ? kNoTap : uint8_t(first);
+  }
+}
+
+/// dx[j] += the gradient of every window reading input j: its share of a
+/// mean, or all of a max it is the first of (`taps`: pool_taps_kernel's,
+/// else the window recomputed).
+__device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
+                                 const Ref &dy, const uint8_t *taps,
+                                 const Ref &dx) {
+  const PlaneAt in = plane_at(a, j, a.inPlane);
+  const int64_t inBase = plane_base(a, in, a.inPlane),
+                outBase = plane_base(a, in, a.outPlane), step = plane_step(a);
+  int at[kPoolAxes], rest = in.at;
   for (int d = a.r - 1; d >= 0; --d) {
     at[d] = rest % a.in[d];
     rest /= a.in[d];
   }
   float g = 0.0f;
-  for (int64_t k = 0; k < a.kcount; ++k) {
-    int64_t kr = k, o = 0;
+  for (int k = 0; k < a.kcount; ++k) {
+    int kr = k, o = 0;
     bool hit = true;
-    int64_t od[kPoolAxes];
+    int od[kPoolAxes];
     // The output whose kernel position k lands on this input, if any.
     for (int d = a.r - 1; d >= 0; --d) {
-      const int64_t t = at[d] + a.pad[d] - (kr % a.kernel[d]) * a.dil[d];
+      const int t = at[d] + a.pad[d] - (kr % a.kernel[d]) * a.dil[d];
       kr /= a.kernel[d];
       od[d] = t / a.stride[d];
       hit = hit && t >= 0 && t % a.stride[d] == 0 && od[d] < a.out[d];
@@ -120,22 +167,42 @@ __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
       continue;
     for (int d = 0; d < a.r; ++d)
       o = o * a.out[d] + od[d];
-    int64_t count, first;
-    poolWindow(a, x, p * a.inPlane, o, &count, &first);
-    const float up = ld(dy, p * a.outPlane + o);
+    const int64_t at_o = outBase + int64_t(o) * step; // dy's, and taps'
+    if (taps) {
+      if (taps[at_o] == k)
+        g += ld(dy, at_o);
+      continue;
+    }
+    int count, first;
+    poolWindow(a, x, inBase, step, o, &count, &first);
+    const float up = ld(dy, at_o);
     if (!a.max)
       g += up / float(count > 0 ? count : 1);
-    else if (first == self)
+    else if (first == k) // this input is tap k of window o
       g += up;
   }
   put(dx, j, g, true);
+}
+
+/// One thread an input element (grid-stride).
+__global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
+                                     const uint8_t *taps, Ref dx) {
+  for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
+       j += int64_t(gridDim.x) * blockDim.x)
+    pool_backward_at(a, j, x, dy, taps, dx);
 }
 
 void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
           bool forward) {
   if (p.pool.in.size() > size_t(kPoolAxes))
     fail(p, "a pool over more than 3 spatial axes");
-  const PoolArgs a = poolArgs(p.pool);
+  int64_t padded = 1; // the padded plane bounds every in-plane offset
+  for (size_t d = 0; d < p.pool.in.size(); ++d)
+    padded *= p.pool.pad[d] + p.pool.in[d] + p.pool.padEnd[d] +
+              p.pool.kernel[d] * p.pool.dilation[d];
+  if (padded > int64_t(INT32_MAX))
+    fail(p, "a pool plane of 2^31 values or more");
+  const PoolArgs a = poolArgs(p.pool, p.channelsLast ? p.in[0][1] : 0);
   const int64_t planes = p.in[0][0] * p.in[0][1];
   if (forward) {
     const int64_t n = planes * a.outPlane;
@@ -143,11 +210,18 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
       pool_forward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
           a, n, ref(x), ref(y));
   } else {
-    const int64_t n = planes * a.inPlane;
+    const int64_t n = planes * a.inPlane, outs = planes * a.outPlane;
     if (!dx.p || n == 0)
       return;
+    // A max pool's taps: scratch slot 0 (within this call only, as Reduce's).
+    uint8_t *taps = nullptr;
+    if (a.max && a.kcount < kNoTap && outs > 0) {
+      taps = static_cast<uint8_t *>(scratch(0, outs));
+      pool_taps_kernel<<<grid_for(outs, 256), 256, 0, compute_stream()>>>(
+          a, outs, ref(x), taps);
+    }
     pool_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        a, n, ref(x), ref(dy), ref(dx));
+        a, n, ref(x), ref(dy), taps, ref(dx));
   }
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
@@ -170,7 +244,8 @@ struct NormGrid {
 
 NormGrid norm_grid(int64_t N, int64_t C, int64_t S) {
   // About 8 blocks an SM in all, each at least 4,096 values.
-  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / std::max<int64_t>(1, C));
+  const int64_t want =
+      std::max<int64_t>(1, int64_t(sm_count()) * 8 / std::max<int64_t>(1, C));
   const int64_t byWork = std::max<int64_t>(1, N * S / 4096);
   const int64_t splits = std::max<int64_t>(1, std::min({want, byWork, N}));
   const int64_t rows = (N + splits - 1) / splits;
@@ -190,23 +265,40 @@ __device__ __forceinline__ void for_block_values(const NormGrid &g, F f) {
   }
 }
 
+/// The gradient of a batch norm's output: dy, or where a ReLU after it runs
+/// in its passes (batchnorm_relu_*), the ReLU's output gradient dy where its
+/// output `relu` is positive, else 0 (relu_backward's mask: the same values).
+struct NormGrad {
+  Ref dy, relu;
+  __device__ float at(int64_t e) const {
+    return relu.p && !(ld(relu, e) > 0.0f) ? 0.0f : ld(dy, e);
+  }
+  /// V of them from element e (ld_pack's access).
+  template <int V> __device__ void pack(int64_t e, float (&g)[V]) const;
+};
+
+/// Adds element e to the shifted sums s (kNormSums; no dy: the first two).
+__device__ __forceinline__ void
+add_shifted(float *s, const Ref &x, const NormGrad &dy, int64_t e, float k) {
+  const float d = ld(x, e) - k;
+  s[0] += d;
+  s[1] += d * d;
+  if (dy.dy.p) {
+    const float gv = dy.at(e);
+    s[2] += gv;
+    s[3] += gv * d;
+  }
+}
+
 /// Block (j, c)'s shifted sums into part[(c * splits + j) * kNormSums + ...]
-/// (dy null: the last two 0).
-__global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
+/// (no dy: the last two 0).
+__global__ void batchnorm_sums_kernel(NormGrid g, Ref x, NormGrad dy,
+                                      float *part) {
   __shared__ float scratch[32];
   const int64_t c = blockIdx.y;
   const float k = ld(x, c * g.S);
   float s[kNormSums] = {};
-  for_block_values(g, [&](int64_t e) {
-    const float d = ld(x, e) - k;
-    s[0] += d;
-    s[1] += d * d;
-    if (dy.p) {
-      const float gv = ld(dy, e);
-      s[2] += gv;
-      s[3] += gv * d;
-    }
-  });
+  for_block_values(g, [&](int64_t e) { add_shifted(s, x, dy, e, k); });
   float *out = part + (c * g.splits + blockIdx.x) * kNormSums;
   for (int q = 0; q < kNormSums; ++q) {
     const float v = block_sum(s[q], scratch);
@@ -221,17 +313,23 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, Ref dy, float *part) {
 /// (Σg·x̂) and dbias (Σg). `moments` (a forward on batch statistics; else
 /// null): the micro-batch's mean and unbiased variance for the running
 /// statistics, moments[c] and moments[C + c] (OnnxImage.h batchnorm_moments).
-__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x,
-                                        Ref mean, Ref var, const float *part,
+/// A warp a channel: its lanes stride over the splits (hundreds where the
+/// channel is innermost), then a shuffle sum (a fixed order).
+__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
+                                        Ref var, const float *part,
                                         bool backward, Ref dscale, Ref dbias,
                                         float *stats, float *moments) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= g.C)
+  const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (c >= g.C) // whole warps leave: the shuffles below see all 32 lanes
     return;
   float s[kNormSums] = {};
-  for (int64_t j = 0; j < g.splits; ++j)
+  for (int64_t j = threadIdx.x % 32; j < g.splits; j += 32)
     for (int q = 0; q < kNormSums; ++q)
       s[q] += part[(c * g.splits + j) * kNormSums + q];
+  for (int q = 0; q < kNormSums; ++q)
+    s[q] = warp_sum(s[q]);
+  if (threadIdx.x % 32 != 0)
+    return;
   const float M = float(g.N * g.S > 0 ? g.N * g.S : 1), k = ld(x, c * g.S);
   float m, inv;
   if (mean.p) {
@@ -280,35 +378,233 @@ __global__ void running_stats_kernel(const float *moments, int64_t slots,
   var[c] = float(v);
 }
 
-/// Forward: y = (x - m) inv scale + bias.
+/// Forward: y = (x - m) inv scale + bias (then max(y, 0) under `relu`).
 __global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
-                                       const float *stats, Ref y) {
+                                       const float *stats, bool relu, Ref y) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], a = ld(scale, c) * stats[c * 4 + 1],
-              b = ld(bias, c);
-  for_block_values(g, [&](int64_t e) { put(y, e, (ld(x, e) - m) * a + b, false); });
+              b = ld(bias, c), lo = relu ? 0.0f : -INFINITY;
+  for_block_values(g, [&](int64_t e) {
+    put(y, e, fmaxf((ld(x, e) - m) * a + b, lo), false);
+  });
 }
 
 /// Backward (OnnxImage.h batchnorm_backward): dx += a/M (M g - Σg - x̂ Σg·x̂)
 /// on batch statistics, dx += a g on given ones.
 __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
-                                    const float *stats, Ref dy, Ref dx) {
+                                    const float *stats, NormGrad dy, Ref dx,
+                                    bool acc) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], inv = stats[c * 4 + 1], sg = stats[c * 4 + 2],
               sgx = stats[c * 4 + 3], a = ld(scale, c) * inv,
               M = float(g.N * g.S > 0 ? g.N * g.S : 1);
   for_block_values(g, [&](int64_t e) {
-    const float gv = ld(dy, e);
+    const float gv = dy.at(e);
     const float xhat = (ld(x, e) - m) * inv;
-    put(dx, e, given ? a * gv : a / M * (M * gv - sg - xhat * sgx), true);
+    put(dx, e, given ? a * gv : a / M * (M * gv - sg - xhat * sgx), acc);
   });
 }
 
-/// `moments` (forward only; null: none): the micro-batch's mean and unbiased
-/// variance, 2C floats, for the running statistics.
+// ---- Channel innermost: channels-last [N, H, W, C], or [N, C] ------------
+// The same three passes on R rows of C channels (a channels-last image: R =
+// N * H * W), element (r, c) at r * C + c, V values (one 16-byte pack of
+// act_t, or 1: packs_fit) a thread. A sums block is `lanes` packs of
+// channels (a tile of lanes * V channels) by kNormThreads / lanes row lanes,
+// so a warp reads whole consecutive packs of a row: coalesced. Block (j, t)
+// owns rows [j*rows, (j+1)*rows) of tile t; its partials go where
+// batchnorm_sums_kernel's do, and batchnorm_finish_kernel reads them as a
+// grid of N = R, S = 1.
+
+/// V values of r from element e: one 16-byte access for V > 1 (act_t and
+/// aligned: batchnorm checks), else ld / put.
+template <int V>
+__device__ __forceinline__ void ld_pack(const Ref &r, int64_t e,
+                                        float (&v)[V]) {
+  if constexpr (V == 1)
+    v[0] = ld(r, e);
+  else
+    load_floats<act_t, V>(v, static_cast<const act_t *>(r.p) + e);
+}
+template <int V>
+__device__ __forceinline__ void put_pack(const Ref &r, int64_t e, float (&v)[V],
+                                         bool acc) {
+  if constexpr (V == 1) {
+    put(r, e, v[0], acc);
+  } else {
+    act_t *q = static_cast<act_t *>(r.p) + e;
+    if (acc) {
+      float old[V];
+      load_floats<act_t, V>(old, q);
+      for (int k = 0; k < V; ++k)
+        v[k] += old[k];
+    }
+    store_floats<act_t, V>(q, v);
+  }
+}
+
+template <int V>
+__device__ void NormGrad::pack(int64_t e, float (&g)[V]) const {
+  ld_pack<V>(dy, e, g);
+  if (!relu.p)
+    return;
+  float mask[V];
+  ld_pack<V>(relu, e, mask);
+  for (int v = 0; v < V; ++v)
+    g[v] = mask[v] > 0.0f ? g[v] : 0.0f;
+}
+
+/// The lanes of a sums block: packs of V channels side by side, as many as
+/// fit C (up to 32: a warp's width).
+int last_lanes(int64_t C, int V) {
+  int lanes = 32;
+  while (lanes > 1 && int64_t(lanes) * V > C)
+    lanes /= 2;
+  return lanes;
+}
+
+NormGrid norm_grid_last(int64_t R, int64_t C, int64_t tile) {
+  const int64_t tiles = (C + tile - 1) / tile;
+  // About 8 blocks an SM in all, each at least 128 rows.
+  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / tiles);
+  const int64_t splits = std::max<int64_t>(1, std::min(want, R / 128));
+  const int64_t rows = (R + splits - 1) / splits;
+  return {R, C, 1, (R + rows - 1) / rows, rows};
+}
+
+template <int V>
+__global__ void batchnorm_sums_last_kernel(NormGrid g, int lanes, Ref x,
+                                           NormGrad dy, float *part) {
+  // [sum][row lane][tile channel]
+  __shared__ float sums[kNormSums * kNormThreads * V];
+  const int rowLanes = kNormThreads / lanes, lane = threadIdx.x % lanes,
+            rl = threadIdx.x / lanes;
+  const int64_t tile = int64_t(lanes) * V, c0 = blockIdx.y * tile + lane * V;
+  const int64_t r0 = int64_t(blockIdx.x) * g.rows, r1 = min(r0 + g.rows, g.N);
+  float s[kNormSums][V] = {};
+  if (c0 < g.C) { // a whole pack: V > 1 only where V divides C
+    float k[V], xv[V], gv[V];
+    ld_pack<V>(x, c0, k); // row 0: the shift
+    for (int64_t r = r0 + rl; r < r1; r += rowLanes) {
+      const int64_t e = r * g.C + c0;
+      ld_pack<V>(x, e, xv);
+      if (dy.dy.p)
+        dy.pack<V>(e, gv);
+      for (int v = 0; v < V; ++v) {
+        const float d = xv[v] - k[v];
+        s[0][v] += d;
+        s[1][v] += d * d;
+        if (dy.dy.p) {
+          s[2][v] += gv[v];
+          s[3][v] += gv[v] * d;
+        }
+      }
+    }
+  }
+  for (int q = 0; q < kNormSums; ++q)
+    for (int v = 0; v < V; ++v)
+      sums[(q * rowLanes + rl) * tile + lane * V + v] = s[q][v];
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < kNormSums * tile; i += blockDim.x) {
+    const int q = int(i / tile);
+    const int64_t ch = i % tile, c = blockIdx.y * tile + ch;
+    if (c >= g.C)
+      continue;
+    float v = 0.0f;
+    for (int l = 0; l < rowLanes; ++l) // a fixed order: deterministic
+      v += sums[(q * rowLanes + l) * tile + ch];
+    part[(c * g.splits + blockIdx.x) * kNormSums + q] = v;
+  }
+}
+
+/// Calls f(e, c) for every pack of V elements e.. (channels c..) of the
+/// channel-innermost [N, C] (C a multiple of V: a pack stays in its row) in a
+/// grid-stride loop, c stepped along without a 64-bit division per pack
+/// (which would cost more than the pack's bytes).
+template <int V, class F>
+__device__ __forceinline__ void for_channel_packs(const NormGrid &g, F f) {
+  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x * V;
+  const int64_t stepC = step % g.C;
+  int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V, c = e % g.C;
+  for (; e < total; e += step) {
+    f(e, c);
+    c += stepC;
+    if (c >= g.C)
+      c -= g.C;
+  }
+}
+
+/// Forward and backward elementwise passes of the channel-innermost layout
+/// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas), V values a
+/// thread at a time.
+template <int V>
+__global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
+                                            Ref bias, const float *stats,
+                                            bool relu, Ref y) {
+  const float lo = relu ? 0.0f : -INFINITY;
+  for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
+    float v[V];
+    ld_pack<V>(x, e, v);
+    for (int k = 0; k < V; ++k) {
+      const int64_t ck = c + k;
+      const float a = ld(scale, ck) * stats[ck * 4 + 1];
+      v[k] = fmaxf((v[k] - stats[ck * 4]) * a + ld(bias, ck), lo);
+    }
+    put_pack<V>(y, e, v, false);
+  });
+}
+
+template <int V>
+__global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
+                                         bool given, const float *stats,
+                                         NormGrad dy, Ref dx, bool acc) {
+  const float M = float(g.N > 0 ? g.N : 1);
+  for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
+    float xv[V], gv[V];
+    ld_pack<V>(x, e, xv);
+    dy.pack<V>(e, gv);
+    for (int k = 0; k < V; ++k) {
+      const int64_t ck = c + k;
+      const float inv = stats[ck * 4 + 1], a = ld(scale, ck) * inv;
+      const float xhat = (xv[k] - stats[ck * 4]) * inv;
+      xv[k] =
+          given
+              ? a * gv[k]
+              : a / M *
+                    (M * gv[k] - stats[ck * 4 + 2] - xhat * stats[ck * 4 + 3]);
+    }
+    put_pack<V>(dx, e, xv, acc);
+  });
+}
+
+/// Whether the channel-innermost passes may read and write V = kPack<act_t>
+/// values at a time: every tensor act_t and 16-byte aligned, C a multiple of
+/// V.
+bool packs_fit(int64_t C, std::initializer_list<PrimRef> refs) {
+  constexpr int V = kPack<act_t>;
+  if (C % V != 0)
+    return false;
+  for (const PrimRef &r : refs)
+    if (r.p && (r.f32 || reinterpret_cast<uintptr_t>(r.p) % 16 != 0))
+      return false;
+  return true;
+}
+
+/// What a batch norm call does beside the norm. `moments` (forward only;
+/// null: none): the micro-batch's mean and unbiased variance, 2C floats, for
+/// the running statistics. `relu`: a ReLU after the norm runs in its passes,
+/// y is its output (written forward, its mask read backward) and dy its
+/// output gradient. `storeDx`: x's gradient is stored, not added (its only
+/// writer: codegen's stored gradients, never zeroed).
+struct NormPasses {
+  float *moments = nullptr;
+  bool relu = false, storeDx = false;
+};
+
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                PrimRef dy, const std::vector<PrimRef> &dx, bool forward,
-               float *moments = nullptr) {
+               NormPasses o = {}) {
+  float *moments = o.moments;
+  const bool relu = o.relu;
   const Dims &xs = p.in[0];
   const int64_t N = xs[0], C = xs[1],
                 S = ok::numel(xs) / std::max<int64_t>(1, N * C);
@@ -319,24 +615,65 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
     return;
   if (N * S > int64_t(UINT32_MAX))
     fail(p, "more than 2^32 values in one channel");
-  const NormGrid g = norm_grid(N, C, S);
+  // The channel innermost: channels-last storage, or [N, C] (S = 1); its
+  // passes 16 bytes a thread where every tensor allows.
+  const bool last = p.channelsLast || S == 1;
+  constexpr int V = kPack<act_t>;
+  const bool packed =
+      last && (forward ? packs_fit(C, {x[0], y})
+                       : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}));
+  const int lanes = last_lanes(C, packed ? V : 1);
+  const NormGrid g =
+      last ? norm_grid_last(N * S, C, int64_t(lanes) * (packed ? V : 1))
+           : norm_grid(N, C, S);
   // Scratch slot 0 (Reduce.cu's partials; both live within one call only).
-  auto *part = static_cast<float *>(scratch(
-      0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
+  auto *part = static_cast<float *>(
+      scratch(0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
   float *stats = part + C * g.splits * kNormSums;
   const dim3 grid(unsigned(g.splits), unsigned(C));
-  const unsigned finish = unsigned((C + 255) / 256);
-  batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-      g, ref(x[0]), forward ? Ref() : ref(dy), part);
+  const int64_t tile = int64_t(lanes) * (packed ? V : 1);
+  const dim3 gridLast(unsigned(g.splits), unsigned((C + tile - 1) / tile));
+  const unsigned finish = unsigned((C * 32 + 255) / 256); // a warp a channel
+  const NormGrad dyRef =
+      forward ? NormGrad{} : NormGrad{ref(dy), relu ? ref(y) : Ref()};
+  if (packed)
+    batchnorm_sums_last_kernel<V>
+        <<<gridLast, kNormThreads, 0, compute_stream()>>>(g, lanes, ref(x[0]),
+                                                          dyRef, part);
+  else if (last)
+    batchnorm_sums_last_kernel<1>
+        <<<gridLast, kNormThreads, 0, compute_stream()>>>(g, lanes, ref(x[0]),
+                                                          dyRef, part);
+  else
+    batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), dyRef, part);
   batchnorm_finish_kernel<<<finish, 256, 0, compute_stream()>>>(
       g, eps, ref(x[0]), mean, var, part, !forward,
       forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
       forward ? moments : nullptr);
-  if (forward)
+  const unsigned elems = grid_for(N * C * S / (packed ? V : 1), kNormThreads);
+  if (forward && packed)
+    batchnorm_apply_last_kernel<V>
+        <<<elems, kNormThreads, 0, compute_stream()>>>(
+            g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+  else if (forward && last)
+    batchnorm_apply_last_kernel<1>
+        <<<elems, kNormThreads, 0, compute_stream()>>>(
+            g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+  else if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, ref(y));
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+  else if (dx[0].p && packed)
+    batchnorm_dx_last_kernel<V><<<elems, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
+        !o.storeDx);
+  else if (dx[0].p && last)
+    batchnorm_dx_last_kernel<1><<<elems, kNormThreads, 0, compute_stream()>>>(
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
+        !o.storeDx);
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, ref(dy), ref(dx[0]));
+        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
+        !o.storeDx);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }

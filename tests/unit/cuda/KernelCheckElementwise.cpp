@@ -1,9 +1,12 @@
-// KernelCheck's elementwise cases: add, mul, activations, add_into, scale.
+// KernelCheck's elementwise cases: add (and add + relu), mul, activations,
+// add_into, scale.
 #include "tests/unit/cuda/KernelCheck.h" // first: see there
 
 #include "backends/common/OnnxKernels.h"
 #include "backends/cuda/kernels/Dropout.h"
 #include "backends/cuda/kernels/Elementwise.h"
+
+#include <algorithm>
 
 namespace kcheck {
 
@@ -111,6 +114,28 @@ void check_elementwise(int64_t n, int64_t offset) {
       },
       [&](std::vector<void *> &g) {
         rt::relu_backward(static_cast<act_t *>(g[0]), da.p, dd.p, n);
+      },
+      kActTol, kFloatTol, offset);
+  // An add and the ReLU after it in one pass each way (codegen's
+  // planProducerReluFusion): the two ops' values.
+  std::vector<float> sum(static_cast<size_t>(n)), relu(sum.size());
+  ref::add_forward(sum.data(), a.data(), b.data(), n);
+  ref::relu_forward(relu.data(), sum.data(), n);
+  fwd1(
+      "add_relu_forward",
+      [&](float *o) { std::copy(relu.begin(), relu.end(), o); },
+      [&](act_t *o) { rt::add_relu_forward(o, da.p, db.p, n); });
+  DevAct dr(relu, offset);
+  check_backward(
+      "add_relu_backward" + sz, {{"da", n}, {"db", n}},
+      [&](std::vector<float *> &g) {
+        std::vector<float> masked(sum.size(), 0.0f);
+        ref::relu_backward(masked.data(), sum.data(), dout.data(), n);
+        ref::add_backward(g[0], g[1], masked.data(), n);
+      },
+      [&](std::vector<void *> &g) {
+        rt::add_relu_backward(static_cast<act_t *>(g[0]),
+                              static_cast<act_t *>(g[1]), dr.p, dd.p, n);
       },
       kActTol, kFloatTol, offset);
   check_backward(

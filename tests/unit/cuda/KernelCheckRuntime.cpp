@@ -72,7 +72,8 @@ void check_class_samples() {
   const int64_t B = 24, F = 3 * 17 * 19, K = 37, b0 = 8, nb = 9, step = 5;
   std::vector<float> x(size_t(nb * F));
   std::vector<int32_t> labels(static_cast<size_t>(nb));
-  rt::synthetic_classes(99, step, B, F, K, 4.0, b0, nb, x.data(), labels.data());
+  rt::synthetic_classes(99, step, B, F, K, 4.0, b0, nb, x.data(),
+                        labels.data());
   rt::DeviceBuffer<act_t> gx(nb * F);
   rt::DeviceBuffer<int32_t> gy(nb);
   rt::synthetic_classes_on_device(gx.data(), gy.data(), 99, step, B, F, K, 4.0,
@@ -101,6 +102,19 @@ void check_class_samples() {
                                   b0, nb);
   gOk &= report("synthetic_classes_on_device without labels",
                 rel_error(download(gx2.data(), nb * F), gotX), 0.0);
+  // Drawn channels-last (images [3, 17 * 19] stored [17 * 19, 3]): the same
+  // values, permuted.
+  const int64_t C = 3, P = F / C;
+  rt::DeviceBuffer<act_t> gx3(nb * F);
+  rt::synthetic_classes_on_device(gx3.data(), nullptr, 99, step, B, F, K, 4.0,
+                                  b0, nb, C);
+  std::vector<float> permuted(gotX.size());
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p)
+        permuted[size_t(b * F + p * C + c)] = gotX[size_t(b * F + c * P + p)];
+  gOk &= report("synthetic_classes_on_device channels-last",
+                rel_error(download(gx3.data(), nb * F), permuted), 0.0);
 }
 
 /// ZeroSet: ranges at odd addresses and lengths (a byte, under 16, several

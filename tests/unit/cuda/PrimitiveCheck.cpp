@@ -10,7 +10,11 @@
 // relative in the norm, fp32: 1e-5). Then conv2d (kernels/Conv.h: the
 // im2col path and, where built, cuDNN's) and pool2d against direct loops in
 // double (the CPU kernels' definitions); with --node-tests FILE, ONNX's node
-// tests the CPU passes (nodeTests). Exits 77 without a GPU.
+// tests the CPU passes (nodeTests). The channels-last forms (the CUDA
+// program's NHWC activations) of batch norm, pools, global pools,
+// elementwise ops, conv2d (both paths) and pool2d run on the same inputs
+// transposed, their results compared after transposing back. Exits 77
+// without a GPU.
 // Usage: PrimitiveCheck [--node-tests FILE] [--seed N]
 #include "backends/common/OnnxPrimitive.h"
 #include "backends/cuda/kernels/Conv.h"
@@ -71,11 +75,39 @@ struct DevArray {
 
 int gFailures = 0;
 
+/// v [N, C, S] (NCHW, S = H * W) as [N, S, C] (NHWC), or back (`back`).
+std::vector<float> toNhwc(const std::vector<float> &v, const Dims &nchw,
+                          bool back = false) {
+  const int64_t N = nchw[0], C = nchw[1], S = ok::numel(nchw) / (N * C);
+  std::vector<float> r(v.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t q = 0; q < S; ++q) {
+        const size_t a = size_t((n * C + c) * S + q),
+                     b = size_t((n * S + q) * C + c);
+        (back ? r[a] : r[b]) = back ? v[b] : v[a];
+      }
+  return r;
+}
+
 /// Runs op on the CPU and the GPU and compares y and every operand's
-/// gradient.
+/// gradient, in the GPU form `form` names (Form bits).
+enum Form : unsigned {
+  kNchw = 0,
+  // The channels-last form: every rank-4 operand and the result stored NHWC.
+  kLast = 1,
+  // A batch norm with a ReLU after it, on the GPU in its passes
+  // (batchnorm_relu_forward/_backward): y the ReLU's.
+  kRelu = 2,
+  // A batch norm storing x's gradient (accumulate_dx false) into a poisoned
+  // buffer.
+  kStoreDx = 4,
+};
 void check(const std::string &label, const std::string &op,
            const ok::PrimitiveAttrs &attrs, const std::vector<Operand> &ops,
-           const Dims &out) {
+           const Dims &out, unsigned form = kNchw) {
+  const bool last = form & kLast, relu = form & kRelu,
+             storeDx = form & kStoreDx;
   std::vector<Dims> in;
   std::vector<std::vector<double>> consts;
   for (const Operand &o : ops) {
@@ -90,6 +122,14 @@ void check(const std::string &label, const std::string &op,
     ++gFailures;
     return;
   }
+  if (last)
+    p = ok::channelsLastPrimitive(p);
+  // What the GPU stores NHWC: every rank-4 operand and result (a global
+  // pool's [N, C, 1, 1] is the same bytes either way).
+  auto stored = [&](const std::vector<float> &v, const Dims &shape,
+                    bool back = false) {
+    return last && shape.size() == 4 ? toNhwc(v, shape, back) : v;
+  };
   const size_t k = ops.size();
   const int64_t ny = ok::numel(out);
   std::vector<std::vector<float>> xv(k);
@@ -107,7 +147,7 @@ void check(const std::string &label, const std::string &op,
       for (float &c : xv[j])
         c = c > 0 ? 1.0f : 0.0f;
     xd[j] = std::make_unique<DevArray>(n, ops[j].role == 'c');
-    xd[j]->put(xv[j]);
+    xd[j]->put(stored(xv[j], ops[j].shape));
     xc[j] = xv[j].data();
     xg[j] = xd[j]->ref();
     if (p.differentiable[j] && ops[j].role != 'c') {
@@ -120,29 +160,48 @@ void check(const std::string &label, const std::string &op,
   }
   const std::vector<float> dy = random_values(gRng, ny, -1.0f, 1.0f);
   const ok::DropoutKey key{7, 3, 11};
-  std::vector<float> y(static_cast<size_t>(ny));
+  std::vector<float> y(static_cast<size_t>(ny)), dyIn = dy;
   ok::primitive_forward<float>(p, xc, y.data(), key);
-  ok::primitive_backward<float>(p, dxcp, xc, y.data(), dy.data());
+  std::vector<float> yOut = y; // the ReLU's output where one follows
+  for (size_t e = 0; relu && e < y.size(); ++e) {
+    yOut[e] = std::max(y[e], 0.0f);
+    dyIn[e] = y[e] > 0.0f ? dy[e] : 0.0f;
+  }
+  ok::primitive_backward<float>(p, dxcp, xc, y.data(), dyIn.data());
 
   DevArray yd(ny, false), dyd(ny, false);
   poison(yd.act->data(), std::max<int64_t>(1, ny) * int64_t(sizeof(act_t)));
-  dyd.put(dy);
-  rt::primitive_forward(p, xg, yd.ref(), key);
-  rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
+  dyd.put(stored(dy, out));
+  if (storeDx && dxd[0])
+    poison(dxd[0]->act->data(), dxd[0]->n * int64_t(sizeof(act_t)));
+  if (relu)
+    rt::batchnorm_relu_forward(p, xg, yd.ref(), nullptr);
+  else
+    rt::primitive_forward(p, xg, yd.ref(), key);
+  if (relu)
+    rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+  else if (storeDx)
+    rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
+  else
+    rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
   rt::synchronize();
-  bool good = report(label + " forward", rel_error(yd.get(), y), kActTol);
+  bool good = report(label + " forward",
+                     rel_error(stored(yd.get(), out, true), yOut), kActTol);
   for (size_t j = 0; j < k; ++j)
     if (dxd[j])
-      good = report(label + " d" + std::to_string(j) + " (" + ops[j].role + ")",
-                    rel_error(dxd[j]->get(), dxc[j]), kActTol) &&
-             good;
+      good =
+          report(label + " d" + std::to_string(j) + " (" + ops[j].role + ")",
+                 rel_error(stored(dxd[j]->get(), ops[j].shape, true), dxc[j]),
+                 kActTol) &&
+          good;
   gFailures += good ? 0 : 1;
 }
 
 /// conv2d forward and backward against direct sums, through the path
 /// conv_use_cudnn selects (`path` names it): the gradients dx, dw and dbias
 /// are added to random values already there (conv2d_backward's +=); without
-/// `bias` neither the bias nor its gradient (ResNet's convolutions).
+/// `bias` neither the bias nor its gradient (ResNet's convolutions). Under
+/// s.channelsLast x, y and their gradients are stored NHWC.
 void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
   const int64_t Ho = s.Ho(), Wo = s.Wo(), nx = s.B * s.Cin * s.H * s.W,
                 nw = s.Cout * s.Cin * s.kh * s.kw, ny = s.B * s.Cout * Ho * Wo;
@@ -180,13 +239,18 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
               }
           y[yi] = acc;
         }
+  const Dims xShape = {s.B, s.Cin, s.H, s.W}, yShape = {s.B, s.Cout, Ho, Wo};
+  auto stored = [&](const std::vector<float> &v, const Dims &shape,
+                    bool back = false) {
+    return s.channelsLast ? toNhwc(v, shape, back) : v;
+  };
   rt::DeviceBuffer<act_t> X(nx), Wt(nw), B(s.Cout), Y(ny), DY(ny), DX(nx);
   rt::DeviceBuffer<float> DW(nw), DB(s.Cout);
-  upload(X.data(), x);
+  upload(X.data(), stored(x, xShape));
   upload(Wt.data(), w);
   upload(B.data(), b);
-  upload(DY.data(), dy);
-  upload(DX.data(), dx0);
+  upload(DY.data(), stored(dy, yShape));
+  upload(DX.data(), stored(dx0, xShape));
   upload(DW.data(), dw0);
   upload(DB.data(), db0);
   poison(Y.data(), ny * int64_t(sizeof(act_t)));
@@ -201,12 +265,15 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
     return std::vector<float>(v.begin(), v.end());
   };
   const std::string label =
-      "conv2d " + path + " " + std::to_string(s.Cin) + "->" +
-      std::to_string(s.Cout) + " k" + std::to_string(s.kh) + " s" +
-      std::to_string(s.stride) + " p" + std::to_string(s.padding);
-  bool good = report(label + " forward",
-                     rel_error(download(Y.data(), ny), f(y)), kActTol);
-  good = report(label + " dx +=", rel_error(download(DX.data(), nx), f(dx)),
+      "conv2d " + path + (s.channelsLast ? " NHWC " : " ") +
+      std::to_string(s.Cin) + "->" + std::to_string(s.Cout) + " k" +
+      std::to_string(s.kh) + " s" + std::to_string(s.stride) + " p" +
+      std::to_string(s.padding);
+  bool good = report(
+      label + " forward",
+      rel_error(stored(download(Y.data(), ny), yShape, true), f(y)), kActTol);
+  good = report(label + " dx +=",
+                rel_error(stored(download(DX.data(), nx), xShape, true), f(dx)),
                 kActTol) &&
          good;
   good = report(label + " dw += (fp32)",
@@ -241,31 +308,44 @@ void checkConvPaths() {
     }
     rt::conv_use_cudnn(cudnn);
     const std::string path = cudnn ? "cudnn" : "own";
-    for (const rt::Conv2dShape &s : withBias)
-      checkConv(s, true, path);
-    int taken = 0, missed = 0;
-    for (const rt::Conv2dShape &s : resnet) {
-      (cudnn && rt::conv2d_uses_cudnn(s) ? taken : missed) += 1;
-      checkConv(s, false, path);
+    // Per layout (NCHW, channels-last): ResNet shapes cuDNN took, missed.
+    int taken[2] = {}, missed[2] = {};
+    for (bool last : {false, true}) {
+      for (rt::Conv2dShape s : withBias) {
+        s.channelsLast = last;
+        checkConv(s, true, path);
+      }
+      for (rt::Conv2dShape s : resnet) {
+        s.channelsLast = last;
+        (cudnn && rt::conv2d_uses_cudnn(s) ? taken : missed)[last] += 1;
+        checkConv(s, false, path);
+      }
     }
-    if (cudnn && taken == 0)
+    if (cudnn && taken[0] == 0)
       std::printf("%s conv2d cudnn: cuDNN took no shape (libcudnn.so.9 not "
                   "loaded?): the own path ran\n",
                   kMode);
-    else if (cudnn && missed > 0) {
+    else if (cudnn && missed[0] > 0) {
       std::printf("%s conv2d cudnn: %d of ResNet's shapes not taken by "
                   "cuDNN  FAIL\n",
-                  kMode, missed);
+                  kMode, missed[0]);
       ++gFailures;
     }
+    // Channels-last misses run the checked im2col path: a note for the
+    // speed (AUTODDL_CONV_VERBOSE=1 says why), not a failure.
+    if (cudnn && taken[0] > 0 && missed[1] > 0)
+      std::printf("%s conv2d cudnn: NOTE %d of ResNet's shapes not taken by "
+                  "cuDNN channels-last (the im2col path runs them)\n",
+                  kMode, missed[1]);
   }
   rt::conv_use_cudnn(was);
 }
 
 /// pool2d forward and backward against the CPU kernels' definition (max: to
-/// the window's first maximum).
+/// the window's first maximum). channels > 0: the N planes are an image of
+/// that many channels stored NHWC.
 void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
-               bool isMax) {
+               bool isMax, int64_t channels = 0) {
   const int64_t Ho = (H - k) / st + 1, Wo = (W - k) / st + 1;
   const auto x = random_values(gRng, N * H * W, -1, 1),
              dy = random_values(gRng, N * Ho * Wo, -1, 1);
@@ -291,18 +371,30 @@ void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
         if (isMax)
           dx[size_t(best)] += dy[yi];
       }
+  const int64_t C = channels > 0 ? channels : 1;
+  const Dims xShape = {N / C, C, H, W}, yShape = {N / C, C, Ho, Wo};
+  auto stored = [&](const std::vector<float> &v, const Dims &shape,
+                    bool back = false) {
+    return channels > 0 ? toNhwc(v, shape, back) : v;
+  };
   rt::DeviceBuffer<act_t> X(N * H * W), Y(N * Ho * Wo), DY(N * Ho * Wo),
       DX(N * H * W);
-  upload(X.data(), x);
-  upload(DY.data(), dy);
-  rt::pool2d_forward(Y.data(), X.data(), N, H, W, k, st, isMax);
-  rt::pool2d_backward(DX.data(), X.data(), DY.data(), N, H, W, k, st, isMax);
+  upload(X.data(), stored(x, xShape));
+  upload(DY.data(), stored(dy, yShape));
+  rt::pool2d_forward(Y.data(), X.data(), N, H, W, k, st, isMax, channels);
+  rt::pool2d_backward(DX.data(), X.data(), DY.data(), N, H, W, k, st, isMax,
+                      channels);
   rt::synchronize();
-  const std::string label = std::string(isMax ? "maxpool" : "avgpool") + " k" +
+  const std::string label = std::string(isMax ? "maxpool" : "avgpool") +
+                            (channels > 0 ? " NHWC" : "") + " k" +
                             std::to_string(k) + " s" + std::to_string(st);
-  bool good = report(label + " forward",
-                     rel_error(download(Y.data(), N * Ho * Wo), y), kActTol);
-  good = report(label + " dx", rel_error(download(DX.data(), N * H * W), dx),
+  bool good = report(
+      label + " forward",
+      rel_error(stored(download(Y.data(), N * Ho * Wo), yShape, true), y),
+      kActTol);
+  good = report(label + " dx",
+                rel_error(stored(download(DX.data(), N * H * W), xShape, true),
+                          dx),
                 kActTol) &&
          good;
   gFailures += good ? 0 : 1;
@@ -419,11 +511,59 @@ void checkAll() {
          {{4}, 'c'},
          {{4}, 'c', {}, 0.5f, 1.5f}},
         {3, 4, 6});
+  // Their channels-last forms (what the CUDA program runs between
+  // convolutions): batch norm on batch statistics and given ones, the stem's
+  // max pool, an average pool counting pads, a global pool, ReLU and Add.
+  check("BatchNormalization batch stats NHWC", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7}, kLast);
+  check("BatchNormalization inference NHWC", "BatchNormalization", none,
+        {{{3, 6, 4, 5}},
+         {{6}, 'p'},
+         {{6}, 'p'},
+         {{6}, 'c'},
+         {{6}, 'c', {}, 0.5f, 1.5f}},
+        {3, 6, 4, 5}, kLast);
+  // The ReLU after a batch norm in its passes (codegen's
+  // planProducerReluFusion).
+  check("BatchNormalization + ReLU", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, kRelu);
+  check("BatchNormalization + ReLU NHWC", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
+        kLast | kRelu);
+  // 16 channels: the passes 16 bytes at a time (bf16 and fp32 packs).
+  check("BatchNormalization NHWC packed", "BatchNormalization", none,
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, kLast);
+  check("BatchNormalization + ReLU NHWC packed", "BatchNormalization", none,
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7},
+        kLast | kRelu);
+  stem.ints.erase("count_include_pad");
+  check("MaxPool 3x3 s2 p1 NHWC", "MaxPool", stem, {{{2, 5, 9, 10}}},
+        {2, 5, 5, 5}, kLast);
+  stem.ints["count_include_pad"] = 1;
+  check("AveragePool 3x3 s2 p1 counting pads NHWC", "AveragePool", stem,
+        {{{2, 5, 9, 10}}}, {2, 5, 5, 5}, kLast);
+  check("GlobalAveragePool NHWC", "GlobalAveragePool", none, {{{3, 6, 4, 5}}},
+        {3, 6, 1, 1}, kLast);
+  check("Relu NHWC", "Relu", none, {{{2, 6, 3, 5}}}, {2, 6, 3, 5}, kLast);
+  check("Add NHWC", "Add", none, {{{2, 6, 3, 5}}, {{2, 6, 3, 5}}}, {2, 6, 3, 5},
+        kLast);
+  // A batch norm alone reading its input stores that gradient (codegen's
+  // stored gradients): into a poisoned buffer, NCHW, NHWC and packed.
+  check("BatchNormalization dx stored", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, kStoreDx);
+  check("BatchNormalization NHWC dx stored", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
+        kLast | kStoreDx);
+  check("BatchNormalization + ReLU NHWC packed, dx stored",
+        "BatchNormalization", none, {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}},
+        {3, 16, 5, 7}, kLast | kRelu | kStoreDx);
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
   checkPool(5, 9, 7, 3, 2, true);
   checkPool(5, 9, 7, 3, 1, false);
+  checkPool(6, 8, 10, 2, 2, true, 3);
+  checkPool(10, 9, 7, 3, 1, false, 5);
 }
 
 /// ONNX's node tests on the GPU: the records tests/onnx/PrimitiveKernelTests
