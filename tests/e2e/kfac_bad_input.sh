@@ -44,6 +44,12 @@ done <<'CASES'
 --kfac-refresh -2|--kfac-refresh: expected a non-negative integer
 --kfac-rule adam|--kfac-rule: expected sgd or lamb, got adam
 --optimizer adamw --kfac-refresh 2|need --optimizer kfac
+--kfac-factor-every 0|--kfac-factor-every: "0" is out of range
+--kfac-factor-decay 1|--kfac-factor-decay: expected a number in [0, 1), got 1
+--kfac-factor-decay -0.1|--kfac-factor-decay: expected a finite number >= 0
+--kfac-refresh 4 --kfac-factor-every 2|needs a factor decay > 0
+--kfac-refresh 4 --kfac-factor-every 5 --kfac-factor-decay 0.9|factor interval 5 is longer than the refresh interval 4
+--optimizer adamw --kfac-factor-decay 0.9|need --optimizer kfac
 CASES
 expect_error "kfac on a first-order program" "generated from a first-order plan" \
   "$f" --steps 1 --optimizer kfac
@@ -86,6 +92,31 @@ python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" <<'PY' || fail "resum
 import json, sys
 full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
 assert full[3:] == resumed, (full[3:], resumed)
+PY
+# The running average of the factors (docs/kfac.md "Factor interval and running average"): K = 4,
+# factors every 2 steps, decay 0.9. The first install (step 4) inverts step 0's factors alone, as
+# without the average; the second (step 8) the average of steps 0, 2 and 4, so the losses differ
+# from step 9 on. Its state is in the checkpoint: a run resumed at step 3, after the factor step 2,
+# continues bit for bit.
+ema=(--kfac-refresh 4 --kfac-factor-every 2 --kfac-factor-decay 0.9)
+"$k" --steps 10 --kfac-refresh 4 --out "$w/fresh10" --quiet || fail "a K-FAC run of 10 steps"
+"$k" --steps 10 "${ema[@]}" --save "$w/ck_ema" --save-every 3 --out "$w/ema" --quiet ||
+  fail "a K-FAC run with a factor average saving checkpoints"
+"$k" --steps 10 "${ema[@]}" --resume "$w/ck_ema/step-3" --out "$w/ema_resumed" --quiet ||
+  fail "a K-FAC run with a factor average resuming"
+python3 - "$w/fresh10/metrics.json" "$w/ema/metrics.json" "$w/ema_resumed/metrics.json" \
+  "$w/ck_ema/step-3/optimizer.safetensors" <<'PY' || fail "the factor average"
+import json, sys
+fresh, ema, resumed = (json.load(open(p)) for p in sys.argv[1:4])
+i = ema["info"]
+assert i["kfac.factor_every"] == "2" and float(i["kfac.factor_decay"]) == 0.9, i
+assert fresh["info"]["kfac.factor_every"] == "4" and float(fresh["info"]["kfac.factor_decay"]) == 0, fresh["info"]
+assert ema["loss"][:9] == fresh["loss"][:9], (ema["loss"], fresh["loss"])
+assert ema["loss"][9] != fresh["loss"][9], (ema["loss"], fresh["loss"])
+assert ema["loss"][3:] == resumed["loss"], (ema["loss"][3:], resumed["loss"])
+names = open(sys.argv[4], "rb").read(1 << 16)
+assert b".kfac_A_avg" in names and b".kfac_G_avg_recent" in names, "no running average saved"
+print("factor average: losses", ema["loss"][8:], "vs fresh", fresh["loss"][8:], "; resumed bitwise")
 PY
 # The rule takes the step's learning rate (LrSchedule.h): step 0 at lr/2 under --warmup 2, so
 # step 1's loss differs from the constant-rate run's above; step 0's (before any update) does not.
