@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 namespace autoddl::planner {
 
@@ -354,6 +355,41 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   plan.refreshPinned = refresh > 0 || !deviceRefresh.empty();
   step = worst + forcedPerStep;
   return plan;
+}
+
+std::string chooseFactorInterval(KfacPlan &p, double decay, int pinned,
+                                 double overhead) {
+  int shortest = p.refreshSteps;
+  std::vector<double> curvature; // per device: its forced curvature, seconds
+  for (const KfacDevicePlan &d : p.devices) {
+    shortest = std::min(shortest, d.refreshSteps);
+    double t = 0;
+    for (const KfacItemPlacement &it : d.items)
+      if (it.forced && it.item.rfind("curv_", 0) == 0)
+        t += it.end - it.start;
+    curvature.push_back(t);
+  }
+  if (pinned > shortest)
+    return "--kfac-factor-every " + std::to_string(pinned) +
+           " is longer than a device's refresh interval " +
+           std::to_string(shortest);
+  int f = pinned;
+  if (f < 1) {
+    f = 1;
+    const double budget = overhead * p.firstOrderStepTime;
+    for (double t : curvature)
+      f = std::max(f, budget > 0 ? static_cast<int>(std::min<double>(
+                                       shortest, std::ceil(t / budget - 1e-9)))
+                                 : shortest);
+  }
+  p.factorDecay = decay;
+  p.factorEvery = f;
+  p.factorOverhead = 0;
+  for (size_t d = 0; d < curvature.size(); ++d)
+    p.factorOverhead =
+        std::max(p.factorOverhead,
+                 curvature[d] * (1.0 / f - 1.0 / p.devices[d].refreshSteps));
+  return "";
 }
 
 } // namespace autoddl::planner

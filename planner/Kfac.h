@@ -104,4 +104,16 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
           const pipeline::SimulationResult &sim, const KfacSettings &s,
           std::vector<DeviceTimes> &devices, double &step, int &critical);
 
+/// plan --kfac-factor-decay D (docs/kfac.md "Factor interval and running
+/// average"): records d and the factor interval F, `pinned` (> 0) or the
+/// shortest F whose factor steps' curvature, where the plan's refresh step
+/// runs it after the pipeline (each device's forced curvature items), adds at
+/// most `overhead` of the first-order step a step, as the refresh's own tail
+/// may; at most the shortest device K_d (0 overhead: F = that K_d, the
+/// average over the refreshes alone). Sets factorOverhead, the added time a
+/// step (the slowest device's forced curvature x (1/F - 1/K_d)). Returns
+/// an error message (the pinned F exceeds a device's K_d), else "".
+std::string chooseFactorInterval(KfacPlan &p, double decay, int pinned,
+                                 double overhead);
+
 } // namespace autoddl::planner

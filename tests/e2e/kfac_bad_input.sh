@@ -118,6 +118,25 @@ names = open(sys.argv[4], "rb").read(1 << 16)
 assert b".kfac_A_avg" in names and b".kfac_G_avg_recent" in names, "no running average saved"
 print("factor average: losses", ema["loss"][8:], "vs fresh", fresh["loss"][8:], "; resumed bitwise")
 PY
+# A plan's running average (plan --kfac-factor-decay D [--kfac-factor-every F]) is the program's
+# default; plan refuses F without a decay and F longer than K.
+plan "$w/kfac-ema.json" --optimizer kfac --kfac-rule lamb --kfac-refresh 4 --kfac-factor-decay 0.9 \
+  --kfac-factor-every 2
+"$autoddl" codegen "$w/kfac-ema.json" -o "$w/kfac-ema" > /dev/null || fail "codegen of a plan with a factor average"
+build "$w/kfac-ema"
+"$w/kfac-ema/build/train" --steps 10 --out "$w/plan_ema" --quiet || fail "the plan's factor average"
+python3 - "$w/plan_ema/metrics.json" "$w/ema/metrics.json" <<'PY' || fail "the plan's factor average did not take effect"
+import json, sys
+plan, flags = (json.load(open(p)) for p in sys.argv[1:3])
+assert plan["info"]["kfac.factor_every"] == "2" and float(plan["info"]["kfac.factor_decay"]) == 0.9, plan["info"]
+assert plan["loss"] == flags["loss"], (plan["loss"], flags["loss"])
+PY
+expect_error "plan --kfac-factor-every alone" "--kfac-factor-every: needs --kfac-factor-decay" \
+  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
+  --kfac-factor-every 2
+expect_error "plan F > K" "--kfac-factor-every 5 is longer than a device's refresh interval 4" \
+  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
+  --kfac-refresh 4 --kfac-factor-decay 0.9 --kfac-factor-every 5
 # The rule takes the step's learning rate (LrSchedule.h): step 0 at lr/2 under --warmup 2, so
 # step 1's loss differs from the constant-rate run's above; step 0's (before any update) does not.
 "$k" --steps 3 --kfac-refresh 4 --warmup 2 --out "$w/warmup" --quiet || fail "a K-FAC run with --warmup"

@@ -6,6 +6,7 @@
 //                [--optimizer adamw|kfac [--kfac-damping D]
 //                 [--kfac-rule sgd|lamb] [--kfac-refresh K|K0,K1,...]
 //                 [--kfac-overhead PERCENT]
+//                 [--kfac-factor-decay D [--kfac-factor-every F]]
 //                 [--kfac-fill items|fluid]]
 //                [-o plan.json] [--json]
 //                [--precision bf16|fp8|auto] [--no-why]
@@ -22,6 +23,7 @@
 #include "ir/import/ResolvePrimitive.h"
 #include "ir/lower/FuseImported.h"
 #include "ir/lower/LowerPlan.h"
+#include "planner/Kfac.h" // chooseFactorInterval
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "planner/Search.h"
@@ -53,6 +55,8 @@ struct PlanArgs {
   std::string kfacRefresh;        // K or K0,K1,...; empty: set by the bubbles
   std::string kfacFill;           // items or fluid; empty: items
   std::string kfacOverhead;       // percent of the first-order step; empty: 5
+  std::string kfacFactorDecay;    // the factors' running average; empty: none
+  int kfacFactorEvery = 0;        // F; 0: chosen for the overhead
   std::string precision = "bf16"; // bf16, fp8 or auto
   // Given on the command line (the defaults above are no choice of the
   // user's): K-FAC's flags need --optimizer kfac, whatever their value.
@@ -446,6 +450,23 @@ void run(const PlanArgs &a) {
                       a.kfacOverhead + "\"");
     opts.kfacOverhead = pct / 100;
   }
+  double factorDecay = 0;
+  if (!a.kfacFactorDecay.empty()) {
+    if (a.optimizer != "kfac")
+      throw UserError("--kfac-factor-decay: needs --optimizer kfac");
+    char *end = nullptr;
+    errno = 0;
+    factorDecay = std::strtod(a.kfacFactorDecay.c_str(), &end);
+    if (errno != 0 || end == a.kfacFactorDecay.c_str() || *end != '\0' ||
+        !(factorDecay > 0 && factorDecay < 1))
+      throw UserError("--kfac-factor-decay: expected a decay in (0, 1), got "
+                      "\"" +
+                      a.kfacFactorDecay + "\"");
+  }
+  if (a.kfacFactorEvery != 0 && factorDecay == 0)
+    throw UserError("--kfac-factor-every: needs --kfac-factor-decay");
+  if (a.kfacFactorEvery < 0)
+    throw UserError("--kfac-factor-every: expected a number of steps >= 1");
   const std::vector<cost::Precision> precisions =
       planPrecisions(a.precision, cluster);
   planner::PlanOutcome result = planner::Infeasible{};
@@ -477,6 +498,11 @@ void run(const PlanArgs &a) {
   }
   if (p.kfac)
     p.kfac->rule = a.kfacRule;
+  if (p.kfac && factorDecay > 0)
+    if (const std::string e = planner::chooseFactorInterval(
+            *p.kfac, factorDecay, a.kfacFactorEvery, opts.kfacOverhead);
+        !e.empty())
+      throw UserError(e);
   p.modelSha256 = planner::sha256Hex(import::modelBytes(a.model));
   if (import::isOnnxModel(a.model)) // the passes only an ONNX import runs
     p.fuseSkip = fuseSkipText(fuseSkipFromEnvironment());
@@ -561,6 +587,14 @@ void registerPlanCommand(CLI::App &app) {
       "add more refreshes less often, every K steps so that it adds at most "
       "this much a step on average (0: K set by the bubbles alone; "
       "--kfac-refresh pins K instead)");
+  cmd->add_option("--kfac-factor-decay", args->kfacFactorDecay,
+                  "K-FAC: fold the factors into a running average of this "
+                  "decay in (0, 1) that the refreshes invert (default none: "
+                  "each refresh inverts its own step's factors)");
+  cmd->add_option("--kfac-factor-every", args->kfacFactorEvery,
+                  "K-FAC with --kfac-factor-decay: the factors of every F-th "
+                  "step (default: the shortest F whose curvature stays "
+                  "within --kfac-overhead)");
   cmd->add_option("--kfac-fill", args->kfacFill,
                   "how K-FAC items fill the bubbles: items (whole items, each "
                   "in a gap it fits: PipeFisher; default) or fluid (a "
