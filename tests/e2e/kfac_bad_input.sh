@@ -131,6 +131,15 @@ plan, flags = (json.load(open(p)) for p in sys.argv[1:3])
 assert plan["info"]["kfac.factor_every"] == "2" and float(plan["info"]["kfac.factor_decay"]) == 0.9, plan["info"]
 assert plan["loss"] == flags["loss"], (plan["loss"], flags["loss"])
 PY
+# --kfac-factor-decay 0 turns the plan's average off (its F with it): the fresh run's losses.
+"$w/kfac-ema/build/train" --steps 10 --kfac-factor-decay 0 --out "$w/plan_ema_off" --quiet ||
+  fail "the plan's factor average turned off"
+python3 - "$w/plan_ema_off/metrics.json" "$w/fresh10/metrics.json" <<'PY' || fail "--kfac-factor-decay 0 on a plan with an average"
+import json, sys
+off, fresh = (json.load(open(p)) for p in sys.argv[1:3])
+assert off["info"]["kfac.factor_every"] == "4" and float(off["info"]["kfac.factor_decay"]) == 0, off["info"]
+assert off["loss"] == fresh["loss"], (off["loss"], fresh["loss"])
+PY
 expect_error "plan --kfac-factor-every alone" "--kfac-factor-every: needs --kfac-factor-decay" \
   "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
   --kfac-factor-every 2

@@ -86,6 +86,8 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
       o.kfac_factor_every > 0 ? o.kfac_factor_every : p.factor_every;
   c.factor_decay =
       std::isnan(o.kfac_factor_decay) ? p.factor_decay : o.kfac_factor_decay;
+  if (!(c.factor_decay > 0) && o.kfac_factor_every == 0)
+    c.factor_interval = 0; // --kfac-factor-decay 0 turns a plan's average off
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
