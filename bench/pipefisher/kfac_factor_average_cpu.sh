@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# AdamW against K-FAC with and without the running average of the factors, on this 2-core CPU
-# (README.md). Each run: STEPS steps of GCIDE bytes with a warm-up and cosine decay, a checkpoint
-# every EVAL_EVERY steps, each checkpoint resumed at --lr 0 over EVAL_STEPS steps of the held-out
-# text (the mean loss is the validation loss), as bench/pipefisher/convergence.sh does on a GPU.
+# AdamW against K-FAC with and without the running average of the factors, on a CPU
+# (bench/results/pipefisher/2026-12-07-cpu-kfac-factor-ema/README.md). Each run: STEPS steps of
+# GCIDE bytes with a warm-up and cosine decay, a checkpoint every EVAL_EVERY steps, each
+# checkpoint resumed at --lr 0 over EVAL_STEPS steps of the held-out text (the mean loss is the
+# validation loss), as bench/pipefisher/convergence.sh does on a GPU.
 #
-#   bash run.sh DIR OUT     # DIR: corpus/{train,val}.txt, adamw/build/train, kfac/build/train
+#   bash bench/pipefisher/kfac_factor_average_cpu.sh DIR OUT
+#
+# DIR holds corpus/{train,val}.txt (corpus.sh) and the CPU programs adamw/build/train and
+# kfac/build/train (autoddl codegen of the two plans, tests/e2e/build_project.sh).
 #
 # RUNS: "name|program|lr|flags" lines (default below).
 set -uo pipefail
