@@ -337,12 +337,17 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   }
   KfacPlan plan = kfacPlan(schedule, sim, in.layers, *packed, s.damping, step);
   plan.overheadBudget = amortised ? overhead : 0;
+  if (s.factorDecay > 0)
+    chooseFactorInterval(plan, s.factorDecay, s.factorEvery, overhead);
   // Each device's forced tail once per its own K_d (PipeFisher.h).
   double forcedPerStep = 0, worst = 0;
   for (size_t d = 0; d < devices.size() && d < packed->devices.size(); ++d) {
     const pipeline::DeviceFill &f = packed->devices[d];
     DeviceTimes &dt = devices[d];
-    dt.kfacBytes = f.peakSavedBytes + f.factorBytes;
+    // With the running average: its average, recent and step sums, as many
+    // fp32 factor-sized buffers as the factors, inverses and pending ones.
+    dt.kfacBytes =
+        f.peakSavedBytes + f.factorBytes * (plan.factorDecay > 0 ? 2.0 : 1.0);
     dt.memory += dt.kfacBytes;
     forcedPerStep = std::max(forcedPerStep, f.forced / f.refreshSteps);
     const double t =
@@ -353,12 +358,12 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
     }
   }
   plan.refreshPinned = refresh > 0 || !deviceRefresh.empty();
-  step = worst + forcedPerStep;
+  step = worst + forcedPerStep + plan.factorOverhead;
   return plan;
 }
 
-std::string chooseFactorInterval(KfacPlan &p, double decay, int pinned,
-                                 double overhead) {
+void chooseFactorInterval(KfacPlan &p, double decay, int pinned,
+                          double overhead) {
   int shortest = p.refreshSteps;
   std::vector<double> curvature; // per device: its forced curvature, seconds
   for (const KfacDevicePlan &d : p.devices) {
@@ -369,11 +374,7 @@ std::string chooseFactorInterval(KfacPlan &p, double decay, int pinned,
         t += it.end - it.start;
     curvature.push_back(t);
   }
-  if (pinned > shortest)
-    return "--kfac-factor-every " + std::to_string(pinned) +
-           " is longer than a device's refresh interval " +
-           std::to_string(shortest);
-  int f = pinned;
+  int f = std::min(pinned, shortest);
   if (f < 1) {
     f = 1;
     const double budget = overhead * p.firstOrderStepTime;
@@ -389,7 +390,6 @@ std::string chooseFactorInterval(KfacPlan &p, double decay, int pinned,
     p.factorOverhead =
         std::max(p.factorOverhead,
                  curvature[d] * (1.0 / f - 1.0 / p.devices[d].refreshSteps));
-  return "";
 }
 
 } // namespace autoddl::planner

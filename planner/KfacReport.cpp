@@ -39,8 +39,8 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
           : std::string("set by bubble capacity"));
   if (p.factorDecay > 0) // plan --kfac-factor-decay
     s += fmt::format("  factors every {} step{} into a running average "
-                     "(decay {:g}), their curvature +{:.4g} {} a step (not in "
-                     "the step time)\n",
+                     "(decay {:g}), their curvature +{:.4g} {} a step (in the "
+                     "step time)\n",
                      p.factorEvery, p.factorEvery == 1 ? "" : "s",
                      p.factorDecay, unit * p.factorOverhead, u);
   s += fmt::format("  packing: {}\n", kfacPackingText(p.filling));

@@ -143,7 +143,7 @@ PY
 expect_error "plan --kfac-factor-every alone" "--kfac-factor-every: needs --kfac-factor-decay" \
   "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
   --kfac-factor-every 2
-expect_error "plan F > K" "--kfac-factor-every 5 is longer than a device's refresh interval 4" \
+expect_error "plan F > K" "--kfac-factor-every 5 is longer than the pinned refresh interval 4" \
   "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
   --kfac-refresh 4 --kfac-factor-decay 0.9 --kfac-factor-every 5
 # The rule takes the step's learning rate (LrSchedule.h): step 0 at lr/2 under --warmup 2, so

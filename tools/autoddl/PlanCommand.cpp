@@ -23,7 +23,6 @@
 #include "ir/import/ResolvePrimitive.h"
 #include "ir/lower/FuseImported.h"
 #include "ir/lower/LowerPlan.h"
-#include "planner/Kfac.h" // chooseFactorInterval
 #include "planner/PlanJson.h"
 #include "planner/PlanReport.h"
 #include "planner/Search.h"
@@ -467,6 +466,18 @@ void run(const PlanArgs &a) {
     throw UserError("--kfac-factor-every: needs --kfac-factor-decay");
   if (a.kfacFactorEvery < 0)
     throw UserError("--kfac-factor-every: expected a number of steps >= 1");
+  opts.kfacFactorDecay = factorDecay;
+  opts.kfacFactorEvery = a.kfacFactorEvery;
+  // Against a pinned K here; against a K the bubbles set, the planner caps F.
+  if (a.kfacFactorEvery > 0 && refresh.pinned()) {
+    int shortest = refresh.all;
+    for (int k : refresh.perDevice)
+      shortest = shortest > 0 ? std::min(shortest, k) : k;
+    if (a.kfacFactorEvery > shortest)
+      throw UserError(fmt::format("--kfac-factor-every {} is longer than the "
+                                  "pinned refresh interval {}",
+                                  a.kfacFactorEvery, shortest));
+  }
   const std::vector<cost::Precision> precisions =
       planPrecisions(a.precision, cluster);
   planner::PlanOutcome result = planner::Infeasible{};
@@ -498,11 +509,7 @@ void run(const PlanArgs &a) {
   }
   if (p.kfac)
     p.kfac->rule = a.kfacRule;
-  if (p.kfac && factorDecay > 0)
-    if (const std::string e = planner::chooseFactorInterval(
-            *p.kfac, factorDecay, a.kfacFactorEvery, opts.kfacOverhead);
-        !e.empty())
-      throw UserError(e);
+
   p.modelSha256 = planner::sha256Hex(import::modelBytes(a.model));
   if (import::isOnnxModel(a.model)) // the passes only an ONNX import runs
     p.fuseSkip = fuseSkipText(fuseSkipFromEnvironment());
