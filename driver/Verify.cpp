@@ -50,6 +50,7 @@ std::string runOne(const codegen::ProjectFiles &files, int ranks,
                                            .parent_path()
                                            .append("weights.safetensors")
                                            .string()});
+  args.insert(args.end(), a.trainArgs.begin(), a.trainArgs.end());
   const int rc = launch(p, args, log, false);
   if (rc != 0) {
     std::string text = codegen::readTextFile(log);

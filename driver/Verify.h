@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace autoddl::driver {
 
@@ -21,6 +22,7 @@ struct VerifyOptions {
   bool fp32 = false;
   int64_t steps = 5;
   double lossTolerance = 0, paramTolerance = 0; // 0: the backend's default
+  std::vector<std::string> trainArgs;           // after --: flags of both runs
 };
 
 /// Runs both programs and prints the comparison (every step's losses, the

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 namespace autoddl::planner {
 
@@ -336,12 +337,17 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   }
   KfacPlan plan = kfacPlan(schedule, sim, in.layers, *packed, s.damping, step);
   plan.overheadBudget = amortised ? overhead : 0;
+  if (s.factorDecay > 0)
+    chooseFactorInterval(plan, s.factorDecay, s.factorEvery, overhead);
   // Each device's forced tail once per its own K_d (PipeFisher.h).
   double forcedPerStep = 0, worst = 0;
   for (size_t d = 0; d < devices.size() && d < packed->devices.size(); ++d) {
     const pipeline::DeviceFill &f = packed->devices[d];
     DeviceTimes &dt = devices[d];
-    dt.kfacBytes = f.peakSavedBytes + f.factorBytes;
+    // With the running average: its average, recent and step sums, as many
+    // fp32 factor-sized buffers as the factors, inverses and pending ones.
+    dt.kfacBytes =
+        f.peakSavedBytes + f.factorBytes * (plan.factorDecay > 0 ? 2.0 : 1.0);
     dt.memory += dt.kfacBytes;
     forcedPerStep = std::max(forcedPerStep, f.forced / f.refreshSteps);
     const double t =
@@ -352,8 +358,38 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
     }
   }
   plan.refreshPinned = refresh > 0 || !deviceRefresh.empty();
-  step = worst + forcedPerStep;
+  step = worst + forcedPerStep + plan.factorOverhead;
   return plan;
+}
+
+void chooseFactorInterval(KfacPlan &p, double decay, int pinned,
+                          double overhead) {
+  int shortest = p.refreshSteps;
+  std::vector<double> curvature; // per device: its forced curvature, seconds
+  for (const KfacDevicePlan &d : p.devices) {
+    shortest = std::min(shortest, d.refreshSteps);
+    double t = 0;
+    for (const KfacItemPlacement &it : d.items)
+      if (it.forced && it.item.rfind("curv_", 0) == 0)
+        t += it.end - it.start;
+    curvature.push_back(t);
+  }
+  int f = std::min(pinned, shortest);
+  if (f < 1) {
+    f = 1;
+    const double budget = overhead * p.firstOrderStepTime;
+    for (double t : curvature)
+      f = std::max(f, budget > 0 ? static_cast<int>(std::min<double>(
+                                       shortest, std::ceil(t / budget - 1e-9)))
+                                 : shortest);
+  }
+  p.factorDecay = decay;
+  p.factorEvery = f;
+  p.factorOverhead = 0;
+  for (size_t d = 0; d < curvature.size(); ++d)
+    p.factorOverhead =
+        std::max(p.factorOverhead,
+                 curvature[d] * (1.0 / f - 1.0 / p.devices[d].refreshSteps));
 }
 
 } // namespace autoddl::planner

@@ -85,6 +85,8 @@ struct KfacSettings {
   std::vector<int> deviceRefresh;
   pipeline::KfacFilling filling;
   double overhead;
+  double factorDecay = 0; // > 0: the running average (chooseFactorInterval)
+  int factorEvery = 0;    // its F pinned; 0: chosen for `overhead`
 };
 
 /// Packs the candidate's K-FAC work into the bubbles of `sim` (of
@@ -96,6 +98,9 @@ struct KfacSettings {
 /// `s.overhead` > 0 and nothing pinned, a device whose forced tail per step
 /// exceeds that fraction of the first-order step is packed again with K_d =
 /// ceil(forced_d / (overhead x step)), Chimera's mirrored devices alike).
+/// With `s.factorDecay` > 0 the factor interval F is chosen too
+/// (chooseFactorInterval): its factor steps' curvature is added to the step
+/// and the average's three factor-sized buffers to each device's memory.
 /// `step` (the first-order step on entry) and `critical` are updated. Fails
 /// on a packing error (message).
 pipeline::OrError<KfacPlan>
@@ -103,5 +108,18 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
           const KfacCandidate &cand, const pipeline::Schedule &schedule,
           const pipeline::SimulationResult &sim, const KfacSettings &s,
           std::vector<DeviceTimes> &devices, double &step, int &critical);
+
+/// plan --kfac-factor-decay D (docs/kfac.md "Factor interval and running
+/// average"): records d and the factor interval F, `pinned` (> 0) or the
+/// shortest F whose factor steps' curvature, where the plan's refresh step
+/// runs it after the pipeline (each device's forced curvature items), adds at
+/// most `overhead` of the first-order step a step, as the refresh's own tail
+/// may; at most the shortest device K_d (0 overhead: F = that K_d, the
+/// average over the refreshes alone). Sets factorOverhead, the added time a
+/// step (the slowest device's forced curvature x (1/F - 1/K_d)), which
+/// applyKfac adds to the step. A pinned F longer than the shortest K_d is
+/// that K_d (plan refuses one longer than a pinned K).
+void chooseFactorInterval(KfacPlan &p, double decay, int pinned,
+                          double overhead);
 
 } // namespace autoddl::planner

@@ -61,18 +61,24 @@ ojson kfacToJson(const KfacPlan &p) {
     dj["items"] = items;
     devices.push_back(dj);
   }
-  return {{"damping", p.damping},
-          {"rule", p.rule},
-          {"refresh_steps", p.refreshSteps},
-          {"refresh_pinned", p.refreshPinned},
-          {"overhead_budget", p.overheadBudget},
-          {"fill", std::string(pipeline::kfacFillingName(p.filling))},
-          {"first_order_step_time_s", p.firstOrderStepTime},
-          {"utilisation_first_order", p.utilisationBefore},
-          {"utilisation", p.utilisationAfter},
-          {"layers", layers},
-          {"devices", devices},
-          {"unfitted", p.unfitted}};
+  ojson out = {{"damping", p.damping},
+               {"rule", p.rule},
+               {"refresh_steps", p.refreshSteps},
+               {"refresh_pinned", p.refreshPinned},
+               {"overhead_budget", p.overheadBudget},
+               {"fill", std::string(pipeline::kfacFillingName(p.filling))},
+               {"first_order_step_time_s", p.firstOrderStepTime},
+               {"utilisation_first_order", p.utilisationBefore},
+               {"utilisation", p.utilisationAfter},
+               {"layers", layers},
+               {"devices", devices},
+               {"unfitted", p.unfitted}};
+  if (p.factorDecay > 0) { // absent: no running average (plans before it)
+    out["factor_decay"] = p.factorDecay;
+    out["factor_every"] = p.factorEvery;
+    out["factor_overhead_s"] = p.factorOverhead;
+  }
+  return out;
 }
 
 namespace {
@@ -258,6 +264,18 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
     if (!filling)
       r.fail(at / "fill", "expected \"items\" or \"fluid\"");
     p.filling = *filling;
+  }
+  // The running average (optional: none when absent).
+  if (j.contains("factor_decay")) {
+    p.factorDecay = r.num(j, at, "factor_decay");
+    if (!(p.factorDecay > 0 && p.factorDecay < 1))
+      r.fail(at / "factor_decay", "expected a decay in (0, 1)");
+    p.factorEvery = r.integer(j, at, "factor_every");
+    if (p.factorEvery < 1 || p.factorEvery > p.refreshSteps)
+      r.fail(at / "factor_every", "expected 1 .. refresh_steps (" +
+                                      std::to_string(p.refreshSteps) +
+                                      ") steps");
+    p.factorOverhead = r.num(j, at, "factor_overhead_s");
   }
   p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
   p.utilisationBefore = r.num(j, at, "utilisation_first_order");

@@ -63,6 +63,15 @@ struct KfacPlan {
   double overheadBudget = 0;
   /// kfac.fill: how the items were packed (`--kfac-fill`).
   pipeline::KfacFilling filling = pipeline::KfacFilling::Items;
+  /// The running average of the factors (plan --kfac-factor-decay D; the
+  /// programs' --kfac-factor-decay and --kfac-factor-every defaults): d (0:
+  /// none, each refresh inverts its own step's factors), the factor interval
+  /// F (chooseFactorInterval; 0 without a decay) and what its factor steps'
+  /// curvature adds a step where no bubble holds it (seconds, not in the
+  /// predicted step time).
+  double factorDecay = 0;
+  int factorEvery = 0;
+  double factorOverhead = 0;
   double firstOrderStepTime = 0; // the same candidate without K-FAC
   double utilisationBefore = 0, utilisationAfter = 0;
   std::vector<KfacLayerPlan> layers;

@@ -37,6 +37,12 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
                         "first-order step: --kfac-overhead",
                         100 * p.overheadBudget)
           : std::string("set by bubble capacity"));
+  if (p.factorDecay > 0) // plan --kfac-factor-decay
+    s += fmt::format("  factors every {} step{} into a running average "
+                     "(decay {:g}), their curvature +{:.4g} {} a step (in the "
+                     "step time)\n",
+                     p.factorEvery, p.factorEvery == 1 ? "" : "s",
+                     p.factorDecay, unit * p.factorOverhead, u);
   s += fmt::format("  packing: {}\n", kfacPackingText(p.filling));
   s += fmt::format("  utilisation: {:.1f}% first-order -> {:.1f}% with K-FAC "
                    "in the bubbles (busy incl. K-FAC / (stages x time))\n",

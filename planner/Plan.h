@@ -122,6 +122,11 @@ struct PlannerOptions {
   /// How K-FAC items fill the bubbles (`--kfac-fill`): whole items
   /// (PipeFisher, the default) or fluid (the CPU programs' filling thread).
   pipeline::KfacFilling kfacFilling = pipeline::KfacFilling::Items;
+  /// > 0: the factors folded into a running average of this decay
+  /// (`--kfac-factor-decay`), every kfacFactorEvery steps (> 0: pinned,
+  /// `--kfac-factor-every`; 0: chosen for kfacOverhead, chooseFactorInterval).
+  double kfacFactorDecay = 0;
+  int kfacFactorEvery = 0;
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"

@@ -360,8 +360,9 @@ bool Planner::addKfac(const Knobs &k, const PricingContext &pc,
                       const pipeline::Schedule &schedule, DevicePlan &d,
                       Priced &r, double &step) const {
   const KfacCandidate kc = kfacCandidate(k, pc, d);
-  const KfacSettings settings{o.kfacDamping, o.kfacRefresh, o.kfacDeviceRefresh,
-                              o.kfacFilling, o.kfacOverhead};
+  const KfacSettings settings{
+      o.kfacDamping,  o.kfacRefresh,     o.kfacDeviceRefresh, o.kfacFilling,
+      o.kfacOverhead, o.kfacFactorDecay, o.kfacFactorEvery};
   auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, settings, d.devices, step,
                       r.criticalDevice);
   if (!kp) {

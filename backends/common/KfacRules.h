@@ -31,6 +31,14 @@ struct KfacConfig {
   double damping = 1e-3; // lambda of (A (x) G + lambda I), > 0
   int64_t refresh_interval =
       10; // K: factors and inverses renewed every K steps
+  // F: with a decay, the curvature of every step t % F == 0 (and of every
+  // refresh step) is folded into a running average of the factors, which
+  // the refreshes invert (kfac_factor_due); 0: the refresh steps only.
+  int64_t factor_interval = 0;
+  // d of A <- d A + (1 - d) A_step (kfac-pytorch's factor_decay); 0: no
+  // average, each refresh inverts its own step's factors (PipeFisher's
+  // ema_decay = -1), today's default.
+  double factor_decay = 0;
   KfacRule rule = KfacRule::Sgd;
   double lr = 1e-2;
   double momentum = 0.9;     // Sgd
@@ -40,6 +48,20 @@ struct KfacConfig {
   // first-order (docs/kfac.md "Wide layers").
   int64_t max_factor_dim = kKfacMaxFactorDim;
 };
+
+/// Throws std::invalid_argument unless the factor interval F fits a layer's
+/// refresh interval K: F <= K, and F < K only with a decay (without an
+/// average the factors of the steps between refreshes would be unused).
+inline void kfac_check_factor_interval(const KfacConfig &c, int64_t k) {
+  if (c.factor_interval > k)
+    throw std::invalid_argument(
+        "kfac: factor interval " + std::to_string(c.factor_interval) +
+        " is longer than the refresh interval " + std::to_string(k));
+  if (c.factor_interval > 0 && c.factor_interval < k && !(c.factor_decay > 0))
+    throw std::invalid_argument(
+        "kfac: a factor interval below the refresh interval needs a factor "
+        "decay > 0 (without an average its factors are unused)");
+}
 
 /// Throws std::invalid_argument naming the field when the config cannot run.
 inline void kfac_check_config(const KfacConfig &c) {
@@ -66,6 +88,13 @@ inline void kfac_check_config(const KfacConfig &c) {
         "kfac: LAMB needs beta1, beta2 in [0, 1) and eps > 0");
   if (c.max_factor_dim < 1)
     throw std::invalid_argument("kfac: max factor dimension must be >= 1");
+  if (!(c.factor_decay >= 0 && c.factor_decay < 1))
+    throw std::invalid_argument("kfac: factor decay must be in [0, 1) (got " +
+                                std::to_string(c.factor_decay) + ")");
+  if (c.factor_interval < 0)
+    throw std::invalid_argument("kfac: factor interval must be >= 0 (got " +
+                                std::to_string(c.factor_interval) + ")");
+  kfac_check_factor_interval(c, c.refresh_interval);
 }
 
 /// The damping added to each factor's diagonal (ASDL Kron.update_inv,
@@ -104,6 +133,30 @@ inline bool kfac_refresh_due(int64_t step, int64_t refresh_interval) {
 /// one rank does (docs/kfac.md "Generated programs").
 inline bool kfac_install_due(int64_t step, int64_t refresh_interval) {
   return step > 0 && step % refresh_interval == 0;
+}
+
+/// Whether step `step` is a factor step between refreshes: with a running
+/// average (factor_decay > 0), its curvature is folded into the average at
+/// the step's end (docs/kfac.md "Factor interval and running average").
+/// Every refresh step is a factor step too (kfac_refresh_due), so any F <= K
+/// works; with F dividing K the factor steps are evenly spaced.
+inline bool kfac_factor_due(int64_t step, int64_t refresh_interval,
+                            const KfacConfig &c) {
+  return c.factor_decay > 0 && c.factor_interval > 0 &&
+         !kfac_refresh_due(step, refresh_interval) &&
+         step % c.factor_interval == 0;
+}
+
+/// The factor steps strictly between the refresh step before `step` and
+/// `step` (step >= 1): what a run resumed at `step` has folded since its
+/// last refresh (kfac_factor_due).
+inline int64_t kfac_factor_steps_since_refresh(int64_t step,
+                                               int64_t refresh_interval,
+                                               const KfacConfig &c) {
+  if (step < 1 || !(c.factor_decay > 0) || c.factor_interval < 1)
+    return 0;
+  const int64_t last = (step - 1) / refresh_interval * refresh_interval;
+  return (step - 1) / c.factor_interval - last / c.factor_interval;
 }
 
 /// Throws std::invalid_argument unless a linear layer's unsplit dimensions

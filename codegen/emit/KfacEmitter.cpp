@@ -449,6 +449,10 @@ std::string KfacEmitter::programText(bool layerTables) const {
                      fmtDouble(cx_.plan.kfac->damping),
                      cx_.plan.kfac->refreshSteps,
                      cStringLiteral(cx_.plan.kfac->rule));
+  if (cx_.plan.kfac->factorDecay > 0) // the defaults of --kfac-factor-*
+    out += fmt::format("  k.factor_every = {};\n  k.factor_decay = {};\n",
+                       cx_.plan.kfac->factorEvery,
+                       fmtDouble(cx_.plan.kfac->factorDecay));
   if (!layerTables) {
     out += "  k.layers = {\n";
     for (size_t r = 0; r < rows_.size(); ++r)

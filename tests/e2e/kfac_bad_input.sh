@@ -44,6 +44,12 @@ done <<'CASES'
 --kfac-refresh -2|--kfac-refresh: expected a non-negative integer
 --kfac-rule adam|--kfac-rule: expected sgd or lamb, got adam
 --optimizer adamw --kfac-refresh 2|need --optimizer kfac
+--kfac-factor-every 0|--kfac-factor-every: "0" is out of range
+--kfac-factor-decay 1|--kfac-factor-decay: expected a number in [0, 1), got 1
+--kfac-factor-decay -0.1|--kfac-factor-decay: expected a finite number >= 0
+--kfac-refresh 4 --kfac-factor-every 2|needs a factor decay > 0
+--kfac-refresh 4 --kfac-factor-every 5 --kfac-factor-decay 0.9|factor interval 5 is longer than the refresh interval 4
+--optimizer adamw --kfac-factor-decay 0.9|need --optimizer kfac
 CASES
 expect_error "kfac on a first-order program" "generated from a first-order plan" \
   "$f" --steps 1 --optimizer kfac
@@ -87,6 +93,59 @@ import json, sys
 full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
 assert full[3:] == resumed, (full[3:], resumed)
 PY
+# The running average of the factors (docs/kfac.md "Factor interval and running average"): K = 4,
+# factors every 2 steps, decay 0.9. The first install (step 4) inverts step 0's factors alone, as
+# without the average; the second (step 8) the average of steps 0, 2 and 4, so the losses differ
+# from step 9 on. Its state is in the checkpoint: a run resumed at step 3, after the factor step 2,
+# continues bit for bit.
+ema=(--kfac-refresh 4 --kfac-factor-every 2 --kfac-factor-decay 0.9)
+"$k" --steps 10 --kfac-refresh 4 --out "$w/fresh10" --quiet || fail "a K-FAC run of 10 steps"
+"$k" --steps 10 "${ema[@]}" --save "$w/ck_ema" --save-every 3 --out "$w/ema" --quiet ||
+  fail "a K-FAC run with a factor average saving checkpoints"
+"$k" --steps 10 "${ema[@]}" --resume "$w/ck_ema/step-3" --out "$w/ema_resumed" --quiet ||
+  fail "a K-FAC run with a factor average resuming"
+python3 - "$w/fresh10/metrics.json" "$w/ema/metrics.json" "$w/ema_resumed/metrics.json" \
+  "$w/ck_ema/step-3/optimizer.safetensors" <<'PY' || fail "the factor average"
+import json, sys
+fresh, ema, resumed = (json.load(open(p)) for p in sys.argv[1:4])
+i = ema["info"]
+assert i["kfac.factor_every"] == "2" and float(i["kfac.factor_decay"]) == 0.9, i
+assert fresh["info"]["kfac.factor_every"] == "4" and float(fresh["info"]["kfac.factor_decay"]) == 0, fresh["info"]
+assert ema["loss"][:9] == fresh["loss"][:9], (ema["loss"], fresh["loss"])
+assert ema["loss"][9] != fresh["loss"][9], (ema["loss"], fresh["loss"])
+assert ema["loss"][3:] == resumed["loss"], (ema["loss"][3:], resumed["loss"])
+names = open(sys.argv[4], "rb").read(1 << 16)
+assert b".kfac_A_avg" in names and b".kfac_G_avg_recent" in names, "no running average saved"
+print("factor average: losses", ema["loss"][8:], "vs fresh", fresh["loss"][8:], "; resumed bitwise")
+PY
+# A plan's running average (plan --kfac-factor-decay D [--kfac-factor-every F]) is the program's
+# default; plan refuses F without a decay and F longer than K.
+plan "$w/kfac-ema.json" --optimizer kfac --kfac-rule lamb --kfac-refresh 4 --kfac-factor-decay 0.9 \
+  --kfac-factor-every 2
+"$autoddl" codegen "$w/kfac-ema.json" -o "$w/kfac-ema" > /dev/null || fail "codegen of a plan with a factor average"
+build "$w/kfac-ema"
+"$w/kfac-ema/build/train" --steps 10 --out "$w/plan_ema" --quiet || fail "the plan's factor average"
+python3 - "$w/plan_ema/metrics.json" "$w/ema/metrics.json" <<'PY' || fail "the plan's factor average did not take effect"
+import json, sys
+plan, flags = (json.load(open(p)) for p in sys.argv[1:3])
+assert plan["info"]["kfac.factor_every"] == "2" and float(plan["info"]["kfac.factor_decay"]) == 0.9, plan["info"]
+assert plan["loss"] == flags["loss"], (plan["loss"], flags["loss"])
+PY
+# --kfac-factor-decay 0 turns the plan's average off (its F with it): the fresh run's losses.
+"$w/kfac-ema/build/train" --steps 10 --kfac-factor-decay 0 --out "$w/plan_ema_off" --quiet ||
+  fail "the plan's factor average turned off"
+python3 - "$w/plan_ema_off/metrics.json" "$w/fresh10/metrics.json" <<'PY' || fail "--kfac-factor-decay 0 on a plan with an average"
+import json, sys
+off, fresh = (json.load(open(p)) for p in sys.argv[1:3])
+assert off["info"]["kfac.factor_every"] == "4" and float(off["info"]["kfac.factor_decay"]) == 0, off["info"]
+assert off["loss"] == fresh["loss"], (off["loss"], fresh["loss"])
+PY
+expect_error "plan --kfac-factor-every alone" "--kfac-factor-every: needs --kfac-factor-decay" \
+  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
+  --kfac-factor-every 2
+expect_error "plan F > K" "--kfac-factor-every 5 is longer than the pinned refresh interval 4" \
+  "$autoddl" plan tiny-gpt --cluster dgx-h100-ndr --gpus 1 --global-batch 4 --seq 16 --optimizer kfac \
+  --kfac-refresh 4 --kfac-factor-decay 0.9 --kfac-factor-every 5
 # The rule takes the step's learning rate (LrSchedule.h): step 0 at lr/2 under --warmup 2, so
 # step 1's loss differs from the constant-rate run's above; step 0's (before any update) does not.
 "$k" --steps 3 --kfac-refresh 4 --warmup 2 --out "$w/warmup" --quiet || fail "a K-FAC run with --warmup"

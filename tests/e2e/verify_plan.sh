@@ -12,7 +12,9 @@
 # With RECOMPUTE_LAYERS=N every stage recomputes its first N layers (at most its own; the plan's
 # `recompute` knob, pinned in FIX, says full or selective): the one-rank reference recomputes
 # nothing, so its losses are those without recomputation.
-# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# TRAIN_FLAGS: flags of both training binaries (autoddl verify -- FLAGS), e.g. K-FAC's
+# --kfac-factor-every F --kfac-factor-decay D.
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -44,7 +46,11 @@ if [ -n "${RECOMPUTE_LAYERS:-}" ]; then
 fi
 modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
-"$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}"
+read -r -a trainFlags <<< "${TRAIN_FLAGS:-}"
+trainArgs=()
+[ "${#trainFlags[@]}" -gt 0 ] && trainArgs=(-- "${trainFlags[@]}")
+"$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}" \
+  "${trainArgs[@]}"
 # SAVE_MIDCYCLE=1 (K-FAC): a checkpoint every 2 steps finishes the open refresh cycles early; the
 # run's losses must equal the run without checkpoints bit for bit, under wait and thread filling.
 if [ "${SAVE_MIDCYCLE:-0}" = 1 ]; then
@@ -53,7 +59,7 @@ if [ "${SAVE_MIDCYCLE:-0}" = 1 ]; then
       saveArgs=()
       [ "$save" = 1 ] && saveArgs=(--save "$work/ck_$fill" --save-every 2)
       AUTODDL_KFAC_FILL=$fill "$autoddl" run "$work/plan.json" --steps "$steps" "${modelArg[@]}" \
-        --out "$work/save_${fill}_$save" -- --quiet "${saveArgs[@]}" >/dev/null 2>"$work/save_${fill}_$save.log" ||
+        --out "$work/save_${fill}_$save" -- --quiet "${saveArgs[@]}" "${trainFlags[@]}" >/dev/null 2>"$work/save_${fill}_$save.log" ||
         { cat "$work/save_${fill}_$save.log"; exit 1; }
     done
     python3 - "$work/save_${fill}_0/metrics.json" "$work/save_${fill}_1/metrics.json" "$fill" <<'PY'

@@ -102,7 +102,10 @@ cases=(
   "pp2_1f1b_recompute_full tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b,recompute=full 0 recompute-9"
   "tp2_recompute_full tiny-gpt 2 tp=2,pp=1,dp=1,recompute=full 1 recompute-9"
 )
-kfacRunArgs="--kfac-refresh 3" # the K-FAC cases' program flags, on the CPU and the GPU
+# The K-FAC cases' program flags, on the CPU and the GPU; KFAC_RUN_ARGS (the same in prepare and
+# device) replaces them, e.g. "--kfac-refresh 3 --kfac-factor-every 1 --kfac-factor-decay 0.9" for
+# the running average of the factors (docs/kfac.md "Factor interval and running average").
+kfacRunArgs=${KFAC_RUN_ARGS:---kfac-refresh 3}
 # VERIFY_CASES="name ...": prepare only those cases (default: all).
 if [ -n "${VERIFY_CASES:-}" ]; then
   keep=()
@@ -334,6 +337,9 @@ device)
   }
   resume_case pp2_1f1b ""
   resume_case kfac_pp2_1f1b _kfac --kfac-refresh 3
+  # The running average of the factors saved and resumed (kfac_A_avg, _avg_recent) at step 10:
+  # K = 4, F = 1, so the factor step 9 after the refresh at 8 is in the recent sum.
+  resume_case kfac_pp2_1f1b _kfac_ema --kfac-refresh 4 --kfac-factor-every 1 --kfac-factor-decay 0.9
   # K per device (2, 3): at step 10 one layer's refresh step, the other's pending inverses saved.
   resume_case kfac_pp2_1f1b_stagek _kfac_stagek
   # Few files come back from the device: every run's metrics in one file, the logs in another.
@@ -436,7 +442,8 @@ doc = {"date": datetime.date.today().isoformat(),
                       "kfac": "--kfac-refresh 3 vs the CPU K-FAC program: fp32 1e-4, bf16 2e-2"},
        "device_log": log, "all_ok": ok_all, "rows": rows}
 for label, what in (("", "pp2_1f1b fp32"), ("_kfac", "kfac_pp2_1f1b fp32 --kfac-refresh 3"),
-                    ("_kfac_stagek", "kfac_pp2_1f1b_stagek fp32, K 2 and 3 per device")):
+                    ("_kfac_stagek", "kfac_pp2_1f1b_stagek fp32, K 2 and 3 per device"),
+                    ("_kfac_ema", "kfac_pp2_1f1b fp32 --kfac-refresh 4, factors every step, decay 0.9")):
   full, resumed = runs.get(f"full{label}.fp32"), runs.get(f"resumed{label}.fp32")
   if full and resumed:
     tail = full["loss"][10:]

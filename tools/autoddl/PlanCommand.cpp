@@ -6,6 +6,7 @@
 //                [--optimizer adamw|kfac [--kfac-damping D]
 //                 [--kfac-rule sgd|lamb] [--kfac-refresh K|K0,K1,...]
 //                 [--kfac-overhead PERCENT]
+//                 [--kfac-factor-decay D [--kfac-factor-every F]]
 //                 [--kfac-fill items|fluid]]
 //                [-o plan.json] [--json]
 //                [--precision bf16|fp8|auto] [--no-why]
@@ -53,6 +54,8 @@ struct PlanArgs {
   std::string kfacRefresh;        // K or K0,K1,...; empty: set by the bubbles
   std::string kfacFill;           // items or fluid; empty: items
   std::string kfacOverhead;       // percent of the first-order step; empty: 5
+  std::string kfacFactorDecay;    // the factors' running average; empty: none
+  int kfacFactorEvery = 0;        // F; 0: chosen for the overhead
   std::string precision = "bf16"; // bf16, fp8 or auto
   // Given on the command line (the defaults above are no choice of the
   // user's): K-FAC's flags need --optimizer kfac, whatever their value.
@@ -446,6 +449,35 @@ void run(const PlanArgs &a) {
                       a.kfacOverhead + "\"");
     opts.kfacOverhead = pct / 100;
   }
+  double factorDecay = 0;
+  if (!a.kfacFactorDecay.empty()) {
+    if (a.optimizer != "kfac")
+      throw UserError("--kfac-factor-decay: needs --optimizer kfac");
+    char *end = nullptr;
+    errno = 0;
+    factorDecay = std::strtod(a.kfacFactorDecay.c_str(), &end);
+    if (errno != 0 || end == a.kfacFactorDecay.c_str() || *end != '\0' ||
+        !(factorDecay > 0 && factorDecay < 1))
+      throw UserError("--kfac-factor-decay: expected a decay in (0, 1), got "
+                      "\"" +
+                      a.kfacFactorDecay + "\"");
+  }
+  if (a.kfacFactorEvery != 0 && factorDecay == 0)
+    throw UserError("--kfac-factor-every: needs --kfac-factor-decay");
+  if (a.kfacFactorEvery < 0)
+    throw UserError("--kfac-factor-every: expected a number of steps >= 1");
+  opts.kfacFactorDecay = factorDecay;
+  opts.kfacFactorEvery = a.kfacFactorEvery;
+  // Against a pinned K here; against a K the bubbles set, the planner caps F.
+  if (a.kfacFactorEvery > 0 && refresh.pinned()) {
+    int shortest = refresh.all;
+    for (int k : refresh.perDevice)
+      shortest = shortest > 0 ? std::min(shortest, k) : k;
+    if (a.kfacFactorEvery > shortest)
+      throw UserError(fmt::format("--kfac-factor-every {} is longer than the "
+                                  "pinned refresh interval {}",
+                                  a.kfacFactorEvery, shortest));
+  }
   const std::vector<cost::Precision> precisions =
       planPrecisions(a.precision, cluster);
   planner::PlanOutcome result = planner::Infeasible{};
@@ -477,6 +509,7 @@ void run(const PlanArgs &a) {
   }
   if (p.kfac)
     p.kfac->rule = a.kfacRule;
+
   p.modelSha256 = planner::sha256Hex(import::modelBytes(a.model));
   if (import::isOnnxModel(a.model)) // the passes only an ONNX import runs
     p.fuseSkip = fuseSkipText(fuseSkipFromEnvironment());
@@ -561,6 +594,14 @@ void registerPlanCommand(CLI::App &app) {
       "add more refreshes less often, every K steps so that it adds at most "
       "this much a step on average (0: K set by the bubbles alone; "
       "--kfac-refresh pins K instead)");
+  cmd->add_option("--kfac-factor-decay", args->kfacFactorDecay,
+                  "K-FAC: fold the factors into a running average of this "
+                  "decay in (0, 1) that the refreshes invert (default none: "
+                  "each refresh inverts its own step's factors)");
+  cmd->add_option("--kfac-factor-every", args->kfacFactorEvery,
+                  "K-FAC with --kfac-factor-decay: the factors of every F-th "
+                  "step (default: the shortest F whose curvature stays "
+                  "within --kfac-overhead)");
   cmd->add_option("--kfac-fill", args->kfacFill,
                   "how K-FAC items fill the bubbles: items (whole items, each "
                   "in a gap it fits: PipeFisher; default) or fluid (a "

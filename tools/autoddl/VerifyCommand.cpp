@@ -1,7 +1,7 @@
 //===- VerifyCommand.cpp - `autoddl verify`: a plan computes what one rank does
 //
 //   autoddl verify plan.json [--backend cpu|cuda] [--fp32] [--steps K]
-//                  [--data FILE] [--model M] [--keep DIR]
+//                  [--data FILE] [--model M] [--keep DIR] [-- FLAGS...]
 //
 // Runs the plan on its ranks and the same model on one rank (driver/Verify.h),
 // then compares the loss of every step (relative error <= 1e-5, fp32 sums in
@@ -41,6 +41,9 @@ void registerVerifyCommand(CLI::App &app) {
   cmd->add_option("--param-tolerance", args->paramTolerance,
                   "absolute difference of final parameters (default 1e-4; "
                   "cuda: 5e-2, 1e-3 with --fp32)");
+  cmd->add_option("train_flags", args->trainArgs,
+                  "after --: flags of both training binaries (e.g. "
+                  "--kfac-factor-every 2)");
   cmd->callback([args] {
     if (!driver::verify(*args))
       throw UserError("the plan does not compute what one rank computes");

@@ -20,7 +20,8 @@
 // The backend (CRTP: Derived, its KfacRun; OperandT: what its activations
 // are made of) supplies the work on its memory:
 //   void curvature(int layer, const OperandT *v, int64_t rows, bool g)
-//                                  one micro-batch's operand into A (g: G)
+//                                  one micro-batch's operand into A (g: G),
+//                                  now (accumulate) or queued
 //   void keep(int mb, int layer, const OperandT *v, int64_t rows, bool g)
 //                                  a copy of it for a later step's item
 //   void add_kept(int layer, int mb, bool g)
@@ -42,8 +43,33 @@
 //                                  before the cycles of these layers close
 //   void rule_step(ParamT &p, int64_t t, bool norms_over_tp)
 //                                  the rule on one parameter (apply_rule)
-// and may call reduce_factor / invert_factor (an item in a bubble) and
-// finish_cycle (the step's end; -1: every open cycle, a save).
+// and, for the running average of the factors (a factor decay > 0):
+//   float *average(size_t i, int kind, int f)
+//                                  factor f's kAverage, kRecent or kStepSum
+//                                  buffer (allocated, zeroed, in setup)
+//   void accumulate_into(float *F, int layer, const OperandT *v,
+//                        int64_t rows, bool g)
+//                                  one micro-batch's operand into F
+//   void axpby(float *y, float a, const float *x, float b, int64_t n)
+//                                  y = a y + b x; copy(y, x, n); zero(y, n)
+//   void symmetrize(float *F, int64_t d)
+//                                  F's upper triangle mirrored (a CPU sum)
+// and may call reduce_factor / invert_factor (an item in a bubble),
+// finish_cycle (the step's end; -1: every open cycle, a save),
+// fold_average (in reduce, between the scaling and the reduction) and
+// fold_factor_steps (the step's end).
+//
+// The running average (docs/kfac.md "Factor interval and running average"):
+// each rank folds its own scaled factors, A_avg <- d A_avg + (1 - d) A_t,
+// and only a refresh's folded factor is reduced. The fold and the mean over
+// ranks are both linear, so the mean of the ranks' averages is the average
+// of the means, the one-device factor (to rounding), at the cost of one
+// reduction per refresh as without the average. The refresh step s's fold
+// needs its curvature complete, which the plan may spread over s..s+K-1,
+// while the factor steps after s fold at their step's end; so these go into
+// kRecent (R <- d R + (1 - d) A_t, n of them), added when the next cycle
+// opens (A_avg <- d^n A_avg + R): every rank folds in one order wherever
+// the plan placed the items.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_COMMON_HARNESS_KFACCYCLE_H
@@ -52,6 +78,7 @@
 #include "backends/common/harness/KfacProgram.h" // KfacRunBase
 #include "backends/common/harness/ParamTable.h"  // ParamSpecOf
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -66,13 +93,18 @@ public:
   /// [rows, in] into A (after the forward), its output gradient dy
   /// [rows, out] into G (after the backward); the calls sit where the plan
   /// placed the items (codegen/emit/KfacEmitter.cpp). A no-op on other steps.
+  /// On a factor step between refreshes both go into the step's sums.
   void curvature_A(int layer, const OperandT *x, int64_t rows) {
     if (this->due(size_t(layer)))
       self().curvature(layer, x, rows, false);
+    else if (this->factor_due(size_t(layer)))
+      step_curvature(layer, x, rows, false);
   }
   void curvature_G(int layer, const OperandT *dy, int64_t rows) {
     if (this->due(size_t(layer)))
       self().curvature(layer, dy, rows, true);
+    else if (this->factor_due(size_t(layer)))
+      step_curvature(layer, dy, rows, true);
   }
   /// A micro-batch's input (A) or output gradient (G, g_side) whose
   /// curvature the plan put in a later step of the cycle (the micro-batch's
@@ -80,9 +112,13 @@ public:
   /// accumulated by curvature_saved where the plan placed the item, and at
   /// the latest when the layer's factor is reduced (in layer, factor,
   /// micro-batch order).
+  /// On a factor step between refreshes the operand, live here, goes into
+  /// the step's sums at once: nothing of it is left for a later step.
   void save(int mb, int layer, const OperandT *v, int64_t rows, bool g_side) {
     if (this->due(size_t(layer)))
       self().keep(mb, layer, v, rows, g_side);
+    else if (this->factor_due(size_t(layer)))
+      step_curvature(layer, v, rows, g_side);
   }
   void curvature_saved(int layer, int mb, bool g_side) {
     if (is_open(size_t(layer))) // else finished early (a save): none left
@@ -93,10 +129,17 @@ public:
              const ProgramSpec &s) {
     Base::setup(p, o, s);
     cycle_.assign(this->specs_.size(), Cycle{});
+    average_.assign(this->specs_.size(), Average{});
+    recount_ = false;
   }
   /// Before the step's schedule (see the file comment for the order).
   void begin_step(int64_t step) {
     step_ = step;
+    if (recount_) // resumed: the factor steps folded since each refresh
+      for (size_t i = 0; i < average_.size(); ++i)
+        average_[i].recent =
+            kfac_factor_steps_since_refresh(step, this->refresh_[i], this->c_);
+    recount_ = false;
     finish_cycle(step); // done at the previous step's end, or by a save
     std::vector<size_t> due;
     for (size_t i = 0; i < cycle_.size(); ++i)
@@ -114,6 +157,7 @@ public:
         cycle_[i] = Cycle{};
         cycle_[i].open = true;
         this->rows_[i] = 0;
+        fold_recent(i);
         self().open(i);
       }
   }
@@ -155,14 +199,7 @@ protected:
     if (bubble && devices > 1)
       return false;
     self().flush_saved(i);
-    // Raw sums -> the mean over every rank holding the layer (G scaled back
-    // from the loss's mean: each of them saw rows_ rows of the loss).
-    int replicas = devices;
-    if (s.rows_over_tp)
-      replicas *= int(this->tp_);
-    const int64_t rows = this->rows_[i];
-    const KfacScales sc =
-        kfac_factor_scales(rows, double(rows) * double(replicas * this->dp_));
+    const KfacScales sc = scales(i, this->rows_[i]);
     self().reduce(i, f, f ? sc.g : sc.a);
     c.reduced[f] = true;
     return true;
@@ -186,6 +223,59 @@ protected:
       self().inverted(i);
     }
   }
+  /// One micro-batch's operand into the open cycle's factor A (g: G), rows
+  /// counted once, on A's side.
+  void accumulate(int layer, const OperandT *v, int64_t rows, bool g) {
+    LayerT &l = this->layers_[size_t(layer)];
+    self().accumulate_into(g ? l.G.data() : l.A.data(), layer, v, rows, g);
+    if (!g)
+      this->rows_[size_t(layer)] += rows;
+  }
+  /// Between the backend's scaling of factor f (F, n floats: this rank's mean)
+  /// and its reduction: with a running average, F <- d A_avg + (1 - d) F
+  /// (F alone at the first refresh) and A_avg <- F, still this rank's.
+  void fold_average(size_t i, int f, float *F, int64_t n) {
+    const double d = this->c_.factor_decay;
+    if (!(d > 0))
+      return;
+    float *avg = self().average(i, kAverage, f);
+    if (average_[i].valid[f])
+      self().axpby(F, float(1 - d), avg, float(d), n);
+    self().copy(avg, F, n);
+    average_[i].valid[f] = true;
+  }
+  /// At the step's end (before the cycles finish): the factor steps' sums,
+  /// scaled to this rank's mean, folded into kRecent and zeroed. Local: no
+  /// collective (the fold is reduced with the next refresh's).
+  void fold_factor_steps() {
+    const double d = this->c_.factor_decay;
+    for (size_t i = 0; i < average_.size(); ++i) {
+      if (!this->factor_due(i) || !this->specs_[i].weight->held)
+        continue;
+      const KfacScales sc = scales(i, average_[i].rows);
+      for (int f : {0, 1}) {
+        const int64_t dim = f ? this->specs_[i].out : this->specs_[i].in;
+        float *sum = self().average(i, kStepSum, f);
+        self().symmetrize(sum, dim);
+        self().axpby(self().average(i, kRecent, f), float(d), sum,
+                     float((1 - d) * (f ? sc.g : sc.a)), dim * dim);
+        self().zero(sum, dim * dim);
+      }
+      average_[i].rows = 0;
+      ++average_[i].recent;
+    }
+  }
+  /// After a checkpoint load: whether factor f's average was there (not all
+  /// zeros); the factor steps since the last refresh are counted at the
+  /// next begin_step.
+  void loaded_average(size_t i, bool a_valid, bool g_valid) {
+    average_[i].valid[0] = a_valid;
+    average_[i].valid[1] = g_valid;
+    recount_ = true;
+  }
+  /// The buffers of the running average (Derived::average).
+  enum AverageKind { kAverage, kRecent, kStepSum };
+
   /// Reduces and inverts both factors of layer i and closes its cycle.
   void close_cycle(size_t i) {
     for (int f : {0, 1})
@@ -251,6 +341,49 @@ protected:
   }
 
 private:
+  // Raw sums of `rows` rows -> this rank's mean, which the reduction means
+  // over every rank holding the layer (G scaled back from the loss's mean:
+  // each of them saw `rows` rows of the loss).
+  KfacScales scales(size_t i, int64_t rows) const {
+    const KfacLayerSpecOf<ParamT> &s = this->specs_[i];
+    int replicas = self().device_replicas(i);
+    if (s.rows_over_tp)
+      replicas *= int(this->tp_);
+    return kfac_factor_scales(rows,
+                              double(rows) * double(replicas * this->dp_));
+  }
+  // A factor step's micro-batch into its sums (rows counted on A's side).
+  void step_curvature(int layer, const OperandT *v, int64_t rows, bool g) {
+    self().accumulate_into(self().average(size_t(layer), kStepSum, g ? 1 : 0),
+                           layer, v, rows, g);
+    if (!g)
+      average_[size_t(layer)].rows += rows;
+  }
+  // A cycle opens: the factor steps since the last refresh into the
+  // average, A_avg <- d^n A_avg + R, and R zeroed.
+  void fold_recent(size_t i) {
+    Average &a = average_[i];
+    if (a.recent > 0)
+      for (int f : {0, 1}) {
+        const int64_t n = f ? this->specs_[i].out * this->specs_[i].out
+                            : this->specs_[i].in * this->specs_[i].in;
+        float *recent = self().average(i, kRecent, f);
+        if (a.valid[f])
+          self().axpby(self().average(i, kAverage, f),
+                       float(std::pow(this->c_.factor_decay, double(a.recent))),
+                       recent, 1.0f, n);
+        self().zero(recent, n);
+      }
+    a.recent = 0;
+  }
+  struct Average {
+    bool valid[2] = {false, false}; // kAverage holds a factor (A, G)
+    int64_t recent = 0;             // factor steps in kRecent
+    int64_t rows = 0;               // rows in this step's kStepSum
+  };
+  std::vector<Average> average_; // per layer
+  bool recount_ = false;         // after a load: Average::recent unknown
+
   Derived &self() { return static_cast<Derived &>(*this); }
   const Derived &self() const { return static_cast<const Derived &>(*this); }
 };

@@ -47,6 +47,10 @@ template <typename ParamT> struct KfacProgramOf {
   double damping = 1e-3;
   int64_t refresh = 1;
   const char *rule = "sgd";
+  // The defaults of --kfac-factor-every and --kfac-factor-decay (KfacConfig:
+  // 0, 0 is no running average).
+  int64_t factor_every = 0;
+  double factor_decay = 0;
   std::vector<KfacLayerSpecOf<ParamT>> layers;
   // Whether this rank's pipeline device has K-FAC items in step `phase`
   // (1..K-1) of its refresh cycle (null: none there). The CUDA program runs
@@ -78,6 +82,12 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
   c.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
   const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
   c.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
+  c.factor_interval =
+      o.kfac_factor_every > 0 ? o.kfac_factor_every : p.factor_every;
+  c.factor_decay =
+      std::isnan(o.kfac_factor_decay) ? p.factor_decay : o.kfac_factor_decay;
+  if (!(c.factor_decay > 0) && o.kfac_factor_every == 0)
+    c.factor_interval = 0; // --kfac-factor-decay 0 turns a plan's average off
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
@@ -108,6 +118,10 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   if (differ)
     m["kfac.refresh_layers"] = each;
   m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
+  // F (the refresh steps alone: the longest K) and d (0: no average).
+  m["kfac.factor_every"] =
+      std::to_string(c.factor_interval > 0 ? c.factor_interval : longest);
+  m["kfac.factor_decay"] = std::to_string(c.factor_decay);
 }
 
 /// What both backends' KfacRun hold and how they set up and start a step.
@@ -136,6 +150,7 @@ public:
             std::string("kfac: layer ") + l.name +
             ": refresh interval must be >= 1 step (got " + std::to_string(k) +
             ")");
+      kfac_check_factor_interval(c_, k);
       refresh_.push_back(k);
       if (l.weight->held)
         rank_refresh_ = rank_refresh_ < 0 || rank_refresh_ == k ? k : 0;
@@ -148,19 +163,28 @@ public:
     tail_phase_ = p.tail_phase;
   }
   /// Before the step's schedule: which layers accumulate factors this step
-  /// (each on its own K), and whether any held layer does.
+  /// (each on its own K: a refresh step, or a factor step between refreshes
+  /// with a running average), and whether any held layer does.
   void begin_step(int64_t step) {
-    due_ = false;
+    due_ = refreshing_ = false;
     layer_due_.assign(specs_.size(), false);
+    factor_due_.assign(specs_.size(), false);
     for (size_t i = 0; i < specs_.size(); ++i) {
       layer_due_[i] = kfac_refresh_due(step, refresh_[i]);
-      due_ = due_ || (layer_due_[i] && specs_[i].weight->held);
+      factor_due_[i] = kfac_factor_due(step, refresh_[i], c_);
+      const bool held = specs_[i].weight->held;
+      refreshing_ = refreshing_ || (layer_due_[i] && held);
+      due_ = due_ || ((layer_due_[i] || factor_due_[i]) && held);
     }
   }
+  /// Whether the schedule's curvature calls run this step (kfac_due()).
   bool due() const { return due_; }
   /// The rule's learning rate from this step on (lr_at, LrSchedule.h).
   void set_lr(double lr) { c_.lr = lr; }
+  /// Whether layer `layer` refreshes this step (opens a cycle).
   bool due(size_t layer) const { return layer_due_[layer]; }
+  /// Whether it is on a factor step between refreshes (kfac_factor_due).
+  bool factor_due(size_t layer) const { return factor_due_[layer]; }
   /// Layer i's refresh interval K.
   int64_t refresh(size_t layer) const { return refresh_[layer]; }
   /// The K of the layers this rank holds: the cycle the plan placed this
@@ -177,10 +201,12 @@ protected:
   std::vector<int64_t> rows_;    // rows accumulated this refresh, per layer
   std::vector<int64_t> refresh_; // per layer: its K
   std::vector<bool> layer_due_;  // per layer: a refresh step of it
+  std::vector<bool> factor_due_; // per layer: a factor step between them
   int64_t rank_refresh_ = 1;
   int64_t (*tail_phase_)() = nullptr; // KfacProgramOf::tail_phase
   KfacStats stats_;
-  bool due_ = false;
+  bool due_ = false;        // a held layer's curvature runs this step
+  bool refreshing_ = false; // a held layer's cycle opens this step
   int64_t dp_ = 1, tp_ = 1;
   int zero_ = 0; // ZeRO-1: the rule updates this dp rank's shard (Zero.h)
 };
@@ -188,6 +214,15 @@ protected:
 /// The checkpoint names of a layer's damped inverses (optimizer state).
 inline std::string kfac_inverse_entry(const char *layer, char factor) {
   return std::string(layer) + ".kfac_" + factor + "_inv";
+}
+
+/// The checkpoint names of a layer's running-average factors (with a factor
+/// decay): the average as of its last refresh ("<layer>.kfac_A_avg") and
+/// what the factor steps since then add ("<layer>.kfac_A_avg_recent").
+inline std::string kfac_average_entry(const char *layer, char factor,
+                                      bool recent) {
+  return std::string(layer) + ".kfac_" + factor + "_avg" +
+         (recent ? "_recent" : "");
 }
 
 /// The checkpoint names of the open cycle's inverses, installed at its

@@ -122,6 +122,9 @@ constexpr FlagHelp kFlags[] = {
     {"--kfac-damping X", "K-FAC: damping (default the plan's)"},
     {"--kfac-refresh K", "K-FAC: refresh the inverses every K steps"},
     {"--kfac-rule NAME", "K-FAC: sgd or lamb update rule"},
+    {"--kfac-factor-every F",
+     "K-FAC: factors every F steps into the running average"},
+    {"--kfac-factor-decay D", "K-FAC: the average's decay in [0, 1) (0: none)"},
     {"--seed S", "initial weights and synthetic data (default 1234)"},
     {"--quiet", "no per-step lines"},
     {"--help", "print this and exit"},
@@ -343,6 +346,16 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
         throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
                                     echo_value(o.kfac_rule));
+    } else if (a == "--kfac-factor-every") {
+      o.kfac_factor_every = integer(1, kMaxSteps);
+      kfacFlag = true;
+    } else if (a == "--kfac-factor-decay") {
+      o.kfac_factor_decay = real();
+      kfacFlag = true;
+      if (o.kfac_factor_decay >= 1)
+        throw std::invalid_argument("--kfac-factor-decay: expected a number "
+                                    "in [0, 1), got " +
+                                    echo_value(argv[i]));
     } else if (a == "--seed")
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")
@@ -368,7 +381,7 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
                                 "--optimizer kfac)");
   if (kfacFlag && o.optimizer != "kfac")
     throw std::invalid_argument("--kfac-damping/--kfac-refresh/--kfac-rule "
-                                "need --optimizer kfac");
+                                "and --kfac-factor-* need --optimizer kfac");
   // ZeRO shards AdamW's state, or K-FAC's rule's (KfacRun rule_step); plain
   // SGD has no sharded step.
   if (zero && o.optimizer == "sgd")

@@ -60,6 +60,10 @@ struct Options {
   double kfac_damping = std::numeric_limits<double>::quiet_NaN();
   int64_t kfac_refresh = 0;
   std::string kfac_rule;
+  // --kfac-factor-every F, --kfac-factor-decay D (KfacConfig's
+  // factor_interval and factor_decay); 0 / NaN: not given.
+  int64_t kfac_factor_every = 0;
+  double kfac_factor_decay = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Parses argv[1, argc). `zero`: the plan shards AdamW state (then --optimizer

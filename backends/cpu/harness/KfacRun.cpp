@@ -328,13 +328,13 @@ void KfacRun::finishing(const std::vector<size_t> &ending) {
   }
 }
 
-void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
-  KfacLayer &l = layers_[size_t(layer)];
+void KfacRun::accumulate_into(float *f, int layer, const float *v, int64_t rows,
+                              bool g_side) {
+  const KfacLayer &l = layers_[size_t(layer)];
   const double t0 = trace.now_us();
-  float *f = g_side ? l.G.data() : l.A.data();
   const int64_t dim = g_side ? l.out : l.in;
-  // The upper triangle only (SYRK: half the FLOPs); reduce_factor completes
-  // the factor.
+  // The upper triangle only (SYRK: half the FLOPs); reduce_factor (or the
+  // fold of a factor step) completes the factor.
   if (!local_curvature(layer, g_side)) // a split operand: gathered over tp
     kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, g.tp, true);
   else
@@ -342,9 +342,24 @@ void KfacRun::accumulate(int layer, const float *v, int64_t rows, bool g_side) {
   trace.end(std::string(g_side ? "curv_G " : "curv_A ") +
                 specs_[size_t(layer)].name,
             0, t0);
-  if (!g_side) // one count per row, not per factor
-    rows_[size_t(layer)] += rows;
 }
+
+float *KfacRun::average(size_t i, int kind, int f) {
+  return average_buf_[i][size_t(3 * f + kind)].data();
+}
+
+void KfacRun::axpby(float *y, float a, const float *x, float b, int64_t n) {
+  for (int64_t k = 0; k < n; ++k)
+    y[k] = a * y[k] + b * x[k];
+}
+
+void KfacRun::copy(float *y, const float *x, int64_t n) {
+  std::memcpy(y, x, size_t(n) * sizeof(float));
+}
+
+void KfacRun::zero(float *y, int64_t n) { std::fill(y, y + n, 0.0f); }
+
+void KfacRun::symmetrize(float *F, int64_t d) { kfac_symmetrize(F, d); }
 
 void KfacRun::setup(const KfacProgram &p, const Options &o,
                     const ProgramSpec &s) {
@@ -381,12 +396,19 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
     pending_[i].A_inv.assign(layers_[i].A_inv.size(), 0.0f);
     pending_[i].G_inv.assign(layers_[i].G_inv.size(), 0.0f);
   }
+  // The running average's buffers (A: kAverage, kRecent, kStepSum; then G),
+  // only with a decay: without one the memory is as before.
+  average_buf_.assign(specs_.size(), {});
+  for (size_t i = 0; c_.factor_decay > 0 && i < specs_.size(); ++i)
+    for (int k = 0; k < 6; ++k)
+      average_buf_[i][size_t(k)].assign(
+          (k < 3 ? layers_[i].A : layers_[i].G).size(), 0.0f);
 }
 
 // Nothing queued runs into a cycle opened now (the filling thread reads the
 // Pending that open() writes).
 void KfacRun::opening() {
-  if (due_)
+  if (refreshing_)
     drain();
 }
 
@@ -444,9 +466,10 @@ void KfacRun::reduce(size_t i, int f, float scale) {
   kfac_symmetrize(F.data(), f ? l.out : l.in);
   for (float &v : F)
     v *= scale;
+  const int64_t n = int64_t(F.size());
+  fold_average(i, f, F.data(), n);
   // Traced under the plan's item names (reduce_A, ...; inspect --trace).
   const double t0 = trace.now_us();
-  const int64_t n = int64_t(F.size());
   if (dp_ > 1)
     kfac_factor_all_reduce_mean(F.data(), n, g.dp);
   if (s.rows_over_tp && tp_ > 1)
@@ -502,6 +525,7 @@ void KfacRun::invert_item(int layer, bool g) {
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
+  fold_factor_steps(); // a factor step between refreshes: its sums folded
   // The cycle's last step (t = step + 1): what is left of it, so that its
   // inverses are ready to install at the next step; or the earlier step
   // where the plan put that tail.
@@ -572,6 +596,15 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
     e.push_back({kfac_pending_inverse_entry(s.name, 'G'),
                  Slice::whole({s.out, s.out}),
                  held ? p.G_inv.data() : nullptr});
+    // With a decay: the running average and its factor steps since the last
+    // refresh (the step's sums are folded at each step's end: none left).
+    for (int f = 0; c_.factor_decay > 0 && f < 2; ++f)
+      for (int kind : {kAverage, kRecent}) {
+        const int64_t d = f ? s.out : s.in;
+        e.push_back({kfac_average_entry(s.name, f ? 'G' : 'A', kind == kRecent),
+                     Slice::whole({d, d}),
+                     held ? average(i, kind, f) : nullptr});
+      }
   }
 }
 
@@ -587,6 +620,9 @@ void KfacRun::restored() {
       p.a_valid = nonzero(p.A_inv);
       p.g_valid = nonzero(p.G_inv);
       loaded(i, p.a_valid || p.g_valid); // installed at the next s+K
+      if (c_.factor_decay > 0)
+        loaded_average(i, nonzero(average_buf_[i][0]),
+                       nonzero(average_buf_[i][3]));
     }
 }
 

@@ -24,6 +24,7 @@
 #include "backends/cpu/kfac/Kfac.h"
 #include "backends/host/Checkpoint.h" // CheckpointEntry
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -107,7 +108,16 @@ private:
   void curvature(int layer, const float *v, int64_t rows, bool g_side);
   void keep(int mb, int layer, const float *v, int64_t rows, bool g_side);
   void add_kept(int layer, int mb, bool g_side);
-  void accumulate(int layer, const float *v, int64_t rows, bool g_side);
+  // The running average (KfacCycle.h): its buffers per layer (A's kAverage,
+  // kRecent, kStepSum, then G's; empty without a decay) and the operations.
+  void accumulate_into(float *f, int layer, const float *v, int64_t rows,
+                       bool g_side);
+  float *average(size_t i, int kind, int f);
+  static void axpby(float *y, float a, const float *x, float b, int64_t n);
+  static void copy(float *y, const float *x, int64_t n);
+  static void zero(float *y, int64_t n);
+  static void symmetrize(float *F, int64_t d);
+  std::vector<std::array<std::vector<float>, 6>> average_buf_;
   struct Saved {
     std::vector<float> v;
     int64_t rows = 0;

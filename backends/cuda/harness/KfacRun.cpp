@@ -52,6 +52,16 @@ void KfacRun::setup(const KfacProgram &p, const Options &o,
   items_at_ = p.items_at;
   saves_ = p.saves;
   saved_.clear();
+  // The running average's buffers (A: kAverage, kRecent, kStepSum; then G),
+  // zeroed, only with a decay: without one the memory is as before.
+  average_buf_.clear();
+  average_buf_.resize(specs_.size());
+  for (size_t i = 0; c_.factor_decay > 0 && i < specs_.size(); ++i)
+    for (int k = 0; k < 6; ++k) {
+      const int64_t n = (k < 3 ? layers_[i].A : layers_[i].G).size();
+      average_buf_[i][size_t(k)] = DeviceBuffer<float>(n);
+      zero(average_buf_[i][size_t(k)].data(), n);
+    }
 }
 
 bool KfacRun::split_operand(int layer, bool g_side) const {
@@ -65,10 +75,10 @@ void KfacRun::curvature(int layer, const act_t *v, int64_t rows, bool g_side) {
 
 // A split operand (row-parallel X, column-parallel dY) is all-gathered: every
 // tp rank accumulates the unsplit layer's factor.
-void KfacRun::accumulate(int layer, const act_t *v, int64_t rows, bool g_side) {
-  KfacLayer &l = layers_[size_t(layer)];
+void KfacRun::accumulate_into(float *f, int layer, const act_t *v, int64_t rows,
+                              bool g_side) {
+  const KfacLayer &l = layers_[size_t(layer)];
   const int t0 = trace.begin();
-  float *f = g_side ? l.G.data() : l.A.data();
   const int64_t dim = g_side ? l.out : l.in;
   if (split_operand(layer, g_side))
     kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, nccl_of(g.tp));
@@ -77,8 +87,19 @@ void KfacRun::accumulate(int layer, const act_t *v, int64_t rows, bool g_side) {
   trace.end(std::string(g_side ? "curv_G " : "curv_A ") +
                 specs_[size_t(layer)].name,
             0, t0);
-  if (!g_side) // one count per row, not per factor
-    rows_[size_t(layer)] += rows;
+}
+
+float *KfacRun::average(size_t i, int kind, int f) {
+  return average_buf_[i][size_t(3 * f + kind)].data();
+}
+
+void KfacRun::copy(float *y, const float *x, int64_t n) {
+  copy_floats(y, x, n);
+}
+
+void KfacRun::zero(float *y, int64_t n) {
+  AUTODDL_CUDA_CHECK(
+      cudaMemsetAsync(y, 0, size_t(n) * sizeof(float), compute_stream()));
 }
 
 void KfacRun::keep(int mb, int layer, const act_t *v, int64_t rows,
@@ -129,6 +150,7 @@ void KfacRun::reduce(size_t i, int f, float scale) {
   KfacLayer &l = layers_[i];
   DeviceBuffer<float> &F = f ? l.G : l.A;
   scale_inplace(F.data(), scale, F.size());
+  fold_average(i, f, F.data(), F.size());
   // Traced under the names of the plan's items (reduce_A, reduce_G; inspect
   // --trace).
   const int t0 = trace.begin();
@@ -236,6 +258,7 @@ void KfacRun::install(const std::vector<size_t> &due) {
 }
 
 void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
+  fold_factor_steps(); // a factor step between refreshes: its sums folded
   // What is left of the cycles whose next refresh is step t: their
   // reductions on the compute stream (collectives stay on one stream in one
   // order) and their inversions queued on the side stream, installed at t.
@@ -317,6 +340,19 @@ void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
           {std::move(name), Slice::whole({d, d}), held ? h.data() : nullptr});
     }
   }
+  // With a decay: the running averages and their factor steps since the
+  // last refresh (A's kAverage, kRecent, then G's), as the CPU program.
+  host_avg_.assign(c_.factor_decay > 0 ? 4 * specs_.size() : 0, {});
+  for (size_t j = 0; j < host_avg_.size(); ++j) {
+    const KfacLayerSpec &s = specs_[j / 4];
+    const int f = int(j % 4) / 2;
+    const int64_t d = f ? s.out : s.in;
+    if (s.weight->held)
+      host_avg_[j].resize(size_t(d * d));
+    e.push_back({kfac_average_entry(s.name, f ? 'G' : 'A', j % 2 == 1),
+                 Slice::whole({d, d}),
+                 s.weight->held ? host_avg_[j].data() : nullptr});
+  }
 }
 
 // Saved: the inverses in use and the ones a refresh computed but has not
@@ -360,9 +396,24 @@ void KfacRun::copy_state(bool to_host) {
           std::any_of(h.begin(), h.end(), [](float x) { return x != 0; });
       copy_to_device(slots[k].dev.data(), h.data(), bytes);
     }
+    for (size_t j = 4 * i; j < 4 * i + 4 && j < host_avg_.size(); ++j) {
+      float *dev = average(i, j % 2 == 1 ? kRecent : kAverage, int(j % 4) / 2);
+      const int64_t bytes = int64_t(host_avg_[j].size() * sizeof(float));
+      if (to_host)
+        copy_to_host(host_avg_[j].data(), dev, bytes);
+      else
+        copy_to_device(dev, host_avg_[j].data(), bytes);
+    }
     if (to_host)
       continue;
     loaded(i, l.a_next_valid || l.g_next_valid);
+    if (i < host_avg_.size() / 4) {
+      auto nonzero = [](const std::vector<float> &v) {
+        return std::any_of(v.begin(), v.end(), [](float x) { return x != 0; });
+      };
+      loaded_average(i, nonzero(host_avg_[4 * i]),
+                     nonzero(host_avg_[4 * i + 2]));
+    }
     unresolved_[i] = false;
     // The outcome counters of a loaded refresh: fp32 where it has an inverse.
     outcomes_[2 * i] = kfac_inverse_outcome(l.a_next_valid, false, l.a_valid);

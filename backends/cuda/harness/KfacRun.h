@@ -96,7 +96,19 @@ private:
   void curvature(int layer, const act_t *v, int64_t rows, bool g_side);
   void keep(int mb, int layer, const act_t *v, int64_t rows, bool g_side);
   void add_kept(int layer, int mb, bool g_side);
-  void accumulate(int layer, const act_t *v, int64_t rows, bool g_side);
+  // The running average (KfacCycle.h): its buffers per layer (A's kAverage,
+  // kRecent, kStepSum, then G's; empty without a decay) and the operations,
+  // on the compute stream.
+  void accumulate_into(float *f, int layer, const act_t *v, int64_t rows,
+                       bool g_side);
+  float *average(size_t i, int kind, int f);
+  static void axpby(float *y, float a, const float *x, float b, int64_t n) {
+    kfac_axpby(y, a, x, b, n);
+  }
+  static void copy(float *y, const float *x, int64_t n);
+  static void zero(float *y, int64_t n);
+  static void symmetrize(float *, int64_t) {} // the GEMMs sum both halves
+  std::vector<std::array<DeviceBuffer<float>, 6>> average_buf_;
   // Whether a factor's operand is split over tp (gathered to accumulate).
   bool split_operand(int layer, bool g_side) const;
   // The layer's saved operands not accumulated yet, in (factor, micro-batch)
@@ -142,6 +154,8 @@ private:
   bool untimed_ = false;
   // per layer: A_inv, G_inv, the pending A and G inverses
   std::vector<std::vector<float>> host_inv_;
+  // per layer: A's average and recent factor steps, then G's (a decay only)
+  std::vector<std::vector<float>> host_avg_;
   DeviceBuffer<float> dw_, db_; // a preconditioned gradient
   // The trace's thread of the side stream (0 compute, 1 communication).
   static constexpr int kSideStreamTid = 2;

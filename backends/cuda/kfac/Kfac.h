@@ -53,6 +53,8 @@ void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
                               int64_t d_shard, float scale, ncclComm_t tp);
 /// F[n] = the mean of F over `comm` (ncclAllReduce sum, then 1/p).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
+/// y[n] = a y + b x (the running average of the factors, KfacCycle.h).
+void kfac_axpby(float *y, float a, const float *x, float b, int64_t n);
 
 // The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
 // kfac_set_damping, kfac_zero_factors, kfac_refresh and kfac_precondition:

@@ -79,6 +79,14 @@ __global__ void scale_kernel(float *x, int64_t n, float s) {
     x[i] *= s;
 }
 
+__global__ void axpby_kernel(float *y, float a, const float *x, float b,
+                             int64_t n) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    y[i] = a * y[i] + b * x[i];
+}
+
 } // namespace
 
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
@@ -205,6 +213,14 @@ void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm) {
   AUTODDL_KFAC_NCCL_CHECK(ncclAllReduce(F, F, size_t(n), ncclFloat32, ncclSum,
                                         comm, compute_stream()));
   scale_floats(F, n, float(1.0 / p));
+}
+
+void kfac_axpby(float *y, float a, const float *x, float b, int64_t n) {
+  if (n == 0)
+    return;
+  axpby_kernel<<<detail::grid_for(n, 256), 256, 0, compute_stream()>>>(y, a, x,
+                                                                       b, n);
+  AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 } // namespace autoddl::rt

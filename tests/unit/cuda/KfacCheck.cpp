@@ -337,6 +337,22 @@ void check_sgd(int64_t n, double momentum) {
         rel_error(to_host(work.data(), n), rounded), 0.0);
 }
 
+/// The running average's fold (kfac_axpby, KfacCycle.h): y = a y + b x,
+/// each element one fp32 multiply-add pair as the CPU's loop (1e-6 of fp64).
+void check_axpby(int64_t n) {
+  const auto y = random_values(gRng, n, -1.0f, 1.0f, false);
+  const auto x = random_values(gRng, n, -1.0f, 1.0f, false);
+  rt::DeviceBuffer<float> dy(n), dx(n);
+  put_floats(dy.data(), y);
+  put_floats(dx.data(), x);
+  rt::kfac_axpby(dy.data(), 0.95f, dx.data(), 0.05f * 0.25f, n);
+  Mat want(static_cast<size_t>(n));
+  for (size_t i = 0; i < size_t(n); ++i)
+    want[i] = 0.95 * double(y[i]) + 0.05 * 0.25 * double(x[i]);
+  check("kfac_axpby (factor average fold) n=" + std::to_string(n),
+        kfacref::rel_error(host_floats(dy.data(), n), want), 1e-6);
+}
+
 void check_lamb(int64_t n) {
   rt::KfacConfig c;
   c.rule = rt::KfacRule::Lamb;
@@ -580,6 +596,8 @@ int main(int argc, char **argv) {
   check_sgd(1001, 0.0);
   check_lamb(100003);
   check_lamb(37);
+  check_axpby(768 * 768 + 1);
+  check_axpby(5);
   std::printf("KfacCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
   return gOk ? 0 : 1;
 }

@@ -9,6 +9,7 @@
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
 #include "planner/Kfac.h"
+#include "planner/KfacJson.h"
 #include "planner/PlanJson.h"
 #include "planner/Search.h"
 #include "tests/unit/ThrownMessage.h"
@@ -397,3 +398,55 @@ TEST(Kfac, DampingMustBePositive) {
 }
 
 } // namespace
+
+// plan --kfac-factor-decay: F is the shortest interval whose factor steps'
+// forced curvature stays within the overhead budget, at most the shortest K_d.
+TEST(KfacFactorInterval, ShortestWithinTheBudget) {
+  KfacPlan p;
+  p.refreshSteps = 20;
+  p.firstOrderStepTime = 1.0;
+  auto device = [](int k, double curvature) {
+    KfacDevicePlan d;
+    d.refreshSteps = k;
+    KfacItemPlacement curv, inv;
+    curv.item = "curv_A";
+    curv.forced = true;
+    curv.start = 2.0;
+    curv.end = 2.0 + curvature;
+    inv.item = "inv_A"; // not curvature: the refresh's tail, priced by K_d
+    inv.forced = true;
+    inv.end = 5.0;
+    curv.step = inv.step = 0;
+    d.items = {curv, inv};
+    return d;
+  };
+  // A bubble's curvature item (not forced) costs the factor steps nothing.
+  KfacDevicePlan bubbles = device(10, 0.5);
+  bubbles.items[0].forced = false;
+  p.devices = {device(10, 0.12), device(20, 0.3), bubbles};
+  chooseFactorInterval(p, 0.95, 0, 0.05);
+  // ceil(0.12 / 0.05) = 3, ceil(0.3 / 0.05) = 6: the slower device's 6.
+  EXPECT_EQ(p.factorEvery, 6);
+  EXPECT_DOUBLE_EQ(p.factorDecay, 0.95);
+  // max(0.12 (1/6 - 1/10), 0.3 (1/6 - 1/20)) = 0.035 s a step.
+  EXPECT_NEAR(p.factorOverhead, 0.035, 1e-12);
+  // Without a budget: the shortest K_d (the average over refreshes alone).
+  chooseFactorInterval(p, 0.95, 0, 0);
+  EXPECT_EQ(p.factorEvery, 10);
+  // A budget too small for any F < K_d is capped at it.
+  chooseFactorInterval(p, 0.95, 0, 0.001);
+  EXPECT_EQ(p.factorEvery, 10);
+  // Pinned: kept, but at most the shortest K_d.
+  chooseFactorInterval(p, 0.9, 2, 0.05);
+  EXPECT_EQ(p.factorEvery, 2);
+  chooseFactorInterval(p, 0.9, 11, 0.05);
+  EXPECT_EQ(p.factorEvery, 10);
+  // plan.json's kfac object has the fields only with a decay (plans
+  // without one are written as before).
+  chooseFactorInterval(p, 0.9, 4, 0.05);
+  const auto j = kfacToJson(p);
+  EXPECT_EQ(j["factor_every"], 4);
+  EXPECT_EQ(j["factor_decay"], 0.9);
+  p.factorDecay = 0;
+  EXPECT_FALSE(kfacToJson(p).contains("factor_every"));
+}

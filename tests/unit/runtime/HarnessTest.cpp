@@ -120,7 +120,21 @@ TEST(HarnessOptions, KfacFlags) {
             "plan (plan with --optimizer kfac)");
   EXPECT_EQ(
       parseError({"--optimizer", "sgd", "--kfac-refresh", "2"}, false, true),
-      "--kfac-damping/--kfac-refresh/--kfac-rule need --optimizer kfac");
+      "--kfac-damping/--kfac-refresh/--kfac-rule and --kfac-factor-* need "
+      "--optimizer kfac");
+  // The running average of the factors (KfacRules.h kfac_factor_due).
+  EXPECT_EQ(d.kfac_factor_every, 0);
+  EXPECT_TRUE(std::isnan(d.kfac_factor_decay));
+  const Options f = parse(
+      {"--kfac-factor-every", "5", "--kfac-factor-decay", "0.95"}, false, true);
+  EXPECT_EQ(f.kfac_factor_every, 5);
+  EXPECT_EQ(f.kfac_factor_decay, 0.95);
+  EXPECT_EQ(parseError({"--kfac-factor-every", "0"}, false, true),
+            "--kfac-factor-every: \"0\" is out of range (1 to 1099511627776)");
+  EXPECT_EQ(parseError({"--kfac-factor-decay", "1"}, false, true),
+            "--kfac-factor-decay: expected a number in [0, 1), got 1");
+  EXPECT_EQ(parseError({"--kfac-factor-decay", "-0.5"}, false, true),
+            "--kfac-factor-decay: expected a finite number >= 0, got \"-0.5\"");
 }
 
 TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {

@@ -340,6 +340,30 @@ TEST(Kfac, ConfigAndLayerRules) {
   EXPECT_FALSE(kfac_refresh_due(2, 3));
   EXPECT_TRUE(kfac_refresh_due(6, 3));
   EXPECT_TRUE(kfac_refresh_due(5, 1));
+  // Factor steps between refreshes only with a decay; F need not divide K.
+  c = KfacConfig{};
+  c.refresh_interval = 7;
+  c.factor_interval = 3;
+  EXPECT_THROW(kfac_check_config(c), std::invalid_argument); // no decay
+  EXPECT_FALSE(kfac_factor_due(3, 7, c));
+  c.factor_decay = 0.95;
+  EXPECT_NO_THROW(kfac_check_config(c));
+  EXPECT_FALSE(kfac_factor_due(0, 7, c)); // a refresh step
+  EXPECT_TRUE(kfac_factor_due(3, 7, c));
+  EXPECT_TRUE(kfac_factor_due(6, 7, c));
+  EXPECT_FALSE(kfac_factor_due(7, 7, c));
+  EXPECT_TRUE(kfac_factor_due(9, 7, c));
+  // Resumed at step 13: steps 9 and 12 folded since the refresh at 7; at
+  // step 14 (a refresh) the same two; at step 8 none.
+  EXPECT_EQ(kfac_factor_steps_since_refresh(13, 7, c), 2);
+  EXPECT_EQ(kfac_factor_steps_since_refresh(14, 7, c), 2);
+  EXPECT_EQ(kfac_factor_steps_since_refresh(8, 7, c), 0);
+  EXPECT_EQ(kfac_factor_steps_since_refresh(5, 7, c), 1);
+  c.factor_interval = 8;
+  EXPECT_THROW(kfac_check_config(c), std::invalid_argument); // F > K
+  c.factor_interval = 3;
+  c.factor_decay = 1;
+  EXPECT_THROW(kfac_check_config(c), std::invalid_argument);
   // Wide layers stay first-order: GPT-2's 50257-row head, not its 3072 FFN.
   c = KfacConfig{};
   EXPECT_TRUE(kfac_layer_is_wide(768, 50257, c));
