@@ -562,6 +562,7 @@ __global__ void reduce_middle_kernel(int64_t A, int64_t B, int64_t Cc, Ref x,
        j += int64_t(gridDim.x) * blockDim.x) {
     const int64_t a = j / Cc, base = a * B * Cc + (j - a * Cc);
     float v = max ? -INFINITY : 0.0f;
+#pragma unroll 4
     for (int64_t b = 0; b < B; ++b) {
       const float f = ld(x, base + b * Cc);
       v = max ? fmaxf(v, f) : v + f;
@@ -577,14 +578,16 @@ __global__ void broadcast_middle_kernel(int64_t A, int64_t B, int64_t Cc,
        j += int64_t(gridDim.x) * blockDim.x) {
     const int64_t a = j / Cc, base = a * B * Cc + (j - a * Cc);
     const float g = ld(dy, j) * scale;
+#pragma unroll 4
     for (int64_t b = 0; b < B; ++b)
       put(dx, base + b * Cc, g, true);
   }
 }
 
 /// A Reduce over one run of consecutive axes with at least 32 values after
-/// them (a warp's width of coalesced channels) as [A, B, Cc]; false for
-/// others (the generic kernels run them).
+/// them (a warp's width of coalesced channels) and at least 16 threads a
+/// reduced value (a long reduction over few groups is the warp-a-group
+/// reduce_kernel's) as [A, B, Cc]; false for others.
 bool middle_view(const ok::Primitive &p, int64_t (&abc)[3]) {
   const Dims &xs = p.in[0];
   const unsigned red = axesMask(p.axes);
@@ -596,7 +599,7 @@ bool middle_view(const ok::Primitive &p, int64_t (&abc)[3]) {
   abc[0] = abc[1] = abc[2] = 1;
   for (int d = 0; d < int(xs.size()); ++d)
     abc[d < lo ? 0 : d <= hi ? 1 : 2] *= xs[size_t(d)];
-  return abc[2] >= 32;
+  return abc[2] >= 32 && abc[0] * abc[2] >= 16 * abc[1];
 }
 
 /// The forward of such a Reduce (y overwritten); false: not one.
