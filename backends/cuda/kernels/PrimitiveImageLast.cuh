@@ -48,14 +48,15 @@ __device__ void NormGrad::pack(int64_t e, float (&g)[V]) const {
 }
 
 /// Whether the channel-innermost kernels may read and write V = kPack<act_t>
-/// values at a time: every tensor act_t and 16-byte aligned, C a multiple of
-/// V.
+/// values at a time: every tensor act_t (an fp32 ref is one in the fp32
+/// build) and 16-byte aligned, C a multiple of V.
 bool packs_fit(int64_t C, std::initializer_list<PrimRef> refs) {
   constexpr int V = kPack<act_t>;
   if (C % V != 0)
     return false;
   for (const PrimRef &r : refs)
-    if (r.p && (r.f32 || reinterpret_cast<uintptr_t>(r.p) % 16 != 0))
+    if (r.p &&
+        ((r.f32 && !kActIsFloat) || reinterpret_cast<uintptr_t>(r.p) % 16 != 0))
       return false;
   return true;
 }

@@ -530,7 +530,7 @@ void checkAll() {
   check("BatchNormalization + ReLU NHWC", "BatchNormalization", none,
         {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
         kLast | kRelu);
-  // 16 channels: the passes 16 bytes at a time (bf16 packs).
+  // 16 channels: the passes 16 bytes at a time (bf16 and fp32 packs).
   check("BatchNormalization NHWC packed", "BatchNormalization", none,
         {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7}, kLast);
   check("BatchNormalization + ReLU NHWC packed", "BatchNormalization", none,
@@ -545,8 +545,8 @@ void checkAll() {
   check("GlobalAveragePool NHWC", "GlobalAveragePool", none, {{{3, 6, 4, 5}}},
         {3, 6, 1, 1}, kLast);
   // The pack paths of the channels-last kernels (PrimitiveImageLast.cuh):
-  // 16 channels (bf16 packs of 8; the fp32 build's tensors are fp32 refs, a
-  // channel a thread) in pools and a global pool of 64
+  // 16 channels (packs of 8 bf16 or 4 fp32 values) in pools and a global
+  // pool of 64
   // channels (reduce_middle, one thread a channel); batch norms over several
   // row splits and two channel tiles (264 channels, the second tile part
   // empty), and over 6 rows (fewer than a block's row lanes).
