@@ -19,6 +19,22 @@ __device__ __forceinline__ void ld_pack(const Ref &r, int64_t e,
   else
     load_floats<act_t, V>(v, static_cast<const act_t *>(r.p) + e);
 }
+/// V = kPack<act_t> values as act_t in one 16-byte word, for one 16-byte
+/// store (__stwb: a Pack stored as such, store_floats', or a uint4 store
+/// became 2- and 4-byte stores in the normalise and dx passes' loops).
+template <int V>
+__device__ __forceinline__ uint4 pack_bits(const float (&v)[V]) {
+  static_assert(V * sizeof(act_t) == sizeof(uint4));
+  constexpr int per = int(sizeof(uint32_t) / sizeof(act_t)); // a word's
+  uint32_t w[4] = {};
+  for (int k = 0; k < V; ++k) {
+    const act_t a = from_float<act_t>(v[k]);
+    uint32_t b = 0;
+    memcpy(&b, &a, sizeof(act_t));
+    w[k / per] |= b << (32 / per * (k % per));
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
 template <int V>
 __device__ __forceinline__ void put_pack(const Ref &r, int64_t e, float (&v)[V],
                                          bool acc) {
@@ -32,7 +48,7 @@ __device__ __forceinline__ void put_pack(const Ref &r, int64_t e, float (&v)[V],
       for (int k = 0; k < V; ++k)
         v[k] += old[k];
     }
-    store_floats<act_t, V>(q, v);
+    __stwb(reinterpret_cast<uint4 *>(q), pack_bits<V>(v));
   }
 }
 
