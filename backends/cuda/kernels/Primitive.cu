@@ -467,7 +467,7 @@ void matmul(const ok::Primitive &p, PrimRef da, PrimRef db, PrimRef a,
            q * m.M * m.N);
 }
 
-#include "backends/cuda/kernels/PrimitiveImage.cuh" // Pool, BatchNorm
+#include "backends/cuda/kernels/PrimitiveImage.cuh" // Pool, BatchNorm, GAP
 
 /// A channels-last primitive the generic kernels run as an NCHW one on the
 /// stored shapes: an elementwise op (its operands all of the result's
@@ -540,6 +540,8 @@ void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
       zero(y.p, ok::numel(ys) * int64_t(y.f32 ? sizeof(float) : sizeof(act_t)));
       return;
     }
+    if (reduce_middle(p, x[0], y)) // a channels-last global pool
+      return;
     const Space s = space(xs);
     const unsigned red = axesMask(p.axes);
     const int64_t k = count(s, red, 0u);
@@ -609,6 +611,8 @@ void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
     return;
   case K::Reduce: {
     if (!dx[0].p || ok::numel(xs) == 0)
+      return;
+    if (broadcast_middle(p, dy, dx[0])) // a channels-last global pool
       return;
     const Ref up = reducedRef(dy, xs, p.axes);
     if (p.reduce != ok::Reduce::Max) {

@@ -1,9 +1,10 @@
 // The image primitives on the GPU: pools with any padding (Kind::Pool) and
 // BatchNormalization (Kind::BatchNorm), the formulas of
 // backends/common/OnnxImage.h, on NCHW or channels-last storage
-// (Primitive::channelsLast). A part of Primitive.cu, split off for its
-// size: included inside its anonymous namespace, after Ref, ld, put and
-// ref. Deterministic: every output element has one writer (the pool's
+// (Primitive::channelsLast; its pools, batch norm and global pool are
+// PrimitiveImageLast.cuh's pack kernels). A part of Primitive.cu, split off
+// for its size: included inside its anonymous namespace, after Ref, ld, put
+// and ref. Deterministic: every output element has one writer (the pool's
 // backward gathers over the windows reading an input; no atomics), sums in
 // fp32 in a fixed order.
 
@@ -192,40 +193,6 @@ __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
     pool_backward_at(a, j, x, dy, taps, dx);
 }
 
-void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
-          bool forward) {
-  if (p.pool.in.size() > size_t(kPoolAxes))
-    fail(p, "a pool over more than 3 spatial axes");
-  int64_t padded = 1; // the padded plane bounds every in-plane offset
-  for (size_t d = 0; d < p.pool.in.size(); ++d)
-    padded *= p.pool.pad[d] + p.pool.in[d] + p.pool.padEnd[d] +
-              p.pool.kernel[d] * p.pool.dilation[d];
-  if (padded > int64_t(INT32_MAX))
-    fail(p, "a pool plane of 2^31 values or more");
-  const PoolArgs a = poolArgs(p.pool, p.channelsLast ? p.in[0][1] : 0);
-  const int64_t planes = p.in[0][0] * p.in[0][1];
-  if (forward) {
-    const int64_t n = planes * a.outPlane;
-    if (n > 0)
-      pool_forward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-          a, n, ref(x), ref(y));
-  } else {
-    const int64_t n = planes * a.inPlane, outs = planes * a.outPlane;
-    if (!dx.p || n == 0)
-      return;
-    // A max pool's taps: scratch slot 0 (within this call only, as Reduce's).
-    uint8_t *taps = nullptr;
-    if (a.max && a.kcount < kNoTap && outs > 0) {
-      taps = static_cast<uint8_t *>(scratch(0, outs));
-      pool_taps_kernel<<<grid_for(outs, 256), 256, 0, compute_stream()>>>(
-          a, outs, ref(x), taps);
-    }
-    pool_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        a, n, ref(x), ref(dy), taps, ref(dx));
-  }
-  AUTODDL_CUDA_CHECK_LAUNCH();
-}
-
 // ---- BatchNormalization: a channel over several blocks ----------------------
 // Each launch is a grid of (splits, C) blocks, block (j, c) owning rows
 // [j*rows, (j+1)*rows) of the batch for channel c (a row: one sample's S
@@ -290,8 +257,9 @@ add_shifted(float *s, const Ref &x, const NormGrad &dy, int64_t e, float k) {
   }
 }
 
-/// Block (j, c)'s shifted sums into part[(c * splits + j) * kNormSums + ...]
-/// (no dy: the last two 0).
+/// Block (j, c)'s shifted sums into part[(c * kNormSums + q) * splits + j]
+/// (no dy: the last two 0): a channel's partials of one sum contiguous, for
+/// the finish's coalesced reads.
 __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, NormGrad dy,
                                       float *part) {
   __shared__ float scratch[32];
@@ -299,11 +267,10 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, NormGrad dy,
   const float k = ld(x, c * g.S);
   float s[kNormSums] = {};
   for_block_values(g, [&](int64_t e) { add_shifted(s, x, dy, e, k); });
-  float *out = part + (c * g.splits + blockIdx.x) * kNormSums;
   for (int q = 0; q < kNormSums; ++q) {
     const float v = block_sum(s[q], scratch);
     if (threadIdx.x == 0)
-      out[q] = v;
+      part[(c * kNormSums + q) * g.splits + blockIdx.x] = v;
   }
 }
 
@@ -313,22 +280,22 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, NormGrad dy,
 /// (Σg·x̂) and dbias (Σg). `moments` (a forward on batch statistics; else
 /// null): the micro-batch's mean and unbiased variance for the running
 /// statistics, moments[c] and moments[C + c] (OnnxImage.h batchnorm_moments).
-/// A warp a channel: its lanes stride over the splits (hundreds where the
-/// channel is innermost), then a shuffle sum (a fixed order).
+/// A block a channel (launch_batchnorm_finish): its threads stride over the
+/// splits (up to a thousand where the channel is innermost), then a block sum
+/// (a fixed order).
 __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
                                         Ref var, const float *part,
                                         bool backward, Ref dscale, Ref dbias,
                                         float *stats, float *moments) {
-  const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  if (c >= g.C) // whole warps leave: the shuffles below see all 32 lanes
-    return;
+  __shared__ float scratch[32];
+  const int64_t c = blockIdx.x;
   float s[kNormSums] = {};
-  for (int64_t j = threadIdx.x % 32; j < g.splits; j += 32)
+  for (int64_t j = threadIdx.x; j < g.splits; j += blockDim.x)
     for (int q = 0; q < kNormSums; ++q)
-      s[q] += part[(c * g.splits + j) * kNormSums + q];
+      s[q] += part[(c * kNormSums + q) * g.splits + j];
   for (int q = 0; q < kNormSums; ++q)
-    s[q] = warp_sum(s[q]);
-  if (threadIdx.x % 32 != 0)
+    s[q] = block_sum(s[q], scratch);
+  if (threadIdx.x != 0)
     return;
   const float M = float(g.N * g.S > 0 ? g.N * g.S : 1), k = ld(x, c * g.S);
   float m, inv;
@@ -357,6 +324,17 @@ __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
     if (dbias.p)
       put(dbias, c, s[2], true);
   }
+}
+
+/// The finish of g's partials: a block a channel, as many threads as splits
+/// (rounded to warps, at most 256).
+void launch_batchnorm_finish(const NormGrid &g, float eps, Ref x, Ref mean,
+                             Ref var, const float *part, bool backward,
+                             Ref dscale, Ref dbias, float *stats,
+                             float *moments) {
+  const int threads = int(std::min<int64_t>(256, (g.splits + 31) / 32 * 32));
+  batchnorm_finish_kernel<<<unsigned(g.C), threads, 0, compute_stream()>>>(
+      g, eps, x, mean, var, part, backward, dscale, dbias, stats, moments);
 }
 
 /// running = momentum running + (1 - momentum) batch for each of `slots`
@@ -405,188 +383,44 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
   });
 }
 
-// ---- Channel innermost: channels-last [N, H, W, C], or [N, C] ------------
-// The same three passes on R rows of C channels (a channels-last image: R =
-// N * H * W), element (r, c) at r * C + c, V values (one 16-byte pack of
-// act_t, or 1: packs_fit) a thread. A sums block is `lanes` packs of
-// channels (a tile of lanes * V channels) by kNormThreads / lanes row lanes,
-// so a warp reads whole consecutive packs of a row: coalesced. Block (j, t)
-// owns rows [j*rows, (j+1)*rows) of tile t; its partials go where
-// batchnorm_sums_kernel's do, and batchnorm_finish_kernel reads them as a
-// grid of N = R, S = 1.
+#include "backends/cuda/kernels/PrimitiveImageLast.cuh" // channels-last
 
-/// V values of r from element e: one 16-byte access for V > 1 (act_t and
-/// aligned: batchnorm checks), else ld / put.
-template <int V>
-__device__ __forceinline__ void ld_pack(const Ref &r, int64_t e,
-                                        float (&v)[V]) {
-  if constexpr (V == 1)
-    v[0] = ld(r, e);
-  else
-    load_floats<act_t, V>(v, static_cast<const act_t *>(r.p) + e);
-}
-template <int V>
-__device__ __forceinline__ void put_pack(const Ref &r, int64_t e, float (&v)[V],
-                                         bool acc) {
-  if constexpr (V == 1) {
-    put(r, e, v[0], acc);
+void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
+          bool forward) {
+  if (p.pool.in.size() > size_t(kPoolAxes))
+    fail(p, "a pool over more than 3 spatial axes");
+  int64_t padded = 1; // the padded plane bounds every in-plane offset
+  for (size_t d = 0; d < p.pool.in.size(); ++d)
+    padded *= p.pool.pad[d] + p.pool.in[d] + p.pool.padEnd[d] +
+              p.pool.kernel[d] * p.pool.dilation[d];
+  if (padded > int64_t(INT32_MAX))
+    fail(p, "a pool plane of 2^31 values or more");
+  const PoolArgs a = poolArgs(p.pool, p.channelsLast ? p.in[0][1] : 0);
+  const int64_t planes = p.in[0][0] * p.in[0][1];
+  // Channels-last: the pack kernels, their items indexed in 32 bits.
+  if (p.channelsLast &&
+      planes * std::max(a.inPlane, a.outPlane) < (int64_t(1) << 30))
+    return pool_last(a, p.in[0][0], x, y, dy, dx, forward);
+  if (forward) {
+    const int64_t n = planes * a.outPlane;
+    if (n > 0)
+      pool_forward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
+          a, n, ref(x), ref(y));
   } else {
-    act_t *q = static_cast<act_t *>(r.p) + e;
-    if (acc) {
-      float old[V];
-      load_floats<act_t, V>(old, q);
-      for (int k = 0; k < V; ++k)
-        v[k] += old[k];
+    const int64_t n = planes * a.inPlane, outs = planes * a.outPlane;
+    if (!dx.p || n == 0)
+      return;
+    // A max pool's taps: scratch slot 0 (within this call only, as Reduce's).
+    uint8_t *taps = nullptr;
+    if (a.max && a.kcount < kNoTap && outs > 0) {
+      taps = static_cast<uint8_t *>(scratch(0, outs));
+      pool_taps_kernel<<<grid_for(outs, 256), 256, 0, compute_stream()>>>(
+          a, outs, ref(x), taps);
     }
-    store_floats<act_t, V>(q, v);
+    pool_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
+        a, n, ref(x), ref(dy), taps, ref(dx));
   }
-}
-
-template <int V>
-__device__ void NormGrad::pack(int64_t e, float (&g)[V]) const {
-  ld_pack<V>(dy, e, g);
-  if (!relu.p)
-    return;
-  float mask[V];
-  ld_pack<V>(relu, e, mask);
-  for (int v = 0; v < V; ++v)
-    g[v] = mask[v] > 0.0f ? g[v] : 0.0f;
-}
-
-/// The lanes of a sums block: packs of V channels side by side, as many as
-/// fit C (up to 32: a warp's width).
-int last_lanes(int64_t C, int V) {
-  int lanes = 32;
-  while (lanes > 1 && int64_t(lanes) * V > C)
-    lanes /= 2;
-  return lanes;
-}
-
-NormGrid norm_grid_last(int64_t R, int64_t C, int64_t tile) {
-  const int64_t tiles = (C + tile - 1) / tile;
-  // About 8 blocks an SM in all, each at least 128 rows.
-  const int64_t want = std::max<int64_t>(1, int64_t(sm_count()) * 8 / tiles);
-  const int64_t splits = std::max<int64_t>(1, std::min(want, R / 128));
-  const int64_t rows = (R + splits - 1) / splits;
-  return {R, C, 1, (R + rows - 1) / rows, rows};
-}
-
-template <int V>
-__global__ void batchnorm_sums_last_kernel(NormGrid g, int lanes, Ref x,
-                                           NormGrad dy, float *part) {
-  // [sum][row lane][tile channel]
-  __shared__ float sums[kNormSums * kNormThreads * V];
-  const int rowLanes = kNormThreads / lanes, lane = threadIdx.x % lanes,
-            rl = threadIdx.x / lanes;
-  const int64_t tile = int64_t(lanes) * V, c0 = blockIdx.y * tile + lane * V;
-  const int64_t r0 = int64_t(blockIdx.x) * g.rows, r1 = min(r0 + g.rows, g.N);
-  float s[kNormSums][V] = {};
-  if (c0 < g.C) { // a whole pack: V > 1 only where V divides C
-    float k[V], xv[V], gv[V];
-    ld_pack<V>(x, c0, k); // row 0: the shift
-    for (int64_t r = r0 + rl; r < r1; r += rowLanes) {
-      const int64_t e = r * g.C + c0;
-      ld_pack<V>(x, e, xv);
-      if (dy.dy.p)
-        dy.pack<V>(e, gv);
-      for (int v = 0; v < V; ++v) {
-        const float d = xv[v] - k[v];
-        s[0][v] += d;
-        s[1][v] += d * d;
-        if (dy.dy.p) {
-          s[2][v] += gv[v];
-          s[3][v] += gv[v] * d;
-        }
-      }
-    }
-  }
-  for (int q = 0; q < kNormSums; ++q)
-    for (int v = 0; v < V; ++v)
-      sums[(q * rowLanes + rl) * tile + lane * V + v] = s[q][v];
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < kNormSums * tile; i += blockDim.x) {
-    const int q = int(i / tile);
-    const int64_t ch = i % tile, c = blockIdx.y * tile + ch;
-    if (c >= g.C)
-      continue;
-    float v = 0.0f;
-    for (int l = 0; l < rowLanes; ++l) // a fixed order: deterministic
-      v += sums[(q * rowLanes + l) * tile + ch];
-    part[(c * g.splits + blockIdx.x) * kNormSums + q] = v;
-  }
-}
-
-/// Calls f(e, c) for every pack of V elements e.. (channels c..) of the
-/// channel-innermost [N, C] (C a multiple of V: a pack stays in its row) in a
-/// grid-stride loop, c stepped along without a 64-bit division per pack
-/// (which would cost more than the pack's bytes).
-template <int V, class F>
-__device__ __forceinline__ void for_channel_packs(const NormGrid &g, F f) {
-  const int64_t total = g.N * g.C, step = int64_t(gridDim.x) * blockDim.x * V;
-  const int64_t stepC = step % g.C;
-  int64_t e = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V, c = e % g.C;
-  for (; e < total; e += step) {
-    f(e, c);
-    c += stepC;
-    if (c >= g.C)
-      c -= g.C;
-  }
-}
-
-/// Forward and backward elementwise passes of the channel-innermost layout
-/// (batchnorm_apply_kernel's and batchnorm_dx_kernel's formulas), V values a
-/// thread at a time.
-template <int V>
-__global__ void batchnorm_apply_last_kernel(NormGrid g, Ref x, Ref scale,
-                                            Ref bias, const float *stats,
-                                            bool relu, Ref y) {
-  const float lo = relu ? 0.0f : -INFINITY;
-  for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
-    float v[V];
-    ld_pack<V>(x, e, v);
-    for (int k = 0; k < V; ++k) {
-      const int64_t ck = c + k;
-      const float a = ld(scale, ck) * stats[ck * 4 + 1];
-      v[k] = fmaxf((v[k] - stats[ck * 4]) * a + ld(bias, ck), lo);
-    }
-    put_pack<V>(y, e, v, false);
-  });
-}
-
-template <int V>
-__global__ void batchnorm_dx_last_kernel(NormGrid g, Ref x, Ref scale,
-                                         bool given, const float *stats,
-                                         NormGrad dy, Ref dx, bool acc) {
-  const float M = float(g.N > 0 ? g.N : 1);
-  for_channel_packs<V>(g, [&](int64_t e, int64_t c) {
-    float xv[V], gv[V];
-    ld_pack<V>(x, e, xv);
-    dy.pack<V>(e, gv);
-    for (int k = 0; k < V; ++k) {
-      const int64_t ck = c + k;
-      const float inv = stats[ck * 4 + 1], a = ld(scale, ck) * inv;
-      const float xhat = (xv[k] - stats[ck * 4]) * inv;
-      xv[k] =
-          given
-              ? a * gv[k]
-              : a / M *
-                    (M * gv[k] - stats[ck * 4 + 2] - xhat * stats[ck * 4 + 3]);
-    }
-    put_pack<V>(dx, e, xv, acc);
-  });
-}
-
-/// Whether the channel-innermost passes may read and write V = kPack<act_t>
-/// values at a time: every tensor act_t and 16-byte aligned, C a multiple of
-/// V.
-bool packs_fit(int64_t C, std::initializer_list<PrimRef> refs) {
-  constexpr int V = kPack<act_t>;
-  if (C % V != 0)
-    return false;
-  for (const PrimRef &r : refs)
-    if (r.p && (r.f32 || reinterpret_cast<uintptr_t>(r.p) % 16 != 0))
-      return false;
-  return true;
+  AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
 /// What a batch norm call does beside the norm. `moments` (forward only;
@@ -615,62 +449,48 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
     return;
   if (N * S > int64_t(UINT32_MAX))
     fail(p, "more than 2^32 values in one channel");
+  const NormGrad dyRef =
+      forward ? NormGrad{} : NormGrad{ref(dy), relu ? ref(y) : Ref()};
   // The channel innermost: channels-last storage, or [N, C] (S = 1); its
   // passes 16 bytes a thread where every tensor allows.
-  const bool last = p.channelsLast || S == 1;
-  constexpr int V = kPack<act_t>;
-  const bool packed =
-      last && (forward ? packs_fit(C, {x[0], y})
-                       : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}));
-  const int lanes = last_lanes(C, packed ? V : 1);
-  const NormGrid g =
-      last ? norm_grid_last(N * S, C, int64_t(lanes) * (packed ? V : 1))
-           : norm_grid(N, C, S);
+  if (p.channelsLast || S == 1) {
+    const NormLastCall n{N * S,
+                         C,
+                         eps,
+                         ref(x[0]),
+                         ref(x[1]),
+                         ref(x[2]),
+                         mean,
+                         var,
+                         ref(y),
+                         forward ? Ref() : ref(dx[1]),
+                         forward ? Ref() : ref(dx[2]),
+                         forward ? Ref() : ref(dx[0]),
+                         dyRef,
+                         moments,
+                         forward,
+                         relu,
+                         !o.storeDx};
+    if (forward ? packs_fit(C, {x[0], y})
+                : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}))
+      return batchnorm_last<kPack<act_t>>(n);
+    return batchnorm_last<1>(n);
+  }
+  const NormGrid g = norm_grid(N, C, S);
   // Scratch slot 0 (Reduce.cu's partials; both live within one call only).
   auto *part = static_cast<float *>(
       scratch(0, (C * g.splits * kNormSums + C * 4) * int64_t(sizeof(float))));
   float *stats = part + C * g.splits * kNormSums;
   const dim3 grid(unsigned(g.splits), unsigned(C));
-  const int64_t tile = int64_t(lanes) * (packed ? V : 1);
-  const dim3 gridLast(unsigned(g.splits), unsigned((C + tile - 1) / tile));
-  const unsigned finish = unsigned((C * 32 + 255) / 256); // a warp a channel
-  const NormGrad dyRef =
-      forward ? NormGrad{} : NormGrad{ref(dy), relu ? ref(y) : Ref()};
-  if (packed)
-    batchnorm_sums_last_kernel<V>
-        <<<gridLast, kNormThreads, 0, compute_stream()>>>(g, lanes, ref(x[0]),
-                                                          dyRef, part);
-  else if (last)
-    batchnorm_sums_last_kernel<1>
-        <<<gridLast, kNormThreads, 0, compute_stream()>>>(g, lanes, ref(x[0]),
-                                                          dyRef, part);
-  else
-    batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), dyRef, part);
-  batchnorm_finish_kernel<<<finish, 256, 0, compute_stream()>>>(
-      g, eps, ref(x[0]), mean, var, part, !forward,
-      forward ? Ref() : ref(dx[1]), forward ? Ref() : ref(dx[2]), stats,
-      forward ? moments : nullptr);
-  const unsigned elems = grid_for(N * C * S / (packed ? V : 1), kNormThreads);
-  if (forward && packed)
-    batchnorm_apply_last_kernel<V>
-        <<<elems, kNormThreads, 0, compute_stream()>>>(
-            g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
-  else if (forward && last)
-    batchnorm_apply_last_kernel<1>
-        <<<elems, kNormThreads, 0, compute_stream()>>>(
-            g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
-  else if (forward)
+  batchnorm_sums_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
+      g, ref(x[0]), dyRef, part);
+  launch_batchnorm_finish(g, eps, ref(x[0]), mean, var, part, !forward,
+                          forward ? Ref() : ref(dx[1]),
+                          forward ? Ref() : ref(dx[2]), stats,
+                          forward ? moments : nullptr);
+  if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
-  else if (dx[0].p && packed)
-    batchnorm_dx_last_kernel<V><<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
-        !o.storeDx);
-  else if (dx[0].p && last)
-    batchnorm_dx_last_kernel<1><<<elems, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),
-        !o.storeDx);
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),

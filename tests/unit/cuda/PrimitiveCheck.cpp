@@ -544,6 +544,31 @@ void checkAll() {
         {{{2, 5, 9, 10}}}, {2, 5, 5, 5}, kLast);
   check("GlobalAveragePool NHWC", "GlobalAveragePool", none, {{{3, 6, 4, 5}}},
         {3, 6, 1, 1}, kLast);
+  // The pack paths of the channels-last kernels (PrimitiveImageLast.cuh):
+  // 16 channels (packs of 8 bf16 or 4 fp32 values) in pools and a global
+  // pool of 64
+  // channels (reduce_middle, one thread a channel); batch norms over several
+  // row splits and two channel tiles (264 channels, the second tile part
+  // empty), and over 6 rows (fewer than a block's row lanes).
+  stem.ints.erase("count_include_pad");
+  check("MaxPool 3x3 s2 p1 NHWC packed", "MaxPool", stem, {{{2, 16, 9, 10}}},
+        {2, 16, 5, 5}, kLast);
+  stem.ints["count_include_pad"] = 1;
+  check("AveragePool 3x3 s2 p1 counting pads NHWC packed", "AveragePool", stem,
+        {{{2, 16, 9, 10}}}, {2, 16, 5, 5}, kLast);
+  check("GlobalAveragePool NHWC 64 channels", "GlobalAveragePool", none,
+        {{{4, 64, 2, 3}}}, {4, 64, 1, 1}, kLast);
+  check("BatchNormalization + ReLU NHWC packed, row splits",
+        "BatchNormalization", none,
+        {{{8, 16, 16, 16}}, {{16}, 'p'}, {{16}, 'p'}}, {8, 16, 16, 16},
+        kLast | kRelu);
+  check("BatchNormalization NHWC packed, two tiles", "BatchNormalization", none,
+        {{{4, 264, 8, 8}}, {{264}, 'p'}, {{264}, 'p'}}, {4, 264, 8, 8}, kLast);
+  check("BatchNormalization NHWC 37 channels, row splits", "BatchNormalization",
+        none, {{{4, 37, 16, 16}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 16, 16},
+        kLast | kStoreDx);
+  check("BatchNormalization NHWC packed, 6 rows", "BatchNormalization", none,
+        {{{1, 16, 2, 3}}, {{16}, 'p'}, {{16}, 'p'}}, {1, 16, 2, 3}, kLast);
   check("Relu NHWC", "Relu", none, {{{2, 6, 3, 5}}}, {2, 6, 3, 5}, kLast);
   check("Add NHWC", "Add", none, {{{2, 6, 3, 5}}, {{2, 6, 3, 5}}}, {2, 6, 3, 5},
         kLast);

@@ -1,0 +1,196 @@
+// image_kernels_bench: times the CUDA program's channels-last image
+// primitives (backends/cuda/kernels/PrimitiveImage*.cuh) at torchvision
+// ResNet-50's shapes (224x224 images, v1.5): the batch norms (12 distinct
+// shapes of the 53, with or without the ReLU fused after them), the stem's
+// 3x3/2 max pool and the global average pool, each forward and backward as
+// the generated program calls them (batch statistics with the micro-batch's
+// moments; x's gradient stored, the parameters' added). One JSON object a
+// line on stdout: per kernel and direction the time, the bandwidth floor of
+// the bytes its passes must move and the bandwidth reached, then the sums
+// over a training step (each shape times its count).
+//
+// Floors (docs/cuda-kernels.md "Channels-last image kernels"): E elements
+// of act_t in x. Batch norm forward 3E (x read by the sums pass and by the
+// normalise pass, y written), backward 5E (x, dy read twice, dx written) or
+// 7E with the ReLU (its output y read twice as dy's mask). Max pool forward
+// E + E/4 (x read, y written); backward: the taps pass reads x and writes a
+// byte a y element, the gather reads them, dy and dx and writes dx. Global
+// pool: x read (forward), dx read and written (backward). At kPeakGBs.
+//
+// build (here, after ./scripts/build.sh; one command over these lines):
+//   nvcc -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I.
+//     bench/cuda/image_kernels_bench.cu
+//     build/backends/cuda/libautoddl_cuda_kernels.a -lcublasLt -ldl
+//     -o .gpu/image/image_kernels_bench
+// usage: image_kernels_bench [B]   (default 256 images)
+#include "backends/common/OnnxPrimitive.h"
+#include "backends/cuda/kernels/Primitive.h"
+#include "bench/cuda/BenchTiming.cuh"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace rt = autoddl::rt;
+namespace ok = autoddl::onnx_kernels;
+namespace bench = autoddl::bench;
+using ok::Dims;
+using rt::act_t;
+
+constexpr bench::Timing kTiming{3, 10, 5}; // warm-up, calls a group, groups
+constexpr double kPeakGBs = 3000.0; // H100 HBM3 reachable by a copy, GB/s
+
+/// One distinct batch norm of ResNet-50: channels, side, ReLU after it
+/// (fused: batchnorm_relu_*), how many of the 53.
+struct Norm {
+  int64_t C, H;
+  bool relu;
+  int count;
+};
+const Norm kNorms[] = {
+    {64, 112, true, 1}, {64, 56, true, 6},   {256, 56, false, 4},
+    {128, 56, true, 1}, {128, 28, true, 7},  {512, 28, false, 5},
+    {256, 28, true, 1}, {256, 14, true, 11}, {1024, 14, false, 7},
+    {512, 14, true, 1}, {512, 7, true, 5},   {2048, 7, false, 4}};
+
+/// The channels-last primitive of an ONNX node (as codegen's).
+ok::Primitive image(const std::string &op, const ok::PrimitiveAttrs &attrs,
+                    const std::vector<Dims> &in, const Dims &out) {
+  ok::Primitive p;
+  const std::vector<std::vector<double>> consts(in.size());
+  if (std::string e = ok::makePrimitive(p, op, attrs, in, out, consts);
+      !e.empty()) {
+    std::fprintf(stderr, "image_kernels_bench: %s: %s\n", op.c_str(),
+                 e.c_str());
+    std::exit(1);
+  }
+  return ok::channelsLastPrimitive(p);
+}
+
+double gSum[2] = {0, 0}; // forward, backward ms of a step
+
+/// Prints one kernel's line and adds count times its time to the step's.
+void report(const std::string &name, int count, bool backward, double ms,
+            double bytes) {
+  const double floorMs = bytes / (kPeakGBs * 1e9) * 1e3;
+  gSum[backward] += count * ms;
+  std::printf("{\"kernel\": \"%s\", \"dir\": \"%s\", \"count\": %d, \"ms\": "
+              "%.4f, \"floor_ms\": %.4f, \"GBs\": %.0f, \"x_floor\": %.1f}\n",
+              name.c_str(), backward ? "bwd" : "fwd", count, ms, floorMs,
+              bytes / (ms * 1e-3) * 1e-9, ms / floorMs);
+  std::fflush(stdout);
+}
+
+void benchNorm(int64_t B, const Norm &n, double *floorSum) {
+  const Dims xs{B, n.C, n.H, n.H};
+  const ok::Primitive p =
+      image("BatchNormalization", {}, {xs, {n.C}, {n.C}}, xs);
+  const int64_t E = B * n.C * n.H * n.H;
+  rt::DeviceBuffer<act_t> x(E), y(E), dy(E), dx(E), scale(n.C), bias(n.C);
+  rt::DeviceBuffer<float> moments(2 * n.C), dscale(n.C), dbias(n.C);
+  bench::fill(x.data(), E, 1);
+  bench::fill(dy.data(), E, 2);
+  bench::fill(scale.data(), n.C, 3);
+  bench::fill(bias.data(), n.C, 4);
+  rt::zero(dscale.data(), n.C * int64_t(sizeof(float)));
+  rt::zero(dbias.data(), n.C * int64_t(sizeof(float)));
+  const std::vector<rt::PrimRef> in{x.data(), scale.data(), bias.data()};
+  const std::vector<rt::PrimRef> grads{dx.data(), dscale.data(), dbias.data()};
+  const double f = bench::median_ms(kTiming, [&] {
+    if (n.relu)
+      rt::batchnorm_relu_forward(p, in, y.data(), moments.data());
+    else
+      rt::batchnorm_forward_moments(p, in, y.data(), moments.data());
+  });
+  const double b = bench::median_ms(kTiming, [&] {
+    if (n.relu)
+      rt::batchnorm_relu_backward(p, grads, in, y.data(), dy.data(), false);
+    else
+      rt::batchnorm_backward(p, grads, in, dy.data(), false);
+  });
+  const double e2 = double(E) * double(sizeof(act_t)); // one tensor's bytes
+  const std::string name = "batchnorm" + std::string(n.relu ? "_relu" : "") +
+                           "_C" + std::to_string(n.C) + "_H" +
+                           std::to_string(n.H);
+  report(name, n.count, false, f, 3 * e2);
+  report(name, n.count, true, b, (n.relu ? 7 : 5) * e2);
+  floorSum[0] += n.count * 3 * e2;
+  floorSum[1] += n.count * (n.relu ? 7 : 5) * e2;
+}
+
+void benchPools(int64_t B, double *floorSum) {
+  const double a = double(sizeof(act_t));
+  ok::PrimitiveAttrs stem;
+  stem.lists = {
+      {"kernel_shape", {3, 3}}, {"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}};
+  const Dims xs{B, 64, 112, 112}, ys{B, 64, 56, 56};
+  const ok::Primitive pool = image("MaxPool", stem, {xs}, ys);
+  const int64_t E = ok::numel(xs), Ey = ok::numel(ys);
+  {
+    rt::DeviceBuffer<act_t> x(E), y(Ey), dy(Ey), dx(E);
+    bench::fill(x.data(), E, 5);
+    bench::fill(dy.data(), Ey, 6);
+    rt::zero(dx.data(), E * int64_t(sizeof(act_t)));
+    const double f = bench::median_ms(
+        kTiming, [&] { rt::primitive_forward(pool, {x.data()}, y.data()); });
+    const double b = bench::median_ms(kTiming, [&] {
+      rt::primitive_backward(pool, {dx.data()}, {x.data()}, y.data(),
+                             dy.data());
+    });
+    // Backward: x read, taps written and read (a byte a y element), dy read,
+    // dx read and written (a pool's backward adds).
+    const double fb = E * a + Ey * a,
+                 bb = E * a + 2.0 * Ey + Ey * a + 2 * E * a;
+    report("maxpool_3x3s2_C64_H112", 1, false, f, fb);
+    report("maxpool_3x3s2_C64_H112", 1, true, b, bb);
+    floorSum[0] += fb;
+    floorSum[1] += bb;
+  }
+  const Dims gs{B, 2048, 7, 7}, go{B, 2048, 1, 1};
+  const ok::Primitive gap = image("GlobalAveragePool", {}, {gs}, go);
+  const int64_t G = ok::numel(gs), Go = ok::numel(go);
+  rt::DeviceBuffer<act_t> x(G), y(Go), dy(Go), dx(G);
+  bench::fill(x.data(), G, 7);
+  bench::fill(dy.data(), Go, 8);
+  rt::zero(dx.data(), G * int64_t(sizeof(act_t)));
+  const double f = bench::median_ms(
+      kTiming, [&] { rt::primitive_forward(gap, {x.data()}, y.data()); });
+  const double b = bench::median_ms(kTiming, [&] {
+    rt::primitive_backward(gap, {dx.data()}, {x.data()}, y.data(), dy.data());
+  });
+  const double fb = (G + Go) * a, bb = (2 * G + Go) * a;
+  report("global_avgpool_C2048_H7", 1, false, f, fb);
+  report("global_avgpool_C2048_H7", 1, true, b, bb);
+  floorSum[0] += fb;
+  floorSum[1] += bb;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const int64_t B = argc > 1 ? std::atoll(argv[1]) : 256;
+  if (B <= 0) {
+    std::fprintf(stderr, "usage: image_kernels_bench [B]\n");
+    return 2;
+  }
+  double floorBytes[2] = {0, 0};
+  for (const Norm &n : kNorms)
+    benchNorm(B, n, floorBytes);
+  const double normMs[2] = {gSum[0], gSum[1]},
+               normFloor[2] = {floorBytes[0], floorBytes[1]};
+  benchPools(B, floorBytes);
+  auto ms = [](double bytes) { return bytes / (kPeakGBs * 1e9) * 1e3; };
+  std::printf("{\"summary\": \"batchnorm x53\", \"B\": %lld, \"fwd_ms\": %.3f, "
+              "\"bwd_ms\": %.3f, \"floor_fwd_ms\": %.3f, \"floor_bwd_ms\": "
+              "%.3f}\n",
+              (long long)B, normMs[0], normMs[1], ms(normFloor[0]),
+              ms(normFloor[1]));
+  std::printf("{\"summary\": \"all\", \"B\": %lld, \"fwd_ms\": %.3f, "
+              "\"bwd_ms\": %.3f, \"step_ms\": %.3f, \"floor_step_ms\": %.3f}\n",
+              (long long)B, gSum[0], gSum[1], gSum[0] + gSum[1],
+              ms(floorBytes[0] + floorBytes[1]));
+  return 0;
+}
