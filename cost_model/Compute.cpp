@@ -67,6 +67,35 @@ KernelCost gemmKernel(const Cluster &c, std::string_view op, double batch,
   return roofline(c, flops, bytes, gemmEfficiency(c, m, n, k, batch), p);
 }
 
+// A GEMM with few output tiles and a long reduction, a convolution's weight
+// gradient (M x N = Cin*kh*kw x Cout, K = B*H'*W'), runs split over K as
+// cuDNN's wgrad engines and cuBLAS's split-K do: s slices of K/s fill the SMs,
+// each writes an fp32 partial [M,N] that a reduction then reads. Without this
+// the stem of ResNet-50 (2 tiles, K = 3.2M at batch 256) priced at 2 of 132
+// SMs busy, and the network's convolution backward at 92 ms against 14-27
+// measured on one H100 (bench/results/onnx/2026-12-07-h100-resnet50-nhwc/).
+constexpr double kMinSplitK = 2048; // a slice long enough to amortise its fill
+KernelCost splitKGemmKernel(const Cluster &c, double m, double n, double k,
+                            double bytes, Precision p) {
+  KernelCost plain = gemmKernel(c, "gemm", 1, m, n, k, bytes, p);
+  if (plain.calibrated || c.smCount <= 0)
+    return plain;
+  const double tiles = std::ceil(m / kTileM) * std::ceil(n / kTileN);
+  int best = 1;
+  double bestEff = gemmEfficiency(c, m, n, k, 1);
+  for (int s = 2; s * tiles <= c.smCount && k / s >= kMinSplitK; ++s) {
+    const double eff = gemmEfficiency(c, m, n, k / s, s);
+    if (eff > bestEff) {
+      best = s;
+      bestEff = eff;
+    }
+  }
+  if (best == 1)
+    return plain;
+  const double partials = 2.0 * best * m * n * 4; // written, then summed
+  return roofline(c, 2.0 * m * n * k, bytes + partials, bestEff, p);
+}
+
 // A memory-bound kernel: calibration by (op, first operand's shape), else
 // roofline at the cluster's large-GEMM efficiency for its (few) FLOPs.
 KernelCost streamKernel(const Cluster &c, std::string_view op,
@@ -464,7 +493,9 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
     KernelCost g0 =
         gemmKernel(c, "gemm", batch, m, k, n, outBytes + b1 + b0, p);
     KernelCost g1 =
-        gemmKernel(c, "gemm", batch, k, n, m, b0 + outBytes + b1, p);
+        kind == "conv2d" && isParam(1)
+            ? splitKGemmKernel(c, k, n, m, b0 + outBytes + b1, p)
+            : gemmKernel(c, "gemm", batch, k, n, m, b0 + outBytes + b1, p);
     if (operands.size() > 2 && isParam(2)) { // bias gradient: sum of dY over M
       g1.flops += numel(y);
       g1.bytes += bytesOf(operands[2], p);

@@ -69,6 +69,32 @@ TEST(OpCost, LinearForwardDgradWgrad) {
   EXPECT_NEAR(cost.backwardWeight.time, t, 1e-12);
 }
 
+TEST(OpCost, ConvWeightGradientSplitsItsLongReduction) {
+  Cluster c = toyCluster();
+  // ResNet's stem at batch 32: the weight gradient is a GEMM of
+  // 147 x 64 outputs (2 tiles) over K = 32*112*112 = 401,408.
+  std::vector<ValueType> in{{{32, 3, 224, 224}, DType::F32},
+                            {{64, 3, 7, 7}, DType::F32}};
+  std::vector<ValueType> out{{{32, 64, 112, 112}, DType::F32}};
+  OpCost cost = opCost(c, "conv2d", in, out, {{"stride", int64_t(2)}},
+                       {false, true}, Precision::BF16);
+  const double flops = 2.0 * 147 * 64 * 401408;
+  const double tileEff = 147.0 * 64 / (256 * 128);
+  // Unsplit, 2 of the 100 SMs would work: flops / (400 TFLOP/s * tileEff *
+  // 2/100). Split over K (50 slices of 8,028) the waves are full, so it is
+  // far below that, and never above the tiles' own efficiency allows.
+  const double unsplit = flops / (400e12 * tileEff * 0.02);
+  EXPECT_LT(cost.backwardWeight.time, 0.1 * unsplit);
+  EXPECT_GE(cost.backwardWeight.time, flops / (400e12 * tileEff));
+  // A linear of the same GEMM keeps today's pricing (cuBLAS's own choice).
+  std::vector<ValueType> lin{{{401408, 147}, DType::F32},
+                             {{147, 64}, DType::F32}};
+  std::vector<ValueType> linOut{{{401408, 64}, DType::F32}};
+  OpCost l = opCost(c, "linear", lin, linOut, {{"transpose_weight", false}},
+                    {false, true}, Precision::BF16);
+  EXPECT_GT(l.backwardWeight.time, 0.5 * unsplit);
+}
+
 TEST(OpCost, MatmulOfTwoActivationsHasNoWgrad) {
   Cluster c = toyCluster();
   std::vector<ValueType> in{{{4, 256, 64}, DType::F32},
