@@ -2,7 +2,7 @@
 # Builds generated CUDA projects on one shared runtime (shared_runtime_cmake.sh) into BUILD, as
 # BUILD/train_<project folder name>, or, where AUTODDL_PREBUILT names a folder that already holds
 # every train_<name>, links those instead: one device call then compiles the runtime once for all
-# of its benchmark scripts (bench/cuda/README.md, "One build a call").
+# of its benchmark scripts (bench/cuda/README.md, the build_projects.sh row).
 #
 #   bash bench/cuda/build_projects.sh BUILD LOG PROJECT...
 set -euo pipefail
