@@ -112,26 +112,18 @@ void EmitContext::planBiasReluFusion() {
 /// batchnorm_relu_*, kernels/Elementwise.h add_relu_*): the op's own output
 /// is never written, and the ReLU's passes (10 ms of ResNet-50's step at
 /// batch 256 on an H100, bench/results/onnx/2026-12-07-h100-resnet50/) are
-/// gone. Where that ReLU alone reads the op's result, on its stage, in the
-/// same tp layout and channels-last or not alike; an add of two operands of
-/// its result's shape, its GEMM fusion (planResidualFusion) first.
+/// gone. Where ProgramDecisions.h's fusedProducerRelu allows it, on one
+/// stage, in the same tp layout and channels-last or not alike; an add's GEMM
+/// fusion (planResidualFusion) first.
 void EmitContext::planProducerReluFusion() {
   if (!cuda)
     return;
+  const planner::GraphUses uses(g);
   for (size_t i = 0; i < g.ops.size(); ++i) {
-    const OpDef &op = g.ops[i];
-    const bool norm =
-        op.kind == "primitive" &&
-        attrOr(op, ops::attr::kOpType, "") == "BatchNormalization";
-    const bool add = op.kind == "add" && !linearOperandOfAdd.count(i) &&
-                     op.operands.size() == 2 &&
-                     full(op.operands[0]) == full(op.operands[1]);
-    if (!(norm || add) || op.results.size() != 1 || op.results[0] == g.loss)
+    const int found = planner::fusedProducerRelu(g, uses, i);
+    if (found < 0 || linearOperandOfAdd.count(i))
       continue;
-    const std::vector<size_t> &readers = users[size_t(op.results[0])];
-    if (readers.size() != 1 || g.ops[readers[0]].kind != "relu")
-      continue;
-    const size_t relu = readers[0];
+    const size_t relu = size_t(found);
     const OpPlan &pn = L.ops[i], &pr = L.ops[relu];
     if (pn.stage != pr.stage || !(pr.operands[0] == pn.result) ||
         fusedRelus.count(relu) || nhwcOps.count(i) != nhwcOps.count(relu))

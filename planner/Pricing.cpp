@@ -111,19 +111,29 @@ struct NeighbourFusions {
   // backward reads the ReLU's output beside its gradient, the ReLU has no
   // kernel of its own.
   bool biasOfRelu = false, reluInBias = false;
+  // Likewise a ReLU after a batch norm or a same-shape add (ResNet's),
+  // unless that add is a linear's GEMM epilogue.
+  bool producerOfRelu = false, reluInProducer = false;
   // A linear after a fused GELU: its input gradient's GEMM (the DGELU
   // epilogue) runs in bf16 in an fp8 plan (Linear.cu).
   bool dxThroughGelu = false;
 };
 NeighbourFusions neighbourFusions(const ModelGraph &g, const GraphUses &uses,
-                                  size_t gi) {
+                                  size_t gi, int tp) {
   const OpDef &op = g.ops[gi];
   NeighbourFusions f;
   f.biasOfRelu = fusedBiasRelu(g, uses, gi) >= 0;
+  auto producesRelu = [&](size_t i) {
+    return fusedProducerRelu(g, uses, i) >= 0 &&
+           (!residualFusionPriced(tp) || residualGemmOperands(g, uses, i).empty());
+  };
+  f.producerOfRelu = producesRelu(gi);
   const int before =
       op.operands.empty() ? -1 : uses.producer[size_t(op.operands[0])];
   if (before < 0)
     return f;
+  f.reluInProducer = op.kind == "relu" && producesRelu(size_t(before)) &&
+                     fusedProducerRelu(g, uses, size_t(before)) == int(gi);
   GeluChain chain;
   f.dxThroughGelu = op.kind == "linear" &&
                     geluEpilogueChain(g, uses, size_t(before), chain) &&
@@ -286,8 +296,8 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
     const bool fusedGelu = geluEpilogueChain(g, uses, gi, chain);
     const bool fusedResidual = !fusedGelu && residualFusionPriced(tp_) &&
                                !residualGemmOperands(g, uses, gi).empty();
-    const NeighbourFusions nf = neighbourFusions(g, uses, gi);
-    biasOfRelu_.push_back(nf.biasOfRelu);
+    const NeighbourFusions nf = neighbourFusions(g, uses, gi, tp_);
+    biasOfRelu_.push_back(nf.biasOfRelu || nf.producerOfRelu);
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
@@ -378,9 +388,9 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                                    bulk, kernels)
                           .backward();
       }
-      if (nf.reluInBias)
+      if (nf.reluInBias || nf.reluInProducer)
         sc.forward = sc.backward = 0;
-      if (nf.biasOfRelu)
+      if (nf.biasOfRelu || nf.producerOfRelu)
         sc.backward += prod(out[0].shape) * o_.activationElementBytes /
                        (c_.hbmBandwidth * c_.hbmEfficiency);
       sc.savedInternal = oc.savedInternal;
@@ -550,8 +560,8 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   // other layout a consumer reads it in (a converted copy, with its
   // gradient). The CUDA program writes no gradient of a GELU fused into its
   // GEMMs, and never materialises a linear's output its GEMM adds to the
-  // residual, nor a bias_add's sum that its ReLU reads in the same pass
-  // (ProgramDecisions.h).
+  // residual, nor the result of a bias_add, batch norm or add that its ReLU
+  // reads in the same pass (ProgramDecisions.h).
   const double hostScale = 4.0 / o_.activationElementBytes;
   const InGemm made = inGemm_[E.producer];
   bool neverFormed = !E.consumers.empty() && R.kind != Sbp::Partial;

@@ -177,7 +177,8 @@ private:
   // all of it, a residual add on a linear's output its forward.
   enum class InGemm { None, All, Forward };
   std::vector<InGemm> inGemm_;
-  // Per op: a bias_add whose ReLU runs in its passes (its sum never formed).
+  // Per op: a bias_add, batch norm or add whose ReLU runs in its passes (its
+  // result never formed).
   std::vector<bool> biasOfRelu_;
   // Per collapsed residual add: the operand whose linear may write the sum
   // in its GEMM (that tensor is then never materialised); else -1.

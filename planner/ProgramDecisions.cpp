@@ -92,6 +92,29 @@ int fusedBiasRelu(const ModelGraph &g, const GraphUses &uses, size_t bias) {
   return int(readers[0]);
 }
 
+int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op) {
+  const OpDef &o = g.ops[op];
+  const bool norm = o.kind == "primitive" &&
+                    attrOr(o, ops::attr::kOpType, "") == "BatchNormalization";
+  const bool add = o.kind == "add" && o.operands.size() == 2 &&
+                   o.results.size() == 1 &&
+                   g.tensors[size_t(o.operands[0])].shape ==
+                       g.tensors[size_t(o.results[0])].shape &&
+                   g.tensors[size_t(o.operands[1])].shape ==
+                       g.tensors[size_t(o.results[0])].shape;
+  if (!(norm || add) || o.results.size() != 1 || o.results[0] == g.loss)
+    return -1;
+  const std::vector<size_t> &readers = uses.readers[size_t(o.results[0])];
+  if (readers.size() != 1)
+    return -1;
+  const OpDef &relu = g.ops[readers[0]];
+  if (relu.kind != "relu" || relu.operands.size() != 1 ||
+      relu.operands[0] != o.results[0] || relu.results.size() != 1 ||
+      relu.results[0] == g.loss)
+    return -1;
+  return int(readers[0]);
+}
+
 std::vector<size_t> residualGemmOperands(const ModelGraph &g,
                                          const GraphUses &uses, size_t add) {
   const OpDef &op = g.ops[add];

@@ -98,6 +98,15 @@ bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
 /// sum in the layout it is made in; the pricing does not look at layouts.
 int fusedBiasRelu(const ModelGraph &g, const GraphUses &uses, size_t bias);
 
+/// The ReLU that the CUDA program runs in the passes of the op before it
+/// (batchnorm_relu_*, add_relu_*: ResNet's norm, ReLU and residual, ReLU),
+/// for op `op`, or -1: op a BatchNormalization primitive or an add of two
+/// operands of its result's shape, its result read by one ReLU alone (its
+/// input), neither the loss. Codegen (planProducerReluFusion) also wants
+/// both on one stage in one layout, and an add whose sum no linear's GEMM
+/// writes (planResidualFusion); the pricing does not look at layouts.
+int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op);
+
 /// For residual add op `add`, the operands (1, then 0) whose producing linear
 /// can write the sum in its GEMM (linear_residual_forward, reading the other
 /// operand, the residual, as C): that linear's output read by this add alone

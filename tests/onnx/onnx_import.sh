@@ -128,6 +128,12 @@ resnet_plan() { # name expected-dp expected-microbatch plan-args...
 resnet_plan fix-dp2 2 4 --gpus 2 --fix dp=2
 resnet_plan fix-mb2 2 2 --gpus 2 --fix tp=1,pp=1,microbatch=2
 resnet_plan free 1 8 --gpus 2
+# Its 3 ReLUs follow a batch norm or the residual add: priced inside them, as the CUDA program
+# runs them (ProgramDecisions.h fusedProducerRelu), not as passes of their own.
+relu_s=$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["predicted"]["op_kinds_s"]
+r=k.get("relu", {}); print(r.get("forward", 0) + r.get("backward", 0))' "$work/resnet-free.json")
+[ "$relu_s" = "0" ] || [ "$relu_s" = "0.0" ] && echo "ok: resnet-mini: ReLUs priced in their producers" ||
+  fail "resnet-mini: ReLUs priced at $relu_s s of their own"
 # A static batch of 4 (torch.onnx.export's default, no dynamic axes) is the statistics' micro-batch.
 sed 's/dim_param: "N"/dim_value: 4/g' "$here/models/resnet-mini.txtpb" |
   "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/resnet-static.onnx"
