@@ -123,17 +123,20 @@ NeighbourFusions neighbourFusions(const ModelGraph &g, const GraphUses &uses,
   const OpDef &op = g.ops[gi];
   NeighbourFusions f;
   f.biasOfRelu = fusedBiasRelu(g, uses, gi) >= 0;
-  auto producesRelu = [&](size_t i) {
-    return fusedProducerRelu(g, uses, i) >= 0 &&
-           (!residualFusionPriced(tp) || residualGemmOperands(g, uses, i).empty());
+  // The ReLU op i runs in its passes, or -1 (an add the GEMM writes runs none).
+  auto reluOf = [&](size_t i) {
+    const int relu = fusedProducerRelu(g, uses, i);
+    return relu >= 0 && (!residualFusionPriced(tp) ||
+                         residualGemmOperands(g, uses, i).empty())
+               ? relu
+               : -1;
   };
-  f.producerOfRelu = producesRelu(gi);
+  f.producerOfRelu = reluOf(gi) >= 0;
   const int before =
       op.operands.empty() ? -1 : uses.producer[size_t(op.operands[0])];
   if (before < 0)
     return f;
-  f.reluInProducer = op.kind == "relu" && producesRelu(size_t(before)) &&
-                     fusedProducerRelu(g, uses, size_t(before)) == int(gi);
+  f.reluInProducer = op.kind == "relu" && reluOf(size_t(before)) == int(gi);
   GeluChain chain;
   f.dxThroughGelu = op.kind == "linear" &&
                     geluEpilogueChain(g, uses, size_t(before), chain) &&
