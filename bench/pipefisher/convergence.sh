@@ -44,8 +44,9 @@ dir=${2:?usage: convergence.sh stage DIR | device DIR OUT}
 STEPS=${STEPS:-2000}
 EVAL_EVERY=${EVAL_EVERY:-250}
 EVAL_STEPS=${EVAL_STEPS:-8}
-ADAMW_LRS=${ADAMW_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}
-KFAC_LRS=${KFAC_LRS:-5e-4 1e-3 2e-3 4e-3 8e-3}
+# Set but empty: that optimizer is not run (only an unset one takes the default sweep).
+ADAMW_LRS=${ADAMW_LRS-2.5e-4 5e-4 1e-3 2e-3 4e-3}
+KFAC_LRS=${KFAC_LRS-5e-4 1e-3 2e-3 4e-3 8e-3}
 KFAC_REFRESH=${KFAC_REFRESH:-10}
 TRAIN_FLAGS=${TRAIN_FLAGS:-}
 KFAC_FLAGS=${KFAC_FLAGS:-}
