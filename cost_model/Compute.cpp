@@ -431,6 +431,42 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
   return out;
 }
 
+/// The image primitives' HBM traffic as their CUDA kernels move it
+/// (backends/cuda/kernels/PrimitiveImageLast.cuh, PrimitiveImage.cuh; the
+/// floors of bench/cuda/image_kernels_bench.cu), where it is not one stream
+/// of operands and results: a batch norm reads x for its statistics and
+/// again to normalise (3 tensor passes forward) and reads dy and x twice
+/// backward (5: the scale and bias gradients in the first pass); a max pool's
+/// backward records its first-maximum taps from x (a byte a result element,
+/// written and read) and adds into dx; a pool's dx is read and written.
+/// False: not such a primitive.
+bool imagePrimitiveCost(const Cluster &c, std::string_view type,
+                        const std::vector<ops::ValueType> &operands,
+                        const std::vector<ops::ValueType> &results,
+                        double paramBytes, double fwdFlops, Precision p,
+                        OpCost &out) {
+  if (operands.empty() || results.empty())
+    return false;
+  const double x = bytesOf(operands[0], p), y = bytesOf(results[0], p);
+  double fwd = 0, bwd = 0;
+  if (type == "BatchNormalization") {
+    fwd = 3 * x + paramBytes;
+    bwd = 5 * x + 2 * paramBytes;
+  } else if (type == "MaxPool") {
+    fwd = x + y;
+    bwd = x + 2 * numel(results[0]) + y + 2 * x;
+  } else if (type == "AveragePool" || type == "GlobalAveragePool" ||
+             type == "GlobalMaxPool") {
+    fwd = x + y;
+    bwd = y + 2 * x;
+  } else {
+    return false;
+  }
+  out.forward = roofline(c, fwdFlops, fwd, c.gemmEfficiency, p);
+  out.backwardData = roofline(c, 2.0 * fwdFlops, bwd, c.gemmEfficiency, p);
+  return true;
+}
+
 /// The op's cost from the roofline, the calibration table and the sparse
 /// rates, before the measured corrections of opCost().
 OpCost modelledOpCost(const Cluster &c, std::string_view kind,
@@ -538,6 +574,11 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
                        bytesOf(operands[0], p) + 3 * outBytes + paramBytes, p);
     return out;
   }
+
+  if (kind == "primitive" &&
+      imagePrimitiveCost(c, ops::attrOr(attrs, ops::attr::kOpType, ""),
+                         operands, results, paramBytes, fwdFlops, p, out))
+    return out;
 
   // Everything else (bias_add, add, mul, activations, norms, softmax, rotary,
   // positional, cross_entropy, squared_error, pool2d, transpose) is

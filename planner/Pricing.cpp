@@ -393,8 +393,11 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       }
       if (nf.reluInBias || nf.reluInProducer)
         sc.forward = sc.backward = 0;
+      // Its backward reads the ReLU's output as the mask: once, or in both of
+      // a batch norm's backward passes (batchnorm_relu_backward).
       if (nf.biasOfRelu || nf.producerOfRelu)
-        sc.backward += prod(out[0].shape) * o_.activationElementBytes /
+        sc.backward += (batchNormPrimitive(op) ? 2 : 1) * prod(out[0].shape) *
+                       o_.activationElementBytes /
                        (c_.hbmBandwidth * c_.hbmEfficiency);
       sc.savedInternal = oc.savedInternal;
       if (s.inOpAllReduceBytes > 0)

@@ -92,10 +92,14 @@ int fusedBiasRelu(const ModelGraph &g, const GraphUses &uses, size_t bias) {
   return int(readers[0]);
 }
 
+bool batchNormPrimitive(const OpDef &o) {
+  return o.kind == "primitive" &&
+         attrOr(o, ops::attr::kOpType, "") == "BatchNormalization";
+}
+
 int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op) {
   const OpDef &o = g.ops[op];
-  const bool norm = o.kind == "primitive" &&
-                    attrOr(o, ops::attr::kOpType, "") == "BatchNormalization";
+  const bool norm = batchNormPrimitive(o);
   const bool add = o.kind == "add" && o.operands.size() == 2 &&
                    o.results.size() == 1 &&
                    g.tensors[size_t(o.operands[0])].shape ==

@@ -98,6 +98,9 @@ bool geluEpilogueChain(const ModelGraph &g, const GraphUses &uses, size_t gelu,
 /// sum in the layout it is made in; the pricing does not look at layouts.
 int fusedBiasRelu(const ModelGraph &g, const GraphUses &uses, size_t bias);
 
+/// Whether op `o` is an imported BatchNormalization primitive.
+bool batchNormPrimitive(const OpDef &o);
+
 /// The ReLU that the CUDA program runs in the passes of the op before it
 /// (batchnorm_relu_*, add_relu_*: ResNet's norm, ReLU and residual, ReLU),
 /// for op `op`, or -1: op a BatchNormalization primitive or an add of two

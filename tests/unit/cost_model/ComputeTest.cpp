@@ -219,6 +219,34 @@ TEST(OpCost, LayerNormHasAWeightGradient) {
   EXPECT_NEAR(cost.backwardWeight.time, (2 * xb + 2 * gb) / 1e12, 1e-12);
 }
 
+TEST(OpCost, ImagePrimitivesTakeTheirKernelsPasses) {
+  Cluster c = toyCluster();
+  ValueType x{{32, 64, 56, 56}, DType::F32}, g{{64}, DType::F32};
+  const double xb = 32.0 * 64 * 56 * 56 * 2, gb = 64.0 * 2;
+  // A batch norm reads x for its statistics and again to normalise, and dy
+  // and x twice backward; the scale and bias gradients in that first pass.
+  OpCost bn = opCost(c, "primitive", {x, g, g}, {x},
+                     {{"op_type", std::string("BatchNormalization")}},
+                     {false, true, true}, Precision::BF16);
+  EXPECT_NEAR(bn.forward.time, (3 * xb + 2 * gb) / 1e12, 1e-12);
+  EXPECT_NEAR(bn.backwardData.time, (5 * xb + 4 * gb) / 1e12, 1e-12);
+  EXPECT_EQ(bn.backwardWeight.time, 0);
+  // A max pool's backward records its taps from x (a byte a result element,
+  // written and read) and adds into dx.
+  ValueType y{{32, 64, 28, 28}, DType::F32};
+  const double yb = 32.0 * 64 * 28 * 28 * 2;
+  OpCost pool = opCost(c, "primitive", {x}, {y},
+                       {{"op_type", std::string("MaxPool")}}, {false},
+                       Precision::BF16);
+  EXPECT_NEAR(pool.forward.time, (xb + yb) / 1e12, 1e-12);
+  EXPECT_NEAR(pool.backwardData.time, (3 * xb + 2 * yb) / 1e12, 1e-12);
+  // Any other primitive streams its operands and result once.
+  OpCost relu = opCost(c, "primitive", {x}, {x},
+                       {{"op_type", std::string("Relu")}}, {false},
+                       Precision::BF16);
+  EXPECT_NEAR(relu.forward.time, 2 * xb / 1e12, 1e-12);
+}
+
 TEST(OpCost, ViewsCostNothing) {
   Cluster c = toyCluster();
   ValueType x{{4, 8}, DType::F32}, y{{32}, DType::F32};
