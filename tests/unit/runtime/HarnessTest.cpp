@@ -109,10 +109,10 @@ TEST(HarnessOptions, KfacFlags) {
   EXPECT_EQ(parseError({"--kfac-refresh", "0"}, false, true),
             "--kfac-refresh: expected a number of steps >= 1, got 0");
   EXPECT_EQ(parseError({"--kfac-rule", "adam"}, false, true),
-            "--kfac-rule: expected sgd or lamb, got adam");
+            "--kfac-rule: expected sgd, lamb or adam-graft, got adam");
   // A value with a newline stays on the message's one line (flags_fuzzer).
   EXPECT_EQ(parseError({"--kfac-rule", ";\n;"}, false, true),
-            "--kfac-rule: expected sgd or lamb, got \";\\x0a;\"");
+            "--kfac-rule: expected sgd, lamb or adam-graft, got \";\\x0a;\"");
   EXPECT_EQ(parseError({"--kfac-refresh", "-\n"}, false, true),
             "--kfac-refresh: expected a non-negative integer, got \"-\\x0a\"");
   EXPECT_EQ(parseError({"--optimizer", "kfac"}),
