@@ -65,11 +65,21 @@ struct KfacConfig {
   double lr = 1e-2;
   double momentum = 0.9;     // Sgd
   double weight_decay = 0.0; // decoupled: p <- p (1 - lr wd) (every rule)
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6; // Lamb and AdamGraft
+  // Lamb's and AdamGraft's moments; eps is Lamb's (kfac_rule_eps).
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6;
   // A layer whose unsplit input or output dimension exceeds this stays
   // first-order (docs/kfac.md "Wide layers").
   int64_t max_factor_dim = kKfacMaxFactorDim;
 };
+
+/// The eps a rule's moments run with: AdamGraft's is AdamW's (1e-8, the
+/// programs' AdamWConfig), so that its steps without a direction are the
+/// first-order program's AdamW; LAMB's is PipeFisher's 1e-6. (On the CPU
+/// GPT of bench/results/pipefisher/2026-12-07-cpu-kfac-adam-graft, 1e-6 alone
+/// moves AdamW's loss by up to 0.15.)
+inline double kfac_rule_eps(KfacRule r) {
+  return r == KfacRule::AdamGraft ? 1e-8 : 1e-6;
+}
 
 /// Throws std::invalid_argument unless the factor interval F fits a layer's
 /// refresh interval K: F <= K, and F < K only with a decay (without an

@@ -84,6 +84,7 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
   if (!kfac_rule_named(rule, c.rule))
     throw std::invalid_argument("kfac: the plan's rule is not one of " +
                                 kfac_rule_choices());
+  c.eps = kfac_rule_eps(c.rule);
   c.factor_interval =
       o.kfac_factor_every > 0 ? o.kfac_factor_every : p.factor_every;
   c.factor_decay =

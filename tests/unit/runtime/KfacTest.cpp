@@ -406,6 +406,9 @@ TEST(Kfac, ConfigAndLayerRules) {
   EXPECT_STREQ(kfac_rule_name(KfacRule::Lamb), "lamb");
   EXPECT_FALSE(kfac_rule_named("adam", r));
   EXPECT_EQ(kfac_rule_choices(), "sgd, lamb or adam-graft");
+  // Adam grafting's eps is AdamW's, LAMB's PipeFisher's.
+  EXPECT_EQ(kfac_rule_eps(KfacRule::AdamGraft), 1e-8);
+  EXPECT_EQ(kfac_rule_eps(KfacRule::Lamb), 1e-6);
   // Refresh at steps 0, K, 2K, ...
   EXPECT_TRUE(kfac_refresh_due(0, 3));
   EXPECT_FALSE(kfac_refresh_due(2, 3));
