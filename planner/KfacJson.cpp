@@ -3,6 +3,8 @@
 
 #include "planner/JsonReader.h"
 
+#include "backends/common/KfacRules.h" // kfac_rule_named
+
 namespace autoddl::planner {
 
 using json = nlohmann::json;
@@ -241,8 +243,9 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
   // "rule" is optional (plans before it ran the default, sgd).
   if (j.contains("rule")) {
     p.rule = r.str(j, at, "rule");
-    if (p.rule != "sgd" && p.rule != "lamb")
-      r.fail(at / "rule", "expected \"sgd\" or \"lamb\"");
+    rt::KfacRule rule;
+    if (!rt::kfac_rule_named(p.rule, rule))
+      r.fail(at / "rule", "expected " + rt::kfac_rule_choices(true));
   }
   p.refreshSteps = r.integer(j, at, "refresh_steps");
   if (p.refreshSteps < 1)

@@ -55,7 +55,7 @@ struct KfacLayerPlan {
 
 struct KfacPlan {
   double damping = 1e-3;
-  std::string rule = "sgd";   // the programs' first-order rule: sgd or lamb
+  std::string rule = "sgd";   // the programs' rule: sgd, lamb or adam-graft
   int refreshSteps = 1;       // K: the largest device's K_d
   bool refreshPinned = false; // K or K_d from --kfac-refresh, not the bubbles
   /// > 0: the overhead budget (fraction of the first-order step) that

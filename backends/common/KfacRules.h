@@ -20,9 +20,31 @@ namespace autoddl::rt {
 
 /// The first-order rule applied to the preconditioned gradient.
 enum class KfacRule {
-  Sgd, // momentum SGD with decoupled weight decay (PipeFisher's BertAdam b2=-1)
-  Lamb // LAMB (PipeFisher's --ngd_with_lamb)
+  Sgd,      // momentum SGD with decoupled weight decay (PipeFisher's BertAdam
+            // b2=-1)
+  Lamb,     // LAMB (PipeFisher's --ngd_with_lamb)
+  AdamGraft // the preconditioned direction at AdamW's step size per parameter
+            // (Distributed Shampoo's Adam grafting; docs/kfac.md "Rules")
 };
+
+/// The rules' names (--kfac-rule, plan.json kfac.rule), in KfacRule's order.
+inline constexpr const char *kKfacRuleNames[] = {"sgd", "lamb", "adam-graft"};
+inline const char *kfac_rule_name(KfacRule r) { return kKfacRuleNames[int(r)]; }
+/// The rule called `name`; false where none is.
+inline bool kfac_rule_named(const std::string &name, KfacRule &r) {
+  for (int i = 0; i < 3; ++i)
+    if (name == kKfacRuleNames[i]) {
+      r = KfacRule(i);
+      return true;
+    }
+  return false;
+}
+/// "sgd, lamb or adam-graft" (`quote`: each in double quotes), for messages.
+inline std::string kfac_rule_choices(bool quote = false) {
+  const std::string q = quote ? "\"" : "";
+  return q + kKfacRuleNames[0] + q + ", " + q + kKfacRuleNames[1] + q + " or " +
+         q + kKfacRuleNames[2] + q;
+}
 
 /// Everything a K-FAC run is parameterised by; the plan and the binary's flags
 /// fill it. Defaults are PipeFisher's convergence settings where it has one
@@ -42,12 +64,22 @@ struct KfacConfig {
   KfacRule rule = KfacRule::Sgd;
   double lr = 1e-2;
   double momentum = 0.9;     // Sgd
-  double weight_decay = 0.0; // decoupled: p <- p (1 - lr wd) (Sgd and Lamb)
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6; // Lamb
+  double weight_decay = 0.0; // decoupled: p <- p (1 - lr wd) (every rule)
+  // Lamb's and AdamGraft's moments; eps is Lamb's (kfac_rule_eps).
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6;
   // A layer whose unsplit input or output dimension exceeds this stays
   // first-order (docs/kfac.md "Wide layers").
   int64_t max_factor_dim = kKfacMaxFactorDim;
 };
+
+/// The eps a rule's moments run with: AdamGraft's is AdamW's (1e-8, the
+/// programs' AdamWConfig), so that its steps without a direction are the
+/// first-order program's AdamW; LAMB's is PipeFisher's 1e-6. (On the CPU
+/// GPT of bench/results/pipefisher/2026-12-07-cpu-kfac-adam-graft, 1e-6 alone
+/// moves AdamW's loss by up to 0.15.)
+inline double kfac_rule_eps(KfacRule r) {
+  return r == KfacRule::AdamGraft ? 1e-8 : 1e-6;
+}
 
 /// Throws std::invalid_argument unless the factor interval F fits a layer's
 /// refresh interval K: F <= K, and F < K only with a decay (without an
@@ -82,10 +114,10 @@ inline void kfac_check_config(const KfacConfig &c) {
   if (c.weight_decay < 0)
     throw std::invalid_argument("kfac: weight decay must be >= 0 (got " +
                                 std::to_string(c.weight_decay) + ")");
-  if (c.rule == KfacRule::Lamb && (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 ||
-                                   c.beta2 >= 1 || !(c.eps > 0)))
-    throw std::invalid_argument(
-        "kfac: LAMB needs beta1, beta2 in [0, 1) and eps > 0");
+  if (c.rule != KfacRule::Sgd && (c.beta1 < 0 || c.beta1 >= 1 || c.beta2 < 0 ||
+                                  c.beta2 >= 1 || !(c.eps > 0)))
+    throw std::invalid_argument(std::string("kfac: ") + kfac_rule_name(c.rule) +
+                                " needs beta1, beta2 in [0, 1) and eps > 0");
   if (c.max_factor_dim < 1)
     throw std::invalid_argument("kfac: max factor dimension must be >= 1");
   if (!(c.factor_decay >= 0 && c.factor_decay < 1))
@@ -249,6 +281,12 @@ inline KfacScales kfac_factor_scales(int64_t samples, double loss_scale) {
 /// apex FusedLAMB).
 inline double kfac_trust_ratio(double param_norm, double update_norm) {
   return param_norm > 0 && update_norm > 0 ? param_norm / update_norm : 1.0;
+}
+
+/// Adam grafting's scale ||u|| / ||d||: the preconditioned direction d at
+/// the norm of the Adam update u (0 when d is 0: no direction to take).
+inline double kfac_graft_scale(double adam_norm, double direction_norm) {
+  return direction_norm > 0 ? adam_norm / direction_norm : 0.0;
 }
 
 /// How a linear layer's weight is split over its tensor-parallel group

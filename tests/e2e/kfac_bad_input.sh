@@ -3,7 +3,8 @@
 # the binary, --optimizer kfac on a program generated from a first-order plan, K-FAC plans codegen
 # refuses (ZeRO); each one line naming the cause, exit 1..123. And the flags taking effect:
 # --kfac-refresh 1 --kfac-rule sgd override the plan's K and rule (metrics.json info); a run resumed
-# between refresh steps continues with the checkpoint's inverses; the rule takes --warmup's lr.
+# between refresh steps continues with the checkpoint's inverses (and Adam grafting with its
+# moments); the rule takes --warmup's lr.
 # Usage: kfac_bad_input.sh AUTODDL WORKDIR
 set -uo pipefail
 autoddl=$1 w=$2
@@ -42,7 +43,7 @@ done <<'CASES'
 --kfac-damping x|--kfac-damping: expected a number
 --kfac-refresh 0|--kfac-refresh: expected a number of steps >= 1
 --kfac-refresh -2|--kfac-refresh: expected a non-negative integer
---kfac-rule adam|--kfac-rule: expected sgd or lamb, got adam
+--kfac-rule adam|--kfac-rule: expected sgd, lamb or adam-graft, got adam
 --optimizer adamw --kfac-refresh 2|need --optimizer kfac
 --kfac-factor-every 0|--kfac-factor-every: "0" is out of range
 --kfac-factor-decay 1|--kfac-factor-decay: expected a number in [0, 1), got 1
@@ -69,7 +70,7 @@ PY
 # (K-FAC with ZeRO-1 runs; on one data-parallel rank there is nothing to shard.)
 expect_error "codegen zero" "zero=1 needs dp > 1" \
   "$autoddl" codegen "$w/kfac-zero.json" -o "$w/kfac-zero"
-expect_error "plan rule" "expected \"sgd\" or \"lamb\"" \
+expect_error "plan rule" "expected \"sgd\", \"lamb\" or \"adam-graft\"" \
   "$autoddl" codegen "$w/kfac-rule.json" -o "$w/kfac-rule"
 # The flags override the plan's values.
 "$k" --steps 3 --kfac-refresh 1 --kfac-rule sgd --kfac-damping 0.01 --lr 0.01 --out "$w/run" \
@@ -92,6 +93,20 @@ python3 - "$w/full/metrics.json" "$w/resumed/metrics.json" <<'PY' || fail "resum
 import json, sys
 full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
 assert full[3:] == resumed, (full[3:], resumed)
+PY
+# Adam grafting (--kfac-rule adam-graft over the plan's lamb): its Adam moments are the optimizer
+# state's m and v, so a run resumed at step 3 continues bit for bit through the install at step 4.
+"$k" --steps 6 --kfac-refresh 4 --kfac-rule adam-graft --save "$w/ck_graft" --save-every 3 \
+  --out "$w/graft" --quiet || fail "an Adam grafting run saving checkpoints"
+"$k" --steps 6 --kfac-refresh 4 --kfac-rule adam-graft --resume "$w/ck_graft/step-3" \
+  --out "$w/graft_resumed" --quiet || fail "an Adam grafting run resuming"
+python3 - "$w/graft/metrics.json" "$w/graft_resumed/metrics.json" "$w/full/metrics.json" \
+  <<'PY' || fail "Adam grafting's flag or resume"
+import json, sys
+graft, resumed, lamb = (json.load(open(p)) for p in sys.argv[1:4])
+assert graft["info"]["kfac.rule"] == "adam-graft", graft["info"]
+assert graft["loss"][3:] == resumed["loss"], (graft["loss"][3:], resumed["loss"])
+assert graft["loss"][1:] != lamb["loss"][1:], "adam-graft ran LAMB"
 PY
 # The running average of the factors (docs/kfac.md "Factor interval and running average"): K = 4,
 # factors every 2 steps, decay 0.9. The first install (step 4) inverts step 0's factors alone, as

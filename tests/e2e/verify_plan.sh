@@ -7,14 +7,14 @@
 # embedding vocab-parallel as well (a tied table is then split by vocabulary rows for both the
 # embedding and the lm_head); MEGATRON=3: and the norms and residual adds sequence-parallel;
 # MEGATRON=batch|sequence: every op on split rows (megatron.py --rows).
-# With KFAC=sgd|lamb the plan is K-FAC's (plan --optimizer kfac --kfac-rule KFAC): every program
-# runs K-FAC with the plan's damping and refresh interval, the one-rank run included.
+# With KFAC=sgd|lamb|adam-graft the plan is K-FAC's (plan --optimizer kfac --kfac-rule KFAC): every
+# program runs K-FAC with the plan's damping and refresh interval, the one-rank run included.
 # With RECOMPUTE_LAYERS=N every stage recomputes its first N layers (at most its own; the plan's
 # `recompute` knob, pinned in FIX, says full or selective): the one-rank reference recomputes
 # nothing, so its losses are those without recomputation.
 # TRAIN_FLAGS: flags of both training binaries (autoddl verify -- FLAGS), e.g. K-FAC's
 # --kfac-factor-every F --kfac-factor-decay D.
-# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"

@@ -21,7 +21,7 @@
 # (collectives and pipeline transfers captured) must give the eager step's losses (1e-6).
 # The reference is the CPU program of the model's one-rank plan: every plan of a model computes the
 # same losses (plan-invariant initialisation and data; the CPU e2e matrix checks that to 1e-5).
-# K-FAC cases (a 6th field kfac-sgd|kfac-lamb: plan --optimizer kfac --kfac-rule RULE) run
+# K-FAC cases (a 6th field kfac-sgd|kfac-lamb|kfac-adam-graft: plan --optimizer kfac --kfac-rule RULE) run
 # --kfac-refresh 3 (the steps with K-FAC items eager: refresh steps and the steps of the cycle the
 # plan placed items in; the others through the step graph) against the CPU K-FAC
 # program of the one-rank K-FAC plan with the same flags, within the first-order bounds 1e-4 (fp32)
@@ -82,13 +82,17 @@ cases=(
   "gat_dp2 examples/models/gat-cora.json 2 tp=1,pp=1,dp=2 0"
   # K-FAC (PipeFisher's optimizer): factors, NCCL reductions over dp, tp (Megatron: gathered
   # operands, each rank's block of the preconditioned gradient) and Chimera's two pipes, cuSOLVER
-  # inverses, SGD and LAMB.
+  # inverses, SGD, LAMB and Adam grafting.
   "kfac_g1 tiny-gpt 1 tp=1,pp=1,dp=1 0 kfac-sgd"
   "kfac_lamb_g1 tiny-gpt 1 tp=1,pp=1,dp=1 0 kfac-lamb"
   "kfac_dp2 tiny-gpt 2 tp=1,pp=1,dp=2 0 kfac-sgd"
   "kfac_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 kfac-lamb"
   "kfac_pp2_1f1b tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0 kfac-sgd"
   "kfac_pp2_chimera tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=chimera 0 kfac-lamb"
+  # Adam grafting (docs/kfac.md "The rule"): AdamW until the first install, then the
+  # preconditioned direction at AdamW's norm, summed over tp for a split layer.
+  "kfac_graft_g1 tiny-gpt 1 tp=1,pp=1,dp=1 0 kfac-adam-graft"
+  "kfac_graft_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 kfac-adam-graft"
   # A refresh interval per pipeline device (kfac-RULE@K0,K1: plan --kfac-refresh K0,K1, the programs
   # run the plan's K per layer): against the CPU program of the same plan on as many ranks (the CPU
   # e2e matrix checks that one against the one-rank run, e2e.verify_kfac.*_stagek).

@@ -4,7 +4,8 @@
 //                [--seq S] [--fix tp=8,pp=4,...] [--search cd|exhaustive]
 //                [--stack modern|megatron-2021] [--tp-mode any|tensor]
 //                [--optimizer adamw|kfac [--kfac-damping D]
-//                 [--kfac-rule sgd|lamb] [--kfac-refresh K|K0,K1,...]
+//                 [--kfac-rule sgd|lamb|adam-graft] [--kfac-refresh
+//                 K|K0,K1,...]
 //                 [--kfac-overhead PERCENT]
 //                 [--kfac-factor-decay D [--kfac-factor-every F]]
 //                 [--kfac-fill items|fluid]]
@@ -18,6 +19,7 @@
 // docs/planner.md.
 //
 //===----------------------------------------------------------------------===//
+#include "backends/common/KfacRules.h" // kfac_rule_named
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
 #include "ir/import/ResolvePrimitive.h"
@@ -416,9 +418,10 @@ void run(const PlanArgs &a) {
     checkUserOutput(a.output, "-o");
     checkUserOutput(mlirPathFor(a.output), "-o");
   }
-  if (a.kfacRule != "sgd" && a.kfacRule != "lamb")
-    throw UserError("--kfac-rule: expected sgd or lamb, got \"" + a.kfacRule +
-                    "\"");
+  rt::KfacRule rule;
+  if (!rt::kfac_rule_named(a.kfacRule, rule))
+    throw UserError("--kfac-rule: expected " + rt::kfac_rule_choices() +
+                    ", got \"" + a.kfacRule + "\"");
   if (a.kfacRuleGiven && a.optimizer != "kfac")
     throw UserError("--kfac-rule: needs --optimizer kfac");
   const KfacRefreshPin refresh = parseKfacRefresh(a.kfacRefresh);
@@ -610,7 +613,8 @@ void registerPlanCommand(CLI::App &app) {
   CLI::Option *rule =
       cmd->add_option("--kfac-rule", args->kfacRule,
                       "the rule on K-FAC's preconditioned gradient in the "
-                      "programs: sgd (momentum SGD, default) or lamb");
+                      "programs: sgd (momentum SGD, default), lamb, or "
+                      "adam-graft (its direction at AdamW's step size)");
   cmd->add_option("-o,--output", args->output,
                   "write plan.json there (and plan.mlir beside it)");
   cmd->add_option("--precision", args->precision,

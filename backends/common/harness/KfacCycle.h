@@ -80,9 +80,26 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace autoddl::rt::harness {
+
+/// Adam grafting's directions: per K-FAC parameter, its preconditioned
+/// gradient and the step t it is of (BufferT: the backend's float buffer,
+/// which its KfacRun sizes as the parameter's and zeroes once).
+template <typename ParamT, typename BufferT> struct KfacDirections {
+  struct Entry {
+    BufferT d;
+    int64_t t = 0;
+  };
+  std::map<const ParamT *, Entry> of;
+  /// Null unless step t preconditioned p.
+  const float *at(const ParamT &p, int64_t t) const {
+    const auto it = of.find(&p);
+    return it != of.end() && it->second.t == t ? it->second.d.data() : nullptr;
+  }
+};
 
 template <typename Derived, typename ParamT, typename LayerT, typename OperandT>
 class KfacCycleRun : public KfacRunBase<ParamT, LayerT> {
@@ -321,12 +338,13 @@ protected:
     for (size_t i : ending)
       close_cycle(i);
   }
-  /// The rule (momentum SGD or LAMB) on every parameter this rank holds, the
-  /// K-FAC layers' gradients preconditioned already, the rest first-order
-  /// (as PipeFisher); the backend's rule_step(p, t, norms_over_tp) runs it.
-  /// LAMB's trust ratio is of the whole parameter: a tp-split one sums its
-  /// norms over tp. Under ZeRO-1 the backend's rule updates this dp rank's
-  /// shard of the padded parameter (common/Zero.h) with its shard of the
+  /// The rule (momentum SGD, LAMB or Adam grafting) on every parameter this
+  /// rank holds, the K-FAC layers' gradients preconditioned already (Adam
+  /// grafting: into their directions), the rest first-order (as PipeFisher);
+  /// the backend's rule_step(p, t, norms_over_tp) runs it. LAMB's trust ratio
+  /// and Adam grafting's scale are of the whole parameter: a tp-split one
+  /// sums its norms over tp. Under ZeRO-1 the backend's rule updates this dp
+  /// rank's shard of the padded parameter (common/Zero.h) with its shard of the
   /// state, LAMB's norms summed over dp, and all-gathers the parameter.
   void apply_rule(const std::vector<ParamSpecOf<ParamT>> &params, int64_t t) {
     for (const ParamSpecOf<ParamT> &ps : params)

@@ -81,7 +81,10 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
   c.damping = std::isnan(o.kfac_damping) ? p.damping : o.kfac_damping;
   c.refresh_interval = o.kfac_refresh > 0 ? o.kfac_refresh : p.refresh;
   const std::string rule = o.kfac_rule.empty() ? p.rule : o.kfac_rule;
-  c.rule = rule == "lamb" ? KfacRule::Lamb : KfacRule::Sgd;
+  if (!kfac_rule_named(rule, c.rule))
+    throw std::invalid_argument("kfac: the plan's rule is not one of " +
+                                kfac_rule_choices());
+  c.eps = kfac_rule_eps(c.rule);
   c.factor_interval =
       o.kfac_factor_every > 0 ? o.kfac_factor_every : p.factor_every;
   c.factor_decay =
@@ -117,7 +120,7 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   m["kfac.refresh"] = std::to_string(longest);
   if (differ)
     m["kfac.refresh_layers"] = each;
-  m["kfac.rule"] = c.rule == KfacRule::Lamb ? "lamb" : "sgd";
+  m["kfac.rule"] = kfac_rule_name(c.rule);
   // F (the refresh steps alone: the longest K) and d (0: no average).
   m["kfac.factor_every"] =
       std::to_string(c.factor_interval > 0 ? c.factor_interval : longest);

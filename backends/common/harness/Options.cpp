@@ -1,6 +1,8 @@
 //===- Options.cpp - the flags every generated program takes -------------===//
 #include "backends/common/harness/Options.h"
 
+#include "backends/common/KfacRules.h" // kfac_rule_named
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -121,7 +123,7 @@ constexpr FlagHelp kFlags[] = {
     {"--optimizer NAME", "adamw (default), sgd, or kfac for a K-FAC plan"},
     {"--kfac-damping X", "K-FAC: damping (default the plan's)"},
     {"--kfac-refresh K", "K-FAC: refresh the inverses every K steps"},
-    {"--kfac-rule NAME", "K-FAC: sgd or lamb update rule"},
+    {"--kfac-rule NAME", "K-FAC: sgd, lamb or adam-graft update rule"},
     {"--kfac-factor-every F",
      "K-FAC: factors every F steps into the running average"},
     {"--kfac-factor-decay D", "K-FAC: the average's decay in [0, 1) (0: none)"},
@@ -343,8 +345,10 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
     } else if (a == "--kfac-rule") {
       o.kfac_rule = next();
       kfacFlag = true;
-      if (o.kfac_rule != "sgd" && o.kfac_rule != "lamb")
-        throw std::invalid_argument("--kfac-rule: expected sgd or lamb, got " +
+      KfacRule rule;
+      if (!kfac_rule_named(o.kfac_rule, rule))
+        throw std::invalid_argument("--kfac-rule: expected " +
+                                    kfac_rule_choices() + ", got " +
                                     echo_value(o.kfac_rule));
     } else if (a == "--kfac-factor-every") {
       o.kfac_factor_every = integer(1, kMaxSteps);

@@ -531,11 +531,14 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   // where the plan put that tail.
   finish_cycle(t);
   finish_tail();
-  // Preconditioning of the K-FAC layers' gradients, in place.
+  // Preconditioning of the K-FAC layers' gradients, in place; Adam grafting
+  // keeps the raw gradient (its moments' input) and preconditions into the
+  // parameter's direction, from the layer's first install on.
+  const bool graft = c_.rule == KfacRule::AdamGraft;
   std::vector<float> dw, db;
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
-    if (!s.weight->held)
+    if (!s.weight->held || (graft && !layers_[i].has_inverse()))
       continue;
     const double t0 = trace.now_us();
     Param &w = *s.weight;
@@ -545,12 +548,23 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
         dw.data(), w.grad.data(), s.bias ? db.data() : nullptr,
         s.bias ? s.bias->grad.data() : nullptr, layers_[i], s.transpose_weight,
         tp_ > 1 ? s.split : KfacSplit::None, g.tp);
-    std::memcpy(w.grad.data(), dw.data(), dw.size() * sizeof(float));
+    std::memcpy(graft ? direction(w, t) : w.grad.data(), dw.data(),
+                dw.size() * sizeof(float));
     if (s.bias)
-      std::memcpy(s.bias->grad.data(), db.data(), db.size() * sizeof(float));
+      std::memcpy(graft ? direction(*s.bias, t) : s.bias->grad.data(),
+                  db.data(), db.size() * sizeof(float));
     trace.end(std::string("precond ") + s.name, 0, t0);
   }
   apply_rule(params, t);
+}
+
+// Sized as the gradient, so a ZeRO shard of the padded parameter reads the
+// padding's zeros.
+float *KfacRun::direction(const Param &p, int64_t t) {
+  auto &d = direction_.of[&p];
+  d.d.resize(p.grad.size());
+  d.t = t;
+  return d.d.data();
 }
 
 void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
@@ -560,11 +574,16 @@ void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
       zero_ ? zero_shard(p.padded, dp_, g.rdp) : ZeroShard{0, p.n};
   float *value = p.value.data() + s.offset;
   const float *grad = p.grad.data() + s.offset;
+  const MPI_Comm norms = norms_over_tp ? g.tp : MPI_COMM_NULL;
   if (c_.rule == KfacRule::Lamb)
-    kfac_lamb_step(value, grad, p.m.data(), p.v.data(), s.size, c_, t,
-                   norms_over_tp ? g.tp : MPI_COMM_NULL,
+    kfac_lamb_step(value, grad, p.m.data(), p.v.data(), s.size, c_, t, norms,
                    zero_ ? g.dp : MPI_COMM_NULL);
-  else
+  else if (c_.rule == KfacRule::AdamGraft) {
+    const float *d = direction_.at(p, t);
+    kfac_adam_graft_step(value, grad, d ? d + s.offset : nullptr, p.m.data(),
+                         p.v.data(), s.size, c_, t, norms,
+                         zero_ ? g.dp : MPI_COMM_NULL);
+  } else
     kfac_sgd_step(value, grad, p.m.data(), s.size, c_, t);
   if (zero_) {
     std::vector<float> mine(value, value + s.size);

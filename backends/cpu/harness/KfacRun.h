@@ -12,7 +12,7 @@
 // are installed at the start of step s+K (kfac_install_due): the cycle of
 // backends/common/harness/KfacCycle.h, on host floats. Every step then
 // preconditions the K-FAC layers' gradients with the installed inverses and
-// applies the rule (momentum SGD or LAMB) to every parameter.
+// applies the rule (momentum SGD, LAMB or Adam grafting) to every parameter.
 //
 //===----------------------------------------------------------------------===//
 #ifndef AUTODDL_BACKENDS_CPU_HARNESS_KFACRUN_H
@@ -192,6 +192,10 @@ private:
   void opening();
   void finishing(const std::vector<size_t> &ending);
   void rule_step(Param &p, int64_t t, bool norms_over_tp);
+  // Adam grafting: the K-FAC parameters' preconditioned gradients;
+  // direction(p, t) is p's for step t.
+  KfacDirections<Param, std::vector<float>> direction_;
+  float *direction(const Param &p, int64_t t);
 };
 
 extern KfacRun kfac;

@@ -254,4 +254,37 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
     p[i] -= step * update(i);
 }
 
+void kfac_adam_graft_step(float *p, const float *g, const float *d, float *m,
+                          float *v, int64_t n, const KfacConfig &c, int64_t t,
+                          MPI_Comm norm_comm, MPI_Comm shard_comm) {
+  const float b1 = float(c.beta1), b2 = float(c.beta2);
+  const float oneMinusB1 = float(1.0 - c.beta1),
+              oneMinusB2 = float(1.0 - c.beta2);
+  const float bc1 = float(1.0 - std::pow(c.beta1, double(t)));
+  const float bc2 = float(1.0 - std::pow(c.beta2, double(t)));
+  const float eps = float(c.eps);
+  auto adam = [&](int64_t i) {
+    return (m[i] / bc1) / (std::sqrt(v[i] / bc2) + eps);
+  };
+  double sums[2] = {0, 0}; // ||u||^2, ||d||^2
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = b1 * m[i] + oneMinusB1 * g[i];
+    v[i] = b2 * v[i] + oneMinusB2 * g[i] * g[i];
+    if (d) {
+      const float u = adam(i);
+      sums[0] += double(u) * u;
+      sums[1] += double(d[i]) * d[i];
+    }
+  }
+  float scale = 1;
+  if (d) { // every rank holding the parameter has a direction, or none
+    sum_over(sums, shard_comm);
+    sum_over(sums, norm_comm);
+    scale = float(kfac_graft_scale(std::sqrt(sums[0]), std::sqrt(sums[1])));
+  }
+  const float decay = float(1.0 - c.lr * c.weight_decay), lr = float(c.lr);
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = p[i] * decay - lr * (d ? scale * d[i] : adam(i));
+}
+
 } // namespace autoddl::rt

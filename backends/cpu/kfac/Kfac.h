@@ -88,6 +88,17 @@ void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, MPI_Comm norm_comm,
                     MPI_Comm shard_comm = MPI_COMM_NULL);
 
+/// Adam grafting (docs/kfac.md "Rules"), step t = 1, 2, ...: Adam's moments
+/// m, v of the raw gradient g with bias correction, u = m^ / (sqrt(v^) + eps);
+/// with a preconditioned direction d, p <- p (1 - lr wd) - lr (||u|| / ||d||)
+/// d, the norms of the whole parameter (summed over `shard_comm`, then
+/// `norm_comm`, as kfac_lamb_step); without one (null: a layer K-FAC does not
+/// precondition, or before its first inverse) AdamW, p <- p (1 - lr wd) - lr u.
+void kfac_adam_graft_step(float *p, const float *g, const float *d, float *m,
+                          float *v, int64_t n, const KfacConfig &c, int64_t t,
+                          MPI_Comm norm_comm,
+                          MPI_Comm shard_comm = MPI_COMM_NULL);
+
 } // namespace autoddl::rt
 
 #endif // AUTODDL_BACKENDS_CPU_KFAC_KFAC_H

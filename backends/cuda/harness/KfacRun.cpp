@@ -265,7 +265,10 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
   finish_cycle(t);
   finish_unplaced();
   finish_tail();
-  // Preconditioning of the K-FAC layers' gradients, in place.
+  // Preconditioning of the K-FAC layers' gradients, in place; Adam grafting
+  // keeps the raw gradient (its moments' input) and preconditions into the
+  // parameter's direction.
+  const bool graft = c_.rule == KfacRule::AdamGraft;
   for (size_t i = 0; i < specs_.size(); ++i) {
     const KfacLayerSpec &s = specs_[i];
     if (!s.weight->held)
@@ -275,27 +278,32 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
       continue;
     const int t0 = trace.begin();
     Param &w = *s.weight;
-    float *db = s.bias ? grown(db_, s.bias->n) : nullptr;
-    if (tp_ == 1 || s.split == KfacSplit::None) {
-      // In place (Kfac.h: dW_out may alias dW when nothing is gathered).
-      kfac_precondition(w.grad.data(), w.grad.data(), db,
+    const bool whole = tp_ == 1 || s.split == KfacSplit::None;
+    float *db = !s.bias ? nullptr
+                : graft ? direction(*s.bias, t)
+                        : grown(db_, s.bias->n);
+    // In place where nothing is gathered (Kfac.h: dW_out may alias dW then).
+    float *dw = graft   ? direction(w, t)
+                : whole ? w.grad.data()
+                        : grown(dw_, w.n);
+    if (whole)
+      kfac_precondition(dw, w.grad.data(), db,
                         s.bias ? s.bias->grad.data() : nullptr, l,
                         s.transpose_weight);
-    } else {
-      float *dw = grown(dw_, w.n);
+    else
       kfac_precondition_split(dw, w.grad.data(), db,
                               s.bias ? s.bias->grad.data() : nullptr, l,
                               s.transpose_weight, s.split, nccl_of(g.tp));
+    if (!graft && !whole)
       copy_floats(w.grad.data(), dw, w.n);
-    }
-    if (s.bias)
+    if (!graft && s.bias)
       copy_floats(s.bias->grad.data(), db, s.bias->n);
     trace.end(std::string("precond ") + s.name, 0, t0);
   }
   apply_rule(params, t);
 }
 
-// Both rules refresh the act_t working copy the kernels read.
+// Every rule refreshes the act_t working copy the kernels read.
 void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
   // ZeRO-1: this dp rank's shard of the padded parameter (its gradient is
   // whole, preconditioned), then the parameter all-gathered in place and its
@@ -305,11 +313,16 @@ void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
   float *value = p.value.data() + s.offset;
   const float *grad = p.grad.data() + s.offset;
   act_t *work = zero_ ? nullptr : p.work.data();
+  ncclComm_t norms = norms_over_tp ? nccl_of(g.tp) : nullptr;
   if (c_.rule == KfacRule::Lamb)
-    kfac_lamb_step(value, grad, p.m.data(), p.v.data(), s.size, c_, t,
-                   norms_over_tp ? nccl_of(g.tp) : nullptr, work,
-                   zero_ ? nccl_of(g.dp) : nullptr);
-  else
+    kfac_lamb_step(value, grad, p.m.data(), p.v.data(), s.size, c_, t, norms,
+                   work, zero_ ? nccl_of(g.dp) : nullptr);
+  else if (c_.rule == KfacRule::AdamGraft) {
+    const float *d = direction_.at(p, t);
+    kfac_adam_graft_step(value, grad, d ? d + s.offset : nullptr, p.m.data(),
+                         p.v.data(), s.size, c_, t, norms, work,
+                         zero_ ? nccl_of(g.dp) : nullptr);
+  } else
     kfac_sgd_step(value, grad, p.m.data(), s.size, c_, t, work);
   if (zero_) {
     all_gather_flat(p.value.data(), value, s.size, g.dp);
@@ -426,8 +439,21 @@ void KfacRun::release() {
   kfac_refresh_drain(); // its buffers are the layers'
   layers_.clear();
   saved_.clear();
+  direction_.of.clear();
   dw_ = {};
   db_ = {};
+}
+
+// Sized as the parameter's buffers and zeroed once, so a ZeRO shard of the
+// padded parameter reads the padding's zeros.
+float *KfacRun::direction(const Param &p, int64_t t) {
+  auto &d = direction_.of[&p];
+  if (d.d.size() < p.device_n) {
+    d.d = DeviceBuffer<float>(p.device_n);
+    zero(d.d.data(), p.device_n);
+  }
+  d.t = t;
+  return d.d.data();
 }
 
 } // namespace autoddl::rt::harness

@@ -23,7 +23,7 @@
 // inverses are installed (the fp64 retry, else the previous inverse,
 // decided then and counted in metrics). Until the first install the rule gets
 // the raw gradient. Every step preconditions the K-FAC layers' gradients and
-// applies the rule (momentum SGD or LAMB) to every parameter.
+// applies the rule (momentum SGD, LAMB or Adam grafting) to every parameter.
 //
 // A step with K-FAC items on this rank (a refresh step, or a step of the
 // cycle the plan placed items in: KfacProgram::items_at) runs eagerly,
@@ -157,6 +157,10 @@ private:
   // per layer: A's average and recent factor steps, then G's (a decay only)
   std::vector<std::vector<float>> host_avg_;
   DeviceBuffer<float> dw_, db_; // a preconditioned gradient
+  // Adam grafting: the K-FAC parameters' preconditioned gradients;
+  // direction(p, t) is p's for step t.
+  KfacDirections<Param, DeviceBuffer<float>> direction_;
+  float *direction(const Param &p, int64_t t);
   // The trace's thread of the side stream (0 compute, 1 communication).
   static constexpr int kSideStreamTid = 2;
 };

@@ -123,6 +123,12 @@ void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
 void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, ncclComm_t norm_comm,
                     act_t *work, ncclComm_t shard_comm = nullptr);
+/// Adam grafting (as the CPU's kfac_adam_graft_step; d null: AdamW): the
+/// norms as kfac_lamb_step's, the scale never leaving the device.
+void kfac_adam_graft_step(float *p, const float *g, const float *d, float *m,
+                          float *v, int64_t n, const KfacConfig &c, int64_t t,
+                          ncclComm_t norm_comm, act_t *work,
+                          ncclComm_t shard_comm = nullptr);
 
 } // namespace autoddl::rt
 

@@ -1,7 +1,7 @@
 // Preconditioning and the first-order rules on the GPU (Kfac.h): fp32 GEMM
 // sandwiches G^-1 dW A^-1 (whole or this rank's block of a tensor-parallel
 // layer, gathered over NCCL), momentum SGD with decoupled weight decay, and
-// LAMB with device-side, fixed-order norms.
+// LAMB and Adam grafting with device-side, fixed-order norms.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
@@ -85,35 +85,53 @@ struct LambScalars {
   float b1, b2, oneMinusB1, oneMinusB2, bc1, bc2, eps, wd;
 };
 
+/// Adam's bias-corrected update m^ / (sqrt(v^) + eps).
+__device__ __forceinline__ float adam_update(const LambScalars &s, float m,
+                                             float v) {
+  return (m / s.bc1) / (sqrtf(v / s.bc2) + s.eps);
+}
+
 __device__ __forceinline__ float lamb_update(const LambScalars &s, float m,
                                              float v, float p) {
-  return (m / s.bc1) / (sqrtf(v / s.bc2) + s.eps) + s.wd * p;
+  return adam_update(s, m, v) + s.wd * p;
 }
 
 constexpr int kLambThreads = 256;
 
-/// m, v updated; per block the sums of p^2 and u^2 (double) into partial.
-__global__ void lamb_moments_kernel(const float *p, const float *d, float *m,
-                                    float *v, int64_t n, LambScalars s,
-                                    double *partial) {
+/// m, v updated from x (LAMB: the preconditioned gradient; Adam grafting:
+/// the raw one); per block two sums of squares (double) into partial: LAMB's
+/// p^2 and u^2, Adam grafting's u^2 and d^2 (none without a direction d:
+/// partial null).
+template <bool Lamb>
+__global__ void moments_kernel(const float *p, const float *x, const float *d,
+                               float *m, float *v, int64_t n, LambScalars s,
+                               double *partial) {
   __shared__ double scratch[32];
-  double pp = 0, uu = 0;
+  double a = 0, b = 0;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
-    const float mi = s.b1 * m[i] + s.oneMinusB1 * d[i];
-    const float vi = s.b2 * v[i] + s.oneMinusB2 * d[i] * d[i];
+    const float mi = s.b1 * m[i] + s.oneMinusB1 * x[i];
+    const float vi = s.b2 * v[i] + s.oneMinusB2 * x[i] * x[i];
     m[i] = mi;
     v[i] = vi;
-    const float u = lamb_update(s, mi, vi, p[i]);
-    pp += double(p[i]) * p[i];
-    uu += double(u) * u;
+    if (Lamb) {
+      const float u = lamb_update(s, mi, vi, p[i]);
+      a += double(p[i]) * p[i];
+      b += double(u) * u;
+    } else if (d) {
+      const float u = adam_update(s, mi, vi);
+      a += double(u) * u;
+      b += double(d[i]) * d[i];
+    }
   }
-  pp = detail::block_sum(pp, scratch);
-  uu = detail::block_sum(uu, scratch);
+  if (!partial)
+    return; // uniform over the grid: no block reaches block_sum
+  a = detail::block_sum(a, scratch);
+  b = detail::block_sum(b, scratch);
   if (threadIdx.x == 0) {
-    partial[2 * blockIdx.x] = pp;
-    partial[2 * blockIdx.x + 1] = uu;
+    partial[2 * blockIdx.x] = a;
+    partial[2 * blockIdx.x + 1] = b;
   }
 }
 
@@ -149,6 +167,46 @@ __global__ void lamb_apply_kernel(float *p, const float *m, const float *v,
   }
 }
 
+/// p <- p (1 - lr wd) - lr (||u|| / ||d||) d with a direction d (sums: the
+/// squared norms), else - lr u (AdamW).
+__global__ void graft_apply_kernel(float *p, const float *d, const float *m,
+                                   const float *v, int64_t n, LambScalars s,
+                                   float lr, float decay, const double *sums,
+                                   act_t *work) {
+  const double dn = d ? sqrt(sums[1]) : 0.0;
+  const float scale = d && dn > 0 ? float(sqrt(sums[0]) / dn) : 0.0f;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const float step = d ? scale * d[i] : adam_update(s, m[i], v[i]);
+    const float val = p[i] * decay - lr * step;
+    p[i] = val;
+    if (work)
+      work[i] = detail::from_float<act_t>(val);
+  }
+}
+
+/// LAMB's and Adam grafting's scalars for step t.
+LambScalars lamb_scalars(const KfacConfig &c, int64_t t) {
+  return {float(c.beta1),
+          float(c.beta2),
+          float(1.0 - c.beta1),
+          float(1.0 - c.beta2),
+          float(1.0 - std::pow(c.beta1, double(t))),
+          float(1.0 - std::pow(c.beta2, double(t))),
+          float(c.eps),
+          float(c.weight_decay)};
+}
+
+/// Sums the two squared norms over the ranks holding a parameter's shards:
+/// dp shards (ZeRO-1), then tp.
+void sum_norms(double *sums, ncclComm_t shard_comm, ncclComm_t norm_comm) {
+  for (ncclComm_t comm : {shard_comm, norm_comm})
+    if (comm_ranks(comm) > 1)
+      AUTODDL_KFAC_NCCL_CHECK(ncclAllReduce(sums, sums, 2, ncclFloat64, ncclSum,
+                                            comm, compute_stream()));
+}
+
 } // namespace
 
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
@@ -173,29 +231,46 @@ void kfac_sgd_step(float *p, const float *d, float *buf, int64_t n,
 void kfac_lamb_step(float *p, const float *d, float *m, float *v, int64_t n,
                     const KfacConfig &c, int64_t t, ncclComm_t norm_comm,
                     act_t *work, ncclComm_t shard_comm) {
-  const LambScalars s{float(c.beta1),
-                      float(c.beta2),
-                      float(1.0 - c.beta1),
-                      float(1.0 - c.beta2),
-                      float(1.0 - std::pow(c.beta1, double(t))),
-                      float(1.0 - std::pow(c.beta2, double(t))),
-                      float(c.eps),
-                      float(c.weight_decay)};
+  const LambScalars s = lamb_scalars(c, t);
   const unsigned blocks = detail::grid_for(n, kLambThreads);
   auto *partial = static_cast<double *>(
       workspace(kReduce, (2 * int64_t(blocks) + 2) * int64_t(sizeof(double))));
   double *sums = partial + 2 * blocks;
-  lamb_moments_kernel<<<blocks, kLambThreads, 0, compute_stream()>>>(
-      p, d, m, v, n, s, partial);
+  moments_kernel<true><<<blocks, kLambThreads, 0, compute_stream()>>>(
+      p, d, nullptr, m, v, n, s, partial);
   AUTODDL_CUDA_CHECK_LAUNCH();
   lamb_sum_kernel<<<1, 256, 0, compute_stream()>>>(partial, int(blocks), sums);
   AUTODDL_CUDA_CHECK_LAUNCH();
-  for (ncclComm_t comm : {shard_comm, norm_comm}) // dp shards, then tp
-    if (comm_ranks(comm) > 1)
-      AUTODDL_KFAC_NCCL_CHECK(ncclAllReduce(sums, sums, 2, ncclFloat64, ncclSum,
-                                            comm, compute_stream()));
+  sum_norms(sums, shard_comm, norm_comm);
   lamb_apply_kernel<<<blocks, kLambThreads, 0, compute_stream()>>>(
       p, m, v, n, s, c.lr, sums, work);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+void kfac_adam_graft_step(float *p, const float *g, const float *d, float *m,
+                          float *v, int64_t n, const KfacConfig &c, int64_t t,
+                          ncclComm_t norm_comm, act_t *work,
+                          ncclComm_t shard_comm) {
+  const LambScalars s = lamb_scalars(c, t);
+  const unsigned blocks = detail::grid_for(n, kLambThreads);
+  double *partial = nullptr, *sums = nullptr;
+  if (d) {
+    partial = static_cast<double *>(workspace(
+        kReduce, (2 * int64_t(blocks) + 2) * int64_t(sizeof(double))));
+    sums = partial + 2 * blocks;
+  }
+  moments_kernel<false><<<blocks, kLambThreads, 0, compute_stream()>>>(
+      nullptr, g, d, m, v, n, s, partial);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+  if (d) {
+    lamb_sum_kernel<<<1, 256, 0, compute_stream()>>>(partial, int(blocks),
+                                                     sums);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    sum_norms(sums, shard_comm, norm_comm);
+  }
+  graft_apply_kernel<<<blocks, kLambThreads, 0, compute_stream()>>>(
+      p, d, m, v, n, s, float(c.lr), float(1.0 - c.lr * c.weight_decay), sums,
+      work);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

@@ -377,6 +377,34 @@ void check_lamb(int64_t n) {
         kfacref::rel_error(host_floats(m.data(), n), md), 1e-6);
 }
 
+// AdamW on step 1 (no direction), grafted on steps 2 and 3.
+void check_adam_graft(int64_t n) {
+  rt::KfacConfig c;
+  c.rule = rt::KfacRule::AdamGraft;
+  c.lr = 0.01;
+  c.weight_decay = 0.01;
+  auto p = random_values(gRng, n, -1.0f, 1.0f, false);
+  Mat pd(p.begin(), p.end()), md(static_cast<size_t>(n), 0.0),
+      vd(static_cast<size_t>(n), 0.0);
+  rt::DeviceBuffer<float> dp(n), dg(n), dd(n), m(n), v(n);
+  put_floats(dp.data(), p);
+  for (int64_t t = 1; t <= 3; ++t) {
+    const auto g = random_values(gRng, n, -0.1f, 0.1f, false);
+    const auto d = random_values(gRng, n, -3.0f, 3.0f, false);
+    put_floats(dg.data(), g);
+    put_floats(dd.data(), d);
+    rt::kfac_adam_graft_step(dp.data(), dg.data(), t > 1 ? dd.data() : nullptr,
+                             m.data(), v.data(), n, c, t, nullptr, nullptr);
+    kfacref::adam_graft_step(pd, md, vd, g, t > 1 ? &d : nullptr,
+                             {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay},
+                             t);
+  }
+  check("kfac_adam_graft_step x3 n=" + std::to_string(n),
+        kfacref::rel_error(host_floats(dp.data(), n), pd), 1e-6);
+  check("kfac_adam_graft_step moments",
+        kfacref::rel_error(host_floats(v.data(), n), vd), 1e-6);
+}
+
 // ---- two ranks over NCCL (child processes) ----
 
 /// A failed NCCL call in a child: the message, and the child fails.
@@ -596,6 +624,8 @@ int main(int argc, char **argv) {
   check_sgd(1001, 0.0);
   check_lamb(100003);
   check_lamb(37);
+  check_adam_graft(100003);
+  check_adam_graft(37);
   check_axpby(768 * 768 + 1);
   check_axpby(5);
   std::printf("KfacCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");

@@ -2,6 +2,7 @@
 // parameter table, data selection and pipeline tags, without MPI.
 #include "backends/common/FileIo.h"
 #include "backends/common/harness/DataOrder.h"
+#include "backends/common/harness/KfacProgram.h" // kfac_run_config
 #include "backends/common/harness/Options.h"
 #include "backends/common/harness/ParamTable.h"
 #include "backends/common/harness/Pipeline.h"
@@ -109,10 +110,10 @@ TEST(HarnessOptions, KfacFlags) {
   EXPECT_EQ(parseError({"--kfac-refresh", "0"}, false, true),
             "--kfac-refresh: expected a number of steps >= 1, got 0");
   EXPECT_EQ(parseError({"--kfac-rule", "adam"}, false, true),
-            "--kfac-rule: expected sgd or lamb, got adam");
+            "--kfac-rule: expected sgd, lamb or adam-graft, got adam");
   // A value with a newline stays on the message's one line (flags_fuzzer).
   EXPECT_EQ(parseError({"--kfac-rule", ";\n;"}, false, true),
-            "--kfac-rule: expected sgd or lamb, got \";\\x0a;\"");
+            "--kfac-rule: expected sgd, lamb or adam-graft, got \";\\x0a;\"");
   EXPECT_EQ(parseError({"--kfac-refresh", "-\n"}, false, true),
             "--kfac-refresh: expected a non-negative integer, got \"-\\x0a\"");
   EXPECT_EQ(parseError({"--optimizer", "kfac"}),
@@ -135,6 +136,25 @@ TEST(HarnessOptions, KfacFlags) {
             "--kfac-factor-decay: expected a number in [0, 1), got 1");
   EXPECT_EQ(parseError({"--kfac-factor-decay", "-0.5"}, false, true),
             "--kfac-factor-decay: expected a finite number >= 0, got \"-0.5\"");
+}
+
+// The flag's rule over the plan's, and the rule's eps (kfac_rule_eps).
+TEST(HarnessOptions, KfacRuleFlagOverThePlans) {
+  struct NoParam {};
+  NoParam w;
+  KfacProgramOf<NoParam> p;
+  p.rule = "lamb";
+  p.layers.push_back({"fc", &w, nullptr, 4, 4, true});
+  const KfacConfig plan = kfac_run_config(p, parse({}, false, true));
+  EXPECT_EQ(plan.rule, KfacRule::Lamb);
+  EXPECT_EQ(plan.eps, 1e-6);
+  const KfacConfig flag =
+      kfac_run_config(p, parse({"--kfac-rule", "adam-graft"}, false, true));
+  EXPECT_EQ(flag.rule, KfacRule::AdamGraft);
+  EXPECT_EQ(flag.eps, 1e-8); // AdamW's
+  p.rule = "adam";
+  EXPECT_THROW(kfac_run_config(p, parse({}, false, true)),
+               std::invalid_argument);
 }
 
 TEST(HarnessOptions, BadFlagsSayWhatAndWhereOnOneLine) {

@@ -121,6 +121,30 @@ inline void lamb_step(Mat &p, Mat &m, Mat &v, const std::vector<float> &d,
     p[i] -= h.lr * r * u[i];
 }
 
+/// One Adam grafting step in fp64 (step t = 1, 2, ...): m, v of the raw
+/// gradient g with bias correction, u = m^ / (sqrt(v^) + eps); with a
+/// direction d, p <- p (1 - lr wd) - lr (||u|| / ||d||) d, else (d null)
+/// p <- p (1 - lr wd) - lr u.
+inline void adam_graft_step(Mat &p, Mat &m, Mat &v, const std::vector<float> &g,
+                            const std::vector<float> *d, const LambHyper &h,
+                            int64_t t) {
+  Mat u(p.size());
+  double uu = 0, dd = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    m[i] = h.beta1 * m[i] + (1 - h.beta1) * g[i];
+    v[i] = h.beta2 * v[i] + (1 - h.beta2) * double(g[i]) * g[i];
+    u[i] = (m[i] / (1 - std::pow(h.beta1, double(t)))) /
+           (std::sqrt(v[i] / (1 - std::pow(h.beta2, double(t)))) + h.eps);
+    uu += u[i] * u[i];
+    if (d)
+      dd += double((*d)[i]) * (*d)[i];
+  }
+  const double scale = std::sqrt(uu) / std::sqrt(dd);
+  for (size_t i = 0; i < p.size(); ++i)
+    p[i] = p[i] * (1 - h.lr * h.weight_decay) -
+           h.lr * (d ? scale * (*d)[i] : u[i]);
+}
+
 /// ||got - want|| / ||want||.
 template <class T>
 double rel_error(const std::vector<T> &got, const Mat &want) {

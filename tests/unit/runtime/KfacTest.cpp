@@ -316,6 +316,63 @@ TEST(Kfac, LambStepMatchesFp64) {
   EXPECT_DOUBLE_EQ(kfac_trust_ratio(2.0, 0.5), 4.0);
 }
 
+// At t = 1 the bias-corrected moments are g and g^2, so u_i = g_i / (|g_i| +
+// eps) = sign(g_i) to 1e-6 and ||u|| = sqrt(4) = 2 for four non-zero
+// entries; d = (3, 0, -4, 0) has ||d|| = 5, so the step is lr 0.4 d after
+// the decay 1 - lr wd = 0.95.
+TEST(Kfac, AdamGraftStepByHand) {
+  KfacConfig c;
+  c.rule = KfacRule::AdamGraft;
+  c.lr = 0.1;
+  c.weight_decay = 0.5;
+  const std::vector<float> g = {1.0f, -2.0f, 0.5f, 4.0f}, d = {3, 0, -4, 0};
+  std::vector<float> p(4, 1.0f), m(4), v(4);
+  kfac_adam_graft_step(p.data(), g.data(), d.data(), m.data(), v.data(), 4, c,
+                       1, MPI_COMM_NULL);
+  const float grafted[4] = {0.95f - 0.1f * 0.4f * 3, 0.95f,
+                            0.95f + 0.1f * 0.4f * 4, 0.95f};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(p[size_t(i)], grafted[i], 1e-6) << i;
+  // The moments are of the raw gradient, not of d.
+  EXPECT_NEAR(m[1], (1 - c.beta1) * -2.0, 1e-7);
+  EXPECT_NEAR(v[3], (1 - c.beta2) * 16.0, 1e-7);
+  // Without a direction: AdamW, p = 0.95 - lr sign(g).
+  std::fill(p.begin(), p.end(), 1.0f);
+  std::fill(m.begin(), m.end(), 0.0f);
+  std::fill(v.begin(), v.end(), 0.0f);
+  kfac_adam_graft_step(p.data(), g.data(), nullptr, m.data(), v.data(), 4, c, 1,
+                       MPI_COMM_NULL);
+  const float adamw[4] = {0.85f, 1.05f, 0.85f, 0.85f};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(p[size_t(i)], adamw[i], 1e-6) << i;
+  EXPECT_DOUBLE_EQ(kfac_graft_scale(2.0, 5.0), 0.4);
+  EXPECT_DOUBLE_EQ(kfac_graft_scale(2.0, 0.0), 0.0); // no direction to take
+}
+
+// AdamW on step 1 (no inverse yet), then grafted: the moments carry over.
+TEST(Kfac, AdamGraftStepMatchesFp64) {
+  std::mt19937 rng(seed_for("graft"));
+  KfacConfig c;
+  c.rule = KfacRule::AdamGraft;
+  c.lr = 0.01;
+  c.weight_decay = 0.01;
+  const int64_t n = 777;
+  auto p = random_floats(rng, n);
+  std::vector<float> m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  Mat pd = to_double(p), md(static_cast<size_t>(n)), vd(static_cast<size_t>(n));
+  for (int64_t t = 1; t <= 3; ++t) {
+    const auto g = random_floats(rng, n, 0.1f);
+    const auto d = random_floats(rng, n, 3.0f);
+    kfac_adam_graft_step(p.data(), g.data(), t > 1 ? d.data() : nullptr,
+                         m.data(), v.data(), n, c, t, MPI_COMM_NULL);
+    adam_graft_step(pd, md, vd, g, t > 1 ? &d : nullptr,
+                    {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay}, t);
+  }
+  EXPECT_LT(rel_error(p, pd), 1e-6);
+  EXPECT_LT(rel_error(m, md), 1e-6);
+  EXPECT_LT(rel_error(v, vd), 1e-6);
+}
+
 TEST(Kfac, ConfigAndLayerRules) {
   KfacConfig c;
   EXPECT_NO_THROW(kfac_check_config(c));
@@ -335,6 +392,23 @@ TEST(Kfac, ConfigAndLayerRules) {
   c.rule = KfacRule::Lamb;
   c.beta2 = 1.0;
   EXPECT_THROW(kfac_check_config(c), std::invalid_argument);
+  c.rule = KfacRule::AdamGraft; // the same betas and eps
+  EXPECT_THROW(kfac_check_config(c), std::invalid_argument);
+  c.beta2 = 0.999;
+  c.eps = 0;
+  EXPECT_THROW(kfac_check_config(c), std::invalid_argument);
+  c.rule = KfacRule::Sgd; // no moments
+  EXPECT_NO_THROW(kfac_check_config(c));
+  // The names of the flag and the plan, one table.
+  KfacRule r = KfacRule::Sgd;
+  EXPECT_TRUE(kfac_rule_named("adam-graft", r));
+  EXPECT_EQ(r, KfacRule::AdamGraft);
+  EXPECT_STREQ(kfac_rule_name(KfacRule::Lamb), "lamb");
+  EXPECT_FALSE(kfac_rule_named("adam", r));
+  EXPECT_EQ(kfac_rule_choices(), "sgd, lamb or adam-graft");
+  // Adam grafting's eps is AdamW's, LAMB's PipeFisher's.
+  EXPECT_EQ(kfac_rule_eps(KfacRule::AdamGraft), 1e-8);
+  EXPECT_EQ(kfac_rule_eps(KfacRule::Lamb), 1e-6);
   // Refresh at steps 0, K, 2K, ...
   EXPECT_TRUE(kfac_refresh_due(0, 3));
   EXPECT_FALSE(kfac_refresh_due(2, 3));
