@@ -18,8 +18,10 @@
 //     bench/cuda/conv_bench.cu build/backends/cuda/libautoddl_cuda_kernels.a
 //     build/backends/cuda/sparse/libautoddl_cuda_sparse.a -lcublasLt -ldl
 //     -o .gpu/conv/conv_bench
-// usage: conv_bench [B]   (default 32 images; AUTODDL_CONV_AUTOTUNE=1: the
-//   cuDNN path's engines timed once a shape, docs/cuda-kernels.md)
+// usage: conv_bench [B] [nchw|nhwc]   (default 32 images, NCHW; nhwc: the
+//   channels-last tensors conv nets' programs run since 2026-12-07, cuDNN
+//   only; AUTODDL_CONV_AUTOTUNE=1: the cuDNN path's engines timed once a
+//   shape, docs/cuda-kernels.md; AUTODDL_CONV_WGRAD as the programs')
 #include "backends/cuda/kernels/Conv.h"
 #include "bench/cuda/BenchTiming.cuh"
 
@@ -61,15 +63,17 @@ const Layer kResnet50[] = {
 
 int main(int argc, char **argv) {
   const int64_t B = argc > 1 ? std::atoll(argv[1]) : 32;
-  if (B <= 0) {
-    std::fprintf(stderr, "usage: conv_bench [B]\n");
+  const std::string layout = argc > 2 ? argv[2] : "nchw";
+  if (B <= 0 || (layout != "nchw" && layout != "nhwc")) {
+    std::fprintf(stderr, "usage: conv_bench [B] [nchw|nhwc]\n");
     return 2;
   }
+  const bool channelsLast = layout == "nhwc";
   double total[2] = {0, 0};
   bool allCudnn = true;
   for (const Layer &l : kResnet50) {
     const rt::Conv2dShape s{B,   l.Cin, l.H,      l.H,          l.Cout,
-                            l.k, l.k,   l.stride, (l.k - 1) / 2};
+                            l.k, l.k,   l.stride, (l.k - 1) / 2, channelsLast};
     const int64_t nx = B * l.Cin * l.H * l.H, nw = l.Cout * l.Cin * l.k * l.k,
                   ny = B * l.Cout * s.Ho() * s.Wo();
     rt::DeviceBuffer<act_t> x(nx), w(nw), dy(ny), y(ny), dx(nx);
@@ -82,7 +86,7 @@ int main(int argc, char **argv) {
     const double flop = 2.0 * double(ny) * double(l.Cin * l.k * l.k);
     for (int path = 0; path < 2; ++path) {
       const bool cudnn = path == 0;
-      if (cudnn && !rt::conv_cudnn_built())
+      if ((cudnn && !rt::conv_cudnn_built()) || (!cudnn && channelsLast))
         continue;
       rt::conv_use_cudnn(cudnn);
       const bool taken = cudnn && rt::conv2d_uses_cudnn(s);
@@ -101,12 +105,12 @@ int main(int argc, char **argv) {
       total[path] += double(l.count) * (f + (l.stem ? 0.0 : d) + g);
       std::printf(
           "{\"shape\": \"B%lld_C%lld_H%lld_K%lld_k%lld_s%lld\", \"count\": "
-          "%lld, \"path\": \"%s\", \"cudnn_took\": %s, \"fwd_ms\": %.4f, "
+          "%lld, \"layout\": \"%s\", \"path\": \"%s\", \"cudnn_took\": %s, \"fwd_ms\": %.4f, "
           "\"dgrad_ms\": %.4f, \"wgrad_ms\": %.4f, \"fwd_tflops\": %.1f, "
           "\"dgrad_tflops\": %.1f, \"wgrad_tflops\": %.1f}\n",
           (long long)B, (long long)l.Cin, (long long)l.H, (long long)l.Cout,
           (long long)l.k, (long long)l.stride, (long long)l.count,
-          cudnn ? "cudnn" : "own", taken ? "true" : "false", f, d, g,
+          layout.c_str(), cudnn ? "cudnn" : "own", taken ? "true" : "false", f, d, g,
           flop / f * 1e-9, flop / d * 1e-9, flop / g * 1e-9);
       std::fflush(stdout);
     }
@@ -114,9 +118,9 @@ int main(int argc, char **argv) {
   for (int path = 0; path < 2; ++path)
     if (total[path] > 0)
       std::printf(
-          "{\"summary\": \"%s\", \"B\": %lld, \"resnet50_conv_step_ms\": "
-          "%.3f, \"cudnn_took_all\": %s}\n",
-          path == 0 ? "cudnn" : "own", (long long)B, total[path],
+          "{\"summary\": \"%s\", \"layout\": \"%s\", \"B\": %lld, "
+          "\"resnet50_conv_step_ms\": %.3f, \"cudnn_took_all\": %s}\n",
+          path == 0 ? "cudnn" : "own", layout.c_str(), (long long)B, total[path],
           path == 0 && allCudnn ? "true" : "false");
   return 0;
 }
