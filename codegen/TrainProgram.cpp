@@ -11,6 +11,8 @@
 #include "codegen/emit/NumberFold.h"
 #include "planner/ProgramDecisions.h"
 
+#include <algorithm>
+
 namespace autoddl::codegen::emit {
 
 /// Vocabulary of a token model: rows of the first embedding table.
@@ -159,18 +161,39 @@ bool EmitContext::gathersPartialGrads(int t) const {
 }
 
 /// cuda: whether op i's backward may store (=) its input gradient of t, held
-/// in `dx`, instead of adding to it, so that the buffer needs no zeroing:
-/// t is an activation that op i alone reads, once, in t's own layout (no
-/// conversion writes the buffer too), on the stage that makes t (its
-/// gradient is not received), and dx is that layout's gradient buffer.
+/// in `dx`, instead of adding to it, so that the buffer needs no zeroing: op
+/// i is t's first writer in the backward, which runs a stage's steps in
+/// reverse op order. t is an activation made on this stage (its gradient is
+/// not received); op i reads it once, in t's own layout (dx is that layout's
+/// buffer), and is its last reader; every reader is on this stage and reads
+/// t as it is stored, so no conversion's backward (a tp layout change, a
+/// channels-last transpose, a gather over nodes) writes the buffer too. The
+/// other readers' backwards run after op i's and add to what it stored.
 bool EmitContext::storesGrad(size_t i, int t, TpLayout l,
                              const std::string &dx) const {
   if (!cuda || isParam(t) || isInput(t) || t == g.loss ||
       !(l == L.tensors[size_t(t)]) || dx != grad(t, l))
     return false;
   const int p = producer[size_t(t)];
-  return p >= 0 && L.ops[size_t(p)].stage == L.ops[i].stage &&
-         users[size_t(t)] == std::vector<size_t>{i};
+  const std::vector<size_t> &readers = users[size_t(t)];
+  if (p < 0 || readers.empty() || readers.back() != i ||
+      std::count(readers.begin(), readers.end(), i) != 1)
+    return false;
+  if (readers.size() == 1)
+    return L.ops[size_t(p)].stage == L.ops[i].stage;
+  if (nodeSplit())
+    return false;
+  const bool last = storedChannelsLast(t);
+  for (size_t j : readers) {
+    const OpDef &op = g.ops[j];
+    for (size_t k = 0; k < op.operands.size(); ++k)
+      if (op.operands[k] == t &&
+          (L.ops[j].stage != L.ops[size_t(p)].stage ||
+           !(L.ops[j].operands[k] == L.tensors[size_t(t)]) ||
+           (imageTensor(t) && (nhwcOps.count(j) > 0) != last)))
+        return false;
+  }
+  return true;
 }
 
 /// The CUDA program holds a vocabulary-sized parameter whose leading dimension

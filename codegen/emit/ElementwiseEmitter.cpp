@@ -19,7 +19,8 @@ void OpEmitters::emitAdd(OpCall &c) {
     BI("// the linear operand's gradient is this sum's (its backward reads "
        "it)");
     if (!cx_.isInput(op.operands[1 - lk]))
-      BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
+      BI(fmt::format("add_into({}, {}, {}{});", dx[1 - lk], dy, n,
+                     storeFlags(c, {1 - lk})));
     return;
   }
   if (auto it = cx_.reluAfter.find(i); it != cx_.reluAfter.end()) {
@@ -30,12 +31,13 @@ void OpEmitters::emitAdd(OpCall &c) {
     const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
     F(fmt::format("add_relu_forward({}, {}, {}, {}); // and {}", relu, x[0],
                   x[1], n, commentText(cx_.g.ops[it->second].name)));
-    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {});", dx[0], dx[1], relu,
-                   drelu, n));
+    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {}{});", dx[0], dx[1],
+                   relu, drelu, n, storeFlags(c, {0, 1})));
     return;
   }
   F(fmt::format("add_forward({}, {}, {}, {});", y, x[0], x[1], n));
-  BI(fmt::format("add_backward({}, {}, {}, {});", dx[0], dx[1], dy, n));
+  BI(fmt::format("add_backward({}, {}, {}, {}{});", dx[0], dx[1], dy, n,
+                 storeFlags(c, {0, 1})));
 }
 
 /// mul
@@ -43,8 +45,8 @@ void OpEmitters::emitMul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("mul_forward({}, {}, {}, {});", y, x[0], x[1], n));
-  BI(fmt::format("mul_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], dy,
-                 x[0], x[1], n));
+  BI(fmt::format("mul_backward({}, {}, {}, {}, {}, {}{});", dx[0], dx[1], dy,
+                 x[0], x[1], n, storeFlags(c, {0, 1})));
 }
 
 /// gelu
@@ -59,8 +61,8 @@ void OpEmitters::emitGelu(OpCall &c) {
   const char *tanhS =
       attrOf(op, ops::attr::kApproximate) == "none" ? "false" : "true";
   F(fmt::format("gelu_forward({}, {}, {}, {});", y, x[0], n, tanhS));
-  BI(fmt::format("gelu_backward({}, {}, {}, {}, {});", dx[0], x[0], dy, n,
-                 tanhS));
+  BI(fmt::format("gelu_backward({}, {}, {}, {}, {}{});", dx[0], x[0], dy, n,
+                 tanhS, storeFlags(c, {0})));
 }
 
 /// relu, silu
@@ -83,7 +85,8 @@ void OpEmitters::emitReluSilu(OpCall &c) {
     return;
   }
   F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));
-  BI(fmt::format("{}_backward({}, {}, {}, {});", k, dx[0], x[0], dy, n));
+  BI(fmt::format("{}_backward({}, {}, {}, {}{});", k, dx[0], x[0], dy, n,
+                 storeFlags(c, {0})));
 }
 
 /// swiglu
@@ -91,8 +94,8 @@ void OpEmitters::emitSwiglu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("swiglu_forward({}, {}, {}, {});", y, x[0], x[1], n));
-  BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], x[0],
-                 x[1], dy, n));
+  BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {}{});", dx[0], dx[1],
+                 x[0], x[1], dy, n, storeFlags(c, {0, 1})));
 }
 
 /// softmax

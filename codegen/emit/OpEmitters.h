@@ -16,6 +16,7 @@
 #include "codegen/emit/OpTable.h"
 #include "codegen/emit/StageMembers.h"
 
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -87,6 +88,11 @@ private:
   bool normWithRelu(OpCall &c, const std::string &name, const std::string &in,
                     const std::string &din, const std::string &moments,
                     const char *store);
+
+  /// cuda: a backward call's trailing accumulate flags for the gradients of
+  /// operands ks, false where the call stores one (EmitContext::storesGrad;
+  /// recorded in storedGrads_); "" where it adds to all (OpTable.cpp).
+  std::string storeFlags(const OpCall &c, std::initializer_list<size_t> ks);
 
   const EmitContext &cx_;
   StageMembers &members_;

@@ -46,6 +46,21 @@ std::string cudaPrimitiveRefusal(const ModelGraph &g, const OpDef &op) {
 
 } // namespace
 
+std::string OpEmitters::storeFlags(const OpCall &c,
+                                   std::initializer_list<size_t> ks) {
+  std::string flags;
+  bool any = false;
+  for (size_t k : ks) {
+    const bool store =
+        cx_.storesGrad(c.i, c.op.operands[k], c.p.operands[k], c.dx[k]);
+    if (store)
+      storedGrads_.insert(c.dx[k]);
+    any = any || store;
+    flags += store ? ", false" : ", true";
+  }
+  return any ? flags : "";
+}
+
 std::string opsRefusal(const ModelGraph &g, Backend backend) {
   const bool cuda = backend == Backend::Cuda;
   const std::string name = cuda ? "cuda" : "cpu";

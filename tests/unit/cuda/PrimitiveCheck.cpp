@@ -199,10 +199,12 @@ void check(const std::string &label, const std::string &op,
 
 /// conv2d forward and backward against direct sums, through the path
 /// conv_use_cudnn selects (`path` names it): the gradients dx, dw and dbias
-/// are added to random values already there (conv2d_backward's +=); without
+/// are added to random values already there (conv2d_backward's +=), dx
+/// stored over them under storeDx (a first writer's: cuDNN's beta 0); without
 /// `bias` neither the bias nor its gradient (ResNet's convolutions). Under
 /// s.channelsLast x, y and their gradients are stored NHWC.
-void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
+void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path,
+               bool storeDx = false) {
   const int64_t Ho = s.Ho(), Wo = s.Wo(), nx = s.B * s.Cin * s.H * s.W,
                 nw = s.Cout * s.Cin * s.kh * s.kw, ny = s.B * s.Cout * Ho * Wo;
   const auto x = random_values(gRng, nx, -1, 1),
@@ -214,6 +216,8 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
              db0 = random_values(gRng, s.Cout, -1, 1);
   std::vector<double> y(static_cast<size_t>(ny)), dx(dx0.begin(), dx0.end()),
       dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
+  if (storeDx)
+    std::fill(dx.begin(), dx.end(), 0.0);
   auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t v) {
     return ((n * s.Cin + c) * s.H + h) * s.W + v;
   };
@@ -257,7 +261,7 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
   rt::conv2d_forward(Y.data(), X.data(), Wt.data(), bias ? B.data() : nullptr,
                      s);
   rt::conv2d_backward(DX.data(), nullptr, nullptr, DY.data(), X.data(),
-                      Wt.data(), s);
+                      Wt.data(), s, !storeDx);
   rt::conv2d_backward(nullptr, DW.data(), bias ? DB.data() : nullptr, DY.data(),
                       X.data(), Wt.data(), s);
   rt::synchronize();
@@ -272,7 +276,7 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
   bool good = report(
       label + " forward",
       rel_error(stored(download(Y.data(), ny), yShape, true), f(y)), kActTol);
-  good = report(label + " dx +=",
+  good = report(label + (storeDx ? " dx =" : " dx +="),
                 rel_error(stored(download(DX.data(), nx), xShape, true), f(dx)),
                 kActTol) &&
          good;
@@ -319,6 +323,7 @@ void checkConvPaths() {
         s.channelsLast = last;
         (cudnn && rt::conv2d_uses_cudnn(s) ? taken : missed)[last] += 1;
         checkConv(s, false, path);
+        checkConv(s, false, path, true);
       }
     }
     if (cudnn && taken[0] == 0)
@@ -343,9 +348,10 @@ void checkConvPaths() {
 
 /// pool2d forward and backward against the CPU kernels' definition (max: to
 /// the window's first maximum). channels > 0: the N planes are an image of
-/// that many channels stored NHWC.
+/// that many channels stored NHWC. dx is added to zeros, or (storeDx) stored
+/// over poison.
 void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
-               bool isMax, int64_t channels = 0) {
+               bool isMax, int64_t channels = 0, bool storeDx = false) {
   const int64_t Ho = (H - k) / st + 1, Wo = (W - k) / st + 1;
   const auto x = random_values(gRng, N * H * W, -1, 1),
              dy = random_values(gRng, N * Ho * Wo, -1, 1);
@@ -381,9 +387,11 @@ void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
       DX(N * H * W);
   upload(X.data(), stored(x, xShape));
   upload(DY.data(), stored(dy, yShape));
+  if (storeDx)
+    poison(DX.data(), N * H * W * int64_t(sizeof(act_t)));
   rt::pool2d_forward(Y.data(), X.data(), N, H, W, k, st, isMax, channels);
   rt::pool2d_backward(DX.data(), X.data(), DY.data(), N, H, W, k, st, isMax,
-                      channels);
+                      channels, !storeDx);
   rt::synchronize();
   const std::string label = std::string(isMax ? "maxpool" : "avgpool") +
                             (channels > 0 ? " NHWC" : "") + " k" +
@@ -392,7 +400,7 @@ void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
       label + " forward",
       rel_error(stored(download(Y.data(), N * Ho * Wo), yShape, true), y),
       kActTol);
-  good = report(label + " dx",
+  good = report(label + (storeDx ? " dx =" : " dx"),
                 rel_error(stored(download(DX.data(), N * H * W), xShape, true),
                           dx),
                 kActTol) &&
@@ -589,6 +597,7 @@ void checkAll() {
   checkPool(5, 9, 7, 3, 1, false);
   checkPool(6, 8, 10, 2, 2, true, 3);
   checkPool(10, 9, 7, 3, 1, false, 5);
+  checkPool(6, 8, 10, 2, 2, true, 3, true);
 }
 
 /// ONNX's node tests on the GPU: the records tests/onnx/PrimitiveKernelTests
