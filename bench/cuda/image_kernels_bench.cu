@@ -2,20 +2,25 @@
 // primitives (backends/cuda/kernels/PrimitiveImage*.cuh) at torchvision
 // ResNet-50's shapes (224x224 images, v1.5): the batch norms (12 distinct
 // shapes of the 53, with or without the ReLU fused after them), the stem's
-// 3x3/2 max pool and the global average pool, each forward and backward as
-// the generated program calls them (batch statistics with the micro-batch's
-// moments; x's gradient stored, the parameters' added). One JSON object a
-// line on stdout: per kernel and direction the time, the bandwidth floor of
-// the bytes its passes must move and the bandwidth reached, then the sums
-// over a training step (each shape times its count).
+// 3x3/2 max pool, the global average pool and the residual adds with their
+// ReLU (kernels/Elementwise.h add_relu_*: 4 shapes of the 16), each forward
+// and backward as the generated program calls them (batch statistics with the
+// micro-batch's moments; the input gradients stored by their first writers,
+// the parameters' added). One JSON object a line on stdout: per kernel and
+// direction the time, the bandwidth floor of the bytes its passes must move
+// and the bandwidth reached, then the sums over a training step (each shape
+// times its count; lines of count 0, the adding variants, for comparison).
 //
 // Floors (docs/cuda-kernels.md "Channels-last image kernels"): E elements
 // of act_t in x. Batch norm forward 3E (x read by the sums pass and by the
 // normalise pass, y written), backward 5E (x, dy read twice, dx written) or
 // 7E with the ReLU (its output y read twice as dy's mask). Max pool forward
-// E + E/4 (x read, y written); backward: the taps pass reads x and writes a
-// byte a y element, the gather reads them, dy and dx and writes dx. Global
-// pool: x read (forward), dx read and written (backward). At kPeakGBs.
+// E + E/4 (x read, y written); backward (the stride-tile kernel) x and dy
+// read, dx written (E + E/4 + E), the taps path's adding variant also a byte
+// a y element written and read and dx read. Global pool: x read (forward),
+// dy read and dx written (backward). Residual add + ReLU: forward 3E (a, b
+// read, out written); backward 4E (out, dout read, da, db stored), 6E adding.
+// At kPeakGBs.
 //
 // build (here, after ./scripts/build.sh; one command over these lines):
 //   nvcc -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I.
@@ -24,6 +29,7 @@
 //     -o .gpu/image/image_kernels_bench
 // usage: image_kernels_bench [B]   (default 256 images)
 #include "backends/common/OnnxPrimitive.h"
+#include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Primitive.h"
 #include "bench/cuda/BenchTiming.cuh"
 
@@ -137,15 +143,18 @@ void benchPools(int64_t B, double *floorSum) {
     const double f = bench::median_ms(
         kTiming, [&] { rt::primitive_forward(pool, {x.data()}, y.data()); });
     const double b = bench::median_ms(kTiming, [&] {
+      rt::primitive_backward(pool, {dx.data()}, {x.data()}, y.data(), dy.data(),
+                             false);
+    });
+    const double ba = bench::median_ms(kTiming, [&] {
       rt::primitive_backward(pool, {dx.data()}, {x.data()}, y.data(),
                              dy.data());
     });
-    // Backward: x read, taps written and read (a byte a y element), dy read,
-    // dx read and written (a pool's backward adds).
-    const double fb = E * a + Ey * a,
-                 bb = E * a + 2.0 * Ey + Ey * a + 2 * E * a;
+    // Backward: x and dy read, dx stored; adding, dx read too.
+    const double fb = E * a + Ey * a, bb = E * a + Ey * a + E * a;
     report("maxpool_3x3s2_C64_H112", 1, false, f, fb);
     report("maxpool_3x3s2_C64_H112", 1, true, b, bb);
+    report("maxpool_3x3s2_C64_H112_add", 0, true, ba, bb + E * a);
     floorSum[0] += fb;
     floorSum[1] += bb;
   }
@@ -159,13 +168,49 @@ void benchPools(int64_t B, double *floorSum) {
   const double f = bench::median_ms(
       kTiming, [&] { rt::primitive_forward(gap, {x.data()}, y.data()); });
   const double b = bench::median_ms(kTiming, [&] {
-    rt::primitive_backward(gap, {dx.data()}, {x.data()}, y.data(), dy.data());
+    rt::primitive_backward(gap, {dx.data()}, {x.data()}, y.data(), dy.data(),
+                           false);
   });
-  const double fb = (G + Go) * a, bb = (2 * G + Go) * a;
+  const double fb = (G + Go) * a, bb = (G + Go) * a;
   report("global_avgpool_C2048_H7", 1, false, f, fb);
   report("global_avgpool_C2048_H7", 1, true, b, bb);
   floorSum[0] += fb;
   floorSum[1] += bb;
+}
+
+/// ResNet-50's residual adds with their ReLU, one shape a stage (v1.5:
+/// 3, 4, 6, 3 blocks), as the program calls them: both gradients stored (the
+/// add reads the last norm's output and the shortcut last).
+void benchAdds(int64_t B, double *floorSum) {
+  const struct {
+    int64_t C, H;
+    int count;
+  } kAdds[] = {{256, 56, 3}, {512, 28, 4}, {1024, 14, 6}, {2048, 7, 3}};
+  for (const auto &s : kAdds) {
+    const int64_t E = B * s.C * s.H * s.H;
+    rt::DeviceBuffer<act_t> a(E), b(E), out(E), dout(E), da(E), db(E);
+    bench::fill(a.data(), E, 9);
+    bench::fill(b.data(), E, 10);
+    bench::fill(dout.data(), E, 11);
+    const double f = bench::median_ms(kTiming, [&] {
+      rt::add_relu_forward(out.data(), a.data(), b.data(), E);
+    });
+    const double g = bench::median_ms(kTiming, [&] {
+      rt::add_relu_backward(da.data(), db.data(), out.data(), dout.data(), E,
+                            false, false);
+    });
+    const double ga = bench::median_ms(kTiming, [&] {
+      rt::add_relu_backward(da.data(), db.data(), out.data(), dout.data(), E);
+    });
+    const double e = double(E) * double(sizeof(act_t));
+    const std::string name =
+        "add_relu_C" + std::to_string(s.C) + "_H" + std::to_string(s.H);
+    report(name, s.count, false, f, 3 * e);
+    report(name, s.count, true, g, 4 * e);
+    report(name + "_add", 0, true, ga, 6 * e);
+    floorSum[0] += s.count * 3 * e;
+    floorSum[1] += s.count * 4 * e;
+  }
 }
 
 } // namespace
@@ -182,6 +227,7 @@ int main(int argc, char **argv) {
   const double normMs[2] = {gSum[0], gSum[1]},
                normFloor[2] = {floorBytes[0], floorBytes[1]};
   benchPools(B, floorBytes);
+  benchAdds(B, floorBytes);
   auto ms = [](double bytes) { return bytes / (kPeakGBs * 1e9) * 1e3; };
   std::printf("{\"summary\": \"batchnorm x53\", \"B\": %lld, \"fwd_ms\": %.3f, "
               "\"bwd_ms\": %.3f, \"floor_fwd_ms\": %.3f, \"floor_bwd_ms\": "

@@ -149,10 +149,11 @@ void OpEmitters::primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
   const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
                                                  : "onnx_prim::primitive_";
   const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
-  // A batch norm alone reading its input stores that gradient (its buffer
-  // never zeroed): the device's entry points say so.
+  // The first writer of its input's gradient stores it (the buffer never
+  // zeroed) where the device's passes do so (a batch norm, pool, global
+  // pool): the entry points say so.
   const bool storeDx = cx_.target.devicePrimitives &&
-                       prim.kind == onnx_kernels::Primitive::Kind::BatchNorm &&
+                       onnx_kernels::primitiveStoresDxInPass(prim) &&
                        cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
   if (storeDx)
     storedGrads_.insert(dx[0]);
@@ -170,9 +171,12 @@ void OpEmitters::primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
   if (!moments.empty() && !cx_.target.devicePrimitives)
     F(fmt::format("onnx_prim::batchnorm_moments({}, {}, {}.in[0]);", moments,
                   x[0], name));
-  if (storeDx)
+  if (storeDx && prim.kind == onnx_kernels::Primitive::Kind::BatchNorm)
     BI(fmt::format("autoddl::rt::batchnorm_backward({}, {{{}}}, {{{}}}, {}{});",
                    name, din, in, dy, store));
+  else if (storeDx)
+    BI(fmt::format("{}backward({}, {{{}}}, {{{}}}, {}, {}{});", call, name, din,
+                   in, y, dy, store));
   else
     BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem,
                    name, din, in, y, dy));

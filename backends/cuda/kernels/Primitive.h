@@ -48,9 +48,13 @@ void primitive_forward(const onnx_kernels::Primitive &p,
                        const onnx_kernels::DropoutKey &key = {});
 /// The backward of p: dx[k] += the vector-Jacobian product for operand k
 /// (null: not wanted), from the operands x, the result y and its gradient dy.
+/// Without accumulate_dx, dx[0] is stored instead (codegen's, where this call
+/// is its first writer: the buffer never zeroed): in the same pass for a
+/// pool, a sum or mean Reduce and a batch norm, after zeroing it for others.
 void primitive_backward(const onnx_kernels::Primitive &p,
                         const std::vector<PrimRef> &dx,
-                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy);
+                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy,
+                        bool accumulate_dx = true);
 
 /// A model constant's n values on the device (fp32), uploaded at the first
 /// call for `host` (a step's first, eager run: never inside a graph

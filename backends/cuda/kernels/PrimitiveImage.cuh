@@ -138,12 +138,12 @@ __global__ void pool_taps_kernel(PoolArgs a, int64_t total, Ref x,
   }
 }
 
-/// dx[j] += the gradient of every window reading input j: its share of a
-/// mean, or all of a max it is the first of (`taps`: pool_taps_kernel's,
-/// else the window recomputed).
+/// dx[j] += the gradient of every window reading input j (= without acc):
+/// its share of a mean, or all of a max it is the first of (`taps`:
+/// pool_taps_kernel's, else the window recomputed).
 __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
                                  const Ref &dy, const uint8_t *taps,
-                                 const Ref &dx) {
+                                 const Ref &dx, bool acc) {
   const PlaneAt in = plane_at(a, j, a.inPlane);
   const int64_t inBase = plane_base(a, in, a.inPlane),
                 outBase = plane_base(a, in, a.outPlane), step = plane_step(a);
@@ -182,15 +182,15 @@ __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
     else if (first == k) // this input is tap k of window o
       g += up;
   }
-  put(dx, j, g, true);
+  put(dx, j, g, acc);
 }
 
 /// One thread an input element (grid-stride).
 __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
-                                     const uint8_t *taps, Ref dx) {
+                                     const uint8_t *taps, Ref dx, bool acc) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x)
-    pool_backward_at(a, j, x, dy, taps, dx);
+    pool_backward_at(a, j, x, dy, taps, dx, acc);
 }
 
 // ---- BatchNormalization: a channel over several blocks ----------------------
@@ -385,8 +385,9 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
 
 #include "backends/cuda/kernels/PrimitiveImageLast.cuh" // channels-last
 
+/// A pool's forward (y) or backward (dx added to, or stored without acc).
 void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
-          bool forward) {
+          bool forward, bool acc = true) {
   if (p.pool.in.size() > size_t(kPoolAxes))
     fail(p, "a pool over more than 3 spatial axes");
   int64_t padded = 1; // the padded plane bounds every in-plane offset
@@ -400,7 +401,7 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
   // Channels-last: the pack kernels, their items indexed in 32 bits.
   if (p.channelsLast &&
       planes * std::max(a.inPlane, a.outPlane) < (int64_t(1) << 30))
-    return pool_last(a, p.in[0][0], x, y, dy, dx, forward);
+    return pool_last(a, p.in[0][0], x, y, dy, dx, forward, acc);
   if (forward) {
     const int64_t n = planes * a.outPlane;
     if (n > 0)
@@ -418,7 +419,7 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
           a, outs, ref(x), taps);
     }
     pool_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        a, n, ref(x), ref(dy), taps, ref(dx));
+        a, n, ref(x), ref(dy), taps, ref(dx), acc);
   }
   AUTODDL_CUDA_CHECK_LAUNCH();
 }

@@ -99,8 +99,8 @@ enum Form : unsigned {
   // A batch norm with a ReLU after it, on the GPU in its passes
   // (batchnorm_relu_forward/_backward): y the ReLU's.
   kRelu = 2,
-  // A batch norm storing x's gradient (accumulate_dx false) into a poisoned
-  // buffer.
+  // Operand 0's gradient stored (accumulate_dx false) into a poisoned
+  // buffer: a first writer's (codegen's stored gradients).
   kStoreDx = 4,
 };
 void check(const std::string &label, const std::string &op,
@@ -180,10 +180,10 @@ void check(const std::string &label, const std::string &op,
     rt::primitive_forward(p, xg, yd.ref(), key);
   if (relu)
     rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
-  else if (storeDx)
+  else if (storeDx && p.kind == ok::Primitive::Kind::BatchNorm)
     rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
   else
-    rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
+    rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
   rt::synchronize();
   bool good = report(label + " forward",
                      rel_error(stored(yd.get(), out, true), yOut), kActTol);
@@ -590,6 +590,26 @@ void checkAll() {
   check("BatchNormalization + ReLU NHWC packed, dx stored",
         "BatchNormalization", none, {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}},
         {3, 16, 5, 7}, kLast | kRelu | kStoreDx);
+  // The pools and the global pool store in their pass (ResNet's stem pool:
+  // the stride-tile kernel; a 3x3/3 pool: the taps path), other kinds after
+  // zeroing (primitiveStoresDxInPass).
+  stem.ints.erase("count_include_pad");
+  check("MaxPool 3x3 s2 p1 dx stored", "MaxPool", stem, {{{2, 3, 9, 10}}},
+        {2, 3, 5, 5}, kStoreDx);
+  check("MaxPool 3x3 s2 p1 NHWC packed dx stored", "MaxPool", stem,
+        {{{2, 16, 9, 10}}}, {2, 16, 5, 5}, kLast | kStoreDx);
+  check("MaxPool 3x3 s2 p1 NHWC 64 channels dx stored", "MaxPool", stem,
+        {{{2, 64, 16, 15}}}, {2, 64, 8, 8}, kLast | kStoreDx);
+  ok::PrimitiveAttrs wide = stem;
+  wide.lists["strides"] = {3, 3};
+  check("MaxPool 3x3 s3 p1 NHWC packed (taps)", "MaxPool", wide,
+        {{{2, 16, 9, 10}}}, {2, 16, 3, 4}, kLast);
+  check("MaxPool 3x3 s3 p1 NHWC packed (taps) dx stored", "MaxPool", wide,
+        {{{2, 16, 9, 10}}}, {2, 16, 3, 4}, kLast | kStoreDx);
+  check("GlobalAveragePool NHWC 64 channels dx stored", "GlobalAveragePool",
+        none, {{{4, 64, 2, 3}}}, {4, 64, 1, 1}, kLast | kStoreDx);
+  check("Relu dx stored (zeroed first)", "Relu", none, {{{2, 6, 3, 5}}},
+        {2, 6, 3, 5}, kStoreDx);
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
