@@ -135,6 +135,37 @@ void EmitContext::planProducerReluFusion() {
   }
 }
 
+/// The CUDA program runs a batch norm whose output only a same-shape add
+/// reads (ResNet's last norm of a block, added to the shortcut) at the add's
+/// place, the add (and its ReLU, planProducerReluFusion) in the norm's
+/// normalise pass (kernels/Primitive.h batchnorm_add_forward): the norm's
+/// output is never written nor read back, a write and a read of a block's
+/// activation saved (torch.compile's fusion). At the add's place, as the
+/// shortcut may be made after the norm (the downsample's). Where
+/// ProgramDecisions.h's residualNormOperand allows it, on one stage, both
+/// operands in their own layouts, channels-last or not alike; an add's GEMM
+/// fusion (planResidualFusion) first.
+void EmitContext::planResidualNormFusion() {
+  if (!cuda)
+    return;
+  const planner::GraphUses uses(g);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const int k = planner::residualNormOperand(g, uses, i);
+    if (k < 0 || linearOperandOfAdd.count(i))
+      continue;
+    const OpDef &add = g.ops[i];
+    const size_t norm = size_t(producer[size_t(add.operands[size_t(k)])]);
+    bool ok = L.ops[norm].stage == L.ops[i].stage &&
+              nhwcOps.count(norm) == nhwcOps.count(i);
+    for (size_t j = 0; j < 2; ++j)
+      ok = ok && L.ops[i].operands[j] == L.tensors[size_t(add.operands[j])];
+    if (!ok)
+      continue;
+    normOfAdd[i] = norm;
+    normsInAdd.insert(norm);
+  }
+}
+
 /// Whether the gathered copy (B) of tensor t, split on rows, is read only by
 /// column-parallel linears as their input (Megatron's sequence-parallel
 /// column linears): their input gradients, partial over tp, are then summed

@@ -17,6 +17,7 @@
 #include "codegen/emit/StageMembers.h"
 
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -93,6 +94,13 @@ private:
   /// operands ks, false where the call stores one (EmitContext::storesGrad;
   /// recorded in storedGrads_); "" where it adds to all (OpTable.cpp).
   std::string storeFlags(const OpCall &c, std::initializer_list<size_t> ks);
+
+  /// A batch norm run at its add's step (planResidualNormFusion): its
+  /// primitive's name, operand list and moments slot ("": none).
+  struct NormAtAdd {
+    std::string name, in, moments;
+  };
+  std::map<size_t, NormAtAdd> normsAtAdds_; // by the norm's op
 
   const EmitContext &cx_;
   StageMembers &members_;

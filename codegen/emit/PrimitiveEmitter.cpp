@@ -160,9 +160,15 @@ void OpEmitters::primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
   const char *store = storeDx ? ", false" : "";
   if (normWithRelu(c, name, in, din, moments, store))
     return;
+  // A norm whose add runs in its normalise pass is called at the add's step
+  // (planResidualNormFusion: the shortcut may come later).
   // A batch norm with running statistics also writes its micro-batch's
   // moments: on the device from the forward's own sums.
-  if (!moments.empty() && cx_.target.devicePrimitives)
+  if (cx_.normsInAdd.count(i)) {
+    F("// at its add's step, the sum in its normalise pass "
+      "(batchnorm_add_forward)");
+    normsAtAdds_[i] = {name, in, moments};
+  } else if (!moments.empty() && cx_.target.devicePrimitives)
     F(fmt::format("autoddl::rt::batchnorm_forward_moments({}, {{{}}}, {}, {});",
                   name, in, y, moments));
   else

@@ -668,6 +668,15 @@ void batchnorm_relu_forward(const ok::Primitive &p,
   batchnorm(p, x, y, nullptr, {}, true, {moments, true});
 }
 
+void batchnorm_add_forward(const ok::Primitive &p,
+                           const std::vector<PrimRef> &x, PrimRef residual,
+                           PrimRef y, float *moments, bool relu) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm || (moments && !p.batchStats))
+    fail(p, "a fused add after a primitive that is not a batch norm (or "
+            "moments of one on given statistics)");
+  batchnorm(p, x, y, nullptr, {}, true, {moments, relu, false, residual});
+}
+
 void batchnorm_relu_backward(const ok::Primitive &p,
                              const std::vector<PrimRef> &dx,
                              const std::vector<PrimRef> &x, PrimRef y,

@@ -356,14 +356,17 @@ __global__ void running_stats_kernel(const float *moments, int64_t slots,
   var[c] = float(v);
 }
 
-/// Forward: y = (x - m) inv scale + bias (then max(y, 0) under `relu`).
+/// Forward: y = (x - m) inv scale + bias (+ res where given; then max(y, 0)
+/// under `relu`).
 __global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
-                                       const float *stats, bool relu, Ref y) {
+                                       const float *stats, bool relu, Ref res,
+                                       Ref y) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], a = ld(scale, c) * stats[c * 4 + 1],
               b = ld(bias, c), lo = relu ? 0.0f : -INFINITY;
   for_block_values(g, [&](int64_t e) {
-    put(y, e, fmaxf((ld(x, e) - m) * a + b, lo), false);
+    const float r = res.p ? ld(res, e) : 0.0f;
+    put(y, e, fmaxf((ld(x, e) - m) * a + b + r, lo), false);
   });
 }
 
@@ -428,11 +431,13 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
 /// null: none): the micro-batch's mean and unbiased variance, 2C floats, for
 /// the running statistics. `relu`: a ReLU after the norm runs in its passes,
 /// y is its output (written forward, its mask read backward) and dy its
-/// output gradient. `storeDx`: x's gradient is stored, not added (its only
-/// writer: codegen's stored gradients, never zeroed).
+/// output gradient. `storeDx`: x's gradient is stored, not added (its first
+/// writer: codegen's stored gradients, never zeroed). `residual` (forward):
+/// added to the norm before the ReLU, y the sum's (batchnorm_add_forward).
 struct NormPasses {
   float *moments = nullptr;
   bool relu = false, storeDx = false;
+  PrimRef residual = nullptr;
 };
 
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
@@ -471,8 +476,9 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                          moments,
                          forward,
                          relu,
-                         !o.storeDx};
-    if (forward ? packs_fit(C, {x[0], y})
+                         !o.storeDx,
+                         ref(o.residual)};
+    if (forward ? packs_fit(C, {x[0], y, o.residual})
                 : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}))
       return batchnorm_last<kPack<act_t>>(n);
     return batchnorm_last<1>(n);
@@ -491,7 +497,8 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                           forward ? moments : nullptr);
   if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(o.residual),
+        ref(y));
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),

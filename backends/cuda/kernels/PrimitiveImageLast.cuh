@@ -544,13 +544,13 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-/// The forward's normalise pass: y = (x - m) inv scale + bias (then max(y,
-/// 0) under `relu`), batchnorm_apply_kernel's formula.
+/// The forward's normalise pass: y = (x - m) inv scale + bias (+ res where
+/// given; then max(y, 0) under `relu`), batchnorm_apply_kernel's formula.
 template <int V>
 __global__ void __launch_bounds__(kNormThreads)
     batchnorm_apply_last_kernel(NormGrid g, int lanes, Ref x, Ref scale,
                                 Ref bias, const float *stats, bool relu,
-                                Ref y) {
+                                Ref res, Ref y) {
   const LastTile t = last_tile<V>(g, lanes);
   if (!t.live)
     return;
@@ -565,10 +565,12 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll 4
   for (int64_t r = t.r0; r < t.r1; r += t.rowLanes) {
     const int64_t e = r * g.C + t.c0;
-    float xv[V];
+    float xv[V], rv[V] = {};
     ld_pack<V>(x, e, xv);
+    if (res.p)
+      ld_pack<V>(res, e, rv);
     for (int v = 0; v < V; ++v)
-      xv[v] = fmaxf((xv[v] - m[v]) * a[v] + b[v], lo);
+      xv[v] = fmaxf((xv[v] - m[v]) * a[v] + b[v] + rv[v], lo);
     put_pack<V>(y, e, xv, false);
   }
 }
@@ -637,6 +639,7 @@ struct NormLastCall {
   NormGrad dy;
   float *moments;
   bool forward, relu, accDx;
+  Ref residual; // forward: added before the ReLU (batchnorm_add_forward)
 };
 template <int V> void batchnorm_last(const NormLastCall &n) {
   // Each pass a wave of its own kernel's blocks (the finish reads the sums'
@@ -673,7 +676,7 @@ template <int V> void batchnorm_last(const NormLastCall &n) {
   if (n.forward)
     batchnorm_apply_last_kernel<V>
         <<<grid2, kNormThreads, 0, compute_stream()>>>(
-            g2, lanes, n.x, n.scale, n.bias, stats, n.relu, n.y);
+            g2, lanes, n.x, n.scale, n.bias, stats, n.relu, n.residual, n.y);
   else if (n.dx.p)
     batchnorm_dx_last_kernel<V><<<grid2, kNormThreads, 0, compute_stream()>>>(
         g2, lanes, n.x, n.scale, bool(n.mean.p), stats, n.dy, n.dx, n.accDx);

@@ -102,12 +102,17 @@ enum Form : unsigned {
   // Operand 0's gradient stored (accumulate_dx false) into a poisoned
   // buffer: a first writer's (codegen's stored gradients).
   kStoreDx = 4,
+  // A batch norm with the add after it in its normalise pass
+  // (batchnorm_add_forward; with kRelu the ReLU after the add): y = norm(x) +
+  // r for a random r. The forward alone (the norm's backward is the plain
+  // one).
+  kResidual = 8,
 };
 void check(const std::string &label, const std::string &op,
            const ok::PrimitiveAttrs &attrs, const std::vector<Operand> &ops,
            const Dims &out, unsigned form = kNchw) {
   const bool last = form & kLast, relu = form & kRelu,
-             storeDx = form & kStoreDx;
+             storeDx = form & kStoreDx, residual = form & kResidual;
   std::vector<Dims> in;
   std::vector<std::vector<double>> consts;
   for (const Operand &o : ops) {
@@ -162,6 +167,10 @@ void check(const std::string &label, const std::string &op,
   const ok::DropoutKey key{7, 3, 11};
   std::vector<float> y(static_cast<size_t>(ny)), dyIn = dy;
   ok::primitive_forward<float>(p, xc, y.data(), key);
+  const std::vector<float> r =
+      residual ? random_values(gRng, ny, -1.0f, 1.0f) : std::vector<float>();
+  for (size_t e = 0; e < r.size(); ++e)
+    y[e] += r[e];
   std::vector<float> yOut = y; // the ReLU's output where one follows
   for (size_t e = 0; relu && e < y.size(); ++e) {
     yOut[e] = std::max(y[e], 0.0f);
@@ -174,20 +183,27 @@ void check(const std::string &label, const std::string &op,
   dyd.put(stored(dy, out));
   if (storeDx && dxd[0])
     poison(dxd[0]->act->data(), dxd[0]->n * int64_t(sizeof(act_t)));
-  if (relu)
+  DevArray rd(residual ? ny : 1, false);
+  if (residual)
+    rd.put(stored(r, out));
+  if (residual)
+    rt::batchnorm_add_forward(p, xg, rd.ref(), yd.ref(), nullptr, relu);
+  else if (relu)
     rt::batchnorm_relu_forward(p, xg, yd.ref(), nullptr);
   else
     rt::primitive_forward(p, xg, yd.ref(), key);
-  if (relu)
-    rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
-  else if (storeDx && p.kind == ok::Primitive::Kind::BatchNorm)
-    rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
-  else
-    rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+  if (!residual) { // (the forward alone)
+    if (relu)
+      rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+    else if (storeDx && p.kind == ok::Primitive::Kind::BatchNorm)
+      rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
+    else
+      rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+  }
   rt::synchronize();
   bool good = report(label + " forward",
                      rel_error(stored(yd.get(), out, true), yOut), kActTol);
-  for (size_t j = 0; j < k; ++j)
+  for (size_t j = 0; j < k && !residual; ++j)
     if (dxd[j])
       good =
           report(label + " d" + std::to_string(j) + " (" + ops[j].role + ")",
@@ -610,6 +626,20 @@ void checkAll() {
         none, {{{4, 64, 2, 3}}}, {4, 64, 1, 1}, kLast | kStoreDx);
   check("Relu dx stored (zeroed first)", "Relu", none, {{{2, 6, 3, 5}}},
         {2, 6, 3, 5}, kStoreDx);
+  // A batch norm with the residual add (and its ReLU) in its normalise pass
+  // (ResNet's last norm of a block): NCHW, NHWC, packed, row splits.
+  check("BatchNormalization + add", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, kResidual);
+  check("BatchNormalization + add + ReLU NHWC", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
+        kLast | kRelu | kResidual);
+  check("BatchNormalization + add + ReLU NHWC packed, row splits",
+        "BatchNormalization", none,
+        {{{8, 16, 16, 16}}, {{16}, 'p'}, {{16}, 'p'}}, {8, 16, 16, 16},
+        kLast | kRelu | kResidual);
+  check("BatchNormalization + add NHWC packed", "BatchNormalization", none,
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7},
+        kLast | kResidual);
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
