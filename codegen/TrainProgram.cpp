@@ -11,6 +11,8 @@
 #include "codegen/emit/NumberFold.h"
 #include "planner/ProgramDecisions.h"
 
+#include <algorithm>
+
 namespace autoddl::codegen::emit {
 
 /// Vocabulary of a token model: rows of the first embedding table.
@@ -133,6 +135,37 @@ void EmitContext::planProducerReluFusion() {
   }
 }
 
+/// The CUDA program runs a batch norm whose output only a same-shape add
+/// reads (ResNet's last norm of a block, added to the shortcut) at the add's
+/// place, the add (and its ReLU, planProducerReluFusion) in the norm's
+/// normalise pass (kernels/Primitive.h batchnorm_add_forward): the norm's
+/// output is never written nor read back, a write and a read of a block's
+/// activation saved (torch.compile's fusion). At the add's place, as the
+/// shortcut may be made after the norm (the downsample's). Where
+/// ProgramDecisions.h's residualNormOperand allows it, on one stage, both
+/// operands in their own layouts, channels-last or not alike; an add's GEMM
+/// fusion (planResidualFusion) first.
+void EmitContext::planResidualNormFusion() {
+  if (!cuda)
+    return;
+  const planner::GraphUses uses(g);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const int k = planner::residualNormOperand(g, uses, i);
+    if (k < 0 || linearOperandOfAdd.count(i))
+      continue;
+    const OpDef &add = g.ops[i];
+    const size_t norm = size_t(producer[size_t(add.operands[size_t(k)])]);
+    bool ok = L.ops[norm].stage == L.ops[i].stage &&
+              nhwcOps.count(norm) == nhwcOps.count(i);
+    for (size_t j = 0; j < 2; ++j)
+      ok = ok && L.ops[i].operands[j] == L.tensors[size_t(add.operands[j])];
+    if (!ok)
+      continue;
+    normOfAdd[i] = norm;
+    normsInAdd.insert(norm);
+  }
+}
+
 /// Whether the gathered copy (B) of tensor t, split on rows, is read only by
 /// column-parallel linears as their input (Megatron's sequence-parallel
 /// column linears): their input gradients, partial over tp, are then summed
@@ -159,18 +192,39 @@ bool EmitContext::gathersPartialGrads(int t) const {
 }
 
 /// cuda: whether op i's backward may store (=) its input gradient of t, held
-/// in `dx`, instead of adding to it, so that the buffer needs no zeroing:
-/// t is an activation that op i alone reads, once, in t's own layout (no
-/// conversion writes the buffer too), on the stage that makes t (its
-/// gradient is not received), and dx is that layout's gradient buffer.
+/// in `dx`, instead of adding to it, so that the buffer needs no zeroing: op
+/// i is t's first writer in the backward, which runs a stage's steps in
+/// reverse op order. t is an activation made on this stage (its gradient is
+/// not received); op i reads it once, in t's own layout (dx is that layout's
+/// buffer), and is its last reader; every reader is on this stage and reads
+/// t as it is stored, so no conversion's backward (a tp layout change, a
+/// channels-last transpose, a gather over nodes) writes the buffer too. The
+/// other readers' backwards run after op i's and add to what it stored.
 bool EmitContext::storesGrad(size_t i, int t, TpLayout l,
                              const std::string &dx) const {
   if (!cuda || isParam(t) || isInput(t) || t == g.loss ||
       !(l == L.tensors[size_t(t)]) || dx != grad(t, l))
     return false;
   const int p = producer[size_t(t)];
-  return p >= 0 && L.ops[size_t(p)].stage == L.ops[i].stage &&
-         users[size_t(t)] == std::vector<size_t>{i};
+  const std::vector<size_t> &readers = users[size_t(t)];
+  if (p < 0 || readers.empty() || readers.back() != i ||
+      std::count(readers.begin(), readers.end(), i) != 1)
+    return false;
+  if (readers.size() == 1)
+    return L.ops[size_t(p)].stage == L.ops[i].stage;
+  if (nodeSplit())
+    return false;
+  const bool last = storedChannelsLast(t);
+  for (size_t j : readers) {
+    const OpDef &op = g.ops[j];
+    for (size_t k = 0; k < op.operands.size(); ++k)
+      if (op.operands[k] == t &&
+          (L.ops[j].stage != L.ops[size_t(p)].stage ||
+           !(L.ops[j].operands[k] == L.tensors[size_t(t)]) ||
+           (imageTensor(t) && (nhwcOps.count(j) > 0) != last)))
+        return false;
+  }
+  return true;
 }
 
 /// The CUDA program holds a vocabulary-sized parameter whose leading dimension

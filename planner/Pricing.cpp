@@ -117,6 +117,10 @@ struct NeighbourFusions {
   // A linear after a fused GELU: its input gradient's GEMM (the DGELU
   // epilogue) runs in bf16 in an fp8 plan (Linear.cu).
   bool dxThroughGelu = false;
+  // An add whose batch norm operand runs it in its normalise pass
+  // (residualNormOperand): the norm reads the other operand beside x, the
+  // add has no forward kernel, the norm's output is never written.
+  bool normOfAdd = false, addInNorm = false;
 };
 NeighbourFusions neighbourFusions(const ModelGraph &g, const GraphUses &uses,
                                   size_t gi, int tp) {
@@ -132,6 +136,17 @@ NeighbourFusions neighbourFusions(const ModelGraph &g, const GraphUses &uses,
                : -1;
   };
   f.producerOfRelu = reluOf(gi) >= 0;
+  // Op i's batch norm operand runs it (an add the GEMM writes runs none).
+  auto normOf = [&](size_t i) {
+    const int k = residualNormOperand(g, uses, i);
+    return k >= 0 && (!residualFusionPriced(tp) ||
+                      residualGemmOperands(g, uses, i).empty())
+               ? uses.producer[size_t(g.ops[i].operands[size_t(k)])]
+               : -1;
+  };
+  f.addInNorm = normOf(gi) >= 0;
+  if (op.results.size() == 1 && uses.readers[size_t(op.results[0])].size() == 1)
+    f.normOfAdd = normOf(uses.readers[size_t(op.results[0])][0]) == int(gi);
   const int before =
       op.operands.empty() ? -1 : uses.producer[size_t(op.operands[0])];
   if (before < 0)
@@ -141,9 +156,26 @@ NeighbourFusions neighbourFusions(const ModelGraph &g, const GraphUses &uses,
   f.dxThroughGelu = op.kind == "linear" &&
                     geluEpilogueChain(g, uses, size_t(before), chain) &&
                     chain.fc2 == gi;
-  f.reluInBias = op.kind == "relu" &&
-                 fusedBiasRelu(g, uses, size_t(before)) == int(gi);
+  f.reluInBias =
+      op.kind == "relu" && fusedBiasRelu(g, uses, size_t(before)) == int(gi);
   return f;
+}
+
+/// What the fusions of nf change of an op's forward and backward times;
+/// `pass`: one pass over its output (seconds); batchNorm: the op is a batch
+/// norm primitive.
+void applyNeighbourFusions(const NeighbourFusions &nf, bool batchNorm,
+                           double pass, double &forward, double &backward) {
+  if (nf.reluInBias || nf.reluInProducer) // in its producer's passes
+    forward = backward = 0;
+  if (nf.addInNorm) // in its norm's normalise pass
+    forward = 0;
+  if (nf.normOfAdd) // its add's other operand read
+    forward += pass;
+  // The ReLU's output read as the mask: once, or in both of a batch norm's
+  // backward passes (batchnorm_relu_backward).
+  if (nf.biasOfRelu || nf.producerOfRelu)
+    backward += (batchNorm ? 2 : 1) * pass;
 }
 
 /// An FP8 linear's casts (memory-bound passes over x, W and dY, Fp8Rule.h)
@@ -290,6 +322,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
   opCost_.resize(sg_.ops.size());
   inGemm_.clear();
   biasOfRelu_.clear();
+  normOfAdd_.clear();
   fusedOperand_.clear();
   padScale_.assign(sg_.ops.size(), 1.0);
   for (size_t i = 0; i < sg_.ops.size(); ++i) {
@@ -301,6 +334,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                                !residualGemmOperands(g, uses, gi).empty();
     const NeighbourFusions nf = neighbourFusions(g, uses, gi, tp_);
     biasOfRelu_.push_back(nf.biasOfRelu || nf.producerOfRelu);
+    normOfAdd_.push_back(nf.normOfAdd);
     inGemm_.push_back(fusedGelu       ? InGemm::All
                       : fusedResidual ? InGemm::Forward
                                       : InGemm::None);
@@ -391,14 +425,10 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                                    bulk, kernels)
                           .backward();
       }
-      if (nf.reluInBias || nf.reluInProducer)
-        sc.forward = sc.backward = 0;
-      // Its backward reads the ReLU's output as the mask: once, or in both of
-      // a batch norm's backward passes (batchnorm_relu_backward).
-      if (nf.biasOfRelu || nf.producerOfRelu)
-        sc.backward += (batchNormPrimitive(op) ? 2 : 1) * prod(out[0].shape) *
-                       o_.activationElementBytes /
-                       (c_.hbmBandwidth * c_.hbmEfficiency);
+      applyNeighbourFusions(nf, batchNormPrimitive(op),
+                            prod(out[0].shape) * o_.activationElementBytes /
+                                (c_.hbmBandwidth * c_.hbmEfficiency),
+                            sc.forward, sc.backward);
       sc.savedInternal = oc.savedInternal;
       if (s.inOpAllReduceBytes > 0)
         sc.comm = cost::collectiveCost(c_, cost::Collective::AllReduce,
@@ -567,7 +597,8 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   // gradient). The CUDA program writes no gradient of a GELU fused into its
   // GEMMs, and never materialises a linear's output its GEMM adds to the
   // residual, nor the result of a bias_add, batch norm or add that its ReLU
-  // reads in the same pass (ProgramDecisions.h).
+  // reads in the same pass, nor the value of a batch norm its add's pass
+  // replaces (its gradient is formed; ProgramDecisions.h).
   const double hostScale = 4.0 / o_.activationElementBytes;
   const InGemm made = inGemm_[E.producer];
   bool neverFormed = !E.consumers.empty() && R.kind != Sbp::Partial;
@@ -579,8 +610,11 @@ PricingContext::EdgeTerms PricingContext::edgeTerms(int e,
   const double rb = localBytes(t, kept) * padScale_[E.producer];
   // Each buffer with its gradient (of which programGrad/hostGrad: the
   // gradients, which a stage's sets may share: StageMemory.cpp).
+  const bool gradOnly =
+      normOfAdd_[E.producer] && E.consumers.size() == 1 &&
+      sigOf(E.consumers[0].first).operands[E.consumers[0].second] == R;
   r.programGrad = neverFormed || made == InGemm::All ? 0 : rb;
-  r.program = neverFormed ? 0 : made == InGemm::All ? rb : 2 * rb;
+  r.program = neverFormed ? 0 : made == InGemm::All || gradOnly ? rb : 2 * rb;
   r.hostGrad = rb * hostScale;
   r.host = 2 * rb * hostScale;
   {

@@ -180,6 +180,9 @@ private:
   // Per op: a bias_add, batch norm or add whose ReLU runs in its passes (its
   // result never formed).
   std::vector<bool> biasOfRelu_;
+  // Per op: a batch norm whose add runs in its normalise pass (its value
+  // never formed, its gradient is).
+  std::vector<bool> normOfAdd_;
   // Per collapsed residual add: the operand whose linear may write the sum
   // in its GEMM (that tensor is then never materialised); else -1.
   std::vector<int> fusedOperand_;

@@ -119,6 +119,26 @@ int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op) {
   return int(readers[0]);
 }
 
+int residualNormOperand(const ModelGraph &g, const GraphUses &uses,
+                        size_t add) {
+  const OpDef &o = g.ops[add];
+  if (o.kind != "add" || o.operands.size() != 2 || o.results.size() != 1 ||
+      o.operands[0] == o.operands[1] || o.results[0] == g.loss)
+    return -1;
+  const auto &out = g.tensors[size_t(o.results[0])].shape;
+  for (size_t k : {size_t(0), size_t(1)})
+    if (g.tensors[size_t(o.operands[k])].shape != out)
+      return -1;
+  for (int k : {0, 1}) {
+    const int t = o.operands[size_t(k)], norm = uses.producer[size_t(t)];
+    if (norm >= 0 && batchNormPrimitive(g.ops[size_t(norm)]) &&
+        g.ops[size_t(norm)].results.size() == 1 && t != g.loss &&
+        uses.readers[size_t(t)] == std::vector<size_t>{add})
+      return k;
+  }
+  return -1;
+}
+
 std::vector<size_t> residualGemmOperands(const ModelGraph &g,
                                          const GraphUses &uses, size_t add) {
   const OpDef &op = g.ops[add];

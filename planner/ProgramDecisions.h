@@ -110,6 +110,19 @@ bool batchNormPrimitive(const OpDef &o);
 /// writes (planResidualFusion); the pricing does not look at layouts.
 int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op);
 
+/// The operand of add op `add` whose batch norm the CUDA program runs with
+/// the add in its normalise pass (batchnorm_add_forward: ResNet's last norm
+/// of a block and its shortcut, y = norm(x) + shortcut, then the ReLU after
+/// the add where fusedProducerRelu runs it there), or -1: an add of two
+/// distinct operands of its result's shape, operand k (0 first) made by a
+/// BatchNormalization primitive and read by this add alone, neither the
+/// loss. The norm's own output is never written (its gradient is: the add's
+/// backward stores it, the norm's reads it). Codegen
+/// (planResidualNormFusion) also wants both on one stage in one layout and
+/// an add whose sum no linear's GEMM writes; the pricing does not look at
+/// layouts.
+int residualNormOperand(const ModelGraph &g, const GraphUses &uses, size_t add);
+
 /// For residual add op `add`, the operands (1, then 0) whose producing linear
 /// can write the sum in its GEMM (linear_residual_forward, reading the other
 /// operand, the residual, as C): that linear's output read by this add alone

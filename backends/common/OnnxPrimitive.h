@@ -459,6 +459,17 @@ inline std::string primitiveCudaRefusal(const Primitive &p,
   return "";
 }
 
+/// Whether the CUDA backward of p stores its operand 0's gradient in the
+/// passes that compute it, without reading it (kernels/Primitive.h
+/// primitive_backward's accumulate_dx; others zero it first): pools, sum and
+/// mean Reduces (ResNet's global pool), batch norms. Codegen has a first
+/// writer store only these.
+inline bool primitiveStoresDxInPass(const Primitive &p) {
+  using K = Primitive::Kind;
+  return p.kind == K::Pool || p.kind == K::BatchNorm ||
+         (p.kind == K::Reduce && p.reduce != Reduce::Max);
+}
+
 /// Whether p computes the same function on channels-last storage of its
 /// [N, C, H, W] operand 0 and result (codegen's layout choice,
 /// codegen/emit/ChannelsLast.cpp): elementwise ops whose operands all have

@@ -2,20 +2,27 @@
 // primitives (backends/cuda/kernels/PrimitiveImage*.cuh) at torchvision
 // ResNet-50's shapes (224x224 images, v1.5): the batch norms (12 distinct
 // shapes of the 53, with or without the ReLU fused after them), the stem's
-// 3x3/2 max pool and the global average pool, each forward and backward as
-// the generated program calls them (batch statistics with the micro-batch's
-// moments; x's gradient stored, the parameters' added). One JSON object a
-// line on stdout: per kernel and direction the time, the bandwidth floor of
-// the bytes its passes must move and the bandwidth reached, then the sums
-// over a training step (each shape times its count).
+// 3x3/2 max pool, the global average pool and the residual adds with their
+// ReLU (kernels/Elementwise.h add_relu_*: 4 shapes of the 16, their forward
+// inside the blocks' last norms: batchnorm_add_forward), each forward
+// and backward as the generated program calls them (batch statistics with the
+// micro-batch's moments; the input gradients stored by their first writers,
+// the parameters' added). One JSON object a line on stdout: per kernel and
+// direction the time, the bandwidth floor of the bytes its passes must move
+// and the bandwidth reached, then the sums over a training step (each shape
+// times its count; lines of count 0, the adding variants and the add's own
+// forward, for comparison).
 //
 // Floors (docs/cuda-kernels.md "Channels-last image kernels"): E elements
 // of act_t in x. Batch norm forward 3E (x read by the sums pass and by the
 // normalise pass, y written), backward 5E (x, dy read twice, dx written) or
-// 7E with the ReLU (its output y read twice as dy's mask). Max pool forward
-// E + E/4 (x read, y written); backward: the taps pass reads x and writes a
-// byte a y element, the gather reads them, dy and dx and writes dx. Global
-// pool: x read (forward), dx read and written (backward). At kPeakGBs.
+// 7E with the ReLU (its output y read twice as dy's mask); forward with the
+// residual add and its ReLU 4E (the shortcut read too). Max pool forward
+// E + E/4 (x read, y written); backward (the stride-tile kernel) x and dy
+// read, dx written (E + E/4 + E), the adding variant dx read too. Global
+// pool: x read (forward), dy read and dx written (backward). Residual add +
+// ReLU: forward 3E (a, b read, out written); backward 4E (out, dout read,
+// da, db stored), 6E adding. At kPeakGBs.
 //
 // build (here, after ./scripts/build.sh; one command over these lines):
 //   nvcc -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -I.
@@ -24,6 +31,7 @@
 //     -o .gpu/image/image_kernels_bench
 // usage: image_kernels_bench [B]   (default 256 images)
 #include "backends/common/OnnxPrimitive.h"
+#include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Primitive.h"
 #include "bench/cuda/BenchTiming.cuh"
 
@@ -44,17 +52,19 @@ constexpr bench::Timing kTiming{3, 10, 5}; // warm-up, calls a group, groups
 constexpr double kPeakGBs = 3000.0; // H100 HBM3 reachable by a copy, GB/s
 
 /// One distinct batch norm of ResNet-50: channels, side, ReLU after it
-/// (fused: batchnorm_relu_*), how many of the 53.
+/// (fused: batchnorm_relu_*), how many of the 53, and how many of those run
+/// the residual add and its ReLU in their normalise pass (a block's last
+/// norm: batchnorm_add_forward; the downsample's norm runs alone).
 struct Norm {
   int64_t C, H;
   bool relu;
-  int count;
+  int count, added;
 };
 const Norm kNorms[] = {
-    {64, 112, true, 1}, {64, 56, true, 6},   {256, 56, false, 4},
-    {128, 56, true, 1}, {128, 28, true, 7},  {512, 28, false, 5},
-    {256, 28, true, 1}, {256, 14, true, 11}, {1024, 14, false, 7},
-    {512, 14, true, 1}, {512, 7, true, 5},   {2048, 7, false, 4}};
+    {64, 112, true, 1, 0}, {64, 56, true, 6, 0},   {256, 56, false, 4, 3},
+    {128, 56, true, 1, 0}, {128, 28, true, 7, 0},  {512, 28, false, 5, 4},
+    {256, 28, true, 1, 0}, {256, 14, true, 11, 0}, {1024, 14, false, 7, 6},
+    {512, 14, true, 1, 0}, {512, 7, true, 5, 0},   {2048, 7, false, 4, 3}};
 
 /// The channels-last primitive of an ONNX node (as codegen's).
 ok::Primitive image(const std::string &op, const ok::PrimitiveAttrs &attrs,
@@ -115,10 +125,21 @@ void benchNorm(int64_t B, const Norm &n, double *floorSum) {
   const std::string name = "batchnorm" + std::string(n.relu ? "_relu" : "") +
                            "_C" + std::to_string(n.C) + "_H" +
                            std::to_string(n.H);
-  report(name, n.count, false, f, 3 * e2);
+  report(name, n.count - n.added, false, f, 3 * e2);
   report(name, n.count, true, b, (n.relu ? 7 : 5) * e2);
-  floorSum[0] += n.count * 3 * e2;
+  floorSum[0] += (n.count - n.added) * 3 * e2;
   floorSum[1] += n.count * (n.relu ? 7 : 5) * e2;
+  if (n.added == 0)
+    return;
+  // With the residual add and its ReLU: the shortcut read beside x twice.
+  rt::DeviceBuffer<act_t> shortcut(E);
+  bench::fill(shortcut.data(), E, 12);
+  const double fa = bench::median_ms(kTiming, [&] {
+    rt::batchnorm_add_forward(p, in, shortcut.data(), y.data(), moments.data(),
+                              true);
+  });
+  report(name + "_add_relu", n.added, false, fa, 4 * e2);
+  floorSum[0] += n.added * 4 * e2;
 }
 
 void benchPools(int64_t B, double *floorSum) {
@@ -137,15 +158,18 @@ void benchPools(int64_t B, double *floorSum) {
     const double f = bench::median_ms(
         kTiming, [&] { rt::primitive_forward(pool, {x.data()}, y.data()); });
     const double b = bench::median_ms(kTiming, [&] {
+      rt::primitive_backward(pool, {dx.data()}, {x.data()}, y.data(), dy.data(),
+                             false);
+    });
+    const double ba = bench::median_ms(kTiming, [&] {
       rt::primitive_backward(pool, {dx.data()}, {x.data()}, y.data(),
                              dy.data());
     });
-    // Backward: x read, taps written and read (a byte a y element), dy read,
-    // dx read and written (a pool's backward adds).
-    const double fb = E * a + Ey * a,
-                 bb = E * a + 2.0 * Ey + Ey * a + 2 * E * a;
+    // Backward: x and dy read, dx stored; adding, dx read too.
+    const double fb = E * a + Ey * a, bb = E * a + Ey * a + E * a;
     report("maxpool_3x3s2_C64_H112", 1, false, f, fb);
     report("maxpool_3x3s2_C64_H112", 1, true, b, bb);
+    report("maxpool_3x3s2_C64_H112_add", 0, true, ba, bb + E * a);
     floorSum[0] += fb;
     floorSum[1] += bb;
   }
@@ -159,13 +183,49 @@ void benchPools(int64_t B, double *floorSum) {
   const double f = bench::median_ms(
       kTiming, [&] { rt::primitive_forward(gap, {x.data()}, y.data()); });
   const double b = bench::median_ms(kTiming, [&] {
-    rt::primitive_backward(gap, {dx.data()}, {x.data()}, y.data(), dy.data());
+    rt::primitive_backward(gap, {dx.data()}, {x.data()}, y.data(), dy.data(),
+                           false);
   });
-  const double fb = (G + Go) * a, bb = (2 * G + Go) * a;
+  const double fb = (G + Go) * a, bb = (G + Go) * a;
   report("global_avgpool_C2048_H7", 1, false, f, fb);
   report("global_avgpool_C2048_H7", 1, true, b, bb);
   floorSum[0] += fb;
   floorSum[1] += bb;
+}
+
+/// ResNet-50's residual adds with their ReLU, one shape a stage (v1.5:
+/// 3, 4, 6, 3 blocks), as the program calls them: both gradients stored (the
+/// add reads the last norm's output and the shortcut last).
+void benchAdds(int64_t B, double *floorSum) {
+  const struct {
+    int64_t C, H;
+    int count;
+  } kAdds[] = {{256, 56, 3}, {512, 28, 4}, {1024, 14, 6}, {2048, 7, 3}};
+  for (const auto &s : kAdds) {
+    const int64_t E = B * s.C * s.H * s.H;
+    rt::DeviceBuffer<act_t> a(E), b(E), out(E), dout(E), da(E), db(E);
+    bench::fill(a.data(), E, 9);
+    bench::fill(b.data(), E, 10);
+    bench::fill(dout.data(), E, 11);
+    const double f = bench::median_ms(kTiming, [&] {
+      rt::add_relu_forward(out.data(), a.data(), b.data(), E);
+    });
+    const double g = bench::median_ms(kTiming, [&] {
+      rt::add_relu_backward(da.data(), db.data(), out.data(), dout.data(), E,
+                            false, false);
+    });
+    const double ga = bench::median_ms(kTiming, [&] {
+      rt::add_relu_backward(da.data(), db.data(), out.data(), dout.data(), E);
+    });
+    const double e = double(E) * double(sizeof(act_t));
+    const std::string name =
+        "add_relu_C" + std::to_string(s.C) + "_H" + std::to_string(s.H);
+    // The forward runs in the norm's pass (batchnorm_..._add_relu): count 0.
+    report(name, 0, false, f, 3 * e);
+    report(name, s.count, true, g, 4 * e);
+    report(name + "_add", 0, true, ga, 6 * e);
+    floorSum[1] += s.count * 4 * e;
+  }
 }
 
 } // namespace
@@ -182,6 +242,7 @@ int main(int argc, char **argv) {
   const double normMs[2] = {gSum[0], gSum[1]},
                normFloor[2] = {floorBytes[0], floorBytes[1]};
   benchPools(B, floorBytes);
+  benchAdds(B, floorBytes);
   auto ms = [](double bytes) { return bytes / (kPeakGBs * 1e9) * 1e3; };
   std::printf("{\"summary\": \"batchnorm x53\", \"B\": %lld, \"fwd_ms\": %.3f, "
               "\"bwd_ms\": %.3f, \"floor_fwd_ms\": %.3f, \"floor_bwd_ms\": "

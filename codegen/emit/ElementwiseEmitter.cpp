@@ -19,23 +19,44 @@ void OpEmitters::emitAdd(OpCall &c) {
     BI("// the linear operand's gradient is this sum's (its backward reads "
        "it)");
     if (!cx_.isInput(op.operands[1 - lk]))
-      BI(fmt::format("add_into({}, {}, {});", dx[1 - lk], dy, n));
+      BI(fmt::format("add_into({}, {}, {}{});", dx[1 - lk], dy, n,
+                     storeFlags(c, {1 - lk})));
     return;
   }
-  if (auto it = cx_.reluAfter.find(i); it != cx_.reluAfter.end()) {
-    // The ReLU after it runs here (planProducerReluFusion): its output
-    // written, its output gradient masked by it to both operands.
-    const int out = cx_.g.ops[it->second].results[0];
+  // The ReLU after it runs here (planProducerReluFusion): its output
+  // written, its output gradient masked by it to both operands.
+  const auto it = cx_.reluAfter.find(i);
+  std::string out = y, relu;
+  if (it != cx_.reluAfter.end()) {
+    const int t = cx_.g.ops[it->second].results[0];
     const TpLayout lo = cx_.L.ops[it->second].result;
-    const std::string relu = cx_.val(out, lo), drelu = cx_.grad(out, lo);
-    F(fmt::format("add_relu_forward({}, {}, {}, {}); // and {}", relu, x[0],
-                  x[1], n, commentText(cx_.g.ops[it->second].name)));
-    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {});", dx[0], dx[1], relu,
-                   drelu, n));
+    out = cx_.val(t, lo);
+    relu = commentText(cx_.g.ops[it->second].name);
+    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {}{});", dx[0], dx[1],
+                   out, cx_.grad(t, lo), n, storeFlags(c, {0, 1})));
+  } else {
+    BI(fmt::format("add_backward({}, {}, {}, {}{});", dx[0], dx[1], dy, n,
+                   storeFlags(c, {0, 1})));
+  }
+  // A batch norm operand runs here, the sum in its normalise pass
+  // (planResidualNormFusion); its backward stays at its own step.
+  if (auto nt = cx_.normOfAdd.find(i); nt != cx_.normOfAdd.end()) {
+    const NormAtAdd &norm = normsAtAdds_.at(nt->second);
+    const size_t k = op.operands[0] == cx_.g.ops[nt->second].results[0] ? 0 : 1;
+    F(fmt::format("autoddl::rt::batchnorm_add_forward({}, {{{}}}, {}, {}, {}, "
+                  "{}); // {}, then this add{}",
+                  norm.name, norm.in, x[1 - k], out,
+                  norm.moments.empty() ? "nullptr" : norm.moments,
+                  relu.empty() ? "false" : "true",
+                  commentText(cx_.g.ops[nt->second].name),
+                  relu.empty() ? "" : " and " + relu));
     return;
   }
-  F(fmt::format("add_forward({}, {}, {}, {});", y, x[0], x[1], n));
-  BI(fmt::format("add_backward({}, {}, {}, {});", dx[0], dx[1], dy, n));
+  if (relu.empty())
+    F(fmt::format("add_forward({}, {}, {}, {});", y, x[0], x[1], n));
+  else
+    F(fmt::format("add_relu_forward({}, {}, {}, {}); // and {}", out, x[0],
+                  x[1], n, relu));
 }
 
 /// mul
@@ -43,8 +64,8 @@ void OpEmitters::emitMul(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("mul_forward({}, {}, {}, {});", y, x[0], x[1], n));
-  BI(fmt::format("mul_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], dy,
-                 x[0], x[1], n));
+  BI(fmt::format("mul_backward({}, {}, {}, {}, {}, {}{});", dx[0], dx[1], dy,
+                 x[0], x[1], n, storeFlags(c, {0, 1})));
 }
 
 /// gelu
@@ -59,8 +80,8 @@ void OpEmitters::emitGelu(OpCall &c) {
   const char *tanhS =
       attrOf(op, ops::attr::kApproximate) == "none" ? "false" : "true";
   F(fmt::format("gelu_forward({}, {}, {}, {});", y, x[0], n, tanhS));
-  BI(fmt::format("gelu_backward({}, {}, {}, {}, {});", dx[0], x[0], dy, n,
-                 tanhS));
+  BI(fmt::format("gelu_backward({}, {}, {}, {}, {}{});", dx[0], x[0], dy, n,
+                 tanhS, storeFlags(c, {0})));
 }
 
 /// relu, silu
@@ -83,7 +104,8 @@ void OpEmitters::emitReluSilu(OpCall &c) {
     return;
   }
   F(fmt::format("{}_forward({}, {}, {});", k, y, x[0], n));
-  BI(fmt::format("{}_backward({}, {}, {}, {});", k, dx[0], x[0], dy, n));
+  BI(fmt::format("{}_backward({}, {}, {}, {}{});", k, dx[0], x[0], dy, n,
+                 storeFlags(c, {0})));
 }
 
 /// swiglu
@@ -91,8 +113,8 @@ void OpEmitters::emitSwiglu(OpCall &c) {
   auto &[i, op, p, st, k, x, dx, xs, r, ys, y, dy, n, s, steps, F, BI, BW,
          sequenceOffset, gatherNodes] = c;
   F(fmt::format("swiglu_forward({}, {}, {}, {});", y, x[0], x[1], n));
-  BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {});", dx[0], dx[1], x[0],
-                 x[1], dy, n));
+  BI(fmt::format("swiglu_backward({}, {}, {}, {}, {}, {}{});", dx[0], dx[1],
+                 x[0], x[1], dy, n, storeFlags(c, {0, 1})));
 }
 
 /// softmax

@@ -66,6 +66,7 @@ EmitContext::EmitContext(const planner::Plan &plan, const ModelGraph &g,
   planBiasReluFusion();
   planChannelsLast();
   planProducerReluFusion(); // after: an op and its ReLU share a layout
+  planResidualNormFusion();
   planLayerParams();
 }
 

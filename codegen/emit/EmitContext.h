@@ -192,6 +192,11 @@ struct EmitContext {
   // emit nothing.
   std::map<size_t, size_t> reluAfter;
   std::set<size_t> relusInProducer;
+  // cuda: an add whose batch norm operand runs in the add's place, the sum
+  // (and the ReLU after it) in the norm's normalise pass
+  // (planResidualNormFusion): per add its norm; the norms write no output.
+  std::map<size_t, size_t> normOfAdd;
+  std::set<size_t> normsInAdd;
 
   int64_t vocab() const;
   /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its
@@ -286,6 +291,7 @@ private:
   void planChannelsLast();
   bool runsChannelsLast(size_t i) const;
   void planProducerReluFusion();
+  void planResidualNormFusion();
   /// Groups the layers' parameters into tables (LayerLoop.cpp).
   void planLayerParams();
 };

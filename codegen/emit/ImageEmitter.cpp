@@ -26,8 +26,8 @@ void OpEmitters::emitConv2d(OpCall &c) {
   F(fmt::format("conv2d_forward({}, {}, {}, {}, {});", y, x[0], x[1], b,
                 shape));
   if (!cx_.isInput(op.operands[0]))
-    BI(fmt::format("conv2d_backward({}, nullptr, nullptr, {}, {}, {}, {});",
-                   dx[0], dy, x[0], x[1], shape));
+    BI(fmt::format("conv2d_backward({}, nullptr, nullptr, {}, {}, {}, {}{});",
+                   dx[0], dy, x[0], x[1], shape, storeFlags(c, {0})));
   BW(fmt::format("conv2d_backward(nullptr, {}, {}, {}, {}, {}, {});", dx[1], db,
                  dy, x[0], x[1], shape));
 }
@@ -46,10 +46,12 @@ void OpEmitters::emitPool2d(OpCall &c) {
       cx_.nhwcOps.count(i) ? fmt::format(", /*channels_last=*/{}", a[1]) : "";
   F(fmt::format("pool2d_forward({}, {}, {}, {}, {}, {}, {}, {}{});", y, x[0],
                 a[0] * a[1], a[2], a[3], kernel, stride, isMax, last));
-  if (!cx_.isInput(op.operands[0]))
-    BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {}{});",
-                   dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
-                   isMax, last));
+  if (cx_.isInput(op.operands[0]))
+    return;
+  const std::string store = storeFlags(c, {0});
+  BI(fmt::format("pool2d_backward({}, {}, {}, {}, {}, {}, {}, {}, {}{}{});",
+                 dx[0], x[0], dy, a[0] * a[1], a[2], a[3], kernel, stride,
+                 isMax, last.empty() && !store.empty() ? ", 0" : last, store));
 }
 
 /// flatten, reshape
@@ -63,7 +65,8 @@ void OpEmitters::emitFlatten(OpCall &c) {
   F(copy.substr(2, copy.size() - 3)); // F indents and ends the line
 
   if (!cx_.isInput(op.operands[0]))
-    BI(fmt::format("add_into({}, {}, {});", dx[0], dy, n));
+    BI(fmt::format("add_into({}, {}, {}{});", dx[0], dy, n,
+                   storeFlags(c, {0})));
 }
 
 /// transpose

@@ -16,6 +16,8 @@
 #include "codegen/emit/OpTable.h"
 #include "codegen/emit/StageMembers.h"
 
+#include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -87,6 +89,18 @@ private:
   bool normWithRelu(OpCall &c, const std::string &name, const std::string &in,
                     const std::string &din, const std::string &moments,
                     const char *store);
+
+  /// cuda: a backward call's trailing accumulate flags for the gradients of
+  /// operands ks, false where the call stores one (EmitContext::storesGrad;
+  /// recorded in storedGrads_); "" where it adds to all (OpTable.cpp).
+  std::string storeFlags(const OpCall &c, std::initializer_list<size_t> ks);
+
+  /// A batch norm run at its add's step (planResidualNormFusion): its
+  /// primitive's name, operand list and moments slot ("": none).
+  struct NormAtAdd {
+    std::string name, in, moments;
+  };
+  std::map<size_t, NormAtAdd> normsAtAdds_; // by the norm's op
 
   const EmitContext &cx_;
   StageMembers &members_;

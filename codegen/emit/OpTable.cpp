@@ -46,6 +46,21 @@ std::string cudaPrimitiveRefusal(const ModelGraph &g, const OpDef &op) {
 
 } // namespace
 
+std::string OpEmitters::storeFlags(const OpCall &c,
+                                   std::initializer_list<size_t> ks) {
+  std::string flags;
+  bool any = false;
+  for (size_t k : ks) {
+    const bool store =
+        cx_.storesGrad(c.i, c.op.operands[k], c.p.operands[k], c.dx[k]);
+    if (store)
+      storedGrads_.insert(c.dx[k]);
+    any = any || store;
+    flags += store ? ", false" : ", true";
+  }
+  return any ? flags : "";
+}
+
 std::string opsRefusal(const ModelGraph &g, Backend backend) {
   const bool cuda = backend == Backend::Cuda;
   const std::string name = cuda ? "cuda" : "cpu";
@@ -105,10 +120,12 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   // A fused GELU's output gradient is never formed (planGeluFusion); a
   // linear whose GEMM writes its sum with a residual (planResidualFusion),
   // and a bias_add whose ReLU runs in its passes (planBiasReluFusion), has
-  // neither output nor gradient buffer.
+  // neither output nor gradient buffer; a norm run in its add's place
+  // (planResidualNormFusion) its gradient's alone.
   if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i) &&
       !cx_.reluAfter.count(i))
-    buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i));
+    buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i),
+                       !cx_.normsInAdd.count(i));
   const std::vector<int64_t> ys = cx_.local(r, p.result);
   const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);
   std::string dy = cx_.full(r).empty() ? "" : cx_.grad(r, p.result);

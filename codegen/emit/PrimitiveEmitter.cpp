@@ -149,19 +149,26 @@ void OpEmitters::primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
   const char *call = cx_.target.devicePrimitives ? "autoddl::rt::primitive_"
                                                  : "onnx_prim::primitive_";
   const char *elem = cx_.target.devicePrimitives ? "" : "<float>";
-  // A batch norm alone reading its input stores that gradient (its buffer
-  // never zeroed): the device's entry points say so.
+  // The first writer of its input's gradient stores it (the buffer never
+  // zeroed) where the device's passes do so (a batch norm, pool, global
+  // pool): the entry points say so.
   const bool storeDx = cx_.target.devicePrimitives &&
-                       prim.kind == onnx_kernels::Primitive::Kind::BatchNorm &&
+                       onnx_kernels::primitiveStoresDxInPass(prim) &&
                        cx_.storesGrad(i, op.operands[0], p.operands[0], dx[0]);
   if (storeDx)
     storedGrads_.insert(dx[0]);
   const char *store = storeDx ? ", false" : "";
   if (normWithRelu(c, name, in, din, moments, store))
     return;
+  // A norm whose add runs in its normalise pass is called at the add's step
+  // (planResidualNormFusion: the shortcut may come later).
   // A batch norm with running statistics also writes its micro-batch's
   // moments: on the device from the forward's own sums.
-  if (!moments.empty() && cx_.target.devicePrimitives)
+  if (cx_.normsInAdd.count(i)) {
+    F("// at its add's step, the sum in its normalise pass "
+      "(batchnorm_add_forward)");
+    normsAtAdds_[i] = {name, in, moments};
+  } else if (!moments.empty() && cx_.target.devicePrimitives)
     F(fmt::format("autoddl::rt::batchnorm_forward_moments({}, {{{}}}, {}, {});",
                   name, in, y, moments));
   else
@@ -170,9 +177,12 @@ void OpEmitters::primitiveCalls(OpCall &c, const onnx_kernels::Primitive &prim,
   if (!moments.empty() && !cx_.target.devicePrimitives)
     F(fmt::format("onnx_prim::batchnorm_moments({}, {}, {}.in[0]);", moments,
                   x[0], name));
-  if (storeDx)
+  if (storeDx && prim.kind == onnx_kernels::Primitive::Kind::BatchNorm)
     BI(fmt::format("autoddl::rt::batchnorm_backward({}, {{{}}}, {{{}}}, {}{});",
                    name, din, in, dy, store));
+  else if (storeDx)
+    BI(fmt::format("{}backward({}, {{{}}}, {{{}}}, {}, {}{});", call, name, din,
+                   in, y, dy, store));
   else
     BI(fmt::format("{}backward{}({}, {{{}}}, {{{}}}, {}, {});", call, elem,
                    name, din, in, y, dy));

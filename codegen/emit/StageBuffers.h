@@ -26,9 +26,11 @@ public:
   StageBuffers(const EmitContext &cx, StageMembers &members)
       : cx_(cx), members_(members) {}
 
-  /// Tensor t's buffer in layout l (and its gradient's, `withGrad`) as
-  /// members of `stage`; nothing for parameters, constants, the scalar loss.
-  void addTensor(int stage, int t, TpLayout l, bool withGrad);
+  /// Tensor t's buffer in layout l (and its gradient's, `withGrad`; its
+  /// gradient's alone without `withValue`) as members of `stage`; nothing
+  /// for parameters, constants, the scalar loss.
+  void addTensor(int stage, int t, TpLayout l, bool withGrad,
+                 bool withValue = true);
   /// Makes tensor t available in layout `want` on `stage`, its conversion
   /// appended to `steps` once (a copy shared by every consumer); the value
   /// expression.

@@ -64,7 +64,8 @@ void profileScopes(Step &s, const std::string &kind) {
   wrap(s.bwdWeight, "kOpBackward");
 }
 
-void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
+void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad,
+                             bool withValue) {
   if (cx_.isParam(t) || cx_.isConst(t))
     return;
   const auto &td = cx_.g.tensors[size_t(t)];
@@ -101,7 +102,8 @@ void StageBuffers::addTensor(int stage, int t, TpLayout l, bool withGrad) {
     c = shapeStr(ls) + " " + l.str() + " of " + shapeStr(td.shape) +
         ", the vocabulary padded (zero columns)";
   }
-  members_.add(stage, {cx_.bufName(t, l), numel(ls), c, false, false});
+  if (withValue)
+    members_.add(stage, {cx_.bufName(t, l), numel(ls), c, false, false});
   if (withGrad)
     members_.add(
         stage, {"d_" + cx_.bufName(t, l), numel(ls), "gradient", false, true});

@@ -72,13 +72,24 @@ done
 "$autoddl" codegen "$work/resnet-mini.json" --backend cuda -o "$work/resnet-mini" >/dev/null
 n=$(grep -c "autoddl::rt::primitive_forward" "$work/resnet-mini/train.cpp" || true)
 # Two norms run the ReLU after them in their passes (writing their moments too), the third
-# (before the residual add) is a norm alone; the residual add runs its ReLU.
+# (before the residual add) runs the add and its ReLU in its normalise pass, at the add's step
+# (batchnorm_add_forward, its moments too): no norm alone, no add kernel.
 m=$(grep -c "autoddl::rt::batchnorm_forward_moments" "$work/resnet-mini/train.cpp" || true)
 r=$(grep -c "autoddl::rt::batchnorm_relu_forward(prim_.*primitive_buffer(" "$work/resnet-mini/train.cpp" || true)
-a=$(grep -c " add_relu_forward(a\." "$work/resnet-mini/train.cpp" || true)
+a=$(grep -c "autoddl::rt::batchnorm_add_forward(prim_.*, a\.m\.data(), a\.r3\.data(), .*primitive_buffer(.*, true); }" "$work/resnet-mini/train.cpp" || true)
+f=$(grep -c -e " add_relu_forward(" -e " add_forward(" "$work/resnet-mini/train.cpp" || true)
 u=$(grep -c "update_running_stats(" "$work/resnet-mini/train.cpp" || true)
-[ "$n/$m/$r/$a/$u" = 2/1/2/1/3 ] ||
-  { echo "FAIL: resnet-mini: $n primitives, $m norms with moments, $r norms and $a adds with their ReLU, $u updates on cuda, expected 2/1/2/1/3"; exit 1; }
+[ "$n/$m/$r/$a/$f/$u" = 2/0/2/1/0/3 ] ||
+  { echo "FAIL: resnet-mini: $n primitives, $m norms alone with moments, $r norms with their ReLU, $a norms with the add and its ReLU, $f add kernels, $u updates on cuda, expected 2/0/2/1/0/3"; exit 1; }
+# First writers store their input gradients (docs/codegen.md "Stored gradients"): the residual
+# add both operands' (the last norm's output and the pool's, read last by the add), the second
+# convolution its input's (the first norm's ReLU, its one reader); the first convolution adds to
+# the pool's after the add.
+s=$(grep -c " add_relu_backward(a\.d_b3\.data(), a\.d_m\.data(), .*, false, false); }" "$work/resnet-mini/train.cpp" || true)
+k=$(grep -c " conv2d_backward(a\.d_r2\.data(), .*, false); }" "$work/resnet-mini/train.cpp" || true)
+o=$(grep -c " conv2d_backward(a\.d_m\.data(), .*/\*channelsLast=\*/true}); }" "$work/resnet-mini/train.cpp" || true)
+[ "$s/$k/$o" = 1/1/1 ] ||
+  { echo "FAIL: resnet-mini: $s/$k/$o stored add/stored convolution/adding convolution gradients, expected 1/1/1"; exit 1; }
 grep -q "program.update_buffers = update_buffers;" "$work/resnet-mini/train.cpp" ||
   { echo "FAIL: resnet-mini: no update_buffers hook"; exit 1; }
 # Channels-last (docs/onnx-lowering.md): its three norms, two pools and three convolutions

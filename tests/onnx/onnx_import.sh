@@ -134,6 +134,12 @@ relu_s=$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["predicted"
 r=k.get("relu", {}); print(r.get("forward", 0) + r.get("backward", 0))' "$work/resnet-free.json")
 [ "$relu_s" = "0" ] || [ "$relu_s" = "0.0" ] && echo "ok: resnet-mini: ReLUs priced in their producers" ||
   fail "resnet-mini: ReLUs priced at $relu_s s of their own"
+# Its residual add runs in the last batch norm's normalise pass (ProgramDecisions.h
+# residualNormOperand): priced with the norm, no forward of its own.
+add_s=$(python3 -c 'import json,sys; k=json.load(open(sys.argv[1]))["predicted"]["op_kinds_s"]
+print(k.get("add", {}).get("forward", 0))' "$work/resnet-free.json")
+[ "$add_s" = "0" ] || [ "$add_s" = "0.0" ] && echo "ok: resnet-mini: the residual add priced in its norm" ||
+  fail "resnet-mini: the residual add's forward priced at $add_s s of its own"
 # A static batch of 4 (torch.onnx.export's default, no dynamic axes) is the statistics' micro-batch.
 sed 's/dim_param: "N"/dim_value: 4/g' "$here/models/resnet-mini.txtpb" |
   "$protoc" --encode=onnx.ModelProto -I"$inc" onnx/onnx.proto >"$work/resnet-static.onnx"
@@ -164,11 +170,14 @@ params resnet50 25,557,032
 "$autoddl" codegen "$work/resnet50.json" --backend cuda -o "$work/resnet50" >/dev/null ||
   fail "resnet50: no CUDA program"
 # The 53 norms' forwards also write their moments (running statistics); 33 run the ReLU after
-# them in their passes (codegen's planProducerReluFusion).
+# them in their passes (codegen's planProducerReluFusion), 16 the residual add and its ReLU
+# (planResidualNormFusion: batchnorm_add_forward at the add's step).
 n=$(grep -c "autoddl::rt::primitive_forward\|autoddl::rt::batchnorm_forward_moments\|autoddl::rt::batchnorm_relu_forward" \
   "$work/resnet50/train.cpp" || true)
-[ "$n" = 55 ] && echo "ok: resnet50: cuda program, $n primitives" ||
-  fail "resnet50: $n primitives on cuda, expected 55"
+a=$(grep -c "autoddl::rt::batchnorm_add_forward(prim_.*primitive_buffer(.*, true); }" \
+  "$work/resnet50/train.cpp" || true)
+[ "$n/$a" = 39/16 ] && echo "ok: resnet50: cuda program, $((n + a)) primitives ($a with the residual add)" ||
+  fail "resnet50: $n primitives and $a norms with the residual add on cuda, expected 39/16"
 
 bad() { # file expected-substring args...
   local f=$1 want=$2; shift 2

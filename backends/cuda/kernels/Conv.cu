@@ -48,7 +48,8 @@ __global__ void im2col_rows_kernel(act_t *colT, const act_t *x, Conv2dShape s,
 /// pairs that read it: the transpose of im2col, one thread an element (e in
 /// dx's storage order).
 __global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
-                                   int64_t Ho, int64_t Wo, int64_t total) {
+                                   int64_t Ho, int64_t Wo, int64_t total,
+                                   bool accumulate) {
   const int64_t K = s.Cin * s.kh * s.kw;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -73,7 +74,7 @@ __global__ void col2im_rows_kernel(act_t *dx, const act_t *dcolT, Conv2dShape s,
         acc += to_float(dcolT[row * K + (c * s.kh + i) * s.kw + j]);
       }
     }
-    dx[e] = from_float<act_t>(to_float(dx[e]) + acc);
+    dx[e] = from_float<act_t>(accumulate ? to_float(dx[e]) + acc : acc);
   }
 }
 
@@ -164,7 +165,7 @@ __global__ void pool_backward_kernel(act_t *dx, const act_t *x,
                                      const act_t *dout, int64_t N, int64_t H,
                                      int64_t W, int64_t C, int64_t kernel,
                                      int64_t stride, bool is_max, int64_t Ho,
-                                     int64_t Wo) {
+                                     int64_t Wo, bool accumulate) {
   const int64_t total = N * H * W;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
        e += int64_t(gridDim.x) * blockDim.x) {
@@ -182,7 +183,7 @@ __global__ void pool_backward_kernel(act_t *dx, const act_t *x,
         else if (window_max_at(x, n, H, W, C, kernel, stride, oh, ow) == e)
           acc += g;
       }
-    dx[e] = from_float<act_t>(to_float(dx[e]) + acc);
+    dx[e] = from_float<act_t>(accumulate ? to_float(dx[e]) + acc : acc);
   }
 }
 
@@ -238,13 +239,15 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
 }
 
 void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
-                     const act_t *x, const act_t *w, const Conv2dShape &s) {
+                     const act_t *x, const act_t *w, const Conv2dShape &s,
+                     bool accumulate_dx) {
   const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
   if (s.B * P * s.Cout == 0 || (!dx && !dw && !dbias))
     return;
   // cuDNN's gradients first; the own path computes what is left, the bias
   // gradient with it where it runs (else the channel sums).
-  dx = dx && cudnn_conv::backward_data(dx, dout, w, s) ? nullptr : dx;
+  dx = dx && cudnn_conv::backward_data(dx, dout, w, s, accumulate_dx) ? nullptr
+                                                                      : dx;
   dw = dw && cudnn_conv::backward_filter(dw, dout, x, s) ? nullptr : dw;
   if (!dx && !dw) {
     if (dbias && s.channelsLast) {
@@ -273,7 +276,7 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
   const int64_t total = s.B * s.Cin * s.H * s.W;
   col2im_rows_kernel<<<grid_for(total, kThreads), kThreads, 0,
                        compute_stream()>>>(dx, c.dcolT, s, s.Ho(), s.Wo(),
-                                           total);
+                                           total, accumulate_dx);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -291,13 +294,14 @@ void pool2d_forward(act_t *out, const act_t *x, int64_t N, int64_t H, int64_t W,
 
 void pool2d_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t N,
                      int64_t H, int64_t W, int64_t kernel, int64_t stride,
-                     bool is_max, int64_t channels_last) {
+                     bool is_max, int64_t channels_last, bool accumulate_dx) {
   const int64_t Ho = (H - kernel) / stride + 1, Wo = (W - kernel) / stride + 1;
   if (!dx || N * H * W <= 0)
     return;
   pool_backward_kernel<<<grid_for(N * H * W, kThreads), kThreads, 0,
-                         compute_stream()>>>(
-      dx, x, dout, N, H, W, channels_last, kernel, stride, is_max, Ho, Wo);
+                         compute_stream()>>>(dx, x, dout, N, H, W,
+                                             channels_last, kernel, stride,
+                                             is_max, Ho, Wo, accumulate_dx);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

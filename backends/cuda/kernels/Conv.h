@@ -22,8 +22,11 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
                     const act_t *bias, const Conv2dShape &s);
 /// dx += W^T dout (through col2im); dw[Cout,K] (fp32) += dout col^T;
 /// dbias[Cout] (fp32) += sums of dout. Any of dx, dw, dbias may be null.
+/// Without accumulate_dx, dx = W^T dout (stored: codegen's, where this call
+/// is dx's first writer; cuDNN's beta 0).
 void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
-                     const act_t *x, const act_t *w, const Conv2dShape &s);
+                     const act_t *x, const act_t *w, const Conv2dShape &s,
+                     bool accumulate_dx = true);
 
 // cuDNN (ConvCudnn.h): where the build found libcudnn (bf16 builds), conv2d
 // runs cuDNN's convolutions for the shapes it takes (asked once a shape and
@@ -46,10 +49,11 @@ void pool2d_forward(act_t *out, const act_t *x, int64_t N, int64_t H, int64_t W,
                     int64_t kernel, int64_t stride, bool is_max,
                     int64_t channels_last = 0);
 /// dx[N,H,W] += dout routed to each window's first maximum, or spread evenly
-/// (avg).
+/// (avg); stored (=) without accumulate_dx.
 void pool2d_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t N,
                      int64_t H, int64_t W, int64_t kernel, int64_t stride,
-                     bool is_max, int64_t channels_last = 0);
+                     bool is_max, int64_t channels_last = 0,
+                     bool accumulate_dx = true);
 
 } // namespace autoddl::rt
 

@@ -12,7 +12,9 @@
 // blends out = conv + out in fp32) into the destination; where no engine
 // takes that, beta = 0 into a scratch tensor that a kernel adds; for dw
 // last in bf16 (PyTorch's bf16 weight gradient) should no engine write
-// fp32 from bf16 operands.
+// fp32 from bf16 operands. A data gradient that its first writer stores
+// (codegen's: the buffer then never zeroed nor read) has plans of its own
+// with beta = 0.
 //
 // Channels-last (Conv2dShape::channelsLast): x and y are described NHWC by
 // their strides and the filter KRSC, as cuDNN's NHWC tensor-core engines
@@ -184,10 +186,11 @@ struct Key {
   int dev;
   Dir dir;
   int64_t B, Cin, H, W, Cout, kh, kw, stride, padding, align;
-  bool last; // channels-last: x, y NHWC, the filter KRSC
+  bool last;  // channels-last: x, y NHWC, the filter KRSC
+  bool store; // a backward that stores its result (beta = 0), not adds
   auto tie() const {
     return std::tie(dev, dir, B, Cin, H, W, Cout, kh, kw, stride, padding,
-                    align, last);
+                    align, last, store);
   }
   bool operator<(const Key &o) const { return tie() < o.tie(); }
 };
@@ -266,7 +269,8 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
     b.set(op, names.role[r], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
   }
   const float alpha = 1.0f,
-              beta = v.inPlace && k.dir != Dir::kForward ? 1.0f : 0.0f;
+              beta =
+                  v.inPlace && k.dir != Dir::kForward && !k.store ? 1.0f : 0.0f;
   b.set(op, names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
   b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
@@ -342,30 +346,34 @@ int64_t common_alignment(std::initializer_list<const void *> ptrs) {
   return a;
 }
 
-Key key_of(Dir d, const Conv2dShape &s, int64_t align) {
+Key key_of(Dir d, const Conv2dShape &s, int64_t align, bool store = false) {
   return {current_device(), d,    s.B,  s.Cin,    s.H,       s.W,
           s.Cout,           s.kh, s.kw, s.stride, s.padding, align,
-          s.channelsLast};
+          s.channelsLast,   store};
 }
 
 bool enabled_here() {
   return conv_cudnn_enabled() && handle_or_say(verbose(), "conv2d") != nullptr;
 }
 
-/// dst[i] += src[i] (in fp32, rounded to Dst).
+/// dst[i] += src[i] (in fp32, rounded to Dst); dst[i] = src[i] without
+/// accumulate.
 template <class Dst, class Src>
-__global__ void add_into_kernel(Dst *dst, const Src *src, int64_t n) {
+__global__ void add_into_kernel(Dst *dst, const Src *src, int64_t n,
+                                bool accumulate) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = detail::from_float<Dst>(detail::to_float(dst[i]) +
-                                     detail::to_float(src[i]));
+    dst[i] =
+        detail::from_float<Dst>((accumulate ? detail::to_float(dst[i]) : 0.0f) +
+                                detail::to_float(src[i]));
 }
 
 template <class Dst, class Src>
-void add_into(Dst *dst, const void *src, int64_t n) {
+void add_into(Dst *dst, const void *src, int64_t n, bool accumulate = true) {
   constexpr int kThreads = 256;
   add_into_kernel<<<detail::grid_for(n, kThreads), kThreads, 0,
-                    compute_stream()>>>(dst, static_cast<const Src *>(src), n);
+                    compute_stream()>>>(dst, static_cast<const Src *>(src), n,
+                                        accumulate);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -435,12 +443,13 @@ void tune(Plan &p, Dir d, void *const ptrs[3], void *out, void *workspace) {
 }
 
 /// Runs direction d's plan with the tensors of roles x, w, y (the one it
-/// writes among them: stored by the forward, added into by the backward).
+/// writes among them: stored by the forward, added into by the backward,
+/// stored by a backward that `store`s).
 bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
-         const void *y) {
+         const void *y, bool store = false) {
   if (!enabled_here())
     return false;
-  Plan &p = plan_for(key_of(d, s, common_alignment({x, w, y})));
+  Plan &p = plan_for(key_of(d, s, common_alignment({x, w, y}), store));
   if (!p.usable)
     return false;
   void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
@@ -483,7 +492,7 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
   if (p.variant.inPlace)
     return true;
   if (out != kW)
-    add_into<act_t, act_t>(static_cast<act_t *>(dst), ws, n);
+    add_into<act_t, act_t>(static_cast<act_t *>(dst), ws, n, !store);
   else if (krsc_filter(s) && f32)
     add_krsc_into<float>(static_cast<float *>(dst), ws, s);
   else if (krsc_filter(s))
@@ -502,8 +511,8 @@ bool forward(act_t *out, const act_t *x, const act_t *w, const Conv2dShape &s) {
 }
 
 bool backward_data(act_t *dx, const act_t *dout, const act_t *w,
-                   const Conv2dShape &s) {
-  return run(Dir::kData, s, dx, w, dout);
+                   const Conv2dShape &s, bool accumulate) {
+  return run(Dir::kData, s, dx, w, dout, !accumulate);
 }
 
 bool backward_filter(float *dw, const act_t *dout, const act_t *x,
@@ -525,7 +534,8 @@ bool takes(const Conv2dShape &s) {
 bool forward(act_t *, const act_t *, const act_t *, const Conv2dShape &) {
   return false;
 }
-bool backward_data(act_t *, const act_t *, const act_t *, const Conv2dShape &) {
+bool backward_data(act_t *, const act_t *, const act_t *, const Conv2dShape &,
+                   bool) {
   return false;
 }
 bool backward_filter(float *, const act_t *, const act_t *,

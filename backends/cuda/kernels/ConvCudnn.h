@@ -25,9 +25,10 @@ namespace autoddl::rt::cudnn_conv {
 /// (nothing enqueued) where this build has no cuDNN, conv_use_cudnn(false) is
 /// in force or cuDNN rejects the shape.
 bool forward(act_t *out, const act_t *x, const act_t *w, const Conv2dShape &s);
-/// dx += the input gradient of dout (conv2d_backward's contract), or false.
+/// dx += the input gradient of dout (conv2d_backward's contract; dx = it
+/// without accumulate), or false.
 bool backward_data(act_t *dx, const act_t *dout, const act_t *w,
-                   const Conv2dShape &s);
+                   const Conv2dShape &s, bool accumulate = true);
 /// dw (fp32) += the weight gradient of dout over x, or false.
 bool backward_filter(float *dw, const act_t *dout, const act_t *x,
                      const Conv2dShape &s);

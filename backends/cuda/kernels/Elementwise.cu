@@ -135,27 +135,36 @@ struct SwigluBackward { // x = (gate, up, dout)
 void add_forward(act_t *out, const act_t *a, const act_t *b, int64_t n) {
   launch_map(MapArgs<act_t, 2, 1>{{a, b}, {out}, {false}}, n, Add{});
 }
-void add_backward(act_t *da, act_t *db, const act_t *dout, int64_t n) {
-  launch_map(MapArgs<act_t, 1, 2>{{dout}, {da, db}, {true, true}}, n, Copy2{});
+void add_backward(act_t *da, act_t *db, const act_t *dout, int64_t n,
+                  bool accumulate_da, bool accumulate_db) {
+  launch_map(
+      MapArgs<act_t, 1, 2>{{dout}, {da, db}, {accumulate_da, accumulate_db}}, n,
+      Copy2{});
 }
 void add_relu_forward(act_t *out, const act_t *a, const act_t *b, int64_t n) {
   launch_map(MapArgs<act_t, 2, 1>{{a, b}, {out}, {false}}, n, AddRelu{});
 }
 void add_relu_backward(act_t *da, act_t *db, const act_t *out,
-                       const act_t *dout, int64_t n) {
-  launch_map(MapArgs<act_t, 2, 2>{{out, dout}, {da, db}, {true, true}}, n,
-             MaskedCopy2{});
+                       const act_t *dout, int64_t n, bool accumulate_da,
+                       bool accumulate_db) {
+  launch_map(MapArgs<act_t, 2, 2>{{out, dout},
+                                  {da, db},
+                                  {accumulate_da, accumulate_db}},
+             n, MaskedCopy2{});
 }
 void mul_forward(act_t *out, const act_t *a, const act_t *b, int64_t n) {
   launch_map(MapArgs<act_t, 2, 1>{{a, b}, {out}, {false}}, n, Mul{});
 }
 void mul_backward(act_t *da, act_t *db, const act_t *dout, const act_t *a,
-                  const act_t *b, int64_t n) {
-  launch_map(MapArgs<act_t, 3, 2>{{dout, a, b}, {da, db}, {true, true}}, n,
-             MulBackward{});
+                  const act_t *b, int64_t n, bool accumulate_da,
+                  bool accumulate_db) {
+  launch_map(MapArgs<act_t, 3, 2>{{dout, a, b},
+                                  {da, db},
+                                  {accumulate_da, accumulate_db}},
+             n, MulBackward{});
 }
-void add_into(act_t *dst, const act_t *src, int64_t n) {
-  launch_map(MapArgs<act_t, 1, 1>{{src}, {dst}, {true}}, n, Copy1{});
+void add_into(act_t *dst, const act_t *src, int64_t n, bool accumulate) {
+  launch_map(MapArgs<act_t, 1, 1>{{src}, {dst}, {accumulate}}, n, Copy1{});
 }
 void scale_inplace(act_t *x, float s, int64_t n) {
   launch_map(MapArgs<act_t, 1, 1>{{x}, {x}, {false}}, n, Scale{s});
@@ -171,34 +180,43 @@ void gelu_forward(act_t *out, const act_t *x, int64_t n,
              Gelu{tanh_approximation});
 }
 void gelu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n,
-                   bool tanh_approximation) {
-  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {true}}, n,
+                   bool tanh_approximation, bool accumulate_dx) {
+  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {accumulate_dx}}, n,
              GeluBackward{tanh_approximation});
 }
 void relu_forward(act_t *out, const act_t *x, int64_t n) {
   launch_map(MapArgs<act_t, 1, 1>{{x}, {out}, {false}}, n, Relu{});
 }
-void relu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n) {
-  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {true}}, n, ReluBackward{});
+void relu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n,
+                   bool accumulate_dx) {
+  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {accumulate_dx}}, n,
+             ReluBackward{});
 }
 void elu_forward(act_t *out, const act_t *x, int64_t n) {
   launch_map(MapArgs<act_t, 1, 1>{{x}, {out}, {false}}, n, Elu{});
 }
-void elu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n) {
-  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {true}}, n, EluBackward{});
+void elu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n,
+                  bool accumulate_dx) {
+  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {accumulate_dx}}, n,
+             EluBackward{});
 }
 void silu_forward(act_t *out, const act_t *x, int64_t n) {
   launch_map(MapArgs<act_t, 1, 1>{{x}, {out}, {false}}, n, Silu{});
 }
-void silu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n) {
-  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {true}}, n, SiluBackward{});
+void silu_backward(act_t *dx, const act_t *x, const act_t *dout, int64_t n,
+                   bool accumulate_dx) {
+  launch_map(MapArgs<act_t, 2, 1>{{x, dout}, {dx}, {accumulate_dx}}, n,
+             SiluBackward{});
 }
 void swiglu_forward(act_t *out, const act_t *gate, const act_t *up, int64_t n) {
   launch_map(MapArgs<act_t, 2, 1>{{gate, up}, {out}, {false}}, n, Swiglu{});
 }
 void swiglu_backward(act_t *dgate, act_t *dup, const act_t *gate,
-                     const act_t *up, const act_t *dout, int64_t n) {
-  launch_map(MapArgs<act_t, 3, 2>{{gate, up, dout}, {dgate, dup}, {true, true}},
+                     const act_t *up, const act_t *dout, int64_t n,
+                     bool accumulate_dgate, bool accumulate_dup) {
+  launch_map(MapArgs<act_t, 3, 2>{{gate, up, dout},
+                                  {dgate, dup},
+                                  {accumulate_dgate, accumulate_dup}},
              n, SwigluBackward{});
 }
 

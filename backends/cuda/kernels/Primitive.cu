@@ -565,11 +565,19 @@ void primitive_forward(const ok::Primitive &p, const std::vector<PrimRef> &x,
 }
 
 void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
-                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy) {
+                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy,
+                        bool accumulate_dx) {
   if (storedAsNchw(p))
-    return primitive_backward(storedView(p), dx, x, y, dy);
+    return primitive_backward(storedView(p), dx, x, y, dy, accumulate_dx);
   using K = ok::Primitive::Kind;
   const Dims &ys = p.out, &xs = p.in[0];
+  const bool acc = accumulate_dx;
+  // Kinds whose passes do not store dx[0] add into it zeroed.
+  if (!acc && !ok::primitiveStoresDxInPass(p) && !dx.empty() && dx[0].p)
+    AUTODDL_CUDA_CHECK(cudaMemsetAsync(
+        dx[0].p, 0,
+        size_t(ok::numel(xs)) * (dx[0].f32 ? sizeof(float) : sizeof(act_t)),
+        compute_stream()));
   const Ref g = bcast(dy, ys, ys);
   OpArgs o;
   switch (p.kind) {
@@ -612,13 +620,13 @@ void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
   case K::Reduce: {
     if (!dx[0].p || ok::numel(xs) == 0)
       return;
-    if (broadcast_middle(p, dy, dx[0])) // a channels-last global pool
+    if (broadcast_middle(p, dy, dx[0], acc)) // a channels-last global pool
       return;
     const Ref up = reducedRef(dy, xs, p.axes);
     if (p.reduce != ok::Reduce::Max) {
       o = args(Op::Scale);
       o.scale = meanFactor(p);
-      return map(xs, o, bcast(dx[0], xs, xs), up, Ref(), Ref(), true);
+      return map(xs, o, bcast(dx[0], xs, xs), up, Ref(), Ref(), acc);
     }
     const Space s = space(xs);
     const unsigned red = axesMask(p.axes);
@@ -636,9 +644,9 @@ void primitive_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
   case K::Matmul:
     return matmul(p, dx[0], dx[1], x[0], x[1], nullptr, dy, false);
   case K::Pool:
-    return pool(p, x[0], nullptr, dy, dx[0], false);
+    return pool(p, x[0], nullptr, dy, dx[0], false, acc);
   case K::BatchNorm:
-    return batchnorm(p, x, nullptr, dy, dx, false);
+    return batchnorm(p, x, nullptr, dy, dx, false, {nullptr, false, !acc});
   }
 }
 
@@ -658,6 +666,15 @@ void batchnorm_relu_forward(const ok::Primitive &p,
     fail(p, "a fused ReLU after a primitive that is not a batch norm (or "
             "moments of one on given statistics)");
   batchnorm(p, x, y, nullptr, {}, true, {moments, true});
+}
+
+void batchnorm_add_forward(const ok::Primitive &p,
+                           const std::vector<PrimRef> &x, PrimRef residual,
+                           PrimRef y, float *moments, bool relu) {
+  if (p.kind != ok::Primitive::Kind::BatchNorm || (moments && !p.batchStats))
+    fail(p, "a fused add after a primitive that is not a batch norm (or "
+            "moments of one on given statistics)");
+  batchnorm(p, x, y, nullptr, {}, true, {moments, relu, false, residual});
 }
 
 void batchnorm_relu_backward(const ok::Primitive &p,

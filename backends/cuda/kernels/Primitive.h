@@ -48,9 +48,13 @@ void primitive_forward(const onnx_kernels::Primitive &p,
                        const onnx_kernels::DropoutKey &key = {});
 /// The backward of p: dx[k] += the vector-Jacobian product for operand k
 /// (null: not wanted), from the operands x, the result y and its gradient dy.
+/// Without accumulate_dx, dx[0] is stored instead (codegen's, where this call
+/// is its first writer: the buffer never zeroed): in the same pass for a
+/// pool, a sum or mean Reduce and a batch norm, after zeroing it for others.
 void primitive_backward(const onnx_kernels::Primitive &p,
                         const std::vector<PrimRef> &dx,
-                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy);
+                        const std::vector<PrimRef> &x, PrimRef y, PrimRef dy,
+                        bool accumulate_dx = true);
 
 /// A model constant's n values on the device (fp32), uploaded at the first
 /// call for `host` (a step's first, eager run: never inside a graph
@@ -83,6 +87,16 @@ void batchnorm_relu_backward(const onnx_kernels::Primitive &p,
                              const std::vector<PrimRef> &dx,
                              const std::vector<PrimRef> &x, PrimRef y,
                              PrimRef dy, bool accumulate_dx = true);
+/// A batch norm whose output only a same-shape add reads, run with the add
+/// in its normalise pass (codegen's planResidualNormFusion: ResNet's last
+/// norm of a block and its shortcut): y = norm(x) + residual, then max(y, 0)
+/// under `relu` (the ReLU after the add), the norm's own output never
+/// written; `moments` as batchnorm_forward_moments' (null: none). The same
+/// values as the ops apart, but for the norm's output not rounded to act_t
+/// before the add. The norm's backward is batchnorm_backward as ever.
+void batchnorm_add_forward(const onnx_kernels::Primitive &p,
+                           const std::vector<PrimRef> &x, PrimRef residual,
+                           PrimRef y, float *moments, bool relu);
 /// A batch norm's backward (primitive_backward's) with accumulate_dx false:
 /// x's gradient dx[0] is stored, not added (codegen's, where the norm alone
 /// reads x: the buffer is then never zeroed); its parameters' are added.

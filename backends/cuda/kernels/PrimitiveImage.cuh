@@ -138,12 +138,12 @@ __global__ void pool_taps_kernel(PoolArgs a, int64_t total, Ref x,
   }
 }
 
-/// dx[j] += the gradient of every window reading input j: its share of a
-/// mean, or all of a max it is the first of (`taps`: pool_taps_kernel's,
-/// else the window recomputed).
+/// dx[j] += the gradient of every window reading input j (= without acc):
+/// its share of a mean, or all of a max it is the first of (`taps`:
+/// pool_taps_kernel's, else the window recomputed).
 __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
                                  const Ref &dy, const uint8_t *taps,
-                                 const Ref &dx) {
+                                 const Ref &dx, bool acc) {
   const PlaneAt in = plane_at(a, j, a.inPlane);
   const int64_t inBase = plane_base(a, in, a.inPlane),
                 outBase = plane_base(a, in, a.outPlane), step = plane_step(a);
@@ -182,15 +182,15 @@ __device__ void pool_backward_at(const PoolArgs &a, int64_t j, const Ref &x,
     else if (first == k) // this input is tap k of window o
       g += up;
   }
-  put(dx, j, g, true);
+  put(dx, j, g, acc);
 }
 
 /// One thread an input element (grid-stride).
 __global__ void pool_backward_kernel(PoolArgs a, int64_t total, Ref x, Ref dy,
-                                     const uint8_t *taps, Ref dx) {
+                                     const uint8_t *taps, Ref dx, bool acc) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;
        j += int64_t(gridDim.x) * blockDim.x)
-    pool_backward_at(a, j, x, dy, taps, dx);
+    pool_backward_at(a, j, x, dy, taps, dx, acc);
 }
 
 // ---- BatchNormalization: a channel over several blocks ----------------------
@@ -356,14 +356,17 @@ __global__ void running_stats_kernel(const float *moments, int64_t slots,
   var[c] = float(v);
 }
 
-/// Forward: y = (x - m) inv scale + bias (then max(y, 0) under `relu`).
+/// Forward: y = (x - m) inv scale + bias (+ res where given; then max(y, 0)
+/// under `relu`).
 __global__ void batchnorm_apply_kernel(NormGrid g, Ref x, Ref scale, Ref bias,
-                                       const float *stats, bool relu, Ref y) {
+                                       const float *stats, bool relu, Ref res,
+                                       Ref y) {
   const int64_t c = blockIdx.y;
   const float m = stats[c * 4], a = ld(scale, c) * stats[c * 4 + 1],
               b = ld(bias, c), lo = relu ? 0.0f : -INFINITY;
   for_block_values(g, [&](int64_t e) {
-    put(y, e, fmaxf((ld(x, e) - m) * a + b, lo), false);
+    const float r = res.p ? ld(res, e) : 0.0f;
+    put(y, e, fmaxf((ld(x, e) - m) * a + b + r, lo), false);
   });
 }
 
@@ -385,8 +388,9 @@ __global__ void batchnorm_dx_kernel(NormGrid g, Ref x, Ref scale, bool given,
 
 #include "backends/cuda/kernels/PrimitiveImageLast.cuh" // channels-last
 
+/// A pool's forward (y) or backward (dx added to, or stored without acc).
 void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
-          bool forward) {
+          bool forward, bool acc = true) {
   if (p.pool.in.size() > size_t(kPoolAxes))
     fail(p, "a pool over more than 3 spatial axes");
   int64_t padded = 1; // the padded plane bounds every in-plane offset
@@ -400,7 +404,7 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
   // Channels-last: the pack kernels, their items indexed in 32 bits.
   if (p.channelsLast &&
       planes * std::max(a.inPlane, a.outPlane) < (int64_t(1) << 30))
-    return pool_last(a, p.in[0][0], x, y, dy, dx, forward);
+    return pool_last(a, p.in[0][0], x, y, dy, dx, forward, acc);
   if (forward) {
     const int64_t n = planes * a.outPlane;
     if (n > 0)
@@ -418,7 +422,7 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
           a, outs, ref(x), taps);
     }
     pool_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(
-        a, n, ref(x), ref(dy), taps, ref(dx));
+        a, n, ref(x), ref(dy), taps, ref(dx), acc);
   }
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
@@ -427,11 +431,13 @@ void pool(const ok::Primitive &p, PrimRef x, PrimRef y, PrimRef dy, PrimRef dx,
 /// null: none): the micro-batch's mean and unbiased variance, 2C floats, for
 /// the running statistics. `relu`: a ReLU after the norm runs in its passes,
 /// y is its output (written forward, its mask read backward) and dy its
-/// output gradient. `storeDx`: x's gradient is stored, not added (its only
-/// writer: codegen's stored gradients, never zeroed).
+/// output gradient. `storeDx`: x's gradient is stored, not added (its first
+/// writer: codegen's stored gradients, never zeroed). `residual` (forward):
+/// added to the norm before the ReLU, y the sum's (batchnorm_add_forward).
 struct NormPasses {
   float *moments = nullptr;
   bool relu = false, storeDx = false;
+  PrimRef residual = nullptr;
 };
 
 void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
@@ -470,8 +476,9 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                          moments,
                          forward,
                          relu,
-                         !o.storeDx};
-    if (forward ? packs_fit(C, {x[0], y})
+                         !o.storeDx,
+                         ref(o.residual)};
+    if (forward ? packs_fit(C, {x[0], y, o.residual})
                 : packs_fit(C, {x[0], dy, dx[0], relu ? y : PrimRef()}))
       return batchnorm_last<kPack<act_t>>(n);
     return batchnorm_last<1>(n);
@@ -490,7 +497,8 @@ void batchnorm(const ok::Primitive &p, const std::vector<PrimRef> &x, PrimRef y,
                           forward ? moments : nullptr);
   if (forward)
     batchnorm_apply_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
-        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(y));
+        g, ref(x[0]), ref(x[1]), ref(x[2]), stats, relu, ref(o.residual),
+        ref(y));
   else if (dx[0].p)
     batchnorm_dx_kernel<<<grid, kNormThreads, 0, compute_stream()>>>(
         g, ref(x[0]), ref(x[1]), bool(mean.p), stats, dyRef, ref(dx[0]),

@@ -82,7 +82,9 @@ bool packs_fit(int64_t C, std::initializer_list<PrimRef> refs) {
 // taps as packs; the backward gathers, for an input pack, the windows that
 // read it (the <= 4 of ResNet's 3x3/2 pool), taking a max window's gradient
 // where the recorded first-maximum tap (pool_taps) is this input's: every
-// input element written once, no atomics, no window rescanned.
+// input element written once, no atomics, no window rescanned. A max pool of
+// strides up to 2x2 instead gives a thread a stride tile, whose <= 4 windows
+// it rescans from x (pool_last_max_tile_kernel: one pass, no taps).
 
 /// PoolArgs on three axes, the pool's r the last (leading axes of size 1:
 /// the tap numbering, row-major over the kernel, is unchanged).
@@ -218,12 +220,13 @@ __global__ void pool_last_forward_kernel(PoolLast q, int total, Ref x, Ref y,
   }
 }
 
-/// dx += the gradient of every window reading an input pack, in tap order
-/// (pool_backward_at's sums): a mean's share, or a max's where this input is
-/// its first maximum (taps; null: the window recomputed).
+/// dx += the gradient of every window reading an input pack (= without
+/// acc), in tap order (pool_backward_at's sums): a mean's share, or a max's
+/// where this input is its first maximum (taps; null: the window recomputed).
 template <int V>
 __global__ void pool_last_backward_kernel(PoolLast q, int total, Ref x, Ref dy,
-                                          const uint8_t *taps, Ref dx) {
+                                          const uint8_t *taps, Ref dx,
+                                          bool acc) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += gridDim.x * blockDim.x) {
     int at[3], c;
@@ -283,14 +286,111 @@ __global__ void pool_last_backward_kernel(PoolLast q, int total, Ref x, Ref dy,
         }
       }
     }
-    put_pack<V>(dx, int64_t(i) * V, g, true);
+    put_pack<V>(dx, int64_t(i) * V, g, acc);
+  }
+}
+
+/// The inputs a thread of pool_last_max_tile_kernel owns: a stride tile of
+/// up to 2x2 (ResNet's 3x3/2 stem pool, VGG's 2x2/2).
+constexpr int kPoolTile = 4;
+
+/// Whether a max pool's backward runs as stride tiles: no dilation, strides
+/// whose tile fits kPoolTile.
+bool pool_last_tiles(const PoolLast &q) {
+  return q.max && q.d[0] == 1 && q.d[1] == 1 && q.d[2] == 1 &&
+         q.s[0] * q.s[1] * q.s[2] <= kPoolTile;
+}
+
+/// A max pool's backward in one pass, no taps: a thread owns the inputs of
+/// one stride tile (n, t, channel pack), [t * s, t * s + s) on each axis,
+/// finds the first maximum of every window reading them (pool_last_window,
+/// the forward's), and writes each of its inputs once, stored or added
+/// (acc). Windows run last first, so an input's sum is in tap order, as
+/// pool_last_backward_kernel's. x is read by the <= 4 windows of a tile
+/// (neighbours' reads hit in cache), dx written once: no zeroing pass, no
+/// taps pass, no read of dx where it is stored.
+template <int V>
+__global__ void pool_last_max_tile_kernel(PoolLast q, int total, int3 tiles,
+                                          Ref x, Ref dy, Ref dx, bool acc) {
+  const int tileDims[3] = {tiles.x, tiles.y, tiles.z};
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    int t[3], c;
+    const int n = last_item<V>(q, i, tileDims, t, &c);
+    const int64_t inBase = int64_t(n) * q.in[0] * q.in[1] * q.in[2] * q.C + c,
+                  outBase =
+                      int64_t(n) * q.out[0] * q.out[1] * q.out[2] * q.C + c;
+    // The windows reading the tile: o * s - p <= last and o * s - p + k - 1
+    // >= first on each axis.
+    int lo[3], hi[3];
+    for (int d = 0; d < 3; ++d) {
+      const int first = t[d] * q.s[d], last = min(first + q.s[d], q.in[d]) - 1;
+      const int from = first + q.p[d] - q.k[d] + 1;
+      lo[d] = from <= 0 ? 0 : (from + q.s[d] - 1) / q.s[d];
+      hi[d] = min(q.out[d] - 1, (last + q.p[d]) / q.s[d]);
+    }
+    // Each owned input's position (-1 on axis 0: none, past the tile or the
+    // input), and that plus the padding: its tap on axis d in window o is
+    // padded[e][d] - o[d] * s[d].
+    const int owned = q.s[0] * q.s[1] * q.s[2];
+    int at[kPoolTile][3], padded[kPoolTile][3];
+#pragma unroll
+    for (int e = 0; e < kPoolTile; ++e) {
+      at[e][0] = t[0] * q.s[0] + e / (q.s[1] * q.s[2]);
+      at[e][1] = t[1] * q.s[1] + e / q.s[2] % q.s[1];
+      at[e][2] = t[2] * q.s[2] + e % q.s[2];
+      if (e >= owned || at[e][0] >= q.in[0] || at[e][1] >= q.in[1] ||
+          at[e][2] >= q.in[2])
+        at[e][0] = -1;
+      for (int d = 0; d < 3; ++d)
+        padded[e][d] = at[e][d] + q.p[d];
+    }
+    float g[kPoolTile][V] = {};
+    int o[3];
+    for (o[0] = hi[0]; o[0] >= lo[0]; --o[0])
+      for (o[1] = hi[1]; o[1] >= lo[1]; --o[1])
+        for (o[2] = hi[2]; o[2] >= lo[2]; --o[2]) {
+          float m[V];
+          int first[V], count;
+          pool_last_window<V>(q, x, inBase, o, m, first, &count);
+          // Each owned input's tap in window o (-1: outside it).
+          int tap[kPoolTile];
+#pragma unroll
+          for (int e = 0; e < kPoolTile; ++e) {
+            tap[e] = at[e][0] < 0 ? -1 : 0;
+            for (int d = 0; d < 3 && tap[e] >= 0; ++d) {
+              const int kd = padded[e][d] - o[d] * q.s[d];
+              tap[e] = kd >= 0 && kd < q.k[d] ? tap[e] * q.k[d] + kd : -1;
+            }
+          }
+          float up[V];
+          ld_pack<V>(dy,
+                     outBase +
+                         int64_t((o[0] * q.out[1] + o[1]) * q.out[2] + o[2]) *
+                             q.C,
+                     up);
+#pragma unroll
+          for (int e = 0; e < kPoolTile; ++e)
+#pragma unroll
+            for (int v = 0; v < V; ++v)
+              if (tap[e] >= 0 && first[v] == tap[e])
+                g[e][v] += up[v];
+        }
+#pragma unroll
+    for (int e = 0; e < kPoolTile; ++e)
+      if (at[e][0] >= 0)
+        put_pack<V>(dx,
+                    inBase + int64_t((at[e][0] * q.in[1] + at[e][1]) * q.in[2] +
+                                     at[e][2]) *
+                                 q.C,
+                    g[e], acc);
   }
 }
 
 /// The channels-last pool of `a` on N samples (pool()'s caller checks that
 /// the input has fewer than 2^30 elements): V = kPack<act_t> where packs_fit.
 void pool_last(const PoolArgs &a, int64_t N, PrimRef x, PrimRef y, PrimRef dy,
-               PrimRef dx, bool forward) {
+               PrimRef dx, bool forward, bool acc) {
   constexpr int P = kPack<act_t>;
   const bool packed = forward ? packs_fit(a.channels, {x, y})
                               : packs_fit(a.channels, {x, dy, dx});
@@ -314,6 +414,22 @@ void pool_last(const PoolArgs &a, int64_t N, PrimRef x, PrimRef y, PrimRef dy,
   }
   if (!dx.p || ins == 0)
     return;
+  if (pool_last_tiles(q)) {
+    const int3 tiles = make_int3((q.in[0] + q.s[0] - 1) / q.s[0],
+                                 (q.in[1] + q.s[1] - 1) / q.s[1],
+                                 (q.in[2] + q.s[2] - 1) / q.s[2]);
+    const int n = int(N * tiles.x * tiles.y * tiles.z * q.packs);
+    if (packed)
+      pool_last_max_tile_kernel<P>
+          <<<grid_for(n, 256), 256, 0, compute_stream()>>>(
+              q, n, tiles, ref(x), ref(dy), ref(dx), acc);
+    else
+      pool_last_max_tile_kernel<1>
+          <<<grid_for(n, 256), 256, 0, compute_stream()>>>(
+              q, n, tiles, ref(x), ref(dy), ref(dx), acc);
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // A max pool's taps: scratch slot 0 (within this call only, as Reduce's).
   uint8_t *taps = nullptr;
   if (a.max && a.kcount < kNoTap && outs > 0) {
@@ -330,11 +446,11 @@ void pool_last(const PoolArgs &a, int64_t N, PrimRef x, PrimRef y, PrimRef dy,
   if (packed)
     pool_last_backward_kernel<P>
         <<<grid_for(ins, 256), 256, 0, compute_stream()>>>(
-            q, ins, ref(x), ref(dy), taps, ref(dx));
+            q, ins, ref(x), ref(dy), taps, ref(dx), acc);
   else
     pool_last_backward_kernel<1>
         <<<grid_for(ins, 256), 256, 0, compute_stream()>>>(
-            q, ins, ref(x), ref(dy), taps, ref(dx));
+            q, ins, ref(x), ref(dy), taps, ref(dx), acc);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
@@ -428,13 +544,13 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-/// The forward's normalise pass: y = (x - m) inv scale + bias (then max(y,
-/// 0) under `relu`), batchnorm_apply_kernel's formula.
+/// The forward's normalise pass: y = (x - m) inv scale + bias (+ res where
+/// given; then max(y, 0) under `relu`), batchnorm_apply_kernel's formula.
 template <int V>
 __global__ void __launch_bounds__(kNormThreads)
     batchnorm_apply_last_kernel(NormGrid g, int lanes, Ref x, Ref scale,
                                 Ref bias, const float *stats, bool relu,
-                                Ref y) {
+                                Ref res, Ref y) {
   const LastTile t = last_tile<V>(g, lanes);
   if (!t.live)
     return;
@@ -449,10 +565,12 @@ __global__ void __launch_bounds__(kNormThreads)
 #pragma unroll 4
   for (int64_t r = t.r0; r < t.r1; r += t.rowLanes) {
     const int64_t e = r * g.C + t.c0;
-    float xv[V];
+    float xv[V], rv[V] = {};
     ld_pack<V>(x, e, xv);
+    if (res.p)
+      ld_pack<V>(res, e, rv);
     for (int v = 0; v < V; ++v)
-      xv[v] = fmaxf((xv[v] - m[v]) * a[v] + b[v], lo);
+      xv[v] = fmaxf((xv[v] - m[v]) * a[v] + b[v] + rv[v], lo);
     put_pack<V>(y, e, xv, false);
   }
 }
@@ -521,6 +639,7 @@ struct NormLastCall {
   NormGrad dy;
   float *moments;
   bool forward, relu, accDx;
+  Ref residual; // forward: added before the ReLU (batchnorm_add_forward)
 };
 template <int V> void batchnorm_last(const NormLastCall &n) {
   // Each pass a wave of its own kernel's blocks (the finish reads the sums'
@@ -557,7 +676,7 @@ template <int V> void batchnorm_last(const NormLastCall &n) {
   if (n.forward)
     batchnorm_apply_last_kernel<V>
         <<<grid2, kNormThreads, 0, compute_stream()>>>(
-            g2, lanes, n.x, n.scale, n.bias, stats, n.relu, n.y);
+            g2, lanes, n.x, n.scale, n.bias, stats, n.relu, n.residual, n.y);
   else if (n.dx.p)
     batchnorm_dx_last_kernel<V><<<grid2, kNormThreads, 0, compute_stream()>>>(
         g2, lanes, n.x, n.scale, bool(n.mean.p), stats, n.dy, n.dx, n.accDx);
@@ -588,16 +707,17 @@ __global__ void reduce_middle_kernel(int64_t A, int64_t B, int64_t Cc, Ref x,
   }
 }
 
-/// dx[a, b, c] += dy[a, c] * scale: a sum's or mean's backward.
+/// dx[a, b, c] += dy[a, c] * scale (= without acc): a sum's or mean's
+/// backward.
 __global__ void broadcast_middle_kernel(int64_t A, int64_t B, int64_t Cc,
-                                        Ref dy, Ref dx, float scale) {
+                                        Ref dy, Ref dx, float scale, bool acc) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < A * Cc;
        j += int64_t(gridDim.x) * blockDim.x) {
     const int64_t a = j / Cc, base = a * B * Cc + (j - a * Cc);
     const float g = ld(dy, j) * scale;
 #pragma unroll 4
     for (int64_t b = 0; b < B; ++b)
-      put(dx, base + b * Cc, g, true);
+      put(dx, base + b * Cc, g, acc);
   }
 }
 
@@ -632,16 +752,17 @@ bool reduce_middle(const ok::Primitive &p, PrimRef x, PrimRef y) {
   return true;
 }
 
-/// The backward of such a Reduce over a sum or mean (dx accumulated); false:
-/// not one.
-bool broadcast_middle(const ok::Primitive &p, PrimRef dy, PrimRef dx) {
+/// The backward of such a Reduce over a sum or mean (dx accumulated, or
+/// stored without acc); false: not one.
+bool broadcast_middle(const ok::Primitive &p, PrimRef dy, PrimRef dx,
+                      bool acc) {
   int64_t v[3];
   if (p.reduce == ok::Reduce::Max || !middle_view(p, v) ||
       v[0] * v[1] * v[2] == 0)
     return false;
   broadcast_middle_kernel<<<grid_for(v[0] * v[2], 256), 256, 0,
                             compute_stream()>>>(v[0], v[1], v[2], ref(dy),
-                                                ref(dx), meanFactor(p));
+                                                ref(dx), meanFactor(p), acc);
   AUTODDL_CUDA_CHECK_LAUNCH();
   return true;
 }

@@ -138,6 +138,44 @@ void check_elementwise(int64_t n, int64_t offset) {
                               static_cast<act_t *>(g[1]), dr.p, dd.p, n);
       },
       kActTol, kFloatTol, offset);
+  // A first writer's stores (codegen's storesGrad): the device gradient's
+  // initial values must not show through a stored one; the other still adds.
+  check_backward(
+      "add_relu_backward store da" + sz, {{"da", n}, {"db", n}},
+      [&](std::vector<float *> &g) {
+        std::vector<float> masked(sum.size(), 0.0f);
+        ref::relu_backward(masked.data(), sum.data(), dout.data(), n);
+        std::fill(g[0], g[0] + n, 0.0f);
+        ref::add_backward(g[0], g[1], masked.data(), n);
+      },
+      [&](std::vector<void *> &g) {
+        rt::add_relu_backward(static_cast<act_t *>(g[0]),
+                              static_cast<act_t *>(g[1]), dr.p, dd.p, n, false,
+                              true);
+      },
+      kActTol, kFloatTol, offset);
+  check_backward(
+      "add_backward store both" + sz, {{"da", n}, {"db", n}},
+      [&](std::vector<float *> &g) {
+        std::fill(g[0], g[0] + n, 0.0f);
+        std::fill(g[1], g[1] + n, 0.0f);
+        ref::add_backward(g[0], g[1], dout.data(), n);
+      },
+      [&](std::vector<void *> &g) {
+        rt::add_backward(static_cast<act_t *>(g[0]), static_cast<act_t *>(g[1]),
+                         dd.p, n, false, false);
+      },
+      kActTol, kFloatTol, offset);
+  check_backward(
+      "relu_backward store" + sz, {{"dx", n}},
+      [&](std::vector<float *> &g) {
+        std::fill(g[0], g[0] + n, 0.0f);
+        ref::relu_backward(g[0], a.data(), dout.data(), n);
+      },
+      [&](std::vector<void *> &g) {
+        rt::relu_backward(static_cast<act_t *>(g[0]), da.p, dd.p, n, false);
+      },
+      kActTol, kFloatTol, offset);
   check_backward(
       "silu_backward" + sz, {{"dx", n}},
       [&](std::vector<float *> &g) {

@@ -99,15 +99,20 @@ enum Form : unsigned {
   // A batch norm with a ReLU after it, on the GPU in its passes
   // (batchnorm_relu_forward/_backward): y the ReLU's.
   kRelu = 2,
-  // A batch norm storing x's gradient (accumulate_dx false) into a poisoned
-  // buffer.
+  // Operand 0's gradient stored (accumulate_dx false) into a poisoned
+  // buffer: a first writer's (codegen's stored gradients).
   kStoreDx = 4,
+  // A batch norm with the add after it in its normalise pass
+  // (batchnorm_add_forward; with kRelu the ReLU after the add): y = norm(x) +
+  // r for a random r. The forward alone (the norm's backward is the plain
+  // one).
+  kResidual = 8,
 };
 void check(const std::string &label, const std::string &op,
            const ok::PrimitiveAttrs &attrs, const std::vector<Operand> &ops,
            const Dims &out, unsigned form = kNchw) {
   const bool last = form & kLast, relu = form & kRelu,
-             storeDx = form & kStoreDx;
+             storeDx = form & kStoreDx, residual = form & kResidual;
   std::vector<Dims> in;
   std::vector<std::vector<double>> consts;
   for (const Operand &o : ops) {
@@ -162,6 +167,10 @@ void check(const std::string &label, const std::string &op,
   const ok::DropoutKey key{7, 3, 11};
   std::vector<float> y(static_cast<size_t>(ny)), dyIn = dy;
   ok::primitive_forward<float>(p, xc, y.data(), key);
+  const std::vector<float> r =
+      residual ? random_values(gRng, ny, -1.0f, 1.0f) : std::vector<float>();
+  for (size_t e = 0; e < r.size(); ++e)
+    y[e] += r[e];
   std::vector<float> yOut = y; // the ReLU's output where one follows
   for (size_t e = 0; relu && e < y.size(); ++e) {
     yOut[e] = std::max(y[e], 0.0f);
@@ -174,20 +183,27 @@ void check(const std::string &label, const std::string &op,
   dyd.put(stored(dy, out));
   if (storeDx && dxd[0])
     poison(dxd[0]->act->data(), dxd[0]->n * int64_t(sizeof(act_t)));
-  if (relu)
+  DevArray rd(residual ? ny : 1, false);
+  if (residual)
+    rd.put(stored(r, out));
+  if (residual)
+    rt::batchnorm_add_forward(p, xg, rd.ref(), yd.ref(), nullptr, relu);
+  else if (relu)
     rt::batchnorm_relu_forward(p, xg, yd.ref(), nullptr);
   else
     rt::primitive_forward(p, xg, yd.ref(), key);
-  if (relu)
-    rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
-  else if (storeDx)
-    rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
-  else
-    rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref());
+  if (!residual) { // (the forward alone)
+    if (relu)
+      rt::batchnorm_relu_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+    else if (storeDx && p.kind == ok::Primitive::Kind::BatchNorm)
+      rt::batchnorm_backward(p, dxg, xg, dyd.ref(), false);
+    else
+      rt::primitive_backward(p, dxg, xg, yd.ref(), dyd.ref(), !storeDx);
+  }
   rt::synchronize();
   bool good = report(label + " forward",
                      rel_error(stored(yd.get(), out, true), yOut), kActTol);
-  for (size_t j = 0; j < k; ++j)
+  for (size_t j = 0; j < k && !residual; ++j)
     if (dxd[j])
       good =
           report(label + " d" + std::to_string(j) + " (" + ops[j].role + ")",
@@ -199,10 +215,12 @@ void check(const std::string &label, const std::string &op,
 
 /// conv2d forward and backward against direct sums, through the path
 /// conv_use_cudnn selects (`path` names it): the gradients dx, dw and dbias
-/// are added to random values already there (conv2d_backward's +=); without
+/// are added to random values already there (conv2d_backward's +=), dx
+/// stored over them under storeDx (a first writer's: cuDNN's beta 0); without
 /// `bias` neither the bias nor its gradient (ResNet's convolutions). Under
 /// s.channelsLast x, y and their gradients are stored NHWC.
-void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
+void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path,
+               bool storeDx = false) {
   const int64_t Ho = s.Ho(), Wo = s.Wo(), nx = s.B * s.Cin * s.H * s.W,
                 nw = s.Cout * s.Cin * s.kh * s.kw, ny = s.B * s.Cout * Ho * Wo;
   const auto x = random_values(gRng, nx, -1, 1),
@@ -214,6 +232,8 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
              db0 = random_values(gRng, s.Cout, -1, 1);
   std::vector<double> y(static_cast<size_t>(ny)), dx(dx0.begin(), dx0.end()),
       dw(dw0.begin(), dw0.end()), db(db0.begin(), db0.end());
+  if (storeDx)
+    std::fill(dx.begin(), dx.end(), 0.0);
   auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t v) {
     return ((n * s.Cin + c) * s.H + h) * s.W + v;
   };
@@ -257,7 +277,7 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
   rt::conv2d_forward(Y.data(), X.data(), Wt.data(), bias ? B.data() : nullptr,
                      s);
   rt::conv2d_backward(DX.data(), nullptr, nullptr, DY.data(), X.data(),
-                      Wt.data(), s);
+                      Wt.data(), s, !storeDx);
   rt::conv2d_backward(nullptr, DW.data(), bias ? DB.data() : nullptr, DY.data(),
                       X.data(), Wt.data(), s);
   rt::synchronize();
@@ -272,7 +292,7 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path) {
   bool good = report(
       label + " forward",
       rel_error(stored(download(Y.data(), ny), yShape, true), f(y)), kActTol);
-  good = report(label + " dx +=",
+  good = report(label + (storeDx ? " dx =" : " dx +="),
                 rel_error(stored(download(DX.data(), nx), xShape, true), f(dx)),
                 kActTol) &&
          good;
@@ -319,6 +339,7 @@ void checkConvPaths() {
         s.channelsLast = last;
         (cudnn && rt::conv2d_uses_cudnn(s) ? taken : missed)[last] += 1;
         checkConv(s, false, path);
+        checkConv(s, false, path, true);
       }
     }
     if (cudnn && taken[0] == 0)
@@ -343,9 +364,10 @@ void checkConvPaths() {
 
 /// pool2d forward and backward against the CPU kernels' definition (max: to
 /// the window's first maximum). channels > 0: the N planes are an image of
-/// that many channels stored NHWC.
+/// that many channels stored NHWC. dx is added to zeros, or (storeDx) stored
+/// over poison.
 void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
-               bool isMax, int64_t channels = 0) {
+               bool isMax, int64_t channels = 0, bool storeDx = false) {
   const int64_t Ho = (H - k) / st + 1, Wo = (W - k) / st + 1;
   const auto x = random_values(gRng, N * H * W, -1, 1),
              dy = random_values(gRng, N * Ho * Wo, -1, 1);
@@ -381,9 +403,11 @@ void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
       DX(N * H * W);
   upload(X.data(), stored(x, xShape));
   upload(DY.data(), stored(dy, yShape));
+  if (storeDx)
+    poison(DX.data(), N * H * W * int64_t(sizeof(act_t)));
   rt::pool2d_forward(Y.data(), X.data(), N, H, W, k, st, isMax, channels);
   rt::pool2d_backward(DX.data(), X.data(), DY.data(), N, H, W, k, st, isMax,
-                      channels);
+                      channels, !storeDx);
   rt::synchronize();
   const std::string label = std::string(isMax ? "maxpool" : "avgpool") +
                             (channels > 0 ? " NHWC" : "") + " k" +
@@ -392,7 +416,7 @@ void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
       label + " forward",
       rel_error(stored(download(Y.data(), N * Ho * Wo), yShape, true), y),
       kActTol);
-  good = report(label + " dx",
+  good = report(label + (storeDx ? " dx =" : " dx"),
                 rel_error(stored(download(DX.data(), N * H * W), xShape, true),
                           dx),
                 kActTol) &&
@@ -582,6 +606,40 @@ void checkAll() {
   check("BatchNormalization + ReLU NHWC packed, dx stored",
         "BatchNormalization", none, {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}},
         {3, 16, 5, 7}, kLast | kRelu | kStoreDx);
+  // The pools and the global pool store in their pass (ResNet's stem pool:
+  // the stride-tile kernel; a 3x3/3 pool: the taps path), other kinds after
+  // zeroing (primitiveStoresDxInPass).
+  stem.ints.erase("count_include_pad");
+  check("MaxPool 3x3 s2 p1 dx stored", "MaxPool", stem, {{{2, 3, 9, 10}}},
+        {2, 3, 5, 5}, kStoreDx);
+  check("MaxPool 3x3 s2 p1 NHWC packed dx stored", "MaxPool", stem,
+        {{{2, 16, 9, 10}}}, {2, 16, 5, 5}, kLast | kStoreDx);
+  check("MaxPool 3x3 s2 p1 NHWC 64 channels dx stored", "MaxPool", stem,
+        {{{2, 64, 16, 15}}}, {2, 64, 8, 8}, kLast | kStoreDx);
+  ok::PrimitiveAttrs wide = stem;
+  wide.lists["strides"] = {3, 3};
+  check("MaxPool 3x3 s3 p1 NHWC packed (taps)", "MaxPool", wide,
+        {{{2, 16, 9, 10}}}, {2, 16, 3, 4}, kLast);
+  check("MaxPool 3x3 s3 p1 NHWC packed (taps) dx stored", "MaxPool", wide,
+        {{{2, 16, 9, 10}}}, {2, 16, 3, 4}, kLast | kStoreDx);
+  check("GlobalAveragePool NHWC 64 channels dx stored", "GlobalAveragePool",
+        none, {{{4, 64, 2, 3}}}, {4, 64, 1, 1}, kLast | kStoreDx);
+  check("Relu dx stored (zeroed first)", "Relu", none, {{{2, 6, 3, 5}}},
+        {2, 6, 3, 5}, kStoreDx);
+  // A batch norm with the residual add (and its ReLU) in its normalise pass
+  // (ResNet's last norm of a block): NCHW, NHWC, packed, row splits.
+  check("BatchNormalization + add", "BatchNormalization", none,
+        {{{4, 6, 5, 7}}, {{6}, 'p'}, {{6}, 'p'}}, {4, 6, 5, 7}, kResidual);
+  check("BatchNormalization + add + ReLU NHWC", "BatchNormalization", none,
+        {{{4, 37, 5, 7}}, {{37}, 'p'}, {{37}, 'p'}}, {4, 37, 5, 7},
+        kLast | kRelu | kResidual);
+  check("BatchNormalization + add + ReLU NHWC packed, row splits",
+        "BatchNormalization", none,
+        {{{8, 16, 16, 16}}, {{16}, 'p'}, {{16}, 'p'}}, {8, 16, 16, 16},
+        kLast | kRelu | kResidual);
+  check("BatchNormalization + add NHWC packed", "BatchNormalization", none,
+        {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7},
+        kLast | kResidual);
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
@@ -589,6 +647,7 @@ void checkAll() {
   checkPool(5, 9, 7, 3, 1, false);
   checkPool(6, 8, 10, 2, 2, true, 3);
   checkPool(10, 9, 7, 3, 1, false, 5);
+  checkPool(6, 8, 10, 2, 2, true, 3, true);
 }
 
 /// ONNX's node tests on the GPU: the records tests/onnx/PrimitiveKernelTests
