@@ -3,7 +3,7 @@
 // The one home for turning a string from the user's files (model, graph,
 // node, tensor and parameter names, ONNX names and attributes, the model's
 // config, the plan's model name) into text of a generated file
-// (docs/codegen.md "Input text in generated sources"): nothing such a string
+// (docs/generated-source-text.md): nothing such a string
 // holds may become code. A string the program needs reaches it as a C++
 // string literal (cStringLiteral); a comment carries only sanitised text
 // (commentText); a C++ name derived from it is mangled and made unique
