@@ -593,8 +593,11 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   // (docs/cost-model.md §4.3).
   double dyBytes =
       kind == "cross_entropy" || kind == "squared_error" ? 0 : outBytes;
+  // A sum's gradient is its result's: dY read, each operand's written, the
+  // operands not read again (add_backward, add_relu_backward).
+  const double reread = kind == "add" ? 0 : fwdBytes - outBytes;
   out.backwardData = streamKernel(c, kind, key, 2.0 * fwdFlops,
-                                  fwdBytes - outBytes + dyBytes + actBytes, p);
+                                  reread + dyBytes + actBytes, p);
   if (paramBytes > 0) {
     // wgrad of a per-channel parameter (norm gamma/beta, bias, positional
     // table): a reduction of dY (times the normalised input) over the leading

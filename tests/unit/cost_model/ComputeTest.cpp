@@ -209,6 +209,17 @@ TEST(OpCost, ElementwiseIsMemoryBound) {
   EXPECT_EQ(cost.backwardWeight.time, 0);
 }
 
+TEST(OpCost, AddBackwardReadsOnlyItsResultsGradient) {
+  Cluster c = toyCluster();
+  ValueType x{{4096, 4096}, DType::F32};
+  OpCost cost = opCost(c, "add", {x, x}, {x}, {}, {false, false},
+                       Precision::BF16);
+  const double xb = 4096.0 * 4096 * 2;
+  EXPECT_NEAR(cost.forward.time, 3 * xb / 1e12, 1e-12);
+  // dY read, both operands' gradients written; x and y not read again.
+  EXPECT_NEAR(cost.backwardData.time, 3 * xb / 1e12, 1e-12);
+}
+
 TEST(OpCost, LayerNormHasAWeightGradient) {
   Cluster c = toyCluster();
   ValueType x{{4096, 1024}, DType::F32}, g{{1024}, DType::F32};
