@@ -436,9 +436,9 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
 /// floors of bench/cuda/image_kernels_bench.cu), where it is not one stream
 /// of operands and results: a batch norm reads x for its statistics and
 /// again to normalise (3 tensor passes forward) and reads dy and x twice
-/// backward (5: the scale and bias gradients in the first pass); a max pool's
-/// backward records its first-maximum taps from x (a byte a result element,
-/// written and read) and adds into dx; a pool's dx is read and written.
+/// backward (5: the scale and bias gradients in the first pass); a max
+/// pool's backward rescans its windows in x beside dy; a pool's dx is written
+/// once (the first writer stores it, as ResNet's pools are).
 /// False: not such a primitive.
 bool imagePrimitiveCost(const Cluster &c, std::string_view type,
                         const std::vector<ops::ValueType> &operands,
@@ -454,11 +454,11 @@ bool imagePrimitiveCost(const Cluster &c, std::string_view type,
     bwd = 5 * x + 2 * paramBytes;
   } else if (type == "MaxPool") {
     fwd = x + y;
-    bwd = x + 2 * numel(results[0]) + y + 2 * x;
+    bwd = 2 * x + y;
   } else if (type == "AveragePool" || type == "GlobalAveragePool" ||
              type == "GlobalMaxPool") {
     fwd = x + y;
-    bwd = y + 2 * x;
+    bwd = y + x;
   } else {
     return false;
   }
