@@ -440,7 +440,8 @@ OpCost sparseOpCost(const Cluster &c, std::string_view kind,
 /// pool's backward rescans its windows in x beside dy; a pool's dx is written
 /// once (the first writer stores it, as ResNet's pools are).
 /// False: not such a primitive.
-bool imagePrimitiveCost(const Cluster &c, std::string_view type,
+bool imagePrimitiveCost(const Cluster &c, std::string_view kind,
+                        std::string_view type,
                         const std::vector<ops::ValueType> &operands,
                         const std::vector<ops::ValueType> &results,
                         double paramBytes, double fwdFlops, Precision p,
@@ -462,8 +463,10 @@ bool imagePrimitiveCost(const Cluster &c, std::string_view type,
   } else {
     return false;
   }
-  out.forward = roofline(c, fwdFlops, fwd, c.gemmEfficiency, p);
-  out.backwardData = roofline(c, 2.0 * fwdFlops, bwd, c.gemmEfficiency, p);
+  // As every stream: a measured entry of the calibration table wins.
+  const std::vector<int64_t> &key = operands[0].shape;
+  out.forward = streamKernel(c, kind, key, fwdFlops, fwd, p);
+  out.backwardData = streamKernel(c, kind, key, 2.0 * fwdFlops, bwd, p);
   return true;
 }
 
@@ -576,7 +579,7 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
   }
 
   if (kind == "primitive" &&
-      imagePrimitiveCost(c, ops::attrOr(attrs, ops::attr::kOpType, ""),
+      imagePrimitiveCost(c, kind, ops::attrOr(attrs, ops::attr::kOpType, ""),
                          operands, results, paramBytes, fwdFlops, p, out))
     return out;
 

@@ -97,16 +97,21 @@ bool batchNormPrimitive(const OpDef &o) {
          attrOr(o, ops::attr::kOpType, "") == "BatchNormalization";
 }
 
+namespace {
+/// An add of two operands of its one result's shape (ResNet's residual).
+bool sameShapeAdd(const ModelGraph &g, const OpDef &o) {
+  if (o.kind != "add" || o.operands.size() != 2 || o.results.size() != 1)
+    return false;
+  const auto &out = g.tensors[size_t(o.results[0])].shape;
+  return g.tensors[size_t(o.operands[0])].shape == out &&
+         g.tensors[size_t(o.operands[1])].shape == out;
+}
+} // namespace
+
 int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op) {
   const OpDef &o = g.ops[op];
-  const bool norm = batchNormPrimitive(o);
-  const bool add = o.kind == "add" && o.operands.size() == 2 &&
-                   o.results.size() == 1 &&
-                   g.tensors[size_t(o.operands[0])].shape ==
-                       g.tensors[size_t(o.results[0])].shape &&
-                   g.tensors[size_t(o.operands[1])].shape ==
-                       g.tensors[size_t(o.results[0])].shape;
-  if (!(norm || add) || o.results.size() != 1 || o.results[0] == g.loss)
+  if (!(batchNormPrimitive(o) || sameShapeAdd(g, o)) ||
+      o.results.size() != 1 || o.results[0] == g.loss)
     return -1;
   const std::vector<size_t> &readers = uses.readers[size_t(o.results[0])];
   if (readers.size() != 1)
@@ -122,13 +127,9 @@ int fusedProducerRelu(const ModelGraph &g, const GraphUses &uses, size_t op) {
 int residualNormOperand(const ModelGraph &g, const GraphUses &uses,
                         size_t add) {
   const OpDef &o = g.ops[add];
-  if (o.kind != "add" || o.operands.size() != 2 || o.results.size() != 1 ||
-      o.operands[0] == o.operands[1] || o.results[0] == g.loss)
+  if (!sameShapeAdd(g, o) || o.operands[0] == o.operands[1] ||
+      o.results[0] == g.loss)
     return -1;
-  const auto &out = g.tensors[size_t(o.results[0])].shape;
-  for (size_t k : {size_t(0), size_t(1)})
-    if (g.tensors[size_t(o.operands[k])].shape != out)
-      return -1;
   for (int k : {0, 1}) {
     const int t = o.operands[size_t(k)], norm = uses.producer[size_t(t)];
     if (norm >= 0 && batchNormPrimitive(g.ops[size_t(norm)]) &&
