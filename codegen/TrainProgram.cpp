@@ -144,7 +144,12 @@ void EmitContext::planProducerReluFusion() {
 /// shortcut may be made after the norm (the downsample's). Where
 /// ProgramDecisions.h's residualNormOperand allows it, on one stage, both
 /// operands in their own layouts, channels-last or not alike; an add's GEMM
-/// fusion (planResidualFusion) first.
+/// fusion (planResidualFusion) first. Both operands' gradients are the add's
+/// output gradient (ReLU-masked): where the add stores the shortcut's and no
+/// other reader of the shortcut runs its backward between the add's and the
+/// norm's (each reads it before the norm in the forward), the norm's
+/// backward reads it from the shortcut's buffer (gradAlias) and the add
+/// writes it once: a write of a block's activation saved a step.
 void EmitContext::planResidualNormFusion() {
   if (!cuda)
     return;
@@ -163,6 +168,13 @@ void EmitContext::planResidualNormFusion() {
       continue;
     normOfAdd[i] = norm;
     normsInAdd.insert(norm);
+    const int shortcut = add.operands[size_t(1 - k)];
+    bool alias = storesGrad(i, shortcut, L.tensors[size_t(shortcut)],
+                            grad(shortcut, L.tensors[size_t(shortcut)]));
+    for (size_t j : users[size_t(shortcut)])
+      alias = alias && (j == i || j < norm);
+    if (alias)
+      gradAlias[add.operands[size_t(k)]] = shortcut;
   }
 }
 

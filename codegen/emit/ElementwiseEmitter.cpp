@@ -27,15 +27,22 @@ void OpEmitters::emitAdd(OpCall &c) {
   // written, its output gradient masked by it to both operands.
   const auto it = cx_.reluAfter.find(i);
   std::string out = y, relu;
+  // A fused norm's operand reads its gradient from the other operand's
+  // buffer (gradAlias): written once, there.
+  std::string d0 = dx[0], d1 = dx[1];
+  if (cx_.gradAlias.count(op.operands[0]))
+    d0 = "nullptr";
+  if (cx_.gradAlias.count(op.operands[1]))
+    d1 = "nullptr";
   if (it != cx_.reluAfter.end()) {
     const int t = cx_.g.ops[it->second].results[0];
     const TpLayout lo = cx_.L.ops[it->second].result;
     out = cx_.val(t, lo);
     relu = commentText(cx_.g.ops[it->second].name);
-    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {}{});", dx[0], dx[1],
-                   out, cx_.grad(t, lo), n, storeFlags(c, {0, 1})));
+    BI(fmt::format("add_relu_backward({}, {}, {}, {}, {}{});", d0, d1, out,
+                   cx_.grad(t, lo), n, storeFlags(c, {0, 1})));
   } else {
-    BI(fmt::format("add_backward({}, {}, {}, {}{});", dx[0], dx[1], dy, n,
+    BI(fmt::format("add_backward({}, {}, {}, {}{});", d0, d1, dy, n,
                    storeFlags(c, {0, 1})));
   }
   // A batch norm operand runs here, the sum in its normalise pass

@@ -119,6 +119,8 @@ std::string EmitContext::grad(int t, TpLayout l) const {
     return "P." + names[size_t(t)] + ".grad.data()";
   if (isInput(t) || isConst(t))
     return "nullptr";
+  if (auto a = gradAlias.find(t); a != gradAlias.end())
+    return grad(a->second, L.tensors[size_t(a->second)]);
   return "a.d_" + bufName(t, l) + ".data()";
 }
 

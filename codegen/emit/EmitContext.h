@@ -197,6 +197,10 @@ struct EmitContext {
   // (planResidualNormFusion): per add its norm; the norms write no output.
   std::map<size_t, size_t> normOfAdd;
   std::set<size_t> normsInAdd;
+  // cuda: a fused norm's output whose gradient is its add's other operand's
+  // (planResidualNormFusion: the add stores that one gradient, the norm's
+  // backward reads it there); grad() gives the other's buffer.
+  std::map<int, int> gradAlias;
 
   int64_t vocab() const;
   /// How many layers of `stage` recompute (StageInfo::recomputeLayers, its

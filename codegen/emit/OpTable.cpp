@@ -124,7 +124,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   // (planResidualNormFusion) its gradient's alone.
   if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i) &&
       !cx_.reluAfter.count(i))
-    buffers_.addTensor(st, r, p.result, !cx_.fusedGelus.count(i),
+    buffers_.addTensor(st, r, p.result,
+                       !cx_.fusedGelus.count(i) && !cx_.gradAlias.count(r),
                        !cx_.normsInAdd.count(i));
   const std::vector<int64_t> ys = cx_.local(r, p.result);
   const std::string y = cx_.full(r).empty() ? "" : cx_.val(r, p.result);
