@@ -102,6 +102,19 @@ int64_t fp8_registered_linears();
 /// The metas of w's linear ([input, weight, output gradient]), or null.
 Fp8Meta *fp8_linear_metas(const act_t *w);
 
+/// A training step's bounds for the weights' FP8 copies: between them each
+/// FP8 linear's first FP8 GEMM casts its weight once (every layout its
+/// GEMMs read, one recorded amax) into a copy on the device that the step's
+/// later GEMMs read; outside them, and under AUTODDL_FP8_WEIGHT_CACHE=0,
+/// every GEMM casts its weight itself. Host calls around the step's body
+/// (captured with it): assumes the weights change only between steps. The
+/// first step learns which layouts a linear reads and allocates the copies,
+/// so it must run eagerly (a step graph captures a later one).
+void fp8_begin_step();
+void fp8_end_step();
+/// Bytes of the weights' FP8 copies allocated (tests, the program's peak).
+int64_t fp8_weight_copy_bytes();
+
 /// The FP8 counterparts of Linear.h's functions, same arguments and
 /// conventions, for an eligible linear; each returns false, having done
 /// nothing, where cuBLASLt has no FP8 algorithm for one of its GEMMs (the

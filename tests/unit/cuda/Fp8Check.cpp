@@ -9,6 +9,9 @@
 //   (bound 1e-2: bf16 output rounding and Hopper's accumulation) and on the
 //   unrounded ones (bound 0.06 for E4M3 x E4M3, 0.1 with E5M2: the formats'
 //   rounding, ~2^-4 and ~2^-3 relative per element);
+// - the weight's FP8 copy for a step (fp8_begin_step): two micro-batches
+//   over three steps with W changed between them, bit for bit with the
+//   per-call casts, W cast (its amax recorded) once a step;
 // - the dispatch rule (backends/common/Fp8Rule.h): an eligible registered
 //   linear runs in FP8, an unregistered or odd one in bf16.
 // Exits 77 without a CUDA device, or one without FP8 tensor cores (< 8.9).
@@ -231,6 +234,95 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
           gemm_tn(dy, transposed(wOK, O, K), N, K, O), 0.1);
   report2(tag + " both: weight gradient (fp32)", download(dw2.p, O * K), want,
           exact, 0.1);
+}
+
+/// The weight's FP8 copy for a step (fp8_begin_step) against the per-call
+/// casts (outside a step): three steps of two micro-batches (the forwards,
+/// then each micro-batch's input-gradient call and weight-gradient call, as
+/// the generated program makes them), W changed between steps. Step 0 runs
+/// W, step 1 -W/2 (a stale copy would give step 0's bits), step 2 W/4 with
+/// the backward calls only (the forward in bf16: the input gradient casts
+/// the copy). W's scale is fmax / amax(W) after its first cast in both
+/// paths (its history's maximum stays amax(W)), so every output is equal bit
+/// for bit; W's meta records one amax a step, not one a GEMM.
+void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
+  const std::string tag = "fp8 weight copy " + std::to_string(N) + "x" +
+                          std::to_string(K) + "x" + std::to_string(O) +
+                          (tw ? " wT" : " w");
+  const auto w = random_values(gRng, O * K, -0.05f, 0.05f); // as stored
+  const float stepScale[] = {1.0f, -0.5f, 0.25f};
+  std::vector<float> x[2], dy[2];
+  for (int mb = 0; mb < 2; ++mb) {
+    x[mb] = random_values(gRng, N * K, -1, 1);
+    dy[mb] = random_values(gRng, N * O, -1e-3f, 1e-3f);
+  }
+  DevAct dW(w), dX0(x[0]), dX1(x[1]), dDy0(dy[0]), dDy1(dy[1]);
+  const act_t *dX[2] = {dX0.p, dX1.p}, *dDy[2] = {dDy0.p, dDy1.p};
+  struct Run {
+    std::vector<std::vector<float>> values; // per step: outs, dxs, dw
+    int32_t recorded[3] = {};               // W's meta after each step
+    int64_t copyBytes = 0;
+  };
+  auto run = [&](bool inStep) {
+    Run r;
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW.p); // fresh metas
+    DevAlloc out(N * O), dx(N * K);
+    DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> ws(w.size());
+      for (size_t i = 0; i < w.size(); ++i)
+        ws[i] = stepScale[step] * float(act_t(w[i])); // exact in bf16
+      upload(dW.p, ws);
+      rt::zero(dw.p, O * K * int64_t(sizeof(float)));
+      if (inStep)
+        rt::fp8_begin_step();
+      for (int mb = 0; mb < 2 && step < 2; ++mb) {
+        expect(
+            rt::fp8_linear_forward(out.p, dX[mb], dW.p, nullptr, N, K, O, tw));
+        r.values.push_back(download(out.p, N * O));
+      }
+      for (int mb = 0; mb < 2; ++mb) {
+        expect(rt::fp8_linear_backward_dx(dx.p, dDy[mb], dW.p, N, K, O, tw,
+                                          false));
+        r.values.push_back(download(dx.p, N * K));
+        expect(rt::fp8_linear_backward_dw(dw.p, dDy[mb], dX[mb], dW.p, N, K, O,
+                                          tw));
+      }
+      r.values.push_back(download(dw.p, O * K));
+      if (inStep)
+        rt::fp8_end_step();
+      r.recorded[step] = download_meta(rt::fp8_linear_metas(dW.p) + 1).recorded;
+    }
+    r.copyBytes = rt::fp8_weight_copy_bytes();
+    return r;
+  };
+  const Run perCall = run(false), cached = run(true);
+  int64_t differing = 0;
+  for (size_t i = 0; i < perCall.values.size(); ++i)
+    differing += perCall.values[i] != cached.values[i];
+  expect(report(tag + ": outputs differing from the per-call casts' (of " +
+                    std::to_string(perCall.values.size()) + ")",
+                double(differing), 0));
+  // Step 1's first forward (after step 0's 2 outputs, 2 input gradients
+  // and weight gradient) follows -W/2: a stale copy would repeat step 0's.
+  expect(report(tag + ": step 1's output equal to step 0's",
+                cached.values[0] == cached.values[5] ? 1 : 0, 0));
+  // Recorded amaxes: the priming pass and one a cast (saturating at 32).
+  // Per call: 2 forward + 2 input-gradient casts a step (2 in step 2);
+  // cached: one a step.
+  const bool counts = perCall.recorded[0] == 5 && perCall.recorded[1] == 9 &&
+                      perCall.recorded[2] == 11 && cached.recorded[0] == 2 &&
+                      cached.recorded[1] == 3 && cached.recorded[2] == 4;
+  expect(report(tag + ": W's recorded amaxes (per call 5, 9, 11; cached "
+                      "2, 3, 4)",
+                counts ? 0 : 1, 0));
+  // The copy: 256 bytes of scale, then [O,K] and [K,O], each 256-aligned;
+  // none outside a step.
+  const int64_t slot = (O * K + 255) / 256 * 256;
+  expect(report(
+      tag + ": copy bytes (per call none, cached 256 + 2 layouts)",
+      perCall.copyBytes == 0 && cached.copyBytes == 256 + 2 * slot ? 0 : 1, 0));
 }
 
 /// The size rule through Linear.h: a registered eligible linear runs FP8
@@ -480,6 +572,8 @@ int main(int argc, char **argv) {
   check_linear(1024, 768, 3072, true);
   check_linear(1024, 3072, 768, true);
   check_linear(272, 400, 1040, false);
+  check_weight_copy(1024, 768, 2304, true);
+  check_weight_copy(272, 400, 1040, false);
   check_dispatch();
   std::printf("Fp8Check: %s\n", gFailures ? "FAILED" : "all passed");
   return gFailures ? 1 : 0;
