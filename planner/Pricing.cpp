@@ -178,25 +178,30 @@ void applyNeighbourFusions(const NeighbourFusions &nf, bool batchNorm,
     backward += (batchNorm ? 2 : 1) * pass;
 }
 
-/// An FP8 linear's casts (memory-bound passes over x, W and dY, Fp8Rule.h)
-/// added to its forward, input- and weight-gradient times; their scratch is
-/// its workspace. dxInBf16: its input gradient runs in bf16 (through a fused
-/// GELU: Linear.cu's linear_backward_dgelu), so the weight gradient casts dY
-/// into its one layout itself.
+/// An FP8 linear's casts (x, W, dY: Fp8Rule.h) added to its forward, input-
+/// and weight-gradient times; its scratch, and its weight's FP8 copy for the
+/// step (weightCopy). dxInBf16: its input gradient runs in bf16 (through a
+/// fused GELU), so the weight gradient casts dY itself and the copy holds
+/// the forward's layout only. W's cast, once a step in the first forward, is
+/// shared by the `microbatches` forwards (exact for one stage).
 void addFp8Casts(const cost::Cluster &c, const ops::ValueType &x,
-                 const ops::ValueType &y, bool dxInBf16, double &forward,
-                 double &backward, double &wgrad, double &workspace) {
+                 const ops::ValueType &y, bool dxInBf16, int64_t microbatches,
+                 double &forward, double &backward, double &wgrad,
+                 double &workspace, double &weightCopy) {
   const int64_t K = x.shape.back(), O = y.shape.back();
   const int64_t N = int64_t(prod(x.shape)) / K;
-  const rt::Fp8CastBytes b = rt::fp8CastBytes(N, K, O);
+  const rt::Fp8CastBytes b = rt::fp8CastBytes(N, K, O, !dxInBf16);
   const double bw = c.hbmBandwidth * c.hbmEfficiency;
   const double inputGrad = dxInBf16 ? 0 : b.inputGrad;
   const double weightGrad =
       dxInBf16 ? b.weightGrad + 2 * double(N) * double(O) : b.weightGrad;
-  forward += b.forward / bw;
+  forward += (b.forward +
+              b.weightPerStep / double(std::max<int64_t>(1, microbatches))) /
+             bw;
   backward += (inputGrad + weightGrad) / bw; // backward holds wgrad
   wgrad += weightGrad / bw;
   workspace = std::max(workspace, rt::fp8Scratch(N, K, O));
+  weightCopy = double(rt::fp8WeightCopyBytes(K, O, dxInBf16 ? 1 : 2));
 }
 
 } // namespace
@@ -444,8 +449,8 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
       if (fp8)
-        addFp8Casts(c_, in[0], out[0], nf.dxThroughGelu, sc.forward,
-                    sc.backward, sc.wgrad, sc.workspace);
+        addFp8Casts(c_, in[0], out[0], nf.dxThroughGelu, m_, sc.forward,
+                    sc.backward, sc.wgrad, sc.workspace, sc.fp8WeightCopy);
       opCost_[i].push_back(sc);
     }
   }
@@ -711,6 +716,7 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     s.backward += w * c.backward;
     s.weightGradient += w * c.wgrad;
     s.workspace = std::max(s.workspace, c.workspace);
+    s.fp8WeightCopies += w * c.fp8WeightCopy;
     // Kept inside the op (unfused attention's probabilities): selective
     // recomputation drops exactly these and reruns the op's forward
     // (Korthikanti et al. 2022). A fused attention keeps none: selective

@@ -187,15 +187,13 @@ void cast_weight(void *dst, float *scaleInv, const act_t *w, int64_t K,
            Fp8Format::E4M3, meta, record);
 }
 
-/// A weight copy's bytes holding the layouts of `uses` (K * O values each),
-/// and where layout `l` starts in it (Fp8LinearState).
-int64_t copy_slot(int64_t elems) { return (elems + 255) / 256 * 256; }
-int64_t copy_bytes(int64_t elems, unsigned uses) {
-  return 256 + copy_slot(elems) *
-                   (((uses & kRowsOK) ? 1 : 0) + ((uses & kRowsKO) ? 1 : 0));
+/// The layouts in `uses`, and where layout `l` starts in a copy of them
+/// (fp8WeightCopyBytes in backends/common/Fp8Rule.h: [O,K] first).
+int layouts_in(unsigned uses) {
+  return ((uses & kRowsOK) ? 1 : 0) + ((uses & kRowsKO) ? 1 : 0);
 }
-int64_t copy_offset(int64_t elems, unsigned uses, Layout l) {
-  return l == kRowsKO && (uses & kRowsOK) ? 256 + copy_slot(elems) : 256;
+int64_t copy_offset(int64_t K, int64_t O, unsigned uses, Layout l) {
+  return l == kRowsKO && (uses & kRowsOK) ? fp8WeightCopyBytes(K, O, 1) : 256;
 }
 
 /// An FP8 operand and the 1/scale its GEMM reads.
@@ -225,7 +223,7 @@ Fp8Operand weight_operand(const act_t *w, int64_t K, int64_t O, bool tw,
   const int64_t elems = K * O;
   const bool castThisStep = l.castStep == r.step && l.elems == elems;
   auto at = [&](Layout x) {
-    return l.copy.data() + copy_offset(elems, l.uses, x);
+    return l.copy.data() + copy_offset(K, O, l.uses, x);
   };
   auto *scaleInv = reinterpret_cast<float *>(l.copy.data());
   if (castThisStep && (l.cast & want))
@@ -235,7 +233,8 @@ Fp8Operand weight_operand(const act_t *w, int64_t K, int64_t O, bool tw,
     AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
     l.uses |= want;
     l.elems = elems;
-    l.copy = DeviceBuffer<unsigned char>(copy_bytes(elems, l.uses));
+    l.copy = DeviceBuffer<unsigned char>(
+        fp8WeightCopyBytes(K, O, layouts_in(l.uses)));
     scaleInv = reinterpret_cast<float *>(l.copy.data());
   }
   unsigned char *ok = (l.uses & kRowsOK) ? at(kRowsOK) : nullptr;
@@ -369,7 +368,7 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
 namespace {
 /// The backward's scratch: a holds dY[N,O], then dY^T[O,N] 256-byte aligned
 /// after it; b holds W^T[K,O] for dx (unless the step's copy holds it), then
-/// x^T[K,N] for dw (stream-ordered reuse). fp8Scratch's last set.
+/// x^T[K,N] for dw (stream-ordered reuse): fp8Scratch.
 struct BackwardOperands {
   Operands q;
   void *dyq, *dyT;

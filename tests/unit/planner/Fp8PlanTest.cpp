@@ -41,12 +41,20 @@ TEST(Fp8Rule, GptSizesAsDocumented) {
   // Not a multiple of 16 (cuBLASLt's FP8 alignment), however large.
   EXPECT_FALSE(fp8RunsLinear(8192, 4096, 50257));
   EXPECT_FALSE(fp8RunsLinear(8193, 4096, 4096));
+  // N=2, K=3, O=5: NK 6, KO 15, NO 10. A micro-batch casts x and dY only;
+  // W (2 bytes read, 1 written a layout) once a step.
   const rt::Fp8CastBytes b = rt::fp8CastBytes(2, 3, 5);
-  EXPECT_DOUBLE_EQ(b.forward, 3 * (6 + 15));
-  EXPECT_DOUBLE_EQ(b.inputGrad, 3 * (10 + 15));
+  EXPECT_DOUBLE_EQ(b.forward, 3 * 6);
+  EXPECT_DOUBLE_EQ(b.inputGrad, 3 * 10);
   EXPECT_DOUBLE_EQ(b.weightGrad, 10 + 3 * 6); // dY^T from dY's one read
-  // dY in both layouts (the first rounded up to 256 bytes), then W^T.
-  EXPECT_DOUBLE_EQ(rt::fp8Scratch(2, 3, 5), 256 + 10 + 15 + 512);
+  EXPECT_DOUBLE_EQ(b.weightPerStep, 2 * 15 + 2 * 15);
+  // The input gradient in bf16 (through a GELU): the forward's layout only.
+  EXPECT_DOUBLE_EQ(rt::fp8CastBytes(2, 3, 5, false).weightPerStep, 3 * 15);
+  // dY in both layouts (the first rounded up to 256 bytes), then x^T; no W.
+  EXPECT_DOUBLE_EQ(rt::fp8Scratch(2, 3, 5), 256 + 10 + 6 + 512);
+  // The copy: 256 bytes of 1/scale, each layout rounded up to 256 bytes.
+  EXPECT_EQ(rt::fp8WeightCopyBytes(2, 3, 2), 256 + 2 * 256);
+  EXPECT_EQ(rt::fp8WeightCopyBytes(1600, 6400, 1), 256 + 1600 * 6400);
 }
 
 TEST(Fp8Cluster, HopperPresetsHaveTheirFp8Peak) {
@@ -127,6 +135,40 @@ TEST(Fp8Plan, LargeModelFasterSmallModelUnchanged) {
   const Plan s16 = planOf("gpt2", 16, 16, cost::Precision::BF16);
   const Plan s8 = planOf("gpt2", 16, 16, cost::Precision::FP8);
   EXPECT_DOUBLE_EQ(s8.predicted.stepTime, s16.predicted.stepTime);
+}
+
+// gpt2-xl's weight casts are once a step: with twice the micro-batches of
+// 8 (global batch 32 against 16) an fp8 step adds twice the micro-batch
+// work, not the weights' casts, so 2 step(16) - step(32), the per-step part
+// (the optimizer), exceeds bf16's by exactly the casts of its 48 layers'
+// weights: qkv [1600,4800], attention projection [1600,1600], fc
+// [1600,6400] into both layouts (4 bytes an element), proj [6400,1600] into
+// the forward's only (3: its input gradient runs in bf16 through the GELU),
+// at the copy bandwidth. Charged per micro-batch again, the difference
+// would be 0. The copies (1 byte an element a layout, 256 bytes of 1/scale)
+// are in the fp8 plan's peak.
+TEST(Fp8Plan, WeightsCastOnceAStep) {
+  const double
+      s16 = planOf("gpt2-xl", 16, 8, cost::Precision::FP8).predicted.stepTime,
+      s32 = planOf("gpt2-xl", 32, 8, cost::Precision::FP8).predicted.stepTime,
+      b16 = planOf("gpt2-xl", 16, 8, cost::Precision::BF16).predicted.stepTime,
+      b32 = planOf("gpt2-xl", 32, 8, cost::Precision::BF16).predicted.stepTime;
+  const double C = 1600, layers = 48;
+  const double fourBytes = 3 * C * C + C * C + 4 * C * C,
+               threeBytes = 4 * C * C;
+  const cost::Cluster c = cost::loadCluster("dgx-h100-ndr");
+  const double casts = layers * (4 * fourBytes + 3 * threeBytes) /
+                       (c.hbmBandwidth * c.hbmEfficiency);
+  EXPECT_NEAR((2 * s16 - s32) - (2 * b16 - b32), casts, 1e-3 * casts);
+  const Plan f = planOf("gpt2-xl", 16, 8, cost::Precision::FP8),
+             b = planOf("gpt2-xl", 16, 8, cost::Precision::BF16);
+  // Both layouts of three weights, one of proj's; beside them at most the
+  // largest call's scratch (fc's, 8192 tokens) over bf16's workspace.
+  const double copies = layers * (2 * fourBytes + threeBytes + 4 * 256);
+  const double more = f.devices[0].memoryParts.workspace -
+                      b.devices[0].memoryParts.workspace - copies;
+  EXPECT_GE(more, 0);
+  EXPECT_LE(more, rt::fp8Scratch(8192, 1600, 6400));
 }
 
 TEST(Fp8Plan, JsonRecordsThePrecision) {
