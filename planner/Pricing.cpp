@@ -2,9 +2,8 @@
 #include "planner/Pricing.h"
 
 #include "planner/AdjacencyMemory.h"
+#include "planner/Fp8Pricing.h"
 #include "planner/ProgramDecisions.h"
-
-#include "backends/common/Fp8Rule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,21 +89,6 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
   }
 }
 
-/// Whether `op` runs its GEMMs in FP8 in a plan of precision `p`: a linear
-/// of a repeated block (a transformer layer: not the embedding or the head)
-/// whose local shape passes backends/common/Fp8Rule.h's rule, as the CUDA
-/// runtime decides for the weights codegen registers (fp8Linear in
-/// ProgramDecisions.h).
-bool runsInFp8(const OpDef &op, const std::vector<ops::ValueType> &in,
-               const ops::ValueType &out, cost::Precision p) {
-  if (p != cost::Precision::FP8 || !fp8Linear(op) || in.empty() ||
-      in[0].shape.empty() || out.shape.empty())
-    return false;
-  const int64_t K = in[0].shape.back(), O = out.shape.back();
-  const int64_t N = K > 0 ? int64_t(prod(in[0].shape)) / K : 0;
-  return rt::fp8RunsLinear(N, K, O);
-}
-
 /// What an op's neighbours change of its price in the CUDA program.
 struct NeighbourFusions {
   // A ReLU after a bias_add runs in the bias_add's passes: the bias's
@@ -176,32 +160,6 @@ void applyNeighbourFusions(const NeighbourFusions &nf, bool batchNorm,
   // backward passes (batchnorm_relu_backward).
   if (nf.biasOfRelu || nf.producerOfRelu)
     backward += (batchNorm ? 2 : 1) * pass;
-}
-
-/// An FP8 linear's casts (x, W, dY: Fp8Rule.h) added to its forward, input-
-/// and weight-gradient times; its scratch, and its weight's FP8 copy for the
-/// step (weightCopy). dxInBf16: its input gradient runs in bf16 (through a
-/// fused GELU), so the weight gradient casts dY itself and the copy holds
-/// the forward's layout only. W's cast, once a step in the first forward, is
-/// shared by the `microbatches` forwards (exact for one stage).
-void addFp8Casts(const cost::Cluster &c, const ops::ValueType &x,
-                 const ops::ValueType &y, bool dxInBf16, int64_t microbatches,
-                 double &forward, double &backward, double &wgrad,
-                 double &workspace, double &weightCopy) {
-  const int64_t K = x.shape.back(), O = y.shape.back();
-  const int64_t N = int64_t(prod(x.shape)) / K;
-  const rt::Fp8CastBytes b = rt::fp8CastBytes(N, K, O, !dxInBf16);
-  const double bw = c.hbmBandwidth * c.hbmEfficiency;
-  const double inputGrad = dxInBf16 ? 0 : b.inputGrad;
-  const double weightGrad =
-      dxInBf16 ? b.weightGrad + 2 * double(N) * double(O) : b.weightGrad;
-  forward += (b.forward +
-              b.weightPerStep / double(std::max<int64_t>(1, microbatches))) /
-             bw;
-  backward += (inputGrad + weightGrad) / bw; // backward holds wgrad
-  wgrad += weightGrad / bw;
-  workspace = std::max(workspace, rt::fp8Scratch(N, K, O));
-  weightCopy = double(rt::fp8WeightCopyBytes(K, O, dxInBf16 ? 1 : 2));
 }
 
 } // namespace
@@ -448,9 +406,15 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                        .best.time;
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
-      if (fp8)
-        addFp8Casts(c_, in[0], out[0], nf.dxThroughGelu, m_, sc.forward,
-                    sc.backward, sc.wgrad, sc.workspace, sc.fp8WeightCopy);
+      if (fp8) {
+        const Fp8CastCost f = fp8CastCost(c_, in[0], out[0], nf.dxThroughGelu,
+                                          m_, fp8SharedAt(sg_, gi, b_, tp_));
+        sc.forward += f.forward;
+        sc.backward += f.backward;
+        sc.wgrad += f.wgrad;
+        sc.workspace = std::max(sc.workspace, f.scratch);
+        sc.fp8WeightCopy = f.weightCopy;
+      }
       opCost_[i].push_back(sc);
     }
   }

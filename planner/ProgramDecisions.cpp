@@ -162,4 +162,23 @@ std::vector<size_t> residualGemmOperands(const ModelGraph &g,
 
 bool fp8Linear(const OpDef &op) { return op.kind == "linear" && op.layer >= 0; }
 
+Fp8SharedInput fp8SharedInput(const ModelGraph &g, size_t gi,
+                              const std::function<bool(size_t)> &runsInFp8) {
+  Fp8SharedInput s;
+  const OpDef &op = g.ops[gi];
+  // The nearest FP8 linear the other way (bf16 linears between hold nothing
+  // of the runtime's FP8 scratch).
+  auto neighbour = [&](int step) -> const OpDef * {
+    for (int j = int(gi) + step; j >= 0 && j < int(g.ops.size()); j += step)
+      if (g.ops[size_t(j)].kind == "linear" && fp8Linear(g.ops[size_t(j)]) &&
+          runsInFp8(size_t(j)))
+        return &g.ops[size_t(j)];
+    return nullptr;
+  };
+  const OpDef *before = neighbour(-1), *after = neighbour(1);
+  s.x = before && before->operands[0] == op.operands[0];
+  s.xT = after && after->operands[0] == op.operands[0];
+  return s;
+}
+
 } // namespace autoddl::planner

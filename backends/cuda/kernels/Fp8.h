@@ -105,7 +105,7 @@ Fp8Meta *fp8_linear_metas(const act_t *w);
 /// A training step's bounds for the weights' FP8 copies: between them each
 /// FP8 linear's first FP8 GEMM casts its weight once (every layout its
 /// GEMMs read, one recorded amax) into a copy on the device that the step's
-/// later GEMMs read; outside them, and under AUTODDL_FP8_WEIGHT_CACHE=0,
+/// later GEMMs read; outside them, and under AUTODDL_FP8_CAST_ONCE=0,
 /// every GEMM casts its weight itself. Host calls around the step's body
 /// (captured with it): assumes the weights change only between steps. The
 /// first step learns which layouts a linear reads and allocates the copies,
@@ -114,6 +114,16 @@ void fp8_begin_step();
 void fp8_end_step();
 /// Bytes of the weights' FP8 copies allocated (tests, the program's peak).
 int64_t fp8_weight_copy_bytes();
+/// Within a step, an input that several FP8 linears read in turn is cast
+/// once too: x by the first of consecutive forwards of the same x (LLaMA's
+/// q, k, v; gate, up), x^T by the first of their weight-gradient calls
+/// (input-gradient calls between them), read by the others at the caster's
+/// scale. Assumes a step's activations change only between linear calls of
+/// opposite directions (a micro-batch's set is filled again after its
+/// backward), so Linear.h's entry points tell each call's direction here,
+/// FP8 or not. AUTODDL_FP8_CAST_ONCE: 0 nothing cast once, weights the
+/// weights only, all (unset) both.
+void fp8_linear_direction(bool backward);
 
 /// The FP8 counterparts of Linear.h's functions, same arguments and
 /// conventions, for an eligible linear; each returns false, having done

@@ -75,35 +75,61 @@ Registry &registry() {
   return *r;
 }
 
-/// dY^T left in the scratch by an input-gradient call for the weight-
-/// gradient call that follows it (the generated program makes the two calls
-/// one after the other: its backward keeps them apart for schedules that run
-/// the weight gradients later). Any other call's operands overwrite it.
-struct PendingDyT {
-  const act_t *dout = nullptr, *w = nullptr;
-  int64_t N = 0, O = 0;
-} gPendingDyT;
+/// What the scratch holds that the next calls may read instead of casting
+/// again (the generated program's calls come in these orders):
+/// - dyT: dY^T in b, left by an input-gradient call for the weight-gradient
+///   call of the same linear right after it (a backward keeps the two calls
+///   apart for schedules that run the weight gradients later);
+/// - x: x in a (its 1/scale at sa), left by a forward for the next forwards
+///   of the same x (LLaMA's q, k and v read one normed x; gate and up one);
+/// - xT: x^T in a (its 1/scale at sa), left by a weight-gradient call for
+///   the next ones of the same x, across the input-gradient calls between
+///   them (which write b only while the weights' copies are in use).
+/// A call that writes a region drops what it held. x and x^T are held only
+/// within a step (the step's activations stay put while they are read) and
+/// across linear calls of one direction (fp8_linear_direction: a
+/// micro-batch's activation set is filled again only after its backward).
+struct Held {
+  const act_t *src = nullptr, *w = nullptr; // w: dY^T's linear
+  int64_t rows = 0, cols = 0;
+  const void *at = nullptr; // where x^T is
+  bool is(const act_t *s, int64_t r, int64_t c,
+          const act_t *wt = nullptr) const {
+    return src && src == s && rows == r && cols == c && w == wt;
+  }
+};
+Held gDyT, gX, gXT;
+constexpr unsigned kKeepDyT = 1, kKeepX = 2, kKeepXT = 4; // what Held keeps
+void drop_held() { gDyT = gX = gXT = {}; }
 
 /// A GEMM's two FP8 operands and the 1/scale each cast used, carved from
 /// one grow-only buffer: the scales in its first 256 bytes, then a, then b
 /// (256-byte aligned). So the scratch an fp8 program holds is the largest
 /// call's a + b (fp8Scratch in backends/common/Fp8Rule.h, as priced for the
 /// rule's linears; AUTODDL_FP8=all or a lower bar may need more).
-/// keepDyT: the caller reads the pending dY^T (same sizes as its writer's).
+/// keep: what the caller reads again or leaves for a later call (Held);
+/// the rest is dropped.
 struct Operands {
   void *a, *b;
   float *sa, *sb;
 };
-Operands operands(int64_t bytesA, int64_t bytesB, bool keepDyT = false) {
-  if (!keepDyT)
-    gPendingDyT = {};
+Operands operands(int64_t bytesA, int64_t bytesB, unsigned keep = 0) {
+  if (!(keep & kKeepDyT))
+    gDyT = {};
+  if (!(keep & kKeepX))
+    gX = {};
   static auto *buf = new DeviceBuffer<unsigned char>(); // never destroyed
   const int64_t offB = 256 + (bytesA + 255) / 256 * 256;
   if (buf->size() < offB + bytesB) {
     AUTODDL_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
     *buf = DeviceBuffer<unsigned char>(offB + bytesB);
+    drop_held();
   }
   unsigned char *base = buf->data();
+  // x^T stays in a while this call writes b past it (a's size).
+  if (!(keep & kKeepXT) || gXT.at != base + 256 ||
+      offB < 256 + gXT.rows * gXT.cols)
+    gXT = {};
   // Each scale 128 bytes from the other (cuBLASLt reads them as operands).
   return {base + 256, base + offB, reinterpret_cast<float *>(base),
           reinterpret_cast<float *>(base + 128)};
@@ -149,11 +175,12 @@ Fp8Switch fp8_switch() {
 /// AUTODDL_FP8_GEMMS, the GEMMs of an FP8 linear that run in FP8 (a comma
 /// list of forward, dgrad, wgrad; the others bf16), AUTODDL_FP8_FAST_ACCUM=0
 /// the forward's exact accumulation, AUTODDL_FP8_MIN_INTENSITY the size
-/// rule's bar, AUTODDL_FP8_WEIGHT_CACHE=0 a weight cast by every GEMM that
-/// reads it (as before the step's copies).
+/// rule's bar, AUTODDL_FP8_CAST_ONCE what a step casts once: 0 nothing
+/// (every GEMM casts its operands), weights (the weights' copies), all (and
+/// an input several linears read in turn: Held).
 struct Fp8Knobs {
   bool forward = true, dgrad = true, wgrad = true, fastAccum = true;
-  bool weightCache = true; // AUTODDL_FP8_WEIGHT_CACHE=0: cast W every call
+  int castOnce = 2; // AUTODDL_FP8_CAST_ONCE: 0, 1 weights, 2 all
   double minIntensity = kFp8MinIntensity;
 };
 const Fp8Knobs &fp8_knobs() {
@@ -168,8 +195,10 @@ const Fp8Knobs &fp8_knobs() {
     }
     if (const char *a = std::getenv("AUTODDL_FP8_FAST_ACCUM"); a && *a)
       k.fastAccum = std::strcmp(a, "0") != 0;
-    if (const char *c = std::getenv("AUTODDL_FP8_WEIGHT_CACHE"); c && *c)
-      k.weightCache = std::strcmp(c, "0") != 0;
+    if (const char *c = std::getenv("AUTODDL_FP8_CAST_ONCE"); c && *c)
+      k.castOnce = std::strcmp(c, "0") == 0         ? 0
+                   : std::strcmp(c, "weights") == 0 ? 1
+                                                    : 2;
     if (const char *m = std::getenv("AUTODDL_FP8_MIN_INTENSITY"); m && *m)
       k.minIntensity = std::strtod(m, nullptr);
     return k;
@@ -203,7 +232,7 @@ struct Fp8Operand {
 };
 
 /// W (stored [O,K] when tw, else [K,O]) in E4M3 in layout `want`. Within a
-/// step (fp8_begin_step), unless AUTODDL_FP8_WEIGHT_CACHE=0: the step's copy,
+/// step (fp8_begin_step), unless AUTODDL_FP8_CAST_ONCE=0: the step's copy,
 /// cast by the linear's first FP8 GEMM of the step into every layout its
 /// GEMMs read, in one pass that records W's amax (once a step); a layout
 /// first asked for later in a step (the first step learns them) grows the
@@ -216,7 +245,7 @@ Fp8Operand weight_operand(const act_t *w, int64_t K, int64_t O, bool tw,
   std::lock_guard<std::mutex> lock(r.mu);
   Fp8LinearState &l = r.index.at(w);
   Fp8Meta *meta = r.metas.data() + l.meta + kW;
-  if (!r.inStep || !fp8_knobs().weightCache) {
+  if (!r.inStep || fp8_knobs().castOnce < 1) {
     cast_weight(dst, dstScale, w, K, O, tw, want == kRowsOK, meta, true);
     return {dst, dstScale};
   }
@@ -247,13 +276,15 @@ Fp8Operand weight_operand(const act_t *w, int64_t K, int64_t O, bool tw,
   return {at(want), scaleInv};
 }
 
-/// Whether the weights' FP8 GEMMs read the step's copies (weight_operand):
-/// their scratch then holds no weight.
-bool weights_cached() {
+/// What is cast once now (AUTODDL_FP8_CAST_ONCE, within a step): 0
+/// nothing, 1 the weights (weight_operand: the scratch then holds no
+/// weight), 2 also the inputs several linears read in turn (Held).
+int cast_once() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  return r.inStep && fp8_knobs().weightCache;
+  return r.inStep ? fp8_knobs().castOnce : 0;
 }
+bool weights_cached() { return cast_once() >= 1; }
 } // namespace
 
 void fp8_register_linear(const act_t *w) {
@@ -287,6 +318,7 @@ void fp8_clear_linears() {
   std::lock_guard<std::mutex> lock(r.mu);
   r.index.clear();
   r.count.store(0);
+  drop_held();
 }
 
 int64_t fp8_registered_linears() { return registry().count.load(); }
@@ -303,12 +335,21 @@ void fp8_begin_step() {
   std::lock_guard<std::mutex> lock(r.mu);
   ++r.step;
   r.inStep = true;
+  drop_held();
 }
 
 void fp8_end_step() {
   Registry &r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.inStep = false;
+  drop_held();
+}
+
+void fp8_linear_direction(bool backward) {
+  if (backward)
+    gX = {};
+  else
+    gXT = gDyT = {};
 }
 
 int64_t fp8_weight_copy_bytes() {
@@ -345,8 +386,11 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
   if (!fp8_knobs().forward)
     return false;
   Fp8Meta *m = fp8_linear_metas(w);
-  // x[N,K], and w[O,K] unless the step's copy holds it.
-  const Operands q = operands(N * K, weights_cached() ? 0 : K * O);
+  // x[N,K] (unless held from the forward before: Held), and w[O,K] unless
+  // the step's copy holds it.
+  const int once = cast_once();
+  const Operands q = operands(N * K, once >= 1 ? 0 : K * O,
+                              once >= 2 && gX.is(x, N, K) ? kKeepX : 0);
   // GeluAux: out = gelu(pre) with the pre-activation to aux; a residual is
   // C, read with beta 1. The probe's b is the scratch's (256-byte aligned,
   // as a copy's: the same plan).
@@ -360,57 +404,41 @@ bool fp8_linear_forward(act_t *out, const act_t *x, const act_t *w,
   };
   if (!gemm(true))
     return false;
-  fp8_cast(q.a, nullptr, q.sa, x, N, K, Fp8Format::E4M3, m + kX, true);
+  if (!gX.is(x, N, K)) {
+    fp8_cast(q.a, nullptr, q.sa, x, N, K, Fp8Format::E4M3, m + kX, true);
+    gX = {x, nullptr, N, K};
+  }
   wq = weight_operand(w, K, O, tw, kRowsOK, q.b, q.sb);
   return gemm(false);
 }
 
 namespace {
-/// The backward's scratch: a holds dY[N,O], then dY^T[O,N] 256-byte aligned
-/// after it; b holds W^T[K,O] for dx (unless the step's copy holds it), then
-/// x^T[K,N] for dw (stream-ordered reuse): fp8Scratch.
+/// The backward's scratch: a holds W^T[K,O] for dx (unless the step's copy
+/// holds it), then x^T[K,N] for dw (stream-ordered reuse), its 1/scale at
+/// sa; b holds dY[N,O], then dY^T[O,N] 256-byte aligned after it, their
+/// 1/scale at sb. x^T first: it stays put for the next weight-gradient call
+/// of the same x whatever that linear's O (Held). fp8Scratch. keep: Held's.
 struct BackwardOperands {
   Operands q;
   void *dyq, *dyT;
 };
 BackwardOperands backward_operands(int64_t N, int64_t K, int64_t O,
-                                   bool keepDyT = false) {
+                                   unsigned keep) {
   const int64_t half = (N * O + 255) / 256 * 256;
-  const Operands q = operands(
-      half + N * O, std::max(weights_cached() ? 0 : K * O, K * N), keepDyT);
-  return {q, q.a, static_cast<unsigned char *>(q.a) + half};
-}
-} // namespace
-
-bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
-                            int64_t N, int64_t K, int64_t O, bool tw,
-                            bool accumulate, const act_t *gelu_pre) {
-  if (!fp8_knobs().dgrad)
-    return false;
-  Fp8Meta *m = fp8_linear_metas(w);
-  const BackwardOperands o = backward_operands(N, K, O);
-  const Operands &q = o.q;
-  const bool dgelu = gelu_pre != nullptr;
-  Fp8Operand wt{q.b, q.sb};
-  auto gemm = [&](bool probe) {
-    return fp8_gemm(N, K, O, o.dyq, Fp8Format::E5M2, q.sa, wt.data,
-                    Fp8Format::E4M3, wt.scaleInv, accumulate ? 1.0f : 0.0f, dx,
-                    false, nullptr, nullptr,
-                    dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
-                    dgelu ? K : 0, false, probe);
-  };
-  if (!gemm(true))
-    return false;
-  // dY in both layouts in one read: the weight gradient's call reads dY^T.
-  fp8_cast(o.dyq, o.dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
-  wt = weight_operand(w, K, O, tw, kRowsKO, q.b, q.sb);
-  if (!gemm(false))
-    return false;
-  gPendingDyT = {dout, w, N, O};
-  return true;
+  const Operands q = operands(std::max(weights_cached() ? 0 : K * O, K * N),
+                              half + N * O, keep);
+  return {q, q.b, static_cast<unsigned char *>(q.b) + half};
 }
 
-namespace {
+/// x^T into a for the weight gradient, unless a holds it (Held) already.
+void cast_xT(const Operands &q, const act_t *x, int64_t N, int64_t K,
+             Fp8Meta *meta) {
+  if (gXT.is(x, N, K))
+    return;
+  fp8_cast(nullptr, q.a, q.sa, x, N, K, Fp8Format::E4M3, meta, true);
+  gXT = {x, nullptr, N, K, q.a};
+}
+
 /// The weight gradient's GEMM on operands cast already: tw: dw[O,K] +=
 /// dyT[O,N] (xT[K,N])^T; else dw[K,O] += xT (dyT)^T.
 bool dw_gemm(float *dw, const void *dyT, const float *sDy, const void *xT,
@@ -425,6 +453,37 @@ bool dw_gemm(float *dw, const void *dyT, const float *sDy, const void *xT,
 }
 } // namespace
 
+bool fp8_linear_backward_dx(act_t *dx, const act_t *dout, const act_t *w,
+                            int64_t N, int64_t K, int64_t O, bool tw,
+                            bool accumulate, const act_t *gelu_pre) {
+  if (!fp8_knobs().dgrad)
+    return false;
+  Fp8Meta *m = fp8_linear_metas(w);
+  // With the weights' copies in use this call writes b only: a's x^T stays
+  // for the next weight-gradient calls of the same x.
+  const BackwardOperands o =
+      backward_operands(N, K, O, cast_once() >= 2 ? kKeepXT : 0);
+  const Operands &q = o.q;
+  const bool dgelu = gelu_pre != nullptr;
+  Fp8Operand wt{q.a, q.sa};
+  auto gemm = [&](bool probe) {
+    return fp8_gemm(N, K, O, o.dyq, Fp8Format::E5M2, q.sb, wt.data,
+                    Fp8Format::E4M3, wt.scaleInv, accumulate ? 1.0f : 0.0f, dx,
+                    false, nullptr, nullptr,
+                    dgelu ? Fp8Epi::DGelu : Fp8Epi::None, gelu_pre,
+                    dgelu ? K : 0, false, probe);
+  };
+  if (!gemm(true))
+    return false;
+  // dY in both layouts in one read: the weight gradient's call reads dY^T.
+  fp8_cast(o.dyq, o.dyT, q.sb, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  wt = weight_operand(w, K, O, tw, kRowsKO, q.a, q.sa);
+  if (!gemm(false))
+    return false;
+  gDyT = {dout, w, N, O};
+  return true;
+}
+
 Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
                             const act_t *x, const act_t *w, int64_t N,
                             int64_t K, int64_t O, bool tw, bool accumulate_dx) {
@@ -432,23 +491,24 @@ Fp8Done fp8_linear_backward(act_t *dx, float *dw, const act_t *dout,
   if (!fp8_knobs().dgrad || !fp8_knobs().wgrad)
     return done; // each gradient's own call decides
   Fp8Meta *m = fp8_linear_metas(w);
-  const BackwardOperands o = backward_operands(N, K, O);
+  const BackwardOperands o = backward_operands(
+      N, K, O, cast_once() >= 2 && gXT.is(x, N, K) ? kKeepXT : 0);
   const Operands &q = o.q;
   void *dyq = o.dyq, *dyT = o.dyT;
-  Fp8Operand wt{q.b, q.sb};
+  Fp8Operand wt{q.a, q.sa};
   auto dxGemm = [&](bool probe) {
-    return fp8_gemm(N, K, O, dyq, Fp8Format::E5M2, q.sa, wt.data,
+    return fp8_gemm(N, K, O, dyq, Fp8Format::E5M2, q.sb, wt.data,
                     Fp8Format::E4M3, wt.scaleInv, accumulate_dx ? 1.0f : 0.0f,
                     dx, false, nullptr, nullptr, Fp8Epi::None, nullptr, 0,
                     false, probe);
   };
-  if (!dxGemm(true) || !dw_gemm(dw, dyT, q.sa, q.b, q.sb, N, K, O, tw, true))
+  if (!dxGemm(true) || !dw_gemm(dw, dyT, q.sb, q.a, q.sa, N, K, O, tw, true))
     return done;
-  fp8_cast(dyq, dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
-  wt = weight_operand(w, K, O, tw, kRowsKO, q.b, q.sb);
+  fp8_cast(dyq, dyT, q.sb, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  wt = weight_operand(w, K, O, tw, kRowsKO, q.a, q.sa);
   done.dx = dxGemm(false); // false: refused at run time, nothing ran
-  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
-  done.dw = dw_gemm(dw, dyT, q.sa, q.b, q.sb, N, K, O, tw, false);
+  cast_xT(q, x, N, K, m + kX); // after W^T's GEMM where W^T was in a
+  done.dw = dw_gemm(dw, dyT, q.sb, q.a, q.sa, N, K, O, tw, false);
   return done;
 }
 
@@ -459,18 +519,19 @@ bool fp8_linear_backward_dw(float *dw, const act_t *dout, const act_t *x,
     return false;
   Fp8Meta *m = fp8_linear_metas(w);
   // Right after this linear's input-gradient call, dY^T is in the scratch
-  // already (with its 1/scale at q.sa).
-  const PendingDyT p = gPendingDyT;
-  const bool cast = !(p.dout == dout && p.w == w && p.N == N && p.O == O);
-  const BackwardOperands o = backward_operands(N, K, O, !cast);
+  // already (with its 1/scale at sb); x^T may be, from the weight-gradient
+  // call before (Held).
+  const unsigned keep = (gDyT.is(dout, N, O, w) ? kKeepDyT : 0) |
+                        (cast_once() >= 2 && gXT.is(x, N, K) ? kKeepXT : 0);
+  const BackwardOperands o = backward_operands(N, K, O, keep);
   const Operands &q = o.q;
-  if (!dw_gemm(dw, o.dyT, q.sa, q.b, q.sb, N, K, O, tw, true))
+  if (!dw_gemm(dw, o.dyT, q.sb, q.a, q.sa, N, K, O, tw, true))
     return false;
-  if (cast)
-    fp8_cast(nullptr, o.dyT, q.sa, dout, N, O, Fp8Format::E5M2, m + kDy, true);
-  gPendingDyT = {}; // read once
-  fp8_cast(nullptr, q.b, q.sb, x, N, K, Fp8Format::E4M3, m + kX, true);
-  return dw_gemm(dw, o.dyT, q.sa, q.b, q.sb, N, K, O, tw, false);
+  if (!gDyT.is(dout, N, O, w))
+    fp8_cast(nullptr, o.dyT, q.sb, dout, N, O, Fp8Format::E5M2, m + kDy, true);
+  gDyT = {}; // read once
+  cast_xT(q, x, N, K, m + kX);
+  return dw_gemm(dw, o.dyT, q.sb, q.a, q.sa, N, K, O, tw, false);
 }
 
 } // namespace autoddl::rt

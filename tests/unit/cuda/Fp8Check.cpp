@@ -11,12 +11,15 @@
 //   rounding, ~2^-4 and ~2^-3 relative per element);
 // - the weight's FP8 copy for a step (fp8_begin_step): two micro-batches
 //   over three steps with W changed between them, bit for bit with the
-//   per-call casts, W cast (its amax recorded) once a step;
+//   per-call casts, W cast (its amax recorded) once a step; an input two
+//   linears read in turn cast once in a step (forward and x^T), again after
+//   a backward call;
 // - the dispatch rule (backends/common/Fp8Rule.h): an eligible registered
 //   linear runs in FP8, an unregistered or odd one in bf16.
 // Exits 77 without a CUDA device, or one without FP8 tensor cores (< 8.9).
 // `Fp8Check --bench` times a linear's three GEMMs in bf16 and in FP8 (with
-// the casts) at GPT-2 and 7B shapes beside the size rule's verdict.
+// the casts; "step": W's cast once a step, not in the time) at GPT-2 and 7B
+// shapes beside the size rule's verdict.
 #include <cblas.h>
 
 #include "backends/common/Fp8Rule.h"
@@ -325,6 +328,89 @@ void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
       perCall.copyBytes == 0 && cached.copyBytes == 256 + 2 * slot ? 0 : 1, 0));
 }
 
+/// An input two linears read in turn (LLaMA's gate and up), in a step: the
+/// first forward casts x, the second reads it; the first weight-gradient
+/// call casts x^T, the second reads it across the input-gradient call
+/// between them. Against the per-call casts (outside a step) bit for bit:
+/// both x metas scale by fmax / amax(x) after their first cast. A backward
+/// call between two forwards (fp8_linear_direction) drops the held x: the
+/// second forward then casts x again, with new values (a refilled set).
+void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
+  const std::string tag = "fp8 shared input " + std::to_string(N) + "x" +
+                          std::to_string(K) + " -> " + std::to_string(O1) +
+                          ", " + std::to_string(O2);
+  const auto x = random_values(gRng, N * K, -1, 1),
+             x2 = random_values(gRng, N * K, -1, 1);
+  const auto w1 = random_values(gRng, O1 * K, -0.05f, 0.05f),
+             w2 = random_values(gRng, O2 * K, -0.05f, 0.05f);
+  const auto dy1 = random_values(gRng, N * O1, -1e-3f, 1e-3f),
+             dy2 = random_values(gRng, N * O2, -1e-3f, 1e-3f);
+  DevAct dX(x), dW1(w1), dW2(w2), dDy1(dy1), dDy2(dy2);
+  struct Run {
+    std::vector<std::vector<float>> values;
+    int32_t recorded[2] = {}; // the x metas of W1's and W2's linears
+  };
+  auto run = [&](bool inStep, bool refill) {
+    Run r;
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW1.p);
+    rt::fp8_register_linear(dW2.p);
+    upload(dX.p, x);
+    DevAlloc out1(N * O1), out2(N * O2), dx(N * K);
+    DevFloat dw1(std::vector<float>(size_t(O1 * K), 0.0f)),
+        dw2(std::vector<float>(size_t(O2 * K), 0.0f));
+    if (inStep)
+      rt::fp8_begin_step();
+    expect(
+        rt::fp8_linear_forward(out1.p, dX.p, dW1.p, nullptr, N, K, O1, true));
+    if (refill) { // as a backward, then the set's next micro-batch
+      rt::fp8_linear_direction(true);
+      upload(dX.p, x2);
+    }
+    expect(
+        rt::fp8_linear_forward(out2.p, dX.p, dW2.p, nullptr, N, K, O2, true));
+    r.values = {download(out1.p, N * O1), download(out2.p, N * O2)};
+    if (!refill) {
+      expect(rt::fp8_linear_backward_dx(dx.p, dDy2.p, dW2.p, N, K, O2, true,
+                                        false));
+      expect(rt::fp8_linear_backward_dw(dw2.p, dDy2.p, dX.p, dW2.p, N, K, O2,
+                                        true));
+      expect(rt::fp8_linear_backward_dx(dx.p, dDy1.p, dW1.p, N, K, O1, true,
+                                        true));
+      expect(rt::fp8_linear_backward_dw(dw1.p, dDy1.p, dX.p, dW1.p, N, K, O1,
+                                        true));
+      r.values.push_back(download(dx.p, N * K));
+      r.values.push_back(download(dw1.p, O1 * K));
+      r.values.push_back(download(dw2.p, O2 * K));
+    }
+    if (inStep)
+      rt::fp8_end_step();
+    for (int i = 0; i < 2; ++i)
+      r.recorded[i] =
+          download_meta(rt::fp8_linear_metas(i ? dW2.p : dW1.p)).recorded;
+    return r;
+  };
+  const Run perCall = run(false, false), shared = run(true, false);
+  expect(report(tag + ": outputs and gradients equal to the per-call casts'",
+                perCall.values == shared.values ? 0 : 1, 0));
+  // x's amaxes recorded, with the priming pass: per call forward and
+  // weight-gradient casts of each (3, 3); shared, W1's forward casts x and
+  // W2's weight-gradient call x^T (2, 2).
+  expect(report(tag + ": x's recorded amaxes (per call 3, 3; shared 2, 2)",
+                perCall.recorded[0] == 3 && perCall.recorded[1] == 3 &&
+                        shared.recorded[0] == 2 && shared.recorded[1] == 2
+                    ? 0
+                    : 1,
+                0));
+  const Run refilledPerCall = run(false, true), refilled = run(true, true);
+  expect(report(tag + ": after a backward call, x cast again (new values)",
+                refilled.values == refilledPerCall.values &&
+                        refilled.recorded[1] == 2
+                    ? 0
+                    : 1,
+                0));
+}
+
 /// The size rule through Linear.h: a registered eligible linear runs FP8
 /// GEMMs (new FP8 plans), an unregistered one and an odd one do not.
 void check_dispatch() {
@@ -405,8 +491,9 @@ void bench() {
       {8192, 1600, 1600},  {8192, 1600, 4800},  {8192, 1600, 6400},
       {8192, 6400, 1600},  {4096, 4096, 4096},  {4096, 4096, 11008},
       {1024, 4096, 4096}};
-  std::printf("%-20s %9s %9s %9s %7s %9s %9s %s\n", "N x K x O", "intensity",
-              "bf16 ms", "fp8 ms", "fp8 x", "gemms ms", "casts ms", "rule");
+  std::printf("%-20s %9s %9s %9s %7s %9s %7s %9s %9s %s\n", "N x K x O",
+              "intensity", "bf16 ms", "fp8 ms", "fp8 x", "step ms", "step x",
+              "gemms ms", "casts ms", "rule");
   for (const Shape &sh : shapes) {
     const int64_t N = sh.N, K = sh.K, O = sh.O;
     auto x = random_values(gRng, N * K, -1, 1);
@@ -422,11 +509,17 @@ void bench() {
       rt::linear_backward(dxo.p, dw.p, nullptr, dDy.p, dX.p, dWb.p, N, K, O,
                           true, false);
     });
-    const float t8 = time_ms([&] {
+    auto fp8Calls = [&] {
       rt::fp8_linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
       rt::fp8_linear_backward(dxo.p, dw.p, dDy.p, dX.p, dW.p, N, K, O, true,
                               false);
-    });
+    };
+    const float t8 = time_ms(fp8Calls);
+    // In a step: W cast once (in the warm-up call), as a step's later
+    // micro-batches run.
+    rt::fp8_begin_step();
+    const float t8s = time_ms(fp8Calls);
+    rt::fp8_end_step();
     // Where the FP8 time goes: its three GEMMs on operands cast beforehand,
     // and its five casts alone (x, W twice each, dY once into both layouts,
     // as fp8_linear_forward and fp8_linear_backward cast).
@@ -466,9 +559,9 @@ void bench() {
     const double n = double(N), k = double(K), o = double(O);
     const std::string name =
         std::to_string(N) + "x" + std::to_string(K) + "x" + std::to_string(O);
-    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %9.3f %9.3f %s\n",
+    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %9.3f %7.3f %9.3f %9.3f %s\n",
                 name.c_str(), n * k * o / (n * k + k * o + n * o), tb, t8,
-                tb / t8, tg, tc,
+                tb / t8, t8s, tb / t8s, tg, tc,
                 autoddl::rt::fp8RunsLinear(N, K, O) ? "fp8" : "bf16");
   }
 }
@@ -574,6 +667,7 @@ int main(int argc, char **argv) {
   check_linear(272, 400, 1040, false);
   check_weight_copy(1024, 768, 2304, true);
   check_weight_copy(272, 400, 1040, false);
+  check_shared_input(1024, 768, 768, 2304);
   check_dispatch();
   std::printf("Fp8Check: %s\n", gFailures ? "FAILED" : "all passed");
   return gFailures ? 1 : 0;

@@ -10,6 +10,7 @@
 #include "backends/common/Fp8Rule.h"
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
+#include "planner/Fp8Pricing.h"
 #include "planner/PlanJson.h"
 #include "planner/ProgramDecisions.h"
 #include "planner/Runnable.h"
@@ -17,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 
 using namespace autoddl;
@@ -95,6 +98,52 @@ TEST(Fp8Decisions, TheBlockLinearsOnly) {
       EXPECT_FALSE(fp8Linear(op)) << op.name;
   }
   EXPECT_EQ(fp8, 4 * layers); // qkv, attention projection, fc, proj
+}
+
+// LLaMA's q, k, v read one normed x, gate and up another: the runtime casts
+// x in the first forward of each run and x^T in the first weight-gradient
+// call (the backward runs them in reverse: v, then up).
+TEST(Fp8Decisions, SharedInputsOfLlama) {
+  import::ImportOptions io;
+  io.batch = 1;
+  const ModelGraph g = import::importModel("llama-2-7b", io);
+  std::map<std::string, std::pair<bool, bool>> shared;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == "linear" && g.ops[i].layer == 1) {
+      const Fp8SharedInput s =
+          fp8SharedInput(g, i, [](size_t) { return true; });
+      shared[g.ops[i].name] = {s.x, s.xT};
+    }
+  const std::map<std::string, std::pair<bool, bool>> want = {
+      {"layers.1.self_attn.q_proj", {false, true}},
+      {"layers.1.self_attn.k_proj", {true, true}},
+      {"layers.1.self_attn.v_proj", {true, false}},
+      {"layers.1.self_attn.o_proj", {false, false}},
+      {"layers.1.mlp.gate_proj", {false, true}},
+      {"layers.1.mlp.up_proj", {true, false}},
+      {"layers.1.mlp.down_proj", {false, false}}};
+  EXPECT_EQ(shared, want);
+  // k in bf16 (say, below the bar): v reads q's cast; q's x^T is its own.
+  const Fp8SharedInput v = fp8SharedInput(
+      g,
+      size_t(std::find_if(g.ops.begin(), g.ops.end(),
+                          [](const OpDef &op) {
+                            return op.name == "layers.1.self_attn.v_proj";
+                          }) -
+             g.ops.begin()),
+      [&](size_t j) { return g.ops[j].name != "layers.1.self_attn.k_proj"; });
+  EXPECT_TRUE(v.x);
+  // A shared cast is not paid: 3 bytes an x element (read bf16, write
+  // E4M3) in the forward and in the weight gradient.
+  const cost::Cluster c = cost::loadCluster("dgx-h100-ndr");
+  const ops::ValueType x{{16384, 4096}, ops::DType::BF16},
+      y{{16384, 4096}, ops::DType::BF16};
+  const Fp8CastCost own = fp8CastCost(c, x, y, false, 2, {}),
+                    both = fp8CastCost(c, x, y, false, 2, {true, true});
+  const double cast = 3.0 * 16384 * 4096 / (c.hbmBandwidth * c.hbmEfficiency);
+  EXPECT_NEAR(own.forward - both.forward, cast, 1e-12);
+  EXPECT_NEAR(own.wgrad - both.wgrad, cast, 1e-12);
+  EXPECT_NEAR(own.backward - both.backward, cast, 1e-12);
 }
 
 Plan planOf(const char *model, int64_t batch, int64_t microbatch,
