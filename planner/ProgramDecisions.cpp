@@ -164,20 +164,22 @@ bool fp8Linear(const OpDef &op) { return op.kind == "linear" && op.layer >= 0; }
 
 Fp8SharedInput fp8SharedInput(const ModelGraph &g, size_t gi,
                               const std::function<bool(size_t)> &runsInFp8) {
-  Fp8SharedInput s;
-  const OpDef &op = g.ops[gi];
-  // The nearest FP8 linear the other way (bf16 linears between hold nothing
-  // of the runtime's FP8 scratch).
-  auto neighbour = [&](int step) -> const OpDef * {
-    for (int j = int(gi) + step; j >= 0 && j < int(g.ops.size()); j += step)
-      if (g.ops[size_t(j)].kind == "linear" && fp8Linear(g.ops[size_t(j)]) &&
-          runsInFp8(size_t(j)))
-        return &g.ops[size_t(j)];
-    return nullptr;
+  const int x = g.ops[gi].operands[0];
+  // Whether an FP8 linear of the same x comes first that way, with only
+  // linears of that x (in bf16) between: any other op ends what is held.
+  auto sharedWith = [&](int step) {
+    for (int j = int(gi) + step; j >= 0 && j < int(g.ops.size()); j += step) {
+      const OpDef &op = g.ops[size_t(j)];
+      if (op.kind != "linear" || op.operands.empty() || op.operands[0] != x)
+        return false;
+      if (fp8Linear(op) && runsInFp8(size_t(j)))
+        return true;
+    }
+    return false;
   };
-  const OpDef *before = neighbour(-1), *after = neighbour(1);
-  s.x = before && before->operands[0] == op.operands[0];
-  s.xT = after && after->operands[0] == op.operands[0];
+  Fp8SharedInput s;
+  s.x = sharedWith(-1);
+  s.xT = sharedWith(1);
   return s;
 }
 

@@ -45,9 +45,9 @@ bool fp8Linear(const OpDef &op);
 
 /// Which input casts of FP8 linear `gi` the CUDA runtime shares with a
 /// neighbour (backends/cuda/kernels/Fp8Linear.cu Held: in a step, linear
-/// calls of one direction in a row reading one x): its forward reads x as
-/// the FP8 linear before it in op order cast it, when that one reads the
-/// same x (LLaMA's k and v after q, up after gate); its weight gradient
+/// calls in a row of one direction reading one x): its forward reads x as
+/// the FP8 linear before it in op order cast it, with only linears of that
+/// x between (LLaMA's k and v after q, up after gate); its weight gradient
 /// reads x^T as the FP8 linear after it cast it (the backward runs them in
 /// reverse). runsInFp8(j): whether linear op j runs in FP8.
 struct Fp8SharedInput {

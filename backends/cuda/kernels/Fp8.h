@@ -118,12 +118,16 @@ int64_t fp8_weight_copy_bytes();
 /// once too: x by the first of consecutive forwards of the same x (LLaMA's
 /// q, k, v; gate, up), x^T by the first of their weight-gradient calls
 /// (input-gradient calls between them), read by the others at the caster's
-/// scale. Assumes a step's activations change only between linear calls of
-/// opposite directions (a micro-batch's set is filled again after its
-/// backward), so Linear.h's entry points tell each call's direction here,
-/// FP8 or not. AUTODDL_FP8_CAST_ONCE: 0 nothing cast once, weights the
-/// weights only, all (unset) both.
-void fp8_linear_direction(bool backward);
+/// scale. Held only across linear calls in a row of one direction reading
+/// that x: Linear.h's entry points tell each call (fp8_note_linear, FP8 or
+/// not), and the generated program's op scopes every other op (OpScope:
+/// fp8_note_op), which may write a buffer a later linear reads (a recomputed
+/// layer's scratch, a micro-batch's refilled set). AUTODDL_FP8_CAST_ONCE: 0
+/// nothing cast once, weights the weights only, all (unset) both.
+void fp8_note_linear(const act_t *x, bool backward);
+/// An op of `kind` begins (OpProfile.h's OpScope): any but "linear" drops
+/// the held inputs.
+void fp8_note_op(const char *kind);
 
 /// The FP8 counterparts of Linear.h's functions, same arguments and
 /// conventions, for an eligible linear; each returns false, having done

@@ -86,9 +86,9 @@ Registry &registry() {
 ///   the next ones of the same x, across the input-gradient calls between
 ///   them (which write b only while the weights' copies are in use).
 /// A call that writes a region drops what it held. x and x^T are held only
-/// within a step (the step's activations stay put while they are read) and
-/// across linear calls of one direction (fp8_linear_direction: a
-/// micro-batch's activation set is filled again only after its backward).
+/// within a step, across linear calls in a row of one direction reading that
+/// x (fp8_note_linear, fp8_note_op: another op may write the buffer, as a
+/// recomputed layer's scratch or a refilled activation set is).
 struct Held {
   const act_t *src = nullptr, *w = nullptr; // w: dY^T's linear
   int64_t rows = 0, cols = 0;
@@ -345,11 +345,18 @@ void fp8_end_step() {
   drop_held();
 }
 
-void fp8_linear_direction(bool backward) {
-  if (backward)
+void fp8_note_linear(const act_t *x, bool backward) {
+  if (backward || gX.src != x)
     gX = {};
-  else
-    gXT = gDyT = {};
+  if (!backward || gXT.src != x)
+    gXT = {};
+  if (!backward)
+    gDyT = {};
+}
+
+void fp8_note_op(const char *kind) {
+  if (std::strcmp(kind, "linear") != 0)
+    gX = gXT = {};
 }
 
 int64_t fp8_weight_copy_bytes() {

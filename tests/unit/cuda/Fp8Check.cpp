@@ -332,9 +332,10 @@ void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
 /// first forward casts x, the second reads it; the first weight-gradient
 /// call casts x^T, the second reads it across the input-gradient call
 /// between them. Against the per-call casts (outside a step) bit for bit:
-/// both x metas scale by fmax / amax(x) after their first cast. A backward
-/// call between two forwards (fp8_linear_direction) drops the held x: the
-/// second forward then casts x again, with new values (a refilled set).
+/// both x metas scale by fmax / amax(x) after their first cast. Another op
+/// between two forwards (fp8_note_op: a norm rewriting a recomputed layer's
+/// scratch), or a backward call (fp8_note_linear), drops the held x: the
+/// second forward then casts x again, with its new values.
 void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
   const std::string tag = "fp8 shared input " + std::to_string(N) + "x" +
                           std::to_string(K) + " -> " + std::to_string(O1) +
@@ -350,7 +351,7 @@ void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
     std::vector<std::vector<float>> values;
     int32_t recorded[2] = {}; // the x metas of W1's and W2's linears
   };
-  auto run = [&](bool inStep, bool refill) {
+  auto run = [&](bool inStep, int refill) { // 0, 1 another op, 2 backward
     Run r;
     rt::fp8_clear_linears();
     rt::fp8_register_linear(dW1.p);
@@ -363,10 +364,12 @@ void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
       rt::fp8_begin_step();
     expect(
         rt::fp8_linear_forward(out1.p, dX.p, dW1.p, nullptr, N, K, O1, true));
-    if (refill) { // as a backward, then the set's next micro-batch
-      rt::fp8_linear_direction(true);
+    if (refill == 1)
+      rt::fp8_note_op("rmsnorm");
+    if (refill == 2)
+      rt::fp8_note_linear(dX.p, true);
+    if (refill)
       upload(dX.p, x2);
-    }
     expect(
         rt::fp8_linear_forward(out2.p, dX.p, dW2.p, nullptr, N, K, O2, true));
     r.values = {download(out1.p, N * O1), download(out2.p, N * O2)};
@@ -390,7 +393,7 @@ void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
           download_meta(rt::fp8_linear_metas(i ? dW2.p : dW1.p)).recorded;
     return r;
   };
-  const Run perCall = run(false, false), shared = run(true, false);
+  const Run perCall = run(false, 0), shared = run(true, 0);
   expect(report(tag + ": outputs and gradients equal to the per-call casts'",
                 perCall.values == shared.values ? 0 : 1, 0));
   // x's amaxes recorded, with the priming pass: per call forward and
@@ -402,13 +405,20 @@ void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
                     ? 0
                     : 1,
                 0));
-  const Run refilledPerCall = run(false, true), refilled = run(true, true);
-  expect(report(tag + ": after a backward call, x cast again (new values)",
-                refilled.values == refilledPerCall.values &&
-                        refilled.recorded[1] == 2
-                    ? 0
-                    : 1,
-                0));
+  for (int refill : {1, 2}) {
+    const Run refilledPerCall = run(false, refill),
+              refilled = run(true, refill);
+    expect(report(tag +
+                      (refill == 1 ? ": after another op"
+                                   : ": after a "
+                                     "backward call") +
+                      ", x cast again (new values)",
+                  refilled.values == refilledPerCall.values &&
+                          refilled.recorded[1] == 2
+                      ? 0
+                      : 1,
+                  0));
+  }
 }
 
 /// The size rule through Linear.h: a registered eligible linear runs FP8
