@@ -83,8 +83,8 @@ inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O,
 /// (the weights' copies apart): the activations' FP8 operands, carved from
 /// one grow-only buffer, the 1/scales in 256 bytes before them and the
 /// second operand 256-byte aligned (backends/cuda/kernels/Fp8Linear.cu). The
-/// forward holds x; the backward dY in both layouts (the first rounded up to
-/// 256 bytes), then x^T. Outside a step (or AUTODDL_FP8_CAST_ONCE=0) the
+/// forward holds x; the backward x^T, then dY in both layouts (the first
+/// rounded up to 256 bytes). Outside a step (or AUTODDL_FP8_CAST_ONCE=0) the
 /// weight's layout joins them.
 inline double fp8Scratch(int64_t N, int64_t K, int64_t O) {
   const double nk = double(N) * double(K), no = double(N) * double(O);

@@ -53,7 +53,7 @@ TEST(Fp8Rule, GptSizesAsDocumented) {
   EXPECT_DOUBLE_EQ(b.weightPerStep, 2 * 15 + 2 * 15);
   // The input gradient in bf16 (through a GELU): the forward's layout only.
   EXPECT_DOUBLE_EQ(rt::fp8CastBytes(2, 3, 5, false).weightPerStep, 3 * 15);
-  // dY in both layouts (the first rounded up to 256 bytes), then x^T; no W.
+  // x^T, then dY in both layouts (the first rounded up to 256 bytes); no W.
   EXPECT_DOUBLE_EQ(rt::fp8Scratch(2, 3, 5), 256 + 10 + 6 + 512);
   // The copy: 256 bytes of 1/scale, each layout rounded up to 256 bytes.
   EXPECT_EQ(rt::fp8WeightCopyBytes(2, 3, 2), 256 + 2 * 256);
