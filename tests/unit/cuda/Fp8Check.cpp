@@ -11,7 +11,8 @@
 //   rounding, ~2^-4 and ~2^-3 relative per element);
 // - the weight's FP8 copy for a step (fp8_begin_step): two micro-batches
 //   over three steps with W changed between them, bit for bit with the
-//   per-call casts, W cast (its amax recorded) once a step; an input two
+//   per-call casts, W cast (its amax recorded) once a step, also in a step
+//   graph's replays (W changed between them); an input two
 //   linears read in turn cast once in a step (forward and x^T), again after
 //   a backward call;
 // - the dispatch rule (backends/common/Fp8Rule.h): an eligible registered
@@ -23,6 +24,7 @@
 #include <cblas.h>
 
 #include "backends/common/Fp8Rule.h"
+#include "backends/cuda/StepGraph.h"
 #include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "tests/unit/cuda/KernelCheckUtil.h"
@@ -326,6 +328,83 @@ void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
   expect(report(
       tag + ": copy bytes (per call none, cached 256 + 2 layouts)",
       perCall.copyBytes == 0 && cached.copyBytes == 256 + 2 * slot ? 0 : 1, 0));
+}
+
+/// The step's copies under a CUDA graph, as the program runs its steps
+/// (StepGraph: the first step eager, the second captured, the rest
+/// replayed): four steps of two micro-batches' forward and gradients, W
+/// changed before each (outside the body, as the optimizer runs), against
+/// the per-call casts run eagerly, bit for bit. A replay that kept step 2's
+/// copy would repeat its outputs; W's meta records one amax a step there too
+/// (the priming pass, then one a step: 5).
+void check_weight_copy_graph(int64_t N, int64_t K, int64_t O) {
+  const std::string tag = "fp8 weight copy under a step graph " +
+                          std::to_string(N) + "x" + std::to_string(K) + "x" +
+                          std::to_string(O);
+  const auto w = random_values(gRng, O * K, -0.05f, 0.05f); // [O,K]
+  const float stepScale[] = {1.0f, -0.5f, 0.25f, 0.5f};     // amax <= step 0's
+  std::vector<float> x[2], dy[2];
+  for (int mb = 0; mb < 2; ++mb) {
+    x[mb] = random_values(gRng, N * K, -1, 1);
+    dy[mb] = random_values(gRng, N * O, -1e-3f, 1e-3f);
+  }
+  DevAct dW(w), dX0(x[0]), dX1(x[1]), dDy0(dy[0]), dDy1(dy[1]);
+  const act_t *dX[2] = {dX0.p, dX1.p}, *dDy[2] = {dDy0.p, dDy1.p};
+  DevAlloc out0(N * O), out1(N * O), dx0(N * K), dx1(N * K);
+  act_t *out[2] = {out0.p, out1.p}, *dx[2] = {dx0.p, dx1.p};
+  DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
+  auto body = [&](bool inStep) {
+    if (inStep)
+      rt::fp8_begin_step();
+    rt::zero(dw.p, O * K * int64_t(sizeof(float)));
+    for (int mb = 0; mb < 2; ++mb)
+      expect(rt::fp8_linear_forward(out[mb], dX[mb], dW.p, nullptr, N, K, O,
+                                    true));
+    for (int mb = 0; mb < 2; ++mb) {
+      expect(rt::fp8_linear_backward_dx(dx[mb], dDy[mb], dW.p, N, K, O, true,
+                                        false));
+      expect(rt::fp8_linear_backward_dw(dw.p, dDy[mb], dX[mb], dW.p, N, K, O,
+                                        true));
+    }
+    if (inStep)
+      rt::fp8_end_step();
+  };
+  auto run = [&](bool graphed) {
+    std::vector<std::vector<float>> values;
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW.p); // fresh metas
+    rt::StepGraph graph;
+    for (int step = 0; step < 4; ++step) {
+      std::vector<float> ws(w.size());
+      for (size_t i = 0; i < w.size(); ++i)
+        ws[i] = stepScale[step] * float(act_t(w[i])); // exact in bf16
+      upload(dW.p, ws);
+      if (graphed)
+        graph.run([&] { body(true); });
+      else
+        body(false);
+      for (int mb = 0; mb < 2; ++mb) {
+        values.push_back(download(out[mb], N * O));
+        values.push_back(download(dx[mb], N * K));
+      }
+      values.push_back(download(dw.p, O * K));
+    }
+    const bool replayed = graph.captured() && !graph.failed();
+    graph.reset();
+    return std::make_pair(values, replayed);
+  };
+  const auto perCall = run(false);
+  const auto graphed = run(true);
+  const int32_t recorded =
+      download_meta(rt::fp8_linear_metas(dW.p) + 1).recorded;
+  expect(report(tag + ": captured and replayed", graphed.second ? 0 : 1, 0));
+  int64_t differing = 0;
+  for (size_t i = 0; i < perCall.first.size(); ++i)
+    differing += perCall.first[i] != graphed.first[i];
+  expect(report(tag + ": outputs differing from the per-call casts' (of " +
+                    std::to_string(perCall.first.size()) + ")",
+                double(differing), 0));
+  expect(report(tag + ": W's recorded amaxes (5)", recorded == 5 ? 0 : 1, 0));
 }
 
 /// An input two linears read in turn (LLaMA's gate and up), in a step: the
@@ -677,6 +756,7 @@ int main(int argc, char **argv) {
   check_linear(272, 400, 1040, false);
   check_weight_copy(1024, 768, 2304, true);
   check_weight_copy(272, 400, 1040, false);
+  check_weight_copy_graph(1024, 768, 2304);
   check_shared_input(1024, 768, 768, 2304);
   check_dispatch();
   std::printf("Fp8Check: %s\n", gFailures ? "FAILED" : "all passed");
