@@ -241,6 +241,27 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
           exact, 0.1);
 }
 
+/// Two micro-batches' inputs x[N,K] and output gradients dy[N,O] of a
+/// linear, on the device.
+struct Microbatches {
+  DevAct x0, x1, dy0, dy1;
+  const act_t *x[2], *dy[2];
+  Microbatches(int64_t N, int64_t K, int64_t O)
+      : x0(random_values(gRng, N * K, -1, 1)),
+        x1(random_values(gRng, N * K, -1, 1)),
+        dy0(random_values(gRng, N * O, -1e-3f, 1e-3f)),
+        dy1(random_values(gRng, N * O, -1e-3f, 1e-3f)), x{x0.p, x1.p},
+        dy{dy0.p, dy1.p} {}
+};
+/// dst = s * w, exact in bf16 for a power-of-two s (a weight changed
+/// between steps, its amax at most w's for |s| <= 1).
+void upload_scaled(act_t *dst, const std::vector<float> &w, float s) {
+  std::vector<float> ws(w.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    ws[i] = s * float(act_t(w[i]));
+  upload(dst, ws);
+}
+
 /// The weight's FP8 copy for a step (fp8_begin_step) against the per-call
 /// casts (outside a step): three steps of two micro-batches (the forwards,
 /// then each micro-batch's input-gradient call and weight-gradient call, as
@@ -256,13 +277,9 @@ void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
                           (tw ? " wT" : " w");
   const auto w = random_values(gRng, O * K, -0.05f, 0.05f); // as stored
   const float stepScale[] = {1.0f, -0.5f, 0.25f};
-  std::vector<float> x[2], dy[2];
-  for (int mb = 0; mb < 2; ++mb) {
-    x[mb] = random_values(gRng, N * K, -1, 1);
-    dy[mb] = random_values(gRng, N * O, -1e-3f, 1e-3f);
-  }
-  DevAct dW(w), dX0(x[0]), dX1(x[1]), dDy0(dy[0]), dDy1(dy[1]);
-  const act_t *dX[2] = {dX0.p, dX1.p}, *dDy[2] = {dDy0.p, dDy1.p};
+  DevAct dW(w);
+  const Microbatches mbs(N, K, O);
+  const act_t *const *dX = mbs.x, *const *dDy = mbs.dy;
   struct Run {
     std::vector<std::vector<float>> values; // per step: outs, dxs, dw
     int32_t recorded[3] = {};               // W's meta after each step
@@ -275,10 +292,7 @@ void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
     DevAlloc out(N * O), dx(N * K);
     DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
     for (int step = 0; step < 3; ++step) {
-      std::vector<float> ws(w.size());
-      for (size_t i = 0; i < w.size(); ++i)
-        ws[i] = stepScale[step] * float(act_t(w[i])); // exact in bf16
-      upload(dW.p, ws);
+      upload_scaled(dW.p, w, stepScale[step]);
       rt::zero(dw.p, O * K * int64_t(sizeof(float)));
       if (inStep)
         rt::fp8_begin_step();
@@ -343,13 +357,9 @@ void check_weight_copy_graph(int64_t N, int64_t K, int64_t O) {
                           std::to_string(O);
   const auto w = random_values(gRng, O * K, -0.05f, 0.05f); // [O,K]
   const float stepScale[] = {1.0f, -0.5f, 0.25f, 0.5f};     // amax <= step 0's
-  std::vector<float> x[2], dy[2];
-  for (int mb = 0; mb < 2; ++mb) {
-    x[mb] = random_values(gRng, N * K, -1, 1);
-    dy[mb] = random_values(gRng, N * O, -1e-3f, 1e-3f);
-  }
-  DevAct dW(w), dX0(x[0]), dX1(x[1]), dDy0(dy[0]), dDy1(dy[1]);
-  const act_t *dX[2] = {dX0.p, dX1.p}, *dDy[2] = {dDy0.p, dDy1.p};
+  DevAct dW(w);
+  const Microbatches mbs(N, K, O);
+  const act_t *const *dX = mbs.x, *const *dDy = mbs.dy;
   DevAlloc out0(N * O), out1(N * O), dx0(N * K), dx1(N * K);
   act_t *out[2] = {out0.p, out1.p}, *dx[2] = {dx0.p, dx1.p};
   DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
@@ -375,10 +385,7 @@ void check_weight_copy_graph(int64_t N, int64_t K, int64_t O) {
     rt::fp8_register_linear(dW.p); // fresh metas
     rt::StepGraph graph;
     for (int step = 0; step < 4; ++step) {
-      std::vector<float> ws(w.size());
-      for (size_t i = 0; i < w.size(); ++i)
-        ws[i] = stepScale[step] * float(act_t(w[i])); // exact in bf16
-      upload(dW.p, ws);
+      upload_scaled(dW.p, w, stepScale[step]);
       if (graphed)
         graph.run([&] { body(true); });
       else
