@@ -243,6 +243,7 @@ struct Planner {
   struct RankStages {
     int dev = 0;
     double layers = 0, ws = 0;
+    double fp8WeightCopies = 0; // of its layers' FP8 linears
     // The rank's stages in order: layers, the bytes of one set outside the
     // layers (CUDA, CPU), those its sets share, and the sets.
     std::vector<double> stageLayers, perMb, hostPerMb, shared, hostShared, sets;

@@ -2,9 +2,8 @@
 #include "planner/Pricing.h"
 
 #include "planner/AdjacencyMemory.h"
+#include "planner/Fp8Pricing.h"
 #include "planner/ProgramDecisions.h"
-
-#include "backends/common/Fp8Rule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,21 +89,6 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
   }
 }
 
-/// Whether `op` runs its GEMMs in FP8 in a plan of precision `p`: a linear
-/// of a repeated block (a transformer layer: not the embedding or the head)
-/// whose local shape passes backends/common/Fp8Rule.h's rule, as the CUDA
-/// runtime decides for the weights codegen registers (fp8Linear in
-/// ProgramDecisions.h).
-bool runsInFp8(const OpDef &op, const std::vector<ops::ValueType> &in,
-               const ops::ValueType &out, cost::Precision p) {
-  if (p != cost::Precision::FP8 || !fp8Linear(op) || in.empty() ||
-      in[0].shape.empty() || out.shape.empty())
-    return false;
-  const int64_t K = in[0].shape.back(), O = out.shape.back();
-  const int64_t N = K > 0 ? int64_t(prod(in[0].shape)) / K : 0;
-  return rt::fp8RunsLinear(N, K, O);
-}
-
 /// What an op's neighbours change of its price in the CUDA program.
 struct NeighbourFusions {
   // A ReLU after a bias_add runs in the bias_add's passes: the bias's
@@ -176,27 +160,6 @@ void applyNeighbourFusions(const NeighbourFusions &nf, bool batchNorm,
   // backward passes (batchnorm_relu_backward).
   if (nf.biasOfRelu || nf.producerOfRelu)
     backward += (batchNorm ? 2 : 1) * pass;
-}
-
-/// An FP8 linear's casts (memory-bound passes over x, W and dY, Fp8Rule.h)
-/// added to its forward, input- and weight-gradient times; their scratch is
-/// its workspace. dxInBf16: its input gradient runs in bf16 (through a fused
-/// GELU: Linear.cu's linear_backward_dgelu), so the weight gradient casts dY
-/// into its one layout itself.
-void addFp8Casts(const cost::Cluster &c, const ops::ValueType &x,
-                 const ops::ValueType &y, bool dxInBf16, double &forward,
-                 double &backward, double &wgrad, double &workspace) {
-  const int64_t K = x.shape.back(), O = y.shape.back();
-  const int64_t N = int64_t(prod(x.shape)) / K;
-  const rt::Fp8CastBytes b = rt::fp8CastBytes(N, K, O);
-  const double bw = c.hbmBandwidth * c.hbmEfficiency;
-  const double inputGrad = dxInBf16 ? 0 : b.inputGrad;
-  const double weightGrad =
-      dxInBf16 ? b.weightGrad + 2 * double(N) * double(O) : b.weightGrad;
-  forward += b.forward / bw;
-  backward += (inputGrad + weightGrad) / bw; // backward holds wgrad
-  wgrad += weightGrad / bw;
-  workspace = std::max(workspace, rt::fp8Scratch(N, K, O));
 }
 
 } // namespace
@@ -443,9 +406,15 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                        .best.time;
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
-      if (fp8)
-        addFp8Casts(c_, in[0], out[0], nf.dxThroughGelu, sc.forward,
-                    sc.backward, sc.wgrad, sc.workspace);
+      if (fp8) {
+        const Fp8CastCost f = fp8CastCost(c_, in[0], out[0], nf.dxThroughGelu,
+                                          m_, fp8SharedAt(sg_, gi, b_, tp_));
+        sc.forward += f.forward;
+        sc.backward += f.backward;
+        sc.wgrad += f.wgrad;
+        sc.workspace = std::max(sc.workspace, f.scratch);
+        sc.fp8WeightCopy = f.weightCopy;
+      }
       opCost_[i].push_back(sc);
     }
   }
@@ -711,6 +680,7 @@ Aggregate PricingContext::aggregate(const Assignment &a) {
     s.backward += w * c.backward;
     s.weightGradient += w * c.wgrad;
     s.workspace = std::max(s.workspace, c.workspace);
+    s.fp8WeightCopies += w * c.fp8WeightCopy;
     // Kept inside the op (unfused attention's probabilities): selective
     // recomputation drops exactly these and reruns the op's forward
     // (Korthikanti et al. 2022). A fused attention keeps none: selective

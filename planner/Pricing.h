@@ -49,6 +49,7 @@ struct SegmentCost {
   double selectiveRecompute = 0; // forward time redone in backward (selective)
   double savedFull = 0;          // layer inputs only (full recompute)
   double workspace = 0;          // largest transient buffer of one op
+  double fp8WeightCopies = 0;    // FP8 linears' weight copies for the step
   // What the generated programs allocate per micro-batch (docs/cost-model.md
   // §5.2): every buffer of the stage struct, values and gradients.
   double programBytes = 0; // CUDA program (bf16 activations, fused kernels)
@@ -151,6 +152,8 @@ private:
     // statistics, log-sum-exps, per-position losses; the CPU program's
     // attention probabilities in hostScores).
     double programInternal = 0, hostInternal = 0, hostScores = 0;
+    // An FP8 linear's weight copy, held through the step (Fp8Rule.h).
+    double fp8WeightCopy = 0;
   };
   struct EdgeTerms {
     double fwdBox = 0, bwdBox = 0, saved = 0, savedSelective = 0,

@@ -162,4 +162,25 @@ std::vector<size_t> residualGemmOperands(const ModelGraph &g,
 
 bool fp8Linear(const OpDef &op) { return op.kind == "linear" && op.layer >= 0; }
 
+Fp8SharedInput fp8SharedInput(const ModelGraph &g, size_t gi,
+                              const std::function<bool(size_t)> &runsInFp8) {
+  const int x = g.ops[gi].operands[0];
+  // Whether an FP8 linear of the same x comes first that way, with only
+  // linears of that x (in bf16) between: any other op ends what is held.
+  auto sharedWith = [&](int step) {
+    for (int j = int(gi) + step; j >= 0 && j < int(g.ops.size()); j += step) {
+      const OpDef &op = g.ops[size_t(j)];
+      if (op.kind != "linear" || op.operands.empty() || op.operands[0] != x)
+        return false;
+      if (fp8Linear(op) && runsInFp8(size_t(j)))
+        return true;
+    }
+    return false;
+  };
+  Fp8SharedInput s;
+  s.x = sharedWith(-1);
+  s.xT = sharedWith(1);
+  return s;
+}
+
 } // namespace autoddl::planner

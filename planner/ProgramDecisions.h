@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace autoddl {
@@ -41,6 +42,19 @@ struct GraphUses {
 /// backends/common/Fp8Rule.h's fp8RunsLinear, which the pricing applies to
 /// the same shape.
 bool fp8Linear(const OpDef &op);
+
+/// Which input casts of FP8 linear `gi` the CUDA runtime shares with a
+/// neighbour (backends/cuda/kernels/Fp8Linear.cu Held: in a step, linear
+/// calls in a row of one direction reading one x): its forward reads x as
+/// the FP8 linear before it in op order cast it, with only linears of that
+/// x between (LLaMA's k and v after q, up after gate); its weight gradient
+/// reads x^T as the FP8 linear after it cast it (the backward runs them in
+/// reverse). runsInFp8(j): whether linear op j runs in FP8.
+struct Fp8SharedInput {
+  bool x = false, xT = false;
+};
+Fp8SharedInput fp8SharedInput(const ModelGraph &g, size_t gi,
+                              const std::function<bool(size_t)> &runsInFp8);
 
 /// Whether the generated CUDA program runs forward and backward as one CUDA
 /// graph after the first step (backends/cuda/StepGraph.h): every model's

@@ -108,6 +108,9 @@ Planner::RankStages Planner::rankStages(const Knobs &k, const DevicePlan &d,
     r.hostShared.push_back(hostShared);
     ws = std::max({ws, lay.workspace, st.pre ? pre.workspace : 0,
                    st.post ? post.workspace : 0});
+    r.fp8WeightCopies += n * lay.fp8WeightCopies +
+                         (st.pre ? pre.fp8WeightCopies : 0) +
+                         (st.post ? post.fp8WeightCopies : 0);
   }
   return r;
 }
@@ -141,7 +144,9 @@ cost::RankMemory Planner::programMemory(const Knobs &k, const DevicePlan &d,
   cost::RankMemory m;
   m.state = cost::modelStateBytes(si);
   m.activations = acts + scratches * lb.scratch;
-  m.workspace = ws + cost::kCublasLtWorkspaceBytes;
+  // The FP8 weight copies live through the step, beside the transient
+  // workspace.
+  m.workspace = ws + r.fp8WeightCopies + cost::kCublasLtWorkspaceBytes;
   m.graph = agg.graphBytes;
   const int comms = (k.pp > 1 ? 2 : 0) + (k.dp > 1) + (k.tp > 1);
   m.overhead =

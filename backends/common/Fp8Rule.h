@@ -10,26 +10,39 @@
 
 namespace autoddl::rt {
 
-/// The bytes the casts of one FP8 linear move per micro-batch (N rows, K
-/// input, O output features), as backends/cuda/kernels/Fp8Linear.cu runs
-/// them: each cast reads bf16 (2 bytes) and writes fp8 (1). The forward
-/// casts x and W, the input gradient dY and W (transposed), the weight
-/// gradient dY and x (both transposed).
+/// The bytes the casts of one FP8 linear move (N rows, K input, O output
+/// features), as backends/cuda/kernels/Fp8Linear.cu runs them in a step:
+/// each cast reads bf16 (2 bytes) and writes fp8 (1 a layout). Per
+/// micro-batch the forward casts x, the input gradient dY, the weight
+/// gradient dY and x (both transposed); the weight is cast once a step
+/// (weightPerStep), into [O,K] for the forward and [K,O] for the input
+/// gradient in one read (dxInFp8 false: the input gradient runs in bf16,
+/// through a fused GELU, and reads no FP8 weight).
 struct Fp8CastBytes {
-  double forward, inputGrad, weightGrad;
+  double forward, inputGrad, weightGrad, weightPerStep;
 };
-inline Fp8CastBytes fp8CastBytes(int64_t N, int64_t K, int64_t O) {
+inline Fp8CastBytes fp8CastBytes(int64_t N, int64_t K, int64_t O,
+                                 bool dxInFp8 = true) {
   const double nk = double(N) * double(K), ko = double(K) * double(O),
                no = double(N) * double(O);
   // The weight gradient's dY^T comes out of the input gradient's read of dY
   // (fp8_linear_backward, or the input-gradient call for the weight-gradient
   // call right after it): one more byte a value, not three.
-  return {3 * (nk + ko), 3 * (no + ko), no + 3 * nk};
+  return {3 * nk, 3 * no, no + 3 * nk, (dxInFp8 ? 4 : 3) * ko};
+}
+
+/// Bytes of an FP8 linear's weight copy for the step (Fp8Linear.cu
+/// weight_operand): the 1/scale in 256 bytes, then each layout its FP8 GEMMs
+/// read (1 or 2: [O,K], [K,O]) 256-byte aligned.
+inline int64_t fp8WeightCopyBytes(int64_t K, int64_t O, int layouts) {
+  return 256 + int64_t(layouts) * ((K * O + 255) / 256 * 256);
 }
 
 /// FP8 pays where the time its three GEMMs save (6 N K O flops at twice the
-/// bf16 rate) exceeds the time of its casts, which are memory-bound
-/// (fp8CastBytes: 6 (NK + KO + NO) bytes). On an H100 SXM (989 bf16 TFLOP/s
+/// bf16 rate) exceeds the time of its casts, which are memory-bound (when
+/// the bar was set every GEMM cast its weight: 6 (NK + KO + NO) bytes a
+/// micro-batch; the weight's casts are once a step now, so the bar is
+/// conservative by up to the KO term). On an H100 SXM (989 bf16 TFLOP/s
 /// dense, 3.35 TB/s) that is
 ///   6 N K O (1/989e12 - 1/1979e12) > 6 (NK + KO + NO) / 3.35e12
 /// i.e. N K O / (NK + KO + NO) > ~590 elements (with the efficiency
@@ -66,22 +79,17 @@ inline bool fp8RunsLinear(int64_t N, int64_t K, int64_t O,
   return n * k * o >= minIntensity * (n * k + k * o + n * o);
 }
 
-/// Bytes of the CUDA runtime's FP8 scratch for one FP8 linear: each of its
-/// GEMMs casts two operands into one grow-only buffer (x and W; dY and W^T;
-/// dY^T and x^T), the 1/scales in 256 bytes before them and the second
-/// operand 256-byte aligned (backends/cuda/kernels/Fp8Linear.cu).
+/// Bytes of the CUDA runtime's FP8 scratch for one FP8 linear in a step
+/// (the weights' copies apart): the activations' FP8 operands, carved from
+/// one grow-only buffer, the 1/scales in 256 bytes before them and the
+/// second operand 256-byte aligned (backends/cuda/kernels/Fp8Linear.cu). The
+/// forward holds x; the backward x^T, then dY in both layouts (the first
+/// rounded up to 256 bytes). Outside a step (or AUTODDL_FP8_CAST_ONCE=0) the
+/// weight's layout joins them.
 inline double fp8Scratch(int64_t N, int64_t K, int64_t O) {
-  const double nk = double(N) * double(K), ko = double(K) * double(O),
-               no = double(N) * double(O);
-  // The backward of both gradients holds dY in two layouts, then W^T or
-  // x^T (fp8_linear_backward), dY's first layout rounded up to 256 bytes.
+  const double nk = double(N) * double(K), no = double(N) * double(O);
   const double noAligned = double((N * O + 255) / 256 * 256);
-  const double sets[] = {nk + ko, no + ko, no + nk,
-                         noAligned + no + (ko > nk ? ko : nk)};
-  double m = 0;
-  for (double p : sets)
-    m = p > m ? p : m;
-  return m + 512;
+  return noAligned + no + nk + 512;
 }
 
 } // namespace autoddl::rt

@@ -31,11 +31,17 @@ int op_profile_begin(const char *kind, OpPhase phase);
 /// Records the end event of the scope `index` (ignored when negative).
 void op_profile_end(int index);
 
+/// Each op's scope opening (kernels/Fp8Linear.cu): an op other than a linear
+/// ends what FP8 casts the linears before it hold for the next (fp8_note_op).
+void fp8_note_op(const char *kind);
+
 /// RAII form of begin/end, one per op's kernel calls in generated code.
 class OpScope {
 public:
   OpScope(const char *kind, OpPhase phase)
-      : index_(op_profile_enabled() ? op_profile_begin(kind, phase) : -1) {}
+      : index_(op_profile_enabled() ? op_profile_begin(kind, phase) : -1) {
+    fp8_note_op(kind);
+  }
   ~OpScope() { op_profile_end(index_); }
   OpScope(const OpScope &) = delete;
   OpScope &operator=(const OpScope &) = delete;

@@ -473,6 +473,7 @@ const EnvRule kEnvRules[] = {
       "dgrad,wgrad", "forward,dgrad,wgrad"}},
     {"AUTODDL_FP8_FAST_ACCUM", {"0", "1"}},
     {"AUTODDL_FP8_MIN_INTENSITY", {"#n"}},
+    {"AUTODDL_FP8_CAST_ONCE", {"0", "weights", "all"}},
 };
 
 } // namespace

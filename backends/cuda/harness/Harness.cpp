@@ -343,7 +343,9 @@ public:
     auto body = [&] {
       pipe.begin_step();
       param_grad_zeros_.zero();
+      fp8_begin_step(); // the FP8 weights cast once a step (kernels/Fp8.h)
       p_.run_schedule(step);
+      fp8_end_step();
       pipe.finish_step();
       grad_sync.wait();
       if (p_.update_buffers)

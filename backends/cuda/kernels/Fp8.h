@@ -102,6 +102,33 @@ int64_t fp8_registered_linears();
 /// The metas of w's linear ([input, weight, output gradient]), or null.
 Fp8Meta *fp8_linear_metas(const act_t *w);
 
+/// A training step's bounds for the weights' FP8 copies: between them each
+/// FP8 linear's first FP8 GEMM casts its weight once (every layout its
+/// GEMMs read, one recorded amax) into a copy on the device that the step's
+/// later GEMMs read; outside them, and under AUTODDL_FP8_CAST_ONCE=0,
+/// every GEMM casts its weight itself. Host calls around the step's body
+/// (captured with it): assumes the weights change only between steps. The
+/// first step learns which layouts a linear reads and allocates the copies,
+/// so it must run eagerly (a step graph captures a later one).
+void fp8_begin_step();
+void fp8_end_step();
+/// Bytes of the weights' FP8 copies allocated (tests, the program's peak).
+int64_t fp8_weight_copy_bytes();
+/// Within a step, an input that several FP8 linears read in turn is cast
+/// once too: x by the first of consecutive forwards of the same x (LLaMA's
+/// q, k, v; gate, up), x^T by the first of their weight-gradient calls
+/// (input-gradient calls between them), read by the others at the caster's
+/// scale. Held only across linear calls in a row of one direction reading
+/// that x: Linear.h's entry points tell each call (fp8_note_linear, FP8 or
+/// not), and the generated program's op scopes every other op (OpScope:
+/// fp8_note_op), which may write a buffer a later linear reads (a recomputed
+/// layer's scratch, a micro-batch's refilled set). AUTODDL_FP8_CAST_ONCE: 0
+/// nothing cast once, weights the weights only, all (unset) both.
+void fp8_note_linear(const act_t *x, bool backward);
+/// An op of `kind` begins (OpProfile.h's OpScope): any but "linear" drops
+/// the held inputs.
+void fp8_note_op(const char *kind);
+
 /// The FP8 counterparts of Linear.h's functions, same arguments and
 /// conventions, for an eligible linear; each returns false, having done
 /// nothing, where cuBLASLt has no FP8 algorithm for one of its GEMMs (the

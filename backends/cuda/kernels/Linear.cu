@@ -424,6 +424,7 @@ void bias_relu_backward(act_t *dx, float *dbias, const act_t *dout,
 void linear_forward(act_t *out, const act_t *x, const act_t *w,
                     const act_t *bias, int64_t N, int64_t K, int64_t O,
                     bool transpose_weight) {
+  fp8_note_linear(x, false); // what FP8 casts hold across calls (Fp8.h)
   if (K == 0) { // an empty product: out = bias (or 0)
     zero(out, N * O * int64_t(sizeof(act_t)));
     if (bias)
@@ -442,6 +443,7 @@ void linear_gelu_forward(act_t *out, act_t *pre, const act_t *x, const act_t *w,
                          bool transpose_weight) {
   // cuBLASLt wants the aux rows' stride a multiple of 8 elements.
   static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
+  fp8_note_linear(x, false);
   if (!off && fp8_linear_eligible(w, N, K, O) &&
       fp8_linear_forward(out, x, w, bias, N, K, O, transpose_weight,
                          Fp8Epi::GeluAux, pre))
@@ -459,6 +461,7 @@ void linear_residual_forward(act_t *out, const act_t *residual, const act_t *x,
                              int64_t K, int64_t O, bool transpose_weight) {
   // cuBLASLt reads C (the residual) and writes D (out): beta = 1.
   static const bool off = switched_off("AUTODDL_GEMM_NO_RESIDUAL_EPILOGUE");
+  fp8_note_linear(x, false);
   if (out != residual && !off && fp8_linear_eligible(w, N, K, O) &&
       fp8_linear_forward(out, x, w, bias, N, K, O, transpose_weight,
                          Fp8Epi::None, nullptr, residual))
@@ -475,6 +478,7 @@ void linear_residual_forward(act_t *out, const act_t *residual, const act_t *x,
 void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
                            const act_t *pre, int64_t N, int64_t K, int64_t O,
                            bool transpose_weight) {
+  fp8_note_linear(nullptr, true); // reads no x
   if (N == 0 || K == 0)
     return;
   static const bool off = switched_off("AUTODDL_GEMM_NO_GELU_EPILOGUE");
@@ -503,6 +507,7 @@ void linear_backward_dgelu(act_t *dpre, const act_t *dout, const act_t *w,
 void linear_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
                      const act_t *x, const act_t *w, int64_t N, int64_t K,
                      int64_t O, bool transpose_weight, bool accumulate_dx) {
+  fp8_note_linear(x, true);
   const bool fp8 = O > 0 && fp8_linear_eligible(w, N, K, O);
   if (fp8 && dx && dw) { // one cast of dY for both
     const Fp8Done done = fp8_linear_backward(dx, dw, dout, x, w, N, K, O,

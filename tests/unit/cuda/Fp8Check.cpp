@@ -9,14 +9,22 @@
 //   (bound 1e-2: bf16 output rounding and Hopper's accumulation) and on the
 //   unrounded ones (bound 0.06 for E4M3 x E4M3, 0.1 with E5M2: the formats'
 //   rounding, ~2^-4 and ~2^-3 relative per element);
+// - the weight's FP8 copy for a step (fp8_begin_step): two micro-batches
+//   over three steps with W changed between them, bit for bit with the
+//   per-call casts, W cast (its amax recorded) once a step, also in a step
+//   graph's replays (W changed between them); an input two
+//   linears read in turn cast once in a step (forward and x^T), again after
+//   a backward call;
 // - the dispatch rule (backends/common/Fp8Rule.h): an eligible registered
 //   linear runs in FP8, an unregistered or odd one in bf16.
 // Exits 77 without a CUDA device, or one without FP8 tensor cores (< 8.9).
 // `Fp8Check --bench` times a linear's three GEMMs in bf16 and in FP8 (with
-// the casts) at GPT-2 and 7B shapes beside the size rule's verdict.
+// the casts; "step": W's cast once a step, not in the time) at GPT-2 and 7B
+// shapes beside the size rule's verdict.
 #include <cblas.h>
 
 #include "backends/common/Fp8Rule.h"
+#include "backends/cuda/StepGraph.h"
 #include "backends/cuda/kernels/Fp8.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "tests/unit/cuda/KernelCheckUtil.h"
@@ -233,6 +241,272 @@ void check_linear(int64_t N, int64_t K, int64_t O, bool tw) {
           exact, 0.1);
 }
 
+/// Two micro-batches' inputs x[N,K] and output gradients dy[N,O] of a
+/// linear, on the device.
+struct Microbatches {
+  DevAct x0, x1, dy0, dy1;
+  const act_t *x[2], *dy[2];
+  Microbatches(int64_t N, int64_t K, int64_t O)
+      : x0(random_values(gRng, N * K, -1, 1)),
+        x1(random_values(gRng, N * K, -1, 1)),
+        dy0(random_values(gRng, N * O, -1e-3f, 1e-3f)),
+        dy1(random_values(gRng, N * O, -1e-3f, 1e-3f)), x{x0.p, x1.p},
+        dy{dy0.p, dy1.p} {}
+};
+/// dst = s * w, exact in bf16 for a power-of-two s (a weight changed
+/// between steps, its amax at most w's for |s| <= 1).
+void upload_scaled(act_t *dst, const std::vector<float> &w, float s) {
+  std::vector<float> ws(w.size());
+  for (size_t i = 0; i < w.size(); ++i)
+    ws[i] = s * float(act_t(w[i]));
+  upload(dst, ws);
+}
+
+/// The weight's FP8 copy for a step (fp8_begin_step) against the per-call
+/// casts (outside a step): three steps of two micro-batches (the forwards,
+/// then each micro-batch's input-gradient call and weight-gradient call, as
+/// the generated program makes them), W changed between steps. Step 0 runs
+/// W, step 1 -W/2 (a stale copy would give step 0's bits), step 2 W/4 with
+/// the backward calls only (the forward in bf16: the input gradient casts
+/// the copy). W's scale is fmax / amax(W) after its first cast in both
+/// paths (its history's maximum stays amax(W)), so every output is equal bit
+/// for bit; W's meta records one amax a step, not one a GEMM.
+void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
+  const std::string tag = "fp8 weight copy " + std::to_string(N) + "x" +
+                          std::to_string(K) + "x" + std::to_string(O) +
+                          (tw ? " wT" : " w");
+  const auto w = random_values(gRng, O * K, -0.05f, 0.05f); // as stored
+  const float stepScale[] = {1.0f, -0.5f, 0.25f};
+  DevAct dW(w);
+  const Microbatches mbs(N, K, O);
+  const act_t *const *dX = mbs.x, *const *dDy = mbs.dy;
+  struct Run {
+    std::vector<std::vector<float>> values; // per step: outs, dxs, dw
+    int32_t recorded[3] = {};               // W's meta after each step
+    int64_t copyBytes = 0;
+  };
+  auto run = [&](bool inStep) {
+    Run r;
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW.p); // fresh metas
+    DevAlloc out(N * O), dx(N * K);
+    DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
+    for (int step = 0; step < 3; ++step) {
+      upload_scaled(dW.p, w, stepScale[step]);
+      rt::zero(dw.p, O * K * int64_t(sizeof(float)));
+      if (inStep)
+        rt::fp8_begin_step();
+      for (int mb = 0; mb < 2 && step < 2; ++mb) {
+        expect(
+            rt::fp8_linear_forward(out.p, dX[mb], dW.p, nullptr, N, K, O, tw));
+        r.values.push_back(download(out.p, N * O));
+      }
+      for (int mb = 0; mb < 2; ++mb) {
+        expect(rt::fp8_linear_backward_dx(dx.p, dDy[mb], dW.p, N, K, O, tw,
+                                          false));
+        r.values.push_back(download(dx.p, N * K));
+        expect(rt::fp8_linear_backward_dw(dw.p, dDy[mb], dX[mb], dW.p, N, K, O,
+                                          tw));
+      }
+      r.values.push_back(download(dw.p, O * K));
+      if (inStep)
+        rt::fp8_end_step();
+      r.recorded[step] = download_meta(rt::fp8_linear_metas(dW.p) + 1).recorded;
+    }
+    r.copyBytes = rt::fp8_weight_copy_bytes();
+    return r;
+  };
+  const Run perCall = run(false), cached = run(true);
+  int64_t differing = 0;
+  for (size_t i = 0; i < perCall.values.size(); ++i)
+    differing += perCall.values[i] != cached.values[i];
+  expect(report(tag + ": outputs differing from the per-call casts' (of " +
+                    std::to_string(perCall.values.size()) + ")",
+                double(differing), 0));
+  // Step 1's first forward (after step 0's 2 outputs, 2 input gradients
+  // and weight gradient) follows -W/2: a stale copy would repeat step 0's.
+  expect(report(tag + ": step 1's output equal to step 0's",
+                cached.values[0] == cached.values[5] ? 1 : 0, 0));
+  // Recorded amaxes: the priming pass and one a cast (saturating at 32).
+  // Per call: 2 forward + 2 input-gradient casts a step (2 in step 2);
+  // cached: one a step.
+  const bool counts = perCall.recorded[0] == 5 && perCall.recorded[1] == 9 &&
+                      perCall.recorded[2] == 11 && cached.recorded[0] == 2 &&
+                      cached.recorded[1] == 3 && cached.recorded[2] == 4;
+  expect(report(tag + ": W's recorded amaxes (per call 5, 9, 11; cached "
+                      "2, 3, 4)",
+                counts ? 0 : 1, 0));
+  // The copy: 256 bytes of scale, then [O,K] and [K,O], each 256-aligned;
+  // none outside a step.
+  const int64_t slot = (O * K + 255) / 256 * 256;
+  expect(report(
+      tag + ": copy bytes (per call none, cached 256 + 2 layouts)",
+      perCall.copyBytes == 0 && cached.copyBytes == 256 + 2 * slot ? 0 : 1, 0));
+}
+
+/// The step's copies under a CUDA graph, as the program runs its steps
+/// (StepGraph: the first step eager, the second captured, the rest
+/// replayed): four steps of two micro-batches' forward and gradients, W
+/// changed before each (outside the body, as the optimizer runs), against
+/// the per-call casts run eagerly, bit for bit. A replay that kept step 2's
+/// copy would repeat its outputs; W's meta records one amax a step there too
+/// (the priming pass, then one a step: 5).
+void check_weight_copy_graph(int64_t N, int64_t K, int64_t O) {
+  const std::string tag = "fp8 weight copy under a step graph " +
+                          std::to_string(N) + "x" + std::to_string(K) + "x" +
+                          std::to_string(O);
+  const auto w = random_values(gRng, O * K, -0.05f, 0.05f); // [O,K]
+  const float stepScale[] = {1.0f, -0.5f, 0.25f, 0.5f};     // amax <= step 0's
+  DevAct dW(w);
+  const Microbatches mbs(N, K, O);
+  const act_t *const *dX = mbs.x, *const *dDy = mbs.dy;
+  DevAlloc out0(N * O), out1(N * O), dx0(N * K), dx1(N * K);
+  act_t *out[2] = {out0.p, out1.p}, *dx[2] = {dx0.p, dx1.p};
+  DevFloat dw(std::vector<float>(size_t(O * K), 0.0f));
+  auto body = [&](bool inStep) {
+    if (inStep)
+      rt::fp8_begin_step();
+    rt::zero(dw.p, O * K * int64_t(sizeof(float)));
+    for (int mb = 0; mb < 2; ++mb)
+      expect(rt::fp8_linear_forward(out[mb], dX[mb], dW.p, nullptr, N, K, O,
+                                    true));
+    for (int mb = 0; mb < 2; ++mb) {
+      expect(rt::fp8_linear_backward_dx(dx[mb], dDy[mb], dW.p, N, K, O, true,
+                                        false));
+      expect(rt::fp8_linear_backward_dw(dw.p, dDy[mb], dX[mb], dW.p, N, K, O,
+                                        true));
+    }
+    if (inStep)
+      rt::fp8_end_step();
+  };
+  auto run = [&](bool graphed) {
+    std::vector<std::vector<float>> values;
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW.p); // fresh metas
+    rt::StepGraph graph;
+    for (int step = 0; step < 4; ++step) {
+      upload_scaled(dW.p, w, stepScale[step]);
+      if (graphed)
+        graph.run([&] { body(true); });
+      else
+        body(false);
+      for (int mb = 0; mb < 2; ++mb) {
+        values.push_back(download(out[mb], N * O));
+        values.push_back(download(dx[mb], N * K));
+      }
+      values.push_back(download(dw.p, O * K));
+    }
+    const bool replayed = graph.captured() && !graph.failed();
+    graph.reset();
+    return std::make_pair(values, replayed);
+  };
+  const auto perCall = run(false);
+  const auto graphed = run(true);
+  const int32_t recorded =
+      download_meta(rt::fp8_linear_metas(dW.p) + 1).recorded;
+  expect(report(tag + ": captured and replayed", graphed.second ? 0 : 1, 0));
+  int64_t differing = 0;
+  for (size_t i = 0; i < perCall.first.size(); ++i)
+    differing += perCall.first[i] != graphed.first[i];
+  expect(report(tag + ": outputs differing from the per-call casts' (of " +
+                    std::to_string(perCall.first.size()) + ")",
+                double(differing), 0));
+  expect(report(tag + ": W's recorded amaxes (5)", recorded == 5 ? 0 : 1, 0));
+}
+
+/// An input two linears read in turn (LLaMA's gate and up), in a step: the
+/// first forward casts x, the second reads it; the first weight-gradient
+/// call casts x^T, the second reads it across the input-gradient call
+/// between them. Against the per-call casts (outside a step) bit for bit:
+/// both x metas scale by fmax / amax(x) after their first cast. Another op
+/// between two forwards (fp8_note_op: a norm rewriting a recomputed layer's
+/// scratch), or a backward call (fp8_note_linear), drops the held x: the
+/// second forward then casts x again, with its new values.
+void check_shared_input(int64_t N, int64_t K, int64_t O1, int64_t O2) {
+  const std::string tag = "fp8 shared input " + std::to_string(N) + "x" +
+                          std::to_string(K) + " -> " + std::to_string(O1) +
+                          ", " + std::to_string(O2);
+  const auto x = random_values(gRng, N * K, -1, 1),
+             x2 = random_values(gRng, N * K, -1, 1);
+  const auto w1 = random_values(gRng, O1 * K, -0.05f, 0.05f),
+             w2 = random_values(gRng, O2 * K, -0.05f, 0.05f);
+  const auto dy1 = random_values(gRng, N * O1, -1e-3f, 1e-3f),
+             dy2 = random_values(gRng, N * O2, -1e-3f, 1e-3f);
+  DevAct dX(x), dW1(w1), dW2(w2), dDy1(dy1), dDy2(dy2);
+  struct Run {
+    std::vector<std::vector<float>> values;
+    int32_t recorded[2] = {}; // the x metas of W1's and W2's linears
+  };
+  auto run = [&](bool inStep, int refill) { // 0, 1 another op, 2 backward
+    Run r;
+    rt::fp8_clear_linears();
+    rt::fp8_register_linear(dW1.p);
+    rt::fp8_register_linear(dW2.p);
+    upload(dX.p, x);
+    DevAlloc out1(N * O1), out2(N * O2), dx(N * K);
+    DevFloat dw1(std::vector<float>(size_t(O1 * K), 0.0f)),
+        dw2(std::vector<float>(size_t(O2 * K), 0.0f));
+    if (inStep)
+      rt::fp8_begin_step();
+    expect(
+        rt::fp8_linear_forward(out1.p, dX.p, dW1.p, nullptr, N, K, O1, true));
+    if (refill == 1)
+      rt::fp8_note_op("rmsnorm");
+    if (refill == 2)
+      rt::fp8_note_linear(dX.p, true);
+    if (refill)
+      upload(dX.p, x2);
+    expect(
+        rt::fp8_linear_forward(out2.p, dX.p, dW2.p, nullptr, N, K, O2, true));
+    r.values = {download(out1.p, N * O1), download(out2.p, N * O2)};
+    if (!refill) {
+      expect(rt::fp8_linear_backward_dx(dx.p, dDy2.p, dW2.p, N, K, O2, true,
+                                        false));
+      expect(rt::fp8_linear_backward_dw(dw2.p, dDy2.p, dX.p, dW2.p, N, K, O2,
+                                        true));
+      expect(rt::fp8_linear_backward_dx(dx.p, dDy1.p, dW1.p, N, K, O1, true,
+                                        true));
+      expect(rt::fp8_linear_backward_dw(dw1.p, dDy1.p, dX.p, dW1.p, N, K, O1,
+                                        true));
+      r.values.push_back(download(dx.p, N * K));
+      r.values.push_back(download(dw1.p, O1 * K));
+      r.values.push_back(download(dw2.p, O2 * K));
+    }
+    if (inStep)
+      rt::fp8_end_step();
+    for (int i = 0; i < 2; ++i)
+      r.recorded[i] =
+          download_meta(rt::fp8_linear_metas(i ? dW2.p : dW1.p)).recorded;
+    return r;
+  };
+  const Run perCall = run(false, 0), shared = run(true, 0);
+  expect(report(tag + ": outputs and gradients equal to the per-call casts'",
+                perCall.values == shared.values ? 0 : 1, 0));
+  // x's amaxes recorded, with the priming pass: per call forward and
+  // weight-gradient casts of each (3, 3); shared, W1's forward casts x and
+  // W2's weight-gradient call x^T (2, 2).
+  expect(report(tag + ": x's recorded amaxes (per call 3, 3; shared 2, 2)",
+                perCall.recorded[0] == 3 && perCall.recorded[1] == 3 &&
+                        shared.recorded[0] == 2 && shared.recorded[1] == 2
+                    ? 0
+                    : 1,
+                0));
+  for (int refill : {1, 2}) {
+    const Run refilledPerCall = run(false, refill),
+              refilled = run(true, refill);
+    expect(report(tag +
+                      (refill == 1 ? ": after another op"
+                                   : ": after a "
+                                     "backward call") +
+                      ", x cast again (new values)",
+                  refilled.values == refilledPerCall.values &&
+                          refilled.recorded[1] == 2
+                      ? 0
+                      : 1,
+                  0));
+  }
+}
+
 /// The size rule through Linear.h: a registered eligible linear runs FP8
 /// GEMMs (new FP8 plans), an unregistered one and an odd one do not.
 void check_dispatch() {
@@ -313,8 +587,9 @@ void bench() {
       {8192, 1600, 1600},  {8192, 1600, 4800},  {8192, 1600, 6400},
       {8192, 6400, 1600},  {4096, 4096, 4096},  {4096, 4096, 11008},
       {1024, 4096, 4096}};
-  std::printf("%-20s %9s %9s %9s %7s %9s %9s %s\n", "N x K x O", "intensity",
-              "bf16 ms", "fp8 ms", "fp8 x", "gemms ms", "casts ms", "rule");
+  std::printf("%-20s %9s %9s %9s %7s %9s %7s %9s %9s %s\n", "N x K x O",
+              "intensity", "bf16 ms", "fp8 ms", "fp8 x", "step ms", "step x",
+              "gemms ms", "casts ms", "rule");
   for (const Shape &sh : shapes) {
     const int64_t N = sh.N, K = sh.K, O = sh.O;
     auto x = random_values(gRng, N * K, -1, 1);
@@ -330,11 +605,17 @@ void bench() {
       rt::linear_backward(dxo.p, dw.p, nullptr, dDy.p, dX.p, dWb.p, N, K, O,
                           true, false);
     });
-    const float t8 = time_ms([&] {
+    auto fp8Calls = [&] {
       rt::fp8_linear_forward(out.p, dX.p, dW.p, nullptr, N, K, O, true);
       rt::fp8_linear_backward(dxo.p, dw.p, dDy.p, dX.p, dW.p, N, K, O, true,
                               false);
-    });
+    };
+    const float t8 = time_ms(fp8Calls);
+    // In a step: W cast once (in the warm-up call), as a step's later
+    // micro-batches run.
+    rt::fp8_begin_step();
+    const float t8s = time_ms(fp8Calls);
+    rt::fp8_end_step();
     // Where the FP8 time goes: its three GEMMs on operands cast beforehand,
     // and its five casts alone (x, W twice each, dY once into both layouts,
     // as fp8_linear_forward and fp8_linear_backward cast).
@@ -374,9 +655,9 @@ void bench() {
     const double n = double(N), k = double(K), o = double(O);
     const std::string name =
         std::to_string(N) + "x" + std::to_string(K) + "x" + std::to_string(O);
-    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %9.3f %9.3f %s\n",
+    std::printf("%-20s %9.0f %9.3f %9.3f %7.3f %9.3f %7.3f %9.3f %9.3f %s\n",
                 name.c_str(), n * k * o / (n * k + k * o + n * o), tb, t8,
-                tb / t8, tg, tc,
+                tb / t8, t8s, tb / t8s, tg, tc,
                 autoddl::rt::fp8RunsLinear(N, K, O) ? "fp8" : "bf16");
   }
 }
@@ -480,6 +761,10 @@ int main(int argc, char **argv) {
   check_linear(1024, 768, 3072, true);
   check_linear(1024, 3072, 768, true);
   check_linear(272, 400, 1040, false);
+  check_weight_copy(1024, 768, 2304, true);
+  check_weight_copy(272, 400, 1040, false);
+  check_weight_copy_graph(1024, 768, 2304);
+  check_shared_input(1024, 768, 768, 2304);
   check_dispatch();
   std::printf("Fp8Check: %s\n", gFailures ? "FAILED" : "all passed");
   return gFailures ? 1 : 0;

@@ -10,6 +10,7 @@
 #include "backends/common/Fp8Rule.h"
 #include "cost_model/io/ClusterJson.h"
 #include "ir/import/ModelImporter.h"
+#include "planner/Fp8Pricing.h"
 #include "planner/PlanJson.h"
 #include "planner/ProgramDecisions.h"
 #include "planner/Runnable.h"
@@ -17,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <string>
 
 using namespace autoddl;
@@ -41,12 +44,20 @@ TEST(Fp8Rule, GptSizesAsDocumented) {
   // Not a multiple of 16 (cuBLASLt's FP8 alignment), however large.
   EXPECT_FALSE(fp8RunsLinear(8192, 4096, 50257));
   EXPECT_FALSE(fp8RunsLinear(8193, 4096, 4096));
+  // N=2, K=3, O=5: NK 6, KO 15, NO 10. A micro-batch casts x and dY only;
+  // W (2 bytes read, 1 written a layout) once a step.
   const rt::Fp8CastBytes b = rt::fp8CastBytes(2, 3, 5);
-  EXPECT_DOUBLE_EQ(b.forward, 3 * (6 + 15));
-  EXPECT_DOUBLE_EQ(b.inputGrad, 3 * (10 + 15));
+  EXPECT_DOUBLE_EQ(b.forward, 3 * 6);
+  EXPECT_DOUBLE_EQ(b.inputGrad, 3 * 10);
   EXPECT_DOUBLE_EQ(b.weightGrad, 10 + 3 * 6); // dY^T from dY's one read
-  // dY in both layouts (the first rounded up to 256 bytes), then W^T.
-  EXPECT_DOUBLE_EQ(rt::fp8Scratch(2, 3, 5), 256 + 10 + 15 + 512);
+  EXPECT_DOUBLE_EQ(b.weightPerStep, 2 * 15 + 2 * 15);
+  // The input gradient in bf16 (through a GELU): the forward's layout only.
+  EXPECT_DOUBLE_EQ(rt::fp8CastBytes(2, 3, 5, false).weightPerStep, 3 * 15);
+  // x^T, then dY in both layouts (the first rounded up to 256 bytes); no W.
+  EXPECT_DOUBLE_EQ(rt::fp8Scratch(2, 3, 5), 256 + 10 + 6 + 512);
+  // The copy: 256 bytes of 1/scale, each layout rounded up to 256 bytes.
+  EXPECT_EQ(rt::fp8WeightCopyBytes(2, 3, 2), 256 + 2 * 256);
+  EXPECT_EQ(rt::fp8WeightCopyBytes(1600, 6400, 1), 256 + 1600 * 6400);
 }
 
 TEST(Fp8Cluster, HopperPresetsHaveTheirFp8Peak) {
@@ -89,6 +100,52 @@ TEST(Fp8Decisions, TheBlockLinearsOnly) {
   EXPECT_EQ(fp8, 4 * layers); // qkv, attention projection, fc, proj
 }
 
+// LLaMA's q, k, v read one normed x, gate and up another: the runtime casts
+// x in the first forward of each run and x^T in the first weight-gradient
+// call (the backward runs them in reverse: v, then up).
+TEST(Fp8Decisions, SharedInputsOfLlama) {
+  import::ImportOptions io;
+  io.batch = 1;
+  const ModelGraph g = import::importModel("llama-2-7b", io);
+  std::map<std::string, std::pair<bool, bool>> shared;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].kind == "linear" && g.ops[i].layer == 1) {
+      const Fp8SharedInput s =
+          fp8SharedInput(g, i, [](size_t) { return true; });
+      shared[g.ops[i].name] = {s.x, s.xT};
+    }
+  const std::map<std::string, std::pair<bool, bool>> want = {
+      {"layers.1.self_attn.q_proj", {false, true}},
+      {"layers.1.self_attn.k_proj", {true, true}},
+      {"layers.1.self_attn.v_proj", {true, false}},
+      {"layers.1.self_attn.o_proj", {false, false}},
+      {"layers.1.mlp.gate_proj", {false, true}},
+      {"layers.1.mlp.up_proj", {true, false}},
+      {"layers.1.mlp.down_proj", {false, false}}};
+  EXPECT_EQ(shared, want);
+  // k in bf16 (say, below the bar): v reads q's cast; q's x^T is its own.
+  const Fp8SharedInput v = fp8SharedInput(
+      g,
+      size_t(std::find_if(g.ops.begin(), g.ops.end(),
+                          [](const OpDef &op) {
+                            return op.name == "layers.1.self_attn.v_proj";
+                          }) -
+             g.ops.begin()),
+      [&](size_t j) { return g.ops[j].name != "layers.1.self_attn.k_proj"; });
+  EXPECT_TRUE(v.x);
+  // A shared cast is not paid: 3 bytes an x element (read bf16, write
+  // E4M3) in the forward and in the weight gradient.
+  const cost::Cluster c = cost::loadCluster("dgx-h100-ndr");
+  const ops::ValueType x{{16384, 4096}, ops::DType::BF16},
+      y{{16384, 4096}, ops::DType::BF16};
+  const Fp8CastCost own = fp8CastCost(c, x, y, false, 2, {}),
+                    both = fp8CastCost(c, x, y, false, 2, {true, true});
+  const double cast = 3.0 * 16384 * 4096 / (c.hbmBandwidth * c.hbmEfficiency);
+  EXPECT_NEAR(own.forward - both.forward, cast, 1e-12);
+  EXPECT_NEAR(own.wgrad - both.wgrad, cast, 1e-12);
+  EXPECT_NEAR(own.backward - both.backward, cast, 1e-12);
+}
+
 Plan planOf(const char *model, int64_t batch, int64_t microbatch,
             cost::Precision precision) {
   import::ImportOptions io;
@@ -127,6 +184,40 @@ TEST(Fp8Plan, LargeModelFasterSmallModelUnchanged) {
   const Plan s16 = planOf("gpt2", 16, 16, cost::Precision::BF16);
   const Plan s8 = planOf("gpt2", 16, 16, cost::Precision::FP8);
   EXPECT_DOUBLE_EQ(s8.predicted.stepTime, s16.predicted.stepTime);
+}
+
+// gpt2-xl's weight casts are once a step: with twice the micro-batches of
+// 8 (global batch 32 against 16) an fp8 step adds twice the micro-batch
+// work, not the weights' casts, so 2 step(16) - step(32), the per-step part
+// (the optimizer), exceeds bf16's by exactly the casts of its 48 layers'
+// weights: qkv [1600,4800], attention projection [1600,1600], fc
+// [1600,6400] into both layouts (4 bytes an element), proj [6400,1600] into
+// the forward's only (3: its input gradient runs in bf16 through the GELU),
+// at the copy bandwidth. Charged per micro-batch again, the difference
+// would be 0. The copies (1 byte an element a layout, 256 bytes of 1/scale)
+// are in the fp8 plan's peak.
+TEST(Fp8Plan, WeightsCastOnceAStep) {
+  const double
+      s16 = planOf("gpt2-xl", 16, 8, cost::Precision::FP8).predicted.stepTime,
+      s32 = planOf("gpt2-xl", 32, 8, cost::Precision::FP8).predicted.stepTime,
+      b16 = planOf("gpt2-xl", 16, 8, cost::Precision::BF16).predicted.stepTime,
+      b32 = planOf("gpt2-xl", 32, 8, cost::Precision::BF16).predicted.stepTime;
+  const double C = 1600, layers = 48;
+  const double fourBytes = 3 * C * C + C * C + 4 * C * C,
+               threeBytes = 4 * C * C;
+  const cost::Cluster c = cost::loadCluster("dgx-h100-ndr");
+  const double casts = layers * (4 * fourBytes + 3 * threeBytes) /
+                       (c.hbmBandwidth * c.hbmEfficiency);
+  EXPECT_NEAR((2 * s16 - s32) - (2 * b16 - b32), casts, 1e-3 * casts);
+  const Plan f = planOf("gpt2-xl", 16, 8, cost::Precision::FP8),
+             b = planOf("gpt2-xl", 16, 8, cost::Precision::BF16);
+  // Both layouts of three weights, one of proj's; beside them at most the
+  // largest call's scratch (fc's, 8192 tokens) over bf16's workspace.
+  const double copies = layers * (2 * fourBytes + threeBytes + 4 * 256);
+  const double more = f.devices[0].memoryParts.workspace -
+                      b.devices[0].memoryParts.workspace - copies;
+  EXPECT_GE(more, 0);
+  EXPECT_LE(more, rt::fp8Scratch(8192, 1600, 6400));
 }
 
 TEST(Fp8Plan, JsonRecordsThePrecision) {

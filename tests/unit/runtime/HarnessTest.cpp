@@ -387,6 +387,8 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
   EXPECT_EQ(error("AUTODDL_FP8_GEMMS", "forward,dgrad"), "");
   EXPECT_NE(error("AUTODDL_FP8_GEMMS", "dgrad,forward"), "");
   EXPECT_EQ(error("AUTODDL_FP8_MIN_INTENSITY", "500"), "");
+  EXPECT_EQ(error("AUTODDL_FP8_CAST_ONCE", "weights"), "");
+  EXPECT_NE(error("AUTODDL_FP8_CAST_ONCE", "1"), "");
   EXPECT_EQ(error("AUTODDL_FP8_MIN_INTENSITY", "-5"),
             "AUTODDL_FP8_MIN_INTENSITY=\"-5\": expected a number >= 0");
 }
