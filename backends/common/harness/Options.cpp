@@ -462,6 +462,9 @@ const EnvRule kEnvRules[] = {
     {"AUTODDL_CONV_VERBOSE", {"0", "1"}},
     {"AUTODDL_CONV_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_CONV_WGRAD", {"fp32", "bf16"}},
+    {"AUTODDL_CONV_GEMM",
+     {"0", "1", "forward", "dgrad", "wgrad", "forward,dgrad", "forward,wgrad",
+      "dgrad,wgrad", "forward,dgrad,wgrad"}},
     {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
     {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off

@@ -7,11 +7,17 @@
 // col2im gathers dcolT into dx. Channels-last (Conv2dShape::channelsLast):
 // the GEMM's rows are the NHWC output itself, no permutes; im2col and col2im
 // index x NHWC, the columns still in the OIHW weight's (c, i, j) order.
+// A channels-last 1x1 stride-1 convolution's rows are x itself: it runs as
+// the linear directly, ahead of cuDNN (conv2d_is_gemm).
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Conv.h"
 #include "backends/cuda/kernels/ConvCudnn.h"
 #include "backends/cuda/kernels/Linear.h"
 #include "backends/cuda/kernels/Shape.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 namespace autoddl::rt {
 namespace {
@@ -208,7 +214,31 @@ void im2col_rows(act_t *colT, const act_t *x, const Conv2dShape &s) {
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
+/// AUTODDL_CONV_GEMM's directions (its accepted values are
+/// harness::check_environment's kEnvRules).
+ConvGemmDirs &gemm_switch() {
+  static ConvGemmDirs dirs = [] {
+    ConvGemmDirs d;
+    const char *e = std::getenv("AUTODDL_CONV_GEMM");
+    if (!e || !*e || std::strcmp(e, "1") == 0)
+      return d;
+    const std::string list = std::string(",") + e + ",";
+    d.forward = list.find(",forward,") != std::string::npos;
+    d.dgrad = list.find(",dgrad,") != std::string::npos;
+    d.wgrad = list.find(",wgrad,") != std::string::npos;
+    return d;
+  }();
+  return dirs;
+}
+
 } // namespace
+
+void conv_use_gemm(ConvGemmDirs dirs) { gemm_switch() = dirs; }
+ConvGemmDirs conv_gemm_dirs() { return gemm_switch(); }
+bool conv2d_is_gemm(const Conv2dShape &s) {
+  return s.channelsLast && s.kh == 1 && s.kw == 1 && s.stride == 1 &&
+         s.padding == 0;
+}
 
 bool conv2d_uses_cudnn(const Conv2dShape &s) { return cudnn_conv::takes(s); }
 
@@ -217,6 +247,10 @@ void conv2d_forward(act_t *out, const act_t *x, const act_t *w,
   const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
   if (s.B * P * s.Cout == 0)
     return;
+  if (conv2d_is_gemm(s) && gemm_switch().forward) { // the bias as epilogue
+    linear_forward(out, x, w, bias, s.B * P, s.Cin, s.Cout, true);
+    return;
+  }
   if (cudnn_conv::forward(out, x, w, s)) {
     const int64_t total = s.B * s.Cout * P;
     if (bias && s.channelsLast) {
@@ -244,6 +278,21 @@ void conv2d_backward(act_t *dx, float *dw, float *dbias, const act_t *dout,
   const int64_t P = s.Ho() * s.Wo(), K = s.Cin * s.kh * s.kw;
   if (s.B * P * s.Cout == 0 || (!dx && !dw && !dbias))
     return;
+  if (conv2d_is_gemm(s)) {
+    // The GEMM path's directions (the bias gradient with them), then the
+    // rest as below.
+    act_t *gdx = gemm_switch().dgrad ? dx : nullptr;
+    float *gdw = gemm_switch().wgrad ? dw : nullptr;
+    if (gdx || gdw) {
+      linear_backward(gdx, gdw, dbias, dout, x, w, s.B * P, s.Cin, s.Cout, true,
+                      accumulate_dx);
+      dx = gdx ? nullptr : dx;
+      dw = gdw ? nullptr : dw;
+      dbias = nullptr;
+      if (!dx && !dw)
+        return;
+    }
+  }
   // cuDNN's gradients first; the own path computes what is left, the bias
   // gradient with it where it runs (else the channel sums).
   dx = dx && cudnn_conv::backward_data(dx, dout, w, s, accumulate_dx) ? nullptr

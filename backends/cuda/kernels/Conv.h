@@ -1,7 +1,9 @@
 // Convolution and pooling on NCHW or channels-last (NHWC) tensors on the GPU,
 // as the CPU kernels of backends/cpu/kernels/Conv.h (the same calls, so codegen
-// emits one text): conv2d through cuDNN where it takes the shape (ConvCudnn.h;
-// the bias added and its gradient summed by own kernels), else as one GEMM over
+// emits one text): conv2d as a linear's GEMMs where it is one (channels-last
+// 1x1 stride 1, below), else through cuDNN where it takes the shape
+// (ConvCudnn.h; the bias added and its gradient summed by own kernels), else
+// as one GEMM over
 // the whole micro-batch (im2col into rows per output pixel, then Linear.h's
 // cuBLASLt linear with the bias as its epilogue, the weight gradient fp32 and
 // the bias gradient as its column sums); pool2d (max: the gradient to each
@@ -38,9 +40,29 @@ bool conv_cudnn_built();
 /// AUTODDL_CONV=own in the environment starts a program with it off.
 void conv_use_cudnn(bool enable);
 bool conv_cudnn_enabled();
-/// Whether the forward, input and weight gradients of `s` (16-byte aligned
-/// tensors) run through cuDNN; plans them on first ask, enqueues nothing.
+/// Whether cuDNN takes the forward, input and weight gradients of `s`
+/// (16-byte aligned tensors; the GEMM path below may run them instead);
+/// plans them on first ask, enqueues nothing.
 bool conv2d_uses_cudnn(const Conv2dShape &s);
+
+// The GEMM path: a channels-last 1x1 convolution with stride 1 and no padding
+// is Linear.h's linear over its NHWC rows (y[BHW, Cout] = x[BHW, Cin] w^T,
+// the OIHW weight [Cout, Cin]), so its three directions run as the linears'
+// autotuned cuBLASLt GEMMs (our cuDNN path's dgrad for Cin > Cout took
+// 1.6-2.5x PyTorch's time on one H200). Ahead of cuDNN, in every build.
+
+/// Which directions of such a convolution run as GEMMs; the others take the
+/// cuDNN / im2col path. AUTODDL_CONV_GEMM in the environment sets them at
+/// start: 0 (none), 1 (all: the default) or a comma list of forward, dgrad,
+/// wgrad.
+struct ConvGemmDirs {
+  bool forward = true, dgrad = true, wgrad = true;
+};
+void conv_use_gemm(ConvGemmDirs dirs);
+ConvGemmDirs conv_gemm_dirs();
+/// Whether `s` is a GEMM over its rows (channels-last, 1x1, stride 1, no
+/// padding): the shapes the GEMM path takes.
+bool conv2d_is_gemm(const Conv2dShape &s);
 
 /// out[N,Ho,Wo] = max or mean over each kernel x kernel window of the N
 /// planes x[N,H,W] (no padding), Ho = (H - kernel) / stride + 1.

@@ -306,12 +306,37 @@ void checkConv(const rt::Conv2dShape &s, bool bias, const std::string &path,
   gFailures += good ? 0 : 1;
 }
 
+/// The GEMM path (conv2d_is_gemm: channels-last 1x1 stride 1) on its own
+/// shapes: ResNet's Cin > Cout and Cin < Cout, with a bias, odd channel
+/// counts (rows not 16-byte aligned); all three directions, then the data
+/// gradient alone (the forward and weight gradient on the other paths).
+void checkConvGemm() {
+  const rt::Conv2dShape shapes[] = {{2, 64, 14, 14, 32, 1, 1, 1, 0, true},
+                                    {2, 32, 7, 9, 96, 1, 1, 1, 0, true},
+                                    {2, 24, 5, 7, 40, 1, 1, 1, 0, true},
+                                    {3, 5, 6, 7, 3, 1, 1, 1, 0, true}};
+  const rt::ConvGemmDirs was = rt::conv_gemm_dirs();
+  for (const rt::ConvGemmDirs dirs :
+       {rt::ConvGemmDirs{}, rt::ConvGemmDirs{false, true, false}}) {
+    rt::conv_use_gemm(dirs);
+    const std::string path = dirs.forward ? "gemm" : "gemm dgrad";
+    for (const rt::Conv2dShape &s : shapes) {
+      if (!rt::conv2d_is_gemm(s) && ++gFailures)
+        std::printf("%s conv2d %s: 1x1 s1 not taken  FAIL\n", kMode,
+                    path.c_str());
+      for (bool storeDx : {false, true})
+        checkConv(s, s.Cin < 30, path, storeDx);
+    }
+  }
+  rt::conv_use_gemm(was);
+}
+
 /// The conv2d checks through both paths where this build has cuDNN (the
-/// im2col path alone otherwise): the shapes of CNN exports and VGG (with a
-/// bias), then ResNet's (no bias): the 7x7 stride-2 stem, 1x1 projections
-/// (stride 1 and the stride-2 downsample), 3x3 pad-1 at stride 1 and 2 (an
-/// odd input). Where cuDNN is built and takes any shape it must take every
-/// ResNet one (AUTODDL_CONV_VERBOSE=1 says why not).
+/// im2col path alone otherwise; the GEMM path off: checkConvGemm): the shapes
+/// of CNN exports and VGG (with a bias), then ResNet's (no bias): the 7x7
+/// stride-2 stem, 1x1 projections (stride 1 and the stride-2 downsample), 3x3
+/// pad-1 at stride 1 and 2 (an odd input). Where cuDNN is built and takes any
+/// shape it must take every ResNet one (AUTODDL_CONV_VERBOSE=1 says why not).
 void checkConvPaths() {
   const rt::Conv2dShape withBias[] = {{2, 3, 9, 11, 5, 3, 3, 1, 1},
                                       {3, 4, 12, 10, 6, 3, 2, 2, 0}};
@@ -321,6 +346,8 @@ void checkConvPaths() {
                                     {4, 32, 8, 8, 32, 3, 3, 1, 1},
                                     {2, 16, 15, 15, 32, 3, 3, 2, 1}};
   const bool was = rt::conv_cudnn_enabled();
+  const rt::ConvGemmDirs gemmWas = rt::conv_gemm_dirs();
+  rt::conv_use_gemm({false, false, false});
   for (bool cudnn : {false, true}) {
     if (cudnn && !rt::conv_cudnn_built()) {
       std::printf("%s conv2d cudnn: not in this build\n", kMode);
@@ -360,6 +387,8 @@ void checkConvPaths() {
                   kMode, missed[1]);
   }
   rt::conv_use_cudnn(was);
+  rt::conv_use_gemm(gemmWas);
+  checkConvGemm();
 }
 
 /// pool2d forward and backward against the CPU kernels' definition (max: to
