@@ -26,6 +26,11 @@
 #define AUTODDL_POOL_HD
 #define AUTODDL_POOL_CALLS
 #endif
+#ifdef __CUDA_ARCH__
+#define AUTODDL_POOL_UNROLL _Pragma("unroll")
+#else
+#define AUTODDL_POOL_UNROLL
+#endif
 
 namespace autoddl::rt {
 
@@ -52,15 +57,24 @@ template <int V> struct alignas(V) TapPack { uint8_t t[V]; };
 /// value as a float) and its taps.
 template <int V> constexpr int kPoolSlotBytes = (V > 1 ? 16 : 4) + V;
 
+/// Position i on an axis of n clamped into [0, n).
+AUTODDL_POOL_HD inline int pool_clamp(int i, int n) {
+  return i < 0 ? 0 : i < n ? i : n - 1;
+}
+
 /// Window o's reduction for V channels, load(pos, v) reading the V values
 /// at in-plane position pos: max or sum (acc), the first maximum's tap
 /// (first; -1: none) and the divisor (count: count_include_pad's or the
-/// in-bounds taps), as OnnxImage.h forWindow.
+/// in-bounds taps), as OnnxImage.h forWindow. K > 0 (max pools only): the
+/// kernel's last two extents are K, its loops unrolled and every tap read
+/// (off the input: at a clamped position, then ignored), so that no branch
+/// separates the loads and they issue together.
 AUTODDL_POOL_CALLS
-template <int V, class Load>
+template <int V, int K = 0, class Load>
 AUTODDL_POOL_HD void pool_last_window(const PoolLast &q, const Load &load,
                                       const int (&o)[3], float (&acc)[V],
                                       int (&first)[V], int *count) {
+  const int k1n = K > 0 ? K : q.k[1], k2n = K > 0 ? K : q.k[2];
   for (int v = 0; v < V; ++v) {
     acc[v] = q.max ? -INFINITY : 0.0f;
     first[v] = -1;
@@ -68,24 +82,37 @@ AUTODDL_POOL_HD void pool_last_window(const PoolLast &q, const Load &load,
   int n = 0, inPad = 0;
   for (int k0 = 0; k0 < q.k[0]; ++k0) {
     const int i0 = o[0] * q.s[0] - q.p[0] + k0 * q.d[0];
-    for (int k1 = 0; k1 < q.k[1]; ++k1) {
+    AUTODDL_POOL_UNROLL
+    for (int k1 = 0; k1 < k1n; ++k1) {
       const int i1 = o[1] * q.s[1] - q.p[1] + k1 * q.d[1];
-      for (int k2 = 0; k2 < q.k[2]; ++k2) {
+      AUTODDL_POOL_UNROLL
+      for (int k2 = 0; k2 < k2n; ++k2) {
         const int i2 = o[2] * q.s[2] - q.p[2] + k2 * q.d[2];
         inPad += i0 >= -q.p[0] && i0 < q.in[0] + q.pe[0] && i1 >= -q.p[1] &&
                  i1 < q.in[1] + q.pe[1] && i2 >= -q.p[2] &&
                  i2 < q.in[2] + q.pe[2];
-        if (i0 < 0 || i0 >= q.in[0] || i1 < 0 || i1 >= q.in[1] || i2 < 0 ||
-            i2 >= q.in[2])
+        const bool inside = i0 >= 0 && i0 < q.in[0] && i1 >= 0 &&
+                            i1 < q.in[1] && i2 >= 0 && i2 < q.in[2];
+        if (K == 0 && !inside)
           continue;
-        const int tap = (k0 * q.k[1] + k1) * q.k[2] + k2;
+        const int tap = (k0 * k1n + k1) * k2n + k2;
         float xv[V];
-        load((i0 * q.in[1] + i1) * q.in[2] + i2, xv);
-        ++n;
+        if (K > 0)
+          load((pool_clamp(i0, q.in[0]) * q.in[1] + pool_clamp(i1, q.in[1])) *
+                       q.in[2] +
+                   pool_clamp(i2, q.in[2]),
+               xv);
+        else
+          load((i0 * q.in[1] + i1) * q.in[2] + i2, xv);
+        n += inside;
         for (int v = 0; v < V; ++v) {
-          if (!q.max)
+          if (K > 0) { // selects, no branch
+            const bool take = inside && (first[v] < 0 || xv[v] > acc[v]);
+            acc[v] = take ? xv[v] : acc[v];
+            first[v] = take ? tap : first[v];
+          } else if (!q.max) {
             acc[v] += xv[v];
-          else if (first[v] < 0 || xv[v] > acc[v]) {
+          } else if (first[v] < 0 || xv[v] > acc[v]) {
             acc[v] = xv[v];
             first[v] = tap;
           }
@@ -94,6 +121,12 @@ AUTODDL_POOL_HD void pool_last_window(const PoolLast &q, const Load &load,
     }
   }
   *count = q.countPad ? inPad : n;
+}
+
+/// pool_last_window's K for the max pool grid: 3 for 3x3 windows (ResNet's
+/// stem), else 0 (loops at run time).
+inline int pool_unrolled(const PoolLast &q) {
+  return q.k[0] == 1 && q.k[1] == 3 && q.k[2] == 3 ? 3 : 0;
 }
 
 /// The windows reading inputs [first, last] on axis d: [*lo, *hi] (empty
@@ -184,9 +217,9 @@ inline PoolGrid pool_grid(const PoolLast &q, int64_t N, int slotBytes) {
 /// Phase 1, item i of block b (window i / G of the box's, pack i % G): the
 /// window's first-maximum taps into taps[i], and putDy(i, e) keeps the V
 /// values of dy at element offset e in slot i. load(e, v) reads the V
-/// values of x at element offset e.
+/// values of x at element offset e. K: pool_last_window's.
 AUTODDL_POOL_CALLS
-template <int V, class Load, class PutDy>
+template <int V, int K, class Load, class PutDy>
 AUTODDL_POOL_HD void pool_grid_window(const PoolLast &q, const PoolGrid &g,
                                       const PoolBlock &b, int i,
                                       const Load &load, const PutDy &putDy,
@@ -203,7 +236,7 @@ AUTODDL_POOL_HD void pool_grid_window(const PoolLast &q, const PoolGrid &g,
   const int64_t inBase = int64_t(b.n) * q.in[0] * q.in[1] * q.in[2] * q.C + c;
   float m[V];
   int first[V], count;
-  pool_last_window<V>(
+  pool_last_window<V, K>(
       q, [&](int pos, float(&v)[V]) { load(inBase + int64_t(pos) * q.C, v); },
       o, m, first, &count);
   TapPack<V> t;

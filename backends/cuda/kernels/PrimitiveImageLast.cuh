@@ -266,7 +266,7 @@ template <int V> using DySlot = std::conditional_t<(V > 1), uint4, float>;
 /// them and written once, stored or added (acc). Shared memory: g.slots * G
 /// DySlots, then as many TapPacks.
 constexpr int kPoolThreads = 256;
-template <int V>
+template <int V, int K>
 __global__ void __launch_bounds__(kPoolThreads, 4)
     pool_last_max_grid_kernel(PoolLast q, PoolGrid g, Ref x, Ref dy, Ref dx,
                               bool acc) {
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kPoolThreads, 4)
             inputs = (b.a1[0] - b.a0[0]) * (b.a1[1] - b.a0[1]) *
                      (b.a1[2] - b.a0[2]) * g.G;
   for (int i = threadIdx.x; i < windows; i += blockDim.x)
-    pool_grid_window<V>(
+    pool_grid_window<V, K>(
         q, g, b, i, [&](int64_t e, float(&v)[V]) { ld_pack<V>(x, e, v); },
         [&](int slot, int64_t e) {
           if constexpr (V > 1)
@@ -311,9 +311,10 @@ void pool_last_max_grid(const PoolLast &q, int64_t N, PrimRef x, PrimRef dy,
   static_assert(kNoTap * kPoolGroup * slotBytes <= kPoolSmemBytes,
                 "pool_grid's boxes fit");
   const PoolGrid g = pool_grid(q, N, slotBytes);
-  pool_last_max_grid_kernel<V>
-      <<<unsigned(g.count), kPoolThreads, size_t(g.slots) * g.G * slotBytes,
-         compute_stream()>>>(q, g, ref(x), ref(dy), ref(dx), acc);
+  auto kernel = pool_unrolled(q) == 3 ? pool_last_max_grid_kernel<V, 3>
+                                      : pool_last_max_grid_kernel<V, 0>;
+  kernel<<<unsigned(g.count), kPoolThreads, size_t(g.slots) * g.G * slotBytes,
+           compute_stream()>>>(q, g, ref(x), ref(dy), ref(dx), acc);
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 

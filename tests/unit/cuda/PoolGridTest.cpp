@@ -113,9 +113,10 @@ std::vector<float> reference(const PoolLast &q, int N,
   return dx;
 }
 
-/// The kernel's grid on the host at V channels a pack: dx as it leaves it,
-/// and how often each element was written.
-template <int V>
+/// The kernel's grid on the host at V channels a pack (K:
+/// pool_last_window's): dx as it leaves it, and how often each element was
+/// written.
+template <int V, int K>
 void emulate(const PoolLast &q, int N, const std::vector<float> &x,
              const std::vector<float> &dy, std::vector<float> &dx, bool acc,
              std::vector<int> &writes) {
@@ -132,7 +133,7 @@ void emulate(const PoolLast &q, int N, const std::vector<float> &x,
     const int windows = b.w[0] * b.w[1] * b.w[2];
     ASSERT_LE(windows, g.slots);
     for (int i = 0; i < windows * g.G; ++i)
-      pool_grid_window<V>(
+      pool_grid_window<V, K>(
           q, g, b, i, [&](int64_t e, float(&v)[V]) { read(x, e, v); },
           [&](int slot, int64_t e) {
             for (int j = 0; j < V; ++j)
@@ -155,7 +156,8 @@ void emulate(const PoolLast &q, int N, const std::vector<float> &x,
   }
 }
 
-/// The grid at V against the definition, stored and added.
+/// The grid at V against the definition, stored and added, its windows'
+/// loops at run time and, for 3x3 windows, unrolled (the kernel's).
 template <int V> void check(const Pool &a, unsigned seed) {
   SCOPED_TRACE("C " + std::to_string(a.C) + " V " + std::to_string(V));
   const PoolLast q = pool_last(a, V);
@@ -171,21 +173,27 @@ template <int V> void check(const Pool &a, unsigned seed) {
     v = unit(rng);
   for (float &v : dx0)
     v = unit(rng);
-  for (bool acc : {false, true}) {
-    const std::vector<float> want = reference(q, a.N, x, dy, dx0, acc);
-    std::vector<float> got(nx, acc ? 0.0f : NAN);
-    if (acc)
-      got = dx0;
-    std::vector<int> writes(nx, 0);
-    emulate<V>(q, a.N, x, dy, got, acc, writes);
-    size_t wrong = 0, notOnce = 0;
-    for (size_t e = 0; e < nx; ++e) {
-      wrong += std::memcmp(&got[e], &want[e], sizeof(float)) != 0;
-      notOnce += writes[e] != 1;
+  for (int K : {0, pool_unrolled(q)})
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE(std::string(acc ? "added" : "stored") + " K " +
+                   std::to_string(K));
+      const std::vector<float> want = reference(q, a.N, x, dy, dx0, acc);
+      std::vector<float> got(nx, NAN);
+      if (acc)
+        got = dx0;
+      std::vector<int> writes(nx, 0);
+      if (K == 3)
+        emulate<V, 3>(q, a.N, x, dy, got, acc, writes);
+      else
+        emulate<V, 0>(q, a.N, x, dy, got, acc, writes);
+      size_t wrong = 0, notOnce = 0;
+      for (size_t e = 0; e < nx; ++e) {
+        wrong += std::memcmp(&got[e], &want[e], sizeof(float)) != 0;
+        notOnce += writes[e] != 1;
+      }
+      EXPECT_EQ(notOnce, 0u);
+      EXPECT_EQ(wrong, 0u);
     }
-    EXPECT_EQ(notOnce, 0u) << (acc ? "added" : "stored");
-    EXPECT_EQ(wrong, 0u) << (acc ? "added" : "stored");
-  }
 }
 
 // ResNet-50's stem pool (3x3/2, pad 1) on whole 112x112 planes of 64
