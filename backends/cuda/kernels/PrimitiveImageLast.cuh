@@ -123,11 +123,11 @@ __device__ __forceinline__ int last_item(const PoolLast &q, int i,
 }
 
 /// pool_last_window (PoolLastGrid.h) over the plane at x[base + pos * C].
-template <int V>
+template <int V, int K = 0>
 __device__ __forceinline__ void
 scan_window(const PoolLast &q, const Ref &x, int64_t base, const int (&o)[3],
             float (&acc)[V], int (&first)[V], int *count) {
-  pool_last_window<V>(
+  pool_last_window<V, K>(
       q,
       [&](int pos, float(&v)[V]) {
         ld_pack<V>(x, base + int64_t(pos) * q.C, v);
@@ -152,8 +152,9 @@ __device__ int pool_last_count(const PoolLast &q, const int (&o)[3]) {
 }
 
 /// The forward (y, where given) and a max pool's first-maximum taps (taps,
-/// where given; one byte an output element), a thread an output pack.
-template <int V>
+/// where given; one byte an output element), a thread an output pack; K:
+/// pool_last_window's.
+template <int V, int K>
 __global__ void pool_last_forward_kernel(PoolLast q, int total, Ref x, Ref y,
                                          uint8_t *taps) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -162,8 +163,8 @@ __global__ void pool_last_forward_kernel(PoolLast q, int total, Ref x, Ref y,
     const int n = last_item<V>(q, i, q.out, o, &c);
     float acc[V];
     int first[V], count;
-    scan_window<V>(q, x, int64_t(n) * q.in[0] * q.in[1] * q.in[2] * q.C + c, o,
-                   acc, first, &count);
+    scan_window<V, K>(q, x, int64_t(n) * q.in[0] * q.in[1] * q.in[2] * q.C + c,
+                      o, acc, first, &count);
     const int64_t e = int64_t(i) * V; // [n, o, c]: V divides C
     if (y.p) {
       if (!q.max)
@@ -178,6 +179,17 @@ __global__ void pool_last_forward_kernel(PoolLast q, int total, Ref x, Ref y,
       *reinterpret_cast<TapPack<V> *>(taps + e) = t;
     }
   }
+}
+
+/// The forward kernel at V over `outs` output packs, a max pool's 3x3
+/// windows unrolled (pool_unrolled; an average's sum needs the branches).
+template <int V>
+void pool_last_forward(const PoolLast &q, int outs, Ref x, Ref y,
+                       uint8_t *taps) {
+  auto kernel = q.max && pool_unrolled(q) == 3 ? pool_last_forward_kernel<V, 3>
+                                               : pool_last_forward_kernel<V, 0>;
+  kernel<<<grid_for(outs, 256), 256, 0, compute_stream()>>>(q, outs, x, y,
+                                                            taps);
 }
 
 /// dx += the gradient of every window reading an input pack (= without
@@ -333,13 +345,9 @@ void pool_last(const PoolArgs &a, int64_t N, PrimRef x, PrimRef y, PrimRef dy,
     if (outs == 0)
       return;
     if (packed)
-      pool_last_forward_kernel<P>
-          <<<grid_for(outs, 256), 256, 0, compute_stream()>>>(q, outs, ref(x),
-                                                              ref(y), nullptr);
+      pool_last_forward<P>(q, outs, ref(x), ref(y), nullptr);
     else
-      pool_last_forward_kernel<1>
-          <<<grid_for(outs, 256), 256, 0, compute_stream()>>>(q, outs, ref(x),
-                                                              ref(y), nullptr);
+      pool_last_forward<1>(q, outs, ref(x), ref(y), nullptr);
     AUTODDL_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -357,13 +365,9 @@ void pool_last(const PoolArgs &a, int64_t N, PrimRef x, PrimRef y, PrimRef dy,
   if (a.max && a.kcount < kNoTap && outs > 0) {
     taps = static_cast<uint8_t *>(scratch(0, int64_t(outs) * V));
     if (packed)
-      pool_last_forward_kernel<P>
-          <<<grid_for(outs, 256), 256, 0, compute_stream()>>>(q, outs, ref(x),
-                                                              Ref(), taps);
+      pool_last_forward<P>(q, outs, ref(x), Ref(), taps);
     else
-      pool_last_forward_kernel<1>
-          <<<grid_for(outs, 256), 256, 0, compute_stream()>>>(q, outs, ref(x),
-                                                              Ref(), taps);
+      pool_last_forward<1>(q, outs, ref(x), Ref(), taps);
   }
   if (packed)
     pool_last_backward_kernel<P>
