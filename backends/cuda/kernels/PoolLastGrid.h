@@ -10,9 +10,9 @@
 // in a shared slot. Phase 2: a thread an (input, pack) gathers its gradient
 // from the slots of the windows reading it, windows last first (tap order:
 // pool_backward_at's sums), and writes it once. No window is scanned twice
-// within a block (the halo, once more by the neighbour: 135 windows for 112
-// owned); x is read by the scans (L1/L2 hits past the first), dy once, dx
-// written once.
+// within a block; the halo is scanned again by the neighbour (ResNet: 135
+// windows a box, 112 without the halo). x is read by the scans (L1/L2 hits
+// past the first), dy once, dx written once.
 #pragma once
 
 #include <cmath>
