@@ -18,7 +18,7 @@
 // normalise pass, y written), backward 5E (x, dy read twice, dx written) or
 // 7E with the ReLU (its output y read twice as dy's mask); forward with the
 // residual add and its ReLU 4E (the shortcut read too). Max pool forward
-// E + E/4 (x read, y written); backward (the stride-tile kernel) x and dy
+// E + E/4 (x read, y written); backward (the block grid) x and dy
 // read, dx written (E + E/4 + E), the adding variant dx read too. Global
 // pool: x read (forward), dy read and dx written (backward). Residual add +
 // ReLU: forward 3E (a, b read, out written); backward 4E (out, dout read,

@@ -15,6 +15,7 @@
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Dropout.h"
 #include "backends/cuda/kernels/Linear.h"
+#include "backends/cuda/kernels/PoolLastGrid.h"
 #include "backends/cuda/kernels/Primitive.h"
 
 #include <algorithm>

@@ -122,10 +122,9 @@ __global__ void pool_forward_kernel(PoolArgs a, int64_t total, Ref x, Ref y) {
 }
 
 /// A max pool's backward, first pass: each output's first maximum as its
-/// window's tap (kNoTap: none), so the gather below reads one byte a window
-/// instead of the window (ResNet's 3x3/2 max pool: each input is in up to
-/// four).
-constexpr uint8_t kNoTap = 255;
+/// window's tap (kNoTap, PoolLastGrid.h: none), so the gather below reads
+/// one byte a window instead of the window (ResNet's 3x3/2 max pool: each
+/// input is in up to four).
 __global__ void pool_taps_kernel(PoolArgs a, int64_t total, Ref x,
                                  uint8_t *taps) {
   for (int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; j < total;

@@ -635,22 +635,39 @@ void checkAll() {
   check("BatchNormalization + ReLU NHWC packed, dx stored",
         "BatchNormalization", none, {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}},
         {3, 16, 5, 7}, kLast | kRelu | kStoreDx);
-  // The pools and the global pool store in their pass (ResNet's stem pool:
-  // the stride-tile kernel; a 3x3/3 pool: the taps path), other kinds after
-  // zeroing (primitiveStoresDxInPass).
+  // The pools and the global pool store in their pass, other kinds after
+  // zeroing (primitiveStoresDxInPass). Channels-last max pools, added and
+  // stored: the block grid (PoolLastGrid.h) on ResNet's stem pool, sides
+  // not multiples of its box, channels in a partial group (72: 9 bf16
+  // packs) or unpacked (12 in bf16), ceil_mode, strides 3 and 1, VGG's 2x2/2
+  // on odd sides (inputs in no window: 0); dilated: the taps path.
   stem.ints.erase("count_include_pad");
   check("MaxPool 3x3 s2 p1 dx stored", "MaxPool", stem, {{{2, 3, 9, 10}}},
         {2, 3, 5, 5}, kStoreDx);
-  check("MaxPool 3x3 s2 p1 NHWC packed dx stored", "MaxPool", stem,
-        {{{2, 16, 9, 10}}}, {2, 16, 5, 5}, kLast | kStoreDx);
-  check("MaxPool 3x3 s2 p1 NHWC 64 channels dx stored", "MaxPool", stem,
-        {{{2, 64, 16, 15}}}, {2, 64, 8, 8}, kLast | kStoreDx);
-  ok::PrimitiveAttrs wide = stem;
+  ok::PrimitiveAttrs wide = stem, flat = stem, ceil = stem, vgg;
   wide.lists["strides"] = {3, 3};
-  check("MaxPool 3x3 s3 p1 NHWC packed (taps)", "MaxPool", wide,
-        {{{2, 16, 9, 10}}}, {2, 16, 3, 4}, kLast);
-  check("MaxPool 3x3 s3 p1 NHWC packed (taps) dx stored", "MaxPool", wide,
-        {{{2, 16, 9, 10}}}, {2, 16, 3, 4}, kLast | kStoreDx);
+  flat.lists["strides"] = {1, 1};
+  ceil.lists["pads"] = {0, 0, 0, 0};
+  ceil.ints["ceil_mode"] = 1;
+  vgg.lists = {{"kernel_shape", {2, 2}}, {"strides", {2, 2}}};
+  const struct {
+    const char *name;
+    const ok::PrimitiveAttrs &attrs;
+    Dims x, y;
+  } maxPools[] = {
+      {"3x3 s2 p1 64 channels", stem, {2, 64, 16, 15}, {2, 64, 8, 8}},
+      {"3x3 s2 p1 37x35", stem, {2, 16, 37, 35}, {2, 16, 19, 18}},
+      {"3x3 s2 p1 72 channels", stem, {1, 72, 13, 11}, {1, 72, 7, 6}},
+      {"3x3 s2 p1 12 channels", stem, {2, 12, 9, 10}, {2, 12, 5, 5}},
+      {"3x3 s2 ceil_mode", ceil, {2, 16, 10, 10}, {2, 16, 5, 5}},
+      {"3x3 s3 p1", wide, {2, 16, 9, 10}, {2, 16, 3, 4}},
+      {"3x3 s1 p1", flat, {1, 32, 20, 40}, {1, 32, 20, 40}},
+      {"2x2 s2 9x11", vgg, {2, 16, 9, 11}, {2, 16, 4, 5}},
+      {"dilated ceil_mode (taps)", dil, {2, 16, 7, 6}, {2, 16, 3, 3}}};
+  for (const auto &m : maxPools)
+    for (unsigned store : {0u, unsigned(kStoreDx)})
+      check(std::string("MaxPool NHWC ") + m.name + (store ? " dx stored" : ""),
+            "MaxPool", m.attrs, {{m.x}}, m.y, kLast | store);
   check("GlobalAveragePool NHWC 64 channels dx stored", "GlobalAveragePool",
         none, {{{4, 64, 2, 3}}}, {4, 64, 1, 1}, kLast | kStoreDx);
   check("Relu dx stored (zeroed first)", "Relu", none, {{{2, 6, 3, 5}}},
