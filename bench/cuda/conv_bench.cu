@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
           (gemm && !rt::conv2d_is_gemm(s)))
         continue;
       rt::conv_use_cudnn(cudnn);
-      rt::conv_use_gemm(gemm ? rt::ConvGemmDirs{}
+      rt::conv_use_gemm(gemm ? rt::ConvGemmDirs{true, true, true}
                              : rt::ConvGemmDirs{false, false, false});
       const bool taken = cudnn && !gemm && rt::conv2d_uses_cudnn(s);
       allCudnn = allCudnn && (path != 0 || taken);

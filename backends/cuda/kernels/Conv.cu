@@ -218,10 +218,12 @@ void im2col_rows(act_t *colT, const act_t *x, const Conv2dShape &s) {
 /// harness::check_environment's kEnvRules).
 ConvGemmDirs &gemm_switch() {
   static ConvGemmDirs dirs = [] {
-    ConvGemmDirs d;
+    ConvGemmDirs d; // off unless asked: not yet run on a GPU
     const char *e = std::getenv("AUTODDL_CONV_GEMM");
-    if (!e || !*e || std::strcmp(e, "1") == 0)
+    if (!e || !*e || std::strcmp(e, "0") == 0)
       return d;
+    if (std::strcmp(e, "1") == 0)
+      return ConvGemmDirs{true, true, true};
     const std::string list = std::string(",") + e + ",";
     d.forward = list.find(",forward,") != std::string::npos;
     d.dgrad = list.find(",dgrad,") != std::string::npos;

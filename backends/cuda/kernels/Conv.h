@@ -53,10 +53,10 @@ bool conv2d_uses_cudnn(const Conv2dShape &s);
 
 /// Which directions of such a convolution run as GEMMs; the others take the
 /// cuDNN / im2col path. AUTODDL_CONV_GEMM in the environment sets them at
-/// start: 0 (none), 1 (all: the default) or a comma list of forward, dgrad,
-/// wgrad.
+/// start: 0 (none: the default until a GPU run has checked and timed the
+/// path), 1 (all) or a comma list of forward, dgrad, wgrad.
 struct ConvGemmDirs {
-  bool forward = true, dgrad = true, wgrad = true;
+  bool forward = false, dgrad = false, wgrad = false;
 };
 void conv_use_gemm(ConvGemmDirs dirs);
 ConvGemmDirs conv_gemm_dirs();

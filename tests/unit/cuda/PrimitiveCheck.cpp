@@ -317,7 +317,8 @@ void checkConvGemm() {
                                     {3, 5, 6, 7, 3, 1, 1, 1, 0, true}};
   const rt::ConvGemmDirs was = rt::conv_gemm_dirs();
   for (const rt::ConvGemmDirs dirs :
-       {rt::ConvGemmDirs{}, rt::ConvGemmDirs{false, true, false}}) {
+       {rt::ConvGemmDirs{true, true, true},
+        rt::ConvGemmDirs{false, true, false}}) {
     rt::conv_use_gemm(dirs);
     const std::string path = dirs.forward ? "gemm" : "gemm dgrad";
     for (const rt::Conv2dShape &s : shapes) {
