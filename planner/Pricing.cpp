@@ -265,6 +265,18 @@ void PricingContext::sizeTensors() {
     row.fill(-1);
 }
 
+namespace {
+/// An FP8 linear's casts (Fp8Pricing.h) on its times, its scratch and its
+/// weight's copy.
+template <class SigCost> void addFp8Casts(SigCost &sc, const Fp8CastCost &f) {
+  sc.forward += f.forward;
+  sc.backward += f.backward;
+  sc.wgrad += f.wgrad;
+  sc.workspace = std::max(sc.workspace, f.scratch);
+  sc.fp8WeightCopy = f.weightCopy;
+}
+} // namespace
+
 void PricingContext::priceOps(const cost::KernelOptions &kernels) {
   const ModelGraph &g = *sg_.graph;
   const bool nodeSplit = g.graphNodes() > 0 && dp_ > 1;
@@ -406,15 +418,9 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                        .best.time;
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
-      if (fp8) {
-        const Fp8CastCost f = fp8CastCost(c_, in[0], out[0], nf.dxThroughGelu,
-                                          m_, fp8SharedAt(sg_, gi, b_, tp_));
-        sc.forward += f.forward;
-        sc.backward += f.backward;
-        sc.wgrad += f.wgrad;
-        sc.workspace = std::max(sc.workspace, f.scratch);
-        sc.fp8WeightCopy = f.weightCopy;
-      }
+      if (fp8)
+        addFp8Casts(sc, fp8CastCost(c_, in[0], out[0], nf.dxThroughGelu, m_,
+                                    fp8SharedAt(sg_, gi, b_, tp_)));
       opCost_[i].push_back(sc);
     }
   }
