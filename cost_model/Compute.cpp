@@ -539,6 +539,16 @@ OpCost modelledOpCost(const Cluster &c, std::string_view kind,
       g1.flops += numel(y);
       g1.bytes += bytesOf(operands[2], p);
     }
+    // A weight's gradient is fp32, added into once a micro-batch (beta = 1):
+    // the epilogue's read and write, 8 bytes an element, come after the
+    // reduction rather than under it. Measured on one H100 at micro-batch 1
+    // (gpt2-xl: 16 x 1.56B x 8 bytes a step) the steps were 15 % above the
+    // plan without it (bench/results/cuda/2026-12-07-h100-microbatch-fp8-7b/).
+    if (isParam(1)) {
+      const double accumulate = 8.0 * numel(operands[1]);
+      g1.bytes += accumulate;
+      g1.time += accumulate / (c.hbmBandwidth * c.hbmEfficiency);
+    }
     (isParam(0) ? out.backwardWeight : out.backwardData) = g0;
     if (isParam(1)) {
       out.backwardWeight = g1;
