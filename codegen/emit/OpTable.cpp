@@ -121,7 +121,8 @@ void Emitter::emitOp(size_t i, std::vector<Step> &steps) {
   // linear whose GEMM writes its sum with a residual (planResidualFusion),
   // and a bias_add whose ReLU runs in its passes (planBiasReluFusion), has
   // neither output nor gradient buffer; a norm run in its add's place
-  // (planResidualNormFusion) its gradient's alone.
+  // (planResidualNormFusion) its gradient's alone, or none where it reads
+  // the shortcut's (gradAlias).
   if (!cx_.addOfLinear.count(i) && !cx_.reluOfBias.count(i) &&
       !cx_.reluAfter.count(i))
     buffers_.addTensor(st, r, p.result,
