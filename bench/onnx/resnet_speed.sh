@@ -12,7 +12,9 @@
 # STEPS steps (default 40; the step median over the second half, the step graph replayed) and
 # then bench/onnx/pytorch_resnet.py (torchvision's model, channels-last bf16 autocast, fused
 # AdamW, cudnn.benchmark; eager and torch.compile) at the same batch, and prints images/s side by
-# side. Results to $OUT (or DIR/results).
+# side. VARIANTS="name:VAR=value[,VAR=value] ..." runs the program again per variant with those
+# variables set (e.g. "gemm:AUTODDL_CONV_GEMM=1 tuned:AUTODDL_CONV_AUTOTUNE=1"), before PyTorch,
+# each a row of its own. Results to $OUT (or DIR/results).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: resnet_speed.sh stage DIR [AUTODDL] | device DIR}
@@ -43,6 +45,11 @@ device)
   bash "$root/bench/cuda/build_projects.sh" "$dir/build/b" "$out/build.log" "$dir/resnet"
   "$dir/build/b/train_resnet" --steps "$steps" --quiet --out "$out/autoddl" --overwrite >"$out/autoddl.log" 2>&1 ||
     { tail -5 "$out/autoddl.log"; echo "resnet_speed.sh: the program failed" >&2; }
+  for v in ${VARIANTS:-}; do # name:VAR=value[,VAR=value]
+    IFS=, read -ra assign <<<"${v#*:}"
+    env "${assign[@]}" "$dir/build/b/train_resnet" --steps "$steps" --quiet --out "$out/variant-${v%%:*}" \
+      --overwrite >"$out/variant-${v%%:*}.log" 2>&1 || echo "resnet_speed.sh: variant ${v%%:*} failed" >&2
+  done
   python3 "$root/bench/onnx/pytorch_resnet.py" --model "resnet$depth" --batch "$batch" \
     --out "$out/pytorch.json" 2>&1 | tee "$out/pytorch.log" || true
   python3 - "$out" "$batch" <<'PY' | tee "$out/speed.txt"
@@ -54,6 +61,11 @@ if os.path.exists(m):
     s = json.load(open(m))["step_seconds"]
     med = statistics.median(s[len(s) // 2:])
     rows.append(("autoddl (generated program)", med))
+for v in os.environ.get("VARIANTS", "").split():
+    m = f"{out}/variant-{v.split(':')[0]}/metrics.json"
+    if os.path.exists(m):
+        s = json.load(open(m))["step_seconds"]
+        rows.append((f"autoddl, {v.split(':')[0]}", statistics.median(s[len(s) // 2:])))
 p = f"{out}/pytorch.json"
 if os.path.exists(p):
     for r in json.load(open(p))["runs"]:
@@ -61,7 +73,8 @@ if os.path.exists(p):
             rows.append((f"PyTorch {r['mode']}", r["step_s"]))
 ours = rows[0][1] if rows and rows[0][0].startswith("autoddl") else None
 for name, t in rows:
-    ratio = f"  ours {t / ours:.3f}x" if ours and not name.startswith("autoddl") else ""
+    ratio = (f"  ours {t / ours:.3f}x" if name.startswith("PyTorch") else
+             f"  {ours / t:.3f}x the default" if name != rows[0][0] else "") if ours else ""
     print(f"{name:28s} {t * 1e3:8.2f} ms a step  {batch / t:8.0f} images/s{ratio}")
 PY
   ;;
