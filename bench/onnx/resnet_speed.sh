@@ -56,16 +56,14 @@ device)
 import json, os, statistics, sys
 out, batch = sys.argv[1], int(sys.argv[2])
 rows = []
-m = f"{out}/autoddl/metrics.json"
-if os.path.exists(m):
-    s = json.load(open(m))["step_seconds"]
-    med = statistics.median(s[len(s) // 2:])
-    rows.append(("autoddl (generated program)", med))
-for v in os.environ.get("VARIANTS", "").split():
-    m = f"{out}/variant-{v.split(':')[0]}/metrics.json"
+runs = [("autoddl (generated program)", "autoddl")] + [
+    (f"autoddl, {v.split(':')[0]}", f"variant-{v.split(':')[0]}")
+    for v in os.environ.get("VARIANTS", "").split()]
+for name, folder in runs:  # the step: the median of the run's second half
+    m = f"{out}/{folder}/metrics.json"
     if os.path.exists(m):
         s = json.load(open(m))["step_seconds"]
-        rows.append((f"autoddl, {v.split(':')[0]}", statistics.median(s[len(s) // 2:])))
+        rows.append((name, statistics.median(s[len(s) // 2:])))
 p = f"{out}/pytorch.json"
 if os.path.exists(p):
     for r in json.load(open(p))["runs"]:

@@ -253,6 +253,20 @@ struct Microbatches {
         dy1(random_values(gRng, N * O, -1e-3f, 1e-3f)), x{x0.p, x1.p},
         dy{dy0.p, dy1.p} {}
 };
+
+/// Expects `other`'s outputs equal, bit for bit, to the per-call casts'
+/// (each of the runs' output tensors).
+template <class T>
+void expect_as_per_call(const std::string &tag, const std::vector<T> &perCall,
+                        const std::vector<T> &other) {
+  int64_t differing = 0;
+  for (size_t i = 0; i < perCall.size(); ++i)
+    differing += perCall[i] != other[i];
+  expect(report(tag + ": outputs differing from the per-call casts' (of " +
+                    std::to_string(perCall.size()) + ")",
+                double(differing), 0));
+}
+
 /// dst = s * w, exact in bf16 for a power-of-two s (a weight changed
 /// between steps, its amax at most w's for |s| <= 1).
 void upload_scaled(act_t *dst, const std::vector<float> &w, float s) {
@@ -317,12 +331,7 @@ void check_weight_copy(int64_t N, int64_t K, int64_t O, bool tw) {
     return r;
   };
   const Run perCall = run(false), cached = run(true);
-  int64_t differing = 0;
-  for (size_t i = 0; i < perCall.values.size(); ++i)
-    differing += perCall.values[i] != cached.values[i];
-  expect(report(tag + ": outputs differing from the per-call casts' (of " +
-                    std::to_string(perCall.values.size()) + ")",
-                double(differing), 0));
+  expect_as_per_call(tag, perCall.values, cached.values);
   // Step 1's first forward (after step 0's 2 outputs, 2 input gradients
   // and weight gradient) follows -W/2: a stale copy would repeat step 0's.
   expect(report(tag + ": step 1's output equal to step 0's",
@@ -405,12 +414,7 @@ void check_weight_copy_graph(int64_t N, int64_t K, int64_t O) {
   const int32_t recorded =
       download_meta(rt::fp8_linear_metas(dW.p) + 1).recorded;
   expect(report(tag + ": captured and replayed", graphed.second ? 0 : 1, 0));
-  int64_t differing = 0;
-  for (size_t i = 0; i < perCall.first.size(); ++i)
-    differing += perCall.first[i] != graphed.first[i];
-  expect(report(tag + ": outputs differing from the per-call casts' (of " +
-                    std::to_string(perCall.first.size()) + ")",
-                double(differing), 0));
+  expect_as_per_call(tag, perCall.first, graphed.first);
   expect(report(tag + ": W's recorded amaxes (5)", recorded == 5 ? 0 : 1, 0));
 }
 
