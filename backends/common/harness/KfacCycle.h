@@ -137,6 +137,19 @@ public:
     else if (this->factor_due(size_t(layer)))
       step_curvature(layer, v, rows, g_side);
   }
+  /// The rows each layer's step sums hold so far this step, and setting
+  /// them: a CUDA factor step replayed from a graph ran none of its host
+  /// code, so the harness restores what its first run counted.
+  std::vector<int64_t> step_rows() const {
+    std::vector<int64_t> rows;
+    for (const Average &a : average_)
+      rows.push_back(a.rows);
+    return rows;
+  }
+  void set_step_rows(const std::vector<int64_t> &rows) {
+    for (size_t i = 0; i < average_.size() && i < rows.size(); ++i)
+      average_[i].rows = rows[i];
+  }
   void curvature_saved(int layer, int mb, bool g_side) {
     if (is_open(size_t(layer))) // else finished early (a save): none left
       self().add_kept(layer, mb, g_side);

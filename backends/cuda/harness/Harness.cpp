@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -276,6 +277,7 @@ public:
       tokens.open(o.data, s_.vocab);
     }
     step_graph_.set_counts(&comm_stats()); // replays count their collectives
+    factor_graph_.set_counts(&comm_stats());
     lap("mesh and data");
     set_predicted_peak_bytes(s_.predicted_peak_bytes);
     set_allocation_context("the parameters (value, gradient, AdamW state, "
@@ -285,6 +287,9 @@ public:
     if (kfac_on_) {
       set_allocation_context("the K-FAC factors and inverses");
       kfac.setup(*p_.kfac, o, s_);
+      // AUTODDL_KFAC_FACTOR_GRAPH=0: factor steps eager, as before (A/B).
+      const char *fg = std::getenv("AUTODDL_KFAC_FACTOR_GRAPH");
+      kfac_factor_graph_ = !(fg && std::string(fg) == "0");
     }
     for (const ParamSpec &ps : p_.params)
       if (ps.p->held)
@@ -354,13 +359,24 @@ public:
     // A step with K-FAC items (a refresh step's curvature GEMMs, the items
     // the plan placed in a later step of the cycle) runs them between the
     // stages' calls: eagerly, the graph keeping the other steps (KfacRun.h).
+    // A factor step with nothing else (KfacRun::factor_only_step) is the
+    // same work each time: a graph of its own, its host bookkeeping (the
+    // rows its curvature counted) restored after each call but the first.
     const bool kfac_eager = kfac_on_ && kfac.eager_step();
-    kfac_eager_steps_ += kfac_eager ? 1 : 0;
-    if (graph_off_.empty() && !kfac_eager) {
+    const bool factor_graph = graph_off_.empty() && kfac_eager &&
+                              kfac_factor_graph_ && kfac.factor_only_step();
+    kfac_eager_steps_ += kfac_eager && !factor_graph ? 1 : 0;
+    if (graph_off_.empty() && (!kfac_eager || factor_graph)) {
+      StepGraph &graph = factor_graph ? factor_graph_ : step_graph_;
+      const bool first = graph.calls() == 0;
       p_.preload_inputs(step);
       inputs_preloaded = true;
-      step_graph_.run(body);
+      graph.run(body);
       inputs_preloaded = false;
+      if (factor_graph && first)
+        factor_step_rows_ = kfac.step_rows();
+      else if (factor_graph) // replayed, or run twice by a failed capture
+        kfac.set_step_rows(factor_step_rows_);
     } else {
       body();
     }
@@ -556,8 +572,18 @@ public:
       m.info["kfac.step_graph"] =
           "steps with K-FAC items run eagerly (a refresh step's curvature "
           "GEMMs, the items the plan placed in later steps of the cycle), "
-          "the others replay the graph; the K-FAC step runs after it, the "
+          "factor steps between refreshes replay a graph of their own, the "
+          "others the step graph; the K-FAC step runs after it, the "
           "inversions on a side stream, installed K steps after the refresh";
+      const std::string steps =
+          std::to_string(factor_graph_.calls()) + " factor steps";
+      m.info["kfac.factor_graph"] =
+          !kfac_factor_graph_ ? std::string("off (AUTODDL_KFAC_FACTOR_GRAPH=0)")
+          : factor_graph_.failed() ? "off: the capture failed (" + steps + ")"
+          : factor_graph_.captured()
+              ? "on: " + std::to_string(factor_graph_.nodes()) + " nodes, " +
+                    steps
+              : "not captured (" + steps + ")";
     }
     write_cuda_run_metrics(m, s_.model_flops_per_step, s_.peak_flops_per_gpu,
                            o.out + "/metrics.json", MPI_COMM_WORLD);
@@ -578,6 +604,7 @@ public:
       }
       host_copies_.clear();
       step_graph_.reset();
+      factor_graph_.reset();
       param_grad_zeros_ = ZeroSet{};
       kfac.release();
       p_.free_stages();
@@ -666,6 +693,11 @@ private:
   int64_t kfac_eager_steps_ = 0; // steps run eagerly for their K-FAC items
   std::string setup_seconds_, graph_off_;
   StepGraph step_graph_;
+  // K-FAC's factor steps between refreshes (run_step), and the rows their
+  // curvature counts, restored where the graph ran none of its host code.
+  bool kfac_factor_graph_ = true;
+  StepGraph factor_graph_;
+  std::vector<int64_t> factor_step_rows_;
   // Every parameter gradient this rank holds, zeroed at each step's start
   // with one launch.
   ZeroSet param_grad_zeros_;

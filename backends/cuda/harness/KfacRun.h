@@ -65,6 +65,16 @@ public:
   bool eager_step() const {
     return due_ || (items_at_ && phase() > 0 && items_at_(phase()));
   }
+  /// A factor step between refreshes whose only K-FAC work inside the step
+  /// is the curvature into the step's sums: no held layer refreshes, no item
+  /// is placed at this phase, and the held layers share one K (so every such
+  /// step accumulates the same layers). Its device work is the same each
+  /// time, so the harness replays it as a graph of its own, restoring the
+  /// rows it counts (step_rows / set_step_rows) where the body did not run.
+  bool factor_only_step() const {
+    return due_ && !refreshing_ && rank_refresh_ > 0 &&
+           !(items_at_ && phase() > 0 && items_at_(phase()));
+  }
   /// The base's setup, the side stream's buffers; nothing pending.
   void setup(const KfacProgram &p, const Options &o, const ProgramSpec &s);
   /// The step's end, after the gradients are summed over every rank holding
