@@ -14,7 +14,8 @@
 # nothing, so its losses are those without recomputation.
 # TRAIN_FLAGS: flags of both training binaries (autoddl verify -- FLAGS), e.g. K-FAC's
 # --kfac-factor-every F --kfac-factor-decay D.
-# GRAD_CLIP="C [FLAGS...]": then verified again under --grad-clip C (and FLAGS), the builds reused.
+# GRAD_CLIP="C [FLAGS...]": then verified again under --grad-clip C (and FLAGS), the builds reused
+# (grad_clip_check.sh).
 # Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] [GRAD_CLIP=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
@@ -52,37 +53,9 @@ trainArgs=()
 [ "${#trainFlags[@]}" -gt 0 ] && trainArgs=(-- "${trainFlags[@]}")
 "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}" \
   "${trainArgs[@]}"
-# GRAD_CLIP: clipping active at every step (each step's norm before clipping, metrics.json's
-# grad_norm, above C in both runs), the plan's norms the one rank's (1e-6: a gradient element counted
-# on two ranks, or on none, moves them by far more), and the clip changing the losses by over 10x
-# verify's bound against the same program unclipped (--grad-clip 1e30), so the verify above sees a
-# rank that skips or misapplies the factor.
+# GRAD_CLIP: clipping verified (grad_clip_check.sh).
 if [ -n "${GRAD_CLIP:-}" ]; then
-  read -r clipNorm clipFlags <<< "$GRAD_CLIP"
-  read -r -a clipArgs <<< "${clipFlags:-} ${TRAIN_FLAGS:-}"
-  "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/clip" "${modelArg[@]}" \
-    -- --grad-clip "$clipNorm" "${clipArgs[@]}"
-  "$autoddl" run "$work/plan.json" --steps "$steps" "${modelArg[@]}" --out "$work/unclipped" \
-    -- --quiet --grad-clip 1e30 "${clipArgs[@]}" >/dev/null 2>"$work/unclipped.log" ||
-    { cat "$work/unclipped.log"; exit 1; }
-  python3 - "$work" "$clipNorm" <<'PY'
-import json, sys
-work, c = sys.argv[1], float(sys.argv[2])
-plan, single, free = (json.load(open(f"{work}/{r}/metrics.json")) for r in ("clip/plan", "clip/single", "unclipped"))
-p, s = plan["grad_norm"], single["grad_norm"]
-print("grad_norm: plan", p, "1 rank", s)
-worst = max(abs(a - b) / b for a, b in zip(p, s))
-effect = max(abs(a - b) / b for a, b in zip(plan["loss"], free["loss"]))
-checks = {
-    f"every step clipped (norm > {c})": min(p + s) > c and len(p) == len(s) == len(plan["loss"]),
-    f"the plan's norms the one rank's (worst {worst:.1e})": worst <= 1e-6,
-    "info.grad_clip": float(plan["info"]["grad_clip"]) == float(single["info"]["grad_clip"]) == c,
-    f"the clip changes the losses (by {effect:.1e})": effect > 1e-4,
-}
-for what, ok in checks.items():
-    print(("ok: " if ok else "FAIL: ") + what)
-sys.exit(0 if all(checks.values()) else 1)
-PY
+  "$(dirname "$0")/grad_clip_check.sh" "$autoddl" "$work" "$steps" "$GRAD_CLIP" "${modelArg[@]}"
 fi
 # SAVE_MIDCYCLE=1 (K-FAC): a checkpoint every 2 steps finishes the open refresh cycles early; the
 # run's losses must equal the run without checkpoints bit for bit, under wait and thread filling.
