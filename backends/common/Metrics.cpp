@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace autoddl::rt {
 
@@ -37,11 +38,14 @@ std::string metrics_json(const RunMetrics &m) {
     total += m.step_seconds[i];
   const double mean = counted ? total / double(counted) : 0;
   j.set("loss", std::move(loss));
-  if (!m.lr.empty()) {
-    Json lr = Json::arr();
-    for (double x : m.lr)
-      lr.push(Json::of(x));
-    j.set("lr", std::move(lr));
+  for (const auto &[name, list] :
+       {std::pair{"lr", &m.lr}, std::pair{"grad_norm", &m.grad_norm}}) {
+    if (list->empty())
+      continue; // not recorded by this run
+    Json values = Json::arr();
+    for (double x : *list)
+      values.push(Json::of(x));
+    j.set(name, std::move(values));
   }
   j.set("step_seconds", std::move(steps));
   j.set("mean_step_seconds", Json::of(mean));

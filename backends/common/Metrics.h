@@ -51,9 +51,11 @@ struct CheckpointTiming {
 };
 
 /// What a run reports. `loss[s]` is the loss of step s, computed before that
-/// step's update; `lr[s]` the learning rate of that update.
+/// step's update; `lr[s]` the learning rate of that update; `grad_norm[s]`
+/// (under --grad-clip) the global gradient norm of that update before
+/// clipping.
 struct RunMetrics {
-  std::vector<double> loss, lr;
+  std::vector<double> loss, lr, grad_norm;
   std::vector<double> step_seconds;
   double items_per_step = 0; // tokens (B*T) or samples per optimizer step
   std::string items_name = "tokens";      // "tokens" or "samples"
@@ -69,14 +71,13 @@ struct RunMetrics {
   std::map<std::string, std::string> info; // free-form: plan name, backend, ...
 };
 
-/// The metrics.json text (schema in docs/runtime.md): "loss", "lr" (when
-/// recorded), "step_seconds", "mean_step_seconds", "<items>_per_second",
-/// "peak_memory_bytes",
-/// "peak_device_used_bytes" (CUDA), "predicted_peak_bytes" (when known),
-/// "collectives" {kind: {"calls", "bytes", "seconds"}}, "checkpoints" (when
-/// any: [{"step", "mode", "stall_seconds", "waited_seconds",
-/// "write_seconds"}]) and "info".
-/// mean_step_seconds skips step 0 (warm-up) when there are at least 2 steps.
+/// The metrics.json text (schema in docs/runtime.md): "loss", "lr" and
+/// "grad_norm" (when recorded), "step_seconds", "mean_step_seconds",
+/// "<items>_per_second", "peak_memory_bytes", "peak_device_used_bytes" (CUDA),
+/// "predicted_peak_bytes" (when known), "collectives" {kind: {"calls", "bytes",
+/// "seconds"}}, "checkpoints" (when any: [{"step", "mode", "stall_seconds",
+/// "waited_seconds", "write_seconds"}]) and "info". mean_step_seconds skips
+/// step 0 (warm-up) when there are at least 2 steps.
 std::string metrics_json(const RunMetrics &m);
 /// Writes metrics_json(m) to `path` atomically.
 void write_metrics_json(const std::string &path, const RunMetrics &m);

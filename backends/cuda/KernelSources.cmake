@@ -16,6 +16,7 @@ set(AUTODDL_CUDA_KERNEL_SOURCES
   ${AUTODDL_CUDA_DIR}/kernels/Fp8Gemm.cu
   ${AUTODDL_CUDA_DIR}/kernels/Fp8Linear.cu
   ${AUTODDL_CUDA_DIR}/kernels/GatAttention.cu
+  ${AUTODDL_CUDA_DIR}/kernels/GradClip.cu
   ${AUTODDL_CUDA_DIR}/kernels/Init.cu
   ${AUTODDL_CUDA_DIR}/kernels/Linear.cu
   ${AUTODDL_CUDA_DIR}/kernels/Norm.cu

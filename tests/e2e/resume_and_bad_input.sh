@@ -2,7 +2,8 @@
 # Resume exactness and bad input of generated programs (issue 5, items 5 and 8).
 #  - a pp=2 run of 6 steps saving at step 3, and a run resumed from step-3: losses of steps 3..5
 #    must be equal (the same bits: same data order, same state);
-#  - the same under --warmup 2 --lr-decay cosine: metrics.json's lr per step, and resumed bitwise;
+#  - the same under --warmup 2 --lr-decay cosine --grad-clip 1: metrics.json's lr per step, and
+#    resumed bitwise (the clip's norms too);
 #  - --init of that checkpoint's model.safetensors: the run starts from exactly its tensors;
 #  - a plan of another schema version, a corrupted plan, a non-empty directory that is not an
 #    autoddl project, a rank count other than the plan's, a missing data file, a checkpoint of
@@ -41,7 +42,7 @@ echo "ok: resume is exact"
 
 # The learning-rate schedule: metrics.json's lr is nanoGPT's (warm-up lr (s+1)/2, then cosine down
 # to 0.1 lr at step 6), and a run resumed at step 3 goes on with the same lrs and losses, bitwise.
-sched=(--warmup 2 --lr-decay cosine --lr 1e-3)
+sched=(--warmup 2 --lr-decay cosine --lr 1e-3 --grad-clip 1)
 mpi -np 2 "$w/gpt/build/train" --steps 6 "${sched[@]}" --save "$w/ck-sched" --save-every 3 \
   --out "$w/sched-full" --quiet || fail "scheduled run"
 mpi -np 2 "$w/gpt/build/train" --steps 6 "${sched[@]}" --resume "$w/ck-sched/step-3" \
@@ -57,6 +58,9 @@ checks = {
     "no flags: --lr every step": plain["lr"] == [lr] * 6,
     "resumed lrs": resumed["lr"] == full["lr"][3:],
     "resumed losses": resumed["loss"] == full["loss"][3:],
+    # --grad-clip keeps no state: the resumed run given it clips as the uninterrupted one did.
+    "resumed norms": resumed["grad_norm"] == full["grad_norm"][3:] and min(full["grad_norm"]) > 1,
+    "no --grad-clip: no norms": "grad_norm" not in plain,
     # Step 0's loss is before any update; step 1's follows an update at lr/2.
     "the optimizer took the lr": full["loss"][0] == plain["loss"][0] and full["loss"][1] != plain["loss"][1],
 }

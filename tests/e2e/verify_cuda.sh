@@ -4,7 +4,7 @@
 # every step's loss and the final parameters (bf16: 2e-2 / 5e-2; with FP32=1 the --fp32 build,
 # 1e-4 / 1e-3). Token models plan global batch 8, sequence 64; graph models (gcn*, gat*, sage*) train on
 # their whole graph (global batch 1). Exits 77 (skipped) on a machine with fewer than RANKS GPUs.
-# Usage: [FP32=1] [MEGATRON=1|2|3|batch|sequence] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
+# Usage: [FP32=1] [MEGATRON=1|2|3|batch|sequence] [GRAD_CLIP="C [FLAGS...]"] verify_cuda.sh AUTODDL WORKDIR MODEL RANKS FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 fix=$5 steps=${6:-5}
 . "$(dirname "$0")/gpu_lib.sh"
@@ -22,3 +22,9 @@ modelArg=()
 [ -f "$model" ] && modelArg=(--model "$model")
 "$autoddl" verify "$work/plan.json" --backend cuda "${fp32[@]}" --steps "$steps" --keep "$work/run" \
   "${modelArg[@]}"
+# GRAD_CLIP="C [FLAGS...]": verified again under --grad-clip C (grad_clip_check.sh), the norms and the
+# clip's effect within the backend's bounds (FP32=1: verify's 1e-4).
+if [ -n "${GRAD_CLIP:-}" ]; then
+  NORM_TOL=${NORM_TOL:-1e-4} EFFECT=${EFFECT:-1e-3} "$(dirname "$0")/grad_clip_check.sh" \
+    "$autoddl" "$work" "$steps" "$GRAD_CLIP" --backend cuda "${fp32[@]}" "${modelArg[@]}"
+fi

@@ -14,7 +14,9 @@
 # nothing, so its losses are those without recomputation.
 # TRAIN_FLAGS: flags of both training binaries (autoddl verify -- FLAGS), e.g. K-FAC's
 # --kfac-factor-every F --kfac-factor-decay D.
-# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# GRAD_CLIP="C [FLAGS...]": then verified again under --grad-clip C (and FLAGS), the builds reused
+# (grad_clip_check.sh).
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] [GRAD_CLIP=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -51,6 +53,10 @@ trainArgs=()
 [ "${#trainFlags[@]}" -gt 0 ] && trainArgs=(-- "${trainFlags[@]}")
 "$autoddl" verify "$work/plan.json" --steps "$steps" --keep "$work/run" "${modelArg[@]}" \
   "${trainArgs[@]}"
+# GRAD_CLIP: clipping verified (grad_clip_check.sh).
+if [ -n "${GRAD_CLIP:-}" ]; then
+  "$(dirname "$0")/grad_clip_check.sh" "$autoddl" "$work" "$steps" "$GRAD_CLIP" "${modelArg[@]}"
+fi
 # SAVE_MIDCYCLE=1 (K-FAC): a checkpoint every 2 steps finishes the open refresh cycles early; the
 # run's losses must equal the run without checkpoints bit for bit, under wait and thread filling.
 if [ "${SAVE_MIDCYCLE:-0}" = 1 ]; then

@@ -120,6 +120,8 @@ constexpr FlagHelp kFlags[] = {
                         "(default --steps)"},
     {"--min-lr X", "with --lr-decay: the floor (default 0.1 x --lr)"},
     {"--weight-decay X", "decoupled weight decay (default 0)"},
+    {"--grad-clip C", "scale the gradients to a global norm of at most C "
+                      "before each update (default off)"},
     {"--optimizer NAME", "adamw (default), sgd, or kfac for a K-FAC plan"},
     {"--kfac-damping X", "K-FAC: damping (default the plan's)"},
     {"--kfac-refresh K", "K-FAC: refresh the inverses every K steps"},
@@ -224,19 +226,35 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
                                     " to " + std::to_string(hi) + ")");
       return int64_t(x);
     };
+    // A number, strtod's whole spelling (`given`: as typed, for messages).
+    std::string given;
+    auto number = [&]() {
+      given = next();
+      char *end = nullptr;
+      const double x = std::strtod(given.c_str(), &end);
+      if (given.empty() || *end || std::isspace((unsigned char)given[0]))
+        throw std::invalid_argument(a + ": expected a number, got " +
+                                    quote_value(given));
+      return x;
+    };
     // A finite number >= 0 (a learning rate of nan trains to nan losses).
     auto real = [&]() {
-      const std::string v = next();
-      char *end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || std::isspace((unsigned char)v[0]))
-        throw std::invalid_argument(a + ": expected a number, got " +
-                                    quote_value(v));
+      const double x = number();
       if (!std::isfinite(x) || x < 0)
         throw std::invalid_argument(a +
                                     ": expected a finite number >= 0, "
                                     "got " +
-                                    quote_value(v));
+                                    quote_value(given));
+      return x;
+    };
+    // A finite number > 0 (a damping or a norm of 0 or inf means nothing).
+    auto positive = [&]() {
+      const double x = number();
+      if (!(x > 0) || !std::isfinite(x))
+        throw std::invalid_argument(a +
+                                    ": expected a finite number > 0, "
+                                    "got " +
+                                    echo_value(given));
       return x;
     };
     auto path = [&]() {
@@ -318,18 +336,11 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
       o.weight_decay = real();
     else if (a == "--optimizer")
       o.optimizer = next();
+    else if (a == "--grad-clip")
+      o.grad_clip = positive();
     else if (a == "--kfac-damping") {
-      const std::string v = next();
-      char *end = nullptr;
-      o.kfac_damping = std::strtod(v.c_str(), &end);
+      o.kfac_damping = positive();
       kfacFlag = true;
-      if (v.empty() || *end || std::isspace((unsigned char)v[0]))
-        throw std::invalid_argument(a + ": expected a number, got " +
-                                    quote_value(v));
-      if (!(o.kfac_damping > 0) || !std::isfinite(o.kfac_damping))
-        throw std::invalid_argument("--kfac-damping: expected a finite "
-                                    "number > 0, got " +
-                                    echo_value(v));
     } else if (a == "--kfac-refresh") {
       const std::string v = i + 1 < argc ? argv[i + 1] : "";
       if (!v.empty() && v[0] == '-')

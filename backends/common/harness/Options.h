@@ -55,6 +55,9 @@ struct Options {
   LrDecay lr_decay = LrDecay::None;
   double min_lr = std::numeric_limits<double>::quiet_NaN();
   uint64_t seed = 1234; // --seed: initial weights and synthetic data
+  // --grad-clip C: the gradients scaled to a global L2 norm of at most C
+  // before each update (torch.nn.utils.clip_grad_norm_); 0: off.
+  double grad_clip = 0;
   // --optimizer kfac (a program generated from a K-FAC plan): the plan's
   // values unless given; NaN / 0 / "" mean "not given".
   double kfac_damping = std::numeric_limits<double>::quiet_NaN();

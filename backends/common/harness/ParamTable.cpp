@@ -1,8 +1,9 @@
 //===- ParamTable.cpp - a generated program's parameter table ------------===//
 #include "backends/common/harness/ParamTable.h"
 
-#include "backends/common/Zero.h" // zero_padded_size
+#include "backends/common/Zero.h" // zero_padded_size, zero_shard
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace autoddl::rt::harness {
@@ -31,6 +32,23 @@ void lay_out(ParamBlock &b, const char *name, const Shape &full, int split_dim,
   const int64_t largest =
       param_slice(full, split_dim, segments, spec.tp, 0).numel();
   b.padded = zero_padded_size(largest, spec.dp);
+}
+
+GradRange grad_range(const ParamBlock &b, uint64_t devices,
+                     const ProgramSpec &spec, int64_t rpp, int64_t rtp,
+                     int64_t rdp, bool dp_shards) {
+  GradRange r;
+  if (!b.held)
+    return r;
+  r.n = b.n;
+  r.counted = (b.split_dim >= 0 || rtp == 0) &&
+              rpp == __builtin_ctzll(devices) && (dp_shards || rdp == 0);
+  if (dp_shards) {
+    const ZeroShard s = zero_shard(b.padded, spec.dp, rdp);
+    r.offset = s.offset;
+    r.n = std::max<int64_t>(0, std::min(s.size, b.n - s.offset));
+  }
+  return r;
 }
 
 int device_group(uint64_t devices, std::vector<uint64_t> &seen, bool &is_new) {

@@ -80,6 +80,26 @@ void lay_out(const ParamSpecOf<ParamT> &s, const ProgramSpec &spec, int64_t rtp,
           rpp);
 }
 
+/// A parameter's gradient as this rank's optimizer step reads it, summed over
+/// the ranks sharing it (the range of its flat buffer --grad-clip scales), and
+/// whether this rank adds its squares to the global gradient norm.
+struct GradRange {
+  int64_t offset = 0; // into the flat buffer: 0, or the ZeRO shard's start
+  int64_t n = 0;      // elements (a ZeRO shard's padding left out)
+  bool counted = false;
+};
+
+/// `b`'s GradRange on the rank at (rpp, rtp, rdp), `devices` its table row's
+/// pipeline devices. `dp_shards`: each dp rank steps its ZeRO shard of the
+/// gradient (else all of it, all-reduced over dp). Every distinct element is
+/// counted on one rank of the world: a block replicated over tp on tp rank 0,
+/// a gradient all-reduced over dp on dp rank 0, one shared by pipeline
+/// devices (tied, Chimera) on the lowest of them; tp blocks, ZeRO shards and
+/// the stages' own parameters on each holder. Empty where `b` is not held.
+GradRange grad_range(const ParamBlock &b, uint64_t devices,
+                     const ProgramSpec &spec, int64_t rpp, int64_t rtp,
+                     int64_t rdp, bool dp_shards);
+
 /// Parameters held by more than one pipeline device (tied weights, Chimera's
 /// two pipelines) sum their gradients over one communicator per set of
 /// devices. The index of `devices`' group, adding it to `seen` when new (made

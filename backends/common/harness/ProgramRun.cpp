@@ -118,6 +118,22 @@ int64_t roll_back(const Options &o, const ProgramSpec &s, Backend &b,
   return c;
 }
 
+/// Step `step`'s line on rank 0 (the loss, the accuracies the model has, the
+/// gradient norm under --grad-clip, the time).
+void print_step(const Options &o, const StepCounts &counts, int64_t step,
+                double loss, double accuracy, double heldout_accuracy,
+                double grad_norm, double seconds) {
+  std::printf("step %4lld/%lld: loss %.6f", (long long)step + 1,
+              (long long)o.steps, loss);
+  if (counts.correct || counts.heldout_correct)
+    std::printf(" accuracy %.4f", accuracy);
+  if (counts.heldout_correct)
+    std::printf(" held-out %.4f", heldout_accuracy);
+  if (o.grad_clip > 0)
+    std::printf(" norm %.4f", grad_norm);
+  std::printf(" (%.1f ms)\n", seconds * 1e3);
+}
+
 /// The steps: each runs the schedule and the optimizer, prints its loss (and
 /// accuracy) on rank 0 and saves a checkpoint every --save-every steps (and
 /// after the last step under --save). Returns "" or, when the loss stops
@@ -135,6 +151,11 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
   metrics.info["model"] = s.model_name;
   metrics.info["first_step"] = std::to_string(first_step);
   metrics.info["ranks"] = std::to_string(s.ranks());
+  if (o.grad_clip > 0) {
+    char clip[32];
+    std::snprintf(clip, sizeof clip, "%g", o.grad_clip);
+    metrics.info["grad_clip"] = clip;
+  }
   b.begin_run(o, metrics);
   Checkpointer saver(o, s, b, metrics);
   if (o.save_initial && first_step == 0)
@@ -179,6 +200,8 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
       saver.restart_compression();
       metrics.loss.resize(size_t(c - first_step));
       metrics.lr.resize(size_t(c - first_step));
+      if (o.grad_clip > 0)
+        metrics.grad_norm.resize(size_t(c - first_step));
       metrics.step_seconds.resize(size_t(c - first_step));
       step = c - 1;
       continue;
@@ -194,22 +217,12 @@ std::string train(const ProgramSpec &s, const StepCounts &counts,
     stragglers.add(step, b.work_clock() - work_before);
     metrics.loss.push_back(loss);
     metrics.lr.push_back(lr);
+    if (o.grad_clip > 0)
+      metrics.grad_norm.push_back(b.grad_norm());
     metrics.step_seconds.push_back(seconds);
-    if (root && !o.quiet) {
-      if (counts.heldout_correct)
-        std::printf("step %4lld/%lld: loss %.6f accuracy %.4f held-out %.4f "
-                    "(%.1f ms)\n",
-                    (long long)step + 1, (long long)o.steps, loss, accuracy,
-                    heldout_accuracy, seconds * 1e3);
-      else if (counts.correct)
-        std::printf("step %4lld/%lld: loss %.6f accuracy %.4f (%.1f ms)\n",
-                    (long long)step + 1, (long long)o.steps, loss, accuracy,
-                    seconds * 1e3);
-      else
-        std::printf("step %4lld/%lld: loss %.6f (%.1f ms)\n",
-                    (long long)step + 1, (long long)o.steps, loss,
-                    seconds * 1e3);
-    }
+    if (root && !o.quiet)
+      print_step(o, counts, step, loss, accuracy, heldout_accuracy,
+                 o.grad_clip > 0 ? metrics.grad_norm.back() : 0, seconds);
     std::fflush(stdout);
     if (o.save_every > 0 && (step + 1) % o.save_every == 0)
       saver.save(step + 1);

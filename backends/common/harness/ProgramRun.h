@@ -19,6 +19,7 @@
 #include "backends/host/Mesh.h"
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,11 @@ public:
   virtual double world_sum(double count, int site);
   /// After the loss is known, before the step's time is read.
   virtual void end_step(int64_t) {}
+  /// Under --grad-clip, after end_step: the global gradient norm the last
+  /// optimizer_step clipped (before clipping), the same on every rank.
+  virtual double grad_norm() const {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
   /// After the step's time is read.
   virtual void after_step(const Options &, int64_t, int64_t) {}
   /// Seconds of this rank's own work so far, for the straggler check

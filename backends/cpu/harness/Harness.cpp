@@ -12,6 +12,7 @@
 #include "backends/host/RunReport.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,9 @@ void out_of_host_memory() {
   MPI_Abort(MPI_COMM_WORLD, 3);
   std::_Exit(3);
 }
+
+// world_sum_filling's site of the gradient norm (ProgramRun's sums are 0-2).
+constexpr int kGradNormSite = 3;
 
 TokenSource tokens;
 // Labels and features; this rank's rows of the adjacency move to `adjacency`.
@@ -212,7 +216,21 @@ public:
       p_.update_buffers();
   }
 
+  /// The gradients summed over the ranks sharing them, clipped under
+  /// --grad-clip, then the update: every parameter's gradient is complete
+  /// before the global norm is taken.
   void optimizer_step(const Options &o, int64_t t, double lr) override {
+    const bool zero = s_.zero && !kfac_on_; // K-FAC shards its rule's state
+    for (const ParamSpec &ps : p_.params)
+      if (ps.p->held)
+        sync_grad(ps, zero);
+    if (o.grad_clip > 0)
+      grad_norm_ = clip_grads(float(o.grad_clip), zero);
+    if (kfac_on_) {
+      kfac.set_lr(lr);
+      kfac.step(p_.params, t);
+      return;
+    }
     AdamWConfig c;
     c.lr = lr;
     c.weight_decay = o.weight_decay;
@@ -220,34 +238,19 @@ public:
       Param *p = ps.p;
       if (!p->held)
         continue;
-      // Tied / Chimera copies elsewhere (the rank often waits here for the
-      // other copy's stage: K-FAC's filling runs meanwhile).
-      if (p->devices != MPI_COMM_NULL)
-        all_reduce_forward_filling(p->grad.data(), p->n, p->devices,
-                                   int(&ps - p_.params.data()));
-      if (s_.tp > 1 && p_.grad_partial_over_tp(*p)) // read whole on split rows
-        all_reduce_forward(p->grad.data(), p->n, g.tp);
-      if (s_.zero && !kfac_on_) { // K-FAC shards its rule's state: below
-        zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
-                        p->v.data(), p->padded, c, t, g.dp);
-        continue;
-      }
-      if (s_.dp > 1)
-        all_reduce_forward(p->grad.data(), p->n, g.dp);
-      if (kfac_on_) // after every gradient is summed, below
-        continue;
-      if (o.optimizer == "sgd")
+      if (zero)
+        zero_adamw_update(p->value.data(), p->grad.data(), p->m.data(),
+                          p->v.data(), p->padded, c, t, g.dp);
+      else if (o.optimizer == "sgd")
         sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n, float(lr),
                  float(o.momentum), float(o.weight_decay), t);
       else
         adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
                    p->n, c, t);
     }
-    if (kfac_on_) {
-      kfac.set_lr(lr);
-      kfac.step(p_.params, t);
-    }
   }
+
+  double grad_norm() const override { return grad_norm_; }
 
   /// The CPU program's parameters and optimizer state are host memory
   /// already: the entries point at them (copy_params has nothing to do).
@@ -287,6 +290,49 @@ public:
 
 private:
   bool kfac_on_ = false;
+  double grad_norm_ = 0; // the last step's, before clipping
+
+  /// Sums a held parameter's gradient over the ranks sharing it: its other
+  /// pipeline devices (tied, Chimera: the rank often waits here for the other
+  /// copy's stage, K-FAC's filling runs meanwhile), tp where split rows left
+  /// it partial, and dp (under ZeRO reduce-scattered to this rank's shard).
+  void sync_grad(const ParamSpec &ps, bool zero) {
+    Param *p = ps.p;
+    if (p->devices != MPI_COMM_NULL)
+      all_reduce_forward_filling(p->grad.data(), p->n, p->devices,
+                                 int(&ps - p_.params.data()));
+    if (s_.tp > 1 && p_.grad_partial_over_tp(*p))
+      all_reduce_forward(p->grad.data(), p->n, g.tp);
+    if (zero)
+      zero_reduce_gradient(p->grad.data(), p->padded, g.dp);
+    else if (s_.dp > 1)
+      all_reduce_forward(p->grad.data(), p->n, g.dp);
+  }
+
+  /// torch.nn.utils.clip_grad_norm_ over the summed gradients: the squares of
+  /// each distinct element once over the world (grad_range), in parameter
+  /// order, then summed over the world; every rank scales what it steps by
+  /// clip_factor. Returns the norm before clipping.
+  double clip_grads(float max_norm, bool zero) {
+    std::vector<GradRange> ranges(p_.params.size());
+    double local = 0;
+    for (size_t i = 0; i < p_.params.size(); ++i) {
+      const ParamSpec &ps = p_.params[i];
+      ranges[i] = grad_range(*ps.p, ps.devices, s_, g.rpp, g.rtp, g.rdp, zero);
+      if (ranges[i].counted)
+        local += grad_norm_squared(ps.p->grad.data() + ranges[i].offset,
+                                   ranges[i].n);
+    }
+    const double norm = std::sqrt(world_sum_filling(local, kGradNormSite));
+    const float f = clip_factor(norm, max_norm);
+    if (f < 1.0f)
+      for (size_t i = 0; i < p_.params.size(); ++i) {
+        float *grad = p_.params[i].p->grad.data() + ranges[i].offset;
+        for (int64_t k = 0; k < ranges[i].n; ++k)
+          grad[k] *= f;
+      }
+    return norm;
+  }
 
   void init_params() {
     DeviceGroups<MPI_Comm> groups;

@@ -10,6 +10,7 @@
 #include "backends/cuda/Zero.h"
 #include "backends/cuda/kernels/Elementwise.h"
 #include "backends/cuda/kernels/Fp8.h"
+#include "backends/cuda/kernels/GradClip.h"
 #include "backends/cuda/kernels/Init.h"
 #include "backends/cuda/kernels/Optimizer.h"
 #include "backends/cuda/kernels/Primitive.h" // running_stats_update, primitive_buffer_made
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -383,13 +385,11 @@ public:
   }
 
   /// On the device. Bucketed gradients were all-reduced during the backward
-  /// pass (and joined at its end: the wait() here finds nothing left).
+  /// pass (and joined at its end: the wait() here finds nothing left); the
+  /// rest are summed here, every one before --grad-clip's global norm.
   /// Launched eagerly after the step graph's replay, never captured: the
   /// step's scalars (lr, the bias corrections of t) are kernel arguments.
   void optimizer_step(const Options &o, int64_t t, double lr) override {
-    AdamWConfig c;
-    c.lr = lr;
-    c.weight_decay = o.weight_decay;
     grad_sync.wait();
     // A checkpoint's copy of the state (snapshot) runs on its own stream
     // during this step's forward and backward: the update waits for it.
@@ -397,38 +397,39 @@ public:
       AUTODDL_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), copied_, 0));
       snapshot_pending_ = false;
     }
+    const bool zero = s_.zero && !kfac_on_; // K-FAC shards its rule's state
+    for (const ParamSpec &ps : p_.params)
+      if (ps.p->held)
+        sync_grad(*ps.p, zero);
+    if (o.grad_clip > 0)
+      clip_grads(float(o.grad_clip), zero);
+    if (kfac_on_) {
+      kfac.set_lr(lr);
+      kfac.step(p_.params, t);
+      return;
+    }
+    AdamWConfig c;
+    c.lr = lr;
+    c.weight_decay = o.weight_decay;
     for (const ParamSpec &ps : p_.params) {
       Param *p = ps.p;
       if (!p->held)
         continue;
-      if (p->devices.size > 1) // tied / Chimera copies on other devices
-        all_reduce_forward(p->grad.data(), p->n, p->devices);
-      // Read whole on split rows: summed over tp here, or with dp in its
-      // bucket.
-      if (s_.tp > 1 && p_.grad_partial_over_tp(*p) && p->bucket < 0)
-        all_reduce_forward(p->grad.data(), p->n, g.tp);
-      if (s_.zero && !kfac_on_) { // K-FAC shards its rule's state: KfacRun
-        zero_adamw_step(p->value.data(), p->grad.data(), p->m.data(),
-                        p->v.data(), p->gshard.data(), p->padded, c, t, g.dp,
-                        p->work.data(), p->padded);
-        continue;
-      }
-      if (s_.dp > 1 && p->bucket < 0)
-        all_reduce_forward(p->grad.data(), p->n, g.dp);
-      if (kfac_on_) // after every gradient is summed, below
-        continue;
-      if (o.optimizer == "sgd")
+      if (zero)
+        zero_adamw_update(p->value.data(), p->gshard.data(), p->m.data(),
+                          p->v.data(), p->padded, c, t, g.dp, p->work.data(),
+                          p->padded);
+      else if (o.optimizer == "sgd")
         sgd_step(p->value.data(), p->grad.data(), p->m.data(), p->n, float(lr),
                  float(o.momentum), float(o.weight_decay), t, p->work.data());
       else
         adamw_step(p->value.data(), p->grad.data(), p->m.data(), p->v.data(),
                    p->n, c, t, p->work.data());
     }
-    if (kfac_on_) {
-      kfac.set_lr(lr);
-      kfac.step(p_.params, t);
-    }
   }
+
+  /// The norm's copy was enqueued after the clip; end_step synchronised.
+  double grad_norm() const override { return clip_ ? clip_->last_norm() : 0.0; }
 
   void end_step(int64_t) override {
     synchronize();
@@ -605,6 +606,7 @@ public:
       host_copies_.clear();
       step_graph_.reset();
       factor_graph_.reset();
+      clip_.reset();
       param_grad_zeros_ = ZeroSet{};
       kfac.release();
       p_.free_stages();
@@ -686,8 +688,45 @@ private:
     }
   }
 
+  /// Sums a held parameter's gradient over the ranks sharing it: its other
+  /// pipeline devices (tied, Chimera), tp where split rows left it partial,
+  /// dp (under ZeRO reduce-scattered into gshard); bucketed ones are done.
+  void sync_grad(Param &p, bool zero) {
+    if (p.devices.size > 1)
+      all_reduce_forward(p.grad.data(), p.n, p.devices);
+    if (s_.tp > 1 && p_.grad_partial_over_tp(p) && p.bucket < 0)
+      all_reduce_forward(p.grad.data(), p.n, g.tp);
+    if (zero)
+      zero_reduce_gradient(p.gshard.data(), p.grad.data(), p.padded, g.dp);
+    else if (s_.dp > 1 && p.bucket < 0)
+      all_reduce_forward(p.grad.data(), p.n, g.dp);
+  }
+
+  /// torch.nn.utils.clip_grad_norm_ over the summed gradients, on the device
+  /// (kernels/GradClip.h): each distinct element's square once over the
+  /// world (grad_range), summed over the world by NCCL; every rank scales
+  /// what it steps (gshard under ZeRO).
+  void clip_grads(float max_norm, bool zero) {
+    if (!clip_) {
+      clip_ = std::make_unique<GradClip>();
+      for (const ParamSpec &ps : p_.params) {
+        Param &p = *ps.p;
+        const GradRange r =
+            grad_range(p, ps.devices, s_, g.rpp, g.rtp, g.rdp, zero);
+        clip_->add(zero ? p.gshard.data() : p.grad.data() + r.offset, r.n,
+                   r.counted);
+      }
+    }
+    clip_->clip(max_norm, [](double *sum) {
+      if (world().size > 1)
+        AUTODDL_NCCL_CHECK(ncclAllReduce(sum, sum, 1, ncclFloat64, ncclSum,
+                                         world().nccl, compute_stream()));
+    });
+  }
+
   const Program &p_;
   const ProgramSpec &s_;
+  std::unique_ptr<GradClip> clip_; // --grad-clip's table, made at first use
   bool no_cuda_graph_ = false;
   bool kfac_on_ = false;
   int64_t kfac_eager_steps_ = 0; // steps run eagerly for their K-FAC items

@@ -307,7 +307,7 @@ void KfacRun::step(const std::vector<ParamSpec> &params, int64_t t) {
 void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
   // ZeRO-1: this dp rank's shard of the padded parameter (its gradient is
   // whole, preconditioned), then the parameter all-gathered in place and its
-  // act_t working copy refreshed (as zero_adamw_step); else all of it.
+  // act_t working copy refreshed (as zero_adamw_update); else all of it.
   const ZeroShard s =
       zero_ ? zero_shard(p.padded, g.dp.size, g.dp.rank) : ZeroShard{0, p.n};
   float *value = p.value.data() + s.offset;

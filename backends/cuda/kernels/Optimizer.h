@@ -8,6 +8,14 @@
 
 #include "backends/cuda/Runtime.h"
 
+// clip_factor is also computed on the device (kernels/GradClip.cu), from the
+// norm summed there (the same spelling as Philox.h's).
+#ifdef __CUDACC__
+#define AUTODDL_HOST_DEVICE __host__ __device__
+#else
+#define AUTODDL_HOST_DEVICE
+#endif
+
 namespace autoddl::rt {
 
 /// Identical to the CPU AdamWConfig (backends/cpu/Optimizer.h).
@@ -32,7 +40,8 @@ double grad_norm_squared(const float *grads, int64_t n);
 
 /// The factor torch.nn.utils.clip_grad_norm_ multiplies gradients by: min(1,
 /// max_norm / (norm + 1e-6)).
-inline float clip_factor(double global_norm, float max_norm) {
+AUTODDL_HOST_DEVICE inline float clip_factor(double global_norm,
+                                             float max_norm) {
   const double f = max_norm / (global_norm + 1e-6);
   return f < 1.0 ? float(f) : 1.0f;
 }

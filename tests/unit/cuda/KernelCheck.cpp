@@ -212,6 +212,7 @@ int main(int argc, char **argv) {
   check_sgd(100003, 0.9f);
   check_sgd(1001, 0.0f);
   check_reductions((1 << 22) + 7);
+  check_grad_clip();
   std::printf("KernelCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
   return gOk ? 0 : 1;
 }

@@ -95,10 +95,11 @@ void check_crossentropy(int64_t N, int64_t V);
 void check_crossentropy_strided(int64_t N, int64_t V);
 void check_squared_error(int64_t N, int64_t C);
 void check_count_correct(int64_t N, int64_t V, int64_t ld);
-// KernelCheckOptimizer.cpp: optimizers, reductions, casts.
+// KernelCheckOptimizer.cpp: optimizers, gradient clipping, reductions, casts.
 void check_adamw(int64_t n, int64_t offset);
 void check_sgd(int64_t n, float momentum);
 void check_reductions(int64_t n);
+void check_grad_clip();
 // KernelCheckRuntime.cpp: device memory, ZeroSet, StepGraph, device init.
 void check_runtime();
 

@@ -1,6 +1,7 @@
 // KernelCheck's optimizer (AdamW, SGD), reduction and cast cases.
 #include "tests/unit/cuda/KernelCheck.h" // first: see there
 
+#include "backends/cuda/kernels/GradClip.h"
 #include "backends/cuda/kernels/Optimizer.h"
 #include "backends/cuda/kernels/Reduce.h"
 
@@ -69,6 +70,45 @@ void check_sgd(int64_t n, float momentum) {
   gOk &= report(tag + " params (2 steps)",
                 rel_error(download_float(dp.p, n), p), 1e-6);
   check_work(tag, work.data(), download_float(dp.p, n));
+}
+
+void check_grad_clip() {
+  // Three ranges (one unaligned, one not counted: another rank's copy), the
+  // norm against the CPU's double sum, the gradients against g x clip_factor.
+  const int64_t sizes[3] = {(1 << 20) + 3, 17, 3 * rt::GradClip::kChunk + 1};
+  std::vector<std::vector<float>> g;
+  std::vector<DevFloat> dg;
+  dg.reserve(3);
+  for (int i = 0; i < 3; ++i) {
+    g.push_back(random_values(gRng, sizes[i], -1, 1, false));
+    dg.emplace_back(g.back(), i == 2 ? 1 : 0);
+  }
+  for (float max_norm : {1.0f, 1e9f}) { // clipped, then left alone
+    double want = 0;
+    for (int i : {0, 2})
+      want += ref::grad_norm_squared(g[size_t(i)].data(), sizes[i]);
+    rt::GradClip clip;
+    for (int i = 0; i < 3; ++i)
+      clip.add(dg[size_t(i)].p, sizes[i], i != 1);
+    bool summed = false;
+    clip.clip(max_norm, [&](double *) { summed = true; });
+    rt::synchronize();
+    const std::string tag = max_norm > 1 ? " (not clipped)" : "";
+    gOk &=
+        report("grad_clip norm" + tag,
+               std::fabs(clip.last_norm() - std::sqrt(want)) / std::sqrt(want),
+               1e-12) &&
+        summed;
+    const float f = ref::clip_factor(std::sqrt(want), max_norm);
+    for (int i = 0; i < 3; ++i) {
+      for (float &v : g[size_t(i)])
+        v *= f;
+      gOk &= report(
+          "grad_clip scaled n=" + std::to_string(sizes[i]) + tag,
+          rel_error(download_float(dg[size_t(i)].p, sizes[i]), g[size_t(i)]),
+          1e-7);
+    }
+  }
 }
 
 void check_reductions(int64_t n) {

@@ -295,6 +295,28 @@ TEST(HarnessOptions, LrScheduleFlags) {
             "--decay-steps 5: expected more steps than --warmup 5");
 }
 
+// --grad-clip C: off by default; C a finite number > 0, else one line
+// naming the flag and the value.
+TEST(HarnessOptions, GradClipFlag) {
+  EXPECT_EQ(parse({}).grad_clip, 0.0);
+  EXPECT_EQ(parse({"--grad-clip", "1.0"}).grad_clip, 1.0);
+  EXPECT_EQ(parse({"--grad-clip", "2e-3"}, true, true).grad_clip, 2e-3);
+  for (const char *v : {"0", "-1", "nan", "inf", "-inf"})
+    EXPECT_EQ(parseError({"--grad-clip", v}),
+              std::string("--grad-clip: expected a finite number > 0, got ") +
+                  v);
+  EXPECT_EQ(parseError({"--grad-clip", "1x"}),
+            "--grad-clip: expected a number, got \"1x\"");
+  EXPECT_EQ(parseError({"--grad-clip", ""}),
+            "--grad-clip: expected a number, got \"\"");
+  EXPECT_EQ(parseError({"--grad-clip"}), "--grad-clip: missing value");
+  EXPECT_EQ(parseError({"--grad-clip", "1\n"}),
+            "--grad-clip: expected a number, got \"1\\x0a\"");
+  EXPECT_EQ(parseError({"--grad-clp", "1"}),
+            "unknown flag \"--grad-clp\" (did you mean --grad-clip? --help "
+            "lists the flags)");
+}
+
 // Step s reads batch s + the batches skipped so far (a rollback's window).
 TEST(HarnessData, SkippedBatchesShiftTheDataOfEveryLaterStep) {
   set_data_skip(0);
@@ -340,7 +362,8 @@ TEST(HarnessOptions, HelpListsEveryFlag) {
         "--optimizer NAME", "--kfac-damping X", "--kfac-refresh K",
         "--kfac-rule NAME", "--seed S",         "--quiet",
         "--help",           "--profile",        "--warmup N",
-        "--lr-decay KIND",  "--decay-steps N",  "--min-lr X"})
+        "--lr-decay KIND",  "--decay-steps N",  "--min-lr X",
+        "--grad-clip C"})
     EXPECT_NE(help.find(std::string("\n  ") + flag), std::string::npos) << flag;
   EXPECT_TRUE(parse({"--overwrite"}).overwrite);
   char prog[] = "train", flag[] = "-h";
@@ -470,6 +493,53 @@ TEST(HarnessParamTable, LayOutSizesBuffersByTheLargestBlock) {
   lay_out(row, s, 0, 1);
   EXPECT_TRUE(p.held);
   EXPECT_EQ(p.n, 12);
+}
+
+// --grad-clip's norm counts every distinct gradient element once over the
+// world: a tp block on each tp rank, a block replicated over tp on rank 0,
+// an all-reduced gradient on dp rank 0 (a ZeRO shard on each), a tied one
+// on the lowest pipeline device holding it.
+TEST(HarnessParamTable, GradRangeCountsEachElementOnce) {
+  ProgramSpec s;
+  s.tp = 2;
+  s.dp = 4;
+  FakeParam split, whole;
+  const ParamSpecOf<FakeParam> splitRow{&split,   "lm_head", Shape{5, 4}, 0,
+                                        "normal", 0.02,      0x3};
+  const ParamSpecOf<FakeParam> wholeRow{&whole, "ln.w", Shape{6}, -1,
+                                        "ones", 0.0,    0x1};
+  auto range = [&](const ParamSpecOf<FakeParam> &row, int64_t rpp, int64_t rtp,
+                   int64_t rdp, bool zero) {
+    lay_out(row, s, rtp, rpp);
+    return grad_range(*row.p, row.devices, s, rpp, rtp, rdp, zero);
+  };
+  // Split over tp: each tp rank's block (rows [3, 5) on rank 1), on dp rank
+  // 0 and pipeline device 0 (the lower of the two sharing it) only.
+  GradRange r = range(splitRow, 0, 1, 0, false);
+  EXPECT_EQ(r.offset, 0);
+  EXPECT_EQ(r.n, 8);
+  EXPECT_TRUE(r.counted);
+  EXPECT_TRUE(range(splitRow, 0, 0, 0, false).counted);
+  EXPECT_FALSE(range(splitRow, 0, 1, 2, false).counted); // dp's copy
+  r = range(splitRow, 1, 0, 0, false); // the tied copy: scaled, not counted
+  EXPECT_EQ(r.n, 12);
+  EXPECT_FALSE(r.counted);
+  // Replicated over tp: tp rank 0's copy only.
+  EXPECT_TRUE(range(wholeRow, 0, 0, 0, false).counted);
+  EXPECT_FALSE(range(wholeRow, 0, 1, 0, false).counted);
+  EXPECT_EQ(range(wholeRow, 1, 0, 0, false).n, 0); // device 1 lacks it
+  // ZeRO: each dp rank its shard of the padded buffer (12 floats on 4
+  // ranks), the padding left out: rank 1 of tp holds 8 real elements.
+  r = range(splitRow, 0, 1, 2, true);
+  EXPECT_EQ(r.offset, 6);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_TRUE(r.counted);
+  r = range(splitRow, 0, 1, 3, true);
+  EXPECT_EQ(r.offset, 9);
+  EXPECT_EQ(r.n, 0);
+  EXPECT_EQ(range(wholeRow, 0, 0, 3, true).n, 0); // 8 padded: [6, 8) padding
+  EXPECT_EQ(range(wholeRow, 0, 0, 2, true).n, 2);
+  EXPECT_FALSE(range(wholeRow, 0, 1, 2, true).counted);
 }
 
 TEST(HarnessParamTable, DeviceGroupsInFirstSeenOrder) {

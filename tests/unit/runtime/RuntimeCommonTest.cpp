@@ -268,10 +268,13 @@ TEST(Metrics, JsonHasLossListAndThroughput) {
   m.peak_memory_bytes = {100, 200};
   m.collectives["all_reduce"] = {3, 48, 0.25};
   EXPECT_EQ(json_parse(metrics_json(m), "metrics").find("lr"), nullptr);
+  EXPECT_EQ(json_parse(metrics_json(m), "metrics").find("grad_norm"), nullptr);
   m.lr = {5e-4, 1e-3}; // written where the run recorded them
+  m.grad_norm = {2.5, 0.75};
   const Json j = json_parse(metrics_json(m), "metrics");
   EXPECT_EQ(j.find("loss")->array[1].number, 4.25);
   EXPECT_EQ(j.find("lr")->array[0].number, 5e-4);
+  EXPECT_EQ(j.find("grad_norm")->array[1].number, 0.75);
   // mean step time skips the warm-up step: 0.5 s, so 1024 / 0.5 tokens per
   // second
   EXPECT_EQ(j.find("tokens_per_second")->number, 2048);
