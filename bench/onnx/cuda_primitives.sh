@@ -138,7 +138,7 @@ device)
     mkdir -p "$src"
     {
       bash "$root/bench/cuda/shared_runtime_cmake.sh" "${named[@]}"
-      echo "add_executable(primitive_check $root/tests/unit/cuda/PrimitiveCheck.cpp)"
+      echo "add_executable(primitive_check $root/tests/unit/cuda/PrimitiveCheck.cpp $root/tests/unit/cuda/PrimitiveCheckConv.cpp)"
       echo "target_include_directories(primitive_check PRIVATE $root)"
       echo "target_link_libraries(primitive_check PRIVATE autoddl_cuda_runtime)"
     } >"$src/CMakeLists.txt"
@@ -148,7 +148,7 @@ device)
       nice cmake --build "$dir/build/$prec" -j "$jobs"; } >"$out/build-$prec.log" 2>&1 &
   done
   for job in $(jobs -p); do
-    wait "$job" || { tail -20 "$out"/build-*.log; echo "cuda_primitives.sh: build failed" >&2; exit 1; }
+    wait "$job" || { tail -n 20 "$out"/build-*.log; echo "cuda_primitives.sh: build failed" >&2; exit 1; }
   done
   echo "cuda_primitives.sh: built in $(($(date +%s) - start)) s"
   run() { # ranks executable args...

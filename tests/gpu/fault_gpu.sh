@@ -114,7 +114,7 @@ env_launch "$w/resume" --steps 6 --resume "$ck/step-4" --out "$w/resume/out" --q
 if [ "$(rcs "$w/resume")" = "$zeros" ]; then
   echo "ok: step-4 still loads and trains: losses $(python3 -c "import json;print(json.load(open('$w/resume/out/metrics.json'))['loss'])")"
 else
-  tail -5 "$w/resume/log."*; bad "resume from step-4 after the faults"
+  tail -n 5 "$w/resume/log."*; bad "resume from step-4 after the faults"
 fi
 case_run torch cuda "rank $last: CUDA error cudaErrorMemoryAllocation.*in cudaMalloc.* at .*Comm.cu:[0-9]"
 case_run mpi hang "watchdog: no progress for [$hang-9] s"
