@@ -4,7 +4,9 @@
 // micro-batch on one data-parallel rank:
 //   curvature  A = XᵀX, G = dYᵀdY: S·d² multiply-adds = 2·S·d² FLOP per
 //              factor and micro-batch, bf16 operands (fp32 accumulation),
-//              at the cluster's GEMM efficiency for a d×d×S GEMM;
+//              at the cluster's GEMM efficiency for a d×d×S GEMM; with a
+//              factor stride (plan --kfac-factor-stride) S is the rows of the
+//              selected samples, 1/stride of them;
 //   reduction  all-reduce of the fp32 factor (4·d² bytes) over the ranks
 //              holding the layer (dp replicas; Chimera: both pipelines), by
 //              the α-β collective model;
@@ -165,13 +167,14 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
       w.stage = st.stage;
       w.collectiveCurvature = k.tp > 1; // gathers a split operand over tp
       const double S = l.rowsPerInstance * cand.rowsScale;
+      const double read = S / cand.factorStride; // the curvature's rows
       const double d[2] = {static_cast<double>(l.in),
                            static_cast<double>(l.out)};
       for (int f = 0; f < 2; ++f) {
-        const double eff = cost::gemmEfficiency(c, d[f], d[f], S);
-        w.curvature[f] = cost::roofline(c, 2 * S * d[f] * d[f],
-                                        2 * S * d[f] * 2 + 4 * d[f] * d[f], eff,
-                                        cand.precision)
+        const double eff = cost::gemmEfficiency(c, d[f], d[f], read);
+        w.curvature[f] = cost::roofline(c, 2 * read * d[f] * d[f],
+                                        2 * read * d[f] * 2 + 4 * d[f] * d[f],
+                                        eff, cand.precision)
                              .time *
                          curvScale;
         const double factor = 4 * d[f] * d[f];
@@ -337,6 +340,7 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
   }
   KfacPlan plan = kfacPlan(schedule, sim, in.layers, *packed, s.damping, step);
   plan.overheadBudget = amortised ? overhead : 0;
+  plan.factorStride = s.factorStride;
   if (s.factorDecay > 0)
     chooseFactorInterval(plan, s.factorDecay, s.factorEvery, overhead);
   // Each device's forced tail once per its own K_d (PipeFisher.h).

@@ -56,6 +56,7 @@ struct KfacCandidate {
   double rowsScale = 1; // input rows per op on one dp rank / rowsPerInstance
   cost::GroupPlacement dpGroup, ppGroup;
   cost::Precision precision = cost::Precision::BF16;
+  int factorStride = 1; // the curvature reads 1/factorStride of the rows
 };
 
 /// The packer's input for the candidate: per K-FAC layer copy (Chimera: two),
@@ -87,6 +88,7 @@ struct KfacSettings {
   double overhead;
   double factorDecay = 0; // > 0: the running average (chooseFactorInterval)
   int factorEvery = 0;    // its F pinned; 0: chosen for `overhead`
+  int factorStride = 1;   // plan --kfac-factor-stride (recorded in the plan)
 };
 
 /// Packs the candidate's K-FAC work into the bubbles of `sim` (of

@@ -80,6 +80,8 @@ ojson kfacToJson(const KfacPlan &p) {
     out["factor_every"] = p.factorEvery;
     out["factor_overhead_s"] = p.factorOverhead;
   }
+  if (p.factorStride > 1) // absent: every sample (plans before it)
+    out["factor_stride"] = p.factorStride;
   return out;
 }
 
@@ -279,6 +281,11 @@ KfacPlan kfacFromJson(const json &j, const std::string &origin,
                                       std::to_string(p.refreshSteps) +
                                       ") steps");
     p.factorOverhead = r.num(j, at, "factor_overhead_s");
+  }
+  if (j.contains("factor_stride")) {
+    p.factorStride = r.integer(j, at, "factor_stride");
+    if (p.factorStride < 1)
+      r.fail(at / "factor_stride", "expected a stride >= 1 samples");
   }
   p.firstOrderStepTime = r.num(j, at, "first_order_step_time_s");
   p.utilisationBefore = r.num(j, at, "utilisation_first_order");

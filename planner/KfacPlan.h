@@ -72,6 +72,10 @@ struct KfacPlan {
   double factorDecay = 0;
   int factorEvery = 0;
   double factorOverhead = 0;
+  /// S (plan --kfac-factor-stride; the programs' default): the factors from
+  /// every S-th sample of each micro-batch, the curvature items priced at
+  /// 1/S (1: every sample).
+  int factorStride = 1;
   double firstOrderStepTime = 0; // the same candidate without K-FAC
   double utilisationBefore = 0, utilisationAfter = 0;
   std::vector<KfacLayerPlan> layers;

@@ -43,6 +43,10 @@ std::string kfacSummary(const KfacPlan &p, double unit, const char *u) {
                      "step time)\n",
                      p.factorEvery, p.factorEvery == 1 ? "" : "s",
                      p.factorDecay, unit * p.factorOverhead, u);
+  if (p.factorStride > 1) // plan --kfac-factor-stride
+    s += fmt::format("  factors from 1 sample in {} of each micro-batch "
+                     "(--kfac-factor-stride: curvature at 1/{})\n",
+                     p.factorStride, p.factorStride);
   s += fmt::format("  packing: {}\n", kfacPackingText(p.filling));
   s += fmt::format("  utilisation: {:.1f}% first-order -> {:.1f}% with K-FAC "
                    "in the bubbles (busy incl. K-FAC / (stages x time))\n",

@@ -127,6 +127,10 @@ struct PlannerOptions {
   /// `--kfac-factor-every`; 0: chosen for kfacOverhead, chooseFactorInterval).
   double kfacFactorDecay = 0;
   int kfacFactorEvery = 0;
+  /// The factors from every S-th sample of each micro-batch
+  /// (`--kfac-factor-stride`): the curvature priced at 1/S, and only
+  /// micro-batches of a multiple of S samples considered.
+  int kfacFactorStride = 1;
 };
 
 /// The training stacks `--stack` names (docs/planner.md §4): "modern"

@@ -279,6 +279,13 @@ struct Planner {
   KfacCandidate kfacCandidate(const Knobs &k, const PricingContext &pc,
                               const DevicePlan &d) const;
 
+  /// plan --kfac-factor-stride S: why this candidate cannot take S ("": it
+  /// can): the stride selects whole samples, the same share of every
+  /// micro-batch (backends/common/KfacRules.h kfac_row_stride), so a graph
+  /// model (rows are nodes) and a micro-batch of other than a multiple of S
+  /// samples are refused.
+  std::string factorStrideRefusal(const Knobs &k) const;
+
   /// --optimizer kfac: packs the K-FAC items into the simulated bubbles
   /// (planner/Kfac.h) and adds their time and memory; false (r invalid)
   /// on a packing error.

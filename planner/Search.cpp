@@ -228,6 +228,14 @@ Infeasible infeasible(Planner &pl, const std::vector<Candidate> &cands) {
                 inf.peakMemory / (1 << 30), knobsToString(inf.knobs).c_str(),
                 inf.dominant.c_str(), top / (1 << 30));
   inf.message = buf;
+  // No candidate takes the factor stride: that, not memory, is the cause.
+  bool strideOnly = pl.kfac.has_value() && !cands.empty();
+  for (const Candidate &c : cands)
+    strideOnly = strideOnly && !pl.factorStrideRefusal(c.knobs).empty();
+  if (strideOnly) {
+    inf.message = pl.factorStrideRefusal(cands[smallest].knobs);
+    return inf;
+  }
   if (pl.kfac) { // say what K-FAC adds, whatever dominates
     std::snprintf(buf, sizeof buf,
                   "; with --optimizer kfac, of which K-FAC state (one "

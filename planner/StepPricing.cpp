@@ -353,16 +353,38 @@ KfacCandidate Planner::kfacCandidate(const Knobs &k, const PricingContext &pc,
               : static_cast<double>(k.microbatch),
           pc.dpGroup(),
           pc.ppGroup(),
-          cost::bulkPrecision(o.precision)};
+          cost::bulkPrecision(o.precision),
+          o.kfacFactorStride};
+}
+
+std::string Planner::factorStrideRefusal(const Knobs &k) const {
+  const int stride = o.kfacFactorStride;
+  const int64_t samples = fixedShapes ? instanceMicrobatch() : k.microbatch;
+  if (stride <= 1)
+    return "";
+  if (graphNodes > 0)
+    return "--kfac-factor-stride: a graph model's rows are nodes, not samples "
+           "(only 1 there)";
+  if (samples % stride != 0)
+    return "--kfac-factor-stride " + std::to_string(stride) +
+           " does not divide the micro-batch of " + std::to_string(samples) +
+           " samples";
+  return "";
 }
 
 bool Planner::addKfac(const Knobs &k, const PricingContext &pc,
                       const pipeline::Schedule &schedule, DevicePlan &d,
                       Priced &r, double &step) const {
+  const int stride = o.kfacFactorStride;
+  r.invalid = factorStrideRefusal(k);
+  if (!r.invalid.empty()) {
+    r.valid = false;
+    return false;
+  }
   const KfacCandidate kc = kfacCandidate(k, pc, d);
   const KfacSettings settings{
       o.kfacDamping,  o.kfacRefresh,     o.kfacDeviceRefresh, o.kfacFilling,
-      o.kfacOverhead, o.kfacFactorDecay, o.kfacFactorEvery};
+      o.kfacOverhead, o.kfacFactorDecay, o.kfacFactorEvery,   stride};
   auto kp = applyKfac(*kfac, c, kc, schedule, r.sim, settings, d.devices, step,
                       r.criticalDevice);
   if (!kp) {

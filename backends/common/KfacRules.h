@@ -61,6 +61,9 @@ struct KfacConfig {
   // average, each refresh inverts its own step's factors (PipeFisher's
   // ema_decay = -1), today's default.
   double factor_decay = 0;
+  // S: the factors read every S-th sample of each micro-batch (samples
+  // b % S == 0; kfac_row_stride); 1: every sample, today's default.
+  int64_t factor_stride = 1;
   KfacRule rule = KfacRule::Sgd;
   double lr = 1e-2;
   double momentum = 0.9;     // Sgd
@@ -126,7 +129,34 @@ inline void kfac_check_config(const KfacConfig &c) {
   if (c.factor_interval < 0)
     throw std::invalid_argument("kfac: factor interval must be >= 0 (got " +
                                 std::to_string(c.factor_interval) + ")");
+  if (c.factor_stride < 1)
+    throw std::invalid_argument("kfac: factor stride must be >= 1 (got " +
+                                std::to_string(c.factor_stride) + ")");
   kfac_check_factor_interval(c, c.refresh_interval);
+}
+
+/// The rows of a micro-batch's operand [rows, d] the factors read with a
+/// factor stride S (docs/kfac.md "Factor stride"): of its `samples` samples,
+/// rows/samples rows each, those b % S == 0: `count` blocks of `block` rows,
+/// the first at row 0, each `step` rows after the last. S dividing every
+/// micro-batch's samples makes every micro-batch and dp rank select the
+/// same share, and the global sample indices selected those of one device.
+/// Throws std::invalid_argument when the rows are not whole samples or S does
+/// not divide them.
+struct KfacRowStride {
+  int64_t block, step, count;
+  int64_t rows() const { return block * count; }
+};
+inline KfacRowStride kfac_row_stride(int64_t rows, int64_t samples,
+                                     int64_t stride) {
+  if (samples < 1 || rows % samples != 0 || samples % stride != 0)
+    throw std::invalid_argument(
+        "kfac: factor stride " + std::to_string(stride) + " over " +
+        std::to_string(rows) + " rows of " + std::to_string(samples) +
+        " samples: expected whole samples, their count divisible by the "
+        "stride");
+  const int64_t block = rows / samples;
+  return {block, block * stride, samples / stride};
 }
 
 /// The damping added to each factor's diagonal (ASDL Kron.update_inv,

@@ -453,6 +453,9 @@ std::string KfacEmitter::programText(bool layerTables) const {
     out += fmt::format("  k.factor_every = {};\n  k.factor_decay = {};\n",
                        cx_.plan.kfac->factorEvery,
                        fmtDouble(cx_.plan.kfac->factorDecay));
+  if (cx_.plan.kfac->factorStride > 1) // --kfac-factor-stride's default
+    out +=
+        fmt::format("  k.factor_stride = {};\n", cx_.plan.kfac->factorStride);
   if (!layerTables) {
     out += "  k.layers = {\n";
     for (size_t r = 0; r < rows_.size(); ++r)

@@ -51,6 +51,9 @@ done <<'CASES'
 --kfac-refresh 4 --kfac-factor-every 2|needs a factor decay > 0
 --kfac-refresh 4 --kfac-factor-every 5 --kfac-factor-decay 0.9|factor interval 5 is longer than the refresh interval 4
 --optimizer adamw --kfac-factor-decay 0.9|need --optimizer kfac
+--kfac-factor-stride 0|--kfac-factor-stride: "0" is out of range
+--kfac-factor-stride 3|--kfac-factor-stride 3: does not divide the micro-batch of
+--optimizer adamw --kfac-factor-stride 2|need --optimizer kfac
 CASES
 expect_error "kfac on a first-order program" "generated from a first-order plan" \
   "$f" --steps 1 --optimizer kfac

@@ -13,7 +13,7 @@
 # `recompute` knob, pinned in FIX, says full or selective): the one-rank reference recomputes
 # nothing, so its losses are those without recomputation.
 # TRAIN_FLAGS: flags of both training binaries (autoddl verify -- FLAGS), e.g. K-FAC's
-# --kfac-factor-every F --kfac-factor-decay D.
+# --kfac-factor-every F --kfac-factor-decay D; with --kfac-factor-stride S also checked to matter.
 # GRAD_CLIP="C [FLAGS...]": then verified again under --grad-clip C (and FLAGS), the builds reused
 # (grad_clip_check.sh).
 # Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] [GRAD_CLIP=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
@@ -56,6 +56,24 @@ trainArgs=()
 # GRAD_CLIP: clipping verified (grad_clip_check.sh).
 if [ -n "${GRAD_CLIP:-}" ]; then
   "$(dirname "$0")/grad_clip_check.sh" "$autoddl" "$work" "$steps" "$GRAD_CLIP" "${modelArg[@]}"
+fi
+# TRAIN_FLAGS with --kfac-factor-stride S > 1: both runs report S, and the plan run again at
+# stride 1 gives other losses (the stride took effect).
+if [[ " ${TRAIN_FLAGS:-} " == *" --kfac-factor-stride "* ]]; then
+  "$autoddl" run "$work/plan.json" --steps "$steps" "${modelArg[@]}" --out "$work/stride1" -- \
+    --quiet "${trainFlags[@]}" --kfac-factor-stride 1 >/dev/null 2>"$work/stride1.log" ||
+    { cat "$work/stride1.log"; exit 1; }
+  python3 - "$work/run" "$work/stride1/metrics.json" <<'PY'
+import json, sys
+plan, single = (json.load(open(f"{sys.argv[1]}/{r}/metrics.json")) for r in ("plan", "single"))
+one = json.load(open(sys.argv[2]))
+s = [m["info"].get("kfac.factor_stride") for m in (plan, single, one)]
+if s[0] is None or s[0] != s[1] or s[2] is not None:
+    sys.exit(f"kfac.factor_stride: plan {s[0]}, single rank {s[1]}, stride-1 run {s[2]}")
+if plan["loss"] == one["loss"]:
+    sys.exit(f"--kfac-factor-stride {s[0]} left the losses those of stride 1: {one['loss']}")
+print(f"factor stride {s[0]} on both runs; stride 1 gives other losses")
+PY
 fi
 # SAVE_MIDCYCLE=1 (K-FAC): a checkpoint every 2 steps finishes the open refresh cycles early; the
 # run's losses must equal the run without checkpoints bit for bit, under wait and thread filling.

@@ -8,6 +8,7 @@
 //                 K|K0,K1,...]
 //                 [--kfac-overhead PERCENT]
 //                 [--kfac-factor-decay D [--kfac-factor-every F]]
+//                 [--kfac-factor-stride S]
 //                 [--kfac-fill items|fluid]]
 //                [-o plan.json] [--json]
 //                [--precision bf16|fp8|auto] [--no-why]
@@ -58,6 +59,7 @@ struct PlanArgs {
   std::string kfacOverhead;       // percent of the first-order step; empty: 5
   std::string kfacFactorDecay;    // the factors' running average; empty: none
   int kfacFactorEvery = 0;        // F; 0: chosen for the overhead
+  int kfacFactorStride = 0;       // S; 0: not given (every sample)
   std::string precision = "bf16"; // bf16, fp8 or auto
   // Given on the command line (the defaults above are no choice of the
   // user's): K-FAC's flags need --optimizer kfac, whatever their value.
@@ -336,6 +338,47 @@ std::vector<cost::Precision> planPrecisions(const std::string &text,
   return {p};
 }
 
+/// --kfac-factor-decay, --kfac-factor-every and --kfac-factor-stride into
+/// `opts` (docs/kfac.md "Factor interval and running average", "Factor
+/// stride"), checked against a pinned K.
+void kfacFactorOptions(const PlanArgs &a, const KfacRefreshPin &refresh,
+                       planner::PlannerOptions &opts) {
+  double factorDecay = 0;
+  if (!a.kfacFactorDecay.empty()) {
+    if (a.optimizer != "kfac")
+      throw UserError("--kfac-factor-decay: needs --optimizer kfac");
+    char *end = nullptr;
+    errno = 0;
+    factorDecay = std::strtod(a.kfacFactorDecay.c_str(), &end);
+    if (errno != 0 || end == a.kfacFactorDecay.c_str() || *end != '\0' ||
+        !(factorDecay > 0 && factorDecay < 1))
+      throw UserError("--kfac-factor-decay: expected a decay in (0, 1), got "
+                      "\"" +
+                      a.kfacFactorDecay + "\"");
+  }
+  if (a.kfacFactorEvery != 0 && factorDecay == 0)
+    throw UserError("--kfac-factor-every: needs --kfac-factor-decay");
+  if (a.kfacFactorEvery < 0)
+    throw UserError("--kfac-factor-every: expected a number of steps >= 1");
+  opts.kfacFactorDecay = factorDecay;
+  opts.kfacFactorEvery = a.kfacFactorEvery;
+  // Against a pinned K here; against a K the bubbles set, the planner caps F.
+  if (a.kfacFactorEvery > 0 && refresh.pinned()) {
+    int shortest = refresh.all;
+    for (int k : refresh.perDevice)
+      shortest = shortest > 0 ? std::min(shortest, k) : k;
+    if (a.kfacFactorEvery > shortest)
+      throw UserError(fmt::format("--kfac-factor-every {} is longer than the "
+                                  "pinned refresh interval {}",
+                                  a.kfacFactorEvery, shortest));
+  }
+  if (a.kfacFactorStride != 0 && a.optimizer != "kfac")
+    throw UserError("--kfac-factor-stride: needs --optimizer kfac");
+  if (a.kfacFactorStride < 0)
+    throw UserError("--kfac-factor-stride: expected a number of samples >= 1");
+  opts.kfacFactorStride = a.kfacFactorStride > 0 ? a.kfacFactorStride : 1;
+}
+
 void run(const PlanArgs &a) {
   if (a.globalBatch < 1)
     throw UserError("--global-batch: expected at least 1, got " +
@@ -452,35 +495,7 @@ void run(const PlanArgs &a) {
                       a.kfacOverhead + "\"");
     opts.kfacOverhead = pct / 100;
   }
-  double factorDecay = 0;
-  if (!a.kfacFactorDecay.empty()) {
-    if (a.optimizer != "kfac")
-      throw UserError("--kfac-factor-decay: needs --optimizer kfac");
-    char *end = nullptr;
-    errno = 0;
-    factorDecay = std::strtod(a.kfacFactorDecay.c_str(), &end);
-    if (errno != 0 || end == a.kfacFactorDecay.c_str() || *end != '\0' ||
-        !(factorDecay > 0 && factorDecay < 1))
-      throw UserError("--kfac-factor-decay: expected a decay in (0, 1), got "
-                      "\"" +
-                      a.kfacFactorDecay + "\"");
-  }
-  if (a.kfacFactorEvery != 0 && factorDecay == 0)
-    throw UserError("--kfac-factor-every: needs --kfac-factor-decay");
-  if (a.kfacFactorEvery < 0)
-    throw UserError("--kfac-factor-every: expected a number of steps >= 1");
-  opts.kfacFactorDecay = factorDecay;
-  opts.kfacFactorEvery = a.kfacFactorEvery;
-  // Against a pinned K here; against a K the bubbles set, the planner caps F.
-  if (a.kfacFactorEvery > 0 && refresh.pinned()) {
-    int shortest = refresh.all;
-    for (int k : refresh.perDevice)
-      shortest = shortest > 0 ? std::min(shortest, k) : k;
-    if (a.kfacFactorEvery > shortest)
-      throw UserError(fmt::format("--kfac-factor-every {} is longer than the "
-                                  "pinned refresh interval {}",
-                                  a.kfacFactorEvery, shortest));
-  }
+  kfacFactorOptions(a, refresh, opts);
   const std::vector<cost::Precision> precisions =
       planPrecisions(a.precision, cluster);
   planner::PlanOutcome result = planner::Infeasible{};
@@ -605,6 +620,10 @@ void registerPlanCommand(CLI::App &app) {
                   "K-FAC with --kfac-factor-decay: the factors of every F-th "
                   "step (default: the shortest F whose curvature stays "
                   "within --kfac-overhead)");
+  cmd->add_option("--kfac-factor-stride", args->kfacFactorStride,
+                  "K-FAC: the factors from every S-th sample of each "
+                  "micro-batch, their curvature at 1/S (default 1: every "
+                  "sample; only micro-batches of a multiple of S samples)");
   cmd->add_option("--kfac-fill", args->kfacFill,
                   "how K-FAC items fill the bubbles: items (whole items, each "
                   "in a gap it fits: PipeFisher; default) or fluid (a "

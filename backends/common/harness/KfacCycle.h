@@ -49,7 +49,8 @@
 //                                  buffer (allocated, zeroed, in setup)
 //   void accumulate_into(float *F, int layer, const OperandT *v,
 //                        int64_t rows, bool g)
-//                                  one micro-batch's operand into F
+//                                  one micro-batch's operand into F (its
+//                                  rows row_stride(rows) selects, strided())
 //   void axpby(float *y, float a, const float *x, float b, int64_t n)
 //                                  y = a y + b x; copy(y, x, n); zero(y, n)
 //   void symmetrize(float *F, int64_t d)
@@ -372,7 +373,7 @@ protected:
   }
 
 private:
-  // Raw sums of `rows` rows -> this rank's mean, which the reduction means
+  // Raw sums over `rows` rows -> this rank's mean, which the reduction means
   // over every rank holding the layer (G scaled back from the loss's mean:
   // each of them saw `rows` rows of the loss).
   KfacScales scales(size_t i, int64_t rows) const {
@@ -380,7 +381,9 @@ private:
     int replicas = self().device_replicas(i);
     if (s.rows_over_tp)
       replicas *= int(this->tp_);
-    return kfac_factor_scales(rows,
+    // A factor stride S reads rows / S of them (every micro-batch the same
+    // share), the loss still the mean over all.
+    return kfac_factor_scales(rows / this->c_.factor_stride,
                               double(rows) * double(replicas * this->dp_));
   }
   // A factor step's micro-batch into its sums (rows counted on A's side).

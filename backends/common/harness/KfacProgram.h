@@ -51,6 +51,8 @@ template <typename ParamT> struct KfacProgramOf {
   // 0, 0 is no running average).
   int64_t factor_every = 0;
   double factor_decay = 0;
+  // The default of --kfac-factor-stride (KfacConfig::factor_stride).
+  int64_t factor_stride = 1;
   std::vector<KfacLayerSpecOf<ParamT>> layers;
   // Whether this rank's pipeline device has K-FAC items in step `phase`
   // (1..K-1) of its refresh cycle (null: none there). The CUDA program runs
@@ -91,6 +93,8 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
       std::isnan(o.kfac_factor_decay) ? p.factor_decay : o.kfac_factor_decay;
   if (!(c.factor_decay > 0) && o.kfac_factor_every == 0)
     c.factor_interval = 0; // --kfac-factor-decay 0 turns a plan's average off
+  c.factor_stride =
+      o.kfac_factor_stride > 0 ? o.kfac_factor_stride : p.factor_stride;
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
@@ -125,6 +129,38 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   m["kfac.factor_every"] =
       std::to_string(c.factor_interval > 0 ? c.factor_interval : longest);
   m["kfac.factor_decay"] = std::to_string(c.factor_decay);
+  if (c.factor_stride > 1) // absent: every sample
+    m["kfac.factor_stride"] = std::to_string(c.factor_stride);
+}
+
+/// The samples of one micro-batch of this rank, whose rows the factor stride
+/// S selects from (kfac_row_stride). Throws std::invalid_argument (naming
+/// the flag) where S > 1 cannot select whole samples the same on every rank:
+/// a graph model (its rows are nodes), a layer whose rows are split over tp
+/// (sequence parallelism splits a sample's rows), or S not dividing the
+/// micro-batch.
+template <typename ParamT>
+int64_t kfac_stride_samples(const KfacConfig &c, const ProgramSpec &s,
+                            const std::vector<KfacLayerSpecOf<ParamT>> &l) {
+  const int64_t samples =
+      s.data == DataKind::Classes ? s.class_batch : s.micro_batch;
+  const int64_t S = c.factor_stride;
+  if (S == 1)
+    return samples;
+  const std::string flag = "--kfac-factor-stride " + std::to_string(S) + ": ";
+  if (s.graph_model())
+    throw std::invalid_argument(flag + "a graph model's rows are nodes, not "
+                                       "samples (only 1 there)");
+  for (const KfacLayerSpecOf<ParamT> &x : l)
+    if (x.rows_over_tp && s.tp > 1)
+      throw std::invalid_argument(
+          flag + "layer " + x.name +
+          " splits its rows over tp (a sample's rows on several ranks; only "
+          "1 there)");
+  if (samples % S != 0)
+    throw std::invalid_argument(flag + "does not divide the micro-batch of " +
+                                std::to_string(samples) + " samples");
+  return samples;
 }
 
 /// What both backends' KfacRun hold and how they set up and start a step.
@@ -137,6 +173,7 @@ public:
              const ProgramSpec &s) {
     c_ = kfac_run_config(p, o);
     specs_ = p.layers;
+    stride_samples_ = kfac_stride_samples(c_, s, specs_);
     layers_.clear();
     for (const KfacLayerSpecOf<ParamT> &l : specs_)
       layers_.emplace_back(l.weight->held ? l.in : 1,
@@ -196,6 +233,12 @@ public:
   /// plan with a K per device), whose placed items then all run at their
   /// cycles' ends.
   int64_t rank_refresh() const { return rank_refresh_; }
+  /// Whether the factors read a subset of each micro-batch's rows, and which
+  /// (kfac_row_stride): with a factor stride S > 1.
+  bool strided() const { return c_.factor_stride > 1; }
+  KfacRowStride row_stride(int64_t rows) const {
+    return kfac_row_stride(rows, stride_samples_, c_.factor_stride);
+  }
 
 protected:
   KfacConfig c_;
@@ -206,6 +249,7 @@ protected:
   std::vector<bool> layer_due_;  // per layer: a refresh step of it
   std::vector<bool> factor_due_; // per layer: a factor step between them
   int64_t rank_refresh_ = 1;
+  int64_t stride_samples_ = 1; // a micro-batch's samples (kfac_stride_samples)
   int64_t (*tail_phase_)() = nullptr; // KfacProgramOf::tail_phase
   KfacStats stats_;
   bool due_ = false;        // a held layer's curvature runs this step

@@ -129,6 +129,8 @@ constexpr FlagHelp kFlags[] = {
     {"--kfac-factor-every F",
      "K-FAC: factors every F steps into the running average"},
     {"--kfac-factor-decay D", "K-FAC: the average's decay in [0, 1) (0: none)"},
+    {"--kfac-factor-stride S",
+     "K-FAC: factors from every S-th sample of a micro-batch"},
     {"--seed S", "initial weights and synthetic data (default 1234)"},
     {"--quiet", "no per-step lines"},
     {"--help", "print this and exit"},
@@ -363,6 +365,9 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
                                     echo_value(o.kfac_rule));
     } else if (a == "--kfac-factor-every") {
       o.kfac_factor_every = integer(1, kMaxSteps);
+      kfacFlag = true;
+    } else if (a == "--kfac-factor-stride") {
+      o.kfac_factor_stride = integer(1, kMaxSteps);
       kfacFlag = true;
     } else if (a == "--kfac-factor-decay") {
       o.kfac_factor_decay = real();

@@ -67,6 +67,8 @@ struct Options {
   // factor_interval and factor_decay); 0 / NaN: not given.
   int64_t kfac_factor_every = 0;
   double kfac_factor_decay = std::numeric_limits<double>::quiet_NaN();
+  // --kfac-factor-stride S (KfacConfig::factor_stride); 0: not given.
+  int64_t kfac_factor_stride = 0;
 };
 
 /// Parses argv[1, argc). `zero`: the plan shards AdamW state (then --optimizer

@@ -333,10 +333,24 @@ void KfacRun::accumulate_into(float *f, int layer, const float *v, int64_t rows,
   const KfacLayer &l = layers_[size_t(layer)];
   const double t0 = trace.now_us();
   const int64_t dim = g_side ? l.out : l.in;
+  const bool split = !local_curvature(layer, g_side); // gathered over tp
+  const int64_t width = split ? dim / tp_ : dim;
+  // A factor stride: the selected samples' rows copied together first (a
+  // local copy: the filling thread may run this too), then one product.
+  std::vector<float> picked;
+  if (strided()) {
+    const KfacRowStride r = row_stride(rows);
+    picked.resize(size_t(r.rows() * width));
+    for (int64_t b = 0; b < r.count; ++b)
+      std::copy(v + b * r.step * width, v + (b * r.step + r.block) * width,
+                picked.begin() + b * r.block * width);
+    v = picked.data();
+    rows = r.rows();
+  }
   // The upper triangle only (SYRK: half the FLOPs); reduce_factor (or the
   // fold of a factor step) completes the factor.
-  if (!local_curvature(layer, g_side)) // a split operand: gathered over tp
-    kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, g.tp, true);
+  if (split)
+    kfac_accumulate_gathered(f, v, rows, width, 1.0f, g.tp, true);
   else
     kfac_accumulate(f, v, rows, dim, 1.0f, true);
   trace.end(std::string(g_side ? "curv_G " : "curv_A ") +

@@ -80,7 +80,13 @@ void KfacRun::accumulate_into(float *f, int layer, const act_t *v, int64_t rows,
   const KfacLayer &l = layers_[size_t(layer)];
   const int t0 = trace.begin();
   const int64_t dim = g_side ? l.out : l.in;
-  if (split_operand(layer, g_side))
+  const bool split = split_operand(layer, g_side);
+  if (strided()) { // a factor stride: the selected samples' rows only
+    const KfacRowStride r = row_stride(rows);
+    v = kfac_select_rows(v, split ? dim / tp_ : dim, r);
+    rows = r.rows();
+  }
+  if (split)
     kfac_accumulate_gathered(f, v, rows, dim / tp_, 1.0f, nccl_of(g.tp));
   else
     kfac_accumulate(f, v, rows, dim, 1.0f);

@@ -51,6 +51,14 @@ void kfac_accumulate(float *F, const act_t *X, int64_t S, int64_t d,
 /// block, identical on every rank. `tp` null: kfac_accumulate.
 void kfac_accumulate_gathered(float *F, const act_t *X_shard, int64_t S,
                               int64_t d_shard, float scale, ncclComm_t tp);
+/// X [rows, d]'s rows that a factor stride selects (r: kfac_row_stride),
+/// copied together into a workspace [r.rows(), d] on compute_stream(), which
+/// the next call overwrites. The workspace grows (a stream synchronize) only
+/// the first time an operand this size is selected: in an eager step (a
+/// refresh step precedes every factor step, and a StepGraph's first call
+/// runs eagerly), never inside a capture.
+const act_t *kfac_select_rows(const act_t *X, int64_t d,
+                              const KfacRowStride &r);
 /// F[n] = the mean of F over `comm` (ncclAllReduce sum, then 1/p).
 void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
 /// y[n] = a y + b x (the running average of the factors, KfacCycle.h).

@@ -62,7 +62,8 @@ enum WorkspaceSlot : int {
   kBias = 5,    // a gathered bias gradient
   kReduce = 6,  // partial sums of the LAMB norms
   kRhs = 7,     // the identity potrs solves into (the inverse)
-  kSlots = 8
+  kStride = 8,  // the rows a factor stride selects (kfac_select_rows)
+  kSlots = 9
 };
 
 /// x[n] *= s on compute_stream().

@@ -450,3 +450,71 @@ TEST(KfacFactorInterval, ShortestWithinTheBudget) {
   p.factorDecay = 0;
   EXPECT_FALSE(kfacToJson(p).contains("factor_every"));
 }
+
+// plan --kfac-factor-stride S: the curvature items read 1/S of a
+// micro-batch's rows, so a stride-2 plan at micro-batch 2 prices each
+// curvature item as a stride-1 plan at micro-batch 1 (the same rows read, the
+// same d x d x rows GEMM); the plan records S (plan.json factor_stride, absent
+// at 1), and a micro-batch S does not divide is no candidate.
+TEST(KfacFactorStride, CurvaturePricedOnTheSelectedRows) {
+  Graphs m = load("tiny-gpt");
+  auto planned = [&](int microbatch, int stride) {
+    PlannerOptions o;
+    o.globalBatch = 8;
+    o.fixed = twoStages(pipeline::ScheduleKind::OneFOneB);
+    o.fixed.dp = 1;
+    o.fixed.tp = 1;
+    o.fixed.microbatch = microbatch;
+    o.explain = false;
+    o.optimizer = "kfac";
+    o.kfacFactorStride = stride;
+    return plan(m.g1, m.g2, twoGpus(), o);
+  };
+  auto strided = planned(2, 2), whole = planned(1, 1), full = planned(2, 1);
+  ASSERT_TRUE(strided && whole && full);
+  const Plan *s = std::get_if<Plan>(&*strided), *w = std::get_if<Plan>(&*whole),
+             *f = std::get_if<Plan>(&*full);
+  ASSERT_TRUE(s && w && f && s->kfac && w->kfac && f->kfac);
+  ASSERT_EQ(s->kfac->layers.size(), w->kfac->layers.size());
+  for (size_t i = 0; i < s->kfac->layers.size(); ++i)
+    for (int c = 0; c < 2; ++c)
+      EXPECT_DOUBLE_EQ(s->kfac->layers[i].curvature[c],
+                       w->kfac->layers[i].curvature[c]);
+  EXPECT_EQ(s->kfac->factorStride, 2);
+  EXPECT_EQ(kfacToJson(*s->kfac)["factor_stride"], 2);
+  EXPECT_FALSE(kfacToJson(*f->kfac).contains("factor_stride"));
+  // Micro-batch 1 pinned: stride 2 leaves no candidate.
+  auto none = planned(1, 2);
+  EXPECT_TRUE(!none || std::get_if<Plan>(&*none) == nullptr);
+}
+
+// At GPT-2 124M's MLP sizes (768 -> 3072, 8 x 1024 rows a micro-batch on
+// one H200) the curvature GEMMs are compute-bound, so stride 2 about halves
+// each curvature item (2 rows d^2 FLOP, rows halved; 0.508 of it: the GEMM's
+// efficiency at 4096 rows 1.5 % below 8192's) and leaves the others alone.
+TEST(KfacFactorStride, CurvatureHalvesAtStrideTwo) {
+  KfacModel model;
+  KfacLinear l;
+  l.name = "h.0.mlp.fc";
+  l.layer = 0;
+  l.in = 768;
+  l.out = 3072;
+  l.rowsPerInstance = 1024;
+  model.linears = {l};
+  Knobs k;
+  std::vector<StageInfo> stages(1);
+  stages[0].endLayer = 1;
+  KfacCandidate cand;
+  cand.knobs = &k;
+  cand.stages = &stages;
+  cand.rowsScale = 8;
+  const cost::Cluster c = twoGpus();
+  const pipeline::KfacLayerWork whole = kfacWork(model, c, cand).at(0);
+  cand.factorStride = 2;
+  const pipeline::KfacLayerWork half = kfacWork(model, c, cand).at(0);
+  for (int f = 0; f < 2; ++f) {
+    EXPECT_NEAR(half.curvature[f] / whole.curvature[f], 0.5, 0.02) << f;
+    EXPECT_DOUBLE_EQ(half.invert[f], whole.invert[f]);
+  }
+  EXPECT_DOUBLE_EQ(half.precondition, whole.precondition);
+}

@@ -273,6 +273,12 @@ expect_error "--kfac-fill: expected items or fluid, got \"y\"" \
   --kfac-fill y
 expect_error "at /kfac/fill: expected \"items\" or \"fluid\"" \
   "$autoddl" inspect "$work/badfill.json"
+expect_error "--kfac-factor-stride: needs --optimizer kfac" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --kfac-factor-stride 2
+expect_error "--kfac-factor-stride 2 does not divide the micro-batch of 1 samples" \
+  "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
+  --optimizer kfac --fix microbatch=1 --kfac-factor-stride 2
 expect_error "--optimizer: expected adamw or kfac, got \"sgd\"" \
   "$autoddl" plan tiny-gpt --cluster h200x2-nvlink --gpus 2 --global-batch 8 \
   --optimizer sgd

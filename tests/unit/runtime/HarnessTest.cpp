@@ -136,6 +136,12 @@ TEST(HarnessOptions, KfacFlags) {
             "--kfac-factor-decay: expected a number in [0, 1), got 1");
   EXPECT_EQ(parseError({"--kfac-factor-decay", "-0.5"}, false, true),
             "--kfac-factor-decay: expected a finite number >= 0, got \"-0.5\"");
+  // The factor stride (KfacRules.h kfac_row_stride); 0: not given.
+  EXPECT_EQ(d.kfac_factor_stride, 0);
+  EXPECT_EQ(
+      parse({"--kfac-factor-stride", "4"}, false, true).kfac_factor_stride, 4);
+  EXPECT_EQ(parseError({"--kfac-factor-stride", "0"}, false, true),
+            "--kfac-factor-stride: \"0\" is out of range (1 to 1099511627776)");
 }
 
 // The flag's rule over the plan's, and the rule's eps (kfac_rule_eps).

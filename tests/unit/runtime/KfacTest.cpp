@@ -438,6 +438,18 @@ TEST(Kfac, ConfigAndLayerRules) {
   c.factor_interval = 3;
   c.factor_decay = 1;
   EXPECT_THROW(kfac_check_config(c), std::invalid_argument);
+  // A factor stride: 4 samples of 3 rows, S = 2 reads rows 0-2 and 6-8.
+  const KfacRowStride rs = kfac_row_stride(12, 4, 2);
+  EXPECT_EQ(rs.block, 3);
+  EXPECT_EQ(rs.step, 6);
+  EXPECT_EQ(rs.count, 2);
+  EXPECT_EQ(rs.rows(), 6);
+  EXPECT_EQ(kfac_row_stride(12, 4, 4).rows(), 3);
+  EXPECT_THROW(kfac_row_stride(12, 4, 3), std::invalid_argument); // 3 ∤ 4
+  EXPECT_THROW(kfac_row_stride(10, 4, 2), std::invalid_argument); // 10 / 4
+  c = KfacConfig{};
+  c.factor_stride = 0;
+  EXPECT_THROW(kfac_check_config(c), std::invalid_argument);
   // Wide layers stay first-order: GPT-2's 50257-row head, not its 3072 FFN.
   c = KfacConfig{};
   EXPECT_TRUE(kfac_layer_is_wide(768, 50257, c));
