@@ -353,6 +353,26 @@ void check_axpby(int64_t n) {
         kfacref::rel_error(host_floats(dy.data(), n), want), 1e-6);
 }
 
+/// A factor stride's selection (kfac_select_rows, docs/kfac.md "Factor
+/// stride"): samples b % S == 0 of `samples` samples of `block` rows each,
+/// copied together; a copy, so exact.
+void check_select_rows(int64_t samples, int64_t block, int64_t d, int64_t S) {
+  const int64_t rows = samples * block;
+  const auto X = act_values(rows * d, 1.0f);
+  rt::DeviceBuffer<act_t> x(rows * d);
+  upload(x.data(), X);
+  const rt::KfacRowStride r = rt::kfac_row_stride(rows, samples, S);
+  const act_t *picked = rt::kfac_select_rows(x.data(), d, r);
+  std::vector<float> want;
+  for (int64_t b = 0; b < samples; b += S)
+    for (int64_t i = b * block * d; i < (b + 1) * block * d; ++i)
+      want.push_back(X[size_t(i)]);
+  check("kfac_select_rows samples=" + std::to_string(samples) +
+            " block=" + std::to_string(block) + " d=" + std::to_string(d) +
+            " S=" + std::to_string(S),
+        rel_error(to_host(picked, r.rows() * d), want), 0.0);
+}
+
 void check_lamb(int64_t n) {
   rt::KfacConfig c;
   c.rule = rt::KfacRule::Lamb;
@@ -628,6 +648,8 @@ int main(int argc, char **argv) {
   check_adam_graft(37);
   check_axpby(768 * 768 + 1);
   check_axpby(5);
+  check_select_rows(8, 64, 96, 2);
+  check_select_rows(6, 1, 5, 3);
   std::printf("KfacCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
   return gOk ? 0 : 1;
 }
