@@ -376,9 +376,9 @@ bool Planner::addKfac(const Knobs &k, const PricingContext &pc,
                       const pipeline::Schedule &schedule, DevicePlan &d,
                       Priced &r, double &step) const {
   const int stride = o.kfacFactorStride;
-  r.invalid = factorStrideRefusal(k);
-  if (!r.invalid.empty()) {
+  if (std::string why = factorStrideRefusal(k); !why.empty()) {
     r.valid = false;
+    r.invalid = std::move(why);
     return false;
   }
   const KfacCandidate kc = kfacCandidate(k, pc, d);
