@@ -91,6 +91,7 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
       std::isnan(o.kfac_factor_decay) ? p.factor_decay : o.kfac_factor_decay;
   if (!(c.factor_decay > 0) && o.kfac_factor_every == 0)
     c.factor_interval = 0; // --kfac-factor-decay 0 turns a plan's average off
+  c.stagger = o.kfac_stagger;
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
@@ -125,6 +126,7 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   m["kfac.factor_every"] =
       std::to_string(c.factor_interval > 0 ? c.factor_interval : longest);
   m["kfac.factor_decay"] = std::to_string(c.factor_decay);
+  m["kfac.stagger"] = c.stagger ? "on" : "off";
 }
 
 /// What both backends' KfacRun hold and how they set up and start a step.
