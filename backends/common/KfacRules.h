@@ -73,6 +73,12 @@ struct KfacConfig {
   // A layer whose unsplit input or output dimension exceeds this stays
   // first-order (docs/kfac.md "Wide layers").
   int64_t max_factor_dim = kKfacMaxFactorDim;
+  // --kfac-stagger: where a refresh's reductions and inversions all run at
+  // one step's end (the plan's tail, one GPU or dp only), each layer's run at
+  // the end of its own step of the cycle instead, spread over the steps up to
+  // K-2: no step carries the whole refresh. The same numbers (the factors a
+  // cycle inverts do not change during it), another timing.
+  bool stagger = false;
 };
 
 /// The eps a rule's moments run with: AdamGraft's is AdamW's (1e-8, the

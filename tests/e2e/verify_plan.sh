@@ -16,7 +16,7 @@
 # --kfac-factor-every F --kfac-factor-decay D; with --kfac-factor-stride S also checked to matter.
 # GRAD_CLIP="C [FLAGS...]": then verified again under --grad-clip C (and FLAGS), the builds reused
 # (grad_clip_check.sh).
-# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [TRAIN_FLAGS=...] [GRAD_CLIP=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
+# Usage: [MEGATRON=1|2|3|batch|sequence] [KFAC=sgd|lamb|adam-graft] [RECOMPUTE_LAYERS=N] [PLACEMENT=1] [STAGGER=1] [TRAIN_FLAGS=...] [GRAD_CLIP=...] verify_plan.sh AUTODDL WORKDIR MODEL RANKS GLOBAL_BATCH FIX [STEPS]
 set -euo pipefail
 autoddl=$1 work=$2 model=$3 ranks=$4 batch=$5 fix=$6 steps=${7:-3}
 rm -rf "$work" && mkdir -p "$work"
@@ -94,6 +94,27 @@ if a["loss"] != b["loss"] or a["info"]["kfac.fill"] != sys.argv[3]:
 print(f"{sys.argv[3]}: saving every 2 steps mid-cycle leaves the losses unchanged")
 PY
   done
+fi
+# STAGGER=1 (K-FAC, a plan with every item at the refresh step's end): --kfac-stagger spreads the
+# layers' reductions and inversions over the cycle's steps (traced on more than one step of a
+# cycle) and leaves the losses of the plan's run unchanged bit for bit.
+if [ "${STAGGER:-0}" = 1 ]; then
+  "$autoddl" run "$work/plan.json" --steps "$steps" "${modelArg[@]}" --out "$work/stagger" -- \
+    --quiet --trace --kfac-stagger "${trainFlags[@]}" >/dev/null 2>"$work/stagger.log" ||
+    { cat "$work/stagger.log"; exit 1; }
+  python3 - "$work/run/plan/metrics.json" "$work/stagger" <<'PY'
+import bisect, json, sys
+plan, st = json.load(open(sys.argv[1])), json.load(open(sys.argv[2] + "/metrics.json"))
+if plan["loss"] != st["loss"] or st["info"].get("kfac.stagger") != "on":
+    sys.exit(f"--kfac-stagger changed the losses: {plan['loss']} vs {st['loss']}")
+ev = json.load(open(sys.argv[2] + "/trace.json"))
+ev = [e for e in (ev["traceEvents"] if isinstance(ev, dict) else ev) if e.get("pid") == 0 and e.get("ph") == "X"]
+starts = sorted(e["ts"] for e in ev if e["name"] == "F0")
+steps = {bisect.bisect_right(starts, e["ts"]) - 1 for e in ev if e["name"].startswith("reduce_A")}
+if all(s % int(st["info"]["kfac.refresh"]) == 0 for s in steps):
+    sys.exit(f"--kfac-stagger: the reductions ran on the refresh steps {sorted(steps)} only")
+print(f"--kfac-stagger: the same losses, reductions on steps {sorted(steps)}")
+PY
 fi
 # PLACEMENT=1 (K-FAC): the program run with its items at their places (AUTODDL_KFAC_FILL=placed, the
 # CUDA programs' way) and traced; every item of the first refresh cycle ran at the instruction slot

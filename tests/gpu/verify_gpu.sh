@@ -105,6 +105,11 @@ cases=(
   "g1_gpt4_recompute_first tests/e2e/gpt-4layer.json 1 tp=1,pp=1,dp=1,recompute=full 0 recompute-1"
   "pp2_1f1b_recompute_full tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b,recompute=full 0 recompute-9"
   "tp2_recompute_full tiny-gpt 2 tp=2,pp=1,dp=1,recompute=full 1 recompute-9"
+  # Gradient clipping (clip-C: --grad-clip C with SGD at lr 0.5, so the clipped norm moves the
+  # losses): each element counted once over dp, tp and the pipeline devices, against one rank.
+  "clip_dp2 tiny-gpt 2 tp=1,pp=1,dp=2 0 clip-0.05"
+  "clip_tp2 tiny-gpt 2 tp=2,pp=1,dp=1 1 clip-0.05"
+  "clip_pp2_1f1b tiny-gpt 2 tp=1,pp=2,dp=1,microbatch=2,schedule=1f1b 0 clip-0.05"
 )
 # The K-FAC cases' program flags, on the CPU and the GPU; KFAC_RUN_ARGS (the same in prepare and
 # device) replaces them, e.g. "--kfac-refresh 3 --kfac-factor-every 1 --kfac-factor-decay 0.9" for
@@ -139,8 +144,9 @@ prepare)
   cd "$here"
   for c in "${cases[@]}"; do
     read -r name model gpus fix mega extra <<<"$c"
-    kfac="" kfacK="" recompute=""
+    kfac="" kfacK="" recompute="" clip=""
     case "${extra:-}" in
+    clip-*) clip=${extra#clip-} ;;
     kfac-*@*) kfac=${extra%@*} kfacK=${extra#*@} ;;
     kfac-*) kfac=$extra ;;
     recompute-*) recompute=${extra#recompute-} ;;
@@ -156,6 +162,9 @@ prepare)
       if [ -n "$kfacK" ]; then
         optArgs+=(--kfac-refresh "$kfacK") runArgs="" refName=$name.$kfac
       fi
+    fi
+    if [ -n "$clip" ]; then
+      runArgs="--grad-clip $clip --optimizer sgd --lr 0.5" refName=$refName.clip$clip
     fi
     echo "$runArgs" >"$w/args"
     echo "$refName" >"$w/ref"

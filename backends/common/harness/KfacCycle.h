@@ -151,6 +151,16 @@ public:
     for (size_t i = 0; i < average_.size() && i < rows.size(); ++i)
       average_[i].rows = rows[i];
   }
+  /// Under --kfac-stagger, where the plan put every item of the refresh at
+  /// its step's end (tail 0: one GPU, dp only), whether layer i's items wait
+  /// for its own step of the cycle (stagger_phases), which finish_tail
+  /// closes it at: the placed reduce/invert items skip it until then.
+  bool staggered_later(size_t i) {
+    if (!this->c_.stagger || !this->tail_phase_ || phase() != 0 ||
+        this->tail_phase_() != 0 || this->rank_refresh_ < 3)
+      return false;
+    return stagger_phases(0)[i] > 0;
+  }
   void curvature_saved(int layer, int mb, bool g_side) {
     if (is_open(size_t(layer))) // else finished early (a save): none left
       self().add_kept(layer, mb, g_side);
@@ -162,6 +172,7 @@ public:
     cycle_.assign(this->specs_.size(), Cycle{});
     average_.assign(this->specs_.size(), Average{});
     recount_ = false;
+    stagger_phase_.clear();
   }
   /// Before the step's schedule (see the file comment for the order).
   void begin_step(int64_t step) {
@@ -331,13 +342,36 @@ protected:
   /// at s+K-1 (the same sums: no number changes). Layers held by several
   /// pipeline devices (Chimera's mirrored copies) keep their cycle's end, the
   /// one step both devices share.
+  /// With --kfac-stagger (KfacConfig::stagger) each of those layers at its
+  /// own step from the tail to K-2 instead (stagger_phase).
   void finish_tail() {
-    if (!this->tail_phase_ || phase() < 0 ||
-        phase() != this->tail_phase_() || phase() >= this->rank_refresh_ - 1)
+    if (!this->tail_phase_ || phase() < 0 || phase() >= this->rank_refresh_ - 1)
       return;
-    close_cycles([&](size_t i) {
-      return this->specs_[i].weight->held && self().device_replicas(i) == 1;
-    });
+    const int64_t tail = this->tail_phase_();
+    const bool stagger = this->c_.stagger && tail == 0;
+    if (tail < 0 || phase() < tail || (!stagger && phase() != tail))
+      return;
+    const std::vector<int64_t> &at = stagger_phases(tail);
+    close_cycles([&](size_t i) { return at[i] == phase(); });
+  }
+  /// Per layer, the step of the cycle whose end finish_tail closes it at: the
+  /// tail for this rank's layers held by one pipeline device, shared out over
+  /// steps tail..K-2 in layer-table order under --kfac-stagger (every rank
+  /// holding a layer holds the same ones: one step for it on all); -1 for
+  /// the others. Computed once (K and the tail are the plan's).
+  const std::vector<int64_t> &stagger_phases(int64_t tail) {
+    if (stagger_phase_.size() == this->specs_.size())
+      return stagger_phase_;
+    std::vector<size_t> mine;
+    for (size_t i = 0; i < this->specs_.size(); ++i)
+      if (this->specs_[i].weight->held && self().device_replicas(i) == 1)
+        mine.push_back(i);
+    stagger_phase_.assign(this->specs_.size(), -1);
+    const int64_t span = this->rank_refresh_ - 1 - tail, n = int64_t(mine.size());
+    for (int64_t r = 0; r < n; ++r)
+      stagger_phase_[mine[size_t(r)]] =
+          this->c_.stagger && tail == 0 ? r * span / n : tail;
+    return stagger_phase_;
   }
   /// Closes the open cycles of the layers `pick` names, in layer-table order,
   /// after the backend's finishing(ending).
@@ -410,6 +444,7 @@ private:
       }
     a.recent = 0;
   }
+  std::vector<int64_t> stagger_phase_; // stagger_phases's, once computed
   struct Average {
     bool valid[2] = {false, false}; // kAverage holds a factor (A, G)
     int64_t recent = 0;             // factor steps in kRecent

@@ -95,6 +95,7 @@ KfacConfig kfac_run_config(const KfacProgramOf<ParamT> &p, const Options &o) {
     c.factor_interval = 0; // --kfac-factor-decay 0 turns a plan's average off
   c.factor_stride =
       o.kfac_factor_stride > 0 ? o.kfac_factor_stride : p.factor_stride;
+  c.stagger = o.kfac_stagger;
   c.momentum = o.momentum;
   c.weight_decay = o.weight_decay;
   c.lr = 1.0; // checked apart: --lr 0 (an evaluation run) is allowed
@@ -129,6 +130,7 @@ inline void kfac_run_info(const KfacStats &s, const KfacConfig &c,
   m["kfac.factor_every"] =
       std::to_string(c.factor_interval > 0 ? c.factor_interval : longest);
   m["kfac.factor_decay"] = std::to_string(c.factor_decay);
+  m["kfac.stagger"] = c.stagger ? "on" : "off";
   if (c.factor_stride > 1) // absent: every sample
     m["kfac.factor_stride"] = std::to_string(c.factor_stride);
 }

@@ -129,6 +129,8 @@ constexpr FlagHelp kFlags[] = {
     {"--kfac-factor-every F",
      "K-FAC: factors every F steps into the running average"},
     {"--kfac-factor-decay D", "K-FAC: the average's decay in [0, 1) (0: none)"},
+    {"--kfac-stagger", "K-FAC: each layer's inversions at its own step of the "
+                       "cycle, not all at the refresh step's"},
     {"--kfac-factor-stride S",
      "K-FAC: factors from every S-th sample of a micro-batch"},
     {"--seed S", "initial weights and synthetic data (default 1234)"},
@@ -376,6 +378,9 @@ Options parse_options(int argc, char **argv, bool zero, bool kfac) {
         throw std::invalid_argument("--kfac-factor-decay: expected a number "
                                     "in [0, 1), got " +
                                     echo_value(argv[i]));
+    } else if (a == "--kfac-stagger") {
+      o.kfac_stagger = true;
+      kfacFlag = true;
     } else if (a == "--seed")
       o.seed = uint64_t(integer(0, std::numeric_limits<int64_t>::max()));
     else if (a == "--quiet")

@@ -66,6 +66,7 @@ struct Options {
   // --kfac-factor-every F, --kfac-factor-decay D (KfacConfig's
   // factor_interval and factor_decay); 0 / NaN: not given.
   int64_t kfac_factor_every = 0;
+  bool kfac_stagger = false; // --kfac-stagger (KfacConfig::stagger)
   double kfac_factor_decay = std::numeric_limits<double>::quiet_NaN();
   // --kfac-factor-stride S (KfacConfig::factor_stride); 0: not given.
   int64_t kfac_factor_stride = 0;

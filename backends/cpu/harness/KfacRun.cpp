@@ -517,8 +517,8 @@ void KfacRun::inverted(size_t i) {
 }
 
 void KfacRun::reduce_item(int layer, bool g) {
-  if (!is_open(size_t(layer)))
-    return; // done, or its cycle finished early (a save)
+  if (!is_open(size_t(layer)) || staggered_later(size_t(layer)))
+    return; // done, its cycle finished early (a save), or --kfac-stagger's
   if (fill_waits_ && local_refresh(size_t(layer))) {
     enqueue(Queued(Queued::Reduce, layer, g));
     return;
@@ -528,7 +528,7 @@ void KfacRun::reduce_item(int layer, bool g) {
 }
 
 void KfacRun::invert_item(int layer, bool g) {
-  if (!is_open(size_t(layer)))
+  if (!is_open(size_t(layer)) || staggered_later(size_t(layer)))
     return;
   if (fill_waits_ && local_refresh(size_t(layer))) {
     enqueue(Queued(Queued::Invert, layer, g));

@@ -565,6 +565,11 @@ public:
                                ? "on: " + std::to_string(step_graph_.nodes()) +
                                      " nodes, captured at the run's second "
                                      "step"
+                           : factor_graph_.captured()
+                               ? "on: the K-FAC factor steps' graph only (" +
+                                     std::to_string(factor_graph_.nodes()) +
+                                     " nodes); every other step had K-FAC "
+                                     "items"
                                : std::string("on, never captured (one step)");
     m.predicted_peak_bytes = s_.predicted_peak_bytes;
     if (kfac_on_) {

@@ -178,11 +178,13 @@ void KfacRun::invert(size_t i, int f, bool first) {
 }
 
 void KfacRun::reduce_item(int layer, bool g) {
-  reduce_factor(size_t(layer), g ? 1 : 0, true);
+  if (!staggered_later(size_t(layer)))
+    reduce_factor(size_t(layer), g ? 1 : 0, true);
 }
 
 void KfacRun::invert_item(int layer, bool g) {
-  invert_factor(size_t(layer), g ? 1 : 0, true);
+  if (!staggered_later(size_t(layer)))
+    invert_factor(size_t(layer), g ? 1 : 0, true);
 }
 
 bool KfacRun::live_saved(size_t layer) const {
