@@ -367,7 +367,8 @@ protected:
       if (this->specs_[i].weight->held && self().device_replicas(i) == 1)
         mine.push_back(i);
     stagger_phase_.assign(this->specs_.size(), -1);
-    const int64_t span = this->rank_refresh_ - 1 - tail, n = int64_t(mine.size());
+    const int64_t span = this->rank_refresh_ - 1 - tail;
+    const int64_t n = int64_t(mine.size());
     for (int64_t r = 0; r < n; ++r)
       stagger_phase_[mine[size_t(r)]] =
           this->c_.stagger && tail == 0 ? r * span / n : tail;

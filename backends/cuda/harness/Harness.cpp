@@ -584,7 +584,8 @@ public:
       const std::string steps =
           std::to_string(factor_graph_.calls()) + " factor steps";
       m.info["kfac.factor_graph"] =
-          !kfac_factor_graph_ ? std::string("off (AUTODDL_KFAC_FACTOR_GRAPH=0)")
+          !kfac_factor_graph_
+              ? std::string("off (AUTODDL_KFAC_FACTOR_GRAPH=0)")
           : factor_graph_.failed() ? "off: the capture failed (" + steps + ")"
           : factor_graph_.captured()
               ? "on: " + std::to_string(factor_graph_.nodes()) + " nodes, " +
