@@ -487,6 +487,7 @@ const EnvRule kEnvRules[] = {
      {"0", "1", "forward", "dgrad", "wgrad", "forward,dgrad", "forward,wgrad",
       "dgrad,wgrad", "forward,dgrad,wgrad"}},
     {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
+    {"AUTODDL_KFAC_FACTOR_GRAPH", {"0", "1"}},
     {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off
     {"AUTODDL_GEMM_NO_GELU_EPILOGUE", {"0", "1"}},

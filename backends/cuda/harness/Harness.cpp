@@ -289,7 +289,8 @@ public:
     if (kfac_on_) {
       set_allocation_context("the K-FAC factors and inverses");
       kfac.setup(*p_.kfac, o, s_);
-      // AUTODDL_KFAC_FACTOR_GRAPH=0: factor steps eager, as before (A/B).
+      // AUTODDL_KFAC_FACTOR_GRAPH=0 (check_environment: 0 or 1): factor
+      // steps eager, as before (A/B).
       const char *fg = std::getenv("AUTODDL_KFAC_FACTOR_GRAPH");
       kfac_factor_graph_ = !(fg && std::string(fg) == "0");
     }

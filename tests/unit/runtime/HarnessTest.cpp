@@ -410,6 +410,8 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
             "AUTODDL_CONV_WGRAD=\"fp16\": expected fp32 or bf16");
   EXPECT_EQ(error("AUTODDL_CONV", "im2col"),
             "AUTODDL_CONV=\"im2col\": expected own or cudnn");
+  EXPECT_EQ(error("AUTODDL_KFAC_FACTOR_GRAPH", "0"), "");
+  EXPECT_NE(error("AUTODDL_KFAC_FACTOR_GRAPH", "off"), "");
   EXPECT_EQ(error("AUTODDL_CONV_GEMM", "dgrad,wgrad"), "");
   EXPECT_NE(error("AUTODDL_CONV_GEMM", "wgrad,dgrad"), "");
   // FP8's measuring knobs (docs/fp8.md "Knobs").
