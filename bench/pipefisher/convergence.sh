@@ -37,11 +37,15 @@
 # --lr, cosine down to 0.1 lr at step STEPS; docs/codegen.md "Running the program"). Recorded in
 # convergence.json as train_flags, and each run's per-step lr in its metrics.json. KFAC_FLAGS
 # (default none): flags for the K-FAC runs only, training and evaluation, e.g. "--kfac-damping 1e-2".
+# KFAC_STEPS (default STEPS): the K-FAC runs' length, their schedule's horizon included, so that a
+# K-FAC run with its own shorter schedule can be timed to AdamW's loss at STEPS (as users would
+# shorten a run that gets there sooner).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: convergence.sh stage DIR | device DIR OUT}
 dir=${2:?usage: convergence.sh stage DIR | device DIR OUT}
 STEPS=${STEPS:-2000}
+KFAC_STEPS=${KFAC_STEPS:-$STEPS}
 EVAL_EVERY=${EVAL_EVERY:-250}
 EVAL_STEPS=${EVAL_STEPS:-8}
 # Set but empty: that optimizer is not run (only an unset one takes the default sweep).
@@ -107,8 +111,10 @@ device)
       flags=()
       [ $opt = kfac ] && [ "$KFAC_REFRESH" != plan ] && flags=(--kfac-refresh "$KFAC_REFRESH")
       [ $opt = kfac ] && read -ra kfac_flags <<<"$KFAC_FLAGS" && flags+=("${kfac_flags[@]}")
-      echo "== $run: $STEPS steps"
-      launch "$bin" --steps "$STEPS" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
+      steps=$STEPS
+      [ $opt = kfac ] && steps=$KFAC_STEPS
+      echo "== $run: $steps steps"
+      launch "$bin" --steps "$steps" --data "$work/train.txt" --lr "$lr" --quiet "${flags[@]}" \
         "${train_flags[@]}" --save "$work/ck/$run" --save-every "$EVAL_EVERY" --out "$out/runs/$run" \
         >"$out/runs-$run.log" 2>&1 || { echo "$run failed:"; tail -5 "$out/runs-$run.log"; continue; }
       # In step order, so that a call cut short has evaluated the earliest ones.

@@ -34,7 +34,7 @@ for d in sorted(glob.glob(os.path.join(out, 'runs', '*'))):
         em = json.load(open(os.path.join(e, 'metrics.json')))
         points.append({'step': n, 'wall_s': cum[min(n, len(cum) - 1)], 'val_loss': sum(em['loss']) / len(em['loss'])})
     opt, lr = name.split('-lr')
-    runs.append({'optimizer': opt, 'lr': float(lr), 'train_loss': m['loss'], 'step_seconds': m['step_seconds'],
+    runs.append({'optimizer': opt, 'lr': float(lr), 'steps': len(m['step_seconds']), 'train_loss': m['loss'], 'step_seconds': m['step_seconds'],
                  'mean_step_seconds': m.get('mean_step_seconds'), 'validation': points})
 gpu = device if device is not None else subprocess.run(
     ['nvidia-smi', '--query-gpu=name,driver_version', '--format=csv,noheader'],

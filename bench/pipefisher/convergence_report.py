@@ -34,7 +34,7 @@ def main():
     a = ap.parse_args()
     r = json.load(open(a.result))
     best = {}
-    print(f"{'run':<16} {'final val':>9} {'step ms':>8}  validation loss by step")
+    print(f"{'run':<16} {'steps':>6} {'final val':>9} {'step ms':>8}  validation loss by step")
     for run in r['runs']:
         v = run['validation']
         if not v:
@@ -43,7 +43,7 @@ def main():
         final = v[-1]['val_loss']
         ms = 1e3 * (run['mean_step_seconds'] or 0)
         curve = ' '.join(f"{p['step']}:{p['val_loss']:.3f}" for p in v)
-        print(f"{run['optimizer']}-lr{run['lr']:<10g} {final:9.4f} {ms:8.2f}  {curve}")
+        print(f"{run['optimizer']}-lr{run['lr']:<10g} {run.get('steps', r['steps']):6d} {final:9.4f} {ms:8.2f}  {curve}")
         if final == final and (run['optimizer'] not in best or final < best[run['optimizer']][0]):
             best[run['optimizer']] = (final, run)
     if 'adamw' not in best or 'kfac' not in best:
