@@ -39,7 +39,7 @@ __device__ __forceinline__ void finish_by_warps(const NormGrid &g,
                     (threadIdx.x >> 5);
   for (int64_t c = w; c < g.C; c += warps) {
     float s[kNormSums] = {};
-#pragma unroll 4
+#pragma unroll 8
     for (int64_t j = lane; j < g.splits; j += 32)
       for (int q = 0; q < kNormSums; ++q)
         s[q] += part[(c * kNormSums + q) * g.splits + j];
