@@ -7,8 +7,10 @@
 // inside the blocks' last norms: batchnorm_add_forward), each forward
 // and backward as the generated program calls them (batch statistics with the
 // micro-batch's moments; the input gradients stored by their first writers,
-// the parameters' added). One JSON object a line on stdout: per kernel and
-// direction the time, the bandwidth floor of the bytes its passes must move
+// the parameters' added); each batch norm in the default form (auto), then
+// forced split and fused (lines named _split, _fused, count 0; their step sums
+// in summary lines of their own). One JSON object a line on stdout: per kernel
+// and direction the time, the bandwidth floor of the bytes its passes must move
 // and the bandwidth reached, then the sums over a training step (each shape
 // times its count; lines of count 0, the adding variants and the add's own
 // forward, for comparison).
@@ -94,52 +96,82 @@ void report(const std::string &name, int count, bool backward, double ms,
   std::fflush(stdout);
 }
 
+/// Step sums (ms: forward, backward) of the batch norms in each forced form
+/// (Primitive.h BatchNormPath: split, fused), beside gSum's default (auto).
+double gPathSum[2][2] = {{0, 0}, {0, 0}};
+constexpr rt::BatchNormPath kForced[2] = {rt::BatchNormPath::Split,
+                                          rt::BatchNormPath::Fused};
+constexpr const char *kForcedName[2] = {"split", "fused"};
+
+/// A norm's times (ms) under `path`: forward, backward and, where some run
+/// the residual add in their normalise pass, that forward.
+struct NormTimes {
+  double f, b, fa;
+};
+
 void benchNorm(int64_t B, const Norm &n, double *floorSum) {
   const Dims xs{B, n.C, n.H, n.H};
   const ok::Primitive p =
       image("BatchNormalization", {}, {xs, {n.C}, {n.C}}, xs);
   const int64_t E = B * n.C * n.H * n.H;
-  rt::DeviceBuffer<act_t> x(E), y(E), dy(E), dx(E), scale(n.C), bias(n.C);
+  rt::DeviceBuffer<act_t> x(E), y(E), dy(E), dx(E), scale(n.C), bias(n.C),
+      shortcut(n.added ? E : 1);
   rt::DeviceBuffer<float> moments(2 * n.C), dscale(n.C), dbias(n.C);
   bench::fill(x.data(), E, 1);
   bench::fill(dy.data(), E, 2);
   bench::fill(scale.data(), n.C, 3);
   bench::fill(bias.data(), n.C, 4);
+  bench::fill(shortcut.data(), n.added ? E : 1, 12);
   rt::zero(dscale.data(), n.C * int64_t(sizeof(float)));
   rt::zero(dbias.data(), n.C * int64_t(sizeof(float)));
   const std::vector<rt::PrimRef> in{x.data(), scale.data(), bias.data()};
   const std::vector<rt::PrimRef> grads{dx.data(), dscale.data(), dbias.data()};
-  const double f = bench::median_ms(kTiming, [&] {
-    if (n.relu)
-      rt::batchnorm_relu_forward(p, in, y.data(), moments.data());
-    else
-      rt::batchnorm_forward_moments(p, in, y.data(), moments.data());
-  });
-  const double b = bench::median_ms(kTiming, [&] {
-    if (n.relu)
-      rt::batchnorm_relu_backward(p, grads, in, y.data(), dy.data(), false);
-    else
-      rt::batchnorm_backward(p, grads, in, dy.data(), false);
-  });
+  auto times = [&](rt::BatchNormPath path) {
+    rt::batchnorm_use_path(path);
+    NormTimes t{};
+    t.f = bench::median_ms(kTiming, [&] {
+      if (n.relu)
+        rt::batchnorm_relu_forward(p, in, y.data(), moments.data());
+      else
+        rt::batchnorm_forward_moments(p, in, y.data(), moments.data());
+    });
+    t.b = bench::median_ms(kTiming, [&] {
+      if (n.relu)
+        rt::batchnorm_relu_backward(p, grads, in, y.data(), dy.data(), false);
+      else
+        rt::batchnorm_backward(p, grads, in, dy.data(), false);
+    });
+    // With the residual add and its ReLU: the shortcut read beside x twice.
+    if (n.added)
+      t.fa = bench::median_ms(kTiming, [&] {
+        rt::batchnorm_add_forward(p, in, shortcut.data(), y.data(),
+                                  moments.data(), true);
+      });
+    return t;
+  };
   const double e2 = double(E) * double(sizeof(act_t)); // one tensor's bytes
   const std::string name = "batchnorm" + std::string(n.relu ? "_relu" : "") +
                            "_C" + std::to_string(n.C) + "_H" +
                            std::to_string(n.H);
-  report(name, n.count - n.added, false, f, 3 * e2);
-  report(name, n.count, true, b, (n.relu ? 7 : 5) * e2);
-  floorSum[0] += (n.count - n.added) * 3 * e2;
+  // The default (auto) counted into the step; each forced form beside it.
+  const NormTimes a = times(rt::BatchNormPath::Auto);
+  report(name, n.count - n.added, false, a.f, 3 * e2);
+  report(name, n.count, true, a.b, (n.relu ? 7 : 5) * e2);
+  if (n.added)
+    report(name + "_add_relu", n.added, false, a.fa, 4 * e2);
+  for (int k = 0; k < 2; ++k) {
+    const NormTimes t = times(kForced[k]);
+    const std::string forced = std::string("_") + kForcedName[k];
+    report(name + forced, 0, false, t.f, 3 * e2);
+    report(name + forced, 0, true, t.b, (n.relu ? 7 : 5) * e2);
+    if (n.added)
+      report(name + "_add_relu" + forced, 0, false, t.fa, 4 * e2);
+    gPathSum[k][0] += (n.count - n.added) * t.f + n.added * t.fa;
+    gPathSum[k][1] += n.count * t.b;
+  }
+  rt::batchnorm_use_path(rt::BatchNormPath::Auto);
+  floorSum[0] += (n.count - n.added) * 3 * e2 + n.added * 4 * e2;
   floorSum[1] += n.count * (n.relu ? 7 : 5) * e2;
-  if (n.added == 0)
-    return;
-  // With the residual add and its ReLU: the shortcut read beside x twice.
-  rt::DeviceBuffer<act_t> shortcut(E);
-  bench::fill(shortcut.data(), E, 12);
-  const double fa = bench::median_ms(kTiming, [&] {
-    rt::batchnorm_add_forward(p, in, shortcut.data(), y.data(), moments.data(),
-                              true);
-  });
-  report(name + "_add_relu", n.added, false, fa, 4 * e2);
-  floorSum[0] += n.added * 4 * e2;
 }
 
 void benchPools(int64_t B, double *floorSum) {
@@ -241,6 +273,10 @@ int main(int argc, char **argv) {
     benchNorm(B, n, floorBytes);
   const double normMs[2] = {gSum[0], gSum[1]},
                normFloor[2] = {floorBytes[0], floorBytes[1]};
+  for (int k = 0; k < 2; ++k)
+    std::printf("{\"summary\": \"batchnorm x53 %s\", \"B\": %lld, "
+                "\"fwd_ms\": %.3f, \"bwd_ms\": %.3f}\n",
+                kForcedName[k], (long long)B, gPathSum[k][0], gPathSum[k][1]);
   benchPools(B, floorBytes);
   benchAdds(B, floorBytes);
   auto ms = [](double bytes) { return bytes / (kPeakGBs * 1e9) * 1e3; };

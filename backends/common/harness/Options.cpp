@@ -482,6 +482,7 @@ const EnvRule kEnvRules[] = {
     {"AUTODDL_CONV", {"own", "cudnn"}},
     {"AUTODDL_CONV_VERBOSE", {"0", "1"}},
     {"AUTODDL_CONV_AUTOTUNE", {"0", "1"}},
+    {"AUTODDL_BATCHNORM", {"auto", "split", "fused"}},
     {"AUTODDL_CONV_WGRAD", {"fp32", "bf16"}},
     {"AUTODDL_CONV_GEMM",
      {"0", "1", "forward", "dgrad", "wgrad", "forward,dgrad", "forward,wgrad",

@@ -20,8 +20,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cooperative_groups.h> // the fused batch norm's grid barriers
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -694,6 +696,8 @@ void batchnorm_backward(const ok::Primitive &p, const std::vector<PrimRef> &dx,
     fail(p, "batchnorm_backward of a primitive that is not a batch norm");
   batchnorm(p, x, nullptr, dy, dx, false, {nullptr, false, !accumulate_dx});
 }
+
+void batchnorm_use_path(BatchNormPath path) { norm_path_switch() = path; }
 
 void running_stats_update(float *moments, int64_t slots, int64_t C, float *mean,
                           float *var, double momentum) {

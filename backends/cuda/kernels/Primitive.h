@@ -105,6 +105,16 @@ void batchnorm_backward(const onnx_kernels::Primitive &p,
                         const std::vector<PrimRef> &dx,
                         const std::vector<PrimRef> &x, PrimRef dy,
                         bool accumulate_dx);
+/// The form of channels-last (and [N, C]) batch norms: Split, three
+/// launches each way (sums, a per-channel finish, the normalise or dx
+/// pass); Fused, one cooperative launch with grid barriers between them;
+/// Auto, Fused for small tensors (the 14×14 and 7×7 ones of ResNet-50),
+/// Split for others. AUTODDL_BATCHNORM (auto, split, fused) sets it at the
+/// first call; checks and benches set it here. The same values either way
+/// up to fp32 rounding; each form deterministic.
+enum class BatchNormPath { Auto, Split, Fused };
+void batchnorm_use_path(BatchNormPath path);
+
 /// The running mean and var [C] (device) take `slots` micro-batches'
 /// moments in order, then the moments are zeroed: on compute_stream(), so
 /// inside the step graph.

@@ -273,29 +273,18 @@ __global__ void batchnorm_sums_kernel(NormGrid g, Ref x, NormGrad dy,
   }
 }
 
-/// Per channel: stats[c] = {mean, 1/sqrt(var+eps), Σg, Σg·x̂}, the batch's
-/// from the partials or the given mean/var (then Σg and Σg·x̂ from the
-/// partials' shifted sums all the same); the backward accumulates dscale
-/// (Σg·x̂) and dbias (Σg). `moments` (a forward on batch statistics; else
-/// null): the micro-batch's mean and unbiased variance for the running
-/// statistics, moments[c] and moments[C + c] (OnnxImage.h batchnorm_moments).
-/// A block a channel (launch_batchnorm_finish): its threads stride over the
-/// splits (up to a thousand where the channel is innermost), then a block sum
-/// (a fixed order).
-__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
-                                        Ref var, const float *part,
-                                        bool backward, Ref dscale, Ref dbias,
-                                        float *stats, float *moments) {
-  __shared__ float scratch[32];
-  const int64_t c = blockIdx.x;
-  float s[kNormSums] = {};
-  for (int64_t j = threadIdx.x; j < g.splits; j += blockDim.x)
-    for (int q = 0; q < kNormSums; ++q)
-      s[q] += part[(c * kNormSums + q) * g.splits + j];
-  for (int q = 0; q < kNormSums; ++q)
-    s[q] = block_sum(s[q], scratch);
-  if (threadIdx.x != 0)
-    return;
+/// Channel c's stats[c] = {mean, 1/sqrt(var+eps), Σg, Σg·x̂} from its shifted
+/// sums s (kNormSums, added over the splits): the batch's statistics, or the
+/// given mean/var (then Σg and Σg·x̂ from the shifted sums all the same); the
+/// backward accumulates dscale (Σg·x̂) and dbias (Σg). `moments` (a forward
+/// on batch statistics; else null): the micro-batch's mean and unbiased
+/// variance for the running statistics, moments[c] and moments[C + c]
+/// (OnnxImage.h batchnorm_moments). One thread a channel.
+__device__ void finish_channel(const NormGrid &g, float eps, const Ref &x,
+                               const Ref &mean, const Ref &var,
+                               const float (&s)[kNormSums], bool backward,
+                               const Ref &dscale, const Ref &dbias,
+                               float *stats, float *moments, int64_t c) {
   const float M = float(g.N * g.S > 0 ? g.N * g.S : 1), k = ld(x, c * g.S);
   float m, inv;
   if (mean.p) {
@@ -323,6 +312,26 @@ __global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
     if (dbias.p)
       put(dbias, c, s[2], true);
   }
+}
+
+/// finish_channel for channel blockIdx.x from its partials: the block's
+/// threads stride over the splits (up to a thousand where the channel is
+/// innermost), then a block sum (a fixed order).
+__global__ void batchnorm_finish_kernel(NormGrid g, float eps, Ref x, Ref mean,
+                                        Ref var, const float *part,
+                                        bool backward, Ref dscale, Ref dbias,
+                                        float *stats, float *moments) {
+  __shared__ float scratch[32];
+  const int64_t c = blockIdx.x;
+  float s[kNormSums] = {};
+  for (int64_t j = threadIdx.x; j < g.splits; j += blockDim.x)
+    for (int q = 0; q < kNormSums; ++q)
+      s[q] += part[(c * kNormSums + q) * g.splits + j];
+  for (int q = 0; q < kNormSums; ++q)
+    s[q] = block_sum(s[q], scratch);
+  if (threadIdx.x == 0)
+    finish_channel(g, eps, x, mean, var, s, backward, dscale, dbias, stats,
+                   moments, c);
 }
 
 /// The finish of g's partials: a block a channel, as many threads as splits

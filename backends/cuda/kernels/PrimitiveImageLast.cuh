@@ -422,14 +422,14 @@ __device__ __forceinline__ LastTile last_tile(const NormGrid &g, int lanes) {
 }
 
 /// Block (j, t)'s shifted sums (batchnorm_sums_kernel's; Grad: with dy's)
-/// into part[(c * kNormSums + q) * splits + j].
+/// into part[(c * kNormSums + q) * splits + j]. Every thread of the block
+/// calls it (a block reduction; the fused kernel's grid barrier follows).
 template <int V, bool Grad>
-__global__ void __launch_bounds__(kNormThreads)
-    batchnorm_sums_last_kernel(NormGrid g, int lanes, Ref x, NormGrad dy,
-                               float *part) {
+__device__ __forceinline__ void last_sums(const NormGrid &g, const LastTile &t,
+                                          int lanes, const Ref &x,
+                                          const NormGrad &dy, float *part) {
   constexpr int Q = Grad ? kNormSums : 2;
   __shared__ float sums[Q * kNormThreads * V]; // [sum][row lane][channel]
-  const LastTile t = last_tile<V>(g, lanes);
   const int64_t tile = int64_t(lanes) * V;
   float s[Q][V] = {};
   if (t.live) {
@@ -469,15 +469,39 @@ __global__ void __launch_bounds__(kNormThreads)
     part[(c * kNormSums + q) * g.splits + blockIdx.x] = v;
   }
 }
+template <int V, bool Grad>
+__global__ void __launch_bounds__(kNormThreads)
+    batchnorm_sums_last_kernel(NormGrid g, int lanes, Ref x, NormGrad dy,
+                               float *part) {
+  last_sums<V, Grad>(g, last_tile<V>(g, lanes), lanes, x, dy, part);
+}
+
+/// Calls f(r) for this thread's rows r0, r0 + rowLanes, ... below r1; Back:
+/// last first (the fused form's second pass, whose first pass just read the
+/// last rows: those are the ones still in L2).
+template <bool Back, class F>
+__device__ __forceinline__ void for_tile_rows(const LastTile &t, F f) {
+  if constexpr (Back) {
+    if (t.r0 >= t.r1)
+      return;
+    const int64_t last = t.r0 + (t.r1 - 1 - t.r0) / t.rowLanes * t.rowLanes;
+#pragma unroll 4
+    for (int64_t r = last; r >= t.r0; r -= t.rowLanes)
+      f(r);
+  } else {
+#pragma unroll 4
+    for (int64_t r = t.r0; r < t.r1; r += t.rowLanes)
+      f(r);
+  }
+}
 
 /// The forward's normalise pass: y = (x - m) inv scale + bias (+ res where
 /// given; then max(y, 0) under `relu`), batchnorm_apply_kernel's formula.
-template <int V>
-__global__ void __launch_bounds__(kNormThreads)
-    batchnorm_apply_last_kernel(NormGrid g, int lanes, Ref x, Ref scale,
-                                Ref bias, const float *stats, bool relu,
-                                Ref res, Ref y) {
-  const LastTile t = last_tile<V>(g, lanes);
+template <int V, bool Back = false>
+__device__ __forceinline__ void
+last_apply(const NormGrid &g, const LastTile &t, const Ref &x, const Ref &scale,
+           const Ref &bias, const float *stats, bool relu, const Ref &res,
+           const Ref &y) {
   if (!t.live)
     return;
   float m[V], a[V], b[V];
@@ -488,8 +512,7 @@ __global__ void __launch_bounds__(kNormThreads)
     b[v] = ld(bias, c);
   }
   const float lo = relu ? 0.0f : -INFINITY;
-#pragma unroll 4
-  for (int64_t r = t.r0; r < t.r1; r += t.rowLanes) {
+  for_tile_rows<Back>(t, [&](int64_t r) {
     const int64_t e = r * g.C + t.c0;
     float xv[V], rv[V] = {};
     ld_pack<V>(x, e, xv);
@@ -498,16 +521,22 @@ __global__ void __launch_bounds__(kNormThreads)
     for (int v = 0; v < V; ++v)
       xv[v] = fmaxf((xv[v] - m[v]) * a[v] + b[v] + rv[v], lo);
     put_pack<V>(y, e, xv, false);
-  }
+  });
+}
+template <int V>
+__global__ void __launch_bounds__(kNormThreads)
+    batchnorm_apply_last_kernel(NormGrid g, int lanes, Ref x, Ref scale,
+                                Ref bias, const float *stats, bool relu,
+                                Ref res, Ref y) {
+  last_apply<V>(g, last_tile<V>(g, lanes), x, scale, bias, stats, relu, res, y);
 }
 
 /// The backward's dx pass, batchnorm_dx_kernel's formulas.
-template <int V>
-__global__ void __launch_bounds__(kNormThreads)
-    batchnorm_dx_last_kernel(NormGrid g, int lanes, Ref x, Ref scale,
-                             bool given, const float *stats, NormGrad dy,
-                             Ref dx, bool acc) {
-  const LastTile t = last_tile<V>(g, lanes);
+template <int V, bool Back = false>
+__device__ __forceinline__ void
+last_dx(const NormGrid &g, const LastTile &t, const Ref &x, const Ref &scale,
+        bool given, const float *stats, const NormGrad &dy, const Ref &dx,
+        bool acc) {
   if (!t.live)
     return;
   const float M = float(g.N > 0 ? g.N : 1);
@@ -520,8 +549,7 @@ __global__ void __launch_bounds__(kNormThreads)
     sgx[v] = stats[c * 4 + 3];
     a[v] = ld(scale, c) * inv[v];
   }
-#pragma unroll 4
-  for (int64_t r = t.r0; r < t.r1; r += t.rowLanes) {
+  for_tile_rows<Back>(t, [&](int64_t r) {
     const int64_t e = r * g.C + t.c0;
     float xv[V], gv[V];
     ld_pack<V>(x, e, xv);
@@ -532,7 +560,14 @@ __global__ void __launch_bounds__(kNormThreads)
           given ? a[v] * gv[v] : a[v] / M * (M * gv[v] - sg[v] - xhat * sgx[v]);
     }
     put_pack<V>(dx, e, xv, acc);
-  }
+  });
+}
+template <int V>
+__global__ void __launch_bounds__(kNormThreads)
+    batchnorm_dx_last_kernel(NormGrid g, int lanes, Ref x, Ref scale,
+                             bool given, const float *stats, NormGrad dy,
+                             Ref dx, bool acc) {
+  last_dx<V>(g, last_tile<V>(g, lanes), x, scale, given, stats, dy, dx, acc);
 }
 
 /// Blocks of a kernel resident on one SM at kNormThreads threads (cached per
@@ -556,8 +591,9 @@ NormGrid norm_grid_last(int64_t R, int64_t C, int64_t tile, int perSm) {
 }
 
 /// The channel-innermost batch norm of R rows of C channels at V channels a
-/// thread: sums, the finish (batchnorm_finish_kernel, with its arguments
-/// `fin`), then the normalise or dx pass. Two passes over the tensor each way.
+/// thread: sums, the finish (batchnorm_finish_kernel), then the normalise or
+/// dx pass; in one launch where batchnorm_fused takes it (BatchNormFused.cuh),
+/// else three. Two passes over the tensor each way.
 struct NormLastCall {
   int64_t R, C;
   float eps;
@@ -567,7 +603,14 @@ struct NormLastCall {
   bool forward, relu, accDx;
   Ref residual; // forward: added before the ReLU (batchnorm_add_forward)
 };
+
+#include "backends/cuda/kernels/BatchNormFused.cuh" // one cooperative launch
+
 template <int V> void batchnorm_last(const NormLastCall &n) {
+  if (batchnorm_fused<V>(n)) {
+    AUTODDL_CUDA_CHECK_LAUNCH();
+    return;
+  }
   // Each pass a wave of its own kernel's blocks (the finish reads the sums'
   // grid g; the second pass's rows need not match it).
   static const int sumsFwd =

@@ -281,6 +281,98 @@ void checkPool(int64_t N, int64_t H, int64_t W, int64_t k, int64_t st,
   gFailures += good ? 0 : 1;
 }
 
+/// The channels-last batch norm in both its forms (Primitive.h
+/// BatchNormPath), whatever Auto picks at these sizes: the kernels' edges (37
+/// channels unpacked, 264 in two tiles, 6 rows, 64 channels in 8 lanes) and
+/// ResNet-50's small shapes at a few images (7×7 at 512 and 2048 channels:
+/// 2 and 8 tiles; 14×14 at 256), each plain, with the ReLU, dx stored and
+/// with the residual add and its ReLU; given statistics too.
+void checkNormPaths() {
+  const ok::PrimitiveAttrs none;
+  const struct {
+    const char *name;
+    Dims x;
+  } shapes[] = {
+      {"37 channels", {4, 37, 5, 7}},  {"264 channels", {4, 264, 8, 8}},
+      {"6 rows", {1, 16, 2, 3}},       {"C64 9x9", {8, 64, 9, 9}},
+      {"C512 7x7", {6, 512, 7, 7}},    {"C2048 7x7", {2, 2048, 7, 7}},
+      {"C256 14x14", {4, 256, 14, 14}}};
+  const struct {
+    const char *name;
+    unsigned form;
+  } forms[] = {{"", kLast},
+               {" + ReLU", kLast | kRelu},
+               {" dx stored", kLast | kStoreDx},
+               {" + ReLU, dx stored", kLast | kRelu | kStoreDx},
+               {" + add + ReLU", kLast | kRelu | kResidual}};
+  for (const rt::BatchNormPath path :
+       {rt::BatchNormPath::Split, rt::BatchNormPath::Fused}) {
+    rt::batchnorm_use_path(path);
+    const std::string how =
+        std::string("BatchNormalization NHWC ") +
+        (path == rt::BatchNormPath::Fused ? "fused " : "split ");
+    for (const auto &sh : shapes)
+      for (const auto &f : forms)
+        check(how + sh.name + f.name, "BatchNormalization", none,
+              {{sh.x}, {{sh.x[1]}, 'p'}, {{sh.x[1]}, 'p'}}, sh.x, f.form);
+    check(how + "C512 7x7 given statistics", "BatchNormalization", none,
+          {{{2, 512, 7, 7}},
+           {{512}, 'p'},
+           {{512}, 'p'},
+           {{512}, 'c'},
+           {{512}, 'c', {}, 0.5f, 1.5f}},
+          {2, 512, 7, 7}, kLast);
+  }
+  rt::batchnorm_use_path(rt::BatchNormPath::Auto);
+}
+
+/// A batch norm form twice on the same inputs (x [N, C, H, W] stored NHWC,
+/// with the ReLU): y, the moments, dx and the parameters' gradients bit for
+/// bit (the partials are added in a fixed order).
+void checkNormRepeatable(const Dims &xs, rt::BatchNormPath path) {
+  ok::Primitive p;
+  const int64_t C = xs[1], E = ok::numel(xs);
+  if (std::string e = ok::makePrimitive(p, "BatchNormalization", {},
+                                        {xs, {C}, {C}}, xs, {{}, {}, {}});
+      !e.empty()) {
+    std::printf("%s batch norm repeatable: %s  FAIL\n", kMode, e.c_str());
+    ++gFailures;
+    return;
+  }
+  p = ok::channelsLastPrimitive(p);
+  DevArray x(E, false), scale(C, false), bias(C, false), dy(E, false);
+  x.put(random_values(gRng, E, -1, 1));
+  scale.put(random_values(gRng, C, 0.5f, 1.5f));
+  bias.put(random_values(gRng, C, -1, 1));
+  dy.put(random_values(gRng, E, -1, 1));
+  const std::vector<rt::PrimRef> in{x.ref(), scale.ref(), bias.ref()};
+  rt::batchnorm_use_path(path);
+  std::vector<std::vector<float>> runs[2];
+  for (auto &r : runs) {
+    DevArray y(E, false), moments(2 * C, true), dx(E, false), ds(C, true),
+        db(C, true);
+    ds.put(std::vector<float>(size_t(C), 0.0f));
+    db.put(std::vector<float>(size_t(C), 0.0f));
+    rt::batchnorm_relu_forward(p, in, y.ref(), moments.f32->data());
+    rt::batchnorm_relu_backward(p, {dx.ref(), ds.ref(), db.ref()}, in, y.ref(),
+                                dy.ref(), false);
+    rt::synchronize();
+    r = {y.get(), moments.get(), dx.get(), ds.get(), db.get()};
+  }
+  rt::batchnorm_use_path(rt::BatchNormPath::Auto);
+  int64_t differ = 0;
+  for (size_t k = 0; k < runs[0].size(); ++k)
+    for (size_t i = 0; i < runs[0][k].size(); ++i)
+      differ += std::memcmp(&runs[0][k][i], &runs[1][k][i], sizeof(float)) != 0;
+  const std::string label =
+      std::string("batch norm ") +
+      (path == rt::BatchNormPath::Fused ? "fused" : "split") +
+      " twice, values differing [" + std::to_string(xs[0]) + "," +
+      std::to_string(C) + "," + std::to_string(xs[2]) + "," +
+      std::to_string(xs[3]) + "]";
+  gFailures += report(label, double(differ), 0.0) ? 0 : 1;
+}
+
 ok::PrimitiveAttrs ints(std::map<std::string, int64_t> m) {
   ok::PrimitiveAttrs a;
   a.ints = std::move(m);
@@ -514,6 +606,12 @@ void checkAll() {
   check("BatchNormalization + add NHWC packed", "BatchNormalization", none,
         {{{3, 16, 5, 7}}, {{16}, 'p'}, {{16}, 'p'}}, {3, 16, 5, 7},
         kLast | kResidual);
+  checkNormPaths();
+  for (const rt::BatchNormPath path :
+       {rt::BatchNormPath::Split, rt::BatchNormPath::Fused}) {
+    checkNormRepeatable({16, 512, 7, 7}, path);
+    checkNormRepeatable({4, 256, 14, 14}, path);
+  }
   // conv2d and pool2d (CNN exports, the VGG template).
   checkConvPaths();
   checkPool(6, 8, 10, 2, 2, true);
