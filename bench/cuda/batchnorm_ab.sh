@@ -11,7 +11,7 @@
 # OUT/PrimitiveCheck*.txt (both forms on ResNet's small shapes, each twice bit for bit),
 # OUT/image_bn.jsonl (every shape in the default form and forced split and fused) and its table
 # OUT/image_ab.txt, then resnet_speed.sh's run with variants split and fused (AUTODDL_BATCHNORM)
-# and PyTorch: OUT/rn/speed.txt.
+# and PyTorch: OUT/rn/speed.txt. EXTRA_VARIANTS: more of resnet_speed.sh's VARIANTS.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(realpath "${1:?usage: batchnorm_ab.sh DIR OUT}")
@@ -52,7 +52,7 @@ for (k, d), f in rows.items():
 for s in sums:
     print(json.dumps(s))
 PY
-VARIANTS="split:AUTODDL_BATCHNORM=split fused:AUTODDL_BATCHNORM=fused" OUT="$out/rn" \
+VARIANTS="split:AUTODDL_BATCHNORM=split fused:AUTODDL_BATCHNORM=fused ${EXTRA_VARIANTS:-}" OUT="$out/rn" \
   timeout 420 bash "$root/bench/onnx/resnet_speed.sh" device "$dir" >"$out/rn.log" 2>&1
 echo "resnet_speed rc $?"
 cat "$out/rn/speed.txt" 2>/dev/null
