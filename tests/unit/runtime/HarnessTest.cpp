@@ -412,6 +412,9 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
             "AUTODDL_CONV=\"im2col\": expected own or cudnn");
   EXPECT_EQ(error("AUTODDL_KFAC_FACTOR_GRAPH", "0"), "");
   EXPECT_NE(error("AUTODDL_KFAC_FACTOR_GRAPH", "off"), "");
+  EXPECT_EQ(error("AUTODDL_KFAC_PRECOND", "fp32"), "");
+  EXPECT_EQ(error("AUTODDL_KFAC_PRECOND", "tf32"),
+            "AUTODDL_KFAC_PRECOND=\"tf32\": expected bf16 or fp32");
   EXPECT_EQ(error("AUTODDL_CONV_GEMM", "dgrad,wgrad"), "");
   EXPECT_NE(error("AUTODDL_CONV_GEMM", "wgrad,dgrad"), "");
   // FP8's measuring knobs (docs/fp8.md "Knobs").
