@@ -12,10 +12,16 @@
 //              the α-β collective model;
 //   inversion  Cholesky d³/3 + inverse from the factor (potri) 2·d³/3 = d³
 //              FLOP in fp32 at the cluster's large-GEMM efficiency;
-//   precondition G⁻¹·∇W·A⁻¹: 2·d_out²·d_in + 2·d_out·d_in² FLOP in fp32.
+//   precondition G⁻¹·∇W·A⁻¹: 2·d_out²·d_in + 2·d_out·d_in² FLOP; in a
+//              16-bit plan on a GPU with a faster bf16 rate, bf16 GEMMs with
+//              fp32 accumulation on bf16 copies of the inverses (the CUDA
+//              program's default, backends/cuda/kfac/Kfac.h) plus the
+//              gradient's rounding to bf16, a memory-bound kernel of 6 bytes
+//              an element; else fp32 GEMMs (the CPU program, the fp32 build).
 // Each item's time is then multiplied by the cluster's measured factor for
-// its kind (gpu.kfac_time_scale: curvature, inversion, precondition; 1 when
-// absent), as op_time_scale corrects forward and backward.
+// its kind (gpu.kfac_time_scale: curvature, inversion, precondition or, for
+// bf16 preconditioning, precondition_bf16; 1 when absent), as op_time_scale
+// corrects forward and backward.
 // Under tensor parallelism each tp rank is priced as computing the unsplit
 // layer's K-FAC (exact factors, as one device would).
 //
@@ -37,10 +43,40 @@ using pipeline::KfacLayerWork;
 
 namespace {
 
-/// Inversion and preconditioning run in fp32 (cuSOLVER / LAPACK Cholesky,
-/// fp32 GEMMs on fp32 inverses: docs/kfac.md); a runtime that moves the
-/// preconditioning to TF32 or bf16 changes this price.
+/// Inversion runs in fp32 (cuSOLVER / LAPACK Cholesky: docs/kfac.md).
 constexpr cost::Precision kKfacFp32 = cost::Precision::FP32;
+
+/// Whether a plan of `precision` on `c` preconditions in bf16: a 16-bit plan
+/// (the CUDA program's bf16 build, AUTODDL_KFAC_PRECOND unset) where bf16
+/// GEMMs run faster than fp32 ones. Elsewhere (CPU clusters, whose CPU
+/// program preconditions in fp32; GPUs without bf16 tensor cores) the fp32
+/// price and its time scale stand.
+bool preconditionsInBf16(const cost::Cluster &c, cost::Precision precision) {
+  return cost::bulkPrecision(precision) != cost::Precision::FP32 &&
+         cost::bulkPrecision(precision) != cost::Precision::TF32 &&
+         c.peakFlops(cost::Precision::BF16) > c.peakFlops(kKfacFp32);
+}
+
+/// Seconds of one layer's preconditioning, G⁻¹ ∇W A⁻¹ and G⁻¹ ∇b, d = {d_in,
+/// d_out}, before its time scale. fp32: the GEMMs read both fp32 inverses
+/// and write and read the gradient-sized intermediate. bf16: the GEMMs read
+/// the inverses' bf16 copies (2 bytes), the gradient rounded to bf16 (read
+/// 2), the bf16 intermediate (written and read, 4) and write the fp32 result
+/// (4); the rounding reads 4 and writes 2 bytes an element, a kernel of its
+/// own.
+double preconditionTime(const cost::Cluster &c, const double d[2], bool bf16) {
+  const double flops = 2 * d[1] * d[1] * d[0] + 2 * d[1] * d[0] * d[0];
+  const double square = d[0] * d[0] + d[1] * d[1], grad = d[0] * d[1];
+  if (!bf16)
+    return cost::roofline(c, flops, 4 * (square + 2 * grad), c.gemmEfficiency,
+                          kKfacFp32)
+        .time;
+  return cost::roofline(c, flops, 2 * square + 10 * grad, c.gemmEfficiency,
+                        cost::Precision::BF16)
+             .time +
+         cost::roofline(c, 0, 6 * grad, c.gemmEfficiency, cost::Precision::BF16)
+             .time;
+}
 
 /// The linear producing the logits the loss reads, through shape-only ops
 /// and a bias add; -1 when there is none.
@@ -149,9 +185,11 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
     else
       group.gpusPerNode *= 2;
   }
+  const bool bf16 = preconditionsInBf16(c, cand.precision);
   const double curvScale = kfacTimeScale(c, "curvature"),
                invScale = kfacTimeScale(c, "inversion"),
-               preScale = kfacTimeScale(c, "precondition");
+               preScale = kfacTimeScale(c, bf16 ? "precondition_bf16"
+                                                : "precondition");
   std::vector<KfacLayerWork> out;
   for (const StageInfo &st : *cand.stages) {
     for (const KfacLinear &l : model.linears) {
@@ -189,13 +227,9 @@ std::vector<KfacLayerWork> kfacWork(const KfacModel &model,
         w.savedBytes[f] = S * d[f] * 2; // bf16 a / g of one micro-batch
         w.factorBytes[f] = factor;
       }
-      const double pre = 2 * d[1] * d[1] * d[0] + 2 * d[1] * d[0] * d[0];
-      w.precondition =
-          cost::roofline(c, pre,
-                         4 * (d[0] * d[0] + d[1] * d[1] + 2 * d[0] * d[1]),
-                         c.gemmEfficiency, kKfacFp32)
-              .time *
-          preScale;
+      w.precondition = preconditionTime(c, d, bf16) * preScale;
+      // The bf16 copies of both inverses in use (Kfac.h's A_inv_bf16).
+      w.inverseCopyBytes = bf16 ? 2 * (d[0] * d[0] + d[1] * d[1]) : 0;
       out.push_back(w);
       if (chimera) { // the up pipeline's copy of this stage
         w.direction = Direction::Up;
@@ -272,7 +306,7 @@ KfacPlan kfacPlan(const pipeline::Schedule &schedule,
     dp.utilisationBefore = f.utilisationBefore;
     dp.utilisationAfter = f.utilisationAfter;
     dp.savedBytes = f.peakSavedBytes;
-    dp.factorBytes = f.factorBytes;
+    dp.factorBytes = f.factorBytes + f.inverseCopyBytes;
     const int listSize = d < schedule.devices.size()
                              ? static_cast<int>(schedule.devices[d].size())
                              : 0;
@@ -350,8 +384,9 @@ applyKfac(const KfacModel &model, const cost::Cluster &c,
     DeviceTimes &dt = devices[d];
     // With the running average: its average, recent and step sums, as many
     // fp32 factor-sized buffers as the factors, inverses and pending ones.
-    dt.kfacBytes =
-        f.peakSavedBytes + f.factorBytes * (plan.factorDecay > 0 ? 2.0 : 1.0);
+    dt.kfacBytes = f.peakSavedBytes +
+                   f.factorBytes * (plan.factorDecay > 0 ? 2.0 : 1.0) +
+                   f.inverseCopyBytes;
     dt.memory += dt.kfacBytes;
     forcedPerStep = std::max(forcedPerStep, f.forced / f.refreshSteps);
     const double t =

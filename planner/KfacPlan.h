@@ -40,6 +40,8 @@ struct KfacDevicePlan {
   int refreshSteps = 1; // K_d: this device's refresh interval (>= steps)
   double work = 0, precondition = 0, forced = 0;
   double utilisationBefore = 0, utilisationAfter = 0;
+  // factorBytes: factors, inverses and pending inverses (fp32), and the
+  // inverses' bf16 copies where it preconditions in bf16.
   double savedBytes = 0, factorBytes = 0;
   std::vector<KfacItemPlacement> items;
 };

@@ -413,7 +413,8 @@ bool Planner::kfacCannotWin(const Knobs &k, const PricingContext &pc,
     const int dev = schedule.deviceOf(w.stage, w.direction);
     if (dev < 0 || static_cast<size_t>(dev) >= d.devices.size())
       continue;
-    bytes[size_t(dev)] += 3 * (w.factorBytes[0] + w.factorBytes[1]);
+    bytes[size_t(dev)] +=
+        3 * (w.factorBytes[0] + w.factorBytes[1]) + w.inverseCopyBytes;
     precondition[size_t(dev)] += w.precondition;
   }
   for (size_t dev = 0; dev < d.devices.size(); ++dev) {

@@ -33,6 +33,12 @@ void kfac_set_damping(KfacLayer &layer, double damping);
 /// The factors zeroed (CUDA: on the compute stream): kfac_refresh's last
 /// step.
 void kfac_zero_factors(KfacLayer &layer);
+/// The inverses in use (A_inv, G_inv) have changed (a refresh, an install,
+/// a checkpoint load): what the backend derives from them follows, so the
+/// next preconditioning reads the new ones and until then the old ones
+/// (CUDA: their bf16 copies for bf16 preconditioning, cast on the compute
+/// stream; CPU: nothing).
+void kfac_inverses_installed(KfacLayer &layer);
 
 /// The preconditioned gradient of the whole layer: dW_out = G^-1 dW A^-1
 /// (dW [out,in], transpose_weight) or A^-1 dW G^-1 (dW [in,out]); db_out =
@@ -54,8 +60,12 @@ void kfac_precondition(float *dW_out, const float *dW, float *db_out,
 /// kfac_precondition_split written once over the backend's memory and
 /// collectives. `ops` supplies:
 ///   int ranks(), rank(): the tp group's size and this rank's place in it;
-///   gemm(M, N, K, A, lda, B, ldb, C, ldc): row-major C[M,N] = A[M,K] B[K,N];
-///   float *scratch(n): n floats for a sandwich's intermediate;
+///   inverse(layer, g): the layer's A^-1 (g false) or G^-1 [d,d] as the
+///     GEMMs read them (CUDA's bf16 preconditioning: their bf16 copies);
+///   gemm(M, N, K, A, lda, B, ldb, C, ldc): row-major C[M,N] = A[M,K] B[K,N],
+///     one operand an inverse, C the output or the intermediate;
+///   scratch(n): room for n elements of a sandwich's intermediate (of the
+///     inverses' element type);
 ///   copy(dst, src, n): n floats;
 ///   const float *gather(shard, R, C, rows): the whole gradient from this
 ///     rank's [R,C] shard, the shards stacked along the rows (`rows`) or the
@@ -87,33 +97,31 @@ void kfac_precondition_with(Ops &ops, float *dW_out, const float *dW_shard,
     if (db_out && split == KfacSplit::Out) // a column-parallel bias is split
       db = ops.gather_bias(db_shard, b.Ol);
   }
+  const auto *Ai = ops.inverse(l, false), *Gi = ops.inverse(l, true);
+  using Inverse = decltype(Ai);
   // The sandwiches out[Rn,Cn] = L[r0:r0+Rn, :] M[nL,nR] R[:, c0:c0+Cn] for
   // symmetric L, R, each in the cheaper of its two orders.
-  const auto sandwich = [&ops](float *out, const float *L, int64_t nL,
-                               int64_t r0, int64_t Rn, const float *M,
-                               int64_t nR, const float *R, int64_t c0,
-                               int64_t Cn) {
+  const auto sandwich = [&ops](float *out, Inverse L, int64_t nL, int64_t r0,
+                               int64_t Rn, const float *M, int64_t nR,
+                               Inverse R, int64_t c0, int64_t Cn) {
     const double leftFirst = double(Rn) * nL * nR + double(Rn) * nR * Cn;
     const double rightFirst = double(nL) * nR * Cn + double(Rn) * nL * Cn;
     if (leftFirst <= rightFirst) { // (L[rows,:] M) R[:,cols]
-      float *t = ops.scratch(Rn * nR);
+      auto *t = ops.scratch(Rn * nR);
       ops.gemm(Rn, nR, nL, L + r0 * nL, nL, M, nR, t, nR);
       ops.gemm(Rn, Cn, nR, t, nR, R + c0, nR, out, Cn);
     } else { // L[rows,:] (M R[:,cols])
-      float *t = ops.scratch(nL * Cn);
+      auto *t = ops.scratch(nL * Cn);
       ops.gemm(nL, Cn, nR, M, nR, R + c0, nR, t, Cn);
       ops.gemm(Rn, Cn, nL, L + r0 * nL, nL, t, Cn, out, Cn);
     }
   };
   if (transpose_weight) // [out,in]: G^-1 dW A^-1
-    sandwich(dW_out, l.G_inv.data(), l.out, b.o0, b.Ol, dW, l.in,
-             l.A_inv.data(), b.k0, b.Kl);
+    sandwich(dW_out, Gi, l.out, b.o0, b.Ol, dW, l.in, Ai, b.k0, b.Kl);
   else // [in,out]: A^-1 dW G^-1
-    sandwich(dW_out, l.A_inv.data(), l.in, b.k0, b.Kl, dW, l.out,
-             l.G_inv.data(), b.o0, b.Ol);
+    sandwich(dW_out, Ai, l.in, b.k0, b.Kl, dW, l.out, Gi, b.o0, b.Ol);
   if (db_out) // db_out[Ol] = G^-1[o0:o0+Ol, :] db
-    ops.gemm(b.Ol, 1, l.out, l.G_inv.data() + b.o0 * l.out, l.out, db, 1,
-             db_out, 1);
+    ops.gemm(b.Ol, 1, l.out, Gi + b.o0 * l.out, l.out, db, 1, db_out, 1);
 }
 
 /// A refresh of one layer whose factors are complete (accumulated over the
@@ -129,6 +137,7 @@ void kfac_refresh(Layer &l, const KfacConfig &c, KfacStats &stats) {
   const KfacInverseOutcome og = kfac_invert_factor(
       l.G_inv.data(), l.G.data(), l.out, l.damping.g, l.g_valid);
   kfac_record_refresh(oa, og, l.a_valid, l.g_valid, stats);
+  kfac_inverses_installed(l);
   kfac_zero_factors(l);
 }
 

@@ -7,8 +7,8 @@ GPU (CUDA events: "curv_A <layer>", "inv_G <layer>", "precond <layer>", backends
 KfacRun.cpp). Per group (curvature, inversion, precondition) this script sums the traced seconds
 of one refresh (the mean over the refresh steps after the first WARMUP steps) and the plan's
 priced seconds of one refresh, and prints measured / priced: the factor `gpu.kfac_time_scale`
-holds (docs/cluster-format.md). With --cluster IN -o OUT it writes the cluster with the factors
-multiplied into those it had.
+holds (docs/cluster-format.md; the preconditioning's as `precondition_bf16`). With --cluster IN
+-o OUT it writes the cluster with the factors multiplied into those it had.
 
 usage: kfac_gpu_fit.py PLAN TRACE [--warmup 2] [--cluster IN -o OUT --source TEXT]
 """
@@ -20,7 +20,9 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from scriptio import fail, load  # noqa: E402
 
-GROUPS = {"curv": "curvature", "inv": "inversion", "precond": "precondition"}
+# A GPU plan (bf16 or fp8) prices its preconditioning as bf16 GEMMs (planner/Kfac.cpp), the
+# CUDA program's default (a run with AUTODDL_KFAC_PRECOND=fp32 does not fit this key).
+GROUPS = {"curv": "curvature", "inv": "inversion", "precond": "precondition_bf16"}
 
 
 def main():
@@ -45,7 +47,7 @@ def main():
             g = GROUPS.get(it["item"].split("_")[0])
             if g:
                 priced[g] += it["end_s"] - it["start_s"]
-        priced["precondition"] += d["precondition_s"]
+        priced["precondition_bf16"] += d["precondition_s"]
     # Steps: a rank's compute row (tid 0) starts each with its first forward F0.
     events = sorted((e for e in trace.get("traceEvents", []) if e.get("ph") == "X"),
                     key=lambda e: e["ts"])
@@ -64,7 +66,7 @@ def main():
         m = measured[g] / n
         if priced[g] > 0 and m > 0:
             out[g] = round(m / priced[g], 4)
-        print(f"{g:13s} measured {m * 1e3:9.3f} ms a refresh, priced {priced[g] * 1e3:9.3f} ms"
+        print(f"{g:17s} measured {m * 1e3:9.3f} ms a refresh, priced {priced[g] * 1e3:9.3f} ms"
               + (f", factor {out[g]}" if g in out else ""))
     if a.cluster:
         if not a.o:

@@ -163,17 +163,20 @@ std::vector<OpTimeScale> readOpTimeScales(const json &v, const Ptr &where,
 }
 
 /// gpu.kfac_time_scale: {"curvature": f, "inversion": f, "precondition": f,
-/// "source": ...}, measured / priced time of the K-FAC work items
-/// (docs/pipefisher.md §2; fitted from a traced CPU run by
-/// bench/pipefisher/utilisation_cpu.py fit), each optional (1), factors in
-/// (0, 100]. Kept in Cluster::opTimeScales under the kinds "kfac:curvature",
-/// "kfac:inversion" and "kfac:precondition" (the factor as `forward`), which no
-/// op kind matches; planner/Kfac.cpp reads them (kfacTimeScale).
+/// "precondition_bf16": f, "source": ...}, measured / priced time of the
+/// K-FAC work items (docs/pipefisher.md §2; fitted from a traced run by
+/// bench/pipefisher/utilisation_cpu.py fit or kfac_gpu_fit.py), each optional
+/// (1), factors in (0, 100]; precondition_bf16 is the preconditioning priced
+/// as bf16 GEMMs (planner/Kfac.cpp), precondition as fp32 ones. Kept in
+/// Cluster::opTimeScales under the kinds "kfac:<key>" (the factor as
+/// `forward`), which no op kind matches; planner/Kfac.cpp reads them
+/// (kfacTimeScale).
 void readKfacTimeScales(const json &v, const Ptr &where,
                         const std::string &origin,
                         std::vector<OpTimeScale> &scales) {
   ObjectReader table(v, where, origin);
-  for (const char *item : {"curvature", "inversion", "precondition"}) {
+  for (const char *item :
+       {"curvature", "inversion", "precondition", "precondition_bf16"}) {
     if (!table.has(item))
       continue;
     OpTimeScale s;

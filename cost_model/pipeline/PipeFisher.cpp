@@ -278,9 +278,10 @@ std::optional<std::string> KfacPacking::assignLayers() {
   std::map<std::string, int> holder; // layer name -> first device holding it
   for (size_t l = 0; l < in_.layers.size(); ++l) {
     const KfacLayerWork &w = in_.layers[l];
-    for (double v : {w.curvature[0], w.curvature[1], w.reduce[0], w.reduce[1],
-                     w.invert[0], w.invert[1], w.precondition, w.savedBytes[0],
-                     w.savedBytes[1], w.factorBytes[0], w.factorBytes[1]})
+    for (double v :
+         {w.curvature[0], w.curvature[1], w.reduce[0], w.reduce[1], w.invert[0],
+          w.invert[1], w.precondition, w.savedBytes[0], w.savedBytes[1],
+          w.factorBytes[0], w.factorBytes[1], w.inverseCopyBytes})
       if (!finiteNonNegative(v))
         return "k-fac layer '" + w.name +
                "': times and sizes must be finite and >= 0";
@@ -397,6 +398,7 @@ std::optional<std::string> KfacPacking::packDevice(int d) {
     // (installed at step s+K: docs/kfac.md "Refresh cycle").
     fill.factorBytes +=
         3 * (in_.layers[l].factorBytes[0] + in_.layers[l].factorBytes[1]);
+    fill.inverseCopyBytes += in_.layers[l].inverseCopyBytes;
   }
   if (auto problem =
           fluid_ ? packFluidly(d, pk, fill) : packWholeItems(d, pk, fill))

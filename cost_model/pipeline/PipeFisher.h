@@ -97,6 +97,8 @@ struct KfacLayerWork {
   bool collectiveCurvature = false;
   double savedBytes[2] = {0, 0};  // a (inputs), g (output gradients) per mb
   double factorBytes[2] = {0, 0}; // one fp32 factor; its inverse as much again
+  /// Low-precision copies of both inverses in use (bf16 preconditioning).
+  double inverseCopyBytes = 0;
 };
 
 struct PipeFisherInput {
@@ -157,8 +159,9 @@ struct DeviceFill {
   /// step end included (one K for all: K * (makespan + largest precondition)
   /// + largest forced below).
   double utilisationAfter = 0;
-  double peakSavedBytes = 0; // saved a / g held until their curvature ran
-  double factorBytes = 0;    // factors + inverses (fp32) of its layers
+  double peakSavedBytes = 0;   // saved a / g held until their curvature ran
+  double factorBytes = 0;      // factors + inverses (fp32) of its layers
+  double inverseCopyBytes = 0; // their inverses' bf16 copies (KfacLayerWork)
 };
 
 struct PipeFisherResult {

@@ -489,6 +489,7 @@ const EnvRule kEnvRules[] = {
       "dgrad,wgrad", "forward,dgrad,wgrad"}},
     {"AUTODDL_KFAC_FILL", {"placed", "waits", "thread"}},
     {"AUTODDL_KFAC_FACTOR_GRAPH", {"0", "1"}},
+    {"AUTODDL_KFAC_PRECOND", {"bf16", "fp32"}},
     {"AUTODDL_GEMM_AUTOTUNE", {"0", "1"}},
     {"AUTODDL_GEMM_NO_PAD", {"1"}}, // any value turns padding off
     {"AUTODDL_GEMM_NO_GELU_EPILOGUE", {"0", "1"}},

@@ -84,6 +84,9 @@ struct PreconditionOps {
   std::vector<float> t, full, bias;
   int ranks() const { return rt::ranks(tp); }
   int rank() const { return comm_rank(tp); }
+  static const float *inverse(const KfacLayer &l, bool g) {
+    return g ? l.G_inv.data() : l.A_inv.data();
+  }
   void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
             const float *B, int64_t ldb, float *C, int64_t ldc) {
     rt::gemm(false, false, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
@@ -202,6 +205,8 @@ void kfac_zero_factors(KfacLayer &l) {
   std::fill(l.A.begin(), l.A.end(), 0.0f);
   std::fill(l.G.begin(), l.G.end(), 0.0f);
 }
+
+void kfac_inverses_installed(KfacLayer &) {} // fp32 preconditioning only
 
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,

@@ -261,6 +261,10 @@ void KfacRun::install(const std::vector<size_t> &due) {
       std::swap(l.A_inv, l.A_next);
     if (l.g_next_valid)
       std::swap(l.G_inv, l.G_next);
+    // Their bf16 copies follow in stream order: this step's preconditioning
+    // reads the new inverses, every earlier one the old.
+    if (l.a_next_valid || l.g_next_valid)
+      kfac_inverses_installed(l);
     l.a_next_valid = l.g_next_valid = false;
   }
 }
@@ -341,6 +345,7 @@ void KfacRun::rule_step(Param &p, int64_t t, bool norms_over_tp) {
 
 void KfacRun::info(std::map<std::string, std::string> &m) const {
   kfac_run_info(stats_, c_, refresh_, m);
+  m["kfac.precondition"] = kfac_precondition_name(); // bf16, tf32 or fp32
 }
 
 void KfacRun::checkpoint_entries(std::vector<CheckpointEntry> &e) {
@@ -427,6 +432,7 @@ void KfacRun::copy_state(bool to_host) {
     }
     if (to_host)
       continue;
+    kfac_inverses_installed(l); // the loaded inverses in use
     loaded(i, l.a_next_valid || l.g_next_valid);
     if (i < host_avg_.size() / 4) {
       auto nonzero = [](const std::vector<float> &v) {

@@ -4,11 +4,13 @@
 // into fp32 factors; their reduction over NCCL communicators; damped inverses
 // by cuSOLVER Cholesky (potrf, then potrs on an identity) in fp32, retried in
 // fp64, else the previous inverse kept (the rules of
-// backends/common/KfacRules.h); preconditioning by fp32 GEMMs
-// (CUBLAS_COMPUTE_32F; TF32 in the bf16 build, within its 2e-2 bound, never
-// under AUTODDL_FP32); the first-order rules on the preconditioned gradient.
-// Everything runs on compute_stream() but kfac_inverse_launch's inversions, on
-// a side stream.
+// backends/common/KfacRules.h); preconditioning in the bf16 build by bf16
+// tensor-core GEMMs with fp32 accumulation on bf16 copies of the inverses
+// (made once per install: kfac_inverses_installed) and the gradient rounded
+// to bf16 (AUTODDL_KFAC_PRECOND=fp32: fp32 GEMMs on TF32 operands instead),
+// under AUTODDL_FP32 by exact fp32 GEMMs (CUBLAS_COMPUTE_32F); the
+// first-order rules on the preconditioned gradient. Everything runs on
+// compute_stream() but kfac_inverse_launch's inversions, on a side stream.
 //
 // Communicators are plain ncclComm_t (null: this rank alone), so this code
 // needs neither MPI nor Comm.h; a generated program passes its Comm's .nccl.
@@ -25,13 +27,27 @@
 
 namespace autoddl::rt {
 
+/// Whether preconditioning runs bf16 GEMMs: the bf16 build's default, off
+/// with AUTODDL_KFAC_PRECOND=fp32 (read once; the harness checks its value);
+/// never under AUTODDL_FP32.
+bool kfac_precondition_bf16();
+/// "bf16", "tf32" (the bf16 build with AUTODDL_KFAC_PRECOND=fp32) or "fp32"
+/// (AUTODDL_FP32): what the GEMMs of kfac_precondition_bf16()'s layers read.
+const char *kfac_precondition_name();
+
 /// One linear layer's K-FAC state on the device, of the unsplit layer (as
 /// the CPU's KfacLayer).
 struct KfacLayer {
-  KfacLayer(int64_t in, int64_t out);
+  /// `bf16`: its preconditioning runs bf16 GEMMs (ignored under
+  /// AUTODDL_FP32).
+  KfacLayer(int64_t in, int64_t out, bool bf16 = kfac_precondition_bf16());
   int64_t in, out;
   DeviceBuffer<float> A, G;         // [in,in], [out,out]: this refresh's sums
   DeviceBuffer<float> A_inv, G_inv; // the damped inverses in use
+  // bf16 preconditioning: A_inv and G_inv rounded to bf16, written where
+  // they change (kfac_inverses_installed); empty otherwise.
+  DeviceBuffer<__nv_bfloat16> A_inv_bf16, G_inv_bf16;
+  bool precondition_bf16() const { return A_inv_bf16.size() > 0; }
   bool a_valid = false, g_valid = false;
   // The inverses a refresh computes (kfac_inverse_launch), valid once
   // kfac_inverse_finish says so; installed later by swapping.
@@ -65,7 +81,9 @@ void kfac_factor_all_reduce_mean(float *F, int64_t n, ncclComm_t comm);
 void kfac_axpby(float *y, float a, const float *x, float b, int64_t n);
 
 // The inversions (kfac_cholesky_inverse[_fp64], kfac_invert_factor),
-// kfac_set_damping, kfac_zero_factors, kfac_refresh and kfac_precondition:
+// kfac_set_damping, kfac_zero_factors, kfac_inverses_installed (here: the
+// bf16 copies cast on the compute stream, so a preconditioning queued
+// before reads the old ones), kfac_refresh and kfac_precondition:
 // KfacLayerOps.h.
 
 /// The refresh off the critical path (docs/kfac.md "Overlap on the GPU"):
@@ -108,13 +126,16 @@ void kfac_inverse_finish(KfacLayer *const *layers, const int64_t *slots,
 /// Waits for the side stream (before its buffers are freed).
 void kfac_refresh_drain();
 
-/// kfac_precondition (KfacLayerOps.h) runs fp32 GEMMs here (TF32 in the bf16
-/// build). The split form: this rank's block of the unsplit layer's
-/// preconditioned gradient from its gradient shard (split Out: rows of the
-/// output dimension and of the bias; In: columns of the input dimension, the
-/// bias whole); the shards are all-gathered over `tp` first. dW_out may alias
-/// dW_shard only where nothing is gathered (split None or one rank), as
-/// kfac_precondition.
+/// kfac_precondition (KfacLayerOps.h) runs here, for a layer with bf16
+/// copies (precondition_bf16()), two bf16 GEMMs with fp32 accumulation per
+/// sandwich: the gradient rounded to bf16, the first GEMM writing its
+/// intermediate in bf16, the second the fp32 result (the bias: one, into
+/// fp32); else fp32 GEMMs (TF32 operands in the bf16 build). The split form:
+/// this rank's block of the unsplit layer's preconditioned gradient from its
+/// gradient shard (split Out: rows of the output dimension and of the bias; In:
+/// columns of the input dimension, the bias whole); the shards are all-gathered
+/// over `tp` first. dW_out may alias dW_shard only where nothing is gathered
+/// (split None or one rank), as kfac_precondition.
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &layer, bool transpose_weight,

@@ -20,7 +20,7 @@ namespace {
 /// C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, operands swapped).
 struct Key {
   int64_t m, n, k, lda, ldb, ldc;
-  int32_t opA, opB, type, align, tf32;
+  int32_t opA, opB, type, ctype, align, tf32;
 };
 using Plan = detail::LtPlan;
 
@@ -41,7 +41,7 @@ Plan build(const Key &key) {
   const cudaDataType_t type = cudaDataType_t(key.type);
   p.a = detail::lt_op_layout(type, opA, key.m, key.k, key.lda);
   p.b = detail::lt_op_layout(type, opB, key.k, key.n, key.ldb);
-  p.c = detail::lt_layout(CUDA_R_32F, key.m, key.n, key.ldc);
+  p.c = detail::lt_layout(cudaDataType_t(key.ctype), key.m, key.n, key.ldc);
   cublasLtMatmulPreference_t pref = detail::lt_preference(key.align);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -57,19 +57,70 @@ constexpr int kTile = detail::kTiledGemmTile;
 
 /// The tiled GEMM for shapes cuBLASLt has no algorithm for (row-major, the
 /// arguments of gemm()).
-template <class T>
+template <class T, class TC>
 __global__ void gemm_tiled_kernel(bool transA, bool transB, int64_t M,
                                   int64_t N, int64_t K, float alpha, const T *A,
                                   int64_t lda, const T *B, int64_t ldb,
-                                  float beta, float *C, int64_t ldc) {
+                                  float beta, TC *C, int64_t ldc) {
   const int64_t i = int64_t(blockIdx.y) * kTile + threadIdx.y;
   const int64_t j = int64_t(blockIdx.x) * kTile + threadIdx.x;
   const float acc =
       detail::tiled_gemm_sum(transA, transB, M, N, K, A, lda, B, ldb);
   if (i < M && j < N) {
-    float *c = C + i * ldc + j;
-    *c = alpha * acc + (beta != 0.0f ? beta * *c : 0.0f);
+    TC *c = C + i * ldc + j;
+    *c = detail::from_float<TC>(
+        alpha * acc + (beta != 0.0f ? beta * detail::to_float(*c) : 0.0f));
   }
+}
+
+template <class T>
+void launch_tiled(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                  float alpha, const void *A, int64_t lda, const void *B,
+                  int64_t ldb, float beta, void *C, int64_t ldc,
+                  cudaDataType_t ctype) {
+  const dim3 grid(unsigned((N + kTile - 1) / kTile),
+                  unsigned((M + kTile - 1) / kTile));
+  const dim3 block(kTile, kTile);
+  const auto *a = static_cast<const T *>(A);
+  const auto *b = static_cast<const T *>(B);
+  if (ctype == CUDA_R_32F)
+    gemm_tiled_kernel<T, float><<<grid, block, 0, compute_stream()>>>(
+        transA, transB, M, N, K, alpha, a, lda, b, ldb, beta,
+        static_cast<float *>(C), ldc);
+  else
+    gemm_tiled_kernel<T, __nv_bfloat16><<<grid, block, 0, compute_stream()>>>(
+        transA, transB, M, N, K, alpha, a, lda, b, ldb, beta,
+        static_cast<__nv_bfloat16 *>(C), ldc);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+/// gemm() and gemm_into(): C of `ctype`, K > 0.
+void run_gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+              float alpha, const void *A, int64_t lda, const void *B,
+              int64_t ldb, cudaDataType_t type, float beta, void *C,
+              int64_t ldc, cudaDataType_t ctype, bool tf32) {
+  Key key;
+  detail::lt_key_problem(key, transA, transB, M, N, K, lda, ldb, ldc);
+  key.type = type;
+  key.ctype = ctype;
+  key.tf32 = tf32 && type == CUDA_R_32F;
+  key.align = std::min(
+      detail::lt_alignment_of(A),
+      std::min(detail::lt_alignment_of(B), detail::lt_alignment_of(C)));
+  const Plan plan = plans().get(key, build);
+  if (!plan.found) {
+    if (type == CUDA_R_32F)
+      launch_tiled<float>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta,
+                          C, ldc, ctype);
+    else
+      launch_tiled<__nv_bfloat16>(transA, transB, M, N, K, alpha, A, lda, B,
+                                  ldb, beta, C, ldc, ctype);
+    return;
+  }
+  AUTODDL_CUBLAS_CHECK(
+      cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta,
+                     C, plan.c, C, plan.c, &plan.algo, cublaslt_workspace(),
+                     size_t(kCublasLtWorkspaceBytes), compute_stream()));
 }
 
 __global__ void scale_kernel(float *x, int64_t n, float s) {
@@ -112,33 +163,24 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
         scale_floats(C + i * ldc, N, beta);
     return;
   }
-  Key key;
-  detail::lt_key_problem(key, transA, transB, M, N, K, lda, ldb, ldc);
-  key.type = type;
-  key.tf32 = tf32 && type == CUDA_R_32F;
-  key.align = std::min(
-      detail::lt_alignment_of(A),
-      std::min(detail::lt_alignment_of(B), detail::lt_alignment_of(C)));
-  const Plan plan = plans().get(key, build);
-  if (!plan.found) {
-    const dim3 grid(unsigned((N + kTile - 1) / kTile),
-                    unsigned((M + kTile - 1) / kTile));
-    const dim3 block(kTile, kTile);
-    if (type == CUDA_R_32F)
-      gemm_tiled_kernel<float><<<grid, block, 0, compute_stream()>>>(
-          transA, transB, M, N, K, alpha, static_cast<const float *>(A), lda,
-          static_cast<const float *>(B), ldb, beta, C, ldc);
-    else
-      gemm_tiled_kernel<__nv_bfloat16><<<grid, block, 0, compute_stream()>>>(
-          transA, transB, M, N, K, alpha, static_cast<const __nv_bfloat16 *>(A),
-          lda, static_cast<const __nv_bfloat16 *>(B), ldb, beta, C, ldc);
-    AUTODDL_CUDA_CHECK_LAUNCH();
+  run_gemm(transA, transB, M, N, K, alpha, A, lda, B, ldb, type, beta, C, ldc,
+           CUDA_R_32F, tf32);
+}
+
+void gemm_into(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+               const void *B, int64_t ldb, cudaDataType_t type, void *C,
+               int64_t ldc, cudaDataType_t ctype) {
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0) { // an empty sum: C = 0
+    const size_t elem = ctype == CUDA_R_32F ? 4 : 2;
+    AUTODDL_CUDA_CHECK(cudaMemset2DAsync(C, size_t(ldc) * elem, 0,
+                                         size_t(N) * elem, size_t(M),
+                                         compute_stream()));
     return;
   }
-  AUTODDL_CUBLAS_CHECK(
-      cublasLtMatmul(cublaslt(), plan.desc, &alpha, B, plan.a, A, plan.b, &beta,
-                     C, plan.c, C, plan.c, &plan.algo, cublaslt_workspace(),
-                     size_t(kCublasLtWorkspaceBytes), compute_stream()));
+  run_gemm(false, false, M, N, K, 1.0f, A, lda, B, ldb, type, 0.0f, C, ldc,
+           ctype, false);
 }
 
 void nccl_fail(ncclResult_t r, const char *call, const char *file, int line) {
@@ -184,10 +226,19 @@ using namespace kfac_detail;
 
 // The dimensions are checked before any buffer is sized (in is the first
 // member).
-KfacLayer::KfacLayer(int64_t in_, int64_t out_)
+KfacLayer::KfacLayer(int64_t in_, int64_t out_, bool bf16)
     : in((kfac_check_layer(in_, out_), in_)), out(out_), A(in_ * in_),
       G(out_ * out_), A_inv(in_ * in_), G_inv(out_ * out_), A_next(in_ * in_),
-      G_next(out_ * out_) {}
+      G_next(out_ * out_) {
+#ifndef AUTODDL_FP32 // the fp32 build preconditions in exact fp32
+  if (bf16) {
+    A_inv_bf16 = DeviceBuffer<__nv_bfloat16>(in_ * in_);
+    G_inv_bf16 = DeviceBuffer<__nv_bfloat16>(out_ * out_);
+  }
+#else
+  (void)bf16;
+#endif
+}
 
 void kfac_accumulate(float *F, const act_t *X, int64_t S, int64_t d,
                      float scale) {

@@ -1,5 +1,5 @@
-// Helpers shared by the CUDA K-FAC sources (not a public header): an fp32
-// cuBLASLt GEMM on act_t or fp32 operands, NCCL checks, grow-only
+// Helpers shared by the CUDA K-FAC sources (not a public header): an fp32-
+// accumulating cuBLASLt GEMM on act_t or fp32 operands, NCCL checks, grow-only
 // workspaces.
 #ifndef AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH
 #define AUTODDL_BACKENDS_CUDA_KFAC_KFACINTERNAL_CUH
@@ -22,6 +22,12 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
           float alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
           cudaDataType_t type, float beta, float *C, int64_t ldc,
           bool tf32 = false);
+/// Row-major C[M,N] = A[M,K] B[K,N], A and B of `type`, C of `ctype`
+/// (CUDA_R_32F, or CUDA_R_16BF rounded from the fp32 sums): the same GEMM
+/// with alpha 1, beta 0, no TF32 (bf16 preconditioning's GEMMs).
+void gemm_into(int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+               const void *B, int64_t ldb, cudaDataType_t type, void *C,
+               int64_t ldc, cudaDataType_t ctype);
 
 /// Whether preconditioning rounds its fp32 operands to TF32 (10-bit
 /// mantissa): in the bf16 build, whose activations already carry 8 bits
@@ -63,7 +69,8 @@ enum WorkspaceSlot : int {
   kReduce = 6,  // partial sums of the LAMB norms
   kRhs = 7,     // the identity potrs solves into (the inverse)
   kStride = 8,  // the rows a factor stride selects (kfac_select_rows)
-  kSlots = 9
+  kCast = 9,    // a gradient rounded to bf16 (bf16 preconditioning)
+  kSlots = 10
 };
 
 /// x[n] *= s on compute_stream().

@@ -1,33 +1,93 @@
-// Preconditioning and the first-order rules on the GPU (Kfac.h): fp32 GEMM
-// sandwiches G^-1 dW A^-1 (whole or this rank's block of a tensor-parallel
-// layer, gathered over NCCL), momentum SGD with decoupled weight decay, and
-// LAMB and Adam grafting with device-side, fixed-order norms.
+// Preconditioning and the first-order rules on the GPU (Kfac.h): GEMM
+// sandwiches G^-1 dW A^-1 in bf16 (the inverses' bf16 copies) or fp32, whole
+// or this rank's block of a tensor-parallel layer (gathered over NCCL);
+// momentum SGD with decoupled weight decay, and LAMB and Adam grafting with
+// device-side, fixed-order norms.
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace autoddl::rt {
 namespace {
 using namespace kfac_detail;
 
-/// kfac_precondition_with's operations on device floats (fp32 GEMMs, the
-/// compute stream's workspaces), gathering over NCCL on `tp`.
-struct PreconditionOps {
+/// dst[n] = bf16(src) (round to nearest even), four at a time where both
+/// line up.
+__global__ void round_bf16_kernel(__nv_bfloat16 *dst, const float *src,
+                                  int64_t n, bool packed) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t vectors = packed ? n / 4 : 0;
+  for (int64_t i = first; i < vectors; i += stride) {
+    const float4 v = reinterpret_cast<const float4 *>(src)[i];
+    auto *d = reinterpret_cast<__nv_bfloat162 *>(dst + 4 * i);
+    d[0] = __floats2bfloat162_rn(v.x, v.y);
+    d[1] = __floats2bfloat162_rn(v.z, v.w);
+  }
+  for (int64_t i = 4 * vectors + first; i < n; i += stride)
+    dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+void round_bf16(__nv_bfloat16 *dst, const float *src, int64_t n) {
+  if (n <= 0)
+    return;
+  const bool packed = (reinterpret_cast<uintptr_t>(src) & 15) == 0 &&
+                      (reinterpret_cast<uintptr_t>(dst) & 7) == 0;
+  round_bf16_kernel<<<detail::grid_for(packed ? n / 4 + 1 : n, 256), 256, 0,
+                      compute_stream()>>>(dst, src, n, packed);
+  AUTODDL_CUDA_CHECK_LAUNCH();
+}
+
+/// kfac_precondition_with's operations on device memory (the compute
+/// stream's workspaces), gathering over NCCL on `tp`. T, the inverses' and
+/// the intermediate's element type: float (fp32 GEMMs, TF32 operands in the
+/// bf16 build) or __nv_bfloat16 (bf16 GEMMs with fp32 accumulation, an fp32
+/// operand rounded to bf16 first).
+template <class T> struct PreconditionOps {
+  static constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   ncclComm_t tp;
   int ranks() const { return comm_ranks(tp); }
   int rank() const { return comm_rank_of(tp); }
-  void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-            const float *B, int64_t ldb, float *C, int64_t ldc) {
-    kfac_detail::gemm(false, false, M, N, K, 1.0f, A, lda, B, ldb, CUDA_R_32F,
-                      0.0f, C, ldc, kPreconditionTf32);
+  static const T *inverse(const KfacLayer &l, bool g) {
+    if constexpr (kBf16)
+      return g ? l.G_inv_bf16.data() : l.A_inv_bf16.data();
+    else
+      return g ? l.G_inv.data() : l.A_inv.data();
   }
-  float *scratch(int64_t n) {
-    return static_cast<float *>(
-        workspace(kProduct, n * int64_t(sizeof(float))));
+  template <class TA, class TB, class TC>
+  void gemm(int64_t M, int64_t N, int64_t K, const TA *A, int64_t lda,
+            const TB *B, int64_t ldb, TC *C, int64_t ldc) {
+    if constexpr (kBf16)
+      gemm_into(M, N, K, rounded(A, M, K, lda), lda, rounded(B, K, N, ldb), ldb,
+                CUDA_R_16BF, C, ldc,
+                std::is_same_v<TC, float> ? CUDA_R_32F : CUDA_R_16BF);
+    else
+      kfac_detail::gemm(false, false, M, N, K, 1.0f, A, lda, B, ldb, CUDA_R_32F,
+                        0.0f, C, ldc, kPreconditionTf32);
+  }
+  /// A bf16 operand as it is; an fp32 one (the gradient, at most one per
+  /// GEMM) rounded into a workspace.
+  static const __nv_bfloat16 *rounded(const __nv_bfloat16 *x, int64_t, int64_t,
+                                      int64_t) {
+    return x;
+  }
+  static const __nv_bfloat16 *rounded(const float *x, int64_t rows,
+                                      int64_t cols, int64_t ld) {
+    const int64_t n = (rows - 1) * ld + cols;
+    auto *r = static_cast<__nv_bfloat16 *>(
+        workspace(kCast, n * int64_t(sizeof(__nv_bfloat16))));
+    round_bf16(r, x, n);
+    return r;
+  }
+  T *scratch(int64_t n) {
+    return static_cast<T *>(workspace(kProduct, n * int64_t(sizeof(T))));
   }
   void copy(float *dst, const float *src, int64_t n) {
     AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float),
@@ -209,11 +269,46 @@ void sum_norms(double *sums, ncclComm_t shard_comm, ncclComm_t norm_comm) {
 
 } // namespace
 
+bool kfac_precondition_bf16() {
+#ifdef AUTODDL_FP32
+  return false;
+#else
+  static const bool bf16 = [] {
+    const char *v = std::getenv("AUTODDL_KFAC_PRECOND");
+    return !(v && std::string(v) == "fp32");
+  }();
+  return bf16;
+#endif
+}
+
+const char *kfac_precondition_name() {
+#ifdef AUTODDL_FP32
+  return "fp32";
+#else
+  return kfac_precondition_bf16() ? "bf16" : "tf32";
+#endif
+}
+
+void kfac_inverses_installed(KfacLayer &l) {
+  if (!l.precondition_bf16())
+    return;
+  if (l.a_valid)
+    round_bf16(l.A_inv_bf16.data(), l.A_inv.data(), l.in * l.in);
+  if (l.g_valid)
+    round_bf16(l.G_inv_bf16.data(), l.G_inv.data(), l.out * l.out);
+}
+
 void kfac_precondition_split(float *dW_out, const float *dW_shard,
                              float *db_out, const float *db_shard,
                              const KfacLayer &l, bool transpose_weight,
                              KfacSplit split, ncclComm_t tp) {
-  PreconditionOps ops{tp};
+  if (l.precondition_bf16()) {
+    PreconditionOps<__nv_bfloat16> ops{tp};
+    kfac_precondition_with(ops, dW_out, dW_shard, db_out, db_shard, l,
+                           transpose_weight, split);
+    return;
+  }
+  PreconditionOps<float> ops{tp};
   kfac_precondition_with(ops, dW_out, dW_shard, db_out, db_shard, l,
                          transpose_weight, split);
 }

@@ -131,21 +131,26 @@ TEST_F(ClusterJsonTest, H200PresetsCarryTheSparseBenchmark) {
 // (0, 100], a source required, no other key.
 TEST_F(ClusterJsonTest, KfacTimeScales) {
   json doc = preset();
-  doc["gpu"]["kfac_time_scale"] = {
-      {"curvature", 0.25}, {"inversion", 1.5}, {"source", "test"}};
+  doc["gpu"]["kfac_time_scale"] = {{"curvature", 0.25},
+                                   {"inversion", 1.5},
+                                   {"precondition_bf16", 0.5},
+                                   {"source", "test"}};
   ASSERT_EQ(errorOf(doc), "");
   Cluster c = readClusterFile(write("k.json", doc.dump(2)));
-  double curvature = 0, inversion = 0;
+  double curvature = 0, inversion = 0, bf16 = 0;
   bool precondition = false;
   for (const OpTimeScale &s : c.opTimeScales) {
     if (s.kind == "kfac:curvature")
       curvature = s.forward;
     if (s.kind == "kfac:inversion")
       inversion = s.forward;
+    if (s.kind == "kfac:precondition_bf16")
+      bf16 = s.forward;
     precondition |= s.kind == "kfac:precondition";
   }
   EXPECT_EQ(curvature, 0.25);
   EXPECT_EQ(inversion, 1.5);
+  EXPECT_EQ(bf16, 0.5);
   EXPECT_FALSE(precondition);
   doc["gpu"]["kfac_time_scale"]["inversion"] = 0;
   EXPECT_NE(errorOf(doc).find("/gpu/kfac_time_scale/inversion"),

@@ -15,8 +15,13 @@
 //   1e-4 (~kappa d^(1/2) 2^-24 = 8e-5 worst); the fp64 retry 1e-6 (one fp32
 //   rounding of the result).
 // - preconditioning (two inverses, two fp32 GEMMs): 2e-4 without TF32 (the
-//   fp32 build); 3e-3 with TF32 operands (the bf16 build: each GEMM rounds
-//   its operands to 2^-11, ~sqrt(K) partial errors cancel; measured below it).
+//   fp32 build); 3e-3 with TF32 operands (the bf16 build's fp32 mode,
+//   AUTODDL_KFAC_PRECOND=fp32: each GEMM rounds its operands to 2^-11, ~sqrt(K)
+//   partial errors cancel; measured below it). bf16 GEMMs (the bf16 build's
+//   default): the inverses, the gradient and the intermediate each rounded to
+//   bf16 (2^-9, RMS 1.1e-3 an element), fp32 sums: 1e-2; the same roundings
+//   simulated in fp64 on these inputs gave 3.0e-3 to 3.3e-3 (2.7e-3 the bias).
+//   The bf16 copies are bf16(A_inv), bf16(G_inv) exactly.
 // - the asynchronous refresh (side stream, device-side damping) against the
 //   synchronous one on the same factors: the same operations, so 1e-6.
 // - SGD / LAMB against fp64 over three steps: 1e-6 (fp32 element-wise
@@ -25,6 +30,9 @@
 //   run in two child processes over NCCL (one GPU each, or both on GPU 0 with
 //   NCCL's socket transport as AUTODDL_SHARE_GPU does): against fp64 of the
 //   whole layer, bounds as above.
+//
+// `KfacCheck --bench` times a step's preconditioning of GPT-2 124M and 355M
+// in each mode (KfacCheckBench.cpp).
 //
 // Exit 0 pass, 1 fail, 77 no GPU (ctest SKIP_RETURN_CODE).
 #include "backends/cuda/kfac/Kfac.h"
@@ -37,6 +45,7 @@
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -195,11 +204,61 @@ RefLayer refresh_layer(rt::KfacLayer &l, int64_t S, const rt::KfacConfig &c,
   return r;
 }
 
+/// The bound of a layer's preconditioning (see the top).
+double precondition_tol(const rt::KfacLayer &l) {
 #ifdef AUTODDL_FP32
-constexpr double kPreconditionTol = 2e-4;
+  (void)l;
+  return 2e-4;
 #else
-constexpr double kPreconditionTol = 3e-3; // TF32 operands (Kfac.h)
+  return l.precondition_bf16() ? 1e-2 : 3e-3; // bf16 GEMMs; TF32 operands
 #endif
+}
+
+/// The precision a layer preconditions in, for the checks' names.
+std::string mode_of(const rt::KfacLayer &l) {
+  return l.precondition_bf16() ? " bf16" : " fp32";
+}
+
+/// A layer of the same size, preconditioning in the other precision (in
+/// the fp32 build: fp32 too), with copies of l's inverses installed.
+rt::KfacLayer other_mode(const rt::KfacLayer &l) {
+  rt::KfacLayer o(l.in, l.out, !l.precondition_bf16());
+  const auto copy = [](float *dst, const float *src, int64_t n) {
+    AUTODDL_CUDA_CHECK(cudaMemcpy(dst, src, size_t(n) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice));
+  };
+  copy(o.A_inv.data(), l.A_inv.data(), l.in * l.in);
+  copy(o.G_inv.data(), l.G_inv.data(), l.out * l.out);
+  o.a_valid = l.a_valid;
+  o.g_valid = l.g_valid;
+  o.damping = l.damping;
+  rt::kfac_inverses_installed(o);
+  return o;
+}
+
+/// The bf16 copies a refresh or an install writes: exactly the inverses
+/// rounded to bf16 (none in the fp32 build).
+void check_inverse_copies(const rt::KfacLayer &l, const std::string &shape) {
+#ifdef AUTODDL_FP32
+  expect("no bf16 inverse copies in the fp32 build" + shape,
+         !l.precondition_bf16() && l.A_inv_bf16.size() == 0);
+#else
+  if (!l.precondition_bf16())
+    return;
+  for (bool g : {false, true}) {
+    const int64_t d = g ? l.out : l.in;
+    auto want = host_floats(g ? l.G_inv.data() : l.A_inv.data(), d * d);
+    for (float &x : want)
+      x = round_act(x);
+    check(
+        std::string("bf16 copy of the installed ") + (g ? "G" : "A") +
+            " inverse" + shape,
+        rel_error(to_host(g ? l.G_inv_bf16.data() : l.A_inv_bf16.data(), d * d),
+                  want),
+        0.0);
+  }
+#endif
+}
 
 /// Queued inversions (kfac_inverse_launch + kfac_inverse_finish) on a copy
 /// of the factors kfac_refresh inverts synchronously: the same damping and
@@ -263,20 +322,9 @@ void check_async_refresh(int64_t in, int64_t out) {
         1e-6);
 }
 
-void check_precondition(int64_t in, int64_t out) {
-  rt::KfacConfig c;
-  c.damping = 1e-2;
-  rt::KfacStats stats;
-  rt::KfacLayer l(in, out);
-  const RefLayer ref = refresh_layer(l, in + out + 64, c, stats);
-  const std::string shape =
-      " in=" + std::to_string(in) + " out=" + std::to_string(out);
-  check("refresh: pi from the device traces" + shape,
-        std::fabs(l.damping.pi - ref.pi) / ref.pi, 1e-5);
-  expect("refresh: both inverses in fp32, factors zeroed" + shape,
-         stats.inverses_fp32 == 2 && stats.refreshes == 1 &&
-             host_floats(l.A.data(), in * in) ==
-                 std::vector<float>(size_t(in * in), 0.0f));
+void check_preconditioned(const rt::KfacLayer &l, const RefLayer &ref,
+                          const std::string &shape) {
+  const int64_t in = l.in, out = l.out;
   for (bool torchLayout : {true, false}) {
     const auto dW = random_values(gRng, in * out, -1.0f, 1.0f, false),
                db = random_values(gRng, out, -1.0f, 1.0f, false);
@@ -295,13 +343,40 @@ void check_precondition(int64_t in, int64_t out) {
     const std::string layout = torchLayout ? " [out,in]" : " [in,out]";
     check("precondition G^-1 dW A^-1" + layout + shape,
           kfacref::rel_error(host_floats(wo.data(), in * out), want),
-          kPreconditionTol);
+          precondition_tol(l));
+    // In place, as the program preconditions a whole layer's gradient.
+    rt::kfac_precondition(w.data(), w.data(), nullptr, nullptr, l, torchLayout);
+    check("precondition in place" + layout + shape,
+          kfacref::rel_error(host_floats(w.data(), in * out), want),
+          precondition_tol(l));
     check("precondition G^-1 db" + shape,
           kfacref::rel_error(
               host_floats(bo.data(), out),
               kfacref::matmul(ref.Gi, Mat(db.begin(), db.end()), out, out, 1)),
-          kPreconditionTol);
+          precondition_tol(l));
   }
+}
+
+/// Both preconditionings (bf16 GEMMs on the copies the refresh wrote, and
+/// fp32) of one refreshed layer against fp64.
+void check_precondition(int64_t in, int64_t out) {
+  rt::KfacConfig c;
+  c.damping = 1e-2;
+  rt::KfacStats stats;
+  rt::KfacLayer l(in, out);
+  const RefLayer ref = refresh_layer(l, in + out + 64, c, stats);
+  const std::string shape =
+      " in=" + std::to_string(in) + " out=" + std::to_string(out);
+  check("refresh: pi from the device traces" + shape,
+        std::fabs(l.damping.pi - ref.pi) / ref.pi, 1e-5);
+  expect("refresh: both inverses in fp32, factors zeroed" + shape,
+         stats.inverses_fp32 == 2 && stats.refreshes == 1 &&
+             host_floats(l.A.data(), in * in) ==
+                 std::vector<float>(size_t(in * in), 0.0f));
+  check_inverse_copies(l, shape);
+  const rt::KfacLayer other = other_mode(l);
+  for (const rt::KfacLayer *layer : {&std::as_const(l), &other})
+    check_preconditioned(*layer, ref, shape + mode_of(*layer));
 }
 
 void check_sgd(int64_t n, double momentum) {
@@ -509,50 +584,53 @@ int nccl_rank(int rank, int fdWrite, int fdRead, unsigned seed) {
             Gi = kfacref::inverse(G, out, std::sqrt(c.damping) / pi);
   const auto dW = random_values(gRng, in * out, -1.0f, 1.0f, false),
              db = random_values(gRng, out, -1.0f, 1.0f, false);
-  for (rt::KfacSplit split : {rt::KfacSplit::Out, rt::KfacSplit::In})
-    for (bool torchLayout : {true, false}) {
-      const Mat D(dW.begin(), dW.end());
-      const int64_t rowsW = torchLayout ? out : in,
-                    colsW = torchLayout ? in : out;
-      const Mat full =
-          torchLayout ? kfacref::matmul(kfacref::matmul(Gi, D, out, out, in),
-                                        Ai, out, in, in)
-                      : kfacref::matmul(kfacref::matmul(Ai, D, in, in, out), Gi,
-                                        in, out, out);
-      const bool byOut = split == rt::KfacSplit::Out;
-      const bool splitRows = byOut == torchLayout;
-      const int64_t r0 = splitRows ? rank * rowsW / p : 0,
-                    nR = splitRows ? rowsW / p : rowsW,
-                    c0 = splitRows ? 0 : rank * colsW / p,
-                    nC = splitRows ? colsW : colsW / p;
-      std::vector<float> shard(size_t(nR * nC));
-      Mat want(size_t(nR * nC));
-      for (int64_t i = 0; i < nR; ++i)
-        for (int64_t j = 0; j < nC; ++j) {
-          shard[size_t(i * nC + j)] = dW[size_t((r0 + i) * colsW + c0 + j)];
-          want[size_t(i * nC + j)] = full[size_t((r0 + i) * colsW + c0 + j)];
-        }
-      const int64_t bL = byOut ? out / p : out, b0 = byOut ? rank * bL : 0;
-      const Mat fullb =
-          kfacref::matmul(Gi, Mat(db.begin(), db.end()), out, out, 1);
-      rt::DeviceBuffer<float> w(nR * nC), wo(nR * nC), b(bL), bo(bL);
-      put_floats(w.data(), shard);
-      put_floats(b.data(),
-                 std::vector<float>(db.begin() + b0, db.begin() + b0 + bL));
-      rt::kfac_precondition_split(wo.data(), w.data(), bo.data(), b.data(), l,
-                                  torchLayout, split, comm);
-      const std::string what = "rank " + std::to_string(rank) + " split " +
-                               (byOut ? "out" : "in") +
-                               (torchLayout ? " [out,in]" : " [in,out]");
-      check(what + " preconditioned block",
-            kfacref::rel_error(host_floats(wo.data(), nR * nC), want),
-            kPreconditionTol);
-      check(
-          what + " preconditioned bias",
-          kfacref::rel_error(host_floats(bo.data(), bL),
-                             Mat(fullb.begin() + b0, fullb.begin() + b0 + bL)),
-          kPreconditionTol);
-    }
+  const rt::KfacLayer other = other_mode(l);
+  for (const rt::KfacLayer *layer : {&std::as_const(l), &other})
+    for (rt::KfacSplit split : {rt::KfacSplit::Out, rt::KfacSplit::In})
+      for (bool torchLayout : {true, false}) {
+        const Mat D(dW.begin(), dW.end());
+        const int64_t rowsW = torchLayout ? out : in,
+                      colsW = torchLayout ? in : out;
+        const Mat full =
+            torchLayout ? kfacref::matmul(kfacref::matmul(Gi, D, out, out, in),
+                                          Ai, out, in, in)
+                        : kfacref::matmul(kfacref::matmul(Ai, D, in, in, out),
+                                          Gi, in, out, out);
+        const bool byOut = split == rt::KfacSplit::Out;
+        const bool splitRows = byOut == torchLayout;
+        const int64_t r0 = splitRows ? rank * rowsW / p : 0,
+                      nR = splitRows ? rowsW / p : rowsW,
+                      c0 = splitRows ? 0 : rank * colsW / p,
+                      nC = splitRows ? colsW : colsW / p;
+        std::vector<float> shard(size_t(nR * nC));
+        Mat want(size_t(nR * nC));
+        for (int64_t i = 0; i < nR; ++i)
+          for (int64_t j = 0; j < nC; ++j) {
+            shard[size_t(i * nC + j)] = dW[size_t((r0 + i) * colsW + c0 + j)];
+            want[size_t(i * nC + j)] = full[size_t((r0 + i) * colsW + c0 + j)];
+          }
+        const int64_t bL = byOut ? out / p : out, b0 = byOut ? rank * bL : 0;
+        const Mat fullb =
+            kfacref::matmul(Gi, Mat(db.begin(), db.end()), out, out, 1);
+        rt::DeviceBuffer<float> w(nR * nC), wo(nR * nC), b(bL), bo(bL);
+        put_floats(w.data(), shard);
+        put_floats(b.data(),
+                   std::vector<float>(db.begin() + b0, db.begin() + b0 + bL));
+        rt::kfac_precondition_split(wo.data(), w.data(), bo.data(), b.data(),
+                                    *layer, torchLayout, split, comm);
+        const std::string what = "rank " + std::to_string(rank) + " split " +
+                                 (byOut ? "out" : "in") +
+                                 (torchLayout ? " [out,in]" : " [in,out]") +
+                                 mode_of(*layer);
+        check(what + " preconditioned block",
+              kfacref::rel_error(host_floats(wo.data(), nR * nC), want),
+              precondition_tol(*layer));
+        check(what + " preconditioned bias",
+              kfacref::rel_error(
+                  host_floats(bo.data(), bL),
+                  Mat(fullb.begin() + b0, fullb.begin() + b0 + bL)),
+              precondition_tol(*layer));
+      }
   // LAMB over two shards equals LAMB of the whole parameter.
   const int64_t n = 2 * 1001;
   auto whole = random_values(gRng, n, -1.0f, 1.0f, false);
@@ -619,7 +697,15 @@ int run_nccl_ranks(unsigned seed) {
 
 } // namespace
 
+void kfac_precondition_bench(); // KfacCheckBench.cpp
+
 int main(int argc, char **argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--bench") == 0) {
+    if (!cuda_device_present("KfacCheck"))
+      return 77;
+    kfac_precondition_bench();
+    return 0;
+  }
   unsigned seed = 0;
   int status = 0;
   if (!seed_from_args(argc, argv, "KfacCheck", seed, status))

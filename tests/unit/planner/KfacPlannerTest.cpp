@@ -144,7 +144,9 @@ TEST(Kfac, PlanCountsItsWorkAndMemory) {
 
 // gpu.kfac_time_scale (kept as the op time scales of kinds "kfac:<item>")
 // multiplies each item's price: the same pinned configuration priced with
-// curvature x0.5, inversion x2, precondition x3.
+// curvature x0.5, inversion x2, bf16 preconditioning x3 (this bf16 plan on
+// H200s preconditions in bf16, so the fp32 preconditioning's x7 is not
+// applied).
 TEST(Kfac, ClusterTimeScalesMultiplyItemPrices) {
   Graphs m = load("tiny-gpt");
   FixedKnobs fix = twoStages(pipeline::ScheduleKind::OneFOneB);
@@ -154,7 +156,8 @@ TEST(Kfac, ClusterTimeScalesMultiplyItemPrices) {
   cost::Cluster scaled = twoGpus();
   scaled.opTimeScales.push_back({"kfac:curvature", 0.5, 0.5});
   scaled.opTimeScales.push_back({"kfac:inversion", 2, 2});
-  scaled.opTimeScales.push_back({"kfac:precondition", 3, 3});
+  scaled.opTimeScales.push_back({"kfac:precondition_bf16", 3, 3});
+  scaled.opTimeScales.push_back({"kfac:precondition", 7, 7});
   Plan a = planOf(m, "kfac", fix), b = planOf(m, "kfac", fix, scaled);
   ASSERT_TRUE(a.kfac && b.kfac);
   ASSERT_EQ(a.kfac->layers.size(), b.kfac->layers.size());
@@ -488,33 +491,80 @@ TEST(KfacFactorStride, CurvaturePricedOnTheSelectedRows) {
   EXPECT_TRUE(!none || std::get_if<Plan>(&*none) == nullptr);
 }
 
+/// GPT-2 124M's MLP input layer (768 -> 3072, 1024 rows a sample) alone on
+/// one stage, as kfacWork prices it (cand points into it: not copied).
+struct MlpInputLayer {
+  KfacModel model;
+  Knobs knobs;
+  std::vector<StageInfo> stages = std::vector<StageInfo>(1);
+  KfacCandidate cand;
+  MlpInputLayer() {
+    KfacLinear l;
+    l.name = "h.0.mlp.fc";
+    l.layer = 0;
+    l.in = 768;
+    l.out = 3072;
+    l.rowsPerInstance = 1024;
+    model.linears = {l};
+    stages[0].endLayer = 1;
+    cand.knobs = &knobs;
+    cand.stages = &stages;
+  }
+  MlpInputLayer(const MlpInputLayer &) = delete;
+  MlpInputLayer &operator=(const MlpInputLayer &) = delete;
+};
+
 // At GPT-2 124M's MLP sizes (768 -> 3072, 8 x 1024 rows a micro-batch on
 // one H200) the curvature GEMMs are compute-bound, so stride 2 about halves
 // each curvature item (2 rows d^2 FLOP, rows halved; 0.508 of it: the GEMM's
 // efficiency at 4096 rows 1.5 % below 8192's) and leaves the others alone.
 TEST(KfacFactorStride, CurvatureHalvesAtStrideTwo) {
-  KfacModel model;
-  KfacLinear l;
-  l.name = "h.0.mlp.fc";
-  l.layer = 0;
-  l.in = 768;
-  l.out = 3072;
-  l.rowsPerInstance = 1024;
-  model.linears = {l};
-  Knobs k;
-  std::vector<StageInfo> stages(1);
-  stages[0].endLayer = 1;
-  KfacCandidate cand;
-  cand.knobs = &k;
-  cand.stages = &stages;
-  cand.rowsScale = 8;
+  MlpInputLayer m;
+  m.cand.rowsScale = 8;
   const cost::Cluster c = twoGpus();
-  const pipeline::KfacLayerWork whole = kfacWork(model, c, cand).at(0);
-  cand.factorStride = 2;
-  const pipeline::KfacLayerWork half = kfacWork(model, c, cand).at(0);
+  const pipeline::KfacLayerWork whole = kfacWork(m.model, c, m.cand).at(0);
+  m.cand.factorStride = 2;
+  const pipeline::KfacLayerWork half = kfacWork(m.model, c, m.cand).at(0);
   for (int f = 0; f < 2; ++f) {
     EXPECT_NEAR(half.curvature[f] / whole.curvature[f], 0.5, 0.02) << f;
     EXPECT_DOUBLE_EQ(half.invert[f], whole.invert[f]);
   }
   EXPECT_DOUBLE_EQ(half.precondition, whole.precondition);
+}
+
+// The preconditioning of GPT-2 124M's MLP input layer (768 -> 3072): in a
+// bf16 plan on an H200 two bf16 GEMMs, 2 (out^2 in + out in^2) = 18.1 GFLOP
+// at gemm_efficiency of the bf16 peak (compute-bound: their 43.6 MB take
+// 10 us at 0.9 of 4.8 TB/s), plus the gradient's rounding (6 bytes an
+// element, 14.2 MB: 3.3 us, so the 4.5 us launch floor); the bf16 copies of
+// both inverses are 2 (in^2 + out^2) bytes. In an fp32 plan (and where bf16
+// runs no faster than fp32: a CPU cluster) the fp32 GEMMs at the fp32 peak,
+// one kernel's floor, and no copies.
+TEST(KfacPrecondition, Bf16GemmsInBf16Plans) {
+  MlpInputLayer m;
+  const KfacModel &model = m.model;
+  KfacCandidate &cand = m.cand;
+  const cost::Cluster c = twoGpus();
+  const double in = 768, out = 3072;
+  const double flops = 2 * out * out * in + 2 * out * in * in;
+  const pipeline::KfacLayerWork bf16 = kfacWork(model, c, cand).at(0);
+  const double gemm =
+      flops / (c.peakFlops(cost::Precision::BF16) * c.gemmEfficiency);
+  EXPECT_NEAR(bf16.precondition, gemm + c.kernelLaunch, 1e-12);
+  EXPECT_DOUBLE_EQ(bf16.inverseCopyBytes, 2 * (in * in + out * out));
+  cand.precision = cost::Precision::FP32;
+  const pipeline::KfacLayerWork fp32 = kfacWork(model, c, cand).at(0);
+  EXPECT_NEAR(fp32.precondition,
+              flops / (c.peakFlops(cost::Precision::FP32) * c.gemmEfficiency),
+              1e-12);
+  EXPECT_EQ(fp32.inverseCopyBytes, 0);
+  // The fp32 peak is 1/14.8 of bf16's: 338 us against 27 us.
+  EXPECT_GT(fp32.precondition, 10 * bf16.precondition);
+  cost::Cluster flat = c; // every precision at the fp32 rate, as a CPU's
+  flat.peak[static_cast<int>(cost::Precision::BF16)] =
+      flat.peak[static_cast<int>(cost::Precision::FP32)];
+  cand.precision = cost::Precision::BF16;
+  const pipeline::KfacLayerWork cpu = kfacWork(model, flat, cand).at(0);
+  EXPECT_DOUBLE_EQ(cpu.precondition, fp32.precondition);
+  EXPECT_EQ(cpu.inverseCopyBytes, 0);
 }

@@ -415,6 +415,9 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
   EXPECT_EQ(error("AUTODDL_BATCHNORM", "fused"), "");
   EXPECT_EQ(error("AUTODDL_BATCHNORM", "1"),
             "AUTODDL_BATCHNORM=\"1\": expected auto or split or fused");
+  EXPECT_EQ(error("AUTODDL_KFAC_PRECOND", "fp32"), "");
+  EXPECT_EQ(error("AUTODDL_KFAC_PRECOND", "tf32"),
+            "AUTODDL_KFAC_PRECOND=\"tf32\": expected bf16 or fp32");
   EXPECT_EQ(error("AUTODDL_CONV_GEMM", "dgrad,wgrad"), "");
   EXPECT_NE(error("AUTODDL_CONV_GEMM", "wgrad,dgrad"), "");
   // FP8's measuring knobs (docs/fp8.md "Knobs").
