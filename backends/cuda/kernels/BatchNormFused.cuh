@@ -26,6 +26,11 @@ constexpr int64_t kFusedMaxSplits = 512;
 /// this many elements (64 MiB of bf16: ResNet-50's 14×14 and 7×7 norms and
 /// 128 channels at 28×28), where the split form's launches cost the most.
 constexpr int64_t kFusedAutoElems = int64_t(1) << 25;
+/// ... and a forward only above this many: at C512 7×7 (6.4M elements) the
+/// fused forward took 0.0340 ms against the split form's 0.0265 on one H100
+/// (its backward 0.0459 against 0.0620; bench/results/onnx/
+/// 2026-12-07-h100-resnet50-batchnorm-fused/image_ab.txt).
+constexpr int64_t kFusedAutoForwardMin = int64_t(1) << 23;
 
 /// finish_channel for channels w, w + warps, ... where w is this warp's
 /// index in the grid: lanes stride over the splits, then a warp sum.
@@ -107,7 +112,9 @@ bool cooperative_device() {
 template <int V> bool batchnorm_fused(const NormLastCall &n) {
   const BatchNormPath path = norm_path_switch();
   if (path == BatchNormPath::Split ||
-      (path == BatchNormPath::Auto && n.R * n.C > kFusedAutoElems) ||
+      (path == BatchNormPath::Auto &&
+       (n.R * n.C > kFusedAutoElems ||
+        (n.forward && n.R * n.C <= kFusedAutoForwardMin))) ||
       !cooperative_device())
     return false;
   static const int perSm[2] = {
