@@ -80,8 +80,14 @@ void kfac_precondition_bench() {
       std::printf("KfacCheck --bench: %-11s preconditioning %-4s %8.3f ms a "
                   "step\n",
                   m.name,
+                  // kfac_precondition_name() is the program's mode, not
+                  // this layer's: the second pass is the TF32 (fp32) one.
                   layers[0].precondition_bf16() ? "bf16"
-                                                : rt::kfac_precondition_name(),
+#ifdef AUTODDL_FP32
+                                                : "fp32",
+#else
+                                                : "tf32",
+#endif
                   ms);
     }
 }
