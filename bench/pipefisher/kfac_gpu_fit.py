@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from scriptio import fail, load  # noqa: E402
 
 # A GPU plan (bf16 or fp8) prices its preconditioning as bf16 GEMMs (planner/Kfac.cpp), the
-# CUDA program's default (a run with AUTODDL_KFAC_PRECOND=fp32 does not fit this key).
+# CUDA program's default (a run with AUTODDL_KFAC_PRECOND=fp32 does not fit this key: refused).
 GROUPS = {"curv": "curvature", "inv": "inversion", "precond": "precondition_bf16"}
 
 
@@ -35,6 +35,13 @@ def main():
     ap.add_argument("--source", default="")
     a = ap.parse_args()
     plan, trace = load(a.plan), load(a.trace)
+    # The run's metrics.json beside its trace says which preconditioning ran: only bf16's fits
+    # the precondition_bf16 key.
+    metrics = os.path.join(os.path.dirname(os.path.abspath(a.trace)), "metrics.json")
+    ran = load(metrics).get("info", {}).get("kfac.precondition") if os.path.exists(metrics) else None
+    if ran not in (None, "bf16"):
+        fail(f"{metrics}: the run preconditioned in {ran}, not bf16; fit a bf16 run "
+             "(without AUTODDL_KFAC_PRECOND=fp32, not an fp32 build)")
     kfac = plan.get("kfac")
     if not kfac:
         fail(f"{a.plan}: not a K-FAC plan")

@@ -106,6 +106,13 @@ bool cooperative_device() {
   return yes;
 }
 
+/// Set once a cooperative launch was refused as too large (a GPU shared
+/// through MPS): the split form runs from then on.
+inline bool &cooperative_refused() {
+  static bool refused = false;
+  return refused;
+}
+
 /// Runs n in one cooperative launch where the selection asks for it and one
 /// wave of co-resident blocks covers its channel tiles; false (nothing
 /// launched): run the split form.
@@ -115,7 +122,7 @@ template <int V> bool batchnorm_fused(const NormLastCall &n) {
       (path == BatchNormPath::Auto &&
        (n.R * n.C > kFusedAutoElems ||
         (n.forward && n.R * n.C <= kFusedAutoForwardMin))) ||
-      !cooperative_device())
+      !cooperative_device() || cooperative_refused())
     return false;
   static const int perSm[2] = {
       resident_blocks(batchnorm_fused_last_kernel<V, false>),
@@ -154,6 +161,9 @@ template <int V> bool batchnorm_fused(const NormLastCall &n) {
                                lanes, n, part, stats);
   if (e == cudaErrorCooperativeLaunchTooLarge) { // fewer SMs (MPS): split
     (void)cudaGetLastError();
+    // From then on without trying: a refused launch inside a step graph's
+    // capture would spoil the capture (the first, eager step learns it).
+    cooperative_refused() = true;
     return false;
   }
   AUTODDL_CUDA_CHECK(e);

@@ -223,9 +223,13 @@ std::string mode_of(const rt::KfacLayer &l) {
 /// the fp32 build: fp32 too), with copies of l's inverses installed.
 rt::KfacLayer other_mode(const rt::KfacLayer &l) {
   rt::KfacLayer o(l.in, l.out, !l.precondition_bf16());
+  // On the compute stream, which kfac_inverses_installed's rounding and the
+  // preconditioning use (non-blocking: a plain cudaMemcpy is not ordered
+  // before them).
   const auto copy = [](float *dst, const float *src, int64_t n) {
-    AUTODDL_CUDA_CHECK(cudaMemcpy(dst, src, size_t(n) * sizeof(float),
-                                  cudaMemcpyDeviceToDevice));
+    AUTODDL_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float),
+                                       cudaMemcpyDeviceToDevice,
+                                       rt::compute_stream()));
   };
   copy(o.A_inv.data(), l.A_inv.data(), l.in * l.in);
   copy(o.G_inv.data(), l.G_inv.data(), l.out * l.out);
