@@ -4,6 +4,7 @@
 // momentum SGD with decoupled weight decay, and LAMB and Adam grafting with
 // device-side, fixed-order norms.
 #include "backends/cuda/kernels/Common.cuh"
+#include "backends/cuda/kernels/Reduce.h"
 #include "backends/cuda/kfac/Kfac.h"
 #include "backends/cuda/kfac/KfacInternal.cuh"
 
@@ -18,31 +19,15 @@ namespace autoddl::rt {
 namespace {
 using namespace kfac_detail;
 
-/// dst[n] = bf16(src) (round to nearest even), four at a time where both
-/// line up.
-__global__ void round_bf16_kernel(__nv_bfloat16 *dst, const float *src,
-                                  int64_t n, bool packed) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t vectors = packed ? n / 4 : 0;
-  for (int64_t i = first; i < vectors; i += stride) {
-    const float4 v = reinterpret_cast<const float4 *>(src)[i];
-    auto *d = reinterpret_cast<__nv_bfloat162 *>(dst + 4 * i);
-    d[0] = __floats2bfloat162_rn(v.x, v.y);
-    d[1] = __floats2bfloat162_rn(v.z, v.w);
-  }
-  for (int64_t i = 4 * vectors + first; i < n; i += stride)
-    dst[i] = __float2bfloat16_rn(src[i]);
-}
-
+/// dst[n] = bf16(src) (round to nearest even): Reduce.h's cast, act_t being
+/// bf16 in the bf16 build; the fp32 build keeps no bf16 copies (KfacLayer).
 void round_bf16(__nv_bfloat16 *dst, const float *src, int64_t n) {
-  if (n <= 0)
-    return;
-  const bool packed = (reinterpret_cast<uintptr_t>(src) & 15) == 0 &&
-                      (reinterpret_cast<uintptr_t>(dst) & 7) == 0;
-  round_bf16_kernel<<<detail::grid_for(packed ? n / 4 + 1 : n, 256), 256, 0,
-                      compute_stream()>>>(dst, src, n, packed);
-  AUTODDL_CUDA_CHECK_LAUNCH();
+#ifdef AUTODDL_FP32
+  (void)dst, (void)src, (void)n;
+  throw std::logic_error("bf16 preconditioning in the fp32 build");
+#else
+  cast_to_act(dst, src, n);
+#endif
 }
 
 /// kfac_precondition_with's operations on device memory (the compute
