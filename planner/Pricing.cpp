@@ -1,6 +1,7 @@
 //===- Pricing.cpp - costs of an SBP assignment (docs/planner.md) --------===//
 #include "planner/Pricing.h"
 
+#include "backends/common/ConvScratch.h"
 #include "planner/AdjacencyMemory.h"
 #include "planner/Fp8Pricing.h"
 #include "planner/ProgramDecisions.h"
@@ -87,6 +88,26 @@ void programBuffers(const OpDef &op, const std::vector<ops::ValueType> &in,
         4.0 * (prod(in[3].shape) + prod(in[2].shape)) +
         4.0 * static_cast<double>(ops::attrOr(attrs, ops::attr::kNnz, 0));
   }
+}
+
+/// The CUDA program's scratch for conv2d `op` at micro-batch b: the most
+/// one of its calls takes (backends/common/ConvScratch.h), which the grow-only
+/// slot holds for the run. Priced channels-last, the program's default (NCHW
+/// has no filter copy), on the whole micro-batch whatever the tp layout (each
+/// rank convolves its micro-batch whole); no data gradient for a model input.
+/// The CPU program has no such scratch (no cuDNN): workspaces are the CUDA
+/// program's part only (StageMemory.cpp).
+double convScratch(const SearchGraph &sg, const OpDef &op, int64_t b) {
+  const std::vector<int64_t> x = sg.shapeAt(op.operands[0], b),
+                             w = sg.shapeAt(op.operands[1], b);
+  if (x.size() != 4 || w.size() != 4)
+    return 0;
+  rt::Conv2dShape s{x[0], x[1], x[2], x[3], w[0], w[2], w[3], 1, 0, true};
+  s.stride = ops::attrOr(op.attrs, ops::attr::kStride, 1);
+  s.padding = ops::attrOr(op.attrs, ops::attr::kPadding, 0);
+  const bool dataGrad =
+      sg.graph->tensors[size_t(op.operands[0])].role != TensorRole::Input;
+  return double(rt::convScratchBound(s, dataGrad));
 }
 
 /// What an op's neighbours change of its price in the CUDA program.
@@ -326,6 +347,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
              : op.kind == "gat_aggregate" ? k >= 2
                                           : false;
     };
+    const double convBytes = op.kind == "conv2d" ? convScratch(sg_, op, b_) : 0;
     for (const Signature &s : sg_.ops[i].sigs) {
       auto local = [&](int t, const Sbp &l, bool every = false) {
         std::vector<int64_t> sh = sg_.shapeAt(t, b_);
@@ -418,6 +440,7 @@ void PricingContext::priceOps(const cost::KernelOptions &kernels) {
                        .best.time;
       programBuffers(op, in, out, attrs, kernels, sc.programInternal,
                      sc.hostInternal, sc.hostScores, sc.workspace);
+      sc.workspace = std::max(sc.workspace, convBytes);
       if (fp8)
         addFp8Casts(sc, fp8CastCost(c_, in[0], out[0], nf.dxThroughGelu, m_,
                                     fp8SharedAt(sg_, gi, b_, tp_)));

@@ -29,14 +29,21 @@
 // same bytes in both: no copy.
 //
 // Capture safety: the handle, the plans and the scratch (detail::scratch
-// slot 3, the own path's, holding [scratch output | engine workspace]) come
+// slot 3, the own path's, holding [KRSC filter copy | scratch output | engine
+// workspace]: backends/common/ConvScratch.h, which the planner prices) come
 // into being at a shape's first call, in the program's first, eager step
 // (StepGraph.h); later calls build a variant pack on the host and enqueue
 // cudnnBackendExecute on compute_stream(), nothing else.
+//
+// Memory: no engine config whose workspace is over convWorkspaceCap is
+// planned or timed, so each call's scratch is within convScratchBound, the
+// plan's price; a shape no config of which fits keeps the heuristics' first,
+// over that price (AUTODDL_CONV_VERBOSE names it).
 #include "backends/cuda/kernels/ConvCudnn.h"
 #include "backends/cuda/kernels/CudnnGraph.h"
 
 #if defined(AUTODDL_HAVE_CUDNN) && !defined(AUTODDL_FP32)
+#include "backends/common/ConvScratch.h"
 #include "backends/cuda/kernels/Common.cuh"
 #include "backends/cuda/kernels/Shape.h"
 
@@ -73,16 +80,22 @@ namespace {
 
 using namespace cudnn_graph;
 
+// ConvScratch.h's bytes (the planner's price) count act_t so.
+static_assert(sizeof(act_t) == kConvActBytes, "cuDNN runs the bf16 build");
+
 bool verbose() {
   static const bool v = env_is("AUTODDL_CONV_VERBOSE");
   return v;
 }
 
-/// AUTODDL_CONV_AUTOTUNE=1: each plan is the fastest of the heuristics' first
-/// kTuneCandidates engine configs, timed once on the shape's first call
-/// (cudnn.benchmark's find); else the heuristics' first.
+/// Each plan is the fastest of the heuristics' first kTuneCandidates engine
+/// configs within the workspace cap, timed once on the shape's first call
+/// (cudnn.benchmark's find); AUTODDL_CONV_AUTOTUNE=0: the heuristics' first
+/// within the cap. On by default: on one H100 ResNet-50's step at batch 256
+/// took 46.58 ms tuned against 46.81
+/// (bench/results/onnx/2026-12-07-h100-resnet50-batchnorm-fused/).
 bool autotune() {
-  static const bool v = env_is("AUTODDL_CONV_AUTOTUNE");
+  static const bool v = !env_is("AUTODDL_CONV_AUTOTUNE", "0");
   return v;
 }
 constexpr size_t kTuneCandidates = 8;
@@ -171,15 +184,6 @@ std::vector<Variant> variants(Dir d, bool krsc) {
   return {{true, f32}, {false, f32}, {false, bf16}};
 }
 
-/// Whether a channels-last filter differs from the OIHW parameter (KRSC with
-/// more than one tap and input channel).
-bool krsc_filter(bool last, int64_t taps, int64_t Cin) {
-  return last && taps > 1 && Cin > 1;
-}
-bool krsc_filter(const Conv2dShape &s) {
-  return krsc_filter(s.channelsLast, s.kh * s.kw, s.Cin);
-}
-
 /// What a plan is cached under; `align` is the bytes every pointer of the
 /// call is aligned to (at most 16: the tensors' promised alignment).
 struct Key {
@@ -193,11 +197,21 @@ struct Key {
                     align, last, store);
   }
   bool operator<(const Key &o) const { return tie() < o.tie(); }
+  Conv2dShape shape() const {
+    return {B, Cin, H, W, Cout, kh, kw, stride, padding, last};
+  }
 };
+
+ConvDirection direction(Dir d) {
+  return d == Dir::kForward ? ConvDirection::Forward
+         : d == Dir::kData  ? ConvDirection::DataGrad
+                            : ConvDirection::FilterGrad;
+}
 
 /// One planned graph: its execution plan and every descriptor it refers to
 /// (kept for the process); under autotune, until the first call times them,
-/// the candidate plans (workspaceBytes: the largest of theirs).
+/// the candidate plans (workspaceBytes: the largest of theirs, within
+/// convWorkspaceCap but where none fits).
 struct Plan {
   bool usable = false;
   Variant variant{};
@@ -275,10 +289,11 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
   b.finalize(op, "convolution operation");
+  const int64_t cap = convWorkspaceCap(k.shape());
   std::vector<Planned> plans = plan_candidates(
       b, h, {op},
       {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK},
-      deterministic_fp32, autotune() ? kTuneCandidates : 1);
+      deterministic_fp32, autotune() ? kTuneCandidates : 1, cap);
   if (!b.ok() || plans.empty()) {
     if (verbose())
       std::fprintf(
@@ -296,6 +311,12 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   p.plan = plans[0].plan;
   for (const Planned &c : plans)
     p.workspaceBytes = std::max(p.workspaceBytes, c.workspaceBytes);
+  if (p.workspaceBytes > cap && verbose())
+    std::fprintf(stderr,
+                 "autoddl: cuDNN conv2d %s: no engine config within the "
+                 "%ld-byte workspace cap; the first takes %ld (over the "
+                 "plan's price)\n",
+                 dir_name(k.dir), long(cap), long(p.workspaceBytes));
   if (plans.size() > 1)
     p.candidates = std::move(plans);
   p.variant = v;
@@ -317,8 +338,7 @@ Plan &plan_for(const Key &key) {
     return *it->second;
   auto p = std::make_unique<Plan>();
   if (cudnnHandle_t h = handle())
-    for (const Variant &v :
-         variants(key.dir, krsc_filter(key.last, key.kh * key.kw, key.Cin)))
+    for (const Variant &v : variants(key.dir, convFilterCopied(key.shape())))
       if (!p->usable)
         plan_variant(*p, h, key, v);
   if (verbose())
@@ -455,29 +475,21 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
   void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
                    const_cast<void *>(y)};
   const Role out = op_names(d).out;
-  const int64_t n = out == kX   ? s.B * s.Cin * s.H * s.W
-                    : out == kW ? s.Cout * s.Cin * s.kh * s.kw
-                                : s.B * s.Cout * s.Ho() * s.Wo();
+  const int64_t n = convResultElements(s, direction(d));
   const bool f32 = p.variant.type == CUDNN_DATA_FLOAT;
-  // [KRSC filter copy (forward, dgrad) | scratch output (not in place, or
-  // timing candidates) | workspace]
-  const int64_t filterElems = s.Cout * s.Cin * s.kh * s.kw;
-  const int64_t copyBytes =
-      krsc_filter(s) && d != Dir::kFilter
-          ? (filterElems * int64_t(sizeof(act_t)) + 255) / 256 * 256
-          : 0;
   // Candidates that store in place (the forward, a backward that stores) are
   // timed on the call's own output, which the plan's run then overwrites;
   // only one that adds into it (beta = 1) needs a scratch output to be timed
   // on (ResNet-50: the stem's 411 MB forward output no longer doubled).
-  const bool storesInPlace =
-      p.variant.inPlace && (d == Dir::kForward || store);
-  const int64_t outBytes =
-      p.variant.inPlace && (p.candidates.empty() || storesInPlace)
-          ? 0
-          : (n * int64_t(f32 ? sizeof(float) : sizeof(act_t)) + 255) / 256 *
-                256;
-  const int64_t total = copyBytes + outBytes + p.workspaceBytes;
+  const bool storesInPlace = p.variant.inPlace && (d == Dir::kForward || store);
+  const int64_t outElementBytes =
+      p.variant.inPlace && (p.candidates.empty() || storesInPlace) ? 0
+      : f32 ? int64_t(sizeof(float))
+            : int64_t(sizeof(act_t));
+  const ConvScratchParts parts =
+      convScratchParts(s, direction(d), outElementBytes, p.workspaceBytes);
+  const int64_t copyBytes = parts.copy, outBytes = parts.output,
+                total = parts.total();
   char *buf =
       total > 0 ? static_cast<char *>(detail::scratch(3, total)) : nullptr;
   if (copyBytes > 0) { // OIHW [K, C, RS] -> KRSC [K, RS, C]
@@ -499,9 +511,9 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
     return true;
   if (out != kW)
     add_into<act_t, act_t>(static_cast<act_t *>(dst), ws, n, !store);
-  else if (krsc_filter(s) && f32)
+  else if (convFilterCopied(s) && f32)
     add_krsc_into<float>(static_cast<float *>(dst), ws, s);
-  else if (krsc_filter(s))
+  else if (convFilterCopied(s))
     add_krsc_into<act_t>(static_cast<float *>(dst), ws, s);
   else if (f32)
     add_into<float, float>(static_cast<float *>(dst), ws, n);

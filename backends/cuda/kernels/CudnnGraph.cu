@@ -136,11 +136,14 @@ bool deterministic_fp32(Desc config) {
 
 namespace {
 
-/// The plans of the first `limit` configs of `configs` that `accept` takes
-/// and whose execution plan finalizes, in order.
+/// The plans of the first `limit` configs of `configs` that `accept` takes,
+/// whose execution plan finalizes and whose workspace is at most
+/// `maxWorkspace`, in order; `over`: where it is null, the first plan over
+/// that bound (else such plans are destroyed).
 std::vector<Planned> finalized_plans(cudnnHandle_t h,
                                      const std::vector<Desc> &configs,
-                                     bool (*accept)(Desc), size_t limit) {
+                                     bool (*accept)(Desc), size_t limit,
+                                     int64_t maxWorkspace, Planned &over) {
   std::vector<Planned> plans;
   for (Desc cfg : configs) {
     Desc plan = nullptr;
@@ -162,7 +165,12 @@ std::vector<Planned> finalized_plans(cudnnHandle_t h,
       lib().BackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                 CUDNN_TYPE_INT64, 1, &cnt, &p.workspaceBytes);
       p.plan = plan;
-      plans.push_back(p);
+      if (p.workspaceBytes <= maxWorkspace)
+        plans.push_back(p);
+      else if (!over.plan)
+        over = p;
+      else
+        lib().BackendDestroyDescriptor(plan);
       continue;
     }
     lib().BackendDestroyDescriptor(plan);
@@ -175,13 +183,14 @@ std::vector<Planned> finalized_plans(cudnnHandle_t h,
 std::vector<Planned>
 plan_candidates(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
                 std::initializer_list<cudnnBackendHeurMode_t> modes,
-                bool (*accept)(Desc), size_t limit) {
+                bool (*accept)(Desc), size_t limit, int64_t maxWorkspace) {
   Desc graph = b.make(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   b.set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
         int64_t(ops.size()), ops.data());
   b.finalize(graph, "operation graph");
   std::vector<Planned> plans;
+  Planned over; // the first plan over maxWorkspace
   for (cudnnBackendHeurMode_t mode : modes) {
     if (!b.ok() || !plans.empty())
       break;
@@ -214,9 +223,15 @@ plan_candidates(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
                                   configs.data()) != CUDNN_STATUS_SUCCESS)
       got = 0;
     configs.resize(size_t(got));
-    plans = finalized_plans(h, configs, accept, limit);
+    plans = finalized_plans(h, configs, accept, limit, maxWorkspace, over);
     for (const Planned &p : plans)
       b.descs.push_back(p.plan);
+  }
+  if (over.plan && plans.empty()) {
+    plans.push_back(over);
+    b.descs.push_back(over.plan);
+  } else if (over.plan) {
+    lib().BackendDestroyDescriptor(over.plan);
   }
   return plans;
 }

@@ -105,12 +105,15 @@ Planned plan_graph(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
                    std::initializer_list<cudnnBackendHeurMode_t> modes,
                    bool (*accept)(Desc config) = nullptr);
 
-/// The same, up to `limit` plans from the first mode that gives any, in the
-/// heuristics' order (the candidates a one-time timing chooses among).
+/// The same, up to `limit` plans from the first mode that gives any whose
+/// workspace is at most `maxWorkspace` bytes, in the heuristics' order (the
+/// candidates a one-time timing chooses among). Where no plan of any mode
+/// fits, the first that finalized alone (over the bound: the caller says so).
 std::vector<Planned>
 plan_candidates(Builder &b, cudnnHandle_t h, const std::vector<Desc> &ops,
                 std::initializer_list<cudnnBackendHeurMode_t> modes,
-                bool (*accept)(Desc config), size_t limit);
+                bool (*accept)(Desc config), size_t limit,
+                int64_t maxWorkspace = INT64_MAX);
 
 /// False for an engine config cuDNN notes as nondeterministic or as reducing
 /// in less than fp32 (an `accept` for plan_graph).

@@ -410,6 +410,10 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
             "AUTODDL_CONV_WGRAD=\"fp16\": expected fp32 or bf16");
   EXPECT_EQ(error("AUTODDL_CONV", "im2col"),
             "AUTODDL_CONV=\"im2col\": expected own or cudnn");
+  // On by default (ConvCudnn.cu); 0 keeps the heuristics' first config.
+  EXPECT_EQ(error("AUTODDL_CONV_AUTOTUNE", "0"), "");
+  EXPECT_EQ(error("AUTODDL_CONV_AUTOTUNE", "off"),
+            "AUTODDL_CONV_AUTOTUNE=\"off\": expected 0 or 1");
   EXPECT_EQ(error("AUTODDL_KFAC_FACTOR_GRAPH", "0"), "");
   EXPECT_NE(error("AUTODDL_KFAC_FACTOR_GRAPH", "off"), "");
   EXPECT_EQ(error("AUTODDL_BATCHNORM", "fused"), "");
