@@ -100,6 +100,15 @@ bool autotune() {
 }
 constexpr size_t kTuneCandidates = 8;
 
+/// The workspace cap (ConvScratch.h); AUTODDL_CONV_WORKSPACE_CAP=none lifts
+/// it, to measure what it costs (the plan prices the capped scratch only:
+/// on one H100 the uncapped tuning took ResNet-50's peak 982 MiB past the
+/// untuned one, bench/results/onnx/2026-12-07-h100-resnet50-batchnorm-fused/).
+int64_t workspace_cap(const Conv2dShape &s) {
+  static const bool capped = !env_is("AUTODDL_CONV_WORKSPACE_CAP", "none");
+  return capped ? convWorkspaceCap(s) : INT64_MAX;
+}
+
 /// The weight gradient goes into bf16 scratch first (then added into the fp32
 /// dw), as PyTorch's autocast weight gradient does; AUTODDL_CONV_WGRAD=fp32
 /// asks cuDNN for fp32 output into dw first. On one H100 the fp32-output
@@ -289,7 +298,7 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
   b.finalize(op, "convolution operation");
-  const int64_t cap = convWorkspaceCap(k.shape());
+  const int64_t cap = workspace_cap(k.shape());
   std::vector<Planned> plans = plan_candidates(
       b, h, {op},
       {CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK},
@@ -451,8 +460,11 @@ void tune(Plan &p, Dir d, void *const ptrs[3], void *out, void *workspace) {
     float ms = 0;
     AUTODDL_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     if (verbose())
-      std::fprintf(stderr, "autoddl: conv2d %s candidate %zu: %.4f ms\n",
-                   dir_name(d), size_t(&c - candidates.data()), ms / 3);
+      std::fprintf(stderr,
+                   "autoddl: conv2d %s candidate %zu: %.4f ms, workspace "
+                   "%ld bytes\n",
+                   dir_name(d), size_t(&c - candidates.data()), ms / 3,
+                   long(c.workspaceBytes));
     if (&c == candidates.data() || ms < best) {
       best = ms;
       p.plan = c.plan;

@@ -414,6 +414,9 @@ TEST(HarnessOptions, EnvironmentValuesAreChecked) {
   EXPECT_EQ(error("AUTODDL_CONV_AUTOTUNE", "0"), "");
   EXPECT_EQ(error("AUTODDL_CONV_AUTOTUNE", "off"),
             "AUTODDL_CONV_AUTOTUNE=\"off\": expected 0 or 1");
+  EXPECT_EQ(error("AUTODDL_CONV_WORKSPACE_CAP", "none"), "");
+  EXPECT_EQ(error("AUTODDL_CONV_WORKSPACE_CAP", "0"),
+            "AUTODDL_CONV_WORKSPACE_CAP=\"0\": expected none");
   EXPECT_EQ(error("AUTODDL_KFAC_FACTOR_GRAPH", "0"), "");
   EXPECT_NE(error("AUTODDL_KFAC_FACTOR_GRAPH", "off"), "");
   EXPECT_EQ(error("AUTODDL_BATCHNORM", "fused"), "");
