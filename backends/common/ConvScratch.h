@@ -3,8 +3,9 @@
 // workspace]) and the cap on a cuDNN engine's workspace: the one rule the
 // runtime allocates by and the planner prices (planner/Pricing.cpp). The
 // slot is grow-only and lives for the run, so a program holds the largest
-// call's bytes. Header-only, plain C++17, so codegen copies it with
-// backends/common.
+// call's bytes (while it grows, detail::scratch holds the old buffer beside
+// the new one for a moment: not priced). Header-only, plain C++17, so codegen
+// copies it with backends/common.
 #ifndef AUTODDL_BACKENDS_COMMON_CONVSCRATCH_H
 #define AUTODDL_BACKENDS_COMMON_CONVSCRATCH_H
 
@@ -52,11 +53,12 @@ inline int64_t convResultElements(const Conv2dShape &s, ConvDirection d) {
 /// The most workspace an engine config of shape s may ask for: the larger of
 /// its input and output in bf16, at least kConvWorkspaceFloorBytes. PyTorch's
 /// cudnn.benchmark bounds it by the allocator's free memory, which a plan
-/// cannot price; a bound proportional to the convolution's own tensors keeps
-/// the engines that transform them (Winograd, FFT-tiled: about a tensor's
-/// size) and at most doubles the largest tensor the convolution already
-/// holds, while the implicit-GEMM engines the heuristics put first on Hopper
-/// need a few MiB or none.
+/// cannot price; a fixed bound would be too much for a small network and
+/// too little for a large one, while one proportional to the convolution's
+/// own tensors scales with the activations the plan already holds and adds
+/// at most one such tensor to the scratch. Whether it drops a candidate that
+/// would have won is measured, not assumed: AUTODDL_CONV_WORKSPACE_CAP=none
+/// lifts it, AUTODDL_CONV_VERBOSE=1 prints each candidate's workspace.
 inline int64_t convWorkspaceCap(const Conv2dShape &s) {
   return std::max(
       {kConvWorkspaceFloorBytes,
