@@ -57,8 +57,9 @@ inline int64_t convResultElements(const Conv2dShape &s, ConvDirection d) {
 /// too little for a large one, while one proportional to the convolution's
 /// own tensors scales with the activations the plan already holds and adds
 /// at most one such tensor to the scratch. Whether it drops a candidate that
-/// would have won is measured, not assumed: AUTODDL_CONV_WORKSPACE_CAP=none
-/// lifts it, AUTODDL_CONV_VERBOSE=1 prints each candidate's workspace.
+/// would have won is for a GPU to tell (not yet measured):
+/// AUTODDL_CONV_WORKSPACE_CAP=none lifts it, AUTODDL_CONV_VERBOSE=1 prints
+/// each candidate's workspace.
 inline int64_t convWorkspaceCap(const Conv2dShape &s) {
   return std::max(
       {kConvWorkspaceFloorBytes,
