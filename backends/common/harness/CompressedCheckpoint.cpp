@@ -2,6 +2,7 @@
 #include "backends/common/harness/CompressedCheckpoint.h"
 
 #include "backends/common/CheckpointCompress.h"
+#include "backends/common/Fp8State.h"
 #include "backends/common/Parallel.h"
 
 #include <algorithm>
@@ -18,11 +19,6 @@ constexpr uint8_t kDelta = 'D', kQuantized = 'Q', kRaw = 'R';
 
 bool is_moment(const std::string &name) {
   return name.find(".exp_avg") != std::string::npos;
-}
-
-/// ProgramRun's split: the moments and K-FAC's inverses are optimizer state.
-bool is_optimizer_state(const std::string &name) {
-  return is_moment(name) || name.find(".kfac_") != std::string::npos;
 }
 
 void put(std::vector<uint8_t> &out, const void *p, size_t bytes) {
@@ -46,6 +42,11 @@ struct Reader {
 };
 
 } // namespace
+
+bool is_optimizer_state(const std::string &name) {
+  return is_moment(name) || name.find(".kfac_") != std::string::npos ||
+         is_fp8_scaling_entry(name);
+}
 
 std::function<void()>
 CompressState::full_saved(const std::string &dir,

@@ -33,6 +33,12 @@
 
 namespace autoddl::rt::harness {
 
+/// Optimizer state (optimizer.safetensors; a compressed part stores it as
+/// its kind says), the rest parameters (model.safetensors; a delta): the
+/// AdamW moments (".exp_avg", ".exp_avg_sq"), K-FAC's inverses (".kfac_")
+/// and the FP8 linears' scaling state (Fp8State.h, stored raw).
+bool is_optimizer_state(const std::string &name);
+
 /// The file a compressed checkpoint folder holds instead of
 /// model.safetensors and optimizer.safetensors.
 constexpr const char *kBitsnapFile = "bitsnap.safetensors";

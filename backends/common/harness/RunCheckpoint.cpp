@@ -2,6 +2,7 @@
 //--===//
 #include "backends/common/harness/RunCheckpoint.h"
 
+#include "backends/common/Fp8State.h"
 #include "backends/common/Safetensors.h"
 #include "backends/common/harness/DataOrder.h"
 #include "backends/host/MpiCheck.h"
@@ -19,14 +20,6 @@
 namespace autoddl::rt::harness {
 
 namespace {
-
-/// Optimizer state entries (add_checkpoint_entries' AdamW moments, K-FAC's
-/// inverses: kfac_inverse_entry): they go to optimizer.safetensors, the
-/// parameters to model.safetensors.
-bool is_optimizer_state(const std::string &name) {
-  return name.find(".exp_avg") != std::string::npos ||
-         name.find(".kfac_") != std::string::npos;
-}
 
 void split_entries(std::vector<CheckpointEntry> all,
                    std::vector<CheckpointEntry> &params,
@@ -177,6 +170,82 @@ CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
   return f;
 }
 
+/// The FP8 linears' scaling state is each rank's own (its tensors' amaxes):
+/// it is read from a checkpoint of this plan only. One that holds none (a
+/// bf16 run's, or older) or is of another plan leaves the scales to start
+/// again from their first casts, said in one line on rank 0; one of this
+/// plan must hold this program's entries in their shapes. Before any block
+/// is read.
+void plan_fp8_scaling(std::vector<CheckpointEntry> &state,
+                      const SafetensorsIndex &file_index,
+                      const std::string &file, const ProgramSpec &s) {
+  auto is_fp8 = [](const CheckpointEntry &e) {
+    return is_fp8_scaling_entry(e.name);
+  };
+  const auto wanted = std::count_if(state.begin(), state.end(), is_fp8);
+  if (wanted == 0)
+    return;
+  int64_t held = 0;
+  for (const auto &entry : file_index.tensors)
+    held += is_fp8_scaling_entry(entry.first) ? 1 : 0;
+  const auto plan = file_index.metadata.find("plan");
+  std::string why;
+  if (held == 0)
+    why = "holds no FP8 scaling state (a bf16 run's checkpoint, or an older "
+          "one)";
+  else if (plan == file_index.metadata.end() || plan->second != plan_string(s))
+    why = "holds the FP8 scaling state of plan " +
+          quote_value(plan == file_index.metadata.end() ? "" : plan->second) +
+          ", kept per rank; this run's plan is \"" + plan_string(s) + "\"";
+  if (!why.empty()) {
+    state.erase(std::remove_if(state.begin(), state.end(), is_fp8),
+                state.end());
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+      std::fprintf(stderr,
+                   "autoddl: note: %s %s: the FP8 linears' scales start "
+                   "again from their first casts\n",
+                   file.c_str(), why.c_str());
+    return;
+  }
+  if (held != wanted)
+    throw std::runtime_error(file + ": the FP8 scaling state of " +
+                             std::to_string(held) +
+                             " linears, but this program has " +
+                             std::to_string(wanted) + " FP8 linears");
+  for (const CheckpointEntry &e : state) {
+    if (!is_fp8(e))
+      continue;
+    auto it = file_index.tensors.find(e.name);
+    if (it == file_index.tensors.end())
+      throw std::runtime_error(file + ": no tensor \"" + e.name +
+                               "\": the FP8 scaling state of other linears");
+    if (it->second.shape != e.file_shape())
+      throw std::runtime_error(
+          file + ": tensor \"" + e.name + "\" has shape " +
+          shape_str(it->second.shape) + ", this program's FP8 scaling state " +
+          shape_str(e.file_shape()) + " (a row of " +
+          std::to_string(kFp8RowFloats) + " floats a rank)");
+  }
+}
+
+/// After the load: every FP8 scaling row this rank read is state its casts
+/// can run on (Fp8State.h's fp8_row_error), before the backend takes it.
+void check_fp8_scaling(const std::vector<CheckpointEntry> &state,
+                       const std::string &file) {
+  for (const CheckpointEntry &e : state) {
+    if (!is_fp8_scaling_entry(e.name) || !e.data)
+      continue;
+    const std::string why = fp8_row_error(e.data);
+    if (!why.empty())
+      throw std::runtime_error(
+          file + ": tensor \"" + e.name + "\", row " +
+          std::to_string(e.slice.offset.empty() ? 0 : e.slice.offset[0]) +
+          ": " + why);
+  }
+}
+
 } // namespace
 
 Checkpointer::Checkpointer(const Options &o, const ProgramSpec &s, Backend &b,
@@ -249,6 +318,20 @@ void add_buffer_entries(std::vector<CheckpointEntry> &e,
                       (b.devices >> rpp) & 1 ? b.host : nullptr};
     c.buffer = true;
     e.push_back(std::move(c));
+  }
+}
+
+void add_fp8_scaling_entries(std::vector<CheckpointEntry> &e,
+                             const std::vector<const char *> &weights,
+                             std::vector<float> &rows) {
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  rows.assign(weights.size() * size_t(kFp8RowFloats), 0.0f);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    Slice row{{ranks, kFp8RowFloats}, {rank, 0}, {1, kFp8RowFloats}};
+    e.push_back({fp8_scaling_entry(weights[i]), std::move(row),
+                 rows.data() + i * size_t(kFp8RowFloats)});
   }
 }
 
@@ -360,6 +443,7 @@ int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
                     {{name, Slice::whole(part->second.shape), blob.data()}});
     decode_part(from, blob, w, all, blocks, rank);
   }
+  check_fp8_scaling(all, file);
   b.copy_params(false);
   int64_t counts[2];
   const char *keys[2] = {"step", "data_skipped"};
@@ -457,8 +541,10 @@ int64_t load_checkpoint(const std::string &dir, const ProgramSpec &s,
           "--init " +
           model_file);
   }
+  plan_fp8_scaling(state, opt, state_file, s);
   checkpoint_load(model_file, model, params);
   checkpoint_load(state_file, opt, state);
+  check_fp8_scaling(state, state_file);
   b.copy_params(false);
   set_data_skip(skipped);
   return step;

@@ -55,6 +55,16 @@ private:
   std::vector<std::string> compressed_dirs_; // written since finish()
 };
 
+/// The FP8 linears' scaling state (backends/common/Fp8State.h;
+/// docs/checkpoints.md "FP8 scaling"), optimizer state: an entry a weight of
+/// `weights` (the program's FP8 linears, in its order) named
+/// "<weight>.fp8_scaling", F32 [world ranks, kFp8RowFloats], this rank's row
+/// in `rows` (sized and zeroed here: a load fills the rows it reads, a
+/// snapshot all of them).
+void add_fp8_scaling_entries(std::vector<CheckpointEntry> &e,
+                             const std::vector<const char *> &weights,
+                             std::vector<float> &rows);
+
 } // namespace autoddl::rt::harness
 
 #endif // AUTODDL_BACKENDS_COMMON_HARNESS_RUNCHECKPOINT_H

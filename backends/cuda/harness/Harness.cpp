@@ -5,6 +5,7 @@
 #include "backends/common/Metrics.h"
 #include "backends/common/Parallel.h"
 #include "backends/common/harness/DataOrder.h"
+#include "backends/common/harness/RunCheckpoint.h" // add_fp8_scaling_entries
 #include "backends/cuda/OpProfile.h"
 #include "backends/cuda/StepGraph.h"
 #include "backends/cuda/Zero.h"
@@ -474,6 +475,8 @@ public:
     add_buffer_entries(e, p_.buffers, g.rpp); // their host arrays
     if (kfac_on_ && with_state)               // the inverses in use (KfacRun.h)
       kfac.checkpoint_entries(e);
+    if (with_state && !fp8_work_.empty()) // FP8 scaling, this rank's rows
+      add_fp8_scaling_entries(e, p_.fp8_weights, fp8_rows_);
     return e;
   }
 
@@ -514,13 +517,15 @@ public:
           cast_to_act(ps.p->work.data(), ps.p->value.data(), ps.p->device_n);
     if (kfac_on_)
       kfac.copy_state(to_host);
+    copy_fp8_state(to_host);
   }
 
   /// Asynchronously: the device-to-host copies on a stream of their own,
   /// after the step's update (an event on the compute stream), while the
   /// host goes on to the next step; the next update waits for them
   /// (optimizer_step). The writer thread waits for the copies' event.
-  /// K-FAC's inverses (small) are copied synchronously.
+  /// K-FAC's inverses and the FP8 scaling state (small) are copied
+  /// synchronously.
   std::function<void()> snapshot(bool async) override {
     if (!async) {
       copy_params(true);
@@ -544,6 +549,7 @@ public:
     snapshot_pending_ = true;
     if (kfac_on_)
       kfac.copy_state(true);
+    copy_fp8_state(true); // small: now, at the step boundary of the weights
     int device = 0;
     AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
     return [device, copied = copied_] {
@@ -642,9 +648,8 @@ private:
 
   /// An fp8 plan's FP8 linears (Program::fp8_weights): their working copies
   /// registered with kernels/Fp8.h, whose linears then run their GEMMs in
-  /// FP8 where the size rule says. Their amax histories are not saved in
-  /// checkpoints: a resumed run restarts them (primed from its first
-  /// tensors), so it continues within FP8's noise, not bit for bit.
+  /// FP8 where the size rule says. Their scaling state is in checkpoints
+  /// (copy_fp8_state), so a resumed run casts as the uninterrupted one.
   void register_fp8_linears() {
     if (p_.fp8_weights.empty())
       return;
@@ -656,9 +661,25 @@ private:
       if (it == byName.end())
         throw std::runtime_error(std::string("fp8 weight ") + name +
                                  " is not a parameter of the program");
-      if (it->second->p->held)
-        fp8_register_linear(it->second->p->work.data());
+      const Param &p = *it->second->p;
+      if (p.held)
+        fp8_register_linear(p.work.data());
+      fp8_work_.push_back(p.held ? p.work.data() : nullptr);
     }
+  }
+
+  /// The FP8 scaling rows of checkpoint_entries from the device (the
+  /// compute stream is idle between steps: a synchronous copy) or to it
+  /// (the rows a load filled; rows of zeros, as a checkpoint without them
+  /// leaves them, keep the fresh state).
+  void copy_fp8_state(bool to_host) {
+    const int64_t n = int64_t(fp8_work_.size());
+    if (n == 0 || int64_t(fp8_rows_.size()) != n * kFp8RowFloats)
+      return;
+    if (to_host)
+      fp8_save_state(fp8_work_.data(), n, fp8_rows_.data());
+    else
+      fp8_restore_state(fp8_work_.data(), n, fp8_rows_.data());
   }
 
   void init_params() {
@@ -748,6 +769,10 @@ private:
   // with one launch.
   ZeroSet param_grad_zeros_;
   std::vector<HostCopy> host_copies_;
+  // The FP8 linears' working copies (null where not held) and their
+  // checkpoint rows (copy_fp8_state).
+  std::vector<const act_t *> fp8_work_;
+  std::vector<float> fp8_rows_;
   // A checkpoint's asynchronous copy (snapshot): its stream, the events
   // before and after it, and whether the next update must wait for it.
   cudaStream_t copy_stream_ = nullptr;

@@ -24,6 +24,7 @@
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_FP8_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_FP8_H
 
+#include "backends/common/Fp8State.h" // Fp8Meta, its checkpoint row
 #include "backends/cuda/Runtime.h"
 
 #include <cstdint>
@@ -34,22 +35,12 @@ enum class Fp8Format : int32_t { E4M3 = 0, E5M2 = 1 };
 /// The largest finite value of a format (448, 57344).
 float fp8_max(Fp8Format f);
 
-constexpr int kFp8AmaxHistory = 32;
-
-/// The delayed-scaling state of one tensor role, on the device. Zero-filled
-/// is not valid: fp8_meta_init sets scale 1.
-struct Fp8Meta {
-  float scale;         // the casts multiply by this
-  float scaleInv;      // 1 / scale
-  float amax;          // of the recording cast now running (reset after)
-  int32_t pos;         // the history slot the next amax goes to
-  uint32_t blocksDone; // the recording cast's blocks that finished
-  int32_t recorded;    // amaxes recorded so far (saturates)
-  float history[kFp8AmaxHistory];
-};
-
 /// Sets `count` metas on the device to scale 1, an empty history.
 void fp8_meta_init(Fp8Meta *metas, int64_t count);
+/// Whether a meta's next cast primes it (an amax pass first): after
+/// fp8_meta_init it does; a meta restored from a checkpoint does where it
+/// recorded no amax (host bookkeeping; the caller wrote the meta).
+void fp8_meta_set_primed(const Fp8Meta *meta, bool on);
 
 /// Casts src[R,C] (act_t, row-major) to `f` at meta's scale: out[R,C] and/or
 /// outT[C,R] (either may be null), and writes the 1/scale it used to
@@ -101,6 +92,19 @@ void fp8_clear_linears();
 int64_t fp8_registered_linears();
 /// The metas of w's linear ([input, weight, output gradient]), or null.
 Fp8Meta *fp8_linear_metas(const act_t *w);
+
+/// Checkpoints (docs/checkpoints.md "FP8 scaling"): the state deciding the
+/// next casts of the linears of weights `ws` (nullptr: a linear this rank
+/// does not hold, a row of zeros) as rows of kFp8RowFloats
+/// (backends/common/Fp8State.h): their metas and their weight copies'
+/// layouts. Save: as the work enqueued so far leaves them (waits for the
+/// compute stream). Restore: every non-empty row, checked by fp8_row_error
+/// (primed where it recorded an amax); a linear with no copy yet takes the
+/// row's layouts, so its first step casts them in one recording pass as the
+/// writing run's later steps did (not one layout at a time, as a first step
+/// learns them). Between steps only, never under a step graph's capture.
+void fp8_save_state(const act_t *const *ws, int64_t n, float *rows);
+void fp8_restore_state(const act_t *const *ws, int64_t n, const float *rows);
 
 /// A training step's bounds for the weights' FP8 copies: between them each
 /// FP8 linear's first FP8 GEMM casts its weight once (every layout its

@@ -284,6 +284,14 @@ void fp8_meta_init(Fp8Meta *metas, int64_t count) {
   AUTODDL_CUDA_CHECK_LAUNCH();
 }
 
+void fp8_meta_set_primed(const Fp8Meta *meta, bool on) {
+  std::lock_guard<std::mutex> lock(gPrimedMu);
+  if (on)
+    primed().insert(meta);
+  else
+    primed().erase(meta);
+}
+
 void fp8_cast(void *out, void *outT, float *scaleInvOut, const act_t *src,
               int64_t R, int64_t C, Fp8Format f, Fp8Meta *meta, bool record) {
   if (R <= 0 || C <= 0)

@@ -29,6 +29,7 @@
 #include "backends/common/Fp8Rule.h"
 #include "backends/cuda/kernels/Fp8.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -36,11 +37,13 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace autoddl::rt {
 namespace {
 
 enum Role { kX = 0, kW = 1, kDy = 2, kRoles = 3 };
+static_assert(kRoles == kFp8Roles, "a checkpoint row's metas (Fp8State.h)");
 
 /// The layouts of a weight's FP8 copy: [O,K] (the forward's b) and [K,O]
 /// (the input gradient's b), bits of a mask.
@@ -328,6 +331,60 @@ Fp8Meta *fp8_linear_metas(const act_t *w) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.index.find(w);
   return it == r.index.end() ? nullptr : r.metas.data() + it->second.meta;
+}
+
+namespace {
+/// The registered linears' metas, copied to the host after the work enqueued
+/// so far (slots [0, 3 * linears): fp8_clear_linears starts them again).
+std::vector<Fp8Meta> metas_on_host(Registry &r) {
+  std::vector<Fp8Meta> host(r.index.size() * kRoles);
+  if (!host.empty())
+    copy_to_host(host.data(), r.metas.data(),
+                 int64_t(host.size() * sizeof(Fp8Meta)));
+  return host;
+}
+} // namespace
+
+void fp8_save_state(const act_t *const *ws, int64_t n, float *rows) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const std::vector<Fp8Meta> host = metas_on_host(r);
+  for (int64_t i = 0; i < n; ++i) {
+    float *row = rows + i * kFp8RowFloats;
+    auto it = ws[i] ? r.index.find(ws[i]) : r.index.end();
+    if (it == r.index.end())
+      std::fill(row, row + kFp8RowFloats, 0.0f);
+    else
+      fp8_row_from_metas(row, it->second.uses, host.data() + it->second.meta);
+  }
+}
+
+void fp8_restore_state(const act_t *const *ws, int64_t n, const float *rows) {
+  Registry &r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<Fp8Meta> host = metas_on_host(r);
+  bool restored = false;
+  for (int64_t i = 0; i < n; ++i) {
+    const float *row = rows + i * kFp8RowFloats;
+    auto it = ws[i] ? r.index.find(ws[i]) : r.index.end();
+    if (it == r.index.end() || fp8_row_empty(row))
+      continue;
+    Fp8LinearState &l = it->second;
+    unsigned layouts = 0;
+    fp8_metas_from_row(row, layouts, host.data() + l.meta);
+    for (int k = 0; k < kRoles; ++k)
+      fp8_meta_set_primed(r.metas.data() + l.meta + k,
+                          host[size_t(l.meta + k)].recorded > 0);
+    // A copy made already (a rollback: a step graph may replay its casts)
+    // keeps its layouts, which are the same program's.
+    if (l.elems == 0)
+      l.uses = layouts;
+    l.castStep = -1;
+    restored = true;
+  }
+  if (restored)
+    copy_to_device(r.metas.data(), host.data(),
+                   int64_t(host.size() * sizeof(Fp8Meta)));
 }
 
 void fp8_begin_step() {

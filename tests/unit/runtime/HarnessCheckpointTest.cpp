@@ -3,16 +3,22 @@
 // their AdamW moments; load_checkpoint reads them back, under the same tp
 // split or another, and refuses another model's checkpoint.
 #include "backends/common/harness/ProgramRun.h"
+#include "backends/common/harness/RunCheckpoint.h" // add_fp8_scaling_entries
 
 #include "backends/common/FileIo.h"
+#include "backends/common/Fp8State.h"
 #include "backends/common/Safetensors.h"
 #include "backends/host/Mesh.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 #include <unistd.h>
+#include <utility>
 
 #include <mpi.h>
 
@@ -94,9 +100,21 @@ public:
                              with_state, spec, rtp, rdp);
     if (with_state && !kfac_inverse.empty()) // as KfacRun's entries
       e.push_back({"w.kfac_A_inv", Slice::whole({2, 2}), kfac_inverse.data()});
+    if (with_state && !fp8_state.empty()) // as the CUDA program's
+      add_fp8_scaling_entries(e, {"w"}, fp8_rows);
     return e;
   }
-  void copy_params(bool to_host) override { ++(to_host ? saves : loads); }
+  /// The FP8 rows as the CUDA program moves them: all saved, the non-empty
+  /// ones restored.
+  void copy_params(bool to_host) override {
+    ++(to_host ? saves : loads);
+    if (fp8_state.empty() || fp8_rows.size() != fp8_state.size())
+      return;
+    if (to_host)
+      fp8_rows = fp8_state;
+    else if (!fp8_row_empty(fp8_rows.data()))
+      fp8_state = fp8_rows;
+  }
   void write_outputs(const Options &, RunMetrics &) override {}
   void shutdown(bool) override {}
 
@@ -104,6 +122,9 @@ public:
   int64_t rtp = 0, rdp = 0;
   HostParam params[2];
   std::vector<float> kfac_inverse; // a K-FAC run's (else empty)
+  // An fp8 run's: one FP8 linear's scaling state ("on the device") and its
+  // checkpoint row.
+  std::vector<float> fp8_state, fp8_rows;
   int saves = 0, loads = 0;
 };
 
@@ -467,6 +488,192 @@ TEST(HarnessCheckpoint, NewestCompleteCheckpoint) {
               0u)
         << e.what();
   }
+  removeCheckpoints(o.save);
+}
+
+/// A linear's scaling state as a step leaves it, keyed by `salt` and the
+/// rank (each rank's own): layouts 3, and per role a scale and its inverse,
+/// slot 5, 6 amaxes recorded, a history holding an overflow's +inf.
+std::vector<float> fp8Row(float salt) {
+  Fp8Meta metas[kFp8Roles] = {};
+  for (int k = 0; k < kFp8Roles; ++k) {
+    Fp8Meta &m = metas[k];
+    m.scale = salt + float(k + 10 * worldRank());
+    m.scaleInv = 1.0f / m.scale;
+    m.pos = 5;
+    m.recorded = 6;
+    for (int h = 0; h < 6; ++h)
+      m.history[h] = 0.25f * float(h + k);
+  }
+  metas[1].history[2] = std::numeric_limits<float>::infinity();
+  std::vector<float> row(static_cast<size_t>(kFp8RowFloats));
+  fp8_row_from_metas(row.data(), 3, metas);
+  return row;
+}
+
+/// A tiny backend of an fp8 program: its one FP8 linear's state fp8Row(salt).
+HostBackend fp8Backend(int64_t tp, float salt) {
+  HostBackend b = filled(tp, 0, salt);
+  b.fp8_state = fp8Row(salt);
+  return b;
+}
+
+// The row form of the metas: back to the same metas, bit for bit (the
+// between-steps fields zero); a row of zeros is no state, and values no
+// step leaves are named.
+TEST(Fp8Scaling, RowRoundTripsTheMetas) {
+  const std::vector<float> row = fp8Row(2.0f);
+  EXPECT_EQ(fp8_row_error(row.data()), "");
+  unsigned layouts = 0;
+  Fp8Meta metas[kFp8Roles];
+  std::memset(metas, 0xff, sizeof metas);
+  fp8_metas_from_row(row.data(), layouts, metas);
+  std::vector<float> again(static_cast<size_t>(kFp8RowFloats));
+  fp8_row_from_metas(again.data(), layouts, metas);
+  EXPECT_EQ(std::memcmp(again.data(), row.data(), row.size() * 4), 0);
+  EXPECT_EQ(layouts, 3u);
+  EXPECT_EQ(metas[2].pos, 5);
+  EXPECT_EQ(metas[1].amax, 0.0f);
+  EXPECT_EQ(metas[1].blocksDone, 0u);
+  EXPECT_TRUE(std::isinf(metas[1].history[2]));
+  const std::vector<float> zeros(size_t(kFp8RowFloats), 0.0f);
+  EXPECT_TRUE(fp8_row_empty(zeros.data()));
+  EXPECT_EQ(fp8_row_error(zeros.data()), "");
+  auto broken = [&](int64_t at, float v) {
+    std::vector<float> r = row;
+    r[size_t(at)] = v;
+    return fp8_row_error(r.data());
+  };
+  const int64_t weight = 1 + kFp8MetaFloats; // the weight meta's scale
+  EXPECT_EQ(broken(0, 4.0f),
+            "the weight copy's layouts are 4.000000, not a mask of 2 bits");
+  EXPECT_EQ(broken(weight + 2, 32.0f),
+            "the weight meta's history slot is 32.000000, not one of 0..31");
+  EXPECT_EQ(broken(1 + 1, 0.0f), "the input meta's 1/scale is 0.000000, not "
+                                 "a positive finite number");
+  EXPECT_EQ(broken(weight + kFp8MetaFloats + 3, 1.5f),
+            "the output gradient meta's count of amaxes is 1.500000, not one "
+            "of 0..32");
+  EXPECT_EQ(broken(weight + 4, std::nanf("")),
+            "the weight meta's amax history holds nan");
+}
+
+// An fp8 run's scaling state resumes under the writing plan, each rank its
+// own row, in optimizer.safetensors (model.safetensors stays the model's).
+TEST(Fp8Scaling, ResumesUnderTheWritingPlan) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  HostBackend b = fp8Backend(1, 3.0f);
+  const std::vector<float> saved = b.fp8_state;
+  Options o = savingInto("fp8");
+  save_checkpoint(o, 2, b.spec, b);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string dir = o.save + "/step-2";
+  const SafetensorsIndex state =
+      safetensors_index(dir + "/optimizer.safetensors");
+  ASSERT_TRUE(state.tensors.count("w.fp8_scaling"));
+  EXPECT_EQ(state.tensors.at("w.fp8_scaling").shape,
+            (Shape{size, kFp8RowFloats}));
+  EXPECT_FALSE(safetensors_index(dir + "/model.safetensors")
+                   .tensors.count("w.fp8_scaling"));
+  b.fp8_state = fp8Row(-7.0f);
+  EXPECT_EQ(load_checkpoint(dir, b.spec, b, o.optimizer), 2);
+  EXPECT_EQ(b.fp8_state, saved);
+  removeCheckpoints(o.save);
+}
+
+// A checkpoint without the state (a bf16 run's) or of another plan (the
+// state is each rank's) loads; the state starts again (kept as it was), said
+// in one line on rank 0.
+TEST(Fp8Scaling, AbsentOrOfAnotherPlanStartsAgain) {
+  Options o = savingInto("fp8_absent");
+  HostBackend bf16 = filled(1, 0, 1.0f);
+  save_checkpoint(o, 1, bf16.spec, bf16);
+  HostBackend split = fp8Backend(2, 1.0f);
+  save_checkpoint(o, 2, split.spec, split);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int step : {1, 2}) {
+    HostBackend b = fp8Backend(1, 5.0f);
+    const std::vector<float> fresh = b.fp8_state;
+    const std::string dir = o.save + "/step-" + std::to_string(step);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(load_checkpoint(dir, b.spec, b, o.optimizer), step);
+    const std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(b.fp8_state, fresh);
+    const std::string why =
+        step == 1
+            ? "holds no FP8 scaling state (a bf16 run's checkpoint, or "
+              "an older one)"
+            : "holds the FP8 scaling state of plan \"" +
+                  std::string("tp=2 pp=1 dp=") + std::to_string(split.spec.dp) +
+                  " zero=0 stages=1\", kept per rank; this run's plan "
+                  "is \"tp=1 pp=1 dp=" +
+                  std::to_string(b.spec.dp) + " zero=0 stages=1\"";
+    EXPECT_EQ(err, worldRank() != 0
+                       ? ""
+                       : "autoddl: note: " + dir + "/optimizer.safetensors " +
+                             why +
+                             ": the FP8 linears' scales start again from "
+                             "their first casts\n");
+  }
+  removeCheckpoints(o.save);
+}
+
+// Under the writing plan, an entry of another shape or a row no step leaves
+// is refused in one line naming the file, the entry and the cause, before
+// the state is taken.
+TEST(Fp8Scaling, OtherShapeOrValuesRefused) {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  HostBackend b = fp8Backend(1, 2.0f);
+  Options o = savingInto("fp8_bad");
+  save_checkpoint(o, 3, b.spec, b);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string dir = o.save + "/step-3",
+                    file = dir + "/optimizer.safetensors";
+  const SafetensorsFile good = safetensors_read(file);
+  // rewrite(f): rank 0 writes the file's tensors, w.fp8_scaling's shape and
+  // values as f(tensor) returns them.
+  auto rewrite = [&](auto f) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (worldRank() == 0) {
+      std::pair<Shape, std::vector<float>> fp8;
+      std::vector<NamedTensor> t;
+      for (const auto &[name, tensor] : good.tensors) {
+        if (name != "w.fp8_scaling") {
+          t.push_back({name, tensor.shape, tensor.data});
+          continue;
+        }
+        fp8 = f(tensor);
+        t.push_back({name, fp8.first, fp8.second.data()});
+      }
+      safetensors_write(file, t, good.metadata);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  };
+  const std::vector<float> before = b.fp8_state;
+  rewrite([](const Tensor &t) {
+    const Shape wider{t.shape[0], t.shape[1] + 1};
+    return std::make_pair(wider, std::vector<float>(size_t(numel(wider))));
+  });
+  expectError([&] { load_checkpoint(dir, b.spec, b, o.optimizer); },
+              file + ": tensor \"w.fp8_scaling\" has shape [" +
+                  std::to_string(size) +
+                  ",110], this program's FP8 scaling "
+                  "state [" +
+                  std::to_string(size) + ",109] (a row of 109 floats a rank)");
+  rewrite([](const Tensor &t) {
+    std::vector<float> bad(t.data, t.data + numel(t.shape));
+    for (int64_t r = 0; r < t.shape[0]; ++r) // the weight meta's slot
+      bad[size_t(r * t.shape[1] + 1 + kFp8MetaFloats + 2)] = 40.0f;
+    return std::make_pair(t.shape, bad);
+  });
+  expectError([&] { load_checkpoint(dir, b.spec, b, o.optimizer); },
+              file + ": tensor \"w.fp8_scaling\", row " +
+                  std::to_string(worldRank()) +
+                  ": the weight meta's history slot is 40.000000, not one of "
+                  "0..31");
+  EXPECT_EQ(b.fp8_state, before); // nothing taken
   removeCheckpoints(o.save);
 }
 
