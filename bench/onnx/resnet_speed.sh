@@ -14,7 +14,8 @@
 # AdamW, cudnn.benchmark; eager and torch.compile) at the same batch, and prints images/s side by
 # side. VARIANTS="name:VAR=value[,VAR=value] ..." runs the program again per variant with those
 # variables set (e.g. "gemm:AUTODDL_CONV_GEMM=1 untuned:AUTODDL_CONV_AUTOTUNE=0"), before PyTorch,
-# each a row of its own. Results to $OUT (or DIR/results).
+# each a row of its own; PYTORCH_MODES (default "eager compile") picks the peer's modes. Results
+# to $OUT (or DIR/results).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:?usage: resnet_speed.sh stage DIR [AUTODDL] | device DIR}
@@ -51,7 +52,7 @@ device)
       --overwrite >"$out/variant-${v%%:*}.log" 2>&1 || echo "resnet_speed.sh: variant ${v%%:*} failed" >&2
   done
   python3 "$root/bench/onnx/pytorch_resnet.py" --model "resnet$depth" --batch "$batch" \
-    --out "$out/pytorch.json" 2>&1 | tee "$out/pytorch.log" || true
+    ${PYTORCH_MODES:+--modes $PYTORCH_MODES} --out "$out/pytorch.json" 2>&1 | tee "$out/pytorch.log" || true
   python3 - "$out" "$batch" <<'PY' | tee "$out/speed.txt"
 import json, os, statistics, sys
 out, batch = sys.argv[1], int(sys.argv[2])
