@@ -27,7 +27,9 @@ stage() { # stage AUTODDL DIR: DIR/plan.json and the CUDA project DIR/p
   "$1" codegen "$2/plan.json" --backend cuda -o "$2/p" > /dev/null || fail codegen
 }
 if [ "${1:-}" = --stage ]; then # replaces an earlier stage only, never another folder
-  { [ ! -e "$3" ] || [ -f "$3/plan.json" ]; } || fail "$3 exists and is not a staged project"
+  # staged: plan.json and p/ only (a folder holding anything else is not)
+  { [ ! -e "$3" ] || { [ -f "$3/plan.json" ] && [ -z "$(ls -A "$3" | grep -vx -e plan.json -e p)" ]; }; } ||
+    fail "$3 exists and is not a staged project"
   rm -rf "$3" && stage "$2" "$3" && echo "staged $3/p" && exit 0
 fi
 autoddl=$1 w=$2

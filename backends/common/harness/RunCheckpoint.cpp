@@ -412,6 +412,19 @@ int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
   load_checkpoint(base, s, b, optimizer);
   std::vector<CheckpointEntry> all, state;
   split_entries(b.checkpoint_entries(true), all, state);
+  // The parts hold FP8 scaling rows where their base does (one process
+  // writes both: a run's first save and the one after a rollback are full);
+  // a bf16 program's or an older one's hold none, and its base's load said
+  // so (plan_fp8_scaling).
+  const SafetensorsIndex baseState =
+      safetensors_index(base + "/optimizer.safetensors");
+  if (std::none_of(baseState.tensors.begin(), baseState.tensors.end(),
+                   [](const auto &t) { return is_fp8_scaling_entry(t.first); }))
+    state.erase(std::remove_if(state.begin(), state.end(),
+                               [](const CheckpointEntry &e) {
+                                 return is_fp8_scaling_entry(e.name);
+                               }),
+                state.end());
   all.insert(all.end(), state.begin(), state.end());
   const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
   int rank = 0;

@@ -92,8 +92,8 @@ bool verbose() {
 /// configs within the workspace cap, timed once on the shape's first call
 /// (cudnn.benchmark's find); AUTODDL_CONV_AUTOTUNE=0: the heuristics' first
 /// within the cap. On by default: on one H100 ResNet-50's step at batch 256
-/// took 46.58 ms tuned against 46.81
-/// (bench/results/onnx/2026-12-07-h100-resnet50-batchnorm-fused/).
+/// took 46.58 ms tuned (before the cap; capped not yet measured) against
+/// 46.81 (bench/results/onnx/2026-12-07-h100-resnet50-batchnorm-fused/).
 bool autotune() {
   static const bool v = !env_is("AUTODDL_CONV_AUTOTUNE", "0");
   return v;

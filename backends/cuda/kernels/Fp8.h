@@ -37,9 +37,10 @@ float fp8_max(Fp8Format f);
 
 /// Sets `count` metas on the device to scale 1, an empty history.
 void fp8_meta_init(Fp8Meta *metas, int64_t count);
-/// Whether a meta's next cast primes it (an amax pass first): after
-/// fp8_meta_init it does; a meta restored from a checkpoint does where it
-/// recorded no amax (host bookkeeping; the caller wrote the meta).
+/// Marks a meta primed (`on`: its next cast runs no amax pass first) or not
+/// (an amax pass first, as after fp8_meta_init). A meta restored from a
+/// checkpoint is primed where it recorded an amax (host bookkeeping; the
+/// caller wrote the meta).
 void fp8_meta_set_primed(const Fp8Meta *meta, bool on);
 
 /// Casts src[R,C] (act_t, row-major) to `f` at meta's scale: out[R,C] and/or

@@ -273,10 +273,25 @@ const act_t *kfac_select_rows(const act_t *X, int64_t d,
   // stride 2 took 17 % off the traced curvature, not half
   // (bench/results/pipefisher/2026-12-07-h100-kfac-clip-1500/).
   const size_t row = size_t(d) * sizeof(act_t);
-  AUTODDL_CUDA_CHECK(cudaMemcpy2DAsync(
-      dst, size_t(r.block) * row, X, size_t(r.step) * row,
-      size_t(r.block) * row, size_t(r.count), cudaMemcpyDeviceToDevice,
-      compute_stream()));
+  const size_t width = size_t(r.block) * row, pitch = size_t(r.step) * row;
+  // A pitch over cudaDevAttrMaxPitch (commonly 2^31 - 1 bytes) is refused
+  // (cudaErrorInvalidPitchValue), as for bf16 rows of 8,192 taken every
+  // 131,072 rows (8,192 tokens a sample, stride 16): then one copy a block.
+  int device = 0, maxPitch = 0;
+  AUTODDL_CUDA_CHECK(cudaGetDevice(&device));
+  AUTODDL_CUDA_CHECK(
+      cudaDeviceGetAttribute(&maxPitch, cudaDevAttrMaxPitch, device));
+  if (pitch <= size_t(maxPitch)) {
+    AUTODDL_CUDA_CHECK(
+        cudaMemcpy2DAsync(dst, width, X, pitch, width, size_t(r.count),
+                          cudaMemcpyDeviceToDevice, compute_stream()));
+    return dst;
+  }
+  for (int64_t b = 0; b < r.count; ++b)
+    AUTODDL_CUDA_CHECK(
+        cudaMemcpyAsync(reinterpret_cast<char *>(dst) + size_t(b) * width,
+                        reinterpret_cast<const char *>(X) + size_t(b) * pitch,
+                        width, cudaMemcpyDeviceToDevice, compute_stream()));
   return dst;
 }
 

@@ -452,6 +452,30 @@ void check_select_rows(int64_t samples, int64_t block, int64_t d, int64_t S) {
         rel_error(to_host(picked, r.rows() * d), want), 0.0);
 }
 
+/// The same where `step` rows span more than cudaDevAttrMaxPitch bytes (the
+/// 2-d copy refuses such a pitch): rows of d = 8,192, two samples of one row
+/// selected with S past the limit. Only the two selected rows are written
+/// and read, of a buffer of about the limit (2 GiB).
+void check_select_rows_past_max_pitch() {
+  constexpr int64_t d = 8192;
+  const int64_t row = d * int64_t(sizeof(act_t));
+  int device = 0, maxPitch = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&maxPitch, cudaDevAttrMaxPitch, device);
+  const int64_t S = int64_t(maxPitch) / row + 1; // an int: under 2 GiB
+  rt::DeviceBuffer<act_t> x((S + 1) * d);
+  const auto first = act_values(d, 1.0f), second = act_values(d, 1.0f);
+  upload(x.data(), first);
+  upload(x.data() + S * d, second);
+  const rt::KfacRowStride r = rt::kfac_row_stride(2 * S, 2 * S, S);
+  std::vector<float> want = first;
+  want.insert(want.end(), second.begin(), second.end());
+  check("kfac_select_rows S=" + std::to_string(S) + " d=8192 (pitch past " +
+            std::to_string(maxPitch) + " bytes)",
+        rel_error(to_host(rt::kfac_select_rows(x.data(), d, r), 2 * d), want),
+        0.0);
+}
+
 void check_lamb(int64_t n) {
   rt::KfacConfig c;
   c.rule = rt::KfacRule::Lamb;
@@ -740,6 +764,7 @@ int main(int argc, char **argv) {
   check_axpby(5);
   check_select_rows(8, 64, 96, 2);
   check_select_rows(6, 1, 5, 3);
+  check_select_rows_past_max_pitch();
   std::printf("KfacCheck (%s): %s\n", kMode, gOk ? "PASS" : "FAIL");
   return gOk ? 0 : 1;
 }

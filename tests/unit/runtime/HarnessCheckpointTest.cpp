@@ -677,6 +677,46 @@ TEST(Fp8Scaling, OtherShapeOrValuesRefused) {
   removeCheckpoints(o.save);
 }
 
+// A --checkpoint-compress folder resumes an fp8 program: an fp8 program's
+// with its rows; a bf16 program's (no FP8 rows in its base nor its parts)
+// decoded as written, the scaling starting again with the base's note.
+TEST(Fp8Scaling, CompressedFoldersResume) {
+  for (bool fp8 : {true, false}) {
+    Options o = savingInto(fp8 ? "fp8_compressed" : "bf16_compressed");
+    o.save_sync = true;
+    o.checkpoint_compress = true;
+    RunMetrics m;
+    HostBackend w = fp8 ? fp8Backend(1, 1.0f) : filled(1, 0, 1.0f);
+    {
+      Checkpointer saver(o, w.spec, w, m);
+      saver.save(1); // the full base
+      w.fill(2.0f);
+      if (fp8)
+        w.fp8_state = fp8Row(2.0f);
+      saver.save(2); // a compressed part on it
+      saver.finish();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const std::string dir = o.save + "/step-2";
+    ASSERT_TRUE(std::filesystem::exists(dir + "/" + kBitsnapFile));
+    HostBackend b = fp8Backend(1, 5.0f);
+    const std::vector<float> fresh = b.fp8_state;
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(load_checkpoint(dir, b.spec, b, o.optimizer), 2) << fp8;
+    const std::string err = testing::internal::GetCapturedStderr();
+    expectSameParams(b, w);
+    EXPECT_EQ(b.fp8_state, fp8 ? fp8Row(2.0f) : fresh) << fp8;
+    EXPECT_EQ(err, fp8 || worldRank() != 0
+                       ? ""
+                       : "autoddl: note: " + o.save +
+                             "/step-1/optimizer.safetensors holds no FP8 "
+                             "scaling state (a bf16 run's checkpoint, or an "
+                             "older one): the FP8 linears' scales start "
+                             "again from their first casts\n");
+    removeCheckpoints(o.save);
+  }
+}
+
 TEST(HarnessSetupError, OnlyTheLowestBadRankReports) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
