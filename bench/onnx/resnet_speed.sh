@@ -13,7 +13,7 @@
 # then bench/onnx/pytorch_resnet.py (torchvision's model, channels-last bf16 autocast, fused
 # AdamW, cudnn.benchmark; eager and torch.compile) at the same batch, and prints images/s side by
 # side. VARIANTS="name:VAR=value[,VAR=value] ..." runs the program again per variant with those
-# variables set (e.g. "gemm:AUTODDL_CONV_GEMM=1 untuned:AUTODDL_CONV_AUTOTUNE=0"), before PyTorch,
+# variables set (e.g. "gemm:AUTODDL_CONV_GEMM=1 tuned:AUTODDL_CONV_AUTOTUNE=1"), before PyTorch,
 # each a row of its own; PYTORCH_MODES (default "eager compile") picks the peer's modes. Results
 # to $OUT (or DIR/results).
 set -euo pipefail

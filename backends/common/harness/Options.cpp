@@ -481,7 +481,7 @@ const EnvRule kEnvRules[] = {
     {"AUTODDL_ATTENTION_VERBOSE", {"0", "1"}},
     {"AUTODDL_CONV", {"own", "cudnn"}},
     {"AUTODDL_CONV_VERBOSE", {"0", "1"}},
-    {"AUTODDL_CONV_AUTOTUNE", {"0", "1"}}, // default 1 (ConvCudnn.cu)
+    {"AUTODDL_CONV_AUTOTUNE", {"0", "1"}}, // default 0 (ConvCudnn.cu)
     {"AUTODDL_CONV_WORKSPACE_CAP", {"none"}}, // to measure the cap's cost
     {"AUTODDL_BATCHNORM", {"auto", "split", "fused"}},
     {"AUTODDL_CONV_WGRAD", {"fp32", "bf16"}},

@@ -88,14 +88,15 @@ bool verbose() {
   return v;
 }
 
-/// Each plan is the fastest of the heuristics' first kTuneCandidates engine
-/// configs within the workspace cap, timed once on the shape's first call
-/// (cudnn.benchmark's find); AUTODDL_CONV_AUTOTUNE=0: the heuristics' first
-/// within the cap. On by default: on one H100 ResNet-50's step at batch 256
-/// took 46.58 ms tuned (before the cap; capped not yet measured) against
-/// 46.81 (bench/results/onnx/2026-12-07-h100-resnet50-batchnorm-fused/).
+/// AUTODDL_CONV_AUTOTUNE=1: each plan is the fastest of the heuristics' first
+/// kTuneCandidates engine configs within the workspace cap, timed once on
+/// the shape's first call (cudnn.benchmark's find); else the heuristics'
+/// first within the cap. On one H100 ResNet-50's step at batch 256 took
+/// 46.58 ms tuned (before the cap) against 46.81
+/// (bench/results/onnx/2026-12-07-h100-resnet50-batchnorm-fused/). Opt-in
+/// until the capped form has run on a GPU (its memory is priced already).
 bool autotune() {
-  static const bool v = !env_is("AUTODDL_CONV_AUTOTUNE", "0");
+  static const bool v = env_is("AUTODDL_CONV_AUTOTUNE");
   return v;
 }
 constexpr size_t kTuneCandidates = 8;

@@ -11,10 +11,10 @@
 // Tensors NCHW, or channels-last (NHWC, the filter KRSC: ConvCudnn.cu), math
 // in fp32. One operation graph a (direction, shape, layout, pointer
 // alignment) is planned (heuristics mode B, then A, then the fallback list;
-// the fastest of the first 8 deterministic engine configs whose execution
-// plan finalizes and whose workspace is within the cap of
-// backends/common/ConvScratch.h, timed at its first call;
-// AUTODDL_CONV_AUTOTUNE=0: the first of them) and cached with its answer: a
+// the first deterministic engine config whose execution plan finalizes and
+// whose workspace is within the cap of backends/common/ConvScratch.h;
+// AUTODDL_CONV_AUTOTUNE=1: the fastest of the first 8 of them, timed at its
+// first call) and cached with its answer: a
 // shape cuDNN rejects is asked once and then always runs the own path.
 #ifndef AUTODDL_BACKENDS_CUDA_KERNELS_CONVCUDNN_H
 #define AUTODDL_BACKENDS_CUDA_KERNELS_CONVCUDNN_H
