@@ -8,6 +8,12 @@
       a cuda_vs_pytorch.json in issue 6 part 5's schema (e.g. bench/results/cuda/
       2026-12-01-gpt2-1gpu/cuda_vs_pytorch_1_and_2_gpus.json), from the rows
       of one run or several (e.g. a 1-GPU and a 2-GPU call)
+  results_table.py markdown FILE...
+      the one-GPU rows of cuda_vs_pytorch.json files as a markdown table: ours against the
+      faster of PyTorch eager and torch.compile, MFU, the plan's predicted step over the measured
+  results_table.py readme README.md [--write]
+      README.md's tables between "<!-- speed-table FILE... -->" and "<!-- /speed-table -->",
+      regenerated from their files: checked (exit 1 naming the line if stale) or rewritten
 
 MFU: flops/token = 6*N + 12*L*T*C with N = every parameter but the position table (the tied
 embedding once), over 989.5e12 bf16 FLOP/s per GPU (H200 SXM dense, NVIDIA datasheet); the
@@ -182,11 +188,72 @@ def combine(args):
             "-" if r["mfu"] is None else "%.3f" % r["mfu"]))
 
 
+def markdown(paths):
+    """The one-GPU rows of each file, one table, a row per (file, model)."""
+    out = ["| device, date | model | micro-batch | ours, tokens/s | MFU | best PyTorch "
+           "(mode, SDPA) | tokens/s | ours / best | predicted / measured step |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        doc = json.load(open(path))
+        for r in doc["rows"]:
+            if r.get("gpus") != 1 or r.get("plan") != "single" or not r.get("autoddl_tokens_per_s"):
+                continue
+            peers = [(r.get("pytorch_%s_tokens_per_s" % m), m,
+                      r.get("pytorch_%s_sdpa_backend" % m)) for m in ("eager", "compile")]
+            peers = [p for p in peers if p[0]]
+            best = max(peers) if peers else (None, "-", None)
+            ratio = "%.3f×" % (r["autoddl_tokens_per_s"] / best[0]) if best[0] else "-"
+            pom = r.get("predicted_over_measured")
+            out.append("| %s, %s | %s | %s | %.1fk | %.1f %% | %s | %s | %s | %s |" % (
+                doc.get("device") or "-", doc.get("date") or "-", r["model"],
+                r.get("autoddl_micro_batch") or r.get("micro_batch") or "-",
+                r["autoddl_tokens_per_s"] / 1e3, 100 * r["mfu"],
+                "%s, %s" % (best[1], best[2]) if best[2] else best[1],
+                "%.1fk" % (best[0] / 1e3) if best[0] else "-", ratio,
+                "%.3f" % pom if pom else "-"))
+    return "\n".join(out) + "\n"
+
+
+def readme(path, write):
+    """Regenerates README's speed tables from the files their opening markers name."""
+    lines = open(path).read().split("\n")
+    result, i, stale = [], 0, []
+    while i < len(lines):
+        line = lines[i]
+        result.append(line)
+        i += 1
+        if not line.startswith("<!-- speed-table ") or not line.endswith(" -->"):
+            continue
+        files = line[len("<!-- speed-table "):-len(" -->")].split()
+        end = next((k for k in range(i, len(lines)) if lines[k] == "<!-- /speed-table -->"), None)
+        if end is None:
+            sys.exit("%s:%d: a speed table without its closing marker" % (path, i))
+        try:
+            table = markdown(files).rstrip("\n").split("\n")
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit("%s:%d: the speed table's files: %s" % (path, i, e))
+        if lines[i:end] != table:
+            stale.append(i)
+        result += table
+        i = end
+    if write:
+        open(path, "w").write("\n".join(result))
+    elif stale:
+        sys.exit("%s:%d: the speed table differs from its files (bench/cuda/results_table.py "
+                 "readme %s --write)" % (path, stale[0] + 1, path))
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "autoddl-row":
         if len(sys.argv) != 6:
             sys.exit("usage: results_table.py autoddl-row BENCH_JSON METRICS_JSON WARMUP STATUS")
         autoddl_row(*sys.argv[2:6])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "markdown":
+        sys.stdout.write(markdown(sys.argv[2:]))
+        return
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "readme":
+        readme(sys.argv[2], sys.argv[3:] == ["--write"])
         return
     ap = argparse.ArgumentParser()
     ap.add_argument("cmd", choices=["combine"])
