@@ -170,6 +170,19 @@ CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
   return f;
 }
 
+bool is_fp8(const CheckpointEntry &e) { return is_fp8_scaling_entry(e.name); }
+
+/// `state` without the FP8 scaling rows (their metas keep what they hold).
+void drop_fp8_scaling(std::vector<CheckpointEntry> &state) {
+  state.erase(std::remove_if(state.begin(), state.end(), is_fp8), state.end());
+}
+
+bool holds_fp8_scaling(const SafetensorsIndex &index) {
+  return std::any_of(
+      index.tensors.begin(), index.tensors.end(),
+      [](const auto &t) { return is_fp8_scaling_entry(t.first); });
+}
+
 /// The FP8 linears' scaling state is each rank's own (its tensors' amaxes):
 /// it is read from a checkpoint of this plan only. One that holds none (a
 /// bf16 run's, or older) or is of another plan leaves the scales to start
@@ -179,9 +192,6 @@ CheckpointFolder snapshot_folder(const Options &o, int64_t steps_done,
 void plan_fp8_scaling(std::vector<CheckpointEntry> &state,
                       const SafetensorsIndex &file_index,
                       const std::string &file, const ProgramSpec &s) {
-  auto is_fp8 = [](const CheckpointEntry &e) {
-    return is_fp8_scaling_entry(e.name);
-  };
   const auto wanted = std::count_if(state.begin(), state.end(), is_fp8);
   if (wanted == 0)
     return;
@@ -198,8 +208,7 @@ void plan_fp8_scaling(std::vector<CheckpointEntry> &state,
           quote_value(plan == file_index.metadata.end() ? "" : plan->second) +
           ", kept per rank; this run's plan is \"" + plan_string(s) + "\"";
   if (!why.empty()) {
-    state.erase(std::remove_if(state.begin(), state.end(), is_fp8),
-                state.end());
+    drop_fp8_scaling(state);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0)
@@ -416,15 +425,8 @@ int64_t load_compressed(const std::string &dir, const ProgramSpec &s,
   // writes both: a run's first save and the one after a rollback are full);
   // a bf16 program's or an older one's hold none, and its base's load said
   // so (plan_fp8_scaling).
-  const SafetensorsIndex baseState =
-      safetensors_index(base + "/optimizer.safetensors");
-  if (std::none_of(baseState.tensors.begin(), baseState.tensors.end(),
-                   [](const auto &t) { return is_fp8_scaling_entry(t.first); }))
-    state.erase(std::remove_if(state.begin(), state.end(),
-                               [](const CheckpointEntry &e) {
-                                 return is_fp8_scaling_entry(e.name);
-                               }),
-                state.end());
+  if (!holds_fp8_scaling(safetensors_index(base + "/optimizer.safetensors")))
+    drop_fp8_scaling(state);
   all.insert(all.end(), state.begin(), state.end());
   const CheckpointBlocks blocks = checkpoint_blocks(all, MPI_COMM_WORLD);
   int rank = 0;

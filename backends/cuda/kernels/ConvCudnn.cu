@@ -121,9 +121,10 @@ bool wgrad_bf16_first() {
   return v;
 }
 
-enum class Dir { kForward, kData, kFilter };
+/// ConvScratch.h's directions; op_names indexes its table by them.
+using Dir = ConvDirection;
 const char *dir_name(Dir d) {
-  return d == Dir::kForward ? "forward" : d == Dir::kData ? "dgrad" : "wgrad";
+  return d == Dir::Forward ? "forward" : d == Dir::DataGrad ? "dgrad" : "wgrad";
 }
 
 /// Tensor ids of the variant pack, one a role: x [B,Cin,H,W] (dx),
@@ -178,11 +179,11 @@ struct Variant {
 std::vector<Variant> variants(Dir d, bool krsc) {
   const cudnnDataType_t bf16 = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
   switch (d) {
-  case Dir::kForward:
+  case Dir::Forward:
     return {{true, bf16}};
-  case Dir::kData:
+  case Dir::DataGrad:
     return {{true, bf16}, {false, bf16}};
-  case Dir::kFilter:
+  case Dir::FilterGrad:
     break;
   }
   if (krsc)
@@ -211,12 +212,6 @@ struct Key {
     return {B, Cin, H, W, Cout, kh, kw, stride, padding, last};
   }
 };
-
-ConvDirection direction(Dir d) {
-  return d == Dir::kForward ? ConvDirection::Forward
-         : d == Dir::kData  ? ConvDirection::DataGrad
-                            : ConvDirection::FilterGrad;
-}
 
 /// One planned graph: its execution plan and every descriptor it refers to
 /// (kept for the process); under autotune, until the first call times them,
@@ -294,7 +289,7 @@ void plan_variant(Plan &p, cudnnHandle_t h, const Key &k, Variant v) {
   }
   const float alpha = 1.0f,
               beta =
-                  v.inPlace && k.dir != Dir::kForward && !k.store ? 1.0f : 0.0f;
+                  v.inPlace && k.dir != Dir::Forward && !k.store ? 1.0f : 0.0f;
   b.set(op, names.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
   b.set(op, names.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   b.set(op, names.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
@@ -488,19 +483,19 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
   void *ptrs[3] = {const_cast<void *>(x), const_cast<void *>(w),
                    const_cast<void *>(y)};
   const Role out = op_names(d).out;
-  const int64_t n = convResultElements(s, direction(d));
+  const int64_t n = convResultElements(s, d);
   const bool f32 = p.variant.type == CUDNN_DATA_FLOAT;
   // Candidates that store in place (the forward, a backward that stores) are
   // timed on the call's own output, which the plan's run then overwrites;
   // only one that adds into it (beta = 1) needs a scratch output to be timed
   // on (ResNet-50: the stem's 411 MB forward output no longer doubled).
-  const bool storesInPlace = p.variant.inPlace && (d == Dir::kForward || store);
+  const bool storesInPlace = p.variant.inPlace && (d == Dir::Forward || store);
   const int64_t outElementBytes =
       p.variant.inPlace && (p.candidates.empty() || storesInPlace) ? 0
       : f32 ? int64_t(sizeof(float))
             : int64_t(sizeof(act_t));
   const ConvScratchParts parts =
-      convScratchParts(s, direction(d), outElementBytes, p.workspaceBytes);
+      convScratchParts(s, d, outElementBytes, p.workspaceBytes);
   const int64_t copyBytes = parts.copy, outBytes = parts.output,
                 total = parts.total();
   char *buf =
@@ -538,23 +533,23 @@ bool run(Dir d, const Conv2dShape &s, const void *x, const void *w,
 } // namespace
 
 bool forward(act_t *out, const act_t *x, const act_t *w, const Conv2dShape &s) {
-  return run(Dir::kForward, s, x, w, out);
+  return run(Dir::Forward, s, x, w, out);
 }
 
 bool backward_data(act_t *dx, const act_t *dout, const act_t *w,
                    const Conv2dShape &s, bool accumulate) {
-  return run(Dir::kData, s, dx, w, dout, !accumulate);
+  return run(Dir::DataGrad, s, dx, w, dout, !accumulate);
 }
 
 bool backward_filter(float *dw, const act_t *dout, const act_t *x,
                      const Conv2dShape &s) {
-  return run(Dir::kFilter, s, x, dw, dout);
+  return run(Dir::FilterGrad, s, x, dw, dout);
 }
 
 bool takes(const Conv2dShape &s) {
   if (!enabled_here())
     return false;
-  for (Dir d : {Dir::kForward, Dir::kData, Dir::kFilter})
+  for (Dir d : {Dir::Forward, Dir::DataGrad, Dir::FilterGrad})
     if (!plan_for(key_of(d, s, 16)).usable)
       return false;
   return true;
